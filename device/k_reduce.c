@@ -1,0 +1,21 @@
+/* device/k_reduce.c: placeholder until its owner lands it. */
+#include "device.h"
+
+IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out)
+{
+    (void)out;
+    return dev_kernel_error(k, IR_EUNSUPPORTED, "%s is not built yet", ir_op_name(k->ins->op));
+}
+
+IrStatus dev_k_reduce_window(const DevKernelArgs *k, DevValue **out)
+{
+    (void)out;
+    return dev_kernel_error(k, IR_EUNSUPPORTED, "%s is not built yet", ir_op_name(k->ins->op));
+}
+
+IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out)
+{
+    (void)out;
+    return dev_kernel_error(k, IR_EUNSUPPORTED, "%s is not built yet", ir_op_name(k->ins->op));
+}
+

@@ -1,0 +1,108 @@
+/*
+ * diag.c: error records. Library code records the first error of an
+ * operation with its file, line and column; tools/ formats it the way
+ * compilers do: `tessel: FILE:LINE:COL: error: MSG`, the line, a caret.
+ */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static char *vformat(const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0)
+        return NULL;
+    char *s = ts_malloc((size_t)n + 1);
+    if (s)
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+/* The text of line `line` (1-based) of `src`, without its newline. */
+static char *extract_line(const char *src, int32_t line)
+{
+    const char *p = src;
+    for (int32_t l = 1; l < line; l++) {
+        p = strchr(p, '\n');
+        if (!p)
+            return NULL;
+        p++;
+    }
+    size_t n = strcspn(p, "\n");
+    if (n > 0 && p[n - 1] == '\r')
+        n--;
+    char *r = ts_malloc(n + 1);
+    if (r) {
+        memcpy(r, p, n);
+        r[n] = 0;
+    }
+    return r;
+}
+
+IrStatus ir_verror(IrDiag *d, IrStatus st, const char *file, const char *src, IrPos pos,
+                   const char *fmt, va_list ap)
+{
+    if (!d)
+        return st;
+    if (d->status != IR_OK)
+        return st; /* keep the first error */
+    d->status = st;
+    d->pos = pos;
+    d->file = file ? ts_strdup(file) : NULL;
+    d->line_text = (src && pos.line > 0) ? extract_line(src, pos.line) : NULL;
+    d->msg = vformat(fmt, ap);
+    return st;
+}
+
+IrStatus ir_error(IrDiag *d, IrStatus st, const char *file, const char *src, IrPos pos,
+                  const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ir_verror(d, st, file, src, pos, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+char *ir_diag_format(const IrDiag *d, const char *prog)
+{
+    const char *msg = d->msg ? d->msg : "out of memory";
+    char loc[64] = "";
+    if (d->pos.line > 0)
+        snprintf(loc, sizeof loc, ":%d:%d", (int)d->pos.line, (int)d->pos.col);
+    const char *file = d->file ? d->file : "";
+    const char *sep = (d->file || d->pos.line > 0) ? ": " : "";
+    size_t n = strlen(prog) + strlen(file) + strlen(loc) + strlen(msg) + 32;
+    if (d->line_text)
+        n += 2 * strlen(d->line_text) + 16 + (size_t)(d->pos.col > 0 ? d->pos.col : 0);
+    char *out = ts_malloc(n);
+    if (!out)
+        return NULL;
+    int k = snprintf(out, n, "%s: %s%s%serror: %s\n", prog, file, loc, sep, msg);
+    if (d->line_text && k > 0) {
+        k += snprintf(out + k, n - (size_t)k, "  %s\n  ", d->line_text);
+        /* The caret sits under column col; tabs in the line are kept so the
+         * caret lines up in a terminal. */
+        int32_t col = d->pos.col > 0 ? d->pos.col : 1;
+        for (int32_t i = 1; i < col && (size_t)k < n - 3; i++) {
+            char c = (size_t)(i - 1) < strlen(d->line_text) && d->line_text[i - 1] == '\t' ? '\t' : ' ';
+            out[k++] = c;
+        }
+        out[k++] = '^';
+        out[k++] = '\n';
+        out[k] = 0;
+    }
+    return out;
+}
+
+void ir_diag_clear(IrDiag *d)
+{
+    ts_free(d->file);
+    ts_free(d->line_text);
+    ts_free(d->msg);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,543 @@
+/*
+ * ir.h: tessel's HLO intermediate representation, layer `ir/`.
+ *
+ * An HloModule as XLA has it: computations of instructions, each instruction
+ * with an opcode, a shape, operands, attributes and an optional sharding.
+ * Everything a module owns lives in one arena and is freed by ir_module_free.
+ * Values are referred to by index, not by pointer (QBE's Ref): an operand is
+ * the index of an instruction in its computation's `instr` array, a called
+ * computation is an index in the module's `comp` array. Cloning, outlining and
+ * renumbering are array copies.
+ *
+ * Files of this layer (the header reads as a table of contents):
+ *   arena.c     bump allocator, string interning helpers
+ *   diag.c      error records with FILE:LINE:COL, the source line and a caret
+ *   types.c     primitive types: names, sizes, classes
+ *   shape.c     shapes: element counts with overflow checks, equality, text
+ *   module.c    building modules: computations, instructions, lookup
+ *   ops.c       opcode tables generated from hlo_ops.def
+ *   lex.c       the HLO text lexer
+ *   parse.c     the HLO text parser (modules, instructions, attributes)
+ *   literal.c   parsing and printing of constant literals
+ *   sharding.c  XLA shardings: parse, print, validate, query
+ *   print.c     the HLO text printer (XLA's syntax; round trips)
+ *   infer.c     shape inference, one rule per op
+ *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
+ *   topo.c      topological order of a computation
+ *
+ * Depends on libc only.
+ */
+#ifndef TESSEL_IR_H
+#define TESSEL_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------ */
+/* arena.c                                                             */
+/* ------------------------------------------------------------------ */
+
+/* A bump allocator: blocks of memory freed all at once by ir_arena_free.
+ * Allocation through ir_alloc never returns NULL: it returns NULL only when
+ * the system (or the failure-injection hook) refuses memory, and every caller
+ * propagates that as IR_ENOMEM. Memory is zeroed. */
+typedef struct IrArena IrArena;
+
+IrArena *ir_arena_new(void);
+void ir_arena_free(IrArena *a);
+void *ir_alloc(IrArena *a, size_t size);                   /* zeroed, 16-aligned */
+void *ir_alloc_array(IrArena *a, size_t n, size_t elem);   /* overflow-checked */
+char *ir_strdup(IrArena *a, const char *s);
+char *ir_strndup(IrArena *a, const char *s, size_t n);
+char *ir_sprintf(IrArena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+size_t ir_arena_bytes(const IrArena *a);                   /* bytes reserved */
+
+/* Every heap allocation of the project goes through these, so a test can
+ * make the Nth one fail (failure injection). ts_malloc(0) returns a unique
+ * non-NULL pointer. */
+void *ts_malloc(size_t n);
+void *ts_calloc(size_t n, size_t elem);
+void *ts_realloc(void *p, size_t n);
+void ts_free(void *p);
+char *ts_strdup(const char *s);
+/* Fail the Nth allocation from now on (1 = the next one); 0 disables. */
+void ts_fail_alloc_after(long n);
+long ts_alloc_count(void);
+
+/* ------------------------------------------------------------------ */
+/* diag.c                                                              */
+/* ------------------------------------------------------------------ */
+
+typedef enum IrStatus {
+    IR_OK = 0,
+    IR_EINPUT,    /* bad input: syntax, semantics, limits (exit status 2) */
+    IR_ENOMEM,    /* out of memory */
+    IR_EUNSUPPORTED, /* valid HLO that this part of tessel cannot handle */
+    IR_EINTERNAL, /* a bug: an invariant that should have held did not */
+    IR_ERUNTIME,  /* a failure while running (I/O, a peer, a kernel) */
+} IrStatus;
+
+/* A position in a source text. line and col count from 1; 0 means unknown. */
+typedef struct IrPos {
+    int32_t line;
+    int32_t col;
+} IrPos;
+
+/* The first error of an operation. Library code fills one and returns its
+ * status; only tools/ prints it. `msg` and `line_text` are heap strings owned
+ * by the diag (ir_diag_clear frees them). */
+typedef struct IrDiag {
+    IrStatus status;
+    char *file;       /* NULL when not about a file */
+    IrPos pos;
+    char *line_text;  /* the source line, without newline, or NULL */
+    char *msg;
+} IrDiag;
+
+/* Record an error (only the first one is kept) and return its status.
+ * `src` is the whole source text (may be NULL) used to extract the line. */
+IrStatus ir_error(IrDiag *d, IrStatus st, const char *file, const char *src,
+                  IrPos pos, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+IrStatus ir_verror(IrDiag *d, IrStatus st, const char *file, const char *src,
+                   IrPos pos, const char *fmt, va_list ap);
+/* Format as `tessel: FILE:LINE:COL: error: MSG\n  LINE\n  ^` into a heap string. */
+char *ir_diag_format(const IrDiag *d, const char *prog);
+void ir_diag_clear(IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* types.c                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef enum IrType {
+    IR_INVALID = 0,
+    IR_PRED, IR_S8, IR_S16, IR_S32, IR_S64,
+    IR_U8, IR_U16, IR_U32, IR_U64,
+    IR_F16, IR_BF16, IR_F32, IR_F64,
+    IR_C64, IR_C128,
+    IR_TOKEN,
+    IR_TUPLE,
+    IR_NTYPES
+} IrType;
+
+const char *ir_type_name(IrType t);             /* "f32", "(tuple)" */
+IrType ir_type_from_name(const char *s, size_t n); /* IR_INVALID if unknown */
+size_t ir_type_size(IrType t);                  /* bytes per element; pred = 1; 0 for token/tuple */
+bool ir_type_is_float(IrType t);                /* f16 bf16 f32 f64 */
+bool ir_type_is_complex(IrType t);
+bool ir_type_is_signed_int(IrType t);
+bool ir_type_is_unsigned_int(IrType t);
+bool ir_type_is_int(IrType t);                  /* signed or unsigned, not pred */
+bool ir_type_is_array(IrType t);                /* not token, not tuple */
+int ir_type_bits(IrType t);
+
+/* ------------------------------------------------------------------ */
+/* shape.c                                                             */
+/* ------------------------------------------------------------------ */
+
+#define IR_MAX_RANK 64
+
+/* An array shape (type, dims, optional layout) or a tuple of shapes, or
+ * token[]. Arrays are stored in row-major (logical) order at run time
+ * whatever the layout says; the layout is kept so printing round trips. */
+typedef struct IrShape {
+    IrType type;
+    int32_t rank;
+    int64_t *dims;           /* rank entries */
+    bool has_layout;         /* a `{...}` layout was given */
+    int32_t *minor_to_major; /* rank entries when has_layout */
+    const char *layout_tail; /* text after ':' inside the layout, e.g. "T(8,128)"; NULL if none */
+    int32_t ntuple;          /* for IR_TUPLE */
+    struct IrShape *tuple;
+} IrShape;
+
+/* Shape limits, checked before anything is allocated. */
+typedef struct IrLimits {
+    int64_t max_elements;    /* per array; default 1<<34 */
+    int32_t max_rank;        /* default IR_MAX_RANK */
+    int32_t max_tuple;       /* tuple width; default 1<<16 */
+    int32_t max_depth;       /* nesting of tuples, literals, braces; default 64 */
+    int64_t max_name;        /* name length; default 4096 */
+} IrLimits;
+IrLimits ir_default_limits(void);
+
+/* Element count of an array shape; -1 on overflow of int64. 1 for rank 0. */
+int64_t ir_shape_elements(const IrShape *s);
+/* Bytes of an array shape (elements * type size), -1 on overflow; for a tuple, sum of leaves. */
+int64_t ir_shape_bytes(const IrShape *s);
+bool ir_shape_is_tuple(const IrShape *s);
+bool ir_shape_is_array(const IrShape *s);
+/* Same type and dims (and tuple structure); layouts ignored. */
+bool ir_shape_equal(const IrShape *a, const IrShape *b);
+bool ir_shape_compatible(const IrShape *a, const IrShape *b); /* = equal, ignoring layout */
+/* Deep copy into an arena. Returns IR_ENOMEM status through NULL check of dst fields. */
+IrStatus ir_shape_copy(IrArena *a, IrShape *dst, const IrShape *src);
+/* Make an array shape with the given dims (no layout). */
+IrStatus ir_shape_make(IrArena *a, IrShape *dst, IrType t, int32_t rank, const int64_t *dims);
+/* Make a tuple shape of n element shapes (deep-copied). */
+IrStatus ir_shape_make_tuple(IrArena *a, IrShape *dst, int32_t n, const IrShape *elems);
+/* Text as XLA prints it: "f32[8,16]{1,0}" (with_layout) or "f32[8,16]"; tuples "(f32[2], s32[])".
+ * Returns a heap string (ts_malloc) or NULL on OOM. */
+char *ir_shape_str(const IrShape *s, bool with_layout);
+/* Leaf count (1 for an array), leaves depth first. */
+int32_t ir_shape_leaf_count(const IrShape *s);
+const IrShape *ir_shape_leaf(const IrShape *s, int32_t leaf);
+/* Row-major strides in elements for an array shape; strides has rank entries. */
+void ir_shape_strides(const IrShape *s, int64_t *strides);
+
+/* ------------------------------------------------------------------ */
+/* ops.c: opcodes, generated from hlo_ops.def                          */
+/* ------------------------------------------------------------------ */
+
+typedef enum IrOpKind { IR_K_UNARY, IR_K_BINARY, IR_K_TERNARY, IR_K_OTHER } IrOpKind;
+
+/* Partitioner handler families (the FAMILY column of hlo_ops.def). */
+typedef enum IrOpFamily {
+    FAM_ELEMENTWISE, FAM_PARAMETER, FAM_CONSTANT, FAM_IOTA, FAM_TUPLE,
+    FAM_CONTROL, FAM_BROADCAST, FAM_RESHAPE, FAM_TRANSPOSE, FAM_SLICE,
+    FAM_DYNAMIC_SLICE, FAM_PAD, FAM_CONCATENATE, FAM_REVERSE, FAM_GATHER,
+    FAM_SCATTER, FAM_SORT, FAM_DOT, FAM_CONVOLUTION, FAM_REDUCE,
+    FAM_REDUCE_WINDOW, FAM_COLLECTIVE, FAM_CUSTOM_CALL, FAM_FALLBACK,
+} IrOpFamily;
+
+typedef enum IrOpcode {
+#define OP(e, name, arity, kind, fam) OP_##e,
+#include "hlo_ops.def"
+#undef OP
+    OP_COUNT
+} IrOpcode;
+
+const char *ir_op_name(IrOpcode op);
+int ir_op_arity(IrOpcode op);          /* -1 variadic */
+IrOpKind ir_op_kind(IrOpcode op);
+IrOpFamily ir_op_family(IrOpcode op);
+bool ir_op_is_elementwise(IrOpcode op); /* unary/binary/ternary kinds */
+/* Lookup by text name; returns OP_COUNT if unknown. */
+IrOpcode ir_op_from_name(const char *s, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* sharding.c                                                          */
+/* ------------------------------------------------------------------ */
+
+typedef enum IrShardingKind {
+    SHD_REPLICATED, SHD_MAXIMAL, SHD_MANUAL, SHD_TILED, SHD_TUPLE,
+} IrShardingKind;
+
+/* The meaning of a trailing tile-assignment dimension (last_tile_dims). */
+typedef enum IrSubgroupType { SUBGROUP_REPLICATED, SUBGROUP_MANUAL } IrSubgroupType;
+
+/* An XLA HloSharding. For SHD_TILED, the tile assignment is an array of
+ * dims `tile[0..ntile)` whose first `ntile - nsubgroup` entries tile the data
+ * dimensions and whose last `nsubgroup` entries are subgroups (replication or
+ * manual), and `devices` holds its entries in row-major order (iota forms are
+ * expanded on parse). `last_tile_dim_replicate` is the older spelling of one
+ * REPLICATED subgroup and is remembered only so printing round trips. */
+typedef struct IrSharding {
+    IrShardingKind kind;
+    int64_t device;             /* SHD_MAXIMAL */
+    int32_t ntile;
+    int64_t *tile;              /* tile assignment dims */
+    int64_t ndevices;           /* product of tile */
+    int64_t *devices;           /* row-major tile assignment */
+    int32_t nsubgroup;          /* trailing subgroup dims */
+    IrSubgroupType *subgroup;   /* nsubgroup entries */
+    bool last_tile_dim_replicate;
+    /* Iota form, printed back as such: devices=[tile]<=[iota_dims]T(perm). */
+    bool iota;
+    int32_t niota;
+    int64_t *iota_dims;
+    int32_t *iota_perm;         /* NULL when no T(...) */
+    int32_t ntuple;             /* SHD_TUPLE */
+    struct IrSharding *tuple;
+    const char *metadata;       /* raw text of metadata={...} inside, or NULL */
+} IrSharding;
+
+/* Data rank a tiled sharding applies to (ntile - nsubgroup). */
+int32_t ir_sharding_data_rank(const IrSharding *s);
+/* Devices that hold one tile (product of subgroup dims). */
+int64_t ir_sharding_replication(const IrSharding *s);
+/* Number of distinct tiles (product of data tile dims). */
+int64_t ir_sharding_num_tiles(const IrSharding *s);
+bool ir_sharding_equal(const IrSharding *a, const IrSharding *b);
+/* Check against a shape and a device count; on error fill d with `pos`.
+ * num_devices <= 0 skips the device-range check. */
+IrStatus ir_sharding_validate(const IrSharding *s, const IrShape *shape, int64_t num_devices,
+                              IrDiag *d, const char *file, const char *src, IrPos pos);
+/* XLA text, e.g. "{devices=[2,1]0,1}"; heap string or NULL on OOM. */
+char *ir_sharding_str(const IrSharding *s);
+IrStatus ir_sharding_copy(IrArena *a, IrSharding *dst, const IrSharding *src);
+/* Parse XLA sharding text (the part starting with '{'). Used by the parser
+ * and by tools. On error fills d; positions are relative to `text`. */
+IrStatus ir_sharding_parse(IrArena *a, const char *text, IrSharding *out, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* module.c: the IR                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct IrI64List {
+    int32_t n;
+    int64_t *v;
+} IrI64List;
+
+typedef struct IrWindowDim {
+    int64_t size, stride, pad_lo, pad_hi, lhs_dilate, rhs_dilate;
+    bool reversal;
+} IrWindowDim;
+
+typedef struct IrWindow {
+    int32_t rank;          /* 0: no window attribute */
+    IrWindowDim *dim;
+} IrWindow;
+
+/* dim_labels=b01f_01io->b01f, spatial dims in order of their digit. */
+typedef struct IrConvDnums {
+    bool present;
+    int64_t in_batch, in_feature;
+    int64_t k_in_feature, k_out_feature;
+    int64_t out_batch, out_feature;
+    int32_t nspatial;
+    int64_t *in_spatial, *k_spatial, *out_spatial;
+} IrConvDnums;
+
+typedef struct IrDotDnums {
+    IrI64List lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
+} IrDotDnums;
+
+typedef struct IrGatherDnums {
+    IrI64List offset_dims, collapsed_slice_dims, start_index_map;
+    IrI64List operand_batching_dims, start_indices_batching_dims;
+    int64_t index_vector_dim;
+} IrGatherDnums;
+
+typedef struct IrScatterDnums {
+    IrI64List update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+    IrI64List input_batching_dims, scatter_indices_batching_dims;
+    int64_t index_vector_dim;
+} IrScatterDnums;
+
+/* replica_groups={{0,1},{2,3}} or the iota form [2,2]<=[4] (expanded on parse). */
+typedef struct IrReplicaGroups {
+    bool present;
+    int32_t ngroups;
+    int32_t *group_size;   /* ngroups entries */
+    int64_t **groups;
+    /* iota form kept for printing */
+    bool iota;
+    IrI64List iota_shape, iota_reshape;
+    int32_t *iota_perm;
+    int32_t niota_perm;
+} IrReplicaGroups;
+
+typedef enum IrCmpDir { CMP_NONE, CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } IrCmpDir;
+/* type= attribute of compare; CMPT_DEFAULT means "derived from the operand type". */
+typedef enum IrCmpType { CMPT_DEFAULT, CMPT_FLOAT, CMPT_TOTALORDER, CMPT_SIGNED, CMPT_UNSIGNED } IrCmpType;
+
+typedef struct IrKeyValue {
+    const char *key, *value;
+} IrKeyValue;
+
+/* Output/parameter index path into a tuple, e.g. {1, 0}. */
+typedef IrI64List IrShapeIndex;
+
+/* Attributes of an instruction. Only those of its opcode are meaningful; a
+ * field's zero value means "absent" unless noted. */
+typedef struct IrAttrs {
+    int64_t parameter_number;
+    int64_t tuple_index;                /* get-tuple-element index= */
+    int64_t iota_dimension;
+    IrI64List dimensions;               /* broadcast, transpose, reduce, reverse, concatenate, sort, all-gather, ... */
+    bool has_dimensions;
+    IrI64List slice_start, slice_limit, slice_stride;
+    IrI64List dynamic_slice_sizes;
+    IrI64List pad_lo, pad_hi, pad_interior;   /* padding=lo_hi_interior x ... */
+    IrWindow window;
+    IrConvDnums conv;
+    int64_t feature_group_count;        /* default 1 */
+    int64_t batch_group_count;          /* default 1 */
+    IrDotDnums dot;
+    const char *precision_config;       /* raw text of operand_precision={...}, or NULL */
+    const char *algorithm;              /* dot algorithm=, raw */
+    IrCmpDir direction;
+    IrCmpType cmp_type;
+    IrGatherDnums gather;
+    IrI64List slice_sizes;              /* gather */
+    bool indices_are_sorted, unique_indices;
+    IrScatterDnums scatter;
+    bool is_stable;
+    IrReplicaGroups replica_groups;
+    int64_t channel_id;                 /* 0 = none */
+    bool use_global_device_ids, constrain_layout;
+    IrI64List source_target_pairs;      /* flattened {s,t} pairs: 2n entries */
+    const char *custom_call_target;
+    const char *backend_config;         /* raw text (string or {...}), or NULL */
+    const char *api_version;
+    bool custom_call_has_side_effect;
+    int32_t noperand_layouts;
+    IrShape *operand_layout_constraints;
+    const char *distribution;           /* rng: rng_uniform / rng_normal */
+    const char *rng_algorithm;          /* rng-bit-generator */
+    const char *fft_type;
+    IrI64List fft_length;
+    const char *infeed_config, *outfeed_config;
+    bool has_outfeed_shape;
+    IrShape outfeed_shape;
+    int64_t exponent_bits, mantissa_bits; /* reduce-precision */
+    /* Constant literal: leaves depth first, each row-major in its element
+     * type's in-memory form (pred as uint8 0/1, f16/bf16 as raw uint16). */
+    uint8_t *literal;
+    int64_t literal_bytes;
+    int32_t nfrontend;
+    IrKeyValue *frontend;               /* frontend_attributes={k="v",...} */
+    const char *metadata;               /* raw text inside metadata={...} */
+    const char *statistics_viz, *origin; /* raw, kept for printing */
+    IrI64List control_predecessors;     /* instruction indices */
+} IrAttrs;
+
+/* Roles of called computations, in `called[]` order per opcode:
+ *   reduce, reduce-window, map, all-reduce, reduce-scatter, scatter, sort,
+ *   call, custom-call(to_apply): [to_apply]
+ *   while: [condition, body]
+ *   conditional: branches in order; the pred form is [true, false]
+ *   select-and-scatter: [select, scatter]
+ *   custom-call with called_computations={...}: those, in order */
+typedef struct IrInstr {
+    IrOpcode op;
+    const char *name;
+    IrShape shape;
+    int32_t nopnd;
+    int32_t *opnd;         /* indices into the computation's instr[] */
+    int32_t ncalled;
+    int32_t *called;       /* indices into the module's comp[] */
+    IrAttrs a;
+    IrSharding *sharding;  /* NULL when not annotated */
+    bool cond_pred_form;   /* conditional printed as true_computation=/false_computation= */
+    bool custom_to_apply;  /* custom-call names its callee with to_apply= */
+    IrPos pos;             /* where the instruction's name starts */
+} IrInstr;
+
+typedef struct IrComputation {
+    const char *name;
+    int32_t ninstr, cap;
+    IrInstr *instr;        /* in parse (definition) order; see ir_topo_order */
+    int32_t root;          /* index of ROOT; -1 until set */
+    int32_t nparam;
+    int32_t *param;        /* instruction index of parameter(i), or -1 if absent */
+    bool is_entry;
+    bool has_signature;    /* printed with (p: f32[2]) -> f32[2] */
+    IrPos pos;
+} IrComputation;
+
+typedef struct IrAlias {
+    IrShapeIndex output_index;
+    int64_t param_number;
+    IrShapeIndex param_index;
+    bool must_alias;
+} IrAlias;
+
+typedef struct IrModule {
+    IrArena *arena;
+    const char *name;
+    int32_t ncomp, capcomp;
+    IrComputation **comp;  /* pointers are stable; order = print order */
+    int32_t entry;         /* index of the ENTRY computation, -1 until set */
+    int64_t num_partitions;  /* 0 when the header does not say */
+    int64_t replica_count;   /* 0 when the header does not say */
+    bool is_scheduled;
+    const char *entry_computation_layout; /* raw text inside {...} */
+    int32_t nalias;
+    IrAlias *alias;
+    int32_t nheader_attr;
+    IrKeyValue *header_attr; /* other accepted header attributes, kept raw */
+    const char *file;        /* source file name for diagnostics, may be NULL */
+    const char *src;         /* source text (arena copy) for diagnostics, may be NULL */
+    struct IrNameSet *names; /* every name in use, built on demand (module.c) */
+    int64_t next_name_id;    /* suffix counter for ir_unique_name */
+} IrModule;
+
+IrModule *ir_module_new(const char *name);   /* NULL on OOM */
+void ir_module_free(IrModule *m);
+/* Add an empty computation; returns its index or -1 on OOM. */
+int32_t ir_add_computation(IrModule *m, const char *name);
+/* Append an instruction (copied shallowly: pointed-to arrays must live in
+ * the module's arena); returns its index or -1 on OOM. */
+int32_t ir_add_instr(IrModule *m, IrComputation *c, const IrInstr *ins);
+/* Convenience builders; name NULL gives a fresh unique name "op.N". */
+int32_t ir_add_simple(IrModule *m, IrComputation *c, IrOpcode op, const IrShape *shape,
+                      int32_t nopnd, const int32_t *opnd, const char *name);
+int32_t ir_find_computation(const IrModule *m, const char *name);  /* -1 if absent */
+int32_t ir_find_instr(const IrComputation *c, const char *name);   /* -1 if absent */
+IrComputation *ir_entry(const IrModule *m);
+/* A name not used in the module, derived from `base` ("add" -> "add.7"). */
+const char *ir_unique_name(IrModule *m, const char *base);
+/* Deep-copy computation `ci` of `src` into `dst` (and, recursively, the
+ * computations it calls, reusing ones already copied through `map`, an array
+ * of src->ncomp entries initialised to -1). Returns the new index or -1. */
+int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int32_t *map);
+/* Deep copy of a whole module. */
+IrModule *ir_module_clone(const IrModule *m);
+/* Recognise a reducer computation `ROOT op(p0, p1)` over two scalar
+ * parameters (in either order): returns OP_ADD, OP_MULTIPLY, OP_MAXIMUM,
+ * OP_MINIMUM, OP_AND, OP_OR or OP_XOR, else OP_COUNT. */
+IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
+/* Look up a frontend attribute; NULL if absent. */
+const char *ir_frontend_attr(const IrInstr *ins, const char *key);
+
+/* ------------------------------------------------------------------ */
+/* parse.c / lex.c / literal.c                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct IrParseOptions {
+    IrLimits limits;
+    bool verify;             /* run ir_verify after parsing (default in ir_parse_file) */
+} IrParseOptions;
+IrParseOptions ir_default_parse_options(void);
+
+/* Parse HLO text. `file` names it in diagnostics. On success *out owns a new
+ * module; on failure *out is NULL, d says why (FILE:LINE:COL), nothing leaks. */
+IrStatus ir_parse(const char *file, const char *text, size_t len,
+                  const IrParseOptions *opt, IrModule **out, IrDiag *d);
+/* Read a file and parse it (and verify, when opt->verify). */
+IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **out, IrDiag *d);
+
+/* Parse a literal `text` for `shape` into bytes (the IrAttrs.literal form). */
+IrStatus ir_literal_parse(IrArena *a, const IrShape *shape, const char *text, size_t len,
+                          uint8_t **data, int64_t *nbytes, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* print.c                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Print a module as HLO text that XLA and tessel read back to the same
+ * module. Returns a heap string (ts_malloc) or NULL on OOM. */
+char *ir_print_module(const IrModule *m);
+/* Print one instruction line (without indentation or newline). */
+char *ir_print_instr(const IrModule *m, const IrComputation *c, const IrInstr *ins);
+/* Print a literal of `shape` from bytes as XLA does ("{1, 2, 3}"). */
+char *ir_literal_str(const IrShape *shape, const uint8_t *data);
+
+/* ------------------------------------------------------------------ */
+/* infer.c / verify.c / topo.c                                         */
+/* ------------------------------------------------------------------ */
+
+/* Infer the result shape of `ins` from its operands and attributes into
+ * *out (arena-allocated). IR_EINPUT with a message naming the problem. */
+IrStatus ir_infer_shape(const IrModule *m, const IrComputation *c, const IrInstr *ins,
+                        IrShape *out, IrArena *a, IrDiag *d);
+
+/* Verify a whole module: operand counts and types, attributes, inferred
+ * shapes against declared ones, callees and their signatures, cycles,
+ * duplicate names, undefined names, parameters, shardings against shapes and
+ * num_partitions*replica_count, limits. The first error is reported at the
+ * instruction's position. */
+IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d);
+
+/* Instruction indices of `c` in an order where operands (and control
+ * predecessors) come before users; every instruction appears once (also
+ * ones the root does not reach). *order is heap-allocated (ts_malloc). Fails
+ * with IR_EINPUT naming an instruction on a cycle. */
+IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **order, IrDiag *d);
+
+#endif /* TESSEL_IR_H */

@@ -1,0 +1,508 @@
+/*
+ * module.c: building and copying modules. Instructions are appended to
+ * their computation's array and referred to by index; every array an
+ * instruction points to lives in the module's arena.
+ */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the set of names in use (open addressing, grows at 1/2 load) ---- */
+
+typedef struct IrNameSet {
+    size_t cap, n;
+    const char **slot;
+} IrNameSet;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static bool nameset_has(const IrNameSet *ns, const char *s)
+{
+    size_t mask = ns->cap - 1;
+    for (size_t i = hash_str(s) & mask; ns->slot[i]; i = (i + 1) & mask)
+        if (strcmp(ns->slot[i], s) == 0)
+            return true;
+    return false;
+}
+
+static bool nameset_grow(IrNameSet *ns)
+{
+    size_t cap = ns->cap ? ns->cap * 2 : 256;
+    const char **slot = ts_calloc(cap, sizeof *slot);
+    if (!slot)
+        return false;
+    for (size_t i = 0; i < ns->cap; i++) {
+        if (!ns->slot[i])
+            continue;
+        size_t j = hash_str(ns->slot[i]) & (cap - 1);
+        while (slot[j])
+            j = (j + 1) & (cap - 1);
+        slot[j] = ns->slot[i];
+    }
+    ts_free(ns->slot);
+    ns->slot = slot;
+    ns->cap = cap;
+    return true;
+}
+
+static bool nameset_add(IrNameSet *ns, const char *s)
+{
+    if (2 * (ns->n + 1) > ns->cap && !nameset_grow(ns))
+        return false;
+    size_t mask = ns->cap - 1;
+    size_t i = hash_str(s) & mask;
+    for (; ns->slot[i]; i = (i + 1) & mask)
+        if (strcmp(ns->slot[i], s) == 0)
+            return true;
+    ns->slot[i] = s;
+    ns->n++;
+    return true;
+}
+
+static void nameset_free(IrNameSet *ns)
+{
+    if (ns) {
+        ts_free(ns->slot);
+        ts_free(ns);
+    }
+}
+
+/* Build the name set from the module the first time it is needed. */
+static bool names_ready(IrModule *m)
+{
+    if (m->names)
+        return true;
+    IrNameSet *ns = ts_calloc(1, sizeof *ns);
+    if (!ns || !nameset_grow(ns)) {
+        ts_free(ns);
+        return false;
+    }
+    for (int32_t ci = 0; ci < m->ncomp; ci++) {
+        IrComputation *c = m->comp[ci];
+        if (!nameset_add(ns, c->name))
+            goto oom;
+        for (int32_t i = 0; i < c->ninstr; i++)
+            if (!nameset_add(ns, c->instr[i].name))
+                goto oom;
+    }
+    m->names = ns;
+    return true;
+oom:
+    nameset_free(ns);
+    return false;
+}
+
+/* ---- modules ---- */
+
+IrModule *ir_module_new(const char *name)
+{
+    IrArena *a = ir_arena_new();
+    if (!a)
+        return NULL;
+    IrModule *m = ir_alloc(a, sizeof *m);
+    if (!m || !(m->name = ir_strdup(a, name ? name : "module"))) {
+        ir_arena_free(a);
+        return NULL;
+    }
+    m->arena = a;
+    m->entry = -1;
+    return m;
+}
+
+void ir_module_free(IrModule *m)
+{
+    if (!m)
+        return;
+    nameset_free(m->names);
+    for (int32_t i = 0; i < m->ncomp; i++)
+        ts_free(m->comp[i]->instr);
+    ts_free(m->comp);
+    ir_arena_free(m->arena);
+}
+
+int32_t ir_add_computation(IrModule *m, const char *name)
+{
+    if (m->ncomp == m->capcomp) {
+        int32_t cap = m->capcomp ? m->capcomp * 2 : 8;
+        IrComputation **nc = ts_realloc(m->comp, (size_t)cap * sizeof *nc);
+        if (!nc)
+            return -1;
+        m->comp = nc;
+        m->capcomp = cap;
+    }
+    IrComputation *c = ir_alloc(m->arena, sizeof *c);
+    if (!c || !(c->name = ir_strdup(m->arena, name)))
+        return -1;
+    c->root = -1;
+    if (m->names && !nameset_add(m->names, c->name))
+        return -1;
+    m->comp[m->ncomp] = c;
+    return m->ncomp++;
+}
+
+int32_t ir_add_instr(IrModule *m, IrComputation *c, const IrInstr *ins)
+{
+    /* Instruction arrays are heap-allocated (not arena) because they grow;
+     * ir_module_free releases them. */
+    if (c->ninstr == c->cap) {
+        int32_t cap = c->cap ? c->cap * 2 : 16;
+        IrInstr *ni = ts_realloc(c->instr, (size_t)cap * sizeof *ni);
+        if (!ni)
+            return -1;
+        c->instr = ni;
+        c->cap = cap;
+    }
+    if (m->names && !nameset_add(m->names, ins->name))
+        return -1;
+    c->instr[c->ninstr] = *ins;
+    if (ins->op == OP_PARAMETER) {
+        int64_t pn = ins->a.parameter_number;
+        if (pn >= 0 && pn < (1 << 24) && pn >= c->nparam) {
+            int32_t n = (int32_t)pn + 1;
+            int32_t *np = ir_alloc_array(m->arena, (size_t)n, sizeof(int32_t));
+            if (!np)
+                return -1;
+            for (int32_t i = 0; i < n; i++)
+                np[i] = i < c->nparam ? c->param[i] : -1;
+            c->param = np;
+            c->nparam = n;
+        }
+        if (pn >= 0 && pn < c->nparam && c->param[pn] < 0)
+            c->param[pn] = c->ninstr;
+    }
+    return c->ninstr++;
+}
+
+const char *ir_unique_name(IrModule *m, const char *base)
+{
+    if (!names_ready(m))
+        return NULL;
+    /* Strip a trailing ".N" so "add.3" gives "add.17", not "add.3.17". */
+    size_t n = strlen(base);
+    size_t k = n;
+    while (k > 0 && base[k - 1] >= '0' && base[k - 1] <= '9')
+        k--;
+    if (k > 0 && k < n && base[k - 1] == '.')
+        n = k - 1;
+    if (!nameset_has(m->names, base) && n == strlen(base)) {
+        char *r = ir_strdup(m->arena, base);
+        return r && nameset_add(m->names, r) ? r : NULL;
+    }
+    for (;;) {
+        char *r = ir_sprintf(m->arena, "%.*s.%lld", (int)n, base, (long long)++m->next_name_id);
+        if (!r)
+            return NULL;
+        if (!nameset_has(m->names, r))
+            return nameset_add(m->names, r) ? r : NULL;
+    }
+}
+
+int32_t ir_add_simple(IrModule *m, IrComputation *c, IrOpcode op, const IrShape *shape,
+                      int32_t nopnd, const int32_t *opnd, const char *name)
+{
+    IrInstr ins = {0};
+    ins.op = op;
+    ins.name = ir_unique_name(m, name ? name : ir_op_name(op));
+    if (!ins.name || ir_shape_copy(m->arena, &ins.shape, shape) != IR_OK)
+        return -1;
+    ins.a.feature_group_count = 1;
+    ins.a.batch_group_count = 1;
+    ins.nopnd = nopnd;
+    if (nopnd > 0) {
+        ins.opnd = ir_alloc_array(m->arena, (size_t)nopnd, sizeof(int32_t));
+        if (!ins.opnd)
+            return -1;
+        memcpy(ins.opnd, opnd, (size_t)nopnd * sizeof(int32_t));
+    }
+    return ir_add_instr(m, c, &ins);
+}
+
+int32_t ir_find_computation(const IrModule *m, const char *name)
+{
+    for (int32_t i = 0; i < m->ncomp; i++)
+        if (strcmp(m->comp[i]->name, name) == 0)
+            return i;
+    return -1;
+}
+
+int32_t ir_find_instr(const IrComputation *c, const char *name)
+{
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (strcmp(c->instr[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+IrComputation *ir_entry(const IrModule *m)
+{
+    return m->entry >= 0 ? m->comp[m->entry] : NULL;
+}
+
+const char *ir_frontend_attr(const IrInstr *ins, const char *key)
+{
+    for (int32_t i = 0; i < ins->a.nfrontend; i++)
+        if (strcmp(ins->a.frontend[i].key, key) == 0)
+            return ins->a.frontend[i].value;
+    return NULL;
+}
+
+/* ---- deep copies ---- */
+
+/* Copy helpers return false on OOM. */
+static bool dup_i64(IrArena *a, IrI64List *l)
+{
+    if (l->n <= 0 || !l->v)
+        return true;
+    int64_t *v = ir_alloc_array(a, (size_t)l->n, sizeof *v);
+    if (!v)
+        return false;
+    memcpy(v, l->v, (size_t)l->n * sizeof *v);
+    l->v = v;
+    return true;
+}
+
+static bool dup_mem(IrArena *a, void **p, size_t n)
+{
+    if (!*p || n == 0)
+        return true;
+    void *q = ir_alloc(a, n);
+    if (!q)
+        return false;
+    memcpy(q, *p, n);
+    *p = q;
+    return true;
+}
+
+static bool dup_str(IrArena *a, const char **s)
+{
+    if (!*s)
+        return true;
+    char *r = ir_strdup(a, *s);
+    *s = r;
+    return r != NULL;
+}
+
+static bool dup_replica_groups(IrArena *a, IrReplicaGroups *g)
+{
+    int32_t *sizes = g->group_size;
+    int64_t **groups = g->groups;
+    if (!dup_mem(a, (void **)&g->group_size, (size_t)g->ngroups * sizeof(int32_t)))
+        return false;
+    if (g->ngroups > 0 && groups) {
+        g->groups = ir_alloc_array(a, (size_t)g->ngroups, sizeof(int64_t *));
+        if (!g->groups)
+            return false;
+        for (int32_t i = 0; i < g->ngroups; i++) {
+            g->groups[i] = groups[i];
+            if (!dup_mem(a, (void **)&g->groups[i], (size_t)sizes[i] * sizeof(int64_t)))
+                return false;
+        }
+    }
+    return dup_i64(a, &g->iota_shape) && dup_i64(a, &g->iota_reshape) &&
+           dup_mem(a, (void **)&g->iota_perm, (size_t)g->niota_perm * sizeof(int32_t));
+}
+
+static bool dup_attrs(IrArena *a, IrAttrs *x)
+{
+    IrI64List *lists[] = {
+        &x->dimensions, &x->slice_start, &x->slice_limit, &x->slice_stride,
+        &x->dynamic_slice_sizes, &x->pad_lo, &x->pad_hi, &x->pad_interior,
+        &x->dot.lhs_batch, &x->dot.rhs_batch, &x->dot.lhs_contracting, &x->dot.rhs_contracting,
+        &x->gather.offset_dims, &x->gather.collapsed_slice_dims, &x->gather.start_index_map,
+        &x->gather.operand_batching_dims, &x->gather.start_indices_batching_dims,
+        &x->slice_sizes,
+        &x->scatter.update_window_dims, &x->scatter.inserted_window_dims,
+        &x->scatter.scatter_dims_to_operand_dims, &x->scatter.input_batching_dims,
+        &x->scatter.scatter_indices_batching_dims,
+        &x->source_target_pairs, &x->fft_length, &x->control_predecessors,
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+        if (!dup_i64(a, lists[i]))
+            return false;
+    const char **strs[] = {
+        &x->precision_config, &x->algorithm, &x->custom_call_target, &x->backend_config,
+        &x->api_version, &x->distribution, &x->rng_algorithm, &x->fft_type,
+        &x->infeed_config, &x->outfeed_config, &x->metadata, &x->statistics_viz, &x->origin,
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
+        if (!dup_str(a, strs[i]))
+            return false;
+    if (!dup_mem(a, (void **)&x->window.dim, (size_t)x->window.rank * sizeof(IrWindowDim)))
+        return false;
+    size_t ns = (size_t)x->conv.nspatial * sizeof(int64_t);
+    if (!dup_mem(a, (void **)&x->conv.in_spatial, ns) ||
+        !dup_mem(a, (void **)&x->conv.k_spatial, ns) ||
+        !dup_mem(a, (void **)&x->conv.out_spatial, ns))
+        return false;
+    if (!dup_replica_groups(a, &x->replica_groups))
+        return false;
+    if (x->noperand_layouts > 0) {
+        IrShape *src = x->operand_layout_constraints;
+        x->operand_layout_constraints = ir_alloc_array(a, (size_t)x->noperand_layouts, sizeof(IrShape));
+        if (!x->operand_layout_constraints)
+            return false;
+        for (int32_t i = 0; i < x->noperand_layouts; i++)
+            if (ir_shape_copy(a, &x->operand_layout_constraints[i], &src[i]) != IR_OK)
+                return false;
+    }
+    if (x->has_outfeed_shape && ir_shape_copy(a, &x->outfeed_shape, &x->outfeed_shape) != IR_OK)
+        return false;
+    if (!dup_mem(a, (void **)&x->literal, (size_t)x->literal_bytes))
+        return false;
+    if (x->nfrontend > 0) {
+        IrKeyValue *kv = x->frontend;
+        x->frontend = ir_alloc_array(a, (size_t)x->nfrontend, sizeof(IrKeyValue));
+        if (!x->frontend)
+            return false;
+        for (int32_t i = 0; i < x->nfrontend; i++) {
+            x->frontend[i] = kv[i];
+            if (!dup_str(a, &x->frontend[i].key) || !dup_str(a, &x->frontend[i].value))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Deep copy of an instruction into arena `a` (operand and callee indices
+ * unchanged; the caller renumbers callees). */
+static bool dup_instr(IrArena *a, IrInstr *ins)
+{
+    if (!dup_str(a, &ins->name) || ir_shape_copy(a, &ins->shape, &ins->shape) != IR_OK)
+        return false;
+    if (!dup_mem(a, (void **)&ins->opnd, (size_t)ins->nopnd * sizeof(int32_t)) ||
+        !dup_mem(a, (void **)&ins->called, (size_t)ins->ncalled * sizeof(int32_t)))
+        return false;
+    if (!dup_attrs(a, &ins->a))
+        return false;
+    if (ins->sharding) {
+        IrSharding *s = ir_alloc(a, sizeof *s);
+        if (!s || ir_sharding_copy(a, s, ins->sharding) != IR_OK)
+            return false;
+        ins->sharding = s;
+    }
+    return true;
+}
+
+int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int32_t *map)
+{
+    if (map[ci] >= 0)
+        return map[ci];
+    const IrComputation *sc = src->comp[ci];
+    /* Callees first, so their indices are known. */
+    for (int32_t i = 0; i < sc->ninstr; i++)
+        for (int32_t k = 0; k < sc->instr[i].ncalled; k++)
+            if (ir_clone_computation(dst, src, sc->instr[i].called[k], map) < 0)
+                return -1;
+    const char *name = sc->name;
+    if (dst->names || dst->ncomp > 0) {
+        if (ir_find_computation(dst, name) >= 0 && !(name = ir_unique_name(dst, name)))
+            return -1;
+    }
+    int32_t di = ir_add_computation(dst, name);
+    if (di < 0)
+        return -1;
+    IrComputation *dc = dst->comp[di];
+    dc->root = sc->root;
+    dc->has_signature = sc->has_signature;
+    dc->pos = sc->pos;
+    for (int32_t i = 0; i < sc->ninstr; i++) {
+        IrInstr ins = sc->instr[i];
+        if (!dup_instr(dst->arena, &ins))
+            return -1;
+        for (int32_t k = 0; k < ins.ncalled; k++)
+            ins.called[k] = map[ins.called[k]];
+        if (ir_add_instr(dst, dc, &ins) < 0)
+            return -1;
+    }
+    map[ci] = di;
+    return di;
+}
+
+IrModule *ir_module_clone(const IrModule *m)
+{
+    IrModule *d = ir_module_new(m->name);
+    if (!d)
+        return NULL;
+    int32_t *map = ts_malloc((size_t)(m->ncomp > 0 ? m->ncomp : 1) * sizeof(int32_t));
+    if (!map)
+        goto oom;
+    for (int32_t i = 0; i < m->ncomp; i++)
+        map[i] = -1;
+    /* Keep the original computation order: clone in index order. */
+    for (int32_t i = 0; i < m->ncomp; i++)
+        if (ir_clone_computation(d, m, i, map) < 0)
+            goto oom;
+    d->entry = m->entry >= 0 ? map[m->entry] : -1;
+    if (d->entry >= 0)
+        d->comp[d->entry]->is_entry = true;
+    ts_free(map);
+    d->num_partitions = m->num_partitions;
+    d->replica_count = m->replica_count;
+    d->is_scheduled = m->is_scheduled;
+    d->entry_computation_layout = m->entry_computation_layout;
+    if (!dup_str(d->arena, &d->entry_computation_layout))
+        goto oom;
+    d->nalias = m->nalias;
+    if (m->nalias > 0) {
+        d->alias = ir_alloc_array(d->arena, (size_t)m->nalias, sizeof(IrAlias));
+        if (!d->alias)
+            goto oom;
+        for (int32_t i = 0; i < m->nalias; i++) {
+            d->alias[i] = m->alias[i];
+            if (!dup_i64(d->arena, &d->alias[i].output_index) ||
+                !dup_i64(d->arena, &d->alias[i].param_index))
+                goto oom;
+        }
+    }
+    d->nheader_attr = m->nheader_attr;
+    if (m->nheader_attr > 0) {
+        d->header_attr = ir_alloc_array(d->arena, (size_t)m->nheader_attr, sizeof(IrKeyValue));
+        if (!d->header_attr)
+            goto oom;
+        for (int32_t i = 0; i < m->nheader_attr; i++) {
+            d->header_attr[i] = m->header_attr[i];
+            if (!dup_str(d->arena, &d->header_attr[i].key) ||
+                !dup_str(d->arena, &d->header_attr[i].value))
+                goto oom;
+        }
+    }
+    d->file = m->file;
+    d->src = m->src;
+    if (!dup_str(d->arena, &d->file) || !dup_str(d->arena, &d->src))
+        goto oom;
+    return d;
+oom:
+    ts_free(map);
+    ir_module_free(d);
+    return NULL;
+}
+
+IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp)
+{
+    if (comp < 0 || comp >= m->ncomp)
+        return OP_COUNT;
+    const IrComputation *c = m->comp[comp];
+    if (c->nparam != 2 || c->root < 0 || c->param[0] < 0 || c->param[1] < 0)
+        return OP_COUNT;
+    const IrInstr *r = &c->instr[c->root];
+    switch (r->op) {
+    case OP_ADD: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM:
+    case OP_AND: case OP_OR: case OP_XOR:
+        break;
+    default:
+        return OP_COUNT;
+    }
+    if (r->nopnd != 2 || r->shape.type == IR_TUPLE || r->shape.rank != 0)
+        return OP_COUNT;
+    int32_t a = r->opnd[0], b = r->opnd[1];
+    if ((a == c->param[0] && b == c->param[1]) || (a == c->param[1] && b == c->param[0]))
+        return r->op;
+    return OP_COUNT;
+}

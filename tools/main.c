@@ -1,0 +1,7 @@
+/* tools/main.c: placeholder until the command line lands. */
+#include <stdio.h>
+int main(void)
+{
+    fputs("tessel: not built yet\n", stderr);
+    return 1;
+}
