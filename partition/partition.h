@@ -1,0 +1,112 @@
+/*
+ * partition.h: layer `partition/`: shardings as values to compute with,
+ * sharding propagation, the SPMD partitioner, split/concat trees, device
+ * assignment, replica islands and the plan.
+ *
+ * Files of this layer:
+ *   shd_ops.c     building and transforming shardings (transpose, dropping
+ *                 and inserting dims, replication), shard shapes and offsets
+ *   propagate.c   sharding propagation: a worklist over the module
+ *   spmd.c        the partitioner driver: one pass over each computation
+ *   spmd_*.c      handlers, one file per op family, rule above each
+ *   reshard.c     resharding between any two shardings with collectives
+ *   trees.c       split-node and concat trees, device assignment, islands
+ *   plan.c        the plan: compile result lines, text / JSON / DOT dumps
+ *
+ * Depends on ir/ only; never executes anything.
+ */
+#ifndef TESSEL_PARTITION_H
+#define TESSEL_PARTITION_H
+
+#include "../ir/ir.h"
+
+/* ------------------------------------------------------------------ */
+/* shd_ops.c                                                           */
+/* ------------------------------------------------------------------ */
+
+/* Constructors. All results are allocated in arena `a` and normalised:
+ * a tiled sharding whose data tiles are all 1 and whose subgroups are all
+ * REPLICATED becomes SHD_REPLICATED; subgroup dims of size 1 are dropped;
+ * several REPLICATED subgroup dims are merged into one. NULL on OOM. */
+IrSharding *shd_replicated(IrArena *a);
+IrSharding *shd_manual(IrArena *a);
+IrSharding *shd_maximal(IrArena *a, int64_t device);
+/* A tiled sharding: `ntile` tile dims of which the last `nrepl` (0 or 1)
+ * is a REPLICATED subgroup; `devices` row-major over `tile`. */
+IrSharding *shd_tiled(IrArena *a, int32_t ntile, const int64_t *tile, const int64_t *devices,
+                      int32_t nrepl);
+/* A tuple sharding of n LEAF shardings (copied). As in XLA, a tuple
+ * sharding is flat: one entry per leaf of the tuple shape, depth first, so
+ * `((f32[2], f32[2]), f32[2])` has three entries. */
+IrSharding *shd_tuple(IrArena *a, int32_t n, IrSharding *const *elems);
+/* Normalised copy (see above). */
+IrSharding *shd_normalize(IrArena *a, const IrSharding *s);
+
+/* Queries. */
+bool shd_is_replicated(const IrSharding *s);   /* replicated, or tiled with all data tiles 1 and only REPLICATED subgroups */
+bool shd_is_manual(const IrSharding *s);       /* manual, or all-manual subgroups */
+bool shd_is_maximal(const IrSharding *s);
+bool shd_has_manual_subgroup(const IrSharding *s);
+/* Tiles along data dim d (1 when not tiled or not a tiled sharding). */
+int64_t shd_tiles(const IrSharding *s, int32_t d);
+/* Product of data tiles (1 for replicated/maximal/manual). */
+int64_t shd_total_tiles(const IrSharding *s);
+/* Sharding of leaf `leaf` (depth first) of a value of shape `shape`; for a
+ * non-tuple sharding on a tuple shape, the sharding itself (XLA applies it to
+ * every leaf). */
+const IrSharding *shd_leaf(const IrSharding *s, const IrShape *shape, int32_t leaf);
+/* Sharding of tuple element i of a value of shape `shape`. */
+IrSharding *shd_tuple_element(IrArena *a, const IrSharding *s, const IrShape *shape, int32_t i);
+/* A tuple sharding giving every leaf of `shape` the sharding `s` (s for arrays). */
+IrSharding *shd_broadcast_to_shape(IrArena *a, const IrSharding *s, const IrShape *shape);
+
+/* Transforms of tiled shardings. Non-tiled inputs (replicated, maximal,
+ * manual) are returned as they are (copied). */
+
+/* Result dim i takes operand dim perm[i] (transpose). */
+IrSharding *shd_transpose(IrArena *a, const IrSharding *s, const int64_t *perm);
+/* Remove data dims `dims` (reduce); their tiles join the replication subgroup
+ * (the devices along them then hold the same result). */
+IrSharding *shd_remove_dims(IrArena *a, const IrSharding *s, int32_t ndims, const int64_t *dims);
+/* Keep the rank but stop tiling data dims `dims`: their tiles join the
+ * replication subgroup. */
+IrSharding *shd_replicate_dims(IrArena *a, const IrSharding *s, int32_t ndims, const int64_t *dims);
+/* Insert untiled data dims: the result has rank `rank`; operand dim i goes to
+ * result dim `map[i]` (increasing), other result dims get tile 1 (broadcast). */
+IrSharding *shd_insert_dims(IrArena *a, const IrSharding *s, int32_t rank, const int64_t *map);
+/* Project onto a subset of dims: result dim i takes tiles of operand dim
+ * map[i] (map[i] == -1: untiled); operand dims not mapped join replication
+ * (broadcast backward, slicing dims, dot operand from result). */
+IrSharding *shd_project(IrArena *a, const IrSharding *s, int32_t rank, const int64_t *map);
+
+/* Shapes and offsets. Shards of an uneven dimension are padded: a dim of
+ * size D in t tiles has shards of ceil(D/t); tile j holds [j*s, min(D,(j+1)*s)). */
+int64_t shd_shard_size(int64_t dim, int64_t tiles);
+/* Per-device shape of a value (tuples leaf by leaf). */
+IrStatus shd_shard_shape(IrArena *a, const IrShape *shape, const IrSharding *s, IrShape *out);
+/* Tile coordinates (one per tile dim including subgroups) of `device` in a
+ * tiled sharding; false when the device is not in the assignment. */
+bool shd_device_coords(const IrSharding *s, int64_t device, int64_t *coords);
+/* Device at tile coordinates. */
+int64_t shd_device_at(const IrSharding *s, const int64_t *coords);
+
+/* ------------------------------------------------------------------ */
+/* propagate.c                                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct ShdPropagateOptions {
+    int64_t num_devices;     /* partitions (devices per replica) */
+} ShdPropagateOptions;
+
+/* Propagate shardings through the module, forward and backward, until
+ * nothing changes. Afterwards every instruction of the entry computation and
+ * of every computation it reaches through call/while/conditional has a
+ * sharding (tuple shardings for tuple shapes); scalar sub-computations
+ * (reducers, comparators, map/scatter/select bodies) are left alone. User
+ * annotations (shardings present on entry) are never changed. Deterministic
+ * and linear in the module size (a worklist). Rules and the tie-breaking rule
+ * are documented in propagate.c. Errors: IR_ENOMEM, or IR_EINPUT for
+ * annotations that contradict each other where no reshard is possible. */
+IrStatus shd_propagate(IrModule *m, const ShdPropagateOptions *opt, IrDiag *d);
+
+#endif /* TESSEL_PARTITION_H */

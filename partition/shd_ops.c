@@ -1,0 +1,500 @@
+/*
+ * shd_ops.c: shardings as values to compute with.
+ *
+ * A tiled sharding is an array of device ids whose leading dims tile the
+ * data dims and whose trailing dims are subgroups (REPLICATED, then MANUAL,
+ * XLA's canonical order). Every transform here is one operation, shd_project:
+ * choose, for each result dim, an operand data dim (or none), transpose the
+ * device array so that the chosen dims come first, the unchosen data dims
+ * next, the subgroups last, and read the same row-major device list with a
+ * new tile shape in which the unchosen dims are merged into the replication
+ * subgroup.
+ *
+ * Example: {devices=[2,3]0,1,2,3,4,5} projected to rank 1 keeping dim 1
+ * (a reduce over dim 0): device array [[0,1,2],[3,4,5]] transposed to
+ * [[0,3],[1,4],[2,5]] gives {devices=[3,2]0,3,1,4,2,5 last_tile_dim_replicate}:
+ * devices 0 and 3 hold the same column block of the result.
+ */
+#include "partition.h"
+
+#include <string.h>
+
+/* ---- constructors ---- */
+
+static IrSharding *new_sharding(IrArena *a, IrShardingKind kind)
+{
+    IrSharding *s = ir_alloc(a, sizeof *s);
+    if (s)
+        s->kind = kind;
+    return s;
+}
+
+IrSharding *shd_replicated(IrArena *a)
+{
+    return new_sharding(a, SHD_REPLICATED);
+}
+
+IrSharding *shd_manual(IrArena *a)
+{
+    return new_sharding(a, SHD_MANUAL);
+}
+
+IrSharding *shd_maximal(IrArena *a, int64_t device)
+{
+    IrSharding *s = new_sharding(a, SHD_MAXIMAL);
+    if (s)
+        s->device = device;
+    return s;
+}
+
+/* Build a tiled sharding from parts (copied) and normalise it. */
+static IrSharding *make_tiled(IrArena *a, int32_t ntile, const int64_t *tile, const int64_t *devices,
+                              int32_t nsub, const IrSubgroupType *sub)
+{
+    IrSharding t = {0};
+    t.kind = SHD_TILED;
+    t.ntile = ntile;
+    t.tile = (int64_t *)tile;
+    t.ndevices = 1;
+    for (int32_t i = 0; i < ntile; i++)
+        t.ndevices *= tile[i];
+    t.devices = (int64_t *)devices;
+    t.nsubgroup = nsub;
+    t.subgroup = (IrSubgroupType *)sub;
+    return shd_normalize(a, &t);
+}
+
+IrSharding *shd_tiled(IrArena *a, int32_t ntile, const int64_t *tile, const int64_t *devices,
+                      int32_t nrepl)
+{
+    IrSubgroupType r = SUBGROUP_REPLICATED;
+    return make_tiled(a, ntile, tile, devices, nrepl > 0 ? 1 : 0, &r);
+}
+
+IrSharding *shd_tuple(IrArena *a, int32_t n, IrSharding *const *elems)
+{
+    IrSharding *s = new_sharding(a, SHD_TUPLE);
+    if (!s)
+        return NULL;
+    s->ntuple = n;
+    if (n > 0) {
+        s->tuple = ir_alloc_array(a, (size_t)n, sizeof(IrSharding));
+        if (!s->tuple)
+            return NULL;
+        for (int32_t i = 0; i < n; i++)
+            if (ir_sharding_copy(a, &s->tuple[i], elems[i]) != IR_OK)
+                return NULL;
+    }
+    return s;
+}
+
+/* Normal form of a tiled sharding (see partition.h). Subgroup dims of size 1
+ * are dropped and REPLICATED subgroups merged: the merge is a reshape only
+ * when they are adjacent, which holds in canonical order (REPLICATED first). */
+IrSharding *shd_normalize(IrArena *a, const IrSharding *s)
+{
+    if (s->kind == SHD_TUPLE) {
+        IrSharding *t = new_sharding(a, SHD_TUPLE);
+        if (!t)
+            return NULL;
+        t->ntuple = s->ntuple;
+        t->tuple = ir_alloc_array(a, (size_t)(s->ntuple > 0 ? s->ntuple : 1), sizeof(IrSharding));
+        if (!t->tuple)
+            return NULL;
+        for (int32_t i = 0; i < s->ntuple; i++) {
+            IrSharding *e = shd_normalize(a, &s->tuple[i]);
+            if (!e)
+                return NULL;
+            t->tuple[i] = *e;
+        }
+        return t;
+    }
+    if (s->kind != SHD_TILED) {
+        IrSharding *t = new_sharding(a, s->kind);
+        if (t)
+            t->device = s->device;
+        return t;
+    }
+    int32_t k = s->ntile - s->nsubgroup;
+    int32_t cap = s->ntile + 1;
+    int64_t *tile = ir_alloc_array(a, (size_t)cap, sizeof(int64_t));
+    IrSubgroupType *sub = ir_alloc_array(a, (size_t)cap, sizeof(IrSubgroupType));
+    int64_t *dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
+    if (!tile || !sub || !dev)
+        return NULL;
+    memcpy(dev, s->devices, (size_t)s->ndevices * sizeof(int64_t));
+    int32_t n = 0;
+    bool data_tiled = false;
+    for (int32_t i = 0; i < k; i++) {
+        tile[n++] = s->tile[i];
+        data_tiled |= s->tile[i] > 1;
+    }
+    int64_t repl = 1;
+    bool manual = false;
+    int32_t nsub = 0;
+    for (int32_t i = k; i < s->ntile; i++)
+        if (s->subgroup[i - k] == SUBGROUP_REPLICATED)
+            repl *= s->tile[i];
+    if (repl > 1) {
+        tile[n++] = repl;
+        sub[nsub++] = SUBGROUP_REPLICATED;
+    }
+    for (int32_t i = k; i < s->ntile; i++)
+        if (s->subgroup[i - k] == SUBGROUP_MANUAL && s->tile[i] > 1) {
+            tile[n++] = s->tile[i];
+            sub[nsub++] = SUBGROUP_MANUAL;
+            manual = true;
+        }
+    if (!data_tiled && !manual)
+        return new_sharding(a, SHD_REPLICATED);
+    IrSharding *t = new_sharding(a, SHD_TILED);
+    if (!t)
+        return NULL;
+    t->ntile = n;
+    t->tile = tile;
+    t->ndevices = s->ndevices;
+    t->devices = dev;
+    t->nsubgroup = nsub;
+    t->subgroup = sub;
+    t->last_tile_dim_replicate = nsub == 1 && sub[0] == SUBGROUP_REPLICATED;
+    return t;
+}
+
+/* ---- queries ---- */
+
+static int32_t data_rank(const IrSharding *s)
+{
+    return s->kind == SHD_TILED ? s->ntile - s->nsubgroup : 0;
+}
+
+bool shd_is_replicated(const IrSharding *s)
+{
+    if (s->kind == SHD_REPLICATED)
+        return true;
+    if (s->kind != SHD_TILED)
+        return false;
+    for (int32_t i = 0; i < s->ntile; i++) {
+        bool sub = i >= data_rank(s);
+        if (s->tile[i] > 1 && (!sub || s->subgroup[i - data_rank(s)] != SUBGROUP_REPLICATED))
+            return false;
+    }
+    return true;
+}
+
+bool shd_is_manual(const IrSharding *s)
+{
+    if (s->kind == SHD_MANUAL)
+        return true;
+    if (s->kind != SHD_TILED)
+        return false;
+    for (int32_t i = 0; i < s->ntile; i++) {
+        bool sub = i >= data_rank(s);
+        if (s->tile[i] > 1 && (!sub || s->subgroup[i - data_rank(s)] != SUBGROUP_MANUAL))
+            return false;
+    }
+    return true;
+}
+
+bool shd_is_maximal(const IrSharding *s)
+{
+    return s->kind == SHD_MAXIMAL;
+}
+
+bool shd_has_manual_subgroup(const IrSharding *s)
+{
+    if (s->kind != SHD_TILED)
+        return false;
+    for (int32_t i = 0; i < s->nsubgroup; i++)
+        if (s->subgroup[i] == SUBGROUP_MANUAL)
+            return true;
+    return false;
+}
+
+int64_t shd_tiles(const IrSharding *s, int32_t d)
+{
+    if (s->kind != SHD_TILED || d < 0 || d >= data_rank(s))
+        return 1;
+    return s->tile[d];
+}
+
+int64_t shd_total_tiles(const IrSharding *s)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < data_rank(s); i++)
+        n *= s->tile[i];
+    return n;
+}
+
+const IrSharding *shd_leaf(const IrSharding *s, const IrShape *shape, int32_t leaf)
+{
+    (void)shape;
+    if (s->kind != SHD_TUPLE)
+        return s;
+    return leaf >= 0 && leaf < s->ntuple ? &s->tuple[leaf] : NULL;
+}
+
+IrSharding *shd_tuple_element(IrArena *a, const IrSharding *s, const IrShape *shape, int32_t i)
+{
+    if (shape->type != IR_TUPLE || i < 0 || i >= shape->ntuple)
+        return NULL;
+    const IrShape *el = &shape->tuple[i];
+    if (s->kind != SHD_TUPLE)
+        return shd_broadcast_to_shape(a, s, el);
+    int32_t first = 0;
+    for (int32_t k = 0; k < i; k++)
+        first += ir_shape_leaf_count(&shape->tuple[k]);
+    int32_t n = ir_shape_leaf_count(el);
+    if (first + n > s->ntuple)
+        return NULL;
+    if (el->type != IR_TUPLE) {
+        IrSharding *r = ir_alloc(a, sizeof *r);
+        if (!r || ir_sharding_copy(a, r, &s->tuple[first]) != IR_OK)
+            return NULL;
+        return r;
+    }
+    IrSharding *t = new_sharding(a, SHD_TUPLE);
+    if (!t)
+        return NULL;
+    t->ntuple = n;
+    t->tuple = ir_alloc_array(a, (size_t)(n > 0 ? n : 1), sizeof(IrSharding));
+    if (!t->tuple)
+        return NULL;
+    for (int32_t k = 0; k < n; k++)
+        if (ir_sharding_copy(a, &t->tuple[k], &s->tuple[first + k]) != IR_OK)
+            return NULL;
+    return t;
+}
+
+IrSharding *shd_broadcast_to_shape(IrArena *a, const IrSharding *s, const IrShape *shape)
+{
+    if (shape->type != IR_TUPLE) {
+        IrSharding *r = ir_alloc(a, sizeof *r);
+        if (!r || ir_sharding_copy(a, r, s) != IR_OK)
+            return NULL;
+        return r;
+    }
+    IrSharding *t = new_sharding(a, SHD_TUPLE);
+    if (!t)
+        return NULL;
+    t->ntuple = ir_shape_leaf_count(shape);
+    t->tuple = ir_alloc_array(a, (size_t)(t->ntuple > 0 ? t->ntuple : 1), sizeof(IrSharding));
+    if (!t->tuple)
+        return NULL;
+    for (int32_t k = 0; k < t->ntuple; k++)
+        if (ir_sharding_copy(a, &t->tuple[k], s->kind == SHD_TUPLE ? shd_leaf(s, shape, k) : s) != IR_OK)
+            return NULL;
+    return t;
+}
+
+/* ---- the one transform ---- */
+
+/* Transpose a row-major array `src` of dims `dims` (n of them) so that
+ * result dim i is source dim perm[i]. */
+static void transpose_devices(const int64_t *src, int64_t *dst, int32_t n, const int64_t *dims,
+                              const int32_t *perm)
+{
+    int64_t total = 1, sstride[IR_MAX_RANK + 2], idx[IR_MAX_RANK + 2];
+    for (int32_t i = n - 1; i >= 0; i--) {
+        sstride[i] = total;
+        total *= dims[i];
+    }
+    for (int32_t i = 0; i < n; i++)
+        idx[i] = 0;
+    for (int64_t o = 0; o < total; o++) {
+        int64_t off = 0;
+        for (int32_t i = 0; i < n; i++)
+            off += idx[i] * sstride[perm[i]];
+        dst[o] = src[off];
+        for (int32_t i = n - 1; i >= 0; i--) {
+            if (++idx[i] < dims[perm[i]])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+IrSharding *shd_project(IrArena *a, const IrSharding *s, int32_t rank, const int64_t *map)
+{
+    if (s->kind != SHD_TILED)
+        return shd_normalize(a, s);
+    int32_t k = data_rank(s);
+    if (rank > IR_MAX_RANK || s->ntile > IR_MAX_RANK + 2)
+        return NULL;
+    int32_t perm[IR_MAX_RANK + 2];
+    bool used[IR_MAX_RANK + 2] = {false};
+    int32_t n = 0;
+    for (int32_t i = 0; i < rank; i++)
+        if (map[i] >= 0 && map[i] < k && !used[map[i]]) {
+            perm[n++] = (int32_t)map[i];
+            used[map[i]] = true;
+        }
+    int32_t nkept = n;
+    int64_t dropped = 1;
+    for (int32_t i = 0; i < k; i++)
+        if (!used[i]) {
+            perm[n++] = i;
+            dropped *= s->tile[i];
+        }
+    for (int32_t i = k; i < s->ntile; i++)
+        perm[n++] = i;
+    (void)nkept;
+
+    int64_t *dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
+    int64_t *tile = ir_alloc_array(a, (size_t)rank + (size_t)s->nsubgroup + 2, sizeof(int64_t));
+    IrSubgroupType *sub = ir_alloc_array(a, (size_t)s->nsubgroup + 2, sizeof(IrSubgroupType));
+    if (!dev || !tile || !sub)
+        return NULL;
+    transpose_devices(s->devices, dev, s->ntile, s->tile, perm);
+
+    /* New tile shape: chosen dims (1 where unmapped), one REPLICATED dim
+     * (dropped data dims x old replication), then MANUAL subgroups. */
+    bool taken[IR_MAX_RANK + 2] = {false};
+    int32_t nt = 0;
+    for (int32_t i = 0; i < rank; i++) {
+        int64_t t = 1;
+        if (map[i] >= 0 && map[i] < k && !taken[map[i]]) {
+            t = s->tile[map[i]];
+            taken[map[i]] = true;
+        }
+        tile[nt++] = t;
+    }
+    int64_t repl = dropped;
+    for (int32_t i = k; i < s->ntile; i++)
+        if (s->subgroup[i - k] == SUBGROUP_REPLICATED)
+            repl *= s->tile[i];
+    int32_t nsub = 0;
+    if (repl > 1) {
+        tile[nt++] = repl;
+        sub[nsub++] = SUBGROUP_REPLICATED;
+    }
+    for (int32_t i = k; i < s->ntile; i++)
+        if (s->subgroup[i - k] == SUBGROUP_MANUAL) {
+            tile[nt++] = s->tile[i];
+            sub[nsub++] = SUBGROUP_MANUAL;
+        }
+    return make_tiled(a, nt, tile, dev, nsub, sub);
+}
+
+IrSharding *shd_transpose(IrArena *a, const IrSharding *s, const int64_t *perm)
+{
+    return shd_project(a, s, data_rank(s) ? data_rank(s) : 0, perm);
+}
+
+IrSharding *shd_remove_dims(IrArena *a, const IrSharding *s, int32_t ndims, const int64_t *dims)
+{
+    int32_t k = data_rank(s);
+    int64_t map[IR_MAX_RANK];
+    int32_t n = 0;
+    for (int32_t i = 0; i < k; i++) {
+        bool removed = false;
+        for (int32_t j = 0; j < ndims; j++)
+            removed |= dims[j] == i;
+        if (!removed)
+            map[n++] = i;
+    }
+    return shd_project(a, s, n, map);
+}
+
+IrSharding *shd_replicate_dims(IrArena *a, const IrSharding *s, int32_t ndims, const int64_t *dims)
+{
+    int32_t k = data_rank(s);
+    int64_t map[IR_MAX_RANK];
+    for (int32_t i = 0; i < k; i++) {
+        map[i] = i;
+        for (int32_t j = 0; j < ndims; j++)
+            if (dims[j] == i)
+                map[i] = -1;
+    }
+    return shd_project(a, s, k, map);
+}
+
+IrSharding *shd_insert_dims(IrArena *a, const IrSharding *s, int32_t rank, const int64_t *map)
+{
+    int32_t k = data_rank(s);
+    int64_t inv[IR_MAX_RANK];
+    if (rank > IR_MAX_RANK)
+        return NULL;
+    for (int32_t i = 0; i < rank; i++)
+        inv[i] = -1;
+    for (int32_t i = 0; i < k; i++)
+        if (map[i] >= 0 && map[i] < rank)
+            inv[map[i]] = i;
+    return shd_project(a, s, rank, inv);
+}
+
+/* ---- shapes and coordinates ---- */
+
+int64_t shd_shard_size(int64_t dim, int64_t tiles)
+{
+    if (tiles <= 1)
+        return dim;
+    return (dim + tiles - 1) / tiles;
+}
+
+IrStatus shd_shard_shape(IrArena *a, const IrShape *shape, const IrSharding *s, IrShape *out)
+{
+    if (shape->type == IR_TUPLE) {
+        IrStatus st = ir_shape_copy(a, out, shape);
+        if (st != IR_OK)
+            return st;
+        int32_t leaf = 0;
+        /* Walk the copy's leaves in depth-first order, replacing each. */
+        IrShape *stack[IR_MAX_RANK * 4];
+        int32_t pos[IR_MAX_RANK * 4], sp = 0;
+        stack[0] = out;
+        pos[0] = 0;
+        while (sp >= 0) {
+            IrShape *t = stack[sp];
+            if (pos[sp] >= t->ntuple) {
+                sp--;
+                continue;
+            }
+            IrShape *el = &t->tuple[pos[sp]++];
+            if (el->type == IR_TUPLE) {
+                if (sp + 1 >= (int32_t)(sizeof stack / sizeof *stack))
+                    return IR_EUNSUPPORTED;
+                stack[++sp] = el;
+                pos[sp] = 0;
+                continue;
+            }
+            const IrSharding *ls = shd_leaf(s, shape, leaf++);
+            if (!ls)
+                return IR_EINTERNAL;
+            IrShape tmp = *el;
+            if ((st = shd_shard_shape(a, &tmp, ls, el)) != IR_OK)
+                return st;
+        }
+        return IR_OK;
+    }
+    IrStatus st = ir_shape_copy(a, out, shape);
+    if (st != IR_OK || s->kind != SHD_TILED)
+        return st;
+    for (int32_t d = 0; d < shape->rank && d < data_rank(s); d++)
+        out->dims[d] = shd_shard_size(shape->dims[d], s->tile[d]);
+    return IR_OK;
+}
+
+bool shd_device_coords(const IrSharding *s, int64_t device, int64_t *coords)
+{
+    if (s->kind != SHD_TILED)
+        return false;
+    for (int64_t i = 0; i < s->ndevices; i++) {
+        if (s->devices[i] != device)
+            continue;
+        int64_t r = i;
+        for (int32_t d = s->ntile - 1; d >= 0; d--) {
+            coords[d] = r % s->tile[d];
+            r /= s->tile[d];
+        }
+        return true;
+    }
+    return false;
+}
+
+int64_t shd_device_at(const IrSharding *s, const int64_t *coords)
+{
+    int64_t off = 0;
+    for (int32_t d = 0; d < s->ntile; d++)
+        off = off * s->tile[d] + coords[d];
+    return s->devices[off];
+}
