@@ -53,6 +53,11 @@ DevValue *dev_value_new_uninit(const IrShape *shape);
 /* A tuple of `n` values; takes ownership of the references in elems. On
  * failure (NULL) the references are released. */
 DevValue *dev_value_tuple(const IrShape *shape, int32_t n, DevValue **elems);
+/* (shape may be NULL: the tuple shape of the elements' shapes.) */
+/* Consume the reference `v` and return an array value of `shape` with the
+ * same bytes (reshape, bitcast): v's buffer is reused when it is the sole
+ * owner, else copied. NULL (v released) on OOM or a byte-size mismatch. */
+DevValue *dev_value_reshaped(DevValue *v, const IrShape *shape);
 DevValue *dev_value_ref(DevValue *v);
 void dev_value_unref(DevValue *v);
 /* A deep copy (fresh buffers). */

@@ -1,0 +1,685 @@
+/*
+ * exec.c: the reference executor. It interprets one computation on one
+ * device: instructions run in a topological order (operands first), each
+ * result is kept by instruction index, and a value is released as soon as
+ * its last user has run (a count of remaining uses per instruction). The
+ * root's value is the result.
+ *
+ * Data kernels live in k_*.c and are reached through one switch
+ * (run_instr). Handled here: parameter, tuple, get-tuple-element, call,
+ * while, conditional, partition-id/replica-id, opt-barrier, after-all,
+ * add-dependency, collectives (through DevExecOptions.coll, else their
+ * one-device meaning) and custom-calls (tessel's own sharding markers, then
+ * DevExecOptions.custom).
+ *
+ * The executor does not rely on the verifier having run: operand indices,
+ * callee indices, cycles and the shapes of parameters and results are
+ * checked as it goes, so a kernel can trust that each operand has the shape
+ * its producing instruction declares.
+ *
+ * Plans (execution order and use counts) are built once per computation
+ * per dev_execute and cached, so dev_call, which kernels call per element
+ * on their slow paths (reducers, comparators), costs little more than the
+ * callee's instructions themselves.
+ */
+#include "device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Nesting of call/while/conditional/dev_call before we call it runaway
+ * recursion (a computation that calls itself). */
+#define MAX_DEPTH 200
+
+/* How one computation runs: the instructions to execute, operands first,
+ * and how many times each instruction's value is used by them (the root
+ * counts one more: its value is the result). */
+typedef struct Plan {
+    int32_t n;
+    int32_t *order;
+    int32_t *uses;
+} Plan;
+
+typedef struct Exec {
+    const IrModule *m;
+    const DevExecOptions *opt;
+    IrDiag *d;
+    Plan **plans; /* m->ncomp entries, built on demand */
+    int32_t depth;
+} Exec;
+
+/* The executor running on this thread, so that dev_call (which only gets
+ * the kernel's arguments) finds the plan cache. Nested dev_execute calls
+ * save and restore it. */
+static _Thread_local Exec *current;
+
+static const DevExecOptions default_options;
+
+/* ---- errors ---- */
+
+static IrStatus instr_error(const Exec *x, const IrInstr *ins, IrStatus st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static IrStatus instr_error(const Exec *x, const IrInstr *ins, IrStatus st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ir_error(x->d, st, x->m->file, x->m->src, ins->pos, "%s: %s", ins->name, msg);
+}
+
+IrStatus dev_kernel_error(const DevKernelArgs *k, IrStatus st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ir_error(k->d, st, k->m->file, k->m->src, k->ins->pos, "%s: %s", k->ins->name, msg);
+}
+
+/* Make sure a failing status has a diagnostic (kernels may return
+ * IR_ENOMEM without recording one). */
+static IrStatus ensure_diag(const Exec *x, const IrInstr *ins, IrStatus st)
+{
+    if (st != IR_OK && x->d && x->d->status == IR_OK) {
+        if (st == IR_ENOMEM)
+            return instr_error(x, ins, st, "out of memory");
+        return instr_error(x, ins, st, "%s failed", ir_op_name(ins->op));
+    }
+    return st;
+}
+
+/* ---- shapes ---- */
+
+/* Type and dims (tuples recursively); layouts do not matter at run time. */
+static bool shape_matches(const IrShape *a, const IrShape *b)
+{
+    return ir_shape_equal(a, b);
+}
+
+static IrStatus shape_mismatch(const Exec *x, const IrInstr *ins, const char *what,
+                               const IrShape *got, const IrShape *want)
+{
+    char *g = ir_shape_str(got, false), *w = ir_shape_str(want, false);
+    IrStatus st = instr_error(x, ins, IR_EINPUT, "%s has shape %s, expected %s", what,
+                              g ? g : "?", w ? w : "?");
+    ts_free(g);
+    ts_free(w);
+    return st;
+}
+
+/* ---- plans ---- */
+
+static void plan_free(Plan *p)
+{
+    if (p) {
+        ts_free(p->order);
+        ts_free(p->uses);
+        ts_free(p);
+    }
+}
+
+/* Instructions that run even when the root does not use them. */
+static bool has_side_effect(const IrInstr *ins)
+{
+    return ins->op == OP_CUSTOM_CALL || ins->op == OP_OUTFEED;
+}
+
+/* Iterative depth-first post-order from `start`: each instruction after its
+ * operands and control predecessors. state: 0 new, 1 on the path, 2 done.
+ * Example: root = add(p0, mul(p0, p1)) gives p0, p1, mul, add. */
+static IrStatus post_order(const Exec *x, const IrComputation *c, int32_t start, uint8_t *state,
+                           int32_t *stack, int32_t *next, Plan *p)
+{
+    if (state[start] == 2)
+        return IR_OK;
+    int32_t sp = 0;
+    stack[sp++] = start;
+    next[start] = 0;
+    state[start] = 1;
+    while (sp > 0) {
+        int32_t i = stack[sp - 1];
+        const IrInstr *ins = &c->instr[i];
+        int32_t k = next[i]++;
+        int32_t ncp = ins->a.control_predecessors.n;
+        if (k < ins->nopnd + ncp) {
+            int64_t o = k < ins->nopnd ? ins->opnd[k] : ins->a.control_predecessors.v[k - ins->nopnd];
+            if (o < 0 || o >= c->ninstr)
+                return instr_error(x, ins, IR_EINPUT, "operand %d is not an instruction of %s", k,
+                                   c->name);
+            if (state[o] == 1)
+                return instr_error(x, ins, IR_EINPUT, "cycle through %s", c->instr[o].name);
+            if (state[o] == 0) {
+                state[o] = 1;
+                next[o] = 0;
+                stack[sp++] = (int32_t)o;
+            }
+            continue;
+        }
+        state[i] = 2;
+        p->order[p->n++] = i;
+        sp--;
+    }
+    return IR_OK;
+}
+
+static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
+{
+    int32_t n = c->ninstr;
+    if (c->root < 0 || c->root >= n)
+        return ir_error(x->d, IR_EINPUT, x->m->file, x->m->src, c->pos,
+                        "computation %s has no root", c->name);
+    Plan *p = ts_calloc(1, sizeof *p);
+    uint8_t *state = ts_calloc((size_t)n, 1);
+    int32_t *stack = ts_malloc((size_t)n * sizeof *stack);
+    int32_t *next = ts_malloc((size_t)n * sizeof *next);
+    IrStatus st = IR_ENOMEM;
+    if (!p || !state || !stack || !next || !(p->order = ts_malloc((size_t)n * sizeof *p->order)) ||
+        !(p->uses = ts_calloc((size_t)n, sizeof *p->uses)))
+        goto done;
+    st = IR_OK;
+    for (int32_t i = 0; i < n && st == IR_OK; i++)
+        if (has_side_effect(&c->instr[i]))
+            st = post_order(x, c, i, state, stack, next, p);
+    if (st == IR_OK)
+        st = post_order(x, c, c->root, state, stack, next, p);
+    if (st != IR_OK)
+        goto done;
+    for (int32_t k = 0; k < p->n; k++) {
+        const IrInstr *ins = &c->instr[p->order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            p->uses[ins->opnd[j]]++;
+    }
+    p->uses[c->root]++;
+done:
+    ts_free(state);
+    ts_free(stack);
+    ts_free(next);
+    if (st != IR_OK) {
+        plan_free(p);
+        return st == IR_ENOMEM ? ir_error(x->d, st, NULL, NULL, (IrPos){0, 0}, "out of memory") : st;
+    }
+    *out = p;
+    return IR_OK;
+}
+
+static IrStatus plan_get(Exec *x, int32_t comp, const Plan **out)
+{
+    if (!x->plans) {
+        x->plans = ts_calloc((size_t)x->m->ncomp, sizeof *x->plans);
+        if (!x->plans)
+            return ir_error(x->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    if (!x->plans[comp]) {
+        IrStatus st = plan_build(x, x->m->comp[comp], &x->plans[comp]);
+        if (st != IR_OK)
+            return st;
+    }
+    *out = x->plans[comp];
+    return IR_OK;
+}
+
+static void exec_release(Exec *x)
+{
+    if (x->plans)
+        for (int32_t i = 0; i < x->m->ncomp; i++)
+            plan_free(x->plans[i]);
+    ts_free(x->plans);
+    x->plans = NULL;
+}
+
+/* ---- running a computation ---- */
+
+static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, DevValue **out);
+
+/* Check a callee index given by `ins` and run it. */
+static IrStatus run_callee(Exec *x, const IrInstr *ins, int32_t which, int32_t nargs,
+                           DevValue **args, DevValue **out)
+{
+    if (which >= ins->ncalled || ins->called[which] < 0 || ins->called[which] >= x->m->ncomp)
+        return instr_error(x, ins, IR_EINPUT, "missing called computation %d", which);
+    if (x->depth >= MAX_DEPTH)
+        return instr_error(x, ins, IR_EINPUT, "computations nest deeper than %d (recursion?)",
+                           MAX_DEPTH);
+    x->depth++;
+    IrStatus st = run_comp(x, ins->called[which], nargs, args, out);
+    x->depth--;
+    return st;
+}
+
+/* A scalar of type t from an int64. */
+static IrStatus scalar_value(IrType t, int64_t v, DevValue **out)
+{
+    IrShape s = {.type = t};
+    DevValue *r = dev_value_new(&s);
+    if (!r)
+        return IR_ENOMEM;
+    dev_store_i64(t, r->data, 0, v);
+    *out = r;
+    return IR_OK;
+}
+
+/* Read a predicate or an integer scalar. */
+static bool scalar_int(const DevValue *v, int64_t *out)
+{
+    if (v->shape.type == IR_TUPLE || v->shape.rank != 0 ||
+        !(v->shape.type == IR_PRED || ir_type_is_int(v->shape.type)))
+        return false;
+    *out = dev_load_i64(v->shape.type, v->data, 0);
+    return true;
+}
+
+/* while: state = init; while (cond(state)) state = body(state). */
+static IrStatus run_while(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue **out)
+{
+    DevValue *state = dev_value_ref(opnd[0]);
+    int64_t max = x->opt->max_while_iterations;
+    IrStatus st = IR_OK;
+    for (int64_t it = 0;; it++) {
+        DevValue *c = NULL;
+        if ((st = run_callee(x, ins, 0, 1, &state, &c)) != IR_OK)
+            break;
+        int64_t go = 0;
+        bool ok = c->shape.type == IR_PRED && scalar_int(c, &go);
+        dev_value_unref(c);
+        if (!ok) {
+            st = instr_error(x, ins, IR_EINPUT, "condition does not return pred[]");
+            break;
+        }
+        if (!go)
+            break;
+        if (max > 0 && it >= max) {
+            st = instr_error(x, ins, IR_ERUNTIME, "while loop exceeded %lld iterations",
+                             (long long)max);
+            break;
+        }
+        DevValue *next = NULL;
+        if ((st = run_callee(x, ins, 1, 1, &state, &next)) != IR_OK)
+            break;
+        dev_value_unref(state);
+        state = next;
+    }
+    if (st != IR_OK) {
+        dev_value_unref(state);
+        return st;
+    }
+    *out = state;
+    return IR_OK;
+}
+
+/* conditional: pred form runs branch 0 when true, branch 1 when false; the
+ * indexed form runs branch `index`, and the last branch when the index is
+ * out of range (XLA). Branch b gets operand 1 + b. */
+static IrStatus run_conditional(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue **out)
+{
+    int64_t sel = 0;
+    int32_t nb = ins->ncalled;
+    if (!scalar_int(opnd[0], &sel) || (opnd[0]->shape.type != IR_PRED &&
+                                       opnd[0]->shape.type != IR_S32))
+        return instr_error(x, ins, IR_EINPUT, "branch selector must be pred[] or s32[]");
+    if (nb < 1 || ins->nopnd != nb + 1)
+        return instr_error(x, ins, IR_EINPUT, "%d branches but %d branch operands", nb,
+                           ins->nopnd - 1);
+    int32_t b;
+    if (opnd[0]->shape.type == IR_PRED) {
+        if (nb != 2)
+            return instr_error(x, ins, IR_EINPUT, "a pred selector needs 2 branches, not %d", nb);
+        b = sel ? 0 : 1;
+    } else {
+        b = (sel < 0 || sel >= nb) ? nb - 1 : (int32_t)sel;
+    }
+    return run_callee(x, ins, b, 1, &opnd[1 + b], out);
+}
+
+/* A tuple of references to the operands (multi-operand collectives on one
+ * device), or the operand itself. */
+static IrStatus identity_result(const Exec *x, const IrInstr *ins, int32_t n, DevValue **opnd,
+                                DevValue **out)
+{
+    if (ins->shape.type != IR_TUPLE || n == 1) {
+        if (n < 1)
+            return instr_error(x, ins, IR_EINPUT, "needs an operand");
+        *out = dev_value_ref(opnd[0]);
+        return IR_OK;
+    }
+    DevValue *stack[16];
+    DevValue **el = n <= 16 ? stack : ts_malloc((size_t)n * sizeof *el);
+    if (!el)
+        return IR_ENOMEM;
+    for (int32_t i = 0; i < n; i++)
+        el[i] = dev_value_ref(opnd[i]);
+    *out = dev_value_tuple(&ins->shape, n, el);
+    if (el != stack)
+        ts_free(el);
+    return *out ? IR_OK : IR_ENOMEM;
+}
+
+/* One device, no collective runtime: every collective over a group of one
+ * is the identity. collective-permute: a self pair copies, no pair that
+ * targets this device gives zeros. */
+static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t n,
+                                     DevValue **opnd, DevValue **out)
+{
+    if (ins->op == OP_COLLECTIVE_PERMUTE) {
+        int64_t me = ins->a.channel_id ? x->opt->partition_id : x->opt->replica_id;
+        const IrI64List *p = &ins->a.source_target_pairs;
+        for (int32_t i = 0; i + 1 < p->n; i += 2) {
+            if (p->v[i + 1] != me)
+                continue;
+            if (p->v[i] == me)
+                return identity_result(x, ins, n, opnd, out);
+            return instr_error(x, ins, IR_EUNSUPPORTED,
+                               "receives from device %lld, but runs on one device without "
+                               "collectives", (long long)p->v[i]);
+        }
+        if (ins->shape.type == IR_TUPLE)
+            return instr_error(x, ins, IR_EUNSUPPORTED, "tuple collective-permute");
+        *out = dev_value_new(&ins->shape);
+        return *out ? IR_OK : IR_ENOMEM;
+    }
+    const IrShape *in = n == 1 ? &opnd[0]->shape : NULL;
+    if (in && ins->shape.type != IR_TUPLE && !shape_matches(in, &ins->shape))
+        return instr_error(x, ins, IR_EUNSUPPORTED,
+                           "%s over more than one device needs a collective runtime",
+                           ir_op_name(ins->op));
+    return identity_result(x, ins, n, opnd, out);
+}
+
+static bool is_own_target(const char *t)
+{
+    return t && (strcmp(t, "Sharding") == 0 || strcmp(t, "SPMDFullToShardShape") == 0 ||
+                 strcmp(t, "SPMDShardToFullShape") == 0);
+}
+
+static IrStatus run_custom_call(const Exec *x, const IrInstr *ins, int32_t n, DevValue **opnd,
+                                DevValue **out)
+{
+    const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
+    if (is_own_target(t)) {
+        /* Sharding markers: on one device the shard is the whole array. */
+        if (n != 1 || !shape_matches(&opnd[0]->shape, &ins->shape))
+            return instr_error(x, ins, IR_EUNSUPPORTED,
+                               "custom-call %s changes the shape: needs the SPMD partitioner", t);
+        *out = dev_value_ref(opnd[0]);
+        return IR_OK;
+    }
+    if (x->opt->custom && x->opt->custom->call) {
+        IrStatus before = x->d ? x->d->status : IR_OK;
+        IrStatus st = x->opt->custom->call(x->opt->custom->ctx, x->m, ins, n, opnd, out, x->d);
+        if (st != IR_EUNSUPPORTED || (x->d && x->d->status != before))
+            return st;
+    }
+    return instr_error(x, ins, IR_EUNSUPPORTED, "unknown custom-call target %s", t);
+}
+
+static IrStatus get_tuple_element(const Exec *x, const IrInstr *ins, DevValue *t, DevValue **out)
+{
+    int64_t i = ins->a.tuple_index;
+    if (t->shape.type != IR_TUPLE || i < 0 || i >= t->nelems)
+        return instr_error(x, ins, IR_EINPUT, "index %lld out of range of its operand",
+                           (long long)i);
+    *out = dev_value_ref(t->elems[i]);
+    return IR_OK;
+}
+
+static IrStatus make_tuple(const Exec *x, const IrInstr *ins, int32_t n, DevValue **opnd,
+                           DevValue **out)
+{
+    if (ins->shape.type != IR_TUPLE)
+        return instr_error(x, ins, IR_EINPUT, "tuple has a non-tuple shape");
+    DevValue *stack[16];
+    DevValue **el = n <= 16 ? stack : ts_malloc((size_t)n * sizeof *el);
+    if (!el)
+        return IR_ENOMEM;
+    for (int32_t i = 0; i < n; i++)
+        el[i] = dev_value_ref(opnd[i]);
+    *out = dev_value_tuple(&ins->shape, n, el);
+    if (el != stack)
+        ts_free(el);
+    return *out ? IR_OK : IR_ENOMEM;
+}
+
+/* get-dimension-size: shapes are static, so it is the declared size. */
+static IrStatus get_dimension_size(const Exec *x, const IrInstr *ins, DevValue *v, DevValue **out)
+{
+    int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : -1;
+    if (v->shape.type == IR_TUPLE || dim < 0 || dim >= v->shape.rank)
+        return instr_error(x, ins, IR_EINPUT, "dimension %lld out of range", (long long)dim);
+    return scalar_value(IR_S32, v->shape.dims[dim], out);
+}
+
+/* The one switch over opcodes. */
+static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, DevValue **opnd,
+                          DevValue **out)
+{
+    DevKernelArgs k = {x->m, c, ins, ins->nopnd, opnd, x->opt, x->d};
+    int32_t n = ins->nopnd;
+    switch (ins->op) {
+    case OP_TUPLE: return make_tuple(x, ins, n, opnd, out);
+    case OP_GET_TUPLE_ELEMENT: return get_tuple_element(x, ins, opnd[0], out);
+    case OP_CALL: return run_callee(x, ins, 0, n, opnd, out);
+    case OP_WHILE: return run_while(x, ins, opnd, out);
+    case OP_CONDITIONAL: return n < 1 ? instr_error(x, ins, IR_EINPUT, "needs a selector")
+                                      : run_conditional(x, ins, opnd, out);
+    case OP_PARTITION_ID: return scalar_value(IR_U32, x->opt->partition_id, out);
+    case OP_REPLICA_ID: return scalar_value(IR_U32, x->opt->replica_id, out);
+    case OP_OPTIMIZATION_BARRIER:
+    case OP_ADD_DEPENDENCY:
+        if (n < 1)
+            return instr_error(x, ins, IR_EINPUT, "needs an operand");
+        *out = dev_value_ref(opnd[0]);
+        return IR_OK;
+    case OP_AFTER_ALL: {
+        IrShape tok = {.type = IR_TOKEN};
+        *out = dev_value_new(&tok);
+        return *out ? IR_OK : IR_ENOMEM;
+    }
+    case OP_GET_DIMENSION_SIZE: return get_dimension_size(x, ins, opnd[0], out);
+    case OP_ALL_REDUCE: case OP_ALL_GATHER: case OP_REDUCE_SCATTER:
+    case OP_ALL_TO_ALL: case OP_COLLECTIVE_PERMUTE:
+        if (x->opt->coll && x->opt->coll->run)
+            return x->opt->coll->run(x->opt->coll->ctx, x->m, ins, n, opnd, out, x->d);
+        return run_collective_alone(x, ins, n, opnd, out);
+    case OP_CUSTOM_CALL: return run_custom_call(x, ins, n, opnd, out);
+    case OP_BITCAST_CONVERT: return dev_k_bitcast_convert(&k, out);
+    case OP_MAP: return dev_k_map(&k, out);
+    case OP_CONSTANT: return dev_k_constant(&k, out);
+    case OP_IOTA: return dev_k_iota(&k, out);
+    case OP_BROADCAST: return dev_k_broadcast(&k, out);
+    case OP_RESHAPE: case OP_BITCAST: return dev_k_reshape(&k, out);
+    case OP_TRANSPOSE: return dev_k_transpose(&k, out);
+    case OP_SLICE: return dev_k_slice(&k, out);
+    case OP_DYNAMIC_SLICE: return dev_k_dynamic_slice(&k, out);
+    case OP_DYNAMIC_UPDATE_SLICE: return dev_k_dynamic_update_slice(&k, out);
+    case OP_PAD: return dev_k_pad(&k, out);
+    case OP_CONCATENATE: return dev_k_concatenate(&k, out);
+    case OP_REVERSE: return dev_k_reverse(&k, out);
+    case OP_GATHER: return dev_k_gather(&k, out);
+    case OP_SCATTER: return dev_k_scatter(&k, out);
+    case OP_SORT: return dev_k_sort(&k, out);
+    case OP_DOT: return dev_k_dot(&k, out);
+    case OP_CONVOLUTION: return dev_k_convolution(&k, out);
+    case OP_REDUCE: return dev_k_reduce(&k, out);
+    case OP_REDUCE_WINDOW: return dev_k_reduce_window(&k, out);
+    case OP_SELECT_AND_SCATTER: return dev_k_select_and_scatter(&k, out);
+    case OP_FFT: case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
+        return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
+                           ir_op_name(ins->op));
+    default:
+        if (ir_op_is_elementwise(ins->op))
+            return dev_k_elementwise(&k, out);
+        return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
+                           ir_op_name(ins->op));
+    }
+}
+
+/* The value of a parameter instruction, checked against its declaration. */
+static IrStatus bind_parameter(const Exec *x, const IrInstr *ins, int32_t nargs, DevValue **args,
+                               DevValue **out)
+{
+    int64_t pn = ins->a.parameter_number;
+    if (pn < 0 || pn >= nargs || !args[pn])
+        return instr_error(x, ins, IR_EINPUT, "parameter(%lld) not given (%d arguments)",
+                           (long long)pn, nargs);
+    if (!shape_matches(&args[pn]->shape, &ins->shape)) {
+        char what[48];
+        snprintf(what, sizeof what, "argument %lld", (long long)pn);
+        return shape_mismatch(x, ins, what, &args[pn]->shape, &ins->shape);
+    }
+    *out = dev_value_ref(args[pn]);
+    return IR_OK;
+}
+
+/* Reshape and bitcast of a value used for the last time by its only owner
+ * reuse its buffer (no copy). Returns false when it does not apply. */
+static bool try_reshape_in_place(const IrInstr *ins, DevValue **vals, int32_t *rem,
+                                 DevValue **out)
+{
+    if ((ins->op != OP_RESHAPE && ins->op != OP_BITCAST) || ins->nopnd != 1)
+        return false;
+    int32_t o = ins->opnd[0];
+    DevValue *v = vals[o];
+    if (rem[o] != 1 || v->refs != 1 || v->shape.type == IR_TUPLE || ins->shape.type == IR_TUPLE)
+        return false;
+    /* A bitcast between different layouts permutes; leave it to the kernel. */
+    if (ins->op == OP_BITCAST && (v->shape.has_layout || ins->shape.has_layout))
+        return false;
+    if (v->shape.type != ins->shape.type ||
+        ir_shape_elements(&v->shape) != ir_shape_elements(&ins->shape))
+        return false;
+    *out = dev_value_reshaped(v, &ins->shape);
+    vals[o] = NULL;
+    rem[o] = 0;
+    return true;
+}
+
+static IrStatus run_one(Exec *x, const IrComputation *c, int32_t i, int32_t nargs,
+                        DevValue **args, DevValue **vals, int32_t *rem)
+{
+    const IrInstr *ins = &c->instr[i];
+    DevValue *r = NULL;
+    IrStatus st;
+    if (ins->op == OP_PARAMETER)
+        return bind_parameter(x, ins, nargs, args, &vals[i]);
+    if (try_reshape_in_place(ins, vals, rem, &r)) {
+        st = r ? IR_OK : IR_ENOMEM;
+    } else {
+        DevValue *stack[8];
+        DevValue **opnd = ins->nopnd <= 8 ? stack : ts_malloc((size_t)ins->nopnd * sizeof *opnd);
+        if (!opnd)
+            return ensure_diag(x, ins, IR_ENOMEM);
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            opnd[j] = vals[ins->opnd[j]];
+        st = run_instr(x, c, ins, opnd, &r);
+        if (opnd != stack)
+            ts_free(opnd);
+    }
+    if (st == IR_OK && !r)
+        st = instr_error(x, ins, IR_EINTERNAL, "kernel returned no value");
+    if (st != IR_OK) {
+        dev_value_unref(r);
+        return ensure_diag(x, ins, st);
+    }
+    if (!shape_matches(&r->shape, &ins->shape)) {
+        st = shape_mismatch(x, ins, "the result", &r->shape, &ins->shape);
+        dev_value_unref(r);
+        return st;
+    }
+    vals[i] = r;
+    /* Release operands whose last use this was. */
+    for (int32_t j = 0; j < ins->nopnd; j++) {
+        int32_t o = ins->opnd[j];
+        if (rem[o] > 0 && --rem[o] == 0) {
+            dev_value_unref(vals[o]);
+            vals[o] = NULL;
+        }
+    }
+    return IR_OK;
+}
+
+static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, DevValue **out)
+{
+    const Plan *p;
+    IrStatus st = plan_get(x, comp, &p);
+    if (st != IR_OK)
+        return st;
+    const IrComputation *c = x->m->comp[comp];
+    int32_t n = c->ninstr;
+    /* Small computations (reducers, comparators) run without the heap. */
+    DevValue *vstack[16];
+    int32_t rstack[16];
+    DevValue **vals = n <= 16 ? vstack : ts_calloc((size_t)n, sizeof *vals);
+    int32_t *rem = n <= 16 ? rstack : ts_malloc((size_t)n * sizeof *rem);
+    if (!vals || !rem) {
+        st = ir_error(x->d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
+        goto done;
+    }
+    if (n <= 16)
+        memset(vstack, 0, sizeof vstack);
+    memcpy(rem, p->uses, (size_t)n * sizeof *rem);
+    for (int32_t k = 0; k < p->n && st == IR_OK; k++) {
+        int32_t i = p->order[k];
+        st = run_one(x, c, i, nargs, args, vals, rem);
+        if (st == IR_OK && rem[i] == 0) { /* dead value */
+            dev_value_unref(vals[i]);
+            vals[i] = NULL;
+        }
+    }
+    if (st == IR_OK) {
+        *out = vals[c->root];
+        vals[c->root] = NULL;
+    }
+done:
+    if (vals)
+        for (int32_t i = 0; i < n; i++)
+            dev_value_unref(vals[i]);
+    if (vals != vstack)
+        ts_free(vals);
+    if (rem != rstack)
+        ts_free(rem);
+    return st;
+}
+
+IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **args,
+                     const DevExecOptions *opt, DevValue **out, IrDiag *d)
+{
+    *out = NULL;
+    if (!m || comp < 0 || comp >= m->ncomp || nargs < 0 || (nargs > 0 && !args))
+        return ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
+                        "dev_execute: no computation %d", (int)comp);
+    Exec x = {m, opt ? opt : &default_options, d, NULL, 0};
+    Exec *saved = current;
+    current = &x;
+    IrStatus st = run_comp(&x, comp, nargs, args, out);
+    current = saved;
+    exec_release(&x);
+    return st;
+}
+
+IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue **args,
+                  DevValue **out)
+{
+    *out = NULL;
+    if (comp < 0 || comp >= k->m->ncomp)
+        return dev_kernel_error(k, IR_EINPUT, "called computation %d does not exist", (int)comp);
+    Exec *x = current;
+    if (x && x->m == k->m && x->d == k->d) {
+        if (x->depth >= MAX_DEPTH)
+            return dev_kernel_error(k, IR_EINPUT, "computations nest deeper than %d", MAX_DEPTH);
+        x->depth++;
+        IrStatus st = run_comp(x, comp, nargs, args, out);
+        x->depth--;
+        return st;
+    }
+    /* Called outside dev_execute (a kernel test): a one-off executor. */
+    Exec one = {k->m, k->opt ? k->opt : &default_options, k->d, NULL, 0};
+    Exec *saved = current;
+    current = &one;
+    IrStatus st = run_comp(&one, comp, nargs, args, out);
+    current = saved;
+    exec_release(&one);
+    return st;
+}

@@ -1,0 +1,266 @@
+/*
+ * value.c: run-time values of the CPU backend. A DevValue is an array (one
+ * heap buffer, row-major logical order) or a tuple of values, with a
+ * reference count. Values are immutable once a kernel has produced them, so
+ * sharing one between several users (copy, get-tuple-element, a while
+ * loop's state) is a reference, never a copy. Each value owns a heap deep
+ * copy of its shape, so it outlives the module that produced it.
+ *
+ * Reference counts are updated atomically: the runtime hands values between
+ * device threads (collectives, outputs).
+ */
+#include "device.h"
+
+#include <string.h>
+
+/* ---- heap shapes ---- */
+
+static void shape_free(IrShape *s)
+{
+    if (s->type == IR_TUPLE)
+        for (int32_t i = 0; i < s->ntuple; i++)
+            shape_free(&s->tuple[i]);
+    ts_free(s->dims);
+    ts_free(s->minor_to_major);
+    ts_free((char *)s->layout_tail);
+    ts_free(s->tuple);
+    memset(s, 0, sizeof *s);
+}
+
+/* Deep copy of `src` into `dst` on the heap; false on OOM (dst is then
+ * left empty, nothing leaks). */
+static bool shape_dup(IrShape *dst, const IrShape *src)
+{
+    IrShape s = {0};
+    s.type = src->type;
+    s.rank = src->rank;
+    s.has_layout = src->has_layout;
+    if (src->rank > 0) {
+        if (!(s.dims = ts_malloc((size_t)src->rank * sizeof *s.dims)))
+            goto oom;
+        memcpy(s.dims, src->dims, (size_t)src->rank * sizeof *s.dims);
+        if (src->has_layout && src->minor_to_major) {
+            if (!(s.minor_to_major = ts_malloc((size_t)src->rank * sizeof *s.minor_to_major)))
+                goto oom;
+            memcpy(s.minor_to_major, src->minor_to_major,
+                   (size_t)src->rank * sizeof *s.minor_to_major);
+        }
+    }
+    if (src->layout_tail && !(s.layout_tail = ts_strdup(src->layout_tail)))
+        goto oom;
+    if (src->type == IR_TUPLE && src->ntuple > 0) {
+        if (!(s.tuple = ts_calloc((size_t)src->ntuple, sizeof *s.tuple)))
+            goto oom;
+        s.ntuple = src->ntuple;
+        for (int32_t i = 0; i < src->ntuple; i++)
+            if (!shape_dup(&s.tuple[i], &src->tuple[i]))
+                goto oom;
+    }
+    *dst = s;
+    return true;
+oom:
+    shape_free(&s);
+    return false;
+}
+
+/* ---- arrays ---- */
+
+static DevValue *array_new(const IrShape *shape, bool zero)
+{
+    if (shape->type == IR_TUPLE || shape->type == IR_INVALID || shape->type >= IR_NTYPES)
+        return NULL;
+    int64_t nbytes = ir_shape_bytes(shape);
+    if (nbytes < 0 || (uint64_t)nbytes > SIZE_MAX / 2)
+        return NULL;
+    DevValue *v = ts_calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    if (!shape_dup(&v->shape, shape)) {
+        ts_free(v);
+        return NULL;
+    }
+    if (nbytes > 0) {
+        v->data = zero ? ts_calloc(1, (size_t)nbytes) : ts_malloc((size_t)nbytes);
+        if (!v->data) {
+            shape_free(&v->shape);
+            ts_free(v);
+            return NULL;
+        }
+    }
+    v->nbytes = nbytes;
+    v->refs = 1;
+    return v;
+}
+
+DevValue *dev_value_new(const IrShape *shape)
+{
+    return array_new(shape, true);
+}
+
+DevValue *dev_value_new_uninit(const IrShape *shape)
+{
+    return array_new(shape, false);
+}
+
+DevValue *dev_value_reshaped(DevValue *v, const IrShape *shape)
+{
+    if (!v)
+        return NULL;
+    if (v->shape.type == IR_TUPLE || shape->type == IR_TUPLE || ir_shape_bytes(shape) != v->nbytes) {
+        dev_value_unref(v);
+        return NULL;
+    }
+    if (__atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) == 1) {
+        /* Sole owner: keep the buffer, swap the shape. */
+        IrShape s;
+        if (!shape_dup(&s, shape)) {
+            dev_value_unref(v);
+            return NULL;
+        }
+        shape_free(&v->shape);
+        v->shape = s;
+        return v;
+    }
+    DevValue *r = dev_value_new_uninit(shape);
+    if (r && v->nbytes > 0)
+        memcpy(r->data, v->data, (size_t)v->nbytes);
+    dev_value_unref(v);
+    return r;
+}
+
+/* ---- tuples ---- */
+
+static void release_elems(int32_t n, DevValue **elems)
+{
+    for (int32_t i = 0; i < n; i++)
+        dev_value_unref(elems[i]);
+}
+
+/* The tuple shape of `n` values. */
+static bool tuple_shape_of(IrShape *dst, int32_t n, DevValue **elems)
+{
+    memset(dst, 0, sizeof *dst);
+    dst->type = IR_TUPLE;
+    if (n == 0)
+        return true;
+    if (!(dst->tuple = ts_calloc((size_t)n, sizeof *dst->tuple)))
+        return false;
+    dst->ntuple = n;
+    for (int32_t i = 0; i < n; i++)
+        if (!shape_dup(&dst->tuple[i], &elems[i]->shape)) {
+            shape_free(dst);
+            return false;
+        }
+    return true;
+}
+
+DevValue *dev_value_tuple(const IrShape *shape, int32_t n, DevValue **elems)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (!elems[i]) {
+            release_elems(n, elems);
+            return NULL;
+        }
+    DevValue *v = n >= 0 ? ts_calloc(1, sizeof *v) : NULL;
+    if (!v)
+        goto fail;
+    bool ok = shape ? shape_dup(&v->shape, shape) : tuple_shape_of(&v->shape, n, elems);
+    if (!ok) {
+        ts_free(v);
+        goto fail;
+    }
+    if (n > 0 && !(v->elems = ts_malloc((size_t)n * sizeof *v->elems))) {
+        shape_free(&v->shape);
+        ts_free(v);
+        goto fail;
+    }
+    if (n > 0)
+        memcpy(v->elems, elems, (size_t)n * sizeof *elems);
+    v->nelems = n;
+    v->refs = 1;
+    return v;
+fail:
+    release_elems(n > 0 ? n : 0, elems);
+    return NULL;
+}
+
+/* ---- references ---- */
+
+DevValue *dev_value_ref(DevValue *v)
+{
+    if (v)
+        __atomic_fetch_add(&v->refs, 1, __ATOMIC_RELAXED);
+    return v;
+}
+
+void dev_value_unref(DevValue *v)
+{
+    if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    release_elems(v->nelems, v->elems);
+    ts_free(v->elems);
+    ts_free(v->data);
+    shape_free(&v->shape);
+    ts_free(v);
+}
+
+DevValue *dev_value_clone(const DevValue *v)
+{
+    if (!v)
+        return NULL;
+    if (v->shape.type != IR_TUPLE) {
+        DevValue *r = dev_value_new_uninit(&v->shape);
+        if (r && v->nbytes > 0)
+            memcpy(r->data, v->data, (size_t)v->nbytes);
+        return r;
+    }
+    DevValue *stack[8];
+    DevValue **el = v->nelems <= 8 ? stack : ts_malloc((size_t)v->nelems * sizeof *el);
+    if (!el)
+        return NULL;
+    int32_t i = 0;
+    for (; i < v->nelems; i++)
+        if (!(el[i] = dev_value_clone(v->elems[i])))
+            break;
+    DevValue *r = NULL;
+    if (i == v->nelems)
+        r = dev_value_tuple(&v->shape, v->nelems, el);
+    else
+        release_elems(i, el);
+    if (el != stack)
+        ts_free(el);
+    return r;
+}
+
+int64_t dev_value_elements(const DevValue *v)
+{
+    if (!v || v->shape.type == IR_TUPLE || v->shape.type == IR_TOKEN)
+        return 0;
+    return ir_shape_elements(&v->shape);
+}
+
+/* Leaves under a value (1 for an array). */
+static int32_t leaf_count(const DevValue *v)
+{
+    if (v->shape.type != IR_TUPLE)
+        return 1;
+    int32_t n = 0;
+    for (int32_t i = 0; i < v->nelems; i++)
+        n += leaf_count(v->elems[i]);
+    return n;
+}
+
+DevValue *dev_value_leaf(DevValue *v, int32_t i)
+{
+    if (!v || i < 0)
+        return NULL;
+    if (v->shape.type != IR_TUPLE)
+        return i == 0 ? v : NULL;
+    for (int32_t k = 0; k < v->nelems; k++) {
+        int32_t n = leaf_count(v->elems[k]);
+        if (i < n)
+            return dev_value_leaf(v->elems[k], i);
+        i -= n;
+    }
+    return NULL;
+}
