@@ -1,0 +1,180 @@
+/*
+ * runtime.h: layer `runtime/`: everything that runs a compiled or reference
+ * program and moves tensors in and out of it: .npy files, deterministic
+ * random inputs, binding user inputs to entry parameters, writing outputs,
+ * and (later) the MPI world, collectives, the host program and plans.
+ *
+ * Files of this layer (the header reads as a table of contents; each file
+ * has its own section below, appended by its owner):
+ *   npy.c       NumPy .npy read/write (v1.0-3.0), whole files and boxes
+ *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
+ *   inputs.c    bind --input/--random-inputs to entry parameters, run the
+ *               reference executor, write/summarise outputs
+ *   api.c       include/tessel.h, the public API, as thin wrappers
+ *
+ * Library code: never prints, never exits; every function returns an
+ * IrStatus and records the first error in an IrDiag (IR_EINPUT for bad
+ * user input, exit status 2 in the command line).
+ */
+#ifndef TESSEL_RUNTIME_H
+#define TESSEL_RUNTIME_H
+
+#include "../device/device.h"
+#include "../ir/ir.h"
+
+/* ------------------------------------------------------------------ */
+/* npy.c                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The largest .npy header accepted on read (numpy's own default limit is
+ * 10000 bytes; a longer header is either hostile or not a tensor we make). */
+#define RT_NPY_MAX_HEADER 65536
+
+/* What a .npy header says. `type` is the tessel element type of the dtype
+ * on disk (IR_F32 for <f4; there is no bf16 on disk). `descr` is the dtype
+ * text as written ("<f4"), for messages. */
+typedef struct RtNpyHeader {
+    int major, minor;          /* format version, 1.0 .. 3.0 */
+    IrType type;
+    char descr[16];
+    int32_t rank;
+    int64_t dims[IR_MAX_RANK];
+    int64_t data_offset;       /* bytes before the array data */
+    int64_t data_bytes;        /* elements * element size */
+} RtNpyHeader;
+
+/* The dtype text numpy uses for elements of type t as they travel on disk
+ * ("<f4"; bf16 travels as "<f4"); NULL for types .npy cannot hold here
+ * (complex, token, tuple). */
+const char *rt_npy_descr(IrType t);
+
+/* Parse the first `len` bytes of a .npy file (magic, version, header
+ * length, the header dict). `file` names it in messages. On success fills
+ * *h; on error IR_EINPUT (IR_EUNSUPPORTED for a valid but unsupported
+ * dtype) with a message saying what is wrong. Never reads past len: when
+ * the header is longer than len, IR_EINPUT "truncated header". */
+IrStatus rt_npy_parse_header(const uint8_t *buf, size_t len, const char *file, RtNpyHeader *h,
+                             IrDiag *d);
+
+/* Read a whole .npy file into `out`, which holds the array `expect` (an
+ * array shape; bf16 is converted from the <f4 on disk, rounding to nearest
+ * even) in the in-memory form of IrAttrs.literal: ir_shape_bytes(expect)
+ * bytes. `what` names the destination in messages ("parameter 0"; NULL:
+ * "the expected array"). Dtype, order, shape, truncated data and trailing
+ * bytes are checked before anything is read; errors are IR_EINPUT and
+ * name the file and the reason (e.g. "x.npy: dtype <f8 does not match
+ * parameter 0 f32[4,16] (expected <f4)"); I/O errors are IR_ERUNTIME. */
+IrStatus rt_npy_read(const char *path, const IrShape *expect, const char *what, void *out,
+                     IrDiag *d);
+
+/* Read only the box [lo[i], hi[i]) of each dimension of the array in
+ * `path` (whose whole shape must be `expect`) into `out`, packed row-major
+ * with dims hi-lo. Reads by seeking: only the box's bytes are read, so a
+ * host can read its shard alone. lo/hi are checked (0 <= lo <= hi <= dim),
+ * a bad box is IR_EINPUT. Same checks and errors as rt_npy_read. */
+IrStatus rt_npy_read_box(const char *path, const IrShape *expect, const char *what,
+                         const int64_t *lo, const int64_t *hi, void *out, IrDiag *d);
+
+/* Write an array of `shape` from `data` (in-memory form as above) as a
+ * .npy v1.0 file (v2.0 when the header needs it) at exactly `path`,
+ * creating or truncating it. On failure the file at `path` is removed.
+ * IR_ERUNTIME on I/O errors, IR_EUNSUPPORTED for complex/token types. */
+IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d);
+
+/* Write like rt_npy_write_file, atomically: to `PATH.tmp.<pid>`, then
+ * rename onto `path`, so a failure leaves neither a partial file nor a
+ * changed `path`. */
+IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* random.c                                                            */
+/* ------------------------------------------------------------------ */
+
+/* splitmix64 as DESIGN.md "Deterministic random inputs" defines it.
+ * rt_splitmix64(0) == 0xe220a8397b1dcdaf. */
+uint64_t rt_splitmix64(uint64_t x);
+
+/* The 64 random bits of leaf `leaf`, element `i` (row-major index in the
+ * leaf's whole logical shape) for seed `seed`:
+ * splitmix64(splitmix64(splitmix64(seed) ^ leaf) ^ i). */
+uint64_t rt_random_bits(uint64_t seed, uint64_t leaf, uint64_t i);
+
+/* The double in [-1, 1) drawn for floating types: ((h >> 11) * 2^-53) * 2 - 1. */
+double rt_random_unit(uint64_t h);
+
+/* Store the value for bits `h` as element `j` of `out` (type t):
+ * floats rounded to nearest even in the type from the double above,
+ * signed ints (h mod 17) - 8, unsigned ints h mod 17, pred h & 1.
+ * IR_EUNSUPPORTED for complex, token and tuple types. */
+IrStatus rt_random_store(IrType t, uint64_t h, void *out, int64_t j);
+
+/* Fill the whole array `shape` (leaf `leaf`) into `out`
+ * (ir_shape_bytes(shape) bytes). IR_EUNSUPPORTED for types without a
+ * rule; IR_EINPUT when the shape is not an array or its size overflows. */
+IrStatus rt_random_fill(uint64_t seed, uint64_t leaf, const IrShape *shape, void *out,
+                        IrDiag *d);
+
+/* Fill only the box [lo[i], hi[i]) of the leaf's logical shape `shape`
+ * into `out`, packed row-major with dims hi-lo; element index i is the
+ * row-major index in the whole shape, so the union of the boxes of all
+ * shards equals rt_random_fill. IR_EINPUT for a bad box. */
+IrStatus rt_random_fill_box(uint64_t seed, uint64_t leaf, const IrShape *shape,
+                            const int64_t *lo, const int64_t *hi, void *out, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* inputs.c                                                            */
+/* ------------------------------------------------------------------ */
+
+/* One user input: `key` is INDEX, INDEX.LEAF, NAME or NAME.LEAF (a
+ * parameter instruction name of the entry computation; an exact name
+ * wins over the INDEX.LEAF reading), `path` a .npy file. */
+typedef struct RtInput {
+    const char *key;
+    const char *path;
+} RtInput;
+
+/* How to bind the entry parameters. */
+typedef struct RtBindOptions {
+    int32_t ninputs;
+    const RtInput *inputs;
+    bool random;               /* fill unbound leaves with random inputs */
+    uint64_t seed;             /* for random */
+} RtBindOptions;
+
+/* The bound arguments of the entry computation: args[p] is a new reference
+ * to the value of parameter p (a tuple value for tuple parameters). */
+typedef struct RtArgs {
+    int32_t nargs;
+    DevValue **args;
+} RtArgs;
+
+/* Number of leaves of the entry parameters (the k of random inputs runs
+ * over 0..count-1); -1 if the module has no entry. */
+int64_t rt_entry_leaf_count(const IrModule *m);
+
+/* Bind inputs to the entry parameters of `m`: every leaf of every
+ * parameter gets a file (checked against its shape and type), a random
+ * fill (when opt->random) or, for token leaves, an empty token. Errors
+ * (IR_EINPUT): an unknown key, a leaf bound twice, leaves left unbound
+ * (the message names them all), and every .npy error. On success *out
+ * owns the references (rt_args_free); on failure *out is empty. */
+IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out, IrDiag *d);
+void rt_args_free(RtArgs *a);
+
+/* Run the entry computation of `m` on one device with the reference
+ * executor (dev_execute). On success *out is a new reference to the
+ * result. */
+IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d);
+
+/* Write the leaves of `result` (depth first) to DIR/output_<i>.npy. All
+ * files are first written to temporary names and renamed only when every
+ * one is complete; on any failure every file written by this call is
+ * removed. *nwritten (may be NULL) receives the number of files. */
+IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d);
+
+/* A one-line summary of array value `v` for people:
+ * "f32[4,8] min -1.2 max 3.4 mean 0.5 first [0.1, 0.2, 0.3, 0.4, ...]".
+ * Heap string (ts_free) or NULL on OOM. */
+char *rt_value_summary(const DevValue *v);
+
+#endif /* TESSEL_RUNTIME_H */
