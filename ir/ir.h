@@ -476,6 +476,8 @@ const char *ir_unique_name(IrModule *m, const char *base);
  * computations it calls, reusing ones already copied through `map`, an array
  * of src->ncomp entries initialised to -1). Returns the new index or -1. */
 int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int32_t *map);
+/* Deep copy of attributes (every array and string) into arena a. */
+IrStatus ir_attrs_copy(IrArena *a, IrAttrs *dst, const IrAttrs *src);
 /* Deep copy of a whole module. */
 IrModule *ir_module_clone(const IrModule *m);
 /* Recognise a reducer computation `ROOT op(p0, p1)` over two scalar

@@ -506,3 +506,9 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp)
         return r->op;
     return OP_COUNT;
 }
+
+IrStatus ir_attrs_copy(IrArena *a, IrAttrs *dst, const IrAttrs *src)
+{
+    *dst = *src;
+    return dup_attrs(a, dst) ? IR_OK : IR_ENOMEM;
+}

@@ -109,4 +109,41 @@ typedef struct ShdPropagateOptions {
  * annotations that contradict each other where no reshard is possible. */
 IrStatus shd_propagate(IrModule *m, const ShdPropagateOptions *opt, IrDiag *d);
 
+/* ------------------------------------------------------------------ */
+/* spmd.c: the SPMD partitioner                                        */
+/* ------------------------------------------------------------------ */
+
+typedef struct SpmdOptions {
+    int64_t num_partitions;  /* N >= 1 */
+    int64_t num_replicas;    /* R >= 1 */
+} SpmdOptions;
+
+/* What the partitioner decided, for the plan dumps. Arrays are in the
+ * report's own arena (freed by spmd_report_free). */
+typedef struct SpmdCollective {
+    const char *name;          /* instruction name in the partitioned module */
+    IrOpcode op;
+    const char *replica_groups;/* XLA text, e.g. "{{0,1},{2,3}}" */
+    int64_t bytes_per_device;  /* bytes each device receives */
+} SpmdCollective;
+
+typedef struct SpmdReport {
+    IrArena *arena;
+    int32_t nfallback;
+    const char **fallback;     /* source instruction names computed by the fallback */
+    int32_t ncoll, capcoll;
+    SpmdCollective *coll;
+} SpmdReport;
+
+/* Partition the entry computation of `src` (whose instructions carry the
+ * shardings shd_propagate gave them) into one SPMD program for N partitions
+ * (each of R replicas runs the same program). *out is a new module: its
+ * entry takes each parameter's shard (the per-device shape of
+ * shd_shard_shape) and returns the root's shard under the root's sharding;
+ * collectives use channel_id and global device ids (replica * N + partition).
+ * `report` (may be NULL) receives what the plan shows. */
+IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **out,
+                        SpmdReport *report, IrDiag *d);
+void spmd_report_free(SpmdReport *r);
+
 #endif /* TESSEL_PARTITION_H */

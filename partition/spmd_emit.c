@@ -1,0 +1,617 @@
+/*
+ * spmd_emit.c: the instruction builders the partitioner's handlers use to
+ * write the SPMD program: constants, partition-id tables, shape ops and the
+ * collectives in XLA's own syntax (channel_id, replica_groups of global
+ * device ids, use_global_device_ids=true).
+ */
+#include "spmd_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+IrArena *pc_arena(PComp *pc)
+{
+    return pc->sp->dst->arena;
+}
+
+static int32_t oom(PComp *pc)
+{
+    ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+    return -1;
+}
+
+const IrShape *val_shape(PComp *pc, int32_t v)
+{
+    return &pc->dc->instr[v].shape;
+}
+
+int32_t emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const int32_t *opnd)
+{
+    for (int32_t k = 0; k < nopnd; k++)
+        if (opnd[k] < 0)
+            return -1; /* an earlier emit failed and recorded why */
+    int32_t r = ir_add_simple(pc->sp->dst, pc->dc, op, shape, nopnd, opnd, NULL);
+    return r < 0 ? oom(pc) : r;
+}
+
+int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t nopnd,
+                   const int32_t *opnd, int32_t ncalled, const int32_t *called)
+{
+    IrArena *a = pc_arena(pc);
+    for (int32_t k = 0; k < nopnd; k++)
+        if (opnd[k] < 0)
+            return -1;
+    IrInstr ins = *src;
+    ins.sharding = NULL;
+    ins.a.control_predecessors.n = 0;
+    ins.a.control_predecessors.v = NULL;
+    ins.name = ir_unique_name(pc->sp->dst, src->name);
+    if (!ins.name || ir_shape_copy(a, &ins.shape, shape) != IR_OK)
+        return oom(pc);
+    ins.nopnd = nopnd;
+    ins.opnd = ir_alloc_array(a, (size_t)(nopnd > 0 ? nopnd : 1), sizeof(int32_t));
+    ins.ncalled = ncalled;
+    ins.called = ir_alloc_array(a, (size_t)(ncalled > 0 ? ncalled : 1), sizeof(int32_t));
+    if (!ins.opnd || !ins.called)
+        return oom(pc);
+    memcpy(ins.opnd, opnd, (size_t)nopnd * sizeof(int32_t));
+    if (ncalled > 0)
+        memcpy(ins.called, called, (size_t)ncalled * sizeof(int32_t));
+    /* The destination must not point into the source module's arena. */
+    if (ir_attrs_copy(a, &ins.a, &src->a) != IR_OK)
+        return oom(pc);
+    ins.a.control_predecessors.n = 0;
+    ins.a.control_predecessors.v = NULL;
+    int32_t r = ir_add_instr(pc->sp->dst, pc->dc, &ins);
+    return r < 0 ? oom(pc) : r;
+}
+
+static int32_t emit_shape1(PComp *pc, IrOpcode op, IrType t, int32_t rank, const int64_t *dims,
+                           int32_t nopnd, const int32_t *opnd)
+{
+    IrShape s;
+    if (ir_shape_make(pc_arena(pc), &s, t, rank, dims) != IR_OK)
+        return oom(pc);
+    return emit(pc, op, &s, nopnd, opnd);
+}
+
+int32_t emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int64_t nbytes)
+{
+    int32_t c = emit(pc, OP_CONSTANT, shape, 0, NULL);
+    if (c < 0)
+        return -1;
+    uint8_t *lit = ir_alloc(pc_arena(pc), (size_t)(nbytes > 0 ? nbytes : 1));
+    if (!lit)
+        return oom(pc);
+    memcpy(lit, bytes, (size_t)nbytes);
+    pc->dc->instr[c].a.literal = lit;
+    pc->dc->instr[c].a.literal_bytes = nbytes;
+    return c;
+}
+
+int32_t emit_s32(PComp *pc, int64_t value)
+{
+    int32_t v = (int32_t)value;
+    IrShape s = {.type = IR_S32};
+    return emit_const_bytes(pc, &s, &v, 4);
+}
+
+/* Write `value` into one element of type t (for constants). */
+static void store_scalar(IrType t, void *p, double value)
+{
+    switch (t) {
+    case IR_PRED: *(uint8_t *)p = value != 0; break;
+    case IR_S8: *(int8_t *)p = (int8_t)value; break;
+    case IR_S16: *(int16_t *)p = (int16_t)value; break;
+    case IR_S32: *(int32_t *)p = (int32_t)value; break;
+    case IR_S64: *(int64_t *)p = (int64_t)value; break;
+    case IR_U8: *(uint8_t *)p = (uint8_t)value; break;
+    case IR_U16: *(uint16_t *)p = (uint16_t)value; break;
+    case IR_U32: *(uint32_t *)p = (uint32_t)value; break;
+    case IR_U64: *(uint64_t *)p = (uint64_t)value; break;
+    case IR_F32: *(float *)p = (float)value; break;
+    case IR_F64: *(double *)p = value; break;
+    case IR_F16: case IR_BF16: {
+        /* Only 0, 1, +-inf are used (identities): exact in both formats. */
+        uint16_t h;
+        bool neg = signbit(value);
+        double a = fabs(value);
+        if (t == IR_F16)
+            h = isinf(a) ? 0x7c00 : a == 1.0 ? 0x3c00 : 0;
+        else
+            h = isinf(a) ? 0x7f80 : a == 1.0 ? 0x3f80 : 0;
+        if (neg)
+            h |= 0x8000;
+        *(uint16_t *)p = h;
+        break;
+    }
+    default: break;
+    }
+}
+
+int32_t emit_scalar_const(PComp *pc, IrType t, double value)
+{
+    uint8_t buf[16] = {0};
+    store_scalar(t, buf, value);
+    IrShape s = {.type = t};
+    return emit_const_bytes(pc, &s, buf, (int64_t)ir_type_size(t));
+}
+
+int32_t emit_partition_id(PComp *pc)
+{
+    if (pc->pid >= 0)
+        return pc->pid;
+    IrShape u = {.type = IR_U32};
+    int32_t p = emit(pc, OP_PARTITION_ID, &u, 0, NULL);
+    pc->pid = emit_convert(pc, p, IR_S32);
+    return pc->pid;
+}
+
+int32_t emit_table_lookup(PComp *pc, const int64_t *table)
+{
+    int64_t n = pc->sp->n;
+    bool constant = true;
+    for (int64_t p = 1; p < n; p++)
+        constant &= table[p] == table[0];
+    if (constant)
+        return emit_s32(pc, table[0]);
+    int32_t *vals = ts_malloc((size_t)n * sizeof(int32_t));
+    if (!vals)
+        return oom(pc);
+    for (int64_t p = 0; p < n; p++)
+        vals[p] = (int32_t)table[p];
+    IrShape ts;
+    if (ir_shape_make(pc_arena(pc), &ts, IR_S32, 1, &n) != IR_OK) {
+        ts_free(vals);
+        return oom(pc);
+    }
+    int32_t t = emit_const_bytes(pc, &ts, vals, n * 4);
+    ts_free(vals);
+    int32_t pid = emit_partition_id(pc);
+    int64_t one = 1;
+    int32_t ds = emit_dynamic_slice(pc, t, &pid, &one);
+    IrShape sc = {.type = IR_S32};
+    return emit_reshape(pc, ds, &sc);
+}
+
+int32_t emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims, const int64_t *dims)
+{
+    int32_t r = emit(pc, OP_BROADCAST, shape, 1, &v);
+    if (r < 0)
+        return -1;
+    IrI64List *l = &pc->dc->instr[r].a.dimensions;
+    l->n = ndims;
+    l->v = ir_alloc_array(pc_arena(pc), (size_t)(ndims > 0 ? ndims : 1), sizeof(int64_t));
+    if (!l->v)
+        return oom(pc);
+    if (ndims > 0)
+        memcpy(l->v, dims, (size_t)ndims * sizeof(int64_t));
+    pc->dc->instr[r].a.has_dimensions = true;
+    return r;
+}
+
+int32_t emit_reshape(PComp *pc, int32_t v, const IrShape *shape)
+{
+    if (v >= 0 && ir_shape_equal(val_shape(pc, v), shape))
+        return v;
+    return emit(pc, OP_RESHAPE, shape, 1, &v);
+}
+
+int32_t emit_convert(PComp *pc, int32_t v, IrType t)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    if (s->type == t)
+        return v;
+    return emit_shape1(pc, OP_CONVERT, t, s->rank, s->dims, 1, &v);
+}
+
+int32_t emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b)
+{
+    if (a < 0 || b < 0)
+        return -1;
+    int32_t o[2] = {a, b};
+    const IrShape *s = val_shape(pc, a);
+    return emit_shape1(pc, op, s->type, s->rank, s->dims, 2, o);
+}
+
+int32_t emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir)
+{
+    if (a < 0 || b < 0)
+        return -1;
+    int32_t o[2] = {a, b};
+    const IrShape *s = val_shape(pc, a);
+    int32_t r = emit_shape1(pc, OP_COMPARE, IR_PRED, s->rank, s->dims, 2, o);
+    if (r >= 0)
+        pc->dc->instr[r].a.direction = dir;
+    return r;
+}
+
+int32_t emit_select(PComp *pc, int32_t p, int32_t a, int32_t b)
+{
+    if (p < 0 || a < 0 || b < 0)
+        return -1;
+    int32_t o[3] = {p, a, b};
+    return emit(pc, OP_SELECT, val_shape(pc, a), 3, o);
+}
+
+int32_t emit_iota(PComp *pc, const IrShape *shape, int64_t dim)
+{
+    int32_t r = emit(pc, OP_IOTA, shape, 0, NULL);
+    if (r >= 0)
+        pc->dc->instr[r].a.iota_dimension = dim;
+    return r;
+}
+
+static bool set_list(PComp *pc, IrI64List *l, int32_t n, const int64_t *v)
+{
+    l->n = n;
+    l->v = ir_alloc_array(pc_arena(pc), (size_t)(n > 0 ? n : 1), sizeof(int64_t));
+    if (!l->v)
+        return false;
+    if (n > 0)
+        memcpy(l->v, v, (size_t)n * sizeof(int64_t));
+    return true;
+}
+
+int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *limit)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    int32_t rank = s->rank;
+    bool whole = true;
+    int64_t dims[IR_MAX_RANK], stride[IR_MAX_RANK];
+    for (int32_t d = 0; d < rank; d++) {
+        dims[d] = limit[d] - start[d];
+        stride[d] = 1;
+        whole &= start[d] == 0 && limit[d] == s->dims[d];
+    }
+    if (whole)
+        return v;
+    int32_t r = emit_shape1(pc, OP_SLICE, s->type, rank, dims, 1, &v);
+    if (r < 0)
+        return -1;
+    IrAttrs *at = &pc->dc->instr[r].a;
+    if (!set_list(pc, &at->slice_start, rank, start) || !set_list(pc, &at->slice_limit, rank, limit) ||
+        !set_list(pc, &at->slice_stride, rank, stride))
+        return oom(pc);
+    return r;
+}
+
+int32_t emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const int64_t *hi)
+{
+    if (v < 0 || padval < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    int32_t rank = s->rank;
+    bool none = true;
+    int64_t dims[IR_MAX_RANK], zero[IR_MAX_RANK];
+    for (int32_t d = 0; d < rank; d++) {
+        dims[d] = s->dims[d] + lo[d] + hi[d];
+        zero[d] = 0;
+        none &= lo[d] == 0 && hi[d] == 0;
+    }
+    if (none)
+        return v;
+    int32_t o[2] = {v, padval};
+    int32_t r = emit_shape1(pc, OP_PAD, s->type, rank, dims, 2, o);
+    if (r < 0)
+        return -1;
+    IrAttrs *at = &pc->dc->instr[r].a;
+    if (!set_list(pc, &at->pad_lo, rank, lo) || !set_list(pc, &at->pad_hi, rank, hi) ||
+        !set_list(pc, &at->pad_interior, rank, zero))
+        return oom(pc);
+    return r;
+}
+
+int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const int64_t *sizes)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    int32_t rank = s->rank;
+    int32_t o[IR_MAX_RANK + 1];
+    o[0] = v;
+    for (int32_t d = 0; d < rank; d++)
+        o[d + 1] = starts[d];
+    int32_t r = emit_shape1(pc, OP_DYNAMIC_SLICE, s->type, rank, sizes, rank + 1, o);
+    if (r < 0)
+        return -1;
+    if (!set_list(pc, &pc->dc->instr[r].a.dynamic_slice_sizes, rank, sizes))
+        return oom(pc);
+    return r;
+}
+
+int32_t emit_gte(PComp *pc, int32_t v, int32_t index)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    int32_t r = emit(pc, OP_GET_TUPLE_ELEMENT, &s->tuple[index], 1, &v);
+    if (r >= 0)
+        pc->dc->instr[r].a.tuple_index = index;
+    return r;
+}
+
+int32_t emit_tuple(PComp *pc, int32_t n, const int32_t *vals)
+{
+    IrShape *el = ir_alloc_array(pc_arena(pc), (size_t)(n > 0 ? n : 1), sizeof(IrShape));
+    if (!el)
+        return oom(pc);
+    for (int32_t k = 0; k < n; k++) {
+        if (vals[k] < 0)
+            return -1;
+        el[k] = *val_shape(pc, vals[k]);
+    }
+    IrShape t;
+    if (ir_shape_make_tuple(pc_arena(pc), &t, n, el) != IR_OK)
+        return oom(pc);
+    return emit(pc, OP_TUPLE, &t, n, vals);
+}
+
+/* ---- scalar computations ---- */
+
+int32_t spmd_reducer(Spmd *sp, IrOpcode op, IrType t)
+{
+    if (sp->reducer[op][t] >= 0)
+        return sp->reducer[op][t];
+    char base[64];
+    snprintf(base, sizeof base, "%s.%s", ir_op_name(op), ir_type_name(t));
+    const char *name = ir_unique_name(sp->dst, base);
+    int32_t ci = name ? ir_add_computation(sp->dst, name) : -1;
+    if (ci < 0)
+        return -1;
+    IrComputation *c = sp->dst->comp[ci];
+    IrShape s = {.type = t};
+    IrInstr p = {0};
+    p.op = OP_PARAMETER;
+    p.shape = s;
+    p.a.feature_group_count = p.a.batch_group_count = 1;
+    int32_t x, y;
+    p.name = ir_unique_name(sp->dst, "x");
+    p.a.parameter_number = 0;
+    if (!p.name || (x = ir_add_instr(sp->dst, c, &p)) < 0)
+        return -1;
+    p.name = ir_unique_name(sp->dst, "y");
+    p.a.parameter_number = 1;
+    if (!p.name || (y = ir_add_instr(sp->dst, c, &p)) < 0)
+        return -1;
+    int32_t o[2] = {x, y};
+    c->root = ir_add_simple(sp->dst, c, op, &s, 2, o, NULL);
+    if (c->root < 0)
+        return -1;
+    sp->reducer[op][t] = ci;
+    return ci;
+}
+
+int32_t spmd_scalar_comp(Spmd *sp, int32_t src_comp)
+{
+    return ir_clone_computation(sp->dst, sp->src, src_comp, sp->scalar_comp);
+}
+
+/* ---- collectives ---- */
+
+/* replica_groups for all replicas: groups of partition ids, repeated per
+ * replica with offset replica*n (global device ids). */
+static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, const int64_t *groups)
+{
+    Spmd *sp = pc->sp;
+    IrReplicaGroups *g = &ins->a.replica_groups;
+    int64_t total = (int64_t)ngroups * sp->r;
+    g->present = true;
+    g->ngroups = (int32_t)total;
+    g->group_size = ir_alloc_array(pc_arena(pc), (size_t)total, sizeof(int32_t));
+    g->groups = ir_alloc_array(pc_arena(pc), (size_t)total, sizeof(int64_t *));
+    if (!g->group_size || !g->groups)
+        return false;
+    for (int64_t r = 0; r < sp->r; r++)
+        for (int32_t k = 0; k < ngroups; k++) {
+            int64_t gi = r * ngroups + k;
+            g->group_size[gi] = size;
+            g->groups[gi] = ir_alloc_array(pc_arena(pc), (size_t)size, sizeof(int64_t));
+            if (!g->groups[gi])
+                return false;
+            for (int32_t j = 0; j < size; j++)
+                g->groups[gi][j] = groups[(int64_t)k * size + j] + r * sp->n;
+        }
+    ins->a.channel_id = ++sp->next_channel;
+    ins->a.use_global_device_ids = true;
+    return true;
+}
+
+/* Record a collective for the plan: its groups as text and bytes received. */
+static void note_collective(PComp *pc, int32_t r, int64_t bytes)
+{
+    SpmdReport *rep = pc->sp->report;
+    if (!rep || r < 0)
+        return;
+    if (rep->ncoll == rep->capcoll) {
+        int32_t cap = rep->capcoll ? rep->capcoll * 2 : 16;
+        SpmdCollective *nc = ir_alloc_array(rep->arena, (size_t)cap, sizeof *nc);
+        if (!nc)
+            return;
+        if (rep->ncoll)
+            memcpy(nc, rep->coll, (size_t)rep->ncoll * sizeof *nc);
+        rep->coll = nc;
+        rep->capcoll = cap;
+    }
+    const IrInstr *ins = &pc->dc->instr[r];
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    size_t len = 3;
+    for (int32_t k = 0; k < g->ngroups; k++)
+        len += 3 + (size_t)g->group_size[k] * 21;
+    char *txt = ir_alloc(rep->arena, len);
+    if (!txt)
+        return;
+    size_t o = 0;
+    txt[o++] = '{';
+    for (int32_t k = 0; k < g->ngroups; k++) {
+        o += (size_t)snprintf(txt + o, len - o, "%s{", k ? "," : "");
+        for (int32_t j = 0; j < g->group_size[k]; j++)
+            o += (size_t)snprintf(txt + o, len - o, "%s%lld", j ? "," : "", (long long)g->groups[k][j]);
+        txt[o++] = '}';
+    }
+    txt[o++] = '}';
+    txt[o] = 0;
+    SpmdCollective *c = &rep->coll[rep->ncoll++];
+    c->name = ir_strdup(rep->arena, ins->name);
+    c->op = ins->op;
+    c->replica_groups = txt;
+    c->bytes_per_device = bytes;
+}
+
+int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
+                        const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    IrShape s;
+    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
+        return oom(pc);
+    s.has_layout = false;
+    s.dims[dim] *= size;
+    int32_t r = emit(pc, OP_ALL_GATHER, &s, 1, &v);
+    if (r < 0)
+        return -1;
+    IrInstr *ins = &pc->dc->instr[r];
+    if (!set_list(pc, &ins->a.dimensions, 1, &dim) || !set_groups(pc, ins, ngroups, size, groups))
+        return oom(pc);
+    ins->a.has_dimensions = true;
+    note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)) * (size - 1));
+    return r;
+}
+
+int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
+                        const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    int32_t red = spmd_reducer(pc->sp, reducer, s->type);
+    if (red < 0)
+        return oom(pc);
+    int32_t r = emit(pc, OP_ALL_REDUCE, s, 1, &v);
+    if (r < 0)
+        return -1;
+    IrInstr *ins = &pc->dc->instr[r];
+    ins->ncalled = 1;
+    ins->called = ir_alloc(pc_arena(pc), sizeof(int32_t));
+    if (!ins->called || !set_groups(pc, ins, ngroups, size, groups))
+        return oom(pc);
+    ins->called[0] = red;
+    /* A ring all-reduce moves about 2(n-1)/n of the buffer per device. */
+    int64_t b = ir_shape_bytes(s);
+    note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
+    return r;
+}
+
+int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
+                        int32_t ngroups, int32_t size, const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    IrShape s;
+    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
+        return oom(pc);
+    s.has_layout = false;
+    /* XLA's array all-to-all splits and concatenates along one dimension;
+     * tessel emits it with split == concat and reshapes around it. */
+    (void)concat_dim;
+    int32_t r = emit(pc, OP_ALL_TO_ALL, &s, 1, &v);
+    if (r < 0)
+        return -1;
+    IrInstr *ins = &pc->dc->instr[r];
+    if (!set_list(pc, &ins->a.dimensions, 1, &split_dim) || !set_groups(pc, ins, ngroups, size, groups))
+        return oom(pc);
+    ins->a.has_dimensions = true;
+    note_collective(pc, r, ir_shape_bytes(&s) * (size - 1) / (size ? size : 1));
+    return r;
+}
+
+int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs)
+{
+    if (v < 0)
+        return -1;
+    Spmd *sp = pc->sp;
+    int32_t r = emit(pc, OP_COLLECTIVE_PERMUTE, val_shape(pc, v), 1, &v);
+    if (r < 0)
+        return -1;
+    IrInstr *ins = &pc->dc->instr[r];
+    /* Pairs of partition ids, repeated for every replica (global ids). */
+    int64_t n = (int64_t)npairs * sp->r;
+    int64_t *p = ir_alloc_array(pc_arena(pc), (size_t)(2 * n > 0 ? 2 * n : 1), sizeof(int64_t));
+    if (!p)
+        return oom(pc);
+    for (int64_t rep = 0; rep < sp->r; rep++)
+        for (int32_t k = 0; k < npairs; k++) {
+            p[2 * (rep * npairs + k)] = pairs[2 * k] + rep * sp->n;
+            p[2 * (rep * npairs + k) + 1] = pairs[2 * k + 1] + rep * sp->n;
+        }
+    ins->a.source_target_pairs.n = (int32_t)(2 * n);
+    ins->a.source_target_pairs.v = p;
+    ins->a.channel_id = ++sp->next_channel;
+    note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)));
+    return r;
+}
+
+/* ---- groups and offsets ---- */
+
+bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims,
+                      int32_t *ngroups, int32_t *size, int64_t **groups)
+{
+    /* Transpose the tile array so that `dims` come last: each run of
+     * prod(tile[dims]) consecutive devices is then one group. */
+    int64_t map[IR_MAX_RANK + 2];
+    int32_t n = 0;
+    bool along[IR_MAX_RANK + 2] = {false};
+    for (int32_t k = 0; k < ndims; k++)
+        along[dims[k]] = true;
+    int64_t gsize = 1;
+    for (int32_t d = 0; d < s->ntile; d++)
+        if (!along[d])
+            map[n++] = d;
+    for (int32_t k = 0; k < ndims; k++) {
+        map[n++] = dims[k];
+        gsize *= s->tile[dims[k]];
+    }
+    int64_t *g = ir_alloc_array(pc_arena(pc), (size_t)s->ndevices, sizeof(int64_t));
+    if (!g)
+        return false;
+    int64_t idx[IR_MAX_RANK + 2] = {0}, stride[IR_MAX_RANK + 2];
+    int64_t st = 1;
+    for (int32_t d = s->ntile - 1; d >= 0; d--) {
+        stride[d] = st;
+        st *= s->tile[d];
+    }
+    for (int64_t o = 0; o < s->ndevices; o++) {
+        int64_t off = 0;
+        for (int32_t k = 0; k < n; k++)
+            off += idx[k] * stride[map[k]];
+        g[o] = s->devices[off];
+        for (int32_t k = n - 1; k >= 0; k--) {
+            if (++idx[k] < s->tile[map[k]])
+                break;
+            idx[k] = 0;
+        }
+    }
+    *ngroups = (int32_t)(s->ndevices / gsize);
+    *size = (int32_t)gsize;
+    *groups = g;
+    return true;
+}
+
+int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)
+{
+    int64_t n = pc->sp->n;
+    int64_t *t = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    if (!t)
+        return NULL;
+    int64_t size = shd_shard_size(full->dims[d], shd_tiles(s, d));
+    int64_t coords[IR_MAX_RANK + 2];
+    for (int64_t p = 0; p < n; p++)
+        t[p] = shd_device_coords(s, p, coords) ? coords[d] * size : 0;
+    return t;
+}

@@ -1,0 +1,147 @@
+/*
+ * spmd_internal.h: what the partitioner's files share: the partitioning
+ * context, the instruction builders (spmd_emit.c), resharding (reshard.c)
+ * and the op-family handlers (spmd_*.c). Not part of the layer's API.
+ *
+ * The partitioned program is built instruction by instruction into a new
+ * module. Each source instruction i of a computation being partitioned gets
+ * one value in the new computation, val[i], which holds this device's shard
+ * of i under shd[i] (the sharding propagation gave it): a per-device shape
+ * whose tiled dims are ceil(D/t). Shards at the end of an uneven dimension
+ * are padded, and the padding holds arbitrary values: every handler whose
+ * result could depend on padding (reductions, contractions) masks it first.
+ */
+#ifndef TESSEL_SPMD_INTERNAL_H
+#define TESSEL_SPMD_INTERNAL_H
+
+#include "partition.h"
+
+typedef struct Spmd Spmd;
+
+/* One computation being partitioned (the entry, or a while/conditional/call
+ * body partitioned for its call site). */
+typedef struct PComp {
+    Spmd *sp;
+    const IrComputation *sc;   /* source */
+    IrComputation *dc;         /* destination */
+    int32_t *val;              /* source instr -> destination instr (-1: not yet) */
+    const IrSharding **shd;    /* effective sharding of each source instr */
+    int32_t pid;               /* s32[] partition id in dc, -1 until first use */
+} PComp;
+
+struct Spmd {
+    const IrModule *src;
+    IrModule *dst;
+    int64_t n;                 /* partitions */
+    int64_t r;                 /* replicas */
+    IrDiag *d;
+    int32_t *scalar_comp;      /* src comp -> dst clone for reducers etc., -1 until cloned */
+    int64_t next_channel;
+    int32_t reducer[OP_COUNT][IR_NTYPES]; /* cached scalar reducer computations, -1 */
+    SpmdReport *report;
+};
+
+/* ---- spmd_emit.c: building instructions in a destination computation ---- */
+
+IrArena *pc_arena(PComp *pc);
+/* Generic: an instruction with opcode, shape, operands; attributes zeroed
+ * (group counts 1). Returns its index or -1 (OOM recorded in sp->d). */
+int32_t emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const int32_t *opnd);
+/* Emit a copy of a source instruction with new operands and shape; called
+ * computations are mapped with `called` (may be NULL to keep none). */
+int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t nopnd,
+                   const int32_t *opnd, int32_t ncalled, const int32_t *called);
+const IrShape *val_shape(PComp *pc, int32_t v);
+int32_t emit_s32(PComp *pc, int64_t value);                    /* s32[] constant */
+int32_t emit_scalar_const(PComp *pc, IrType t, double value);   /* T[] constant */
+int32_t emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int64_t nbytes);
+int32_t emit_partition_id(PComp *pc);                          /* s32[] */
+/* s32[] value of table[partition id] (a constant table indexed by partition). */
+int32_t emit_table_lookup(PComp *pc, const int64_t *table);
+int32_t emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims, const int64_t *dims);
+int32_t emit_reshape(PComp *pc, int32_t v, const IrShape *shape);
+int32_t emit_convert(PComp *pc, int32_t v, IrType t);
+int32_t emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b);
+int32_t emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir);
+int32_t emit_select(PComp *pc, int32_t p, int32_t a, int32_t b);
+int32_t emit_iota(PComp *pc, const IrShape *shape, int64_t dim);
+int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *limit);
+int32_t emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const int64_t *hi);
+/* dynamic-slice of v at scalar s32 start values (one per dim) to sizes. */
+int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const int64_t *sizes);
+int32_t emit_gte(PComp *pc, int32_t v, int32_t index);
+int32_t emit_tuple(PComp *pc, int32_t n, const int32_t *vals);
+/* Scalar reducer computation (add, max, ...) of type t in the destination. */
+int32_t spmd_reducer(Spmd *sp, IrOpcode op, IrType t);
+/* Destination index of a source scalar computation (cloned on first use). */
+int32_t spmd_scalar_comp(Spmd *sp, int32_t src_comp);
+
+/* Replica groups: `ngroups` groups of `size` partition ids; emitted with
+ * use_global_device_ids=true, so repeated for every replica with offset
+ * replica * n. */
+int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
+                        const int64_t *groups);
+int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
+                        const int64_t *groups);
+int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
+                        int32_t ngroups, int32_t size, const int64_t *groups);
+int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs);
+
+/* Groups of a tiled sharding along data dims `dims`: devices that share all
+ * other tile coordinates, each group in row-major order over `dims`.
+ * Allocates *groups (ngroups*size) in the destination arena. */
+bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims,
+                      int32_t *ngroups, int32_t *size, int64_t **groups);
+/* Table over partition ids: the offset of the device's shard along data dim d. */
+int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d);
+
+/* ---- reshard.c ---- */
+
+/* The value `v` holds a shard of a value of logical shape `full` under
+ * `from`; return a value holding its shard under `to` (v itself when they
+ * are the same). Tuples are resharded leaf by leaf. -1 on error. */
+int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
+                const IrSharding *to);
+/* Estimated bytes a device receives to reshard `full` from `from` to `to`. */
+int64_t reshard_cost(const IrShape *full, const IrSharding *from, const IrSharding *to);
+/* The source operand `k` of source instruction `i`, resharded to `to`. */
+int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to);
+/* Replace padding of a tiled value along tiled dims with the scalar value
+ * `fill` (a dst instr of the element type): needed before reductions. */
+int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill);
+/* Identity element of a simple reducer for type t (sum 0, max -inf, ...). */
+double reducer_identity(IrOpcode op, IrType t);
+
+/* ---- handlers (spmd_*.c): partition source instruction i ---- */
+
+IrStatus spmd_fallback(PComp *pc, int32_t i);
+IrStatus spmd_elementwise(PComp *pc, int32_t i);
+IrStatus spmd_parameter(PComp *pc, int32_t i);
+IrStatus spmd_constant(PComp *pc, int32_t i);
+IrStatus spmd_iota(PComp *pc, int32_t i);
+IrStatus spmd_tuple(PComp *pc, int32_t i);
+IrStatus spmd_broadcast(PComp *pc, int32_t i);
+IrStatus spmd_transpose(PComp *pc, int32_t i);
+IrStatus spmd_reshape(PComp *pc, int32_t i);
+IrStatus spmd_slice(PComp *pc, int32_t i);
+IrStatus spmd_pad(PComp *pc, int32_t i);
+IrStatus spmd_concatenate(PComp *pc, int32_t i);
+IrStatus spmd_reverse(PComp *pc, int32_t i);
+IrStatus spmd_dynamic_slice(PComp *pc, int32_t i);
+IrStatus spmd_dot(PComp *pc, int32_t i);
+IrStatus spmd_reduce(PComp *pc, int32_t i);
+IrStatus spmd_sort(PComp *pc, int32_t i);
+IrStatus spmd_control(PComp *pc, int32_t i);
+IrStatus spmd_custom_call(PComp *pc, int32_t i);
+/* Partition computation `comp` of the source for a call site whose
+ * parameters have shardings `param_shd` and whose root must end with
+ * `root_shd`; returns the destination computation index or -1. */
+int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *const *param_shd,
+                                   const IrSharding *root_shd);
+
+/* Record the result of source instr i (the value under shd[i]). */
+IrStatus set_val(PComp *pc, int32_t i, int32_t v);
+/* Mark source instruction i as computed by the fallback (for the plan). */
+void spmd_note_fallback(PComp *pc, int32_t i);
+
+#endif /* TESSEL_SPMD_INTERNAL_H */
