@@ -276,8 +276,13 @@ static IrStatus parse_dict(Cur *c, RtNpyHeader *h, bool *fortran)
 static IrStatus preamble(const uint8_t *buf, size_t len, const char *file, RtNpyHeader *h,
                          size_t *pre, size_t *hlen, IrDiag *d)
 {
-    if (len < 10 || memcmp(buf, NPY_MAGIC, sizeof NPY_MAGIC) != 0)
+    size_t m = len < sizeof NPY_MAGIC ? len : sizeof NPY_MAGIC;
+    if (len == 0)
+        return npy_error(d, IR_EINPUT, file, "not a .npy file (empty)");
+    if (memcmp(buf, NPY_MAGIC, m) != 0)
         return npy_error(d, IR_EINPUT, file, "not a .npy file (no \\x93NUMPY magic)");
+    if (len < 10)
+        return npy_error(d, IR_EINPUT, file, "truncated .npy header (%zu bytes)", len);
     h->major = buf[6];
     h->minor = buf[7];
     if (h->major < 1 || h->major > 3 || h->minor != 0)
