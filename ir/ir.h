@@ -253,6 +253,12 @@ typedef struct IrSharding {
     int32_t ntuple;             /* SHD_TUPLE */
     struct IrSharding *tuple;
     const char *metadata;       /* raw text of metadata={...} inside, or NULL */
+    /* XLA's `{unknown}` placeholder (propagation may refine it): kind is
+     * SHD_REPLICATED, which is always a correct reading of it. */
+    bool unknown;
+    /* XLA's shard groups: ` shard_as ID` (1) or ` shard_like ID` (2); 0 none. */
+    int8_t shard_group;
+    int64_t shard_group_id;
 } IrSharding;
 
 /* Data rank a tiled sharding applies to (ntile - nsubgroup). */
