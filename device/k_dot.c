@@ -1,15 +1,993 @@
-/* device/k_dot.c: placeholder until its owner lands it. */
+/*
+ * k_dot.c: dot and convolution, the two contractions of the CPU backend.
+ *
+ * Both come down to one primitive, a row-major GEMM
+ *     C[M,N] = op(A)[M,K] * op(B)[K,N]          (op: optional transpose)
+ * computed in a "compute type" chosen from the result's element type. As in
+ * XLA's evaluator, operands are first converted to the result's type:
+ *   f16, bf16, f32 -> f32   (half types accumulate in f32 and are rounded
+ *                            once at the end, like XLA's CPU backend)
+ *   f64 -> f64, c64 -> float complex, c128 -> double complex
+ *   integers -> 64-bit two's complement, truncated at the end: the low bits
+ *               of a wrapped 64-bit sum are those of the narrow-type sum
+ *   pred -> OR over k of (a AND b)
+ * f32 and f64 GEMMs go to OpenBLAS (cblas_sgemm / cblas_dgemm) unless
+ * DevExecOptions.no_blas; everything else uses loops that sum over k in
+ * increasing order, one C element at a time (so the loop path of f32 is
+ * XLA's evaluator's order).
+ *
+ * dot: an operand is used in place when its dims are already in GEMM order,
+ * [batch, free, contracting] or [batch, contracting, free] (a transpose flag
+ * covers the second), and when its element type is the compute type;
+ * otherwise it is copied once, converted, into [batch, free, contracting]
+ * (lhs) or [batch, contracting, free] (rhs). One GEMM per batch element;
+ * the result [batch, lhs free, rhs free] is the GEMM output itself.
+ *
+ * convolution: im2col + GEMM, see the comment above dev_k_convolution.
+ */
 #include "device.h"
 
+#include <cblas.h>
+#include <complex.h>
+#include <limits.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Compute types and conversions                                       */
+/* ------------------------------------------------------------------ */
+
+typedef enum Ct {
+    CT_F32,   /* float: f16, bf16, f32 results */
+    CT_F64,   /* double */
+    CT_C64,   /* float complex */
+    CT_C128,  /* double complex */
+    CT_INT,   /* uint64_t, two's complement: every integer result */
+    CT_PRED,  /* uint8_t 0/1 */
+} Ct;
+
+static Ct ct_of(IrType t)
+{
+    switch (t) {
+    case IR_F16: case IR_BF16: case IR_F32: return CT_F32;
+    case IR_F64: return CT_F64;
+    case IR_C64: return CT_C64;
+    case IR_C128: return CT_C128;
+    case IR_PRED: return CT_PRED;
+    default: return CT_INT;
+    }
+}
+
+static size_t ct_size(Ct c)
+{
+    static const size_t size[] = {4, 8, 8, 16, 8, 1};
+    return size[c];
+}
+
+/* True when elements of type t already are compute-type c values. */
+static bool ct_native(Ct c, IrType t)
+{
+    switch (c) {
+    case CT_F32: return t == IR_F32;
+    case CT_F64: return t == IR_F64;
+    case CT_C64: return t == IR_C64;
+    case CT_C128: return t == IR_C128;
+    case CT_INT: return t == IR_S64 || t == IR_U64;
+    case CT_PRED: return t == IR_PRED;
+    }
+    return false;
+}
+
+/* Real and imaginary parts of element i of any array type. */
+static void load_complex(IrType t, const uint8_t *src, int64_t i, double *re, double *im)
+{
+    if (t == IR_C64) {
+        const float *p = (const float *)src + 2 * i;
+        *re = p[0];
+        *im = p[1];
+    } else if (t == IR_C128) {
+        const double *p = (const double *)src + 2 * i;
+        *re = p[0];
+        *im = p[1];
+    } else {
+        *re = dev_load_f64(t, src, i);
+        *im = 0;
+    }
+}
+
+/* Element i of `src` (type t) converted to compute type c, written at dst. */
+static void elem_to_ct(Ct c, IrType t, const uint8_t *src, int64_t i, uint8_t *dst)
+{
+    double re, im;
+    switch (c) {
+    case CT_F32: {
+        float v = (float)dev_load_f64(t, src, i);
+        memcpy(dst, &v, sizeof v);
+        break;
+    }
+    case CT_F64: {
+        double v = dev_load_f64(t, src, i);
+        memcpy(dst, &v, sizeof v);
+        break;
+    }
+    case CT_C64: {
+        load_complex(t, src, i, &re, &im);
+        float v[2] = {(float)re, (float)im};
+        memcpy(dst, v, sizeof v);
+        break;
+    }
+    case CT_C128: {
+        load_complex(t, src, i, &re, &im);
+        double v[2] = {re, im};
+        memcpy(dst, v, sizeof v);
+        break;
+    }
+    case CT_INT: {
+        uint64_t v = ir_type_is_int(t) || t == IR_PRED ? dev_load_u64(t, src, i)
+                                                      : (uint64_t)dev_load_i64(t, src, i);
+        memcpy(dst, &v, sizeof v);
+        break;
+    }
+    case CT_PRED:
+        load_complex(t, src, i, &re, &im);
+        *dst = re != 0 || im != 0;
+        break;
+    }
+}
+
+/* Compute-type value at src stored as element i of dst (type t). The
+ * result type always belongs to c's family (c = ct_of(t)). */
+static void elem_from_ct(Ct c, IrType t, const uint8_t *src, uint8_t *dst, int64_t i)
+{
+    switch (c) {
+    case CT_F32: {
+        float v;
+        memcpy(&v, src, sizeof v);
+        if (t == IR_F16)
+            ((uint16_t *)dst)[i] = dev_f32_to_f16(v);
+        else if (t == IR_BF16)
+            ((uint16_t *)dst)[i] = dev_f32_to_bf16(v);
+        else
+            dev_store_f64(t, dst, i, v);
+        break;
+    }
+    case CT_F64: {
+        double v;
+        memcpy(&v, src, sizeof v);
+        dev_store_f64(t, dst, i, v);
+        break;
+    }
+    case CT_INT: {
+        uint64_t v;
+        memcpy(&v, src, sizeof v);
+        dev_store_u64(t, dst, i, v);
+        break;
+    }
+    case CT_C64: case CT_C128: case CT_PRED:
+        memcpy(dst + (size_t)i * ct_size(c), src, ct_size(c));
+        break;
+    }
+}
+
+/* Copy n elements, src element j at byte src + j*stride*esz (stride may be
+ * negative), into consecutive slots of dst. */
+static void copy_strided(size_t esz, const uint8_t *src, int64_t stride, int64_t n, uint8_t *dst)
+{
+    if (stride == 1) {
+        memcpy(dst, src, (size_t)n * esz);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        memcpy(dst + (size_t)j * esz, src + (j * stride) * (int64_t)esz, esz);
+}
+
+/* A run of n elements of src (type t), starting at element i0 with a
+ * stride, converted into consecutive compute-type values at dst. */
+static void run_to_ct(Ct c, IrType t, const uint8_t *src, int64_t i0, int64_t stride, int64_t n,
+                      uint8_t *dst)
+{
+    if (ct_native(c, t)) {
+        size_t esz = ct_size(c);
+        copy_strided(esz, src + i0 * (int64_t)esz, stride, n, dst);
+    } else if (c == CT_F32 && (t == IR_F16 || t == IR_BF16)) {
+        const uint16_t *s = (const uint16_t *)src + i0;
+        float *d = (float *)dst;
+        for (int64_t j = 0; j < n; j++)
+            d[j] = t == IR_F16 ? dev_f16_to_f32(s[j * stride]) : dev_bf16_to_f32(s[j * stride]);
+    } else {
+        size_t esz = ct_size(c);
+        for (int64_t j = 0; j < n; j++)
+            elem_to_ct(c, t, src, i0 + j * stride, dst + (size_t)j * esz);
+    }
+}
+
+/* The reverse: n consecutive compute-type values stored into dst (type t)
+ * at elements i0, i0 + stride, ... */
+static void run_from_ct(Ct c, IrType t, const uint8_t *src, uint8_t *dst, int64_t i0,
+                        int64_t stride, int64_t n)
+{
+    size_t esz = ct_size(c);
+    if (ct_native(c, t)) {
+        if (stride == 1) {
+            memcpy(dst + (size_t)i0 * esz, src, (size_t)n * esz);
+            return;
+        }
+        for (int64_t j = 0; j < n; j++)
+            memcpy(dst + (size_t)(i0 + j * stride) * esz, src + (size_t)j * esz, esz);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        elem_from_ct(c, t, src + (size_t)j * esz, dst, i0 + j * stride);
+}
+
+/* A strided view of an array: element (i_0, ..., i_{rank-1}) of the index
+ * space `dims` lives at element base + sum i_k * stride[k] of the data. */
+typedef struct View {
+    int32_t rank;
+    int64_t base;
+    int64_t dims[IR_MAX_RANK];
+    int64_t stride[IR_MAX_RANK];
+} View;
+
+/* The view of array shape s with its dims visited in order `order`
+ * (order[k] = which dim of s is the k-th of the view). */
+static void view_of(View *v, const IrShape *s, int32_t n, const int64_t *order)
+{
+    int64_t st[IR_MAX_RANK];
+    ir_shape_strides(s, st);
+    v->rank = n;
+    v->base = 0;
+    for (int32_t k = 0; k < n; k++) {
+        v->dims[k] = s->dims[order[k]];
+        v->stride[k] = st[order[k]];
+    }
+}
+
+static int64_t view_elements(const View *v)
+{
+    int64_t n = 1;
+    for (int32_t k = 0; k < v->rank; k++)
+        n *= v->dims[k];
+    return n;
+}
+
+/* Advance the odometer idx over all but the last dim of v; off follows. */
+static void view_bump(const View *v, int64_t *idx, int64_t *off)
+{
+    for (int32_t d = v->rank - 2; d >= 0; d--) {
+        idx[d]++;
+        *off += v->stride[d];
+        if (idx[d] < v->dims[d])
+            return;
+        *off -= v->dims[d] * v->stride[d];
+        idx[d] = 0;
+    }
+}
+
+/* Gather the elements of view v of src (type t), in row-major order of the
+ * view, into dst as compute-type values (a transpose-and-convert). */
+static void pack(Ct c, IrType t, const uint8_t *src, const View *v, uint8_t *dst)
+{
+    int64_t total = view_elements(v);
+    if (total == 0)
+        return;
+    if (v->rank == 0) {
+        run_to_ct(c, t, src, v->base, 1, 1, dst);
+        return;
+    }
+    int64_t inner = v->dims[v->rank - 1], istride = v->stride[v->rank - 1];
+    int64_t idx[IR_MAX_RANK] = {0}, off = v->base;
+    size_t run = (size_t)inner * ct_size(c);
+    for (int64_t done = 0; done < total; done += inner, dst += run) {
+        run_to_ct(c, t, src, off, istride, inner, dst);
+        view_bump(v, idx, &off);
+    }
+}
+
+/* Scatter consecutive compute-type values from src into the elements of
+ * view v of dst (type t), converting: the inverse of pack. */
+static void unpack(Ct c, IrType t, const uint8_t *src, const View *v, uint8_t *dst)
+{
+    int64_t total = view_elements(v);
+    if (total == 0)
+        return;
+    if (v->rank == 0) {
+        run_from_ct(c, t, src, dst, v->base, 1, 1);
+        return;
+    }
+    int64_t inner = v->dims[v->rank - 1], istride = v->stride[v->rank - 1];
+    int64_t idx[IR_MAX_RANK] = {0}, off = v->base;
+    size_t run = (size_t)inner * ct_size(c);
+    for (int64_t done = 0; done < total; done += inner, src += run) {
+        run_from_ct(c, t, src, dst, off, istride, inner);
+        view_bump(v, idx, &off);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* GEMM                                                                */
+/* ------------------------------------------------------------------ */
+
+/* C[m,n] = op(A) op(B), row-major. A is m x k (lda >= k), or k x m when ta
+ * (lda >= m); B is k x n (ldb >= n), or n x k when tb (ldb >= k); C has
+ * row stride ldc. C is overwritten (beta = 0). */
+typedef struct Gemm {
+    Ct c;
+    bool ta, tb;
+    bool blas;  /* f32/f64 may use OpenBLAS */
+    int64_t m, n, k, lda, ldb, ldc;
+} Gemm;
+
+/* One loop kernel per compute type: for each C element, sum over k in
+ * increasing order. Without tb the k loop is outside the j loop so that B
+ * and C rows are read contiguously; the per-element order is the same. */
+#define GEMM_LOOP(NAME, T, ZERO, MAC)                                              \
+    static void NAME(const Gemm *g, const T *a, const T *b, T *c)                 \
+    {                                                                             \
+        for (int64_t i = 0; i < g->m; i++) {                                      \
+            T *crow = c + i * g->ldc;                                             \
+            if (!g->tb) {                                                         \
+                for (int64_t j = 0; j < g->n; j++)                                \
+                    crow[j] = ZERO;                                               \
+                for (int64_t kk = 0; kk < g->k; kk++) {                           \
+                    T av = g->ta ? a[kk * g->lda + i] : a[i * g->lda + kk];       \
+                    const T *brow = b + kk * g->ldb;                              \
+                    for (int64_t j = 0; j < g->n; j++)                            \
+                        MAC(crow[j], av, brow[j]);                                \
+                }                                                                 \
+            } else {                                                              \
+                for (int64_t j = 0; j < g->n; j++) {                              \
+                    const T *bcol = b + j * g->ldb;                               \
+                    T acc = ZERO;                                                 \
+                    for (int64_t kk = 0; kk < g->k; kk++) {                       \
+                        T av = g->ta ? a[kk * g->lda + i] : a[i * g->lda + kk];   \
+                        MAC(acc, av, bcol[kk]);                                   \
+                    }                                                             \
+                    crow[j] = acc;                                                \
+                }                                                                 \
+            }                                                                     \
+        }                                                                         \
+    }
+
+#define MAC_ADD(acc, x, y) ((acc) += (x) * (y))
+#define MAC_OR(acc, x, y) ((acc) |= (uint8_t)((x) & (y)))
+
+GEMM_LOOP(gemm_f32, float, 0.0f, MAC_ADD)
+GEMM_LOOP(gemm_f64, double, 0.0, MAC_ADD)
+GEMM_LOOP(gemm_c64, float complex, 0.0f, MAC_ADD)
+GEMM_LOOP(gemm_c128, double complex, 0.0, MAC_ADD)
+GEMM_LOOP(gemm_int, uint64_t, 0u, MAC_ADD)
+GEMM_LOOP(gemm_pred, uint8_t, 0u, MAC_OR)
+
+static bool fits_int(int64_t v)
+{
+    return v >= 0 && v <= INT_MAX;
+}
+
+static bool gemm_blas_ok(const Gemm *g)
+{
+    return g->blas && (g->c == CT_F32 || g->c == CT_F64) && fits_int(g->m) && fits_int(g->n) &&
+           fits_int(g->k) && fits_int(g->lda) && fits_int(g->ldb) && fits_int(g->ldc) &&
+           g->lda >= 1 && g->ldb >= 1 && g->ldc >= 1;
+}
+
+static void gemm(const Gemm *g, const void *a, const void *b, void *c)
+{
+    if (g->m == 0 || g->n == 0)
+        return;
+    if (g->k == 0) { /* an empty sum: all-zero bits are 0 in every compute type */
+        for (int64_t i = 0; i < g->m; i++)
+            memset((uint8_t *)c + (size_t)(i * g->ldc) * ct_size(g->c), 0,
+                   (size_t)g->n * ct_size(g->c));
+        return;
+    }
+    if (gemm_blas_ok(g)) {
+        enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans;
+        enum CBLAS_TRANSPOSE tb = g->tb ? CblasTrans : CblasNoTrans;
+        if (g->c == CT_F32)
+            cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0f, a,
+                        (int)g->lda, b, (int)g->ldb, 0.0f, c, (int)g->ldc);
+        else
+            cblas_dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0, a,
+                        (int)g->lda, b, (int)g->ldb, 0.0, c, (int)g->ldc);
+        return;
+    }
+    switch (g->c) {
+    case CT_F32: gemm_f32(g, a, b, c); break;
+    case CT_F64: gemm_f64(g, a, b, c); break;
+    case CT_C64: gemm_c64(g, a, b, c); break;
+    case CT_C128: gemm_c128(g, a, b, c); break;
+    case CT_INT: gemm_int(g, a, b, c); break;
+    case CT_PRED: gemm_pred(g, a, b, c); break;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Shared helpers                                                      */
+/* ------------------------------------------------------------------ */
+
+static bool use_blas(const DevKernelArgs *k)
+{
+    return !(k->opt && k->opt->no_blas);
+}
+
+/* a * b into *r; false on overflow or a negative operand. */
+static bool mul_ok(int64_t a, int64_t b, int64_t *r)
+{
+    return a >= 0 && b >= 0 && !__builtin_mul_overflow(a, b, r);
+}
+
+/* A scratch buffer of n elements of esz bytes; NULL on overflow or OOM.
+ * Never NULL for n == 0 (ts_malloc(0) is unique and non-NULL). */
+static void *scratch(int64_t n, size_t esz)
+{
+    int64_t bytes;
+    if (!mul_ok(n, (int64_t)esz, &bytes) || (uint64_t)bytes > SIZE_MAX)
+        return NULL;
+    return ts_malloc((size_t)bytes);
+}
+
+/* Stands in for the NULL buffer of an empty array, so that offset
+ * arithmetic on it stays defined; never read. */
+static const uint8_t empty_data[16];
+
+static const uint8_t *data_of(const DevValue *v)
+{
+    return v->data ? v->data : empty_data;
+}
+
+static bool is_array_value(const DevValue *v)
+{
+    return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
+}
+
+static IrStatus oom(const DevKernelArgs *k)
+{
+    return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", ir_op_name(k->ins->op));
+}
+
+/* ------------------------------------------------------------------ */
+/* dot                                                                 */
+/* ------------------------------------------------------------------ */
+
+/* The dims of a dot, classified. Result = [batch..., lhs free..., rhs free...]. */
+typedef struct DotPlan {
+    int32_t nb, nc, nlf, nrf;
+    int64_t lfree[IR_MAX_RANK], rfree[IR_MAX_RANK];
+    int64_t b, m, n, k;   /* batch, lhs free, rhs free and contracting sizes */
+} DotPlan;
+
+/* Collect the dims of s that are in neither list, ascending; false when a
+ * list names a dim out of range or twice. */
+static bool free_dims(const IrShape *s, const IrI64List *x, const IrI64List *y, int64_t *free,
+                      int32_t *nfree)
+{
+    bool seen[IR_MAX_RANK] = {false};
+    const IrI64List *lists[2] = {x, y};
+    for (int l = 0; l < 2; l++)
+        for (int32_t i = 0; i < lists[l]->n; i++) {
+            int64_t d = lists[l]->v[i];
+            if (d < 0 || d >= s->rank || seen[d])
+                return false;
+            seen[d] = true;
+        }
+    *nfree = 0;
+    for (int32_t d = 0; d < s->rank; d++)
+        if (!seen[d])
+            free[(*nfree)++] = d;
+    return true;
+}
+
+static int64_t dims_product(const IrShape *s, const int64_t *dims, int32_t n)
+{
+    int64_t p = 1;
+    for (int32_t i = 0; i < n; i++)
+        if (!mul_ok(p, s->dims[dims[i]], &p))
+            return -1;
+    return p;
+}
+
+static IrStatus dot_plan(const DevKernelArgs *k, DotPlan *p)
+{
+    const IrShape *ls = &k->opnd[0]->shape, *rs = &k->opnd[1]->shape, *os = &k->ins->shape;
+    const IrDotDnums *dn = &k->ins->a.dot;
+    if (dn->lhs_batch.n != dn->rhs_batch.n || dn->lhs_contracting.n != dn->rhs_contracting.n ||
+        !free_dims(ls, &dn->lhs_batch, &dn->lhs_contracting, p->lfree, &p->nlf) ||
+        !free_dims(rs, &dn->rhs_batch, &dn->rhs_contracting, p->rfree, &p->nrf))
+        return dev_kernel_error(k, IR_EINPUT, "dot: bad dimension numbers");
+    p->nb = dn->lhs_batch.n;
+    p->nc = dn->lhs_contracting.n;
+    for (int32_t i = 0; i < p->nb; i++)
+        if (ls->dims[dn->lhs_batch.v[i]] != rs->dims[dn->rhs_batch.v[i]])
+            return dev_kernel_error(k, IR_EINPUT, "dot: batch dimension %d sizes differ", (int)i);
+    for (int32_t i = 0; i < p->nc; i++)
+        if (ls->dims[dn->lhs_contracting.v[i]] != rs->dims[dn->rhs_contracting.v[i]])
+            return dev_kernel_error(k, IR_EINPUT, "dot: contracting dimension %d sizes differ",
+                                    (int)i);
+    /* The result's dims, in order, must be batch, lhs free, rhs free. */
+    int64_t want[IR_MAX_RANK];
+    int32_t r = 0;
+    if (p->nb + p->nlf + p->nrf > IR_MAX_RANK)
+        return dev_kernel_error(k, IR_EINPUT, "dot: result rank too large");
+    for (int32_t i = 0; i < p->nb; i++)
+        want[r++] = ls->dims[dn->lhs_batch.v[i]];
+    for (int32_t i = 0; i < p->nlf; i++)
+        want[r++] = ls->dims[p->lfree[i]];
+    for (int32_t i = 0; i < p->nrf; i++)
+        want[r++] = rs->dims[p->rfree[i]];
+    if (os->type == IR_TUPLE || os->rank != r || memcmp(os->dims, want, (size_t)r * sizeof *want))
+        return dev_kernel_error(k, IR_EINPUT, "dot: result shape does not match the operands");
+    p->b = dims_product(ls, dn->lhs_batch.v, p->nb);
+    p->m = dims_product(ls, p->lfree, p->nlf);
+    p->n = dims_product(rs, p->rfree, p->nrf);
+    p->k = dims_product(ls, dn->lhs_contracting.v, p->nc);
+    if (p->b < 0 || p->m < 0 || p->n < 0 || p->k < 0)
+        return dev_kernel_error(k, IR_EINPUT, "dot: size overflow");
+    return IR_OK;
+}
+
+/* Dims of s in the order batch, x, y? */
+static bool dims_in_order(const IrShape *s, const int64_t *batch, int32_t nb, const int64_t *x,
+                          int32_t nx, const int64_t *y, int32_t ny)
+{
+    int32_t pos = 0;
+    for (int32_t i = 0; i < nb; i++)
+        if (batch[i] != pos++)
+            return false;
+    for (int32_t i = 0; i < nx; i++)
+        if (x[i] != pos++)
+            return false;
+    for (int32_t i = 0; i < ny; i++)
+        if (y[i] != pos++)
+            return false;
+    return pos == s->rank;
+}
+
+/* One GEMM operand: in place in the value's buffer or packed to scratch. */
+typedef struct DotOperand {
+    const uint8_t *data;
+    uint8_t *owned;   /* scratch to free, or NULL */
+    bool trans;
+} DotOperand;
+
+/* Prepare one dot operand. For the lhs, x = free and y = contracting (GEMM
+ * A = [M, K]); for the rhs, x = contracting and y = free (B = [K, N]). The
+ * swapped order is accepted in place with the transpose flag. */
+static IrStatus dot_operand(const DevKernelArgs *k, Ct c, const DevValue *v, const int64_t *batch,
+                            int32_t nb, const int64_t *x, int32_t nx, const int64_t *y, int32_t ny,
+                            DotOperand *op)
+{
+    const IrShape *s = &v->shape;
+    op->owned = NULL;
+    op->trans = false;
+    if (ct_native(c, s->type)) {
+        if (dims_in_order(s, batch, nb, x, nx, y, ny)) {
+            op->data = data_of(v);
+            return IR_OK;
+        }
+        if (dims_in_order(s, batch, nb, y, ny, x, nx)) {
+            op->data = data_of(v);
+            op->trans = true;
+            return IR_OK;
+        }
+    }
+    int64_t order[IR_MAX_RANK];
+    int32_t r = 0;
+    for (int32_t i = 0; i < nb; i++)
+        order[r++] = batch[i];
+    for (int32_t i = 0; i < nx; i++)
+        order[r++] = x[i];
+    for (int32_t i = 0; i < ny; i++)
+        order[r++] = y[i];
+    View view;
+    view_of(&view, s, r, order);
+    if (!(op->owned = scratch(view_elements(&view), ct_size(c))))
+        return oom(k);
+    pack(c, s->type, v->data, &view, op->owned);
+    op->data = op->owned;
+    return IR_OK;
+}
+
+/* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute type). */
+static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOperand *a,
+                    const DotOperand *b, uint8_t *c_out)
+{
+    Gemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = use_blas(k),
+              .m = p->m, .n = p->n, .k = p->k};
+    g.lda = a->trans ? p->m : p->k;
+    g.ldb = b->trans ? p->k : p->n;
+    g.ldc = p->n;
+    size_t esz = ct_size(c);
+    for (int64_t i = 0; i < p->b; i++)
+        gemm(&g, a->data + (size_t)(i * p->m * p->k) * esz, b->data + (size_t)(i * p->k * p->n) * esz,
+             c_out + (size_t)(i * p->m * p->n) * esz);
+}
+
+/*
+ * dot: general dimension numbers. Example: lhs f32[2,3,4] with
+ * lhs_batch_dims={0}, lhs_contracting_dims={2} and rhs f32[2,4,5] with
+ * rhs_batch_dims={0}, rhs_contracting_dims={1} gives f32[2,3,5]: for each
+ * batch b, out[b] = lhs[b] (3x4) x rhs[b] (4x5). Batch and contracting dims
+ * may sit anywhere; free dims keep their relative order.
+ *
+ * Inputs: two array operands. On success *out is a new array. Fails with
+ * IR_EINPUT on inconsistent dimension numbers, IR_ENOMEM on OOM.
+ */
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
 {
-    (void)out;
-    return dev_kernel_error(k, IR_EUNSUPPORTED, "%s is not built yet", ir_op_name(k->ins->op));
+    if (k->nopnd != 2 || !is_array_value(k->opnd[0]) || !is_array_value(k->opnd[1]))
+        return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
+    DotPlan p;
+    IrStatus st = dot_plan(k, &p);
+    if (st != IR_OK)
+        return st;
+    const IrShape *os = &k->ins->shape;
+    const IrDotDnums *dn = &k->ins->a.dot;
+    Ct c = ct_of(os->type);
+    DevValue *r = dev_value_new_uninit(os);
+    if (!r)
+        return oom(k);
+    int64_t total = p.b * p.m * p.n;
+    if (total == 0) {
+        *out = r;
+        return IR_OK;
+    }
+    DotOperand a = {0}, b = {0};
+    uint8_t *cbuf = NULL;
+    if ((st = dot_operand(k, c, k->opnd[0], dn->lhs_batch.v, p.nb, p.lfree, p.nlf,
+                          dn->lhs_contracting.v, p.nc, &a)) != IR_OK ||
+        (st = dot_operand(k, c, k->opnd[1], dn->rhs_batch.v, p.nb, dn->rhs_contracting.v, p.nc,
+                          p.rfree, p.nrf, &b)) != IR_OK)
+        goto done;
+    bool direct = ct_native(c, os->type);
+    if (!direct && !(cbuf = scratch(total, ct_size(c)))) {
+        st = oom(k);
+        goto done;
+    }
+    dot_run(k, c, &p, &a, &b, direct ? r->data : cbuf);
+    if (!direct) {
+        View v = {.rank = 1, .dims = {total}, .stride = {1}};
+        unpack(c, os->type, cbuf, &v, r->data);
+    }
+done:
+    ts_free(a.owned);
+    ts_free(b.owned);
+    ts_free(cbuf);
+    if (st != IR_OK) {
+        dev_value_unref(r);
+        return st;
+    }
+    *out = r;
+    return IR_OK;
 }
 
+/* ------------------------------------------------------------------ */
+/* convolution                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Everything about a convolution's geometry, with the operands in the
+ * canonical orders used below:
+ *   input  [IB, IF, IS...]   kernel [KO, KI, W...]   output [OF, OB, OS...] */
+typedef struct ConvPlan {
+    int32_t ns;
+    int64_t ib, if_, ki, ko, ob, of, fgc, bgc;
+    int64_t isz[IR_MAX_RANK], wsz[IR_MAX_RANK], osz[IR_MAX_RANK];
+    int64_t is, w, os;   /* products of isz, wsz, osz */
+} ConvPlan;
+
+/* Do the given dims form a permutation of 0..rank-1? */
+static bool is_permutation(int32_t rank, int64_t a, int64_t b, int32_t ns, const int64_t *sp)
+{
+    bool seen[IR_MAX_RANK] = {false};
+    if (ns + 2 != rank)
+        return false;
+    int64_t all[IR_MAX_RANK];
+    all[0] = a;
+    all[1] = b;
+    for (int32_t i = 0; i < ns; i++)
+        all[i + 2] = sp[i];
+    for (int32_t i = 0; i < rank; i++) {
+        if (all[i] < 0 || all[i] >= rank || seen[all[i]])
+            return false;
+        seen[all[i]] = true;
+    }
+    return true;
+}
+
+static IrStatus conv_plan(const DevKernelArgs *k, ConvPlan *p)
+{
+    const IrShape *in = &k->opnd[0]->shape, *ker = &k->opnd[1]->shape, *os = &k->ins->shape;
+    const IrConvDnums *cd = &k->ins->a.conv;
+    const IrWindow *win = &k->ins->a.window;
+    int32_t ns = cd->nspatial;
+    p->ns = ns;
+    if (!cd->present || os->type == IR_TUPLE ||
+        !is_permutation(in->rank, cd->in_batch, cd->in_feature, ns, cd->in_spatial) ||
+        !is_permutation(ker->rank, cd->k_out_feature, cd->k_in_feature, ns, cd->k_spatial) ||
+        !is_permutation(os->rank, cd->out_batch, cd->out_feature, ns, cd->out_spatial) ||
+        (win->rank != ns && !(win->rank == 0 && ns == 0)))
+        return dev_kernel_error(k, IR_EINPUT, "convolution: bad dim_labels or window");
+    p->fgc = k->ins->a.feature_group_count > 0 ? k->ins->a.feature_group_count : 1;
+    p->bgc = k->ins->a.batch_group_count > 0 ? k->ins->a.batch_group_count : 1;
+    p->ib = in->dims[cd->in_batch];
+    p->if_ = in->dims[cd->in_feature];
+    p->ki = ker->dims[cd->k_in_feature];
+    p->ko = ker->dims[cd->k_out_feature];
+    p->ob = os->dims[cd->out_batch];
+    p->of = os->dims[cd->out_feature];
+    if (p->if_ != p->ki * p->fgc || p->ko % p->fgc != 0 || p->ko % p->bgc != 0 ||
+        p->ib % p->bgc != 0 || p->ob != p->ib / p->bgc || p->of != p->ko)
+        return dev_kernel_error(k, IR_EINPUT,
+                                "convolution: feature/batch sizes do not agree with "
+                                "feature_group_count=%lld batch_group_count=%lld",
+                                (long long)p->fgc, (long long)p->bgc);
+    p->is = p->w = p->os = 1;
+    for (int32_t s = 0; s < ns; s++) {
+        const IrWindowDim *wd = &win->dim[s];
+        p->isz[s] = in->dims[cd->in_spatial[s]];
+        p->wsz[s] = ker->dims[cd->k_spatial[s]];
+        p->osz[s] = os->dims[cd->out_spatial[s]];
+        if (wd->size != p->wsz[s] || wd->stride < 1 || wd->lhs_dilate < 1 || wd->rhs_dilate < 1)
+            return dev_kernel_error(k, IR_EINPUT, "convolution: bad window in dimension %d",
+                                    (int)s);
+        if (!mul_ok(p->is, p->isz[s], &p->is) || !mul_ok(p->w, p->wsz[s], &p->w) ||
+            !mul_ok(p->os, p->osz[s], &p->os))
+            return dev_kernel_error(k, IR_EINPUT, "convolution: size overflow");
+    }
+    return IR_OK;
+}
+
+/* Input coordinate read by output position o and window position w of one
+ * spatial dim, or -1 when it falls into padding or a base-dilation hole:
+ *     u = o*stride - pad_lo + w*rhs_dilation;  coordinate = u / lhs_dilation
+ * e.g. stride 1, pad_lo 1, lhs dilation 2: o=0,w=1 -> u=0 -> input 0;
+ * o=0,w=2 -> u=1 -> a hole (-1). Window reversal is applied to the kernel. */
+static int64_t conv_coord(const IrWindowDim *wd, int64_t isz, int64_t o, int64_t w)
+{
+    int64_t u = o * wd->stride - wd->pad_lo + w * wd->rhs_dilate;
+    if (wd->lhs_dilate > 1) {
+        if (u % wd->lhs_dilate != 0)
+            return -1;
+        u /= wd->lhs_dilate;
+    }
+    return u >= 0 && u < isz ? u : -1;
+}
+
+/* The offset table: off[w * OS + os] = offset inside one canonical input
+ * plane [IS...] read by output position os at window position w, or -1. */
+static int64_t *conv_offsets(const DevKernelArgs *k, const ConvPlan *p)
+{
+    int64_t n;
+    if (!mul_ok(p->w, p->os, &n))
+        return NULL;
+    int64_t *off = scratch(n, sizeof *off);
+    if (!off)
+        return NULL;
+    int64_t istr[IR_MAX_RANK];
+    for (int32_t s = p->ns - 1, st = 1; s >= 0; s--) {
+        istr[s] = st;
+        st *= p->isz[s];
+    }
+    int64_t oi[IR_MAX_RANK] = {0}, wi[IR_MAX_RANK];
+    for (int64_t o = 0; o < p->os; o++) {
+        memset(wi, 0, sizeof wi);
+        for (int64_t w = 0; w < p->w; w++) {
+            int64_t sum = 0;
+            for (int32_t s = 0; s < p->ns && sum >= 0; s++) {
+                int64_t u = conv_coord(&k->ins->a.window.dim[s], p->isz[s], oi[s], wi[s]);
+                sum = u < 0 ? -1 : sum + u * istr[s];
+            }
+            off[w * p->os + o] = sum;
+            for (int32_t s = p->ns - 1; s >= 0 && ++wi[s] == p->wsz[s]; s--)
+                wi[s] = 0;
+        }
+        for (int32_t s = p->ns - 1; s >= 0 && ++oi[s] == p->osz[s]; s--)
+            oi[s] = 0;
+    }
+    return off;
+}
+
+/* Which columns a Col block covers, and which input batch / feature group. */
+typedef struct ColBlock {
+    int64_t c0, nc;   /* columns [c0, c0 + nc) of the OB*OS columns */
+    int64_t bg, g;    /* batch group and feature group */
+} ColBlock;
+
+/* Build the im2col matrix Col[(ki, w), j] for one block: row (ki, w),
+ * column j = (ob, os) holds input[ob + bg*OB, g*KI + ki, position(os, w)],
+ * or 0 for padding. */
+static void conv_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const int64_t *off,
+                        const ColBlock *b, uint8_t *col)
+{
+    for (int64_t ki = 0; ki < p->ki; ki++)
+        for (int64_t w = 0; w < p->w; w++) {
+            uint8_t *row = col + (size_t)((ki * p->w + w) * b->nc) * esz;
+            const int64_t *offw = off + w * p->os;
+            int64_t ob = b->c0 / p->os, os = b->c0 % p->os;
+            const uint8_t *plane = in + (size_t)(((ob + b->bg * p->ob) * p->if_ + b->g * p->ki + ki) *
+                                                 p->is) * esz;
+            for (int64_t j = 0; j < b->nc; j++) {
+                int64_t o = offw[os];
+                if (o < 0)
+                    memset(row + (size_t)j * esz, 0, esz);
+                else
+                    memcpy(row + (size_t)j * esz, plane + (size_t)o * esz, esz);
+                if (++os == p->os && j + 1 < b->nc) {
+                    os = 0;
+                    ob++;
+                    plane += (size_t)(p->if_ * p->is) * esz;
+                }
+            }
+        }
+}
+
+/* Columns per im2col block: Col holds KI*W rows of that many columns and is
+ * kept near this many bytes. */
+#define CONV_COL_BYTES ((int64_t)8 << 20)
+
+/* The main loop: out[OF, OB*OS] = Ker[OF, KI*W] x Col[KI*W, OB*OS], one GEMM
+ * per column block and per run of output features sharing one feature group
+ * and one batch group. */
+static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
+                         const uint8_t *ker, uint8_t *outc)
+{
+    size_t esz = ct_size(c);
+    int64_t kk = p->ki * p->w, ncol = p->ob * p->os;
+    int64_t per = kk * (int64_t)esz > 0 ? CONV_COL_BYTES / (kk * (int64_t)esz) : ncol;
+    int64_t nb = per < 1 ? 1 : per > ncol ? ncol : per;
+    int64_t *off = conv_offsets(k, p);
+    uint8_t *col = off ? scratch(kk * nb, esz) : NULL;
+    if (!off || !col) {
+        ts_free(off);
+        ts_free(col);
+        return oom(k);
+    }
+    int64_t ofgs = p->ko / p->fgc;                        /* outputs per feature group */
+    int64_t dmul = p->bgc > 1 ? p->ko / p->bgc : p->ko;   /* outputs per batch group */
+    Gemm g = {.c = c, .blas = use_blas(k), .k = kk, .lda = kk, .ldc = ncol};
+    for (int64_t c0 = 0; c0 < ncol; c0 += nb) {
+        ColBlock b = {.c0 = c0, .nc = ncol - c0 < nb ? ncol - c0 : nb, .bg = -1, .g = -1};
+        for (int64_t of0 = 0, of1; of0 < p->of; of0 = of1) {
+            int64_t grp = of0 / ofgs, bg = of0 / dmul;
+            of1 = (grp + 1) * ofgs < (bg + 1) * dmul ? (grp + 1) * ofgs : (bg + 1) * dmul;
+            if (grp != b.g || bg != b.bg) {
+                b.g = grp;
+                b.bg = bg;
+                conv_im2col(p, esz, in, off, &b, col);
+            }
+            g.m = of1 - of0;
+            g.n = b.nc;
+            g.ldb = b.nc;
+            gemm(&g, ker + (size_t)(of0 * kk) * esz, col, outc + (size_t)(of0 * ncol + c0) * esz);
+        }
+    }
+    ts_free(off);
+    ts_free(col);
+    return IR_OK;
+}
+
+/* An operand in canonical order (a view of the value, or a packed copy). */
+static IrStatus conv_operand(const DevKernelArgs *k, Ct c, const DevValue *v, const View *view,
+                             bool in_place, const uint8_t **data, uint8_t **owned)
+{
+    *owned = NULL;
+    if (in_place) {
+        *data = data_of(v);
+        return IR_OK;
+    }
+    if (!(*owned = scratch(view_elements(view), ct_size(c))))
+        return oom(k);
+    pack(c, v->shape.type, v->data, view, *owned);
+    *data = *owned;
+    return IR_OK;
+}
+
+/* The canonical views of the three convolution arrays, and whether each
+ * value's own buffer already is its view in the compute type. */
+typedef struct ConvViews {
+    View in, ker, out;       /* in [b, f, spatial], ker [o, i, spatial], out [f, b, spatial] */
+    bool in_direct, ker_direct, out_direct;
+} ConvViews;
+
+/* View of s with dims in order (d0, d1, sp...); true when that order is the
+ * identity, i.e. the view is s's own row-major layout. */
+static bool canon_view(View *v, const IrShape *s, int64_t d0, int64_t d1, int32_t ns,
+                       const int64_t *sp)
+{
+    int64_t order[IR_MAX_RANK];
+    order[0] = d0;
+    order[1] = d1;
+    memcpy(order + 2, sp, (size_t)ns * sizeof *order);
+    view_of(v, s, ns + 2, order);
+    bool ident = true;
+    for (int32_t i = 0; i < ns + 2; i++)
+        ident = ident && order[i] == i;
+    return ident;
+}
+
+static void conv_views(const DevKernelArgs *k, Ct c, ConvViews *v)
+{
+    const IrConvDnums *cd = &k->ins->a.conv;
+    const IrShape *in = &k->opnd[0]->shape, *ker = &k->opnd[1]->shape, *os = &k->ins->shape;
+    int32_t ns = cd->nspatial;
+    v->in_direct = canon_view(&v->in, in, cd->in_batch, cd->in_feature, ns, cd->in_spatial) &&
+                   ct_native(c, in->type);
+    v->ker_direct = canon_view(&v->ker, ker, cd->k_out_feature, cd->k_in_feature, ns,
+                               cd->k_spatial) && ct_native(c, ker->type);
+    /* Window reversal: walk the reversed kernel dims backwards. */
+    for (int32_t s = 0; s < ns; s++)
+        if (k->ins->a.window.dim[s].reversal && v->ker.dims[s + 2] > 1) {
+            v->ker.base += (v->ker.dims[s + 2] - 1) * v->ker.stride[s + 2];
+            v->ker.stride[s + 2] = -v->ker.stride[s + 2];
+            v->ker_direct = false;
+        }
+    v->out_direct = canon_view(&v->out, os, cd->out_feature, cd->out_batch, ns, cd->out_spatial) &&
+                    ct_native(c, os->type);
+}
+
+/*
+ * convolution, as XLA defines it (HloEvaluator's rule), by im2col + GEMM.
+ *
+ * For output (ob, of, os...): feature group g = of / (KO/fgc), batch group
+ * bg = of / (KO/bgc) (0 when bgc = 1), and
+ *   out[ob, of, os] = sum over ki < KI and window position w of
+ *       in[ob + bg*OB, g*KI + ki, pos(os, w)] * ker[of, ki, w']
+ * where pos() applies stride, padding (negative too) and lhs/rhs dilation per
+ * spatial dim (conv_coord; padding and holes contribute 0) and w' is w or,
+ * with window reversal, size-1-w. With no spatial dims this is a matmul.
+ *
+ * Example (1-D, no groups): in [1,1,4] = {1,2,3,4}, ker [1,1,2] = {1,10},
+ * stride 1, no padding: out = {1+20, 2+30, 3+40} = {21, 32, 43}.
+ *
+ * The operands are brought to canonical order in the compute type (in
+ * [IB, IF, IS], kernel [KO, KI, W] with reversal applied), then for blocks of
+ * output columns (ob, os) an im2col matrix Col[KI*W, cols] is built and
+ * out[of-run, cols] = Ker[of-run, KI*W] x Col is one GEMM (OpenBLAS for
+ * f32/f64). The result [OF, OB, OS] is finally transposed into the output's
+ * dim_labels order and rounded to its element type.
+ *
+ * Inputs: two array operands. On success *out is a new array. Fails with
+ * IR_EINPUT on inconsistent dimension numbers or sizes, IR_ENOMEM on OOM.
+ */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
 {
-    (void)out;
-    return dev_kernel_error(k, IR_EUNSUPPORTED, "%s is not built yet", ir_op_name(k->ins->op));
+    if (k->nopnd != 2 || !is_array_value(k->opnd[0]) || !is_array_value(k->opnd[1]))
+        return dev_kernel_error(k, IR_EINPUT, "convolution takes two arrays");
+    ConvPlan p;
+    IrStatus st = conv_plan(k, &p);
+    if (st != IR_OK)
+        return st;
+    const IrShape *os = &k->ins->shape;
+    Ct c = ct_of(os->type);
+    DevValue *r = dev_value_new_uninit(os);
+    if (!r)
+        return oom(k);
+    if (ir_shape_elements(os) == 0) {
+        *out = r;
+        return IR_OK;
+    }
+    ConvViews v;
+    conv_views(k, c, &v);
+    const uint8_t *in = NULL, *ker = NULL;
+    uint8_t *in_own = NULL, *ker_own = NULL, *out_own = NULL;
+    if ((st = conv_operand(k, c, k->opnd[0], &v.in, v.in_direct, &in, &in_own)) != IR_OK ||
+        (st = conv_operand(k, c, k->opnd[1], &v.ker, v.ker_direct, &ker, &ker_own)) != IR_OK)
+        goto done;
+    if (!v.out_direct && !(out_own = scratch(ir_shape_elements(os), ct_size(c)))) {
+        st = oom(k);
+        goto done;
+    }
+    if ((st = conv_run(k, c, &p, in, ker, v.out_direct ? r->data : out_own)) != IR_OK)
+        goto done;
+    if (!v.out_direct)
+        unpack(c, os->type, out_own, &v.out, r->data);
+done:
+    ts_free(in_own);
+    ts_free(ker_own);
+    ts_free(out_own);
+    if (st != IR_OK) {
+        dev_value_unref(r);
+        return st;
+    }
+    *out = r;
+    return IR_OK;
 }
-
