@@ -1,0 +1,328 @@
+/*
+ * reshard.c: moving a value from one sharding to another with collectives,
+ * as XLA's PartitionedHlo::Reshard does.
+ *
+ * Cases, cheapest first:
+ *   same sharding                          nothing
+ *   replicated -> tiled                    pad to a multiple of the tiles, then
+ *                                          dynamic-slice at this partition's
+ *                                          offsets (no communication)
+ *   tiled -> tiled, same tiles, other      collective-permute (each device
+ *     device order                         sends its shard to the device that
+ *                                          needs it)
+ *   tiled -> coarser (some dims untiled)   all-gather along the dims that stop
+ *                                          being tiled, then slice the padding
+ *   anything else                          all-gather to replicated, then
+ *                                          dynamic-slice to the target
+ * Maximal shardings are treated as replicated: the partitioned program
+ * computes a maximal value on every device (correct, not minimal).
+ *
+ * Example: f32[7] on {devices=[2]0,1} holds shards of 4 (device 1's last
+ * element is padding). To replicate: all-gather along 0 gives f32[8] on
+ * both devices; slice [0:7] drops the padding.
+ */
+#include "spmd_internal.h"
+
+#include <string.h>
+
+static bool is_repl(const IrSharding *s)
+{
+    return shd_is_replicated(s) || s->kind == SHD_MAXIMAL;
+}
+
+static bool same(const IrSharding *a, const IrSharding *b)
+{
+    if (is_repl(a) && is_repl(b))
+        return true;
+    return ir_sharding_equal(a, b);
+}
+
+static int32_t fail(PComp *pc, IrStatus st, const char *what)
+{
+    ir_error(pc->sp->d, st, NULL, NULL, (IrPos){0, 0}, "reshard: %s", what);
+    return -1;
+}
+
+/* The sharding's data tiles and per-dim offsets as s32[] scalars. */
+static bool offsets(PComp *pc, const IrSharding *s, const IrShape *full, int32_t *starts)
+{
+    for (int32_t d = 0; d < full->rank; d++) {
+        if (shd_tiles(s, d) <= 1) {
+            starts[d] = emit_s32(pc, 0);
+        } else {
+            int64_t *t = shd_offset_table(pc, s, full, d);
+            if (!t)
+                return false;
+            starts[d] = emit_table_lookup(pc, t);
+        }
+        if (starts[d] < 0)
+            return false;
+    }
+    return true;
+}
+
+/* Replicated value (full shape) -> shard under tiled `to`. */
+static int32_t slice_to(PComp *pc, int32_t v, const IrShape *full, const IrSharding *to)
+{
+    int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], size[IR_MAX_RANK];
+    bool padded = false;
+    for (int32_t d = 0; d < full->rank; d++) {
+        int64_t t = shd_tiles(to, d);
+        size[d] = shd_shard_size(full->dims[d], t);
+        lo[d] = 0;
+        hi[d] = size[d] * t - full->dims[d];
+        padded |= hi[d] != 0;
+    }
+    if (padded) {
+        int32_t zero = emit_scalar_const(pc, full->type, 0);
+        v = emit_pad(pc, v, zero, lo, hi);
+    }
+    int32_t starts[IR_MAX_RANK];
+    if (!offsets(pc, to, full, starts))
+        return -1;
+    return emit_dynamic_slice(pc, v, starts, size);
+}
+
+/* All-gather the tiled dims `dims` of v (sharded by `from`); the result is
+ * sharded by `from` with those dims replicated, padding included. */
+static int32_t gather_dims(PComp *pc, int32_t v, const IrSharding *from, int32_t ndims,
+                           const int64_t *dims)
+{
+    for (int32_t k = 0; k < ndims && v >= 0; k++) {
+        int32_t ng, size;
+        int64_t *groups;
+        if (!shd_groups_along(pc, from, 1, &dims[k], &ng, &size, &groups))
+            return fail(pc, IR_ENOMEM, "out of memory");
+        v = emit_all_gather(pc, v, dims[k], ng, size, groups);
+    }
+    return v;
+}
+
+/* Cut the padding of gathered dims (dims whose size now exceeds `full`). */
+static int32_t unpad(PComp *pc, int32_t v, const IrShape *full, const IrSharding *keep)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK];
+    for (int32_t d = 0; d < s->rank; d++) {
+        start[d] = 0;
+        limit[d] = shd_tiles(keep, d) > 1 ? s->dims[d] : full->dims[d];
+    }
+    return emit_slice(pc, v, start, limit);
+}
+
+static int32_t to_replicated(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from)
+{
+    int64_t dims[IR_MAX_RANK];
+    int32_t n = 0;
+    for (int32_t d = 0; d < full->rank; d++)
+        if (shd_tiles(from, d) > 1)
+            dims[n++] = d;
+    v = gather_dims(pc, v, from, n, dims);
+    IrSharding repl = {.kind = SHD_REPLICATED};
+    return unpad(pc, v, full, &repl);
+}
+
+/* Same data tiles, other device order: each device receives the shard of
+ * its tile from the device that holds that tile under `from`. Replication
+ * subgroups must match in size; a tile held by several devices is sent from
+ * the first of them. */
+static int32_t permute(PComp *pc, int32_t v, const IrSharding *from, const IrSharding *to)
+{
+    int64_t n = pc->sp->n;
+    int64_t *pairs = ts_malloc((size_t)(2 * n) * sizeof(int64_t));
+    if (!pairs)
+        return fail(pc, IR_ENOMEM, "out of memory");
+    int32_t np = 0;
+    int64_t c[IR_MAX_RANK + 2];
+    int32_t k = ir_sharding_data_rank(to);
+    for (int64_t dev = 0; dev < n; dev++) {
+        if (!shd_device_coords(to, dev, c))
+            continue;
+        /* Source: first device of `from` with the same data coordinates. */
+        int64_t src = -1, sc[IR_MAX_RANK + 2];
+        for (int64_t s = 0; s < n && src < 0; s++) {
+            if (!shd_device_coords(from, s, sc))
+                continue;
+            bool eq = true;
+            for (int32_t d = 0; d < k; d++)
+                eq &= sc[d] == c[d];
+            if (eq)
+                src = s;
+        }
+        if (src < 0)
+            continue;
+        pairs[2 * np] = src;
+        pairs[2 * np + 1] = dev;
+        np++;
+    }
+    int32_t r = emit_collective_permute(pc, v, np, pairs);
+    ts_free(pairs);
+    return r;
+}
+
+static bool same_tiles(const IrSharding *a, const IrSharding *b)
+{
+    int32_t k = ir_sharding_data_rank(a);
+    if (k != ir_sharding_data_rank(b) || a->ntile != b->ntile || a->nsubgroup != b->nsubgroup)
+        return false;
+    for (int32_t d = 0; d < a->ntile; d++)
+        if (a->tile[d] != b->tile[d])
+            return false;
+    return !shd_has_manual_subgroup(a) && !shd_has_manual_subgroup(b);
+}
+
+static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
+                             const IrSharding *to)
+{
+    if (same(from, to))
+        return v;
+    if (from->kind == SHD_MANUAL || to->kind == SHD_MANUAL || shd_has_manual_subgroup(from) ||
+        shd_has_manual_subgroup(to))
+        return fail(pc, IR_EUNSUPPORTED, "cannot reshard between manual and non-manual shardings");
+    if (is_repl(from))
+        return slice_to(pc, v, full, to);
+    if (same_tiles(from, to))
+        return permute(pc, v, from, to);
+    /* Coarsening: all-gather exactly the dims `to` stops tiling, when the
+     * result then equals `to`. */
+    {
+        int64_t dims[IR_MAX_RANK];
+        int32_t n = 0;
+        bool ok = true;
+        for (int32_t d = 0; d < full->rank; d++) {
+            int64_t tf = shd_tiles(from, d), tt = shd_tiles(to, d);
+            if (tf > 1 && tt == 1)
+                dims[n++] = d;
+            else if (tf != tt)
+                ok = false;
+        }
+        if (ok && n > 0) {
+            IrSharding *g = shd_replicate_dims(pc_arena(pc), from, n, dims);
+            if (!g)
+                return fail(pc, IR_ENOMEM, "out of memory");
+            if (same(g, to)) {
+                int32_t r = gather_dims(pc, v, from, n, dims);
+                return unpad(pc, r, full, to);
+            }
+        }
+    }
+    if (is_repl(to))
+        return to_replicated(pc, v, full, from);
+    int32_t full_v = to_replicated(pc, v, full, from);
+    return slice_to(pc, full_v, full, to);
+}
+
+int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
+                const IrSharding *to)
+{
+    if (v < 0)
+        return -1;
+    if (full->type != IR_TUPLE) {
+        if (full->type == IR_TOKEN)
+            return v;
+        return reshard_array(pc, v, full, from, to);
+    }
+    /* Tuples leaf by leaf, element by element. */
+    bool all_same = true;
+    for (int32_t l = 0; l < ir_shape_leaf_count(full); l++)
+        all_same &= same(shd_leaf(from, full, l), shd_leaf(to, full, l));
+    if (all_same)
+        return v;
+    int32_t n = full->ntuple;
+    int32_t *el = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (!el)
+        return fail(pc, IR_ENOMEM, "out of memory");
+    IrArena *a = pc_arena(pc);
+    for (int32_t k = 0; k < n; k++) {
+        IrSharding *f = shd_tuple_element(a, from, full, k);
+        IrSharding *t = shd_tuple_element(a, to, full, k);
+        int32_t g = emit_gte(pc, v, k);
+        el[k] = (f && t) ? reshard(pc, g, &full->tuple[k], f, t) : -1;
+        if (el[k] < 0) {
+            ts_free(el);
+            return -1;
+        }
+    }
+    int32_t r = emit_tuple(pc, n, el);
+    ts_free(el);
+    return r;
+}
+
+int64_t reshard_cost(const IrShape *full, const IrSharding *from, const IrSharding *to)
+{
+    if (same(from, to) || is_repl(from))
+        return 0;
+    int64_t bytes = ir_shape_bytes(full);
+    if (bytes < 0)
+        return INT64_MAX / 4;
+    if (same_tiles(from, to))
+        return bytes / shd_total_tiles(to);
+    /* All-gather to what `to` keeps tiled: a device receives the full value
+     * divided by the target's tiles. */
+    return bytes / (shd_total_tiles(to) > 0 ? shd_total_tiles(to) : 1) +
+           (is_repl(to) ? 0 : bytes / 2);
+}
+
+int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t o = ins->opnd[k];
+    if (pc->val[o] < 0)
+        return -1;
+    return reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
+}
+
+double reducer_identity(IrOpcode op, IrType t)
+{
+    switch (op) {
+    case OP_MULTIPLY: return 1;
+    case OP_MAXIMUM:
+        if (ir_type_is_float(t)) return -__builtin_inf();
+        if (ir_type_is_signed_int(t)) return -(double)(1ull << (ir_type_bits(t) - 1));
+        return 0;
+    case OP_MINIMUM:
+        if (ir_type_is_float(t)) return __builtin_inf();
+        if (ir_type_is_signed_int(t)) return (double)((1ull << (ir_type_bits(t) - 1)) - 1);
+        if (t == IR_PRED) return 1;
+        return (double)(ir_type_bits(t) == 64 ? UINT64_MAX : (1ull << ir_type_bits(t)) - 1);
+    case OP_AND:
+        if (t == IR_PRED) return 1;
+        return ir_type_is_signed_int(t) ? -1 : (double)(ir_type_bits(t) == 64 ? UINT64_MAX : (1ull << ir_type_bits(t)) - 1);
+    default: return 0; /* add, or, xor */
+    }
+}
+
+int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill)
+{
+    if (v < 0 || fill < 0)
+        return -1;
+    const IrShape *ls = val_shape(pc, v);
+    int32_t mask = -1;
+    for (int32_t d = 0; d < full->rank; d++) {
+        int64_t t = shd_tiles(s, d);
+        if (t <= 1 || full->dims[d] % t == 0)
+            continue;
+        /* valid where offset + iota < D */
+        IrShape is;
+        if (ir_shape_make(pc_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK)
+            return fail(pc, IR_ENOMEM, "out of memory");
+        int32_t io = emit_iota(pc, &is, d);
+        int64_t *tab = shd_offset_table(pc, s, full, d);
+        if (!tab)
+            return fail(pc, IR_ENOMEM, "out of memory");
+        int32_t off = emit_table_lookup(pc, tab);
+        int32_t offb = emit_broadcast(pc, off, &is, 0, NULL);
+        int32_t idx = emit_binary(pc, OP_ADD, io, offb);
+        int32_t lim = emit_broadcast(pc, emit_s32(pc, full->dims[d]), &is, 0, NULL);
+        int32_t ok = emit_compare(pc, idx, lim, CMP_LT);
+        mask = mask < 0 ? ok : emit_binary(pc, OP_AND, mask, ok);
+        if (mask < 0)
+            return -1;
+    }
+    if (mask < 0)
+        return v;
+    int32_t fb = emit_broadcast(pc, fill, ls, 0, NULL);
+    return emit_select(pc, mask, v, fb);
+}

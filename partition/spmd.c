@@ -1,0 +1,279 @@
+/*
+ * spmd.c: the SPMD partitioner's driver.
+ *
+ * Walks each computation in topological order and hands every instruction to
+ * the handler of its op family (spmd_*.c); a handler writes instructions into
+ * the destination computation that compute this device's shard of the
+ * instruction's value under its sharding. The result is one program for all
+ * partitions: shapes are per device, partition-id selects offsets from
+ * constant tables, and collectives carry XLA's replica_groups and channel_id.
+ *
+ * Any instruction without a handler goes through spmd_fallback: operands
+ * replicated, the op computed whole, the result resharded (correct, only
+ * slower, and reported in the plan).
+ */
+#include "spmd_internal.h"
+
+#include <string.h>
+
+static IrStatus err(PComp *pc, int32_t i, IrStatus st, const char *msg)
+{
+    const IrModule *m = pc->sp->src;
+    const IrInstr *ins = &pc->sc->instr[i];
+    return ir_error(pc->sp->d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
+}
+
+IrStatus set_val(PComp *pc, int32_t i, int32_t v)
+{
+    if (v < 0)
+        return pc->sp->d->status != IR_OK ? pc->sp->d->status
+                                           : err(pc, i, IR_EINTERNAL, "partitioning failed");
+    pc->val[i] = v;
+    return IR_OK;
+}
+
+void spmd_note_fallback(PComp *pc, int32_t i)
+{
+    SpmdReport *r = pc->sp->report;
+    if (!r)
+        return;
+    const char **nf = ir_alloc_array(r->arena, (size_t)r->nfallback + 1, sizeof(char *));
+    if (!nf)
+        return;
+    if (r->nfallback)
+        memcpy(nf, r->fallback, (size_t)r->nfallback * sizeof(char *));
+    nf[r->nfallback] = ir_strdup(r->arena, pc->sc->instr[i].name);
+    r->fallback = nf;
+    r->nfallback++;
+}
+
+/* Maximal shardings are computed on every device (see reshard.c); missing
+ * shardings mean replicated. Tuple shardings keep their shape. */
+static const IrSharding *effective(IrArena *a, const IrSharding *s, const IrShape *shape)
+{
+    static const IrSharding repl = {.kind = SHD_REPLICATED};
+    if (!s)
+        return &repl;
+    if (s->kind == SHD_MAXIMAL)
+        return &repl;
+    if (s->kind == SHD_TUPLE) {
+        int32_t n = s->ntuple;
+        IrSharding **el = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof *el);
+        if (!el)
+            return NULL;
+        for (int32_t k = 0; k < n; k++)
+            el[k] = s->tuple[k].kind == SHD_MAXIMAL ? (IrSharding *)&repl : &s->tuple[k];
+        IrSharding *t = shd_tuple(a, n, el);
+        ts_free(el);
+        return t;
+    }
+    (void)shape;
+    return s;
+}
+
+/* Instructions in a manual region (sharding {manual}) run per device as
+ * written: operands are manual too, shapes are the declared ones. */
+static IrStatus spmd_manual(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++)
+        ops[k] = operand_as(pc, i, k, pc->shd[i]->kind == SHD_TUPLE
+                                          ? shd_manual(pc_arena(pc)) : pc->shd[i]);
+    for (int32_t k = 0; k < ins->ncalled; k++)
+        if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
+            return err(pc, i, IR_ENOMEM, "out of memory");
+    return set_val(pc, i, emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called));
+}
+
+IrStatus spmd_fallback(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    static const IrSharding repl = {.kind = SHD_REPLICATED};
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++)
+        ops[k] = operand_as(pc, i, k, &repl);
+    for (int32_t k = 0; k < ins->ncalled; k++)
+        if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
+            return err(pc, i, IR_ENOMEM, "out of memory");
+    int32_t v = emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called);
+    if (ins->op != OP_PARTITION_ID && ins->op != OP_REPLICA_ID)
+        spmd_note_fallback(pc, i);
+    return set_val(pc, i, reshard(pc, v, &ins->shape, &repl, pc->shd[i]));
+}
+
+static bool is_manual_instr(const PComp *pc, int32_t i)
+{
+    const IrSharding *s = pc->shd[i];
+    if (s->kind == SHD_TUPLE)
+        return s->ntuple > 0 && shd_is_manual(&s->tuple[0]);
+    return shd_is_manual(s);
+}
+
+static IrStatus dispatch(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    if (ins->op == OP_CUSTOM_CALL)
+        return spmd_custom_call(pc, i);
+    if (ins->op == OP_PARAMETER)
+        return spmd_parameter(pc, i);
+    if (is_manual_instr(pc, i))
+        return spmd_manual(pc, i);
+    switch (ir_op_family(ins->op)) {
+    case FAM_ELEMENTWISE:
+        return ins->op == OP_MAP ? spmd_fallback(pc, i) : spmd_elementwise(pc, i);
+    case FAM_CONSTANT: return spmd_constant(pc, i);
+    case FAM_IOTA: return spmd_iota(pc, i);
+    case FAM_TUPLE: return spmd_tuple(pc, i);
+    case FAM_BROADCAST: return spmd_broadcast(pc, i);
+    case FAM_TRANSPOSE: return spmd_transpose(pc, i);
+    case FAM_RESHAPE: return spmd_reshape(pc, i);
+    case FAM_SLICE: return spmd_slice(pc, i);
+    case FAM_PAD: return spmd_pad(pc, i);
+    case FAM_CONCATENATE: return spmd_concatenate(pc, i);
+    case FAM_REVERSE: return spmd_reverse(pc, i);
+    case FAM_DYNAMIC_SLICE: return spmd_dynamic_slice(pc, i);
+    case FAM_DOT: return spmd_dot(pc, i);
+    case FAM_REDUCE: return spmd_reduce(pc, i);
+    case FAM_SORT: return spmd_sort(pc, i);
+    case FAM_CONTROL: return spmd_control(pc, i);
+    default: return spmd_fallback(pc, i);
+    }
+}
+
+int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *const *param_shd,
+                                   const IrSharding *root_shd)
+{
+    const IrComputation *sc = sp->src->comp[comp];
+    const char *name = ir_unique_name(sp->dst, sc->name);
+    int32_t ci = name ? ir_add_computation(sp->dst, name) : -1;
+    if (ci < 0) {
+        ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+        return -1;
+    }
+    PComp pc = {.sp = sp, .sc = sc, .dc = sp->dst->comp[ci], .pid = -1};
+    int32_t *order = NULL;
+    int32_t result = -1;
+    pc.val = ts_malloc((size_t)(sc->ninstr > 0 ? sc->ninstr : 1) * sizeof(int32_t));
+    pc.shd = ts_malloc((size_t)(sc->ninstr > 0 ? sc->ninstr : 1) * sizeof(IrSharding *));
+    if (!pc.val || !pc.shd) {
+        ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+        goto done;
+    }
+    for (int32_t i = 0; i < sc->ninstr; i++) {
+        const IrInstr *ins = &sc->instr[i];
+        const IrSharding *s = ins->sharding;
+        if (ins->op == OP_PARAMETER && param_shd && ins->a.parameter_number < sc->nparam)
+            s = param_shd[ins->a.parameter_number];
+        pc.val[i] = -1;
+        pc.shd[i] = effective(sp->dst->arena, s, &ins->shape);
+        if (!pc.shd[i]) {
+            ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+            goto done;
+        }
+    }
+    if (ir_topo_order(sp->src, sc, &order, sp->d) != IR_OK)
+        goto done;
+    for (int32_t k = 0; k < sc->ninstr; k++)
+        if (dispatch(&pc, order[k]) != IR_OK)
+            goto done;
+    const IrSharding *want = effective(sp->dst->arena, root_shd, &sc->instr[sc->root].shape);
+    int32_t root = want ? reshard(&pc, pc.val[sc->root], &sc->instr[sc->root].shape,
+                                  pc.shd[sc->root], want)
+                        : -1;
+    if (root < 0)
+        goto done;
+    pc.dc->root = root;
+    result = ci;
+done:
+    ts_free(order);
+    ts_free(pc.val);
+    ts_free(pc.shd);
+    return result;
+}
+
+IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **out,
+                        SpmdReport *report, IrDiag *d)
+{
+    *out = NULL;
+    const IrComputation *entry = ir_entry(src);
+    if (!entry || entry->root < 0)
+        return ir_error(d, IR_EINPUT, src->file, NULL, (IrPos){0, 0}, "module has no entry computation");
+    Spmd sp = {.src = src, .n = opt->num_partitions, .r = opt->num_replicas, .d = d, .report = report};
+    if (sp.n < 1 || sp.r < 1)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "partition and replica counts must be >= 1");
+    if (report && !report->arena && !(report->arena = ir_arena_new()))
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    sp.dst = ir_module_new(src->name);
+    sp.scalar_comp = ts_malloc((size_t)(src->ncomp > 0 ? src->ncomp : 1) * sizeof(int32_t));
+    if (!sp.dst || !sp.scalar_comp) {
+        ir_module_free(sp.dst);
+        ts_free(sp.scalar_comp);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    for (int32_t i = 0; i < src->ncomp; i++)
+        sp.scalar_comp[i] = -1;
+    for (int op = 0; op < OP_COUNT; op++)
+        for (int t = 0; t < IR_NTYPES; t++)
+            sp.reducer[op][t] = -1;
+    sp.dst->num_partitions = sp.n;
+    sp.dst->replica_count = sp.r;
+    IrStatus st = IR_OK;
+    const IrSharding **ps = ts_malloc((size_t)(entry->nparam > 0 ? entry->nparam : 1) * sizeof *ps);
+    if (!ps) {
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        goto done;
+    }
+    for (int32_t p = 0; p < entry->nparam; p++)
+        ps[p] = entry->param[p] >= 0 ? entry->instr[entry->param[p]].sharding : NULL;
+    int32_t ci = spmd_partition_computation(&sp, src->entry, ps, entry->instr[entry->root].sharding);
+    ts_free(ps);
+    if (ci < 0) {
+        st = d->status != IR_OK ? d->status
+                                : ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "partitioning failed");
+        goto done;
+    }
+    sp.dst->entry = ci;
+    sp.dst->comp[ci]->is_entry = true;
+    /* Aliases refer to parameters and outputs, which keep their numbering. */
+    if (src->nalias > 0) {
+        sp.dst->alias = ir_alloc_array(sp.dst->arena, (size_t)src->nalias, sizeof(IrAlias));
+        if (!sp.dst->alias) {
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            goto done;
+        }
+        for (int32_t k = 0; k < src->nalias; k++) {
+            IrAlias *al = &sp.dst->alias[k];
+            *al = src->alias[k];
+            int64_t *o = ir_alloc_array(sp.dst->arena, (size_t)al->output_index.n + 1, sizeof(int64_t));
+            int64_t *p = ir_alloc_array(sp.dst->arena, (size_t)al->param_index.n + 1, sizeof(int64_t));
+            if (!o || !p) {
+                st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                goto done;
+            }
+            memcpy(o, al->output_index.v, (size_t)al->output_index.n * sizeof(int64_t));
+            memcpy(p, al->param_index.v, (size_t)al->param_index.n * sizeof(int64_t));
+            al->output_index.v = o;
+            al->param_index.v = p;
+        }
+        sp.dst->nalias = src->nalias;
+    }
+done:
+    ts_free(sp.scalar_comp);
+    if (st != IR_OK) {
+        ir_module_free(sp.dst);
+        return st;
+    }
+    *out = sp.dst;
+    return IR_OK;
+}
+
+void spmd_report_free(SpmdReport *r)
+{
+    if (r) {
+        ir_arena_free(r->arena);
+        memset(r, 0, sizeof *r);
+    }
+}

@@ -1,0 +1,208 @@
+/*
+ * spmd_dot.c: the dot handler.
+ *
+ * A dot's iteration space has one dim per result dim (batch, lhs free, rhs
+ * free, in that order) plus one per contracting dim. A tiling of the
+ * iteration space (a sharding of rank out_rank + ncontracting) fixes how
+ * each operand must be sharded for a purely local dot:
+ *   lhs takes the tiles of (batch, lhs free, contracting), replicated over
+ *   rhs free; rhs takes (batch, contracting, rhs free), replicated over lhs
+ *   free. The local dot gives partial sums over the contracting tiles; an
+ *   all-reduce over the devices that differ only in contracting tiles
+ *   completes them (the result then holds the batch/free tiles).
+ * Candidate tilings come from the result's sharding, from the lhs's and
+ * from the rhs's; the handler picks the one whose resharding and
+ * all-reduce move the fewest bytes (ties: result, lhs, rhs).
+ *
+ * Example (Megatron MLP, 2 devices): h = x . W1 with x replicated, W1
+ * {devices=[1,2]0,1}, h {devices=[1,2]0,1}: from the result, lhs is
+ * replicated and rhs keeps its tiles: a local dot, no communication.
+ * y = h . W2 with W2 {devices=[2,1]0,1}, y replicated: from lhs, the
+ * contracting dim is tiled on both sides: a local dot and one all-reduce.
+ *
+ * Uneven contracting dims: the padding of the lhs shard is zeroed first so
+ * it adds nothing to the partial sums.
+ */
+#include "spmd_internal.h"
+
+#include <string.h>
+
+typedef struct DotDims {
+    int32_t nb, nlf, nrf, nc;      /* batch, lhs free, rhs free, contracting */
+    int32_t out_rank, iter_rank;
+    int64_t lhs_to_iter[IR_MAX_RANK];
+    int64_t rhs_to_iter[IR_MAX_RANK];
+} DotDims;
+
+static bool contains(const IrI64List *l, int64_t d)
+{
+    for (int32_t k = 0; k < l->n; k++)
+        if (l->v[k] == d)
+            return true;
+    return false;
+}
+
+static int32_t index_of(const IrI64List *l, int64_t d)
+{
+    for (int32_t k = 0; k < l->n; k++)
+        if (l->v[k] == d)
+            return k;
+    return -1;
+}
+
+/* Iteration dims: [batch][lhs free][rhs free][contracting]. */
+static void dot_dims(const IrInstr *ins, const IrShape *lhs, const IrShape *rhs, DotDims *dd)
+{
+    const IrDotDnums *dn = &ins->a.dot;
+    dd->nb = dn->lhs_batch.n;
+    dd->nc = dn->lhs_contracting.n;
+    dd->nlf = lhs->rank - dd->nb - dd->nc;
+    dd->nrf = rhs->rank - dd->nb - dd->nc;
+    dd->out_rank = dd->nb + dd->nlf + dd->nrf;
+    dd->iter_rank = dd->out_rank + dd->nc;
+    int32_t f = 0;
+    for (int32_t d = 0; d < lhs->rank; d++) {
+        int32_t k;
+        if ((k = index_of(&dn->lhs_batch, d)) >= 0)
+            dd->lhs_to_iter[d] = k;
+        else if ((k = index_of(&dn->lhs_contracting, d)) >= 0)
+            dd->lhs_to_iter[d] = dd->out_rank + k;
+        else
+            dd->lhs_to_iter[d] = dd->nb + f++;
+    }
+    f = 0;
+    for (int32_t d = 0; d < rhs->rank; d++) {
+        int32_t k;
+        if ((k = index_of(&dn->rhs_batch, d)) >= 0)
+            dd->rhs_to_iter[d] = k;
+        else if ((k = index_of(&dn->rhs_contracting, d)) >= 0)
+            dd->rhs_to_iter[d] = dd->out_rank + k;
+        else
+            dd->rhs_to_iter[d] = dd->nb + dd->nlf + f++;
+    }
+    (void)contains;
+}
+
+/* The iteration tiling implied by an operand's sharding: map iteration dim
+ * -> operand dim (-1 where the operand has no such dim). */
+static IrSharding *iter_from_operand(IrArena *a, const IrSharding *s, const DotDims *dd,
+                                     const int64_t *to_iter, int32_t rank)
+{
+    int64_t map[IR_MAX_RANK * 2];
+    for (int32_t k = 0; k < dd->iter_rank; k++)
+        map[k] = -1;
+    for (int32_t d = 0; d < rank; d++)
+        map[to_iter[d]] = d;
+    return shd_project(a, s, dd->iter_rank, map);
+}
+
+/* Operand sharding required by an iteration tiling. */
+static IrSharding *operand_from_iter(IrArena *a, const IrSharding *it, const int64_t *to_iter,
+                                     int32_t rank)
+{
+    return shd_project(a, it, rank, to_iter);
+}
+
+typedef struct DotPlan {
+    IrSharding *iter, *lhs, *rhs, *partial; /* partial: result tiling before the all-reduce */
+    bool reduce;                            /* contracting dims tiled */
+    int64_t cost;
+} DotPlan;
+
+static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, DotPlan *p)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_arena(pc);
+    const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
+    if (!iter)
+        return false;
+    p->iter = iter;
+    p->lhs = operand_from_iter(a, iter, dd->lhs_to_iter, l->shape.rank);
+    p->rhs = operand_from_iter(a, iter, dd->rhs_to_iter, r->shape.rank);
+    int64_t ident[IR_MAX_RANK];
+    for (int32_t k = 0; k < dd->out_rank; k++)
+        ident[k] = k;
+    p->partial = shd_project(a, iter, dd->out_rank, ident);
+    if (!p->lhs || !p->rhs || !p->partial)
+        return false;
+    p->reduce = false;
+    for (int32_t k = 0; k < dd->nc; k++)
+        p->reduce |= shd_tiles(iter, dd->out_rank + k) > 1;
+    IrShape local;
+    int64_t out_bytes = 0;
+    if (shd_shard_shape(a, &ins->shape, p->partial, &local) == IR_OK)
+        out_bytes = ir_shape_bytes(&local);
+    p->cost = reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
+              reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
+              (p->reduce ? 2 * out_bytes : 0) + reshard_cost(&ins->shape, p->partial, pc->shd[i]);
+    return true;
+}
+
+/* Zero the padding of the lhs shard along tiled contracting dims. */
+static int32_t mask_contracting(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s,
+                                const IrDotDnums *dn)
+{
+    int64_t dims[IR_MAX_RANK];
+    int32_t n = 0;
+    for (int32_t d = 0; d < full->rank; d++)
+        if (!contains(&dn->lhs_contracting, d))
+            dims[n++] = d;
+    /* Only contracting dims need clean padding: mask with a sharding that
+     * tiles just those. */
+    IrSharding *only = shd_replicate_dims(pc_arena(pc), s, n, dims);
+    if (!only)
+        return -1;
+    return mask_padding(pc, v, full, only, emit_scalar_const(pc, full->type, 0));
+}
+
+IrStatus spmd_dot(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_arena(pc);
+    const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
+    const IrSharding *ls = pc->shd[ins->opnd[0]], *rs = pc->shd[ins->opnd[1]];
+    if (ls->kind == SHD_MANUAL || rs->kind == SHD_MANUAL || l->shape.rank > IR_MAX_RANK / 2 ||
+        r->shape.rank > IR_MAX_RANK / 2)
+        return spmd_fallback(pc, i);
+    DotDims dd;
+    dot_dims(ins, &l->shape, &r->shape, &dd);
+
+    int64_t out_to_iter[IR_MAX_RANK];
+    for (int32_t k = 0; k < dd.out_rank; k++)
+        out_to_iter[k] = k;
+    IrSharding *cand[3] = {
+        iter_from_operand(a, pc->shd[i], &dd, out_to_iter, dd.out_rank),
+        iter_from_operand(a, ls, &dd, dd.lhs_to_iter, l->shape.rank),
+        iter_from_operand(a, rs, &dd, dd.rhs_to_iter, r->shape.rank),
+    };
+    DotPlan best = {0}, p;
+    bool have = false;
+    for (int32_t c = 0; c < 3; c++)
+        if (plan_for(pc, i, &dd, cand[c], &p) && (!have || p.cost < best.cost)) {
+            best = p;
+            have = true;
+        }
+    if (!have)
+        return spmd_fallback(pc, i);
+
+    int32_t lv = operand_as(pc, i, 0, best.lhs);
+    int32_t rv = operand_as(pc, i, 1, best.rhs);
+    if (best.reduce)
+        lv = mask_contracting(pc, lv, &l->shape, best.lhs, &ins->a.dot);
+    IrShape local;
+    if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
+        return set_val(pc, i, -1);
+    int32_t ops[2] = {lv, rv};
+    int32_t v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    if (best.reduce) {
+        int64_t cdims[IR_MAX_RANK];
+        for (int32_t k = 0; k < dd.nc; k++)
+            cdims[k] = dd.out_rank + k;
+        int32_t ng, size;
+        int64_t *groups;
+        if (!shd_groups_along(pc, best.iter, dd.nc, cdims, &ng, &size, &groups))
+            return set_val(pc, i, -1);
+        v = emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
+    }
+    return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
+}

@@ -1,0 +1,361 @@
+/*
+ * spmd_ops.c: handlers for elementwise ops, parameters, constants, iota,
+ * tuples and the data-movement ops (broadcast, transpose, reshape, slice,
+ * pad, concatenate, reverse, dynamic-slice, dynamic-update-slice, sort).
+ *
+ * The common rule: find the operand sharding under which the op can run on
+ * each device's shard alone, reshard the operands to it, emit the op with
+ * per-device shapes; where no such sharding exists for the result's
+ * sharding (e.g. a slice across a sharded dimension), fall back.
+ */
+#include "spmd_internal.h"
+
+#include <string.h>
+
+static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
+
+/* Per-device shape of source instr i under its sharding. */
+static bool local_shape(PComp *pc, int32_t i, IrShape *out)
+{
+    return shd_shard_shape(pc_arena(pc), &pc->sc->instr[i].shape, pc->shd[i], out) == IR_OK;
+}
+
+static IrStatus oom(PComp *pc)
+{
+    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+}
+
+/* Emit source instruction i with operands ops and its per-device shape. */
+static IrStatus emit_local(PComp *pc, int32_t i, const int32_t *ops)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrShape ls;
+    if (!local_shape(pc, i, &ls))
+        return oom(pc);
+    int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
+    for (int32_t k = 0; k < ins->ncalled; k++)
+        if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
+            return oom(pc);
+    return set_val(pc, i, emit_clone(pc, ins, &ls, ins->nopnd, ops, ins->ncalled, called));
+}
+
+/* Elementwise (incl. compare, select, clamp, convert): every operand
+ * resharded to the result's sharding; scalar operands of select/clamp
+ * replicated. Example: add(x {devices=[2,1]0,1}, y {replicated}) with
+ * result [2,1]: y is sliced locally (no communication), then a local add. */
+IrStatus spmd_elementwise(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++) {
+        const IrShape *os = &pc->sc->instr[ins->opnd[k]].shape;
+        bool scalar = os->rank == 0 && ins->shape.rank > 0;
+        ops[k] = operand_as(pc, i, k, scalar ? &repl_sharding : pc->shd[i]);
+    }
+    return emit_local(pc, i, ops);
+}
+
+/* Parameters take their shard directly: the runtime (or the caller's
+ * reshard) provides the per-device piece. */
+IrStatus spmd_parameter(PComp *pc, int32_t i)
+{
+    return emit_local(pc, i, NULL);
+}
+
+/* Constants: the whole literal, then sliced to this device's shard. */
+IrStatus spmd_constant(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t v = emit_clone(pc, ins, &ins->shape, 0, NULL, 0, NULL);
+    return set_val(pc, i, reshard(pc, v, &ins->shape, &repl_sharding, pc->shd[i]));
+}
+
+/* iota: a local iota of the shard's shape, plus this device's offset along
+ * the iota dimension when that dimension is tiled. */
+IrStatus spmd_iota(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int64_t dim = ins->a.iota_dimension;
+    IrShape ls;
+    if (!local_shape(pc, i, &ls))
+        return oom(pc);
+    int32_t v = emit_iota(pc, &ls, dim);
+    if (shd_tiles(pc->shd[i], (int32_t)dim) > 1) {
+        int64_t *tab = shd_offset_table(pc, pc->shd[i], &ins->shape, (int32_t)dim);
+        if (!tab)
+            return oom(pc);
+        int32_t off = emit_convert(pc, emit_table_lookup(pc, tab), ls.type);
+        v = emit_binary(pc, OP_ADD, v, emit_broadcast(pc, off, &ls, 0, NULL));
+    }
+    return set_val(pc, i, v);
+}
+
+/* tuple: operands resharded to the element shardings; get-tuple-element:
+ * the element of the operand's shard, resharded to the result's sharding;
+ * opt-barrier: identity on the resharded operand. */
+IrStatus spmd_tuple(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_arena(pc);
+    if (ins->op == OP_GET_TUPLE_ELEMENT) {
+        int32_t o = ins->opnd[0];
+        const IrShape *os = &pc->sc->instr[o].shape;
+        int32_t idx = (int32_t)ins->a.tuple_index;
+        IrSharding *e = shd_tuple_element(a, pc->shd[o], os, idx);
+        if (!e)
+            return oom(pc);
+        int32_t g = emit_gte(pc, pc->val[o], idx);
+        return set_val(pc, i, reshard(pc, g, &ins->shape, e, pc->shd[i]));
+    }
+    if (ins->op == OP_OPTIMIZATION_BARRIER) {
+        int32_t v = operand_as(pc, i, 0, pc->shd[i]);
+        return set_val(pc, i, v);
+    }
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++) {
+        IrSharding *e = shd_tuple_element(a, pc->shd[i], &ins->shape, k);
+        if (!e)
+            return oom(pc);
+        ops[k] = operand_as(pc, i, k, e);
+    }
+    return emit_local(pc, i, ops);
+}
+
+/* broadcast: the operand takes the tiles of the result dims it maps to;
+ * tiles of the new dims become replication of the operand. Example:
+ * f32[8] -> f32[4,8] dimensions={1} with result {devices=[2,2]0,1,2,3}:
+ * operand {devices=[2,2]0,2,1,3 last_tile_dim_replicate}. */
+IrStatus spmd_broadcast(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    const IrSharding *s = pc->shd[i];
+    const IrInstr *op = &pc->sc->instr[ins->opnd[0]];
+    IrSharding *os = shd_project(pc_arena(pc), s, op->shape.rank, ins->a.dimensions.v);
+    if (!os)
+        return oom(pc);
+    int32_t v = operand_as(pc, i, 0, os);
+    return emit_local(pc, i, &v);
+}
+
+/* transpose: the operand's dim perm[j] takes the tiles of result dim j. */
+IrStatus spmd_transpose(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t rank = ins->shape.rank;
+    int64_t inv[IR_MAX_RANK];
+    for (int32_t j = 0; j < rank; j++)
+        inv[ins->a.dimensions.v[j]] = j;
+    IrSharding *os = shd_project(pc_arena(pc), pc->shd[i], rank, inv);
+    if (!os)
+        return oom(pc);
+    int32_t v = operand_as(pc, i, 0, os);
+    return emit_local(pc, i, &v);
+}
+
+/* reshape: decompose into groups of operand dims and result dims with equal
+ * products. A tiled result dim keeps its tiling on the operand when its
+ * group is 1:1, or when it is the major dim of its group and the tile count
+ * divides both it and the operand group's major dim (so every shard is a
+ * contiguous, unpadded block). Example: f32[8,6] -> f32[48] with result
+ * {devices=[2]0,1}: operand {devices=[2,1]0,1}, a local reshape [4,6]->[24].
+ * Otherwise: fall back. */
+IrStatus spmd_reshape(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    const IrSharding *s = pc->shd[i];
+    const IrShape *in = &pc->sc->instr[ins->opnd[0]].shape;
+    const IrShape *out = &ins->shape;
+    if (shd_is_replicated(s) || s->kind != SHD_TILED) {
+        int32_t v = operand_as(pc, i, 0, s);
+        return emit_local(pc, i, &v);
+    }
+    int64_t map[IR_MAX_RANK]; /* operand dim -> result dim whose tiles it takes */
+    for (int32_t d = 0; d < in->rank; d++)
+        map[d] = -1;
+    int32_t a = 0, b = 0;
+    bool ok = true;
+    while ((a < in->rank || b < out->rank) && ok) {
+        /* Skip size-1 dims that belong to no group. */
+        if (a < in->rank && in->dims[a] == 1 && (b >= out->rank || out->dims[b] != 1)) {
+            a++;
+            continue;
+        }
+        if (b < out->rank && out->dims[b] == 1 && (a >= in->rank || in->dims[a] != 1)) {
+            ok = shd_tiles(s, b) == 1;
+            b++;
+            continue;
+        }
+        if (a >= in->rank || b >= out->rank) {
+            ok = false;
+            break;
+        }
+        int32_t a0 = a, b0 = b;
+        int64_t pa = in->dims[a++], pb = out->dims[b++];
+        while (pa != pb) {
+            if (pa < pb && a < in->rank)
+                pa *= in->dims[a++];
+            else if (pb < pa && b < out->rank)
+                pb *= out->dims[b++];
+            else
+                break;
+        }
+        if (pa != pb) {
+            ok = false;
+            break;
+        }
+        /* Only the major result dim of the group may be tiled. */
+        for (int32_t k = b0 + 1; k < b; k++)
+            ok &= shd_tiles(s, k) == 1;
+        int64_t t = shd_tiles(s, b0);
+        if (t > 1) {
+            ok &= in->dims[a0] % t == 0 && out->dims[b0] % t == 0;
+            map[a0] = b0;
+        }
+    }
+    if (!ok)
+        return spmd_fallback(pc, i);
+    IrSharding *os = shd_project(pc_arena(pc), s, in->rank, map);
+    if (!os)
+        return oom(pc);
+    int32_t v = operand_as(pc, i, 0, os);
+    return emit_local(pc, i, &v);
+}
+
+/* True when no tiled dim of s is touched by the op on that dim. */
+static bool tiled_dims_untouched(const IrSharding *s, int32_t rank, const bool *touched)
+{
+    for (int32_t d = 0; d < rank; d++)
+        if (touched[d] && shd_tiles(s, d) > 1)
+            return false;
+    return true;
+}
+
+/* slice: local when every tiled dim is taken whole (start 0, full limit,
+ * stride 1); the other dims are sliced on each device. Else fall back. */
+IrStatus spmd_slice(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    const IrShape *in = &pc->sc->instr[ins->opnd[0]].shape;
+    bool touched[IR_MAX_RANK];
+    for (int32_t d = 0; d < in->rank; d++)
+        touched[d] = ins->a.slice_start.v[d] != 0 || ins->a.slice_limit.v[d] != in->dims[d] ||
+                     (ins->a.slice_stride.n > d && ins->a.slice_stride.v[d] != 1);
+    if (!tiled_dims_untouched(pc->shd[i], in->rank, touched))
+        return spmd_fallback(pc, i);
+    int32_t v = operand_as(pc, i, 0, pc->shd[i]);
+    if (v < 0)
+        return set_val(pc, i, v);
+    /* Tiled dims are untouched: their local limit is the shard size. */
+    const IrShape *ls = val_shape(pc, v);
+    int32_t r = emit_clone(pc, ins, ls, 1, &v, 0, NULL);
+    if (r < 0)
+        return set_val(pc, i, r);
+    IrInstr *di = &pc->dc->instr[r];
+    for (int32_t d = 0; d < in->rank; d++)
+        if (!touched[d])
+            di->a.slice_limit.v[d] = ls->dims[d];
+    IrShape out;
+    if (!local_shape(pc, i, &out))
+        return oom(pc);
+    di->shape = out;
+    return set_val(pc, i, r);
+}
+
+/* pad: local when tiled dims have no padding (the pad value is a
+ * replicated scalar). */
+IrStatus spmd_pad(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t rank = ins->shape.rank;
+    bool touched[IR_MAX_RANK];
+    for (int32_t d = 0; d < rank; d++)
+        touched[d] = ins->a.pad_lo.v[d] != 0 || ins->a.pad_hi.v[d] != 0 ||
+                     (ins->a.pad_interior.n > d && ins->a.pad_interior.v[d] != 0);
+    if (!tiled_dims_untouched(pc->shd[i], rank, touched))
+        return spmd_fallback(pc, i);
+    int32_t ops[2] = {operand_as(pc, i, 0, pc->shd[i]), operand_as(pc, i, 1, &repl_sharding)};
+    return emit_local(pc, i, ops);
+}
+
+/* concatenate: local when the concatenated dim is not tiled. */
+IrStatus spmd_concatenate(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    if (shd_tiles(pc->shd[i], (int32_t)ins->a.dimensions.v[0]) > 1)
+        return spmd_fallback(pc, i);
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++)
+        ops[k] = operand_as(pc, i, k, pc->shd[i]);
+    return emit_local(pc, i, ops);
+}
+
+/* reverse: local when the reversed dims are not tiled. */
+IrStatus spmd_reverse(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    for (int32_t k = 0; k < ins->a.dimensions.n; k++)
+        if (shd_tiles(pc->shd[i], (int32_t)ins->a.dimensions.v[k]) > 1)
+            return spmd_fallback(pc, i);
+    int32_t v = operand_as(pc, i, 0, pc->shd[i]);
+    return emit_local(pc, i, &v);
+}
+
+/* dynamic-slice / dynamic-update-slice: local when every tiled dim is
+ * taken whole (slice size == operand size there: its start index clamps to
+ * 0 both globally and on the shard); start indices replicated scalars. */
+IrStatus spmd_dynamic_slice(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    const IrShape *in = &pc->sc->instr[ins->opnd[0]].shape;
+    bool dus = ins->op == OP_DYNAMIC_UPDATE_SLICE;
+    const IrShape *part = dus ? &pc->sc->instr[ins->opnd[1]].shape : &ins->shape;
+    bool touched[IR_MAX_RANK];
+    for (int32_t d = 0; d < in->rank; d++)
+        touched[d] = part->dims[d] != in->dims[d];
+    if (!tiled_dims_untouched(pc->shd[i], in->rank, touched))
+        return spmd_fallback(pc, i);
+    int32_t first_index = dus ? 2 : 1;
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++)
+        ops[k] = operand_as(pc, i, k, k < first_index ? pc->shd[i] : &repl_sharding);
+    if (dus)
+        return emit_local(pc, i, ops);
+    int32_t r = emit_local(pc, i, ops);
+    if (r != IR_OK)
+        return r;
+    /* dynamic_slice_sizes follow the per-device shape. */
+    IrInstr *di = &pc->dc->instr[pc->val[i]];
+    for (int32_t d = 0; d < di->shape.rank && d < di->a.dynamic_slice_sizes.n; d++)
+        di->a.dynamic_slice_sizes.v[d] = di->shape.dims[d];
+    return IR_OK;
+}
+
+/* sort: local when the sort dimension is not tiled; all operands share the
+ * result's (element) sharding. */
+IrStatus spmd_sort(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_arena(pc);
+    int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+    const IrSharding *s = pc->shd[i];
+    const IrSharding *el = s;
+    if (ins->shape.type == IR_TUPLE && (el = shd_tuple_element(a, s, &ins->shape, 0)) == NULL)
+        return oom(pc);
+    if (shd_tiles(el, (int32_t)dim) > 1)
+        return spmd_fallback(pc, i);
+    /* Every operand takes the first element's sharding; the result is then
+     * that sharding on every element. */
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++)
+        ops[k] = operand_as(pc, i, k, el);
+    IrSharding *rs = shd_broadcast_to_shape(a, el, &ins->shape);
+    if (!rs)
+        return oom(pc);
+    const IrSharding *keep = pc->shd[i];
+    pc->shd[i] = rs;
+    IrStatus st = emit_local(pc, i, ops);
+    pc->shd[i] = keep;
+    if (st != IR_OK)
+        return st;
+    return set_val(pc, i, reshard(pc, pc->val[i], &ins->shape, rs, keep));
+}
