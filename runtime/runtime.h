@@ -21,6 +21,7 @@
 
 #include "../device/device.h"
 #include "../ir/ir.h"
+#include "../partition/partition.h"
 
 /* ------------------------------------------------------------------ */
 /* npy.c                                                               */
@@ -176,5 +177,57 @@ IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwri
  * "f32[4,8] min -1.2 max 3.4 mean 0.5 first [0.1, 0.2, 0.3, 0.4, ...]".
  * Heap string (ts_free) or NULL on OOM. */
 char *rt_value_summary(const DevValue *v);
+
+/* ------------------------------------------------------------------ */
+/* compile.c: parse -> propagate -> partition                          */
+/* ------------------------------------------------------------------ */
+
+/* A module compiled for N partitions x R replicas. */
+typedef struct RtCompiled {
+    IrModule *src;          /* the source module with propagated shardings (owned) */
+    IrModule *spmd;         /* the partitioned SPMD program (owned) */
+    SpmdReport report;      /* what the partitioner decided */
+    int64_t num_partitions, num_replicas;
+} RtCompiled;
+
+/* Propagate shardings over `src` (taking ownership of it, also on failure)
+ * and partition it for N x R devices. */
+IrStatus rt_compile(IrModule *src, int64_t num_partitions, int64_t num_replicas, RtCompiled *out,
+                    IrDiag *d);
+void rt_compiled_free(RtCompiled *c);
+/* The sharding of entry parameter p / of the entry root (replicated when
+ * none). */
+const IrSharding *rt_param_sharding(const RtCompiled *c, int32_t p);
+const IrSharding *rt_root_sharding(const RtCompiled *c);
+
+/* ------------------------------------------------------------------ */
+/* shards.c: cutting full values into shards and putting them back     */
+/* ------------------------------------------------------------------ */
+
+/* Copy the box of extents `ext` at offset `soff` of the row-major array
+ * `src` (dims sdims) to offset `doff` of `dst` (dims ddims); esize bytes
+ * per element. */
+void rt_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
+                 const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
+                 const int64_t *ext);
+/* The shard of `full` that partition `p` holds under `s` (padded with
+ * zeros at the end of uneven dims), leaf by leaf for tuples. */
+IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, DevValue **out,
+                        IrDiag *d);
+/* Rebuild the full value of shape `full` from the shards shard[p] of
+ * partitions p = 0..n-1 under `s` (padding dropped). */
+IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
+                          DevValue *const *shard, DevValue **out, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* local.c: N x R devices as threads of one process                    */
+/* ------------------------------------------------------------------ */
+
+/* Run a compiled program on N x R devices, each a thread of this process,
+ * with shared-memory collectives: the full arguments are cut into shards,
+ * every device runs the SPMD program, the root's shards (of replica 0) are
+ * put back together into *out. A failure on any device ends every device
+ * (no thread waits forever) and is reported with the device that failed. */
+IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d);
 
 #endif /* TESSEL_RUNTIME_H */
