@@ -1,0 +1,520 @@
+/*
+ * inputs.c: the reference run without the command line. Binds user inputs
+ * (.npy files by parameter index, INDEX.LEAF or name; deterministic random
+ * fills for the rest) to the entry parameters, runs the entry computation
+ * on one device, and writes or summarises the outputs.
+ *
+ * Leaves are the unit everywhere: parameter p with a tuple shape has
+ * ir_shape_leaf_count leaves, depth first, and each leaf is one .npy file
+ * or one random fill; leaf k of the random inputs counts across all
+ * parameters in order (DESIGN.md). Outputs are the leaves of the root,
+ * depth first, as DIR/output_<i>.npy, written all-or-nothing.
+ */
+#include "runtime.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static IrStatus fail(IrDiag *d, IrStatus st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static IrStatus fail(IrDiag *d, IrStatus st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ir_verror(d, st, NULL, NULL, (IrPos){0, 0}, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* The shape of entry parameter p, or NULL when the entry has no
+ * parameter(p) instruction. */
+static const IrShape *param_shape(const IrComputation *c, int32_t p)
+{
+    if (p < 0 || p >= c->nparam || c->param[p] < 0 || c->param[p] >= c->ninstr)
+        return NULL;
+    return &c->instr[c->param[p]].shape;
+}
+
+int64_t rt_entry_leaf_count(const IrModule *m)
+{
+    const IrComputation *c = m ? ir_entry(m) : NULL;
+    if (!c)
+        return -1;
+    int64_t n = 0;
+    for (int32_t p = 0; p < c->nparam; p++) {
+        const IrShape *s = param_shape(c, p);
+        n += s ? ir_shape_leaf_count(s) : 0;
+    }
+    return n;
+}
+
+/* Where each parameter's leaves start in the flat leaf numbering. */
+typedef struct Leaves {
+    int32_t nparam;
+    int64_t *first;      /* nparam + 1 entries: first[p] .. first[p+1]-1 */
+    const char **path;   /* per leaf: the file bound to it, or NULL */
+} Leaves;
+
+static void leaves_free(Leaves *l)
+{
+    ts_free(l->first);
+    ts_free((void *)l->path);
+}
+
+static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
+{
+    l->nparam = c->nparam;
+    l->first = ts_calloc((size_t)c->nparam + 1, sizeof *l->first);
+    if (!l->first)
+        return fail(d, IR_ENOMEM, "out of memory");
+    for (int32_t p = 0; p < c->nparam; p++) {
+        const IrShape *s = param_shape(c, p);
+        if (!s)
+            return fail(d, IR_EINPUT, "the entry computation has no parameter(%d)", (int)p);
+        l->first[p + 1] = l->first[p] + ir_shape_leaf_count(s);
+    }
+    l->path = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->path);
+    if (!l->path)
+        return fail(d, IR_ENOMEM, "out of memory");
+    return IR_OK;
+}
+
+/* Parse "N" or "N.L" (decimal, no sign) into p and leaf (-1 if absent). */
+static bool parse_index(const char *s, int64_t *p, int64_t *leaf)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    *p = strtoll(s, &end, 10);
+    *leaf = -1;
+    if (errno)
+        return false;
+    if (*end == '.') {
+        if (end[1] < '0' || end[1] > '9')
+            return false;
+        *leaf = strtoll(end + 1, &end, 10);
+        if (errno)
+            return false;
+    }
+    return *end == 0;
+}
+
+/* The parameter named exactly `name` (length n), or -1. */
+static int32_t param_by_name(const IrComputation *c, const char *name, size_t n)
+{
+    for (int32_t p = 0; p < c->nparam; p++) {
+        const char *pn = c->param[p] >= 0 ? c->instr[c->param[p]].name : NULL;
+        if (pn && strlen(pn) == n && memcmp(pn, name, n) == 0)
+            return p;
+    }
+    return -1;
+}
+
+/* Resolve an input key to (parameter, leaf). Rule: an exact parameter
+ * name wins; then INDEX or INDEX.LEAF; then NAME.LEAF.
+ * Example: parameters "x" and "p.1" (a tuple of 2): "p.1" is parameter 1
+ * (and an error: it needs a leaf), "1.0" its first leaf, "p.1.1" its
+ * second, "x" parameter 0. */
+static IrStatus resolve_key(const IrComputation *c, const Leaves *l, const char *key,
+                            int32_t *param, int64_t *leaf, IrDiag *d)
+{
+    int64_t p = param_by_name(c, key, strlen(key)), lf = -1;
+    if (p < 0 && !parse_index(key, &p, &lf)) {
+        const char *dot = strrchr(key, '.');
+        int64_t dummy;
+        p = -1;
+        if (dot && parse_index(dot + 1, &lf, &dummy) && dummy < 0)
+            p = param_by_name(c, key, (size_t)(dot - key));
+        if (p < 0)
+            return fail(d, IR_EINPUT, "input %s: no entry parameter has this name or index",
+                        key);
+    }
+    if (p >= c->nparam)
+        return fail(d, IR_EINPUT, "input %s: the entry computation has %d parameter%s", key,
+                    (int)c->nparam, c->nparam == 1 ? "" : "s");
+    int64_t nleaf = l->first[p + 1] - l->first[p];
+    bool tuple = param_shape(c, (int32_t)p)->type == IR_TUPLE;
+    if (lf < 0 && tuple)
+        return fail(d, IR_EINPUT, "input %s: parameter %d is a tuple of %lld leaves; bind "
+                    "each leaf as %d.LEAF", key, (int)p, (long long)nleaf, (int)p);
+    if (lf < 0)
+        lf = 0;
+    if (lf >= nleaf)
+        return fail(d, IR_EINPUT, "input %s: parameter %d has %lld lea%s", key, (int)p,
+                    (long long)nleaf, nleaf == 1 ? "f" : "ves");
+    *param = (int32_t)p;
+    *leaf = lf;
+    return IR_OK;
+}
+
+/* "parameter 1 (w: f32[16,32])" or "parameter 0 leaf 1 (p: s32[])" into a
+ * heap string. */
+static char *leaf_desc(const IrComputation *c, int32_t p, int64_t leaf, bool with_shape)
+{
+    const IrShape *s = param_shape(c, p);
+    const IrShape *ls = ir_shape_leaf(s, (int32_t)leaf);
+    char *ss = with_shape ? ir_shape_str(ls, false) : NULL;
+    char buf[512];
+    const char *name = c->instr[c->param[p]].name;
+    if (s->type == IR_TUPLE)
+        snprintf(buf, sizeof buf, "parameter %d leaf %lld", (int)p, (long long)leaf);
+    else
+        snprintf(buf, sizeof buf, "parameter %d", (int)p);
+    if (with_shape) {
+        size_t k = strlen(buf);
+        snprintf(buf + k, sizeof buf - k, " (%s: %s)", name ? name : "?", ss ? ss : "?");
+    }
+    ts_free(ss);
+    return ts_strdup(buf);
+}
+
+/* Error listing every unbound, non-token leaf. */
+static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *d)
+{
+    size_t cap = 256, n = 0;
+    char *msg = ts_malloc(cap);
+    if (!msg)
+        return fail(d, IR_ENOMEM, "out of memory");
+    msg[0] = 0;
+    int count = 0;
+    for (int32_t p = 0; p < c->nparam; p++) {
+        for (int64_t k = l->first[p]; k < l->first[p + 1]; k++) {
+            const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
+            if (l->path[k] || ls->type == IR_TOKEN)
+                continue;
+            char *desc = leaf_desc(c, p, k - l->first[p], true);
+            if (!desc) {
+                ts_free(msg);
+                return fail(d, IR_ENOMEM, "out of memory");
+            }
+            size_t need = n + strlen(desc) + 3;
+            if (need > cap) {
+                char *nm = ts_realloc(msg, cap = need * 2);
+                if (!nm) {
+                    ts_free(desc);
+                    ts_free(msg);
+                    return fail(d, IR_ENOMEM, "out of memory");
+                }
+                msg = nm;
+            }
+            n += (size_t)sprintf(msg + n, "%s%s", count++ ? ", " : "", desc);
+            ts_free(desc);
+        }
+    }
+    IrStatus st = count == 0 ? IR_OK
+                             : fail(d, IR_EINPUT, "no input for %s; bind %s with --input "
+                                    "INDEX_OR_NAME=FILE.npy or use --random-inputs SEED",
+                                    msg, count == 1 ? "it" : "them");
+    ts_free(msg);
+    return st;
+}
+
+/* The value of one leaf: from its file, random, or an empty token. */
+static IrStatus load_leaf(const IrComputation *c, const Leaves *l, int32_t p, int64_t k,
+                          const RtBindOptions *opt, DevValue **out, IrDiag *d)
+{
+    const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
+    DevValue *v = ls->type == IR_TOKEN ? dev_value_new(ls) : dev_value_new_uninit(ls);
+    if (!v)
+        return fail(d, IR_ENOMEM, "out of memory for %s", ir_type_name(ls->type));
+    IrStatus st = IR_OK;
+    if (ls->type != IR_TOKEN && l->path[k]) {
+        char *what = leaf_desc(c, p, k - l->first[p], false);
+        st = what ? rt_npy_read(l->path[k], ls, what, v->data, d)
+                  : fail(d, IR_ENOMEM, "out of memory");
+        ts_free(what);
+    } else if (ls->type != IR_TOKEN) {
+        st = rt_random_fill(opt->seed, (uint64_t)k, ls, v->data, d);
+    }
+    if (st != IR_OK) {
+        dev_value_unref(v);
+        return st;
+    }
+    *out = v;
+    return IR_OK;
+}
+
+/* Assemble the value of shape `s` from leaves[*next ...] (taking their
+ * references), recursively for nested tuples. */
+static DevValue *assemble(const IrShape *s, DevValue **leaves, int64_t *next)
+{
+    if (s->type != IR_TUPLE) {
+        DevValue *v = leaves[*next];
+        leaves[(*next)++] = NULL;
+        return v;
+    }
+    DevValue **elems = ts_calloc((size_t)s->ntuple + 1, sizeof *elems);
+    bool ok = elems != NULL;
+    for (int32_t i = 0; i < s->ntuple; i++) {
+        DevValue *e = assemble(&s->tuple[i], leaves, next);
+        if (ok && !(elems[i] = e))
+            ok = false;
+        else if (!ok)
+            dev_value_unref(e);
+    }
+    if (!ok) {
+        for (int32_t i = 0; elems && i < s->ntuple; i++)
+            dev_value_unref(elems[i]);
+        ts_free(elems);
+        return NULL;
+    }
+    DevValue *t = dev_value_tuple(s, s->ntuple, elems);
+    ts_free(elems);
+    return t;
+}
+
+/* Record the user inputs in l->path, rejecting unknown keys and leaves
+ * bound twice. */
+static IrStatus bind_keys(const IrComputation *c, Leaves *l, const RtBindOptions *opt,
+                          IrDiag *d)
+{
+    for (int32_t i = 0; i < opt->ninputs; i++) {
+        int32_t p;
+        int64_t leaf;
+        IrStatus st = resolve_key(c, l, opt->inputs[i].key, &p, &leaf, d);
+        if (st != IR_OK)
+            return st;
+        int64_t k = l->first[p] + leaf;
+        if (l->path[k])
+            return fail(d, IR_EINPUT, "input %s: parameter %d%s is bound twice (%s and %s)",
+                        opt->inputs[i].key, (int)p,
+                        param_shape(c, p)->type == IR_TUPLE ? " leaf" : "", l->path[k],
+                        opt->inputs[i].path);
+        l->path[k] = opt->inputs[i].path;
+    }
+    return IR_OK;
+}
+
+void rt_args_free(RtArgs *a)
+{
+    for (int32_t i = 0; a->args && i < a->nargs; i++)
+        dev_value_unref(a->args[i]);
+    ts_free(a->args);
+    a->args = NULL;
+    a->nargs = 0;
+}
+
+/* Load every leaf, then assemble the parameters. */
+static IrStatus load_all(const IrComputation *c, const Leaves *l, const RtBindOptions *opt,
+                         RtArgs *out, IrDiag *d)
+{
+    int64_t nleaf = l->first[c->nparam];
+    DevValue **leaves = ts_calloc((size_t)nleaf + 1, sizeof *leaves);
+    out->args = ts_calloc((size_t)c->nparam + 1, sizeof *out->args);
+    IrStatus st = leaves && out->args ? IR_OK : fail(d, IR_ENOMEM, "out of memory");
+    for (int32_t p = 0; st == IR_OK && p < c->nparam; p++)
+        for (int64_t k = l->first[p]; st == IR_OK && k < l->first[p + 1]; k++)
+            st = load_leaf(c, l, p, k, opt, &leaves[k], d);
+    int64_t next = 0;
+    for (int32_t p = 0; st == IR_OK && p < c->nparam; p++) {
+        out->args[p] = assemble(param_shape(c, p), leaves, &next);
+        if (!out->args[p])
+            st = fail(d, IR_ENOMEM, "out of memory");
+        out->nargs = p + 1;
+    }
+    for (int64_t k = 0; leaves && k < nleaf; k++)
+        dev_value_unref(leaves[k]);
+    ts_free(leaves);
+    if (st != IR_OK)
+        rt_args_free(out);
+    return st;
+}
+
+IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out, IrDiag *d)
+{
+    out->nargs = 0;
+    out->args = NULL;
+    const IrComputation *c = ir_entry(m);
+    if (!c)
+        return fail(d, IR_EINPUT, "the module has no entry computation");
+    Leaves l = {0};
+    IrStatus st = leaves_init(c, &l, d);
+    if (st == IR_OK)
+        st = bind_keys(c, &l, opt, d);
+    if (st == IR_OK && !opt->random)
+        st = report_missing(c, &l, d);
+    if (st == IR_OK)
+        st = load_all(c, &l, opt, out, d);
+    leaves_free(&l);
+    return st;
+}
+
+IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
+{
+    DevExecOptions opt = {0};
+    if (m->entry < 0)
+        return fail(d, IR_EINPUT, "the module has no entry computation");
+    return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);
+}
+
+/* ---- outputs ---- */
+
+static char *out_path(const char *dir, int32_t i, bool tmp)
+{
+    size_t n = strlen(dir) + 64;
+    char *p = ts_malloc(n);
+    if (p)
+        snprintf(p, n, tmp ? "%s/output_%d.npy.tmp.%ld" : "%s/output_%d.npy", dir, (int)i,
+                 (long)getpid());
+    return p;
+}
+
+/* Remove the files of outputs [0, n) (temporaries or finals). */
+static void remove_outputs(const char *dir, int32_t n, bool tmp, const DevValue *result)
+{
+    for (int32_t i = 0; i < n; i++) {
+        if (dev_value_leaf((DevValue *)result, i)->shape.type == IR_TOKEN)
+            continue;
+        char *p = out_path(dir, i, tmp);
+        if (p)
+            remove(p);
+        ts_free(p);
+    }
+}
+
+/* Make `dir` if it does not exist; *made says whether we made it. */
+static IrStatus ensure_dir(const char *dir, bool *made, IrDiag *d)
+{
+    struct stat sb;
+    *made = false;
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return ir_error(d, IR_EINPUT, dir, NULL, (IrPos){0, 0}, "not a directory");
+        return IR_OK;
+    }
+    if (mkdir(dir, 0777) != 0)
+        return ir_error(d, IR_ERUNTIME, dir, NULL, (IrPos){0, 0},
+                        "cannot create the output directory: %s", strerror(errno));
+    *made = true;
+    return IR_OK;
+}
+
+/* Rule: all or nothing. Phase 1 writes every leaf to its temporary name;
+ * phase 2 renames them all. A failure in phase 1 removes the temporaries;
+ * in phase 2 it removes the finals renamed so far and the temporaries
+ * left. Token leaves have no file (their index is skipped). */
+IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d)
+{
+    int32_t n = ir_shape_leaf_count(&result->shape);
+    bool made;
+    IrStatus st = ensure_dir(dir, &made, d);
+    if (st != IR_OK)
+        return st;
+    int32_t done = 0;
+    for (; st == IR_OK && done < n; done++) {
+        DevValue *leaf = dev_value_leaf((DevValue *)result, done);
+        if (leaf->shape.type == IR_TOKEN)
+            continue;
+        char *tmp = out_path(dir, done, true);
+        st = tmp ? rt_npy_write_file(tmp, &leaf->shape, leaf->data, d)
+                 : fail(d, IR_ENOMEM, "out of memory");
+        ts_free(tmp);
+    }
+    if (st != IR_OK) {
+        remove_outputs(dir, done, true, result);
+    } else {
+        int32_t renamed = 0;
+        for (; st == IR_OK && renamed < n; renamed++) {
+            if (dev_value_leaf((DevValue *)result, renamed)->shape.type == IR_TOKEN)
+                continue;
+            char *tmp = out_path(dir, renamed, true), *fin = out_path(dir, renamed, false);
+            if (!tmp || !fin)
+                st = fail(d, IR_ENOMEM, "out of memory");
+            else if (rename(tmp, fin) != 0)
+                st = ir_error(d, IR_ERUNTIME, fin, NULL, (IrPos){0, 0}, "cannot rename: %s",
+                              strerror(errno));
+            ts_free(tmp);
+            ts_free(fin);
+            if (st != IR_OK) {
+                remove_outputs(dir, renamed, false, result);
+                remove_outputs(dir, n, true, result);
+            }
+        }
+    }
+    if (st != IR_OK && made)
+        rmdir(dir);
+    if (nwritten)
+        *nwritten = st == IR_OK ? n : 0;
+    return st;
+}
+
+/* ---- summaries ---- */
+
+/* Append a number: integers exactly, floats with 6 significant digits. */
+static void put_num(char *buf, size_t cap, size_t *k, IrType t, const void *data, int64_t i)
+{
+    if (*k >= cap)
+        return;
+    if (ir_type_is_signed_int(t))
+        *k += (size_t)snprintf(buf + *k, cap - *k, "%lld", (long long)dev_load_i64(t, data, i));
+    else if (ir_type_is_unsigned_int(t) || t == IR_PRED)
+        *k += (size_t)snprintf(buf + *k, cap - *k, "%llu",
+                               (unsigned long long)dev_load_u64(t, data, i));
+    else
+        *k += (size_t)snprintf(buf + *k, cap - *k, "%.6g", dev_load_f64(t, data, i));
+}
+
+static void put_dbl(char *buf, size_t cap, size_t *k, double v)
+{
+    if (*k < cap)
+        *k += (size_t)snprintf(buf + *k, cap - *k, "%.6g", v);
+}
+
+char *rt_value_summary(const DevValue *v)
+{
+    char buf[1024];
+    size_t cap = sizeof buf, k = 0;
+    char *ss = ir_shape_str(&v->shape, false);
+    if (!ss)
+        return NULL;
+    k += (size_t)snprintf(buf, cap, "%s", ss);
+    ts_free(ss);
+    IrType t = v->shape.type;
+    int64_t n = ir_shape_is_array(&v->shape) ? dev_value_elements(v) : 0;
+    if (!ir_shape_is_array(&v->shape) || ir_type_is_complex(t) || n == 0)
+        return ts_strdup(buf);
+    /* min/max skip NaN; they are counted apart. */
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    int64_t nan = 0, imin = -1, imax = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double x = dev_load_f64(t, v->data, i);
+        if (isnan(x)) {
+            nan++;
+            continue;
+        }
+        if (x < lo || imin < 0)
+            lo = x, imin = i;
+        if (x > hi || imax < 0)
+            hi = x, imax = i;
+        sum += x;
+    }
+    if (imin >= 0) {
+        k += (size_t)snprintf(buf + k, cap - k, " min ");
+        put_num(buf, cap, &k, t, v->data, imin);
+        if (k < cap)
+            k += (size_t)snprintf(buf + k, cap - k, " max ");
+        put_num(buf, cap, &k, t, v->data, imax);
+        if (k < cap)
+            k += (size_t)snprintf(buf + k, cap - k, " mean ");
+        put_dbl(buf, cap, &k, sum / (double)(n - nan));
+    }
+    if (nan && k < cap)
+        k += (size_t)snprintf(buf + k, cap - k, " nan %lld", (long long)nan);
+    if (k < cap)
+        k += (size_t)snprintf(buf + k, cap - k, " first [");
+    for (int64_t i = 0; i < n && i < 4; i++) {
+        if (i && k < cap)
+            k += (size_t)snprintf(buf + k, cap - k, ", ");
+        put_num(buf, cap, &k, t, v->data, i);
+    }
+    if (k < cap)
+        snprintf(buf + k, cap - k, n > 4 ? ", ...]" : "]");
+    return ts_strdup(buf);
+}

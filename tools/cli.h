@@ -1,0 +1,89 @@
+/*
+ * cli.h: the `tessel` command line. One file per command (cmd_*.c), each
+ * exporting a CliCommand; main.c lists them in one table, so adding a
+ * command is one row there plus its file. options.c parses the options
+ * every command shares and checks that a command accepts each one.
+ *
+ * Only tools/ prints and exits. Exit status: 0 success, 1 a failure while
+ * running, 2 bad usage or bad input.
+ */
+#ifndef TESSEL_CLI_H
+#define TESSEL_CLI_H
+
+#include "runtime/runtime.h"
+
+enum {
+    CLI_OK = 0,
+    CLI_FAIL = 1,   /* a failure while running */
+    CLI_USAGE = 2,  /* bad usage or bad input */
+};
+
+/* Options, as bits a command sets in CliCommand.accepts. */
+enum {
+    OPT_INPUT = 1u << 0,          /* --input INDEX_OR_NAME=FILE.npy (repeatable) */
+    OPT_RANDOM = 1u << 1,         /* --random-inputs SEED */
+    OPT_OUTPUT_DIR = 1u << 2,     /* --output-dir DIR */
+    OPT_REFERENCE = 1u << 3,      /* --reference */
+    OPT_PARTITIONS = 1u << 4,     /* --num-partitions N */
+    OPT_REPLICAS = 1u << 5,       /* --num-replicas R */
+    OPT_HOSTS = 1u << 6,          /* --hosts H */
+    OPT_LOCAL_DEVICES = 1u << 7,  /* --local-devices L */
+    OPT_STEPS = 1u << 8,          /* --steps K */
+    OPT_STATS = 1u << 9,          /* --stats */
+    OPT_FORMAT = 1u << 10,        /* --format text|json|dot */
+    OPT_OUT = 1u << 11,           /* -o FILE */
+};
+
+/* Everything a command line said. Numbers are 0 when not given (the
+ * module header or 1 then decides). */
+typedef struct CliOptions {
+    int npos;
+    char **pos;              /* positional arguments (borrowed from argv) */
+    int32_t ninputs;
+    RtInput *inputs;         /* heap; keys point into a heap copy, see options.c */
+    bool random;
+    uint64_t seed;
+    const char *output_dir;
+    bool reference;
+    int64_t num_partitions, num_replicas, hosts, local_devices, steps;
+    bool stats;
+    const char *format;
+    const char *out;
+    unsigned given;          /* OPT_* bits of the options present */
+} CliOptions;
+
+typedef struct CliCommand {
+    const char *name;
+    const char *summary;     /* one line for `tessel --help` */
+    const char *help;        /* the whole text of `tessel NAME --help` */
+    unsigned accepts;        /* OPT_* bits */
+    int (*run)(const CliOptions *o);
+} CliCommand;
+
+/* The commands (one file each). */
+extern const CliCommand cli_cmd_check;
+extern const CliCommand cli_cmd_run;
+
+/* options.c */
+
+/* Parse argv[0..argc) (the arguments after the command name). Returns
+ * CLI_OK, CLI_USAGE after printing the error, or -1 after printing the
+ * command's help (--help: exit 0). */
+int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o);
+void cli_options_free(CliOptions *o);
+/* Print `tessel: error: MSG` and a hint to --help; returns CLI_USAGE. */
+int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Print a diagnostic (`tessel: FILE:LINE:COL: error: ...`, the line, a
+ * caret), clear it, and return the exit status for its status. `st` is
+ * what the failing call returned (used when it left d empty). */
+int cli_report(IrStatus st, IrDiag *d);
+/* Exit status for a library status. */
+int cli_exit_status(IrStatus st);
+/* Parse and verify the model at `path` into *m; on failure print the
+ * diagnostic and return its exit status. */
+int cli_load_model(const char *path, IrModule **m);
+/* Seconds on a monotonic clock, for --stats. */
+double cli_now(void);
+
+#endif /* TESSEL_CLI_H */
