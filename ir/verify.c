@@ -1,11 +1,562 @@
-/* ir/verify.c: placeholder until its owner lands it. */
+/*
+ * verify.c: the verifier. It checks a whole module the way XLA's
+ * HloVerifier does and reports the first problem at the position of the
+ * instruction (or computation) it is about:
+ *
+ *   module       an entry computation; unique computation names; unique
+ *                instruction names across the module; no recursion among
+ *                computations; the entry's parameters and root match
+ *                entry_computation_layout when the header gives one
+ *   computation  a root; parameter numbers 0..n-1, each exactly once; no
+ *                cycle through operands or control predecessors (topo.c)
+ *   instruction  declared shape within the limits (rank, element count,
+ *                int64 overflow, tuple width and depth) with a valid
+ *                layout; operand counts, operand types, attributes and
+ *                called computations (checked by shape inference, infer.c);
+ *                the inferred shape equals the declared one (layouts
+ *                ignored); constant literals of the right size; shardings
+ *                valid for the shape and num_partitions * replica_count
+ *
+ * Everything is linear in the module size: names go through a hash set,
+ * parameter numbers through a per-computation array, cycles through Kahn's
+ * algorithm, recursion through one depth-first walk of the call graph.
+ */
 #include "ir.h"
+
+#include <string.h>
+
+typedef struct Verifier {
+    const IrModule *m;
+    IrLimits lim;
+    IrDiag *d;
+    IrArena *scratch; /* inferred shapes and message strings */
+} Verifier;
+
+static IrStatus verr(Verifier *v, IrPos pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static IrStatus verr(Verifier *v, IrPos pos, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ir_verror(v->d, IR_EINPUT, v->m->file, v->m->src, pos, fmt, ap);
+    va_end(ap);
+    return IR_EINPUT;
+}
+
+static IrStatus vnomem(Verifier *v)
+{
+    return ir_error(v->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+}
+
+/* Shape text for messages, in the scratch arena. */
+static const char *shape_text(Verifier *v, const IrShape *s)
+{
+    char *h = ir_shape_str(s, false);
+    if (!h)
+        return "?";
+    char *r = ir_strdup(v->scratch, h);
+    ts_free(h);
+    return r ? r : "?";
+}
+
+/* ------------------------------------------------------------------ */
+/* names                                                               */
+/* ------------------------------------------------------------------ */
+
+/* An open-addressing set of names with the position of their first use. */
+typedef struct NameSet {
+    size_t cap;
+    const char **name;
+    IrPos *pos;
+} NameSet;
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static bool nameset_init(NameSet *ns, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n + 2)
+        cap *= 2;
+    ns->cap = cap;
+    ns->name = ts_calloc(cap, sizeof *ns->name);
+    ns->pos = ts_calloc(cap, sizeof *ns->pos);
+    return ns->name && ns->pos;
+}
+
+static void nameset_free(NameSet *ns)
+{
+    ts_free(ns->name);
+    ts_free(ns->pos);
+}
+
+/* Insert; returns the slot of an existing equal name, or NULL if new. */
+static const IrPos *nameset_put(NameSet *ns, const char *s, IrPos pos)
+{
+    size_t mask = ns->cap - 1;
+    size_t i = name_hash(s) & mask;
+    for (; ns->name[i]; i = (i + 1) & mask)
+        if (strcmp(ns->name[i], s) == 0)
+            return &ns->pos[i];
+    ns->name[i] = s;
+    ns->pos[i] = pos;
+    return NULL;
+}
+
+static IrStatus check_name(Verifier *v, const char *name, IrPos pos, const char *what)
+{
+    if (!name || !*name)
+        return verr(v, pos, "%s without a name", what);
+    if ((int64_t)strlen(name) > v->lim.max_name)
+        return verr(v, pos, "%s name is longer than the limit of %lld characters", what,
+                    (long long)v->lim.max_name);
+    return IR_OK;
+}
+
+/* Computation names are unique among computations, instruction names among
+ * all instructions of the module (XLA keeps the two apart). */
+static IrStatus check_names(Verifier *v)
+{
+    const IrModule *m = v->m;
+    size_t ninstr = 0;
+    for (int32_t ci = 0; ci < m->ncomp; ci++)
+        ninstr += (size_t)m->comp[ci]->ninstr;
+    NameSet comps = {0}, instrs = {0};
+    IrStatus st = IR_OK;
+    if (!nameset_init(&comps, (size_t)m->ncomp) || !nameset_init(&instrs, ninstr)) {
+        st = vnomem(v);
+        goto done;
+    }
+    for (int32_t ci = 0; ci < m->ncomp && st == IR_OK; ci++) {
+        const IrComputation *c = m->comp[ci];
+        if ((st = check_name(v, c->name, c->pos, "computation")) != IR_OK)
+            break;
+        const IrPos *first = nameset_put(&comps, c->name, c->pos);
+        if (first) {
+            st = verr(v, c->pos, "duplicate computation name %s (first defined at %d:%d)",
+                      c->name, (int)first->line, (int)first->col);
+            break;
+        }
+        for (int32_t i = 0; i < c->ninstr; i++) {
+            const IrInstr *ins = &c->instr[i];
+            if ((st = check_name(v, ins->name, ins->pos, "instruction")) != IR_OK)
+                break;
+            first = nameset_put(&instrs, ins->name, ins->pos);
+            if (first) {
+                st = verr(v, ins->pos, "duplicate instruction name %s (first defined at %d:%d)",
+                          ins->name, (int)first->line, (int)first->col);
+                break;
+            }
+        }
+    }
+done:
+    nameset_free(&comps);
+    nameset_free(&instrs);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* shapes against the limits                                           */
+/* ------------------------------------------------------------------ */
+
+static IrStatus check_layout(Verifier *v, const IrInstr *ins, const IrShape *s)
+{
+    if (!s->has_layout || !s->minor_to_major || s->rank == 0)
+        return IR_OK;
+    uint64_t seen = 0;
+    for (int32_t i = 0; i < s->rank; i++) {
+        int32_t k = s->minor_to_major[i];
+        if (k < 0 || k >= s->rank || (seen >> k & 1))
+            return verr(v, ins->pos, "%s: layout of %s is not a permutation of its %d "
+                        "dimensions", ins->name, shape_text(v, s), (int)s->rank);
+        seen |= (uint64_t)1 << k;
+    }
+    return IR_OK;
+}
+
+static IrStatus check_shape_limits(Verifier *v, const IrInstr *ins, const IrShape *s, int depth)
+{
+    if (depth > v->lim.max_depth)
+        return verr(v, ins->pos, "%s: tuple shape nested deeper than the limit of %d",
+                    ins->name, (int)v->lim.max_depth);
+    if (s->type == IR_TUPLE) {
+        if (s->ntuple < 0 || s->ntuple > v->lim.max_tuple)
+            return verr(v, ins->pos, "%s: tuple of %d elements exceeds the limit of %d",
+                        ins->name, (int)s->ntuple, (int)v->lim.max_tuple);
+        for (int32_t i = 0; i < s->ntuple; i++) {
+            IrStatus st = check_shape_limits(v, ins, &s->tuple[i], depth + 1);
+            if (st != IR_OK)
+                return st;
+        }
+        return IR_OK;
+    }
+    if (s->type <= IR_INVALID || s->type >= IR_TUPLE)
+        return verr(v, ins->pos, "%s: invalid element type", ins->name);
+    if (s->type == IR_TOKEN)
+        return IR_OK;
+    int32_t max_rank = v->lim.max_rank < IR_MAX_RANK ? v->lim.max_rank : IR_MAX_RANK;
+    if (s->rank < 0 || s->rank > max_rank)
+        return verr(v, ins->pos, "%s: rank %d exceeds the limit of %d", ins->name, (int)s->rank,
+                    (int)max_rank);
+    for (int32_t i = 0; i < s->rank; i++)
+        if (s->dims[i] < 0)
+            return verr(v, ins->pos, "%s: dimension %d has negative size %lld", ins->name,
+                        (int)i, (long long)s->dims[i]);
+    int64_t n = ir_shape_elements(s);
+    if (n < 0)
+        return verr(v, ins->pos, "%s: the element count of %s overflows int64", ins->name,
+                    shape_text(v, s));
+    if (n > v->lim.max_elements)
+        return verr(v, ins->pos, "%s: %s has %lld elements, more than the limit of %lld",
+                    ins->name, shape_text(v, s), (long long)n, (long long)v->lim.max_elements);
+    if (ir_shape_bytes(s) < 0)
+        return verr(v, ins->pos, "%s: the byte size of %s overflows int64", ins->name,
+                    shape_text(v, s));
+    return check_layout(v, ins, s);
+}
+
+/* ------------------------------------------------------------------ */
+/* instructions                                                        */
+/* ------------------------------------------------------------------ */
+
+static IrStatus check_constant(Verifier *v, const IrInstr *ins)
+{
+    int64_t want = ir_shape_bytes(&ins->shape);
+    if (!ins->a.literal && want > 0)
+        return verr(v, ins->pos, "%s: constant has no literal", ins->name);
+    if (ins->a.literal && ins->a.literal_bytes != want)
+        return verr(v, ins->pos, "%s: literal has %lld bytes but %s needs %lld", ins->name,
+                    (long long)ins->a.literal_bytes, shape_text(v, &ins->shape),
+                    (long long)want);
+    return IR_OK;
+}
+
+/* Devices a sharding may name: num_partitions * replica_count, or 0 (do
+ * not check) when the header gives neither. */
+static int64_t num_devices(const IrModule *m)
+{
+    if (m->num_partitions <= 0 && m->replica_count <= 0)
+        return 0;
+    int64_t p = m->num_partitions > 0 ? m->num_partitions : 1;
+    int64_t r = m->replica_count > 0 ? m->replica_count : 1;
+    return p * r;
+}
+
+static IrStatus check_instr(Verifier *v, const IrComputation *c, const IrInstr *ins)
+{
+    IrStatus st = check_shape_limits(v, ins, &ins->shape, 0);
+    if (st != IR_OK)
+        return st;
+    IrShape inferred;
+    if ((st = ir_infer_shape(v->m, c, ins, &inferred, v->scratch, v->d)) != IR_OK)
+        return st;
+    if (!ir_shape_equal(&inferred, &ins->shape))
+        return verr(v, ins->pos, "%s: declared shape %s does not match the inferred shape %s",
+                    ins->name, shape_text(v, &ins->shape), shape_text(v, &inferred));
+    if (ins->op == OP_CONSTANT && (st = check_constant(v, ins)) != IR_OK)
+        return st;
+    if (ins->op == OP_PARAMETER && ins->a.parameter_number < 0)
+        return verr(v, ins->pos, "%s: parameter number %lld is negative", ins->name,
+                    (long long)ins->a.parameter_number);
+    if (ins->sharding)
+        return ir_sharding_validate(ins->sharding, &ins->shape, num_devices(v->m), v->d,
+                                    v->m->file, v->m->src, ins->pos);
+    return IR_OK;
+}
+
+/* Parameter numbers 0..n-1, each exactly once, n = the number of
+ * parameter instructions. */
+static IrStatus check_params(Verifier *v, const IrComputation *c)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        n += c->instr[i].op == OP_PARAMETER;
+    if (n == 0)
+        return IR_OK;
+    int32_t *at = ts_malloc((size_t)n * sizeof *at);
+    if (!at)
+        return vnomem(v);
+    for (int32_t k = 0; k < n; k++)
+        at[k] = -1;
+    IrStatus st = IR_OK;
+    for (int32_t i = 0; i < c->ninstr && st == IR_OK; i++) {
+        const IrInstr *ins = &c->instr[i];
+        if (ins->op != OP_PARAMETER)
+            continue;
+        int64_t pn = ins->a.parameter_number;
+        if (pn < 0 || pn >= n)
+            st = verr(v, ins->pos, "%s: parameter number %lld is out of range: computation %s "
+                      "has %d parameters, numbered 0 to %d", ins->name, (long long)pn, c->name,
+                      (int)n, (int)n - 1);
+        else if (at[pn] >= 0)
+            st = verr(v, ins->pos, "%s: parameter number %lld is already used by %s", ins->name,
+                      (long long)pn, c->instr[at[pn]].name);
+        else
+            at[pn] = i;
+    }
+    ts_free(at);
+    return st;
+}
+
+static IrStatus check_computation(Verifier *v, const IrComputation *c)
+{
+    if (c->root < 0 || c->root >= c->ninstr)
+        return verr(v, c->pos, "computation %s has no ROOT instruction", c->name);
+    IrStatus st = check_params(v, c);
+    for (int32_t i = 0; i < c->ninstr && st == IR_OK; i++)
+        st = check_instr(v, c, &c->instr[i]);
+    if (st != IR_OK)
+        return st;
+    int32_t *order = NULL;
+    st = ir_topo_order(v->m, c, &order, v->d);
+    ts_free(order);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* the call graph                                                      */
+/* ------------------------------------------------------------------ */
+
+/* No computation may reach itself through calls. One iterative
+ * depth-first walk with three colours: meeting a computation that is still
+ * on the walk's stack (grey) closes a cycle. */
+static IrStatus check_recursion(Verifier *v)
+{
+    const IrModule *m = v->m;
+    int32_t n = m->ncomp;
+    uint8_t *colour = ts_calloc((size_t)n, 1);
+    int32_t *fc = ts_malloc((size_t)n * sizeof *fc); /* frame: computation */
+    int32_t *fi = ts_malloc((size_t)n * sizeof *fi); /* frame: next instruction */
+    int32_t *fk = ts_malloc((size_t)n * sizeof *fk); /* frame: next callee of it */
+    IrStatus st = IR_OK;
+    if (!colour || !fc || !fi || !fk) {
+        st = vnomem(v);
+        goto done;
+    }
+    for (int32_t s = 0; s < n && st == IR_OK; s++) {
+        if (colour[s])
+            continue;
+        int32_t top = 0;
+        fc[0] = s;
+        fi[0] = fk[0] = 0;
+        colour[s] = 1;
+        while (top >= 0 && st == IR_OK) {
+            const IrComputation *c = m->comp[fc[top]];
+            if (fi[top] >= c->ninstr) {
+                colour[fc[top--]] = 2;
+                continue;
+            }
+            const IrInstr *ins = &c->instr[fi[top]];
+            if (fk[top] >= ins->ncalled) {
+                fi[top]++;
+                fk[top] = 0;
+                continue;
+            }
+            int32_t t = ins->called[fk[top]++];
+            if (t < 0 || t >= n)
+                continue; /* reported by shape inference */
+            if (colour[t] == 1)
+                st = verr(v, ins->pos, "%s: computation %s calls %s, which is recursive",
+                          ins->name, c->name, m->comp[t]->name);
+            else if (colour[t] == 0) {
+                colour[t] = 1;
+                top++;
+                fc[top] = t;
+                fi[top] = fk[top] = 0;
+            }
+        }
+    }
+done:
+    ts_free(colour);
+    ts_free(fc);
+    ts_free(fi);
+    ts_free(fk);
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* the entry signature                                                 */
+/* ------------------------------------------------------------------ */
+
+/* A small reader for the shapes of entry_computation_layout, e.g.
+ * "(f32[8,16]{1,0}, (s32[], token[]))->f32[8]{0}". Layouts (anything in
+ * braces) are skipped; dynamic bounds "<=N" read as N. Returns false on
+ * anything it does not understand; the check is then skipped. */
+typedef struct Reader {
+    const char *p;
+    IrArena *a;
+    int depth;
+} Reader;
+
+static void rd_space(Reader *r)
+{
+    while (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r')
+        r->p++;
+}
+
+static bool rd_shape(Reader *r, IrShape *s);
+
+static bool rd_tuple(Reader *r, IrShape *s)
+{
+    IrShape *el = NULL;
+    int32_t n = 0, cap = 0;
+    r->p++; /* '(' */
+    rd_space(r);
+    while (*r->p != ')') {
+        if (n == cap) { /* grow in the arena; the old array is left behind */
+            cap = cap ? 2 * cap : 16;
+            IrShape *ne = ir_alloc_array(r->a, (size_t)cap, sizeof *ne);
+            if (!ne || cap > (1 << 20))
+                return false;
+            if (n)
+                memcpy(ne, el, (size_t)n * sizeof *ne);
+            el = ne;
+        }
+        if (!rd_shape(r, &el[n++]))
+            return false;
+        rd_space(r);
+        if (*r->p == ',')
+            r->p++;
+        else if (*r->p != ')')
+            return false;
+        rd_space(r);
+    }
+    r->p++;
+    memset(s, 0, sizeof *s);
+    s->type = IR_TUPLE;
+    s->ntuple = n;
+    s->tuple = el;
+    return true;
+}
+
+static bool rd_dims(Reader *r, int64_t *dims, int32_t *rank)
+{
+    r->p++; /* '[' */
+    *rank = 0;
+    while (*r->p != ']') {
+        if (*rank == IR_MAX_RANK)
+            return false;
+        if (r->p[0] == '<' && r->p[1] == '=')
+            r->p += 2;
+        if (*r->p < '0' || *r->p > '9')
+            return false;
+        int64_t d = 0;
+        while (*r->p >= '0' && *r->p <= '9') {
+            if (d > (INT64_MAX - 9) / 10)
+                return false;
+            d = d * 10 + (*r->p++ - '0');
+        }
+        dims[(*rank)++] = d;
+        if (*r->p == ',')
+            r->p++;
+        else if (*r->p != ']')
+            return false;
+    }
+    r->p++;
+    return true;
+}
+
+static bool rd_shape(Reader *r, IrShape *s)
+{
+    if (++r->depth > 64)
+        return false;
+    rd_space(r);
+    if (*r->p == '(') {
+        bool ok = rd_tuple(r, s);
+        r->depth--;
+        return ok;
+    }
+    const char *b = r->p;
+    while ((*r->p >= 'a' && *r->p <= 'z') || (*r->p >= '0' && *r->p <= '9'))
+        r->p++;
+    IrType t = ir_type_from_name(b, (size_t)(r->p - b));
+    int64_t dims[IR_MAX_RANK];
+    int32_t rank = 0;
+    if (t == IR_INVALID || *r->p != '[' || !rd_dims(r, dims, &rank))
+        return false;
+    if (*r->p == '{') { /* skip the layout, braces balanced */
+        int lvl = 0;
+        do {
+            if (*r->p == '{')
+                lvl++;
+            else if (*r->p == '}')
+                lvl--;
+            else if (!*r->p)
+                return false;
+            r->p++;
+        } while (lvl > 0);
+    }
+    r->depth--;
+    if (t == IR_TOKEN) {
+        memset(s, 0, sizeof *s);
+        s->type = IR_TOKEN;
+        return rank == 0;
+    }
+    return ir_shape_make(r->a, s, t, rank, dims) == IR_OK;
+}
+
+static IrStatus check_entry_layout(Verifier *v, const IrComputation *e)
+{
+    const char *text = v->m->entry_computation_layout;
+    if (!text)
+        return IR_OK;
+    Reader r = {text, v->scratch, 0};
+    IrShape params, result;
+    rd_space(&r);
+    if (*r.p != '(' || !rd_shape(&r, &params))
+        return IR_OK;
+    rd_space(&r);
+    if (r.p[0] != '-' || r.p[1] != '>')
+        return IR_OK;
+    r.p += 2;
+    if (!rd_shape(&r, &result))
+        return IR_OK;
+    if (params.ntuple != e->nparam)
+        return verr(v, e->pos, "entry computation %s has %d parameters but "
+                    "entry_computation_layout lists %d", e->name, (int)e->nparam,
+                    (int)params.ntuple);
+    for (int32_t i = 0; i < e->nparam; i++) {
+        if (e->param[i] < 0)
+            continue; /* reported by check_params */
+        const IrShape *p = &e->instr[e->param[i]].shape;
+        if (!ir_shape_equal(p, &params.tuple[i]))
+            return verr(v, e->instr[e->param[i]].pos, "parameter %d of the entry computation is "
+                        "%s but entry_computation_layout says %s", (int)i, shape_text(v, p),
+                        shape_text(v, &params.tuple[i]));
+    }
+    const IrShape *root = &e->instr[e->root].shape;
+    if (!ir_shape_equal(root, &result))
+        return verr(v, e->instr[e->root].pos, "the entry computation returns %s but "
+                    "entry_computation_layout says %s", shape_text(v, root),
+                    shape_text(v, &result));
+    return IR_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* the module                                                          */
+/* ------------------------------------------------------------------ */
 
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d)
 {
-    (void)m;
-    (void)lim;
-    (void)d;
-    return IR_EUNSUPPORTED;
+    Verifier v = {m, lim ? *lim : ir_default_limits(), d, NULL};
+    if (m->ncomp <= 0 || m->entry < 0 || m->entry >= m->ncomp)
+        return verr(&v, (IrPos){0, 0}, "module %s has no ENTRY computation", m->name);
+    v.scratch = ir_arena_new();
+    if (!v.scratch)
+        return vnomem(&v);
+    IrStatus st = check_names(&v);
+    for (int32_t ci = 0; ci < m->ncomp && st == IR_OK; ci++)
+        st = check_computation(&v, m->comp[ci]);
+    if (st == IR_OK)
+        st = check_recursion(&v);
+    if (st == IR_OK)
+        st = check_entry_layout(&v, m->comp[m->entry]);
+    ir_arena_free(v.scratch);
+    return st;
 }
-
