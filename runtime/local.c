@@ -1,0 +1,441 @@
+/*
+ * local.c: N x R devices as threads of one process, with collectives in
+ * shared memory (the embedded default: no MPI launcher needed).
+ *
+ * Every device runs the same SPMD program, so every device reaches every
+ * collective instruction in the same order. A collective is two barriers
+ * over all devices: each device publishes its operand, waits until all have
+ * (barrier 1), computes its own result by reading the operands of its group
+ * in group order (so every member computes bit-identical results), and
+ * waits until all have read (barrier 2) before its operand may be freed.
+ *
+ * Failure: a device whose execution fails marks the world aborted and wakes
+ * every waiter; a device waiting in a barrier, or arriving at one later,
+ * returns an error instead of waiting. No thread waits forever.
+ */
+#include "runtime.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct World {
+    int64_t ndev, n, r;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t arrived, generation;
+    bool aborted;
+    DevValue **slot;           /* operand published by each device */
+} World;
+
+typedef struct Device {
+    World *w;
+    int64_t id;                /* global device id: replica * n + partition */
+    const RtCompiled *c;
+    DevValue **args;           /* this device's shards of the arguments */
+    int32_t nargs;
+    DevValue *result;
+    IrDiag diag;
+    IrStatus status;
+} Device;
+
+static void world_abort(World *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->aborted = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* false when the world was aborted (by this or another device). */
+static bool barrier(World *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->aborted) {
+        pthread_mutex_unlock(&w->mu);
+        return false;
+    }
+    int64_t gen = w->generation;
+    if (++w->arrived == w->ndev) {
+        w->arrived = 0;
+        w->generation++;
+        pthread_cond_broadcast(&w->cv);
+    } else {
+        while (gen == w->generation && !w->aborted)
+            pthread_cond_wait(&w->cv, &w->mu);
+    }
+    bool ok = !w->aborted;
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+/* ---- replica groups ---- */
+
+/* The members (global device ids) of this device's group for collective
+ * `ins`, in group order, and this device's index in it. XLA's modes:
+ *   use_global_device_ids=true: groups list global device ids;
+ *   channel_id set, not global: groups list partition ids, within a replica;
+ *   no channel_id: groups list replica ids, within a partition.
+ * An empty replica_groups means everyone in the mode's domain. */
+static int32_t group_of(const World *w, const IrInstr *ins, int64_t me, int64_t *members,
+                        int32_t *my_index)
+{
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    int64_t rep = me / w->n, part = me % w->n;
+    bool global = ins->a.use_global_device_ids;
+    bool cross_partition = !global && ins->a.channel_id > 0;
+    int64_t my_key = global ? me : cross_partition ? part : rep;
+    int32_t size = 0;
+    if (!g->present || g->ngroups == 0) {
+        int64_t domain = global ? w->ndev : cross_partition ? w->n : w->r;
+        for (int64_t k = 0; k < domain; k++)
+            members[size++] = k;
+    } else {
+        for (int32_t k = 0; k < g->ngroups && size == 0; k++) {
+            bool mine = false;
+            for (int32_t j = 0; j < g->group_size[k]; j++)
+                mine |= g->groups[k][j] == my_key;
+            if (mine)
+                for (int32_t j = 0; j < g->group_size[k]; j++)
+                    members[size++] = g->groups[k][j];
+        }
+        if (size == 0)
+            members[size++] = my_key;
+    }
+    /* Convert keys to global device ids. */
+    for (int32_t j = 0; j < size; j++) {
+        if (members[j] == my_key)
+            *my_index = j;
+        if (!global)
+            members[j] = cross_partition ? rep * w->n + members[j] : members[j] * w->n + part;
+    }
+    return size;
+}
+
+/* ---- the element-wise reduction of all-reduce / reduce-scatter ---- */
+
+#define REDUCE_LOOP(T, EXPR)                                                  \
+    do {                                                                      \
+        T *o = (T *)out;                                                      \
+        const T *x = (const T *)in;                                           \
+        for (int64_t k = 0; k < n; k++) {                                     \
+            T a = o[k], b = x[k];                                             \
+            o[k] = (EXPR);                                                    \
+        }                                                                     \
+    } while (0)
+
+#define REDUCE_NUM(T)                                                         \
+    switch (op) {                                                             \
+    case OP_ADD: REDUCE_LOOP(T, (T)(a + b)); break;                           \
+    case OP_MULTIPLY: REDUCE_LOOP(T, (T)(a * b)); break;                      \
+    case OP_MAXIMUM: REDUCE_LOOP(T, a != a ? a : b != b ? b : (a > b ? a : b)); break; \
+    case OP_MINIMUM: REDUCE_LOOP(T, a != a ? a : b != b ? b : (a < b ? a : b)); break; \
+    default: return false;                                                    \
+    }
+
+#define REDUCE_INT(T)                                                         \
+    switch (op) {                                                             \
+    case OP_ADD: REDUCE_LOOP(T, (T)((uint64_t)a + (uint64_t)b)); break;       \
+    case OP_MULTIPLY: REDUCE_LOOP(T, (T)((uint64_t)a * (uint64_t)b)); break;  \
+    case OP_MAXIMUM: REDUCE_LOOP(T, a > b ? a : b); break;                    \
+    case OP_MINIMUM: REDUCE_LOOP(T, a < b ? a : b); break;                    \
+    case OP_AND: REDUCE_LOOP(T, a & b); break;                                \
+    case OP_OR: REDUCE_LOOP(T, a | b); break;                                 \
+    case OP_XOR: REDUCE_LOOP(T, a ^ b); break;                                \
+    default: return false;                                                    \
+    }
+
+/* out[k] = op(out[k], in[k]) for n elements of type t; false if op/type
+ * is not supported. f16/bf16 are combined in f32 and rounded each step. */
+static bool combine(IrOpcode op, IrType t, uint8_t *out, const uint8_t *in, int64_t n)
+{
+    switch (t) {
+    case IR_F32: REDUCE_NUM(float); return true;
+    case IR_F64: REDUCE_NUM(double); return true;
+    case IR_S8: REDUCE_INT(int8_t); return true;
+    case IR_S16: REDUCE_INT(int16_t); return true;
+    case IR_S32: REDUCE_INT(int32_t); return true;
+    case IR_S64: REDUCE_INT(int64_t); return true;
+    case IR_U8: case IR_PRED: REDUCE_INT(uint8_t); return true;
+    case IR_U16: REDUCE_INT(uint16_t); return true;
+    case IR_U32: REDUCE_INT(uint32_t); return true;
+    case IR_U64: REDUCE_INT(uint64_t); return true;
+    case IR_F16: case IR_BF16: {
+        bool h = t == IR_F16;
+        for (int64_t k = 0; k < n; k++) {
+            uint16_t *po = (uint16_t *)out + k;
+            float a = h ? dev_f16_to_f32(*po) : dev_bf16_to_f32(*po);
+            float b = h ? dev_f16_to_f32(((const uint16_t *)in)[k]) : dev_bf16_to_f32(((const uint16_t *)in)[k]);
+            float r;
+            switch (op) {
+            case OP_ADD: r = a + b; break;
+            case OP_MULTIPLY: r = a * b; break;
+            case OP_MAXIMUM: r = a != a ? a : b != b ? b : (a > b ? a : b); break;
+            case OP_MINIMUM: r = a != a ? a : b != b ? b : (a < b ? a : b); break;
+            default: return false;
+            }
+            *po = h ? dev_f32_to_f16(r) : dev_f32_to_bf16(r);
+        }
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* ---- the collectives ---- */
+
+typedef struct CollCtx {
+    Device *dev;
+} CollCtx;
+
+static IrStatus coll_error(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus st, const char *msg)
+{
+    return ir_error(d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
+}
+
+/* Sum (or other reducer) of the group's operands, in group order. */
+static IrStatus reduce_group(const IrModule *m, const IrInstr *ins, World *w, const int64_t *members,
+                             int32_t size, DevValue **out, IrDiag *d)
+{
+    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    if (op == OP_COUNT)
+        return coll_error(m, ins, d, IR_EUNSUPPORTED, "the reducer of this collective is not a simple one");
+    DevValue *v = dev_value_clone(w->slot[members[0]]);
+    if (!v)
+        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    int64_t n = dev_value_elements(v);
+    for (int32_t j = 1; j < size; j++)
+        if (!combine(op, v->shape.type, v->data, w->slot[members[j]]->data, n)) {
+            dev_value_unref(v);
+            return coll_error(m, ins, d, IR_EUNSUPPORTED, "reducer not supported for this type");
+        }
+    *out = v;
+    return IR_OK;
+}
+
+/* Concatenate the group's operands along `dim` (all-gather). */
+static IrStatus gather_group(const IrInstr *ins, World *w, const int64_t *members, int32_t size,
+                             int64_t dim, DevValue **out)
+{
+    DevValue *v = dev_value_new_uninit(&ins->shape);
+    if (!v)
+        return IR_ENOMEM;
+    const IrShape *ps = &w->slot[members[0]]->shape;
+    size_t es = ir_type_size(ps->type);
+    int64_t zero[IR_MAX_RANK] = {0}, off[IR_MAX_RANK] = {0};
+    for (int32_t j = 0; j < size; j++) {
+        off[dim] = j * ps->dims[dim];
+        rt_copy_box(es, ps->rank, w->slot[members[j]]->data, ps->dims, zero, v->data, ins->shape.dims, off, ps->dims);
+    }
+    *out = v;
+    return IR_OK;
+}
+
+static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                               DevValue **operands, DevValue **out, IrDiag *d)
+{
+    Device *dev = ((CollCtx *)ctx)->dev;
+    World *w = dev->w;
+    *out = NULL;
+    if (nopnd != 1 || operands[0]->shape.type == IR_TUPLE)
+        return coll_error(m, ins, d, IR_EUNSUPPORTED, "collectives over several operands are not supported");
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    if (!members)
+        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    int32_t me = 0;
+    int32_t size = group_of(w, ins, dev->id, members, &me);
+    w->slot[dev->id] = operands[0];
+    IrStatus st = IR_OK;
+    if (!barrier(w)) {
+        ts_free(members);
+        return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
+    }
+    int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+    switch (ins->op) {
+    case OP_ALL_REDUCE:
+        st = reduce_group(m, ins, w, members, size, out, d);
+        break;
+    case OP_ALL_GATHER:
+        st = gather_group(ins, w, members, size, dim, out);
+        break;
+    case OP_REDUCE_SCATTER: {
+        DevValue *sum = NULL;
+        st = reduce_group(m, ins, w, members, size, &sum, d);
+        if (st == IR_OK) {
+            DevValue *v = dev_value_new_uninit(&ins->shape);
+            int64_t off[IR_MAX_RANK] = {0}, zero[IR_MAX_RANK] = {0};
+            off[dim] = me * ins->shape.dims[dim];
+            if (v)
+                rt_copy_box(ir_type_size(sum->shape.type), sum->shape.rank, sum->data, sum->shape.dims, off,
+                            v->data, ins->shape.dims, zero, ins->shape.dims);
+            dev_value_unref(sum);
+            st = v ? IR_OK : IR_ENOMEM;
+            *out = v;
+        }
+        break;
+    }
+    case OP_ALL_TO_ALL: {
+        /* Chunk j of every member's operand along dim goes to member j;
+         * the result concatenates, in group order, the chunks sent here. */
+        DevValue *v = dev_value_new_uninit(&ins->shape);
+        const IrShape *ps = &operands[0]->shape;
+        int64_t chunk[IR_MAX_RANK], soff[IR_MAX_RANK] = {0}, doff[IR_MAX_RANK] = {0};
+        if (!v) {
+            st = IR_ENOMEM;
+            break;
+        }
+        memcpy(chunk, ps->dims, (size_t)ps->rank * sizeof(int64_t));
+        chunk[dim] = ps->dims[dim] / size;
+        for (int32_t j = 0; j < size; j++) {
+            soff[dim] = me * chunk[dim];
+            doff[dim] = j * chunk[dim];
+            rt_copy_box(ir_type_size(ps->type), ps->rank, w->slot[members[j]]->data, ps->dims, soff, v->data,
+                        ins->shape.dims, doff, chunk);
+        }
+        *out = v;
+        break;
+    }
+    case OP_COLLECTIVE_PERMUTE: {
+        const IrI64List *p = &ins->a.source_target_pairs;
+        /* Pairs are partition ids within a replica unless global ids are
+         * used; tessel's partitioner writes global ids for every replica. */
+        int64_t src = -1;
+        int64_t key = ins->a.use_global_device_ids || ins->a.channel_id == 0 ? dev->id : dev->id % w->n;
+        for (int32_t k = 0; k + 1 < p->n; k += 2)
+            if (p->v[k + 1] == key)
+                src = p->v[k];
+        if (src >= 0 && !ins->a.use_global_device_ids && ins->a.channel_id > 0 && src < w->n)
+            src += (dev->id / w->n) * w->n;
+        if (src >= w->ndev)
+            src = -1;
+        *out = src >= 0 ? dev_value_clone(w->slot[src]) : dev_value_new(&ins->shape);
+        st = *out ? IR_OK : IR_ENOMEM;
+        break;
+    }
+    default:
+        st = coll_error(m, ins, d, IR_EUNSUPPORTED, "not a collective");
+    }
+    ts_free(members);
+    if (st == IR_ENOMEM && d->status == IR_OK)
+        coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    /* Everyone must finish reading before operands may be released. */
+    bool ok = barrier(w);
+    if (st == IR_OK && !ok) {
+        dev_value_unref(*out);
+        *out = NULL;
+        return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
+    }
+    if (st != IR_OK)
+        world_abort(w);
+    return st;
+}
+
+static void *device_main(void *arg)
+{
+    Device *dev = arg;
+    CollCtx cc = {dev};
+    DevCollectives coll = {.ctx = &cc, .run = run_collective};
+    DevExecOptions opt = {
+        .partition_id = dev->id % dev->w->n,
+        .replica_id = dev->id / dev->w->n,
+        .coll = &coll,
+    };
+    const IrModule *m = dev->c->spmd;
+    dev->status = dev_execute(m, m->entry, dev->nargs, dev->args, &opt, &dev->result, &dev->diag);
+    if (dev->status != IR_OK)
+        world_abort(dev->w);
+    return NULL;
+}
+
+/* Cut every argument into this device's shards. */
+static IrStatus shard_args(const RtCompiled *c, const RtArgs *args, Device *dev, IrDiag *d)
+{
+    int64_t p = dev->id % c->num_partitions;
+    dev->nargs = args->nargs;
+    dev->args = ts_calloc((size_t)(args->nargs > 0 ? args->nargs : 1), sizeof(DevValue *));
+    if (!dev->args)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int32_t k = 0; k < args->nargs; k++) {
+        IrStatus st = rt_shard_value(args->args[k], rt_param_sharding(c, k), p, &dev->args[k], d);
+        if (st != IR_OK)
+            return st;
+    }
+    return IR_OK;
+}
+
+static void free_device(Device *dev)
+{
+    for (int32_t k = 0; k < dev->nargs && dev->args; k++)
+        dev_value_unref(dev->args[k]);
+    ts_free(dev->args);
+    dev_value_unref(dev->result);
+    ir_diag_clear(&dev->diag);
+}
+
+IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d)
+{
+    *out = NULL;
+    World w = {.n = c->num_partitions, .r = c->num_replicas};
+    w.ndev = w.n * w.r;
+    if (w.ndev < 1 || w.ndev > 4096)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "device count %lld out of range",
+                        (long long)w.ndev);
+    Device *devs = ts_calloc((size_t)w.ndev, sizeof *devs);
+    pthread_t *th = ts_calloc((size_t)w.ndev, sizeof *th);
+    w.slot = ts_calloc((size_t)w.ndev, sizeof *w.slot);
+    IrStatus st = (devs && th && w.slot) ? IR_OK
+                  : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    int64_t started = 0;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    for (int64_t k = 0; st == IR_OK && k < w.ndev; k++) {
+        devs[k] = (Device){.w = &w, .id = k, .c = c};
+        st = shard_args(c, args, &devs[k], d);
+    }
+    for (; st == IR_OK && started < w.ndev; started++)
+        if (pthread_create(&th[started], NULL, device_main, &devs[started]) != 0) {
+            world_abort(&w);
+            st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "cannot start device thread");
+        }
+    for (int64_t k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    /* The first failing device's error, named. */
+    for (int64_t k = 0; st == IR_OK && k < started; k++) {
+        if (devs[k].status == IR_OK)
+            continue;
+        /* Prefer a root cause over "aborted: another device failed". */
+        int64_t pick = k;
+        for (int64_t j = 0; j < started; j++)
+            if (devs[j].status != IR_OK && devs[j].status != IR_ERUNTIME) {
+                pick = j;
+                break;
+            }
+        IrDiag *e = &devs[pick].diag;
+        st = ir_error(d, devs[pick].status, e->file, NULL, e->pos, "device %lld (replica %lld, partition %lld): %s",
+                      (long long)pick, (long long)(pick / w.n), (long long)(pick % w.n),
+                      e->msg ? e->msg : "failed");
+        if (e->line_text && d->line_text == NULL)
+            d->line_text = ts_strdup(e->line_text);
+    }
+    if (st == IR_OK) {
+        DevValue **parts = ts_malloc((size_t)w.n * sizeof *parts);
+        if (!parts)
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        else {
+            for (int64_t p = 0; p < w.n; p++)
+                parts[p] = devs[p].result;
+            const IrComputation *e = ir_entry(c->src);
+            st = rt_unshard_value(&e->instr[e->root].shape, rt_root_sharding(c), w.n, parts, out, d);
+            ts_free(parts);
+        }
+    }
+    for (int64_t k = 0; devs && k < w.ndev; k++)
+        free_device(&devs[k]);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    ts_free(devs);
+    ts_free(th);
+    ts_free(w.slot);
+    return st;
+}
