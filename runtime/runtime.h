@@ -230,4 +230,16 @@ IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
  * (no thread waits forever) and is reported with the device that failed. */
 IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d);
 
+/* ------------------------------------------------------------------ */
+/* compare.c: the oracle's comparison                                  */
+/* ------------------------------------------------------------------ */
+
+/* Compare a partitioned run's result with the reference (DESIGN.md, "The
+ * oracle"): same shapes; integers and pred bit-equal; floats within a
+ * relative error of 1e-4 (f32, f16, bf16) or 1e-5 (f64) of the largest
+ * magnitude of the reference leaf, NaN where the reference has NaN, and
+ * equal infinities. On mismatch returns false and writes a description of
+ * the first difference into `why` (a heap string, ts_free) when non-NULL. */
+bool rt_values_match(const DevValue *ref, const DevValue *got, char **why);
+
 #endif /* TESSEL_RUNTIME_H */
