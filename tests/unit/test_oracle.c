@@ -1,0 +1,237 @@
+/*
+ * test_oracle.c: the oracle of DESIGN.md over model files: every model in
+ * tests/models/ run partitioned on N devices in one process must equal its
+ * reference run on the same random inputs, for each N the model lists.
+ *
+ * Model files are HLO text with two substitutions so one file serves every
+ * device count: `@N` becomes N and `@D` the device list 0,1,...,N-1. A
+ * comment line `// devices: 1,2,3,4,8` lists the counts (default 1,2,4),
+ * `// replicas: 2` runs with 2 replicas as well, and `// expect-collectives:
+ * all-reduce=1 all-gather=0` checks what the partitioner inserted (for N>1).
+ */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/runtime.h"
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s)
+        s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+/* Replace @N and @D in a model template. */
+static char *instantiate(const char *t, int n)
+{
+    char dev[4096] = "";
+    for (int k = 0; k < n; k++)
+        snprintf(dev + strlen(dev), sizeof dev - strlen(dev), k ? ",%d" : "%d", k);
+    size_t cap = strlen(t) * 2 + 64 * strlen(dev) + 64;
+    char *o = malloc(cap), *p = o;
+    for (const char *s = t; *s; s++) {
+        if (s[0] == '@' && s[1] == 'N') {
+            p += sprintf(p, "%d", n);
+            s++;
+        } else if (s[0] == '@' && s[1] == 'D') {
+            p += sprintf(p, "%s", dev);
+            s++;
+        } else {
+            *p++ = *s;
+        }
+        if ((size_t)(p - o) + strlen(dev) + 32 > cap) {
+            size_t off = (size_t)(p - o);
+            cap *= 2;
+            o = realloc(o, cap);
+            p = o + off;
+        }
+    }
+    *p = 0;
+    return o;
+}
+
+static IrModule *parse_text(const char *name, const char *text, IrDiag *d)
+{
+    IrParseOptions opt = ir_default_parse_options();
+    IrModule *m = NULL;
+    if (ir_parse(name, text, strlen(text), &opt, &m, d) != IR_OK)
+        return NULL;
+    return m;
+}
+
+static int count_collectives(const IrModule *m, IrOpcode op)
+{
+    int n = 0;
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            n += m->comp[c]->instr[i].op == op;
+    return n;
+}
+
+/* Check `// expect-collectives: NAME=COUNT ...` lines. */
+static void check_expectations(const char *name, const char *text, const IrModule *spmd)
+{
+    const char *e = strstr(text, "// expect-collectives:");
+    if (!e)
+        return;
+    e += strlen("// expect-collectives:");
+    char op[64];
+    int want, used;
+    while (sscanf(e, " %63[a-z-]=%d%n", op, &want, &used) == 2) {
+        IrOpcode code = ir_op_from_name(op, strlen(op));
+        assert_int_not_equal(code, OP_COUNT);
+        int got = count_collectives(spmd, code);
+        if (got != want)
+            fail_msg("%s: %d %s, expected %d", name, got, op, want);
+        e += used;
+    }
+}
+
+/* Reference vs partitioned on N partitions x R replicas. Returns 0 on a
+ * match, 1 on a mismatch or error (message printed), -1 when the
+ * reference itself cannot run the module (unsupported op). */
+static int oracle_one(const char *name, const char *text, int n, int r, bool expect)
+{
+    IrDiag d = {0};
+    IrModule *ref_m = parse_text(name, text, &d);
+    if (!ref_m) {
+        char *msg = ir_diag_format(&d, "parse");
+        print_message("%s N=%d: %s", name, n, msg);
+        ts_free(msg);
+        ir_diag_clear(&d);
+        return 1;
+    }
+    RtBindOptions bo = {.random = true, .seed = 7};
+    RtArgs args = {0};
+    DevValue *ref = NULL, *got = NULL;
+    int rc = 1;
+    if (rt_bind_inputs(ref_m, &bo, &args, &d) != IR_OK)
+        goto out;
+    if (rt_run_reference(ref_m, &args, &ref, &d) != IR_OK) {
+        rc = d.status == IR_EUNSUPPORTED ? -1 : 1;
+        goto out;
+    }
+    IrModule *m = parse_text(name, text, &d);
+    RtCompiled c;
+    if (!m || rt_compile(m, n, r, &c, &d) != IR_OK)
+        goto out;
+    if (expect && n > 1)
+        check_expectations(name, text, c.spmd);
+    if (rt_run_local(&c, &args, &got, &d) == IR_OK) {
+        char *why = NULL;
+        if (rt_values_match(ref, got, &why))
+            rc = 0;
+        else
+            print_message("%s N=%d R=%d: mismatch: %s\n", name, n, r, why ? why : "?");
+        ts_free(why);
+    }
+    rt_compiled_free(&c);
+out:
+    if (d.status != IR_OK && rc != -1) {
+        char *msg = ir_diag_format(&d, name);
+        print_message("%s N=%d R=%d: %s", name, n, r, msg ? msg : "error\n");
+        ts_free(msg);
+    }
+    ir_diag_clear(&d);
+    dev_value_unref(ref);
+    dev_value_unref(got);
+    rt_args_free(&args);
+    ir_module_free(ref_m);
+    return rc;
+}
+
+static void parse_list(const char *text, const char *key, int *vals, int *n, int dflt)
+{
+    const char *e = strstr(text, key);
+    *n = 0;
+    if (!e) {
+        vals[(*n)++] = dflt;
+        return;
+    }
+    e += strlen(key);
+    int v, used;
+    while (*n < 16 && sscanf(e, " %d%n", &v, &used) == 1) {
+        vals[(*n)++] = v;
+        e += used;
+        if (*e == ',')
+            e++;
+    }
+}
+
+static void test_models(void **state)
+{
+    (void)state;
+    const char *dir = TESSEL_SRC_DIR "/tests/models";
+    DIR *dp = opendir(dir);
+    assert_non_null(dp);
+    struct dirent *de;
+    int failures = 0, runs = 0;
+    char **names = NULL;
+    int nn = 0;
+    while ((de = readdir(dp))) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && strcmp(de->d_name + l - 4, ".hlo") == 0) {
+            names = realloc(names, (size_t)(nn + 1) * sizeof *names);
+            names[nn++] = strdup(de->d_name);
+        }
+    }
+    closedir(dp);
+    for (int k = 0; k < nn; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        char *tmpl = read_text(path);
+        assert_non_null(tmpl);
+        int devs[16], ndev, reps[16], nrep;
+        parse_list(tmpl, "// devices:", devs, &ndev, 0);
+        if (ndev == 1 && devs[0] == 0) {
+            devs[0] = 1;
+            devs[1] = 2;
+            devs[2] = 4;
+            ndev = 3;
+        }
+        parse_list(tmpl, "// replicas:", reps, &nrep, 1);
+        for (int i = 0; i < ndev; i++)
+            for (int j = 0; j < nrep; j++) {
+                char *text = instantiate(tmpl, devs[i]);
+                int rc = oracle_one(names[k], text, devs[i], reps[j], true);
+                runs++;
+                if (rc != 0) {
+                    failures++;
+                    print_message("FAIL %s N=%d R=%d\n", names[k], devs[i], reps[j]);
+                }
+                free(text);
+            }
+        free(tmpl);
+        free(names[k]);
+    }
+    free(names);
+    print_message("oracle: %d runs over model files, %d failures\n", runs, failures);
+    assert_int_equal(failures, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_models),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
