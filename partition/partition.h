@@ -146,4 +146,77 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
                         SpmdReport *report, IrDiag *d);
 void spmd_report_free(SpmdReport *r);
 
+/* ------------------------------------------------------------------ */
+/* trees.c / plan.c: split and concat trees, devices, hosts, the plan  */
+/* ------------------------------------------------------------------ */
+
+/* A split-node tree cuts a tiled value into shards: each internal node
+ * splits one data dim (row-major: the outermost tiled dim first) into
+ * `pieces` children; a leaf is one tile, held by `ndevices` devices (more
+ * than one under partial replication), covering [offset, offset+shape) of
+ * the full value (its valid extent; the device's buffer is padded to the
+ * shard shape). Leaves appear in row-major order of the tile assignment.
+ * A concat tree is the same tree read upwards. */
+typedef struct PlanTree {
+    bool leaf;
+    int32_t dim;             /* internal: the dim split */
+    int64_t pieces;          /* internal: children count */
+    struct PlanTree *child;
+    int32_t ndevices;        /* leaf */
+    int64_t *devices;        /* leaf: partition ids */
+    int32_t rank;
+    int64_t *offset;         /* leaf */
+    int64_t *extent;         /* leaf: valid extent per dim */
+} PlanTree;
+
+typedef struct PlanValue {
+    int32_t index;           /* parameter number / output leaf */
+    const char *name;        /* parameter name (inputs) */
+    IrShape shape;           /* logical (full) shape */
+    const IrSharding *sharding;
+    IrShape device_shape;    /* per-device (padded) shape */
+    PlanTree *tree;          /* split tree (inputs) / concat tree (outputs); arrays: one per leaf */
+} PlanValue;
+
+typedef struct PlanInstr {
+    const char *name, *opcode;
+    IrShape shape, device_shape;
+    const IrSharding *sharding;
+    bool fallback;
+} PlanInstr;
+
+typedef struct PlanIsland {
+    int64_t host, replica;
+    int32_t ndevices;
+    int64_t *devices;        /* global device ids */
+} PlanIsland;
+
+typedef struct Plan {
+    IrArena *arena;
+    const char *module;
+    const char *cluster;     /* the device function's name */
+    int64_t num_partitions, num_replicas, hosts, local_devices;
+    int64_t *device_assignment; /* [replica][partition] -> global device id */
+    int32_t nislands;
+    PlanIsland *islands;
+    int32_t ninputs, noutputs, ninstrs;
+    PlanValue *inputs;       /* one per entry parameter leaf */
+    PlanValue *outputs;      /* one per root leaf */
+    PlanInstr *instrs;
+    const SpmdReport *report;/* collectives and fallbacks (borrowed) */
+    int64_t peak_bytes_per_device;
+} Plan;
+
+/* Build the split tree of a value of `shape` under sharding `s`. */
+PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
+/* Describe a compiled program: `src` carries the propagated shardings,
+ * `spmd` is the partitioned module. hosts >= 1; local_devices 0 means
+ * N*R/hosts. IR_EINPUT when N*R is not hosts * local_devices. */
+IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, int64_t hosts,
+                    int64_t local_devices, Plan **out, IrDiag *d);
+void plan_free(Plan *p);
+/* The compile result lines of DESIGN.md ("// InputMapping {0, 1}", one
+ * "// XlaInputShape" per parameter, "// XlaOutputShape (...)"), heap text. */
+char *plan_compile_result(const Plan *p);
+
 #endif /* TESSEL_PARTITION_H */

@@ -1,0 +1,311 @@
+/*
+ * plan.c: what a compiled program looks like to the runtime and to people:
+ * split-node trees of the inputs and concat trees of the outputs, the
+ * device assignment (replica x partition -> device -> host), per-host
+ * replica islands, every instruction's sharding and per-device shape, and
+ * the compile result lines TensorFlow's compiler prints (InputMapping,
+ * XlaInputShape, XlaOutputShape).
+ *
+ * Split tree example: f32[7,4] on {devices=[2,2]0,1,2,3}: the root splits
+ * dim 0 into 2, each child splits dim 1 into 2; leaves in row-major order:
+ * devices 0 [0:4,0:2], 1 [0:4,2:4], 2 [4:7,0:2], 3 [4:7,2:4] (the last row
+ * block has 3 valid rows of a 4-row shard).
+ */
+#include "partition.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Build the subtree for tile coordinates fixed in `coords[0..level)`
+ * over the tiled dims `dims`. */
+static bool build(IrArena *a, PlanTree *node, const IrShape *shape, const IrSharding *s,
+                  const int32_t *dims, int32_t ndims, int32_t level, int64_t *coords)
+{
+    if (level == ndims) {
+        int32_t k = ir_sharding_data_rank(s);
+        node->leaf = true;
+        node->rank = shape->rank;
+        node->offset = ir_alloc_array(a, (size_t)shape->rank + 1, sizeof(int64_t));
+        node->extent = ir_alloc_array(a, (size_t)shape->rank + 1, sizeof(int64_t));
+        int64_t repl = s->kind == SHD_TILED ? s->ndevices / shd_total_tiles(s) : 1;
+        node->devices = ir_alloc_array(a, (size_t)repl, sizeof(int64_t));
+        if (!node->offset || !node->extent || !node->devices)
+            return false;
+        int64_t full[IR_MAX_RANK] = {0};
+        for (int32_t d = 0; d < shape->rank; d++)
+            full[d] = 0;
+        for (int32_t j = 0; j < ndims; j++)
+            full[dims[j]] = coords[j];
+        for (int32_t d = 0; d < shape->rank; d++) {
+            int64_t size = shd_shard_size(shape->dims[d], shd_tiles(s, d));
+            node->offset[d] = full[d] * size;
+            int64_t e = shape->dims[d] - node->offset[d];
+            node->extent[d] = e < 0 ? 0 : e < size ? e : size;
+        }
+        if (s->kind != SHD_TILED) {
+            node->ndevices = 0; /* every device */
+            return true;
+        }
+        /* Devices holding this tile: every subgroup coordinate. */
+        for (int64_t i = 0; i < s->ndevices; i++) {
+            int64_t r = i, c[IR_MAX_RANK + 2];
+            for (int32_t d = s->ntile - 1; d >= 0; d--) {
+                c[d] = r % s->tile[d];
+                r /= s->tile[d];
+            }
+            bool match = true;
+            for (int32_t d = 0; d < k; d++)
+                match &= c[d] == full[d];
+            if (match)
+                node->devices[node->ndevices++] = s->devices[i];
+        }
+        return true;
+    }
+    int32_t dim = dims[level];
+    node->dim = dim;
+    node->pieces = shd_tiles(s, dim);
+    node->child = ir_alloc_array(a, (size_t)node->pieces, sizeof(PlanTree));
+    if (!node->child)
+        return false;
+    for (int64_t j = 0; j < node->pieces; j++) {
+        coords[level] = j;
+        if (!build(a, &node->child[j], shape, s, dims, ndims, level + 1, coords))
+            return false;
+    }
+    return true;
+}
+
+PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s)
+{
+    if (shape->type == IR_TUPLE)
+        return NULL;
+    int32_t dims[IR_MAX_RANK], n = 0;
+    for (int32_t d = 0; d < shape->rank; d++)
+        if (shd_tiles(s, d) > 1)
+            dims[n++] = d;
+    PlanTree *t = ir_alloc(a, sizeof *t);
+    int64_t coords[IR_MAX_RANK];
+    if (!t || !build(a, t, shape, s, dims, n, 0, coords))
+        return NULL;
+    return t;
+}
+
+static IrStatus oom(IrDiag *d)
+{
+    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while planning");
+}
+
+static const IrSharding replicated = {.kind = SHD_REPLICATED};
+
+static bool value_for(IrArena *a, PlanValue *v, int32_t index, const char *name, const IrShape *shape,
+                      const IrSharding *s)
+{
+    v->index = index;
+    v->name = name ? ir_strdup(a, name) : NULL;
+    v->sharding = s ? s : &replicated;
+    if (ir_shape_copy(a, &v->shape, shape) != IR_OK ||
+        shd_shard_shape(a, shape, v->sharding, &v->device_shape) != IR_OK)
+        return false;
+    v->tree = plan_split_tree(a, shape, v->sharding);
+    return shape->type == IR_TUPLE || v->tree != NULL;
+}
+
+/* Peak of live bytes over the SPMD entry in definition order: a value is
+ * live from its definition to its last use (the root lives to the end). */
+static int64_t peak_bytes(const IrModule *spmd)
+{
+    const IrComputation *c = ir_entry(spmd);
+    if (!c)
+        return 0;
+    int32_t *last = ts_malloc((size_t)(c->ninstr > 0 ? c->ninstr : 1) * sizeof(int32_t));
+    if (!last)
+        return -1;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        last[i] = i == c->root ? c->ninstr : i;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        for (int32_t k = 0; k < c->instr[i].nopnd; k++)
+            if (last[c->instr[i].opnd[k]] < i)
+                last[c->instr[i].opnd[k]] = i;
+    int64_t live = 0, peak = 0;
+    int64_t *freed_at = ts_calloc((size_t)c->ninstr + 1, sizeof(int64_t));
+    if (!freed_at) {
+        ts_free(last);
+        return -1;
+    }
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const IrInstr *ins = &c->instr[i];
+        int64_t b = ins->op == OP_TUPLE || ins->op == OP_GET_TUPLE_ELEMENT ? 0 : ir_shape_bytes(&ins->shape);
+        live += b > 0 ? b : 0;
+        if (live > peak)
+            peak = live;
+        freed_at[last[i]] += b > 0 ? b : 0;
+        live -= freed_at[i];
+    }
+    ts_free(freed_at);
+    ts_free(last);
+    return peak;
+}
+
+static IrStatus islands(Plan *p, IrDiag *d)
+{
+    IrArena *a = p->arena;
+    int64_t n = p->num_partitions, r = p->num_replicas, l = p->local_devices;
+    p->device_assignment = ir_alloc_array(a, (size_t)(n * r), sizeof(int64_t));
+    p->islands = ir_alloc_array(a, (size_t)(p->hosts * r), sizeof(PlanIsland));
+    if (!p->device_assignment || !p->islands)
+        return oom(d);
+    for (int64_t k = 0; k < n * r; k++)
+        p->device_assignment[k] = k;
+    /* Hosts own consecutive devices; an island is a replica's devices on
+     * one host. */
+    for (int64_t h = 0; h < p->hosts; h++)
+        for (int64_t rep = 0; rep < r; rep++) {
+            int64_t lo = h * l, hi = lo + l;
+            int64_t rlo = rep * n, rhi = rlo + n;
+            int64_t a0 = lo > rlo ? lo : rlo, a1 = hi < rhi ? hi : rhi;
+            if (a0 >= a1)
+                continue;
+            PlanIsland *is = &p->islands[p->nislands++];
+            is->host = h;
+            is->replica = rep;
+            is->ndevices = (int32_t)(a1 - a0);
+            is->devices = ir_alloc_array(a, (size_t)is->ndevices, sizeof(int64_t));
+            if (!is->devices)
+                return oom(d);
+            for (int64_t k = a0; k < a1; k++)
+                is->devices[k - a0] = k;
+        }
+    return IR_OK;
+}
+
+IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, int64_t hosts,
+                    int64_t local_devices, Plan **out, IrDiag *d)
+{
+    *out = NULL;
+    int64_t n = spmd->num_partitions > 0 ? spmd->num_partitions : 1;
+    int64_t r = spmd->replica_count > 0 ? spmd->replica_count : 1;
+    if (hosts < 1)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "--hosts must be at least 1");
+    if (local_devices == 0) {
+        if ((n * r) % hosts != 0)
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                            "%lld devices (%lld partitions x %lld replicas) cannot be split evenly over %lld hosts",
+                            (long long)(n * r), (long long)n, (long long)r, (long long)hosts);
+        local_devices = n * r / hosts;
+    }
+    if (local_devices * hosts != n * r)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "%lld hosts x %lld local devices is not %lld devices (%lld partitions x %lld replicas)",
+                        (long long)hosts, (long long)local_devices, (long long)(n * r), (long long)n,
+                        (long long)r);
+    IrArena *a = ir_arena_new();
+    Plan *p = a ? ir_alloc(a, sizeof *p) : NULL;
+    if (!p) {
+        ir_arena_free(a);
+        return oom(d);
+    }
+    p->arena = a;
+    p->module = ir_strdup(a, src->name);
+    const IrComputation *e = ir_entry(src);
+    p->cluster = ir_strdup(a, e->name);
+    p->num_partitions = n;
+    p->num_replicas = r;
+    p->hosts = hosts;
+    p->local_devices = local_devices;
+    p->report = rep;
+    IrStatus st = islands(p, d);
+    if (st != IR_OK)
+        goto fail;
+    p->ninputs = e->nparam;
+    p->inputs = ir_alloc_array(a, (size_t)(e->nparam > 0 ? e->nparam : 1), sizeof(PlanValue));
+    const IrShape *root = &e->instr[e->root].shape;
+    const IrSharding *rs = e->instr[e->root].sharding ? e->instr[e->root].sharding : &replicated;
+    p->noutputs = ir_shape_leaf_count(root);
+    p->outputs = ir_alloc_array(a, (size_t)(p->noutputs > 0 ? p->noutputs : 1), sizeof(PlanValue));
+    p->ninstrs = e->ninstr;
+    p->instrs = ir_alloc_array(a, (size_t)(e->ninstr > 0 ? e->ninstr : 1), sizeof(PlanInstr));
+    if (!p->inputs || !p->outputs || !p->instrs)
+        goto nomem;
+    for (int32_t k = 0; k < e->nparam; k++) {
+        const IrInstr *pi = &e->instr[e->param[k]];
+        if (!value_for(a, &p->inputs[k], k, pi->name, &pi->shape, pi->sharding))
+            goto nomem;
+    }
+    for (int32_t k = 0; k < p->noutputs; k++)
+        if (!value_for(a, &p->outputs[k], k, NULL, ir_shape_leaf(root, k), shd_leaf(rs, root, k)))
+            goto nomem;
+    for (int32_t i = 0; i < e->ninstr; i++) {
+        const IrInstr *ins = &e->instr[i];
+        PlanInstr *pi = &p->instrs[i];
+        pi->name = ir_strdup(a, ins->name);
+        pi->opcode = ir_op_name(ins->op);
+        pi->sharding = ins->sharding ? ins->sharding : &replicated;
+        if (!pi->name || ir_shape_copy(a, &pi->shape, &ins->shape) != IR_OK ||
+            shd_shard_shape(a, &ins->shape, pi->sharding, &pi->device_shape) != IR_OK)
+            goto nomem;
+        for (int32_t k = 0; rep && k < rep->nfallback; k++)
+            pi->fallback |= strcmp(rep->fallback[k], ins->name) == 0;
+    }
+    p->peak_bytes_per_device = peak_bytes(spmd);
+    *out = p;
+    return IR_OK;
+nomem:
+    st = oom(d);
+fail:
+    ir_arena_free(a);
+    return st;
+}
+
+void plan_free(Plan *p)
+{
+    if (p)
+        ir_arena_free(p->arena);
+}
+
+/* Append to a growing heap string; false on OOM. */
+static bool append(char **s, size_t *n, size_t *cap, const char *t)
+{
+    size_t k = strlen(t);
+    if (*n + k + 1 > *cap) {
+        size_t nc = (*cap ? *cap * 2 : 256) + k;
+        char *ns = ts_realloc(*s, nc);
+        if (!ns)
+            return false;
+        *s = ns;
+        *cap = nc;
+    }
+    memcpy(*s + *n, t, k + 1);
+    *n += k;
+    return true;
+}
+
+char *plan_compile_result(const Plan *p)
+{
+    char *s = NULL;
+    size_t n = 0, cap = 0;
+    char num[32];
+    bool ok = append(&s, &n, &cap, "// InputMapping {");
+    for (int32_t k = 0; ok && k < p->ninputs; k++) {
+        snprintf(num, sizeof num, k ? ", %d" : "%d", (int)p->inputs[k].index);
+        ok = append(&s, &n, &cap, num);
+    }
+    ok = ok && append(&s, &n, &cap, "}\n");
+    for (int32_t k = 0; ok && k < p->ninputs; k++) {
+        char *sh = ir_shape_str(&p->inputs[k].shape, false);
+        ok = sh && append(&s, &n, &cap, "// XlaInputShape ") && append(&s, &n, &cap, sh) &&
+             append(&s, &n, &cap, "\n");
+        ts_free(sh);
+    }
+    ok = ok && append(&s, &n, &cap, "// XlaOutputShape (");
+    for (int32_t k = 0; ok && k < p->noutputs; k++) {
+        char *sh = ir_shape_str(&p->outputs[k].shape, false);
+        ok = sh && (k == 0 || append(&s, &n, &cap, ", ")) && append(&s, &n, &cap, sh);
+        ts_free(sh);
+    }
+    ok = ok && append(&s, &n, &cap, ")\n");
+    if (!ok) {
+        ts_free(s);
+        return NULL;
+    }
+    return s;
+}
