@@ -242,4 +242,14 @@ IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, I
  * the first difference into `why` (a heap string, ts_free) when non-NULL. */
 bool rt_values_match(const DevValue *ref, const DevValue *got, char **why);
 
+/* ------------------------------------------------------------------ */
+/* plan_dump.c: the plan as text, JSON and DOT                         */
+/* ------------------------------------------------------------------ */
+
+/* Heap strings (ts_free); NULL on OOM. The JSON form is documented in
+ * docs/plan.md; later versions add keys, never rename them. */
+char *rt_plan_text(const Plan *p);
+char *rt_plan_json(const Plan *p);
+char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd);
+
 #endif /* TESSEL_RUNTIME_H */

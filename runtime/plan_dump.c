@@ -1,0 +1,354 @@
+/*
+ * plan_dump.c: the plan for people (text), for programs (JSON, written
+ * with jansson) and for Graphviz (DOT, the graph coloured by sharding,
+ * collectives and fallbacks marked).
+ */
+#include "runtime.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- JSON ---- */
+
+static json_t *jstr_owned(char *s)
+{
+    json_t *j = s ? json_string(s) : json_null();
+    ts_free(s);
+    return j;
+}
+
+static json_t *jshape(const IrShape *s)
+{
+    return jstr_owned(ir_shape_str(s, false));
+}
+
+static json_t *jsharding(const IrSharding *s)
+{
+    return jstr_owned(ir_sharding_str(s));
+}
+
+static json_t *ji64s(int32_t n, const int64_t *v)
+{
+    json_t *a = json_array();
+    for (int32_t k = 0; k < n; k++)
+        json_array_append_new(a, json_integer(v[k]));
+    return a;
+}
+
+static json_t *jtree(const PlanTree *t, int64_t ndev)
+{
+    if (!t)
+        return json_null();
+    json_t *o = json_object();
+    if (t->leaf) {
+        json_object_set_new(o, "leaf", json_true());
+        if (t->ndevices == 0) {
+            json_t *all = json_array();
+            for (int64_t k = 0; k < ndev; k++)
+                json_array_append_new(all, json_integer(k));
+            json_object_set_new(o, "devices", all);
+        } else {
+            json_object_set_new(o, "devices", ji64s(t->ndevices, t->devices));
+        }
+        json_object_set_new(o, "offset", ji64s(t->rank, t->offset));
+        json_object_set_new(o, "shape", ji64s(t->rank, t->extent));
+        return o;
+    }
+    json_object_set_new(o, "dim", json_integer(t->dim));
+    json_object_set_new(o, "pieces", json_integer(t->pieces));
+    json_t *ch = json_array();
+    for (int64_t k = 0; k < t->pieces; k++)
+        json_array_append_new(ch, jtree(&t->child[k], ndev));
+    json_object_set_new(o, "children", ch);
+    return o;
+}
+
+static json_t *jvalue(const PlanValue *v, bool input, int64_t ndev)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "index", json_integer(v->index));
+    if (input)
+        json_object_set_new(o, "name", json_string(v->name ? v->name : ""));
+    json_object_set_new(o, "shape", jshape(&v->shape));
+    json_object_set_new(o, "sharding", jsharding(v->sharding));
+    json_object_set_new(o, "device_shape", jshape(&v->device_shape));
+    json_object_set_new(o, input ? "split_tree" : "concat_tree", jtree(v->tree, ndev));
+    return o;
+}
+
+static json_t *jcluster(const Plan *p)
+{
+    json_t *c = json_object();
+    int64_t ndev = p->num_partitions;
+    json_object_set_new(c, "name", json_string(p->cluster));
+    json_t *im = json_array(), *xs = json_array(), *ins = json_array(), *outs = json_array();
+    for (int32_t k = 0; k < p->ninputs; k++) {
+        json_array_append_new(im, json_integer(p->inputs[k].index));
+        json_array_append_new(xs, jshape(&p->inputs[k].shape));
+        json_array_append_new(ins, jvalue(&p->inputs[k], true, ndev));
+    }
+    IrShape *leaves = ts_calloc((size_t)(p->noutputs > 0 ? p->noutputs : 1), sizeof(IrShape));
+    for (int32_t k = 0; k < p->noutputs; k++) {
+        json_array_append_new(outs, jvalue(&p->outputs[k], false, ndev));
+        if (leaves)
+            leaves[k] = p->outputs[k].shape;
+    }
+    IrShape tuple = {.type = IR_TUPLE, .ntuple = p->noutputs, .tuple = leaves};
+    json_object_set_new(c, "input_mapping", im);
+    json_object_set_new(c, "xla_input_shapes", xs);
+    json_object_set_new(c, "xla_output_shape", leaves ? jshape(&tuple) : json_null());
+    ts_free(leaves);
+    json_object_set_new(c, "inputs", ins);
+    json_object_set_new(c, "outputs", outs);
+    json_t *is = json_array();
+    for (int32_t k = 0; k < p->ninstrs; k++) {
+        const PlanInstr *pi = &p->instrs[k];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(pi->name));
+        json_object_set_new(o, "opcode", json_string(pi->opcode));
+        json_object_set_new(o, "shape", jshape(&pi->shape));
+        json_object_set_new(o, "sharding", jsharding(pi->sharding));
+        json_object_set_new(o, "device_shape", jshape(&pi->device_shape));
+        json_object_set_new(o, "fallback", json_boolean(pi->fallback));
+        json_array_append_new(is, o);
+    }
+    json_object_set_new(c, "instructions", is);
+    json_t *cs = json_array();
+    for (int32_t k = 0; p->report && k < p->report->ncoll; k++) {
+        const SpmdCollective *sc = &p->report->coll[k];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(sc->name));
+        json_object_set_new(o, "opcode", json_string(ir_op_name(sc->op)));
+        json_object_set_new(o, "replica_groups", json_string(sc->replica_groups));
+        json_object_set_new(o, "bytes_per_device", json_integer(sc->bytes_per_device));
+        json_array_append_new(cs, o);
+    }
+    json_object_set_new(c, "collectives", cs);
+    json_t *mem = json_object();
+    json_object_set_new(mem, "peak_bytes_per_device", json_integer(p->peak_bytes_per_device));
+    json_object_set_new(c, "memory", mem);
+    return c;
+}
+
+char *rt_plan_json(const Plan *p)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "module", json_string(p->module));
+    json_object_set_new(o, "num_partitions", json_integer(p->num_partitions));
+    json_object_set_new(o, "num_replicas", json_integer(p->num_replicas));
+    json_object_set_new(o, "hosts", json_integer(p->hosts));
+    json_object_set_new(o, "local_devices", json_integer(p->local_devices));
+    json_t *da = json_array();
+    for (int64_t r = 0; r < p->num_replicas; r++)
+        json_array_append_new(da, ji64s((int32_t)p->num_partitions, p->device_assignment + r * p->num_partitions));
+    json_object_set_new(o, "device_assignment", da);
+    json_t *is = json_array();
+    for (int32_t k = 0; k < p->nislands; k++) {
+        json_t *i = json_object();
+        json_object_set_new(i, "host", json_integer(p->islands[k].host));
+        json_object_set_new(i, "replica", json_integer(p->islands[k].replica));
+        json_object_set_new(i, "devices", ji64s(p->islands[k].ndevices, p->islands[k].devices));
+        json_array_append_new(is, i);
+    }
+    json_object_set_new(o, "islands", is);
+    json_t *cl = json_array();
+    json_array_append_new(cl, jcluster(p));
+    json_object_set_new(o, "clusters", cl);
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!s)
+        return NULL;
+    /* jansson allocates with malloc: hand back a ts_ string. */
+    size_t n = strlen(s);
+    char *r = ts_malloc(n + 2);
+    if (r) {
+        memcpy(r, s, n);
+        r[n] = '\n';
+        r[n + 1] = 0;
+    }
+    free(s);
+    return r;
+}
+
+/* ---- text ---- */
+
+typedef struct Out {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} Out;
+
+static void outf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(Out *o, const char *fmt, ...)
+{
+    if (o->oom)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (o->n + (size_t)k + 1 > o->cap && !(o->cap = (o->cap + (size_t)k + 1) * 2,
+                                                     o->s = ts_realloc(o->s, o->cap)))) {
+        o->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(o->s + o->n, o->cap - o->n, fmt, ap);
+    va_end(ap);
+    o->n += (size_t)k;
+}
+
+static void out_tree(Out *o, const PlanTree *t, int depth)
+{
+    if (!t)
+        return;
+    if (t->leaf) {
+        outf(o, "%*sleaf devices {", depth * 2, "");
+        for (int32_t k = 0; k < t->ndevices; k++)
+            outf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
+        if (t->ndevices == 0)
+            outf(o, "all");
+        outf(o, "} offset [");
+        for (int32_t k = 0; k < t->rank; k++)
+            outf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
+        outf(o, "] shape [");
+        for (int32_t k = 0; k < t->rank; k++)
+            outf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
+        outf(o, "]\n");
+        return;
+    }
+    outf(o, "%*ssplit dim %d into %lld\n", depth * 2, "", (int)t->dim, (long long)t->pieces);
+    for (int64_t k = 0; k < t->pieces; k++)
+        out_tree(o, &t->child[k], depth + 1);
+}
+
+static void out_value(Out *o, const PlanValue *v, bool input)
+{
+    char *sh = ir_shape_str(&v->shape, false), *ds = ir_shape_str(&v->device_shape, false);
+    char *sd = ir_sharding_str(v->sharding);
+    outf(o, "  %s %d%s%s: %s %s, per device %s\n", input ? "input" : "output", (int)v->index,
+         input ? " " : "", input && v->name ? v->name : "", sh ? sh : "?", sd ? sd : "?", ds ? ds : "?");
+    ts_free(sh);
+    ts_free(ds);
+    ts_free(sd);
+    out_tree(o, v->tree, 2);
+}
+
+char *rt_plan_text(const Plan *p)
+{
+    Out o = {0};
+    outf(&o, "module %s: %lld partitions x %lld replicas on %lld hosts x %lld local devices\n", p->module,
+         (long long)p->num_partitions, (long long)p->num_replicas, (long long)p->hosts,
+         (long long)p->local_devices);
+    outf(&o, "device assignment (replica x partition -> device -> host):\n");
+    for (int64_t r = 0; r < p->num_replicas; r++)
+        for (int64_t q = 0; q < p->num_partitions; q++) {
+            int64_t dev = p->device_assignment[r * p->num_partitions + q];
+            outf(&o, "  replica %lld partition %lld -> device %lld -> host %lld\n", (long long)r, (long long)q,
+                 (long long)dev, (long long)(dev / p->local_devices));
+        }
+    outf(&o, "islands:\n");
+    for (int32_t k = 0; k < p->nislands; k++) {
+        outf(&o, "  host %lld replica %lld: devices", (long long)p->islands[k].host,
+             (long long)p->islands[k].replica);
+        for (int32_t j = 0; j < p->islands[k].ndevices; j++)
+            outf(&o, " %lld", (long long)p->islands[k].devices[j]);
+        outf(&o, "\n");
+    }
+    outf(&o, "cluster %s:\n", p->cluster);
+    char *cr = plan_compile_result(p);
+    if (cr) {
+        for (char *line = cr; *line;) {
+            char *nl = strchr(line, '\n');
+            size_t len = nl ? (size_t)(nl - line) : strlen(line);
+            outf(&o, "  %.*s\n", (int)len, line + 3);
+            line += len + (nl ? 1 : 0);
+        }
+        ts_free(cr);
+    }
+    for (int32_t k = 0; k < p->ninputs; k++)
+        out_value(&o, &p->inputs[k], true);
+    for (int32_t k = 0; k < p->noutputs; k++)
+        out_value(&o, &p->outputs[k], false);
+    outf(&o, "  instructions:\n");
+    for (int32_t k = 0; k < p->ninstrs; k++) {
+        const PlanInstr *pi = &p->instrs[k];
+        char *sh = ir_shape_str(&pi->shape, false), *ds = ir_shape_str(&pi->device_shape, false);
+        char *sd = ir_sharding_str(pi->sharding);
+        outf(&o, "    %-24s %-20s %-20s %-36s per device %s%s\n", pi->name, pi->opcode, sh ? sh : "?",
+             sd ? sd : "?", ds ? ds : "?", pi->fallback ? "  [fallback]" : "");
+        ts_free(sh);
+        ts_free(ds);
+        ts_free(sd);
+    }
+    outf(&o, "  collectives:\n");
+    for (int32_t k = 0; p->report && k < p->report->ncoll; k++) {
+        const SpmdCollective *c = &p->report->coll[k];
+        outf(&o, "    %-24s %-20s groups %s, %lld bytes per device\n", c->name, ir_op_name(c->op),
+             c->replica_groups, (long long)c->bytes_per_device);
+    }
+    if (!p->report || p->report->ncoll == 0)
+        outf(&o, "    (none)\n");
+    outf(&o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
+    if (o.oom) {
+        ts_free(o.s);
+        return NULL;
+    }
+    return o.s;
+}
+
+/* ---- DOT ---- */
+
+/* A colour per distinct sharding text, stable for equal texts. */
+static const char *colour_for(const char *s)
+{
+    static const char *palette[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6",
+                                    "#ffff99", "#1f78b4", "#33a02c", "#e31a1c", "#ff7f00"};
+    if (!s || strcmp(s, "{replicated}") == 0)
+        return "#eeeeee";
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return palette[h % (sizeof palette / sizeof *palette)];
+}
+
+char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)
+{
+    Out o = {0};
+    outf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
+         p->module);
+    const IrComputation *e = ir_entry(src);
+    outf(&o, "  subgraph \"cluster_%s\" {\n    label=\"%s (%lld partitions)\";\n", p->cluster, p->cluster,
+         (long long)p->num_partitions);
+    for (int32_t i = 0; i < e->ninstr; i++) {
+        const PlanInstr *pi = &p->instrs[i];
+        char *sd = ir_sharding_str(pi->sharding);
+        char *sh = ir_shape_str(&pi->shape, false);
+        outf(&o, "    n%d [label=\"%s\\n%s %s\\n%s\", fillcolor=\"%s\"%s];\n", (int)i, pi->name, pi->opcode,
+             sh ? sh : "", sd ? sd : "", colour_for(sd), pi->fallback ? ", color=red, penwidth=3" : "");
+        ts_free(sd);
+        ts_free(sh);
+    }
+    for (int32_t i = 0; i < e->ninstr; i++)
+        for (int32_t k = 0; k < e->instr[i].nopnd; k++)
+            outf(&o, "    n%d -> n%d;\n", (int)e->instr[i].opnd[k], (int)i);
+    outf(&o, "  }\n");
+    /* Collectives the partitioner inserted, as marked nodes of their own. */
+    const IrComputation *pe = ir_entry(spmd);
+    for (int32_t i = 0; pe && i < pe->ninstr; i++) {
+        const IrInstr *ins = &pe->instr[i];
+        if (ir_op_family(ins->op) != FAM_COLLECTIVE)
+            continue;
+        outf(&o, "  c%d [label=\"%s\\n%s\", shape=octagon, fillcolor=\"#ff6666\"];\n", (int)i, ins->name,
+             ir_op_name(ins->op));
+    }
+    outf(&o, "}\n");
+    if (o.oom) {
+        ts_free(o.s);
+        return NULL;
+    }
+    return o.s;
+}
