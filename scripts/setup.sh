@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# setup.sh: install what tessel needs to build and test on Debian/Ubuntu.
+# Idempotent and silent when everything is present; runs `apt-get update`
+# only when something must be installed. As root it installs; otherwise it
+# says what is missing and how to install it, and fails.
+set -euo pipefail
+
+PACKAGES=(
+    gcc make cmake pkg-config
+    libopenmpi-dev openmpi-bin
+    libhwloc-dev libcmocka-dev libopenblas-dev libjansson-dev
+    python3          # the end-to-end tests write and read .npy with it
+    valgrind clang   # memory checks and the fuzz targets
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    if [ "$status" != "install ok installed" ]; then
+        missing+=("$p")
+    fi
+done
+# python3 may come from elsewhere (pyenv); any python3 on PATH will do.
+if command -v python3 >/dev/null 2>&1; then
+    kept=()
+    for p in "${missing[@]}"; do [ "$p" = python3 ] || kept+=("$p"); done
+    missing=("${kept[@]+"${kept[@]}"}")
+fi
+
+[ "${#missing[@]}" -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup.sh: missing packages: ${missing[*]}" >&2
+    echo "setup.sh: run as root, or: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+echo "setup.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
