@@ -457,6 +457,8 @@ static void put_num(char *buf, size_t cap, size_t *k, IrType t, const void *data
     else if (ir_type_is_unsigned_int(t) || t == IR_PRED)
         *k += (size_t)snprintf(buf + *k, cap - *k, "%llu",
                                (unsigned long long)dev_load_u64(t, data, i));
+    else if (isnan(dev_load_f64(t, data, i)))
+        *k += (size_t)snprintf(buf + *k, cap - *k, "nan"); /* not "-nan" */
     else
         *k += (size_t)snprintf(buf + *k, cap - *k, "%.6g", dev_load_f64(t, data, i));
 }

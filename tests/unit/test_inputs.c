@@ -1,0 +1,329 @@
+/*
+ * test_inputs.c: runtime/inputs.c without the parser: a module built with
+ * the ir builders (parameters "a" f32[4] and "t.1" (s32[], f32[4]), root
+ * the tuple of both), bound by index, name, INDEX.LEAF, NAME.LEAF and
+ * random fills; the errors; outputs written all-or-nothing; summaries; and
+ * every allocation failing in turn without a leak or a stray file.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/runtime.h"
+
+static char dir[64];
+static IrModule *mod;
+
+static IrModule *build(void)
+{
+    IrModule *m = ir_module_new("t");
+    int32_t ci = ir_add_computation(m, "main");
+    IrComputation *c = m->comp[ci];
+    c->is_entry = true;
+    m->entry = ci;
+    int64_t d4[] = {4};
+    IrShape s4, el[2], tup, rs[2], rt;
+    ir_shape_make(m->arena, &s4, IR_F32, 1, d4);
+    ir_shape_make(m->arena, &el[0], IR_S32, 0, NULL);
+    ir_shape_make(m->arena, &el[1], IR_F32, 1, d4);
+    ir_shape_make_tuple(m->arena, &tup, 2, el);
+    IrInstr p0 = {0}, p1 = {0};
+    p0.op = p1.op = OP_PARAMETER;
+    p0.name = "a";
+    p0.shape = s4;
+    p1.name = "t.1";
+    p1.shape = tup;
+    p1.a.parameter_number = 1;
+    int32_t ops[2] = {ir_add_instr(m, c, &p0), ir_add_instr(m, c, &p1)};
+    rs[0] = s4;
+    rs[1] = tup;
+    ir_shape_make_tuple(m->arena, &rt, 2, rs);
+    c->root = ir_add_simple(m, c, OP_TUPLE, &rt, 2, ops, "r");
+    return m;
+}
+
+static const char *path_of(const char *name)
+{
+    static char p[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void rm_tree(const char *d)
+{
+    DIR *dp = opendir(d);
+    struct dirent *e;
+    char p[512];
+    while (dp && (e = readdir(dp)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
+        struct stat sb;
+        if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
+            rm_tree(p);
+        else
+            unlink(p);
+    }
+    if (dp)
+        closedir(dp);
+    rmdir(d);
+}
+
+static int count_in(const char *d)
+{
+    int n = 0;
+    DIR *dp = opendir(d);
+    struct dirent *e;
+    while (dp && (e = readdir(dp)) != NULL)
+        n += e->d_name[0] != '.';
+    if (dp)
+        closedir(dp);
+    return dp ? n : -1;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/tessel_test_inputs_XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    mod = build();
+    int64_t d4[] = {4};
+    IrShape s4 = {IR_F32, 1, d4, false, NULL, NULL, 0, NULL};
+    IrShape s0 = {IR_S32, 0, NULL, false, NULL, NULL, 0, NULL};
+    float v[4] = {1, 2, 3, 4};
+    int32_t k = 42;
+    double w[4] = {0};
+    IrShape s8 = {IR_F64, 1, d4, false, NULL, NULL, 0, NULL};
+    return mod && rt_npy_write(path_of("v.npy"), &s4, v, NULL) == IR_OK &&
+                   rt_npy_write(path_of("k.npy"), &s0, &k, NULL) == IR_OK &&
+                   rt_npy_write(path_of("w.npy"), &s8, w, NULL) == IR_OK
+               ? 0
+               : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ir_module_free(mod);
+    rm_tree(dir);
+    return 0;
+}
+
+static IrStatus bind(int32_t n, const RtInput *in, bool random, RtArgs *a, IrDiag *d)
+{
+    RtBindOptions o = {n, in, random, 7};
+    return rt_bind_inputs(mod, &o, a, d);
+}
+
+static void test_leaf_count(void **state)
+{
+    (void)state;
+    assert_int_equal(rt_entry_leaf_count(mod), 3);
+}
+
+static void test_bind_all_files(void **state)
+{
+    (void)state;
+    RtInput in[] = {{"a", path_of("v.npy")}, {"1.0", path_of("k.npy")},
+                    {"t.1.1", path_of("v.npy")}};
+    RtArgs a;
+    IrDiag d = {0};
+    assert_int_equal(bind(3, in, false, &a, &d), IR_OK);
+    assert_int_equal(a.nargs, 2);
+    const float *f = (const float *)(const void *)a.args[0]->data;
+    assert_true(f[0] == 1 && f[3] == 4);
+    assert_int_equal(a.args[1]->nelems, 2);
+    assert_int_equal(*(const int32_t *)(const void *)a.args[1]->elems[0]->data, 42);
+    DevValue *out = NULL;
+    assert_int_equal(rt_run_reference(mod, &a, &out, &d), IR_OK);
+    char *s = rt_value_summary(dev_value_leaf(out, 2));
+    assert_string_equal(s, "f32[4] min 1 max 4 mean 2.5 first [1, 2, 3, 4]");
+    ts_free(s);
+    s = rt_value_summary(dev_value_leaf(out, 1));
+    assert_string_equal(s, "s32[] min 42 max 42 mean 42 first [42]");
+    ts_free(s);
+    int32_t n = 0;
+    assert_int_equal(rt_write_outputs(out, path_of("out"), &n, &d), IR_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(count_in(path_of("out")), 3);
+    int32_t back = 0;
+    IrShape s0 = {IR_S32, 0, NULL, false, NULL, NULL, 0, NULL};
+    assert_int_equal(rt_npy_read(path_of("out/output_1.npy"), &s0, NULL, &back, &d), IR_OK);
+    assert_int_equal(back, 42);
+    dev_value_unref(out);
+    rt_args_free(&a);
+    rm_tree(path_of("out"));
+}
+
+/* Random leaves keep their global k: leaf 0 ("a") with seed 7 is the f32
+ * vector of DESIGN.md, leaf 1 (t.1 leaf 0, s32[]) is element 0 of the s32
+ * vector: 6. */
+static void test_random_fill_keeps_k(void **state)
+{
+    (void)state;
+    RtInput in[] = {{"t.1.1", path_of("v.npy")}};
+    RtArgs a;
+    assert_int_equal(bind(1, in, true, &a, NULL), IR_OK);
+    uint32_t bits;
+    memcpy(&bits, a.args[0]->data, 4);
+    assert_int_equal(bits, 0x3e600a3d);
+    assert_int_equal(*(const int32_t *)(const void *)a.args[1]->elems[0]->data, 6);
+    rt_args_free(&a);
+}
+
+static void expect_bind_error(int32_t n, const RtInput *in, bool random, const char *words)
+{
+    RtArgs a;
+    IrDiag d = {0};
+    assert_int_equal(bind(n, in, random, &a, &d), IR_EINPUT);
+    assert_int_equal(a.nargs, 0);
+    assert_null(a.args);
+    if (!strstr(d.msg, words))
+        fail_msg("'%s' lacks '%s'", d.msg, words);
+    ir_diag_clear(&d);
+}
+
+static void test_bind_errors(void **state)
+{
+    (void)state;
+    RtInput in1[] = {{"0", path_of("v.npy")}};
+    expect_bind_error(1, in1, false, "no input for parameter 1 leaf 0 (t.1: s32[]), parameter "
+                                     "1 leaf 1 (t.1: f32[4]); bind them");
+    RtInput in2[] = {{"t.1", path_of("v.npy")}};
+    expect_bind_error(1, in2, true, "parameter 1 is a tuple of 2 leaves");
+    RtInput in3[] = {{"b", path_of("v.npy")}};
+    expect_bind_error(1, in3, true, "input b: no entry parameter");
+    RtInput in4[] = {{"2", path_of("v.npy")}};
+    expect_bind_error(1, in4, true, "has 2 parameters");
+    RtInput in5[] = {{"0.1", path_of("v.npy")}};
+    expect_bind_error(1, in5, true, "parameter 0 has 1 leaf");
+    RtInput in6[] = {{"0", path_of("v.npy")}, {"a.0", path_of("v.npy")}};
+    expect_bind_error(2, in6, true, "bound twice");
+    RtInput in7[] = {{"0", path_of("w.npy")}};
+    expect_bind_error(1, in7, true, "dtype <f8 does not match parameter 0 f32[4] (expected <f4)");
+    int64_t d4[] = {4};
+    IrShape s4 = {IR_S32, 1, d4, false, NULL, NULL, 0, NULL};
+    int32_t k4[4] = {0};
+    assert_int_equal(rt_npy_write(path_of("k4.npy"), &s4, k4, NULL), IR_OK);
+    RtInput in8[] = {{"1.0", path_of("k4.npy")}};
+    expect_bind_error(1, in8, true, "shape (4,) does not match parameter 1 leaf 0 s32[]");
+    RtInput in9[] = {{"0.", path_of("v.npy")}};
+    expect_bind_error(1, in9, true, "no entry parameter");
+}
+
+static void test_write_failure_removes_all(void **state)
+{
+    (void)state;
+    RtArgs a;
+    DevValue *out = NULL;
+    assert_int_equal(bind(0, NULL, true, &a, NULL), IR_OK);
+    assert_int_equal(rt_run_reference(mod, &a, &out, NULL), IR_OK);
+    /* output_2.npy is a directory: the last rename fails */
+    mkdir(path_of("o2"), 0700);
+    mkdir(path_of("o2/output_2.npy"), 0700);
+    IrDiag d = {0};
+    int32_t n = -1;
+    assert_int_equal(rt_write_outputs(out, path_of("o2"), &n, &d), IR_ERUNTIME);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(d.file, "output_2.npy"));
+    ir_diag_clear(&d);
+    assert_int_equal(count_in(path_of("o2")), 1); /* only the directory */
+    rm_tree(path_of("o2"));
+    /* an output dir that is a file */
+    assert_int_equal(rt_write_outputs(out, path_of("v.npy"), &n, &d), IR_EINPUT);
+    ir_diag_clear(&d);
+    /* a parent that does not exist */
+    assert_int_equal(rt_write_outputs(out, path_of("no/such"), &n, &d), IR_ERUNTIME);
+    ir_diag_clear(&d);
+    dev_value_unref(out);
+    rt_args_free(&a);
+}
+
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    char v[256];
+    snprintf(v, sizeof v, "%s", path_of("v.npy")); /* path_of's buffers rotate */
+    RtInput in[] = {{"t.1.1", v}};
+    bool ok = false;
+    for (long n = 1; n < 200 && !ok; n++) {
+        RtArgs a;
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        ts_fail_alloc_after(n);
+        IrStatus st = bind(1, in, true, &a, &d);
+        if (st == IR_OK)
+            st = rt_run_reference(mod, &a, &out, &d);
+        bool write_failed = false;
+        if (st == IR_OK) {
+            st = rt_write_outputs(out, path_of("oom"), NULL, &d);
+            write_failed = st != IR_OK;
+        }
+        char *s = st == IR_OK ? rt_value_summary(dev_value_leaf(out, 0)) : NULL;
+        ts_fail_alloc_after(0);
+        ok = st == IR_OK && s != NULL;
+        if (st != IR_OK && st != IR_ENOMEM)
+            fail_msg("allocation %ld: status %d: %s", n, st, d.msg ? d.msg : "");
+        ts_free(s);
+        dev_value_unref(out);
+        rt_args_free(&a);
+        ir_diag_clear(&d);
+        /* a failed write leaves nothing: the directory it made is gone */
+        if (write_failed)
+            assert_int_equal(count_in(path_of("oom")), -1);
+        rm_tree(path_of("oom"));
+    }
+    assert_true(ok);
+}
+
+static void test_summary_forms(void **state)
+{
+    (void)state;
+    int64_t d6[] = {6};
+    IrShape s = {IR_F32, 1, d6, false, NULL, NULL, 0, NULL};
+    DevValue *v = dev_value_new(&s);
+    float *f = (float *)(void *)v->data;
+    f[0] = 0.5f;
+    f[1] = -1.25f;
+    f[2] = 0.0f / 0.0f;
+    f[3] = 3;
+    f[4] = 1e-7f;
+    f[5] = 2;
+    char *t = rt_value_summary(v);
+    assert_string_equal(t, "f32[6] min -1.25 max 3 mean 0.85 nan 1 first [0.5, -1.25, nan, 3, ...]");
+    ts_free(t);
+    dev_value_unref(v);
+    int64_t d0[] = {0};
+    IrShape e = {IR_U8, 1, d0, false, NULL, NULL, 0, NULL};
+    v = dev_value_new(&e);
+    t = rt_value_summary(v);
+    assert_string_equal(t, "u8[0]");
+    ts_free(t);
+    dev_value_unref(v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_leaf_count),
+        cmocka_unit_test(test_bind_all_files),
+        cmocka_unit_test(test_random_fill_keeps_k),
+        cmocka_unit_test(test_bind_errors),
+        cmocka_unit_test(test_write_failure_removes_all),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_summary_forms),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
