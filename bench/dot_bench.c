@@ -1,0 +1,226 @@
+/*
+ * dot_bench.c: tessel's f32 dot against OpenBLAS's cblas_sgemm on the same
+ * buffers.
+ *
+ * For an M x K by K x N product (1024^3 by default, 512^3 with --quick) it
+ * builds a one-instruction module `dot(a, b)` and times, interleaved, one
+ * cblas_sgemm call and one dev_execute of the module (which includes
+ * allocating the result, as every real run does). After warm-up rounds it
+ * reports the median of each:
+ *     bench dot: tessel X ms blas Y ms ratio R
+ * where R = Y / X is tessel's speed as a fraction of BLAS (the target is
+ * R >= 0.80). Results are validated: tessel's and BLAS's outputs must agree
+ * within 1e-5 relative, and a sample of entries must match a
+ * double-precision dot product computed here. A failed validation exits 1.
+ *
+ * Options: --quick, --size M,K,N, --reps R (timed rounds, default 7),
+ * --min-ratio R (exit 1 when the ratio is below R; default: report only).
+ */
+#include "device/device.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A parameter instruction `name = f32[d0,d1] parameter(num)`. */
+static int32_t add_param(IrModule *m, IrComputation *c, int64_t num, const IrShape *s,
+                         const char *name)
+{
+    IrInstr ins = {0};
+    ins.op = OP_PARAMETER;
+    ins.name = ir_unique_name(m, name);
+    ins.a.parameter_number = num;
+    ins.a.feature_group_count = ins.a.batch_group_count = 1;
+    if (!ins.name || ir_shape_copy(m->arena, &ins.shape, s) != IR_OK)
+        return -1;
+    return ir_add_instr(m, c, &ins);
+}
+
+static IrI64List list1(IrModule *m, int64_t v)
+{
+    IrI64List l = {1, ir_alloc(m->arena, sizeof(int64_t))};
+    if (l.v)
+        l.v[0] = v;
+    return l;
+}
+
+/* ENTRY main { a = f32[M,K] parameter(0); b = f32[K,N] parameter(1);
+ *              ROOT dot = f32[M,N] dot(a, b), lhs_contracting_dims={1},
+ *              rhs_contracting_dims={0} } */
+static IrModule *build_module(int64_t m_, int64_t k_, int64_t n_)
+{
+    IrModule *m = ir_module_new("dot_bench");
+    if (!m)
+        return NULL;
+    int32_t ci = ir_add_computation(m, "main");
+    if (ci < 0)
+        goto fail;
+    IrComputation *c = m->comp[ci];
+    m->entry = ci;
+    c->is_entry = true;
+    IrShape sa, sb, sc;
+    if (ir_shape_make(m->arena, &sa, IR_F32, 2, (int64_t[]){m_, k_}) != IR_OK ||
+        ir_shape_make(m->arena, &sb, IR_F32, 2, (int64_t[]){k_, n_}) != IR_OK ||
+        ir_shape_make(m->arena, &sc, IR_F32, 2, (int64_t[]){m_, n_}) != IR_OK)
+        goto fail;
+    int32_t ops[2] = {add_param(m, c, 0, &sa, "a"), add_param(m, c, 1, &sb, "b")};
+    if (ops[0] < 0 || ops[1] < 0)
+        goto fail;
+    int32_t d = ir_add_simple(m, c, OP_DOT, &sc, 2, ops, "dot");
+    if (d < 0)
+        goto fail;
+    c->instr[d].a.dot.lhs_contracting = list1(m, 1);
+    c->instr[d].a.dot.rhs_contracting = list1(m, 0);
+    if (!c->instr[d].a.dot.lhs_contracting.v || !c->instr[d].a.dot.rhs_contracting.v)
+        goto fail;
+    c->root = d;
+    return m;
+fail:
+    ir_module_free(m);
+    return NULL;
+}
+
+static DevValue *random_matrix(int64_t r, int64_t c, uint64_t seed)
+{
+    IrShape s = {.type = IR_F32, .rank = 2, .dims = (int64_t[]){r, c}};
+    DevValue *v = dev_value_new_uninit(&s);
+    if (!v)
+        return NULL;
+    float *f = (float *)v->data;
+    uint64_t x = seed;
+    for (int64_t i = 0; i < r * c; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        f[i] = (float)((double)(x >> 11) * 0x1p-53 * 2 - 1);
+    }
+    return v;
+}
+
+/* tessel vs BLAS within 1e-5 relative, and sampled entries vs a double
+ * dot product. */
+static int validate(const float *t, const float *b, const float *a, const float *bm, int64_t m,
+                    int64_t k, int64_t n)
+{
+    double maxabs = 0;
+    for (int64_t i = 0; i < m * n; i++)
+        maxabs = fmax(maxabs, fabs(b[i]));
+    for (int64_t i = 0; i < m * n; i++)
+        if (!(fabs((double)t[i] - b[i]) <= 1e-5 * maxabs)) {
+            fprintf(stderr, "dot_bench: tessel and BLAS differ at %lld: %g vs %g\n", (long long)i,
+                    (double)t[i], (double)b[i]);
+            return 1;
+        }
+    for (int s = 0; s < 64; s++) {
+        int64_t i = (s * 7919) % m, j = (s * 104729) % n;
+        double ref = 0;
+        for (int64_t kk = 0; kk < k; kk++)
+            ref += (double)a[i * k + kk] * bm[kk * n + j];
+        if (fabs(ref - t[i * n + j]) > 1e-4 * (maxabs > 1 ? maxabs : 1)) {
+            fprintf(stderr, "dot_bench: entry (%lld,%lld) is %g, expected %g\n", (long long)i,
+                    (long long)j, (double)t[i * n + j], ref);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int64_t m = 1024, k = 1024, n = 1024;
+    int reps = 7;
+    double min_ratio = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) {
+            m = k = n = 512;
+            reps = 5;
+        } else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
+            long long a, b, c;
+            if (sscanf(argv[++i], "%lld,%lld,%lld", &a, &b, &c) != 3 || a < 1 || b < 1 || c < 1) {
+                fprintf(stderr, "dot_bench: --size takes M,K,N\n");
+                return 2;
+            }
+            m = a, k = b, n = c;
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--min-ratio") && i + 1 < argc) {
+            min_ratio = atof(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: dot_bench [--quick] [--size M,K,N] [--reps R] [--min-ratio R]\n");
+            return 2;
+        }
+    }
+    if (reps < 5)
+        reps = 5;
+    IrModule *mod = build_module(m, k, n);
+    DevValue *a = random_matrix(m, k, 1), *b = random_matrix(k, n, 2);
+    float *cb = malloc((size_t)(m * n) * sizeof *cb);
+    double *tt = malloc((size_t)reps * sizeof *tt), *tb = malloc((size_t)reps * sizeof *tb);
+    if (!mod || !a || !b || !cb || !tt || !tb) {
+        fprintf(stderr, "dot_bench: out of memory\n");
+        return 1;
+    }
+    DevValue *args[2] = {a, b}, *out = NULL;
+    DevExecOptions opt = {0};
+    IrDiag d = {0};
+    int rc = 0;
+    for (int r = -2; r < reps && rc == 0; r++) { /* two warm-up rounds */
+        double t0 = now_ms();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
+                    (const float *)a->data, (int)k, (const float *)b->data, (int)n, 0.0f, cb, (int)n);
+        double t1 = now_ms();
+        dev_value_unref(out);
+        out = NULL;
+        if (dev_execute(mod, mod->entry, 2, args, &opt, &out, &d) != IR_OK) {
+            fprintf(stderr, "dot_bench: %s\n", d.msg ? d.msg : "dev_execute failed");
+            rc = 1;
+            break;
+        }
+        double t2 = now_ms();
+        if (r >= 0) {
+            tb[r] = t1 - t0;
+            tt[r] = t2 - t1;
+        }
+    }
+    if (rc == 0)
+        rc = validate((const float *)out->data, cb, (const float *)a->data,
+                      (const float *)b->data, m, k, n);
+    if (rc == 0) {
+        double mt = median(tt, reps), mb = median(tb, reps), ratio = mb / mt;
+        printf("bench dot: tessel %.2f ms blas %.2f ms ratio %.2f (f32 %lldx%lldx%lld, median of %d)\n",
+               mt, mb, ratio, (long long)m, (long long)k, (long long)n, reps);
+        if (ratio < min_ratio) {
+            fprintf(stderr, "dot_bench: ratio %.2f below %.2f\n", ratio, min_ratio);
+            rc = 1;
+        }
+    }
+    dev_value_unref(out);
+    dev_value_unref(a);
+    dev_value_unref(b);
+    ir_module_free(mod);
+    ir_diag_clear(&d);
+    free(cb);
+    free(tt);
+    free(tb);
+    return rc;
+}
