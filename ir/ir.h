@@ -364,7 +364,8 @@ typedef struct IrAttrs {
     int64_t feature_group_count;        /* default 1 */
     int64_t batch_group_count;          /* default 1 */
     IrDotDnums dot;
-    const char *precision_config;       /* raw text of operand_precision={...}, or NULL */
+    const char *precision_config;       /* raw text of operand_precision={...}, or NULL; as written,
+                                         * braces included: "{default,high}" */
     const char *algorithm;              /* dot algorithm=, raw */
     IrCmpDir direction;
     IrCmpType cmp_type;
@@ -378,7 +379,8 @@ typedef struct IrAttrs {
     bool use_global_device_ids, constrain_layout;
     IrI64List source_target_pairs;      /* flattened {s,t} pairs: 2n entries */
     const char *custom_call_target;
-    const char *backend_config;         /* raw text (string or {...}), or NULL */
+    const char *backend_config;         /* raw text (string or {...}), or NULL; as written,
+                                         * quotes or braces included: "\"x\"" or "{...}" */
     const char *api_version;
     bool custom_call_has_side_effect;
     int32_t noperand_layouts;
@@ -398,7 +400,8 @@ typedef struct IrAttrs {
     int32_t nfrontend;
     IrKeyValue *frontend;               /* frontend_attributes={k="v",...} */
     const char *metadata;               /* raw text inside metadata={...} */
-    const char *statistics_viz, *origin; /* raw, kept for printing */
+    const char *statistics_viz, *origin; /* raw, kept for printing: the {...} values as
+                                          * written, braces included (statistics=, origin=) */
     IrI64List control_predecessors;     /* instruction indices */
 } IrAttrs;
 
