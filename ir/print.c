@@ -849,7 +849,8 @@ static int cmp_kv(const void *a, const void *b)
     return r ? r : strcmp(x->value ? x->value : "", y->value ? y->value : "");
 }
 
-/* frontend_attributes={a="1",b="x"}, sorted by key as XLA prints them. */
+/* frontend_attributes={a="1",b="x"}, sorted by key as XLA prints them;
+ * values kept as raw {json} print as they were. */
 static void put_frontend(Buf *b, const IrAttrs *a)
 {
     IrKeyValue *kv = ts_malloc((size_t)a->nfrontend * sizeof *kv);
@@ -863,9 +864,17 @@ static void put_frontend(Buf *b, const IrAttrs *a)
     for (int32_t i = 0; i < a->nfrontend; i++) {
         if (i)
             put(b, ",");
-        put(b, kv[i].key);
+        if (bare_ok(kv[i].key))
+            put(b, kv[i].key);
+        else
+            put_quoted(b, kv[i].key);
         put(b, "=");
-        put_quoted(b, kv[i].value ? kv[i].value : "");
+        const char *v = kv[i].value ? kv[i].value : "";
+        size_t n = strlen(v);
+        if (n >= 2 && v[0] == '{' && v[n - 1] == '}')
+            put(b, v); /* a {json} value kept raw */
+        else
+            put_quoted(b, v);
     }
     put(b, "}");
     ts_free(kv);
