@@ -680,10 +680,10 @@ bool lx_iota_devices(Lexer *L, IrPos pos, const I64Vec *iota, const I64Vec *perm
 /* Turn the gathered parts into a tiled sharding. */
 static bool build_tiled(Lexer *L, IrPos pos, Single *x, IrSharding *s)
 {
-    if (!x->has_tile)
-        return lx_fail(L, pos, "sharding needs devices=[...] or one of replicated, maximal, manual");
     if (x->has_device)
         return lx_fail(L, pos, "device= is only valid with maximal");
+    if (!x->has_tile)
+        return lx_fail(L, pos, "sharding needs devices=[...] or one of replicated, maximal, manual");
     if (x->last_tile_dim_replicate && x->has_ltd)
         return lx_fail(L, pos, "both last_tile_dim_replicate and last_tile_dims");
     int64_t n = dims_product(L, &x->tile, pos, "tile assignment");
@@ -702,7 +702,7 @@ static bool build_tiled(Lexer *L, IrPos pos, Single *x, IrSharding *s)
             return false;
     } else {
         if (x->devices.n != n)
-            return lx_fail(L, pos, "sharding lists %d devices but the tile assignment [...] holds %lld",
+            return lx_fail(L, pos, "sharding lists %d devices but the tile assignment holds %lld",
                            (int)x->devices.n, (long long)n);
         if (!copy_i64(L, &x->devices, &s->devices))
             return false;
