@@ -552,9 +552,7 @@ static IrStatus start_indices(const DevKernelArgs *k, int32_t first, const IrSha
 {
     int32_t rank = os->rank;
     int32_t nidx = k->nopnd - first;
-    bool vector_form = nidx == 1 && rank != 1 ? true
-                       : nidx == 1 && rank == 1 ? k->opnd[first]->shape.rank == 1
-                                                : false;
+    bool vector_form = nidx == 1 && k->opnd[first]->shape.rank == 1;
     if (!vector_form && nidx != rank)
         return dev_kernel_error(k, IR_EINPUT, "%d start indices for a rank-%d operand",
                                 (int)nidx, (int)rank);
