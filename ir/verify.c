@@ -143,6 +143,14 @@ static IrStatus check_names(Verifier *v)
                       c->name, (int)first->line, (int)first->col);
             break;
         }
+        /* Instruction names are scoped by computation, as in XLA's parser:
+         * reducers `add` and `max` may both call their parameters `a`. */
+        nameset_free(&instrs);
+        memset(&instrs, 0, sizeof instrs);
+        if (!nameset_init(&instrs, (size_t)c->ninstr)) {
+            st = vnomem(v);
+            break;
+        }
         for (int32_t i = 0; i < c->ninstr; i++) {
             const IrInstr *ins = &c->instr[i];
             if ((st = check_name(v, ins->name, ins->pos, "instruction")) != IR_OK)

@@ -40,6 +40,34 @@ static char *read_text(const char *path)
     return s;
 }
 
+/* On one device a tiled sharding such as {devices=[1,1]0} is not valid
+ * HLO (XLA asks for {replicated} or {maximal}): rewrite it in place. */
+static void single_device_is_replicated(char *s)
+{
+    char *p;
+    while ((p = strstr(s, "{devices=["))) {
+        char *q = p + strlen("{devices=[");
+        while (*q == '1' || *q == ',')
+            q++;
+        if (strncmp(q, "]0", 2) != 0) {
+            s = q;
+            continue;
+        }
+        q += 2;
+        if (strncmp(q, " last_tile_dim_replicate", 24) == 0)
+            q += 24;
+        if (*q != '}') {
+            s = q;
+            continue;
+        }
+        const char *r = "{replicated}";
+        size_t rl = strlen(r);
+        memmove(p + rl, q + 1, strlen(q + 1) + 1);
+        memcpy(p, r, rl);
+        s = p + rl;
+    }
+}
+
 /* Replace @N and @D in a model template. */
 static char *instantiate(const char *t, int n)
 {
@@ -66,6 +94,8 @@ static char *instantiate(const char *t, int n)
         }
     }
     *p = 0;
+    if (n == 1)
+        single_device_is_replicated(o);
     return o;
 }
 
