@@ -530,7 +530,9 @@ static bool any_manual(const Prop *p, int32_t g)
  *   reverse: same; reshape: reshape_map;
  *   slice / dynamic-slice / pad / concatenate: same on the dims kept whole,
  *     the others untiled (their tiles join the replication);
- *   dynamic-update-slice: the base maps whole, the update like a slice;
+ *   dynamic-update-slice: base, update and result alike, with the dims the
+ *     update does not cover whole untiled (what the partitioner needs to
+ *     update each shard locally);
  *   reduce f32[8,4]{devices=[2,1]} dimensions={0}: f32[4] replicated
  *     ({devices=[1,2]0,1 last_tile_dim_replicate} normalised), for every
  *     output of a variadic reduce;
@@ -592,9 +594,9 @@ static IrStatus fwd_array(Prop *p, int32_t g, int32_t k, const IrSharding *s, co
             dims[0] = x->a.dimensions.v[0];
             nd = 1;
         } else if (x->op == OP_DYNAMIC_UPDATE_SLICE) {
-            if (k > 1)
+            if (k > 1 || x->nopnd < 2)
                 return IR_OK;
-            nd = k == 0 ? 0 : changed_dims(&x->shape, os, dims);
+            nd = changed_dims(&x->shape, &ins(p, opnd_gid(p, g, 1))->shape, dims);
         } else {
             if (k != 0)
                 return IR_OK;
@@ -758,9 +760,9 @@ static IrStatus bwd_array(Prop *p, int32_t u, int32_t k, int32_t g, const IrShar
             dims[0] = x->a.dimensions.v[0];
             nd = 1;
         } else if (x->op == OP_DYNAMIC_UPDATE_SLICE) {
-            if (k > 1)
+            if (k > 1 || x->nopnd < 2)
                 return IR_OK;
-            nd = k == 0 ? 0 : changed_dims(us, gs, dims);
+            nd = changed_dims(us, &ins(p, opnd_gid(p, u, 1))->shape, dims);
         } else {
             if (k != 0)
                 return IR_OK;
