@@ -1996,6 +1996,15 @@ static IrStatus infer_get_dimension_size(Ctx *x, IrShape *out)
     return make_scalar(x, out, IR_S32);
 }
 
+/* partition-id and replica-id are u32[]; XLA's own tests also declare
+ * them s32[] (ManualPartitionId), which names the same small count, so any
+ * declared integer scalar is taken as is. */
+static IrStatus infer_id(Ctx *x, IrShape *out)
+{
+    const IrShape *o = &x->ins->shape;
+    return make_scalar(x, out, is_scalar(o) && ir_type_is_int(o->type) ? o->type : IR_U32);
+}
+
 /* ------------------------------------------------------------------ */
 /* the dispatcher                                                      */
 /* ------------------------------------------------------------------ */
@@ -2012,7 +2021,7 @@ static IrStatus infer_other(Ctx *x, IrShape *out)
     case OP_WHILE: return infer_while(x, out);
     case OP_CONDITIONAL: return infer_conditional(x, out);
     case OP_MAP: return infer_map(x, out);
-    case OP_PARTITION_ID: case OP_REPLICA_ID: return make_scalar(x, out, IR_U32);
+    case OP_PARTITION_ID: case OP_REPLICA_ID: return infer_id(x, out);
     case OP_OPTIMIZATION_BARRIER: return copy_shape(x, out, opnd(x, 0));
     case OP_AFTER_ALL: return infer_after_all(x, out);
     case OP_ADD_DEPENDENCY: return infer_add_dependency(x, out);

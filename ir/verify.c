@@ -4,7 +4,8 @@
  * instruction (or computation) it is about:
  *
  *   module       an entry computation; unique computation names; unique
- *                instruction names across the module; no recursion among
+ *                instruction names within each computation (names are
+ *                scoped by computation, as in XLA's text); no recursion among
  *                computations; the entry's parameters and root match
  *                entry_computation_layout when the header gives one
  *   computation  a root; parameter numbers 0..n-1, each exactly once; no
@@ -15,7 +16,8 @@
  *                called computations (checked by shape inference, infer.c);
  *                the inferred shape equals the declared one (layouts
  *                ignored); constant literals of the right size; shardings
- *                valid for the shape and num_partitions * replica_count
+ *                valid for the shape and num_partitions * replica_count;
+ *                all-reduce in partly manual code within one manual subgroup
  *
  * Everything is linear in the module size: names go through a hash set,
  * parameter numbers through a per-computation array, cycles through Kahn's
@@ -64,11 +66,14 @@ static const char *shape_text(Verifier *v, const IrShape *s)
 /* names                                                               */
 /* ------------------------------------------------------------------ */
 
-/* An open-addressing set of names with the position of their first use. */
+/* An open-addressing set of names with the position of their first use.
+ * `used` lists the occupied slots so the set can be emptied in time
+ * proportional to what was put in it. */
 typedef struct NameSet {
-    size_t cap;
+    size_t cap, nused;
     const char **name;
     IrPos *pos;
+    size_t *used;
 } NameSet;
 
 static uint64_t name_hash(const char *s)
@@ -85,18 +90,30 @@ static bool nameset_init(NameSet *ns, size_t n)
     while (cap < 2 * n + 2)
         cap *= 2;
     ns->cap = cap;
+    ns->nused = 0;
     ns->name = ts_calloc(cap, sizeof *ns->name);
     ns->pos = ts_calloc(cap, sizeof *ns->pos);
-    return ns->name && ns->pos;
+    ns->used = ts_malloc(cap * sizeof *ns->used);
+    return ns->name && ns->pos && ns->used;
+}
+
+/* Empty the set (every entry goes, so no probe chain is left broken). */
+static void nameset_clear(NameSet *ns)
+{
+    for (size_t i = 0; i < ns->nused; i++)
+        ns->name[ns->used[i]] = NULL;
+    ns->nused = 0;
 }
 
 static void nameset_free(NameSet *ns)
 {
     ts_free(ns->name);
     ts_free(ns->pos);
+    ts_free(ns->used);
 }
 
-/* Insert; returns the slot of an existing equal name, or NULL if new. */
+/* Insert; returns the position of an existing equal name, or NULL if new.
+ * The set never holds more than half its capacity (sized at init). */
 static const IrPos *nameset_put(NameSet *ns, const char *s, IrPos pos)
 {
     size_t mask = ns->cap - 1;
@@ -106,6 +123,7 @@ static const IrPos *nameset_put(NameSet *ns, const char *s, IrPos pos)
             return &ns->pos[i];
     ns->name[i] = s;
     ns->pos[i] = pos;
+    ns->used[ns->nused++] = i;
     return NULL;
 }
 
@@ -119,17 +137,20 @@ static IrStatus check_name(Verifier *v, const char *name, IrPos pos, const char 
     return IR_OK;
 }
 
-/* Computation names are unique among computations, instruction names among
- * all instructions of the module (XLA keeps the two apart). */
+/* Computation names are unique among computations; instruction names are
+ * unique within their computation: names are scoped by computation, as in
+ * XLA's text, so reducers `add` and `max` may both call their parameters
+ * `a`. One set is reused (cleared) from computation to computation. */
 static IrStatus check_names(Verifier *v)
 {
     const IrModule *m = v->m;
-    size_t ninstr = 0;
+    size_t most = 0;
     for (int32_t ci = 0; ci < m->ncomp; ci++)
-        ninstr += (size_t)m->comp[ci]->ninstr;
+        if ((size_t)m->comp[ci]->ninstr > most)
+            most = (size_t)m->comp[ci]->ninstr;
     NameSet comps = {0}, instrs = {0};
     IrStatus st = IR_OK;
-    if (!nameset_init(&comps, (size_t)m->ncomp) || !nameset_init(&instrs, ninstr)) {
+    if (!nameset_init(&comps, (size_t)m->ncomp) || !nameset_init(&instrs, most)) {
         st = vnomem(v);
         goto done;
     }
@@ -143,22 +164,16 @@ static IrStatus check_names(Verifier *v)
                       c->name, (int)first->line, (int)first->col);
             break;
         }
-        /* Instruction names are scoped by computation, as in XLA's parser:
-         * reducers `add` and `max` may both call their parameters `a`. */
-        nameset_free(&instrs);
-        memset(&instrs, 0, sizeof instrs);
-        if (!nameset_init(&instrs, (size_t)c->ninstr)) {
-            st = vnomem(v);
-            break;
-        }
+        nameset_clear(&instrs);
         for (int32_t i = 0; i < c->ninstr; i++) {
             const IrInstr *ins = &c->instr[i];
             if ((st = check_name(v, ins->name, ins->pos, "instruction")) != IR_OK)
                 break;
             first = nameset_put(&instrs, ins->name, ins->pos);
             if (first) {
-                st = verr(v, ins->pos, "duplicate instruction name %s (first defined at %d:%d)",
-                          ins->name, (int)first->line, (int)first->col);
+                st = verr(v, ins->pos, "duplicate instruction name %s in computation %s (first "
+                          "defined at %d:%d)", ins->name, c->name, (int)first->line,
+                          (int)first->col);
                 break;
             }
         }
@@ -245,6 +260,71 @@ static IrStatus check_constant(Verifier *v, const IrInstr *ins)
     return IR_OK;
 }
 
+/* XLA's rule for all-reduce in partly manual code (a sharding with a
+ * manual subgroup dimension, `last_tile_dims={manual}`): devices that share
+ * the indices of the other tile dimensions form one manual subgroup, and a
+ * cross-partition all-reduce may only combine devices of one subgroup. With
+ * devices=[2,1,2]0,2,1,3 the subgroups are {0,2} and {1,3}, so
+ * replica_groups={{2,0},{1,3}} is fine and {{1,0},{2,3}} is not. */
+static IrStatus check_manual_all_reduce(Verifier *v, const IrInstr *ins)
+{
+    const IrSharding *s = ins->sharding;
+    if (ins->op != OP_ALL_REDUCE || !ins->a.channel_id || !s || s->kind != SHD_TILED)
+        return IR_OK;
+    int32_t md = -1, base = s->ntile - s->nsubgroup;
+    for (int32_t k = 0; k < s->nsubgroup; k++)
+        if (s->subgroup[k] == SUBGROUP_MANUAL)
+            md = base + k;
+    if (md < 0)
+        return IR_OK;
+    if (!ins->a.use_global_device_ids)
+        return verr(v, ins->pos, "%s: a cross-partition all-reduce in partly manual code must "
+                    "use global device ids (use_global_device_ids=true)", ins->name);
+    int64_t maxdev = -1;
+    for (int64_t i = 0; i < s->ndevices; i++)
+        maxdev = s->devices[i] > maxdev ? s->devices[i] : maxdev;
+    int64_t *group = ts_malloc((size_t)(maxdev + 1 > 0 ? maxdev + 1 : 1) * sizeof *group);
+    if (!group)
+        return vnomem(v);
+    for (int64_t i = 0; i <= maxdev; i++)
+        group[i] = -1;
+    /* Walk the tile assignment in row-major order; the subgroup id is the
+     * mixed-radix number of every tile index but the manual one. */
+    for (int64_t i = 0; i < s->ndevices; i++) {
+        int64_t rest = i, id = 0, scale = 1;
+        for (int32_t d = s->ntile - 1; d >= 0; d--) {
+            int64_t idx = rest % s->tile[d];
+            rest /= s->tile[d];
+            if (d != md) {
+                id += idx * scale;
+                scale *= s->tile[d];
+            }
+        }
+        if (s->devices[i] >= 0)
+            group[s->devices[i]] = id;
+    }
+    IrStatus st = IR_OK;
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    for (int32_t k = 0; k < g->ngroups && st == IR_OK; k++) {
+        int64_t first = -1, first_dev = -1;
+        for (int32_t j = 0; j < g->group_size[k] && st == IR_OK; j++) {
+            int64_t dev = g->groups[k][j];
+            if (dev < 0 || dev > maxdev || group[dev] < 0)
+                continue;
+            if (first < 0) {
+                first = group[dev];
+                first_dev = dev;
+            } else if (group[dev] != first) {
+                st = verr(v, ins->pos, "%s: all-reduce replica group %d combines devices %lld "
+                          "and %lld, which belong to different manual subgroups of the sharding",
+                          ins->name, (int)k, (long long)first_dev, (long long)dev);
+            }
+        }
+    }
+    ts_free(group);
+    return st;
+}
+
 /* Devices a sharding may name: num_partitions * replica_count, or 0 (do
  * not check) when the header gives neither. */
 static int64_t num_devices(const IrModule *m)
@@ -272,10 +352,11 @@ static IrStatus check_instr(Verifier *v, const IrComputation *c, const IrInstr *
     if (ins->op == OP_PARAMETER && ins->a.parameter_number < 0)
         return verr(v, ins->pos, "%s: parameter number %lld is negative", ins->name,
                     (long long)ins->a.parameter_number);
-    if (ins->sharding)
-        return ir_sharding_validate(ins->sharding, &ins->shape, num_devices(v->m), v->d,
-                                    v->m->file, v->m->src, ins->pos);
-    return IR_OK;
+    if (ins->sharding &&
+        (st = ir_sharding_validate(ins->sharding, &ins->shape, num_devices(v->m), v->d,
+                                   v->m->file, v->m->src, ins->pos)) != IR_OK)
+        return st;
+    return check_manual_all_reduce(v, ins);
 }
 
 /* Parameter numbers 0..n-1, each exactly once, n = the number of
