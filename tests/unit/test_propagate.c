@@ -863,6 +863,140 @@ static void test_conflict_more_tiles_and_merge(void **state)
     ir_module_free(m);
 }
 
+/* Partly manual values (a manual subgroup) propagate like tiled ones; a
+ * reduce over dim 0 of {devices=[2,1,2]0,1,2,3 last_tile_dims={manual}}
+ * moves the 2 of dim 0 into a replicated subgroup before the manual one:
+ * devices {0,2} still share manual group 0 and {1,3} group 1. */
+static void test_partial_manual(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule m, num_partitions=4\n"
+                      "add {\n"
+                      "  a = f32[] parameter(0)\n"
+                      "  b = f32[] parameter(1)\n"
+                      "  ROOT s = f32[] add(a, b)\n"
+                      "}\n"
+                      "ENTRY e {\n"
+                      "  p = f32[8,4] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dims={manual}}\n"
+                      "  q = f32[8,4] parameter(1), sharding={devices=[2,2]0,1,2,3}\n"
+                      "  n = f32[8,4] add(p, q)\n"
+                      "  z = f32[] constant(0)\n"
+                      "  ROOT r = f32[4] reduce(n, z), dimensions={0}, to_apply=add\n"
+                      "}\n",
+                      4);
+    /* The partly manual operand wins over the 4-tile one (a manual region
+     * is a fact, not a preference). */
+    expect(m, "n", "{devices=[2,1,2]0,1,2,3 last_tile_dims={manual}}");
+    expect(m, "r", "{devices=[1,2,2]0,1,2,3 last_tile_dims={replicated, manual}}");
+    ir_module_free(m);
+}
+
+/* shard_as: the members of one group share a sharding. */
+static void test_shard_as(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule t, num_partitions=2\n"
+                      "ENTRY e {\n"
+                      "  p = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+                      "  q = f32[8,4] parameter(1)\n"
+                      "  a = f32[8,4] negate(p), sharding={unknown shard_as 0}\n"
+                      "  b = f32[8,4] negate(q), sharding={unknown shard_as 0}\n"
+                      "  ROOT o = (f32[8,4], f32[8,4]) tuple(a, b)\n"
+                      "}\n",
+                      2);
+    expect(m, "a", "{devices=[2,1]0,1}");
+    expect(m, "b", "{devices=[2,1]0,1}");
+    expect(m, "q", "{devices=[2,1]0,1}");
+    ir_module_free(m);
+}
+
+static void test_reduce_window_and_barrier(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule t, num_partitions=2\n"
+                      "add {\n"
+                      "  a = f32[] parameter(0)\n"
+                      "  b = f32[] parameter(1)\n"
+                      "  ROOT s = f32[] add(a, b)\n"
+                      "}\n"
+                      "ENTRY e {\n"
+                      "  p = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+                      "  z = f32[] constant(0)\n"
+                      "  rw = f32[8,4] reduce-window(p, z), window={size=1x2 pad=0_0x0_1}, to_apply=add\n"
+                      "  q = f32[4] parameter(1), sharding={devices=[2]0,1}\n"
+                      "  t = (f32[8,4], f32[4]) tuple(rw, q)\n"
+                      "  ob = (f32[8,4], f32[4]) opt-barrier(t)\n"
+                      "  ROOT g = f32[4] get-tuple-element(ob), index=1\n"
+                      "}\n",
+                      2);
+    expect(m, "rw", "{devices=[2,1]0,1}");
+    expect(m, "ob", "{{devices=[2,1]0,1}, {devices=[2]0,1}}");
+    expect(m, "g", "{devices=[2]0,1}");
+    ir_module_free(m);
+}
+
+/* Indexed conditional with tuple operands: each branch parameter takes its
+ * operand's leaves, the roots share the result's sharding, and what a
+ * branch learns flows back to its operand (q via y, a1 and t). */
+static void test_conditional_indexed(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule c, num_partitions=2\n"
+                      "b0 {\n"
+                      "  a0 = (f32[8], f32[8]) parameter(0)\n"
+                      "  x = f32[8] get-tuple-element(a0), index=0\n"
+                      "  ROOT r0 = f32[8] negate(x)\n"
+                      "}\n"
+                      "b1 {\n"
+                      "  a1 = (f32[8], f32[8]) parameter(0)\n"
+                      "  y = f32[8] get-tuple-element(a1), index=1\n"
+                      "  ROOT r1 = f32[8] exponential(y)\n"
+                      "}\n"
+                      "ENTRY e {\n"
+                      "  i = s32[] parameter(0)\n"
+                      "  p = f32[8] parameter(1), sharding={devices=[2]0,1}\n"
+                      "  q = f32[8] parameter(2)\n"
+                      "  t = (f32[8], f32[8]) tuple(p, q)\n"
+                      "  ROOT c = f32[8] conditional(i, t, t), branch_computations={b0, b1}\n"
+                      "}\n",
+                      2);
+    const char *t2 = "{devices=[2]0,1}", *tt = "{{devices=[2]0,1}, {devices=[2]0,1}}";
+    expect(m, "r0", t2);
+    expect(m, "c", t2);
+    expect(m, "r1", t2);
+    expect(m, "y", t2);
+    expect(m, "a1", tt);
+    expect(m, "a0", tt);
+    expect(m, "t", tt);
+    expect(m, "q", t2);
+    expect(m, "i", REPL);
+    ir_module_free(m);
+}
+
+static void test_sort_variadic(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule t, num_partitions=4\n"
+                      "cmp {\n"
+                      "  ka = f32[] parameter(0)\n"
+                      "  kb = f32[] parameter(1)\n"
+                      "  va = s32[] parameter(2)\n"
+                      "  vb = s32[] parameter(3)\n"
+                      "  ROOT lt = pred[] compare(ka, kb), direction=LT\n"
+                      "}\n"
+                      "ENTRY e {\n"
+                      "  k = f32[8,16] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+                      "  v = s32[8,16] parameter(1)\n"
+                      "  ROOT s = (f32[8,16], s32[8,16]) sort(k, v), dimensions={1}, to_apply=cmp\n"
+                      "}\n",
+                      4);
+    const char *d1 = "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}";
+    expect(m, "s", "{{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}, "
+                   "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}}");
+    expect(m, "v", d1);
+    ir_module_free(m);
+}
+
 /* ---- annotations, defaults, maximal, opaque ops ---- */
 
 static void test_annotations_kept(void **state)
@@ -1034,29 +1168,71 @@ static void test_long_chain(void **state)
 
 /* Fail the Nth allocation for every N until propagation succeeds: each
  * failure is IR_ENOMEM, leaves the module unchanged and leaks nothing
- * (checked by the sanitizer and valgrind runs). */
-static void test_failure_injection(void **state)
+ * (checked by the sanitizer and valgrind runs). Modules that go through
+ * the while groups, merging and manual regions. */
+static void inject(const char *text, const char *probe, const char *want)
 {
-    (void)state;
-    IrModule *m = parse(WHILE_HLO);
+    IrModule *m = parse(text);
     IrStatus st = IR_ENOMEM;
     long n;
     for (n = 1; n < 100000 && st != IR_OK; n++) {
         IrDiag d = {0};
         ts_fail_alloc_after(n);
-        st = propagate(m, 2, &d);
+        st = propagate(m, 4, &d);
         ts_fail_alloc_after(0);
         if (st != IR_OK) {
             assert_int_equal(st, IR_ENOMEM);
-            assert_null(find(m, "x1")->sharding);
-            assert_null(find(m, "w")->sharding);
+            assert_int_equal(d.status, IR_ENOMEM);
+            assert_null(find(m, probe)->sharding);
         }
         ir_diag_clear(&d);
     }
     assert_int_equal(st, IR_OK);
     assert_true(n > 5);
-    expect(m, "x1", "{devices=[2,1]0,1}");
+    expect(m, probe, want);
     ir_module_free(m);
+}
+
+static void test_failure_injection(void **state)
+{
+    (void)state;
+    inject("HloModule w, num_partitions=4\n"
+           "cond {\n"
+           "  cp = (s32[], f32[8,4]) parameter(0)\n"
+           "  ROOT t = pred[] constant(false)\n"
+           "}\n"
+           "body {\n"
+           "  bp = (s32[], f32[8,4]) parameter(0)\n"
+           "  x = f32[8,4] get-tuple-element(bp), index=1\n"
+           "  i = s32[] get-tuple-element(bp), index=0\n"
+           "  x1 = f32[8,4] add(x, x)\n"
+           "  ROOT bt = (s32[], f32[8,4]) tuple(i, x1)\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  p = f32[8,4] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+           "  z = s32[] constant(0)\n"
+           "  init = (s32[], f32[8,4]) tuple(z, p)\n"
+           "  ROOT w = (s32[], f32[8,4]) while(init), condition=cond, body=body\n"
+           "}\n",
+           "x1", "{devices=[4,1]0,1,2,3}");
+    inject("HloModule t, num_partitions=4\n"
+           "ENTRY e {\n"
+           "  x = f32[4,16] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}\n"
+           "  w = f32[16,8] parameter(1), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+           "  d = f32[4,8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  ROOT r = f32[8,4] transpose(d), dimensions={1,0}\n"
+           "}\n",
+           "d", "{devices=[2,2]0,1,2,3}");
+    inject("HloModule m, num_partitions=4\n"
+           "ENTRY e {\n"
+           "  p = f32[8,4] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+           "  fs = f32[2,4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\"\n"
+           "  k = f32[] constant(1)\n"
+           "  kb = f32[2,4] broadcast(k), dimensions={}\n"
+           "  ad = f32[2,4] add(fs, kb)\n"
+           "  ROOT sf = f32[8,4] custom-call(ad), custom_call_target=\"SPMDShardToFullShape\", sharding={devices=[4,1]0,1,2,3}\n"
+           "}\n",
+           "ad", "{manual}");
 }
 
 static void test_bad_input(void **state)
@@ -1221,6 +1397,11 @@ int main(void)
         cmocka_unit_test(test_conflict_order),
         cmocka_unit_test(test_conflict_bytes),
         cmocka_unit_test(test_conflict_more_tiles_and_merge),
+        cmocka_unit_test(test_partial_manual),
+        cmocka_unit_test(test_shard_as),
+        cmocka_unit_test(test_reduce_window_and_barrier),
+        cmocka_unit_test(test_conditional_indexed),
+        cmocka_unit_test(test_sort_variadic),
         cmocka_unit_test(test_annotations_kept),
         cmocka_unit_test(test_unannotated_replicated),
         cmocka_unit_test(test_maximal_does_not_spread),
