@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# cli.sh: the command line itself: --help and --version, each command's
+# help, usage errors (status 2 with a hint), errors in input files in the
+# FILE:LINE:COL format with the line and a caret.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+# --version matches the project version in CMakeLists.txt
+want=$(sed -n 's/^project(tessel VERSION \([0-9.]*\).*/\1/p' "$TESSEL_SRC/CMakeLists.txt")
+expect_status 0 "$TESSEL" --version
+[ "$(cat "$OUT")" = "tessel $want" ] || fail "--version printed '$(cat "$OUT")', expected 'tessel $want'"
+
+expect_status 0 "$TESSEL" --help
+expect_in "$OUT" "Usage: tessel <command>"
+expect_in "$OUT" "check"
+expect_in "$OUT" "run"
+expect_status 0 "$TESSEL" -h
+expect_status 2 "$TESSEL"
+expect_in "$ERR" "Usage: tessel <command>"
+
+for cmd in check run; do
+    expect_status 0 "$TESSEL" "$cmd" --help
+    expect_in "$OUT" "Usage: tessel $cmd"
+    expect_status 0 "$TESSEL" help "$cmd"
+    expect_in "$OUT" "Usage: tessel $cmd"
+done
+expect_in "$OUT" "--random-inputs SEED"
+expect_in "$OUT" "--output-dir DIR"
+
+# usage errors: status 2, "tessel: error:" and a hint
+expect_status 2 "$TESSEL" frobnicate
+expect_in "$ERR" "tessel: error: unknown command 'frobnicate'"
+expect_in "$ERR" "tessel --help"
+expect_status 2 "$TESSEL" --frobnicate
+expect_in "$ERR" "unknown option '--frobnicate'"
+expect_status 2 "$TESSEL" check
+expect_in "$ERR" "tessel: error: missing MODEL.hlo"
+expect_in "$ERR" "Try 'tessel check --help'"
+expect_status 2 "$TESSEL" check a.hlo b.hlo
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --bogus
+expect_in "$ERR" "tessel: error: unknown option '--bogus' for 'tessel run'"
+expect_status 2 "$TESSEL" check "$TESSEL_SRC/examples/softmax.hlo" --output-dir x
+expect_in "$ERR" "option --output-dir does not apply to 'tessel check'"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs
+expect_in "$ERR" "option --random-inputs needs a value"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs -3
+expect_in "$ERR" "needs a seed"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --num-partitions 0
+expect_in "$ERR" "--num-partitions needs a whole number >= 1"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --input x.npy
+expect_in "$ERR" "--input needs INDEX_OR_NAME=FILE.npy"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --reference --reference
+expect_in "$ERR" "given twice"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --stats=yes
+expect_in "$ERR" "takes no value"
+
+# a missing model file: status 2, the file named
+expect_status 2 "$TESSEL" check "$WORK/nope.hlo"
+expect_in "$ERR" "tessel: "
+expect_in "$ERR" "nope.hlo"
+expect_in "$ERR" "error:"
+
+# a syntax error: FILE:LINE:COL: error:, then the line, then a caret under
+# the column
+bad="$WORK/bad.hlo"
+printf 'HloModule bad\n\nENTRY %%main (x: f32[4]) -> f32[4] {\n  %%x = f32[4]{0} parameter(0)\n  ROOT %%y = f32[4]{0} frobnicate(%%x)\n}\n' >"$bad"
+expect_status 2 "$TESSEL" check "$bad"
+head -1 "$ERR" | grep -Eq "^tessel: $bad:5:[0-9]+: error: " || fail "first line is not 'tessel: FILE:LINE:COL: error:'"
+sed -n 2p "$ERR" | grep -qF "ROOT %y = f32[4]{0} frobnicate(%x)" || fail "second line is not the source line"
+sed -n 3p "$ERR" | grep -Eq '^ *\^$' || fail "third line is not a caret"
+col=$(head -1 "$ERR" | sed -E "s|^tessel: $bad:5:([0-9]+): .*|\\1|")
+caret=$(sed -n 3p "$ERR")
+# the caret line is indented like the source line ("  "), caret at column col
+[ "${#caret}" = "$((col + 2))" ] || fail "caret at ${#caret}, expected column $col + 2"
+
+# a verifier error (shape mismatch) is status 2 with a position too
+bad2="$WORK/bad2.hlo"
+printf 'HloModule bad2\n\nENTRY %%main (x: f32[4]) -> f32[5] {\n  %%x = f32[4]{0} parameter(0)\n  ROOT %%y = f32[5]{0} negate(%%x)\n}\n' >"$bad2"
+expect_status 2 "$TESSEL" check "$bad2"
+head -1 "$ERR" | grep -Eq "^tessel: $bad2:5:[0-9]+: error: " || fail "verifier error lacks FILE:LINE:COL"
+
+# run: partitioned execution is not built yet (mlp has num_partitions=2)
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1
+expect_in "$ERR" "partitioned execution is not built yet"
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1 --num-partitions 4
+expect_in "$ERR" "partitioned execution is not built yet"
+# ... and N*R == 1 without --reference is the reference run
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1
+expect_in "$OUT" "output 0: f32[4,10]"
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1 --stats
+expect_in "$ERR" "parse+verify"
+expect_in "$ERR" "execute"
+expect_status 0 "$TESSEL" check "$TESSEL_SRC/examples/softmax.hlo" --stats
+expect_in "$ERR" "parse+verify"
+echo "cli: ok"

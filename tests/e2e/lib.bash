@@ -1,0 +1,85 @@
+# lib.bash: helpers sourced by the end-to-end tests (tests/e2e/*.sh).
+# Not a test itself (ctest runs *.sh only). Expects TESSEL and TESSEL_SRC.
+#
+#   npy_write FILE DTYPE SHAPE VALUES...   write a .npy with python3's struct
+#                                          module (no numpy): DTYPE like <f4,
+#                                          SHAPE like "4,10" or "" (scalar)
+#   npy_dump FILE                          print "DESCR SHAPE v0 v1 ..." (floats %.9g)
+#   expect_status WANT CMD...              run CMD, save stdout/stderr in
+#                                          $OUT/$ERR, fail unless status WANT
+#   expect_in FILE TEXT                    fail unless FILE contains TEXT
+#   fail MSG                               print and exit 1
+
+: "${TESSEL:?TESSEL must name the tessel binary}"
+: "${TESSEL_SRC:?TESSEL_SRC must name the source tree}"
+
+# The system "$PY" starts in a fraction of the time of a pyenv shim.
+if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tessel-e2e.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+OUT="$WORK/stdout"
+ERR="$WORK/stderr"
+
+fail() {
+    echo "FAIL: $*" >&2
+    if [ -f "$OUT" ]; then echo "--- stdout:" >&2; cat "$OUT" >&2; fi
+    if [ -f "$ERR" ]; then echo "--- stderr:" >&2; cat "$ERR" >&2; fi
+    exit 1
+}
+
+expect_status() {
+    local want=$1
+    shift
+    local got=0
+    "$@" >"$OUT" 2>"$ERR" || got=$?
+    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want"
+}
+
+expect_in() {
+    grep -qF -- "$2" "$1" || fail "$1 does not contain: $2"
+}
+
+npy_write() {
+    "$PY" - "$@" <<'PY'
+import struct, sys
+path, descr, shape = sys.argv[1], sys.argv[2], sys.argv[3]
+vals = sys.argv[4:]
+dims = [int(d) for d in shape.split(',') if d != '']
+fmt = {'<f4': 'f', '<f8': 'd', '<f2': 'e', '<i4': 'i', '<i8': 'q', '|i1': 'b', '|u1': 'B',
+       '|b1': '?', '<u4': 'I', '<i2': 'h', '<u2': 'H', '<u8': 'Q'}[descr]
+conv = float if fmt in 'fde' else (lambda s: s in ('1', 'True', 'true')) if fmt == '?' else int
+tup = '()' if not dims else '(%d,)' % dims[0] if len(dims) == 1 else '(' + ', '.join(map(str, dims)) + ')'
+hdr = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, tup)
+pad = (64 - (10 + len(hdr) + 1) % 64) % 64
+hdr = hdr + ' ' * pad + '\n'
+with open(path, 'wb') as f:
+    f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(hdr)) + hdr.encode())
+    f.write(struct.pack('<%d%s' % (len(vals), fmt), *[conv(v) for v in vals]))
+PY
+}
+
+npy_dump() {
+    "$PY" - "$1" <<'PY'
+import ast, struct, sys
+data = open(sys.argv[1], 'rb').read()
+assert data[:6] == b'\x93NUMPY', 'bad magic'
+if data[6] == 1:
+    hl = struct.unpack('<H', data[8:10])[0]; off = 10
+else:
+    hl = struct.unpack('<I', data[8:12])[0]; off = 12
+h = ast.literal_eval(data[off:off + hl].decode())
+assert not h['fortran_order']
+fmt = {'<f4': 'f', '<f8': 'd', '<f2': 'e', '<i4': 'i', '<i8': 'q', '|i1': 'b', '|u1': 'B',
+       '|b1': '?', '<u4': 'I', '<i2': 'h', '<u2': 'H', '<u8': 'Q'}[h['descr']]
+n = 1
+for d in h['shape']:
+    n *= d
+body = data[off + hl:]
+size = struct.calcsize('<' + fmt)
+assert len(body) == n * size, 'data size %d != %d' % (len(body), n * size)
+vals = struct.unpack('<%d%s' % (n, fmt), body)
+out = ['%.9g' % v if fmt in 'fde' else str(int(v)) for v in vals]
+print(h['descr'], ','.join(map(str, h['shape'])), *out)
+PY
+}
