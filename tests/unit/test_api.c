@@ -1,0 +1,133 @@
+/*
+ * test_api.c: the public API (include/tessel.h) used as a library user
+ * would: only tessel.h is included. Loads the while_loop example, runs it
+ * with an input file and with random inputs, and checks the error paths
+ * (a missing file, a syntax error with its position, a missing input).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tessel.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/tessel_test_api_XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_version(void **state)
+{
+    (void)state;
+    assert_string_equal(ts_version(), TS_VERSION);
+}
+
+/* v = [1, 2, 3, 4] as a .npy written byte by byte: a 128-byte v1.0 header
+ * (10 bytes preamble + 118 of dict, spaces and '\n'), then 4 floats. */
+static void write_v(const char *path)
+{
+    const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
+    unsigned char hdr[128];
+    memset(hdr, ' ', sizeof hdr);
+    memcpy(hdr, "\x93NUMPY\x01\x00\x76\x00", 10);
+    memcpy(hdr + 10, dict, strlen(dict));
+    hdr[127] = '\n';
+    float v[4] = {1, 2, 3, 4};
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(hdr, 1, sizeof hdr, f);
+    fwrite(v, sizeof v[0], 4, f);
+    fclose(f);
+}
+
+static void test_load_and_run(void **state)
+{
+    (void)state;
+    TsDiag d = {0};
+    TsModule *m = NULL;
+    assert_int_equal(ts_module_load(TESSEL_SRC_DIR "/examples/while_loop.hlo", &m, &d), TS_OK);
+    assert_string_equal(ts_module_name(m), "while_loop");
+    assert_int_equal(ts_module_num_parameters(m), 1);
+    char v[128], out[128];
+    snprintf(v, sizeof v, "%s/v.npy", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    write_v(v);
+    TsInput in[] = {{"v", v}};
+    TsRunOptions ro = {.ninputs = 1, .inputs = in, .output_dir = out};
+    char *summary = NULL;
+    assert_int_equal(ts_run_reference(m, &ro, &summary, &d), TS_OK);
+    /* five times v: (5, [5, 10, 15, 20]) */
+    assert_string_equal(summary, "output 0: s32[] min 5 max 5 mean 5 first [5]\n"
+                                 "output 1: f32[4] min 5 max 20 mean 12.5 first [5, 10, 15, 20]\n");
+    ts_free(summary);
+    char o1[160];
+    snprintf(o1, sizeof o1, "%s/output_1.npy", out);
+    assert_int_equal(access(o1, R_OK), 0);
+    /* no input and no random: an error naming the parameter */
+    TsRunOptions none = {0};
+    assert_int_equal(ts_run_reference(m, &none, NULL, &d), TS_EINPUT);
+    assert_non_null(strstr(d.msg, "parameter 0 (v: f32[4])"));
+    ts_diag_clear(&d);
+    TsRunOptions rnd = {.random = true, .seed = 7};
+    assert_int_equal(ts_run_reference(m, &rnd, NULL, &d), TS_OK);
+    ts_module_free(m);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    TsDiag d = {0};
+    TsModule *m = (TsModule *)&d; /* must be reset to NULL */
+    char path[128];
+    snprintf(path, sizeof path, "%s/missing.hlo", dir);
+    assert_int_equal(ts_module_load(path, &m, &d), TS_EINPUT);
+    assert_null(m);
+    assert_string_equal(d.file, path);
+    ts_diag_clear(&d);
+    snprintf(path, sizeof path, "%s/bad.hlo", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("HloModule bad\n\nENTRY %main (x: f32[4]) -> f32[4] {\n"
+          "  %x = f32[4]{0} parameter(0)\n  ROOT %y = f32[4]{0} frobnicate(%x)\n}\n", f);
+    fclose(f);
+    assert_int_equal(ts_module_load(path, &m, &d), TS_EINPUT);
+    assert_int_equal(d.line, 5);
+    assert_true(d.col > 0);
+    char *s = ts_diag_format(&d);
+    char want[160];
+    snprintf(want, sizeof want, "tessel: %s:5:", path);
+    assert_memory_equal(s, want, strlen(want));
+    assert_non_null(strstr(s, "frobnicate(%x)\n"));
+    ts_free(s);
+    ts_diag_clear(&d);
+    assert_null(d.msg);
+    ts_module_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_load_and_run),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
