@@ -10,7 +10,8 @@
  *              need XLA's '%')
  *   round trip hand-written HLO modules: parse, print, parse, print; the two
  *              printed texts are identical and the first equals the
- *              expected golden text
+ *              expected golden text; printed literals of every type read
+ *              back to the same bytes
  */
 #include <math.h>
 #include <setjmp.h>
@@ -710,6 +711,202 @@ static void test_topological_print(void **state)
                                     "}\n");
 }
 
+/* ------------------------------------------------------------------ */
+/* round trips through the parser                                      */
+/* ------------------------------------------------------------------ */
+
+/* Hand-written modules in the forms XLA writes (percent names, operand
+ * shapes, header attributes in any order) and the text tessel prints for
+ * them: bare names, operands by name, XLA's attribute order. */
+static const struct {
+    const char *in, *out;
+} trips[] = {
+    {"HloModule m, replica_count=1, num_partitions=8, entry_computation_layout={(f32[8,8]{1,0})->"
+     "f32[8,8]{1,0}}, input_output_alias={ {}: (0, {}, may-alias) }, is_scheduled=true\n"
+     "\n"
+     "ENTRY %main (p: f32[8,8]) -> f32[8,8] {\n"
+     "  %p = f32[8,8]{1,0} parameter(0), sharding={devices=[2,4]<=[8]}\n"
+     "  %a = f32[8,8]{1,0} copy(f32[8,8]{1,0} %p), sharding={devices=[4,2]<=[2,2,2]T(1,0,2)}\n"
+     "  %b = f32[8,8]{1,0} copy(%a), sharding={devices=[2,2,2]0,1,2,3,4,5,6,7 "
+     "last_tile_dim_replicate}\n"
+     "  %c = f32[8,8]{1,0} copy(%b), sharding={devices=[2,1,2,2]<=[8] last_tile_dims={manual, "
+     "replicated}}\n"
+     "  %d = f32[8,8]{1,0} copy(%c), sharding={maximal device=3}\n"
+     "  %e = f32[8,8]{1,0} copy(%d), sharding={manual}\n"
+     "  %t = (f32[8,8]{1,0}, f32[8,8]{1,0}) tuple(%d, %e), sharding={{replicated}, "
+     "{devices=[8,1]<=[8]}}\n"
+     "  ROOT %f = f32[8,8]{1,0} copy(%e), sharding={replicated}, metadata={op_type=\"Copy\" "
+     "op_name=\"f\"}\n"
+     "}\n",
+     "HloModule m, is_scheduled=true, input_output_alias={ {}: (0, {}) }, "
+     "entry_computation_layout={(f32[8,8]{1,0})->f32[8,8]{1,0}}, replica_count=1, "
+     "num_partitions=8\n"
+     "\n"
+     "ENTRY main (p: f32[8,8]) -> f32[8,8] {\n"
+     "  p = f32[8,8]{1,0} parameter(0), sharding={devices=[2,4]<=[8]}\n"
+     "  a = f32[8,8]{1,0} copy(p), sharding={devices=[4,2]<=[2,2,2]T(1,0,2)}\n"
+     "  b = f32[8,8]{1,0} copy(a), sharding={devices=[2,2,2]0,1,2,3,4,5,6,7 "
+     "last_tile_dim_replicate}\n"
+     "  c = f32[8,8]{1,0} copy(b), sharding={devices=[2,1,2,2]<=[8] last_tile_dims={manual, "
+     "replicated}}\n"
+     "  d = f32[8,8]{1,0} copy(c), sharding={maximal device=3}\n"
+     "  e = f32[8,8]{1,0} copy(d), sharding={manual}\n"
+     "  t = (f32[8,8]{1,0}, f32[8,8]{1,0}) tuple(d, e), sharding={{replicated}, "
+     "{devices=[8,1]<=[8]}}\n"
+     "  ROOT f = f32[8,8]{1,0} copy(e), sharding={replicated}, metadata={op_type=\"Copy\" "
+     "op_name=\"f\"}\n"
+     "}\n"},
+    {"HloModule attrs\n"
+     "%add (a: f32[], b: f32[]) -> f32[] {\n"
+     "  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+     "  ROOT %s = f32[] add(f32[] %a, f32[] %b)\n}\n"
+     "%gt (a: f32[], b: f32[]) -> pred[] {\n"
+     "  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+     "  ROOT %c = pred[] compare(%a, %b), direction=GT, type=TOTALORDER\n}\n"
+     "ENTRY %e {\n"
+     "  %x = f32[4,6] parameter(0)\n  %i = s32[3,1] parameter(1)\n  %u = f32[3,6] parameter(2)\n"
+     "  %k = f32[1,5,5,2] parameter(3)\n  %w = f32[3,3,2,4] parameter(4)\n"
+     "  %z = f32[] constant(0)\n"
+     "  %lit = f32[2,2] constant({ { 1.5, -inf }, { nan, 1e-3 } })\n"
+     "  %sl = f32[2,3] slice(%x), slice={[0:4:2], [0:6:2]}\n"
+     "  %pd = f32[9,6] pad(%x, %z), padding=1_1_1x0_0_0\n"
+     "  %rw = f32[2,2] reduce-window(%x, %z), window={size=2x3 stride=2x3}, to_apply=%add\n"
+     "  %cv = f32[1,5,5,4] convolution(%k, %w), window={size=3x3 pad=1_1x1_1}, "
+     "dim_labels=b01f_01io->b01f, operand_precision={HIGH,DEFAULT}\n"
+     "  %g = f32[3,6] gather(%x, %i), offset_dims={1}, collapsed_slice_dims={0}, "
+     "start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}, indices_are_sorted=true\n"
+     "  %sc = f32[4,6] scatter(%x, %i, %u), update_window_dims={1}, inserted_window_dims={0}, "
+     "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add\n"
+     "  %so = f32[4,6] sort(%x), dimensions={1}, is_stable=true, to_apply=%gt\n"
+     "  %ar = f32[4,6] all-reduce(%x), channel_id=1, replica_groups=[2,2]<=[4], "
+     "use_global_device_ids=true, to_apply=%add\n"
+     "  %cc = f32[4,6] custom-call(%x), custom_call_target=\"foo\\\"bar\", "
+     "backend_config={\"a\": [1, 2]}, frontend_attributes={b=\"2\",a=\"1\"}\n"
+     "  ROOT %t = (f32[2,3], f32[9,6], f32[2,2]) tuple(%sl, %pd, %rw), "
+     "control-predecessors={%cv, %g, %sc, %so, %ar, %cc, %lit}\n"
+     "}\n",
+     "HloModule attrs\n"
+     "\n"
+     "add (a: f32[], b: f32[]) -> f32[] {\n"
+     "  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+     "\n"
+     "gt (a: f32[], b: f32[]) -> pred[] {\n"
+     "  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+     "  ROOT c = pred[] compare(a, b), direction=GT, type=TOTALORDER\n}\n"
+     "\n"
+     "ENTRY e {\n"
+     "  x = f32[4,6] parameter(0)\n  i = s32[3,1] parameter(1)\n  u = f32[3,6] parameter(2)\n"
+     "  k = f32[1,5,5,2] parameter(3)\n  w = f32[3,3,2,4] parameter(4)\n"
+     "  z = f32[] constant(0)\n"
+     "  lit = f32[2,2] constant({ {1.5, -inf}, {nan, 0.00100000005} })\n"
+     "  sl = f32[2,3] slice(x), slice={[0:4:2], [0:6:2]}\n"
+     "  pd = f32[9,6] pad(x, z), padding=1_1_1x0_0_0\n"
+     "  rw = f32[2,2] reduce-window(x, z), window={size=2x3 stride=2x3}, to_apply=add\n"
+     "  cv = f32[1,5,5,4] convolution(k, w), window={size=3x3 pad=1_1x1_1}, "
+     "dim_labels=b01f_01io->b01f, operand_precision={HIGH,DEFAULT}\n"
+     "  g = f32[3,6] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, "
+     "start_index_map={0}, index_vector_dim=1, slice_sizes={1,6}, indices_are_sorted=true\n"
+     "  sc = f32[4,6] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0}, "
+     "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+     "  so = f32[4,6] sort(x), dimensions={1}, is_stable=true, to_apply=gt\n"
+     "  ar = f32[4,6] all-reduce(x), channel_id=1, replica_groups=[2,2]<=[4], "
+     "use_global_device_ids=true, to_apply=add\n"
+     "  cc = f32[4,6] custom-call(x), custom_call_target=\"foo\\\"bar\", "
+     "frontend_attributes={a=\"1\",b=\"2\"}, backend_config={\"a\": [1, 2]}\n"
+     "  ROOT t = (f32[2,3], f32[9,6], f32[2,2]) tuple(sl, pd, rw), "
+     "control-predecessors={cv, g, sc, so, ar, cc, lit}\n"
+     "}\n"},
+    /* control flow: a callee defined after its caller prints first; the
+     * pred conditional prints in the true/false form */
+    {"HloModule cf\n"
+     "ENTRY e {\n"
+     "  p = pred[] parameter(0)\n  x = f32[2] parameter(1)\n  i = s32[] parameter(2)\n"
+     "  c = f32[2] conditional(p, x, x), true_computation=neg, false_computation=neg\n"
+     "  k = f32[2] conditional(i, x, c), branch_computations={neg, neg}\n"
+     "  t = (s32[], f32[2]) tuple(i, k)\n"
+     "  ROOT w = (s32[], f32[2]) while(t), condition=cond, body=body\n"
+     "}\n"
+     "neg {\n  a = f32[2] parameter(0)\n  ROOT n = f32[2] negate(a)\n}\n"
+     "cond {\n  s = (s32[], f32[2]) parameter(0)\n  ROOT f = pred[] constant(false)\n}\n"
+     "body {\n  s = (s32[], f32[2]) parameter(0)\n  ROOT c = (s32[], f32[2]) copy(s)\n}\n",
+     "HloModule cf\n"
+     "\n"
+     "neg {\n  a = f32[2] parameter(0)\n  ROOT n = f32[2] negate(a)\n}\n"
+     "\n"
+     "cond {\n  s = (s32[], f32[2]) parameter(0)\n  ROOT f = pred[] constant(false)\n}\n"
+     "\n"
+     "body {\n  s = (s32[], f32[2]) parameter(0)\n  ROOT c = (s32[], f32[2]) copy(s)\n}\n"
+     "\n"
+     "ENTRY e {\n"
+     "  p = pred[] parameter(0)\n  x = f32[2] parameter(1)\n  i = s32[] parameter(2)\n"
+     "  c = f32[2] conditional(p, x, x), true_computation=neg, false_computation=neg\n"
+     "  k = f32[2] conditional(i, x, c), branch_computations={neg, neg}\n"
+     "  t = (s32[], f32[2]) tuple(i, k)\n"
+     "  ROOT w = (s32[], f32[2]) while(t), condition=cond, body=body\n"
+     "}\n"},
+};
+
+static char *print_text(const char *in)
+{
+    IrParseOptions o = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    if (ir_parse("t.hlo", in, strlen(in), &o, &m, &d) != IR_OK)
+        fail_msg("does not parse: %s at %d:%d\n%s", d.msg, (int)d.pos.line, (int)d.pos.col, in);
+    char *s = ir_print_module(m);
+    ir_module_free(m);
+    return s;
+}
+
+static void test_round_trips(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof trips / sizeof *trips; i++) {
+        char *once = print_text(trips[i].in);
+        char *twice = print_text(once);
+        if (strcmp(once, trips[i].out) != 0)
+            fail_msg("module %zu printed\n%s\nexpected\n%s", i, once, trips[i].out);
+        if (strcmp(once, twice) != 0)
+            fail_msg("module %zu: printing the printed text changed it:\n%s\n----\n%s", i, once,
+                     twice);
+        ts_free(once);
+        ts_free(twice);
+    }
+}
+
+/* The literal printer's output reads back to the same bytes for every
+ * element type, special values included. */
+static void test_literal_round_trip(void **state)
+{
+    (void)state;
+    static const char *const shapes[] = {"f32[8]", "f64[4]", "f16[7]", "bf16[6]", "c64[2]",
+                                         "s64[2]", "u64[1]", "pred[3]", "s8[2]"};
+    const float f32[8] = {1.0f, 0.1f, -2.5f, INFINITY, -INFINITY, 3.0f, 1.40129846e-45f,
+                          3.40282347e+38f};
+    const double f64[4] = {0.1, 1e300, -0.0, 4.9406564584124654e-324};
+    const uint16_t f16[7] = {0x3c00, 0x3555, 0x0001, 0x7bff, 0x7c00, 0xfc00, 0x8000};
+    const uint16_t bf16[6] = {0x3f80, 0x4049, 0x0001, 0xc2f7, 0xff80, 0x0080};
+    const float c64[4] = {1.0f, -2.0f, 0.5f, 1e-30f};
+    const int64_t s64[2] = {INT64_MIN, INT64_MAX};
+    const uint64_t u64[1] = {UINT64_MAX};
+    const uint8_t pr[3] = {1, 0, 1};
+    const int8_t s8[2] = {-128, 127};
+    const void *data[] = {f32, f64, f16, bf16, c64, s64, u64, pr, s8};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        IrShape s = S(shapes[i]);
+        char *text = ir_literal_str(&s, data[i]);
+        uint8_t *back = NULL;
+        int64_t n = 0;
+        IrDiag d = {0};
+        if (ir_literal_parse(M->arena, &s, text, strlen(text), &back, &n, &d) != IR_OK)
+            fail_msg("%s %s does not parse back: %s", shapes[i], text, d.msg);
+        assert_int_equal(n, ir_shape_bytes(&s));
+        if (memcmp(back, data[i], (size_t)n) != 0)
+            fail_msg("%s %s reads back to other bytes", shapes[i], text);
+        ts_free(text);
+    }
+}
+
 static void test_print_oom(void **state)
 {
     (void)state;
@@ -744,6 +941,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_misc_lines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_module_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_topological_print, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_trips, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_literal_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_print_oom, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
