@@ -329,6 +329,7 @@ typedef struct Parser {
     SpanVec spans;       /* scratch: computation lists of one attribute */
     KvVec kvs;           /* scratch: key/value lists */
     int64_t num_devices; /* num_partitions * replica_count from the header; 0 unknown */
+    bool no_layout;      /* shapes here take no layout (a literal follows) */
     struct Deferred *defer;   /* instructions written without a shape */
     size_t ndefer, capdefer;
     struct SigCheck *sigs;    /* computation signatures, checked at the end */
@@ -468,11 +469,11 @@ static bool parse_tuple_shape(Parser *P, IrShape *out)
     bool ok = true;
     if (!lx_is(L, LX_RPAREN)) {
         do {
+            if (n >= L->lim.max_tuple) {
+                ok = lx_fail(L, L->tok.pos, "tuple wider than %d elements", (int)L->lim.max_tuple);
+                break;
+            }
             if (n == cap) {
-                if (n >= L->lim.max_tuple) {
-                    ok = lx_fail(L, L->tok.pos, "tuple wider than %d elements", (int)L->lim.max_tuple);
-                    break;
-                }
                 cap = cap ? cap * 2 : 8;
                 IrShape *ne = ts_realloc(elems, (size_t)cap * sizeof *ne);
                 if (!ne) {
@@ -608,7 +609,7 @@ static bool parse_shape(Parser *P, IrShape *out)
         out->dims = l.v;
     }
     vec_free(&dims);
-    if (ok && lx_is(L, LX_LBRACE)) {
+    if (ok && lx_is(L, LX_LBRACE) && !P->no_layout) {
         LxKind next = lx_peek(L).kind;
         if (next == LX_INT || next == LX_COLON || next == LX_RBRACE)
             ok = parse_layout(P, out);
@@ -821,8 +822,9 @@ static bool parse_window(Parser *P, IrWindow *w)
 /* One side of dim_labels: letters `a` and `b` name the two non-spatial
  * dims, digits name spatial dims in order, '?' is skipped.
  * Example "b01f": a(b)=0, spatial {1, 2}, b(f)=3. */
-static bool parse_label_side(Parser *P, IrPos pos, const char *s, size_t n, char ca, char cb,
-                             int64_t *a, int64_t *b, int64_t **spatial, int32_t *nspatial)
+static bool parse_label_side(Parser *P, IrPos pos, const char *all, size_t alln, const char *side,
+                             const char *s, size_t n, char ca, char cb, int64_t *a, int64_t *b,
+                             int64_t **spatial, int32_t *nspatial)
 {
     Lexer *L = &P->L;
     int32_t ns = 0;
@@ -840,7 +842,7 @@ static bool parse_label_side(Parser *P, IrPos pos, const char *s, size_t n, char
         if (c == '?')
             continue;
         if ((c == ca && has_a) || (c == cb && has_b))
-            return lx_fail(L, pos, "dim_labels '%.*s' names '%c' twice", (int)n, s, c);
+            return lx_fail(L, pos, "dim_labels '%.*s' names '%c' twice in the %s", (int)alln, all, c, side);
         if (c == ca) {
             *a = (int64_t)i;
             has_a = true;
@@ -849,15 +851,16 @@ static bool parse_label_side(Parser *P, IrPos pos, const char *s, size_t n, char
             has_b = true;
         } else if (c >= '0' && c - '0' < ns) {
             if (sp[c - '0'] >= 0)
-                return lx_fail(L, pos, "dim_labels '%.*s' names '%c' twice", (int)n, s, c);
+                return lx_fail(L, pos, "dim_labels '%.*s' names '%c' twice in the %s", (int)alln, all, c, side);
             sp[c - '0'] = (int64_t)i;
         } else {
-            return lx_fail(L, pos, "dim_labels '%.*s': expected [0-%d%c%c?], found '%c'", (int)n, s,
-                           ns - 1, ca, cb, c);
+            return lx_fail(L, pos, "dim_labels '%.*s': '%c' is not a label of the %s (%c, %c, 0-%d, ?)", (int)alln,
+                           all, c, side, ca, cb, ns - 1);
         }
     }
     if (!has_a || !has_b)
-        return lx_fail(L, pos, "dim_labels '%.*s' must name both '%c' and '%c'", (int)n, s, ca, cb);
+        return lx_fail(L, pos, "dim_labels '%.*s': the %s must name both '%c' and '%c'", (int)alln, all, side, ca,
+                       cb);
     *spatial = sp;
     *nspatial = ns;
     return true;
@@ -882,11 +885,12 @@ static bool parse_dim_labels(Parser *P, IrConvDnums *c)
     if (us == n || ar == n || ar < us)
         return lx_fail(L, pos, "malformed dim_labels '%.*s': expected lhs_rhs->out", (int)n, t);
     int32_t n1, n2, n3;
-    if (!parse_label_side(P, pos, t, us, 'b', 'f', &c->in_batch, &c->in_feature, &c->in_spatial, &n1) ||
-        !parse_label_side(P, pos, t + us + 1, ar - us - 1, 'i', 'o', &c->k_in_feature, &c->k_out_feature,
-                          &c->k_spatial, &n2) ||
-        !parse_label_side(P, pos, t + ar + 2, n - ar - 2, 'b', 'f', &c->out_batch, &c->out_feature,
-                          &c->out_spatial, &n3))
+    if (!parse_label_side(P, pos, t, n, "input", t, us, 'b', 'f', &c->in_batch, &c->in_feature, &c->in_spatial,
+                          &n1) ||
+        !parse_label_side(P, pos, t, n, "kernel", t + us + 1, ar - us - 1, 'i', 'o', &c->k_in_feature,
+                          &c->k_out_feature, &c->k_spatial, &n2) ||
+        !parse_label_side(P, pos, t, n, "output", t + ar + 2, n - ar - 2, 'b', 'f', &c->out_batch,
+                          &c->out_feature, &c->out_spatial, &n3))
         return false;
     if (n1 != n2 || n1 != n3)
         return lx_fail(L, pos, "dim_labels '%.*s': input, kernel and output have %d, %d, %d spatial dimensions",
@@ -1161,11 +1165,11 @@ static bool parse_shape_list(Parser *P, IrAttrs *a)
     bool ok = lx_expect(L, LX_LBRACE, "'{' to start the shape list");
     if (ok && !lx_is(L, LX_RBRACE)) {
         do {
+            if (n >= L->lim.max_tuple) {
+                ok = lx_fail(L, L->tok.pos, "more than %d shapes", (int)L->lim.max_tuple);
+                break;
+            }
             if (n == cap) {
-                if (n >= L->lim.max_tuple) {
-                    ok = lx_fail(L, L->tok.pos, "more than %d shapes", (int)L->lim.max_tuple);
-                    break;
-                }
                 cap = cap ? cap * 2 : 8;
                 IrShape *nv = ts_realloc(v, (size_t)cap * sizeof *nv);
                 if (!nv) {
@@ -1596,7 +1600,8 @@ static bool parse_parameter(Parser *P, InstrCtx *x, IrComputation *c)
 }
 
 /* constant(literal); an old-style shape prefix `constant(f32[2] {1, 2})` is
- * accepted when it matches the instruction's shape. */
+ * accepted when it matches the instruction's shape (the prefix takes no
+ * layout: a brace after it starts the literal). */
 static bool parse_constant(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
@@ -1606,7 +1611,10 @@ static bool parse_constant(Parser *P, InstrCtx *x)
         lx_peek(L).kind == LX_LSQUARE) {
         IrPos pos = L->tok.pos;
         IrShape s;
-        if (!parse_shape(P, &s))
+        P->no_layout = true; /* `f32[2] {1, 2}`: the brace starts the literal */
+        bool ok = parse_shape(P, &s);
+        P->no_layout = false;
+        if (!ok)
             return false;
         if (!ir_shape_equal(&s, &x->ins.shape))
             return lx_fail(L, pos, "the literal's shape differs from the instruction's shape");

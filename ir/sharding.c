@@ -789,12 +789,12 @@ bool ir_shd_parse_lx(Lexer *L, IrSharding *out)
     bool ok = true;
     if (!lx_is(L, LX_RBRACE)) {
         do {
+            if (n >= L->lim.max_tuple) {
+                ok = lx_fail(L, L->tok.pos, "tuple sharding has more than %d elements",
+                             (int)L->lim.max_tuple);
+                break;
+            }
             if (n == cap) {
-                if (n >= L->lim.max_tuple) {
-                    ok = lx_fail(L, L->tok.pos, "tuple sharding has more than %d elements",
-                                 (int)L->lim.max_tuple);
-                    break;
-                }
                 cap = cap ? cap * 2 : 8;
                 IrSharding *ne = ts_realloc(elems, (size_t)cap * sizeof *ne);
                 if (!ne) {
