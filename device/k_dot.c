@@ -435,6 +435,12 @@ static const uint8_t *data_of(const DevValue *v)
     return v->data ? v->data : empty_data;
 }
 
+/* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
+static bool same_dims(const int64_t *a, const int64_t *b, int32_t rank)
+{
+    return rank == 0 || memcmp(a, b, (size_t)rank * sizeof *a) == 0;
+}
+
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -514,7 +520,7 @@ static IrStatus dot_plan(const DevKernelArgs *k, DotPlan *p)
         want[r++] = ls->dims[p->lfree[i]];
     for (int32_t i = 0; i < p->nrf; i++)
         want[r++] = rs->dims[p->rfree[i]];
-    if (os->type == IR_TUPLE || os->rank != r || memcmp(os->dims, want, (size_t)r * sizeof *want))
+    if (os->type == IR_TUPLE || os->rank != r || !same_dims(os->dims, want, r))
         return dev_kernel_error(k, IR_EINPUT, "dot: result shape does not match the operands");
     p->b = dims_product(ls, dn->lhs_batch.v, p->nb);
     p->m = dims_product(ls, p->lfree, p->nlf);
@@ -896,7 +902,8 @@ static bool canon_view(View *v, const IrShape *s, int64_t d0, int64_t d1, int32_
     int64_t order[IR_MAX_RANK];
     order[0] = d0;
     order[1] = d1;
-    memcpy(order + 2, sp, (size_t)ns * sizeof *order);
+    if (ns > 0)
+        memcpy(order + 2, sp, (size_t)ns * sizeof *order);
     view_of(v, s, ns + 2, order);
     bool ident = true;
     for (int32_t i = 0; i < ns + 2; i++)
