@@ -257,6 +257,7 @@ static void test_metadata_and_groups(void **state)
     assert_false(ir_sharding_equal(&x, &y));
     ir_arena_free(b);
     y = parse_ok(&b, "{replicated shard_as 1}");
+    ir_arena_free(a);
     x = parse_ok(&a, "{replicated}");
     assert_false(ir_sharding_equal(&x, &y));
     ir_arena_free(b);
