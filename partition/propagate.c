@@ -44,7 +44,17 @@
  *   - tuple shardings are flat lists of leaf shardings (XLA's form, the one
  *     shd_leaf reads); a non-tuple annotation on a tuple-shaped instruction
  *     is expanded to one element per leaf (same meaning);
- *   - `{unknown}` annotations are not annotations: propagation fills them.
+ *   - `{unknown}` annotations are not annotations: propagation fills them;
+ *     shard_as and shard_like groups are both read as "one sharding for the
+ *     group" and the group marker is not kept on the shardings produced;
+ *   - a `Sharding` custom-call is an annotation on itself and passes its
+ *     sharding to its operand and users like a copy (its unspecified_dims,
+ *     XLA's partial annotations, are not read);
+ *   - a dot or convolution operand takes the result's batch and free tiles
+ *     with its contracting dims untiled; the other operand's contracting
+ *     tiles are not copied across (XLA does, at higher aggressiveness);
+ *   - reverse keeps the sharding as it is (XLA also reverses the device
+ *     order along reversed dims; tessel's partitioner reshards instead).
  */
 #include "partition.h"
 
@@ -939,11 +949,15 @@ static IrStatus links(Prop *p, int32_t g)
 /* Compatible merge of two tiled shardings: the sharding tiled on the dims
  * of both, when each device's tile in it agrees with its tile in x and in y.
  * Example on 4 devices: x = {devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
- * (dim 0: {0,1} | {2,3}), y = {devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}
- * (dim 1: {0,1} | {2,3}) give {devices=[2,2]0,2,1,3}... the device at tile
- * (i,j) is the one in x's tile i and y's tile j. NULL when not compatible
- * (a dim tiled differently, device sets that differ, a manual subgroup) or
- * on OOM (*oom set). Device order within a merged tile follows x. */
+ * (dim 0 tiles: {0,1} | {2,3}), y = {devices=[1,2,2]0,2,1,3
+ * last_tile_dim_replicate} (dim 1 tiles: {0,2} | {1,3}): the device at
+ * merged tile (i,j) is the one in x's tile i and in y's tile j, so (0,0)=0,
+ * (0,1)=1, (1,0)=2, (1,1)=3: {devices=[2,2]0,1,2,3}. With y =
+ * {devices=[1,2,2]0,1,2,3 last_tile_dim_replicate} instead (dim 1 tiles
+ * {0,1} | {2,3}, the same groups as x's dim 0) no device set fits and the
+ * merge fails. NULL when not compatible (a dim tiled differently, device
+ * sets that differ, a manual subgroup) or on OOM (*oom set). Device order
+ * within a merged tile follows x. */
 typedef struct DevPos {
     int64_t dev, pos;
 } DevPos;
@@ -1669,6 +1683,10 @@ static IrStatus run(Prop *p)
     return finish(p);
 }
 
+/* See partition.h. Fills every instruction's `sharding` of the reached
+ * computations (module arena) or, on error, changes nothing: the status and
+ * d say why (IR_ENOMEM, IR_EINPUT for contradicting group annotations or a
+ * sharding that does not validate). opt may be NULL (num_partitions). */
 IrStatus shd_propagate(IrModule *m, const ShdPropagateOptions *opt, IrDiag *d)
 {
     if (!m || m->entry < 0 || m->entry >= m->ncomp)
