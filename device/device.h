@@ -19,6 +19,9 @@
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
+ *   devices.c     local devices from hwloc: topology, cpusets, executor
+ *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
+ *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
  *
  * Depends on ir/ and BLAS; never on MPI (collectives reach it through
  * DevCollectives, which the runtime provides).
@@ -179,5 +182,216 @@ IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out);
  * are borrowed; *out is a new reference. */
 IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue **args,
                   DevValue **out);
+
+/* ------------------------------------------------------------------ */
+/* devices.c: local devices from hwloc                                 */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A process (one MPI rank, one host) runs L local devices. A device is a
+ * set of cores (an hwloc cpuset), one executor thread bound to those cores,
+ * and memory on its NUMA node (through its allocator, alloc.c below).
+ *
+ * Placement: the process's cpuset (its binding, e.g. from `mpirun
+ * --bind-to` or `taskset`, within the cpuset the system allows) is divided
+ * into L parts by hwloc_distrib, which never splits a core: on 2 cores,
+ * L=2 gives cpusets {0} {1}; L=1 gives {0-1}; L=3 gives {0} {0} {1} (more
+ * devices than cores: devices share cores, and DevDevices.shared_cores
+ * says so). Each device's NUMA node is the node holding most of its PUs.
+ *
+ * Lifetime: dev_topology_load loads hwloc's topology once per process and
+ * caches it; device sets borrow it. Allocators are cached per (backend,
+ * device ordinal) for the life of the process and outlive device sets,
+ * since buffers they handed out may outlast the devices. dev_shutdown
+ * releases the cache (allocators, then the topology) once no device set
+ * and no buffer is alive, so valgrind sees nothing leaked.
+ *
+ * hwloc: every hwloc call goes through the dev_hw_* layer at the top of
+ * devices.c (the only file that includes hwloc.h), so a test can make the
+ * Nth call fail (dev_hw_fail_after). A failed binding of an executor thread
+ * is a warning (DevDevice.bound false, with the reason), never fatal; a
+ * topology that is not this machine's (HWLOC_SYNTHETIC, HWLOC_XMLFILE) is
+ * described but never bound to.
+ *
+ * BLAS threads (policy): the OpenBLAS we link (pthread build) keeps one
+ * process-global thread count, so it cannot differ per device thread.
+ * dev_devices_create sets it once, before the executor threads start, to
+ * max(1, the fewest cores of any device of the set): L devices each running
+ * a GEMM then use at most L * that many threads, never more than the cores
+ * (when devices share cores each has 1 core, so BLAS runs single-threaded
+ * on the calling executor thread, inside its cpuset). OpenBLAS's helper
+ * threads themselves are not bound to a device's cpuset.
+ *
+ * No MPI here: the runtime builds its devices from these.
+ */
+
+enum { DEV_MAX_LOCAL_DEVICES = 1024 }; /* limit on L per process */
+
+typedef struct DevTopology DevTopology; /* opaque: hwloc's topology, cached */
+
+/* What hwloc sees for this process (`tessel devices` prints it). Strings
+ * are owned by the topology. */
+typedef struct DevTopologyInfo {
+    const char *hwloc_version;  /* e.g. "2.9.0" */
+    const char *cpuset;         /* the process's cpuset, hwloc list syntax ("0-1") */
+    int32_t npackages;          /* packages, cores, PUs and NUMA nodes that */
+    int32_t ncores;             /*   intersect the process's cpuset */
+    int32_t npus;
+    int32_t nnuma;
+    uint64_t memory_bytes;      /* local memory of those NUMA nodes */
+    bool this_system;           /* false: a synthetic or XML topology; nothing is bound */
+    bool cpubind;               /* threads can be bound to CPUs here */
+    bool membind;               /* memory can be allocated bound to a NUMA node here */
+} DevTopologyInfo;
+
+typedef struct DevDeviceImpl DevDeviceImpl; /* executor thread, hwloc sets */
+
+/* One local device. Fields are read-only for users. */
+typedef struct DevDevice {
+    int32_t ordinal;            /* 0 .. L-1 within this process */
+    const char *cpuset;         /* hwloc list syntax, e.g. "0-1" (owned by the set) */
+    int32_t ncores;             /* cores its cpuset touches (PUs when hwloc has no cores) */
+    int32_t npus;               /* PUs in its cpuset */
+    int32_t numa_node;          /* OS index of its NUMA node; -1 when unknown */
+    int32_t numa_index;         /* hwloc's logical index of that node; -1 when unknown */
+    uint64_t memory_bytes;      /* local memory of that node; 0 when unknown */
+    bool shares_cores;          /* another device of the set uses some of its cores */
+    bool bound;                 /* its executor thread is bound to `cpuset` */
+    int bind_errno;             /* !bound: errno of the failed binding; 0 if not tried */
+    const char *bind_note;      /* !bound: why, in words (static); NULL when bound */
+    DevTopology *topo;          /* borrowed */
+    DevDeviceImpl *impl;
+} DevDevice;
+
+/* The L local devices of this process. */
+typedef struct DevDevices {
+    DevTopology *topo;          /* borrowed from dev_topology_load */
+    int32_t n;                  /* L */
+    DevDevice *dev;             /* dev[i].ordinal == i */
+    bool shared_cores;          /* some devices share cores (L > cores) */
+    int blas_threads;           /* OpenBLAS thread count set at creation; 0: left alone */
+} DevDevices;
+
+typedef struct DevDevicesOptions {
+    bool no_bind;               /* leave executor threads unbound (bind_note says so) */
+    bool keep_blas_threads;     /* do not touch OpenBLAS's thread count */
+} DevDevicesOptions;
+
+/* Work run on a device's executor thread. `d` is the job's own diag: the
+ * first error it records reaches the caller of dev_device_wait. */
+typedef IrStatus (*DevJob)(DevDevice *dev, void *arg, IrDiag *d);
+
+/* Failure injection of hwloc calls: the Nth hwloc call that can fail, from
+ * now on, fails (1 = the next one; 0 disables), as ts_fail_alloc_after does
+ * for allocations. Thread-safe. dev_hw_call_count counts the calls that
+ * can fail, so a test knows whether its injected failure was reached. */
+void dev_hw_fail_after(long n);
+long dev_hw_call_count(void);
+
+/* The process's topology, loaded by the first call and cached (thread-safe);
+ * later calls return the same one until dev_shutdown. Borrowed: never free
+ * it. Fails with IR_ERUNTIME (hwloc could not load it) or IR_ENOMEM,
+ * leaving nothing behind. Honours hwloc's environment (HWLOC_SYNTHETIC,
+ * HWLOC_XMLFILE, ...). */
+IrStatus dev_topology_load(DevTopology **out, IrDiag *d);
+/* What the topology holds. Can't fail. */
+const DevTopologyInfo *dev_topology_info(const DevTopology *t);
+
+/* Divide the process's cpuset into L devices (see above), start one executor
+ * thread per device, bind it (unless opt->no_bind) and wait until every
+ * thread has tried; set OpenBLAS's thread count (the policy above) unless
+ * opt->keep_blas_threads. `opt` may be NULL. On success *out is owned by the
+ * caller (dev_devices_free). IR_EINPUT when L is outside 1..
+ * DEV_MAX_LOCAL_DEVICES; IR_ERUNTIME when hwloc or thread creation fails;
+ * IR_ENOMEM. On failure nothing is left behind. */
+IrStatus dev_devices_create(DevTopology *t, int32_t L, const DevDevicesOptions *opt,
+                            DevDevices **out, IrDiag *d);
+/* Stop and join the executor threads (a job still running is waited for;
+ * a result nobody collected is dropped) and free the set. NULL is a no-op.
+ * Allocators of these devices stay cached. */
+void dev_devices_free(DevDevices *set);
+
+/* Queue fn(dev, arg) on the device's executor thread and return at once.
+ * One job at a time per device: IR_EINTERNAL when a job is queued or its
+ * result not yet collected. */
+IrStatus dev_device_submit(DevDevice *dev, DevJob fn, void *arg, IrDiag *d);
+/* Wait for the job submitted last and return its status; its diag moves
+ * into `d` (when `d` holds no error yet; else it is dropped). IR_EINTERNAL
+ * when nothing was submitted. */
+IrStatus dev_device_wait(DevDevice *dev, IrDiag *d);
+/* dev_device_submit then dev_device_wait. */
+IrStatus dev_device_run(DevDevice *dev, DevJob fn, void *arg, IrDiag *d);
+/* Run fn(dev[i], args ? args[i] : NULL) on every device at once and wait
+ * for all; returns the first failure in ordinal order (its diag in d). */
+IrStatus dev_devices_run_all(DevDevices *set, DevJob fn, void **args, IrDiag *d);
+
+/* BLAS threads. dev_blas_threads_for: the policy value for a set,
+ * max(1, fewest cores of a device). dev_blas_set_threads: set OpenBLAS's
+ * (process-global) thread count to max(1, n); a no-op when already n.
+ * dev_blas_threads: the current count. */
+int dev_blas_threads_for(const DevDevices *set);
+void dev_blas_set_threads(int n);
+int dev_blas_threads(void);
+
+/* The hwloc layer's memory calls, for alloc.c. dev_hw_alloc_bound:
+ * `len` bytes (page aligned) bound strictly to NUMA node `numa_index`
+ * (logical); NULL with errno set (ENOMEM, or why binding is impossible:
+ * ENOSYS, EXDEV, ...). dev_hw_free_bound frees what it returned. */
+void *dev_hw_alloc_bound(DevTopology *t, int32_t numa_index, size_t len);
+void dev_hw_free_bound(DevTopology *t, void *p, size_t len);
+
+/* Release the process cache: every allocator, then the topology. Refuses
+ * (IR_EINTERNAL, nothing freed) while a device set or an allocated buffer
+ * is alive. Afterwards dev_topology_load loads afresh. */
+IrStatus dev_shutdown(IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* alloc.c: allocators cached per (backend, device ordinal)            */
+/* ------------------------------------------------------------------ */
+
+/*
+ * An allocator hands out a device's buffers: on its NUMA node when the
+ * allocator was obtained for a device and hwloc can bind memory (else, or
+ * when binding fails, plain ts_malloc memory, and its stats say why).
+ * Allocators are created on demand, cached per (backend name, ordinal) for
+ * the life of the process (dev_shutdown frees them) and thread-safe.
+ * Every allocation counts against ts_fail_alloc_after (bound ones too),
+ * and bound ones against dev_hw_fail_after as well. Buffers are 64-byte
+ * aligned.
+ */
+
+typedef struct DevAllocator DevAllocator;
+
+typedef struct DevAllocStats {
+    int64_t nallocs;            /* successful allocations */
+    int64_t nfailed;            /* refused (out of memory, injected) */
+    int64_t nbound;             /* of nallocs, NUMA-bound */
+    int64_t nlive;              /* buffers not yet freed */
+    int64_t live_bytes;         /* their requested bytes */
+    int64_t peak_bytes;         /* most live_bytes ever */
+    int32_t numa_node;          /* OS index of the node it binds to; -1 none */
+    bool membind;               /* new allocations are bound to numa_node */
+    int membind_errno;          /* binding was wanted but fell back: why (errno); else 0 */
+} DevAllocStats;
+
+/* The allocator of (backend, ordinal), created on first use (unbound). The
+ * pointer stays valid until dev_shutdown. IR_EINPUT for a NULL/empty backend
+ * or a negative ordinal; IR_ENOMEM. */
+IrStatus dev_allocator_get(const char *backend, int32_t ordinal, DevAllocator **out,
+                           IrDiag *d);
+/* The allocator of (backend, dev->ordinal), created on first use; it binds
+ * new allocations to dev's NUMA node (re-pointed there if it was created
+ * for another node or unbound). Fails as dev_allocator_get. */
+IrStatus dev_device_allocator(const DevDevice *dev, const char *backend, DevAllocator **out,
+                              IrDiag *d);
+/* `n` bytes, 64-byte aligned, uninitialised; dev_alloc(a, 0) is a unique
+ * pointer. NULL when memory is refused or n is too large. */
+void *dev_alloc(DevAllocator *a, size_t n);
+/* Free a buffer from dev_alloc (whichever allocator); NULL is a no-op. */
+void dev_alloc_free(void *p);
+void dev_allocator_stats(DevAllocator *a, DevAllocStats *out);
+/* For dev_shutdown: free every cached allocator. IR_EINTERNAL (nothing
+ * freed) when one still has live buffers. */
+IrStatus dev_allocators_release(IrDiag *d);
 
 #endif /* TESSEL_DEVICE_H */
