@@ -247,6 +247,7 @@ void lx_init(Lexer *L, const char *file, const char *text, size_t len, const cha
     L->arena = arena;
     L->d = d;
     L->lim = lim ? *lim : ir_default_limits();
+    L->iota_left = LX_IOTA_BUDGET;
     lx_next(L);
 }
 

@@ -60,7 +60,13 @@ typedef struct Lexer {
     IrStatus st;         /* IR_OK until the first error */
     IrLimits lim;
     int32_t depth;       /* current nesting (tuples, literals), checked against lim.max_depth */
+    int64_t iota_left;   /* device entries iota forms may still expand to (all of one parse) */
 } Lexer;
+
+/* Iota device lists (`<=[8]`) are short text for many entries: one parse
+ * may expand at most this many in all, so small hostile inputs cannot ask
+ * for gigabytes. */
+#define LX_IOTA_BUDGET ((int64_t)1 << 26)
 
 /* A growable heap vector of int64 (ts_realloc), for lists of unknown length. */
 typedef struct I64Vec {

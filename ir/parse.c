@@ -330,6 +330,8 @@ typedef struct Parser {
     KvVec kvs;           /* scratch: key/value lists */
     int64_t num_devices; /* num_partitions * replica_count from the header; 0 unknown */
     bool no_layout;      /* shapes here take no layout (a literal follows) */
+    struct ParamUse *params; /* parameter(N) of the current computation */
+    size_t nparams, capparams;
     struct Deferred *defer;   /* instructions written without a shape */
     size_t ndefer, capdefer;
     struct SigCheck *sigs;    /* computation signatures, checked at the end */
@@ -342,6 +344,15 @@ typedef struct Deferred {
     int32_t comp, instr;
     IrPos sharding_pos;  /* where its sharding= was, line 0 if none */
 } Deferred;
+
+/* A parameter(N) seen in the current computation: the table c->param is
+ * built once the computation is read (numbers must be 0..n-1, as XLA's
+ * HloComputation requires), so a large N cannot make a large table. */
+typedef struct ParamUse {
+    int32_t instr;
+    int64_t number;
+    IrPos pos;
+} ParamUse;
 
 /* A computation's written result shape, checked against its root. */
 typedef struct SigCheck {
@@ -1580,8 +1591,10 @@ static bool parse_operands(Parser *P, InstrCtx *x)
     return true;
 }
 
-/* parameter(N) */
-static bool parse_parameter(Parser *P, InstrCtx *x, IrComputation *c)
+/* parameter(N): recorded in P->params; the instruction is added with
+ * parameter_number -1 (so ir_add_instr builds no table) and numbered when
+ * the computation ends (finish_params). */
+static bool parse_parameter(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
     if (!lx_expect(L, LX_LPAREN, "'(' before the parameter number"))
@@ -1590,12 +1603,47 @@ static bool parse_parameter(Parser *P, InstrCtx *x, IrComputation *c)
     int64_t n;
     if (!lx_int(L, &n, "parameter number") || !lx_expect(L, LX_RPAREN, "')' after the parameter number"))
         return false;
-    if (n < 0 || n >= (1 << 24))
-        return lx_fail(L, pos, "parameter number %lld is out of range [0, %d)", (long long)n, 1 << 24);
-    if (n < c->nparam && c->param[n] >= 0)
-        return lx_fail(L, pos, "parameter number %lld is already used by '%s'", (long long)n,
-                       c->instr[c->param[n]].name);
-    x->ins.a.parameter_number = n;
+    if (n < 0)
+        return lx_fail(L, pos, "parameter number %lld is negative", (long long)n);
+    if (P->nparams == P->capparams) {
+        size_t cap = P->capparams ? P->capparams * 2 : 16;
+        ParamUse *nv = ts_realloc(P->params, cap * sizeof *nv);
+        if (!nv)
+            return lx_nomem(L);
+        P->params = nv;
+        P->capparams = cap;
+    }
+    P->params[P->nparams++] = (ParamUse){x->index, n, pos};
+    x->ins.a.parameter_number = -1;
+    return true;
+}
+
+/* Number the parameters of c: each of 0..n-1 exactly once. */
+static bool finish_params(Parser *P, IrComputation *c)
+{
+    Lexer *L = &P->L;
+    size_t n = P->nparams;
+    P->nparams = 0;
+    if (n == 0)
+        return true;
+    int32_t *param = ir_alloc_array(P->m->arena, n, sizeof(int32_t));
+    if (!param)
+        return lx_nomem(L);
+    for (size_t i = 0; i < n; i++)
+        param[i] = -1;
+    for (size_t i = 0; i < n; i++) {
+        ParamUse *u = &P->params[i];
+        if (u->number >= (int64_t)n)
+            return lx_fail(L, u->pos, "parameter number %lld is out of range: computation '%s' has %zu parameters",
+                           (long long)u->number, c->name, n);
+        if (param[u->number] >= 0)
+            return lx_fail(L, u->pos, "parameter number %lld is already used by '%s'", (long long)u->number,
+                           c->instr[param[u->number]].name);
+        param[u->number] = u->instr;
+        c->instr[u->instr].a.parameter_number = u->number;
+    }
+    c->param = param;
+    c->nparam = (int32_t)n;
     return true;
 }
 
@@ -1672,7 +1720,7 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
     }
     if (ok) {
         if (ins->op == OP_PARAMETER)
-            ok = parse_parameter(P, x, c);
+            ok = parse_parameter(P, x);
         else if (ins->op == OP_CONSTANT)
             ok = parse_constant(P, x);
         else
@@ -2022,6 +2070,7 @@ static bool parse_computation(Parser *P)
     ok = ok && lx_expect(L, LX_LBRACE, msg);
     map_free(&P->instrs);
     P->local.n = 0;
+    P->nparams = 0;
     bool saw_root = false;
     while (ok && !lx_is(L, LX_RBRACE)) {
         if (lx_is(L, LX_EOF)) {
@@ -2033,7 +2082,7 @@ static bool parse_computation(Parser *P)
     ok = ok && lx_expect(L, LX_RBRACE, "'}'");
     if (ok && c->ninstr == 0)
         ok = lx_fail(L, name.pos, "computation '%s' has no instructions", c->name);
-    ok = ok && resolve_local(P, c);
+    ok = ok && finish_params(P, c) && resolve_local(P, c);
     if (ok && c->root < 0)
         c->root = c->ninstr - 1;
     if (ok && c->has_signature)
@@ -2312,6 +2361,7 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     ts_free(P->kvs.v);
     ts_free(P->defer);
     ts_free(P->sigs);
+    ts_free(P->params);
     ts_free(P);
     if (st == IR_OK && verify)
         st = ir_verify(m, &lim, d);

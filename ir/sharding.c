@@ -648,7 +648,13 @@ bool lx_iota_devices(Lexer *L, IrPos pos, const I64Vec *iota, const I64Vec *perm
     if (in != n)
         return lx_fail(L, pos, "iota size %lld does not match the tile assignment size %lld",
                        (long long)in, (long long)n);
+    if (n > L->iota_left)
+        return lx_fail(L, pos, "iota device lists expand to more than %lld entries in all",
+                       (long long)LX_IOTA_BUDGET);
+    L->iota_left -= n;
     int32_t k = iota->n;
+    if (k > L->lim.max_rank)
+        return lx_fail(L, pos, "iota has %d dimensions, more than the limit of %d", (int)k, (int)L->lim.max_rank);
     int32_t *p = NULL;
     if (has_perm) {
         if (perm->n != k)
@@ -686,6 +692,9 @@ static bool build_tiled(Lexer *L, IrPos pos, Single *x, IrSharding *s)
         return lx_fail(L, pos, "sharding needs devices=[...] or one of replicated, maximal, manual");
     if (x->last_tile_dim_replicate && x->has_ltd)
         return lx_fail(L, pos, "both last_tile_dim_replicate and last_tile_dims");
+    if (x->tile.n > L->lim.max_rank + 2)
+        return lx_fail(L, pos, "tile assignment has %d dimensions, more than the limit of %d", (int)x->tile.n,
+                       (int)L->lim.max_rank + 2);
     int64_t n = dims_product(L, &x->tile, pos, "tile assignment");
     if (n < 0)
         return false;

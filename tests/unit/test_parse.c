@@ -841,7 +841,11 @@ static void test_error_table(void **state)
         {"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] call(p), to_apply=nowhere\n}\n",
          "undefined computation 'nowhere'", 4, 37},
         {"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(0)\n}\n", "parameter number 0 is already used by 'p'", 4, 24},
-        {"HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(-1)\n}\n", "parameter number -1 is out of range", 3, 29},
+        {"HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(-1)\n}\n", "parameter number -1 is negative", 3, 29},
+        {"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT q = f32[2] parameter(2)\n}\n",
+         "parameter number 2 is out of range: computation 'e' has 2 parameters", 4, 29},
+        {"HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(9223372036854775807)\n}\n",
+         "parameter number 9223372036854775807 is out of range: computation 'e' has 1 parameters", 3, 29},
         /* syntax */
         {"HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0) x\n}\n", "expected '=' after the instruction name, found '}'", 4, 1},
         {"HloModule m\nENTRY e {\n  ROOT p f32[2] parameter(0)\n}\n", "expected '=' after the instruction name, found 'f32'", 3, 10},

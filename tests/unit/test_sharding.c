@@ -331,6 +331,18 @@ static void test_parse_errors(void **state)
     assert_parse_error("{\n  devices=[2]\n  0,1,2}", "lists 3 devices", 1, 1);
     assert_parse_error("{\n  bogus}", "unknown word", 2, 3);
     assert_parse_error("{devices=[16777216,2]<=[33554432]}", "more than", 1, 1);
+    /* dimension counts are bounded before anything is expanded */
+    char text[512];
+    int n = snprintf(text, sizeof text, "{devices=[");
+    for (int i = 0; i < 67; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, i ? ",1" : "1");
+    snprintf(text + n, sizeof text - (size_t)n, "]0}");
+    assert_parse_error(text, "tile assignment has 67 dimensions, more than the limit of 66", 1, 1);
+    n = snprintf(text, sizeof text, "{devices=[1]<=[");
+    for (int i = 0; i < 65; i++)
+        n += snprintf(text + n, sizeof text - (size_t)n, i ? ",1" : "1");
+    snprintf(text + n, sizeof text - (size_t)n, "]}");
+    assert_parse_error(text, "iota has 65 dimensions, more than the limit of 64", 1, 1);
 }
 
 static void assert_valid(const char *text, const IrShape *shape, int64_t nd)
