@@ -287,6 +287,9 @@ typedef IrStatus (*DevJob)(DevDevice *dev, void *arg, IrDiag *d);
  * can fail, so a test knows whether its injected failure was reached. */
 void dev_hw_fail_after(long n);
 long dev_hw_call_count(void);
+/* The errno an injected failure sets (default ENOMEM; 0 restores it), so a
+ * test can also play "binding not possible" (e.g. EXDEV). */
+void dev_hw_fail_errno(int e);
 
 /* The process's topology, loaded by the first call and cached (thread-safe);
  * later calls return the same one until dev_shutdown. Borrowed: never free

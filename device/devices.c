@@ -35,6 +35,7 @@ struct DevTopology {
 
 static atomic_long hw_fail_after; /* 0: never; N: the Nth fallible call from now fails */
 static atomic_long hw_calls;
+static atomic_int hw_errno = ENOMEM;
 
 void dev_hw_fail_after(long n)
 {
@@ -46,6 +47,11 @@ long dev_hw_call_count(void)
     return atomic_load(&hw_calls);
 }
 
+void dev_hw_fail_errno(int e)
+{
+    atomic_store(&hw_errno, e ? e : ENOMEM);
+}
+
 /* True when this fallible hwloc call must fail (sets errno like hwloc). */
 static bool hw_inject(void)
 {
@@ -54,7 +60,7 @@ static bool hw_inject(void)
     while (f > 0) {
         if (atomic_compare_exchange_weak(&hw_fail_after, &f, f - 1)) {
             if (f == 1) {
-                errno = ENOMEM;
+                errno = atomic_load(&hw_errno);
                 return true;
             }
             return false;
