@@ -63,6 +63,7 @@ typedef struct CliCommand {
 /* The commands (one file each). */
 extern const CliCommand cli_cmd_check;
 extern const CliCommand cli_cmd_run;
+extern const CliCommand cli_cmd_devices;
 
 /* options.c */
 

@@ -12,6 +12,7 @@
 static const CliCommand *const COMMANDS[] = {
     &cli_cmd_check,
     &cli_cmd_run,
+    &cli_cmd_devices,
 };
 enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 
