@@ -23,7 +23,7 @@
  * characters) gets XLA's `%` prefix. Operands are printed by name only.
  * Attributes follow XLA's HloInstruction::ToString: the opcode's own
  * attributes in XLA's spelling and order, then called computations, then
- * sharding, frontend_attributes, statistics_viz, control-predecessors,
+ * sharding, frontend_attributes, statistics, control-predecessors,
  * metadata, backend_config and origin. Instructions are printed in stable
  * topological order (definition order when that is already valid), so
  * modules built by passes print as text a parser accepts.
@@ -911,7 +911,7 @@ static void put_generic_attrs(Buf *b, const IrComputation *c, const IrInstr *ins
     }
     if (a->nfrontend > 0)
         put_frontend(b, a);
-    put_raw_braced(b, "statistics_viz", a->statistics_viz);
+    put_raw_braced(b, "statistics", a->statistics_viz); /* XLA spells it statistics= */
     if (a->control_predecessors.n > 0) {
         put(b, ", control-predecessors={");
         for (int32_t i = 0; i < a->control_predecessors.n; i++) {

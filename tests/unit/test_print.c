@@ -620,6 +620,13 @@ static void test_misc_lines(void **state)
     expect_line(n, "n = f32[8] negate(x), frontend_attributes={_xla_compute_type=\"host\","
                    "json={\"a\":2},zeta=\"1\"}, control-predecessors={x, tk}, "
                    "metadata={op_type=\"Neg\" op_name=\"n\"}, backend_config={}");
+    I(n)->a.nfrontend = 0;
+    I(n)->a.control_predecessors.n = 0;
+    I(n)->a.statistics_viz = "{visualizing_index=1,stat-1=33}";
+    I(n)->a.origin = "{{\"v\"}}";
+    expect_line(n, "n = f32[8] negate(x), statistics={visualizing_index=1,stat-1=33}, "
+                   "metadata={op_type=\"Neg\" op_name=\"n\"}, backend_config={}, "
+                   "origin={{\"v\"}}");
 }
 
 /* ------------------------------------------------------------------ */
