@@ -1868,6 +1868,10 @@ static IrStatus infer_all_to_all(Ctx *x, IrShape *out)
                         (long long)gs);
         return copy_shape(x, out, s);
     }
+    /* The tuple form sends operand i to participant i of the group. */
+    if (x->ins->nopnd > 1 && gs > 0 && gs != x->ins->nopnd)
+        return fail(x, "the tuple form with %d operands needs groups of %d participants, "
+                    "got %lld", (int)x->ins->nopnd, (int)x->ins->nopnd, (long long)gs);
     if (x->ins->nopnd == 1)
         return copy_shape(x, out, opnd(x, 0));
     return infer_tuple(x, out);

@@ -976,6 +976,12 @@ static void test_collectives(void **state)
     I(a2b)->a.dimensions = L("0");
     groups(a2b, 2, 4);
     expect_shape(a2b, "f32[8]");
+    int32_t a2t = OP(OP_ALL_TO_ALL, "(f32[8], f32[8])", 2, v, v);
+    groups(a2t, 1, 2);
+    expect_shape(a2t, "(f32[8], f32[8])");
+    int32_t a2n = OP(OP_ALL_TO_ALL, "(f32[8], f32[8])", 2, v, v);
+    groups(a2n, 1, 4);
+    expect_error(a2n, "the tuple form with 2 operands needs groups of 2 participants, got 4");
     int32_t gu = OP(OP_ALL_GATHER, "f32[8,4]", 1, x);
     I(gu)->a.dimensions = L("0");
     groups(gu, 2, 2);
