@@ -179,7 +179,7 @@ static void scan(const Lexer *L, Cursor *c, LxTok *t)
     }
     char ch = L->text[c->off];
     size_t n = 1;
-    bool is_float;
+    bool is_float = false;
     size_t num = scan_number(L, c->off, &is_float);
     if (num > 0) {
         t->kind = is_float ? LX_FLOAT : LX_INT;
@@ -458,8 +458,8 @@ bool lx_int(Lexer *L, int64_t *v, const char *what)
         return false;
     if (L->tok.kind != LX_INT)
         return lx_expected(L, what);
-    bool neg;
-    uint64_t mag;
+    bool neg = false;
+    uint64_t mag = 0;
     if (!lx_parse_uint(lx_text(L), lx_tlen(L), &neg, &mag) ||
         mag > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX)) {
         char buf[64];
@@ -606,7 +606,7 @@ bool lx_int_list(Lexer *L, LxKind open, LxKind close, LxKind sep, IrI64List *out
         return false;
     if (L->tok.kind != close) {
         do {
-            int64_t x;
+            int64_t x = 0;
             snprintf(msg, sizeof msg, "integer in %s", what);
             if (!lx_int(L, &x, msg) || !vec_push(L, &v, x)) {
                 vec_free(&v);

@@ -78,8 +78,8 @@ static void store(uint8_t *dst, const void *v, size_t n)
 static bool parse_int_value(Lexer *L, IrType t, uint8_t *dst)
 {
     char buf[64];
-    bool neg;
-    uint64_t mag;
+    bool neg = false;
+    uint64_t mag = 0;
     int bits = ir_type_bits(t);
     if (!lx_parse_uint(lx_text(L), lx_tlen(L), &neg, &mag))
         return lx_fail(L, L->tok.pos, "integer %s does not fit in 64 bits", lx_describe(L, buf, sizeof buf));
@@ -195,7 +195,7 @@ static bool parse_complex_value(Lexer *L, IrType t, uint8_t *dst)
 {
     size_t half = t == IR_C64 ? 4 : 8;
     IrType part = t == IR_C64 ? IR_C64 : IR_F64;
-    double re, im;
+    double re = 0, im = 0;
     if (!lx_expect(L, LX_LPAREN, "'(' to start a complex value"))
         return false;
     IrPos p1 = L->tok.pos;
@@ -234,7 +234,7 @@ static bool parse_scalar(Lexer *L, IrType t, uint8_t *dst)
     }
     if (ir_type_is_complex(t))
         return parse_complex_value(L, t, dst);
-    double v;
+    double v = 0;
     return parse_real(L, &v, t) && store_real(L, pos, v, t, dst);
 }
 

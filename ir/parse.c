@@ -525,7 +525,7 @@ static bool parse_layout(Parser *P, IrShape *s)
     bool ok = true;
     if (lx_is(L, LX_INT)) {
         do {
-            int64_t x;
+            int64_t x = 0;
             ok = lx_int(L, &x, "integer in layout") && vec_push(L, &v, x);
         } while (ok && lx_eat(L, LX_COMMA));
     }
@@ -593,7 +593,7 @@ static bool parse_shape(Parser *P, IrShape *out)
                 break;
             }
             IrPos dpos = L->tok.pos;
-            int64_t d;
+            int64_t d = 0;
             ok = lx_int(L, &d, "dimension size") && vec_push(L, &dims, d);
             if (ok && d < 0)
                 ok = lx_fail(L, dpos, "dimension size %lld is negative", (long long)d);
@@ -615,7 +615,7 @@ static bool parse_shape(Parser *P, IrShape *out)
         out->dims = NULL;
     }
     if (ok && dims.n > 0) {
-        IrI64List l;
+        IrI64List l = {0};
         ok = vec_to_list(L, &dims, &l);
         out->dims = l.v;
     }
@@ -686,8 +686,8 @@ static bool split_ints(Parser *P, size_t s, size_t e, char sep, bool allow_neg, 
         size_t q = p;
         while (q < e && L->text[q] != sep)
             q++;
-        bool neg;
-        uint64_t mag;
+        bool neg = false;
+        uint64_t mag = 0;
         if (!lx_parse_uint(L->text + p, q - p, &neg, &mag) || (neg && !allow_neg) ||
             mag > (uint64_t)INT64_MAX)
             return lx_fail(L, pos, "malformed %s '%.*s'", what, (int)(e - s), L->text + s);
@@ -919,7 +919,7 @@ static bool parse_slice(Parser *P, IrAttrs *a)
     bool ok = lx_expect(L, LX_LBRACE, "'{' to start slice");
     if (ok && !lx_is(L, LX_RBRACE)) {
         do {
-            IrI64List r;
+            IrI64List r = {0};
             IrPos pos = L->tok.pos;
             ok = lx_int_list(L, LX_LSQUARE, LX_RSQUARE, LX_COLON, &r, "slice range");
             if (ok && r.n != 2 && r.n != 3)
@@ -991,14 +991,14 @@ static bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
     bool has_perm = false;
     bool ok = lx_expect(L, LX_LSQUARE, "'['");
     do {
-        int64_t x;
+        int64_t x = 0;
         ok = ok && lx_int(L, &x, "integer in the replica group shape") && vec_push(L, &shape, x);
     } while (ok && lx_eat(L, LX_COMMA));
     ok = ok && lx_expect(L, LX_RSQUARE, "']' to end the replica group shape") &&
          lx_expect(L, LX_LEQ, "'<=' in iota replica groups") &&
          lx_expect(L, LX_LSQUARE, "'[' to start the iota dimensions");
     do {
-        int64_t x;
+        int64_t x = 0;
         ok = ok && lx_int(L, &x, "integer in the iota dimensions") && vec_push(L, &dims, x);
     } while (ok && lx_eat(L, LX_COMMA));
     ok = ok && lx_expect(L, LX_RSQUARE, "']' to end the iota dimensions");
@@ -1007,7 +1007,7 @@ static bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
         has_perm = true;
         ok = lx_expect(L, LX_LPAREN, "'(' after T");
         do {
-            int64_t x;
+            int64_t x = 0;
             ok = ok && lx_int(L, &x, "integer in T(...)") && vec_push(L, &perm, x);
         } while (ok && lx_eat(L, LX_COMMA));
         ok = ok && lx_expect(L, LX_RPAREN, "')' to end T(...)");
@@ -1056,7 +1056,7 @@ static bool parse_pairs(Parser *P, IrI64List *out)
     if (ok && !lx_is(L, LX_RBRACE)) {
         do {
             IrPos pos = L->tok.pos;
-            IrI64List pair;
+            IrI64List pair = {0};
             ok = lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &pair, "source-target pair");
             if (ok && pair.n != 2)
                 ok = lx_fail(L, pos, "a source-target pair has 2 entries, found %d", (int)pair.n);
@@ -1079,7 +1079,7 @@ static bool parse_frontend(Parser *P, IrKeyValue **out, int32_t *n)
         do {
             if (!lx_is_attr(L) && !(lx_is(L, LX_STRING) && lx_peek(L).kind == LX_EQUAL))
                 return lx_expected(L, "frontend attribute name=value");
-            IrKeyValue kv;
+            IrKeyValue kv = {0};
             char *key;
             if (lx_is(L, LX_STRING)) {
                 if (!lx_string(L, &key, "key"))
@@ -1123,7 +1123,7 @@ static bool parse_callee_list(Parser *P, InstrCtx *x)
         return false;
     if (!lx_is(L, LX_RBRACE)) {
         do {
-            Span s;
+            Span s = {0};
             if (!take_name(P, &s, "computation name") || !push_span(P, s))
                 return false;
         } while (lx_eat(L, LX_COMMA));
@@ -1147,7 +1147,7 @@ static bool parse_control(Parser *P, InstrCtx *x)
         return false;
     if (!lx_is(L, LX_RBRACE)) {
         do {
-            Span s;
+            Span s = {0};
             if (!take_name(P, &s, "instruction name") ||
                 !push_ref(P, &P->local, (Ref){x->comp, x->index, k++, REF_CONTROL, s, NULL}))
                 return false;
@@ -1569,7 +1569,7 @@ static bool parse_operands(Parser *P, InstrCtx *x)
                 if (!parse_shape(P, shape))
                     return false;
             }
-            Span s;
+            Span s = {0};
             if (!take_name(P, &s, "operand name"))
                 return false;
             if (k == INT32_MAX)
@@ -1600,7 +1600,7 @@ static bool parse_parameter(Parser *P, InstrCtx *x)
     if (!lx_expect(L, LX_LPAREN, "'(' before the parameter number"))
         return false;
     IrPos pos = L->tok.pos;
-    int64_t n;
+    int64_t n = 0;
     if (!lx_int(L, &n, "parameter number") || !lx_expect(L, LX_RPAREN, "')' after the parameter number"))
         return false;
     if (n < 0)
@@ -1658,7 +1658,7 @@ static bool parse_constant(Parser *P, InstrCtx *x)
     if (lx_is(L, LX_NAME) && ir_type_from_name(lx_text(L), lx_tlen(L)) != IR_INVALID &&
         lx_peek(L).kind == LX_LSQUARE) {
         IrPos pos = L->tok.pos;
-        IrShape s;
+        IrShape s = {0};
         P->no_layout = true; /* `f32[2] {1, 2}`: the brace starts the literal */
         bool ok = parse_shape(P, &s);
         P->no_layout = false;
@@ -1691,7 +1691,7 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
     IrInstr *ins = &x->ins;
     ins->a.feature_group_count = 1;
     ins->a.batch_group_count = 1;
-    Span name;
+    Span name = {0};
     bool ok = take_name(P, &name, "instruction name or '}'");
     if (ok) {
         ins->pos = name.pos;
@@ -1981,7 +1981,7 @@ static bool parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *re
     lx_next(L);
     if (!lx_is(L, LX_RPAREN)) {
         do {
-            Span pname;
+            Span pname = {0};
             if (!take_name(P, &pname, "parameter name"))
                 return false;
             lx_eat(L, LX_COLON);
@@ -2044,7 +2044,7 @@ static bool parse_computation(Parser *P)
     IrPos entry_pos = L->tok.pos;
     if (is_entry)
         lx_next(L);
-    Span name;
+    Span name = {0};
     if (!take_name(P, &name, is_entry ? "computation name after ENTRY" : "computation name or ENTRY"))
         return false;
     if (map_find(&P->comps, L->text + name.start, name.len) >= 0)
@@ -2202,7 +2202,7 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
         return lx_bool(L, &m->is_scheduled, "true or false after is_scheduled=");
     case 1:
     case 2: {
-        int64_t v;
+        int64_t v = 0;
         if (!lx_int(L, &v, "integer"))
             return false;
         if (v < 1)
@@ -2218,7 +2218,7 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
         break;
     }
     size_t s, e;
-    IrKeyValue kv;
+    IrKeyValue kv = {0};
     if (!lx_raw_value(L, &s, &e) || !(kv.key = lx_dup(L, name_start, name_end)) ||
         !(kv.value = lx_dup(L, s, e)) || !push_kv(P, kv))
         return false;
@@ -2252,7 +2252,7 @@ static bool parse_header(Parser *P)
 {
     Lexer *L = &P->L;
     lx_next(L);
-    Span name;
+    Span name = {0};
     if (!take_name(P, &name, "module name"))
         return false;
     char *n = span_dup(P, name);

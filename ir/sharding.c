@@ -457,7 +457,7 @@ static bool bracket_ints(Lexer *L, I64Vec *v, const char *what)
     if (!lx_expect(L, LX_LSQUARE, msg))
         return false;
     do {
-        int64_t x;
+        int64_t x = 0;
         snprintf(msg, sizeof msg, "integer in %s", what);
         if (!lx_int(L, &x, msg) || !vec_push(L, v, x))
             return false;
@@ -485,7 +485,7 @@ static bool parse_tile_assignment(Lexer *L, Single *x)
             if (!lx_expect(L, LX_LPAREN, "'(' after T"))
                 return false;
             do {
-                int64_t p;
+                int64_t p = 0;
                 if (!lx_int(L, &p, "integer in T(...)") || !vec_push(L, &x->perm, p))
                     return false;
             } while (lx_eat(L, LX_COMMA));
@@ -494,7 +494,7 @@ static bool parse_tile_assignment(Lexer *L, Single *x)
         return true;
     }
     do {
-        int64_t dev;
+        int64_t dev = 0;
         if (!lx_int(L, &dev, "device id") || !vec_push(L, &x->devices, dev))
             return false;
     } while (lx_eat(L, LX_COMMA));
@@ -509,7 +509,7 @@ static bool parse_subgroups(Lexer *L, Single *x)
         return false;
     if (!lx_is(L, LX_RBRACE)) {
         do {
-            int64_t t;
+            int64_t t = 0;
             if (lx_is_word(L, "manual"))
                 t = SUBGROUP_MANUAL;
             else if (lx_is_word(L, "replicated"))
@@ -593,7 +593,7 @@ static bool parse_single_word(Lexer *L, Single *x)
 
 static bool copy_i64(Lexer *L, const I64Vec *v, int64_t **out)
 {
-    IrI64List l;
+    IrI64List l = {0};
     if (!vec_to_list(L, v, &l))
         return false;
     *out = l.v;
