@@ -309,9 +309,9 @@ const DevTopologyInfo *dev_topology_info(const DevTopology *t);
  * IR_ENOMEM. On failure nothing is left behind. */
 IrStatus dev_devices_create(DevTopology *t, int32_t L, const DevDevicesOptions *opt,
                             DevDevices **out, IrDiag *d);
-/* Stop and join the executor threads (a job still running is waited for;
- * a result nobody collected is dropped) and free the set. NULL is a no-op.
- * Allocators of these devices stay cached. */
+/* Stop and join the executor threads (a job queued or running is run to
+ * its end first; a result nobody collected is dropped) and free the set.
+ * NULL is a no-op. Allocators of these devices stay cached. */
 void dev_devices_free(DevDevices *set);
 
 /* Queue fn(dev, arg) on the device's executor thread and return at once.
