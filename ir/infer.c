@@ -2063,6 +2063,10 @@ static IrStatus infer_other(Ctx *x, IrShape *out)
     }
 }
 
+/* Infer the shape of ins (an instruction of c in m) into *out, whose arrays
+ * are allocated in arena a. IR_EINPUT with the reason in d (at ins->pos)
+ * when the instruction is malformed, IR_ENOMEM when a allocation fails.
+ * Reads m, c and ins only. */
 IrStatus ir_infer_shape(const IrModule *m, const IrComputation *c, const IrInstr *ins,
                         IrShape *out, IrArena *a, IrDiag *d)
 {

@@ -353,6 +353,9 @@ static void put_literal(Buf *b, const IrShape *s, const uint8_t **p)
     put_array_level(b, s, 0, p);
 }
 
+/* The literal of `shape` stored at data (the IrAttrs.literal form) as XLA
+ * writes it; "{...}" when data is NULL for a non-empty shape. A ts_malloc
+ * string, or NULL on OOM. */
 char *ir_literal_str(const IrShape *shape, const uint8_t *data)
 {
     Buf b = {0};
@@ -976,6 +979,8 @@ static void put_instr(Buf *b, const IrModule *m, const IrComputation *c, const I
     put_generic_attrs(b, c, ins);
 }
 
+/* One instruction line of c (with ROOT when it is c's root), without
+ * indentation or newline: a ts_malloc string, or NULL on OOM. */
 char *ir_print_instr(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
     Buf b = {0};
@@ -1125,6 +1130,9 @@ static void put_header(Buf *b, const IrModule *m)
     put(b, "\n");
 }
 
+/* The whole module as HLO text: a ts_malloc string the caller frees, or
+ * NULL when memory runs out. Prints any module, valid or not (a cycle
+ * prints in definition order). */
 char *ir_print_module(const IrModule *m)
 {
     Buf b = {0};

@@ -111,6 +111,10 @@ static int32_t find_cycle_node(const IrComputation *c, const int32_t *indeg, uin
     return x;
 }
 
+/* The stable topological order of c into *order (ts_malloc, c->ninstr
+ * entries, the caller frees it). On a cycle or an out-of-range edge:
+ * IR_EINPUT in d and *order NULL; IR_ENOMEM likewise. m may be NULL (it
+ * only supplies the file and source for messages). */
 IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **order, IrDiag *d)
 {
     *order = NULL;

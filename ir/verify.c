@@ -631,6 +631,9 @@ static IrStatus check_entry_layout(Verifier *v, const IrComputation *e)
 /* the module                                                          */
 /* ------------------------------------------------------------------ */
 
+/* Verify module m against lim (NULL: the defaults). Returns IR_OK, or
+ * IR_EINPUT with the first problem in d at its FILE:LINE:COL, or IR_ENOMEM.
+ * Reads m only; allocates nothing that outlives the call. */
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d)
 {
     Verifier v = {m, lim ? *lim : ir_default_limits(), d, NULL};
