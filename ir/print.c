@@ -1010,9 +1010,9 @@ static void put_signature(Buf *b, const IrComputation *c)
         put(b, "()");
 }
 
-static void put_computation(Buf *b, const IrModule *m, const IrComputation *c)
+static void put_computation(Buf *b, const IrModule *m, const IrComputation *c, bool entry)
 {
-    if (c->is_entry)
+    if (entry)
         put(b, "ENTRY ");
     put_name(b, c->name);
     if (c->has_signature)
@@ -1144,7 +1144,9 @@ char *ir_print_module(const IrModule *m)
     }
     for (int32_t i = 0; i < m->ncomp && !b.oom; i++) {
         put(&b, "\n");
-        put_computation(&b, m, m->comp[order[i]]);
+        /* m->entry decides; is_entry only when the module names none */
+        const IrComputation *c = m->comp[order[i]];
+        put_computation(&b, m, c, m->entry >= 0 ? order[i] == m->entry : c->is_entry);
     }
     ts_free(order);
     return finish(&b);
