@@ -65,6 +65,10 @@ DevValue *dev_value_ref(DevValue *v);
 void dev_value_unref(DevValue *v);
 /* A deep copy (fresh buffers). */
 DevValue *dev_value_clone(const DevValue *v);
+/* Free the large data buffers this thread keeps for reuse (value.c
+ * recycles freed buffers of at least 256 KiB; they are also freed when
+ * the thread exits). Can't fail. */
+void dev_value_trim(void);
 /* Element count of an array value. */
 int64_t dev_value_elements(const DevValue *v);
 /* Leaf `i` (depth first) of a value; the value itself when an array. */

@@ -257,18 +257,37 @@ DEF_COMPLEX_OPS(double _Complex, c128)
 
 /* ---- f16 / bf16: through f32 a chunk at a time ---- */
 
-static void narrow_to_f32(IrType t, const uint16_t *src, float *dst, int64_t n)
+/* bf16 <-> f32 inline (the same rule as scalar.c's dev_f32_to_bf16), so
+ * the chunk loops below vectorise instead of calling out per element. */
+static inline float bf16_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+static inline uint16_t f32_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static void narrow_to_f32(IrType t, const uint16_t *restrict src, float *restrict dst, int64_t n)
 {
     if (t == IR_BF16)
-        LOOP(dst[i] = dev_bf16_to_f32(src[i]))
+        LOOP(dst[i] = bf16_f32(src[i]))
     else
         LOOP(dst[i] = dev_f16_to_f32(src[i]))
 }
 
-static void f32_to_narrow(IrType t, const float *src, uint16_t *dst, int64_t n)
+static void f32_to_narrow(IrType t, const float *restrict src, uint16_t *restrict dst, int64_t n)
 {
     if (t == IR_BF16)
-        LOOP(dst[i] = dev_f32_to_bf16(src[i]))
+        LOOP(dst[i] = f32_bf16(src[i]))
     else
         LOOP(dst[i] = dev_f32_to_f16(src[i]))
 }
@@ -537,8 +556,8 @@ static bool convert_fast(IrType st, const void *src, IrType dt, void *dst, int64
     case PAIR(IR_PRED, IR_S32): CONV(uint8_t, int32_t, x != 0); return true;
     case PAIR(IR_F32, IR_PRED): CONV(float, uint8_t, x != 0); return true;
     case PAIR(IR_S32, IR_PRED): CONV(int32_t, uint8_t, x != 0); return true;
-    case PAIR(IR_F32, IR_BF16): CONV(float, uint16_t, dev_f32_to_bf16(x)); return true;
-    case PAIR(IR_BF16, IR_F32): CONV(uint16_t, float, dev_bf16_to_f32(x)); return true;
+    case PAIR(IR_F32, IR_BF16): CONV(float, uint16_t, f32_bf16(x)); return true;
+    case PAIR(IR_BF16, IR_F32): CONV(uint16_t, float, bf16_f32(x)); return true;
     case PAIR(IR_F32, IR_F16): CONV(float, uint16_t, dev_f32_to_f16(x)); return true;
     case PAIR(IR_F16, IR_F32): CONV(uint16_t, float, dev_f16_to_f32(x)); return true;
     default: return false;

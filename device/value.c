@@ -8,10 +8,121 @@
  *
  * Reference counts are updated atomically: the runtime hands values between
  * device threads (collectives, outputs).
+ *
+ * Large buffers are recycled. A fresh buffer from the system costs a page
+ * fault per page on first touch, which on a loaded machine is ~70 times
+ * the cost of writing warm memory; an interpreter that allocates every
+ * result anew would spend its time there. So each thread keeps a few
+ * freed buffers of at least CACHE_MIN bytes (bounded in count and bytes)
+ * and hands one back when a value of exactly that size is created: loops
+ * and chains of same-shaped ops then ping-pong between warm buffers. The
+ * cache is freed when its thread exits, or by dev_value_trim.
  */
 #include "device.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ---- the buffer cache ---- */
+
+#define CACHE_MIN ((int64_t)256 << 10)   /* smaller buffers: malloc reuses them itself */
+#define CACHE_SLOTS 16
+#define CACHE_MAX_BYTES ((int64_t)1 << 30)
+
+typedef struct BufCache {
+    int32_t n;
+    int64_t bytes;
+    int64_t size[CACHE_SLOTS];
+    void *buf[CACHE_SLOTS];     /* oldest first */
+} BufCache;
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static bool cache_ok;
+
+static void cache_destroy(void *p)
+{
+    BufCache *c = p;
+    for (int32_t i = 0; i < c->n; i++)
+        ts_free(c->buf[i]);
+    free(c);
+}
+
+static void cache_init(void)
+{
+    cache_ok = pthread_key_create(&cache_key, cache_destroy) == 0;
+}
+
+/* This thread's cache, created on first use; NULL when unavailable. */
+static BufCache *cache_get(bool create)
+{
+    pthread_once(&cache_once, cache_init);
+    if (!cache_ok)
+        return NULL;
+    BufCache *c = pthread_getspecific(cache_key);
+    if (!c && create) {
+        /* Plain calloc, not ts_calloc: failure injection counts the
+         * allocations of the code under test, not this bookkeeping. */
+        c = calloc(1, sizeof *c);
+        if (c && pthread_setspecific(cache_key, c) != 0) {
+            free(c);
+            c = NULL;
+        }
+    }
+    return c;
+}
+
+static void cache_drop(BufCache *c, int32_t i)
+{
+    c->bytes -= c->size[i];
+    memmove(&c->buf[i], &c->buf[i + 1], (size_t)(c->n - i - 1) * sizeof *c->buf);
+    memmove(&c->size[i], &c->size[i + 1], (size_t)(c->n - i - 1) * sizeof *c->size);
+    c->n--;
+}
+
+/* A cached buffer of exactly n bytes, or NULL. */
+static void *cache_take(int64_t n)
+{
+    if (n < CACHE_MIN)
+        return NULL;
+    BufCache *c = cache_get(false);
+    if (!c)
+        return NULL;
+    for (int32_t i = c->n - 1; i >= 0; i--) /* the most recent is the warmest */
+        if (c->size[i] == n) {
+            void *b = c->buf[i];
+            cache_drop(c, i);
+            return b;
+        }
+    return NULL;
+}
+
+/* Keep a freed buffer of n bytes, or free it. */
+static void cache_put(void *b, int64_t n)
+{
+    BufCache *c = n >= CACHE_MIN && n <= CACHE_MAX_BYTES ? cache_get(true) : NULL;
+    if (!c) {
+        ts_free(b);
+        return;
+    }
+    while (c->n > 0 && (c->n == CACHE_SLOTS || c->bytes + n > CACHE_MAX_BYTES)) {
+        ts_free(c->buf[0]);
+        cache_drop(c, 0);
+    }
+    c->buf[c->n] = b;
+    c->size[c->n++] = n;
+    c->bytes += n;
+}
+
+void dev_value_trim(void)
+{
+    BufCache *c = cache_get(false);
+    while (c && c->n > 0) {
+        ts_free(c->buf[0]);
+        cache_drop(c, 0);
+    }
+}
 
 /* ---- heap shapes ---- */
 
@@ -80,7 +191,12 @@ static DevValue *array_new(const IrShape *shape, bool zero)
         return NULL;
     }
     if (nbytes > 0) {
-        v->data = zero ? ts_calloc(1, (size_t)nbytes) : ts_malloc((size_t)nbytes);
+        if ((v->data = cache_take(nbytes)) != NULL) {
+            if (zero)
+                memset(v->data, 0, (size_t)nbytes);
+        } else {
+            v->data = zero ? ts_calloc(1, (size_t)nbytes) : ts_malloc((size_t)nbytes);
+        }
         if (!v->data) {
             shape_free(&v->shape);
             ts_free(v);
@@ -199,7 +315,8 @@ void dev_value_unref(DevValue *v)
         return;
     release_elems(v->nelems, v->elems);
     ts_free(v->elems);
-    ts_free(v->data);
+    if (v->data)
+        cache_put(v->data, v->nbytes);
     shape_free(&v->shape);
     ts_free(v);
 }

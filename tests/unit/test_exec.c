@@ -894,6 +894,40 @@ static void test_value_basics(void **state)
     dev_value_unref(keep);
 }
 
+/* Large freed buffers are reused for the next value of the same size; a
+ * reused buffer is still zeroed by dev_value_new. */
+static void test_buffer_cache(void **state)
+{
+    (void)state;
+    int64_t n = 1 << 18; /* 1 MiB of f32 */
+    IrShape s = {.type = IR_F32, .rank = 1, .dims = &n};
+    DevValue *a = dev_value_new_uninit(&s);
+    assert_non_null(a);
+    uint8_t *buf = a->data;
+    memset(buf, 0xab, (size_t)a->nbytes);
+    dev_value_unref(a);
+    DevValue *b = dev_value_new(&s);
+    assert_ptr_equal(b->data, buf);
+    for (int64_t i = 0; i < n; i++)
+        if (F(b, i) != 0)
+            fail_msg("element %lld not zeroed", (long long)i);
+    /* A different size does not take it. */
+    int64_t m = n + 1;
+    IrShape s2 = {.type = IR_F32, .rank = 1, .dims = &m};
+    dev_value_unref(b);
+    DevValue *c = dev_value_new_uninit(&s2);
+    assert_ptr_not_equal(c->data, buf);
+    dev_value_unref(c);
+    /* After a trim nothing is cached: allocation goes to the system and
+     * can fail under injection. */
+    dev_value_trim();
+    ts_fail_alloc_after(3); /* 1 the value, 2 its dims, 3 its buffer */
+    DevValue *d = dev_value_new(&s);
+    ts_fail_alloc_after(0);
+    assert_null(d);
+    dev_value_trim();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -912,6 +946,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_map_in_execution, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_injection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_value_basics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_buffer_cache, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
