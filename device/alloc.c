@@ -194,36 +194,32 @@ static void *finish(DevAllocator *a, void *base, size_t len, size_t n, bool boun
     return (void *)data;
 }
 
-void *dev_alloc(DevAllocator *a, size_t n)
+/* Bound when the allocator binds and hwloc agrees, else plain. The caller
+ * holds a->mu (allocations of one device are serialised: cheap next to the
+ * mmap or malloc of a buffer). */
+static void *alloc_locked(DevAllocator *a, size_t n)
 {
-    /* plain: header + alignment slack; bound: pages are aligned, header only */
-    if (n > SIZE_MAX - HDR - ALIGN || n > (size_t)INT64_MAX / 2)
-        goto refused_unlocked;
-    pthread_mutex_lock(&a->mu);
     if (a->st.membind && a->topo) {
         bool fallback;
-        void *base = alloc_bound(a, n + HDR, &fallback);
-        if (base) {
-            void *p = finish(a, base, n + HDR, n, true);
-            pthread_mutex_unlock(&a->mu);
-            return p;
-        }
+        void *base = alloc_bound(a, n + HDR, &fallback); /* pages: aligned already */
+        if (base)
+            return finish(a, base, n + HDR, n, true);
         if (!fallback)
-            goto refused;
+            return NULL;
     }
-    void *base = ts_malloc(n + HDR + ALIGN - 1);
-    if (!base)
-        goto refused;
-    void *p = finish(a, base, n + HDR + ALIGN - 1, n, false);
+    void *base = ts_malloc(n + HDR + ALIGN - 1); /* header + alignment slack */
+    return base ? finish(a, base, n + HDR + ALIGN - 1, n, false) : NULL;
+}
+
+void *dev_alloc(DevAllocator *a, size_t n)
+{
+    bool fits = n <= SIZE_MAX - HDR - ALIGN && n <= (size_t)INT64_MAX / 2;
+    pthread_mutex_lock(&a->mu);
+    void *p = fits ? alloc_locked(a, n) : NULL;
+    if (!p)
+        a->st.nfailed++;
     pthread_mutex_unlock(&a->mu);
     return p;
-refused:
-    a->st.nfailed++;
-    pthread_mutex_unlock(&a->mu);
-    return NULL;
-refused_unlocked:
-    pthread_mutex_lock(&a->mu);
-    goto refused;
 }
 
 void dev_alloc_free(void *p)
