@@ -11,8 +11,9 @@
 
 /* ---- the allocation hook ---- */
 
-static long fail_after; /* 0: never fail; N: the Nth allocation from now fails */
-static long alloc_count;
+/* Atomic: device threads allocate concurrently. */
+static _Atomic long fail_after; /* 0: never fail; N: the Nth allocation from now fails */
+static _Atomic long alloc_count;
 
 void ts_fail_alloc_after(long n)
 {
@@ -30,9 +31,7 @@ static bool inject_failure(void)
     alloc_count++;
     if (fail_after <= 0)
         return false;
-    if (--fail_after == 0)
-        return true;
-    return false;
+    return --fail_after == 0;
 }
 
 void *ts_malloc(size_t n)
