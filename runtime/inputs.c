@@ -276,8 +276,8 @@ static IrStatus bind_keys(const IrComputation *c, Leaves *l, const RtBindOptions
                           IrDiag *d)
 {
     for (int32_t i = 0; i < opt->ninputs; i++) {
-        int32_t p;
-        int64_t leaf;
+        int32_t p = 0;
+        int64_t leaf = 0;
         IrStatus st = resolve_key(c, l, opt->inputs[i].key, &p, &leaf, d);
         if (st != IR_OK)
             return st;

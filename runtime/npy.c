@@ -532,9 +532,9 @@ IrStatus rt_npy_read_box(const char *path, const IrShape *expect, const char *wh
 {
     if (!what)
         what = "the expected array";
-    FILE *f;
+    FILE *f = NULL;
     RtNpyHeader h;
-    int64_t fsize;
+    int64_t fsize = 0;
     IrStatus st = open_npy(path, &f, &h, &fsize, d);
     if (st != IR_OK)
         return st;

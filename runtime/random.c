@@ -141,7 +141,7 @@ static IrStatus check_box(const IrShape *shape, const int64_t *lo, const int64_t
 IrStatus rt_random_fill_box(uint64_t seed, uint64_t leaf, const IrShape *shape,
                             const int64_t *lo, const int64_t *hi, void *out, IrDiag *d)
 {
-    int64_t n;
+    int64_t n = 0;
     IrStatus st = check_box(shape, lo, hi, &n, d);
     if (st != IR_OK || n == 0)
         return st;
