@@ -33,8 +33,12 @@ static IrModule *parse(const char *text)
     IrModule *m = NULL;
     IrDiag d = {0};
     if (ir_parse("t.hlo", text, strlen(text), &o, &m, &d) != IR_OK) {
+        char msg[1024];
         char *s = ir_diag_format(&d, "parse");
-        fail_msg("the test module does not parse:\n%s", s);
+        snprintf(msg, sizeof msg, "%s", s ? s : "?");
+        ts_free(s);
+        ir_diag_clear(&d);
+        fail_msg("the test module does not parse:\n%s", msg);
     }
     return m;
 }
@@ -159,9 +163,6 @@ static const struct {
      "HloModule m\nf {\n  x = f32[] parameter(0)\n  ROOT c = f32[] call(x), to_apply=f\n}\n"
      "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT c = f32[] call(x), to_apply=f\n}\n",
      "computation f calls f, which is recursive", 4, 8},
-    {"parameter numbering",
-     "HloModule m\nENTRY e {\n  x = f32[2] parameter(2)\n  ROOT n = f32[2] negate(x)\n}\n",
-     "parameter number 2 is out of range: computation e has 1 parameters", 3, 3},
     {"entry parameter against entry_computation_layout",
      "HloModule m, entry_computation_layout={(f32[3]{0})->f32[2]{0}}\nENTRY e {\n"
      "  x = f32[2] parameter(0)\n  ROOT n = f32[2] negate(x)\n}\n",
@@ -322,6 +323,9 @@ static void test_hand_built_params_and_layouts(void **state)
     expect_error_at(m, NULL, "y: parameter number 0 is already used by x", 4, 3);
     c->instr[1].a.parameter_number = -1;
     expect_error_at(m, NULL, "y: parameter number -1 is out of range", 4, 3);
+    c->instr[1].a.parameter_number = 2;
+    expect_error_at(m, NULL, "y: parameter number 2 is out of range: computation e has 2 "
+                             "parameters, numbered 0 to 1", 4, 3);
     c->instr[1].a.parameter_number = 1;
     c->instr[0].shape.minor_to_major[0] = 0; /* {0,0} */
     expect_error_at(m, NULL, "x: layout of f32[2,3] is not a permutation of its 2 dimensions",
