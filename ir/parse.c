@@ -328,7 +328,7 @@ typedef struct Parser {
     RefVec callees;      /* callee refs of the whole module */
     SpanVec spans;       /* scratch: computation lists of one attribute */
     KvVec kvs;           /* scratch: key/value lists */
-    int64_t num_devices; /* num_partitions * replica_count from the header; 0 unknown */
+    int64_t num_devices; /* num_partitions from the header; 0 unknown */
     bool no_layout;      /* shapes here take no layout (a literal follows) */
     struct ParamUse *params; /* parameter(N) of the current computation */
     size_t nparams, capparams;
@@ -2271,8 +2271,9 @@ static bool parse_header(Parser *P)
     int64_t rc = P->m->replica_count > 0 ? P->m->replica_count : 1;
     if (np > INT64_MAX / rc)
         return lx_fail(L, name.pos, "num_partitions * replica_count overflows");
-    if (P->m->num_partitions > 0 || P->m->replica_count > 0)
-        P->num_devices = np * rc;
+    /* Shardings name partitions; every replica runs the same program. */
+    if (P->m->num_partitions > 0)
+        P->num_devices = np;
     return true;
 }
 

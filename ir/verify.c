@@ -16,7 +16,7 @@
  *                called computations (checked by shape inference, infer.c);
  *                the inferred shape equals the declared one (layouts
  *                ignored); constant literals of the right size; shardings
- *                valid for the shape and num_partitions * replica_count;
+ *                valid for the shape and num_partitions;
  *                all-reduce in partly manual code within one manual subgroup
  *
  * Nothing is quadratic in the module size: names go through a hash set,
@@ -326,15 +326,12 @@ static IrStatus check_manual_all_reduce(Verifier *v, const IrInstr *ins)
     return st;
 }
 
-/* Devices a sharding may name: num_partitions * replica_count, or 0 (do
- * not check) when the header gives neither. */
+/* Devices a sharding may name: shardings name partitions (every replica
+ * runs the same partitioned program), so num_partitions, or 0 (do not
+ * check) when the header does not give it. */
 static int64_t num_devices(const IrModule *m)
 {
-    if (m->num_partitions <= 0 && m->replica_count <= 0)
-        return 0;
-    int64_t p = m->num_partitions > 0 ? m->num_partitions : 1;
-    int64_t r = m->replica_count > 0 ? m->replica_count : 1;
-    return p * r;
+    return m->num_partitions > 0 ? m->num_partitions : 0;
 }
 
 static IrStatus check_instr(Verifier *v, const IrComputation *c, const IrInstr *ins)
