@@ -6,8 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
-cmake --preset release >/dev/null
-cmake --build --preset release >/dev/null
+# Quiet unless something fails: then the whole build log is shown.
+log=$(mktemp)
+if ! { cmake --preset release && cmake --build --preset release; } >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    exit 1
+fi
+rm -f "$log"
 TESSEL=build/release/tessel
 
 set -x
