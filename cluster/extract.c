@@ -221,6 +221,7 @@ typedef struct HostComp {
     int32_t src, n;
     CluPlace *place;
     int32_t *order, *pos;    /* topological order and its inverse */
+    int32_t *node, *inv;     /* graph node of an instruction and its inverse */
     int32_t *uoff, *use;     /* users (data and control) in CSR form */
     uint8_t *uctrl;          /* use[k] is a control successor */
     int32_t *lv;             /* device: level; host: pass */
@@ -403,135 +404,31 @@ static bool levels_backward(Extract *x, HostComp *h)
 /* 2. formation                                                        */
 /* ------------------------------------------------------------------ */
 
-static IrStatus build_graph(Extract *x, HostComp *h, CluCycles *g)
-{
-    const IrComputation *c = src_comp(x, h);
-    for (int32_t p = 0; p < h->n; p++) {
-        const IrInstr *ins = &c->instr[h->order[p]];
-        if (h->place[h->order[p]] == CLU_CONST)
-            continue;
-        for (int32_t k = 0; k < npred(ins); k++) {
-            int32_t u = pred_at(ins, k);
-            if (h->place[u] == CLU_CONST)
-                continue;
-            int r = clu_cycles_insert_edge(g, h->pos[u], p);
-            if (r < 0)
-                return nomem(x);
-            if (r == 0)
-                return internal(x, "an edge against the topological order", c->name);
-        }
-    }
-    return IR_OK;
-}
-
-/* Merge every device instruction into its level's cluster, in
- * topological order. first[level] is the cluster's current graph node. */
-static IrStatus merge_levels(Extract *x, HostComp *h, CluCycles *g, int32_t *first)
-{
-    for (int32_t p = 0; p < h->n; p++) {
-        int32_t i = h->order[p];
-        if (!is_device(h, i))
-            continue;
-        int32_t l = h->lv[i];
-        if (first[l] < 0) {
-            first[l] = p;
-            continue;
-        }
-        int32_t s = clu_cycles_merge(g, first[l], p);
-        if (s == -2)
-            return nomem(x);
-        if (s < 0)
-            return internal(x, "a merge would close a cycle", src_comp(x, h)->name);
-        first[l] = s;
-    }
-    return IR_OK;
-}
-
-/* Host program order: Kahn's algorithm over the contracted graph, keyed
- * by the topological position of each node's first instruction. */
-static IrStatus order_units(Extract *x, HostComp *h, CluCycles *g, const int32_t *first)
-{
-    int32_t n = h->n;
-    int32_t *node_at = salloc(x, n, sizeof(int32_t)); /* key -> node */
-    int32_t *key = salloc(x, n, sizeof(int32_t));     /* node -> key, -1: not a unit */
-    int32_t *indeg = salloc(x, n, sizeof(int32_t));
-    Heap heap = {salloc(x, n, sizeof(int32_t)), 0};
-    h->unit = salloc(x, n, sizeof(int32_t));
-    if (!node_at || !key || !indeg || !heap.v || !h->unit)
-        return nomem(x);
-    for (int32_t p = 0; p < n; p++)
-        key[p] = -1;
-    int32_t expect = 0;
-    for (int32_t p = 0; p < n; p++) {
-        int32_t i = h->order[p];
-        if (h->place[i] == CLU_CONST || is_device(h, i))
-            continue;
-        key[p] = p;
-        expect++;
-    }
-    for (int32_t k = 0; k < h->ncl; k++) {
-        key[first[h->cls[k].level]] = h->cls[k].first;
-        expect++;
-    }
-    for (int32_t v = 0; v < n; v++) {
-        if (key[v] < 0)
-            continue;
-        node_at[key[v]] = v;
-        clu_cycles_pred(g, v, &indeg[v]);
-        if (indeg[v] == 0)
-            heap_push(&heap, key[v]);
-    }
-    while (heap.n > 0) {
-        int32_t v = node_at[heap_pop(&heap)];
-        int32_t i = h->order[key[v]];
-        h->unit[h->nunit++] = is_device(h, i) ? -(h->cl[i] + 1) : i;
-        int32_t ns;
-        const int32_t *succ = clu_cycles_succ(g, v, &ns);
-        for (int32_t k = 0; k < ns; k++)
-            if (--indeg[succ[k]] == 0)
-                heap_push(&heap, key[succ[k]]);
-    }
-    if (h->nunit != expect)
-        return internal(x, "the contracted graph has a cycle", src_comp(x, h)->name);
-    return IR_OK;
-}
-
 /* Cluster membership from levels: clusters are numbered locally by their
  * first instruction. */
 static IrStatus make_clusters(Extract *x, HostComp *h, int32_t maxlv)
 {
     int32_t *of_level = salloc(x, maxlv + 1, sizeof(int32_t));
-    if (!of_level)
+    if (!of_level || !(h->cls = salloc(x, h->n, sizeof(Clu))))
         return nomem(x);
     for (int32_t l = 0; l <= maxlv; l++)
         of_level[l] = -1;
-    h->ncl = 0;
     for (int32_t p = 0; p < h->n; p++) {
         int32_t i = h->order[p];
         h->cl[i] = -1;
         if (!is_device(h, i))
             continue;
-        if (of_level[h->lv[i]] < 0)
-            of_level[h->lv[i]] = h->ncl++;
-        h->cl[i] = of_level[h->lv[i]];
-    }
-    if (!(h->cls = salloc(x, h->ncl, sizeof(Clu))))
-        return nomem(x);
-    for (int32_t k = 0; k < h->ncl; k++)
-        h->cls[k].first = -1;
-    for (int32_t p = 0; p < h->n; p++) {
-        int32_t i = h->order[p];
-        if (!is_device(h, i))
-            continue;
-        Clu *c = &h->cls[h->cl[i]];
-        if (c->first < 0) {
-            c->first = p;
-            c->level = h->lv[i];
+        int32_t l = h->lv[i];
+        if (of_level[l] < 0) {
+            of_level[l] = h->ncl;
+            h->cls[h->ncl].first = p;
+            h->cls[h->ncl].level = l;
+            h->cls[h->ncl++].number = -1;
         }
-        c->nmem++;
+        h->cl[i] = of_level[l];
+        h->cls[h->cl[i]].nmem++;
     }
     for (int32_t k = 0; k < h->ncl; k++) {
-        h->cls[k].number = -1;
         if (!(h->cls[k].mem = salloc(x, h->cls[k].nmem, sizeof(int32_t))))
             return nomem(x);
         h->cls[k].nmem = 0;
@@ -544,6 +441,164 @@ static IrStatus make_clusters(Extract *x, HostComp *h, int32_t maxlv)
     return IR_OK;
 }
 
+/* The unit of instruction i in the planned contraction: itself when host
+ * work, n + its cluster when device work. */
+static int32_t plan_unit(const HostComp *h, int32_t i)
+{
+    return is_device(h, i) ? h->n + h->cl[i] : i;
+}
+
+/* The key that orders units: the topological position of the unit's
+ * first instruction (distinct for distinct units). */
+static int32_t plan_key(const HostComp *h, int32_t unit)
+{
+    return unit < h->n ? h->pos[unit] : h->cls[unit - h->n].first;
+}
+
+/* Graph node ids. The planned contraction is acyclic (file comment), so
+ * Kahn's algorithm over its units gives a topological order in which each
+ * cluster's instructions sit side by side; numbering the graph's nodes in
+ * that order makes every later merge free of reordering (a cluster's
+ * predecessors all rank below it, its successors above) and its cycle
+ * check cheap (no live node ranks between two members). Constants, outside
+ * the graph, come last. */
+static IrStatus plan_nodes(Extract *x, HostComp *h)
+{
+    const IrComputation *c = src_comp(x, h);
+    int32_t n = h->n, nu = n + h->ncl, next = 0;
+    int32_t *indeg = salloc(x, nu, sizeof(int32_t));
+    int32_t *unit_at = salloc(x, n, sizeof(int32_t)); /* key -> unit */
+    Heap heap = {salloc(x, nu, sizeof(int32_t)), 0};
+    h->node = salloc(x, n, sizeof(int32_t));
+    h->inv = salloc(x, n, sizeof(int32_t));
+    if (!indeg || !unit_at || !heap.v || !h->node || !h->inv)
+        return nomem(x);
+    for (int32_t i = 0; i < n; i++) {
+        if (h->place[i] == CLU_CONST)
+            continue;
+        unit_at[plan_key(h, plan_unit(h, i))] = plan_unit(h, i);
+        for (int32_t k = 0; k < npred(&c->instr[i]); k++) {
+            int32_t u = pred_at(&c->instr[i], k);
+            if (h->place[u] != CLU_CONST && plan_unit(h, u) != plan_unit(h, i))
+                indeg[plan_unit(h, i)]++;
+        }
+    }
+    for (int32_t p = 0; p < n; p++) {
+        int32_t i = h->order[p];
+        if (h->place[i] != CLU_CONST && indeg[plan_unit(h, i)] == 0 &&
+            plan_key(h, plan_unit(h, i)) == p)
+            heap_push(&heap, p);
+    }
+    while (heap.n > 0) {
+        int32_t un = unit_at[heap_pop(&heap)];
+        const int32_t *mem = un < n ? &un : h->cls[un - n].mem;
+        int32_t nmem = un < n ? 1 : h->cls[un - n].nmem;
+        for (int32_t j = 0; j < nmem; j++) {
+            int32_t i = mem[j];
+            h->inv[next] = i;
+            h->node[i] = next++;
+            for (int32_t k = h->uoff[i]; k < h->uoff[i + 1]; k++) {
+                int32_t w = plan_unit(h, h->use[k]);
+                if (w != un && --indeg[w] == 0)
+                    heap_push(&heap, plan_key(h, w));
+            }
+        }
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (h->place[i] == CLU_CONST) {
+            h->inv[next] = i;
+            h->node[i] = next++;
+        }
+    return next == n ? IR_OK : internal(x, "the planned clusters form a cycle", c->name);
+}
+
+static IrStatus build_graph(Extract *x, HostComp *h, CluCycles *g)
+{
+    const IrComputation *c = src_comp(x, h);
+    for (int32_t i = 0; i < h->n; i++) {
+        const IrInstr *ins = &c->instr[i];
+        if (h->place[i] == CLU_CONST)
+            continue;
+        for (int32_t k = 0; k < npred(ins); k++) {
+            int32_t u = pred_at(ins, k);
+            if (h->place[u] == CLU_CONST)
+                continue;
+            int r = clu_cycles_insert_edge(g, h->node[u], h->node[i]);
+            if (r < 0)
+                return nomem(x);
+            if (r == 0)
+                return internal(x, "an edge closes a cycle", c->name);
+        }
+    }
+    return IR_OK;
+}
+
+/* Merge every device instruction into its cluster, member after member.
+ * node_of[k] is cluster k's current graph node. */
+static IrStatus merge_clusters(Extract *x, HostComp *h, CluCycles *g, int32_t *node_of)
+{
+    for (int32_t k = 0; k < h->ncl; k++) {
+        Clu *cl = &h->cls[k];
+        node_of[k] = h->node[cl->mem[0]];
+        for (int32_t j = 1; j < cl->nmem; j++) {
+            int32_t s = clu_cycles_merge(g, node_of[k], h->node[cl->mem[j]]);
+            if (s == -2)
+                return nomem(x);
+            if (s < 0)
+                return internal(x, "a merge would close a cycle", src_comp(x, h)->name);
+            node_of[k] = s;
+        }
+    }
+    return IR_OK;
+}
+
+/* Host program order: Kahn's algorithm over the contracted graph, keyed
+ * like the plan (the topological position of each node's first
+ * instruction). */
+static IrStatus order_units(Extract *x, HostComp *h, CluCycles *g, const int32_t *node_of)
+{
+    int32_t n = h->n, expect = 0;
+    int32_t *node_at = salloc(x, n, sizeof(int32_t)); /* key -> node */
+    int32_t *key = salloc(x, n, sizeof(int32_t));     /* node -> key, -1: not a unit */
+    int32_t *unit = salloc(x, n, sizeof(int32_t));    /* node -> h->unit entry */
+    int32_t *indeg = salloc(x, n, sizeof(int32_t));
+    Heap heap = {salloc(x, n, sizeof(int32_t)), 0};
+    h->unit = salloc(x, n, sizeof(int32_t));
+    if (!node_at || !key || !unit || !indeg || !heap.v || !h->unit)
+        return nomem(x);
+    for (int32_t v = 0; v < n; v++)
+        key[v] = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (h->place[i] != CLU_CONST && !is_device(h, i)) {
+            key[h->node[i]] = h->pos[i];
+            unit[h->node[i]] = i;
+        }
+    for (int32_t k = 0; k < h->ncl; k++) {
+        key[node_of[k]] = h->cls[k].first;
+        unit[node_of[k]] = -(k + 1);
+    }
+    for (int32_t v = 0; v < n; v++) {
+        if (key[v] < 0)
+            continue;
+        expect++;
+        node_at[key[v]] = v;
+        clu_cycles_pred(g, v, &indeg[v]);
+        if (indeg[v] == 0)
+            heap_push(&heap, key[v]);
+    }
+    while (heap.n > 0) {
+        int32_t v = node_at[heap_pop(&heap)], ns;
+        h->unit[h->nunit++] = unit[v];
+        const int32_t *succ = clu_cycles_succ(g, v, &ns);
+        for (int32_t k = 0; k < ns; k++)
+            if (--indeg[succ[k]] == 0)
+                heap_push(&heap, key[succ[k]]);
+    }
+    if (h->nunit != expect)
+        return internal(x, "the contracted graph has a cycle", src_comp(x, h)->name);
+    return IR_OK;
+}
+
 static IrStatus form(Extract *x, HostComp *h)
 {
     int32_t maxlv = 0;
@@ -551,16 +606,14 @@ static IrStatus form(Extract *x, HostComp *h)
         if (is_device(h, i) && h->lv[i] > maxlv)
             maxlv = h->lv[i];
     IrStatus st = make_clusters(x, h, maxlv);
-    if (st != IR_OK)
+    if (st != IR_OK || (st = plan_nodes(x, h)) != IR_OK)
         return st;
-    int32_t *first = salloc(x, maxlv + 1, sizeof(int32_t));
-    CluCycles *g = first ? clu_cycles_new(h->n) : NULL;
+    int32_t *node_of = salloc(x, h->ncl, sizeof(int32_t));
+    CluCycles *g = node_of ? clu_cycles_new(h->n) : NULL;
     if (!g)
         return nomem(x);
-    for (int32_t l = 0; l <= maxlv; l++)
-        first[l] = -1;
-    if ((st = build_graph(x, h, g)) == IR_OK && (st = merge_levels(x, h, g, first)) == IR_OK)
-        st = order_units(x, h, g, first);
+    if ((st = build_graph(x, h, g)) == IR_OK && (st = merge_clusters(x, h, g, node_of)) == IR_OK)
+        st = order_units(x, h, g, node_of);
     clu_cycles_free(g);
     return st;
 }
@@ -845,6 +898,13 @@ static IrStatus cluster_params(Extract *x, HostComp *h, Clu *cl, IrComputation *
 {
     const IrComputation *c = src_comp(x, h);
     IrArena *a = x->out->arena;
+    /* Size the parameter table once: ir_add_instr grows it one parameter
+     * at a time otherwise, quadratic for a cluster with many inputs. */
+    if (cl->nin > 0 && !(kc->param = ir_alloc_array(a, (size_t)cl->nin, sizeof(int32_t))))
+        return nomem(x);
+    for (int32_t j = 0; j < cl->nin; j++)
+        kc->param[j] = -1;
+    kc->nparam = cl->nin;
     for (int32_t j = 0; j < cl->nin; j++) {
         const IrInstr *v = &c->instr[cl->in[j]];
         IrInstr p = {0};
