@@ -1,10 +1,40 @@
 /*
  * compile.c: the compile pipeline: propagate shardings over the whole
- * module, then partition the entry computation into one SPMD program.
+ * module, then partition the entry computation into one SPMD program, and
+ * record the logical shapes and shardings of the inputs and outputs.
  */
 #include "runtime.h"
 
 #include <string.h>
+
+static const IrSharding replicated = {.kind = SHD_REPLICATED};
+
+/* Copy the entry's parameter and root shapes and shardings. */
+static IrStatus record_io(RtCompiled *c, IrDiag *d)
+{
+    const IrComputation *e = ir_entry(c->src);
+    IrArena *a = c->arena = ir_arena_new();
+    if (!a)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    c->nparam = e->nparam;
+    c->param_shape = ir_alloc_array(a, (size_t)(e->nparam > 0 ? e->nparam : 1), sizeof(IrShape));
+    c->param_sharding = ir_alloc_array(a, (size_t)(e->nparam > 0 ? e->nparam : 1), sizeof(IrSharding *));
+    if (!c->param_shape || !c->param_sharding)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int32_t p = 0; p < e->nparam; p++) {
+        const IrInstr *pi = &e->instr[e->param[p]];
+        c->param_sharding[p] = ir_alloc(a, sizeof(IrSharding));
+        if (!c->param_sharding[p] || ir_shape_copy(a, &c->param_shape[p], &pi->shape) != IR_OK ||
+            ir_sharding_copy(a, c->param_sharding[p], pi->sharding ? pi->sharding : &replicated) != IR_OK)
+            return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    const IrInstr *root = &e->instr[e->root];
+    c->out_sharding = ir_alloc(a, sizeof(IrSharding));
+    if (!c->out_sharding || ir_shape_copy(a, &c->out_shape, &root->shape) != IR_OK ||
+        ir_sharding_copy(a, c->out_sharding, root->sharding ? root->sharding : &replicated) != IR_OK)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return IR_OK;
+}
 
 IrStatus rt_compile(IrModule *src, int64_t num_partitions, int64_t num_replicas, RtCompiled *out,
                     IrDiag *d)
@@ -17,18 +47,15 @@ IrStatus rt_compile(IrModule *src, int64_t num_partitions, int64_t num_replicas,
      * instruction the partitioner visits */
     ShdPropagateOptions popt = {.num_devices = num_partitions};
     IrStatus st = shd_propagate(src, &popt, d);
-    if (st != IR_OK) {
-        rt_compiled_free(out);
-        return st;
-    }
     /* requires shardings; builds the per-device program */
     SpmdOptions sopt = {.num_partitions = num_partitions, .num_replicas = num_replicas};
-    st = spmd_partition(src, &sopt, &out->spmd, &out->report, d);
-    if (st != IR_OK) {
+    if (st == IR_OK)
+        st = spmd_partition(src, &sopt, &out->spmd, &out->report, d);
+    if (st == IR_OK)
+        st = record_io(out, d);
+    if (st != IR_OK)
         rt_compiled_free(out);
-        return st;
-    }
-    return IR_OK;
+    return st;
 }
 
 void rt_compiled_free(RtCompiled *c)
@@ -36,23 +63,18 @@ void rt_compiled_free(RtCompiled *c)
     ir_module_free(c->src);
     ir_module_free(c->spmd);
     spmd_report_free(&c->report);
+    ir_arena_free(c->arena);
     memset(c, 0, sizeof *c);
 }
 
-static const IrSharding replicated = {.kind = SHD_REPLICATED};
-
 const IrSharding *rt_param_sharding(const RtCompiled *c, int32_t p)
 {
-    const IrComputation *e = ir_entry(c->src);
-    if (!e || p < 0 || p >= e->nparam || e->param[p] < 0 || !e->instr[e->param[p]].sharding)
+    if (p < 0 || p >= c->nparam || !c->param_sharding[p])
         return &replicated;
-    return e->instr[e->param[p]].sharding;
+    return c->param_sharding[p];
 }
 
 const IrSharding *rt_root_sharding(const RtCompiled *c)
 {
-    const IrComputation *e = ir_entry(c->src);
-    if (!e || e->root < 0 || !e->instr[e->root].sharding)
-        return &replicated;
-    return e->instr[e->root].sharding;
+    return c->out_sharding ? c->out_sharding : &replicated;
 }

@@ -425,8 +425,7 @@ IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, I
         else {
             for (int64_t p = 0; p < w.n; p++)
                 parts[p] = devs[p].result;
-            const IrComputation *e = ir_entry(c->src);
-            st = rt_unshard_value(&e->instr[e->root].shape, rt_root_sharding(c), w.n, parts, out, d);
+            st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), w.n, parts, out, d);
             ts_free(parts);
         }
     }

@@ -182,12 +182,22 @@ char *rt_value_summary(const DevValue *v);
 /* compile.c: parse -> propagate -> partition                          */
 /* ------------------------------------------------------------------ */
 
-/* A module compiled for N partitions x R replicas. */
+/* A module compiled for N partitions x R replicas: the SPMD program and
+ * the logical shapes and shardings of its inputs and outputs (the split and
+ * concat trees follow from them). Compiled from a model (src set) or
+ * loaded from a plan file (src NULL). */
 typedef struct RtCompiled {
-    IrModule *src;          /* the source module with propagated shardings (owned) */
+    IrModule *src;          /* the source module with propagated shardings (owned), or NULL */
     IrModule *spmd;         /* the partitioned SPMD program (owned) */
-    SpmdReport report;      /* what the partitioner decided */
+    SpmdReport report;      /* what the partitioner decided (empty for loaded plans) */
     int64_t num_partitions, num_replicas;
+    int64_t hosts, local_devices;     /* from a plan file; 0 when compiled in this run */
+    IrArena *arena;         /* shapes and shardings below */
+    int32_t nparam;
+    IrShape *param_shape;   /* logical shape of each entry parameter */
+    IrSharding **param_sharding;
+    IrShape out_shape;      /* logical shape of the entry root */
+    IrSharding *out_sharding;
 } RtCompiled;
 
 /* Propagate shardings over `src` (taking ownership of it, also on failure)
@@ -195,10 +205,25 @@ typedef struct RtCompiled {
 IrStatus rt_compile(IrModule *src, int64_t num_partitions, int64_t num_replicas, RtCompiled *out,
                     IrDiag *d);
 void rt_compiled_free(RtCompiled *c);
-/* The sharding of entry parameter p / of the entry root (replicated when
- * none). */
+/* The sharding of entry parameter p / of the entry root. */
 const IrSharding *rt_param_sharding(const RtCompiled *c, int32_t p);
 const IrSharding *rt_root_sharding(const RtCompiled *c);
+
+/* ------------------------------------------------------------------ */
+/* plan_file.c: plans on disk                                          */
+/* ------------------------------------------------------------------ */
+
+/* The plan file: the SPMD module as HLO text, then the compile result
+ * lines (// InputMapping, // XlaInputShape, // XlaOutputShape) and
+ * tessel's own (// TesselPlan version=1 ..., // TesselInputSharding P S,
+ * // TesselOutputSharding K S). Heap text (ts_free) or NULL on OOM. */
+char *rt_plan_file_text(const RtCompiled *c, const Plan *p);
+/* Load and check a plan file: every line, shape, sharding and count is
+ * checked against the module it carries; a truncated or altered plan is
+ * IR_EINPUT naming the line, never a crash. */
+IrStatus rt_plan_load(const char *path, const char *text, size_t len, RtCompiled *out, IrDiag *d);
+/* True when text looks like a plan file (has a // TesselPlan line). */
+bool rt_is_plan_text(const char *text, size_t len);
 
 /* ------------------------------------------------------------------ */
 /* shards.c: cutting full values into shards and putting them back     */
