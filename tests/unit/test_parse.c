@@ -784,6 +784,9 @@ static void test_omitted_shapes(void **state)
 
     parse_err("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT c = convert(x)\n}\n",
               "'convert' needs an explicit shape", 4, 12);
+    /* replica_count alone does not bound the devices a sharding names */
+    m = parse_ok("HloModule m, replica_count=2\nENTRY e {\n  ROOT p = f32[8] parameter(0), sharding={devices=[4]0,1,2,3}\n}\n");
+    ir_module_free(m);
     /* a sharding on an inferred shape is validated once the shape is known */
     parse_err("HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT n = negate(x), sharding={devices=[2,1]0,1}\n}\n",
               "tiles 2 dimensions but shape f32[4] has rank 1", 4, 23);
@@ -821,8 +824,10 @@ static void test_error_table(void **state)
          "tiles 2 dimensions but shape f32[2] has rank 1", 4, 30},
         {"HloModule m, num_partitions=4\nENTRY e {\n  ROOT p = f32[2] parameter(0), sharding={devices=[2]0,1}\n}\n",
          "uses 2 devices but there are 4", 3, 33},
-        {"HloModule m, num_partitions=2, replica_count=2\nENTRY e {\n  ROOT p = f32[2] parameter(0), sharding={maximal device=4}\n}\n",
-         "device 4 is out of range [0, 4)", 3, 33},
+        /* shardings name partitions (every replica runs the same program):
+         * the device count is num_partitions, whatever replica_count says */
+        {"HloModule m, num_partitions=2, replica_count=2\nENTRY e {\n  ROOT p = f32[2] parameter(0), sharding={maximal device=2}\n}\n",
+         "device 2 is out of range [0, 2)", 3, 33},
         /* bad shapes */
         {"HloModule m\nENTRY e {\n  ROOT p = f33[2] parameter(0)\n}\n", "expected shape, found 'f33'", 3, 12},
         {"HloModule m\nENTRY e {\n  ROOT p = f32[2,-1] parameter(0)\n}\n", "dimension size -1 is negative", 3, 18},
