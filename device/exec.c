@@ -451,6 +451,17 @@ static IrStatus get_dimension_size(const Exec *x, const IrInstr *ins, DevValue *
     return scalar_value(IR_S32, v->shape.dims[dim], out);
 }
 
+/* partition-id / replica-id: u32[] in XLA; other integer scalars (XLA's
+ * own tests write s32[]) get the same number. */
+static IrStatus device_id(const Exec *x, const IrInstr *ins, DevValue **out)
+{
+    if (ins->shape.type == IR_TUPLE || ins->shape.rank != 0 || !ir_type_is_int(ins->shape.type))
+        return instr_error(x, ins, IR_EINPUT, "%s must be an integer scalar",
+                           ir_op_name(ins->op));
+    return scalar_value(ins->shape.type, ins->op == OP_PARTITION_ID ? x->opt->partition_id
+                                                                   : x->opt->replica_id, out);
+}
+
 /* The one switch over opcodes. */
 static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, DevValue **opnd,
                           DevValue **out)
@@ -464,8 +475,8 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_WHILE: return run_while(x, ins, opnd, out);
     case OP_CONDITIONAL: return n < 1 ? instr_error(x, ins, IR_EINPUT, "needs a selector")
                                       : run_conditional(x, ins, opnd, out);
-    case OP_PARTITION_ID: return scalar_value(IR_U32, x->opt->partition_id, out);
-    case OP_REPLICA_ID: return scalar_value(IR_U32, x->opt->replica_id, out);
+    case OP_PARTITION_ID:
+    case OP_REPLICA_ID: return device_id(x, ins, out);
     case OP_OPTIMIZATION_BARRIER:
     case OP_ADD_DEPENDENCY:
         if (n < 1)
