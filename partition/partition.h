@@ -209,11 +209,23 @@ typedef struct Plan {
 
 /* Build the split tree of a value of `shape` under sharding `s`. */
 PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
-/* Describe a compiled program: `src` carries the propagated shardings,
- * `spmd` is the partitioned module. hosts >= 1; local_devices 0 means
- * N*R/hosts. IR_EINPUT when N*R is not hosts * local_devices. */
-IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, int64_t hosts,
-                    int64_t local_devices, Plan **out, IrDiag *d);
+/* The inputs and outputs of a compiled program: logical shapes and
+ * shardings (names optional). */
+typedef struct PlanIo {
+    int32_t nparam;
+    const IrShape *param_shape;
+    IrSharding *const *param_sharding;
+    const IrShape *out_shape;
+    const IrSharding *out_sharding;
+} PlanIo;
+
+/* Describe a compiled program. `src` (may be NULL for a loaded plan)
+ * carries the propagated shardings of the source instructions; `spmd` is
+ * the partitioned module; `io` the inputs and outputs. hosts >= 1;
+ * local_devices 0 means N*R/hosts. IR_EINPUT when N*R is not hosts x
+ * local_devices. */
+IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, const PlanIo *io,
+                    int64_t hosts, int64_t local_devices, Plan **out, IrDiag *d);
 void plan_free(Plan *p);
 /* The compile result lines of DESIGN.md ("// InputMapping {0, 1}", one
  * "// XlaInputShape" per parameter, "// XlaOutputShape (...)"), heap text. */

@@ -178,8 +178,38 @@ static IrStatus islands(Plan *p, IrDiag *d)
     return IR_OK;
 }
 
-IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, int64_t hosts,
-                    int64_t local_devices, Plan **out, IrDiag *d)
+/* The instructions a person sees: the source's, with their shardings, or
+ * (for a loaded plan) the SPMD module's, whose shapes are per device. */
+static bool describe_instrs(Plan *p, const IrModule *src, const IrModule *spmd, const SpmdReport *rep)
+{
+    IrArena *a = p->arena;
+    const IrComputation *e = ir_entry(src ? src : spmd);
+    p->ninstrs = e->ninstr;
+    p->instrs = ir_alloc_array(a, (size_t)(e->ninstr > 0 ? e->ninstr : 1), sizeof(PlanInstr));
+    if (!p->instrs)
+        return false;
+    for (int32_t i = 0; i < e->ninstr; i++) {
+        const IrInstr *ins = &e->instr[i];
+        PlanInstr *pi = &p->instrs[i];
+        pi->name = ir_strdup(a, ins->name);
+        pi->opcode = ir_op_name(ins->op);
+        pi->sharding = src && ins->sharding ? ins->sharding : &replicated;
+        if (!pi->name || ir_shape_copy(a, &pi->shape, &ins->shape) != IR_OK)
+            return false;
+        if (src) {
+            if (shd_shard_shape(a, &ins->shape, pi->sharding, &pi->device_shape) != IR_OK)
+                return false;
+        } else if (ir_shape_copy(a, &pi->device_shape, &ins->shape) != IR_OK) {
+            return false;
+        }
+        for (int32_t k = 0; rep && k < rep->nfallback; k++)
+            pi->fallback |= strcmp(rep->fallback[k], ins->name) == 0;
+    }
+    return true;
+}
+
+IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, const PlanIo *io,
+                    int64_t hosts, int64_t local_devices, Plan **out, IrDiag *d)
 {
     *out = NULL;
     int64_t n = spmd->num_partitions > 0 ? spmd->num_partitions : 1;
@@ -205,9 +235,8 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
         return oom(d);
     }
     p->arena = a;
-    p->module = ir_strdup(a, src->name);
-    const IrComputation *e = ir_entry(src);
-    p->cluster = ir_strdup(a, e->name);
+    p->module = ir_strdup(a, (src ? src : spmd)->name);
+    p->cluster = ir_strdup(a, ir_entry(src ? src : spmd)->name);
     p->num_partitions = n;
     p->num_replicas = r;
     p->hosts = hosts;
@@ -216,36 +245,24 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     IrStatus st = islands(p, d);
     if (st != IR_OK)
         goto fail;
-    p->ninputs = e->nparam;
-    p->inputs = ir_alloc_array(a, (size_t)(e->nparam > 0 ? e->nparam : 1), sizeof(PlanValue));
-    const IrShape *root = &e->instr[e->root].shape;
-    const IrSharding *rs = e->instr[e->root].sharding ? e->instr[e->root].sharding : &replicated;
-    p->noutputs = ir_shape_leaf_count(root);
+    const IrComputation *pe = ir_entry(src ? src : spmd);
+    p->ninputs = io->nparam;
+    p->inputs = ir_alloc_array(a, (size_t)(io->nparam > 0 ? io->nparam : 1), sizeof(PlanValue));
+    p->noutputs = ir_shape_leaf_count(io->out_shape);
     p->outputs = ir_alloc_array(a, (size_t)(p->noutputs > 0 ? p->noutputs : 1), sizeof(PlanValue));
-    p->ninstrs = e->ninstr;
-    p->instrs = ir_alloc_array(a, (size_t)(e->ninstr > 0 ? e->ninstr : 1), sizeof(PlanInstr));
-    if (!p->inputs || !p->outputs || !p->instrs)
+    if (!p->inputs || !p->outputs)
         goto nomem;
-    for (int32_t k = 0; k < e->nparam; k++) {
-        const IrInstr *pi = &e->instr[e->param[k]];
-        if (!value_for(a, &p->inputs[k], k, pi->name, &pi->shape, pi->sharding))
+    for (int32_t k = 0; k < io->nparam; k++) {
+        const char *name = k < pe->nparam && pe->param[k] >= 0 ? pe->instr[pe->param[k]].name : NULL;
+        if (!value_for(a, &p->inputs[k], k, name, &io->param_shape[k], io->param_sharding[k]))
             goto nomem;
     }
     for (int32_t k = 0; k < p->noutputs; k++)
-        if (!value_for(a, &p->outputs[k], k, NULL, ir_shape_leaf(root, k), shd_leaf(rs, root, k)))
+        if (!value_for(a, &p->outputs[k], k, NULL, ir_shape_leaf(io->out_shape, k),
+                       shd_leaf(io->out_sharding, io->out_shape, k)))
             goto nomem;
-    for (int32_t i = 0; i < e->ninstr; i++) {
-        const IrInstr *ins = &e->instr[i];
-        PlanInstr *pi = &p->instrs[i];
-        pi->name = ir_strdup(a, ins->name);
-        pi->opcode = ir_op_name(ins->op);
-        pi->sharding = ins->sharding ? ins->sharding : &replicated;
-        if (!pi->name || ir_shape_copy(a, &pi->shape, &ins->shape) != IR_OK ||
-            shd_shard_shape(a, &ins->shape, pi->sharding, &pi->device_shape) != IR_OK)
-            goto nomem;
-        for (int32_t k = 0; rep && k < rep->nfallback; k++)
-            pi->fallback |= strcmp(rep->fallback[k], ins->name) == 0;
-    }
+    if (!describe_instrs(p, src, spmd, rep))
+        goto nomem;
     p->peak_bytes_per_device = peak_bytes(spmd);
     *out = p;
     return IR_OK;

@@ -264,7 +264,8 @@ char *rt_plan_text(const Plan *p)
         for (char *line = cr; *line;) {
             char *nl = strchr(line, '\n');
             size_t len = nl ? (size_t)(nl - line) : strlen(line);
-            outf(&o, "  %.*s\n", (int)len, line + 3);
+            if (len > 3) /* drop the leading "// " */
+                outf(&o, "  %.*s\n", (int)(len - 3), line + 3);
             line += len + (nl ? 1 : 0);
         }
         ts_free(cr);
@@ -320,10 +321,10 @@ char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)
     Out o = {0};
     outf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
          p->module);
-    const IrComputation *e = ir_entry(src);
+    const IrComputation *e = ir_entry(src ? src : spmd);
     outf(&o, "  subgraph \"cluster_%s\" {\n    label=\"%s (%lld partitions)\";\n", p->cluster, p->cluster,
          (long long)p->num_partitions);
-    for (int32_t i = 0; i < e->ninstr; i++) {
+    for (int32_t i = 0; i < e->ninstr && i < p->ninstrs; i++) {
         const PlanInstr *pi = &p->instrs[i];
         char *sd = ir_sharding_str(pi->sharding);
         char *sh = ir_shape_str(&pi->shape, false);

@@ -64,6 +64,8 @@ typedef struct CliCommand {
 extern const CliCommand cli_cmd_check;
 extern const CliCommand cli_cmd_run;
 extern const CliCommand cli_cmd_devices;
+extern const CliCommand cli_cmd_compile;
+extern const CliCommand cli_cmd_plan;
 
 /* options.c */
 
@@ -86,5 +88,28 @@ int cli_exit_status(IrStatus st);
 int cli_load_model(const char *path, IrModule **m);
 /* Seconds on a monotonic clock, for --stats. */
 double cli_now(void);
+
+/* pipeline.c */
+
+/* A program ready to run: compiled from MODEL.hlo in this run (then
+ * `reference` is the unpartitioned module, for --reference) or loaded from
+ * a plan file. */
+typedef struct CliProgram {
+    RtCompiled c;
+    IrModule *reference;
+    bool from_plan;
+} CliProgram;
+/* Load MODEL.hlo (and compile it for N x R from the options or the module
+ * header) or a plan file (checked). Prints the diagnostic and returns its
+ * exit status on failure. */
+int cli_prepare(const CliOptions *o, const char *path, CliProgram *p);
+void cli_program_free(CliProgram *p);
+
+/* cmd_compile.c */
+
+/* Write text to `path` (temp + rename) or stdout when NULL or "-". */
+int cli_write_text(const char *path, const char *text);
+/* The plan of a prepared program for the --hosts/--local-devices given. */
+int cli_build_plan(const CliOptions *o, const CliProgram *p, Plan **plan);
 
 #endif /* TESSEL_CLI_H */

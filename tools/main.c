@@ -11,6 +11,8 @@
 
 static const CliCommand *const COMMANDS[] = {
     &cli_cmd_check,
+    &cli_cmd_compile,
+    &cli_cmd_plan,
     &cli_cmd_run,
     &cli_cmd_devices,
 };

@@ -1,0 +1,104 @@
+/*
+ * cmd_compile.c: `tessel compile MODEL.hlo [-o PLAN|-]`: propagate,
+ * partition, assign devices and hosts, and write the plan: the SPMD module
+ * as HLO text followed by the compile result lines (docs/plan.md).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char HELP[] =
+    "Usage: tessel compile MODEL.hlo [-o PLAN|-] [--num-partitions N] [--num-replicas R]\n"
+    "                      [--hosts H] [--local-devices L]\n"
+    "\n"
+    "Compile a module for N partitions x R replicas on H hosts with L devices\n"
+    "each, and write the plan: the partitioned SPMD program as HLO text that\n"
+    "XLA's tools read, then the compile result lines (// InputMapping,\n"
+    "// XlaInputShape, // XlaOutputShape) and tessel's own (// TesselPlan ...).\n"
+    "`mpirun -np H tessel run PLAN` runs it without recompiling.\n"
+    "\n"
+    "  -o FILE                 write the plan to FILE (default, or -: stdout);\n"
+    "                          written to a temporary name and renamed\n"
+    "  --num-partitions N      partitions (default: the module's num_partitions, else 1)\n"
+    "  --num-replicas R        replicas (default: the module's replica_count, else 1)\n"
+    "  --hosts H               hosts (MPI ranks) the plan is for (default 1)\n"
+    "  --local-devices L       devices per host (default N*R/H)\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
+
+/* Write text to path atomically (temp + rename), or to stdout for "-". */
+int cli_write_text(const char *path, const char *text)
+{
+    if (!path || strcmp(path, "-") == 0) {
+        fputs(text, stdout);
+        return fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
+    }
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        fprintf(stderr, "tessel: error: output path too long\n");
+        return CLI_USAGE;
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "tessel: error: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    size_t n = strlen(text);
+    bool ok = fwrite(text, 1, n, f) == n;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "tessel: error: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+/* Build the plan of a prepared program for H hosts x L devices. */
+int cli_build_plan(const CliOptions *o, const CliProgram *p, Plan **plan)
+{
+    IrDiag d = {0};
+    const RtCompiled *c = &p->c;
+    PlanIo io = {c->nparam, c->param_shape, c->param_sharding, &c->out_shape, c->out_sharding};
+    int64_t hosts = o->hosts ? o->hosts : (c->hosts ? c->hosts : 1);
+    int64_t local = o->local_devices ? o->local_devices : (o->hosts ? 0 : c->local_devices);
+    IrStatus st = plan_build(c->src, c->spmd, &c->report, &io, hosts, local, plan, &d);
+    return st == IR_OK ? CLI_OK : cli_report(st, &d);
+}
+
+static int run_compile(const CliOptions *o)
+{
+    if (o->npos != 1)
+        return cli_usage_error(&cli_cmd_compile, o->npos ? "compile takes one MODEL.hlo" : "missing MODEL.hlo");
+    CliProgram p;
+    int rc = cli_prepare(o, o->pos[0], &p);
+    if (rc != CLI_OK)
+        return rc;
+    Plan *plan = NULL;
+    rc = cli_build_plan(o, &p, &plan);
+    if (rc == CLI_OK) {
+        char *text = rt_plan_file_text(&p.c, plan);
+        if (!text) {
+            fprintf(stderr, "tessel: error: out of memory\n");
+            rc = CLI_FAIL;
+        } else {
+            rc = cli_write_text(o->out, text);
+        }
+        ts_free(text);
+    }
+    plan_free(plan);
+    cli_program_free(&p);
+    return rc;
+}
+
+const CliCommand cli_cmd_compile = {
+    .name = "compile",
+    .summary = "propagate shardings, partition, and write the plan",
+    .help = HELP,
+    .accepts = OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT,
+    .run = run_compile,
+};

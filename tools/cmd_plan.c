@@ -1,0 +1,67 @@
+/*
+ * cmd_plan.c: `tessel plan MODEL.hlo|PLAN [--format text|json|dot] [-o FILE]`:
+ * what the partitioner decided, for a person (text), a program (JSON, see
+ * docs/plan.md) or Graphviz (DOT).
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char HELP[] =
+    "Usage: tessel plan MODEL.hlo|PLAN [--format text|json|dot] [-o FILE]\n"
+    "                   [--num-partitions N] [--num-replicas R] [--hosts H] [--local-devices L]\n"
+    "\n"
+    "Dump the sharding plan: every instruction's shape, sharding and per-device\n"
+    "shape, the collectives the partitioner inserted (replica groups, bytes per\n"
+    "device), each input's split tree and each output's concat tree, the device\n"
+    "assignment, each host's replica islands, InputMapping / XlaInputShape /\n"
+    "XlaOutputShape, and the per-device peak memory estimate.\n"
+    "\n"
+    "  --format text|json|dot  text for people (default), JSON for programs,\n"
+    "                          DOT for Graphviz (coloured by sharding,\n"
+    "                          fallbacks in red, collectives as octagons)\n"
+    "  -o FILE                 write to FILE (default, or -: stdout)\n"
+    "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L\n"
+    "                          as for `tessel compile`\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
+
+static int run_plan(const CliOptions *o)
+{
+    if (o->npos != 1)
+        return cli_usage_error(&cli_cmd_plan, o->npos ? "plan takes one MODEL.hlo or PLAN" : "missing MODEL.hlo");
+    const char *fmt = o->format ? o->format : "text";
+    if (strcmp(fmt, "text") && strcmp(fmt, "json") && strcmp(fmt, "dot"))
+        return cli_usage_error(&cli_cmd_plan, "--format must be text, json or dot, not '%s'", fmt);
+    CliProgram p;
+    int rc = cli_prepare(o, o->pos[0], &p);
+    if (rc != CLI_OK)
+        return rc;
+    Plan *plan = NULL;
+    rc = cli_build_plan(o, &p, &plan);
+    if (rc == CLI_OK) {
+        char *text = strcmp(fmt, "json") == 0  ? rt_plan_json(plan)
+                     : strcmp(fmt, "dot") == 0 ? rt_plan_dot(plan, p.c.src, p.c.spmd)
+                                               : rt_plan_text(plan);
+        if (!text) {
+            fprintf(stderr, "tessel: error: out of memory\n");
+            rc = CLI_FAIL;
+        } else {
+            rc = cli_write_text(o->out, text);
+        }
+        ts_free(text);
+    }
+    plan_free(plan);
+    cli_program_free(&p);
+    return rc;
+}
+
+const CliCommand cli_cmd_plan = {
+    .name = "plan",
+    .summary = "dump the sharding plan (text, JSON or DOT)",
+    .help = HELP,
+    .accepts = OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT,
+    .run = run_plan,
+};

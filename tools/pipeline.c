@@ -1,0 +1,96 @@
+/*
+ * pipeline.c: what compile, plan and run share: read MODEL.hlo or a plan
+ * file, and bring it to a compiled program (propagate + partition, or load
+ * and check the plan), with N and R from the options, else the module
+ * header, else 1.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+/* Read a whole file; NULL with a diagnostic on failure. */
+static char *read_file(const char *path, size_t *len, IrDiag *d)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 32)) {
+        fclose(f);
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file of at most 4 GiB");
+        return NULL;
+    }
+    char *text = ts_malloc((size_t)st.st_size + 1);
+    if (!text || fread(text, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        ts_free(text);
+        fclose(f);
+        ir_error(d, text ? IR_EINPUT : IR_ENOMEM, path, NULL, (IrPos){0, 0}, "cannot read the file");
+        return NULL;
+    }
+    fclose(f);
+    text[st.st_size] = 0;
+    *len = (size_t)st.st_size;
+    return text;
+}
+
+int cli_prepare(const CliOptions *o, const char *path, CliProgram *p)
+{
+    memset(p, 0, sizeof *p);
+    IrDiag d = {0};
+    size_t len = 0;
+    char *text = read_file(path, &len, &d);
+    if (!text)
+        return cli_report(IR_EINPUT, &d);
+    IrStatus st;
+    if (rt_is_plan_text(text, len)) {
+        p->from_plan = true;
+        st = rt_plan_load(path, text, len, &p->c, &d);
+        if (st == IR_OK && ((o->num_partitions && o->num_partitions != p->c.num_partitions) ||
+                            (o->num_replicas && o->num_replicas != p->c.num_replicas)))
+            st = ir_error(&d, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                          "the plan was compiled for %lld partitions x %lld replicas; recompile to change them",
+                          (long long)p->c.num_partitions, (long long)p->c.num_replicas);
+    } else {
+        IrParseOptions po = ir_default_parse_options();
+        IrModule *m = NULL;
+        st = ir_parse(path, text, len, &po, &m, &d);
+        if (st == IR_OK) {
+            int64_t n = o->num_partitions ? o->num_partitions : (m->num_partitions > 0 ? m->num_partitions : 1);
+            int64_t r = o->num_replicas ? o->num_replicas : (m->replica_count > 0 ? m->replica_count : 1);
+            if (n > 4096 || r > 4096 || n * r > 4096)
+                st = ir_error(&d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "at most 4096 devices");
+            else {
+                /* Shardings name partitions: a module annotated for 2
+                 * cannot run on 4 without rewriting its annotations. */
+                m->num_partitions = n;
+                IrModule *ref = ir_module_clone(m);
+                st = ref ? rt_compile(m, n, r, &p->c, &d) : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                if (st == IR_OK)
+                    p->reference = ref;
+                else
+                    ir_module_free(ref);
+                m = NULL;
+            }
+            ir_module_free(m);
+        }
+    }
+    ts_free(text);
+    if (st != IR_OK) {
+        cli_program_free(p);
+        return cli_report(st, &d);
+    }
+    return CLI_OK;
+}
+
+void cli_program_free(CliProgram *p)
+{
+    rt_compiled_free(&p->c);
+    ir_module_free(p->reference);
+    memset(p, 0, sizeof *p);
+}
