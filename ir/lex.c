@@ -246,7 +246,19 @@ void lx_init(Lexer *L, const char *file, const char *text, size_t len, const cha
     L->src = src;
     L->arena = arena;
     L->d = d;
-    L->lim = lim ? *lim : ir_default_limits();
+    /* A limit left at zero (a zeroed IrLimits) means the default. */
+    IrLimits def = ir_default_limits();
+    L->lim = lim ? *lim : def;
+    if (L->lim.max_elements <= 0)
+        L->lim.max_elements = def.max_elements;
+    if (L->lim.max_rank <= 0)
+        L->lim.max_rank = def.max_rank;
+    if (L->lim.max_tuple <= 0)
+        L->lim.max_tuple = def.max_tuple;
+    if (L->lim.max_depth <= 0)
+        L->lim.max_depth = def.max_depth;
+    if (L->lim.max_name <= 0)
+        L->lim.max_name = def.max_name;
     L->iota_left = LX_IOTA_BUDGET;
     lx_next(L);
 }

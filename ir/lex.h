@@ -76,7 +76,8 @@ typedef struct I64Vec {
 
 /* Set up over text[0, len) and read the first token. `src` is a
  * NUL-terminated copy of the text used to show the offending line in
- * diagnostics (NULL: a temporary copy is made when an error occurs). */
+ * diagnostics (NULL: a temporary copy is made when an error occurs).
+ * `lim` NULL, or any of its fields <= 0, means the default limits. */
 void lx_init(Lexer *L, const char *file, const char *text, size_t len, const char *src,
              IrArena *arena, IrDiag *d, const IrLimits *lim);
 /* Advance to the next token. */

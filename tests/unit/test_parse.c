@@ -944,6 +944,11 @@ static void test_limits(void **state)
     assert_int_equal(ir_parse(NULL, ok, strlen(ok), &o, &m, &d), IR_OK);
     assert_null(m->file);
     ir_module_free(m);
+    /* zeroed limits mean the defaults */
+    IrParseOptions zero = {0};
+    const char *deep = "HloModule m\nENTRY e {\n  ROOT p = ((((f32[1,2,3])))) parameter(0)\n}\n";
+    assert_int_equal(ir_parse(NULL, deep, strlen(deep), &zero, &m, &d), IR_OK);
+    ir_module_free(m);
     o = opts();
     o.limits.max_rank = 2;
     parse_err_opt("HloModule m\nENTRY e {\n  ROOT p = f32[1,1,1] parameter(0)\n}\n", &o, "rank exceeds the limit of 2", 3, 20);
