@@ -35,7 +35,10 @@
  * Files of this layer (the header reads as a table of contents):
  *   cycles.c    CluCycles: incremental cycle detection with edge contraction
  *   place.c     host/device placement of the instructions of a computation
- *   extract.c   cluster formation, outlining, the host program, CluResult
+ *   extract.c   clu_extract: the driver, CluResult
+ *   form.c      levels, cluster formation, the host program's order
+ *   outline.c   cluster computations and host computations
+ * (cluster_internal.h: the state the last three share.)
  *
  * Depends on ir/ only; never executes anything.
  */
@@ -148,7 +151,7 @@ IrStatus clu_place(const IrModule *m, int32_t ci, const bool *has_host,
                    IrDiag *d);
 
 /* ------------------------------------------------------------------ */
-/* extract.c: clusters, outlining, the host program                    */
+/* extract.c (with form.c, outline.c): clusters and the host program   */
 /* ------------------------------------------------------------------ */
 
 typedef struct CluOptions {
