@@ -208,6 +208,10 @@ void rt_compiled_free(RtCompiled *c);
 /* The sharding of entry parameter p / of the entry root. */
 const IrSharding *rt_param_sharding(const RtCompiled *c, int32_t p);
 const IrSharding *rt_root_sharding(const RtCompiled *c);
+/* A module whose entry has the program's logical parameters (names and
+ * shapes of the inputs), so rt_bind_inputs can bind user inputs to a
+ * compiled program or a loaded plan. NULL on OOM. */
+IrModule *rt_signature_module(const RtCompiled *c);
 
 /* ------------------------------------------------------------------ */
 /* plan_file.c: plans on disk                                          */

@@ -8,16 +8,19 @@
 #include "cli.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char HELP[] =
-    "Usage: tessel run MODEL.hlo [--reference] [--input INDEX_OR_NAME=FILE.npy ...]\n"
+    "Usage: tessel run MODEL.hlo|PLAN [--reference] [--input INDEX_OR_NAME=FILE.npy ...]\n"
     "                  [--random-inputs SEED] [--output-dir DIR] [--stats]\n"
     "                  [--num-partitions N] [--num-replicas R] [--hosts H]\n"
     "                  [--local-devices L] [--steps K]\n"
     "\n"
-    "Execute the entry computation of a module. With --reference (or when\n"
-    "N*R is 1) the unpartitioned module runs on one device: the oracle that\n"
-    "partitioned runs are checked against.\n"
+    "Execute a module (or a plan from `tessel compile`). The module is\n"
+    "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
+    "thread of this process (under `mpirun -np H`, H processes). With\n"
+    "--reference the unpartitioned module runs on one device: the oracle that\n"
+    "partitioned runs are checked against; both give the same results.\n"
     "\n"
     "Inputs (every leaf of every entry parameter must be bound):\n"
     "  --input KEY=FILE.npy    bind a .npy file; KEY is the parameter's index\n"
@@ -35,36 +38,14 @@ static const char HELP[] =
     "  --reference             run the unpartitioned module on one device\n"
     "  --num-partitions N      partitions (default: the module's num_partitions, else 1)\n"
     "  --num-replicas R        replicas (default: the module's replica_count, else 1)\n"
-    "  --hosts H, --local-devices L, --steps K\n"
-    "                          for partitioned runs (not built yet)\n"
+    "  --hosts H, --local-devices L\n"
+    "                          hosts and devices per host; without mpirun one\n"
+    "                          process runs every device (H = 1)\n"
     "  --stats                 print the time of each phase (to stderr)\n"
     "  -h, --help              show this help\n"
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad\n"
     "input (syntax or verifier error, bad or missing .npy, unbound parameter).\n";
-
-/* Say why the options ask for something the reference run cannot do;
- * CLI_OK when they describe a one-device reference run. */
-static int check_mode(const CliOptions *o, const IrModule *m)
-{
-    int64_t n = o->num_partitions ? o->num_partitions
-                                  : (m->num_partitions > 0 ? m->num_partitions : 1);
-    int64_t r = o->num_replicas ? o->num_replicas : (m->replica_count > 0 ? m->replica_count : 1);
-    if (o->steps > 1)
-        return cli_usage_error(&cli_cmd_run, "--steps is not built yet");
-    if (o->reference) {
-        if (o->hosts > 1 || o->local_devices > 1)
-            return cli_usage_error(&cli_cmd_run, "--reference runs on one device; --hosts and "
-                                   "--local-devices do not apply");
-        return CLI_OK;
-    }
-    if (n * r > 1 || o->hosts > 1 || o->local_devices > 1)
-        return cli_usage_error(&cli_cmd_run,
-                               "partitioned execution is not built yet (%lld partitions x "
-                               "%lld replicas); use --reference to run the unpartitioned "
-                               "module on one device", (long long)n, (long long)r);
-    return CLI_OK;
-}
 
 static void print_summaries(DevValue *result)
 {
@@ -76,48 +57,89 @@ static void print_summaries(DevValue *result)
     }
 }
 
-static int run_run(const CliOptions *o)
+/* Bind, execute, write or print: the phases every mode shares. `sig` is a
+ * module whose entry has the program's logical parameters. */
+static int execute(const CliOptions *o, const IrModule *sig, const CliProgram *p, double *t)
 {
-    if (o->npos != 1)
-        return cli_usage_error(&cli_cmd_run, o->npos ? "run takes one MODEL.hlo"
-                                                     : "missing MODEL.hlo");
-    double t[5];
-    t[0] = cli_now();
-    IrModule *m = NULL;
-    int rc = cli_load_model(o->pos[0], &m);
-    if (rc != CLI_OK)
-        return rc;
-    rc = check_mode(o, m);
-    t[1] = t[2] = t[3] = t[4] = cli_now();
     RtArgs args = {0};
     DevValue *result = NULL;
     IrDiag d = {0};
     RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
-    IrStatus st = IR_OK;
-    if (rc == CLI_OK) {
-        st = rt_bind_inputs(m, &bo, &args, &d);
-        t[2] = cli_now();
-    }
-    if (rc == CLI_OK && st == IR_OK) {
-        st = rt_run_reference(m, &args, &result, &d);
-        t[3] = cli_now();
-    }
-    if (rc == CLI_OK && st == IR_OK) {
+    IrStatus st = rt_bind_inputs(sig, &bo, &args, &d);
+    t[2] = cli_now();
+    if (st == IR_OK)
+        st = p ? rt_run_local(&p->c, &args, &result, &d) : rt_run_reference(sig, &args, &result, &d);
+    t[3] = cli_now();
+    if (st == IR_OK) {
         if (o->output_dir)
             st = rt_write_outputs(result, o->output_dir, NULL, &d);
         else
             print_summaries(result);
-        t[4] = cli_now();
     }
-    if (rc == CLI_OK && st != IR_OK)
-        rc = cli_report(st, &d);
-    if (o->stats && rc == CLI_OK)
-        fprintf(stderr, "tessel: stats: parse+verify %.3f ms, read inputs %.3f ms, execute "
-                "%.3f ms, write outputs %.3f ms\n", (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3,
-                (t[3] - t[2]) * 1e3, (t[4] - t[3]) * 1e3);
+    t[4] = cli_now();
     dev_value_unref(result);
     rt_args_free(&args);
+    return st == IR_OK ? CLI_OK : cli_report(st, &d);
+}
+
+static int run_reference(const CliOptions *o, double *t)
+{
+    if (o->hosts > 1 || o->local_devices > 1)
+        return cli_usage_error(&cli_cmd_run, "--reference runs on one device; --hosts and "
+                               "--local-devices do not apply");
+    IrModule *m = NULL;
+    int rc = cli_load_model(o->pos[0], &m);
+    t[1] = cli_now();
+    if (rc == CLI_OK && m && rt_is_plan_text(m->src ? m->src : "", m->src ? strlen(m->src) : 0))
+        rc = cli_usage_error(&cli_cmd_run, "--reference needs the model, not a plan (a plan holds the "
+                             "partitioned program)");
+    if (rc == CLI_OK)
+        rc = execute(o, m, NULL, t);
     ir_module_free(m);
+    return rc;
+}
+
+static int run_partitioned(const CliOptions *o, double *t)
+{
+    CliProgram p;
+    int rc = cli_prepare(o, o->pos[0], &p);
+    t[1] = cli_now();
+    if (rc != CLI_OK)
+        return rc;
+    int64_t ndev = p.c.num_partitions * p.c.num_replicas;
+    int64_t hosts = o->hosts ? o->hosts : 1;
+    if (hosts != 1 || (o->local_devices && o->local_devices != ndev)) {
+        rc = cli_usage_error(&cli_cmd_run, "without mpirun one process runs all %lld devices: --hosts 1 "
+                             "--local-devices %lld (run under `mpirun -np H` for H hosts)",
+                             (long long)ndev, (long long)ndev);
+    } else {
+        IrModule *sig = rt_signature_module(&p.c);
+        if (!sig) {
+            fprintf(stderr, "tessel: error: out of memory\n");
+            rc = CLI_FAIL;
+        } else {
+            rc = execute(o, sig, &p, t);
+        }
+        ir_module_free(sig);
+    }
+    cli_program_free(&p);
+    return rc;
+}
+
+static int run_run(const CliOptions *o)
+{
+    if (o->npos != 1)
+        return cli_usage_error(&cli_cmd_run, o->npos ? "run takes one MODEL.hlo or PLAN"
+                                                     : "missing MODEL.hlo");
+    if (o->steps > 1)
+        return cli_usage_error(&cli_cmd_run, "--steps is not built yet");
+    double t[5];
+    t[0] = t[1] = t[2] = t[3] = t[4] = cli_now();
+    int rc = o->reference ? run_reference(o, t) : run_partitioned(o, t);
+    if (o->stats && rc == CLI_OK)
+        fprintf(stderr, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute "
+                "%.3f ms, write outputs %.3f ms\n", (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3,
+                (t[3] - t[2]) * 1e3, (t[4] - t[3]) * 1e3);
     return rc;
 }
 
