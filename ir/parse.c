@@ -938,79 +938,84 @@ static bool parse_slice(Parser *P, IrAttrs *a)
     return ok;
 }
 
-/* replica_groups ::= '{' ('{' ints '}' (',' ...)*)? '}'
- *                  | '[' groups ',' size ']' '<=' '[' dims ']' ('T' '(' perm ')')?
- * The iota form is expanded: [2,2]<=[2,2]T(1,0) -> {0,2},{1,3}. */
-static bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
+/* Replica groups given as lists: {{0,1},{2,3}} or {}. */
+static bool parse_groups_list(Parser *P, IrReplicaGroups *g)
+{
+    Lexer *L = &P->L;
+    IrArena *A = P->m->arena;
+    lx_next(L);
+    IrI64List *groups = NULL;
+    int32_t n = 0, cap = 0;
+    bool ok = true;
+    if (!lx_is(L, LX_RBRACE)) {
+        do {
+            if (n == cap) {
+                if (n >= INT32_MAX / 4) {
+                    ok = lx_fail(L, L->tok.pos, "too many replica groups");
+                    break;
+                }
+                cap = cap ? cap * 2 : 8;
+                IrI64List *ng = ts_realloc(groups, (size_t)cap * sizeof *ng);
+                if (!ng) {
+                    ok = lx_nomem(L);
+                    break;
+                }
+                groups = ng;
+            }
+            ok = lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &groups[n++], "replica group");
+        } while (ok && lx_eat(L, LX_COMMA));
+    }
+    ok = ok && lx_expect(L, LX_RBRACE, "'}' to end replica_groups");
+    if (ok && n > 0) {
+        g->ngroups = n;
+        g->group_size = ir_alloc_array(A, (size_t)n, sizeof(int32_t));
+        g->groups = ir_alloc_array(A, (size_t)n, sizeof(int64_t *));
+        if (!g->group_size || !g->groups)
+            ok = lx_nomem(L);
+        for (int32_t i = 0; ok && i < n; i++) {
+            g->group_size[i] = groups[i].n;
+            g->groups[i] = groups[i].v;
+        }
+    }
+    ts_free(groups);
+    return ok;
+}
+
+/* open int (',' int)* close into a vector. */
+static bool ints_between(Lexer *L, LxKind open, LxKind close, I64Vec *v, const char *what)
+{
+    char msg[80];
+    snprintf(msg, sizeof msg, "'%c' to start %s", open == LX_LSQUARE ? '[' : '(', what);
+    if (!lx_expect(L, open, msg))
+        return false;
+    do {
+        int64_t x = 0;
+        snprintf(msg, sizeof msg, "integer in %s", what);
+        if (!lx_int(L, &x, msg) || !vec_push(L, v, x))
+            return false;
+    } while (lx_eat(L, LX_COMMA));
+    snprintf(msg, sizeof msg, "'%c' to end %s", close == LX_RSQUARE ? ']' : ')', what);
+    return lx_expect(L, close, msg);
+}
+
+/* Iota replica groups [groups,size]<=[dims]T(perm): the devices of
+ * iota(groups*size) reshaped to dims and transposed by perm, read
+ * row-major and cut into `groups` rows of `size`.
+ * Example [2,2]<=[2,2]T(1,0): 0,2,1,3 -> {0,2},{1,3}. */
+static bool parse_groups_iota(Parser *P, IrReplicaGroups *g)
 {
     Lexer *L = &P->L;
     IrArena *A = P->m->arena;
     IrPos pos = L->tok.pos;
-    g->present = true;
-    if (lx_is(L, LX_LBRACE)) {
-        lx_next(L);
-        IrI64List *groups = NULL;
-        int32_t n = 0, cap = 0;
-        bool ok = true;
-        if (!lx_is(L, LX_RBRACE)) {
-            do {
-                if (n == cap) {
-                    if (n >= INT32_MAX / 4) {
-                        ok = lx_fail(L, L->tok.pos, "too many replica groups");
-                        break;
-                    }
-                    cap = cap ? cap * 2 : 8;
-                    IrI64List *ng = ts_realloc(groups, (size_t)cap * sizeof *ng);
-                    if (!ng) {
-                        ok = lx_nomem(L);
-                        break;
-                    }
-                    groups = ng;
-                }
-                ok = lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &groups[n++], "replica group");
-            } while (ok && lx_eat(L, LX_COMMA));
-        }
-        ok = ok && lx_expect(L, LX_RBRACE, "'}' to end replica_groups");
-        if (ok && n > 0) {
-            g->ngroups = n;
-            g->group_size = ir_alloc_array(A, (size_t)n, sizeof(int32_t));
-            g->groups = ir_alloc_array(A, (size_t)n, sizeof(int64_t *));
-            if (!g->group_size || !g->groups)
-                ok = lx_nomem(L);
-            for (int32_t i = 0; ok && i < n; i++) {
-                g->group_size[i] = groups[i].n;
-                g->groups[i] = groups[i].v;
-            }
-        }
-        ts_free(groups);
-        return ok;
-    }
-    if (!lx_is(L, LX_LSQUARE))
-        return lx_expected(L, "'{' or '[' to start replica_groups");
     I64Vec shape = {0}, dims = {0}, perm = {0};
     bool has_perm = false;
-    bool ok = lx_expect(L, LX_LSQUARE, "'['");
-    do {
-        int64_t x = 0;
-        ok = ok && lx_int(L, &x, "integer in the replica group shape") && vec_push(L, &shape, x);
-    } while (ok && lx_eat(L, LX_COMMA));
-    ok = ok && lx_expect(L, LX_RSQUARE, "']' to end the replica group shape") &&
-         lx_expect(L, LX_LEQ, "'<=' in iota replica groups") &&
-         lx_expect(L, LX_LSQUARE, "'[' to start the iota dimensions");
-    do {
-        int64_t x = 0;
-        ok = ok && lx_int(L, &x, "integer in the iota dimensions") && vec_push(L, &dims, x);
-    } while (ok && lx_eat(L, LX_COMMA));
-    ok = ok && lx_expect(L, LX_RSQUARE, "']' to end the iota dimensions");
+    bool ok = ints_between(L, LX_LSQUARE, LX_RSQUARE, &shape, "the replica group shape") &&
+              lx_expect(L, LX_LEQ, "'<=' in iota replica groups") &&
+              ints_between(L, LX_LSQUARE, LX_RSQUARE, &dims, "the iota dimensions");
     if (ok && lx_is_word(L, "T")) {
         lx_next(L);
         has_perm = true;
-        ok = lx_expect(L, LX_LPAREN, "'(' after T");
-        do {
-            int64_t x = 0;
-            ok = ok && lx_int(L, &x, "integer in T(...)") && vec_push(L, &perm, x);
-        } while (ok && lx_eat(L, LX_COMMA));
-        ok = ok && lx_expect(L, LX_RPAREN, "')' to end T(...)");
+        ok = ints_between(L, LX_LPAREN, LX_RPAREN, &perm, "T(...)");
     }
     if (ok && shape.n != 2)
         ok = lx_fail(L, pos, "iota replica groups need [groups,size], found %d numbers", (int)shape.n);
@@ -1021,11 +1026,11 @@ static bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
     int64_t *devices = NULL, *iota_dims = NULL;
     int32_t *iota_perm = NULL;
     int64_t n = ok ? shape.v[0] * shape.v[1] : 0;
-    ok = ok && lx_iota_devices(L, pos, &dims, &perm, has_perm, n, &iota_dims, &iota_perm, &devices);
+    ok = ok && lx_iota_devices(L, pos, &dims, &perm, has_perm, n, &iota_dims, &iota_perm, &devices) &&
+         vec_to_list(L, &shape, &g->iota_shape);
     if (ok) {
         g->iota = true;
         g->ngroups = (int32_t)shape.v[0];
-        ok = vec_to_list(L, &shape, &g->iota_shape);
         g->iota_reshape.n = dims.n;
         g->iota_reshape.v = iota_dims;
         g->iota_perm = iota_perm;
@@ -1045,6 +1050,17 @@ static bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
     vec_free(&dims);
     vec_free(&perm);
     return ok;
+}
+
+/* replica_groups ::= '{' ('{' ints '}' (',' ...)*)? '}' | iota form */
+static bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
+{
+    g->present = true;
+    if (lx_is(&P->L, LX_LBRACE))
+        return parse_groups_list(P, g);
+    if (!lx_is(&P->L, LX_LSQUARE))
+        return lx_expected(&P->L, "'{' or '[' to start replica_groups");
+    return parse_groups_iota(P, g);
 }
 
 /* source_target_pairs={{0,1},{1,0}} -> flattened {0,1,1,0}. */

@@ -875,6 +875,15 @@ static void test_error_table(void **state)
         {"HloModule m\nadd {\n  x = f32[] parameter(0)\n  ROOT y = f32[] add(x, x)\n}\nENTRY e {\n  p = f32[2] parameter(0)\n"
          "  ROOT a = f32[2] all-reduce(p), replica_groups=[2,2]<=[3], to_apply=add\n}\n",
          "iota size 3 does not match the tile assignment size 4", 8, 49},
+        {"HloModule m\nadd {\n  x = f32[] parameter(0)\n  ROOT y = f32[] add(x, x)\n}\nENTRY e {\n  p = f32[2] parameter(0)\n"
+         "  ROOT a = f32[2] all-reduce(p), replica_groups=[4]<=[4], to_apply=add\n}\n",
+         "iota replica groups need [groups,size], found 1 numbers", 8, 49},
+        {"HloModule m\nadd {\n  x = f32[] parameter(0)\n  ROOT y = f32[] add(x, x)\n}\nENTRY e {\n  p = f32[2] parameter(0)\n"
+         "  ROOT a = f32[2] all-reduce(p), replica_groups=0, to_apply=add\n}\n",
+         "expected '{' or '[' to start replica_groups, found '0'", 8, 49},
+        {"HloModule m\nadd {\n  x = f32[] parameter(0)\n  ROOT y = f32[] add(x, x)\n}\nENTRY e {\n  p = f32[2] parameter(0)\n"
+         "  ROOT a = f32[2] all-reduce(p), replica_groups={{0,1},{2,}}, to_apply=add\n}\n",
+         "expected integer in replica group, found '}'", 8, 59},
         {"HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] pad(p, p), padding=1_2_3_4\n}\n",
          "each dimension is lo_hi or lo_hi_interior", 4, 38},
         {"HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT x = f32[2] slice(p), slice={[0:2:1:1]}\n}\n",
