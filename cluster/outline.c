@@ -460,6 +460,48 @@ static IrStatus host_arrays(Extract *x, HostComp *h)
     return IR_OK;
 }
 
+/* An instruction run for its effect even when nobody reads it (the
+ * reference executor's rule). */
+static bool has_effect(const IrInstr *ins)
+{
+    return ins->op == OP_CUSTOM_CALL || ins->op == OP_OUTFEED || ins->op == OP_INFEED;
+}
+
+/* Does cluster k hold an effect whose result nobody reads? Then nothing
+ * reaches its call through data, and the call must still run. */
+static bool runs_for_effect(const Extract *x, const HostComp *h, const Clu *cl)
+{
+    const IrComputation *c = clu_src(x, h);
+    for (int32_t j = 0; j < cl->nmem; j++) {
+        int32_t m = cl->mem[j];
+        bool read = m == c->root;
+        for (int32_t k = h->uoff[m]; k < h->uoff[m + 1] && !read; k++)
+            read = !h->uctrl[k];
+        if (!read && has_effect(&c->instr[m]))
+            return true;
+    }
+    return false;
+}
+
+/* Such calls become control predecessors of the root, which every
+ * executor reaches. */
+static IrStatus keep_effects(Extract *x, HostComp *h, IrComputation *oc)
+{
+    IrI64List *l = &oc->instr[oc->root].a.control_predecessors;
+    for (int32_t k = 0; k < h->ncl; k++) {
+        if (!runs_for_effect(x, h, &h->cls[k]))
+            continue;
+        int64_t *v = ir_alloc_array(x->out->arena, (size_t)l->n + 1, sizeof *v);
+        if (!v)
+            return clu_nomem(x);
+        if (l->n > 0)
+            memcpy(v, l->v, (size_t)l->n * sizeof *v);
+        v[l->n++] = h->cls[k].call;
+        l->v = v;
+    }
+    return IR_OK;
+}
+
 static IrStatus emit_host(Extract *x, HostComp *h)
 {
     if (h->outc >= 0)
@@ -482,7 +524,7 @@ static IrStatus emit_host(Extract *x, HostComp *h)
         return st;
     if ((oc->root = host_value(x, h, oc, c->root)) < 0)
         return clu_failed(x);
-    if ((st = cut_to_host(x, h, c->root)) != IR_OK)
+    if ((st = cut_to_host(x, h, c->root)) != IR_OK || (st = keep_effects(x, h, oc)) != IR_OK)
         return st;
     h->outc = oi;
     return IR_OK;

@@ -193,14 +193,17 @@ typedef struct HostLog {
 } HostLog;
 
 /* The host targets as the tests run them: tessel_print and tessel_save
- * return their operand (the executor then runs them wherever they are). */
+ * return their operand (the executor then runs them wherever they are);
+ * so does `probe`, a device target kept for its effect. Every call is
+ * counted. */
 static IrStatus host_hook(void *ctx, const IrModule *m, const IrInstr *ins, int32_t n,
                           DevValue **opnd, DevValue **out, IrDiag *d)
 {
     (void)m;
     (void)d;
     const char *t = ins->a.custom_call_target;
-    if (!t || (strcmp(t, "tessel_print") != 0 && strcmp(t, "tessel_save") != 0) || n != 1)
+    if (!t || n != 1 ||
+        (strcmp(t, "tessel_print") != 0 && strcmp(t, "tessel_save") != 0 && strcmp(t, "probe") != 0))
         return IR_EUNSUPPORTED;
     ((HostLog *)ctx)->calls++;
     *out = dev_value_ref(opnd[0]);
@@ -864,6 +867,23 @@ static void test_control_edges(void **state)
     done(src, out, &r);
 }
 
+/* A cluster kept only for an effect nobody reads still runs: its call is
+ * a control predecessor of the root (same_results counts the calls). */
+static void test_effects(void **state)
+{
+    (void)state;
+    IrModule *src, *out;
+    CluResult r;
+    out = check_file("effects.hlo", &src, &r);
+    assert_int_equal(r.nclusters, 2);
+    members_are(&r, 1, "b e");
+    assert_int_equal(r.clusters[1].noutputs, 0);
+    const IrComputation *e = ir_entry(out);
+    assert_true(has_ctrl(e, &e->instr[e->root], r.clusters[1].call));
+    assert_false(has_ctrl(e, &e->instr[e->root], r.clusters[0].call));
+    done(src, out, &r);
+}
+
 static void test_shardings(void **state)
 {
     (void)state;
@@ -1384,6 +1404,7 @@ int main(void)
         cmocka_unit_test(test_host_only),
         cmocka_unit_test(test_numbering),
         cmocka_unit_test(test_control_edges),
+        cmocka_unit_test(test_effects),
         cmocka_unit_test(test_shardings),
         cmocka_unit_test(test_tuple_shardings),
         cmocka_unit_test(test_determinism),
