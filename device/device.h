@@ -138,6 +138,11 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
 /* reference to its result into *out. `k->ins` gives shape and attributes. */
 /* ------------------------------------------------------------------ */
 
+/* In-place rule: during a kernel call, an operand with refs == 1 is at its
+ * last use and owned by nobody else (the executor pins operands it still
+ * needs), so a kernel may return it (a new reference) with its data
+ * updated, e.g. dynamic-update-slice. Otherwise operands are read-only. */
+
 typedef struct DevKernelArgs {
     const IrModule *m;
     const IrComputation *c;

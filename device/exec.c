@@ -233,19 +233,27 @@ static void exec_release(Exec *x)
 
 /* ---- running a computation ---- */
 
-static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, DevValue **out);
+static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, bool consume,
+                         DevValue **out);
 
-/* Check a callee index given by `ins` and run it. */
+/* Check a callee index given by `ins` and run it. With `consume` the
+ * callee takes the references in args (see run_comp). */
 static IrStatus run_callee(Exec *x, const IrInstr *ins, int32_t which, int32_t nargs,
-                           DevValue **args, DevValue **out)
+                           DevValue **args, bool consume, DevValue **out)
 {
+    IrStatus st = IR_OK;
     if (which >= ins->ncalled || ins->called[which] < 0 || ins->called[which] >= x->m->ncomp)
-        return instr_error(x, ins, IR_EINPUT, "missing called computation %d", which);
-    if (x->depth >= MAX_DEPTH)
-        return instr_error(x, ins, IR_EINPUT, "computations nest deeper than %d (recursion?)",
-                           MAX_DEPTH);
+        st = instr_error(x, ins, IR_EINPUT, "missing called computation %d", which);
+    else if (x->depth >= MAX_DEPTH)
+        st = instr_error(x, ins, IR_EINPUT, "computations nest deeper than %d (recursion?)",
+                         MAX_DEPTH);
+    if (st != IR_OK) {
+        for (int32_t i = 0; consume && i < nargs; i++)
+            dev_value_unref(args[i]);
+        return st;
+    }
     x->depth++;
-    IrStatus st = run_comp(x, ins->called[which], nargs, args, out);
+    st = run_comp(x, ins->called[which], nargs, args, consume, out);
     x->depth--;
     return st;
 }
@@ -272,7 +280,11 @@ static bool scalar_int(const DevValue *v, int64_t *out)
     return true;
 }
 
-/* while: state = init; while (cond(state)) state = body(state). */
+/* while: state = init; while (cond(state)) state = body(state). The body
+ * takes the state over (its parameter is then the only owner of the
+ * tuple), so once the body has read the elements out, they have one owner
+ * and a dynamic-update-slice on them works in place: a scan filling a
+ * buffer costs O(N), not O(N^2). */
 static IrStatus run_while(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue **out)
 {
     DevValue *state = dev_value_ref(opnd[0]);
@@ -280,7 +292,7 @@ static IrStatus run_while(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue
     IrStatus st = IR_OK;
     for (int64_t it = 0;; it++) {
         DevValue *c = NULL;
-        if ((st = run_callee(x, ins, 0, 1, &state, &c)) != IR_OK)
+        if ((st = run_callee(x, ins, 0, 1, &state, false, &c)) != IR_OK)
             break;
         int64_t go = 0;
         bool ok = c->shape.type == IR_PRED && scalar_int(c, &go);
@@ -296,10 +308,10 @@ static IrStatus run_while(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue
                              (long long)max);
             break;
         }
-        DevValue *next = NULL;
-        if ((st = run_callee(x, ins, 1, 1, &state, &next)) != IR_OK)
+        DevValue *next = NULL, *arg[1] = {state};
+        state = NULL;
+        if ((st = run_callee(x, ins, 1, 1, arg, true, &next)) != IR_OK)
             break;
-        dev_value_unref(state);
         state = next;
     }
     if (st != IR_OK) {
@@ -331,7 +343,7 @@ static IrStatus run_conditional(Exec *x, const IrInstr *ins, DevValue **opnd, De
     } else {
         b = (sel < 0 || sel >= nb) ? nb - 1 : (int32_t)sel;
     }
-    return run_callee(x, ins, b, 1, &opnd[1 + b], out);
+    return run_callee(x, ins, b, 1, &opnd[1 + b], false, out);
 }
 
 /* A tuple of references to the operands (multi-operand collectives on one
@@ -471,7 +483,7 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     switch (ins->op) {
     case OP_TUPLE: return make_tuple(x, ins, n, opnd, out);
     case OP_GET_TUPLE_ELEMENT: return get_tuple_element(x, ins, opnd[0], out);
-    case OP_CALL: return run_callee(x, ins, 0, n, opnd, out);
+    case OP_CALL: return run_callee(x, ins, 0, n, opnd, false, out);
     case OP_WHILE: return run_while(x, ins, opnd, out);
     case OP_CONDITIONAL: return n < 1 ? instr_error(x, ins, IR_EINPUT, "needs a selector")
                                       : run_conditional(x, ins, opnd, out);
@@ -527,9 +539,10 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     }
 }
 
-/* The value of a parameter instruction, checked against its declaration. */
+/* The value of a parameter instruction, checked against its declaration.
+ * With `consume` the argument's reference moves into the slot. */
 static IrStatus bind_parameter(const Exec *x, const IrInstr *ins, int32_t nargs, DevValue **args,
-                               DevValue **out)
+                               bool consume, DevValue **out)
 {
     int64_t pn = ins->a.parameter_number;
     if (pn < 0 || pn >= nargs || !args[pn])
@@ -540,7 +553,9 @@ static IrStatus bind_parameter(const Exec *x, const IrInstr *ins, int32_t nargs,
         snprintf(what, sizeof what, "argument %lld", (long long)pn);
         return shape_mismatch(x, ins, what, &args[pn]->shape, &ins->shape);
     }
-    *out = dev_value_ref(args[pn]);
+    *out = consume ? args[pn] : dev_value_ref(args[pn]);
+    if (consume)
+        args[pn] = NULL;
     return IR_OK;
 }
 
@@ -567,14 +582,29 @@ static bool try_reshape_in_place(const IrInstr *ins, DevValue **vals, int32_t *r
     return true;
 }
 
+/* Kernels may update an operand in place when they hold its only
+ * reference (refs == 1). That must mean "this is its last use", so an
+ * operand that is used again later is pinned with an extra reference for
+ * the duration of the call. */
+static void pin_live_operands(const IrInstr *ins, DevValue **opnd, const int32_t *rem, bool pin)
+{
+    for (int32_t j = 0; j < ins->nopnd; j++)
+        if (rem[ins->opnd[j]] != 1) {
+            if (pin)
+                dev_value_ref(opnd[j]);
+            else
+                dev_value_unref(opnd[j]);
+        }
+}
+
 static IrStatus run_one(Exec *x, const IrComputation *c, int32_t i, int32_t nargs,
-                        DevValue **args, DevValue **vals, int32_t *rem)
+                        DevValue **args, bool consume, DevValue **vals, int32_t *rem)
 {
     const IrInstr *ins = &c->instr[i];
     DevValue *r = NULL;
     IrStatus st;
     if (ins->op == OP_PARAMETER)
-        return bind_parameter(x, ins, nargs, args, &vals[i]);
+        return bind_parameter(x, ins, nargs, args, consume, &vals[i]);
     if (try_reshape_in_place(ins, vals, rem, &r)) {
         st = r ? IR_OK : IR_ENOMEM;
     } else {
@@ -584,7 +614,9 @@ static IrStatus run_one(Exec *x, const IrComputation *c, int32_t i, int32_t narg
             return ensure_diag(x, ins, IR_ENOMEM);
         for (int32_t j = 0; j < ins->nopnd; j++)
             opnd[j] = vals[ins->opnd[j]];
+        pin_live_operands(ins, opnd, rem, true);
         st = run_instr(x, c, ins, opnd, &r);
+        pin_live_operands(ins, opnd, rem, false);
         if (opnd != stack)
             ts_free(opnd);
     }
@@ -611,12 +643,16 @@ static IrStatus run_one(Exec *x, const IrComputation *c, int32_t i, int32_t narg
     return IR_OK;
 }
 
-static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, DevValue **out)
+/* Run computation `comp` on `nargs` arguments. Without `consume` the
+ * arguments are borrowed; with it, run_comp owns their references (moved
+ * into the parameters' slots, released when unused or on failure). */
+static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, bool consume,
+                         DevValue **out)
 {
     const Plan *p;
     IrStatus st = plan_get(x, comp, &p);
     if (st != IR_OK)
-        return st;
+        goto release_args;
     const IrComputation *c = x->m->comp[comp];
     int32_t n = c->ninstr;
     /* Small computations (reducers, comparators) run without the heap. */
@@ -633,7 +669,7 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
     memcpy(rem, p->uses, (size_t)n * sizeof *rem);
     for (int32_t k = 0; k < p->n && st == IR_OK; k++) {
         int32_t i = p->order[k];
-        st = run_one(x, c, i, nargs, args, vals, rem);
+        st = run_one(x, c, i, nargs, args, consume, vals, rem);
         if (st == IR_OK && rem[i] == 0) { /* dead value */
             dev_value_unref(vals[i]);
             vals[i] = NULL;
@@ -651,6 +687,11 @@ done:
         ts_free(vals);
     if (rem != rstack)
         ts_free(rem);
+release_args:
+    for (int32_t i = 0; consume && i < nargs; i++) {
+        dev_value_unref(args[i]);
+        args[i] = NULL;
+    }
     return st;
 }
 
@@ -664,7 +705,7 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
     Exec x = {m, opt ? opt : &default_options, d, NULL, 0};
     Exec *saved = current;
     current = &x;
-    IrStatus st = run_comp(&x, comp, nargs, args, out);
+    IrStatus st = run_comp(&x, comp, nargs, args, false, out);
     current = saved;
     exec_release(&x);
     return st;
@@ -681,7 +722,7 @@ IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue 
         if (x->depth >= MAX_DEPTH)
             return dev_kernel_error(k, IR_EINPUT, "computations nest deeper than %d", MAX_DEPTH);
         x->depth++;
-        IrStatus st = run_comp(x, comp, nargs, args, out);
+        IrStatus st = run_comp(x, comp, nargs, args, false, out);
         x->depth--;
         return st;
     }
@@ -689,7 +730,7 @@ IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue 
     Exec one = {k->m, k->opt ? k->opt : &default_options, k->d, NULL, 0};
     Exec *saved = current;
     current = &one;
-    IrStatus st = run_comp(&one, comp, nargs, args, out);
+    IrStatus st = run_comp(&one, comp, nargs, args, false, out);
     current = saved;
     exec_release(&one);
     return st;

@@ -628,13 +628,19 @@ IrStatus dev_k_dynamic_update_slice(const DevKernelArgs *k, DevValue **out)
     for (int32_t j = 0; j < os->rank; j++)
         off += start[j] * ost[j];
     DevValue *r;
-    if ((st = new_result(k, false, &r)) != IR_OK)
-        return st;
-    if (r->nbytes > 0) {
-        memcpy(r->data, k->opnd[0]->data, (size_t)r->nbytes);
+    if (k->opnd[0]->refs == 1) {
+        /* The executor guarantees refs == 1 only at the operand's last use
+         * (exec.c pins operands used later): update it in place. */
+        r = dev_value_ref(k->opnd[0]);
+    } else {
+        if ((st = new_result(k, false, &r)) != IR_OK)
+            return st;
+        if (r->nbytes > 0)
+            memcpy(r->data, k->opnd[0]->data, (size_t)r->nbytes);
+    }
+    if (r->nbytes > 0)
         strided_copy(r->data, off, ost, k->opnd[1]->data, 0, ust, us->rank, us->dims,
                      ir_type_size(rs->type));
-    }
     *out = r;
     return IR_OK;
 }

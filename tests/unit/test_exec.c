@@ -558,6 +558,8 @@ static void test_argument_checks_and_cycles(void **state)
 static int custom_calls;
 static int64_t probe_refs = -1;
 static DevValue *watched;
+static void *probe_data[16];
+static int nprobe;
 
 /* "twice" doubles an f32 array; "probe" records how many references the
  * watched value has at that moment and passes its operand through. */
@@ -570,6 +572,8 @@ static IrStatus custom(void *ctx, const IrModule *m, const IrInstr *ins, int32_t
     custom_calls++;
     if (strcmp(ins->a.custom_call_target, "probe") == 0) {
         probe_refs = watched ? watched->refs : -1;
+        if (nprobe < 16)
+            probe_data[nprobe++] = opnd[0]->data;
         *out = dev_value_ref(opnd[0]);
         return IR_OK;
     }
@@ -1140,6 +1144,101 @@ static void test_hlo_unsupported_position(void **state)
     dev_value_unref(a);
 }
 
+/* dynamic-update-slice works in place on a value at its last use, and
+ * copies one that is used again (or borrowed from the caller). */
+static void test_dus_in_place(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "HloModule ip\n"
+        "ENTRY e {\n"
+        "  p = f32[4] parameter(0)\n"
+        "  n = f32[4] negate(p)\n"
+        "  a = f32[4] custom-call(n), custom_call_target=\"probe\"\n"
+        "  u = f32[1] constant({9})\n"
+        "  i = s32[] constant(2)\n"
+        "  d = f32[4] dynamic-update-slice(a, u, i)\n"
+        "  ROOT b = f32[4] custom-call(d), custom_call_target=\"probe\"\n"
+        "}\n";
+    DevCustomCalls hooks = {NULL, custom};
+    DevExecOptions opt = {.custom = &hooks};
+    float x[] = {1, 2, 3, 4};
+    DevValue *arg = f32v(4, x);
+    IrDiag d = {0};
+    DevValue *r = NULL;
+    nprobe = 0;
+    assert_int_equal(run_text(text, 1, &arg, &opt, &r, &d), IR_OK);
+    assert_int_equal(nprobe, 2);
+    assert_ptr_equal(probe_data[0], probe_data[1]); /* same buffer */
+    assert_true(F(r, 0) == -1 && F(r, 2) == 9 && F(r, 3) == -4);
+    dev_value_unref(r);
+    /* n is used again by the root: the update must not touch it. */
+    static const char text2[] =
+        "HloModule ip2\n"
+        "ENTRY e {\n"
+        "  p = f32[4] parameter(0)\n"
+        "  n = f32[4] negate(p)\n"
+        "  u = f32[1] constant({9})\n"
+        "  i = s32[] constant(0)\n"
+        "  d = f32[4] dynamic-update-slice(n, u, i)\n"
+        "  q = f32[4] dynamic-update-slice(p, u, i)\n"
+        "  ROOT t = (f32[4], f32[4], f32[4]) tuple(d, n, q)\n"
+        "}\n";
+    assert_int_equal(run_text(text2, 1, &arg, &opt, &r, &d), IR_OK);
+    assert_true(F(r->elems[0], 0) == 9 && F(r->elems[1], 0) == -1 && F(r->elems[2], 0) == 9);
+    assert_true(F(arg, 0) == 1); /* the borrowed argument is untouched */
+    dev_value_unref(r);
+    dev_value_unref(arg);
+}
+
+/* In a while loop the body owns the state, so after the first iteration
+ * the buffer is updated in place: the same data pointer every time. */
+static void test_while_scan_in_place(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "HloModule scan2\n"
+        "cond {\n"
+        "  p = (s32[], f32[8]) parameter(0)\n"
+        "  i = s32[] get-tuple-element(p), index=0\n"
+        "  n = s32[] constant(6)\n"
+        "  ROOT lt = pred[] compare(i, n), direction=LT\n"
+        "}\n"
+        "body {\n"
+        "  p = (s32[], f32[8]) parameter(0)\n"
+        "  i = s32[] get-tuple-element(p), index=0\n"
+        "  buf = f32[8] get-tuple-element(p), index=1\n"
+        "  f = f32[] convert(i)\n"
+        "  v = f32[1] reshape(f)\n"
+        "  upd = f32[8] dynamic-update-slice(buf, v, i)\n"
+        "  pr = f32[8] custom-call(upd), custom_call_target=\"probe\"\n"
+        "  one = s32[] constant(1)\n"
+        "  next = s32[] add(i, one)\n"
+        "  ROOT t = (s32[], f32[8]) tuple(next, pr)\n"
+        "}\n"
+        "ENTRY main {\n"
+        "  zero = s32[] constant(0)\n"
+        "  m = f32[] constant(-1)\n"
+        "  init = f32[8] broadcast(m), dimensions={}\n"
+        "  t0 = (s32[], f32[8]) tuple(zero, init)\n"
+        "  w = (s32[], f32[8]) while(t0), condition=cond, body=body\n"
+        "  ROOT out = f32[8] get-tuple-element(w), index=1\n"
+        "}\n";
+    DevCustomCalls hooks = {NULL, custom};
+    DevExecOptions opt = {.custom = &hooks};
+    IrDiag d = {0};
+    DevValue *r = NULL;
+    nprobe = 0;
+    assert_int_equal(run_text(text, 0, NULL, &opt, &r, &d), IR_OK);
+    assert_int_equal(nprobe, 6);
+    for (int k = 2; k < 6; k++)
+        assert_ptr_equal(probe_data[k], probe_data[1]);
+    const float want[] = {0, 1, 2, 3, 4, 5, -1, -1};
+    for (int k = 0; k < 8; k++)
+        assert_true(F(r, k) == want[k]);
+    dev_value_unref(r);
+}
+
 /* ---- XLA's SPMD partitioner test modules, run whole on one device ---- */
 
 /* Largest leaf (bytes) of any instruction of the module. */
@@ -1256,6 +1355,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hlo_data_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hlo_constants_and_map, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hlo_unsupported_position, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dus_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_while_scan_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_xla_spmd_modules, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
