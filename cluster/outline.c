@@ -182,6 +182,18 @@ static IrStatus cluster_params(Extract *x, HostComp *h, Clu *cl, IrComputation *
     return IR_OK;
 }
 
+/* A call outlined by an earlier extraction is plain device work now:
+ * only the host program's calls carry _tessel_cluster, so the runtime
+ * finds each cluster once. */
+static void drop_cluster_mark(IrAttrs *a)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < a->nfrontend; i++)
+        if (strcmp(a->frontend[i].key, "_tessel_cluster") != 0)
+            a->frontend[n++] = a->frontend[i];
+    a->nfrontend = n;
+}
+
 /* A member, with its constants cloned in front of it on first use and its
  * control predecessors inside the cluster kept. */
 static IrStatus cluster_member(Extract *x, HostComp *h, int32_t k, int32_t m, IrComputation *kc)
@@ -198,6 +210,7 @@ static IrStatus cluster_member(Extract *x, HostComp *h, int32_t k, int32_t m, Ir
     IrStatus st = copy_instr(x, s, &t);
     if (st != IR_OK || (st = clone_callees(x, s)) != IR_OK)
         return st;
+    drop_cluster_mark(&t.a);
     for (int32_t o = 0; o < s->nopnd; o++)
         t.opnd[o] = h->lmap[s->opnd[o]];
     for (int32_t o = 0; o < s->ncalled; o++)

@@ -967,6 +967,48 @@ static void test_determinism(void **state)
     }
 }
 
+/* Calls carrying _tessel_cluster in `m`, by number; false on a repeat. */
+static bool marks_unique(const IrModule *m, int32_t n)
+{
+    bool seen[64] = {0};
+    int32_t count = 0;
+    for (int32_t ci = 0; ci < m->ncomp; ci++)
+        for (int32_t i = 0; i < m->comp[ci]->ninstr; i++) {
+            const char *v = ir_frontend_attr(&m->comp[ci]->instr[i], "_tessel_cluster");
+            if (!v)
+                continue;
+            int k = atoi(v);
+            if (k < 0 || k >= n || seen[k])
+                return false;
+            seen[k] = true;
+            count++;
+        }
+    return count == n;
+}
+
+/* Extracting an extracted module again: the old calls are device work,
+ * they lose their mark, the new cluster names avoid the old ones, and the
+ * program still computes the same. */
+static void test_extract_twice(void **state)
+{
+    (void)state;
+    const char *files[] = {"while_host.hlo", "nested.hlo", "device_only.hlo"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+        IrModule *src, *out;
+        CluResult r, r2;
+        out = check_file(files[f], &src, &r);
+        IrModule *again = extract(out, NULL, &r2);
+        assert_int_equal(r2.nclusters, r.nclusters);
+        assert_true(marks_unique(again, r2.nclusters));
+        for (int32_t k = 0; k < r2.nclusters; k++)
+            assert_int_equal(ir_find_computation(out, r2.clusters[k].name), -1);
+        same_results(src, again, 4);
+        ir_module_free(again);
+        clu_result_free(&r2);
+        done(src, out, &r);
+    }
+}
+
 /* clu_cluster_module: a standalone module of one cluster. */
 static void test_cluster_module(void **state)
 {
@@ -1408,6 +1450,7 @@ int main(void)
         cmocka_unit_test(test_shardings),
         cmocka_unit_test(test_tuple_shardings),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_extract_twice),
         cmocka_unit_test(test_cluster_module),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_failure_injection),
