@@ -201,7 +201,8 @@ typedef struct CluCluster {
     CluOutput *outputs;      /* in root tuple order: by defining instruction's index */
 } CluCluster;
 
-/* A source instruction that stays on the host. */
+/* A source instruction that stays on the host (CLU_CONST: a small
+ * constant the host reads, copied into the host computation). */
 typedef struct CluHostInstr {
     const char *comp;        /* source computation name */
     const char *name;        /* source instruction name */
@@ -222,7 +223,10 @@ typedef struct CluCut {
 /* What clu_extract decided, for the plan dumps and the runtime. Every
  * string and array lives in `arena` (freed by clu_result_free), so the
  * result outlives both modules. Orders are deterministic: clusters by
- * number, host instructions and cuts in host program order. */
+ * number; host instructions and cuts host computation by host computation
+ * in the order they are built (those that host control flow runs before
+ * the computation that runs them, the entry last), each in program
+ * order. */
 typedef struct CluResult {
     IrArena *arena;
     int32_t nclusters;
@@ -241,13 +245,23 @@ typedef struct CluResult {
  * computations are added, and every other computation is cloned; it passes
  * ir_verify. `opt` may be NULL (defaults); `res` may be NULL.
  *
+ * Shardings: a cluster parameter carries the sharding of the value it
+ * receives; the root tuple and the call the flat tuple sharding of the
+ * values flowing out (one entry per array leaf, as XLA's tuple shardings
+ * are; none unless every value has one); a get-tuple-element the sharding
+ * of the value it stands for. A cluster whose only effect nobody reads (a
+ * custom-call kept for its side effect) is still run: its call becomes a
+ * control predecessor of the root.
+ *
  * Clusters are numbered in the order the host program runs them (a
  * topological order of the contracted graph, ties broken by the position of
  * each cluster's first instruction in the source's topological order; the
  * clusters of a computation that host control flow runs are numbered where
  * that instruction runs). A module without host ops gives one cluster
  * holding all of the entry's device work; one without device work gives
- * none (the host program is then a copy of the entry).
+ * none (the host program is then a copy of the entry, except that a small
+ * constant moves next to its first reader and one nobody reads is
+ * dropped).
  *
  * Errors: IR_EINPUT (no entry computation, a cycle), IR_EUNSUPPORTED (host
  * ops inside a computation that a non-control-flow op calls, or host
