@@ -71,7 +71,7 @@ typedef struct HostComp {
     int32_t src, n;
     CluPlace *place;
     int32_t *order, *pos;    /* topological order and its inverse */
-    int32_t *node, *inv;     /* graph node of an instruction and its inverse */
+    int32_t *node;           /* graph node of an instruction (CluCycles id) */
     int32_t *uoff, *use;     /* users (data and control) in CSR form */
     uint8_t *uctrl;          /* use[k] is a control successor */
     int32_t *lv;             /* device: level; host: pass */

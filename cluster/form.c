@@ -133,7 +133,8 @@ static bool levels_backward(Extract *x, HostComp *h)
         int32_t i = h->order[p];
         if (h->place[i] == CLU_CONST)
             continue;
-        int32_t hi = INT32_MAX;
+        /* Device work must stay strictly below what a host user feeds. */
+        int32_t hi = INT32_MAX, cross = clu_is_device(h, i) ? 1 : 0;
         bool dev_user = false;
         for (int32_t k = h->uoff[i]; k < h->uoff[i + 1]; k++) {
             int32_t u = h->use[k];
@@ -141,8 +142,8 @@ static bool levels_backward(Extract *x, HostComp *h)
                 dev_user = true;
                 if (h->lv[u] < hi)
                     hi = h->lv[u];
-            } else if (lim[u] != INT32_MAX && lim[u] - (clu_is_device(h, i) ? 1 : 0) < hi) {
-                hi = lim[u] - (clu_is_device(h, i) ? 1 : 0);
+            } else if (lim[u] != INT32_MAX && lim[u] - cross < hi) {
+                hi = lim[u] - cross;
             }
         }
         if (!clu_is_device(h, i))
@@ -223,8 +224,7 @@ static IrStatus plan_nodes(Extract *x, HostComp *h)
     int32_t *unit_at = clu_salloc(x, n, sizeof(int32_t)); /* key -> unit */
     CluHeap heap = {clu_salloc(x, nu, sizeof(int32_t)), 0};
     h->node = clu_salloc(x, n, sizeof(int32_t));
-    h->inv = clu_salloc(x, n, sizeof(int32_t));
-    if (!indeg || !unit_at || !heap.v || !h->node || !h->inv)
+    if (!indeg || !unit_at || !heap.v || !h->node)
         return clu_nomem(x);
     for (int32_t i = 0; i < n; i++) {
         if (h->place[i] == CLU_CONST)
@@ -248,7 +248,6 @@ static IrStatus plan_nodes(Extract *x, HostComp *h)
         int32_t nmem = un < n ? 1 : h->cls[un - n].nmem;
         for (int32_t j = 0; j < nmem; j++) {
             int32_t i = mem[j];
-            h->inv[next] = i;
             h->node[i] = next++;
             for (int32_t k = h->uoff[i]; k < h->uoff[i + 1]; k++) {
                 int32_t w = plan_unit(h, h->use[k]);
@@ -258,10 +257,8 @@ static IrStatus plan_nodes(Extract *x, HostComp *h)
         }
     }
     for (int32_t i = 0; i < n; i++)
-        if (h->place[i] == CLU_CONST) {
-            h->inv[next] = i;
+        if (h->place[i] == CLU_CONST)
             h->node[i] = next++;
-        }
     return next == n ? IR_OK : clu_internal(x, "the planned clusters form a cycle", c->name);
 }
 
@@ -371,6 +368,10 @@ static IrStatus form(Extract *x, HostComp *h)
     return st;
 }
 
+/* ------------------------------------------------------------------ */
+/* 3. inputs and outputs; the driver                                   */
+/* ------------------------------------------------------------------ */
+
 /* Values flowing in (operands outside the cluster, constants aside),
  * constants to clone, values flowing out (read outside, or the root). */
 static IrStatus cluster_io(Extract *x, HostComp *h, int32_t k, int32_t *mark, int32_t *buf,
@@ -433,7 +434,6 @@ static IrStatus all_io(Extract *x, HostComp *h)
     }
     return IR_OK;
 }
-
 
 /* Analyse the computations the host control flow of h runs. */
 static IrStatus analyze_callees(Extract *x, HostComp *h, int depth)
