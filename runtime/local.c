@@ -1,6 +1,14 @@
 /*
- * local.c: N x R devices as threads of one process, with collectives in
- * shared memory (the embedded default: no MPI launcher needed).
+ * local.c: a host's devices as threads of one process, with collectives in
+ * shared memory between them and, through a transport (transport.h, MPI
+ * in mpi.c), across hosts. Without a transport one process runs all N x R
+ * devices (the embedded default: no MPI launcher needed).
+ *
+ * Across hosts the host's leader device (its first) moves data for all its
+ * devices, hierarchically: an all-reduce combines the host's members of
+ * each group locally, makes one MPI call for the host, and every local
+ * member takes the result; the other collectives exchange the host's
+ * operands in one MPI call and each device then picks its result.
  *
  * Every device runs the same SPMD program, so every device reaches every
  * collective instruction in the same order. A collective is two barriers
@@ -13,19 +21,25 @@
  * every waiter; a device waiting in a barrier, or arriving at one later,
  * returns an error instead of waiting. No thread waits forever.
  */
-#include "runtime.h"
+#include "transport.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 typedef struct World {
-    int64_t ndev, n, r;
+    int64_t ndev, n, r;        /* all devices; partitions; replicas */
+    int64_t first, nlocal;     /* this host's devices: [first, first + nlocal) */
+    RtTransport *t;            /* NULL: this process runs every device */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t arrived, generation;
     bool aborted;
-    DevValue **slot;           /* operand published by each device */
+    DevValue **slot;           /* operand of each device (global ids); remote ones copied in by the leader */
+    DevValue **group_result;   /* all-reduce across hosts: the result of each group */
+    IrStatus leader_status;    /* what the leader's exchange returned */
+    IrDiag leader_diag;
 } World;
 
 typedef struct Device {
@@ -56,7 +70,7 @@ static bool barrier(World *w)
         return false;
     }
     int64_t gen = w->generation;
-    if (++w->arrived == w->ndev) {
+    if (++w->arrived == w->nlocal) {
         w->arrived = 0;
         w->generation++;
         pthread_cond_broadcast(&w->cv);
@@ -232,6 +246,160 @@ static IrStatus gather_group(const IrInstr *ins, World *w, const int64_t *member
     return IR_OK;
 }
 
+/* ---- across hosts: the leader's exchange ---- */
+
+static bool on_this_host(const World *w, int64_t g)
+{
+    return g >= w->first && g < w->first + w->nlocal;
+}
+
+/* Every other host's operands copied into slot[] (one MPI call). */
+static IrStatus exchange_all(World *w, IrDiag *d)
+{
+    const DevValue *mine = w->slot[w->first];
+    size_t b = (size_t)mine->nbytes;
+    uint8_t *send = ts_malloc(b * (size_t)w->nlocal + 1), *recv = ts_malloc(b * (size_t)w->ndev + 1);
+    IrStatus st = (send && recv) ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int64_t k = 0; st == IR_OK && k < w->nlocal; k++)
+        if (b)
+            memcpy(send + (size_t)k * b, w->slot[w->first + k]->data, b);
+    if (st == IR_OK)
+        st = rt_transport_allgather(w->t, send, b * (size_t)w->nlocal, recv, d);
+    for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
+        if (on_this_host(w, g))
+            continue;
+        DevValue *v = dev_value_new_uninit(&mine->shape);
+        if (!v) {
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            break;
+        }
+        if (b)
+            memcpy(v->data, recv + (size_t)g * b, b);
+        w->slot[g] = v;
+    }
+    ts_free(send);
+    ts_free(recv);
+    return st;
+}
+
+/* Fill n elements with the identity of a simple reducer. */
+static void fill_identity(IrOpcode op, IrType t, uint8_t *buf, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++) {
+        if (ir_type_is_float(t)) {
+            double v = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0;
+            dev_store_f64(t, buf, k, v);
+        } else if (ir_type_is_signed_int(t)) {
+            int bits = ir_type_bits(t);
+            int64_t lo = bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+            int64_t hi = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+            int64_t v = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? lo : op == OP_MINIMUM ? hi : op == OP_AND ? -1 : 0;
+            dev_store_i64(t, buf, k, v);
+        } else {
+            uint64_t v = op == OP_MULTIPLY ? 1 : (op == OP_MINIMUM || op == OP_AND) ? UINT64_MAX : 0;
+            if (t == IR_PRED)
+                v = (op == OP_MINIMUM || op == OP_AND || op == OP_MULTIPLY) ? 1 : 0;
+            dev_store_u64(t, buf, k, v);
+        }
+    }
+}
+
+static int32_t group_of(const World *w, const IrInstr *ins, int64_t me, int64_t *members, int32_t *my_index);
+static bool combine(IrOpcode op, IrType t, uint8_t *out, const uint8_t *in, int64_t n);
+
+/* All-reduce across hosts: for each group whose members live on several
+ * hosts, this host combines its own members (in group order), then one
+ * MPI all-reduce over a buffer of every such group (hosts without members
+ * of a group contribute the identity). group_result[first member] holds
+ * each group's result. */
+static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, IrDiag *d)
+{
+    const DevValue *mine = w->slot[w->first];
+    int64_t count = dev_value_elements(mine);
+    size_t b = (size_t)mine->nbytes;
+    IrType t = mine->shape.type;
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    if (!members || !cross) {
+        ts_free(members);
+        ts_free(cross);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    /* Groups in order of their first member; those spanning hosts. */
+    int64_t ncross = 0, l = w->nlocal;
+    for (int64_t g = 0; g < w->ndev; g++) {
+        int32_t idx = 0, size = group_of(w, ins, g, members, &idx);
+        if (members[0] != g)
+            continue;
+        bool spans = false;
+        for (int32_t j = 1; j < size; j++)
+            spans |= members[j] / l != members[0] / l;
+        if (spans)
+            cross[ncross++] = g;
+    }
+    IrStatus st = IR_OK;
+    uint8_t *buf = ts_malloc(b * (size_t)ncross + 1);
+    if (!buf)
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
+        int32_t idx = 0, size = group_of(w, ins, cross[j], members, &idx);
+        uint8_t *slice = buf + (size_t)j * b;
+        bool first = true;
+        for (int32_t k = 0; k < size; k++) {
+            if (!on_this_host(w, members[k]))
+                continue;
+            if (first)
+                memcpy(slice, w->slot[members[k]]->data, b);
+            else
+                combine(op, t, slice, w->slot[members[k]]->data, count);
+            first = false;
+        }
+        if (first)
+            fill_identity(op, t, slice, count);
+    }
+    if (st == IR_OK && ncross > 0)
+        st = rt_transport_allreduce(w->t, buf, count * ncross, t, op, d);
+    for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
+        DevValue *v = dev_value_new_uninit(&mine->shape);
+        if (!v) {
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            break;
+        }
+        if (b)
+            memcpy(v->data, buf + (size_t)j * b, b);
+        w->group_result[cross[j]] = v;
+    }
+    (void)m;
+    ts_free(buf);
+    ts_free(members);
+    ts_free(cross);
+    return st;
+}
+
+/* The leader's part of a collective across hosts. */
+static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
+{
+    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    if (ins->op == OP_ALL_REDUCE && op != OP_COUNT)
+        return reduce_across(w, m, ins, op, d);
+    return exchange_all(w, d);
+}
+
+/* After everyone has read: drop the remote copies and group results. */
+static void leader_cleanup(World *w)
+{
+    for (int64_t g = 0; g < w->ndev; g++) {
+        if (!on_this_host(w, g) && w->slot[g]) {
+            dev_value_unref(w->slot[g]);
+            w->slot[g] = NULL;
+        }
+        if (w->group_result[g]) {
+            dev_value_unref(w->group_result[g]);
+            w->group_result[g] = NULL;
+        }
+    }
+}
+
 static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                                DevValue **operands, DevValue **out, IrDiag *d)
 {
@@ -251,10 +419,34 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
         ts_free(members);
         return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
     }
+    bool leader = w->t && dev->id == w->first;
+    if (w->t) {
+        /* The leader moves this host's data; the others wait for it. */
+        if (leader) {
+            ir_diag_clear(&w->leader_diag);
+            w->leader_status = leader_exchange(w, m, ins, &w->leader_diag);
+        }
+        if (!barrier(w)) {
+            ts_free(members);
+            return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
+        }
+        if (w->leader_status != IR_OK) {
+            ts_free(members);
+            coll_error(m, ins, d, w->leader_status,
+                       w->leader_diag.msg ? w->leader_diag.msg : "exchange between hosts failed");
+            world_abort(w);
+            return d->status;
+        }
+    }
     int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
     switch (ins->op) {
     case OP_ALL_REDUCE:
-        st = reduce_group(m, ins, w, members, size, out, d);
+        if (w->t && w->group_result[members[0]]) {
+            *out = dev_value_clone(w->group_result[members[0]]);
+            st = *out ? IR_OK : IR_ENOMEM;
+        } else {
+            st = reduce_group(m, ins, w, members, size, out, d);
+        }
         break;
     case OP_ALL_GATHER:
         st = gather_group(ins, w, members, size, dim, out);
@@ -321,6 +513,8 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
         coll_error(m, ins, d, IR_ENOMEM, "out of memory");
     /* Everyone must finish reading before operands may be released. */
     bool ok = barrier(w);
+    if (leader)
+        leader_cleanup(w);
     if (st == IR_OK && !ok) {
         dev_value_unref(*out);
         *out = NULL;
@@ -373,68 +567,81 @@ static void free_device(Device *dev)
     ir_diag_clear(&dev->diag);
 }
 
-IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d)
+IrStatus rt_run_devices(const RtCompiled *c, const RtArgs *args, int64_t first, int64_t nlocal, RtTransport *t,
+                        DevValue **results, IrDiag *d)
 {
-    *out = NULL;
-    World w = {.n = c->num_partitions, .r = c->num_replicas};
+    World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t};
     w.ndev = w.n * w.r;
-    if (w.ndev < 1 || w.ndev > 4096)
-        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "device count %lld out of range",
-                        (long long)w.ndev);
-    Device *devs = ts_calloc((size_t)w.ndev, sizeof *devs);
-    pthread_t *th = ts_calloc((size_t)w.ndev, sizeof *th);
+    if (w.ndev < 1 || w.ndev > 4096 || nlocal < 1 || first < 0 || first + nlocal > w.ndev ||
+        (!t && nlocal != w.ndev))
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "devices [%lld, %lld) of %lld: out of range",
+                        (long long)first, (long long)(first + nlocal), (long long)w.ndev);
+    Device *devs = ts_calloc((size_t)nlocal, sizeof *devs);
+    pthread_t *th = ts_calloc((size_t)nlocal, sizeof *th);
     w.slot = ts_calloc((size_t)w.ndev, sizeof *w.slot);
-    IrStatus st = (devs && th && w.slot) ? IR_OK
-                  : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    w.group_result = ts_calloc((size_t)w.ndev, sizeof *w.group_result);
+    IrStatus st = (devs && th && w.slot && w.group_result)
+                      ? IR_OK
+                      : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     int64_t started = 0;
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    for (int64_t k = 0; st == IR_OK && k < w.ndev; k++) {
-        devs[k] = (Device){.w = &w, .id = k, .c = c};
+    for (int64_t k = 0; st == IR_OK && k < nlocal; k++) {
+        devs[k] = (Device){.w = &w, .id = first + k, .c = c};
         st = shard_args(c, args, &devs[k], d);
     }
-    for (; st == IR_OK && started < w.ndev; started++)
+    for (; st == IR_OK && started < nlocal; started++)
         if (pthread_create(&th[started], NULL, device_main, &devs[started]) != 0) {
             world_abort(&w);
             st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "cannot start device thread");
         }
     for (int64_t k = 0; k < started; k++)
         pthread_join(th[k], NULL);
-    /* The first failing device's error, named. */
-    for (int64_t k = 0; st == IR_OK && k < started; k++) {
-        if (devs[k].status == IR_OK)
-            continue;
-        /* Prefer a root cause over "aborted: another device failed". */
-        int64_t pick = k;
-        for (int64_t j = 0; j < started; j++)
-            if (devs[j].status != IR_OK && devs[j].status != IR_ERUNTIME) {
-                pick = j;
-                break;
-            }
+    /* The first failing device's error, named; a root cause is preferred
+     * over "aborted: another device failed". */
+    int64_t pick = -1;
+    for (int64_t k = 0; st == IR_OK && k < started; k++)
+        if (devs[k].status != IR_OK && (pick < 0 || (devs[pick].status == IR_ERUNTIME && devs[k].status != IR_ERUNTIME)))
+            pick = k;
+    if (pick >= 0) {
         IrDiag *e = &devs[pick].diag;
+        int64_t id = devs[pick].id;
         st = ir_error(d, devs[pick].status, e->file, NULL, e->pos, "device %lld (replica %lld, partition %lld): %s",
-                      (long long)pick, (long long)(pick / w.n), (long long)(pick % w.n),
-                      e->msg ? e->msg : "failed");
+                      (long long)id, (long long)(id / w.n), (long long)(id % w.n), e->msg ? e->msg : "failed");
         if (e->line_text && d->line_text == NULL)
             d->line_text = ts_strdup(e->line_text);
     }
-    if (st == IR_OK) {
-        DevValue **parts = ts_malloc((size_t)w.n * sizeof *parts);
-        if (!parts)
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-        else {
-            for (int64_t p = 0; p < w.n; p++)
-                parts[p] = devs[p].result;
-            st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), w.n, parts, out, d);
-            ts_free(parts);
-        }
+    for (int64_t k = 0; st == IR_OK && k < nlocal; k++) {
+        results[k] = devs[k].result;
+        devs[k].result = NULL;
     }
-    for (int64_t k = 0; devs && k < w.ndev; k++)
+    for (int64_t k = 0; devs && k < nlocal; k++)
         free_device(&devs[k]);
+    ir_diag_clear(&w.leader_diag);
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
     ts_free(devs);
     ts_free(th);
     ts_free(w.slot);
+    ts_free(w.group_result);
+    return st;
+}
+
+IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d)
+{
+    *out = NULL;
+    int64_t ndev = c->num_partitions * c->num_replicas;
+    if (ndev < 1 || ndev > 4096)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "device count %lld out of range", (long long)ndev);
+    DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
+    if (!res)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    IrStatus st = rt_run_devices(c, args, 0, ndev, NULL, res, d);
+    /* Replica 0's partitions hold the result; the others are equal. */
+    if (st == IR_OK)
+        st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), c->num_partitions, res, out, d);
+    for (int64_t k = 0; k < ndev; k++)
+        dev_value_unref(res[k]);
+    ts_free(res);
     return st;
 }

@@ -281,4 +281,29 @@ char *rt_plan_text(const Plan *p);
 char *rt_plan_json(const Plan *p);
 char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd);
 
+/* ------------------------------------------------------------------ */
+/* mpi.c: one MPI rank per host                                        */
+/* ------------------------------------------------------------------ */
+
+typedef struct RtTransport RtTransport;
+
+/* True when this process was started by mpirun (Open MPI / PMI env). */
+bool rt_mpi_launched(void);
+/* MPI_Init_thread(SERIALIZED), errors returned, reduction ops created. */
+IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d);
+void rt_mpi_finalize(RtTransport *t);
+int rt_mpi_rank(const RtTransport *t);
+int rt_mpi_size(const RtTransport *t);
+/* Every rank says whether it is fine; returns -1 when all are, else the
+ * lowest failing rank (the same on every rank). Never hangs on a rank that
+ * reached it; a rank that failed must still call it. */
+int rt_mpi_agree(RtTransport *t, bool ok);
+/* Gather the root shards of this host's nlocal devices to rank 0, where
+ * *out receives the full output (NULL elsewhere). */
+IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nlocal, DevValue **local,
+                               DevValue **out, IrDiag *d);
+/* min / median / max over ranks of each of nphase timings (rank 0 gets
+ * them; false on failure). */
+bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *min, double *median, double *max);
+
 #endif /* TESSEL_RUNTIME_H */

@@ -103,6 +103,8 @@ typedef struct CliProgram {
  * header) or a plan file (checked). Prints the diagnostic and returns its
  * exit status on failure. */
 int cli_prepare(const CliOptions *o, const char *path, CliProgram *p);
+/* The same without printing: the diagnostic is left in *d. */
+IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, IrDiag *d);
 void cli_program_free(CliProgram *p);
 
 /* cmd_compile.c */

@@ -6,6 +6,7 @@
  * the combination of options, times the phases and prints.
  */
 #include "cli.h"
+#include "runtime/transport.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -99,8 +100,128 @@ static int run_reference(const CliOptions *o, double *t)
     return rc;
 }
 
+/* Put "rank R: " in front of a diagnostic's message. */
+static void name_rank(IrDiag *d, int rank)
+{
+    char *msg = d->msg;
+    size_t n = (msg ? strlen(msg) : 13) + 32;
+    char *m = ts_malloc(n);
+    if (!m)
+        return;
+    snprintf(m, n, "rank %d: %s", rank, msg ? msg : "out of memory");
+    ts_free(msg);
+    d->msg = m;
+}
+
+/* One rank of `mpirun -np H tessel run`: this process is host `rank` and
+ * runs devices [rank*L, (rank+1)*L). Failures found before execution are
+ * agreed on by every rank (all stop, the failing rank says why); a failure
+ * during execution aborts the job (MPI_Abort), so no rank waits for one
+ * that failed. Only rank 0 writes outputs. */
+static int run_mpi(const CliOptions *o, double *t)
+{
+    RtTransport *tr = NULL;
+    IrDiag d = {0};
+    IrStatus st = rt_mpi_init(NULL, NULL, &tr, &d);
+    if (st != IR_OK) {
+        int rc = cli_report(st, &d);
+        if (tr)
+            rt_transport_abort(tr, NULL);
+        return rc;
+    }
+    int rank = rt_mpi_rank(tr), hosts = rt_mpi_size(tr);
+    t[0] = cli_now(); /* phases start after MPI_Init */
+    CliProgram p = {0};
+    RtArgs args = {0};
+    IrModule *sig = NULL;
+    DevValue **local = NULL, *result = NULL;
+    int64_t l = 0;
+    st = cli_prepare_diag(o, o->pos[0], &p, &d);
+    t[1] = cli_now();
+    if (st == IR_OK) {
+        int64_t ndev = p.c.num_partitions * p.c.num_replicas;
+        int64_t want = p.from_plan ? p.c.hosts : (o->hosts ? o->hosts : hosts);
+        l = o->local_devices ? o->local_devices : (p.from_plan ? p.c.local_devices : ndev / hosts);
+        if (want != hosts)
+            st = ir_error(&d, IR_EINPUT, o->pos[0], NULL, (IrPos){0, 0},
+                          "%s for %lld hosts, but mpirun started %d", p.from_plan ? "the plan was compiled" : "--hosts asks",
+                          (long long)want, hosts);
+        else if (ndev % hosts != 0 || l * hosts != ndev)
+            st = ir_error(&d, IR_EINPUT, o->pos[0], NULL, (IrPos){0, 0},
+                          "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local devices",
+                          (long long)ndev, (long long)p.c.num_partitions, (long long)p.c.num_replicas, hosts,
+                          (long long)l);
+    }
+    if (st == IR_OK && !(sig = rt_signature_module(&p.c)))
+        st = ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st == IR_OK) {
+        RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
+        st = rt_bind_inputs(sig, &bo, &args, &d);
+    }
+    t[2] = cli_now();
+    int rc = CLI_OK;
+    int failed = rt_mpi_agree(tr, st == IR_OK);
+    if (failed >= 0) {
+        if (st != IR_OK) {
+            name_rank(&d, rank);
+            rc = cli_report(st, &d);
+        } else {
+            if (rank == 0)
+                fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
+            rc = CLI_FAIL;
+        }
+        goto done;
+    }
+    local = ts_calloc((size_t)l, sizeof *local);
+    st = local ? rt_run_devices(&p.c, &args, (int64_t)rank * l, l, tr, local, &d)
+               : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    t[3] = cli_now();
+    if (st != IR_OK) {
+        /* The other ranks may be waiting in a collective for this one. */
+        name_rank(&d, rank);
+        char *msg = ir_diag_format(&d, "tessel");
+        rt_transport_abort(tr, msg ? msg : "tessel: a rank failed\n");
+    }
+    st = rt_mpi_gather_results(tr, &p.c, l, local, &result, &d);
+    if (st == IR_OK && rank == 0) {
+        if (o->output_dir)
+            st = rt_write_outputs(result, o->output_dir, NULL, &d);
+        else
+            print_summaries(result);
+    }
+    t[4] = cli_now();
+    failed = rt_mpi_agree(tr, st == IR_OK);
+    if (st != IR_OK) {
+        name_rank(&d, rank);
+        rc = cli_report(st, &d);
+    } else if (failed >= 0) {
+        rc = CLI_FAIL;
+    }
+    if (o->stats && failed < 0) {
+        double mine[4] = {t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3]}, mn[4], md[4], mx[4];
+        static const char *const names[4] = {"load+compile", "read inputs", "execute", "write outputs"};
+        if (rt_mpi_phase_stats(tr, mine, 4, mn, md, mx) && rank == 0)
+            for (int k = 0; k < 4; k++)
+                fprintf(stderr, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
+                        names[k], mn[k] * 1e3, md[k] * 1e3, mx[k] * 1e3, hosts);
+    }
+done:
+    for (int64_t k = 0; local && k < l; k++)
+        dev_value_unref(local[k]);
+    ts_free(local);
+    dev_value_unref(result);
+    rt_args_free(&args);
+    ir_module_free(sig);
+    cli_program_free(&p);
+    ir_diag_clear(&d);
+    rt_mpi_finalize(tr);
+    return rc;
+}
+
 static int run_partitioned(const CliOptions *o, double *t)
 {
+    if (rt_mpi_launched())
+        return run_mpi(o, t);
     CliProgram p;
     int rc = cli_prepare(o, o->pos[0], &p);
     t[1] = cli_now();
@@ -136,7 +257,7 @@ static int run_run(const CliOptions *o)
     double t[5];
     t[0] = t[1] = t[2] = t[3] = t[4] = cli_now();
     int rc = o->reference ? run_reference(o, t) : run_partitioned(o, t);
-    if (o->stats && rc == CLI_OK)
+    if (o->stats && rc == CLI_OK && !rt_mpi_launched())
         fprintf(stderr, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute "
                 "%.3f ms, write outputs %.3f ms\n", (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3,
                 (t[3] - t[2]) * 1e3, (t[4] - t[3]) * 1e3);

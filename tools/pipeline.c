@@ -41,12 +41,21 @@ static char *read_file(const char *path, size_t *len, IrDiag *d)
 
 int cli_prepare(const CliOptions *o, const char *path, CliProgram *p)
 {
+    IrDiag d = {0};
+    IrStatus st = cli_prepare_diag(o, path, p, &d);
+    return st == IR_OK ? CLI_OK : cli_report(st, &d);
+}
+
+IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, IrDiag *dp)
+{
     memset(p, 0, sizeof *p);
     IrDiag d = {0};
     size_t len = 0;
     char *text = read_file(path, &len, &d);
-    if (!text)
-        return cli_report(IR_EINPUT, &d);
+    if (!text) {
+        *dp = d;
+        return IR_EINPUT;
+    }
     IrStatus st;
     if (rt_is_plan_text(text, len)) {
         p->from_plan = true;
@@ -81,11 +90,10 @@ int cli_prepare(const CliOptions *o, const char *path, CliProgram *p)
         }
     }
     ts_free(text);
-    if (st != IR_OK) {
+    if (st != IR_OK)
         cli_program_free(p);
-        return cli_report(st, &d);
-    }
-    return CLI_OK;
+    *dp = d;
+    return st;
 }
 
 void cli_program_free(CliProgram *p)
