@@ -1725,7 +1725,7 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
     } else {
         ok = ok && parse_shape(P, &ins->shape);
     }
-    if (ok && !lx_is(L, LX_NAME))
+    if (ok && (!lx_is(L, LX_NAME) || L->text[L->tok.start - 1] == '%'))
         ok = lx_expected(L, "opcode");
     if (ok) {
         ins->op = ir_op_from_name(lx_text(L), lx_tlen(L));

@@ -468,10 +468,10 @@ static bool bracket_ints(Lexer *L, I64Vec *v, const char *what)
 
 /* devices=[d0,d1,...] then either `<=[r0,...]` (`T(p0,...)`)? or a
  * device list `i,j,k,...`. */
-static bool parse_tile_assignment(Lexer *L, Single *x)
+static bool parse_tile_assignment(Lexer *L, Single *x, IrPos pos)
 {
     if (x->has_tile)
-        return lx_fail(L, L->tok.pos, "duplicate devices= in sharding");
+        return lx_fail(L, pos, "duplicate devices= in sharding");
     x->has_tile = true;
     if (!bracket_ints(L, &x->tile, "tile assignment dimensions"))
         return false;
@@ -538,7 +538,7 @@ static bool parse_single_attr(Lexer *L, Single *x)
     if (lx_is_word(L, "devices")) {
         lx_next(L);
         lx_next(L);
-        return parse_tile_assignment(L, x);
+        return parse_tile_assignment(L, x, pos);
     }
     if (lx_is_word(L, "last_tile_dims")) {
         lx_next(L);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ir/ir.h"
@@ -794,6 +795,97 @@ static void test_omitted_shapes(void **state)
               "cannot infer the shape of 'a': its operands form a cycle", 3, 3);
 }
 
+/* Less common forms: the stack-frame tables newer XLA prints, shapes left
+ * to ir_infer_shape, compare order=, string escapes. */
+static void test_more_forms(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(
+        "HloModule m\n\n"
+        "FileNames\n1 \"a.py\"\n2 \"b.py\"\n\n"
+        "FunctionNames\n1 \"f\"\n\n"
+        "FileLocations\n1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=5}\n\n"
+        "StackFrames\n1 {file_location_id=1 parent_frame_id=0}\n\n"
+        "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT z = f32[] add(x, y)\n}\n"
+        "ENTRY e {\n"
+        "  a = f32[2,3] parameter(0), metadata={op_name=\"x\" stack_frame_id=1}\n"
+        "  b = f32[3,4] parameter(1)\n"
+        "  z = f32[] constant(0)\n"
+        "  d = dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+        "  r = reduce(a, z), dimensions={1}, to_apply=add\n"
+        "  o = opt-barrier(a)\n"
+        "  cx = complex(a, a)\n"
+        "  cm = pred[2,3] compare(a, a), direction=EQ, order=TOTALORDER\n"
+        "  ROOT cc = f32[2,3] custom-call(a), custom_call_target=\"a\\tb\\x41\\101\\\"\\\\\\q\"\n"
+        "}\n");
+    assert_shape(&instr(m, "e", "d")->shape, "f32[2,4]");
+    assert_shape(&instr(m, "e", "r")->shape, "f32[2]");
+    assert_shape(&instr(m, "e", "o")->shape, "f32[2,3]");
+    assert_shape(&instr(m, "e", "cx")->shape, "c64[2,3]");
+    assert_int_equal(instr(m, "e", "cm")->a.cmp_type, CMPT_TOTALORDER);
+    assert_string_equal(instr(m, "e", "cc")->a.custom_call_target, "a\tbAA\"\\q");
+    ir_module_free(m);
+
+    parse_err("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  ROOT t = transpose(a), dimensions={0,0}\n}\n",
+              "cannot infer the shape of 't' (transpose)", 4, 8);
+    parse_err("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT c = pred[2] compare(a, a), direction=EQ, type=FLOAT, "
+              "order=TOTALORDER\n}\n",
+              "compare cannot have both type= and order=", 4, 61);
+    parse_err("HloModule m\nFileNames\n1 \"a.py\"\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+              "expected FunctionNames, found 'ENTRY'", 4, 1);
+    parse_err("HloModule m\nb {\n  ROOT x = f32[] parameter(0)\n}\nENTRY e {\n  k = pred[] parameter(0)\n"
+              "  ROOT c = f32[] conditional(k, k, k), true_computation=b, false_computation=b, branch_computations={b, b}\n}\n",
+              "conditional has both branch_computations and true/false_computation", 7, 8);
+    parse_err("HloModule m\nb {\n  ROOT x = f32[] parameter(0)\n}\nENTRY e {\n  k = f32[] parameter(0)\n"
+              "  ROOT c = f32[] custom-call(k), custom_call_target=\"t\", to_apply=b, called_computations={b}\n}\n",
+              "custom-call cannot have both to_apply and called_computations", 7, 8);
+    parse_err("HloModule m\nENTRY e {\n  ROOT p = f32[2] %parameter(0)\n}\n", "expected opcode, found '%parameter'", 3, 19);
+    parse_err("HloModule m\nENTRY e {\n  ROOT p = f32[2]{5} parameter(0)\n}\n", "layout entry 5 is out of range [0, 1)", 3, 18);
+    parse_err("HloModule m\nENTRY e {\n  i = f32[1,3] parameter(0)\n  ROOT r = f32[1,3] reduce-window(i, i), "
+              "window={size=1x1 pad=0_0x0_0 pad=0_0x0_0}, to_apply=e\n}\n",
+              "duplicate window pad=", 4, 71);
+    parse_err("HloModule m\nENTRY e {\n  i = f32[1,3] parameter(0)\n  ROOT r = f32[1,3] reduce-window(i, i), "
+              "window={size=1x1 rhs_reversal=0x2}, to_apply=e\n}\n",
+              "rhs_reversal= entries must be 0 or 1", 4, 49);
+    parse_err("HloModule m\nENTRY e {\n  ROOT p = f32[2] parameter(0), "
+              "an_attribute_name_far_too_long_to_quote_whole_in_an_error_message_for_sure_yes=1\n}\n",
+              "unknown attribute 'an_attribute_name_far_too_long_to_quote_whole_in_an_error_message_for_su...' for parameter", 3, 33);
+}
+
+/* A pipe is read in chunks (no size known beforehand). */
+static void test_pipe_input(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        FILE *w = fdopen(fds[1], "w");
+        fprintf(w, "HloModule piped\nENTRY e {\n  ROOT p = f32[2] parameter(0)");
+        for (int i = 0; i < 20000; i++) /* ~200 KB of comment: several chunks */
+            fprintf(w, " /* pad %05d */", i);
+        fprintf(w, "\n}\n");
+        fclose(w);
+        _exit(0);
+    }
+    close(fds[1]);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
+    IrParseOptions o = opts();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    IrStatus st = ir_parse_file(path, &o, &m, &d);
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (st != IR_OK)
+        fail_msg("pipe: %s", d.msg ? d.msg : "?");
+    assert_string_equal(m->name, "piped");
+    ir_module_free(m);
+}
+
 /* ---- the table of bad inputs ---- */
 
 static void test_error_table(void **state)
@@ -1159,6 +1251,8 @@ int main(void)
         cmocka_unit_test(test_attributes_misc),
         cmocka_unit_test(test_constants),
         cmocka_unit_test(test_omitted_shapes),
+        cmocka_unit_test(test_more_forms),
+        cmocka_unit_test(test_pipe_input),
         cmocka_unit_test(test_error_table),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_unterminated_input),

@@ -331,6 +331,11 @@ static void test_parse_errors(void **state)
     assert_parse_error("{\n  devices=[2]\n  0,1,2}", "lists 3 devices", 1, 1);
     assert_parse_error("{\n  bogus}", "unknown word", 2, 3);
     assert_parse_error("{devices=[16777216,2]<=[33554432]}", "more than", 1, 1);
+    assert_parse_error("{devices=[2]0,1 devices=[2]1,0}", "duplicate devices= in sharding", 1, 17);
+    assert_parse_error("{replicated shard_as 1 shard_like 2}", "more than one shard group", 1, 24);
+    assert_parse_error("{last_tile_dim_replicate}", "sharding needs devices=[...] or one of replicated, maximal, manual", 1, 1);
+    assert_parse_error("{replicated metadata=1}", "expected '{' after metadata=, found '1'", 1, 22);
+    assert_parse_error("{maximal device=x}", "expected integer after device=, found 'x'", 1, 17);
     /* dimension counts are bounded before anything is expanded */
     char text[512];
     int n = snprintf(text, sizeof text, "{devices=[");
