@@ -251,6 +251,11 @@ static void test_hex_floats(void **state)
     assert_int_equal(f32_bits("-0x1.8p1"), 0xC0400000);   /* -3 */
     assert_int_equal(f32_bits("0X1.0P+0"), 0x3F800000);   /* 1 */
     assert_true(f64_bits("0x1.fffffffffffffp+1023") == 0x7FEFFFFFFFFFFFFFull); /* DBL_MAX */
+    /* a 300-digit decimal: exact reading, whatever its length */
+    char longnum[320] = "1.";
+    memset(longnum + 2, '0', 296);
+    strcpy(longnum + 298, "1");
+    assert_true(f64_bits(longnum) == 0x3FF0000000000000ull); /* rounds to 1.0 */
     assert_int_equal(u16_of("0x1p-14", IR_F16), 0x0400); /* smallest normal half */
     assert_int_equal(u16_of("0x1p-24", IR_F16), 0x0001); /* smallest subnormal half */
 }
