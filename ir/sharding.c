@@ -199,10 +199,12 @@ static void print_single(SBuf *b, const IrSharding *s)
             sb_puts(b, "<=[");
             sb_i64s(b, s->iota_dims, s->niota);
             sb_puts(b, "]");
-            if (s->iota_perm) {
+            /* XLA's parser wants T(...) whenever the iota has more than one
+             * dimension: the identity is spelled out when none was given. */
+            if (s->iota_perm || s->niota > 1) {
                 sb_puts(b, "T(");
                 for (int32_t i = 0; i < s->niota; i++)
-                    sb_printf(b, i ? ",%d" : "%d", (int)s->iota_perm[i]);
+                    sb_printf(b, i ? ",%d" : "%d", s->iota_perm ? (int)s->iota_perm[i] : (int)i);
                 sb_puts(b, ")");
             }
         } else {

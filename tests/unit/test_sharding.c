@@ -187,6 +187,15 @@ static void test_tiled_iota(void **state)
     assert_round_trip("{devices=[4,2]<=[2,2,2]T(1,0,2)}");
     assert_round_trip("{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}");
     assert_round_trip("{devices=[2,1,4]<=[2,2,2]T(2,1,0) last_tile_dim_replicate}");
+    /* `<=[2,4]` without T is read as the identity, and printed with it
+     * (XLA's parser requires T(...) for a multi-dimensional iota) */
+    s = parse_ok(&a, "{devices=[4,2]<=[2,4]}");
+    assert_null(s.iota_perm);
+    assert_devices(&s, (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7}, 8);
+    char *text = ir_sharding_str(&s);
+    assert_string_equal(text, "{devices=[4,2]<=[2,4]T(0,1)}");
+    free(text);
+    ir_arena_free(a);
 
     /* the iota form and its explicit list are the same sharding */
     IrArena *b;
