@@ -1063,12 +1063,63 @@ static void test_errors(void **state)
     clu_result_free(NULL);
 }
 
+/* Host control flow nested deeper than 256 calls is refused. */
+static void test_nesting_limit(void **state)
+{
+    (void)state;
+    const int depth = 300;
+    size_t cap = (size_t)depth * 160 + 512, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "HloModule deep\n\n"
+                            "c%d {\n  x = f32[2] parameter(0)\n"
+                            "  ROOT h = f32[2] custom-call(x), custom_call_target=\"tessel_print\"\n}\n\n",
+                            depth);
+    for (int i = depth - 1; i >= 1; i--)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "c%d {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] call(x), "
+                                "to_apply=c%d\n}\n\n", i, i + 1);
+    snprintf(text + len, cap - len, "ENTRY main {\n  p = f32[2] parameter(0)\n"
+             "  ROOT r = f32[2] call(p), to_apply=c1\n}\n");
+    IrModule *m = parse_text(text);
+    free(text);
+    IrDiag d = {0};
+    IrModule *out = NULL;
+    assert_int_equal(clu_extract(m, NULL, &out, NULL, &d), IR_EUNSUPPORTED);
+    assert_non_null(strstr(d.msg, "nested more than 256"));
+    assert_null(out);
+    ir_diag_clear(&d);
+    ir_module_free(m);
+}
+
+/* Host targets are the caller's: with `probe` among them, the effect is
+ * host work and only b is left in the second cluster. */
+static void test_host_targets_option(void **state)
+{
+    (void)state;
+    IrModule *src = load("effects.hlo");
+    const char *const targets[] = {"tessel_print", "probe", NULL};
+    CluOptions o = clu_default_options();
+    o.host_targets = targets;
+    CluResult r;
+    IrModule *out = extract(src, &o, &r);
+    same_results(src, out, 2);
+    assert_int_equal(r.nclusters, 2);
+    members_are(&r, 1, "b");
+    outputs_are(&r, 1, "b");
+    const IrComputation *e = ir_entry(out);
+    assert_int_equal(instr_named(e, "e")->op, OP_CUSTOM_CALL);
+    assert_int_equal(e->instr[e->root].a.control_predecessors.n, 0);
+    done(src, out, &r);
+}
+
 /* Every allocation of an extraction fails in turn: each gives IR_ENOMEM,
  * no output, an empty result, and no leak. */
 static void test_failure_injection(void **state)
 {
     (void)state;
-    const char *files[] = {"while_host.hlo", "shardings.hlo", "control.hlo", "consts.hlo"};
+    const char *files[] = {"while_host.hlo", "shardings.hlo", "control.hlo", "consts.hlo",
+                           "effects.hlo", "nested.hlo"};
     for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
         IrModule *src = load(files[f]);
         IrDiag d = {0};
@@ -1453,6 +1504,8 @@ int main(void)
         cmocka_unit_test(test_extract_twice),
         cmocka_unit_test(test_cluster_module),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_nesting_limit),
+        cmocka_unit_test(test_host_targets_option),
         cmocka_unit_test(test_failure_injection),
         cmocka_unit_test(test_random_modules),
         cmocka_unit_test(test_long_chain),
