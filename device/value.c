@@ -176,6 +176,18 @@ oom:
 
 /* ---- arrays ---- */
 
+/* Arrays of at most INLINE_MAX bytes (every scalar) keep their data in the
+ * same allocation, right after the DevValue: one malloc instead of two on
+ * the scalar paths (reducers and comparators run through dev_call). */
+#define INLINE_MAX 32
+
+_Static_assert(sizeof(DevValue) % 8 == 0, "inline data must be 8-byte aligned");
+
+static uint8_t *inline_data(DevValue *v)
+{
+    return (uint8_t *)(v + 1);
+}
+
 static DevValue *array_new(const IrShape *shape, bool zero)
 {
     if (shape->type == IR_TUPLE || shape->type == IR_INVALID || shape->type >= IR_NTYPES)
@@ -183,14 +195,17 @@ static DevValue *array_new(const IrShape *shape, bool zero)
     int64_t nbytes = ir_shape_bytes(shape);
     if (nbytes < 0 || (uint64_t)nbytes > SIZE_MAX / 2)
         return NULL;
-    DevValue *v = ts_calloc(1, sizeof *v);
+    bool in = nbytes > 0 && nbytes <= INLINE_MAX;
+    DevValue *v = ts_calloc(1, sizeof *v + (in ? INLINE_MAX : 0));
     if (!v)
         return NULL;
     if (!shape_dup(&v->shape, shape)) {
         ts_free(v);
         return NULL;
     }
-    if (nbytes > 0) {
+    if (in) {
+        v->data = inline_data(v);
+    } else if (nbytes > 0) {
         if ((v->data = cache_take(nbytes)) != NULL) {
             if (zero)
                 memset(v->data, 0, (size_t)nbytes);
@@ -315,7 +330,7 @@ void dev_value_unref(DevValue *v)
         return;
     release_elems(v->nelems, v->elems);
     ts_free(v->elems);
-    if (v->data)
+    if (v->data && v->data != inline_data(v))
         cache_put(v->data, v->nbytes);
     shape_free(&v->shape);
     ts_free(v);
