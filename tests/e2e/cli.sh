@@ -79,16 +79,22 @@ printf 'HloModule bad2\n\nENTRY %%main (x: f32[4]) -> f32[5] {\n  %%x = f32[4]{0
 expect_status 2 "$TESSEL" check "$bad2"
 head -1 "$ERR" | grep -Eq "^tessel: $bad2:5:[0-9]+: error: " || fail "verifier error lacks FILE:LINE:COL"
 
-# run: partitioned execution is not built yet (mlp has num_partitions=2)
-expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1
-expect_in "$ERR" "partitioned execution is not built yet"
-expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1 --num-partitions 4
-expect_in "$ERR" "partitioned execution is not built yet"
+# run: mlp has num_partitions=2: partitioned on 2 in-process devices, the
+# same as the reference; --num-partitions overrides the header
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1
+cp "$OUT" "$WORK/partitioned.txt"
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --reference
+cmp -s "$OUT" "$WORK/partitioned.txt" || fail "partitioned mlp summary differs from the reference"
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1 --num-partitions 4
+expect_in "$OUT" "output 0: f32[4,10]"
+# more hosts than one process without mpirun
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --hosts 2
+expect_in "$ERR" "without mpirun one process runs all"
 # ... and N*R == 1 without --reference is the reference run
 expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1
 expect_in "$OUT" "output 0: f32[4,10]"
 expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/softmax.hlo" --random-inputs 1 --stats
-expect_in "$ERR" "parse+verify"
+expect_in "$ERR" "load+compile"
 expect_in "$ERR" "execute"
 expect_status 0 "$TESSEL" check "$TESSEL_SRC/examples/softmax.hlo" --stats
 expect_in "$ERR" "parse+verify"

@@ -352,12 +352,15 @@ static void test_hand_built_constants_and_shardings(void **state)
     expect_error_at(m, NULL, "k: constant has no literal", 3, 3);
     c->instr[0].a.literal = lit;
     expect_ok(m);
-    /* shardings are checked against num_partitions * replica_count */
+    /* shardings name partitions: checked against num_partitions, and
+     * replicas (which run the same partitioned program) do not change it */
     m->num_partitions = 2;
     expect_error_at(m, NULL, "out of range", 4, 3);
-    m->num_partitions = 4;
-    m->replica_count = 2; /* 8 devices, as the parser counts them */
+    m->num_partitions = 8;
     expect_error_at(m, NULL, "uses 4 devices but there are 8", 4, 3);
+    m->num_partitions = 4;
+    m->replica_count = 2;
+    expect_ok(m);
     m->replica_count = 1;
     expect_ok(m);
     /* and against the shape: a rank-1 tiling on a rank-2 shape */
