@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # demo.sh: the main job on a fresh machine: install what is missing, build
-# tessel (release preset), check an example model and run it with the
-# reference executor on deterministic random inputs.
+# tessel (release preset), check an example model, run it with the
+# reference executor, show its sharding plan, compile it for 2 hosts and
+# run the plan under mpirun on deterministic random inputs (the same
+# output as the reference run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +20,14 @@ TESSEL=build/release/tessel
 
 set -x
 "$TESSEL" check examples/mlp.hlo
+# The oracle: the unpartitioned module on one device.
 "$TESSEL" run examples/mlp.hlo --reference --random-inputs 1
+# The plan: what the partitioner decided (shardings, collectives, trees).
+"$TESSEL" plan examples/mlp.hlo --hosts 2
+# Compile for 2 hosts and run under mpirun, one rank per host (as root,
+# Open MPI needs to be told that is fine; --oversubscribe: 2 ranks may
+# share fewer cores). Where no cluster exists, mpirun starts both ranks on
+# this machine.
+"$TESSEL" compile examples/mlp.hlo --hosts 2 -o build/mlp.plan
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun -np 2 --oversubscribe "$TESSEL" run build/mlp.plan --random-inputs 1 --stats
