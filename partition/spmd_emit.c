@@ -55,7 +55,8 @@ int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t 
     ins.called = ir_alloc_array(a, (size_t)(ncalled > 0 ? ncalled : 1), sizeof(int32_t));
     if (!ins.opnd || !ins.called)
         return oom(pc);
-    memcpy(ins.opnd, opnd, (size_t)nopnd * sizeof(int32_t));
+    if (nopnd > 0)
+        memcpy(ins.opnd, opnd, (size_t)nopnd * sizeof(int32_t));
     if (ncalled > 0)
         memcpy(ins.called, called, (size_t)ncalled * sizeof(int32_t));
     /* The destination must not point into the source module's arena. */
