@@ -1,0 +1,186 @@
+#!/usr/bin/python3
+"""gen.py: HLO modules for tessel's benchmarks (python3, stdlib only).
+
+    gen.py transformer N OUT        a transformer-like module of about N
+                                    instructions (whole layers), shardings
+                                    on the weights, for 2 partitions
+    gen.py mlp B D F OUT            one Megatron MLP step: x[B,D] replicated,
+                                    W1[D,F] column-sharded, tanh, W2[F,D]
+                                    row-sharded, replicated result
+    gen.py allreduce N OUT          an explicit all-reduce over 2 partitions
+                                    of a replicated f32[N]
+    gen.py memory N OUT             a sum over an f32[N] input sharded over
+                                    2 partitions (the input is the memory)
+    gen.py elementwise N OUT        8 elementwise ops over two f32[N]
+
+The transformer layer (why these ops: it exercises propagation through
+dots, reductions, broadcasts and elementwise chains the way a real model
+does, and the partitioner inserts all-reduces where a dot contracts a
+sharded dimension):
+
+    layernorm   reduce, broadcast, multiply, subtract, multiply, reduce,
+                broadcast, multiply, broadcast, add, rsqrt, multiply (12)
+    attention   wq, wk, wv [D,D] column-sharded; q, k, v dots; scores dot
+                contracting the sharded D; softmax (reduce max, broadcast,
+                subtract, exp, reduce add, broadcast, divide); o dot; wo
+                [D,D] row-sharded; output dot; residual add      (18)
+    mlp         w1 [D,F] column-sharded, dot, tanh, w2 [F,D] row-sharded,
+                dot, residual add                                 (6)
+
+36 instructions a layer (with the eps broadcast and the scores dot);
+the module has ceil((N - 12) / 36) layers plus
+12 fixed instructions (the add and max computations, constants).
+"""
+import sys
+
+B, D, F = 8, 64, 256  # tokens, hidden, ffn: small, compile time is per instruction
+
+
+def transformer(n):
+    layers = max(1, -(-(n - 12) // 36))
+    out = ["HloModule transformer_%d, num_partitions=2" % n, ""]
+    out += ["add {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
+            "  ROOT s = f32[] add(a, b)", "}", ""]
+    out += ["max {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
+            "  ROOT m = f32[] maximum(a, b)", "}", ""]
+    out += ["ENTRY main {"]
+    e = out.append
+    e("  x0 = f32[%d,%d] parameter(0), sharding={replicated}" % (B, D))
+    e("  zero = f32[] constant(0)")
+    e("  ninf = f32[] constant(-inf)")
+    e("  c_invd = f32[] constant(%r)" % (1.0 / D))
+    e("  invd = f32[%d,%d] broadcast(c_invd), dimensions={}" % (B, D))
+    e("  c_eps = f32[] constant(1e-05)")
+    p = 1
+    x = "x0"
+    bd, bb, bf = "f32[%d,%d]" % (B, D), "f32[%d,%d]" % (B, B), "f32[%d,%d]" % (B, F)
+    col, row = "sharding={devices=[1,2]0,1}", "sharding={devices=[2,1]0,1}"
+    dot = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    for i in range(layers):
+        L = "l%d_" % i
+
+        def param(name, shape, sh):
+            nonlocal p
+            e("  %s%s = %s parameter(%d), %s" % (L, name, shape, p, sh))
+            p += 1
+        e("  %ss = f32[%d] reduce(%s, zero), dimensions={1}, to_apply=add" % (L, B, x))
+        e("  %ssb = %s broadcast(%ss), dimensions={0}" % (L, bd, L))
+        e("  %smu = %s multiply(%ssb, invd)" % (L, bd, L))
+        e("  %sxc = %s subtract(%s, %smu)" % (L, bd, x, L))
+        e("  %ssq = %s multiply(%sxc, %sxc)" % (L, bd, L, L))
+        e("  %svs = f32[%d] reduce(%ssq, zero), dimensions={1}, to_apply=add" % (L, B, L))
+        e("  %svb = %s broadcast(%svs), dimensions={0}" % (L, bd, L))
+        e("  %svar = %s multiply(%svb, invd)" % (L, bd, L))
+        e("  %seps = %s broadcast(c_eps), dimensions={}" % (L, bd))
+        e("  %sve = %s add(%svar, %seps)" % (L, bd, L, L))
+        e("  %sr = %s rsqrt(%sve)" % (L, bd, L))
+        e("  %sn = %s multiply(%sxc, %sr)" % (L, bd, L, L))
+        for w in ("q", "k", "v"):
+            param("w" + w, "f32[%d,%d]" % (D, D), col)
+            e("  %s%s = %s dot(%sn, %sw%s), %s" % (L, w, bd, L, L, w, dot))
+        e("  %ssc = %s dot(%sq, %sk), lhs_contracting_dims={1}, rhs_contracting_dims={1}"
+          % (L, bb, L, L))
+        e("  %sm = f32[%d] reduce(%ssc, ninf), dimensions={1}, to_apply=max" % (L, B, L))
+        e("  %smb = %s broadcast(%sm), dimensions={0}" % (L, bb, L))
+        e("  %sd = %s subtract(%ssc, %smb)" % (L, bb, L, L))
+        e("  %se = %s exponential(%sd)" % (L, bb, L))
+        e("  %sz = f32[%d] reduce(%se, zero), dimensions={1}, to_apply=add" % (L, B, L))
+        e("  %szb = %s broadcast(%sz), dimensions={0}" % (L, bb, L))
+        e("  %sp = %s divide(%se, %szb)" % (L, bb, L, L))
+        e("  %so = %s dot(%sp, %sv), %s" % (L, bd, L, L, dot))
+        param("wo", "f32[%d,%d]" % (D, D), row)
+        e("  %sao = %s dot(%so, %swo), %s" % (L, bd, L, L, dot))
+        e("  %sh = %s add(%s, %sao)" % (L, bd, x, L))
+        param("w1", "f32[%d,%d]" % (D, F), col)
+        e("  %sh1 = %s dot(%sh, %sw1), %s" % (L, bf, L, L, dot))
+        e("  %sg = %s tanh(%sh1)" % (L, bf, L))
+        param("w2", "f32[%d,%d]" % (F, D), row)
+        e("  %sh2 = %s dot(%sg, %sw2), %s" % (L, bd, L, L, dot))
+        last = i == layers - 1
+        e("  %s%sy = %s add(%sh, %sh2)%s" % ("ROOT " if last else "", L, bd, L, L,
+                                            ", sharding={replicated}" if last else ""))
+        x = L + "y"
+    e("}")
+    return "\n".join(out) + "\n"
+
+
+def mlp(b, d, f):
+    return """HloModule mlp_bench, num_partitions=2
+
+ENTRY main {
+  x = f32[%(b)d,%(d)d] parameter(0), sharding={replicated}
+  w1 = f32[%(d)d,%(f)d] parameter(1), sharding={devices=[1,2]0,1}
+  w2 = f32[%(f)d,%(d)d] parameter(2), sharding={devices=[2,1]0,1}
+  h = f32[%(b)d,%(f)d] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = f32[%(b)d,%(f)d] tanh(h)
+  ROOT y = f32[%(b)d,%(d)d] dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+""" % {"b": b, "d": d, "f": f}
+
+
+def allreduce(n):
+    return """HloModule allreduce_bench, num_partitions=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[%(n)d] parameter(0), sharding={replicated}
+  ROOT r = f32[%(n)d] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add, sharding={replicated}
+}
+""" % {"n": n}
+
+
+def memory(n):
+    return """HloModule memory_bench, num_partitions=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[%(n)d] parameter(0), sharding={devices=[2]0,1}
+  zero = f32[] constant(0)
+  ROOT r = f32[] reduce(x, zero), dimensions={0}, to_apply=add, sharding={replicated}
+}
+""" % {"n": n}
+
+
+def elementwise(n):
+    return """HloModule elementwise_bench
+
+ENTRY main {
+  x = f32[%(n)d] parameter(0)
+  y = f32[%(n)d] parameter(1)
+  t1 = f32[%(n)d] add(x, y)
+  t2 = f32[%(n)d] multiply(t1, x)
+  t3 = f32[%(n)d] subtract(t2, y)
+  t4 = f32[%(n)d] maximum(t3, x)
+  t5 = f32[%(n)d] multiply(t4, t4)
+  t6 = f32[%(n)d] add(t5, y)
+  t7 = f32[%(n)d] negate(t6)
+  ROOT t8 = f32[%(n)d] abs(t7)
+}
+""" % {"n": n}
+
+
+def main(argv):
+    kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "allreduce": (allreduce, 1),
+             "memory": (memory, 1), "elementwise": (elementwise, 1)}
+    if len(argv) < 3 or argv[1] not in kinds or len(argv) != kinds[argv[1]][1] + 3:
+        sys.stderr.write(__doc__)
+        return 2
+    fn, nargs = kinds[argv[1]]
+    text = fn(*[int(a) for a in argv[2:2 + nargs]])
+    with open(argv[-1], "w") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
