@@ -168,16 +168,30 @@ static void elem_from_ct(Ct c, IrType t, const uint8_t *src, uint8_t *dst, int64
     }
 }
 
-/* Copy n elements, src element j at byte src + j*stride*esz (stride may be
- * negative), into consecutive slots of dst. */
-static void copy_strided(size_t esz, const uint8_t *src, int64_t stride, int64_t n, uint8_t *dst)
+/* Copy n elements of esz bytes: element j from src + j*sstride elements to
+ * dst + j*dstride elements (strides may be negative). Typed loops for the
+ * usual sizes: a memcpy call per element costs more than the copy. */
+static void copy_elems(size_t esz, const uint8_t *src, int64_t sstride, uint8_t *dst,
+                       int64_t dstride, int64_t n)
 {
-    if (stride == 1) {
+    if (sstride == 1 && dstride == 1) {
         memcpy(dst, src, (size_t)n * esz);
         return;
     }
-    for (int64_t j = 0; j < n; j++)
-        memcpy(dst + (size_t)j * esz, src + (j * stride) * (int64_t)esz, esz);
+#define COPY(T)                                                 \
+    for (int64_t j = 0; j < n; j++)                             \
+        ((T *)dst)[j * dstride] = ((const T *)src)[j * sstride]; \
+    return
+    switch (esz) {
+    case 1: COPY(uint8_t);
+    case 2: COPY(uint16_t);
+    case 4: COPY(uint32_t);
+    case 8: COPY(uint64_t);
+    default:
+        for (int64_t j = 0; j < n; j++)
+            memcpy(dst + j * dstride * (int64_t)esz, src + j * sstride * (int64_t)esz, esz);
+    }
+#undef COPY
 }
 
 /* A run of n elements of src (type t), starting at element i0 with a
@@ -187,7 +201,7 @@ static void run_to_ct(Ct c, IrType t, const uint8_t *src, int64_t i0, int64_t st
 {
     if (ct_native(c, t)) {
         size_t esz = ct_size(c);
-        copy_strided(esz, src + i0 * (int64_t)esz, stride, n, dst);
+        copy_elems(esz, src + i0 * (int64_t)esz, stride, dst, 1, n);
     } else if (c == CT_F32 && (t == IR_F16 || t == IR_BF16)) {
         const uint16_t *s = (const uint16_t *)src + i0;
         float *d = (float *)dst;
@@ -207,12 +221,7 @@ static void run_from_ct(Ct c, IrType t, const uint8_t *src, uint8_t *dst, int64_
 {
     size_t esz = ct_size(c);
     if (ct_native(c, t)) {
-        if (stride == 1) {
-            memcpy(dst + (size_t)i0 * esz, src, (size_t)n * esz);
-            return;
-        }
-        for (int64_t j = 0; j < n; j++)
-            memcpy(dst + (size_t)(i0 + j * stride) * esz, src + (size_t)j * esz, esz);
+        copy_elems(esz, src, 1, dst + i0 * (int64_t)esz, stride, n);
         return;
     }
     for (int64_t j = 0; j < n; j++)
@@ -309,11 +318,13 @@ static void unpack(Ct c, IrType t, const uint8_t *src, const View *v, uint8_t *d
 
 /* C[m,n] = op(A) op(B), row-major. A is m x k (lda >= k), or k x m when ta
  * (lda >= m); B is k x n (ldb >= n), or n x k when tb (ldb >= k); C has
- * row stride ldc. C is overwritten (beta = 0). */
+ * row stride ldc. C is overwritten (beta = 0), or added to when acc
+ * (beta = 1: a K-blocked product continues the sums in k order). */
 typedef struct Gemm {
     Ct c;
     bool ta, tb;
     bool blas;  /* f32/f64 may use OpenBLAS */
+    bool acc;   /* C += op(A) op(B) */
     int64_t m, n, k, lda, ldb, ldc;
 } Gemm;
 
@@ -326,7 +337,7 @@ typedef struct Gemm {
         for (int64_t i = 0; i < g->m; i++) {                                      \
             T *crow = c + i * g->ldc;                                             \
             if (!g->tb) {                                                         \
-                for (int64_t j = 0; j < g->n; j++)                                \
+                for (int64_t j = 0; j < g->n && !g->acc; j++)                     \
                     crow[j] = ZERO;                                               \
                 for (int64_t kk = 0; kk < g->k; kk++) {                           \
                     T av = g->ta ? a[kk * g->lda + i] : a[i * g->lda + kk];       \
@@ -337,7 +348,7 @@ typedef struct Gemm {
             } else {                                                              \
                 for (int64_t j = 0; j < g->n; j++) {                              \
                     const T *bcol = b + j * g->ldb;                               \
-                    T acc = ZERO;                                                 \
+                    T acc = g->acc ? crow[j] : ZERO;                              \
                     for (int64_t kk = 0; kk < g->k; kk++) {                       \
                         T av = g->ta ? a[kk * g->lda + i] : a[i * g->lda + kk];   \
                         MAC(acc, av, bcol[kk]);                                   \
@@ -375,7 +386,7 @@ static void gemm(const Gemm *g, const void *a, const void *b, void *c)
     if (g->m == 0 || g->n == 0)
         return;
     if (g->k == 0) { /* an empty sum: all-zero bits are 0 in every compute type */
-        for (int64_t i = 0; i < g->m; i++)
+        for (int64_t i = 0; i < g->m && !g->acc; i++)
             memset((uint8_t *)c + (size_t)(i * g->ldc) * ct_size(g->c), 0,
                    (size_t)g->n * ct_size(g->c));
         return;
@@ -385,10 +396,10 @@ static void gemm(const Gemm *g, const void *a, const void *b, void *c)
         enum CBLAS_TRANSPOSE tb = g->tb ? CblasTrans : CblasNoTrans;
         if (g->c == CT_F32)
             cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0f, a,
-                        (int)g->lda, b, (int)g->ldb, 0.0f, c, (int)g->ldc);
+                        (int)g->lda, b, (int)g->ldb, g->acc ? 1.0f : 0.0f, c, (int)g->ldc);
         else
             cblas_dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0, a,
-                        (int)g->lda, b, (int)g->ldb, 0.0, c, (int)g->ldc);
+                        (int)g->lda, b, (int)g->ldb, g->acc ? 1.0 : 0.0, c, (int)g->ldc);
         return;
     }
     switch (g->c) {
@@ -678,6 +689,7 @@ typedef struct ConvPlan {
     int64_t ib, if_, ki, ko, ob, of, fgc, bgc;
     int64_t isz[IR_MAX_RANK], wsz[IR_MAX_RANK], osz[IR_MAX_RANK];
     int64_t is, w, os;   /* products of isz, wsz, osz */
+    int64_t kk, ncol;    /* GEMM sizes: KI*W rows, OB*OS columns */
 } ConvPlan;
 
 /* Do the given dims form a permutation of 0..rank-1? */
@@ -739,6 +751,8 @@ static IrStatus conv_plan(const DevKernelArgs *k, ConvPlan *p)
             !mul_ok(p->os, p->osz[s], &p->os))
             return dev_kernel_error(k, IR_EINPUT, "convolution: size overflow");
     }
+    if (!mul_ok(p->ki, p->w, &p->kk) || !mul_ok(p->ob, p->os, &p->ncol))
+        return dev_kernel_error(k, IR_EINPUT, "convolution: size overflow");
     return IR_OK;
 }
 
@@ -792,107 +806,357 @@ static int64_t *conv_offsets(const DevKernelArgs *k, const ConvPlan *p)
     return off;
 }
 
-/* Which columns a Col block covers, and which input batch / feature group. */
-typedef struct ColBlock {
-    int64_t c0, nc;   /* columns [c0, c0 + nc) of the OB*OS columns */
-    int64_t bg, g;    /* batch group and feature group */
-} ColBlock;
+/* The runs of output features sharing one feature group g and one batch
+ * group bg: [of0, of1). With fgc = bgc = 1 there is one run, all of OF. */
+typedef struct OfRun {
+    int64_t of0, of1, g, bg;
+} OfRun;
 
-/* Build the im2col matrix Col[(ki, w), j] for one block: row (ki, w),
- * column j = (ob, os) holds input[ob + bg*OB, g*KI + ki, position(os, w)],
- * or 0 for padding. */
-static void conv_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const int64_t *off,
-                        const ColBlock *b, uint8_t *col)
+static bool next_run(const ConvPlan *p, OfRun *r)
 {
-    for (int64_t ki = 0; ki < p->ki; ki++)
-        for (int64_t w = 0; w < p->w; w++) {
-            uint8_t *row = col + (size_t)((ki * p->w + w) * b->nc) * esz;
-            const int64_t *offw = off + w * p->os;
-            int64_t ob = b->c0 / p->os, os = b->c0 % p->os;
-            const uint8_t *plane = in + (size_t)(((ob + b->bg * p->ob) * p->if_ + b->g * p->ki + ki) *
-                                                 p->is) * esz;
-            for (int64_t j = 0; j < b->nc; j++) {
-                int64_t o = offw[os];
-                if (o < 0)
-                    memset(row + (size_t)j * esz, 0, esz);
-                else
-                    memcpy(row + (size_t)j * esz, plane + (size_t)o * esz, esz);
-                if (++os == p->os && j + 1 < b->nc) {
-                    os = 0;
-                    ob++;
-                    plane += (size_t)(p->if_ * p->is) * esz;
-                }
-            }
-        }
-}
-
-/* Columns per im2col block: Col holds KI*W rows of that many columns and is
- * kept near this many bytes. */
-#define CONV_COL_BYTES ((int64_t)8 << 20)
-
-/* The main loop: out[OF, OB*OS] = Ker[OF, KI*W] x Col[KI*W, OB*OS], one GEMM
- * per column block and per run of output features sharing one feature group
- * and one batch group. */
-static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
-                         const uint8_t *ker, uint8_t *outc)
-{
-    size_t esz = ct_size(c);
-    int64_t kk = p->ki * p->w, ncol = p->ob * p->os;
-    int64_t per = kk * (int64_t)esz > 0 ? CONV_COL_BYTES / (kk * (int64_t)esz) : ncol;
-    int64_t nb = per < 1 ? 1 : per > ncol ? ncol : per;
-    int64_t *off = conv_offsets(k, p);
-    uint8_t *col = off ? scratch(kk * nb, esz) : NULL;
-    if (!off || !col) {
-        ts_free(off);
-        ts_free(col);
-        return oom(k);
-    }
+    if (r->of1 >= p->of)
+        return false;
     int64_t ofgs = p->ko / p->fgc;                        /* outputs per feature group */
     int64_t dmul = p->bgc > 1 ? p->ko / p->bgc : p->ko;   /* outputs per batch group */
-    Gemm g = {.c = c, .blas = use_blas(k), .k = kk, .lda = kk, .ldc = ncol};
-    for (int64_t c0 = 0; c0 < ncol; c0 += nb) {
-        ColBlock b = {.c0 = c0, .nc = ncol - c0 < nb ? ncol - c0 : nb, .bg = -1, .g = -1};
-        for (int64_t of0 = 0, of1; of0 < p->of; of0 = of1) {
-            int64_t grp = of0 / ofgs, bg = of0 / dmul;
-            of1 = (grp + 1) * ofgs < (bg + 1) * dmul ? (grp + 1) * ofgs : (bg + 1) * dmul;
-            if (grp != b.g || bg != b.bg) {
-                b.g = grp;
-                b.bg = bg;
-                conv_im2col(p, esz, in, off, &b, col);
-            }
-            g.m = of1 - of0;
-            g.n = b.nc;
-            g.ldb = b.nc;
-            gemm(&g, ker + (size_t)(of0 * kk) * esz, col, outc + (size_t)(of0 * ncol + c0) * esz);
+    r->of0 = r->of1;
+    r->g = r->of0 / ofgs;
+    r->bg = r->of0 / dmul;
+    int64_t e1 = (r->g + 1) * ofgs, e2 = (r->bg + 1) * dmul;
+    r->of1 = e1 < e2 ? e1 : e2;
+    return true;
+}
+
+/* The first element of input plane (batch ob + bg*OB, feature g*KI + ki). */
+static const uint8_t *conv_plane(const ConvPlan *p, size_t esz, const uint8_t *in, int64_t ob,
+                                 const OfRun *r, int64_t ki)
+{
+    return in + (size_t)(((ob + r->bg * p->ob) * p->if_ + r->g * p->ki + ki) * p->is) * esz;
+}
+
+/* dst[t] = o[t] < 0 ? 0 : src[o[t]] for t < n (elements of esz bytes). */
+static void gather_offsets(size_t esz, const uint8_t *src, const int64_t *o, int64_t n, uint8_t *dst)
+{
+#define GATHER(T)                                            \
+    for (int64_t t = 0; t < n; t++)                          \
+        ((T *)dst)[t] = o[t] < 0 ? 0 : ((const T *)src)[o[t]]; \
+    return
+    switch (esz) {
+    case 1: GATHER(uint8_t);
+    case 4: GATHER(uint32_t);
+    case 8: GATHER(uint64_t);
+    default:
+        for (int64_t t = 0; t < n; t++) {
+            if (o[t] < 0)
+                memset(dst + (size_t)t * esz, 0, esz);
+            else
+                memcpy(dst + (size_t)t * esz, src + (size_t)o[t] * esz, esz);
         }
     }
-    ts_free(off);
-    ts_free(col);
-    return IR_OK;
+#undef GATHER
 }
 
-/* An operand in canonical order (a view of the value, or a packed copy). */
-static IrStatus conv_operand(const DevKernelArgs *k, Ct c, const DevValue *v, const View *view,
-                             bool in_place, const uint8_t **data, uint8_t **owned)
+/* How the dense engine reads the kernel as the GEMM's A = Ker[KO, KI*W].
+ * Row k of the KI*W reduction dim is (ki, w) = (k / W, k % W), or with
+ * wmajor (w, ki) = (k / KI, k % KI); im2col builds its rows to match. The
+ * kernel operand is used in place when it already is such a matrix or its
+ * transpose (layouts OI01, O01I, I01O and 01IO with spatial dims in order,
+ * no reversal, compute type); otherwise it is packed as OI01. */
+typedef struct KerMat {
+    const uint8_t *a;
+    uint8_t *owned;
+    bool trans;    /* stored as [KI*W, KO] */
+    bool wmajor;
+    int64_t lda;
+} KerMat;
+
+/* sp[s] == first + s for every spatial dim? */
+static bool spatial_at(const int64_t *sp, int32_t ns, int64_t first)
 {
-    *owned = NULL;
-    if (in_place) {
-        *data = data_of(v);
-        return IR_OK;
+    for (int32_t s = 0; s < ns; s++)
+        if (sp[s] != first + s)
+            return false;
+    return true;
+}
+
+static bool reversed(const DevKernelArgs *k, const ConvPlan *p)
+{
+    for (int32_t s = 0; s < p->ns; s++)
+        if (k->ins->a.window.dim[s].reversal && p->wsz[s] > 1)
+            return true;
+    return false;
+}
+
+/* The kernel operand as a view in order (d0 | d1 | spatial...) or
+ * (spatial... | d0 | d1), with reversed spatial dims walked backwards. */
+static void ker_view(const DevKernelArgs *k, View *v, int64_t d0, int64_t d1, bool spatial_first)
+{
+    const IrConvDnums *cd = &k->ins->a.conv;
+    int32_t ns = cd->nspatial, sp0 = spatial_first ? 0 : 2;
+    int64_t order[IR_MAX_RANK];
+    order[spatial_first ? ns : 0] = d0;
+    order[spatial_first ? ns + 1 : 1] = d1;
+    for (int32_t s = 0; s < ns; s++)
+        order[sp0 + s] = cd->k_spatial[s];
+    view_of(v, &k->opnd[1]->shape, ns + 2, order);
+    for (int32_t s = 0; s < ns; s++)
+        if (k->ins->a.window.dim[s].reversal && v->dims[sp0 + s] > 1) {
+            v->base += (v->dims[sp0 + s] - 1) * v->stride[sp0 + s];
+            v->stride[sp0 + s] = -v->stride[sp0 + s];
+        }
+}
+
+static IrStatus ker_matrix(const DevKernelArgs *k, Ct c, const ConvPlan *p, KerMat *km)
+{
+    const IrConvDnums *cd = &k->ins->a.conv;
+    const DevValue *kv = k->opnd[1];
+    int64_t o = cd->k_out_feature, i = cd->k_in_feature;
+    int32_t ns = cd->nspatial;
+    memset(km, 0, sizeof *km);
+    if (ct_native(c, kv->shape.type) && !reversed(k, p)) {
+        km->a = data_of(kv);
+        if (o == 0 && i == 1 && spatial_at(cd->k_spatial, ns, 2)) {
+            km->lda = p->kk;
+            return IR_OK;
+        }
+        if (o == 0 && i == ns + 1 && spatial_at(cd->k_spatial, ns, 1)) {
+            km->wmajor = true;
+            km->lda = p->kk;
+            return IR_OK;
+        }
+        if (i == 0 && o == ns + 1 && spatial_at(cd->k_spatial, ns, 1)) {
+            km->trans = true;
+            km->lda = p->ko;
+            return IR_OK;
+        }
+        if (i == ns && o == ns + 1 && spatial_at(cd->k_spatial, ns, 0)) {
+            km->trans = km->wmajor = true;
+            km->lda = p->ko;
+            return IR_OK;
+        }
     }
-    if (!(*owned = scratch(view_elements(view), ct_size(c))))
+    View v;
+    ker_view(k, &v, o, i, false);
+    if (!(km->owned = scratch(view_elements(&v), ct_size(c))))
         return oom(k);
-    pack(c, v->shape.type, v->data, view, *owned);
-    *data = *owned;
+    pack(c, kv->shape.type, kv->data, &v, km->owned);
+    km->a = km->owned;
+    km->lda = p->kk;
     return IR_OK;
 }
 
-/* The canonical views of the three convolution arrays, and whether each
- * value's own buffer already is its view in the compute type. */
-typedef struct ConvViews {
-    View in, ker, out;       /* in [b, f, spatial], ker [o, i, spatial], out [f, b, spatial] */
-    bool in_direct, ker_direct, out_direct;
-} ConvViews;
+/* One block of the im2col matrix: rows [k0, k0 + nk) of the KI*W rows,
+ * columns [c0, c0 + nc) of the OB*OS columns. Row (ki, w), column
+ * j = (ob, os) holds input[ob + bg*OB, g*KI + ki, position(os, w)], 0 for
+ * padding and holes. */
+typedef struct ColBlock {
+    int64_t c0, nc, k0, nk;
+} ColBlock;
+
+static void conv_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const int64_t *off,
+                        const ColBlock *b, const OfRun *run, bool wmajor, uint8_t *col)
+{
+    for (int64_t r = 0; r < b->nk; r++) {
+        int64_t kr = b->k0 + r;
+        int64_t ki = wmajor ? kr % p->ki : kr / p->w, w = wmajor ? kr / p->ki : kr % p->w;
+        const int64_t *offw = off + w * p->os;
+        uint8_t *row = col + (size_t)(r * b->nc) * esz;
+        int64_t ob = b->c0 / p->os, os = b->c0 % p->os;
+        for (int64_t j = 0; j < b->nc; ob++, os = 0) {
+            int64_t n = p->os - os < b->nc - j ? p->os - os : b->nc - j;
+            gather_offsets(esz, conv_plane(p, esz, in, ob, run, ki), offw + os, n,
+                           row + (size_t)j * esz);
+            j += n;
+        }
+    }
+}
+
+/* The im2col matrix is kept near this many bytes; it is blocked by columns
+ * and, when KI*W alone is too large (weight gradients have windows as big
+ * as the image), by rows too, with at least CONV_MIN_COLS columns. */
+#define CONV_COL_BYTES ((int64_t)8 << 20)
+#define CONV_MIN_COLS 256
+
+static void conv_blocks(const ConvPlan *p, size_t esz, int64_t *nb, int64_t *kc)
+{
+    int64_t budget = CONV_COL_BYTES / (int64_t)esz;   /* elements */
+    int64_t n = p->kk > 0 ? budget / p->kk : p->ncol;
+    if (n >= CONV_MIN_COLS || n >= p->ncol) {
+        *nb = n < 1 ? 1 : n > p->ncol ? p->ncol : n;
+        *kc = p->kk;
+        return;
+    }
+    *nb = p->ncol < CONV_MIN_COLS ? p->ncol : CONV_MIN_COLS;
+    *kc = budget / *nb;
+}
+
+/* The dense engine: out[OF, OB*OS] = Ker[OF, KI*W] x Col[KI*W, OB*OS], one
+ * GEMM per column block, output-feature run and row block (row blocks
+ * accumulate). */
+static IrStatus conv_dense(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
+                           const int64_t *off, uint8_t *outc)
+{
+    size_t esz = ct_size(c);
+    KerMat km;
+    IrStatus st = ker_matrix(k, c, p, &km);
+    if (st != IR_OK)
+        return st;
+    int64_t nb, kc;
+    conv_blocks(p, esz, &nb, &kc);
+    uint8_t *col = scratch(kc * nb, esz);
+    if (!col) {
+        ts_free(km.owned);
+        return oom(k);
+    }
+    Gemm g = {.c = c, .blas = use_blas(k), .ta = km.trans, .lda = km.lda, .ldc = p->ncol};
+    for (int64_t c0 = 0; c0 < p->ncol; c0 += nb) {
+        int64_t ncb = p->ncol - c0 < nb ? p->ncol - c0 : nb;
+        OfRun run = {0};
+        while (next_run(p, &run)) {
+            int64_t k0 = 0;
+            do { /* at least once: KI*W = 0 still zeroes the output */
+                ColBlock b = {.c0 = c0, .nc = ncb, .k0 = k0, .nk = p->kk - k0 < kc ? p->kk - k0 : kc};
+                conv_im2col(p, esz, in, off, &b, &run, km.wmajor, col);
+                g.m = run.of1 - run.of0;
+                g.n = g.ldb = ncb;
+                g.k = b.nk;
+                g.acc = k0 > 0;
+                int64_t aoff = km.trans ? k0 * km.lda + run.of0 : run.of0 * km.lda + k0;
+                gemm(&g, km.a + (size_t)aoff * esz, col, outc + (size_t)(run.of0 * p->ncol + c0) * esz);
+                k0 += b.nk;
+            } while (k0 < p->kk);
+        }
+    }
+    ts_free(col);
+    ts_free(km.owned);
+    return IR_OK;
+}
+
+/* The taps of each output position: the window positions that read real
+ * input (not padding or a hole), as CSR: taps of os are
+ * w[start[os] .. start[os+1]) with input offsets off[...]. */
+typedef struct ConvTaps {
+    int64_t *start, *w, *off;
+} ConvTaps;
+
+static void taps_free(ConvTaps *t)
+{
+    ts_free(t->start);
+    ts_free(t->w);
+    ts_free(t->off);
+}
+
+static bool taps_new(const ConvPlan *p, const int64_t *off, int64_t nvalid, ConvTaps *t)
+{
+    t->start = scratch(p->os + 1, sizeof(int64_t));
+    t->w = scratch(nvalid, sizeof(int64_t));
+    t->off = scratch(nvalid, sizeof(int64_t));
+    if (!t->start || !t->w || !t->off) {
+        taps_free(t);
+        return false;
+    }
+    int64_t e = 0;
+    for (int64_t os = 0; os < p->os; os++) {
+        t->start[os] = e;
+        for (int64_t w = 0; w < p->w; w++)
+            if (off[w * p->os + os] >= 0) {
+                t->w[e] = w;
+                t->off[e++] = off[w * p->os + os];
+            }
+    }
+    t->start[p->os] = e;
+    return true;
+}
+
+/* The sparse engine, one loop kernel per compute type: for each output
+ * column (ob, os) and feature run, acc[m] = sum over the taps of os and
+ * over ki of kerT[w][ki][of0 + m] * input(ki, tap), with kerT the kernel
+ * as [W, KI, KO] so that the innermost loop runs over contiguous output
+ * features. Work is proportional to the real taps only. */
+#define CONV_SPARSE(NAME, T, ZERO, MAC)                                                  \
+    static void NAME(const ConvPlan *p, const ConvTaps *t, const OfRun *r, const T *in,  \
+                     const T *kert, T *acc, T *out)                                      \
+    {                                                                                    \
+        int64_t m = r->of1 - r->of0;                                                     \
+        for (int64_t j = 0; j < p->ncol; j++) {                                          \
+            int64_t ob = j / p->os, os = j % p->os;                                      \
+            for (int64_t x = 0; x < m; x++)                                              \
+                acc[x] = ZERO;                                                           \
+            const T *plane = in + ((ob + r->bg * p->ob) * p->if_ + r->g * p->ki) * p->is; \
+            for (int64_t e = t->start[os]; e < t->start[os + 1]; e++) {                  \
+                const T *kw = kert + t->w[e] * p->ki * p->ko + r->of0;                   \
+                for (int64_t ki = 0; ki < p->ki; ki++) {                                 \
+                    T v = plane[ki * p->is + t->off[e]];                                 \
+                    const T *kr = kw + ki * p->ko;                                       \
+                    for (int64_t x = 0; x < m; x++)                                      \
+                        MAC(acc[x], kr[x], v);                                           \
+                }                                                                        \
+            }                                                                            \
+            for (int64_t x = 0; x < m; x++)                                              \
+                out[(r->of0 + x) * p->ncol + j] = acc[x];                                \
+        }                                                                                \
+    }
+
+CONV_SPARSE(sparse_f32, float, 0.0f, MAC_ADD)
+CONV_SPARSE(sparse_f64, double, 0.0, MAC_ADD)
+CONV_SPARSE(sparse_c64, float complex, 0.0f, MAC_ADD)
+CONV_SPARSE(sparse_c128, double complex, 0.0, MAC_ADD)
+CONV_SPARSE(sparse_int, uint64_t, 0u, MAC_ADD)
+CONV_SPARSE(sparse_pred, uint8_t, 0u, MAC_OR)
+
+static IrStatus conv_sparse(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
+                            const int64_t *off, int64_t nvalid, uint8_t *outc)
+{
+    size_t esz = ct_size(c);
+    ConvTaps t = {0};
+    View v; /* kerT[w][ki][o] straight from the kernel operand */
+    ker_view(k, &v, k->ins->a.conv.k_in_feature, k->ins->a.conv.k_out_feature, true);
+    uint8_t *kert = scratch(view_elements(&v), esz), *acc = scratch(p->of, esz);
+    if (!kert || !acc || !taps_new(p, off, nvalid, &t)) {
+        ts_free(kert);
+        ts_free(acc);
+        return oom(k);
+    }
+    pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, kert);
+    OfRun run = {0};
+    while (next_run(p, &run)) {
+        const void *x = in, *kt = kert;
+        void *a = acc, *o = outc;
+        switch (c) {
+        case CT_F32: sparse_f32(p, &t, &run, x, kt, a, o); break;
+        case CT_F64: sparse_f64(p, &t, &run, x, kt, a, o); break;
+        case CT_C64: sparse_c64(p, &t, &run, x, kt, a, o); break;
+        case CT_C128: sparse_c128(p, &t, &run, x, kt, a, o); break;
+        case CT_INT: sparse_int(p, &t, &run, x, kt, a, o); break;
+        case CT_PRED: sparse_pred(p, &t, &run, x, kt, a, o); break;
+        }
+    }
+    taps_free(&t);
+    ts_free(kert);
+    ts_free(acc);
+    return IR_OK;
+}
+
+/* Pick an engine. The im2col matrix has KI*W*OB*OS entries of which only
+ * the fraction `density` of real taps is non-zero; base dilation (the
+ * transposed convolutions of gradients) can make that tiny, e.g. 1/32.
+ * Below 1/8 (1/2 without BLAS, whose GEMM loops are no faster than the
+ * sparse loops) the sparse engine does the real taps only. */
+static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
+                         uint8_t *outc)
+{
+    int64_t *off = conv_offsets(k, p);
+    if (!off)
+        return oom(k);
+    int64_t nvalid = 0, total = p->w * p->os;
+    for (int64_t i = 0; i < total; i++)
+        nvalid += off[i] >= 0;
+    bool blas = use_blas(k) && (c == CT_F32 || c == CT_F64);
+    bool sparse = total > 0 && nvalid * (blas ? 8 : 2) < total;
+    IrStatus st = sparse ? conv_sparse(k, c, p, in, off, nvalid, outc)
+                         : conv_dense(k, c, p, in, off, outc);
+    ts_free(off);
+    return st;
+}
 
 /* View of s with dims in order (d0, d1, sp...); true when that order is the
  * identity, i.e. the view is s's own row-major layout. */
@@ -911,28 +1175,8 @@ static bool canon_view(View *v, const IrShape *s, int64_t d0, int64_t d1, int32_
     return ident;
 }
 
-static void conv_views(const DevKernelArgs *k, Ct c, ConvViews *v)
-{
-    const IrConvDnums *cd = &k->ins->a.conv;
-    const IrShape *in = &k->opnd[0]->shape, *ker = &k->opnd[1]->shape, *os = &k->ins->shape;
-    int32_t ns = cd->nspatial;
-    v->in_direct = canon_view(&v->in, in, cd->in_batch, cd->in_feature, ns, cd->in_spatial) &&
-                   ct_native(c, in->type);
-    v->ker_direct = canon_view(&v->ker, ker, cd->k_out_feature, cd->k_in_feature, ns,
-                               cd->k_spatial) && ct_native(c, ker->type);
-    /* Window reversal: walk the reversed kernel dims backwards. */
-    for (int32_t s = 0; s < ns; s++)
-        if (k->ins->a.window.dim[s].reversal && v->ker.dims[s + 2] > 1) {
-            v->ker.base += (v->ker.dims[s + 2] - 1) * v->ker.stride[s + 2];
-            v->ker.stride[s + 2] = -v->ker.stride[s + 2];
-            v->ker_direct = false;
-        }
-    v->out_direct = canon_view(&v->out, os, cd->out_feature, cd->out_batch, ns, cd->out_spatial) &&
-                    ct_native(c, os->type);
-}
-
 /*
- * convolution, as XLA defines it (HloEvaluator's rule), by im2col + GEMM.
+ * convolution, as XLA defines it (HloEvaluator's rule).
  *
  * For output (ob, of, os...): feature group g = of / (KO/fgc), batch group
  * bg = of / (KO/bgc) (0 when bgc = 1), and
@@ -945,12 +1189,13 @@ static void conv_views(const DevKernelArgs *k, Ct c, ConvViews *v)
  * Example (1-D, no groups): in [1,1,4] = {1,2,3,4}, ker [1,1,2] = {1,10},
  * stride 1, no padding: out = {1+20, 2+30, 3+40} = {21, 32, 43}.
  *
- * The operands are brought to canonical order in the compute type (in
- * [IB, IF, IS], kernel [KO, KI, W] with reversal applied), then for blocks of
- * output columns (ob, os) an im2col matrix Col[KI*W, cols] is built and
- * out[of-run, cols] = Ker[of-run, KI*W] x Col is one GEMM (OpenBLAS for
- * f32/f64). The result [OF, OB, OS] is finally transposed into the output's
- * dim_labels order and rounded to its element type.
+ * The input is brought to [IB, IF, IS] in the compute type (in place when
+ * it already is), and the result is computed as [OF, OB*OS], then
+ * transposed into the output's dim_labels order and rounded to its element
+ * type. Two engines (conv_run picks by the share of real taps):
+ *   dense:  im2col + GEMM, out = Ker[OF, KI*W] x Col[KI*W, OB*OS], blocked
+ *           by columns and rows (OpenBLAS for f32/f64);
+ *   sparse: loops over the real taps only, for heavily base-dilated convs.
  *
  * Inputs: two array operands. On success *out is a new array. Fails with
  * IR_EINPUT on inconsistent dimension numbers or sizes, IR_ENOMEM on OOM.
@@ -964,6 +1209,7 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
     if (st != IR_OK)
         return st;
     const IrShape *os = &k->ins->shape;
+    const IrConvDnums *cd = &k->ins->a.conv;
     Ct c = ct_of(os->type);
     DevValue *r = dev_value_new_uninit(os);
     if (!r)
@@ -972,24 +1218,32 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
         *out = r;
         return IR_OK;
     }
-    ConvViews v;
-    conv_views(k, c, &v);
-    const uint8_t *in = NULL, *ker = NULL;
-    uint8_t *in_own = NULL, *ker_own = NULL, *out_own = NULL;
-    if ((st = conv_operand(k, c, k->opnd[0], &v.in, v.in_direct, &in, &in_own)) != IR_OK ||
-        (st = conv_operand(k, c, k->opnd[1], &v.ker, v.ker_direct, &ker, &ker_own)) != IR_OK)
-        goto done;
-    if (!v.out_direct && !(out_own = scratch(ir_shape_elements(os), ct_size(c)))) {
+    const DevValue *iv = k->opnd[0];
+    View vi, vo;
+    bool in_direct = canon_view(&vi, &iv->shape, cd->in_batch, cd->in_feature, p.ns, cd->in_spatial) &&
+                     ct_native(c, iv->shape.type);
+    bool out_direct = canon_view(&vo, os, cd->out_feature, cd->out_batch, p.ns, cd->out_spatial) &&
+                      ct_native(c, os->type);
+    const uint8_t *in = data_of(iv);
+    uint8_t *in_own = NULL, *out_own = NULL;
+    if (!in_direct) {
+        if (!(in_own = scratch(view_elements(&vi), ct_size(c)))) {
+            st = oom(k);
+            goto done;
+        }
+        pack(c, iv->shape.type, iv->data, &vi, in_own);
+        in = in_own;
+    }
+    if (!out_direct && !(out_own = scratch(ir_shape_elements(os), ct_size(c)))) {
         st = oom(k);
         goto done;
     }
-    if ((st = conv_run(k, c, &p, in, ker, v.out_direct ? r->data : out_own)) != IR_OK)
+    if ((st = conv_run(k, c, &p, in, out_direct ? r->data : out_own)) != IR_OK)
         goto done;
-    if (!v.out_direct)
-        unpack(c, os->type, out_own, &v.out, r->data);
+    if (!out_direct)
+        unpack(c, os->type, out_own, &vo, r->data);
 done:
     ts_free(in_own);
-    ts_free(ker_own);
     ts_free(out_own);
     if (st != IR_OK) {
         dev_value_unref(r);

@@ -738,19 +738,40 @@ static void test_conv_random_configs(void **state)
          {1, 1, 2}, {1, 1, 1}, {0, 1, 0}},
         /* padding only: output larger than the input. */
         {"b0f_0io->b0f", 1, 1, 1, 1, 1, 1, {2}, {2}, {1}, {3}, {3}, {1}, {1}, {0}},
+        /* kernel layouts read in place (OHWI, and OI / IO without spatial
+         * dims) and a reversed HWIO kernel, which cannot be. */
+        {"b01f_o01i->b01f", 2, 2, 3, 5, 1, 1, {6, 5}, {2, 3}, ONES3, {1, 0}, {0, 1}, ONES3, ONES3, ZEROS3},
+        {"bf_oi->bf", 0, 4, 6, 5, 2, 1, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}},
+        {"fb_io->bf", 0, 3, 5, 4, 1, 1, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}},
+        {"b01f_01io->b01f", 2, 1, 3, 2, 1, 1, {5, 6}, {3, 2}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, {1, 1}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         conv_random_case(&cases[i]);
 }
 
-/* A large-ish f32 convolution (several im2col column blocks are not
- * needed, but it exercises BLAS with real sizes) against the naive rule. */
+/* Larger f32 convolutions against the naive rule, sized to reach each
+ * engine and blocking of the kernel:
+ *  - BLAS with real sizes;
+ *  - more im2col columns than one block holds (576 rows x 4096 columns);
+ *  - a weight-gradient shape whose 9*32*32 = 9216 rows need row blocks
+ *    (the GEMMs accumulate);
+ *  - base dilation 4x4 (1/16 of the im2col entries are real taps), which
+ *    takes the sparse engine with and without BLAS. */
 static void test_conv_larger(void **state)
 {
     (void)state;
-    ConvCase c = {"b01f_01io->b01f", 2, 2, 16, 24, 1, 1, {17, 19}, {3, 3}, ONES3, {1, 1}, {1, 1},
-                  ONES3, ONES3, ZEROS3};
-    conv_random_case(&c);
+    const ConvCase cases[] = {
+        {"b01f_01io->b01f", 2, 2, 16, 24, 1, 1, {17, 19}, {3, 3}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
+        {"b01f_01io->b01f", 2, 1, 64, 4, 1, 1, {64, 64}, {3, 3}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
+        {"bf01_oi01->bf01", 2, 16, 9, 2, 1, 1, {35, 35}, {32, 32}, ONES3, ZEROS3, ZEROS3, ONES3, ONES3, ZEROS3},
+        {"b01f_01io->b01f", 2, 2, 5, 6, 1, 1, {9, 8}, {3, 3}, {1, 2}, {2, 2}, {2, 1}, {4, 4}, ONES3, {1, 0}},
+        /* the shape of XLA's ConvWithParallelDimAndNonParallelSpatialDim,
+         * scaled down: stride 7 with lhs_dilate 8 (1/8 of the taps real). */
+        {"012bf_012oi->012bf", 3, 3, 4, 2, 1, 1, {8, 5, 5}, {8, 3, 3}, {7, 1, 1}, ZEROS3, ZEROS3,
+         {8, 1, 1}, ONES3, ZEROS3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        conv_random_case(&cases[i]);
 }
 
 /* f16 convolution: products and sums in f32, one rounding at the end.
