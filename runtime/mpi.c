@@ -245,6 +245,14 @@ int rt_mpi_agree(RtTransport *t, bool ok)
     return first == INT_MAX ? -1 : first;
 }
 
+int rt_mpi_max(RtTransport *t, int value)
+{
+    int out = value;
+    if (MPI_Allreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm) != MPI_SUCCESS)
+        return value;
+    return out;
+}
+
 IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nlocal, DevValue **local,
                                DevValue **out, IrDiag *d)
 {

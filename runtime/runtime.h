@@ -239,6 +239,13 @@ bool rt_is_plan_text(const char *text, size_t len);
 void rt_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
                  const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
                  const int64_t *ext);
+/* The box of array shape `full` that partition `p` holds under `s`
+ * (array sharding; not tiled: the whole array): along dim i it starts at
+ * off[i] and has ext[i] valid elements of a shard of size[i] (the rest is
+ * padding). Example: f32[5] in 2 tiles: p 0 off 0 ext 3 size 3, p 1 off 3
+ * ext 2 size 3. */
+void rt_shard_box(const IrShape *full, const IrSharding *s, int64_t p, int64_t *off, int64_t *ext,
+                  int64_t *size);
 /* The shard of `full` that partition `p` holds under `s` (padded with
  * zeros at the end of uneven dims), leaf by leaf for tuples. */
 IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, DevValue **out,
@@ -298,6 +305,9 @@ int rt_mpi_size(const RtTransport *t);
  * lowest failing rank (the same on every rank). Never hangs on a rank that
  * reached it; a rank that failed must still call it. */
 int rt_mpi_agree(RtTransport *t, bool ok);
+/* The largest `value` over ranks (e.g. exit statuses, so every rank of a
+ * failed job exits with the failing rank's status). */
+int rt_mpi_max(RtTransport *t, int value);
 /* Gather the root shards of this host's nlocal devices to rank 0, where
  * *out receives the full output (NULL elsewhere). */
 IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nlocal, DevValue **local,

@@ -1,15 +1,30 @@
 /*
- * cmd_run.c: `tessel run MODEL.hlo --reference [inputs] [--output-dir DIR]`:
- * bind inputs to the entry parameters, execute on one device with the
- * reference executor, and write DIR/output_<i>.npy or print a summary per
- * output. The work itself is in runtime/inputs.c; this file parses, checks
- * the combination of options, times the phases and prints.
+ * cmd_run.c: `tessel run MODEL.hlo|PLAN [--reference] [inputs] [--steps K]
+ * [--output-dir DIR]`: bind inputs, execute (on one device with
+ * --reference, else partitioned over N x R devices: threads of this
+ * process, or one MPI rank per host under mpirun), and write
+ * DIR/output_<i>.npy or print a summary per output. Partitioned runs read
+ * only the shards of their own devices (runtime/shard_io.c). The work is in
+ * runtime/; this file parses, checks the combination of options, handles
+ * SIGINT/SIGTERM, times the phases and prints.
+ *
+ * Signals: SIGINT or SIGTERM end the run with status 128+signal and no
+ * output file. Before outputs are written nothing is on disk, so the
+ * handler ends the process at once (_exit: the executor cannot be
+ * interrupted mid-kernel, and no state needs saving). While outputs are
+ * written (temporaries, then renames) the handler only records the signal;
+ * the writer finishes, then removes every output and exits.
  */
 #include "cli.h"
 #include "runtime/transport.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char HELP[] =
     "Usage: tessel run MODEL.hlo|PLAN [--reference] [--input INDEX_OR_NAME=FILE.npy ...]\n"
@@ -42,11 +57,68 @@ static const char HELP[] =
     "  --hosts H, --local-devices L\n"
     "                          hosts and devices per host; without mpirun one\n"
     "                          process runs every device (H = 1)\n"
-    "  --stats                 print the time of each phase (to stderr)\n"
+    "  --steps K               run the program K times; outputs the module\n"
+    "                          aliases to parameters (input_output_alias)\n"
+    "                          are the next step's parameters (default 1)\n"
+    "  --stats                 print the time of each phase, of collectives,\n"
+    "                          the bytes of input read and the device binding\n"
+    "                          (to stderr)\n"
     "  -h, --help              show this help\n"
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad\n"
-    "input (syntax or verifier error, bad or missing .npy, unbound parameter).\n";
+    "input (syntax or verifier error, bad or missing .npy, unbound parameter);\n"
+    "130 / 143 interrupted by SIGINT / SIGTERM (no output file is left).\n";
+
+/* ---- signals ---- */
+
+static volatile sig_atomic_t g_writing; /* outputs are being written: defer */
+static volatile sig_atomic_t g_signal;  /* the signal received while writing */
+
+static void on_signal(int sig)
+{
+    if (g_writing) {
+        g_signal = sig;
+        return;
+    }
+    static const char m_int[] = "tessel: interrupted (SIGINT); no output written\n";
+    static const char m_term[] = "tessel: terminated (SIGTERM); no output written\n";
+    ssize_t w = sig == SIGINT ? write(2, m_int, sizeof m_int - 1) : write(2, m_term, sizeof m_term - 1);
+    (void)w;
+    _exit(128 + sig);
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Write the outputs (or print them) with signals deferred; a signal that
+ * arrived meanwhile removes them all and ends the process. */
+static IrStatus write_or_print(const CliOptions *o, DevValue *result, IrDiag *d);
+
+/* ---- statistics ---- */
+
+/* What one process measured: the phases, then collectives and input bytes. */
+enum { PH_LOAD, PH_READ, PH_EXEC, PH_WRITE, PH_COLL, PH_BYTES, NPH };
+
+static void print_binding(const RtRunStats *rs)
+{
+    fprintf(stderr, "tessel: stats: devices: %d, executor threads bound to their cores: %d%s%s%s\n",
+            (int)rs->ndevices, (int)rs->nbound, rs->bind_note ? " (" : "", rs->bind_note ? rs->bind_note : "",
+            rs->bind_note ? ")" : "");
+    if (rs->membind)
+        fprintf(stderr, "tessel: stats: memory: bound to each device's NUMA node\n");
+    else
+        fprintf(stderr, "tessel: stats: memory: binding fell back to unbound memory (%s)\n",
+                rs->membind_errno ? strerror(rs->membind_errno) : "hwloc cannot bind memory here");
+    fprintf(stderr, "tessel: stats: BLAS threads: %d; collective calls per device: %lld\n", rs->blas_threads,
+            (long long)rs->coll_calls);
+}
 
 static void print_summaries(DevValue *result)
 {
@@ -58,26 +130,79 @@ static void print_summaries(DevValue *result)
     }
 }
 
-/* Bind, execute, write or print: the phases every mode shares. `sig` is a
- * module whose entry has the program's logical parameters. */
+static IrStatus write_or_print(const CliOptions *o, DevValue *result, IrDiag *d)
+{
+    if (!o->output_dir) {
+        print_summaries(result);
+        return IR_OK;
+    }
+    struct stat sb;
+    bool existed = stat(o->output_dir, &sb) == 0;
+    g_writing = 1;
+    IrStatus st = rt_write_outputs(result, o->output_dir, NULL, d);
+    g_writing = 0;
+    if (g_signal) {
+        rt_remove_outputs(result, o->output_dir);
+        if (!existed)
+            rmdir(o->output_dir);
+        on_signal(g_signal);
+    }
+    return st;
+}
+
+/* Bind, execute, write or print: the phases of a run in this process.
+ * `sig` is a module whose entry has the program's logical parameters
+ * (the model itself for --reference); `p` the partitioned program or NULL. */
 static int execute(const CliOptions *o, const IrModule *sig, const CliProgram *p, double *t)
 {
-    RtArgs args = {0};
-    DevValue *result = NULL;
+    RtArgs args = {0}, *shards = NULL;
+    DevValue *result = NULL, **res = NULL;
     IrDiag d = {0};
     RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
-    IrStatus st = rt_bind_inputs(sig, &bo, &args, &d);
-    t[2] = cli_now();
-    if (st == IR_OK)
-        st = p ? rt_run_local(&p->c, &args, &result, &d) : rt_run_reference(sig, &args, &result, &d);
-    t[3] = cli_now();
-    if (st == IR_OK) {
-        if (o->output_dir)
-            st = rt_write_outputs(result, o->output_dir, NULL, &d);
-        else
-            print_summaries(result);
+    RtReadStats rs = {0};
+    RtRunStats run = {0};
+    RtRunOptions ro = {.steps = o->steps};
+    int64_t ndev = p ? p->c.num_partitions * p->c.num_replicas : 0;
+    IrStatus st;
+    if (!p) {
+        st = rt_bind_inputs(sig, &bo, &args, &d);
+    } else {
+        shards = ts_calloc((size_t)ndev, sizeof *shards);
+        res = ts_calloc((size_t)ndev, sizeof *res);
+        st = shards && res ? rt_read_shards(&p->c, sig, &bo, 0, ndev, shards, &rs, &d)
+                           : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
+    t[2] = cli_now();
+    if (st == IR_OK && !p)
+        st = rt_run_reference_steps(sig, &args, o->steps, &result, &d);
+    else if (st == IR_OK)
+        st = rt_run_devices(&p->c, shards, 0, ndev, NULL, &ro, &run, res, &d);
+    /* Replica 0's partitions hold the result. */
+    if (st == IR_OK && p)
+        st = rt_unshard_value(&p->c.out_shape, rt_root_sharding(&p->c), p->c.num_partitions, res, &result, &d);
+    t[3] = cli_now();
+    if (st == IR_OK)
+        st = write_or_print(o, result, &d);
     t[4] = cli_now();
+    if (o->stats && st == IR_OK) {
+        fprintf(stderr, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute "
+                "%.3f ms, write outputs %.3f ms\n", (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3,
+                (t[3] - t[2]) * 1e3, (t[4] - t[3]) * 1e3);
+        if (p) {
+            fprintf(stderr, "tessel: stats: collectives %.3f ms (the most of any device); input read "
+                    "%lld bytes from files, %lld random elements\n", run.coll_seconds * 1e3,
+                    (long long)rs.file_bytes, (long long)rs.random_elems);
+            print_binding(&run);
+        }
+    }
+    for (int64_t k = 0; k < ndev; k++) {
+        if (shards)
+            rt_args_free(&shards[k]);
+        if (res)
+            dev_value_unref(res[k]);
+    }
+    ts_free(shards);
+    ts_free(res);
     dev_value_unref(result);
     rt_args_free(&args);
     return st == IR_OK ? CLI_OK : cli_report(st, &d);
@@ -161,15 +286,17 @@ static int run_mpi(const CliOptions *o, double *t)
     t[2] = cli_now();
     int rc = CLI_OK;
     int failed = rt_mpi_agree(tr, st == IR_OK);
+    /* Every rank exits with the failing rank's status, whichever rank
+     * mpirun reports first. */
+    int code = rt_mpi_max(tr, st == IR_OK ? CLI_OK : cli_exit_status(st));
     if (failed >= 0) {
         if (st != IR_OK) {
             name_rank(&d, rank);
-            rc = cli_report(st, &d);
-        } else {
-            if (rank == 0)
-                fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
-            rc = CLI_FAIL;
+            cli_report(st, &d);
+        } else if (rank == 0) {
+            fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
         }
+        rc = code ? code : CLI_FAIL;
         goto done;
     }
     local = ts_calloc((size_t)l, sizeof *local);
