@@ -1,0 +1,275 @@
+#!/usr/bin/python3
+"""driver.py: tessel's command-line benchmarks against baselines measured in
+the same run (python3, stdlib only). bench/run calls it once per benchmark:
+
+    driver.py NAME [--quick] [--bin build/release]
+
+NAME is mlp, allreduce, elementwise, compile, memory or parse (dot is the C
+program dot_bench). Every benchmark alternates tessel and its baseline
+(A B A B ...), one warm-up pair then at least 5 timed pairs, takes medians,
+validates both sides' results, and prints its figures last as one line
+`bench NAME: ... ratio R`. Times are tessel's own `--stats` phases (process
+start, compile and input generation excluded) and the baselines' own
+timers. A failure (a crash, a wrong result) prints `bench NAME: FAILED ...`
+and exits 1.
+"""
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEN = os.path.join(HERE, "gen.py")
+PY = "/usr/bin/python3"
+REPS = 5
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+class Failed(Exception):
+    pass
+
+
+def run(cmd, check=True):
+    p = subprocess.run(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if check and p.returncode != 0:
+        raise Failed("%s exited %d: %s" % (" ".join(cmd[:4]), p.returncode,
+                                           (p.stderr or p.stdout).strip()[-400:]))
+    return p
+
+
+def mpirun(np, cmd):
+    return ["mpirun", "-np", str(np), "--oversubscribe"] + cmd
+
+
+def gen(kind, args, path):
+    if not os.path.exists(path):
+        run([PY, GEN, kind] + [str(a) for a in args] + [path])
+    return path
+
+
+def stat_mpi(stderr, phase):
+    """The slowest rank's time of a phase from `tessel run --stats` under mpirun."""
+    m = re.search(r"stats: %s\s+min ([\d.]+) ms\s+median ([\d.]+) ms\s+max ([\d.]+) ms"
+                  % re.escape(phase), stderr)
+    if not m:
+        raise Failed("no '%s' in tessel's --stats: %s" % (phase, stderr.strip()[-300:]))
+    return float(m.group(3))
+
+
+def stat_one(stderr, phase):
+    m = re.search(r"%s ([\d.]+) ms" % re.escape(phase), stderr)
+    if not m:
+        raise Failed("no '%s' in tessel's --stats: %s" % (phase, stderr.strip()[-300:]))
+    return float(m.group(1))
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def base_times(out):
+    m = re.search(r"base cold ([\d.]+) ms warm ([\d.]+) ms", out)
+    if not m:
+        raise Failed("baseline printed no times: %s" % out.strip()[-300:])
+    return float(m.group(1)), float(m.group(2))
+
+
+def mpi_pair(o, name, hlo, base_cmd, base_check):
+    """Interleave `mpirun -np 2 tessel run HLO` and the baseline. The last
+    tessel run writes its output, which the last baseline run validates."""
+    t, cold, warm = [], [], []
+    outdir = os.path.join(o["work"], name + "_out")
+    for r in range(-1, REPS):
+        last = r == REPS - 1
+        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--stats"]
+        if last:
+            cmd += ["--output-dir", outdir]
+        p = run(mpirun(2, cmd))
+        tt = stat_mpi(p.stderr, "execute")
+        b = run(mpirun(2, base_cmd + (["--warm", "3"] + (["--check", os.path.join(outdir, "output_0.npy")]
+                                                          if last else []))))
+        bc, bw = base_times(b.stdout)
+        if r >= 0:
+            t.append(tt)
+            cold.append(bc)
+            warm.append(bw)
+    return median(t), median(cold), median(warm)
+
+
+def bench_mlp(o):
+    b, d, f = (512, 1024, 4096) if not o["quick"] else (512, 1024, 1024)
+    hlo = gen("mlp", [b, d, f], os.path.join(o["work"], "mlp_%d_%d_%d.hlo" % (b, d, f)))
+    t, cold, warm = mpi_pair(o, "mlp", hlo, [o["base"] + "mlp_base", str(b), str(d), str(f), "7"], True)
+    return ("tessel %.2f ms mpi+blas %.2f ms (first step of a process %.2f ms) "
+            "ratio-to-first-step %.2f (x[%d,%d] W1[%d,%d], 2 ranks, median of %d) ratio %.2f"
+            % (t, warm, cold, t / cold, b, d, d, f, REPS, t / warm))
+
+
+def bench_allreduce(o):
+    n = (64 << 20) // 4 if not o["quick"] else (16 << 20) // 4
+    hlo = gen("allreduce", [n], os.path.join(o["work"], "allreduce_%d.hlo" % n))
+    t, cold, warm = mpi_pair(o, "allreduce", hlo, [o["base"] + "allreduce_base", str(n), "7"], True)
+    return ("tessel %.2f ms MPI_Allreduce %.2f ms (first call of a process %.2f ms) "
+            "ratio-to-first-call %.2f (%d MiB f32, 2 ranks, median of %d) ratio %.2f"
+            % (t, warm, cold, t / cold, n * 4 >> 20, REPS, t / warm))
+
+
+def bench_elementwise(o):
+    n = 16 << 20 if not o["quick"] else 4 << 20
+    hlo = gen("elementwise", [n], os.path.join(o["work"], "elementwise_%d.hlo" % n))
+    outdir = os.path.join(o["work"], "elementwise_out")
+    t, s = [], []
+    for r in range(-1, REPS):
+        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--stats"]
+        if r == REPS - 1:
+            cmd += ["--output-dir", outdir]
+        tt = stat_one(run(cmd).stderr, "execute")
+        m = re.search(r"stream triad ([\d.]+) GB/s", run([o["base"] + "elementwise_base", str(n), "1"]).stdout)
+        if r >= 0:
+            t.append(tt)
+            s.append(float(m.group(1)))
+    run([o["base"] + "elementwise_base", str(n), "--check", "7", os.path.join(outdir, "output_0.npy")])
+    gbs = 3.0 * n * 4 / (median(t) * 1e6)  # read x and y once, write the result once
+    stream = median(s)
+    return ("tessel %.2f GB/s (%.2f ms) stream-triad %.2f GB/s (8 ops over %d M f32, one thread, "
+            "median of %d) ratio %.2f" % (gbs, median(t), stream, n >> 20, REPS, gbs / stream))
+
+
+def bench_compile(o):
+    sizes = [1000, 4000, 16000, 64000]
+    files = [gen("transformer", [n], os.path.join(o["work"], "transformer_%d.hlo" % n)) for n in sizes]
+    counts = []
+    for f in files:
+        m = re.search(r"(\d+) instructions", run([o["tessel"], "check", f]).stdout)
+        counts.append(int(m.group(1)))
+    times = {n: [] for n in sizes}
+    null = []
+    plan = os.path.join(o["work"], "transformer.plan")
+    for r in range(-1, REPS):
+        # Process start, measured each round: `tessel --version` loads the
+        # same binary and libraries and does nothing.
+        t0 = time.perf_counter()
+        run([o["tessel"], "--version"])
+        nt = (time.perf_counter() - t0) * 1e3
+        for n, f, c in zip(sizes, files, counts):
+            t0 = time.perf_counter()
+            p = run([o["tessel"], "compile", f, "-o", plan], check=False)
+            ms = (time.perf_counter() - t0) * 1e3
+            if p.returncode != 0:
+                why = "signal %d" % -p.returncode if p.returncode < 0 else "status %d" % p.returncode
+                raise Failed("tessel compile of %d instructions: %s %s" % (c, why, p.stderr.strip()[-200:]))
+            text = open(plan).read()
+            layers = (c - 12) // 36
+            if "// TesselEnd" not in text or text.count(" all-reduce(") < layers:
+                raise Failed("plan of %d instructions has %d all-reduces for %d layers"
+                             % (c, text.count(" all-reduce("), layers))
+            if r >= 0:
+                times[n].append(ms)
+        if r >= 0:
+            null.append(nt)
+    start = median(null)
+    med = [max(median(times[n]) - start, 1e-3) for n in sizes]
+    # Least-squares slope of log(time) over log(instructions).
+    xs = [math.log(c) for c in counts]
+    ys = [math.log(m) for m in med]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    per = ", ".join("%d: %.1f ms" % (c, m) for c, m in zip(counts, med))
+    return ("%s (process start %.1f ms subtracted, median of %d) %.2f us/instruction at %d "
+            "ratio %.2f" % (per, start, REPS, med[-1] * 1e3 / counts[-1], counts[-1], k))
+
+
+def bench_memory(o):
+    n = (1 << 30) // 4 if not o["quick"] else (256 << 20) // 4
+    hlo = gen("memory", [n], os.path.join(o["work"], "memory_%d.hlo" % n))
+    shard = n * 4 // 2
+    rss = []
+    for r in range(3 if not o["quick"] else 1):
+        p = run(mpirun(2, ["/usr/bin/time", "-f", "rss_kb %M", o["tessel"], "run", hlo,
+                           "--random-inputs", "7", "--stats"]))
+        kb = [int(x) for x in re.findall(r"rss_kb (\d+)", p.stderr)]
+        if len(kb) != 2:
+            raise Failed("expected two ranks' peak RSS: %s" % p.stderr.strip()[-300:])
+        rss.append(max(kb) * 1024)
+        m = re.search(r"output 0: f32\[\] min (\S+)", p.stdout)
+        if not m:
+            raise Failed("no output from tessel: %s" % p.stdout.strip()[-200:])
+        got = float(m.group(1))
+    want = float(run([o["base"] + "elementwise_base", str(n), "--sum", "7"]).stdout.split()[1])
+    if not abs(got - want) <= 1e-5 * n / 2 + 1e-3:
+        raise Failed("tessel's sum is %g, expected %g" % (got, want))
+    # The floor: the peak RSS of an MPI process that holds nothing.
+    p = run(mpirun(2, ["/usr/bin/time", "-f", "rss_kb %M", o["base"] + "allreduce_base", "1", "1",
+                       "--warm", "0"]))
+    floor = max(int(x) for x in re.findall(r"rss_kb (\d+)", p.stderr)) * 1024
+    peak = median(rss)
+    return ("peak RSS %.0f MiB per rank, shard %.0f MiB (input %.0f MiB over 2 ranks; an empty MPI "
+            "process peaks at %.0f MiB) ratio %.2f"
+            % (peak / 2**20, shard / 2**20, n * 4 / 2**20, floor / 2**20, peak / shard))
+
+
+def bench_parse(o):
+    n = 64000
+    f = gen("transformer", [n], os.path.join(o["work"], "transformer_%d.hlo" % n))
+    size = os.path.getsize(f)
+    t, rd = [], []
+    for r in range(-1, REPS):
+        p = run([o["tessel"], "check", f, "--stats"])
+        if ": ok: " not in p.stdout:
+            raise Failed("tessel check: %s" % p.stdout.strip())
+        tt = stat_one(p.stderr, "parse+verify")
+        t0 = time.perf_counter()
+        with open(f, "rb", buffering=0) as fh:  # a read loop, 1 MiB at a time
+            got = 0
+            while True:
+                b = fh.read(1 << 20)
+                if not b:
+                    break
+                got += len(b)
+        ms = (time.perf_counter() - t0) * 1e3
+        if got != size:
+            raise Failed("read %d of %d bytes" % (got, size))
+        if r >= 0:
+            t.append(tt)
+            rd.append(ms)
+    mbs, rmbs = size / 1e3 / median(t), size / 1e3 / median(rd)
+    return ("tessel check %.1f MB/s (%.1f ms) read %.0f MB/s (%.1f MB, %s, median of %d) ratio %.4f"
+            % (mbs, median(t), rmbs, size / 1e6, p.stdout.split(": ok: ")[1].split(",")[2].strip(),
+               REPS, mbs / rmbs))
+
+
+BENCHES = {"mlp": bench_mlp, "allreduce": bench_allreduce, "elementwise": bench_elementwise,
+           "compile": bench_compile, "memory": bench_memory, "parse": bench_parse}
+
+
+def main(argv):
+    args = [a for a in argv[1:] if a != "--quick"]
+    binDir = "build/release"
+    if "--bin" in args:
+        i = args.index("--bin")
+        binDir = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1 or args[0] not in BENCHES:
+        sys.stderr.write("usage: driver.py %s [--quick] [--bin DIR]\n" % "|".join(BENCHES))
+        return 2
+    name = args[0]
+    o = {"quick": "--quick" in argv, "tessel": os.path.join(binDir, "tessel"),
+         "base": os.path.join(binDir, "bench") + "/", "work": os.path.join(binDir, "bench", "work")}
+    os.makedirs(o["work"], exist_ok=True)
+    try:
+        line = BENCHES[name](o)
+    except Failed as e:
+        print("bench %s: FAILED %s" % (name, e))
+        return 1
+    print("bench %s: %s" % (name, line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
