@@ -7,14 +7,13 @@
  * cblas_sgemm call and one dev_execute of the module (which includes
  * allocating the result, as every real run does). After warm-up rounds it
  * reports the median of each:
- *     bench dot: tessel X ms blas Y ms ratio R
- * where R = Y / X is tessel's speed as a fraction of BLAS (the target is
- * R >= 0.80). Results are validated: tessel's and BLAS's outputs must agree
+ *     bench dot: tessel X ms blas Y ms (f32 MxKxN, median of R) ratio R
+ * where R = X / Y is tessel's time over BLAS's (the target is R <= 1.10). Results are validated: tessel's and BLAS's outputs must agree
  * within 1e-5 relative, and a sample of entries must match a
  * double-precision dot product computed here. A failed validation exits 1.
  *
  * Options: --quick, --size M,K,N, --reps R (timed rounds, default 7),
- * --min-ratio R (exit 1 when the ratio is below R; default: report only).
+ * --max-ratio R (exit 1 when the ratio is above R; default: report only).
  */
 #include "device/device.h"
 
@@ -149,7 +148,7 @@ int main(int argc, char **argv)
 {
     int64_t m = 1024, k = 1024, n = 1024;
     int reps = 7;
-    double min_ratio = 0;
+    double max_ratio = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             m = k = n = 512;
@@ -163,10 +162,10 @@ int main(int argc, char **argv)
             m = a, k = b, n = c;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--min-ratio") && i + 1 < argc) {
-            min_ratio = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--max-ratio") && i + 1 < argc) {
+            max_ratio = atof(argv[++i]);
         } else {
-            fprintf(stderr, "usage: dot_bench [--quick] [--size M,K,N] [--reps R] [--min-ratio R]\n");
+            fprintf(stderr, "usage: dot_bench [--quick] [--size M,K,N] [--reps R] [--max-ratio R]\n");
             return 2;
         }
     }
@@ -206,11 +205,11 @@ int main(int argc, char **argv)
         rc = validate((const float *)out->data, cb, (const float *)a->data,
                       (const float *)b->data, m, k, n);
     if (rc == 0) {
-        double mt = median(tt, reps), mb = median(tb, reps), ratio = mb / mt;
-        printf("bench dot: tessel %.2f ms blas %.2f ms ratio %.2f (f32 %lldx%lldx%lld, median of %d)\n",
-               mt, mb, ratio, (long long)m, (long long)k, (long long)n, reps);
-        if (ratio < min_ratio) {
-            fprintf(stderr, "dot_bench: ratio %.2f below %.2f\n", ratio, min_ratio);
+        double mt = median(tt, reps), mb = median(tb, reps), ratio = mt / mb;
+        printf("bench dot: tessel %.2f ms blas %.2f ms (f32 %lldx%lldx%lld, median of %d) ratio %.2f\n",
+               mt, mb, (long long)m, (long long)k, (long long)n, reps, ratio);
+        if (max_ratio > 0 && ratio > max_ratio) {
+            fprintf(stderr, "dot_bench: ratio %.2f above %.2f\n", ratio, max_ratio);
             rc = 1;
         }
     }
