@@ -136,6 +136,8 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_REVERSE: return spmd_reverse(pc, i);
     case FAM_DYNAMIC_SLICE: return spmd_dynamic_slice(pc, i);
     case FAM_DOT: return spmd_dot(pc, i);
+    case FAM_CONVOLUTION: return spmd_convolution(pc, i);
+    case FAM_REDUCE_WINDOW: return spmd_reduce_window(pc, i);
     case FAM_REDUCE: return spmd_reduce(pc, i);
     case FAM_SORT: return spmd_sort(pc, i);
     case FAM_CONTROL: return spmd_control(pc, i);

@@ -112,6 +112,28 @@ int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding
 /* Identity element of a simple reducer for type t (sum 0, max -inf, ...). */
 double reducer_identity(IrOpcode op, IrType t);
 
+/* ---- spmd_conv.c: halo exchange along a windowed dim ---- */
+
+/* How one tiled dim of a windowed op's input is extended with its
+ * neighbours' rows (see spmd_conv.c for the rule and an example). */
+typedef struct SpmdHalo {
+    int64_t t, in, si, so;     /* tiles, input size, input/output shard sizes */
+    int64_t L;                 /* rows the local op reads per device */
+    int64_t lo, hi;            /* rows added on the left / right */
+    int64_t lo_ex, hi_ex;      /* of which exchanged with the neighbours */
+    int64_t stride, pad_lo;
+} SpmdHalo;
+/* Plan the halo of an input dim of size `in` (output size `out`, `t`
+ * tiles) under window dim `w`; false when it cannot be done (base
+ * dilation, or valid outputs needing data beyond a neighbour's shard). */
+bool spmd_halo_plan(int64_t in, int64_t out, int64_t t, const IrWindowDim *w, SpmdHalo *h);
+/* Extend v (this device's shard under s, tiled on data dim d) by its halo,
+ * rows outside the logical input set to the scalar `padval`, and slice the
+ * L rows this device's output shard reads: run the op with no padding on d
+ * afterwards. -1 on error (recorded). */
+int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const SpmdHalo *h,
+                  int32_t padval);
+
 /* ---- handlers (spmd_*.c): partition source instruction i ---- */
 
 IrStatus spmd_fallback(PComp *pc, int32_t i);
@@ -129,6 +151,8 @@ IrStatus spmd_concatenate(PComp *pc, int32_t i);
 IrStatus spmd_reverse(PComp *pc, int32_t i);
 IrStatus spmd_dynamic_slice(PComp *pc, int32_t i);
 IrStatus spmd_dot(PComp *pc, int32_t i);
+IrStatus spmd_convolution(PComp *pc, int32_t i);
+IrStatus spmd_reduce_window(PComp *pc, int32_t i);
 IrStatus spmd_reduce(PComp *pc, int32_t i);
 IrStatus spmd_sort(PComp *pc, int32_t i);
 IrStatus spmd_control(PComp *pc, int32_t i);
