@@ -125,6 +125,11 @@ typedef struct DevExecOptions {
     const DevCustomCalls *custom;/* NULL: no registered targets */
     bool no_blas;                /* use the loop kernels even for f32/f64 dot (tests) */
     int64_t max_while_iterations;/* 0: unlimited */
+    /* Calls to outlined device clusters (a `call` carrying the frontend
+     * attribute _tessel_cluster, see cluster/cluster.h): when set, the
+     * runtime launches the cluster on its devices instead of the executor
+     * running the callee here. IR_EUNSUPPORTED (d untouched): run it here. */
+    const DevCustomCalls *cluster_calls;
 } DevExecOptions;
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are

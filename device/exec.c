@@ -483,7 +483,13 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     switch (ins->op) {
     case OP_TUPLE: return make_tuple(x, ins, n, opnd, out);
     case OP_GET_TUPLE_ELEMENT: return get_tuple_element(x, ins, opnd[0], out);
-    case OP_CALL: return run_callee(x, ins, 0, n, opnd, false, out);
+    case OP_CALL:
+        if (x->opt->cluster_calls && ir_frontend_attr(ins, "_tessel_cluster")) {
+            IrStatus st = x->opt->cluster_calls->call(x->opt->cluster_calls->ctx, x->m, ins, n, opnd, out, x->d);
+            if (st != IR_EUNSUPPORTED || x->d->status != IR_OK)
+                return st;
+        }
+        return run_callee(x, ins, 0, n, opnd, false, out);
     case OP_WHILE: return run_while(x, ins, opnd, out);
     case OP_CONDITIONAL: return n < 1 ? instr_error(x, ins, IR_EINPUT, "needs a selector")
                                       : run_conditional(x, ins, opnd, out);

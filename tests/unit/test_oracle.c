@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "runtime/runtime.h"
+#include "runtime/program.h"
 
 static char *read_text(const char *path)
 {
@@ -155,6 +155,15 @@ static int64_t largest_array(const IrModule *m)
     return mx;
 }
 
+/* Check `// expect-clusters: K`. */
+static void check_cluster_count(const char *name, const char *text, int32_t got)
+{
+    const char *e = strstr(text, "// expect-clusters:");
+    int want;
+    if (e && sscanf(e + strlen("// expect-clusters:"), " %d", &want) == 1 && want != got)
+        fail_msg("%s: %d clusters, expected %d", name, (int)got, want);
+}
+
 /* Reference vs partitioned on N partitions x R replicas. Returns 0 on a
  * match, 1 on a mismatch or error (message printed), -1 when the
  * reference itself cannot run the module (unsupported op), -2 when the
@@ -180,11 +189,33 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
     int rc = 1;
     if (rt_bind_inputs(ref_m, &bo, &args, &d) != IR_OK)
         goto out;
-    if (rt_run_reference(ref_m, &args, &ref, &d) != IR_OK) {
+    /* The reference: the whole module on one device, host targets too. */
+    DevExecOptions ropt = {.custom = rt_host_targets()};
+    if (dev_execute(ref_m, ref_m->entry, args.nargs, args.args, &ropt, &ref, &d) != IR_OK) {
         rc = d.status == IR_EUNSUPPORTED ? -1 : 1;
         goto out;
     }
     IrModule *m = parse_text(name, text, &d);
+    if (m && rt_has_host_ops(m)) {
+        /* Host program + clusters, each cluster partitioned on its own. */
+        RtProgram prog;
+        if (rt_compile_program(m, n, r, &prog, &d) == IR_OK) {
+            if (expect && n > 1)
+                for (int32_t k = 0; k < prog.ncluster; k++)
+                    check_expectations(name, text, prog.cluster[k].spmd);
+            check_cluster_count(name, text, prog.ncluster);
+            if (rt_run_program_local(&prog, &args, &got, &d) == IR_OK) {
+                char *why = NULL;
+                if (rt_values_match(ref, got, &why))
+                    rc = 0;
+                else
+                    print_message("%s N=%d R=%d: mismatch: %s\n", name, n, r, why ? why : "?");
+                ts_free(why);
+            }
+            rt_program_free(&prog);
+        }
+        goto out;
+    }
     RtCompiled c;
     if (!m || rt_compile(m, n, r, &c, &d) != IR_OK)
         goto out;

@@ -1,0 +1,164 @@
+/*
+ * host.c: programs with host work. The module is split by cluster/ into a
+ * host program and device clusters; every cluster is partitioned on its own
+ * and, when the host program reaches its call, run on the devices: the
+ * call's operands are cut by the cluster's split trees, its results put
+ * back together by its concat trees. Host custom-calls run here.
+ *
+ * Where the host program runs: in the process that runs the devices (one
+ * process, or every rank under MPI: the host program is deterministic, so
+ * every rank computes the same host values and reaches the same cluster
+ * calls in the same order, and no broadcast of host values is needed; only
+ * rank 0 prints or saves).
+ */
+#include "program.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool rt_has_host_ops(const IrModule *m)
+{
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            if (clu_is_host_instr(&m->comp[c]->instr[i], NULL))
+                return true;
+    return false;
+}
+
+void rt_program_free(RtProgram *p)
+{
+    for (int32_t k = 0; p->cluster && k < p->ncluster; k++)
+        rt_compiled_free(&p->cluster[k]);
+    ts_free(p->cluster);
+    clu_result_free(&p->res);
+    ir_module_free(p->host);
+    memset(p, 0, sizeof *p);
+}
+
+IrStatus rt_compile_program(IrModule *src, int64_t num_partitions, int64_t num_replicas, RtProgram *out,
+                            IrDiag *d)
+{
+    memset(out, 0, sizeof *out);
+    out->num_partitions = num_partitions;
+    out->num_replicas = num_replicas;
+    /* requires a verified module; shardings first, so that values crossing
+     * a cut carry one */
+    ShdPropagateOptions popt = {.num_devices = num_partitions};
+    IrStatus st = shd_propagate(src, &popt, d);
+    /* establishes the host program and one computation per cluster */
+    if (st == IR_OK)
+        st = clu_extract(src, NULL, &out->host, &out->res, d);
+    ir_module_free(src);
+    if (st != IR_OK)
+        goto fail;
+    out->host->num_partitions = num_partitions;
+    out->host->replica_count = num_replicas;
+    out->ncluster = out->res.nclusters;
+    out->cluster = ts_calloc((size_t)(out->ncluster > 0 ? out->ncluster : 1), sizeof(RtCompiled));
+    if (!out->cluster) {
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        goto fail;
+    }
+    /* each cluster: partitioned and planned on its own; the outlined
+     * computation is verified again first */
+    for (int32_t k = 0; k < out->ncluster; k++) {
+        IrModule *cm = NULL;
+        st = clu_cluster_module(out->host, &out->res, k, &cm, d);
+        if (st == IR_OK) {
+            IrLimits lim = ir_default_limits();
+            st = ir_verify(cm, &lim, d);
+            if (st != IR_OK)
+                ir_module_free(cm);
+        }
+        if (st == IR_OK)
+            st = rt_compile(cm, num_partitions, num_replicas, &out->cluster[k], d);
+        if (st != IR_OK)
+            goto fail;
+    }
+    return IR_OK;
+fail:
+    rt_program_free(out);
+    return st;
+}
+
+/* ---- host targets ---- */
+
+/* The backend_config of tessel_save is the file name, quoted or bare. */
+static char *save_path(const IrInstr *ins)
+{
+    const char *b = ins->a.backend_config;
+    if (!b)
+        return NULL;
+    size_t n = strlen(b);
+    if (n >= 2 && b[0] == '"' && b[n - 1] == '"') {
+        b++;
+        n -= 2;
+    }
+    char *p = ts_malloc(n + 1);
+    if (p) {
+        memcpy(p, b, n);
+        p[n] = 0;
+    }
+    return p;
+}
+
+static IrStatus host_call(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                          DevValue **out, IrDiag *d)
+{
+    (void)ctx;
+    const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
+    bool print = strcmp(t, "tessel_print") == 0, save = strcmp(t, "tessel_save") == 0;
+    if (!print && !save)
+        return IR_EUNSUPPORTED;
+    if (nopnd != 1 || operands[0]->shape.type == IR_TUPLE)
+        return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos, "%s: %s takes one array operand", ins->name, t);
+    if (print) {
+        char *s = rt_value_summary(operands[0]);
+        printf("%s: %s\n", ins->name, s ? s : "(out of memory)");
+        fflush(stdout);
+        ts_free(s);
+    } else {
+        char *path = save_path(ins);
+        if (!path || !*path) {
+            ts_free(path);
+            return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos,
+                            "%s: tessel_save needs the file name in backend_config", ins->name);
+        }
+        IrStatus st = rt_npy_write(path, &operands[0]->shape, operands[0]->data, d);
+        ts_free(path);
+        if (st != IR_OK)
+            return st;
+    }
+    *out = dev_value_ref(operands[0]);
+    return IR_OK;
+}
+
+static const DevCustomCalls host_targets = {.ctx = NULL, .call = host_call};
+
+const DevCustomCalls *rt_host_targets(void)
+{
+    return &host_targets;
+}
+
+/* ---- running ---- */
+
+static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                             DevValue **out, IrDiag *d)
+{
+    const RtProgram *p = ctx;
+    const char *num = ir_frontend_attr(ins, "_tessel_cluster");
+    char *end;
+    long k = num ? strtol(num[0] == '"' ? num + 1 : num, &end, 10) : -1;
+    if (k < 0 || k >= p->ncluster)
+        return ir_error(d, IR_EINTERNAL, m->file, m->src, ins->pos, "%s: no cluster %s", ins->name, num ? num : "?");
+    RtArgs args = {.nargs = nopnd, .args = operands};
+    return rt_run_local(&p->cluster[k], &args, out, d);
+}
+
+IrStatus rt_run_program_local(const RtProgram *p, const RtArgs *args, DevValue **out, IrDiag *d)
+{
+    DevCustomCalls clusters = {.ctx = (void *)p, .call = cluster_call};
+    DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters};
+    return dev_execute(p->host, p->host->entry, args->nargs, args->args, &opt, out, d);
+}

@@ -1,0 +1,41 @@
+/*
+ * program.h: runtime/ section for programs with host work (host.c): a
+ * host program that calls outlined device clusters, each compiled and
+ * partitioned on its own (see cluster/cluster.h). Kept beside runtime.h
+ * while runtime.h is being extended by others; it is part of the runtime
+ * layer's interface and includes runtime.h.
+ */
+#ifndef TESSEL_PROGRAM_H
+#define TESSEL_PROGRAM_H
+
+#include "../cluster/cluster.h"
+#include "runtime.h"
+
+/* A module split into a host program and device clusters. */
+typedef struct RtProgram {
+    IrModule *host;          /* host program (entry) + cluster computations (owned) */
+    CluResult res;           /* clusters, host instructions, cut values */
+    int32_t ncluster;
+    RtCompiled *cluster;     /* cluster k compiled for N x R devices */
+    int64_t num_partitions, num_replicas;
+} RtProgram;
+
+/* True when some instruction of m runs on the host (a host custom-call
+ * target or _xla_compute_type="host"). */
+bool rt_has_host_ops(const IrModule *m);
+/* Propagate shardings over the whole module (so values crossing a cut
+ * carry one), extract the clusters, and compile each for N x R devices.
+ * Takes ownership of src (also on failure). */
+IrStatus rt_compile_program(IrModule *src, int64_t num_partitions, int64_t num_replicas, RtProgram *out,
+                            IrDiag *d);
+void rt_program_free(RtProgram *p);
+/* Run the host program in this process; each cluster call runs its
+ * cluster on N x R in-process devices (rt_run_local). Host custom-calls
+ * (tessel_print, tessel_save) run here. */
+IrStatus rt_run_program_local(const RtProgram *p, const RtArgs *args, DevValue **out, IrDiag *d);
+/* The host custom-call targets tessel registers: tessel_print prints a
+ * summary of its operand to stdout and returns it; tessel_save writes its
+ * operand to the .npy file named by its backend_config and returns it. */
+const DevCustomCalls *rt_host_targets(void);
+
+#endif /* TESSEL_PROGRAM_H */
