@@ -10,7 +10,7 @@
  * parameters in order (DESIGN.md). Outputs are the leaves of the root,
  * depth first, as DIR/output_<i>.npy, written all-or-nothing.
  */
-#include "runtime.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <math.h>
@@ -54,17 +54,16 @@ int64_t rt_entry_leaf_count(const IrModule *m)
     return n;
 }
 
-/* Where each parameter's leaves start in the flat leaf numbering. */
-typedef struct Leaves {
-    int32_t nparam;
-    int64_t *first;      /* nparam + 1 entries: first[p] .. first[p+1]-1 */
-    const char **path;   /* per leaf: the file bound to it, or NULL */
-} Leaves;
+/* Where each parameter's leaves start in the flat leaf numbering, and
+ * the file bound to each leaf (transport.h). */
+typedef RtLeafBinding Leaves;
 
 static void leaves_free(Leaves *l)
 {
     ts_free(l->first);
     ts_free((void *)l->path);
+    l->first = NULL;
+    l->path = NULL;
 }
 
 static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
@@ -327,21 +326,44 @@ static IrStatus load_all(const IrComputation *c, const Leaves *l, const RtBindOp
     return st;
 }
 
+IrStatus rt_resolve_inputs(const IrModule *m, const RtBindOptions *opt, RtLeafBinding *out,
+                           IrDiag *d)
+{
+    *out = (RtLeafBinding){0};
+    const IrComputation *c = ir_entry(m);
+    if (!c)
+        return fail(d, IR_EINPUT, "the module has no entry computation");
+    IrStatus st = leaves_init(c, out, d);
+    if (st == IR_OK)
+        st = bind_keys(c, out, opt, d);
+    if (st == IR_OK && !opt->random)
+        st = report_missing(c, out, d);
+    if (st != IR_OK)
+        leaves_free(out);
+    return st;
+}
+
+void rt_leaf_binding_free(RtLeafBinding *b)
+{
+    leaves_free(b);
+}
+
+char *rt_input_leaf_desc(const IrModule *m, int32_t p, int64_t leaf)
+{
+    const IrComputation *c = ir_entry(m);
+    if (!c || !param_shape(c, p))
+        return NULL;
+    return leaf_desc(c, p, leaf, false);
+}
+
 IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out, IrDiag *d)
 {
     out->nargs = 0;
     out->args = NULL;
-    const IrComputation *c = ir_entry(m);
-    if (!c)
-        return fail(d, IR_EINPUT, "the module has no entry computation");
     Leaves l = {0};
-    IrStatus st = leaves_init(c, &l, d);
+    IrStatus st = rt_resolve_inputs(m, opt, &l, d);
     if (st == IR_OK)
-        st = bind_keys(c, &l, opt, d);
-    if (st == IR_OK && !opt->random)
-        st = report_missing(c, &l, d);
-    if (st == IR_OK)
-        st = load_all(c, &l, opt, out, d);
+        st = load_all(ir_entry(m), &l, opt, out, d);
     leaves_free(&l);
     return st;
 }
@@ -352,6 +374,90 @@ IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out,
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);
+}
+
+/* ---- steps: aliased outputs become the next step's parameters ---- */
+
+/* The shape at `idx` inside `s` (tuple element by element), or NULL. */
+static const IrShape *shape_at(const IrShape *s, const IrShapeIndex *idx)
+{
+    for (int32_t k = 0; s && k < idx->n; k++)
+        s = s->type == IR_TUPLE && idx->v[k] >= 0 && idx->v[k] < s->ntuple ? &s->tuple[idx->v[k]] : NULL;
+    return s;
+}
+
+IrStatus rt_check_aliases(const IrModule *m, IrDiag *d)
+{
+    const IrComputation *c = ir_entry(m);
+    if (!c)
+        return fail(d, IR_EINPUT, "the module has no entry computation");
+    const IrShape *root = &c->instr[c->root].shape;
+    for (int32_t k = 0; k < m->nalias; k++) {
+        const IrAlias *al = &m->alias[k];
+        int64_t p = al->param_number;
+        const IrShape *ps = p >= 0 && p < c->nparam ? param_shape(c, (int32_t)p) : NULL;
+        const IrShape *os = shape_at(root, &al->output_index);
+        if (!ps)
+            return fail(d, IR_EINPUT, "input_output_alias: parameter %lld does not exist", (long long)p);
+        if (al->param_index.n > 0)
+            return fail(d, IR_EUNSUPPORTED, "input_output_alias: parameter %lld: aliasing a leaf "
+                        "inside a tuple parameter is not supported by --steps", (long long)p);
+        if (!os)
+            return fail(d, IR_EINPUT, "input_output_alias: the result has no output at index %d of "
+                        "this alias", (int)k);
+        if (!ir_shape_equal(os, ps)) {
+            char *a = ir_shape_str(os, false), *b = ir_shape_str(ps, false);
+            IrStatus st = fail(d, IR_EINPUT, "input_output_alias: an output of shape %s cannot be "
+                               "parameter %lld of shape %s in the next step", a ? a : "?",
+                               (long long)p, b ? b : "?");
+            ts_free(a);
+            ts_free(b);
+            return st;
+        }
+        for (int32_t j = 0; j < k; j++)
+            if (m->alias[j].param_number == p)
+                return fail(d, IR_EINPUT, "input_output_alias: parameter %lld is aliased twice",
+                            (long long)p);
+    }
+    return IR_OK;
+}
+
+/* Rule: after step s, parameter p of step s+1 is the output aliased to it
+ * (a new reference to the same buffer: moved, never copied); parameters
+ * without an alias keep their values. Example: w' = w - 0.1*g(x, w) with
+ * {0}: (1, {}) runs step 2 on (x, w'). */
+void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
+{
+    for (int32_t k = 0; k < m->nalias; k++) {
+        const IrAlias *al = &m->alias[k];
+        DevValue *v = result;
+        for (int32_t j = 0; j < al->output_index.n; j++)
+            v = v->elems[al->output_index.v[j]];
+        DevValue *moved = dev_value_ref(v);
+        dev_value_unref(args[al->param_number]);
+        args[al->param_number] = moved;
+    }
+    dev_value_unref(result);
+}
+
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, DevValue **out,
+                                IrDiag *d)
+{
+    *out = NULL;
+    IrStatus st = steps > 1 ? rt_check_aliases(m, d) : IR_OK;
+    for (int64_t s = 0; st == IR_OK && s < (steps > 1 ? steps : 1); s++) {
+        DevValue *r = NULL;
+        st = rt_run_reference(m, args, &r, d);
+        if (st == IR_OK && s + 1 < steps)
+            rt_feed_aliases(m, r, args->args);
+        else
+            *out = r;
+    }
+    if (st != IR_OK) {
+        dev_value_unref(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 /* ---- outputs ---- */
@@ -377,6 +483,13 @@ static void remove_outputs(const char *dir, int32_t n, bool tmp, const DevValue 
             remove(p);
         ts_free(p);
     }
+}
+
+void rt_remove_outputs(const DevValue *result, const char *dir)
+{
+    int32_t n = ir_shape_leaf_count(&result->shape);
+    remove_outputs(dir, n, true, result);
+    remove_outputs(dir, n, false, result);
 }
 
 /* Make `dir` if it does not exist; *made says whether we made it. */

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct World {
     int64_t ndev, n, r;        /* all devices; partitions; replicas */
@@ -46,11 +47,14 @@ typedef struct Device {
     World *w;
     int64_t id;                /* global device id: replica * n + partition */
     const RtCompiled *c;
-    DevValue **args;           /* this device's shards of the arguments */
+    DevValue **args;           /* this device's shards of the arguments (owned) */
     int32_t nargs;
+    int64_t steps;             /* runs of the program, aliased outputs fed back */
     DevValue *result;
     IrDiag diag;
     IrStatus status;
+    double coll_seconds;       /* time inside run_collective, summed */
+    int64_t coll_calls;
 } Device;
 
 static void world_abort(World *w)
@@ -400,8 +404,8 @@ static void leader_cleanup(World *w)
     }
 }
 
-static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
-                               DevValue **operands, DevValue **out, IrDiag *d)
+static IrStatus collective_body(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                                DevValue **operands, DevValue **out, IrDiag *d)
 {
     Device *dev = ((CollCtx *)ctx)->dev;
     World *w = dev->w;
@@ -525,9 +529,30 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
     return st;
 }
 
-static void *device_main(void *arg)
+static double now_seconds(void)
 {
-    Device *dev = arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A collective, timed: --stats reports the time devices spend in them
+ * (waiting for the others included: that is what a collective costs). */
+static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                               DevValue **operands, DevValue **out, IrDiag *d)
+{
+    Device *dev = ((CollCtx *)ctx)->dev;
+    double t0 = now_seconds();
+    IrStatus st = collective_body(ctx, m, ins, nopnd, operands, out, d);
+    dev->coll_seconds += now_seconds() - t0;
+    dev->coll_calls++;
+    return st;
+}
+
+/* Every step runs the SPMD program on the device's shards; between steps
+ * the aliased outputs replace their parameters (moved, rt_feed_aliases). */
+static void device_main(Device *dev)
+{
     CollCtx cc = {dev};
     DevCollectives coll = {.ctx = &cc, .run = run_collective};
     DevExecOptions opt = {
@@ -536,26 +561,141 @@ static void *device_main(void *arg)
         .coll = &coll,
     };
     const IrModule *m = dev->c->spmd;
-    dev->status = dev_execute(m, m->entry, dev->nargs, dev->args, &opt, &dev->result, &dev->diag);
+    int64_t steps = dev->steps > 1 ? dev->steps : 1;
+    dev->status = IR_OK;
+    for (int64_t s = 0; dev->status == IR_OK && s < steps; s++) {
+        DevValue *r = NULL;
+        dev->status = dev_execute(m, m->entry, dev->nargs, dev->args, &opt, &r, &dev->diag);
+        if (dev->status == IR_OK && s + 1 < steps)
+            rt_feed_aliases(m, r, dev->args);
+        else
+            dev->result = r;
+    }
     if (dev->status != IR_OK)
         world_abort(dev->w);
+}
+
+static void *device_thread(void *arg)
+{
+    device_main(arg);
     return NULL;
 }
 
-/* Cut every argument into this device's shards. */
-static IrStatus shard_args(const RtCompiled *c, const RtArgs *args, Device *dev, IrDiag *d)
+static IrStatus device_job(DevDevice *dd, void *arg, IrDiag *d)
 {
-    int64_t p = dev->id % c->num_partitions;
-    dev->nargs = args->nargs;
-    dev->args = ts_calloc((size_t)(args->nargs > 0 ? args->nargs : 1), sizeof(DevValue *));
-    if (!dev->args)
+    (void)dd;
+    (void)d;
+    device_main(arg);
+    return IR_OK; /* the device's own status is read from Device */
+}
+
+/* Cut every argument into the shards of partition p. */
+static IrStatus shard_args(const RtCompiled *c, const RtArgs *args, int64_t p, RtArgs *out, IrDiag *d)
+{
+    out->nargs = args->nargs;
+    out->args = ts_calloc((size_t)(args->nargs > 0 ? args->nargs : 1), sizeof(DevValue *));
+    if (!out->args)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     for (int32_t k = 0; k < args->nargs; k++) {
-        IrStatus st = rt_shard_value(args->args[k], rt_param_sharding(c, k), p, &dev->args[k], d);
+        IrStatus st = rt_shard_value(args->args[k], rt_param_sharding(c, k), p, &out->args[k], d);
         if (st != IR_OK)
             return st;
     }
     return IR_OK;
+}
+
+/* --steps: the SPMD module's aliases must be moveable shard for shard:
+ * shapes checked by rt_check_aliases on the per-device program, shardings
+ * here (an output sharded unlike its parameter would need a reshard
+ * through the whole value: refused, naming both). */
+static IrStatus check_step_aliases(const RtCompiled *c, IrDiag *d)
+{
+    IrStatus st = rt_check_aliases(c->spmd, d);
+    IrArena *a = st == IR_OK ? ir_arena_new() : NULL;
+    if (st == IR_OK && !a)
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int32_t k = 0; st == IR_OK && k < c->spmd->nalias; k++) {
+        const IrAlias *al = &c->spmd->alias[k];
+        const IrSharding *os = rt_root_sharding(c);
+        const IrShape *shape = &c->out_shape;
+        for (int32_t j = 0; os && j < al->output_index.n; j++) {
+            os = shd_tuple_element(a, os, shape, (int32_t)al->output_index.v[j]);
+            shape = &shape->tuple[al->output_index.v[j]];
+        }
+        const IrSharding *ps = rt_param_sharding(c, (int32_t)al->param_number);
+        if (!os) {
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        } else if (!ir_sharding_equal(os, ps)) {
+            char *x = ir_sharding_str(os), *y = ir_sharding_str(ps);
+            st = ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                          "--steps: the output aliased to parameter %lld is sharded %s but the parameter %s; "
+                          "the partitioned program cannot feed it to the next step without a reshard",
+                          (long long)al->param_number, x ? x : "?", y ? y : "?");
+            ts_free(x);
+            ts_free(y);
+        }
+    }
+    ir_arena_free(a);
+    return st;
+}
+
+/* Run every local device: on executor threads bound to their cores
+ * (device.h), or on plain threads when hwloc gives no devices. */
+static IrStatus start_devices(World *w, Device *devs, const RtRunOptions *o, RtRunStats *stats, IrDiag *d)
+{
+    DevTopology *topo = NULL;
+    DevDevices *set = NULL;
+    IrDiag hd = {0};
+    DevDevicesOptions dopt = {.no_bind = o && o->no_bind};
+    bool have = w->nlocal <= DEV_MAX_LOCAL_DEVICES && dev_topology_load(&topo, &hd) == IR_OK &&
+                dev_devices_create(topo, (int32_t)w->nlocal, &dopt, &set, &hd) == IR_OK;
+    if (stats) {
+        stats->ndevices = (int32_t)w->nlocal;
+        stats->bind_note = have ? NULL : "hwloc gave no devices; plain threads";
+    }
+    if (have) {
+        void **args = ts_calloc((size_t)w->nlocal, sizeof *args);
+        IrStatus st = args ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        for (int64_t k = 0; args && k < w->nlocal; k++)
+            args[k] = &devs[k];
+        if (st == IR_OK)
+            st = dev_devices_run_all(set, device_job, args, d);
+        for (int32_t k = 0; stats && k < set->n; k++) {
+            DevDevice *dd = &set->dev[k];
+            stats->nbound += dd->bound;
+            if (!dd->bound && !stats->bind_note)
+                stats->bind_note = dd->bind_note;
+            DevAllocator *al = NULL;
+            if (k == 0 && dev_device_allocator(dd, "cpu", &al, &hd) == IR_OK) {
+                DevAllocStats as;
+                dev_allocator_stats(al, &as);
+                stats->membind = as.membind;
+                stats->membind_errno = as.membind_errno;
+            }
+        }
+        if (stats)
+            stats->blas_threads = set->blas_threads;
+        ts_free(args);
+        dev_devices_free(set);
+        ir_diag_clear(&hd);
+        return st;
+    }
+    ir_diag_clear(&hd);
+    pthread_t *th = ts_calloc((size_t)w->nlocal, sizeof *th);
+    if (!th)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    IrStatus st = IR_OK;
+    int64_t started = 0;
+    for (; started < w->nlocal; started++)
+        if (pthread_create(&th[started], NULL, device_thread, &devs[started]) != 0) {
+            world_abort(w);
+            st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "cannot start device thread");
+            break;
+        }
+    for (int64_t k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    ts_free(th);
+    return st;
 }
 
 static void free_device(Device *dev)
@@ -567,40 +707,44 @@ static void free_device(Device *dev)
     ir_diag_clear(&dev->diag);
 }
 
-IrStatus rt_run_devices(const RtCompiled *c, const RtArgs *args, int64_t first, int64_t nlocal, RtTransport *t,
-                        DevValue **results, IrDiag *d)
+IrStatus rt_run_devices(const RtCompiled *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
+                        const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d)
 {
     World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t};
     w.ndev = w.n * w.r;
+    int64_t steps = o && o->steps > 1 ? o->steps : 1;
+    if (stats)
+        *stats = (RtRunStats){0};
+    IrStatus st = IR_OK;
     if (w.ndev < 1 || w.ndev > 4096 || nlocal < 1 || first < 0 || first + nlocal > w.ndev ||
         (!t && nlocal != w.ndev))
-        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "devices [%lld, %lld) of %lld: out of range",
-                        (long long)first, (long long)(first + nlocal), (long long)w.ndev);
-    Device *devs = ts_calloc((size_t)nlocal, sizeof *devs);
-    pthread_t *th = ts_calloc((size_t)nlocal, sizeof *th);
-    w.slot = ts_calloc((size_t)w.ndev, sizeof *w.slot);
-    w.group_result = ts_calloc((size_t)w.ndev, sizeof *w.group_result);
-    IrStatus st = (devs && th && w.slot && w.group_result)
-                      ? IR_OK
-                      : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    int64_t started = 0;
+        st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "devices [%lld, %lld) of %lld: out of range",
+                      (long long)first, (long long)(first + nlocal), (long long)w.ndev);
+    if (st == IR_OK && steps > 1)
+        st = check_step_aliases(c, d);
+    Device *devs = st == IR_OK ? ts_calloc((size_t)nlocal, sizeof *devs) : NULL;
+    if (st == IR_OK) {
+        w.slot = ts_calloc((size_t)w.ndev, sizeof *w.slot);
+        w.group_result = ts_calloc((size_t)w.ndev, sizeof *w.group_result);
+        if (!devs || !w.slot || !w.group_result)
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    /* The devices take the shards (also on failure: freed with them). */
+    for (int64_t k = 0; devs && k < nlocal; k++) {
+        devs[k] = (Device){.w = &w, .id = first + k, .c = c, .steps = steps,
+                           .args = shards[k].args, .nargs = shards[k].nargs};
+        shards[k] = (RtArgs){0};
+    }
+    for (int64_t k = 0; !devs && k < nlocal; k++)
+        rt_args_free(&shards[k]);
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    for (int64_t k = 0; st == IR_OK && k < nlocal; k++) {
-        devs[k] = (Device){.w = &w, .id = first + k, .c = c};
-        st = shard_args(c, args, &devs[k], d);
-    }
-    for (; st == IR_OK && started < nlocal; started++)
-        if (pthread_create(&th[started], NULL, device_main, &devs[started]) != 0) {
-            world_abort(&w);
-            st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "cannot start device thread");
-        }
-    for (int64_t k = 0; k < started; k++)
-        pthread_join(th[k], NULL);
+    if (st == IR_OK)
+        st = start_devices(&w, devs, o, stats, d);
     /* The first failing device's error, named; a root cause is preferred
      * over "aborted: another device failed". */
     int64_t pick = -1;
-    for (int64_t k = 0; st == IR_OK && k < started; k++)
+    for (int64_t k = 0; st == IR_OK && k < nlocal; k++)
         if (devs[k].status != IR_OK && (pick < 0 || (devs[pick].status == IR_ERUNTIME && devs[k].status != IR_ERUNTIME)))
             pick = k;
     if (pick >= 0) {
@@ -614,6 +758,11 @@ IrStatus rt_run_devices(const RtCompiled *c, const RtArgs *args, int64_t first, 
     for (int64_t k = 0; st == IR_OK && k < nlocal; k++) {
         results[k] = devs[k].result;
         devs[k].result = NULL;
+        if (stats) {
+            if (devs[k].coll_seconds > stats->coll_seconds)
+                stats->coll_seconds = devs[k].coll_seconds;
+            stats->coll_calls = devs[k].coll_calls;
+        }
     }
     for (int64_t k = 0; devs && k < nlocal; k++)
         free_device(&devs[k]);
@@ -621,27 +770,40 @@ IrStatus rt_run_devices(const RtCompiled *c, const RtArgs *args, int64_t first, 
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
     ts_free(devs);
-    ts_free(th);
     ts_free(w.slot);
     ts_free(w.group_result);
     return st;
 }
 
-IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d)
+IrStatus rt_run_local_ex(const RtCompiled *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
+                         DevValue **out, IrDiag *d)
 {
     *out = NULL;
     int64_t ndev = c->num_partitions * c->num_replicas;
     if (ndev < 1 || ndev > 4096)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "device count %lld out of range", (long long)ndev);
     DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
-    if (!res)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    IrStatus st = rt_run_devices(c, args, 0, ndev, NULL, res, d);
+    RtArgs *shards = ts_calloc((size_t)ndev, sizeof *shards);
+    IrStatus st = res && shards ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int64_t k = 0; st == IR_OK && k < ndev; k++)
+        st = shard_args(c, args, k % c->num_partitions, &shards[k], d);
+    if (st == IR_OK)
+        st = rt_run_devices(c, shards, 0, ndev, NULL, o, stats, res, d);
     /* Replica 0's partitions hold the result; the others are equal. */
     if (st == IR_OK)
         st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), c->num_partitions, res, out, d);
-    for (int64_t k = 0; k < ndev; k++)
-        dev_value_unref(res[k]);
+    for (int64_t k = 0; k < ndev; k++) {
+        if (res)
+            dev_value_unref(res[k]);
+        if (shards)
+            rt_args_free(&shards[k]);
+    }
     ts_free(res);
+    ts_free(shards);
     return st;
+}
+
+IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d)
+{
+    return rt_run_local_ex(c, args, NULL, NULL, out, d);
 }

@@ -63,6 +63,12 @@ static void shard_box(const IrShape *full, const IrSharding *s, int64_t p, int64
     }
 }
 
+void rt_shard_box(const IrShape *full, const IrSharding *s, int64_t p, int64_t *off, int64_t *ext,
+                  int64_t *size)
+{
+    shard_box(full, s, p, off, ext, size);
+}
+
 static IrStatus oom(IrDiag *d)
 {
     return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");

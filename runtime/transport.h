@@ -19,11 +19,102 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
  * transport can stop the other hosts). */
 void rt_transport_abort(RtTransport *t, const char *msg);
 
-/* local.c: run devices [first, first + nlocal) of a compiled program, on
- * this host, with its shards of the full arguments. results[k] receives
- * device first+k's root value (a new reference each). With t == NULL the
- * devices must be all of them (one process). */
-IrStatus rt_run_devices(const RtCompiled *c, const RtArgs *args, int64_t first, int64_t nlocal, RtTransport *t,
-                        DevValue **results, IrDiag *d);
+/* ---- local.c: a host's devices ---- */
+
+/* How to run: `steps` runs of the program (< 2: one), each step's aliased
+ * outputs (the module's input_output_alias) moved into the next step's
+ * parameters; `no_bind` leaves executor threads unbound. */
+typedef struct RtRunOptions {
+    int64_t steps;
+    bool no_bind;
+} RtRunOptions;
+
+/* What a host's run measured, for --stats. */
+typedef struct RtRunStats {
+    double coll_seconds;       /* the most time one local device spent inside collectives */
+    int64_t coll_calls;        /* collective calls per device (summed over steps) */
+    int32_t ndevices;          /* local devices */
+    int32_t nbound;            /* of them, executor threads bound to their cpusets */
+    const char *bind_note;     /* why one is not bound (static text), or NULL */
+    bool membind;              /* device memory can be bound to its NUMA node */
+    int membind_errno;         /* binding memory was wanted but fell back: why; else 0 */
+    int blas_threads;          /* OpenBLAS threads set for the devices (0: untouched) */
+} RtRunStats;
+
+/* Run devices [first, first + nlocal) of a compiled program on this host.
+ * shards[k] holds device first+k's shards of the arguments; its
+ * references are taken (shards[k] is left empty, also on failure).
+ * results[k] receives device first+k's root value after the last step (a
+ * new reference each). Each device runs on an executor thread of
+ * dev_devices_create (bound to its cores) or, when hwloc cannot give
+ * devices, on a plain thread. With t == NULL the devices must be all of
+ * them (one process). `o` and `stats` may be NULL. Steps with aliases
+ * need every aliased output sharded like its parameter (IR_EUNSUPPORTED
+ * naming both shardings otherwise). */
+IrStatus rt_run_devices(const RtCompiled *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
+                        const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d);
+
+/* rt_run_local with options: the full arguments are cut into shards. */
+IrStatus rt_run_local_ex(const RtCompiled *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
+                         DevValue **out, IrDiag *d);
+
+/* ---- inputs.c: parts shared with shard_io.c ---- */
+
+/* The user's inputs resolved against the entry parameters of a module:
+ * leaf numbering (first[p] .. first[p+1]-1 are parameter p's leaves, depth
+ * first) and the file bound to each leaf (NULL: random or token). */
+typedef struct RtLeafBinding {
+    int32_t nparam;
+    int64_t *first;            /* nparam + 1 entries */
+    const char **path;         /* per leaf; borrowed from the RtBindOptions */
+} RtLeafBinding;
+
+/* Resolve opt's keys as rt_bind_inputs does (unknown keys, leaves bound
+ * twice, and without opt->random unbound leaves are IR_EINPUT), reading
+ * no file. On success *out is owned by the caller (rt_leaf_binding_free);
+ * on failure it is empty. */
+IrStatus rt_resolve_inputs(const IrModule *m, const RtBindOptions *opt, RtLeafBinding *out, IrDiag *d);
+void rt_leaf_binding_free(RtLeafBinding *b);
+/* "parameter 1" / "parameter 0 leaf 1", for messages; heap (ts_free), NULL
+ * on OOM or a bad parameter. */
+char *rt_input_leaf_desc(const IrModule *m, int32_t p, int64_t leaf);
+
+/* The module's input_output_alias checked for --steps: each alias names an
+ * existing parameter (whole, not a leaf of a tuple parameter: that is
+ * IR_EUNSUPPORTED), an existing output of the same shape, and no parameter
+ * twice (IR_EINPUT). */
+IrStatus rt_check_aliases(const IrModule *m, IrDiag *d);
+/* Move the aliased outputs of `result` (consumed) into args (nparam
+ * entries, references replaced) for the next step. Aliases must have
+ * passed rt_check_aliases. */
+void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args);
+/* rt_run_reference `steps` times (< 2: once) with aliases fed between
+ * steps; args->args are replaced by the fed values. */
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, DevValue **out, IrDiag *d);
+
+/* Remove DIR/output_<i>.npy and their temporaries for every leaf of
+ * `result` (after a signal arrived while they were written). Can't fail. */
+void rt_remove_outputs(const DevValue *result, const char *dir);
+
+/* ---- shard_io.c: each host reads only its shards ---- */
+
+/* Counters of one host's input reads. */
+typedef struct RtReadStats {
+    int64_t file_bytes;        /* array bytes read from .npy files (headers excluded) */
+    int64_t random_elems;      /* elements drawn for random inputs */
+} RtReadStats;
+
+/* Bind the inputs of a compiled program for devices [first, first+nlocal)
+ * without materialising any whole sharded input: the keys of `opt` are
+ * resolved against `sig` (rt_signature_module(c)), every file's header is
+ * checked against its parameter, and each device gets only the box of each
+ * leaf its partition holds (rt_shard_box), read from the file
+ * (rt_npy_read_box) or drawn (rt_random_fill_box); uneven shards are
+ * padded with zeros. shards[k] (nlocal entries, empty on entry) receives
+ * device first+k's arguments: equal to rt_shard_value of the bound whole
+ * input. Errors as rt_bind_inputs; on failure every shards[k] is empty.
+ * `rs` may be NULL. */
+IrStatus rt_read_shards(const RtCompiled *c, const IrModule *sig, const RtBindOptions *opt, int64_t first,
+                        int64_t nlocal, RtArgs *shards, RtReadStats *rs, IrDiag *d);
 
 #endif /* TESSEL_TRANSPORT_H */

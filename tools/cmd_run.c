@@ -257,7 +257,10 @@ static int run_mpi(const CliOptions *o, double *t)
     int rank = rt_mpi_rank(tr), hosts = rt_mpi_size(tr);
     t[0] = cli_now(); /* phases start after MPI_Init */
     CliProgram p = {0};
-    RtArgs args = {0};
+    RtArgs *shards = NULL;
+    RtReadStats rs = {0};
+    RtRunStats run = {0};
+    RtRunOptions ro = {.steps = o->steps};
     IrModule *sig = NULL;
     DevValue **local = NULL, *result = NULL;
     int64_t l = 0;
@@ -280,8 +283,11 @@ static int run_mpi(const CliOptions *o, double *t)
     if (st == IR_OK && !(sig = rt_signature_module(&p.c)))
         st = ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     if (st == IR_OK) {
+        /* Only this host's shards of each input are read or drawn. */
         RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
-        st = rt_bind_inputs(sig, &bo, &args, &d);
+        shards = ts_calloc((size_t)l, sizeof *shards);
+        st = shards ? rt_read_shards(&p.c, sig, &bo, (int64_t)rank * l, l, shards, &rs, &d)
+                    : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     t[2] = cli_now();
     int rc = CLI_OK;
@@ -300,7 +306,7 @@ static int run_mpi(const CliOptions *o, double *t)
         goto done;
     }
     local = ts_calloc((size_t)l, sizeof *local);
-    st = local ? rt_run_devices(&p.c, &args, (int64_t)rank * l, l, tr, local, &d)
+    st = local ? rt_run_devices(&p.c, shards, (int64_t)rank * l, l, tr, &ro, &run, local, &d)
                : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     t[3] = cli_now();
     if (st != IR_OK) {
@@ -310,12 +316,8 @@ static int run_mpi(const CliOptions *o, double *t)
         rt_transport_abort(tr, msg ? msg : "tessel: a rank failed\n");
     }
     st = rt_mpi_gather_results(tr, &p.c, l, local, &result, &d);
-    if (st == IR_OK && rank == 0) {
-        if (o->output_dir)
-            st = rt_write_outputs(result, o->output_dir, NULL, &d);
-        else
-            print_summaries(result);
-    }
+    if (st == IR_OK && rank == 0)
+        st = write_or_print(o, result, &d);
     t[4] = cli_now();
     failed = rt_mpi_agree(tr, st == IR_OK);
     if (st != IR_OK) {
@@ -325,19 +327,29 @@ static int run_mpi(const CliOptions *o, double *t)
         rc = CLI_FAIL;
     }
     if (o->stats && failed < 0) {
-        double mine[4] = {t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3]}, mn[4], md[4], mx[4];
-        static const char *const names[4] = {"load+compile", "read inputs", "execute", "write outputs"};
-        if (rt_mpi_phase_stats(tr, mine, 4, mn, md, mx) && rank == 0)
-            for (int k = 0; k < 4; k++)
+        double mine[NPH] = {t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3], run.coll_seconds,
+                            (double)rs.file_bytes};
+        double mn[NPH], md[NPH], mx[NPH];
+        static const char *const names[NPH] = {"load+compile", "read inputs", "execute", "write outputs",
+                                               "collectives"};
+        if (rt_mpi_phase_stats(tr, mine, NPH, mn, md, mx) && rank == 0) {
+            for (int k = 0; k < PH_BYTES; k++)
                 fprintf(stderr, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
                         names[k], mn[k] * 1e3, md[k] * 1e3, mx[k] * 1e3, hosts);
+            fprintf(stderr, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
+                    "input read", mn[PH_BYTES], md[PH_BYTES], mx[PH_BYTES]);
+        }
+        if (rank == 0)
+            print_binding(&run);
     }
 done:
     for (int64_t k = 0; local && k < l; k++)
         dev_value_unref(local[k]);
     ts_free(local);
+    for (int64_t k = 0; shards && k < l; k++)
+        rt_args_free(&shards[k]);
+    ts_free(shards);
     dev_value_unref(result);
-    rt_args_free(&args);
     ir_module_free(sig);
     cli_program_free(&p);
     ir_diag_clear(&d);
@@ -379,15 +391,14 @@ static int run_run(const CliOptions *o)
     if (o->npos != 1)
         return cli_usage_error(&cli_cmd_run, o->npos ? "run takes one MODEL.hlo or PLAN"
                                                      : "missing MODEL.hlo");
-    if (o->steps > 1)
-        return cli_usage_error(&cli_cmd_run, "--steps is not built yet");
+    install_signals();
     double t[5];
     t[0] = t[1] = t[2] = t[3] = t[4] = cli_now();
     int rc = o->reference ? run_reference(o, t) : run_partitioned(o, t);
-    if (o->stats && rc == CLI_OK && !rt_mpi_launched())
-        fprintf(stderr, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute "
-                "%.3f ms, write outputs %.3f ms\n", (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3,
-                (t[3] - t[2]) * 1e3, (t[4] - t[3]) * 1e3);
+    /* Release the cached topology and allocators (nothing leaks). */
+    IrDiag d = {0};
+    dev_shutdown(&d);
+    ir_diag_clear(&d);
     return rc;
 }
 
