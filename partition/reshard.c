@@ -12,6 +12,8 @@
  *                                          needs it)
  *   tiled -> coarser (some dims untiled)   all-gather along the dims that stop
  *                                          being tiled, then slice the padding
+ *   t tiles along dim a -> t tiles along   all-to-all (even shapes only; see
+ *     dim b, same device array             all_to_all below)
  *   anything else                          all-gather to replicated, then
  *                                          dynamic-slice to the target
  * Maximal shardings are treated as replicated: the partitioned program
@@ -173,6 +175,115 @@ static bool same_tiles(const IrSharding *a, const IrSharding *b)
     return !shd_has_manual_subgroup(a) && !shd_has_manual_subgroup(b);
 }
 
+/* True when `from` tiles data dim *a by t and `to` tiles data dim *b by
+ * the same t, with every other tile dim, the subgroups and the device list
+ * equal: the device at flat position p has coordinate c along a under
+ * `from` and the same c along b under `to`. */
+static bool swapped_dim(const IrSharding *from, const IrSharding *to, int32_t *a, int32_t *b)
+{
+    if (from->kind != SHD_TILED || to->kind != SHD_TILED || from->ntile != to->ntile ||
+        from->nsubgroup != to->nsubgroup || from->ndevices != to->ndevices)
+        return false;
+    int32_t k = ir_sharding_data_rank(from);
+    for (int32_t s = 0; s < from->nsubgroup; s++)
+        if (from->subgroup[s] != to->subgroup[s])
+            return false;
+    if (memcmp(from->devices, to->devices, (size_t)from->ndevices * sizeof(int64_t)) != 0)
+        return false;
+    *a = *b = -1;
+    for (int32_t d = 0; d < from->ntile; d++) {
+        if (from->tile[d] == to->tile[d])
+            continue;
+        if (d >= k)
+            return false;
+        if (from->tile[d] > 1 && to->tile[d] == 1 && *a < 0)
+            *a = d;
+        else if (from->tile[d] == 1 && to->tile[d] > 1 && *b < 0)
+            *b = d;
+        else
+            return false;
+    }
+    return *a >= 0 && *b >= 0 && from->tile[*a] == to->tile[*b];
+}
+
+static int32_t emit_transpose(PComp *pc, int32_t v, const int64_t *perm)
+{
+    if (v < 0)
+        return -1;
+    IrShape in = *val_shape(pc, v), out;
+    int64_t dims[IR_MAX_RANK + 1];
+    for (int32_t d = 0; d < in.rank; d++)
+        dims[d] = in.dims[perm[d]];
+    if (ir_shape_make(pc_arena(pc), &out, in.type, in.rank, dims) != IR_OK)
+        return fail(pc, IR_ENOMEM, "out of memory");
+    int32_t r = emit(pc, OP_TRANSPOSE, &out, 1, &v);
+    if (r < 0)
+        return -1;
+    IrI64List *l = &pc->dc->instr[r].a.dimensions;
+    l->v = ir_alloc_array(pc_arena(pc), (size_t)in.rank, sizeof(int64_t));
+    if (!l->v)
+        return fail(pc, IR_ENOMEM, "out of memory");
+    memcpy(l->v, perm, (size_t)in.rank * sizeof(int64_t));
+    l->n = in.rank;
+    pc->dc->instr[r].a.has_dimensions = true;
+    return r;
+}
+
+/* t tiles along dim a -> t tiles along dim b (swapped_dim), when the full
+ * dims a and b are multiples of t. The local shard x has A/t rows along a
+ * and all B along b. Rule:
+ *   1. reshape dim b into [t, B/t] (the t-dim sits at position b);
+ *   2. all-to-all along the t-dim over the devices that differ only in
+ *      their a coordinate (in that order): member j receives chunk j (its
+ *      own b block) of everyone, and keeps them in member order, so the
+ *      t-dim now counts a blocks;
+ *   3. transpose the t-dim to just before dim a and merge [t, A/t] into A.
+ * Example: f32[4,6] {devices=[2,1]0,1} -> {devices=[1,2]0,1}: device 0
+ * holds rows 0-1, reshaped to [2,2,3]; after the all-to-all device 0 holds
+ * [[rows 0-1, cols 0-2], [rows 2-3, cols 0-2]], i.e. [2 (a block),2,3],
+ * transposed to [2,2,3] (a block, row, col) and reshaped to f32[4,3]. */
+static int32_t all_to_all(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
+                          int32_t a, int32_t b)
+{
+    int64_t t = from->tile[a];
+    int32_t rank = full->rank;
+    if (rank + 1 > IR_MAX_RANK)
+        return -2;
+    IrShape loc = *val_shape(pc, v);
+    int64_t split[IR_MAX_RANK + 1], perm[IR_MAX_RANK + 1], done[IR_MAX_RANK];
+    int32_t n = 0;
+    for (int32_t d = 0; d < rank; d++) {
+        if (d == b) {
+            split[n++] = t;
+            split[n++] = loc.dims[d] / t;
+        } else {
+            split[n++] = loc.dims[d];
+        }
+        done[d] = d == a ? full->dims[d] : d == b ? loc.dims[d] / t : loc.dims[d];
+    }
+    /* Position of original dim d in the split shape; the t-dim is at b. */
+    n = 0;
+    for (int32_t d = 0; d < rank; d++) {
+        int32_t pos = d < b ? d : d + 1;
+        if (d == a)
+            perm[n++] = b;
+        perm[n++] = pos;
+    }
+    IrShape s1, s2;
+    if (ir_shape_make(pc_arena(pc), &s1, loc.type, rank + 1, split) != IR_OK ||
+        ir_shape_make(pc_arena(pc), &s2, loc.type, rank, done) != IR_OK)
+        return fail(pc, IR_ENOMEM, "out of memory");
+    int32_t ng, size;
+    int64_t *groups;
+    int64_t ad = a;
+    if (!shd_groups_along(pc, from, 1, &ad, &ng, &size, &groups))
+        return fail(pc, IR_ENOMEM, "out of memory");
+    int32_t r = emit_reshape(pc, v, &s1);
+    r = emit_all_to_all(pc, r, b, b, ng, size, groups);
+    r = emit_transpose(pc, r, perm);
+    return emit_reshape(pc, r, &s2);
+}
+
 static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
                              const IrSharding *to)
 {
@@ -185,6 +296,13 @@ static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const Ir
         return slice_to(pc, v, full, to);
     if (same_tiles(from, to))
         return permute(pc, v, from, to);
+    int32_t da, db;
+    if (swapped_dim(from, to, &da, &db) && full->dims[da] % from->tile[da] == 0 &&
+        full->dims[db] % from->tile[da] == 0) {
+        int32_t r = all_to_all(pc, v, full, from, da, db);
+        if (r != -2)
+            return r;
+    }
     /* Coarsening: all-gather exactly the dims `to` stops tiling, when the
      * result then equals `to`. */
     {
@@ -259,6 +377,11 @@ int64_t reshard_cost(const IrShape *full, const IrSharding *from, const IrShardi
         return INT64_MAX / 4;
     if (same_tiles(from, to))
         return bytes / shd_total_tiles(to);
+    int32_t da, db;
+    if (swapped_dim(from, to, &da, &db) && full->type != IR_TUPLE && da < full->rank && db < full->rank &&
+        full->dims[da] % from->tile[da] == 0 && full->dims[db] % from->tile[da] == 0)
+        /* all-to-all: a device keeps 1/t of its shard and receives the rest */
+        return bytes / shd_total_tiles(from) - bytes / shd_total_tiles(from) / from->tile[da];
     /* All-gather to what `to` keeps tiled: a device receives the full value
      * divided by the target's tiles. */
     return bytes / (shd_total_tiles(to) > 0 ? shd_total_tiles(to) : 1) +

@@ -141,6 +141,8 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_REDUCE: return spmd_reduce(pc, i);
     case FAM_SORT: return spmd_sort(pc, i);
     case FAM_CONTROL: return spmd_control(pc, i);
+    case FAM_GATHER: return spmd_gather(pc, i);
+    case FAM_SCATTER: return spmd_scatter(pc, i);
     default: return spmd_fallback(pc, i);
     }
 }

@@ -157,6 +157,8 @@ IrStatus spmd_reduce(PComp *pc, int32_t i);
 IrStatus spmd_sort(PComp *pc, int32_t i);
 IrStatus spmd_control(PComp *pc, int32_t i);
 IrStatus spmd_custom_call(PComp *pc, int32_t i);
+IrStatus spmd_gather(PComp *pc, int32_t i);    /* spmd_gather.c */
+IrStatus spmd_scatter(PComp *pc, int32_t i);
 /* Partition computation `comp` of the source for a call site whose
  * parameters have shardings `param_shd` and whose root must end with
  * `root_shd`; returns the destination computation index or -1. */

@@ -1,0 +1,523 @@
+/*
+ * spmd_gather.c: the gather and scatter handlers.
+ *
+ * Both are planned like the dot (spmd_dot.c): an iteration space whose
+ * tiling fixes how every operand must be sharded for a purely local op.
+ *
+ * Gather: the iteration space has one dim per output dim plus one per
+ * "trivially indexed" operand dim (in start_index_map with slice size 1).
+ * An output dim may be tiled when it is
+ *   - a batch dim (it runs over an indices dim): the indices take its
+ *     tiles, each device gathers its own indices (index passthrough);
+ *   - an offset dim whose operand dim is a passthrough dim (not indexed,
+ *     slice size = the whole dim): the operand takes its tiles and the
+ *     local slice size becomes the shard size (operand passthrough).
+ * A tiled trivially indexed dim (an embedding table sharded by rows) is
+ * like a contracting dim: each device gathers from its rows only, masks the
+ * rows it does not hold to zero, and an all-reduce adds the devices of that
+ * dim (exactly one of them holds each row).
+ * Candidate tilings come from the output's, the operand's and the
+ * indices' shardings; the cheapest (bytes moved) wins, ties to the output.
+ *
+ * Scatter: the iteration space is the operand's dims; a dim may be tiled
+ * when it is a passthrough dim (updates' window takes the same tiles) or a
+ * trivially indexed dim (window size 1: indices and updates replicated,
+ * each device shifts the indices into its shard and scatter's own
+ * out-of-bounds rule drops the updates that land elsewhere).
+ *
+ * Everything else (operand_batching_dims, partially manual shardings) goes
+ * through the fallback.
+ */
+#include "spmd_internal.h"
+
+#include <string.h>
+
+static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
+
+static IrStatus oom(PComp *pc)
+{
+    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+}
+
+static int32_t index_of(const IrI64List *l, int64_t d)
+{
+    for (int32_t k = 0; k < l->n; k++)
+        if (l->v[k] == d)
+            return k;
+    return -1;
+}
+
+/* Only tiled (no manual subgroup) and replicated shardings are planned. */
+static bool plannable(const IrSharding *s)
+{
+    if (s->kind == SHD_TUPLE) {
+        for (int32_t k = 0; k < s->ntuple; k++)
+            if (!plannable(&s->tuple[k]))
+                return false;
+        return true;
+    }
+    return shd_is_replicated(s) || (s->kind == SHD_TILED && !shd_has_manual_subgroup(s));
+}
+
+/* ---- index arithmetic shared by both handlers ---- */
+
+/* Index values are read as signed 64-bit (k_gather.c); narrow signed and
+ * unsigned types fit in s32, the rest are widened to s64 so that
+ * subtracting an offset cannot wrap. */
+static IrType wide_index_type(IrType t)
+{
+    switch (t) {
+    case IR_S8: case IR_S16: case IR_S32: case IR_U8: case IR_U16: return IR_S32;
+    default: return IR_S64;
+    }
+}
+
+/* A constant vector [m] of type t. */
+static int32_t emit_vector(PComp *pc, IrType t, int64_t m, const int64_t *vals)
+{
+    IrShape s;
+    if (ir_shape_make(pc_arena(pc), &s, t, 1, &m) != IR_OK)
+        return oom(pc), -1;
+    size_t es = t == IR_S32 ? 4 : 8;
+    void *b = ts_malloc((size_t)(m > 0 ? m : 1) * es);
+    if (!b)
+        return oom(pc), -1;
+    for (int64_t k = 0; k < m; k++) {
+        if (t == IR_S32)
+            ((int32_t *)b)[k] = (int32_t)vals[k];
+        else
+            ((int64_t *)b)[k] = vals[k];
+    }
+    int32_t r = emit_const_bytes(pc, &s, b, m * (int64_t)es);
+    ts_free(b);
+    return r;
+}
+
+/* Row `partition id` of a constant table [n, m] of type t, as a vector [m]:
+ * the per-device offsets of every index component at once. */
+static int32_t emit_vector_lookup(PComp *pc, IrType t, int64_t m, const int64_t *table)
+{
+    int64_t n = pc->sp->n;
+    int32_t tab = emit_vector(pc, t, n * m, table);
+    int64_t dims[2] = {n, m}, one_m[2] = {1, m};
+    IrShape s2, s1;
+    if (ir_shape_make(pc_arena(pc), &s2, t, 2, dims) != IR_OK ||
+        ir_shape_make(pc_arena(pc), &s1, t, 1, &m) != IR_OK)
+        return oom(pc), -1;
+    int32_t starts[2] = {emit_partition_id(pc), emit_s32(pc, 0)};
+    int32_t ds = emit_dynamic_slice(pc, emit_reshape(pc, tab, &s2), starts, one_m);
+    return emit_reshape(pc, ds, &s1);
+}
+
+/* Broadcast a vector [m] along dim `ivd` of `like`'s shape. */
+static int32_t along(PComp *pc, int32_t vec, int32_t like, int64_t ivd)
+{
+    if (vec < 0 || like < 0)
+        return -1;
+    IrShape s = *val_shape(pc, like);
+    return emit_broadcast(pc, vec, &s, 1, &ivd);
+}
+
+/* Indices with an explicit index vector dim: when index_vector_dim equals
+ * the rank the vector is an implicit trailing dim of size 1; make it
+ * explicit (same meaning for gather/scatter with the same
+ * index_vector_dim). Also widened to wide_index_type. */
+static int32_t explicit_indices(PComp *pc, int32_t iv, int64_t ivd)
+{
+    if (iv < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, iv); /* read before any emit */
+    if (ivd == s->rank) {
+        int64_t dims[IR_MAX_RANK + 1];
+        if (s->rank + 1 > IR_MAX_RANK)
+            return -1;
+        memcpy(dims, s->dims, (size_t)s->rank * sizeof(int64_t));
+        dims[s->rank] = 1;
+        IrShape r;
+        if (ir_shape_make(pc_arena(pc), &r, s->type, s->rank + 1, dims) != IR_OK)
+            return oom(pc), -1;
+        iv = emit_reshape(pc, iv, &r);
+    }
+    return emit_convert(pc, iv, wide_index_type(val_shape(pc, iv)->type));
+}
+
+/* Index component k (slice along ivd), as an array of the batch shape. */
+static int32_t component(PComp *pc, int32_t iv, int64_t ivd, int64_t k)
+{
+    const IrShape *s = val_shape(pc, iv); /* read before any emit */
+    int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK], dims[IR_MAX_RANK];
+    int32_t nb = 0;
+    for (int32_t d = 0; d < s->rank; d++) {
+        start[d] = d == ivd ? k : 0;
+        limit[d] = d == ivd ? k + 1 : s->dims[d];
+        if (d != ivd)
+            dims[nb++] = s->dims[d];
+    }
+    IrShape b;
+    IrType t = s->type;
+    if (ir_shape_make(pc_arena(pc), &b, t, nb, dims) != IR_OK)
+        return oom(pc), -1;
+    return emit_reshape(pc, emit_slice(pc, iv, start, limit), &b);
+}
+
+/* Subtract from every index component k this device's offset along operand
+ * dim map[k] under `s` (0 where that dim is not tiled). */
+static int32_t shift_indices(PComp *pc, int32_t iv, int64_t ivd, const IrI64List *map,
+                             const IrSharding *s, const IrShape *operand)
+{
+    if (iv < 0)
+        return -1;
+    int64_t m = map->n, n = pc->sp->n;
+    IrType t = val_shape(pc, iv)->type;
+    int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)(n * m > 0 ? n * m : 1), sizeof(int64_t));
+    if (!tab)
+        return oom(pc), -1;
+    for (int64_t k = 0; k < m; k++) {
+        int64_t *off = shd_offset_table(pc, s, operand, (int32_t)map->v[k]);
+        if (!off)
+            return oom(pc), -1;
+        for (int64_t p = 0; p < n; p++)
+            tab[p * m + k] = off[p];
+    }
+    int32_t offv = emit_vector_lookup(pc, t, m, tab);
+    return emit_binary(pc, OP_SUBTRACT, iv, along(pc, offv, iv, ivd));
+}
+
+/* ---- gather ---- */
+
+typedef struct GatherDims {
+    int32_t orank, irank, outrank, nx;
+    int64_t ivd;
+    int64_t op_to_out[IR_MAX_RANK]; /* operand dim -> output offset dim, -1 */
+    int64_t ix_to_out[IR_MAX_RANK]; /* indices dim -> output batch dim, -1 for ivd */
+    int64_t out_to_ix[IR_MAX_RANK]; /* output batch dim -> indices dim, -1 */
+    int64_t out_to_op[IR_MAX_RANK]; /* output offset dim -> passthrough operand dim, -1 */
+    bool pass[IR_MAX_RANK];         /* operand dim is passthrough */
+    int64_t xdim[IR_MAX_RANK];      /* trivially indexed operand dims (iteration dims outrank+k) */
+} GatherDims;
+
+static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix, GatherDims *g)
+{
+    const IrGatherDnums *dn = &ins->a.gather;
+    if (dn->operand_batching_dims.n > 0 || op->rank > IR_MAX_RANK || ix->rank > IR_MAX_RANK ||
+        ins->shape.rank > IR_MAX_RANK || ins->a.slice_sizes.n != op->rank)
+        return false;
+    g->orank = op->rank;
+    g->irank = ix->rank;
+    g->outrank = ins->shape.rank;
+    g->ivd = dn->index_vector_dim;
+    for (int32_t d = 0; d < g->outrank; d++)
+        g->out_to_ix[d] = g->out_to_op[d] = -1;
+    int32_t w = 0;
+    g->nx = 0;
+    for (int32_t d = 0; d < op->rank; d++) {
+        g->op_to_out[d] = -1;
+        g->pass[d] = false;
+        bool indexed = index_of(&dn->start_index_map, d) >= 0;
+        if (index_of(&dn->collapsed_slice_dims, d) < 0) {
+            if (w >= dn->offset_dims.n)
+                return false;
+            g->op_to_out[d] = dn->offset_dims.v[w++];
+        }
+        int64_t size = ins->a.slice_sizes.v[d];
+        if (g->op_to_out[d] >= 0 && !indexed && size == op->dims[d]) {
+            g->pass[d] = true;
+            g->out_to_op[g->op_to_out[d]] = d;
+        }
+        if (indexed && size == 1)
+            g->xdim[g->nx++] = d;
+    }
+    int32_t b = 0;
+    for (int32_t d = 0; d < ix->rank; d++) {
+        g->ix_to_out[d] = -1;
+        if (d == g->ivd)
+            continue;
+        while (b < g->outrank && index_of(&dn->offset_dims, b) >= 0)
+            b++;
+        if (b >= g->outrank)
+            return false;
+        g->ix_to_out[d] = b;
+        g->out_to_ix[b++] = d;
+    }
+    return g->outrank + g->nx <= IR_MAX_RANK;
+}
+
+typedef struct GatherPlan {
+    IrSharding *iter, *op, *ix, *partial;
+    bool reduce;
+    int64_t cost;
+} GatherPlan;
+
+static bool gather_plan(PComp *pc, int32_t i, const GatherDims *g, IrSharding *iter, GatherPlan *p)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    const IrInstr *o = &pc->sc->instr[ins->opnd[0]], *x = &pc->sc->instr[ins->opnd[1]];
+    IrArena *a = pc_arena(pc);
+    if (!iter)
+        return false;
+    int64_t om[IR_MAX_RANK], xm[IR_MAX_RANK], ident[IR_MAX_RANK];
+    for (int32_t d = 0; d < g->orank; d++)
+        om[d] = g->pass[d] ? g->op_to_out[d] : -1;
+    for (int32_t k = 0; k < g->nx; k++)
+        om[g->xdim[k]] = g->outrank + k;
+    for (int32_t d = 0; d < g->irank; d++)
+        xm[d] = g->ix_to_out[d];
+    for (int32_t d = 0; d < g->outrank; d++)
+        ident[d] = d;
+    p->iter = iter;
+    p->op = shd_project(a, iter, g->orank, om);
+    p->ix = shd_project(a, iter, g->irank, xm);
+    p->partial = shd_project(a, iter, g->outrank, ident);
+    if (!p->op || !p->ix || !p->partial)
+        return false;
+    p->reduce = false;
+    for (int32_t k = 0; k < g->nx; k++)
+        p->reduce |= shd_tiles(iter, g->outrank + k) > 1;
+    IrShape local;
+    int64_t out_bytes = 0;
+    if (shd_shard_shape(a, &ins->shape, p->partial, &local) == IR_OK)
+        out_bytes = ir_shape_bytes(&local);
+    p->cost = reshard_cost(&o->shape, pc->shd[ins->opnd[0]], p->op) +
+              reshard_cost(&x->shape, pc->shd[ins->opnd[1]], p->ix) + (p->reduce ? 2 * out_bytes : 0) +
+              reshard_cost(&ins->shape, p->partial, pc->shd[i]);
+    return true;
+}
+
+/* pred (batch shape): every tiled indexed component of the shifted indices
+ * falls inside this device's shard [0, shard size). */
+static int32_t in_shard(PComp *pc, int32_t iv, const GatherDims *g, const IrI64List *sim,
+                        const IrSharding *os, const IrShape *operand)
+{
+    int32_t ok = -1;
+    for (int32_t k = 0; k < sim->n; k++) {
+        int32_t d = (int32_t)sim->v[k];
+        int64_t t = shd_tiles(os, d);
+        if (t <= 1)
+            continue;
+        int32_t c = component(pc, iv, g->ivd, k);
+        if (c < 0)
+            return -1;
+        /* A copy: emitting may move the instruction array. */
+        IrShape cs = *val_shape(pc, c);
+        int32_t lo = emit_broadcast(pc, emit_scalar_const(pc, cs.type, 0), &cs, 0, NULL);
+        int32_t hi = emit_broadcast(pc, emit_scalar_const(pc, cs.type, (double)shd_shard_size(operand->dims[d], t)),
+                                    &cs, 0, NULL);
+        int32_t here = emit_binary(pc, OP_AND, emit_compare(pc, c, lo, CMP_GE), emit_compare(pc, c, hi, CMP_LT));
+        ok = ok < 0 ? here : emit_binary(pc, OP_AND, ok, here);
+        if (ok < 0)
+            return -1;
+    }
+    return ok;
+}
+
+/* Gather, as in the file comment. Worked example (2 devices): table
+ * f32[10,4] {devices=[2,1]0,1}, ids s32[6,1] replicated, start_index_map
+ * {0}, slice {1,4}: the iteration tiling from the table tiles the extra
+ * dim of table rows; device 1 holds rows 5..9 (offset 5). An id of 12 is
+ * clamped to 9 (global semantics), shifted to 4: inside [0,5) on device 1,
+ * -5 (masked) on device 0. Each device gathers f32[6,4] locally, zeroes
+ * the masked rows, and all-reduce {{0,1}} adds the two. */
+IrStatus spmd_gather(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_arena(pc);
+    const IrInstr *o = &pc->sc->instr[ins->opnd[0]], *x = &pc->sc->instr[ins->opnd[1]];
+    const IrSharding *osh = pc->shd[ins->opnd[0]], *xsh = pc->shd[ins->opnd[1]];
+    GatherDims g;
+    if (!plannable(osh) || !plannable(xsh) || !plannable(pc->shd[i]) ||
+        !gather_dims(ins, &o->shape, &x->shape, &g))
+        return spmd_fallback(pc, i);
+    int32_t irank = g.outrank + g.nx;
+    int64_t from_out[IR_MAX_RANK], from_op[IR_MAX_RANK], from_ix[IR_MAX_RANK];
+    for (int32_t j = 0; j < irank; j++) {
+        bool ok = j < g.outrank && (g.out_to_ix[j] >= 0 || g.out_to_op[j] >= 0);
+        from_out[j] = ok ? j : -1;
+        from_op[j] = j < g.outrank ? g.out_to_op[j] : g.xdim[j - g.outrank];
+        from_ix[j] = j < g.outrank ? g.out_to_ix[j] : -1;
+    }
+    IrSharding *cand[3] = {
+        shd_project(a, pc->shd[i], irank, from_out),
+        shd_project(a, osh, irank, from_op),
+        shd_project(a, xsh, irank, from_ix),
+    };
+    GatherPlan best = {0}, p;
+    bool have = false;
+    for (int32_t c = 0; c < 3; c++)
+        if (gather_plan(pc, i, &g, cand[c], &p) && (!have || p.cost < best.cost)) {
+            best = p;
+            have = true;
+        }
+    if (!have)
+        return oom(pc);
+
+    int32_t ov = operand_as(pc, i, 0, best.op);
+    int32_t iv = operand_as(pc, i, 1, best.ix);
+    int32_t valid = -1;
+    if (best.reduce) {
+        /* Clamp as the global gather does, then shift into the shard. */
+        const IrI64List *sim = &ins->a.gather.start_index_map;
+        iv = explicit_indices(pc, iv, g.ivd);
+        if (iv < 0)
+            return set_val(pc, i, -1);
+        IrShape is = *val_shape(pc, iv);
+        IrType t = is.type;
+        int64_t hi[IR_MAX_RANK];
+        for (int32_t k = 0; k < sim->n; k++)
+            hi[k] = o->shape.dims[sim->v[k]] - ins->a.slice_sizes.v[sim->v[k]];
+        int32_t zero = emit_broadcast(pc, emit_scalar_const(pc, t, 0), &is, 0, NULL);
+        iv = emit_binary(pc, OP_MAXIMUM, iv, zero);
+        iv = emit_binary(pc, OP_MINIMUM, iv, along(pc, emit_vector(pc, t, sim->n, hi), iv, g.ivd));
+        iv = shift_indices(pc, iv, g.ivd, sim, best.op, &o->shape);
+        valid = in_shard(pc, iv, &g, sim, best.op, &o->shape);
+        if (valid < 0)
+            return set_val(pc, i, -1);
+    }
+    IrShape local;
+    if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
+        return oom(pc);
+    int32_t ops[2] = {ov, iv};
+    int32_t v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    if (v < 0)
+        return set_val(pc, i, -1);
+    /* Passthrough dims slice the whole local shard. */
+    for (int32_t d = 0; d < g.orank; d++)
+        if (g.pass[d])
+            pc->dc->instr[v].a.slice_sizes.v[d] = val_shape(pc, ov)->dims[d];
+    if (best.reduce) {
+        int64_t bdims[IR_MAX_RANK], cdims[IR_MAX_RANK];
+        int32_t nb = 0;
+        for (int32_t d = 0; d < g.outrank; d++)
+            if (g.out_to_ix[d] >= 0)
+                bdims[nb++] = d;
+        IrShape ps;
+        if (ir_shape_make(a, &ps, IR_PRED, local.rank, local.dims) != IR_OK)
+            return oom(pc);
+        int32_t vb = emit_broadcast(pc, valid, &ps, nb, bdims);
+        int32_t zb = emit_broadcast(pc, emit_scalar_const(pc, local.type, 0), &local, 0, NULL);
+        v = emit_select(pc, vb, v, zb);
+        for (int32_t k = 0; k < g.nx; k++)
+            cdims[k] = g.outrank + k;
+        int32_t ng, size;
+        int64_t *groups;
+        if (!shd_groups_along(pc, best.iter, g.nx, cdims, &ng, &size, &groups))
+            return oom(pc);
+        v = emit_all_reduce(pc, v, local.type == IR_PRED ? OP_OR : OP_ADD, ng, size, groups);
+    }
+    return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
+}
+
+/* ---- scatter ---- */
+
+typedef struct ScatterDims {
+    int32_t orank, urank;
+    int64_t ivd;
+    int64_t op_to_upd[IR_MAX_RANK]; /* operand window dim -> updates dim, -1 */
+    int64_t upd_to_op[IR_MAX_RANK]; /* updates window dim of a passthrough operand dim -> it, -1 */
+    bool pass[IR_MAX_RANK];         /* passthrough operand dim */
+    bool trivial[IR_MAX_RANK];      /* indexed operand dim with window size 1 */
+} ScatterDims;
+
+static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *upd, ScatterDims *s)
+{
+    const IrScatterDnums *dn = &ins->a.scatter;
+    if (dn->input_batching_dims.n > 0 || op->rank > IR_MAX_RANK || upd->rank > IR_MAX_RANK)
+        return false;
+    s->orank = op->rank;
+    s->urank = upd->rank;
+    s->ivd = dn->index_vector_dim;
+    for (int32_t d = 0; d < upd->rank; d++)
+        s->upd_to_op[d] = -1;
+    int32_t w = 0;
+    for (int32_t d = 0; d < op->rank; d++) {
+        s->op_to_upd[d] = -1;
+        if (index_of(&dn->inserted_window_dims, d) < 0) {
+            if (w >= dn->update_window_dims.n)
+                return false;
+            s->op_to_upd[d] = dn->update_window_dims.v[w++];
+        }
+        int64_t size = s->op_to_upd[d] >= 0 ? upd->dims[s->op_to_upd[d]] : 1;
+        bool indexed = index_of(&dn->scatter_dims_to_operand_dims, d) >= 0;
+        s->pass[d] = s->op_to_upd[d] >= 0 && !indexed && size == op->dims[d];
+        s->trivial[d] = indexed && size == 1;
+        if (s->pass[d])
+            s->upd_to_op[s->op_to_upd[d]] = d;
+    }
+    return true;
+}
+
+/* Scatter, as in the file comment. Worked example (2 devices): table
+ * f32[10,4] {devices=[2,1]0,1}, scatter-add of updates f32[6,4] at rows
+ * ids s32[6,1] (both replicated): device 1 subtracts its offset 5 from
+ * every id, so id 7 becomes 2 (applied to its local row 2 = row 7) while
+ * id 3 becomes -2 and is dropped as out of bounds; device 0 keeps ids as
+ * they are and drops id 7 (>= its 5 rows). No communication. */
+IrStatus spmd_scatter(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_arena(pc);
+    int32_t n = (ins->nopnd - 1) / 2;
+    if (n < 1)
+        return spmd_fallback(pc, i);
+    const IrInstr *o = &pc->sc->instr[ins->opnd[0]], *u = &pc->sc->instr[ins->opnd[n + 1]];
+    ScatterDims s;
+    for (int32_t k = 0; k < ins->nopnd; k++)
+        if (!plannable(pc->shd[ins->opnd[k]]))
+            return spmd_fallback(pc, i);
+    if (!plannable(pc->shd[i]) || !scatter_dims(ins, &o->shape, &u->shape, &s))
+        return spmd_fallback(pc, i);
+    const IrSharding *out0 = pc->shd[i];
+    if (ins->shape.type == IR_TUPLE && (out0 = shd_tuple_element(a, pc->shd[i], &ins->shape, 0)) == NULL)
+        return oom(pc);
+    int64_t from_out[IR_MAX_RANK], from_upd[IR_MAX_RANK];
+    for (int32_t d = 0; d < s.orank; d++) {
+        from_out[d] = s.pass[d] || s.trivial[d] ? d : -1;
+        from_upd[d] = s.pass[d] ? s.op_to_upd[d] : -1;
+    }
+    IrSharding *cand[3] = {
+        shd_project(a, out0, s.orank, from_out),
+        shd_project(a, pc->shd[ins->opnd[0]], s.orank, from_out),
+        shd_project(a, pc->shd[ins->opnd[n + 1]], s.orank, from_upd),
+    };
+    IrSharding *iter = NULL, *upd = NULL;
+    int64_t best = 0;
+    for (int32_t c = 0; c < 3; c++) {
+        if (!cand[c])
+            return oom(pc);
+        IrSharding *us = shd_project(a, cand[c], s.urank, s.upd_to_op);
+        if (!us)
+            return oom(pc);
+        int64_t cost = reshard_cost(&ins->shape, cand[c], out0);
+        for (int32_t k = 0; k < n; k++)
+            cost += reshard_cost(&pc->sc->instr[ins->opnd[k]].shape, pc->shd[ins->opnd[k]], cand[c]) +
+                    reshard_cost(&pc->sc->instr[ins->opnd[n + 1 + k]].shape, pc->shd[ins->opnd[n + 1 + k]], us);
+        cost += reshard_cost(&pc->sc->instr[ins->opnd[n]].shape, pc->shd[ins->opnd[n]], &repl_sharding);
+        if (!iter || cost < best) {
+            iter = cand[c];
+            upd = us;
+            best = cost;
+        }
+    }
+    int32_t ops[ins->nopnd];
+    for (int32_t k = 0; k < n; k++) {
+        ops[k] = operand_as(pc, i, k, iter);
+        ops[n + 1 + k] = operand_as(pc, i, n + 1 + k, upd);
+    }
+    int32_t iv = operand_as(pc, i, n, &repl_sharding);
+    bool shift = false;
+    for (int32_t d = 0; d < s.orank; d++)
+        shift |= s.trivial[d] && shd_tiles(iter, d) > 1;
+    if (shift) {
+        iv = explicit_indices(pc, iv, s.ivd);
+        iv = shift_indices(pc, iv, s.ivd, &ins->a.scatter.scatter_dims_to_operand_dims, iter, &o->shape);
+    }
+    ops[n] = iv;
+    IrSharding *rs = shd_broadcast_to_shape(a, iter, &ins->shape);
+    IrShape local;
+    if (!rs || shd_shard_shape(a, &ins->shape, rs, &local) != IR_OK)
+        return oom(pc);
+    int32_t called = spmd_scalar_comp(pc->sp, ins->called[0]);
+    if (called < 0)
+        return oom(pc);
+    int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
+    return set_val(pc, i, reshard(pc, v, &ins->shape, rs, pc->shd[i]));
+}
