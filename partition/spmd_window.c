@@ -33,7 +33,7 @@ static IrStatus oom(PComp *pc)
  * with the dims that neither have an identity window nor a halo plan
  * replicated; halo[d] filled for the dims that need one. */
 static IrSharding *window_plan(PComp *pc, const IrInstr *ins, const IrShape *in,
-                               const IrSharding *cand, SpmdHalo *halo, bool *need)
+                               const IrSharding *cand, bool can_halo, SpmdHalo *halo, bool *need)
 {
     int64_t drop[IR_MAX_RANK];
     int32_t nd = 0;
@@ -43,7 +43,7 @@ static IrSharding *window_plan(PComp *pc, const IrInstr *ins, const IrShape *in,
         const IrWindowDim *w = &ins->a.window.dim[d];
         if (t <= 1 || identity_window(w))
             continue;
-        if (spmd_halo_plan(in->dims[d], ins->shape.dims[d], t, w, &halo[d]))
+        if (can_halo && spmd_halo_plan(in->dims[d], ins->shape.dims[d], t, w, &halo[d]))
             need[d] = true;
         else
             drop[nd++] = d;
@@ -57,9 +57,15 @@ static IrSharding *window_plan(PComp *pc, const IrInstr *ins, const IrShape *in,
  * cheaper, restricted by window_plan; operand resharded to it, init
  * replicated; halo dims extended and run without padding.
  *
+ * The halo's padding rows must add nothing to a window: XLA's padding
+ * positions are skipped, not combined, and the init enters each window once
+ * (sum over a window with init 5 is 5 + the values, however much padding).
+ * So they are filled with the reducer's identity (0 for add, -inf for max),
+ * and halos are only used when the reducer is a simple op (add, max, ...).
+ *
  * Example: max-pool f32[8] window={size=3 pad=1_1} on {devices=[2]0,1}:
  * each device receives one row from each neighbour (collective-permute),
- * pads the outer edge with the init (-inf) and pools its 6 rows into 4. */
+ * pads the outer edge with -inf and pools its 6 rows into 4. */
 static IrStatus reduce_window1(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -71,6 +77,7 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
     if (!halo)
         return oom(pc);
     bool need[2][IR_MAX_RANK];
+    IrOpcode red = ins->ncalled == 1 ? ir_simple_reducer(pc->sp->src, ins->called[0]) : OP_COUNT;
     const IrSharding *cands[2] = {pc->shd[i], pc->shd[ins->opnd[0]]};
     IrSharding *best = NULL;
     int32_t bi = 0;
@@ -78,7 +85,7 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
     for (int32_t c = 0; c < 2; c++) {
         if (cands[c]->kind != SHD_TILED || shd_has_manual_subgroup(cands[c]))
             continue;
-        IrSharding *s = window_plan(pc, ins, in, cands[c], halo + c * IR_MAX_RANK, need[c]);
+        IrSharding *s = window_plan(pc, ins, in, cands[c], red != OP_COUNT, halo + c * IR_MAX_RANK, need[c]);
         if (!s) {
             ts_free(halo);
             return oom(pc);
@@ -97,9 +104,13 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
     }
     int32_t v = operand_as(pc, i, 0, best);
     int32_t init = operand_as(pc, i, 1, &repl);
+    int32_t ident = -1;
     for (int32_t d = 0; d < in->rank && v >= 0; d++)
-        if (need[bi][d])
-            v = spmd_halo(pc, v, best, d, &halo[bi * IR_MAX_RANK + d], init);
+        if (need[bi][d]) {
+            if (ident < 0)
+                ident = emit_scalar_const(pc, in->type, reducer_identity(red, in->type));
+            v = spmd_halo(pc, v, best, d, &halo[bi * IR_MAX_RANK + d], ident);
+        }
     IrShape local;
     int32_t called[1] = {-1};
     int32_t r = -1;
