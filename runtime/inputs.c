@@ -10,6 +10,7 @@
  * parameters in order (DESIGN.md). Outputs are the leaves of the root,
  * depth first, as DIR/output_<i>.npy, written all-or-nothing.
  */
+#include "program.h"
 #include "transport.h"
 
 #include <errno.h>
@@ -370,7 +371,9 @@ IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out
 
 IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
 {
-    DevExecOptions opt = {0};
+    /* Host custom-calls (tessel_print, tessel_save) run in the reference
+     * too: it is the whole module on one device and this host. */
+    DevExecOptions opt = {.custom = rt_host_targets()};
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);

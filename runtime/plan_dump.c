@@ -3,7 +3,7 @@
  * with jansson) and for Graphviz (DOT, the graph coloured by sharding,
  * collectives and fallbacks marked).
  */
-#include "runtime.h"
+#include "program.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -133,8 +133,55 @@ static json_t *jcluster(const Plan *p)
     return c;
 }
 
-char *rt_plan_json(const Plan *p)
+static json_t *jstrings(int32_t n, const char *const *v)
 {
+    json_t *a = json_array();
+    for (int32_t k = 0; k < n; k++)
+        json_array_append_new(a, json_string(v[k]));
+    return a;
+}
+
+/* What cluster/ decided about a cluster, added to its plan entry. */
+static void jcluster_source(json_t *c, const CluCluster *cc)
+{
+    json_object_set_new(c, "source_instructions", jstrings(cc->ninstrs, cc->instrs));
+    json_object_set_new(c, "cloned_constants", jstrings(cc->nconsts, cc->consts));
+    json_object_set_new(c, "call", json_string(cc->call));
+    json_t *in = json_array();
+    for (int32_t k = 0; k < cc->ninputs; k++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "value", json_string(cc->inputs[k].value));
+        json_object_set_new(o, "operand", json_integer(cc->inputs[k].operand));
+        json_object_set_new(o, "from_cluster", json_integer(cc->inputs[k].from_cluster));
+        json_object_set_new(o, "bytes", json_integer(cc->inputs[k].bytes));
+        json_array_append_new(in, o);
+    }
+    json_object_set_new(c, "values_in", in);
+    json_t *out = json_array();
+    for (int32_t k = 0; k < cc->noutputs; k++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "value", json_string(cc->outputs[k].value));
+        json_object_set_new(o, "index", json_integer(cc->outputs[k].index));
+        json_object_set_new(o, "bytes", json_integer(cc->outputs[k].bytes));
+        json_array_append_new(out, o);
+    }
+    json_object_set_new(c, "values_out", out);
+}
+
+static const char *place_name(CluPlace p)
+{
+    switch (p) {
+    case CLU_HOST_OP: return "host-op";
+    case CLU_HOST_FLOW: return "host-control-flow";
+    case CLU_HOST_GLUE: return "host-glue";
+    case CLU_CONST: return "constant";
+    default: return "device";
+    }
+}
+
+char *rt_plans_json(Plan *const *plans, int32_t nplans, const CluResult *res)
+{
+    const Plan *p = plans[0];
     json_t *o = json_object();
     json_object_set_new(o, "module", json_string(p->module));
     json_object_set_new(o, "num_partitions", json_integer(p->num_partitions));
@@ -155,8 +202,34 @@ char *rt_plan_json(const Plan *p)
     }
     json_object_set_new(o, "islands", is);
     json_t *cl = json_array();
-    json_array_append_new(cl, jcluster(p));
+    for (int32_t k = 0; k < nplans; k++) {
+        json_t *c = jcluster(plans[k]);
+        if (res && k < res->nclusters)
+            jcluster_source(c, &res->clusters[k]);
+        json_array_append_new(cl, c);
+    }
     json_object_set_new(o, "clusters", cl);
+    if (res) {
+        json_t *h = json_array(), *cuts = json_array();
+        for (int32_t k = 0; k < res->nhost; k++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "computation", json_string(res->host[k].comp));
+            json_object_set_new(e, "name", json_string(res->host[k].name));
+            json_object_set_new(e, "kind", json_string(place_name(res->host[k].place)));
+            json_array_append_new(h, e);
+        }
+        for (int32_t k = 0; k < res->ncuts; k++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "computation", json_string(res->cuts[k].comp));
+            json_object_set_new(e, "value", json_string(res->cuts[k].value));
+            json_object_set_new(e, "from", json_integer(res->cuts[k].from));
+            json_object_set_new(e, "to", json_integer(res->cuts[k].to));
+            json_object_set_new(e, "bytes", json_integer(res->cuts[k].bytes));
+            json_array_append_new(cuts, e);
+        }
+        json_object_set_new(o, "host_instructions", h);
+        json_object_set_new(o, "cuts", cuts);
+    }
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (!s)
@@ -171,6 +244,12 @@ char *rt_plan_json(const Plan *p)
     }
     free(s);
     return r;
+}
+
+char *rt_plan_json(const Plan *p)
+{
+    Plan *one = (Plan *)p;
+    return rt_plans_json(&one, 1, NULL);
 }
 
 /* ---- text ---- */
@@ -237,68 +316,108 @@ static void out_value(Out *o, const PlanValue *v, bool input)
     out_tree(o, v->tree, 2);
 }
 
-char *rt_plan_text(const Plan *p)
+static void out_header(Out *o, const Plan *p)
 {
-    Out o = {0};
-    outf(&o, "module %s: %lld partitions x %lld replicas on %lld hosts x %lld local devices\n", p->module,
+    outf(o, "module %s: %lld partitions x %lld replicas on %lld hosts x %lld local devices\n", p->module,
          (long long)p->num_partitions, (long long)p->num_replicas, (long long)p->hosts,
          (long long)p->local_devices);
-    outf(&o, "device assignment (replica x partition -> device -> host):\n");
+    outf(o, "device assignment (replica x partition -> device -> host):\n");
     for (int64_t r = 0; r < p->num_replicas; r++)
         for (int64_t q = 0; q < p->num_partitions; q++) {
             int64_t dev = p->device_assignment[r * p->num_partitions + q];
-            outf(&o, "  replica %lld partition %lld -> device %lld -> host %lld\n", (long long)r, (long long)q,
+            outf(o, "  replica %lld partition %lld -> device %lld -> host %lld\n", (long long)r, (long long)q,
                  (long long)dev, (long long)(dev / p->local_devices));
         }
-    outf(&o, "islands:\n");
+    outf(o, "islands:\n");
     for (int32_t k = 0; k < p->nislands; k++) {
-        outf(&o, "  host %lld replica %lld: devices", (long long)p->islands[k].host,
+        outf(o, "  host %lld replica %lld: devices", (long long)p->islands[k].host,
              (long long)p->islands[k].replica);
         for (int32_t j = 0; j < p->islands[k].ndevices; j++)
-            outf(&o, " %lld", (long long)p->islands[k].devices[j]);
-        outf(&o, "\n");
+            outf(o, " %lld", (long long)p->islands[k].devices[j]);
+        outf(o, "\n");
     }
-    outf(&o, "cluster %s:\n", p->cluster);
+}
+
+static void out_cluster(Out *o, const Plan *p)
+{
+    outf(o, "cluster %s:\n", p->cluster);
     char *cr = plan_compile_result(p);
     if (cr) {
         for (char *line = cr; *line;) {
             char *nl = strchr(line, '\n');
             size_t len = nl ? (size_t)(nl - line) : strlen(line);
             if (len > 3) /* drop the leading "// " */
-                outf(&o, "  %.*s\n", (int)(len - 3), line + 3);
+                outf(o, "  %.*s\n", (int)(len - 3), line + 3);
             line += len + (nl ? 1 : 0);
         }
         ts_free(cr);
     }
     for (int32_t k = 0; k < p->ninputs; k++)
-        out_value(&o, &p->inputs[k], true);
+        out_value(o, &p->inputs[k], true);
     for (int32_t k = 0; k < p->noutputs; k++)
-        out_value(&o, &p->outputs[k], false);
-    outf(&o, "  instructions:\n");
+        out_value(o, &p->outputs[k], false);
+    outf(o, "  instructions:\n");
     for (int32_t k = 0; k < p->ninstrs; k++) {
         const PlanInstr *pi = &p->instrs[k];
         char *sh = ir_shape_str(&pi->shape, false), *ds = ir_shape_str(&pi->device_shape, false);
         char *sd = ir_sharding_str(pi->sharding);
-        outf(&o, "    %-24s %-20s %-20s %-36s per device %s%s\n", pi->name, pi->opcode, sh ? sh : "?",
+        outf(o, "    %-24s %-20s %-20s %-36s per device %s%s\n", pi->name, pi->opcode, sh ? sh : "?",
              sd ? sd : "?", ds ? ds : "?", pi->fallback ? "  [fallback]" : "");
         ts_free(sh);
         ts_free(ds);
         ts_free(sd);
     }
-    outf(&o, "  collectives:\n");
+    outf(o, "  collectives:\n");
     for (int32_t k = 0; p->report && k < p->report->ncoll; k++) {
         const SpmdCollective *c = &p->report->coll[k];
-        outf(&o, "    %-24s %-20s groups %s, %lld bytes per device\n", c->name, ir_op_name(c->op),
+        outf(o, "    %-24s %-20s groups %s, %lld bytes per device\n", c->name, ir_op_name(c->op),
              c->replica_groups, (long long)c->bytes_per_device);
     }
     if (!p->report || p->report->ncoll == 0)
-        outf(&o, "    (none)\n");
-    outf(&o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
+        outf(o, "    (none)\n");
+    outf(o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
+}
+
+char *rt_plans_text(Plan *const *plans, int32_t nplans, const CluResult *res)
+{
+    Out o = {0};
+    out_header(&o, plans[0]);
+    for (int32_t k = 0; k < nplans; k++) {
+        if (res && k < res->nclusters) {
+            const CluCluster *c = &res->clusters[k];
+            outf(&o, "cluster %s (called by %s; %d instructions, %d values in, %d out):\n", c->name, c->call,
+                 (int)c->ninstrs, (int)c->ninputs, (int)c->noutputs);
+            outf(&o, "  source instructions:");
+            for (int32_t j = 0; j < c->ninstrs; j++)
+                outf(&o, " %s", c->instrs[j]);
+            outf(&o, "\n");
+        }
+        out_cluster(&o, plans[k]);
+    }
+    if (res) {
+        outf(&o, "host instructions:\n");
+        for (int32_t k = 0; k < res->nhost; k++)
+            outf(&o, "  %s/%s %s\n", res->host[k].comp, res->host[k].name, place_name(res->host[k].place));
+        outf(&o, "values cut between host and devices:\n");
+        for (int32_t k = 0; k < res->ncuts; k++) {
+            char from[32], to[32];
+            snprintf(from, sizeof from, res->cuts[k].from < 0 ? "host" : "cluster %d", (int)res->cuts[k].from);
+            snprintf(to, sizeof to, res->cuts[k].to < 0 ? "host" : "cluster %d", (int)res->cuts[k].to);
+            outf(&o, "  %s/%s: %s -> %s, %lld bytes\n", res->cuts[k].comp, res->cuts[k].value, from, to,
+                 (long long)res->cuts[k].bytes);
+        }
+    }
     if (o.oom) {
         ts_free(o.s);
         return NULL;
     }
     return o.s;
+}
+
+char *rt_plan_text(const Plan *p)
+{
+    Plan *one = (Plan *)p;
+    return rt_plans_text(&one, 1, NULL);
 }
 
 /* ---- DOT ---- */
@@ -314,6 +433,48 @@ static const char *colour_for(const char *s)
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return palette[h % (sizeof palette / sizeof *palette)];
+}
+
+/* One computation's instructions as DOT nodes and edges, ids prefixed. */
+static void dot_computation(Out *o, const IrComputation *c, const char *prefix, const char *indent)
+{
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const IrInstr *ins = &c->instr[i];
+        char *sd = ins->sharding ? ir_sharding_str(ins->sharding) : NULL;
+        bool host = clu_is_host_instr(ins, NULL);
+        outf(o, "%s%s%d [label=\"%s\\n%s\\n%s\", fillcolor=\"%s\"%s];\n", indent, prefix, (int)i, ins->name,
+             ir_op_name(ins->op), sd ? sd : "", host ? "#ffffff" : colour_for(sd), host ? ", shape=ellipse" : "");
+        ts_free(sd);
+    }
+    for (int32_t i = 0; i < c->ninstr; i++)
+        for (int32_t k = 0; k < c->instr[i].nopnd; k++)
+            outf(o, "%s%s%d -> %s%d;\n", indent, prefix, (int)c->instr[i].opnd[k], prefix, (int)i);
+}
+
+char *rt_program_dot(const RtProgram *prog)
+{
+    Out o = {0};
+    const IrModule *h = prog->host;
+    outf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
+         h->name);
+    outf(&o, "  subgraph \"host\" {\n    label=\"host program\";\n");
+    dot_computation(&o, ir_entry(h), "h", "    ");
+    outf(&o, "  }\n");
+    for (int32_t k = 0; k < prog->res.nclusters; k++) {
+        const CluCluster *c = &prog->res.clusters[k];
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "c%d_", (int)k);
+        outf(&o, "  subgraph \"cluster_%d\" {\n    label=\"%s (%lld partitions)\";\n", (int)k, c->name,
+             (long long)prog->num_partitions);
+        dot_computation(&o, h->comp[c->comp], prefix, "    ");
+        outf(&o, "  }\n");
+    }
+    outf(&o, "}\n");
+    if (o.oom) {
+        ts_free(o.s);
+        return NULL;
+    }
+    return o.s;
 }
 
 char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)

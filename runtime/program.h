@@ -38,4 +38,11 @@ IrStatus rt_run_program_local(const RtProgram *p, const RtArgs *args, DevValue *
  * operand to the .npy file named by its backend_config and returns it. */
 const DevCustomCalls *rt_host_targets(void);
 
+/* Plan dumps of a program: one entry per cluster (its Plan, plans[k]), and
+ * the host instructions and the values cut between host and devices. */
+char *rt_plans_text(Plan *const *plans, int32_t nplans, const CluResult *res);
+char *rt_plans_json(Plan *const *plans, int32_t nplans, const CluResult *res);
+/* The host program and each cluster as a DOT subgraph. */
+char *rt_program_dot(const RtProgram *prog);
+
 #endif /* TESSEL_PROGRAM_H */

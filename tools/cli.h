@@ -10,7 +10,7 @@
 #ifndef TESSEL_CLI_H
 #define TESSEL_CLI_H
 
-#include "runtime/runtime.h"
+#include "runtime/program.h"
 
 enum {
     CLI_OK = 0,
@@ -95,7 +95,9 @@ double cli_now(void);
  * `reference` is the unpartitioned module, for --reference) or loaded from
  * a plan file. */
 typedef struct CliProgram {
-    RtCompiled c;
+    RtCompiled c;            /* the program, when it has no host work */
+    RtProgram prog;          /* host program + clusters, when it has (has_host) */
+    bool has_host;
     IrModule *reference;
     bool from_plan;
 } CliProgram;
@@ -111,7 +113,8 @@ void cli_program_free(CliProgram *p);
 
 /* Write text to `path` (temp + rename) or stdout when NULL or "-". */
 int cli_write_text(const char *path, const char *text);
-/* The plan of a prepared program for the --hosts/--local-devices given. */
-int cli_build_plan(const CliOptions *o, const CliProgram *p, Plan **plan);
+/* The plan of a compiled program for the --hosts/--local-devices given
+ * (else those a loaded plan was compiled for, else 1 host). */
+int cli_build_plan(const CliOptions *o, const RtCompiled *c, Plan **plan);
 
 #endif /* TESSEL_CLI_H */

@@ -59,10 +59,9 @@ int cli_write_text(const char *path, const char *text)
 }
 
 /* Build the plan of a prepared program for H hosts x L devices. */
-int cli_build_plan(const CliOptions *o, const CliProgram *p, Plan **plan)
+int cli_build_plan(const CliOptions *o, const RtCompiled *c, Plan **plan)
 {
     IrDiag d = {0};
-    const RtCompiled *c = &p->c;
     PlanIo io = {c->nparam, c->param_shape, c->param_sharding, &c->out_shape, c->out_sharding};
     int64_t hosts = o->hosts ? o->hosts : (c->hosts ? c->hosts : 1);
     int64_t local = o->local_devices ? o->local_devices : (o->hosts ? 0 : c->local_devices);
@@ -79,7 +78,14 @@ static int run_compile(const CliOptions *o)
     if (rc != CLI_OK)
         return rc;
     Plan *plan = NULL;
-    rc = cli_build_plan(o, &p, &plan);
+    if (p.has_host) {
+        cli_program_free(&p);
+        fprintf(stderr, "tessel: error: %s has host work (%s): plan files hold one device program; run the "
+                "model itself (`tessel run MODEL.hlo`), or see its clusters with `tessel plan`\n", o->pos[0],
+                "tessel_print, tessel_save or _xla_compute_type=\"host\"");
+        return CLI_USAGE;
+    }
+    rc = cli_build_plan(o, &p.c, &plan);
     if (rc == CLI_OK) {
         char *text = rt_plan_file_text(&p.c, plan);
         if (!text) {

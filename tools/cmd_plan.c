@@ -28,6 +28,41 @@ static const char HELP[] =
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
 
+static int write_out(const CliOptions *o, char *text)
+{
+    if (!text) {
+        fprintf(stderr, "tessel: error: out of memory\n");
+        return CLI_FAIL;
+    }
+    int rc = cli_write_text(o->out, text);
+    ts_free(text);
+    return rc;
+}
+
+/* A program with host work: one plan per cluster, plus what stays on the
+ * host and the values cut between them. */
+static int dump_program(const CliOptions *o, const char *fmt, const RtProgram *prog)
+{
+    if (strcmp(fmt, "dot") == 0)
+        return write_out(o, rt_program_dot(prog));
+    int32_t n = prog->ncluster;
+    Plan **plans = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *plans);
+    int rc = plans ? CLI_OK : CLI_FAIL;
+    for (int32_t k = 0; rc == CLI_OK && k < n; k++)
+        rc = cli_build_plan(o, &prog->cluster[k], &plans[k]);
+    if (rc == CLI_OK && n == 0) {
+        fprintf(stderr, "tessel: %s: no device work: nothing is partitioned\n", o->pos[0]);
+        rc = CLI_OK;
+    } else if (rc == CLI_OK) {
+        rc = write_out(o, strcmp(fmt, "json") == 0 ? rt_plans_json(plans, n, &prog->res)
+                                                   : rt_plans_text(plans, n, &prog->res));
+    }
+    for (int32_t k = 0; plans && k < n; k++)
+        plan_free(plans[k]);
+    ts_free(plans);
+    return rc;
+}
+
 static int run_plan(const CliOptions *o)
 {
     if (o->npos != 1)
@@ -39,21 +74,19 @@ static int run_plan(const CliOptions *o)
     int rc = cli_prepare(o, o->pos[0], &p);
     if (rc != CLI_OK)
         return rc;
-    Plan *plan = NULL;
-    rc = cli_build_plan(o, &p, &plan);
-    if (rc == CLI_OK) {
-        char *text = strcmp(fmt, "json") == 0  ? rt_plan_json(plan)
-                     : strcmp(fmt, "dot") == 0 ? rt_plan_dot(plan, p.c.src, p.c.spmd)
-                                               : rt_plan_text(plan);
-        if (!text) {
-            fprintf(stderr, "tessel: error: out of memory\n");
-            rc = CLI_FAIL;
-        } else {
-            rc = cli_write_text(o->out, text);
+    if (p.has_host)
+        rc = dump_program(o, fmt, &p.prog);
+    else {
+        Plan *plan = NULL;
+        rc = cli_build_plan(o, &p.c, &plan);
+        if (rc == CLI_OK) {
+            char *text = strcmp(fmt, "json") == 0  ? rt_plan_json(plan)
+                         : strcmp(fmt, "dot") == 0 ? rt_plan_dot(plan, p.c.src, p.c.spmd)
+                                                   : rt_plan_text(plan);
+            rc = write_out(o, text);
         }
-        ts_free(text);
+        plan_free(plan);
     }
-    plan_free(plan);
     cli_program_free(&p);
     return rc;
 }

@@ -266,6 +266,10 @@ static int run_mpi(const CliOptions *o, double *t)
     int64_t l = 0;
     st = cli_prepare_diag(o, o->pos[0], &p, &d);
     t[1] = cli_now();
+    if (st == IR_OK && p.has_host)
+        st = ir_error(&d, IR_EUNSUPPORTED, o->pos[0], NULL, (IrPos){0, 0},
+                      "the module has host work (host ops between device clusters); under mpirun only modules "
+                      "without host ops run today: run it in one process (`tessel run MODEL.hlo`)");
     if (st == IR_OK) {
         int64_t ndev = p.c.num_partitions * p.c.num_replicas;
         int64_t want = p.from_plan ? p.c.hosts : (o->hosts ? o->hosts : hosts);
@@ -357,6 +361,29 @@ done:
     return rc;
 }
 
+/* A module with host work: the host program runs here and launches each
+ * device cluster, partitioned on its own, on the N x R in-process devices. */
+static int run_program(const CliOptions *o, const CliProgram *p, double *t)
+{
+    if (o->steps > 1)
+        return cli_usage_error(&cli_cmd_run, "--steps is not supported for modules with host work");
+    RtArgs args = {0};
+    DevValue *result = NULL;
+    IrDiag d = {0};
+    RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
+    IrStatus st = rt_bind_inputs(p->reference, &bo, &args, &d);
+    t[2] = cli_now();
+    if (st == IR_OK)
+        st = rt_run_program_local(&p->prog, &args, &result, &d);
+    t[3] = cli_now();
+    if (st == IR_OK)
+        st = write_or_print(o, result, &d);
+    t[4] = cli_now();
+    dev_value_unref(result);
+    rt_args_free(&args);
+    return st == IR_OK ? CLI_OK : cli_report(st, &d);
+}
+
 static int run_partitioned(const CliOptions *o, double *t)
 {
     if (rt_mpi_launched())
@@ -366,6 +393,11 @@ static int run_partitioned(const CliOptions *o, double *t)
     t[1] = cli_now();
     if (rc != CLI_OK)
         return rc;
+    if (p.has_host) {
+        rc = run_program(o, &p, t);
+        cli_program_free(&p);
+        return rc;
+    }
     int64_t ndev = p.c.num_partitions * p.c.num_replicas;
     int64_t hosts = o->hosts ? o->hosts : 1;
     if (hosts != 1 || (o->local_devices && o->local_devices != ndev)) {

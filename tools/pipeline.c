@@ -79,7 +79,13 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
                  * cannot run on 4 without rewriting its annotations. */
                 m->num_partitions = n;
                 IrModule *ref = ir_module_clone(m);
-                st = ref ? rt_compile(m, n, r, &p->c, &d) : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                p->has_host = rt_has_host_ops(m);
+                if (!ref)
+                    st = ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                else if (p->has_host)
+                    st = rt_compile_program(m, n, r, &p->prog, &d);
+                else
+                    st = rt_compile(m, n, r, &p->c, &d);
                 if (st == IR_OK)
                     p->reference = ref;
                 else
@@ -99,6 +105,7 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
 void cli_program_free(CliProgram *p)
 {
     rt_compiled_free(&p->c);
+    rt_program_free(&p->prog);
     ir_module_free(p->reference);
     memset(p, 0, sizeof *p);
 }
