@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# clusters.sh: modules with host work through the command line: tessel_print
+# between device work (two clusters), a host-side while whose body has a
+# host op, tessel_save writing a .npy; partitioned runs equal --reference;
+# the plan lists the clusters, host instructions and cut values; a plan file
+# of such a module is refused with a clear message.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+inst() { # inst NAME N: tests/models/NAME.hlo with @N/@D filled in
+    sed -e "s/@N/$2/g" -e "s/@D/$(seq -s, 0 $(($2 - 1)))/g" "$TESSEL_SRC/tests/models/$1.hlo" >"$WORK/$1.$2.hlo"
+    echo "$WORK/$1.$2.hlo"
+}
+
+for n in 2 4; do
+    m=$(inst host_ops_chain "$n")
+    expect_status 0 "$TESSEL" run "$m" --random-inputs 3 --reference
+    cp "$OUT" "$WORK/ref.txt"
+    expect_status 0 "$TESSEL" run "$m" --random-inputs 3
+    cmp -s "$OUT" "$WORK/ref.txt" || fail "host_ops_chain N=$n differs from the reference: $(cat "$OUT")"
+    expect_in "$OUT" "shown: f32[8,6]"
+done
+m=$(inst host_attr_while 3)
+expect_status 0 "$TESSEL" run "$m" --random-inputs 4 --reference --output-dir "$WORK/wr"
+expect_status 0 "$TESSEL" run "$m" --random-inputs 4 --output-dir "$WORK/wp"
+cmp -s "$WORK/wr/output_0.npy" "$WORK/wp/output_0.npy" || fail "host_attr_while differs from the reference"
+
+# the plan: two clusters, the host op, the cut values
+m=$(inst host_ops_chain 2)
+expect_status 0 "$TESSEL" plan "$m"
+expect_in "$OUT" "cluster cluster_0 (called by"
+expect_in "$OUT" "cluster cluster_1 (called by"
+expect_in "$OUT" "main/shown host-op"
+expect_in "$OUT" "main/a: cluster 0 -> host"
+expect_status 0 "$TESSEL" plan "$m" --format json
+"$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [c["name"] for c in d["clusters"]] == ["cluster_0", "cluster_1"], d["clusters"]
+assert d["clusters"][0]["source_instructions"] == ["a"]
+assert any(h["name"] == "shown" and h["kind"] == "host-op" for h in d["host_instructions"])
+assert any(c["value"] == "a" and c["from"] == 0 and c["to"] == -1 for c in d["cuts"])
+' "$OUT" || fail "plan JSON"
+expect_status 0 "$TESSEL" plan "$m" --format dot
+expect_in "$OUT" 'subgraph "cluster_1"'
+expect_status 2 "$TESSEL" compile "$m" -o "$WORK/x.plan"
+expect_in "$ERR" "has host work"
+
+# tessel_save writes its operand; the result is its operand unchanged
+cat >"$WORK/save.hlo" <<HLO
+HloModule save, num_partitions=2
+
+ENTRY main {
+  x = f32[4] parameter(0), sharding={devices=[2]0,1}
+  y = f32[4] multiply(x, x)
+  s = f32[4] custom-call(y), custom_call_target="tessel_save", backend_config="$WORK/saved.npy"
+  ROOT z = f32[4] add(s, x)
+}
+HLO
+npy_write "$WORK/x.npy" '<f4' 4 1 2 3 4
+expect_status 0 "$TESSEL" run "$WORK/save.hlo" --input 0="$WORK/x.npy" --output-dir "$WORK/so"
+[ "$(npy_dump "$WORK/saved.npy")" = "<f4 4 1 4 9 16" ] || fail "saved: $(npy_dump "$WORK/saved.npy")"
+[ "$(npy_dump "$WORK/so/output_0.npy")" = "<f4 4 2 6 12 20" ] || fail "save output: $(npy_dump "$WORK/so/output_0.npy")"
+echo "clusters: ok"
