@@ -32,8 +32,6 @@
 
 #include <string.h>
 
-static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
-
 static IrStatus oom(PComp *pc)
 {
     return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
@@ -409,24 +407,29 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
 /* ---- scatter ---- */
 
 typedef struct ScatterDims {
-    int32_t orank, urank;
+    int32_t orank, urank, irank, nb;
     int64_t ivd;
     int64_t op_to_upd[IR_MAX_RANK]; /* operand window dim -> updates dim, -1 */
-    int64_t upd_to_op[IR_MAX_RANK]; /* updates window dim of a passthrough operand dim -> it, -1 */
     bool pass[IR_MAX_RANK];         /* passthrough operand dim */
     bool trivial[IR_MAX_RANK];      /* indexed operand dim with window size 1 */
+    /* Iteration dims: the operand's dims, then one per indices batch dim. */
+    int64_t upd_to_it[IR_MAX_RANK]; /* updates dim -> iteration dim, -1 */
+    int64_t ix_to_it[IR_MAX_RANK];  /* indices dim -> iteration dim, -1 for ivd */
 } ScatterDims;
 
-static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *upd, ScatterDims *s)
+static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix, const IrShape *upd,
+                         ScatterDims *s)
 {
     const IrScatterDnums *dn = &ins->a.scatter;
-    if (dn->input_batching_dims.n > 0 || op->rank > IR_MAX_RANK || upd->rank > IR_MAX_RANK)
+    if (dn->input_batching_dims.n > 0 || op->rank > IR_MAX_RANK || upd->rank > IR_MAX_RANK ||
+        ix->rank > IR_MAX_RANK)
         return false;
     s->orank = op->rank;
     s->urank = upd->rank;
+    s->irank = ix->rank;
     s->ivd = dn->index_vector_dim;
     for (int32_t d = 0; d < upd->rank; d++)
-        s->upd_to_op[d] = -1;
+        s->upd_to_it[d] = -1;
     int32_t w = 0;
     for (int32_t d = 0; d < op->rank; d++) {
         s->op_to_upd[d] = -1;
@@ -440,84 +443,187 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *u
         s->pass[d] = s->op_to_upd[d] >= 0 && !indexed && size == op->dims[d];
         s->trivial[d] = indexed && size == 1;
         if (s->pass[d])
-            s->upd_to_op[s->op_to_upd[d]] = d;
+            s->upd_to_it[s->op_to_upd[d]] = d;
     }
+    /* k-th indices batch dim <-> k-th updates scatter dim. */
+    s->nb = 0;
+    int32_t u = 0;
+    for (int32_t d = 0; d < ix->rank; d++) {
+        s->ix_to_it[d] = -1;
+        if (d == s->ivd)
+            continue;
+        while (u < upd->rank && index_of(&dn->update_window_dims, u) >= 0)
+            u++;
+        if (u >= upd->rank)
+            return false;
+        s->ix_to_it[d] = s->orank + s->nb;
+        s->upd_to_it[u++] = s->orank + s->nb++;
+    }
+    return s->orank + s->nb <= IR_MAX_RANK;
+}
+
+typedef struct ScatterPlan {
+    IrSharding *iter, *op, *ix, *upd, *partial;
+    bool reduce; /* indices batch dims tiled: partial results */
+    int64_t cost;
+} ScatterPlan;
+
+static bool scatter_plan(PComp *pc, int32_t i, const ScatterDims *s, IrSharding *iter, bool can_reduce,
+                         ScatterPlan *p)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_arena(pc);
+    int32_t n = (ins->nopnd - 1) / 2;
+    if (!iter)
+        return false;
+    int64_t om[IR_MAX_RANK];
+    for (int32_t d = 0; d < s->orank; d++)
+        om[d] = s->pass[d] || s->trivial[d] ? d : -1;
+    p->iter = iter;
+    p->op = shd_project(a, iter, s->orank, om);
+    p->ix = shd_project(a, iter, s->irank, s->ix_to_it);
+    p->upd = shd_project(a, iter, s->urank, s->upd_to_it);
+    p->partial = p->op ? shd_broadcast_to_shape(a, p->op, &ins->shape) : NULL;
+    if (!p->op || !p->ix || !p->upd || !p->partial)
+        return false;
+    p->reduce = false;
+    for (int32_t k = 0; k < s->nb; k++)
+        p->reduce |= shd_tiles(iter, s->orank + k) > 1;
+    if (p->reduce && !can_reduce)
+        return false;
+    IrShape local;
+    int64_t out_bytes = 0;
+    if (shd_shard_shape(a, &ins->shape, p->partial, &local) == IR_OK)
+        out_bytes = ir_shape_bytes(&local);
+    p->cost = reshard_cost(&ins->shape, p->partial, pc->shd[i]) + (p->reduce ? 2 * out_bytes : 0) +
+              reshard_cost(&pc->sc->instr[ins->opnd[n]].shape, pc->shd[ins->opnd[n]], p->ix);
+    for (int32_t k = 0; k < n; k++)
+        p->cost += reshard_cost(&pc->sc->instr[ins->opnd[k]].shape, pc->shd[ins->opnd[k]], p->op) +
+                   reshard_cost(&pc->sc->instr[ins->opnd[n + 1 + k]].shape, pc->shd[ins->opnd[n + 1 + k]], p->upd);
     return true;
 }
 
-/* Scatter, as in the file comment. Worked example (2 devices): table
- * f32[10,4] {devices=[2,1]0,1}, scatter-add of updates f32[6,4] at rows
- * ids s32[6,1] (both replicated): device 1 subtracts its offset 5 from
- * every id, so id 7 becomes 2 (applied to its local row 2 = row 7) while
- * id 3 becomes -2 and is dropped as out of bounds; device 0 keeps ids as
- * they are and drops id 7 (>= its 5 rows). No communication. */
+/* pred[]: true on the device whose iteration coordinates along `dims` are
+ * all 0 (the one device of its group that keeps the operand). */
+static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims)
+{
+    int64_t n = pc->sp->n;
+    int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    if (!tab)
+        return oom(pc), -1;
+    int64_t c[IR_MAX_RANK + 2];
+    for (int64_t p = 0; p < n; p++) {
+        tab[p] = 1;
+        if (shd_device_coords(s, p, c))
+            for (int32_t k = 0; k < ndims; k++)
+                if (c[dims[k]] != 0)
+                    tab[p] = 0;
+    }
+    return emit_compare(pc, emit_table_lookup(pc, tab), emit_s32(pc, 1), CMP_EQ);
+}
+
+/* Scatter, as in the file comment, plus index passthrough: with indices
+ * and updates tiled on the scatter (batch) dims and a simple combiner
+ * (add, max, ...; one operand), each device scatters its own updates into
+ * the operand (kept by the first device of each group, the combiner's
+ * identity elsewhere) and an all-reduce with the combiner merges them.
+ * Padding rows of uneven indices get index -1, out of bounds: dropped.
+ * Worked example (2 devices): table f32[10,4] {devices=[2,1]0,1},
+ * scatter-add of updates f32[6,4] at rows ids s32[6,1] (both replicated):
+ * device 1 subtracts its offset 5 from every id, so id 7 becomes 2
+ * (applied to its local row 2 = row 7) while id 3 becomes -2 and is dropped
+ * as out of bounds; device 0 keeps ids as they are and drops id 7 (>= its 5
+ * rows). No communication. */
 IrStatus spmd_scatter(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     IrArena *a = pc_arena(pc);
     int32_t n = (ins->nopnd - 1) / 2;
-    if (n < 1)
+    if (n < 1 || ins->ncalled < 1)
         return spmd_fallback(pc, i);
-    const IrInstr *o = &pc->sc->instr[ins->opnd[0]], *u = &pc->sc->instr[ins->opnd[n + 1]];
+    const IrInstr *o = &pc->sc->instr[ins->opnd[0]], *x = &pc->sc->instr[ins->opnd[n]],
+                  *u = &pc->sc->instr[ins->opnd[n + 1]];
     ScatterDims s;
     for (int32_t k = 0; k < ins->nopnd; k++)
         if (!plannable(pc->shd[ins->opnd[k]]))
             return spmd_fallback(pc, i);
-    if (!plannable(pc->shd[i]) || !scatter_dims(ins, &o->shape, &u->shape, &s))
+    if (!plannable(pc->shd[i]) || !scatter_dims(ins, &o->shape, &x->shape, &u->shape, &s))
         return spmd_fallback(pc, i);
+    IrOpcode red = n == 1 ? ir_simple_reducer(pc->sp->src, ins->called[0]) : OP_COUNT;
     const IrSharding *out0 = pc->shd[i];
     if (ins->shape.type == IR_TUPLE && (out0 = shd_tuple_element(a, pc->shd[i], &ins->shape, 0)) == NULL)
         return oom(pc);
-    int64_t from_out[IR_MAX_RANK], from_upd[IR_MAX_RANK];
-    for (int32_t d = 0; d < s.orank; d++) {
-        from_out[d] = s.pass[d] || s.trivial[d] ? d : -1;
-        from_upd[d] = s.pass[d] ? s.op_to_upd[d] : -1;
+    int32_t it = s.orank + s.nb;
+    int64_t from_out[IR_MAX_RANK], from_ix[IR_MAX_RANK], from_upd[IR_MAX_RANK];
+    for (int32_t j = 0; j < it; j++) {
+        from_out[j] = j < s.orank && (s.pass[j] || s.trivial[j]) ? j : -1;
+        from_ix[j] = from_upd[j] = -1;
     }
-    IrSharding *cand[3] = {
-        shd_project(a, out0, s.orank, from_out),
-        shd_project(a, pc->shd[ins->opnd[0]], s.orank, from_out),
-        shd_project(a, pc->shd[ins->opnd[n + 1]], s.orank, from_upd),
+    for (int32_t d = 0; d < s.irank; d++)
+        if (s.ix_to_it[d] >= 0)
+            from_ix[s.ix_to_it[d]] = d;
+    for (int32_t d = 0; d < s.urank; d++)
+        if (s.upd_to_it[d] >= 0)
+            from_upd[s.upd_to_it[d]] = d;
+    IrSharding *cand[4] = {
+        shd_project(a, out0, it, from_out),
+        shd_project(a, pc->shd[ins->opnd[0]], it, from_out),
+        shd_project(a, pc->shd[ins->opnd[n + 1]], it, from_upd),
+        shd_project(a, pc->shd[ins->opnd[n]], it, from_ix),
     };
-    IrSharding *iter = NULL, *upd = NULL;
-    int64_t best = 0;
-    for (int32_t c = 0; c < 3; c++) {
-        if (!cand[c])
-            return oom(pc);
-        IrSharding *us = shd_project(a, cand[c], s.urank, s.upd_to_op);
-        if (!us)
-            return oom(pc);
-        int64_t cost = reshard_cost(&ins->shape, cand[c], out0);
-        for (int32_t k = 0; k < n; k++)
-            cost += reshard_cost(&pc->sc->instr[ins->opnd[k]].shape, pc->shd[ins->opnd[k]], cand[c]) +
-                    reshard_cost(&pc->sc->instr[ins->opnd[n + 1 + k]].shape, pc->shd[ins->opnd[n + 1 + k]], us);
-        cost += reshard_cost(&pc->sc->instr[ins->opnd[n]].shape, pc->shd[ins->opnd[n]], &repl_sharding);
-        if (!iter || cost < best) {
-            iter = cand[c];
-            upd = us;
-            best = cost;
+    ScatterPlan best = {0}, p;
+    bool have = false;
+    for (int32_t c = 0; c < 4; c++)
+        if (scatter_plan(pc, i, &s, cand[c], red != OP_COUNT, &p) && (!have || p.cost < best.cost)) {
+            best = p;
+            have = true;
         }
-    }
+    if (!have) /* the output's candidate never needs a reduce: only OOM gets here */
+        return oom(pc);
+
     int32_t ops[ins->nopnd];
     for (int32_t k = 0; k < n; k++) {
-        ops[k] = operand_as(pc, i, k, iter);
-        ops[n + 1 + k] = operand_as(pc, i, n + 1 + k, upd);
+        ops[k] = operand_as(pc, i, k, best.op);
+        ops[n + 1 + k] = operand_as(pc, i, n + 1 + k, best.upd);
     }
-    int32_t iv = operand_as(pc, i, n, &repl_sharding);
+    int32_t iv = operand_as(pc, i, n, best.ix);
     bool shift = false;
     for (int32_t d = 0; d < s.orank; d++)
-        shift |= s.trivial[d] && shd_tiles(iter, d) > 1;
-    if (shift) {
+        shift |= s.trivial[d] && shd_tiles(best.op, d) > 1;
+    int64_t bdims[IR_MAX_RANK];
+    for (int32_t k = 0; k < s.nb; k++)
+        bdims[k] = s.orank + k;
+    if (shift || best.reduce)
         iv = explicit_indices(pc, iv, s.ivd);
-        iv = shift_indices(pc, iv, s.ivd, &ins->a.scatter.scatter_dims_to_operand_dims, iter, &o->shape);
+    if (best.reduce) {
+        /* Padding rows of the indices must not scatter anything. */
+        IrType t = iv >= 0 ? val_shape(pc, iv)->type : IR_S32;
+        iv = mask_padding(pc, iv, &x->shape, best.ix, emit_scalar_const(pc, t, -1));
+        IrType ot = o->shape.type;
+        int32_t keep = first_in_group(pc, best.iter, s.nb, bdims);
+        IrShape os = ops[0] >= 0 ? *val_shape(pc, ops[0]) : o->shape;
+        IrShape ps;
+        if (ir_shape_make(a, &ps, IR_PRED, os.rank, os.dims) != IR_OK)
+            return oom(pc);
+        int32_t id = emit_broadcast(pc, emit_scalar_const(pc, ot, reducer_identity(red, ot)), &os, 0, NULL);
+        ops[0] = emit_select(pc, emit_broadcast(pc, keep, &ps, 0, NULL), ops[0], id);
     }
+    if (shift)
+        iv = shift_indices(pc, iv, s.ivd, &ins->a.scatter.scatter_dims_to_operand_dims, best.op, &o->shape);
     ops[n] = iv;
-    IrSharding *rs = shd_broadcast_to_shape(a, iter, &ins->shape);
     IrShape local;
-    if (!rs || shd_shard_shape(a, &ins->shape, rs, &local) != IR_OK)
+    if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
         return oom(pc);
     int32_t called = spmd_scalar_comp(pc->sp, ins->called[0]);
     if (called < 0)
         return oom(pc);
     int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, rs, pc->shd[i]));
+    if (best.reduce) {
+        int32_t ng, size;
+        int64_t *groups;
+        if (!shd_groups_along(pc, best.iter, s.nb, bdims, &ng, &size, &groups))
+            return oom(pc);
+        v = emit_all_reduce(pc, v, red, ng, size, groups);
+    }
+    return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
 }
