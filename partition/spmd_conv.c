@@ -202,13 +202,14 @@ int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const Sp
         left = shift(pc, rows(pc, v, d, si - h->lo_ex, si), s, d, +1);
     if (h->hi_ex > 0)
         right = shift(pc, rows(pc, v, d, 0, h->hi_ex), s, d, -1);
+    /* A failed piece must not pass for an absent one (concat3's -1). */
+    if ((h->lo_ex > 0 && left < 0) || (h->hi_ex > 0 && right < 0))
+        return -1;
     int32_t ext = concat3(pc, left, v, right, d);
     if (ext < 0)
         return -1;
     if (h->lo > h->lo_ex || h->hi > h->hi_ex) {
-        const IrShape *es = val_shape(pc, ext);
         int64_t lo[IR_MAX_RANK] = {0}, hi[IR_MAX_RANK] = {0};
-        (void)es;
         lo[d] = h->lo - h->lo_ex;
         hi[d] = h->hi - h->hi_ex;
         ext = emit_pad(pc, ext, padval, lo, hi);
