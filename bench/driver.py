@@ -16,6 +16,7 @@ and exits 1.
 import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -141,6 +142,14 @@ def bench_elementwise(o):
             "median of %d) ratio %.2f" % (gbs, median(t), stream, n >> 20, REPS, gbs / stream))
 
 
+def fit_exponent(counts, ms):
+    """Least-squares slope of log(time) over log(instructions): 1.0 is linear."""
+    xs = [math.log(c) for c in counts]
+    ys = [math.log(m) for m in ms]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
 def bench_compile(o):
     sizes = [1000, 4000, 16000, 64000]
     files = [gen("transformer", [n], os.path.join(o["work"], "transformer_%d.hlo" % n)) for n in sizes]
@@ -149,8 +158,10 @@ def bench_compile(o):
         m = re.search(r"(\d+) instructions", run([o["tessel"], "check", f]).stdout)
         counts.append(int(m.group(1)))
     times = {n: [] for n in sizes}
+    cpu = {n: [] for n in sizes}  # user+sys of the compile process: less sensitive to a busy machine
     null = []
     plan = os.path.join(o["work"], "transformer.plan")
+    broken = None  # (instructions, why): the first size tessel could not compile
     for r in range(-1, REPS):
         # Process start, measured each round: `tessel --version` loads the
         # same binary and libraries and does nothing.
@@ -158,12 +169,18 @@ def bench_compile(o):
         run([o["tessel"], "--version"])
         nt = (time.perf_counter() - t0) * 1e3
         for n, f, c in zip(sizes, files, counts):
+            if broken and c >= broken[0]:
+                break
             t0 = time.perf_counter()
+            u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             p = run([o["tessel"], "compile", f, "-o", plan], check=False)
             ms = (time.perf_counter() - t0) * 1e3
+            u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cms = (u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime) * 1e3
             if p.returncode != 0:
                 why = "signal %d" % -p.returncode if p.returncode < 0 else "status %d" % p.returncode
-                raise Failed("tessel compile of %d instructions: %s %s" % (c, why, p.stderr.strip()[-200:]))
+                broken = (c, why + (" " + p.stderr.strip()[-200:] if p.stderr.strip() else ""))
+                break
             text = open(plan).read()
             layers = (c - 12) // 36
             if "// TesselEnd" not in text or text.count(" all-reduce(") < layers:
@@ -171,18 +188,20 @@ def bench_compile(o):
                              % (c, text.count(" all-reduce("), layers))
             if r >= 0:
                 times[n].append(ms)
+                cpu[n].append(cms)
         if r >= 0:
             null.append(nt)
     start = median(null)
-    med = [max(median(times[n]) - start, 1e-3) for n in sizes]
-    # Least-squares slope of log(time) over log(instructions).
-    xs = [math.log(c) for c in counts]
-    ys = [math.log(m) for m in med]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    k = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    per = ", ".join("%d: %.1f ms" % (c, m) for c, m in zip(counts, med))
-    return ("%s (process start %.1f ms subtracted, median of %d) %.2f us/instruction at %d "
-            "ratio %.2f" % (per, start, REPS, med[-1] * 1e3 / counts[-1], counts[-1], k))
+    done = [(c, max(median(times[n]) - start, 1e-3)) for n, c in zip(sizes, counts) if times[n]]
+    per = ", ".join("%d: %.1f ms" % cm for cm in done)
+    cpus = ", ".join("%.1f" % median(cpu[n]) for n in sizes if cpu[n])
+    k = fit_exponent([c for c, _ in done], [m for _, m in done]) if len(done) >= 2 else float("nan")
+    line = ("%s (process start %.1f ms subtracted; cpu %s ms; median of %d) %.2f us/instruction at %d "
+            "ratio %.2f" % (per, start, cpus, REPS, done[-1][1] * 1e3 / done[-1][0], done[-1][0], k)
+            if done else "")
+    if broken:
+        raise Failed("tessel compile of %d instructions: %s; %s" % (broken[0], broken[1], line))
+    return line
 
 
 def bench_memory(o):
