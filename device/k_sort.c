@@ -9,17 +9,27 @@
  *
  * The sort is a bottom-up merge sort of a permutation, so it is always
  * stable (is_stable=true or not): on a tie the element that came first
- * stays first. A comparator that is a single `compare` of parameters 0 and
- * 1 with direction LT or GT (either argument order) is evaluated directly
- * on the keys of operand 0 (fast path); any other comparator is called
- * through dev_call for each comparison.
+ * stays first.
  *
- * Compare types (fast path): for floats, the default and FLOAT are IEEE
- * comparisons (anything compared with NaN is false, so NaNs stay where the
- * merge leaves them); TOTALORDER orders
- * -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN. Integers compare by
- * their own signedness, pred as 0 < 1 (a compare type that reinterprets an
- * integer's signedness takes the general path).
+ * Comparisons. Calling the comparator through dev_call for each of the
+ * n log n comparisons is the general path. Most comparators have a shape
+ * that allows much better (the native path):
+ *   - every sub-expression that depends only on the lhs parameters (or only
+ *     on the rhs ones) is a per-element "key": it is computed once for all
+ *     elements, by running a copy of it lifted to whole arrays through
+ *     dev_execute (parameters used as they are need no run at all);
+ *   - the remaining "mixed" instructions, which combine lhs and rhs keys,
+ *     must be compare, select, and, or, xor or not; they are evaluated here
+ *     in C for each comparison.
+ * `compare(p0, p1), direction=LT` is the simplest case (two parameter keys,
+ * one mixed compare); TopK's comparators (bit-twiddled float keys, ties
+ * broken by an iota operand) are covered too. A comparator with any other
+ * instruction takes the general path.
+ *
+ * Native compares follow XLA: floats compare as IEEE values (anything with
+ * NaN is unordered: false, except NE) unless type=TOTALORDER, which orders
+ * -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN; integers by their
+ * signedness or the explicit SIGNED / UNSIGNED type; pred as 0 < 1.
  */
 #include "device.h"
 
@@ -43,10 +53,20 @@ static bool is_array_value(const DevValue *v)
 }
 
 /* ------------------------------------------------------------------ */
-/* Comparators                                                         */
+/* Scalar values of the native evaluator                               */
 /* ------------------------------------------------------------------ */
 
-typedef enum KeyKind { KEY_F64, KEY_I64, KEY_U64 } KeyKind;
+/* One scalar: floats as double (plus their total-order key), signed ints
+ * sign-extended, unsigned ints and pred zero-extended. The type is known
+ * statically from the instruction that produced it. */
+typedef struct Val {
+    union {
+        double f;
+        int64_t s;
+        uint64_t u;
+    } v;
+    int64_t tot;
+} Val;
 
 /* A float's position in IEEE totalOrder as a signed integer: negative
  * values have their magnitude bits flipped so larger magnitudes sort lower.
@@ -64,99 +84,501 @@ static int64_t total_order_key(IrType t, const void *base, int64_t i)
     return v < 0 ? v ^ mag : v;
 }
 
+static Val val_load(IrType t, const uint8_t *base, int64_t i)
+{
+    Val x = {.tot = 0};
+    if (ir_type_is_float(t)) {
+        x.v.f = dev_load_f64(t, base, i);
+        x.tot = total_order_key(t, base, i);
+    } else if (ir_type_is_signed_int(t)) {
+        x.v.s = dev_load_i64(t, base, i);
+    } else {
+        x.v.u = dev_load_u64(t, base, i);
+    }
+    return x;
+}
+
+/* The low ir_type_bits(t) bits. */
+static uint64_t width_mask(IrType t)
+{
+    int bits = ir_type_bits(t);
+    return bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+}
+
+/* u (bits of type t) read as a signed number. */
+static int64_t sign_extend(IrType t, uint64_t u)
+{
+    int bits = ir_type_bits(t);
+    if (bits >= 64)
+        return (int64_t)u;
+    uint64_t sign = (uint64_t)1 << (bits - 1);
+    return (int64_t)(((u & width_mask(t)) ^ sign) - sign);
+}
+
+#define CMP3(a, b) (((a) > (b)) - ((a) < (b)))
+
+/* Three-way compare of a and b (type t) under compare type ct; sets
+ * *unordered for IEEE compares involving NaN. */
+static int val_cmp(IrType t, IrCmpType ct, Val a, Val b, bool *unordered)
+{
+    *unordered = false;
+    if (ir_type_is_float(t)) {
+        if (ct == CMPT_TOTALORDER)
+            return CMP3(a.tot, b.tot);
+        if (isnan(a.v.f) || isnan(b.v.f)) {
+            *unordered = true;
+            return 0;
+        }
+        return CMP3(a.v.f, b.v.f);
+    }
+    if (ir_type_is_signed_int(t)) {
+        if (ct == CMPT_UNSIGNED) {
+            uint64_t x = a.v.u & width_mask(t), y = b.v.u & width_mask(t);
+            return CMP3(x, y);
+        }
+        return CMP3(a.v.s, b.v.s);
+    }
+    if (ct == CMPT_SIGNED) {
+        int64_t x = sign_extend(t, a.v.u), y = sign_extend(t, b.v.u);
+        return CMP3(x, y);
+    }
+    return CMP3(a.v.u, b.v.u);
+}
+
+static bool dir_holds(IrCmpDir dir, int c, bool unordered)
+{
+    if (unordered)
+        return dir == CMP_NE;
+    switch (dir) {
+    case CMP_EQ: return c == 0;
+    case CMP_NE: return c != 0;
+    case CMP_LT: return c < 0;
+    case CMP_LE: return c <= 0;
+    case CMP_GT: return c > 0;
+    case CMP_GE: return c >= 0;
+    default: return false;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* The native comparator                                               */
+/* ------------------------------------------------------------------ */
+
+/* A key: a comparator instruction whose value depends on one element only. */
+typedef struct Leaf {
+    int32_t instr;          /* in the comparator */
+    bool rhs;               /* a function of the rhs element (else lhs) */
+    IrType t;
+    const DevValue *src;    /* the array of its values (an operand, or lifted) */
+    Val *row;               /* its values over the current row */
+} Leaf;
+
+/* A mixed instruction, evaluated per comparison. Operand refs: >= 0 a node,
+ * < 0 leaf -1-ref. */
+typedef struct Node {
+    IrOpcode op;
+    IrType t;               /* result type */
+    IrType ot;              /* compare: operand type */
+    IrCmpDir dir;
+    IrCmpType ct;
+    int32_t nopnd;
+    int32_t ref[3];
+} Node;
+
 /* The state of one sort: operands, the current row, the comparator. */
 typedef struct SortRun {
     const DevKernelArgs *k;
     int32_t n;                /* operands */
     int64_t len, stride;      /* row length and element stride along d */
     int64_t base;             /* first element of the current row */
-    /* Fast path. */
-    bool fast;
-    KeyKind kind;
-    bool total;               /* floats by total order */
-    bool greater;             /* "a before b" is key(a) > key(b) */
-    union { double f; int64_t s; uint64_t u; } *key;   /* keys of the current row */
+    /* Native path. */
+    bool native;
+    int32_t nleaf, nnode;
+    Leaf *leaf;
+    Node *node;               /* in dependency order; the root last */
+    Val *vals;                /* per-node values during one comparison */
+    DevValue *lifted;         /* the lifted keys (a tuple), or NULL */
     /* General path. */
     DevValue **slot;          /* 2n scalar arguments */
     IrStatus st;              /* first comparator failure */
 } SortRun;
 
-/* Recognise `ROOT compare(p0, p1), direction=LT|GT` (or p1, p0). */
-static bool fast_comparator(SortRun *r)
+/* Instructions a lifted key may contain. */
+static bool liftable(const IrInstr *ins)
 {
-    const IrModule *m = r->k->m;
-    const IrComputation *c = m->comp[r->k->ins->called[0]];
-    IrType t = r->k->opnd[0]->shape.type;
-    if (c->nparam != 2 * r->n || c->root < 0 || c->param[0] < 0 || c->param[1] < 0)
+    if (ins->ncalled > 0 || ins->shape.type == IR_TUPLE || ins->shape.rank != 0 ||
+        ir_type_is_complex(ins->shape.type))
         return false;
-    const IrInstr *root = &c->instr[c->root];
-    if (root->op != OP_COMPARE || root->nopnd != 2 ||
-        (root->a.direction != CMP_LT && root->a.direction != CMP_GT))
+    if (ins->op == OP_PARAMETER || ins->op == OP_CONSTANT)
+        return true;
+    if (ins->op == OP_BITCAST_CONVERT) /* scalars: the same bits, reinterpreted */
+        return true;
+    return ir_op_is_elementwise(ins->op) && ins->op != OP_REAL && ins->op != OP_IMAG;
+}
+
+/* Instructions the evaluator runs per comparison (on scalars, no complex). */
+static bool evaluable(const IrComputation *c, const IrInstr *ins)
+{
+    if (ins->shape.type == IR_TUPLE || ins->shape.rank != 0 || ins->ncalled > 0)
         return false;
-    bool lt = root->a.direction == CMP_LT;
-    if (root->opnd[0] == c->param[0] && root->opnd[1] == c->param[1])
-        r->greater = !lt;
-    else if (root->opnd[0] == c->param[1] && root->opnd[1] == c->param[0])
-        r->greater = lt;
-    else
-        return false;
-    IrCmpType ct = root->a.cmp_type;
-    r->total = false;
-    if (ir_type_is_float(t)) {
-        if (ct == CMPT_SIGNED || ct == CMPT_UNSIGNED)
+    for (int32_t i = 0; i < ins->nopnd; i++) {
+        const IrShape *s = &c->instr[ins->opnd[i]].shape;
+        if (s->type == IR_TUPLE || s->rank != 0 || !ir_type_is_array(s->type) ||
+            ir_type_is_complex(s->type))
             return false;
-        r->total = ct == CMPT_TOTALORDER;
-        r->kind = r->total ? KEY_I64 : KEY_F64;
-    } else if (ir_type_is_signed_int(t)) {
-        /* An explicit type other than SIGNED reinterprets bits: general path. */
-        if (ct != CMPT_DEFAULT && ct != CMPT_SIGNED && ct != CMPT_TOTALORDER)
-            return false;
-        r->kind = KEY_I64;
-    } else if (ir_type_is_unsigned_int(t) || t == IR_PRED) {
-        if (ct != CMPT_DEFAULT && ct != CMPT_UNSIGNED && ct != CMPT_TOTALORDER)
-            return false;
-        r->kind = KEY_U64;
-    } else {
+    }
+    switch (ins->op) {
+    case OP_COMPARE: return ins->nopnd == 2 && ins->a.direction != CMP_NONE;
+    case OP_SELECT: return ins->nopnd == 3;
+    case OP_AND: case OP_OR: case OP_XOR: return ins->nopnd == 2 && !ir_type_is_float(ins->shape.type);
+    case OP_NOT: return ins->nopnd == 1 && !ir_type_is_float(ins->shape.type);
+    default: return false;
+    }
+}
+
+/* The analysis of one comparator: per instruction, which sides it depends
+ * on (bit 1: lhs parameters, bit 2: rhs), whether the root needs it, and
+ * whether a lifted key needs it. */
+typedef struct Analysis {
+    const IrComputation *c;
+    int32_t *order, *leaf_of, *node_of;
+    uint8_t *dep;
+    bool *reach, *lift;
+} Analysis;
+
+static void analysis_free(Analysis *a)
+{
+    ts_free(a->order);
+    ts_free(a->leaf_of);
+    ts_free(a->node_of);
+    ts_free(a->dep);
+    ts_free(a->reach);
+    ts_free(a->lift);
+}
+
+/* Dependencies and reachability; false (not native) or an error in *st. */
+static bool analyse(SortRun *r, Analysis *a, IrStatus *st)
+{
+    const IrComputation *c = a->c;
+    int32_t n = c->ninstr;
+    if ((*st = ir_topo_order(r->k->m, c, &a->order, r->k->d)) != IR_OK)
         return false;
+    a->dep = ts_calloc((size_t)n, 1);
+    a->reach = ts_calloc((size_t)n, sizeof *a->reach);
+    a->lift = ts_calloc((size_t)n, sizeof *a->lift);
+    a->leaf_of = ts_malloc((size_t)n * sizeof *a->leaf_of);
+    a->node_of = ts_malloc((size_t)n * sizeof *a->node_of);
+    if (!a->dep || !a->reach || !a->lift || !a->leaf_of || !a->node_of) {
+        *st = oom(r->k);
+        return false;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        int32_t i = a->order[j];
+        const IrInstr *ins = &c->instr[i];
+        a->leaf_of[i] = a->node_of[i] = -1;
+        if (ins->op == OP_PARAMETER)
+            a->dep[i] = ins->a.parameter_number % 2 == 0 ? 1 : 2;
+        for (int32_t o = 0; o < ins->nopnd; o++)
+            a->dep[i] |= a->dep[ins->opnd[o]];
+    }
+    a->reach[c->root] = true;
+    for (int32_t j = n - 1; j >= 0; j--) {
+        int32_t i = a->order[j];
+        for (int32_t o = 0; a->reach[i] && o < c->instr[i].nopnd; o++)
+            a->reach[c->instr[i].opnd[o]] = true;
     }
     return true;
 }
 
-/* Load the keys of the current row (fast path). */
-static void load_keys(SortRun *r)
+/* Classify the reachable instructions into nodes (mixed) and leaves (the
+ * non-mixed operands of nodes), marking what the leaves need lifted. */
+static bool classify(SortRun *r, Analysis *a, IrStatus *st)
 {
-    const DevValue *x = r->k->opnd[0];
-    IrType t = x->shape.type;
-    for (int64_t j = 0; j < r->len; j++) {
-        int64_t i = r->base + j * r->stride;
-        if (r->total)
-            r->key[j].s = total_order_key(t, x->data, i);
-        else if (r->kind == KEY_F64)
-            r->key[j].f = dev_load_f64(t, x->data, i);
-        else if (r->kind == KEY_I64)
-            r->key[j].s = dev_load_i64(t, x->data, i);
-        else
-            r->key[j].u = dev_load_u64(t, x->data, i);
+    const IrComputation *c = a->c;
+    int32_t n = c->ninstr;
+    if (a->dep[c->root] != 3)
+        return false;
+    r->leaf = ts_calloc((size_t)n, sizeof *r->leaf);
+    r->node = ts_calloc((size_t)n, sizeof *r->node);
+    if (!r->leaf || !r->node) {
+        *st = oom(r->k);
+        return false;
+    }
+    for (int32_t j = 0; j < n; j++) {
+        int32_t i = a->order[j];
+        const IrInstr *ins = &c->instr[i];
+        if (!a->reach[i] || a->dep[i] != 3)
+            continue;
+        if (!evaluable(c, ins))
+            return false;
+        Node *nd = &r->node[a->node_of[i] = r->nnode++];
+        nd->op = ins->op;
+        nd->t = ins->shape.type;
+        nd->ot = c->instr[ins->opnd[0]].shape.type;
+        nd->dir = ins->a.direction;
+        nd->ct = ins->a.cmp_type;
+        nd->nopnd = ins->nopnd;
+        for (int32_t o = 0; o < ins->nopnd; o++) {
+            int32_t x = ins->opnd[o];
+            if (a->dep[x] == 3) {
+                nd->ref[o] = a->node_of[x];
+                continue;
+            }
+            if (a->leaf_of[x] < 0) {
+                Leaf *lf = &r->leaf[a->leaf_of[x] = r->nleaf++];
+                lf->instr = x;
+                lf->rhs = a->dep[x] == 2;
+                lf->t = c->instr[x].shape.type;
+                if (c->instr[x].op != OP_PARAMETER)
+                    a->lift[x] = true;
+            }
+            nd->ref[o] = -1 - a->leaf_of[x];
+        }
+    }
+    /* Close the lifted set over operands (reverse order: users first). */
+    for (int32_t j = n - 1; j >= 0; j--) {
+        int32_t i = a->order[j];
+        if (!a->lift[i])
+            continue;
+        if (!liftable(&c->instr[i]))
+            return false;
+        for (int32_t o = 0; o < c->instr[i].nopnd; o++)
+            a->lift[c->instr[i].opnd[o]] = true;
+    }
+    return a->node_of[c->root] == r->nnode - 1;
+}
+
+/* Append a copy of instruction `src` to c2, retyped to an array of the
+ * operands' dims, with operands renumbered through map. */
+static int32_t lift_instr(IrModule *m2, IrComputation *c2, const IrInstr *src, const int32_t *map,
+                          const IrShape *dims)
+{
+    IrInstr ins = *src;
+    ins.name = ir_unique_name(m2, src->name);
+    ins.sharding = NULL;
+    ins.a.control_predecessors.n = 0;
+    ins.a.nfrontend = 0;
+    if (!ins.name || ir_shape_make(m2->arena, &ins.shape, src->shape.type, dims->rank, dims->dims) != IR_OK)
+        return -1;
+    if (src->nopnd > 0) {
+        if (!(ins.opnd = ir_alloc_array(m2->arena, (size_t)src->nopnd, sizeof(int32_t))))
+            return -1;
+        for (int32_t o = 0; o < src->nopnd; o++)
+            ins.opnd[o] = map[src->opnd[o]];
+    }
+    if (src->op == OP_CONSTANT) {
+        /* A scalar constant, then broadcast to the operands' dims. */
+        if (ir_shape_make(m2->arena, &ins.shape, src->shape.type, 0, NULL) != IR_OK ||
+            (src->a.literal_bytes > 0 &&
+             !(ins.a.literal = ir_alloc(m2->arena, (size_t)src->a.literal_bytes))))
+            return -1;
+        if (src->a.literal_bytes > 0)
+            memcpy(ins.a.literal, src->a.literal, (size_t)src->a.literal_bytes);
+        int32_t ci = ir_add_instr(m2, c2, &ins);
+        if (ci < 0)
+            return -1;
+        int32_t b = ir_add_simple(m2, c2, OP_BROADCAST, &ins.shape, 1, &ci, "broadcast");
+        if (b < 0 || ir_shape_make(m2->arena, &c2->instr[b].shape, src->shape.type, dims->rank,
+                                   dims->dims) != IR_OK)
+            return -1;
+        c2->instr[b].a.has_dimensions = true;
+        return b;
+    }
+    return ir_add_instr(m2, c2, &ins);
+}
+
+/* The root of the lifted computation: a tuple of the lifted leaves. */
+static bool lift_root(SortRun *r, const Analysis *a, IrModule *m2, IrComputation *c2,
+                      const int32_t *map, int32_t *nlifted)
+{
+    int32_t *ops = ir_alloc_array(m2->arena, (size_t)(r->nleaf > 0 ? r->nleaf : 1), sizeof *ops);
+    IrShape *shapes = ir_alloc_array(m2->arena, (size_t)(r->nleaf > 0 ? r->nleaf : 1), sizeof *shapes);
+    if (!ops || !shapes)
+        return false;
+    *nlifted = 0;
+    for (int32_t l = 0; l < r->nleaf; l++)
+        if (a->lift[r->leaf[l].instr]) {
+            ops[*nlifted] = map[r->leaf[l].instr];
+            shapes[(*nlifted)++] = c2->instr[map[r->leaf[l].instr]].shape;
+        }
+    IrShape ts;
+    return ir_shape_make_tuple(m2->arena, &ts, *nlifted, shapes) == IR_OK &&
+           (c2->root = ir_add_simple(m2, c2, OP_TUPLE, &ts, *nlifted, ops, "keys")) >= 0;
+}
+
+/* Build the lifted module: parameters = the comparator's (each operand
+ * twice), root = a tuple of the lifted leaves. Returns NULL on OOM. */
+static IrModule *lift_module(SortRun *r, const Analysis *a, int32_t *nlifted)
+{
+    const IrComputation *c = a->c;
+    const IrShape *dims = &r->k->opnd[0]->shape;
+    IrModule *m2 = ir_module_new("sort_keys");
+    int32_t *map = ts_malloc((size_t)c->ninstr * sizeof *map);
+    int32_t ci = m2 && map ? ir_add_computation(m2, "keys") : -1;
+    if (ci < 0)
+        goto fail;
+    IrComputation *c2 = m2->comp[ci];
+    m2->entry = ci;
+    c2->is_entry = true;
+    for (int32_t p = 0; p < 2 * r->n; p++) {
+        IrInstr ins = {.op = OP_PARAMETER, .name = ir_unique_name(m2, "p")};
+        ins.a.parameter_number = p;
+        ins.a.feature_group_count = ins.a.batch_group_count = 1;
+        if (!ins.name || ir_shape_copy(m2->arena, &ins.shape, &r->k->opnd[p / 2]->shape) != IR_OK ||
+            ir_add_instr(m2, c2, &ins) < 0)
+            goto fail;
+    }
+    for (int32_t j = 0; j < c->ninstr; j++) {
+        int32_t i = a->order[j];
+        const IrInstr *ins = &c->instr[i];
+        if (!a->lift[i])
+            continue;
+        map[i] = ins->op == OP_PARAMETER ? c2->param[ins->a.parameter_number]
+                                         : lift_instr(m2, c2, ins, map, dims);
+        if (map[i] < 0)
+            goto fail;
+    }
+    if (!lift_root(r, a, m2, c2, map, nlifted))
+        goto fail;
+    ts_free(map);
+    return m2;
+fail:
+    ts_free(map);
+    ir_module_free(m2);
+    return NULL;
+}
+
+/* Compute the lifted keys and point every leaf at its values. */
+static IrStatus bind_leaves(SortRun *r, const Analysis *a)
+{
+    int32_t nlifted = 0;
+    for (int32_t l = 0; l < r->nleaf; l++)
+        nlifted += a->lift[r->leaf[l].instr];
+    if (nlifted > 0) {
+        IrModule *m2 = lift_module(r, a, &nlifted);
+        if (!m2)
+            return oom(r->k);
+        DevValue **args = ts_malloc((size_t)(2 * r->n) * sizeof *args);
+        if (!args) {
+            ir_module_free(m2);
+            return oom(r->k);
+        }
+        for (int32_t p = 0; p < 2 * r->n; p++)
+            args[p] = r->k->opnd[p / 2];
+        DevExecOptions none = {0};
+        IrStatus st = dev_execute(m2, m2->entry, 2 * r->n, args, r->k->opt ? r->k->opt : &none,
+                                  &r->lifted, r->k->d);
+        ts_free(args);
+        ir_module_free(m2);
+        if (st != IR_OK)
+            return st;
+    }
+    for (int32_t l = 0, j = 0; l < r->nleaf; l++) {
+        Leaf *lf = &r->leaf[l];
+        const IrInstr *ins = &a->c->instr[lf->instr];
+        lf->src = a->lift[lf->instr] ? r->lifted->elems[j++]
+                                     : r->k->opnd[ins->a.parameter_number / 2];
+        if (!(lf->row = ts_malloc((size_t)(r->len > 0 ? r->len : 1) * sizeof *lf->row)))
+            return oom(r->k);
+    }
+    if (!(r->vals = ts_malloc((size_t)r->nnode * sizeof *r->vals)))
+        return oom(r->k);
+    return IR_OK;
+}
+
+/* Set up the native comparator when the comparator allows it: *native
+ * says whether it does; an error (OOM, a failing key computation) comes
+ * back as the status. */
+static IrStatus native_prepare(SortRun *r)
+{
+    const IrModule *m = r->k->m;
+    const IrComputation *c = m->comp[r->k->ins->called[0]];
+    r->native = false;
+    if (c->nparam != 2 * r->n || c->root < 0)
+        return IR_OK;
+    for (int32_t p = 0; p < c->nparam; p++)
+        if (c->param[p] < 0)
+            return IR_OK;
+    Analysis a = {.c = c};
+    IrStatus st = IR_OK;
+    bool ok = analyse(r, &a, &st) && classify(r, &a, &st);
+    if (ok && st == IR_OK)
+        st = bind_leaves(r, &a);
+    analysis_free(&a);
+    r->native = ok && st == IR_OK;
+    return st;
+}
+
+/* Load every leaf's values over the current row. */
+static void load_leaves(SortRun *r)
+{
+    for (int32_t l = 0; l < r->nleaf; l++) {
+        Leaf *lf = &r->leaf[l];
+        for (int64_t j = 0; j < r->len; j++)
+            lf->row[j] = val_load(lf->t, lf->src->data, r->base + j * r->stride);
     }
 }
 
-/* Does row element a come strictly before row element b? Records the first
- * comparator failure in r->st (and then answers false). */
-static bool before(SortRun *r, int64_t a, int64_t b)
+/* Evaluate the mixed nodes for lhs element a and rhs element b. */
+static bool native_before(SortRun *r, int64_t a, int64_t b)
 {
-    if (r->fast) {
-        if (r->greater) {
-            int64_t t = a;
-            a = b;
-            b = t;
+    Val *vals = r->vals;
+    for (int32_t i = 0; i < r->nnode; i++) {
+        const Node *nd = &r->node[i];
+        Val x[3];
+        for (int32_t o = 0; o < nd->nopnd; o++) {
+            int32_t ref = nd->ref[o];
+            if (ref >= 0) {
+                x[o] = vals[ref];
+            } else {
+                const Leaf *lf = &r->leaf[-1 - ref];
+                x[o] = lf->row[lf->rhs ? b : a];
+            }
         }
-        switch (r->kind) {
-        case KEY_F64: return r->key[a].f < r->key[b].f;
-        case KEY_I64: return r->key[a].s < r->key[b].s;
-        case KEY_U64: return r->key[a].u < r->key[b].u;
+        Val *y = &vals[i];
+        bool un;
+        switch (nd->op) {
+        case OP_COMPARE: {
+            int cmp = val_cmp(nd->ot, nd->ct, x[0], x[1], &un);
+            y->v.u = dir_holds(nd->dir, cmp, un);
+            break;
         }
-        return false;
+        case OP_SELECT: *y = x[0].v.u ? x[1] : x[2]; break;
+        case OP_AND: y->v.u = x[0].v.u & x[1].v.u; break;
+        case OP_OR: y->v.u = x[0].v.u | x[1].v.u; break;
+        case OP_XOR: y->v.u = x[0].v.u ^ x[1].v.u; break;
+        case OP_NOT:
+            /* ~ keeps a sign-extended value sign-extended; unsigned and pred
+             * results are masked back to their width. */
+            y->v.u = nd->t == IR_PRED ? !x[0].v.u
+                     : ir_type_is_signed_int(nd->t) ? ~x[0].v.u : ~x[0].v.u & width_mask(nd->t);
+            break;
+        default: y->v.u = 0; break;
+        }
     }
+    return vals[r->nnode - 1].v.u != 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The general comparator                                              */
+/* ------------------------------------------------------------------ */
+
+static IrStatus general_prepare(SortRun *r)
+{
+    if (!(r->slot = ts_calloc((size_t)(2 * r->n), sizeof *r->slot)))
+        return oom(r->k);
+    for (int32_t i = 0; i < 2 * r->n; i++) {
+        IrShape sh = {.type = r->k->opnd[i / 2]->shape.type};
+        if (!(r->slot[i] = dev_value_new(&sh)))
+            return oom(r->k);
+    }
+    return IR_OK;
+}
+
+/* Call the comparator on (lhs element a, rhs element b); records the first
+ * failure in r->st (and then answers false). */
+static bool general_before(SortRun *r, int64_t a, int64_t b)
+{
     if (r->st != IR_OK)
         return false;
     for (int32_t i = 0; i < r->n; i++) {
@@ -176,6 +598,12 @@ static bool before(SortRun *r, int64_t a, int64_t b)
     }
     dev_value_unref(v);
     return res;
+}
+
+/* Does row element a come strictly before row element b? */
+static bool before(SortRun *r, int64_t a, int64_t b)
+{
+    return r->native ? native_before(r, a, b) : general_before(r, a, b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -226,33 +654,20 @@ static IrStatus sort_check(const DevKernelArgs *k, int32_t n, int64_t *dim)
         const DevValue *x = k->opnd[i];
         const IrShape *ri = rs->type == IR_TUPLE ? &rs->tuple[i] : rs;
         if (!is_array_value(x) || x->shape.rank != s0->rank ||
-            !same_dims(x->shape.dims, s0->dims, s0->rank) ||
-            !ir_shape_equal(&x->shape, ri))
+            !same_dims(x->shape.dims, s0->dims, s0->rank) || !ir_shape_equal(&x->shape, ri))
             return dev_kernel_error(k, IR_EINPUT, "sort: operand %d does not match", (int)i);
-    }
-    return IR_OK;
-}
-
-static IrStatus sort_prepare(SortRun *r)
-{
-    r->fast = fast_comparator(r);
-    if (r->fast) {
-        r->key = ts_malloc((size_t)(r->len > 0 ? r->len : 1) * sizeof *r->key);
-        return r->key ? IR_OK : oom(r->k);
-    }
-    if (!(r->slot = ts_calloc((size_t)(2 * r->n), sizeof *r->slot)))
-        return oom(r->k);
-    for (int32_t i = 0; i < 2 * r->n; i++) {
-        IrShape sh = {.type = r->k->opnd[i / 2]->shape.type};
-        if (!(r->slot[i] = dev_value_new(&sh)))
-            return oom(r->k);
     }
     return IR_OK;
 }
 
 static void sort_run_free(SortRun *r)
 {
-    ts_free(r->key);
+    for (int32_t l = 0; r->leaf && l < r->nleaf; l++)
+        ts_free(r->leaf[l].row);
+    ts_free(r->leaf);
+    ts_free(r->node);
+    ts_free(r->vals);
+    dev_value_unref(r->lifted);
     if (r->slot)
         for (int32_t i = 0; i < 2 * r->n; i++)
             dev_value_unref(r->slot[i]);
@@ -275,8 +690,8 @@ static IrStatus sort_rows(SortRun *r, int64_t d, DevValue **res)
     for (int64_t row = 0; row < rows && r->len > 0 && r->st == IR_OK; row++) {
         for (int64_t j = 0; j < r->len; j++)
             perm[j] = j;
-        if (r->fast)
-            load_keys(r);
+        if (r->native)
+            load_leaves(r);
         merge_sort(r, perm, perm + r->len, r->len);
         for (int32_t i = 0; i < r->n && r->st == IR_OK; i++) {
             const DevValue *x = r->k->opnd[i];
@@ -328,8 +743,12 @@ IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out)
     for (int32_t i = 0; i < n && st == IR_OK; i++)
         if (!(res[i] = dev_value_new_uninit(&k->opnd[i]->shape)))
             st = oom(k);
-    if (st == IR_OK && (st = sort_prepare(&r)) == IR_OK)
-        st = sort_rows(&r, d, res);
+    if (st == IR_OK && ir_shape_elements(&k->opnd[0]->shape) > 0) {
+        if ((st = native_prepare(&r)) == IR_OK && !r.native)
+            st = general_prepare(&r);
+        if (st == IR_OK)
+            st = sort_rows(&r, d, res);
+    }
     sort_run_free(&r);
     if (st != IR_OK) {
         for (int32_t i = 0; i < n; i++)

@@ -88,10 +88,11 @@ static int32_t rnd_int(int32_t lo, int32_t hi)
     return lo + (int32_t)((rng >> 33) % (uint64_t)(hi - lo + 1));
 }
 
-/* Comparators over (key type @, value type s32): lt, gt, gt_swapped and
- * lt_total have the fast path; lt_slow is `and(p0 < p1, true)`, the same
- * order in a form the fast path skips; by_value_desc orders by the second
- * operand. TOTALORDER exists for floats only. */
+/* Comparators over (key type @, value type s32). lt, gt, gt_swapped,
+ * lt_total, by_value_desc (by the second operand) and lt_and (`and(p0 <
+ * p1, true)`: a lifted constant key) take the native path; lt_slow
+ * (`copy(p0 < p1)`: copy is not evaluated natively) the general one, call
+ * by call. TOTALORDER exists for floats only. */
 static const char *CMPS =
     "lt {\n  a = @[] parameter(0)\n  b = @[] parameter(1)\n"
     "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
@@ -100,6 +101,9 @@ static const char *CMPS =
     "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
     "  ROOT r = pred[] compare(a, b), direction=GT\n}\n"
     "lt_slow {\n  a = @[] parameter(0)\n  b = @[] parameter(1)\n"
+    "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
+    "  l = pred[] compare(a, b), direction=LT\n  ROOT r = pred[] copy(l)\n}\n"
+    "lt_and {\n  a = @[] parameter(0)\n  b = @[] parameter(1)\n"
     "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
     "  l = pred[] compare(a, b), direction=LT\n  t = pred[] constant(true)\n"
     "  ROOT r = pred[] and(l, t)\n}\n"
@@ -169,8 +173,8 @@ static void test_sort_pairs_stable(void **state)
     (void)state;
     float keys[] = {3, 1, 2, 1};
     int32_t vals[] = {10, 20, 30, 40};
-    const char *asc[] = {"lt", "lt_slow", "lt_total"};
-    for (int i = 0; i < 3; i++) {
+    const char *asc[] = {"lt", "lt_slow", "lt_total", "lt_and"};
+    for (int i = 0; i < 4; i++) {
         DevValue *r = sort_pair("f32", 4, keys, vals, asc[i]);
         assert_memory_equal(r->elems[0]->data, ((float[]){1, 1, 2, 3}), 16);
         expect_s32(r->elems[1], (int32_t[]){20, 40, 30, 10}, 4);
@@ -311,10 +315,10 @@ static void test_sort_fast_vs_general_random(void **state)
                 v[j - 1] = t;
             }
     }
-    const char *cmps[] = {"lt", "lt_slow"};
+    const char *cmps[] = {"lt", "lt_slow", "lt_and"};
     char comps[8192];
     comparators(comps, sizeof comps, "s32");
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         char txt[12288];
         snprintf(txt, sizeof txt,
                  "HloModule m\n%sENTRY e {\n  k = s32[3,37] parameter(0)\n"
@@ -341,51 +345,137 @@ static void test_sort_degenerate(void **state)
     dev_value_unref(r);
 }
 
-/* Failure injection over the general path, and a dimension planted out of
- * range after parsing (IR_EINPUT from the kernel). */
+/* XLA's TopK comparator (as its SPMD tests have it): keys are float bits
+ * twiddled into ordered s32 (negative floats: 0x7fffffff - bits), sorted
+ * descending, ties broken by the smaller second operand. keys
+ * {1.5, -2, 1.5, 0, -0, 3}, values {5, 4, 3, 2, 1, 0}: 3 (0), then the two
+ * 1.5s by value (3 before 5, against their input order), 0 (2), -0 (1)
+ * (below +0 in this key), -2 (4). `copy` at the root forces the general
+ * path for comparison. */
+static void test_sort_topk_comparator(void **state)
+{
+    (void)state;
+    const char *fmt =
+        "HloModule m\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
+        "  ba = s32[] bitcast-convert(a)\n  zero = s32[] constant(0)\n"
+        "  na = pred[] compare(ba, zero), direction=LT\n  big = u32[] constant(2147483647)\n"
+        "  ua = u32[] bitcast-convert(a)\n  sa = u32[] subtract(big, ua)\n"
+        "  fa = s32[] bitcast-convert(sa)\n  ka = s32[] select(na, fa, ba)\n"
+        "  bb = s32[] bitcast-convert(b)\n  nb = pred[] compare(bb, zero), direction=LT\n"
+        "  ub = u32[] bitcast-convert(b)\n  sb = u32[] subtract(big, ub)\n"
+        "  fb = s32[] bitcast-convert(sb)\n  kb = s32[] select(nb, fb, bb)\n"
+        "  gt = pred[] compare(ka, kb), direction=GT\n  lt = pred[] compare(kb, ka), direction=GT\n"
+        "  tie = pred[] compare(gt, lt), direction=EQ\n  byv = pred[] compare(c, d), direction=LT\n"
+        "  %s = pred[] select(tie, byv, gt)\n%s}\n"
+        "ENTRY e {\n  k = f32[6] parameter(0)\n  v = s32[6] parameter(1)\n"
+        "  ROOT s = (f32[6], s32[6]) sort(k, v), dimensions={0}, is_stable=true, to_apply=cmp\n}\n";
+    const char *roots[][2] = {{"ROOT r", ""}, {"r", "  ROOT c2 = pred[] copy(r)\n"}};
+    for (int i = 0; i < 2; i++) {
+        char txt[4096];
+        snprintf(txt, sizeof txt, fmt, roots[i][0], roots[i][1]);
+        DevValue *args[2] = {val(IR_F32, 1, (int64_t[]){6}, (float[]){1.5f, -2, 1.5f, 0, -0.0f, 3}),
+                             val(IR_S32, 1, (int64_t[]){6}, (int32_t[]){5, 4, 3, 2, 1, 0})};
+        DevValue *r = run(txt, 2, args);
+        expect_s32(r->elems[1], (int32_t[]){0, 3, 5, 2, 1, 4}, 6);
+        uint32_t want[] = {0x40400000, 0x3fc00000, 0x3fc00000, 0x00000000, 0x80000000, 0xc0000000};
+        assert_memory_equal(r->elems[0]->data, want, sizeof want);
+        dev_value_unref(r);
+    }
+}
+
+/* Keys computed by several instructions (and constants) on each side:
+ * compare(-x, -y) LT is descending; not(x >= y) is ascending; and
+ * comparing x*3 - 1 bitcast to u32 puts negative keys last. */
+static void test_sort_lifted_keys(void **state)
+{
+    (void)state;
+    const char *fmt =
+        "HloModule m\ncmp {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n"
+        "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n%s}\n"
+        "ENTRY e {\n  k = s32[5] parameter(0)\n  v = s32[5] parameter(1)\n"
+        "  ROOT s = (s32[5], s32[5]) sort(k, v), dimensions={0}, to_apply=cmp\n}\n";
+    const char *bodies[] = {
+        /* descending through negation */
+        "  na = s32[] negate(a)\n  nb = s32[] negate(b)\n  ROOT r = pred[] compare(na, nb), direction=LT\n",
+        /* ascending through not(a >= b) */
+        "  ge = pred[] compare(a, b), direction=GE\n  ROOT r = pred[] not(ge)\n",
+        /* ascending by (x*3 - 1) read as unsigned: negative x sort last */
+        "  three = s32[] constant(3)\n  one = s32[] constant(1)\n"
+        "  ma = s32[] multiply(a, three)\n  ka = s32[] subtract(ma, one)\n"
+        "  mb = s32[] multiply(b, three)\n  kb = s32[] subtract(mb, one)\n"
+        "  ua = u32[] bitcast-convert(ka)\n  ub = u32[] bitcast-convert(kb)\n"
+        "  ROOT r = pred[] compare(ua, ub), direction=LT\n",
+    };
+    /* keys {4, -1, 7, 0, 2} with values {0..4} */
+    const int32_t want[][5] = {{2, 0, 4, 3, 1}, {1, 3, 4, 0, 2}, {4, 0, 2, 1, 3}};
+    /* third: x*3-1 = {11, -4, 20, -1, 5} as u32: 5 < 11 < 20 < 2^32-4 < 2^32-1:
+     * keys 2, 4, 7, -1, 0 -> values 4, 0, 2, 1, 3. */
+    for (int i = 0; i < 3; i++) {
+        char txt[4096];
+        snprintf(txt, sizeof txt, fmt, bodies[i]);
+        DevValue *args[2] = {val(IR_S32, 1, (int64_t[]){5}, (int32_t[]){4, -1, 7, 0, 2}),
+                             val(IR_S32, 1, (int64_t[]){5}, (int32_t[]){0, 1, 2, 3, 4})};
+        DevValue *r = run(txt, 2, args);
+        expect_s32(r->elems[1], want[i], 5);
+        dev_value_unref(r);
+    }
+}
+
+/* Failure injection over the general path (lt_slow) and the native path
+ * with lifted keys (neg: descending through negate), and a dimension
+ * planted out of range after parsing (IR_EINPUT from the kernel). */
 static void test_sort_errors(void **state)
 {
     (void)state;
     char comps[8192], txt[12288];
     comparators(comps, sizeof comps, "f32");
-    snprintf(txt, sizeof txt,
-             "HloModule m\n%sENTRY e {\n  k = f32[6] parameter(0)\n  v = s32[6] parameter(1)\n"
-             "  ROOT s = (f32[6], s32[6]) sort(k, v), dimensions={0}, to_apply=lt_slow\n}\n",
-             comps);
-    IrModule *m = parse_ok(txt);
-    DevValue *args[2] = {val(IR_F32, 1, (int64_t[]){6}, (float[]){5, 3, 4, 1, 2, 0}),
-                         val(IR_S32, 1, (int64_t[]){6}, (int32_t[]){0, 1, 2, 3, 4, 5})};
-    DevValue *ref = NULL;
-    IrDiag d = {0};
-    assert_int_equal(exec_module(m, 2, args, &ref, &d), IR_OK);
-    expect_s32(ref->elems[1], (int32_t[]){5, 3, 4, 1, 2, 0}, 6);
-    int failures = 0;
-    for (long n = 1; n < 100000; n++) {
-        DevValue *out = NULL;
-        ts_fail_alloc_after(n);
-        IrStatus st = exec_module(m, 2, args, &out, &d);
-        ts_fail_alloc_after(0);
-        if (st == IR_OK) {
-            assert_memory_equal(out->elems[1]->data, ref->elems[1]->data, 24);
-            dev_value_unref(out);
-            break;
+    const char *cmps[] = {"lt_slow", "neg"};
+    const int32_t want[][6] = {{5, 3, 4, 1, 2, 0}, {0, 2, 1, 4, 3, 5}};
+    for (int c = 0; c < 2; c++) {
+        snprintf(txt, sizeof txt,
+                 "HloModule m\n%sneg {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                 "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
+                 "  na = f32[] negate(a)\n  nb = f32[] negate(b)\n"
+                 "  ROOT r = pred[] compare(na, nb), direction=LT\n}\n"
+                 "ENTRY e {\n  k = f32[6] parameter(0)\n  v = s32[6] parameter(1)\n"
+                 "  ROOT s = (f32[6], s32[6]) sort(k, v), dimensions={0}, to_apply=%s\n}\n",
+                 comps, cmps[c]);
+        IrModule *m = parse_ok(txt);
+        DevValue *args[2] = {val(IR_F32, 1, (int64_t[]){6}, (float[]){5, 3, 4, 1, 2, 0}),
+                             val(IR_S32, 1, (int64_t[]){6}, (int32_t[]){0, 1, 2, 3, 4, 5})};
+        DevValue *ref = NULL;
+        IrDiag d = {0};
+        assert_int_equal(exec_module(m, 2, args, &ref, &d), IR_OK);
+        expect_s32(ref->elems[1], want[c], 6);
+        int failures = 0;
+        for (long n = 1; n < 100000; n++) {
+            DevValue *out = NULL;
+            ts_fail_alloc_after(n);
+            IrStatus st = exec_module(m, 2, args, &out, &d);
+            ts_fail_alloc_after(0);
+            if (st == IR_OK) {
+                assert_memory_equal(out->elems[1]->data, ref->elems[1]->data, 24);
+                dev_value_unref(out);
+                break;
+            }
+            assert_int_equal(st, IR_ENOMEM);
+            ir_diag_clear(&d);
+            failures++;
         }
-        assert_int_equal(st, IR_ENOMEM);
+        assert_true(failures > 3);
+        IrComputation *e = ir_entry(m);
+        e->instr[e->root].a.dimensions.v[0] = 3;
+        DevValue *out = NULL;
+        assert_int_equal(exec_module(m, 2, args, &out, &d), IR_EINPUT);
+        assert_null(out);
+        assert_non_null(strstr(d.msg, "sort"));
         ir_diag_clear(&d);
-        failures++;
+        dev_value_unref(ref);
+        dev_value_unref(args[0]);
+        dev_value_unref(args[1]);
+        ir_module_free(m);
     }
-    assert_true(failures > 3);
-    IrComputation *c = ir_entry(m);
-    c->instr[c->root].a.dimensions.v[0] = 3;
-    DevValue *out = NULL;
-    assert_int_equal(exec_module(m, 2, args, &out, &d), IR_EINPUT);
-    assert_null(out);
-    assert_non_null(strstr(d.msg, "sort"));
-    ir_diag_clear(&d);
-    dev_value_unref(ref);
-    dev_value_unref(args[0]);
-    dev_value_unref(args[1]);
-    ir_module_free(m);
 }
 
 int main(void)
@@ -399,6 +489,8 @@ int main(void)
         cmocka_unit_test(test_sort_2d),
         cmocka_unit_test(test_sort_fast_vs_general_random),
         cmocka_unit_test(test_sort_degenerate),
+        cmocka_unit_test(test_sort_topk_comparator),
+        cmocka_unit_test(test_sort_lifted_keys),
         cmocka_unit_test(test_sort_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
