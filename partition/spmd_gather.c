@@ -159,9 +159,10 @@ static int32_t component(PComp *pc, int32_t iv, int64_t ivd, int64_t k)
 }
 
 /* Subtract from every index component k this device's offset along operand
- * dim map[k] under `s` (0 where that dim is not tiled). */
+ * dim map[k] under `s` (0 where that dim is not tiled or is a passthrough
+ * dim: `pass`, whose only start is 0 and stays 0). */
 static int32_t shift_indices(PComp *pc, int32_t iv, int64_t ivd, const IrI64List *map,
-                             const IrSharding *s, const IrShape *operand)
+                             const IrSharding *s, const IrShape *operand, const bool *pass)
 {
     if (iv < 0)
         return -1;
@@ -175,7 +176,7 @@ static int32_t shift_indices(PComp *pc, int32_t iv, int64_t ivd, const IrI64List
         if (!off)
             return oom(pc), -1;
         for (int64_t p = 0; p < n; p++)
-            tab[p * m + k] = off[p];
+            tab[p * m + k] = pass[map->v[k]] ? 0 : off[p];
     }
     int32_t offv = emit_vector_lookup(pc, t, m, tab);
     return emit_binary(pc, OP_SUBTRACT, iv, along(pc, offv, iv, ivd));
@@ -190,7 +191,7 @@ typedef struct GatherDims {
     int64_t ix_to_out[IR_MAX_RANK]; /* indices dim -> output batch dim, -1 for ivd */
     int64_t out_to_ix[IR_MAX_RANK]; /* output batch dim -> indices dim, -1 */
     int64_t out_to_op[IR_MAX_RANK]; /* output offset dim -> passthrough operand dim, -1 */
-    bool pass[IR_MAX_RANK];         /* operand dim is passthrough */
+    bool pass[IR_MAX_RANK];         /* operand dim is passthrough (sliced whole) */
     int64_t xdim[IR_MAX_RANK];      /* trivially indexed operand dims (iteration dims outrank+k) */
 } GatherDims;
 
@@ -218,11 +219,12 @@ static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix
             g->op_to_out[d] = dn->offset_dims.v[w++];
         }
         int64_t size = ins->a.slice_sizes.v[d];
-        if (g->op_to_out[d] >= 0 && !indexed && size == op->dims[d]) {
+        /* Sliced whole: its start clamps to 0 even when indexed. */
+        if (g->op_to_out[d] >= 0 && size == op->dims[d]) {
             g->pass[d] = true;
             g->out_to_op[g->op_to_out[d]] = d;
         }
-        if (indexed && size == 1)
+        if (indexed && size == 1 && !g->pass[d])
             g->xdim[g->nx++] = d;
     }
     int32_t b = 0;
@@ -290,7 +292,7 @@ static int32_t in_shard(PComp *pc, int32_t iv, const GatherDims *g, const IrI64L
     for (int32_t k = 0; k < sim->n; k++) {
         int32_t d = (int32_t)sim->v[k];
         int64_t t = shd_tiles(os, d);
-        if (t <= 1)
+        if (t <= 1 || g->pass[d])
             continue;
         int32_t c = component(pc, iv, g->ivd, k);
         if (c < 0)
@@ -365,7 +367,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
         int32_t zero = emit_broadcast(pc, emit_scalar_const(pc, t, 0), &is, 0, NULL);
         iv = emit_binary(pc, OP_MAXIMUM, iv, zero);
         iv = emit_binary(pc, OP_MINIMUM, iv, along(pc, emit_vector(pc, t, sim->n, hi), iv, g.ivd));
-        iv = shift_indices(pc, iv, g.ivd, sim, best.op, &o->shape);
+        iv = shift_indices(pc, iv, g.ivd, sim, best.op, &o->shape, g.pass);
         valid = in_shard(pc, iv, &g, sim, best.op, &o->shape);
         if (valid < 0)
             return set_val(pc, i, -1);
@@ -440,8 +442,10 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
         }
         int64_t size = s->op_to_upd[d] >= 0 ? upd->dims[s->op_to_upd[d]] : 1;
         bool indexed = index_of(&dn->scatter_dims_to_operand_dims, d) >= 0;
-        s->pass[d] = s->op_to_upd[d] >= 0 && !indexed && size == op->dims[d];
-        s->trivial[d] = indexed && size == 1;
+        /* A window spanning the whole dim fits only at start 0, on the
+         * shard as globally: passthrough even when indexed. */
+        s->pass[d] = s->op_to_upd[d] >= 0 && size == op->dims[d];
+        s->trivial[d] = indexed && size == 1 && !s->pass[d];
         if (s->pass[d])
             s->upd_to_it[s->op_to_upd[d]] = d;
     }
@@ -609,7 +613,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
         ops[0] = emit_select(pc, emit_broadcast(pc, keep, &ps, 0, NULL), ops[0], id);
     }
     if (shift)
-        iv = shift_indices(pc, iv, s.ivd, &ins->a.scatter.scatter_dims_to_operand_dims, best.op, &o->shape);
+        iv = shift_indices(pc, iv, s.ivd, &ins->a.scatter.scatter_dims_to_operand_dims, best.op, &o->shape, s.pass);
     ops[n] = iv;
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
