@@ -178,9 +178,14 @@ static int32_t shift(PComp *pc, int32_t piece, const IrSharding *s, int32_t d, i
 static int32_t mask_rows(PComp *pc, int32_t v, int32_t d, const int64_t *table, int64_t in,
                          int32_t padval)
 {
+    if (v < 0 || padval < 0)
+        return -1;
+    /* Copies: val_shape points into the instruction array, which every
+     * emit may move. */
     const IrShape *ls = val_shape(pc, v);
-    IrShape is;
-    if (ir_shape_make(pc_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK)
+    IrShape is, vs;
+    if (ir_shape_make(pc_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK ||
+        ir_shape_make(pc_arena(pc), &vs, ls->type, ls->rank, ls->dims) != IR_OK)
         return oom(pc);
     int32_t io = emit_iota(pc, &is, d);
     int32_t off = emit_broadcast(pc, emit_table_lookup(pc, table), &is, 0, NULL);
@@ -188,7 +193,7 @@ static int32_t mask_rows(PComp *pc, int32_t v, int32_t d, const int64_t *table, 
     int32_t ge = emit_compare(pc, g, emit_broadcast(pc, emit_s32(pc, 0), &is, 0, NULL), CMP_GE);
     int32_t lt = emit_compare(pc, g, emit_broadcast(pc, emit_s32(pc, in), &is, 0, NULL), CMP_LT);
     int32_t ok = emit_binary(pc, OP_AND, ge, lt);
-    return emit_select(pc, ok, v, emit_broadcast(pc, padval, val_shape(pc, v), 0, NULL));
+    return emit_select(pc, ok, v, emit_broadcast(pc, padval, &vs, 0, NULL));
 }
 
 int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const SpmdHalo *h,
@@ -237,14 +242,14 @@ int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const Sp
         return -1;
     if (same)
         return rows(pc, ext, d, off[0], off[0] + h->L);
-    const IrShape *es = val_shape(pc, ext);
+    int32_t rank = val_shape(pc, ext)->rank;
     int32_t starts[IR_MAX_RANK];
     int64_t sizes[IR_MAX_RANK];
+    for (int32_t k = 0; k < rank; k++)
+        sizes[k] = val_shape(pc, ext)->dims[k];
     int32_t zero = emit_s32(pc, 0);
-    for (int32_t k = 0; k < es->rank; k++) {
+    for (int32_t k = 0; k < rank; k++)
         starts[k] = zero;
-        sizes[k] = es->dims[k];
-    }
     starts[d] = emit_table_lookup(pc, off);
     sizes[d] = h->L;
     return emit_dynamic_slice(pc, ext, starts, sizes);
@@ -349,18 +354,21 @@ static bool plan_for(PComp *pc, int32_t i, const ConvDims *cd, IrSharding *iter,
     return true;
 }
 
-/* Zero the padding of v along dim d only (uneven contracted features). */
+/* Zero the padding of v along dim d only (uneven contracted features):
+ * rows whose global index (shard offset + iota) is past the dim's size.
+ * (mask_rows rather than mask_padding, which keeps a val_shape pointer
+ * across emits.) */
 static int32_t mask_dim(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int64_t d)
 {
-    int64_t others[IR_MAX_RANK];
-    int32_t n = 0;
-    for (int32_t k = 0; k < full->rank; k++)
-        if (k != d)
-            others[n++] = k;
-    IrSharding *only = shd_replicate_dims(pc_arena(pc), s, n, others);
-    if (!only)
+    if (v < 0)
+        return -1;
+    int64_t t = shd_tiles(s, (int32_t)d);
+    if (t <= 1 || full->dims[d] % t == 0)
+        return v;
+    int64_t *table = shd_offset_table(pc, s, full, (int32_t)d);
+    if (!table)
         return oom(pc);
-    return mask_padding(pc, v, full, only, emit_scalar_const(pc, full->type, 0));
+    return mask_rows(pc, v, (int32_t)d, table, full->dims[d], emit_scalar_const(pc, full->type, 0));
 }
 
 IrStatus spmd_convolution(PComp *pc, int32_t i)
