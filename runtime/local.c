@@ -610,18 +610,25 @@ static IrStatus shard_args(const RtCompiled *c, const RtArgs *args, int64_t p, R
  * through the whole value: refused, naming both). */
 static IrStatus check_step_aliases(const RtCompiled *c, IrDiag *d)
 {
-    IrStatus st = rt_check_aliases(c->spmd, d);
-    IrArena *a = st == IR_OK ? ir_arena_new() : NULL;
-    if (st == IR_OK && !a)
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    IrArena *a = ir_arena_new();
+    IrStatus st = a ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    /* Shardings first: a mismatch also makes the shard shapes differ, and
+     * the shardings say why. Bad indices are left to rt_check_aliases. */
     for (int32_t k = 0; st == IR_OK && k < c->spmd->nalias; k++) {
         const IrAlias *al = &c->spmd->alias[k];
         const IrSharding *os = rt_root_sharding(c);
         const IrShape *shape = &c->out_shape;
-        for (int32_t j = 0; os && j < al->output_index.n; j++) {
-            os = shd_tuple_element(a, os, shape, (int32_t)al->output_index.v[j]);
-            shape = &shape->tuple[al->output_index.v[j]];
+        bool valid = al->param_number >= 0 && al->param_number < c->nparam;
+        for (int32_t j = 0; valid && os && j < al->output_index.n; j++) {
+            int64_t e = al->output_index.v[j];
+            valid = shape->type == IR_TUPLE && e >= 0 && e < shape->ntuple;
+            if (valid) {
+                os = shd_tuple_element(a, os, shape, (int32_t)e);
+                shape = &shape->tuple[e];
+            }
         }
+        if (!valid)
+            continue;
         const IrSharding *ps = rt_param_sharding(c, (int32_t)al->param_number);
         if (!os) {
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
@@ -636,7 +643,7 @@ static IrStatus check_step_aliases(const RtCompiled *c, IrDiag *d)
         }
     }
     ir_arena_free(a);
-    return st;
+    return st == IR_OK ? rt_check_aliases(c->spmd, d) : st;
 }
 
 /* Run every local device: on executor threads bound to their cores
