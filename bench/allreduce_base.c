@@ -7,7 +7,8 @@
  * Timing as mlp_base.c: the first call of the process into a fresh result
  * buffer (cold, as in a one-step `tessel run`) and the median of --warm K
  * further calls, each from a barrier, the slowest rank's time. Rank 0
- * prints `base cold MS warm MS`.
+ * prints `base cold MS warm MS total MS` (total: the first call and the K
+ * warm ones, what `tessel run --steps K+1` times).
  *
  * Validation: the result is exactly P * x (x + x is exact in f32), on
  * every rank; with --check FILE.npy tessel's output must be exactly the
@@ -81,7 +82,11 @@ int main(int argc, char **argv)
         rc = 1;
     }
     if (rank == 0) {
-        printf("base cold %.3f ms warm %.3f ms\n", cold, warm > 0 ? bench_median(tw, warm) : cold);
+        double total = cold;
+        for (int r = 0; r < warm; r++)
+            total += tw[r];
+        printf("base cold %.3f ms warm %.3f ms total %.3f ms\n", cold,
+               warm > 0 ? bench_median(tw, warm) : cold, total);
         int64_t m = 0;
         float *t = check ? bench_read_npy_f32(check, &m) : NULL;
         if (check && (!t || m != n)) {

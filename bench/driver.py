@@ -7,6 +7,9 @@ the same run (python3, stdlib only). bench/run calls it once per benchmark:
 NAME is mlp, allreduce, elementwise, compile, memory or parse (dot is the C
 program dot_bench). Every benchmark alternates tessel and its baseline
 (A B A B ...), one warm-up pair then at least 5 timed pairs, takes medians,
+(mlp and allreduce: each process runs 4 steps, `tessel run --steps 4`
+against the baseline's first step plus 3 warm ones, so both sides pay one cold
+step per process),
 validates both sides' results, and prints its figures last as one line
 `bench NAME: ... ratio R`. Times are tessel's own `--stats` phases (process
 start, compile and input generation excluded) and the baselines' own
@@ -75,50 +78,58 @@ def median(v):
 
 
 def base_times(out):
-    m = re.search(r"base cold ([\d.]+) ms warm ([\d.]+) ms", out)
+    m = re.search(r"base cold ([\d.]+) ms warm ([\d.]+) ms total ([\d.]+) ms", out)
     if not m:
         raise Failed("baseline printed no times: %s" % out.strip()[-300:])
-    return float(m.group(1)), float(m.group(2))
+    return float(m.group(1)), float(m.group(2)), float(m.group(3))
 
 
-def mpi_pair(o, name, hlo, base_cmd, base_check):
-    """Interleave `mpirun -np 2 tessel run HLO` and the baseline. The last
-    tessel run writes its output, which the last baseline run validates."""
-    t, cold, warm = [], [], []
+STEPS = 4  # steps per process: the first (cold) and 3 warm ones, on both sides
+
+
+def mpi_pair(o, name, hlo, base_cmd):
+    """Interleave `mpirun -np 2 tessel run HLO --steps 4` and the baseline
+    doing the same 4 steps in one process. Returns medians of tessel's
+    execute phase and collectives (slowest rank), and of the baseline's
+    total, first step and warm step. The last tessel run writes its output,
+    which the last baseline run validates."""
+    t, coll, total, cold, warm = [], [], [], [], []
     outdir = os.path.join(o["work"], name + "_out")
     for r in range(-1, REPS):
         last = r == REPS - 1
-        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--stats"]
+        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--stats", "--steps", str(STEPS)]
         if last:
             cmd += ["--output-dir", outdir]
         p = run(mpirun(2, cmd))
         tt = stat_mpi(p.stderr, "execute")
-        b = run(mpirun(2, base_cmd + (["--warm", "3"] + (["--check", os.path.join(outdir, "output_0.npy")]
-                                                          if last else []))))
-        bc, bw = base_times(b.stdout)
+        tc = stat_mpi(p.stderr, "collectives") if "collectives" in p.stderr else float("nan")
+        check = ["--check", os.path.join(outdir, "output_0.npy")] if last else []
+        bc, bw, bt = base_times(run(mpirun(2, base_cmd + ["--warm", str(STEPS - 1)] + check)).stdout)
         if r >= 0:
             t.append(tt)
+            coll.append(tc)
+            total.append(bt)
             cold.append(bc)
             warm.append(bw)
-    return median(t), median(cold), median(warm)
+    return median(t), median(coll), median(total), median(cold), median(warm)
 
 
 def bench_mlp(o):
     b, d, f = (512, 1024, 4096) if not o["quick"] else (512, 1024, 1024)
     hlo = gen("mlp", [b, d, f], os.path.join(o["work"], "mlp_%d_%d_%d.hlo" % (b, d, f)))
-    t, cold, warm = mpi_pair(o, "mlp", hlo, [o["base"] + "mlp_base", str(b), str(d), str(f), "7"], True)
-    return ("tessel %.2f ms mpi+blas %.2f ms (first step of a process %.2f ms) "
-            "ratio-to-first-step %.2f (x[%d,%d] W1[%d,%d], 2 ranks, median of %d) ratio %.2f"
-            % (t, warm, cold, t / cold, b, d, d, f, REPS, t / warm))
+    t, tc, bt, bc, bw = mpi_pair(o, "mlp", hlo, [o["base"] + "mlp_base", str(b), str(d), str(f), "7"])
+    return ("tessel %.2f ms a step (collectives %.2f) mpi+blas %.2f ms a step (first %.2f, warm %.2f) "
+            "(x[%d,%d] W1[%d,%d], 2 ranks, %d steps a process, median of %d) ratio %.2f"
+            % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, b, d, d, f, STEPS, REPS, t / bt))
 
 
 def bench_allreduce(o):
     n = (64 << 20) // 4 if not o["quick"] else (16 << 20) // 4
     hlo = gen("allreduce", [n], os.path.join(o["work"], "allreduce_%d.hlo" % n))
-    t, cold, warm = mpi_pair(o, "allreduce", hlo, [o["base"] + "allreduce_base", str(n), "7"], True)
-    return ("tessel %.2f ms MPI_Allreduce %.2f ms (first call of a process %.2f ms) "
-            "ratio-to-first-call %.2f (%d MiB f32, 2 ranks, median of %d) ratio %.2f"
-            % (t, warm, cold, t / cold, n * 4 >> 20, REPS, t / warm))
+    t, tc, bt, bc, bw = mpi_pair(o, "allreduce", hlo, [o["base"] + "allreduce_base", str(n), "7"])
+    return ("tessel %.2f ms a step (collectives %.2f) MPI_Allreduce %.2f ms a call (first %.2f, warm %.2f) "
+            "(%d MiB f32, 2 ranks, %d steps a process, median of %d) ratio %.2f"
+            % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, n * 4 >> 20, STEPS, REPS, t / bt))
 
 
 def bench_elementwise(o):

@@ -15,7 +15,8 @@
  * BLAS threads starting, as in a `tessel run` process, which runs one step)
  * and the median of --warm K further steps; a step is timed from a barrier
  * to the end of the all-reduce, the figure is the slowest rank's. Rank 0
- * prints `base cold MS warm MS`.
+ * prints `base cold MS warm MS total MS` (total: the cold step and the K warm
+ * ones, what `tessel run --steps K+1` times).
  *
  * Validation (--check FILE.npy: tessel's output): tessel's y and this y
  * agree within 1e-4 of max|y|, and 4 sampled entries of y match a double
@@ -154,7 +155,11 @@ int main(int argc, char **argv)
         tw[r] = step(x, w1, w2, b, d, fs, &h, &y);
     int rc = 0;
     if (rank == 0) {
-        printf("base cold %.3f ms warm %.3f ms\n", cold, warm ? bench_median(tw, warm) : cold);
+        double total = cold;
+        for (int r = 0; r < warm; r++)
+            total += tw[r];
+        printf("base cold %.3f ms warm %.3f ms total %.3f ms\n", cold,
+               warm ? bench_median(tw, warm) : cold, total);
         if (check)
             rc = validate(y, check, seed, b, d, f);
     }
