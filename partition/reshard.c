@@ -421,7 +421,11 @@ int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding
 {
     if (v < 0 || fill < 0)
         return -1;
-    const IrShape *ls = val_shape(pc, v);
+    /* A copy: emitting moves the instruction array val_shape points into. */
+    IrShape lsc;
+    if (ir_shape_copy(pc_arena(pc), &lsc, val_shape(pc, v)) != IR_OK)
+        return fail(pc, IR_ENOMEM, "out of memory");
+    const IrShape *ls = &lsc;
     int32_t mask = -1;
     for (int32_t d = 0; d < full->rank; d++) {
         int64_t t = shd_tiles(s, d);

@@ -491,6 +491,8 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
     if (v < 0)
         return -1;
     const IrShape *s = val_shape(pc, v);
+    /* Bytes now: emitting moves the array s points into. */
+    int64_t b = ir_shape_bytes(s);
     int32_t red = spmd_reducer(pc->sp, reducer, s->type);
     if (red < 0)
         return oom(pc);
@@ -504,7 +506,6 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
         return oom(pc);
     ins->called[0] = red;
     /* A ring all-reduce moves about 2(n-1)/n of the buffer per device. */
-    int64_t b = ir_shape_bytes(s);
     note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
     return r;
 }

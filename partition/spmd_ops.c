@@ -245,8 +245,12 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
     int32_t v = operand_as(pc, i, 0, pc->shd[i]);
     if (v < 0)
         return set_val(pc, i, v);
-    /* Tiled dims are untouched: their local limit is the shard size. */
-    const IrShape *ls = val_shape(pc, v);
+    /* Tiled dims are untouched: their local limit is the shard size. A
+     * copy of the shape: emitting moves the array val_shape points into. */
+    IrShape lsc;
+    if (ir_shape_copy(pc_arena(pc), &lsc, val_shape(pc, v)) != IR_OK)
+        return oom(pc);
+    const IrShape *ls = &lsc;
     int32_t r = emit_clone(pc, ins, ls, 1, &v, 0, NULL);
     if (r < 0)
         return set_val(pc, i, r);
