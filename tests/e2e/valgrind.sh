@@ -3,13 +3,19 @@
 # devices, from the model and from a plan), `tessel compile` and a failing
 # run (a bad input file: exit 2) under valgrind --leak-check=full: no
 # invalid access, no uninitialised read, no definitely or possibly lost
-# block. Skips (exit 0 with a message) when valgrind is not installed.
+# block. Skips (exit 0 with a message) when valgrind is not installed or
+# when tessel is an ASan build.
 # ctest labels: e2e, valgrind (ctest -L valgrind).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
 if ! command -v valgrind >/dev/null; then
     echo "SKIP: valgrind not installed"
+    exit 0
+fi
+# valgrind cannot run a sanitizer build (the asan preset runs every e2e test).
+if grep -qa __asan_init "$TESSEL"; then
+    echo "SKIP: $TESSEL is built with AddressSanitizer; valgrind needs a plain build"
     exit 0
 fi
 
