@@ -220,13 +220,24 @@ def bench_memory(o):
     hlo = gen("memory", [n], os.path.join(o["work"], "memory_%d.hlo" % n))
     shard = n * 4 // 2
     rss = []
+    rssf = os.path.join(o["work"], "rss.")
+
+    def peak_rss(cmd):
+        """Peak RSS in bytes of each of 2 ranks: /usr/bin/time -o a file per
+        rank (mpirun's forwarding of stderr can lose the last lines)."""
+        for k in range(2):
+            if os.path.exists(rssf + str(k)):
+                os.remove(rssf + str(k))
+        sh = '/usr/bin/time -f "%%M" -o %s"$OMPI_COMM_WORLD_RANK" "$@"' % rssf
+        p = run(mpirun(2, ["/bin/sh", "-c", sh, "sh"] + cmd))
+        try:
+            return p, [int(open(rssf + str(k)).read().split()[-1]) * 1024 for k in range(2)]
+        except (OSError, ValueError, IndexError):
+            raise Failed("no peak RSS from /usr/bin/time for both ranks")
+
     for r in range(3 if not o["quick"] else 1):
-        p = run(mpirun(2, ["/usr/bin/time", "-f", "rss_kb %M", o["tessel"], "run", hlo,
-                           "--random-inputs", "7", "--stats"]))
-        kb = [int(x) for x in re.findall(r"rss_kb (\d+)", p.stderr)]
-        if len(kb) != 2:
-            raise Failed("expected two ranks' peak RSS: %s" % p.stderr.strip()[-300:])
-        rss.append(max(kb) * 1024)
+        p, kb = peak_rss([o["tessel"], "run", hlo, "--random-inputs", "7", "--stats"])
+        rss.append(max(kb))
         m = re.search(r"output 0: f32\[\] min (\S+)", p.stdout)
         if not m:
             raise Failed("no output from tessel: %s" % p.stdout.strip()[-200:])
@@ -235,9 +246,7 @@ def bench_memory(o):
     if not abs(got - want) <= 1e-5 * n / 2 + 1e-3:
         raise Failed("tessel's sum is %g, expected %g" % (got, want))
     # The floor: the peak RSS of an MPI process that holds nothing.
-    p = run(mpirun(2, ["/usr/bin/time", "-f", "rss_kb %M", o["base"] + "allreduce_base", "1", "1",
-                       "--warm", "0"]))
-    floor = max(int(x) for x in re.findall(r"rss_kb (\d+)", p.stderr)) * 1024
+    floor = max(peak_rss([o["base"] + "allreduce_base", "1", "1", "--warm", "0"])[1])
     peak = median(rss)
     return ("peak RSS %.0f MiB per rank, shard %.0f MiB (input %.0f MiB over 2 ranks; an empty MPI "
             "process peaks at %.0f MiB) ratio %.2f"
