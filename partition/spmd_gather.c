@@ -142,6 +142,8 @@ static int32_t explicit_indices(PComp *pc, int32_t iv, int64_t ivd)
 /* Index component k (slice along ivd), as an array of the batch shape. */
 static int32_t component(PComp *pc, int32_t iv, int64_t ivd, int64_t k)
 {
+    if (iv < 0)
+        return -1;
     const IrShape *s = val_shape(pc, iv); /* read before any emit */
     int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK], dims[IR_MAX_RANK];
     int32_t nb = 0;
@@ -199,7 +201,8 @@ static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix
 {
     const IrGatherDnums *dn = &ins->a.gather;
     if (dn->operand_batching_dims.n > 0 || op->rank > IR_MAX_RANK || ix->rank > IR_MAX_RANK ||
-        ins->shape.rank > IR_MAX_RANK || ins->a.slice_sizes.n != op->rank)
+        ins->shape.rank > IR_MAX_RANK || ins->a.slice_sizes.n != op->rank ||
+        (dn->index_vector_dim == ix->rank && ix->rank + 1 > IR_MAX_RANK)) /* explicit_indices */
         return false;
     g->orank = op->rank;
     g->irank = ix->rank;
@@ -424,7 +427,7 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
 {
     const IrScatterDnums *dn = &ins->a.scatter;
     if (dn->input_batching_dims.n > 0 || op->rank > IR_MAX_RANK || upd->rank > IR_MAX_RANK ||
-        ix->rank > IR_MAX_RANK)
+        ix->rank > IR_MAX_RANK || (dn->index_vector_dim == ix->rank && ix->rank + 1 > IR_MAX_RANK))
         return false;
     s->orank = op->rank;
     s->urank = upd->rank;
