@@ -284,20 +284,61 @@ static int32_t all_to_all(PComp *pc, int32_t v, const IrShape *full, const IrSha
     return emit_reshape(pc, r, &s2);
 }
 
+/* The manual subgroup coordinate of `device`: devices with equal keys are
+ * in the same manual group. -1 when the sharding has no manual subgroup. */
+static int64_t manual_key(const IrSharding *s, int64_t device)
+{
+    int64_t c[IR_MAX_RANK + 2], key = 0;
+    if (!shd_has_manual_subgroup(s) || !shd_device_coords(s, device, c))
+        return -1;
+    int32_t k = ir_sharding_data_rank(s);
+    for (int32_t g = 0; g < s->nsubgroup; g++)
+        if (s->subgroup[g] == SUBGROUP_MANUAL)
+            key = key * s->tile[k + g] + c[k + g];
+    return key;
+}
+
+/* Partially manual shardings (last_tile_dims={manual}) reshard only among
+ * shardings that put the devices in the same manual groups: each manual
+ * group then reshards within itself, as the groups along data dims never
+ * cross a manual coordinate (shd_groups_along). */
+static bool same_manual_groups(PComp *pc, const IrSharding *a, const IrSharding *b)
+{
+    for (int64_t x = 0; x < pc->sp->n; x++)
+        for (int64_t y = x + 1; y < pc->sp->n; y++)
+            if ((manual_key(a, x) == manual_key(a, y)) != (manual_key(b, x) == manual_key(b, y)))
+                return false;
+    return true;
+}
+
+/* No data dim tiled: replicated, maximal, or replicated within manual
+ * groups. */
+static bool data_replicated(const IrSharding *s)
+{
+    return is_repl(s) || (s->kind == SHD_TILED && shd_total_tiles(s) == 1);
+}
+
 static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
                              const IrSharding *to)
 {
     if (same(from, to))
         return v;
-    if (from->kind == SHD_MANUAL || to->kind == SHD_MANUAL || shd_has_manual_subgroup(from) ||
-        shd_has_manual_subgroup(to))
+    if (from->kind == SHD_MANUAL || to->kind == SHD_MANUAL)
         return fail(pc, IR_EUNSUPPORTED, "cannot reshard between manual and non-manual shardings");
+    /* A value every device holds whole can be cut to anything, manual
+     * groups included. */
     if (is_repl(from))
         return slice_to(pc, v, full, to);
-    if (same_tiles(from, to))
+    bool manual = shd_has_manual_subgroup(from) || shd_has_manual_subgroup(to);
+    if (manual && (!shd_has_manual_subgroup(from) || !shd_has_manual_subgroup(to) ||
+                   !same_manual_groups(pc, from, to)))
+        return fail(pc, IR_EUNSUPPORTED, "cannot reshard between different manual groups");
+    if (data_replicated(from))
+        return slice_to(pc, v, full, to);
+    if (!manual && same_tiles(from, to))
         return permute(pc, v, from, to);
     int32_t da, db;
-    if (swapped_dim(from, to, &da, &db) && full->dims[da] % from->tile[da] == 0 &&
+    if (!manual && swapped_dim(from, to, &da, &db) && full->dims[da] % from->tile[da] == 0 &&
         full->dims[db] % from->tile[da] == 0) {
         int32_t r = all_to_all(pc, v, full, from, da, db);
         if (r != -2)
@@ -326,7 +367,7 @@ static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const Ir
             }
         }
     }
-    if (is_repl(to))
+    if (data_replicated(to))
         return to_replicated(pc, v, full, from);
     int32_t full_v = to_replicated(pc, v, full, from);
     return slice_to(pc, full_v, full, to);

@@ -87,21 +87,44 @@ static IrStatus spmd_manual(PComp *pc, int32_t i)
     return set_val(pc, i, emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called));
 }
 
+/* "Replicated" for a value of sharding s: the whole value on every device,
+ * or, for partially manual shardings, the whole value on every device of
+ * each manual group (manual groups never exchange data). */
+static const IrSharding *replicated_like(PComp *pc, const IrSharding *s)
+{
+    static const IrSharding repl = {.kind = SHD_REPLICATED};
+    if (s->kind != SHD_TILED || !shd_has_manual_subgroup(s))
+        return &repl;
+    int64_t dims[IR_MAX_RANK];
+    int32_t k = ir_sharding_data_rank(s);
+    for (int32_t d = 0; d < k; d++)
+        dims[d] = d;
+    const IrSharding *r = shd_replicate_dims(pc_arena(pc), s, k, dims);
+    return r ? r : &repl;
+}
+
 IrStatus spmd_fallback(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    static const IrSharding repl = {.kind = SHD_REPLICATED};
+    const IrSharding *mine = pc->shd[i]->kind == SHD_TUPLE ? &pc->shd[i]->tuple[0] : pc->shd[i];
+    const IrSharding *repl = pc->shd[i]->kind == SHD_TUPLE && pc->shd[i]->ntuple == 0
+                                 ? replicated_like(pc, &(IrSharding){.kind = SHD_REPLICATED})
+                                 : replicated_like(pc, mine);
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
-    for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, &repl);
+    for (int32_t k = 0; k < ins->nopnd; k++) {
+        const IrSharding *os = pc->shd[ins->opnd[k]];
+        if (os->kind == SHD_TUPLE && os->ntuple > 0)
+            os = &os->tuple[0];
+        ops[k] = operand_as(pc, i, k, shd_has_manual_subgroup(os) ? replicated_like(pc, os) : repl);
+    }
     for (int32_t k = 0; k < ins->ncalled; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
             return err(pc, i, IR_ENOMEM, "out of memory");
     int32_t v = emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called);
     if (ins->op != OP_PARTITION_ID && ins->op != OP_REPLICA_ID)
         spmd_note_fallback(pc, i);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, &repl, pc->shd[i]));
+    return set_val(pc, i, reshard(pc, v, &ins->shape, repl, pc->shd[i]));
 }
 
 static bool is_manual_instr(const PComp *pc, int32_t i)

@@ -50,7 +50,7 @@ static IrStatus reduce_gathered(PComp *pc, int32_t i)
     IrArena *a = pc_arena(pc);
     int32_t n = ins->nopnd / 2;
     const IrSharding *in0 = pc->shd[ins->opnd[0]];
-    if (in0->kind != SHD_TILED || shd_has_manual_subgroup(in0))
+    if (in0->kind != SHD_TILED)
         in0 = &repl_sharding;
     IrSharding *keep = shd_replicate_dims(a, in0, ins->a.dimensions.n, ins->a.dimensions.v);
     IrSharding *out = keep ? shd_remove_dims(a, keep, ins->a.dimensions.n, ins->a.dimensions.v) : NULL;
@@ -58,8 +58,17 @@ static IrStatus reduce_gathered(PComp *pc, int32_t i)
     if (!outs)
         return oom(pc);
     int32_t ops[ins->nopnd];
+    /* Inits: replicated (within manual groups, when the input has them). */
+    int64_t all[IR_MAX_RANK];
+    for (int32_t d = 0; d < ir_sharding_data_rank(keep); d++)
+        all[d] = d;
+    const IrSharding *init_s = keep->kind == SHD_TILED && shd_has_manual_subgroup(keep)
+                                   ? shd_replicate_dims(a, keep, ir_sharding_data_rank(keep), all)
+                                   : &repl_sharding;
+    if (!init_s)
+        return oom(pc);
     for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, k < n ? keep : &repl_sharding);
+        ops[k] = operand_as(pc, i, k, k < n ? keep : init_s);
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, outs, &local) != IR_OK)
         return oom(pc);
@@ -77,7 +86,7 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     IrOpcode red = ir_simple_reducer(pc->sp->src, ins->called[0]);
     const IrSharding *in = pc->shd[ins->opnd[0]];
     const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
-    if (ins->nopnd != 2 || red == OP_COUNT || in->kind != SHD_TILED || shd_has_manual_subgroup(in))
+    if (ins->nopnd != 2 || red == OP_COUNT || in->kind != SHD_TILED)
         return reduce_gathered(pc, i);
     const IrI64List *dims = &ins->a.dimensions;
     int64_t tiled[IR_MAX_RANK], other[IR_MAX_RANK];
@@ -96,7 +105,14 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
         return oom(pc);
     IrType t = ishape->type;
     int32_t v = pc->val[ins->opnd[0]];
-    int32_t init = operand_as(pc, i, 1, &repl_sharding);
+    int64_t all[IR_MAX_RANK];
+    for (int32_t d = 0; d < ir_sharding_data_rank(in); d++)
+        all[d] = d;
+    const IrSharding *init_s = shd_has_manual_subgroup(in) ? shd_replicate_dims(a, in, ir_sharding_data_rank(in), all)
+                                                           : &repl_sharding;
+    if (!init_s)
+        return oom(pc);
+    int32_t init = operand_as(pc, i, 1, init_s);
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init
          * value is used by the first device of each group only. */
