@@ -677,6 +677,7 @@ static IrStatus start_devices(World *w, Device *devs, const RtRunOptions *o, RtR
                 DevAllocStats as;
                 dev_allocator_stats(al, &as);
                 stats->membind = as.membind;
+                stats->numa_node = as.numa_node;
                 stats->membind_errno = as.membind_errno;
             }
         }

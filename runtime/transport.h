@@ -36,7 +36,8 @@ typedef struct RtRunStats {
     int32_t ndevices;          /* local devices */
     int32_t nbound;            /* of them, executor threads bound to their cpusets */
     const char *bind_note;     /* why one is not bound (static text), or NULL */
-    bool membind;              /* device memory can be bound to its NUMA node */
+    bool membind;              /* device 0's allocator binds its memory to a NUMA node */
+    int32_t numa_node;         /* that node (OS index), -1 when not bound */
     int membind_errno;         /* binding memory was wanted but fell back: why; else 0 */
     int blas_threads;          /* OpenBLAS threads set for the devices (0: untouched) */
 } RtRunStats;

@@ -111,8 +111,11 @@ static void print_binding(const RtRunStats *rs)
     fprintf(stderr, "tessel: stats: devices: %d, executor threads bound to their cores: %d%s%s%s\n",
             (int)rs->ndevices, (int)rs->nbound, rs->bind_note ? " (" : "", rs->bind_note ? rs->bind_note : "",
             rs->bind_note ? ")" : "");
+    /* Tensors themselves come from ts_malloc, first touched by the bound
+     * executor thread; the device allocator is what binds explicitly. */
     if (rs->membind)
-        fprintf(stderr, "tessel: stats: memory: bound to each device's NUMA node\n");
+        fprintf(stderr, "tessel: stats: memory: device allocators bind to NUMA nodes (device 0: node %d)\n",
+                (int)rs->numa_node);
     else
         fprintf(stderr, "tessel: stats: memory: binding fell back to unbound memory (%s)\n",
                 rs->membind_errno ? strerror(rs->membind_errno) : "hwloc cannot bind memory here");
