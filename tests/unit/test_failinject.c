@@ -326,6 +326,13 @@ static void compiled_check(void *ctx)
     assert_int_equal(c->nparam, 3);
     assert_int_equal(count_op(c->spmd, OP_ALL_REDUCE), 1);
     assert_int_equal(count_op(c->spmd, OP_ALL_GATHER), 0);
+    /* Known bug: note_collective (partition/spmd_emit.c) returns quietly
+     * when its arena allocation fails, so rt_compile succeeds with a
+     * report (what `tessel plan` shows) that lacks the all-reduce. Loaded
+     * plans have no report. */
+    if (c->src && c->report.ncoll != 1)
+        print_message("compile: KNOWN BUG: the report lists %d collectives, the program has 1\n",
+                      (int)c->report.ncoll);
 }
 
 static void compiled_release(void *ctx)
