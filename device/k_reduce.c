@@ -367,31 +367,79 @@ static void load_run(Dom d, IrType t, const uint8_t *base, int64_t i0, int64_t n
 #undef RUN
 }
 
+/* acc[j] = op(acc[j], x[j]) for j < n: element-wise into a run of
+ * accumulators. One switch per run; the loops are tight. */
+static void fold_into(Dom d, IrOpcode op, Acc *restrict acc, const Acc *restrict x, int64_t n)
+{
+#define INTO(FIELD, EXPR)                   \
+    for (int64_t j = 0; j < n; j++)         \
+        acc[j].FIELD = EXPR;                \
+    return
+    if (d == DOM_F) {
+        switch (op) {
+        case OP_ADD: INTO(f, acc[j].f + x[j].f);
+        case OP_MULTIPLY: INTO(f, acc[j].f * x[j].f);
+        case OP_MAXIMUM: INTO(f, max_nan(acc[j].f, x[j].f));
+        case OP_MINIMUM: INTO(f, min_nan(acc[j].f, x[j].f));
+        default: break;
+        }
+    } else if (d != DOM_P) {
+        switch (op) {
+        case OP_ADD: INTO(u, acc[j].u + x[j].u);
+        case OP_MULTIPLY: INTO(u, acc[j].u * x[j].u);
+        case OP_AND: INTO(u, acc[j].u & x[j].u);
+        case OP_OR: INTO(u, acc[j].u | x[j].u);
+        case OP_XOR: INTO(u, acc[j].u ^ x[j].u);
+        default: break;
+        }
+    }
+#undef INTO
+    for (int64_t j = 0; j < n; j++)
+        acc[j] = combine(d, op, acc[j], x[j]);
+}
+
+/* a = op(...op(op(a, x[0]), x[1])..., x[n-1]): a run folded in order into
+ * one accumulator, kept in a register. */
+static Acc fold_one(Dom d, IrOpcode op, Acc a, const Acc *x, int64_t n)
+{
+#define ONE(FIELD, EXPR)                    \
+    do {                                    \
+        for (int64_t j = 0; j < n; j++)     \
+            a.FIELD = EXPR;                 \
+        return a;                           \
+    } while (0)
+    if (d == DOM_F) {
+        switch (op) {
+        case OP_ADD: ONE(f, a.f + x[j].f);
+        case OP_MULTIPLY: ONE(f, a.f * x[j].f);
+        case OP_MAXIMUM: ONE(f, max_nan(a.f, x[j].f));
+        case OP_MINIMUM: ONE(f, min_nan(a.f, x[j].f));
+        default: break;
+        }
+    } else if (d != DOM_P) {
+        switch (op) {
+        case OP_ADD: ONE(u, a.u + x[j].u);
+        case OP_MULTIPLY: ONE(u, a.u * x[j].u);
+        case OP_AND: ONE(u, a.u & x[j].u);
+        case OP_OR: ONE(u, a.u | x[j].u);
+        case OP_XOR: ONE(u, a.u ^ x[j].u);
+        default: break;
+        }
+    }
+#undef ONE
+    for (int64_t j = 0; j < n; j++)
+        a = combine(d, op, a, x[j]);
+    return a;
+}
+
 /* acc[j * astride] = op(acc[j * astride], x[j]) for j < n; astride 0 folds
  * the whole run into acc[0] in order. */
 static void fold_run(Dom d, IrOpcode op, Acc *acc, int64_t astride, const Acc *x, int64_t n)
 {
-#define FOLD(FIELD, EXPR)                                   \
-    do {                                                    \
-        for (int64_t j = 0; j < n; j++) {                   \
-            Acc *a = acc + j * astride;                     \
-            (void)a;                                        \
-            a->FIELD = EXPR;                                \
-        }                                                   \
-    } while (0)
-    if (d == DOM_F && op == OP_ADD) {
-        FOLD(f, a->f + x[j].f);
-    } else if (d == DOM_F && op == OP_MAXIMUM) {
-        FOLD(f, max_nan(a->f, x[j].f));
-    } else if (d == DOM_F && op == OP_MINIMUM) {
-        FOLD(f, min_nan(a->f, x[j].f));
-    } else if (d != DOM_F && d != DOM_P && op == OP_ADD) {
-        FOLD(u, a->u + x[j].u);
-    } else {
-        for (int64_t j = 0; j < n; j++)
-            acc[j * astride] = combine(d, op, acc[j * astride], x[j]);
-    }
-#undef FOLD
+    if (astride == 0)
+        *acc = fold_one(d, op, *acc, x, n);
+    else
+        fold_into(d, op, acc, x, n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -751,20 +799,92 @@ static IrStatus reduce_window_check(const DevKernelArgs *k, int32_t n)
     return IR_OK;
 }
 
+/* Gather the valid elements of one window of x (type t) into buf, in
+ * row-major window order: rows[d] is the coordinate row of output position
+ * o[d] in dim d (tab[d] + o[d]*wsz[d]). The innermost dim is a typed loop
+ * (one switch per window row). Returns the count. */
+static int64_t gather_window(const WinIter *it, const int64_t *const *rows, IrType t, Dom d,
+                             const uint8_t *x, Acc *buf)
+{
+    const WinTab *tb = it->t;
+    int32_t r = tb->rank, last = r - 1;
+    int64_t n = 0, w[IR_MAX_RANK] = {0};
+    for (int32_t i = 0; i < r; i++)
+        if (tb->wsz[i] == 0)
+            return 0;
+    for (;;) {
+        int64_t base = 0;
+        bool ok = true;
+        for (int32_t i = 0; i < last && ok; i++) {
+            int64_t c = rows[i][w[i]];
+            ok = c >= 0;
+            base += c * it->istr[i];
+        }
+        if (ok && r == 0) {
+            buf[n++] = acc_load(d, t, x, 0);
+        } else if (ok) {
+            const int64_t *cr = rows[last];
+            int64_t wl = tb->wsz[last], sl = it->istr[last];
+#define ROW(FIELD, T, EXPR)                                  \
+    do {                                                     \
+        const T *p = (const T *)x + base;                    \
+        for (int64_t j = 0; j < wl; j++)                     \
+            if (cr[j] >= 0)                                  \
+                buf[n++].FIELD = EXPR(p[cr[j] * sl]);        \
+    } while (0)
+#define ID(v) (v)
+            switch (t) {
+            case IR_F32: ROW(f, float, ID); break;
+            case IR_F64: ROW(f, double, ID); break;
+            case IR_F16: ROW(f, uint16_t, dev_f16_to_f32); break;
+            case IR_BF16: ROW(f, uint16_t, dev_bf16_to_f32); break;
+            case IR_S32: ROW(s, int32_t, ID); break;
+            case IR_S64: ROW(s, int64_t, ID); break;
+            case IR_U32: ROW(u, uint32_t, ID); break;
+            case IR_U64: ROW(u, uint64_t, ID); break;
+            default:
+                for (int64_t j = 0; j < wl; j++)
+                    if (cr[j] >= 0)
+                        buf[n++] = acc_load(d, t, x, base + cr[j] * sl);
+            }
+#undef ROW
+#undef ID
+        }
+        int32_t i = last - 1;
+        for (; i >= 0; i--) {
+            if (++w[i] < tb->wsz[i])
+                break;
+            w[i] = 0;
+        }
+        if (i < 0)
+            return n;
+    }
+}
+
+/* The fast path: per output, gather the window's valid elements (typed
+ * loads), then fold them in order from the init (one tight loop). */
 static IrStatus reduce_window_fast(const DevKernelArgs *k, Dom d, IrOpcode op, WinIter *it,
                                    DevValue *res)
 {
     const DevValue *x = k->opnd[0];
-    int64_t nout = ir_shape_elements(&res->shape);
+    const WinTab *tb = it->t;
+    /* A window holds at most min(window size, input size) valid elements. */
+    int64_t nout = ir_shape_elements(&res->shape), cap = ir_shape_elements(&x->shape), wall = 1;
+    for (int32_t i = 0; i < tb->rank && wall <= cap; i++)
+        wall = __builtin_mul_overflow(wall, tb->wsz[i], &wall) ? INT64_MAX : wall;
+    cap = wall < cap ? wall : cap;
+    Acc *buf = (uint64_t)cap < SIZE_MAX / sizeof(Acc) ? ts_malloc((size_t)(cap > 0 ? cap : 1) * sizeof(Acc)) : NULL;
+    if (!buf)
+        return oom(k);
     Acc init = acc_load(d, k->opnd[1]->shape.type, k->opnd[1]->data, 0);
+    const int64_t *rows[IR_MAX_RANK];
     for (int64_t o = 0; o < nout; o++, winiter_next_output(it)) {
-        Acc a = init;
-        int64_t off;
-        winiter_start(it);
-        while (winiter_next(it, &off))
-            a = combine(d, op, a, acc_load(d, x->shape.type, x->data, off));
-        acc_store(d, res->shape.type, res->data, o, a);
+        for (int32_t i = 0; i < tb->rank; i++)
+            rows[i] = tb->tab[i] + it->o[i] * tb->wsz[i];
+        int64_t n = gather_window(it, rows, x->shape.type, d, x->data, buf);
+        acc_store(d, res->shape.type, res->data, o, fold_one(d, op, init, buf, n));
     }
+    ts_free(buf);
     return IR_OK;
 }
 
