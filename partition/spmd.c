@@ -280,8 +280,10 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
                 st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
                 goto done;
             }
-            memcpy(o, al->output_index.v, (size_t)al->output_index.n * sizeof(int64_t));
-            memcpy(p, al->param_index.v, (size_t)al->param_index.n * sizeof(int64_t));
+            if (al->output_index.n > 0)
+                memcpy(o, al->output_index.v, (size_t)al->output_index.n * sizeof(int64_t));
+            if (al->param_index.n > 0)
+                memcpy(p, al->param_index.v, (size_t)al->param_index.n * sizeof(int64_t));
             al->output_index.v = o;
             al->param_index.v = p;
         }
