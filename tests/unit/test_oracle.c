@@ -351,7 +351,7 @@ static void test_conformance(void **state)
      * tests go up to 10^11 elements); TESSEL_CONFORMANCE_MAX_ELEMENTS
      * raises the bound. */
     const char *lim = getenv("TESSEL_CONFORMANCE_MAX_ELEMENTS");
-    int64_t max_elements = lim ? atoll(lim) : (int64_t)1 << 16;
+    int64_t max_elements = lim ? atoll(lim) : (int64_t)1 << 18;
     while (fgets(line, sizeof line, mf)) {
         char file[512], test[512];
         int ndev;
