@@ -9,9 +9,10 @@
  * An output dim may be tiled when it is
  *   - a batch dim (it runs over an indices dim): the indices take its
  *     tiles, each device gathers its own indices (index passthrough);
- *   - an offset dim whose operand dim is a passthrough dim (not indexed,
- *     slice size = the whole dim): the operand takes its tiles and the
- *     local slice size becomes the shard size (operand passthrough).
+ *   - an offset dim whose operand dim is a passthrough dim (slice size =
+ *     the whole dim, so its start is 0 even when indexed): the operand
+ *     takes its tiles and the local slice size becomes the shard size
+ *     (operand passthrough).
  * A tiled trivially indexed dim (an embedding table sharded by rows) is
  * like a contracting dim: each device gathers from its rows only, masks the
  * rows it does not hold to zero, and an all-reduce adds the devices of that
@@ -19,14 +20,17 @@
  * Candidate tilings come from the output's, the operand's and the
  * indices' shardings; the cheapest (bytes moved) wins, ties to the output.
  *
- * Scatter: the iteration space is the operand's dims; a dim may be tiled
- * when it is a passthrough dim (updates' window takes the same tiles) or a
- * trivially indexed dim (window size 1: indices and updates replicated,
- * each device shifts the indices into its shard and scatter's own
- * out-of-bounds rule drops the updates that land elsewhere).
+ * Scatter: the iteration space is the operand's dims plus one per indices
+ * batch dim; an operand dim may be tiled when it is a passthrough dim
+ * (updates' window takes the same tiles) or a trivially indexed dim (window
+ * size 1: each device shifts the indices into its shard and scatter's own
+ * out-of-bounds rule drops the updates that land elsewhere; any combiner).
+ * Tiled batch dims (indices and updates split by scatter position) need a
+ * simple combiner: partial results, merged by an all-reduce.
  *
- * Everything else (operand_batching_dims, partially manual shardings) goes
- * through the fallback.
+ * Dims that fit none of these are resharded to replicated for the local
+ * op; operand_batching_dims and partially manual shardings go through the
+ * fallback.
  */
 #include "spmd_internal.h"
 
