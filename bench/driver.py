@@ -206,9 +206,13 @@ def bench_compile(o):
     done = [(c, max(median(times[n]) - start, 1e-3)) for n, c in zip(sizes, counts) if times[n]]
     per = ", ".join("%d: %.1f ms" % cm for cm in done)
     cpus = ", ".join("%.1f" % median(cpu[n]) for n in sizes if cpu[n])
+    cdone = [(c, median(cpu[n])) for n, c in zip(sizes, counts) if cpu[n]]
+    kc = fit_exponent([c for c, _ in cdone], [m for _, m in cdone]) if len(cdone) >= 2 else float("nan")
     k = fit_exponent([c for c, _ in done], [m for _, m in done]) if len(done) >= 2 else float("nan")
-    line = ("%s (process start %.1f ms subtracted; cpu %s ms; median of %d) %.2f us/instruction at %d "
-            "ratio %.2f" % (per, start, cpus, REPS, done[-1][1] * 1e3 / done[-1][0], done[-1][0], k)
+    line = ("%s (process start %.1f ms subtracted; cpu %s ms, exponent %.2f, %.2f us/instruction; "
+            "median of %d) %.2f us/instruction at %d ratio %.2f"
+            % (per, start, cpus, kc, cdone[-1][1] * 1e3 / cdone[-1][0] if cdone else float("nan"), REPS,
+               done[-1][1] * 1e3 / done[-1][0], done[-1][0], k)
             if done else "")
     if broken:
         raise Failed("tessel compile of %d instructions: %s; %s" % (broken[0], broken[1], line))
