@@ -655,7 +655,7 @@ static IrStatus run_one(Exec *x, const IrComputation *c, int32_t i, int32_t narg
 static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, bool consume,
                          DevValue **out)
 {
-    const Plan *p;
+    const Plan *p = NULL;
     IrStatus st = plan_get(x, comp, &p);
     if (st != IR_OK)
         goto release_args;
