@@ -371,7 +371,14 @@ IrStatus rt_plan_load(const char *path, const char *text, size_t len, RtCompiled
         rt_compiled_free(out);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
-    Loader L = {.file = path, .text = text, .len = len, .d = d, .a = out->arena};
+    /* A NUL-terminated copy: the line checks (strtol, diagnostics' line
+     * extraction) must never read past `len`. */
+    char *copy = ir_strndup(out->arena, text, len);
+    if (!copy) {
+        rt_compiled_free(out);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    Loader L = {.file = path, .text = copy, .len = len, .d = d, .a = out->arena};
     st = load_lines(&L, out);
     if (st != IR_OK)
         rt_compiled_free(out);
