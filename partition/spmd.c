@@ -207,9 +207,11 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
         if (dispatch(&pc, order[k]) != IR_OK)
             goto done;
     const IrSharding *want = effective(sp->dst->arena, root_shd, &sc->instr[sc->root].shape);
-    int32_t root = want ? reshard(&pc, pc.val[sc->root], &sc->instr[sc->root].shape,
-                                  pc.shd[sc->root], want)
-                        : -1;
+    if (!want) {
+        ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+        goto done;
+    }
+    int32_t root = reshard(&pc, pc.val[sc->root], &sc->instr[sc->root].shape, pc.shd[sc->root], want);
     if (root < 0)
         goto done;
     pc.dc->root = root;
