@@ -115,7 +115,7 @@ def mpi_pair(o, name, hlo, base_cmd):
 
 
 def bench_mlp(o):
-    b, d, f = (512, 1024, 4096) if not o["quick"] else (512, 1024, 1024)
+    b, d, f = (512, 1024, 4096) if not o["quick"] else (128, 512, 512)
     hlo = gen("mlp", [b, d, f], os.path.join(o["work"], "mlp_%d_%d_%d.hlo" % (b, d, f)))
     t, tc, bt, bc, bw = mpi_pair(o, "mlp", hlo, [o["base"] + "mlp_base", str(b), str(d), str(f), "7"])
     return ("tessel %.2f ms a step (collectives %.2f) mpi+blas %.2f ms a step (first %.2f, warm %.2f) "
@@ -124,16 +124,16 @@ def bench_mlp(o):
 
 
 def bench_allreduce(o):
-    n = (64 << 20) // 4 if not o["quick"] else (16 << 20) // 4
+    n = (64 << 20) // 4 if not o["quick"] else (4 << 20) // 4
     hlo = gen("allreduce", [n], os.path.join(o["work"], "allreduce_%d.hlo" % n))
     t, tc, bt, bc, bw = mpi_pair(o, "allreduce", hlo, [o["base"] + "allreduce_base", str(n), "7"])
     return ("tessel %.2f ms a step (collectives %.2f) MPI_Allreduce %.2f ms a call (first %.2f, warm %.2f) "
-            "(%d MiB f32, 2 ranks, %d steps a process, median of %d) ratio %.2f"
-            % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, n * 4 >> 20, STEPS, REPS, t / bt))
+            "(%g MiB f32, 2 ranks, %d steps a process, median of %d) ratio %.2f"
+            % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, n * 4 / 2**20, STEPS, REPS, t / bt))
 
 
 def bench_elementwise(o):
-    n = 16 << 20 if not o["quick"] else 4 << 20
+    n = 16 << 20 if not o["quick"] else 1 << 20
     hlo = gen("elementwise", [n], os.path.join(o["work"], "elementwise_%d.hlo" % n))
     outdir = os.path.join(o["work"], "elementwise_out")
     t, s = [], []
@@ -149,8 +149,8 @@ def bench_elementwise(o):
     run([o["base"] + "elementwise_base", str(n), "--check", "7", os.path.join(outdir, "output_0.npy")])
     gbs = 3.0 * n * 4 / (median(t) * 1e6)  # read x and y once, write the result once
     stream = median(s)
-    return ("tessel %.2f GB/s (%.2f ms) stream-triad %.2f GB/s (8 ops over %d M f32, one thread, "
-            "median of %d) ratio %.2f" % (gbs, median(t), stream, n >> 20, REPS, gbs / stream))
+    return ("tessel %.2f GB/s (%.2f ms) stream-triad %.2f GB/s (8 ops over %g M f32, one thread, "
+            "median of %d) ratio %.2f" % (gbs, median(t), stream, n / 2**20, REPS, gbs / stream))
 
 
 def fit_exponent(counts, ms):
@@ -162,7 +162,7 @@ def fit_exponent(counts, ms):
 
 
 def bench_compile(o):
-    sizes = [1000, 4000, 16000, 64000]
+    sizes = [1000, 4000, 16000, 64000] if not o["quick"] else [500, 1000, 2000, 4000]
     files = [gen("transformer", [n], os.path.join(o["work"], "transformer_%d.hlo" % n)) for n in sizes]
     counts = []
     for f in files:
@@ -170,15 +170,18 @@ def bench_compile(o):
         counts.append(int(m.group(1)))
     times = {n: [] for n in sizes}
     cpu = {n: [] for n in sizes}  # user+sys of the compile process: less sensitive to a busy machine
-    null = []
+    null, nullcpu = [], []
     plan = os.path.join(o["work"], "transformer.plan")
     broken = None  # (instructions, why): the first size tessel could not compile
     for r in range(-1, REPS):
         # Process start, measured each round: `tessel --version` loads the
         # same binary and libraries and does nothing.
         t0 = time.perf_counter()
+        u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         run([o["tessel"], "--version"])
         nt = (time.perf_counter() - t0) * 1e3
+        u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        ncpu = (u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime) * 1e3
         for n, f, c in zip(sizes, files, counts):
             if broken and c >= broken[0]:
                 break
@@ -202,14 +205,16 @@ def bench_compile(o):
                 cpu[n].append(cms)
         if r >= 0:
             null.append(nt)
+            nullcpu.append(ncpu)
     start = median(null)
     done = [(c, max(median(times[n]) - start, 1e-3)) for n, c in zip(sizes, counts) if times[n]]
     per = ", ".join("%d: %.1f ms" % cm for cm in done)
-    cpus = ", ".join("%.1f" % median(cpu[n]) for n in sizes if cpu[n])
-    cdone = [(c, median(cpu[n])) for n, c in zip(sizes, counts) if cpu[n]]
+    startcpu = median(nullcpu)
+    cdone = [(c, max(median(cpu[n]) - startcpu, 1e-3)) for n, c in zip(sizes, counts) if cpu[n]]
+    cpus = ", ".join("%.1f" % m for _, m in cdone)
     kc = fit_exponent([c for c, _ in cdone], [m for _, m in cdone]) if len(cdone) >= 2 else float("nan")
     k = fit_exponent([c for c, _ in done], [m for _, m in done]) if len(done) >= 2 else float("nan")
-    line = ("%s (process start %.1f ms subtracted; cpu %s ms, exponent %.2f, %.2f us/instruction; "
+    line = ("%s (process start %.1f ms subtracted; cpu time %s ms, exponent %.2f, %.2f us/instruction; "
             "median of %d) %.2f us/instruction at %d ratio %.2f"
             % (per, start, cpus, kc, cdone[-1][1] * 1e3 / cdone[-1][0] if cdone else float("nan"), REPS,
                done[-1][1] * 1e3 / done[-1][0], done[-1][0], k)
@@ -220,7 +225,7 @@ def bench_compile(o):
 
 
 def bench_memory(o):
-    n = (1 << 30) // 4 if not o["quick"] else (256 << 20) // 4
+    n = (1 << 30) // 4 if not o["quick"] else (64 << 20) // 4
     hlo = gen("memory", [n], os.path.join(o["work"], "memory_%d.hlo" % n))
     shard = n * 4 // 2
     rss = []
@@ -258,7 +263,7 @@ def bench_memory(o):
 
 
 def bench_parse(o):
-    n = 64000
+    n = 64000 if not o["quick"] else 16000
     f = gen("transformer", [n], os.path.join(o["work"], "transformer_%d.hlo" % n))
     size = os.path.getsize(f)
     t, rd = [], []
