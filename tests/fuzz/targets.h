@@ -198,27 +198,14 @@ FUZZ_TARGET void fuzz_one_npy(const uint8_t *data, size_t size)
 }
 
 /* A plan file: load (parse, verify, check every plan line against the
- * module); on success the signature module is built from it, as `tessel
+ * module), the text passed with its length and no NUL (the over-read of
+ * regressions/plan-unterminated-text-overread, fixed in 4d8cf29); on success the signature module is built from it, as `tessel
  * run` does. */
 FUZZ_TARGET void fuzz_one_plan(const uint8_t *data, size_t size)
 {
-    /* Known bug (tests/fuzz/crashes/plan-unterminated-text-overread):
-     * rt_plan_load hands its text to ir_error, which reads the error's
-     * line with strcspn, past `len` when the text has no NUL. Until that
-     * is fixed the text gets a NUL after `len` (not counted in it) so the
-     * fuzzer can look for other bugs; set FUZZ_PLAN_EXACT to 1 to
-     * reproduce it. */
-#ifndef FUZZ_PLAN_EXACT
-#define FUZZ_PLAN_EXACT 0
-#endif
-    char *text = malloc(size + 1);
-    if (!text)
-        return;
-    memcpy(text, data, size);
-    text[size] = '\0';
     RtCompiled c;
     IrDiag d = {0};
-    IrStatus st = rt_plan_load("fuzz.plan", FUZZ_PLAN_EXACT ? (const char *)data : text, size, &c, &d);
+    IrStatus st = rt_plan_load("fuzz.plan", (const char *)data, size, &c, &d);
     fuzz_check_status("rt_plan_load", st, &d);
     if (st == IR_OK) {
         IrModule *sig = rt_signature_module(&c);
@@ -231,7 +218,6 @@ FUZZ_TARGET void fuzz_one_plan(const uint8_t *data, size_t size)
     }
     ir_diag_clear(&d);
     (void)rt_is_plan_text((const char *)data, size);
-    free(text);
 }
 
 #endif /* TESSEL_FUZZ_TARGETS_H */
