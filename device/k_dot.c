@@ -633,7 +633,7 @@ IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
 {
     if (k->nopnd != 2 || !is_array_value(k->opnd[0]) || !is_array_value(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
-    DotPlan p;
+    DotPlan p = {0};
     IrStatus st = dot_plan(k, &p);
     if (st != IR_OK)
         return st;
@@ -1204,7 +1204,7 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
 {
     if (k->nopnd != 2 || !is_array_value(k->opnd[0]) || !is_array_value(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "convolution takes two arrays");
-    ConvPlan p;
+    ConvPlan p = {0};
     IrStatus st = conv_plan(k, &p);
     if (st != IR_OK)
         return st;

@@ -330,7 +330,7 @@ static bool dom_of(IrType t, Dom *d)
 
 static Acc acc_load(Dom d, IrType t, const void *base, int64_t i)
 {
-    Acc a;
+    Acc a = {.u = 0};
     if (d == DOM_F)
         a.f = dev_load_f64(t, base, i);
     else if (d == DOM_S)

@@ -267,7 +267,7 @@ static bool dom_has_op(Dom d, IrOpcode op)
 
 static Acc acc_load(Dom d, IrType t, const void *base, int64_t i)
 {
-    Acc a;
+    Acc a = {.u = 0};
     switch (d) {
     case DOM_F: a.f = dev_load_f64(t, base, i); break;
     case DOM_S: a.s = dev_load_i64(t, base, i); break;

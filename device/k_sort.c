@@ -769,7 +769,7 @@ IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out)
     int32_t n = k->nopnd;
     if (n < 1 || !is_array_value(k->opnd[0]))
         return dev_kernel_error(k, IR_EINPUT, "sort: bad operands");
-    int64_t d;
+    int64_t d = 0;
     IrStatus st = sort_check(k, n, &d);
     if (st != IR_OK)
         return st;
