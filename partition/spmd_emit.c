@@ -423,17 +423,19 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
     return true;
 }
 
-/* Record a collective for the plan: its groups as text and bytes received. */
-static void note_collective(PComp *pc, int32_t r, int64_t bytes)
+/* Record a collective for the plan: its groups as text and bytes received.
+ * Returns r, or -1 (out of memory recorded) when the record cannot be made:
+ * a plan that silently lost a collective would be wrong. */
+static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
 {
     SpmdReport *rep = pc->sp->report;
     if (!rep || r < 0)
-        return;
+        return r;
     if (rep->ncoll == rep->capcoll) {
         int32_t cap = rep->capcoll ? rep->capcoll * 2 : 16;
         SpmdCollective *nc = ir_alloc_array(rep->arena, (size_t)cap, sizeof *nc);
         if (!nc)
-            return;
+            return oom(pc);
         if (rep->ncoll)
             memcpy(nc, rep->coll, (size_t)rep->ncoll * sizeof *nc);
         rep->coll = nc;
@@ -446,7 +448,7 @@ static void note_collective(PComp *pc, int32_t r, int64_t bytes)
         len += 3 + (size_t)g->group_size[k] * 21;
     char *txt = ir_alloc(rep->arena, len);
     if (!txt)
-        return;
+        return oom(pc);
     size_t o = 0;
     txt[o++] = '{';
     for (int32_t k = 0; k < g->ngroups; k++) {
@@ -462,6 +464,7 @@ static void note_collective(PComp *pc, int32_t r, int64_t bytes)
     c->op = ins->op;
     c->replica_groups = txt;
     c->bytes_per_device = bytes;
+    return c->name ? r : oom(pc);
 }
 
 int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
@@ -481,8 +484,7 @@ int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int3
     if (!set_list(pc, &ins->a.dimensions, 1, &dim) || !set_groups(pc, ins, ngroups, size, groups))
         return oom(pc);
     ins->a.has_dimensions = true;
-    note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)) * (size - 1));
-    return r;
+    return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)) * (size - 1));
 }
 
 int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
@@ -506,8 +508,7 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
         return oom(pc);
     ins->called[0] = red;
     /* A ring all-reduce moves about 2(n-1)/n of the buffer per device. */
-    note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
-    return r;
+    return note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
 }
 
 int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
@@ -529,8 +530,7 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
     if (!set_list(pc, &ins->a.dimensions, 1, &split_dim) || !set_groups(pc, ins, ngroups, size, groups))
         return oom(pc);
     ins->a.has_dimensions = true;
-    note_collective(pc, r, ir_shape_bytes(&s) * (size - 1) / (size ? size : 1));
-    return r;
+    return note_collective(pc, r, ir_shape_bytes(&s) * (size - 1) / (size ? size : 1));
 }
 
 int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs)
@@ -555,8 +555,7 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
     ins->a.source_target_pairs.n = (int32_t)(2 * n);
     ins->a.source_target_pairs.v = p;
     ins->a.channel_id = ++sp->next_channel;
-    note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)));
-    return r;
+    return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)));
 }
 
 /* ---- groups and offsets ---- */

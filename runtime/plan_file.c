@@ -109,16 +109,25 @@ typedef struct Loader {
     IrDiag *d;
     IrArena *a;
     int32_t line;            /* current line number */
+    bool oom;                /* an allocation failed: report IR_ENOMEM, not bad input */
 } Loader;
 
 static IrStatus bad(Loader *L, int32_t col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static IrStatus bad(Loader *L, int32_t col, const char *fmt, ...)
 {
+    if (L->oom)
+        return ir_error(L->d, IR_ENOMEM, L->file, NULL, (IrPos){0, 0}, "out of memory while loading the plan");
     va_list ap;
     va_start(ap, fmt);
     ir_verror(L->d, IR_EINPUT, L->file, L->text, (IrPos){L->line, col}, fmt, ap);
     va_end(ap);
     return IR_EINPUT;
+}
+
+static IrStatus nomem(Loader *L)
+{
+    L->oom = true;
+    return bad(L, 1, "out of memory");
 }
 
 /* A shape in XLA's text form: `f32[2,3]`, `pred[]`, `(f32[2], s32[])`.
@@ -144,7 +153,9 @@ static bool parse_shape(Loader *L, const char **p, const char *end, IrShape *out
         if (s >= end)
             return false;
         *p = s + 1;
-        return ir_shape_make_tuple(L->a, out, n, el) == IR_OK;
+        if (ir_shape_make_tuple(L->a, out, n, el) != IR_OK)
+            return !(L->oom = true);
+        return true;
     }
     const char *t = s;
     while (s < end && *s >= 'a' && *s <= 'z')
@@ -171,7 +182,7 @@ static bool parse_shape(Loader *L, const char **p, const char *end, IrShape *out
         return false;
     *p = s + 1;
     if (ir_shape_make(L->a, out, ty, rank, dims) != IR_OK)
-        return false;
+        return !(L->oom = true);
     return ir_shape_elements(out) >= 0;
 }
 
@@ -195,13 +206,14 @@ static IrStatus check_shard(Loader *L, const char *what, int32_t k, const IrShap
 {
     IrDiag vd = {0};
     if (ir_sharding_validate(s, logical, n, &vd, NULL, NULL, (IrPos){0, 0}) != IR_OK) {
+        L->oom |= vd.status == IR_ENOMEM;
         IrStatus st = bad(L, 1, "%s %d: %s", what, (int)k, vd.msg ? vd.msg : "invalid sharding");
         ir_diag_clear(&vd);
         return st;
     }
     IrShape sh;
     if (shd_shard_shape(L->a, logical, s, &sh) != IR_OK)
-        return bad(L, 1, "out of memory");
+        return nomem(L);
     if (!ir_shape_equal(&sh, device)) {
         char *a = ir_shape_str(&sh, false), *b = ir_shape_str(device, false);
         IrStatus st = bad(L, 1, "%s %d: its shard under the sharding is %s but the module's is %s", what, (int)k,
@@ -255,7 +267,7 @@ static IrStatus load_lines(Loader *L, RtCompiled *c)
                 c->param_shape = in_shape;
                 c->param_sharding = ir_alloc_array(L->a, (size_t)(nin > 0 ? nin : 1), sizeof(IrSharding *));
                 if (!in_shape || !c->param_sharding)
-                    return bad(L, 1, "out of memory");
+                    return nomem(L);
             } else if (le - t > 15 && memcmp(t, "XlaInputShape ", 14) == 0) {
                 const char *p = t + 14;
                 IrShape sh;
@@ -279,6 +291,7 @@ static IrStatus load_lines(Loader *L, RtCompiled *c)
                 char *txt = ir_strndup(L->a, q + 1, (size_t)(le - q - 1));
                 IrDiag sd = {0};
                 if (!sh || !txt || ir_sharding_parse(L->a, txt, sh, &sd) != IR_OK) {
+                    L->oom |= !sh || !txt || sd.status == IR_ENOMEM;
                     ir_diag_clear(&sd);
                     return bad(L, (int32_t)(q + 2 - s), "bad sharding");
                 }
@@ -292,17 +305,18 @@ static IrStatus load_lines(Loader *L, RtCompiled *c)
                 char *txt = ir_strndup(L->a, q + 1, (size_t)(le - q - 1));
                 IrDiag sd = {0};
                 if (!sh || !txt || ir_sharding_parse(L->a, txt, sh, &sd) != IR_OK) {
+                    L->oom |= !sh || !txt || sd.status == IR_ENOMEM;
                     ir_diag_clear(&sd);
                     return bad(L, (int32_t)(q + 2 - s), "bad sharding");
                 }
                 if (!c->out_sharding) {
                     c->out_sharding = ir_alloc(L->a, sizeof(IrSharding));
                     if (!c->out_sharding)
-                        return bad(L, 1, "out of memory");
+                        return nomem(L);
                     c->out_sharding->kind = SHD_TUPLE;
                     c->out_sharding->tuple = ir_alloc_array(L->a, (size_t)(nout > 0 ? nout : 1), sizeof(IrSharding));
                     if (!c->out_sharding->tuple)
-                        return bad(L, 1, "out of memory");
+                        return nomem(L);
                 }
                 c->out_sharding->tuple[nout_shd++] = *sh;
                 c->out_sharding->ntuple = nout_shd;
@@ -330,9 +344,10 @@ static IrStatus load_lines(Loader *L, RtCompiled *c)
             const char *p = s + 17;
             if (!parse_shape(L, &p, le, &in_shape[k], 0))
                 return bad(L, 18, "bad XlaInputShape");
-            if (check_shard(L, "input", k, &in_shape[k], c->param_sharding[k], &e->instr[e->param[k]].shape,
-                            c->num_partitions) != IR_OK)
-                return IR_EINPUT;
+            IrStatus st = check_shard(L, "input", k, &in_shape[k], c->param_sharding[k],
+                                      &e->instr[e->param[k]].shape, c->num_partitions);
+            if (st != IR_OK)
+                return st;
             k++;
         }
         s = nl ? nl + 1 : end;
@@ -347,11 +362,13 @@ static IrStatus load_lines(Loader *L, RtCompiled *c)
     if (ir_shape_leaf_count(root) != nout)
         return bad(L, 1, "the module's root has %d leaves, the plan %d outputs", (int)ir_shape_leaf_count(root),
                    (int)nout);
-    for (int32_t o = 0; o < nout; o++)
-        if (check_shard(L, "output", o, ir_shape_leaf(&c->out_shape, o),
-                        shd_leaf(c->out_sharding, &c->out_shape, o), ir_shape_leaf(root, o),
-                        c->num_partitions) != IR_OK)
-            return IR_EINPUT;
+    for (int32_t o = 0; o < nout; o++) {
+        IrStatus st = check_shard(L, "output", o, ir_shape_leaf(&c->out_shape, o),
+                                  shd_leaf(c->out_sharding, &c->out_shape, o), ir_shape_leaf(root, o),
+                                  c->num_partitions);
+        if (st != IR_OK)
+            return st;
+    }
     return IR_OK;
 }
 

@@ -128,19 +128,7 @@ typedef struct Op {
     void (*after_failure)(void *ctx); /* outputs must be empty, inputs intact */
     void (*check)(void *ctx);
     void (*release)(void *ctx);
-    /* Known library bugs: messages of IR_EINPUT errors that an injected
-     * allocation failure produces instead of IR_ENOMEM (NULL-terminated;
-     * reported, tolerated, listed in RELIABILITY.md). */
-    const char *const *known_einput;
 } Op;
-
-static bool known_bug(const Op *op, const IrDiag *d)
-{
-    for (const char *const *k = op->known_einput; k && *k; k++)
-        if (d->msg && strstr(d->msg, *k))
-            return true;
-    return false;
-}
 
 /* One run with allocation n failing (0: none). *fired: the injected
  * failure was reached (the run made at least n allocations). */
@@ -159,10 +147,6 @@ static IrStatus run_once(const Op *op, void *ctx, long n, bool *fired, long *all
     if (st == IR_OK) {
         assert_int_equal(d.status, IR_OK);
         op->check(ctx);
-    } else if (st == IR_EINPUT && *fired && known_bug(op, &d)) {
-        print_message("%s, allocation %ld failing: KNOWN BUG: IR_EINPUT \"%s\" instead of IR_ENOMEM\n",
-                      op->name, n, d.msg);
-        op->after_failure(ctx);
     } else {
         if (st != IR_ENOMEM)
             fail_msg("%s, allocation %ld failing: status %d, expected IR_ENOMEM: %s", op->name, n,
@@ -247,7 +231,7 @@ static void test_parse(void **state)
 {
     (void)state;
     ParseCtx c = {0};
-    Op op = {"parse", parse_prepare, parse_run, parse_after_failure, parse_check, parse_release, NULL};
+    Op op = {"parse", parse_prepare, parse_run, parse_after_failure, parse_check, parse_release};
     walk(&op, &c);
 }
 
@@ -273,7 +257,7 @@ static void test_verify(void **state)
 {
     (void)state;
     ParseCtx c = {0};
-    Op op = {"verify", verify_prepare, verify_run, nothing, nothing, parse_release, NULL};
+    Op op = {"verify", verify_prepare, verify_run, nothing, nothing, parse_release};
     walk(&op, &c);
 }
 
@@ -326,13 +310,11 @@ static void compiled_check(void *ctx)
     assert_int_equal(c->nparam, 3);
     assert_int_equal(count_op(c->spmd, OP_ALL_REDUCE), 1);
     assert_int_equal(count_op(c->spmd, OP_ALL_GATHER), 0);
-    /* Known bug: note_collective (partition/spmd_emit.c) returns quietly
-     * when its arena allocation fails, so rt_compile succeeds with a
-     * report (what `tessel plan` shows) that lacks the all-reduce. Loaded
-     * plans have no report. */
-    if (c->src && c->report.ncoll != 1)
-        print_message("compile: KNOWN BUG: the report lists %d collectives, the program has 1\n",
-                      (int)c->report.ncoll);
+    /* The report (what `tessel plan` shows) lists the all-reduce: a
+     * failed allocation while recording it fails the compile instead.
+     * Loaded plans have no report. */
+    if (c->src)
+        assert_int_equal(c->report.ncoll, 1);
 }
 
 static void compiled_release(void *ctx)
@@ -344,7 +326,7 @@ static void test_compile(void **state)
 {
     (void)state;
     CompileCtx c = {0};
-    Op op = {"compile", compile_prepare, compile_run, compiled_empty, compiled_check, compiled_release, NULL};
+    Op op = {"compile", compile_prepare, compile_run, compiled_empty, compiled_check, compiled_release};
     walk(&op, &c);
 }
 
@@ -364,14 +346,7 @@ static void test_plan_load(void **state)
 {
     (void)state;
     CompileCtx c = {0};
-    /* Known bugs of runtime/plan_file.c: parse_shape returns false for
-     * both a syntax error and a failed arena allocation (ir_shape_make),
-     * the sharding lines do the same with ir_sharding_parse's IR_ENOMEM
-     * ("bad sharding"), and the per-input check reports its OOM with
-     * status IR_EINPUT ("input 1: out of memory"). */
-    static const char *const known[] = {"bad or extra XlaInputShape", "bad sharding", ": out of memory", NULL};
-    Op op = {"plan load", plan_prepare, plan_run, compiled_empty, compiled_check, compiled_release,
-             known};
+    Op op = {"plan load", plan_prepare, plan_run, compiled_empty, compiled_check, compiled_release};
     walk(&op, &c);
 }
 
@@ -429,7 +404,7 @@ static void test_reference_run(void **state)
 {
     (void)state;
     RefCtx r = {0};
-    Op op = {"bind + reference run", ref_prepare, ref_run, ref_after_failure, ref_check, ref_release, NULL};
+    Op op = {"bind + reference run", ref_prepare, ref_run, ref_after_failure, ref_check, ref_release};
     walk(&op, &r);
 }
 
@@ -500,7 +475,7 @@ static void test_local_run(void **state)
     ir_module_free(m);
     assert_int_equal(rt_compile(parse_model(true), 2, 1, &l.c, &d), IR_OK);
     Op op = {"partitioned run (rt_run_local, 2 devices)", local_prepare, local_run,
-             local_after_failure, local_check, local_release, NULL};
+             local_after_failure, local_check, local_release};
     walk(&op, &l);
     dev_value_unref(l.ref);
     rt_args_free(&l.args);
