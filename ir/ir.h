@@ -434,6 +434,7 @@ typedef struct IrComputation {
     int32_t root;          /* index of ROOT; -1 until set */
     int32_t nparam;
     int32_t *param;        /* instruction index of parameter(i), or -1 if absent */
+    int32_t capparam;      /* allocated entries of param (module.c grows it by doubling) */
     bool is_entry;
     bool has_signature;    /* printed with (p: f32[2]) -> f32[2] */
     IrPos pos;

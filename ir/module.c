@@ -166,12 +166,22 @@ int32_t ir_add_instr(IrModule *m, IrComputation *c, const IrInstr *ins)
         int64_t pn = ins->a.parameter_number;
         if (pn >= 0 && pn < (1 << 24) && pn >= c->nparam) {
             int32_t n = (int32_t)pn + 1;
-            int32_t *np = ir_alloc_array(m->arena, (size_t)n, sizeof(int32_t));
-            if (!np)
-                return -1;
-            for (int32_t i = 0; i < n; i++)
-                np[i] = i < c->nparam ? c->param[i] : -1;
-            c->param = np;
+            if (n > c->capparam || !c->param) {
+                /* Doubling: adding k parameters in order costs O(k), not
+                 * O(k^2) (the arena keeps the old arrays until the end). */
+                int32_t cap = c->capparam > 0 && c->param ? c->capparam : 4;
+                while (cap < n)
+                    cap *= 2;
+                int32_t *np = ir_alloc_array(m->arena, (size_t)cap, sizeof(int32_t));
+                if (!np)
+                    return -1;
+                for (int32_t i = 0; i < cap; i++)
+                    np[i] = i < c->nparam ? c->param[i] : -1;
+                c->param = np;
+                c->capparam = cap;
+            }
+            for (int32_t i = c->nparam; i < n; i++)
+                c->param[i] = -1;
             c->nparam = n;
         }
         if (pn >= 0 && pn < c->nparam && c->param[pn] < 0)
