@@ -25,9 +25,13 @@ static IrStatus err(PComp *pc, int32_t i, IrStatus st, const char *msg)
 
 IrStatus set_val(PComp *pc, int32_t i, int32_t v)
 {
+    /* Every failure but one records its diagnostic where it happens: the
+     * sharding transforms (shd_*) and shape copies return NULL / an error
+     * only when the arena cannot grow, so a failure without a diagnostic
+     * is out of memory. */
     if (v < 0)
         return pc->sp->d->status != IR_OK ? pc->sp->d->status
-                                           : err(pc, i, IR_EINTERNAL, "partitioning failed");
+                                           : err(pc, i, IR_ENOMEM, "out of memory while partitioning");
     pc->val[i] = v;
     return IR_OK;
 }
