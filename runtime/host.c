@@ -12,6 +12,7 @@
  * rank 0 prints or saves).
  */
 #include "program.h"
+#include "transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,17 +104,22 @@ static char *save_path(const IrInstr *ins)
     return p;
 }
 
+/* ctx: NULL, or a bool that is false on the ranks that must stay silent
+ * (under MPI every rank runs the host program; only rank 0 prints and
+ * saves). */
 static IrStatus host_call(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
                           DevValue **out, IrDiag *d)
 {
-    (void)ctx;
+    bool speak = !ctx || *(const bool *)ctx;
     const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
     bool print = strcmp(t, "tessel_print") == 0, save = strcmp(t, "tessel_save") == 0;
     if (!print && !save)
         return IR_EUNSUPPORTED;
     if (nopnd != 1 || operands[0]->shape.type == IR_TUPLE)
         return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos, "%s: %s takes one array operand", ins->name, t);
-    if (print) {
+    if (!speak) {
+        /* silent rank: same result, no output */
+    } else if (print) {
         char *s = rt_value_summary(operands[0]);
         printf("%s: %s\n", ins->name, s ? s : "(out of memory)");
         fflush(stdout);
@@ -143,22 +149,124 @@ const DevCustomCalls *rt_host_targets(void)
 
 /* ---- running ---- */
 
+/* How the host program reaches the devices: all in this process (t NULL),
+ * or this rank's devices [first, first + nlocal) with the transport. */
+typedef struct HostRun {
+    const RtProgram *p;
+    RtTransport *t;
+    int64_t first, nlocal;
+} HostRun;
+
+/* Every rank's root shards to every rank (the host program continues on
+ * each), then the full value from partitions 0..N-1 (replica 0). */
+static IrStatus allgather_results(const HostRun *h, const RtCompiled *c, DevValue **local, DevValue **out,
+                                  IrDiag *d)
+{
+    int32_t nleaf = ir_shape_leaf_count(&local[0]->shape);
+    size_t b = 0;
+    for (int32_t l = 0; l < nleaf; l++)
+        b += (size_t)dev_value_leaf(local[0], l)->nbytes;
+    int64_t ndev = c->num_partitions * c->num_replicas;
+    uint8_t *send = ts_malloc(b * (size_t)h->nlocal + 1), *recv = ts_malloc(b * (size_t)ndev + 1);
+    DevValue **parts = ts_calloc((size_t)c->num_partitions, sizeof *parts);
+    IrStatus st = send && recv && parts ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    size_t o = 0;
+    for (int64_t k = 0; st == IR_OK && k < h->nlocal; k++)
+        for (int32_t l = 0; l < nleaf; l++) {
+            DevValue *v = dev_value_leaf(local[k], l);
+            if (v->nbytes)
+                memcpy(send + o, v->data, (size_t)v->nbytes);
+            o += (size_t)v->nbytes;
+        }
+    if (st == IR_OK)
+        st = rt_transport_allgather(h->t, send, b * (size_t)h->nlocal, recv, d);
+    for (int64_t q = 0; st == IR_OK && q < c->num_partitions; q++) {
+        if (!(parts[q] = dev_value_clone(local[0]))) {
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            break;
+        }
+        size_t off = (size_t)q * b;
+        for (int32_t l = 0; l < nleaf; l++) {
+            DevValue *v = dev_value_leaf(parts[q], l);
+            if (v->nbytes)
+                memcpy(v->data, recv + off, (size_t)v->nbytes);
+            off += (size_t)v->nbytes;
+        }
+    }
+    if (st == IR_OK)
+        st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), c->num_partitions, parts, out, d);
+    for (int64_t q = 0; parts && q < c->num_partitions; q++)
+        dev_value_unref(parts[q]);
+    ts_free(parts);
+    ts_free(send);
+    ts_free(recv);
+    return st;
+}
+
+/* A cluster on this rank's devices: cut the call's operands into the local
+ * devices' shards, run, and bring the full results to every rank. */
+static IrStatus run_cluster_here(const HostRun *h, const RtCompiled *c, int32_t nopnd, DevValue **operands,
+                                 DevValue **out, IrDiag *d)
+{
+    RtArgs *shards = ts_calloc((size_t)h->nlocal, sizeof *shards);
+    DevValue **local = ts_calloc((size_t)h->nlocal, sizeof *local);
+    IrStatus st = shards && local ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int64_t k = 0; st == IR_OK && k < h->nlocal; k++) {
+        shards[k].nargs = nopnd;
+        shards[k].args = ts_calloc((size_t)(nopnd > 0 ? nopnd : 1), sizeof(DevValue *));
+        if (!shards[k].args) {
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            break;
+        }
+        for (int32_t a = 0; st == IR_OK && a < nopnd; a++)
+            st = rt_shard_value(operands[a], rt_param_sharding(c, a), (h->first + k) % c->num_partitions,
+                                &shards[k].args[a], d);
+    }
+    if (st == IR_OK)
+        st = rt_run_devices(c, shards, h->first, h->nlocal, h->t, NULL, NULL, local, d);
+    if (st == IR_OK)
+        st = allgather_results(h, c, local, out, d);
+    for (int64_t k = 0; shards && k < h->nlocal; k++)
+        rt_args_free(&shards[k]);
+    for (int64_t k = 0; local && k < h->nlocal; k++)
+        dev_value_unref(local[k]);
+    ts_free(shards);
+    ts_free(local);
+    return st;
+}
+
 static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
                              DevValue **out, IrDiag *d)
 {
-    const RtProgram *p = ctx;
+    const HostRun *h = ctx;
+    const RtProgram *p = h->p;
     const char *num = ir_frontend_attr(ins, "_tessel_cluster");
     char *end;
     long k = num ? strtol(num[0] == '"' ? num + 1 : num, &end, 10) : -1;
     if (k < 0 || k >= p->ncluster)
         return ir_error(d, IR_EINTERNAL, m->file, m->src, ins->pos, "%s: no cluster %s", ins->name, num ? num : "?");
-    RtArgs args = {.nargs = nopnd, .args = operands};
-    return rt_run_local(&p->cluster[k], &args, out, d);
+    if (!h->t) {
+        RtArgs args = {.nargs = nopnd, .args = operands};
+        return rt_run_local(&p->cluster[k], &args, out, d);
+    }
+    return run_cluster_here(h, &p->cluster[k], nopnd, operands, out, d);
 }
 
 IrStatus rt_run_program_local(const RtProgram *p, const RtArgs *args, DevValue **out, IrDiag *d)
 {
-    DevCustomCalls clusters = {.ctx = (void *)p, .call = cluster_call};
+    HostRun h = {.p = p};
+    DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters};
+    return dev_execute(p->host, p->host->entry, args->nargs, args->args, &opt, out, d);
+}
+
+IrStatus rt_run_program_mpi(const RtProgram *p, const RtArgs *args, RtTransport *t, int64_t first, int64_t nlocal,
+                            DevValue **out, IrDiag *d)
+{
+    HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal};
+    bool speak = rt_mpi_rank(t) == 0;
+    DevCustomCalls host = {.ctx = &speak, .call = host_call};
+    DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
+    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters};
     return dev_execute(p->host, p->host->entry, args->nargs, args->args, &opt, out, d);
 }

@@ -33,6 +33,14 @@ void rt_program_free(RtProgram *p);
  * cluster on N x R in-process devices (rt_run_local). Host custom-calls
  * (tessel_print, tessel_save) run here. */
 IrStatus rt_run_program_local(const RtProgram *p, const RtArgs *args, DevValue **out, IrDiag *d);
+/* Under mpirun: every rank runs the host program (it is deterministic, so
+ * every rank computes the same host values and reaches the same cluster
+ * calls in the same order: no broadcast is needed); at each cluster call
+ * this rank runs its devices [first, first + nlocal) with the transport and
+ * the results come to every rank. Only rank 0 prints or saves (host
+ * targets). Every rank gets *out. */
+IrStatus rt_run_program_mpi(const RtProgram *p, const RtArgs *args, RtTransport *t, int64_t first, int64_t nlocal,
+                            DevValue **out, IrDiag *d);
 /* The host custom-call targets tessel registers: tessel_print prints a
  * summary of its operand to stdout and returns it; tessel_save writes its
  * operand to the .npy file named by its backend_config and returns it. */

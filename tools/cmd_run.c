@@ -246,6 +246,57 @@ static void name_rank(IrDiag *d, int rank)
  * agreed on by every rank (all stop, the failing rank says why); a failure
  * during execution aborts the job (MPI_Abort), so no rank waits for one
  * that failed. Only rank 0 writes outputs. */
+/* A module with host work under mpirun: every rank binds the inputs and
+ * runs the host program; each cluster call runs on this rank's devices
+ * [rank*l, (rank+1)*l) and its results come to every rank; rank 0 prints,
+ * saves and writes the outputs. `st`/`d`: how preparing went. */
+static int run_mpi_program(const CliOptions *o, double *t, RtTransport *tr, const CliProgram *p, int64_t l,
+                           IrStatus st, IrDiag *d)
+{
+    int rank = rt_mpi_rank(tr);
+    RtArgs args = {0};
+    DevValue *result = NULL;
+    if (st == IR_OK) {
+        RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
+        st = rt_bind_inputs(p->reference, &bo, &args, d);
+    }
+    t[2] = cli_now();
+    int failed = rt_mpi_agree(tr, st == IR_OK);
+    int code = rt_mpi_max(tr, st == IR_OK ? CLI_OK : cli_exit_status(st));
+    int rc = CLI_OK;
+    if (failed >= 0) {
+        if (st != IR_OK) {
+            name_rank(d, rank);
+            cli_report(st, d);
+        } else if (rank == 0) {
+            fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
+        }
+        rt_args_free(&args);
+        return code ? code : CLI_FAIL;
+    }
+    st = rt_run_program_mpi(&p->prog, &args, tr, (int64_t)rank * l, l, &result, d);
+    t[3] = cli_now();
+    if (st != IR_OK) {
+        /* The other ranks may be waiting in a collective for this one. */
+        name_rank(d, rank);
+        char *msg = ir_diag_format(d, "tessel");
+        rt_transport_abort(tr, msg ? msg : "tessel: a rank failed\n");
+    }
+    if (rank == 0)
+        st = write_or_print(o, result, d);
+    t[4] = cli_now();
+    failed = rt_mpi_agree(tr, st == IR_OK);
+    if (st != IR_OK) {
+        name_rank(d, rank);
+        rc = cli_report(st, d);
+    } else if (failed >= 0) {
+        rc = CLI_FAIL;
+    }
+    dev_value_unref(result);
+    rt_args_free(&args);
+    return rc;
+}
+
 static int run_mpi(const CliOptions *o, double *t)
 {
     RtTransport *tr = NULL;
@@ -269,12 +320,12 @@ static int run_mpi(const CliOptions *o, double *t)
     int64_t l = 0;
     st = cli_prepare_diag(o, o->pos[0], &p, &d);
     t[1] = cli_now();
-    if (st == IR_OK && p.has_host)
+    if (st == IR_OK && p.has_host && o->steps > 1)
         st = ir_error(&d, IR_EUNSUPPORTED, o->pos[0], NULL, (IrPos){0, 0},
-                      "the module has host work (host ops between device clusters); under mpirun only modules "
-                      "without host ops run today: run it in one process (`tessel run MODEL.hlo`)");
+                      "--steps is not supported for modules with host work");
     if (st == IR_OK) {
-        int64_t ndev = p.c.num_partitions * p.c.num_replicas;
+        int64_t ndev = p.has_host ? p.prog.num_partitions * p.prog.num_replicas
+                                  : p.c.num_partitions * p.c.num_replicas;
         int64_t want = p.from_plan ? p.c.hosts : (o->hosts ? o->hosts : hosts);
         l = o->local_devices ? o->local_devices : (p.from_plan ? p.c.local_devices : ndev / hosts);
         if (want != hosts)
@@ -286,6 +337,13 @@ static int run_mpi(const CliOptions *o, double *t)
                           "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local devices",
                           (long long)ndev, (long long)p.c.num_partitions, (long long)p.c.num_replicas, hosts,
                           (long long)l);
+    }
+    if (p.has_host) {
+        int rc = run_mpi_program(o, t, tr, &p, l, st, &d);
+        cli_program_free(&p);
+        ir_diag_clear(&d);
+        rt_mpi_finalize(tr);
+        return rc;
     }
     if (st == IR_OK && !(sig = rt_signature_module(&p.c)))
         st = ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");

@@ -25,6 +25,21 @@ expect_status 0 "$TESSEL" run "$m" --random-inputs 4 --reference --output-dir "$
 expect_status 0 "$TESSEL" run "$m" --random-inputs 4 --output-dir "$WORK/wp"
 cmp -s "$WORK/wr/output_0.npy" "$WORK/wp/output_0.npy" || fail "host_attr_while differs from the reference"
 
+# under mpirun: every rank runs the host program, each cluster runs on the
+# ranks' devices, only rank 0 prints; 2 and 4 ranks, shared memory and TCP
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"  # Open MPI's own allocations (see mpi.sh)
+m=$(inst host_ops_chain 4)
+expect_status 0 "$TESSEL" run "$m" --random-inputs 3 --reference
+cp "$OUT" "$WORK/ref4.txt"
+expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np 2 "$TESSEL" run "$m" --random-inputs 3
+cmp -s "$OUT" "$WORK/ref4.txt" || fail "host_ops_chain under mpirun -np 2: $(cat "$OUT")"
+[ "$(grep -c '^shown:' "$OUT")" = 1 ] || fail "tessel_print printed on more than rank 0"
+m=$(inst host_attr_while 4)
+expect_status 0 "$TESSEL" run "$m" --random-inputs 4 --reference --output-dir "$WORK/w4r"
+expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np 4 --mca btl tcp,self "$TESSEL" run "$m" --random-inputs 4 --output-dir "$WORK/w4m"
+cmp -s "$WORK/w4r/output_0.npy" "$WORK/w4m/output_0.npy" || fail "host_attr_while under mpirun -np 4 differs"
+
 # the plan: two clusters, the host op, the cut values
 m=$(inst host_ops_chain 2)
 expect_status 0 "$TESSEL" plan "$m"
