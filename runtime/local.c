@@ -342,8 +342,12 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
             cross[ncross++] = g;
     }
     IrStatus st = IR_OK;
-    uint8_t *buf = ts_malloc(b * (size_t)ncross + 1);
-    if (!buf)
+    /* One group (the common case): reduce straight in the result value's
+     * buffer, so the data is copied once (the first local member) and the
+     * devices share the result by reference. */
+    DevValue *single = ncross == 1 ? dev_value_new_uninit(&mine->shape) : NULL;
+    uint8_t *buf = single ? single->data : ts_malloc(b * (size_t)ncross + 1);
+    if (!buf && b > 0)
         st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
         int32_t idx = 0, size = group_of(w, ins, cross[j], members, &idx);
@@ -363,6 +367,15 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
     }
     if (st == IR_OK && ncross > 0)
         st = rt_transport_allreduce(w->t, buf, count * ncross, t, op, d);
+    if (single) {
+        if (st == IR_OK)
+            w->group_result[cross[0]] = single;
+        else
+            dev_value_unref(single);
+        ts_free(members);
+        ts_free(cross);
+        return st;
+    }
     for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
         DevValue *v = dev_value_new_uninit(&mine->shape);
         if (!v) {
@@ -446,7 +459,9 @@ static IrStatus collective_body(void *ctx, const IrModule *m, const IrInstr *ins
     switch (ins->op) {
     case OP_ALL_REDUCE:
         if (w->t && w->group_result[members[0]]) {
-            *out = dev_value_clone(w->group_result[members[0]]);
+            /* Shared by reference: a kernel writes in place only into a
+             * value it alone holds (refs == 1), so sharing is safe. */
+            *out = dev_value_ref(w->group_result[members[0]]);
             st = *out ? IR_OK : IR_ENOMEM;
         } else {
             st = reduce_group(m, ins, w, members, size, out, d);
