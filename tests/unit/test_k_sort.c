@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "device/device.h"
+#include "kernel_test.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,36 +21,6 @@
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
-
-static IrModule *parse_ok(const char *txt)
-{
-    IrParseOptions o = ir_default_parse_options();
-    o.verify = true;
-    IrModule *m = NULL;
-    IrDiag d = {0};
-    IrStatus st = ir_parse("test.hlo", txt, strlen(txt), &o, &m, &d);
-    if (st != IR_OK)
-        print_message("parse failed: %s\n%s\n", d.msg ? d.msg : "?", txt);
-    assert_int_equal(st, IR_OK);
-    ir_diag_clear(&d);
-    return m;
-}
-
-static DevValue *val(IrType t, int32_t rank, const int64_t *dims, const void *data)
-{
-    IrShape s = {.type = t, .rank = rank, .dims = (int64_t *)dims};
-    DevValue *v = dev_value_new(&s);
-    assert_non_null(v);
-    if (data && v->nbytes > 0)
-        memcpy(v->data, data, (size_t)v->nbytes);
-    return v;
-}
-
-static IrStatus exec_module(const IrModule *m, int n, DevValue **args, DevValue **out, IrDiag *d)
-{
-    DevExecOptions opt = {0};
-    return dev_execute(m, m->entry, n, args, &opt, out, d);
-}
 
 /* Parse and run with n arguments, which it releases; returns the result. */
 static DevValue *run(const char *txt, int n, DevValue **args)
