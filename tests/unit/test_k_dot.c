@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "device/device.h"
+#include "kernel_test.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -24,33 +25,9 @@
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static IrModule *parse_ok(const char *txt)
-{
-    IrParseOptions o = ir_default_parse_options();
-    o.verify = true;
-    IrModule *m = NULL;
-    IrDiag d = {0};
-    IrStatus st = ir_parse("test.hlo", txt, strlen(txt), &o, &m, &d);
-    if (st != IR_OK)
-        print_message("parse failed: %s\n%s\n", d.msg ? d.msg : "?", txt);
-    assert_int_equal(st, IR_OK);
-    ir_diag_clear(&d);
-    return m;
-}
-
-/* An array value of type t and dims, filled from data (NULL: zeros). */
-static DevValue *val(IrType t, int32_t rank, const int64_t *dims, const void *data)
-{
-    IrShape s = {.type = t, .rank = rank, .dims = (int64_t *)dims};
-    DevValue *v = dev_value_new(&s);
-    assert_non_null(v);
-    if (data && v->nbytes > 0)
-        memcpy(v->data, data, (size_t)v->nbytes);
-    return v;
-}
-
-static IrStatus exec_module(const IrModule *m, int n, DevValue **args, bool no_blas, DevValue **out,
-                            IrDiag *d)
+/* exec_module with the choice of the BLAS or the loop path. */
+static IrStatus exec_dot(const IrModule *m, int n, DevValue **args, bool no_blas, DevValue **out,
+                        IrDiag *d)
 {
     DevExecOptions opt = {0};
     opt.no_blas = no_blas;
@@ -63,7 +40,7 @@ static DevValue *run(const char *txt, int n, DevValue **args, bool no_blas)
     IrModule *m = parse_ok(txt);
     IrDiag d = {0};
     DevValue *out = NULL;
-    IrStatus st = exec_module(m, n, args, no_blas, &out, &d);
+    IrStatus st = exec_dot(m, n, args, no_blas, &out, &d);
     if (st != IR_OK)
         print_message("run failed: %s\n", d.msg ? d.msg : "?");
     assert_int_equal(st, IR_OK);
@@ -439,7 +416,7 @@ static void test_dot_bad_dnums(void **state)
     DevValue *args[2] = {val(IR_F32, 2, (int64_t[]){2, 3}, NULL), val(IR_F32, 2, (int64_t[]){3, 2}, NULL)};
     DevValue *out = NULL;
     IrDiag d = {0};
-    assert_int_equal(exec_module(m, 2, args, false, &out, &d), IR_EINPUT);
+    assert_int_equal(exec_dot(m, 2, args, false, &out, &d), IR_EINPUT);
     assert_null(out);
     assert_non_null(strstr(d.msg, "dot"));
     ir_diag_clear(&d);
@@ -816,12 +793,12 @@ static void test_conv_and_dot_oom(void **state)
     fill_f32(args[1]);
     DevValue *ref = NULL;
     IrDiag d = {0};
-    assert_int_equal(exec_module(m, 2, args, false, &ref, &d), IR_OK);
+    assert_int_equal(exec_dot(m, 2, args, false, &ref, &d), IR_OK);
     int failures = 0;
     for (long n = 1; n < 10000; n++) {
         DevValue *out = NULL;
         ts_fail_alloc_after(n);
-        IrStatus st = exec_module(m, 2, args, false, &out, &d);
+        IrStatus st = exec_dot(m, 2, args, false, &out, &d);
         ts_fail_alloc_after(0);
         if (st == IR_OK) {
             assert_memory_equal(out->data, ref->data, (size_t)ref->nbytes);
