@@ -4,19 +4,30 @@
  * before anything blocks, gathering the outputs' shards to rank 0, and
  * statistics across ranks.
  *
- * Every MPI call's result is checked (the communicator's error handler is
- * MPI_ERRORS_RETURN); a failed call is an IR_ERUNTIME naming the call.
+ * Every MPI call goes through the thin layer of mpi_layer.h (so a test can
+ * make the Nth one fail) and its result is checked (the communicator's
+ * error handler is MPI_ERRORS_RETURN); a failed call is an IR_ERUNTIME
+ * naming the rank and the MPI function ("rank 1: MPI_Gather failed: ...").
+ *
+ * A collective that fails on one rank leaves its peers waiting in it (or
+ * in the next one): the job cannot go on. The functions here that return a
+ * status leave ending the job to their caller (rt_transport_abort, as
+ * `tessel run` does after a failed run or gather); the agreement functions,
+ * whose whole point is that every rank leaves them knowing the same thing,
+ * end the job themselves when they cannot agree.
+ *
  * Thread level: the host's leader device thread makes the MPI calls while
  * the main thread waits, so MPI_THREAD_SERIALIZED is what is needed.
  */
+#include "mpi_layer.h"
 #include "transport.h"
 
 #include <limits.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct RtTransport {
     MPI_Comm comm;
@@ -26,20 +37,40 @@ struct RtTransport {
     MPI_Op fmax, fmin;       /* NaN-propagating max/min for f32/f64 */
 };
 
+/* "rank R: CALL failed: MPI's text for rc", marked when the failure was
+ * injected (mpi_layer.h) so a test's message cannot be mistaken for a
+ * real MPI error. */
 static IrStatus mpi_fail(IrDiag *d, int rc, const char *call, int rank)
 {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: %s failed: %s", rank, call, msg);
+    if (tmpi_error_string(rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error %d", rc);
+    const char *inj = rt_mpi_injected_call();
+    bool injected = inj && strcmp(inj, call) == 0;
+    return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: %s failed: %s%s", rank, call, msg,
+                    injected ? " (injected: TESSEL_FAIL_MPI_AFTER)" : "");
 }
 
-#define MPI_TRY(d, t, call)                                                   \
+/* Run an MPI call (a tmpi_* wrapper) named NAME; return its failure. */
+#define MPI_TRY(d, t, name, call)                                             \
     do {                                                                      \
         int rc_ = (call);                                                     \
         if (rc_ != MPI_SUCCESS)                                               \
-            return mpi_fail((d), rc_, #call, (t)->rank);                     \
+            return mpi_fail((d), rc_, (name), (t)->rank);                     \
     } while (0)
+
+/* A collective failed where every rank must leave knowing the same thing:
+ * say why and end the job (never returns). */
+static void fail_collective(RtTransport *t, int rc, const char *call, const char *what)
+{
+    IrDiag d = {0};
+    mpi_fail(&d, rc, call, t->rank);
+    char line[MPI_MAX_ERROR_STRING + 256];
+    snprintf(line, sizeof line, "tessel: error: %s (%s); ending the job\n", d.msg ? d.msg : call, what);
+    ir_diag_clear(&d);
+    rt_transport_abort(t, line);
+}
 
 bool rt_mpi_launched(void)
 {
@@ -103,29 +134,39 @@ FLOAT_OP(float_min, a < b ? a : b)
 IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d)
 {
     *out = NULL;
-    int provided = 0;
-    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
-    if (rc != MPI_SUCCESS)
-        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "MPI_Init_thread failed");
+    const char *bad = NULL;
+    if (!rt_mpi_fail_from_env(&bad))
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "%s=%s: expected a non-negative integer", bad,
+                        getenv(bad));
+    /* Until MPI_Comm_rank answers, messages use the launcher's rank. */
+    int env_rank = rt_mpi_env_rank(), provided = 0;
+    int rc = tmpi_init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) {
+        /* MPI_Error_string is not allowed before MPI_Init (Open MPI aborts). */
+        const char *inj = rt_mpi_injected_call();
+        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: MPI_Init_thread failed: MPI error %d%s",
+                        env_rank, rc, inj && strcmp(inj, "MPI_Init_thread") == 0 ? " (injected: TESSEL_FAIL_MPI_AFTER)" : "");
+    }
     RtTransport *t = ts_calloc(1, sizeof *t);
     if (!t)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", env_rank);
     t->comm = MPI_COMM_WORLD;
+    t->rank = env_rank;
     *out = t;
-    MPI_TRY(d, t, MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    MPI_TRY(d, t, MPI_Comm_rank(t->comm, &t->rank));
-    MPI_TRY(d, t, MPI_Comm_size(t->comm, &t->size));
+    MPI_TRY(d, t, "MPI_Comm_set_errhandler", tmpi_comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    MPI_TRY(d, t, "MPI_Comm_rank", tmpi_comm_rank(t->comm, &t->rank));
+    MPI_TRY(d, t, "MPI_Comm_size", tmpi_comm_size(t->comm, &t->size));
     if (provided < MPI_THREAD_SERIALIZED)
         return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
                         "rank %d: MPI provides thread level %d; tessel needs MPI_THREAD_SERIALIZED", t->rank,
                         provided);
-    MPI_TRY(d, t, MPI_Type_contiguous(2, MPI_BYTE, &t->half));
-    MPI_TRY(d, t, MPI_Type_commit(&t->half));
+    MPI_TRY(d, t, "MPI_Type_contiguous", tmpi_type_contiguous(2, MPI_BYTE, &t->half));
+    MPI_TRY(d, t, "MPI_Type_commit", tmpi_type_commit(&t->half));
     MPI_User_function *hf[4] = {half_add, half_mul, half_max, half_min};
     for (int k = 0; k < 4; k++)
-        MPI_TRY(d, t, MPI_Op_create(hf[k], 1, &t->user[0][k]));
-    MPI_TRY(d, t, MPI_Op_create(float_max, 1, &t->fmax));
-    MPI_TRY(d, t, MPI_Op_create(float_min, 1, &t->fmin));
+        MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(hf[k], 1, &t->user[0][k]));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_max, 1, &t->fmax));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_min, 1, &t->fmin));
     return IR_OK;
 }
 
@@ -139,21 +180,52 @@ int rt_mpi_size(const RtTransport *t)
     return t->size;
 }
 
-void rt_mpi_finalize(RtTransport *t)
+/* Free one op / the datatype if it was created; the first failure is kept
+ * in *st (later frees still run). */
+static void free_op(RtTransport *t, MPI_Op *op, IrStatus *st, IrDiag *d)
+{
+    if (*op == MPI_OP_NULL || !*op)
+        return;
+    int rc = tmpi_op_free(op);
+    *op = MPI_OP_NULL;
+    if (rc != MPI_SUCCESS && *st == IR_OK)
+        *st = mpi_fail(d, rc, "MPI_Op_free", t->rank);
+}
+
+IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
+{
+    IrStatus st = IR_OK;
+    for (int k = 0; k < 4; k++)
+        free_op(t, &t->user[0][k], &st, d);
+    free_op(t, &t->fmax, &st, d);
+    free_op(t, &t->fmin, &st, d);
+    if (t->half && t->half != MPI_DATATYPE_NULL) {
+        int rc = tmpi_type_free(&t->half);
+        t->half = MPI_DATATYPE_NULL;
+        if (rc != MPI_SUCCESS && st == IR_OK)
+            st = mpi_fail(d, rc, "MPI_Type_free", t->rank);
+    }
+    return st;
+}
+
+IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
 {
     if (!t)
-        return;
-    for (int k = 0; k < 4; k++)
-        if (t->user[0][k])
-            MPI_Op_free(&t->user[0][k]);
-    if (t->fmax)
-        MPI_Op_free(&t->fmax);
-    if (t->fmin)
-        MPI_Op_free(&t->fmin);
-    if (t->half)
-        MPI_Type_free(&t->half);
+        return IR_OK;
+    IrStatus st = rt_mpi_release(t, d);
+    int rank = t->rank;
     ts_free(t);
-    MPI_Finalize();
+    int rc = tmpi_finalize();
+    if (rc != MPI_SUCCESS && st == IR_OK)
+        st = mpi_fail(d, rc, "MPI_Finalize", rank);
+    return st;
+}
+
+void rt_mpi_finalize(RtTransport *t)
+{
+    IrDiag d = {0};
+    rt_mpi_end(t, &d);
+    ir_diag_clear(&d);
 }
 
 /* ---- the transport ---- */
@@ -164,7 +236,7 @@ IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, 
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
                         "rank %d: a collective moves %zu bytes per host; at most 2 GiB are supported", t->rank,
                         bytes);
-    MPI_TRY(d, t, MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, t->comm));
+    MPI_TRY(d, t, "MPI_Allgather", tmpi_allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, t->comm));
     return IR_OK;
 }
 
@@ -223,7 +295,7 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
                         "rank %d: all-reduce of %lld elements; at most 2^31-1 are supported", t->rank,
                         (long long)count);
-    MPI_TRY(d, t, MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, dt, mop, t->comm));
+    MPI_TRY(d, t, "MPI_Allreduce", tmpi_allreduce(MPI_IN_PLACE, buf, (int)count, dt, mop, t->comm));
     return IR_OK;
 }
 
@@ -232,24 +304,31 @@ void rt_transport_abort(RtTransport *t, const char *msg)
     if (msg)
         fprintf(stderr, "%s", msg);
     fflush(stderr);
-    MPI_Abort(t ? t->comm : MPI_COMM_WORLD, 1);
+    tmpi_abort(t ? t->comm : MPI_COMM_WORLD, 1);
+    /* MPI_Abort returned (it must not): leave without finalizing, which
+     * mpirun also treats as the end of the job. */
+    _exit(1);
 }
 
 /* ---- agreement, outputs, statistics ---- */
 
+/* A rank that cannot take part in an agreement cannot return an answer
+ * the others share (they may be waiting in it): it ends the job. */
 int rt_mpi_agree(RtTransport *t, bool ok)
 {
     int mine = ok ? INT_MAX : t->rank, first = INT_MAX;
-    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm) != MPI_SUCCESS)
-        return t->rank; /* cannot agree: treat as a failure here */
+    int rc = tmpi_allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm);
+    if (rc != MPI_SUCCESS)
+        fail_collective(t, rc, "MPI_Allreduce", "agreeing whether every rank is fine");
     return first == INT_MAX ? -1 : first;
 }
 
 int rt_mpi_max(RtTransport *t, int value)
 {
     int out = value;
-    if (MPI_Allreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm) != MPI_SUCCESS)
-        return value;
+    int rc = tmpi_allreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm);
+    if (rc != MPI_SUCCESS)
+        fail_collective(t, rc, "MPI_Allreduce", "agreeing on the exit status");
     return out;
 }
 
@@ -281,7 +360,8 @@ IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nloc
                 memcpy(send + o, v->data, (size_t)v->nbytes);
             o += (size_t)v->nbytes;
         }
-    int rc = MPI_Gather(send, (int)(b * (size_t)nlocal), MPI_BYTE, recv, (int)(b * (size_t)nlocal), MPI_BYTE, 0, t->comm);
+    int rc = tmpi_gather(send, (int)(b * (size_t)nlocal), MPI_BYTE, recv, (int)(b * (size_t)nlocal), MPI_BYTE, 0,
+                         t->comm);
     ts_free(send);
     if (rc != MPI_SUCCESS) {
         ts_free(recv);
@@ -322,15 +402,23 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Rank 0 may fail to allocate where the others cannot know it: agree
+ * first, so that either every rank gathers or none does. */
 bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *min, double *median, double *max)
 {
     double *all = t->rank == 0 ? ts_malloc((size_t)nphase * (size_t)t->size * sizeof(double)) : NULL;
-    if (t->rank == 0 && !all)
-        return false;
-    int rc = MPI_Gather((void *)mine, nphase, MPI_DOUBLE, all, nphase, MPI_DOUBLE, 0, t->comm);
-    if (rc != MPI_SUCCESS || t->rank != 0) {
+    if (rt_mpi_agree(t, t->rank != 0 || all) >= 0) {
         ts_free(all);
-        return rc == MPI_SUCCESS;
+        return false;
+    }
+    int rc = tmpi_gather(mine, nphase, MPI_DOUBLE, all, nphase, MPI_DOUBLE, 0, t->comm);
+    if (rc != MPI_SUCCESS) {
+        ts_free(all);
+        fail_collective(t, rc, "MPI_Gather", "gathering statistics");
+    }
+    if (t->rank != 0) {
+        ts_free(all);
+        return true;
     }
     double *col = ts_malloc((size_t)t->size * sizeof(double));
     if (!col) {

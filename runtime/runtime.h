@@ -299,21 +299,31 @@ bool rt_mpi_launched(void);
 /* MPI_Init_thread(SERIALIZED), errors returned, reduction ops created. */
 IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d);
 void rt_mpi_finalize(RtTransport *t);
+/* Free the reduction ops and datatype rt_mpi_init created (after the last
+ * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
+ * and the MPI call when one fails (the others are still freed). */
+IrStatus rt_mpi_release(RtTransport *t, IrDiag *d);
+/* rt_mpi_finalize with its failures reported: rt_mpi_release, then
+ * MPI_Finalize; t is freed in every case (NULL: IR_OK). */
+IrStatus rt_mpi_end(RtTransport *t, IrDiag *d);
 int rt_mpi_rank(const RtTransport *t);
 int rt_mpi_size(const RtTransport *t);
 /* Every rank says whether it is fine; returns -1 when all are, else the
  * lowest failing rank (the same on every rank). Never hangs on a rank that
- * reached it; a rank that failed must still call it. */
+ * reached it; a rank that failed must still call it. When its MPI call
+ * fails it prints why (naming the rank) and ends the job (MPI_Abort). */
 int rt_mpi_agree(RtTransport *t, bool ok);
 /* The largest `value` over ranks (e.g. exit statuses, so every rank of a
- * failed job exits with the failing rank's status). */
+ * failed job exits with the failing rank's status). Ends the job as
+ * rt_mpi_agree when its MPI call fails. */
 int rt_mpi_max(RtTransport *t, int value);
 /* Gather the root shards of this host's nlocal devices to rank 0, where
  * *out receives the full output (NULL elsewhere). */
 IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nlocal, DevValue **local,
                                DevValue **out, IrDiag *d);
 /* min / median / max over ranks of each of nphase timings (rank 0 gets
- * them; false on failure). */
+ * them; false, on every rank, when rank 0 is out of memory). A failed
+ * gather ends the job as rt_mpi_agree. */
 bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *min, double *median, double *max);
 
 #endif /* TESSEL_RUNTIME_H */

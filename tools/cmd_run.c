@@ -16,6 +16,7 @@
  * the writer finishes, then removes every output and exits.
  */
 #include "cli.h"
+#include "runtime/mpi_layer.h"
 #include "runtime/transport.h"
 
 #include <errno.h>
@@ -228,28 +229,104 @@ static int run_reference(const CliOptions *o, double *t)
     return rc;
 }
 
-/* Put "rank R: " in front of a diagnostic's message. */
+/* Put "rank R: " in front of a diagnostic's message (unless the runtime
+ * already named the rank). */
 static void name_rank(IrDiag *d, int rank)
 {
     char *msg = d->msg;
+    char prefix[32];
+    int np = snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+    if (msg && strncmp(msg, prefix, (size_t)np) == 0)
+        return;
     size_t n = (msg ? strlen(msg) : 13) + 32;
     char *m = ts_malloc(n);
     if (!m)
         return;
-    snprintf(m, n, "rank %d: %s", rank, msg ? msg : "out of memory");
+    snprintf(m, n, "%s%s", prefix, msg ? msg : "out of memory");
     ts_free(msg);
     d->msg = m;
+}
+
+/* This rank failed where the others may be waiting for it in a collective
+ * (while running, while gathering the result): say why and end the job
+ * (MPI_Abort; never returns). */
+static void abort_job(RtTransport *tr, IrDiag *d)
+{
+    name_rank(d, rt_mpi_rank(tr));
+    char *msg = ir_diag_format(d, "tessel");
+    rt_transport_abort(tr, msg ? msg : "tessel: a rank failed\n");
+}
+
+/* Before running: every rank learns whether any failed (all stop, the
+ * failing rank says why, every rank exits with its status). Returns -1
+ * when all are fine, else the exit status. */
+static int agree_before_run(RtTransport *tr, IrStatus st, IrDiag *d)
+{
+    int rank = rt_mpi_rank(tr);
+    int failed = rt_mpi_agree(tr, st == IR_OK);
+    /* Every rank exits with the failing rank's status, whichever rank
+     * mpirun reports first. */
+    int code = rt_mpi_max(tr, st == IR_OK ? CLI_OK : cli_exit_status(st));
+    if (failed < 0)
+        return -1;
+    if (st != IR_OK) {
+        name_rank(d, rank);
+        cli_report(st, d);
+    } else if (rank == 0) {
+        fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
+    }
+    return code ? code : CLI_FAIL;
+}
+
+/* The end of a successful run under mpirun (tr is ended, also on
+ * failure), ordered so that a failure of any rank at any MPI call leaves
+ * no output: free MPI's objects, agree that every rank is fine, finalize
+ * MPI, and only then does rank 0 write (or print) `result`. Open MPI's
+ * MPI_Finalize waits for every rank, so a rank that fails before or in
+ * its finalize ends the job (mpirun kills the rest) before rank 0 writes.
+ * `*write_s` receives rank 0's write time. */
+static int finish_mpi(const CliOptions *o, RtTransport *tr, DevValue *result, IrDiag *d, double *write_s)
+{
+    int rank = rt_mpi_rank(tr);
+    IrStatus st = rt_mpi_release(tr, d);
+    int failed = rt_mpi_agree(tr, st == IR_OK);
+    IrDiag fd = {0};
+    IrStatus fin = rt_mpi_end(tr, &fd);
+    if (st == IR_OK && fin != IR_OK) {
+        st = fin;
+        ir_diag_clear(d);
+        *d = fd;
+    } else {
+        ir_diag_clear(&fd);
+    }
+    if (st != IR_OK) {
+        name_rank(d, rank);
+        return cli_report(st, d);
+    }
+    if (failed >= 0) {
+        if (rank == 0)
+            fprintf(stderr, "tessel: error: rank %d failed; no output written\n", failed);
+        return CLI_FAIL;
+    }
+    if (rank != 0)
+        return CLI_OK;
+    double t0 = cli_now();
+    st = write_or_print(o, result, d);
+    *write_s = cli_now() - t0;
+    return st == IR_OK ? CLI_OK : cli_report(st, d);
 }
 
 /* One rank of `mpirun -np H tessel run`: this process is host `rank` and
  * runs devices [rank*L, (rank+1)*L). Failures found before execution are
  * agreed on by every rank (all stop, the failing rank says why); a failure
- * during execution aborts the job (MPI_Abort), so no rank waits for one
- * that failed. Only rank 0 writes outputs. */
+ * during execution or while gathering aborts the job (MPI_Abort), so no
+ * rank waits for one that failed. Only rank 0 writes outputs, last
+ * (finish_mpi). */
 /* A module with host work under mpirun: every rank binds the inputs and
  * runs the host program; each cluster call runs on this rank's devices
  * [rank*l, (rank+1)*l) and its results come to every rank; rank 0 prints,
- * saves and writes the outputs. `st`/`d`: how preparing went. */
+ * saves and writes the outputs. `st`/`d`: how preparing went. Ends MPI
+ * (tr) before returning. */
 static int run_mpi_program(const CliOptions *o, double *t, RtTransport *tr, const CliProgram *p, int64_t l,
                            IrStatus st, IrDiag *d)
 {
@@ -261,40 +338,44 @@ static int run_mpi_program(const CliOptions *o, double *t, RtTransport *tr, cons
         st = rt_bind_inputs(p->reference, &bo, &args, d);
     }
     t[2] = cli_now();
-    int failed = rt_mpi_agree(tr, st == IR_OK);
-    int code = rt_mpi_max(tr, st == IR_OK ? CLI_OK : cli_exit_status(st));
-    int rc = CLI_OK;
-    if (failed >= 0) {
-        if (st != IR_OK) {
-            name_rank(d, rank);
-            cli_report(st, d);
-        } else if (rank == 0) {
-            fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
-        }
+    int rc = agree_before_run(tr, st, d);
+    if (rc >= 0) {
         rt_args_free(&args);
-        return code ? code : CLI_FAIL;
+        rt_mpi_finalize(tr);
+        return rc;
     }
     st = rt_run_program_mpi(&p->prog, &args, tr, (int64_t)rank * l, l, &result, d);
     t[3] = cli_now();
-    if (st != IR_OK) {
-        /* The other ranks may be waiting in a collective for this one. */
-        name_rank(d, rank);
-        char *msg = ir_diag_format(d, "tessel");
-        rt_transport_abort(tr, msg ? msg : "tessel: a rank failed\n");
-    }
-    if (rank == 0)
-        st = write_or_print(o, result, d);
-    t[4] = cli_now();
-    failed = rt_mpi_agree(tr, st == IR_OK);
-    if (st != IR_OK) {
-        name_rank(d, rank);
-        rc = cli_report(st, d);
-    } else if (failed >= 0) {
-        rc = CLI_FAIL;
-    }
+    if (st != IR_OK)
+        abort_job(tr, d); /* the other ranks may be waiting in a collective */
+    double write_s = 0;
+    rc = finish_mpi(o, tr, result, d, &write_s);
+    t[4] = t[3] + write_s;
     dev_value_unref(result);
     rt_args_free(&args);
     return rc;
+}
+
+/* --stats under mpirun: min / median / max over ranks of each phase up to
+ * the gathered result (rank 0 prints; outputs are written later, by rank 0
+ * alone, and timed there). */
+static void print_mpi_stats(RtTransport *tr, const double *t, const RtRunStats *run, const RtReadStats *rs)
+{
+    int rank = rt_mpi_rank(tr), hosts = rt_mpi_size(tr);
+    double mine[NPH] = {t[1] - t[0], t[2] - t[1], t[3] - t[2], 0, run->coll_seconds, (double)rs->file_bytes};
+    double mn[NPH], md[NPH], mx[NPH];
+    static const char *const names[NPH] = {"load+compile", "read inputs", "execute", "write outputs",
+                                           "collectives"};
+    if (rt_mpi_phase_stats(tr, mine, NPH, mn, md, mx) && rank == 0) {
+        for (int k = 0; k < PH_BYTES; k++)
+            if (k != PH_WRITE)
+                fprintf(stderr, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
+                        names[k], mn[k] * 1e3, md[k] * 1e3, mx[k] * 1e3, hosts);
+        fprintf(stderr, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
+                "input read", mn[PH_BYTES], md[PH_BYTES], mx[PH_BYTES]);
+    }
+    if (rank == 0)
+        print_binding(run);
 }
 
 static int run_mpi(const CliOptions *o, double *t)
@@ -303,6 +384,8 @@ static int run_mpi(const CliOptions *o, double *t)
     IrDiag d = {0};
     IrStatus st = rt_mpi_init(NULL, NULL, &tr, &d);
     if (st != IR_OK) {
+        /* Without MPI (MPI_Init_thread failed) this process just exits
+         * non-zero, which makes mpirun end the job; with it, abort. */
         int rc = cli_report(st, &d);
         if (tr)
             rt_transport_abort(tr, NULL);
@@ -342,7 +425,6 @@ static int run_mpi(const CliOptions *o, double *t)
         int rc = run_mpi_program(o, t, tr, &p, l, st, &d);
         cli_program_free(&p);
         ir_diag_clear(&d);
-        rt_mpi_finalize(tr);
         return rc;
     }
     if (st == IR_OK && !(sig = rt_signature_module(&p.c)))
@@ -355,57 +437,29 @@ static int run_mpi(const CliOptions *o, double *t)
                     : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     t[2] = cli_now();
-    int rc = CLI_OK;
-    int failed = rt_mpi_agree(tr, st == IR_OK);
-    /* Every rank exits with the failing rank's status, whichever rank
-     * mpirun reports first. */
-    int code = rt_mpi_max(tr, st == IR_OK ? CLI_OK : cli_exit_status(st));
-    if (failed >= 0) {
-        if (st != IR_OK) {
-            name_rank(&d, rank);
-            cli_report(st, &d);
-        } else if (rank == 0) {
-            fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
-        }
-        rc = code ? code : CLI_FAIL;
+    int rc = agree_before_run(tr, st, &d);
+    if (rc >= 0)
         goto done;
-    }
     local = ts_calloc((size_t)l, sizeof *local);
     st = local ? rt_run_devices(&p.c, shards, (int64_t)rank * l, l, tr, &ro, &run, local, &d)
                : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     t[3] = cli_now();
-    if (st != IR_OK) {
-        /* The other ranks may be waiting in a collective for this one. */
-        name_rank(&d, rank);
-        char *msg = ir_diag_format(&d, "tessel");
-        rt_transport_abort(tr, msg ? msg : "tessel: a rank failed\n");
-    }
+    if (st != IR_OK)
+        abort_job(tr, &d); /* the other ranks may be waiting in a collective */
     st = rt_mpi_gather_results(tr, &p.c, l, local, &result, &d);
-    if (st == IR_OK && rank == 0)
-        st = write_or_print(o, result, &d);
-    t[4] = cli_now();
-    failed = rt_mpi_agree(tr, st == IR_OK);
-    if (st != IR_OK) {
-        name_rank(&d, rank);
-        rc = cli_report(st, &d);
-    } else if (failed >= 0) {
-        rc = CLI_FAIL;
-    }
-    if (o->stats && failed < 0) {
-        double mine[NPH] = {t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3], run.coll_seconds,
-                            (double)rs.file_bytes};
-        double mn[NPH], md[NPH], mx[NPH];
-        static const char *const names[NPH] = {"load+compile", "read inputs", "execute", "write outputs",
-                                               "collectives"};
-        if (rt_mpi_phase_stats(tr, mine, NPH, mn, md, mx) && rank == 0) {
-            for (int k = 0; k < PH_BYTES; k++)
-                fprintf(stderr, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
-                        names[k], mn[k] * 1e3, md[k] * 1e3, mx[k] * 1e3, hosts);
-            fprintf(stderr, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
-                    "input read", mn[PH_BYTES], md[PH_BYTES], mx[PH_BYTES]);
-        }
-        if (rank == 0)
-            print_binding(&run);
+    if (st != IR_OK)
+        abort_job(tr, &d); /* rank 0 may be waiting in the gather */
+    if (o->stats)
+        print_mpi_stats(tr, t, &run, &rs);
+    double write_s = 0;
+    rc = finish_mpi(o, tr, result, &d, &write_s);
+    tr = NULL;
+    if (o->stats && rc == CLI_OK && rank == 0) {
+        fprintf(stderr, "tessel: stats: %-14s %.3f ms (rank 0 alone, after the others finished)\n",
+                "write outputs", write_s * 1e3);
+        /* Every rank makes the same calls: the count a failure-injection
+         * walk (TESSEL_FAIL_MPI_AFTER) must cover. */
+        fprintf(stderr, "tessel: stats: %-14s %ld on rank 0\n", "MPI calls", rt_mpi_call_count());
     }
 done:
     for (int64_t k = 0; local && k < l; k++)

@@ -1,0 +1,190 @@
+/*
+ * mpi_layer.c: the thin layer every MPI call of tessel goes through (see
+ * mpi_layer.h): a counter, a one-shot failure-injection hook and one
+ * wrapper per MPI function used. The wrappers add nothing else: same
+ * arguments, same result.
+ */
+#include "mpi_layer.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* ---- the hook ---- */
+
+static _Atomic long fail_after;            /* 0: never; N: the Nth call from now fails */
+static _Atomic long call_count;
+static _Atomic(const char *) injected;     /* name of the call that was failed */
+static atomic_bool env_read;
+
+void rt_mpi_fail_after(long n)
+{
+    atomic_store(&fail_after, n > 0 ? n : 0);
+}
+
+long rt_mpi_call_count(void)
+{
+    return atomic_load(&call_count);
+}
+
+const char *rt_mpi_injected_call(void)
+{
+    return atomic_load(&injected);
+}
+
+/* Count a call; true when it is the one to fail. The countdown is a
+ * compare-and-swap so that of two threads calling at once exactly one
+ * takes the last step (from 1 to 0) and fails. */
+static bool inject(const char *call)
+{
+    atomic_fetch_add(&call_count, 1);
+    long left = atomic_load(&fail_after);
+    while (left > 0 && !atomic_compare_exchange_weak(&fail_after, &left, left - 1))
+        ;
+    if (left != 1)
+        return false;
+    atomic_store(&injected, call);
+    return true;
+}
+
+#define INJECT(call)                                                          \
+    do {                                                                      \
+        if (inject(call))                                                     \
+            return MPI_ERR_OTHER;                                             \
+    } while (0)
+
+/* A non-negative decimal integer, or -1 (empty, sign, junk, overflow). */
+static long parse_count(const char *s)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    return errno || *end ? -1 : v;
+}
+
+int rt_mpi_env_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (int k = 0; k < 3; k++) {
+        long r = parse_count(getenv(vars[k]));
+        if (r >= 0 && r <= 0x7fffffff)
+            return (int)r;
+    }
+    return -1;
+}
+
+bool rt_mpi_fail_from_env(const char **bad)
+{
+    *bad = NULL;
+    if (atomic_exchange(&env_read, true))
+        return true;
+    const char *after = getenv("TESSEL_FAIL_MPI_AFTER"), *rank = getenv("TESSEL_FAIL_MPI_RANK");
+    long n = parse_count(after), r = parse_count(rank);
+    if (after && n < 0)
+        *bad = "TESSEL_FAIL_MPI_AFTER";
+    else if (rank && r < 0)
+        *bad = "TESSEL_FAIL_MPI_RANK";
+    if (*bad)
+        return false;
+    /* A rank filter this process cannot match (no launcher rank) injects
+     * nothing: better no failure than one on the wrong rank. */
+    if (after && (!rank || r == rt_mpi_env_rank()))
+        rt_mpi_fail_after(n);
+    return true;
+}
+
+/* ---- the wrappers ---- */
+
+int tmpi_init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    INJECT("MPI_Init_thread");
+    return MPI_Init_thread(argc, argv, required, provided);
+}
+
+int tmpi_finalize(void)
+{
+    INJECT("MPI_Finalize");
+    return MPI_Finalize();
+}
+
+int tmpi_abort(MPI_Comm comm, int code)
+{
+    INJECT("MPI_Abort");
+    return MPI_Abort(comm, code);
+}
+
+int tmpi_error_string(int code, char *msg, int *len)
+{
+    INJECT("MPI_Error_string");
+    return MPI_Error_string(code, msg, len);
+}
+
+int tmpi_comm_set_errhandler(MPI_Comm comm, MPI_Errhandler h)
+{
+    INJECT("MPI_Comm_set_errhandler");
+    return MPI_Comm_set_errhandler(comm, h);
+}
+
+int tmpi_comm_rank(MPI_Comm comm, int *rank)
+{
+    INJECT("MPI_Comm_rank");
+    return MPI_Comm_rank(comm, rank);
+}
+
+int tmpi_comm_size(MPI_Comm comm, int *size)
+{
+    INJECT("MPI_Comm_size");
+    return MPI_Comm_size(comm, size);
+}
+
+int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)
+{
+    INJECT("MPI_Type_contiguous");
+    return MPI_Type_contiguous(count, old, out);
+}
+
+int tmpi_type_commit(MPI_Datatype *t)
+{
+    INJECT("MPI_Type_commit");
+    return MPI_Type_commit(t);
+}
+
+int tmpi_type_free(MPI_Datatype *t)
+{
+    INJECT("MPI_Type_free");
+    return MPI_Type_free(t);
+}
+
+int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op)
+{
+    INJECT("MPI_Op_create");
+    return MPI_Op_create(f, commute, op);
+}
+
+int tmpi_op_free(MPI_Op *op)
+{
+    INJECT("MPI_Op_free");
+    return MPI_Op_free(op);
+}
+
+int tmpi_allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                   MPI_Comm comm)
+{
+    INJECT("MPI_Allgather");
+    return MPI_Allgather(send, scount, stype, recv, rcount, rtype, comm);
+}
+
+int tmpi_allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+    INJECT("MPI_Allreduce");
+    return MPI_Allreduce(send, recv, count, dt, op, comm);
+}
+
+int tmpi_gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                int root, MPI_Comm comm)
+{
+    INJECT("MPI_Gather");
+    return MPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm);
+}

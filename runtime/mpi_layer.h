@@ -1,0 +1,81 @@
+/*
+ * mpi_layer.h: the one door through which tessel calls MPI, so that a test
+ * can make the Nth MPI call fail (runtime-internal; mpi.c is its only
+ * user, and through mpi.c the CLI's `tessel run` under mpirun).
+ *
+ * Every tmpi_* function is a thin wrapper with the arguments and the
+ * return value of the MPI function it names (tmpi_allreduce ->
+ * MPI_Allreduce). Before calling MPI it counts the call (an atomic
+ * counter: the host's leader device thread and the main thread both make
+ * calls) and asks the failure-injection hook whether this call is the one
+ * to fail; if so it returns MPI_ERR_OTHER *without calling MPI*. For a
+ * collective that means the failing rank never enters it while its peers
+ * do: the runtime must then end the job (mpi.c's callers abort with
+ * MPI_Abort after a failed collective; see mpi.c), never wait for it.
+ *
+ * Injection, in the style of ts_fail_alloc_after (ir/arena.c):
+ *   rt_mpi_fail_after(n)   the n-th MPI call from now fails (n = 1: the
+ *                          next one); 0 switches injection off. One shot:
+ *                          the calls after the failing one (the error
+ *                          path's MPI_Error_string and MPI_Abort included)
+ *                          go to MPI.
+ *   TESSEL_FAIL_MPI_AFTER=N
+ *                          the same from the environment, read once by
+ *                          rt_mpi_fail_from_env() at the start of
+ *                          rt_mpi_init, so N = 1 fails MPI_Init_thread
+ *                          itself. For e2e tests under mpirun.
+ *   TESSEL_FAIL_MPI_RANK=R only the process whose launcher rank
+ *                          (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK)
+ *                          is R injects; unset: every rank does.
+ * The injected call's name is kept (rt_mpi_injected_call) so messages can
+ * say the failure was injected, and every call is counted
+ * (rt_mpi_call_count) so a test can learn how many calls a clean run
+ * makes and walk N over all of them.
+ */
+#ifndef TESSEL_MPI_LAYER_H
+#define TESSEL_MPI_LAYER_H
+
+#include <mpi.h>
+#include <stdbool.h>
+
+/* ---- failure injection ---- */
+
+/* The n-th MPI call from now returns MPI_ERR_OTHER without calling MPI
+ * (n <= 0: never). Can't fail. */
+void rt_mpi_fail_after(long n);
+/* MPI calls made through the layer so far (failed ones included). */
+long rt_mpi_call_count(void);
+/* The name of the MPI function whose call was failed by injection
+ * ("MPI_Allreduce"), or NULL when none was. Static text. */
+const char *rt_mpi_injected_call(void);
+/* Apply TESSEL_FAIL_MPI_AFTER / TESSEL_FAIL_MPI_RANK (above) once per
+ * process; later calls do nothing. Returns false, with *bad naming the
+ * variable, when a set variable is not a non-negative decimal integer
+ * (then nothing is injected). */
+bool rt_mpi_fail_from_env(const char **bad);
+/* This process's rank as its launcher says (OMPI_COMM_WORLD_RANK,
+ * PMIX_RANK, PMI_RANK), -1 when none is set: for messages before
+ * MPI_Comm_rank has answered. */
+int rt_mpi_env_rank(void);
+
+/* ---- the wrappers: same arguments and results as MPI_* ---- */
+
+int tmpi_init_thread(int *argc, char ***argv, int required, int *provided);
+int tmpi_finalize(void);
+int tmpi_abort(MPI_Comm comm, int code);
+int tmpi_error_string(int code, char *msg, int *len);
+int tmpi_comm_set_errhandler(MPI_Comm comm, MPI_Errhandler h);
+int tmpi_comm_rank(MPI_Comm comm, int *rank);
+int tmpi_comm_size(MPI_Comm comm, int *size);
+int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out);
+int tmpi_type_commit(MPI_Datatype *t);
+int tmpi_type_free(MPI_Datatype *t);
+int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op);
+int tmpi_op_free(MPI_Op *op);
+int tmpi_allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                   MPI_Comm comm);
+int tmpi_allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
+int tmpi_gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                int root, MPI_Comm comm);
+
+#endif /* TESSEL_MPI_LAYER_H */
