@@ -124,6 +124,15 @@ typedef struct DevExecOptions {
     const DevCollectives *coll;  /* NULL: one device, collectives are identities */
     const DevCustomCalls *custom;/* NULL: no registered targets */
     bool no_blas;                /* use the loop kernels even for f32/f64 dot (tests) */
+    /* Fusion (fusion.c): chains of elementwise ops, and broadcasts feeding
+     * them, run as one blocked loop over the output. no_fusion: one kernel
+     * call per instruction (the reference path). fusion_block: elements
+     * per block, and then every array is fused however small (tests use
+     * uneven small blocks); 0 chooses the block from a cache budget and
+     * fuses arrays of at least DEV_FUSION_MIN_ELEMENTS. Results are the
+     * same bit for bit either way: the same kernels run, a block at a time. */
+    bool no_fusion;
+    int32_t fusion_block;
     int64_t max_while_iterations;/* 0: unlimited */
     /* Calls to outlined device clusters (a `call` carrying the frontend
      * attribute _tessel_cluster, see cluster/cluster.h): when set, the
@@ -164,12 +173,25 @@ IrStatus dev_kernel_error(const DevKernelArgs *k, IrStatus st, const char *fmt, 
 
 /* k_elementwise.c */
 IrStatus dev_k_elementwise(const DevKernelArgs *k, DevValue **out); /* unary/binary/ternary/compare/convert */
+/* The same kernel in two halves, for fused loops (fusion.c): check the
+ * operands' shapes against the instruction (once; data is not read), then
+ * compute n elements, where every operand and r are views of the same n
+ * elements (data pointing at the first; scalar operands of select/clamp
+ * stay scalars). copy and map have no range kernel. */
+IrStatus dev_k_elementwise_check(const DevKernelArgs *k);
+IrStatus dev_k_elementwise_range(const DevKernelArgs *k, int64_t n, DevValue *r);
 IrStatus dev_k_bitcast_convert(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_map(const DevKernelArgs *k, DevValue **out);
 /* k_data.c */
 IrStatus dev_k_constant(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_iota(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_broadcast(const DevKernelArgs *k, DevValue **out);
+/* broadcast for fused loops: check k (as dev_k_broadcast) and give the
+ * stride in the operand of each result dimension (0 where broadcast);
+ * then write elements [first, first + n) of the row-major result. */
+IrStatus dev_k_broadcast_strides(const DevKernelArgs *k, int64_t *sstr);
+void dev_broadcast_range(const IrShape *rs, const int64_t *sstr, const uint8_t *src, int64_t first,
+                         int64_t n, uint8_t *dst);
 IrStatus dev_k_reshape(const DevKernelArgs *k, DevValue **out);   /* reshape, bitcast */
 IrStatus dev_k_transpose(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_slice(const DevKernelArgs *k, DevValue **out);

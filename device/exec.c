@@ -23,6 +23,7 @@
  * callee's instructions themselves.
  */
 #include "device.h"
+#include "fusion.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -33,11 +34,14 @@
 
 /* How one computation runs: the instructions to execute, operands first,
  * and how many times each instruction's value is used by them (the root
- * counts one more: its value is the result). */
+ * counts one more: its value is the result). Instructions inside a fusion
+ * group are not in the order: the group runs at its root, and the root's
+ * uses are the group's leaves (fusion.h). */
 typedef struct Plan {
     int32_t n;
     int32_t *order;
     int32_t *uses;
+    DevFusion fusion;
 } Plan;
 
 typedef struct Exec {
@@ -118,6 +122,7 @@ static void plan_free(Plan *p)
     if (p) {
         ts_free(p->order);
         ts_free(p->uses);
+        dev_fusion_free(&p->fusion);
         ts_free(p);
     }
 }
@@ -166,6 +171,42 @@ static IrStatus post_order(const Exec *x, const IrComputation *c, int32_t start,
     return IR_OK;
 }
 
+/* Operand references among the planned instructions; a fusion group's
+ * root reads the group's leaves. */
+static void count_uses(const IrComputation *c, Plan *p)
+{
+    const DevFusion *f = &p->fusion;
+    memset(p->uses, 0, (size_t)c->ninstr * sizeof *p->uses);
+    for (int32_t k = 0; k < p->n; k++) {
+        int32_t i = p->order[k];
+        const IrInstr *ins = &c->instr[i];
+        if (f->group_of && f->group_of[i] >= 0) {
+            const DevFusionGroup *g = &f->groups[f->group_of[i]];
+            for (int32_t l = 0; l < g->nleaves; l++)
+                p->uses[g->leaves[l]] += g->leaf_refs[l];
+            continue;
+        }
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            p->uses[ins->opnd[j]]++;
+    }
+    p->uses[c->root]++;
+}
+
+/* Drop the groups' interior instructions from the order (they run inside
+ * their root's loop) and count uses again. */
+static void fuse_order(const IrComputation *c, Plan *p)
+{
+    const DevFusion *f = &p->fusion;
+    int32_t n = 0;
+    for (int32_t k = 0; k < p->n; k++) {
+        int32_t i = p->order[k], g = f->group_of[i];
+        if (g < 0 || f->groups[g].root == i)
+            p->order[n++] = i;
+    }
+    p->n = n;
+    count_uses(c, p);
+}
+
 static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
 {
     int32_t n = c->ninstr;
@@ -188,12 +229,11 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
         st = post_order(x, c, c->root, state, stack, next, p);
     if (st != IR_OK)
         goto done;
-    for (int32_t k = 0; k < p->n; k++) {
-        const IrInstr *ins = &c->instr[p->order[k]];
-        for (int32_t j = 0; j < ins->nopnd; j++)
-            p->uses[ins->opnd[j]]++;
-    }
-    p->uses[c->root]++;
+    count_uses(c, p);
+    if ((st = dev_fusion_find(x->m, c, p->order, p->n, x->opt, &p->fusion, x->d)) != IR_OK)
+        goto done;
+    if (p->fusion.ngroups > 0)
+        fuse_order(c, p);
 done:
     ts_free(state);
     ts_free(stack);
@@ -603,7 +643,28 @@ static void pin_live_operands(const IrInstr *ins, DevValue **opnd, const int32_t
         }
 }
 
-static IrStatus run_one(Exec *x, const IrComputation *c, int32_t i, int32_t nargs,
+/* A fusion group at its root: run it, then release the leaves whose last
+ * use it was (fusion may have taken one over for its result). */
+static IrStatus run_group(Exec *x, const IrComputation *c, const DevFusionGroup *g, DevValue **vals,
+                          int32_t *rem)
+{
+    DevValue *r = NULL;
+    IrStatus st = dev_fusion_run(x->m, c, g, x->opt, x->d, vals, rem, &r);
+    if (st != IR_OK)
+        return ensure_diag(x, &c->instr[g->root], st);
+    vals[g->root] = r;
+    for (int32_t l = 0; l < g->nleaves; l++) {
+        int32_t o = g->leaves[l];
+        if (rem[o] > 0 && (rem[o] -= g->leaf_refs[l]) <= 0) {
+            rem[o] = 0;
+            dev_value_unref(vals[o]);
+            vals[o] = NULL;
+        }
+    }
+    return IR_OK;
+}
+
+static IrStatus run_one(Exec *x, const IrComputation *c, const Plan *p, int32_t i, int32_t nargs,
                         DevValue **args, bool consume, DevValue **vals, int32_t *rem)
 {
     const IrInstr *ins = &c->instr[i];
@@ -611,6 +672,8 @@ static IrStatus run_one(Exec *x, const IrComputation *c, int32_t i, int32_t narg
     IrStatus st;
     if (ins->op == OP_PARAMETER)
         return bind_parameter(x, ins, nargs, args, consume, &vals[i]);
+    if (p->fusion.group_of && p->fusion.group_of[i] >= 0)
+        return run_group(x, c, &p->fusion.groups[p->fusion.group_of[i]], vals, rem);
     if (try_reshape_in_place(ins, vals, rem, &r)) {
         st = r ? IR_OK : IR_ENOMEM;
     } else {
@@ -675,7 +738,7 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
     memcpy(rem, p->uses, (size_t)n * sizeof *rem);
     for (int32_t k = 0; k < p->n && st == IR_OK; k++) {
         int32_t i = p->order[k];
-        st = run_one(x, c, i, nargs, args, consume, vals, rem);
+        st = run_one(x, c, p, i, nargs, args, consume, vals, rem);
         if (st == IR_OK && rem[i] == 0) { /* dead value */
             dev_value_unref(vals[i]);
             vals[i] = NULL;

@@ -243,9 +243,8 @@ IrStatus dev_k_iota(const DevKernelArgs *k, DevValue **out)
 /* Operand dim i becomes result dim dimensions[i]; the other result dims
  * repeat it (source stride 0). Example: f32[3] dimensions={1} to f32[2,3]
  * gives two copies of the row. */
-IrStatus dev_k_broadcast(const DevKernelArgs *k, DevValue **out)
+IrStatus dev_k_broadcast_strides(const DevKernelArgs *k, int64_t *sstr)
 {
-    *out = NULL;
     IrStatus st = expect_arrays(k, 1, 1);
     if (st != IR_OK)
         return st;
@@ -253,9 +252,10 @@ IrStatus dev_k_broadcast(const DevKernelArgs *k, DevValue **out)
     const IrI64List *dm = &k->ins->a.dimensions;
     if (os->type != rs->type || dm->n != os->rank)
         return shape_error(k, "broadcast: dimensions= does not match the operand", os);
-    int64_t ost[IR_MAX_RANK], sstr[IR_MAX_RANK] = {0}, rst[IR_MAX_RANK];
+    int64_t ost[IR_MAX_RANK];
     strides_of(os, ost);
-    strides_of(rs, rst);
+    for (int32_t j = 0; j < rs->rank; j++)
+        sstr[j] = 0;
     for (int32_t i = 0; i < os->rank; i++) {
         int64_t j = dm->v[i];
         if (j < 0 || j >= rs->rank || rs->dims[j] != os->dims[i] || (i > 0 && j <= dm->v[i - 1]))
@@ -264,11 +264,69 @@ IrStatus dev_k_broadcast(const DevKernelArgs *k, DevValue **out)
                                     "the same size", (int)i);
         sstr[j] = ost[i];
     }
+    return IR_OK;
+}
+
+/* Elements [first, first + n) of the row-major result, a run along the
+ * last dimension at a time: a run is a fill (the last dimension is
+ * broadcast), a memcpy (it maps to the source's last dimension) or a
+ * strided copy. Example: f32[2] {1,2} broadcast to [2,3] with
+ * dimensions={0}: elements 2..4 are {1, 2, 2} (a fill of 1 to the end of
+ * row 0, then a fill of 2). */
+void dev_broadcast_range(const IrShape *rs, const int64_t *sstr, const uint8_t *src, int64_t first,
+                         int64_t n, uint8_t *dst)
+{
+    size_t w = ir_type_size(rs->type);
+    int32_t rank = rs->rank;
+    if (n <= 0)
+        return;
+    if (rank == 0) {
+        memcpy(dst, src, w);
+        return;
+    }
+    int64_t idx[IR_MAX_RANK], rest = first, soff = 0;
+    for (int32_t j = rank - 1; j >= 0; j--) {
+        idx[j] = rest % rs->dims[j];
+        rest /= rs->dims[j];
+        soff += idx[j] * sstr[j];
+    }
+    int64_t last = rank - 1;
+    while (n > 0) {
+        int64_t run = rs->dims[last] - idx[last];
+        if (run > n)
+            run = n;
+        if (sstr[last] == 0)
+            fill(dst, src + soff * (int64_t)w, run, w);
+        else
+            copy_run(dst, 1, src + soff * (int64_t)w, sstr[last], run, w);
+        dst += run * (int64_t)w;
+        n -= run;
+        /* Advance the index by `run` (to the start of the next row, or
+         * within the row when n ran out). */
+        idx[last] += run;
+        soff += run * sstr[last];
+        for (int32_t j = (int32_t)last; j > 0 && idx[j] == rs->dims[j]; j--) {
+            soff += sstr[j - 1] - sstr[j] * rs->dims[j];
+            idx[j] = 0;
+            idx[j - 1]++;
+        }
+    }
+}
+
+IrStatus dev_k_broadcast(const DevKernelArgs *k, DevValue **out)
+{
+    *out = NULL;
+    int64_t sstr[IR_MAX_RANK], rst[IR_MAX_RANK];
+    IrStatus st = dev_k_broadcast_strides(k, sstr);
+    if (st != IR_OK)
+        return st;
+    const IrShape *rs = &k->ins->shape;
+    strides_of(rs, rst);
     DevValue *r;
     if ((st = new_result(k, false, &r)) != IR_OK)
         return st;
     size_t w = ir_type_size(rs->type);
-    if (os->rank == 0)
+    if (k->opnd[0]->shape.rank == 0)
         fill(r->data, k->opnd[0]->data, ir_shape_elements(rs), w);
     else
         strided_copy(r->data, 0, rst, k->opnd[0]->data, 0, sstr, rs->rank, rs->dims, w);

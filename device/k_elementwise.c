@@ -844,9 +844,9 @@ static IrStatus run_complex_part(const DevKernelArgs *k, int64_t n, DevValue *r)
     if (!ir_type_is_float(st) || t != st)
         return not_defined(k, st);
     if (part)
-        memset(r->data, 0, (size_t)r->nbytes);
+        memset(r->data, 0, (size_t)n * ir_type_size(t));
     else
-        memcpy(r->data, a, (size_t)r->nbytes);
+        memcpy(r->data, a, (size_t)n * ir_type_size(t));
     return IR_OK;
 }
 
@@ -877,40 +877,49 @@ static IrStatus run_same_type(const DevKernelArgs *k, int64_t n, DevValue *r)
     return ok ? IR_OK : not_defined(k, t);
 }
 
-IrStatus dev_k_elementwise(const DevKernelArgs *k, DevValue **out)
+IrStatus dev_k_elementwise_check(const DevKernelArgs *k)
 {
     IrOpcode op = k->ins->op;
+    unsigned scalar_ok = op == OP_SELECT ? 1u : op == OP_CLAMP ? 5u : 0u;
+    return check_operands(k, scalar_ok);
+}
+
+IrStatus dev_k_elementwise_range(const DevKernelArgs *k, int64_t n, DevValue *r)
+{
+    switch (k->ins->op) {
+    case OP_CONVERT:
+        if (ir_type_is_complex(k->opnd[0]->shape.type) && !ir_type_is_complex(r->shape.type))
+            return dev_kernel_error(k, IR_EINPUT, "convert from complex needs real or imag");
+        convert_array(k->opnd[0]->shape.type, k->opnd[0]->data, r->shape.type, r->data, n);
+        return IR_OK;
+    case OP_COMPARE: return run_compare(k, n, r);
+    case OP_SELECT: return run_select(k, n, r);
+    case OP_CLAMP: return run_clamp(k, n, r);
+    case OP_REDUCE_PRECISION: return run_reduce_precision(k, n, r);
+    case OP_REAL: case OP_IMAG: case OP_COMPLEX: return run_complex_part(k, n, r);
+    case OP_IS_FINITE: return run_is_finite(k, n, r);
+    case OP_COPY: case OP_MAP:
+        return dev_kernel_error(k, IR_EINTERNAL, "%s has no range kernel", ir_op_name(k->ins->op));
+    default: return run_same_type(k, n, r);
+    }
+}
+
+IrStatus dev_k_elementwise(const DevKernelArgs *k, DevValue **out)
+{
     *out = NULL;
-    if (op == OP_COPY) { /* values are immutable: a copy is a reference */
+    if (k->ins->op == OP_COPY) { /* values are immutable: a copy is a reference */
         if (k->nopnd != 1 || !ir_shape_equal(&k->opnd[0]->shape, &k->ins->shape))
             return dev_kernel_error(k, IR_EINPUT, "copy changes the shape");
         *out = dev_value_ref(k->opnd[0]);
         return IR_OK;
     }
-    unsigned scalar_ok = op == OP_SELECT ? 1u : op == OP_CLAMP ? 5u : 0u;
-    IrStatus st = check_operands(k, scalar_ok);
+    IrStatus st = dev_k_elementwise_check(k);
     if (st != IR_OK)
         return st;
-    int64_t n = ir_shape_elements(&k->ins->shape);
     DevValue *r;
     if ((st = new_result(k, &r)) != IR_OK)
         return st;
-    switch (op) {
-    case OP_CONVERT:
-        if (ir_type_is_complex(k->opnd[0]->shape.type) && !ir_type_is_complex(r->shape.type))
-            st = dev_kernel_error(k, IR_EINPUT, "convert from complex needs real or imag");
-        else
-            convert_array(k->opnd[0]->shape.type, k->opnd[0]->data, r->shape.type, r->data, n);
-        break;
-    case OP_COMPARE: st = run_compare(k, n, r); break;
-    case OP_SELECT: st = run_select(k, n, r); break;
-    case OP_CLAMP: st = run_clamp(k, n, r); break;
-    case OP_REDUCE_PRECISION: st = run_reduce_precision(k, n, r); break;
-    case OP_REAL: case OP_IMAG: case OP_COMPLEX: st = run_complex_part(k, n, r); break;
-    case OP_IS_FINITE: st = run_is_finite(k, n, r); break;
-    default: st = run_same_type(k, n, r); break;
-    }
-    if (st != IR_OK) {
+    if ((st = dev_k_elementwise_range(k, ir_shape_elements(&k->ins->shape), r)) != IR_OK) {
         dev_value_unref(r);
         return st;
     }

@@ -372,8 +372,10 @@ IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out
 IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
 {
     /* Host custom-calls (tessel_print, tessel_save) run in the reference
-     * too: it is the whole module on one device and this host. */
-    DevExecOptions opt = {.custom = rt_host_targets()};
+     * too: it is the whole module on one device and this host. It runs
+     * unfused, one kernel call per instruction: the plainest path is the
+     * one partitioned (fused) runs are checked against. */
+    DevExecOptions opt = {.custom = rt_host_targets(), .no_fusion = true};
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);

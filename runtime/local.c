@@ -26,6 +26,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -564,6 +565,20 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
     return st;
 }
 
+/* TESSEL_FUSION=off runs every instruction on its own (no fused loops);
+ * TESSEL_FUSION_BLOCK=N fuses arrays of any size in blocks of N elements
+ * (tests use small uneven blocks so that small models exercise fusion).
+ * Unset: fusion with the executor's defaults. */
+static void fusion_from_env(DevExecOptions *opt)
+{
+    const char *off = getenv("TESSEL_FUSION"), *block = getenv("TESSEL_FUSION_BLOCK");
+    if (off && strcmp(off, "off") == 0)
+        opt->no_fusion = true;
+    long b = block ? strtol(block, NULL, 10) : 0;
+    if (b > 0 && b <= (1 << 20))
+        opt->fusion_block = (int32_t)b;
+}
+
 /* Every step runs the SPMD program on the device's shards; between steps
  * the aliased outputs replace their parameters (moved, rt_feed_aliases). */
 static void device_main(Device *dev)
@@ -575,6 +590,7 @@ static void device_main(Device *dev)
         .replica_id = dev->id / dev->w->n,
         .coll = &coll,
     };
+    fusion_from_env(&opt);
     const IrModule *m = dev->c->spmd;
     int64_t steps = dev->steps > 1 ? dev->steps : 1;
     dev->status = IR_OK;

@@ -1,0 +1,426 @@
+/*
+ * fusion.c: elementwise chains run as one blocked loop over the output
+ * (see fusion.h for what a group is).
+ *
+ * Finding groups. The executor's order puts operands first, so walking it
+ * backwards meets every user of a value before the value. An instruction
+ * joins a group when all its users are members of that group, it has the
+ * members' dimensions, and it is elementwise or a broadcast; otherwise an
+ * elementwise instruction starts a group of its own. A broadcast joins as a
+ * node but takes no operands in with it (it reads them through strides).
+ * Example: t = tanh(add(dot, broadcast(bias))) is one group {broadcast,
+ * add, tanh} with leaves dot and bias; in u = add(x, y), v = multiply(u,
+ * u), w = max(v, u), u joins {v, w}; a value also used outside stays a
+ * leaf.
+ *
+ * Running a group. Output elements go a block at a time: every node
+ * computes the block into its scratch buffer (the root into the result),
+ * through the same range kernels the unfused path uses, so the result is
+ * bit for bit the unfused one. The block is sized so that the scratch of
+ * all nodes stays within SCRATCH_BUDGET bytes (in L1/L2). A leaf that
+ * dies here and has no other owner lends its buffer to the result: block
+ * b of every node is computed before block b of the result is copied over
+ * it, and no later block reads earlier elements.
+ */
+#include "fusion.h"
+
+#include <string.h>
+
+/* Scratch bytes for all nodes of a group together. */
+#define SCRATCH_BUDGET (48 << 10)
+#define BLOCK_MIN 256
+#define BLOCK_MAX 8192
+/* Elementwise ops have at most 3 operands (select, clamp). */
+#define MAX_OPND 3
+/* cand[] marks while finding groups. */
+#define UNSEEN (-1)
+#define CONFLICT (-2)
+
+/* ---- finding groups ---- */
+
+static bool same_dims(const IrShape *a, const IrShape *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int32_t i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+/* Instructions with control edges keep their own place in the order. */
+static bool has_control(const IrComputation *c, const bool *ctrl_succ, int32_t i)
+{
+    return c->instr[i].a.control_predecessors.n > 0 || ctrl_succ[i];
+}
+
+static bool can_start(const IrComputation *c, const bool *ctrl_succ, int32_t i)
+{
+    const IrInstr *ins = &c->instr[i];
+    return ir_op_is_elementwise(ins->op) && ins->op != OP_COPY && ins->op != OP_MAP &&
+           ins->nopnd >= 1 && ins->nopnd <= MAX_OPND && ir_shape_is_array(&ins->shape) &&
+           !has_control(c, ctrl_succ, i);
+}
+
+/* The kinds of instruction that can join a group: elementwise ops with a
+ * range kernel, and broadcasts. */
+static bool can_join(const IrComputation *c, const bool *ctrl_succ, int32_t o)
+{
+    const IrInstr *op = &c->instr[o];
+    if (o == c->root || has_control(c, ctrl_succ, o))
+        return false;
+    if (op->op == OP_BROADCAST)
+        return op->nopnd == 1 && ir_shape_is_array(&op->shape);
+    return can_start(c, ctrl_succ, o);
+}
+
+void dev_fusion_free(DevFusion *f)
+{
+    for (int32_t g = 0; g < f->ngroups; g++) {
+        ts_free(f->groups[g].nodes);
+        ts_free(f->groups[g].leaves);
+        ts_free(f->groups[g].leaf_refs);
+        ts_free(f->groups[g].leaf_direct);
+    }
+    ts_free(f->groups);
+    ts_free(f->group_of);
+    *f = (DevFusion){0};
+}
+
+/* Add one reference to leaf l of group g (from node `ins`). */
+static void add_leaf(DevFusionGroup *g, const IrComputation *c, const IrInstr *ins, int32_t l)
+{
+    int32_t k = 0;
+    while (k < g->nleaves && g->leaves[k] != l)
+        k++;
+    if (k == g->nleaves) {
+        g->leaves[k] = l;
+        g->leaf_refs[k] = 0;
+        g->leaf_direct[k] = true;
+        g->nleaves++;
+    }
+    g->leaf_refs[k]++;
+    if (ins->op == OP_BROADCAST || !same_dims(&c->instr[l].shape, &ins->shape))
+        g->leaf_direct[k] = false;
+}
+
+/* Members into their groups' node lists (operands first: the order's)
+ * and the values they read from outside into the leaf lists. */
+static void collect(const IrComputation *c, const int32_t *order, int32_t norder, const int32_t *gid,
+                    DevFusion *f)
+{
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        if (gid[i] < 0)
+            continue;
+        int32_t g = f->group_of[gid[i]];
+        DevFusionGroup *grp = &f->groups[g];
+        grp->nodes[grp->nnodes++] = i;
+        f->group_of[i] = g;
+        const IrInstr *ins = &c->instr[i];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (gid[ins->opnd[j]] != gid[i])
+                add_leaf(grp, c, ins, ins->opnd[j]);
+    }
+}
+
+IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_t *order,
+                         int32_t norder, const DevExecOptions *opt,
+                         DevFusion *out, IrDiag *d)
+{
+    (void)m;
+    *out = (DevFusion){0};
+    if (opt->no_fusion || norder < 2)
+        return IR_OK;
+    int32_t n = c->ninstr;
+    int64_t min_elems = opt->fusion_block > 0 ? 1 : DEV_FUSION_MIN_ELEMENTS;
+    int32_t *gid = ts_malloc((size_t)n * sizeof *gid);
+    int32_t *cand = ts_malloc((size_t)n * sizeof *cand);
+    int32_t *size = ts_calloc((size_t)n, sizeof *size);
+    bool *ctrl_succ = ts_calloc((size_t)n, sizeof *ctrl_succ);
+    IrStatus st = IR_ENOMEM;
+    if (!gid || !cand || !size || !ctrl_succ)
+        goto done;
+    for (int32_t i = 0; i < n; i++) {
+        gid[i] = -1;
+        cand[i] = UNSEEN;
+        const IrI64List *cp = &c->instr[i].a.control_predecessors;
+        for (int32_t j = 0; j < cp->n; j++)
+            if (cp->v[j] >= 0 && cp->v[j] < n)
+                ctrl_succ[cp->v[j]] = true;
+    }
+    /* Consumers before operands. By the time the walk reaches o, every
+     * user of o has marked it (cand): with the one group they all belong
+     * to, or CONFLICT. o joins that group if it can (same dims as its
+     * members, a kind that fuses, room left), else it may start its own. */
+    int32_t nroots = 0;
+    for (int32_t k = norder - 1; k >= 0; k--) {
+        int32_t i = order[k];
+        const IrInstr *ins = &c->instr[i];
+        int32_t g = cand[i];
+        if (g >= 0 && can_join(c, ctrl_succ, i) && same_dims(&ins->shape, &c->instr[g].shape) &&
+            size[g] < DEV_FUSION_MAX_NODES) {
+            gid[i] = g;
+            if (size[g]++ == 1)
+                nroots++;
+        } else if (can_start(c, ctrl_succ, i) && ir_shape_elements(&ins->shape) >= min_elems) {
+            gid[i] = g = i;
+            size[i] = 1;
+        } else {
+            g = -1;
+        }
+        /* A broadcast's operand is read through its strides: a leaf. */
+        bool pass = g >= 0 && ins->op != OP_BROADCAST;
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t o = ins->opnd[j];
+            cand[o] = pass && (cand[o] == UNSEEN || cand[o] == g) ? g : CONFLICT;
+        }
+    }
+    /* Roots that gathered nobody run unfused. */
+    for (int32_t i = 0; i < n; i++)
+        if (gid[i] == i && size[i] == 1)
+            gid[i] = -1;
+    st = IR_OK;
+    if (nroots == 0)
+        goto done;
+    st = IR_ENOMEM;
+    out->group_of = ts_malloc((size_t)n * sizeof *out->group_of);
+    out->groups = ts_calloc((size_t)nroots, sizeof *out->groups);
+    if (!out->group_of || !out->groups)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        out->group_of[i] = -1;
+    /* Number the groups by their roots' order, then size their lists. */
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        if (gid[i] != i)
+            continue;
+        DevFusionGroup *g = &out->groups[out->ngroups];
+        int32_t nn = size[i], nl = nn * MAX_OPND;
+        g->root = i;
+        out->group_of[i] = out->ngroups++;
+        if (!(g->nodes = ts_malloc((size_t)nn * sizeof *g->nodes)) ||
+            !(g->leaves = ts_malloc((size_t)nl * sizeof *g->leaves)) ||
+            !(g->leaf_refs = ts_malloc((size_t)nl * sizeof *g->leaf_refs)) ||
+            !(g->leaf_direct = ts_malloc((size_t)nl * sizeof *g->leaf_direct)))
+            goto done;
+    }
+    collect(c, order, norder, gid, out);
+    st = IR_OK;
+done:
+    ts_free(gid);
+    ts_free(cand);
+    ts_free(size);
+    ts_free(ctrl_succ);
+    if (st != IR_OK) {
+        dev_fusion_free(out);
+        return ir_error(d, st, NULL, NULL, c->pos, "out of memory");
+    }
+    return IR_OK;
+}
+
+/* ---- running a group ---- */
+
+/* Everything one run of a group needs, set up once before the blocks. */
+typedef struct Run {
+    const DevFusionGroup *g;
+    int32_t nn;
+    DevValue *nview;       /* [nn] each node's block (scratch or result) */
+    DevValue *lview;       /* [nleaves] each leaf's block */
+    DevValue **opnd;       /* [nn * MAX_OPND] views the nodes read */
+    DevKernelArgs *k;      /* [nn] */
+    int64_t *sstr;         /* [nn * IR_MAX_RANK] broadcast source strides */
+    const uint8_t **src;   /* [nn] broadcast sources (whole arrays) */
+    uint8_t **lbase;       /* [nleaves] each leaf's data */
+    uint8_t **scratch;     /* [nn] block buffers; the root's only when in place */
+    uint8_t *arena;        /* all scratch */
+} Run;
+
+static void run_free(Run *r)
+{
+    ts_free(r->nview);
+    ts_free(r->lview);
+    ts_free(r->opnd);
+    ts_free(r->k);
+    ts_free(r->sstr);
+    ts_free(r->src);
+    ts_free(r->lbase);
+    ts_free(r->scratch);
+    ts_free(r->arena);
+}
+
+static int32_t leaf_index(const DevFusionGroup *g, int32_t instr)
+{
+    for (int32_t k = 0; k < g->nleaves; k++)
+        if (g->leaves[k] == instr)
+            return k;
+    return -1;
+}
+
+static int32_t node_index(const DevFusionGroup *g, int32_t instr)
+{
+    for (int32_t k = 0; k < g->nnodes; k++)
+        if (g->nodes[k] == instr)
+            return k;
+    return -1;
+}
+
+/* Views with full shapes, operand wiring, and the once-per-run checks
+ * (the same ones the unfused kernels make). */
+static IrStatus run_setup(Run *r, const IrModule *m, const IrComputation *c, const DevExecOptions *opt,
+                          IrDiag *d, DevValue **vals)
+{
+    const DevFusionGroup *g = r->g;
+    int32_t nn = g->nnodes, nl = g->nleaves > 0 ? g->nleaves : 1;
+    r->nn = nn;
+    if (!(r->nview = ts_calloc((size_t)nn, sizeof *r->nview)) ||
+        !(r->lview = ts_calloc((size_t)nl, sizeof *r->lview)) ||
+        !(r->opnd = ts_calloc((size_t)nn * MAX_OPND, sizeof *r->opnd)) ||
+        !(r->k = ts_calloc((size_t)nn, sizeof *r->k)) ||
+        !(r->sstr = ts_calloc((size_t)nn * IR_MAX_RANK, sizeof *r->sstr)) ||
+        !(r->src = ts_calloc((size_t)nn, sizeof *r->src)) ||
+        !(r->lbase = ts_calloc((size_t)nl, sizeof *r->lbase)) ||
+        !(r->scratch = ts_calloc((size_t)nn, sizeof *r->scratch)))
+        return ir_error(d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
+    for (int32_t l = 0; l < g->nleaves; l++) {
+        const DevValue *v = vals[g->leaves[l]];
+        if (!v || v->shape.type == IR_TUPLE)
+            return ir_error(d, IR_EINTERNAL, m->file, m->src, c->instr[g->leaves[l]].pos,
+                            "fused loop: %s is not an array value", c->instr[g->leaves[l]].name);
+        r->lview[l] = *v; /* a shallow copy: shape and data borrowed */
+        r->lview[l].refs = 1;
+        r->lbase[l] = v->data;
+    }
+    for (int32_t k = 0; k < nn; k++) {
+        const IrInstr *ins = &c->instr[g->nodes[k]];
+        r->nview[k] = (DevValue){.shape = ins->shape, .refs = 1};
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t o = ins->opnd[j], at = node_index(g, o);
+            r->opnd[k * MAX_OPND + j] = at >= 0 && at < k ? &r->nview[at] : &r->lview[leaf_index(g, o)];
+        }
+        r->k[k] = (DevKernelArgs){m, c, ins, ins->nopnd, &r->opnd[k * MAX_OPND], opt, d};
+        IrStatus st;
+        if (ins->op == OP_BROADCAST) {
+            st = dev_k_broadcast_strides(&r->k[k], &r->sstr[k * IR_MAX_RANK]);
+            r->src[k] = r->opnd[k * MAX_OPND]->data;
+        } else {
+            st = dev_k_elementwise_check(&r->k[k]);
+        }
+        if (st != IR_OK)
+            return st;
+    }
+    return IR_OK;
+}
+
+/* Elements per block: all scratch within SCRATCH_BUDGET. */
+static int64_t block_elements(const Run *r, const IrComputation *c, const DevExecOptions *opt)
+{
+    if (opt->fusion_block > 0)
+        return opt->fusion_block;
+    int64_t per = 0;
+    for (int32_t k = 0; k < r->nn; k++)
+        per += (int64_t)ir_type_size(c->instr[r->g->nodes[k]].shape.type);
+    int64_t b = SCRATCH_BUDGET / (per > 0 ? per : 1);
+    b = b < BLOCK_MIN ? BLOCK_MIN : b > BLOCK_MAX ? BLOCK_MAX : b;
+    return b & ~(int64_t)15;
+}
+
+/* Scratch for every node but the root (and the root too when it writes
+ * over a leaf), each 64-byte aligned. */
+static IrStatus run_scratch(Run *r, const IrComputation *c, int64_t block, bool in_place, IrDiag *d)
+{
+    size_t total = 0, at[DEV_FUSION_MAX_NODES];
+    for (int32_t k = 0; k < r->nn; k++) {
+        at[k] = total;
+        if (k < r->nn - 1 || in_place)
+            total += ((size_t)block * ir_type_size(c->instr[r->g->nodes[k]].shape.type) + 63) & ~(size_t)63;
+    }
+    if (total == 0)
+        return IR_OK;
+    if (!(r->arena = ts_malloc(total + 64)))
+        return ir_error(d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
+    uint8_t *base = (uint8_t *)(((uintptr_t)r->arena + 63) & ~(uintptr_t)63);
+    for (int32_t k = 0; k < r->nn; k++)
+        if (k < r->nn - 1 || in_place)
+            r->scratch[k] = base + at[k];
+    return IR_OK;
+}
+
+/* A leaf at its last use whose buffer nobody else holds, read element for
+ * element and as wide as the result's elements: -1 if none. */
+static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *root, DevValue **vals,
+                             const int32_t *rem)
+{
+    int64_t nbytes = ir_shape_bytes(&root->shape);
+    for (int32_t l = 0; nbytes > 0 && l < g->nleaves; l++) {
+        const DevValue *v = vals[g->leaves[l]];
+        if (g->leaf_direct[l] && rem[g->leaves[l]] == g->leaf_refs[l] && v &&
+            __atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) == 1 && v->nbytes == nbytes &&
+            v->shape.type != IR_TUPLE)
+            return l;
+    }
+    return -1;
+}
+
+/* One block [first, first + n) through every node. */
+static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t n, uint8_t *out)
+{
+    const DevFusionGroup *g = r->g;
+    for (int32_t l = 0; l < g->nleaves; l++)
+        if (r->lview[l].shape.rank > 0) /* scalars (select/clamp operands) stay put */
+            r->lview[l].data = r->lbase[l] + (size_t)first * ir_type_size(r->lview[l].shape.type);
+    for (int32_t k = 0; k < r->nn; k++) {
+        const IrInstr *ins = &c->instr[g->nodes[k]];
+        size_t w = ir_type_size(ins->shape.type);
+        DevValue *v = &r->nview[k];
+        v->data = r->scratch[k] ? r->scratch[k] : out + (size_t)first * w;
+        v->nbytes = n * (int64_t)w;
+        if (ins->op == OP_BROADCAST) {
+            dev_broadcast_range(&ins->shape, &r->sstr[k * IR_MAX_RANK], r->src[k], first, n, v->data);
+            continue;
+        }
+        IrStatus st = dev_k_elementwise_range(&r->k[k], n, v);
+        if (st != IR_OK)
+            return st;
+    }
+    const DevValue *root = &r->nview[r->nn - 1];
+    if (r->scratch[r->nn - 1]) /* in place: the leaf's block has been read by now */
+        memcpy(out + (size_t)first * ir_type_size(root->shape.type), root->data, (size_t)root->nbytes);
+    return IR_OK;
+}
+
+IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                        const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
+                        DevValue **out)
+{
+    *out = NULL;
+    const IrInstr *root = &c->instr[g->root];
+    Run r = {.g = g};
+    DevValue *res = NULL;
+    IrStatus st = run_setup(&r, m, c, opt, d, vals);
+    int32_t lend = st == IR_OK ? in_place_leaf(g, root, vals, rem) : -1;
+    int64_t block = st == IR_OK ? block_elements(&r, c, opt) : 0;
+    if (st == IR_OK)
+        st = run_scratch(&r, c, block, lend >= 0, d);
+    if (st == IR_OK && lend >= 0) {
+        /* Take the leaf out of the executor's hands: its last use is here. */
+        res = vals[g->leaves[lend]];
+        vals[g->leaves[lend]] = NULL;
+        rem[g->leaves[lend]] = 0;
+    } else if (st == IR_OK && !(res = dev_value_new_uninit(&root->shape))) {
+        st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory for the result",
+                      root->name);
+    }
+    int64_t total = st == IR_OK ? ir_shape_elements(&root->shape) : 0;
+    for (int64_t first = 0; st == IR_OK && first < total; first += block)
+        st = run_block(&r, c, first, total - first < block ? total - first : block, res->data);
+    run_free(&r);
+    if (st == IR_OK && lend >= 0 && !(res = dev_value_reshaped(res, &root->shape)))
+        st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory", root->name);
+    if (st != IR_OK) {
+        dev_value_unref(res);
+        return st;
+    }
+    *out = res;
+    return IR_OK;
+}

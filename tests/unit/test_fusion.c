@@ -1,0 +1,510 @@
+/*
+ * test_fusion.c: fused elementwise loops (device/fusion.c). Which
+ * instructions form a group, the values a fused run gives (worked out by
+ * hand, with blocks that do not divide the array), that they equal the
+ * unfused path bit for bit on larger random arrays, that a dying operand
+ * lends its buffer, that errors name the same instruction as unfused, and
+ * that every allocation failure is clean.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "device/device.h"
+#include "device/fusion.h"
+#include "kernel_test.h"
+
+/* Run the entry with fusion (block elements per block; 0: the default
+ * choice) or without it. */
+static IrStatus run(const IrModule *m, int n, DevValue **args, bool fuse, int32_t block, DevValue **out,
+                    IrDiag *d)
+{
+    DevExecOptions opt = {.no_fusion = !fuse, .fusion_block = block};
+    return dev_execute(m, m->entry, n, args, &opt, out, d);
+}
+
+/* The groups dev_fusion_find makes of the entry, in a plain post-order
+ * (the module's instructions are written operands first). */
+static DevFusion find(const IrModule *m, int32_t block)
+{
+    const IrComputation *c = ir_entry(m);
+    int32_t n = c->ninstr, order[64];
+    assert_true(n <= 64);
+    for (int32_t i = 0; i < n; i++)
+        order[i] = i;
+    DevExecOptions opt = {.fusion_block = block};
+    DevFusion f;
+    IrDiag d = {0};
+    assert_int_equal(dev_fusion_find(m, c, order, n, &opt, &f, &d), IR_OK);
+    return f;
+}
+
+static int32_t instr_named(const IrModule *m, const char *name)
+{
+    const IrComputation *c = ir_entry(m);
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (strcmp(c->instr[i].name, name) == 0)
+            return i;
+    fail_msg("no instruction %s", name);
+    return -1;
+}
+
+static void assert_f32(const DevValue *v, const float *want, int64_t n)
+{
+    assert_int_equal(v->nbytes, n * 4);
+    for (int64_t i = 0; i < n; i++)
+        if (((const float *)v->data)[i] != want[i])
+            fail_msg("element %lld: %g, expected %g", (long long)i, ((const float *)v->data)[i], want[i]);
+}
+
+/* The benchmark's chain of 8 ops over 7 elements, blocks of 3 (3 + 3 + 1). */
+static const char *chain_hlo =
+    "HloModule chain\n"
+    "ENTRY main {\n"
+    "  x = f32[7] parameter(0)\n"
+    "  y = f32[7] parameter(1)\n"
+    "  t1 = f32[7] add(x, y)\n"
+    "  t2 = f32[7] multiply(t1, x)\n"
+    "  t3 = f32[7] subtract(t2, y)\n"
+    "  t4 = f32[7] maximum(t3, x)\n"
+    "  t5 = f32[7] multiply(t4, t4)\n"
+    "  t6 = f32[7] add(t5, y)\n"
+    "  t7 = f32[7] negate(t6)\n"
+    "  ROOT t8 = f32[7] abs(t7)\n"
+    "}\n";
+
+static void chain_is_one_group(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(chain_hlo);
+    DevFusion f = find(m, 3);
+    assert_int_equal(f.ngroups, 1);
+    const DevFusionGroup *g = &f.groups[0];
+    assert_int_equal(g->root, instr_named(m, "t8"));
+    assert_int_equal(g->nnodes, 8); /* t1..t8; t4 is read twice by t5, both inside */
+    assert_int_equal(g->nleaves, 2);
+    assert_int_equal(g->leaves[0], instr_named(m, "x"));
+    assert_int_equal(g->leaf_refs[0], 3); /* t1, t2, t4 */
+    assert_int_equal(g->leaves[1], instr_named(m, "y"));
+    assert_int_equal(g->leaf_refs[1], 3); /* t1, t3, t6 */
+    assert_int_equal(f.group_of[instr_named(m, "x")], -1);
+    assert_int_equal(f.group_of[instr_named(m, "t4")], 0);
+    dev_fusion_free(&f);
+    ir_module_free(m);
+}
+
+static void chain_values(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(chain_hlo);
+    int64_t dims[] = {7};
+    float xs[] = {1, -2, 0.5f, 3, -1, 0, 2};
+    float ys[] = {2, 1, -0.5f, -4, 1, 3, -2};
+    /* t1 = x+y, t2 = t1*x, t3 = t2-y, t4 = max(t3,x), t6 = t4^2+y, t8 = |-t6|:
+     *   x=1,  y=2:    t1=3,   t2=3,    t3=1,    t4=1,    t6=3       -> 3
+     *   x=-2, y=1:    t1=-1,  t2=2,    t3=1,    t4=1,    t6=2       -> 2
+     *   x=.5, y=-.5:  t1=0,   t2=0,    t3=.5,   t4=.5,   t6=-.25    -> .25
+     *   x=3,  y=-4:   t1=-1,  t2=-3,   t3=1,    t4=3,    t6=5       -> 5
+     *   x=-1, y=1:    t1=0,   t2=-0,   t3=-1,   t4=-1,   t6=2       -> 2
+     *   x=0,  y=3:    t1=3,   t2=0,    t3=-3,   t4=0,    t6=3       -> 3
+     *   x=2,  y=-2:   t1=0,   t2=0,    t3=2,    t4=2,    t6=2       -> 2 */
+    float want[] = {3, 2, 0.25f, 5, 2, 3, 2};
+    DevValue *args[2] = {val(IR_F32, 1, dims, xs), val(IR_F32, 1, dims, ys)};
+    int32_t blocks[] = {1, 3, 7, 8, 0};
+    for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        assert_int_equal(run(m, 2, args, true, blocks[b], &out, &d), IR_OK);
+        assert_f32(out, want, 7);
+        dev_value_unref(out);
+    }
+    DevValue *out = NULL;
+    IrDiag d = {0};
+    assert_int_equal(run(m, 2, args, false, 0, &out, &d), IR_OK);
+    assert_f32(out, want, 7);
+    dev_value_unref(out);
+    /* The arguments are borrowed: untouched. */
+    assert_true(args[0]->refs == 1 && ((float *)args[0]->data)[1] == -2);
+    dev_value_unref(args[0]);
+    dev_value_unref(args[1]);
+    ir_module_free(m);
+}
+
+/* Broadcasts feeding the chain: along the last dimension (a bias), along
+ * the first, and of a scalar; blocks of 4 cross the rows of [3,5]. */
+static const char *bcast_hlo =
+    "HloModule bcast\n"
+    "ENTRY main {\n"
+    "  x = f32[3,5] parameter(0)\n"
+    "  bias = f32[5] parameter(1)\n"
+    "  row = f32[3] parameter(2)\n"
+    "  b1 = f32[3,5] broadcast(bias), dimensions={1}\n"
+    "  b2 = f32[3,5] broadcast(row), dimensions={0}\n"
+    "  c = f32[] constant(10)\n"
+    "  b3 = f32[3,5] broadcast(c), dimensions={}\n"
+    "  a1 = f32[3,5] add(x, b1)\n"
+    "  a2 = f32[3,5] multiply(a1, b2)\n"
+    "  ROOT a3 = f32[3,5] add(a2, b3)\n"
+    "}\n";
+
+static void broadcasts_fuse(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(bcast_hlo);
+    DevFusion f = find(m, 4);
+    assert_int_equal(f.ngroups, 1);
+    assert_int_equal(f.groups[0].nnodes, 6); /* b1, b2, b3, a1, a2, a3 */
+    assert_int_equal(f.groups[0].nleaves, 4); /* x, bias, row, c */
+    for (int32_t l = 0; l < f.groups[0].nleaves; l++)
+        assert_int_equal(f.groups[0].leaf_direct[l], f.groups[0].leaves[l] == instr_named(m, "x"));
+    dev_fusion_free(&f);
+
+    int64_t xd[] = {3, 5}, bd[] = {5}, rd[] = {3};
+    float xs[15], bias[] = {0, 1, 2, 3, 4}, row[] = {1, -1, 2};
+    for (int i = 0; i < 15; i++)
+        xs[i] = (float)i; /* x[r][c] = 5r + c */
+    /* (x[r][c] + bias[c]) * row[r] + 10 = (5r + 2c) * row[r] + 10 */
+    float want[15];
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 5; c++)
+            want[r * 5 + c] = (float)(5 * r + 2 * c) * row[r] + 10;
+    DevValue *args[3] = {val(IR_F32, 2, xd, xs), val(IR_F32, 1, bd, bias), val(IR_F32, 1, rd, row)};
+    int32_t blocks[] = {1, 4, 5, 6, 15, 16};
+    for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        assert_int_equal(run(m, 3, args, true, blocks[b], &out, &d), IR_OK);
+        assert_f32(out, want, 15);
+        dev_value_unref(out);
+    }
+    for (int i = 0; i < 3; i++)
+        dev_value_unref(args[i]);
+    ir_module_free(m);
+}
+
+/* compare, select (with a broadcast predicate), clamp with scalar bounds
+ * (scalar leaves), convert between types: s32 in, f32 out. */
+static const char *mixed_hlo =
+    "HloModule mixed\n"
+    "ENTRY main {\n"
+    "  x = s32[6] parameter(0)\n"
+    "  flag = pred[] parameter(1)\n"
+    "  two = s32[] constant(2)\n"
+    "  b2 = s32[6] broadcast(two), dimensions={}\n"
+    "  gt = pred[6] compare(x, b2), direction=GT\n"
+    "  neg = s32[6] negate(x)\n"
+    "  s1 = s32[6] select(gt, x, neg)\n"
+    "  bf = pred[6] broadcast(flag), dimensions={}\n"
+    "  s2 = s32[6] select(bf, s1, x)\n"
+    "  lo = s32[] constant(0)\n"
+    "  hi = s32[] constant(4)\n"
+    "  cl = s32[6] clamp(lo, s2, hi)\n"
+    "  f = f32[6] convert(cl)\n"
+    "  half = f32[] constant(0.5)\n"
+    "  bh = f32[6] broadcast(half), dimensions={}\n"
+    "  ROOT r = f32[6] multiply(f, bh)\n"
+    "}\n";
+
+static void mixed_types(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(mixed_hlo);
+    DevFusion f = find(m, 4);
+    assert_int_equal(f.ngroups, 1);
+    assert_int_equal(f.groups[0].nnodes, 10); /* b2 gt neg s1 bf s2 cl f bh r */
+    dev_fusion_free(&f);
+
+    int64_t d6[] = {6};
+    int32_t xs[] = {-3, 0, 1, 2, 3, 7};
+    uint8_t yes = 1, no = 0;
+    /* flag true: s1 = x > 2 ? x : -x = {3, 0, -1, -2, 3, 7}; clamp to [0,4]
+     * = {3, 0, 0, 0, 3, 4}; * 0.5. flag false: clamp(x) = {0,0,1,2,3,4}. */
+    float want_yes[] = {1.5f, 0, 0, 0, 1.5f, 2}, want_no[] = {0, 0, 0.5f, 1, 1.5f, 2};
+    DevValue *args[2] = {val(IR_S32, 1, d6, xs), val(IR_PRED, 0, NULL, &yes)};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            memcpy(args[1]->data, &no, 1);
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        assert_int_equal(run(m, 2, args, true, 4, &out, &d), IR_OK);
+        assert_f32(out, pass == 0 ? want_yes : want_no, 6);
+        dev_value_unref(out);
+    }
+    dev_value_unref(args[0]);
+    dev_value_unref(args[1]);
+    ir_module_free(m);
+}
+
+/* What stays out: a value also used outside the chain, the root of the
+ * computation, an op with a control predecessor, a different shape, copy,
+ * and arrays below the default size when no block is given. */
+static void boundaries(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule b\n"
+                           "ENTRY main {\n"
+                           "  x = f32[4] parameter(0)\n"
+                           "  t = f32[4] add(x, x)\n"
+                           "  u = f32[4] multiply(t, t)\n"
+                           "  v = f32[4] negate(u)\n"
+                           "  w = f32[4] copy(v)\n"
+                           "  e = f32[4] exponential(w)\n"
+                           "  ROOT r = (f32[4], f32[4]) tuple(e, t)\n"
+                           "}\n");
+    /* t is used by u and by the tuple: a leaf of {u, v}; w (copy) is not
+     * fused, so e stands alone. */
+    DevFusion f = find(m, 2);
+    assert_int_equal(f.ngroups, 1);
+    assert_int_equal(f.groups[0].root, instr_named(m, "v"));
+    assert_int_equal(f.groups[0].nnodes, 2);
+    assert_int_equal(f.groups[0].nleaves, 1);
+    assert_int_equal(f.groups[0].leaves[0], instr_named(m, "t"));
+    assert_int_equal(f.groups[0].leaf_refs[0], 2);
+    dev_fusion_free(&f);
+    /* Default options: 4 elements are below DEV_FUSION_MIN_ELEMENTS. */
+    f = find(m, 0);
+    assert_int_equal(f.ngroups, 0);
+    assert_null(f.group_of);
+    ir_module_free(m);
+
+    m = parse_ok("HloModule c\n"
+                 "ENTRY main {\n"
+                 "  x = f32[4] parameter(0)\n"
+                 "  t = f32[4] add(x, x)\n"
+                 "  u = f32[4] multiply(t, t), control-predecessors={x}\n"
+                 "  s = f32[2] slice(u), slice={[0:2]}\n"
+                 "  ROOT n = f32[2] negate(s)\n"
+                 "}\n");
+    f = find(m, 2);
+    assert_int_equal(f.ngroups, 0);
+    ir_module_free(m);
+}
+
+/* A dying, solely owned operand lends its buffer to the result. */
+static void in_place(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule ip\n"
+                           "ENTRY main {\n"
+                           "  x = s32[5] parameter(0)\n"
+                           "  r = s32[5] reverse(x), dimensions={0}\n"
+                           "  a = s32[5] add(r, x)\n"
+                           "  ROOT m = f32[5] convert(a)\n"
+                           "}\n");
+    const IrComputation *c = ir_entry(m);
+    DevFusion f = find(m, 2);
+    assert_int_equal(f.ngroups, 1);
+    const DevFusionGroup *g = &f.groups[0];
+    int64_t d5[] = {5};
+    int32_t xs[] = {1, 2, 3, 4, 5}, rs[] = {5, 4, 3, 2, 1};
+    DevValue *vals[8] = {0};
+    int32_t rem[8] = {0};
+    int32_t xi = instr_named(m, "x"), ri = instr_named(m, "r");
+    vals[xi] = val(IR_S32, 1, d5, xs);
+    vals[ri] = val(IR_S32, 1, d5, rs);
+    rem[xi] = 1;
+    rem[ri] = 1;
+    uint8_t *lent = vals[ri]->data;
+    DevExecOptions opt = {.fusion_block = 2};
+    DevValue *out = NULL;
+    IrDiag d = {0};
+    assert_int_equal(dev_fusion_run(m, c, g, &opt, &d, vals, rem, &out), IR_OK);
+    float want[] = {6, 6, 6, 6, 6};
+    assert_f32(out, want, 5);
+    assert_ptr_equal(out->data, lent);  /* r's buffer */
+    assert_null(vals[ri]);
+    assert_int_equal(rem[ri], 0);
+    assert_int_equal(out->shape.type, IR_F32);
+    dev_value_unref(out);
+    /* x is still needed elsewhere (rem 2): it keeps its buffer; r is
+     * shared (refs 2): a fresh buffer. */
+    vals[ri] = val(IR_S32, 1, d5, rs);
+    rem[ri] = 1;
+    rem[xi] = 2;
+    DevValue *extra = dev_value_ref(vals[ri]);
+    assert_int_equal(dev_fusion_run(m, c, g, &opt, &d, vals, rem, &out), IR_OK);
+    assert_f32(out, want, 5);
+    assert_ptr_not_equal(out->data, vals[ri]->data);
+    assert_ptr_not_equal(out->data, vals[xi]->data);
+    assert_int_equal(((int32_t *)vals[ri]->data)[0], 5);
+    dev_value_unref(out);
+    dev_value_unref(extra);
+    dev_value_unref(vals[ri]);
+    dev_value_unref(vals[xi]);
+    dev_fusion_free(&f);
+
+    /* Through the executor: the reverse dies in the group. */
+    DevValue *arg = val(IR_S32, 1, d5, xs);
+    assert_int_equal(run(m, 1, &arg, true, 2, &out, &d), IR_OK);
+    assert_f32(out, want, 5);
+    dev_value_unref(out);
+    dev_value_unref(arg);
+    ir_module_free(m);
+}
+
+/* A kernel error inside a group names the same instruction with the same
+ * message as the unfused run. (Parsed without the verifier: it would
+ * reject the module first.) */
+static void errors_as_unfused(void **state)
+{
+    (void)state;
+    const char *txt = "HloModule e\n"
+                      "ENTRY main {\n"
+                      "  x = f32[3] parameter(0)\n"
+                      "  y = s32[3] parameter(1)\n"
+                      "  n = f32[3] negate(x)\n"
+                      "  bad = f32[3] add(n, y)\n"
+                      "  ROOT a = f32[3] abs(bad)\n"
+                      "}\n";
+    IrParseOptions o = ir_default_parse_options();
+    o.verify = false;
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("e.hlo", txt, strlen(txt), &o, &m, &d), IR_OK);
+    int64_t d3[] = {3};
+    DevValue *args[2] = {val(IR_F32, 1, d3, NULL), val(IR_S32, 1, d3, NULL)};
+    char *msg[2];
+    for (int fuse = 0; fuse < 2; fuse++) {
+        DevValue *out = NULL;
+        IrDiag e = {0};
+        assert_int_equal(run(m, 2, args, fuse, 2, &out, &e), IR_EINPUT);
+        assert_null(out);
+        assert_non_null(strstr(e.msg, "bad"));
+        msg[fuse] = ts_strdup(e.msg);
+        assert_int_equal(e.pos.line, 6);
+        ir_diag_clear(&e);
+    }
+    assert_string_equal(msg[0], msg[1]);
+    ts_free(msg[0]);
+    ts_free(msg[1]);
+    dev_value_unref(args[0]);
+    dev_value_unref(args[1]);
+    ir_module_free(m);
+}
+
+/* Larger arrays with the default block: every op family the range
+ * kernels have, fused and unfused, bit for bit (uneven size, NaNs and
+ * zeros included). */
+static void random_equals_unfused(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule r\n"
+                           "ENTRY main {\n"
+                           "  x = f32[3,3337] parameter(0)\n"
+                           "  y = f32[3,3337] parameter(1)\n"
+                           "  v = f32[3337] parameter(2)\n"
+                           "  bv = f32[3,3337] broadcast(v), dimensions={1}\n"
+                           "  a = f32[3,3337] add(x, bv)\n"
+                           "  t = f32[3,3337] tanh(a)\n"
+                           "  d = f32[3,3337] divide(t, y)\n"
+                           "  e = f32[3,3337] exponential(d)\n"
+                           "  mx = f32[3,3337] maximum(e, x)\n"
+                           "  c = pred[3,3337] compare(mx, y), direction=LT\n"
+                           "  s = f32[3,3337] select(c, mx, y)\n"
+                           "  h = f16[3,3337] convert(s)\n"
+                           "  hs = f16[3,3337] sqrt(h)\n"
+                           "  ROOT o = f64[3,3337] convert(hs)\n"
+                           "}\n");
+    /* mx is read by c and s, both members: it is a member too. */
+    DevFusion f = find(m, 0);
+    assert_int_equal(f.ngroups, 1);
+    assert_int_equal(f.groups[0].nnodes, 11);
+    dev_fusion_free(&f);
+    int64_t d2[] = {3, 3337}, d1[] = {3337};
+    DevValue *args[3] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, d1, NULL)};
+    uint32_t s = 12345;
+    for (int a = 0; a < 3; a++)
+        for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)((int32_t)s >> 8) / (float)(1 << 20);
+            if (i % 97 == 0)
+                v = NAN;
+            else if (i % 89 == 0)
+                v = 0;
+            ((float *)args[a]->data)[i] = v;
+        }
+    DevValue *fused = NULL, *plain = NULL;
+    IrDiag d = {0};
+    assert_int_equal(run(m, 3, args, true, 0, &fused, &d), IR_OK);
+    assert_int_equal(run(m, 3, args, false, 0, &plain, &d), IR_OK);
+    assert_int_equal(fused->nbytes, 3 * 3337 * 8);
+    assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < 3; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
+/* Empty arrays fuse to an empty result. */
+static void empty(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule z\n"
+                           "ENTRY main {\n"
+                           "  x = f32[0,3] parameter(0)\n"
+                           "  n = f32[0,3] negate(x)\n"
+                           "  ROOT a = f32[0,3] abs(n)\n"
+                           "}\n");
+    int64_t dz[] = {0, 3};
+    DevValue *arg = val(IR_F32, 2, dz, NULL), *out = NULL;
+    IrDiag d = {0};
+    assert_int_equal(run(m, 1, &arg, true, 2, &out, &d), IR_OK);
+    assert_int_equal(out->nbytes, 0);
+    dev_value_unref(out);
+    dev_value_unref(arg);
+    ir_module_free(m);
+}
+
+/* Allocation n fails, n = 1, 2, ...: IR_ENOMEM with a message, nothing
+ * leaked (the sanitizer build checks), until a run completes. */
+static void allocation_failures(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(bcast_hlo);
+    int64_t xd[] = {3, 5}, bd[] = {5}, rd[] = {3};
+    DevValue *args[3] = {val(IR_F32, 2, xd, NULL), val(IR_F32, 1, bd, NULL), val(IR_F32, 1, rd, NULL)};
+    int failures = 0;
+    for (long n = 1; n < 1000; n++) {
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        ts_fail_alloc_after(n);
+        IrStatus st = run(m, 3, args, true, 4, &out, &d);
+        ts_fail_alloc_after(0);
+        if (st == IR_OK) {
+            dev_value_unref(out);
+            break;
+        }
+        assert_int_equal(st, IR_ENOMEM);
+        assert_null(out);
+        assert_non_null(d.msg);
+        ir_diag_clear(&d);
+        failures++;
+    }
+    assert_true(failures > 5);
+    for (int i = 0; i < 3; i++)
+        dev_value_unref(args[i]);
+    ir_module_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(chain_is_one_group),
+        cmocka_unit_test(chain_values),
+        cmocka_unit_test(broadcasts_fuse),
+        cmocka_unit_test(mixed_types),
+        cmocka_unit_test(boundaries),
+        cmocka_unit_test(in_place),
+        cmocka_unit_test(errors_as_unfused),
+        cmocka_unit_test(random_equals_unfused),
+        cmocka_unit_test(empty),
+        cmocka_unit_test(allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
