@@ -27,6 +27,11 @@ long rt_mpi_call_count(void)
     return atomic_load(&call_count);
 }
 
+long rt_mpi_fail_pending(void)
+{
+    return atomic_load(&fail_after);
+}
+
 const char *rt_mpi_injected_call(void)
 {
     return atomic_load(&injected);

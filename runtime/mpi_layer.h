@@ -45,6 +45,9 @@
 void rt_mpi_fail_after(long n);
 /* MPI calls made through the layer so far (failed ones included). */
 long rt_mpi_call_count(void);
+/* How many calls from now the armed failure is (1: the next call), 0 when
+ * none is armed. */
+long rt_mpi_fail_pending(void);
 /* The name of the MPI function whose call was failed by injection
  * ("MPI_Allreduce"), or NULL when none was. Static text. */
 const char *rt_mpi_injected_call(void);

@@ -1,0 +1,252 @@
+/*
+ * test_mpi_layer.c: the MPI layer's failure injection (runtime/mpi_layer.h)
+ * and mpi.c's handling of a failed call, in one process.
+ *
+ * - Injection without MPI: an armed call returns MPI_ERR_OTHER without
+ *   calling MPI (MPI is not initialized here, so a call that reached MPI
+ *   would abort the test), is counted, and names itself.
+ * - The environment (TESSEL_FAIL_MPI_AFTER / _RANK): each case runs in a
+ *   forked child (the settings are read once per process) and reports
+ *   whether they were accepted and how far away the armed failure is.
+ * - A singleton MPI job (MPI_Init without mpirun, in a forked child that
+ *   leaves with _exit: Open MPI's own allocations would otherwise be
+ *   reported as leaks by the ASan build): rt_mpi_init whose
+ *   MPI_Init_thread is failed, then a real one; agreement and collectives
+ *   on one rank; injected failures of an all-reduce, an all-gather and an
+ *   MPI_Op_free, each an IR_ERUNTIME naming rank 0 and the call; the
+ *   release after a failure still frees the rest; finalize.
+ * Multi-rank behaviour (a failed collective ends the job) is in
+ * tests/e2e/faults.sh.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/mpi_layer.h"
+#include "runtime/transport.h"
+
+/* ---- injection without MPI ---- */
+
+static void test_inject_without_mpi(void **state)
+{
+    (void)state;
+    long c0 = rt_mpi_call_count();
+    assert_null(rt_mpi_injected_call());
+    rt_mpi_fail_after(1);
+    assert_int_equal(rt_mpi_fail_pending(), 1);
+    int size = -7;
+    assert_int_equal(tmpi_comm_size(MPI_COMM_WORLD, &size), MPI_ERR_OTHER);
+    assert_int_equal(size, -7); /* MPI was not called */
+    assert_int_equal(rt_mpi_call_count(), c0 + 1);
+    assert_string_equal(rt_mpi_injected_call(), "MPI_Comm_size");
+    assert_int_equal(rt_mpi_fail_pending(), 0);
+    /* the third call from now; switched off again; negative is off */
+    rt_mpi_fail_after(3);
+    assert_int_equal(rt_mpi_fail_pending(), 3);
+    rt_mpi_fail_after(0);
+    assert_int_equal(rt_mpi_fail_pending(), 0);
+    rt_mpi_fail_after(-5);
+    assert_int_equal(rt_mpi_fail_pending(), 0);
+    /* two armed calls in a row: the countdown takes one step per call */
+    rt_mpi_fail_after(2);
+    rt_mpi_fail_after(1);
+    int rank = -7;
+    assert_int_equal(tmpi_comm_rank(MPI_COMM_WORLD, &rank), MPI_ERR_OTHER);
+    assert_int_equal(rank, -7);
+    assert_string_equal(rt_mpi_injected_call(), "MPI_Comm_rank");
+    assert_int_equal(rt_mpi_call_count(), c0 + 2);
+}
+
+/* ---- the environment, one forked child per case ---- */
+
+typedef struct EnvResult {
+    int ok;            /* rt_mpi_fail_from_env's result */
+    char bad[40];      /* the variable it named */
+    long pending;      /* rt_mpi_fail_pending after it */
+    int again_ok;      /* a second call (AFTER changed meanwhile) */
+    long again_pending;
+    int env_rank;      /* rt_mpi_env_rank */
+} EnvResult;
+
+/* Run rt_mpi_fail_from_env in a child with exactly these settings (NULL:
+ * unset) and bring back what it saw. */
+static EnvResult env_case(const char *after, const char *rank, const char *ompi_rank, const char *pmix_rank)
+{
+    int fd[2];
+    EnvResult r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const char *names[] = {"TESSEL_FAIL_MPI_AFTER", "TESSEL_FAIL_MPI_RANK", "OMPI_COMM_WORLD_RANK",
+                               "PMIX_RANK", "PMI_RANK"};
+        const char *vals[] = {after, rank, ompi_rank, pmix_rank, NULL};
+        for (int k = 0; k < 5; k++)
+            if (vals[k])
+                setenv(names[k], vals[k], 1);
+            else
+                unsetenv(names[k]);
+        EnvResult c;
+        memset(&c, 0, sizeof c);
+        const char *bad = NULL;
+        c.ok = rt_mpi_fail_from_env(&bad);
+        snprintf(c.bad, sizeof c.bad, "%s", bad ? bad : "");
+        c.pending = rt_mpi_fail_pending();
+        setenv("TESSEL_FAIL_MPI_AFTER", "7", 1); /* read once: ignored now */
+        c.again_ok = rt_mpi_fail_from_env(&bad);
+        c.again_pending = rt_mpi_fail_pending();
+        c.env_rank = rt_mpi_env_rank();
+        ssize_t w = write(fd[1], &c, sizeof c);
+        _exit(w == (ssize_t)sizeof c ? 0 : 1);
+    }
+    close(fd[1]);
+    assert_int_equal(read(fd[0], &r, sizeof r), (ssize_t)sizeof r);
+    close(fd[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return r;
+}
+
+static void expect_env(EnvResult r, bool ok, const char *bad, long pending, int env_rank)
+{
+    assert_int_equal(r.ok, ok);
+    assert_string_equal(r.bad, bad);
+    assert_int_equal(r.pending, pending);
+    assert_true(r.again_ok);
+    assert_int_equal(r.again_pending, pending);
+    assert_int_equal(r.env_rank, env_rank);
+}
+
+static void test_env(void **state)
+{
+    (void)state;
+    expect_env(env_case(NULL, NULL, NULL, NULL), true, "", 0, -1);
+    expect_env(env_case("2", NULL, NULL, NULL), true, "", 2, -1);
+    expect_env(env_case("0", NULL, "3", NULL), true, "", 0, 3);
+    /* only the named rank arms */
+    expect_env(env_case("2", "1", "1", NULL), true, "", 2, 1);
+    expect_env(env_case("2", "1", "0", NULL), true, "", 0, 0);
+    expect_env(env_case("4", "1", NULL, "1"), true, "", 4, 1);
+    /* OMPI_COMM_WORLD_RANK is asked first */
+    expect_env(env_case("4", "1", "0", "1"), true, "", 0, 0);
+    /* a rank filter with no launcher rank to match arms nothing */
+    expect_env(env_case("2", "0", NULL, NULL), true, "", 0, -1);
+    /* malformed settings are refused and arm nothing */
+    expect_env(env_case("3x", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
+    expect_env(env_case("-1", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
+    expect_env(env_case("", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
+    expect_env(env_case("99999999999999999999", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
+    expect_env(env_case("5", "one", "1", NULL), false, "TESSEL_FAIL_MPI_RANK", 0, 1);
+    expect_env(env_case("5", "+1", "1", NULL), false, "TESSEL_FAIL_MPI_RANK", 0, 1);
+    /* a malformed launcher rank is no rank */
+    expect_env(env_case("5", "1", "x", NULL), true, "", 0, -1);
+}
+
+/* ---- a singleton MPI job, in a child ---- */
+
+#define CHECK(cond)                                                           \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            _exit(1);                                                         \
+        }                                                                     \
+    } while (0)
+
+/* The diag is an IR_ERUNTIME naming rank `rank`, the call, and injection. */
+static void check_injected(IrStatus st, IrDiag *d, int rank, const char *call)
+{
+    char want[96];
+    snprintf(want, sizeof want, "rank %d: %s failed: ", rank, call);
+    CHECK(st == IR_ERUNTIME && d->status == IR_ERUNTIME && d->msg);
+    if (strncmp(d->msg, want, strlen(want)) != 0 || !strstr(d->msg, "(injected: TESSEL_FAIL_MPI_AFTER)")) {
+        fprintf(stderr, "message '%s', expected '%s... (injected: ...)'\n", d->msg, want);
+        _exit(1);
+    }
+    ir_diag_clear(d);
+}
+
+static void singleton_job(void)
+{
+    unsetenv("TESSEL_FAIL_MPI_AFTER");
+    unsetenv("TESSEL_FAIL_MPI_RANK");
+    IrDiag d = {0};
+    RtTransport *t = NULL;
+    /* MPI_Init_thread failed: no transport, MPI never initialized */
+    rt_mpi_fail_after(1);
+    IrStatus st = rt_mpi_init(NULL, NULL, &t, &d);
+    CHECK(st == IR_ERUNTIME && !t && d.msg);
+    CHECK(strstr(d.msg, "MPI_Init_thread failed") && strstr(d.msg, "(injected: TESSEL_FAIL_MPI_AFTER)"));
+    ir_diag_clear(&d);
+    int inited = 1;
+    CHECK(MPI_Initialized(&inited) == MPI_SUCCESS && !inited);
+    /* the real one: 12 calls (init, errhandler, rank, size, type x2, 6 ops) */
+    long c0 = rt_mpi_call_count();
+    CHECK(rt_mpi_init(NULL, NULL, &t, &d) == IR_OK && t);
+    CHECK(rt_mpi_call_count() - c0 == 12);
+    CHECK(rt_mpi_rank(t) == 0 && rt_mpi_size(t) == 1);
+    CHECK(rt_mpi_agree(t, true) == -1);
+    CHECK(rt_mpi_agree(t, false) == 0);
+    CHECK(rt_mpi_max(t, 5) == 5);
+    /* one rank: a reduction is the identity on the buffer */
+    float buf[3] = {1.5f, NAN, -2.0f};
+    CHECK(rt_transport_allreduce(t, buf, 3, IR_F32, OP_MAXIMUM, &d) == IR_OK);
+    CHECK(buf[0] == 1.5f && isnan(buf[1]) && buf[2] == -2.0f);
+    /* injected: the buffer is untouched, the call named */
+    rt_mpi_fail_after(1);
+    st = rt_transport_allreduce(t, buf, 3, IR_F32, OP_ADD, &d);
+    check_injected(st, &d, 0, "MPI_Allreduce");
+    CHECK(buf[0] == 1.5f && buf[2] == -2.0f);
+    int32_t send[2] = {7, 8}, recv[2] = {0, 0};
+    rt_mpi_fail_after(1);
+    check_injected(rt_transport_allgather(t, send, sizeof send, recv, &d), &d, 0, "MPI_Allgather");
+    CHECK(recv[0] == 0 && recv[1] == 0);
+    CHECK(rt_transport_allgather(t, send, sizeof send, recv, &d) == IR_OK && recv[0] == 7 && recv[1] == 8);
+    /* the third MPI_Op_free fails; the other 5 ops and the type are still
+     * freed: 7 calls, and MPI_Error_string for the message: 8; a second
+     * release has nothing left to free; then MPI_Finalize: 9 */
+    c0 = rt_mpi_call_count();
+    rt_mpi_fail_after(3);
+    check_injected(rt_mpi_release(t, &d), &d, 0, "MPI_Op_free");
+    CHECK(rt_mpi_call_count() - c0 == 8);
+    CHECK(rt_mpi_release(t, &d) == IR_OK && rt_mpi_call_count() - c0 == 8);
+    CHECK(rt_mpi_end(t, &d) == IR_OK && rt_mpi_call_count() - c0 == 9);
+    int fin = 0;
+    CHECK(MPI_Finalized(&fin) == MPI_SUCCESS && fin);
+    _exit(0);
+}
+
+static void test_singleton(void **state)
+{
+    (void)state;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        singleton_job();
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inject_without_mpi),
+        cmocka_unit_test(test_env),
+        cmocka_unit_test(test_singleton),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
