@@ -147,17 +147,51 @@ int32_t ir_add_computation(IrModule *m, const char *name)
     return m->ncomp++;
 }
 
+/* Give c room for cap instructions (cap >= c->ninstr). Instruction arrays
+ * are heap-allocated (not arena) because they grow; ir_module_free releases
+ * them. An IrInstr is about 1 KiB, so a large computation's array is tens
+ * of MiB: a large one is moved to a fresh block advised for huge pages and
+ * copied, rather than realloc'd (a realloc of a mapping moves its pages to
+ * new addresses, which splits huge pages and costs a fault per 4 KiB page
+ * again on the next touch). */
+static bool instr_room(IrComputation *c, int32_t cap)
+{
+    size_t bytes = (size_t)cap * sizeof(IrInstr);
+    IrInstr *ni;
+    if (bytes < ((size_t)2 << 20)) {
+        ni = ts_realloc(c->instr, bytes);
+        if (!ni)
+            return false;
+    } else {
+        ni = ts_malloc(bytes);
+        if (!ni)
+            return false;
+        ir_hint_huge(ni, bytes);
+        if (c->ninstr > 0)
+            memcpy(ni, c->instr, (size_t)c->ninstr * sizeof(IrInstr));
+        ts_free(c->instr);
+    }
+    c->instr = ni;
+    c->cap = cap;
+    return true;
+}
+
+IrStatus ir_reserve_instrs(IrComputation *c, int32_t n)
+{
+    if (n <= c->cap)
+        return IR_OK;
+    if ((size_t)n > SIZE_MAX / sizeof(IrInstr))
+        return IR_ENOMEM;
+    return instr_room(c, n) ? IR_OK : IR_ENOMEM;
+}
+
 int32_t ir_add_instr(IrModule *m, IrComputation *c, const IrInstr *ins)
 {
-    /* Instruction arrays are heap-allocated (not arena) because they grow;
-     * ir_module_free releases them. */
     if (c->ninstr == c->cap) {
-        int32_t cap = c->cap ? c->cap * 2 : 16;
-        IrInstr *ni = ts_realloc(c->instr, (size_t)cap * sizeof *ni);
-        if (!ni)
+        if (c->cap > INT32_MAX / 2)
             return -1;
-        c->instr = ni;
-        c->cap = cap;
+        if (!instr_room(c, c->cap ? c->cap * 2 : 16))
+            return -1;
     }
     if (m->names && !nameset_add(m->names, ins->name))
         return -1;
@@ -419,6 +453,8 @@ int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int
     if (di < 0)
         return -1;
     IrComputation *dc = dst->comp[di];
+    if (ir_reserve_instrs(dc, sc->ninstr) != IR_OK)
+        return -1;
     dc->root = sc->root;
     dc->has_signature = sc->has_signature;
     dc->pos = sc->pos;
