@@ -122,6 +122,11 @@ static void print_binding(const RtRunStats *rs)
                 rs->membind_errno ? strerror(rs->membind_errno) : "hwloc cannot bind memory here");
     fprintf(stderr, "tessel: stats: BLAS threads: %d; collective calls per device: %lld\n", rs->blas_threads,
             (long long)rs->coll_calls);
+    /* The first step pays for first touches of fresh memory; later steps
+     * reuse the buffers the first one freed. */
+    if (rs->nsteps > 1)
+        fprintf(stderr, "tessel: stats: steps: first %.3f ms, then median %.3f ms a step (%d timed)\n",
+                rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (int)rs->nsteps);
 }
 
 static void print_summaries(DevValue *result)
@@ -351,6 +356,8 @@ static int run_mpi_program(const CliOptions *o, double *t, RtTransport *tr, cons
     double write_s = 0;
     rc = finish_mpi(o, tr, result, d, &write_s);
     t[4] = t[3] + write_s;
+    if (o->stats && rc == CLI_OK && rank == 0)
+        fprintf(stderr, "tessel: stats: %-14s %ld on rank 0\n", "MPI calls", rt_mpi_call_count());
     dev_value_unref(result);
     rt_args_free(&args);
     return rc;

@@ -12,6 +12,8 @@
 #     failed: ... (injected ...)". N = C+1 is no longer reached: that run
 #     must succeed with the clean run's output. All N up to 40 are walked,
 #     then a stride (at most ~20 more runs per rank; the script says so).
+#     The same, rank 1 only, for a module with host work (host_attr_while:
+#     every rank runs the host program, clusters on the ranks' devices).
 #  2. SIGKILL of rank 1, then of rank 0, in the middle of a long run
 #     (--steps): the other rank ends within 15 s, mpirun exits non-zero.
 #  3. A rank out of memory: rank 1 runs under `ulimit -v` 1 GiB and the
@@ -35,15 +37,15 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # alive PID: the process exists and is not a zombie waiting to be reaped
 alive() { [ -r "/proc/$1/stat" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
-# job DIR CMD-PREFIX...: `timeout 60 mpirun -np 2 [PREFIX] tessel run $M
-# --random-inputs 3 --stats --output-dir DIR` (the environment, with
-# TESSEL_FAIL_MPI_*, goes to both ranks); sets $got (status) and $ms.
+# job DIR CMD-PREFIX...: `timeout 60 mpirun -np 2 [PREFIX] tessel run $JM
+# --random-inputs 3 --stats --output-dir DIR`; sets $got (status) and $ms.
+JM=$M
 job() {
     local dir=$1 t0
     shift
     t0=$(now_ms)
     got=0
-    ASAN_OPTIONS="$MPI_ASAN" timeout 60 mpirun --oversubscribe -np 2 "$@" "$TESSEL" run "$M" \
+    ASAN_OPTIONS="$MPI_ASAN" timeout 60 mpirun --oversubscribe -np 2 "$@" "$TESSEL" run "$JM" \
         --random-inputs 3 --stats --output-dir "$dir" >"$OUT" 2>"$ERR" || got=$?
     ms=$(($(now_ms) - t0))
 }
@@ -59,13 +61,6 @@ ended_clean() {
     fi
 }
 
-# ---- 1. the walk over injected MPI failures ----
-job "$WORK/clean"
-[ "$got" = 0 ] || fail "the clean run exited $got"
-C=$(sed -n 's/^tessel: stats: MPI calls *\([0-9]*\) on rank 0$/\1/p' "$ERR")
-[ -n "$C" ] && [ "$C" -ge 20 ] || fail "the clean run's MPI call count is '$C'"
-echo "faults: the clean run makes $C MPI calls per rank (with --stats)"
-
 # 1..40, then a stride that keeps the walk at ~60 runs per rank; C always.
 walk_points() {
     local c=$1 n stride
@@ -78,28 +73,47 @@ walk_points() {
     fi
 }
 
-total_ms=0
-max_ms=0
-for r in 1 0; do
-    for n in $(walk_points "$C"); do
-        dir="$WORK/out.$r.$n"
-        job "$dir" -x TESSEL_FAIL_MPI_AFTER="$n" -x TESSEL_FAIL_MPI_RANK="$r"
-        what="TESSEL_FAIL_MPI_AFTER=$n on rank $r"
-        ended_clean "$dir" "$what"
-        call=$(grep -oE "rank $r: MPI_[A-Za-z_]+ failed: .*\(injected" "$ERR" | head -1 | cut -d' ' -f3) ||
-            true
-        [ -n "$call" ] || fail "$what: no message 'rank $r: MPI_... failed: ... (injected'"
-        printf 'faults: rank %d call %2d %-24s exit %d, %5d ms\n' "$r" "$n" "$call" "$got" "$ms"
-        total_ms=$((total_ms + ms))
-        [ "$ms" -le "$max_ms" ] || max_ms=$ms
+# walk NAME MODEL RANKS...: the clean run's MPI call count C, then every
+# walk point on each of RANKS, then C+1 (not reached: success, same output).
+walk() {
+    local name=$1 c r n dir what call total_ms=0 max_ms=0 runs=0
+    JM=$2
+    shift 2
+    job "$WORK/clean.$name"
+    [ "$got" = 0 ] || fail "$name: the clean run exited $got"
+    c=$(sed -n 's/^tessel: stats: MPI calls *\([0-9]*\) on rank 0$/\1/p' "$ERR")
+    [ -n "$c" ] && [ "$c" -ge 20 ] || fail "$name: the clean run's MPI call count is '$c'"
+    echo "faults: $name: the clean run makes $c MPI calls per rank (with --stats)"
+    for r in "$@"; do
+        for n in $(walk_points "$c"); do
+            dir="$WORK/out.$name.$r.$n"
+            what="$name: TESSEL_FAIL_MPI_AFTER=$n on rank $r"
+            job "$dir" -x TESSEL_FAIL_MPI_AFTER="$n" -x TESSEL_FAIL_MPI_RANK="$r"
+            ended_clean "$dir" "$what"
+            call=$(grep -oE "rank $r: MPI_[A-Za-z_]+ failed: .*\(injected" "$ERR" | head -1 | cut -d' ' -f3) ||
+                true
+            [ -n "$call" ] || fail "$what: no message 'rank $r: MPI_... failed: ... (injected'"
+            printf 'faults: %s rank %d call %2d %-24s exit %d, %5d ms\n' "$name" "$r" "$n" "$call" "$got" "$ms"
+            total_ms=$((total_ms + ms))
+            runs=$((runs + 1))
+            [ "$ms" -le "$max_ms" ] || max_ms=$ms
+        done
+        # one call more than the clean run makes: never reached, so it succeeds
+        job "$WORK/past.$name.$r" -x TESSEL_FAIL_MPI_AFTER=$((c + 1)) -x TESSEL_FAIL_MPI_RANK="$r"
+        [ "$got" = 0 ] || fail "$name: TESSEL_FAIL_MPI_AFTER=$((c + 1)) on rank $r (past the last call) exited $got"
+        cmp -s "$WORK/clean.$name/output_0.npy" "$WORK/past.$name.$r/output_0.npy" ||
+            fail "$name: TESSEL_FAIL_MPI_AFTER=$((c + 1)) on rank $r: the output differs from the clean run's"
     done
-    # one call more than the clean run makes: never reached, so it succeeds
-    job "$WORK/past.$r" -x TESSEL_FAIL_MPI_AFTER=$((C + 1)) -x TESSEL_FAIL_MPI_RANK="$r"
-    [ "$got" = 0 ] || fail "TESSEL_FAIL_MPI_AFTER=$((C + 1)) on rank $r (past the last call) exited $got"
-    cmp -s "$WORK/clean/output_0.npy" "$WORK/past.$r/output_0.npy" ||
-        fail "TESSEL_FAIL_MPI_AFTER=$((C + 1)): the output differs from the clean run's"
-done
-echo "faults: injected MPI failures: all ended the job; slowest $max_ms ms, total $((total_ms / 1000)) s"
+    echo "faults: $name: $runs injected MPI failures all ended the job; slowest $max_ms ms, total $((total_ms / 1000)) s"
+}
+
+# ---- 1. the walk over injected MPI failures ----
+walk mlp_megatron "$M" 1 0
+# a module with host work (a host-side while around device clusters) runs
+# another path (every rank runs the host program); rank 1 only
+sed -e "s/@N/4/g" -e "s/@D/0,1,2,3/g" "$TESSEL_SRC/tests/models/host_attr_while.hlo" >"$WORK/host_attr_while.hlo"
+walk host_attr_while "$WORK/host_attr_while.hlo" 1
+JM=$M
 
 # a malformed setting is refused before MPI starts
 job "$WORK/bad_env" -x TESSEL_FAIL_MPI_AFTER=3x
