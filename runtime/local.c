@@ -44,6 +44,10 @@ typedef struct World {
     IrDiag leader_diag;
 } World;
 
+/* Steps whose times --stats keeps (the first one and the median of the
+ * others are reported). */
+#define STEP_SAMPLES 256
+
 typedef struct Device {
     World *w;
     int64_t id;                /* global device id: replica * n + partition */
@@ -56,6 +60,8 @@ typedef struct Device {
     IrStatus status;
     double coll_seconds;       /* time inside run_collective, summed */
     int64_t coll_calls;
+    int32_t nstep_seconds;     /* the first STEP_SAMPLES steps' wall times */
+    double step_seconds[STEP_SAMPLES];
 } Device;
 
 static void world_abort(World *w)
@@ -596,7 +602,10 @@ static void device_main(Device *dev)
     dev->status = IR_OK;
     for (int64_t s = 0; dev->status == IR_OK && s < steps; s++) {
         DevValue *r = NULL;
+        double t0 = now_seconds();
         dev->status = dev_execute(m, m->entry, dev->nargs, dev->args, &opt, &r, &dev->diag);
+        if (dev->nstep_seconds < STEP_SAMPLES)
+            dev->step_seconds[dev->nstep_seconds++] = now_seconds() - t0;
         if (dev->status == IR_OK && s + 1 < steps)
             rt_feed_aliases(m, r, dev->args);
         else
@@ -737,6 +746,33 @@ static IrStatus start_devices(World *w, Device *devs, const RtRunOptions *o, RtR
     return st;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A step lasts as long as its slowest local device: the first step's
+ * time, and the median of the next ones (warm: buffers reused). */
+static void step_stats(const Device *devs, int64_t nlocal, RtRunStats *stats)
+{
+    double slow[STEP_SAMPLES];
+    int32_t n = devs[0].nstep_seconds;
+    for (int32_t s = 0; s < n; s++) {
+        slow[s] = 0;
+        for (int64_t k = 0; k < nlocal; k++)
+            if (s < devs[k].nstep_seconds && devs[k].step_seconds[s] > slow[s])
+                slow[s] = devs[k].step_seconds[s];
+    }
+    stats->nsteps = n;
+    stats->first_step_seconds = n > 0 ? slow[0] : 0;
+    if (n > 1) {
+        qsort(slow + 1, (size_t)(n - 1), sizeof *slow, cmp_double);
+        stats->warm_step_seconds = (n - 1) % 2 ? slow[1 + (n - 1) / 2]
+                                               : (slow[(n - 1) / 2] + slow[(n - 1) / 2 + 1]) / 2;
+    }
+}
+
 static void free_device(Device *dev)
 {
     for (int32_t k = 0; k < dev->nargs && dev->args; k++)
@@ -803,6 +839,8 @@ IrStatus rt_run_devices(const RtCompiled *c, RtArgs *shards, int64_t first, int6
             stats->coll_calls = devs[k].coll_calls;
         }
     }
+    if (st == IR_OK && stats && devs)
+        step_stats(devs, nlocal, stats);
     for (int64_t k = 0; devs && k < nlocal; k++)
         free_device(&devs[k]);
     ir_diag_clear(&w.leader_diag);

@@ -40,6 +40,9 @@ typedef struct RtRunStats {
     int32_t numa_node;         /* that node (OS index), -1 when not bound */
     int membind_errno;         /* binding memory was wanted but fell back: why; else 0 */
     int blas_threads;          /* OpenBLAS threads set for the devices (0: untouched) */
+    int32_t nsteps;            /* steps timed (the first 256 at most) */
+    double first_step_seconds; /* the first step (the slowest local device's time) */
+    double warm_step_seconds;  /* median of the other timed steps; 0 with one step */
 } RtRunStats;
 
 /* Run devices [first, first + nlocal) of a compiled program on this host.
