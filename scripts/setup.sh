@@ -10,7 +10,8 @@ PACKAGES=(
     libopenmpi-dev openmpi-bin
     libhwloc-dev libcmocka-dev libopenblas-dev libjansson-dev
     python3          # the end-to-end tests write and read .npy with it
-    valgrind clang   # memory checks and the fuzz targets
+    valgrind         # the valgrind ctest label
+    clang libclang-rt-dev   # the libFuzzer targets (tests/fuzz/run.sh)
 )
 
 missing=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite: install what is missing, configure and
-# build the release and the asan (ASan+UBSan) presets, and run every ctest
-# test (all labels) on both. Fails on the first failing build or test run.
+# build the release and the asan (ASan+UBSan) presets, run every ctest
+# test (all labels) on both, then each libFuzzer target for
+# TESSEL_FUZZ_SECONDS (default 60) from its seed corpus. Fails on the first
+# failing build, test run or fuzz finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,4 +15,6 @@ for preset in release asan; do
     echo "== $preset: ctest"
     ctest --preset "$preset" -j2
 done
-echo "== all tests passed (release and asan)"
+echo "== fuzz: ${TESSEL_FUZZ_SECONDS:-60} s per target"
+tests/fuzz/run.sh "${TESSEL_FUZZ_SECONDS:-60}"
+echo "== all tests passed (release, asan, fuzz)"
