@@ -32,6 +32,7 @@ enum {
     OPT_STATS = 1u << 9,          /* --stats */
     OPT_FORMAT = 1u << 10,        /* --format text|json|dot */
     OPT_OUT = 1u << 11,           /* -o FILE */
+    OPT_LIMIT = 1u << 12,         /* --limit NAME=VALUE (repeatable) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -49,6 +50,7 @@ typedef struct CliOptions {
     bool stats;
     const char *format;
     const char *out;
+    IrLimits limits;         /* what a model may declare: ir_default_limits(), then --limit */
     unsigned given;          /* OPT_* bits of the options present */
 } CliOptions;
 
@@ -85,7 +87,7 @@ int cli_report(IrStatus st, IrDiag *d);
 int cli_exit_status(IrStatus st);
 /* Parse and verify the model at `path` into *m; on failure print the
  * diagnostic and return its exit status. */
-int cli_load_model(const char *path, IrModule **m);
+int cli_load_model(const CliOptions *o, const char *path, IrModule **m);
 /* Seconds on a monotonic clock, for --stats. */
 double cli_now(void);
 

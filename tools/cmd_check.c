@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 static const char HELP[] =
-    "Usage: tessel check MODEL.hlo [--stats]\n"
+    "Usage: tessel check MODEL.hlo [--stats] [--limit NAME=VALUE ...]\n"
     "\n"
     "Parse and verify an HLO text module (XLA's syntax) and print a one-line\n"
     "summary: module name, computations, instructions, the entry computation's\n"
@@ -18,6 +18,10 @@ static const char HELP[] =
     "\n"
     "Options:\n"
     "  --stats     print the time spent parsing and verifying (to stderr)\n"
+    "  --limit NAME=VALUE\n"
+    "              refuse models declaring more: NAME elements (per array,\n"
+    "              default 2^34), rank (64), tuple (65536), depth (64), name\n"
+    "              (4096 bytes); repeatable\n"
     "  -h, --help  show this help\n"
     "\n"
     "Exit status: 0 the module is valid; 2 it is not (the first error is\n"
@@ -31,7 +35,7 @@ static int run_check(const CliOptions *o)
                                                        : "missing MODEL.hlo");
     double t0 = cli_now();
     IrModule *m = NULL;
-    int rc = cli_load_model(o->pos[0], &m);
+    int rc = cli_load_model(o, o->pos[0], &m);
     if (rc != CLI_OK)
         return rc;
     double t1 = cli_now();
@@ -58,6 +62,6 @@ const CliCommand cli_cmd_check = {
     .name = "check",
     .summary = "parse and verify an HLO module; print a one-line summary",
     .help = HELP,
-    .accepts = OPT_STATS,
+    .accepts = OPT_STATS | OPT_LIMIT,
     .run = run_check,
 };

@@ -20,6 +20,9 @@ static const char HELP[] =
     "// XlaInputShape, // XlaOutputShape) and tessel's own (// TesselPlan ...).\n"
     "`mpirun -np H tessel run PLAN` runs it without recompiling.\n"
     "\n"
+    "  --limit NAME=VALUE      refuse models declaring more: NAME elements (per\n"
+    "                          array, default 2^34), rank (64), tuple (65536),\n"
+    "                          depth (64), name (4096 bytes); repeatable\n"
     "  -o FILE                 write the plan to FILE (default, or -: stdout);\n"
     "                          written to a temporary name and renamed\n"
     "  --num-partitions N      partitions (default: the module's num_partitions, else 1)\n"
@@ -105,6 +108,6 @@ const CliCommand cli_cmd_compile = {
     .name = "compile",
     .summary = "propagate shardings, partition, and write the plan",
     .help = HELP,
-    .accepts = OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT,
+    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT,
     .run = run_compile,
 };

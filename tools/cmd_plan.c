@@ -21,6 +21,9 @@ static const char HELP[] =
     "  --format text|json|dot  text for people (default), JSON for programs,\n"
     "                          DOT for Graphviz (coloured by sharding,\n"
     "                          fallbacks in red, collectives as octagons)\n"
+    "  --limit NAME=VALUE      refuse models declaring more: NAME elements (per\n"
+    "                          array, default 2^34), rank (64), tuple (65536),\n"
+    "                          depth (64), name (4096 bytes); repeatable\n"
     "  -o FILE                 write to FILE (default, or -: stdout)\n"
     "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L\n"
     "                          as for `tessel compile`\n"
@@ -95,6 +98,6 @@ const CliCommand cli_cmd_plan = {
     .name = "plan",
     .summary = "dump the sharding plan (text, JSON or DOT)",
     .help = HELP,
-    .accepts = OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT,
+    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT,
     .run = run_plan,
 };

@@ -61,6 +61,9 @@ static const char HELP[] =
     "  --steps K               run the program K times; outputs the module\n"
     "                          aliases to parameters (input_output_alias)\n"
     "                          are the next step's parameters (default 1)\n"
+    "  --limit NAME=VALUE      refuse models declaring more: NAME elements (per\n"
+    "                          array, default 2^34), rank (64), tuple (65536),\n"
+    "                          depth (64), name (4096 bytes); repeatable\n"
     "  --stats                 print the time of each phase, of collectives,\n"
     "                          the bytes of input read and the device binding\n"
     "                          (to stderr)\n"
@@ -223,7 +226,7 @@ static int run_reference(const CliOptions *o, double *t)
         return cli_usage_error(&cli_cmd_run, "--reference runs on one device; --hosts and "
                                "--local-devices do not apply");
     IrModule *m = NULL;
-    int rc = cli_load_model(o->pos[0], &m);
+    int rc = cli_load_model(o, o->pos[0], &m);
     t[1] = cli_now();
     if (rc == CLI_OK && m && rt_is_plan_text(m->src ? m->src : "", m->src ? strlen(m->src) : 0))
         rc = cli_usage_error(&cli_cmd_run, "--reference needs the model, not a plan (a plan holds the "
@@ -560,7 +563,7 @@ const CliCommand cli_cmd_run = {
     .name = "run",
     .summary = "execute a module (--reference: unpartitioned, on one device)",
     .help = HELP,
-    .accepts = OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
+    .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS,
     .run = run_run,
 };

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ static const OptSpec OPTS[] = {
     {"--stats", OPT_STATS, false},
     {"--format", OPT_FORMAT, true},
     {"-o", OPT_OUT, true},
+    {"--limit", OPT_LIMIT, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -94,10 +96,11 @@ double cli_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int cli_load_model(const char *path, IrModule **m)
+int cli_load_model(const CliOptions *o, const char *path, IrModule **m)
 {
     IrParseOptions po = ir_default_parse_options();
     po.verify = true;
+    po.limits = o->limits;
     IrDiag d = {0};
     *m = NULL;
     IrStatus st = ir_parse_file(path, &po, m, &d);
@@ -157,6 +160,40 @@ static int add_input(const CliCommand *cmd, CliOptions *o, const char *v)
     return CLI_OK;
 }
 
+/* --limit NAME=VALUE: what a model may declare, checked before anything
+ * is allocated for it. NAME: elements (per array), rank, tuple (width),
+ * depth (nesting of tuples, literals, braces), name (length). A limit can
+ * be lowered or raised, rank only up to IR_MAX_RANK. */
+static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
+{
+    static const struct {
+        const char *name;
+        int64_t max;
+    } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
+                 {"depth", 4096}, {"name", INT32_MAX}};
+    const char *eq = strchr(v, '=');
+    size_t k = 0, n = eq ? (size_t)(eq - v) : 0;
+    while (k < sizeof names / sizeof *names && (strlen(names[k].name) != n || strncmp(v, names[k].name, n)))
+        k++;
+    if (!eq || k == sizeof names / sizeof *names)
+        return cli_usage_error(cmd, "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth or "
+                               "name, not '%s'", v);
+    char *end;
+    errno = 0;
+    long long x = strtoll(eq + 1, &end, 10);
+    if (errno || end == eq + 1 || *end || x < 1 || x > names[k].max)
+        return cli_usage_error(cmd, "--limit %s needs a whole number from 1 to %lld, not '%s'", names[k].name,
+                               (long long)names[k].max, eq + 1);
+    switch (k) {
+    case 0: o->limits.max_elements = x; break;
+    case 1: o->limits.max_rank = (int32_t)x; break;
+    case 2: o->limits.max_tuple = (int32_t)x; break;
+    case 3: o->limits.max_depth = (int32_t)x; break;
+    default: o->limits.max_name = x; break;
+    }
+    return CLI_OK;
+}
+
 static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, const char *v)
 {
     switch (s->bit) {
@@ -174,6 +211,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         o->format = v;
         return CLI_OK;
     case OPT_OUT: o->out = v; return CLI_OK;
+    case OPT_LIMIT: return set_limit(cmd, o, v);
     default: return CLI_OK;
     }
 }
@@ -193,7 +231,7 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                                    cmd->name);
         if (!s->has_arg && eq && arg[1] == '-')
             return cli_usage_error(cmd, "option %s takes no value", s->name);
-        if ((o->given & s->bit) && s->bit != OPT_INPUT)
+        if ((o->given & s->bit) && s->bit != OPT_INPUT && s->bit != OPT_LIMIT)
             return cli_usage_error(cmd, "option %s given twice", s->name);
         o->given |= s->bit;
         if (!s->has_arg) {
@@ -217,6 +255,7 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
 int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o)
 {
     memset(o, 0, sizeof *o);
+    o->limits = ir_default_limits();
     o->pos = ts_calloc((size_t)argc + 1, sizeof *o->pos);
     if (!o->pos) {
         fputs("tessel: error: out of memory\n", stderr);

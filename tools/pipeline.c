@@ -67,6 +67,7 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
                           (long long)p->c.num_partitions, (long long)p->c.num_replicas);
     } else {
         IrParseOptions po = ir_default_parse_options();
+        po.limits = o->limits;
         IrModule *m = NULL;
         st = ir_parse(path, text, len, &po, &m, &d);
         if (st == IR_OK) {

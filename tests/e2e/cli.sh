@@ -98,4 +98,20 @@ expect_in "$ERR" "load+compile"
 expect_in "$ERR" "execute"
 expect_status 0 "$TESSEL" check "$TESSEL_SRC/examples/softmax.hlo" --stats
 expect_in "$ERR" "parse+verify"
+
+# --limit: what a model may declare, checked at parse (status 2 with a
+# position), for check, run, compile and plan alike
+expect_status 2 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit elements=100
+expect_in "$ERR" "more than the limit of 100"
+head -1 "$ERR" | grep -Eq "mlp.hlo:[0-9]+:[0-9]+: error: " || fail "limit error lacks FILE:LINE:COL"
+expect_status 0 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit elements=512 --limit rank=2
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --limit rank=1
+expect_in "$ERR" "rank exceeds the limit of 1"
+expect_status 2 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" --limit name=3 -o "$WORK/limit.plan"
+expect_in "$ERR" "name longer than 3 bytes"
+[ ! -e "$WORK/limit.plan" ] || fail "a refused compile left a plan"
+expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --limit elements=0
+expect_in "$ERR" "--limit elements needs a whole number"
+expect_status 2 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit size=1
+expect_in "$ERR" "--limit takes NAME=VALUE"
 echo "cli: ok"
