@@ -2,7 +2,10 @@
  * transport.h: how the devices of one host reach the devices of other
  * hosts (runtime-internal). local.c runs a host's devices as threads and
  * calls these from one thread at a time (the host's leader device), so MPI
- * needs only MPI_THREAD_SERIALIZED. mpi.c implements them over MPI.
+ * needs only MPI_THREAD_SERIALIZED. mpi.c implements them over MPI, every
+ * call through the failure-injection layer of mpi_layer.h: a failure is
+ * returned to the caller, which must then end the job (rt_transport_abort),
+ * since the other hosts may be waiting in the same collective.
  */
 #ifndef TESSEL_TRANSPORT_H
 #define TESSEL_TRANSPORT_H
