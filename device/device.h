@@ -127,12 +127,15 @@ typedef struct DevExecOptions {
     /* Fusion (fusion.c): chains of elementwise ops, and broadcasts feeding
      * them, run as one blocked loop over the output. no_fusion: one kernel
      * call per instruction (the reference path). fusion_block: elements
-     * per block, and then every array is fused however small (tests use
-     * uneven small blocks); 0 chooses the block from a cache budget and
-     * fuses arrays of at least DEV_FUSION_MIN_ELEMENTS. Results are the
-     * same bit for bit either way: the same kernels run, a block at a time. */
+     * per block through the range kernels for every group, and every
+     * array is fused however small (tests use uneven small blocks); 0: f32
+     * groups run in the chunk interpreter, others in blocks sized to a
+     * cache budget, and only arrays of at least DEV_FUSION_MIN_ELEMENTS
+     * are fused, unless fuse_small (tests). Results are the same bit for
+     * bit every way: the same expressions run, a block at a time. */
     bool no_fusion;
     int32_t fusion_block;
+    bool fuse_small;
     int64_t max_while_iterations;/* 0: unlimited */
     /* Calls to outlined device clusters (a `call` carrying the frontend
      * attribute _tessel_cluster, see cluster/cluster.h): when set, the

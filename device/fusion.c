@@ -17,7 +17,17 @@
  * computes the block into its scratch buffer (the root into the result),
  * through the same range kernels the unfused path uses, so the result is
  * bit for bit the unfused one; the root's block is then streamed to the
- * result. The block is sized so that the scratch of
+ * result.
+ *
+ * The common case, f32 arithmetic and math functions (float_ops.h) and
+ * broadcasts, runs through a chunk interpreter instead: chunks of
+ * FAST_CHUNK elements, one switch per node and chunk, all inside one
+ * function, so the chunk's values stay in L1 and no kernel call is made
+ * per node. Calling the range kernels on such small chunks would cost more
+ * in calls than the loops themselves, and calling them on large blocks
+ * moves each intermediate through L2 (measured on the 8-op benchmark: 12
+ * ms for the chunk interpreter, 17 ms for blocks, 6 ms for STREAM triad).
+ * The expressions come from float_ops.h, the same the kernels expand. The block is sized so that the scratch of
  * all nodes stays within SCRATCH_BUDGET bytes (in L1/L2). A leaf that
  * dies here and has no other owner lends its buffer to the result: block
  * b of every node is computed before block b of the result is copied over
@@ -26,6 +36,9 @@
 #include "fusion.h"
 
 #include <string.h>
+#include <tgmath.h>
+
+#include "float_ops.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -108,6 +121,42 @@ static void add_leaf(DevFusionGroup *g, const IrComputation *c, const IrInstr *i
         g->leaf_direct[k] = false;
 }
 
+static bool chunk_op(const IrInstr *ins)
+{
+#define ONE(T, OPC, EXPR) case OPC:
+    if (ins->op == OP_BROADCAST)
+        return ins->nopnd == 1;
+    if (ins->nopnd == 1)
+        switch (ins->op) {
+            DEV_FLOAT_UNARY_OPS(ONE, float)
+            return true;
+        default: return false;
+        }
+    if (ins->nopnd == 2)
+        switch (ins->op) {
+            DEV_FLOAT_BINARY_OPS(ONE, float)
+            return true;
+        default: return false;
+        }
+#undef ONE
+    return false;
+}
+
+/* The chunk interpreter takes a group when every node is f32 and a
+ * chunk_op, and every leaf an f32 array. */
+static bool chunkable(const IrComputation *c, const DevFusionGroup *g)
+{
+    for (int32_t k = 0; k < g->nnodes; k++) {
+        const IrInstr *ins = &c->instr[g->nodes[k]];
+        if (ins->shape.type != IR_F32 || !chunk_op(ins))
+            return false;
+    }
+    for (int32_t l = 0; l < g->nleaves; l++)
+        if (c->instr[g->leaves[l]].shape.type != IR_F32)
+            return false;
+    return true;
+}
+
 /* Members into their groups' node lists (operands first: the order's)
  * and the values they read from outside into the leaf lists. */
 static void collect(const IrComputation *c, const int32_t *order, int32_t norder, const int32_t *gid,
@@ -137,7 +186,7 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
     if (opt->no_fusion || norder < 2)
         return IR_OK;
     int32_t n = c->ninstr;
-    int64_t min_elems = opt->fusion_block > 0 ? 1 : DEV_FUSION_MIN_ELEMENTS;
+    int64_t min_elems = opt->fusion_block > 0 || opt->fuse_small ? 1 : DEV_FUSION_MIN_ELEMENTS;
     int32_t *gid = ts_malloc((size_t)n * sizeof *gid);
     int32_t *cand = ts_malloc((size_t)n * sizeof *cand);
     int32_t *size = ts_calloc((size_t)n, sizeof *size);
@@ -210,6 +259,8 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
             goto done;
     }
     collect(c, order, norder, gid, out);
+    for (int32_t k = 0; k < out->ngroups; k++)
+        out->groups[k].chunked = chunkable(c, &out->groups[k]);
     st = IR_OK;
 done:
     ts_free(gid);
@@ -411,6 +462,124 @@ static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t
     return IR_OK;
 }
 
+/* ---- the chunk interpreter (f32) ---- */
+
+/* Elements a chunk: 128 f32 is 512 bytes a node, so a group's chunk stays
+ * in L1 (64, 128 and 256 measured the same on the 8-op benchmark). */
+#define FAST_CHUNK 128
+
+typedef struct FastNode {
+    IrOpcode op;
+    int32_t nopnd; /* 1 or 2; 0 for a broadcast, which is filled outside */
+    int32_t a, b;  /* operand slots */
+} FastNode;
+
+#define FAST_UNARY(T, OPC, EXPR)                      \
+    case OPC:                                         \
+        for (int64_t i = 0; i < m; i++) {             \
+            T a = x[i];                               \
+            r[i] = (EXPR);                            \
+        }                                             \
+        break;
+#define FAST_BINARY(T, OPC, EXPR)                     \
+    case OPC:                                         \
+        for (int64_t i = 0; i < m; i++) {             \
+            T a = x[i], b = y[i];                     \
+            r[i] = (EXPR);                            \
+        }                                             \
+        break;
+
+/* One chunk of m elements through every node: slot[] holds the leaves'
+ * chunks, then the nodes' buffers (res[k] is slot[nleaves + k]). Inlined
+ * twice below: with m a constant the loops have no remainder to handle. */
+static inline __attribute__((always_inline)) void fast_nodes(const FastNode *prog, int32_t nn,
+                                                             const float *const *slot, float *const *res,
+                                                             int64_t m)
+{
+    for (int32_t k = 0; k < nn; k++) {
+        const FastNode *f = &prog[k];
+        float *restrict r = res[k];
+        const float *restrict x = slot[f->a];
+        const float *restrict y = slot[f->b];
+        if (f->nopnd == 1) {
+            switch (f->op) {
+                DEV_FLOAT_UNARY_OPS(FAST_UNARY, float)
+            default: break;
+            }
+        } else if (f->nopnd == 2) {
+            switch (f->op) {
+                DEV_FLOAT_BINARY_OPS(FAST_BINARY, float)
+            default: break;
+            }
+        }
+    }
+}
+
+DEV_VECTOR_CLONES static void fast_chunk(const FastNode *prog, int32_t nn, const float *const *slot,
+                                         float *const *res, int64_t m)
+{
+    if (m == FAST_CHUNK)
+        fast_nodes(prog, nn, slot, res, FAST_CHUNK);
+    else
+        fast_nodes(prog, nn, slot, res, m);
+}
+
+/* The whole group, chunk by chunk. Broadcasts of a scalar are filled
+ * once; others are cut per chunk. With `direct` the root writes straight
+ * into the result; otherwise (the result is a leaf's buffer, read in the
+ * same chunk) into its own buffer, copied out after the chunk. */
+static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *out, bool direct)
+{
+    const DevFusionGroup *g = r->g;
+    int32_t nl = g->nleaves, nn = r->nn;
+    FastNode prog[DEV_FUSION_MAX_NODES];
+    const float *slot[DEV_FUSION_MAX_NODES * (MAX_OPND + 1)];
+    float *res[DEV_FUSION_MAX_NODES];
+    bool cut[DEV_FUSION_MAX_NODES], whole[DEV_FUSION_MAX_NODES * MAX_OPND];
+    for (int32_t l = 0; l < nl; l++) {
+        /* Leaves read element for element have the result's size; a
+         * broadcast's source is read only through its strides. */
+        whole[l] = ir_shape_elements(&r->lview[l].shape) == total;
+        slot[l] = (const float *)r->lbase[l];
+    }
+    for (int32_t k = 0; k < nn; k++) {
+        const IrInstr *ins = &c->instr[g->nodes[k]];
+        res[k] = (float *)r->scratch[k];
+        slot[nl + k] = res[k];
+        cut[k] = false;
+        if (ins->op == OP_BROADCAST) {
+            prog[k] = (FastNode){.op = ins->op};
+            if (r->opnd[k * MAX_OPND]->shape.rank == 0)
+                for (int64_t i = 0; i < FAST_CHUNK; i++)
+                    res[k][i] = *(const float *)r->src[k];
+            else
+                cut[k] = true;
+            continue;
+        }
+        int32_t at[2] = {0, 0};
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t o = ins->opnd[j], t = node_index(g, o);
+            at[j] = t >= 0 && t < k ? nl + t : leaf_index(g, o);
+        }
+        prog[k] = (FastNode){ins->op, ins->nopnd, at[0], ins->nopnd > 1 ? at[1] : at[0]};
+    }
+    for (int64_t first = 0; first < total; first += FAST_CHUNK) {
+        int64_t m = total - first < FAST_CHUNK ? total - first : FAST_CHUNK;
+        for (int32_t l = 0; l < nl; l++)
+            if (whole[l])
+                slot[l] = (const float *)r->lbase[l] + first;
+        for (int32_t k = 0; k < nn; k++)
+            if (cut[k])
+                dev_broadcast_range(&c->instr[g->nodes[k]].shape, &r->sstr[k * IR_MAX_RANK], r->src[k],
+                                    first, m, r->scratch[k]);
+        if (direct)
+            res[nn - 1] = (float *)out + first;
+        fast_chunk(prog, nn, slot, res, m);
+        if (!direct)
+            memcpy(out + first * 4, (const uint8_t *)res[nn - 1], (size_t)m * 4);
+    }
+}
+
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out)
@@ -421,7 +590,8 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
     DevValue *res = NULL;
     IrStatus st = run_setup(&r, m, c, opt, d, vals);
     int32_t lend = st == IR_OK ? in_place_leaf(g, root, vals, rem) : -1;
-    int64_t block = st == IR_OK ? block_elements(&r, c, opt) : 0;
+    bool chunks = g->chunked && opt->fusion_block <= 0;
+    int64_t block = st != IR_OK ? 0 : chunks ? FAST_CHUNK : block_elements(&r, c, opt);
     if (st == IR_OK)
         st = run_scratch(&r, c, block, d);
     if (st == IR_OK && lend >= 0) {
@@ -434,7 +604,9 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
                       root->name);
     }
     int64_t total = st == IR_OK ? ir_shape_elements(&root->shape) : 0;
-    for (int64_t first = 0; st == IR_OK && first < total; first += block)
+    if (st == IR_OK && chunks)
+        run_chunks(&r, c, total, res->data, lend < 0);
+    for (int64_t first = 0; st == IR_OK && !chunks && first < total; first += block)
         st = run_block(&r, c, first, total - first < block ? total - first : block, res->data);
 #if defined(__SSE2__)
     _mm_sfence(); /* the streamed stores are visible before the value is */

@@ -32,6 +32,8 @@ typedef struct DevFusionGroup {
     bool *leaf_direct;   /* every reference reads it element for element (not a
                           * broadcast's source, not a scalar operand): its
                           * buffer may take the result */
+    bool chunked;        /* all f32, every op in float_ops.h's lists or a
+                          * broadcast: runs in the chunk interpreter */
 } DevFusionGroup;
 
 typedef struct DevFusion {

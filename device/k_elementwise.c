@@ -25,20 +25,12 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "float_ops.h"
+
 #define LOOP(stmt)                        \
     for (int64_t i = 0; i < n; i++) {     \
         stmt;                             \
     }
-
-/* The float loops are compiled for AVX-512 and AVX2 too, picked at load
- * time for the CPU at hand (the binary stays portable). 16 floats per
- * instruction instead of SSE's 4 matter once fusion keeps the operands in
- * cache: the loops are then bound by instructions, not memory. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define VECTOR_CLONES
-#endif
 
 /* Elements converted per chunk when f16/bf16 are computed in f32. */
 #define CHUNK 512
@@ -47,61 +39,38 @@
 /* Float ops (f32, f64), one loop per op                              */
 /* ------------------------------------------------------------------ */
 
-/* max/min with NaN propagation and XLA's CPU tie rule (lhs on equality). */
-#define FMAX(a, b) ((((a) != (a)) | ((a) >= (b))) ? (a) : (b))
-#define FMIN(a, b) ((((a) != (a)) | ((a) <= (b))) ? (a) : (b))
+#define FMAX DEV_FMAX
+#define FMIN DEV_FMIN
 
-#define DEF_FLOAT_OPS(T, SUF)                                                               \
-    VECTOR_CLONES static bool unary_##SUF(IrOpcode op, const T *restrict a, T *restrict r, int64_t n)     \
-    {                                                                                       \
-        switch (op) {                                                                       \
-        case OP_ABS: LOOP(r[i] = fabs(a[i])) break;                                         \
-        case OP_NEGATE: LOOP(r[i] = -a[i]) break;                                           \
-        case OP_SIGN:                                                                       \
-            LOOP(r[i] = isnan(a[i]) ? a[i] : a[i] > 0 ? (T)1 : a[i] < 0 ? (T)-1 : a[i])     \
-            break;                                                                          \
-        case OP_FLOOR: LOOP(r[i] = floor(a[i])) break;                                      \
-        case OP_CEIL: LOOP(r[i] = ceil(a[i])) break;                                        \
-        case OP_ROUND_AFZ: LOOP(r[i] = round(a[i])) break;                                  \
-        case OP_ROUND_EVEN: LOOP(r[i] = nearbyint(a[i])) break;                             \
-        case OP_EXP: LOOP(r[i] = exp(a[i])) break;                                          \
-        case OP_EXPM1: LOOP(r[i] = expm1(a[i])) break;                                      \
-        case OP_LOG: LOOP(r[i] = log(a[i])) break;                                          \
-        case OP_LOG1P: LOOP(r[i] = log1p(a[i])) break;                                      \
-        case OP_LOGISTIC: LOOP(r[i] = (T)1 / ((T)1 + exp(-a[i]))) break;                    \
-        case OP_SQRT: LOOP(r[i] = sqrt(a[i])) break;                                        \
-        case OP_RSQRT: LOOP(r[i] = (T)1 / sqrt(a[i])) break;                                \
-        case OP_CBRT: LOOP(r[i] = cbrt(a[i])) break;                                        \
-        case OP_TANH: LOOP(r[i] = tanh(a[i])) break;                                        \
-        case OP_SINE: LOOP(r[i] = sin(a[i])) break;                                         \
-        case OP_COSINE: LOOP(r[i] = cos(a[i])) break;                                       \
-        case OP_TAN: LOOP(r[i] = tan(a[i])) break;                                          \
-        case OP_ERF: LOOP(r[i] = erf(a[i])) break;                                          \
-        default: return false;                                                              \
-        }                                                                                   \
-        return true;                                                                        \
-    }                                                                                       \
-    VECTOR_CLONES static bool binary_##SUF(IrOpcode op, const T *restrict a, const T *restrict b, \
-                             T *restrict r, int64_t n)                                      \
-    {                                                                                       \
-        switch (op) {                                                                       \
-        case OP_ADD: LOOP(r[i] = a[i] + b[i]) break;                                        \
-        case OP_SUBTRACT: LOOP(r[i] = a[i] - b[i]) break;                                   \
-        case OP_MULTIPLY: LOOP(r[i] = a[i] * b[i]) break;                                   \
-        case OP_DIVIDE: LOOP(r[i] = a[i] / b[i]) break;                                     \
-        case OP_REMAINDER: LOOP(r[i] = fmod(a[i], b[i])) break;                             \
-        case OP_MAXIMUM: LOOP(r[i] = FMAX(a[i], b[i])) break;                               \
-        case OP_MINIMUM: LOOP(r[i] = FMIN(a[i], b[i])) break;                               \
-        case OP_POWER: LOOP(r[i] = pow(a[i], b[i])) break;                                  \
-        case OP_ATAN2: LOOP(r[i] = atan2(a[i], b[i])) break;                                \
-        default: return false;                                                              \
-        }                                                                                   \
-        return true;                                                                        \
-    }                                                                                       \
-    static void clamp_##SUF(const T *lo, int64_t slo, const T *restrict x, const T *hi,     \
-                            int64_t shi, T *restrict r, int64_t n)                          \
-    {                                                                                       \
-        LOOP(T v = FMAX(x[i], lo[i * slo]); r[i] = FMIN(v, hi[i * shi]))                    \
+/* One loop per op of float_ops.h's lists. */
+#define UNARY_CASE(T, OPC, EXPR) \
+    case OPC: LOOP(T a = x[i]; r[i] = (EXPR)) break;
+#define BINARY_CASE(T, OPC, EXPR) \
+    case OPC: LOOP(T a = x[i]; T b = y[i]; r[i] = (EXPR)) break;
+
+#define DEF_FLOAT_OPS(T, SUF)                                                                \
+    DEV_VECTOR_CLONES static bool unary_##SUF(IrOpcode op, const T *restrict x, T *restrict r, \
+                                              int64_t n)                                     \
+    {                                                                                        \
+        switch (op) {                                                                        \
+            DEV_FLOAT_UNARY_OPS(UNARY_CASE, T)                                               \
+        default: return false;                                                               \
+        }                                                                                    \
+        return true;                                                                         \
+    }                                                                                        \
+    DEV_VECTOR_CLONES static bool binary_##SUF(IrOpcode op, const T *restrict x,             \
+                                               const T *restrict y, T *restrict r, int64_t n) \
+    {                                                                                        \
+        switch (op) {                                                                        \
+            DEV_FLOAT_BINARY_OPS(BINARY_CASE, T)                                             \
+        default: return false;                                                               \
+        }                                                                                    \
+        return true;                                                                         \
+    }                                                                                        \
+    static void clamp_##SUF(const T *lo, int64_t slo, const T *restrict x, const T *hi,      \
+                            int64_t shi, T *restrict r, int64_t n)                           \
+    {                                                                                        \
+        LOOP(T v = FMAX(x[i], lo[i * slo]); r[i] = FMIN(v, hi[i * shi]))                     \
     }
 
 DEF_FLOAT_OPS(float, f32)

@@ -572,14 +572,17 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
 }
 
 /* TESSEL_FUSION=off runs every instruction on its own (no fused loops);
- * TESSEL_FUSION_BLOCK=N fuses arrays of any size in blocks of N elements
- * (tests use small uneven blocks so that small models exercise fusion).
- * Unset: fusion with the executor's defaults. */
+ * TESSEL_FUSION=all fuses arrays of any size; TESSEL_FUSION_BLOCK=N fuses
+ * arrays of any size in blocks of N elements through the range kernels
+ * (tests use small uneven blocks and `all` so that small models exercise
+ * both fused paths). Unset: fusion with the executor's defaults. */
 static void fusion_from_env(DevExecOptions *opt)
 {
-    const char *off = getenv("TESSEL_FUSION"), *block = getenv("TESSEL_FUSION_BLOCK");
-    if (off && strcmp(off, "off") == 0)
+    const char *mode = getenv("TESSEL_FUSION"), *block = getenv("TESSEL_FUSION_BLOCK");
+    if (mode && strcmp(mode, "off") == 0)
         opt->no_fusion = true;
+    if (mode && strcmp(mode, "all") == 0)
+        opt->fuse_small = true;
     long b = block ? strtol(block, NULL, 10) : 0;
     if (b > 0 && b <= (1 << 20))
         opt->fusion_block = (int32_t)b;

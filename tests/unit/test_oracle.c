@@ -391,16 +391,33 @@ static void test_conformance(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* Partitioned runs are fused (device/fusion.c); the reference is not.
+ * The models are small, so each suite runs twice, fusing arrays of every
+ * size: once through the f32 chunk interpreter and the default blocks
+ * (TESSEL_FUSION=all), once in uneven blocks of 5 elements through the
+ * range kernels (TESSEL_FUSION_BLOCK=5), which cross rows and shard
+ * edges. */
+static int fuse_chunks(void **state)
+{
+    (void)state;
+    unsetenv("TESSEL_FUSION_BLOCK");
+    return setenv("TESSEL_FUSION", "all", 1);
+}
+
+static int fuse_blocks(void **state)
+{
+    (void)state;
+    unsetenv("TESSEL_FUSION");
+    return setenv("TESSEL_FUSION_BLOCK", "5", 1);
+}
+
 int main(void)
 {
-    /* Partitioned runs fuse elementwise chains in blocks of 5 elements,
-     * arrays of every size: the models are small, and an uneven block
-     * crosses rows and shard edges. The reference runs unfused. */
-    if (!getenv("TESSEL_FUSION_BLOCK"))
-        setenv("TESSEL_FUSION_BLOCK", "5", 1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_models),
-        cmocka_unit_test(test_conformance),
+        cmocka_unit_test_setup(test_models, fuse_chunks),
+        cmocka_unit_test_setup(test_conformance, fuse_chunks),
+        cmocka_unit_test_setup(test_models, fuse_blocks),
+        cmocka_unit_test_setup(test_conformance, fuse_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
