@@ -108,17 +108,34 @@ void ir_hint_huge(void *p, size_t n)
 
 /* ---- the arena ---- */
 
+/* Under AddressSanitizer, memory forgotten by ir_arena_reset is poisoned
+ * until it is handed out again, so a pointer kept across a reset (a
+ * scratch value used after its round) is reported where it is used. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Blocks are chained; a request larger than a quarter of the current block
  * size gets a block of its own, so huge literals do not waste a whole
  * block. Blocks grow geometrically (64 KiB, 128 KiB, ... 16 MiB): a small
  * module stays small, a large one takes few large blocks (huge pages,
- * fewer mallocs). Each allocation is zeroed as it is handed out, so a
- * block's pages are first touched in order, after the huge-page hint. */
+ * fewer mallocs). Memory is zeroed ahead of the bump pointer in 64 KiB
+ * steps (one memset per step, not per allocation: most allocations are a
+ * few dozen bytes), so a block's pages are first touched in order, after
+ * the huge-page hint, and never more than a step past what is used. */
 typedef struct Block {
     struct Block *next;
     size_t used, size;
+    size_t zeroed;      /* data[0, zeroed) is zero or handed out */
     _Alignas(16) unsigned char data[];
 } Block;
+
+enum { ZERO_STEP = 64 * 1024 };
 
 struct IrArena {
     Block *head;
@@ -147,6 +164,27 @@ void ir_arena_free(IrArena *a)
     ts_free(a);
 }
 
+void ir_arena_reset(IrArena *a)
+{
+    /* Keep the head (the newest shared block, the largest): a scratch
+     * arena reset at a steady rate settles on one block that fits a round
+     * of work, reused while it is still in the cache. */
+    Block *h = a->head;
+    if (!h)
+        return;
+    Block *b = h->next;
+    while (b) {
+        Block *next = b->next;
+        ts_free(b);
+        b = next;
+    }
+    h->next = NULL;
+    h->used = 0;
+    h->zeroed = 0;
+    a->reserved = h->size;
+    POISON(h->data, h->size);
+}
+
 /* A new block of bs data bytes (not zeroed), or NULL. */
 static Block *block_new(IrArena *a, size_t bs)
 {
@@ -158,6 +196,7 @@ static Block *block_new(IrArena *a, size_t bs)
     ir_hint_huge(nb, sizeof(Block) + bs);
     nb->next = NULL;
     nb->used = 0;
+    nb->zeroed = 0;
     nb->size = bs;
     a->reserved += bs;
     return nb;
@@ -185,7 +224,7 @@ void *ir_alloc(IrArena *a, size_t size)
             } else {
                 a->head = nb;
             }
-            nb->used = size;
+            nb->used = nb->zeroed = size;
             memset(nb->data, 0, size);
             return nb->data;
         }
@@ -199,7 +238,20 @@ void *ir_alloc(IrArena *a, size_t size)
     }
     void *p = b->data + b->used;
     b->used += size;
-    memset(p, 0, size);
+    UNPOISON(p, size);
+#if defined(__SANITIZE_ADDRESS__)
+    memset(p, 0, size); /* exactly: what lies past it may be poisoned */
+#else
+    if (b->used > b->zeroed) {
+        size_t z = b->zeroed + ZERO_STEP;
+        if (z < b->used)
+            z = b->used;
+        if (z > b->size)
+            z = b->size;
+        memset(b->data + b->zeroed, 0, z - b->zeroed);
+        b->zeroed = z;
+    }
+#endif
     return p;
 }
 

@@ -54,6 +54,9 @@ char *ir_strndup(IrArena *a, const char *s, size_t n);
 char *ir_sprintf(IrArena *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 size_t ir_arena_bytes(const IrArena *a);                   /* bytes reserved */
+/* Forget everything allocated from a (pointers into it become invalid) but
+ * keep its newest block for reuse: for scratch arenas. Cannot fail. */
+void ir_arena_reset(IrArena *a);
 /* Ask for transparent huge pages for a large heap block [p, p+n) that is
  * written front to back and lives long (arena blocks, instruction arrays):
  * one page fault per 2 MiB instead of per 4 KiB. A hint: does nothing for

@@ -180,7 +180,8 @@ static void scan(const Lexer *L, Cursor *c, LxTok *t)
     char ch = L->text[c->off];
     size_t n = 1;
     bool is_float = false;
-    size_t num = scan_number(L, c->off, &is_float);
+    /* Only a digit or '-' can start a number (scan_number's grammar). */
+    size_t num = is_digit(ch) || ch == '-' ? scan_number(L, c->off, &is_float) : 0;
     if (num > 0) {
         t->kind = is_float ? LX_FLOAT : LX_INT;
         n = num;
@@ -464,6 +465,36 @@ bool lx_parse_uint(const char *s, size_t n, bool *neg, uint64_t *mag)
     return true;
 }
 
+bool lx_expectf(Lexer *L, LxKind k, const char *fmt, ...)
+{
+    if (L->st != IR_OK)
+        return false;
+    if (L->tok.kind == k) {
+        lx_next(L);
+        return true;
+    }
+    char what[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return lx_expected(L, what);
+}
+
+bool lx_intf(Lexer *L, int64_t *v, const char *fmt, ...)
+{
+    if (L->st != IR_OK)
+        return false;
+    if (L->tok.kind == LX_INT)
+        return lx_int(L, v, "integer"); /* `what` names only a missing integer */
+    char what[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return lx_expected(L, what);
+}
+
 bool lx_int(Lexer *L, int64_t *v, const char *what)
 {
     if (L->st != IR_OK)
@@ -611,24 +642,21 @@ bool lx_int_list(Lexer *L, LxKind open, LxKind close, LxKind sep, IrI64List *out
                  const char *what)
 {
     I64Vec v = {0};
-    char msg[96];
-    snprintf(msg, sizeof msg, "'%s' to start %s", open == LX_LBRACE ? "{" : open == LX_LSQUARE ? "[" : "(",
-             what);
-    if (!lx_expect(L, open, msg))
+    if (!lx_expectf(L, open, "'%s' to start %s",
+                    open == LX_LBRACE ? "{" : open == LX_LSQUARE ? "[" : "(", what))
         return false;
     if (L->tok.kind != close) {
         do {
             int64_t x = 0;
-            snprintf(msg, sizeof msg, "integer in %s", what);
-            if (!lx_int(L, &x, msg) || !vec_push(L, &v, x)) {
+            if (!lx_intf(L, &x, "integer in %s", what) || !vec_push(L, &v, x)) {
                 vec_free(&v);
                 return false;
             }
         } while (lx_eat(L, sep));
     }
-    snprintf(msg, sizeof msg, "'%s' to end %s", close == LX_RBRACE ? "}" : close == LX_RSQUARE ? "]" : ")",
-             what);
-    bool ok = lx_expect(L, close, msg) && vec_to_list(L, &v, out);
+    bool ok = lx_expectf(L, close, "'%s' to end %s",
+                         close == LX_RBRACE ? "}" : close == LX_RSQUARE ? "]" : ")", what) &&
+              vec_to_list(L, &v, out);
     vec_free(&v);
     return ok;
 }

@@ -112,8 +112,13 @@ char *lx_dup(Lexer *L, size_t start, size_t end);
 /* Printable excerpt of the current token for messages ("end of input" at EOF). */
 const char *lx_describe(const Lexer *L, char *buf, size_t n);
 
+/* lx_expect with WHAT formatted printf-style, only when it is needed (on
+ * the hot path of every list and instruction). */
+bool lx_expectf(Lexer *L, LxKind k, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Consume an INT token into *v (must fit int64), else fail "expected WHAT". */
 bool lx_int(Lexer *L, int64_t *v, const char *what);
+/* lx_int with WHAT formatted only when it is needed. */
+bool lx_intf(Lexer *L, int64_t *v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Parse an integer from text[s, e): "-?digits"; false on syntax or overflow.
  * Negative values come back in *neg with the magnitude in *mag. */
 bool lx_parse_uint(const char *s, size_t n, bool *neg, uint64_t *mag);

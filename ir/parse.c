@@ -23,6 +23,7 @@
 #include "lex.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +42,12 @@ IrParseOptions ir_default_parse_options(void)
 
 /* ---- name tables: open addressing over (text, length) keys ---- */
 
+/* 16-byte slots with the key's hash: a probe compares hashes and touches
+ * the key text only on a hash match, and growing does not rehash strings.
+ * Keys are NUL-terminated strings that outlive the map. */
 typedef struct MapSlot {
     const char *key; /* NULL: empty */
-    size_t len;
+    uint32_t hash;
     int32_t val;
 } MapSlot;
 
@@ -52,12 +56,18 @@ typedef struct NameMap {
     size_t cap, n;
 } NameMap;
 
-static uint64_t hash_bytes(const char *s, size_t n)
+static uint32_t hash_bytes(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (size_t i = 0; i < n; i++)
         h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Slot key equals text[0, n) (the text has no NUL in it). */
+static bool key_is(const MapSlot *sl, uint32_t h, const char *k, size_t n)
+{
+    return sl->hash == h && strncmp(sl->key, k, n) == 0 && sl->key[n] == 0;
 }
 
 static int32_t map_find(const NameMap *m, const char *k, size_t n)
@@ -65,22 +75,31 @@ static int32_t map_find(const NameMap *m, const char *k, size_t n)
     if (m->cap == 0)
         return -1;
     size_t mask = m->cap - 1;
-    for (size_t i = hash_bytes(k, n) & mask; m->slot[i].key; i = (i + 1) & mask)
-        if (m->slot[i].len == n && memcmp(m->slot[i].key, k, n) == 0)
+    uint32_t h = hash_bytes(k, n);
+    for (size_t i = h & mask; m->slot[i].key; i = (i + 1) & mask)
+        if (key_is(&m->slot[i], h, k, n))
             return m->slot[i].val;
     return -1;
 }
 
-static bool map_grow(NameMap *m)
+/* Room for `want` keys at load at most 1/2. */
+static bool map_reserve(NameMap *m, size_t want)
 {
-    size_t cap = m->cap ? m->cap * 2 : 32;
+    if (2 * want <= m->cap)
+        return true;
+    size_t cap = m->cap ? m->cap : 32;
+    while (cap < 2 * want) {
+        if (cap > SIZE_MAX / (4 * sizeof(MapSlot)))
+            return false;
+        cap *= 2;
+    }
     MapSlot *slot = ts_calloc(cap, sizeof *slot);
     if (!slot)
         return false;
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->slot[i].key)
             continue;
-        size_t j = hash_bytes(m->slot[i].key, m->slot[i].len) & (cap - 1);
+        size_t j = m->slot[i].hash & (cap - 1);
         while (slot[j].key)
             j = (j + 1) & (cap - 1);
         slot[j] = m->slot[i];
@@ -91,16 +110,18 @@ static bool map_grow(NameMap *m)
     return true;
 }
 
-/* Insert a key not yet present; `k` must outlive the map. */
+/* Insert a key not yet present; `k` (NUL-terminated, n bytes) must outlive
+ * the map. */
 static bool map_put(NameMap *m, const char *k, size_t n, int32_t val)
 {
-    if (2 * (m->n + 1) > m->cap && !map_grow(m))
+    if (!map_reserve(m, m->n + 1))
         return false;
     size_t mask = m->cap - 1;
-    size_t i = hash_bytes(k, n) & mask;
+    uint32_t h = hash_bytes(k, n);
+    size_t i = h & mask;
     while (m->slot[i].key)
         i = (i + 1) & mask;
-    m->slot[i] = (MapSlot){k, n, val};
+    m->slot[i] = (MapSlot){k, h, val};
     m->n++;
     return true;
 }
@@ -336,7 +357,17 @@ typedef struct Parser {
     size_t ndefer, capdefer;
     struct SigCheck *sigs;    /* computation signatures, checked at the end */
     size_t nsigs, capsigs;
+    struct InstrCtx *ictx;    /* the instruction being parsed (reused) */
+    struct Close *closes;     /* lines that start with '}' (see find_closes) */
+    size_t ncloses, nextclose;
 } Parser;
+
+/* A line whose first non-blank byte is '}': where a computation ends in
+ * XLA's layout, one instruction per line. */
+typedef struct Close {
+    size_t off;
+    int32_t line;
+} Close;
 
 /* An instruction whose shape XLA lets the text omit (`t = tuple(a, b)`):
  * inferred once the whole module is read. */
@@ -361,16 +392,18 @@ typedef struct SigCheck {
     IrShape result;
 } SigCheck;
 
-/* What one instruction has seen while its line is parsed. */
+/* What one instruction has seen while its line is parsed. One lives in the
+ * Parser and is cleared per instruction up to `callee`: callee[id] is read
+ * only when seen[id] is set, so it need not be cleared. */
 typedef struct InstrCtx {
     IrInstr ins;
     int32_t comp, index;   /* where it will be added */
     bool seen[A_COUNT];
-    Span callee[A_COUNT];  /* single-computation attributes by id */
     Span *list;            /* branch_computations / called_computations (arena) */
     int32_t nlist;
     bool no_shape;         /* the text omits the shape: infer it later */
     IrPos sharding_pos;
+    Span callee[A_COUNT];  /* single-computation attributes by id (not cleared) */
 } InstrCtx;
 
 static bool push_ref(Parser *P, RefVec *rv, Ref r)
@@ -984,18 +1017,14 @@ static bool parse_groups_list(Parser *P, IrReplicaGroups *g)
 /* open int (',' int)* close into a vector. */
 static bool ints_between(Lexer *L, LxKind open, LxKind close, I64Vec *v, const char *what)
 {
-    char msg[80];
-    snprintf(msg, sizeof msg, "'%c' to start %s", open == LX_LSQUARE ? '[' : '(', what);
-    if (!lx_expect(L, open, msg))
+    if (!lx_expectf(L, open, "'%c' to start %s", open == LX_LSQUARE ? '[' : '(', what))
         return false;
     do {
         int64_t x = 0;
-        snprintf(msg, sizeof msg, "integer in %s", what);
-        if (!lx_int(L, &x, msg) || !vec_push(L, v, x))
+        if (!lx_intf(L, &x, "integer in %s", what) || !vec_push(L, v, x))
             return false;
     } while (lx_eat(L, LX_COMMA));
-    snprintf(msg, sizeof msg, "'%c' to end %s", close == LX_RSQUARE ? ']' : ')', what);
-    return lx_expect(L, close, msg);
+    return lx_expectf(L, close, "'%c' to end %s", close == LX_RSQUARE ? ']' : ')', what);
 }
 
 /* Iota replica groups [groups,size]<=[dims]T(perm): the devices of
@@ -1432,6 +1461,23 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
 }
 
 /* attribute ::= name '=' value, checked against the op. */
+/* The attribute named by the current token, A_COUNT if none (a %name is
+ * not an attribute name). The first byte rejects most entries without a
+ * string compare: this runs for every attribute of every instruction. */
+static AttrId attr_lookup(const Lexer *L)
+{
+    if (L->tok.kind != LX_NAME || (L->tok.start > 0 && L->text[L->tok.start - 1] == '%'))
+        return A_COUNT;
+    const char *t = lx_text(L);
+    size_t n = lx_tlen(L);
+    for (size_t i = 0; i < sizeof attr_names / sizeof *attr_names; i++) {
+        const char *name = attr_names[i].name;
+        if (name[0] == t[0] && strncmp(name, t, n) == 0 && name[n] == 0)
+            return attr_names[i].id;
+    }
+    return A_COUNT;
+}
+
 static bool parse_attribute(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
@@ -1439,10 +1485,7 @@ static bool parse_attribute(Parser *P, InstrCtx *x)
     if (!lx_is_attr(L))
         return lx_expected(L, "attribute name=value");
     IrPos apos = L->tok.pos;
-    AttrId id = A_COUNT;
-    for (size_t i = 0; i < sizeof attr_names / sizeof *attr_names; i++)
-        if (lx_is_word(L, attr_names[i].name))
-            id = attr_names[i].id;
+    AttrId id = attr_lookup(L);
     const char *op = ir_op_name(x->ins.op);
     if (id == A_COUNT)
         return lx_fail(L, apos, "unknown attribute %s for %s", lx_describe(L, buf, sizeof buf), op);
@@ -1570,10 +1613,14 @@ static bool assign_callees(Parser *P, InstrCtx *x)
 static bool parse_operands(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
-    char msg[96];
-    snprintf(msg, sizeof msg, "'(' to start the operands of %s", ir_op_name(x->ins.op));
-    if (!lx_expect(L, LX_LPAREN, msg))
+    if (L->st != IR_OK)
         return false;
+    if (!lx_is(L, LX_LPAREN)) { /* the message is formatted only when needed */
+        char msg[96];
+        snprintf(msg, sizeof msg, "'(' to start the operands of %s", ir_op_name(x->ins.op));
+        return lx_expected(L, msg);
+    }
+    lx_next(L);
     int32_t k = 0;
     if (!lx_is(L, LX_RPAREN)) {
         do {
@@ -1699,9 +1746,10 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
         is_root = true;
         lx_next(L);
     }
-    InstrCtx *x = ts_calloc(1, sizeof *x);
-    if (!x)
+    if (!P->ictx && !(P->ictx = ts_malloc(sizeof *P->ictx)))
         return lx_nomem(L);
+    InstrCtx *x = P->ictx;
+    memset(x, 0, offsetof(InstrCtx, callee));
     x->comp = ci;
     x->index = c->ninstr;
     IrInstr *ins = &x->ins;
@@ -1755,7 +1803,6 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
         ok = lx_nomem(L);
     if (ok && x->no_shape)
         ok = push_deferred(P, (Deferred){ci, x->index, x->sharding_pos});
-    ts_free(x);
     return ok;
 }
 
@@ -2052,6 +2099,59 @@ static bool push_sig(Parser *P, SigCheck sc)
     return true;
 }
 
+/* Record every line that starts (after blanks) with '}', in one pass over
+ * the text, so each computation can size its tables before it is read.
+ * False on OOM. */
+static bool find_closes(Parser *P)
+{
+    const char *t = P->L.text, *end = t + P->L.len;
+    size_t n = 0, cap = 0;
+    Close *v = NULL;
+    int32_t line = 1;
+    for (const char *p = t; p < end; line++) {
+        const char *q = p;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\r'))
+            q++;
+        if (q < end && *q == '}') {
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                Close *nv = ts_realloc(v, nc * sizeof *nv);
+                if (!nv) {
+                    ts_free(v);
+                    return lx_nomem(&P->L);
+                }
+                v = nv;
+                cap = nc;
+            }
+            v[n++] = (Close){(size_t)(q - t), line};
+        }
+        const char *nl = memchr(q, '\n', (size_t)(end - q));
+        if (!nl || line == INT32_MAX)
+            break;
+        p = nl + 1;
+    }
+    P->closes = v;
+    P->ncloses = n;
+    return true;
+}
+
+/* Lines from the current token to the next line starting with '}': the
+ * instruction count of a computation laid out one instruction per line
+ * (0 when unknown). Computations are read in order, so the search
+ * resumes where the last one stopped. At most EST_MAX: a text of blank
+ * lines must not reserve gigabytes (a larger computation grows past it). */
+enum { EST_MAX = 1 << 18 };
+static int32_t estimate_instrs(Parser *P)
+{
+    const Lexer *L = &P->L;
+    while (P->nextclose < P->ncloses && P->closes[P->nextclose].off <= L->tok.start)
+        P->nextclose++;
+    if (P->nextclose == P->ncloses)
+        return 0;
+    int64_t k = (int64_t)P->closes[P->nextclose].line - L->tok.pos.line;
+    return k <= 0 ? 0 : k < EST_MAX ? (int32_t)k : EST_MAX;
+}
+
 /* computation ::= 'ENTRY'? name signature? '{' instruction+ '}' ( ',' execution_thread="..." )? */
 static bool parse_computation(Parser *P)
 {
@@ -2087,6 +2187,12 @@ static bool parse_computation(Parser *P)
     map_free(&P->instrs);
     P->local.n = 0;
     P->nparams = 0;
+    if (ok) {
+        /* Size the instruction array and the name table once. */
+        int32_t est = estimate_instrs(P);
+        if (est > 0 && (ir_reserve_instrs(c, est) != IR_OK || !map_reserve(&P->instrs, (size_t)est)))
+            ok = lx_nomem(L);
+    }
     bool saw_root = false;
     while (ok && !lx_is(L, LX_RBRACE)) {
         if (lx_is(L, LX_EOF)) {
@@ -2366,7 +2472,7 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     src[len] = 0;
     m->src = src;
     lx_init(&P->L, m->file, src, len, src, m->arena, d, &P->opt.limits);
-    bool ok = parse_module(P);
+    bool ok = find_closes(P) && parse_module(P);
     IrStatus st = ok ? IR_OK : (P->L.st != IR_OK ? P->L.st : IR_EINTERNAL);
     bool verify = P->opt.verify;
     IrLimits lim = P->opt.limits;
@@ -2379,6 +2485,8 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     ts_free(P->defer);
     ts_free(P->sigs);
     ts_free(P->params);
+    ts_free(P->ictx);
+    ts_free(P->closes);
     ts_free(P);
     if (st == IR_OK && verify)
         st = ir_verify(m, &lim, d);

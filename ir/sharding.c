@@ -454,18 +454,14 @@ static int64_t dims_product(Lexer *L, const I64Vec *v, IrPos pos, const char *wh
 /* '[' int (',' int)* ']' into a vector (non-empty). */
 static bool bracket_ints(Lexer *L, I64Vec *v, const char *what)
 {
-    char msg[80];
-    snprintf(msg, sizeof msg, "'[' to start %s", what);
-    if (!lx_expect(L, LX_LSQUARE, msg))
+    if (!lx_expectf(L, LX_LSQUARE, "'[' to start %s", what))
         return false;
     do {
         int64_t x = 0;
-        snprintf(msg, sizeof msg, "integer in %s", what);
-        if (!lx_int(L, &x, msg) || !vec_push(L, v, x))
+        if (!lx_intf(L, &x, "integer in %s", what) || !vec_push(L, v, x))
             return false;
     } while (lx_eat(L, LX_COMMA));
-    snprintf(msg, sizeof msg, "']' to end %s", what);
-    return lx_expect(L, LX_RSQUARE, msg);
+    return lx_expectf(L, LX_RSQUARE, "']' to end %s", what);
 }
 
 /* devices=[d0,d1,...] then either `<=[r0,...]` (`T(p0,...)`)? or a

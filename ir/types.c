@@ -31,8 +31,11 @@ const char *ir_type_name(IrType t)
 
 IrType ir_type_from_name(const char *s, size_t n)
 {
+    if (n == 0)
+        return IR_INVALID;
     for (int t = IR_PRED; t <= IR_TOKEN; t++)
-        if (strlen(type_info[t].name) == n && memcmp(type_info[t].name, s, n) == 0)
+        if (type_info[t].name[0] == s[0] && strlen(type_info[t].name) == n &&
+            memcmp(type_info[t].name, s, n) == 0)
             return (IrType)t;
     return IR_INVALID;
 }
