@@ -120,9 +120,20 @@ static char *finish(Buf *b)
     return b->s;
 }
 
+/* Decimal without printf: this runs for every dimension of every shape
+ * and every number of every instruction. Same text as "%lld". */
 static void put_i64(Buf *b, int64_t v)
 {
-    putf(b, "%lld", (long long)v);
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *p = e;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--p = '-';
+    put_n(b, p, (size_t)(e - p));
 }
 
 /* "{1,2,3}" as XLA joins dimension lists. */
@@ -137,15 +148,41 @@ static void put_list(Buf *b, const IrI64List *l)
     put(b, "}");
 }
 
+/* The text of ir_shape_str (shape.c), written straight into b:
+ * "f32[8,16]{1,0}", tuples "(f32[2], s32[])". */
 static void put_shape(Buf *b, const IrShape *s, bool with_layout)
 {
-    char *t = ir_shape_str(s, with_layout);
-    if (!t) {
-        b->oom = true;
+    if (s->type == IR_TUPLE) {
+        put_n(b, "(", 1);
+        for (int32_t i = 0; i < s->ntuple; i++) {
+            if (i)
+                put_n(b, ", ", 2);
+            put_shape(b, &s->tuple[i], with_layout);
+        }
+        put_n(b, ")", 1);
         return;
     }
-    put(b, t);
-    ts_free(t);
+    put(b, ir_type_name(s->type));
+    put_n(b, "[", 1);
+    for (int32_t i = 0; i < s->rank; i++) {
+        if (i)
+            put_n(b, ",", 1);
+        put_i64(b, s->dims[i]);
+    }
+    put_n(b, "]", 1);
+    if (with_layout && s->has_layout && s->type != IR_TOKEN) {
+        put_n(b, "{", 1);
+        for (int32_t i = 0; i < s->rank && s->minor_to_major; i++) {
+            if (i)
+                put_n(b, ",", 1);
+            put_i64(b, s->minor_to_major[i]);
+        }
+        if (s->layout_tail) {
+            put_n(b, ":", 1);
+            put(b, s->layout_tail);
+        }
+        put_n(b, "}", 1);
+    }
 }
 
 /* A C-escaped string in double quotes, as XLA's CEscape writes it. */

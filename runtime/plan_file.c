@@ -67,7 +67,13 @@ char *rt_plan_file_text(const RtCompiled *c, const Plan *p)
 {
     Buf b = {0};
     char line[256];
-    put_owned(&b, ir_print_module(c->spmd));
+    /* The module text is most of the plan: it becomes the buffer (no copy
+     * of megabytes), and the `//` lines are appended to it. */
+    b.s = ir_print_module(c->spmd);
+    if (!b.s)
+        return NULL;
+    b.n = strlen(b.s);
+    b.cap = b.n + 1;
     put_owned(&b, plan_compile_result(p));
     int32_t nout = ir_shape_leaf_count(&c->out_shape);
     snprintf(line, sizeof line,
