@@ -14,6 +14,7 @@
 #include "partition.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Build the subtree for tile coordinates fixed in `coords[0..level)`
@@ -178,8 +179,28 @@ static IrStatus islands(Plan *p, IrDiag *d)
     return IR_OK;
 }
 
+/* Does s split some dim of the array shape (a per-device shape differs)? */
+static bool splits(const IrShape *shape, const IrSharding *s)
+{
+    if (s->kind != SHD_TILED)
+        return false;
+    for (int32_t d = 0; d < shape->rank; d++)
+        if (shd_shard_size(shape->dims[d], shd_tiles(s, d)) != shape->dims[d])
+            return true;
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* The instructions a person sees: the source's, with their shardings, or
- * (for a loaded plan) the SPMD module's, whose shapes are per device. */
+ * (for a loaded plan) the SPMD module's, whose shapes are per device.
+ * Names and shapes are the module's own (the plan borrows from the
+ * modules it describes, as it does their shardings and the report); a
+ * per-device shape is made only where a dim is split. Fallbacks are looked
+ * up in a sorted copy of the report's list: O((n + f) log f), not n * f. */
 static bool describe_instrs(Plan *p, const IrModule *src, const IrModule *spmd, const SpmdReport *rep)
 {
     IrArena *a = p->arena;
@@ -188,22 +209,28 @@ static bool describe_instrs(Plan *p, const IrModule *src, const IrModule *spmd, 
     p->instrs = ir_alloc_array(a, (size_t)(e->ninstr > 0 ? e->ninstr : 1), sizeof(PlanInstr));
     if (!p->instrs)
         return false;
+    int32_t nf = rep ? rep->nfallback : 0;
+    const char **fb = NULL;
+    if (nf > 0) {
+        if (!(fb = ir_alloc_array(a, (size_t)nf, sizeof *fb)))
+            return false;
+        memcpy(fb, rep->fallback, (size_t)nf * sizeof *fb);
+        qsort(fb, (size_t)nf, sizeof *fb, cmp_str);
+    }
     for (int32_t i = 0; i < e->ninstr; i++) {
         const IrInstr *ins = &e->instr[i];
         PlanInstr *pi = &p->instrs[i];
-        pi->name = ir_strdup(a, ins->name);
+        pi->name = ins->name;
         pi->opcode = ir_op_name(ins->op);
         pi->sharding = src && ins->sharding ? ins->sharding : &replicated;
-        if (!pi->name || ir_shape_copy(a, &pi->shape, &ins->shape) != IR_OK)
-            return false;
-        if (src) {
+        pi->shape = ins->shape;
+        if (src && (ins->shape.type == IR_TUPLE || splits(&ins->shape, pi->sharding))) {
             if (shd_shard_shape(a, &ins->shape, pi->sharding, &pi->device_shape) != IR_OK)
                 return false;
-        } else if (ir_shape_copy(a, &pi->device_shape, &ins->shape) != IR_OK) {
-            return false;
+        } else {
+            pi->device_shape = ins->shape;
         }
-        for (int32_t k = 0; rep && k < rep->nfallback; k++)
-            pi->fallback |= strcmp(rep->fallback[k], ins->name) == 0;
+        pi->fallback = nf > 0 && bsearch(&ins->name, fb, (size_t)nf, sizeof *fb, cmp_str) != NULL;
     }
     return true;
 }

@@ -65,6 +65,12 @@
 /* State                                                               */
 /* ------------------------------------------------------------------ */
 
+/* Interned shardings: one copy of each distinct value (see intern()). */
+typedef struct Intern {
+    IrSharding **slot;
+    size_t cap, n;
+} Intern;
+
 /* A candidate sharding for slot `leaf` of the instruction being visited. */
 typedef struct Cand {
     int32_t leaf;
@@ -80,7 +86,8 @@ typedef struct Prop {
     IrDiag *d;
     int64_t ndev;          /* for validation; <= 0 skips the device check */
     int phase;             /* 0: no forward through broadcast; 1: all rules */
-    IrArena *keep;         /* values chosen for slots */
+    IrArena *keep;         /* values chosen for slots, interned in `kept` */
+    Intern kept;
     IrArena *tmp;          /* candidates of recent visits; recycled */
     const IrSharding *manual;
 
@@ -1052,6 +1059,71 @@ static int cmp_cand(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order ? 1 : 0;
 }
 
+/* ---- one copy of each sharding ---- */
+
+/* A model has a handful of distinct shardings shared by thousands of
+ * instructions: the values chosen for slots (keep arena) and the final
+ * array shardings (module arena) are interned, one copy of each. Slot
+ * values are never changed in place (a slot takes a new value), so they
+ * can be shared. Normalised shardings with equal contents are the same
+ * value in every field (shd_normalize fills no metadata, iota form or
+ * group), so ir_sharding_equal is the identity. */
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 1099511628211ull;
+}
+
+static uint64_t shd_hash(const IrSharding *s)
+{
+    uint64_t h = mix(1469598103934665603ull, (uint64_t)s->kind);
+    h = mix(h, (uint64_t)s->device);
+    if (s->kind != SHD_TILED)
+        return h;
+    for (int32_t i = 0; i < s->ntile; i++)
+        h = mix(h, (uint64_t)s->tile[i]);
+    for (int64_t i = 0; i < s->ndevices; i++)
+        h = mix(h, (uint64_t)s->devices[i]);
+    for (int32_t i = 0; i < s->nsubgroup; i++)
+        h = mix(h, (uint64_t)s->subgroup[i]);
+    return h;
+}
+
+/* The interned copy in arena a (the one t holds values of) of the normal
+ * form of the array sharding v, computed in scratch first; NULL on OOM. */
+static IrSharding *intern(Prop *p, Intern *t, IrArena *a, const IrSharding *v)
+{
+    IrSharding *nv = shd_normalize(p->tmp, v);
+    if (!nv)
+        return NULL;
+    if (2 * (t->n + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        IrSharding **slot = ts_calloc(cap, sizeof *slot);
+        if (!slot)
+            return NULL;
+        for (size_t i = 0; i < t->cap; i++) {
+            if (!t->slot[i])
+                continue;
+            size_t j = shd_hash(t->slot[i]) & (cap - 1);
+            while (slot[j])
+                j = (j + 1) & (cap - 1);
+            slot[j] = t->slot[i];
+        }
+        ts_free(t->slot);
+        t->slot = slot;
+        t->cap = cap;
+    }
+    size_t i = shd_hash(nv) & (t->cap - 1);
+    for (; t->slot[i]; i = (i + 1) & (t->cap - 1))
+        if (ir_sharding_equal(t->slot[i], nv))
+            return t->slot[i];
+    IrSharding *keep = ir_alloc(a, sizeof *keep);
+    if (!keep || ir_sharding_copy(a, keep, nv) != IR_OK)
+        return NULL;
+    t->slot[i] = keep;
+    t->n++;
+    return keep;
+}
+
 /* The conflict rule. User annotations are never overridden (fixed slots
  * take no candidates). Among the candidates for a slot:
  *   1. a manual one beats a partly manual one beats any other (a value
@@ -1114,7 +1186,7 @@ static IrStatus decide(Prop *p, int32_t g, const Cand *c, int32_t nc, bool *chan
     }
     if (!next)
         return IR_OK;
-    IrSharding *v = shd_normalize(p->keep, next);
+    IrSharding *v = intern(p, &p->kept, p->keep, next);
     NEED(v);
     p->val[r] = v;
     *changed = true;
@@ -1200,12 +1272,9 @@ static IrStatus visit(Prop *p, int32_t g)
     }
     if (!open)
         return IR_OK;
-    if (ir_arena_bytes(p->tmp) > ((size_t)8 << 20)) {
-        IrArena *t = ir_arena_new();
-        NEED(t);
-        ir_arena_free(p->tmp);
-        p->tmp = t;
-    }
+    /* Candidates live for one visit: their scratch memory is reused by
+     * the next (and stays in the cache). */
+    ir_arena_reset(p->tmp);
     IrInstr *x = ins(p, g);
     p->ncand = 0;
     for (int32_t k = 0; k < x->nopnd; k++)
@@ -1590,6 +1659,7 @@ static IrStatus finish(Prop *p)
     IrModule *m = p->m;
     IrSharding **out = ts_calloc((size_t)p->n + 1, sizeof *out);
     IrSharding **elems = ts_malloc(((size_t)p->nslot + 1) * sizeof *elems);
+    Intern t = {0};
     IrStatus st = IR_OK;
     if (!out || !elems) {
         st = oom(p);
@@ -1612,8 +1682,9 @@ static IrStatus finish(Prop *p)
             }
             s = l == nl ? shd_tuple(m->arena, nl, elems) : NULL;
         } else {
+            static const IrSharding repl = {.kind = SHD_REPLICATED};
             const IrSharding *v = get(p, g, 0);
-            s = v ? shd_normalize(m->arena, v) : shd_replicated(m->arena);
+            s = intern(p, &t, m->arena, v ? v : &repl);
         }
         if (!s) {
             st = oom(p);
@@ -1628,11 +1699,13 @@ static IrStatus finish(Prop *p)
 done:
     ts_free(out);
     ts_free(elems);
+    ts_free(t.slot);
     return st;
 }
 
 static void prop_free(Prop *p)
 {
+    ts_free(p->kept.slot);
     ir_arena_free(p->keep);
     ir_arena_free(p->tmp);
     ts_free(p->rc);

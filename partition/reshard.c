@@ -358,7 +358,7 @@ static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const Ir
                 ok = false;
         }
         if (ok && n > 0) {
-            IrSharding *g = shd_replicate_dims(pc_arena(pc), from, n, dims);
+            IrSharding *g = shd_replicate_dims(pc_tmp(pc), from, n, dims);
             if (!g)
                 return fail(pc, IR_ENOMEM, "out of memory");
             if (same(g, to)) {
@@ -393,7 +393,7 @@ int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *fro
     int32_t *el = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!el)
         return fail(pc, IR_ENOMEM, "out of memory");
-    IrArena *a = pc_arena(pc);
+    IrArena *a = pc_tmp(pc);
     for (int32_t k = 0; k < n; k++) {
         IrSharding *f = shd_tuple_element(a, from, full, k);
         IrSharding *t = shd_tuple_element(a, to, full, k);

@@ -41,14 +41,21 @@ void spmd_note_fallback(PComp *pc, int32_t i)
     SpmdReport *r = pc->sp->report;
     if (!r)
         return;
-    const char **nf = ir_alloc_array(r->arena, (size_t)r->nfallback + 1, sizeof(char *));
-    if (!nf)
-        return;
-    if (r->nfallback)
-        memcpy(nf, r->fallback, (size_t)r->nfallback * sizeof(char *));
-    nf[r->nfallback] = ir_strdup(r->arena, pc->sc->instr[i].name);
-    r->fallback = nf;
-    r->nfallback++;
+    /* The list grows by doubling: its capacity is the next power of two
+     * of nfallback, so a new array is needed when nfallback is 0 or a
+     * power of two (n fallbacks cost O(n), not O(n^2)). */
+    int32_t n = r->nfallback;
+    if ((n & (n - 1)) == 0) {
+        const char **nf = ir_alloc_array(r->arena, (size_t)(n ? 2 * n : 1), sizeof(char *));
+        if (!nf)
+            return;
+        if (n)
+            memcpy(nf, r->fallback, (size_t)n * sizeof(char *));
+        r->fallback = nf;
+    }
+    const char *name = ir_strdup(r->arena, pc->sc->instr[i].name);
+    if (name)
+        r->fallback[r->nfallback++] = name;
 }
 
 /* Maximal shardings are computed on every device (see reshard.c); missing
@@ -84,7 +91,7 @@ static IrStatus spmd_manual(PComp *pc, int32_t i)
     int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
         ops[k] = operand_as(pc, i, k, pc->shd[i]->kind == SHD_TUPLE
-                                          ? shd_manual(pc_arena(pc)) : pc->shd[i]);
+                                          ? shd_manual(pc_tmp(pc)) : pc->shd[i]);
     for (int32_t k = 0; k < ins->ncalled; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
             return err(pc, i, IR_ENOMEM, "out of memory");
@@ -103,7 +110,7 @@ static const IrSharding *replicated_like(PComp *pc, const IrSharding *s)
     int32_t k = ir_sharding_data_rank(s);
     for (int32_t d = 0; d < k; d++)
         dims[d] = d;
-    const IrSharding *r = shd_replicate_dims(pc_arena(pc), s, k, dims);
+    const IrSharding *r = shd_replicate_dims(pc_tmp(pc), s, k, dims);
     return r ? r : &repl;
 }
 
@@ -187,6 +194,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     PComp pc = {.sp = sp, .sc = sc, .dc = sp->dst->comp[ci], .pid = -1};
     int32_t *order = NULL;
     int32_t result = -1;
+    sp->depth++;
     /* Room for the usual growth (collectives, masks, offsets: about one
      * instruction in six on sharded models) in one allocation. */
     if (sc->ninstr >= 256 && ir_reserve_instrs(pc.dc, sc->ninstr + sc->ninstr / 4) != IR_OK) {
@@ -213,9 +221,12 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     }
     if (ir_topo_order(sp->src, sc, &order, sp->d) != IR_OK)
         goto done;
-    for (int32_t k = 0; k < sc->ninstr; k++)
+    for (int32_t k = 0; k < sc->ninstr; k++) {
         if (dispatch(&pc, order[k]) != IR_OK)
             goto done;
+        if (sp->depth == 1)
+            ir_arena_reset(sp->tmp);
+    }
     const IrSharding *want = effective(sp->dst->arena, root_shd, &sc->instr[sc->root].shape);
     if (!want) {
         ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
@@ -227,6 +238,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     pc.dc->root = root;
     result = ci;
 done:
+    sp->depth--;
     ts_free(order);
     ts_free(pc.val);
     ts_free(pc.shd);
@@ -246,9 +258,11 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     if (report && !report->arena && !(report->arena = ir_arena_new()))
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     sp.dst = ir_module_new(src->name);
+    sp.tmp = ir_arena_new();
     sp.scalar_comp = ts_malloc((size_t)(src->ncomp > 0 ? src->ncomp : 1) * sizeof(int32_t));
-    if (!sp.dst || !sp.scalar_comp) {
+    if (!sp.dst || !sp.tmp || !sp.scalar_comp) {
         ir_module_free(sp.dst);
+        ir_arena_free(sp.tmp);
         ts_free(sp.scalar_comp);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
@@ -303,6 +317,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     }
 done:
     ts_free(sp.scalar_comp);
+    ir_arena_free(sp.tmp);
     if (st != IR_OK) {
         ir_module_free(sp.dst);
         return st;

@@ -112,7 +112,7 @@ typedef struct DotPlan {
 static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, DotPlan *p)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = pc_tmp(pc);
     const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
     if (!iter)
         return false;
@@ -149,7 +149,7 @@ static int32_t mask_contracting(PComp *pc, int32_t v, const IrShape *full, const
             dims[n++] = d;
     /* Only contracting dims need clean padding: mask with a sharding that
      * tiles just those. */
-    IrSharding *only = shd_replicate_dims(pc_arena(pc), s, n, dims);
+    IrSharding *only = shd_replicate_dims(pc_tmp(pc), s, n, dims);
     if (!only)
         return -1;
     return mask_padding(pc, v, full, only, emit_scalar_const(pc, full->type, 0));
@@ -158,7 +158,7 @@ static int32_t mask_contracting(PComp *pc, int32_t v, const IrShape *full, const
 IrStatus spmd_dot(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = pc_tmp(pc);
     const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
     const IrSharding *ls = pc->shd[ins->opnd[0]], *rs = pc->shd[ins->opnd[1]];
     if (ls->kind == SHD_MANUAL || rs->kind == SHD_MANUAL || l->shape.rank > IR_MAX_RANK / 2 ||

@@ -15,6 +15,11 @@ IrArena *pc_arena(PComp *pc)
     return pc->sp->dst->arena;
 }
 
+IrArena *pc_tmp(PComp *pc)
+{
+    return pc->sp->tmp;
+}
+
 static int32_t oom(PComp *pc)
 {
     ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");

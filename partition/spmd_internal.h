@@ -39,11 +39,21 @@ struct Spmd {
     int64_t next_channel;
     int32_t reducer[OP_COUNT][IR_NTYPES]; /* cached scalar reducer computations, -1 */
     SpmdReport *report;
+    IrArena *tmp;              /* scratch of one entry instruction, see pc_tmp */
+    int32_t depth;             /* computations being partitioned (1: the entry) */
 };
 
 /* ---- spmd_emit.c: building instructions in a destination computation ---- */
 
 IrArena *pc_arena(PComp *pc);
+/* Scratch memory for what lives while one instruction is partitioned:
+ * shardings a handler computes (operand targets, iteration tilings) and
+ * shapes handed to emit* (which copy them). Reset after each instruction of
+ * the entry computation (a nested computation, partitioned inside its call
+ * site's handler, shares its call site's scratch), so a large module does
+ * not keep every intermediate sharding. Never for anything an emitted
+ * instruction points to (literals, attribute lists, replica groups). */
+IrArena *pc_tmp(PComp *pc);
 /* Generic: an instruction with opcode, shape, operands; attributes zeroed
  * (group counts 1). Returns its index or -1 (OOM recorded in sp->d). */
 int32_t emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const int32_t *opnd);

@@ -14,10 +14,12 @@
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
-/* Per-device shape of source instr i under its sharding. */
-static bool local_shape(PComp *pc, int32_t i, IrShape *out)
+/* Per-device shape of source instr i under its sharding, in arena a:
+ * pc_tmp for a shape handed to emit* (which copies it), pc_arena for one
+ * an emitted instruction keeps. */
+static bool local_shape(PComp *pc, IrArena *a, int32_t i, IrShape *out)
 {
-    return shd_shard_shape(pc_arena(pc), &pc->sc->instr[i].shape, pc->shd[i], out) == IR_OK;
+    return shd_shard_shape(a, &pc->sc->instr[i].shape, pc->shd[i], out) == IR_OK;
 }
 
 static IrStatus oom(PComp *pc)
@@ -30,7 +32,7 @@ static IrStatus emit_local(PComp *pc, int32_t i, const int32_t *ops)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     IrShape ls;
-    if (!local_shape(pc, i, &ls))
+    if (!local_shape(pc, pc_tmp(pc), i, &ls))
         return oom(pc);
     int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
     for (int32_t k = 0; k < ins->ncalled; k++)
@@ -77,7 +79,7 @@ IrStatus spmd_iota(PComp *pc, int32_t i)
     const IrInstr *ins = &pc->sc->instr[i];
     int64_t dim = ins->a.iota_dimension;
     IrShape ls;
-    if (!local_shape(pc, i, &ls))
+    if (!local_shape(pc, pc_arena(pc), i, &ls))
         return oom(pc);
     int32_t v = emit_iota(pc, &ls, dim);
     if (shd_tiles(pc->shd[i], (int32_t)dim) > 1) {
@@ -96,7 +98,7 @@ IrStatus spmd_iota(PComp *pc, int32_t i)
 IrStatus spmd_tuple(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = pc_tmp(pc);
     if (ins->op == OP_GET_TUPLE_ELEMENT) {
         int32_t o = ins->opnd[0];
         const IrShape *os = &pc->sc->instr[o].shape;
@@ -130,7 +132,7 @@ IrStatus spmd_broadcast(PComp *pc, int32_t i)
     const IrInstr *ins = &pc->sc->instr[i];
     const IrSharding *s = pc->shd[i];
     const IrInstr *op = &pc->sc->instr[ins->opnd[0]];
-    IrSharding *os = shd_project(pc_arena(pc), s, op->shape.rank, ins->a.dimensions.v);
+    IrSharding *os = shd_project(pc_tmp(pc), s, op->shape.rank, ins->a.dimensions.v);
     if (!os)
         return oom(pc);
     int32_t v = operand_as(pc, i, 0, os);
@@ -145,7 +147,7 @@ IrStatus spmd_transpose(PComp *pc, int32_t i)
     int64_t inv[IR_MAX_RANK];
     for (int32_t j = 0; j < rank; j++)
         inv[ins->a.dimensions.v[j]] = j;
-    IrSharding *os = shd_project(pc_arena(pc), pc->shd[i], rank, inv);
+    IrSharding *os = shd_project(pc_tmp(pc), pc->shd[i], rank, inv);
     if (!os)
         return oom(pc);
     int32_t v = operand_as(pc, i, 0, os);
@@ -214,7 +216,7 @@ IrStatus spmd_reshape(PComp *pc, int32_t i)
     }
     if (!ok)
         return spmd_fallback(pc, i);
-    IrSharding *os = shd_project(pc_arena(pc), s, in->rank, map);
+    IrSharding *os = shd_project(pc_tmp(pc), s, in->rank, map);
     if (!os)
         return oom(pc);
     int32_t v = operand_as(pc, i, 0, os);
@@ -259,7 +261,7 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
         if (!touched[d])
             di->a.slice_limit.v[d] = ls->dims[d];
     IrShape out;
-    if (!local_shape(pc, i, &out))
+    if (!local_shape(pc, pc_arena(pc), i, &out))
         return oom(pc);
     di->shape = out;
     return set_val(pc, i, r);
@@ -339,7 +341,7 @@ IrStatus spmd_dynamic_slice(PComp *pc, int32_t i)
 IrStatus spmd_sort(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = pc_tmp(pc);
     int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
     const IrSharding *s = pc->shd[i];
     const IrSharding *el = s;

@@ -47,7 +47,7 @@ static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, con
 static IrStatus reduce_gathered(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = pc_tmp(pc);
     int32_t n = ins->nopnd / 2;
     const IrSharding *in0 = pc->shd[ins->opnd[0]];
     if (in0->kind != SHD_TILED)
@@ -82,7 +82,7 @@ static IrStatus reduce_gathered(PComp *pc, int32_t i)
 IrStatus spmd_reduce(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = pc_tmp(pc);
     IrOpcode red = ir_simple_reducer(pc->sp->src, ins->called[0]);
     const IrSharding *in = pc->shd[ins->opnd[0]];
     const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
