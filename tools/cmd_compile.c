@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +34,23 @@ static const char HELP[] =
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
 
+/* Write text straight to a path that is not a regular file (a device
+ * such as /dev/null, a pipe): renaming a temporary over it would replace
+ * the device node itself. */
+static int write_special(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    size_t n = strlen(text);
+    bool ok = f && fwrite(text, 1, n, f) == n;
+    if (f)
+        ok = (fclose(f) == 0) && ok;
+    if (!ok) {
+        fprintf(stderr, "tessel: error: cannot write %s: %s\n", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
 /* Write text to path atomically (temp + rename), or to stdout for "-". */
 int cli_write_text(const char *path, const char *text)
 {
@@ -40,6 +58,9 @@ int cli_write_text(const char *path, const char *text)
         fputs(text, stdout);
         return fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
     }
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return write_special(path, text);
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
         fprintf(stderr, "tessel: error: output path too long\n");

@@ -114,4 +114,14 @@ expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --limit elements=0
 expect_in "$ERR" "--limit elements needs a whole number"
 expect_status 2 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit size=1
 expect_in "$ERR" "--limit takes NAME=VALUE"
+
+# -o onto something that is not a regular file (a pipe here; /dev/null as
+# root) writes into it: renaming a temporary over it would replace it
+mkfifo "$WORK/pipe"
+cat "$WORK/pipe" >"$WORK/piped.plan" &
+reader=$!
+expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/pipe"
+wait "$reader"
+[ -p "$WORK/pipe" ] || fail "compile -o replaced the pipe with a file"
+grep -q "TesselPlan" "$WORK/piped.plan" || fail "the plan did not go through the pipe"
 echo "cli: ok"
