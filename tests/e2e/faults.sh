@@ -159,7 +159,10 @@ if [ "$ASAN_BUILD" = 1 ]; then
     echo "faults: SKIP the out-of-memory rank: $TESSEL is an ASan build (ulimit -v and ASan do not mix)"
 else
     # per device, b is f32[1,16384,16384]: 1 GiB, the whole of rank 1's
-    # address space limit (a rank needs ~0.5 GiB before it allocates)
+    # address space limit (a rank needs ~0.5 GiB before it allocates); the
+    # executor materialises a broadcast feeding a reduce (fusion covers
+    # elementwise chains only: if that changes, this run stops failing and
+    # the check says so)
     cat >"$WORK/oom.hlo" <<'EOF'
 HloModule oom, num_partitions=2
 
