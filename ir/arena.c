@@ -132,6 +132,9 @@ typedef struct Block {
     struct Block *next;
     size_t used, size;
     size_t zeroed;      /* data[0, zeroed) is zero or handed out */
+    bool recycled;      /* reset at least once: zero exactly what is handed out
+                         * (a scratch round is small; stepping ahead would
+                         * clear 64 KiB per round) */
     _Alignas(16) unsigned char data[];
 } Block;
 
@@ -181,6 +184,7 @@ void ir_arena_reset(IrArena *a)
     h->next = NULL;
     h->used = 0;
     h->zeroed = 0;
+    h->recycled = true;
     a->reserved = h->size;
     POISON(h->data, h->size);
 }
@@ -197,6 +201,7 @@ static Block *block_new(IrArena *a, size_t bs)
     nb->next = NULL;
     nb->used = 0;
     nb->zeroed = 0;
+    nb->recycled = false;
     nb->size = bs;
     a->reserved += bs;
     return nb;
@@ -243,7 +248,7 @@ void *ir_alloc(IrArena *a, size_t size)
     memset(p, 0, size); /* exactly: what lies past it may be poisoned */
 #else
     if (b->used > b->zeroed) {
-        size_t z = b->zeroed + ZERO_STEP;
+        size_t z = b->recycled ? b->used : b->zeroed + ZERO_STEP;
         if (z < b->used)
             z = b->used;
         if (z > b->size)

@@ -10,9 +10,16 @@
 
 /* ---- the set of names in use (open addressing, grows at 1/2 load) ---- */
 
+/* Each slot keeps its name's hash: probes compare hashes before strings,
+ * and growing does not hash every name again. */
+typedef struct NameSlot {
+    const char *s;   /* NULL: empty */
+    uint64_t h;
+} NameSlot;
+
 typedef struct IrNameSet {
     size_t cap, n;
-    const char **slot;
+    NameSlot *slot;
 } IrNameSet;
 
 static uint64_t hash_str(const char *s)
@@ -20,14 +27,15 @@ static uint64_t hash_str(const char *s)
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return h ^ (h >> 29);
 }
 
 static bool nameset_has(const IrNameSet *ns, const char *s)
 {
     size_t mask = ns->cap - 1;
-    for (size_t i = hash_str(s) & mask; ns->slot[i]; i = (i + 1) & mask)
-        if (strcmp(ns->slot[i], s) == 0)
+    uint64_t h = hash_str(s);
+    for (size_t i = h & mask; ns->slot[i].s; i = (i + 1) & mask)
+        if (ns->slot[i].h == h && strcmp(ns->slot[i].s, s) == 0)
             return true;
     return false;
 }
@@ -35,14 +43,14 @@ static bool nameset_has(const IrNameSet *ns, const char *s)
 static bool nameset_grow(IrNameSet *ns)
 {
     size_t cap = ns->cap ? ns->cap * 2 : 256;
-    const char **slot = ts_calloc(cap, sizeof *slot);
+    NameSlot *slot = ts_calloc(cap, sizeof *slot);
     if (!slot)
         return false;
     for (size_t i = 0; i < ns->cap; i++) {
-        if (!ns->slot[i])
+        if (!ns->slot[i].s)
             continue;
-        size_t j = hash_str(ns->slot[i]) & (cap - 1);
-        while (slot[j])
+        size_t j = ns->slot[i].h & (cap - 1);
+        while (slot[j].s)
             j = (j + 1) & (cap - 1);
         slot[j] = ns->slot[i];
     }
@@ -57,11 +65,12 @@ static bool nameset_add(IrNameSet *ns, const char *s)
     if (2 * (ns->n + 1) > ns->cap && !nameset_grow(ns))
         return false;
     size_t mask = ns->cap - 1;
-    size_t i = hash_str(s) & mask;
-    for (; ns->slot[i]; i = (i + 1) & mask)
-        if (strcmp(ns->slot[i], s) == 0)
+    uint64_t h = hash_str(s);
+    size_t i = h & mask;
+    for (; ns->slot[i].s; i = (i + 1) & mask)
+        if (ns->slot[i].h == h && strcmp(ns->slot[i].s, s) == 0)
             return true;
-    ns->slot[i] = s;
+    ns->slot[i] = (NameSlot){s, h};
     ns->n++;
     return true;
 }
@@ -84,6 +93,13 @@ static bool names_ready(IrModule *m)
         ts_free(ns);
         return false;
     }
+    /* Sized for every name at once: no regrowth while it is filled. */
+    size_t total = (size_t)m->ncomp;
+    for (int32_t ci = 0; ci < m->ncomp; ci++)
+        total += (size_t)m->comp[ci]->ninstr;
+    while (2 * (total + 1) > ns->cap)
+        if (!nameset_grow(ns))
+            goto oom;
     for (int32_t ci = 0; ci < m->ncomp; ci++) {
         IrComputation *c = m->comp[ci];
         if (!nameset_add(ns, c->name))

@@ -1668,6 +1668,7 @@ static IrStatus finish(Prop *p)
     for (int32_t g = 0; g < p->n && st == IR_OK; g++) {
         IrInstr *x = ins(p, g);
         IrSharding *s;
+        ir_arena_reset(p->tmp); /* scratch of one instruction */
         if (annotated(x)) {
             s = x->sharding;
             if (x->shape.type == IR_TUPLE && s->kind != SHD_TUPLE)
