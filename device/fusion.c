@@ -55,16 +55,6 @@
 
 /* ---- finding groups ---- */
 
-static bool same_dims(const IrShape *a, const IrShape *b)
-{
-    if (a->rank != b->rank)
-        return false;
-    for (int32_t i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            return false;
-    return true;
-}
-
 /* Instructions with control edges keep their own place in the order. */
 static bool has_control(const IrComputation *c, const bool *ctrl_succ, int32_t i)
 {
@@ -117,7 +107,7 @@ static void add_leaf(DevFusionGroup *g, const IrComputation *c, const IrInstr *i
         g->nleaves++;
     }
     g->leaf_refs[k]++;
-    if (ins->op == OP_BROADCAST || !same_dims(&c->instr[l].shape, &ins->shape))
+    if (ins->op == OP_BROADCAST || !ir_shape_same_dims(&c->instr[l].shape, &ins->shape))
         g->leaf_direct[k] = false;
 }
 
@@ -211,7 +201,7 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
         int32_t i = order[k];
         const IrInstr *ins = &c->instr[i];
         int32_t g = cand[i];
-        if (g >= 0 && can_join(c, ctrl_succ, i) && same_dims(&ins->shape, &c->instr[g].shape) &&
+        if (g >= 0 && can_join(c, ctrl_succ, i) && ir_shape_same_dims(&ins->shape, &c->instr[g].shape) &&
             size[g] < DEV_FUSION_MAX_NODES) {
             gid[i] = g;
             if (size[g]++ == 1)

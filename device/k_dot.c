@@ -447,11 +447,6 @@ static const uint8_t *data_of(const DevValue *v)
 }
 
 /* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
-static bool same_dims(const int64_t *a, const int64_t *b, int32_t rank)
-{
-    return rank == 0 || memcmp(a, b, (size_t)rank * sizeof *a) == 0;
-}
-
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -531,7 +526,7 @@ static IrStatus dot_plan(const DevKernelArgs *k, DotPlan *p)
         want[r++] = ls->dims[p->lfree[i]];
     for (int32_t i = 0; i < p->nrf; i++)
         want[r++] = rs->dims[p->rfree[i]];
-    if (os->type == IR_TUPLE || os->rank != r || !same_dims(os->dims, want, r))
+    if (os->type == IR_TUPLE || os->rank != r || !ir_dims_equal(os->dims, want, r))
         return dev_kernel_error(k, IR_EINPUT, "dot: result shape does not match the operands");
     p->b = dims_product(ls, dn->lhs_batch.v, p->nb);
     p->m = dims_product(ls, p->lfree, p->nlf);

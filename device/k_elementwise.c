@@ -627,16 +627,6 @@ static double reduce_precision_f64(double v, int64_t ebits, int64_t mbits)
 /* the kernel                                                          */
 /* ------------------------------------------------------------------ */
 
-static bool same_dims(const IrShape *a, const IrShape *b)
-{
-    if (a->rank != b->rank)
-        return false;
-    for (int32_t i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            return false;
-    return true;
-}
-
 static IrStatus new_result(const DevKernelArgs *k, DevValue **out)
 {
     *out = dev_value_new_uninit(&k->ins->shape);
@@ -668,7 +658,7 @@ static IrStatus check_operands(const DevKernelArgs *k, unsigned scalar_ok)
     for (int32_t i = 0; i < k->nopnd; i++) {
         const IrShape *s = &k->opnd[i]->shape;
         bool scalar = ((scalar_ok >> i) & 1u) && s->rank == 0;
-        if (!ir_shape_is_array(s) || (!scalar && !same_dims(s, rs))) {
+        if (!ir_shape_is_array(s) || (!scalar && !ir_shape_same_dims(s, rs))) {
             char *a = ir_shape_str(s, false), *b = ir_shape_str(rs, false);
             IrStatus st = dev_kernel_error(k, IR_EINPUT, "operand %d has shape %s, result %s",
                                            (int)i, a ? a : "?", b ? b : "?");
@@ -923,15 +913,15 @@ IrStatus dev_k_bitcast_convert(const DevKernelArgs *k, DevValue **out)
     size_t ws = ir_type_size(s->type), wd = ir_type_size(d->type);
     bool ok;
     if (ws == wd) {
-        ok = same_dims(s, d);
+        ok = ir_shape_same_dims(s, d);
     } else if (ws > wd) { /* result has an extra minor dim of ws/wd */
         IrShape t = *d;
         t.rank = d->rank - 1;
-        ok = d->rank == s->rank + 1 && same_dims(s, &t) && d->dims[d->rank - 1] * (int64_t)wd == (int64_t)ws;
+        ok = d->rank == s->rank + 1 && ir_shape_same_dims(s, &t) && d->dims[d->rank - 1] * (int64_t)wd == (int64_t)ws;
     } else {
         IrShape t = *s;
         t.rank = s->rank - 1;
-        ok = s->rank == d->rank + 1 && same_dims(&t, d) && s->dims[s->rank - 1] * (int64_t)ws == (int64_t)wd;
+        ok = s->rank == d->rank + 1 && ir_shape_same_dims(&t, d) && s->dims[s->rank - 1] * (int64_t)ws == (int64_t)wd;
     }
     if (!ok) {
         char *a = ir_shape_str(s, false), *b = ir_shape_str(d, false);

@@ -38,11 +38,6 @@ static IrStatus oom(const DevKernelArgs *k)
 }
 
 /* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
-static bool same_dims(const int64_t *a, const int64_t *b, int32_t rank)
-{
-    return rank == 0 || memcmp(a, b, (size_t)rank * sizeof *a) == 0;
-}
-
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -560,8 +555,8 @@ static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
         const IrShape *ri = k->ins->shape.type == IR_TUPLE ? &k->ins->shape.tuple[i] : &k->ins->shape;
         if (!is_array_value(xi) || !is_array_value(ui) || !ir_shape_equal(&xi->shape, ri) ||
             xi->shape.rank != in->rank || ui->shape.rank != us->rank ||
-            !same_dims(xi->shape.dims, in->dims, in->rank) ||
-            !same_dims(ui->shape.dims, us->dims, us->rank))
+            !ir_dims_equal(xi->shape.dims, in->dims, in->rank) ||
+            !ir_dims_equal(ui->shape.dims, us->dims, us->rank))
             return BAD("operands, updates and result do not agree");
     }
     return IR_OK;

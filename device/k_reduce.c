@@ -38,11 +38,6 @@ static IrStatus oom(const DevKernelArgs *k)
 }
 
 /* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
-static bool same_dims(const int64_t *a, const int64_t *b, int32_t rank)
-{
-    return rank == 0 || memcmp(a, b, (size_t)rank * sizeof *a) == 0;
-}
-
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -467,7 +462,7 @@ static IrStatus reduce_check(const DevKernelArgs *k, int32_t n, const bool *red)
     for (int32_t i = 0; i < n; i++) {
         const DevValue *x = k->opnd[i], *init = k->opnd[n + i];
         if (!is_array_value(x) || x->shape.rank != in->rank ||
-            !same_dims(x->shape.dims, in->dims, in->rank) ||
+            !ir_dims_equal(x->shape.dims, in->dims, in->rank) ||
             !is_scalar_value(init) || init->shape.type != result_leaf(k, i)->type)
             return dev_kernel_error(k, IR_EINPUT, "reduce: operand %d does not fit", (int)i);
         const IrShape *rs = result_leaf(k, i);
@@ -791,9 +786,9 @@ static IrStatus reduce_window_check(const DevKernelArgs *k, int32_t n)
         const DevValue *x = k->opnd[i], *init = k->opnd[n + i];
         const IrShape *rs = result_leaf(k, i);
         if (!is_array_value(x) || x->shape.rank != in->rank ||
-            !same_dims(x->shape.dims, in->dims, in->rank) ||
+            !ir_dims_equal(x->shape.dims, in->dims, in->rank) ||
             !is_scalar_value(init) || init->shape.type != rs->type || rs->rank != in->rank ||
-            !same_dims(rs->dims, r0->dims, in->rank))
+            !ir_dims_equal(rs->dims, r0->dims, in->rank))
             return dev_kernel_error(k, IR_EINPUT, "reduce-window: operand %d does not fit", (int)i);
     }
     return IR_OK;
@@ -1158,7 +1153,7 @@ IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out)
         !is_array_value(k->opnd[1]) || !is_scalar_value(k->opnd[2]) ||
         k->ins->shape.type != k->opnd[2]->shape.type || k->ins->shape.rank != k->opnd[0]->shape.rank ||
         k->opnd[1]->shape.rank != k->opnd[0]->shape.rank ||
-        !same_dims(k->ins->shape.dims, k->opnd[0]->shape.dims, k->opnd[0]->shape.rank))
+        !ir_dims_equal(k->ins->shape.dims, k->opnd[0]->shape.dims, k->opnd[0]->shape.rank))
         return dev_kernel_error(k, IR_EINPUT, "select-and-scatter: bad operands or result shape");
     SasRun r = {.k = k, .x = k->opnd[0], .src = k->opnd[1]};
     WinTab t;

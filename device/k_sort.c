@@ -42,11 +42,6 @@ static IrStatus oom(const DevKernelArgs *k)
 }
 
 /* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
-static bool same_dims(const int64_t *a, const int64_t *b, int32_t rank)
-{
-    return rank == 0 || memcmp(a, b, (size_t)rank * sizeof *a) == 0;
-}
-
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -693,7 +688,7 @@ static IrStatus sort_check(const DevKernelArgs *k, int32_t n, int64_t *dim)
         const DevValue *x = k->opnd[i];
         const IrShape *ri = rs->type == IR_TUPLE ? &rs->tuple[i] : rs;
         if (!is_array_value(x) || x->shape.rank != s0->rank ||
-            !same_dims(x->shape.dims, s0->dims, s0->rank) || !ir_shape_equal(&x->shape, ri))
+            !ir_dims_equal(x->shape.dims, s0->dims, s0->rank) || !ir_shape_equal(&x->shape, ri))
             return dev_kernel_error(k, IR_EINPUT, "sort: operand %d does not match", (int)i);
     }
     return IR_OK;

@@ -21,10 +21,8 @@
 #include "device.h"
 
 #include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* ---- the buffer cache ---- */
 
@@ -126,32 +124,6 @@ void dev_value_trim(void)
     }
 }
 
-/* ---- huge pages ---- */
-
-/* A fresh buffer's first touch costs a page fault per 4 KiB page (about
- * 5 ms per MiB on this kind of virtual machine, measured: 330 ms for 64
- * MiB against 3.5 ms to write it warm). Transparent huge pages take one
- * fault per 2 MiB, so large buffers ask for them (where THP is "madvise",
- * as on Debian, they are otherwise not used). Only the 2 MiB-aligned
- * interior can be huge; the advice is a hint and its failure harmless. */
-#define HUGE_PAGE ((uintptr_t)2 << 20)
-#define HUGE_MIN ((int64_t)4 << 20)
-
-static void advise_huge(void *p, int64_t n)
-{
-#ifdef MADV_HUGEPAGE
-    if (n < HUGE_MIN)
-        return;
-    uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    uintptr_t e = ((uintptr_t)p + (uintptr_t)n) & ~(HUGE_PAGE - 1);
-    if (e > a)
-        (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)n;
-#endif
-}
-
 /* ---- heap shapes ---- */
 
 static void shape_free(IrShape *s)
@@ -239,8 +211,11 @@ static DevValue *array_new(const IrShape *shape, bool zero)
                 memset(v->data, 0, (size_t)nbytes);
         } else {
             v->data = zero ? ts_calloc(1, (size_t)nbytes) : ts_malloc((size_t)nbytes);
+            /* A fresh buffer's first touch costs a page fault per 4 KiB
+             * page (about 5 ms per MiB on this kind of virtual machine):
+             * large ones ask for huge pages, one fault per 2 MiB. */
             if (v->data)
-                advise_huge(v->data, nbytes);
+                ir_hint_huge(v->data, (size_t)nbytes);
         }
         if (!v->data) {
             shape_free(&v->shape);

@@ -180,6 +180,10 @@ bool ir_shape_is_tuple(const IrShape *s);
 bool ir_shape_is_array(const IrShape *s);
 /* Same type and dims (and tuple structure); layouts ignored. */
 bool ir_shape_equal(const IrShape *a, const IrShape *b);
+/* Same rank and dimensions, whatever the element types (arrays). */
+bool ir_shape_same_dims(const IrShape *a, const IrShape *b);
+/* The first `rank` entries of a and b are equal. */
+bool ir_dims_equal(const int64_t *a, const int64_t *b, int32_t rank);
 bool ir_shape_compatible(const IrShape *a, const IrShape *b); /* = equal, ignoring layout */
 /* Deep copy into an arena. Returns IR_ENOMEM status through NULL check of dst fields. */
 IrStatus ir_shape_copy(IrArena *a, IrShape *dst, const IrShape *src);

@@ -62,6 +62,19 @@ bool ir_shape_is_array(const IrShape *s)
     return ir_type_is_array(s->type);
 }
 
+bool ir_dims_equal(const int64_t *a, const int64_t *b, int32_t rank)
+{
+    for (int32_t i = 0; i < rank; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
+bool ir_shape_same_dims(const IrShape *a, const IrShape *b)
+{
+    return a->rank == b->rank && ir_dims_equal(a->dims, b->dims, a->rank);
+}
+
 bool ir_shape_equal(const IrShape *a, const IrShape *b)
 {
     if (a->type != b->type)
