@@ -106,6 +106,45 @@ void ir_hint_huge(void *p, size_t n)
 #endif
 }
 
+/* A large block at a 2 MiB boundary, so every 2 MiB of it can be a huge
+ * page (a page-aligned block of 4 MiB from malloc is half 4 KiB pages: its
+ * unaligned head and tail). The block is over-allocated by 2 MiB (address
+ * space only: the slack is never touched) and the malloc pointer is kept
+ * in the 16 bytes before the returned one. Small blocks and AddressSanitizer
+ * builds (whose redzones must sit right after the block) get just the
+ * 16-byte header. */
+static size_t big_lead(size_t n)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)n;
+    return 16;
+#else
+    return n >= HUGE_MIN ? (size_t)HUGE_MIN : 16;
+#endif
+}
+
+void *ir_big_alloc(size_t n)
+{
+    size_t lead = big_lead(n);
+    if (n > SIZE_MAX - lead - 16)
+        return NULL;
+    unsigned char *base = ts_malloc(n + lead);
+    if (!base)
+        return NULL;
+    uintptr_t p = (uintptr_t)base + 16;
+    if (lead > 16)
+        p = (p + HUGE_MIN - 1) & ~(uintptr_t)(HUGE_MIN - 1);
+    ((void **)p)[-1] = base;
+    ir_hint_huge((void *)p, n);
+    return (void *)p;
+}
+
+void ir_big_free(void *p)
+{
+    if (p)
+        ts_free(((void **)p)[-1]);
+}
+
 /* ---- the arena ---- */
 
 /* Under AddressSanitizer, memory forgotten by ir_arena_reset is poisoned
@@ -161,7 +200,7 @@ void ir_arena_free(IrArena *a)
     Block *b = a->head;
     while (b) {
         Block *next = b->next;
-        ts_free(b);
+        ir_big_free(b);
         b = next;
     }
     ts_free(a);
@@ -178,7 +217,7 @@ void ir_arena_reset(IrArena *a)
     Block *b = h->next;
     while (b) {
         Block *next = b->next;
-        ts_free(b);
+        ir_big_free(b);
         b = next;
     }
     h->next = NULL;
@@ -194,10 +233,9 @@ static Block *block_new(IrArena *a, size_t bs)
 {
     if (bs > SIZE_MAX - sizeof(Block))
         return NULL;
-    Block *nb = ts_malloc(sizeof(Block) + bs);
+    Block *nb = ir_big_alloc(sizeof(Block) + bs);
     if (!nb)
         return NULL;
-    ir_hint_huge(nb, sizeof(Block) + bs);
     nb->next = NULL;
     nb->used = 0;
     nb->zeroed = 0;

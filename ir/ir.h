@@ -62,6 +62,12 @@ void ir_arena_reset(IrArena *a);
  * one page fault per 2 MiB instead of per 4 KiB. A hint: does nothing for
  * blocks under 2 MiB or where the kernel has no huge pages; cannot fail. */
 void ir_hint_huge(void *p, size_t n);
+/* A heap block of n bytes for a large array that is written once and lives
+ * long: from 2 MiB up it starts at a 2 MiB boundary and is advised for
+ * huge pages (every page of it can be huge). Free it with ir_big_free, not
+ * ts_free. NULL on OOM (failure injection counts it as one allocation). */
+void *ir_big_alloc(size_t n);
+void ir_big_free(void *p);   /* NULL is fine */
 
 /* Every heap allocation of the project goes through these, so a test can
  * make the Nth one fail (failure injection). ts_malloc(0) returns a unique

@@ -43,9 +43,12 @@ static bool nameset_has(const IrNameSet *ns, const char *s)
 static bool nameset_grow(IrNameSet *ns)
 {
     size_t cap = ns->cap ? ns->cap * 2 : 256;
-    NameSlot *slot = ts_calloc(cap, sizeof *slot);
+    /* A partitioned module's set reaches megabytes: a big block (huge
+     * pages) for what every name lookup touches at random. */
+    NameSlot *slot = ir_big_alloc(cap * sizeof *slot);
     if (!slot)
         return false;
+    memset(slot, 0, cap * sizeof *slot);
     for (size_t i = 0; i < ns->cap; i++) {
         if (!ns->slot[i].s)
             continue;
@@ -54,7 +57,7 @@ static bool nameset_grow(IrNameSet *ns)
             j = (j + 1) & (cap - 1);
         slot[j] = ns->slot[i];
     }
-    ts_free(ns->slot);
+    ir_big_free(ns->slot);
     ns->slot = slot;
     ns->cap = cap;
     return true;
@@ -78,7 +81,7 @@ static bool nameset_add(IrNameSet *ns, const char *s)
 static void nameset_free(IrNameSet *ns)
 {
     if (ns) {
-        ts_free(ns->slot);
+        ir_big_free(ns->slot);
         ts_free(ns);
     }
 }
@@ -117,6 +120,15 @@ oom:
 
 /* ---- modules ---- */
 
+enum { BIG_ARRAY = 2 << 20 };
+
+/* Is c's array an ir_big_alloc block (else a ts_realloc one)? */
+static bool big_array(const IrComputation *c)
+{
+    return (size_t)c->cap * sizeof(IrInstr) >= BIG_ARRAY;
+}
+
+
 IrModule *ir_module_new(const char *name)
 {
     IrArena *a = ir_arena_new();
@@ -137,8 +149,12 @@ void ir_module_free(IrModule *m)
     if (!m)
         return;
     nameset_free(m->names);
-    for (int32_t i = 0; i < m->ncomp; i++)
-        ts_free(m->comp[i]->instr);
+    for (int32_t i = 0; i < m->ncomp; i++) {
+        if (big_array(m->comp[i]))
+            ir_big_free(m->comp[i]->instr);
+        else
+            ts_free(m->comp[i]->instr);
+    }
     ts_free(m->comp);
     ir_arena_free(m->arena);
 }
@@ -166,26 +182,28 @@ int32_t ir_add_computation(IrModule *m, const char *name)
 /* Give c room for cap instructions (cap >= c->ninstr). Instruction arrays
  * are heap-allocated (not arena) because they grow; ir_module_free releases
  * them. An IrInstr is about 1 KiB, so a large computation's array is tens
- * of MiB: a large one is moved to a fresh block advised for huge pages and
- * copied, rather than realloc'd (a realloc of a mapping moves its pages to
+ * of MiB: from 2 MiB up it is an ir_big_alloc block (huge pages), moved by
+ * copying rather than realloc'd (a realloc of a mapping moves its pages to
  * new addresses, which splits huge pages and costs a fault per 4 KiB page
- * again on the next touch). */
+ * again on the next touch). Which kind an array is follows from c->cap. */
 static bool instr_room(IrComputation *c, int32_t cap)
 {
     size_t bytes = (size_t)cap * sizeof(IrInstr);
     IrInstr *ni;
-    if (bytes < ((size_t)2 << 20)) {
+    if (bytes < BIG_ARRAY) {
         ni = ts_realloc(c->instr, bytes);
         if (!ni)
             return false;
     } else {
-        ni = ts_malloc(bytes);
+        ni = ir_big_alloc(bytes);
         if (!ni)
             return false;
-        ir_hint_huge(ni, bytes);
         if (c->ninstr > 0)
             memcpy(ni, c->instr, (size_t)c->ninstr * sizeof(IrInstr));
-        ts_free(c->instr);
+        if (big_array(c))
+            ir_big_free(c->instr);
+        else
+            ts_free(c->instr);
     }
     c->instr = ni;
     c->cap = cap;

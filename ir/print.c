@@ -229,13 +229,18 @@ static bool bare_ok(const char *s)
     };
     if (!s || !is_alpha(s[0]))
         return false;
-    for (const char *p = s; *p; p++)
+    size_t n = 0;
+    for (const char *p = s; *p; p++, n++)
         if (!is_name_char(*p))
             return false;
-    if (ir_type_from_name(s, strlen(s)) != IR_INVALID)
+    /* Type names and the words above are at most 9 bytes ("HloModule"):
+     * a longer name needs no lookup (names are printed 2-3 times a line). */
+    if (n > 9)
+        return true;
+    if (ir_type_from_name(s, n) != IR_INVALID)
         return false;
     for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
-        if (strcmp(s, reserved[i]) == 0)
+        if (reserved[i][0] == s[0] && strcmp(s, reserved[i]) == 0)
             return false;
     return true;
 }
@@ -574,8 +579,11 @@ static void put_replica_groups(Buf *b, const IrReplicaGroups *g)
         if (i)
             put(b, ",");
         put(b, "{");
-        for (int32_t k = 0; k < g->group_size[i]; k++)
-            putf(b, k ? ",%lld" : "%lld", (long long)g->groups[i][k]);
+        for (int32_t k = 0; k < g->group_size[i]; k++) {
+            if (k)
+                put_n(b, ",", 1);
+            put_i64(b, g->groups[i][k]);
+        }
         put(b, "}");
     }
     put(b, "}");
@@ -585,8 +593,10 @@ static void put_replica_groups(Buf *b, const IrReplicaGroups *g)
  * collectives (HloCollectiveInstruction). */
 static void put_collective(Buf *b, const IrAttrs *a)
 {
-    if (a->channel_id)
-        putf(b, ", channel_id=%lld", (long long)a->channel_id);
+    if (a->channel_id) {
+        put(b, ", channel_id=");
+        put_i64(b, a->channel_id);
+    }
     put_replica_groups(b, &a->replica_groups);
     if (a->constrain_layout)
         put(b, ", constrain_layout=true");

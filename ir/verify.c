@@ -92,9 +92,13 @@ static bool nameset_init(NameSet *ns, size_t n)
         cap *= 2;
     ns->cap = cap;
     ns->nused = 0;
-    ns->name = ts_calloc(cap, sizeof *ns->name);
-    ns->pos = ts_calloc(cap, sizeof *ns->pos);
+    /* Megabytes for a large module, probed at random: big blocks (huge
+     * pages). Only `name` needs clearing (pos is read where name is set). */
+    ns->name = ir_big_alloc(cap * sizeof *ns->name);
+    ns->pos = ir_big_alloc(cap * sizeof *ns->pos);
     ns->used = ts_malloc(cap * sizeof *ns->used);
+    if (ns->name)
+        memset(ns->name, 0, cap * sizeof *ns->name);
     return ns->name && ns->pos && ns->used;
 }
 
@@ -108,8 +112,8 @@ static void nameset_clear(NameSet *ns)
 
 static void nameset_free(NameSet *ns)
 {
-    ts_free(ns->name);
-    ts_free(ns->pos);
+    ir_big_free(ns->name);
+    ir_big_free(ns->pos);
     ts_free(ns->used);
 }
 
