@@ -266,6 +266,15 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
         ts_free(sp.scalar_comp);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
+    /* The SPMD instructions keep their source positions: a kernel failing
+     * at run time is reported at the source line. */
+    if ((src->file && !(sp.dst->file = ir_strdup(sp.dst->arena, src->file))) ||
+        (src->src && !(sp.dst->src = ir_strdup(sp.dst->arena, src->src)))) {
+        ir_module_free(sp.dst);
+        ir_arena_free(sp.tmp);
+        ts_free(sp.scalar_comp);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
     for (int32_t i = 0; i < src->ncomp; i++)
         sp.scalar_comp[i] = -1;
     for (int op = 0; op < OP_COUNT; op++)
