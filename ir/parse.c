@@ -358,6 +358,8 @@ typedef struct Parser {
     struct SigCheck *sigs;    /* computation signatures, checked at the end */
     size_t nsigs, capsigs;
     struct InstrCtx *ictx;    /* the instruction being parsed (reused) */
+    int32_t *opv;             /* its operand indices (-1: resolved later) */
+    size_t nopv, capopv;
     struct Close *closes;     /* lines that start with '}' (see find_closes) */
     size_t ncloses, nextclose;
 } Parser;
@@ -417,6 +419,20 @@ static bool push_ref(Parser *P, RefVec *rv, Ref r)
         rv->cap = cap;
     }
     rv->v[rv->n++] = r;
+    return true;
+}
+
+static bool push_opv(Parser *P, int32_t idx)
+{
+    if (P->nopv == P->capopv) {
+        size_t cap = P->capopv ? P->capopv * 2 : 16;
+        int32_t *nv = ts_realloc(P->opv, cap * sizeof *nv);
+        if (!nv)
+            return lx_nomem(&P->L);
+        P->opv = nv;
+        P->capopv = cap;
+    }
+    P->opv[P->nopv++] = idx;
     return true;
 }
 
@@ -1621,7 +1637,9 @@ static bool parse_operands(Parser *P, InstrCtx *x)
         return lx_expected(L, msg);
     }
     lx_next(L);
+    const IrComputation *c = P->m->comp[x->comp];
     int32_t k = 0;
+    P->nopv = 0;
     if (!lx_is(L, LX_RPAREN)) {
         do {
             IrShape *shape = NULL;
@@ -1637,8 +1655,20 @@ static bool parse_operands(Parser *P, InstrCtx *x)
                 return false;
             if (k == INT32_MAX)
                 return lx_fail(L, s.pos, "too many operands");
-            if (!push_ref(P, &P->local, (Ref){x->comp, x->index, k++, REF_OPERAND, s, shape}))
+            /* An operand defined above (XLA prints in that order) is
+             * resolved now, while its name's slot is in the cache; any
+             * other (defined below, undefined, or written with a shape
+             * that does not match) is resolved, or reported, with the
+             * rest of the computation by resolve_local, as before. */
+            int32_t idx = map_find(&P->instrs, L->text + s.start, s.len);
+            if (idx >= 0 && shape && c->instr[idx].shape.type != IR_INVALID &&
+                !ir_shape_compatible(shape, &c->instr[idx].shape))
+                idx = -1;
+            if (!push_opv(P, idx))
                 return false;
+            if (idx < 0 && !push_ref(P, &P->local, (Ref){x->comp, x->index, k, REF_OPERAND, s, shape}))
+                return false;
+            k++;
         } while (lx_eat(L, LX_COMMA));
     }
     if (!lx_expect(L, LX_RPAREN, "',' or ')' after an operand"))
@@ -1648,8 +1678,7 @@ static bool parse_operands(Parser *P, InstrCtx *x)
         x->ins.opnd = ir_alloc_array(P->m->arena, (size_t)k, sizeof(int32_t));
         if (!x->ins.opnd)
             return lx_nomem(L);
-        for (int32_t i = 0; i < k; i++)
-            x->ins.opnd[i] = -1;
+        memcpy(x->ins.opnd, P->opv, (size_t)k * sizeof(int32_t));
     }
     return true;
 }
@@ -2486,6 +2515,7 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     ts_free(P->sigs);
     ts_free(P->params);
     ts_free(P->ictx);
+    ts_free(P->opv);
     ts_free(P->closes);
     ts_free(P);
     if (st == IR_OK && verify)

@@ -462,6 +462,33 @@ static void test_linear_pipeline(void **state)
     assert_true(b.text_len < 9 * a.text_len);
 }
 
+/* rt_is_plan_text finds "// TesselPlan " anywhere, as memmem would. */
+static void test_plan_text_detection(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        bool plan;
+    } cases[] = {
+        {"// TesselPlan ", true},                 /* exactly the key */
+        {"x\n// TesselPlan version=1\n", true},  /* on a line of its own */
+        {"/// TesselPlan ", true},                /* after another '/' */
+        {"a/b//c// TesselPlan ", true},           /* at the very end */
+        {"// TesselPlan", false},                 /* one byte short */
+        {"// Tessel Plan ", false},
+        {"//TesselPlan ", false},
+        {"", false},
+        {"/", false},
+        {"HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (rt_is_plan_text(cases[i].text, strlen(cases[i].text)) != cases[i].plan)
+            fail_msg("case %zu: '%s'", i, cases[i].text);
+    /* The length bounds the search: the key past len is not seen. */
+    assert_false(rt_is_plan_text("// TesselPlan ", 13));
+    assert_true(rt_is_plan_text("// TesselPlan x", 14));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_model_collectives),
         cmocka_unit_test(test_interned_shardings),
         cmocka_unit_test(test_linear_pipeline),
+        cmocka_unit_test(test_plan_text_detection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
