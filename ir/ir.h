@@ -547,6 +547,10 @@ IrStatus ir_literal_parse(IrArena *a, const IrShape *shape, const char *text, si
 /* Print a module as HLO text that XLA and tessel read back to the same
  * module. Returns a heap string (ts_malloc) or NULL on OOM. */
 char *ir_print_module(const IrModule *m);
+/* ir_print_module with `tail` (may be NULL) appended: a text that follows
+ * the module (a plan file's // lines) in the same buffer, never copied or
+ * moved. Heap string (ts_malloc) or NULL on OOM. */
+char *ir_print_module_then(const IrModule *m, const char *tail);
 /* Print one instruction line (without indentation or newline). */
 char *ir_print_instr(const IrModule *m, const IrComputation *c, const IrInstr *ins);
 /* Print a literal of `shape` from bytes as XLA does ("{1, 2, 3}"). */

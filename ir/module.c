@@ -263,22 +263,41 @@ const char *ir_unique_name(IrModule *m, const char *base)
     if (!names_ready(m))
         return NULL;
     /* Strip a trailing ".N" so "add.3" gives "add.17", not "add.3.17". */
-    size_t n = strlen(base);
+    size_t len = strlen(base), n = len;
     size_t k = n;
     while (k > 0 && base[k - 1] >= '0' && base[k - 1] <= '9')
         k--;
     if (k > 0 && k < n && base[k - 1] == '.')
         n = k - 1;
-    if (!nameset_has(m->names, base) && n == strlen(base)) {
-        char *r = ir_strdup(m->arena, base);
+    if (n == len && !nameset_has(m->names, base)) {
+        char *r = ir_strndup(m->arena, base, len);
         return r && nameset_add(m->names, r) ? r : NULL;
     }
+    /* Candidates "BASE.ID" are built on the stack (no printf, nothing left
+     * in the arena for a taken one); very long bases take the slow way. */
+    char buf[256];
     for (;;) {
-        char *r = ir_sprintf(m->arena, "%.*s.%lld", (int)n, base, (long long)++m->next_name_id);
-        if (!r)
-            return NULL;
-        if (!nameset_has(m->names, r))
-            return nameset_add(m->names, r) ? r : NULL;
+        long long id = ++m->next_name_id;
+        char num[24], *e = num + sizeof num, *d = e;
+        for (unsigned long long u = (unsigned long long)id; d == e || u; u /= 10)
+            *--d = (char)('0' + u % 10);
+        size_t nd = (size_t)(e - d);
+        if (n + nd + 2 > sizeof buf) {
+            char *r = ir_sprintf(m->arena, "%.*s.%lld", (int)n, base, id);
+            if (!r)
+                return NULL;
+            if (!nameset_has(m->names, r))
+                return nameset_add(m->names, r) ? r : NULL;
+            continue;
+        }
+        memcpy(buf, base, n);
+        buf[n] = '.';
+        memcpy(buf + n + 1, d, nd);
+        buf[n + 1 + nd] = 0;
+        if (nameset_has(m->names, buf))
+            continue;
+        char *r = ir_strndup(m->arena, buf, n + 1 + nd);
+        return r && nameset_add(m->names, r) ? r : NULL;
     }
 }
 

@@ -1180,9 +1180,30 @@ static void put_header(Buf *b, const IrModule *m)
 /* The whole module as HLO text: a ts_malloc string the caller frees, or
  * NULL when memory runs out. Prints any module, valid or not (a cycle
  * prints in definition order). */
-char *ir_print_module(const IrModule *m)
+/* Room for the whole text at once: XLA's lines average well under 128
+ * bytes. A buffer that grows by realloc is moved page by page to new
+ * addresses, and on the virtual machines tessel runs on, touching a moved
+ * page again costs about as much as a page fault: megabytes of text read
+ * back (written to a file) pay that per page. Advised for huge pages. */
+static void reserve_text(Buf *b, const IrModule *m, size_t tail)
+{
+    size_t n = 4096 + tail;
+    for (int32_t i = 0; i < m->ncomp; i++)
+        n += 128 * (size_t)m->comp[i]->ninstr;
+    b->s = ts_malloc(n);
+    if (!b->s) {
+        b->oom = true;
+        return;
+    }
+    ir_hint_huge(b->s, n);
+    b->s[0] = 0;
+    b->cap = n;
+}
+
+char *ir_print_module_then(const IrModule *m, const char *tail)
 {
     Buf b = {0};
+    reserve_text(&b, m, tail ? strlen(tail) : 0);
     put_header(&b, m);
     int32_t *order = computation_order(m);
     if (!order) {
@@ -1196,5 +1217,12 @@ char *ir_print_module(const IrModule *m)
         put_computation(&b, m, c, m->entry >= 0 ? order[i] == m->entry : c->is_entry);
     }
     ts_free(order);
+    if (tail)
+        put(&b, tail);
     return finish(&b);
+}
+
+char *ir_print_module(const IrModule *m)
+{
+    return ir_print_module_then(m, NULL);
 }

@@ -67,13 +67,9 @@ char *rt_plan_file_text(const RtCompiled *c, const Plan *p)
 {
     Buf b = {0};
     char line[256];
-    /* The module text is most of the plan: it becomes the buffer (no copy
-     * of megabytes), and the `//` lines are appended to it. */
-    b.s = ir_print_module(c->spmd);
-    if (!b.s)
-        return NULL;
-    b.n = strlen(b.s);
-    b.cap = b.n + 1;
+    /* The `//` lines first, then the module printed with them as its tail:
+     * the megabytes of module text are written once into a buffer that
+     * never moves. */
     put_owned(&b, plan_compile_result(p));
     int32_t nout = ir_shape_leaf_count(&c->out_shape);
     snprintf(line, sizeof line,
@@ -99,7 +95,9 @@ char *rt_plan_file_text(const RtCompiled *c, const Plan *p)
         ts_free(b.s);
         return NULL;
     }
-    return b.s;
+    char *text = ir_print_module_then(c->spmd, b.s);
+    ts_free(b.s);
+    return text;
 }
 
 /* ---- reading ---- */
