@@ -88,11 +88,10 @@ void ir_hint_huge(void *p, size_t n)
 #ifdef MADV_HUGEPAGE
     if (!p || n < HUGE_MIN)
         return;
-    static size_t page;
-    if (!page) {
-        long ps = sysconf(_SC_PAGESIZE);
-        page = ps > 0 ? (size_t)ps : 4096;
-    }
+    /* Asked each time (no static: device threads allocate too); this runs
+     * once per block of megabytes. */
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
     /* madvise wants a page-aligned start: advise the whole pages inside the
      * block (the kernel backs each 2 MiB-aligned stretch of them with a
      * huge page). A refusal (no THP in this kernel) changes nothing. */
