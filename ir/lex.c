@@ -12,11 +12,25 @@
 
 /* ---- scanning ---- */
 
-/* A scan cursor: byte offset and the line:column it is at. */
+/* A scan cursor: byte offset, its line, and where that line starts (the
+ * column is off - line_start + 1, in bytes: kept this way, moving over a
+ * token is one addition, not a step per byte). */
 typedef struct Cursor {
     size_t off;
-    int32_t line, col;
+    int32_t line;
+    size_t line_start;
 } Cursor;
+
+static IrPos cpos(const Cursor *c)
+{
+    return (IrPos){c->line, (int32_t)(c->off - c->line_start + 1)};
+}
+
+/* The Lexer keeps (line, col); cursors are made from and stored into it. */
+static Cursor cursor_at(size_t off, int32_t line, int32_t col)
+{
+    return (Cursor){off, line, off - (size_t)(col - 1)};
+}
 
 static bool is_digit(char c)
 {
@@ -50,17 +64,22 @@ static void bump(const Lexer *L, Cursor *c)
         return;
     if (L->text[c->off] == '\n') {
         c->line++;
-        c->col = 1;
-    } else {
-        c->col++;
+        c->line_start = c->off + 1;
     }
     c->off++;
 }
 
+/* Move over n bytes (never past the end), counting the newlines in them. */
 static void bump_n(const Lexer *L, Cursor *c, size_t n)
 {
-    while (n-- > 0)
-        bump(L, c);
+    size_t end = n < L->len - c->off ? c->off + n : L->len;
+    const char *t = L->text;
+    for (const char *p = memchr(t + c->off, '\n', end - c->off); p;
+         p = memchr(p + 1, '\n', end - (size_t)(p + 1 - t))) {
+        c->line++;
+        c->line_start = (size_t)(p - t) + 1;
+    }
+    c->off = end;
 }
 
 static bool word_at(const Lexer *L, size_t off, const char *w)
@@ -82,8 +101,8 @@ static bool skip_space(const Lexer *L, Cursor *c, const char **bad)
         if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v') {
             bump(L, c);
         } else if (ch == '/' && at(L, c->off + 1) == '/') {
-            while (c->off < L->len && L->text[c->off] != '\n')
-                bump(L, c);
+            const char *nl = memchr(L->text + c->off, '\n', L->len - c->off);
+            c->off = nl ? (size_t)(nl - L->text) : L->len; /* the newline stays */
         } else if (ch == '/' && at(L, c->off + 1) == '*') {
             Cursor start = *c;
             bump_n(L, c, 2);
@@ -166,12 +185,12 @@ static void scan(const Lexer *L, Cursor *c, LxTok *t)
         t->kind = LX_BAD;
         t->bad = bad;
         t->start = t->end = c->off;
-        t->pos = (IrPos){c->line, c->col};
+        t->pos = cpos(c);
         c->off = L->len; /* nothing after a bad token is read: the next token is EOF */
         return;
     }
     t->start = c->off;
-    t->pos = (IrPos){c->line, c->col};
+    t->pos = cpos(c);
     if (c->off >= L->len) {
         t->kind = LX_EOF;
         t->end = c->off;
@@ -266,29 +285,29 @@ void lx_init(Lexer *L, const char *file, const char *text, size_t len, const cha
 
 void lx_next(Lexer *L)
 {
-    Cursor c = {L->off, L->line, L->col};
+    Cursor c = cursor_at(L->off, L->line, L->col);
     scan(L, &c, &L->tok);
     L->off = c.off;
     L->line = c.line;
-    L->col = c.col;
+    L->col = cpos(&c).col;
 }
 
 LxTok lx_peek(const Lexer *L)
 {
-    Cursor c = {L->off, L->line, L->col};
+    Cursor c = cursor_at(L->off, L->line, L->col);
     LxTok t;
     scan(L, &c, &t);
     return t;
 }
 
-/* Restart scanning at the current token's start (for raw re-reading). */
+/* Restart scanning at the current token's start (for raw re-reading). The
+ * position of a %name is that of its '%', where the cursor restarts. */
 static Cursor tok_cursor(const Lexer *L)
 {
-    Cursor c = {L->tok.start, L->tok.pos.line, L->tok.pos.col};
-    if (L->tok.kind == LX_NAME && L->tok.start > 0 && L->text[L->tok.start - 1] == '%') {
-        c.off--;
-    }
-    return c;
+    size_t off = L->tok.start;
+    if (L->tok.kind == LX_NAME && L->tok.start > 0 && L->text[L->tok.start - 1] == '%')
+        off--;
+    return cursor_at(off, L->tok.pos.line, L->tok.pos.col);
 }
 
 /* Continue lexing at cursor c. */
@@ -296,7 +315,7 @@ static void resume(Lexer *L, Cursor c)
 {
     L->off = c.off;
     L->line = c.line;
-    L->col = c.col;
+    L->col = cpos(&c).col;
     lx_next(L);
 }
 
@@ -696,19 +715,19 @@ bool lx_raw_group(Lexer *L, size_t *start, size_t *end)
         if (ch == '"') {
             Cursor s = c;
             if (!raw_skip_string(L, &c))
-                return lx_fail(L, (IrPos){s.line, s.col}, "unterminated string");
+                return lx_fail(L, cpos(&s), "unterminated string");
             continue;
         }
         if (ch == '/' && (at(L, c.off + 1) == '/' || at(L, c.off + 1) == '*')) {
             const char *bad = NULL;
             Cursor s = c;
             if (!skip_space(L, &c, &bad))
-                return lx_fail(L, (IrPos){s.line, s.col}, "%s", bad);
+                return lx_fail(L, cpos(&s), "%s", bad);
             continue;
         }
         if (ch == '{' || ch == '(' || ch == '[') {
             if (++depth > L->lim.max_depth)
-                return lx_fail(L, (IrPos){c.line, c.col}, "nesting too deep (limit %d)",
+                return lx_fail(L, cpos(&c), "nesting too deep (limit %d)",
                                (int)L->lim.max_depth);
         } else if (ch == '}' || ch == ')' || ch == ']') {
             if (--depth == 0) {
@@ -752,7 +771,7 @@ bool lx_raw_value(Lexer *L, size_t *start, size_t *end)
         if (ch == '"') {
             Cursor s = c;
             if (!raw_skip_string(L, &c))
-                return lx_fail(L, (IrPos){s.line, s.col}, "unterminated string");
+                return lx_fail(L, cpos(&s), "unterminated string");
             last = c.off;
             continue;
         }
@@ -762,14 +781,14 @@ bool lx_raw_value(Lexer *L, size_t *start, size_t *end)
             const char *bad = NULL;
             Cursor s = c;
             if (!skip_space(L, &c, &bad))
-                return lx_fail(L, (IrPos){s.line, s.col}, "%s", bad);
+                return lx_fail(L, cpos(&s), "%s", bad);
             continue;
         }
         if (depth == 0 && (ch == ',' || ch == '\n'))
             break;
         if (ch == '{' || ch == '(' || ch == '[') {
             if (++depth > L->lim.max_depth)
-                return lx_fail(L, (IrPos){c.line, c.col}, "nesting too deep (limit %d)",
+                return lx_fail(L, cpos(&c), "nesting too deep (limit %d)",
                                (int)L->lim.max_depth);
         } else if (ch == '}' || ch == ')' || ch == ']') {
             if (depth == 0)
