@@ -261,22 +261,36 @@ typedef struct Out {
 } Out;
 
 static void outf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Formatted straight into the free space; formatted a second time only
+ * when it did not fit (once per doubling): a dump of a large model makes
+ * hundreds of thousands of these calls. */
 static void outf(Out *o, const char *fmt, ...)
 {
     if (o->oom)
         return;
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(NULL, 0, fmt, ap);
+    int k = vsnprintf(o->s ? o->s + o->n : NULL, o->s ? o->cap - o->n : 0, fmt, ap);
     va_end(ap);
-    if (k < 0 || (o->n + (size_t)k + 1 > o->cap && !(o->cap = (o->cap + (size_t)k + 1) * 2,
-                                                     o->s = ts_realloc(o->s, o->cap)))) {
+    if (k < 0) {
         o->oom = true;
         return;
     }
-    va_start(ap, fmt);
-    vsnprintf(o->s + o->n, o->cap - o->n, fmt, ap);
-    va_end(ap);
+    if (o->n + (size_t)k + 1 > o->cap) {
+        size_t cap = (o->cap + (size_t)k + 1) * 2;
+        char *ns = ts_realloc(o->s, cap);
+        if (!ns) {
+            ts_free(o->s);
+            o->s = NULL;
+            o->oom = true;
+            return;
+        }
+        o->s = ns;
+        o->cap = cap;
+        va_start(ap, fmt);
+        vsnprintf(o->s + o->n, o->cap - o->n, fmt, ap);
+        va_end(ap);
+    }
     o->n += (size_t)k;
 }
 
