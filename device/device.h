@@ -149,6 +149,10 @@ typedef struct DevExecOptions {
  * are no longer used are released as execution proceeds (liveness). */
 IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **args,
                      const DevExecOptions *opt, DevValue **out, IrDiag *d);
+/* The custom-call targets the executor itself runs: the SPMD markers
+ * Sharding, SPMDFullToShardShape, SPMDShardToFullShape (identities on one
+ * device). Others need DevExecOptions.custom. */
+bool dev_builtin_target(const char *target);
 
 /* ------------------------------------------------------------------ */
 /* Kernels: one entry per op family. Each reads operands and writes a new  */

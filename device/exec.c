@@ -440,7 +440,7 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
     return identity_result(x, ins, n, opnd, out);
 }
 
-static bool is_own_target(const char *t)
+bool dev_builtin_target(const char *t)
 {
     return t && (strcmp(t, "Sharding") == 0 || strcmp(t, "SPMDFullToShardShape") == 0 ||
                  strcmp(t, "SPMDShardToFullShape") == 0);
@@ -450,7 +450,7 @@ static IrStatus run_custom_call(const Exec *x, const IrInstr *ins, int32_t n, De
                                 DevValue **out)
 {
     const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
-    if (is_own_target(t)) {
+    if (dev_builtin_target(t)) {
         /* Sharding markers: on one device the shard is the whole array. */
         if (n != 1 || !shape_matches(&opnd[0]->shape, &ins->shape))
             return instr_error(x, ins, IR_EUNSUPPORTED,

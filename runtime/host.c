@@ -147,6 +147,26 @@ const DevCustomCalls *rt_host_targets(void)
     return &host_targets;
 }
 
+IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
+{
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
+            const IrInstr *ins = &m->comp[c]->instr[i];
+            const char *t = ins->a.custom_call_target;
+            if (ins->op != OP_CUSTOM_CALL || dev_builtin_target(t))
+                continue;
+            bool host = false;
+            for (const char *const *h = clu_default_host_targets; t && *h && !host; h++)
+                host = strcmp(*h, t) == 0;
+            if (!host)
+                return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
+                                "%s: custom-call target \"%s\" is not registered (tessel runs Sharding, "
+                                "SPMDFullToShardShape, SPMDShardToFullShape, tessel_print and tessel_save)",
+                                ins->name, t ? t : "");
+        }
+    return IR_OK;
+}
+
 /* ---- running ---- */
 
 /* How the host program reaches the devices: all in this process (t NULL),

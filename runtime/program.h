@@ -45,6 +45,11 @@ IrStatus rt_run_program_mpi(const RtProgram *p, const RtArgs *args, RtTransport 
  * summary of its operand to stdout and returns it; tessel_save writes its
  * operand to the .npy file named by its backend_config and returns it. */
 const DevCustomCalls *rt_host_targets(void);
+/* Every custom-call of m has a target tessel runs (the executor's
+ * markers, dev_builtin_target, or the host targets above); otherwise
+ * IR_EUNSUPPORTED at the instruction, before anything runs: a module (or a
+ * plan file) cannot reach the executor with a target it does not know. */
+IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d);
 
 /* Plan dumps of a program: one entry per cluster (its Plan, plans[k]), and
  * the host instructions and the values cut between host and devices. */

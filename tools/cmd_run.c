@@ -227,6 +227,12 @@ static int run_reference(const CliOptions *o, double *t)
                                "--local-devices do not apply");
     IrModule *m = NULL;
     int rc = cli_load_model(o, o->pos[0], &m);
+    if (rc == CLI_OK) {
+        IrDiag d = {0};
+        IrStatus st = rt_check_custom_calls(m, &d);
+        if (st != IR_OK)
+            rc = cli_report(st, &d);
+    }
     t[1] = cli_now();
     if (rc == CLI_OK && m && rt_is_plan_text(m->src ? m->src : "", m->src ? strlen(m->src) : 0))
         rc = cli_usage_error(&cli_cmd_run, "--reference needs the model, not a plan (a plan holds the "

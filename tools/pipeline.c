@@ -60,6 +60,8 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
     if (rt_is_plan_text(text, len)) {
         p->from_plan = true;
         st = rt_plan_load(path, text, len, &p->c, &d);
+        if (st == IR_OK)
+            st = rt_check_custom_calls(p->c.spmd, &d);
         if (st == IR_OK && ((o->num_partitions && o->num_partitions != p->c.num_partitions) ||
                             (o->num_replicas && o->num_replicas != p->c.num_replicas)))
             st = ir_error(&d, IR_EINPUT, path, NULL, (IrPos){0, 0},
@@ -70,6 +72,10 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
         po.limits = o->limits;
         IrModule *m = NULL;
         st = ir_parse(path, text, len, &po, &m, &d);
+        if (st == IR_OK && (st = rt_check_custom_calls(m, &d)) != IR_OK) {
+            ir_module_free(m);
+            m = NULL;
+        }
         if (st == IR_OK) {
             int64_t n = o->num_partitions ? o->num_partitions : (m->num_partitions > 0 ? m->num_partitions : 1);
             int64_t r = o->num_replicas ? o->num_replicas : (m->replica_count > 0 ? m->replica_count : 1);

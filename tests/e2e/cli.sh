@@ -115,6 +115,19 @@ expect_in "$ERR" "--limit elements needs a whole number"
 expect_status 2 "$TESSEL" check "$TESSEL_SRC/examples/mlp.hlo" --limit size=1
 expect_in "$ERR" "--limit takes NAME=VALUE"
 
+# custom-call targets only from the registry: check accepts the syntax (as
+# XLA's parser does), run/compile refuse an unknown target before anything
+# runs, with its position
+cc="$WORK/cc.hlo"
+printf 'HloModule cc\nENTRY main {\n  p = f32[4] parameter(0)\n  ROOT c = f32[4] custom-call(p), custom_call_target="evil"\n}\n' >"$cc"
+expect_status 0 "$TESSEL" check "$cc"
+for args in "run $cc --random-inputs 1" "run $cc --random-inputs 1 --reference" "compile $cc -o $WORK/cc.plan"; do
+    # shellcheck disable=SC2086
+    expect_status 2 "$TESSEL" $args
+    expect_in "$ERR" 'cc.hlo:4:8: error: c: custom-call target "evil" is not registered'
+done
+[ ! -e "$WORK/cc.plan" ] || fail "a refused compile left a plan"
+
 # -o onto something that is not a regular file (a pipe here; /dev/null as
 # root) writes into it: renaming a temporary over it would replace it
 mkfifo "$WORK/pipe"
