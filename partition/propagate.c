@@ -88,7 +88,7 @@ typedef struct Prop {
     int phase;             /* 0: no forward through broadcast; 1: all rules */
     IrArena *keep;         /* values chosen for slots, interned in `kept` */
     Intern kept;
-    IrArena *tmp;          /* candidates of recent visits; recycled */
+    IrArena *tmp;          /* scratch of the current visit (reset per visit) */
     const IrSharding *manual;
 
     /* Reached computations: rc[i] is a module computation index. */

@@ -194,13 +194,13 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     PComp pc = {.sp = sp, .sc = sc, .dc = sp->dst->comp[ci], .pid = -1};
     int32_t *order = NULL;
     int32_t result = -1;
-    sp->depth++;
     /* Room for the usual growth (collectives, masks, offsets: about one
      * instruction in six on sharded models) in one allocation. */
     if (sc->ninstr >= 256 && ir_reserve_instrs(pc.dc, sc->ninstr + sc->ninstr / 4) != IR_OK) {
         ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
         return -1;
     }
+    sp->depth++;
     pc.val = ts_malloc((size_t)(sc->ninstr > 0 ? sc->ninstr : 1) * sizeof(int32_t));
     pc.shd = ts_malloc((size_t)(sc->ninstr > 0 ? sc->ninstr : 1) * sizeof(IrSharding *));
     if (!pc.val || !pc.shd) {
