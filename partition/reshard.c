@@ -127,9 +127,21 @@ static int32_t to_replicated(PComp *pc, int32_t v, const IrShape *full, const Ir
 }
 
 /* Same data tiles, other device order: each device receives the shard of
- * its tile from the device that holds that tile under `from`. Replication
- * subgroups must match in size; a tile held by several devices is sent from
- * the first of them. */
+ * its tile from a device that holds that tile under `from`. Replication
+ * subgroups must match in size; the j-th receiver of a tile (in device
+ * order) gets it from the j-th holder, so no device sends twice (XLA's
+ * verifier, and plan files, reject a collective-permute whose source
+ * appears twice). Example: from {devices=[2,2]0,1,2,3 last_tile_dim_
+ * replicate} (tile 0 on 0,1; tile 1 on 2,3) to [2,2]0,2,1,3 (tile 0 on
+ * 0,2; tile 1 on 1,3): pairs {0,0},{2,1},{1,2},{3,3}. */
+static bool same_data_tile(const int64_t *a, const int64_t *b, int32_t k)
+{
+    for (int32_t d = 0; d < k; d++)
+        if (a[d] != b[d])
+            return false;
+    return true;
+}
+
 static int32_t permute(PComp *pc, int32_t v, const IrSharding *from, const IrSharding *to)
 {
     int64_t n = pc->sp->n;
@@ -137,22 +149,28 @@ static int32_t permute(PComp *pc, int32_t v, const IrSharding *from, const IrSha
     if (!pairs)
         return fail(pc, IR_ENOMEM, "out of memory");
     int32_t np = 0;
-    int64_t c[IR_MAX_RANK + 2];
+    int64_t c[IR_MAX_RANK + 2], oc[IR_MAX_RANK + 2], sc[IR_MAX_RANK + 2];
     int32_t k = ir_sharding_data_rank(to);
     for (int64_t dev = 0; dev < n; dev++) {
         if (!shd_device_coords(to, dev, c))
             continue;
-        /* Source: first device of `from` with the same data coordinates. */
-        int64_t src = -1, sc[IR_MAX_RANK + 2];
+        /* This device is receiver number j of its tile. */
+        int64_t j = 0;
+        for (int64_t o = 0; o < dev; o++)
+            j += shd_device_coords(to, o, oc) && same_data_tile(oc, c, k);
+        /* Its source: holder number j of the tile under `from` (the first
+         * holder again if there are fewer holders than receivers). */
+        int64_t src = -1, first = -1, seen = 0;
         for (int64_t s = 0; s < n && src < 0; s++) {
-            if (!shd_device_coords(from, s, sc))
+            if (!shd_device_coords(from, s, sc) || !same_data_tile(sc, c, k))
                 continue;
-            bool eq = true;
-            for (int32_t d = 0; d < k; d++)
-                eq &= sc[d] == c[d];
-            if (eq)
+            if (first < 0)
+                first = s;
+            if (seen++ == j)
                 src = s;
         }
+        if (src < 0)
+            src = first;
         if (src < 0)
             continue;
         pairs[2 * np] = src;

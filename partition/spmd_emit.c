@@ -319,6 +319,9 @@ int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const in
         return -1;
     const IrShape *s = val_shape(pc, v);
     int32_t rank = s->rank;
+    /* A scalar's slice is the scalar (a dynamic-slice needs an index). */
+    if (rank == 0)
+        return v;
     int32_t o[IR_MAX_RANK + 1];
     o[0] = v;
     for (int32_t d = 0; d < rank; d++)

@@ -220,6 +220,13 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
     RtCompiled c;
     if (!m || rt_compile(m, n, r, &c, &d) != IR_OK)
         goto out;
+    /* The SPMD program must itself be valid HLO (what a plan file is
+     * checked against when it is loaded). */
+    IrLimits lim = ir_default_limits();
+    if (ir_verify(c.spmd, &lim, &d) != IR_OK) {
+        rt_compiled_free(&c);
+        goto out;
+    }
     if (expect && n > 1)
         check_expectations(name, text, c.spmd);
     if (rt_run_local(&c, &args, &got, &d) == IR_OK) {
