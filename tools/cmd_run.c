@@ -277,16 +277,20 @@ static void abort_job(RtTransport *tr, IrDiag *d)
 static int agree_before_run(RtTransport *tr, IrStatus st, IrDiag *d)
 {
     int rank = rt_mpi_rank(tr);
-    int failed = rt_mpi_agree(tr, st == IR_OK);
-    /* Every rank exits with the failing rank's status, whichever rank
-     * mpirun reports first. */
-    int code = rt_mpi_max(tr, st == IR_OK ? CLI_OK : cli_exit_status(st));
-    if (failed < 0)
-        return -1;
+    int mine = st == IR_OK ? CLI_OK : cli_exit_status(st);
+    /* The failing rank says why first: once the others know, the job
+     * ends, and mpirun may stop this rank before it could print. */
     if (st != IR_OK) {
         name_rank(d, rank);
         cli_report(st, d);
-    } else if (rank == 0) {
+    }
+    int failed = rt_mpi_agree(tr, st == IR_OK);
+    /* Every rank exits with the failing rank's status, whichever rank
+     * mpirun reports first. */
+    int code = rt_mpi_max(tr, mine);
+    if (failed < 0)
+        return -1;
+    if (st == IR_OK && rank == 0) {
         fprintf(stderr, "tessel: error: rank %d failed before running; every rank stops\n", failed);
     }
     return code ? code : CLI_FAIL;
@@ -303,20 +307,19 @@ static int finish_mpi(const CliOptions *o, RtTransport *tr, DevValue *result, Ir
 {
     int rank = rt_mpi_rank(tr);
     IrStatus st = rt_mpi_release(tr, d);
+    /* Say why before agreeing: once the others learn of the failure the
+     * job ends, and mpirun may stop this rank before it could print. */
+    int rc = st == IR_OK ? CLI_OK : (name_rank(d, rank), cli_report(st, d));
     int failed = rt_mpi_agree(tr, st == IR_OK);
     IrDiag fd = {0};
     IrStatus fin = rt_mpi_end(tr, &fd);
     if (st == IR_OK && fin != IR_OK) {
-        st = fin;
-        ir_diag_clear(d);
-        *d = fd;
-    } else {
-        ir_diag_clear(&fd);
+        name_rank(&fd, rank);
+        return cli_report(fin, &fd);
     }
-    if (st != IR_OK) {
-        name_rank(d, rank);
-        return cli_report(st, d);
-    }
+    ir_diag_clear(&fd);
+    if (st != IR_OK)
+        return rc;
     if (failed >= 0) {
         if (rank == 0)
             fprintf(stderr, "tessel: error: rank %d failed; no output written\n", failed);
