@@ -268,7 +268,10 @@ static IrStatus load_lines(Loader *L, RtCompiled *c)
                     return bad(L, 4, "expected partitions=, replicas=, hosts=, local_devices=, inputs=, outputs=");
                 if (np != c->spmd->num_partitions || nr != (c->spmd->replica_count > 0 ? c->spmd->replica_count : 1))
                     return bad(L, 4, "partitions/replicas do not match the module header");
-                if (h < 1 || ld < 1 || h * ld != np * nr)
+                /* Bounded before multiplying: the numbers are the file's. */
+                if (np < 1 || nr < 1 || np > 4096 || nr > 4096 || np * nr > 4096)
+                    return bad(L, 4, "at most 4096 devices (partitions x replicas)");
+                if (h < 1 || ld < 1 || h > 4096 || ld > 4096 || h * ld != np * nr)
                     return bad(L, 4, "hosts x local_devices must equal partitions x replicas");
                 if (ni != e->nparam || ni > 1 << 20 || no < 0 || no > 1 << 20)
                     return bad(L, 4, "inputs=%lld but the module's entry has %d parameters", ni, (int)e->nparam);
