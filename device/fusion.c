@@ -16,8 +16,7 @@
  * Running a group. Output elements go a block at a time: every node
  * computes the block into its scratch buffer (the root into the result),
  * through the same range kernels the unfused path uses, so the result is
- * bit for bit the unfused one; the root's block is then streamed to the
- * result.
+ * bit for bit the unfused one.
  *
  * The common case, f32 arithmetic and math functions (float_ops.h) and
  * broadcasts, runs through a chunk interpreter instead: chunks of
@@ -39,9 +38,6 @@
 #include <tgmath.h>
 
 #include "float_ops.h"
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 /* Scratch bytes for all nodes of a group together. */
 #define SCRATCH_BUDGET (48 << 10)
@@ -374,8 +370,7 @@ static int64_t block_elements(const Run *r, const IrComputation *c, const DevExe
  * (5 cache lines) further on than a multiple of the block's size, so
  * that buffers of power-of-two size do not all start at the same offset
  * in a 4 KiB page (loads from one and stores to another would then
- * falsely depend on each other: 4K aliasing). The root's block is then
- * streamed to the result (stream_copy). */
+ * falsely depend on each other: 4K aliasing). */
 #define STAGGER 320
 
 static IrStatus run_scratch(Run *r, const IrComputation *c, int64_t block, IrDiag *d)
@@ -409,24 +404,12 @@ static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *root, DevVa
     return -1;
 }
 
-/* Copy a block of the result out of cache with streaming stores: the
- * result is not read again here, so writing it around the cache saves
- * the read-for-ownership of every line (a third of the memory traffic
- * of a two-input chain). */
-static void stream_copy(uint8_t *dst, const uint8_t *src, size_t n)
-{
-#if defined(__SSE2__)
-    if (((uintptr_t)dst & 15) == 0 && (n & 15) == 0) {
-        for (size_t i = 0; i < n; i += 16)
-            _mm_stream_si128((__m128i *)(dst + i), _mm_load_si128((const __m128i *)(src + i)));
-        return;
-    }
-#endif
-    memcpy(dst, src, n);
-}
-
-/* One block [first, first + n) through every node. */
-static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t n, uint8_t *out)
+/* One block [first, first + n) through every node. With `direct` the root
+ * writes straight into the result; otherwise (the result is a leaf's
+ * buffer, read in the same block) into its own buffer, copied out after
+ * the block. */
+static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t n, uint8_t *out,
+                          bool direct)
 {
     const DevFusionGroup *g = r->g;
     for (int32_t l = 0; l < g->nleaves; l++)
@@ -436,7 +419,7 @@ static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t
         const IrInstr *ins = &c->instr[g->nodes[k]];
         size_t w = ir_type_size(ins->shape.type);
         DevValue *v = &r->nview[k];
-        v->data = r->scratch[k];
+        v->data = direct && k == r->nn - 1 ? out + (size_t)first * w : r->scratch[k];
         v->nbytes = n * (int64_t)w;
         if (ins->op == OP_BROADCAST) {
             dev_broadcast_range(&ins->shape, &r->sstr[k * IR_MAX_RANK], r->src[k], first, n, v->data);
@@ -446,9 +429,9 @@ static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t
         if (st != IR_OK)
             return st;
     }
-    /* In place, the leaf's block has been read by now. */
     const DevValue *root = &r->nview[r->nn - 1];
-    stream_copy(out + (size_t)first * ir_type_size(root->shape.type), root->data, (size_t)root->nbytes);
+    if (!direct)
+        memcpy(out + (size_t)first * ir_type_size(root->shape.type), root->data, (size_t)root->nbytes);
     return IR_OK;
 }
 
@@ -597,10 +580,7 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
     if (st == IR_OK && chunks)
         run_chunks(&r, c, total, res->data, lend < 0);
     for (int64_t first = 0; st == IR_OK && !chunks && first < total; first += block)
-        st = run_block(&r, c, first, total - first < block ? total - first : block, res->data);
-#if defined(__SSE2__)
-    _mm_sfence(); /* the streamed stores are visible before the value is */
-#endif
+        st = run_block(&r, c, first, total - first < block ? total - first : block, res->data, lend < 0);
     run_free(&r);
     if (st == IR_OK && lend >= 0 && !(res = dev_value_reshaped(res, &root->shape)))
         st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory", root->name);
