@@ -34,24 +34,10 @@ static const char HELP[] =
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
 
-/* Write text straight to a path that is not a regular file (a device
- * such as /dev/null, a pipe): renaming a temporary over it would replace
- * the device node itself. */
-static int write_special(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    size_t n = strlen(text);
-    bool ok = f && fwrite(text, 1, n, f) == n;
-    if (f)
-        ok = (fclose(f) == 0) && ok;
-    if (!ok) {
-        fprintf(stderr, "tessel: error: cannot write %s: %s\n", path, strerror(errno));
-        return CLI_FAIL;
-    }
-    return CLI_OK;
-}
-
-/* Write text to path atomically (temp + rename), or to stdout for "-". */
+/* Write text to path atomically (temp + rename), or to stdout for "-".
+ * A path that exists and is not a regular file (a device such as
+ * /dev/null, a pipe) is written in place: renaming a temporary over it
+ * would replace the device node itself. */
 int cli_write_text(const char *path, const char *text)
 {
     if (!path || strcmp(path, "-") == 0) {
@@ -59,24 +45,22 @@ int cli_write_text(const char *path, const char *text)
         return fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
     }
     struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
-        return write_special(path, text);
+    bool special = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+    if (!special && snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
         fprintf(stderr, "tessel: error: output path too long\n");
         return CLI_USAGE;
     }
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "tessel: error: cannot write %s: %s\n", path, strerror(errno));
-        return CLI_FAIL;
-    }
+    const char *target = special ? path : tmp;
+    FILE *f = fopen(target, "wb");
     size_t n = strlen(text);
-    bool ok = fwrite(text, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    bool ok = f && fwrite(text, 1, n, f) == n;
+    if (f)
+        ok = (fclose(f) == 0) && ok;
+    if (!ok || (!special && rename(tmp, path) != 0)) {
         fprintf(stderr, "tessel: error: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
+        if (!special)
+            unlink(tmp);
         return CLI_FAIL;
     }
     return CLI_OK;
