@@ -613,6 +613,14 @@ static bool write_data(FILE *f, const IrShape *shape, const void *data, int64_t 
     return true;
 }
 
+/* A path that exists and is not a regular file (a device such as
+ * /dev/null, a pipe): written in place, never renamed over or removed. */
+static bool special_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
+}
+
 IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d)
 {
     if (!ir_shape_is_array(shape) || !rt_npy_descr(shape->type) || shape->rank > IR_MAX_RANK)
@@ -639,7 +647,8 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
         err = errno;
     }
     if (!ok) {
-        remove(path);
+        if (!special_file(path))
+            remove(path);
         return npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(err));
     }
     return IR_OK;
@@ -647,6 +656,8 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
 
 IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d)
 {
+    if (special_file(path))
+        return rt_npy_write_file(path, shape, data, d);
     size_t n = strlen(path) + 32;
     char *tmp = ts_malloc(n);
     if (!tmp)

@@ -78,13 +78,16 @@ IrStatus rt_npy_read_box(const char *path, const IrShape *expect, const char *wh
 
 /* Write an array of `shape` from `data` (in-memory form as above) as a
  * .npy v1.0 file (v2.0 when the header needs it) at exactly `path`,
- * creating or truncating it. On failure the file at `path` is removed.
+ * creating or truncating it. On failure the file at `path` is removed
+ * (unless it is not a regular file: a device or a pipe).
  * IR_ERUNTIME on I/O errors, IR_EUNSUPPORTED for complex/token types. */
 IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
 /* Write like rt_npy_write_file, atomically: to `PATH.tmp.<pid>`, then
  * rename onto `path`, so a failure leaves neither a partial file nor a
- * changed `path`. */
+ * changed `path`. A `path` that exists and is not a regular file (e.g.
+ * /dev/null, a pipe) is written in place: renaming over it would replace
+ * the device node. */
 IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
 /* ------------------------------------------------------------------ */

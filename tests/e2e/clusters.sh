@@ -76,4 +76,13 @@ npy_write "$WORK/x.npy" '<f4' 4 1 2 3 4
 expect_status 0 "$TESSEL" run "$WORK/save.hlo" --input 0="$WORK/x.npy" --output-dir "$WORK/so"
 [ "$(npy_dump "$WORK/saved.npy")" = "<f4 4 1 4 9 16" ] || fail "saved: $(npy_dump "$WORK/saved.npy")"
 [ "$(npy_dump "$WORK/so/output_0.npy")" = "<f4 4 2 6 12 20" ] || fail "save output: $(npy_dump "$WORK/so/output_0.npy")"
+# ... into a pipe (as into /dev/null): written through, the pipe stays a pipe
+mkfifo "$WORK/savepipe"
+sed "s|$WORK/saved.npy|$WORK/savepipe|" "$WORK/save.hlo" >"$WORK/savepipe.hlo"
+timeout 30 cat "$WORK/savepipe" >"$WORK/piped.npy" &
+reader=$!
+expect_status 0 "$TESSEL" run "$WORK/savepipe.hlo" --input 0="$WORK/x.npy" --output-dir "$WORK/sp"
+wait "$reader" || true
+[ -p "$WORK/savepipe" ] || fail "tessel_save replaced the pipe with a file"
+[ "$(npy_dump "$WORK/piped.npy")" = "<f4 4 1 4 9 16" ] || fail "saved through the pipe: $(npy_dump "$WORK/piped.npy")"
 echo "clusters: ok"
