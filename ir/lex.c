@@ -484,6 +484,14 @@ bool lx_parse_uint(const char *s, size_t n, bool *neg, uint64_t *mag)
     return true;
 }
 
+/* lx_expected with a printf-formatted `what` (formatted only on error). */
+static bool expected_vf(Lexer *L, const char *fmt, va_list ap)
+{
+    char what[128];
+    vsnprintf(what, sizeof what, fmt, ap);
+    return lx_expected(L, what);
+}
+
 bool lx_expectf(Lexer *L, LxKind k, const char *fmt, ...)
 {
     if (L->st != IR_OK)
@@ -492,12 +500,11 @@ bool lx_expectf(Lexer *L, LxKind k, const char *fmt, ...)
         lx_next(L);
         return true;
     }
-    char what[128];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    bool r = expected_vf(L, fmt, ap);
     va_end(ap);
-    return lx_expected(L, what);
+    return r;
 }
 
 bool lx_intf(Lexer *L, int64_t *v, const char *fmt, ...)
@@ -506,12 +513,11 @@ bool lx_intf(Lexer *L, int64_t *v, const char *fmt, ...)
         return false;
     if (L->tok.kind == LX_INT)
         return lx_int(L, v, "integer"); /* `what` names only a missing integer */
-    char what[128];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    bool r = expected_vf(L, fmt, ap);
     va_end(ap);
-    return lx_expected(L, what);
+    return r;
 }
 
 bool lx_int(Lexer *L, int64_t *v, const char *what)
