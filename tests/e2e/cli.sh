@@ -127,6 +127,35 @@ for args in "run $cc --random-inputs 1" "run $cc --random-inputs 1 --reference" 
     expect_in "$ERR" 'cc.hlo:4:8: error: c: custom-call target "evil" is not registered'
 done
 [ ! -e "$WORK/cc.plan" ] || fail "a refused compile left a plan"
+# ... and in a plan file (a plan is never trusted): the same refusal
+expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/mlp.hlo" -o "$WORK/good.plan"
+sed 's|tanh(hidden)|custom-call(hidden), custom_call_target="evil"|' "$WORK/good.plan" >"$WORK/evil.plan"
+grep -q 'custom_call_target="evil"' "$WORK/evil.plan" || fail "the plan has no tanh(hidden) to replace"
+expect_status 2 "$TESSEL" run "$WORK/evil.plan" --random-inputs 1
+expect_in "$ERR" 'evil.plan:14:3: error: act: custom-call target "evil" is not registered'
+
+# fusion changes no bit: the partitioned run unfused (TESSEL_FUSION=off)
+# prints the same as fused with the defaults, with every array fused
+# (=all) and in blocks of 3 (mlp: dot, tanh, dot; softmax: elementwise
+# chains around reductions). (--reference may differ in the last digits:
+# the partitioned sums are added in another order.)
+for model in mlp softmax; do
+    expect_status 0 env TESSEL_FUSION=off "$TESSEL" run "$TESSEL_SRC/examples/$model.hlo" --random-inputs 5 \
+        --output-dir "$WORK/fuse.$model.off"
+    for env in TESSEL_FUSION=all TESSEL_FUSION_BLOCK=3 TESSEL_UNSET=1; do
+        expect_status 0 env "$env" "$TESSEL" run "$TESSEL_SRC/examples/$model.hlo" --random-inputs 5 \
+            --output-dir "$WORK/fuse.$model.$env"
+        cmp -s "$WORK/fuse.$model.off/output_0.npy" "$WORK/fuse.$model.$env/output_0.npy" ||
+            fail "$model with $env differs from unfused"
+    done
+done
+
+# --stats with --steps: the first step and the median of the others
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --steps 3 --stats
+grep -Eq "^tessel: stats: steps: first [0-9.]+ ms, then median [0-9.]+ ms a step \(3 timed\)$" "$ERR" ||
+    fail "no per-step line: $(cat "$ERR")"
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --stats
+! grep -q "stats: steps:" "$ERR" || fail "a per-step line for one step"
 
 # -o onto something that is not a regular file (a pipe here; /dev/null as
 # root) writes into it: renaming a temporary over it would replace it
