@@ -132,7 +132,15 @@ typedef enum IrType {
     IR_U8, IR_U16, IR_U32, IR_U64,
     IR_F16, IR_BF16, IR_F32, IR_F64,
     IR_C64, IR_C128,
+    /* Sub-byte integers: one element per byte in memory (sign- or zero-
+     * extended), as XLA's CPU backend holds them unpacked. */
+    IR_S2, IR_S4, IR_U2, IR_U4,
+    /* 8- and 4-bit floating kinds, one element per byte (the f4 code in the
+     * low nibble). Names as XLA prints them. */
+    IR_F8E5M2, IR_F8E4M3, IR_F8E4M3FN, IR_F8E4M3B11FNUZ, IR_F8E5M2FNUZ,
+    IR_F8E4M3FNUZ, IR_F8E3M4, IR_F8E8M0FNU, IR_F4E2M1FN,
     IR_TOKEN,
+    IR_OPAQUE,    /* opaque[]: a handle XLA passes through; no elements */
     IR_TUPLE,
     IR_NTYPES
 } IrType;
@@ -140,12 +148,13 @@ typedef enum IrType {
 const char *ir_type_name(IrType t);             /* "f32", "(tuple)" */
 IrType ir_type_from_name(const char *s, size_t n); /* IR_INVALID if unknown */
 size_t ir_type_size(IrType t);                  /* bytes per element; pred = 1; 0 for token/tuple */
-bool ir_type_is_float(IrType t);                /* f16 bf16 f32 f64 */
+bool ir_type_is_float(IrType t);                /* f16 bf16 f32 f64, the f8 and f4 kinds */
+bool ir_type_is_lowp_float(IrType t);           /* the f8 and f4 kinds */
 bool ir_type_is_complex(IrType t);
 bool ir_type_is_signed_int(IrType t);
 bool ir_type_is_unsigned_int(IrType t);
 bool ir_type_is_int(IrType t);                  /* signed or unsigned, not pred */
-bool ir_type_is_array(IrType t);                /* not token, not tuple */
+bool ir_type_is_array(IrType t);                /* not token, opaque or tuple */
 int ir_type_bits(IrType t);
 
 /* ------------------------------------------------------------------ */

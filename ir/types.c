@@ -20,7 +20,19 @@ static const struct {
     [IR_F16] = {"f16", 2, 16},    [IR_BF16] = {"bf16", 2, 16},
     [IR_F32] = {"f32", 4, 32},    [IR_F64] = {"f64", 8, 64},
     [IR_C64] = {"c64", 8, 64},    [IR_C128] = {"c128", 16, 128},
+    [IR_S2] = {"s2", 1, 2},       [IR_S4] = {"s4", 1, 4},
+    [IR_U2] = {"u2", 1, 2},       [IR_U4] = {"u4", 1, 4},
+    [IR_F8E5M2] = {"f8e5m2", 1, 8},
+    [IR_F8E4M3] = {"f8e4m3", 1, 8},
+    [IR_F8E4M3FN] = {"f8e4m3fn", 1, 8},
+    [IR_F8E4M3B11FNUZ] = {"f8e4m3b11fnuz", 1, 8},
+    [IR_F8E5M2FNUZ] = {"f8e5m2fnuz", 1, 8},
+    [IR_F8E4M3FNUZ] = {"f8e4m3fnuz", 1, 8},
+    [IR_F8E3M4] = {"f8e3m4", 1, 8},
+    [IR_F8E8M0FNU] = {"f8e8m0fnu", 1, 8},
+    [IR_F4E2M1FN] = {"f4e2m1fn", 1, 4},
     [IR_TOKEN] = {"token", 0, 0},
+    [IR_OPAQUE] = {"opaque", 0, 0},
     [IR_TUPLE] = {"tuple", 0, 0},
 };
 
@@ -33,7 +45,7 @@ IrType ir_type_from_name(const char *s, size_t n)
 {
     if (n == 0)
         return IR_INVALID;
-    for (int t = IR_PRED; t <= IR_TOKEN; t++)
+    for (int t = IR_PRED; t <= IR_OPAQUE; t++)
         if (type_info[t].name[0] == s[0] && strlen(type_info[t].name) == n &&
             memcmp(type_info[t].name, s, n) == 0)
             return (IrType)t;
@@ -52,7 +64,12 @@ int ir_type_bits(IrType t)
 
 bool ir_type_is_float(IrType t)
 {
-    return t == IR_F16 || t == IR_BF16 || t == IR_F32 || t == IR_F64;
+    return t == IR_F16 || t == IR_BF16 || t == IR_F32 || t == IR_F64 || ir_type_is_lowp_float(t);
+}
+
+bool ir_type_is_lowp_float(IrType t)
+{
+    return t >= IR_F8E5M2 && t <= IR_F4E2M1FN;
 }
 
 bool ir_type_is_complex(IrType t)
@@ -62,12 +79,12 @@ bool ir_type_is_complex(IrType t)
 
 bool ir_type_is_signed_int(IrType t)
 {
-    return t >= IR_S8 && t <= IR_S64;
+    return (t >= IR_S8 && t <= IR_S64) || t == IR_S2 || t == IR_S4;
 }
 
 bool ir_type_is_unsigned_int(IrType t)
 {
-    return t >= IR_U8 && t <= IR_U64;
+    return (t >= IR_U8 && t <= IR_U64) || t == IR_U2 || t == IR_U4;
 }
 
 bool ir_type_is_int(IrType t)

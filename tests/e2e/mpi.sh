@@ -21,35 +21,6 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 MPIRUN=(env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe)
 
-# The oracle's comparison (DESIGN.md): ints bit-equal, floats within 1e-4
-# (f32) / 1e-5 (f64) of the reference's largest magnitude.
-npy_match() {
-    "$PY" - "$1" "$2" <<'PY'
-import ast, math, struct, sys
-def load(p):
-    data = open(p, 'rb').read()
-    hl, off = (struct.unpack('<H', data[8:10])[0], 10) if data[6] == 1 else (struct.unpack('<I', data[8:12])[0], 12)
-    h = ast.literal_eval(data[off:off + hl].decode())
-    fmt = {'<f4': 'f', '<f8': 'd', '<i4': 'i', '<i8': 'q', '|b1': '?', '|u1': 'B', '<u4': 'I'}[h['descr']]
-    body = data[off + hl:]
-    n = len(body) // struct.calcsize(fmt)
-    return h['descr'], h['shape'], struct.unpack('<%d%s' % (n, fmt), body)
-(da, sa, a), (db, sb, b) = load(sys.argv[1]), load(sys.argv[2])
-if (da, sa) != (db, sb):
-    sys.exit('%s %s vs reference %s %s' % (db, sb, da, sa))
-if da[1] != 'f':
-    if a != b:
-        sys.exit('integers differ')
-    sys.exit(0)
-scale = max([abs(x) for x in a if math.isfinite(x)] + [0.0])
-tol = (1e-5 if da == '<f8' else 1e-4) * scale
-for i, (x, y) in enumerate(zip(a, b)):
-    ok = math.isnan(y) if math.isnan(x) else (x == y if math.isinf(x) else abs(x - y) <= tol)
-    if not ok:
-        sys.exit('element %d: %r, reference %r' % (i, y, x))
-PY
-}
-
 # model_for NAME N: tests/models/NAME.hlo with @N and @D filled in.
 model_for() {
     local devs
