@@ -173,6 +173,10 @@ typedef struct IrShape {
     bool has_layout;         /* a `{...}` layout was given */
     int32_t *minor_to_major; /* rank entries when has_layout */
     const char *layout_tail; /* text after ':' inside the layout, e.g. "T(8,128)"; NULL if none */
+    /* Bounded dynamic dimensions (`f32[<=8,4]`): NULL when every dimension is
+     * static, else rank entries, true where dims[i] is the bound of a
+     * dimension whose size is known only at run time. */
+    bool *dynamic;
     int32_t ntuple;          /* for IR_TUPLE */
     struct IrShape *tuple;
 } IrShape;
@@ -430,6 +434,29 @@ typedef struct IrAttrs {
     const char *statistics_viz, *origin; /* raw, kept for printing: the {...} values as
                                           * written, braces included (statistics=, origin=) */
     IrI64List control_predecessors;     /* instruction indices */
+    /* fusion, async and scheduling */
+    const char *fusion_kind;            /* kind=kLoop|kInput|kOutput|kCustom, NULL if absent */
+    const char *output_to_operand_aliasing; /* raw {...} text, braces included */
+    const char *async_execution_thread; /* raw string value, quotes included */
+    const char *custom_call_schedule;   /* SCHEDULE_NONE, SCHEDULE_LATEST, ... */
+    bool is_host_transfer;              /* send, recv, send-done, recv-done */
+    bool has_cross_program_prefetch;
+    int64_t cross_program_prefetch_index;  /* copy-start */
+    const char *domain;                 /* raw {...} of domain=, braces included */
+    /* topk */
+    int64_t topk_k;
+    bool topk_largest;                  /* XLA's default is true */
+    bool has_topk_largest;
+    /* ragged-dot: lhs_ragged_dims, rhs_group_dims (dot dims in `dot`) */
+    IrI64List lhs_ragged_dims, rhs_group_dims;
+    /* triangular-solve and cholesky */
+    bool left_side, lower, unit_diagonal;
+    const char *transpose_a;            /* NO_TRANSPOSE, TRANSPOSE, ADJOINT; NULL = NO_TRANSPOSE */
+    /* batch-norm-training / -inference / -grad */
+    float epsilon;
+    int64_t feature_index;
+    /* rng-get-and-update-state */
+    int64_t rng_delta;
 } IrAttrs;
 
 /* Roles of called computations, in `called[]` order per opcode:
