@@ -173,12 +173,12 @@ typedef struct IrShape {
     bool has_layout;         /* a `{...}` layout was given */
     int32_t *minor_to_major; /* rank entries when has_layout */
     const char *layout_tail; /* text after ':' inside the layout, e.g. "T(8,128)"; NULL if none */
+    int32_t ntuple;          /* for IR_TUPLE */
+    struct IrShape *tuple;
     /* Bounded dynamic dimensions (`f32[<=8,4]`): NULL when every dimension is
      * static, else rank entries, true where dims[i] is the bound of a
      * dimension whose size is known only at run time. */
     bool *dynamic;
-    int32_t ntuple;          /* for IR_TUPLE */
-    struct IrShape *tuple;
 } IrShape;
 
 /* Shape limits, checked before anything is allocated. */
