@@ -9,6 +9,8 @@ PACKAGES=(
     gcc make cmake pkg-config
     libopenmpi-dev openmpi-bin
     libhwloc-dev libcmocka-dev libopenblas-dev libjansson-dev
+    libfftw3-dev     # fft (FFTW)
+    python3-numpy    # tests check kernels against NumPy (Debian's /usr/bin/python3)
     python3          # the end-to-end tests write and read .npy with it
     valgrind         # the valgrind ctest label
     clang libclang-rt-dev   # the libFuzzer targets (tests/fuzz/run.sh)
