@@ -19,6 +19,11 @@
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
+ *   k_fft.c       fft (FFT, IFFT, RFFT, IRFFT) with FFTW
+ *   k_linalg.c    cholesky (LAPACK potrf), triangular-solve (BLAS trsm)
+ *   k_norm.c      batch-norm-training, -inference, -grad
+ *   k_topk.c      topk and the custom-call target TopK
+ *   k_ragged.c    ragged-dot, scaled-dot
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
@@ -219,6 +224,9 @@ IrStatus dev_k_gather(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scatter(const DevKernelArgs *k, DevValue **out);
 /* k_sort.c */
 IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out);
+/* k_fft.c: FFTW plans are made under one process-wide lock (devices are
+ * threads and FFTW's planner is not thread-safe). */
+IrStatus dev_k_fft(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments
