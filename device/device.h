@@ -227,6 +227,9 @@ IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out);
 /* k_fft.c: FFTW plans are made under one process-wide lock (devices are
  * threads and FFTW's planner is not thread-safe). */
 IrStatus dev_k_fft(const DevKernelArgs *k, DevValue **out);
+/* k_linalg.c */
+IrStatus dev_k_cholesky(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_triangular_solve(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments

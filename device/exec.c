@@ -575,6 +575,8 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_REDUCE_WINDOW: return dev_k_reduce_window(&k, out);
     case OP_SELECT_AND_SCATTER: return dev_k_select_and_scatter(&k, out);
     case OP_FFT: return dev_k_fft(&k, out);
+    case OP_CHOLESKY: return dev_k_cholesky(&k, out);
+    case OP_TRIANGULAR_SOLVE: return dev_k_triangular_solve(&k, out);
     case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
         return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
                            ir_op_name(ins->op));
