@@ -230,6 +230,10 @@ IrStatus dev_k_fft(const DevKernelArgs *k, DevValue **out);
 /* k_linalg.c */
 IrStatus dev_k_cholesky(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_triangular_solve(const DevKernelArgs *k, DevValue **out);
+/* k_norm.c */
+IrStatus dev_k_batch_norm_training(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_batch_norm_inference(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_batch_norm_grad(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments

@@ -577,6 +577,9 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_FFT: return dev_k_fft(&k, out);
     case OP_CHOLESKY: return dev_k_cholesky(&k, out);
     case OP_TRIANGULAR_SOLVE: return dev_k_triangular_solve(&k, out);
+    case OP_BATCH_NORM_TRAINING: return dev_k_batch_norm_training(&k, out);
+    case OP_BATCH_NORM_INFERENCE: return dev_k_batch_norm_inference(&k, out);
+    case OP_BATCH_NORM_GRAD: return dev_k_batch_norm_grad(&k, out);
     case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
         return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
                            ir_op_name(ins->op));
