@@ -36,6 +36,53 @@ def expect_fft(x):
     f64 = [f5.real, f5.imag, f6.real, f6.imag, f7, f8.real, f8.imag]
     return [a.astype(np.float32) for a in f32] + f64
 
+def spd(batch, n):
+    b = rng.standard_normal((batch, n, n))
+    return b @ np.swapaxes(b, 1, 2) + n * np.eye(n)
+
+def inputs_linalg():
+    a = rng.standard_normal((2, 5, 5)) + 4 * np.eye(5)
+    c = rng.standard_normal((2, 3, 3)) + 4 * np.eye(3)
+    return [spd(3, 5).astype(np.float32), spd(2, 7), a, rng.standard_normal((2, 5, 3)), c]
+
+def expect_linalg(x):
+    a, b, c = x[2], x[3], x[4]
+    # x op(T) = b  <=>  op(T)^T x^T = b^T
+    right = lambda t, b: np.swapaxes(np.linalg.solve(np.swapaxes(t, 1, 2), np.swapaxes(b, 1, 2)), 1, 2)
+    unit_u = np.triu(a, 1) + np.eye(5)
+    return [np.linalg.cholesky(x[0].astype(np.float64)).astype(np.float32),
+            np.swapaxes(np.linalg.cholesky(x[1]), 1, 2),
+            np.linalg.solve(np.tril(a), b),
+            np.linalg.solve(np.swapaxes(unit_u, 1, 2), b),
+            right(np.swapaxes(np.tril(c), 1, 2), b),
+            right(np.triu(c), b)]
+
+def inputs_batch_norm():
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    pos = lambda n: rng.uniform(0.5, 1.5, n).astype(np.float32)
+    return [f(4, 3, 5, 2), pos(3), f(3), f(4, 3, 5, 2), f(6, 7), pos(7), f(7)]
+
+def bn_train(x, g, b, eps, axes, shp):
+    x = x.astype(np.float64)
+    mu, var = x.mean(axis=axes), x.var(axis=axes)
+    y = g.reshape(shp) * (x - mu.reshape(shp)) / np.sqrt(var.reshape(shp) + eps) + b.reshape(shp)
+    return y, mu, var
+
+def expect_batch_norm(x):
+    eps = float(np.float32(0.001))
+    shp, axes = (1, 3, 1, 1), (0, 2, 3)
+    y, mu, var = bn_train(x[0], x[1], x[2], eps, axes, shp)
+    g, o = x[1].reshape(shp).astype(np.float64), x[2].reshape(shp).astype(np.float64)
+    inf = g * (x[0] - o) / np.sqrt(g + 0.5) + o     # mean = offset, variance = scale
+    xc, dy = x[0] - mu.reshape(shp), x[3].astype(np.float64)
+    s = 1 / np.sqrt(var.reshape(shp) + eps)
+    d = dy.mean(axis=axes).reshape(shp)
+    c = (dy * xc).mean(axis=axes).reshape(shp) * s * s
+    dx = g * s * (dy - d - c * xc)
+    dg, db = (dy * xc * s).sum(axis=axes), dy.sum(axis=axes)
+    zy = bn_train(x[4], x[5], x[6], float(np.float32(1e-05)), (0,), (1, 7))[0]
+    return [a.astype(np.float32) for a in (y, mu, var, inf, dx, dg, db, zy)]
+
 def check(got, want, i):
     if got.shape != want.shape or got.dtype != want.dtype:
         sys.exit('output %d: %s %s, numpy %s %s' % (i, got.dtype, got.shape, want.dtype, want.shape))
@@ -74,6 +121,8 @@ run_family() {
 }
 
 run_family fft 4
+run_family linalg 5
+run_family batch_norm 7
 
 # A type fft does not take is refused at the instruction (the verifier
 # already knows fft's types: status 2, FILE:LINE:COL).
