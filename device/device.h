@@ -156,7 +156,7 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
                      const DevExecOptions *opt, DevValue **out, IrDiag *d);
 /* The custom-call targets the executor itself runs: the SPMD markers
  * Sharding, SPMDFullToShardShape, SPMDShardToFullShape (identities on one
- * device). Others need DevExecOptions.custom. */
+ * device) and XLA's TopK (k_topk.c). Others need DevExecOptions.custom. */
 bool dev_builtin_target(const char *target);
 
 /* ------------------------------------------------------------------ */
@@ -234,6 +234,8 @@ IrStatus dev_k_triangular_solve(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_batch_norm_training(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_batch_norm_inference(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_batch_norm_grad(const DevKernelArgs *k, DevValue **out);
+/* k_topk.c: the topk op, and custom-call target TopK (k from the result). */
+IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments

@@ -83,6 +83,26 @@ def expect_batch_norm(x):
     zy = bn_train(x[4], x[5], x[6], float(np.float32(1e-05)), (0,), (1, 7))[0]
     return [a.astype(np.float32) for a in (y, mu, var, inf, dx, dg, db, zy)]
 
+def inputs_topk():
+    # Few distinct values, so that rows have ties; -0.0 and +0.0 both occur.
+    x = rng.integers(-3, 4, (5, 7)).astype(np.float32) / 2
+    x[1, 2], x[1, 5] = -0.0, 0.0
+    return [x, rng.integers(-4, 5, (3, 2, 9)).astype(np.int32)]
+
+def topk(x, k, largest):
+    # Stable: on equal keys the smaller index first. Descending by a stable
+    # sort of the negated key (total order: -0 below +0, via the sign bit).
+    key = x.astype(np.float64) + np.where(np.signbit(x) & (x == 0), -1e-300, 0) if x.dtype.kind == 'f' else x
+    idx = np.argsort(-key if largest else key, axis=-1, kind='stable')[..., :k]
+    return np.take_along_axis(x, idx, axis=-1), idx.astype(np.int32)
+
+def expect_topk(x):
+    out = []
+    for a, k, largest in [(x[0], 3, True), (x[1], 4, False), (x[0], 7, True), (x[0], 2, True),
+                          (x[0], 2, False)]:
+        out += list(topk(a, k, largest))
+    return out
+
 def check(got, want, i):
     if got.shape != want.shape or got.dtype != want.dtype:
         sys.exit('output %d: %s %s, numpy %s %s' % (i, got.dtype, got.shape, want.dtype, want.shape))
@@ -123,6 +143,7 @@ run_family() {
 run_family fft 4
 run_family linalg 5
 run_family batch_norm 7
+run_family topk 2
 
 # A type fft does not take is refused at the instruction (the verifier
 # already knows fft's types: status 2, FILE:LINE:COL).
