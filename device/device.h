@@ -236,6 +236,9 @@ IrStatus dev_k_batch_norm_inference(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_batch_norm_grad(const DevKernelArgs *k, DevValue **out);
 /* k_topk.c: the topk op, and custom-call target TopK (k from the result). */
 IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out);
+/* k_ragged.c */
+IrStatus dev_k_ragged_dot(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_scaled_dot(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments

@@ -583,6 +583,8 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_BATCH_NORM_INFERENCE: return dev_k_batch_norm_inference(&k, out);
     case OP_BATCH_NORM_GRAD: return dev_k_batch_norm_grad(&k, out);
     case OP_TOPK: return dev_k_topk(&k, out);
+    case OP_RAGGED_DOT: return dev_k_ragged_dot(&k, out);
+    case OP_SCALED_DOT: return dev_k_scaled_dot(&k, out);
     case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
         return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
                            ir_op_name(ins->op));

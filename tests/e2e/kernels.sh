@@ -103,6 +103,39 @@ def expect_topk(x):
         out += list(topk(a, k, largest))
     return out
 
+def inputs_ragged_dot():
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)
+    pos = lambda *s: rng.uniform(0.5, 2, s).astype(np.float32)
+    return [f(7, 5), f(3, 5, 4), f(2, 6, 5), f(5, 4), f(3, 6, 5), f(3, 5, 4),
+            f(6, 8), f(3, 8), pos(6, 2), pos(3, 2)]
+
+def groups(sizes, n):
+    # group of each of n rows (-1: past the last group)
+    g = np.full(n, -1)
+    at = 0
+    for j, s in enumerate(sizes):
+        g[at:at + s] = j
+        at += s
+    return g
+
+def expect_ragged_dot(x):
+    x = [a.astype(np.float64) for a in x]
+    l, r, l2, r5, lb, rb = x[:6]
+    r1 = np.zeros((7, 4))
+    for i, j in enumerate(groups([2, 0, 4], 7)):
+        if j >= 0:
+            r1[i] = l[i] @ r[j]
+    r2 = np.zeros((2, 6, 4))
+    for b, sizes in enumerate([[1, 3, 2], [0, 6, 0]]):
+        for i, j in enumerate(groups(sizes, 6)):
+            r2[b, i] = l2[b, i] @ r[j]
+    gk = groups([1, 3, 1], 5)
+    r3 = np.stack([l[:, gk == j] @ r5[gk == j, :] for j in range(3)])
+    r4 = np.einsum('bmk,bkn->bmn', lb, rb)
+    sl = x[6] * np.repeat(x[8], 4, axis=1)
+    sr = x[7] * np.repeat(x[9], 4, axis=1)
+    return [a.astype(np.float32) for a in (r1, r2, r3, r4, sl @ sr.T)]
+
 def check(got, want, i):
     if got.shape != want.shape or got.dtype != want.dtype:
         sys.exit('output %d: %s %s, numpy %s %s' % (i, got.dtype, got.shape, want.dtype, want.shape))
@@ -144,6 +177,7 @@ run_family fft 4
 run_family linalg 5
 run_family batch_norm 7
 run_family topk 2
+run_family ragged_dot 10
 
 # A type fft does not take is refused at the instruction (the verifier
 # already knows fft's types: status 2, FILE:LINE:COL).
