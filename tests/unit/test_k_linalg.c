@@ -183,7 +183,8 @@ static void test_cholesky_not_pd(void **state)
         assert_true(isnan(x[i]));
     const float want[4] = {2, 0, 1, 2};
     assert_memory_equal(x + 4, want, sizeof want);
-    dev_value_unref(r);
+    dev_value_unref(r);   /* the kernel's new reference */
+    dev_value_unref(a);   /* the operand's, as the executor drops it */
 }
 
 static void test_cholesky_refuses(void **state)
