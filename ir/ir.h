@@ -13,6 +13,7 @@
  *   arena.c     bump allocator, string interning helpers
  *   diag.c      error records with FILE:LINE:COL, the source line and a caret
  *   types.c     primitive types: names, sizes, classes
+ *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
  *   shape.c     shapes: element counts with overflow checks, equality, text
  *   module.c    building modules: computations, instructions, lookup
  *   ops.c       opcode tables generated from hlo_ops.def
@@ -156,6 +157,21 @@ bool ir_type_is_unsigned_int(IrType t);
 bool ir_type_is_int(IrType t);                  /* signed or unsigned, not pred */
 bool ir_type_is_array(IrType t);                /* not token, opaque or tuple */
 int ir_type_bits(IrType t);
+
+/* ------------------------------------------------------------------ */
+/* lowp.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* The value of the one-byte code of an f8 or f4 kind (f4: the low nibble;
+ * the high one is ignored). NaN codes give NaN, inf codes +-inf. Any other
+ * type gives NaN. Cannot fail. */
+double ir_lowp_to_double(IrType t, uint8_t code);
+/* The code of x in an f8 or f4 kind, rounded to nearest even, with the
+ * type's overflow, NaN and signed-zero rules as ml_dtypes and XLA's convert
+ * define them (lowp.c says which). f4 codes are in the low nibble. Any other
+ * type gives 0. Cannot fail. */
+uint8_t ir_lowp_from_double(IrType t, double x);
+bool ir_lowp_is_nan(IrType t, uint8_t code);
 
 /* ------------------------------------------------------------------ */
 /* shape.c                                                             */
