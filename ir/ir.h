@@ -473,10 +473,6 @@ typedef struct IrAttrs {
     int64_t feature_index;
     /* rng-get-and-update-state */
     int64_t rng_delta;
-    /* scan (dimensions= holds the scan dimension) */
-    int64_t scan_num_carries;
-    bool scan_is_reverse;
-    int8_t scan_is_associative;         /* 0 absent, 1 true, -1 false */
 } IrAttrs;
 
 /* Roles of called computations, in `called[]` order per opcode:

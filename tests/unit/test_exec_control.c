@@ -258,8 +258,8 @@ static int32_t build_scan(bool reverse)
     int64_t *dim = ir_alloc(M->arena, sizeof *dim);
     *dim = 0;
     I(e, s)->a.dimensions = (IrI64List){1, dim};
-    I(e, s)->a.scan_num_carries = 1;
-    I(e, s)->a.scan_is_reverse = reverse;
+    I(e, s)->a.num_carries = 1;
+    I(e, s)->a.is_reverse = reverse;
     C(e)->root = s;
     return e;
 }
@@ -283,7 +283,7 @@ static void test_scan(void **state)
         expect_f32(r->elems[1], 1, (float[]){10.5f});
         dev_value_unref(r);
         /* num_carries beyond the results: an error, not a crash */
-        I(e, C(e)->root)->a.scan_num_carries = 3;
+        I(e, C(e)->root)->a.num_carries = 3;
         run_err(e, 2, a, NULL, IR_EINPUT, "num_carries");
         dev_value_unref(a[0]);
         dev_value_unref(a[1]);
