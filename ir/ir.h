@@ -317,6 +317,10 @@ typedef struct IrSharding {
     /* XLA's shard groups: ` shard_as ID` (1) or ` shard_like ID` (2); 0 none. */
     int8_t shard_group;
     int64_t shard_group_id;
+    /* XLA's `{unreduced}`: every device holds a full-shape partial value
+     * that a later reshard sums. kind is SHD_MANUAL (each device keeps its
+     * own value, nothing moves); the sum on resharding is not implemented. */
+    bool unreduced;
 } IrSharding;
 
 /* Data rank a tiled sharding applies to (ntile - nsubgroup). */
