@@ -488,6 +488,22 @@ typedef struct IrAttrs {
     int64_t feature_index;
     /* rng-get-and-update-state */
     int64_t rng_delta;
+    /* Sugared async forms `OP-start`/`OP-update`/`OP-done` (XLA prints an
+     * async op whose computation wraps one instruction that way): set on the
+     * async-start/-update/-done, with the wrapped opcode, so printing gives
+     * back the form that was read. */
+    bool async_sugar;
+    IrOpcode async_wrapped_op;
+    /* scan */
+    int64_t num_carries;
+    bool is_reverse, has_is_reverse;
+    /* collective-permute's in-place form: slice_sizes={{...},...}, raw */
+    const char *permute_slice_sizes;
+    /* Attributes that change nothing tessel computes but that XLA prints
+     * (parameter_replication, inferred_dimension, result_accuracy, ...):
+     * kept as name and raw value text so printing gives them back. */
+    int32_t nkept;
+    IrKeyValue *kept;
 } IrAttrs;
 
 /* Roles of called computations, in `called[]` order per opcode:
@@ -523,6 +539,10 @@ typedef struct IrComputation {
     bool is_entry;
     bool has_signature;    /* printed with (p: f32[2]) -> f32[2] */
     IrPos pos;
+    /* Made by the parser for a sugared `OP-start`: the computation XLA's
+     * parser builds around the wrapped op. Printed inside that instruction,
+     * never on its own. */
+    bool async_wrapper;
 } IrComputation;
 
 typedef struct IrAlias {
