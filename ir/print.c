@@ -344,6 +344,16 @@ static void put_element(Buf *b, IrType t, const uint8_t *p)
         put(b, ")");
         break;
     default:
+        /* XLA prints s2/s4 and u2/u4 as integers and the f8/f4 kinds as
+         * the decimal of their value, which %.17g gives exactly (every f8
+         * and f4 value is a short binary fraction) and reads back to the
+         * same code. */
+        if (ir_type_is_signed_int(t))
+            put_i64(b, u.i8);
+        else if (ir_type_is_unsigned_int(t))
+            putf(b, "%u", (unsigned)u.u8);
+        else if (ir_type_is_lowp_float(t))
+            put_float(b, ir_lowp_to_double(t, u.u8), true);
         break;
     }
 }
