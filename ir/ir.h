@@ -197,6 +197,13 @@ typedef struct IrShape {
     bool *dynamic;
 } IrShape;
 
+/* dims[i] of an unbounded dynamic dimension (`f32[?,784]`): no bound, so the
+ * shape has no element count (ir_shape_elements gives -1) and cannot run. */
+#define IR_DIM_UNBOUNDED (-1)
+/* Is dimension i of an array shape dynamic (`<=N` or `?`)? */
+bool ir_shape_dim_dynamic(const IrShape *s, int32_t i);
+bool ir_shape_is_dynamic(const IrShape *s);   /* any dimension of any leaf */
+
 /* Shape limits, checked before anything is allocated. */
 typedef struct IrLimits {
     int64_t max_elements;    /* per array; default 1<<34 */
@@ -213,20 +220,24 @@ int64_t ir_shape_elements(const IrShape *s);
 int64_t ir_shape_bytes(const IrShape *s);
 bool ir_shape_is_tuple(const IrShape *s);
 bool ir_shape_is_array(const IrShape *s);
-/* Same type and dims (and tuple structure); layouts ignored. */
+/* Same type and dims (and tuple structure), and the same dimensions
+ * dynamic (XLA's ShapeUtil::Equal without layouts); layouts ignored. */
 bool ir_shape_equal(const IrShape *a, const IrShape *b);
 /* Same rank and dimensions, whatever the element types (arrays). */
 bool ir_shape_same_dims(const IrShape *a, const IrShape *b);
 /* The first `rank` entries of a and b are equal. */
 bool ir_dims_equal(const int64_t *a, const int64_t *b, int32_t rank);
-bool ir_shape_compatible(const IrShape *a, const IrShape *b); /* = equal, ignoring layout */
+/* Equal ignoring layouts and which dimensions are dynamic (XLA's
+ * ShapeUtil::Compatible): f32[<=8] is compatible with f32[8]. */
+bool ir_shape_compatible(const IrShape *a, const IrShape *b);
 /* Deep copy into an arena. Returns IR_ENOMEM status through NULL check of dst fields. */
 IrStatus ir_shape_copy(IrArena *a, IrShape *dst, const IrShape *src);
 /* Make an array shape with the given dims (no layout). */
 IrStatus ir_shape_make(IrArena *a, IrShape *dst, IrType t, int32_t rank, const int64_t *dims);
 /* Make a tuple shape of n element shapes (deep-copied). */
 IrStatus ir_shape_make_tuple(IrArena *a, IrShape *dst, int32_t n, const IrShape *elems);
-/* Text as XLA prints it: "f32[8,16]{1,0}" (with_layout) or "f32[8,16]"; tuples "(f32[2], s32[])".
+/* Text as XLA prints it: "f32[8,16]{1,0}" (with_layout) or "f32[8,16]"; tuples "(f32[2], s32[])";
+ * dynamic dimensions "f32[<=8,?]".
  * Returns a heap string (ts_malloc) or NULL on OOM. */
 char *ir_shape_str(const IrShape *s, bool with_layout);
 /* Leaf count (1 for an array), leaves depth first. */
@@ -306,6 +317,10 @@ typedef struct IrSharding {
     /* XLA's shard groups: ` shard_as ID` (1) or ` shard_like ID` (2); 0 none. */
     int8_t shard_group;
     int64_t shard_group_id;
+    /* XLA's `{unreduced}`: every device holds a full-shape partial value
+     * that a later reshard sums. kind is SHD_MANUAL (each device keeps its
+     * own value, nothing moves); the sum on resharding is not implemented. */
+    bool unreduced;
 } IrSharding;
 
 /* Data rank a tiled sharding applies to (ntile - nsubgroup). */
@@ -473,6 +488,22 @@ typedef struct IrAttrs {
     int64_t feature_index;
     /* rng-get-and-update-state */
     int64_t rng_delta;
+    /* Sugared async forms `OP-start`/`OP-update`/`OP-done` (XLA prints an
+     * async op whose computation wraps one instruction that way): set on the
+     * async-start/-update/-done, with the wrapped opcode, so printing gives
+     * back the form that was read. */
+    bool async_sugar;
+    IrOpcode async_wrapped_op;
+    /* scan */
+    int64_t num_carries;
+    bool is_reverse, has_is_reverse;
+    /* collective-permute's in-place form: slice_sizes={{...},...}, raw */
+    const char *permute_slice_sizes;
+    /* Attributes that change nothing tessel computes but that XLA prints
+     * (parameter_replication, inferred_dimension, result_accuracy, ...):
+     * kept as name and raw value text so printing gives them back. */
+    int32_t nkept;
+    IrKeyValue *kept;
 } IrAttrs;
 
 /* Roles of called computations, in `called[]` order per opcode:
@@ -508,6 +539,10 @@ typedef struct IrComputation {
     bool is_entry;
     bool has_signature;    /* printed with (p: f32[2]) -> f32[2] */
     IrPos pos;
+    /* Made by the parser for a sugared `OP-start`: the computation XLA's
+     * parser builds around the wrapped op. Printed inside that instruction,
+     * never on its own. */
+    bool async_wrapper;
 } IrComputation;
 
 typedef struct IrAlias {
