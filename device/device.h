@@ -20,6 +20,7 @@
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
  *   k_control.c   fusion, async-start/-done, copy-start/-done, scan
+ *   k_dynamic.c   set-dimension-size, dynamic-reshape (run-time sizes)
  *   k_host.c      infeed/outfeed and host send/recv through DevHostTransfers
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
@@ -48,6 +49,14 @@ typedef struct DevValue {
     int32_t nelems;           /* tuples */
     struct DevValue **elems;  /* tuples: owned references */
     int32_t refs;
+    /* Bounded dynamic dimensions: the data is laid out at the bounds
+     * (shape.dims), as XLA's CPU backend holds it, and `sizes` (rank
+     * entries, heap) gives each dimension's run-time size; NULL: every
+     * dimension is at its bound. Set by set-dimension-size and
+     * dynamic-reshape (k_dynamic.c), read by get-dimension-size and by
+     * the output writer (which writes the run-time size). Other kernels
+     * compute on the whole bound and give results without sizes. */
+    int64_t *sizes;
 } DevValue;
 
 /* A new array value of `shape` (must be an array or token), data zeroed.
@@ -74,6 +83,17 @@ DevValue *dev_value_clone(const DevValue *v);
  * recycles freed buffers of at least 256 KiB; they are also freed when
  * the thread exits). Can't fail. */
 void dev_value_trim(void);
+/* Run-time sizes (see DevValue.sizes): set (copied; NULL clears), each
+ * within its bound, else IR_EINPUT; IR_ENOMEM. */
+IrStatus dev_value_set_sizes(DevValue *v, const int64_t *sizes);
+/* The run-time size of dimension d. */
+int64_t dev_value_dim_size(const DevValue *v, int32_t d);
+/* A value with the run-time sizes as its static shape, the data packed
+ * (a new reference to v itself when it has no sizes). NULL on OOM. */
+DevValue *dev_value_trimmed(DevValue *v);
+/* Copy the box [0, box) between row-major arrays of dims sdims and ddims. */
+void dev_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
+                  uint8_t *dst, const int64_t *ddims, const int64_t *box);
 /* Element count of an array value. */
 int64_t dev_value_elements(const DevValue *v);
 /* Leaf `i` (depth first) of a value; the value itself when an array. */
@@ -249,6 +269,10 @@ IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **ou
 IrStatus dev_k_tuple_part(const DevKernelArgs *k, int32_t i, DevValue **out);
 IrStatus dev_k_copy_start(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out);
+/* k_dynamic.c: set-dimension-size, dynamic-reshape (get-dimension-size is
+ * exec.c's) */
+IrStatus dev_k_set_dimension_size(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_dynamic_reshape(const DevKernelArgs *k, DevValue **out);
 /* ragged-all-to-all where the group is the device alone */
 IrStatus dev_k_ragged_all_to_all_self(const DevKernelArgs *k, DevValue **out);
 /* k_host.c: infeed, outfeed, send, send-done, recv, recv-done */

@@ -602,13 +602,14 @@ static IrStatus make_tuple(const Exec *x, const IrInstr *ins, int32_t n, DevValu
     return *out ? IR_OK : IR_ENOMEM;
 }
 
-/* get-dimension-size: shapes are static, so it is the declared size. */
+/* get-dimension-size: the run-time size of a bounded dynamic dimension
+ * (DevValue.sizes, set by set-dimension-size), else the declared size. */
 static IrStatus get_dimension_size(const Exec *x, const IrInstr *ins, DevValue *v, DevValue **out)
 {
     int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : -1;
     if (v->shape.type == IR_TUPLE || dim < 0 || dim >= v->shape.rank)
         return instr_error(x, ins, IR_EINPUT, "dimension %lld out of range", (long long)dim);
-    return scalar_value(IR_S32, v->shape.dims[dim], out);
+    return scalar_value(IR_S32, dev_value_dim_size(v, (int32_t)dim), out);
 }
 
 /* partition-id / replica-id: u32[] in XLA; other integer scalars (XLA's
@@ -678,6 +679,8 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_COPY_START: return dev_k_copy_start(&k, out);
     case OP_COPY_DONE: return dev_k_tuple_part(&k, 0, out);
     case OP_SCAN: return dev_k_scan(&k, out);
+    case OP_SET_DIMENSION_SIZE: return dev_k_set_dimension_size(&k, out);
+    case OP_DYNAMIC_RESHAPE: return dev_k_dynamic_reshape(&k, out);
     case OP_INFEED:
     case OP_OUTFEED:
     case OP_SEND:

@@ -545,10 +545,13 @@ static IrStatus write_leaves(const DevValue *result, const char *dir, const char
         DevValue *leaf = dev_value_leaf((DevValue *)result, done);
         if (leaf->shape.type == IR_TOKEN)
             continue;
+        /* A bounded dynamic leaf is written at its run-time size. */
+        DevValue *w = dev_value_trimmed(leaf);
         char *tmp = out_path(dir, prefix, done, true);
-        st = tmp ? rt_npy_write_file(tmp, &leaf->shape, leaf->data, d)
-                 : fail(d, IR_ENOMEM, "out of memory");
+        st = tmp && w ? rt_npy_write_file(tmp, &w->shape, w->data, d)
+                      : fail(d, IR_ENOMEM, "out of memory");
         ts_free(tmp);
+        dev_value_unref(w);
     }
     if (st != IR_OK) {
         remove_outputs(dir, prefix, done, true, result);

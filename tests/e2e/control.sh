@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # control.sh: the wrapping ops and host transfers end to end, on the models
-# of tests/models (fusion, async, scan, complex_io) and tests/models/host
-# (infeed_outfeed, send_recv_host): outputs against values worked out by
+# of tests/models (fusion, async, scan, complex_io) and tests/models/fed
+# (infeed_outfeed, send_recv_host, dynamic_shapes: run with given inputs,
+# outside the oracle's random ones): outputs against values worked out by
 # hand (in each model's header comment) or with NumPy; complex .npy in and
 # out and the complex random-input rule against a Python re-implementation
 # of DESIGN.md's splitmix64 rule; --infeed errors (too few files, a bad
@@ -99,7 +100,7 @@ done
 
 # ---- infeed / outfeed from files ----
 "$PY" -c 'import numpy as np; np.save("'"$WORK"'/A.npy", np.array([[1,2,3],[4,5,6]], np.float32)); np.save("'"$WORK"'/B.npy", np.array(2, np.int32))'
-H="$MODELS/host"
+H="$MODELS/fed"
 for mode in --reference ""; do
     rm -rf "$WORK/io"
     expect_status 0 "$TESSEL" run "$H/infeed_outfeed.hlo" $mode --infeed "$WORK/A.npy" --infeed "$WORK/B.npy" --output-dir "$WORK/io"
@@ -139,4 +140,18 @@ sed -e 's/recv(tok), channel_id=1, is_host_transfer=true/recv(tok), channel_id=1
     "$H/send_recv_host.hlo" >"$WORK/dev_recv.hlo"
 expect_status 2 "$TESSEL" run "$WORK/dev_recv.hlo" --reference --input 0="$WORK/sx.npy" --infeed "$WORK/sr.npy"
 expect_in "$ERR" "rv: recv between devices (channel_id=1, no is_host_transfer=true) is not supported"
+# ---- bounded dynamic dimensions: written at their run-time size ----
+"$PY" -c 'import numpy as np; np.save("'"$WORK"'/dx.npy", np.arange(1, 7, dtype=np.float32)); np.save("'"$WORK"'/dn.npy", np.array(4, np.int32))'
+for mode in --reference ""; do
+    rm -rf "$WORK/dy"
+    expect_status 0 "$TESSEL" run "$H/dynamic_shapes.hlo" $mode --input 0="$WORK/dx.npy" --input 1="$WORK/dn.npy" --output-dir "$WORK/dy"
+    check "$WORK/dy" '
+assert o(0).shape == (4,) and o(0).tolist() == [1, 2, 3, 4], o(0)
+assert o(1) == 4 and o(3) == 2
+assert o(2).tolist() == [[1, 2], [3, 4]], o(2)'
+done
+# a size whose elements do not fit the reshape: status 2, at the reshape
+"$PY" -c 'import numpy as np; np.save("'"$WORK"'/dn3.npy", np.array(3, np.int32))'
+expect_status 2 "$TESSEL" run "$H/dynamic_shapes.hlo" --reference --input 0="$WORK/dx.npy" --input 1="$WORK/dn3.npy"
+expect_in "$ERR" "r: 3 elements cannot be reshaped into 4"
 echo "control.sh: ok"

@@ -4,8 +4,9 @@
  * async tuple, copy-start/done, scan forwards and reversed, the collective
  * -start/-done pairs through the collectives hook and alone,
  * rng-get-and-update-state's counter, ragged-all-to-all within one device,
- * and host transfers (infeed/outfeed, send/recv) through DevHostTransfers,
- * refused without it and between devices. Expected values are worked out
+ * host transfers (infeed/outfeed, send/recv) through DevHostTransfers,
+ * refused without it and between devices, and the run-time sizes of
+ * bounded dynamic dimensions (k_dynamic.c). Expected values are worked out
  * by hand in the comments. Modules are built with the ir/ builders, so the
  * tests need neither the parser nor the verifier.
  */
@@ -499,6 +500,66 @@ static void test_host_transfers(void **state)
     dev_value_unref(h.fed[1]);
 }
 
+/* set-dimension-size(x, 4) on f32[6] [1..6] gives f32[<=6] holding all 6
+ * with size 4; get-dimension-size reads 4; dynamic-reshape(d, 2, 2) into
+ * f32[<=3,<=2] gives [[1 2] [3 4] [0 0]] with sizes (2, 2); trimmed, a
+ * static f32[2,2] [[1 2] [3 4]]. A size of 7 is refused. */
+static void test_dynamic_sizes(void **state)
+{
+    (void)state;
+    int32_t e = comp("e");
+    int32_t x = param(e, 0, vec(IR_F32, 6)), n = param(e, 1, scal(IR_S32));
+    IrShape d6 = vec(IR_F32, 6);
+    d6.dynamic = ir_alloc(M->arena, sizeof *d6.dynamic);
+    d6.dynamic[0] = true;
+    int32_t sd = op(e, OP_SET_DIMENSION_SIZE, d6, 2, x, n);
+    int64_t *dim = ir_alloc(M->arena, sizeof *dim);
+    *dim = 0;
+    I(e, sd)->a.dimensions = (IrI64List){1, dim};
+    int32_t g = op(e, OP_GET_DIMENSION_SIZE, scal(IR_S32), 1, sd);
+    I(e, g)->a.dimensions = (IrI64List){1, dim};
+    int32_t c2 = op(e, OP_CONSTANT, scal(IR_S32), 0);
+    int32_t two = 2;
+    I(e, c2)->a.literal = ir_alloc(M->arena, 4);
+    memcpy(I(e, c2)->a.literal, &two, 4);
+    I(e, c2)->a.literal_bytes = 4;
+    int64_t rd[2] = {3, 2};
+    IrShape r32 = shp(IR_F32, 2, rd);
+    r32.dynamic = ir_alloc_array(M->arena, 2, sizeof *r32.dynamic);
+    r32.dynamic[0] = r32.dynamic[1] = true;
+    int32_t dr = op(e, OP_DYNAMIC_RESHAPE, r32, 3, sd, c2, c2);
+    IrShape el[3] = {d6, scal(IR_S32), r32};
+    C(e)->root = op(e, OP_TUPLE, tup(3, el), 3, sd, g, dr);
+    IrShape s0 = scal(IR_S32);
+    DevValue *a[2] = {f32v(6, (float[]){1, 2, 3, 4, 5, 6}), dev_value_new(&s0)};
+    *(int32_t *)a[1]->data = 4;
+    DevValue *r = run_ok(e, 2, a, NULL);
+    assert_non_null(r->elems[0]->sizes);
+    assert_int_equal(r->elems[0]->sizes[0], 4);
+    expect_f32(r->elems[0], 6, (float[]){1, 2, 3, 4, 5, 6}); /* held at the bound */
+    assert_int_equal(*(int32_t *)r->elems[1]->data, 4);
+    DevValue *m = r->elems[2];
+    expect_f32(m, 6, (float[]){1, 2, 3, 4, 0, 0});
+    assert_int_equal(m->sizes[0], 2);
+    assert_int_equal(m->sizes[1], 2);
+    DevValue *t = dev_value_trimmed(m);
+    assert_int_equal(t->shape.rank, 2);
+    assert_true(t->shape.dims[0] == 2 && t->shape.dims[1] == 2 && !t->sizes);
+    expect_f32(t, 4, (float[]){1, 2, 3, 4});
+    dev_value_unref(t);
+    /* a copy keeps the sizes */
+    DevValue *cl = dev_value_clone(r->elems[0]);
+    assert_int_equal(cl->sizes[0], 4);
+    dev_value_unref(cl);
+    dev_value_unref(r);
+    *(int32_t *)a[1]->data = 7;
+    run_err(e, 2, a, NULL, IR_EINPUT, "size 7 is outside [0, 6]");
+    *(int32_t *)a[1]->data = 3;
+    run_err(e, 2, a, NULL, IR_EINPUT, "3 elements cannot be reshaped into 4");
+    dev_value_unref(a[0]);
+    dev_value_unref(a[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,6 +571,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_member_collectives, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rng_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_transfers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_sizes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
