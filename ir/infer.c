@@ -1908,6 +1908,17 @@ static IrStatus infer_collective_permute(Ctx *x, IrShape *out)
                 return fail(x, "source_target_pairs: %s %lld appears twice",
                             i % 2 ? "target" : "source", (long long)p->v[i]);
     }
+    if (x->ins->a.permute_slice_sizes) {
+        /* In place: (input, output, input_start_indices,
+         * output_start_indices) with slice_sizes; the result is output. */
+        if (x->ins->nopnd != 4)
+            return fail(x, "the slice_sizes= form takes 4 operands (input, output, input and output start "
+                        "indices), got %d", (int)x->ins->nopnd);
+        return copy_shape(x, out, opnd(x, 1));
+    }
+    /* The combined form permutes each operand: the tuple of their shapes. */
+    if (x->ins->nopnd > 1 && x->ins->op == OP_COLLECTIVE_PERMUTE)
+        return infer_tuple(x, out);
     return copy_shape(x, out, opnd(x, 0));
 }
 
