@@ -278,6 +278,10 @@ static void test_collective_pairs(void **state)
     expect_error("HloModule m, num_partitions=2\nENTRY e {\n  x = f32[4] parameter(0)\n"
                  "  ROOT c = f32[4] collective-permute(x, x), channel_id=1, source_target_pairs={{0,1}}\n}\n",
                  "inferred shape (f32[4], f32[4])", 4, 8);
+    /* all-gather-start over groups of 2 gathers f32[4] into f32[8] */
+    expect_error("ENTRY e {\n  x = f32[4] parameter(0)\n"
+                 "  ROOT s = (f32[4], f32[12]) all-gather-start(x), replica_groups={{0,1}}, dimensions={0}\n}\n",
+                 "inferred shape (f32[4], f32[8])", 3, 8);
     /* all-gather-done gives element 1 of the start: f32[8], not f32[4] */
     expect_error("ENTRY e {\n  x = f32[4] parameter(0)\n"
                  "  s = (f32[4], f32[8]) all-gather-start(x), replica_groups={}, dimensions={0}\n"
