@@ -262,6 +262,26 @@ static void test_collective_pairs(void **state)
                     "  ra = f32[8] ragged-all-to-all(x8, o8, i, i, i, i), replica_groups={{0,1}}\n"
                     "  ROOT t = (f32[4], f32[8], f32[4], f32[4], f32[8]) tuple(ard, agd, cpd, cb, ra)\n}\n",
                     want);
+    /* the combined form permutes each operand; the in-place form updates
+     * its output operand (operand 1) */
+    static const char *const want_cp[] = {
+        "c = (f32[4], s32[2]) collective-permute(x, i), channel_id=1, source_target_pairs={{0,1},{1,0}}",
+        "ip = f32[8] collective-permute(x8, o8, i, i), channel_id=2, source_target_pairs={{0,1},{1,0}}, "
+        "slice_sizes={{4}}", NULL};
+    round_trip_free("HloModule m, num_partitions=2\n"
+                    "ENTRY e {\n  x = f32[4] parameter(0)\n  x8 = f32[8] parameter(1)\n  o8 = f32[8] parameter(2)\n"
+                    "  i = s32[2] parameter(3)\n"
+                    "  c = (f32[4], s32[2]) collective-permute(x, i), channel_id=1, source_target_pairs={{0,1},{1,0}}\n"
+                    "  ROOT ip = f32[8] collective-permute(x8, o8, i, i), channel_id=2, "
+                    "source_target_pairs={{0,1},{1,0}}, slice_sizes={{4}}\n}\n",
+                    want_cp);
+    expect_error("HloModule m, num_partitions=2\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                 "  ROOT c = f32[4] collective-permute(x, x), channel_id=1, source_target_pairs={{0,1}}\n}\n",
+                 "inferred shape (f32[4], f32[4])", 4, 8);
+    /* all-gather-start over groups of 2 gathers f32[4] into f32[8] */
+    expect_error("ENTRY e {\n  x = f32[4] parameter(0)\n"
+                 "  ROOT s = (f32[4], f32[12]) all-gather-start(x), replica_groups={{0,1}}, dimensions={0}\n}\n",
+                 "inferred shape (f32[4], f32[8])", 3, 8);
     /* all-gather-done gives element 1 of the start: f32[8], not f32[4] */
     expect_error("ENTRY e {\n  x = f32[4] parameter(0)\n"
                  "  s = (f32[4], f32[8]) all-gather-start(x), replica_groups={}, dimensions={0}\n"
@@ -497,6 +517,41 @@ static void test_control_and_kept(void **state)
                  "unknown opcode 'frobnicate-start'", 3, 19);
 }
 
+/* Every allocation of parsing, wrapping and verifying a sugared async
+ * module may fail: the parse then reports out of memory (and leaks
+ * nothing, which the asan build checks), until enough succeed. */
+static void test_failure_injection(void **state)
+{
+    (void)state;
+    const char *text = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+                       "ENTRY e {\n  x = f32[4] parameter(0), parameter_replication={false}\n"
+                       "  s = ((f32[4]), f32[4], s32[]) abs-start(x), async_execution_thread=\"t\"\n"
+                       "  d = f32[4] abs-done(s)\n"
+                       "  r = ((f32[4], f32[]), f32[], s32[]) reduce-start(d, c), dimensions={0}, to_apply=add\n"
+                       "  c = f32[] constant(0)\n"
+                       "  ROOT rd = f32[] reduce-done(r)\n}\n";
+    IrParseOptions o = ir_default_parse_options();
+    o.verify = true;
+    bool done = false;
+    for (long n = 1; n < 2000 && !done; n++) {
+        IrModule *m = NULL;
+        IrDiag d = {0};
+        ts_fail_alloc_after(n);
+        IrStatus st = ir_parse("f.hlo", text, strlen(text), &o, &m, &d);
+        ts_fail_alloc_after(0);
+        if (st == IR_OK) {
+            done = true;
+            ir_module_free(m);
+        } else {
+            if (st != IR_ENOMEM)
+                fail_msg("allocation %ld failing gave status %d: %s", n, (int)st, d.msg ? d.msg : "");
+            assert_null(m);
+        }
+        ir_diag_clear(&d);
+    }
+    assert_true(done);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_rng_dynamic_misc),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_control_and_kept),
+        cmocka_unit_test(test_failure_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
