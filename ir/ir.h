@@ -504,6 +504,9 @@ typedef struct IrAttrs {
      * kept as name and raw value text so printing gives them back. */
     int32_t nkept;
     IrKeyValue *kept;
+    /* constant({...}): the literal was elided in the text (XLA prints
+     * large constants so); literal is NULL and the values are unknown. */
+    bool literal_elided;
 } IrAttrs;
 
 /* Roles of called computations, in `called[]` order per opcode:

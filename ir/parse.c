@@ -1983,6 +1983,17 @@ static bool parse_constant(Parser *P, InstrCtx *x)
         if (!ir_shape_equal(&s, &x->ins.shape))
             return lx_fail(L, pos, "the literal's shape differs from the instruction's shape");
     }
+    if (lx_is(L, LX_LBRACE) && lx_peek(L).kind == LX_DOTS && ir_shape_is_array(&x->ins.shape) &&
+        x->ins.shape.rank > 0) {
+        /* `constant({...})`: XLA elides large literals when it prints
+         * without print_large_constants; its parser takes them. The values
+         * are unknown: nothing is stored, and the printer writes {...}. */
+        lx_next(L);
+        lx_next(L);
+        x->ins.a.literal_elided = true;
+        return lx_expect(L, LX_RBRACE, "'}' after '{...'") &&
+               lx_expect(L, LX_RPAREN, "')' after the constant literal");
+    }
     return ir_lit_parse_lx(L, &x->ins.shape, &x->ins.a.literal, &x->ins.a.literal_bytes) &&
            lx_expect(L, LX_RPAREN, "')' after the constant literal");
 }

@@ -256,7 +256,7 @@ static IrStatus check_shape_limits(Verifier *v, const IrInstr *ins, const IrShap
 static IrStatus check_constant(Verifier *v, const IrInstr *ins)
 {
     int64_t want = ir_shape_bytes(&ins->shape);
-    if (!ins->a.literal && want > 0)
+    if (!ins->a.literal && want > 0 && !ins->a.literal_elided)
         return verr(v, ins->pos, "%s: constant has no literal", ins->name);
     if (ins->a.literal && ins->a.literal_bytes != want)
         return verr(v, ins->pos, "%s: literal has %lld bytes but %s needs %lld", ins->name,
