@@ -573,6 +573,10 @@ typedef struct IrModule {
     const char *src;         /* source text (arena copy) for diagnostics, may be NULL */
     struct IrNameSet *names; /* every name in use, built on demand (module.c) */
     int64_t next_name_id;    /* suffix counter for ir_unique_name */
+    /* The FileNames/FunctionNames/FileLocations/StackFrames sections newer
+     * XLA prints after the header, kept raw (they only feed metadata's
+     * stack_frame_id) and printed back after the header; NULL if none. */
+    const char *stack_frames;
 } IrModule;
 
 IrModule *ir_module_new(const char *name);   /* NULL on OOM */

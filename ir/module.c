@@ -556,6 +556,9 @@ IrModule *ir_module_clone(const IrModule *m)
     d->replica_count = m->replica_count;
     d->is_scheduled = m->is_scheduled;
     d->entry_computation_layout = m->entry_computation_layout;
+    d->stack_frames = m->stack_frames;
+    if (!dup_str(d->arena, &d->stack_frames))
+        goto oom;
     if (!dup_str(d->arena, &d->entry_computation_layout))
         goto oom;
     d->nalias = m->nalias;

@@ -2649,25 +2649,33 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
 }
 
 /* FileNames / FunctionNames / FileLocations / StackFrames tables that newer
- * XLA prints after the header: skipped, they only feed metadata. */
+ * XLA prints after the header: checked for their form (NAME, then `ID
+ * "string"` or `ID {...}` rows) and kept raw for printing; they only feed
+ * metadata, so nothing reads them. */
 static bool skip_stack_frames(Parser *P)
 {
     Lexer *L = &P->L;
     static const char *const sections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    size_t start = L->tok.start, end = L->tok.end;
     for (int i = 0; i < 4; i++) {
         if (!lx_is_word(L, sections[i]))
             return lx_expected(L, sections[i]);
+        end = L->tok.end;
         lx_next(L);
         while (lx_is(L, LX_INT)) {
             lx_next(L);
             size_t s, e;
-            if (lx_is(L, LX_STRING))
+            if (lx_is(L, LX_STRING)) {
+                end = L->tok.end;
                 lx_next(L);
-            else if (!lx_raw_group(L, &s, &e))
+            } else if (!lx_raw_group(L, &s, &e)) {
                 return false;
+            } else {
+                end = e;
+            }
         }
     }
-    return true;
+    return (P->m->stack_frames = lx_dup(L, start, end)) != NULL;
 }
 
 static bool parse_header(Parser *P)

@@ -1332,6 +1332,11 @@ static void put_header(Buf *b, const IrModule *m)
         putf(b, ", %s=%s", m->header_attr[i].key,
              m->header_attr[i].value ? m->header_attr[i].value : "");
     put(b, "\n");
+    if (m->stack_frames) {
+        put(b, "\n");
+        put(b, m->stack_frames);
+        put(b, "\n");
+    }
 }
 
 /* The whole module as HLO text: a ts_malloc string the caller frees, or
