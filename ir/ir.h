@@ -546,6 +546,9 @@ typedef struct IrComputation {
      * parser builds around the wrapped op. Printed inside that instruction,
      * never on its own. */
     bool async_wrapper;
+    /* `}, execution_thread="host"` after the body (async computations on
+     * another thread); NULL for the main thread. Kept for printing. */
+    const char *execution_thread;
 } IrComputation;
 
 typedef struct IrAlias {

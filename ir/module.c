@@ -519,6 +519,8 @@ int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int
         return -1;
     dc->root = sc->root;
     dc->has_signature = sc->has_signature;
+    if (sc->execution_thread && !(dc->execution_thread = ir_strdup(dst->arena, sc->execution_thread)))
+        return -1;
     dc->async_wrapper = sc->async_wrapper;
     dc->pos = sc->pos;
     for (int32_t i = 0; i < sc->ninstr; i++) {

@@ -2518,6 +2518,7 @@ static bool parse_computation(Parser *P)
         lx_next(L);
         lx_next(L);
         ok = lx_string(L, &thread, "string after execution_thread=");
+        c->execution_thread = ok ? thread : NULL;
     }
     if (ok && is_entry) {
         if (P->m->entry >= 0)

@@ -1233,7 +1233,12 @@ static void put_computation(Buf *b, const IrModule *m, const IrComputation *c, b
         put(b, "\n");
     }
     ts_free(order);
-    put(b, "}\n");
+    put(b, "}");
+    if (c->execution_thread) {
+        put(b, ", execution_thread=");
+        put_quoted(b, c->execution_thread);
+    }
+    put(b, "\n");
 }
 
 /* Computations with their callees first: a depth-first walk of the call
