@@ -1300,7 +1300,7 @@ static void put_shape_index(Buf *b, const IrShapeIndex *ix)
     put_list(b, ix);
 }
 
-/* input_output_alias={ {0}: (0, {}), {1}: (1, {}, must-alias) } */
+/* input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) } */
 static void put_aliases(Buf *b, const IrModule *m)
 {
     put(b, ", input_output_alias={ ");
@@ -1311,7 +1311,7 @@ static void put_aliases(Buf *b, const IrModule *m)
         put_shape_index(b, &al->output_index);
         putf(b, ": (%lld, ", (long long)al->param_number);
         put_shape_index(b, &al->param_index);
-        put(b, al->must_alias ? ", must-alias)" : ")");
+        put(b, al->must_alias ? ", must-alias)" : ", may-alias)"); /* XLA always names the kind */
     }
     put(b, " }");
 }
