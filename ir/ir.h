@@ -504,6 +504,9 @@ typedef struct IrAttrs {
      * kept as name and raw value text so printing gives them back. */
     int32_t nkept;
     IrKeyValue *kept;
+    /* constant({...}): the literal was elided in the text (XLA prints
+     * large constants so); literal is NULL and the values are unknown. */
+    bool literal_elided;
 } IrAttrs;
 
 /* Roles of called computations, in `called[]` order per opcode:
@@ -547,6 +550,9 @@ typedef struct IrComputation {
      * parser builds around the wrapped op. Printed inside that instruction,
      * never on its own. */
     bool async_wrapper;
+    /* `}, execution_thread="host"` after the body (async computations on
+     * another thread); NULL for the main thread. Kept for printing. */
+    const char *execution_thread;
 } IrComputation;
 
 typedef struct IrAlias {
@@ -574,6 +580,10 @@ typedef struct IrModule {
     const char *src;         /* source text (arena copy) for diagnostics, may be NULL */
     struct IrNameSet *names; /* every name in use, built on demand (module.c) */
     int64_t next_name_id;    /* suffix counter for ir_unique_name */
+    /* The FileNames/FunctionNames/FileLocations/StackFrames sections newer
+     * XLA prints after the header, kept raw (they only feed metadata's
+     * stack_frame_id) and printed back after the header; NULL if none. */
+    const char *stack_frames;
 } IrModule;
 
 IrModule *ir_module_new(const char *name);   /* NULL on OOM */

@@ -1983,6 +1983,17 @@ static bool parse_constant(Parser *P, InstrCtx *x)
         if (!ir_shape_equal(&s, &x->ins.shape))
             return lx_fail(L, pos, "the literal's shape differs from the instruction's shape");
     }
+    if (lx_is(L, LX_LBRACE) && lx_peek(L).kind == LX_DOTS && ir_shape_is_array(&x->ins.shape) &&
+        x->ins.shape.rank > 0) {
+        /* `constant({...})`: XLA elides large literals when it prints
+         * without print_large_constants; its parser takes them. The values
+         * are unknown: nothing is stored, and the printer writes {...}. */
+        lx_next(L);
+        lx_next(L);
+        x->ins.a.literal_elided = true;
+        return lx_expect(L, LX_RBRACE, "'}' after '{...'") &&
+               lx_expect(L, LX_RPAREN, "')' after the constant literal");
+    }
     return ir_lit_parse_lx(L, &x->ins.shape, &x->ins.a.literal, &x->ins.a.literal_bytes) &&
            lx_expect(L, LX_RPAREN, "')' after the constant literal");
 }
@@ -2507,6 +2518,7 @@ static bool parse_computation(Parser *P)
         lx_next(L);
         lx_next(L);
         ok = lx_string(L, &thread, "string after execution_thread=");
+        c->execution_thread = ok ? thread : NULL;
     }
     if (ok && is_entry) {
         if (P->m->entry >= 0)
@@ -2638,25 +2650,33 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
 }
 
 /* FileNames / FunctionNames / FileLocations / StackFrames tables that newer
- * XLA prints after the header: skipped, they only feed metadata. */
+ * XLA prints after the header: checked for their form (NAME, then `ID
+ * "string"` or `ID {...}` rows) and kept raw for printing; they only feed
+ * metadata, so nothing reads them. */
 static bool skip_stack_frames(Parser *P)
 {
     Lexer *L = &P->L;
     static const char *const sections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    size_t start = L->tok.start, end = L->tok.end;
     for (int i = 0; i < 4; i++) {
         if (!lx_is_word(L, sections[i]))
             return lx_expected(L, sections[i]);
+        end = L->tok.end;
         lx_next(L);
         while (lx_is(L, LX_INT)) {
             lx_next(L);
             size_t s, e;
-            if (lx_is(L, LX_STRING))
+            if (lx_is(L, LX_STRING)) {
+                end = L->tok.end;
                 lx_next(L);
-            else if (!lx_raw_group(L, &s, &e))
+            } else if (!lx_raw_group(L, &s, &e)) {
                 return false;
+            } else {
+                end = e;
+            }
         }
     }
-    return true;
+    return (P->m->stack_frames = lx_dup(L, start, end)) != NULL;
 }
 
 static bool parse_header(Parser *P)

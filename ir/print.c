@@ -1233,7 +1233,12 @@ static void put_computation(Buf *b, const IrModule *m, const IrComputation *c, b
         put(b, "\n");
     }
     ts_free(order);
-    put(b, "}\n");
+    put(b, "}");
+    if (c->execution_thread) {
+        put(b, ", execution_thread=");
+        put_quoted(b, c->execution_thread);
+    }
+    put(b, "\n");
 }
 
 /* Computations with their callees first: a depth-first walk of the call
@@ -1295,7 +1300,7 @@ static void put_shape_index(Buf *b, const IrShapeIndex *ix)
     put_list(b, ix);
 }
 
-/* input_output_alias={ {0}: (0, {}), {1}: (1, {}, must-alias) } */
+/* input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) } */
 static void put_aliases(Buf *b, const IrModule *m)
 {
     put(b, ", input_output_alias={ ");
@@ -1306,7 +1311,7 @@ static void put_aliases(Buf *b, const IrModule *m)
         put_shape_index(b, &al->output_index);
         putf(b, ": (%lld, ", (long long)al->param_number);
         put_shape_index(b, &al->param_index);
-        put(b, al->must_alias ? ", must-alias)" : ")");
+        put(b, al->must_alias ? ", must-alias)" : ", may-alias)"); /* XLA always names the kind */
     }
     put(b, " }");
 }
@@ -1332,6 +1337,11 @@ static void put_header(Buf *b, const IrModule *m)
         putf(b, ", %s=%s", m->header_attr[i].key,
              m->header_attr[i].value ? m->header_attr[i].value : "");
     put(b, "\n");
+    if (m->stack_frames) {
+        put(b, "\n");
+        put(b, m->stack_frames);
+        put(b, "\n");
+    }
 }
 
 /* The whole module as HLO text: a ts_malloc string the caller frees, or

@@ -747,7 +747,7 @@ static void test_constants(void **state)
     parse_err("HloModule m\nENTRY e {\n  ROOT a = s8[] constant(300)\n}\n", "value '300' is out of range for s8", 3, 26);
     parse_err("HloModule m\nENTRY e {\n  ROOT a = f32[2] constant(f32[3] {1, 2, 3})\n}\n",
               "the literal's shape differs", 3, 28);
-    parse_err("HloModule m\nENTRY e {\n  ROOT a = f32[2] constant({...})\n}\n", "elided literal", 3, 29);
+    parse_err("HloModule m\nENTRY e {\n  ROOT a = f32[] constant({...})\n}\n", "a rank-0 literal has no braces", 3, 27);
 }
 
 /* ---- shapes the text omits ---- */
