@@ -1746,6 +1746,11 @@ static IrStatus group_size(Ctx *x, int64_t *size)
 static const IrShape *declared_part(Ctx *x, int32_t i)
 {
     const IrShape *s = &x->ins->shape;
+    if (x->ins->op == OP_ALL_GATHER_START) { /* (inputs, gathered) */
+        if (s->type != IR_TUPLE || s->ntuple != 2)
+            return NULL;
+        s = &s->tuple[1];
+    }
     if (x->ins->nopnd > 1 && s->type == IR_TUPLE)
         return i < s->ntuple ? &s->tuple[i] : NULL;
     return s;
@@ -1805,7 +1810,7 @@ static IrStatus infer_all_reduce(Ctx *x, IrShape *out)
 static IrStatus infer_gather_scatter_collective(Ctx *x, IrShape *out)
 {
     int32_t n = x->ins->nopnd;
-    bool gather = x->ins->op == OP_ALL_GATHER;
+    bool gather = x->ins->op == OP_ALL_GATHER || x->ins->op == OP_ALL_GATHER_START;
     const IrI64List *dl = &x->ins->a.dimensions;
     IrStatus st;
     int64_t gs;
@@ -1908,6 +1913,17 @@ static IrStatus infer_collective_permute(Ctx *x, IrShape *out)
                 return fail(x, "source_target_pairs: %s %lld appears twice",
                             i % 2 ? "target" : "source", (long long)p->v[i]);
     }
+    if (x->ins->a.permute_slice_sizes) {
+        /* In place: (input, output, input_start_indices,
+         * output_start_indices) with slice_sizes; the result is output. */
+        if (x->ins->nopnd != 4)
+            return fail(x, "the slice_sizes= form takes 4 operands (input, output, input and output start "
+                        "indices), got %d", (int)x->ins->nopnd);
+        return copy_shape(x, out, opnd(x, 1));
+    }
+    /* The combined form permutes each operand: the tuple of their shapes. */
+    if (x->ins->nopnd > 1 && x->ins->op == OP_COLLECTIVE_PERMUTE)
+        return infer_tuple(x, out);
     return copy_shape(x, out, opnd(x, 0));
 }
 
@@ -2106,19 +2122,23 @@ static IrStatus expect_like_operand(Ctx *x, int32_t k, int32_t i)
     return IR_OK;
 }
 
-/* all-gather-start: (operand, gathered); with N operands ((ops...), (gathered...)). */
+/* all-gather-start: (input, gathered) as XLA's InferAllGatherStartShape
+ * builds it, the input being the operand or the tuple of the operands and
+ * `gathered` what all-gather would return: f32[4] dimensions={0} over 2
+ * -> (f32[4], f32[8]). */
 static IrStatus infer_all_gather_start(Ctx *x, IrShape *out)
 {
-    IrStatus st = expect_tuple_result(x, 2, "(operand, result)");
-    int64_t gs;
-    if (st != IR_OK || (st = group_size(x, &gs)) != IR_OK)
+    IrShape parts[2];
+    IrStatus st = infer_gather_scatter_collective(x, &parts[1]);
+    if (st != IR_OK)
         return st;
-    const IrShape *o = &x->ins->shape;
-    if (x->ins->nopnd == 1 && (st = expect_like_operand(x, 0, 0)) != IR_OK)
+    if (x->ins->nopnd == 1)
+        st = copy_shape(x, &parts[0], opnd(x, 0));
+    else
+        st = infer_tuple(x, &parts[0]);
+    if (st != IR_OK)
         return st;
-    if (x->ins->a.dimensions.n != 1)
-        return fail(x, "needs dimensions={d} with one dimension, got %s", lstr(x, &x->ins->a.dimensions));
-    return copy_shape(x, out, o);
+    return ir_shape_make_tuple(x->a, out, 2, parts) == IR_OK ? IR_OK : oom(x);
 }
 
 /* collective-permute-start: (operand, result, u32[], u32[]). */
@@ -2155,8 +2175,9 @@ static IrStatus infer_send_recv(Ctx *x, IrShape *out)
     IrStatus st = expect_tuple_result(x, 3, "(data, u32[], token[])");
     if (st != IR_OK)
         return st;
+    /* The context is u32[]; XLA's own tests also write s32[]. */
     if (o->ntuple != 3 || o->tuple[2].type != IR_TOKEN || !is_scalar(&o->tuple[1]) ||
-        o->tuple[1].type != IR_U32)
+        !ir_type_is_int(o->tuple[1].type))
         return fail(x, "result must be a tuple (data, u32[], token[]), got %s", sstr(x, o));
     if (send && (st = expect_like_operand(x, 0, 0)) != IR_OK)
         return st;

@@ -519,6 +519,8 @@ int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int
         return -1;
     dc->root = sc->root;
     dc->has_signature = sc->has_signature;
+    if (sc->execution_thread && !(dc->execution_thread = ir_strdup(dst->arena, sc->execution_thread)))
+        return -1;
     dc->async_wrapper = sc->async_wrapper;
     dc->pos = sc->pos;
     for (int32_t i = 0; i < sc->ninstr; i++) {
@@ -556,6 +558,9 @@ IrModule *ir_module_clone(const IrModule *m)
     d->replica_count = m->replica_count;
     d->is_scheduled = m->is_scheduled;
     d->entry_computation_layout = m->entry_computation_layout;
+    d->stack_frames = m->stack_frames;
+    if (!dup_str(d->arena, &d->stack_frames))
+        goto oom;
     if (!dup_str(d->arena, &d->entry_computation_layout))
         goto oom;
     d->nalias = m->nalias;

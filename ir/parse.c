@@ -379,8 +379,8 @@ static bool attr_applies(AttrId id, IrOpcode op)
  * `OP-start` takes the attributes of the op it wraps, besides its own. */
 static bool attr_applies_to(AttrId id, const IrInstr *ins)
 {
-    if (attr_applies(id, ins->op))
-        return !(ins->a.async_sugar && id == A_CALLS);
+    if (attr_applies(id, ins->op) && !(ins->a.async_sugar && id == A_CALLS))
+        return true;
     return ins->a.async_sugar && ins->op == OP_ASYNC_START && attr_applies(id, ins->a.async_wrapped_op);
 }
 
@@ -675,6 +675,43 @@ static bool parse_layout(Parser *P, IrShape *s)
     return ok;
 }
 
+/* Mark dimension `i` of the shape being parsed as dynamic: the flags array
+ * is made (all false) at the first dynamic dimension. */
+static bool mark_dynamic(Parser *P, IrShape *out, int32_t i)
+{
+    if (!out->dynamic) {
+        out->dynamic = ir_alloc_array(P->m->arena, (size_t)P->L.lim.max_rank, sizeof(bool));
+        if (!out->dynamic)
+            return lx_nomem(&P->L);
+    }
+    out->dynamic[i] = true;
+    return true;
+}
+
+/* dim ::= int | '<=' int | '?'
+ * `<=N` is a bounded dynamic dimension (its size is known at run time, at
+ * most N: dims[] holds the bound); `?` an unbounded one (IR_DIM_UNBOUNDED),
+ * which tessel parses, verifies and prints but cannot run. */
+static bool parse_dim(Parser *P, IrShape *out, I64Vec *dims, int32_t *nunbounded)
+{
+    Lexer *L = &P->L;
+    int32_t i = (int32_t)dims->n;
+    if (lx_is(L, LX_OTHER) && lx_text(L)[0] == '?') {
+        lx_next(L);
+        (*nunbounded)++;
+        return mark_dynamic(P, out, i) && vec_push(L, dims, IR_DIM_UNBOUNDED);
+    }
+    if (lx_eat(L, LX_LEQ) && !mark_dynamic(P, out, i))
+        return false;
+    IrPos dpos = L->tok.pos;
+    int64_t d = 0;
+    if (!lx_int(L, &d, "dimension size") || !vec_push(L, dims, d))
+        return false;
+    if (d < 0)
+        return lx_fail(L, dpos, "dimension size %lld is negative", (long long)d);
+    return true;
+}
+
 /* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
 static bool parse_shape(Parser *P, IrShape *out)
 {
@@ -696,22 +733,15 @@ static bool parse_shape(Parser *P, IrShape *out)
     if (!lx_expect(L, LX_LSQUARE, "'[' after the element type"))
         return false;
     I64Vec dims = {0};
+    int32_t nunbounded = 0;
     bool ok = true;
     if (!lx_is(L, LX_RSQUARE)) {
         do {
-            if (lx_is(L, LX_LEQ) || (lx_is(L, LX_OTHER) && lx_text(L)[0] == '?')) {
-                ok = lx_fail(L, L->tok.pos, "dynamic dimensions are not supported");
-                break;
-            }
             if (dims.n >= L->lim.max_rank) {
                 ok = lx_fail(L, L->tok.pos, "rank exceeds the limit of %d", (int)L->lim.max_rank);
                 break;
             }
-            IrPos dpos = L->tok.pos;
-            int64_t d = 0;
-            ok = lx_int(L, &d, "dimension size") && vec_push(L, &dims, d);
-            if (ok && d < 0)
-                ok = lx_fail(L, dpos, "dimension size %lld is negative", (long long)d);
+            ok = parse_dim(P, out, &dims, &nunbounded);
         } while (ok && lx_eat(L, LX_COMMA));
     }
     ok = ok && lx_expect(L, LX_RSQUARE, "']' after dimensions");
@@ -719,7 +749,7 @@ static bool parse_shape(Parser *P, IrShape *out)
         out->type = t;
         out->rank = dims.n;
         out->dims = dims.v; /* temporarily, for the count */
-        int64_t n = ir_shape_elements(out);
+        int64_t n = nunbounded ? 0 : ir_shape_elements(out);
         if (n < 0)
             ok = lx_fail(L, pos, "the element count of this shape overflows 64 bits");
         else if (n > L->lim.max_elements)
@@ -1953,6 +1983,17 @@ static bool parse_constant(Parser *P, InstrCtx *x)
         if (!ir_shape_equal(&s, &x->ins.shape))
             return lx_fail(L, pos, "the literal's shape differs from the instruction's shape");
     }
+    if (lx_is(L, LX_LBRACE) && lx_peek(L).kind == LX_DOTS && ir_shape_is_array(&x->ins.shape) &&
+        x->ins.shape.rank > 0) {
+        /* `constant({...})`: XLA elides large literals when it prints
+         * without print_large_constants; its parser takes them. The values
+         * are unknown: nothing is stored, and the printer writes {...}. */
+        lx_next(L);
+        lx_next(L);
+        x->ins.a.literal_elided = true;
+        return lx_expect(L, LX_RBRACE, "'}' after '{...'") &&
+               lx_expect(L, LX_RPAREN, "')' after the constant literal");
+    }
     return ir_lit_parse_lx(L, &x->ins.shape, &x->ins.a.literal, &x->ins.a.literal_bytes) &&
            lx_expect(L, LX_RPAREN, "')' after the constant literal");
 }
@@ -2477,6 +2518,7 @@ static bool parse_computation(Parser *P)
         lx_next(L);
         lx_next(L);
         ok = lx_string(L, &thread, "string after execution_thread=");
+        c->execution_thread = ok ? thread : NULL;
     }
     if (ok && is_entry) {
         if (P->m->entry >= 0)
@@ -2608,25 +2650,33 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
 }
 
 /* FileNames / FunctionNames / FileLocations / StackFrames tables that newer
- * XLA prints after the header: skipped, they only feed metadata. */
+ * XLA prints after the header: checked for their form (NAME, then `ID
+ * "string"` or `ID {...}` rows) and kept raw for printing; they only feed
+ * metadata, so nothing reads them. */
 static bool skip_stack_frames(Parser *P)
 {
     Lexer *L = &P->L;
     static const char *const sections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    size_t start = L->tok.start, end = L->tok.end;
     for (int i = 0; i < 4; i++) {
         if (!lx_is_word(L, sections[i]))
             return lx_expected(L, sections[i]);
+        end = L->tok.end;
         lx_next(L);
         while (lx_is(L, LX_INT)) {
             lx_next(L);
             size_t s, e;
-            if (lx_is(L, LX_STRING))
+            if (lx_is(L, LX_STRING)) {
+                end = L->tok.end;
                 lx_next(L);
-            else if (!lx_raw_group(L, &s, &e))
+            } else if (!lx_raw_group(L, &s, &e)) {
                 return false;
+            } else {
+                end = e;
+            }
         }
     }
-    return true;
+    return (P->m->stack_frames = lx_dup(L, start, end)) != NULL;
 }
 
 static bool parse_header(Parser *P)

@@ -167,6 +167,13 @@ static void put_shape(Buf *b, const IrShape *s, bool with_layout)
     for (int32_t i = 0; i < s->rank; i++) {
         if (i)
             put_n(b, ",", 1);
+        if (ir_shape_dim_dynamic(s, i)) {
+            if (s->dims[i] == IR_DIM_UNBOUNDED) {
+                put_n(b, "?", 1);
+                continue;
+            }
+            put_n(b, "<=", 2);
+        }
         put_i64(b, s->dims[i]);
     }
     put_n(b, "]", 1);
@@ -337,6 +344,16 @@ static void put_element(Buf *b, IrType t, const uint8_t *p)
         put(b, ")");
         break;
     default:
+        /* XLA prints s2/s4 and u2/u4 as integers and the f8/f4 kinds as
+         * the decimal of their value, which %.17g gives exactly (every f8
+         * and f4 value is a short binary fraction) and reads back to the
+         * same code. */
+        if (ir_type_is_signed_int(t))
+            put_i64(b, u.i8);
+        else if (ir_type_is_unsigned_int(t))
+            putf(b, "%u", (unsigned)u.u8);
+        else if (ir_type_is_lowp_float(t))
+            put_float(b, ir_lowp_to_double(t, u.u8), true);
         break;
     }
 }
@@ -737,8 +754,8 @@ static void put_new_op_attrs(Buf *b, const IrInstr *ins)
             putf(b, ", slice_sizes=%s", a->permute_slice_sizes);
         break;
     case OP_SEND: case OP_RECV: case OP_SEND_DONE: case OP_RECV_DONE:
-        if (a->channel_id)
-            putf(b, ", channel_id=%lld", (long long)a->channel_id);
+        /* XLA always prints a point-to-point op's channel, 0 included */
+        putf(b, ", channel_id=%lld", (long long)a->channel_id);
         if (a->is_host_transfer)
             put(b, ", is_host_transfer=true");
         break;
@@ -1216,7 +1233,12 @@ static void put_computation(Buf *b, const IrModule *m, const IrComputation *c, b
         put(b, "\n");
     }
     ts_free(order);
-    put(b, "}\n");
+    put(b, "}");
+    if (c->execution_thread) {
+        put(b, ", execution_thread=");
+        put_quoted(b, c->execution_thread);
+    }
+    put(b, "\n");
 }
 
 /* Computations with their callees first: a depth-first walk of the call
@@ -1278,7 +1300,7 @@ static void put_shape_index(Buf *b, const IrShapeIndex *ix)
     put_list(b, ix);
 }
 
-/* input_output_alias={ {0}: (0, {}), {1}: (1, {}, must-alias) } */
+/* input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) } */
 static void put_aliases(Buf *b, const IrModule *m)
 {
     put(b, ", input_output_alias={ ");
@@ -1289,7 +1311,7 @@ static void put_aliases(Buf *b, const IrModule *m)
         put_shape_index(b, &al->output_index);
         putf(b, ": (%lld, ", (long long)al->param_number);
         put_shape_index(b, &al->param_index);
-        put(b, al->must_alias ? ", must-alias)" : ")");
+        put(b, al->must_alias ? ", must-alias)" : ", may-alias)"); /* XLA always names the kind */
     }
     put(b, " }");
 }
@@ -1315,6 +1337,11 @@ static void put_header(Buf *b, const IrModule *m)
         putf(b, ", %s=%s", m->header_attr[i].key,
              m->header_attr[i].value ? m->header_attr[i].value : "");
     put(b, "\n");
+    if (m->stack_frames) {
+        put(b, "\n");
+        put(b, m->stack_frames);
+        put(b, "\n");
+    }
 }
 
 /* The whole module as HLO text: a ts_malloc string the caller frees, or
