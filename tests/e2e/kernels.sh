@@ -179,6 +179,38 @@ run_family batch_norm 7
 run_family topk 2
 run_family ragged_dot 10
 
+# Complex .npy in and out (no real/imag detour): c64[3,7] FFT and c128
+# [2,5,6] IFFT over 2 dims against numpy.fft.
+cat >"$WORK/fft_c.hlo" <<'HLO'
+HloModule fft_c
+ENTRY main {
+  x = c64[3,7] parameter(0)
+  y = c128[2,5,6] parameter(1)
+  f = c64[3,7] fft(x), fft_type=FFT, fft_length={7}
+  g = c128[2,5,6] fft(y), fft_type=IFFT, fft_length={5,6}
+  ROOT t = (c64[3,7], c128[2,5,6]) tuple(f, g)
+}
+HLO
+"$PY" - "$WORK" <<'PY' || fail "fft_c: numpy inputs"
+import sys, numpy as np
+r = np.random.default_rng(5)
+np.save(sys.argv[1] + '/c0.npy', (r.standard_normal((3, 7)) + 1j * r.standard_normal((3, 7))).astype(np.complex64))
+np.save(sys.argv[1] + '/c1.npy', r.standard_normal((2, 5, 6)) + 1j * r.standard_normal((2, 5, 6)))
+PY
+expect_status 0 "$TESSEL" run "$WORK/fft_c.hlo" --reference --input 0="$WORK/c0.npy" --input 1="$WORK/c1.npy" --output-dir "$WORK/fc"
+"$PY" - "$WORK" <<'PY' >"$OUT" 2>"$ERR" || fail "fft_c: differs from numpy"
+import sys, numpy as np
+w = sys.argv[1]
+x, y = np.load(w + '/c0.npy'), np.load(w + '/c1.npy')
+for i, (want, tol) in enumerate([(np.fft.fft(x.astype(np.complex128)), 1e-4), (np.fft.ifft2(y), 1e-5)]):
+    got = np.load('%s/fc/output_%d.npy' % (w, i))
+    assert got.dtype == (np.complex64 if i == 0 else np.complex128), got.dtype
+    err = np.max(np.abs(got - want))
+    assert err <= tol * np.max(np.abs(want)), (i, err)
+print('fft_c: 2 complex outputs match numpy')
+PY
+cat "$OUT"
+
 # A type fft does not take is refused at the instruction (the verifier
 # already knows fft's types: status 2, FILE:LINE:COL).
 cat >"$WORK/bad_fft.hlo" <<'HLO'
