@@ -19,6 +19,14 @@
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
+ *   k_fft.c       fft (FFT, IFFT, RFFT, IRFFT) with FFTW
+ *   k_linalg.c    cholesky (LAPACK potrf), triangular-solve (BLAS trsm)
+ *   k_norm.c      batch-norm-training, -inference, -grad
+ *   k_topk.c      topk and the custom-call target TopK
+ *   k_ragged.c    ragged-dot, scaled-dot
+ *   k_control.c   fusion, async-start/-done, copy-start/-done, scan
+ *   k_dynamic.c   set-dimension-size, dynamic-reshape (run-time sizes)
+ *   k_host.c      infeed/outfeed and host send/recv through DevHostTransfers
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
@@ -46,11 +54,22 @@ typedef struct DevValue {
     int32_t nelems;           /* tuples */
     struct DevValue **elems;  /* tuples: owned references */
     int32_t refs;
+    /* Bounded dynamic dimensions: the data is laid out at the bounds
+     * (shape.dims), as XLA's CPU backend holds it, and `sizes` (rank
+     * entries, heap) gives each dimension's run-time size; NULL: every
+     * dimension is at its bound. Set by set-dimension-size and
+     * dynamic-reshape (k_dynamic.c), read by get-dimension-size and by
+     * the output writer (which writes the run-time size). Other kernels
+     * compute on the whole bound and give results without sizes. */
+    int64_t *sizes;
 } DevValue;
 
 /* A new array value of `shape` (must be an array or token), data zeroed.
  * NULL on OOM or when the byte size overflows. */
 DevValue *dev_value_new(const IrShape *shape);
+/* A zero value of any shape, tuples recursively (async contexts, tokens).
+ * NULL on OOM. */
+DevValue *dev_value_zeros(const IrShape *shape);
 /* A new array value with uninitialised data (callers overwrite all of it). */
 DevValue *dev_value_new_uninit(const IrShape *shape);
 /* A tuple of `n` values; takes ownership of the references in elems. On
@@ -69,6 +88,17 @@ DevValue *dev_value_clone(const DevValue *v);
  * recycles freed buffers of at least 256 KiB; they are also freed when
  * the thread exits). Can't fail. */
 void dev_value_trim(void);
+/* Run-time sizes (see DevValue.sizes): set (copied; NULL clears), each
+ * within its bound, else IR_EINPUT; IR_ENOMEM. */
+IrStatus dev_value_set_sizes(DevValue *v, const int64_t *sizes);
+/* The run-time size of dimension d. */
+int64_t dev_value_dim_size(const DevValue *v, int32_t d);
+/* A value with the run-time sizes as its static shape, the data packed
+ * (a new reference to v itself when it has no sizes). NULL on OOM. */
+DevValue *dev_value_trimmed(DevValue *v);
+/* Copy the box [0, box) between row-major arrays of dims sdims and ddims. */
+void dev_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
+                  uint8_t *dst, const int64_t *ddims, const int64_t *box);
 /* Element count of an array value. */
 int64_t dev_value_elements(const DevValue *v);
 /* Leaf `i` (depth first) of a value; the value itself when an array. */
@@ -118,6 +148,20 @@ typedef struct DevCustomCalls {
                      DevValue **operands, DevValue **out, IrDiag *d);
 } DevCustomCalls;
 
+/* Host transfers, provided by the runtime (`tessel run --infeed FILE.npy`):
+ * infeed and recv with is_host_transfer take values from `feed`, outfeed
+ * and send with is_host_transfer give them to `take`, in program order.
+ * NULL: those ops are refused with an error naming the instruction. */
+typedef struct DevHostTransfers {
+    void *ctx;
+    /* The next value for `ins`, of `shape` (an array or a tuple); *out a new
+     * reference. Fails (never blocks) when no value is left. */
+    IrStatus (*feed)(void *ctx, const IrModule *m, const IrInstr *ins, const IrShape *shape,
+                     DevValue **out, IrDiag *d);
+    /* Keep `v` (borrowed: take a reference to keep it). */
+    IrStatus (*take)(void *ctx, const IrModule *m, const IrInstr *ins, DevValue *v, IrDiag *d);
+} DevHostTransfers;
+
 typedef struct DevExecOptions {
     int64_t partition_id;        /* 0 on one device */
     int64_t replica_id;          /* 0 on one device */
@@ -142,6 +186,7 @@ typedef struct DevExecOptions {
      * runtime launches the cluster on its devices instead of the executor
      * running the callee here. IR_EUNSUPPORTED (d untouched): run it here. */
     const DevCustomCalls *cluster_calls;
+    const DevHostTransfers *host; /* NULL: infeed, outfeed, host send/recv refused */
 } DevExecOptions;
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are
@@ -151,7 +196,7 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
                      const DevExecOptions *opt, DevValue **out, IrDiag *d);
 /* The custom-call targets the executor itself runs: the SPMD markers
  * Sharding, SPMDFullToShardShape, SPMDShardToFullShape (identities on one
- * device). Others need DevExecOptions.custom. */
+ * device) and XLA's TopK (k_topk.c). Others need DevExecOptions.custom. */
 bool dev_builtin_target(const char *target);
 
 /* ------------------------------------------------------------------ */
@@ -219,6 +264,39 @@ IrStatus dev_k_gather(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scatter(const DevKernelArgs *k, DevValue **out);
 /* k_sort.c */
 IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out);
+/* k_fft.c: FFTW plans are made under one process-wide lock (devices are
+ * threads and FFTW's planner is not thread-safe). */
+IrStatus dev_k_fft(const DevKernelArgs *k, DevValue **out);
+/* k_linalg.c */
+IrStatus dev_k_cholesky(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_triangular_solve(const DevKernelArgs *k, DevValue **out);
+/* k_norm.c */
+IrStatus dev_k_batch_norm_training(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_batch_norm_inference(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_batch_norm_grad(const DevKernelArgs *k, DevValue **out);
+/* k_topk.c: the topk op, and custom-call target TopK (k from the result). */
+IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out);
+/* k_ragged.c */
+IrStatus dev_k_ragged_dot(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_scaled_dot(const DevKernelArgs *k, DevValue **out);
+/* k_control.c: fusion, async wrappers, copy-start, scan */
+IrStatus dev_k_fusion(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_async_start(const DevKernelArgs *k, DevValue **out);
+/* XLA's async tuple of k->ins: ((operands), result, zeroed context...);
+ * takes the reference `result` (released on failure). */
+IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **out);
+/* Element i of the tuple operand: async-done (1), copy-done (0), ... */
+IrStatus dev_k_tuple_part(const DevKernelArgs *k, int32_t i, DevValue **out);
+IrStatus dev_k_copy_start(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out);
+/* k_dynamic.c: set-dimension-size, dynamic-reshape (get-dimension-size is
+ * exec.c's) */
+IrStatus dev_k_set_dimension_size(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_dynamic_reshape(const DevKernelArgs *k, DevValue **out);
+/* ragged-all-to-all where the group is the device alone */
+IrStatus dev_k_ragged_all_to_all_self(const DevKernelArgs *k, DevValue **out);
+/* k_host.c: infeed, outfeed, send, send-done, recv, recv-done */
+IrStatus dev_k_host_transfer(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments

@@ -135,6 +135,7 @@ static void shape_free(IrShape *s)
     ts_free(s->minor_to_major);
     ts_free((char *)s->layout_tail);
     ts_free(s->tuple);
+    ts_free(s->dynamic);
     memset(s, 0, sizeof *s);
 }
 
@@ -155,6 +156,13 @@ static bool shape_dup(IrShape *dst, const IrShape *src)
                 goto oom;
             memcpy(s.minor_to_major, src->minor_to_major,
                    (size_t)src->rank * sizeof *s.minor_to_major);
+        }
+        /* bounded dynamic dimensions: the flags are part of the shape
+         * (ir_shape_equal compares them) */
+        if (src->dynamic) {
+            if (!(s.dynamic = ts_malloc((size_t)src->rank * sizeof *s.dynamic)))
+                goto oom;
+            memcpy(s.dynamic, src->dynamic, (size_t)src->rank * sizeof *s.dynamic);
         }
     }
     if (src->layout_tail && !(s.layout_tail = ts_strdup(src->layout_tail)))
@@ -238,6 +246,25 @@ DevValue *dev_value_new_uninit(const IrShape *shape)
     return array_new(shape, false);
 }
 
+DevValue *dev_value_zeros(const IrShape *s)
+{
+    if (s->type != IR_TUPLE)
+        return dev_value_new(s);
+    DevValue **el = ts_calloc((size_t)(s->ntuple ? s->ntuple : 1), sizeof *el);
+    if (!el)
+        return NULL;
+    for (int32_t i = 0; i < s->ntuple; i++)
+        if (!(el[i] = dev_value_zeros(&s->tuple[i]))) {
+            for (int32_t j = 0; j < i; j++)
+                dev_value_unref(el[j]);
+            ts_free(el);
+            return NULL;
+        }
+    DevValue *v = dev_value_tuple(s, s->ntuple, el);
+    ts_free(el);
+    return v;
+}
+
 DevValue *dev_value_reshaped(DevValue *v, const IrShape *shape)
 {
     if (!v)
@@ -255,6 +282,8 @@ DevValue *dev_value_reshaped(DevValue *v, const IrShape *shape)
         }
         shape_free(&v->shape);
         v->shape = s;
+        ts_free(v->sizes); /* a reshape is of the bounds (dynamic-reshape is its own op) */
+        v->sizes = NULL;
         return v;
     }
     DevValue *r = dev_value_new_uninit(shape);
@@ -338,6 +367,7 @@ void dev_value_unref(DevValue *v)
     if (v->data && v->data != inline_data(v))
         cache_put(v->data, v->nbytes);
     shape_free(&v->shape);
+    ts_free(v->sizes);
     ts_free(v);
 }
 
@@ -349,6 +379,10 @@ DevValue *dev_value_clone(const DevValue *v)
         DevValue *r = dev_value_new_uninit(&v->shape);
         if (r && v->nbytes > 0)
             memcpy(r->data, v->data, (size_t)v->nbytes);
+        if (r && v->sizes && dev_value_set_sizes(r, v->sizes) != IR_OK) {
+            dev_value_unref(r);
+            return NULL;
+        }
         return r;
     }
     DevValue *stack[8];
@@ -400,4 +434,77 @@ DevValue *dev_value_leaf(DevValue *v, int32_t i)
         i -= n;
     }
     return NULL;
+}
+
+/* ---- run-time sizes of bounded dynamic dimensions ---- */
+
+IrStatus dev_value_set_sizes(DevValue *v, const int64_t *sizes)
+{
+    if (v->shape.type == IR_TUPLE)
+        return IR_EINTERNAL;
+    if (!sizes) {
+        ts_free(v->sizes);
+        v->sizes = NULL;
+        return IR_OK;
+    }
+    for (int32_t i = 0; i < v->shape.rank; i++)
+        if (sizes[i] < 0 || sizes[i] > v->shape.dims[i])
+            return IR_EINPUT;
+    if (!v->sizes && v->shape.rank > 0 &&
+        !(v->sizes = ts_malloc((size_t)v->shape.rank * sizeof *v->sizes)))
+        return IR_ENOMEM;
+    if (v->shape.rank > 0)
+        memcpy(v->sizes, sizes, (size_t)v->shape.rank * sizeof *v->sizes);
+    return IR_OK;
+}
+
+int64_t dev_value_dim_size(const DevValue *v, int32_t d)
+{
+    return v->sizes ? v->sizes[d] : v->shape.dims[d];
+}
+
+/* Copy the box [0, box) of a row-major array of dims sdims into one of
+ * dims ddims (both hold the box), an odometer over all but the last
+ * dimension, one memcpy per row. Example: box [2,3] from [2,4] into [2,3]:
+ * rows at source offsets 0 and 4, destination 0 and 3. */
+void dev_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
+                  uint8_t *dst, const int64_t *ddims, const int64_t *box)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < rank; i++)
+        n *= box[i];
+    if (n == 0)
+        return;
+    if (rank == 0) {
+        memcpy(dst, src, esize);
+        return;
+    }
+    int64_t idx[IR_MAX_RANK] = {0}, rows = n / box[rank - 1];
+    size_t row = (size_t)box[rank - 1] * esize;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t so = 0, doff = 0;
+        for (int32_t i = 0; i < rank - 1; i++) {
+            so = so * sdims[i] + idx[i];
+            doff = doff * ddims[i] + idx[i];
+        }
+        memcpy(dst + (size_t)(doff * ddims[rank - 1]) * esize,
+               src + (size_t)(so * sdims[rank - 1]) * esize, row);
+        for (int32_t i = rank - 2; i >= 0; i--) {
+            if (++idx[i] < box[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+DevValue *dev_value_trimmed(DevValue *v)
+{
+    if (v->shape.type == IR_TUPLE || !v->sizes)
+        return dev_value_ref(v);
+    IrShape s = {.type = v->shape.type, .rank = v->shape.rank, .dims = v->sizes};
+    DevValue *r = dev_value_new_uninit(&s);
+    if (r)
+        dev_copy_box(ir_type_size(s.type), s.rank, v->data, v->shape.dims, r->data, s.dims,
+                     s.dims);
+    return r;
 }

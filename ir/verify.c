@@ -232,10 +232,19 @@ static IrStatus check_shape_limits(Verifier *v, const IrInstr *ins, const IrShap
     if (s->rank < 0 || s->rank > max_rank)
         return verr(v, ins->pos, "%s: rank %d exceeds the limit of %d", ins->name, (int)s->rank,
                     (int)max_rank);
-    for (int32_t i = 0; i < s->rank; i++)
+    bool unbounded = false;
+    for (int32_t i = 0; i < s->rank; i++) {
+        /* `?`: an unbounded dynamic dimension has no size to check */
+        if (s->dims[i] == IR_DIM_UNBOUNDED && ir_shape_dim_dynamic(s, i)) {
+            unbounded = true;
+            continue;
+        }
         if (s->dims[i] < 0)
             return verr(v, ins->pos, "%s: dimension %d has negative size %lld", ins->name,
                         (int)i, (long long)s->dims[i]);
+    }
+    if (unbounded)
+        return check_layout(v, ins, s);
     int64_t n = ir_shape_elements(s);
     if (n < 0)
         return verr(v, ins->pos, "%s: the element count of %s overflows int64", ins->name,
@@ -256,7 +265,7 @@ static IrStatus check_shape_limits(Verifier *v, const IrInstr *ins, const IrShap
 static IrStatus check_constant(Verifier *v, const IrInstr *ins)
 {
     int64_t want = ir_shape_bytes(&ins->shape);
-    if (!ins->a.literal && want > 0)
+    if (!ins->a.literal && want > 0 && !ins->a.literal_elided)
         return verr(v, ins->pos, "%s: constant has no literal", ins->name);
     if (ins->a.literal && ins->a.literal_bytes != want)
         return verr(v, ins->pos, "%s: literal has %lld bytes but %s needs %lld", ins->name,
@@ -346,7 +355,7 @@ static IrStatus check_instr(Verifier *v, const IrComputation *c, const IrInstr *
     IrShape inferred;
     if ((st = ir_infer_shape(v->m, c, ins, &inferred, v->scratch, v->d)) != IR_OK)
         return st;
-    if (!ir_shape_equal(&inferred, &ins->shape))
+    if (!ir_shape_compatible(&inferred, &ins->shape))
         return verr(v, ins->pos, "%s: declared shape %s does not match the inferred shape %s",
                     ins->name, shape_text(v, &ins->shape), shape_text(v, &inferred));
     if (ins->op == OP_CONSTANT && (st = check_constant(v, ins)) != IR_OK)

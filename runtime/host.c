@@ -161,7 +161,7 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
             if (!host)
                 return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
                                 "%s: custom-call target \"%s\" is not registered (tessel runs Sharding, "
-                                "SPMDFullToShardShape, SPMDShardToFullShape, tessel_print and tessel_save)",
+                                "SPMDFullToShardShape, SPMDShardToFullShape, TopK, tessel_print and tessel_save)",
                                 ins->name, t ? t : "");
         }
     return IR_OK;

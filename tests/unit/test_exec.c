@@ -506,11 +506,11 @@ static void test_unsupported_op_position(void **state)
     assert_non_null(strstr(txt, "model.hlo:4:3: error: r: rng is not supported"));
     ts_free(txt);
     ir_diag_clear(&d);
-    /* infeed and fft too. */
+    /* fft of a type it does not take too (device/k_fft.c). */
     int32_t e2 = comp("fft");
     int32_t p = param(e2, 0, scal(IR_F32));
     root(e2, op(e2, OP_FFT, scal(IR_F32), 1, p));
-    exec_err(e2, 1, args, NULL, IR_EUNSUPPORTED, "fft is not supported by the CPU backend");
+    exec_err(e2, 1, args, NULL, IR_EUNSUPPORTED, "fft FFT of f32 to f32 is not supported");
     dev_value_unref(args[0]);
     dev_value_unref(args[1]);
     M->file = NULL;
@@ -1126,16 +1126,17 @@ static void test_hlo_unsupported_position(void **state)
     static const char text[] =
         "HloModule u\n"
         "ENTRY e {\n"
-        "  x = f32[4] parameter(0)\n"
-        "  ROOT f = c64[4] fft(x), fft_type=RFFT, fft_length={4}\n"
+        "  x = f16[2,2] parameter(0)\n"
+        "  ROOT f = f16[2,2] cholesky(x), lower=true\n"
         "}\n";
-    float xv[] = {1, 2, 3, 4};
-    DevValue *a = f32v(4, xv);
+    int64_t dims[2] = {2, 2};
+    IrShape s16 = {.type = IR_F16, .rank = 2, .dims = dims};
+    DevValue *a = dev_value_new(&s16);
     IrDiag d = {0};
     DevValue *out = NULL;
     IrModule *m = parse_text(text);
     assert_int_equal(dev_execute(m, m->entry, 1, &a, NULL, &out, &d), IR_EUNSUPPORTED);
-    assert_string_equal(d.msg, "f: fft is not supported by the CPU backend");
+    assert_string_equal(d.msg, "f: cholesky of f16 is not supported (f32, f64, c64, c128)");
     assert_string_equal(d.file, "test.hlo");
     assert_int_equal(d.pos.line, 4);
     assert_int_equal(d.pos.col, 8);

@@ -663,7 +663,7 @@ static void test_module_text(void **state)
     M->header_attr = ir_alloc(M->arena, sizeof(IrKeyValue));
     M->header_attr[0] = (IrKeyValue){"alias_passthrough_params", "true"};
     expect_text(ir_print_module(M),
-                "HloModule m, is_scheduled=true, input_output_alias={ {0}: (1, {}), "
+                "HloModule m, is_scheduled=true, input_output_alias={ {0}: (1, {}, may-alias), "
                 "{1}: (0, {2,0}, must-alias) }, entry_computation_layout={(f32[4]{0}, "
                 "f32[4]{0})->f32[]}, replica_count=1, num_partitions=2, "
                 "alias_passthrough_params=true\n"
@@ -745,7 +745,7 @@ static const struct {
      "  ROOT %f = f32[8,8]{1,0} copy(%e), sharding={replicated}, metadata={op_type=\"Copy\" "
      "op_name=\"f\"}\n"
      "}\n",
-     "HloModule m, is_scheduled=true, input_output_alias={ {}: (0, {}) }, "
+     "HloModule m, is_scheduled=true, input_output_alias={ {}: (0, {}, may-alias) }, "
      "entry_computation_layout={(f32[8,8]{1,0})->f32[8,8]{1,0}}, replica_count=1, "
      "num_partitions=8\n"
      "\n"
