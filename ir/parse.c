@@ -22,6 +22,7 @@
  */
 #include "lex.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -629,6 +630,41 @@ static bool parse_tuple_shape(Parser *P, IrShape *out)
     return ok;
 }
 
+/* The part of a layout after ':' as XLA's Layout prints it, a sequence of
+ *   D(dim level types)  T(tile)(tile)...  L(n)  E(bits)  S(space)
+ *   #(index type)  *(pointer type)  SC(split config)  M(bytes)
+ * each a name and parenthesised contents (ints, `*` for a combined tile
+ * dimension, type names, commas and colons). Kept raw; checked here so
+ * that garbage is an error at its position rather than printed back. */
+static bool check_layout_tail(Lexer *L, IrPos pos, const char *t, size_t n)
+{
+    static const char *const parts[] = {"SC", "D", "T", "L", "E", "S", "#", "*", "M", NULL};
+    size_t i = 0;
+    while (i < n) {
+        size_t k = 0;
+        for (int p = 0; parts[p] && !k; p++)
+            if (strncmp(t + i, parts[p], strlen(parts[p])) == 0 && i + strlen(parts[p]) < n &&
+                t[i + strlen(parts[p])] == '(')
+                k = strlen(parts[p]);
+        if (!k)
+            return lx_fail(L, (IrPos){pos.line, pos.col + (int32_t)i},
+                           "unknown layout part '%.*s' (expected T(...), E(...), S(...), ...)",
+                           (int)(n - i > 8 ? 8 : n - i), t + i);
+        i += k;
+        /* one group, or several for T(8,128)(2,1) */
+        while (i < n && t[i] == '(') {
+            size_t j = i + 1;
+            while (j < n && t[j] != ')' && (isalnum((unsigned char)t[j]) || strchr(",*:_ -", t[j])))
+                j++;
+            if (j >= n || t[j] != ')')
+                return lx_fail(L, (IrPos){pos.line, pos.col + (int32_t)j},
+                               "malformed layout part: expected ')'");
+            i = j + 1;
+        }
+    }
+    return true;
+}
+
 /* layout ::= '{' (int (',' int)*)? (':' tail)? '}' ; tail kept raw,
  * e.g. {1,0:T(8,128)(2,1)} or {:T(256)} for a scalar. */
 static bool parse_layout(Parser *P, IrShape *s)
@@ -646,11 +682,13 @@ static bool parse_layout(Parser *P, IrShape *s)
     }
     if (ok && lx_is(L, LX_COLON)) {
         lx_next(L);
+        IrPos tpos = L->tok.pos;
         size_t a = L->tok.start, b = L->tok.start;
         if (!lx_is(L, LX_RBRACE))
             ok = lx_raw_value(L, &a, &b);
         while (ok && b > a && (L->text[b - 1] == ' ' || L->text[b - 1] == '\t' || L->text[b - 1] == '\r'))
             b--;
+        ok = ok && check_layout_tail(L, tpos, L->text + a, b - a);
         ok = ok && (s->layout_tail = lx_dup(L, a, b)) != NULL;
     }
     ok = ok && lx_expect(L, LX_RBRACE, "'}' to end the layout");

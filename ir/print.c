@@ -299,7 +299,7 @@ static float bf16_to_float(uint16_t h)
 static void put_float(Buf *b, double v, bool is_f64)
 {
     if (isnan(v))
-        put(b, "nan");
+        put(b, signbit(v) ? "-nan" : "nan"); /* as XLA prints it; the parser keeps the sign */
     else if (isinf(v))
         put(b, v < 0 ? "-inf" : "inf");
     else

@@ -229,6 +229,17 @@ static void test_literal_range(void **state)
     expect_error("HloModule m\nENTRY e {\n  ROOT a = f8e8m0fnu[] constant(0)\n}\n", "out of range");
 }
 
+static void test_layout_errors(void **state)
+{
+    (void)state;
+    expect_error("HloModule m\nENTRY e {\n  ROOT p = f32[8]{0:Q(1)} parameter(0)\n}\n",
+                 "unknown layout part 'Q(1)'");
+    expect_error("HloModule m\nENTRY e {\n  ROOT p = f32[8]{0:T(8} parameter(0)\n}\n",
+                 "expected ')'");
+    expect_error("HloModule m\nENTRY e {\n  ROOT p = f32[8]{0:T(8)junk} parameter(0)\n}\n",
+                 "unknown layout part 'junk'");
+}
+
 static void test_header_and_structure(void **state)
 {
     (void)state;
@@ -299,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_literals),
         cmocka_unit_test(test_literal_range),
+        cmocka_unit_test(test_layout_errors),
         cmocka_unit_test(test_header_and_structure),
         cmocka_unit_test(test_no_entry),
     };
