@@ -6,6 +6,7 @@
  * Files of this layer:
  *   value.c       DevValue: reference-counted arrays and tuples
  *   scalar.c      element load/store in any type, f16/bf16 conversion
+ *   lowp.c        the f8 and f4 kinds: exact decode, encode rounded once
  *   exec.c        the interpreter: instructions in topological order,
  *                 tuple/get-tuple-element/call/while/conditional, parameter,
  *                 partition-id/replica-id, collectives and custom-calls
@@ -92,6 +93,21 @@ uint64_t dev_load_u64(IrType t, const void *base, int64_t i);
 void dev_store_f64(IrType t, void *base, int64_t i, double v);
 void dev_store_i64(IrType t, void *base, int64_t i, int64_t v);
 void dev_store_u64(IrType t, void *base, int64_t i, uint64_t v);
+/* The canonical byte of s2/s4/u2/u4 holding v's low bits (sign- or
+ * zero-extended); other types: the low byte. Can't fail. */
+uint8_t dev_subbyte_wrap(IrType t, uint64_t v);
+
+/* ------------------------------------------------------------------ */
+/* lowp.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Code `code` of f8/f4 type t as a number (exact; NaN keeps the code's
+ * sign). 0 for other types. */
+double dev_lowp_to_f64(IrType t, uint8_t code);
+float dev_lowp_to_f32(IrType t, uint8_t code);
+/* x rounded to nearest even in type t, with t's overflow and NaN rules
+ * (see lowp.c); 0 for other types. Can't fail. */
+uint8_t dev_lowp_from_f64(IrType t, double x);
 
 /* ------------------------------------------------------------------ */
 /* exec.c                                                              */
