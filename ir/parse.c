@@ -609,6 +609,43 @@ static bool parse_layout(Parser *P, IrShape *s)
     return ok;
 }
 
+/* Mark dimension `i` of the shape being parsed as dynamic: the flags array
+ * is made (all false) at the first dynamic dimension. */
+static bool mark_dynamic(Parser *P, IrShape *out, int32_t i)
+{
+    if (!out->dynamic) {
+        out->dynamic = ir_alloc_array(P->m->arena, (size_t)P->L.lim.max_rank, sizeof(bool));
+        if (!out->dynamic)
+            return lx_nomem(&P->L);
+    }
+    out->dynamic[i] = true;
+    return true;
+}
+
+/* dim ::= int | '<=' int | '?'
+ * `<=N` is a bounded dynamic dimension (its size is known at run time, at
+ * most N: dims[] holds the bound); `?` an unbounded one (IR_DIM_UNBOUNDED),
+ * which tessel parses, verifies and prints but cannot run. */
+static bool parse_dim(Parser *P, IrShape *out, I64Vec *dims, int32_t *nunbounded)
+{
+    Lexer *L = &P->L;
+    int32_t i = (int32_t)dims->n;
+    if (lx_is(L, LX_OTHER) && lx_text(L)[0] == '?') {
+        lx_next(L);
+        (*nunbounded)++;
+        return mark_dynamic(P, out, i) && vec_push(L, dims, IR_DIM_UNBOUNDED);
+    }
+    if (lx_eat(L, LX_LEQ) && !mark_dynamic(P, out, i))
+        return false;
+    IrPos dpos = L->tok.pos;
+    int64_t d = 0;
+    if (!lx_int(L, &d, "dimension size") || !vec_push(L, dims, d))
+        return false;
+    if (d < 0)
+        return lx_fail(L, dpos, "dimension size %lld is negative", (long long)d);
+    return true;
+}
+
 /* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
 static bool parse_shape(Parser *P, IrShape *out)
 {
@@ -630,22 +667,15 @@ static bool parse_shape(Parser *P, IrShape *out)
     if (!lx_expect(L, LX_LSQUARE, "'[' after the element type"))
         return false;
     I64Vec dims = {0};
+    int32_t nunbounded = 0;
     bool ok = true;
     if (!lx_is(L, LX_RSQUARE)) {
         do {
-            if (lx_is(L, LX_LEQ) || (lx_is(L, LX_OTHER) && lx_text(L)[0] == '?')) {
-                ok = lx_fail(L, L->tok.pos, "dynamic dimensions are not supported");
-                break;
-            }
             if (dims.n >= L->lim.max_rank) {
                 ok = lx_fail(L, L->tok.pos, "rank exceeds the limit of %d", (int)L->lim.max_rank);
                 break;
             }
-            IrPos dpos = L->tok.pos;
-            int64_t d = 0;
-            ok = lx_int(L, &d, "dimension size") && vec_push(L, &dims, d);
-            if (ok && d < 0)
-                ok = lx_fail(L, dpos, "dimension size %lld is negative", (long long)d);
+            ok = parse_dim(P, out, &dims, &nunbounded);
         } while (ok && lx_eat(L, LX_COMMA));
     }
     ok = ok && lx_expect(L, LX_RSQUARE, "']' after dimensions");
@@ -653,7 +683,7 @@ static bool parse_shape(Parser *P, IrShape *out)
         out->type = t;
         out->rank = dims.n;
         out->dims = dims.v; /* temporarily, for the count */
-        int64_t n = ir_shape_elements(out);
+        int64_t n = nunbounded ? 0 : ir_shape_elements(out);
         if (n < 0)
             ok = lx_fail(L, pos, "the element count of this shape overflows 64 bits");
         else if (n > L->lim.max_elements)

@@ -167,6 +167,13 @@ static void put_shape(Buf *b, const IrShape *s, bool with_layout)
     for (int32_t i = 0; i < s->rank; i++) {
         if (i)
             put_n(b, ",", 1);
+        if (ir_shape_dim_dynamic(s, i)) {
+            if (s->dims[i] == IR_DIM_UNBOUNDED) {
+                put_n(b, "?", 1);
+                continue;
+            }
+            put_n(b, "<=", 2);
+        }
         put_i64(b, s->dims[i]);
     }
     put_n(b, "]", 1);

@@ -346,7 +346,7 @@ static IrStatus check_instr(Verifier *v, const IrComputation *c, const IrInstr *
     IrShape inferred;
     if ((st = ir_infer_shape(v->m, c, ins, &inferred, v->scratch, v->d)) != IR_OK)
         return st;
-    if (!ir_shape_equal(&inferred, &ins->shape))
+    if (!ir_shape_compatible(&inferred, &ins->shape))
         return verr(v, ins->pos, "%s: declared shape %s does not match the inferred shape %s",
                     ins->name, shape_text(v, &ins->shape), shape_text(v, &inferred));
     if (ins->op == OP_CONSTANT && (st = check_constant(v, ins)) != IR_OK)

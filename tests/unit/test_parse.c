@@ -925,7 +925,7 @@ static void test_error_table(void **state)
         {"HloModule m\nENTRY e {\n  ROOT p = f32[2,-1] parameter(0)\n}\n", "dimension size -1 is negative", 3, 18},
         {"HloModule m\nENTRY e {\n  ROOT p = f32[2]{0,1} parameter(0)\n}\n", "layout has 2 entries but the shape has rank 1", 3, 18},
         {"HloModule m\nENTRY e {\n  ROOT p = f32[2,2]{0,0} parameter(0)\n}\n", "layout is not a permutation", 3, 20},
-        {"HloModule m\nENTRY e {\n  ROOT p = f32[<=4] parameter(0)\n}\n", "dynamic dimensions are not supported", 3, 16},
+        {"HloModule m\nENTRY e {\n  ROOT p = f32[<=-4] parameter(0)\n}\n", "dimension size -4 is negative", 3, 18},
         {"HloModule m\nENTRY e {\n  ROOT p = token[2] parameter(0)\n}\n", "token[] takes no dimensions", 3, 12},
         {"HloModule m\nENTRY e {\n  ROOT p = f32[4294967296,4294967296,4294967296] parameter(0)\n}\n",
          "the element count of this shape overflows 64 bits", 3, 12},
