@@ -6,7 +6,6 @@
  * Files of this layer:
  *   value.c       DevValue: reference-counted arrays and tuples
  *   scalar.c      element load/store in any type, f16/bf16 conversion
- *   lowp.c        the f8 and f4 kinds: exact decode, encode rounded once
  *   exec.c        the interpreter: instructions in topological order,
  *                 tuple/get-tuple-element/call/while/conditional, parameter,
  *                 partition-id/replica-id, collectives and custom-calls
@@ -97,17 +96,6 @@ void dev_store_u64(IrType t, void *base, int64_t i, uint64_t v);
  * zero-extended); other types: the low byte. Can't fail. */
 uint8_t dev_subbyte_wrap(IrType t, uint64_t v);
 
-/* ------------------------------------------------------------------ */
-/* lowp.c                                                              */
-/* ------------------------------------------------------------------ */
-
-/* Code `code` of f8/f4 type t as a number (exact; NaN keeps the code's
- * sign). 0 for other types. */
-double dev_lowp_to_f64(IrType t, uint8_t code);
-float dev_lowp_to_f32(IrType t, uint8_t code);
-/* x rounded to nearest even in type t, with t's overflow and NaN rules
- * (see lowp.c); 0 for other types. Can't fail. */
-uint8_t dev_lowp_from_f64(IrType t, double x);
 
 /* ------------------------------------------------------------------ */
 /* exec.c                                                              */

@@ -388,12 +388,12 @@ static bool binary_narrow(IrType t, IrOpcode op, const uint16_t *a, const uint16
 static void lowp_table(IrType t, float tab[256])
 {
     for (int c = 0; c < 256; c++)
-        tab[c] = dev_lowp_to_f32(t, (uint8_t)c);
+        tab[c] = (float)ir_lowp_to_double(t, (uint8_t)c);
 }
 
 static void f32_to_lowp(IrType t, const float *restrict src, uint8_t *restrict dst, int64_t n)
 {
-    LOOP(dst[i] = dev_lowp_from_f64(t, src[i]))
+    LOOP(dst[i] = ir_lowp_from_double(t, src[i]))
 }
 
 static bool unary_lowp(IrType t, IrOpcode op, const uint8_t *a, uint8_t *r, int64_t n)

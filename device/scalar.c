@@ -19,7 +19,7 @@
  * from another type still reads right) and stores keep the low bits,
  * extended, so int -> int wraps in the type's width and float -> int
  * saturates at its range (s4: -8..7). The f8 and f4 kinds convert through
- * lowp.c, exactly, from double (one rounding).
+ * ir/lowp.c (ir_lowp_*), exactly, from double (one rounding).
  */
 #include "device.h"
 
@@ -177,7 +177,7 @@ double dev_load_f64(IrType t, const void *base, int64_t i)
     case IR_U4: return zext_bits(AT(uint8_t), 4);
     default:
         if (ir_type_is_lowp_float(t))
-            return dev_lowp_to_f64(t, AT(uint8_t));
+            return ir_lowp_to_double(t, AT(uint8_t));
         return 0;
     }
 }
@@ -258,7 +258,7 @@ void dev_store_f64(IrType t, void *base, int64_t i, double v)
     case IR_U4: PUT(uint8_t, sat_u64(v, 15)); break;
     default:
         if (ir_type_is_lowp_float(t))
-            PUT(uint8_t, dev_lowp_from_f64(t, v));
+            PUT(uint8_t, ir_lowp_from_double(t, v));
         break;
     }
 }
