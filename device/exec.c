@@ -574,7 +574,10 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_REDUCE: return dev_k_reduce(&k, out);
     case OP_REDUCE_WINDOW: return dev_k_reduce_window(&k, out);
     case OP_SELECT_AND_SCATTER: return dev_k_select_and_scatter(&k, out);
-    case OP_FFT: case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
+    case OP_RNG_BIT_GENERATOR: return dev_k_rng_bit_generator(&k, out);
+    case OP_RNG: return dev_k_rng(&k, out);
+    case OP_STOCHASTIC_CONVERT: return dev_k_stochastic_convert(&k, out);
+    case OP_FFT: case OP_INFEED: case OP_OUTFEED:
         return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
                            ir_op_name(ins->op));
     default:
