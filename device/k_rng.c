@@ -96,9 +96,10 @@ static uint64_t threefry_narrow(const IrShape *s, uint64_t key, uint64_t ctr, vo
     for (int32_t d = 0; d < s->rank && cut < 0; d++)
         if (s->dims[d] % 2 == 0)
             cut = d;
-    for (int32_t d = 0; d < s->rank && cut < 0; d++)
-        if (cut < 0 || s->dims[d] > s->dims[cut])
-            cut = d;
+    if (cut < 0) /* no even dimension: the first largest */
+        for (int32_t d = 0; d < s->rank; d++)
+            if (cut < 0 || s->dims[d] > s->dims[cut])
+                cut = d;
     if (s->rank == 0) {
         put_bits(s->type, data, 0, threefry64(ctr, key) & 0xffffffffu);
         return 1;
