@@ -176,6 +176,36 @@ static void test_rng_uniform(void **state)
     dev_value_unref(y);
 }
 
+/* rng normal(mu 3, sigma 2) over 4096 draws: mean within 0.2 of 3 and
+ * deviation within 0.2 of 2 (the standard error of the mean is 2/64 =
+ * 0.03); rng uniform s32 in [-5, 5) hits every value and no other. */
+static void test_rng_normal_and_int(void **state)
+{
+    (void)state;
+    DevValue *x = run1("HloModule m\nENTRY e {\n  a = f32[] constant(3)\n  b = f32[] constant(2)\n"
+                       "  ROOT r = f32[4096] rng(a, b), distribution=rng_normal\n}\n", NULL);
+    const float *p = (const float *)x->data;
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 4096; i++) {
+        sum += p[i];
+        sq += (double)p[i] * p[i];
+    }
+    double mean = sum / 4096, sd = sqrt(sq / 4096 - mean * mean);
+    assert_true(fabs(mean - 3) < 0.2 && fabs(sd - 2) < 0.2);
+    dev_value_unref(x);
+    x = run1("HloModule m\nENTRY e {\n  a = s32[] constant(-5)\n  b = s32[] constant(5)\n"
+             "  ROOT r = s32[1000] rng(a, b), distribution=rng_uniform\n}\n", NULL);
+    int seen[10] = {0};
+    for (int i = 0; i < 1000; i++) {
+        int32_t v = ((const int32_t *)x->data)[i];
+        assert_true(v >= -5 && v < 5);
+        seen[v + 5]++;
+    }
+    for (int i = 0; i < 10; i++)
+        assert_true(seen[i] > 0);
+    dev_value_unref(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -185,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_philox_layout),
         cmocka_unit_test(test_stochastic_convert),
         cmocka_unit_test(test_rng_uniform),
+        cmocka_unit_test(test_rng_normal_and_int),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
