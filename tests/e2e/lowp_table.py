@@ -6,7 +6,7 @@ Each type from its definition (OCP 8-bit FP and MX specs; XLA/ml_dtypes for
 the fnuz, b11 and e8m0 kinds): exponent bits E, mantissa bits M, bias B,
 which codes are NaN or inf, and what overflow becomes. Values are exact
 Fractions; numpy is used only for the .npy files."""
-import math, struct, sys
+import functools, math, sys
 from fractions import Fraction as F
 import numpy as np
 
@@ -50,6 +50,7 @@ def negate(t, c):
         return c
     return c ^ sign_bit(t)
 
+@functools.lru_cache(maxsize=None)
 def specials(t):
     """(inf code, NaN code, max code), positive."""
     E, M, B, kind, ovf = TYPES[t]
@@ -60,6 +61,7 @@ def specials(t):
     inf = {'inf': ((1 << E) - 1) << M, 'nan': nan, 'max': mx}[ovf]
     return inf, nan, mx
 
+@functools.lru_cache(maxsize=None)
 def grid(t):
     """Sorted (value, code) of the non-negative finite codes. e8m0fnu: XLA
     (ml_dtypes) rounds below 2^-126 on the grid {0 -> 0x00, 2^-126}."""
@@ -71,7 +73,7 @@ def grid(t):
     if TYPES[t][3] == 'e8m0':
         del g[F(2) ** -127]
         g[F(0)] = 0x00
-    return sorted(g.items())
+    return tuple(sorted(g.items()))
 
 def ulp_above(t, v):
     E, M, B = TYPES[t][:3]
@@ -90,7 +92,7 @@ def encode(t, x):
     if kind == 'e8m0' and (x == 0 or neg):
         return nan
     a = abs(F(x))
-    g = grid(t)
+    g = list(grid(t))
     top = g[-1][0]
     g = g + [(top + ulp_above(t, top), 'ovf')]
     lo = max((p for p in g if p[0] <= a), key=lambda p: p[0])
