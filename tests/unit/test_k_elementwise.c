@@ -703,6 +703,43 @@ static void test_complex_abs(void **state)
     ir_diag_clear(&d);
 }
 
+/* convert between narrow types, worked by hand. f8e4m3fn 0x3c is 1.5
+ * (0 0111 100: 2^0 * 1.5): to s4 1 (toward zero), to f4e2m1fn 0x3 (0 01 1),
+ * to f8e5m2 0x3e (0 01111 10), to bf16 0x3fc0, to c64 (1.5, 0). s4 -8 to
+ * f8e4m3fn 0xd0 (1 1010 000), to u4 8 (wraps), to f4e2m1fn 0xf (-6: it
+ * saturates). f4 0x7 (6 = 1.5 * 2^2) to f8e8m0fnu rounds to 2^3: 0x82. */
+static void test_convert_narrow_pairs(void **state)
+{
+    (void)state;
+    uint8_t c[1] = {0x3c};
+    struct { IrType t; uint32_t want; } to[] = {
+        {IR_S4, 1}, {IR_F4E2M1FN, 0x3}, {IR_F8E5M2, 0x3e}, {IR_BF16, 0x3fc0},
+    };
+    for (size_t i = 0; i < sizeof to / sizeof *to; i++) {
+        DevValue *r = un(OP_CONVERT, IR_F8E4M3FN, to[i].t, 1, c);
+        uint32_t got = to[i].t == IR_BF16 ? ((uint16_t *)r->data)[0] : r->data[0];
+        assert_int_equal(got, to[i].want);
+        dev_value_unref(r);
+    }
+    DevValue *r = un(OP_CONVERT, IR_F8E4M3FN, IR_C64, 1, c);
+    assert_true(((float *)r->data)[0] == 1.5f && ((float *)r->data)[1] == 0);
+    dev_value_unref(r);
+    int8_t m8[1] = {-8};
+    r = un(OP_CONVERT, IR_S4, IR_F8E4M3FN, 1, m8);
+    assert_int_equal(r->data[0], 0xd0);
+    dev_value_unref(r);
+    r = un(OP_CONVERT, IR_S4, IR_U4, 1, m8);
+    assert_int_equal(r->data[0], 8);
+    dev_value_unref(r);
+    r = un(OP_CONVERT, IR_S4, IR_F4E2M1FN, 1, m8);
+    assert_int_equal(r->data[0] & 0xf, 0xf);
+    dev_value_unref(r);
+    uint8_t six[1] = {0x7};
+    r = un(OP_CONVERT, IR_F4E2M1FN, IR_F8E8M0FNU, 1, six);
+    assert_int_equal(r->data[0], 0x82);
+    dev_value_unref(r);
+}
+
 /* ---- bitcast-convert ---- */
 
 static void test_bitcast_convert(void **state)
@@ -851,6 +888,7 @@ int main(void)
         cmocka_unit_test(test_subbyte_wrap),
         cmocka_unit_test(test_bitcast_subbyte),
         cmocka_unit_test(test_complex_abs),
+        cmocka_unit_test(test_convert_narrow_pairs),
         cmocka_unit_test(test_map),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
