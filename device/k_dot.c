@@ -37,7 +37,7 @@
 /* ------------------------------------------------------------------ */
 
 typedef enum Ct {
-    CT_F32,   /* float: f16, bf16, f32 results */
+    CT_F32,   /* float: f16, bf16, f32, f8 and f4 results */
     CT_F64,   /* double */
     CT_C64,   /* float complex */
     CT_C128,  /* double complex */
@@ -53,7 +53,8 @@ static Ct ct_of(IrType t)
     case IR_C64: return CT_C64;
     case IR_C128: return CT_C128;
     case IR_PRED: return CT_PRED;
-    default: return CT_INT;
+    default: /* the f8 and f4 kinds accumulate in f32, as f16 does */
+        return ir_type_is_lowp_float(t) ? CT_F32 : CT_INT;
     }
 }
 

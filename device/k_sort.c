@@ -73,7 +73,15 @@ static int64_t total_order_key(IrType t, const void *base, int64_t i)
     switch (t) {
     case IR_F16: case IR_BF16: v = ((const int16_t *)base)[i]; bits = 16; break;
     case IR_F32: v = ((const int32_t *)base)[i]; bits = 32; break;
-    default: v = ((const int64_t *)base)[i]; bits = 64; break;
+    case IR_F64: v = ((const int64_t *)base)[i]; bits = 64; break;
+    default: { /* f8, f4: decoded exactly to f32, which orders them alike */
+        float f = (float)dev_load_f64(t, base, i);
+        int32_t b;
+        memcpy(&b, &f, sizeof b);
+        v = b;
+        bits = 32;
+        break;
+    }
     }
     int64_t mag = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
     return v < 0 ? v ^ mag : v;

@@ -548,12 +548,12 @@ static void test_complex_parts(void **state)
     CHECK_F32(run_ok(OP_IMAG, IR_F32, NULL, 1, o3), 6, 16); /* (2+4i)^2 = -12+16i */
     DevValue *o4[1] = {c};
     CHECK_F32(run_ok(OP_REAL, IR_F32, NULL, 1, o4), 1, 2);
-    /* exp on complex is not supported. */
+    /* floor is not defined on complex (XLA: real types only). */
     float z[] = {0, 0};
     DevValue *o5[1] = {vec(IR_C64, 1, z)};
     DevValue *out = NULL;
     IrDiag d = {0};
-    assert_int_equal(run(OP_EXP, IR_C64, NULL, 1, o5, &out, &d), IR_EINPUT);
+    assert_int_equal(run(OP_FLOOR, IR_C64, NULL, 1, o5, &out, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "not defined for c64"));
     ir_diag_clear(&d);
 }
@@ -590,6 +590,153 @@ static void test_reduce_precision(void **state)
     DevValue *o4[1] = {vec(IR_F64, 1, dd)};
     DevValue *r = run_ok(OP_REDUCE_PRECISION, IR_F64, &f, 1, o4);
     assert_true(((double *)r->data)[0] == 1.0);
+    dev_value_unref(r);
+}
+
+/* ---- narrow types and mulhi ---- */
+
+/* mulhi at 64 bits, worked by hand: (2^63-1)^2 = 2^126 - 2^64 + 1, high
+ * half 2^62 - 1; INT64_MIN^2 = 2^126, high half 2^62; INT64_MIN * 1 =
+ * -2^63, high half -1 (the sign fill); (2^64-1)^2 = 2^128 - 2^65 + 1, high
+ * half 2^64 - 2. */
+static void test_mulhi_64(void **state)
+{
+    (void)state;
+    int64_t a[3] = {INT64_MAX, INT64_MIN, INT64_MIN}, b[3] = {INT64_MAX, INT64_MIN, 1};
+    DevValue *r = bin(OP_MULHI, IR_S64, 3, a, b);
+    const int64_t *p = (const int64_t *)r->data;
+    assert_true(p[0] == ((int64_t)1 << 62) - 1 && p[1] == (int64_t)1 << 62 && p[2] == -1);
+    dev_value_unref(r);
+    uint64_t c[2] = {UINT64_MAX, 0x100000000ull}, d[2] = {UINT64_MAX, 0x100000000ull};
+    r = bin(OP_MULHI, IR_U64, 2, c, d);
+    const uint64_t *q = (const uint64_t *)r->data;
+    assert_true(q[0] == UINT64_MAX - 1 && q[1] == 1);
+    dev_value_unref(r);
+}
+
+/* s4 wraps in 4 bits: 7 + 1 = -8, -8 * -1 = -8 (8 wraps), -8 / -1 = -8,
+ * popcnt(-1) = 4 (0b1111), shift-right-logical(-8, 1) = 4 (0b1000 >> 1);
+ * u4 clz(1) = 3, 0 - 1 = 15. Bytes stay canonical (sign-extended). */
+static void test_subbyte_wrap(void **state)
+{
+    (void)state;
+    int8_t a[3] = {7, -8, -8}, b[3] = {1, -1, -1};
+    DevValue *r = bin(OP_ADD, IR_S4, 3, a, b);
+    assert_int_equal(((int8_t *)r->data)[0], -8);
+    dev_value_unref(r);
+    r = bin(OP_MULTIPLY, IR_S4, 3, a, b);
+    assert_int_equal(((int8_t *)r->data)[1], -8);
+    dev_value_unref(r);
+    r = bin(OP_DIVIDE, IR_S4, 3, a, b);
+    assert_int_equal(((int8_t *)r->data)[2], -8);
+    dev_value_unref(r);
+    int8_t m1[1] = {-1}, m8[1] = {-8}, one[1] = {1};
+    r = un(OP_POPCNT, IR_S4, IR_S4, 1, m1);
+    assert_int_equal(((int8_t *)r->data)[0], 4);
+    dev_value_unref(r);
+    r = bin(OP_SHRL, IR_S4, 1, m8, one);
+    assert_int_equal(((int8_t *)r->data)[0], 4);
+    dev_value_unref(r);
+    uint8_t u1[1] = {1}, u0[1] = {0};
+    r = un(OP_CLZ, IR_U4, IR_U4, 1, u1);
+    assert_int_equal(((uint8_t *)r->data)[0], 3);
+    dev_value_unref(r);
+    r = bin(OP_SUBTRACT, IR_U4, 1, u0, u1);
+    assert_int_equal(((uint8_t *)r->data)[0], 15);
+    dev_value_unref(r);
+    /* float -> s4 saturates at -8..7; s32 -> u2 keeps the low 2 bits. */
+    float f[3] = {7.9f, -100.0f, NAN};
+    r = un(OP_CONVERT, IR_F32, IR_S4, 3, f);
+    assert_true(((int8_t *)r->data)[0] == 7 && ((int8_t *)r->data)[1] == -8 && ((int8_t *)r->data)[2] == 0);
+    dev_value_unref(r);
+    int32_t iv[2] = {6, -1};
+    r = un(OP_CONVERT, IR_S32, IR_U2, 2, iv);
+    assert_true(((uint8_t *)r->data)[0] == 2 && ((uint8_t *)r->data)[1] == 3);
+    dev_value_unref(r);
+}
+
+/* bitcast-convert by bit width: u8 0xb4 -> u4[1,2] {4, 11} (low nibble
+ * first); s4[2] {-1, 1} -> u8 0x1f; u4 15 -> s4 -1 (same width). */
+static void test_bitcast_subbyte(void **state)
+{
+    (void)state;
+    uint8_t b[1] = {0xb4};
+    DevValue *o[1] = {vec(IR_U8, 1, b)};
+    IrInstr ins = {.op = OP_BITCAST_CONVERT, .name = "x"};
+    int64_t dims2[2] = {1, 2}, dims1[1] = {1};
+    ins.shape = (IrShape){.type = IR_U4, .rank = 2, .dims = dims2};
+    DevExecOptions opt = {0};
+    IrDiag d = {0};
+    DevKernelArgs k = {mod, NULL, &ins, 1, o, &opt, &d};
+    DevValue *r = NULL;
+    assert_int_equal(dev_k_bitcast_convert(&k, &r), IR_OK);
+    assert_true(r->data[0] == 4 && r->data[1] == 11);
+    dev_value_unref(r);
+    dev_value_unref(o[0]);
+    int8_t s[2] = {-1, 1};
+    o[0] = val(IR_S4, 2, dims2, s);
+    ins.shape = (IrShape){.type = IR_U8, .rank = 1, .dims = dims1};
+    assert_int_equal(dev_k_bitcast_convert(&k, &r), IR_OK);
+    assert_int_equal(r->data[0], 0x1f);
+    dev_value_unref(r);
+    dev_value_unref(o[0]);
+    uint8_t f15[1] = {15};
+    o[0] = vec(IR_U4, 1, f15);
+    r = run_ok(OP_BITCAST_CONVERT, IR_S4, NULL, 1, o);
+    assert_int_equal((int8_t)r->data[0], -1);
+    dev_value_unref(r);
+    ir_diag_clear(&d);
+}
+
+/* abs of c64 is f32: |3+4i| = 5; asking for c64 is an error. */
+static void test_complex_abs(void **state)
+{
+    (void)state;
+    float z[2] = {3, 4};
+    DevValue *r = un(OP_ABS, IR_C64, IR_F32, 1, z);
+    assert_true(((float *)r->data)[0] == 5);
+    dev_value_unref(r);
+    DevValue *o[1] = {vec(IR_C64, 1, z)};
+    IrDiag d = {0};
+    assert_int_equal(run(OP_ABS, IR_C64, NULL, 1, o, &r, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "abs of c64 returns f32"));
+    ir_diag_clear(&d);
+}
+
+/* convert between narrow types, worked by hand. f8e4m3fn 0x3c is 1.5
+ * (0 0111 100: 2^0 * 1.5): to s4 1 (toward zero), to f4e2m1fn 0x3 (0 01 1),
+ * to f8e5m2 0x3e (0 01111 10), to bf16 0x3fc0, to c64 (1.5, 0). s4 -8 to
+ * f8e4m3fn 0xd0 (1 1010 000), to u4 8 (wraps), to f4e2m1fn 0xf (-6: it
+ * saturates). f4 0x7 (6 = 1.5 * 2^2) to f8e8m0fnu rounds to 2^3: 0x82. */
+static void test_convert_narrow_pairs(void **state)
+{
+    (void)state;
+    uint8_t c[1] = {0x3c};
+    struct { IrType t; uint32_t want; } to[] = {
+        {IR_S4, 1}, {IR_F4E2M1FN, 0x3}, {IR_F8E5M2, 0x3e}, {IR_BF16, 0x3fc0},
+    };
+    for (size_t i = 0; i < sizeof to / sizeof *to; i++) {
+        DevValue *r = un(OP_CONVERT, IR_F8E4M3FN, to[i].t, 1, c);
+        uint32_t got = to[i].t == IR_BF16 ? ((uint16_t *)r->data)[0] : r->data[0];
+        assert_int_equal(got, to[i].want);
+        dev_value_unref(r);
+    }
+    DevValue *r = un(OP_CONVERT, IR_F8E4M3FN, IR_C64, 1, c);
+    assert_true(((float *)r->data)[0] == 1.5f && ((float *)r->data)[1] == 0);
+    dev_value_unref(r);
+    int8_t m8[1] = {-8};
+    r = un(OP_CONVERT, IR_S4, IR_F8E4M3FN, 1, m8);
+    assert_int_equal(r->data[0], 0xd0);
+    dev_value_unref(r);
+    r = un(OP_CONVERT, IR_S4, IR_U4, 1, m8);
+    assert_int_equal(r->data[0], 8);
+    dev_value_unref(r);
+    r = un(OP_CONVERT, IR_S4, IR_F4E2M1FN, 1, m8);
+    assert_int_equal(r->data[0] & 0xf, 0xf);
+    dev_value_unref(r);
+    uint8_t six[1] = {0x7};
+    r = un(OP_CONVERT, IR_F4E2M1FN, IR_F8E8M0FNU, 1, six);
+    assert_int_equal(r->data[0], 0x82);
     dev_value_unref(r);
 }
 
@@ -737,6 +884,11 @@ int main(void)
         cmocka_unit_test(test_complex_parts),
         cmocka_unit_test(test_reduce_precision),
         cmocka_unit_test(test_bitcast_convert),
+        cmocka_unit_test(test_mulhi_64),
+        cmocka_unit_test(test_subbyte_wrap),
+        cmocka_unit_test(test_bitcast_subbyte),
+        cmocka_unit_test(test_complex_abs),
+        cmocka_unit_test(test_convert_narrow_pairs),
         cmocka_unit_test(test_map),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -449,6 +449,24 @@ static void test_sort_errors(void **state)
     }
 }
 
+/* f8 under TOTALORDER: -inf < -1 < -0 < +0 < 1 < NaN (IEEE totalOrder on
+ * the decoded values); the f8e5m2 codes of those are 0xfc 0xbc 0x80 0x00
+ * 0x3c 0x7e (sign, 5 exponent bits biased by 15, 2 mantissa bits). */
+static void test_sort_f8_total_order(void **state)
+{
+    (void)state;
+    const char *txt = "HloModule m\nlt {\n  a = f8e5m2[] parameter(0)\n  b = f8e5m2[] parameter(1)\n"
+                      "  ROOT c = pred[] compare(a, b), direction=LT, type=TOTALORDER\n}\n"
+                      "ENTRY e {\n  x = u8[6] parameter(0)\n  f = f8e5m2[6] bitcast-convert(x)\n"
+                      "  s = f8e5m2[6] sort(f), dimensions={0}, to_apply=lt\n"
+                      "  ROOT r = u8[6] bitcast-convert(s)\n}\n";
+    uint8_t in[6] = {0x3c, 0x7e, 0x80, 0x00, 0xfc, 0xbc}, want[6] = {0xfc, 0xbc, 0x80, 0x00, 0x3c, 0x7e};
+    DevValue *a[1] = {val(IR_U8, 1, (int64_t[]){6}, in)};
+    DevValue *out = run(txt, 1, a);
+    assert_memory_equal(out->data, want, 6);
+    dev_value_unref(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_sort_topk_comparator),
         cmocka_unit_test(test_sort_lifted_keys),
         cmocka_unit_test(test_sort_errors),
+        cmocka_unit_test(test_sort_f8_total_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
