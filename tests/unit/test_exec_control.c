@@ -348,7 +348,8 @@ static void test_collective_pairs(void **state)
     IrShape h[2] = {vec(IR_F32, 1), vec(IR_F32, 1)};
     C(e2)->root = op(e2, OP_REDUCE_SCATTER, tup(2, h), 2, p0, p1);
     DevValue *b[2] = {a, a};
-    run_err(e2, 2, b, NULL, IR_EUNSUPPORTED, "over more than one device needs a collective runtime");
+    run_err(e2, 2, b, NULL, IR_EUNSUPPORTED,
+            "over more than one device needs a collective runtime");
     dev_value_unref(a);
 }
 
