@@ -456,8 +456,14 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
         *out = dev_value_new(&ins->shape);
         return *out ? IR_OK : IR_ENOMEM;
     }
-    const IrShape *in = n == 1 ? &opnd[0]->shape : NULL;
-    if (in && ins->shape.type != IR_TUPLE && !shape_matches(in, &ins->shape))
+    /* Identity only where each result has its operand's shape: a group
+     * of one. (A tuple result has one element per operand.) */
+    bool same = ins->shape.type == IR_TUPLE && n != 1
+                    ? ins->shape.ntuple == n
+                    : n == 1 && shape_matches(&opnd[0]->shape, &ins->shape);
+    for (int32_t i = 0; same && ins->shape.type == IR_TUPLE && n != 1 && i < n; i++)
+        same = shape_matches(&opnd[i]->shape, &ins->shape.tuple[i]);
+    if (!same)
         return instr_error(x, ins, IR_EUNSUPPORTED,
                            "%s over more than one device needs a collective runtime",
                            ir_op_name(ins->op));

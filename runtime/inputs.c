@@ -617,6 +617,29 @@ static void put_dbl(char *buf, size_t cap, size_t *k, double v)
         *k += (size_t)snprintf(buf + *k, cap - *k, "%.6g", v);
 }
 
+/* Complex values: the mean and the first values, as numpy prints them
+ * ("(1.5-2j)"); a complex array has no min or max. */
+static char *complex_summary(char *buf, size_t cap, size_t k, const DevValue *v, int64_t n)
+{
+    bool c64 = v->shape.type == IR_C64;
+    const float *f = (const float *)(const void *)v->data;
+    const double *g = (const double *)(const void *)v->data;
+    double sr = 0, si = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sr += c64 ? f[2 * i] : g[2 * i];
+        si += c64 ? f[2 * i + 1] : g[2 * i + 1];
+    }
+    if (k < cap)
+        k += (size_t)snprintf(buf + k, cap - k, " mean (%.6g%+.6gj) first [", sr / (double)n,
+                              si / (double)n);
+    for (int64_t i = 0; i < n && i < 4 && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s(%.6g%+.6gj)", i ? ", " : "",
+                              c64 ? f[2 * i] : g[2 * i], c64 ? f[2 * i + 1] : g[2 * i + 1]);
+    if (k < cap)
+        snprintf(buf + k, cap - k, n > 4 ? ", ...]" : "]");
+    return ts_strdup(buf);
+}
+
 char *rt_value_summary(const DevValue *v)
 {
     char buf[1024];
@@ -628,8 +651,10 @@ char *rt_value_summary(const DevValue *v)
     ts_free(ss);
     IrType t = v->shape.type;
     int64_t n = ir_shape_is_array(&v->shape) ? dev_value_elements(v) : 0;
-    if (!ir_shape_is_array(&v->shape) || ir_type_is_complex(t) || n == 0)
+    if (!ir_shape_is_array(&v->shape) || n == 0)
         return ts_strdup(buf);
+    if (ir_type_is_complex(t))
+        return complex_summary(buf, cap, k, v, n);
     /* min/max skip NaN; they are counted apart. */
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     int64_t nan = 0, imin = -1, imax = -1;

@@ -73,6 +73,11 @@ assert o(0).dtype == np.complex64 and (o(0) == x * y + x).all(), o(0)
 assert (o(1) == x.real).all() and (o(2) == x.imag).all()
 assert o(3).dtype == np.complex128 and (o(3) == -z).all(), o(3)'
 done
+# printed: (real+imagj) as numpy writes them; x*y+x of the first element
+# is (1+2j)(2-1j) + (1+2j) = (4+3j) + (1+2j) = (5+5j)
+expect_status 0 "$TESSEL" run "$(inst complex_io 1)" --reference --input 0="$WORK/cx.npy" --input 1="$WORK/cy.npy" --input 2="$WORK/cz.npy"
+expect_in "$OUT" "output 0: c64[3] mean "
+expect_in "$OUT" "first [(5+5j), "
 # a c64 file for the c128 parameter: status 2, naming the file
 expect_status 2 "$TESSEL" run "$(inst complex_io 1)" --reference --input 0="$WORK/cx.npy" --input 1="$WORK/cy.npy" --input 2="$WORK/cx.npy"
 expect_in "$ERR" "cx.npy: error: dtype <c8 does not match parameter 2 c128[2] (expected <c16)"

@@ -341,6 +341,15 @@ static void test_collective_pairs(void **state)
     assert_int_equal(coll_calls, 2);
     assert_int_equal(coll_op, OP_COLLECTIVE_PERMUTE);
     dev_value_unref(r);
+    /* a two-operand reduce-scatter f32[2] -> f32[1] scatters over two
+     * devices: alone it is refused, not returned with the wrong shape */
+    int32_t e2 = comp("e2");
+    int32_t p0 = param(e2, 0, v2), p1 = param(e2, 1, v2);
+    IrShape h[2] = {vec(IR_F32, 1), vec(IR_F32, 1)};
+    C(e2)->root = op(e2, OP_REDUCE_SCATTER, tup(2, h), 2, p0, p1);
+    DevValue *b[2] = {a, a};
+    run_err(e2, 2, b, NULL, IR_EUNSUPPORTED,
+            "over more than one device needs a collective runtime");
     dev_value_unref(a);
 }
 
