@@ -32,12 +32,8 @@ declare -A REFUSED=(
     [070_onednn_matmul_BiasAndExactGELUTestF16]="a scalar literal for an f16[3072] constant (constant(0.3)): unverified in XLA's test"
     # Op rules tessel's verifier applies more strictly than XLA's (h-ir-ops):
     [030_ptxla_llama2_tp4_pp2]="op rule: reduce-scatter of a scalar bf16[] operand"
-    [041_import]="op rule: all-reduce with replica groups of different sizes ({0},{1,2},{3})"
-    [046_dynamic_slice_fusion_AsyncDynamicSliceFusionWith]="op rule: fusion-start with calls= is not taken"
-    [126_async_command_buffer_CommandBuffer]="op rule: fusion-start with calls= is not taken"
-    [211_async_kernel_launch_BasicFusion]="op rule: fusion-start with calls= is not taken"
+    [041_import]="XLA's shape inference rejects it (a translation test, parsed unverified): a 3x3 convolution window on a 2x2 kernel"
     [134_collective_permute_decomposer_OneSendRecvWithCon]="op rule: send whose operand 1 is data, not a token"
-    [165_whole_graph_manual_pass_SimplePartitionIdCollect]="op rule: send result with an s32[] context (tessel wants u32[])"
     [135_memory_space_assignment_WhileCondAliasBug]="op rule: bitcast between shapes of different byte sizes"
     [169_collective_quantizer_AllToAllQuantizePartialRepl]="op rule: all-reduce of bf16 with an f32 reducer (mixed precision)"
 )
