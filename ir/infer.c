@@ -35,7 +35,12 @@ __attribute__((format(printf, 2, 3)))
 static IrStatus fail(Ctx *x, const char *fmt, ...)
 {
     char f[512];
-    snprintf(f, sizeof f, "%s: %s", ir_op_name(x->ins->op), fmt);
+    const IrAttrs *a = &x->ins->a;
+    if (a->async_sugar) /* the opcode as written: abs-start */
+        snprintf(f, sizeof f, "%s-%s: %s", ir_op_name(a->async_wrapped_op),
+                 x->ins->op == OP_ASYNC_START ? "start" : x->ins->op == OP_ASYNC_UPDATE ? "update" : "done", fmt);
+    else
+        snprintf(f, sizeof f, "%s: %s", ir_op_name(x->ins->op), fmt);
     va_list ap;
     va_start(ap, fmt);
     ir_verror(x->d, IR_EINPUT, x->m->file, x->m->src, x->ins->pos, f, ap);
@@ -304,6 +309,9 @@ static IrStatus check_arity(Ctx *x)
     switch (op) {
     case OP_CONDITIONAL: case OP_MAP: case OP_CONCATENATE: case OP_SORT:
     case OP_ALL_REDUCE: case OP_ALL_GATHER: case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL:
+    case OP_ALL_REDUCE_START: case OP_ALL_GATHER_START: case OP_COLLECTIVE_PERMUTE:
+    case OP_COLLECTIVE_PERMUTE_START: case OP_COLLECTIVE_BROADCAST: case OP_COLLECTIVE_REDUCE:
+    case OP_ASYNC_UPDATE: case OP_DYNAMIC_RESHAPE: case OP_SCAN:
         min = 1;
         break;
     case OP_DYNAMIC_SLICE:
@@ -334,7 +342,11 @@ static int expected_ncalled(IrOpcode op)
     switch (op) {
     case OP_REDUCE: case OP_REDUCE_WINDOW: case OP_MAP: case OP_ALL_REDUCE:
     case OP_REDUCE_SCATTER: case OP_SCATTER: case OP_SORT: case OP_CALL:
+    case OP_FUSION: case OP_ASYNC_START: case OP_ALL_REDUCE_START: case OP_SCAN:
+    case OP_COLLECTIVE_REDUCE:
         return 1;
+    case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
+        return -1; /* 0 (sugared) or the start's computation */
     case OP_WHILE: case OP_SELECT_AND_SCATTER:
         return 2;
     case OP_CONDITIONAL: case OP_CUSTOM_CALL:
@@ -387,6 +399,8 @@ static IrStatus unary_type_ok(Ctx *x, IrType t)
         break;
     case OP_EXP: case OP_EXPM1: case OP_LOG: case OP_LOG1P: case OP_LOGISTIC: case OP_SQRT:
     case OP_RSQRT: case OP_CBRT: case OP_TANH: case OP_SINE: case OP_COSINE: case OP_TAN:
+    case OP_ACOS: case OP_ACOSH: case OP_ASIN: case OP_ASINH: case OP_ATAN: case OP_ATANH:
+    case OP_COSH: case OP_SINH:
         ok = ir_type_is_float(t) || ir_type_is_complex(t);
         want = "a floating-point or complex";
         break;
@@ -490,7 +504,7 @@ static IrStatus binary_type_ok(Ctx *x, IrType t)
         ok = t == IR_PRED || ir_type_is_int(t);
         want = "a pred or integer";
         break;
-    case OP_SHL: case OP_SHRA: case OP_SHRL:
+    case OP_SHL: case OP_SHRA: case OP_SHRL: case OP_MULHI:
         ok = ir_type_is_int(t);
         want = "an integer";
         break;
@@ -1972,22 +1986,6 @@ static IrStatus infer_rng(Ctx *x, IrShape *out)
     return make_array(x, out, a->type, o->rank, o->dims);
 }
 
-static IrStatus infer_rng_bit_generator(Ctx *x, IrShape *out)
-{
-    IrStatus st = expect_array(x, 0, "state");
-    if (st != IR_OK)
-        return st;
-    const IrShape *s = opnd(x, 0), *o = &x->ins->shape;
-    if (o->type != IR_TUPLE || o->ntuple != 2 || !is_array(&o->tuple[1]))
-        return fail(x, "result must be a (state, output) tuple, got %s", sstr(x, o));
-    if (!ir_shape_equal(&o->tuple[0], s))
-        return fail(x, "result state %s must equal the operand state %s", sstr(x, &o->tuple[0]),
-                    sstr(x, s));
-    if (!ir_type_is_int(o->tuple[1].type))
-        return fail(x, "output must have an integer type, got %s", sstr(x, &o->tuple[1]));
-    return copy_shape(x, out, o);
-}
-
 static IrStatus infer_get_dimension_size(Ctx *x, IrShape *out)
 {
     IrStatus st = expect_array(x, 0, "operand");
@@ -2007,6 +2005,513 @@ static IrStatus infer_id(Ctx *x, IrShape *out)
 {
     const IrShape *o = &x->ins->shape;
     return make_scalar(x, out, is_scalar(o) && ir_type_is_int(o->type) ? o->type : IR_U32);
+}
+
+/* ------------------------------------------------------------------ */
+/* fusion, async wrappers and the -start/-done pairs                   */
+/* ------------------------------------------------------------------ */
+
+/* The operands match `f`'s parameters and `f` returns `result`. */
+static IrStatus check_call_sig(Ctx *x, const IrComputation *f, const IrShape *result)
+{
+    IrStatus st = expect_nparams(x, f, "called", x->ins->nopnd);
+    for (int32_t i = 0; i < x->ins->nopnd && st == IR_OK; i++) {
+        const IrShape *p = callee_param(x, f, i);
+        if (!p)
+            return IR_EINPUT;
+        if (!ir_shape_equal(p, opnd(x, i)))
+            return fail(x, "operand %d is %s but parameter %d of %s is %s", (int)i,
+                        sstr(x, opnd(x, i)), (int)i, f->name, sstr(x, p));
+    }
+    const IrShape *r = st == IR_OK ? callee_root(x, f) : NULL;
+    if (st == IR_OK && !r)
+        return IR_EINPUT;
+    if (st == IR_OK && !ir_shape_equal(r, result))
+        return fail(x, "called computation %s returns %s, the result is %s", f->name, sstr(x, r),
+                    sstr(x, result));
+    return st;
+}
+
+/* The declared shape, a tuple of at least n elements. */
+static IrStatus expect_tuple_result(Ctx *x, int32_t n, const char *form)
+{
+    const IrShape *o = &x->ins->shape;
+    if (o->type != IR_TUPLE || o->ntuple < n)
+        return fail(x, "result must be a tuple %s, got %s", form, sstr(x, o));
+    return IR_OK;
+}
+
+/* async-start: ((operands...), result, context...); its computation takes
+ * the operands and returns element 1. */
+static IrStatus infer_async_start(Ctx *x, IrShape *out)
+{
+    IrStatus st = expect_tuple_result(x, 2, "((operands...), result, context...)");
+    if (st != IR_OK)
+        return st;
+    const IrShape *o = &x->ins->shape;
+    if (o->tuple[0].type != IR_TUPLE || o->tuple[0].ntuple != x->ins->nopnd)
+        return fail(x, "element 0 of the result must be the tuple of its %d operand shapes, got %s",
+                    (int)x->ins->nopnd, sstr(x, &o->tuple[0]));
+    for (int32_t i = 0; i < x->ins->nopnd; i++)
+        if (!ir_shape_equal(&o->tuple[0].tuple[i], opnd(x, i)))
+            return fail(x, "element {0,%d} of the result is %s but operand %d is %s", (int)i,
+                        sstr(x, &o->tuple[0].tuple[i]), (int)i, sstr(x, opnd(x, i)));
+    if ((st = check_call_sig(x, callee(x, 0), &o->tuple[1])) != IR_OK)
+        return st;
+    return copy_shape(x, out, o);
+}
+
+/* async-update and async-done take the async-start (or -update) they
+ * continue: update keeps its shape, done gives its element 1. A sugared
+ * OP-done continues an OP-start. */
+static IrStatus infer_async_next(Ctx *x, IrShape *out)
+{
+    if (x->ins->nopnd != 1)
+        return fail(x, "expects 1 operand, got %d", (int)x->ins->nopnd);
+    const IrInstr *prev = &x->c->instr[x->ins->opnd[0]];
+    const IrShape *s = opnd(x, 0);
+    if (prev->op != OP_ASYNC_START && prev->op != OP_ASYNC_UPDATE)
+        return fail(x, "operand %s must be an async-start or async-update, got %s", prev->name,
+                    ir_op_name(prev->op));
+    if (x->ins->a.async_sugar && prev->a.async_sugar &&
+        prev->a.async_wrapped_op != x->ins->a.async_wrapped_op)
+        return fail(x, "operand %s wraps %s, not %s", prev->name,
+                    ir_op_name(prev->a.async_wrapped_op), ir_op_name(x->ins->a.async_wrapped_op));
+    if (x->ins->ncalled > 1 || (x->ins->ncalled == 1 && prev->ncalled == 1 &&
+                                x->ins->called[0] != prev->called[0]))
+        return fail(x, "calls a different computation than its operand %s", prev->name);
+    if (s->type != IR_TUPLE || s->ntuple < 2)
+        return fail(x, "operand %s must be an async tuple, got %s", prev->name, sstr(x, s));
+    return copy_shape(x, out, x->ins->op == OP_ASYNC_UPDATE ? s : &s->tuple[1]);
+}
+
+/* The -done of a (operand, result, ...) start tuple: element k of it. */
+static IrStatus infer_done_element(Ctx *x, IrShape *out, int32_t k)
+{
+    const IrShape *s = opnd(x, 0);
+    if (s->type != IR_TUPLE || s->ntuple <= k)
+        return fail(x, "operand %s must be the tuple a -start returns, got %s", opnd_name(x, 0),
+                    sstr(x, s));
+    return copy_shape(x, out, &s->tuple[k]);
+}
+
+/* Element k of the declared tuple has operand i's type and dimensions
+ * (a memory space or layout may differ). */
+static IrStatus expect_like_operand(Ctx *x, int32_t k, int32_t i)
+{
+    const IrShape *e = &x->ins->shape.tuple[k], *s = opnd(x, i);
+    if (!ir_shape_equal(e, s))
+        return fail(x, "element %d of the result is %s but operand %d is %s", (int)k, sstr(x, e),
+                    (int)i, sstr(x, s));
+    return IR_OK;
+}
+
+/* all-gather-start: (operand, gathered); with N operands ((ops...), (gathered...)). */
+static IrStatus infer_all_gather_start(Ctx *x, IrShape *out)
+{
+    IrStatus st = expect_tuple_result(x, 2, "(operand, result)");
+    int64_t gs;
+    if (st != IR_OK || (st = group_size(x, &gs)) != IR_OK)
+        return st;
+    const IrShape *o = &x->ins->shape;
+    if (x->ins->nopnd == 1 && (st = expect_like_operand(x, 0, 0)) != IR_OK)
+        return st;
+    if (x->ins->a.dimensions.n != 1)
+        return fail(x, "needs dimensions={d} with one dimension, got %s", lstr(x, &x->ins->a.dimensions));
+    return copy_shape(x, out, o);
+}
+
+/* collective-permute-start: (operand, result, u32[], u32[]). */
+static IrStatus infer_permute_start(Ctx *x, IrShape *out)
+{
+    IrShape tmp;
+    IrStatus st = expect_tuple_result(x, 2, "(operand, result, context...)");
+    if (st != IR_OK || (st = infer_collective_permute(x, &tmp)) != IR_OK)
+        return st;
+    if (x->ins->nopnd == 1 && (st = expect_like_operand(x, 0, 0)) != IR_OK)
+        return st;
+    return copy_shape(x, out, &x->ins->shape);
+}
+
+/* copy-start: (destination, source, u32[] context), both like the operand. */
+static IrStatus infer_copy_start(Ctx *x, IrShape *out)
+{
+    IrStatus st = expect_tuple_result(x, 2, "(destination, source, context)");
+    if (st != IR_OK || (st = expect_like_operand(x, 0, 0)) != IR_OK ||
+        (st = expect_like_operand(x, 1, 0)) != IR_OK)
+        return st;
+    return copy_shape(x, out, &x->ins->shape);
+}
+
+/* send(data, token) and recv(token): (data, u32[] context, token[]);
+ * send-done: token[]; recv-done: (data, token[]). */
+static IrStatus infer_send_recv(Ctx *x, IrShape *out)
+{
+    bool send = x->ins->op == OP_SEND;
+    int32_t tok = send ? 1 : 0;
+    if (opnd(x, tok)->type != IR_TOKEN)
+        return fail(x, "operand %d must be a token, got %s", (int)tok, sstr(x, opnd(x, tok)));
+    const IrShape *o = &x->ins->shape;
+    IrStatus st = expect_tuple_result(x, 3, "(data, u32[], token[])");
+    if (st != IR_OK)
+        return st;
+    if (o->ntuple != 3 || o->tuple[2].type != IR_TOKEN || !is_scalar(&o->tuple[1]) ||
+        o->tuple[1].type != IR_U32)
+        return fail(x, "result must be a tuple (data, u32[], token[]), got %s", sstr(x, o));
+    if (send && (st = expect_like_operand(x, 0, 0)) != IR_OK)
+        return st;
+    return copy_shape(x, out, o);
+}
+
+static IrStatus infer_send_recv_done(Ctx *x, IrShape *out)
+{
+    const IrShape *s = opnd(x, 0);
+    if (s->type != IR_TUPLE || s->ntuple != 3 || s->tuple[2].type != IR_TOKEN)
+        return fail(x, "operand %s must be the (data, u32[], token[]) of a %s, got %s",
+                    opnd_name(x, 0), x->ins->op == OP_SEND_DONE ? "send" : "recv", sstr(x, s));
+    memset(out, 0, sizeof *out);
+    if (x->ins->op == OP_SEND_DONE) {
+        out->type = IR_TOKEN;
+        return IR_OK;
+    }
+    IrShape parts[2];
+    memset(parts, 0, sizeof parts);
+    parts[0] = s->tuple[0];
+    parts[1].type = IR_TOKEN;
+    return ir_shape_make_tuple(x->a, out, 2, parts) == IR_OK ? IR_OK : oom(x);
+}
+
+/* ------------------------------------------------------------------ */
+/* the ops of XLA's full list: linear algebra, norms, top-k, ...       */
+/* ------------------------------------------------------------------ */
+
+/* topk: the k largest (or smallest) along the last dimension, values and
+ * their s32 indices. f32[6,16] k=8 -> (f32[6,8], s32[6,8]). */
+static IrStatus infer_topk(Ctx *x, IrShape *out)
+{
+    IrStatus st = expect_array(x, 0, "operand");
+    if (st != IR_OK)
+        return st;
+    const IrShape *s = opnd(x, 0);
+    int64_t k = x->ins->a.topk_k;
+    if (s->rank < 1)
+        return fail(x, "operand must have rank >= 1, got %s", sstr(x, s));
+    if (k < 0 || k > s->dims[s->rank - 1])
+        return fail(x, "k=%lld must be in [0, %lld]", (long long)k, (long long)s->dims[s->rank - 1]);
+    int64_t *dims = scratch(x, s->rank);
+    IrShape parts[2];
+    if (!dims)
+        return oom(x);
+    memcpy(dims, s->dims, (size_t)s->rank * sizeof *dims);
+    dims[s->rank - 1] = k;
+    if ((st = make_array(x, &parts[0], s->type, s->rank, dims)) != IR_OK ||
+        (st = make_array(x, &parts[1], IR_S32, s->rank, dims)) != IR_OK)
+        return st;
+    return ir_shape_make_tuple(x->a, out, 2, parts) == IR_OK ? IR_OK : oom(x);
+}
+
+/* The last two dimensions of operand i form a square matrix. */
+static IrStatus expect_matrices(Ctx *x, int32_t i, const char *what)
+{
+    IrStatus st = expect_array(x, i, what);
+    if (st != IR_OK)
+        return st;
+    const IrShape *s = opnd(x, i);
+    if (!ir_type_is_float(s->type) && !ir_type_is_complex(s->type))
+        return fail(x, "%s must be floating-point or complex, got %s", what, sstr(x, s));
+    if (s->rank < 2 || s->dims[s->rank - 1] != s->dims[s->rank - 2])
+        return fail(x, "%s must be square matrices [..., n, n], got %s", what, sstr(x, s));
+    return IR_OK;
+}
+
+static IrStatus infer_cholesky(Ctx *x, IrShape *out)
+{
+    IrStatus st = expect_matrices(x, 0, "a");
+    return st != IR_OK ? st : copy_shape(x, out, opnd(x, 0));
+}
+
+/* triangular-solve(a [..., m, m], b): b is [..., m, n] when left_side (solve
+ * op(a) x = b), else [..., n, m] (x op(a) = b); the result is b's shape. */
+static IrStatus infer_triangular_solve(Ctx *x, IrShape *out)
+{
+    IrStatus st = expect_matrices(x, 0, "a");
+    if (st != IR_OK || (st = expect_array(x, 1, "b")) != IR_OK)
+        return st;
+    const IrShape *a = opnd(x, 0), *b = opnd(x, 1);
+    if (a->type != b->type || a->rank != b->rank)
+        return fail(x, "a %s and b %s must have one element type and rank", sstr(x, a), sstr(x, b));
+    if (!ir_dims_equal(a->dims, b->dims, a->rank - 2))
+        return fail(x, "a %s and b %s must have the same batch dimensions", sstr(x, a), sstr(x, b));
+    int64_t m = a->dims[a->rank - 1];
+    int64_t bm = b->dims[b->rank - (x->ins->a.left_side ? 2 : 1)];
+    if (bm != m)
+        return fail(x, "b %s must have %lld in its %s dimension to match a %s", sstr(x, b),
+                    (long long)m, x->ins->a.left_side ? "second-to-last" : "last", sstr(x, a));
+    return copy_shape(x, out, b);
+}
+
+/* Operand i is a feature vector: rank 1, the size of the feature dimension. */
+static IrStatus expect_feature_vector(Ctx *x, int32_t i, const char *what)
+{
+    const IrShape *s = opnd(x, 0), *v = opnd(x, i);
+    int64_t f = x->ins->a.feature_index;
+    if (!is_array(v) || v->rank != 1 || v->dims[0] != s->dims[f] || v->type != s->type)
+        return fail(x, "%s (operand %d) must be %s[%lld], got %s", what, (int)i, ir_type_name(s->type),
+                    (long long)s->dims[f], sstr(x, v));
+    return IR_OK;
+}
+
+/* batch-norm-training(operand, scale, offset) -> (normalized, mean, var);
+ * -inference(operand, scale, offset, mean, var) -> normalized;
+ * -grad(operand, scale, mean, var, grad_output) -> (grad_operand,
+ * grad_scale, grad_offset). Feature vectors have the size of dimension
+ * feature_index. */
+static IrStatus infer_batch_norm(Ctx *x, IrShape *out)
+{
+    IrStatus st = expect_array(x, 0, "operand");
+    if (st != IR_OK)
+        return st;
+    const IrShape *s = opnd(x, 0);
+    int64_t f = x->ins->a.feature_index;
+    if (!ir_type_is_float(s->type))
+        return fail(x, "operand must be floating-point, got %s", sstr(x, s));
+    if (f < 0 || f >= s->rank)
+        return fail(x, "feature_index=%lld is out of range for %s", (long long)f, sstr(x, s));
+    bool grad = x->ins->op == OP_BATCH_NORM_GRAD;
+    for (int32_t i = 1; i < x->ins->nopnd; i++) {
+        if (grad && i == 4) {
+            if (!ir_shape_equal(opnd(x, 4), s))
+                return fail(x, "grad_output (operand 4) must be %s, got %s", sstr(x, s),
+                            sstr(x, opnd(x, 4)));
+        } else if ((st = expect_feature_vector(x, i, "feature vector")) != IR_OK) {
+            return st;
+        }
+    }
+    if (x->ins->op == OP_BATCH_NORM_INFERENCE)
+        return copy_shape(x, out, s);
+    IrShape parts[3];
+    parts[0] = *s;
+    parts[1] = parts[2] = *opnd(x, 1);
+    return ir_shape_make_tuple(x->a, out, 3, parts) == IR_OK ? IR_OK : oom(x);
+}
+
+/* ragged-dot(lhs, rhs, group_sizes): lhs_ragged_dims names the lhs
+ * dimension cut into groups, rhs_group_dims the rhs dimension that picks
+ * one rhs per group. With the ragged dimension free in lhs (the common
+ * mode, [m, k] x [g, k, n] -> [m, n]), the result is the dot of lhs with
+ * one rhs. Other modes are taken as declared. */
+static IrStatus infer_ragged_dot(Ctx *x, IrShape *out)
+{
+    IrStatus st;
+    if ((st = expect_array(x, 0, "lhs")) != IR_OK || (st = expect_array(x, 1, "rhs")) != IR_OK ||
+        (st = expect_array(x, 2, "group_sizes")) != IR_OK)
+        return st;
+    const IrShape *l = opnd(x, 0), *r = opnd(x, 1), *g = opnd(x, 2);
+    const IrAttrs *a = &x->ins->a;
+    IrType t;
+    if ((st = contraction_type(x, l->type, r->type, &t)) != IR_OK)
+        return st;
+    if (!ir_type_is_int(g->type))
+        return fail(x, "group_sizes must be integers, got %s", sstr(x, g));
+    if (a->lhs_ragged_dims.n != 1 || a->rhs_group_dims.n > 1)
+        return fail(x, "needs one lhs_ragged_dims and at most one rhs_group_dims");
+    if ((st = check_dim_list(x, &a->lhs_ragged_dims, l->rank, "lhs_ragged_dims", false)) != IR_OK ||
+        (st = check_dim_list(x, &a->rhs_group_dims, r->rank, "rhs_group_dims", false)) != IR_OK)
+        return st;
+    int64_t rd = a->lhs_ragged_dims.v[0];
+    const IrDotDnums *dn = &a->dot;
+    if (list_has(&dn->lhs_contracting, rd) || list_has(&dn->lhs_batch, rd) || a->rhs_group_dims.n == 0)
+        return copy_shape(x, out, &x->ins->shape);
+    int64_t gd = a->rhs_group_dims.v[0];
+    int64_t *dims = scratch(x, l->rank + r->rank);
+    if (!dims)
+        return oom(x);
+    int32_t k = 0;
+    for (int32_t i = 0; i < dn->lhs_batch.n; i++)
+        dims[k++] = l->dims[dn->lhs_batch.v[i]];
+    for (int32_t i = 0; i < l->rank; i++)
+        if (!list_has(&dn->lhs_batch, i) && !list_has(&dn->lhs_contracting, i))
+            dims[k++] = l->dims[i];
+    for (int32_t i = 0; i < r->rank; i++)
+        if (i != gd && !list_has(&dn->rhs_batch, i) && !list_has(&dn->rhs_contracting, i))
+            dims[k++] = r->dims[i];
+    return make_array(x, out, t, k, dims);
+}
+
+/* stochastic-convert(operand, random): random is unsigned, of the
+ * operand's dimensions and bit width; the result has the declared
+ * (narrower) type and the operand's dimensions. */
+static IrStatus infer_stochastic_convert(Ctx *x, IrShape *out)
+{
+    IrStatus st;
+    if ((st = expect_array(x, 0, "operand")) != IR_OK || (st = expect_array(x, 1, "random")) != IR_OK)
+        return st;
+    const IrShape *s = opnd(x, 0), *r = opnd(x, 1), *o = &x->ins->shape;
+    if (!ir_type_is_float(s->type))
+        return fail(x, "operand must be floating-point, got %s", sstr(x, s));
+    if (!ir_type_is_unsigned_int(r->type) || ir_type_bits(r->type) != ir_type_bits(s->type) ||
+        !same_dims(s, r))
+        return fail(x, "random must be u%d with the operand's dimensions, got %s",
+                    ir_type_bits(s->type), sstr(x, r));
+    if (!is_array(o))
+        return fail(x, "result must be an array, got %s", sstr(x, o));
+    return make_array(x, out, o->type, s->rank, s->dims);
+}
+
+/* set-dimension-size(operand, size s32[]): the operand, with dimension d
+ * now dynamic (bounded by its size). */
+static IrStatus infer_set_dimension_size(Ctx *x, IrShape *out)
+{
+    IrStatus st;
+    if ((st = expect_array(x, 0, "operand")) != IR_OK || (st = expect_scalar(x, 1, "size")) != IR_OK)
+        return st;
+    const IrShape *s = opnd(x, 0);
+    const IrI64List *dl = &x->ins->a.dimensions;
+    if (!ir_type_is_int(opnd(x, 1)->type))
+        return fail(x, "size must be an integer scalar, got %s", sstr(x, opnd(x, 1)));
+    if (dl->n != 1 || dl->v[0] < 0 || dl->v[0] >= s->rank)
+        return fail(x, "dimensions=%s must name one dimension of %s", lstr(x, dl), sstr(x, s));
+    if ((st = make_array(x, out, s->type, s->rank, s->dims)) != IR_OK)
+        return st;
+    out->dynamic = ir_alloc_array(x->a, (size_t)s->rank, sizeof(bool));
+    if (!out->dynamic)
+        return oom(x);
+    for (int32_t i = 0; i < s->rank; i++)
+        out->dynamic[i] = (s->dynamic && s->dynamic[i]) || i == dl->v[0];
+    return IR_OK;
+}
+
+/* dynamic-reshape(operand, size_0, ..., size_{r-1}): one integer scalar
+ * per result dimension; the declared shape holds the bounds. */
+static IrStatus infer_dynamic_reshape(Ctx *x, IrShape *out)
+{
+    const IrShape *o = &x->ins->shape;
+    IrStatus st = expect_array(x, 0, "operand");
+    if (st != IR_OK)
+        return st;
+    if (!is_array(o) || x->ins->nopnd != o->rank + 1)
+        return fail(x, "needs 1 + %d operands (the operand and a size per result dimension), got %d",
+                    (int)o->rank, (int)x->ins->nopnd);
+    for (int32_t i = 1; i < x->ins->nopnd; i++)
+        if ((st = expect_scalar(x, i, "size")) != IR_OK)
+            return st;
+    if (o->type != opnd(x, 0)->type)
+        return fail(x, "result type %s differs from the operand's %s", ir_type_name(o->type),
+                    ir_type_name(opnd(x, 0)->type));
+    return copy_shape(x, out, o);
+}
+
+/* rng-bit-generator(state): XLA's verifier takes the result as the output
+ * alone, or as (new state, output) with the state's shape. */
+static IrStatus infer_rng_bit_generator(Ctx *x, IrShape *out)
+{
+    const IrShape *s = opnd(x, 0), *o = &x->ins->shape;
+    if (o->type == IR_TUPLE) {
+        if (o->ntuple != 2 || !is_array(&o->tuple[1]))
+            return fail(x, "result must be an output array or a (state, output) tuple, got %s", sstr(x, o));
+        if (!ir_shape_equal(&o->tuple[0], s))
+            return fail(x, "result state %s must equal the operand state %s", sstr(x, &o->tuple[0]),
+                        sstr(x, s));
+    } else if (!is_array(o)) {
+        return fail(x, "result must be an output array or a (state, output) tuple, got %s", sstr(x, o));
+    }
+    return copy_shape(x, out, o);
+}
+
+static IrStatus infer_rng_state(Ctx *x, IrShape *out)
+{
+    int64_t two = 2;
+    return make_array(x, out, IR_U64, 1, &two);
+}
+
+/* scan(inputs..., inits...) with num_carries inits: to_apply maps (one
+ * slice of each input along dimensions={d}, carries...) to (outputs...,
+ * carries...); the result stacks each output along d: (outputs..., carries...).
+ * f32[4] scan with init f32[] and add -> (f32[4], f32[]). */
+static IrStatus infer_scan(Ctx *x, IrShape *out)
+{
+    int64_t nc = x->ins->a.num_carries;
+    int32_t n = x->ins->nopnd;
+    const IrI64List *dl = &x->ins->a.dimensions;
+    if (nc < 0 || nc > n)
+        return fail(x, "num_carries=%lld is out of range for %d operands", (long long)nc, (int)n);
+    int32_t nin = n - (int32_t)nc;
+    if (dl->n != 1)
+        return fail(x, "needs dimensions={d} with one dimension, got %s", lstr(x, dl));
+    int64_t d = dl->v[0], len = -1;
+    for (int32_t i = 0; i < nin; i++) {
+        const IrShape *s = opnd(x, i);
+        IrStatus st = expect_array(x, i, "input");
+        if (st != IR_OK)
+            return st;
+        if (d < 0 || d >= s->rank)
+            return fail(x, "dimension %lld is out of range for input %s", (long long)d, sstr(x, s));
+        if (len >= 0 && s->dims[d] != len)
+            return fail(x, "inputs must have one length along dimension %lld", (long long)d);
+        len = s->dims[d];
+    }
+    const IrComputation *f = callee(x, 0);
+    IrStatus st = expect_nparams(x, f, "scan", n);
+    if (st != IR_OK)
+        return st;
+    const IrShape *r = callee_root(x, f);
+    if (!r)
+        return IR_EINPUT;
+    int32_t nr = r->type == IR_TUPLE ? r->ntuple : 1;
+    if (nr < nc)
+        return fail(x, "to_apply %s returns %s, fewer than num_carries=%lld values", f->name,
+                    sstr(x, r), (long long)nc);
+    IrShape *parts = ir_alloc_array(x->a, (size_t)(nr > 0 ? nr : 1), sizeof(IrShape));
+    if (!parts)
+        return oom(x);
+    for (int32_t k = 0; k < nr; k++) {
+        const IrShape *e = r->type == IR_TUPLE ? &r->tuple[k] : r;
+        if (k >= nr - nc) {
+            const IrShape *init = opnd(x, nin + (k - (nr - (int32_t)nc)));
+            if (!ir_shape_equal(e, init))
+                return fail(x, "carry %d of %s is %s but its init is %s", (int)(k - (nr - nc)), f->name,
+                            sstr(x, e), sstr(x, init));
+            parts[k] = *init;
+            continue;
+        }
+        if (!is_array(e) || d > e->rank)
+            return fail(x, "output %d of %s must be an array of rank >= %lld, got %s", (int)k, f->name,
+                        (long long)d, sstr(x, e));
+        int64_t *dims = scratch(x, e->rank + 1);
+        if (!dims)
+            return oom(x);
+        for (int32_t j = 0, o = 0; j <= e->rank; j++)
+            dims[j] = j == d ? (len >= 0 ? len : 0) : e->dims[o++];
+        if ((st = make_array(x, &parts[k], e->type, e->rank + 1, dims)) != IR_OK)
+            return st;
+    }
+    return ir_shape_make_tuple(x->a, out, nr, parts) == IR_OK ? IR_OK : oom(x);
+}
+
+/* ragged-all-to-all(input, output, input_offsets, send_sizes,
+ * output_offsets, recv_sizes): the result is the updated output. */
+static IrStatus infer_ragged_all_to_all(Ctx *x, IrShape *out)
+{
+    IrStatus st;
+    for (int32_t i = 0; i < 6; i++)
+        if ((st = expect_array(x, i, i < 2 ? "data" : "offsets or sizes")) != IR_OK)
+            return st;
+    for (int32_t i = 2; i < 6; i++)
+        if (!ir_type_is_int(opnd(x, i)->type))
+            return fail(x, "operand %d must hold integers, got %s", (int)i, sstr(x, opnd(x, i)));
+    if (opnd(x, 0)->type != opnd(x, 1)->type)
+        return fail(x, "input %s and output %s must have one element type", sstr(x, opnd(x, 0)),
+                    sstr(x, opnd(x, 1)));
+    return copy_shape(x, out, opnd(x, 1));
+}
+
+/* Ops whose result is their operand's shape (one operand) or the tuple of
+ * their operands' shapes: domain, collective-broadcast, shuffle. */
+static IrStatus infer_passthrough(Ctx *x, IrShape *out)
+{
+    if (x->ins->nopnd == 1)
+        return copy_shape(x, out, opnd(x, 0));
+    return infer_tuple(x, out);
 }
 
 /* ------------------------------------------------------------------ */
@@ -2057,6 +2562,32 @@ static IrStatus infer_other(Ctx *x, IrShape *out)
     case OP_RNG: return infer_rng(x, out);
     case OP_RNG_BIT_GENERATOR: return infer_rng_bit_generator(x, out);
     case OP_GET_DIMENSION_SIZE: return infer_get_dimension_size(x, out);
+    case OP_FUSION: return infer_call(x, out);
+    case OP_ASYNC_START: return infer_async_start(x, out);
+    case OP_ASYNC_UPDATE: case OP_ASYNC_DONE: return infer_async_next(x, out);
+    case OP_ALL_REDUCE_START: case OP_COLLECTIVE_REDUCE: return infer_all_reduce(x, out);
+    case OP_ALL_GATHER_START: return infer_all_gather_start(x, out);
+    case OP_COLLECTIVE_PERMUTE_START: return infer_permute_start(x, out);
+    case OP_ALL_REDUCE_DONE: return copy_shape(x, out, opnd(x, 0));
+    case OP_ALL_GATHER_DONE: case OP_COLLECTIVE_PERMUTE_DONE: return infer_done_element(x, out, 1);
+    case OP_COPY_START: return infer_copy_start(x, out);
+    case OP_COPY_DONE: return infer_done_element(x, out, 0);
+    case OP_SEND: case OP_RECV: return infer_send_recv(x, out);
+    case OP_SEND_DONE: case OP_RECV_DONE: return infer_send_recv_done(x, out);
+    case OP_DOMAIN: case OP_COLLECTIVE_BROADCAST: case OP_SHUFFLE: return infer_passthrough(x, out);
+    case OP_TOPK: return infer_topk(x, out);
+    case OP_CHOLESKY: return infer_cholesky(x, out);
+    case OP_TRIANGULAR_SOLVE: return infer_triangular_solve(x, out);
+    case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
+        return infer_batch_norm(x, out);
+    case OP_RAGGED_DOT: return infer_ragged_dot(x, out);
+    case OP_SCALED_DOT: return infer_dot(x, out);
+    case OP_STOCHASTIC_CONVERT: return infer_stochastic_convert(x, out);
+    case OP_SET_DIMENSION_SIZE: return infer_set_dimension_size(x, out);
+    case OP_DYNAMIC_RESHAPE: return infer_dynamic_reshape(x, out);
+    case OP_RNG_GET_AND_UPDATE_STATE: return infer_rng_state(x, out);
+    case OP_SCAN: return infer_scan(x, out);
+    case OP_RAGGED_ALL_TO_ALL: return infer_ragged_all_to_all(x, out);
     default:
         return ir_error(x->d, IR_EINTERNAL, x->m->file, x->m->src, x->ins->pos,
                         "no shape rule for opcode %d", (int)x->ins->op);

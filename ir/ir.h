@@ -13,6 +13,7 @@
  *   arena.c     bump allocator, string interning helpers
  *   diag.c      error records with FILE:LINE:COL, the source line and a caret
  *   types.c     primitive types: names, sizes, classes
+ *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
  *   shape.c     shapes: element counts with overflow checks, equality, text
  *   module.c    building modules: computations, instructions, lookup
  *   ops.c       opcode tables generated from hlo_ops.def
@@ -158,6 +159,21 @@ bool ir_type_is_array(IrType t);                /* not token, opaque or tuple */
 int ir_type_bits(IrType t);
 
 /* ------------------------------------------------------------------ */
+/* lowp.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* The value of the one-byte code of an f8 or f4 kind (f4: the low nibble;
+ * the high one is ignored). NaN codes give NaN, inf codes +-inf. Any other
+ * type gives NaN. Cannot fail. */
+double ir_lowp_to_double(IrType t, uint8_t code);
+/* The code of x in an f8 or f4 kind, rounded to nearest even, with the
+ * type's overflow, NaN and signed-zero rules as ml_dtypes and XLA's convert
+ * define them (lowp.c says which). f4 codes are in the low nibble. Any other
+ * type gives 0. Cannot fail. */
+uint8_t ir_lowp_from_double(IrType t, double x);
+bool ir_lowp_is_nan(IrType t, uint8_t code);
+
+/* ------------------------------------------------------------------ */
 /* shape.c                                                             */
 /* ------------------------------------------------------------------ */
 
@@ -181,6 +197,13 @@ typedef struct IrShape {
     bool *dynamic;
 } IrShape;
 
+/* dims[i] of an unbounded dynamic dimension (`f32[?,784]`): no bound, so the
+ * shape has no element count (ir_shape_elements gives -1) and cannot run. */
+#define IR_DIM_UNBOUNDED (-1)
+/* Is dimension i of an array shape dynamic (`<=N` or `?`)? */
+bool ir_shape_dim_dynamic(const IrShape *s, int32_t i);
+bool ir_shape_is_dynamic(const IrShape *s);   /* any dimension of any leaf */
+
 /* Shape limits, checked before anything is allocated. */
 typedef struct IrLimits {
     int64_t max_elements;    /* per array; default 1<<34 */
@@ -197,20 +220,24 @@ int64_t ir_shape_elements(const IrShape *s);
 int64_t ir_shape_bytes(const IrShape *s);
 bool ir_shape_is_tuple(const IrShape *s);
 bool ir_shape_is_array(const IrShape *s);
-/* Same type and dims (and tuple structure); layouts ignored. */
+/* Same type and dims (and tuple structure), and the same dimensions
+ * dynamic (XLA's ShapeUtil::Equal without layouts); layouts ignored. */
 bool ir_shape_equal(const IrShape *a, const IrShape *b);
 /* Same rank and dimensions, whatever the element types (arrays). */
 bool ir_shape_same_dims(const IrShape *a, const IrShape *b);
 /* The first `rank` entries of a and b are equal. */
 bool ir_dims_equal(const int64_t *a, const int64_t *b, int32_t rank);
-bool ir_shape_compatible(const IrShape *a, const IrShape *b); /* = equal, ignoring layout */
+/* Equal ignoring layouts and which dimensions are dynamic (XLA's
+ * ShapeUtil::Compatible): f32[<=8] is compatible with f32[8]. */
+bool ir_shape_compatible(const IrShape *a, const IrShape *b);
 /* Deep copy into an arena. Returns IR_ENOMEM status through NULL check of dst fields. */
 IrStatus ir_shape_copy(IrArena *a, IrShape *dst, const IrShape *src);
 /* Make an array shape with the given dims (no layout). */
 IrStatus ir_shape_make(IrArena *a, IrShape *dst, IrType t, int32_t rank, const int64_t *dims);
 /* Make a tuple shape of n element shapes (deep-copied). */
 IrStatus ir_shape_make_tuple(IrArena *a, IrShape *dst, int32_t n, const IrShape *elems);
-/* Text as XLA prints it: "f32[8,16]{1,0}" (with_layout) or "f32[8,16]"; tuples "(f32[2], s32[])".
+/* Text as XLA prints it: "f32[8,16]{1,0}" (with_layout) or "f32[8,16]"; tuples "(f32[2], s32[])";
+ * dynamic dimensions "f32[<=8,?]".
  * Returns a heap string (ts_malloc) or NULL on OOM. */
 char *ir_shape_str(const IrShape *s, bool with_layout);
 /* Leaf count (1 for an array), leaves depth first. */
@@ -290,6 +317,10 @@ typedef struct IrSharding {
     /* XLA's shard groups: ` shard_as ID` (1) or ` shard_like ID` (2); 0 none. */
     int8_t shard_group;
     int64_t shard_group_id;
+    /* XLA's `{unreduced}`: every device holds a full-shape partial value
+     * that a later reshard sums. kind is SHD_MANUAL (each device keeps its
+     * own value, nothing moves); the sum on resharding is not implemented. */
+    bool unreduced;
 } IrSharding;
 
 /* Data rank a tiled sharding applies to (ntile - nsubgroup). */
@@ -457,6 +488,25 @@ typedef struct IrAttrs {
     int64_t feature_index;
     /* rng-get-and-update-state */
     int64_t rng_delta;
+    /* Sugared async forms `OP-start`/`OP-update`/`OP-done` (XLA prints an
+     * async op whose computation wraps one instruction that way): set on the
+     * async-start/-update/-done, with the wrapped opcode, so printing gives
+     * back the form that was read. */
+    bool async_sugar;
+    IrOpcode async_wrapped_op;
+    /* scan */
+    int64_t num_carries;
+    bool is_reverse, has_is_reverse;
+    /* collective-permute's in-place form: slice_sizes={{...},...}, raw */
+    const char *permute_slice_sizes;
+    /* Attributes that change nothing tessel computes but that XLA prints
+     * (parameter_replication, inferred_dimension, result_accuracy, ...):
+     * kept as name and raw value text so printing gives them back. */
+    int32_t nkept;
+    IrKeyValue *kept;
+    /* constant({...}): the literal was elided in the text (XLA prints
+     * large constants so); literal is NULL and the values are unknown. */
+    bool literal_elided;
 } IrAttrs;
 
 /* Roles of called computations, in `called[]` order per opcode:
@@ -492,6 +542,13 @@ typedef struct IrComputation {
     bool is_entry;
     bool has_signature;    /* printed with (p: f32[2]) -> f32[2] */
     IrPos pos;
+    /* Made by the parser for a sugared `OP-start`: the computation XLA's
+     * parser builds around the wrapped op. Printed inside that instruction,
+     * never on its own. */
+    bool async_wrapper;
+    /* `}, execution_thread="host"` after the body (async computations on
+     * another thread); NULL for the main thread. Kept for printing. */
+    const char *execution_thread;
 } IrComputation;
 
 typedef struct IrAlias {
@@ -519,6 +576,10 @@ typedef struct IrModule {
     const char *src;         /* source text (arena copy) for diagnostics, may be NULL */
     struct IrNameSet *names; /* every name in use, built on demand (module.c) */
     int64_t next_name_id;    /* suffix counter for ir_unique_name */
+    /* The FileNames/FunctionNames/FileLocations/StackFrames sections newer
+     * XLA prints after the header, kept raw (they only feed metadata's
+     * stack_frame_id) and printed back after the header; NULL if none. */
+    const char *stack_frames;
 } IrModule;
 
 IrModule *ir_module_new(const char *name);   /* NULL on OOM */

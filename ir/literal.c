@@ -90,10 +90,11 @@ static bool parse_int_value(Lexer *L, IrType t, uint8_t *dst)
         if (neg || mag > max)
             return lx_fail(L, L->tok.pos, "value %s is out of range for %s [0, %llu]",
                            lx_describe(L, buf, sizeof buf), ir_type_name(t), (unsigned long long)max);
-        switch (bits) {
-        case 8: { uint8_t v = (uint8_t)mag; store(dst, &v, 1); break; }
-        case 16: { uint16_t v = (uint16_t)mag; store(dst, &v, 2); break; }
-        case 32: { uint32_t v = (uint32_t)mag; store(dst, &v, 4); break; }
+        /* By the element's size: u2/u4 are one zero-extended byte. */
+        switch (ir_type_size(t)) {
+        case 1: { uint8_t v = (uint8_t)mag; store(dst, &v, 1); break; }
+        case 2: { uint16_t v = (uint16_t)mag; store(dst, &v, 2); break; }
+        case 4: { uint32_t v = (uint32_t)mag; store(dst, &v, 4); break; }
         default: store(dst, &mag, 8); break;
         }
     } else {
@@ -103,10 +104,11 @@ static bool parse_int_value(Lexer *L, IrType t, uint8_t *dst)
                            lx_describe(L, buf, sizeof buf), ir_type_name(t), -(long long)max - 1,
                            (unsigned long long)max);
         int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-        switch (bits) {
-        case 8: { int8_t w = (int8_t)v; store(dst, &w, 1); break; }
-        case 16: { int16_t w = (int16_t)v; store(dst, &w, 2); break; }
-        case 32: { int32_t w = (int32_t)v; store(dst, &w, 4); break; }
+        /* By the element's size: s2/s4 are one sign-extended byte. */
+        switch (ir_type_size(t)) {
+        case 1: { int8_t w = (int8_t)v; store(dst, &w, 1); break; }
+        case 2: { int16_t w = (int16_t)v; store(dst, &w, 2); break; }
+        case 4: { int32_t w = (int32_t)v; store(dst, &w, 4); break; }
         default: store(dst, &v, 8); break;
         }
     }
@@ -183,7 +185,19 @@ static bool store_real(Lexer *L, IrPos pos, double v, IrType t, uint8_t *dst)
         break;
     }
     default:
-        return lx_fail(L, pos, "internal: %s is not a floating-point type", ir_type_name(t));
+        if (!ir_type_is_lowp_float(t))
+            return lx_fail(L, pos, "internal: %s is not a floating-point type", ir_type_name(t));
+        /* f8/f4: the type's own code, rounded to nearest even from the
+         * decimal's double (lowp.c). XLA's parser refuses a finite value
+         * that does not fit; here that is one the convert would send to
+         * inf or NaN, or (f4e2m1fn, e8m0fnu) saturate or reject. */
+        *dst = ir_lowp_from_double(t, v);
+        overflow = isfinite(v) && !isfinite(ir_lowp_to_double(t, *dst));
+        if (t == IR_F4E2M1FN && fabs(v) > 6.0)
+            overflow = true;
+        if (t == IR_F8E8M0FNU && (v == 0 || v < 0))
+            overflow = true;
+        break;
     }
     if (overflow)
         return lx_fail(L, pos, "value %g is out of range for %s", v, ir_type_name(t));

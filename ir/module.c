@@ -406,6 +406,23 @@ static bool dup_replica_groups(IrArena *a, IrReplicaGroups *g)
            dup_mem(a, (void **)&g->iota_perm, (size_t)g->niota_perm * sizeof(int32_t));
 }
 
+/* A key/value list and its strings, copied into a. */
+static bool dup_kvs(IrArena *a, IrKeyValue **kvs, int32_t n)
+{
+    if (n <= 0)
+        return true;
+    IrKeyValue *src = *kvs;
+    *kvs = ir_alloc_array(a, (size_t)n, sizeof(IrKeyValue));
+    if (!*kvs)
+        return false;
+    for (int32_t i = 0; i < n; i++) {
+        (*kvs)[i] = src[i];
+        if (!dup_str(a, &(*kvs)[i].key) || !dup_str(a, &(*kvs)[i].value))
+            return false;
+    }
+    return true;
+}
+
 static bool dup_attrs(IrArena *a, IrAttrs *x)
 {
     IrI64List *lists[] = {
@@ -419,6 +436,7 @@ static bool dup_attrs(IrArena *a, IrAttrs *x)
         &x->scatter.scatter_dims_to_operand_dims, &x->scatter.input_batching_dims,
         &x->scatter.scatter_indices_batching_dims,
         &x->source_target_pairs, &x->fft_length, &x->control_predecessors,
+        &x->lhs_ragged_dims, &x->rhs_group_dims,
     };
     for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
         if (!dup_i64(a, lists[i]))
@@ -427,6 +445,8 @@ static bool dup_attrs(IrArena *a, IrAttrs *x)
         &x->precision_config, &x->algorithm, &x->custom_call_target, &x->backend_config,
         &x->api_version, &x->distribution, &x->rng_algorithm, &x->fft_type,
         &x->infeed_config, &x->outfeed_config, &x->metadata, &x->statistics_viz, &x->origin,
+        &x->fusion_kind, &x->output_to_operand_aliasing, &x->async_execution_thread,
+        &x->custom_call_schedule, &x->domain, &x->transpose_a, &x->permute_slice_sizes,
     };
     for (size_t i = 0; i < sizeof strs / sizeof *strs; i++)
         if (!dup_str(a, strs[i]))
@@ -453,18 +473,7 @@ static bool dup_attrs(IrArena *a, IrAttrs *x)
         return false;
     if (!dup_mem(a, (void **)&x->literal, (size_t)x->literal_bytes))
         return false;
-    if (x->nfrontend > 0) {
-        IrKeyValue *kv = x->frontend;
-        x->frontend = ir_alloc_array(a, (size_t)x->nfrontend, sizeof(IrKeyValue));
-        if (!x->frontend)
-            return false;
-        for (int32_t i = 0; i < x->nfrontend; i++) {
-            x->frontend[i] = kv[i];
-            if (!dup_str(a, &x->frontend[i].key) || !dup_str(a, &x->frontend[i].value))
-                return false;
-        }
-    }
-    return true;
+    return dup_kvs(a, &x->frontend, x->nfrontend) && dup_kvs(a, &x->kept, x->nkept);
 }
 
 /* Deep copy of an instruction into arena `a` (operand and callee indices
@@ -510,6 +519,9 @@ int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int
         return -1;
     dc->root = sc->root;
     dc->has_signature = sc->has_signature;
+    if (sc->execution_thread && !(dc->execution_thread = ir_strdup(dst->arena, sc->execution_thread)))
+        return -1;
+    dc->async_wrapper = sc->async_wrapper;
     dc->pos = sc->pos;
     for (int32_t i = 0; i < sc->ninstr; i++) {
         IrInstr ins = sc->instr[i];
@@ -546,6 +558,9 @@ IrModule *ir_module_clone(const IrModule *m)
     d->replica_count = m->replica_count;
     d->is_scheduled = m->is_scheduled;
     d->entry_computation_layout = m->entry_computation_layout;
+    d->stack_frames = m->stack_frames;
+    if (!dup_str(d->arena, &d->stack_frames))
+        goto oom;
     if (!dup_str(d->arena, &d->entry_computation_layout))
         goto oom;
     d->nalias = m->nalias;

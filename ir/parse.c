@@ -169,11 +169,16 @@ typedef enum AttrId {
     A_REPLICA_GROUPS, A_CHANNEL_ID, A_GLOBAL_IDS, A_CONSTRAIN_LAYOUT, A_SOURCE_TARGET,
     A_TARGET, A_API_VERSION, A_SIDE_EFFECT, A_OPERAND_LAYOUTS, A_DISTRIBUTION, A_FFT_TYPE,
     A_FFT_LENGTH, A_INFEED_CONFIG, A_OUTFEED_CONFIG, A_OUTFEED_SHAPE, A_EXPONENT_BITS,
-    A_MANTISSA_BITS,
-    /* accepted and skipped: they do not change what tessel computes */
-    A_PARAM_REPL, A_INFERRED_DIM, A_SCHEDULE, A_OUTPUT_ALIASING, A_PADDING_TYPE,
+    A_MANTISSA_BITS, A_KIND, A_CALLS, A_OUTPUT_ALIASING, A_ASYNC_THREAD, A_HOST_TRANSFER,
+    A_PREFETCH_INDEX, A_DOMAIN, A_TOPK_K, A_LARGEST, A_LHS_RAGGED, A_RHS_GROUP, A_LEFT_SIDE,
+    A_LOWER, A_UNIT_DIAGONAL, A_TRANSPOSE_A, A_EPSILON, A_FEATURE_INDEX, A_DELTA,
+    A_NUM_CARRIES, A_IS_REVERSE, A_CC_SCHEDULE,
+    /* kept as raw text and printed back: they do not change what tessel
+     * computes (A_FIRST_KEPT and every id after it) */
+    A_PARAM_REPL, A_INFERRED_DIM, A_SCHEDULE, A_PADDING_TYPE,
     A_IS_COMPOSITE, A_MODE, A_CONV_KIND, A_RESULT_ACCURACY, A_CC_LITERAL,
-    A_COUNT
+    A_COUNT,
+    A_FIRST_KEPT = A_PARAM_REPL
 } AttrId;
 
 static const struct {
@@ -215,7 +220,14 @@ static const struct {
     {"schedule", A_SCHEDULE}, {"output_to_operand_aliasing", A_OUTPUT_ALIASING},
     {"padding_type", A_PADDING_TYPE}, {"is_composite", A_IS_COMPOSITE}, {"mode", A_MODE},
     {"convolution_kind", A_CONV_KIND}, {"result_accuracy", A_RESULT_ACCURACY},
-    {"literal", A_CC_LITERAL},
+    {"literal", A_CC_LITERAL}, {"kind", A_KIND}, {"calls", A_CALLS},
+    {"async_execution_thread", A_ASYNC_THREAD}, {"is_host_transfer", A_HOST_TRANSFER},
+    {"cross_program_prefetch_index", A_PREFETCH_INDEX}, {"domain", A_DOMAIN}, {"k", A_TOPK_K},
+    {"largest", A_LARGEST}, {"lhs_ragged_dims", A_LHS_RAGGED}, {"rhs_group_dims", A_RHS_GROUP},
+    {"left_side", A_LEFT_SIDE}, {"lower", A_LOWER}, {"unit_diagonal", A_UNIT_DIAGONAL},
+    {"transpose_a", A_TRANSPOSE_A}, {"epsilon", A_EPSILON}, {"feature_index", A_FEATURE_INDEX},
+    {"delta", A_DELTA}, {"num_carries", A_NUM_CARRIES}, {"is_reverse", A_IS_REVERSE},
+    {"custom_call_schedule", A_CC_SCHEDULE},
 };
 
 static bool op_in(IrOpcode op, const IrOpcode *set, size_t n)
@@ -228,6 +240,16 @@ static bool op_in(IrOpcode op, const IrOpcode *set, size_t n)
 
 #define IN(...) op_in(op, (const IrOpcode[]){__VA_ARGS__}, sizeof((const IrOpcode[]){__VA_ARGS__}) / sizeof(IrOpcode))
 
+/* Op groups that share attributes. The -start/-done pairs carry the
+ * attributes of their base op (XLA builds them with the same fields). */
+#define ALL_REDUCE_OPS OP_ALL_REDUCE, OP_ALL_REDUCE_START
+#define ALL_GATHER_OPS OP_ALL_GATHER, OP_ALL_GATHER_START
+#define PERMUTE_OPS OP_COLLECTIVE_PERMUTE, OP_COLLECTIVE_PERMUTE_START
+#define ASYNC_OPS OP_ASYNC_START, OP_ASYNC_UPDATE, OP_ASYNC_DONE
+#define P2P_OPS OP_SEND, OP_RECV, OP_SEND_DONE, OP_RECV_DONE
+#define GROUPED_OPS ALL_REDUCE_OPS, ALL_GATHER_OPS, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, \
+    OP_COLLECTIVE_BROADCAST, OP_COLLECTIVE_REDUCE, OP_RAGGED_ALL_TO_ALL
+
 /* Which ops take which attribute (XLA's hlo_parser.cc CreateInstruction). */
 static bool attr_applies(AttrId id, IrOpcode op)
 {
@@ -239,7 +261,8 @@ static bool attr_applies(AttrId id, IrOpcode op)
         return op == OP_PARAMETER;
     case A_DIMENSIONS:
         return IN(OP_BROADCAST, OP_TRANSPOSE, OP_REDUCE, OP_REVERSE, OP_CONCATENATE, OP_SORT,
-                  OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_MAP, OP_GET_DIMENSION_SIZE);
+                  ALL_GATHER_OPS, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_MAP, OP_GET_DIMENSION_SIZE,
+                  OP_SET_DIMENSION_SIZE, OP_SCAN);
     case A_INDEX:
         return op == OP_GET_TUPLE_ELEMENT;
     case A_IOTA_DIM:
@@ -255,16 +278,20 @@ static bool attr_applies(AttrId id, IrOpcode op)
     case A_DIM_LABELS: case A_FGC: case A_BGC:
         return IN(OP_CONVOLUTION, OP_CUSTOM_CALL);
     case A_LHS_BATCH: case A_RHS_BATCH: case A_LHS_CONTRACT: case A_RHS_CONTRACT:
-        return op == OP_DOT;
+        return IN(OP_DOT, OP_RAGGED_DOT, OP_SCALED_DOT);
+    case A_LHS_RAGGED: case A_RHS_GROUP:
+        return op == OP_RAGGED_DOT;
     case A_PRECISION:
-        return IN(OP_DOT, OP_CONVOLUTION, OP_CUSTOM_CALL);
+        return IN(OP_DOT, OP_CONVOLUTION, OP_CUSTOM_CALL, OP_RAGGED_DOT, OP_SCALED_DOT);
     case A_ALGORITHM:
         return IN(OP_DOT, OP_CONVOLUTION, OP_RNG_BIT_GENERATOR);
     case A_DIRECTION: case A_CMP_TYPE: case A_CMP_ORDER:
         return op == OP_COMPARE;
     case A_OFFSET_DIMS: case A_COLLAPSED: case A_START_INDEX_MAP: case A_OPERAND_BATCHING:
-    case A_START_INDICES_BATCHING: case A_SLICE_SIZES:
+    case A_START_INDICES_BATCHING:
         return op == OP_GATHER;
+    case A_SLICE_SIZES:
+        return IN(OP_GATHER, PERMUTE_OPS);
     case A_INDEX_VECTOR_DIM: case A_SORTED:
         return IN(OP_GATHER, OP_SCATTER);
     case A_UPDATE_WINDOW: case A_INSERTED_WINDOW: case A_SCATTER_TO_OPERAND: case A_INPUT_BATCHING:
@@ -273,8 +300,8 @@ static bool attr_applies(AttrId id, IrOpcode op)
     case A_IS_STABLE:
         return op == OP_SORT;
     case A_TO_APPLY:
-        return IN(OP_REDUCE, OP_REDUCE_WINDOW, OP_MAP, OP_ALL_REDUCE, OP_REDUCE_SCATTER, OP_SCATTER,
-                  OP_SORT, OP_CALL, OP_CUSTOM_CALL);
+        return IN(OP_REDUCE, OP_REDUCE_WINDOW, OP_MAP, ALL_REDUCE_OPS, OP_REDUCE_SCATTER, OP_SCATTER,
+                  OP_SORT, OP_CALL, OP_CUSTOM_CALL, OP_SCAN, OP_COLLECTIVE_REDUCE);
     case A_CONDITION: case A_BODY:
         return op == OP_WHILE;
     case A_BRANCHES: case A_TRUE: case A_FALSE:
@@ -282,16 +309,45 @@ static bool attr_applies(AttrId id, IrOpcode op)
     case A_SELECT: case A_SCATTER:
         return op == OP_SELECT_AND_SCATTER;
     case A_CALLED: case A_TARGET: case A_API_VERSION: case A_SIDE_EFFECT: case A_OPERAND_LAYOUTS:
-    case A_SCHEDULE: case A_OUTPUT_ALIASING: case A_PADDING_TYPE: case A_CC_LITERAL:
+    case A_SCHEDULE: case A_PADDING_TYPE: case A_CC_LITERAL: case A_CC_SCHEDULE:
         return op == OP_CUSTOM_CALL;
-    case A_REPLICA_GROUPS: case A_CONSTRAIN_LAYOUT:
-        return IN(OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL);
+    case A_OUTPUT_ALIASING:
+        return IN(OP_CUSTOM_CALL, OP_FUSION);
+    case A_KIND:
+        return op == OP_FUSION;
+    case A_CALLS:
+        return IN(OP_FUSION, ASYNC_OPS);
+    case A_ASYNC_THREAD:
+        return IN(ASYNC_OPS);
+    case A_REPLICA_GROUPS:
+        return IN(GROUPED_OPS);
+    case A_CONSTRAIN_LAYOUT:
+        return IN(ALL_REDUCE_OPS, ALL_GATHER_OPS, OP_REDUCE_SCATTER, OP_ALL_TO_ALL,
+                  OP_COLLECTIVE_BROADCAST, OP_RAGGED_ALL_TO_ALL);
     case A_CHANNEL_ID:
-        return IN(OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL, OP_COLLECTIVE_PERMUTE);
+        return IN(GROUPED_OPS, PERMUTE_OPS, P2P_OPS);
     case A_GLOBAL_IDS:
-        return IN(OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER);
+        return IN(ALL_REDUCE_OPS, ALL_GATHER_OPS, OP_REDUCE_SCATTER);
     case A_SOURCE_TARGET:
-        return op == OP_COLLECTIVE_PERMUTE;
+        return IN(PERMUTE_OPS);
+    case A_HOST_TRANSFER:
+        return IN(P2P_OPS);
+    case A_PREFETCH_INDEX:
+        return op == OP_COPY_START;
+    case A_DOMAIN:
+        return op == OP_DOMAIN;
+    case A_TOPK_K: case A_LARGEST:
+        return op == OP_TOPK;
+    case A_LEFT_SIDE: case A_UNIT_DIAGONAL: case A_TRANSPOSE_A:
+        return op == OP_TRIANGULAR_SOLVE;
+    case A_LOWER:
+        return IN(OP_TRIANGULAR_SOLVE, OP_CHOLESKY);
+    case A_EPSILON: case A_FEATURE_INDEX:
+        return IN(OP_BATCH_NORM_TRAINING, OP_BATCH_NORM_INFERENCE, OP_BATCH_NORM_GRAD);
+    case A_DELTA:
+        return op == OP_RNG_GET_AND_UPDATE_STATE;
+    case A_NUM_CARRIES: case A_IS_REVERSE:
+        return op == OP_SCAN;
     case A_DISTRIBUTION:
         return op == OP_RNG;
     case A_FFT_TYPE: case A_FFT_LENGTH:
@@ -307,7 +363,7 @@ static bool attr_applies(AttrId id, IrOpcode op)
     case A_IS_COMPOSITE:
         return op == OP_CALL;
     case A_MODE:
-        return IN(OP_ALL_REDUCE, OP_REDUCE_SCATTER);
+        return IN(ALL_REDUCE_OPS, OP_REDUCE_SCATTER);
     case A_CONV_KIND:
         return op == OP_CONVOLUTION;
     case A_RESULT_ACCURACY:
@@ -317,6 +373,15 @@ static bool attr_applies(AttrId id, IrOpcode op)
         break;
     }
     return false;
+}
+
+/* The attribute applies to the instruction being parsed: a sugared
+ * `OP-start` takes the attributes of the op it wraps, besides its own. */
+static bool attr_applies_to(AttrId id, const IrInstr *ins)
+{
+    if (attr_applies(id, ins->op))
+        return !(ins->a.async_sugar && id == A_CALLS);
+    return ins->a.async_sugar && ins->op == OP_ASYNC_START && attr_applies(id, ins->a.async_wrapped_op);
 }
 
 static const char *attr_name(AttrId id)
@@ -362,6 +427,7 @@ typedef struct Parser {
     size_t nopv, capopv;
     struct Close *closes;     /* lines that start with '}' (see find_closes) */
     size_t ncloses, nextclose;
+    int32_t nasync_sugar;     /* sugared OP-start instructions: wrapped at the end */
 } Parser;
 
 /* A line whose first non-blank byte is '}': where a computation ends in
@@ -609,6 +675,43 @@ static bool parse_layout(Parser *P, IrShape *s)
     return ok;
 }
 
+/* Mark dimension `i` of the shape being parsed as dynamic: the flags array
+ * is made (all false) at the first dynamic dimension. */
+static bool mark_dynamic(Parser *P, IrShape *out, int32_t i)
+{
+    if (!out->dynamic) {
+        out->dynamic = ir_alloc_array(P->m->arena, (size_t)P->L.lim.max_rank, sizeof(bool));
+        if (!out->dynamic)
+            return lx_nomem(&P->L);
+    }
+    out->dynamic[i] = true;
+    return true;
+}
+
+/* dim ::= int | '<=' int | '?'
+ * `<=N` is a bounded dynamic dimension (its size is known at run time, at
+ * most N: dims[] holds the bound); `?` an unbounded one (IR_DIM_UNBOUNDED),
+ * which tessel parses, verifies and prints but cannot run. */
+static bool parse_dim(Parser *P, IrShape *out, I64Vec *dims, int32_t *nunbounded)
+{
+    Lexer *L = &P->L;
+    int32_t i = (int32_t)dims->n;
+    if (lx_is(L, LX_OTHER) && lx_text(L)[0] == '?') {
+        lx_next(L);
+        (*nunbounded)++;
+        return mark_dynamic(P, out, i) && vec_push(L, dims, IR_DIM_UNBOUNDED);
+    }
+    if (lx_eat(L, LX_LEQ) && !mark_dynamic(P, out, i))
+        return false;
+    IrPos dpos = L->tok.pos;
+    int64_t d = 0;
+    if (!lx_int(L, &d, "dimension size") || !vec_push(L, dims, d))
+        return false;
+    if (d < 0)
+        return lx_fail(L, dpos, "dimension size %lld is negative", (long long)d);
+    return true;
+}
+
 /* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
 static bool parse_shape(Parser *P, IrShape *out)
 {
@@ -630,22 +733,15 @@ static bool parse_shape(Parser *P, IrShape *out)
     if (!lx_expect(L, LX_LSQUARE, "'[' after the element type"))
         return false;
     I64Vec dims = {0};
+    int32_t nunbounded = 0;
     bool ok = true;
     if (!lx_is(L, LX_RSQUARE)) {
         do {
-            if (lx_is(L, LX_LEQ) || (lx_is(L, LX_OTHER) && lx_text(L)[0] == '?')) {
-                ok = lx_fail(L, L->tok.pos, "dynamic dimensions are not supported");
-                break;
-            }
             if (dims.n >= L->lim.max_rank) {
                 ok = lx_fail(L, L->tok.pos, "rank exceeds the limit of %d", (int)L->lim.max_rank);
                 break;
             }
-            IrPos dpos = L->tok.pos;
-            int64_t d = 0;
-            ok = lx_int(L, &d, "dimension size") && vec_push(L, &dims, d);
-            if (ok && d < 0)
-                ok = lx_fail(L, dpos, "dimension size %lld is negative", (long long)d);
+            ok = parse_dim(P, out, &dims, &nunbounded);
         } while (ok && lx_eat(L, LX_COMMA));
     }
     ok = ok && lx_expect(L, LX_RSQUARE, "']' after dimensions");
@@ -653,7 +749,7 @@ static bool parse_shape(Parser *P, IrShape *out)
         out->type = t;
         out->rank = dims.n;
         out->dims = dims.v; /* temporarily, for the count */
-        int64_t n = ir_shape_elements(out);
+        int64_t n = nunbounded ? 0 : ir_shape_elements(out);
         if (n < 0)
             ok = lx_fail(L, pos, "the element count of this shape overflows 64 bits");
         else if (n > L->lim.max_elements)
@@ -1281,9 +1377,14 @@ static const char *const cmp_orders[] = {"TOTALORDER", "PARTIALORDER", NULL};
 static const char *const rng_dists[] = {"rng_uniform", "rng_normal", NULL};
 static const char *const rng_algs[] = {"rng_default", "rng_three_fry", "rng_philox", NULL};
 static const char *const fft_types[] = {"FFT", "IFFT", "RFFT", "IRFFT", NULL};
-static const char *const api_versions[] = {"API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
+static const char *const api_versions[] = {"API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL",
+                                           "API_VERSION_STATUS_RETURNING",
                                            "API_VERSION_STATUS_RETURNING_UNIFIED",
                                            "API_VERSION_TYPED_FFI", NULL};
+
+static const char *const fusion_kinds[] = {"kLoop", "kInput", "kOutput", "kCustom", NULL};
+static const char *const transposes[] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT", NULL};
+static const char *const schedules[] = {"SCHEDULE_NONE", "SCHEDULE_LATEST", "SCHEDULE_EARLIEST", NULL};
 
 static int word_index(const char *const *words, const char *w)
 {
@@ -1291,6 +1392,43 @@ static int word_index(const char *const *words, const char *w)
         if (strcmp(words[i], w) == 0)
             return i;
     return -1;
+}
+
+/* epsilon=1e-05: a float, as batch-norm keeps it. */
+static bool parse_epsilon(Parser *P, float *out)
+{
+    Lexer *L = &P->L;
+    if (!lx_is(L, LX_FLOAT) && !lx_is(L, LX_INT))
+        return lx_expected(L, "number after epsilon=");
+    char buf[64];
+    size_t n = lx_tlen(L);
+    if (n >= sizeof buf)
+        return lx_fail(L, L->tok.pos, "epsilon is too long");
+    memcpy(buf, lx_text(L), n);
+    buf[n] = 0;
+    char *end;
+    *out = strtof(buf, &end);
+    if (*end != 0)
+        return lx_expected(L, "number after epsilon=");
+    lx_next(L);
+    return true;
+}
+
+/* Append name=TEXT[s,e) to the instruction's kept attributes. Rare (a few
+ * per module), so the list grows by one copy in the arena each time. */
+static bool keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e)
+{
+    IrKeyValue *kv = ir_alloc_array(P->m->arena, (size_t)a->nkept + 1, sizeof *kv);
+    char *v = lx_dup(&P->L, s, e);
+    if (!kv || !v)
+        return lx_nomem(&P->L);
+    if (a->nkept > 0)
+        memcpy(kv, a->kept, (size_t)a->nkept * sizeof *kv);
+    kv[a->nkept].key = name;
+    kv[a->nkept].value = v;
+    a->kept = kv;
+    a->nkept++;
+    return true;
 }
 
 /* The value of attribute `id` for the instruction being built. */
@@ -1405,8 +1543,6 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
     case A_INDEX_VECTOR_DIM:
         return lx_int(L, x->ins.op == OP_GATHER ? &a->gather.index_vector_dim : &a->scatter.index_vector_dim,
                       "integer after index_vector_dim=");
-    case A_SLICE_SIZES:
-        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->slice_sizes, "slice_sizes");
     case A_SORTED:
         return lx_bool(L, &a->indices_are_sorted, "true or false");
     case A_UPDATE_WINDOW:
@@ -1466,10 +1602,63 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         return lx_int(L, &a->exponent_bits, "integer after exponent_bits=");
     case A_MANTISSA_BITS:
         return lx_int(L, &a->mantissa_bits, "integer after mantissa_bits=");
-    case A_PARAM_REPL: case A_INFERRED_DIM: case A_SCHEDULE: case A_OUTPUT_ALIASING:
-    case A_PADDING_TYPE: case A_IS_COMPOSITE: case A_MODE: case A_CONV_KIND:
-    case A_RESULT_ACCURACY: case A_CC_LITERAL:
-        return lx_raw_value(L, &s, &e);
+    case A_SLICE_SIZES:
+        if (x->ins.op != OP_GATHER) /* collective-permute's in-place form: {{...},...} */
+            return raw_braces(P, &a->permute_slice_sizes, false, "'{' after slice_sizes=");
+        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->slice_sizes, "slice_sizes");
+    case A_KIND:
+        return parse_word(P, fusion_kinds, &a->fusion_kind, "fusion kind kLoop, kInput, kOutput or kCustom");
+    case A_CALLS:
+        return parse_callee(P, x, id);
+    case A_OUTPUT_ALIASING:
+        return raw_braces(P, &a->output_to_operand_aliasing, false, "'{' after output_to_operand_aliasing=");
+    case A_ASYNC_THREAD:
+        if (!lx_is(L, LX_STRING))
+            return lx_expected(L, "string after async_execution_thread=");
+        a->async_execution_thread = lx_dup(L, L->tok.start, L->tok.end); /* quotes kept */
+        lx_next(L);
+        return a->async_execution_thread != NULL;
+    case A_HOST_TRANSFER:
+        return lx_bool(L, &a->is_host_transfer, "true or false");
+    case A_PREFETCH_INDEX:
+        a->has_cross_program_prefetch = true;
+        return lx_int(L, &a->cross_program_prefetch_index, "integer after cross_program_prefetch_index=");
+    case A_DOMAIN:
+        return raw_braces(P, &a->domain, false, "'{' after domain=");
+    case A_TOPK_K:
+        return lx_int(L, &a->topk_k, "integer after k=");
+    case A_LARGEST:
+        a->has_topk_largest = true;
+        return lx_bool(L, &a->topk_largest, "true or false");
+    case A_LHS_RAGGED:
+        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->lhs_ragged_dims, "lhs_ragged_dims");
+    case A_RHS_GROUP:
+        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->rhs_group_dims, "rhs_group_dims");
+    case A_LEFT_SIDE:
+        return lx_bool(L, &a->left_side, "true or false");
+    case A_LOWER:
+        return lx_bool(L, &a->lower, "true or false");
+    case A_UNIT_DIAGONAL:
+        return lx_bool(L, &a->unit_diagonal, "true or false");
+    case A_TRANSPOSE_A:
+        return parse_word(P, transposes, &a->transpose_a, "NO_TRANSPOSE, TRANSPOSE or ADJOINT");
+    case A_EPSILON:
+        return parse_epsilon(P, &a->epsilon);
+    case A_FEATURE_INDEX:
+        return lx_int(L, &a->feature_index, "integer after feature_index=");
+    case A_DELTA:
+        return lx_int(L, &a->rng_delta, "integer after delta=");
+    case A_NUM_CARRIES:
+        return lx_int(L, &a->num_carries, "integer after num_carries=");
+    case A_IS_REVERSE:
+        a->has_is_reverse = true;
+        return lx_bool(L, &a->is_reverse, "true or false");
+    case A_CC_SCHEDULE:
+        return parse_word(P, schedules, &a->custom_call_schedule,
+                          "SCHEDULE_NONE, SCHEDULE_LATEST or SCHEDULE_EARLIEST");
+    case A_PARAM_REPL: case A_INFERRED_DIM: case A_SCHEDULE: case A_PADDING_TYPE:
+    case A_IS_COMPOSITE: case A_MODE: case A_CONV_KIND: case A_RESULT_ACCURACY: case A_CC_LITERAL:
+        return lx_raw_value(L, &s, &e) && keep_attr(P, a, attr_name(id), s, e);
     case A_COUNT:
         break;
     }
@@ -1494,6 +1683,16 @@ static AttrId attr_lookup(const Lexer *L)
     return A_COUNT;
 }
 
+/* The opcode as written: "abs-start" for a sugared async-start. */
+static const char *op_text(const IrInstr *ins, char *buf, size_t n)
+{
+    if (!ins->a.async_sugar)
+        return ir_op_name(ins->op);
+    const char *suffix = ins->op == OP_ASYNC_START ? "start" : ins->op == OP_ASYNC_UPDATE ? "update" : "done";
+    snprintf(buf, n, "%s-%s", ir_op_name(ins->a.async_wrapped_op), suffix);
+    return buf;
+}
+
 static bool parse_attribute(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
@@ -1502,10 +1701,11 @@ static bool parse_attribute(Parser *P, InstrCtx *x)
         return lx_expected(L, "attribute name=value");
     IrPos apos = L->tok.pos;
     AttrId id = attr_lookup(L);
-    const char *op = ir_op_name(x->ins.op);
+    char opbuf[64];
+    const char *op = op_text(&x->ins, opbuf, sizeof opbuf);
     if (id == A_COUNT)
         return lx_fail(L, apos, "unknown attribute %s for %s", lx_describe(L, buf, sizeof buf), op);
-    if (!attr_applies(id, x->ins.op))
+    if (!attr_applies_to(id, &x->ins))
         return lx_fail(L, apos, "attribute %s does not apply to %s", lx_describe(L, buf, sizeof buf), op);
     if (x->seen[id])
         return lx_fail(L, apos, "duplicate attribute %s", lx_describe(L, buf, sizeof buf));
@@ -1557,16 +1757,37 @@ static bool check_required(Parser *P, InstrCtx *x)
         {OP_RNG_BIT_GENERATOR, {A_ALGORITHM}},
         {OP_FFT, {A_FFT_TYPE, A_FFT_LENGTH}},
         {OP_REDUCE_PRECISION, {A_EXPONENT_BITS, A_MANTISSA_BITS}},
+        {OP_FUSION, {A_KIND, A_CALLS}},
+        {OP_ALL_REDUCE_START, {A_TO_APPLY}},
+        {OP_ALL_GATHER_START, {A_DIMENSIONS}},
+        {OP_COLLECTIVE_PERMUTE_START, {A_SOURCE_TARGET}},
+        {OP_COLLECTIVE_REDUCE, {A_TO_APPLY}},
+        {OP_DOMAIN, {A_DOMAIN}},
+        {OP_TOPK, {A_TOPK_K}},
+        {OP_RNG_GET_AND_UPDATE_STATE, {A_DELTA}},
+        {OP_BATCH_NORM_TRAINING, {A_EPSILON, A_FEATURE_INDEX}},
+        {OP_BATCH_NORM_INFERENCE, {A_EPSILON, A_FEATURE_INDEX}},
+        {OP_BATCH_NORM_GRAD, {A_EPSILON, A_FEATURE_INDEX}},
+        {OP_SET_DIMENSION_SIZE, {A_DIMENSIONS}},
+        {OP_SCAN, {A_DIMENSIONS, A_TO_APPLY, A_NUM_CARRIES}},
+        {OP_RAGGED_DOT, {A_LHS_CONTRACT, A_RHS_CONTRACT, A_LHS_RAGGED}},
     };
+    char opbuf[64];
+    /* A sugared OP-start needs what OP needs; async-start itself, calls=. */
+    IrOpcode op = x->ins.op;
+    if (x->ins.a.async_sugar)
+        op = op == OP_ASYNC_START ? x->ins.a.async_wrapped_op : OP_COUNT;
+    else if (op == OP_ASYNC_START && !x->seen[A_CALLS])
+        return lx_fail(&P->L, x->ins.pos, "missing attribute 'calls' for async-start");
     for (size_t i = 0; i < sizeof req / sizeof *req; i++) {
-        if (req[i].op != x->ins.op)
+        if (req[i].op != op)
             continue;
         for (size_t k = 0; k < 6 && req[i].need[k] != A_SHARDING; k++)
             if (!x->seen[req[i].need[k]])
                 return lx_fail(&P->L, x->ins.pos, "missing attribute '%s' for %s", attr_name(req[i].need[k]),
-                               ir_op_name(x->ins.op));
+                               op_text(&x->ins, opbuf, sizeof opbuf));
     }
-    if (x->ins.op == OP_CONDITIONAL) {
+    if (op == OP_CONDITIONAL) {
         bool pred = x->seen[A_TRUE] || x->seen[A_FALSE];
         if (pred && x->seen[A_BRANCHES])
             return lx_fail(&P->L, x->ins.pos, "conditional has both branch_computations and true/false_computation");
@@ -1576,7 +1797,7 @@ static bool check_required(Parser *P, InstrCtx *x)
         if (!pred && !x->seen[A_BRANCHES])
             return lx_fail(&P->L, x->ins.pos, "missing attribute 'branch_computations' for conditional");
     }
-    if (x->ins.op == OP_CUSTOM_CALL && x->seen[A_TO_APPLY] && x->seen[A_CALLED])
+    if (op == OP_CUSTOM_CALL && x->seen[A_TO_APPLY] && x->seen[A_CALLED])
         return lx_fail(&P->L, x->ins.pos, "custom-call cannot have both to_apply and called_computations");
     return true;
 }
@@ -1587,7 +1808,7 @@ static bool assign_callees(Parser *P, InstrCtx *x)
     AttrId order[2];
     int32_t n = 0;
     IrInstr *ins = &x->ins;
-    switch (ins->op) {
+    switch (ins->a.async_sugar ? ins->a.async_wrapped_op : ins->op) {
     case OP_WHILE:
         order[n++] = A_CONDITION;
         order[n++] = A_BODY;
@@ -1606,7 +1827,10 @@ static bool assign_callees(Parser *P, InstrCtx *x)
     default:
         if (x->seen[A_TO_APPLY])
             order[n++] = A_TO_APPLY;
-        ins->custom_to_apply = ins->op == OP_CUSTOM_CALL && n > 0;
+        else if (x->seen[A_CALLS])
+            order[n++] = A_CALLS;
+        ins->custom_to_apply = n > 0 && (ins->op == OP_CUSTOM_CALL ||
+                                         (ins->a.async_sugar && ins->a.async_wrapped_op == OP_CUSTOM_CALL));
         break;
     }
     int32_t total = n + (n == 0 ? x->nlist : 0);
@@ -1759,8 +1983,46 @@ static bool parse_constant(Parser *P, InstrCtx *x)
         if (!ir_shape_equal(&s, &x->ins.shape))
             return lx_fail(L, pos, "the literal's shape differs from the instruction's shape");
     }
+    if (lx_is(L, LX_LBRACE) && lx_peek(L).kind == LX_DOTS && ir_shape_is_array(&x->ins.shape) &&
+        x->ins.shape.rank > 0) {
+        /* `constant({...})`: XLA elides large literals when it prints
+         * without print_large_constants; its parser takes them. The values
+         * are unknown: nothing is stored, and the printer writes {...}. */
+        lx_next(L);
+        lx_next(L);
+        x->ins.a.literal_elided = true;
+        return lx_expect(L, LX_RBRACE, "'}' after '{...'") &&
+               lx_expect(L, LX_RPAREN, "')' after the constant literal");
+    }
     return ir_lit_parse_lx(L, &x->ins.shape, &x->ins.a.literal, &x->ins.a.literal_bytes) &&
            lx_expect(L, LX_RPAREN, "')' after the constant literal");
+}
+
+/* XLA's sugared async forms: `OP-start`, `OP-update`, `OP-done` for any op
+ * OP that is not itself asynchronous (`abs-start`, `fusion-done`, ...) read
+ * as async-start/-update/-done wrapping OP. The dedicated opcodes
+ * (all-reduce-start, copy-done, send-done, ...) are found by name before
+ * this is tried. False when the name is no such form. */
+static bool async_sugar(const char *s, size_t n, IrInstr *ins)
+{
+    static const struct {
+        const char *suffix;
+        IrOpcode op;
+    } forms[] = {{"-start", OP_ASYNC_START}, {"-update", OP_ASYNC_UPDATE}, {"-done", OP_ASYNC_DONE}};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        size_t k = strlen(forms[i].suffix);
+        if (n <= k || memcmp(s + n - k, forms[i].suffix, k) != 0)
+            continue;
+        IrOpcode w = ir_op_from_name(s, n - k);
+        if (w == OP_COUNT || w == OP_ASYNC_START || w == OP_ASYNC_UPDATE || w == OP_ASYNC_DONE ||
+            w == OP_PARAMETER)
+            return false;
+        ins->op = forms[i].op;
+        ins->a.async_sugar = true;
+        ins->a.async_wrapped_op = w;
+        return true;
+    }
+    return false;
 }
 
 /* instruction ::= 'ROOT'? name '=' shape opcode operands (',' attribute)* */
@@ -1806,10 +2068,11 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
         ok = lx_expected(L, "opcode");
     if (ok) {
         ins->op = ir_op_from_name(lx_text(L), lx_tlen(L));
-        if (ins->op == OP_COUNT)
+        if (ins->op == OP_COUNT && !async_sugar(lx_text(L), lx_tlen(L), ins))
             ok = lx_fail(L, L->tok.pos, "unknown opcode %s", lx_describe(L, buf, sizeof buf));
         else
             lx_next(L);
+        P->nasync_sugar += ins->a.async_sugar && ins->op == OP_ASYNC_START;
     }
     if (ok) {
         if (ins->op == OP_PARAMETER)
@@ -1846,6 +2109,14 @@ static bool shape_inferable(IrOpcode op)
     case OP_DYNAMIC_UPDATE_SLICE: case OP_CUSTOM_CALL: case OP_INFEED: case OP_OUTFEED: case OP_RNG:
     case OP_RNG_BIT_GENERATOR: case OP_REDUCE_PRECISION: case OP_ALL_REDUCE: case OP_ALL_GATHER:
     case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL: case OP_COLLECTIVE_PERMUTE: case OP_COUNT:
+    /* ... and, in tessel, the ops whose result the operands do not fix */
+    case OP_FUSION: case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
+    case OP_COPY_START: case OP_SEND: case OP_RECV: case OP_RECV_DONE: case OP_ALL_REDUCE_START:
+    case OP_ALL_GATHER_START: case OP_COLLECTIVE_PERMUTE_START: case OP_ALL_GATHER_DONE:
+    case OP_COLLECTIVE_PERMUTE_DONE: case OP_ALL_REDUCE_DONE: case OP_COPY_DONE:
+    case OP_STOCHASTIC_CONVERT: case OP_DYNAMIC_RESHAPE: case OP_SET_DIMENSION_SIZE:
+    case OP_RAGGED_DOT: case OP_SCALED_DOT: case OP_RAGGED_ALL_TO_ALL: case OP_COLLECTIVE_BROADCAST:
+    case OP_COLLECTIVE_REDUCE: case OP_RNG_GET_AND_UPDATE_STATE: case OP_SCAN: case OP_TOPK:
         return false;
     default:
         return true;
@@ -2247,6 +2518,7 @@ static bool parse_computation(Parser *P)
         lx_next(L);
         lx_next(L);
         ok = lx_string(L, &thread, "string after execution_thread=");
+        c->execution_thread = ok ? thread : NULL;
     }
     if (ok && is_entry) {
         if (P->m->entry >= 0)
@@ -2378,25 +2650,33 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
 }
 
 /* FileNames / FunctionNames / FileLocations / StackFrames tables that newer
- * XLA prints after the header: skipped, they only feed metadata. */
+ * XLA prints after the header: checked for their form (NAME, then `ID
+ * "string"` or `ID {...}` rows) and kept raw for printing; they only feed
+ * metadata, so nothing reads them. */
 static bool skip_stack_frames(Parser *P)
 {
     Lexer *L = &P->L;
     static const char *const sections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    size_t start = L->tok.start, end = L->tok.end;
     for (int i = 0; i < 4; i++) {
         if (!lx_is_word(L, sections[i]))
             return lx_expected(L, sections[i]);
+        end = L->tok.end;
         lx_next(L);
         while (lx_is(L, LX_INT)) {
             lx_next(L);
             size_t s, e;
-            if (lx_is(L, LX_STRING))
+            if (lx_is(L, LX_STRING)) {
+                end = L->tok.end;
                 lx_next(L);
-            else if (!lx_raw_group(L, &s, &e))
+            } else if (!lx_raw_group(L, &s, &e)) {
                 return false;
+            } else {
+                end = e;
+            }
         }
     }
-    return true;
+    return (P->m->stack_frames = lx_dup(L, start, end)) != NULL;
 }
 
 static bool parse_header(Parser *P)
@@ -2443,6 +2723,113 @@ static bool resolve_callees(Parser *P)
     return true;
 }
 
+/* ---- sugared async ops ---- */
+
+/* A fresh computation name "BASE.wrapped", "BASE.wrapped.1", ... */
+static char *wrapper_name(Parser *P, const char *base)
+{
+    for (int k = 0;; k++) {
+        char *n = k ? ir_sprintf(P->m->arena, "%s.wrapped.%d", base, k) : ir_sprintf(P->m->arena, "%s.wrapped", base);
+        if (!n || map_find(&P->comps, n, strlen(n)) < 0)
+            return n;
+    }
+}
+
+/* The attributes an async op keeps for itself when its op-specific ones
+ * move to the wrapped instruction. */
+static IrAttrs async_own_attrs(const IrAttrs *a)
+{
+    IrAttrs g = {0};
+    g.feature_group_count = g.batch_group_count = 1;
+    g.frontend = a->frontend;
+    g.nfrontend = a->nfrontend;
+    g.metadata = a->metadata;
+    g.backend_config = a->backend_config;
+    g.statistics_viz = a->statistics_viz;
+    g.origin = a->origin;
+    g.control_predecessors = a->control_predecessors;
+    g.async_sugar = a->async_sugar;
+    g.async_wrapped_op = a->async_wrapped_op;
+    g.async_execution_thread = a->async_execution_thread;
+    return g;
+}
+
+/* Build, as XLA's parser does, the computation a sugared `OP-start` calls:
+ * parameters of the operand shapes (element 0 of the start's shape) and a
+ * root OP of the result shape (element 1), carrying the op's attributes and
+ * callees. The start keeps its generic attributes and calls the wrapper. */
+static bool wrap_async_op(Parser *P, int32_t ci, int32_t ii)
+{
+    IrModule *m = P->m;
+    IrInstr *st = &m->comp[ci]->instr[ii];
+    const IrShape *sh = &st->shape;
+    char opbuf[64];
+    if (sh->type != IR_TUPLE || sh->ntuple < 2 || sh->tuple[0].type != IR_TUPLE ||
+        sh->tuple[0].ntuple != st->nopnd)
+        return lx_fail(&P->L, st->pos, "%s: shape must be ((operand shapes...), result, context...) with %d "
+                       "operand shape%s", op_text(st, opbuf, sizeof opbuf), (int)st->nopnd, st->nopnd == 1 ? "" : "s");
+    char *name = wrapper_name(P, st->name);
+    if (!name)
+        return lx_nomem(&P->L);
+    int32_t wi = ir_add_computation(m, name);
+    if (wi < 0 || !map_put(&P->comps, m->comp[wi]->name, strlen(name), wi))
+        return lx_nomem(&P->L);
+    IrComputation *w = m->comp[wi];
+    st = &m->comp[ci]->instr[ii];
+    w->async_wrapper = true;
+    w->pos = st->pos;
+    int32_t *opnd = ir_alloc_array(m->arena, (size_t)(st->nopnd > 0 ? st->nopnd : 1), sizeof(int32_t));
+    int32_t *called = ir_alloc(m->arena, sizeof(int32_t));
+    if (!opnd || !called || ir_reserve_instrs(w, st->nopnd + 1) != IR_OK)
+        return lx_nomem(&P->L);
+    for (int32_t k = 0; k < st->nopnd; k++) {
+        IrInstr p = {.op = OP_PARAMETER, .shape = sh->tuple[0].tuple[k], .pos = st->pos};
+        p.a.feature_group_count = p.a.batch_group_count = 1;
+        p.a.parameter_number = k;
+        p.name = ir_sprintf(m->arena, "%s.param.%d", st->name, (int)k);
+        if (!p.name || (opnd[k] = ir_add_instr(m, w, &p)) < 0)
+            return lx_nomem(&P->L);
+    }
+    IrInstr op = *st;
+    op.op = st->a.async_wrapped_op;
+    op.shape = sh->tuple[1];
+    op.opnd = opnd;
+    op.sharding = NULL;
+    op.a.nfrontend = 0;
+    op.a.frontend = NULL;
+    op.a.metadata = op.a.backend_config = op.a.statistics_viz = op.a.origin = NULL;
+    op.a.control_predecessors = (IrI64List){0};
+    op.a.async_sugar = false;
+    op.a.async_execution_thread = NULL;
+    if (!(op.name = ir_sprintf(m->arena, "%s.wrapped_op", st->name)) || (w->root = ir_add_instr(m, w, &op)) < 0)
+        return lx_nomem(&P->L);
+    st = &m->comp[ci]->instr[ii];
+    st->a = async_own_attrs(&st->a);
+    called[0] = wi;
+    st->called = called;
+    st->ncalled = 1;
+    st->custom_to_apply = false;
+    st->cond_pred_form = false;
+    return true;
+}
+
+/* Every sugared async-start of the module, once callee names are resolved
+ * (the wrapped op takes its callees over) and the entry is known (the
+ * wrappers come after every written computation). */
+static bool wrap_async_ops(Parser *P)
+{
+    int32_t n = P->m->ncomp;
+    for (int32_t ci = 0; ci < n && P->nasync_sugar > 0; ci++) {
+        int32_t ni = P->m->comp[ci]->ninstr;
+        for (int32_t i = 0; i < ni; i++) {
+            const IrInstr *ins = &P->m->comp[ci]->instr[i];
+            if (ins->op == OP_ASYNC_START && ins->a.async_sugar && !wrap_async_op(P, ci, i))
+                return false;
+        }
+    }
+    return true;
+}
+
 static bool parse_module(Parser *P)
 {
     Lexer *L = &P->L;
@@ -2467,7 +2854,7 @@ static bool parse_module(Parser *P)
             return lx_nomem(L);
         m->name = n;
     }
-    return resolve_callees(P) && infer_deferred(P) && check_signatures(P);
+    return resolve_callees(P) && wrap_async_ops(P) && infer_deferred(P) && check_signatures(P);
 }
 
 /* ---- entry points ---- */

@@ -167,6 +167,13 @@ static void put_shape(Buf *b, const IrShape *s, bool with_layout)
     for (int32_t i = 0; i < s->rank; i++) {
         if (i)
             put_n(b, ",", 1);
+        if (ir_shape_dim_dynamic(s, i)) {
+            if (s->dims[i] == IR_DIM_UNBOUNDED) {
+                put_n(b, "?", 1);
+                continue;
+            }
+            put_n(b, "<=", 2);
+        }
         put_i64(b, s->dims[i]);
     }
     put_n(b, "]", 1);
@@ -337,6 +344,16 @@ static void put_element(Buf *b, IrType t, const uint8_t *p)
         put(b, ")");
         break;
     default:
+        /* XLA prints s2/s4 and u2/u4 as integers and the f8/f4 kinds as
+         * the decimal of their value, which %.17g gives exactly (every f8
+         * and f4 value is a short binary fraction) and reads back to the
+         * same code. */
+        if (ir_type_is_signed_int(t))
+            put_i64(b, u.i8);
+        else if (ir_type_is_unsigned_int(t))
+            putf(b, "%u", (unsigned)u.u8);
+        else if (ir_type_is_lowp_float(t))
+            put_float(b, ir_lowp_to_double(t, u.u8), true);
         break;
     }
 }
@@ -686,8 +703,118 @@ static void put_custom_call(Buf *b, const IrAttrs *a)
     }
     if (a->custom_call_has_side_effect)
         put(b, ", custom_call_has_side_effect=true");
+    if (a->output_to_operand_aliasing)
+        putf(b, ", output_to_operand_aliasing=%s", a->output_to_operand_aliasing);
+    if (a->custom_call_schedule)
+        putf(b, ", custom_call_schedule=%s", a->custom_call_schedule);
     if (a->api_version)
         putf(b, ", api_version=%s", a->api_version);
+}
+
+static void put_bool_attr(Buf *b, const char *key, bool v)
+{
+    putf(b, ", %s=%s", key, v ? "true" : "false");
+}
+
+/* source_target_pairs={{0,1},{1,0}} */
+static void put_pairs(Buf *b, const IrAttrs *a)
+{
+    put(b, ", source_target_pairs={");
+    for (int32_t i = 0; i + 1 < a->source_target_pairs.n; i += 2)
+        putf(b, i ? ",{%lld,%lld}" : "{%lld,%lld}", (long long)a->source_target_pairs.v[i],
+             (long long)a->source_target_pairs.v[i + 1]);
+    put(b, "}");
+}
+
+/* The attributes of the collective -start ops (those of their base op),
+ * the point-to-point ops and the ops added with XLA's full opcode list. */
+static void put_new_op_attrs(Buf *b, const IrInstr *ins)
+{
+    const IrAttrs *a = &ins->a;
+    switch (ins->op) {
+    case OP_ALL_REDUCE_START: case OP_COLLECTIVE_REDUCE:
+        put_collective(b, a);
+        if (a->use_global_device_ids)
+            put(b, ", use_global_device_ids=true");
+        break;
+    case OP_ALL_GATHER_START:
+        put_collective(b, a);
+        put_attr_list(b, "dimensions", &a->dimensions);
+        if (a->use_global_device_ids)
+            put(b, ", use_global_device_ids=true");
+        break;
+    case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
+        put_collective(b, a);
+        break;
+    case OP_COLLECTIVE_PERMUTE_START:
+        if (a->channel_id)
+            putf(b, ", channel_id=%lld", (long long)a->channel_id);
+        put_pairs(b, a);
+        if (a->permute_slice_sizes)
+            putf(b, ", slice_sizes=%s", a->permute_slice_sizes);
+        break;
+    case OP_SEND: case OP_RECV: case OP_SEND_DONE: case OP_RECV_DONE:
+        if (a->channel_id)
+            putf(b, ", channel_id=%lld", (long long)a->channel_id);
+        if (a->is_host_transfer)
+            put(b, ", is_host_transfer=true");
+        break;
+    case OP_FUSION:
+        putf(b, ", kind=%s", a->fusion_kind ? a->fusion_kind : "kLoop");
+        break;
+    case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
+        if (a->async_execution_thread)
+            putf(b, ", async_execution_thread=%s", a->async_execution_thread);
+        break;
+    case OP_COPY_START:
+        if (a->has_cross_program_prefetch)
+            putf(b, ", cross_program_prefetch_index=%lld", (long long)a->cross_program_prefetch_index);
+        break;
+    case OP_DOMAIN:
+        if (a->domain)
+            putf(b, ", domain=%s", a->domain);
+        break;
+    case OP_TOPK:
+        putf(b, ", k=%lld", (long long)a->topk_k);
+        if (a->has_topk_largest)
+            put_bool_attr(b, "largest", a->topk_largest);
+        break;
+    case OP_RAGGED_DOT: case OP_SCALED_DOT:
+        put_dot_dnums(b, &a->dot);
+        if (a->lhs_ragged_dims.n)
+            put_attr_list(b, "lhs_ragged_dims", &a->lhs_ragged_dims);
+        if (a->rhs_group_dims.n)
+            put_attr_list(b, "rhs_group_dims", &a->rhs_group_dims);
+        put_precision(b, a->precision_config);
+        break;
+    case OP_TRIANGULAR_SOLVE:
+        put_bool_attr(b, "left_side", a->left_side);
+        put_bool_attr(b, "lower", a->lower);
+        put_bool_attr(b, "unit_diagonal", a->unit_diagonal);
+        putf(b, ", transpose_a=%s", a->transpose_a ? a->transpose_a : "NO_TRANSPOSE");
+        break;
+    case OP_CHOLESKY:
+        put_bool_attr(b, "lower", a->lower);
+        break;
+    case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
+        /* %.9g: enough digits that the float reads back to the same value */
+        putf(b, ", epsilon=%.9g, feature_index=%lld", (double)a->epsilon, (long long)a->feature_index);
+        break;
+    case OP_RNG_GET_AND_UPDATE_STATE:
+        putf(b, ", delta=%lld", (long long)a->rng_delta);
+        break;
+    case OP_SET_DIMENSION_SIZE:
+        put_attr_list(b, "dimensions", &a->dimensions);
+        break;
+    case OP_SCAN:
+        put_attr_list(b, "dimensions", &a->dimensions);
+        putf(b, ", num_carries=%lld", (long long)a->num_carries);
+        if (a->has_is_reverse)
+            put_bool_attr(b, "is_reverse", a->is_reverse);
+        break;
+    default:
+        break;
+    }
 }
 
 /* The opcode's own attributes (XLA's ExtraAttributesToStringImpl). */
@@ -772,11 +899,9 @@ static void put_op_attrs(Buf *b, const IrInstr *ins)
     case OP_COLLECTIVE_PERMUTE:
         if (a->channel_id)
             putf(b, ", channel_id=%lld", (long long)a->channel_id);
-        put(b, ", source_target_pairs={");
-        for (int32_t i = 0; i + 1 < a->source_target_pairs.n; i += 2)
-            putf(b, i ? ",{%lld,%lld}" : "{%lld,%lld}", (long long)a->source_target_pairs.v[i],
-                 (long long)a->source_target_pairs.v[i + 1]);
-        put(b, "}");
+        put_pairs(b, a);
+        if (a->permute_slice_sizes)
+            putf(b, ", slice_sizes=%s", a->permute_slice_sizes);
         break;
     case OP_CUSTOM_CALL:
         put_custom_call(b, a);
@@ -814,6 +939,7 @@ static void put_op_attrs(Buf *b, const IrInstr *ins)
              (long long)a->mantissa_bits);
         break;
     default:
+        put_new_op_attrs(b, ins);
         break;
     }
 }
@@ -843,6 +969,21 @@ static bool pred_selector(const IrComputation *c, const IrInstr *ins)
     if (ins->nopnd < 1 || ins->opnd[0] < 0 || ins->opnd[0] >= c->ninstr)
         return false;
     return c->instr[ins->opnd[0]].shape.type == IR_PRED;
+}
+
+static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins);
+
+/* A sugared `OP-start` prints the attributes and callees of the op its
+ * computation wraps (the computation itself is not printed). */
+static void put_wrapped(Buf *b, const IrModule *m, const IrInstr *ins)
+{
+    if (ins->ncalled != 1 || ins->called[0] < 0 || ins->called[0] >= m->ncomp)
+        return;
+    const IrComputation *w = m->comp[ins->called[0]];
+    if (!w->async_wrapper || w->root < 0 || w->root >= w->ninstr)
+        return;
+    put_op_attrs(b, &w->instr[w->root]);
+    put_callees(b, m, w, &w->instr[w->root]);
 }
 
 static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins)
@@ -884,6 +1025,18 @@ static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const
         } else {
             put_called_list(b, m, ins, "called_computations");
         }
+        break;
+    case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
+        if (ins->a.async_sugar) /* the wrapped op's callees, as XLA prints them */
+            put_wrapped(b, m, ins);
+        else
+            put(b, ", calls="), put_name(b, comp_name(m, ins->called[0]));
+        break;
+    case OP_FUSION:
+        put(b, ", calls=");
+        put_name(b, comp_name(m, ins->called[0]));
+        if (ins->a.output_to_operand_aliasing)
+            putf(b, ", output_to_operand_aliasing=%s", ins->a.output_to_operand_aliasing);
         break;
     default:
         put(b, ", to_apply=");
@@ -981,6 +1134,8 @@ static void put_generic_attrs(Buf *b, const IrComputation *c, const IrInstr *ins
             put_quoted(b, a->backend_config);
     }
     put_raw_braced(b, "origin", a->origin);
+    for (int32_t i = 0; i < a->nkept; i++)
+        putf(b, ", %s=%s", a->kept[i].key, a->kept[i].value);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1019,7 +1174,9 @@ static void put_instr(Buf *b, const IrModule *m, const IrComputation *c, const I
     put(b, " = ");
     put_shape(b, &ins->shape, true);
     put(b, " ");
-    put(b, ir_op_name(ins->op));
+    put(b, ir_op_name(ins->a.async_sugar ? ins->a.async_wrapped_op : ins->op));
+    if (ins->a.async_sugar)
+        put(b, ins->op == OP_ASYNC_START ? "-start" : ins->op == OP_ASYNC_UPDATE ? "-update" : "-done");
     put_operands(b, c, ins);
     put_op_attrs(b, ins);
     put_callees(b, m, c, ins);
@@ -1076,7 +1233,12 @@ static void put_computation(Buf *b, const IrModule *m, const IrComputation *c, b
         put(b, "\n");
     }
     ts_free(order);
-    put(b, "}\n");
+    put(b, "}");
+    if (c->execution_thread) {
+        put(b, ", execution_thread=");
+        put_quoted(b, c->execution_thread);
+    }
+    put(b, "\n");
 }
 
 /* Computations with their callees first: a depth-first walk of the call
@@ -1175,6 +1337,11 @@ static void put_header(Buf *b, const IrModule *m)
         putf(b, ", %s=%s", m->header_attr[i].key,
              m->header_attr[i].value ? m->header_attr[i].value : "");
     put(b, "\n");
+    if (m->stack_frames) {
+        put(b, "\n");
+        put(b, m->stack_frames);
+        put(b, "\n");
+    }
 }
 
 /* The whole module as HLO text: a ts_malloc string the caller frees, or
@@ -1211,9 +1378,11 @@ char *ir_print_module_then(const IrModule *m, const char *tail)
         return NULL;
     }
     for (int32_t i = 0; i < m->ncomp && !b.oom; i++) {
-        put(&b, "\n");
         /* m->entry decides; is_entry only when the module names none */
         const IrComputation *c = m->comp[order[i]];
+        if (c->async_wrapper)
+            continue; /* printed inside its sugared OP-start */
+        put(&b, "\n");
         put_computation(&b, m, c, m->entry >= 0 ? order[i] == m->entry : c->is_entry);
     }
     ts_free(order);

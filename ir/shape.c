@@ -75,7 +75,27 @@ bool ir_shape_same_dims(const IrShape *a, const IrShape *b)
     return a->rank == b->rank && ir_dims_equal(a->dims, b->dims, a->rank);
 }
 
-bool ir_shape_equal(const IrShape *a, const IrShape *b)
+bool ir_shape_dim_dynamic(const IrShape *s, int32_t i)
+{
+    return s->dynamic && i >= 0 && i < s->rank && s->dynamic[i];
+}
+
+bool ir_shape_is_dynamic(const IrShape *s)
+{
+    if (s->type == IR_TUPLE) {
+        for (int32_t i = 0; i < s->ntuple; i++)
+            if (ir_shape_is_dynamic(&s->tuple[i]))
+                return true;
+        return false;
+    }
+    for (int32_t i = 0; i < s->rank; i++)
+        if (ir_shape_dim_dynamic(s, i))
+            return true;
+    return false;
+}
+
+/* Type, dims and tuple structure; the dynamic flags too when `dynamic`. */
+static bool shapes_match(const IrShape *a, const IrShape *b, bool dynamic)
 {
     if (a->type != b->type)
         return false;
@@ -83,21 +103,27 @@ bool ir_shape_equal(const IrShape *a, const IrShape *b)
         if (a->ntuple != b->ntuple)
             return false;
         for (int32_t i = 0; i < a->ntuple; i++)
-            if (!ir_shape_equal(&a->tuple[i], &b->tuple[i]))
+            if (!shapes_match(&a->tuple[i], &b->tuple[i], dynamic))
                 return false;
         return true;
     }
     if (a->rank != b->rank)
         return false;
     for (int32_t i = 0; i < a->rank; i++)
-        if (a->dims[i] != b->dims[i])
+        if (a->dims[i] != b->dims[i] ||
+            (dynamic && ir_shape_dim_dynamic(a, i) != ir_shape_dim_dynamic(b, i)))
             return false;
     return true;
 }
 
+bool ir_shape_equal(const IrShape *a, const IrShape *b)
+{
+    return shapes_match(a, b, true);
+}
+
 bool ir_shape_compatible(const IrShape *a, const IrShape *b)
 {
-    return ir_shape_equal(a, b);
+    return shapes_match(a, b, false);
 }
 
 IrStatus ir_shape_copy(IrArena *a, IrShape *dst, const IrShape *src)
@@ -108,6 +134,12 @@ IrStatus ir_shape_copy(IrArena *a, IrShape *dst, const IrShape *src)
         if (!s.dims)
             return IR_ENOMEM;
         memcpy(s.dims, src->dims, (size_t)src->rank * sizeof(int64_t));
+        if (src->dynamic) {
+            s.dynamic = ir_alloc_array(a, (size_t)src->rank, sizeof(bool));
+            if (!s.dynamic)
+                return IR_ENOMEM;
+            memcpy(s.dynamic, src->dynamic, (size_t)src->rank * sizeof(bool));
+        }
         if (src->has_layout && src->minor_to_major) {
             s.minor_to_major = ir_alloc_array(a, (size_t)src->rank, sizeof(int32_t));
             if (!s.minor_to_major)
@@ -203,7 +235,13 @@ static void shape_to_buf(Buf *b, const IrShape *s, bool with_layout)
     buf_puts(b, ir_type_name(s->type));
     buf_puts(b, "[");
     for (int32_t i = 0; i < s->rank; i++) {
-        snprintf(num, sizeof num, i ? ",%lld" : "%lld", (long long)s->dims[i]);
+        if (i)
+            buf_puts(b, ",");
+        if (ir_shape_dim_dynamic(s, i) && s->dims[i] == IR_DIM_UNBOUNDED) {
+            buf_puts(b, "?");
+            continue;
+        }
+        snprintf(num, sizeof num, ir_shape_dim_dynamic(s, i) ? "<=%lld" : "%lld", (long long)s->dims[i]);
         buf_puts(b, num);
     }
     buf_puts(b, "]");

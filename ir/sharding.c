@@ -4,7 +4,7 @@
  * against a shape and a device count, and small queries.
  *
  * Forms (XLA's hlo_parser.cc ParseSharding / HloSharding::Print):
- *   {replicated}  {manual}  {unknown}  {maximal device=3}
+ *   {replicated}  {manual}  {unknown}  {unreduced}  {maximal device=3}
  *   {devices=[2,1]0,1}                              explicit tile assignment
  *   {devices=[2,1,2]0,1,2,3 last_tile_dim_replicate} partial replication
  *   {devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}
@@ -56,7 +56,7 @@ int64_t ir_sharding_num_tiles(const IrSharding *s)
  * metadata do not matter. */
 bool ir_sharding_equal(const IrSharding *a, const IrSharding *b)
 {
-    if (a->kind != b->kind || a->unknown != b->unknown || a->shard_group != b->shard_group ||
+    if (a->kind != b->kind || a->unknown != b->unknown || a->unreduced != b->unreduced || a->shard_group != b->shard_group ||
         (a->shard_group && a->shard_group_id != b->shard_group_id))
         return false;
     switch (a->kind) {
@@ -186,7 +186,7 @@ static void print_single(SBuf *b, const IrSharding *s)
         sb_puts(b, s->unknown ? "{unknown" : "{replicated");
         break;
     case SHD_MANUAL:
-        sb_puts(b, "{manual");
+        sb_puts(b, s->unreduced ? "{unreduced" : "{manual");
         break;
     case SHD_MAXIMAL:
         sb_printf(b, "{maximal device=%lld", (long long)s->device);
@@ -415,7 +415,7 @@ IrStatus ir_sharding_validate(const IrSharding *s, const IrShape *shape, int64_t
 /* Everything one `{...}` single sharding can say, gathered before the
  * combination is checked. */
 typedef struct Single {
-    bool replicated, maximal, manual, unknown, last_tile_dim_replicate;
+    bool replicated, maximal, manual, unknown, unreduced, last_tile_dim_replicate;
     bool has_device, has_tile, has_iota, has_perm, has_ltd;
     int64_t device;
     I64Vec tile, devices, iota, perm, ltd; /* ltd: subgroup types */
@@ -570,6 +570,8 @@ static bool parse_single_word(Lexer *L, Single *x)
         flag = &x->manual;
     else if (lx_is_word(L, "unknown"))
         flag = &x->unknown;
+    else if (lx_is_word(L, "unreduced"))
+        flag = &x->unreduced;
     else if (lx_is_word(L, "last_tile_dim_replicate"))
         flag = &x->last_tile_dim_replicate;
     if (flag) {
@@ -584,7 +586,7 @@ static bool parse_single_word(Lexer *L, Single *x)
         lx_next(L);
         return lx_int(L, &x->shard_group_id, "shard group id");
     }
-    if (lx_is_word(L, "unreduced") || lx_is_word(L, "mesh") || lx_is_word(L, "maximal_mesh"))
+    if (lx_is_word(L, "mesh") || lx_is_word(L, "maximal_mesh"))
         return lx_fail(L, pos, "%s shardings are not supported", lx_describe(L, buf, sizeof buf));
     return lx_fail(L, pos, "unknown word %s in sharding", lx_describe(L, buf, sizeof buf));
 }
@@ -732,18 +734,20 @@ static bool build_tiled(Lexer *L, IrPos pos, Single *x, IrSharding *s)
 
 static bool build_single(Lexer *L, IrPos pos, Single *x, IrSharding *s)
 {
-    int kinds = x->replicated + x->maximal + x->manual + x->unknown;
+    int kinds = x->replicated + x->maximal + x->manual + x->unknown + x->unreduced;
     if (kinds > 1)
-        return lx_fail(L, pos, "conflicting sharding kinds (replicated, maximal, manual, unknown)");
+        return lx_fail(L, pos, "conflicting sharding kinds (replicated, maximal, manual, unknown, unreduced)");
     bool tiled_parts = x->has_tile || x->last_tile_dim_replicate || x->has_ltd;
     if (kinds == 1 && tiled_parts)
         return lx_fail(L, pos, "%s shardings should not have any devices assigned",
-                       x->replicated ? "replicated" : x->maximal ? "maximal" : x->manual ? "manual" : "unknown");
-    if (x->replicated || x->unknown || x->manual) {
+                       x->replicated ? "replicated" : x->maximal ? "maximal" : x->manual ? "manual"
+                       : x->unknown ? "unknown" : "unreduced");
+    if (x->replicated || x->unknown || x->manual || x->unreduced) {
         if (x->has_device)
             return lx_fail(L, pos, "device= is only valid with maximal");
-        s->kind = x->manual ? SHD_MANUAL : SHD_REPLICATED;
+        s->kind = x->manual || x->unreduced ? SHD_MANUAL : SHD_REPLICATED;
         s->unknown = x->unknown;
+        s->unreduced = x->unreduced;
     } else if (x->maximal) {
         if (!x->has_device)
             return lx_fail(L, pos, "maximal shardings need device=N");

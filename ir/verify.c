@@ -256,7 +256,7 @@ static IrStatus check_shape_limits(Verifier *v, const IrInstr *ins, const IrShap
 static IrStatus check_constant(Verifier *v, const IrInstr *ins)
 {
     int64_t want = ir_shape_bytes(&ins->shape);
-    if (!ins->a.literal && want > 0)
+    if (!ins->a.literal && want > 0 && !ins->a.literal_elided)
         return verr(v, ins->pos, "%s: constant has no literal", ins->name);
     if (ins->a.literal && ins->a.literal_bytes != want)
         return verr(v, ins->pos, "%s: literal has %lld bytes but %s needs %lld", ins->name,
@@ -346,7 +346,7 @@ static IrStatus check_instr(Verifier *v, const IrComputation *c, const IrInstr *
     IrShape inferred;
     if ((st = ir_infer_shape(v->m, c, ins, &inferred, v->scratch, v->d)) != IR_OK)
         return st;
-    if (!ir_shape_equal(&inferred, &ins->shape))
+    if (!ir_shape_compatible(&inferred, &ins->shape))
         return verr(v, ins->pos, "%s: declared shape %s does not match the inferred shape %s",
                     ins->name, shape_text(v, &ins->shape), shape_text(v, &inferred));
     if (ins->op == OP_CONSTANT && (st = check_constant(v, ins)) != IR_OK)

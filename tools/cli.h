@@ -33,6 +33,7 @@ enum {
     OPT_FORMAT = 1u << 10,        /* --format text|json|dot */
     OPT_OUT = 1u << 11,           /* -o FILE */
     OPT_LIMIT = 1u << 12,         /* --limit NAME=VALUE (repeatable) */
+    OPT_PRINT = 1u << 13,         /* --print (check: print the parsed module) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -48,6 +49,7 @@ typedef struct CliOptions {
     bool reference;
     int64_t num_partitions, num_replicas, hosts, local_devices, steps;
     bool stats;
+    bool print;              /* --print */
     const char *format;
     const char *out;
     IrLimits limits;         /* what a model may declare: ir_default_limits(), then --limit */

@@ -4,19 +4,23 @@
  *   model.hlo: ok: module mlp, 3 computations, 27 instructions, entry main
  *   (2 parameters -> f32[4,8]), num_partitions=1 replica_count=1
  * (one line). Errors in the file print as FILE:LINE:COL with a caret.
+ * With --print it prints the parsed module instead, as HLO text that parses
+ * back to the same module (the round-trip tests rely on it).
  */
 #include "cli.h"
 
 #include <stdio.h>
 
 static const char HELP[] =
-    "Usage: tessel check MODEL.hlo [--stats] [--limit NAME=VALUE ...]\n"
+    "Usage: tessel check MODEL.hlo [--print] [--stats] [--limit NAME=VALUE ...]\n"
     "\n"
     "Parse and verify an HLO text module (XLA's syntax) and print a one-line\n"
     "summary: module name, computations, instructions, the entry computation's\n"
     "parameters and result shape, num_partitions and replica_count.\n"
     "\n"
     "Options:\n"
+    "  --print     print the parsed module as HLO text (XLA's syntax) instead\n"
+    "              of the summary; the text parses back to the same module\n"
     "  --stats     print the time spent parsing and verifying (to stderr)\n"
     "  --limit NAME=VALUE\n"
     "              refuse models declaring more: NAME elements (per array,\n"
@@ -27,6 +31,20 @@ static const char HELP[] =
     "Exit status: 0 the module is valid; 2 it is not (the first error is\n"
     "printed as FILE:LINE:COL: error: MESSAGE with the line and a caret);\n"
     "1 a failure while running (out of memory, I/O).\n";
+
+static int print_module(const IrModule *m)
+{
+    char *text = ir_print_module(m);
+    if (!text) {
+        fputs("tessel: error: out of memory printing the module\n", stderr);
+        return CLI_FAIL;
+    }
+    int rc = fputs(text, stdout) < 0 || fflush(stdout) != 0 ? CLI_FAIL : CLI_OK;
+    if (rc != CLI_OK)
+        fputs("tessel: error: could not write the module to standard output\n", stderr);
+    ts_free(text);
+    return rc;
+}
 
 static int run_check(const CliOptions *o)
 {
@@ -42,6 +60,13 @@ static int run_check(const CliOptions *o)
     int64_t ninstr = 0;
     for (int32_t i = 0; i < m->ncomp; i++)
         ninstr += m->comp[i]->ninstr;
+    if (o->print) {
+        rc = print_module(m);
+        if (o->stats)
+            fprintf(stderr, "tessel: stats: parse+verify %.3f ms\n", (t1 - t0) * 1e3);
+        ir_module_free(m);
+        return rc;
+    }
     const IrComputation *e = ir_entry(m);
     char *rs = e && e->root >= 0 ? ir_shape_str(&e->instr[e->root].shape, false) : NULL;
     printf("%s: ok: module %s, %d computation%s, %lld instruction%s, entry %s "
@@ -62,6 +87,6 @@ const CliCommand cli_cmd_check = {
     .name = "check",
     .summary = "parse and verify an HLO module; print a one-line summary",
     .help = HELP,
-    .accepts = OPT_STATS | OPT_LIMIT,
+    .accepts = OPT_STATS | OPT_LIMIT | OPT_PRINT,
     .run = run_check,
 };

@@ -35,6 +35,7 @@ static const OptSpec OPTS[] = {
     {"--format", OPT_FORMAT, true},
     {"-o", OPT_OUT, true},
     {"--limit", OPT_LIMIT, true},
+    {"--print", OPT_PRINT, false},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -239,6 +240,8 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->reference = true;
             else if (s->bit == OPT_STATS)
                 o->stats = true;
+            else if (s->bit == OPT_PRINT)
+                o->print = true;
             return CLI_OK;
         }
         const char *v = eq && arg[1] == '-' ? eq + 1 : NULL;

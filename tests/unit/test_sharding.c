@@ -324,7 +324,7 @@ static void test_parse_errors(void **state)
     assert_parse_error("{devices=[2,2]<=[2,2]T(0,2)}", "out of range", 1, 1);
     assert_parse_error("{devices=[4]<=[2,2]T(1)}", "T(...) has 1 entries", 1, 1);
     assert_parse_error("{devices=[2]0,1", "expected '}' to end sharding, found end of input", 1, 16);
-    assert_parse_error("{unreduced}", "'unreduced' shardings are not supported", 1, 2);
+    assert_parse_error("{unreduced device=1}", "device= is only valid with maximal", 1, 1);
     assert_parse_error("{replicated} x", "expected end of sharding, found 'x'", 1, 14);
     assert_parse_error("{replicated manual}", "conflicting sharding kinds", 1, 1);
     assert_parse_error("{devices=[0,2]0,1}", "dimension 0 must be >= 1", 1, 1);
