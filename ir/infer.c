@@ -1908,6 +1908,17 @@ static IrStatus infer_collective_permute(Ctx *x, IrShape *out)
                 return fail(x, "source_target_pairs: %s %lld appears twice",
                             i % 2 ? "target" : "source", (long long)p->v[i]);
     }
+    if (x->ins->a.permute_slice_sizes) {
+        /* In place: (input, output, input_start_indices,
+         * output_start_indices) with slice_sizes; the result is output. */
+        if (x->ins->nopnd != 4)
+            return fail(x, "the slice_sizes= form takes 4 operands (input, output, input and output start "
+                        "indices), got %d", (int)x->ins->nopnd);
+        return copy_shape(x, out, opnd(x, 1));
+    }
+    /* The combined form permutes each operand: the tuple of their shapes. */
+    if (x->ins->nopnd > 1 && x->ins->op == OP_COLLECTIVE_PERMUTE)
+        return infer_tuple(x, out);
     return copy_shape(x, out, opnd(x, 0));
 }
 
@@ -2155,8 +2166,9 @@ static IrStatus infer_send_recv(Ctx *x, IrShape *out)
     IrStatus st = expect_tuple_result(x, 3, "(data, u32[], token[])");
     if (st != IR_OK)
         return st;
+    /* The context is u32[]; XLA's own tests also write s32[]. */
     if (o->ntuple != 3 || o->tuple[2].type != IR_TOKEN || !is_scalar(&o->tuple[1]) ||
-        o->tuple[1].type != IR_U32)
+        !ir_type_is_int(o->tuple[1].type))
         return fail(x, "result must be a tuple (data, u32[], token[]), got %s", sstr(x, o));
     if (send && (st = expect_like_operand(x, 0, 0)) != IR_OK)
         return st;

@@ -515,7 +515,11 @@ typedef struct IrAttrs {
  *   while: [condition, body]
  *   conditional: branches in order; the pred form is [true, false]
  *   select-and-scatter: [select, scatter]
- *   custom-call with called_computations={...}: those, in order */
+ *   custom-call with called_computations={...}: those, in order
+ *   fusion, async-start (and async-update/-done when written with calls=),
+ *   scan: [calls] ([to_apply] for scan); a sugared OP-start calls the
+ *   wrapper computation the parser built (IrComputation.async_wrapper),
+ *   whose root is OP with OP's attributes and callees */
 typedef struct IrInstr {
     IrOpcode op;
     const char *name;

@@ -379,8 +379,8 @@ static bool attr_applies(AttrId id, IrOpcode op)
  * `OP-start` takes the attributes of the op it wraps, besides its own. */
 static bool attr_applies_to(AttrId id, const IrInstr *ins)
 {
-    if (attr_applies(id, ins->op))
-        return !(ins->a.async_sugar && id == A_CALLS);
+    if (attr_applies(id, ins->op) && !(ins->a.async_sugar && id == A_CALLS))
+        return true;
     return ins->a.async_sugar && ins->op == OP_ASYNC_START && attr_applies(id, ins->a.async_wrapped_op);
 }
 

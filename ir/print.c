@@ -754,8 +754,8 @@ static void put_new_op_attrs(Buf *b, const IrInstr *ins)
             putf(b, ", slice_sizes=%s", a->permute_slice_sizes);
         break;
     case OP_SEND: case OP_RECV: case OP_SEND_DONE: case OP_RECV_DONE:
-        if (a->channel_id)
-            putf(b, ", channel_id=%lld", (long long)a->channel_id);
+        /* XLA always prints a point-to-point op's channel, 0 included */
+        putf(b, ", channel_id=%lld", (long long)a->channel_id);
         if (a->is_host_transfer)
             put(b, ", is_host_transfer=true");
         break;
