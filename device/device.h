@@ -19,6 +19,11 @@
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
+ *   k_fft.c       fft (FFT, IFFT, RFFT, IRFFT) with FFTW
+ *   k_linalg.c    cholesky (LAPACK potrf), triangular-solve (BLAS trsm)
+ *   k_norm.c      batch-norm-training, -inference, -grad
+ *   k_topk.c      topk and the custom-call target TopK
+ *   k_ragged.c    ragged-dot, scaled-dot
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
@@ -151,7 +156,7 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
                      const DevExecOptions *opt, DevValue **out, IrDiag *d);
 /* The custom-call targets the executor itself runs: the SPMD markers
  * Sharding, SPMDFullToShardShape, SPMDShardToFullShape (identities on one
- * device). Others need DevExecOptions.custom. */
+ * device) and XLA's TopK (k_topk.c). Others need DevExecOptions.custom. */
 bool dev_builtin_target(const char *target);
 
 /* ------------------------------------------------------------------ */
@@ -219,6 +224,21 @@ IrStatus dev_k_gather(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scatter(const DevKernelArgs *k, DevValue **out);
 /* k_sort.c */
 IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out);
+/* k_fft.c: FFTW plans are made under one process-wide lock (devices are
+ * threads and FFTW's planner is not thread-safe). */
+IrStatus dev_k_fft(const DevKernelArgs *k, DevValue **out);
+/* k_linalg.c */
+IrStatus dev_k_cholesky(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_triangular_solve(const DevKernelArgs *k, DevValue **out);
+/* k_norm.c */
+IrStatus dev_k_batch_norm_training(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_batch_norm_inference(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_batch_norm_grad(const DevKernelArgs *k, DevValue **out);
+/* k_topk.c: the topk op, and custom-call target TopK (k from the result). */
+IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out);
+/* k_ragged.c */
+IrStatus dev_k_ragged_dot(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_scaled_dot(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments

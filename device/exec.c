@@ -443,13 +443,15 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
 bool dev_builtin_target(const char *t)
 {
     return t && (strcmp(t, "Sharding") == 0 || strcmp(t, "SPMDFullToShardShape") == 0 ||
-                 strcmp(t, "SPMDShardToFullShape") == 0);
+                 strcmp(t, "SPMDShardToFullShape") == 0 || strcmp(t, "TopK") == 0);
 }
 
 static IrStatus run_custom_call(const Exec *x, const IrInstr *ins, int32_t n, DevValue **opnd,
                                 DevValue **out)
 {
     const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
+    if (strcmp(t, "TopK") == 0)
+        return dev_k_topk(&(DevKernelArgs){x->m, NULL, ins, n, opnd, x->opt, x->d}, out);
     if (dev_builtin_target(t)) {
         /* Sharding markers: on one device the shard is the whole array. */
         if (n != 1 || !shape_matches(&opnd[0]->shape, &ins->shape))
@@ -574,7 +576,16 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_REDUCE: return dev_k_reduce(&k, out);
     case OP_REDUCE_WINDOW: return dev_k_reduce_window(&k, out);
     case OP_SELECT_AND_SCATTER: return dev_k_select_and_scatter(&k, out);
-    case OP_FFT: case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
+    case OP_FFT: return dev_k_fft(&k, out);
+    case OP_CHOLESKY: return dev_k_cholesky(&k, out);
+    case OP_TRIANGULAR_SOLVE: return dev_k_triangular_solve(&k, out);
+    case OP_BATCH_NORM_TRAINING: return dev_k_batch_norm_training(&k, out);
+    case OP_BATCH_NORM_INFERENCE: return dev_k_batch_norm_inference(&k, out);
+    case OP_BATCH_NORM_GRAD: return dev_k_batch_norm_grad(&k, out);
+    case OP_TOPK: return dev_k_topk(&k, out);
+    case OP_RAGGED_DOT: return dev_k_ragged_dot(&k, out);
+    case OP_SCALED_DOT: return dev_k_scaled_dot(&k, out);
+    case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
         return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
                            ir_op_name(ins->op));
     default:
