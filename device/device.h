@@ -24,6 +24,7 @@
  *   k_norm.c      batch-norm-training, -inference, -grad
  *   k_topk.c      topk and the custom-call target TopK
  *   k_ragged.c    ragged-dot, scaled-dot
+ *   k_rng.c       rng-bit-generator, rng, stochastic-convert
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
@@ -97,6 +98,10 @@ uint64_t dev_load_u64(IrType t, const void *base, int64_t i);
 void dev_store_f64(IrType t, void *base, int64_t i, double v);
 void dev_store_i64(IrType t, void *base, int64_t i, int64_t v);
 void dev_store_u64(IrType t, void *base, int64_t i, uint64_t v);
+/* The canonical byte of s2/s4/u2/u4 holding v's low bits (sign- or
+ * zero-extended); other types: the low byte. Can't fail. */
+uint8_t dev_subbyte_wrap(IrType t, uint64_t v);
+
 
 /* ------------------------------------------------------------------ */
 /* exec.c                                                              */
@@ -147,6 +152,8 @@ typedef struct DevExecOptions {
      * runtime launches the cluster on its devices instead of the executor
      * running the callee here. IR_EUNSUPPORTED (d untouched): run it here. */
     const DevCustomCalls *cluster_calls;
+    /* Seed of `rng` (k_rng.c; docs/cli.md, "Random numbers of `rng`"). */
+    uint64_t rng_seed;
 } DevExecOptions;
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are
@@ -182,6 +189,15 @@ typedef struct DevKernelArgs {
 /* Report a run-time kernel error at the instruction's position. */
 IrStatus dev_kernel_error(const DevKernelArgs *k, IrStatus st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* k_rng.c: rng-bit-generator (ThreeFry, Philox as XLA), rng, stochastic-convert */
+IrStatus dev_k_rng_bit_generator(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_rng(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_stochastic_convert(const DevKernelArgs *k, DevValue **out);
+/* The block functions, for known-answer tests: Random123's threefry2x32
+ * with 20 rounds and philox4x32 with 10. Can't fail. */
+void dev_threefry2x32(const uint32_t ctr[2], const uint32_t key[2], uint32_t out[2]);
+void dev_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 /* k_elementwise.c */
 IrStatus dev_k_elementwise(const DevKernelArgs *k, DevValue **out); /* unary/binary/ternary/compare/convert */

@@ -585,7 +585,10 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_TOPK: return dev_k_topk(&k, out);
     case OP_RAGGED_DOT: return dev_k_ragged_dot(&k, out);
     case OP_SCALED_DOT: return dev_k_scaled_dot(&k, out);
-    case OP_INFEED: case OP_OUTFEED: case OP_RNG: case OP_RNG_BIT_GENERATOR:
+    case OP_RNG_BIT_GENERATOR: return dev_k_rng_bit_generator(&k, out);
+    case OP_RNG: return dev_k_rng(&k, out);
+    case OP_STOCHASTIC_CONVERT: return dev_k_stochastic_convert(&k, out);
+    case OP_INFEED: case OP_OUTFEED:
         return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
                            ir_op_name(ins->op));
     default:

@@ -37,7 +37,15 @@
     X(T, OP_SINE, sin(a))                                                      \
     X(T, OP_COSINE, cos(a))                                                    \
     X(T, OP_TAN, tan(a))                                                       \
-    X(T, OP_ERF, erf(a))
+    X(T, OP_ERF, erf(a))                                                       \
+    X(T, OP_ACOS, acos(a))                                                     \
+    X(T, OP_ACOSH, acosh(a))                                                   \
+    X(T, OP_ASIN, asin(a))                                                     \
+    X(T, OP_ASINH, asinh(a))                                                   \
+    X(T, OP_ATAN, atan(a))                                                     \
+    X(T, OP_ATANH, atanh(a))                                                   \
+    X(T, OP_COSH, cosh(a))                                                     \
+    X(T, OP_SINH, sinh(a))
 
 #define DEV_FLOAT_BINARY_OPS(X, T)                                          \
     X(T, OP_ADD, a + b)                                                        \

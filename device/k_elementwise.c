@@ -22,6 +22,7 @@
  */
 #include "device.h"
 
+#include <complex.h>
 #include <string.h>
 #include <tgmath.h>
 
@@ -93,6 +94,31 @@ static uint64_t ipow_u64(uint64_t base, uint64_t e)
     return r;
 }
 
+/* The high `bits` bits of the 2*bits-bit product, unsigned and signed
+ * (mulhi). Below 64 bits the product fits in 64; at 64 it is assembled
+ * from 32-bit halves, and the signed one corrected from the unsigned one:
+ * hi_s = hi_u - (a < 0 ? b : 0) - (b < 0 ? a : 0) (mod 2^64).
+ * Example: u8 200 * 100 = 20000 = 0x4e20 -> 0x4e = 78. */
+static uint64_t mulhi_u(uint64_t a, uint64_t b, int bits)
+{
+    if (bits < 64)
+        return (a * b) >> bits;
+    uint64_t al = a & 0xffffffffu, ah = a >> 32, bl = b & 0xffffffffu, bh = b >> 32;
+    uint64_t ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
+    uint64_t mid = (ll >> 32) + (lh & 0xffffffffu) + (hl & 0xffffffffu);
+    return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+}
+
+static int64_t mulhi_s(int64_t a, int64_t b, int bits)
+{
+    if (bits < 64)
+        return (a * b) >> bits; /* |a*b| < 2^62; >> of a negative is arithmetic in GCC */
+    uint64_t h = mulhi_u((uint64_t)a, (uint64_t)b, 64);
+    h -= a < 0 ? (uint64_t)b : 0;
+    h -= b < 0 ? (uint64_t)a : 0;
+    return (int64_t)h;
+}
+
 /* Leading zeros of the low `bits` bits of x. */
 static int clz_bits(uint64_t x, int bits)
 {
@@ -155,6 +181,10 @@ static int clz_bits(uint64_t x, int bits)
         case OP_MAXIMUM: LOOP(r[i] = a[i] > b[i] ? a[i] : b[i]) break;                      \
         case OP_MINIMUM: LOOP(r[i] = a[i] < b[i] ? a[i] : b[i]) break;                      \
         case OP_POWER: LOOP(r[i] = pow_##SUF(a[i], b[i])) break;                            \
+        case OP_MULHI:                                                                      \
+            LOOP(r[i] = SIGNED ? (T)(U)(uint64_t)mulhi_s((int64_t)a[i], (int64_t)b[i], BITS)   \
+                               : (T)(U)mulhi_u((uint64_t)(U)a[i], (uint64_t)(U)b[i], BITS)) \
+            break;                                                                          \
         case OP_AND: LOOP(r[i] = a[i] & b[i]) break;                                        \
         case OP_OR: LOOP(r[i] = a[i] | b[i]) break;                                         \
         case OP_XOR: LOOP(r[i] = a[i] ^ b[i]) break;                                        \
@@ -208,14 +238,62 @@ static bool binary_pred(IrOpcode op, const uint8_t *restrict a, const uint8_t *r
     return true;
 }
 
-/* ---- complex: arithmetic only ---- */
+/* ---- complex: C99 <complex.h> through <tgmath.h> ---- */
 
-#define DEF_COMPLEX_OPS(T, SUF)                                                             \
+/* The branch cuts are C99's (Annex G), which XLA's CPU backend and NumPy
+ * share: acos/asin cut along the real axis outside [-1, 1], atanh outside
+ * (-1, 1), atan and asinh along the imaginary axis outside [-i, i], log and
+ * sqrt along the negative reals. log1p and expm1 keep their precision near
+ * zero the way XLA writes them:
+ *   log1p(x+iy) = log1p(x(2+x) + y^2)/2 + i atan2(y, 1+x)
+ *   expm1(x+iy) = (expm1(x) cos y - 2 sin^2(y/2)) + i exp(x) sin y
+ * sign(z) = z/|z| (0 for 0); power: 0^0 = 1, else C's cpow. */
+#define DEF_COMPLEX_OPS(T, R, SUF)                                                          \
+    static T log1p_##SUF(T z)                                                               \
+    {                                                                                       \
+        R x = creal(z), y = cimag(z);                                                       \
+        return (R)0.5 * log1p(x * ((R)2 + x) + y * y) + (T)I * atan2(y, (R)1 + x);         \
+    }                                                                                       \
+    static T expm1_##SUF(T z)                                                               \
+    {                                                                                       \
+        R x = creal(z), y = cimag(z), h = sin(y / (R)2);                                    \
+        return expm1(x) * cos(y) - (R)2 * h * h + (T)I * (exp(x) * sin(y));                 \
+    }                                                                                       \
+    static T sign_##SUF(T z)                                                                \
+    {                                                                                       \
+        R m = cabs(z);                                                                      \
+        return m == 0 ? z : z / m;                                                          \
+    }                                                                                       \
+    static T pow_##SUF(T a, T b)                                                            \
+    {                                                                                       \
+        return b == 0 ? (T)1 : cpow(a, b);                                                  \
+    }                                                                                       \
     static bool unary_##SUF(IrOpcode op, const T *restrict a, T *restrict r, int64_t n)     \
     {                                                                                       \
-        if (op != OP_NEGATE)                                                                \
-            return false;                                                                   \
-        LOOP(r[i] = -a[i])                                                                  \
+        switch (op) {                                                                       \
+        case OP_NEGATE: LOOP(r[i] = -a[i]) break;                                           \
+        case OP_EXP: LOOP(r[i] = exp(a[i])) break;                                          \
+        case OP_EXPM1: LOOP(r[i] = expm1_##SUF(a[i])) break;                                \
+        case OP_LOG: LOOP(r[i] = log(a[i])) break;                                          \
+        case OP_LOG1P: LOOP(r[i] = log1p_##SUF(a[i])) break;                                \
+        case OP_LOGISTIC: LOOP(r[i] = (R)1 / ((R)1 + exp(-a[i]))) break;                    \
+        case OP_SQRT: LOOP(r[i] = sqrt(a[i])) break;                                        \
+        case OP_RSQRT: LOOP(r[i] = (R)1 / sqrt(a[i])) break;                                \
+        case OP_SIGN: LOOP(r[i] = sign_##SUF(a[i])) break;                                  \
+        case OP_TANH: LOOP(r[i] = tanh(a[i])) break;                                        \
+        case OP_SINE: LOOP(r[i] = sin(a[i])) break;                                         \
+        case OP_COSINE: LOOP(r[i] = cos(a[i])) break;                                       \
+        case OP_TAN: LOOP(r[i] = tan(a[i])) break;                                          \
+        case OP_ACOS: LOOP(r[i] = acos(a[i])) break;                                        \
+        case OP_ACOSH: LOOP(r[i] = acosh(a[i])) break;                                      \
+        case OP_ASIN: LOOP(r[i] = asin(a[i])) break;                                        \
+        case OP_ASINH: LOOP(r[i] = asinh(a[i])) break;                                      \
+        case OP_ATAN: LOOP(r[i] = atan(a[i])) break;                                        \
+        case OP_ATANH: LOOP(r[i] = atanh(a[i])) break;                                      \
+        case OP_COSH: LOOP(r[i] = cosh(a[i])) break;                                        \
+        case OP_SINH: LOOP(r[i] = sinh(a[i])) break;                                        \
+        default: return false;                                                              \
+        }                                                                                   \
         return true;                                                                        \
     }                                                                                       \
     static bool binary_##SUF(IrOpcode op, const T *restrict a, const T *restrict b,         \
@@ -226,13 +304,14 @@ static bool binary_pred(IrOpcode op, const uint8_t *restrict a, const uint8_t *r
         case OP_SUBTRACT: LOOP(r[i] = a[i] - b[i]) break;                                   \
         case OP_MULTIPLY: LOOP(r[i] = a[i] * b[i]) break;                                   \
         case OP_DIVIDE: LOOP(r[i] = a[i] / b[i]) break;                                     \
+        case OP_POWER: LOOP(r[i] = pow_##SUF(a[i], b[i])) break;                            \
         default: return false;                                                              \
         }                                                                                   \
         return true;                                                                        \
     }
 
-DEF_COMPLEX_OPS(float _Complex, c64)
-DEF_COMPLEX_OPS(double _Complex, c128)
+DEF_COMPLEX_OPS(float _Complex, float, c64)
+DEF_COMPLEX_OPS(double _Complex, double, c128)
 
 /* ---- f16 / bf16: through f32 a chunk at a time ---- */
 
@@ -303,6 +382,127 @@ static bool binary_narrow(IrType t, IrOpcode op, const uint16_t *a, const uint16
     return true;
 }
 
+/* ---- f8 / f4: through f32 a chunk at a time, as XLA's CPU backend ---- */
+
+/* Every code of t as f32 (exact), so a chunk decodes by table look-up. */
+static void lowp_table(IrType t, float tab[256])
+{
+    for (int c = 0; c < 256; c++)
+        tab[c] = (float)ir_lowp_to_double(t, (uint8_t)c);
+}
+
+static void f32_to_lowp(IrType t, const float *restrict src, uint8_t *restrict dst, int64_t n)
+{
+    LOOP(dst[i] = ir_lowp_from_double(t, src[i]))
+}
+
+static bool unary_lowp(IrType t, IrOpcode op, const uint8_t *a, uint8_t *r, int64_t n)
+{
+    float tab[256], fa[CHUNK], fr[CHUNK];
+    lowp_table(t, tab);
+    for (int64_t s = 0; s < n || s == 0; s += CHUNK) {
+        int64_t m = n - s < CHUNK ? n - s : CHUNK;
+        for (int64_t i = 0; i < m; i++)
+            fa[i] = tab[a[s + i]];
+        if (!unary_f32(op, fa, fr, m))
+            return false;
+        f32_to_lowp(t, fr, r + s, m);
+        if (n == 0)
+            break;
+    }
+    return true;
+}
+
+static bool binary_lowp(IrType t, IrOpcode op, const uint8_t *a, const uint8_t *b, uint8_t *r,
+                        int64_t n)
+{
+    float tab[256], fa[CHUNK], fb[CHUNK], fr[CHUNK];
+    lowp_table(t, tab);
+    for (int64_t s = 0; s < n || s == 0; s += CHUNK) {
+        int64_t m = n - s < CHUNK ? n - s : CHUNK;
+        for (int64_t i = 0; i < m; i++) {
+            fa[i] = tab[a[s + i]];
+            fb[i] = tab[b[s + i]];
+        }
+        if (!binary_f32(op, fa, fb, fr, m))
+            return false;
+        f32_to_lowp(t, fr, r + s, m);
+        if (n == 0)
+            break;
+    }
+    return true;
+}
+
+/* ---- s2 / s4 / u2 / u4: the 8-bit loops, wrapped back to the width ---- */
+
+/* Operands are read canonical (sign- or zero-extended from the low bits),
+ * the 8-bit loop runs, and the result keeps the low bits: every wrapping op
+ * (add, multiply, negate, shift-left, divide's INT_MIN / -1, ...) then
+ * wraps in the narrow width. Ops whose answer depends on the width read
+ * the zero-extended bits: popcnt, clz (less the 8 - width extra zeros) and
+ * shift-right-logical; shift-right-arithmetic reads the sign-extended
+ * value even for u2/u4 (XLA shifts unsigned types as their signed twin);
+ * mulhi takes the width itself. Example: s4 7 + 1 = 8 -> -8. */
+static void subbyte_read(IrType t, bool zext, const uint8_t *src, uint8_t *dst, int64_t m)
+{
+    uint8_t mask = (uint8_t)((1u << ir_type_bits(t)) - 1u);
+    for (int64_t i = 0; i < m; i++)
+        dst[i] = zext ? (uint8_t)(src[i] & mask) : dev_subbyte_wrap(t == IR_U2 ? IR_S2 : t == IR_U4 ? IR_S4 : t, src[i]);
+}
+
+static bool unary_subbyte(IrType t, IrOpcode op, const uint8_t *a, uint8_t *r, int64_t n)
+{
+    int bits = ir_type_bits(t);
+    bool zext = op == OP_POPCNT || op == OP_CLZ || !ir_type_is_signed_int(t);
+    uint8_t x[CHUNK];
+    for (int64_t s = 0; s < n || s == 0; s += CHUNK) {
+        int64_t m = n - s < CHUNK ? n - s : CHUNK;
+        subbyte_read(t, zext, a + s, x, m);
+        bool ok = zext ? unary_u8(op, x, r + s, m)
+                       : unary_s8(op, (const int8_t *)x, (int8_t *)(r + s), m);
+        if (!ok)
+            return false;
+        for (int64_t i = 0; i < m; i++)
+            r[s + i] = dev_subbyte_wrap(t, op == OP_CLZ ? (uint64_t)(r[s + i] - (8 - bits)) : r[s + i]);
+        if (n == 0)
+            break;
+    }
+    return true;
+}
+
+static bool binary_subbyte(IrType t, IrOpcode op, const uint8_t *a, const uint8_t *b, uint8_t *r,
+                           int64_t n)
+{
+    int bits = ir_type_bits(t);
+    bool sgn = ir_type_is_signed_int(t);
+    /* The loop's signedness and whether the lhs is read zero-extended. */
+    bool use_signed = op == OP_SHRL ? false : op == OP_SHRA ? true : sgn;
+    bool zext_a = op == OP_SHRL || (!sgn && op != OP_SHRA);
+    uint8_t x[CHUNK], y[CHUNK];
+    for (int64_t s = 0; s < n || s == 0; s += CHUNK) {
+        int64_t m = n - s < CHUNK ? n - s : CHUNK;
+        subbyte_read(t, zext_a, a + s, x, m);
+        subbyte_read(t, !sgn, b + s, y, m);
+        bool ok = true;
+        if (op == OP_MULHI) {
+            for (int64_t i = 0; i < m; i++)
+                r[s + i] = (uint8_t)(sgn ? (uint64_t)mulhi_s((int8_t)x[i], (int8_t)y[i], bits)
+                                         : mulhi_u(x[i], y[i], bits));
+        } else if (use_signed) {
+            ok = binary_s8(op, (const int8_t *)x, (const int8_t *)y, (int8_t *)(r + s), m);
+        } else {
+            ok = binary_u8(op, x, y, r + s, m);
+        }
+        if (!ok)
+            return false;
+        for (int64_t i = 0; i < m; i++)
+            r[s + i] = dev_subbyte_wrap(t, r[s + i]);
+        if (n == 0)
+            break;
+    }
+    return true;
+}
+
 /* ---- dispatch by type ---- */
 
 static bool unary_typed(IrOpcode op, IrType t, const void *a, void *r, int64_t n)
@@ -322,7 +522,8 @@ static bool unary_typed(IrOpcode op, IrType t, const void *a, void *r, int64_t n
     case IR_F64: return unary_f64(op, a, r, n);
     case IR_C64: return unary_c64(op, a, r, n);
     case IR_C128: return unary_c128(op, a, r, n);
-    default: return false;
+    case IR_S2: case IR_S4: case IR_U2: case IR_U4: return unary_subbyte(t, op, a, r, n);
+    default: return ir_type_is_lowp_float(t) && unary_lowp(t, op, a, r, n);
     }
 }
 
@@ -343,7 +544,8 @@ static bool binary_typed(IrOpcode op, IrType t, const void *a, const void *b, vo
     case IR_F64: return binary_f64(op, a, b, r, n);
     case IR_C64: return binary_c64(op, a, b, r, n);
     case IR_C128: return binary_c128(op, a, b, r, n);
-    default: return false;
+    case IR_S2: case IR_S4: case IR_U2: case IR_U4: return binary_subbyte(t, op, a, b, r, n);
+    default: return ir_type_is_lowp_float(t) && binary_lowp(t, op, a, b, r, n);
     }
 }
 
@@ -747,7 +949,11 @@ static IrStatus run_clamp(const DevKernelArgs *k, int64_t n, DevValue *r)
     case IR_U64: clamp_u64(lo, slo, x, hi, shi, o, n); break;
     case IR_F32: clamp_f32(lo, slo, x, hi, shi, o, n); break;
     case IR_F64: clamp_f64(lo, slo, x, hi, shi, o, n); break;
-    case IR_F16: case IR_BF16: /* the result is one of the inputs: exact through double */
+    default:
+        if (!ir_type_is_float(t) && !ir_type_is_int(t))
+            return not_defined(k, t);
+        /* f16, bf16, f8, f4, s2..u4: the result is one of the inputs, exact
+         * through double (integer bounds of these widths are exact too). */
         for (int64_t i = 0; i < n; i++) {
             double vl = dev_load_f64(t, lo, i * slo), vx = dev_load_f64(t, x, i);
             double vh = dev_load_f64(t, hi, i * shi);
@@ -756,7 +962,6 @@ static IrStatus run_clamp(const DevKernelArgs *k, int64_t n, DevValue *r)
             dev_store_f64(t, o, i, v);
         }
         break;
-    default: return not_defined(k, t);
     }
     return IR_OK;
 }
@@ -833,6 +1038,21 @@ static IrStatus run_is_finite(const DevKernelArgs *k, int64_t n, DevValue *r)
     return IR_OK;
 }
 
+/* abs of a complex is its real modulus (c64 -> f32, c128 -> f64), hypot
+ * without overflow. */
+static IrStatus run_complex_abs(const DevKernelArgs *k, int64_t n, DevValue *r)
+{
+    IrType st = k->opnd[0]->shape.type;
+    if (r->shape.type != (st == IR_C64 ? IR_F32 : IR_F64))
+        return dev_kernel_error(k, IR_EINPUT, "abs of %s returns %s, not %s", ir_type_name(st),
+                                st == IR_C64 ? "f32" : "f64", ir_type_name(r->shape.type));
+    if (st == IR_C64)
+        LOOP(((float *)r->data)[i] = cabs(((const float _Complex *)k->opnd[0]->data)[i]))
+    else
+        LOOP(((double *)r->data)[i] = cabs(((const double _Complex *)k->opnd[0]->data)[i]))
+    return IR_OK;
+}
+
 /* The ops whose operands and result share one element type. */
 static IrStatus run_same_type(const DevKernelArgs *k, int64_t n, DevValue *r)
 {
@@ -867,6 +1087,10 @@ IrStatus dev_k_elementwise_range(const DevKernelArgs *k, int64_t n, DevValue *r)
     case OP_REDUCE_PRECISION: return run_reduce_precision(k, n, r);
     case OP_REAL: case OP_IMAG: case OP_COMPLEX: return run_complex_part(k, n, r);
     case OP_IS_FINITE: return run_is_finite(k, n, r);
+    case OP_ABS:
+        if (ir_type_is_complex(k->opnd[0]->shape.type))
+            return run_complex_abs(k, n, r);
+        return run_same_type(k, n, r);
     case OP_COPY: case OP_MAP:
         return dev_kernel_error(k, IR_EINTERNAL, "%s has no range kernel", ir_op_name(k->ins->op));
     default: return run_same_type(k, n, r);
@@ -900,9 +1124,50 @@ IrStatus dev_k_elementwise(const DevKernelArgs *k, DevValue **out)
 /* bitcast-convert                                                     */
 /* ------------------------------------------------------------------ */
 
+/* Bits an element occupies for bitcast-convert: sub-byte types (s2, s4,
+ * u2, u4, f4e2m1fn) count their width, though stored one a byte. */
+static int bitcast_bits(IrType t)
+{
+    int b = ir_type_bits(t);
+    return b < 8 && t != IR_PRED ? b : (int)ir_type_size(t) * 8;
+}
+
+/* Between widths where one is below a byte: the elements are laid end to
+ * end as a little-endian bit stream (element 0 in the low bits), as XLA
+ * packs sub-byte types. Example: u8 0xb4 -> u4[2] {0x4, 0xb}; s4 {-1, 1}
+ * -> u8 0x1f. Sub-byte results are stored canonical (extended). */
+static void bitcast_bits_copy(IrType st, const uint8_t *src, IrType dt, uint8_t *dst,
+                              int64_t nd)
+{
+    int ws = bitcast_bits(st), wd = bitcast_bits(dt);
+    size_t bs = ir_type_size(st), bd = ir_type_size(dt);
+    if (ws > wd) { /* each source element splits into ws/wd parts */
+        int parts = ws / wd;
+        for (int64_t j = 0; j < nd; j++) {
+            const uint8_t *e = src + (size_t)(j / parts) * bs;
+            int off = (int)(j % parts) * wd;
+            uint8_t v = (uint8_t)((e[off / 8] >> (off % 8)) & ((1u << wd) - 1u));
+            dst[j] = dev_subbyte_wrap(dt, v);
+        }
+        return;
+    }
+    int parts = wd / ws;
+    memset(dst, 0, (size_t)nd * bd);
+    for (int64_t j = 0; j < nd; j++)
+        for (int p = 0; p < parts; p++) {
+            uint8_t v = (uint8_t)(src[(size_t)(j * parts + p)] & ((1u << ws) - 1u));
+            int off = p * ws;
+            dst[(size_t)j * bd + (size_t)(off / 8)] |= (uint8_t)(v << (off % 8));
+        }
+    if (wd < 8)
+        for (int64_t j = 0; j < nd; j++)
+            dst[j] = dev_subbyte_wrap(dt, dst[j]);
+}
+
 /* The bytes stay; only the type (and, between widths, the minor
  * dimension) changes. Example: f32[3] -> u8[3,4]; u16[2,2] -> u32[2]. Data
- * is row-major little-endian, so the bytes are the same in both. */
+ * is row-major little-endian, so the bytes are the same in both. Widths
+ * are bit widths (XLA's shape inference): s4[2] -> u8[], u8[3] -> s4[3,2]. */
 IrStatus dev_k_bitcast_convert(const DevKernelArgs *k, DevValue **out)
 {
     *out = NULL;
@@ -910,18 +1175,18 @@ IrStatus dev_k_bitcast_convert(const DevKernelArgs *k, DevValue **out)
         !ir_shape_is_array(&k->ins->shape))
         return dev_kernel_error(k, IR_EINPUT, "bitcast-convert needs one array operand");
     const IrShape *s = &k->opnd[0]->shape, *d = &k->ins->shape;
-    size_t ws = ir_type_size(s->type), wd = ir_type_size(d->type);
+    int64_t ws = bitcast_bits(s->type), wd = bitcast_bits(d->type);
     bool ok;
     if (ws == wd) {
         ok = ir_shape_same_dims(s, d);
     } else if (ws > wd) { /* result has an extra minor dim of ws/wd */
         IrShape t = *d;
         t.rank = d->rank - 1;
-        ok = d->rank == s->rank + 1 && ir_shape_same_dims(s, &t) && d->dims[d->rank - 1] * (int64_t)wd == (int64_t)ws;
+        ok = d->rank == s->rank + 1 && ir_shape_same_dims(s, &t) && d->dims[d->rank - 1] * wd == ws;
     } else {
         IrShape t = *s;
         t.rank = s->rank - 1;
-        ok = s->rank == d->rank + 1 && ir_shape_same_dims(&t, d) && s->dims[s->rank - 1] * (int64_t)ws == (int64_t)wd;
+        ok = s->rank == d->rank + 1 && ir_shape_same_dims(&t, d) && s->dims[s->rank - 1] * ws == wd;
     }
     if (!ok) {
         char *a = ir_shape_str(s, false), *b = ir_shape_str(d, false);
@@ -935,8 +1200,16 @@ IrStatus dev_k_bitcast_convert(const DevKernelArgs *k, DevValue **out)
     IrStatus st = new_result(k, &r);
     if (st != IR_OK)
         return st;
-    if (r->nbytes > 0)
-        memcpy(r->data, k->opnd[0]->data, (size_t)r->nbytes);
+    if (ws % 8 == 0 && wd % 8 == 0) {
+        if (r->nbytes > 0)
+            memcpy(r->data, k->opnd[0]->data, (size_t)r->nbytes);
+    } else if (ws == wd) { /* same width, one a byte: keep the low bits */
+        int64_t n = dev_value_elements(r);
+        for (int64_t i = 0; i < n; i++)
+            r->data[i] = dev_subbyte_wrap(d->type, k->opnd[0]->data[i]);
+    } else {
+        bitcast_bits_copy(s->type, k->opnd[0]->data, d->type, r->data, dev_value_elements(r));
+    }
     *out = r;
     return IR_OK;
 }

@@ -13,6 +13,13 @@
  *   complex        loads give the real part; stores set imag = 0
  * f64 -> f16/bf16 goes through f32 as Eigen's half and bfloat16 do (XLA's
  * evaluator), so results match XLA bit for bit.
+ *
+ * Sub-byte integers (s2, s4, u2, u4) take one byte an element; loads
+ * sign- or zero-extend the low 2 or 4 bits (so a byte written by a bitcast
+ * from another type still reads right) and stores keep the low bits,
+ * extended, so int -> int wraps in the type's width and float -> int
+ * saturates at its range (s4: -8..7). The f8 and f4 kinds convert through
+ * ir/lowp.c (ir_lowp_*), exactly, from double (one rounding).
  */
 #include "device.h"
 
@@ -117,6 +124,31 @@ static uint64_t sat_u64(double v, uint64_t hi)
     return (uint64_t)v;
 }
 
+/* ---- sub-byte integers ---- */
+
+/* The low `bits` bits of byte b, sign-extended. Example: s4 0x0f -> -1. */
+static int8_t sext_bits(uint8_t b, int bits)
+{
+    return (int8_t)((int8_t)(uint8_t)(b << (8 - bits)) >> (8 - bits));
+}
+
+static uint8_t zext_bits(uint8_t b, int bits)
+{
+    return (uint8_t)(b & ((1u << bits) - 1u));
+}
+
+/* Canonical byte of a sub-byte integer type from any integer (wraps). */
+uint8_t dev_subbyte_wrap(IrType t, uint64_t v)
+{
+    switch (t) {
+    case IR_S2: return (uint8_t)sext_bits((uint8_t)v, 2);
+    case IR_S4: return (uint8_t)sext_bits((uint8_t)v, 4);
+    case IR_U2: return zext_bits((uint8_t)v, 2);
+    case IR_U4: return zext_bits((uint8_t)v, 4);
+    default: return (uint8_t)v;
+    }
+}
+
 /* ---- loads ---- */
 
 #define AT(T) (((const T *)base)[i])
@@ -139,7 +171,14 @@ double dev_load_f64(IrType t, const void *base, int64_t i)
     case IR_F64: return AT(double);
     case IR_C64: return ((const float *)base)[2 * i];
     case IR_C128: return ((const double *)base)[2 * i];
-    default: return 0;
+    case IR_S2: return sext_bits(AT(uint8_t), 2);
+    case IR_S4: return sext_bits(AT(uint8_t), 4);
+    case IR_U2: return zext_bits(AT(uint8_t), 2);
+    case IR_U4: return zext_bits(AT(uint8_t), 4);
+    default:
+        if (ir_type_is_lowp_float(t))
+            return ir_lowp_to_double(t, AT(uint8_t));
+        return 0;
     }
 }
 
@@ -155,6 +194,10 @@ int64_t dev_load_i64(IrType t, const void *base, int64_t i)
     case IR_U16: return AT(uint16_t);
     case IR_U32: return AT(uint32_t);
     case IR_U64: return (int64_t)AT(uint64_t);
+    case IR_S2: return sext_bits(AT(uint8_t), 2);
+    case IR_S4: return sext_bits(AT(uint8_t), 4);
+    case IR_U2: return zext_bits(AT(uint8_t), 2);
+    case IR_U4: return zext_bits(AT(uint8_t), 4);
     default: return sat_i64(dev_load_f64(t, base, i), INT64_MIN, INT64_MAX);
     }
 }
@@ -171,6 +214,10 @@ uint64_t dev_load_u64(IrType t, const void *base, int64_t i)
     case IR_U16: return AT(uint16_t);
     case IR_U32: return AT(uint32_t);
     case IR_U64: return AT(uint64_t);
+    case IR_S2: return (uint64_t)(int64_t)sext_bits(AT(uint8_t), 2);
+    case IR_S4: return (uint64_t)(int64_t)sext_bits(AT(uint8_t), 4);
+    case IR_U2: return zext_bits(AT(uint8_t), 2);
+    case IR_U4: return zext_bits(AT(uint8_t), 4);
     default: return sat_u64(dev_load_f64(t, base, i), UINT64_MAX);
     }
 }
@@ -205,7 +252,14 @@ void dev_store_f64(IrType t, void *base, int64_t i, double v)
         ((double *)base)[2 * i] = v;
         ((double *)base)[2 * i + 1] = 0;
         break;
-    default: break;
+    case IR_S2: PUT(int8_t, sat_i64(v, -2, 1)); break;
+    case IR_S4: PUT(int8_t, sat_i64(v, -8, 7)); break;
+    case IR_U2: PUT(uint8_t, sat_u64(v, 3)); break;
+    case IR_U4: PUT(uint8_t, sat_u64(v, 15)); break;
+    default:
+        if (ir_type_is_lowp_float(t))
+            PUT(uint8_t, ir_lowp_from_double(t, v));
+        break;
     }
 }
 
@@ -217,6 +271,7 @@ void dev_store_i64(IrType t, void *base, int64_t i, int64_t v)
     case IR_S16: case IR_U16: PUT(uint16_t, (uint64_t)v); break;
     case IR_S32: case IR_U32: PUT(uint32_t, (uint64_t)v); break;
     case IR_S64: case IR_U64: PUT(uint64_t, (uint64_t)v); break;
+    case IR_S2: case IR_S4: case IR_U2: case IR_U4: PUT(uint8_t, dev_subbyte_wrap(t, (uint64_t)v)); break;
     /* Directly to the narrow float: int64 -> double -> float would round twice. */
     case IR_F16: PUT(uint16_t, dev_f32_to_f16((float)v)); break;
     case IR_BF16: PUT(uint16_t, dev_f32_to_bf16((float)v)); break;
@@ -233,6 +288,7 @@ void dev_store_u64(IrType t, void *base, int64_t i, uint64_t v)
     case IR_S16: case IR_U16: PUT(uint16_t, v); break;
     case IR_S32: case IR_U32: PUT(uint32_t, v); break;
     case IR_S64: case IR_U64: PUT(uint64_t, v); break;
+    case IR_S2: case IR_S4: case IR_U2: case IR_U4: PUT(uint8_t, dev_subbyte_wrap(t, v)); break;
     case IR_F16: PUT(uint16_t, dev_f32_to_f16((float)v)); break;
     case IR_BF16: PUT(uint16_t, dev_f32_to_bf16((float)v)); break;
     case IR_F32: PUT(float, v); break;
