@@ -25,6 +25,8 @@
  *   k_topk.c      topk and the custom-call target TopK
  *   k_ragged.c    ragged-dot, scaled-dot
  *   k_rng.c       rng-bit-generator, rng, stochastic-convert
+ *   k_control.c   fusion, async-start/-done, copy-start/-done, scan
+ *   k_host.c      infeed/outfeed and host send/recv through DevHostTransfers
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
@@ -57,6 +59,9 @@ typedef struct DevValue {
 /* A new array value of `shape` (must be an array or token), data zeroed.
  * NULL on OOM or when the byte size overflows. */
 DevValue *dev_value_new(const IrShape *shape);
+/* A zero value of any shape, tuples recursively (async contexts, tokens).
+ * NULL on OOM. */
+DevValue *dev_value_zeros(const IrShape *shape);
 /* A new array value with uninitialised data (callers overwrite all of it). */
 DevValue *dev_value_new_uninit(const IrShape *shape);
 /* A tuple of `n` values; takes ownership of the references in elems. On
@@ -128,6 +133,20 @@ typedef struct DevCustomCalls {
                      DevValue **operands, DevValue **out, IrDiag *d);
 } DevCustomCalls;
 
+/* Host transfers, provided by the runtime (`tessel run --infeed FILE.npy`):
+ * infeed and recv with is_host_transfer take values from `feed`, outfeed
+ * and send with is_host_transfer give them to `take`, in program order.
+ * NULL: those ops are refused with an error naming the instruction. */
+typedef struct DevHostTransfers {
+    void *ctx;
+    /* The next value for `ins`, of `shape` (an array or a tuple); *out a new
+     * reference. Fails (never blocks) when no value is left. */
+    IrStatus (*feed)(void *ctx, const IrModule *m, const IrInstr *ins, const IrShape *shape,
+                     DevValue **out, IrDiag *d);
+    /* Keep `v` (borrowed: take a reference to keep it). */
+    IrStatus (*take)(void *ctx, const IrModule *m, const IrInstr *ins, DevValue *v, IrDiag *d);
+} DevHostTransfers;
+
 typedef struct DevExecOptions {
     int64_t partition_id;        /* 0 on one device */
     int64_t replica_id;          /* 0 on one device */
@@ -154,6 +173,7 @@ typedef struct DevExecOptions {
     const DevCustomCalls *cluster_calls;
     /* Seed of `rng` (k_rng.c; docs/cli.md, "Random numbers of `rng`"). */
     uint64_t rng_seed;
+    const DevHostTransfers *host; /* NULL: infeed, outfeed, host send/recv refused */
 } DevExecOptions;
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are
@@ -255,6 +275,20 @@ IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out);
 /* k_ragged.c */
 IrStatus dev_k_ragged_dot(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scaled_dot(const DevKernelArgs *k, DevValue **out);
+/* k_control.c: fusion, async wrappers, copy-start, scan */
+IrStatus dev_k_fusion(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_async_start(const DevKernelArgs *k, DevValue **out);
+/* XLA's async tuple of k->ins: ((operands), result, zeroed context...);
+ * takes the reference `result` (released on failure). */
+IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **out);
+/* Element i of the tuple operand: async-done (1), copy-done (0), ... */
+IrStatus dev_k_tuple_part(const DevKernelArgs *k, int32_t i, DevValue **out);
+IrStatus dev_k_copy_start(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out);
+/* ragged-all-to-all where the group is the device alone */
+IrStatus dev_k_ragged_all_to_all_self(const DevKernelArgs *k, DevValue **out);
+/* k_host.c: infeed, outfeed, send, send-done, recv, recv-done */
+IrStatus dev_k_host_transfer(const DevKernelArgs *k, DevValue **out);
 
 /* Call a (scalar) computation, e.g. a reducer or comparator, from a kernel:
  * the fast paths detect add/max/min/... reducers and avoid this. Arguments

@@ -7,10 +7,12 @@
  *
  * Data kernels live in k_*.c and are reached through one switch
  * (run_instr). Handled here: parameter, tuple, get-tuple-element, call,
- * while, conditional, partition-id/replica-id, opt-barrier, after-all,
- * add-dependency, collectives (through DevExecOptions.coll, else their
- * one-device meaning) and custom-calls (tessel's own sharding markers, then
- * DevExecOptions.custom).
+ * while, conditional, partition-id/replica-id, opt-barrier, domain,
+ * after-all, add-dependency, rng-get-and-update-state, collectives and
+ * their -start/-done pairs (through DevExecOptions.coll, else their
+ * one-device meaning), the one-member collectives, and custom-calls
+ * (tessel's own sharding markers, then DevExecOptions.custom). fusion,
+ * async, copy-start, scan: k_control.c; infeed/outfeed/send/recv: k_host.c.
  *
  * The executor does not rely on the verifier having run: operand indices,
  * callee indices, cycles and the shapes of parameters and results are
@@ -44,12 +46,23 @@ typedef struct Plan {
     DevFusion fusion;
 } Plan;
 
+/* The state of one rng-get-and-update-state instruction: XLA's CPU
+ * backend keeps a 128-bit counter per instruction, starting at 0x7012395,
+ * returns it as u64[2] (low, high) and adds delta. Here it starts afresh
+ * with each run (dev_execute). */
+typedef struct RngState {
+    const IrInstr *ins;
+    uint64_t lo, hi;
+    struct RngState *next;
+} RngState;
+
 typedef struct Exec {
     const IrModule *m;
     const DevExecOptions *opt;
     IrDiag *d;
     Plan **plans; /* m->ncomp entries, built on demand */
     int32_t depth;
+    RngState *rng;
 } Exec;
 
 /* The executor running on this thread, so that dev_call (which only gets
@@ -130,7 +143,13 @@ static void plan_free(Plan *p)
 /* Instructions that run even when the root does not use them. */
 static bool has_side_effect(const IrInstr *ins)
 {
-    return ins->op == OP_CUSTOM_CALL || ins->op == OP_OUTFEED;
+    switch (ins->op) {
+    case OP_CUSTOM_CALL: case OP_OUTFEED: case OP_INFEED: case OP_SEND: case OP_SEND_DONE:
+    case OP_RECV: case OP_RECV_DONE: case OP_RNG_GET_AND_UPDATE_STATE:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* Iterative depth-first post-order from `start`: each instruction after its
@@ -264,6 +283,11 @@ static IrStatus plan_get(Exec *x, int32_t comp, const Plan **out)
 
 static void exec_release(Exec *x)
 {
+    while (x->rng) {
+        RngState *n = x->rng->next;
+        ts_free(x->rng);
+        x->rng = n;
+    }
     if (x->plans)
         for (int32_t i = 0; i < x->m->ncomp; i++)
             plan_free(x->plans[i]);
@@ -440,6 +464,90 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
     return identity_result(x, ins, n, opnd, out);
 }
 
+/* The base collective of a -start op, as the collectives hook knows it:
+ * all-reduce-start has the all-reduce's shape; all-gather-start and
+ * collective-permute-start are (operands, result, context...), whose
+ * element 1 is the base op's result. */
+static IrStatus run_collective_start(const Exec *x, const DevKernelArgs *k, DevValue **out)
+{
+    const IrInstr *ins = k->ins;
+    IrInstr base = *ins;
+    base.op = ins->op == OP_ALL_REDUCE_START ? OP_ALL_REDUCE
+              : ins->op == OP_ALL_GATHER_START ? OP_ALL_GATHER : OP_COLLECTIVE_PERMUTE;
+    if (ins->op != OP_ALL_REDUCE_START) {
+        if (ins->shape.type != IR_TUPLE || ins->shape.ntuple < 2)
+            return instr_error(x, ins, IR_EINPUT, "%s must have the shape (operands, result, "
+                               "...)", ir_op_name(ins->op));
+        base.shape = ins->shape.tuple[1];
+    }
+    DevValue *r = NULL;
+    IrStatus st;
+    if (x->opt->coll && x->opt->coll->run)
+        st = x->opt->coll->run(x->opt->coll->ctx, x->m, &base, k->nopnd, k->opnd, &r, x->d);
+    else
+        st = run_collective_alone(x, &base, k->nopnd, k->opnd, &r);
+    if (st != IR_OK || ins->op == OP_ALL_REDUCE_START) {
+        *out = r;
+        return st;
+    }
+    return dev_async_tuple(k, r, out);
+}
+
+/* collective-broadcast, collective-reduce, ragged-all-to-all: only where
+ * every group has one member (the device itself), where they are the
+ * identity (ragged-all-to-all: its self-exchange). Over several devices
+ * they need the runtime's collectives (a later issue). */
+static bool one_member_groups(const Exec *x, const IrInstr *ins)
+{
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    if (!g->present || g->ngroups == 0)
+        return !x->opt->coll; /* all devices: one only when running alone */
+    for (int32_t i = 0; i < g->ngroups; i++)
+        if (g->group_size[i] != 1)
+            return false;
+    return true;
+}
+
+static IrStatus run_one_member_collective(const Exec *x, const DevKernelArgs *k, DevValue **out)
+{
+    const IrInstr *ins = k->ins;
+    if (!one_member_groups(x, ins))
+        return instr_error(x, ins, IR_EUNSUPPORTED, "%s over groups of more than one device is "
+                           "not supported yet (groups of one member run)", ir_op_name(ins->op));
+    if (ins->op == OP_RAGGED_ALL_TO_ALL)
+        return dev_k_ragged_all_to_all_self(k, out);
+    return identity_result(x, ins, k->nopnd, k->opnd, out);
+}
+
+/* rng-get-and-update-state: u64[2] (low, high) of this instruction's
+ * counter, then counter += delta (see RngState). */
+static IrStatus rng_get_and_update_state(Exec *x, const IrInstr *ins, DevValue **out)
+{
+    RngState *s = x->rng;
+    while (s && s->ins != ins)
+        s = s->next;
+    if (!s) {
+        if (!(s = ts_calloc(1, sizeof *s)))
+            return IR_ENOMEM;
+        *s = (RngState){ins, 0x7012395u, 0, x->rng};
+        x->rng = s;
+    }
+    if (ins->shape.type != IR_U64 || ins->shape.rank != 1 || ins->shape.dims[0] != 2)
+        return instr_error(x, ins, IR_EINPUT, "rng-get-and-update-state must be u64[2]");
+    DevValue *r = dev_value_new(&ins->shape);
+    if (!r)
+        return IR_ENOMEM;
+    uint64_t *v = (uint64_t *)(void *)r->data;
+    v[0] = s->lo;
+    v[1] = s->hi;
+    uint64_t d = (uint64_t)ins->a.rng_delta, lo = s->lo + d;
+    /* 128-bit add of a sign-extended int64 delta */
+    s->hi += (ins->a.rng_delta < 0 ? UINT64_MAX : 0) + (lo < s->lo);
+    s->lo = lo;
+    *out = r;
+    return IR_OK;
+}
+
 bool dev_builtin_target(const char *t)
 {
     return t && (strcmp(t, "Sharding") == 0 || strcmp(t, "SPMDFullToShardShape") == 0 ||
@@ -538,6 +646,9 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_PARTITION_ID:
     case OP_REPLICA_ID: return device_id(x, ins, out);
     case OP_OPTIMIZATION_BARRIER:
+    case OP_DOMAIN:
+    case OP_ASYNC_UPDATE:
+    case OP_ALL_REDUCE_DONE:
     case OP_ADD_DEPENDENCY:
         if (n < 1)
             return instr_error(x, ins, IR_EINPUT, "needs an operand");
@@ -554,6 +665,27 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
         if (x->opt->coll && x->opt->coll->run)
             return x->opt->coll->run(x->opt->coll->ctx, x->m, ins, n, opnd, out, x->d);
         return run_collective_alone(x, ins, n, opnd, out);
+    case OP_ALL_REDUCE_START:
+    case OP_ALL_GATHER_START:
+    case OP_COLLECTIVE_PERMUTE_START: return run_collective_start(x, &k, out);
+    case OP_ALL_GATHER_DONE:
+    case OP_COLLECTIVE_PERMUTE_DONE:
+    case OP_ASYNC_DONE: return dev_k_tuple_part(&k, 1, out);
+    case OP_COLLECTIVE_BROADCAST:
+    case OP_COLLECTIVE_REDUCE:
+    case OP_RAGGED_ALL_TO_ALL: return run_one_member_collective(x, &k, out);
+    case OP_RNG_GET_AND_UPDATE_STATE: return rng_get_and_update_state(x, ins, out);
+    case OP_FUSION: return dev_k_fusion(&k, out);
+    case OP_ASYNC_START: return dev_k_async_start(&k, out);
+    case OP_COPY_START: return dev_k_copy_start(&k, out);
+    case OP_COPY_DONE: return dev_k_tuple_part(&k, 0, out);
+    case OP_SCAN: return dev_k_scan(&k, out);
+    case OP_INFEED:
+    case OP_OUTFEED:
+    case OP_SEND:
+    case OP_SEND_DONE:
+    case OP_RECV:
+    case OP_RECV_DONE: return dev_k_host_transfer(&k, out);
     case OP_CUSTOM_CALL: return run_custom_call(x, ins, n, opnd, out);
     case OP_BITCAST_CONVERT: return dev_k_bitcast_convert(&k, out);
     case OP_MAP: return dev_k_map(&k, out);
@@ -588,9 +720,6 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_RNG_BIT_GENERATOR: return dev_k_rng_bit_generator(&k, out);
     case OP_RNG: return dev_k_rng(&k, out);
     case OP_STOCHASTIC_CONVERT: return dev_k_stochastic_convert(&k, out);
-    case OP_INFEED: case OP_OUTFEED:
-        return instr_error(x, ins, IR_EUNSUPPORTED, "%s is not supported by the CPU backend",
-                           ir_op_name(ins->op));
     default:
         if (ir_op_is_elementwise(ins->op))
             return dev_k_elementwise(&k, out);
@@ -785,7 +914,7 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
     if (!m || comp < 0 || comp >= m->ncomp || nargs < 0 || (nargs > 0 && !args))
         return ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                         "dev_execute: no computation %d", (int)comp);
-    Exec x = {m, opt ? opt : &default_options, d, NULL, 0};
+    Exec x = {m, opt ? opt : &default_options, d, NULL, 0, NULL};
     Exec *saved = current;
     current = &x;
     IrStatus st = run_comp(&x, comp, nargs, args, false, out);
@@ -810,7 +939,7 @@ IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue 
         return st;
     }
     /* Called outside dev_execute (a kernel test): a one-off executor. */
-    Exec one = {k->m, k->opt ? k->opt : &default_options, k->d, NULL, 0};
+    Exec one = {k->m, k->opt ? k->opt : &default_options, k->d, NULL, 0, NULL};
     Exec *saved = current;
     current = &one;
     IrStatus st = run_comp(&one, comp, nargs, args, false, out);

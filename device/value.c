@@ -238,6 +238,25 @@ DevValue *dev_value_new_uninit(const IrShape *shape)
     return array_new(shape, false);
 }
 
+DevValue *dev_value_zeros(const IrShape *s)
+{
+    if (s->type != IR_TUPLE)
+        return dev_value_new(s);
+    DevValue **el = ts_calloc((size_t)(s->ntuple ? s->ntuple : 1), sizeof *el);
+    if (!el)
+        return NULL;
+    for (int32_t i = 0; i < s->ntuple; i++)
+        if (!(el[i] = dev_value_zeros(&s->tuple[i]))) {
+            for (int32_t j = 0; j < i; j++)
+                dev_value_unref(el[j]);
+            ts_free(el);
+            return NULL;
+        }
+    DevValue *v = dev_value_tuple(s, s->ntuple, el);
+    ts_free(el);
+    return v;
+}
+
 DevValue *dev_value_reshaped(DevValue *v, const IrShape *shape)
 {
     if (!v)

@@ -369,16 +369,22 @@ IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out
     return st;
 }
 
-IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
+static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHostTransfers *host,
+                              DevValue **out, IrDiag *d)
 {
     /* Host custom-calls (tessel_print, tessel_save) run in the reference
      * too: it is the whole module on one device and this host. It runs
      * unfused, one kernel call per instruction: the plainest path is the
      * one partitioned (fused) runs are checked against. */
-    DevExecOptions opt = {.custom = rt_host_targets(), .no_fusion = true};
+    DevExecOptions opt = {.custom = rt_host_targets(), .no_fusion = true, .host = host};
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);
+}
+
+IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
+{
+    return run_reference(m, args, NULL, out, d);
 }
 
 /* ---- steps: aliased outputs become the next step's parameters ---- */
@@ -445,14 +451,14 @@ void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
     dev_value_unref(result);
 }
 
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, DevValue **out,
-                                IrDiag *d)
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
+                                const DevHostTransfers *host, DevValue **out, IrDiag *d)
 {
     *out = NULL;
     IrStatus st = steps > 1 ? rt_check_aliases(m, d) : IR_OK;
     for (int64_t s = 0; st == IR_OK && s < (steps > 1 ? steps : 1); s++) {
         DevValue *r = NULL;
-        st = rt_run_reference(m, args, &r, d);
+        st = run_reference(m, args, host, &r, d);
         if (st == IR_OK && s + 1 < steps)
             rt_feed_aliases(m, r, args->args);
         else
@@ -467,34 +473,42 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, 
 
 /* ---- outputs ---- */
 
-static char *out_path(const char *dir, int32_t i, bool tmp)
+/* DIR/PREFIX_<i>.npy (or its temporary): PREFIX "output" for results,
+ * "outfeed" for values the program gave the host. */
+static char *out_path(const char *dir, const char *prefix, int32_t i, bool tmp)
 {
-    size_t n = strlen(dir) + 64;
+    size_t n = strlen(dir) + strlen(prefix) + 64;
     char *p = ts_malloc(n);
     if (p)
-        snprintf(p, n, tmp ? "%s/output_%d.npy.tmp.%ld" : "%s/output_%d.npy", dir, (int)i,
+        snprintf(p, n, tmp ? "%s/%s_%d.npy.tmp.%ld" : "%s/%s_%d.npy", dir, prefix, (int)i,
                  (long)getpid());
     return p;
 }
 
 /* Remove the files of outputs [0, n) (temporaries or finals). */
-static void remove_outputs(const char *dir, int32_t n, bool tmp, const DevValue *result)
+static void remove_outputs(const char *dir, const char *prefix, int32_t n, bool tmp,
+                           const DevValue *result)
 {
     for (int32_t i = 0; i < n; i++) {
         if (dev_value_leaf((DevValue *)result, i)->shape.type == IR_TOKEN)
             continue;
-        char *p = out_path(dir, i, tmp);
+        char *p = out_path(dir, prefix, i, tmp);
         if (p)
             remove(p);
         ts_free(p);
     }
 }
 
-void rt_remove_outputs(const DevValue *result, const char *dir)
+void rt_remove_values(const DevValue *result, const char *dir, const char *prefix)
 {
     int32_t n = ir_shape_leaf_count(&result->shape);
-    remove_outputs(dir, n, true, result);
-    remove_outputs(dir, n, false, result);
+    remove_outputs(dir, prefix, n, true, result);
+    remove_outputs(dir, prefix, n, false, result);
+}
+
+void rt_remove_outputs(const DevValue *result, const char *dir)
+{
+    rt_remove_values(result, dir, "output");
 }
 
 /* Make `dir` if it does not exist; *made says whether we made it. */
@@ -518,7 +532,8 @@ static IrStatus ensure_dir(const char *dir, bool *made, IrDiag *d)
  * phase 2 renames them all. A failure in phase 1 removes the temporaries;
  * in phase 2 it removes the finals renamed so far and the temporaries
  * left. Token leaves have no file (their index is skipped). */
-IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d)
+static IrStatus write_leaves(const DevValue *result, const char *dir, const char *prefix,
+                             int32_t *nwritten, IrDiag *d)
 {
     int32_t n = ir_shape_leaf_count(&result->shape);
     bool made;
@@ -530,19 +545,20 @@ IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwri
         DevValue *leaf = dev_value_leaf((DevValue *)result, done);
         if (leaf->shape.type == IR_TOKEN)
             continue;
-        char *tmp = out_path(dir, done, true);
+        char *tmp = out_path(dir, prefix, done, true);
         st = tmp ? rt_npy_write_file(tmp, &leaf->shape, leaf->data, d)
                  : fail(d, IR_ENOMEM, "out of memory");
         ts_free(tmp);
     }
     if (st != IR_OK) {
-        remove_outputs(dir, done, true, result);
+        remove_outputs(dir, prefix, done, true, result);
     } else {
         int32_t renamed = 0;
         for (; st == IR_OK && renamed < n; renamed++) {
             if (dev_value_leaf((DevValue *)result, renamed)->shape.type == IR_TOKEN)
                 continue;
-            char *tmp = out_path(dir, renamed, true), *fin = out_path(dir, renamed, false);
+            char *tmp = out_path(dir, prefix, renamed, true),
+                 *fin = out_path(dir, prefix, renamed, false);
             if (!tmp || !fin)
                 st = fail(d, IR_ENOMEM, "out of memory");
             else if (rename(tmp, fin) != 0)
@@ -551,8 +567,8 @@ IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwri
             ts_free(tmp);
             ts_free(fin);
             if (st != IR_OK) {
-                remove_outputs(dir, renamed, false, result);
-                remove_outputs(dir, n, true, result);
+                remove_outputs(dir, prefix, renamed, false, result);
+                remove_outputs(dir, prefix, n, true, result);
             }
         }
     }
@@ -561,6 +577,17 @@ IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwri
     if (nwritten)
         *nwritten = st == IR_OK ? n : 0;
     return st;
+}
+
+IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d)
+{
+    return write_leaves(result, dir, "output", nwritten, d);
+}
+
+IrStatus rt_write_values(const DevValue *values, const char *dir, const char *prefix,
+                         IrDiag *d)
+{
+    return write_leaves(values, dir, prefix, NULL, d);
 }
 
 /* ---- summaries ---- */

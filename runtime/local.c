@@ -55,6 +55,7 @@ typedef struct Device {
     DevValue **args;           /* this device's shards of the arguments (owned) */
     int32_t nargs;
     int64_t steps;             /* runs of the program, aliased outputs fed back */
+    const DevHostTransfers *host; /* infeed/outfeed: on a run of one device only */
     DevValue *result;
     IrDiag diag;
     IrStatus status;
@@ -598,6 +599,7 @@ static void device_main(Device *dev)
         .partition_id = dev->id % dev->w->n,
         .replica_id = dev->id / dev->w->n,
         .coll = &coll,
+        .host = dev->host,
     };
     fusion_from_env(&opt);
     const IrModule *m = dev->c->spmd;
@@ -810,6 +812,7 @@ IrStatus rt_run_devices(const RtCompiled *c, RtArgs *shards, int64_t first, int6
     /* The devices take the shards (also on failure: freed with them). */
     for (int64_t k = 0; devs && k < nlocal; k++) {
         devs[k] = (Device){.w = &w, .id = first + k, .c = c, .steps = steps,
+                           .host = o && w.ndev == 1 ? o->host : NULL,
                            .args = shards[k].args, .nargs = shards[k].nargs};
         shards[k] = (RtArgs){0};
     }

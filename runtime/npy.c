@@ -9,8 +9,9 @@
  *     {'descr': '<f4', 'fortran_order': False, 'shape': (4, 16), }
  * padded with spaces and ended by '\n'. DATA is the array, C order, in
  * the byte order of `descr`. tessel reads and writes little endian, C
- * order, the dtypes of rt_npy_descr; bf16 travels as <f4 (converted with
- * round to nearest even on read).
+ * order, the dtypes of rt_npy_descr; complex64/128 are <c8/<c16; bf16,
+ * f8, f4 and the sub-byte integers travel as <f4, |i1 or |u1 (npy_disk.c
+ * converts them, exactly or with an error).
  *
  * The header is parsed strictly (never evaluated): exactly the three keys,
  * in any order, once each; spaces anywhere; a trailing comma; `()` for a
@@ -30,7 +31,8 @@
 
 static const uint8_t NPY_MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
-/* Bytes converted per step when bf16 goes through an f32 staging buffer. */
+/* Elements converted per step when a type travels as another
+ * (npy_disk.c) through a staging buffer. */
 enum { CHUNK_ELEMS = 16384 };
 
 const char *rt_npy_descr(IrType t)
@@ -49,14 +51,16 @@ const char *rt_npy_descr(IrType t)
     case IR_BF16: return "<f4";
     case IR_F32: return "<f4";
     case IR_F64: return "<f8";
+    case IR_C64: return "<c8";
+    case IR_C128: return "<c16";
+    default: break;
+    }
+    switch (rt_npy_disk_type(t)) {
+    case IR_F32: return "<f4";   /* bf16, the f8 and f4 kinds */
+    case IR_S8: return "|i1";    /* s4, s2 */
+    case IR_U8: return "|u1";    /* u4, u2 */
     default: return NULL;
     }
-}
-
-/* The type an array of type t has on disk (bf16 travels as f32). */
-static IrType disk_type(IrType t)
-{
-    return t == IR_BF16 ? IR_F32 : t;
 }
 
 static IrStatus npy_error(IrDiag *d, IrStatus st, const char *file, const char *fmt, ...)
@@ -192,7 +196,7 @@ static IrStatus parse_descr(Cur *c, const char *s, RtNpyHeader *h)
     } codes[] = {
         {"b1", IR_PRED}, {"i1", IR_S8},  {"i2", IR_S16}, {"i4", IR_S32}, {"i8", IR_S64},
         {"u1", IR_U8},   {"u2", IR_U16}, {"u4", IR_U32}, {"u8", IR_U64}, {"f2", IR_F16},
-        {"f4", IR_F32},  {"f8", IR_F64},
+        {"f4", IR_F32},  {"f8", IR_F64}, {"c8", IR_C64}, {"c16", IR_C128},
     };
     snprintf(h->descr, sizeof h->descr, "%s", s);
     char order = s[0];
@@ -212,9 +216,6 @@ static IrStatus parse_descr(Cur *c, const char *s, RtNpyHeader *h)
         h->type = codes[i].t;
         return IR_OK;
     }
-    if (code[0] == 'c')
-        return npy_error(c->d, IR_EUNSUPPORTED, c->file,
-                         "dtype %s (complex) is not supported", s);
     return npy_error(c->d, IR_EUNSUPPORTED, c->file, "dtype %s is not supported", s);
 }
 
@@ -427,7 +428,7 @@ static IrStatus check_match(const char *path, const RtNpyHeader *h, int64_t fsiz
     bool same = h->rank == expect->rank;
     for (int32_t k = 0; same && k < h->rank; k++)
         same = h->dims[k] == expect->dims[k];
-    if (h->type != disk_type(expect->type)) {
+    if (h->type != rt_npy_disk_type(expect->type)) {
         st = npy_error(d, IR_EINPUT, path, "dtype %s does not match %s %s (expected %s)",
                        h->descr, what, es, want);
     } else if (!same) {
@@ -447,13 +448,17 @@ static IrStatus check_match(const char *path, const RtNpyHeader *h, int64_t fsiz
     return st;
 }
 
-/* Read `n` elements of disk type into `out` of memory type t (converting
- * bf16 from f32, normalising pred to 0/1). */
-static IrStatus read_elems(FILE *f, const char *path, IrType t, int64_t n, uint8_t *out,
-                           float *stage, IrDiag *d)
+/* Read `n` elements of disk type into `out` of memory type t: directly
+ * when the type is itself on disk (pred normalised to 0/1), else through
+ * `stage` and npy_disk.c's conversion. `first` is the file element index
+ * of the first one (for messages). */
+static IrStatus read_elems(FILE *f, const char *path, IrType t, int64_t n, int64_t first,
+                           uint8_t *out, void *stage, IrDiag *d)
 {
-    if (t != IR_BF16) {
-        size_t bytes = (size_t)n * ir_type_size(t);
+    IrType dt = rt_npy_disk_type(t);
+    size_t dsize = ir_type_size(dt), msize = ir_type_size(t);
+    if (dt == t) {
+        size_t bytes = (size_t)n * msize;
         if (fread(out, 1, bytes, f) != bytes)
             return npy_error(d, IR_ERUNTIME, path, "read error: %s",
                              ferror(f) ? strerror(errno) : "file shrank while reading");
@@ -462,14 +467,16 @@ static IrStatus read_elems(FILE *f, const char *path, IrType t, int64_t n, uint8
                 out[i] = out[i] != 0;
         return IR_OK;
     }
-    uint16_t *o = (uint16_t *)(void *)out;
     while (n > 0) {
         size_t m = n < CHUNK_ELEMS ? (size_t)n : CHUNK_ELEMS;
-        if (fread(stage, sizeof(float), m, f) != m)
+        if (fread(stage, dsize, m, f) != m)
             return npy_error(d, IR_ERUNTIME, path, "read error: %s",
                              ferror(f) ? strerror(errno) : "file shrank while reading");
-        for (size_t i = 0; i < m; i++)
-            *o++ = dev_f32_to_bf16(stage[i]);
+        IrStatus st = rt_npy_from_disk(t, stage, (int64_t)m, out, first, path, d);
+        if (st != IR_OK)
+            return st;
+        out += m * msize;
+        first += (int64_t)m;
         n -= (int64_t)m;
     }
     return IR_OK;
@@ -500,10 +507,10 @@ static IrStatus read_runs(FILE *f, const char *path, const RtNpyHeader *h, IrTyp
         nruns *= hi[k] - lo[k];
         idx[k] = lo[k];
     }
-    int64_t esize = (int64_t)ir_type_size(disk_type(t));
+    int64_t esize = (int64_t)ir_type_size(rt_npy_disk_type(t));
     size_t msize = ir_type_size(t);
-    float *stage = NULL;
-    if (t == IR_BF16 && !(stage = ts_malloc(CHUNK_ELEMS * sizeof(float))))
+    void *stage = NULL;
+    if (rt_npy_disk_type(t) != t && !(stage = ts_malloc(CHUNK_ELEMS * (size_t)esize)))
         return npy_error(d, IR_ENOMEM, path, "out of memory");
     IrStatus st = IR_OK;
     int64_t pos = -1; /* file element offset the stream is at, -1 unknown */
@@ -514,7 +521,7 @@ static IrStatus read_runs(FILE *f, const char *path, const RtNpyHeader *h, IrTyp
         if (off != pos && fseeko(f, (off_t)(h->data_offset + off * esize), SEEK_SET) != 0)
             st = npy_error(d, IR_ERUNTIME, path, "seek error: %s", strerror(errno));
         if (st == IR_OK)
-            st = read_elems(f, path, t, run, out, stage, d);
+            st = read_elems(f, path, t, run, off, out, stage, d);
         out += (size_t)run * msize;
         pos = off + run;
         for (int32_t k = p - 1; k >= 0; k--) {
@@ -593,21 +600,24 @@ static IrStatus make_header(const IrShape *shape, uint8_t **out, size_t *len)
     return IR_OK;
 }
 
-/* Write the data of an array (bf16 converted to f32). False on error. */
+/* Write the data of an array, converted to its disk type where that
+ * differs (npy_disk.c). False on error. */
 static bool write_data(FILE *f, const IrShape *shape, const void *data, int64_t n)
 {
-    if (shape->type != IR_BF16) {
-        size_t bytes = (size_t)n * ir_type_size(shape->type);
+    IrType t = shape->type, dt = rt_npy_disk_type(t);
+    if (dt == t) {
+        size_t bytes = (size_t)n * ir_type_size(t);
         return fwrite(data, 1, bytes, f) == bytes;
     }
-    float stage[1024];
-    const uint16_t *in = data;
+    float stage[1024]; /* room for 1024 elements of any disk type used */
+    const uint8_t *in = data;
+    size_t dsize = ir_type_size(dt), msize = ir_type_size(t);
     while (n > 0) {
         size_t m = n < 1024 ? (size_t)n : 1024;
-        for (size_t i = 0; i < m; i++)
-            stage[i] = dev_bf16_to_f32(*in++);
-        if (fwrite(stage, sizeof(float), m, f) != m)
+        rt_npy_to_disk(t, in, (int64_t)m, stage);
+        if (fwrite(stage, dsize, m, f) != m)
             return false;
+        in += m * msize;
         n -= (int64_t)m;
     }
     return true;

@@ -10,7 +10,12 @@
  *              type directly from that double (never through f32 for f16 or
  *              bf16: rounding twice can differ by one ulp)
  *     signed   (h mod 17) - 8          unsigned  h mod 17
+ *     s4, s2   (h mod 16) - 8, (h mod 4) - 2    u4, u2  h mod 16, h mod 4
  *     pred     h & 1
+ *     complex  element i's real part is the floating draw of index 2i,
+ *              its imaginary part that of index 2i+1, in the component
+ *              type (f32 for c64, f64 for c128)
+ * (f8 and f4 kinds round the same double with ir/lowp.c's codec.)
  * Because i is the index in the whole shape, a host that fills only its
  * shard's box draws exactly the elements the whole fill would.
  */
@@ -106,10 +111,38 @@ IrStatus rt_random_store(IrType t, uint64_t h, void *out, int64_t j)
         break;
     case IR_F32: ((float *)out)[j] = (float)rt_random_unit(h); break;
     case IR_F64: ((double *)out)[j] = rt_random_unit(h); break;
-    default: return IR_EUNSUPPORTED;
+    case IR_S4: o[j] = (uint8_t)(int8_t)((int)(h % 16) - 8); break;
+    case IR_S2: o[j] = (uint8_t)(int8_t)((int)(h % 4) - 2); break;
+    case IR_U4: o[j] = (uint8_t)(h % 16); break;
+    case IR_U2: o[j] = (uint8_t)(h % 4); break;
+    default:
+        if (!ir_type_is_lowp_float(t))
+            return IR_EUNSUPPORTED;
+        o[j] = ir_lowp_from_double(t, rt_random_unit(h));
     }
     return IR_OK;
 }
+
+/* The component type of a complex type: real and imaginary parts. */
+static IrType component_type(IrType t)
+{
+    return t == IR_C64 ? IR_F32 : IR_F64;
+}
+
+/* Element j of `out` from the draw for whole-shape index `flat`: complex
+ * types take two draws (2 flat and 2 flat + 1, see the rule above). */
+static void store_element(IrType t, uint64_t base, int64_t flat, void *out, int64_t j)
+{
+    if (!ir_type_is_complex(t)) {
+        rt_random_store(t, rt_splitmix64(base ^ (uint64_t)flat), out, j);
+        return;
+    }
+    IrType c = component_type(t);
+    rt_random_store(c, rt_splitmix64(base ^ (uint64_t)(2 * flat)), out, 2 * j);
+    rt_random_store(c, rt_splitmix64(base ^ (uint64_t)(2 * flat + 1)), out, 2 * j + 1);
+}
+
+
 
 /* Check an array shape and a box in it; the box's element count in *n. */
 static IrStatus check_box(const IrShape *shape, const int64_t *lo, const int64_t *hi,
@@ -155,7 +188,7 @@ IrStatus rt_random_fill_box(uint64_t seed, uint64_t leaf, const IrShape *shape,
         flat += lo[k] * stride[k];
     }
     for (int64_t j = 0; j < n; j++) {
-        rt_random_store(shape->type, rt_splitmix64(base ^ (uint64_t)flat), out, j);
+        store_element(shape->type, base, flat, out, j);
         for (int32_t k = rank - 1; k >= 0; k--) {
             if (++idx[k] < hi[k]) {
                 flat += stride[k];

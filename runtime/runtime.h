@@ -7,6 +7,8 @@
  * Files of this layer (the header reads as a table of contents; each file
  * has its own section below, appended by its owner):
  *   npy.c       NumPy .npy read/write (v1.0-3.0), whole files and boxes
+ *   npy_disk.c  how bf16, f8/f4, sub-byte ints travel on disk (as f32, i8, u8)
+ *   feed.c      --infeed files for infeed/recv, outfeed/send values kept
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
  *               reference executor, write/summarise outputs
@@ -20,6 +22,8 @@
 #define TESSEL_RUNTIME_H
 
 #include "../device/device.h"
+
+#include <pthread.h>
 #include "../ir/ir.h"
 #include "../partition/partition.h"
 
@@ -45,8 +49,9 @@ typedef struct RtNpyHeader {
 } RtNpyHeader;
 
 /* The dtype text numpy uses for elements of type t as they travel on disk
- * ("<f4"; bf16 travels as "<f4"); NULL for types .npy cannot hold here
- * (complex, token, tuple). */
+ * ("<f4"; bf16, f8 and f4 travel as "<f4", s4/s2 as "|i1", u4/u2 as
+ * "|u1", c64 is "<c8"); NULL for types .npy cannot hold (token, opaque,
+ * tuple). */
 const char *rt_npy_descr(IrType t);
 
 /* Parse the first `len` bytes of a .npy file (magic, version, header
@@ -89,6 +94,46 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
  * /dev/null, a pipe) is written in place: renaming over it would replace
  * the device node. */
 IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* npy_disk.c: types that travel on disk as another                    */
+/* ------------------------------------------------------------------ */
+
+/* The type whose elements represent t in a .npy file: IR_F32 for bf16,
+ * the f8 and f4 kinds; IR_S8 for s4/s2; IR_U8 for u4/u2; t itself else. */
+IrType rt_npy_disk_type(IrType t);
+/* Convert n elements from disk type to memory type t (rounding to nearest
+ * even for floats). A value t cannot hold is IR_EINPUT naming `path` and
+ * the element (its index: `first` + position). */
+IrStatus rt_npy_from_disk(IrType t, const void *disk, int64_t n, void *out, int64_t first,
+                          const char *path, IrDiag *d);
+/* Convert n elements of type t to its disk type (exact: every value of t
+ * is a value of its disk type). Can't fail. */
+void rt_npy_to_disk(IrType t, const void *mem, int64_t n, void *disk);
+
+/* ------------------------------------------------------------------ */
+/* feed.c: host transfers of a run                                      */
+/* ------------------------------------------------------------------ */
+
+/* The host side of infeed/outfeed and send/recv with is_host_transfer:
+ * `hooks` (pass it as DevExecOptions.host) reads files[next++] for each
+ * array leaf an infeed or recv asks for, and keeps each array leaf an
+ * outfeed or send gives (kept[0..nkept), in program order). Safe to call
+ * from several executor threads (one lock). */
+typedef struct RtFeed {
+    int32_t nfiles, next;
+    const char *const *files;   /* borrowed */
+    int32_t nkept, cap;
+    DevValue **kept;            /* owned references */
+    pthread_mutex_t mu;
+    DevHostTransfers hooks;
+} RtFeed;
+
+void rt_feed_init(RtFeed *f, int32_t nfiles, const char *const *files);
+void rt_feed_free(RtFeed *f);
+/* The kept values as one tuple (write it with rt_write_values(...,
+ * "outfeed")); NULL on OOM. */
+DevValue *rt_feed_outfeeds(const RtFeed *f);
 
 /* ------------------------------------------------------------------ */
 /* random.c                                                            */
@@ -175,6 +220,11 @@ IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out,
  * one is complete; on any failure every file written by this call is
  * removed. *nwritten (may be NULL) receives the number of files. */
 IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d);
+/* The same for DIR/PREFIX_<i>.npy (prefix "outfeed": the values a run gave
+ * the host), and their removal. */
+IrStatus rt_write_values(const DevValue *values, const char *dir, const char *prefix,
+                         IrDiag *d);
+void rt_remove_values(const DevValue *values, const char *dir, const char *prefix);
 
 /* A one-line summary of array value `v` for people:
  * "f32[4,8] min -1.2 max 3.4 mean 0.5 first [0.1, 0.2, 0.3, 0.4, ...]".

@@ -30,6 +30,9 @@ void rt_transport_abort(RtTransport *t, const char *msg);
 typedef struct RtRunOptions {
     int64_t steps;
     bool no_bind;
+    /* infeed/outfeed and host send/recv (feed.c); used only when the run
+     * has one device (one feed cannot serve several). NULL: refused. */
+    const DevHostTransfers *host;
 } RtRunOptions;
 
 /* What a host's run measured, for --stats. */
@@ -97,7 +100,8 @@ IrStatus rt_check_aliases(const IrModule *m, IrDiag *d);
 void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args);
 /* rt_run_reference `steps` times (< 2: once) with aliases fed between
  * steps; args->args are replaced by the fed values. */
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, DevValue **out, IrDiag *d);
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
+                                const DevHostTransfers *host, DevValue **out, IrDiag *d);
 
 /* Remove DIR/output_<i>.npy and their temporaries for every leaf of
  * `result` (after a signal arrived while they were written). Can't fail. */

@@ -34,6 +34,7 @@ enum {
     OPT_OUT = 1u << 11,           /* -o FILE */
     OPT_LIMIT = 1u << 12,         /* --limit NAME=VALUE (repeatable) */
     OPT_PRINT = 1u << 13,         /* --print (check: print the parsed module) */
+    OPT_INFEED = 1u << 14,        /* --infeed FILE.npy (repeatable, in order) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -45,6 +46,8 @@ typedef struct CliOptions {
     RtInput *inputs;         /* heap; keys point into a heap copy, see options.c */
     bool random;
     uint64_t seed;
+    int32_t ninfeeds;
+    const char **infeeds;    /* heap array; the paths are borrowed from argv */
     const char *output_dir;
     bool reference;
     int64_t num_partitions, num_replicas, hosts, local_devices, steps;

@@ -31,7 +31,7 @@ static const char HELP[] =
     "Usage: tessel run MODEL.hlo|PLAN [--reference] [--input INDEX_OR_NAME=FILE.npy ...]\n"
     "                  [--random-inputs SEED] [--output-dir DIR] [--stats]\n"
     "                  [--num-partitions N] [--num-replicas R] [--hosts H]\n"
-    "                  [--local-devices L] [--steps K]\n"
+    "                  [--local-devices L] [--steps K] [--infeed FILE.npy ...]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -46,11 +46,16 @@ static const char HELP[] =
     "                          counted depth first (0.1). Repeatable.\n"
     "  --random-inputs SEED    fill every unbound leaf with tessel's\n"
     "                          deterministic random values (docs/cli.md)\n"
+    "  --infeed FILE.npy       a value for infeed / recv from the host, one\n"
+    "                          file per array leaf, taken in order;\n"
+    "                          repeatable (--reference or one device)\n"
     "Outputs:\n"
     "  --output-dir DIR        write DIR/output_<i>.npy, one per leaf of the\n"
     "                          result, depth first (DIR is created if missing;\n"
     "                          a failed run leaves no output file). Without it,\n"
     "                          print min/max/mean and the first values of each.\n"
+    "                          Values the program gives the host (outfeed,\n"
+    "                          send to host) go to DIR/outfeed_<i>.npy.\n"
     "Execution:\n"
     "  --reference             run the unpartitioned module on one device\n"
     "  --num-partitions N      partitions (default: the module's num_partitions, else 1)\n"
@@ -103,7 +108,8 @@ static void install_signals(void)
 
 /* Write the outputs (or print them) with signals deferred; a signal that
  * arrived meanwhile removes them all and ends the process. */
-static IrStatus write_or_print(const CliOptions *o, DevValue *result, IrDiag *d);
+static IrStatus write_or_print(const CliOptions *o, DevValue *result, const RtFeed *feed,
+                               IrDiag *d);
 
 /* ---- statistics ---- */
 
@@ -132,33 +138,47 @@ static void print_binding(const RtRunStats *rs)
                 rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (int)rs->nsteps);
 }
 
-static void print_summaries(DevValue *result)
+static void print_summaries(DevValue *result, const char *what)
 {
     int32_t n = ir_shape_leaf_count(&result->shape);
     for (int32_t i = 0; i < n; i++) {
         char *s = rt_value_summary(dev_value_leaf(result, i));
-        printf("output %d: %s\n", (int)i, s ? s : "(out of memory)");
+        printf("%s %d: %s\n", what, (int)i, s ? s : "(out of memory)");
         ts_free(s);
     }
 }
 
-static IrStatus write_or_print(const CliOptions *o, DevValue *result, IrDiag *d)
+/* Outputs, then the values the program gave the host (outfeed_<i>.npy):
+ * all or nothing, so a failure writing outfeeds removes the outputs. */
+static IrStatus write_or_print(const CliOptions *o, DevValue *result, const RtFeed *feed,
+                               IrDiag *d)
 {
+    DevValue *outf = feed && feed->nkept ? rt_feed_outfeeds(feed) : NULL;
+    if (feed && feed->nkept && !outf)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     if (!o->output_dir) {
-        print_summaries(result);
+        print_summaries(result, "output");
+        if (outf)
+            print_summaries(outf, "outfeed");
+        dev_value_unref(outf);
         return IR_OK;
     }
     struct stat sb;
     bool existed = stat(o->output_dir, &sb) == 0;
     g_writing = 1;
     IrStatus st = rt_write_outputs(result, o->output_dir, NULL, d);
+    if (st == IR_OK && outf && (st = rt_write_values(outf, o->output_dir, "outfeed", d)) != IR_OK)
+        rt_remove_outputs(result, o->output_dir);
     g_writing = 0;
     if (g_signal) {
+        if (outf)
+            rt_remove_values(outf, o->output_dir, "outfeed");
         rt_remove_outputs(result, o->output_dir);
         if (!existed)
             rmdir(o->output_dir);
         on_signal(g_signal);
     }
+    dev_value_unref(outf);
     return st;
 }
 
@@ -173,8 +193,13 @@ static int execute(const CliOptions *o, const IrModule *sig, const CliProgram *p
     RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
     RtReadStats rs = {0};
     RtRunStats run = {0};
-    RtRunOptions ro = {.steps = o->steps};
     int64_t ndev = p ? p->c.num_partitions * p->c.num_replicas : 0;
+    /* Host transfers: files for infeed/recv, outfeed/send values kept. A
+     * partitioned run of several devices gets none (each device would
+     * consume the one feed), so those ops are refused there. */
+    RtFeed feed;
+    rt_feed_init(&feed, o->ninfeeds, o->infeeds);
+    RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks};
     IrStatus st;
     if (!p) {
         st = rt_bind_inputs(sig, &bo, &args, &d);
@@ -186,7 +211,7 @@ static int execute(const CliOptions *o, const IrModule *sig, const CliProgram *p
     }
     t[2] = cli_now();
     if (st == IR_OK && !p)
-        st = rt_run_reference_steps(sig, &args, o->steps, &result, &d);
+        st = rt_run_reference_steps(sig, &args, o->steps, &feed.hooks, &result, &d);
     else if (st == IR_OK)
         st = rt_run_devices(&p->c, shards, 0, ndev, NULL, &ro, &run, res, &d);
     /* Replica 0's partitions hold the result. */
@@ -194,8 +219,9 @@ static int execute(const CliOptions *o, const IrModule *sig, const CliProgram *p
         st = rt_unshard_value(&p->c.out_shape, rt_root_sharding(&p->c), p->c.num_partitions, res, &result, &d);
     t[3] = cli_now();
     if (st == IR_OK)
-        st = write_or_print(o, result, &d);
+        st = write_or_print(o, result, &feed, &d);
     t[4] = cli_now();
+    rt_feed_free(&feed);
     if (o->stats && st == IR_OK) {
         fprintf(stderr, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute "
                 "%.3f ms, write outputs %.3f ms\n", (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3,
@@ -328,7 +354,7 @@ static int finish_mpi(const CliOptions *o, RtTransport *tr, DevValue *result, Ir
     if (rank != 0)
         return CLI_OK;
     double t0 = cli_now();
-    st = write_or_print(o, result, d);
+    st = write_or_print(o, result, NULL, d);
     *write_s = cli_now() - t0;
     return st == IR_OK ? CLI_OK : cli_report(st, d);
 }
@@ -511,28 +537,42 @@ static int run_program(const CliOptions *o, const CliProgram *p, double *t)
         st = rt_run_program_local(&p->prog, &args, &result, &d);
     t[3] = cli_now();
     if (st == IR_OK)
-        st = write_or_print(o, result, &d);
+        st = write_or_print(o, result, NULL, &d);
     t[4] = cli_now();
     dev_value_unref(result);
     rt_args_free(&args);
     return st == IR_OK ? CLI_OK : cli_report(st, &d);
 }
 
+/* --infeed feeds one executor: the reference or a run of one device. */
+static int refuse_infeed(const char *why)
+{
+    return cli_usage_error(&cli_cmd_run, "--infeed feeds one device: run with --reference or "
+                           "--num-partitions 1 --num-replicas 1 (%s)", why);
+}
+
 static int run_partitioned(const CliOptions *o, double *t)
 {
     if (rt_mpi_launched())
-        return run_mpi(o, t);
+        return o->ninfeeds ? refuse_infeed("under mpirun every host would read the feed")
+                           : run_mpi(o, t);
     CliProgram p;
     int rc = cli_prepare(o, o->pos[0], &p);
     t[1] = cli_now();
     if (rc != CLI_OK)
         return rc;
+    int64_t ndev = p.c.num_partitions * p.c.num_replicas;
+    if (o->ninfeeds && (p.has_host || ndev != 1)) {
+        rc = refuse_infeed(p.has_host ? "this module has host work and device clusters"
+                                      : "each of the devices would consume the feed");
+        cli_program_free(&p);
+        return rc;
+    }
     if (p.has_host) {
         rc = run_program(o, &p, t);
         cli_program_free(&p);
         return rc;
     }
-    int64_t ndev = p.c.num_partitions * p.c.num_replicas;
     int64_t hosts = o->hosts ? o->hosts : 1;
     if (hosts != 1 || (o->local_devices && o->local_devices != ndev)) {
         rc = cli_usage_error(&cli_cmd_run, "without mpirun one process runs all %lld devices: --hosts 1 "
@@ -573,6 +613,6 @@ const CliCommand cli_cmd_run = {
     .summary = "execute a module (--reference: unpartitioned, on one device)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
-               OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS,
+               OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED,
     .run = run_run,
 };

@@ -36,6 +36,7 @@ static const OptSpec OPTS[] = {
     {"-o", OPT_OUT, true},
     {"--limit", OPT_LIMIT, true},
     {"--print", OPT_PRINT, false},
+    {"--infeed", OPT_INFEED, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -161,6 +162,19 @@ static int add_input(const CliCommand *cmd, CliOptions *o, const char *v)
     return CLI_OK;
 }
 
+/* --infeed FILE: appended; infeed and recv-from-host take them in order. */
+static int add_infeed(CliOptions *o, const char *v)
+{
+    const char **ni = ts_realloc(o->infeeds, ((size_t)o->ninfeeds + 1) * sizeof *ni);
+    if (!ni) {
+        fputs("tessel: error: out of memory\n", stderr);
+        return CLI_FAIL;
+    }
+    o->infeeds = ni;
+    o->infeeds[o->ninfeeds++] = v;
+    return CLI_OK;
+}
+
 /* --limit NAME=VALUE: what a model may declare, checked before anything
  * is allocated for it. NAME: elements (per array), rank, tuple (width),
  * depth (nesting of tuples, literals, braces), name (length). A limit can
@@ -213,6 +227,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         return CLI_OK;
     case OPT_OUT: o->out = v; return CLI_OK;
     case OPT_LIMIT: return set_limit(cmd, o, v);
+    case OPT_INFEED: return add_infeed(o, v);
     default: return CLI_OK;
     }
 }
@@ -232,7 +247,8 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                                    cmd->name);
         if (!s->has_arg && eq && arg[1] == '-')
             return cli_usage_error(cmd, "option %s takes no value", s->name);
-        if ((o->given & s->bit) && s->bit != OPT_INPUT && s->bit != OPT_LIMIT)
+        if ((o->given & s->bit) && s->bit != OPT_INPUT && s->bit != OPT_LIMIT &&
+            s->bit != OPT_INFEED)
             return cli_usage_error(cmd, "option %s given twice", s->name);
         o->given |= s->bit;
         if (!s->has_arg) {
@@ -291,6 +307,7 @@ void cli_options_free(CliOptions *o)
     for (int32_t i = 0; i < o->ninputs; i++)
         ts_free((void *)o->inputs[i].key);
     ts_free(o->inputs);
+    ts_free(o->infeeds);
     ts_free(o->pos);
     memset(o, 0, sizeof *o);
 }

@@ -2,7 +2,8 @@
  * test_random.c: the deterministic random inputs (runtime/random.c) against
  * the test vectors of DESIGN.md, bit for bit, plus f16/bf16 vectors and
  * rounding corner cases worked out independently (Python: struct 'e' for
- * f16, exact rational rounding for bf16), and box fills.
+ * f16, exact rational rounding for bf16), complex and sub-byte leaves
+ * against a Python re-implementation of the rule, and box fills.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -228,6 +229,61 @@ static void test_scalar(void **state)
     assert_int_equal(v, 6);
 }
 
+/* Complex leaves: element i is (draw 2i, draw 2i+1) in the component type.
+ * Values from a Python re-implementation of DESIGN.md's rule (splitmix64
+ * on Python ints, numpy.float32 for the rounding):
+ *   SEED 7, leaf 4, c64[3]: (0x3f0d92c7, 0xbf25a013) (0x3e338c6a, 0x3ed6a6a9)
+ *                           (0xbd88bf2a, 0xbf38b325)
+ *   SEED 0, leaf 1, c128[2]: (-0x1.d8d233f7f9cc4p-2, -0x1.cd63735381cf4p-2)
+ *                            (-0x1.10839f03ab0e8p-2, -0x1.d82a1eab4e13cp-1) */
+static void test_complex(void **state)
+{
+    (void)state;
+    int64_t d3[] = {3}, d2[] = {2};
+    IrShape c = shape1(IR_C64, d3, 1), z = shape1(IR_C128, d2, 1);
+    float f[6];
+    assert_int_equal(rt_random_fill(7, 4, &c, f, NULL), IR_OK);
+    const uint32_t want[6] = {0x3f0d92c7, 0xbf25a013, 0x3e338c6a, 0x3ed6a6a9, 0xbd88bf2a,
+                              0xbf38b325};
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(f32_bits(f[i]), want[i]);
+    double w[4];
+    assert_int_equal(rt_random_fill(0, 1, &z, w, NULL), IR_OK);
+    const double wz[4] = {-0x1.d8d233f7f9cc4p-2, -0x1.cd63735381cf4p-2, -0x1.10839f03ab0e8p-2,
+                          -0x1.d82a1eab4e13cp-1};
+    for (int i = 0; i < 4; i++)
+        assert_true(w[i] == wz[i]);
+    /* a box of a complex array draws the same elements: [1,3) of c64[3] */
+    float b[4];
+    int64_t lo[] = {1}, hi[] = {3};
+    assert_int_equal(rt_random_fill_box(7, 4, &c, lo, hi, b, NULL), IR_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(f32_bits(b[i]), want[2 + i]);
+}
+
+/* s4 (h mod 16) - 8, s2 (h mod 4) - 2, u4 h mod 16, u2 h mod 4, from the
+ * same Python re-implementation: SEED 7, leaf 5, 6 elements. */
+static void test_sub_byte(void **state)
+{
+    (void)state;
+    int64_t d[] = {6};
+    static const struct {
+        IrType t;
+        int8_t v[6];
+    } cases[] = {
+        {IR_S4, {2, 0, -7, 4, 5, -3}},
+        {IR_S2, {0, -2, -1, -2, -1, -1}},
+        {IR_U4, {10, 8, 1, 12, 13, 5}},
+        {IR_U2, {2, 0, 1, 0, 1, 1}},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        IrShape s = shape1(cases[k].t, d, 1);
+        int8_t out[6];
+        assert_int_equal(rt_random_fill(7, 5, &s, out, NULL), IR_OK);
+        assert_memory_equal(out, cases[k].v, 6);
+    }
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -242,9 +298,9 @@ static void test_errors(void **state)
     int64_t lo2[] = {2, 0}, hi2[] = {1, 4};
     assert_int_equal(rt_random_fill_box(1, 0, &s, lo2, hi2, out, &d), IR_EINPUT);
     ir_diag_clear(&d);
-    s.type = IR_C64;
-    assert_int_equal(rt_random_fill(1, 0, &s, out, &d), IR_EUNSUPPORTED);
-    assert_non_null(strstr(d.msg, "c64"));
+    s.type = IR_OPAQUE; /* every array type draws now; opaque has no elements */
+    assert_int_equal(rt_random_fill(1, 0, &s, out, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "array shape"));
     ir_diag_clear(&d);
     IrShape tup = {0};
     tup.type = IR_TUPLE;
@@ -268,6 +324,8 @@ int main(void)
         cmocka_unit_test(test_rounding_corners),
         cmocka_unit_test(test_box),
         cmocka_unit_test(test_scalar),
+        cmocka_unit_test(test_complex),
+        cmocka_unit_test(test_sub_byte),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
