@@ -23,6 +23,10 @@
  *   k_linalg.c    cholesky (LAPACK potrf), triangular-solve (BLAS trsm)
  *   k_norm.c      batch-norm-training, -inference, -grad
  *   k_topk.c      topk and the custom-call target TopK
+ *   k_qr.c        custom-call targets Qr and
+ *                 ProductOfElementaryHouseholderReflectors (LAPACK)
+ *   k_markers.c   the registry of built-in custom-call targets; XLA's
+ *                 annotation targets (identities on one device)
  *   k_ragged.c    ragged-dot, scaled-dot
  *   k_control.c   fusion, async-start/-done, copy-start/-done, scan
  *   k_dynamic.c   set-dimension-size, dynamic-reshape (run-time sizes)
@@ -201,10 +205,15 @@ typedef struct DevExecOptions {
  * are no longer used are released as execution proceeds (liveness). */
 IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **args,
                      const DevExecOptions *opt, DevValue **out, IrDiag *d);
-/* The custom-call targets the executor itself runs: the SPMD markers
- * Sharding, SPMDFullToShardShape, SPMDShardToFullShape (identities on one
- * device) and XLA's TopK (k_topk.c). Others need DevExecOptions.custom. */
+/* The custom-call targets the executor itself runs (k_markers.c's
+ * registry): XLA's annotation targets, identities on one device (the SPMD
+ * markers Sharding, SPMDFullToShardShape, SPMDShardToFullShape, the memory
+ * placement and shard-barrier annotations, SetBound; dev_identity_target),
+ * TopK (k_topk.c), Qr and ProductOfElementaryHouseholderReflectors
+ * (k_qr.c). Others need DevExecOptions.custom. */
 bool dev_builtin_target(const char *target);
+/* Is `target` one of the registry's identities (one operand, returned)? */
+bool dev_identity_target(const char *target);
 
 /* ------------------------------------------------------------------ */
 /* Kernels: one entry per op family. Each reads operands and writes a new  */
@@ -292,6 +301,12 @@ IrStatus dev_k_batch_norm_inference(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_batch_norm_grad(const DevKernelArgs *k, DevValue **out);
 /* k_topk.c: the topk op, and custom-call target TopK (k from the result). */
 IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out);
+/* k_qr.c: custom-call targets Qr (LAPACK geqrf) and
+ * ProductOfElementaryHouseholderReflectors (orgqr/ungqr). */
+IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_householder_product(const DevKernelArgs *k, DevValue **out);
+/* k_markers.c: run a target for which dev_builtin_target is true. */
+IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out);
 /* k_ragged.c */
 IrStatus dev_k_ragged_dot(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scaled_dot(const DevKernelArgs *k, DevValue **out);

@@ -554,26 +554,13 @@ static IrStatus rng_get_and_update_state(Exec *x, const IrInstr *ins, DevValue *
     return IR_OK;
 }
 
-bool dev_builtin_target(const char *t)
-{
-    return t && (strcmp(t, "Sharding") == 0 || strcmp(t, "SPMDFullToShardShape") == 0 ||
-                 strcmp(t, "SPMDShardToFullShape") == 0 || strcmp(t, "TopK") == 0);
-}
-
 static IrStatus run_custom_call(const Exec *x, const IrInstr *ins, int32_t n, DevValue **opnd,
                                 DevValue **out)
 {
     const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
-    if (strcmp(t, "TopK") == 0)
-        return dev_k_topk(&(DevKernelArgs){x->m, NULL, ins, n, opnd, x->opt, x->d}, out);
-    if (dev_builtin_target(t)) {
-        /* Sharding markers: on one device the shard is the whole array. */
-        if (n != 1 || !shape_matches(&opnd[0]->shape, &ins->shape))
-            return instr_error(x, ins, IR_EUNSUPPORTED,
-                               "custom-call %s changes the shape: needs the SPMD partitioner", t);
-        *out = dev_value_ref(opnd[0]);
-        return IR_OK;
-    }
+    /* The executor's own targets (k_markers.c's registry) first. */
+    if (dev_builtin_target(t))
+        return dev_k_builtin_custom_call(&(DevKernelArgs){x->m, NULL, ins, n, opnd, x->opt, x->d}, out);
     if (x->opt->custom && x->opt->custom->call) {
         IrStatus before = x->d ? x->d->status : IR_OK;
         IrStatus st = x->opt->custom->call(x->opt->custom->ctx, x->m, ins, n, opnd, out, x->d);

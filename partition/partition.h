@@ -109,6 +109,18 @@ typedef struct ShdPropagateOptions {
  * annotations that contradict each other where no reshard is possible. */
 IrStatus shd_propagate(IrModule *m, const ShdPropagateOptions *opt, IrDiag *d);
 
+/* XLA's annotation custom-calls that return their one operand unchanged
+ * (the executor runs them as identities, device/k_markers.c; docs/cli.md
+ * lists them): annotate_device_placement, MoveToHost, MoveToDevice,
+ * PinToDevice, PinToDeviceSram, Pin, Unpin, ShardBarrierFrom,
+ * ShardBarrierTo, xla.sdy.FuncResultSharding, SetBound. True when `ins` is
+ * one of them with one array operand of its own shape; *passthrough then
+ * says whether shardings propagate through it, as XLA's sharding
+ * propagation does for the memory annotations (IsPassthroughCustomOps)
+ * and never for the barriers. The SPMD partitioner moves the operand's
+ * shards through them. Can't fail. */
+bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough);
+
 /* ------------------------------------------------------------------ */
 /* spmd.c: the SPMD partitioner                                        */
 /* ------------------------------------------------------------------ */

@@ -210,6 +210,38 @@ static bool is_custom(const IrInstr *x, const char *target)
            strcmp(x->a.custom_call_target, target) == 0;
 }
 
+bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough)
+{
+    /* `through`: XLA's IsPassthroughCustomOps (annotate_device_placement
+     * becomes MoveToHost/MoveToDevice in XLA before it matters). */
+    static const struct {
+        const char *name;
+        bool through;
+    } id[] = {
+        {"annotate_device_placement", true}, {"MoveToHost", true}, {"MoveToDevice", true},
+        {"PinToDevice", true}, {"PinToDeviceSram", true}, {"Pin", false}, {"Unpin", false},
+        {"ShardBarrierFrom", false}, {"ShardBarrierTo", false},
+        {"xla.sdy.FuncResultSharding", false}, {"SetBound", false},
+    };
+    const char *t = ins->a.custom_call_target;
+    if (ins->op != OP_CUSTOM_CALL || !t || ins->nopnd != 1 || !ir_shape_is_array(&ins->shape))
+        return false;
+    for (size_t i = 0; i < sizeof id / sizeof id[0]; i++)
+        if (strcmp(id[i].name, t) == 0) {
+            if (passthrough)
+                *passthrough = id[i].through;
+            return true;
+        }
+    return false;
+}
+
+/* Sharding, and the identity annotations sharding passes through. */
+static bool passes_sharding(const IrInstr *x)
+{
+    bool through = false;
+    return is_custom(x, "Sharding") || (shd_identity_custom_call(x, &through) && through);
+}
+
 static bool has(const IrI64List *l, int64_t v)
 {
     for (int32_t i = 0; i < l->n; i++)
@@ -571,7 +603,7 @@ static IrStatus fwd_array(Prop *p, int32_t g, int32_t k, const IrSharding *s, co
             return emit(p, g, 0, s, os);
         return IR_OK;
     case FAM_CUSTOM_CALL:
-        if (is_custom(x, "Sharding") && out_array && os->rank == r && k == 0)
+        if (passes_sharding(x) && out_array && os->rank == r && k == 0)
             return emit(p, g, 0, s, os);
         return IR_OK;
     case FAM_BROADCAST:
@@ -738,7 +770,7 @@ static IrStatus bwd_array(Prop *p, int32_t u, int32_t k, int32_t g, const IrShar
     case FAM_ELEMENTWISE:
         return us->rank == gr ? emit(p, g, 0, s, us) : IR_OK;
     case FAM_CUSTOM_CALL:
-        if (is_custom(x, "Sharding") && k == 0 && us->rank == gr)
+        if (passes_sharding(x) && k == 0 && us->rank == gr)
             return emit(p, g, 0, s, us);
         return IR_OK;
     case FAM_BROADCAST:

@@ -98,7 +98,11 @@ IrStatus spmd_custom_call(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     IrArena *a = pc_arena(pc);
-    if (target_is(ins, "Sharding") && ins->nopnd == 1)
+    /* Identities: the operand's shards, resharded to the result's
+     * sharding (none when propagation passed it through). */
+    if ((target_is(ins, "Sharding") && ins->nopnd == 1) ||
+        (shd_identity_custom_call(ins, NULL) &&
+         ir_shape_equal(&pc->sc->instr[ins->opnd[0]].shape, &ins->shape)))
         return set_val(pc, i, operand_as(pc, i, 0, pc->shd[i]));
     if (target_is(ins, "SPMDFullToShardShape") && ins->nopnd == 1) {
         /* The operand's shard is the manual value; cut padding if the

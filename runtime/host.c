@@ -160,8 +160,9 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
                 host = strcmp(*h, t) == 0;
             if (!host)
                 return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
-                                "%s: custom-call target \"%s\" is not registered (tessel runs Sharding, "
-                                "SPMDFullToShardShape, SPMDShardToFullShape, TopK, tessel_print and tessel_save)",
+                                "%s: custom-call target \"%s\" is not registered (tessel runs XLA's "
+                                "targets listed in docs/cli.md and its host targets tessel_print and "
+                                "tessel_save)",
                                 ins->name, t ? t : "");
         }
     return IR_OK;

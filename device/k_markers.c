@@ -1,0 +1,100 @@
+/*
+ * k_markers.c: the registry of custom-call targets the executor runs
+ * itself (dev_builtin_target, dev_builtin_kernel), and the kernel of the
+ * annotation targets that are identities on one CPU device.
+ *
+ * An annotation target takes one operand and returns it unchanged, its
+ * result of the operand's shape. XLA gives them meaning only for its
+ * compiler (where a value lives, where sharding stops propagating, a
+ * bound for dynamic-shape inference) and removes them before code is
+ * emitted; on one device holding all of a value, the data passes through:
+ *
+ *   Sharding                  a sharding constraint (the SPMD partitioner
+ *   SPMDFullToShardShape      consumes these three; on one device the shard
+ *   SPMDShardToFullShape      is the whole array, so the shapes must match)
+ *   annotate_device_placement memory_annotations::kDevicePlacement: jax's
+ *                             device_put to a memory kind
+ *   MoveToHost, MoveToDevice  host offloading (memory_annotations.h)
+ *   PinToDevice,              the same for pinning to device memory / SRAM
+ *   PinToDeviceSram
+ *   Pin, Unpin                array <-> buffer in XLA's buffer types; tessel
+ *                             has no buffer types, so only on arrays
+ *   ShardBarrierFrom,         stop sharding propagation in one direction
+ *   ShardBarrierTo            (XLA's ShardBarrierPartitioner removes them)
+ *   xla.sdy.FuncResultSharding  Shardy's sharding of a function result
+ *   SetBound                  an upper bound (its literal=) for XLA's value
+ *                             inference of dynamic sizes; the dynamic padder
+ *                             replaces it by its operand
+ */
+#include "device.h"
+
+#include <string.h>
+
+typedef IrStatus (*BuiltinKernel)(const DevKernelArgs *k, DevValue **out);
+
+static IrStatus k_identity(const DevKernelArgs *k, DevValue **out)
+{
+    const char *t = k->ins->a.custom_call_target;
+    if (k->nopnd != 1 || !ir_shape_equal(&k->opnd[0]->shape, &k->ins->shape)) {
+        /* The SPMD markers may change the shape in a partitioned program
+         * (a shard's shape); the other annotations never do. */
+        if (strcmp(t, "Sharding") == 0 || strncmp(t, "SPMD", 4) == 0)
+            return dev_kernel_error(k, IR_EUNSUPPORTED,
+                                    "custom-call %s changes the shape: needs the SPMD partitioner", t);
+        return dev_kernel_error(k, IR_EINPUT,
+                                "custom-call %s takes one operand and returns it: the result must "
+                                "have the operand's shape", t);
+    }
+    *out = dev_value_ref(k->opnd[0]);
+    return IR_OK;
+}
+
+static const struct {
+    const char *name;
+    BuiltinKernel run;
+} builtin[] = {
+    {"Sharding", k_identity},
+    {"SPMDFullToShardShape", k_identity},
+    {"SPMDShardToFullShape", k_identity},
+    {"annotate_device_placement", k_identity},
+    {"MoveToHost", k_identity},
+    {"MoveToDevice", k_identity},
+    {"PinToDevice", k_identity},
+    {"PinToDeviceSram", k_identity},
+    {"Pin", k_identity},
+    {"Unpin", k_identity},
+    {"ShardBarrierFrom", k_identity},
+    {"ShardBarrierTo", k_identity},
+    {"xla.sdy.FuncResultSharding", k_identity},
+    {"SetBound", k_identity},
+    {"TopK", dev_k_topk},
+    {"Qr", dev_k_qr},
+    {"ProductOfElementaryHouseholderReflectors", dev_k_householder_product},
+};
+
+static BuiltinKernel find(const char *t)
+{
+    for (size_t i = 0; t && i < sizeof builtin / sizeof builtin[0]; i++)
+        if (strcmp(builtin[i].name, t) == 0)
+            return builtin[i].run;
+    return NULL;
+}
+
+bool dev_builtin_target(const char *t)
+{
+    return find(t) != NULL;
+}
+
+bool dev_identity_target(const char *t)
+{
+    return find(t) == k_identity;
+}
+
+IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out)
+{
+    BuiltinKernel f = find(k->ins->a.custom_call_target);
+    if (!f)
+        return dev_kernel_error(k, IR_EINTERNAL, "custom-call target %s is not built in",
+                                k->ins->a.custom_call_target ? k->ins->a.custom_call_target : "");
+    return f(k, out);
+}
