@@ -144,17 +144,23 @@ IrStatus dev_k_rng_bit_generator(const DevKernelArgs *k, DevValue **out)
 {
     *out = NULL;
     const IrShape *rs = &k->ins->shape;
-    if (k->nopnd != 1 || rs->type != IR_TUPLE || rs->ntuple != 2)
-        return dev_kernel_error(k, IR_EINPUT, "rng-bit-generator takes a state and returns (state, bits)");
+    /* XLA writes (new state, bits); JAX's older lowering, which XLA's
+     * verifier still accepts, declares the bits alone (the new state is
+     * dropped). */
+    bool bits_only = rs->type != IR_TUPLE;
+    if (k->nopnd != 1 || (!bits_only && rs->ntuple != 2))
+        return dev_kernel_error(k, IR_EINPUT, "rng-bit-generator takes a state and returns (state, bits) or bits");
     const DevValue *st = k->opnd[0];
-    const IrShape *ds = &rs->tuple[1];
+    const IrShape *ds = bits_only ? rs : &rs->tuple[1];
     const char *alg = k->ins->a.rng_algorithm ? k->ins->a.rng_algorithm : "rng_default";
     bool philox = strcmp(alg, "rng_three_fry") != 0;
     int64_t ns = dev_value_elements(st);
-    if (st->shape.type != IR_U64 || st->shape.rank != 1 || ns < 2 || (!philox && ns != 2) ||
-        !ir_shape_equal(&st->shape, &rs->tuple[0]))
-        return dev_kernel_error(k, IR_EINPUT, "rng-bit-generator %s needs a u64[%s] state", alg,
-                                philox ? "2 or 3" : "2");
+    /* ThreeFry reads the key from word 0 and the counter from word 1, as
+     * XLA's expander slices them; further words pass through unchanged. */
+    if (st->shape.type != IR_U64 || st->shape.rank != 1 || ns < 2 ||
+        (!bits_only && !ir_shape_equal(&st->shape, &rs->tuple[0])))
+        return dev_kernel_error(k, IR_EINPUT, "rng-bit-generator %s needs a u64[N] state, N >= 2, got %s",
+                                alg, ir_type_name(st->shape.type));
     if (!ir_shape_is_array(ds) || ds->type == IR_PRED || ir_type_is_complex(ds->type) ||
         ir_type_size(ds->type) == 16)
         return dev_kernel_error(k, IR_EINPUT, "rng-bit-generator cannot make %s",
@@ -181,6 +187,11 @@ IrStatus dev_k_rng_bit_generator(const DevKernelArgs *k, DevValue **out)
         s[1] = lo + nb;
         if (ns >= 3)
             s[2] = hi + (s[1] < lo);
+    }
+    if (bits_only) {
+        dev_value_unref(v[0]);
+        *out = v[1];
+        return IR_OK;
     }
     *out = dev_value_tuple(rs, 2, v);
     return *out ? IR_OK : dev_kernel_error(k, IR_ENOMEM, "out of memory for rng-bit-generator");
