@@ -141,6 +141,30 @@ bool lx_raw_run(Lexer *L, bool (*ok)(char c), size_t *start, size_t *end, const 
  * brackets, or an unmatched closing bracket. */
 bool lx_raw_value(Lexer *L, size_t *start, size_t *end);
 
+/* Where the lexer stands: enough to come back later and read the same
+ * text again with the same positions (the parser skips an inline
+ * computation or a nested operand instruction where it stands and reads it
+ * once the enclosing one is done). The rest of the lexer (errors, limits,
+ * budgets) is left alone by lx_reset. */
+typedef struct LxMark {
+    size_t off;
+    int32_t line, col;
+    LxTok tok;
+} LxMark;
+
+static inline LxMark lx_mark(const Lexer *L)
+{
+    return (LxMark){L->off, L->line, L->col, L->tok};
+}
+
+static inline void lx_reset(Lexer *L, LxMark m)
+{
+    L->off = m.off;
+    L->line = m.line;
+    L->col = m.col;
+    L->tok = m.tok;
+}
+
 /* Nesting guard: enter fails with "nesting too deep" past lim.max_depth. */
 bool lx_enter(Lexer *L);
 void lx_leave(Lexer *L);

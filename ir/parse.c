@@ -6,8 +6,9 @@
  *   computation ::= 'ENTRY'? name signature? '{' instruction+ '}' (',' 'execution_thread=' string)?
  *   signature   ::= '(' (name ':'? shape (',' ...)*)? ')' '->' shape
  *   instruction ::= 'ROOT'? name '=' shape opcode '(' operands ')' (',' attribute)*
- *   operand     ::= shape? name
+ *   operand     ::= shape? name | shape? opcode operands   (a nested instruction)
  *   attribute   ::= name '=' value          (value syntax depends on the name)
+ *   callee      ::= name | '{' instruction+ '}'         (an inline computation)
  *
  * Names may be written with or without '%'. Computations may appear in
  * any order and instructions may refer to later ones: names are recorded
@@ -15,6 +16,13 @@
  * computation for operands, the module for callees) has been read, so
  * parsing is linear in the input. Without ROOT the last instruction is the
  * root; without ENTRY the last computation is the entry (XLA's rules).
+ *
+ * Inline computations and nested operand instructions are skipped where
+ * they stand (the lexer position is kept) and read once the computation or
+ * instruction that holds them is done, because the parser keeps the state
+ * of one computation and one instruction at a time; see parse_inline_bodies
+ * and parse_nested_ops. Neither can be named by the text, so both get
+ * generated names once every written name around them is known.
  *
  * Every error goes through the lexer (lx_fail) with the FILE:LINE:COL of
  * the offending token; attribute-level errors point at the attribute
@@ -127,6 +135,19 @@ static bool map_put(NameMap *m, const char *k, size_t n, int32_t val)
     return true;
 }
 
+/* The value slot of key text[0, n), or NULL when absent. */
+static int32_t *map_ref(NameMap *m, const char *k, size_t n)
+{
+    if (m->cap == 0)
+        return NULL;
+    size_t mask = m->cap - 1;
+    uint32_t h = hash_bytes(k, n);
+    for (size_t i = h & mask; m->slot[i].key; i = (i + 1) & mask)
+        if (key_is(&m->slot[i], h, k, n))
+            return &m->slot[i].val;
+    return NULL;
+}
+
 static void map_free(NameMap *m)
 {
     ts_free(m->slot);
@@ -139,6 +160,13 @@ typedef struct Span {
     size_t start, len;
     IrPos pos;
 } Span;
+
+/* A callee Span of length 0 is no name (names are never empty) but an
+ * inline computation already added: `start` is its index. */
+static Span inline_span(int32_t ci, IrPos pos)
+{
+    return (Span){(size_t)ci, 0, pos};
+}
 
 enum { REF_OPERAND, REF_CONTROL, REF_CALLEE };
 
@@ -429,7 +457,34 @@ typedef struct Parser {
     struct Close *closes;     /* lines that start with '}' (see find_closes) */
     size_t ncloses, nextclose;
     int32_t nasync_sugar;     /* sugared OP-start instructions: wrapped at the end */
+    struct InlineBody *bodies; /* inline computations skipped, not read yet */
+    size_t nbodies, capbodies;
+    int32_t *inl;             /* every inline computation, named at the end */
+    size_t ninl, capinl;
+    NameMap inl_next;         /* inline base name -> next suffix to try */
+    struct NestedOp *nested;  /* nested operand instructions skipped, not read yet */
+    size_t nnested, capnested;
+    int32_t *unnamed;         /* nested instructions of the current computation */
+    size_t nunnamed, capunnamed;
+    int32_t *opnext;          /* per opcode: next suffix for a nested instruction's name */
+    int32_t top;              /* the top-level computation being read (or one of its inline ones) */
+    int32_t last_top;         /* the last top-level computation read: the entry without ENTRY */
 } Parser;
+
+/* An inline computation (`to_apply={...}`), added when its '{' was met
+ * and read from `at` once the computation around it is done. */
+typedef struct InlineBody {
+    int32_t comp;
+    LxMark at;
+} InlineBody;
+
+/* A nested operand instruction (`add(x, s32[] constant(1))`): operand
+ * `slot` of instruction `user` in the current computation, read from `at`
+ * once the user is added. */
+typedef struct NestedOp {
+    int32_t user, slot;
+    LxMark at;
+} NestedOp;
 
 /* A line whose first non-blank byte is '}': where a computation ends in
  * XLA's layout, one instruction per line. */
@@ -443,6 +498,7 @@ typedef struct Close {
 typedef struct Deferred {
     int32_t comp, instr;
     IrPos sharding_pos;  /* where its sharding= was, line 0 if none */
+    int32_t top;         /* the top-level computation comp is (or is inline in) */
 } Deferred;
 
 /* A parameter(N) seen in the current computation: the table c->param is
@@ -500,6 +556,48 @@ static bool push_opv(Parser *P, int32_t idx)
         P->capopv = cap;
     }
     P->opv[P->nopv++] = idx;
+    return true;
+}
+
+static bool push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        int32_t *nv = ts_realloc(*v, nc * sizeof *nv);
+        if (!nv)
+            return lx_nomem(&P->L);
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = x;
+    return true;
+}
+
+static bool push_body(Parser *P, InlineBody b)
+{
+    if (P->nbodies == P->capbodies) {
+        size_t cap = P->capbodies ? P->capbodies * 2 : 8;
+        InlineBody *nv = ts_realloc(P->bodies, cap * sizeof *nv);
+        if (!nv)
+            return lx_nomem(&P->L);
+        P->bodies = nv;
+        P->capbodies = cap;
+    }
+    P->bodies[P->nbodies++] = b;
+    return true;
+}
+
+static bool push_nested(Parser *P, NestedOp n)
+{
+    if (P->nnested == P->capnested) {
+        size_t cap = P->capnested ? P->capnested * 2 : 8;
+        NestedOp *nv = ts_realloc(P->nested, cap * sizeof *nv);
+        if (!nv)
+            return lx_nomem(&P->L);
+        P->nested = nv;
+        P->capnested = cap;
+    }
+    P->nested[P->nnested++] = n;
     return true;
 }
 
@@ -1301,16 +1399,49 @@ static bool parse_frontend(Parser *P, IrKeyValue **out, int32_t *n)
     return lx_expect(L, LX_RBRACE, "'}' to end frontend_attributes") && take_kvs(P, out, n);
 }
 
-/* A computation name (callee attribute). */
+/* An inline computation `{ instruction+ }` at the current '{', the value
+ * of attribute id (item k of a list, or -1): skipped now and added with a
+ * provisional name, INSTR.ATTR or INSTR.ATTR.K (XLA names them "_" and
+ * leaves them to its name uniquifier; a name that says where the
+ * computation came from reads better), made unique by name_inline once
+ * every written computation name is known. Its body is read by
+ * parse_inline_bodies when the computation around it is done. */
+static bool inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out)
+{
+    Lexer *L = &P->L;
+    LxMark at = lx_mark(L);
+    size_t s, e;
+    if (!lx_raw_group(L, &s, &e))
+        return false;
+    const char *attr = attr_name(id);
+    char *name = k >= 0 ? ir_sprintf(P->m->arena, "%s.%s.%d", x->ins.name, attr, (int)k)
+                        : ir_sprintf(P->m->arena, "%s.%s", x->ins.name, attr);
+    /* Leave room for a ".N" suffix within the name limit, so the printed
+     * text parses again. */
+    if (name && (int64_t)strlen(name) + 12 > L->lim.max_name)
+        name = k >= 0 ? ir_sprintf(P->m->arena, "%s.%d", attr, (int)k) : ir_sprintf(P->m->arena, "%s", attr);
+    if (!name)
+        return lx_nomem(L);
+    int32_t ci = ir_add_computation(P->m, name);
+    if (ci < 0)
+        return lx_nomem(L);
+    P->m->comp[ci]->pos = at.tok.pos;
+    if (!push_i32(P, &P->inl, &P->ninl, &P->capinl, ci) || !push_body(P, (InlineBody){ci, at}))
+        return false;
+    *out = inline_span(ci, at.tok.pos);
+    return true;
+}
+
+/* A computation name or an inline computation (callee attribute). */
 static bool parse_callee(Parser *P, InstrCtx *x, AttrId id)
 {
     if (lx_is(&P->L, LX_LBRACE))
-        return lx_fail(&P->L, P->L.tok.pos, "inline computations are not supported; name a computation");
+        return inline_callee(P, x, id, -1, &x->callee[id]);
     return take_name(P, &x->callee[id], "computation name");
 }
 
-/* '{' name (',' name)* '}' into x->list. */
-static bool parse_callee_list(Parser *P, InstrCtx *x)
+/* '{' callee (',' callee)* '}' into x->list. */
+static bool parse_callee_list(Parser *P, InstrCtx *x, AttrId id)
 {
     Lexer *L = &P->L;
     P->spans.n = 0;
@@ -1319,7 +1450,9 @@ static bool parse_callee_list(Parser *P, InstrCtx *x)
     if (!lx_is(L, LX_RBRACE)) {
         do {
             Span s = {0};
-            if (!take_name(P, &s, "computation name") || !push_span(P, s))
+            bool ok = lx_is(L, LX_LBRACE) ? inline_callee(P, x, id, P->spans.n, &s)
+                                          : take_name(P, &s, "computation name");
+            if (!ok || !push_span(P, s))
                 return false;
         } while (lx_eat(L, LX_COMMA));
     }
@@ -1604,7 +1737,7 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         return parse_callee(P, x, id);
     case A_BRANCHES:
     case A_CALLED:
-        return parse_callee_list(P, x);
+        return parse_callee_list(P, x, id);
     case A_REPLICA_GROUPS:
         return parse_replica_groups(P, &a->replica_groups);
     case A_CHANNEL_ID:
@@ -1880,14 +2013,41 @@ static bool assign_callees(Parser *P, InstrCtx *x)
         return lx_nomem(&P->L);
     for (int32_t i = 0; i < total; i++) {
         Span s = n > 0 ? x->callee[order[i]] : x->list[i];
-        ins->called[i] = -1;
-        if (!push_ref(P, &P->callees, (Ref){x->comp, x->index, i, REF_CALLEE, s, NULL}))
+        ins->called[i] = s.len == 0 ? (int32_t)s.start : -1; /* inline: known already */
+        if (s.len > 0 && !push_ref(P, &P->callees, (Ref){x->comp, x->index, i, REF_CALLEE, s, NULL}))
             return false;
     }
     return true;
 }
 
-/* operands ::= '(' (shape? name (',' shape? name)*)? ')' */
+/* Is the current token followed by '('? Looked up on every operand name,
+ * so the byte right after the name (',' or ')' nearly always) decides
+ * without lexing the next token unless blanks or a comment intervene. */
+static bool paren_follows(const Lexer *L)
+{
+    size_t e = L->tok.end;
+    char ch = e < L->len ? L->text[e] : 0;
+    if (ch == '(')
+        return true;
+    if (ch != ' ' && ch != '\t' && ch != '\r' && ch != '\n' && ch != '/')
+        return false;
+    return lx_peek(L).kind == LX_LPAREN;
+}
+
+/* A nested operand instruction `shape? opcode(...)` at the current opcode
+ * token, operand k of x, whose text started at `at`: skipped now (its
+ * operands may nest further) and read by parse_nested_ops once x is
+ * added. XLA reads no attributes for a nested instruction (a comma after
+ * it would be ambiguous), so its text ends at its ')'. */
+static bool skip_nested(Parser *P, InstrCtx *x, int32_t k, LxMark at)
+{
+    Lexer *L = &P->L;
+    size_t s, e;
+    lx_next(L); /* the opcode */
+    return lx_raw_group(L, &s, &e) && push_nested(P, (NestedOp){x->index, k, at}) && push_opv(P, -1);
+}
+
+/* operands ::= '(' (operand (',' operand)*)? ')' ; operand ::= shape? name | shape? opcode operands */
 static bool parse_operands(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
@@ -1904,6 +2064,7 @@ static bool parse_operands(Parser *P, InstrCtx *x)
     P->nopv = 0;
     if (!lx_is(L, LX_RPAREN)) {
         do {
+            LxMark at = lx_mark(L);
             IrShape *shape = NULL;
             if (at_shape(P)) {
                 shape = ir_alloc(P->m->arena, sizeof *shape);
@@ -1911,6 +2072,17 @@ static bool parse_operands(Parser *P, InstrCtx *x)
                     return lx_nomem(L);
                 if (!parse_shape(P, shape))
                     return false;
+            }
+            /* A name followed by '(' is no operand name but an opcode: a
+             * nested instruction (an unknown opcode is reported when it
+             * is read). A %name is never an opcode. */
+            if (lx_is(L, LX_NAME) && L->text[L->tok.start - 1] != '%' && paren_follows(L)) {
+                if (k == INT32_MAX)
+                    return lx_fail(L, L->tok.pos, "too many operands");
+                if (!skip_nested(P, x, k, at))
+                    return false;
+                k++;
+                continue;
             }
             Span s = {0};
             if (!take_name(P, &s, "operand name"))
@@ -2063,15 +2235,18 @@ static bool async_sugar(const char *s, size_t n, IrInstr *ins)
     return false;
 }
 
-/* instruction ::= 'ROOT'? name '=' shape opcode operands (',' attribute)* */
-static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
+/* instruction ::= 'ROOT'? name '=' rhs ; rhs ::= shape? opcode operands (',' attribute)*
+ * A nested operand instruction (`nested`) is a bare rhs without attributes:
+ * it is added with an empty name, given one by name_nested when its
+ * computation is done, and is never the root. */
+static bool parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
 {
     Lexer *L = &P->L;
     IrComputation *c = P->m->comp[ci];
     char buf[80];
     bool is_root = false;
     IrPos root_pos = L->tok.pos;
-    if (lx_is_word(L, "ROOT") && lx_peek(L).kind == LX_NAME) {
+    if (!nested && lx_is_word(L, "ROOT") && lx_peek(L).kind == LX_NAME) {
         is_root = true;
         lx_next(L);
     }
@@ -2085,14 +2260,21 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
     ins->a.feature_group_count = 1;
     ins->a.batch_group_count = 1;
     Span name = {0};
-    bool ok = take_name(P, &name, "instruction name or '}'");
-    if (ok) {
-        ins->pos = name.pos;
-        if (map_find(&P->instrs, L->text + name.start, name.len) >= 0)
-            ok = lx_fail(L, name.pos, "duplicate instruction name '%.*s'", (int)name.len, L->text + name.start);
+    bool ok = true;
+    if (nested) {
+        ins->pos = L->tok.pos;
+        ins->name = "";
+    } else {
+        ok = take_name(P, &name, "instruction name or '}'");
+        if (ok) {
+            ins->pos = name.pos;
+            if (map_find(&P->instrs, L->text + name.start, name.len) >= 0)
+                ok = lx_fail(L, name.pos, "duplicate instruction name '%.*s'", (int)name.len,
+                             L->text + name.start);
+        }
+        ok = ok && (ins->name = span_dup(P, name)) != NULL;
+        ok = ok && lx_expect(L, LX_EQUAL, "'=' after the instruction name");
     }
-    ok = ok && (ins->name = span_dup(P, name)) != NULL;
-    ok = ok && lx_expect(L, LX_EQUAL, "'=' after the instruction name");
     if (ok && lx_is(L, LX_NAME) && ir_type_from_name(lx_text(L), lx_tlen(L)) == IR_INVALID &&
         ir_op_from_name(lx_text(L), lx_tlen(L)) != OP_COUNT && lx_peek(L).kind == LX_LPAREN) {
         x->no_shape = true;
@@ -2120,7 +2302,7 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
         else
             ok = parse_operands(P, x);
     }
-    while (ok && lx_eat(L, LX_COMMA))
+    while (ok && !nested && lx_eat(L, LX_COMMA))
         ok = parse_attribute(P, x);
     ok = ok && check_required(P, x) && assign_callees(P, x);
     if (ok && is_root) {
@@ -2129,11 +2311,79 @@ static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
         *saw_root = true;
         c->root = x->index;
     }
-    if (ok && (ir_add_instr(P->m, c, ins) != x->index || !map_put(&P->instrs, ins->name, name.len, x->index)))
+    if (ok && ir_add_instr(P->m, c, ins) != x->index)
         ok = lx_nomem(L);
+    if (ok && !nested && !map_put(&P->instrs, ins->name, name.len, x->index))
+        ok = lx_nomem(L);
+    if (ok && nested)
+        ok = push_i32(P, &P->unnamed, &P->nunnamed, &P->capunnamed, x->index);
     if (ok && x->no_shape)
-        ok = push_deferred(P, (Deferred){ci, x->index, x->sharding_pos});
+        ok = push_deferred(P, (Deferred){ci, x->index, x->sharding_pos, P->top});
     return ok;
+}
+
+/* Read the nested operand instructions skipped while the last instruction
+ * was read (and those nested in them: reading one may queue more), each
+ * from where its text starts, then continue after that instruction. */
+static bool parse_nested_ops(Parser *P, int32_t ci)
+{
+    Lexer *L = &P->L;
+    if (P->nnested == 0)
+        return true;
+    LxMark back = lx_mark(L);
+    bool ok = true;
+    /* In text order (a queue), so generated names number left to right. */
+    for (size_t head = 0; ok && head < P->nnested; head++) {
+        NestedOp n = P->nested[head];
+        lx_reset(L, n.at);
+        IrComputation *c = P->m->comp[ci];
+        int32_t idx = c->ninstr;
+        ok = parse_one(P, ci, true, NULL);
+        if (ok)
+            P->m->comp[ci]->instr[n.user].opnd[n.slot] = idx;
+    }
+    P->nnested = 0;
+    lx_reset(L, back);
+    return ok;
+}
+
+static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
+{
+    return parse_one(P, ci, false, saw_root) && parse_nested_ops(P, ci);
+}
+
+/* Name the nested instructions of computation c after their opcode, as
+ * XLA does ("constant", then "constant.1", ...), skipping every name the
+ * computation already has; each candidate is tried once per computation. */
+static bool name_nested(Parser *P, IrComputation *c)
+{
+    Lexer *L = &P->L;
+    size_t n = P->nunnamed;
+    P->nunnamed = 0;
+    if (n == 0)
+        return true;
+    if (!P->opnext && !(P->opnext = ts_malloc((size_t)OP_COUNT * sizeof *P->opnext)))
+        return lx_nomem(L);
+    for (int32_t i = 0; i < OP_COUNT; i++)
+        P->opnext[i] = 0;
+    for (size_t i = 0; i < n; i++) {
+        IrInstr *ins = &c->instr[P->unnamed[i]];
+        char opbuf[64];
+        const char *op = op_text(ins, opbuf, sizeof opbuf);
+        char *name;
+        for (;;) {
+            int32_t k = P->opnext[ins->op]++;
+            name = k ? ir_sprintf(P->m->arena, "%s.%d", op, (int)k) : ir_sprintf(P->m->arena, "%s", op);
+            if (!name)
+                return lx_nomem(L);
+            if (map_find(&P->instrs, name, strlen(name)) < 0)
+                break;
+        }
+        if (!map_put(&P->instrs, name, strlen(name), P->unnamed[i]))
+            return lx_nomem(L);
+        ins->name = name;
+    }
+    return true;
 }
 
 /* ---- shapes the text leaves out ---- */
@@ -2325,16 +2575,26 @@ static bool infer_group(Parser *P, const Deferred *df, size_t n)
     return ok;
 }
 
-/* Deferred entries come grouped by computation, in definition order. */
+/* Deferred entries come grouped by computation, in the order the
+ * computations were read: a written computation, then the inline ones in
+ * it, each read after the one that holds it. A call's shape is its
+ * callee's root shape, so within one written computation's block the
+ * groups go last to first: every inline computation before its holder. */
 static bool infer_deferred(Parser *P)
 {
     size_t i = 0;
     while (i < P->ndefer) {
         size_t j = i;
-        while (j < P->ndefer && P->defer[j].comp == P->defer[i].comp)
+        while (j < P->ndefer && P->defer[j].top == P->defer[i].top)
             j++;
-        if (!infer_group(P, P->defer + i, j - i))
-            return false;
+        for (size_t e = j; e > i;) {
+            size_t s = e - 1;
+            while (s > i && P->defer[s - 1].comp == P->defer[e - 1].comp)
+                s--;
+            if (!infer_group(P, P->defer + s, e - s))
+                return false;
+            e = s;
+        }
         i = j;
     }
     return true;
@@ -2490,6 +2750,67 @@ static int32_t estimate_instrs(Parser *P)
     return k <= 0 ? 0 : k < EST_MAX ? (int32_t)k : EST_MAX;
 }
 
+/* '{' instruction+ '}' of computation ci, written or inline (`top`: a
+ * written computation, read in text order, whose size can be estimated).
+ * Errors about the computation as a whole point at `pos`. */
+static bool parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
+{
+    Lexer *L = &P->L;
+    IrComputation *c = P->m->comp[ci];
+    char msg[64];
+    snprintf(msg, sizeof msg, "'{' to start computation '%.20s'", c->name);
+    bool ok = lx_expect(L, LX_LBRACE, msg);
+    map_free(&P->instrs);
+    P->local.n = 0;
+    P->nparams = 0;
+    P->nunnamed = 0;
+    if (ok && top) {
+        /* Size the instruction array and the name table once. */
+        int32_t est = estimate_instrs(P);
+        if (est > 0 && (ir_reserve_instrs(c, est) != IR_OK || !map_reserve(&P->instrs, (size_t)est)))
+            ok = lx_nomem(L);
+    }
+    bool saw_root = false;
+    int32_t last = -1; /* the last written instruction: the root without ROOT */
+    while (ok && !lx_is(L, LX_RBRACE)) {
+        if (lx_is(L, LX_EOF)) {
+            ok = lx_fail(L, L->tok.pos, "expected '}' to end computation '%s', found end of input", c->name);
+            break;
+        }
+        last = c->ninstr;
+        ok = parse_instruction(P, ci, &saw_root);
+    }
+    ok = ok && lx_expect(L, LX_RBRACE, "'}'");
+    if (ok && c->ninstr == 0)
+        ok = lx_fail(L, pos, "computation '%s' has no instructions", c->name);
+    ok = ok && name_nested(P, c) && finish_params(P, c) && resolve_local(P, c);
+    if (ok && c->root < 0)
+        c->root = last;
+    return ok;
+}
+
+/* Read the inline computations skipped while the last written computation
+ * was read (and those inline in them: reading one may queue more), each
+ * from its '{', then continue after that computation. Each is read after
+ * the computation that holds it, which infer_deferred relies on. */
+static bool parse_inline_bodies(Parser *P)
+{
+    Lexer *L = &P->L;
+    if (P->nbodies == 0)
+        return true;
+    LxMark back = lx_mark(L);
+    bool ok = true;
+    /* In text order (a queue), as they were added and will be named. */
+    for (size_t head = 0; ok && head < P->nbodies; head++) {
+        InlineBody b = P->bodies[head];
+        lx_reset(L, b.at);
+        ok = parse_body(P, b.comp, false, b.at.tok.pos);
+    }
+    P->nbodies = 0;
+    lx_reset(L, back);
+    return ok;
+}
+
 /* computation ::= 'ENTRY'? name signature? '{' instruction+ '}' ( ',' execution_thread="..." )? */
 static bool parse_computation(Parser *P)
 {
@@ -2511,6 +2832,7 @@ static bool parse_computation(Parser *P)
         return lx_nomem(L);
     IrComputation *c = P->m->comp[ci];
     c->pos = name.pos;
+    P->top = ci;
     IrShape *sig = NULL, result = {0};
     int32_t nsig = 0;
     IrPos sig_pos = L->tok.pos;
@@ -2519,32 +2841,7 @@ static bool parse_computation(Parser *P)
         c->has_signature = true;
         ok = parse_signature(P, &sig, &nsig, &result);
     }
-    char msg[64];
-    snprintf(msg, sizeof msg, "'{' to start computation '%.20s'", c->name);
-    ok = ok && lx_expect(L, LX_LBRACE, msg);
-    map_free(&P->instrs);
-    P->local.n = 0;
-    P->nparams = 0;
-    if (ok) {
-        /* Size the instruction array and the name table once. */
-        int32_t est = estimate_instrs(P);
-        if (est > 0 && (ir_reserve_instrs(c, est) != IR_OK || !map_reserve(&P->instrs, (size_t)est)))
-            ok = lx_nomem(L);
-    }
-    bool saw_root = false;
-    while (ok && !lx_is(L, LX_RBRACE)) {
-        if (lx_is(L, LX_EOF)) {
-            ok = lx_fail(L, L->tok.pos, "expected '}' to end computation '%s', found end of input", c->name);
-            break;
-        }
-        ok = parse_instruction(P, ci, &saw_root);
-    }
-    ok = ok && lx_expect(L, LX_RBRACE, "'}'");
-    if (ok && c->ninstr == 0)
-        ok = lx_fail(L, name.pos, "computation '%s' has no instructions", c->name);
-    ok = ok && finish_params(P, c) && resolve_local(P, c);
-    if (ok && c->root < 0)
-        c->root = c->ninstr - 1;
+    ok = ok && parse_body(P, ci, true, name.pos);
     if (ok && c->has_signature)
         ok = push_sig(P, (SigCheck){ci, sig_pos, result});
     ts_free(sig);
@@ -2564,7 +2861,8 @@ static bool parse_computation(Parser *P)
                            P->m->comp[P->m->entry]->name, c->name);
         P->m->entry = ci;
     }
-    return ok;
+    P->last_top = ci;
+    return ok && parse_inline_bodies(P);
 }
 
 /* ---- the module header ---- */
@@ -2746,6 +3044,34 @@ static bool parse_header(Parser *P)
     return true;
 }
 
+/* Make the provisional names of the inline computations unique among all
+ * computations, now that every written name is known: BASE if free, else
+ * BASE.1, BASE.2, ... (inl_next remembers where each base stopped, so a
+ * base used many times costs no more than it has uses). */
+static bool name_inline(Parser *P)
+{
+    Lexer *L = &P->L;
+    for (size_t i = 0; i < P->ninl; i++) {
+        IrComputation *c = P->m->comp[P->inl[i]];
+        const char *base = c->name;
+        size_t blen = strlen(base);
+        int32_t *next = map_ref(&P->inl_next, base, blen);
+        int32_t k = next ? *next : 0;
+        const char *name = base;
+        while (map_find(&P->comps, name, strlen(name)) >= 0)
+            if (!(name = ir_sprintf(P->m->arena, "%s.%d", base, (int)++k)))
+                return lx_nomem(L);
+        if (next)
+            *next = k;
+        else if (!map_put(&P->inl_next, base, blen, k))
+            return lx_nomem(L);
+        if (!map_put(&P->comps, name, strlen(name), P->inl[i]))
+            return lx_nomem(L);
+        c->name = name;
+    }
+    return true;
+}
+
 /* Resolve callee names against all computations, now that all are read. */
 static bool resolve_callees(Parser *P)
 {
@@ -2882,8 +3208,9 @@ static bool parse_module(Parser *P)
         if (!parse_computation(P))
             return false;
     IrModule *m = P->m;
+    /* The last written computation, not an inline one read after it. */
     if (m->entry < 0)
-        m->entry = m->ncomp - 1;
+        m->entry = P->last_top;
     m->comp[m->entry]->is_entry = true;
     if (!header) {
         /* XLA names a headerless module after its entry computation. */
@@ -2892,7 +3219,7 @@ static bool parse_module(Parser *P)
             return lx_nomem(L);
         m->name = n;
     }
-    return resolve_callees(P) && wrap_async_ops(P) && infer_deferred(P) && check_signatures(P);
+    return name_inline(P) && resolve_callees(P) && wrap_async_ops(P) && infer_deferred(P) && check_signatures(P);
 }
 
 /* ---- entry points ---- */
@@ -2912,6 +3239,7 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     if (!P)
         return ir_error(d, IR_ENOMEM, file, NULL, (IrPos){0, 0}, "out of memory");
     P->opt = opt ? *opt : ir_default_parse_options();
+    P->top = P->last_top = -1;
     IrModule *m = P->m = ir_module_new("module");
     char *src = m ? ir_alloc(m->arena, len + 1) : NULL;
     if (!m || !src || (file && !(m->file = ir_strdup(m->arena, file)))) {
@@ -2942,6 +3270,12 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     ts_free(P->ictx);
     ts_free(P->opv);
     ts_free(P->closes);
+    ts_free(P->bodies);
+    ts_free(P->inl);
+    map_free(&P->inl_next);
+    ts_free(P->nested);
+    ts_free(P->unnamed);
+    ts_free(P->opnext);
     ts_free(P);
     if (st == IR_OK && verify)
         st = ir_verify(m, &lim, d);

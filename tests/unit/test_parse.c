@@ -985,7 +985,7 @@ static void test_error_table(void **state)
         {"HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT x = f32[4] negate(p), frontend_attributes={a=1}\n}\n",
          "expected string or {...} value, found '1'", 4, 53},
         {"HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT x = f32[4] call(p), to_apply={ROOT y = f32[4] negate(p)}\n}\n",
-         "inline computations are not supported", 4, 37},
+         "undefined operand 'p'", 4, 61}, /* an inline body sees only its own names */
         {"HloModule m\nb {\n  ROOT x = f32[] parameter(0)\n}\nENTRY e {\n  k = pred[] parameter(0)\n  ROOT c = f32[] conditional(k, k, k), true_computation=b\n}\n",
          "missing attribute 'false_computation' for conditional", 7, 8},
         {"HloModule m\nENTRY e {\n  \x01 = f32[] parameter(0)\n}\n", "expected instruction name or '}', found '?'", 3, 3},
