@@ -614,7 +614,7 @@ static IrStatus reduce_general(const DevKernelArgs *k, int32_t n, const bool *re
  * On success *out is a new value. Fails with IR_EINPUT on mismatched
  * operands, IR_ENOMEM, or whatever the reducer computation reports.
  */
-IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out)
+static IrStatus reduce_impl(const DevKernelArgs *k, DevValue **out)
 {
     int32_t n = k->nopnd / 2;
     if (k->nopnd < 2 || k->nopnd % 2 || k->ins->ncalled < 1 || !result_has_leaves(k, n) ||
@@ -919,7 +919,7 @@ static IrStatus reduce_window_general(const DevKernelArgs *k, int32_t n, WinIter
  * On success *out is a new value. Fails with IR_EINPUT on a bad window or
  * mismatched operands, IR_ENOMEM, or what the reducer reports.
  */
-IrStatus dev_k_reduce_window(const DevKernelArgs *k, DevValue **out)
+static IrStatus reduce_window_impl(const DevKernelArgs *k, DevValue **out)
 {
     int32_t n = k->nopnd / 2;
     if (k->nopnd < 2 || k->nopnd % 2 || k->ins->ncalled < 1 || !result_has_leaves(k, n) ||
@@ -1189,4 +1189,78 @@ IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out)
     }
     *out = r.res;
     return IR_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Mixed precision                                                     */
+/* ------------------------------------------------------------------ */
+
+/* XLA accepts a float init value of another precision than the reducer's
+ * accumulator (ir/infer.c, reducer_param_type: an f16 reduce from an f32
+ * constant(0)); the accumulator, and so the result, has the reducer's type.
+ * The init values are converted to the result leaf types once, so the
+ * kernels below see one type per accumulator. */
+/* Result leaf i when the result has n leaves, else NULL (the kernels
+ * report the mismatch). */
+static const IrShape *init_leaf(const DevKernelArgs *k, int32_t n, int32_t i)
+{
+    const IrShape *s = &k->ins->shape;
+    if (s->type == IR_TUPLE)
+        return s->ntuple == n ? &s->tuple[i] : NULL;
+    return n == 1 ? s : NULL;
+}
+
+static IrStatus with_converted_inits(const DevKernelArgs *k,
+                                     IrStatus (*impl)(const DevKernelArgs *, DevValue **),
+                                     DevValue **out)
+{
+    int32_t n = k->nopnd / 2;
+    bool mixed = false;
+    for (int32_t i = 0; k->nopnd >= 2 && k->nopnd % 2 == 0 && i < n; i++) {
+        const DevValue *init = k->opnd[n + i];
+        const IrShape *rs = init_leaf(k, n, i);
+        mixed |= rs && is_scalar_value(init) && init->shape.type != rs->type &&
+                 ir_type_is_float(init->shape.type) && ir_type_is_float(rs->type);
+    }
+    if (!mixed)
+        return impl(k, out);
+    DevValue **opnd = ts_calloc((size_t)k->nopnd, sizeof *opnd);
+    if (!opnd)
+        return oom(k);
+    IrStatus st = IR_OK;
+    for (int32_t i = 0; i < k->nopnd; i++) {
+        const DevValue *v = k->opnd[i];
+        const IrShape *rs = i >= n ? init_leaf(k, n, i - n) : NULL;
+        if (rs && is_scalar_value(v) && v->shape.type != rs->type && ir_type_is_float(v->shape.type) &&
+            ir_type_is_float(rs->type)) {
+            IrShape scalar = {.type = rs->type};
+            opnd[i] = dev_value_new(&scalar);
+            if (!opnd[i]) {
+                st = oom(k);
+                break;
+            }
+            dev_store_f64(rs->type, opnd[i]->data, 0, dev_load_f64(v->shape.type, v->data, 0));
+        } else {
+            opnd[i] = dev_value_ref((DevValue *)v);
+        }
+    }
+    if (st == IR_OK) {
+        DevKernelArgs kk = *k;
+        kk.opnd = opnd;
+        st = impl(&kk, out);
+    }
+    for (int32_t i = 0; i < k->nopnd; i++)
+        dev_value_unref(opnd[i]);
+    ts_free(opnd);
+    return st;
+}
+
+IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out)
+{
+    return with_converted_inits(k, reduce_impl, out);
+}
+
+IrStatus dev_k_reduce_window(const DevKernelArgs *k, DevValue **out)
+{
+    return with_converted_inits(k, reduce_window_impl, out);
 }

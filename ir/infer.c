@@ -278,15 +278,30 @@ static IrStatus check_scalar_comp(Ctx *x, const IrComputation *comp, const char 
 
 /* A reducer over n values: (acc_0..acc_{n-1}, x_0..x_{n-1}) -> (acc...),
  * accumulators of the init types, inputs of the operand types. */
-static IrStatus check_reducer(Ctx *x, const IrComputation *comp, int32_t n, const IrType *acc,
+/* A float type where the reducer has another float type: XLA compares a
+ * reducer's shapes with its inputs' ignoring floating-point precision
+ * (VerifyReducerShape: CompatibleIgnoringFpPrecision), so an f16 reduce may
+ * start from an f32 init, and the accumulator is the reducer's type. */
+static IrType reducer_param_type(Ctx *x, const IrComputation *comp, int32_t i, IrType t)
+{
+    if (!comp || i >= comp->nparam || comp->param[i] < 0 || !ir_type_is_float(t))
+        return t;
+    const IrShape *p = callee_param(x, comp, i);
+    return p && is_scalar(p) && ir_type_is_float(p->type) ? p->type : t;
+}
+
+/* `acc` is updated to the reducer's accumulator types (see above): the
+ * caller's result types. */
+static IrStatus check_reducer(Ctx *x, const IrComputation *comp, int32_t n, IrType *acc,
                               const IrType *in)
 {
     IrType *pt = ir_alloc_array(x->a, (size_t)(2 * n), sizeof(IrType));
     if (!pt)
         return oom(x);
     for (int32_t i = 0; i < n; i++) {
+        acc[i] = reducer_param_type(x, comp, i, acc[i]);
         pt[i] = acc[i];
-        pt[n + i] = in[i];
+        pt[n + i] = reducer_param_type(x, comp, n + i, in[i]);
     }
     return check_scalar_comp(x, comp, "reduction", 2 * n, pt, n, acc);
 }
@@ -1777,8 +1792,12 @@ static IrStatus check_collective_reducer(Ctx *x)
     const IrShape *leaf = s->type == IR_TUPLE ? ir_shape_leaf(s, 0) : s;
     if (!leaf)
         return fail(x, "operand has no array elements");
-    IrType tt[2] = {leaf->type, leaf->type};
-    return check_scalar_comp(x, callee(x, 0), "reduction", 2, tt, 1, &leaf->type);
+    /* Floats of another precision than the reducer's are accepted, as for
+     * reduce (reducer_param_type): XLA's mixed-precision all-reduce. */
+    const IrComputation *comp = callee(x, 0);
+    IrType t = reducer_param_type(x, comp, 0, leaf->type);
+    IrType tt[2] = {t, t};
+    return check_scalar_comp(x, comp, "reduction", 2, tt, 1, &t);
 }
 
 static IrStatus infer_all_reduce(Ctx *x, IrShape *out)

@@ -33,8 +33,6 @@ declare -A REFUSED=(
     [041_import]="XLA's shape inference rejects it (a translation test, parsed unverified): a 3x3 convolution window on a 2x2 kernel"
     [134_collective_permute_decomposer_OneSendRecvWithCon]="op rule: send whose operand 1 is data, not a token"
     [135_memory_space_assignment_WhileCondAliasBug]="op rule: bitcast between shapes of different byte sizes"
-    [169_collective_quantizer_AllToAllQuantizePartialRepl]="op rule: all-reduce of bf16 with an f32 reducer (mixed precision)"
-    [217_while_loop_all_reduce_code_motion_MultipleDUSAnd]="op rule: reduce of f16 with an f32 init value (XLA compares them ignoring fp precision)"
 )
 
 # 079 and 096 declare arrays of 2^34.5 elements (host offloading tests):
