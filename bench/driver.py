@@ -302,8 +302,34 @@ def bench_parse(o):
                REPS, mbs / rmbs))
 
 
+def bench_parse_wild(o):
+    """Parsing a real dump (XLA's benchmark dump of Mixtral 8x7B, 3.9 MB,
+    from ../shared/conformance/xla_wild) against the generated transformer
+    module, per megabyte, interleaved in one run: ratio = Mixtral's ms/MB
+    over the transformer's (target <= 1)."""
+    wild = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared",
+                        "conformance", "xla_wild", "modules", "010_mixtral_8x7b_bf16_1x8.hlo")
+    if not os.path.exists(wild):
+        return "skipped (%s is absent) ratio 0" % os.path.normpath(wild)
+    n = 64000 if not o["quick"] else 16000
+    gen_f = gen("transformer", [n], os.path.join(o["work"], "transformer_%d.hlo" % n))
+    files = [(wild, os.path.getsize(wild)), (gen_f, os.path.getsize(gen_f))]
+    per = [[], []]
+    for r in range(-1, REPS):
+        for k, (f, size) in enumerate(files):
+            p = run([o["tessel"], "check", f, "--stats"])
+            if ": ok: " not in p.stdout:
+                raise Failed("tessel check %s: %s" % (f, p.stdout.strip()))
+            if r >= 0:
+                per[k].append(stat_one(p.stderr, "parse+verify") / (size / 1e6))
+    mw, mt = median(per[0]), median(per[1])
+    return ("mixtral %.1f ms/MB (%.1f MB) transformer %.1f ms/MB (%.1f MB) (median of %d) ratio %.3f"
+            % (mw, files[0][1] / 1e6, mt, files[1][1] / 1e6, REPS, mw / mt))
+
+
 BENCHES = {"mlp": bench_mlp, "allreduce": bench_allreduce, "elementwise": bench_elementwise,
-           "compile": bench_compile, "memory": bench_memory, "parse": bench_parse}
+           "compile": bench_compile, "memory": bench_memory, "parse": bench_parse,
+           "parse-wild": bench_parse_wild}
 
 
 def main(argv):
