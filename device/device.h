@@ -127,6 +127,9 @@ uint64_t dev_load_u64(IrType t, const void *base, int64_t i);
 void dev_store_f64(IrType t, void *base, int64_t i, double v);
 void dev_store_i64(IrType t, void *base, int64_t i, int64_t v);
 void dev_store_u64(IrType t, void *base, int64_t i, uint64_t v);
+/* Element i of a float array as its rank in IEEE totalOrder (sort,
+ * select-and-scatter and topk compare floats by it). */
+int64_t dev_total_order_key(IrType t, const void *base, int64_t i);
 /* The canonical byte of s2/s4/u2/u4 holding v's low bits (sign- or
  * zero-extended); other types: the low byte. Can't fail. */
 uint8_t dev_subbyte_wrap(IrType t, uint64_t v);

@@ -958,29 +958,6 @@ static IrStatus reduce_window_impl(const DevKernelArgs *k, DevValue **out)
 /* select-and-scatter                                                  */
 /* ------------------------------------------------------------------ */
 
-/* A float's position in IEEE totalOrder as a signed integer:
- * -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN. Negative values have
- * their magnitude bits flipped so that larger magnitudes sort lower. */
-static int64_t total_order_key(IrType t, const void *base, int64_t i)
-{
-    int64_t v;
-    int bits;
-    switch (t) {
-    case IR_F16: case IR_BF16: v = ((const int16_t *)base)[i]; bits = 16; break;
-    case IR_F32: v = ((const int32_t *)base)[i]; bits = 32; break;
-    case IR_F64: v = ((const int64_t *)base)[i]; bits = 64; break;
-    default: { /* f8, f4: decoded exactly to f32, which orders them alike */
-        float f = (float)dev_load_f64(t, base, i);
-        int32_t b;
-        memcpy(&b, &f, sizeof b);
-        v = b;
-        bits = 32;
-        break;
-    }
-    }
-    int64_t mag = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-    return v < 0 ? v ^ mag : v;
-}
 
 /* A select computation that is one compare of its two parameters. */
 typedef struct FastSelect {
@@ -1039,7 +1016,7 @@ static bool fast_select_eval(const FastSelect *fs, const DevValue *x, int64_t a,
     int c;
     bool unordered = false;
     if (fs->total) {
-        int64_t ka = total_order_key(t, x->data, a), kb = total_order_key(t, x->data, b);
+        int64_t ka = dev_total_order_key(t, x->data, a), kb = dev_total_order_key(t, x->data, b);
         c = (ka > kb) - (ka < kb);
     } else if (fs->d == DOM_F) {
         double va = dev_load_f64(t, x->data, a), vb = dev_load_f64(t, x->data, b);

@@ -63,36 +63,13 @@ typedef struct Val {
     int64_t tot;
 } Val;
 
-/* A float's position in IEEE totalOrder as a signed integer: negative
- * values have their magnitude bits flipped so larger magnitudes sort lower.
- * E.g. f32 -0.0 (0x80000000) -> -1, +0.0 -> 0, -1.0 -> -0x3f800001. */
-static int64_t total_order_key(IrType t, const void *base, int64_t i)
-{
-    int64_t v;
-    int bits;
-    switch (t) {
-    case IR_F16: case IR_BF16: v = ((const int16_t *)base)[i]; bits = 16; break;
-    case IR_F32: v = ((const int32_t *)base)[i]; bits = 32; break;
-    case IR_F64: v = ((const int64_t *)base)[i]; bits = 64; break;
-    default: { /* f8, f4: decoded exactly to f32, which orders them alike */
-        float f = (float)dev_load_f64(t, base, i);
-        int32_t b;
-        memcpy(&b, &f, sizeof b);
-        v = b;
-        bits = 32;
-        break;
-    }
-    }
-    int64_t mag = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-    return v < 0 ? v ^ mag : v;
-}
 
 static Val val_load(IrType t, const uint8_t *base, int64_t i)
 {
     Val x = {.tot = 0};
     if (ir_type_is_float(t)) {
         x.v.f = dev_load_f64(t, base, i);
-        x.tot = total_order_key(t, base, i);
+        x.tot = dev_total_order_key(t, base, i);
     } else if (ir_type_is_signed_int(t)) {
         x.v.s = dev_load_i64(t, base, i);
     } else {

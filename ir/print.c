@@ -732,17 +732,6 @@ static void put_new_op_attrs(Buf *b, const IrInstr *ins)
 {
     const IrAttrs *a = &ins->a;
     switch (ins->op) {
-    case OP_ALL_REDUCE_START: case OP_COLLECTIVE_REDUCE:
-        put_collective(b, a);
-        if (a->use_global_device_ids)
-            put(b, ", use_global_device_ids=true");
-        break;
-    case OP_ALL_GATHER_START:
-        put_collective(b, a);
-        put_attr_list(b, "dimensions", &a->dimensions);
-        if (a->use_global_device_ids)
-            put(b, ", use_global_device_ids=true");
-        break;
     case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
         put_collective(b, a);
         break;
@@ -874,12 +863,12 @@ static void put_op_attrs(Buf *b, const IrInstr *ins)
     case OP_SCATTER:
         put_scatter_dnums(b, a);
         break;
-    case OP_ALL_REDUCE:
+    case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_COLLECTIVE_REDUCE:
         put_collective(b, a);
         if (a->use_global_device_ids)
             put(b, ", use_global_device_ids=true");
         break;
-    case OP_ALL_GATHER:
+    case OP_ALL_GATHER: case OP_ALL_GATHER_START:
         put_collective(b, a);
         put_attr_list(b, "dimensions", &a->dimensions);
         if (a->use_global_device_ids)
