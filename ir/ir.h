@@ -497,6 +497,7 @@ typedef struct IrAttrs {
     /* scan */
     int64_t num_carries;
     bool is_reverse, has_is_reverse;
+    bool is_associative, has_is_associative; /* scan: a hint; the result is the same */
     /* collective-permute's in-place form: slice_sizes={{...},...}, raw */
     const char *permute_slice_sizes;
     /* Attributes that change nothing tessel computes but that XLA prints

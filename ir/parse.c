@@ -201,7 +201,7 @@ typedef enum AttrId {
     A_MANTISSA_BITS, A_KIND, A_CALLS, A_OUTPUT_ALIASING, A_ASYNC_THREAD, A_HOST_TRANSFER,
     A_PREFETCH_INDEX, A_DOMAIN, A_TOPK_K, A_LARGEST, A_LHS_RAGGED, A_RHS_GROUP, A_LEFT_SIDE,
     A_LOWER, A_UNIT_DIAGONAL, A_TRANSPOSE_A, A_EPSILON, A_FEATURE_INDEX, A_DELTA,
-    A_NUM_CARRIES, A_IS_REVERSE, A_CC_SCHEDULE,
+    A_NUM_CARRIES, A_IS_REVERSE, A_IS_ASSOCIATIVE, A_CC_SCHEDULE,
     /* kept as raw text and printed back: they do not change what tessel
      * computes (A_FIRST_KEPT and every id after it) */
     A_PARAM_REPL, A_INFERRED_DIM, A_SCHEDULE, A_PADDING_TYPE,
@@ -256,6 +256,7 @@ static const struct {
     {"left_side", A_LEFT_SIDE}, {"lower", A_LOWER}, {"unit_diagonal", A_UNIT_DIAGONAL},
     {"transpose_a", A_TRANSPOSE_A}, {"epsilon", A_EPSILON}, {"feature_index", A_FEATURE_INDEX},
     {"delta", A_DELTA}, {"num_carries", A_NUM_CARRIES}, {"is_reverse", A_IS_REVERSE},
+    {"is_associative", A_IS_ASSOCIATIVE},
     {"custom_call_schedule", A_CC_SCHEDULE},
 };
 
@@ -375,7 +376,7 @@ static bool attr_applies(AttrId id, IrOpcode op)
         return IN(OP_BATCH_NORM_TRAINING, OP_BATCH_NORM_INFERENCE, OP_BATCH_NORM_GRAD);
     case A_DELTA:
         return op == OP_RNG_GET_AND_UPDATE_STATE;
-    case A_NUM_CARRIES: case A_IS_REVERSE:
+    case A_NUM_CARRIES: case A_IS_REVERSE: case A_IS_ASSOCIATIVE:
         return op == OP_SCAN;
     case A_DISTRIBUTION:
         return op == OP_RNG;
@@ -1824,6 +1825,9 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
     case A_IS_REVERSE:
         a->has_is_reverse = true;
         return lx_bool(L, &a->is_reverse, "true or false");
+    case A_IS_ASSOCIATIVE:
+        a->has_is_associative = true;
+        return lx_bool(L, &a->is_associative, "true or false");
     case A_CC_SCHEDULE:
         return parse_word(P, schedules, &a->custom_call_schedule,
                           "SCHEDULE_NONE, SCHEDULE_LATEST or SCHEDULE_EARLIEST");

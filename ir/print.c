@@ -800,6 +800,8 @@ static void put_new_op_attrs(Buf *b, const IrInstr *ins)
         putf(b, ", num_carries=%lld", (long long)a->num_carries);
         if (a->has_is_reverse)
             put_bool_attr(b, "is_reverse", a->is_reverse);
+        if (a->has_is_associative)
+            put_bool_attr(b, "is_associative", a->is_associative);
         break;
     default:
         break;
