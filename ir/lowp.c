@@ -97,8 +97,10 @@ double ir_lowp_to_double(IrType t, uint8_t code)
         return NAN;
     if (t == IR_F4E2M1FN)
         code &= 0x0f;
+    /* fnuz's one NaN is the negative-zero code; ml_dtypes decodes it with
+     * its sign bit set (-NaN), so float32 files carry the same bits. */
     if (f.fnuz && code == 0x80)
-        return NAN;
+        return -NAN;
     bool neg = (code & f.sign_bit) != 0;
     unsigned mag = code & (unsigned)(f.sign_bit - 1);
     double v;
