@@ -67,6 +67,12 @@ static uint8_t e8m0_from_double(double x)
 {
     if (isnan(x) || x <= 0 || isinf(x))
         return 0xff;
+    /* Below 2^-126 ml_dtypes' ConvertImpl takes its subnormal path: the
+     * value is rounded to nearest even on the linear grid {0, 2^-126}, and
+     * the 0 it gives is code 0x00 (2^-127). So (2^-127, 2^-126) gives 0x01,
+     * 2^-127 and below 0x00. */
+    if (x < 0x1p-126)
+        return x > 0x1p-127 ? 0x01 : 0x00;
     int e;
     double m = frexp(x, &e) * 2;   /* x = m * 2^(e-1), m in [1, 2) */
     e -= 1;
