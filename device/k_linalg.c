@@ -95,8 +95,10 @@ static DevValue *writable_copy(DevValue *v)
 
 CHOL_FINISH(finish_f32, float, NAN)
 CHOL_FINISH(finish_f64, double, NAN)
-CHOL_FINISH(finish_c64, float complex, CMPLXF(NAN, 0.0f))
-CHOL_FINISH(finish_c128, double complex, CMPLX(NAN, 0.0))
+/* A real converted to complex has imaginary part 0: NaN + 0i (glibc's
+ * CMPLX macros are missing under clang, which builds the fuzzers). */
+CHOL_FINISH(finish_c64, float complex, (float complex)NAN)
+CHOL_FINISH(finish_c128, double complex, (double complex)NAN)
 
 /* One n x n matrix in place; see the top of the file for uplo. */
 static void cholesky_one(IrType t, void *a, int n, bool lower)
