@@ -408,6 +408,87 @@ static void test_reference_run(void **state)
     walk(&op, &r);
 }
 
+/* ---- the reference run of every op family ---- */
+
+/* The models of tests/models that exercise the kernels, control ops and
+ * types beyond mlp_megatron's: each is walked through bind + reference run
+ * (sharding templates filled for two devices, as mlp_megatron's). */
+static const char *const family_models[] = {
+    "fft", "linalg", "batch_norm", "topk", "ragged_dot", "qr", "fusion", "async", "scan",
+    "rng", "elementwise_complex", "elementwise_lowp", "reduce_dot_lowp", "data_lowp",
+    "reduce_mixed_precision", "complex_io",
+};
+
+typedef struct {
+    const char *name;
+    char *text;
+    IrModule *m;
+    RtArgs args;
+    DevValue *out;
+} FamilyCtx;
+
+static void family_prepare(void *ctx)
+{
+    FamilyCtx *f = ctx;
+    IrParseOptions opt = ir_default_parse_options();
+    IrDiag d = {0};
+    if (ir_parse(f->name, f->text, strlen(f->text), &opt, &f->m, &d) != IR_OK)
+        fail_msg("%s: %s", f->name, d.msg ? d.msg : "?");
+    f->out = NULL;
+}
+
+static IrStatus family_run(void *ctx, IrDiag *d)
+{
+    FamilyCtx *f = ctx;
+    RtBindOptions bo = {.random = true, .seed = 7};
+    IrStatus st = rt_bind_inputs(f->m, &bo, &f->args, d);
+    if (st == IR_OK)
+        st = rt_run_reference(f->m, &f->args, &f->out, d);
+    return st;
+}
+
+static void family_after_failure(void *ctx)
+{
+    assert_null(((FamilyCtx *)ctx)->out);
+}
+
+static void family_check(void *ctx)
+{
+    assert_non_null(((FamilyCtx *)ctx)->out);
+}
+
+static void family_release(void *ctx)
+{
+    FamilyCtx *f = ctx;
+    dev_value_unref(f->out);
+    f->out = NULL;
+    rt_args_free(&f->args);
+    ir_module_free(f->m);
+    f->m = NULL;
+}
+
+static void test_family_reference_runs(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof family_models / sizeof *family_models; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/models/%s.hlo", TESSEL_SRC_DIR, family_models[i]);
+        size_t n;
+        char *raw = read_file(path, &n);
+        if (!raw)
+            fail_msg("cannot read %s", path);
+        char *a = substitute(raw, "@N", "2");
+        FamilyCtx f = {.name = family_models[i], .text = substitute(a, "@D", "0,1")};
+        free(a);
+        free(raw);
+        char what[96];
+        snprintf(what, sizeof what, "%s: bind + reference run", family_models[i]);
+        Op op = {what, family_prepare, family_run, family_after_failure, family_check, family_release};
+        walk(&op, &f);
+        free(f.text);
+    }
+}
+
 /* ---- partitioned in-process run ---- */
 
 /* The compiled program, its arguments and the reference result are made
@@ -490,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_compile),
         cmocka_unit_test(test_plan_load),
         cmocka_unit_test(test_reference_run),
+        cmocka_unit_test(test_family_reference_runs),
         cmocka_unit_test(test_local_run),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
