@@ -535,24 +535,35 @@ static bool rd_tuple(Reader *r, IrShape *s)
     return true;
 }
 
-static bool rd_dims(Reader *r, int64_t *dims, int32_t *rank)
+/* [d, <=d, ?, ...]: dyn[i] says whether dimension i is dynamic (bounded
+ * `<=d` or unbounded `?`), as the parser reads them. */
+static bool rd_dims(Reader *r, int64_t *dims, bool *dyn, int32_t *rank)
 {
     r->p++; /* '[' */
     *rank = 0;
     while (*r->p != ']') {
         if (*rank == IR_MAX_RANK)
             return false;
-        if (r->p[0] == '<' && r->p[1] == '=')
-            r->p += 2;
-        if (*r->p < '0' || *r->p > '9')
-            return false;
-        int64_t d = 0;
-        while (*r->p >= '0' && *r->p <= '9') {
-            if (d > (INT64_MAX - 9) / 10)
+        dyn[*rank] = false;
+        if (r->p[0] == '?') {
+            r->p++;
+            dyn[*rank] = true;
+            dims[(*rank)++] = IR_DIM_UNBOUNDED;
+        } else {
+            if (r->p[0] == '<' && r->p[1] == '=') {
+                r->p += 2;
+                dyn[*rank] = true;
+            }
+            if (*r->p < '0' || *r->p > '9')
                 return false;
-            d = d * 10 + (*r->p++ - '0');
+            int64_t d = 0;
+            while (*r->p >= '0' && *r->p <= '9') {
+                if (d > (INT64_MAX - 9) / 10)
+                    return false;
+                d = d * 10 + (*r->p++ - '0');
+            }
+            dims[(*rank)++] = d;
         }
-        dims[(*rank)++] = d;
         if (*r->p == ',')
             r->p++;
         else if (*r->p != ']')
@@ -577,8 +588,9 @@ static bool rd_shape(Reader *r, IrShape *s)
         r->p++;
     IrType t = ir_type_from_name(b, (size_t)(r->p - b));
     int64_t dims[IR_MAX_RANK];
+    bool dyn[IR_MAX_RANK];
     int32_t rank = 0;
-    if (t == IR_INVALID || *r->p != '[' || !rd_dims(r, dims, &rank))
+    if (t == IR_INVALID || *r->p != '[' || !rd_dims(r, dims, dyn, &rank))
         return false;
     if (*r->p == '{') { /* skip the layout, braces balanced */
         int lvl = 0;
@@ -598,7 +610,18 @@ static bool rd_shape(Reader *r, IrShape *s)
         s->type = IR_TOKEN;
         return rank == 0;
     }
-    return ir_shape_make(r->a, s, t, rank, dims) == IR_OK;
+    if (ir_shape_make(r->a, s, t, rank, dims) != IR_OK)
+        return false;
+    bool any = false;
+    for (int32_t i = 0; i < rank; i++)
+        any |= dyn[i];
+    if (any) {
+        s->dynamic = ir_alloc_array(r->a, (size_t)rank, sizeof(bool));
+        if (!s->dynamic)
+            return false;
+        memcpy(s->dynamic, dyn, (size_t)rank * sizeof(bool));
+    }
+    return true;
 }
 
 static IrStatus check_entry_layout(Verifier *v, const IrComputation *e)

@@ -294,6 +294,34 @@ static void test_header_and_structure(void **state)
 
 /* No ENTRY: the last computation is the entry, and the module is named
  * after it. */
+/* entry_computation_layout keeps the dynamic dimensions it writes: a
+ * parameter f32[<=8,4] matches `f32[<=8,4]{1,0}` there, and not `f32[8,4]`
+ * (the dimensions agree, the dynamic flag does not). */
+static void test_entry_layout_dynamic(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule m, entry_computation_layout={(f32[<=8,4]{1,0}, f32[?])->f32[<=8,4]{1,0}}\n"
+                           "ENTRY e {\n  p = f32[<=8,4] parameter(0)\n  q = f32[?] parameter(1)\n"
+                           "  ROOT n = f32[<=8,4] negate(p)\n}\n");
+    ir_module_free(m);
+    IrParseOptions opt = ir_default_parse_options();
+    opt.verify = true;
+    const char *bad = "HloModule m, entry_computation_layout={(f32[8,4]{1,0})->f32[<=8,4]{1,0}}\n"
+                      "ENTRY e {\n  p = f32[<=8,4] parameter(0)\n  ROOT n = f32[<=8,4] negate(p)\n}\n";
+    IrDiag d = {0};
+    IrModule *mb = NULL;
+    IrStatus st = ir_parse("t.hlo", bad, strlen(bad), &opt, &mb, &d);
+    if (st == IR_OK) {
+        IrLimits lim = ir_default_limits();
+        st = ir_verify(mb, &lim, &d);
+        ir_module_free(mb);
+    }
+    assert_int_equal(st, IR_EINPUT);
+    assert_non_null(strstr(d.msg, "entry_computation_layout says f32[8,4]"));
+    assert_int_equal(d.pos.line, 3);
+    ir_diag_clear(&d);
+}
+
 static void test_no_entry(void **state)
 {
     (void)state;
@@ -313,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_layout_errors),
         cmocka_unit_test(test_header_and_structure),
         cmocka_unit_test(test_no_entry),
+        cmocka_unit_test(test_entry_layout_dynamic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
