@@ -29,7 +29,7 @@
 
 /* Record "OPNAME: message" at the instruction's position. */
 __attribute__((format(printf, 2, 3)))
-IrStatus fail(Ctx *x, const char *fmt, ...)
+IrStatus infer_fail(Ctx *x, const char *fmt, ...)
 {
     char f[512];
     const IrAttrs *a = &x->ins->a;
@@ -45,13 +45,13 @@ IrStatus fail(Ctx *x, const char *fmt, ...)
     return IR_EINPUT;
 }
 
-IrStatus oom(Ctx *x)
+IrStatus infer_oom(Ctx *x)
 {
     return ir_error(x->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
 }
 
 /* Shape text for messages, kept in the arena so callers need not free it. */
-const char *sstr(Ctx *x, const IrShape *s)
+const char *infer_sstr(Ctx *x, const IrShape *s)
 {
     char *h = ir_shape_str(s, false);
     if (!h)
@@ -62,7 +62,7 @@ const char *sstr(Ctx *x, const IrShape *s)
 }
 
 /* "{1,2,3}" for messages. */
-const char *lstr(Ctx *x, const IrI64List *l)
+const char *infer_lstr(Ctx *x, const IrI64List *l)
 {
     size_t cap = 3 + (size_t)l->n * 21;
     char *s = ir_alloc(x->a, cap);
@@ -77,27 +77,27 @@ const char *lstr(Ctx *x, const IrI64List *l)
     return s;
 }
 
-const IrShape *opnd(Ctx *x, int32_t i)
+const IrShape *infer_opnd(Ctx *x, int32_t i)
 {
     return &x->c->instr[x->ins->opnd[i]].shape;
 }
 
-const char *opnd_name(Ctx *x, int32_t i)
+const char *infer_opnd_name(Ctx *x, int32_t i)
 {
     return x->c->instr[x->ins->opnd[i]].name;
 }
 
-bool is_array(const IrShape *s)
+bool infer_is_array(const IrShape *s)
 {
     return ir_type_is_array(s->type);
 }
 
-bool is_scalar(const IrShape *s)
+bool infer_is_scalar(const IrShape *s)
 {
-    return is_array(s) && s->rank == 0;
+    return infer_is_array(s) && s->rank == 0;
 }
 
-bool same_dims(const IrShape *a, const IrShape *b)
+bool infer_same_dims(const IrShape *a, const IrShape *b)
 {
     if (a->rank != b->rank)
         return false;
@@ -107,24 +107,24 @@ bool same_dims(const IrShape *a, const IrShape *b)
     return true;
 }
 
-IrStatus expect_array(Ctx *x, int32_t i, const char *what)
+IrStatus infer_expect_array(Ctx *x, int32_t i, const char *what)
 {
-    if (!is_array(opnd(x, i)))
-        return fail(x, "%s (operand %d, %s) must be an array, got %s", what, (int)i,
-                    opnd_name(x, i), sstr(x, opnd(x, i)));
+    if (!infer_is_array(infer_opnd(x, i)))
+        return infer_fail(x, "%s (operand %d, %s) must be an array, got %s", what, (int)i,
+                    infer_opnd_name(x, i), infer_sstr(x, infer_opnd(x, i)));
     return IR_OK;
 }
 
-IrStatus expect_scalar(Ctx *x, int32_t i, const char *what)
+IrStatus infer_expect_scalar(Ctx *x, int32_t i, const char *what)
 {
-    if (!is_scalar(opnd(x, i)))
-        return fail(x, "%s (operand %d, %s) must be a scalar, got %s", what, (int)i,
-                    opnd_name(x, i), sstr(x, opnd(x, i)));
+    if (!infer_is_scalar(infer_opnd(x, i)))
+        return infer_fail(x, "%s (operand %d, %s) must be a scalar, got %s", what, (int)i,
+                    infer_opnd_name(x, i), infer_sstr(x, infer_opnd(x, i)));
     return IR_OK;
 }
 
 /* Deep copy without layouts. */
-IrStatus copy_shape(Ctx *x, IrShape *dst, const IrShape *src)
+IrStatus infer_copy_shape(Ctx *x, IrShape *dst, const IrShape *src)
 {
     if (src->type == IR_TUPLE) {
         memset(dst, 0, sizeof *dst);
@@ -133,33 +133,33 @@ IrStatus copy_shape(Ctx *x, IrShape *dst, const IrShape *src)
         if (src->ntuple > 0) {
             dst->tuple = ir_alloc_array(x->a, (size_t)src->ntuple, sizeof(IrShape));
             if (!dst->tuple)
-                return oom(x);
+                return infer_oom(x);
             for (int32_t i = 0; i < src->ntuple; i++)
-                if (copy_shape(x, &dst->tuple[i], &src->tuple[i]) != IR_OK)
+                if (infer_copy_shape(x, &dst->tuple[i], &src->tuple[i]) != IR_OK)
                     return IR_ENOMEM;
         }
         return IR_OK;
     }
-    return ir_shape_make(x->a, dst, src->type, src->rank, src->dims) == IR_OK ? IR_OK : oom(x);
+    return ir_shape_make(x->a, dst, src->type, src->rank, src->dims) == IR_OK ? IR_OK : infer_oom(x);
 }
 
-IrStatus make_array(Ctx *x, IrShape *dst, IrType t, int32_t rank, const int64_t *dims)
+IrStatus infer_make_array(Ctx *x, IrShape *dst, IrType t, int32_t rank, const int64_t *dims)
 {
-    return ir_shape_make(x->a, dst, t, rank, dims) == IR_OK ? IR_OK : oom(x);
+    return ir_shape_make(x->a, dst, t, rank, dims) == IR_OK ? IR_OK : infer_oom(x);
 }
 
-IrStatus make_scalar(Ctx *x, IrShape *dst, IrType t)
+IrStatus infer_make_scalar(Ctx *x, IrShape *dst, IrType t)
 {
-    return make_array(x, dst, t, 0, NULL);
+    return infer_make_array(x, dst, t, 0, NULL);
 }
 
 /* A scratch array of n int64 in the arena (n may be 0). */
-int64_t *scratch(Ctx *x, int64_t n)
+int64_t *infer_scratch(Ctx *x, int64_t n)
 {
     return ir_alloc_array(x->a, (size_t)(n > 0 ? n : 1), sizeof(int64_t));
 }
 
-bool list_has(const IrI64List *l, int64_t v)
+bool infer_list_has(const IrI64List *l, int64_t v)
 {
     for (int32_t i = 0; i < l->n; i++)
         if (l->v[i] == v)
@@ -170,34 +170,34 @@ bool list_has(const IrI64List *l, int64_t v)
 /* Check a list of dimension numbers: each in [0, rank), no repeats, and
  * ascending when `sorted`. Quadratic in the list length, which is bounded by
  * the rank (<= 64), never by the module size. */
-IrStatus check_dim_list(Ctx *x, const IrI64List *l, int64_t rank, const char *what,
+IrStatus infer_check_dim_list(Ctx *x, const IrI64List *l, int64_t rank, const char *what,
                         bool sorted)
 {
     for (int32_t i = 0; i < l->n; i++) {
         if (l->v[i] < 0 || l->v[i] >= rank)
-            return fail(x, "%s=%s: dimension %lld is out of range for rank %lld", what,
-                        lstr(x, l), (long long)l->v[i], (long long)rank);
+            return infer_fail(x, "%s=%s: dimension %lld is out of range for rank %lld", what,
+                        infer_lstr(x, l), (long long)l->v[i], (long long)rank);
         for (int32_t j = 0; j < i; j++)
             if (l->v[j] == l->v[i])
-                return fail(x, "%s=%s: dimension %lld appears twice", what, lstr(x, l),
+                return infer_fail(x, "%s=%s: dimension %lld appears twice", what, infer_lstr(x, l),
                             (long long)l->v[i]);
         if (sorted && i > 0 && l->v[i - 1] > l->v[i])
-            return fail(x, "%s=%s must be in ascending order", what, lstr(x, l));
+            return infer_fail(x, "%s=%s must be in ascending order", what, infer_lstr(x, l));
     }
     return IR_OK;
 }
 
-bool add_ovf(int64_t a, int64_t b, int64_t *r)
+bool infer_add_ovf(int64_t a, int64_t b, int64_t *r)
 {
     return __builtin_add_overflow(a, b, r);
 }
 
-bool mul_ovf(int64_t a, int64_t b, int64_t *r)
+bool infer_mul_ovf(int64_t a, int64_t b, int64_t *r)
 {
     return __builtin_mul_overflow(a, b, r);
 }
 
-IrType component_type(IrType t)
+IrType infer_component_type(IrType t)
 {
     return t == IR_C64 ? IR_F32 : t == IR_C128 ? IR_F64 : t;
 }
@@ -206,34 +206,34 @@ IrType component_type(IrType t)
 /* called computations                                                 */
 /* ------------------------------------------------------------------ */
 
-const IrComputation *callee(Ctx *x, int32_t k)
+const IrComputation *infer_callee(Ctx *x, int32_t k)
 {
     return x->m->comp[x->ins->called[k]];
 }
 
 /* The shape of parameter i of `comp`, or NULL (with an error) if absent. */
-const IrShape *callee_param(Ctx *x, const IrComputation *comp, int32_t i)
+const IrShape *infer_callee_param(Ctx *x, const IrComputation *comp, int32_t i)
 {
     if (i >= comp->nparam || comp->param[i] < 0 || comp->param[i] >= comp->ninstr) {
-        fail(x, "called computation %s has no parameter %d", comp->name, (int)i);
+        infer_fail(x, "called computation %s has no parameter %d", comp->name, (int)i);
         return NULL;
     }
     return &comp->instr[comp->param[i]].shape;
 }
 
-const IrShape *callee_root(Ctx *x, const IrComputation *comp)
+const IrShape *infer_callee_root(Ctx *x, const IrComputation *comp)
 {
     if (comp->root < 0 || comp->root >= comp->ninstr) {
-        fail(x, "called computation %s has no root instruction", comp->name);
+        infer_fail(x, "called computation %s has no root instruction", comp->name);
         return NULL;
     }
     return &comp->instr[comp->root].shape;
 }
 
-IrStatus expect_nparams(Ctx *x, const IrComputation *comp, const char *role, int32_t n)
+IrStatus infer_expect_nparams(Ctx *x, const IrComputation *comp, const char *role, int32_t n)
 {
     if (comp->nparam != n)
-        return fail(x, "%s computation %s must take %d parameters, it takes %d", role, comp->name,
+        return infer_fail(x, "%s computation %s must take %d parameters, it takes %d", role, comp->name,
                     (int)n, (int)comp->nparam);
     return IR_OK;
 }
@@ -241,35 +241,35 @@ IrStatus expect_nparams(Ctx *x, const IrComputation *comp, const char *role, int
 /* Check that `comp` takes scalar parameters of types ptypes[0..np) and
  * returns scalars of types rtypes[0..nr) (a tuple of them when nr > 1).
  * This is the signature of reducers, comparators and map functions. */
-IrStatus check_scalar_comp(Ctx *x, const IrComputation *comp, const char *role, int32_t np,
+IrStatus infer_check_scalar_comp(Ctx *x, const IrComputation *comp, const char *role, int32_t np,
                            const IrType *ptypes, int32_t nr, const IrType *rtypes)
 {
-    IrStatus st = expect_nparams(x, comp, role, np);
+    IrStatus st = infer_expect_nparams(x, comp, role, np);
     if (st != IR_OK)
         return st;
     for (int32_t i = 0; i < np; i++) {
-        const IrShape *p = callee_param(x, comp, i);
+        const IrShape *p = infer_callee_param(x, comp, i);
         if (!p)
             return IR_EINPUT;
-        if (!is_scalar(p) || p->type != ptypes[i])
-            return fail(x, "%s computation %s: parameter %d must be %s[], got %s", role,
-                        comp->name, (int)i, ir_type_name(ptypes[i]), sstr(x, p));
+        if (!infer_is_scalar(p) || p->type != ptypes[i])
+            return infer_fail(x, "%s computation %s: parameter %d must be %s[], got %s", role,
+                        comp->name, (int)i, ir_type_name(ptypes[i]), infer_sstr(x, p));
     }
-    const IrShape *r = callee_root(x, comp);
+    const IrShape *r = infer_callee_root(x, comp);
     if (!r)
         return IR_EINPUT;
     if (nr == 1) {
-        if (!is_scalar(r) || r->type != rtypes[0])
-            return fail(x, "%s computation %s must return %s[], it returns %s", role, comp->name,
-                        ir_type_name(rtypes[0]), sstr(x, r));
+        if (!infer_is_scalar(r) || r->type != rtypes[0])
+            return infer_fail(x, "%s computation %s must return %s[], it returns %s", role, comp->name,
+                        ir_type_name(rtypes[0]), infer_sstr(x, r));
         return IR_OK;
     }
     bool ok = r->type == IR_TUPLE && r->ntuple == nr;
     for (int32_t i = 0; ok && i < nr; i++)
-        ok = is_scalar(&r->tuple[i]) && r->tuple[i].type == rtypes[i];
+        ok = infer_is_scalar(&r->tuple[i]) && r->tuple[i].type == rtypes[i];
     if (!ok)
-        return fail(x, "%s computation %s must return a tuple of %d scalars, it returns %s", role,
-                    comp->name, (int)nr, sstr(x, r));
+        return infer_fail(x, "%s computation %s must return a tuple of %d scalars, it returns %s", role,
+                    comp->name, (int)nr, infer_sstr(x, r));
     return IR_OK;
 }
 
@@ -279,35 +279,35 @@ IrStatus check_scalar_comp(Ctx *x, const IrComputation *comp, const char *role, 
  * reducer's shapes with its inputs' ignoring floating-point precision
  * (VerifyReducerShape: CompatibleIgnoringFpPrecision), so an f16 reduce may
  * start from an f32 init, and the accumulator is the reducer's type. */
-IrType reducer_param_type(Ctx *x, const IrComputation *comp, int32_t i, IrType t)
+IrType infer_reducer_param_type(Ctx *x, const IrComputation *comp, int32_t i, IrType t)
 {
     if (!comp || i >= comp->nparam || comp->param[i] < 0 || !ir_type_is_float(t))
         return t;
-    const IrShape *p = callee_param(x, comp, i);
-    return p && is_scalar(p) && ir_type_is_float(p->type) ? p->type : t;
+    const IrShape *p = infer_callee_param(x, comp, i);
+    return p && infer_is_scalar(p) && ir_type_is_float(p->type) ? p->type : t;
 }
 
 /* `acc` is updated to the reducer's accumulator types (see above): the
  * caller's result types. */
-IrStatus check_reducer(Ctx *x, const IrComputation *comp, int32_t n, IrType *acc,
+IrStatus infer_check_reducer(Ctx *x, const IrComputation *comp, int32_t n, IrType *acc,
                        const IrType *in)
 {
     IrType *pt = ir_alloc_array(x->a, (size_t)(2 * n), sizeof(IrType));
     if (!pt)
-        return oom(x);
+        return infer_oom(x);
     for (int32_t i = 0; i < n; i++) {
-        acc[i] = reducer_param_type(x, comp, i, acc[i]);
+        acc[i] = infer_reducer_param_type(x, comp, i, acc[i]);
         pt[i] = acc[i];
-        pt[n + i] = reducer_param_type(x, comp, n + i, in[i]);
+        pt[n + i] = infer_reducer_param_type(x, comp, n + i, in[i]);
     }
-    return check_scalar_comp(x, comp, "reduction", 2 * n, pt, n, acc);
+    return infer_check_scalar_comp(x, comp, "reduction", 2 * n, pt, n, acc);
 }
 
 /* ------------------------------------------------------------------ */
 /* windows (convolution, reduce-window, select-and-scatter)            */
 /* ------------------------------------------------------------------ */
 
-int64_t dflt1(int64_t v)
+int64_t infer_dflt1(int64_t v)
 {
     return v == 0 ? 1 : v;
 }
@@ -316,33 +316,33 @@ int64_t dflt1(int64_t v)
  * base dilated to (n-1)*lhs_dilate+1, padded by lo and hi, window dilated
  * to (size-1)*rhs_dilate+1; then floor((padded - window) / stride) + 1, or
  * 0 when the window does not fit. n=5, size=3, stride=2, pad 1_1 -> 3. */
-IrStatus window_dim(Ctx *x, int32_t i, const IrWindowDim *w, int64_t n, int64_t *out)
+IrStatus infer_window_dim(Ctx *x, int32_t i, const IrWindowDim *w, int64_t n, int64_t *out)
 {
-    int64_t stride = dflt1(w->stride), ld = dflt1(w->lhs_dilate), rd = dflt1(w->rhs_dilate);
+    int64_t stride = infer_dflt1(w->stride), ld = infer_dflt1(w->lhs_dilate), rd = infer_dflt1(w->rhs_dilate);
     if (w->size < 0 || stride < 1 || ld < 1 || rd < 1)
-        return fail(x, "window dimension %d needs size >= 0 and stride and dilations >= 1",
+        return infer_fail(x, "window dimension %d needs size >= 0 and stride and dilations >= 1",
                     (int)i);
     int64_t base, win, padded;
-    if (mul_ovf(n > 0 ? n - 1 : 0, ld, &base) || add_ovf(base, n > 0 ? 1 : 0, &base) ||
-        add_ovf(base, w->pad_lo, &padded) || add_ovf(padded, w->pad_hi, &padded) ||
-        mul_ovf(w->size > 0 ? w->size - 1 : 0, rd, &win) || add_ovf(win, w->size > 0, &win))
-        return fail(x, "window dimension %d overflows", (int)i);
+    if (infer_mul_ovf(n > 0 ? n - 1 : 0, ld, &base) || infer_add_ovf(base, n > 0 ? 1 : 0, &base) ||
+        infer_add_ovf(base, w->pad_lo, &padded) || infer_add_ovf(padded, w->pad_hi, &padded) ||
+        infer_mul_ovf(w->size > 0 ? w->size - 1 : 0, rd, &win) || infer_add_ovf(win, w->size > 0, &win))
+        return infer_fail(x, "window dimension %d overflows", (int)i);
     *out = (win > padded) ? 0 : (padded - win) / stride + 1;
     return IR_OK;
 }
 
 /* Apply a whole window (one entry per dimension of `s`). */
-IrStatus window_shape(Ctx *x, const IrShape *s, int64_t **dims)
+IrStatus infer_window_shape(Ctx *x, const IrShape *s, int64_t **dims)
 {
     const IrWindow *w = &x->ins->a.window;
     if (w->rank != s->rank)
-        return fail(x, "window has %d dimensions but the operand %s has rank %d", (int)w->rank,
-                    sstr(x, s), (int)s->rank);
-    int64_t *v = scratch(x, s->rank);
+        return infer_fail(x, "window has %d dimensions but the operand %s has rank %d", (int)w->rank,
+                    infer_sstr(x, s), (int)s->rank);
+    int64_t *v = infer_scratch(x, s->rank);
     if (!v)
-        return oom(x);
+        return infer_oom(x);
     for (int32_t i = 0; i < s->rank; i++) {
-        IrStatus st = window_dim(x, i, &w->dim[i], s->dims[i], &v[i]);
+        IrStatus st = infer_window_dim(x, i, &w->dim[i], s->dims[i], &v[i]);
         if (st != IR_OK)
             return st;
     }
@@ -355,22 +355,22 @@ IrStatus window_shape(Ctx *x, const IrShape *s, int64_t **dims)
 /* ------------------------------------------------------------------ */
 
 /* The declared shape, a tuple of at least n elements. */
-IrStatus expect_tuple_result(Ctx *x, int32_t n, const char *form)
+IrStatus infer_expect_tuple_result(Ctx *x, int32_t n, const char *form)
 {
     const IrShape *o = &x->ins->shape;
     if (o->type != IR_TUPLE || o->ntuple < n)
-        return fail(x, "result must be a tuple %s, got %s", form, sstr(x, o));
+        return infer_fail(x, "result must be a tuple %s, got %s", form, infer_sstr(x, o));
     return IR_OK;
 }
 
 /* Element k of the declared tuple has operand i's type and dimensions
  * (a memory space or layout may differ). */
-IrStatus expect_like_operand(Ctx *x, int32_t k, int32_t i)
+IrStatus infer_expect_like_operand(Ctx *x, int32_t k, int32_t i)
 {
-    const IrShape *e = &x->ins->shape.tuple[k], *s = opnd(x, i);
+    const IrShape *e = &x->ins->shape.tuple[k], *s = infer_opnd(x, i);
     if (!ir_shape_equal(e, s))
-        return fail(x, "element %d of the result is %s but operand %d is %s", (int)k, sstr(x, e),
-                    (int)i, sstr(x, s));
+        return infer_fail(x, "element %d of the result is %s but operand %d is %s", (int)k, infer_sstr(x, e),
+                    (int)i, infer_sstr(x, s));
     return IR_OK;
 }
 
@@ -385,7 +385,7 @@ static IrStatus check_arity(Ctx *x)
     int ar = ir_op_arity(op);
     if (ar >= 0) {
         if (n != ar)
-            return fail(x, "expects %d operand%s, got %d", ar, ar == 1 ? "" : "s", (int)n);
+            return infer_fail(x, "expects %d operand%s, got %d", ar, ar == 1 ? "" : "s", (int)n);
         return IR_OK;
     }
     int min = 0;
@@ -410,12 +410,12 @@ static IrStatus check_arity(Ctx *x)
         break;
     }
     if (n < min)
-        return fail(x, "expects at least %d operand%s, got %d", min, min == 1 ? "" : "s", (int)n);
+        return infer_fail(x, "expects at least %d operand%s, got %d", min, min == 1 ? "" : "s", (int)n);
     if ((op == OP_REDUCE || op == OP_REDUCE_WINDOW) && n % 2 != 0)
-        return fail(x, "expects an even number of operands (inputs then init values), got %d",
+        return infer_fail(x, "expects an even number of operands (inputs then init values), got %d",
                     (int)n);
     if (op == OP_SCATTER && n % 2 != 1)
-        return fail(x, "expects 2N+1 operands (N inputs, indices, N updates), got %d", (int)n);
+        return infer_fail(x, "expects 2N+1 operands (N inputs, indices, N updates), got %d", (int)n);
     return IR_OK;
 }
 
@@ -444,15 +444,15 @@ static IrStatus check_refs(Ctx *x)
     const IrInstr *ins = x->ins;
     for (int32_t i = 0; i < ins->nopnd; i++)
         if (ins->opnd[i] < 0 || ins->opnd[i] >= x->c->ninstr)
-            return fail(x, "operand %d refers to instruction index %d, out of range", (int)i,
+            return infer_fail(x, "operand %d refers to instruction index %d, out of range", (int)i,
                         (int)ins->opnd[i]);
     for (int32_t k = 0; k < ins->ncalled; k++)
         if (ins->called[k] < 0 || ins->called[k] >= x->m->ncomp)
-            return fail(x, "called computation %d has index %d, out of range", (int)k,
+            return infer_fail(x, "called computation %d has index %d, out of range", (int)k,
                         (int)ins->called[k]);
     int want = expected_ncalled(ins->op);
     if (want >= 0 && ins->ncalled != want)
-        return fail(x, "expects %d called computation%s, got %d", want, want == 1 ? "" : "s",
+        return infer_fail(x, "expects %d called computation%s, got %d", want, want == 1 ? "" : "s",
                     (int)ins->ncalled);
     return IR_OK;
 }
@@ -474,7 +474,7 @@ static IrStatus infer_other(Ctx *x, IrShape *out)
     case OP_CONDITIONAL: return infer_conditional(x, out);
     case OP_MAP: return infer_map(x, out);
     case OP_PARTITION_ID: case OP_REPLICA_ID: return infer_id(x, out);
-    case OP_OPTIMIZATION_BARRIER: return copy_shape(x, out, opnd(x, 0));
+    case OP_OPTIMIZATION_BARRIER: return infer_copy_shape(x, out, infer_opnd(x, 0));
     case OP_AFTER_ALL: return infer_after_all(x, out);
     case OP_ADD_DEPENDENCY: return infer_add_dependency(x, out);
     case OP_BROADCAST: return infer_broadcast(x, out);
@@ -511,7 +511,7 @@ static IrStatus infer_other(Ctx *x, IrShape *out)
     case OP_ALL_REDUCE_START: case OP_COLLECTIVE_REDUCE: return infer_all_reduce(x, out);
     case OP_ALL_GATHER_START: return infer_all_gather_start(x, out);
     case OP_COLLECTIVE_PERMUTE_START: return infer_permute_start(x, out);
-    case OP_ALL_REDUCE_DONE: return copy_shape(x, out, opnd(x, 0));
+    case OP_ALL_REDUCE_DONE: return infer_copy_shape(x, out, infer_opnd(x, 0));
     case OP_ALL_GATHER_DONE: case OP_COLLECTIVE_PERMUTE_DONE: return infer_done_element(x, out, 1);
     case OP_COPY_START: return infer_copy_start(x, out);
     case OP_COPY_DONE: return infer_done_element(x, out, 0);

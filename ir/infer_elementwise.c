@@ -52,23 +52,23 @@ static IrStatus unary_type_ok(Ctx *x, IrType t)
         break;
     }
     if (!ok)
-        return fail(x, "operand must have %s element type, got %s", want, ir_type_name(t));
+        return infer_fail(x, "operand must have %s element type, got %s", want, ir_type_name(t));
     return IR_OK;
 }
 
 IrStatus infer_unary(Ctx *x, IrShape *out)
 {
-    const IrShape *s = opnd(x, 0);
+    const IrShape *s = infer_opnd(x, 0);
     IrOpcode op = x->ins->op;
     if (op == OP_COPY)
-        return copy_shape(x, out, s); /* copy also takes tuples */
-    IrStatus st = expect_array(x, 0, "operand");
+        return infer_copy_shape(x, out, s); /* copy also takes tuples */
+    IrStatus st = infer_expect_array(x, 0, "operand");
     if (st != IR_OK || (st = unary_type_ok(x, s->type)) != IR_OK)
         return st;
     IrType t = s->type;
     switch (op) {
     case OP_ABS: case OP_REAL: case OP_IMAG:
-        t = component_type(t);
+        t = infer_component_type(t);
         break;
     case OP_IS_FINITE:
         t = IR_PRED;
@@ -76,20 +76,20 @@ IrStatus infer_unary(Ctx *x, IrShape *out)
     case OP_CONVERT:
         t = x->ins->shape.type;
         if (!ir_type_is_array(t))
-            return fail(x, "result must be an array type, got %s", sstr(x, &x->ins->shape));
+            return infer_fail(x, "result must be an array type, got %s", infer_sstr(x, &x->ins->shape));
         if (ir_type_is_complex(s->type) && !ir_type_is_complex(t))
-            return fail(x, "cannot convert complex %s to non-complex %s (use real or imag)",
+            return infer_fail(x, "cannot convert complex %s to non-complex %s (use real or imag)",
                         ir_type_name(s->type), ir_type_name(t));
         break;
     case OP_REDUCE_PRECISION:
         if (x->ins->a.exponent_bits < 1 || x->ins->a.mantissa_bits < 0)
-            return fail(x, "needs exponent_bits >= 1 and mantissa_bits >= 0, got %lld and %lld",
+            return infer_fail(x, "needs exponent_bits >= 1 and mantissa_bits >= 0, got %lld and %lld",
                         (long long)x->ins->a.exponent_bits, (long long)x->ins->a.mantissa_bits);
         break;
     default:
         break;
     }
-    return make_array(x, out, t, s->rank, s->dims);
+    return infer_make_array(x, out, t, s->rank, s->dims);
 }
 
 /* bitcast-convert: same bit width keeps the dimensions; to a narrower type
@@ -98,31 +98,31 @@ IrStatus infer_unary(Ctx *x, IrShape *out)
  * (u8[4,2] -> u16[4]). */
 IrStatus infer_bitcast_convert(Ctx *x, IrShape *out)
 {
-    IrStatus st = expect_array(x, 0, "operand");
+    IrStatus st = infer_expect_array(x, 0, "operand");
     if (st != IR_OK)
         return st;
-    const IrShape *s = opnd(x, 0);
+    const IrShape *s = infer_opnd(x, 0);
     IrType t = x->ins->shape.type;
     if (!ir_type_is_array(t))
-        return fail(x, "result must be an array type, got %s", sstr(x, &x->ins->shape));
+        return infer_fail(x, "result must be an array type, got %s", infer_sstr(x, &x->ins->shape));
     if (s->type == IR_PRED || t == IR_PRED)
-        return fail(x, "cannot bitcast from or to pred");
+        return infer_fail(x, "cannot bitcast from or to pred");
     int ib = ir_type_bits(s->type), ob = ir_type_bits(t);
     if (ib == ob)
-        return make_array(x, out, t, s->rank, s->dims);
+        return infer_make_array(x, out, t, s->rank, s->dims);
     if (ib > ob) {
-        int64_t *dims = scratch(x, s->rank + 1);
+        int64_t *dims = infer_scratch(x, s->rank + 1);
         if (!dims)
-            return oom(x);
+            return infer_oom(x);
         if (s->rank > 0)
             memcpy(dims, s->dims, (size_t)s->rank * sizeof *dims);
         dims[s->rank] = ib / ob;
-        return make_array(x, out, t, s->rank + 1, dims);
+        return infer_make_array(x, out, t, s->rank + 1, dims);
     }
     if (s->rank == 0 || s->dims[s->rank - 1] != ob / ib)
-        return fail(x, "converting %s to the wider %s needs a minor dimension of size %d, got %s",
-                    ir_type_name(s->type), ir_type_name(t), ob / ib, sstr(x, s));
-    return make_array(x, out, t, s->rank - 1, s->dims);
+        return infer_fail(x, "converting %s to the wider %s needs a minor dimension of size %d, got %s",
+                    ir_type_name(s->type), ir_type_name(t), ob / ib, infer_sstr(x, s));
+    return infer_make_array(x, out, t, s->rank - 1, s->dims);
 }
 
 /* stochastic-convert(operand, random): random is unsigned, of the
@@ -131,18 +131,18 @@ IrStatus infer_bitcast_convert(Ctx *x, IrShape *out)
 IrStatus infer_stochastic_convert(Ctx *x, IrShape *out)
 {
     IrStatus st;
-    if ((st = expect_array(x, 0, "operand")) != IR_OK || (st = expect_array(x, 1, "random")) != IR_OK)
+    if ((st = infer_expect_array(x, 0, "operand")) != IR_OK || (st = infer_expect_array(x, 1, "random")) != IR_OK)
         return st;
-    const IrShape *s = opnd(x, 0), *r = opnd(x, 1), *o = &x->ins->shape;
+    const IrShape *s = infer_opnd(x, 0), *r = infer_opnd(x, 1), *o = &x->ins->shape;
     if (!ir_type_is_float(s->type))
-        return fail(x, "operand must be floating-point, got %s", sstr(x, s));
+        return infer_fail(x, "operand must be floating-point, got %s", infer_sstr(x, s));
     if (!ir_type_is_unsigned_int(r->type) || ir_type_bits(r->type) != ir_type_bits(s->type) ||
-        !same_dims(s, r))
-        return fail(x, "random must be u%d with the operand's dimensions, got %s",
-                    ir_type_bits(s->type), sstr(x, r));
-    if (!is_array(o))
-        return fail(x, "result must be an array, got %s", sstr(x, o));
-    return make_array(x, out, o->type, s->rank, s->dims);
+        !infer_same_dims(s, r))
+        return infer_fail(x, "random must be u%d with the operand's dimensions, got %s",
+                    ir_type_bits(s->type), infer_sstr(x, r));
+    if (!infer_is_array(o))
+        return infer_fail(x, "result must be an array, got %s", infer_sstr(x, o));
+    return infer_make_array(x, out, o->type, s->rank, s->dims);
 }
 
 static IrStatus binary_type_ok(Ctx *x, IrType t)
@@ -170,7 +170,7 @@ static IrStatus binary_type_ok(Ctx *x, IrType t)
         break;
     }
     if (!ok)
-        return fail(x, "operands must have %s element type, got %s", want, ir_type_name(t));
+        return infer_fail(x, "operands must have %s element type, got %s", want, ir_type_name(t));
     return IR_OK;
 }
 
@@ -178,7 +178,7 @@ static IrStatus check_compare(Ctx *x, IrType t)
 {
     const IrAttrs *at = &x->ins->a;
     if (at->direction == CMP_NONE)
-        return fail(x, "needs a direction= attribute (EQ, NE, LT, LE, GT or GE)");
+        return infer_fail(x, "needs a direction= attribute (EQ, NE, LT, LE, GT or GE)");
     bool ok = true;
     switch (at->cmp_type) {
     case CMPT_FLOAT: case CMPT_TOTALORDER:
@@ -194,21 +194,21 @@ static IrStatus check_compare(Ctx *x, IrType t)
         break;
     }
     if (!ok)
-        return fail(x, "comparison type does not fit element type %s", ir_type_name(t));
+        return infer_fail(x, "comparison type does not fit element type %s", ir_type_name(t));
     return IR_OK;
 }
 
 IrStatus infer_binary(Ctx *x, IrShape *out)
 {
     IrStatus st;
-    if ((st = expect_array(x, 0, "lhs")) != IR_OK || (st = expect_array(x, 1, "rhs")) != IR_OK)
+    if ((st = infer_expect_array(x, 0, "lhs")) != IR_OK || (st = infer_expect_array(x, 1, "rhs")) != IR_OK)
         return st;
-    const IrShape *l = opnd(x, 0), *r = opnd(x, 1);
-    if (!same_dims(l, r))
-        return fail(x, "operands must have the same dimensions, got %s and %s", sstr(x, l),
-                    sstr(x, r));
+    const IrShape *l = infer_opnd(x, 0), *r = infer_opnd(x, 1);
+    if (!infer_same_dims(l, r))
+        return infer_fail(x, "operands must have the same dimensions, got %s and %s", infer_sstr(x, l),
+                    infer_sstr(x, r));
     if (l->type != r->type)
-        return fail(x, "operands must have the same element type, got %s and %s",
+        return infer_fail(x, "operands must have the same element type, got %s and %s",
                     ir_type_name(l->type), ir_type_name(r->type));
     if ((st = binary_type_ok(x, l->type)) != IR_OK)
         return st;
@@ -220,39 +220,39 @@ IrStatus infer_binary(Ctx *x, IrShape *out)
     } else if (x->ins->op == OP_COMPLEX) {
         t = t == IR_F32 ? IR_C64 : IR_C128;
     }
-    return make_array(x, out, t, l->rank, l->dims);
+    return infer_make_array(x, out, t, l->rank, l->dims);
 }
 
 IrStatus infer_select(Ctx *x, IrShape *out)
 {
     IrStatus st;
     for (int32_t i = 0; i < 3; i++)
-        if ((st = expect_array(x, i, i == 0 ? "predicate" : i == 1 ? "on_true" : "on_false")) != IR_OK)
+        if ((st = infer_expect_array(x, i, i == 0 ? "predicate" : i == 1 ? "on_true" : "on_false")) != IR_OK)
             return st;
-    const IrShape *p = opnd(x, 0), *t = opnd(x, 1), *f = opnd(x, 2);
+    const IrShape *p = infer_opnd(x, 0), *t = infer_opnd(x, 1), *f = infer_opnd(x, 2);
     if (p->type != IR_PRED)
-        return fail(x, "predicate must be pred, got %s", sstr(x, p));
+        return infer_fail(x, "predicate must be pred, got %s", infer_sstr(x, p));
     if (!ir_shape_equal(t, f))
-        return fail(x, "on_true and on_false must have the same shape, got %s and %s", sstr(x, t),
-                    sstr(x, f));
-    if (!same_dims(p, t))
-        return fail(x, "predicate %s must have the dimensions of on_true %s", sstr(x, p),
-                    sstr(x, t));
-    return copy_shape(x, out, t);
+        return infer_fail(x, "on_true and on_false must have the same shape, got %s and %s", infer_sstr(x, t),
+                    infer_sstr(x, f));
+    if (!infer_same_dims(p, t))
+        return infer_fail(x, "predicate %s must have the dimensions of on_true %s", infer_sstr(x, p),
+                    infer_sstr(x, t));
+    return infer_copy_shape(x, out, t);
 }
 
 IrStatus infer_clamp(Ctx *x, IrShape *out)
 {
     IrStatus st;
     for (int32_t i = 0; i < 3; i++)
-        if ((st = expect_array(x, i, i == 0 ? "min" : i == 1 ? "operand" : "max")) != IR_OK)
+        if ((st = infer_expect_array(x, i, i == 0 ? "min" : i == 1 ? "operand" : "max")) != IR_OK)
             return st;
-    const IrShape *v = opnd(x, 1);
+    const IrShape *v = infer_opnd(x, 1);
     for (int32_t i = 0; i < 3; i += 2) {
-        const IrShape *b = opnd(x, i);
-        if (b->type != v->type || (b->rank != 0 && !same_dims(b, v)))
-            return fail(x, "%s %s must be a %s scalar or have the operand's shape %s",
-                        i == 0 ? "min" : "max", sstr(x, b), ir_type_name(v->type), sstr(x, v));
+        const IrShape *b = infer_opnd(x, i);
+        if (b->type != v->type || (b->rank != 0 && !infer_same_dims(b, v)))
+            return infer_fail(x, "%s %s must be a %s scalar or have the operand's shape %s",
+                        i == 0 ? "min" : "max", infer_sstr(x, b), ir_type_name(v->type), infer_sstr(x, v));
     }
-    return copy_shape(x, out, v);
+    return infer_copy_shape(x, out, v);
 }

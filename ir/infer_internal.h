@@ -24,85 +24,85 @@ typedef struct Ctx {
 
 /* Record "OPNAME: message" at the instruction's position; IR_EINPUT. */
 __attribute__((format(printf, 2, 3)))
-IrStatus fail(Ctx *x, const char *fmt, ...);
+IrStatus infer_fail(Ctx *x, const char *fmt, ...);
 /* Record "out of memory"; IR_ENOMEM. */
-IrStatus oom(Ctx *x);
+IrStatus infer_oom(Ctx *x);
 /* Shape text for messages, in the arena ("?" when out of memory). */
-const char *sstr(Ctx *x, const IrShape *s);
+const char *infer_sstr(Ctx *x, const IrShape *s);
 /* "{1,2,3}" for messages, in the arena. */
-const char *lstr(Ctx *x, const IrI64List *l);
+const char *infer_lstr(Ctx *x, const IrI64List *l);
 /* The shape of operand i. */
-const IrShape *opnd(Ctx *x, int32_t i);
+const IrShape *infer_opnd(Ctx *x, int32_t i);
 /* The name of operand i. */
-const char *opnd_name(Ctx *x, int32_t i);
+const char *infer_opnd_name(Ctx *x, int32_t i);
 /* An array shape (not a tuple, token or opaque). */
-bool is_array(const IrShape *s);
+bool infer_is_array(const IrShape *s);
 /* An array of rank 0. */
-bool is_scalar(const IrShape *s);
+bool infer_is_scalar(const IrShape *s);
 /* Same rank and dimension sizes (element types may differ). */
-bool same_dims(const IrShape *a, const IrShape *b);
+bool infer_same_dims(const IrShape *a, const IrShape *b);
 /* Operand i (`what` in the message) is an array. */
-IrStatus expect_array(Ctx *x, int32_t i, const char *what);
+IrStatus infer_expect_array(Ctx *x, int32_t i, const char *what);
 /* Operand i (`what` in the message) is a scalar. */
-IrStatus expect_scalar(Ctx *x, int32_t i, const char *what);
+IrStatus infer_expect_scalar(Ctx *x, int32_t i, const char *what);
 /* Deep copy of src into dst (arrays in the arena), without layouts. */
-IrStatus copy_shape(Ctx *x, IrShape *dst, const IrShape *src);
+IrStatus infer_copy_shape(Ctx *x, IrShape *dst, const IrShape *src);
 /* dst = t[dims] of rank `rank`, dimensions copied into the arena. */
-IrStatus make_array(Ctx *x, IrShape *dst, IrType t, int32_t rank, const int64_t *dims);
+IrStatus infer_make_array(Ctx *x, IrShape *dst, IrType t, int32_t rank, const int64_t *dims);
 /* dst = t[]. */
-IrStatus make_scalar(Ctx *x, IrShape *dst, IrType t);
+IrStatus infer_make_scalar(Ctx *x, IrShape *dst, IrType t);
 /* A scratch array of n int64 in the arena (n may be 0). */
-int64_t *scratch(Ctx *x, int64_t n);
+int64_t *infer_scratch(Ctx *x, int64_t n);
 /* l holds v. */
-bool list_has(const IrI64List *l, int64_t v);
+bool infer_list_has(const IrI64List *l, int64_t v);
 /* Dimension numbers each in [0, rank), no repeats, ascending when `sorted`. */
-IrStatus check_dim_list(Ctx *x, const IrI64List *l, int64_t rank, const char *what,
+IrStatus infer_check_dim_list(Ctx *x, const IrI64List *l, int64_t rank, const char *what,
                         bool sorted);
 /* *r = a + b; true on overflow. */
-bool add_ovf(int64_t a, int64_t b, int64_t *r);
+bool infer_add_ovf(int64_t a, int64_t b, int64_t *r);
 /* *r = a * b; true on overflow. */
-bool mul_ovf(int64_t a, int64_t b, int64_t *r);
+bool infer_mul_ovf(int64_t a, int64_t b, int64_t *r);
 /* The real type of a complex type (c64 -> f32, c128 -> f64), else t. */
-IrType component_type(IrType t);
+IrType infer_component_type(IrType t);
 
 /* ---- infer.c: called computations ---- */
 
 /* Called computation k of the instruction. */
-const IrComputation *callee(Ctx *x, int32_t k);
+const IrComputation *infer_callee(Ctx *x, int32_t k);
 /* The shape of parameter i of `comp`, or NULL (with an error) if absent. */
-const IrShape *callee_param(Ctx *x, const IrComputation *comp, int32_t i);
+const IrShape *infer_callee_param(Ctx *x, const IrComputation *comp, int32_t i);
 /* The shape of `comp`'s root, or NULL (with an error) if absent. */
-const IrShape *callee_root(Ctx *x, const IrComputation *comp);
+const IrShape *infer_callee_root(Ctx *x, const IrComputation *comp);
 /* `comp` (a `role` computation) takes n parameters. */
-IrStatus expect_nparams(Ctx *x, const IrComputation *comp, const char *role, int32_t n);
+IrStatus infer_expect_nparams(Ctx *x, const IrComputation *comp, const char *role, int32_t n);
 /* `comp` takes scalars of ptypes[0..np) and returns scalars of
  * rtypes[0..nr) (a tuple when nr > 1): reducers, comparators, map functions. */
-IrStatus check_scalar_comp(Ctx *x, const IrComputation *comp, const char *role, int32_t np,
+IrStatus infer_check_scalar_comp(Ctx *x, const IrComputation *comp, const char *role, int32_t np,
                            const IrType *ptypes, int32_t nr, const IrType *rtypes);
 /* The type of reducer parameter i where it is a float and t another
  * float (XLA ignores float precision in reducers), else t. */
-IrType reducer_param_type(Ctx *x, const IrComputation *comp, int32_t i, IrType t);
+IrType infer_reducer_param_type(Ctx *x, const IrComputation *comp, int32_t i, IrType t);
 /* A reducer over n values: (acc..., x...) -> (acc...); acc becomes the
  * reducer's accumulator types. */
-IrStatus check_reducer(Ctx *x, const IrComputation *comp, int32_t n, IrType *acc,
+IrStatus infer_check_reducer(Ctx *x, const IrComputation *comp, int32_t n, IrType *acc,
                        const IrType *in);
 
 /* ---- infer.c: windows ---- */
 
 /* v, or 1 when v is 0 (an unset stride, dilation or group count). */
-int64_t dflt1(int64_t v);
+int64_t infer_dflt1(int64_t v);
 /* Output size of window dimension i over a dimension of size n. */
-IrStatus window_dim(Ctx *x, int32_t i, const IrWindowDim *w, int64_t n, int64_t *out);
+IrStatus infer_window_dim(Ctx *x, int32_t i, const IrWindowDim *w, int64_t n, int64_t *out);
 /* The dimensions of `s` under the instruction's window, in the arena. */
-IrStatus window_shape(Ctx *x, const IrShape *s, int64_t **dims);
+IrStatus infer_window_shape(Ctx *x, const IrShape *s, int64_t **dims);
 
 /* ---- infer.c: the tuples -start ops return ---- */
 
 /* The declared shape is a tuple of at least n elements (`form` names
  * them in the message). */
-IrStatus expect_tuple_result(Ctx *x, int32_t n, const char *form);
+IrStatus infer_expect_tuple_result(Ctx *x, int32_t n, const char *form);
 /* Element k of the declared tuple is operand i's shape. */
-IrStatus expect_like_operand(Ctx *x, int32_t k, int32_t i);
+IrStatus infer_expect_like_operand(Ctx *x, int32_t k, int32_t i);
 
 /* ---- rules of infer_elementwise.c ---- */
 

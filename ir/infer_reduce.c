@@ -14,36 +14,36 @@
 IrStatus infer_map(Ctx *x, IrShape *out)
 {
     const IrInstr *ins = x->ins;
-    const IrShape *s0 = opnd(x, 0);
+    const IrShape *s0 = infer_opnd(x, 0);
     IrType *pt = ir_alloc_array(x->a, (size_t)ins->nopnd, sizeof(IrType));
     if (!pt)
-        return oom(x);
+        return infer_oom(x);
     for (int32_t i = 0; i < ins->nopnd; i++) {
-        IrStatus st = expect_array(x, i, "operand");
+        IrStatus st = infer_expect_array(x, i, "operand");
         if (st != IR_OK)
             return st;
-        if (!same_dims(opnd(x, i), s0))
-            return fail(x, "operands must have the same dimensions, got %s and %s", sstr(x, s0),
-                        sstr(x, opnd(x, i)));
-        pt[i] = opnd(x, i)->type;
+        if (!infer_same_dims(infer_opnd(x, i), s0))
+            return infer_fail(x, "operands must have the same dimensions, got %s and %s", infer_sstr(x, s0),
+                        infer_sstr(x, infer_opnd(x, i)));
+        pt[i] = infer_opnd(x, i)->type;
     }
     const IrI64List *dl = &ins->a.dimensions;
     for (int32_t i = 0; i < dl->n; i++)
         if (dl->n != s0->rank || dl->v[i] != i)
-            return fail(x, "dimensions=%s must list every dimension in order", lstr(x, dl));
-    const IrComputation *f = callee(x, 0);
-    IrStatus st = expect_nparams(x, f, "mapped", ins->nopnd);
+            return infer_fail(x, "dimensions=%s must list every dimension in order", infer_lstr(x, dl));
+    const IrComputation *f = infer_callee(x, 0);
+    IrStatus st = infer_expect_nparams(x, f, "mapped", ins->nopnd);
     if (st != IR_OK)
         return st;
-    const IrShape *r = callee_root(x, f);
+    const IrShape *r = infer_callee_root(x, f);
     if (!r)
         return IR_EINPUT;
-    if (!is_scalar(r))
-        return fail(x, "mapped computation %s must return a scalar, it returns %s", f->name,
-                    sstr(x, r));
-    if ((st = check_scalar_comp(x, f, "mapped", ins->nopnd, pt, 1, &r->type)) != IR_OK)
+    if (!infer_is_scalar(r))
+        return infer_fail(x, "mapped computation %s must return a scalar, it returns %s", f->name,
+                    infer_sstr(x, r));
+    if ((st = infer_check_scalar_comp(x, f, "mapped", ins->nopnd, pt, 1, &r->type)) != IR_OK)
         return st;
-    return make_array(x, out, r->type, s0->rank, s0->dims);
+    return infer_make_array(x, out, r->type, s0->rank, s0->dims);
 }
 
 /* sort: N operands of one set of dimensions, sorted along dimensions={d};
@@ -52,29 +52,29 @@ IrStatus infer_map(Ctx *x, IrShape *out)
 IrStatus infer_sort(Ctx *x, IrShape *out)
 {
     int32_t n = x->ins->nopnd;
-    const IrShape *s0 = opnd(x, 0);
+    const IrShape *s0 = infer_opnd(x, 0);
     const IrI64List *dl = &x->ins->a.dimensions;
     IrType *pt = ir_alloc_array(x->a, (size_t)(2 * n), sizeof(IrType));
     if (!pt)
-        return oom(x);
+        return infer_oom(x);
     for (int32_t i = 0; i < n; i++) {
-        IrStatus st = expect_array(x, i, "operand");
+        IrStatus st = infer_expect_array(x, i, "operand");
         if (st != IR_OK)
             return st;
-        if (!same_dims(opnd(x, i), s0))
-            return fail(x, "operands must have the same dimensions, got %s and %s", sstr(x, s0),
-                        sstr(x, opnd(x, i)));
-        pt[2 * i] = pt[2 * i + 1] = opnd(x, i)->type;
+        if (!infer_same_dims(infer_opnd(x, i), s0))
+            return infer_fail(x, "operands must have the same dimensions, got %s and %s", infer_sstr(x, s0),
+                        infer_sstr(x, infer_opnd(x, i)));
+        pt[2 * i] = pt[2 * i + 1] = infer_opnd(x, i)->type;
     }
     if (dl->n != 1 || dl->v[0] < 0 || dl->v[0] >= (s0->rank > 0 ? s0->rank : 1))
-        return fail(x, "dimensions=%s must name one dimension of the rank-%d operands",
-                    lstr(x, dl), (int)s0->rank);
+        return infer_fail(x, "dimensions=%s must name one dimension of the rank-%d operands",
+                    infer_lstr(x, dl), (int)s0->rank);
     IrType pred = IR_PRED;
-    IrStatus st = check_scalar_comp(x, callee(x, 0), "comparator", 2 * n, pt, 1, &pred);
+    IrStatus st = infer_check_scalar_comp(x, infer_callee(x, 0), "comparator", 2 * n, pt, 1, &pred);
     if (st != IR_OK)
         return st;
     if (n == 1)
-        return copy_shape(x, out, s0);
+        return infer_copy_shape(x, out, s0);
     return infer_tuple(x, out);
 }
 
@@ -83,41 +83,41 @@ IrStatus infer_sort(Ctx *x, IrShape *out)
 IrStatus infer_reduce(Ctx *x, IrShape *out)
 {
     int32_t n = x->ins->nopnd / 2;
-    const IrShape *s0 = opnd(x, 0);
+    const IrShape *s0 = infer_opnd(x, 0);
     IrType *acc = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
     IrType *in = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
     if (!acc || !in)
-        return oom(x);
+        return infer_oom(x);
     IrStatus st;
     for (int32_t i = 0; i < n; i++) {
-        if ((st = expect_array(x, i, "input")) != IR_OK ||
-            (st = expect_scalar(x, n + i, "init value")) != IR_OK)
+        if ((st = infer_expect_array(x, i, "input")) != IR_OK ||
+            (st = infer_expect_scalar(x, n + i, "init value")) != IR_OK)
             return st;
-        if (!same_dims(opnd(x, i), s0))
-            return fail(x, "inputs must have the same dimensions, got %s and %s", sstr(x, s0),
-                        sstr(x, opnd(x, i)));
-        in[i] = opnd(x, i)->type;
-        acc[i] = opnd(x, n + i)->type;
+        if (!infer_same_dims(infer_opnd(x, i), s0))
+            return infer_fail(x, "inputs must have the same dimensions, got %s and %s", infer_sstr(x, s0),
+                        infer_sstr(x, infer_opnd(x, i)));
+        in[i] = infer_opnd(x, i)->type;
+        acc[i] = infer_opnd(x, n + i)->type;
     }
     const IrI64List *dl = &x->ins->a.dimensions;
-    if ((st = check_dim_list(x, dl, s0->rank, "dimensions", false)) != IR_OK)
+    if ((st = infer_check_dim_list(x, dl, s0->rank, "dimensions", false)) != IR_OK)
         return st;
-    if ((st = check_reducer(x, callee(x, 0), n, acc, in)) != IR_OK)
+    if ((st = infer_check_reducer(x, infer_callee(x, 0), n, acc, in)) != IR_OK)
         return st;
-    int64_t *dims = scratch(x, s0->rank);
+    int64_t *dims = infer_scratch(x, s0->rank);
     if (!dims)
-        return oom(x);
+        return infer_oom(x);
     int32_t k = 0;
     for (int32_t i = 0; i < s0->rank; i++)
-        if (!list_has(dl, i))
+        if (!infer_list_has(dl, i))
             dims[k++] = s0->dims[i];
     if (n == 1)
-        return make_array(x, out, acc[0], k, dims);
+        return infer_make_array(x, out, acc[0], k, dims);
     IrShape *el = ir_alloc_array(x->a, (size_t)n, sizeof(IrShape));
     if (!el)
-        return oom(x);
+        return infer_oom(x);
     for (int32_t i = 0; i < n; i++)
-        if (make_array(x, &el[i], acc[i], k, dims) != IR_OK)
+        if (infer_make_array(x, &el[i], acc[i], k, dims) != IR_OK)
             return IR_ENOMEM;
     memset(out, 0, sizeof *out);
     out->type = IR_TUPLE;
@@ -129,33 +129,33 @@ IrStatus infer_reduce(Ctx *x, IrShape *out)
 IrStatus infer_reduce_window(Ctx *x, IrShape *out)
 {
     int32_t n = x->ins->nopnd / 2;
-    const IrShape *s0 = opnd(x, 0);
+    const IrShape *s0 = infer_opnd(x, 0);
     IrType *acc = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
     IrType *in = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
     if (!acc || !in)
-        return oom(x);
+        return infer_oom(x);
     IrStatus st;
     for (int32_t i = 0; i < n; i++) {
-        if ((st = expect_array(x, i, "input")) != IR_OK ||
-            (st = expect_scalar(x, n + i, "init value")) != IR_OK)
+        if ((st = infer_expect_array(x, i, "input")) != IR_OK ||
+            (st = infer_expect_scalar(x, n + i, "init value")) != IR_OK)
             return st;
-        if (!same_dims(opnd(x, i), s0))
-            return fail(x, "inputs must have the same dimensions, got %s and %s", sstr(x, s0),
-                        sstr(x, opnd(x, i)));
-        in[i] = opnd(x, i)->type;
-        acc[i] = opnd(x, n + i)->type;
+        if (!infer_same_dims(infer_opnd(x, i), s0))
+            return infer_fail(x, "inputs must have the same dimensions, got %s and %s", infer_sstr(x, s0),
+                        infer_sstr(x, infer_opnd(x, i)));
+        in[i] = infer_opnd(x, i)->type;
+        acc[i] = infer_opnd(x, n + i)->type;
     }
     int64_t *dims;
-    if ((st = window_shape(x, s0, &dims)) != IR_OK ||
-        (st = check_reducer(x, callee(x, 0), n, acc, in)) != IR_OK)
+    if ((st = infer_window_shape(x, s0, &dims)) != IR_OK ||
+        (st = infer_check_reducer(x, infer_callee(x, 0), n, acc, in)) != IR_OK)
         return st;
     if (n == 1)
-        return make_array(x, out, acc[0], s0->rank, dims);
+        return infer_make_array(x, out, acc[0], s0->rank, dims);
     IrShape *el = ir_alloc_array(x->a, (size_t)n, sizeof(IrShape));
     if (!el)
-        return oom(x);
+        return infer_oom(x);
     for (int32_t i = 0; i < n; i++)
-        if (make_array(x, &el[i], acc[i], s0->rank, dims) != IR_OK)
+        if (infer_make_array(x, &el[i], acc[i], s0->rank, dims) != IR_OK)
             return IR_ENOMEM;
     memset(out, 0, sizeof *out);
     out->type = IR_TUPLE;
@@ -170,26 +170,26 @@ IrStatus infer_reduce_window(Ctx *x, IrShape *out)
 IrStatus infer_select_and_scatter(Ctx *x, IrShape *out)
 {
     IrStatus st;
-    if ((st = expect_array(x, 0, "operand")) != IR_OK ||
-        (st = expect_array(x, 1, "source")) != IR_OK ||
-        (st = expect_scalar(x, 2, "init value")) != IR_OK)
+    if ((st = infer_expect_array(x, 0, "operand")) != IR_OK ||
+        (st = infer_expect_array(x, 1, "source")) != IR_OK ||
+        (st = infer_expect_scalar(x, 2, "init value")) != IR_OK)
         return st;
-    const IrShape *s = opnd(x, 0), *src = opnd(x, 1), *init = opnd(x, 2);
+    const IrShape *s = infer_opnd(x, 0), *src = infer_opnd(x, 1), *init = infer_opnd(x, 2);
     if (src->type != s->type || init->type != s->type)
-        return fail(x, "source %s and init value %s must have the operand's type %s",
-                    sstr(x, src), sstr(x, init), ir_type_name(s->type));
+        return infer_fail(x, "source %s and init value %s must have the operand's type %s",
+                    infer_sstr(x, src), infer_sstr(x, init), ir_type_name(s->type));
     int64_t *dims;
-    if ((st = window_shape(x, s, &dims)) != IR_OK)
+    if ((st = infer_window_shape(x, s, &dims)) != IR_OK)
         return st;
     IrShape want = {.type = s->type, .rank = s->rank, .dims = dims};
-    if (!same_dims(src, &want))
-        return fail(x, "source %s must have the windowed operand's shape %s", sstr(x, src),
-                    sstr(x, &want));
+    if (!infer_same_dims(src, &want))
+        return infer_fail(x, "source %s must have the windowed operand's shape %s", infer_sstr(x, src),
+                    infer_sstr(x, &want));
     IrType tt[2] = {s->type, s->type}, pred = IR_PRED;
-    if ((st = check_scalar_comp(x, callee(x, 0), "select", 2, tt, 1, &pred)) != IR_OK ||
-        (st = check_scalar_comp(x, callee(x, 1), "scatter", 2, tt, 1, &s->type)) != IR_OK)
+    if ((st = infer_check_scalar_comp(x, infer_callee(x, 0), "select", 2, tt, 1, &pred)) != IR_OK ||
+        (st = infer_check_scalar_comp(x, infer_callee(x, 1), "scatter", 2, tt, 1, &s->type)) != IR_OK)
         return st;
-    return copy_shape(x, out, s);
+    return infer_copy_shape(x, out, s);
 }
 
 /* scan(inputs..., inits...) with num_carries inits: to_apply maps (one
@@ -202,56 +202,56 @@ IrStatus infer_scan(Ctx *x, IrShape *out)
     int32_t n = x->ins->nopnd;
     const IrI64List *dl = &x->ins->a.dimensions;
     if (nc < 0 || nc > n)
-        return fail(x, "num_carries=%lld is out of range for %d operands", (long long)nc, (int)n);
+        return infer_fail(x, "num_carries=%lld is out of range for %d operands", (long long)nc, (int)n);
     int32_t nin = n - (int32_t)nc;
     if (dl->n != 1)
-        return fail(x, "needs dimensions={d} with one dimension, got %s", lstr(x, dl));
+        return infer_fail(x, "needs dimensions={d} with one dimension, got %s", infer_lstr(x, dl));
     int64_t d = dl->v[0], len = -1;
     for (int32_t i = 0; i < nin; i++) {
-        const IrShape *s = opnd(x, i);
-        IrStatus st = expect_array(x, i, "input");
+        const IrShape *s = infer_opnd(x, i);
+        IrStatus st = infer_expect_array(x, i, "input");
         if (st != IR_OK)
             return st;
         if (d < 0 || d >= s->rank)
-            return fail(x, "dimension %lld is out of range for input %s", (long long)d, sstr(x, s));
+            return infer_fail(x, "dimension %lld is out of range for input %s", (long long)d, infer_sstr(x, s));
         if (len >= 0 && s->dims[d] != len)
-            return fail(x, "inputs must have one length along dimension %lld", (long long)d);
+            return infer_fail(x, "inputs must have one length along dimension %lld", (long long)d);
         len = s->dims[d];
     }
-    const IrComputation *f = callee(x, 0);
-    IrStatus st = expect_nparams(x, f, "scan", n);
+    const IrComputation *f = infer_callee(x, 0);
+    IrStatus st = infer_expect_nparams(x, f, "scan", n);
     if (st != IR_OK)
         return st;
-    const IrShape *r = callee_root(x, f);
+    const IrShape *r = infer_callee_root(x, f);
     if (!r)
         return IR_EINPUT;
     int32_t nr = r->type == IR_TUPLE ? r->ntuple : 1;
     if (nr < nc)
-        return fail(x, "to_apply %s returns %s, fewer than num_carries=%lld values", f->name,
-                    sstr(x, r), (long long)nc);
+        return infer_fail(x, "to_apply %s returns %s, fewer than num_carries=%lld values", f->name,
+                    infer_sstr(x, r), (long long)nc);
     IrShape *parts = ir_alloc_array(x->a, (size_t)(nr > 0 ? nr : 1), sizeof(IrShape));
     if (!parts)
-        return oom(x);
+        return infer_oom(x);
     for (int32_t k = 0; k < nr; k++) {
         const IrShape *e = r->type == IR_TUPLE ? &r->tuple[k] : r;
         if (k >= nr - nc) {
-            const IrShape *init = opnd(x, nin + (k - (nr - (int32_t)nc)));
+            const IrShape *init = infer_opnd(x, nin + (k - (nr - (int32_t)nc)));
             if (!ir_shape_equal(e, init))
-                return fail(x, "carry %d of %s is %s but its init is %s", (int)(k - (nr - nc)), f->name,
-                            sstr(x, e), sstr(x, init));
+                return infer_fail(x, "carry %d of %s is %s but its init is %s", (int)(k - (nr - nc)), f->name,
+                            infer_sstr(x, e), infer_sstr(x, init));
             parts[k] = *init;
             continue;
         }
-        if (!is_array(e) || d > e->rank)
-            return fail(x, "output %d of %s must be an array of rank >= %lld, got %s", (int)k, f->name,
-                        (long long)d, sstr(x, e));
-        int64_t *dims = scratch(x, e->rank + 1);
+        if (!infer_is_array(e) || d > e->rank)
+            return infer_fail(x, "output %d of %s must be an array of rank >= %lld, got %s", (int)k, f->name,
+                        (long long)d, infer_sstr(x, e));
+        int64_t *dims = infer_scratch(x, e->rank + 1);
         if (!dims)
-            return oom(x);
+            return infer_oom(x);
         for (int32_t j = 0, o = 0; j <= e->rank; j++)
             dims[j] = j == d ? (len >= 0 ? len : 0) : e->dims[o++];
-        if ((st = make_array(x, &parts[k], e->type, e->rank + 1, dims)) != IR_OK)
+        if ((st = infer_make_array(x, &parts[k], e->type, e->rank + 1, dims)) != IR_OK)
             return st;
     }
-    return ir_shape_make_tuple(x->a, out, nr, parts) == IR_OK ? IR_OK : oom(x);
+    return ir_shape_make_tuple(x->a, out, nr, parts) == IR_OK ? IR_OK : infer_oom(x);
 }
