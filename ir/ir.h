@@ -22,7 +22,14 @@
  *   literal.c   parsing and printing of constant literals
  *   sharding.c  XLA shardings: parse, print, validate, query
  *   print.c     the HLO text printer (XLA's syntax; round trips)
- *   infer.c     shape inference, one rule per op
+ *   infer.c     shape inference: helpers, operand counts, the dispatcher
+ *   infer_elementwise.c  rules of unary, binary, select, clamp, converts
+ *   infer_data.c         rules of broadcast, reshape, slices, pad, gather...
+ *   infer_reduce.c       rules of reduce, reduce-window, sort, map, scan...
+ *   infer_contract.c     rules of dot, convolution, fft, linalg, top-k...
+ *   infer_collective.c   rules of collectives, their -start, send/recv
+ *   infer_control.c      rules of values, tuples, control flow, async...
+ *   infer_internal.h     what the infer*.c files share (private)
  *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
  *   topo.c      topological order of a computation
  *
