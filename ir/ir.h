@@ -18,7 +18,14 @@
  *   module.c    building modules: computations, instructions, lookup
  *   ops.c       opcode tables generated from hlo_ops.def
  *   lex.c       the HLO text lexer
- *   parse.c     the HLO text parser (modules, instructions, attributes)
+ *   parse.c     the HLO text parser: modules, computations, instructions,
+ *               operands, the entry points; its parts (parse_internal.h):
+ *   parse_shape.c   shapes, layouts, signatures; shapes the text omits
+ *   parse_attrs.c   attribute names, which ops take which, their values
+ *   parse_values.c  attribute value syntax (windows, replica groups, ...)
+ *   parse_inline.c  inline computations, nested operand instructions
+ *   parse_async.c   the sugared OP-start forms and their wrappers
+ *   parse_header.c  the module header (HloModule name, attributes)
  *   literal.c   parsing and printing of constant literals
  *   sharding.c  XLA shardings: parse, print, validate, query
  *   print.c     the HLO text printer (XLA's syntax; round trips)

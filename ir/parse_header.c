@@ -1,0 +1,188 @@
+/*
+ * parse_header.c: the module header in the HLO text parser (see parse.c):
+ * 'HloModule' name (',' header_attr)*, with input_output_alias, the
+ * attributes kept raw for printing, and the stack frame tables newer XLA
+ * prints after it.
+ */
+#include "parse_internal.h"
+
+#include <string.h>
+
+/* ---- the module header ---- */
+
+/* input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {0}, must-alias) } */
+static bool parse_aliases(Parser *P)
+{
+    Lexer *L = &P->L;
+    IrAlias *v = NULL;
+    int32_t n = 0, cap = 0;
+    bool ok = lx_expect(L, LX_LBRACE, "'{' to start input_output_alias");
+    while (ok && !lx_is(L, LX_RBRACE)) {
+        if (n == cap) {
+            if (n >= INT32_MAX / 4) {
+                ok = lx_fail(L, L->tok.pos, "too many aliases");
+                break;
+            }
+            cap = cap ? cap * 2 : 8;
+            IrAlias *nv = ts_realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) {
+                ok = lx_nomem(L);
+                break;
+            }
+            v = nv;
+        }
+        IrAlias *al = &v[n++];
+        memset(al, 0, sizeof *al);
+        ok = lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &al->output_index, "output shape index") &&
+             lx_expect(L, LX_COLON, "':' after the output index") &&
+             lx_expect(L, LX_LPAREN, "'(' to start the aliased parameter") &&
+             lx_int(L, &al->param_number, "parameter number") &&
+             lx_expect(L, LX_COMMA, "',' after the parameter number") &&
+             lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &al->param_index, "parameter shape index");
+        if (ok && lx_eat(L, LX_COMMA)) {
+            if (lx_is_word(L, "must-alias") || lx_is_word(L, "may-alias")) {
+                al->must_alias = lx_is_word(L, "must-alias");
+                lx_next(L);
+            } else {
+                ok = lx_expected(L, "may-alias or must-alias");
+            }
+        }
+        ok = ok && lx_expect(L, LX_RPAREN, "')' to end the alias");
+        if (ok && !lx_eat(L, LX_COMMA))
+            break;
+    }
+    ok = ok && lx_expect(L, LX_RBRACE, "'}' to end input_output_alias");
+    if (ok && n > 0) {
+        P->m->alias = ir_alloc_array(P->m->arena, (size_t)n, sizeof(IrAlias));
+        if (!P->m->alias)
+            ok = lx_nomem(L);
+        else
+            memcpy(P->m->alias, v, (size_t)n * sizeof(IrAlias));
+        P->m->nalias = n;
+    }
+    ts_free(v);
+    return ok;
+}
+
+/* Module attributes that do not change meaning, kept raw for printing. */
+static const char *const kept_header_attrs[] = {
+    "buffer_donor", "alias_passthrough_params", "frontend_attributes",
+    "allow_spmd_sharding_propagation_to_parameters", "allow_spmd_sharding_propagation_to_output",
+    "origin_recovery_table", "debug_attributes", NULL,
+};
+
+static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
+{
+    Lexer *L = &P->L;
+    IrModule *m = P->m;
+    char buf[80];
+    if (!lx_is_attr(L))
+        return lx_expected(L, "module attribute name=value");
+    IrPos pos = L->tok.pos;
+    static const char *const known[] = {"is_scheduled", "replica_count", "num_partitions",
+                                        "entry_computation_layout", "input_output_alias", NULL};
+    int k = -1;
+    for (int i = 0; known[i]; i++)
+        if (lx_is_word(L, known[i]))
+            k = i;
+    int kept = -1;
+    for (int i = 0; k < 0 && kept_header_attrs[i]; i++)
+        if (lx_is_word(L, kept_header_attrs[i]))
+            kept = i;
+    if (k < 0 && kept < 0)
+        return lx_fail(L, pos, "unknown module attribute %s", lx_describe(L, buf, sizeof buf));
+    uint32_t bit = k >= 0 ? 1u << k : 1u << (8 + kept);
+    if (*seen & bit)
+        return lx_fail(L, pos, "duplicate module attribute %s", lx_describe(L, buf, sizeof buf));
+    *seen |= bit;
+    size_t name_start = L->tok.start, name_end = L->tok.end;
+    lx_next(L);
+    lx_next(L);
+    IrPos vpos = L->tok.pos;
+    switch (k) {
+    case 0:
+        return lx_bool(L, &m->is_scheduled, "true or false after is_scheduled=");
+    case 1:
+    case 2: {
+        int64_t v = 0;
+        if (!lx_int(L, &v, "integer"))
+            return false;
+        if (v < 1)
+            return lx_fail(L, vpos, "%s must be >= 1, found %lld", known[k], (long long)v);
+        *(k == 1 ? &m->replica_count : &m->num_partitions) = v;
+        return true;
+    }
+    case 3:
+        return raw_braces(P, &m->entry_computation_layout, true, "'{' after entry_computation_layout=");
+    case 4:
+        return parse_aliases(P);
+    default:
+        break;
+    }
+    size_t s, e;
+    IrKeyValue kv = {0};
+    if (!lx_raw_value(L, &s, &e) || !(kv.key = lx_dup(L, name_start, name_end)) ||
+        !(kv.value = lx_dup(L, s, e)) || !push_kv(P, kv))
+        return false;
+    (*nseen_kept)++;
+    return true;
+}
+
+/* FileNames / FunctionNames / FileLocations / StackFrames tables that newer
+ * XLA prints after the header: checked for their form (NAME, then `ID
+ * "string"` or `ID {...}` rows) and kept raw for printing; they only feed
+ * metadata, so nothing reads them. */
+bool skip_stack_frames(Parser *P)
+{
+    Lexer *L = &P->L;
+    static const char *const sections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+    size_t start = L->tok.start, end = L->tok.end;
+    for (int i = 0; i < 4; i++) {
+        if (!lx_is_word(L, sections[i]))
+            return lx_expected(L, sections[i]);
+        end = L->tok.end;
+        lx_next(L);
+        while (lx_is(L, LX_INT)) {
+            lx_next(L);
+            size_t s, e;
+            if (lx_is(L, LX_STRING)) {
+                end = L->tok.end;
+                lx_next(L);
+            } else if (!lx_raw_group(L, &s, &e)) {
+                return false;
+            } else {
+                end = e;
+            }
+        }
+    }
+    return (P->m->stack_frames = lx_dup(L, start, end)) != NULL;
+}
+
+bool parse_header(Parser *P)
+{
+    Lexer *L = &P->L;
+    lx_next(L);
+    Span name = {0};
+    if (!take_name(P, &name, "module name"))
+        return false;
+    char *n = span_dup(P, name);
+    if (!n)
+        return false;
+    P->m->name = n;
+    uint32_t seen = 0;
+    int nkept = 0;
+    P->kvs.n = 0;
+    while (lx_eat(L, LX_COMMA))
+        if (!parse_header_attr(P, &seen, &nkept))
+            return false;
+    if (!take_kvs(P, &P->m->header_attr, &P->m->nheader_attr))
+        return false;
+    int64_t np = P->m->num_partitions > 0 ? P->m->num_partitions : 1;
+    int64_t rc = P->m->replica_count > 0 ? P->m->replica_count : 1;
+    if (np > INT64_MAX / rc)
+        return lx_fail(L, name.pos, "num_partitions * replica_count overflows");
+    /* Shardings name partitions; every replica runs the same program. */
+    if (P->m->num_partitions > 0)
+        P->num_devices = np;
+    return true;
+}

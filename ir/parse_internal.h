@@ -1,0 +1,333 @@
+/*
+ * parse_internal.h: what the parts of the HLO text parser share, private to
+ * them (parse.c, parse_shape.c, parse_attrs.c, parse_values.c,
+ * parse_inline.c, parse_async.c, parse_header.c); nothing else includes it.
+ *
+ * The Parser (the state of one parse), the instruction being read
+ * (InstrCtx), the attribute ids, the name tables and the references
+ * resolved once their scope is read, and the functions one part calls in
+ * another, listed by the file that defines them. See parse.c for the
+ * grammar and how the parts fit together.
+ */
+#ifndef TESSEL_IR_PARSE_INTERNAL_H
+#define TESSEL_IR_PARSE_INTERNAL_H
+
+#include "lex.h"
+
+#include <stdio.h>
+
+/* ---- name tables: open addressing over (text, length) keys (parse.c) ---- */
+
+/* 16-byte slots with the key's hash: a probe compares hashes and touches
+ * the key text only on a hash match, and growing does not rehash strings.
+ * Keys are NUL-terminated strings that outlive the map. */
+typedef struct MapSlot {
+    const char *key; /* NULL: empty */
+    uint32_t hash;
+    int32_t val;
+} MapSlot;
+
+typedef struct NameMap {
+    MapSlot *slot;
+    size_t cap, n;
+} NameMap;
+
+/* The value of key text[0, n), or -1 when absent. */
+int32_t map_find(const NameMap *m, const char *k, size_t n);
+/* Room for `want` keys at load at most 1/2; false on OOM. */
+bool map_reserve(NameMap *m, size_t want);
+/* Insert a key not yet present (`k` outlives the map); false on OOM. */
+bool map_put(NameMap *m, const char *k, size_t n, int32_t val);
+/* The value slot of key text[0, n), or NULL when absent. */
+int32_t *map_ref(NameMap *m, const char *k, size_t n);
+/* Free the slots and empty the map. */
+void map_free(NameMap *m);
+
+/* ---- references resolved after their scope is read ---- */
+
+typedef struct Span {
+    size_t start, len;
+    IrPos pos;
+} Span;
+
+/* A callee Span of length 0 is no name (names are never empty) but an
+ * inline computation already added: `start` is its index. */
+static inline Span inline_span(int32_t ci, IrPos pos)
+{
+    return (Span){(size_t)ci, 0, pos};
+}
+
+enum { REF_OPERAND, REF_CONTROL, REF_CALLEE };
+
+typedef struct Ref {
+    int32_t comp, instr, slot;
+    int32_t kind;
+    Span name;
+    const IrShape *shape; /* operand shape written before the name, or NULL */
+} Ref;
+
+typedef struct RefVec {
+    Ref *v;
+    size_t n, cap;
+} RefVec;
+
+/* ---- attributes ---- */
+
+typedef enum AttrId {
+    /* any instruction */
+    A_SHARDING, A_FRONTEND, A_METADATA, A_BACKEND, A_STATISTICS, A_ORIGIN, A_CONTROL,
+    /* op-specific, kept */
+    A_DIMENSIONS, A_INDEX, A_IOTA_DIM, A_SLICE, A_DS_SIZES, A_PADDING, A_WINDOW, A_DIM_LABELS,
+    A_FGC, A_BGC, A_LHS_BATCH, A_RHS_BATCH, A_LHS_CONTRACT, A_RHS_CONTRACT, A_PRECISION,
+    A_ALGORITHM, A_DIRECTION, A_CMP_TYPE, A_CMP_ORDER, A_OFFSET_DIMS, A_COLLAPSED,
+    A_START_INDEX_MAP, A_OPERAND_BATCHING, A_START_INDICES_BATCHING, A_INDEX_VECTOR_DIM,
+    A_SLICE_SIZES, A_SORTED, A_UPDATE_WINDOW, A_INSERTED_WINDOW, A_SCATTER_TO_OPERAND,
+    A_INPUT_BATCHING, A_SCATTER_INDICES_BATCHING, A_UNIQUE, A_IS_STABLE, A_TO_APPLY,
+    A_CONDITION, A_BODY, A_BRANCHES, A_TRUE, A_FALSE, A_SELECT, A_SCATTER, A_CALLED,
+    A_REPLICA_GROUPS, A_CHANNEL_ID, A_GLOBAL_IDS, A_CONSTRAIN_LAYOUT, A_SOURCE_TARGET,
+    A_TARGET, A_API_VERSION, A_SIDE_EFFECT, A_OPERAND_LAYOUTS, A_DISTRIBUTION, A_FFT_TYPE,
+    A_FFT_LENGTH, A_INFEED_CONFIG, A_OUTFEED_CONFIG, A_OUTFEED_SHAPE, A_EXPONENT_BITS,
+    A_MANTISSA_BITS, A_KIND, A_CALLS, A_OUTPUT_ALIASING, A_ASYNC_THREAD, A_HOST_TRANSFER,
+    A_PREFETCH_INDEX, A_DOMAIN, A_TOPK_K, A_LARGEST, A_LHS_RAGGED, A_RHS_GROUP, A_LEFT_SIDE,
+    A_LOWER, A_UNIT_DIAGONAL, A_TRANSPOSE_A, A_EPSILON, A_FEATURE_INDEX, A_DELTA,
+    A_NUM_CARRIES, A_IS_REVERSE, A_IS_ASSOCIATIVE, A_CC_SCHEDULE,
+    /* kept as raw text and printed back: they do not change what tessel
+     * computes (A_FIRST_KEPT and every id after it) */
+    A_PARAM_REPL, A_INFERRED_DIM, A_SCHEDULE, A_PADDING_TYPE,
+    A_IS_COMPOSITE, A_MODE, A_CONV_KIND, A_RESULT_ACCURACY, A_CC_LITERAL,
+    A_COUNT,
+    A_FIRST_KEPT = A_PARAM_REPL
+} AttrId;
+
+/* ---- the parser ---- */
+
+typedef struct KvVec {
+    IrKeyValue *v;
+    int32_t n, cap;
+} KvVec;
+
+typedef struct SpanVec {
+    Span *v;
+    int32_t n, cap;
+} SpanVec;
+
+typedef struct Parser {
+    Lexer L;
+    IrModule *m;
+    IrParseOptions opt;
+    NameMap comps;       /* computation name -> index */
+    NameMap instrs;      /* instruction name -> index, current computation */
+    RefVec local;        /* operand and control refs of the current computation */
+    RefVec callees;      /* callee refs of the whole module */
+    SpanVec spans;       /* scratch: computation lists of one attribute */
+    KvVec kvs;           /* scratch: key/value lists */
+    int64_t num_devices; /* num_partitions from the header; 0 unknown */
+    bool no_layout;      /* shapes here take no layout (a literal follows) */
+    struct ParamUse *params; /* parameter(N) of the current computation */
+    size_t nparams, capparams;
+    struct Deferred *defer;   /* instructions written without a shape */
+    size_t ndefer, capdefer;
+    struct SigCheck *sigs;    /* computation signatures, checked at the end */
+    size_t nsigs, capsigs;
+    struct InstrCtx *ictx;    /* the instruction being parsed (reused) */
+    int32_t *opv;             /* its operand indices (-1: resolved later) */
+    size_t nopv, capopv;
+    struct Close *closes;     /* lines that start with '}' (see find_closes) */
+    size_t ncloses, nextclose;
+    int32_t nasync_sugar;     /* sugared OP-start instructions: wrapped at the end */
+    struct InlineBody *bodies; /* inline computations skipped, not read yet */
+    size_t nbodies, capbodies;
+    int32_t *inl;             /* every inline computation, named at the end */
+    size_t ninl, capinl;
+    NameMap inl_next;         /* inline base name -> next suffix to try */
+    struct NestedOp *nested;  /* nested operand instructions skipped, not read yet */
+    size_t nnested, capnested;
+    int32_t *unnamed;         /* nested instructions of the current computation */
+    size_t nunnamed, capunnamed;
+    int32_t *opnext;          /* per opcode: next suffix for a nested instruction's name */
+    int32_t top;              /* the top-level computation being read (or one of its inline ones) */
+    int32_t last_top;         /* the last top-level computation read: the entry without ENTRY */
+} Parser;
+
+/* An inline computation (`to_apply={...}`), added when its '{' was met
+ * and read from `at` once the computation around it is done. */
+typedef struct InlineBody {
+    int32_t comp;
+    LxMark at;
+} InlineBody;
+
+/* A nested operand instruction (`add(x, s32[] constant(1))`): operand
+ * `slot` of instruction `user` in the current computation, read from `at`
+ * once the user is added. */
+typedef struct NestedOp {
+    int32_t user, slot;
+    LxMark at;
+} NestedOp;
+
+/* A line whose first non-blank byte is '}': where a computation ends in
+ * XLA's layout, one instruction per line. */
+typedef struct Close {
+    size_t off;
+    int32_t line;
+} Close;
+
+/* An instruction whose shape XLA lets the text omit (`t = tuple(a, b)`):
+ * inferred once the whole module is read. */
+typedef struct Deferred {
+    int32_t comp, instr;
+    IrPos sharding_pos;  /* where its sharding= was, line 0 if none */
+    int32_t top;         /* the top-level computation comp is (or is inline in) */
+} Deferred;
+
+/* A parameter(N) seen in the current computation: the table c->param is
+ * built once the computation is read (numbers must be 0..n-1, as XLA's
+ * HloComputation requires), so a large N cannot make a large table. */
+typedef struct ParamUse {
+    int32_t instr;
+    int64_t number;
+    IrPos pos;
+} ParamUse;
+
+/* A computation's written result shape, checked against its root. */
+typedef struct SigCheck {
+    int32_t comp;
+    IrPos pos;
+    IrShape result;
+} SigCheck;
+
+/* What one instruction has seen while its line is parsed. One lives in the
+ * Parser and is cleared per instruction up to `callee`: callee[id] is read
+ * only when seen[id] is set, so it need not be cleared. */
+typedef struct InstrCtx {
+    IrInstr ins;
+    int32_t comp, index;   /* where it will be added */
+    bool seen[A_COUNT];
+    Span *list;            /* branch_computations / called_computations (arena) */
+    int32_t nlist;
+    bool no_shape;         /* the text omits the shape: infer it later */
+    IrPos sharding_pos;
+    Span callee[A_COUNT];  /* single-computation attributes by id (not cleared) */
+} InstrCtx;
+
+/* ---- parse.c: scratch vectors, names, instructions, computations ---- */
+
+/* Append to a growing vector; false (the lexer's ENOMEM) on OOM. */
+bool push_ref(Parser *P, RefVec *rv, Ref r);      /* a name to resolve later */
+bool push_opv(Parser *P, int32_t idx);            /* an operand of P->ictx */
+bool push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x); /* any int32 vector */
+bool push_kv(Parser *P, IrKeyValue kv);           /* the scratch key/value list */
+/* Copy the scratch key/value list into the arena and clear it. */
+bool take_kvs(Parser *P, IrKeyValue **out, int32_t *n);
+/* The current NAME as a span (for later lookup), consuming it. */
+bool take_name(Parser *P, Span *s, const char *what);
+/* An arena copy of the text of a span. */
+char *span_dup(Parser *P, Span s);
+/* One instruction of computation ci (`nested`: a nested operand one). */
+bool parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root);
+/* '{' instruction+ '}' of computation ci (`top`: a written one). */
+bool parse_body(Parser *P, int32_t ci, bool top, IrPos pos);
+
+/* ---- shapes (parse_shape.c) ---- */
+
+/* Is the current token the start of a shape: '(' or a type name then '['?
+ * Inline: asked for every operand. */
+static inline bool at_shape(const Parser *P)
+{
+    const Lexer *L = &P->L;
+    if (lx_is(L, LX_LPAREN))
+        return true;
+    return lx_is(L, LX_NAME) && ir_type_from_name(lx_text(L), lx_tlen(L)) != IR_INVALID &&
+           lx_peek(L).kind == LX_LSQUARE;
+}
+
+/* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
+bool parse_shape(Parser *P, IrShape *out);
+/* A computation's signature: parameter shapes (heap) and result shape. */
+bool parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result);
+/* Queue a written result shape for check_signatures. */
+bool push_sig(Parser *P, SigCheck sc);
+/* Every written result shape agrees with its root. */
+bool check_signatures(Parser *P);
+/* May the text omit the shape of op (inferred at the end)? */
+bool shape_inferable(IrOpcode op);
+/* Queue an instruction written without a shape. */
+bool push_deferred(Parser *P, Deferred df);
+/* Infer every omitted shape, once the whole module is read. */
+bool infer_deferred(Parser *P);
+
+/* ---- attributes (parse_attrs.c) ---- */
+
+/* The name of an attribute, as written. */
+const char *attr_name(AttrId id);
+/* attribute ::= name '=' value, checked against the op. */
+bool parse_attribute(Parser *P, InstrCtx *x);
+/* Attributes an op cannot do without (XLA's required=true). */
+bool check_required(Parser *P, InstrCtx *x);
+
+/* ---- attribute values (parse_values.c), for parse_attr_value ---- */
+
+/* Keep the raw text of a `{...}` group: inside the braces, or all of it. */
+bool raw_braces(Parser *P, const char **out, bool inside, const char *what);
+/* Match the current NAME against a NULL-ended set of words. */
+bool parse_word(Parser *P, const char *const *words, const char **out, const char *what);
+/* lo_hi[_interior]x... padding into lists (interior may be NULL). */
+bool parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi,
+                IrI64List *interior, const char *what);
+bool parse_window(Parser *P, IrWindow *w);               /* window={...} */
+bool parse_dim_labels(Parser *P, IrConvDnums *c);        /* dim_labels=b01f_01io->b01f */
+bool parse_slice(Parser *P, IrAttrs *a);                 /* slice={[0:2:1], ...} */
+bool parse_replica_groups(Parser *P, IrReplicaGroups *g); /* lists or iota form */
+bool parse_pairs(Parser *P, IrI64List *out);             /* source_target_pairs */
+bool parse_frontend(Parser *P, IrKeyValue **out, int32_t *n); /* frontend_attributes */
+/* A computation name or an inline computation, into x->callee[id]. */
+bool parse_callee(Parser *P, InstrCtx *x, AttrId id);
+/* '{' callee (',' callee)* '}' into x->list. */
+bool parse_callee_list(Parser *P, InstrCtx *x, AttrId id);
+bool parse_control(Parser *P, InstrCtx *x);              /* control-predecessors */
+bool parse_shape_list(Parser *P, IrAttrs *a);            /* operand_layout_constraints */
+bool parse_string_attr(Parser *P, const char **out);     /* a quoted string */
+bool parse_epsilon(Parser *P, float *out);               /* epsilon=1e-05 */
+/* Append name=TEXT[s,e) to the instruction's kept attributes. */
+bool keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e);
+
+/* ---- inline computations and nested operand instructions (parse_inline.c) ---- */
+
+/* An inline computation at the current '{': added now, read later. */
+bool inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out);
+/* Read the inline computations queued by the last written computation. */
+bool parse_inline_bodies(Parser *P);
+/* Make the provisional names of the inline computations unique. */
+bool name_inline(Parser *P);
+/* Skip a nested operand instruction (operand k of x) that starts at `at`. */
+bool skip_nested(Parser *P, InstrCtx *x, int32_t k, LxMark at);
+/* Read the nested operand instructions queued by the last instruction. */
+bool parse_nested_ops(Parser *P, int32_t ci);
+/* Name the nested instructions of c after their opcode. */
+bool name_nested(Parser *P, IrComputation *c);
+
+/* ---- sugared async ops (parse_async.c) ---- */
+
+/* The opcode as written: "abs-start" for a sugared async-start. Inline:
+ * asked for every attribute. */
+static inline const char *op_text(const IrInstr *ins, char *buf, size_t n)
+{
+    if (!ins->a.async_sugar)
+        return ir_op_name(ins->op);
+    const char *suffix = ins->op == OP_ASYNC_START ? "start" : ins->op == OP_ASYNC_UPDATE ? "update" : "done";
+    snprintf(buf, n, "%s-%s", ir_op_name(ins->a.async_wrapped_op), suffix);
+    return buf;
+}
+
+/* `OP-start` / `-update` / `-done` read as async ops wrapping OP. */
+bool async_sugar(const char *s, size_t n, IrInstr *ins);
+/* Build the wrapped computation of every sugared async-start. */
+bool wrap_async_ops(Parser *P);
+
+/* ---- the module header (parse_header.c) ---- */
+
+/* 'HloModule' name (',' header_attr)* */
+bool parse_header(Parser *P);
+/* The FileNames ... StackFrames tables, kept raw. */
+bool skip_stack_frames(Parser *P);
+
+#endif
