@@ -1,5 +1,5 @@
 /*
- * lex.h: the HLO text lexer, private to ir/ (parse.c, literal.c, sharding.c).
+ * lex.h: the HLO text lexer, private to ir/ (parse*.c, literal.c, sharding.c).
  *
  * A pull lexer with one current token over a byte buffer that need not be
  * NUL-terminated: every read is bounded by `len`. Whitespace and comments

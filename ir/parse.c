@@ -76,7 +76,7 @@ static bool key_is(const MapSlot *sl, uint32_t h, const char *k, size_t n)
     return sl->hash == h && strncmp(sl->key, k, n) == 0 && sl->key[n] == 0;
 }
 
-int32_t map_find(const NameMap *m, const char *k, size_t n)
+int32_t prs_map_find(const NameMap *m, const char *k, size_t n)
 {
     if (m->cap == 0)
         return -1;
@@ -89,7 +89,7 @@ int32_t map_find(const NameMap *m, const char *k, size_t n)
 }
 
 /* Room for `want` keys at load at most 1/2. */
-bool map_reserve(NameMap *m, size_t want)
+bool prs_map_reserve(NameMap *m, size_t want)
 {
     if (2 * want <= m->cap)
         return true;
@@ -118,9 +118,9 @@ bool map_reserve(NameMap *m, size_t want)
 
 /* Insert a key not yet present; `k` (NUL-terminated, n bytes) must outlive
  * the map. */
-bool map_put(NameMap *m, const char *k, size_t n, int32_t val)
+bool prs_map_put(NameMap *m, const char *k, size_t n, int32_t val)
 {
-    if (!map_reserve(m, m->n + 1))
+    if (!prs_map_reserve(m, m->n + 1))
         return false;
     size_t mask = m->cap - 1;
     uint32_t h = hash_bytes(k, n);
@@ -133,7 +133,7 @@ bool map_put(NameMap *m, const char *k, size_t n, int32_t val)
 }
 
 /* The value slot of key text[0, n), or NULL when absent. */
-int32_t *map_ref(NameMap *m, const char *k, size_t n)
+int32_t *prs_map_ref(NameMap *m, const char *k, size_t n)
 {
     if (m->cap == 0)
         return NULL;
@@ -145,7 +145,7 @@ int32_t *map_ref(NameMap *m, const char *k, size_t n)
     return NULL;
 }
 
-void map_free(NameMap *m)
+void prs_map_free(NameMap *m)
 {
     ts_free(m->slot);
     memset(m, 0, sizeof *m);
@@ -153,7 +153,7 @@ void map_free(NameMap *m)
 
 /* ---- the parser: scratch vectors and names (its types: parse_internal.h) ---- */
 
-bool push_ref(Parser *P, RefVec *rv, Ref r)
+bool prs_push_ref(Parser *P, RefVec *rv, Ref r)
 {
     if (rv->n == rv->cap) {
         size_t cap = rv->cap ? rv->cap * 2 : 64;
@@ -167,7 +167,7 @@ bool push_ref(Parser *P, RefVec *rv, Ref r)
     return true;
 }
 
-bool push_opv(Parser *P, int32_t idx)
+bool prs_push_opv(Parser *P, int32_t idx)
 {
     if (P->nopv == P->capopv) {
         size_t cap = P->capopv ? P->capopv * 2 : 16;
@@ -181,7 +181,7 @@ bool push_opv(Parser *P, int32_t idx)
     return true;
 }
 
-bool push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x)
+bool prs_push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x)
 {
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 16;
@@ -195,7 +195,7 @@ bool push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x)
     return true;
 }
 
-bool push_kv(Parser *P, IrKeyValue kv)
+bool prs_push_kv(Parser *P, IrKeyValue kv)
 {
     KvVec *v = &P->kvs;
     if (v->n == v->cap) {
@@ -213,7 +213,7 @@ bool push_kv(Parser *P, IrKeyValue kv)
 }
 
 /* Copy the scratch key/value list into the arena and clear it. */
-bool take_kvs(Parser *P, IrKeyValue **out, int32_t *n)
+bool prs_take_kvs(Parser *P, IrKeyValue **out, int32_t *n)
 {
     *n = P->kvs.n;
     *out = NULL;
@@ -228,7 +228,7 @@ bool take_kvs(Parser *P, IrKeyValue **out, int32_t *n)
 }
 
 /* The current NAME as a span (for later lookup), consuming it. */
-bool take_name(Parser *P, Span *s, const char *what)
+bool prs_take_name(Parser *P, Span *s, const char *what)
 {
     Lexer *L = &P->L;
     if (!lx_is(L, LX_NAME))
@@ -240,7 +240,7 @@ bool take_name(Parser *P, Span *s, const char *what)
     return true;
 }
 
-char *span_dup(Parser *P, Span s)
+char *prs_span_dup(Parser *P, Span s)
 {
     return lx_dup(&P->L, s.start, s.start + s.len);
 }
@@ -288,7 +288,7 @@ static bool assign_callees(Parser *P, InstrCtx *x)
     for (int32_t i = 0; i < total; i++) {
         Span s = n > 0 ? x->callee[order[i]] : x->list[i];
         ins->called[i] = s.len == 0 ? (int32_t)s.start : -1; /* inline: known already */
-        if (s.len > 0 && !push_ref(P, &P->callees, (Ref){x->comp, x->index, i, REF_CALLEE, s, NULL}))
+        if (s.len > 0 && !prs_push_ref(P, &P->callees, (Ref){x->comp, x->index, i, REF_CALLEE, s, NULL}))
             return false;
     }
     return true;
@@ -331,7 +331,7 @@ static bool parse_operands(Parser *P, InstrCtx *x)
                 shape = ir_alloc(P->m->arena, sizeof *shape);
                 if (!shape)
                     return lx_nomem(L);
-                if (!parse_shape(P, shape))
+                if (!prs_parse_shape(P, shape))
                     return false;
             }
             /* A name followed by '(' is no operand name but an opcode: a
@@ -340,13 +340,13 @@ static bool parse_operands(Parser *P, InstrCtx *x)
             if (lx_is(L, LX_NAME) && L->text[L->tok.start - 1] != '%' && paren_follows(L)) {
                 if (k == INT32_MAX)
                     return lx_fail(L, L->tok.pos, "too many operands");
-                if (!skip_nested(P, x, k, at))
+                if (!prs_skip_nested(P, x, k, at))
                     return false;
                 k++;
                 continue;
             }
             Span s = {0};
-            if (!take_name(P, &s, "operand name"))
+            if (!prs_take_name(P, &s, "operand name"))
                 return false;
             if (k == INT32_MAX)
                 return lx_fail(L, s.pos, "too many operands");
@@ -355,13 +355,13 @@ static bool parse_operands(Parser *P, InstrCtx *x)
              * other (defined below, undefined, or written with a shape
              * that does not match) is resolved, or reported, with the
              * rest of the computation by resolve_local, as before. */
-            int32_t idx = map_find(&P->instrs, L->text + s.start, s.len);
+            int32_t idx = prs_map_find(&P->instrs, L->text + s.start, s.len);
             if (idx >= 0 && shape && c->instr[idx].shape.type != IR_INVALID &&
                 !ir_shape_compatible(shape, &c->instr[idx].shape))
                 idx = -1;
-            if (!push_opv(P, idx))
+            if (!prs_push_opv(P, idx))
                 return false;
-            if (idx < 0 && !push_ref(P, &P->local, (Ref){x->comp, x->index, k, REF_OPERAND, s, shape}))
+            if (idx < 0 && !prs_push_ref(P, &P->local, (Ref){x->comp, x->index, k, REF_OPERAND, s, shape}))
                 return false;
             k++;
         } while (lx_eat(L, LX_COMMA));
@@ -447,7 +447,7 @@ static bool parse_constant(Parser *P, InstrCtx *x)
         IrPos pos = L->tok.pos;
         IrShape s = {0};
         P->no_layout = true; /* `f32[2] {1, 2}`: the brace starts the literal */
-        bool ok = parse_shape(P, &s);
+        bool ok = prs_parse_shape(P, &s);
         P->no_layout = false;
         if (!ok)
             return false;
@@ -473,7 +473,7 @@ static bool parse_constant(Parser *P, InstrCtx *x)
  * A nested operand instruction (`nested`) is a bare rhs without attributes:
  * it is added with an empty name, given one by name_nested when its
  * computation is done, and is never the root. */
-bool parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
+bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
 {
     Lexer *L = &P->L;
     IrComputation *c = P->m->comp[ci];
@@ -499,30 +499,30 @@ bool parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
         ins->pos = L->tok.pos;
         ins->name = "";
     } else {
-        ok = take_name(P, &name, "instruction name or '}'");
+        ok = prs_take_name(P, &name, "instruction name or '}'");
         if (ok) {
             ins->pos = name.pos;
-            if (map_find(&P->instrs, L->text + name.start, name.len) >= 0)
+            if (prs_map_find(&P->instrs, L->text + name.start, name.len) >= 0)
                 ok = lx_fail(L, name.pos, "duplicate instruction name '%.*s'", (int)name.len,
                              L->text + name.start);
         }
-        ok = ok && (ins->name = span_dup(P, name)) != NULL;
+        ok = ok && (ins->name = prs_span_dup(P, name)) != NULL;
         ok = ok && lx_expect(L, LX_EQUAL, "'=' after the instruction name");
     }
     if (ok && lx_is(L, LX_NAME) && ir_type_from_name(lx_text(L), lx_tlen(L)) == IR_INVALID &&
         ir_op_from_name(lx_text(L), lx_tlen(L)) != OP_COUNT && lx_peek(L).kind == LX_LPAREN) {
         x->no_shape = true;
         ins->shape.type = IR_INVALID;
-        if (!shape_inferable(ir_op_from_name(lx_text(L), lx_tlen(L))))
+        if (!prs_shape_inferable(ir_op_from_name(lx_text(L), lx_tlen(L))))
             ok = lx_fail(L, L->tok.pos, "%s needs an explicit shape", lx_describe(L, buf, sizeof buf));
     } else {
-        ok = ok && parse_shape(P, &ins->shape);
+        ok = ok && prs_parse_shape(P, &ins->shape);
     }
     if (ok && (!lx_is(L, LX_NAME) || L->text[L->tok.start - 1] == '%'))
         ok = lx_expected(L, "opcode");
     if (ok) {
         ins->op = ir_op_from_name(lx_text(L), lx_tlen(L));
-        if (ins->op == OP_COUNT && !async_sugar(lx_text(L), lx_tlen(L), ins))
+        if (ins->op == OP_COUNT && !prs_async_sugar(lx_text(L), lx_tlen(L), ins))
             ok = lx_fail(L, L->tok.pos, "unknown opcode %s", lx_describe(L, buf, sizeof buf));
         else
             lx_next(L);
@@ -537,8 +537,8 @@ bool parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
             ok = parse_operands(P, x);
     }
     while (ok && !nested && lx_eat(L, LX_COMMA))
-        ok = parse_attribute(P, x);
-    ok = ok && check_required(P, x) && assign_callees(P, x);
+        ok = prs_parse_attribute(P, x);
+    ok = ok && prs_check_required(P, x) && assign_callees(P, x);
     if (ok && is_root) {
         if (*saw_root)
             ok = lx_fail(L, root_pos, "computation '%s' has more than one ROOT", c->name);
@@ -547,18 +547,18 @@ bool parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
     }
     if (ok && ir_add_instr(P->m, c, ins) != x->index)
         ok = lx_nomem(L);
-    if (ok && !nested && !map_put(&P->instrs, ins->name, name.len, x->index))
+    if (ok && !nested && !prs_map_put(&P->instrs, ins->name, name.len, x->index))
         ok = lx_nomem(L);
     if (ok && nested)
-        ok = push_i32(P, &P->unnamed, &P->nunnamed, &P->capunnamed, x->index);
+        ok = prs_push_i32(P, &P->unnamed, &P->nunnamed, &P->capunnamed, x->index);
     if (ok && x->no_shape)
-        ok = push_deferred(P, (Deferred){ci, x->index, x->sharding_pos, P->top});
+        ok = prs_push_deferred(P, (Deferred){ci, x->index, x->sharding_pos, P->top});
     return ok;
 }
 
 static bool parse_instruction(Parser *P, int32_t ci, bool *saw_root)
 {
-    return parse_one(P, ci, false, saw_root) && parse_nested_ops(P, ci);
+    return prs_parse_one(P, ci, false, saw_root) && prs_parse_nested_ops(P, ci);
 }
 
 /* ---- computations ---- */
@@ -569,7 +569,7 @@ static bool resolve_local(Parser *P, IrComputation *c)
     Lexer *L = &P->L;
     for (size_t i = 0; i < P->local.n; i++) {
         Ref *r = &P->local.v[i];
-        int32_t idx = map_find(&P->instrs, L->text + r->name.start, r->name.len);
+        int32_t idx = prs_map_find(&P->instrs, L->text + r->name.start, r->name.len);
         if (idx < 0)
             return lx_fail(L, r->name.pos, "undefined %s '%.*s'",
                            r->kind == REF_OPERAND ? "operand" : "control predecessor", (int)r->name.len,
@@ -650,21 +650,21 @@ static int32_t estimate_instrs(Parser *P)
 /* '{' instruction+ '}' of computation ci, written or inline (`top`: a
  * written computation, read in text order, whose size can be estimated).
  * Errors about the computation as a whole point at `pos`. */
-bool parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
+bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
 {
     Lexer *L = &P->L;
     IrComputation *c = P->m->comp[ci];
     char msg[64];
     snprintf(msg, sizeof msg, "'{' to start computation '%.20s'", c->name);
     bool ok = lx_expect(L, LX_LBRACE, msg);
-    map_free(&P->instrs);
+    prs_map_free(&P->instrs);
     P->local.n = 0;
     P->nparams = 0;
     P->nunnamed = 0;
     if (ok && top) {
         /* Size the instruction array and the name table once. */
         int32_t est = estimate_instrs(P);
-        if (est > 0 && (ir_reserve_instrs(c, est) != IR_OK || !map_reserve(&P->instrs, (size_t)est)))
+        if (est > 0 && (ir_reserve_instrs(c, est) != IR_OK || !prs_map_reserve(&P->instrs, (size_t)est)))
             ok = lx_nomem(L);
     }
     bool saw_root = false;
@@ -680,7 +680,7 @@ bool parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
     ok = ok && lx_expect(L, LX_RBRACE, "'}'");
     if (ok && c->ninstr == 0)
         ok = lx_fail(L, pos, "computation '%s' has no instructions", c->name);
-    ok = ok && name_nested(P, c) && finish_params(P, c) && resolve_local(P, c);
+    ok = ok && prs_name_nested(P, c) && finish_params(P, c) && resolve_local(P, c);
     if (ok && c->root < 0)
         c->root = last;
     return ok;
@@ -695,15 +695,15 @@ static bool parse_computation(Parser *P)
     if (is_entry)
         lx_next(L);
     Span name = {0};
-    if (!take_name(P, &name, is_entry ? "computation name after ENTRY" : "computation name or ENTRY"))
+    if (!prs_take_name(P, &name, is_entry ? "computation name after ENTRY" : "computation name or ENTRY"))
         return false;
-    if (map_find(&P->comps, L->text + name.start, name.len) >= 0)
+    if (prs_map_find(&P->comps, L->text + name.start, name.len) >= 0)
         return lx_fail(L, name.pos, "duplicate computation name '%.*s'", (int)name.len, L->text + name.start);
-    char *cname = span_dup(P, name);
+    char *cname = prs_span_dup(P, name);
     if (!cname)
         return false;
     int32_t ci = ir_add_computation(P->m, cname);
-    if (ci < 0 || !map_put(&P->comps, P->m->comp[ci]->name, name.len, ci))
+    if (ci < 0 || !prs_map_put(&P->comps, P->m->comp[ci]->name, name.len, ci))
         return lx_nomem(L);
     IrComputation *c = P->m->comp[ci];
     c->pos = name.pos;
@@ -714,11 +714,11 @@ static bool parse_computation(Parser *P)
     bool ok = true;
     if (lx_is(L, LX_LPAREN)) {
         c->has_signature = true;
-        ok = parse_signature(P, &sig, &nsig, &result);
+        ok = prs_parse_signature(P, &sig, &nsig, &result);
     }
-    ok = ok && parse_body(P, ci, true, name.pos);
+    ok = ok && prs_parse_body(P, ci, true, name.pos);
     if (ok && c->has_signature)
-        ok = push_sig(P, (SigCheck){ci, sig_pos, result});
+        ok = prs_push_sig(P, (SigCheck){ci, sig_pos, result});
     ts_free(sig);
     if (ok && lx_is(L, LX_COMMA)) {
         lx_next(L);
@@ -737,7 +737,7 @@ static bool parse_computation(Parser *P)
         P->m->entry = ci;
     }
     P->last_top = ci;
-    return ok && parse_inline_bodies(P);
+    return ok && prs_parse_inline_bodies(P);
 }
 
 /* Resolve callee names against all computations, now that all are read. */
@@ -746,7 +746,7 @@ static bool resolve_callees(Parser *P)
     Lexer *L = &P->L;
     for (size_t i = 0; i < P->callees.n; i++) {
         Ref *r = &P->callees.v[i];
-        int32_t ci = map_find(&P->comps, L->text + r->name.start, r->name.len);
+        int32_t ci = prs_map_find(&P->comps, L->text + r->name.start, r->name.len);
         if (ci < 0)
             return lx_fail(L, r->name.pos, "undefined computation '%.*s'", (int)r->name.len,
                            L->text + r->name.start);
@@ -759,9 +759,9 @@ static bool parse_module(Parser *P)
 {
     Lexer *L = &P->L;
     bool header = lx_is_word(L, "HloModule");
-    if (header && !parse_header(P))
+    if (header && !prs_parse_header(P))
         return false;
-    if (lx_is_word(L, "FileNames") && !skip_stack_frames(P))
+    if (lx_is_word(L, "FileNames") && !prs_skip_stack_frames(P))
         return false;
     if (lx_is(L, LX_EOF))
         return lx_expected(L, header ? "a computation after the module header" : "HloModule or a computation");
@@ -780,7 +780,7 @@ static bool parse_module(Parser *P)
             return lx_nomem(L);
         m->name = n;
     }
-    return name_inline(P) && resolve_callees(P) && wrap_async_ops(P) && infer_deferred(P) && check_signatures(P);
+    return prs_name_inline(P) && resolve_callees(P) && prs_wrap_async_ops(P) && prs_infer_deferred(P) && prs_check_signatures(P);
 }
 
 /* ---- entry points ---- */
@@ -819,8 +819,8 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     IrStatus st = ok ? IR_OK : (P->L.st != IR_OK ? P->L.st : IR_EINTERNAL);
     bool verify = P->opt.verify;
     IrLimits lim = P->opt.limits;
-    map_free(&P->comps);
-    map_free(&P->instrs);
+    prs_map_free(&P->comps);
+    prs_map_free(&P->instrs);
     ts_free(P->local.v);
     ts_free(P->callees.v);
     ts_free(P->spans.v);
@@ -833,7 +833,7 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     ts_free(P->closes);
     ts_free(P->bodies);
     ts_free(P->inl);
-    map_free(&P->inl_next);
+    prs_map_free(&P->inl_next);
     ts_free(P->nested);
     ts_free(P->unnamed);
     ts_free(P->opnext);

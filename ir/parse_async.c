@@ -15,7 +15,7 @@
  * as async-start/-update/-done wrapping OP. The dedicated opcodes
  * (all-reduce-start, copy-done, send-done, ...) are found by name before
  * this is tried. False when the name is no such form. */
-bool async_sugar(const char *s, size_t n, IrInstr *ins)
+bool prs_async_sugar(const char *s, size_t n, IrInstr *ins)
 {
     static const struct {
         const char *suffix;
@@ -42,7 +42,7 @@ static char *wrapper_name(Parser *P, const char *base)
 {
     for (int k = 0;; k++) {
         char *n = k ? ir_sprintf(P->m->arena, "%s.wrapped.%d", base, k) : ir_sprintf(P->m->arena, "%s.wrapped", base);
-        if (!n || map_find(&P->comps, n, strlen(n)) < 0)
+        if (!n || prs_map_find(&P->comps, n, strlen(n)) < 0)
             return n;
     }
 }
@@ -84,7 +84,7 @@ static bool wrap_async_op(Parser *P, int32_t ci, int32_t ii)
     if (!name)
         return lx_nomem(&P->L);
     int32_t wi = ir_add_computation(m, name);
-    if (wi < 0 || !map_put(&P->comps, m->comp[wi]->name, strlen(name), wi))
+    if (wi < 0 || !prs_map_put(&P->comps, m->comp[wi]->name, strlen(name), wi))
         return lx_nomem(&P->L);
     IrComputation *w = m->comp[wi];
     st = &m->comp[ci]->instr[ii];
@@ -128,7 +128,7 @@ static bool wrap_async_op(Parser *P, int32_t ci, int32_t ii)
 /* Every sugared async-start of the module, once callee names are resolved
  * (the wrapped op takes its callees over) and the entry is known (the
  * wrappers come after every written computation). */
-bool wrap_async_ops(Parser *P)
+bool prs_wrap_async_ops(Parser *P)
 {
     int32_t n = P->m->ncomp;
     for (int32_t ci = 0; ci < n && P->nasync_sugar > 0; ci++) {

@@ -215,7 +215,7 @@ static bool attr_applies_to(AttrId id, const IrInstr *ins)
     return ins->a.async_sugar && ins->op == OP_ASYNC_START && attr_applies(id, ins->a.async_wrapped_op);
 }
 
-const char *attr_name(AttrId id)
+const char *prs_attr_name(AttrId id)
 {
     for (size_t i = 0; i < sizeof attr_names / sizeof *attr_names; i++)
         if (attr_names[i].id == id)
@@ -272,22 +272,22 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         return true;
     }
     case A_FRONTEND:
-        return parse_frontend(P, &a->frontend, &a->nfrontend);
+        return prs_parse_frontend(P, &a->frontend, &a->nfrontend);
     case A_METADATA:
-        return raw_braces(P, &a->metadata, true, "'{' after metadata=");
+        return prs_raw_braces(P, &a->metadata, true, "'{' after metadata=");
     case A_BACKEND:
         if (lx_is(L, LX_STRING)) {
             a->backend_config = lx_dup(L, L->tok.start, L->tok.end);
             lx_next(L);
             return a->backend_config != NULL;
         }
-        return raw_braces(P, &a->backend_config, false, "string or {...} after backend_config=");
+        return prs_raw_braces(P, &a->backend_config, false, "string or {...} after backend_config=");
     case A_STATISTICS:
-        return raw_braces(P, &a->statistics_viz, false, "'{' after statistics=");
+        return prs_raw_braces(P, &a->statistics_viz, false, "'{' after statistics=");
     case A_ORIGIN:
-        return raw_braces(P, &a->origin, false, "'{' after origin=");
+        return prs_raw_braces(P, &a->origin, false, "'{' after origin=");
     case A_CONTROL:
-        return parse_control(P, x);
+        return prs_parse_control(P, x);
     case A_DIMENSIONS:
         a->has_dimensions = true;
         return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->dimensions, "dimensions");
@@ -296,15 +296,15 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
     case A_IOTA_DIM:
         return lx_int(L, &a->iota_dimension, "integer after iota_dimension=");
     case A_SLICE:
-        return parse_slice(P, a);
+        return prs_parse_slice(P, a);
     case A_DS_SIZES:
         return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->dynamic_slice_sizes, "dynamic_slice_sizes");
     case A_PADDING:
-        return parse_pads(P, true, &a->pad_lo, &a->pad_hi, &a->pad_interior, "padding");
+        return prs_parse_pads(P, true, &a->pad_lo, &a->pad_hi, &a->pad_interior, "padding");
     case A_WINDOW:
-        return parse_window(P, &a->window);
+        return prs_parse_window(P, &a->window);
     case A_DIM_LABELS:
-        return parse_dim_labels(P, &a->conv);
+        return prs_parse_dim_labels(P, &a->conv);
     case A_FGC:
         return lx_int(L, &a->feature_group_count, "integer after feature_group_count=");
     case A_BGC:
@@ -318,24 +318,24 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
     case A_RHS_CONTRACT:
         return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->dot.rhs_contracting, "rhs_contracting_dims");
     case A_PRECISION:
-        return raw_braces(P, &a->precision_config, false, "'{' after operand_precision=");
+        return prs_raw_braces(P, &a->precision_config, false, "'{' after operand_precision=");
     case A_ALGORITHM:
         if (x->ins.op == OP_RNG_BIT_GENERATOR)
-            return parse_word(P, rng_algs, &a->rng_algorithm, "rng_default, rng_three_fry or rng_philox");
+            return prs_parse_word(P, rng_algs, &a->rng_algorithm, "rng_default, rng_three_fry or rng_philox");
         if (!lx_is(L, LX_NAME))
             return lx_expected(L, "algorithm name");
         a->algorithm = lx_dup(L, L->tok.start, L->tok.end);
         lx_next(L);
         return a->algorithm != NULL;
     case A_DIRECTION:
-        if (!parse_word(P, directions, &w, "comparison direction EQ, NE, LT, LE, GT or GE"))
+        if (!prs_parse_word(P, directions, &w, "comparison direction EQ, NE, LT, LE, GT or GE"))
             return false;
         a->direction = (IrCmpDir)(CMP_EQ + word_index(directions, w));
         return true;
     case A_CMP_TYPE:
     case A_CMP_ORDER:
-        if (id == A_CMP_TYPE ? !parse_word(P, cmp_types, &w, "comparison type FLOAT, TOTALORDER, SIGNED or UNSIGNED")
-                             : !parse_word(P, cmp_orders, &w, "comparison order TOTALORDER or PARTIALORDER"))
+        if (id == A_CMP_TYPE ? !prs_parse_word(P, cmp_types, &w, "comparison type FLOAT, TOTALORDER, SIGNED or UNSIGNED")
+                             : !prs_parse_word(P, cmp_orders, &w, "comparison order TOTALORDER or PARTIALORDER"))
             return false;
         if (x->seen[id == A_CMP_TYPE ? A_CMP_ORDER : A_CMP_TYPE])
             return lx_fail(L, apos, "compare cannot have both type= and order=");
@@ -378,12 +378,12 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         return lx_bool(L, &a->is_stable, "true or false");
     case A_TO_APPLY: case A_CONDITION: case A_BODY: case A_TRUE: case A_FALSE: case A_SELECT:
     case A_SCATTER:
-        return parse_callee(P, x, id);
+        return prs_parse_callee(P, x, id);
     case A_BRANCHES:
     case A_CALLED:
-        return parse_callee_list(P, x, id);
+        return prs_parse_callee_list(P, x, id);
     case A_REPLICA_GROUPS:
-        return parse_replica_groups(P, &a->replica_groups);
+        return prs_parse_replica_groups(P, &a->replica_groups);
     case A_CHANNEL_ID:
         return lx_int(L, &a->channel_id, "integer after channel_id=");
     case A_GLOBAL_IDS:
@@ -391,42 +391,42 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
     case A_CONSTRAIN_LAYOUT:
         return lx_bool(L, &a->constrain_layout, "true or false");
     case A_SOURCE_TARGET:
-        return parse_pairs(P, &a->source_target_pairs);
+        return prs_parse_pairs(P, &a->source_target_pairs);
     case A_TARGET:
-        return parse_string_attr(P, &a->custom_call_target);
+        return prs_parse_string_attr(P, &a->custom_call_target);
     case A_API_VERSION:
-        return parse_word(P, api_versions, &a->api_version, "custom-call API version (API_VERSION_...)");
+        return prs_parse_word(P, api_versions, &a->api_version, "custom-call API version (API_VERSION_...)");
     case A_SIDE_EFFECT:
         return lx_bool(L, &a->custom_call_has_side_effect, "true or false");
     case A_OPERAND_LAYOUTS:
-        return parse_shape_list(P, a);
+        return prs_parse_shape_list(P, a);
     case A_DISTRIBUTION:
-        return parse_word(P, rng_dists, &a->distribution, "rng_uniform or rng_normal");
+        return prs_parse_word(P, rng_dists, &a->distribution, "rng_uniform or rng_normal");
     case A_FFT_TYPE:
-        return parse_word(P, fft_types, &a->fft_type, "FFT, IFFT, RFFT or IRFFT");
+        return prs_parse_word(P, fft_types, &a->fft_type, "FFT, IFFT, RFFT or IRFFT");
     case A_FFT_LENGTH:
         return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->fft_length, "fft_length");
     case A_INFEED_CONFIG:
-        return parse_string_attr(P, &a->infeed_config);
+        return prs_parse_string_attr(P, &a->infeed_config);
     case A_OUTFEED_CONFIG:
-        return parse_string_attr(P, &a->outfeed_config);
+        return prs_parse_string_attr(P, &a->outfeed_config);
     case A_OUTFEED_SHAPE:
         a->has_outfeed_shape = true;
-        return parse_shape(P, &a->outfeed_shape);
+        return prs_parse_shape(P, &a->outfeed_shape);
     case A_EXPONENT_BITS:
         return lx_int(L, &a->exponent_bits, "integer after exponent_bits=");
     case A_MANTISSA_BITS:
         return lx_int(L, &a->mantissa_bits, "integer after mantissa_bits=");
     case A_SLICE_SIZES:
         if (x->ins.op != OP_GATHER) /* collective-permute's in-place form: {{...},...} */
-            return raw_braces(P, &a->permute_slice_sizes, false, "'{' after slice_sizes=");
+            return prs_raw_braces(P, &a->permute_slice_sizes, false, "'{' after slice_sizes=");
         return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->slice_sizes, "slice_sizes");
     case A_KIND:
-        return parse_word(P, fusion_kinds, &a->fusion_kind, "fusion kind kLoop, kInput, kOutput or kCustom");
+        return prs_parse_word(P, fusion_kinds, &a->fusion_kind, "fusion kind kLoop, kInput, kOutput or kCustom");
     case A_CALLS:
-        return parse_callee(P, x, id);
+        return prs_parse_callee(P, x, id);
     case A_OUTPUT_ALIASING:
-        return raw_braces(P, &a->output_to_operand_aliasing, false, "'{' after output_to_operand_aliasing=");
+        return prs_raw_braces(P, &a->output_to_operand_aliasing, false, "'{' after output_to_operand_aliasing=");
     case A_ASYNC_THREAD:
         if (!lx_is(L, LX_STRING))
             return lx_expected(L, "string after async_execution_thread=");
@@ -439,7 +439,7 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         a->has_cross_program_prefetch = true;
         return lx_int(L, &a->cross_program_prefetch_index, "integer after cross_program_prefetch_index=");
     case A_DOMAIN:
-        return raw_braces(P, &a->domain, false, "'{' after domain=");
+        return prs_raw_braces(P, &a->domain, false, "'{' after domain=");
     case A_TOPK_K:
         return lx_int(L, &a->topk_k, "integer after k=");
     case A_LARGEST:
@@ -456,9 +456,9 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
     case A_UNIT_DIAGONAL:
         return lx_bool(L, &a->unit_diagonal, "true or false");
     case A_TRANSPOSE_A:
-        return parse_word(P, transposes, &a->transpose_a, "NO_TRANSPOSE, TRANSPOSE or ADJOINT");
+        return prs_parse_word(P, transposes, &a->transpose_a, "NO_TRANSPOSE, TRANSPOSE or ADJOINT");
     case A_EPSILON:
-        return parse_epsilon(P, &a->epsilon);
+        return prs_parse_epsilon(P, &a->epsilon);
     case A_FEATURE_INDEX:
         return lx_int(L, &a->feature_index, "integer after feature_index=");
     case A_DELTA:
@@ -472,11 +472,11 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         a->has_is_associative = true;
         return lx_bool(L, &a->is_associative, "true or false");
     case A_CC_SCHEDULE:
-        return parse_word(P, schedules, &a->custom_call_schedule,
+        return prs_parse_word(P, schedules, &a->custom_call_schedule,
                           "SCHEDULE_NONE, SCHEDULE_LATEST or SCHEDULE_EARLIEST");
     case A_PARAM_REPL: case A_INFERRED_DIM: case A_SCHEDULE: case A_PADDING_TYPE:
     case A_IS_COMPOSITE: case A_MODE: case A_CONV_KIND: case A_RESULT_ACCURACY: case A_CC_LITERAL:
-        return lx_raw_value(L, &s, &e) && keep_attr(P, a, attr_name(id), s, e);
+        return lx_raw_value(L, &s, &e) && prs_keep_attr(P, a, prs_attr_name(id), s, e);
     case A_COUNT:
         break;
     }
@@ -501,7 +501,7 @@ static AttrId attr_lookup(const Lexer *L)
     return A_COUNT;
 }
 
-bool parse_attribute(Parser *P, InstrCtx *x)
+bool prs_parse_attribute(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
     char buf[80];
@@ -524,7 +524,7 @@ bool parse_attribute(Parser *P, InstrCtx *x)
 }
 
 /* Attributes an op cannot do without (XLA's required=true). */
-bool check_required(Parser *P, InstrCtx *x)
+bool prs_check_required(Parser *P, InstrCtx *x)
 {
     static const struct {
         IrOpcode op;
@@ -586,7 +586,7 @@ bool check_required(Parser *P, InstrCtx *x)
             continue;
         for (size_t k = 0; k < 6 && req[i].need[k] != A_SHARDING; k++)
             if (!x->seen[req[i].need[k]])
-                return lx_fail(&P->L, x->ins.pos, "missing attribute '%s' for %s", attr_name(req[i].need[k]),
+                return lx_fail(&P->L, x->ins.pos, "missing attribute '%s' for %s", prs_attr_name(req[i].need[k]),
                                op_text(&x->ins, opbuf, sizeof opbuf));
     }
     if (op == OP_CONDITIONAL) {

@@ -113,7 +113,7 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
         return true;
     }
     case 3:
-        return raw_braces(P, &m->entry_computation_layout, true, "'{' after entry_computation_layout=");
+        return prs_raw_braces(P, &m->entry_computation_layout, true, "'{' after entry_computation_layout=");
     case 4:
         return parse_aliases(P);
     default:
@@ -122,7 +122,7 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
     size_t s, e;
     IrKeyValue kv = {0};
     if (!lx_raw_value(L, &s, &e) || !(kv.key = lx_dup(L, name_start, name_end)) ||
-        !(kv.value = lx_dup(L, s, e)) || !push_kv(P, kv))
+        !(kv.value = lx_dup(L, s, e)) || !prs_push_kv(P, kv))
         return false;
     (*nseen_kept)++;
     return true;
@@ -132,7 +132,7 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
  * XLA prints after the header: checked for their form (NAME, then `ID
  * "string"` or `ID {...}` rows) and kept raw for printing; they only feed
  * metadata, so nothing reads them. */
-bool skip_stack_frames(Parser *P)
+bool prs_skip_stack_frames(Parser *P)
 {
     Lexer *L = &P->L;
     static const char *const sections[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
@@ -158,14 +158,14 @@ bool skip_stack_frames(Parser *P)
     return (P->m->stack_frames = lx_dup(L, start, end)) != NULL;
 }
 
-bool parse_header(Parser *P)
+bool prs_parse_header(Parser *P)
 {
     Lexer *L = &P->L;
     lx_next(L);
     Span name = {0};
-    if (!take_name(P, &name, "module name"))
+    if (!prs_take_name(P, &name, "module name"))
         return false;
-    char *n = span_dup(P, name);
+    char *n = prs_span_dup(P, name);
     if (!n)
         return false;
     P->m->name = n;
@@ -175,7 +175,7 @@ bool parse_header(Parser *P)
     while (lx_eat(L, LX_COMMA))
         if (!parse_header_attr(P, &seen, &nkept))
             return false;
-    if (!take_kvs(P, &P->m->header_attr, &P->m->nheader_attr))
+    if (!prs_take_kvs(P, &P->m->header_attr, &P->m->nheader_attr))
         return false;
     int64_t np = P->m->num_partitions > 0 ? P->m->num_partitions : 1;
     int64_t rc = P->m->replica_count > 0 ? P->m->replica_count : 1;

@@ -33,14 +33,14 @@ static bool push_body(Parser *P, InlineBody b)
  * computation came from reads better), made unique by name_inline once
  * every written computation name is known. Its body is read by
  * parse_inline_bodies when the computation around it is done. */
-bool inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out)
+bool prs_inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out)
 {
     Lexer *L = &P->L;
     LxMark at = lx_mark(L);
     size_t s, e;
     if (!lx_raw_group(L, &s, &e))
         return false;
-    const char *attr = attr_name(id);
+    const char *attr = prs_attr_name(id);
     char *name = k >= 0 ? ir_sprintf(P->m->arena, "%s.%s.%d", x->ins.name, attr, (int)k)
                         : ir_sprintf(P->m->arena, "%s.%s", x->ins.name, attr);
     /* Leave room for a ".N" suffix within the name limit, so the printed
@@ -53,7 +53,7 @@ bool inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out)
     if (ci < 0)
         return lx_nomem(L);
     P->m->comp[ci]->pos = at.tok.pos;
-    if (!push_i32(P, &P->inl, &P->ninl, &P->capinl, ci) || !push_body(P, (InlineBody){ci, at}))
+    if (!prs_push_i32(P, &P->inl, &P->ninl, &P->capinl, ci) || !push_body(P, (InlineBody){ci, at}))
         return false;
     *out = inline_span(ci, at.tok.pos);
     return true;
@@ -63,7 +63,7 @@ bool inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out)
  * was read (and those inline in them: reading one may queue more), each
  * from its '{', then continue after that computation. Each is read after
  * the computation that holds it, which infer_deferred relies on. */
-bool parse_inline_bodies(Parser *P)
+bool prs_parse_inline_bodies(Parser *P)
 {
     Lexer *L = &P->L;
     if (P->nbodies == 0)
@@ -74,7 +74,7 @@ bool parse_inline_bodies(Parser *P)
     for (size_t head = 0; ok && head < P->nbodies; head++) {
         InlineBody b = P->bodies[head];
         lx_reset(L, b.at);
-        ok = parse_body(P, b.comp, false, b.at.tok.pos);
+        ok = prs_parse_body(P, b.comp, false, b.at.tok.pos);
     }
     P->nbodies = 0;
     lx_reset(L, back);
@@ -85,24 +85,24 @@ bool parse_inline_bodies(Parser *P)
  * computations, now that every written name is known: BASE if free, else
  * BASE.1, BASE.2, ... (inl_next remembers where each base stopped, so a
  * base used many times costs no more than it has uses). */
-bool name_inline(Parser *P)
+bool prs_name_inline(Parser *P)
 {
     Lexer *L = &P->L;
     for (size_t i = 0; i < P->ninl; i++) {
         IrComputation *c = P->m->comp[P->inl[i]];
         const char *base = c->name;
         size_t blen = strlen(base);
-        int32_t *next = map_ref(&P->inl_next, base, blen);
+        int32_t *next = prs_map_ref(&P->inl_next, base, blen);
         int32_t k = next ? *next : 0;
         const char *name = base;
-        while (map_find(&P->comps, name, strlen(name)) >= 0)
+        while (prs_map_find(&P->comps, name, strlen(name)) >= 0)
             if (!(name = ir_sprintf(P->m->arena, "%s.%d", base, (int)++k)))
                 return lx_nomem(L);
         if (next)
             *next = k;
-        else if (!map_put(&P->inl_next, base, blen, k))
+        else if (!prs_map_put(&P->inl_next, base, blen, k))
             return lx_nomem(L);
-        if (!map_put(&P->comps, name, strlen(name), P->inl[i]))
+        if (!prs_map_put(&P->comps, name, strlen(name), P->inl[i]))
             return lx_nomem(L);
         c->name = name;
     }
@@ -130,18 +130,18 @@ static bool push_nested(Parser *P, NestedOp n)
  * operands may nest further) and read by parse_nested_ops once x is
  * added. XLA reads no attributes for a nested instruction (a comma after
  * it would be ambiguous), so its text ends at its ')'. */
-bool skip_nested(Parser *P, InstrCtx *x, int32_t k, LxMark at)
+bool prs_skip_nested(Parser *P, InstrCtx *x, int32_t k, LxMark at)
 {
     Lexer *L = &P->L;
     size_t s, e;
     lx_next(L); /* the opcode */
-    return lx_raw_group(L, &s, &e) && push_nested(P, (NestedOp){x->index, k, at}) && push_opv(P, -1);
+    return lx_raw_group(L, &s, &e) && push_nested(P, (NestedOp){x->index, k, at}) && prs_push_opv(P, -1);
 }
 
 /* Read the nested operand instructions skipped while the last instruction
  * was read (and those nested in them: reading one may queue more), each
  * from where its text starts, then continue after that instruction. */
-bool parse_nested_ops(Parser *P, int32_t ci)
+bool prs_parse_nested_ops(Parser *P, int32_t ci)
 {
     Lexer *L = &P->L;
     if (P->nnested == 0)
@@ -154,7 +154,7 @@ bool parse_nested_ops(Parser *P, int32_t ci)
         lx_reset(L, n.at);
         IrComputation *c = P->m->comp[ci];
         int32_t idx = c->ninstr;
-        ok = parse_one(P, ci, true, NULL);
+        ok = prs_parse_one(P, ci, true, NULL);
         if (ok)
             P->m->comp[ci]->instr[n.user].opnd[n.slot] = idx;
     }
@@ -166,7 +166,7 @@ bool parse_nested_ops(Parser *P, int32_t ci)
 /* Name the nested instructions of computation c after their opcode, as
  * XLA does ("constant", then "constant.1", ...), skipping every name the
  * computation already has; each candidate is tried once per computation. */
-bool name_nested(Parser *P, IrComputation *c)
+bool prs_name_nested(Parser *P, IrComputation *c)
 {
     Lexer *L = &P->L;
     size_t n = P->nunnamed;
@@ -187,10 +187,10 @@ bool name_nested(Parser *P, IrComputation *c)
             name = k ? ir_sprintf(P->m->arena, "%s.%d", op, (int)k) : ir_sprintf(P->m->arena, "%s", op);
             if (!name)
                 return lx_nomem(L);
-            if (map_find(&P->instrs, name, strlen(name)) < 0)
+            if (prs_map_find(&P->instrs, name, strlen(name)) < 0)
                 break;
         }
-        if (!map_put(&P->instrs, name, strlen(name), P->unnamed[i]))
+        if (!prs_map_put(&P->instrs, name, strlen(name), P->unnamed[i]))
             return lx_nomem(L);
         ins->name = name;
     }

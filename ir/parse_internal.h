@@ -33,15 +33,15 @@ typedef struct NameMap {
 } NameMap;
 
 /* The value of key text[0, n), or -1 when absent. */
-int32_t map_find(const NameMap *m, const char *k, size_t n);
+int32_t prs_map_find(const NameMap *m, const char *k, size_t n);
 /* Room for `want` keys at load at most 1/2; false on OOM. */
-bool map_reserve(NameMap *m, size_t want);
+bool prs_map_reserve(NameMap *m, size_t want);
 /* Insert a key not yet present (`k` outlives the map); false on OOM. */
-bool map_put(NameMap *m, const char *k, size_t n, int32_t val);
+bool prs_map_put(NameMap *m, const char *k, size_t n, int32_t val);
 /* The value slot of key text[0, n), or NULL when absent. */
-int32_t *map_ref(NameMap *m, const char *k, size_t n);
+int32_t *prs_map_ref(NameMap *m, const char *k, size_t n);
 /* Free the slots and empty the map. */
-void map_free(NameMap *m);
+void prs_map_free(NameMap *m);
 
 /* ---- references resolved after their scope is read ---- */
 
@@ -212,20 +212,20 @@ typedef struct InstrCtx {
 /* ---- parse.c: scratch vectors, names, instructions, computations ---- */
 
 /* Append to a growing vector; false (the lexer's ENOMEM) on OOM. */
-bool push_ref(Parser *P, RefVec *rv, Ref r);      /* a name to resolve later */
-bool push_opv(Parser *P, int32_t idx);            /* an operand of P->ictx */
-bool push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x); /* any int32 vector */
-bool push_kv(Parser *P, IrKeyValue kv);           /* the scratch key/value list */
+bool prs_push_ref(Parser *P, RefVec *rv, Ref r);      /* a name to resolve later */
+bool prs_push_opv(Parser *P, int32_t idx);            /* an operand of P->ictx */
+bool prs_push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x); /* any int32 vector */
+bool prs_push_kv(Parser *P, IrKeyValue kv);           /* the scratch key/value list */
 /* Copy the scratch key/value list into the arena and clear it. */
-bool take_kvs(Parser *P, IrKeyValue **out, int32_t *n);
+bool prs_take_kvs(Parser *P, IrKeyValue **out, int32_t *n);
 /* The current NAME as a span (for later lookup), consuming it. */
-bool take_name(Parser *P, Span *s, const char *what);
+bool prs_take_name(Parser *P, Span *s, const char *what);
 /* An arena copy of the text of a span. */
-char *span_dup(Parser *P, Span s);
+char *prs_span_dup(Parser *P, Span s);
 /* One instruction of computation ci (`nested`: a nested operand one). */
-bool parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root);
+bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root);
 /* '{' instruction+ '}' of computation ci (`top`: a written one). */
-bool parse_body(Parser *P, int32_t ci, bool top, IrPos pos);
+bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos);
 
 /* ---- shapes (parse_shape.c) ---- */
 
@@ -241,69 +241,69 @@ static inline bool at_shape(const Parser *P)
 }
 
 /* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
-bool parse_shape(Parser *P, IrShape *out);
+bool prs_parse_shape(Parser *P, IrShape *out);
 /* A computation's signature: parameter shapes (heap) and result shape. */
-bool parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result);
+bool prs_parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result);
 /* Queue a written result shape for check_signatures. */
-bool push_sig(Parser *P, SigCheck sc);
+bool prs_push_sig(Parser *P, SigCheck sc);
 /* Every written result shape agrees with its root. */
-bool check_signatures(Parser *P);
+bool prs_check_signatures(Parser *P);
 /* May the text omit the shape of op (inferred at the end)? */
-bool shape_inferable(IrOpcode op);
+bool prs_shape_inferable(IrOpcode op);
 /* Queue an instruction written without a shape. */
-bool push_deferred(Parser *P, Deferred df);
+bool prs_push_deferred(Parser *P, Deferred df);
 /* Infer every omitted shape, once the whole module is read. */
-bool infer_deferred(Parser *P);
+bool prs_infer_deferred(Parser *P);
 
 /* ---- attributes (parse_attrs.c) ---- */
 
 /* The name of an attribute, as written. */
-const char *attr_name(AttrId id);
+const char *prs_attr_name(AttrId id);
 /* attribute ::= name '=' value, checked against the op. */
-bool parse_attribute(Parser *P, InstrCtx *x);
+bool prs_parse_attribute(Parser *P, InstrCtx *x);
 /* Attributes an op cannot do without (XLA's required=true). */
-bool check_required(Parser *P, InstrCtx *x);
+bool prs_check_required(Parser *P, InstrCtx *x);
 
 /* ---- attribute values (parse_values.c), for parse_attr_value ---- */
 
 /* Keep the raw text of a `{...}` group: inside the braces, or all of it. */
-bool raw_braces(Parser *P, const char **out, bool inside, const char *what);
+bool prs_raw_braces(Parser *P, const char **out, bool inside, const char *what);
 /* Match the current NAME against a NULL-ended set of words. */
-bool parse_word(Parser *P, const char *const *words, const char **out, const char *what);
+bool prs_parse_word(Parser *P, const char *const *words, const char **out, const char *what);
 /* lo_hi[_interior]x... padding into lists (interior may be NULL). */
-bool parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi,
+bool prs_parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi,
                 IrI64List *interior, const char *what);
-bool parse_window(Parser *P, IrWindow *w);               /* window={...} */
-bool parse_dim_labels(Parser *P, IrConvDnums *c);        /* dim_labels=b01f_01io->b01f */
-bool parse_slice(Parser *P, IrAttrs *a);                 /* slice={[0:2:1], ...} */
-bool parse_replica_groups(Parser *P, IrReplicaGroups *g); /* lists or iota form */
-bool parse_pairs(Parser *P, IrI64List *out);             /* source_target_pairs */
-bool parse_frontend(Parser *P, IrKeyValue **out, int32_t *n); /* frontend_attributes */
+bool prs_parse_window(Parser *P, IrWindow *w);               /* window={...} */
+bool prs_parse_dim_labels(Parser *P, IrConvDnums *c);        /* dim_labels=b01f_01io->b01f */
+bool prs_parse_slice(Parser *P, IrAttrs *a);                 /* slice={[0:2:1], ...} */
+bool prs_parse_replica_groups(Parser *P, IrReplicaGroups *g); /* lists or iota form */
+bool prs_parse_pairs(Parser *P, IrI64List *out);             /* source_target_pairs */
+bool prs_parse_frontend(Parser *P, IrKeyValue **out, int32_t *n); /* frontend_attributes */
 /* A computation name or an inline computation, into x->callee[id]. */
-bool parse_callee(Parser *P, InstrCtx *x, AttrId id);
+bool prs_parse_callee(Parser *P, InstrCtx *x, AttrId id);
 /* '{' callee (',' callee)* '}' into x->list. */
-bool parse_callee_list(Parser *P, InstrCtx *x, AttrId id);
-bool parse_control(Parser *P, InstrCtx *x);              /* control-predecessors */
-bool parse_shape_list(Parser *P, IrAttrs *a);            /* operand_layout_constraints */
-bool parse_string_attr(Parser *P, const char **out);     /* a quoted string */
-bool parse_epsilon(Parser *P, float *out);               /* epsilon=1e-05 */
+bool prs_parse_callee_list(Parser *P, InstrCtx *x, AttrId id);
+bool prs_parse_control(Parser *P, InstrCtx *x);              /* control-predecessors */
+bool prs_parse_shape_list(Parser *P, IrAttrs *a);            /* operand_layout_constraints */
+bool prs_parse_string_attr(Parser *P, const char **out);     /* a quoted string */
+bool prs_parse_epsilon(Parser *P, float *out);               /* epsilon=1e-05 */
 /* Append name=TEXT[s,e) to the instruction's kept attributes. */
-bool keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e);
+bool prs_keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e);
 
 /* ---- inline computations and nested operand instructions (parse_inline.c) ---- */
 
 /* An inline computation at the current '{': added now, read later. */
-bool inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out);
+bool prs_inline_callee(Parser *P, InstrCtx *x, AttrId id, int32_t k, Span *out);
 /* Read the inline computations queued by the last written computation. */
-bool parse_inline_bodies(Parser *P);
+bool prs_parse_inline_bodies(Parser *P);
 /* Make the provisional names of the inline computations unique. */
-bool name_inline(Parser *P);
+bool prs_name_inline(Parser *P);
 /* Skip a nested operand instruction (operand k of x) that starts at `at`. */
-bool skip_nested(Parser *P, InstrCtx *x, int32_t k, LxMark at);
+bool prs_skip_nested(Parser *P, InstrCtx *x, int32_t k, LxMark at);
 /* Read the nested operand instructions queued by the last instruction. */
-bool parse_nested_ops(Parser *P, int32_t ci);
+bool prs_parse_nested_ops(Parser *P, int32_t ci);
 /* Name the nested instructions of c after their opcode. */
-bool name_nested(Parser *P, IrComputation *c);
+bool prs_name_nested(Parser *P, IrComputation *c);
 
 /* ---- sugared async ops (parse_async.c) ---- */
 
@@ -319,15 +319,15 @@ static inline const char *op_text(const IrInstr *ins, char *buf, size_t n)
 }
 
 /* `OP-start` / `-update` / `-done` read as async ops wrapping OP. */
-bool async_sugar(const char *s, size_t n, IrInstr *ins);
+bool prs_async_sugar(const char *s, size_t n, IrInstr *ins);
 /* Build the wrapped computation of every sugared async-start. */
-bool wrap_async_ops(Parser *P);
+bool prs_wrap_async_ops(Parser *P);
 
 /* ---- the module header (parse_header.c) ---- */
 
 /* 'HloModule' name (',' header_attr)* */
-bool parse_header(Parser *P);
+bool prs_parse_header(Parser *P);
 /* The FileNames ... StackFrames tables, kept raw. */
-bool skip_stack_frames(Parser *P);
+bool prs_skip_stack_frames(Parser *P);
 
 #endif

@@ -36,7 +36,7 @@ static bool parse_tuple_shape(Parser *P, IrShape *out)
                 }
                 elems = ne;
             }
-            ok = parse_shape(P, &elems[n++]);
+            ok = prs_parse_shape(P, &elems[n++]);
         } while (ok && lx_eat(L, LX_COMMA));
     }
     ok = ok && lx_expect(L, LX_RPAREN, "')' to end the tuple shape");
@@ -178,7 +178,7 @@ static bool parse_dim(Parser *P, IrShape *out, I64Vec *dims, int32_t *nunbounded
 }
 
 /* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
-bool parse_shape(Parser *P, IrShape *out)
+bool prs_parse_shape(Parser *P, IrShape *out)
 {
     Lexer *L = &P->L;
     char buf[64];
@@ -242,7 +242,7 @@ bool parse_shape(Parser *P, IrShape *out)
 
 /* signature ::= '(' (name ':'? shape (',' ...)*)? ')' '->' shape ; shapes
  * go to sig[0..n) (heap, caller frees) and *result. */
-bool parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result)
+bool prs_parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result)
 {
     Lexer *L = &P->L;
     int32_t cap = 0;
@@ -250,7 +250,7 @@ bool parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result)
     if (!lx_is(L, LX_RPAREN)) {
         do {
             Span pname = {0};
-            if (!take_name(P, &pname, "parameter name"))
+            if (!prs_take_name(P, &pname, "parameter name"))
                 return false;
             lx_eat(L, LX_COLON);
             if (*nsig == cap) {
@@ -262,17 +262,17 @@ bool parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result)
                     return lx_nomem(L);
                 *sig = ns;
             }
-            if (!parse_shape(P, &(*sig)[(*nsig)++]))
+            if (!prs_parse_shape(P, &(*sig)[(*nsig)++]))
                 return false;
         } while (lx_eat(L, LX_COMMA));
     }
     return lx_expect(L, LX_RPAREN, "')' to end the parameter list") &&
-           lx_expect(L, LX_ARROW, "'->' before the result shape") && parse_shape(P, result);
+           lx_expect(L, LX_ARROW, "'->' before the result shape") && prs_parse_shape(P, result);
 }
 
 /* The written result shape must agree with the root (XLA checks only
  * this: parameter shapes in the signature are informative). */
-bool check_signatures(Parser *P)
+bool prs_check_signatures(Parser *P)
 {
     for (size_t i = 0; i < P->nsigs; i++) {
         SigCheck *sc = &P->sigs[i];
@@ -290,7 +290,7 @@ bool check_signatures(Parser *P)
     return true;
 }
 
-bool push_sig(Parser *P, SigCheck sc)
+bool prs_push_sig(Parser *P, SigCheck sc)
 {
     if (P->nsigs == P->capsigs) {
         size_t cap = P->capsigs ? P->capsigs * 2 : 8;
@@ -307,7 +307,7 @@ bool push_sig(Parser *P, SigCheck sc)
 /* ---- shapes the text leaves out ---- */
 
 /* Ops whose shape XLA lets the text omit (hlo_parser.cc CanInferShape). */
-bool shape_inferable(IrOpcode op)
+bool prs_shape_inferable(IrOpcode op)
 {
     switch (op) {
     case OP_PARAMETER: case OP_CONSTANT: case OP_IOTA: case OP_CONVERT: case OP_BITCAST_CONVERT:
@@ -329,7 +329,7 @@ bool shape_inferable(IrOpcode op)
     }
 }
 
-bool push_deferred(Parser *P, Deferred df)
+bool prs_push_deferred(Parser *P, Deferred df)
 {
     if (P->ndefer == P->capdefer) {
         size_t cap = P->capdefer ? P->capdefer * 2 : 16;
@@ -498,7 +498,7 @@ static bool infer_group(Parser *P, const Deferred *df, size_t n)
  * it, each read after the one that holds it. A call's shape is its
  * callee's root shape, so within one written computation's block the
  * groups go last to first: every inline computation before its holder. */
-bool infer_deferred(Parser *P)
+bool prs_infer_deferred(Parser *P)
 {
     size_t i = 0;
     while (i < P->ndefer) {

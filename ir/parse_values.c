@@ -32,7 +32,7 @@ static bool push_span(Parser *P, Span s)
 }
 
 /* Keep the raw text of a `{...}` group: inside the braces, or all of it. */
-bool raw_braces(Parser *P, const char **out, bool inside, const char *what)
+bool prs_raw_braces(Parser *P, const char **out, bool inside, const char *what)
 {
     Lexer *L = &P->L;
     size_t s, e;
@@ -45,7 +45,7 @@ bool raw_braces(Parser *P, const char **out, bool inside, const char *what)
 }
 
 /* Match the current NAME against a set of words; store an arena copy. */
-bool parse_word(Parser *P, const char *const *words, const char **out, const char *what)
+bool prs_parse_word(Parser *P, const char *const *words, const char **out, const char *what)
 {
     Lexer *L = &P->L;
     if (lx_is(L, LX_NAME)) {
@@ -118,7 +118,7 @@ static bool parse_dxd(Parser *P, I64Vec *out, const char *what)
 /* Padding-like "lo_hi[_interior]x..." into up to three lists; `parts` is 2
  * (window pad) or 2..3 (pad op). Example "0_0_0x1_1" -> lo {0,1}, hi {0,1},
  * interior {0,0}. */
-bool parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi,
+bool prs_parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi,
                        IrI64List *interior, const char *what)
 {
     Lexer *L = &P->L;
@@ -159,7 +159,7 @@ bool parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi,
 
 /* window ::= '{' (sub '=' value)* '}' with sub in size stride pad
  * lhs_dilate rhs_dilate rhs_reversal; all lists as long as size. */
-bool parse_window(Parser *P, IrWindow *w)
+bool prs_parse_window(Parser *P, IrWindow *w)
 {
     Lexer *L = &P->L;
     IrPos pos = L->tok.pos;
@@ -188,7 +188,7 @@ bool parse_window(Parser *P, IrWindow *w)
             if (has_pad)
                 ok = lx_fail(L, fpos, "duplicate window pad=");
             has_pad = true;
-            ok = ok && parse_pads(P, false, &plo, &phi, NULL, "window pad");
+            ok = ok && prs_parse_pads(P, false, &plo, &phi, NULL, "window pad");
         } else {
             ok = parse_dxd(P, is_size ? &size : is_stride ? &stride : is_lhs ? &lhs : is_rhs ? &rhs : &rev,
                            is_size ? "size" : is_stride ? "stride" : is_lhs ? "lhs_dilate" : is_rhs ? "rhs_dilate" : "rhs_reversal");
@@ -279,7 +279,7 @@ static bool parse_label_side(Parser *P, IrPos pos, const char *all, size_t alln,
 }
 
 /* dim_labels=LHS_RHS->OUT, e.g. b01f_01io->b01f. */
-bool parse_dim_labels(Parser *P, IrConvDnums *c)
+bool prs_parse_dim_labels(Parser *P, IrConvDnums *c)
 {
     Lexer *L = &P->L;
     IrPos pos = L->tok.pos;
@@ -313,7 +313,7 @@ bool parse_dim_labels(Parser *P, IrConvDnums *c)
 }
 
 /* slice ::= '{' ('[' start ':' limit (':' stride)? ']' (',' ...)*)? '}' */
-bool parse_slice(Parser *P, IrAttrs *a)
+bool prs_parse_slice(Parser *P, IrAttrs *a)
 {
     Lexer *L = &P->L;
     I64Vec st = {0}, li = {0}, sd = {0};
@@ -450,7 +450,7 @@ static bool parse_groups_iota(Parser *P, IrReplicaGroups *g)
 }
 
 /* replica_groups ::= '{' ('{' ints '}' (',' ...)*)? '}' | iota form */
-bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
+bool prs_parse_replica_groups(Parser *P, IrReplicaGroups *g)
 {
     g->present = true;
     if (lx_is(&P->L, LX_LBRACE))
@@ -461,7 +461,7 @@ bool parse_replica_groups(Parser *P, IrReplicaGroups *g)
 }
 
 /* source_target_pairs={{0,1},{1,0}} -> flattened {0,1,1,0}. */
-bool parse_pairs(Parser *P, IrI64List *out)
+bool prs_parse_pairs(Parser *P, IrI64List *out)
 {
     Lexer *L = &P->L;
     I64Vec v = {0};
@@ -482,7 +482,7 @@ bool parse_pairs(Parser *P, IrI64List *out)
 }
 
 /* frontend_attributes={k="v", k2={json}} into key/value pairs. */
-bool parse_frontend(Parser *P, IrKeyValue **out, int32_t *n)
+bool prs_parse_frontend(Parser *P, IrKeyValue **out, int32_t *n)
 {
     Lexer *L = &P->L;
     P->kvs.n = 0;
@@ -509,26 +509,26 @@ bool parse_frontend(Parser *P, IrKeyValue **out, int32_t *n)
                 if (!lx_string(L, &v, "value"))
                     return false;
                 kv.value = v;
-            } else if (!raw_braces(P, &kv.value, false, "string or {...} value")) {
+            } else if (!prs_raw_braces(P, &kv.value, false, "string or {...} value")) {
                 return false;
             }
-            if (!push_kv(P, kv))
+            if (!prs_push_kv(P, kv))
                 return false;
         } while (lx_eat(L, LX_COMMA));
     }
-    return lx_expect(L, LX_RBRACE, "'}' to end frontend_attributes") && take_kvs(P, out, n);
+    return lx_expect(L, LX_RBRACE, "'}' to end frontend_attributes") && prs_take_kvs(P, out, n);
 }
 
 /* A computation name or an inline computation (callee attribute). */
-bool parse_callee(Parser *P, InstrCtx *x, AttrId id)
+bool prs_parse_callee(Parser *P, InstrCtx *x, AttrId id)
 {
     if (lx_is(&P->L, LX_LBRACE))
-        return inline_callee(P, x, id, -1, &x->callee[id]);
-    return take_name(P, &x->callee[id], "computation name");
+        return prs_inline_callee(P, x, id, -1, &x->callee[id]);
+    return prs_take_name(P, &x->callee[id], "computation name");
 }
 
 /* '{' callee (',' callee)* '}' into x->list. */
-bool parse_callee_list(Parser *P, InstrCtx *x, AttrId id)
+bool prs_parse_callee_list(Parser *P, InstrCtx *x, AttrId id)
 {
     Lexer *L = &P->L;
     P->spans.n = 0;
@@ -537,8 +537,8 @@ bool parse_callee_list(Parser *P, InstrCtx *x, AttrId id)
     if (!lx_is(L, LX_RBRACE)) {
         do {
             Span s = {0};
-            bool ok = lx_is(L, LX_LBRACE) ? inline_callee(P, x, id, P->spans.n, &s)
-                                          : take_name(P, &s, "computation name");
+            bool ok = lx_is(L, LX_LBRACE) ? prs_inline_callee(P, x, id, P->spans.n, &s)
+                                          : prs_take_name(P, &s, "computation name");
             if (!ok || !push_span(P, s))
                 return false;
         } while (lx_eat(L, LX_COMMA));
@@ -554,7 +554,7 @@ bool parse_callee_list(Parser *P, InstrCtx *x, AttrId id)
 }
 
 /* control-predecessors={a, b}: resolved with the operands. */
-bool parse_control(Parser *P, InstrCtx *x)
+bool prs_parse_control(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
     int32_t k = 0;
@@ -563,8 +563,8 @@ bool parse_control(Parser *P, InstrCtx *x)
     if (!lx_is(L, LX_RBRACE)) {
         do {
             Span s = {0};
-            if (!take_name(P, &s, "instruction name") ||
-                !push_ref(P, &P->local, (Ref){x->comp, x->index, k++, REF_CONTROL, s, NULL}))
+            if (!prs_take_name(P, &s, "instruction name") ||
+                !prs_push_ref(P, &P->local, (Ref){x->comp, x->index, k++, REF_CONTROL, s, NULL}))
                 return false;
         } while (lx_eat(L, LX_COMMA));
     }
@@ -583,7 +583,7 @@ bool parse_control(Parser *P, InstrCtx *x)
 }
 
 /* '{' shape (',' shape)* '}' */
-bool parse_shape_list(Parser *P, IrAttrs *a)
+bool prs_parse_shape_list(Parser *P, IrAttrs *a)
 {
     Lexer *L = &P->L;
     IrShape *v = NULL;
@@ -604,7 +604,7 @@ bool parse_shape_list(Parser *P, IrAttrs *a)
                 }
                 v = nv;
             }
-            ok = parse_shape(P, &v[n++]);
+            ok = prs_parse_shape(P, &v[n++]);
         } while (ok && lx_eat(L, LX_COMMA));
     }
     ok = ok && lx_expect(L, LX_RBRACE, "'}' to end the shape list");
@@ -620,7 +620,7 @@ bool parse_shape_list(Parser *P, IrAttrs *a)
     return ok;
 }
 
-bool parse_string_attr(Parser *P, const char **out)
+bool prs_parse_string_attr(Parser *P, const char **out)
 {
     char *s;
     if (!lx_string(&P->L, &s, "string"))
@@ -630,7 +630,7 @@ bool parse_string_attr(Parser *P, const char **out)
 }
 
 /* epsilon=1e-05: a float, as batch-norm keeps it. */
-bool parse_epsilon(Parser *P, float *out)
+bool prs_parse_epsilon(Parser *P, float *out)
 {
     Lexer *L = &P->L;
     if (!lx_is(L, LX_FLOAT) && !lx_is(L, LX_INT))
@@ -651,7 +651,7 @@ bool parse_epsilon(Parser *P, float *out)
 
 /* Append name=TEXT[s,e) to the instruction's kept attributes. Rare (a few
  * per module), so the list grows by one copy in the arena each time. */
-bool keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e)
+bool prs_keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e)
 {
     IrKeyValue *kv = ir_alloc_array(P->m->arena, (size_t)a->nkept + 1, sizeof *kv);
     char *v = lx_dup(&P->L, s, e);
