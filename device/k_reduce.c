@@ -1172,54 +1172,64 @@ IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out)
 /* Mixed precision                                                     */
 /* ------------------------------------------------------------------ */
 
-/* XLA accepts a float init value of another precision than the reducer's
- * accumulator (ir/infer.c, reducer_param_type: an f16 reduce from an f32
- * constant(0)); the accumulator, and so the result, has the reducer's type.
- * The init values are converted to the result leaf types once, so the
- * kernels below see one type per accumulator. */
-/* Result leaf i when the result has n leaves, else NULL (the kernels
- * report the mismatch). */
-static const IrShape *init_leaf(const DevKernelArgs *k, int32_t n, int32_t i)
+/* XLA compares a reducer with its inputs and init values ignoring
+ * floating-point precision (ir/infer.c, reducer_param_type): an f16 reduce
+ * may start from an f32 constant(0), a bf16 array may be summed by an f32
+ * reducer; the accumulator, and so the result, has the reducer's type.
+ * Operand i (inputs 0..n-1, inits n..2n-1) is converted once to the type of
+ * the reducer's parameter it feeds (the reducer takes the n accumulators,
+ * then the n inputs), so the kernels below see the reducer's types only.
+ * Float to float only; NULL where nothing is converted. */
+static const IrShape *reducer_param(const DevKernelArgs *k, int32_t n, int32_t i)
 {
-    const IrShape *s = &k->ins->shape;
-    if (s->type == IR_TUPLE)
-        return s->ntuple == n ? &s->tuple[i] : NULL;
-    return n == 1 ? s : NULL;
+    if (k->ins->ncalled < 1 || k->ins->called[0] < 0 || k->ins->called[0] >= k->m->ncomp)
+        return NULL;
+    const IrComputation *c = k->m->comp[k->ins->called[0]];
+    int32_t p = i < n ? n + i : i - n;
+    if (p >= c->nparam || c->param[p] < 0 || c->param[p] >= c->ninstr)
+        return NULL;
+    const IrShape *ps = &c->instr[c->param[p]].shape;
+    const DevValue *v = k->opnd[i];
+    if (!is_array_value(v) || ps->type == IR_TUPLE || ps->rank != 0 || ps->type == v->shape.type ||
+        !ir_type_is_float(ps->type) || !ir_type_is_float(v->shape.type))
+        return NULL;
+    return ps;
 }
 
-static IrStatus with_converted_inits(const DevKernelArgs *k,
-                                     IrStatus (*impl)(const DevKernelArgs *, DevValue **),
-                                     DevValue **out)
+static IrStatus with_converted_operands(const DevKernelArgs *k,
+                                        IrStatus (*impl)(const DevKernelArgs *, DevValue **),
+                                        DevValue **out)
 {
     int32_t n = k->nopnd / 2;
+    if (k->nopnd < 2 || k->nopnd % 2)
+        return impl(k, out);
     bool mixed = false;
-    for (int32_t i = 0; k->nopnd >= 2 && k->nopnd % 2 == 0 && i < n; i++) {
-        const DevValue *init = k->opnd[n + i];
-        const IrShape *rs = init_leaf(k, n, i);
-        mixed |= rs && is_scalar_value(init) && init->shape.type != rs->type &&
-                 ir_type_is_float(init->shape.type) && ir_type_is_float(rs->type);
-    }
+    for (int32_t i = 0; i < k->nopnd; i++)
+        mixed |= reducer_param(k, n, i) != NULL;
     if (!mixed)
         return impl(k, out);
     DevValue **opnd = ts_calloc((size_t)k->nopnd, sizeof *opnd);
     if (!opnd)
         return oom(k);
     IrStatus st = IR_OK;
-    for (int32_t i = 0; i < k->nopnd; i++) {
+    for (int32_t i = 0; i < k->nopnd && st == IR_OK; i++) {
         const DevValue *v = k->opnd[i];
-        const IrShape *rs = i >= n ? init_leaf(k, n, i - n) : NULL;
-        if (rs && is_scalar_value(v) && v->shape.type != rs->type && ir_type_is_float(v->shape.type) &&
-            ir_type_is_float(rs->type)) {
-            IrShape scalar = {.type = rs->type};
-            opnd[i] = dev_value_new(&scalar);
-            if (!opnd[i]) {
-                st = oom(k);
-                break;
-            }
-            dev_store_f64(rs->type, opnd[i]->data, 0, dev_load_f64(v->shape.type, v->data, 0));
-        } else {
+        const IrShape *ps = reducer_param(k, n, i);
+        if (!ps) {
             opnd[i] = dev_value_ref((DevValue *)v);
+            continue;
         }
+        IrShape conv = v->shape;
+        conv.type = ps->type;
+        conv.has_layout = false;
+        opnd[i] = dev_value_new_uninit(&conv);
+        if (!opnd[i]) {
+            st = oom(k);
+            break;
+        }
+        int64_t ne = dev_value_elements(v);
+        for (int64_t e = 0; e < ne; e++)
+            dev_store_f64(ps->type, opnd[i]->data, e, dev_load_f64(v->shape.type, v->data, e));
     }
     if (st == IR_OK) {
         DevKernelArgs kk = *k;
@@ -1234,10 +1244,10 @@ static IrStatus with_converted_inits(const DevKernelArgs *k,
 
 IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out)
 {
-    return with_converted_inits(k, reduce_impl, out);
+    return with_converted_operands(k, reduce_impl, out);
 }
 
 IrStatus dev_k_reduce_window(const DevKernelArgs *k, DevValue **out)
 {
-    return with_converted_inits(k, reduce_window_impl, out);
+    return with_converted_operands(k, reduce_window_impl, out);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # mixed_precision.sh: reduce and reduce-window whose init value has another
-# float precision than the reducer (XLA's CompatibleIgnoringFpPrecision):
+# float precision than the reducer, and inputs of another precision than
+# the reducer's (XLA's CompatibleIgnoringFpPrecision):
 # values worked out by hand, and the partitioned run equals the reference.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
@@ -16,9 +17,11 @@ expect_status 0 "$TESSEL" run "$M" --reference --input x="$WORK/x.npy" --output-
 [ "$(npy_dump "$WORK/ref/output_1.npy")" = "<f2 4 7.5 -2.5 4 3.5" ] || fail "cols: $(npy_dump "$WORK/ref/output_1.npy")"
 # win: 0.5 + pairs along each row: 3.5 7.5, -5.5 3, 7.5 -2.5
 [ "$(npy_dump "$WORK/ref/output_2.npy")" = "<f2 3,2 3.5 7.5 -5.5 3 7.5 -2.5" ] || fail "win: $(npy_dump "$WORK/ref/output_2.npy")"
+# sums: bf16 rows summed by an f32 reducer: 10, -3.5, 4
+[ "$(npy_dump "$WORK/ref/output_3.npy")" = "<f4 3 10 -3.5 4" ] || fail "sums: $(npy_dump "$WORK/ref/output_3.npy")"
 
 expect_status 0 "$TESSEL" run "$M" --num-partitions 2 --input x="$WORK/x.npy" --output-dir "$WORK/part"
-for i in 0 1 2; do
+for i in 0 1 2 3; do
     npy_match "$WORK/ref/output_$i.npy" "$WORK/part/output_$i.npy" || fail "partitioned output $i differs"
 done
 echo "mixed_precision: ok"
