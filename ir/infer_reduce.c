@@ -78,15 +78,15 @@ IrStatus infer_sort(Ctx *x, IrShape *out)
     return infer_tuple(x, out);
 }
 
-/* reduce: N inputs (one set of dimensions), N scalar inits; the result
- * drops `dimensions` and has the init types (a tuple when N > 1). */
-IrStatus infer_reduce(Ctx *x, IrShape *out)
+/* The N inputs and N scalar inits of a reduce or reduce-window: inputs of
+ * one set of dimensions; their element types into in[], the inits' into
+ * acc[] (arena arrays of N). */
+static IrStatus reduce_operands(Ctx *x, int32_t n, IrType **acc, IrType **in)
 {
-    int32_t n = x->ins->nopnd / 2;
     const IrShape *s0 = infer_opnd(x, 0);
-    IrType *acc = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
-    IrType *in = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
-    if (!acc || !in)
+    *acc = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
+    *in = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
+    if (!*acc || !*in)
         return infer_oom(x);
     IrStatus st;
     for (int32_t i = 0; i < n; i++) {
@@ -94,11 +94,44 @@ IrStatus infer_reduce(Ctx *x, IrShape *out)
             (st = infer_expect_scalar(x, n + i, "init value")) != IR_OK)
             return st;
         if (!infer_same_dims(infer_opnd(x, i), s0))
-            return infer_fail(x, "inputs must have the same dimensions, got %s and %s", infer_sstr(x, s0),
-                        infer_sstr(x, infer_opnd(x, i)));
-        in[i] = infer_opnd(x, i)->type;
-        acc[i] = infer_opnd(x, n + i)->type;
+            return infer_fail(x, "inputs must have the same dimensions, got %s and %s",
+                              infer_sstr(x, s0), infer_sstr(x, infer_opnd(x, i)));
+        (*in)[i] = infer_opnd(x, i)->type;
+        (*acc)[i] = infer_opnd(x, n + i)->type;
     }
+    return IR_OK;
+}
+
+/* The result of N reductions to `dims`: an array of acc[0] for N = 1,
+ * else a tuple of N arrays. */
+static IrStatus reduce_result(Ctx *x, IrShape *out, int32_t n, const IrType *acc, int32_t rank,
+                              const int64_t *dims)
+{
+    if (n == 1)
+        return infer_make_array(x, out, acc[0], rank, dims);
+    IrShape *el = ir_alloc_array(x->a, (size_t)n, sizeof(IrShape));
+    if (!el)
+        return infer_oom(x);
+    for (int32_t i = 0; i < n; i++)
+        if (infer_make_array(x, &el[i], acc[i], rank, dims) != IR_OK)
+            return IR_ENOMEM;
+    memset(out, 0, sizeof *out);
+    out->type = IR_TUPLE;
+    out->ntuple = n;
+    out->tuple = el;
+    return IR_OK;
+}
+
+/* reduce: N inputs (one set of dimensions), N scalar inits; the result
+ * drops `dimensions` and has the init types (a tuple when N > 1). */
+IrStatus infer_reduce(Ctx *x, IrShape *out)
+{
+    int32_t n = x->ins->nopnd / 2;
+    const IrShape *s0 = infer_opnd(x, 0);
+    IrType *acc, *in;
+    IrStatus st = reduce_operands(x, n, &acc, &in);
+    if (st != IR_OK)
+        return st;
     const IrI64List *dl = &x->ins->a.dimensions;
     if ((st = infer_check_dim_list(x, dl, s0->rank, "dimensions", false)) != IR_OK)
         return st;
@@ -111,57 +144,22 @@ IrStatus infer_reduce(Ctx *x, IrShape *out)
     for (int32_t i = 0; i < s0->rank; i++)
         if (!infer_list_has(dl, i))
             dims[k++] = s0->dims[i];
-    if (n == 1)
-        return infer_make_array(x, out, acc[0], k, dims);
-    IrShape *el = ir_alloc_array(x->a, (size_t)n, sizeof(IrShape));
-    if (!el)
-        return infer_oom(x);
-    for (int32_t i = 0; i < n; i++)
-        if (infer_make_array(x, &el[i], acc[i], k, dims) != IR_OK)
-            return IR_ENOMEM;
-    memset(out, 0, sizeof *out);
-    out->type = IR_TUPLE;
-    out->ntuple = n;
-    out->tuple = el;
-    return IR_OK;
+    return reduce_result(x, out, n, acc, k, dims);
 }
 
 IrStatus infer_reduce_window(Ctx *x, IrShape *out)
 {
     int32_t n = x->ins->nopnd / 2;
     const IrShape *s0 = infer_opnd(x, 0);
-    IrType *acc = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
-    IrType *in = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
-    if (!acc || !in)
-        return infer_oom(x);
-    IrStatus st;
-    for (int32_t i = 0; i < n; i++) {
-        if ((st = infer_expect_array(x, i, "input")) != IR_OK ||
-            (st = infer_expect_scalar(x, n + i, "init value")) != IR_OK)
-            return st;
-        if (!infer_same_dims(infer_opnd(x, i), s0))
-            return infer_fail(x, "inputs must have the same dimensions, got %s and %s", infer_sstr(x, s0),
-                        infer_sstr(x, infer_opnd(x, i)));
-        in[i] = infer_opnd(x, i)->type;
-        acc[i] = infer_opnd(x, n + i)->type;
-    }
+    IrType *acc, *in;
+    IrStatus st = reduce_operands(x, n, &acc, &in);
+    if (st != IR_OK)
+        return st;
     int64_t *dims;
     if ((st = infer_window_shape(x, s0, &dims)) != IR_OK ||
         (st = infer_check_reducer(x, infer_callee(x, 0), n, acc, in)) != IR_OK)
         return st;
-    if (n == 1)
-        return infer_make_array(x, out, acc[0], s0->rank, dims);
-    IrShape *el = ir_alloc_array(x->a, (size_t)n, sizeof(IrShape));
-    if (!el)
-        return infer_oom(x);
-    for (int32_t i = 0; i < n; i++)
-        if (infer_make_array(x, &el[i], acc[i], s0->rank, dims) != IR_OK)
-            return IR_ENOMEM;
-    memset(out, 0, sizeof *out);
-    out->type = IR_TUPLE;
-    out->ntuple = n;
-    out->tuple = el;
-    return IR_OK;
+    return reduce_result(x, out, n, acc, s0->rank, dims);
 }
 
 /* select-and-scatter: select (T, T) -> pred[], scatter (T, T) -> T; the
