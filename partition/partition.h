@@ -243,4 +243,53 @@ void plan_free(Plan *p);
  * "// XlaInputShape" per parameter, "// XlaOutputShape (...)"), heap text. */
 char *plan_compile_result(const Plan *p);
 
+/* ------------------------------------------------------------------ */
+/* program.c: the compiled program, as the runtime receives it          */
+/* ------------------------------------------------------------------ */
+
+/* One device cluster compiled for N partitions x R replicas: the SPMD
+ * program and the logical shapes and shardings of its inputs and outputs
+ * (the split and concat trees follow from them). Compiled from a model
+ * (src set) or loaded from a plan file (src the logical cluster the plan
+ * carries, or NULL). */
+typedef struct PlanCluster {
+    IrModule *src;          /* the cluster with propagated shardings (owned), or NULL */
+    IrModule *spmd;         /* the partitioned SPMD program (owned) */
+    SpmdReport report;      /* what the partitioner decided (as far as a plan file keeps it) */
+    int64_t num_partitions, num_replicas;
+    int64_t hosts, local_devices;     /* from a plan file; 0 when compiled in this run */
+    IrArena *arena;         /* shapes and shardings below */
+    int32_t nparam;
+    IrShape *param_shape;   /* logical shape of each entry parameter */
+    IrSharding **param_sharding;
+    IrShape out_shape;      /* logical shape of the entry root */
+    IrSharding *out_sharding;
+} PlanCluster;
+
+void plan_cluster_free(PlanCluster *c);
+/* The sharding of entry parameter p / of the entry root ({replicated}
+ * where none is recorded). */
+const IrSharding *plan_param_sharding(const PlanCluster *c, int32_t p);
+const IrSharding *plan_root_sharding(const PlanCluster *c);
+/* Record the logical shapes and shardings of the entry parameters and the
+ * root of c->src into c (c->arena is created). IR_ENOMEM only. */
+IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d);
+
+/* Every module is a host program calling one or more device clusters.
+ * `host` is that program: its entry has the module's parameters and
+ * result, and each `call` carrying frontend_attributes
+ * {_tessel_cluster="K"} runs cluster K (its to_apply is the logical,
+ * unpartitioned cluster computation). host == NULL is the host program of
+ * a module without host work, spelled out by nothing: call cluster 0 with
+ * the entry's parameters and return its result (ncluster is then 1). */
+typedef struct PlanProgram {
+    IrModule *host;          /* owned, or NULL (see above) */
+    int32_t ncluster;
+    PlanCluster *cluster;    /* owned, ncluster entries */
+    int64_t num_partitions, num_replicas;
+    int64_t hosts, local_devices;     /* the layout the plan is for (0: not fixed) */
+} PlanProgram;
+
+void plan_program_free(PlanProgram *p);
+
 #endif /* TESSEL_PARTITION_H */

@@ -18,71 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool rt_has_host_ops(const IrModule *m)
-{
-    for (int32_t c = 0; c < m->ncomp; c++)
-        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
-            if (clu_is_host_instr(&m->comp[c]->instr[i], NULL))
-                return true;
-    return false;
-}
-
-void rt_program_free(RtProgram *p)
-{
-    for (int32_t k = 0; p->cluster && k < p->ncluster; k++)
-        rt_compiled_free(&p->cluster[k]);
-    ts_free(p->cluster);
-    clu_result_free(&p->res);
-    ir_module_free(p->host);
-    memset(p, 0, sizeof *p);
-}
-
-IrStatus rt_compile_program(IrModule *src, int64_t num_partitions, int64_t num_replicas, RtProgram *out,
-                            IrDiag *d)
-{
-    memset(out, 0, sizeof *out);
-    out->num_partitions = num_partitions;
-    out->num_replicas = num_replicas;
-    /* requires a verified module; shardings first, so that values crossing
-     * a cut carry one */
-    ShdPropagateOptions popt = {.num_devices = num_partitions};
-    IrStatus st = shd_propagate(src, &popt, d);
-    /* establishes the host program and one computation per cluster */
-    if (st == IR_OK)
-        st = clu_extract(src, NULL, &out->host, &out->res, d);
-    ir_module_free(src);
-    if (st != IR_OK)
-        goto fail;
-    out->host->num_partitions = num_partitions;
-    out->host->replica_count = num_replicas;
-    out->ncluster = out->res.nclusters;
-    out->cluster = ts_calloc((size_t)(out->ncluster > 0 ? out->ncluster : 1), sizeof(RtCompiled));
-    if (!out->cluster) {
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-        goto fail;
-    }
-    /* each cluster: partitioned and planned on its own; the outlined
-     * computation is verified again first */
-    for (int32_t k = 0; k < out->ncluster; k++) {
-        IrModule *cm = NULL;
-        st = clu_cluster_module(out->host, &out->res, k, &cm, d);
-        if (st == IR_OK) {
-            IrLimits lim = ir_default_limits();
-            st = ir_verify(cm, &lim, d);
-            if (st != IR_OK)
-                ir_module_free(cm);
-        }
-        if (st == IR_OK)
-            st = rt_compile(cm, num_partitions, num_replicas, &out->cluster[k], d);
-        if (st != IR_OK)
-            goto fail;
-    }
-    return IR_OK;
-fail:
-    rt_program_free(out);
-    return st;
-}
-
 /* ---- host targets ---- */
 
 /* The backend_config of tessel_save is the file name, quoted or bare. */
@@ -173,14 +108,14 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
 /* How the host program reaches the devices: all in this process (t NULL),
  * or this rank's devices [first, first + nlocal) with the transport. */
 typedef struct HostRun {
-    const RtProgram *p;
+    const PlanProgram *p;
     RtTransport *t;
     int64_t first, nlocal;
 } HostRun;
 
 /* Every rank's root shards to every rank (the host program continues on
  * each), then the full value from partitions 0..N-1 (replica 0). */
-static IrStatus allgather_results(const HostRun *h, const RtCompiled *c, DevValue **local, DevValue **out,
+static IrStatus allgather_results(const HostRun *h, const PlanCluster *c, DevValue **local, DevValue **out,
                                   IrDiag *d)
 {
     int32_t nleaf = ir_shape_leaf_count(&local[0]->shape);
@@ -215,7 +150,7 @@ static IrStatus allgather_results(const HostRun *h, const RtCompiled *c, DevValu
         }
     }
     if (st == IR_OK)
-        st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), c->num_partitions, parts, out, d);
+        st = rt_unshard_value(&c->out_shape, plan_root_sharding(c), c->num_partitions, parts, out, d);
     for (int64_t q = 0; parts && q < c->num_partitions; q++)
         dev_value_unref(parts[q]);
     ts_free(parts);
@@ -226,7 +161,7 @@ static IrStatus allgather_results(const HostRun *h, const RtCompiled *c, DevValu
 
 /* A cluster on this rank's devices: cut the call's operands into the local
  * devices' shards, run, and bring the full results to every rank. */
-static IrStatus run_cluster_here(const HostRun *h, const RtCompiled *c, int32_t nopnd, DevValue **operands,
+static IrStatus run_cluster_here(const HostRun *h, const PlanCluster *c, int32_t nopnd, DevValue **operands,
                                  DevValue **out, IrDiag *d)
 {
     RtArgs *shards = ts_calloc((size_t)h->nlocal, sizeof *shards);
@@ -240,7 +175,7 @@ static IrStatus run_cluster_here(const HostRun *h, const RtCompiled *c, int32_t 
             break;
         }
         for (int32_t a = 0; st == IR_OK && a < nopnd; a++)
-            st = rt_shard_value(operands[a], rt_param_sharding(c, a), (h->first + k) % c->num_partitions,
+            st = rt_shard_value(operands[a], plan_param_sharding(c, a), (h->first + k) % c->num_partitions,
                                 &shards[k].args[a], d);
     }
     if (st == IR_OK)
@@ -260,7 +195,7 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
                              DevValue **out, IrDiag *d)
 {
     const HostRun *h = ctx;
-    const RtProgram *p = h->p;
+    const PlanProgram *p = h->p;
     const char *num = ir_frontend_attr(ins, "_tessel_cluster");
     char *end;
     long k = num ? strtol(num[0] == '"' ? num + 1 : num, &end, 10) : -1;
@@ -273,18 +208,22 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
     return run_cluster_here(h, &p->cluster[k], nopnd, operands, out, d);
 }
 
-IrStatus rt_run_program_local(const RtProgram *p, const RtArgs *args, DevValue **out, IrDiag *d)
+IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, DevValue **out, IrDiag *d)
 {
+    if (!p->host) /* no host work: the program is cluster 0 */
+        return rt_run_local(&p->cluster[0], args, out, d);
     HostRun h = {.p = p};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters};
     return dev_execute(p->host, p->host->entry, args->nargs, args->args, &opt, out, d);
 }
 
-IrStatus rt_run_program_mpi(const RtProgram *p, const RtArgs *args, RtTransport *t, int64_t first, int64_t nlocal,
+IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, RtTransport *t, int64_t first, int64_t nlocal,
                             DevValue **out, IrDiag *d)
 {
     HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal};
+    if (!p->host)
+        return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, out, d);
     bool speak = rt_mpi_rank(t) == 0;
     DevCustomCalls host = {.ctx = &speak, .call = host_call};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};

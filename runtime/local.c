@@ -51,7 +51,7 @@ typedef struct World {
 typedef struct Device {
     World *w;
     int64_t id;                /* global device id: replica * n + partition */
-    const RtCompiled *c;
+    const PlanCluster *c;
     DevValue **args;           /* this device's shards of the arguments (owned) */
     int32_t nargs;
     int64_t steps;             /* runs of the program, aliased outputs fed back */
@@ -635,14 +635,14 @@ static IrStatus device_job(DevDevice *dd, void *arg, IrDiag *d)
 }
 
 /* Cut every argument into the shards of partition p. */
-static IrStatus shard_args(const RtCompiled *c, const RtArgs *args, int64_t p, RtArgs *out, IrDiag *d)
+static IrStatus shard_args(const PlanCluster *c, const RtArgs *args, int64_t p, RtArgs *out, IrDiag *d)
 {
     out->nargs = args->nargs;
     out->args = ts_calloc((size_t)(args->nargs > 0 ? args->nargs : 1), sizeof(DevValue *));
     if (!out->args)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     for (int32_t k = 0; k < args->nargs; k++) {
-        IrStatus st = rt_shard_value(args->args[k], rt_param_sharding(c, k), p, &out->args[k], d);
+        IrStatus st = rt_shard_value(args->args[k], plan_param_sharding(c, k), p, &out->args[k], d);
         if (st != IR_OK)
             return st;
     }
@@ -653,7 +653,7 @@ static IrStatus shard_args(const RtCompiled *c, const RtArgs *args, int64_t p, R
  * shapes checked by rt_check_aliases on the per-device program, shardings
  * here (an output sharded unlike its parameter would need a reshard
  * through the whole value: refused, naming both). */
-static IrStatus check_step_aliases(const RtCompiled *c, IrDiag *d)
+static IrStatus check_step_aliases(const PlanCluster *c, IrDiag *d)
 {
     IrArena *a = ir_arena_new();
     IrStatus st = a ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
@@ -661,7 +661,7 @@ static IrStatus check_step_aliases(const RtCompiled *c, IrDiag *d)
      * the shardings say why. Bad indices are left to rt_check_aliases. */
     for (int32_t k = 0; st == IR_OK && k < c->spmd->nalias; k++) {
         const IrAlias *al = &c->spmd->alias[k];
-        const IrSharding *os = rt_root_sharding(c);
+        const IrSharding *os = plan_root_sharding(c);
         const IrShape *shape = &c->out_shape;
         bool valid = al->param_number >= 0 && al->param_number < c->nparam;
         for (int32_t j = 0; valid && os && j < al->output_index.n; j++) {
@@ -674,7 +674,7 @@ static IrStatus check_step_aliases(const RtCompiled *c, IrDiag *d)
         }
         if (!valid)
             continue;
-        const IrSharding *ps = rt_param_sharding(c, (int32_t)al->param_number);
+        const IrSharding *ps = plan_param_sharding(c, (int32_t)al->param_number);
         if (!os) {
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
         } else if (!ir_sharding_equal(os, ps)) {
@@ -787,7 +787,7 @@ static void free_device(Device *dev)
     ir_diag_clear(&dev->diag);
 }
 
-IrStatus rt_run_devices(const RtCompiled *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
+IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
                         const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d)
 {
     World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t};
@@ -858,7 +858,7 @@ IrStatus rt_run_devices(const RtCompiled *c, RtArgs *shards, int64_t first, int6
     return st;
 }
 
-IrStatus rt_run_local_ex(const RtCompiled *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
+IrStatus rt_run_local_ex(const PlanCluster *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
                          DevValue **out, IrDiag *d)
 {
     *out = NULL;
@@ -874,7 +874,7 @@ IrStatus rt_run_local_ex(const RtCompiled *c, const RtArgs *args, const RtRunOpt
         st = rt_run_devices(c, shards, 0, ndev, NULL, o, stats, res, d);
     /* Replica 0's partitions hold the result; the others are equal. */
     if (st == IR_OK)
-        st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), c->num_partitions, res, out, d);
+        st = rt_unshard_value(&c->out_shape, plan_root_sharding(c), c->num_partitions, res, out, d);
     for (int64_t k = 0; k < ndev; k++) {
         if (res)
             dev_value_unref(res[k]);
@@ -886,7 +886,7 @@ IrStatus rt_run_local_ex(const RtCompiled *c, const RtArgs *args, const RtRunOpt
     return st;
 }
 
-IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d)
+IrStatus rt_run_local(const PlanCluster *c, const RtArgs *args, DevValue **out, IrDiag *d)
 {
     return rt_run_local_ex(c, args, NULL, NULL, out, d);
 }

@@ -332,7 +332,7 @@ int rt_mpi_max(RtTransport *t, int value)
     return out;
 }
 
-IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nlocal, DevValue **local,
+IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,
                                DevValue **out, IrDiag *d)
 {
     *out = NULL;
@@ -388,7 +388,7 @@ IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nloc
         }
     }
     if (st == IR_OK)
-        st = rt_unshard_value(&c->out_shape, rt_root_sharding(c), n, parts, out, d);
+        st = rt_unshard_value(&c->out_shape, plan_root_sharding(c), n, parts, out, d);
     for (int64_t p = 0; parts && p < n; p++)
         dev_value_unref(parts[p]);
     ts_free(parts);

@@ -232,55 +232,13 @@ void rt_remove_values(const DevValue *values, const char *dir, const char *prefi
 char *rt_value_summary(const DevValue *v);
 
 /* ------------------------------------------------------------------ */
-/* compile.c: parse -> propagate -> partition                          */
+/* signature.c: the logical inputs of a compiled program               */
 /* ------------------------------------------------------------------ */
 
-/* A module compiled for N partitions x R replicas: the SPMD program and
- * the logical shapes and shardings of its inputs and outputs (the split and
- * concat trees follow from them). Compiled from a model (src set) or
- * loaded from a plan file (src NULL). */
-typedef struct RtCompiled {
-    IrModule *src;          /* the source module with propagated shardings (owned), or NULL */
-    IrModule *spmd;         /* the partitioned SPMD program (owned) */
-    SpmdReport report;      /* what the partitioner decided (empty for loaded plans) */
-    int64_t num_partitions, num_replicas;
-    int64_t hosts, local_devices;     /* from a plan file; 0 when compiled in this run */
-    IrArena *arena;         /* shapes and shardings below */
-    int32_t nparam;
-    IrShape *param_shape;   /* logical shape of each entry parameter */
-    IrSharding **param_sharding;
-    IrShape out_shape;      /* logical shape of the entry root */
-    IrSharding *out_sharding;
-} RtCompiled;
-
-/* Propagate shardings over `src` (taking ownership of it, also on failure)
- * and partition it for N x R devices. */
-IrStatus rt_compile(IrModule *src, int64_t num_partitions, int64_t num_replicas, RtCompiled *out,
-                    IrDiag *d);
-void rt_compiled_free(RtCompiled *c);
-/* The sharding of entry parameter p / of the entry root. */
-const IrSharding *rt_param_sharding(const RtCompiled *c, int32_t p);
-const IrSharding *rt_root_sharding(const RtCompiled *c);
 /* A module whose entry has the program's logical parameters (names and
  * shapes of the inputs), so rt_bind_inputs can bind user inputs to a
  * compiled program or a loaded plan. NULL on OOM. */
-IrModule *rt_signature_module(const RtCompiled *c);
-
-/* ------------------------------------------------------------------ */
-/* plan_file.c: plans on disk                                          */
-/* ------------------------------------------------------------------ */
-
-/* The plan file: the SPMD module as HLO text, then the compile result
- * lines (// InputMapping, // XlaInputShape, // XlaOutputShape) and
- * tessel's own (// TesselPlan version=1 ..., // TesselInputSharding P S,
- * // TesselOutputSharding K S). Heap text (ts_free) or NULL on OOM. */
-char *rt_plan_file_text(const RtCompiled *c, const Plan *p);
-/* Load and check a plan file: every line, shape, sharding and count is
- * checked against the module it carries; a truncated or altered plan is
- * IR_EINPUT naming the line, never a crash. */
-IrStatus rt_plan_load(const char *path, const char *text, size_t len, RtCompiled *out, IrDiag *d);
-/* True when text looks like a plan file (has a // TesselPlan line). */
-bool rt_is_plan_text(const char *text, size_t len);
+IrModule *rt_signature_module(const PlanCluster *c);
 
 /* ------------------------------------------------------------------ */
 /* shards.c: cutting full values into shards and putting them back     */
@@ -317,7 +275,7 @@ IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
  * every device runs the SPMD program, the root's shards (of replica 0) are
  * put back together into *out. A failure on any device ends every device
  * (no thread waits forever) and is reported with the device that failed. */
-IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, IrDiag *d);
+IrStatus rt_run_local(const PlanCluster *c, const RtArgs *args, DevValue **out, IrDiag *d);
 
 /* ------------------------------------------------------------------ */
 /* compare.c: the oracle's comparison                                  */
@@ -330,16 +288,6 @@ IrStatus rt_run_local(const RtCompiled *c, const RtArgs *args, DevValue **out, I
  * equal infinities. On mismatch returns false and writes a description of
  * the first difference into `why` (a heap string, ts_free) when non-NULL. */
 bool rt_values_match(const DevValue *ref, const DevValue *got, char **why);
-
-/* ------------------------------------------------------------------ */
-/* plan_dump.c: the plan as text, JSON and DOT                         */
-/* ------------------------------------------------------------------ */
-
-/* Heap strings (ts_free); NULL on OOM. The JSON form is documented in
- * docs/plan.md; later versions add keys, never rename them. */
-char *rt_plan_text(const Plan *p);
-char *rt_plan_json(const Plan *p);
-char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd);
 
 /* ------------------------------------------------------------------ */
 /* mpi.c: one MPI rank per host                                        */
@@ -372,7 +320,7 @@ int rt_mpi_agree(RtTransport *t, bool ok);
 int rt_mpi_max(RtTransport *t, int value);
 /* Gather the root shards of this host's nlocal devices to rank 0, where
  * *out receives the full output (NULL elsewhere). */
-IrStatus rt_mpi_gather_results(RtTransport *t, const RtCompiled *c, int64_t nlocal, DevValue **local,
+IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,
                                DevValue **out, IrDiag *d);
 /* min / median / max over ranks of each of nphase timings (rank 0 gets
  * them; false, on every rank, when rank 0 is out of memory). A failed

@@ -18,7 +18,7 @@
 #include <string.h>
 
 typedef struct Reader {
-    const RtCompiled *c;
+    const PlanCluster *c;
     const IrModule *sig;
     const RtBindOptions *opt;
     const RtLeafBinding *lb;
@@ -154,7 +154,7 @@ static IrStatus read_device(const Reader *r, int64_t part, RtArgs *a, IrDiag *d)
     a->nargs = np;
     for (int32_t p = 0; p < np; p++) {
         int64_t leaf = r->lb->first[p];
-        IrStatus st = read_value(r, p, &leaf, &r->c->param_shape[p], rt_param_sharding(r->c, p), part,
+        IrStatus st = read_value(r, p, &leaf, &r->c->param_shape[p], plan_param_sharding(r->c, p), part,
                                  &a->args[p], d);
         if (st != IR_OK)
             return st;
@@ -162,7 +162,7 @@ static IrStatus read_device(const Reader *r, int64_t part, RtArgs *a, IrDiag *d)
     return IR_OK;
 }
 
-IrStatus rt_read_shards(const RtCompiled *c, const IrModule *sig, const RtBindOptions *opt, int64_t first,
+IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindOptions *opt, int64_t first,
                         int64_t nlocal, RtArgs *shards, RtReadStats *rs, IrDiag *d)
 {
     RtLeafBinding lb = {0};

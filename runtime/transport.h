@@ -61,11 +61,11 @@ typedef struct RtRunStats {
  * them (one process). `o` and `stats` may be NULL. Steps with aliases
  * need every aliased output sharded like its parameter (IR_EUNSUPPORTED
  * naming both shardings otherwise). */
-IrStatus rt_run_devices(const RtCompiled *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
+IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
                         const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d);
 
 /* rt_run_local with options: the full arguments are cut into shards. */
-IrStatus rt_run_local_ex(const RtCompiled *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
+IrStatus rt_run_local_ex(const PlanCluster *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
                          DevValue **out, IrDiag *d);
 
 /* ---- inputs.c: parts shared with shard_io.c ---- */
@@ -125,7 +125,7 @@ typedef struct RtReadStats {
  * device first+k's arguments: equal to rt_shard_value of the bound whole
  * input. Errors as rt_bind_inputs; on failure every shards[k] is empty.
  * `rs` may be NULL. */
-IrStatus rt_read_shards(const RtCompiled *c, const IrModule *sig, const RtBindOptions *opt, int64_t first,
+IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindOptions *opt, int64_t first,
                         int64_t nlocal, RtArgs *shards, RtReadStats *rs, IrDiag *d);
 
 #endif /* TESSEL_TRANSPORT_H */

@@ -10,6 +10,7 @@
 #ifndef TESSEL_CLI_H
 #define TESSEL_CLI_H
 
+#include "compile/compile.h"
 #include "runtime/program.h"
 
 enum {
@@ -102,10 +103,8 @@ double cli_now(void);
  * `reference` is the unpartitioned module, for --reference) or loaded from
  * a plan file. */
 typedef struct CliProgram {
-    RtCompiled c;            /* the program, when it has no host work */
-    RtProgram prog;          /* host program + clusters, when it has (has_host) */
-    bool has_host;
-    IrModule *reference;
+    CompileResult r;         /* the program and its plans */
+    IrModule *reference;     /* the unpartitioned module, when compiled in this run */
     bool from_plan;
 } CliProgram;
 /* Load MODEL.hlo (and compile it for N x R from the options or the module
@@ -120,8 +119,8 @@ void cli_program_free(CliProgram *p);
 
 /* Write text to `path` (temp + rename) or stdout when NULL or "-". */
 int cli_write_text(const char *path, const char *text);
-/* The plan of a compiled program for the --hosts/--local-devices given
- * (else those a loaded plan was compiled for, else 1 host). */
-int cli_build_plan(const CliOptions *o, const RtCompiled *c, Plan **plan);
+/* Rebuild the plans for the --hosts/--local-devices given (else those a
+ * loaded plan was compiled for, else 1 host). */
+int cli_replan(const CliOptions *o, CliProgram *p);
 
 #endif /* TESSEL_CLI_H */

@@ -66,17 +66,6 @@ int cli_write_text(const char *path, const char *text)
     return CLI_OK;
 }
 
-/* Build the plan of a prepared program for H hosts x L devices. */
-int cli_build_plan(const CliOptions *o, const RtCompiled *c, Plan **plan)
-{
-    IrDiag d = {0};
-    PlanIo io = {c->nparam, c->param_shape, c->param_sharding, &c->out_shape, c->out_sharding};
-    int64_t hosts = o->hosts ? o->hosts : (c->hosts ? c->hosts : 1);
-    int64_t local = o->local_devices ? o->local_devices : (o->hosts ? 0 : c->local_devices);
-    IrStatus st = plan_build(c->src, c->spmd, &c->report, &io, hosts, local, plan, &d);
-    return st == IR_OK ? CLI_OK : cli_report(st, &d);
-}
-
 static int run_compile(const CliOptions *o)
 {
     if (o->npos != 1)
@@ -85,17 +74,16 @@ static int run_compile(const CliOptions *o)
     int rc = cli_prepare(o, o->pos[0], &p);
     if (rc != CLI_OK)
         return rc;
-    Plan *plan = NULL;
-    if (p.has_host) {
+    if (p.r.prog.host) {
         cli_program_free(&p);
         fprintf(stderr, "tessel: error: %s has host work (%s): plan files hold one device program; run the "
                 "model itself (`tessel run MODEL.hlo`), or see its clusters with `tessel plan`\n", o->pos[0],
                 "tessel_print, tessel_save or _xla_compute_type=\"host\"");
         return CLI_USAGE;
     }
-    rc = cli_build_plan(o, &p.c, &plan);
+    rc = cli_replan(o, &p);
     if (rc == CLI_OK) {
-        char *text = rt_plan_file_text(&p.c, plan);
+        char *text = compile_plan_file_text(&p.r);
         if (!text) {
             fprintf(stderr, "tessel: error: out of memory\n");
             rc = CLI_FAIL;
@@ -104,7 +92,6 @@ static int run_compile(const CliOptions *o)
         }
         ts_free(text);
     }
-    plan_free(plan);
     cli_program_free(&p);
     return rc;
 }

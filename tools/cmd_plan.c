@@ -42,30 +42,6 @@ static int write_out(const CliOptions *o, char *text)
     return rc;
 }
 
-/* A program with host work: one plan per cluster, plus what stays on the
- * host and the values cut between them. */
-static int dump_program(const CliOptions *o, const char *fmt, const RtProgram *prog)
-{
-    if (strcmp(fmt, "dot") == 0)
-        return write_out(o, rt_program_dot(prog));
-    int32_t n = prog->ncluster;
-    Plan **plans = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *plans);
-    int rc = plans ? CLI_OK : CLI_FAIL;
-    for (int32_t k = 0; rc == CLI_OK && k < n; k++)
-        rc = cli_build_plan(o, &prog->cluster[k], &plans[k]);
-    if (rc == CLI_OK && n == 0) {
-        fprintf(stderr, "tessel: %s: no device work: nothing is partitioned\n", o->pos[0]);
-        rc = CLI_OK;
-    } else if (rc == CLI_OK) {
-        rc = write_out(o, strcmp(fmt, "json") == 0 ? rt_plans_json(plans, n, &prog->res)
-                                                   : rt_plans_text(plans, n, &prog->res));
-    }
-    for (int32_t k = 0; plans && k < n; k++)
-        plan_free(plans[k]);
-    ts_free(plans);
-    return rc;
-}
-
 static int run_plan(const CliOptions *o)
 {
     if (o->npos != 1)
@@ -77,18 +53,13 @@ static int run_plan(const CliOptions *o)
     int rc = cli_prepare(o, o->pos[0], &p);
     if (rc != CLI_OK)
         return rc;
-    if (p.has_host)
-        rc = dump_program(o, fmt, &p.prog);
-    else {
-        Plan *plan = NULL;
-        rc = cli_build_plan(o, &p.c, &plan);
-        if (rc == CLI_OK) {
-            char *text = strcmp(fmt, "json") == 0  ? rt_plan_json(plan)
-                         : strcmp(fmt, "dot") == 0 ? rt_plan_dot(plan, p.c.src, p.c.spmd)
-                                                   : rt_plan_text(plan);
-            rc = write_out(o, text);
-        }
-        plan_free(plan);
+    rc = cli_replan(o, &p);
+    if (rc == CLI_OK && p.r.prog.ncluster == 0) {
+        fprintf(stderr, "tessel: %s: no device work: nothing is partitioned\n", o->pos[0]);
+    } else if (rc == CLI_OK) {
+        rc = write_out(o, strcmp(fmt, "json") == 0  ? compile_plan_json(&p.r)
+                          : strcmp(fmt, "dot") == 0 ? compile_plan_dot(&p.r)
+                                                    : compile_plan_text(&p.r));
     }
     cli_program_free(&p);
     return rc;

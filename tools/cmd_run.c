@@ -193,7 +193,7 @@ static int execute(const CliOptions *o, const IrModule *sig, const CliProgram *p
     RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
     RtReadStats rs = {0};
     RtRunStats run = {0};
-    int64_t ndev = p ? p->c.num_partitions * p->c.num_replicas : 0;
+    int64_t ndev = p ? p->r.prog.num_partitions * p->r.prog.num_replicas : 0;
     /* Host transfers: files for infeed/recv, outfeed/send values kept. A
      * partitioned run of several devices gets none (each device would
      * consume the one feed), so those ops are refused there. */
@@ -206,17 +206,17 @@ static int execute(const CliOptions *o, const IrModule *sig, const CliProgram *p
     } else {
         shards = ts_calloc((size_t)ndev, sizeof *shards);
         res = ts_calloc((size_t)ndev, sizeof *res);
-        st = shards && res ? rt_read_shards(&p->c, sig, &bo, 0, ndev, shards, &rs, &d)
+        st = shards && res ? rt_read_shards(&p->r.prog.cluster[0], sig, &bo, 0, ndev, shards, &rs, &d)
                            : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     t[2] = cli_now();
     if (st == IR_OK && !p)
         st = rt_run_reference_steps(sig, &args, o->steps, &feed.hooks, &result, &d);
     else if (st == IR_OK)
-        st = rt_run_devices(&p->c, shards, 0, ndev, NULL, &ro, &run, res, &d);
+        st = rt_run_devices(&p->r.prog.cluster[0], shards, 0, ndev, NULL, &ro, &run, res, &d);
     /* Replica 0's partitions hold the result. */
     if (st == IR_OK && p)
-        st = rt_unshard_value(&p->c.out_shape, rt_root_sharding(&p->c), p->c.num_partitions, res, &result, &d);
+        st = rt_unshard_value(&p->r.prog.cluster[0].out_shape, plan_root_sharding(&p->r.prog.cluster[0]), p->r.prog.num_partitions, res, &result, &d);
     t[3] = cli_now();
     if (st == IR_OK)
         st = write_or_print(o, result, &feed, &d);
@@ -260,7 +260,7 @@ static int run_reference(const CliOptions *o, double *t)
             rc = cli_report(st, &d);
     }
     t[1] = cli_now();
-    if (rc == CLI_OK && m && rt_is_plan_text(m->src ? m->src : "", m->src ? strlen(m->src) : 0))
+    if (rc == CLI_OK && m && compile_is_plan_text(m->src ? m->src : "", m->src ? strlen(m->src) : 0))
         rc = cli_usage_error(&cli_cmd_run, "--reference needs the model, not a plan (a plan holds the "
                              "partitioned program)");
     if (rc == CLI_OK)
@@ -387,7 +387,7 @@ static int run_mpi_program(const CliOptions *o, double *t, RtTransport *tr, cons
         rt_mpi_finalize(tr);
         return rc;
     }
-    st = rt_run_program_mpi(&p->prog, &args, tr, (int64_t)rank * l, l, &result, d);
+    st = rt_run_program_mpi(&p->r.prog, &args, tr, (int64_t)rank * l, l, &result, d);
     t[3] = cli_now();
     if (st != IR_OK)
         abort_job(tr, d); /* the other ranks may be waiting in a collective */
@@ -448,14 +448,14 @@ static int run_mpi(const CliOptions *o, double *t)
     int64_t l = 0;
     st = cli_prepare_diag(o, o->pos[0], &p, &d);
     t[1] = cli_now();
-    if (st == IR_OK && p.has_host && o->steps > 1)
+    if (st == IR_OK && (p.r.prog.host != NULL) && o->steps > 1)
         st = ir_error(&d, IR_EUNSUPPORTED, o->pos[0], NULL, (IrPos){0, 0},
                       "--steps is not supported for modules with host work");
     if (st == IR_OK) {
-        int64_t ndev = p.has_host ? p.prog.num_partitions * p.prog.num_replicas
-                                  : p.c.num_partitions * p.c.num_replicas;
-        int64_t want = p.from_plan ? p.c.hosts : (o->hosts ? o->hosts : hosts);
-        l = o->local_devices ? o->local_devices : (p.from_plan ? p.c.local_devices : ndev / hosts);
+        int64_t ndev = (p.r.prog.host != NULL) ? p.r.prog.num_partitions * p.r.prog.num_replicas
+                                  : p.r.prog.num_partitions * p.r.prog.num_replicas;
+        int64_t want = p.from_plan ? p.r.prog.hosts : (o->hosts ? o->hosts : hosts);
+        l = o->local_devices ? o->local_devices : (p.from_plan ? p.r.prog.local_devices : ndev / hosts);
         if (want != hosts)
             st = ir_error(&d, IR_EINPUT, o->pos[0], NULL, (IrPos){0, 0},
                           "%s for %lld hosts, but mpirun started %d", p.from_plan ? "the plan was compiled" : "--hosts asks",
@@ -463,22 +463,22 @@ static int run_mpi(const CliOptions *o, double *t)
         else if (ndev % hosts != 0 || l * hosts != ndev)
             st = ir_error(&d, IR_EINPUT, o->pos[0], NULL, (IrPos){0, 0},
                           "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local devices",
-                          (long long)ndev, (long long)p.c.num_partitions, (long long)p.c.num_replicas, hosts,
+                          (long long)ndev, (long long)p.r.prog.num_partitions, (long long)p.r.prog.num_replicas, hosts,
                           (long long)l);
     }
-    if (p.has_host) {
+    if ((p.r.prog.host != NULL)) {
         int rc = run_mpi_program(o, t, tr, &p, l, st, &d);
         cli_program_free(&p);
         ir_diag_clear(&d);
         return rc;
     }
-    if (st == IR_OK && !(sig = rt_signature_module(&p.c)))
+    if (st == IR_OK && !(sig = rt_signature_module(&p.r.prog.cluster[0])))
         st = ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     if (st == IR_OK) {
         /* Only this host's shards of each input are read or drawn. */
         RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
         shards = ts_calloc((size_t)l, sizeof *shards);
-        st = shards ? rt_read_shards(&p.c, sig, &bo, (int64_t)rank * l, l, shards, &rs, &d)
+        st = shards ? rt_read_shards(&p.r.prog.cluster[0], sig, &bo, (int64_t)rank * l, l, shards, &rs, &d)
                     : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     t[2] = cli_now();
@@ -486,12 +486,12 @@ static int run_mpi(const CliOptions *o, double *t)
     if (rc >= 0)
         goto done;
     local = ts_calloc((size_t)l, sizeof *local);
-    st = local ? rt_run_devices(&p.c, shards, (int64_t)rank * l, l, tr, &ro, &run, local, &d)
+    st = local ? rt_run_devices(&p.r.prog.cluster[0], shards, (int64_t)rank * l, l, tr, &ro, &run, local, &d)
                : ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     t[3] = cli_now();
     if (st != IR_OK)
         abort_job(tr, &d); /* the other ranks may be waiting in a collective */
-    st = rt_mpi_gather_results(tr, &p.c, l, local, &result, &d);
+    st = rt_mpi_gather_results(tr, &p.r.prog.cluster[0], l, local, &result, &d);
     if (st != IR_OK)
         abort_job(tr, &d); /* rank 0 may be waiting in the gather */
     if (o->stats)
@@ -534,7 +534,7 @@ static int run_program(const CliOptions *o, const CliProgram *p, double *t)
     IrStatus st = rt_bind_inputs(p->reference, &bo, &args, &d);
     t[2] = cli_now();
     if (st == IR_OK)
-        st = rt_run_program_local(&p->prog, &args, &result, &d);
+        st = rt_run_program_local(&p->r.prog, &args, &result, &d);
     t[3] = cli_now();
     if (st == IR_OK)
         st = write_or_print(o, result, NULL, &d);
@@ -561,14 +561,14 @@ static int run_partitioned(const CliOptions *o, double *t)
     t[1] = cli_now();
     if (rc != CLI_OK)
         return rc;
-    int64_t ndev = p.c.num_partitions * p.c.num_replicas;
-    if (o->ninfeeds && (p.has_host || ndev != 1)) {
-        rc = refuse_infeed(p.has_host ? "this module has host work and device clusters"
+    int64_t ndev = p.r.prog.num_partitions * p.r.prog.num_replicas;
+    if (o->ninfeeds && ((p.r.prog.host != NULL) || ndev != 1)) {
+        rc = refuse_infeed((p.r.prog.host != NULL) ? "this module has host work and device clusters"
                                       : "each of the devices would consume the feed");
         cli_program_free(&p);
         return rc;
     }
-    if (p.has_host) {
+    if ((p.r.prog.host != NULL)) {
         rc = run_program(o, &p, t);
         cli_program_free(&p);
         return rc;
@@ -579,7 +579,7 @@ static int run_partitioned(const CliOptions *o, double *t)
                              "--local-devices %lld (run under `mpirun -np H` for H hosts)",
                              (long long)ndev, (long long)ndev);
     } else {
-        IrModule *sig = rt_signature_module(&p.c);
+        IrModule *sig = rt_signature_module(&p.r.prog.cluster[0]);
         if (!sig) {
             fprintf(stderr, "tessel: error: out of memory\n");
             rc = CLI_FAIL;

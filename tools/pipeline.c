@@ -57,16 +57,18 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
         return IR_EINPUT;
     }
     IrStatus st;
-    if (rt_is_plan_text(text, len)) {
+    if (compile_is_plan_text(text, len)) {
         p->from_plan = true;
-        st = rt_plan_load(path, text, len, &p->c, &d);
-        if (st == IR_OK)
-            st = rt_check_custom_calls(p->c.spmd, &d);
-        if (st == IR_OK && ((o->num_partitions && o->num_partitions != p->c.num_partitions) ||
-                            (o->num_replicas && o->num_replicas != p->c.num_replicas)))
+        st = compile_plan_load(path, text, len, 0, &p->r, &d);
+        for (int32_t k = 0; st == IR_OK && k < p->r.prog.ncluster; k++)
+            st = rt_check_custom_calls(p->r.prog.cluster[k].spmd, &d);
+        if (st == IR_OK && p->r.prog.host)
+            st = rt_check_custom_calls(p->r.prog.host, &d);
+        if (st == IR_OK && ((o->num_partitions && o->num_partitions != p->r.prog.num_partitions) ||
+                            (o->num_replicas && o->num_replicas != p->r.prog.num_replicas)))
             st = ir_error(&d, IR_EINPUT, path, NULL, (IrPos){0, 0},
                           "the plan was compiled for %lld partitions x %lld replicas; recompile to change them",
-                          (long long)p->c.num_partitions, (long long)p->c.num_replicas);
+                          (long long)p->r.prog.num_partitions, (long long)p->r.prog.num_replicas);
     } else {
         IrParseOptions po = ir_default_parse_options();
         po.limits = o->limits;
@@ -77,29 +79,19 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
             m = NULL;
         }
         if (st == IR_OK) {
-            int64_t n = o->num_partitions ? o->num_partitions : (m->num_partitions > 0 ? m->num_partitions : 1);
-            int64_t r = o->num_replicas ? o->num_replicas : (m->replica_count > 0 ? m->replica_count : 1);
-            if (n > 4096 || r > 4096 || n * r > 4096)
-                st = ir_error(&d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "at most 4096 devices");
-            else {
-                /* Shardings name partitions: a module annotated for 2
-                 * cannot run on 4 without rewriting its annotations. */
-                m->num_partitions = n;
-                IrModule *ref = ir_module_clone(m);
-                p->has_host = rt_has_host_ops(m);
-                if (!ref)
-                    st = ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-                else if (p->has_host)
-                    st = rt_compile_program(m, n, r, &p->prog, &d);
-                else
-                    st = rt_compile(m, n, r, &p->c, &d);
+            CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
+                                 .hosts = o->hosts, .local_devices = o->local_devices};
+            IrModule *ref = ir_module_clone(m);
+            if (!ref) {
+                ir_module_free(m);
+                st = ir_error(&d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            } else {
+                st = compile_module(m, &co, &p->r, &d);
                 if (st == IR_OK)
                     p->reference = ref;
                 else
                     ir_module_free(ref);
-                m = NULL;
             }
-            ir_module_free(m);
         }
     }
     ts_free(text);
@@ -111,8 +103,16 @@ IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, 
 
 void cli_program_free(CliProgram *p)
 {
-    rt_compiled_free(&p->c);
-    rt_program_free(&p->prog);
+    compile_result_free(&p->r);
     ir_module_free(p->reference);
     memset(p, 0, sizeof *p);
+}
+
+int cli_replan(const CliOptions *o, CliProgram *p)
+{
+    IrDiag d = {0};
+    int64_t hosts = o->hosts ? o->hosts : (p->r.prog.hosts ? p->r.prog.hosts : 1);
+    int64_t local = o->local_devices ? o->local_devices : (o->hosts ? 0 : p->r.prog.local_devices);
+    IrStatus st = compile_replan(&p->r, hosts, local, &d);
+    return st == IR_OK ? CLI_OK : cli_report(st, &d);
 }

@@ -17,6 +17,7 @@
 #define TESSEL_FUZZ_TARGETS_H
 
 #include "ir/ir.h"
+#include "compile/compile.h"
 #include "runtime/runtime.h"
 
 #include <stdint.h>
@@ -203,21 +204,23 @@ FUZZ_TARGET void fuzz_one_npy(const uint8_t *data, size_t size)
  * run` does. */
 FUZZ_TARGET void fuzz_one_plan(const uint8_t *data, size_t size)
 {
-    RtCompiled c;
+    CompileResult r;
     IrDiag d = {0};
-    IrStatus st = rt_plan_load("fuzz.plan", (const char *)data, size, &c, &d);
-    fuzz_check_status("rt_plan_load", st, &d);
+    IrStatus st = compile_plan_load("fuzz.plan", (const char *)data, size, 0, &r, &d);
+    fuzz_check_status("compile_plan_load", st, &d);
     if (st == IR_OK) {
-        IrModule *sig = rt_signature_module(&c);
-        if (!sig)
-            FUZZ_FAIL("rt_signature_module returned NULL");
-        ir_module_free(sig);
-        rt_compiled_free(&c);
-    } else if (c.spmd || c.arena || c.src) {
-        FUZZ_FAIL("rt_plan_load failed but left owned parts in *out");
+        for (int32_t k = 0; k < r.prog.ncluster; k++) {
+            IrModule *sig = rt_signature_module(&r.prog.cluster[k]);
+            if (!sig)
+                FUZZ_FAIL("rt_signature_module returned NULL");
+            ir_module_free(sig);
+        }
+        compile_result_free(&r);
+    } else if (r.prog.cluster || r.prog.host || r.plans) {
+        FUZZ_FAIL("compile_plan_load failed but left owned parts in *out");
     }
     ir_diag_clear(&d);
-    (void)rt_is_plan_text((const char *)data, size);
+    (void)compile_is_plan_text((const char *)data, size);
 }
 
 #endif /* TESSEL_FUZZ_TARGETS_H */

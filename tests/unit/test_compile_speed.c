@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "compile/compile.h"
 #include "runtime/runtime.h"
 
 /* ---- helpers ---- */
@@ -353,16 +354,16 @@ static Run compile_model(int layers)
     Run r = {0};
     clock_t t0 = clock();
     IrModule *m = parse_text(text);
-    RtCompiled c;
+    CompileResult res;
     IrDiag d = {0};
-    IrStatus st = rt_compile(m, 2, 1, &c, &d);
+    CompileOptions co = {.num_partitions = 2, .num_replicas = 1};
+    IrStatus st = compile_module(m, &co, &res, &d);
     if (st != IR_OK)
         print_error("compile: %s\n", d.msg ? d.msg : "?");
     assert_int_equal(st, IR_OK);
-    PlanIo io = {c.nparam, c.param_shape, c.param_sharding, &c.out_shape, c.out_sharding};
-    Plan *plan = NULL;
-    assert_int_equal(plan_build(c.src, c.spmd, &c.report, &io, 1, 0, &plan, &d), IR_OK);
-    char *out = rt_plan_file_text(&c, plan);
+    const PlanCluster c = res.prog.cluster[0];
+    const Plan *plan = res.plans[0];
+    char *out = compile_plan_file_text(&res);
     assert_non_null(out);
     r.secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
     r.text_len = strlen(out);
@@ -380,8 +381,7 @@ static Run compile_model(int layers)
         r.marked += plan->instrs[i].fallback;
     }
     ts_free(out);
-    plan_free(plan);
-    rt_compiled_free(&c);
+    compile_result_free(&res);
     ir_diag_clear(&d);
     free(text);
     return r;
@@ -462,7 +462,7 @@ static void test_linear_pipeline(void **state)
     assert_true(b.text_len < 9 * a.text_len);
 }
 
-/* rt_is_plan_text finds "// TesselPlan " anywhere, as memmem would. */
+/* compile_is_plan_text finds "// TesselPlan " anywhere, as memmem would. */
 static void test_plan_text_detection(void **state)
 {
     (void)state;
@@ -482,11 +482,11 @@ static void test_plan_text_detection(void **state)
         {"HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        if (rt_is_plan_text(cases[i].text, strlen(cases[i].text)) != cases[i].plan)
+        if (compile_is_plan_text(cases[i].text, strlen(cases[i].text)) != cases[i].plan)
             fail_msg("case %zu: '%s'", i, cases[i].text);
     /* The length bounds the search: the key past len is not seen. */
-    assert_false(rt_is_plan_text("// TesselPlan ", 13));
-    assert_true(rt_is_plan_text("// TesselPlan x", 14));
+    assert_false(compile_is_plan_text("// TesselPlan ", 13));
+    assert_true(compile_is_plan_text("// TesselPlan x", 14));
 }
 
 int main(void)

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "device/device.h"
+#include "compile/compile.h"
 #include "runtime/runtime.h"
 
 #define MAX_POINTS 400
@@ -264,15 +265,15 @@ static void test_verify(void **state)
 /* ---- propagate + partition ---- */
 
 typedef struct {
-    IrModule *m;       /* handed to rt_compile, which owns it from then on */
-    RtCompiled c;
+    IrModule *m;       /* handed to compile_module, which owns it from then on */
+    CompileResult r;
 } CompileCtx;
 
 static void compile_prepare(void *ctx)
 {
     CompileCtx *c = ctx;
     c->m = parse_model(true);
-    memset(&c->c, 0x5a, sizeof c->c); /* rt_compile must fill or clear it */
+    memset(&c->r, 0x5a, sizeof c->r); /* compile_module must fill or clear it */
 }
 
 static IrStatus compile_run(void *ctx, IrDiag *d)
@@ -280,16 +281,18 @@ static IrStatus compile_run(void *ctx, IrDiag *d)
     CompileCtx *c = ctx;
     IrModule *m = c->m;
     c->m = NULL;
-    return rt_compile(m, 2, 1, &c->c, d);
+    CompileOptions co = {.num_partitions = 2, .num_replicas = 1};
+    return compile_module(m, &co, &c->r, d);
 }
 
 static void compiled_empty(void *ctx)
 {
-    RtCompiled *c = &((CompileCtx *)ctx)->c;
-    assert_null(c->src);
-    assert_null(c->spmd);
-    assert_null(c->arena);
-    memset(c, 0, sizeof *c);
+    CompileResult *r = &((CompileCtx *)ctx)->r;
+    assert_null(r->prog.cluster);
+    assert_null(r->prog.host);
+    assert_null(r->plans);
+    assert_int_equal(r->prog.ncluster, 0);
+    memset(r, 0, sizeof *r);
 }
 
 /* One all-reduce and no all-gather: what the model's header expects. */
@@ -304,7 +307,10 @@ static int count_op(const IrModule *m, IrOpcode op)
 
 static void compiled_check(void *ctx)
 {
-    RtCompiled *c = &((CompileCtx *)ctx)->c;
+    CompileResult *r = &((CompileCtx *)ctx)->r;
+    assert_int_equal(r->prog.ncluster, 1);
+    assert_non_null(r->plans[0]);
+    PlanCluster *c = &r->prog.cluster[0];
     assert_non_null(c->spmd);
     assert_int_equal(c->num_partitions, 2);
     assert_int_equal(c->nparam, 3);
@@ -319,7 +325,7 @@ static void compiled_check(void *ctx)
 
 static void compiled_release(void *ctx)
 {
-    rt_compiled_free(&((CompileCtx *)ctx)->c);
+    compile_result_free(&((CompileCtx *)ctx)->r);
 }
 
 static void test_compile(void **state)
@@ -334,12 +340,12 @@ static void test_compile(void **state)
 
 static void plan_prepare(void *ctx)
 {
-    memset(&((CompileCtx *)ctx)->c, 0x5a, sizeof(RtCompiled));
+    memset(&((CompileCtx *)ctx)->r, 0x5a, sizeof(CompileResult));
 }
 
 static IrStatus plan_run(void *ctx, IrDiag *d)
 {
-    return rt_plan_load("mlp_megatron_n2.plan", plan_text, plan_len, &((CompileCtx *)ctx)->c, d);
+    return compile_plan_load("mlp_megatron_n2.plan", plan_text, plan_len, 0, &((CompileCtx *)ctx)->r, d);
 }
 
 static void test_plan_load(void **state)
@@ -494,7 +500,8 @@ static void test_family_reference_runs(void **state)
 /* The compiled program, its arguments and the reference result are made
  * once; every run must leave them as they were. */
 typedef struct {
-    RtCompiled c;
+    CompileResult r;
+    PlanCluster c;     /* r.prog.cluster[0] */
     RtArgs args;
     DevValue *ref;
     DevValue *out;
@@ -554,13 +561,15 @@ static void test_local_run(void **state)
     assert_int_equal(rt_bind_inputs(m, &bo, &l.args, &d), IR_OK);
     assert_int_equal(rt_run_reference(m, &l.args, &l.ref, &d), IR_OK);
     ir_module_free(m);
-    assert_int_equal(rt_compile(parse_model(true), 2, 1, &l.c, &d), IR_OK);
+    CompileOptions co = {.num_partitions = 2, .num_replicas = 1};
+    assert_int_equal(compile_module(parse_model(true), &co, &l.r, &d), IR_OK);
+    l.c = l.r.prog.cluster[0];
     Op op = {"partitioned run (rt_run_local, 2 devices)", local_prepare, local_run,
              local_after_failure, local_check, local_release};
     walk(&op, &l);
     dev_value_unref(l.ref);
     rt_args_free(&l.args);
-    rt_compiled_free(&l.c);
+    compile_result_free(&l.r);
 }
 
 int main(void)

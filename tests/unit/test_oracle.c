@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "compile/compile.h"
 #include "runtime/program.h"
 
 static char *read_text(const char *path)
@@ -197,39 +198,18 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
         goto out;
     }
     IrModule *m = parse_text(name, text, &d);
-    if (m && rt_has_host_ops(m)) {
-        /* Host program + clusters, each cluster partitioned on its own. */
-        RtProgram prog;
-        if (rt_compile_program(m, n, r, &prog, &d) == IR_OK) {
-            if (expect && n > 1)
-                for (int32_t k = 0; k < prog.ncluster; k++)
-                    check_expectations(name, text, prog.cluster[k].spmd);
-            check_cluster_count(name, text, prog.ncluster);
-            if (rt_run_program_local(&prog, &args, &got, &d) == IR_OK) {
-                char *why = NULL;
-                if (rt_values_match(ref, got, &why))
-                    rc = 0;
-                else
-                    print_message("%s N=%d R=%d: mismatch: %s\n", name, n, r, why ? why : "?");
-                ts_free(why);
-            }
-            rt_program_free(&prog);
-        }
+    /* One pipeline for every module: a host program calling clusters
+     * (one, when the module has no host work), each partitioned. */
+    CompileOptions co = {.num_partitions = n, .num_replicas = r};
+    CompileResult res;
+    if (!m || compile_module(m, &co, &res, &d) != IR_OK)
         goto out;
-    }
-    RtCompiled c;
-    if (!m || rt_compile(m, n, r, &c, &d) != IR_OK)
-        goto out;
-    /* The SPMD program must itself be valid HLO (what a plan file is
-     * checked against when it is loaded). */
-    IrLimits lim = ir_default_limits();
-    if (ir_verify(c.spmd, &lim, &d) != IR_OK) {
-        rt_compiled_free(&c);
-        goto out;
-    }
     if (expect && n > 1)
-        check_expectations(name, text, c.spmd);
-    if (rt_run_local(&c, &args, &got, &d) == IR_OK) {
+        for (int32_t k = 0; k < res.prog.ncluster; k++)
+            check_expectations(name, text, res.prog.cluster[k].spmd);
+    if (res.prog.host)
+        check_cluster_count(name, text, res.prog.ncluster);
+    if (rt_run_program_local(&res.prog, &args, &got, &d) == IR_OK) {
         char *why = NULL;
         if (rt_values_match(ref, got, &why))
             rc = 0;
@@ -237,7 +217,7 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             print_message("%s N=%d R=%d: mismatch: %s\n", name, n, r, why ? why : "?");
         ts_free(why);
     }
-    rt_compiled_free(&c);
+    compile_result_free(&res);
 out:
     if (d.status != IR_OK && rc != -1) {
         char *msg = ir_diag_format(&d, name);

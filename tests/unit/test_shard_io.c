@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compile/compile.h"
 #include "runtime/transport.h"
 
 static const char MODEL[] =
@@ -37,7 +38,8 @@ static const char MODEL[] =
     "}\n";
 
 static char dir[64];
-static RtCompiled comp;
+static CompileResult compiled;
+static PlanCluster comp; /* compiled.prog.cluster[0] */
 static IrModule *sig;
 /* The alias {0}: (1, {}) of the program, set on the partitioned module by
  * hand (as the partitioner carries a source module's aliases). */
@@ -74,11 +76,13 @@ static int setup(void **state)
     IrDiag d = {0};
     if (ir_parse("m.hlo", MODEL, strlen(MODEL), &opt, &m, &d) != IR_OK)
         return -1;
-    if (rt_compile(m, 2, 1, &comp, &d) != IR_OK) {
+    CompileOptions co = {.num_partitions = 2, .num_replicas = 1};
+    if (compile_module(m, &co, &compiled, &d) != IR_OK) {
         fprintf(stderr, "%s\n", d.msg ? d.msg : "?");
         ir_diag_clear(&d);
         return -1;
     }
+    comp = compiled.prog.cluster[0];
     comp.spmd->nalias = 1;
     comp.spmd->alias = &alias0;
     sig = rt_signature_module(&comp);
@@ -93,7 +97,7 @@ static int teardown(void **state)
 {
     (void)state;
     ir_module_free(sig);
-    rt_compiled_free(&comp);
+    compile_result_free(&compiled);
     remove(path_of("x.npy"));
     remove(path_of("x4.npy"));
     rmdir(dir);
@@ -111,7 +115,7 @@ static void test_boxes(void **state)
     ir_shape_make(a, &s23, IR_F32, 2, d23);
     int64_t off[2], ext[2], size[2];
     /* f32[5] in 2: [0,3) and [3,5) + 1 padding */
-    const IrSharding *x = rt_param_sharding(&comp, 0);
+    const IrSharding *x = plan_param_sharding(&comp, 0);
     rt_shard_box(&s5, x, 0, off, ext, size);
     assert_true(off[0] == 0 && ext[0] == 3 && size[0] == 3);
     rt_shard_box(&s5, x, 1, off, ext, size);
@@ -124,7 +128,7 @@ static void test_boxes(void **state)
     rt_shard_box(&s5, four, 2, off, ext, size);
     assert_true(off[0] == 4 && ext[0] == 1 && size[0] == 2);
     /* replicated: the whole array */
-    rt_shard_box(&s23, rt_param_sharding(&comp, 1), 1, off, ext, size);
+    rt_shard_box(&s23, plan_param_sharding(&comp, 1), 1, off, ext, size);
     assert_true(off[0] == 0 && off[1] == 0 && ext[0] == 2 && ext[1] == 3 && size[0] == 2 && size[1] == 3);
     ir_arena_free(a);
 }
@@ -196,7 +200,7 @@ static void test_equals_cut_whole(void **state)
     for (int64_t p = 0; p < 2; p++)
         for (int32_t k = 0; k < 3; k++) {
             DevValue *cut = NULL;
-            assert_int_equal(rt_shard_value(whole.args[k], rt_param_sharding(&comp, k), p, &cut, &d), IR_OK);
+            assert_int_equal(rt_shard_value(whole.args[k], plan_param_sharding(&comp, k), p, &cut, &d), IR_OK);
             assert_true(same_bytes(cut, sh[p].args[k]));
             dev_value_unref(cut);
         }

@@ -3,7 +3,7 @@
  * with jansson) and for Graphviz (DOT, the graph coloured by sharding,
  * collectives and fallbacks marked).
  */
-#include "program.h"
+#include "compile.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -179,7 +179,7 @@ static const char *place_name(CluPlace p)
     }
 }
 
-char *rt_plans_json(Plan *const *plans, int32_t nplans, const CluResult *res)
+static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res)
 {
     const Plan *p = plans[0];
     json_t *o = json_object();
@@ -246,11 +246,6 @@ char *rt_plans_json(Plan *const *plans, int32_t nplans, const CluResult *res)
     return r;
 }
 
-char *rt_plan_json(const Plan *p)
-{
-    Plan *one = (Plan *)p;
-    return rt_plans_json(&one, 1, NULL);
-}
 
 /* ---- text ---- */
 
@@ -392,7 +387,7 @@ static void out_cluster(Out *o, const Plan *p)
     outf(o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
 }
 
-char *rt_plans_text(Plan *const *plans, int32_t nplans, const CluResult *res)
+static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res)
 {
     Out o = {0};
     out_header(&o, plans[0]);
@@ -428,11 +423,6 @@ char *rt_plans_text(Plan *const *plans, int32_t nplans, const CluResult *res)
     return o.s;
 }
 
-char *rt_plan_text(const Plan *p)
-{
-    Plan *one = (Plan *)p;
-    return rt_plans_text(&one, 1, NULL);
-}
 
 /* ---- DOT ---- */
 
@@ -465,7 +455,7 @@ static void dot_computation(Out *o, const IrComputation *c, const char *prefix, 
             outf(o, "%s%s%d -> %s%d;\n", indent, prefix, (int)c->instr[i].opnd[k], prefix, (int)i);
 }
 
-char *rt_program_dot(const RtProgram *prog)
+static char *program_dot(const PlanProgram *prog, const CluResult *res)
 {
     Out o = {0};
     const IrModule *h = prog->host;
@@ -474,8 +464,8 @@ char *rt_program_dot(const RtProgram *prog)
     outf(&o, "  subgraph \"host\" {\n    label=\"host program\";\n");
     dot_computation(&o, ir_entry(h), "h", "    ");
     outf(&o, "  }\n");
-    for (int32_t k = 0; k < prog->res.nclusters; k++) {
-        const CluCluster *c = &prog->res.clusters[k];
+    for (int32_t k = 0; k < res->nclusters; k++) {
+        const CluCluster *c = &res->clusters[k];
         char prefix[32];
         snprintf(prefix, sizeof prefix, "c%d_", (int)k);
         outf(&o, "  subgraph \"cluster_%d\" {\n    label=\"%s (%lld partitions)\";\n", (int)k, c->name,
@@ -491,7 +481,7 @@ char *rt_program_dot(const RtProgram *prog)
     return o.s;
 }
 
-char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)
+static char *plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)
 {
     Out o = {0};
     outf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
@@ -527,4 +517,24 @@ char *rt_plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)
         return NULL;
     }
     return o.s;
+}
+
+/* ---- the dumps of a compiled program ---- */
+
+char *compile_plan_text(const CompileResult *r)
+{
+    return plans_text(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL);
+}
+
+char *compile_plan_json(const CompileResult *r)
+{
+    return plans_json(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL);
+}
+
+char *compile_plan_dot(const CompileResult *r)
+{
+    if (r->prog.host)
+        return program_dot(&r->prog, &r->res);
+    const PlanCluster *c = &r->prog.cluster[0];
+    return plan_dot(r->plans[0], c->src, c->spmd);
 }

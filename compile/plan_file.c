@@ -18,7 +18,7 @@
  * must be exactly what the SPMD module's parameters and root say; a
  * missing TesselEnd means a truncated file.
  */
-#include "runtime.h"
+#include "compile.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,7 +63,7 @@ static void put_owned(Buf *b, char *t)
     ts_free(t);
 }
 
-char *rt_plan_file_text(const RtCompiled *c, const Plan *p)
+static char *cluster_plan_text(const PlanCluster *c, const Plan *p)
 {
     Buf b = {0};
     char line[256];
@@ -102,7 +102,7 @@ char *rt_plan_file_text(const RtCompiled *c, const Plan *p)
 
 /* ---- reading ---- */
 
-bool rt_is_plan_text(const char *text, size_t len)
+bool compile_is_plan_text(const char *text, size_t len)
 {
     /* memmem over a model of megabytes costs milliseconds; HLO text has
      * few '/' bytes, and memchr skips to them at memory speed. */
@@ -242,7 +242,7 @@ static IrStatus check_shard(Loader *L, const char *what, int32_t k, const IrShap
     return IR_OK;
 }
 
-static IrStatus load_lines(Loader *L, RtCompiled *c)
+static IrStatus load_lines(Loader *L, PlanCluster *c)
 {
     const IrComputation *e = ir_entry(c->spmd);
     int32_t nin = -1, nout = -1, nshape = 0, nin_shd = 0, nout_shd = 0;
@@ -392,7 +392,7 @@ static IrStatus load_lines(Loader *L, RtCompiled *c)
     return IR_OK;
 }
 
-IrStatus rt_plan_load(const char *path, const char *text, size_t len, RtCompiled *out, IrDiag *d)
+static IrStatus cluster_plan_load(const char *path, const char *text, size_t len, PlanCluster *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
     IrParseOptions opt = ir_default_parse_options();
@@ -400,24 +400,55 @@ IrStatus rt_plan_load(const char *path, const char *text, size_t len, RtCompiled
     if (st != IR_OK)
         return st;
     if (out->spmd->num_partitions < 1) {
-        rt_compiled_free(out);
+        plan_cluster_free(out);
         return ir_error(d, IR_EINPUT, path, NULL, (IrPos){1, 1}, "plan module has no num_partitions");
     }
     out->arena = ir_arena_new();
     if (!out->arena) {
-        rt_compiled_free(out);
+        plan_cluster_free(out);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     /* A NUL-terminated copy: the line checks (strtol, diagnostics' line
      * extraction) must never read past `len`. */
     char *copy = ir_strndup(out->arena, text, len);
     if (!copy) {
-        rt_compiled_free(out);
+        plan_cluster_free(out);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     Loader L = {.file = path, .text = copy, .len = len, .d = d, .a = out->arena};
     st = load_lines(&L, out);
     if (st != IR_OK)
-        rt_compiled_free(out);
+        plan_cluster_free(out);
+    return st;
+}
+
+/* ---- the plan of a compiled program ---- */
+
+char *compile_plan_file_text(const CompileResult *r)
+{
+    if (r->prog.host || r->prog.ncluster != 1)
+        return NULL; /* host programs in plan files: not yet */
+    return cluster_plan_text(&r->prog.cluster[0], r->plans[0]);
+}
+
+IrStatus compile_plan_load(const char *path, const char *text, size_t len, int64_t max_devices, CompileResult *out,
+                           IrDiag *d)
+{
+    (void)max_devices;
+    memset(out, 0, sizeof *out);
+    out->from_plan = true;
+    PlanProgram *p = &out->prog;
+    p->cluster = ts_calloc(1, sizeof *p->cluster);
+    if (!p->cluster)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    IrStatus st = cluster_plan_load(path, text, len, &p->cluster[0], d);
+    if (st == IR_OK) {
+        p->ncluster = 1;
+        p->num_partitions = p->cluster[0].num_partitions;
+        p->num_replicas = p->cluster[0].num_replicas;
+        st = compile_replan(out, p->cluster[0].hosts, p->cluster[0].local_devices, d);
+    }
+    if (st != IR_OK)
+        compile_result_free(out);
     return st;
 }

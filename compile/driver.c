@@ -1,0 +1,212 @@
+/*
+ * driver.c: the compile pipeline, one for every module. A module is a host
+ * program that calls device clusters; a module without host work is the
+ * host program that calls one cluster, its entry (PlanProgram.host NULL).
+ *
+ * The passes, in order (compile_module):
+ *
+ *   1. parse, verify       (ir/, before compile_module: src is verified)
+ *   2. devices             N and R from the options or the module header;
+ *                          N x R within max_devices.
+ *   3. propagate           shd_propagate once over the whole module. Needs
+ *                          a verified module; establishes a sharding on
+ *                          every instruction the partitioner visits. It
+ *                          runs before outlining so that every value cut
+ *                          between host and devices carries one (a cluster
+ *                          parameter takes the sharding of what it gets).
+ *   4. place, form clusters, outline
+ *                          clu_extract, when some instruction runs on the
+ *                          host. Needs shardings; establishes the host
+ *                          program and one computation per cluster, each
+ *                          with the shardings of the values it holds.
+ *                          Verified after (it rewrote the module).
+ *   5. partition           spmd_partition of each cluster (its shardings
+ *                          are those of step 3: no second propagation).
+ *                          Establishes one SPMD program per cluster,
+ *                          per-device shapes, collectives. Verified after.
+ *   6. split/concat trees, device assignment, islands
+ *                          plan_build per cluster for H hosts x L devices.
+ *
+ * The verifier after the rewriting passes (4, 5) runs in every build; a
+ * failure there is a bug of the pass: IR_EINTERNAL naming the pass and
+ * what the verifier found. CompileOptions.no_verify skips it.
+ */
+#include "compile.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The verifier after `pass` rewrote m: a failure is tessel's bug. */
+static IrStatus verify_after(const char *pass, const IrModule *m, const CompileOptions *opt, IrDiag *d)
+{
+    if (opt->no_verify)
+        return IR_OK;
+    IrLimits lim = ir_default_limits();
+    /* The pass's output may legitimately be larger than a user may
+     * declare (limits are for input): only structure is checked. */
+    lim.max_elements = INT64_MAX;
+    lim.max_tuple = INT32_MAX;
+    IrDiag vd = {0};
+    IrStatus st = ir_verify(m, &lim, &vd);
+    if (st == IR_OK)
+        return IR_OK;
+    if (st == IR_ENOMEM) {
+        ir_diag_clear(&vd);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
+                  "internal error: the module after %s does not verify (module %s): %s", pass,
+                  m->name ? m->name : "?", vd.msg ? vd.msg : "?");
+    ir_diag_clear(&vd);
+    return st;
+}
+
+static bool has_host_work(const IrModule *m)
+{
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            if (clu_is_host_instr(&m->comp[c]->instr[i], NULL))
+                return true;
+    return false;
+}
+
+/* Steps 5 and 6 for one cluster module (taken). */
+static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64_t n, int64_t r, PlanCluster *c,
+                                  IrDiag *d)
+{
+    memset(c, 0, sizeof *c);
+    c->src = cm;
+    c->num_partitions = n;
+    c->num_replicas = r;
+    SpmdOptions sopt = {.num_partitions = n, .num_replicas = r};
+    IrStatus st = spmd_partition(cm, &sopt, &c->spmd, &c->report, d);
+    if (st == IR_OK)
+        st = verify_after("spmd-partitioning", c->spmd, opt, d);
+    if (st == IR_OK)
+        st = plan_cluster_record_io(c, d);
+    return st;
+}
+
+IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, IrDiag *d)
+{
+    int32_t n = r->prog.ncluster;
+    Plan **plans = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *plans);
+    if (!plans)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    IrStatus st = IR_OK;
+    for (int32_t k = 0; st == IR_OK && k < n; k++) {
+        const PlanCluster *c = &r->prog.cluster[k];
+        PlanIo io = {c->nparam, c->param_shape, c->param_sharding, &c->out_shape, c->out_sharding};
+        st = plan_build(c->src, c->spmd, &c->report, &io, hosts, local_devices, &plans[k], d);
+    }
+    if (st != IR_OK) {
+        for (int32_t k = 0; k < n; k++)
+            plan_free(plans[k]);
+        ts_free(plans);
+        return st;
+    }
+    for (int32_t k = 0; r->plans && k < n; k++)
+        plan_free(r->plans[k]);
+    ts_free(r->plans);
+    r->plans = plans;
+    r->prog.hosts = n > 0 ? plans[0]->hosts : hosts;
+    r->prog.local_devices = n > 0 ? plans[0]->local_devices : local_devices;
+    return IR_OK;
+}
+
+IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult *out, IrDiag *d)
+{
+    memset(out, 0, sizeof *out);
+    CompileOptions o = opt ? *opt : (CompileOptions){0};
+    PlanProgram *p = &out->prog;
+    IrStatus st = IR_OK;
+
+    /* 2. devices */
+    int64_t n = o.num_partitions ? o.num_partitions : (src->num_partitions > 0 ? src->num_partitions : 1);
+    int64_t r = o.num_replicas ? o.num_replicas : (src->replica_count > 0 ? src->replica_count : 1);
+    int64_t maxdev = o.max_devices > 0 ? o.max_devices : COMPILE_DEFAULT_MAX_DEVICES;
+    if (n < 1 || r < 1 || n > maxdev || r > maxdev || n * r > maxdev) {
+        st = ir_error(d, IR_EINPUT, src->file, NULL, (IrPos){0, 0},
+                      "%lld partitions x %lld replicas: at most %lld devices (--limit devices=N)", (long long)n,
+                      (long long)r, (long long)maxdev);
+        ir_module_free(src);
+        return st;
+    }
+    /* Shardings name partitions: a module annotated for 2 cannot run on 4
+     * without rewriting its annotations. */
+    src->num_partitions = n;
+    src->replica_count = r;
+    p->num_partitions = n;
+    p->num_replicas = r;
+
+    /* 3. propagate */
+    ShdPropagateOptions popt = {.num_devices = n};
+    st = shd_propagate(src, &popt, d);
+
+    /* 4. place, form clusters, outline */
+    IrModule **clusters = NULL;
+    int32_t ncl = 0;
+    if (st == IR_OK && has_host_work(src)) {
+        st = clu_extract(src, NULL, &p->host, &out->res, d);
+        if (st == IR_OK)
+            st = verify_after("outlining", p->host, &o, d);
+        if (st == IR_OK) {
+            p->host->num_partitions = n;
+            p->host->replica_count = r;
+            ncl = out->res.nclusters;
+            clusters = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *clusters);
+            if (!clusters)
+                st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        }
+        for (int32_t k = 0; st == IR_OK && k < ncl; k++)
+            st = clu_cluster_module(p->host, &out->res, k, &clusters[k], d);
+        ir_module_free(src);
+    } else if (st == IR_OK) {
+        /* No host work: the whole module is cluster 0. */
+        clusters = ts_calloc(1, sizeof *clusters);
+        if (!clusters) {
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            ir_module_free(src);
+        } else {
+            clusters[0] = src;
+            ncl = 1;
+        }
+    } else {
+        ir_module_free(src);
+    }
+
+    /* 5. partition each cluster (taking its module) */
+    if (st == IR_OK) {
+        p->cluster = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *p->cluster);
+        if (!p->cluster)
+            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    for (int32_t k = 0; k < ncl; k++) {
+        if (st == IR_OK && p->cluster) {
+            st = partition_cluster(clusters[k], &o, n, r, &p->cluster[k], d);
+            p->ncluster = k + 1;
+        } else {
+            ir_module_free(clusters[k]);
+        }
+    }
+    ts_free(clusters);
+    assert(st != IR_OK || p->host || p->ncluster == 1);
+
+    /* 6. trees, devices, islands */
+    if (st == IR_OK)
+        st = compile_replan(out, o.hosts ? o.hosts : 1, o.local_devices, d);
+    if (st != IR_OK)
+        compile_result_free(out);
+    return st;
+}
+
+void compile_result_free(CompileResult *r)
+{
+    for (int32_t k = 0; r->plans && k < r->prog.ncluster; k++)
+        plan_free(r->plans[k]);
+    ts_free(r->plans);
+    plan_program_free(&r->prog);
+    clu_result_free(&r->res);
+    memset(r, 0, sizeof *r);
+}

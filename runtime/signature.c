@@ -1,0 +1,48 @@
+/*
+ * signature.c: a module with a compiled program's logical parameters, so
+ * that user inputs (--input keys by index or name, random fills) bind to
+ * a plan exactly as they bind to the model it was compiled from.
+ */
+#include "runtime.h"
+
+IrModule *rt_signature_module(const PlanCluster *c)
+{
+    IrModule *m = ir_module_new("signature");
+    int32_t ci = m ? ir_add_computation(m, "main") : -1;
+    if (ci < 0) {
+        ir_module_free(m);
+        return NULL;
+    }
+    IrComputation *e = m->comp[ci];
+    m->entry = ci;
+    e->is_entry = true;
+    const IrComputation *pe = ir_entry(c->spmd);
+    int32_t *params = ts_malloc((size_t)(c->nparam > 0 ? c->nparam : 1) * sizeof(int32_t));
+    if (!params)
+        goto oom;
+    for (int32_t p = 0; p < c->nparam; p++) {
+        IrInstr ins = {0};
+        ins.op = OP_PARAMETER;
+        ins.a.parameter_number = p;
+        ins.a.feature_group_count = ins.a.batch_group_count = 1;
+        const char *name = pe && p < pe->nparam && pe->param[p] >= 0 ? pe->instr[pe->param[p]].name : "p";
+        if (!(ins.name = ir_unique_name(m, name)) || ir_shape_copy(m->arena, &ins.shape, &c->param_shape[p]) != IR_OK ||
+            (params[p] = ir_add_instr(m, e, &ins)) < 0)
+            goto oom;
+    }
+    IrShape t;
+    IrShape *el = ir_alloc_array(m->arena, (size_t)(c->nparam > 0 ? c->nparam : 1), sizeof(IrShape));
+    if (!el)
+        goto oom;
+    for (int32_t p = 0; p < c->nparam; p++)
+        el[p] = c->param_shape[p];
+    if (ir_shape_make_tuple(m->arena, &t, c->nparam, el) != IR_OK ||
+        (e->root = ir_add_simple(m, e, OP_TUPLE, &t, c->nparam, params, "signature")) < 0)
+        goto oom;
+    ts_free(params);
+    return m;
+oom:
+    ts_free(params);
+    ir_module_free(m);
+    return NULL;
+}
