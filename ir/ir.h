@@ -137,6 +137,12 @@ bool ir_grow_(void *slot, int64_t *cap, int64_t need, size_t elem);
 #define IR_GROW(p, cap, need) \
     ((void)sizeof(&(cap) == (int64_t *)0), ir_grow_(&(p), &(cap), (need), sizeof *(p)))
 
+/* The same for an array in arena a: a new block, the first n elements
+ * copied, the old block left behind until the arena goes. */
+bool ir_arena_grow_(IrArena *a, void *slot, int64_t *cap, int64_t n, int64_t need, size_t elem);
+#define IR_ARENA_GROW(a, p, cap, n, need) \
+    ((void)sizeof(&(cap) == (int64_t *)0), ir_arena_grow_((a), &(p), &(cap), (n), (need), sizeof *(p)))
+
 /* Index of s in a NULL-terminated list of strings, -1 if absent or s NULL. */
 int32_t ir_str_index(const char *s, const char *const *list);
 
@@ -628,7 +634,8 @@ typedef struct IrAlias {
 typedef struct IrModule {
     IrArena *arena;
     const char *name;
-    int32_t ncomp, capcomp;
+    int32_t ncomp;
+    int64_t capcomp;
     IrComputation **comp;  /* pointers are stable; order = print order */
     int32_t entry;         /* index of the ENTRY computation, -1 until set */
     int64_t num_partitions;  /* 0 when the header does not say */

@@ -748,7 +748,8 @@ bool ir_shd_parse_lx(Lexer *L, IrSharding *out)
     if (!lx_is(L, LX_LBRACE) && !lx_is(L, LX_RBRACE))
         return parse_single(L, out, true, pos);
     IrSharding *elems = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    int64_t cap = 0;
     bool ok = true;
     if (!lx_is(L, LX_RBRACE)) {
         do {
@@ -757,14 +758,9 @@ bool ir_shd_parse_lx(Lexer *L, IrSharding *out)
                              (int)L->lim.max_tuple);
                 break;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                IrSharding *ne = ts_realloc(elems, (size_t)cap * sizeof *ne);
-                if (!ne) {
-                    ok = lx_nomem(L);
-                    break;
-                }
-                elems = ne;
+            if (!IR_GROW(elems, cap, n + 1)) {
+                ok = lx_nomem(L);
+                break;
             }
             ok = parse_single(L, &elems[n], false, pos);
             n++;
