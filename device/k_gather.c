@@ -43,14 +43,6 @@ static bool is_array_value(const DevValue *v)
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
 }
 
-static bool in_list(const IrI64List *l, int64_t x)
-{
-    for (int32_t i = 0; i < l->n; i++)
-        if (l->v[i] == x)
-            return true;
-    return false;
-}
-
 /* Entries of l are distinct and in [0, rank). */
 static bool valid_dims(const IrI64List *l, int32_t rank)
 {
@@ -180,7 +172,7 @@ static IrStatus gather_plan(const DevKernelArgs *k, GatherPlan *p)
     p->nw = 0;
     for (int32_t d = 0; d < in->rank; d++) {
         p->bpos[d] = -1;
-        bool coll = in_list(&g->collapsed_slice_dims, d);
+        bool coll = ir_list_has(&g->collapsed_slice_dims, d);
         int32_t bi = -1;
         for (int32_t i = 0; i < g->operand_batching_dims.n; i++)
             if (g->operand_batching_dims.v[i] == d)
@@ -210,7 +202,7 @@ static IrStatus gather_plan(const DevKernelArgs *k, GatherPlan *p)
         return BAD("result rank does not match");
     /* Output batch dims: those not in offset_dims, in order. */
     for (int32_t d = 0, j = 0; d < os->rank; d++) {
-        if (in_list(&g->offset_dims, d))
+        if (ir_list_has(&g->offset_dims, d))
             continue;
         if (os->dims[d] != p->is.size[j])
             return BAD("result batch dims do not match the indices");
@@ -441,7 +433,7 @@ static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
     for (int32_t d = 0; d < in->rank; d++) {
         p->bpos[d] = -1;
         p->opwin[d] = 1;
-        bool ins = in_list(&s->inserted_window_dims, d);
+        bool ins = ir_list_has(&s->inserted_window_dims, d);
         int32_t bi = -1;
         for (int32_t i = 0; i < s->input_batching_dims.n; i++)
             if (s->input_batching_dims.v[i] == d)
@@ -469,7 +461,7 @@ static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
     if (p->nw != s->update_window_dims.n || us->rank != p->nw + p->is.nb)
         return BAD("updates rank does not match");
     for (int32_t d = 0, j = 0; d < us->rank; d++) {
-        if (in_list(&s->update_window_dims, d))
+        if (ir_list_has(&s->update_window_dims, d))
             continue;
         if (us->dims[d] != p->is.size[j])
             return BAD("update scatter dims do not match the indices");
