@@ -8,7 +8,8 @@
  * maximum, minimum, and, or, xor over two scalar parameters) or, for
  * select, a single compare of the two parameters.
  *
- * Fast paths accumulate in a 64-bit "domain" picked from the element type:
+ * Fast paths accumulate in a 64-bit "domain" picked from the element type
+ * (the reducer algebra of reducer.c, shared with the collectives):
  *   floats (f16, bf16, f32, f64) -> double, rounded once at the end;
  *   signed ints -> int64, unsigned -> uint64 (add and multiply wrap in
  *   64 bits; truncating at the end gives the narrow type's wrapped result);
