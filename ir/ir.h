@@ -11,6 +11,8 @@
  *
  * Files of this layer (the header reads as a table of contents):
  *   arena.c     bump allocator, string interning helpers
+ *   strbuf.c    the growable heap string (printers, dumps)
+ *   grow.c      growable heap arrays; membership in lists
  *   diag.c      error records with FILE:LINE:COL, the source line and a caret
  *   types.c     primitive types: names, sizes, classes
  *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
@@ -95,6 +97,54 @@ char *ts_strdup(const char *s);
 /* Fail the Nth allocation from now on (1 = the next one); 0 disables. */
 void ts_fail_alloc_after(long n);
 long ts_alloc_count(void);
+
+/* ------------------------------------------------------------------ */
+/* strbuf.c                                                            */
+/* ------------------------------------------------------------------ */
+
+/* A growable heap string; start from (IrStrBuf){0}. s is NUL-terminated
+ * once anything was appended. The first refused allocation sets oom, and
+ * every later append does nothing, so a printer checks once at the end. */
+typedef struct IrStrBuf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} IrStrBuf;
+
+void ir_sb_putn(IrStrBuf *b, const char *s, size_t k);  /* k bytes of s */
+void ir_sb_puts(IrStrBuf *b, const char *s);
+void ir_sb_printf(IrStrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ir_sb_vprintf(IrStrBuf *b, const char *fmt, va_list ap);
+/* Append a heap string and ts_free it; NULL (its maker ran out of memory)
+ * sets oom. */
+void ir_sb_put_owned(IrStrBuf *b, char *s);
+/* The string (the caller ts_frees it; "" when nothing was appended), or
+ * NULL after an OOM. Either way b is empty again. */
+char *ir_sb_take(IrStrBuf *b);
+void ir_sb_free(IrStrBuf *b);
+
+/* ------------------------------------------------------------------ */
+/* grow.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Make the heap array *slot (a T *, of *cap elements of elem bytes) hold
+ * at least need elements: doubles its capacity (from 8) with ts_realloc.
+ * False on OOM or size overflow, with *slot and *cap unchanged (the caller
+ * still owns and frees the old array). Use IR_GROW, which checks types. */
+bool ir_grow_(void *slot, int64_t *cap, int64_t need, size_t elem);
+/* IR_GROW(p, cap, need): p any T *, cap an int64_t lvalue. The comparison
+ * of &cap with an int64_t * makes the compiler reject another type of cap. */
+#define IR_GROW(p, cap, need) \
+    ((void)sizeof(&(cap) == (int64_t *)0), ir_grow_(&(p), &(cap), (need), sizeof *(p)))
+
+/* The same for an array in arena a: a new block, the first n elements
+ * copied, the old block left behind until the arena goes. */
+bool ir_arena_grow_(IrArena *a, void *slot, int64_t *cap, int64_t n, int64_t need, size_t elem);
+#define IR_ARENA_GROW(a, p, cap, n, need) \
+    ((void)sizeof(&(cap) == (int64_t *)0), ir_arena_grow_((a), &(p), &(cap), (n), (need), sizeof *(p)))
+
+/* Index of s in a NULL-terminated list of strings, -1 if absent or s NULL. */
+int32_t ir_str_index(const char *s, const char *const *list);
 
 /* ------------------------------------------------------------------ */
 /* diag.c                                                              */
@@ -364,6 +414,10 @@ typedef struct IrI64List {
     int64_t *v;
 } IrI64List;
 
+/* grow.c: the position of x in l (-1 if absent), and whether it is there. */
+int32_t ir_list_index(const IrI64List *l, int64_t x);
+bool ir_list_has(const IrI64List *l, int64_t x);
+
 typedef struct IrWindowDim {
     int64_t size, stride, pad_lo, pad_hi, lhs_dilate, rhs_dilate;
     bool reversal;
@@ -580,7 +634,8 @@ typedef struct IrAlias {
 typedef struct IrModule {
     IrArena *arena;
     const char *name;
-    int32_t ncomp, capcomp;
+    int32_t ncomp;
+    int64_t capcomp;
     IrComputation **comp;  /* pointers are stable; order = print order */
     int32_t entry;         /* index of the ENTRY computation, -1 until set */
     int64_t num_partitions;  /* 0 when the header does not say */

@@ -68,7 +68,8 @@ typedef struct Ref {
 
 typedef struct RefVec {
     Ref *v;
-    size_t n, cap;
+    size_t n;
+    int64_t cap;
 } RefVec;
 
 /* ---- attributes ---- */
@@ -103,12 +104,14 @@ typedef enum AttrId {
 
 typedef struct KvVec {
     IrKeyValue *v;
-    int32_t n, cap;
+    int32_t n;
+    int64_t cap;
 } KvVec;
 
 typedef struct SpanVec {
     Span *v;
-    int32_t n, cap;
+    int32_t n;
+    int64_t cap;
 } SpanVec;
 
 typedef struct Parser {
@@ -124,26 +127,34 @@ typedef struct Parser {
     int64_t num_devices; /* num_partitions from the header; 0 unknown */
     bool no_layout;      /* shapes here take no layout (a literal follows) */
     struct ParamUse *params; /* parameter(N) of the current computation */
-    size_t nparams, capparams;
+    size_t nparams;
+    int64_t capparams;
     struct Deferred *defer;   /* instructions written without a shape */
-    size_t ndefer, capdefer;
+    size_t ndefer;
+    int64_t capdefer;
     struct SigCheck *sigs;    /* computation signatures, checked at the end */
-    size_t nsigs, capsigs;
+    size_t nsigs;
+    int64_t capsigs;
     struct InstrCtx *ictx;    /* the instruction being parsed (reused) */
     int32_t *opv;             /* its operand indices (-1: resolved later) */
-    size_t nopv, capopv;
+    size_t nopv;
+    int64_t capopv;
     struct Close *closes;     /* lines that start with '}' (see find_closes) */
     size_t ncloses, nextclose;
     int32_t nasync_sugar;     /* sugared OP-start instructions: wrapped at the end */
     struct InlineBody *bodies; /* inline computations skipped, not read yet */
-    size_t nbodies, capbodies;
+    size_t nbodies;
+    int64_t capbodies;
     int32_t *inl;             /* every inline computation, named at the end */
-    size_t ninl, capinl;
+    size_t ninl;
+    int64_t capinl;
     NameMap inl_next;         /* inline base name -> next suffix to try */
     struct NestedOp *nested;  /* nested operand instructions skipped, not read yet */
-    size_t nnested, capnested;
+    size_t nnested;
+    int64_t capnested;
     int32_t *unnamed;         /* nested instructions of the current computation */
-    size_t nunnamed, capunnamed;
+    size_t nunnamed;
+    int64_t capunnamed;
     int32_t *opnext;          /* per opcode: next suffix for a nested instruction's name */
     int32_t top;              /* the top-level computation being read (or one of its inline ones) */
     int32_t last_top;         /* the last top-level computation read: the entry without ENTRY */
@@ -214,7 +225,7 @@ typedef struct InstrCtx {
 /* Append to a growing vector; false (the lexer's ENOMEM) on OOM. */
 bool prs_push_ref(Parser *P, RefVec *rv, Ref r);      /* a name to resolve later */
 bool prs_push_opv(Parser *P, int32_t idx);            /* an operand of P->ictx */
-bool prs_push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x); /* any int32 vector */
+bool prs_push_i32(Parser *P, int32_t **v, size_t *n, int64_t *cap, int32_t x); /* any int32 vector */
 bool prs_push_kv(Parser *P, IrKeyValue kv);           /* the scratch key/value list */
 /* Copy the scratch key/value list into the arena and clear it. */
 bool prs_take_kvs(Parser *P, IrKeyValue **out, int32_t *n);
