@@ -242,6 +242,23 @@ static IrStatus check_shard(Loader *L, const char *what, int32_t k, const IrShap
     return IR_OK;
 }
 
+/* The shape with the nesting of `like` whose leaves are leaves[*next...]
+ * in order. False on OOM. */
+static bool nest_like(IrArena *a, const IrShape *like, const IrShape *leaves, int32_t *next, IrShape *out)
+{
+    if (like->type != IR_TUPLE) {
+        *out = leaves[(*next)++];
+        return true;
+    }
+    IrShape *el = ir_alloc_array(a, (size_t)(like->ntuple > 0 ? like->ntuple : 1), sizeof(IrShape));
+    if (!el)
+        return false;
+    for (int32_t k = 0; k < like->ntuple; k++)
+        if (!nest_like(a, &like->tuple[k], leaves, next, &el[k]))
+            return false;
+    return ir_shape_make_tuple(a, out, like->ntuple, el) == IR_OK;
+}
+
 static IrStatus load_lines(Loader *L, PlanCluster *c)
 {
     const IrComputation *e = ir_entry(c->spmd);
@@ -376,6 +393,14 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
         return bad(L, 1, "XlaOutputShape has %d leaves, the plan %d outputs", (int)out_shape.ntuple, (int)nout);
     const IrShape *root = &e->instr[e->root].shape;
     bool tuple_root = nout != 1 || root->type == IR_TUPLE;
+    if (ir_shape_leaf_count(root) != nout)
+        return bad(L, 1, "the module's root has %d leaves, the plan %d outputs", (int)ir_shape_leaf_count(root),
+                   (int)nout);
+    /* XlaOutputShape lists the leaves flat; the logical result has the
+     * root's nesting (a tuple inside the result tuple). */
+    int32_t next = 0;
+    if (tuple_root && !nest_like(L->a, root, out_shape.tuple, &next, &out_shape))
+        return nomem(L);
     c->out_shape = tuple_root ? out_shape : out_shape.tuple[0];
     if (!tuple_root)
         c->out_sharding = &c->out_sharding->tuple[0];
