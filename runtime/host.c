@@ -11,6 +11,7 @@
  * calls in the same order, and no broadcast of host values is needed; only
  * rank 0 prints or saves).
  */
+#include <assert.h>
 #include "program.h"
 #include "transport.h"
 
@@ -164,6 +165,9 @@ static IrStatus allgather_results(const HostRun *h, const PlanCluster *c, DevVal
 static IrStatus run_cluster_here(const HostRun *h, const PlanCluster *c, int32_t nopnd, DevValue **operands,
                                  DevValue **out, IrDiag *d)
 {
+    /* the host program was verified with the cluster computation as the
+     * call's to_apply: one operand per cluster parameter */
+    assert(nopnd == c->nparam);
     RtArgs *shards = ts_calloc((size_t)h->nlocal, sizeof *shards);
     DevValue **local = ts_calloc((size_t)h->nlocal, sizeof *local);
     IrStatus st = shards && local ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");

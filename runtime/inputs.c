@@ -10,6 +10,7 @@
  * parameters in order (DESIGN.md). Outputs are the leaves of the root,
  * depth first, as DIR/output_<i>.npy, written all-or-nothing.
  */
+#include <assert.h>
 #include "program.h"
 #include "transport.h"
 
@@ -435,8 +436,12 @@ void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
     for (int32_t k = 0; k < m->nalias; k++) {
         const IrAlias *al = &m->alias[k];
         DevValue *v = result;
-        for (int32_t j = 0; j < al->output_index.n; j++)
+        /* rt_check_aliases proved every index in range */
+        assert(al->param_number >= 0 && al->param_number < ir_entry(m)->nparam);
+        for (int32_t j = 0; j < al->output_index.n; j++) {
+            assert(v->shape.type == IR_TUPLE && al->output_index.v[j] < v->nelems);
             v = v->elems[al->output_index.v[j]];
+        }
         DevValue *moved = dev_value_ref(v);
         dev_value_unref(args[al->param_number]);
         args[al->param_number] = moved;
