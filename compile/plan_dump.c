@@ -168,17 +168,6 @@ static void jcluster_source(json_t *c, const CluCluster *cc)
     json_object_set_new(c, "values_out", out);
 }
 
-static const char *place_name(CluPlace p)
-{
-    switch (p) {
-    case CLU_HOST_OP: return "host-op";
-    case CLU_HOST_FLOW: return "host-control-flow";
-    case CLU_HOST_GLUE: return "host-glue";
-    case CLU_CONST: return "constant";
-    default: return "device";
-    }
-}
-
 static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res)
 {
     const Plan *p = plans[0];
@@ -215,7 +204,7 @@ static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res
             json_t *e = json_object();
             json_object_set_new(e, "computation", json_string(res->host[k].comp));
             json_object_set_new(e, "name", json_string(res->host[k].name));
-            json_object_set_new(e, "kind", json_string(place_name(res->host[k].place)));
+            json_object_set_new(e, "kind", json_string(compile_place_name(res->host[k].place)));
             json_array_append_new(h, e);
         }
         for (int32_t k = 0; k < res->ncuts; k++) {
@@ -406,7 +395,7 @@ static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res
     if (res) {
         outf(&o, "host instructions:\n");
         for (int32_t k = 0; k < res->nhost; k++)
-            outf(&o, "  %s/%s %s\n", res->host[k].comp, res->host[k].name, place_name(res->host[k].place));
+            outf(&o, "  %s/%s %s\n", res->host[k].comp, res->host[k].name, compile_place_name(res->host[k].place));
         outf(&o, "values cut between host and devices:\n");
         for (int32_t k = 0; k < res->ncuts; k++) {
             char from[32], to[32];

@@ -74,13 +74,6 @@ static int run_compile(const CliOptions *o)
     int rc = cli_prepare(o, o->pos[0], &p);
     if (rc != CLI_OK)
         return rc;
-    if (p.r.prog.host) {
-        cli_program_free(&p);
-        fprintf(stderr, "tessel: error: %s has host work (%s): plan files hold one device program; run the "
-                "model itself (`tessel run MODEL.hlo`), or see its clusters with `tessel plan`\n", o->pos[0],
-                "tessel_print, tessel_save or _xla_compute_type=\"host\"");
-        return CLI_USAGE;
-    }
     rc = cli_replan(o, &p);
     if (rc == CLI_OK) {
         char *text = compile_plan_file_text(&p.r);

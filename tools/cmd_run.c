@@ -378,7 +378,7 @@ static int run_mpi_program(const CliOptions *o, double *t, RtTransport *tr, cons
     DevValue *result = NULL;
     if (st == IR_OK) {
         RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
-        st = rt_bind_inputs(p->reference, &bo, &args, d);
+        st = rt_bind_inputs(p->reference ? p->reference : p->r.prog.host, &bo, &args, d);
     }
     t[2] = cli_now();
     int rc = agree_before_run(tr, st, d);
@@ -387,7 +387,7 @@ static int run_mpi_program(const CliOptions *o, double *t, RtTransport *tr, cons
         rt_mpi_finalize(tr);
         return rc;
     }
-    st = rt_run_program_mpi(&p->r.prog, &args, tr, (int64_t)rank * l, l, &result, d);
+    st = rt_run_program_mpi(&p->r.prog, &args, o->steps, tr, (int64_t)rank * l, l, &result, d);
     t[3] = cli_now();
     if (st != IR_OK)
         abort_job(tr, d); /* the other ranks may be waiting in a collective */
@@ -448,9 +448,6 @@ static int run_mpi(const CliOptions *o, double *t)
     int64_t l = 0;
     st = cli_prepare_diag(o, o->pos[0], &p, &d);
     t[1] = cli_now();
-    if (st == IR_OK && (p.r.prog.host != NULL) && o->steps > 1)
-        st = ir_error(&d, IR_EUNSUPPORTED, o->pos[0], NULL, (IrPos){0, 0},
-                      "--steps is not supported for modules with host work");
     if (st == IR_OK) {
         int64_t ndev = (p.r.prog.host != NULL) ? p.r.prog.num_partitions * p.r.prog.num_replicas
                                   : p.r.prog.num_partitions * p.r.prog.num_replicas;
@@ -525,16 +522,14 @@ done:
  * device cluster, partitioned on its own, on the N x R in-process devices. */
 static int run_program(const CliOptions *o, const CliProgram *p, double *t)
 {
-    if (o->steps > 1)
-        return cli_usage_error(&cli_cmd_run, "--steps is not supported for modules with host work");
     RtArgs args = {0};
     DevValue *result = NULL;
     IrDiag d = {0};
     RtBindOptions bo = {o->ninputs, o->inputs, o->random, o->seed};
-    IrStatus st = rt_bind_inputs(p->reference, &bo, &args, &d);
+    IrStatus st = rt_bind_inputs(p->reference ? p->reference : p->r.prog.host, &bo, &args, &d);
     t[2] = cli_now();
     if (st == IR_OK)
-        st = rt_run_program_local(&p->r.prog, &args, &result, &d);
+        st = rt_run_program_local(&p->r.prog, &args, o->steps, &result, &d);
     t[3] = cli_now();
     if (st == IR_OK)
         st = write_or_print(o, result, NULL, &d);

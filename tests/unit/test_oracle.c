@@ -209,7 +209,7 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             check_expectations(name, text, res.prog.cluster[k].spmd);
     if (res.prog.host)
         check_cluster_count(name, text, res.prog.ncluster);
-    if (rt_run_program_local(&res.prog, &args, &got, &d) == IR_OK) {
+    if (rt_run_program_local(&res.prog, &args, 1, &got, &d) == IR_OK) {
         char *why = NULL;
         if (rt_values_match(ref, got, &why))
             rc = 0;
