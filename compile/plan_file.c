@@ -11,12 +11,22 @@
  *   // TesselInputSharding 0 {devices=[2,1]0,1}
  *   // TesselInputSharding 1 {replicated}
  *   // TesselOutputSharding 0 {replicated}
+ *   // TesselCollective all-reduce all-reduce 256 {{0,1}}
+ *   // TesselSource HloModule mlp, ...          (the logical module)
  *   // TesselEnd
  *
- * Loading trusts nothing: the module is parsed and verified; every line is
- * checked; the per-device shape of each input and output under its sharding
- * must be exactly what the SPMD module's parameters and root say; a
- * missing TesselEnd means a truncated file.
+ * A host program's plan holds several modules (each starts at a line
+ * beginning with "HloModule "): the host program with its // TesselHost
+ * lines (what cluster/ decided, CluResult), then each cluster's SPMD module
+ * with the lines above and // TesselClusterPlan K NAME (docs/plan.md).
+ *
+ * Loading trusts nothing: every module is parsed and verified; every line
+ * is checked, every list against its count; the per-device shape of each
+ * input and output under its sharding must be exactly what the SPMD
+ * module's parameters and root say; each cluster call of the host program
+ * must fit its cluster's plan; a missing TesselEnd or TesselHostEnd, or
+ * fewer cluster modules than the TesselHost line says, means a truncated
+ * file. Diagnostics name the lines of the whole file.
  */
 #include "compile.h"
 
