@@ -196,12 +196,15 @@ static void put_host_lines(Buf *b, const CompileResult *r)
 {
     const CluResult *res = &r->res;
     const IrModule *h = r->prog.host;
+    /* Without clusters no plan fixed the devices per host. */
+    int64_t hosts = r->prog.hosts > 0 ? r->prog.hosts : 1;
+    int64_t local = r->prog.local_devices > 0 ? r->prog.local_devices
+                                              : r->prog.num_partitions * r->prog.num_replicas / hosts;
     putf(b,
          "// TesselHost version=%d clusters=%d partitions=%lld replicas=%lld hosts=%lld local_devices=%lld "
          "host_instrs=%d cuts=%d\n",
          HOST_PLAN_VERSION, (int)r->prog.ncluster, (long long)r->prog.num_partitions,
-         (long long)r->prog.num_replicas, (long long)r->prog.hosts, (long long)r->prog.local_devices,
-         (int)res->nhost, (int)res->ncuts);
+         (long long)r->prog.num_replicas, (long long)hosts, (long long)local, (int)res->nhost, (int)res->ncuts);
     for (int32_t k = 0; k < res->nhost; k++) {
         const char *w[] = {res->host[k].comp, res->host[k].name, compile_place_name(res->host[k].place)};
         put(b, "// TesselHostInstr");
