@@ -157,9 +157,6 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     else if (o->ninfeeds)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "infeed files feed one device: under mpirun every host would read the feed");
-    else if (prog->host && o->steps > 1)
-        st = ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                      "--steps is not supported for modules with host work");
     else if (prog->host) {
         RtBindOptions bo = api_bind_options(o);
         st = rt_bind_inputs(prog->host, &bo, &args, &id);
@@ -171,7 +168,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {
-        if (rt_run_program_mpi(prog, &args, t, first, l, &result, &id) != IR_OK)
+        if (rt_run_program_mpi(prog, &args, o->steps, t, first, l, &result, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (rank != 0) {

@@ -102,11 +102,8 @@ static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t
     RtArgs args = {0};
     IrStatus st = rt_bind_inputs(p->r.prog.host, &bo, &args, d);
     t[1] = now();
-    if (st == IR_OK && o->steps > 1)
-        st = ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                      "--steps is not supported for modules with host work");
     if (st == IR_OK)
-        st = rt_run_program_local(&p->r.prog, &args, result, d);
+        st = rt_run_program_local(&p->r.prog, &args, o->steps, result, d);
     rt_args_free(&args);
     return st;
 }

@@ -184,7 +184,7 @@ static int run_from_plan(const char *name, int n, int r, const CompileResult *re
     int rc = 1;
     DevValue *got = NULL;
     if (compile_plan_load(name, text, strlen(text), 0, &back, d) == IR_OK) {
-        if (rt_run_program_local(&back.prog, args, &got, d) == IR_OK) {
+        if (rt_run_program_local(&back.prog, args, 1, &got, d) == IR_OK) {
             char *why = NULL;
             if (rt_values_match(ref, got, &why))
                 rc = 0;
@@ -239,7 +239,7 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             check_expectations(name, text, res.prog.cluster[k].spmd);
     if (res.prog.host)
         check_cluster_count(name, text, res.prog.ncluster);
-    if (rt_run_program_local(&res.prog, &args, &got, &d) == IR_OK) {
+    if (rt_run_program_local(&res.prog, &args, 1, &got, &d) == IR_OK) {
         char *why = NULL;
         if (rt_values_match(ref, got, &why))
             rc = 0;
