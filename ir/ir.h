@@ -340,6 +340,62 @@ bool ir_op_is_elementwise(IrOpcode op); /* unary/binary/ternary kinds */
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 
+/* Attributes, generated from hlo_attrs.def (see there for the forms and
+ * the uses). The parser reads which ops take which and how to read each
+ * value from these tables, the printer which to print, in which order. */
+typedef enum IrAttrId {
+#define ATTR(id, name, form, field, extra) A_##id,
+#include "hlo_attrs.def"
+    A_COUNT,
+    A_FIRST_KEPT = A_PARAM_REPL /* the KEEP attributes: A_FIRST_KEPT and every id after it */
+} IrAttrId;
+
+typedef enum IrAttrForm {
+    IR_AF_INT, IR_AF_COUNT, IR_AF_INTS, IR_AF_BOOL, IR_AF_STR, IR_AF_WORD, IR_AF_RAW, IR_AF_INNER,
+    IR_AF_KEEP, IR_AF_CALLEE, IR_AF_CALLEES, IR_AF_SPECIAL,
+} IrAttrForm;
+
+/* The words a WORD attribute takes, NULL-terminated; `expected` is the
+ * diagnostic text when another is written. */
+typedef struct IrAttrWords {
+    const char *expected;
+    const char *const *w;
+} IrAttrWords;
+
+typedef struct IrAttrInfo {
+    const char *name;
+    IrAttrForm form;
+    size_t field;               /* offsetof the IrAttrs member, for the generic forms */
+    bool has_flag;              /* `has` is the offset of the bool set when written */
+    size_t has;
+    const IrAttrWords *words;   /* IR_AF_WORD */
+} IrAttrInfo;
+
+/* How an op uses an attribute (P, S, N, R in hlo_attrs.def). */
+typedef enum IrAttrMode {
+    IR_AM_ALWAYS,   /* printed always */
+    IR_AM_SET,      /* printed when set */
+    IR_AM_NONEMPTY, /* printed when the list is non-empty */
+    IR_AM_READ,     /* read; printed elsewhere or not at all */
+} IrAttrMode;
+
+typedef struct IrAttrUse {
+    IrAttrId id;
+    IrAttrMode mode;
+} IrAttrUse;
+
+/* The row of attribute `id` (< A_COUNT). */
+const IrAttrInfo *ir_attr_info(IrAttrId id);
+/* Lookup by text name, aliases included; A_COUNT if unknown. */
+IrAttrId ir_attr_from_name(const char *s, size_t n);
+/* The attributes of `op` in printing order, then {A_COUNT}; the generic
+ * attributes every op takes are not in it (ir_attr_generic). */
+const IrAttrUse *ir_op_attrs(IrOpcode op);
+/* The attributes every op takes, in printing order, then {A_COUNT}. */
+const IrAttrUse *ir_attr_generic(void);
+/* Does `op` take attribute `id` (a generic one or one of its own)? */
+bool ir_attr_applies(IrAttrId id, IrOpcode op);
+
 /* ------------------------------------------------------------------ */
 /* sharding.c                                                          */
 /* ------------------------------------------------------------------ */
