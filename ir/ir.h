@@ -18,7 +18,8 @@
  *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
  *   shape.c     shapes: element counts with overflow checks, equality, text
  *   module.c    building modules: computations, instructions, lookup
- *   ops.c       opcode tables generated from hlo_ops.def
+ *   ops.c       opcode and attribute tables generated from hlo_ops.def and
+ *               hlo_attrs.def (which ops take which attribute, in print order)
  *   lex.c       the HLO text lexer
  *   parse.c     the HLO text parser: modules, computations, instructions,
  *               operands, the entry points; its parts (parse_internal.h):

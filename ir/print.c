@@ -37,94 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ */
-/* a growable heap string                                              */
-/* ------------------------------------------------------------------ */
-
-typedef struct Buf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} Buf;
-
-static void put_n(Buf *b, const char *s, size_t k)
-{
-    if (b->oom)
-        return;
-    if (b->n + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + k + 1) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *ns = ts_realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, k);
-    b->n += k;
-    b->s[b->n] = 0;
-}
-
-static void put(Buf *b, const char *s)
-{
-    put_n(b, s, strlen(s));
-}
-
-static void putf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void putf(Buf *b, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-        b->oom = true;
-        return;
-    }
-    if ((size_t)k < sizeof tmp) {
-        put_n(b, tmp, (size_t)k);
-        return;
-    }
-    char *big = ts_malloc((size_t)k + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)k + 1, fmt, ap);
-    va_end(ap);
-    put_n(b, big, (size_t)k);
-    ts_free(big);
-}
-
-/* Hand the string to the caller, or NULL (and free) on OOM. */
-static char *finish(Buf *b)
-{
-    if (b->oom || !b->s) {
-        ts_free(b->s);
-        if (b->oom)
-            return NULL;
-        char *e = ts_malloc(1);
-        if (e)
-            e[0] = 0;
-        return e;
-    }
-    return b->s;
-}
-
 /* Decimal without printf: this runs for every dimension of every shape
  * and every number of every instruction. Same text as "%lld". */
-static void put_i64(Buf *b, int64_t v)
+static void put_i64(IrStrBuf *b, int64_t v)
 {
     char tmp[24];
     char *e = tmp + sizeof tmp, *p = e;
@@ -135,84 +50,84 @@ static void put_i64(Buf *b, int64_t v)
     } while (u);
     if (v < 0)
         *--p = '-';
-    put_n(b, p, (size_t)(e - p));
+    ir_sb_putn(b, p, (size_t)(e - p));
 }
 
 /* "{1,2,3}" as XLA joins dimension lists. */
-static void put_list(Buf *b, const IrI64List *l)
+static void put_list(IrStrBuf *b, const IrI64List *l)
 {
-    put(b, "{");
+    ir_sb_puts(b, "{");
     for (int32_t i = 0; i < l->n; i++) {
         if (i)
-            put(b, ",");
+            ir_sb_puts(b, ",");
         put_i64(b, l->v[i]);
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 /* The text of ir_shape_str (shape.c), written straight into b:
  * "f32[8,16]{1,0}", tuples "(f32[2], s32[])". */
-static void put_shape(Buf *b, const IrShape *s, bool with_layout)
+static void put_shape(IrStrBuf *b, const IrShape *s, bool with_layout)
 {
     if (s->type == IR_TUPLE) {
-        put_n(b, "(", 1);
+        ir_sb_putn(b, "(", 1);
         for (int32_t i = 0; i < s->ntuple; i++) {
             if (i)
-                put_n(b, ", ", 2);
+                ir_sb_putn(b, ", ", 2);
             put_shape(b, &s->tuple[i], with_layout);
         }
-        put_n(b, ")", 1);
+        ir_sb_putn(b, ")", 1);
         return;
     }
-    put(b, ir_type_name(s->type));
-    put_n(b, "[", 1);
+    ir_sb_puts(b, ir_type_name(s->type));
+    ir_sb_putn(b, "[", 1);
     for (int32_t i = 0; i < s->rank; i++) {
         if (i)
-            put_n(b, ",", 1);
+            ir_sb_putn(b, ",", 1);
         if (ir_shape_dim_dynamic(s, i)) {
             if (s->dims[i] == IR_DIM_UNBOUNDED) {
-                put_n(b, "?", 1);
+                ir_sb_putn(b, "?", 1);
                 continue;
             }
-            put_n(b, "<=", 2);
+            ir_sb_putn(b, "<=", 2);
         }
         put_i64(b, s->dims[i]);
     }
-    put_n(b, "]", 1);
+    ir_sb_putn(b, "]", 1);
     if (with_layout && s->has_layout && s->type != IR_TOKEN) {
-        put_n(b, "{", 1);
+        ir_sb_putn(b, "{", 1);
         for (int32_t i = 0; i < s->rank && s->minor_to_major; i++) {
             if (i)
-                put_n(b, ",", 1);
+                ir_sb_putn(b, ",", 1);
             put_i64(b, s->minor_to_major[i]);
         }
         if (s->layout_tail) {
-            put_n(b, ":", 1);
-            put(b, s->layout_tail);
+            ir_sb_putn(b, ":", 1);
+            ir_sb_puts(b, s->layout_tail);
         }
-        put_n(b, "}", 1);
+        ir_sb_putn(b, "}", 1);
     }
 }
 
 /* A C-escaped string in double quotes, as XLA's CEscape writes it. */
-static void put_quoted(Buf *b, const char *s)
+static void put_quoted(IrStrBuf *b, const char *s)
 {
-    put(b, "\"");
+    ir_sb_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': put(b, "\\\""); break;
-        case '\\': put(b, "\\\\"); break;
-        case '\n': put(b, "\\n"); break;
-        case '\t': put(b, "\\t"); break;
-        case '\r': put(b, "\\r"); break;
+        case '"': ir_sb_puts(b, "\\\""); break;
+        case '\\': ir_sb_puts(b, "\\\\"); break;
+        case '\n': ir_sb_puts(b, "\\n"); break;
+        case '\t': ir_sb_puts(b, "\\t"); break;
+        case '\r': ir_sb_puts(b, "\\r"); break;
         default:
             if (*p < 0x20 || *p == 0x7f)
-                putf(b, "\\%03o", *p);
+                ir_sb_printf(b, "\\%03o", *p);
             else
-                put_n(b, (const char *)p, 1);
+                ir_sb_putn(b, (const char *)p, 1);
         }
     }
-    put(b, "\"");
+    ir_sb_puts(b, "\"");
 }
 
 /* ------------------------------------------------------------------ */
@@ -254,11 +169,11 @@ static bool bare_ok(const char *s)
     return true;
 }
 
-static void put_name(Buf *b, const char *s)
+static void put_name(IrStrBuf *b, const char *s)
 {
     if (!bare_ok(s))
-        put(b, "%");
-    put(b, s ? s : "");
+        ir_sb_puts(b, "%");
+    ir_sb_puts(b, s ? s : "");
 }
 
 /* ------------------------------------------------------------------ */
@@ -298,18 +213,18 @@ static float bf16_to_float(uint16_t h)
 /* Floats with enough digits to read back exactly: %.9g for f32 (and the
  * f32 value of f16/bf16), %.17g for f64; inf, -inf and nan spelled as XLA
  * spells them. */
-static void put_float(Buf *b, double v, bool is_f64)
+static void put_float(IrStrBuf *b, double v, bool is_f64)
 {
     if (isnan(v))
-        put(b, signbit(v) ? "-nan" : "nan"); /* as XLA prints it; the parser keeps the sign */
+        ir_sb_puts(b, signbit(v) ? "-nan" : "nan"); /* as XLA prints it; the parser keeps the sign */
     else if (isinf(v))
-        put(b, v < 0 ? "-inf" : "inf");
+        ir_sb_puts(b, v < 0 ? "-inf" : "inf");
     else
-        putf(b, is_f64 ? "%.17g" : "%.9g", v);
+        ir_sb_printf(b, is_f64 ? "%.17g" : "%.9g", v);
 }
 
 /* One element of type t at p. */
-static void put_element(Buf *b, IrType t, const uint8_t *p)
+static void put_element(IrStrBuf *b, IrType t, const uint8_t *p)
 {
     union {
         int8_t i8; int16_t i16; int32_t i32; int64_t i64;
@@ -318,32 +233,32 @@ static void put_element(Buf *b, IrType t, const uint8_t *p)
     } u;
     memcpy(&u, p, ir_type_size(t));
     switch (t) {
-    case IR_PRED: put(b, u.u8 ? "true" : "false"); break;
+    case IR_PRED: ir_sb_puts(b, u.u8 ? "true" : "false"); break;
     case IR_S8: put_i64(b, u.i8); break;
     case IR_S16: put_i64(b, u.i16); break;
     case IR_S32: put_i64(b, u.i32); break;
     case IR_S64: put_i64(b, u.i64); break;
-    case IR_U8: putf(b, "%u", (unsigned)u.u8); break;
-    case IR_U16: putf(b, "%u", (unsigned)u.u16); break;
-    case IR_U32: putf(b, "%lu", (unsigned long)u.u32); break;
-    case IR_U64: putf(b, "%llu", (unsigned long long)u.u64); break;
+    case IR_U8: ir_sb_printf(b, "%u", (unsigned)u.u8); break;
+    case IR_U16: ir_sb_printf(b, "%u", (unsigned)u.u16); break;
+    case IR_U32: ir_sb_printf(b, "%lu", (unsigned long)u.u32); break;
+    case IR_U64: ir_sb_printf(b, "%llu", (unsigned long long)u.u64); break;
     case IR_F16: put_float(b, half_to_float(u.u16), false); break;
     case IR_BF16: put_float(b, bf16_to_float(u.u16), false); break;
     case IR_F32: put_float(b, u.f32, false); break;
     case IR_F64: put_float(b, u.f64, true); break;
     case IR_C64:
-        put(b, "(");
+        ir_sb_puts(b, "(");
         put_float(b, u.c64[0], false);
-        put(b, ", ");
+        ir_sb_puts(b, ", ");
         put_float(b, u.c64[1], false);
-        put(b, ")");
+        ir_sb_puts(b, ")");
         break;
     case IR_C128:
-        put(b, "(");
+        ir_sb_puts(b, "(");
         put_float(b, u.c128[0], true);
-        put(b, ", ");
+        ir_sb_puts(b, ", ");
         put_float(b, u.c128[1], true);
-        put(b, ")");
+        ir_sb_puts(b, ")");
         break;
     default:
         /* XLA prints s2/s4 and u2/u4 as integers and the f8/f4 kinds as
@@ -353,7 +268,7 @@ static void put_element(Buf *b, IrType t, const uint8_t *p)
         if (ir_type_is_signed_int(t))
             put_i64(b, u.i8);
         else if (ir_type_is_unsigned_int(t))
-            putf(b, "%u", (unsigned)u.u8);
+            ir_sb_printf(b, "%u", (unsigned)u.u8);
         else if (ir_type_is_lowp_float(t))
             put_float(b, ir_lowp_to_double(t, u.u8), true);
         break;
@@ -364,44 +279,44 @@ static void put_element(Buf *b, IrType t, const uint8_t *p)
  *   rank 1: {1, 2, 3}        rank 2: { {1, 2}, {3, 4} }
  * (the outer levels put a space inside their braces, as in XLA's one-line
  * form; an empty level is {}). */
-static void put_array_level(Buf *b, const IrShape *s, int32_t dim, const uint8_t **p)
+static void put_array_level(IrStrBuf *b, const IrShape *s, int32_t dim, const uint8_t **p)
 {
     size_t es = ir_type_size(s->type);
     int64_t n = s->dims[dim];
     if (dim == s->rank - 1) {
-        put(b, "{");
+        ir_sb_puts(b, "{");
         for (int64_t i = 0; i < n && !b->oom; i++) {
             if (i)
-                put(b, ", ");
+                ir_sb_puts(b, ", ");
             put_element(b, s->type, *p);
             *p += es;
         }
-        put(b, "}");
+        ir_sb_puts(b, "}");
         return;
     }
     if (n == 0) {
-        put(b, "{}");
+        ir_sb_puts(b, "{}");
         return;
     }
-    put(b, "{ ");
+    ir_sb_puts(b, "{ ");
     for (int64_t i = 0; i < n && !b->oom; i++) {
         if (i)
-            put(b, ", ");
+            ir_sb_puts(b, ", ");
         put_array_level(b, s, dim + 1, p);
     }
-    put(b, " }");
+    ir_sb_puts(b, " }");
 }
 
-static void put_literal(Buf *b, const IrShape *s, const uint8_t **p)
+static void put_literal(IrStrBuf *b, const IrShape *s, const uint8_t **p)
 {
     if (s->type == IR_TUPLE) {
-        put(b, "(");
+        ir_sb_puts(b, "(");
         for (int32_t i = 0; i < s->ntuple; i++) {
             if (i)
-                put(b, ", ");
+                ir_sb_puts(b, ", ");
             put_literal(b, &s->tuple[i], p);
         }
-        put(b, ")");
+        ir_sb_puts(b, ")");
         return;
     }
     if (!ir_type_is_array(s->type))
@@ -419,22 +334,22 @@ static void put_literal(Buf *b, const IrShape *s, const uint8_t **p)
  * string, or NULL on OOM. */
 char *ir_literal_str(const IrShape *shape, const uint8_t *data)
 {
-    Buf b = {0};
+    IrStrBuf b = {0};
     const uint8_t *p = data;
     if (!data && ir_shape_bytes(shape) > 0)
-        put(&b, "{...}");
+        ir_sb_puts(&b, "{...}");
     else
         put_literal(&b, shape, &p);
-    return finish(&b);
+    return ir_sb_take(&b);
 }
 
 /* ------------------------------------------------------------------ */
 /* attribute values                                                    */
 /* ------------------------------------------------------------------ */
 
-static void put_attr_list(Buf *b, const char *key, const IrI64List *l)
+static void put_attr_list(IrStrBuf *b, const char *key, const IrI64List *l)
 {
-    putf(b, ", %s=", key);
+    ir_sb_printf(b, ", %s=", key);
     put_list(b, l);
 }
 
@@ -445,7 +360,7 @@ static int64_t one_if_zero(int64_t v)
 
 /* window_util::ToString: size always; the rest only when not default.
  * "size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=.. rhs_dilate=.. rhs_reversal=0x1" */
-static void put_window(Buf *b, const IrWindow *w)
+static void put_window(IrStrBuf *b, const IrWindow *w)
 {
     bool stride = false, pad = false, ld = false, rd = false, rev = false;
     for (int32_t i = 0; i < w->rank; i++) {
@@ -456,40 +371,40 @@ static void put_window(Buf *b, const IrWindow *w)
         rd |= one_if_zero(d->rhs_dilate) != 1;
         rev |= d->reversal;
     }
-    put(b, ", window={size=");
+    ir_sb_puts(b, ", window={size=");
     for (int32_t i = 0; i < w->rank; i++)
-        putf(b, i ? "x%lld" : "%lld", (long long)w->dim[i].size);
+        ir_sb_printf(b, i ? "x%lld" : "%lld", (long long)w->dim[i].size);
     if (stride) {
-        put(b, " stride=");
+        ir_sb_puts(b, " stride=");
         for (int32_t i = 0; i < w->rank; i++)
-            putf(b, i ? "x%lld" : "%lld", (long long)one_if_zero(w->dim[i].stride));
+            ir_sb_printf(b, i ? "x%lld" : "%lld", (long long)one_if_zero(w->dim[i].stride));
     }
     if (pad) {
-        put(b, " pad=");
+        ir_sb_puts(b, " pad=");
         for (int32_t i = 0; i < w->rank; i++)
-            putf(b, i ? "x%lld_%lld" : "%lld_%lld", (long long)w->dim[i].pad_lo,
+            ir_sb_printf(b, i ? "x%lld_%lld" : "%lld_%lld", (long long)w->dim[i].pad_lo,
                  (long long)w->dim[i].pad_hi);
     }
     if (ld) {
-        put(b, " lhs_dilate=");
+        ir_sb_puts(b, " lhs_dilate=");
         for (int32_t i = 0; i < w->rank; i++)
-            putf(b, i ? "x%lld" : "%lld", (long long)one_if_zero(w->dim[i].lhs_dilate));
+            ir_sb_printf(b, i ? "x%lld" : "%lld", (long long)one_if_zero(w->dim[i].lhs_dilate));
     }
     if (rd) {
-        put(b, " rhs_dilate=");
+        ir_sb_puts(b, " rhs_dilate=");
         for (int32_t i = 0; i < w->rank; i++)
-            putf(b, i ? "x%lld" : "%lld", (long long)one_if_zero(w->dim[i].rhs_dilate));
+            ir_sb_printf(b, i ? "x%lld" : "%lld", (long long)one_if_zero(w->dim[i].rhs_dilate));
     }
     if (rev) {
-        put(b, " rhs_reversal=");
+        ir_sb_puts(b, " rhs_reversal=");
         for (int32_t i = 0; i < w->rank; i++)
-            putf(b, i ? "x%d" : "%d", w->dim[i].reversal ? 1 : 0);
+            ir_sb_printf(b, i ? "x%d" : "%d", w->dim[i].reversal ? 1 : 0);
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 /* One side of dim_labels: 'b'/'f' (or 'i'/'o'), spatial digits in order. */
-static void put_labels(Buf *b, int32_t nsp, int64_t d0, char c0, int64_t d1, char c1,
+static void put_labels(IrStrBuf *b, int32_t nsp, int64_t d0, char c0, int64_t d1, char c1,
                        const int64_t *sp)
 {
     int32_t rank = nsp + 2;
@@ -505,107 +420,107 @@ static void put_labels(Buf *b, int32_t nsp, int64_t d0, char c0, int64_t d1, cha
     for (int32_t i = 0; i < nsp; i++)
         if (sp[i] >= 0 && sp[i] < rank)
             s[sp[i]] = (char)(i < 10 ? '0' + i : 'a' + i - 10);
-    put(b, s);
+    ir_sb_puts(b, s);
 }
 
-static void put_dim_labels(Buf *b, const IrConvDnums *c)
+static void put_dim_labels(IrStrBuf *b, const IrConvDnums *c)
 {
-    put(b, ", dim_labels=");
+    ir_sb_puts(b, ", dim_labels=");
     put_labels(b, c->nspatial, c->in_batch, 'b', c->in_feature, 'f', c->in_spatial);
-    put(b, "_");
+    ir_sb_puts(b, "_");
     put_labels(b, c->nspatial, c->k_in_feature, 'i', c->k_out_feature, 'o', c->k_spatial);
-    put(b, "->");
+    ir_sb_puts(b, "->");
     put_labels(b, c->nspatial, c->out_batch, 'b', c->out_feature, 'f', c->out_spatial);
 }
 
 /* operand_precision={HIGH,DEFAULT}: the raw text may be kept with or
  * without the attribute name and braces. */
-static void put_precision(Buf *b, const char *raw)
+static void put_precision(IrStrBuf *b, const char *raw)
 {
     if (!raw || !*raw)
         return;
     if (strncmp(raw, "operand_precision", 17) == 0) {
-        put(b, ", ");
-        put(b, raw);
+        ir_sb_puts(b, ", ");
+        ir_sb_puts(b, raw);
     } else if (raw[0] == '{') {
-        put(b, ", operand_precision=");
-        put(b, raw);
+        ir_sb_puts(b, ", operand_precision=");
+        ir_sb_puts(b, raw);
     } else {
-        put(b, ", operand_precision={");
-        put(b, raw);
-        put(b, "}");
+        ir_sb_puts(b, ", operand_precision={");
+        ir_sb_puts(b, raw);
+        ir_sb_puts(b, "}");
     }
 }
 
-static void put_padding(Buf *b, const IrAttrs *a)
+static void put_padding(IrStrBuf *b, const IrAttrs *a)
 {
     bool interior = false;
     for (int32_t i = 0; i < a->pad_interior.n; i++)
         interior |= a->pad_interior.v[i] != 0;
-    put(b, ", padding=");
+    ir_sb_puts(b, ", padding=");
     for (int32_t i = 0; i < a->pad_lo.n; i++) {
         if (i)
-            put(b, "x");
-        putf(b, "%lld_%lld", (long long)a->pad_lo.v[i],
+            ir_sb_puts(b, "x");
+        ir_sb_printf(b, "%lld_%lld", (long long)a->pad_lo.v[i],
              (long long)(i < a->pad_hi.n ? a->pad_hi.v[i] : 0));
         if (interior)
-            putf(b, "_%lld", (long long)(i < a->pad_interior.n ? a->pad_interior.v[i] : 0));
+            ir_sb_printf(b, "_%lld", (long long)(i < a->pad_interior.n ? a->pad_interior.v[i] : 0));
     }
 }
 
 /* slice={[0:4], [2:8]}; strides are shown only when one is not 1. */
-static void put_slice(Buf *b, const IrAttrs *a)
+static void put_slice(IrStrBuf *b, const IrAttrs *a)
 {
     bool strides = false;
     for (int32_t i = 0; i < a->slice_stride.n; i++)
         strides |= a->slice_stride.v[i] != 1;
-    put(b, ", slice={");
+    ir_sb_puts(b, ", slice={");
     for (int32_t i = 0; i < a->slice_start.n; i++) {
         if (i)
-            put(b, ", ");
-        putf(b, "[%lld:%lld", (long long)a->slice_start.v[i],
+            ir_sb_puts(b, ", ");
+        ir_sb_printf(b, "[%lld:%lld", (long long)a->slice_start.v[i],
              (long long)(i < a->slice_limit.n ? a->slice_limit.v[i] : 0));
         if (strides)
-            putf(b, ":%lld", (long long)(i < a->slice_stride.n ? a->slice_stride.v[i] : 1));
-        put(b, "]");
+            ir_sb_printf(b, ":%lld", (long long)(i < a->slice_stride.n ? a->slice_stride.v[i] : 1));
+        ir_sb_puts(b, "]");
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 /* replica_groups={{0,1},{2,3}}, or the iota form [2,2]<=[4] and
  * [2,2]<=[2,2]T(1,0) as it was written. */
-static void put_replica_groups(Buf *b, const IrReplicaGroups *g)
+static void put_replica_groups(IrStrBuf *b, const IrReplicaGroups *g)
 {
-    put(b, ", replica_groups=");
+    ir_sb_puts(b, ", replica_groups=");
     if (g->iota && g->iota_shape.n > 0) {
-        put(b, "[");
+        ir_sb_puts(b, "[");
         for (int32_t i = 0; i < g->iota_shape.n; i++)
-            putf(b, i ? ",%lld" : "%lld", (long long)g->iota_shape.v[i]);
-        put(b, "]<=[");
+            ir_sb_printf(b, i ? ",%lld" : "%lld", (long long)g->iota_shape.v[i]);
+        ir_sb_puts(b, "]<=[");
         for (int32_t i = 0; i < g->iota_reshape.n; i++)
-            putf(b, i ? ",%lld" : "%lld", (long long)g->iota_reshape.v[i]);
-        put(b, "]");
+            ir_sb_printf(b, i ? ",%lld" : "%lld", (long long)g->iota_reshape.v[i]);
+        ir_sb_puts(b, "]");
         if (g->niota_perm > 0 && g->iota_perm) {
-            put(b, "T(");
+            ir_sb_puts(b, "T(");
             for (int32_t i = 0; i < g->niota_perm; i++)
-                putf(b, i ? ",%d" : "%d", (int)g->iota_perm[i]);
-            put(b, ")");
+                ir_sb_printf(b, i ? ",%d" : "%d", (int)g->iota_perm[i]);
+            ir_sb_puts(b, ")");
         }
         return;
     }
-    put(b, "{");
+    ir_sb_puts(b, "{");
     for (int32_t i = 0; i < g->ngroups; i++) {
         if (i)
-            put(b, ",");
-        put(b, "{");
+            ir_sb_puts(b, ",");
+        ir_sb_puts(b, "{");
         for (int32_t k = 0; k < g->group_size[i]; k++) {
             if (k)
-                put_n(b, ",", 1);
+                ir_sb_putn(b, ",", 1);
             put_i64(b, g->groups[i][k]);
         }
-        put(b, "}");
+        ir_sb_puts(b, "}");
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 static const char *cmp_dir_name(IrCmpDir d)
@@ -620,31 +535,31 @@ static const char *cmp_type_name(IrCmpType t)
     return (unsigned)t < sizeof n / sizeof *n ? n[t] : "";
 }
 
-static void put_bool_attr(Buf *b, const char *key, bool v)
+static void put_bool_attr(IrStrBuf *b, const char *key, bool v)
 {
-    putf(b, ", %s=%s", key, v ? "true" : "false");
+    ir_sb_printf(b, ", %s=%s", key, v ? "true" : "false");
 }
 
 /* source_target_pairs={{0,1},{1,0}} */
-static void put_pairs(Buf *b, const IrAttrs *a)
+static void put_pairs(IrStrBuf *b, const IrAttrs *a)
 {
-    put(b, ", source_target_pairs={");
+    ir_sb_puts(b, ", source_target_pairs={");
     for (int32_t i = 0; i + 1 < a->source_target_pairs.n; i += 2)
-        putf(b, i ? ",{%lld,%lld}" : "{%lld,%lld}", (long long)a->source_target_pairs.v[i],
+        ir_sb_printf(b, i ? ",{%lld,%lld}" : "{%lld,%lld}", (long long)a->source_target_pairs.v[i],
              (long long)a->source_target_pairs.v[i + 1]);
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 /* operand_layout_constraints={f32[2]{0}, s32[]} */
-static void put_layouts(Buf *b, const IrAttrs *a)
+static void put_layouts(IrStrBuf *b, const IrAttrs *a)
 {
-    put(b, ", operand_layout_constraints={");
+    ir_sb_puts(b, ", operand_layout_constraints={");
     for (int32_t i = 0; i < a->noperand_layouts; i++) {
         if (i)
-            put(b, ", ");
+            ir_sb_puts(b, ", ");
         put_shape(b, &a->operand_layout_constraints[i], true);
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 static int cmp_kv(const void *a, const void *b)
@@ -656,7 +571,7 @@ static int cmp_kv(const void *a, const void *b)
 
 /* frontend_attributes={a="1",b="x"}, sorted by key as XLA prints them;
  * values kept as raw {json} print as they were. */
-static void put_frontend(Buf *b, const IrAttrs *a)
+static void put_frontend(IrStrBuf *b, const IrAttrs *a)
 {
     IrKeyValue *kv = ts_malloc((size_t)a->nfrontend * sizeof *kv);
     if (!kv) {
@@ -665,71 +580,71 @@ static void put_frontend(Buf *b, const IrAttrs *a)
     }
     memcpy(kv, a->frontend, (size_t)a->nfrontend * sizeof *kv);
     qsort(kv, (size_t)a->nfrontend, sizeof *kv, cmp_kv);
-    put(b, ", frontend_attributes={");
+    ir_sb_puts(b, ", frontend_attributes={");
     for (int32_t i = 0; i < a->nfrontend; i++) {
         if (i)
-            put(b, ",");
+            ir_sb_puts(b, ",");
         if (bare_ok(kv[i].key))
-            put(b, kv[i].key);
+            ir_sb_puts(b, kv[i].key);
         else
             put_quoted(b, kv[i].key);
-        put(b, "=");
+        ir_sb_puts(b, "=");
         const char *v = kv[i].value ? kv[i].value : "";
         size_t n = strlen(v);
         if (n >= 2 && v[0] == '{' && v[n - 1] == '}')
-            put(b, v); /* a {json} value kept raw */
+            ir_sb_puts(b, v); /* a {json} value kept raw */
         else
             put_quoted(b, v);
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
     ts_free(kv);
 }
 
 /* A raw attribute kept as text: printed as key=TEXT, with braces added
  * when the text was stored without them. */
-static void put_raw_braced(Buf *b, const char *key, const char *raw)
+static void put_raw_braced(IrStrBuf *b, const char *key, const char *raw)
 {
     if (!raw)
         return;
-    putf(b, ", %s=", key);
+    ir_sb_printf(b, ", %s=", key);
     if (raw[0] == '{') {
-        put(b, raw);
+        ir_sb_puts(b, raw);
     } else {
-        put(b, "{");
-        put(b, raw);
-        put(b, "}");
+        ir_sb_puts(b, "{");
+        ir_sb_puts(b, raw);
+        ir_sb_puts(b, "}");
     }
 }
 
-static void put_sharding(Buf *b, const IrSharding *sh)
+static void put_sharding(IrStrBuf *b, const IrSharding *sh)
 {
     char *s = ir_sharding_str(sh);
     if (!s) {
         b->oom = true;
         return;
     }
-    put(b, ", sharding=");
-    put(b, s);
+    ir_sb_puts(b, ", sharding=");
+    ir_sb_puts(b, s);
     ts_free(s);
 }
 
-static void put_control(Buf *b, const IrComputation *c, const IrAttrs *a)
+static void put_control(IrStrBuf *b, const IrComputation *c, const IrAttrs *a)
 {
-    put(b, ", control-predecessors={");
+    ir_sb_puts(b, ", control-predecessors={");
     for (int32_t i = 0; i < a->control_predecessors.n; i++) {
         int64_t k = a->control_predecessors.v[i];
         if (i)
-            put(b, ", ");
+            ir_sb_puts(b, ", ");
         put_name(b, c && k >= 0 && k < c->ninstr ? c->instr[k].name : "?");
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
-static void put_backend(Buf *b, const char *cfg)
+static void put_backend(IrStrBuf *b, const char *cfg)
 {
-    put(b, ", backend_config=");
+    ir_sb_puts(b, ", backend_config=");
     if (cfg[0] == '{' || cfg[0] == '"')
-        put(b, cfg);
+        ir_sb_puts(b, cfg);
     else
         put_quoted(b, cfg);
 }
@@ -763,7 +678,7 @@ static bool special_set(const IrInstr *ins, IrAttrId id)
 
 /* The value of SPECIAL attribute `id`, with its ", name=". `c` names the
  * control predecessors. */
-static void put_special(Buf *b, const IrComputation *c, const IrInstr *ins, IrAttrId id)
+static void put_special(IrStrBuf *b, const IrComputation *c, const IrInstr *ins, IrAttrId id)
 {
     const IrAttrs *a = &ins->a;
     switch (id) {
@@ -777,30 +692,30 @@ static void put_special(Buf *b, const IrComputation *c, const IrInstr *ins, IrAt
     case A_DIM_LABELS: put_dim_labels(b, &a->conv); break;
     case A_PRECISION: put_precision(b, a->precision_config); break;
     case A_ALGORITHM:
-        putf(b, ", algorithm=%s", ins->op == OP_RNG_BIT_GENERATOR ? a->rng_algorithm : a->algorithm);
+        ir_sb_printf(b, ", algorithm=%s", ins->op == OP_RNG_BIT_GENERATOR ? a->rng_algorithm : a->algorithm);
         break;
-    case A_DIRECTION: putf(b, ", direction=%s", cmp_dir_name(a->direction)); break;
-    case A_CMP_TYPE: putf(b, ", type=%s", cmp_type_name(a->cmp_type)); break;
+    case A_DIRECTION: ir_sb_printf(b, ", direction=%s", cmp_dir_name(a->direction)); break;
+    case A_CMP_TYPE: ir_sb_printf(b, ", type=%s", cmp_type_name(a->cmp_type)); break;
     case A_INDEX_VECTOR_DIM:
-        putf(b, ", index_vector_dim=%lld",
+        ir_sb_printf(b, ", index_vector_dim=%lld",
              (long long)(ins->op == OP_GATHER ? a->gather.index_vector_dim : a->scatter.index_vector_dim));
         break;
     case A_SLICE_SIZES:
         if (ins->op == OP_GATHER)
             put_attr_list(b, "slice_sizes", &a->slice_sizes);
         else /* collective-permute's in-place form, raw */
-            putf(b, ", slice_sizes=%s", a->permute_slice_sizes);
+            ir_sb_printf(b, ", slice_sizes=%s", a->permute_slice_sizes);
         break;
     case A_REPLICA_GROUPS: put_replica_groups(b, &a->replica_groups); break;
     case A_SOURCE_TARGET: put_pairs(b, a); break;
     case A_OPERAND_LAYOUTS: put_layouts(b, a); break;
     case A_OUTFEED_SHAPE:
-        put(b, ", outfeed_shape=");
+        ir_sb_puts(b, ", outfeed_shape=");
         put_shape(b, &a->outfeed_shape, true);
         break;
-    case A_ASYNC_THREAD: putf(b, ", async_execution_thread=%s", a->async_execution_thread); break;
+    case A_ASYNC_THREAD: ir_sb_printf(b, ", async_execution_thread=%s", a->async_execution_thread); break;
     /* %.9g: enough digits that the float reads back to the same value */
-    case A_EPSILON: putf(b, ", epsilon=%.9g", (double)a->epsilon); break;
+    case A_EPSILON: ir_sb_printf(b, ", epsilon=%.9g", (double)a->epsilon); break;
     default: break;
     }
 }
@@ -832,26 +747,26 @@ static bool attr_set(const IrInstr *ins, IrAttrId id, IrAttrMode mode)
 }
 
 /* ", name=VALUE" of attribute `id`, as its form prints it. */
-static void put_attr(Buf *b, const IrComputation *c, const IrInstr *ins, IrAttrId id)
+static void put_attr(IrStrBuf *b, const IrComputation *c, const IrInstr *ins, IrAttrId id)
 {
     const IrAttrInfo *ai = ir_attr_info(id);
     const void *f = attr_field(&ins->a, ai);
     const char *s = NULL;
     switch (ai->form) {
     case IR_AF_INT: case IR_AF_COUNT:
-        putf(b, ", %s=", ai->name);
+        ir_sb_printf(b, ", %s=", ai->name);
         put_i64(b, *(const int64_t *)f);
         break;
     case IR_AF_INTS: put_attr_list(b, ai->name, f); break;
     case IR_AF_BOOL: put_bool_attr(b, ai->name, *(const bool *)f); break;
     case IR_AF_STR:
         s = *(const char *const *)f;
-        putf(b, ", %s=", ai->name);
+        ir_sb_printf(b, ", %s=", ai->name);
         put_quoted(b, s ? s : "");
         break;
     case IR_AF_WORD: /* an unset word printed always: the first, XLA's default */
         s = *(const char *const *)f;
-        putf(b, ", %s=%s", ai->name, s ? s : ai->words->w[0]);
+        ir_sb_printf(b, ", %s=%s", ai->name, s ? s : ai->words->w[0]);
         break;
     case IR_AF_RAW: case IR_AF_INNER: put_raw_braced(b, ai->name, *(const char *const *)f); break;
     case IR_AF_SPECIAL: put_special(b, c, ins, id); break;
@@ -860,7 +775,7 @@ static void put_attr(Buf *b, const IrComputation *c, const IrInstr *ins, IrAttrI
 }
 
 /* The attributes of a use list (ir_op_attrs, ir_attr_generic) in order. */
-static void put_uses(Buf *b, const IrComputation *c, const IrInstr *ins, const IrAttrUse *u)
+static void put_uses(IrStrBuf *b, const IrComputation *c, const IrInstr *ins, const IrAttrUse *u)
 {
     for (; u->id != A_COUNT; u++) {
         if (u->mode == IR_AM_READ)
@@ -872,7 +787,7 @@ static void put_uses(Buf *b, const IrComputation *c, const IrInstr *ins, const I
 }
 
 /* The opcode's own attributes (XLA's ExtraAttributesToStringImpl). */
-static void put_op_attrs(Buf *b, const IrComputation *c, const IrInstr *ins)
+static void put_op_attrs(IrStrBuf *b, const IrComputation *c, const IrInstr *ins)
 {
     put_uses(b, c, ins, ir_op_attrs(ins->op));
 }
@@ -886,15 +801,15 @@ static const char *comp_name(const IrModule *m, int32_t ci)
     return ci >= 0 && ci < m->ncomp ? m->comp[ci]->name : "?";
 }
 
-static void put_called_list(Buf *b, const IrModule *m, const IrInstr *ins, const char *key)
+static void put_called_list(IrStrBuf *b, const IrModule *m, const IrInstr *ins, const char *key)
 {
-    putf(b, ", %s={", key);
+    ir_sb_printf(b, ", %s={", key);
     for (int32_t k = 0; k < ins->ncalled; k++) {
         if (k)
-            put(b, ", ");
+            ir_sb_puts(b, ", ");
         put_name(b, comp_name(m, ins->called[k]));
     }
-    put(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 static bool pred_selector(const IrComputation *c, const IrInstr *ins)
@@ -904,11 +819,11 @@ static bool pred_selector(const IrComputation *c, const IrInstr *ins)
     return c->instr[ins->opnd[0]].shape.type == IR_PRED;
 }
 
-static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins);
+static void put_callees(IrStrBuf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins);
 
 /* A sugared `OP-start` prints the attributes and callees of the op its
  * computation wraps (the computation itself is not printed). */
-static void put_wrapped(Buf *b, const IrModule *m, const IrInstr *ins)
+static void put_wrapped(IrStrBuf *b, const IrModule *m, const IrInstr *ins)
 {
     if (ins->ncalled != 1 || ins->called[0] < 0 || ins->called[0] >= m->ncomp)
         return;
@@ -919,33 +834,33 @@ static void put_wrapped(Buf *b, const IrModule *m, const IrInstr *ins)
     put_callees(b, m, w, &w->instr[w->root]);
 }
 
-static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins)
+static void put_callees(IrStrBuf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
     if (ins->ncalled == 0)
         return;
     switch (ins->op) {
     case OP_WHILE:
-        put(b, ", condition=");
+        ir_sb_puts(b, ", condition=");
         put_name(b, comp_name(m, ins->called[0]));
         if (ins->ncalled > 1) {
-            put(b, ", body=");
+            ir_sb_puts(b, ", body=");
             put_name(b, comp_name(m, ins->called[1]));
         }
         break;
     case OP_SELECT_AND_SCATTER:
-        put(b, ", select=");
+        ir_sb_puts(b, ", select=");
         put_name(b, comp_name(m, ins->called[0]));
         if (ins->ncalled > 1) {
-            put(b, ", scatter=");
+            ir_sb_puts(b, ", scatter=");
             put_name(b, comp_name(m, ins->called[1]));
         }
         break;
     case OP_CONDITIONAL:
         /* XLA's parser wants the true/false form for a pred selector. */
         if (ins->ncalled == 2 && (ins->cond_pred_form || pred_selector(c, ins))) {
-            put(b, ", true_computation=");
+            ir_sb_puts(b, ", true_computation=");
             put_name(b, comp_name(m, ins->called[0]));
-            put(b, ", false_computation=");
+            ir_sb_puts(b, ", false_computation=");
             put_name(b, comp_name(m, ins->called[1]));
         } else {
             put_called_list(b, m, ins, "branch_computations");
@@ -953,7 +868,7 @@ static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const
         break;
     case OP_CUSTOM_CALL:
         if (ins->custom_to_apply && ins->ncalled == 1) {
-            put(b, ", to_apply=");
+            ir_sb_puts(b, ", to_apply=");
             put_name(b, comp_name(m, ins->called[0]));
         } else {
             put_called_list(b, m, ins, "called_computations");
@@ -963,16 +878,16 @@ static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const
         if (ins->a.async_sugar) /* the wrapped op's callees, as XLA prints them */
             put_wrapped(b, m, ins);
         else
-            put(b, ", calls="), put_name(b, comp_name(m, ins->called[0]));
+            ir_sb_puts(b, ", calls="), put_name(b, comp_name(m, ins->called[0]));
         break;
     case OP_FUSION:
-        put(b, ", calls=");
+        ir_sb_puts(b, ", calls=");
         put_name(b, comp_name(m, ins->called[0]));
         if (ins->a.output_to_operand_aliasing)
-            putf(b, ", output_to_operand_aliasing=%s", ins->a.output_to_operand_aliasing);
+            ir_sb_printf(b, ", output_to_operand_aliasing=%s", ins->a.output_to_operand_aliasing);
         break;
     default:
-        put(b, ", to_apply=");
+        ir_sb_puts(b, ", to_apply=");
         put_name(b, comp_name(m, ins->called[0]));
         break;
     }
@@ -981,21 +896,21 @@ static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const
 /* sharding, frontend_attributes, statistics, control-predecessors,
  * metadata, backend_config, origin (the generic uses), then the kept
  * attributes as they were written. */
-static void put_generic_attrs(Buf *b, const IrComputation *c, const IrInstr *ins)
+static void put_generic_attrs(IrStrBuf *b, const IrComputation *c, const IrInstr *ins)
 {
     const IrAttrs *a = &ins->a;
     put_uses(b, c, ins, ir_attr_generic());
     for (int32_t i = 0; i < a->nkept; i++)
-        putf(b, ", %s=%s", a->kept[i].key, a->kept[i].value);
+        ir_sb_printf(b, ", %s=%s", a->kept[i].key, a->kept[i].value);
 }
 
 /* ------------------------------------------------------------------ */
 /* instructions, computations, the module                              */
 /* ------------------------------------------------------------------ */
 
-static void put_operands(Buf *b, const IrComputation *c, const IrInstr *ins)
+static void put_operands(IrStrBuf *b, const IrComputation *c, const IrInstr *ins)
 {
-    put(b, "(");
+    ir_sb_puts(b, "(");
     if (ins->op == OP_PARAMETER) {
         put_i64(b, ins->a.parameter_number);
     } else if (ins->op == OP_CONSTANT) {
@@ -1004,30 +919,30 @@ static void put_operands(Buf *b, const IrComputation *c, const IrInstr *ins)
             b->oom = true;
             return;
         }
-        put(b, lit);
+        ir_sb_puts(b, lit);
         ts_free(lit);
     } else {
         for (int32_t i = 0; i < ins->nopnd; i++) {
             if (i)
-                put(b, ", ");
+                ir_sb_puts(b, ", ");
             int32_t k = ins->opnd[i];
             put_name(b, k >= 0 && k < c->ninstr ? c->instr[k].name : "?");
         }
     }
-    put(b, ")");
+    ir_sb_puts(b, ")");
 }
 
-static void put_instr(Buf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins)
+static void put_instr(IrStrBuf *b, const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
     if (c->root >= 0 && c->root < c->ninstr && &c->instr[c->root] == ins)
-        put(b, "ROOT ");
+        ir_sb_puts(b, "ROOT ");
     put_name(b, ins->name);
-    put(b, " = ");
+    ir_sb_puts(b, " = ");
     put_shape(b, &ins->shape, true);
-    put(b, " ");
-    put(b, ir_op_name(ins->a.async_sugar ? ins->a.async_wrapped_op : ins->op));
+    ir_sb_puts(b, " ");
+    ir_sb_puts(b, ir_op_name(ins->a.async_sugar ? ins->a.async_wrapped_op : ins->op));
     if (ins->a.async_sugar)
-        put(b, ins->op == OP_ASYNC_START ? "-start" : ins->op == OP_ASYNC_UPDATE ? "-update" : "-done");
+        ir_sb_puts(b, ins->op == OP_ASYNC_START ? "-start" : ins->op == OP_ASYNC_UPDATE ? "-update" : "-done");
     put_operands(b, c, ins);
     put_op_attrs(b, c, ins);
     put_callees(b, m, c, ins);
@@ -1038,58 +953,58 @@ static void put_instr(Buf *b, const IrModule *m, const IrComputation *c, const I
  * indentation or newline: a ts_malloc string, or NULL on OOM. */
 char *ir_print_instr(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
-    Buf b = {0};
+    IrStrBuf b = {0};
     put_instr(&b, m, c, ins);
-    return finish(&b);
+    return ir_sb_take(&b);
 }
 
 /* "name (p0: f32[2], p1: s32[]) -> f32[2]" when the computation was given
  * a signature. */
-static void put_signature(Buf *b, const IrComputation *c)
+static void put_signature(IrStrBuf *b, const IrComputation *c)
 {
-    put(b, " (");
+    ir_sb_puts(b, " (");
     for (int32_t i = 0, k = 0; i < c->nparam; i++) {
         int32_t pi = c->param[i];
         if (pi < 0 || pi >= c->ninstr)
             continue;
         if (k++)
-            put(b, ", ");
+            ir_sb_puts(b, ", ");
         put_name(b, c->instr[pi].name);
-        put(b, ": ");
+        ir_sb_puts(b, ": ");
         put_shape(b, &c->instr[pi].shape, false);
     }
-    put(b, ") -> ");
+    ir_sb_puts(b, ") -> ");
     if (c->root >= 0 && c->root < c->ninstr)
         put_shape(b, &c->instr[c->root].shape, false);
     else
-        put(b, "()");
+        ir_sb_puts(b, "()");
 }
 
-static void put_computation(Buf *b, const IrModule *m, const IrComputation *c, bool entry)
+static void put_computation(IrStrBuf *b, const IrModule *m, const IrComputation *c, bool entry)
 {
     if (entry)
-        put(b, "ENTRY ");
+        ir_sb_puts(b, "ENTRY ");
     put_name(b, c->name);
     if (c->has_signature)
         put_signature(b, c);
-    put(b, " {\n");
+    ir_sb_puts(b, " {\n");
     int32_t *order = NULL;
     IrDiag d = {0};
     if (ir_topo_order(m, c, &order, &d) == IR_ENOMEM)
         b->oom = true;
     ir_diag_clear(&d);
     for (int32_t i = 0; i < c->ninstr && !b->oom; i++) {
-        put(b, "  ");
+        ir_sb_puts(b, "  ");
         put_instr(b, m, c, &c->instr[order ? order[i] : i]);
-        put(b, "\n");
+        ir_sb_puts(b, "\n");
     }
     ts_free(order);
-    put(b, "}");
+    ir_sb_puts(b, "}");
     if (c->execution_thread) {
-        put(b, ", execution_thread=");
+        ir_sb_puts(b, ", execution_thread=");
         put_quoted(b, c->execution_thread);
     }
-    put(b, "\n");
+    ir_sb_puts(b, "\n");
 }
 
 /* Computations with their callees first: a depth-first walk of the call
@@ -1146,52 +1061,52 @@ done:
     return out;
 }
 
-static void put_shape_index(Buf *b, const IrShapeIndex *ix)
+static void put_shape_index(IrStrBuf *b, const IrShapeIndex *ix)
 {
     put_list(b, ix);
 }
 
 /* input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) } */
-static void put_aliases(Buf *b, const IrModule *m)
+static void put_aliases(IrStrBuf *b, const IrModule *m)
 {
-    put(b, ", input_output_alias={ ");
+    ir_sb_puts(b, ", input_output_alias={ ");
     for (int32_t i = 0; i < m->nalias; i++) {
         const IrAlias *al = &m->alias[i];
         if (i)
-            put(b, ", ");
+            ir_sb_puts(b, ", ");
         put_shape_index(b, &al->output_index);
-        putf(b, ": (%lld, ", (long long)al->param_number);
+        ir_sb_printf(b, ": (%lld, ", (long long)al->param_number);
         put_shape_index(b, &al->param_index);
-        put(b, al->must_alias ? ", must-alias)" : ", may-alias)"); /* XLA always names the kind */
+        ir_sb_puts(b, al->must_alias ? ", must-alias)" : ", may-alias)"); /* XLA always names the kind */
     }
-    put(b, " }");
+    ir_sb_puts(b, " }");
 }
 
-static void put_header(Buf *b, const IrModule *m)
+static void put_header(IrStrBuf *b, const IrModule *m)
 {
-    put(b, "HloModule ");
+    ir_sb_puts(b, "HloModule ");
     put_name(b, m->name);
     if (m->is_scheduled)
-        put(b, ", is_scheduled=true");
+        ir_sb_puts(b, ", is_scheduled=true");
     if (m->nalias > 0)
         put_aliases(b, m);
     if (m->entry_computation_layout) {
-        put(b, ", entry_computation_layout={");
-        put(b, m->entry_computation_layout);
-        put(b, "}");
+        ir_sb_puts(b, ", entry_computation_layout={");
+        ir_sb_puts(b, m->entry_computation_layout);
+        ir_sb_puts(b, "}");
     }
     if (m->replica_count > 0)
-        putf(b, ", replica_count=%lld", (long long)m->replica_count);
+        ir_sb_printf(b, ", replica_count=%lld", (long long)m->replica_count);
     if (m->num_partitions > 0)
-        putf(b, ", num_partitions=%lld", (long long)m->num_partitions);
+        ir_sb_printf(b, ", num_partitions=%lld", (long long)m->num_partitions);
     for (int32_t i = 0; i < m->nheader_attr; i++)
-        putf(b, ", %s=%s", m->header_attr[i].key,
+        ir_sb_printf(b, ", %s=%s", m->header_attr[i].key,
              m->header_attr[i].value ? m->header_attr[i].value : "");
-    put(b, "\n");
+    ir_sb_puts(b, "\n");
     if (m->stack_frames) {
-        put(b, "\n");
-        put(b, m->stack_frames);
-        put(b, "\n");
+        ir_sb_puts(b, "\n");
+        ir_sb_puts(b, m->stack_frames);
+        ir_sb_puts(b, "\n");
     }
 }
 
@@ -1203,7 +1118,7 @@ static void put_header(Buf *b, const IrModule *m)
  * addresses, and on the virtual machines tessel runs on, touching a moved
  * page again costs about as much as a page fault: megabytes of text read
  * back (written to a file) pay that per page. Advised for huge pages. */
-static void reserve_text(Buf *b, const IrModule *m, size_t tail)
+static void reserve_text(IrStrBuf *b, const IrModule *m, size_t tail)
 {
     size_t n = 4096 + tail;
     for (int32_t i = 0; i < m->ncomp; i++)
@@ -1220,7 +1135,7 @@ static void reserve_text(Buf *b, const IrModule *m, size_t tail)
 
 char *ir_print_module_then(const IrModule *m, const char *tail)
 {
-    Buf b = {0};
+    IrStrBuf b = {0};
     reserve_text(&b, m, tail ? strlen(tail) : 0);
     put_header(&b, m);
     int32_t *order = computation_order(m);
@@ -1233,13 +1148,13 @@ char *ir_print_module_then(const IrModule *m, const char *tail)
         const IrComputation *c = m->comp[order[i]];
         if (c->async_wrapper)
             continue; /* printed inside its sugared OP-start */
-        put(&b, "\n");
+        ir_sb_puts(&b, "\n");
         put_computation(&b, m, c, m->entry >= 0 ? order[i] == m->entry : c->is_entry);
     }
     ts_free(order);
     if (tail)
-        put(&b, tail);
-    return finish(&b);
+        ir_sb_puts(&b, tail);
+    return ir_sb_take(&b);
 }
 
 char *ir_print_module(const IrModule *m)

@@ -52,18 +52,25 @@ void ir_sb_puts(IrStrBuf *b, const char *s)
 
 void ir_sb_vprintf(IrStrBuf *b, const char *fmt, va_list ap)
 {
+    if (b->oom)
+        return;
+    /* Formatted straight into the free space; a second time only when it
+     * did not fit (once per doubling): dumps of large modules make
+     * hundreds of thousands of these calls. */
     va_list ap2;
     va_copy(ap2, ap);
-    int k = vsnprintf(NULL, 0, fmt, ap2);
+    size_t room = b->s ? b->cap - b->n : 0;
+    int k = vsnprintf(b->s ? b->s + b->n : NULL, room, fmt, ap2);
     va_end(ap2);
     if (k < 0) {
         b->oom = true;
         return;
     }
-    /* Formatted in place: no temporary, whatever the length. */
-    if (!sb_room(b, (size_t)k))
-        return;
-    vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap);
+    if ((size_t)k >= room) {
+        if (!sb_room(b, (size_t)k))
+            return;
+        vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap);
+    }
     b->n += (size_t)k;
 }
 

@@ -6,14 +6,21 @@
  * Files of this layer:
  *   shd_ops.c     building and transforming shardings (transpose, dropping
  *                 and inserting dims, replication), shard shapes and offsets
- *   propagate.c   sharding propagation: a worklist over the module
+ *   propagate.c   sharding propagation: a worklist over the module, a
+ *                 table from op family to its rules
+ *   prop_*.c      the forward and backward rules of one op family side by
+ *                 side (prop_internal.h); prop_custom.c also the identity
+ *                 custom-calls (shd_identity_custom_call)
  *   spmd.c        the partitioner driver: one pass over each computation
  *   spmd_*.c      handlers, one file per op family, rule above each
  *   reshard.c     resharding between any two shardings with collectives
- *   trees.c       split-node and concat trees, device assignment, islands
- *   plan.c        the plan: compile result lines, text / JSON / DOT dumps
+ *   plan.c        the plan: split-node and concat trees, device
+ *                 assignment, islands, the compile result lines
+ *   program.c     the compiled program the runtime executes (PlanCluster,
+ *                 PlanProgram): data, no pass
  *
- * Depends on ir/ only; never executes anything.
+ * Depends on ir/ only; never executes anything. (The dumps of a plan are
+ * compile/plan_dump.c's.)
  */
 #ifndef TESSEL_PARTITION_H
 #define TESSEL_PARTITION_H

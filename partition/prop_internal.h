@@ -86,7 +86,8 @@ typedef struct Prop {
     uint32_t visit;
 
     Cand *cand;
-    int32_t ncand, capcand;
+    int32_t ncand;
+    int64_t capcand;
 } Prop;
 
 #define NEED(x)                                                                                    \

@@ -130,13 +130,7 @@ IrStatus prop_emit(Prop *p, int32_t g, int32_t leaf, const IrSharding *s, const 
     int32_t slot = p->sbase[g] + leaf;
     if (p->fixed[p->rep[slot]] || !fits(s, p->lshape[slot]))
         return IR_OK;
-    if (p->ncand == p->capcand) {
-        int32_t cap = p->capcand ? 2 * p->capcand : 64;
-        Cand *c = ts_realloc(p->cand, (size_t)cap * sizeof *c);
-        NEED(c);
-        p->cand = c;
-        p->capcand = cap;
-    }
+    NEED(IR_GROW(p->cand, p->capcand, (int64_t)p->ncand + 1));
     int64_t bytes = src ? ir_shape_bytes(src) : 0;
     p->cand[p->ncand] = (Cand){.leaf = leaf, .cls = cls(s), .tiles = shd_total_tiles(s),
                                .bytes = bytes, .order = p->ncand, .s = s};
