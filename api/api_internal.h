@@ -43,6 +43,11 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices);
 /* Read a whole regular file (at most 4 GiB; a FIFO or a device is refused
  * before it is opened for reading, so it cannot block). Heap text. */
 char *api_read_file(const char *path, size_t *len, IrDiag *d);
+/* ts_module_parse or ts_plan_parse: text (named `name`) to a handle. */
+typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, const TsLimits *lim, void **out,
+                             TsDiag *d);
+/* Read the file at `path` (api_read_file) and parse it with `parse`. */
+TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d);
 /* The bind options of a run (inputs as RtInput, borrowed). */
 RtBindOptions api_bind_options(const TsRunOptions *o);
 /* A new TsOutputs holding a reference to result (and outfeeds); NULL on OOM. */

@@ -176,6 +176,18 @@ char *api_read_file(const char *path, size_t *len, IrDiag *d)
     return text;
 }
 
+TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d)
+{
+    IrDiag id = {0};
+    size_t len = 0;
+    char *text = api_read_file(path, &len, &id);
+    if (!text)
+        return api_give(id.status, &id, d);
+    TsStatus st = parse(path, text, len, lim, out, d);
+    ts_free(text);
+    return st;
+}
+
 /* Write all of text to fd; false on an error (errno set). */
 static bool write_all(int fd, const char *text, size_t n)
 {

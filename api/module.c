@@ -33,16 +33,20 @@ TsStatus ts_module_parse(const char *name, const char *text, size_t len, const T
     return wrap(st, ir, out, &id, d);
 }
 
+static TsStatus parse_any(const char *name, const char *text, size_t len, const TsLimits *lim, void **out,
+                          TsDiag *d)
+{
+    TsModule *m = NULL;
+    TsStatus st = ts_module_parse(name, text, len, lim, &m, d);
+    *out = m;
+    return st;
+}
+
 TsStatus ts_module_load_ex(const char *path, const TsLimits *lim, TsModule **out, TsDiag *d)
 {
-    IrDiag id = {0};
-    *out = NULL;
-    size_t len = 0;
-    char *text = api_read_file(path, &len, &id);
-    if (!text)
-        return api_give(id.status, &id, d);
-    TsStatus st = ts_module_parse(path, text, len, lim, out, d);
-    ts_free(text);
+    void *m = NULL;
+    TsStatus st = api_parse_file(path, lim, parse_any, &m, d);
+    *out = m;
     return st;
 }
 

@@ -91,16 +91,20 @@ TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsL
     return finish(p, st, out, &id, d);
 }
 
+static TsStatus parse_any(const char *name, const char *text, size_t len, const TsLimits *lim, void **out,
+                          TsDiag *d)
+{
+    TsPlan *p = NULL;
+    TsStatus st = ts_plan_parse(name, text, len, lim, &p, d);
+    *out = p;
+    return st;
+}
+
 TsStatus ts_plan_load(const char *path, const TsLimits *lim, TsPlan **out, TsDiag *d)
 {
-    IrDiag id = {0};
-    *out = NULL;
-    size_t len = 0;
-    char *text = api_read_file(path, &len, &id);
-    if (!text)
-        return api_give(id.status, &id, d);
-    TsStatus st = ts_plan_parse(path, text, len, lim, out, d);
-    ts_free(text);
+    void *p = NULL;
+    TsStatus st = api_parse_file(path, lim, parse_any, &p, d);
+    *out = p;
     return st;
 }
 

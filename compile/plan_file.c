@@ -533,6 +533,22 @@ static IrStatus load_source(Loader *L, PlanCluster *c)
     return check_logical(L, c->src, c);
 }
 
+/* The sharding text after q (one space, then the rest of the line up to
+ * le), parsed into the arena; the line starts at s (for the column). */
+static IrStatus sharding_after(Loader *L, const char *q, const char *le, const char *s, IrSharding **out)
+{
+    IrSharding *sh = ir_alloc(L->a, sizeof *sh);
+    char *txt = ir_strndup(L->a, q + 1, (size_t)(le - q - 1));
+    IrDiag sd = {0};
+    if (!sh || !txt || ir_sharding_parse(L->a, txt, sh, &sd) != IR_OK) {
+        L->oom |= !sh || !txt || sd.status == IR_ENOMEM;
+        ir_diag_clear(&sd);
+        return bad(L, (int32_t)(q + 2 - s), "bad sharding");
+    }
+    *out = sh;
+    return IR_OK;
+}
+
 static IrStatus load_lines(Loader *L, PlanCluster *c)
 {
     const IrComputation *e = ir_entry(c->spmd);
@@ -605,28 +621,20 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 long k = strtol(t + 20, &q, 10);
                 if (!have_plan || q == t + 20 || k != nin_shd || k >= nin || *q != ' ')
                     return bad(L, 24, "TesselInputSharding %d expected", (int)nin_shd);
-                IrSharding *sh = ir_alloc(L->a, sizeof *sh);
-                char *txt = ir_strndup(L->a, q + 1, (size_t)(le - q - 1));
-                IrDiag sd = {0};
-                if (!sh || !txt || ir_sharding_parse(L->a, txt, sh, &sd) != IR_OK) {
-                    L->oom |= !sh || !txt || sd.status == IR_ENOMEM;
-                    ir_diag_clear(&sd);
-                    return bad(L, (int32_t)(q + 2 - s), "bad sharding");
-                }
+                IrSharding *sh = NULL;
+                IrStatus sst = sharding_after(L, q, le, s, &sh);
+                if (sst != IR_OK)
+                    return sst;
                 c->param_sharding[nin_shd++] = sh;
             } else if (le - t > 21 && memcmp(t, "TesselOutputSharding ", 21) == 0) {
                 char *q;
                 long k = strtol(t + 21, &q, 10);
                 if (!have_plan || q == t + 21 || k != nout_shd || k >= nout || *q != ' ')
                     return bad(L, 25, "TesselOutputSharding %d expected", (int)nout_shd);
-                IrSharding *sh = ir_alloc(L->a, sizeof *sh);
-                char *txt = ir_strndup(L->a, q + 1, (size_t)(le - q - 1));
-                IrDiag sd = {0};
-                if (!sh || !txt || ir_sharding_parse(L->a, txt, sh, &sd) != IR_OK) {
-                    L->oom |= !sh || !txt || sd.status == IR_ENOMEM;
-                    ir_diag_clear(&sd);
-                    return bad(L, (int32_t)(q + 2 - s), "bad sharding");
-                }
+                IrSharding *sh = NULL;
+                IrStatus sst = sharding_after(L, q, le, s, &sh);
+                if (sst != IR_OK)
+                    return sst;
                 if (!c->out_sharding) {
                     c->out_sharding = ir_alloc(L->a, sizeof(IrSharding));
                     if (!c->out_sharding)

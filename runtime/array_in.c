@@ -75,7 +75,10 @@ IrStatus rt_array_read_box(const RtArray *a, const IrShape *expect, const char *
         for (int32_t k = 0; k < rank; k++)
             flat = flat * expect->dims[k] + lo[k] + (k == rank - 1 ? 0 : idx[k]);
         const uint8_t *src = (const uint8_t *)a->data + (size_t)flat * dsize;
-        if (dsize == msize && rt_npy_disk_type(expect->type) == expect->type)
+        if (expect->type == IR_PRED)
+            for (int64_t k = 0; k < run; k++) /* as the .npy reader: any non-zero byte is true */
+                dst[k] = src[k] != 0;
+        else if (dsize == msize && rt_npy_disk_type(expect->type) == expect->type)
             memcpy(dst, src, (size_t)run * msize);
         else if ((st = rt_npy_from_disk(expect->type, src, run, dst, flat, what, d)) != IR_OK)
             return st;

@@ -145,15 +145,22 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
                           .stats = o->stats, .load_seconds = load_seconds};
 }
 
-/* Print the stats, write or print the outputs, then the write time. */
-static int finish(const CliOptions *o, TsOutputs *out)
+/* After a run in this process: the error, or the stats, the outputs
+ * written or printed, the write time; `out` is freed. */
+static int finish(const CliOptions *o, TsStatus st, TsOutputs *out, TsDiag *d)
 {
-    if (o->stats)
-        fputs(ts_outputs_stats(out), stderr);
-    double t0 = cli_now();
-    int rc = write_or_print(o, out);
-    if (o->stats && rc == CLI_OK)
-        fprintf(stderr, "tessel: stats: write outputs %.3f ms\n", (cli_now() - t0) * 1e3);
+    int rc = CLI_OK;
+    if (st != TS_OK) {
+        rc = cli_report(st, d);
+    } else {
+        if (o->stats)
+            fputs(ts_outputs_stats(out), stderr);
+        double t0 = cli_now();
+        rc = write_or_print(o, out);
+        if (o->stats && rc == CLI_OK)
+            fprintf(stderr, "tessel: stats: write outputs %.3f ms\n", (cli_now() - t0) * 1e3);
+    }
+    ts_outputs_free(out);
     return rc;
 }
 
@@ -170,12 +177,11 @@ static int run_reference(const CliOptions *o, double t0)
         rc = cli_usage_error(&cli_cmd_run, "--reference needs the model, not a plan (a plan holds the "
                              "partitioned program)");
     if (rc == CLI_OK) {
-        TsRunOptions ro = run_options(o, cli_now() - t0);
         TsOutputs *out = NULL;
         TsDiag d = {0};
+        TsRunOptions ro = run_options(o, cli_now() - t0);
         TsStatus st = ts_run_reference(m, &ro, &out, &d);
-        rc = st == TS_OK ? finish(o, out) : cli_report(st, &d);
-        ts_outputs_free(out);
+        rc = finish(o, st, out, &d);
     }
     ts_module_free(m);
     return rc;
@@ -203,12 +209,11 @@ static int run_alone(const CliOptions *o, double t0)
                              "--local-devices %lld (run under `mpirun -np H` for H hosts)",
                              (long long)ndev, (long long)ndev);
     } else {
-        TsRunOptions ro = run_options(o, cli_now() - t0);
         TsOutputs *out = NULL;
         TsDiag d = {0};
+        TsRunOptions ro = run_options(o, cli_now() - t0);
         TsStatus st = ts_plan_run(p, &ro, &out, &d);
-        rc = st == TS_OK ? finish(o, out) : cli_report(st, &d);
-        ts_outputs_free(out);
+        rc = finish(o, st, out, &d);
     }
     ts_plan_free(p);
     return rc;

@@ -20,16 +20,6 @@ mpi() { # mpi RANKS ARGS...: tessel under mpirun
     env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np "$np" "$TESSEL" "$@"
 }
 
-inst() { # inst FILE N: FILE with @N/@D filled in, as $WORK/NAME.N.hlo
-    local name one=""
-    name=$(basename "$1" .hlo)
-    # One device: a tile assignment of one device is spelled {replicated}
-    # (as test_oracle.c's instantiate does).
-    [ "$2" != 1 ] || one='s/sharding={devices=\[[0-9,]*\]0}/sharding={replicated}/g'
-    sed -e "s/@N/$2/g" -e "s/@D/$(seq -s, 0 $(($2 - 1)))/g" -e "${one:-s/^\$//}" "$1" >"$WORK/$name.$2.hlo"
-    echo "$WORK/$name.$2.hlo"
-}
-
 # Every output of DIR equals the reference's in REF (npy_match); same files.
 same_outputs() { # same_outputs REF DIR WHAT
     local f n=0
@@ -79,7 +69,7 @@ ndev_of() { # the device counts a tests/models file lists, or the header's N
 nmodels=0
 for f in $(grep -l 'tessel_print\|tessel_save\|_xla_compute_type' "$TESSEL_SRC"/tests/models/*.hlo); do
     for n in $(ndev_of "$f"); do
-        check_model "$(inst "$f" "$n")" "$n" 1
+        check_model "$(instantiate "$f" "$n")" "$n" 1
         nmodels=$((nmodels + 1))
     done
 done
@@ -129,7 +119,7 @@ echo "host_plans: host_steps: --steps 3 with an alias equals --reference alone, 
 for spec in host_ops_chain:2 host_attr_while:3 mlp:2; do
     name=${spec%:*}
     n=${spec#*:}
-    if [ "$name" = mlp ]; then m="$TESSEL_SRC/examples/mlp.hlo"; else m=$(inst "$TESSEL_SRC/tests/models/$name.hlo" "$n"); fi
+    if [ "$name" = mlp ]; then m="$TESSEL_SRC/examples/mlp.hlo"; else m=$(instantiate "$TESSEL_SRC/tests/models/$name.hlo" "$n"); fi
     expect_status 0 "$TESSEL" compile "$m" -o "$WORK/$name.plan"
     for fmt in text json dot; do
         expect_status 0 "$TESSEL" plan "$m" --format "$fmt"

@@ -113,3 +113,15 @@ for i, (x, y) in enumerate(zip(a, b)):
         sys.exit('element %d: %r, reference %r' % (i, y, x))
 PY
 }
+
+# instantiate FILE N: a model template of tests/models with @N (the device
+# count) and @D (the device list 0,...,N-1) filled in, as $WORK/NAME.N.hlo
+# (its path is printed). One device: a tile assignment of one device is
+# spelled {replicated}, as test_oracle.c's instantiate does.
+instantiate() {
+    local name one=""
+    name=$(basename "$1" .hlo)
+    [ "$2" != 1 ] || one='s/sharding={devices=\[[0-9,]*\]0}/sharding={replicated}/g'
+    sed -e "s/@N/$2/g" -e "s/@D/$(seq -s, 0 $(($2 - 1)))/g" -e "${one:-s/^\$//}" "$1" >"$WORK/$name.$2.hlo"
+    echo "$WORK/$name.$2.hlo"
+}

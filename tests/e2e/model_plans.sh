@@ -15,14 +15,6 @@ MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own alloca
 STEP=1
 case "${TESSEL_BUILD:-}" in */asan) STEP=3 ;; esac
 
-inst() { # inst FILE N: FILE with @N/@D filled in, as $WORK/NAME.N.hlo
-    local name one=""
-    name=$(basename "$1" .hlo)
-    [ "$2" != 1 ] || one='s/sharding={devices=\[[0-9,]*\]0}/sharding={replicated}/g'
-    sed -e "s/@N/$2/g" -e "s/@D/$(seq -s, 0 $(($2 - 1)))/g" -e "${one:-s/^\$//}" "$1" >"$WORK/$name.$2.hlo"
-    echo "$WORK/$name.$2.hlo"
-}
-
 # Every output of REF has its twin in DIR within the oracle's tolerance
 # (DESIGN.md: 1e-4 of the largest magnitude for f32 and c64, 1e-5 for f64
 # and c128, 2e-3 for f16; integers and pred equal), with NumPy.
@@ -63,7 +55,7 @@ for model in "$TESSEL_SRC"/tests/models/*.hlo; do
     [ $(((i - 1) % STEP)) = 0 ] || continue
     name=$(basename "$model" .hlo)
     n=$(sed -n 's|^// devices: *||p' "$model" | tr ',' '\n' | sort -n | tail -1)
-    m=$(inst "$model" "$n")
+    m=$(instantiate "$model" "$n")
     ref="$WORK/$name.ref"
     if ! "$TESSEL" run "$m" --reference --random-inputs 5 --output-dir "$ref" >"$OUT" 2>"$ERR"; then
         # a model the reference needs real inputs for (test_oracle.c feeds
