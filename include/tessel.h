@@ -1,35 +1,57 @@
 /*
- * tessel.h: the public API of libtessel, for programs that use tessel as a
- * library. It is small on purpose: load (parse and verify) an HLO module,
- * run it with the reference executor on .npy inputs, and report errors the
- * way the command line does. The layers' own headers (ir/ir.h,
- * device/device.h, runtime/runtime.h, ...) are internal and may change.
+ * tessel.h: the public API of libtessel, the whole pipeline as a library:
+ * parse and verify HLO modules, compile them for N partitions x R
+ * replicas on H hosts into a plan, save and load plan files, dump plans as
+ * text, JSON or DOT, bind inputs from memory or .npy files, run on
+ * in-process devices or under MPI on the caller's communicator, read the
+ * outputs back. The command line `tessel` is a client of this header and
+ * of nothing else; the layers' own headers are internal.
  *
- * Conventions: every function that can fail returns a TsStatus and, when
- * given a TsDiag, records the first error in it (file, line, column, the
- * source line and a message). Nothing here prints or exits. Strings and
- * objects returned to you are yours to free with the function named in
- * their comment.
+ * Conventions (as SQLite's and Lua's): opaque handles; every function that
+ * can fail returns a TsStatus and, when given a TsDiag, records the first
+ * error in it (file, line, column, the source line, a message). Nothing
+ * here prints or exits; no global state ties two modules or plans together
+ * (a process-wide cache of the machine's topology and of device memory is
+ * released by ts_shutdown). Strings and objects returned to you are yours
+ * to free with the function named in their comment; arguments are
+ * borrowed for the call.
  *
  *     TsDiag d = {0};
- *     TsModule *m;
- *     if (ts_module_load("mlp.hlo", &m, &d) != TS_OK) {
- *         char *s = ts_diag_format(&d);      // "tessel: mlp.hlo:3:7: error: ..."
- *         fputs(s, stderr);
+ *     TsModule *m = NULL;
+ *     TsPlan *plan = NULL;
+ *     TsOutputs *out = NULL;
+ *     TsCompileOptions co = {.num_partitions = 2};
+ *     float x[8 * 16];                          // the model's parameter 0
+ *     for (int i = 0; i < 8 * 16; i++)
+ *         x[i] = (float)i / 128;
+ *     int64_t dims[] = {8, 16};
+ *     TsArray xa = {.dtype = "<f4", .rank = 2, .dims = dims, .data = x, .nbytes = sizeof x};
+ *     TsInput in[] = {{.key = "x", .array = &xa}};
+ *     TsRunOptions ro = {.ninputs = 1, .inputs = in, .random = true, .seed = 1};
+ *     if (ts_module_load("examples/mlp.hlo", &m, &d) != TS_OK ||
+ *         ts_compile(m, &co, &plan, &d) != TS_OK ||
+ *         ts_plan_save(plan, "mlp.plan", &d) != TS_OK ||
+ *         ts_plan_run(plan, &ro, &out, &d) != TS_OK) {
+ *         char *s = ts_diag_format(&d);         // "tessel: mlp.hlo:3:7: error: ..."
+ *         fputs(s ? s : "tessel: out of memory\n", stderr);
  *         ts_free(s);
- *         ts_diag_clear(&d);
- *         return 2;
+ *     } else {
+ *         float y[8 * 8];                       // output 0: f32[8,8]
+ *         ts_outputs_read(out, 0, y, sizeof y, &d);
  *     }
- *     TsInput in[] = {{"x", "x.npy"}};
- *     TsRunOptions ro = {.ninputs = 1, .inputs = in, .random = 1, .seed = 1,
- *                        .output_dir = "out"};
- *     TsStatus st = ts_run_reference(m, &ro, &d);   // writes out/output_0.npy
+ *     ts_outputs_free(out);
+ *     ts_plan_free(plan);
  *     ts_module_free(m);
+ *     ts_diag_clear(&d);
+ *     ts_shutdown();
+ *
+ * (tests/unit/test_api_example.c compiles and runs exactly this.)
  */
 #ifndef TESSEL_H
 #define TESSEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -37,18 +59,20 @@ extern "C" {
 #endif
 
 /* The version of this header; ts_version() gives the library's. */
-#define TS_VERSION "0.1.0"
+#define TS_VERSION "0.2.0"
 
-/* Results. The values are those of the library's internal status, and
- * the command line maps them to exit statuses: TS_EINPUT and
+/* The highest array rank tessel handles (TsArrayInfo.dims). */
+#define TS_MAX_RANK 64
+
+/* Results. The command line maps them to exit statuses: TS_EINPUT and
  * TS_EUNSUPPORTED to 2, the others to 1. */
 typedef enum TsStatus {
     TS_OK = 0,
-    TS_EINPUT,       /* bad input: syntax, semantics, a bad or missing .npy */
+    TS_EINPUT,       /* bad input: syntax, semantics, a bad or missing .npy, a bad option */
     TS_ENOMEM,       /* out of memory */
     TS_EUNSUPPORTED, /* valid input that tessel cannot handle (yet) */
     TS_EINTERNAL,    /* a bug in tessel */
-    TS_ERUNTIME,     /* a failure while running (I/O, a kernel) */
+    TS_ERUNTIME,     /* a failure while running (I/O, a kernel, MPI) */
 } TsStatus;
 
 /* The first error of a call. `file` is NULL when the error is not about a
@@ -63,15 +87,169 @@ typedef struct TsDiag {
     char *msg;
 } TsDiag;
 
+/* Format a diag as the command line prints it:
+ * "tessel: FILE:LINE:COL: error: MESSAGE\n  LINE\n  ^\n". Heap string
+ * (ts_free) or NULL when out of memory. */
+char *ts_diag_format(const TsDiag *d);
+/* Free the strings of a diag and reset it to {0}. */
+void ts_diag_clear(TsDiag *d);
+/* Free memory the library returned (strings). */
+void ts_free(void *p);
+/* Write text to `path` atomically: to a temporary name in the same
+ * directory (created exclusively, unpredictable), then renamed; a path
+ * that exists and is not a regular file (a pipe, /dev/null) is written in
+ * place. TS_ERUNTIME naming the path. */
+TsStatus ts_write_text(const char *path, const char *text, TsDiag *d);
+/* The library version, e.g. "0.2.0". Static string. */
+const char *ts_version(void);
+/* Release the process-wide caches (the machine's topology, device
+ * allocators). Safe to call at any time no run is in progress. */
+void ts_shutdown(void);
+
+/* ------------------------------------------------------------------ */
+/* Modules                                                             */
+/* ------------------------------------------------------------------ */
+
+/* What a model may declare; larger is refused (TS_EINPUT) before anything
+ * is allocated for it. Zero fields take the defaults (ts_limits_default). */
+typedef struct TsLimits {
+    int64_t elements;        /* per array (default 2^34) */
+    int32_t rank;            /* default 64 */
+    int32_t tuple;           /* tuple width (default 65536) */
+    int32_t depth;           /* nesting of tuples, literals, braces (default 64) */
+    int64_t name;            /* bytes of a name (default 4096) */
+    int64_t devices;         /* partitions x replicas (default 4096) */
+} TsLimits;
+
+/* The defaults above. */
+TsLimits ts_limits_default(void);
+/* Set one limit from "NAME=VALUE" text (NAME: elements, rank, tuple,
+ * depth, name, devices; VALUE a decimal integer >= 1). TS_EINPUT with a
+ * message saying what was expected. */
+TsStatus ts_limits_set(TsLimits *l, const char *name_eq_value, TsDiag *d);
+
 /* An HLO module, parsed and verified. */
 typedef struct TsModule TsModule;
 
-/* One input: `key` names an entry parameter by index ("0"), by
- * instruction name ("x"), or a leaf of a tuple parameter ("0.1", "p.1");
- * `path` is a .npy file. Both strings are borrowed for the call. */
+/* Parse and verify HLO text (`name` names it in diagnostics; the text
+ * need not be NUL-terminated). `lim` may be NULL (defaults). */
+TsStatus ts_module_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsModule **out,
+                         TsDiag *d);
+/* Read, parse and verify the HLO text file at `path` (a regular file). On
+ * success *out is a new module (ts_module_free); on failure *out is NULL
+ * and d says why with FILE:LINE:COL. */
+TsStatus ts_module_load(const char *path, TsModule **out, TsDiag *d);
+TsStatus ts_module_load_ex(const char *path, const TsLimits *lim, TsModule **out, TsDiag *d);
+void ts_module_free(TsModule *m);
+
+/* The module's name (owned by the module) and its number of entry parameters. */
+const char *ts_module_name(const TsModule *m);
+int32_t ts_module_num_parameters(const TsModule *m);
+/* One line on what the module holds, e.g. "module mlp, 3 computations, 27
+ * instructions, entry main (2 parameters -> f32[4,8]), num_partitions=1
+ * replica_count=1". Heap string (ts_free), NULL on OOM. */
+char *ts_module_summary(const TsModule *m);
+/* The module as HLO text that parses back to the same module. Heap string
+ * (ts_free), NULL on OOM. */
+char *ts_module_text(const TsModule *m);
+
+/* ------------------------------------------------------------------ */
+/* Plans                                                               */
+/* ------------------------------------------------------------------ */
+
+/* A compiled program: the host program and each device cluster's SPMD
+ * program, with its split and concat trees, device assignment and host
+ * layout. Compiled in this process (then it also holds the unpartitioned
+ * module, for ts_plan_run_reference) or loaded from a plan file. */
+typedef struct TsPlan TsPlan;
+
+typedef struct TsCompileOptions {
+    int64_t num_partitions;  /* 0: the module header's num_partitions, else 1 */
+    int64_t num_replicas;    /* 0: the module header's replica_count, else 1 */
+    int64_t hosts;           /* hosts (MPI ranks) the plan is for; 0: 1 */
+    int64_t local_devices;   /* devices per host; 0: N*R/hosts */
+    const TsLimits *limits;  /* NULL: defaults (devices bounds N x R) */
+    bool no_verify;          /* skip the verifier after the rewriting passes */
+} TsCompileOptions;
+
+/* Compile a module (not modified; `o` may be NULL): place, cluster,
+ * outline, propagate shardings, partition each cluster, trees, devices,
+ * islands. Custom-call targets tessel cannot run are refused here. */
+TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, TsDiag *d);
+/* Load a plan file (everything is checked; a truncated or altered plan is
+ * TS_EINPUT naming the line). */
+TsStatus ts_plan_load(const char *path, const TsLimits *lim, TsPlan **out, TsDiag *d);
+TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsPlan **out,
+                       TsDiag *d);
+/* What the command line does with MODEL.hlo|PLAN: a plan file is loaded
+ * (N and R in `o`, when set, must be the plan's), anything else parsed,
+ * verified and compiled with `o`. */
+TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out, TsDiag *d);
+void ts_plan_free(TsPlan *p);
+
+/* Rebuild the host layout (hosts >= 1; local_devices 0: N*R/hosts).
+ * TS_EINPUT when N*R is not hosts x local_devices. */
+TsStatus ts_plan_set_layout(TsPlan *p, int64_t hosts, int64_t local_devices, TsDiag *d);
+int64_t ts_plan_num_partitions(const TsPlan *p);
+int64_t ts_plan_num_replicas(const TsPlan *p);
+int64_t ts_plan_hosts(const TsPlan *p);
+int64_t ts_plan_local_devices(const TsPlan *p);
+/* Device clusters (0 for a module without device work). */
+int32_t ts_plan_num_clusters(const TsPlan *p);
+/* True when the plan was loaded from a plan file. */
+bool ts_plan_from_file(const TsPlan *p);
+
+/* The plan file text (valid HLO text; docs/plan.md). Heap string (ts_free),
+ * NULL on OOM. */
+char *ts_plan_file_text(const TsPlan *p);
+/* Write the plan file to `path` atomically (a temporary name in the same
+ * directory, then rename; a path that exists and is not a regular file, a
+ * pipe or /dev/null, is written in place). TS_ERUNTIME naming the path. */
+TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d);
+/* The plan for people ("text"), programs ("json", docs/plan.md) or
+ * Graphviz ("dot") into *out (ts_free). TS_EINPUT for another format. */
+TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* Arrays, inputs, outputs                                             */
+/* ------------------------------------------------------------------ */
+
+/* An array in memory, C order. `dtype` is NumPy's type string as .npy
+ * files spell it: "<f4", "<f8", "<f2", "<i1".."<i8", "|u1".."<u8", "|b1"
+ * (pred), "<c8", "<c16"; bf16, the f8 kinds and f4 travel as "<f4", s2/s4
+ * as "|i1", u2/u4 as "|u1" (converted exactly, as .npy files are). */
+typedef struct TsArray {
+    const char *dtype;
+    int32_t rank;
+    const int64_t *dims;
+    const void *data;
+    size_t nbytes;           /* must be the elements times the dtype's size */
+} TsArray;
+
+/* A description of an input or output leaf (dims valid up to rank). */
+typedef struct TsArrayInfo {
+    const char *name;        /* parameter name (inputs), NULL for outputs; owned by the plan */
+    char dtype[8];           /* as TsArray.dtype */
+    char type[16];           /* tessel's element type ("f32", "bf16", ...) */
+    int32_t rank;
+    int64_t dims[TS_MAX_RANK];
+    size_t nbytes;           /* bytes in TsArray form */
+} TsArrayInfo;
+
+/* The program's input leaves (entry parameters, tuple parameters depth
+ * first) and output leaves, with their logical (full) shapes. */
+int32_t ts_plan_num_inputs(const TsPlan *p);
+int32_t ts_plan_num_outputs(const TsPlan *p);
+TsStatus ts_plan_input_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, TsDiag *d);
+TsStatus ts_plan_output_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, TsDiag *d);
+
+/* One input: `key` names an entry parameter by index ("0"), by instruction
+ * name ("x"), or a leaf of a tuple parameter ("0.1", "p.1"); the value is
+ * the .npy file `path` or the array `array` (exactly one of them). */
 typedef struct TsInput {
     const char *key;
     const char *path;
+    const TsArray *array;
 } TsInput;
 
 typedef struct TsRunOptions {
@@ -79,44 +257,98 @@ typedef struct TsRunOptions {
     const TsInput *inputs;
     bool random;             /* fill unbound leaves with the deterministic random inputs */
     uint64_t seed;
-    /* Write the result's leaves to output_dir/output_<i>.npy (all or
-     * nothing; the directory is created if missing). NULL: write nothing. */
-    const char *output_dir;
+    int64_t steps;           /* run K times, aliased outputs fed back (input_output_alias); 0: 1 */
+    int32_t ninfeeds;        /* .npy files for infeed / recv from the host, in order (one device) */
+    const char *const *infeeds;
+    bool stats;              /* measure (ts_outputs_stats) */
+    double load_seconds;     /* the caller's load+compile time, for the stats */
+    /* Under MPI: called on a failing rank with its error before the
+     * other ranks learn of it (they may end the job at once, so this is
+     * the last moment the error is sure to get out). May be NULL. */
+    void (*on_error)(void *ctx, const TsDiag *d);
+    void *on_error_ctx;
 } TsRunOptions;
 
-/* The library version, e.g. "0.1.0". Static string. */
-const char *ts_version(void);
+/* The results of a run: the output leaves (depth first), and the values
+ * the program gave the host (outfeed, send to the host). */
+typedef struct TsOutputs TsOutputs;
 
-/* Read, parse and verify the HLO text file at `path`. On success *out is a
- * new module (ts_module_free); on failure *out is NULL and d says why with
- * FILE:LINE:COL. */
-TsStatus ts_module_load(const char *path, TsModule **out, TsDiag *d);
+int32_t ts_outputs_count(const TsOutputs *o);
+TsStatus ts_outputs_info(const TsOutputs *o, int32_t i, TsArrayInfo *info, TsDiag *d);
+/* Copy output i in TsArray form into buf (nbytes must be its size). */
+TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes, TsDiag *d);
+/* Write DIR/output_<i>.npy (and DIR/outfeed_<i>.npy) all or nothing: to
+ * temporaries, renamed when every file is complete; DIR is created if
+ * missing. */
+TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d);
+/* Remove what ts_outputs_write wrote into DIR (and its temporaries). */
+void ts_outputs_remove(const TsOutputs *o, const char *dir);
+/* "output 0: f32[4,8] min ... max ... mean ... first [...]\n" per leaf,
+ * then "outfeed 0: ..." lines. Heap string (ts_free), NULL on OOM. */
+char *ts_outputs_summary(const TsOutputs *o);
+/* With TsRunOptions.stats: the measurements, one "tessel: stats: ..." line
+ * each (docs/cli.md); "" without. Owned by o. */
+const char *ts_outputs_stats(const TsOutputs *o);
+void ts_outputs_free(TsOutputs *o);
 
-/* Free a module (NULL is fine). */
-void ts_module_free(TsModule *m);
+/* ------------------------------------------------------------------ */
+/* Running                                                             */
+/* ------------------------------------------------------------------ */
 
-/* The module's name (owned by the module) and its number of entry parameters. */
-const char *ts_module_name(const TsModule *m);
-int32_t ts_module_num_parameters(const TsModule *m);
+/* Run on N x R devices of this process (threads pinned to cores). The
+ * plan must be for one host. */
+TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d);
+/* The unpartitioned module on one device: the oracle partitioned runs are
+ * checked against. A plan compiled in this process runs its module; a
+ * loaded plan has none (TS_EINPUT). */
+TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d);
+TsStatus ts_run_reference(const TsModule *m, const TsRunOptions *o, TsOutputs **out, TsDiag *d);
 
-/* Run the entry computation of `m` unpartitioned on one device (the
- * reference executor), inputs from .npy files and/or random fills, and
- * write the outputs as opt->output_dir says. `summary`, when not NULL,
- * receives a heap string (ts_free) with one line per output leaf:
- * "output 0: f32[4,8] min ... max ... mean ... first [...]". */
-TsStatus ts_run_reference(const TsModule *m, const TsRunOptions *opt, char **summary,
-                          TsDiag *d);
+/* Under MPI: `mpi_comm` is the address of the caller's MPI_Comm (MPI
+ * initialised with at least MPI_THREAD_SERIALIZED; from mpi4py,
+ * MPI._addressof(comm)); its size must be the plan's hosts and its rank r
+ * runs devices [r*L, (r+1)*L). Every rank calls; each reads only its
+ * shards of every input. The library uses that communicator only, never
+ * MPI_COMM_WORLD behind the caller's back. Failures found before the
+ * devices run are agreed on: every rank returns an error (the failing
+ * rank's message, "rank R: ..."). A failure while devices run ends the job
+ * (MPI_Abort on the communicator), since the other ranks may be waiting
+ * for this one in a collective. On rank 0 *out receives the outputs; on the
+ * other ranks *out is NULL. */
+TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
+                         TsDiag *d);
 
-/* Format a diag as the command line prints it:
- * "tessel: FILE:LINE:COL: error: MESSAGE\n  LINE\n  ^\n". Heap string
- * (ts_free) or NULL when out of memory. */
-char *ts_diag_format(const TsDiag *d);
+/* The MPI world of a program that has no MPI of its own (the command line
+ * under mpirun): MPI_Init_thread, errors returned, failure injection from
+ * TESSEL_FAIL_MPI_AFTER / TESSEL_FAIL_MPI_RANK (RELIABILITY.md). */
+typedef struct TsMpiWorld TsMpiWorld;
+/* True when this process was started by mpirun. */
+bool ts_mpi_launched(void);
+TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d);
+/* The address of its MPI_Comm (for ts_plan_run_mpi), its rank and size. */
+const void *ts_mpi_comm(const TsMpiWorld *w);
+int ts_mpi_rank(const TsMpiWorld *w);
+int ts_mpi_size(const TsMpiWorld *w);
+/* Every rank says whether it is fine; returns -1 when all are, else the
+ * lowest failing rank (the same on every rank). *status_max (may be NULL)
+ * receives the largest `status` over the ranks. */
+int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max);
+/* End MPI (free its objects, MPI_Finalize) and free w. A failure of either
+ * is TS_ERUNTIME naming the rank. NULL: TS_OK. */
+TsStatus ts_mpi_finalize(TsMpiWorld *w, TsDiag *d);
+/* End the whole job (MPI_Abort), printing `msg` first; never returns when
+ * MPI can stop the other ranks. */
+void ts_mpi_abort(TsMpiWorld *w, const char *msg);
+/* MPI calls this process made so far (what a failure-injection walk covers). */
+long ts_mpi_calls(void);
 
-/* Free the strings of a diag and reset it to {0}. */
-void ts_diag_clear(TsDiag *d);
+/* ------------------------------------------------------------------ */
+/* Devices                                                             */
+/* ------------------------------------------------------------------ */
 
-/* Free memory the library returned (strings). */
-void ts_free(void *p);
+/* The local devices hwloc finds for `local_devices` devices (0: one per
+ * core), their cpusets, cores and NUMA nodes, as "text" or "json". */
+TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **out, TsDiag *d);
 
 #ifdef __cplusplus
 }

@@ -63,8 +63,10 @@ static void leaves_free(Leaves *l)
 {
     ts_free(l->first);
     ts_free((void *)l->path);
+    ts_free((void *)l->array);
     l->first = NULL;
     l->path = NULL;
+    l->array = NULL;
 }
 
 static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
@@ -80,7 +82,8 @@ static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
         l->first[p + 1] = l->first[p] + ir_shape_leaf_count(s);
     }
     l->path = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->path);
-    if (!l->path)
+    l->array = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->array);
+    if (!l->path || !l->array)
         return fail(d, IR_ENOMEM, "out of memory");
     return IR_OK;
 }
@@ -187,7 +190,7 @@ static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *
     for (int32_t p = 0; p < c->nparam; p++) {
         for (int64_t k = l->first[p]; k < l->first[p + 1]; k++) {
             const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
-            if (l->path[k] || ls->type == IR_TOKEN)
+            if (l->path[k] || l->array[k] || ls->type == IR_TOKEN)
                 continue;
             char *desc = leaf_desc(c, p, k - l->first[p], true);
             if (!desc) {
@@ -225,10 +228,12 @@ static IrStatus load_leaf(const IrComputation *c, const Leaves *l, int32_t p, in
     if (!v)
         return fail(d, IR_ENOMEM, "out of memory for %s", ir_type_name(ls->type));
     IrStatus st = IR_OK;
-    if (ls->type != IR_TOKEN && l->path[k]) {
+    if (ls->type != IR_TOKEN && (l->path[k] || l->array[k])) {
         char *what = leaf_desc(c, p, k - l->first[p], false);
-        st = what ? rt_npy_read(l->path[k], ls, what, v->data, d)
-                  : fail(d, IR_ENOMEM, "out of memory");
+        int64_t zero[IR_MAX_RANK] = {0};
+        st = !what       ? fail(d, IR_ENOMEM, "out of memory")
+             : l->path[k] ? rt_npy_read(l->path[k], ls, what, v->data, d)
+                          : rt_array_read_box(l->array[k], ls, what, zero, ls->dims, v->data, d);
         ts_free(what);
     } else if (ls->type != IR_TOKEN) {
         st = rt_random_fill(opt->seed, (uint64_t)k, ls, v->data, d);
@@ -282,12 +287,16 @@ static IrStatus bind_keys(const IrComputation *c, Leaves *l, const RtBindOptions
         if (st != IR_OK)
             return st;
         int64_t k = l->first[p] + leaf;
-        if (l->path[k])
-            return fail(d, IR_EINPUT, "input %s: parameter %d%s is bound twice (%s and %s)",
-                        opt->inputs[i].key, (int)p,
-                        param_shape(c, p)->type == IR_TUPLE ? " leaf" : "", l->path[k],
-                        opt->inputs[i].path);
-        l->path[k] = opt->inputs[i].path;
+        const RtInput *in = &opt->inputs[i];
+        if (!in->path == !in->array)
+            return fail(d, IR_EINPUT, "input %s: give a .npy file or an array, %s", in->key,
+                        in->path ? "not both" : "not neither");
+        if (l->path[k] || l->array[k])
+            return fail(d, IR_EINPUT, "input %s: parameter %d%s is bound twice (%s and %s)", in->key, (int)p,
+                        param_shape(c, p)->type == IR_TUPLE ? " leaf" : "",
+                        l->path[k] ? l->path[k] : "an array", in->path ? in->path : "an array");
+        l->path[k] = in->path;
+        l->array[k] = in->array;
     }
     return IR_OK;
 }

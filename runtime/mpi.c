@@ -30,7 +30,9 @@
 #include <unistd.h>
 
 struct RtTransport {
-    MPI_Comm comm;
+    MPI_Comm comm;           /* tessel's duplicate of the caller's communicator */
+    MPI_Comm abort_comm;     /* what MPI_Abort ends: comm, or the caller's before the dup exists */
+    bool owns_mpi;           /* rt_mpi_init initialised MPI: rt_mpi_end finalizes it */
     int rank, size;
     MPI_Datatype half;       /* 2-byte elements (f16, bf16) for user ops */
     MPI_Op user[2][4];       /* [f16|bf16][add, mul, max, min] */
@@ -131,6 +133,41 @@ HALF_OP(half_min, fminn(a, b))
 FLOAT_OP(float_max, a > b ? a : b)
 FLOAT_OP(float_min, a < b ? a : b)
 
+/* tessel's own communicator on the caller's group (a duplicate, so that
+ * its traffic never matches the caller's messages and its error handler
+ * is its own), the reduction ops and datatype. `rank` names this process
+ * in messages until MPI_Comm_rank answers. */
+static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out, IrDiag *d)
+{
+    RtTransport *t = ts_calloc(1, sizeof *t);
+    if (!t)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", rank);
+    t->comm = MPI_COMM_NULL;
+    t->abort_comm = comm;
+    t->rank = rank;
+    t->owns_mpi = owns_mpi;
+    *out = t;
+    int provided = 0;
+    MPI_TRY(d, t, "MPI_Query_thread", tmpi_query_thread(&provided));
+    MPI_TRY(d, t, "MPI_Comm_dup", tmpi_comm_dup(comm, &t->comm));
+    t->abort_comm = t->comm;
+    MPI_TRY(d, t, "MPI_Comm_set_errhandler", tmpi_comm_set_errhandler(t->comm, MPI_ERRORS_RETURN));
+    MPI_TRY(d, t, "MPI_Comm_rank", tmpi_comm_rank(t->comm, &t->rank));
+    MPI_TRY(d, t, "MPI_Comm_size", tmpi_comm_size(t->comm, &t->size));
+    if (provided < MPI_THREAD_SERIALIZED)
+        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
+                        "rank %d: MPI provides thread level %d; tessel needs MPI_THREAD_SERIALIZED", t->rank,
+                        provided);
+    MPI_TRY(d, t, "MPI_Type_contiguous", tmpi_type_contiguous(2, MPI_BYTE, &t->half));
+    MPI_TRY(d, t, "MPI_Type_commit", tmpi_type_commit(&t->half));
+    MPI_User_function *hf[4] = {half_add, half_mul, half_max, half_min};
+    for (int k = 0; k < 4; k++)
+        MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(hf[k], 1, &t->user[0][k]));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_max, 1, &t->fmax));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_min, 1, &t->fmin));
+    return IR_OK;
+}
+
 IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d)
 {
     *out = NULL;
@@ -147,27 +184,32 @@ IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d)
         return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: MPI_Init_thread failed: MPI error %d%s",
                         env_rank, rc, inj && strcmp(inj, "MPI_Init_thread") == 0 ? " (injected: TESSEL_FAIL_MPI_AFTER)" : "");
     }
-    RtTransport *t = ts_calloc(1, sizeof *t);
-    if (!t)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", env_rank);
-    t->comm = MPI_COMM_WORLD;
-    t->rank = env_rank;
-    *out = t;
-    MPI_TRY(d, t, "MPI_Comm_set_errhandler", tmpi_comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    MPI_TRY(d, t, "MPI_Comm_rank", tmpi_comm_rank(t->comm, &t->rank));
-    MPI_TRY(d, t, "MPI_Comm_size", tmpi_comm_size(t->comm, &t->size));
-    if (provided < MPI_THREAD_SERIALIZED)
-        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
-                        "rank %d: MPI provides thread level %d; tessel needs MPI_THREAD_SERIALIZED", t->rank,
-                        provided);
-    MPI_TRY(d, t, "MPI_Type_contiguous", tmpi_type_contiguous(2, MPI_BYTE, &t->half));
-    MPI_TRY(d, t, "MPI_Type_commit", tmpi_type_commit(&t->half));
-    MPI_User_function *hf[4] = {half_add, half_mul, half_max, half_min};
-    for (int k = 0; k < 4; k++)
-        MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(hf[k], 1, &t->user[0][k]));
-    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_max, 1, &t->fmax));
-    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_min, 1, &t->fmin));
-    return IR_OK;
+    /* MPI_COMM_WORLD's errors return from here on: attach's own calls
+     * (the dup included) must report, not abort. */
+    rc = tmpi_comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        RtTransport *t = ts_calloc(1, sizeof *t);
+        if (t) {
+            t->comm = MPI_COMM_NULL;
+            t->abort_comm = MPI_COMM_WORLD;
+            t->rank = env_rank;
+            t->owns_mpi = true;
+        }
+        *out = t;
+        return mpi_fail(d, rc, "MPI_Comm_set_errhandler", env_rank);
+    }
+    return attach(MPI_COMM_WORLD, env_rank, true, out, d);
+}
+
+IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d)
+{
+    *out = NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "MPI is not initialised: call MPI_Init_thread before running on a communicator");
+    return attach(*(const MPI_Comm *)comm, rt_mpi_env_rank(), false, out, d);
 }
 
 int rt_mpi_rank(const RtTransport *t)
@@ -214,10 +256,18 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
         return IR_OK;
     IrStatus st = rt_mpi_release(t, d);
     int rank = t->rank;
+    bool owns = t->owns_mpi;
+    if (t->comm != MPI_COMM_NULL) {
+        int rc = tmpi_comm_free(&t->comm);
+        if (rc != MPI_SUCCESS && st == IR_OK)
+            st = mpi_fail(d, rc, "MPI_Comm_free", rank);
+    }
     ts_free(t);
-    int rc = tmpi_finalize();
-    if (rc != MPI_SUCCESS && st == IR_OK)
-        st = mpi_fail(d, rc, "MPI_Finalize", rank);
+    if (owns) {
+        int rc = tmpi_finalize();
+        if (rc != MPI_SUCCESS && st == IR_OK)
+            st = mpi_fail(d, rc, "MPI_Finalize", rank);
+    }
     return st;
 }
 
@@ -304,7 +354,7 @@ void rt_transport_abort(RtTransport *t, const char *msg)
     if (msg)
         fprintf(stderr, "%s", msg);
     fflush(stderr);
-    tmpi_abort(t ? t->comm : MPI_COMM_WORLD, 1);
+    tmpi_abort(!t ? MPI_COMM_WORLD : t->comm != MPI_COMM_NULL ? t->comm : t->abort_comm, 1);
     /* MPI_Abort returned (it must not): leave without finalizing, which
      * mpirun also treats as the end of the job. */
     _exit(1);

@@ -144,6 +144,24 @@ int tmpi_comm_size(MPI_Comm comm, int *size)
     return MPI_Comm_size(comm, size);
 }
 
+int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out)
+{
+    INJECT("MPI_Comm_dup");
+    return MPI_Comm_dup(comm, out);
+}
+
+int tmpi_comm_free(MPI_Comm *comm)
+{
+    INJECT("MPI_Comm_free");
+    return MPI_Comm_free(comm);
+}
+
+int tmpi_query_thread(int *provided)
+{
+    INJECT("MPI_Query_thread");
+    return MPI_Query_thread(provided);
+}
+
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)
 {
     INJECT("MPI_Type_contiguous");

@@ -1,7 +1,7 @@
 /*
  * mpi_layer.h: the one door through which tessel calls MPI, so that a test
  * can make the Nth MPI call fail (runtime-internal; mpi.c is its only
- * user, and through mpi.c the CLI's `tessel run` under mpirun).
+ * user).
  *
  * Every tmpi_* function is a thin wrapper with the arguments and the
  * return value of the MPI function it names (tmpi_allreduce ->
@@ -70,6 +70,9 @@ int tmpi_error_string(int code, char *msg, int *len);
 int tmpi_comm_set_errhandler(MPI_Comm comm, MPI_Errhandler h);
 int tmpi_comm_rank(MPI_Comm comm, int *rank);
 int tmpi_comm_size(MPI_Comm comm, int *size);
+int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out);
+int tmpi_comm_free(MPI_Comm *comm);
+int tmpi_query_thread(int *provided);
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out);
 int tmpi_type_commit(MPI_Datatype *t);
 int tmpi_type_free(MPI_Datatype *t);

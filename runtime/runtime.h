@@ -177,10 +177,34 @@ IrStatus rt_random_fill_box(uint64_t seed, uint64_t leaf, const IrShape *shape,
 /* One user input: `key` is INDEX, INDEX.LEAF, NAME or NAME.LEAF (a
  * parameter instruction name of the entry computation; an exact name
  * wins over the INDEX.LEAF reading), `path` a .npy file. */
+typedef struct RtArray RtArray;
 typedef struct RtInput {
     const char *key;
-    const char *path;
+    const char *path;          /* a .npy file, or NULL when `array` is set */
+    const RtArray *array;      /* an array in memory (array_in.c), or NULL */
 } RtInput;
+
+/* ------------------------------------------------------------------ */
+/* array_in.c: inputs from memory                                      */
+/* ------------------------------------------------------------------ */
+
+/* An array in the caller's memory, C order, its elements as a .npy file
+ * would hold them: `dtype` is the NumPy type string (rt_npy_descr of the
+ * parameter's type: bf16 and the f8 kinds as "<f4", ...). */
+struct RtArray {
+    const char *dtype;
+    int32_t rank;
+    const int64_t *dims;
+    const void *data;
+    size_t nbytes;
+};
+
+/* Copy the box [lo, hi) of array `a`, which must hold exactly `expect`
+ * (dtype, dims and byte count are checked: IR_EINPUT naming `what`), into
+ * `out` in the in-memory form of `expect`, packed with dims hi - lo, with
+ * the .npy reader's conversions (rt_npy_from_disk). */
+IrStatus rt_array_read_box(const RtArray *a, const IrShape *expect, const char *what, const int64_t *lo,
+                           const int64_t *hi, void *out, IrDiag *d);
 
 /* How to bind the entry parameters. */
 typedef struct RtBindOptions {
@@ -297,15 +321,24 @@ typedef struct RtTransport RtTransport;
 
 /* True when this process was started by mpirun (Open MPI / PMI env). */
 bool rt_mpi_launched(void);
-/* MPI_Init_thread(SERIALIZED), errors returned, reduction ops created. */
+/* MPI_Init_thread(SERIALIZED), errors returned, then rt_mpi_attach to
+ * MPI_COMM_WORLD; rt_mpi_end finalizes MPI. *out may be set on failure
+ * (then end the job with rt_transport_abort). */
 IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d);
+/* A transport on the caller's communicator (MPI already initialised with
+ * at least MPI_THREAD_SERIALIZED): tessel duplicates it and talks only on
+ * the duplicate, never on MPI_COMM_WORLD; rt_mpi_end frees the duplicate
+ * and leaves MPI running. `comm` is an MPI_Comm (mpi.h is kept out of
+ * this header: pass its address). */
+IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d);
 void rt_mpi_finalize(RtTransport *t);
 /* Free the reduction ops and datatype rt_mpi_init created (after the last
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */
 IrStatus rt_mpi_release(RtTransport *t, IrDiag *d);
-/* rt_mpi_finalize with its failures reported: rt_mpi_release, then
- * MPI_Finalize; t is freed in every case (NULL: IR_OK). */
+/* rt_mpi_finalize with its failures reported: rt_mpi_release, the
+ * communicator freed, then MPI_Finalize when rt_mpi_init started MPI; t
+ * is freed in every case (NULL: IR_OK). */
 IrStatus rt_mpi_end(RtTransport *t, IrDiag *d);
 int rt_mpi_rank(const RtTransport *t);
 int rt_mpi_size(const RtTransport *t);

@@ -49,7 +49,8 @@ static IrStatus fill_box(const Reader *r, int32_t p, int64_t li, int64_t leaf, c
     for (int32_t k = 0; k < full->rank; k++)
         hi[k] = lo[k] + ext[k];
     const char *path = r->lb->path[leaf];
-    if (!path) {
+    const RtArray *array = r->lb->array[leaf];
+    if (!path && !array) {
         if (r->rs)
             r->rs->random_elems += box_elems(full->rank, ext);
         return rt_random_fill_box(r->opt->seed, (uint64_t)leaf, full, lo, hi, out, d);
@@ -57,9 +58,10 @@ static IrStatus fill_box(const Reader *r, int32_t p, int64_t li, int64_t leaf, c
     char *what = rt_input_leaf_desc(r->sig, p, li);
     if (!what)
         return oom(d);
-    IrStatus st = rt_npy_read_box(path, full, what, lo, hi, out, d);
+    IrStatus st = path ? rt_npy_read_box(path, full, what, lo, hi, out, d)
+                       : rt_array_read_box(array, full, what, lo, hi, out, d);
     ts_free(what);
-    if (st == IR_OK && r->rs) {
+    if (st == IR_OK && path && r->rs) {
         IrType disk = full->type == IR_BF16 ? IR_F32 : full->type; /* bf16 travels as <f4 */
         r->rs->file_bytes += box_elems(full->rank, ext) * (int64_t)ir_type_size(disk);
     }

@@ -77,6 +77,7 @@ typedef struct RtLeafBinding {
     int32_t nparam;
     int64_t *first;            /* nparam + 1 entries */
     const char **path;         /* per leaf; borrowed from the RtBindOptions */
+    const RtArray **array;     /* per leaf, when bound to an array in memory */
 } RtLeafBinding;
 
 /* Resolve opt's keys as rt_bind_inputs does (unknown keys, leaves bound

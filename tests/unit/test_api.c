@@ -70,24 +70,65 @@ static void test_load_and_run(void **state)
     snprintf(v, sizeof v, "%s/v.npy", dir);
     snprintf(out, sizeof out, "%s/out", dir);
     write_v(v);
-    TsInput in[] = {{"v", v}};
-    TsRunOptions ro = {.ninputs = 1, .inputs = in, .output_dir = out};
-    char *summary = NULL;
-    assert_int_equal(ts_run_reference(m, &ro, &summary, &d), TS_OK);
+    TsInput in[] = {{.key = "v", .path = v}};
+    TsRunOptions ro = {.ninputs = 1, .inputs = in};
+    TsOutputs *res = NULL;
+    assert_int_equal(ts_run_reference(m, &ro, &res, &d), TS_OK);
+    assert_int_equal(ts_outputs_write(res, out, &d), TS_OK);
+    char *summary = ts_outputs_summary(res);
     /* five times v: (5, [5, 10, 15, 20]) */
     assert_string_equal(summary, "output 0: s32[] min 5 max 5 mean 5 first [5]\n"
                                  "output 1: f32[4] min 5 max 20 mean 12.5 first [5, 10, 15, 20]\n");
     ts_free(summary);
+    /* the same values read into the caller's buffers */
+    TsArrayInfo info;
+    assert_int_equal(ts_outputs_count(res), 2);
+    assert_int_equal(ts_outputs_info(res, 1, &info, &d), TS_OK);
+    assert_string_equal(info.dtype, "<f4");
+    assert_int_equal(info.rank, 1);
+    assert_int_equal(info.dims[0], 4);
+    float y[4];
+    assert_int_equal(ts_outputs_read(res, 1, y, sizeof y, &d), TS_OK);
+    assert_true(y[0] == 5 && y[1] == 10 && y[2] == 15 && y[3] == 20);
+    assert_int_equal(ts_outputs_read(res, 1, y, 8, &d), TS_EINPUT); /* wrong size */
+    ts_diag_clear(&d);
+    ts_outputs_free(res);
     char o1[160];
     snprintf(o1, sizeof o1, "%s/output_1.npy", out);
     assert_int_equal(access(o1, R_OK), 0);
+    /* the input as an array in memory instead of a file: the same result */
+    float vv[4] = {1, 2, 3, 4};
+    int64_t dims[1] = {4};
+    TsArray va = {.dtype = "<f4", .rank = 1, .dims = dims, .data = vv, .nbytes = sizeof vv};
+    TsInput ia[] = {{.key = "0", .array = &va}};
+    TsRunOptions ra = {.ninputs = 1, .inputs = ia};
+    assert_int_equal(ts_run_reference(m, &ra, &res, &d), TS_OK);
+    assert_int_equal(ts_outputs_read(res, 1, y, sizeof y, &d), TS_OK);
+    assert_true(y[0] == 5 && y[3] == 20);
+    ts_outputs_free(res);
+    /* an array of the wrong dtype or shape is refused, naming the parameter */
+    TsArray bad = va;
+    bad.dtype = "<f8";
+    ia[0].array = &bad;
+    assert_int_equal(ts_run_reference(m, &ra, &res, &d), TS_EINPUT);
+    assert_null(res);
+    assert_non_null(strstr(d.msg, "dtype <f8, expected <f4"));
+    ts_diag_clear(&d);
+    int64_t three[1] = {3};
+    bad = va;
+    bad.dims = three;
+    bad.nbytes = 12;
+    assert_int_equal(ts_run_reference(m, &ra, &res, &d), TS_EINPUT);
+    assert_non_null(strstr(d.msg, "shape (3,), expected (4,)"));
+    ts_diag_clear(&d);
     /* no input and no random: an error naming the parameter */
     TsRunOptions none = {0};
-    assert_int_equal(ts_run_reference(m, &none, NULL, &d), TS_EINPUT);
+    assert_int_equal(ts_run_reference(m, &none, &res, &d), TS_EINPUT);
     assert_non_null(strstr(d.msg, "parameter 0 (v: f32[4])"));
     ts_diag_clear(&d);
     TsRunOptions rnd = {.random = true, .seed = 7};
-    assert_int_equal(ts_run_reference(m, &rnd, NULL, &d), TS_OK);
+    assert_int_equal(ts_run_reference(m, &rnd, &res, &d), TS_OK);
+    ts_outputs_free(res);
     ts_module_free(m);
 }
 

@@ -136,8 +136,8 @@ static void test_leaf_count(void **state)
 static void test_bind_all_files(void **state)
 {
     (void)state;
-    RtInput in[] = {{"a", path_of("v.npy")}, {"1.0", path_of("k.npy")},
-                    {"t.1.1", path_of("v.npy")}};
+    RtInput in[] = {{"a", path_of("v.npy"), NULL}, {"1.0", path_of("k.npy"), NULL},
+                    {"t.1.1", path_of("v.npy"), NULL}};
     RtArgs a;
     IrDiag d = {0};
     assert_int_equal(bind(3, in, false, &a, &d), IR_OK);
@@ -173,7 +173,7 @@ static void test_bind_all_files(void **state)
 static void test_random_fill_keeps_k(void **state)
 {
     (void)state;
-    RtInput in[] = {{"t.1.1", path_of("v.npy")}};
+    RtInput in[] = {{"t.1.1", path_of("v.npy"), NULL}};
     RtArgs a;
     assert_int_equal(bind(1, in, true, &a, NULL), IR_OK);
     uint32_t bits;
@@ -198,28 +198,28 @@ static void expect_bind_error(int32_t n, const RtInput *in, bool random, const c
 static void test_bind_errors(void **state)
 {
     (void)state;
-    RtInput in1[] = {{"0", path_of("v.npy")}};
+    RtInput in1[] = {{"0", path_of("v.npy"), NULL}};
     expect_bind_error(1, in1, false, "no input for parameter 1 leaf 0 (t.1: s32[]), parameter "
                                      "1 leaf 1 (t.1: f32[4]); bind them");
-    RtInput in2[] = {{"t.1", path_of("v.npy")}};
+    RtInput in2[] = {{"t.1", path_of("v.npy"), NULL}};
     expect_bind_error(1, in2, true, "parameter 1 is a tuple of 2 leaves");
-    RtInput in3[] = {{"b", path_of("v.npy")}};
+    RtInput in3[] = {{"b", path_of("v.npy"), NULL}};
     expect_bind_error(1, in3, true, "input b: no entry parameter");
-    RtInput in4[] = {{"2", path_of("v.npy")}};
+    RtInput in4[] = {{"2", path_of("v.npy"), NULL}};
     expect_bind_error(1, in4, true, "has 2 parameters");
-    RtInput in5[] = {{"0.1", path_of("v.npy")}};
+    RtInput in5[] = {{"0.1", path_of("v.npy"), NULL}};
     expect_bind_error(1, in5, true, "parameter 0 has 1 leaf");
-    RtInput in6[] = {{"0", path_of("v.npy")}, {"a.0", path_of("v.npy")}};
+    RtInput in6[] = {{"0", path_of("v.npy"), NULL}, {"a.0", path_of("v.npy"), NULL}};
     expect_bind_error(2, in6, true, "bound twice");
-    RtInput in7[] = {{"0", path_of("w.npy")}};
+    RtInput in7[] = {{"0", path_of("w.npy"), NULL}};
     expect_bind_error(1, in7, true, "dtype <f8 does not match parameter 0 f32[4] (expected <f4)");
     int64_t d4[] = {4};
     IrShape s4 = {IR_S32, 1, d4, false, NULL, NULL, 0, NULL, NULL};
     int32_t k4[4] = {0};
     assert_int_equal(rt_npy_write(path_of("k4.npy"), &s4, k4, NULL), IR_OK);
-    RtInput in8[] = {{"1.0", path_of("k4.npy")}};
+    RtInput in8[] = {{"1.0", path_of("k4.npy"), NULL}};
     expect_bind_error(1, in8, true, "shape (4,) does not match parameter 1 leaf 0 s32[]");
-    RtInput in9[] = {{"0.", path_of("v.npy")}};
+    RtInput in9[] = {{"0.", path_of("v.npy"), NULL}};
     expect_bind_error(1, in9, true, "no entry parameter");
 }
 
@@ -256,7 +256,7 @@ static void test_alloc_failures(void **state)
     (void)state;
     char v[256];
     snprintf(v, sizeof v, "%s", path_of("v.npy")); /* path_of's buffers rotate */
-    RtInput in[] = {{"t.1.1", v}};
+    RtInput in[] = {{"t.1.1", v, NULL}};
     bool ok = false;
     for (long n = 1; n < 200 && !ok; n++) {
         RtArgs a;

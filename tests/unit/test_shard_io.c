@@ -150,7 +150,7 @@ static void free2(RtArgs *sh)
 static void test_file_boxes(void **state)
 {
     (void)state;
-    RtInput in[] = {{"x", path_of("x.npy")}};
+    RtInput in[] = {{"x", path_of("x.npy"), NULL}};
     RtArgs sh[2];
     RtReadStats rs = {0};
     IrDiag d = {0};
@@ -191,7 +191,7 @@ static bool same_bytes(const DevValue *a, const DevValue *b)
 static void test_equals_cut_whole(void **state)
 {
     (void)state;
-    RtInput in[] = {{"0", path_of("x.npy")}};
+    RtInput in[] = {{"0", path_of("x.npy"), NULL}};
     RtBindOptions o = {1, in, true, 7};
     RtArgs sh[2], whole = {0};
     IrDiag d = {0};
@@ -213,22 +213,22 @@ static void test_errors(void **state)
     (void)state;
     RtArgs sh[2];
     IrDiag d = {0};
-    RtInput missing[] = {{"x", path_of("nope.npy")}};
+    RtInput missing[] = {{"x", path_of("nope.npy"), NULL}};
     assert_int_equal(read2(1, missing, true, sh, NULL, &d), IR_EINPUT);
     assert_non_null(strstr(d.file, "nope.npy"));
     assert_non_null(strstr(d.msg, "cannot open"));
     assert_true(sh[0].args == NULL && sh[1].args == NULL && sh[0].nargs == 0);
     ir_diag_clear(&d);
-    RtInput wrong[] = {{"x", path_of("x4.npy")}};
+    RtInput wrong[] = {{"x", path_of("x4.npy"), NULL}};
     assert_int_equal(read2(1, wrong, true, sh, NULL, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "parameter 0"));
     ir_diag_clear(&d);
-    RtInput unknown[] = {{"y", path_of("x.npy")}};
+    RtInput unknown[] = {{"y", path_of("x.npy"), NULL}};
     assert_int_equal(read2(1, unknown, true, sh, NULL, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "input y: no entry parameter"));
     ir_diag_clear(&d);
     /* without random inputs every leaf must be bound; all are named */
-    assert_int_equal(read2(1, (RtInput[]){{"x", path_of("x.npy")}}, false, sh, NULL, &d), IR_EINPUT);
+    assert_int_equal(read2(1, (RtInput[]){{"x", path_of("x.npy"), NULL}}, false, sh, NULL, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "parameter 1 (w: f32[3]), parameter 2 leaf 0"));
     ir_diag_clear(&d);
 }
@@ -238,7 +238,7 @@ static void test_errors(void **state)
 static void test_resolve(void **state)
 {
     (void)state;
-    RtInput in[] = {{"t.1", "a.npy"}, {"1", "b.npy"}};
+    RtInput in[] = {{"t.1", "a.npy", NULL}, {"1", "b.npy", NULL}};
     RtBindOptions o = {2, in, true, 0};
     RtLeafBinding lb;
     IrDiag d = {0};
@@ -251,7 +251,7 @@ static void test_resolve(void **state)
     assert_null(lb.path[2]);
     assert_string_equal(lb.path[3], "a.npy");
     rt_leaf_binding_free(&lb);
-    RtInput twice[] = {{"w", "a.npy"}, {"1", "b.npy"}};
+    RtInput twice[] = {{"w", "a.npy", NULL}, {"1", "b.npy", NULL}};
     RtBindOptions o2 = {2, twice, true, 0};
     assert_int_equal(rt_resolve_inputs(sig, &o2, &lb, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "bound twice"));
@@ -299,7 +299,7 @@ static void test_aliases(void **state)
 static void test_alloc_failures(void **state)
 {
     (void)state;
-    RtInput in[] = {{"x", path_of("x.npy")}};
+    RtInput in[] = {{"x", path_of("x.npy"), NULL}};
     bool ok = false;
     for (long n = 1; n < 400 && !ok; n++) {
         RtArgs sh[2];

@@ -1,0 +1,57 @@
+/*
+ * api_internal.h: layer `api/`, the library behind include/tessel.h. The
+ * public handles are thin boxes around the layers' types; a TsDiag is an
+ * IrDiag with public field names. May use every layer (DESIGN.md).
+ *
+ *   diag.c     diagnostics, versions, limits, ts_free, ts_shutdown
+ *   module.c   TsModule: parse, verify, summary, print
+ *   plan.c     TsPlan: compile, load, save, dump, layout, inputs/outputs
+ *   run.c      TsOutputs; runs in process and of the reference
+ *   mpi.c      runs under MPI on the caller's communicator; TsMpiWorld
+ *   devices.c  the local devices as text or JSON
+ */
+#ifndef TESSEL_API_INTERNAL_H
+#define TESSEL_API_INTERNAL_H
+
+#include "../compile/compile.h"
+#include "../runtime/program.h"
+#include "../runtime/transport.h"
+#include "tessel.h"
+
+struct TsModule {
+    IrModule *ir;
+};
+
+struct TsPlan {
+    CompileResult r;
+    IrModule *reference;     /* the unpartitioned module (compiled in this process), or NULL */
+    IrModule *signature;     /* the program's logical parameters (rt_bind_inputs binds to it) */
+};
+
+struct TsOutputs {
+    DevValue *result;        /* the root value (a tuple or an array) */
+    DevValue *outfeeds;      /* a tuple of what the program gave the host, or NULL */
+    char *stats;             /* "tessel: stats: ..." lines, "" without stats */
+};
+
+/* Move the first error of `from` into `to` (keeping an earlier one) and
+ * return st as a TsStatus; `from` is cleared. */
+TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to);
+/* IrLimits from public limits (NULL: defaults); *max_devices receives the
+ * device bound (0: the default). */
+IrLimits api_limits(const TsLimits *l, int64_t *max_devices);
+/* Read a whole regular file (at most 4 GiB; a FIFO or a device is refused
+ * before it is opened for reading, so it cannot block). Heap text. */
+char *api_read_file(const char *path, size_t *len, IrDiag *d);
+/* The bind options of a run (inputs as RtInput, borrowed). */
+RtBindOptions api_bind_options(const TsRunOptions *o);
+/* A new TsOutputs holding a reference to result (and outfeeds); NULL on OOM. */
+TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats);
+
+/* Append formatted text to *s (a heap string; on OOM *s is freed and
+ * becomes NULL, and stays NULL). */
+void api_appendf(char **s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The device binding and step lines of --stats. */
+void api_stats_binding(char **s, const RtRunStats *rs);
+
+#endif /* TESSEL_API_INTERNAL_H */

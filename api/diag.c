@@ -1,0 +1,230 @@
+/*
+ * diag.c: what every part of the API shares: moving an IrDiag into a
+ * TsDiag, formatting and clearing it, the version, limits, reading files,
+ * and releasing the process-wide caches.
+ */
+#include "api_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The public mirrors of internal types: same values, same layout. */
+_Static_assert((int)TS_ERUNTIME == (int)IR_ERUNTIME && (int)TS_EINPUT == (int)IR_EINPUT &&
+                   (int)TS_EINTERNAL == (int)IR_EINTERNAL && (int)TS_ENOMEM == (int)IR_ENOMEM &&
+                   (int)TS_EUNSUPPORTED == (int)IR_EUNSUPPORTED,
+               "TsStatus must match IrStatus");
+_Static_assert(sizeof(TsInput) == sizeof(RtInput) && offsetof(TsInput, path) == offsetof(RtInput, path) &&
+                   offsetof(TsInput, array) == offsetof(RtInput, array),
+               "TsInput must match RtInput");
+_Static_assert(sizeof(TsArray) == sizeof(RtArray) && offsetof(TsArray, dims) == offsetof(RtArray, dims) &&
+                   offsetof(TsArray, data) == offsetof(RtArray, data) &&
+                   offsetof(TsArray, nbytes) == offsetof(RtArray, nbytes),
+               "TsArray must match RtArray");
+_Static_assert(TS_MAX_RANK >= IR_MAX_RANK, "TsArrayInfo.dims holds every rank");
+
+const char *ts_version(void)
+{
+    return TS_VERSION;
+}
+
+TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to)
+{
+    if (from->status == IR_OK && st != IR_OK)
+        ir_error(from, st, NULL, NULL, (IrPos){0, 0}, "failed (status %d)", (int)st);
+    if (to && to->status == TS_OK && st != IR_OK) {
+        to->status = (TsStatus)from->status;
+        to->file = from->file;
+        to->line = from->pos.line;
+        to->col = from->pos.col;
+        to->line_text = from->line_text;
+        to->msg = from->msg;
+        memset(from, 0, sizeof *from);
+    }
+    ir_diag_clear(from);
+    return (TsStatus)st;
+}
+
+char *ts_diag_format(const TsDiag *d)
+{
+    IrDiag id = {(IrStatus)d->status, d->file, {d->line, d->col}, d->line_text, d->msg};
+    return ir_diag_format(&id, "tessel");
+}
+
+void ts_diag_clear(TsDiag *d)
+{
+    ts_free(d->file);
+    ts_free(d->line_text);
+    ts_free(d->msg);
+    memset(d, 0, sizeof *d);
+}
+
+void ts_shutdown(void)
+{
+    IrDiag d = {0};
+    dev_shutdown(&d);
+    ir_diag_clear(&d);
+}
+
+/* ---- limits ---- */
+
+TsLimits ts_limits_default(void)
+{
+    IrLimits l = ir_default_limits();
+    return (TsLimits){l.max_elements, l.max_rank, l.max_tuple, l.max_depth, l.max_name,
+                      COMPILE_DEFAULT_MAX_DEVICES};
+}
+
+IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
+{
+    IrLimits r = ir_default_limits();
+    *max_devices = 0;
+    if (!l)
+        return r;
+    if (l->elements > 0)
+        r.max_elements = l->elements;
+    if (l->rank > 0)
+        r.max_rank = l->rank;
+    if (l->tuple > 0)
+        r.max_tuple = l->tuple;
+    if (l->depth > 0)
+        r.max_depth = l->depth;
+    if (l->name > 0)
+        r.max_name = l->name;
+    *max_devices = l->devices;
+    return r;
+}
+
+/* NAME=VALUE: a limit can be lowered or raised, rank only up to
+ * IR_MAX_RANK, devices up to COMPILE_DEFAULT_MAX_DEVICES. */
+TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
+{
+    static const struct {
+        const char *name;
+        int64_t max;
+    } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
+                 {"depth", 4096},         {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES}};
+    enum { NNAMES = sizeof names / sizeof *names };
+    IrDiag id = {0};
+    const char *eq = spec ? strchr(spec, '=') : NULL;
+    size_t k = 0, n = eq ? (size_t)(eq - spec) : 0;
+    while (k < NNAMES && (strlen(names[k].name) != n || strncmp(spec, names[k].name, n)))
+        k++;
+    if (!eq || k == NNAMES)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name or "
+                                 "devices, not '%s'", spec ? spec : ""),
+                        &id, d);
+    char *end;
+    errno = 0;
+    long long x = strtoll(eq + 1, &end, 10);
+    if (errno || end == eq + 1 || *end || x < 1 || x > names[k].max)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "--limit %s needs a whole number from 1 to %lld, not '%s'", names[k].name,
+                                 (long long)names[k].max, eq + 1),
+                        &id, d);
+    switch (k) {
+    case 0: l->elements = x; break;
+    case 1: l->rank = (int32_t)x; break;
+    case 2: l->tuple = (int32_t)x; break;
+    case 3: l->depth = (int32_t)x; break;
+    case 4: l->name = x; break;
+    default: l->devices = x; break;
+    }
+    return TS_OK;
+}
+
+/* ---- files ---- */
+
+char *api_read_file(const char *path, size_t *len, IrDiag *d)
+{
+    /* O_NONBLOCK: opening a FIFO for reading must not wait for a writer;
+     * the file is refused below unless it is regular. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 32)) {
+        close(fd);
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file of at most 4 GiB");
+        return NULL;
+    }
+    char *text = ts_malloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (text && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, text + got, (size_t)st.st_size - got);
+        if (r <= 0 && !(r < 0 && errno == EINTR))
+            break;
+        if (r > 0)
+            got += (size_t)r;
+    }
+    close(fd);
+    if (!text || got != (size_t)st.st_size) {
+        ir_error(d, text ? IR_EINPUT : IR_ENOMEM, path, NULL, (IrPos){0, 0},
+                 text ? "cannot read the file" : "out of memory");
+        ts_free(text);
+        return NULL;
+    }
+    text[got] = 0;
+    *len = got;
+    return text;
+}
+
+/* Write all of text to fd; false on an error (errno set). */
+static bool write_all(int fd, const char *text, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, text, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        text += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+TsStatus ts_write_text(const char *path, const char *text, TsDiag *d)
+{
+    IrDiag id = {0};
+    size_t n = strlen(text);
+    struct stat sb;
+    /* A device or a pipe is written in place: renaming a temporary over
+     * it would replace the node itself. */
+    bool special = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
+    char *tmp = NULL;
+    int fd = -1;
+    if (special) {
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+    } else if ((tmp = ts_malloc(strlen(path) + 16))) {
+        /* An unpredictable name created exclusively: a link planted
+         * there cannot redirect the write. */
+        sprintf(tmp, "%s.tmp.XXXXXX", path);
+        fd = mkstemp(tmp);
+    }
+    bool ok = fd >= 0 && write_all(fd, text, n);
+    int err = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (ok && !special && rename(tmp, path) != 0) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok && !special && fd >= 0)
+        unlink(tmp);
+    ts_free(tmp);
+    if (!ok)
+        return api_give(ir_error(&id, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "cannot write %s: %s", path,
+                                 strerror(err ? err : ENOMEM)),
+                        &id, d);
+    return TS_OK;
+}

@@ -1,0 +1,100 @@
+/*
+ * module.c: TsModule, a parsed and verified HLO module: from text or a
+ * file, its one-line summary (what `tessel check` prints) and its text.
+ */
+#include "api_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static TsStatus wrap(IrStatus st, IrModule *ir, TsModule **out, IrDiag *id, TsDiag *d)
+{
+    if (st == IR_OK && !(*out = ts_calloc(1, sizeof **out)))
+        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st != IR_OK) {
+        ir_module_free(ir);
+        return api_give(st, id, d);
+    }
+    (*out)->ir = ir;
+    return TS_OK;
+}
+
+TsStatus ts_module_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsModule **out,
+                         TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    int64_t maxdev;
+    IrParseOptions po = ir_default_parse_options();
+    po.limits = api_limits(lim, &maxdev);
+    po.verify = true;
+    IrModule *ir = NULL;
+    IrStatus st = ir_parse(name, text, len, &po, &ir, &id);
+    return wrap(st, ir, out, &id, d);
+}
+
+TsStatus ts_module_load_ex(const char *path, const TsLimits *lim, TsModule **out, TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    size_t len = 0;
+    char *text = api_read_file(path, &len, &id);
+    if (!text)
+        return api_give(id.status, &id, d);
+    TsStatus st = ts_module_parse(path, text, len, lim, out, d);
+    ts_free(text);
+    return st;
+}
+
+TsStatus ts_module_load(const char *path, TsModule **out, TsDiag *d)
+{
+    return ts_module_load_ex(path, NULL, out, d);
+}
+
+void ts_module_free(TsModule *m)
+{
+    if (!m)
+        return;
+    ir_module_free(m->ir);
+    ts_free(m);
+}
+
+const char *ts_module_name(const TsModule *m)
+{
+    return m->ir->name;
+}
+
+int32_t ts_module_num_parameters(const TsModule *m)
+{
+    const IrComputation *c = ir_entry(m->ir);
+    return c ? c->nparam : 0;
+}
+
+char *ts_module_summary(const TsModule *mod)
+{
+    const IrModule *m = mod->ir;
+    int64_t ninstr = 0;
+    for (int32_t i = 0; i < m->ncomp; i++)
+        ninstr += m->comp[i]->ninstr;
+    const IrComputation *e = ir_entry(m);
+    char *rs = e && e->root >= 0 ? ir_shape_str(&e->instr[e->root].shape, false) : NULL;
+    const char *fmt = "module %s, %d computation%s, %lld instruction%s, entry %s (%d parameter%s -> %s), "
+                      "num_partitions=%lld replica_count=%lld";
+#define SUMMARY_ARGS                                                                                          \
+    m->name ? m->name : "?", (int)m->ncomp, m->ncomp == 1 ? "" : "s", (long long)ninstr, ninstr == 1 ? "" : "s", \
+        e && e->name ? e->name : "?", e ? (int)e->nparam : 0, e && e->nparam == 1 ? "" : "s", rs ? rs : "?",     \
+        (long long)(m->num_partitions > 0 ? m->num_partitions : 1),                                              \
+        (long long)(m->replica_count > 0 ? m->replica_count : 1)
+    int n = snprintf(NULL, 0, fmt, SUMMARY_ARGS);
+    char *s = n >= 0 ? ts_malloc((size_t)n + 1) : NULL;
+    if (s)
+        snprintf(s, (size_t)n + 1, fmt, SUMMARY_ARGS);
+#undef SUMMARY_ARGS
+    ts_free(rs);
+    return s;
+}
+
+char *ts_module_text(const TsModule *m)
+{
+    return ir_print_module(m->ir);
+}

@@ -1,0 +1,295 @@
+/*
+ * mpi.c: runs under MPI. ts_plan_run_mpi runs one rank's part of a plan on
+ * the caller's communicator (tessel talks on a duplicate of it, never on
+ * MPI_COMM_WORLD behind the caller's back); TsMpiWorld is the MPI of a
+ * program that has none of its own (the command line under mpirun).
+ *
+ * The protocol, so that no rank ever waits for one that failed:
+ *   1. each rank prepares (its shards of every input; the host program's
+ *      inputs whole), then every rank agrees: if any failed, all return an
+ *      error (the failing rank's own, said first through on_error);
+ *   2. the devices run; a failure now ends the job (MPI_Abort), since the
+ *      other ranks may be waiting for this one inside a collective; the
+ *      results travel to rank 0 (the same);
+ *   3. tessel's MPI objects are freed and every rank agrees once more: a
+ *      rank that failed there makes every rank return an error, so no
+ *      output is written for a run some rank did not finish cleanly.
+ */
+#include "api_internal.h"
+#include "../runtime/mpi_layer.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+struct TsMpiWorld {
+    RtTransport *t;          /* rt_mpi_init's: owns MPI */
+    MPI_Comm world;          /* MPI_COMM_WORLD, as an object with an address */
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Put "rank R: " in front of a diagnostic's message (unless it is there). */
+static void name_rank(IrDiag *d, int rank)
+{
+    char prefix[32];
+    int np = snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+    if (d->msg && strncmp(d->msg, prefix, (size_t)np) == 0)
+        return;
+    size_t n = (d->msg ? strlen(d->msg) : 13) + 32;
+    char *m = ts_malloc(n);
+    if (!m)
+        return;
+    snprintf(m, n, "%s%s", prefix, d->msg ? d->msg : "out of memory");
+    ts_free(d->msg);
+    d->msg = m;
+}
+
+/* Tell the caller (on_error) before anyone else can end the job. */
+static void say(const TsRunOptions *o, IrDiag *d, int rank)
+{
+    name_rank(d, rank);
+    if (o->on_error) {
+        TsDiag td = {(TsStatus)d->status, d->file, d->pos.line, d->pos.col, d->line_text, d->msg};
+        o->on_error(o->on_error_ctx, &td);
+    }
+}
+
+/* This rank failed where the others may wait for it: end the job. */
+static void abort_job(const TsRunOptions *o, RtTransport *t, IrDiag *d)
+{
+    say(o, d, rt_mpi_rank(t));
+    char *msg = o->on_error ? NULL : ir_diag_format(d, "tessel");
+    rt_transport_abort(t, msg ? msg : (o->on_error ? NULL : "tessel: a rank failed\n"));
+}
+
+/* Step 1's and 3's agreement: IR_OK when every rank is fine; else this
+ * rank's error (or one naming the failing rank), the same status class on
+ * every rank. */
+static IrStatus agree(const TsRunOptions *o, RtTransport *t, IrStatus st, IrDiag *d, const char *when)
+{
+    int rank = rt_mpi_rank(t);
+    if (st != IR_OK)
+        say(o, d, rank);
+    int failed = rt_mpi_agree(t, st == IR_OK);
+    int worst = rt_mpi_max(t, (int)st);
+    if (failed < 0)
+        return IR_OK;
+    if (st != IR_OK)
+        return st;
+    return ir_error(d, worst > 0 ? (IrStatus)worst : IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
+                    "rank %d failed %s; every rank stops", failed, when);
+}
+
+/* Step 1 for cluster 0 alone: this rank's shards of every input. */
+static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t first, int64_t l, RtArgs **shards,
+                                RtReadStats *rs, IrDiag *d)
+{
+    RtBindOptions bo = api_bind_options(o);
+    *shards = ts_calloc((size_t)(l > 0 ? l : 1), sizeof **shards);
+    if (!*shards)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return rt_read_shards(&p->r.prog.cluster[0], p->signature, &bo, first, l, *shards, rs, d);
+}
+
+static void stats_lines(char **s, RtTransport *t, const double *mine, const RtRunStats *run)
+{
+    enum { NPH = 6 };
+    double mn[NPH], md[NPH], mx[NPH];
+    static const char *const names[NPH] = {"load+compile", "read inputs", "execute", "write outputs",
+                                           "collectives"};
+    int hosts = rt_mpi_size(t);
+    if (rt_mpi_phase_stats(t, mine, NPH, mn, md, mx) && rt_mpi_rank(t) == 0) {
+        for (int k = 0; k < 5; k++)
+            if (k != 3)
+                api_appendf(s, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
+                            names[k], mn[k] * 1e3, md[k] * 1e3, mx[k] * 1e3, hosts);
+        api_appendf(s, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
+                    "input read", mn[5], md[5], mx[5]);
+    }
+    if (rt_mpi_rank(t) == 0)
+        api_stats_binding(s, run);
+}
+
+TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
+                         TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    TsRunOptions none = {0};
+    if (!o)
+        o = &none;
+    double t0 = now(), t1 = t0, t2 = t0;
+    RtTransport *t = NULL;
+    IrStatus st = rt_mpi_attach(mpi_comm, &t, &id);
+    if (st != IR_OK) {
+        if (!t) /* MPI is not there at all: nobody waits for this rank */
+            return api_give(st, &id, d);
+        abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
+    }
+    int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
+    const PlanProgram *prog = &p->r.prog;
+    int64_t ndev = prog->num_partitions * prog->num_replicas, hosts = ts_plan_hosts(p);
+    int64_t l = ts_plan_local_devices(p), first = (int64_t)rank * l;
+    RtArgs *shards = NULL, args = {0};
+    RtReadStats rs = {0};
+    RtRunStats run = {0};
+    DevValue **local = NULL, *result = NULL;
+    char *stats = ts_strdup("");
+
+    /* 1. prepare, agree */
+    if (hosts != size)
+        st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                      p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d"
+                                     : "the plan is for %lld hosts, but the communicator has %d ranks",
+                      (long long)hosts, size);
+    else if (l * hosts != ndev)
+        st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                      "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local "
+                      "devices", (long long)ndev, (long long)prog->num_partitions, (long long)prog->num_replicas,
+                      size, (long long)l);
+    else if (o->ninfeeds)
+        st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                      "infeed files feed one device: under mpirun every host would read the feed");
+    else if (prog->host && o->steps > 1)
+        st = ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                      "--steps is not supported for modules with host work");
+    else if (prog->host) {
+        RtBindOptions bo = api_bind_options(o);
+        st = rt_bind_inputs(prog->host, &bo, &args, &id);
+    } else if (prog->ncluster == 1) {
+        st = prepare_cluster(p, o, first, l, &shards, &rs, &id);
+    }
+    t1 = now();
+    st = agree(o, t, st, &id, "before running");
+
+    /* 2. run; failures end the job */
+    if (st == IR_OK && prog->host) {
+        if (rt_run_program_mpi(prog, &args, t, first, l, &result, &id) != IR_OK)
+            abort_job(o, t, &id);
+        t2 = now();
+        if (rank != 0) {
+            dev_value_unref(result);
+            result = NULL;
+        }
+    } else if (st == IR_OK) {
+        RtRunOptions ro = {.steps = o->steps};
+        local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
+        if (!local)
+            ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
+            abort_job(o, t, &id);
+        t2 = now();
+        if (rt_mpi_gather_results(t, &prog->cluster[0], l, local, &result, &id) != IR_OK)
+            abort_job(o, t, &id); /* rank 0 may be waiting in the gather */
+        if (o->stats) {
+            double mine[6] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds, (double)rs.file_bytes};
+            stats_lines(&stats, t, mine, &run);
+        }
+    }
+
+    /* 3. free tessel's MPI objects, agree that every rank is fine */
+    if (st == IR_OK) {
+        IrStatus rel = rt_mpi_release(t, &id);
+        st = agree(o, t, rel, &id, "while finishing; no output written");
+    }
+    IrDiag ed = {0};
+    IrStatus end = rt_mpi_end(t, &ed);
+    if (st == IR_OK && end != IR_OK) {
+        name_rank(&ed, rank);
+        st = end;
+        ir_diag_clear(&id);
+        id = ed;
+    } else {
+        ir_diag_clear(&ed);
+    }
+    for (int64_t k = 0; local && k < l; k++)
+        dev_value_unref(local[k]);
+    ts_free(local);
+    for (int64_t k = 0; shards && k < l; k++)
+        rt_args_free(&shards[k]);
+    ts_free(shards);
+    rt_args_free(&args);
+    if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, NULL, stats)))
+        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    else if (st != IR_OK || rank != 0)
+        ts_free(stats);
+    dev_value_unref(result);
+    return api_give(st, &id, d);
+}
+
+/* ---- the world of a program without MPI of its own ---- */
+
+bool ts_mpi_launched(void)
+{
+    return rt_mpi_launched();
+}
+
+TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    TsMpiWorld *w = ts_calloc(1, sizeof *w);
+    if (!w)
+        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+    IrStatus st = rt_mpi_init(NULL, NULL, &w->t, &id);
+    w->world = MPI_COMM_WORLD;
+    if (st != IR_OK && !w->t) {
+        ts_free(w);
+        return api_give(st, &id, d);
+    }
+    *out = w; /* on failure with MPI up, the caller ends the job (ts_mpi_abort) */
+    return api_give(st, &id, d);
+}
+
+const void *ts_mpi_comm(const TsMpiWorld *w)
+{
+    return &w->world;
+}
+
+int ts_mpi_rank(const TsMpiWorld *w)
+{
+    return rt_mpi_rank(w->t);
+}
+
+int ts_mpi_size(const TsMpiWorld *w)
+{
+    return rt_mpi_size(w->t);
+}
+
+int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max)
+{
+    int failed = rt_mpi_agree(w->t, ok);
+    int m = rt_mpi_max(w->t, status);
+    if (status_max)
+        *status_max = m;
+    return failed;
+}
+
+TsStatus ts_mpi_finalize(TsMpiWorld *w, TsDiag *d)
+{
+    if (!w)
+        return TS_OK;
+    IrDiag id = {0};
+    int rank = rt_mpi_rank(w->t);
+    IrStatus st = rt_mpi_end(w->t, &id);
+    ts_free(w);
+    if (st != IR_OK)
+        name_rank(&id, rank);
+    return api_give(st, &id, d);
+}
+
+void ts_mpi_abort(TsMpiWorld *w, const char *msg)
+{
+    rt_transport_abort(w ? w->t : NULL, msg);
+}
+
+long ts_mpi_calls(void)
+{
+    return rt_mpi_call_count();
+}

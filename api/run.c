@@ -1,0 +1,372 @@
+/*
+ * run.c: running a plan on the devices of this process, and the
+ * reference; TsOutputs and what can be done with them (read into the
+ * caller's buffers, write as .npy, summarise); the measurements of
+ * TsRunOptions.stats as the command line prints them.
+ */
+#include "api_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+RtBindOptions api_bind_options(const TsRunOptions *o)
+{
+    return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed};
+}
+
+TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats)
+{
+    TsOutputs *o = ts_calloc(1, sizeof *o);
+    if (!stats)
+        stats = ts_strdup("");
+    if (!o || !stats) {
+        ts_free(o);
+        ts_free(stats);
+        return NULL;
+    }
+    o->result = dev_value_ref(result);
+    o->outfeeds = outfeeds ? dev_value_ref(outfeeds) : NULL;
+    o->stats = stats;
+    return o;
+}
+
+/* ---- statistics ---- */
+
+void api_appendf(char **s, const char *fmt, ...)
+{
+    if (!*s)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    size_t have = strlen(*s);
+    char *g = n >= 0 ? ts_realloc(*s, have + (size_t)n + 1) : NULL;
+    if (!g) {
+        ts_free(*s);
+        *s = NULL;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(g + have, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    *s = g;
+}
+
+void api_stats_binding(char **s, const RtRunStats *rs)
+{
+    api_appendf(s, "tessel: stats: devices: %d, executor threads bound to their cores: %d%s%s%s\n", (int)rs->ndevices,
+          (int)rs->nbound, rs->bind_note ? " (" : "", rs->bind_note ? rs->bind_note : "", rs->bind_note ? ")" : "");
+    /* Tensors themselves come from ts_malloc, first touched by the bound
+     * executor thread; the device allocator is what binds explicitly. */
+    if (rs->membind)
+        api_appendf(s, "tessel: stats: memory: device allocators bind to NUMA nodes (device 0: node %d)\n",
+              (int)rs->numa_node);
+    else
+        api_appendf(s, "tessel: stats: memory: binding fell back to unbound memory (%s)\n",
+              rs->membind_errno ? strerror(rs->membind_errno) : "hwloc cannot bind memory here");
+    api_appendf(s, "tessel: stats: BLAS threads: %d; collective calls per device: %lld\n", rs->blas_threads,
+          (long long)rs->coll_calls);
+    /* The first step pays for first touches of fresh memory; later steps
+     * reuse the buffers the first one freed. */
+    if (rs->nsteps > 1)
+        api_appendf(s, "tessel: stats: steps: first %.3f ms, then median %.3f ms a step (%d timed)\n",
+              rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (int)rs->nsteps);
+}
+
+/* ---- in process ---- */
+
+/* Cluster 0 alone (no host work): each device gets only its shards of
+ * every input, read or drawn for it (shard_io.c). */
+static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed *feed, double *t,
+                                  RtRunStats *run, RtReadStats *rs, DevValue **result, IrDiag *d)
+{
+    const PlanCluster *c = &p->r.prog.cluster[0];
+    int64_t ndev = c->num_partitions * c->num_replicas;
+    RtBindOptions bo = api_bind_options(o);
+    RtArgs *shards = ts_calloc((size_t)ndev, sizeof *shards);
+    DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
+    IrStatus st = shards && res ? rt_read_shards(c, p->signature, &bo, 0, ndev, shards, rs, d)
+                                : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    t[1] = now();
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks};
+    if (st == IR_OK)
+        st = rt_run_devices(c, shards, 0, ndev, NULL, &ro, run, res, d);
+    /* Replica 0's partitions hold the result. */
+    if (st == IR_OK)
+        st = rt_unshard_value(&c->out_shape, plan_root_sharding(c), c->num_partitions, res, result, d);
+    for (int64_t k = 0; k < ndev; k++) {
+        if (shards)
+            rt_args_free(&shards[k]);
+        if (res)
+            dev_value_unref(res[k]);
+    }
+    ts_free(shards);
+    ts_free(res);
+    return st;
+}
+
+/* A host program: inputs bound whole (the host program reads them), the
+ * host program run here, each cluster call on the N x R devices. */
+static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t, DevValue **result, IrDiag *d)
+{
+    RtBindOptions bo = api_bind_options(o);
+    RtArgs args = {0};
+    IrStatus st = rt_bind_inputs(p->r.prog.host, &bo, &args, d);
+    t[1] = now();
+    if (st == IR_OK && o->steps > 1)
+        st = ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                      "--steps is not supported for modules with host work");
+    if (st == IR_OK)
+        st = rt_run_program_local(&p->r.prog, &args, result, d);
+    rt_args_free(&args);
+    return st;
+}
+
+/* The feed of a run: --infeed files, outfeed values kept. One feed serves
+ * one executor: a run of several devices gets none. */
+static IrStatus check_feed(const TsPlan *p, const TsRunOptions *o, IrDiag *d)
+{
+    int64_t ndev = p->r.prog.num_partitions * p->r.prog.num_replicas;
+    if (o->ninfeeds && (p->r.prog.host || ndev != 1))
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "infeed files feed one device: run the reference or one partition and one replica (%s)",
+                        p->r.prog.host ? "this module has host work and device clusters"
+                                       : "each of the devices would consume the feed");
+    return IR_OK;
+}
+
+static TsStatus deliver(IrStatus st, DevValue *result, const RtFeed *feed, char *stats, TsOutputs **out,
+                        IrDiag *id, TsDiag *d)
+{
+    DevValue *outf = NULL;
+    if (st == IR_OK && feed && feed->nkept && !(outf = rt_feed_outfeeds(feed)))
+        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st == IR_OK && !(*out = api_outputs_new(result, outf, stats)))
+        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    else if (st != IR_OK)
+        ts_free(stats);
+    dev_value_unref(outf);
+    dev_value_unref(result);
+    return api_give(st, id, d);
+}
+
+TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    TsRunOptions none = {0};
+    if (!o)
+        o = &none;
+    double t[3] = {now(), 0, 0};
+    RtRunStats run = {0};
+    RtReadStats rs = {0};
+    RtFeed feed;
+    rt_feed_init(&feed, o->ninfeeds, o->infeeds);
+    DevValue *result = NULL;
+    IrStatus st = check_feed(p, o, &id);
+    if (st == IR_OK && p->r.prog.ncluster == 0 && !p->r.prog.host)
+        st = ir_error(&id, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "a plan without a program");
+    if (st == IR_OK)
+        st = p->r.prog.host ? run_host_local(p, o, t, &result, &id)
+                            : run_cluster_local(p, o, &feed, t, &run, &rs, &result, &id);
+    t[2] = now();
+    char *stats = ts_strdup("");
+    if (st == IR_OK && o->stats) {
+        api_appendf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
+              o->load_seconds * 1e3, (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3);
+        if (!p->r.prog.host) {
+            api_appendf(&stats, "tessel: stats: collectives %.3f ms (the most of any device); input read %lld bytes "
+                  "from files, %lld random elements\n", run.coll_seconds * 1e3, (long long)rs.file_bytes,
+                  (long long)rs.random_elems);
+            api_stats_binding(&stats, &run);
+        }
+    }
+    TsStatus ts = deliver(st, result, &feed, stats, out, &id, d);
+    rt_feed_free(&feed);
+    return ts;
+}
+
+static TsStatus run_reference(const IrModule *m, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    TsRunOptions none = {0};
+    if (!o)
+        o = &none;
+    double t[3] = {now(), 0, 0};
+    RtFeed feed;
+    rt_feed_init(&feed, o->ninfeeds, o->infeeds);
+    RtBindOptions bo = api_bind_options(o);
+    RtArgs args = {0};
+    DevValue *result = NULL;
+    IrStatus st = rt_check_custom_calls(m, &id);
+    if (st == IR_OK)
+        st = rt_bind_inputs(m, &bo, &args, &id);
+    t[1] = now();
+    if (st == IR_OK)
+        st = rt_run_reference_steps(m, &args, o->steps, &feed.hooks, &result, &id);
+    t[2] = now();
+    char *stats = ts_strdup("");
+    if (st == IR_OK && o->stats)
+        api_appendf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
+              o->load_seconds * 1e3, (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3);
+    rt_args_free(&args);
+    TsStatus ts = deliver(st, result, &feed, stats, out, &id, d);
+    rt_feed_free(&feed);
+    return ts;
+}
+
+TsStatus ts_run_reference(const TsModule *m, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
+{
+    return run_reference(m->ir, o, out, d);
+}
+
+TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
+{
+    if (!p->reference) {
+        IrDiag id = {0};
+        *out = NULL;
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "the reference needs the model, not a plan (a plan holds the partitioned "
+                                 "program)"),
+                        &id, d);
+    }
+    return run_reference(p->reference, o, out, d);
+}
+
+/* ---- outputs ---- */
+
+int32_t ts_outputs_count(const TsOutputs *o)
+{
+    return ir_shape_leaf_count(&o->result->shape);
+}
+
+static IrStatus leaf_of(const TsOutputs *o, int32_t i, const DevValue **v, IrDiag *d)
+{
+    if (i < 0 || i >= ts_outputs_count(o))
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "no output %d (there are %d)", (int)i,
+                        (int)ts_outputs_count(o));
+    *v = dev_value_leaf(o->result, i); /* borrowed */
+    if (!rt_npy_descr((*v)->shape.type))
+        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "output %d is a %s, not an array", (int)i,
+                        ir_type_name((*v)->shape.type));
+    return IR_OK;
+}
+
+TsStatus ts_outputs_info(const TsOutputs *o, int32_t i, TsArrayInfo *info, TsDiag *d)
+{
+    IrDiag id = {0};
+    const DevValue *v = NULL;
+    IrStatus st = leaf_of(o, i, &v, &id);
+    if (st != IR_OK)
+        return api_give(st, &id, d);
+    memset(info, 0, sizeof *info);
+    snprintf(info->dtype, sizeof info->dtype, "%s", rt_npy_descr(v->shape.type));
+    snprintf(info->type, sizeof info->type, "%s", ir_type_name(v->shape.type));
+    /* Bounded dynamic dims: the run-time size, as the .npy writer writes it. */
+    info->rank = v->shape.rank;
+    int64_t n = 1;
+    for (int32_t k = 0; k < v->shape.rank; k++)
+        n *= info->dims[k] = v->sizes ? v->sizes[k] : v->shape.dims[k];
+    info->nbytes = (size_t)n * ir_type_size(rt_npy_disk_type(v->shape.type));
+    return TS_OK;
+}
+
+TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes, TsDiag *d)
+{
+    IrDiag id = {0};
+    TsArrayInfo info;
+    TsStatus ts = ts_outputs_info(o, i, &info, d);
+    if (ts != TS_OK)
+        return ts;
+    if (nbytes != info.nbytes)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "output %d has %zu bytes as %s, not %zu", (int)i, info.nbytes, info.dtype, nbytes),
+                        &id, d);
+    const DevValue *v = dev_value_leaf(o->result, i); /* borrowed */
+    IrType t = v->shape.type;
+    size_t msize = ir_type_size(t), dsize = ir_type_size(rt_npy_disk_type(t));
+    /* Row by row: run-time sizes of bounded dims cut rows out of the
+     * layout at the bounds. stride[k]: elements per step of dim k there. */
+    int32_t r = v->shape.rank;
+    int64_t stride[TS_MAX_RANK], idx[TS_MAX_RANK] = {0}, count = 1;
+    for (int32_t k = r - 1; k >= 0; k--)
+        stride[k] = k == r - 1 ? 1 : stride[k + 1] * v->shape.dims[k + 1];
+    for (int32_t k = 0; k < r; k++)
+        count *= info.dims[k];
+    int64_t inner = r ? info.dims[r - 1] : 1;
+    uint8_t *dst = buf;
+    for (int64_t done = 0; inner > 0 && done < count; done += inner) {
+        int64_t src = 0;
+        for (int32_t k = 0; k + 1 < r; k++)
+            src += idx[k] * stride[k];
+        rt_npy_to_disk(t, v->data + (size_t)src * msize, inner, dst);
+        dst += (size_t)inner * dsize;
+        for (int32_t k = r - 2; k >= 0; k--) {
+            if (++idx[k] < info.dims[k])
+                break;
+            idx[k] = 0;
+        }
+    }
+    return TS_OK;
+}
+
+TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d)
+{
+    IrDiag id = {0};
+    IrStatus st = rt_write_outputs(o->result, dir, NULL, &id);
+    if (st == IR_OK && o->outfeeds && (st = rt_write_values(o->outfeeds, dir, "outfeed", &id)) != IR_OK)
+        rt_remove_outputs(o->result, dir);
+    return api_give(st, &id, d);
+}
+
+void ts_outputs_remove(const TsOutputs *o, const char *dir)
+{
+    if (o->outfeeds)
+        rt_remove_values(o->outfeeds, dir, "outfeed");
+    rt_remove_outputs(o->result, dir);
+}
+
+static void summarise(char **s, const DevValue *v, const char *what)
+{
+    int32_t n = ir_shape_leaf_count(&v->shape);
+    for (int32_t i = 0; i < n; i++) {
+        char *line = rt_value_summary(dev_value_leaf((DevValue *)v, i));
+        api_appendf(s, "%s %d: %s\n", what, (int)i, line ? line : "(out of memory)");
+        ts_free(line);
+    }
+}
+
+char *ts_outputs_summary(const TsOutputs *o)
+{
+    char *s = ts_strdup("");
+    summarise(&s, o->result, "output");
+    if (o->outfeeds)
+        summarise(&s, o->outfeeds, "outfeed");
+    return s;
+}
+
+const char *ts_outputs_stats(const TsOutputs *o)
+{
+    return o->stats;
+}
+
+void ts_outputs_free(TsOutputs *o)
+{
+    if (!o)
+        return;
+    dev_value_unref(o->result);
+    dev_value_unref(o->outfeeds);
+    ts_free(o->stats);
+    ts_free(o);
+}
