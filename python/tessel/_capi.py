@@ -72,6 +72,10 @@ class TsInput(ctypes.Structure):
                 ("array", ctypes.POINTER(TsArray))]
 
 
+# void (*on_error)(void *ctx, const TsDiag *d)
+ON_ERROR = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(TsDiag))
+
+
 class TsRunOptions(ctypes.Structure):
     _fields_ = [("ninputs", c_int32),
                 ("inputs", ctypes.POINTER(TsInput)),
@@ -81,7 +85,9 @@ class TsRunOptions(ctypes.Structure):
                 ("ninfeeds", c_int32),
                 ("infeeds", ctypes.POINTER(c_char_p)),
                 ("stats", c_bool),
-                ("load_seconds", ctypes.c_double)]
+                ("load_seconds", ctypes.c_double),
+                ("on_error", ON_ERROR),
+                ("on_error_ctx", c_void_p)]
 
 
 PDIAG = ctypes.POINTER(TsDiag)
