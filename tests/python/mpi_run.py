@@ -1,8 +1,10 @@
 """mpi_run.py: tessel's Python module under mpirun through mpi4py, one rank
 per host: `mpirun -np H python3 mpi_run.py MODEL.hlo` compiles the model
-for 2 partitions on H hosts (on every rank), runs it on a duplicate of
-MPI.COMM_WORLD (plan.run(..., comm=...): the library must use the
-caller's communicator) with NumPy inputs drawn from a fixed seed (the same
+for 2 partitions on H hosts (on every rank), runs it on a communicator of
+its own (plan.run(..., comm=...)): MPI.COMM_WORLD split with the ranks
+reversed, so its rank 0 is the world's last rank; a library that used
+MPI_COMM_WORLD behind the caller's back would put the outputs on the
+wrong rank. NumPy inputs drawn from a fixed seed (the same
 on every rank), and on rank 0 compares the outputs with plan.run_reference
 and with NumPy's tanh(x @ w1) @ w2; the other ranks must get None. Then
 the same from a plan file saved by rank 0 and loaded by all, and with
@@ -39,8 +41,9 @@ def close(got, want, what):
 
 def main():
     world = MPI.COMM_WORLD
-    comm = world.Dup()
+    comm = world.Split(0, world.Get_size() - 1 - world.Get_rank())
     rank, size = comm.Get_rank(), comm.Get_size()
+    assert rank == size - 1 - world.Get_rank()
     model = sys.argv[1]
     text = open(model).read()
     plan = tessel.compile(text, num_partitions=2, hosts=size)
@@ -94,9 +97,9 @@ def main():
         for p in allp:
             print("FAIL: " + p, flush=True)
         if not allp:
-            print("mpi_run: %s on %d ranks x %d devices (comm: a Dup of COMM_WORLD): rank 0's outputs "
-                  "match run_reference and numpy; other ranks got None" % (os.path.basename(model), size,
-                                                                           plan.local_devices), flush=True)
+            print("mpi_run: %s on %d ranks x %d devices (comm: COMM_WORLD split, ranks reversed): its rank 0 "
+                  "(world rank %d) got outputs matching run_reference and numpy; other ranks got None"
+                  % (os.path.basename(model), size, plan.local_devices, world.Get_rank()), flush=True)
         verdict = 1 if allp else 0
     verdict = comm.bcast(verdict, root=0)
     comm.Free()
