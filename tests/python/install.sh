@@ -6,9 +6,9 @@
 # checks the installed files: bin/tessel, lib/libtessel.a, libtessel.so
 # with its soname link, include/tessel.h, lib/pkgconfig/tessel.pc and the
 # package in lib/python3/dist-packages/tessel (TESSEL_PYTHON_DIR's default).
-# Exits 77 (ctest: skipped) where PYTHON cannot import numpy; in sanitizer
-# builds it checks the files only (loading an ASan library into python
-# needs the ASan runtime preloaded).
+# Exits 77 (ctest: skipped) where PYTHON cannot import numpy. In sanitizer
+# builds python runs with LD_PRELOAD=$TESSEL_PRELOAD (the ASan runtime, which
+# an ASan library loaded by ctypes needs), or only the files are checked.
 # Expects PYTHON, TESSEL_BUILD and TESSEL_SRC (ctest sets them).
 set -euo pipefail
 : "${PYTHON:?}" "${TESSEL_BUILD:?}" "${TESSEL_SRC:?}"
@@ -33,10 +33,14 @@ soname=$(readelf -d "$P/$libdir/libtessel.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]
 [ -e "$P/$libdir/$soname" ] || fail "no $soname beside libtessel.so"
 echo "install: files in place ($libdir/libtessel.so, soname $soname, $libdir/python3/dist-packages/tessel)"
 
+PRELOAD=()
 case "${TESSEL_SANITIZE:-}" in
 ON | 1 | TRUE | YES)
-    echo "install: sanitizer build: the installed module is not loaded (the release preset does)"
-    exit 0
+    if [ -z "${TESSEL_PRELOAD:-}" ]; then
+        echo "install: sanitizer build and no ASan runtime to preload (TESSEL_PRELOAD): the module is not loaded"
+        exit 0
+    fi
+    PRELOAD=(LD_PRELOAD="$TESSEL_PRELOAD")
     ;;
 esac
 if ! "$PYTHON" -c 'import numpy' 2>/dev/null; then
@@ -46,7 +50,7 @@ fi
 # move the installed tree: the module finds the library relative to itself
 mv "$P" "$WORK/moved"
 cd "$WORK"
-env -u TESSEL_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$WORK/moved/$libdir/python3/dist-packages" \
+env -u TESSEL_LIBRARY -u LD_LIBRARY_PATH "${PRELOAD[@]}" PYTHONPATH="$WORK/moved/$libdir/python3/dist-packages" \
     "$PYTHON" - "$TESSEL_SRC/examples/mlp.hlo" "$WORK/moved" <<'PY' || fail "the installed module"
 import os, sys
 import numpy as np
