@@ -212,9 +212,12 @@ class TestMlp(Case):
             y2, = self.plan.run({0: self.x.tolist(), "w1": pathlib.Path(p), "w2": self.w2[:, :]})
         self.assertTrue(np.array_equal(y1, ref))
         self.assertTrue(np.array_equal(y2, ref))
-        # the same plan run twice gives the same bits
-        y3, = self.plan.run((self.x, self.w1, self.w2))
-        self.assertTrue(np.array_equal(y3, ref))
+        # the same plan run twice gives the same bits; stats and summary
+        outs = self.plan.run((self.x, self.w1, self.w2), stats=True)
+        self.assertTrue(np.array_equal(outs[0], ref))
+        self.assertIn("tessel: stats: ", outs.stats)
+        self.assertTrue(outs.summary.startswith("output 0: f32[8,8] "), outs.summary)
+        self.assertEqual(self.plan.run([self.x, self.w1, self.w2]).stats, "")
 
     def test_random(self):
         # DESIGN.md's test vector first, then the model on random inputs
