@@ -98,3 +98,8 @@ char *ts_module_text(const TsModule *m)
 {
     return ir_print_module(m->ir);
 }
+
+bool ts_module_is_plan(const TsModule *m)
+{
+    return m->ir->src && compile_is_plan_text(m->ir->src, strlen(m->ir->src));
+}

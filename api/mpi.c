@@ -25,6 +25,7 @@
 struct TsMpiWorld {
     RtTransport *t;          /* rt_mpi_init's: owns MPI */
     MPI_Comm world;          /* MPI_COMM_WORLD, as an object with an address */
+    TsRunOptions say;        /* on_error / on_error_ctx for ts_mpi_finalize */
 };
 
 static double now(void)
@@ -201,10 +202,12 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     IrDiag ed = {0};
     IrStatus end = rt_mpi_end(t, &ed);
     if (st == IR_OK && end != IR_OK) {
-        name_rank(&ed, rank);
+        /* After the last agreement: this rank alone knows (the caller's
+         * own agreement, e.g. ts_mpi_finalize's, must carry it on). */
         st = end;
         ir_diag_clear(&id);
         id = ed;
+        say(o, &id, rank);
     } else {
         ir_diag_clear(&ed);
     }
@@ -247,6 +250,12 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
     return api_give(st, &id, d);
 }
 
+void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx)
+{
+    w->say.on_error = on_error;
+    w->say.on_error_ctx = ctx;
+}
+
 const void *ts_mpi_comm(const TsMpiWorld *w)
 {
     return &w->world;
@@ -271,16 +280,37 @@ int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max)
     return failed;
 }
 
-TsStatus ts_mpi_finalize(TsMpiWorld *w, TsDiag *d)
+TsStatus ts_mpi_finalize(TsMpiWorld *w, bool ok, TsDiag *d)
 {
     if (!w)
         return TS_OK;
     IrDiag id = {0};
     int rank = rt_mpi_rank(w->t);
-    IrStatus st = rt_mpi_end(w->t, &id);
+    /* Free the objects, agree, then end: a rank that failed to free its
+     * objects makes every rank fail before any finalizes (and so before
+     * rank 0 writes). */
+    IrStatus st = rt_mpi_release(w->t, &id);
+    if (st != IR_OK)
+        say(&w->say, &id, rank); /* before the others can end the job */
+    int failed = rt_mpi_agree(w->t, ok && st == IR_OK);
+    IrDiag ed = {0};
+    IrStatus end = rt_mpi_end(w->t, &ed);
+    TsRunOptions said = w->say;
     ts_free(w);
+    if (st == IR_OK && failed >= 0 && ok)
+        st = ir_error(&id, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
+                      "rank %d failed while finishing; no output written", failed);
+    if (st == IR_OK && end != IR_OK) {
+        st = end;
+        id = ed;
+        say(&said, &id, rank);
+    } else {
+        ir_diag_clear(&ed);
+    }
     if (st != IR_OK)
         name_rank(&id, rank);
+    else if (!ok)
+        st = ir_error(&id, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "this rank failed");
     return api_give(st, &id, d);
 }
 

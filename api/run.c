@@ -310,7 +310,10 @@ TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes
         int64_t src = 0;
         for (int32_t k = 0; k + 1 < r; k++)
             src += idx[k] * stride[k];
-        rt_npy_to_disk(t, v->data + (size_t)src * msize, inner, dst);
+        if (rt_npy_disk_type(t) == t)
+            memcpy(dst, v->data + (size_t)src * msize, (size_t)inner * msize);
+        else
+            rt_npy_to_disk(t, v->data + (size_t)src * msize, inner, dst);
         dst += (size_t)inner * dsize;
         for (int32_t k = r - 2; k >= 0; k--) {
             if (++idx[k] < info.dims[k])

@@ -149,6 +149,9 @@ int32_t ts_module_num_parameters(const TsModule *m);
  * instructions, entry main (2 parameters -> f32[4,8]), num_partitions=1
  * replica_count=1". Heap string (ts_free), NULL on OOM. */
 char *ts_module_summary(const TsModule *m);
+/* True when the module's text is a plan file (a module with // TesselPlan
+ * lines): it holds a partitioned program, not a model. */
+bool ts_module_is_plan(const TsModule *m);
 /* The module as HLO text that parses back to the same module. Heap string
  * (ts_free), NULL on OOM. */
 char *ts_module_text(const TsModule *m);
@@ -325,6 +328,9 @@ typedef struct TsMpiWorld TsMpiWorld;
 /* True when this process was started by mpirun. */
 bool ts_mpi_launched(void);
 TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d);
+/* Called by ts_mpi_finalize with this rank's error before the others
+ * learn of it (as TsRunOptions.on_error). */
+void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx);
 /* The address of its MPI_Comm (for ts_plan_run_mpi), its rank and size. */
 const void *ts_mpi_comm(const TsMpiWorld *w);
 int ts_mpi_rank(const TsMpiWorld *w);
@@ -333,9 +339,12 @@ int ts_mpi_size(const TsMpiWorld *w);
  * lowest failing rank (the same on every rank). *status_max (may be NULL)
  * receives the largest `status` over the ranks. */
 int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max);
-/* End MPI (free its objects, MPI_Finalize) and free w. A failure of either
- * is TS_ERUNTIME naming the rank. NULL: TS_OK. */
-TsStatus ts_mpi_finalize(TsMpiWorld *w, TsDiag *d);
+/* End MPI and free w: every rank says whether its work went well (`ok`)
+ * and frees its MPI objects, all agree, then MPI_Finalize. TS_OK only when
+ * every rank was fine, so a program may write its results after it
+ * (Open MPI's MPI_Finalize waits for every rank: a rank that fails in it
+ * ends the job first). Errors are TS_ERUNTIME naming the rank. NULL: TS_OK. */
+TsStatus ts_mpi_finalize(TsMpiWorld *w, bool ok, TsDiag *d);
 /* End the whole job (MPI_Abort), printing `msg` first; never returns when
  * MPI can stop the other ranks. */
 void ts_mpi_abort(TsMpiWorld *w, const char *msg);

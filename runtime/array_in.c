@@ -75,7 +75,9 @@ IrStatus rt_array_read_box(const RtArray *a, const IrShape *expect, const char *
         for (int32_t k = 0; k < rank; k++)
             flat = flat * expect->dims[k] + lo[k] + (k == rank - 1 ? 0 : idx[k]);
         const uint8_t *src = (const uint8_t *)a->data + (size_t)flat * dsize;
-        if ((st = rt_npy_from_disk(expect->type, src, run, dst, flat, what, d)) != IR_OK)
+        if (dsize == msize && rt_npy_disk_type(expect->type) == expect->type)
+            memcpy(dst, src, (size_t)run * msize);
+        else if ((st = rt_npy_from_disk(expect->type, src, run, dst, flat, what, d)) != IR_OK)
             return st;
         dst += (size_t)run * msize;
         for (int32_t k = rank - 2; k >= 0; k--) { /* next run: odometer over the outer dims */

@@ -257,13 +257,18 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
     IrStatus st = rt_mpi_release(t, d);
     int rank = t->rank;
     bool owns = t->owns_mpi;
+    bool freed = true;
     if (t->comm != MPI_COMM_NULL) {
         int rc = tmpi_comm_free(&t->comm);
-        if (rc != MPI_SUCCESS && st == IR_OK)
+        freed = rc == MPI_SUCCESS;
+        if (!freed && st == IR_OK)
             st = mpi_fail(d, rc, "MPI_Comm_free", rank);
     }
     ts_free(t);
-    if (owns) {
+    /* A rank that could not free its communicator does not finalize: it
+     * exits, and mpirun ends the ranks that wait in MPI_Finalize for it
+     * (so rank 0 never writes the outputs of a run that failed). */
+    if (owns && freed) {
         int rc = tmpi_finalize();
         if (rc != MPI_SUCCESS && st == IR_OK)
             st = mpi_fail(d, rc, "MPI_Finalize", rank);

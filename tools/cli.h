@@ -4,14 +4,16 @@
  * command is one row there plus its file. options.c parses the options
  * every command shares and checks that a command accepts each one.
  *
+ * tools/ is a client of the public API (tessel.h) and of nothing else.
  * Only tools/ prints and exits. Exit status: 0 success, 1 a failure while
  * running, 2 bad usage or bad input.
  */
 #ifndef TESSEL_CLI_H
 #define TESSEL_CLI_H
 
-#include "compile/compile.h"
-#include "runtime/program.h"
+#include "tessel.h"
+
+#include <stdio.h>
 
 enum {
     CLI_OK = 0,
@@ -44,7 +46,7 @@ typedef struct CliOptions {
     int npos;
     char **pos;              /* positional arguments (borrowed from argv) */
     int32_t ninputs;
-    RtInput *inputs;         /* heap; keys point into a heap copy, see options.c */
+    TsInput *inputs;         /* heap; keys point into a heap copy, see options.c */
     bool random;
     uint64_t seed;
     int32_t ninfeeds;
@@ -56,7 +58,7 @@ typedef struct CliOptions {
     bool print;              /* --print */
     const char *format;
     const char *out;
-    IrLimits limits;         /* what a model may declare: ir_default_limits(), then --limit */
+    TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
     unsigned given;          /* OPT_* bits of the options present */
 } CliOptions;
 
@@ -88,39 +90,27 @@ int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
 /* Print a diagnostic (`tessel: FILE:LINE:COL: error: ...`, the line, a
  * caret), clear it, and return the exit status for its status. `st` is
  * what the failing call returned (used when it left d empty). */
-int cli_report(IrStatus st, IrDiag *d);
+int cli_report(TsStatus st, TsDiag *d);
+/* Print a diagnostic as cli_report does, keeping it. */
+void cli_print_diag(const TsDiag *d);
+/* The same with "rank R: " in front of the message (unless it is there). */
+void cli_print_ranked(const TsDiag *d, int rank);
 /* Exit status for a library status. */
-int cli_exit_status(IrStatus st);
+int cli_exit_status(TsStatus st);
 /* Parse and verify the model at `path` into *m; on failure print the
  * diagnostic and return its exit status. */
-int cli_load_model(const CliOptions *o, const char *path, IrModule **m);
+int cli_load_model(const CliOptions *o, const char *path, TsModule **m);
+/* The compile options the command line gave. */
+TsCompileOptions cli_compile_options(const CliOptions *o);
+/* Load PLAN or compile MODEL.hlo (N, R and limits from the options); on
+ * failure print the diagnostic and return its exit status. */
+int cli_open(const CliOptions *o, const char *path, TsPlan **p);
+/* Apply --hosts / --local-devices to the plan's layout (a loaded plan
+ * keeps its own when neither is given). */
+int cli_layout(const CliOptions *o, TsPlan *p);
 /* Seconds on a monotonic clock, for --stats. */
 double cli_now(void);
-
-/* pipeline.c */
-
-/* A program ready to run: compiled from MODEL.hlo in this run (then
- * `reference` is the unpartitioned module, for --reference) or loaded from
- * a plan file. */
-typedef struct CliProgram {
-    CompileResult r;         /* the program and its plans */
-    IrModule *reference;     /* the unpartitioned module, when compiled in this run */
-    bool from_plan;
-} CliProgram;
-/* Load MODEL.hlo (and compile it for N x R from the options or the module
- * header) or a plan file (checked). Prints the diagnostic and returns its
- * exit status on failure. */
-int cli_prepare(const CliOptions *o, const char *path, CliProgram *p);
-/* The same without printing: the diagnostic is left in *d. */
-IrStatus cli_prepare_diag(const CliOptions *o, const char *path, CliProgram *p, IrDiag *d);
-void cli_program_free(CliProgram *p);
-
-/* cmd_compile.c */
-
-/* Write text to `path` (temp + rename) or stdout when NULL or "-". */
+/* Write text to `path` atomically, or to stdout when NULL or "-". */
 int cli_write_text(const char *path, const char *text);
-/* Rebuild the plans for the --hosts/--local-devices given (else those a
- * loaded plan was compiled for, else 1 host). */
-int cli_replan(const CliOptions *o, CliProgram *p);
 
 #endif /* TESSEL_CLI_H */

@@ -32,9 +32,9 @@ static const char HELP[] =
     "printed as FILE:LINE:COL: error: MESSAGE with the line and a caret);\n"
     "1 a failure while running (out of memory, I/O).\n";
 
-static int print_module(const IrModule *m)
+static int print_module(const TsModule *m)
 {
-    char *text = ir_print_module(m);
+    char *text = ts_module_text(m);
     if (!text) {
         fputs("tessel: error: out of memory printing the module\n", stderr);
         return CLI_FAIL;
@@ -52,35 +52,26 @@ static int run_check(const CliOptions *o)
         return cli_usage_error(&cli_cmd_check, o->npos ? "check takes one MODEL.hlo"
                                                        : "missing MODEL.hlo");
     double t0 = cli_now();
-    IrModule *m = NULL;
+    TsModule *m = NULL;
     int rc = cli_load_model(o, o->pos[0], &m);
     if (rc != CLI_OK)
         return rc;
     double t1 = cli_now();
-    int64_t ninstr = 0;
-    for (int32_t i = 0; i < m->ncomp; i++)
-        ninstr += m->comp[i]->ninstr;
     if (o->print) {
         rc = print_module(m);
-        if (o->stats)
-            fprintf(stderr, "tessel: stats: parse+verify %.3f ms\n", (t1 - t0) * 1e3);
-        ir_module_free(m);
-        return rc;
+    } else {
+        char *s = ts_module_summary(m);
+        if (s)
+            printf("%s: ok: %s\n", o->pos[0], s);
+        else
+            fputs("tessel: error: out of memory\n", stderr);
+        rc = s ? CLI_OK : CLI_FAIL;
+        ts_free(s);
     }
-    const IrComputation *e = ir_entry(m);
-    char *rs = e && e->root >= 0 ? ir_shape_str(&e->instr[e->root].shape, false) : NULL;
-    printf("%s: ok: module %s, %d computation%s, %lld instruction%s, entry %s "
-           "(%d parameter%s -> %s), num_partitions=%lld replica_count=%lld\n",
-           o->pos[0], m->name ? m->name : "?", (int)m->ncomp, m->ncomp == 1 ? "" : "s",
-           (long long)ninstr, ninstr == 1 ? "" : "s", e && e->name ? e->name : "?",
-           e ? (int)e->nparam : 0, e && e->nparam == 1 ? "" : "s", rs ? rs : "?",
-           (long long)(m->num_partitions > 0 ? m->num_partitions : 1),
-           (long long)(m->replica_count > 0 ? m->replica_count : 1));
     if (o->stats)
         fprintf(stderr, "tessel: stats: parse+verify %.3f ms\n", (t1 - t0) * 1e3);
-    ts_free(rs);
-    ir_module_free(m);
-    return CLI_OK;
+    ts_module_free(m);
+    return rc;
 }
 
 const CliCommand cli_cmd_check = {

@@ -5,11 +5,8 @@
  */
 #include "cli.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char HELP[] =
     "Usage: tessel compile MODEL.hlo [-o PLAN|-] [--num-partitions N] [--num-replicas R]\n"
@@ -34,56 +31,27 @@ static const char HELP[] =
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
 
-/* Write text to path atomically (temp + rename), or to stdout for "-".
- * A path that exists and is not a regular file (a device such as
- * /dev/null, a pipe) is written in place: renaming a temporary over it
- * would replace the device node itself. */
 int cli_write_text(const char *path, const char *text)
 {
     if (!path || strcmp(path, "-") == 0) {
         fputs(text, stdout);
         return fflush(stdout) == 0 ? CLI_OK : CLI_FAIL;
     }
-    struct stat sb;
-    bool special = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
-    char tmp[4096];
-    if (!special && snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        fprintf(stderr, "tessel: error: output path too long\n");
-        return CLI_USAGE;
-    }
-    const char *target = special ? path : tmp;
-    FILE *f = fopen(target, "wb");
-    size_t n = strlen(text);
-    bool ok = f && fwrite(text, 1, n, f) == n;
-    if (f)
-        ok = (fclose(f) == 0) && ok;
-    if (!ok || (!special && rename(tmp, path) != 0)) {
-        fprintf(stderr, "tessel: error: cannot write %s: %s\n", path, strerror(errno));
-        if (!special)
-            unlink(tmp);
-        return CLI_FAIL;
-    }
-    return CLI_OK;
+    TsDiag d = {0};
+    TsStatus st = ts_write_text(path, text, &d);
+    return st == TS_OK ? CLI_OK : cli_report(st, &d);
 }
 
 static int run_compile(const CliOptions *o)
 {
     if (o->npos != 1)
         return cli_usage_error(&cli_cmd_compile, o->npos ? "compile takes one MODEL.hlo" : "missing MODEL.hlo");
-    CliProgram p;
-    int rc = cli_prepare(o, o->pos[0], &p);
-    if (rc != CLI_OK)
-        return rc;
-    if (p.r.prog.host) {
-        cli_program_free(&p);
-        fprintf(stderr, "tessel: error: %s has host work (%s): plan files hold one device program; run the "
-                "model itself (`tessel run MODEL.hlo`), or see its clusters with `tessel plan`\n", o->pos[0],
-                "tessel_print, tessel_save or _xla_compute_type=\"host\"");
-        return CLI_USAGE;
-    }
-    rc = cli_replan(o, &p);
+    TsPlan *p = NULL;
+    int rc = cli_open(o, o->pos[0], &p);
+    if (rc == CLI_OK)
+        rc = cli_layout(o, p);
     if (rc == CLI_OK) {
-        char *text = compile_plan_file_text(&p.r);
+        char *text = ts_plan_file_text(p);
         if (!text) {
             fprintf(stderr, "tessel: error: out of memory\n");
             rc = CLI_FAIL;
@@ -92,7 +60,7 @@ static int run_compile(const CliOptions *o)
         }
         ts_free(text);
     }
-    cli_program_free(&p);
+    ts_plan_free(p);
     return rc;
 }
 

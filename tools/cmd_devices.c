@@ -4,7 +4,7 @@
  * each device's ordinal, cpuset (hwloc list syntax), cores, NUMA node and
  * its memory, and whether its executor thread could be bound. The devices
  * are really created (threads started and bound), so "bound" is what
- * happened, not what should happen. The work is in device/devices.c.
+ * happened, not what should happen. The work is in api/devices.c.
  *
  * Text, on a 2-core machine with --local-devices 3:
  *   topology: hwloc 2.9.0, cpuset 0-1: 1 package, 2 cores, 2 PUs, 1 NUMA node (9.6 GiB)
@@ -19,9 +19,7 @@
  * "shared_cores", "blas_threads"}}.
  */
 #include "cli.h"
-#include "device/device.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,182 +50,25 @@ static const char HELP[] =
     "\n"
     "Exit status: 0 success; 1 hwloc or the threads failed; 2 bad usage.\n";
 
-/* "9.6 GiB", "512.0 MiB", "0 bytes": a size for people. */
-static void human_size(uint64_t b, char *buf, size_t n)
-{
-    static const char *unit[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-    if (b < 1024) {
-        snprintf(buf, n, "%llu bytes", (unsigned long long)b);
-        return;
-    }
-    double v = (double)b / 1024;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, n, "%.1f %s", v, unit[u]);
-}
-
-static const char *plural(int64_t n, const char *one, const char *many)
-{
-    return n == 1 ? one : many;
-}
-
-/* Why a device is not bound, as one phrase (static or in buf). */
-static const char *bind_reason(const DevDevice *dv, char *buf, size_t n)
-{
-    if (dv->bind_errno) {
-        snprintf(buf, n, "%s: %s", dv->bind_note, strerror(dv->bind_errno));
-        return buf;
-    }
-    return dv->bind_note ? dv->bind_note : "unknown";
-}
-
-static void print_text(const DevTopologyInfo *in, const DevDevices *set)
-{
-    char mem[32], why[160];
-    human_size(in->memory_bytes, mem, sizeof mem);
-    printf("topology: hwloc %s, cpuset %s: %d %s, %d %s, %d %s, %d NUMA %s (%s)\n",
-           in->hwloc_version, in->cpuset, (int)in->npackages,
-           plural(in->npackages, "package", "packages"), (int)in->ncores,
-           plural(in->ncores, "core", "cores"), (int)in->npus, plural(in->npus, "PU", "PUs"),
-           (int)in->nnuma, plural(in->nnuma, "node", "nodes"), mem);
-    printf("binding: threads %s, memory %s%s\n", in->cpubind ? "yes" : "no",
-           in->membind ? "yes" : "no",
-           in->this_system ? "" : " (the topology is not this machine's)");
-    printf("local devices: %d%s, BLAS threads per device: %d\n", (int)set->n,
-           set->shared_cores ? " (more than cores: devices share cores)" : "",
-           dev_blas_threads_for(set));
-    for (int32_t i = 0; i < set->n; i++) {
-        const DevDevice *dv = &set->dev[i];
-        char numa[64] = "NUMA node unknown";
-        if (dv->numa_node >= 0) {
-            human_size(dv->memory_bytes, mem, sizeof mem);
-            snprintf(numa, sizeof numa, "NUMA node %d (%s)", (int)dv->numa_node, mem);
-        }
-        printf("device %d: cpuset %s, %d %s%s, %s, ", (int)dv->ordinal, dv->cpuset,
-               (int)dv->ncores, plural(dv->ncores, "core", "cores"),
-               dv->shares_cores ? " (shared)" : "", numa);
-        if (dv->bound)
-            puts("bound");
-        else
-            printf("not bound: %s\n", bind_reason(dv, why, sizeof why));
-    }
-}
-
-/* json_object_set_new with a NULL value leaves *ok false (jansson's OOM). */
-static void put(json_t *o, const char *key, json_t *v, bool *ok)
-{
-    if (!v || json_object_set_new(o, key, v) != 0)
-        *ok = false;
-}
-
-static json_t *topology_json(const DevTopologyInfo *in, const DevDevices *set, bool *ok)
-{
-    json_t *t = json_object();
-    if (!t) {
-        *ok = false;
-        return NULL;
-    }
-    put(t, "hwloc_version", json_string(in->hwloc_version), ok);
-    put(t, "cpuset", json_string(in->cpuset), ok);
-    put(t, "packages", json_integer(in->npackages), ok);
-    put(t, "cores", json_integer(in->ncores), ok);
-    put(t, "pus", json_integer(in->npus), ok);
-    put(t, "numa_nodes", json_integer(in->nnuma), ok);
-    put(t, "memory_bytes", json_integer((json_int_t)in->memory_bytes), ok);
-    put(t, "this_system", json_boolean(in->this_system), ok);
-    put(t, "cpubind", json_boolean(in->cpubind), ok);
-    put(t, "membind", json_boolean(in->membind), ok);
-    put(t, "local_devices", json_integer(set->n), ok);
-    put(t, "shared_cores", json_boolean(set->shared_cores), ok);
-    put(t, "blas_threads", json_integer(dev_blas_threads_for(set)), ok);
-    return t;
-}
-
-static json_t *device_json(const DevDevice *dv, bool *ok)
-{
-    char why[160];
-    json_t *o = json_object();
-    if (!o) {
-        *ok = false;
-        return NULL;
-    }
-    put(o, "ordinal", json_integer(dv->ordinal), ok);
-    put(o, "cpuset", json_string(dv->cpuset), ok);
-    put(o, "cores", json_integer(dv->ncores), ok);
-    put(o, "pus", json_integer(dv->npus), ok);
-    put(o, "numa_node", dv->numa_node >= 0 ? json_integer(dv->numa_node) : json_null(), ok);
-    put(o, "memory_bytes", json_integer((json_int_t)dv->memory_bytes), ok);
-    put(o, "bound", json_boolean(dv->bound), ok);
-    put(o, "shares_cores", json_boolean(dv->shares_cores), ok);
-    put(o, "bind_error",
-        dv->bound ? json_null() : json_string(bind_reason(dv, why, sizeof why)), ok);
-    return o;
-}
-
-static int print_json(const DevTopologyInfo *in, const DevDevices *set)
-{
-    bool ok = true;
-    json_t *root = json_object(), *devs = json_array();
-    if (!root || !devs)
-        ok = false;
-    for (int32_t i = 0; ok && i < set->n; i++) {
-        json_t *o = device_json(&set->dev[i], &ok);
-        if (!o || json_array_append_new(devs, o) != 0)
-            ok = false;
-    }
-    if (ok) {
-        put(root, "devices", devs, &ok);
-        devs = NULL;
-        put(root, "topology", topology_json(in, set, &ok), &ok);
-    }
-    char *s = ok ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(devs);
-    json_decref(root);
-    if (!s) {
-        fputs("tessel: error: out of memory\n", stderr);
-        return CLI_FAIL;
-    }
-    puts(s);
-    free(s); /* jansson's allocation */
-    return CLI_OK;
-}
-
 static int run_devices(const CliOptions *o)
 {
     if (o->npos)
         return cli_usage_error(&cli_cmd_devices, "devices takes no arguments, not '%s'",
                                o->pos[0]);
-    bool json = o->format && strcmp(o->format, "json") == 0;
-    if (o->format && !json && strcmp(o->format, "text") != 0)
+    if (o->format && strcmp(o->format, "json") != 0 && strcmp(o->format, "text") != 0)
         return cli_usage_error(&cli_cmd_devices, "--format is text or json for 'tessel devices'"
                                ", not '%s'", o->format);
-    if (o->local_devices > DEV_MAX_LOCAL_DEVICES)
-        return cli_usage_error(&cli_cmd_devices, "--local-devices is at most %d, not %lld",
-                               DEV_MAX_LOCAL_DEVICES, (long long)o->local_devices);
-    IrDiag d = {0};
-    DevTopology *t = NULL;
-    DevDevices *set = NULL;
-    IrStatus st = dev_topology_load(&t, &d);
-    if (st == IR_OK) {
-        const DevTopologyInfo *in = dev_topology_info(t);
-        int32_t L = o->local_devices ? (int32_t)o->local_devices
-                                     : (in->ncores > 0 ? in->ncores : 1);
-        DevDevicesOptions opt = {.keep_blas_threads = true}; /* only describing */
-        st = dev_devices_create(t, L, &opt, &set, &d);
-    }
-    int rc = CLI_OK;
-    if (st != IR_OK)
-        rc = cli_report(st, &d);
-    else if (json)
-        rc = print_json(dev_topology_info(t), set);
-    else
-        print_text(dev_topology_info(t), set);
-    dev_devices_free(set);
-    dev_shutdown(&d);
-    ir_diag_clear(&d);
+    if (o->local_devices > INT32_MAX)
+        return cli_usage_error(&cli_cmd_devices, "--local-devices is too large: %lld",
+                               (long long)o->local_devices);
+    TsDiag d = {0};
+    char *text = NULL;
+    TsStatus st = ts_devices_describe((int32_t)o->local_devices, o->format, &text, &d);
+    int rc = st == TS_OK ? CLI_OK : cli_report(st, &d);
+    if (text)
+        fputs(text, stdout);
+    ts_free(text);
+    ts_shutdown();
     return rc;
 }
 

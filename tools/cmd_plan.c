@@ -31,17 +31,6 @@ static const char HELP[] =
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
 
-static int write_out(const CliOptions *o, char *text)
-{
-    if (!text) {
-        fprintf(stderr, "tessel: error: out of memory\n");
-        return CLI_FAIL;
-    }
-    int rc = cli_write_text(o->out, text);
-    ts_free(text);
-    return rc;
-}
-
 static int run_plan(const CliOptions *o)
 {
     if (o->npos != 1)
@@ -49,19 +38,20 @@ static int run_plan(const CliOptions *o)
     const char *fmt = o->format ? o->format : "text";
     if (strcmp(fmt, "text") && strcmp(fmt, "json") && strcmp(fmt, "dot"))
         return cli_usage_error(&cli_cmd_plan, "--format must be text, json or dot, not '%s'", fmt);
-    CliProgram p;
-    int rc = cli_prepare(o, o->pos[0], &p);
-    if (rc != CLI_OK)
-        return rc;
-    rc = cli_replan(o, &p);
-    if (rc == CLI_OK && p.r.prog.ncluster == 0) {
+    TsPlan *p = NULL;
+    int rc = cli_open(o, o->pos[0], &p);
+    if (rc == CLI_OK)
+        rc = cli_layout(o, p);
+    if (rc == CLI_OK && ts_plan_num_clusters(p) == 0) {
         fprintf(stderr, "tessel: %s: no device work: nothing is partitioned\n", o->pos[0]);
     } else if (rc == CLI_OK) {
-        rc = write_out(o, strcmp(fmt, "json") == 0  ? compile_plan_json(&p.r)
-                          : strcmp(fmt, "dot") == 0 ? compile_plan_dot(&p.r)
-                                                    : compile_plan_text(&p.r));
+        TsDiag d = {0};
+        char *text = NULL;
+        TsStatus st = ts_plan_dump(p, fmt, &text, &d);
+        rc = st == TS_OK ? cli_write_text(o->out, text) : cli_report(st, &d);
+        ts_free(text);
     }
-    cli_program_free(&p);
+    ts_plan_free(p);
     return rc;
 }
 

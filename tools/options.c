@@ -53,41 +53,62 @@ int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
     return CLI_USAGE;
 }
 
-int cli_exit_status(IrStatus st)
+int cli_exit_status(TsStatus st)
 {
     switch (st) {
-    case IR_OK: return CLI_OK;
-    case IR_EINPUT:
-    case IR_EUNSUPPORTED: return CLI_USAGE;
+    case TS_OK: return CLI_OK;
+    case TS_EINPUT:
+    case TS_EUNSUPPORTED: return CLI_USAGE;
     default: return CLI_FAIL;
     }
 }
 
-static const char *status_text(IrStatus st)
+static const char *status_text(TsStatus st)
 {
     switch (st) {
-    case IR_EINPUT: return "bad input";
-    case IR_ENOMEM: return "out of memory";
-    case IR_EUNSUPPORTED: return "not supported";
-    case IR_EINTERNAL: return "internal error";
+    case TS_EINPUT: return "bad input";
+    case TS_ENOMEM: return "out of memory";
+    case TS_EUNSUPPORTED: return "not supported";
+    case TS_EINTERNAL: return "internal error";
     default: return "failure while running";
     }
 }
 
-int cli_report(IrStatus st, IrDiag *d)
+void cli_print_diag(const TsDiag *d)
 {
-    if (d->status == IR_OK) /* a callee failed without saying why */
-        ir_error(d, st == IR_OK ? IR_EINTERNAL : st, NULL, NULL, (IrPos){0, 0}, "%s",
-                 status_text(st));
-    char *s = ir_diag_format(d, "tessel");
+    char *s = ts_diag_format(d);
     if (s) {
         fputs(s, stderr);
         ts_free(s);
     } else {
         fprintf(stderr, "tessel: error: %s\n", d->msg ? d->msg : "out of memory");
     }
-    int rc = cli_exit_status(d->status);
-    ir_diag_clear(d);
+}
+
+void cli_print_ranked(const TsDiag *d, int rank)
+{
+    char prefix[32];
+    int np = snprintf(prefix, sizeof prefix, "rank %d: ", rank);
+    const char *msg = d->msg ? d->msg : "out of memory";
+    size_t n = strlen(msg) + (size_t)np + 1;
+    char *m = strncmp(msg, prefix, (size_t)np) == 0 ? NULL : malloc(n);
+    TsDiag copy = *d;
+    if (m) {
+        snprintf(m, n, "%s%s", prefix, msg);
+        copy.msg = m;
+    }
+    cli_print_diag(&copy);
+    free(m);
+}
+
+int cli_report(TsStatus st, TsDiag *d)
+{
+    if (d->status == TS_OK) /* a callee failed without saying why */
+        fprintf(stderr, "tessel: error: %s\n", status_text(st == TS_OK ? TS_EINTERNAL : st));
+    else
+        cli_print_diag(d);
+    int rc = cli_exit_status(d->status != TS_OK ? d->status : st);
+    ts_diag_clear(d);
     return rc;
 }
 
@@ -98,19 +119,39 @@ double cli_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int cli_load_model(const CliOptions *o, const char *path, IrModule **m)
+int cli_load_model(const CliOptions *o, const char *path, TsModule **m)
 {
-    IrParseOptions po = ir_default_parse_options();
-    po.verify = true;
-    po.limits = o->limits;
-    IrDiag d = {0};
-    *m = NULL;
-    IrStatus st = ir_parse_file(path, &po, m, &d);
-    if (st != IR_OK) {
-        *m = NULL;
-        return cli_report(st, &d);
-    }
-    return CLI_OK;
+    TsDiag d = {0};
+    TsStatus st = ts_module_load_ex(path, &o->limits, m, &d);
+    return st == TS_OK ? CLI_OK : cli_report(st, &d);
+}
+
+TsCompileOptions cli_compile_options(const CliOptions *o)
+{
+    return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
+                              .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits};
+}
+
+int cli_open(const CliOptions *o, const char *path, TsPlan **p)
+{
+    TsDiag d = {0};
+    TsCompileOptions co = cli_compile_options(o);
+    /* The layout is the command's to decide (cli_layout), not the
+     * compile's: a plan keeps what it was compiled for. */
+    co.hosts = co.local_devices = 0;
+    TsStatus st = ts_plan_open(path, &co, p, &d);
+    return st == TS_OK ? CLI_OK : cli_report(st, &d);
+}
+
+int cli_layout(const CliOptions *o, TsPlan *p)
+{
+    if (!o->hosts && !o->local_devices)
+        return CLI_OK; /* a loaded plan's own, or 1 host */
+    TsDiag d = {0};
+    int64_t hosts = o->hosts ? o->hosts : ts_plan_hosts(p);
+    int64_t local = o->local_devices ? o->local_devices : (o->hosts ? 0 : ts_plan_local_devices(p));
+    TsStatus st = ts_plan_set_layout(p, hosts, local, &d);
+    return st == TS_OK ? CLI_OK : cli_report(st, &d);
 }
 
 /* A count option: a decimal integer >= 1. */
@@ -145,12 +186,12 @@ static int add_input(const CliCommand *cmd, CliOptions *o, const char *v)
     const char *eq = strchr(v, '=');
     if (!eq || eq == v || !eq[1])
         return cli_usage_error(cmd, "--input needs INDEX_OR_NAME=FILE.npy, not '%s'", v);
-    RtInput *ni = ts_realloc(o->inputs, ((size_t)o->ninputs + 1) * sizeof *ni);
-    char *key = ts_malloc((size_t)(eq - v) + 1);
+    TsInput *ni = realloc(o->inputs, ((size_t)o->ninputs + 1) * sizeof *ni);
+    char *key = malloc((size_t)(eq - v) + 1);
     if (ni)
         o->inputs = ni;
     if (!ni || !key) {
-        ts_free(key);
+        free(key);
         fputs("tessel: error: out of memory\n", stderr);
         return CLI_FAIL;
     }
@@ -158,6 +199,7 @@ static int add_input(const CliCommand *cmd, CliOptions *o, const char *v)
     key[eq - v] = 0;
     o->inputs[o->ninputs].key = key;
     o->inputs[o->ninputs].path = eq + 1;
+    o->inputs[o->ninputs].array = NULL;
     o->ninputs++;
     return CLI_OK;
 }
@@ -165,7 +207,7 @@ static int add_input(const CliCommand *cmd, CliOptions *o, const char *v)
 /* --infeed FILE: appended; infeed and recv-from-host take them in order. */
 static int add_infeed(CliOptions *o, const char *v)
 {
-    const char **ni = ts_realloc(o->infeeds, ((size_t)o->ninfeeds + 1) * sizeof *ni);
+    const char **ni = realloc(o->infeeds, ((size_t)o->ninfeeds + 1) * sizeof *ni);
     if (!ni) {
         fputs("tessel: error: out of memory\n", stderr);
         return CLI_FAIL;
@@ -175,38 +217,15 @@ static int add_infeed(CliOptions *o, const char *v)
     return CLI_OK;
 }
 
-/* --limit NAME=VALUE: what a model may declare, checked before anything
- * is allocated for it. NAME: elements (per array), rank, tuple (width),
- * depth (nesting of tuples, literals, braces), name (length). A limit can
- * be lowered or raised, rank only up to IR_MAX_RANK. */
+/* --limit NAME=VALUE: what a model may declare (ts_limits_set). */
 static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
 {
-    static const struct {
-        const char *name;
-        int64_t max;
-    } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                 {"depth", 4096}, {"name", INT32_MAX}};
-    const char *eq = strchr(v, '=');
-    size_t k = 0, n = eq ? (size_t)(eq - v) : 0;
-    while (k < sizeof names / sizeof *names && (strlen(names[k].name) != n || strncmp(v, names[k].name, n)))
-        k++;
-    if (!eq || k == sizeof names / sizeof *names)
-        return cli_usage_error(cmd, "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth or "
-                               "name, not '%s'", v);
-    char *end;
-    errno = 0;
-    long long x = strtoll(eq + 1, &end, 10);
-    if (errno || end == eq + 1 || *end || x < 1 || x > names[k].max)
-        return cli_usage_error(cmd, "--limit %s needs a whole number from 1 to %lld, not '%s'", names[k].name,
-                               (long long)names[k].max, eq + 1);
-    switch (k) {
-    case 0: o->limits.max_elements = x; break;
-    case 1: o->limits.max_rank = (int32_t)x; break;
-    case 2: o->limits.max_tuple = (int32_t)x; break;
-    case 3: o->limits.max_depth = (int32_t)x; break;
-    default: o->limits.max_name = x; break;
-    }
-    return CLI_OK;
+    TsDiag d = {0};
+    if (ts_limits_set(&o->limits, v, &d) == TS_OK)
+        return CLI_OK;
+    int rc = cli_usage_error(cmd, "%s", d.msg ? d.msg : "bad --limit");
+    ts_diag_clear(&d);
+    return rc;
 }
 
 static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, const char *v)
@@ -274,8 +293,8 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
 int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o)
 {
     memset(o, 0, sizeof *o);
-    o->limits = ir_default_limits();
-    o->pos = ts_calloc((size_t)argc + 1, sizeof *o->pos);
+    o->limits = ts_limits_default();
+    o->pos = calloc((size_t)argc + 1, sizeof *o->pos);
     if (!o->pos) {
         fputs("tessel: error: out of memory\n", stderr);
         return CLI_FAIL;
@@ -305,9 +324,9 @@ int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o)
 void cli_options_free(CliOptions *o)
 {
     for (int32_t i = 0; i < o->ninputs; i++)
-        ts_free((void *)o->inputs[i].key);
-    ts_free(o->inputs);
-    ts_free(o->infeeds);
-    ts_free(o->pos);
+        free((void *)o->inputs[i].key);
+    free(o->inputs);
+    free(o->infeeds);
+    free(o->pos);
     memset(o, 0, sizeof *o);
 }
