@@ -184,6 +184,12 @@ class Module:
     def num_parameters(self):
         return _lib.ts_module_num_parameters(self._handle())
 
+    @property
+    def is_plan(self):
+        """True when the text was a plan file (a partitioned program, not a
+        model): load it with tessel.load_plan instead."""
+        return bool(_lib.ts_module_is_plan(self._handle()))
+
     def summary(self):
         """One line on what the module holds (ts_module_summary)."""
         return _take_string(_lib.ts_module_summary(self._handle()))

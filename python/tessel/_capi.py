@@ -112,6 +112,7 @@ PROTOTYPES = {
     "ts_module_num_parameters": (c_int32, [c_void_p]),
     "ts_module_summary": (c_void_p, [c_void_p]),
     "ts_module_text": (c_void_p, [c_void_p]),
+    "ts_module_is_plan": (c_bool, [c_void_p]),
     "ts_compile": (ST, [c_void_p, ctypes.POINTER(TsCompileOptions), PP, PDIAG]),
     "ts_plan_load": (ST, [c_char_p, ctypes.POINTER(TsLimits), PP, PDIAG]),
     "ts_plan_parse": (ST, [c_char_p, c_char_p, c_size_t, ctypes.POINTER(TsLimits), PP, PDIAG]),

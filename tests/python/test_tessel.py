@@ -102,6 +102,7 @@ class TestModule(Case):
         m = tessel.load_module(MLP)
         self.assertEqual(m.name, "mlp")
         self.assertEqual(m.num_parameters, 3)
+        self.assertFalse(m.is_plan)
         self.assertIn("mlp", m.summary())
         again = tessel.parse_module(m.text(), name="printed")
         self.assertEqual(again.num_parameters, 3)
@@ -284,6 +285,7 @@ class TestMlp(Case):
         self.assertEqual(e.status, tessel.Status.EINPUT)
         self.assertGreater(e.line, 0)
         self.assertEqual(e.file, path)
+        self.assertTrue(tessel.parse_module(text, name="mlp.plan").is_plan)
         # the text itself parses back
         again = tessel.parse_plan(text, name="mlp.plan")
         y, = again.run([self.x, self.w1, self.w2])
