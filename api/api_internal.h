@@ -48,10 +48,7 @@ RtBindOptions api_bind_options(const TsRunOptions *o);
 /* A new TsOutputs holding a reference to result (and outfeeds); NULL on OOM. */
 TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats);
 
-/* Append formatted text to *s (a heap string; on OOM *s is freed and
- * becomes NULL, and stays NULL). */
-void api_appendf(char **s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The device binding and step lines of --stats. */
-void api_stats_binding(char **s, const RtRunStats *rs);
+void api_stats_binding(IrStrBuf *s, const RtRunStats *rs);
 
 #endif /* TESSEL_API_INTERNAL_H */

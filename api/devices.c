@@ -56,19 +56,19 @@ static const char *bind_reason(const DevDevice *dv, char *buf, size_t n)
     return dv->bind_note ? dv->bind_note : "unknown";
 }
 
-static void text_of(char **s, const DevTopologyInfo *in, const DevDevices *set)
+static void text_of(IrStrBuf *s, const DevTopologyInfo *in, const DevDevices *set)
 {
     char mem[32], why[160];
     human_size(in->memory_bytes, mem, sizeof mem);
-    api_appendf(s, "topology: hwloc %s, cpuset %s: %d %s, %d %s, %d %s, %d NUMA %s (%s)\n",
+    ir_sb_printf(s, "topology: hwloc %s, cpuset %s: %d %s, %d %s, %d %s, %d NUMA %s (%s)\n",
            in->hwloc_version, in->cpuset, (int)in->npackages,
            plural(in->npackages, "package", "packages"), (int)in->ncores,
            plural(in->ncores, "core", "cores"), (int)in->npus, plural(in->npus, "PU", "PUs"),
            (int)in->nnuma, plural(in->nnuma, "node", "nodes"), mem);
-    api_appendf(s, "binding: threads %s, memory %s%s\n", in->cpubind ? "yes" : "no",
+    ir_sb_printf(s, "binding: threads %s, memory %s%s\n", in->cpubind ? "yes" : "no",
            in->membind ? "yes" : "no",
            in->this_system ? "" : " (the topology is not this machine's)");
-    api_appendf(s, "local devices: %d%s, BLAS threads per device: %d\n", (int)set->n,
+    ir_sb_printf(s, "local devices: %d%s, BLAS threads per device: %d\n", (int)set->n,
            set->shared_cores ? " (more than cores: devices share cores)" : "",
            dev_blas_threads_for(set));
     for (int32_t i = 0; i < set->n; i++) {
@@ -78,13 +78,13 @@ static void text_of(char **s, const DevTopologyInfo *in, const DevDevices *set)
             human_size(dv->memory_bytes, mem, sizeof mem);
             snprintf(numa, sizeof numa, "NUMA node %d (%s)", (int)dv->numa_node, mem);
         }
-        api_appendf(s, "device %d: cpuset %s, %d %s%s, %s, ", (int)dv->ordinal, dv->cpuset,
+        ir_sb_printf(s, "device %d: cpuset %s, %d %s%s, %s, ", (int)dv->ordinal, dv->cpuset,
                (int)dv->ncores, plural(dv->ncores, "core", "cores"),
                dv->shares_cores ? " (shared)" : "", numa);
         if (dv->bound)
-            api_appendf(s, "bound\n");
+            ir_sb_printf(s, "bound\n");
         else
-            api_appendf(s, "not bound: %s\n", bind_reason(dv, why, sizeof why));
+            ir_sb_printf(s, "not bound: %s\n", bind_reason(dv, why, sizeof why));
     }
 }
 
@@ -158,10 +158,15 @@ static char *json_of(const DevTopologyInfo *in, const DevDevices *set)
     char *j = ok ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(devs);
     json_decref(root);
-    char *s = j ? ts_strdup(j) : NULL;
-    api_appendf(&s, "\n");
+    IrStrBuf s = {0};
+    if (j) {
+        ir_sb_puts(&s, j);
+        ir_sb_puts(&s, "\n");
+    } else {
+        s.oom = true;
+    }
     free(j); /* jansson's allocation */
-    return s;
+    return ir_sb_take(&s);
 }
 
 TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **out, TsDiag *d)
@@ -191,8 +196,9 @@ TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **o
         if (json) {
             *out = json_of(dev_topology_info(t), set);
         } else {
-            *out = ts_strdup("");
-            text_of(out, dev_topology_info(t), set);
+            IrStrBuf s = {0};
+            text_of(&s, dev_topology_info(t), set);
+            *out = ir_sb_take(&s);
         }
         if (!*out)
             st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");

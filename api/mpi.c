@@ -98,7 +98,7 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
     return rt_read_shards(&p->r.prog.cluster[0], p->signature, &bo, first, l, *shards, rs, d);
 }
 
-static void stats_lines(char **s, RtTransport *t, const double *mine, const RtRunStats *run)
+static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const RtRunStats *run)
 {
     enum { NPH = 6 };
     double mn[NPH], md[NPH], mx[NPH];
@@ -108,9 +108,9 @@ static void stats_lines(char **s, RtTransport *t, const double *mine, const RtRu
     if (rt_mpi_phase_stats(t, mine, NPH, mn, md, mx) && rt_mpi_rank(t) == 0) {
         for (int k = 0; k < 5; k++)
             if (k != 3)
-                api_appendf(s, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
+                ir_sb_printf(s, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
                             names[k], mn[k] * 1e3, md[k] * 1e3, mx[k] * 1e3, hosts);
-        api_appendf(s, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
+        ir_sb_printf(s, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
                     "input read", mn[5], md[5], mx[5]);
     }
     if (rt_mpi_rank(t) == 0)
@@ -141,7 +141,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     RtReadStats rs = {0};
     RtRunStats run = {0};
     DevValue **local = NULL, *result = NULL;
-    char *stats = ts_strdup("");
+    IrStrBuf stats = {0};
 
     /* 1. prepare, agree */
     if (hosts != size)
@@ -157,9 +157,6 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     else if (o->ninfeeds)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "infeed files feed one device: under mpirun every host would read the feed");
-    else if (prog->host && o->steps > 1)
-        st = ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                      "--steps is not supported for modules with host work");
     else if (prog->host) {
         RtBindOptions bo = api_bind_options(o);
         st = rt_bind_inputs(prog->host, &bo, &args, &id);
@@ -171,7 +168,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {
-        if (rt_run_program_mpi(prog, &args, t, first, l, &result, &id) != IR_OK)
+        if (rt_run_program_mpi(prog, &args, o->steps, t, first, l, &result, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (rank != 0) {
@@ -218,10 +215,9 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         rt_args_free(&shards[k]);
     ts_free(shards);
     rt_args_free(&args);
-    if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, NULL, stats)))
+    if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, NULL, ir_sb_take(&stats))))
         st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    else if (st != IR_OK || rank != 0)
-        ts_free(stats);
+    ir_sb_free(&stats);
     dev_value_unref(result);
     return api_give(st, &id, d);
 }

@@ -41,45 +41,24 @@ TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats)
 
 /* ---- statistics ---- */
 
-void api_appendf(char **s, const char *fmt, ...)
+void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
 {
-    if (!*s)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    size_t have = strlen(*s);
-    char *g = n >= 0 ? ts_realloc(*s, have + (size_t)n + 1) : NULL;
-    if (!g) {
-        ts_free(*s);
-        *s = NULL;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(g + have, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    *s = g;
-}
-
-void api_stats_binding(char **s, const RtRunStats *rs)
-{
-    api_appendf(s, "tessel: stats: devices: %d, executor threads bound to their cores: %d%s%s%s\n", (int)rs->ndevices,
+    ir_sb_printf(s, "tessel: stats: devices: %d, executor threads bound to their cores: %d%s%s%s\n", (int)rs->ndevices,
           (int)rs->nbound, rs->bind_note ? " (" : "", rs->bind_note ? rs->bind_note : "", rs->bind_note ? ")" : "");
     /* Tensors themselves come from ts_malloc, first touched by the bound
      * executor thread; the device allocator is what binds explicitly. */
     if (rs->membind)
-        api_appendf(s, "tessel: stats: memory: device allocators bind to NUMA nodes (device 0: node %d)\n",
+        ir_sb_printf(s, "tessel: stats: memory: device allocators bind to NUMA nodes (device 0: node %d)\n",
               (int)rs->numa_node);
     else
-        api_appendf(s, "tessel: stats: memory: binding fell back to unbound memory (%s)\n",
+        ir_sb_printf(s, "tessel: stats: memory: binding fell back to unbound memory (%s)\n",
               rs->membind_errno ? strerror(rs->membind_errno) : "hwloc cannot bind memory here");
-    api_appendf(s, "tessel: stats: BLAS threads: %d; collective calls per device: %lld\n", rs->blas_threads,
+    ir_sb_printf(s, "tessel: stats: BLAS threads: %d; collective calls per device: %lld\n", rs->blas_threads,
           (long long)rs->coll_calls);
     /* The first step pays for first touches of fresh memory; later steps
      * reuse the buffers the first one freed. */
     if (rs->nsteps > 1)
-        api_appendf(s, "tessel: stats: steps: first %.3f ms, then median %.3f ms a step (%d timed)\n",
+        ir_sb_printf(s, "tessel: stats: steps: first %.3f ms, then median %.3f ms a step (%d timed)\n",
               rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (int)rs->nsteps);
 }
 
@@ -123,11 +102,8 @@ static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t
     RtArgs args = {0};
     IrStatus st = rt_bind_inputs(p->r.prog.host, &bo, &args, d);
     t[1] = now();
-    if (st == IR_OK && o->steps > 1)
-        st = ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                      "--steps is not supported for modules with host work");
     if (st == IR_OK)
-        st = rt_run_program_local(&p->r.prog, &args, result, d);
+        st = rt_run_program_local(&p->r.prog, &args, o->steps, result, d);
     rt_args_free(&args);
     return st;
 }
@@ -180,18 +156,18 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
         st = p->r.prog.host ? run_host_local(p, o, t, &result, &id)
                             : run_cluster_local(p, o, &feed, t, &run, &rs, &result, &id);
     t[2] = now();
-    char *stats = ts_strdup("");
+    IrStrBuf stats = {0};
     if (st == IR_OK && o->stats) {
-        api_appendf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
+        ir_sb_printf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
               o->load_seconds * 1e3, (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3);
         if (!p->r.prog.host) {
-            api_appendf(&stats, "tessel: stats: collectives %.3f ms (the most of any device); input read %lld bytes "
+            ir_sb_printf(&stats, "tessel: stats: collectives %.3f ms (the most of any device); input read %lld bytes "
                   "from files, %lld random elements\n", run.coll_seconds * 1e3, (long long)rs.file_bytes,
                   (long long)rs.random_elems);
             api_stats_binding(&stats, &run);
         }
     }
-    TsStatus ts = deliver(st, result, &feed, stats, out, &id, d);
+    TsStatus ts = deliver(st, result, &feed, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
@@ -216,12 +192,12 @@ static TsStatus run_reference(const IrModule *m, const TsRunOptions *o, TsOutput
     if (st == IR_OK)
         st = rt_run_reference_steps(m, &args, o->steps, &feed.hooks, &result, &id);
     t[2] = now();
-    char *stats = ts_strdup("");
+    IrStrBuf stats = {0};
     if (st == IR_OK && o->stats)
-        api_appendf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
+        ir_sb_printf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
               o->load_seconds * 1e3, (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3);
     rt_args_free(&args);
-    TsStatus ts = deliver(st, result, &feed, stats, out, &id, d);
+    TsStatus ts = deliver(st, result, &feed, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
@@ -340,23 +316,23 @@ void ts_outputs_remove(const TsOutputs *o, const char *dir)
     rt_remove_outputs(o->result, dir);
 }
 
-static void summarise(char **s, const DevValue *v, const char *what)
+static void summarise(IrStrBuf *s, const DevValue *v, const char *what)
 {
     int32_t n = ir_shape_leaf_count(&v->shape);
     for (int32_t i = 0; i < n; i++) {
         char *line = rt_value_summary(dev_value_leaf((DevValue *)v, i));
-        api_appendf(s, "%s %d: %s\n", what, (int)i, line ? line : "(out of memory)");
+        ir_sb_printf(s, "%s %d: %s\n", what, (int)i, line ? line : "(out of memory)");
         ts_free(line);
     }
 }
 
 char *ts_outputs_summary(const TsOutputs *o)
 {
-    char *s = ts_strdup("");
+    IrStrBuf s = {0};
     summarise(&s, o->result, "output");
     if (o->outfeeds)
         summarise(&s, o->outfeeds, "outfeed");
-    return s;
+    return ir_sb_take(&s);
 }
 
 const char *ts_outputs_stats(const TsOutputs *o)

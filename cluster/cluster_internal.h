@@ -34,7 +34,8 @@ bool clu_strset_add(CluStrSet *s, const char *k);  /* false on OOM */
 /* A growable array of `elem`-byte records (ts_realloc; free v). */
 typedef struct CluVec {
     void *v;
-    int32_t n, cap;
+    int32_t n;
+    int64_t cap;
     size_t elem;
 } CluVec;
 void *clu_vec_push(CluVec *v);                     /* a zeroed new record, NULL on OOM */

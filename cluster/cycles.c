@@ -40,7 +40,8 @@
 
 typedef struct NodeList {
     int32_t *v;
-    int32_t n, cap;
+    int32_t n;
+    int64_t cap;
 } NodeList;
 
 /* One slot of the edge index; x < 0: empty. */
@@ -137,15 +138,7 @@ static void slot_delete(CluCycles *g, size_t i)
 
 static bool list_reserve(NodeList *l)
 {
-    if (l->n < l->cap)
-        return true;
-    int32_t cap = l->cap ? l->cap * 2 : 4;
-    int32_t *v = ts_realloc(l->v, (size_t)cap * sizeof *v);
-    if (!v)
-        return false;
-    l->v = v;
-    l->cap = cap;
-    return true;
+    return IR_GROW(l->v, l->cap, l->n + 1);
 }
 
 /* Add x->y to the lists and the index (no rank check). False on OOM, with

@@ -68,14 +68,8 @@ bool clu_strset_add(CluStrSet *s, const char *k)
 
 void *clu_vec_push(CluVec *v)
 {
-    if (v->n == v->cap) {
-        int32_t cap = v->cap ? v->cap * 2 : 16;
-        void *nv = ts_realloc(v->v, (size_t)cap * v->elem);
-        if (!nv)
-            return NULL;
-        v->v = nv;
-        v->cap = cap;
-    }
+    if (!ir_grow_(&v->v, &v->cap, v->n + 1, v->elem)) /* elem known at run time only */
+        return NULL;
     void *p = (char *)v->v + (size_t)v->n++ * v->elem;
     memset(p, 0, v->elem);
     return p;

@@ -78,9 +78,8 @@ static IrStatus copy_instr(Extract *x, const IrInstr *s, IrInstr *t)
 /* Add `idx` to a control predecessor list unless it is there. */
 static bool add_ctrl(IrArena *a, IrI64List *l, int32_t idx, int32_t cap)
 {
-    for (int32_t k = 0; k < l->n; k++)
-        if (l->v[k] == idx)
-            return true;
+    if (ir_list_has(l, idx))
+        return true;
     if (!l->v && !(l->v = ir_alloc_array(a, (size_t)(cap > 0 ? cap : 1), sizeof(int64_t))))
         return false;
     l->v[l->n++] = idx;

@@ -37,10 +37,7 @@ bool clu_is_host_instr(const IrInstr *ins, const char *const *host_targets)
         return true;
     if (ins->op != OP_CUSTOM_CALL || !ins->a.custom_call_target)
         return false;
-    for (const char *const *t = host_targets ? host_targets : clu_default_host_targets; *t; t++)
-        if (strcmp(*t, ins->a.custom_call_target) == 0)
-            return true;
-    return false;
+    return ir_str_index(ins->a.custom_call_target, host_targets ? host_targets : clu_default_host_targets) >= 0;
 }
 
 static IrStatus nomem(IrDiag *d)

@@ -64,8 +64,12 @@ char *compile_plan_file_text(const CompileResult *r);
  * naming the line, never a crash). `max_devices` as CompileOptions. */
 IrStatus compile_plan_load(const char *path, const char *text, size_t len, int64_t max_devices,
                            CompileResult *out, IrDiag *d);
-/* True when text looks like a plan file (has a // TesselPlan line). */
+/* True when text looks like a plan file (has a // TesselPlan or a
+ * // TesselHost line). */
 bool compile_is_plan_text(const char *text, size_t len);
+/* The kind of a host instruction as plan files and dumps spell it
+ * ("host-op", "host-control-flow", "host-glue", "constant"). Can't fail. */
+const char *compile_place_name(CluPlace p);
 
 /* ---- plan_dump.c ---- */
 

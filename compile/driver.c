@@ -75,6 +75,7 @@ static bool has_host_work(const IrModule *m)
 static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64_t n, int64_t r, PlanCluster *c,
                                   IrDiag *d)
 {
+    assert(cm && ir_entry(cm) && n >= 1 && r >= 1);
     memset(c, 0, sizeof *c);
     c->src = cm;
     c->num_partitions = n;

@@ -168,17 +168,6 @@ static void jcluster_source(json_t *c, const CluCluster *cc)
     json_object_set_new(c, "values_out", out);
 }
 
-static const char *place_name(CluPlace p)
-{
-    switch (p) {
-    case CLU_HOST_OP: return "host-op";
-    case CLU_HOST_FLOW: return "host-control-flow";
-    case CLU_HOST_GLUE: return "host-glue";
-    case CLU_CONST: return "constant";
-    default: return "device";
-    }
-}
-
 static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res)
 {
     const Plan *p = plans[0];
@@ -215,7 +204,7 @@ static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res
             json_t *e = json_object();
             json_object_set_new(e, "computation", json_string(res->host[k].comp));
             json_object_set_new(e, "name", json_string(res->host[k].name));
-            json_object_set_new(e, "kind", json_string(place_name(res->host[k].place)));
+            json_object_set_new(e, "kind", json_string(compile_place_name(res->host[k].place)));
             json_array_append_new(h, e);
         }
         for (int32_t k = 0; k < res->ncuts; k++) {
@@ -249,75 +238,36 @@ static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res
 
 /* ---- text ---- */
 
-typedef struct Out {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} Out;
 
-static void outf(Out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Formatted straight into the free space; formatted a second time only
- * when it did not fit (once per doubling): a dump of a large model makes
- * hundreds of thousands of these calls. */
-static void outf(Out *o, const char *fmt, ...)
-{
-    if (o->oom)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(o->s ? o->s + o->n : NULL, o->s ? o->cap - o->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-        o->oom = true;
-        return;
-    }
-    if (o->n + (size_t)k + 1 > o->cap) {
-        size_t cap = (o->cap + (size_t)k + 1) * 2;
-        char *ns = ts_realloc(o->s, cap);
-        if (!ns) {
-            ts_free(o->s);
-            o->s = NULL;
-            o->oom = true;
-            return;
-        }
-        o->s = ns;
-        o->cap = cap;
-        va_start(ap, fmt);
-        vsnprintf(o->s + o->n, o->cap - o->n, fmt, ap);
-        va_end(ap);
-    }
-    o->n += (size_t)k;
-}
-
-static void out_tree(Out *o, const PlanTree *t, int depth)
+static void out_tree(IrStrBuf *o, const PlanTree *t, int depth)
 {
     if (!t)
         return;
     if (t->leaf) {
-        outf(o, "%*sleaf devices {", depth * 2, "");
+        ir_sb_printf(o, "%*sleaf devices {", depth * 2, "");
         for (int32_t k = 0; k < t->ndevices; k++)
-            outf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
+            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
         if (t->ndevices == 0)
-            outf(o, "all");
-        outf(o, "} offset [");
+            ir_sb_printf(o, "all");
+        ir_sb_printf(o, "} offset [");
         for (int32_t k = 0; k < t->rank; k++)
-            outf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
-        outf(o, "] shape [");
+            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
+        ir_sb_printf(o, "] shape [");
         for (int32_t k = 0; k < t->rank; k++)
-            outf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
-        outf(o, "]\n");
+            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
+        ir_sb_printf(o, "]\n");
         return;
     }
-    outf(o, "%*ssplit dim %d into %lld\n", depth * 2, "", (int)t->dim, (long long)t->pieces);
+    ir_sb_printf(o, "%*ssplit dim %d into %lld\n", depth * 2, "", (int)t->dim, (long long)t->pieces);
     for (int64_t k = 0; k < t->pieces; k++)
         out_tree(o, &t->child[k], depth + 1);
 }
 
-static void out_value(Out *o, const PlanValue *v, bool input)
+static void out_value(IrStrBuf *o, const PlanValue *v, bool input)
 {
     char *sh = ir_shape_str(&v->shape, false), *ds = ir_shape_str(&v->device_shape, false);
     char *sd = ir_sharding_str(v->sharding);
-    outf(o, "  %s %d%s%s: %s %s, per device %s\n", input ? "input" : "output", (int)v->index,
+    ir_sb_printf(o, "  %s %d%s%s: %s %s, per device %s\n", input ? "input" : "output", (int)v->index,
          input ? " " : "", input && v->name ? v->name : "", sh ? sh : "?", sd ? sd : "?", ds ? ds : "?");
     ts_free(sh);
     ts_free(ds);
@@ -325,38 +275,38 @@ static void out_value(Out *o, const PlanValue *v, bool input)
     out_tree(o, v->tree, 2);
 }
 
-static void out_header(Out *o, const Plan *p)
+static void out_header(IrStrBuf *o, const Plan *p)
 {
-    outf(o, "module %s: %lld partitions x %lld replicas on %lld hosts x %lld local devices\n", p->module,
+    ir_sb_printf(o, "module %s: %lld partitions x %lld replicas on %lld hosts x %lld local devices\n", p->module,
          (long long)p->num_partitions, (long long)p->num_replicas, (long long)p->hosts,
          (long long)p->local_devices);
-    outf(o, "device assignment (replica x partition -> device -> host):\n");
+    ir_sb_printf(o, "device assignment (replica x partition -> device -> host):\n");
     for (int64_t r = 0; r < p->num_replicas; r++)
         for (int64_t q = 0; q < p->num_partitions; q++) {
             int64_t dev = p->device_assignment[r * p->num_partitions + q];
-            outf(o, "  replica %lld partition %lld -> device %lld -> host %lld\n", (long long)r, (long long)q,
+            ir_sb_printf(o, "  replica %lld partition %lld -> device %lld -> host %lld\n", (long long)r, (long long)q,
                  (long long)dev, (long long)(dev / p->local_devices));
         }
-    outf(o, "islands:\n");
+    ir_sb_printf(o, "islands:\n");
     for (int32_t k = 0; k < p->nislands; k++) {
-        outf(o, "  host %lld replica %lld: devices", (long long)p->islands[k].host,
+        ir_sb_printf(o, "  host %lld replica %lld: devices", (long long)p->islands[k].host,
              (long long)p->islands[k].replica);
         for (int32_t j = 0; j < p->islands[k].ndevices; j++)
-            outf(o, " %lld", (long long)p->islands[k].devices[j]);
-        outf(o, "\n");
+            ir_sb_printf(o, " %lld", (long long)p->islands[k].devices[j]);
+        ir_sb_printf(o, "\n");
     }
 }
 
-static void out_cluster(Out *o, const Plan *p)
+static void out_cluster(IrStrBuf *o, const Plan *p)
 {
-    outf(o, "cluster %s:\n", p->cluster);
+    ir_sb_printf(o, "cluster %s:\n", p->cluster);
     char *cr = plan_compile_result(p);
     if (cr) {
         for (char *line = cr; *line;) {
             char *nl = strchr(line, '\n');
             size_t len = nl ? (size_t)(nl - line) : strlen(line);
             if (len > 3) /* drop the leading "// " */
-                outf(o, "  %.*s\n", (int)(len - 3), line + 3);
+                ir_sb_printf(o, "  %.*s\n", (int)(len - 3), line + 3);
             line += len + (nl ? 1 : 0);
         }
         ts_free(cr);
@@ -365,62 +315,58 @@ static void out_cluster(Out *o, const Plan *p)
         out_value(o, &p->inputs[k], true);
     for (int32_t k = 0; k < p->noutputs; k++)
         out_value(o, &p->outputs[k], false);
-    outf(o, "  instructions:\n");
+    ir_sb_printf(o, "  instructions:\n");
     for (int32_t k = 0; k < p->ninstrs; k++) {
         const PlanInstr *pi = &p->instrs[k];
         char *sh = ir_shape_str(&pi->shape, false), *ds = ir_shape_str(&pi->device_shape, false);
         char *sd = ir_sharding_str(pi->sharding);
-        outf(o, "    %-24s %-20s %-20s %-36s per device %s%s\n", pi->name, pi->opcode, sh ? sh : "?",
+        ir_sb_printf(o, "    %-24s %-20s %-20s %-36s per device %s%s\n", pi->name, pi->opcode, sh ? sh : "?",
              sd ? sd : "?", ds ? ds : "?", pi->fallback ? "  [fallback]" : "");
         ts_free(sh);
         ts_free(ds);
         ts_free(sd);
     }
-    outf(o, "  collectives:\n");
+    ir_sb_printf(o, "  collectives:\n");
     for (int32_t k = 0; p->report && k < p->report->ncoll; k++) {
         const SpmdCollective *c = &p->report->coll[k];
-        outf(o, "    %-24s %-20s groups %s, %lld bytes per device\n", c->name, ir_op_name(c->op),
+        ir_sb_printf(o, "    %-24s %-20s groups %s, %lld bytes per device\n", c->name, ir_op_name(c->op),
              c->replica_groups, (long long)c->bytes_per_device);
     }
     if (!p->report || p->report->ncoll == 0)
-        outf(o, "    (none)\n");
-    outf(o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
+        ir_sb_printf(o, "    (none)\n");
+    ir_sb_printf(o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
 }
 
 static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res)
 {
-    Out o = {0};
+    IrStrBuf o = {0};
     out_header(&o, plans[0]);
     for (int32_t k = 0; k < nplans; k++) {
         if (res && k < res->nclusters) {
             const CluCluster *c = &res->clusters[k];
-            outf(&o, "cluster %s (called by %s; %d instructions, %d values in, %d out):\n", c->name, c->call,
+            ir_sb_printf(&o, "cluster %s (called by %s; %d instructions, %d values in, %d out):\n", c->name, c->call,
                  (int)c->ninstrs, (int)c->ninputs, (int)c->noutputs);
-            outf(&o, "  source instructions:");
+            ir_sb_printf(&o, "  source instructions:");
             for (int32_t j = 0; j < c->ninstrs; j++)
-                outf(&o, " %s", c->instrs[j]);
-            outf(&o, "\n");
+                ir_sb_printf(&o, " %s", c->instrs[j]);
+            ir_sb_printf(&o, "\n");
         }
         out_cluster(&o, plans[k]);
     }
     if (res) {
-        outf(&o, "host instructions:\n");
+        ir_sb_printf(&o, "host instructions:\n");
         for (int32_t k = 0; k < res->nhost; k++)
-            outf(&o, "  %s/%s %s\n", res->host[k].comp, res->host[k].name, place_name(res->host[k].place));
-        outf(&o, "values cut between host and devices:\n");
+            ir_sb_printf(&o, "  %s/%s %s\n", res->host[k].comp, res->host[k].name, compile_place_name(res->host[k].place));
+        ir_sb_printf(&o, "values cut between host and devices:\n");
         for (int32_t k = 0; k < res->ncuts; k++) {
             char from[32], to[32];
             snprintf(from, sizeof from, res->cuts[k].from < 0 ? "host" : "cluster %d", (int)res->cuts[k].from);
             snprintf(to, sizeof to, res->cuts[k].to < 0 ? "host" : "cluster %d", (int)res->cuts[k].to);
-            outf(&o, "  %s/%s: %s -> %s, %lld bytes\n", res->cuts[k].comp, res->cuts[k].value, from, to,
+            ir_sb_printf(&o, "  %s/%s: %s -> %s, %lld bytes\n", res->cuts[k].comp, res->cuts[k].value, from, to,
                  (long long)res->cuts[k].bytes);
         }
     }
-    if (o.oom) {
-        ts_free(o.s);
-        return NULL;
-    }
-    return o.s;
+    return ir_sb_take(&o);
 }
 
 
@@ -440,83 +386,75 @@ static const char *colour_for(const char *s)
 }
 
 /* One computation's instructions as DOT nodes and edges, ids prefixed. */
-static void dot_computation(Out *o, const IrComputation *c, const char *prefix, const char *indent)
+static void dot_computation(IrStrBuf *o, const IrComputation *c, const char *prefix, const char *indent)
 {
     for (int32_t i = 0; i < c->ninstr; i++) {
         const IrInstr *ins = &c->instr[i];
         char *sd = ins->sharding ? ir_sharding_str(ins->sharding) : NULL;
         bool host = clu_is_host_instr(ins, NULL);
-        outf(o, "%s%s%d [label=\"%s\\n%s\\n%s\", fillcolor=\"%s\"%s];\n", indent, prefix, (int)i, ins->name,
+        ir_sb_printf(o, "%s%s%d [label=\"%s\\n%s\\n%s\", fillcolor=\"%s\"%s];\n", indent, prefix, (int)i, ins->name,
              ir_op_name(ins->op), sd ? sd : "", host ? "#ffffff" : colour_for(sd), host ? ", shape=ellipse" : "");
         ts_free(sd);
     }
     for (int32_t i = 0; i < c->ninstr; i++)
         for (int32_t k = 0; k < c->instr[i].nopnd; k++)
-            outf(o, "%s%s%d -> %s%d;\n", indent, prefix, (int)c->instr[i].opnd[k], prefix, (int)i);
+            ir_sb_printf(o, "%s%s%d -> %s%d;\n", indent, prefix, (int)c->instr[i].opnd[k], prefix, (int)i);
 }
 
 static char *program_dot(const PlanProgram *prog, const CluResult *res)
 {
-    Out o = {0};
+    IrStrBuf o = {0};
     const IrModule *h = prog->host;
-    outf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
+    ir_sb_printf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
          h->name);
-    outf(&o, "  subgraph \"host\" {\n    label=\"host program\";\n");
+    ir_sb_printf(&o, "  subgraph \"host\" {\n    label=\"host program\";\n");
     dot_computation(&o, ir_entry(h), "h", "    ");
-    outf(&o, "  }\n");
+    ir_sb_printf(&o, "  }\n");
     for (int32_t k = 0; k < res->nclusters; k++) {
         const CluCluster *c = &res->clusters[k];
         char prefix[32];
         snprintf(prefix, sizeof prefix, "c%d_", (int)k);
-        outf(&o, "  subgraph \"cluster_%d\" {\n    label=\"%s (%lld partitions)\";\n", (int)k, c->name,
+        ir_sb_printf(&o, "  subgraph \"cluster_%d\" {\n    label=\"%s (%lld partitions)\";\n", (int)k, c->name,
              (long long)prog->num_partitions);
         dot_computation(&o, h->comp[c->comp], prefix, "    ");
-        outf(&o, "  }\n");
+        ir_sb_printf(&o, "  }\n");
     }
-    outf(&o, "}\n");
-    if (o.oom) {
-        ts_free(o.s);
-        return NULL;
-    }
-    return o.s;
+    ir_sb_printf(&o, "}\n");
+    return ir_sb_take(&o);
 }
 
 static char *plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)
 {
-    Out o = {0};
-    outf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
+    IrStrBuf o = {0};
+    ir_sb_printf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
          p->module);
     const IrComputation *e = ir_entry(src ? src : spmd);
-    outf(&o, "  subgraph \"cluster_%s\" {\n    label=\"%s (%lld partitions)\";\n", p->cluster, p->cluster,
+    ir_sb_printf(&o, "  subgraph \"cluster_%s\" {\n    label=\"%s (%lld partitions)\";\n", p->cluster, p->cluster,
          (long long)p->num_partitions);
     for (int32_t i = 0; i < e->ninstr && i < p->ninstrs; i++) {
         const PlanInstr *pi = &p->instrs[i];
         char *sd = ir_sharding_str(pi->sharding);
         char *sh = ir_shape_str(&pi->shape, false);
-        outf(&o, "    n%d [label=\"%s\\n%s %s\\n%s\", fillcolor=\"%s\"%s];\n", (int)i, pi->name, pi->opcode,
+        ir_sb_printf(&o, "    n%d [label=\"%s\\n%s %s\\n%s\", fillcolor=\"%s\"%s];\n", (int)i, pi->name, pi->opcode,
              sh ? sh : "", sd ? sd : "", colour_for(sd), pi->fallback ? ", color=red, penwidth=3" : "");
         ts_free(sd);
         ts_free(sh);
     }
     for (int32_t i = 0; i < e->ninstr; i++)
         for (int32_t k = 0; k < e->instr[i].nopnd; k++)
-            outf(&o, "    n%d -> n%d;\n", (int)e->instr[i].opnd[k], (int)i);
-    outf(&o, "  }\n");
+            ir_sb_printf(&o, "    n%d -> n%d;\n", (int)e->instr[i].opnd[k], (int)i);
+    ir_sb_printf(&o, "  }\n");
     /* Collectives the partitioner inserted, as marked nodes of their own. */
     const IrComputation *pe = ir_entry(spmd);
     for (int32_t i = 0; pe && i < pe->ninstr; i++) {
         const IrInstr *ins = &pe->instr[i];
         if (ir_op_family(ins->op) != FAM_COLLECTIVE)
             continue;
-        outf(&o, "  c%d [label=\"%s\\n%s\", shape=octagon, fillcolor=\"#ff6666\"];\n", (int)i, ins->name,
+        ir_sb_printf(&o, "  c%d [label=\"%s\\n%s\", shape=octagon, fillcolor=\"#ff6666\"];\n", (int)i, ins->name,
              ir_op_name(ins->op));
     }
-    outf(&o, "}\n");
-    if (o.oom) {
-        ts_free(o.s);
-        return NULL;
-    }
-    return o.s;
+    ir_sb_printf(&o, "}\n");
+    return ir_sb_take(&o);
 }
 
 /* ---- the dumps of a compiled program ---- */

@@ -11,12 +11,22 @@
  *   // TesselInputSharding 0 {devices=[2,1]0,1}
  *   // TesselInputSharding 1 {replicated}
  *   // TesselOutputSharding 0 {replicated}
+ *   // TesselCollective all-reduce all-reduce 256 {{0,1}}
+ *   // TesselSource HloModule mlp, ...          (the logical module)
  *   // TesselEnd
  *
- * Loading trusts nothing: the module is parsed and verified; every line is
- * checked; the per-device shape of each input and output under its sharding
- * must be exactly what the SPMD module's parameters and root say; a
- * missing TesselEnd means a truncated file.
+ * A host program's plan holds several modules (each starts at a line
+ * beginning with "HloModule "): the host program with its // TesselHost
+ * lines (what cluster/ decided, CluResult), then each cluster's SPMD module
+ * with the lines above and // TesselClusterPlan K NAME (docs/plan.md).
+ *
+ * Loading trusts nothing: every module is parsed and verified; every line
+ * is checked, every list against its count; the per-device shape of each
+ * input and output under its sharding must be exactly what the SPMD
+ * module's parameters and root say; each cluster call of the host program
+ * must fit its cluster's plan; a missing TesselEnd or TesselHostEnd, or
+ * fewer cluster modules than the TesselHost line says, means a truncated
+ * file. Diagnostics name the lines of the whole file.
  */
 #include "compile.h"
 
@@ -25,79 +35,189 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_VERSION 1
+#define PLAN_VERSION 1       /* a cluster's lines; a plan without host work */
+#define HOST_PLAN_VERSION 2  /* the lines of a host program */
 
 /* ---- writing ---- */
 
-typedef struct Buf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} Buf;
-
-static void put(Buf *b, const char *t)
+/* Words of a line, each preceded by a space. */
+static void put_words(IrStrBuf *b, int n, const char *const *w)
 {
-    size_t k = strlen(t);
-    if (b->oom)
-        return;
-    if (b->n + k + 1 > b->cap) {
-        size_t cap = (b->cap + k + 1) * 2;
-        char *ns = ts_realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
+    for (int k = 0; k < n; k++) {
+        ir_sb_puts(b, " ");
+        ir_sb_puts(b, w[k]);
     }
-    memcpy(b->s + b->n, t, k + 1);
-    b->n += k;
 }
 
-static void put_owned(Buf *b, char *t)
+/* What the partitioner reported: the dumps show it, so a loaded plan
+ * carries it. Groups last: they are the rest of the line. */
+static void put_report(IrStrBuf *b, const SpmdReport *r)
 {
-    if (!t)
+    for (int32_t k = 0; k < r->nfallback; k++) {
+        ir_sb_puts(b, "// TesselFallback ");
+        ir_sb_puts(b, r->fallback[k]);
+        ir_sb_puts(b, "\n");
+    }
+    for (int32_t k = 0; k < r->ncoll; k++) {
+        const SpmdCollective *c = &r->coll[k];
+        ir_sb_puts(b, "// TesselCollective ");
+        ir_sb_puts(b, c->name);
+        ir_sb_printf(b, " %s %lld ", ir_op_name(c->op), (long long)c->bytes_per_device);
+        ir_sb_puts(b, c->replica_groups ? c->replica_groups : "");
+        ir_sb_puts(b, "\n");
+    }
+}
+
+/* The logical module as `// TesselSource` lines: a plan without host work
+ * carries it so that its dump shows every instruction's logical shape and
+ * sharding (with host work, the host program holds the clusters). */
+static void put_source(IrStrBuf *b, const IrModule *src)
+{
+    char *text = ir_print_module(src);
+    if (!text) {
         b->oom = true;
-    else
-        put(b, t);
-    ts_free(t);
+        return;
+    }
+    for (char *line = text; *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        ir_sb_puts(b, "// TesselSource ");
+        ir_sb_puts(b, line);
+        ir_sb_puts(b, "\n");
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    ts_free(text);
 }
 
-static char *cluster_plan_text(const PlanCluster *c, const Plan *p)
+/* The SPMD module of c and its lines. Cluster `k` of a host program
+ * (named `name`) says which it is; k < 0 is a plan without host work, which
+ * carries its source module. */
+static char *cluster_plan_text(const PlanCluster *c, const Plan *p, int32_t k, const char *name)
 {
-    Buf b = {0};
-    char line[256];
+    IrStrBuf b = {0};
     /* The `//` lines first, then the module printed with them as its tail:
      * the megabytes of module text are written once into a buffer that
      * never moves. */
-    put_owned(&b, plan_compile_result(p));
+    ir_sb_put_owned(&b, plan_compile_result(p));
     int32_t nout = ir_shape_leaf_count(&c->out_shape);
-    snprintf(line, sizeof line,
-             "// TesselPlan version=%d partitions=%lld replicas=%lld hosts=%lld local_devices=%lld inputs=%d "
-             "outputs=%d\n",
-             PLAN_VERSION, (long long)c->num_partitions, (long long)c->num_replicas, (long long)p->hosts,
-             (long long)p->local_devices, (int)c->nparam, (int)nout);
-    put(&b, line);
-    for (int32_t k = 0; k < c->nparam; k++) {
-        snprintf(line, sizeof line, "// TesselInputSharding %d ", (int)k);
-        put(&b, line);
-        put_owned(&b, ir_sharding_str(c->param_sharding[k]));
-        put(&b, "\n");
+    ir_sb_printf(&b,
+         "// TesselPlan version=%d partitions=%lld replicas=%lld hosts=%lld local_devices=%lld inputs=%d "
+         "outputs=%d\n",
+         PLAN_VERSION, (long long)c->num_partitions, (long long)c->num_replicas, (long long)p->hosts,
+         (long long)p->local_devices, (int)c->nparam, (int)nout);
+    if (k >= 0) {
+        ir_sb_printf(&b, "// TesselClusterPlan %d ", (int)k);
+        ir_sb_puts(&b, name);
+        ir_sb_puts(&b, "\n");
     }
-    for (int32_t k = 0; k < nout; k++) {
-        snprintf(line, sizeof line, "// TesselOutputSharding %d ", (int)k);
-        put(&b, line);
-        put_owned(&b, ir_sharding_str(shd_leaf(c->out_sharding, &c->out_shape, k)));
-        put(&b, "\n");
+    for (int32_t j = 0; j < c->nparam; j++) {
+        ir_sb_printf(&b, "// TesselInputSharding %d ", (int)j);
+        ir_sb_put_owned(&b, ir_sharding_str(c->param_sharding[j]));
+        ir_sb_puts(&b, "\n");
     }
-    put(&b, "// TesselEnd\n");
-    if (b.oom) {
-        ts_free(b.s);
-        return NULL;
+    for (int32_t j = 0; j < nout; j++) {
+        ir_sb_printf(&b, "// TesselOutputSharding %d ", (int)j);
+        ir_sb_put_owned(&b, ir_sharding_str(shd_leaf(c->out_sharding, &c->out_shape, j)));
+        ir_sb_puts(&b, "\n");
     }
-    char *text = ir_print_module_then(c->spmd, b.s);
-    ts_free(b.s);
+    put_report(&b, &c->report);
+    if (k < 0 && c->src)
+        put_source(&b, c->src);
+    ir_sb_puts(&b, "// TesselEnd\n");
+    char *lines = ir_sb_take(&b);
+    char *text = lines ? ir_print_module_then(c->spmd, lines) : NULL;
+    ts_free(lines);
     return text;
+}
+
+static const char *const place_names[] = {
+    [CLU_DEVICE] = "device",   [CLU_HOST_OP] = "host-op",   [CLU_HOST_FLOW] = "host-control-flow",
+    [CLU_HOST_GLUE] = "host-glue", [CLU_CONST] = "constant",
+};
+
+const char *compile_place_name(CluPlace p)
+{
+    return (unsigned)p < sizeof place_names / sizeof *place_names ? place_names[p] : "device";
+}
+
+/* The lines of the host program: what cluster/ decided (CluResult), every
+ * list with its count in the line that opens it. */
+static void put_host_lines(IrStrBuf *b, const CompileResult *r)
+{
+    const CluResult *res = &r->res;
+    const IrModule *h = r->prog.host;
+    /* Without clusters no plan fixed the devices per host. */
+    int64_t hosts = r->prog.hosts > 0 ? r->prog.hosts : 1;
+    int64_t local = r->prog.local_devices > 0 ? r->prog.local_devices
+                                              : r->prog.num_partitions * r->prog.num_replicas / hosts;
+    ir_sb_printf(b,
+         "// TesselHost version=%d clusters=%d partitions=%lld replicas=%lld hosts=%lld local_devices=%lld "
+         "host_instrs=%d cuts=%d\n",
+         HOST_PLAN_VERSION, (int)r->prog.ncluster, (long long)r->prog.num_partitions,
+         (long long)r->prog.num_replicas, (long long)hosts, (long long)local, (int)res->nhost, (int)res->ncuts);
+    for (int32_t k = 0; k < res->nhost; k++) {
+        const char *w[] = {res->host[k].comp, res->host[k].name, compile_place_name(res->host[k].place)};
+        ir_sb_puts(b, "// TesselHostInstr");
+        put_words(b, 3, w);
+        ir_sb_puts(b, "\n");
+    }
+    for (int32_t k = 0; k < res->ncuts; k++) {
+        const CluCut *c = &res->cuts[k];
+        const char *w[] = {c->comp, c->value};
+        ir_sb_puts(b, "// TesselCut");
+        put_words(b, 2, w);
+        ir_sb_printf(b, " %d %d %lld\n", (int)c->from, (int)c->to, (long long)c->bytes);
+    }
+    for (int32_t k = 0; k < res->nclusters; k++) {
+        const CluCluster *c = &res->clusters[k];
+        const char *w[] = {c->name, c->call, h->comp[c->host_comp]->name, c->source_comp};
+        ir_sb_printf(b, "// TesselHostCluster %d", (int)k);
+        put_words(b, 4, w);
+        ir_sb_printf(b, " %d %d %d %d\n", (int)c->ninstrs, (int)c->nconsts, (int)c->ninputs, (int)c->noutputs);
+        for (int32_t j = 0; j < c->ninstrs; j++) {
+            ir_sb_printf(b, "// TesselClusterInstr %d ", (int)k);
+            ir_sb_puts(b, c->instrs[j]);
+            ir_sb_puts(b, "\n");
+        }
+        for (int32_t j = 0; j < c->nconsts; j++) {
+            ir_sb_printf(b, "// TesselClusterConst %d ", (int)k);
+            ir_sb_puts(b, c->consts[j]);
+            ir_sb_puts(b, "\n");
+        }
+        for (int32_t j = 0; j < c->ninputs; j++) {
+            const CluInput *in = &c->inputs[j];
+            ir_sb_printf(b, "// TesselClusterIn %d ", (int)k);
+            ir_sb_puts(b, in->value);
+            ir_sb_printf(b, " %d %d %d %lld %lld\n", (int)in->operand, (int)in->from_cluster, (int)in->from_output,
+                 (long long)in->host_param, (long long)in->bytes);
+        }
+        for (int32_t j = 0; j < c->noutputs; j++) {
+            const CluOutput *o = &c->outputs[j];
+            ir_sb_printf(b, "// TesselClusterOut %d ", (int)k);
+            ir_sb_puts(b, o->value);
+            ir_sb_printf(b, " %d ", (int)o->index);
+            ir_sb_puts(b, o->host_name);
+            ir_sb_printf(b, " %lld\n", (long long)o->bytes);
+        }
+    }
+    ir_sb_puts(b, "// TesselHostEnd\n");
+}
+
+/* A host program's plan: the host module and its lines, then each
+ * cluster's SPMD module and lines. */
+static char *host_plan_text(const CompileResult *r)
+{
+    IrStrBuf lines = {0}, b = {0};
+    put_host_lines(&lines, r);
+    char *ls = ir_sb_take(&lines);
+    if (!ls)
+        return NULL;
+    ir_sb_put_owned(&b, ir_print_module_then(r->prog.host, ls));
+    ts_free(ls);
+    for (int32_t k = 0; k < r->prog.ncluster; k++)
+        ir_sb_put_owned(&b, cluster_plan_text(&r->prog.cluster[k], r->plans[k], k, r->res.clusters[k].name));
+    return ir_sb_take(&b);
 }
 
 /* ---- reading ---- */
@@ -106,19 +226,27 @@ bool compile_is_plan_text(const char *text, size_t len)
 {
     /* memmem over a model of megabytes costs milliseconds; HLO text has
      * few '/' bytes, and memchr skips to them at memory speed. */
-    static const char key[] = "// TesselPlan ";
-    const size_t k = sizeof key - 1;
+    /* "// TesselHost " too: a host program's plan cut before its first
+     * cluster must be refused as a truncated plan, not run as a model. */
+    static const char key[] = "// Tessel";
+    const size_t k = sizeof key - 1 + 5;
     const char *p = text, *end = text + len;
     while (p && (size_t)(end - p) >= k) {
         p = memchr(p, '/', (size_t)(end - p) - (k - 1));
         if (!p)
             return false;
-        if (memcmp(p, key, k) == 0)
+        if (memcmp(p, key, k - 5) == 0 && (memcmp(p + k - 5, "Plan ", 5) == 0 || memcmp(p + k - 5, "Host ", 5) == 0))
             return true;
         p++;
     }
     return false;
 }
+
+/* The TesselHost line: what every cluster of a host program's plan must
+ * agree with. */
+typedef struct HostHdr {
+    long long ncl, np, nr, hosts, local, nhost, ncuts;
+} HostHdr;
 
 typedef struct Loader {
     const char *file, *text;
@@ -127,6 +255,12 @@ typedef struct Loader {
     IrArena *a;
     int32_t line;            /* current line number */
     bool oom;                /* an allocation failed: report IR_ENOMEM, not bad input */
+    /* A cluster of a host program: its number and name, and the host's
+     * line; host NULL for a plan without host work. */
+    const HostHdr *host;
+    int32_t k;
+    const char *kname;
+    int32_t plan_line;       /* the TesselPlan line, for checks after the loop */
 } Loader;
 
 static IrStatus bad(Loader *L, int32_t col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -242,11 +376,169 @@ static IrStatus check_shard(Loader *L, const char *what, int32_t k, const IrShap
     return IR_OK;
 }
 
+/* The shape with the nesting of `like` whose leaves are leaves[*next...]
+ * in order. False on OOM. */
+static bool nest_like(IrArena *a, const IrShape *like, const IrShape *leaves, int32_t *next, IrShape *out)
+{
+    if (like->type != IR_TUPLE) {
+        *out = leaves[(*next)++];
+        return true;
+    }
+    IrShape *el = ir_alloc_array(a, (size_t)(like->ntuple > 0 ? like->ntuple : 1), sizeof(IrShape));
+    if (!el)
+        return false;
+    for (int32_t k = 0; k < like->ntuple; k++)
+        if (!nest_like(a, &like->tuple[k], leaves, next, &el[k]))
+            return false;
+    return ir_shape_make_tuple(a, out, like->ntuple, el) == IR_OK;
+}
+
+/* The next word of [*p, le): words are separated by one space. False
+ * when there is none. */
+static bool word(const char **p, const char *le, const char **w, size_t *n)
+{
+    const char *s = *p;
+    if (s >= le)
+        return false;
+    const char *e = memchr(s, ' ', (size_t)(le - s));
+    if (!e)
+        e = le;
+    if (e == s)
+        return false;
+    *w = s;
+    *n = (size_t)(e - s);
+    *p = e < le ? e + 1 : le;
+    return true;
+}
+
+/* The next word as an integer in [lo, hi]. */
+static bool word_num(const char **p, const char *le, long long lo, long long hi, long long *v)
+{
+    const char *w;
+    size_t n;
+    if (!word(p, le, &w, &n) || !((w[0] >= '0' && w[0] <= '9') || w[0] == '-'))
+        return false;
+    char *e;
+    long long x = strtoll(w, &e, 10);
+    if (e != w + n || x < lo || x > hi)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* The next word, copied into the loader's arena; NULL when there is none
+ * (or on OOM, which sets L->oom). */
+static const char *word_str(Loader *L, const char **p, const char *le)
+{
+    const char *w;
+    size_t n;
+    if (!word(p, le, &w, &n))
+        return NULL;
+    char *c = ir_strndup(L->a, w, n);
+    L->oom |= !c;
+    return c;
+}
+
+static bool starts(const char *s, const char *le, const char *key)
+{
+    size_t k = strlen(key);
+    return (size_t)(le - s) >= k && memcmp(s, key, k) == 0;
+}
+
+/* `// TesselFallback NAME` and `// TesselCollective NAME OPCODE BYTES
+ * GROUPS`: the report of the partitioner, kept in c->arena. */
+static IrStatus load_report_line(Loader *L, PlanCluster *c, const char *t, const char *le, int64_t *capfb)
+{
+    SpmdReport *r = &c->report;
+    if (starts(t, le, "TesselFallback ")) {
+        const char *p = t + 15, *name = word_str(L, &p, le);
+        if (!name || p != le)
+            return L->oom ? nomem(L) : bad(L, 19, "expected '// TesselFallback NAME'");
+        if (!IR_ARENA_GROW(L->a, r->fallback, *capfb, r->nfallback, r->nfallback + 1))
+            return nomem(L);
+        r->fallback[r->nfallback++] = name;
+        return IR_OK;
+    }
+    const char *p = t + 17, *name = word_str(L, &p, le), *op;
+    size_t nop;
+    long long bytes;
+    if (!name || !word(&p, le, &op, &nop) || !word_num(&p, le, 0, INT64_MAX, &bytes))
+        return L->oom ? nomem(L) : bad(L, 23, "expected '// TesselCollective NAME OPCODE BYTES GROUPS'");
+    IrOpcode o = ir_op_from_name(op, nop);
+    if (o == OP_COUNT || ir_op_family(o) != FAM_COLLECTIVE)
+        return bad(L, (int32_t)(op - t + 4), "not a collective opcode");
+    char *groups = ir_strndup(L->a, p, (size_t)(le - p));
+    if (!groups || !IR_ARENA_GROW(L->a, r->coll, r->capcoll, r->ncoll, r->ncoll + 1))
+        return nomem(L);
+    r->coll[r->ncoll++] = (SpmdCollective){.name = name, .op = o, .replica_groups = groups, .bytes_per_device = bytes};
+    return IR_OK;
+}
+
+/* The logical module `m` (a plan's source, or a host program's cluster)
+ * must have c's inputs and outputs: shapes and shardings. */
+static IrStatus check_logical(Loader *L, const IrModule *m, const PlanCluster *c)
+{
+    static const IrSharding repl = {.kind = SHD_REPLICATED};
+    const IrComputation *e = ir_entry(m);
+    L->line = L->plan_line;
+    if (!e || e->nparam != c->nparam)
+        return bad(L, 1, "the source module has %d parameters, the plan %d inputs", e ? (int)e->nparam : -1,
+                   (int)c->nparam);
+    for (int32_t k = 0; k < c->nparam; k++) {
+        const IrInstr *pi = &e->instr[e->param[k]];
+        if (!ir_shape_equal(&pi->shape, &c->param_shape[k]) ||
+            !ir_sharding_equal(pi->sharding ? pi->sharding : &repl, plan_param_sharding(c, k)))
+            return bad(L, 1, "input %d: the source module's parameter has another shape or sharding", (int)k);
+    }
+    const IrInstr *root = &e->instr[e->root];
+    if (!ir_shape_equal(&root->shape, &c->out_shape))
+        return bad(L, 1, "the source module's root has another shape than the plan's outputs");
+    for (int32_t k = 0; root->sharding && k < ir_shape_leaf_count(&c->out_shape); k++)
+        if (!ir_sharding_equal(shd_leaf(root->sharding, &root->shape, k), shd_leaf(c->out_sharding, &c->out_shape, k)))
+            return bad(L, 1, "output %d: the source module's root has another sharding", (int)k);
+    return IR_OK;
+}
+
+/* The `// TesselSource` lines parsed as a module, at their own lines and
+ * columns (the prefix becomes spaces, every other line an empty one). */
+static IrStatus load_source(Loader *L, PlanCluster *c)
+{
+    char *t = ts_malloc(L->len + 1);
+    if (!t)
+        return nomem(L);
+    size_t o = 0;
+    for (const char *s = L->text, *end = L->text + L->len; s < end;) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl : end;
+        if (starts(s, le, "// TesselSource ")) {
+            memset(t + o, ' ', 16);
+            memcpy(t + o + 16, s + 16, (size_t)(le - s - 16));
+            o += (size_t)(le - s);
+        }
+        if (nl)
+            t[o++] = '\n';
+        s = nl ? nl + 1 : end;
+    }
+    t[o] = 0;
+    IrParseOptions opt = ir_default_parse_options();
+    IrStatus st = ir_parse(L->file, t, o, &opt, &c->src, L->d);
+    ts_free(t);
+    if (st != IR_OK)
+        return st;
+    if (c->src->num_partitions != c->num_partitions ||
+        (c->src->replica_count > 0 ? c->src->replica_count : 1) != c->num_replicas) {
+        L->line = L->plan_line;
+        return bad(L, 1, "the source module is for other partitions/replicas than the plan");
+    }
+    return check_logical(L, c->src, c);
+}
+
 static IrStatus load_lines(Loader *L, PlanCluster *c)
 {
     const IrComputation *e = ir_entry(c->spmd);
-    int32_t nin = -1, nout = -1, nshape = 0, nin_shd = 0, nout_shd = 0;
-    bool have_plan = false, have_end = false, have_out_shape = false;
+    int32_t nin = -1, nout = -1, nshape = 0, nin_shd = 0, nout_shd = 0, nsource = 0;
+    int64_t capfb = 0;
+    bool have_plan = false, have_end = false, have_out_shape = false, have_cluster = false;
     IrShape *in_shape = NULL;
     IrShape out_shape = {0};
     const char *s = L->text, *end = L->text + L->len;
@@ -275,6 +567,12 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                     return bad(L, 4, "hosts x local_devices must equal partitions x replicas");
                 if (ni != e->nparam || ni > 1 << 20 || no < 0 || no > 1 << 20)
                     return bad(L, 4, "inputs=%lld but the module's entry has %d parameters", ni, (int)e->nparam);
+                if (have_plan)
+                    return bad(L, 4, "a second TesselPlan line");
+                if (L->host && (np != L->host->np || nr != L->host->nr || h != L->host->hosts ||
+                                ld != L->host->local))
+                    return bad(L, 4, "partitions, replicas, hosts or local_devices differ from the TesselHost line");
+                L->plan_line = L->line;
                 c->num_partitions = np;
                 c->num_replicas = nr;
                 c->hosts = h;
@@ -340,8 +638,31 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 }
                 c->out_sharding->tuple[nout_shd++] = *sh;
                 c->out_sharding->ntuple = nout_shd;
-            } else if (le - t >= 9 && memcmp(t, "TesselEnd", 9) == 0) {
+            } else if (starts(t, le, "TesselClusterPlan ")) {
+                const char *p = t + 18, *name;
+                long long k;
+                if (!L->host)
+                    return bad(L, 4, "a TesselClusterPlan line in a plan without a host program");
+                if (!have_plan || have_cluster || !word_num(&p, le, 0, INT32_MAX, &k) || !(name = word_str(L, &p, le)) ||
+                    p != le)
+                    return L->oom ? nomem(L) : bad(L, 22, "expected '// TesselClusterPlan K NAME' after TesselPlan");
+                if (k != L->k || strcmp(name, L->kname) != 0)
+                    return bad(L, 22, "expected cluster %d (%s) here", (int)L->k, L->kname);
+                have_cluster = true;
+            } else if (starts(t, le, "TesselFallback ") || starts(t, le, "TesselCollective ")) {
+                if (!have_plan)
+                    return bad(L, 4, "report line before TesselPlan");
+                IrStatus st = load_report_line(L, c, t, le, &capfb);
+                if (st != IR_OK)
+                    return st;
+            } else if (starts(t, le, "TesselSource ") || (le - t == 12 && memcmp(t, "TesselSource", 12) == 0)) {
+                if (!have_plan || L->host)
+                    return bad(L, 4, "TesselSource lines belong after TesselPlan in a plan without a host program");
+                nsource++;
+            } else if (starts(t, le, "TesselEnd") && (le - t == 9 || (le - t == 10 && t[9] == '\r'))) {
                 have_end = true;
+            } else if (starts(t, le, "Tessel")) {
+                return bad(L, 4, "unknown plan line");
             }
         }
         s = nl ? nl + 1 : end;
@@ -349,6 +670,8 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
     if (!have_plan || !have_end)
         return bad(L, 1, "not a complete tessel plan (missing %s): truncated?",
                    !have_plan ? "the TesselPlan line" : "the TesselEnd line");
+    if (L->host && !have_cluster)
+        return bad(L, 1, "cluster %d of the host program has no TesselClusterPlan line", (int)L->k);
     if (nshape != nin || nin_shd != nin || nout_shd != nout || !have_out_shape)
         return bad(L, 1, "plan lists %d input shapes, %d input shardings and %d output shardings for %d inputs "
                    "and %d outputs", (int)nshape, (int)nin_shd, (int)nout_shd, (int)nin, (int)nout);
@@ -376,6 +699,14 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
         return bad(L, 1, "XlaOutputShape has %d leaves, the plan %d outputs", (int)out_shape.ntuple, (int)nout);
     const IrShape *root = &e->instr[e->root].shape;
     bool tuple_root = nout != 1 || root->type == IR_TUPLE;
+    if (ir_shape_leaf_count(root) != nout)
+        return bad(L, 1, "the module's root has %d leaves, the plan %d outputs", (int)ir_shape_leaf_count(root),
+                   (int)nout);
+    /* XlaOutputShape lists the leaves flat; the logical result has the
+     * root's nesting (a tuple inside the result tuple). */
+    int32_t next = 0;
+    if (tuple_root && !nest_like(L->a, root, out_shape.tuple, &next, &out_shape))
+        return nomem(L);
     c->out_shape = tuple_root ? out_shape : out_shape.tuple[0];
     if (!tuple_root)
         c->out_sharding = &c->out_sharding->tuple[0];
@@ -389,36 +720,399 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
         if (st != IR_OK)
             return st;
     }
-    return IR_OK;
+    return nsource > 0 ? load_source(L, c) : IR_OK;
 }
 
-static IrStatus cluster_plan_load(const char *path, const char *text, size_t len, PlanCluster *out, IrDiag *d)
+/* One SPMD module and its lines: text[0, len) is the segment, which
+ * starts at line `pad + 1` of the file (diagnostics name the file's
+ * lines); `host` NULL for a plan without host work, else cluster k (named
+ * kname) of a host program's plan. */
+static IrStatus cluster_plan_load(const char *path, const char *text, size_t len, int32_t pad, const HostHdr *host,
+                                  int32_t k, const char *kname, PlanCluster *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
-    IrParseOptions opt = ir_default_parse_options();
-    IrStatus st = ir_parse(path, text, len, &opt, &out->spmd, d);
-    if (st != IR_OK)
-        return st;
-    if (out->spmd->num_partitions < 1) {
-        plan_cluster_free(out);
-        return ir_error(d, IR_EINPUT, path, NULL, (IrPos){1, 1}, "plan module has no num_partitions");
-    }
     out->arena = ir_arena_new();
-    if (!out->arena) {
-        plan_cluster_free(out);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    }
-    /* A NUL-terminated copy: the line checks (strtol, diagnostics' line
-     * extraction) must never read past `len`. */
-    char *copy = ir_strndup(out->arena, text, len);
+    /* A NUL-terminated copy after `pad` empty lines: ir_parse and the line
+     * checks count the file's lines, and never read past `len`. */
+    char *copy = out->arena ? ir_alloc(out->arena, (size_t)pad + len + 1) : NULL;
     if (!copy) {
         plan_cluster_free(out);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
-    Loader L = {.file = path, .text = copy, .len = len, .d = d, .a = out->arena};
+    memset(copy, '\n', (size_t)pad);
+    memcpy(copy + pad, text, len);
+    len += (size_t)pad;
+    IrParseOptions opt = ir_default_parse_options();
+    IrStatus st = ir_parse(path, copy, len, &opt, &out->spmd, d);
+    if (st != IR_OK) {
+        plan_cluster_free(out);
+        return st;
+    }
+    if (out->spmd->num_partitions < 1) {
+        plan_cluster_free(out);
+        return ir_error(d, IR_EINPUT, path, NULL, (IrPos){pad + 1, 1}, "plan module has no num_partitions");
+    }
+    Loader L = {.file = path, .text = copy, .len = len, .d = d, .a = out->arena, .host = host, .k = k, .kname = kname};
     st = load_lines(&L, out);
     if (st != IR_OK)
         plan_cluster_free(out);
+    return st;
+}
+
+/* ---- a host program's plan ---- */
+
+static bool place_from_name(const char *w, size_t n, CluPlace *p)
+{
+    for (size_t k = 0; k < sizeof place_names / sizeof *place_names; k++)
+        if (place_names[k] && strlen(place_names[k]) == n && memcmp(place_names[k], w, n) == 0 &&
+            k != CLU_DEVICE) {
+            *p = (CluPlace)k;
+            return true;
+        }
+    return false;
+}
+
+static int32_t count_lines(const char *s, size_t len)
+{
+    int32_t n = 0;
+    for (const char *p = s, *end = s + len; p < end; n++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+    }
+    return n;
+}
+
+/* The TesselHost line. */
+static IrStatus load_host_header(Loader *L, const IrModule *h, const char *t, const char *le, int32_t nlines,
+                                 HostHdr *hh)
+{
+    long long ver;
+    if (!kv(t, le, "version", &ver) || ver != HOST_PLAN_VERSION)
+        return bad(L, 4, "unsupported host plan version (this tessel reads version %d)", HOST_PLAN_VERSION);
+    if (!kv(t, le, "clusters", &hh->ncl) || !kv(t, le, "partitions", &hh->np) || !kv(t, le, "replicas", &hh->nr) ||
+        !kv(t, le, "hosts", &hh->hosts) || !kv(t, le, "local_devices", &hh->local) ||
+        !kv(t, le, "host_instrs", &hh->nhost) || !kv(t, le, "cuts", &hh->ncuts))
+        return bad(L, 4, "expected clusters=, partitions=, replicas=, hosts=, local_devices=, host_instrs=, cuts=");
+    /* Bounded before multiplying or allocating: the numbers are the
+     * file's, and every entry of a list needs a line of its own. */
+    if (hh->np < 1 || hh->nr < 1 || hh->np > 4096 || hh->nr > 4096 || hh->np * hh->nr > 4096)
+        return bad(L, 4, "at most 4096 devices (partitions x replicas)");
+    if (hh->hosts < 1 || hh->local < 1 || hh->hosts > 4096 || hh->local > 4096 ||
+        hh->hosts * hh->local != hh->np * hh->nr)
+        return bad(L, 4, "hosts x local_devices must equal partitions x replicas");
+    if (hh->ncl < 0 || hh->ncl > nlines || hh->nhost < 0 || hh->nhost > nlines || hh->ncuts < 0 ||
+        hh->ncuts > nlines)
+        return bad(L, 4, "clusters=, host_instrs= or cuts= out of range");
+    if (hh->np != h->num_partitions || hh->nr != (h->replica_count > 0 ? h->replica_count : 1))
+        return bad(L, 4, "partitions/replicas do not match the host module's header");
+    return IR_OK;
+}
+
+/* `// TesselHostCluster K NAME CALL HOST_COMP SOURCE_COMP NINSTRS NCONSTS
+ * NINPUTS NOUTPUTS`: opens cluster K's lists. */
+static IrStatus load_host_cluster(Loader *L, const IrModule *h, const char *t, const char *le, int32_t k,
+                                  int32_t nlines, CluCluster *c)
+{
+    const char *p = t + 18;
+    long long kk, ni, nc, nin, nout;
+    if (!word_num(&p, le, 0, INT32_MAX, &kk) || !(c->name = word_str(L, &p, le)) || !(c->call = word_str(L, &p, le)))
+        return L->oom ? nomem(L) : bad(L, 22, "expected '// TesselHostCluster K NAME CALL HOST_COMP SOURCE_COMP ...'");
+    const char *hc = word_str(L, &p, le);
+    if (!hc || !(c->source_comp = word_str(L, &p, le)) || !word_num(&p, le, 0, nlines, &ni) ||
+        !word_num(&p, le, 0, nlines, &nc) || !word_num(&p, le, 0, nlines, &nin) || !word_num(&p, le, 0, nlines, &nout) ||
+        p != le)
+        return L->oom ? nomem(L) : bad(L, 22, "expected '// TesselHostCluster K NAME CALL HOST_COMP SOURCE_COMP "
+                                       "NINSTRS NCONSTS NINPUTS NOUTPUTS'");
+    if (kk != k)
+        return bad(L, 22, "TesselHostCluster %d expected", (int)k);
+    c->number = k;
+    c->comp = ir_find_computation(h, c->name);
+    c->host_comp = ir_find_computation(h, hc);
+    if (c->comp < 0 || c->comp == h->entry)
+        return bad(L, 22, "cluster %d: the host module has no computation %s", (int)k, c->name);
+    if (c->host_comp < 0)
+        return bad(L, 22, "cluster %d: the host module has no computation %s", (int)k, hc);
+    c->ninstrs = (int32_t)ni;
+    c->nconsts = (int32_t)nc;
+    c->ninputs = (int32_t)nin;
+    c->noutputs = (int32_t)nout;
+    c->instrs = ir_alloc_array(L->a, (size_t)(ni ? ni : 1), sizeof *c->instrs);
+    c->consts = ir_alloc_array(L->a, (size_t)(nc ? nc : 1), sizeof *c->consts);
+    c->inputs = ir_alloc_array(L->a, (size_t)(nin ? nin : 1), sizeof *c->inputs);
+    c->outputs = ir_alloc_array(L->a, (size_t)(nout ? nout : 1), sizeof *c->outputs);
+    return c->instrs && c->consts && c->inputs && c->outputs ? IR_OK : nomem(L);
+}
+
+/* How far the lists of the cluster being read are filled. */
+typedef struct Fill {
+    int32_t instrs, consts, inputs, outputs;
+} Fill;
+
+static IrStatus fill_done(Loader *L, const CluCluster *c, const Fill *f)
+{
+    if (f->instrs != c->ninstrs || f->consts != c->nconsts || f->inputs != c->ninputs || f->outputs != c->noutputs)
+        return bad(L, 1, "cluster %d lists %d/%d instructions, %d/%d constants, %d/%d inputs, %d/%d outputs",
+                   (int)c->number, (int)f->instrs, (int)c->ninstrs, (int)f->consts, (int)c->nconsts, (int)f->inputs,
+                   (int)c->ninputs, (int)f->outputs, (int)c->noutputs);
+    return IR_OK;
+}
+
+/* One line of a cluster's lists (Instr, Const, In, Out) for the cluster
+ * opened last (number cur). */
+static IrStatus load_cluster_item(Loader *L, const char *t, const char *le, int32_t cur, long long ncl, CluCluster *c,
+                                  Fill *f)
+{
+    bool instr = starts(t, le, "TesselClusterInstr "), cnst = starts(t, le, "TesselClusterConst ");
+    bool in = starts(t, le, "TesselClusterIn ");
+    if (!instr && !cnst && !in && !starts(t, le, "TesselClusterOut "))
+        return bad(L, 4, "unknown host plan line");
+    const char *p = t + (instr || cnst ? 19 : in ? 16 : 17);
+    long long k;
+    if (!word_num(&p, le, 0, INT32_MAX, &k) || k != cur || !c)
+        return bad(L, 4, "a cluster line of cluster %d expected", (int)cur);
+    const char *name = word_str(L, &p, le);
+    if (!name)
+        return L->oom ? nomem(L) : bad(L, 4, "a name expected");
+    if (instr || cnst) {
+        if (p != le || (instr ? f->instrs >= c->ninstrs : f->consts >= c->nconsts))
+            return bad(L, 4, "extra or bad cluster %s line", instr ? "instruction" : "constant");
+        if (instr)
+            c->instrs[f->instrs++] = name;
+        else
+            c->consts[f->consts++] = name;
+        return IR_OK;
+    }
+    if (in) {
+        long long opnd, from, fout, hp, bytes;
+        if (f->inputs >= c->ninputs || !word_num(&p, le, 0, c->ninputs - 1, &opnd) ||
+            !word_num(&p, le, -1, ncl - 1, &from) || !word_num(&p, le, -1, INT32_MAX, &fout) ||
+            !word_num(&p, le, -1, INT64_MAX, &hp) || !word_num(&p, le, 0, INT64_MAX, &bytes) || p != le)
+            return bad(L, 4, "expected '// TesselClusterIn K VALUE OPERAND FROM_CLUSTER FROM_OUTPUT HOST_PARAM BYTES'");
+        c->inputs[f->inputs++] = (CluInput){name, (int32_t)opnd, (int32_t)from, (int32_t)fout, hp, bytes};
+        return IR_OK;
+    }
+    long long idx, bytes;
+    const char *hn;
+    if (f->outputs >= c->noutputs || !word_num(&p, le, 0, c->noutputs - 1, &idx) || !(hn = word_str(L, &p, le)) ||
+        !word_num(&p, le, 0, INT64_MAX, &bytes) || p != le)
+        return L->oom ? nomem(L) : bad(L, 4, "expected '// TesselClusterOut K VALUE INDEX HOST_NAME BYTES'");
+    c->outputs[f->outputs++] = (CluOutput){name, (int32_t)idx, hn, bytes};
+    return IR_OK;
+}
+
+/* `// TesselHostInstr COMP NAME KIND` and `// TesselCut COMP VALUE FROM TO
+ * BYTES`. */
+static IrStatus load_host_item(Loader *L, const char *t, const char *le, const HostHdr *hh, CluResult *res)
+{
+    bool cut = starts(t, le, "TesselCut ");
+    const char *p = t + (cut ? 10 : 16), *comp = word_str(L, &p, le), *name = comp ? word_str(L, &p, le) : NULL;
+    if (!name)
+        return L->oom ? nomem(L) : bad(L, 4, "a computation and a name expected");
+    if (!cut) {
+        const char *w;
+        size_t n;
+        CluPlace pl;
+        if (res->nhost >= hh->nhost || !word(&p, le, &w, &n) || !place_from_name(w, n, &pl) || p != le)
+            return bad(L, 4, "extra or bad '// TesselHostInstr COMP NAME KIND' (host_instrs=%lld)", hh->nhost);
+        res->host[res->nhost++] = (CluHostInstr){comp, name, pl};
+        return IR_OK;
+    }
+    long long from, to, bytes;
+    if (res->ncuts >= hh->ncuts || !word_num(&p, le, -1, hh->ncl - 1, &from) || !word_num(&p, le, -1, hh->ncl - 1, &to) ||
+        !word_num(&p, le, 0, INT64_MAX, &bytes) || p != le)
+        return bad(L, 4, "extra or bad '// TesselCut COMP VALUE FROM TO BYTES' (cuts=%lld)", hh->ncuts);
+    res->cuts[res->ncuts++] = (CluCut){comp, name, (int32_t)from, (int32_t)to, bytes};
+    return IR_OK;
+}
+
+/* The host program's lines: the header, then what cluster/ decided,
+ * rebuilt into res (its strings in res->arena). */
+static IrStatus load_host_lines(Loader *L, const IrModule *h, CluResult *res, HostHdr *hh)
+{
+    int32_t nlines = count_lines(L->text, L->len);
+    bool have_hdr = false, have_end = false;
+    Fill f = {0};
+    IrStatus st = IR_OK;
+    L->line = 0;
+    for (const char *s = L->text, *end = L->text + L->len; st == IR_OK && s < end;) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl : end, *t = s + 3;
+        L->line++;
+        s = nl ? nl + 1 : end;
+        if (!starts(t - 3, le, "// "))
+            continue;
+        CluCluster *cur = res->nclusters > 0 ? &res->clusters[res->nclusters - 1] : NULL;
+        if (have_end)
+            st = bad(L, 1, "text after '// TesselHostEnd'");
+        else if (starts(t, le, "TesselHost ")) {
+            if (have_hdr)
+                return bad(L, 4, "a second TesselHost line");
+            if ((st = load_host_header(L, h, t, le, nlines, hh)) != IR_OK)
+                return st;
+            have_hdr = true;
+            res->host = ir_alloc_array(L->a, (size_t)(hh->nhost ? hh->nhost : 1), sizeof *res->host);
+            res->cuts = ir_alloc_array(L->a, (size_t)(hh->ncuts ? hh->ncuts : 1), sizeof *res->cuts);
+            res->clusters = ir_alloc_array(L->a, (size_t)(hh->ncl ? hh->ncl : 1), sizeof *res->clusters);
+            if (!res->host || !res->cuts || !res->clusters)
+                return nomem(L);
+        } else if (!have_hdr) {
+            st = bad(L, 4, "the TesselHost line must come first");
+        } else if (starts(t, le, "TesselHostInstr ") || starts(t, le, "TesselCut ")) {
+            st = res->nclusters ? bad(L, 4, "host instructions and cuts come before the clusters")
+                                : load_host_item(L, t, le, hh, res);
+        } else if (starts(t, le, "TesselHostCluster ")) {
+            if (cur && (st = fill_done(L, cur, &f)) != IR_OK)
+                return st;
+            if (res->nclusters >= hh->ncl)
+                return bad(L, 4, "more clusters than clusters=%lld", hh->ncl);
+            f = (Fill){0};
+            st = load_host_cluster(L, h, t, le, res->nclusters, nlines, &res->clusters[res->nclusters]);
+            res->nclusters++;
+        } else if (starts(t, le, "TesselCluster")) {
+            st = load_cluster_item(L, t, le, res->nclusters - 1, hh->ncl, cur, &f);
+        } else if (starts(t, le, "TesselHostEnd") && (le - t == 13 || (le - t == 14 && t[13] == '\r'))) {
+            have_end = true;
+        } else {
+            st = bad(L, 4, "unknown host plan line");
+        }
+    }
+    if (st != IR_OK)
+        return st;
+    if (!have_hdr || !have_end)
+        return bad(L, 1, "not a complete host program plan (missing %s): truncated?",
+                   !have_hdr ? "the TesselHost line" : "the TesselHostEnd line");
+    if (res->nclusters && (st = fill_done(L, &res->clusters[res->nclusters - 1], &f)) != IR_OK)
+        return st;
+    if (res->nhost != hh->nhost || res->ncuts != hh->ncuts || res->nclusters != hh->ncl)
+        return bad(L, 1, "the host lines list %d host instructions, %d cuts and %d clusters, the TesselHost line "
+                   "%lld, %lld and %lld", (int)res->nhost, (int)res->ncuts, (int)res->nclusters, hh->nhost, hh->ncuts,
+                   hh->ncl);
+    return IR_OK;
+}
+
+/* The cluster number of a call's _tessel_cluster attribute ("K", quoted
+ * or bare), -1 when it is not one. */
+static long long cluster_number(const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
+        v++;
+        n -= 2;
+    }
+    long long k = 0;
+    if (n == 0 || n > 9)
+        return -1;
+    for (size_t j = 0; j < n; j++) {
+        if (v[j] < '0' || v[j] > '9')
+            return -1;
+        k = k * 10 + (v[j] - '0');
+    }
+    return k;
+}
+
+/* Every cluster call of the host program names an existing cluster, runs
+ * its computation, and has its inputs and outputs: operand and result
+ * shapes equal the cluster's logical ones; each cluster's call exists. */
+static IrStatus check_calls(const char *path, const PlanProgram *p, const CluResult *res, IrDiag *d)
+{
+    const IrModule *h = p->host;
+    for (int32_t ci = 0; ci < h->ncomp; ci++)
+        for (int32_t i = 0; i < h->comp[ci]->ninstr; i++) {
+            const IrComputation *comp = h->comp[ci];
+            const IrInstr *ins = &comp->instr[i];
+            const char *v = ir_frontend_attr(ins, "_tessel_cluster");
+            if (!v)
+                continue;
+            long long k = cluster_number(v);
+            if (k < 0 || k >= p->ncluster || ins->op != OP_CALL || ins->ncalled != 1 ||
+                ins->called[0] != res->clusters[k].comp)
+                return ir_error(d, IR_EINPUT, path, h->src, ins->pos,
+                                "%s: _tessel_cluster=%s is not a call of a cluster of the plan", ins->name, v);
+            const PlanCluster *c = &p->cluster[k];
+            bool same = ins->nopnd == c->nparam && ir_shape_equal(&ins->shape, &c->out_shape);
+            for (int32_t j = 0; same && j < ins->nopnd; j++)
+                same = ir_shape_equal(&comp->instr[ins->opnd[j]].shape, &c->param_shape[j]);
+            if (!same)
+                return ir_error(d, IR_EINPUT, path, h->src, ins->pos,
+                                "%s: the call's operand or result shapes are not those of cluster %lld's plan",
+                                ins->name, k);
+        }
+    for (int32_t k = 0; k < res->nclusters; k++) {
+        const CluCluster *c = &res->clusters[k];
+        const IrComputation *hc = h->comp[c->host_comp];
+        bool found = false;
+        for (int32_t i = 0; i < hc->ninstr && !found; i++) {
+            const char *v = ir_frontend_attr(&hc->instr[i], "_tessel_cluster");
+            found = v && strcmp(hc->instr[i].name, c->call) == 0 && cluster_number(v) == k;
+        }
+        if (!found || c->ninputs != p->cluster[k].nparam)
+            return ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                            "cluster %d: %s", (int)k, !found ? "its call is not in the host computation the plan names"
+                                                             : "its values in are not its inputs");
+    }
+    return IR_OK;
+}
+
+/* A host program's plan: segment 0 is the host module and its lines,
+ * segment k+1 cluster k's SPMD module and lines. seg[j] is where segment j
+ * starts (offset, 0-based line), seg[nseg] the end of the text. */
+typedef struct Seg {
+    size_t off;
+    int32_t line;
+} Seg;
+
+static IrStatus host_plan_load(const char *path, const char *text, const Seg *seg, int32_t nseg, CompileResult *out,
+                               IrDiag *d)
+{
+    PlanProgram *p = &out->prog;
+    CluResult *res = &out->res;
+    size_t n0 = seg[1].off;
+    char *copy = ts_malloc(n0 + 1);
+    res->arena = ir_arena_new();
+    if (!copy || !res->arena) {
+        ts_free(copy);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    memcpy(copy, text, n0);
+    copy[n0] = 0;
+    IrParseOptions opt = ir_default_parse_options();
+    IrStatus st = ir_parse(path, copy, n0, &opt, &p->host, d);
+    HostHdr hh = {0};
+    Loader L = {.file = path, .text = copy, .len = n0, .d = d, .a = res->arena};
+    if (st == IR_OK)
+        st = load_host_lines(&L, p->host, res, &hh);
+    ts_free(copy);
+    if (st != IR_OK)
+        return st;
+    p->num_partitions = hh.np;
+    p->num_replicas = hh.nr;
+    p->hosts = hh.hosts;
+    p->local_devices = hh.local;
+    if (nseg - 1 != hh.ncl)
+        return ir_error(d, IR_EINPUT, path, NULL, (IrPos){seg[nseg].line, 1},
+                        "the TesselHost line says clusters=%lld but the plan holds %d cluster modules: truncated?",
+                        hh.ncl, (int)(nseg - 1));
+    p->cluster = ts_calloc((size_t)(hh.ncl ? hh.ncl : 1), sizeof *p->cluster);
+    if (!p->cluster)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int32_t k = 0; st == IR_OK && k < hh.ncl; k++) {
+        st = cluster_plan_load(path, text + seg[k + 1].off, seg[k + 2].off - seg[k + 1].off, seg[k + 1].line, &hh, k,
+                               res->clusters[k].name, &p->cluster[k], d);
+        if (st == IR_OK)
+            p->ncluster = k + 1;
+    }
+    if (st == IR_OK)
+        st = check_calls(path, p, res, d);
+    /* Each cluster's source module is the host program's computation for
+     * it, with the shardings its plan lines give. */
+    for (int32_t k = 0; st == IR_OK && k < p->ncluster; k++) {
+        PlanCluster *c = &p->cluster[k];
+        st = clu_cluster_module(p->host, res, k, &c->src, d);
+        if (st == IR_OK) {
+            Loader CL = {.file = path, .d = d, .plan_line = seg[k + 1].line + 1};
+            st = check_logical(&CL, c->src, c);
+        }
+    }
     return st;
 }
 
@@ -426,9 +1120,47 @@ static IrStatus cluster_plan_load(const char *path, const char *text, size_t len
 
 char *compile_plan_file_text(const CompileResult *r)
 {
-    if (r->prog.host || r->prog.ncluster != 1)
-        return NULL; /* host programs in plan files: not yet */
-    return cluster_plan_text(&r->prog.cluster[0], r->plans[0]);
+    if (!r->prog.host)
+        return cluster_plan_text(&r->prog.cluster[0], r->plans[0], -1, NULL);
+    return host_plan_text(r);
+}
+
+/* Where each module of the text starts: at a line beginning with
+ * "HloModule " (the first one at offset 0, with what precedes it). *host:
+ * the first segment has a TesselHost line. */
+static IrStatus split_segments(const char *text, size_t len, Seg **out, int32_t *nseg, bool *host, IrDiag *d)
+{
+    int32_t n = 0, cap = 0, line = 0, nmod = 0;
+    Seg *seg = NULL;
+    *host = false;
+    for (const char *s = text, *end = text + len;; line++) {
+        bool at_end = s >= end;
+        const char *nl = at_end ? NULL : memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl : end;
+        bool mod = !at_end && starts(s, le, "HloModule ");
+        nmod += mod;
+        if (at_end || n == 0 || (mod && nmod > 1)) {
+            if (n + 1 >= cap) {
+                cap = cap ? cap * 2 : 8;
+                Seg *ns = ts_realloc(seg, (size_t)cap * sizeof *ns);
+                if (!ns) {
+                    ts_free(seg);
+                    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                }
+                seg = ns;
+            }
+            seg[n] = (Seg){(size_t)(s - text), line};
+            n++;
+        }
+        if (at_end)
+            break;
+        if (nmod <= 1 && starts(s, le, "// TesselHost "))
+            *host = true;
+        s = nl ? nl + 1 : end;
+    }
+    *out = seg;
+    *nseg = n - 1; /* the last entry is the end */
+    return IR_OK;
 }
 
 IrStatus compile_plan_load(const char *path, const char *text, size_t len, int64_t max_devices, CompileResult *out,
@@ -438,16 +1170,30 @@ IrStatus compile_plan_load(const char *path, const char *text, size_t len, int64
     memset(out, 0, sizeof *out);
     out->from_plan = true;
     PlanProgram *p = &out->prog;
-    p->cluster = ts_calloc(1, sizeof *p->cluster);
-    if (!p->cluster)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    IrStatus st = cluster_plan_load(path, text, len, &p->cluster[0], d);
-    if (st == IR_OK) {
-        p->ncluster = 1;
-        p->num_partitions = p->cluster[0].num_partitions;
-        p->num_replicas = p->cluster[0].num_replicas;
-        st = compile_replan(out, p->cluster[0].hosts, p->cluster[0].local_devices, d);
+    Seg *seg = NULL;
+    int32_t nseg = 0;
+    bool host = false;
+    IrStatus st = split_segments(text, len, &seg, &nseg, &host, d);
+    if (st == IR_OK && host && nseg < 1)
+        st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){1, 1}, "not a plan");
+    if (st == IR_OK && host) {
+        st = host_plan_load(path, text, seg, nseg, out, d);
+    } else if (st == IR_OK) {
+        /* No host work: one module, the program is cluster 0. */
+        p->cluster = ts_calloc(1, sizeof *p->cluster);
+        st = p->cluster ? cluster_plan_load(path, text, len, 0, NULL, -1, NULL, &p->cluster[0], d)
+                        : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        if (st == IR_OK) {
+            p->ncluster = 1;
+            p->num_partitions = p->cluster[0].num_partitions;
+            p->num_replicas = p->cluster[0].num_replicas;
+            p->hosts = p->cluster[0].hosts;
+            p->local_devices = p->cluster[0].local_devices;
+        }
     }
+    ts_free(seg);
+    if (st == IR_OK)
+        st = compile_replan(out, p->hosts, p->local_devices, d);
     if (st != IR_OK)
         compile_result_free(out);
     return st;

@@ -6,6 +6,8 @@
  * Files of this layer:
  *   value.c       DevValue: reference-counted arrays and tuples
  *   scalar.c      element load/store in any type, f16/bf16 conversion
+ *   reducer.c     the simple reducers' algebra: identity, combine, NaN
+ *                 rules (kernels, in-process collectives, MPI ops)
  *   exec.c        the interpreter: instructions in topological order,
  *                 tuple/get-tuple-element/call/while/conditional, parameter,
  *                 partition-id/replica-id, collectives and custom-calls
@@ -133,6 +135,58 @@ int64_t dev_total_order_key(IrType t, const void *base, int64_t i);
 /* The canonical byte of s2/s4/u2/u4 holding v's low bits (sign- or
  * zero-extended); other types: the low byte. Can't fail. */
 uint8_t dev_subbyte_wrap(IrType t, uint64_t v);
+
+/* ------------------------------------------------------------------ */
+/* reducer.c: the simple reducers (add, multiply, maximum, minimum, and, */
+/* or, xor) in one place                                               */
+/* ------------------------------------------------------------------ */
+
+/* The domain values are combined in: floats in double, signed ints in
+ * int64, unsigned in uint64, pred as 0/1. */
+typedef enum DevRedDom {
+    DEV_RED_F, /* every float type: double */
+    DEV_RED_S, /* signed ints: int64 */
+    DEV_RED_U, /* unsigned ints: uint64 */
+    DEV_RED_P  /* pred: 0 or 1 */
+} DevRedDom;
+
+/* One accumulator: the field of its domain (f, s, or u for U and P). */
+typedef union DevAcc {
+    double f;
+    int64_t s;
+    uint64_t u;
+} DevAcc;
+
+/* The domain of element type t; false for types without one (complex). */
+bool dev_red_dom(IrType t, DevRedDom *d);
+/* Is `op` a reducer of domain d? (and/or/xor are not, for floats.) */
+bool dev_red_has(DevRedDom d, IrOpcode op);
+/* Element i of an array of type t as an accumulator of domain d, and back
+ * (rounded or wrapped to t). */
+DevAcc dev_acc_load(DevRedDom d, IrType t, const void *base, int64_t i);
+void dev_acc_store(DevRedDom d, IrType t, void *base, int64_t i, DevAcc a);
+/* op(a, b): NaN propagates through maximum/minimum (a's when both are
+ * NaN), ties keep a, integers wrap, pred add/max = or, multiply/min = and. */
+DevAcc dev_red_combine(DevRedDom d, IrOpcode op, DevAcc a, DevAcc b);
+/* The identity of op on type t: 0 (add, or, xor), 1 (multiply), the
+ * lowest value (-inf, INT_MIN, 0; maximum), the highest (minimum), all
+ * ones (and); pred: true for multiply, minimum and and. */
+DevAcc dev_red_identity(DevRedDom d, IrType t, IrOpcode op);
+/* The same reducer in bitwise form where the type has one: on pred, add
+ * and maximum are or, multiply and minimum are and (for MPI's built-in
+ * ops, whose sum of two trues is 2). Other types: op. */
+IrOpcode dev_red_canonical(IrType t, IrOpcode op);
+/* Runs: load n elements of base (type t) from i0 into x; fold x into acc:
+ * acc[j * astride] = op(acc[j * astride], x[j]), or with astride 0 the
+ * whole run into acc[0] in order; fold_one returns op(...op(a, x[0])...). */
+void dev_red_load_run(DevRedDom d, IrType t, const uint8_t *base, int64_t i0, int64_t n, DevAcc *x);
+void dev_red_fold_run(DevRedDom d, IrOpcode op, DevAcc *acc, int64_t astride, const DevAcc *x, int64_t n);
+DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int64_t n);
+/* out[k] = op(out[k], in[k]) for n elements of type t, rounded to t each
+ * element (collectives); false, nothing written, if op is no reducer of t. */
+bool dev_red_combine_array(IrOpcode op, IrType t, void *out, const void *in, int64_t n);
+/* n elements of buf = the identity of op on t; false as above. */
+bool dev_red_fill_identity(IrOpcode op, IrType t, void *buf, int64_t n);
 
 
 /* ------------------------------------------------------------------ */

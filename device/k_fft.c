@@ -50,12 +50,12 @@ typedef struct FftPlan {
 static IrStatus fft_kind(const DevKernelArgs *k, FftKind *kind)
 {
     const char *t = k->ins->a.fft_type ? k->ins->a.fft_type : "FFT";
-    static const char *const names[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(t, names[i]) == 0) {
-            *kind = (FftKind)i;
-            return IR_OK;
-        }
+    static const char *const names[] = {"FFT", "IFFT", "RFFT", "IRFFT", NULL};
+    int32_t i = ir_str_index(t, names);
+    if (i >= 0) {
+        *kind = (FftKind)i;
+        return IR_OK;
+    }
     return dev_kernel_error(k, IR_EINPUT, "fft_type must be FFT, IFFT, RFFT or IRFFT, got '%s'", t);
 }
 

@@ -19,9 +19,9 @@
  * Scatter applies updates in row-major order of the updates; the update
  * computation is called through dev_call unless it is a simple reducer
  * (ir_simple_reducer) over one operand, or just returns the update
- * (overwrite), which have fast paths. Fast-path arithmetic follows
- * k_reduce.c: floats in double, ints wrapping in 64 bits, NaN-propagating
- * max/min.
+ * (overwrite), which have fast paths. Fast-path arithmetic is the reducer
+ * algebra of reducer.c: floats in double, ints wrapping in 64 bits,
+ * NaN-propagating max/min.
  */
 #include "device.h"
 
@@ -41,14 +41,6 @@ static IrStatus oom(const DevKernelArgs *k)
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
-}
-
-static bool in_list(const IrI64List *l, int64_t x)
-{
-    for (int32_t i = 0; i < l->n; i++)
-        if (l->v[i] == x)
-            return true;
-    return false;
 }
 
 /* Entries of l are distinct and in [0, rank). */
@@ -180,7 +172,7 @@ static IrStatus gather_plan(const DevKernelArgs *k, GatherPlan *p)
     p->nw = 0;
     for (int32_t d = 0; d < in->rank; d++) {
         p->bpos[d] = -1;
-        bool coll = in_list(&g->collapsed_slice_dims, d);
+        bool coll = ir_list_has(&g->collapsed_slice_dims, d);
         int32_t bi = -1;
         for (int32_t i = 0; i < g->operand_batching_dims.n; i++)
             if (g->operand_batching_dims.v[i] == d)
@@ -210,7 +202,7 @@ static IrStatus gather_plan(const DevKernelArgs *k, GatherPlan *p)
         return BAD("result rank does not match");
     /* Output batch dims: those not in offset_dims, in order. */
     for (int32_t d = 0, j = 0; d < os->rank; d++) {
-        if (in_list(&g->offset_dims, d))
+        if (ir_list_has(&g->offset_dims, d))
             continue;
         if (os->dims[d] != p->is.size[j])
             return BAD("result batch dims do not match the indices");
@@ -299,79 +291,6 @@ IrStatus dev_k_gather(const DevKernelArgs *k, DevValue **out)
 /* scatter: the update computation                                     */
 /* ------------------------------------------------------------------ */
 
-/* Fast-path arithmetic domain (as in k_reduce.c). */
-typedef enum Dom { DOM_F, DOM_S, DOM_U, DOM_P } Dom;
-
-typedef union Acc {
-    double f;
-    int64_t s;
-    uint64_t u;
-} Acc;
-
-static bool dom_of(IrType t, Dom *d)
-{
-    if (ir_type_is_float(t))
-        *d = DOM_F;
-    else if (ir_type_is_signed_int(t))
-        *d = DOM_S;
-    else if (ir_type_is_unsigned_int(t))
-        *d = DOM_U;
-    else if (t == IR_PRED)
-        *d = DOM_P;
-    else
-        return false;
-    return true;
-}
-
-static Acc acc_load(Dom d, IrType t, const void *base, int64_t i)
-{
-    Acc a = {.u = 0};
-    if (d == DOM_F)
-        a.f = dev_load_f64(t, base, i);
-    else if (d == DOM_S)
-        a.s = dev_load_i64(t, base, i);
-    else
-        a.u = d == DOM_P ? dev_load_u64(t, base, i) != 0 : dev_load_u64(t, base, i);
-    return a;
-}
-
-static void acc_store(Dom d, IrType t, void *base, int64_t i, Acc a)
-{
-    if (d == DOM_F)
-        dev_store_f64(t, base, i, a.f);
-    else if (d == DOM_S)
-        dev_store_i64(t, base, i, a.s);
-    else
-        dev_store_u64(t, base, i, a.u);
-}
-
-/* op(a, b) for a simple reducer; false when the domain lacks it. */
-static bool combine(Dom d, IrOpcode op, Acc a, Acc b, Acc *r)
-{
-    *r = a;
-    if (d == DOM_F) {
-        bool nan = isnan(a.f) || isnan(b.f);
-        switch (op) {
-        case OP_ADD: r->f = a.f + b.f; return true;
-        case OP_MULTIPLY: r->f = a.f * b.f; return true;
-        case OP_MAXIMUM: r->f = nan ? (isnan(a.f) ? a.f : b.f) : a.f >= b.f ? a.f : b.f; return true;
-        case OP_MINIMUM: r->f = nan ? (isnan(a.f) ? a.f : b.f) : a.f <= b.f ? a.f : b.f; return true;
-        default: return false;
-        }
-    }
-    bool p = d == DOM_P, s = d == DOM_S;
-    switch (op) {
-    case OP_ADD: r->u = p ? a.u | b.u : a.u + b.u; return true;
-    case OP_MULTIPLY: r->u = p ? a.u & b.u : a.u * b.u; return true;
-    case OP_AND: r->u = a.u & b.u; return true;
-    case OP_OR: r->u = a.u | b.u; return true;
-    case OP_XOR: r->u = a.u ^ b.u; return true;
-    case OP_MAXIMUM: *r = (s ? a.s >= b.s : a.u >= b.u) ? a : b; return true;
-    case OP_MINIMUM: *r = (s ? a.s <= b.s : a.u <= b.u) ? a : b; return true;
-    default: return false;
-    }
-}
-
 /* How updates are applied. */
 typedef enum ScatterMode { SCAT_CALL, SCAT_OVERWRITE, SCAT_REDUCE } ScatterMode;
 
@@ -382,7 +301,7 @@ typedef struct ScatterRun {
     const DevValue *const *upd;
     ScatterMode mode;
     IrOpcode op;
-    Dom d;
+    DevRedDom d;
     DevValue **slot;           /* SCAT_CALL: 2n scalar arguments */
     uint8_t *tmp;              /* SCAT_CALL: staged results, 16 bytes each */
 } ScatterRun;
@@ -411,10 +330,9 @@ static IrStatus scatter_prepare(ScatterRun *r)
         r->mode = SCAT_OVERWRITE;
         return IR_OK;
     }
-    Acc dummy = {0};
     r->op = ir_simple_reducer(k->m, k->ins->called[0]);
-    if (r->n == 1 && r->op != OP_COUNT && r->upd[0]->shape.type == t && dom_of(t, &r->d) &&
-        combine(r->d, r->op, dummy, dummy, &dummy)) {
+    if (r->n == 1 && r->op != OP_COUNT && r->upd[0]->shape.type == t && dev_red_dom(t, &r->d) &&
+        dev_red_has(r->d, r->op)) {
         r->mode = SCAT_REDUCE;
         return IR_OK;
     }
@@ -472,9 +390,8 @@ static IrStatus scatter_apply(ScatterRun *r, int64_t o, int64_t u)
         return IR_OK;
     }
     if (r->mode == SCAT_REDUCE) {
-        Acc a = acc_load(r->d, t, res->data, o), b = acc_load(r->d, t, r->upd[0]->data, u), c;
-        combine(r->d, r->op, a, b, &c);
-        acc_store(r->d, t, res->data, o, c);
+        DevAcc a = dev_acc_load(r->d, t, res->data, o), b = dev_acc_load(r->d, t, r->upd[0]->data, u);
+        dev_acc_store(r->d, t, res->data, o, dev_red_combine(r->d, r->op, a, b));
         return IR_OK;
     }
     return scatter_call(r, o, u);
@@ -516,7 +433,7 @@ static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
     for (int32_t d = 0; d < in->rank; d++) {
         p->bpos[d] = -1;
         p->opwin[d] = 1;
-        bool ins = in_list(&s->inserted_window_dims, d);
+        bool ins = ir_list_has(&s->inserted_window_dims, d);
         int32_t bi = -1;
         for (int32_t i = 0; i < s->input_batching_dims.n; i++)
             if (s->input_batching_dims.v[i] == d)
@@ -544,7 +461,7 @@ static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
     if (p->nw != s->update_window_dims.n || us->rank != p->nw + p->is.nb)
         return BAD("updates rank does not match");
     for (int32_t d = 0, j = 0; d < us->rank; d++) {
-        if (in_list(&s->update_window_dims, d))
+        if (ir_list_has(&s->update_window_dims, d))
             continue;
         if (us->dims[d] != p->is.size[j])
             return BAD("update scatter dims do not match the indices");

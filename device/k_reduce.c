@@ -8,7 +8,8 @@
  * maximum, minimum, and, or, xor over two scalar parameters) or, for
  * select, a single compare of the two parameters.
  *
- * Fast paths accumulate in a 64-bit "domain" picked from the element type:
+ * Fast paths accumulate in a 64-bit "domain" picked from the element type
+ * (the reducer algebra of reducer.c, shared with the collectives):
  *   floats (f16, bf16, f32, f64) -> double, rounded once at the end;
  *   signed ints -> int64, unsigned -> uint64 (add and multiply wrap in
  *   64 bits; truncating at the end gives the narrow type's wrapped result);
@@ -223,221 +224,6 @@ static IrStatus call_pred(const DevKernelArgs *k, int32_t comp, int32_t nargs, D
 }
 
 /* ------------------------------------------------------------------ */
-/* Fast-path domains                                                   */
-/* ------------------------------------------------------------------ */
-
-typedef enum Dom { DOM_F, DOM_S, DOM_U, DOM_P } Dom;
-
-typedef union Acc {
-    double f;
-    int64_t s;
-    uint64_t u;
-} Acc;
-
-/* The domain of element type t; false for types without a fast path. */
-static bool dom_of(IrType t, Dom *d)
-{
-    if (ir_type_is_float(t))
-        *d = DOM_F;
-    else if (ir_type_is_signed_int(t))
-        *d = DOM_S;
-    else if (ir_type_is_unsigned_int(t))
-        *d = DOM_U;
-    else if (t == IR_PRED)
-        *d = DOM_P;
-    else
-        return false;
-    return true;
-}
-
-/* Does the fast path implement reducer `op` in domain d? */
-static bool dom_has_op(Dom d, IrOpcode op)
-{
-    switch (op) {
-    case OP_ADD: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM: return true;
-    case OP_AND: case OP_OR: case OP_XOR: return d != DOM_F;
-    default: return false;
-    }
-}
-
-static Acc acc_load(Dom d, IrType t, const void *base, int64_t i)
-{
-    Acc a = {.u = 0};
-    switch (d) {
-    case DOM_F: a.f = dev_load_f64(t, base, i); break;
-    case DOM_S: a.s = dev_load_i64(t, base, i); break;
-    case DOM_U: a.u = dev_load_u64(t, base, i); break;
-    case DOM_P: a.u = dev_load_u64(t, base, i) != 0; break;
-    }
-    return a;
-}
-
-static void acc_store(Dom d, IrType t, void *base, int64_t i, Acc a)
-{
-    switch (d) {
-    case DOM_F: dev_store_f64(t, base, i, a.f); break;
-    case DOM_S: dev_store_i64(t, base, i, a.s); break;
-    case DOM_U: case DOM_P: dev_store_u64(t, base, i, a.u); break;
-    }
-}
-
-static double max_nan(double a, double b)
-{
-    return isnan(a) ? a : isnan(b) ? b : a >= b ? a : b;
-}
-
-static double min_nan(double a, double b)
-{
-    return isnan(a) ? a : isnan(b) ? b : a <= b ? a : b;
-}
-
-static Acc combine(Dom d, IrOpcode op, Acc a, Acc b)
-{
-    Acc r = a;
-    if (d == DOM_F) {
-        switch (op) {
-        case OP_ADD: r.f = a.f + b.f; break;
-        case OP_MULTIPLY: r.f = a.f * b.f; break;
-        case OP_MAXIMUM: r.f = max_nan(a.f, b.f); break;
-        case OP_MINIMUM: r.f = min_nan(a.f, b.f); break;
-        default: break;
-        }
-        return r;
-    }
-    if (d == DOM_P) {
-        switch (op) {
-        case OP_ADD: case OP_MAXIMUM: case OP_OR: r.u = a.u | b.u; break;
-        case OP_MULTIPLY: case OP_MINIMUM: case OP_AND: r.u = a.u & b.u; break;
-        case OP_XOR: r.u = a.u ^ b.u; break;
-        default: break;
-        }
-        return r;
-    }
-    switch (op) {
-    case OP_ADD: r.u = a.u + b.u; break;        /* wraps: unsigned arithmetic */
-    case OP_MULTIPLY: r.u = a.u * b.u; break;
-    case OP_AND: r.u = a.u & b.u; break;
-    case OP_OR: r.u = a.u | b.u; break;
-    case OP_XOR: r.u = a.u ^ b.u; break;
-    case OP_MAXIMUM:
-        r = d == DOM_S ? (a.s >= b.s ? a : b) : (a.u >= b.u ? a : b);
-        break;
-    case OP_MINIMUM:
-        r = d == DOM_S ? (a.s <= b.s ? a : b) : (a.u <= b.u ? a : b);
-        break;
-    default: break;
-    }
-    return r;
-}
-
-/* Load n consecutive elements of base (type t) from i0 into x. One switch
- * per run keeps the inner loops tight. */
-static void load_run(Dom d, IrType t, const uint8_t *base, int64_t i0, int64_t n, Acc *x)
-{
-#define RUN(FIELD, T, EXPR)                     \
-    do {                                        \
-        const T *p = (const T *)base + i0;      \
-        for (int64_t j = 0; j < n; j++)         \
-            x[j].FIELD = EXPR;                  \
-    } while (0)
-    switch (t) {
-    case IR_F32: RUN(f, float, p[j]); return;
-    case IR_F64: RUN(f, double, p[j]); return;
-    case IR_F16: RUN(f, uint16_t, dev_f16_to_f32(p[j])); return;
-    case IR_BF16: RUN(f, uint16_t, dev_bf16_to_f32(p[j])); return;
-    case IR_S8: RUN(s, int8_t, p[j]); return;
-    case IR_S16: RUN(s, int16_t, p[j]); return;
-    case IR_S32: RUN(s, int32_t, p[j]); return;
-    case IR_S64: RUN(s, int64_t, p[j]); return;
-    case IR_U8: RUN(u, uint8_t, p[j]); return;
-    case IR_U16: RUN(u, uint16_t, p[j]); return;
-    case IR_U32: RUN(u, uint32_t, p[j]); return;
-    case IR_U64: RUN(u, uint64_t, p[j]); return;
-    case IR_PRED: RUN(u, uint8_t, p[j] != 0); return;
-    default:
-        for (int64_t j = 0; j < n; j++)
-            x[j] = acc_load(d, t, base, i0 + j);
-        return;
-    }
-#undef RUN
-}
-
-/* acc[j] = op(acc[j], x[j]) for j < n: element-wise into a run of
- * accumulators. One switch per run; the loops are tight. */
-static void fold_into(Dom d, IrOpcode op, Acc *restrict acc, const Acc *restrict x, int64_t n)
-{
-#define INTO(FIELD, EXPR)                   \
-    for (int64_t j = 0; j < n; j++)         \
-        acc[j].FIELD = EXPR;                \
-    return
-    if (d == DOM_F) {
-        switch (op) {
-        case OP_ADD: INTO(f, acc[j].f + x[j].f);
-        case OP_MULTIPLY: INTO(f, acc[j].f * x[j].f);
-        case OP_MAXIMUM: INTO(f, max_nan(acc[j].f, x[j].f));
-        case OP_MINIMUM: INTO(f, min_nan(acc[j].f, x[j].f));
-        default: break;
-        }
-    } else if (d != DOM_P) {
-        switch (op) {
-        case OP_ADD: INTO(u, acc[j].u + x[j].u);
-        case OP_MULTIPLY: INTO(u, acc[j].u * x[j].u);
-        case OP_AND: INTO(u, acc[j].u & x[j].u);
-        case OP_OR: INTO(u, acc[j].u | x[j].u);
-        case OP_XOR: INTO(u, acc[j].u ^ x[j].u);
-        default: break;
-        }
-    }
-#undef INTO
-    for (int64_t j = 0; j < n; j++)
-        acc[j] = combine(d, op, acc[j], x[j]);
-}
-
-/* a = op(...op(op(a, x[0]), x[1])..., x[n-1]): a run folded in order into
- * one accumulator, kept in a register. */
-static Acc fold_one(Dom d, IrOpcode op, Acc a, const Acc *x, int64_t n)
-{
-#define ONE(FIELD, EXPR)                    \
-    do {                                    \
-        for (int64_t j = 0; j < n; j++)     \
-            a.FIELD = EXPR;                 \
-        return a;                           \
-    } while (0)
-    if (d == DOM_F) {
-        switch (op) {
-        case OP_ADD: ONE(f, a.f + x[j].f);
-        case OP_MULTIPLY: ONE(f, a.f * x[j].f);
-        case OP_MAXIMUM: ONE(f, max_nan(a.f, x[j].f));
-        case OP_MINIMUM: ONE(f, min_nan(a.f, x[j].f));
-        default: break;
-        }
-    } else if (d != DOM_P) {
-        switch (op) {
-        case OP_ADD: ONE(u, a.u + x[j].u);
-        case OP_MULTIPLY: ONE(u, a.u * x[j].u);
-        case OP_AND: ONE(u, a.u & x[j].u);
-        case OP_OR: ONE(u, a.u | x[j].u);
-        case OP_XOR: ONE(u, a.u ^ x[j].u);
-        default: break;
-        }
-    }
-#undef ONE
-    for (int64_t j = 0; j < n; j++)
-        a = combine(d, op, a, x[j]);
-    return a;
-}
-
-/* acc[j * astride] = op(acc[j * astride], x[j]) for j < n; astride 0 folds
- * the whole run into acc[0] in order. */
-static void fold_run(Dom d, IrOpcode op, Acc *acc, int64_t astride, const Acc *x, int64_t n)
-{
-    if (astride == 0)
-        *acc = fold_one(d, op, *acc, x, n);
-    else
-        fold_into(d, op, acc, x, n);
-}
-
-/* ------------------------------------------------------------------ */
 /* reduce                                                              */
 /* ------------------------------------------------------------------ */
 
@@ -481,16 +267,16 @@ static IrStatus reduce_check(const DevKernelArgs *k, int32_t n, const bool *red)
  * same kind (kept or reduced) merged, so the inner loop is as long as
  * possible. Example: f32[4,5,6] reducing {1,2} is [4 kept][30 reduced]:
  * four runs of 30 folded into one accumulator each. */
-static IrStatus reduce_fast(const DevKernelArgs *k, Dom d, IrOpcode op, const bool *red,
+static IrStatus reduce_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode op, const bool *red,
                             DevValue *res)
 {
     const DevValue *x = k->opnd[0];
     const IrShape *in = &x->shape;
     int64_t nout = ir_shape_elements(&res->shape), nin = ir_shape_elements(in);
-    Acc *acc = ts_malloc((size_t)(nout > 0 ? nout : 1) * sizeof *acc);
+    DevAcc *acc = ts_malloc((size_t)(nout > 0 ? nout : 1) * sizeof *acc);
     if (!acc)
         return oom(k);
-    Acc init = acc_load(d, k->opnd[1]->shape.type, k->opnd[1]->data, 0);
+    DevAcc init = dev_acc_load(d, k->opnd[1]->shape.type, k->opnd[1]->data, 0);
     for (int64_t i = 0; i < nout; i++)
         acc[i] = init;
     /* Merged dims: size, reduced?, output stride. */
@@ -512,12 +298,12 @@ static IrStatus reduce_fast(const DevKernelArgs *k, Dom d, IrOpcode op, const bo
     }
     int64_t inner = nm > 0 ? md[nm - 1] : 1, istr = nm > 0 ? ostr[nm - 1] : 0;
     int64_t idx[IR_MAX_RANK] = {0}, ooff = 0;
-    Acc buf[256];
+    DevAcc buf[256];
     for (int64_t off = 0; nin > 0 && off < nin; off += inner) {
         for (int64_t j = 0; j < inner; j += 256) {
             int64_t len = inner - j < 256 ? inner - j : 256;
-            load_run(d, in->type, x->data, off + j, len, buf);
-            fold_run(d, op, acc + ooff + j * istr, istr, buf, len);
+            dev_red_load_run(d, in->type, x->data, off + j, len, buf);
+            dev_red_fold_run(d, op, acc + ooff + j * istr, istr, buf, len);
         }
         for (int32_t i = nm - 2; i >= 0; i--) {
             ooff += ostr[i];
@@ -528,7 +314,7 @@ static IrStatus reduce_fast(const DevKernelArgs *k, Dom d, IrOpcode op, const bo
         }
     }
     for (int64_t i = 0; i < nout; i++)
-        acc_store(d, res->shape.type, res->data, i, acc[i]);
+        dev_acc_store(d, res->shape.type, res->data, i, acc[i]);
     ts_free(acc);
     return IR_OK;
 }
@@ -630,9 +416,9 @@ static IrStatus reduce_impl(const DevKernelArgs *k, DevValue **out)
     if (!new_results(k, n, &res))
         return oom(k);
     IrOpcode op = ir_simple_reducer(k->m, k->ins->called[0]);
-    Dom d;
+    DevRedDom d;
     IrType t = k->opnd[0]->shape.type;
-    if (n == 1 && op != OP_COUNT && t == res[0]->shape.type && dom_of(t, &d) && dom_has_op(d, op))
+    if (n == 1 && op != OP_COUNT && t == res[0]->shape.type && dev_red_dom(t, &d) && dev_red_has(d, op))
         st = reduce_fast(k, d, op, red, res[0]);
     else
         st = reduce_general(k, n, red, res);
@@ -798,8 +584,8 @@ static IrStatus reduce_window_check(const DevKernelArgs *k, int32_t n)
  * row-major window order: rows[d] is the coordinate row of output position
  * o[d] in dim d (tab[d] + o[d]*wsz[d]). The innermost dim is a typed loop
  * (one switch per window row). Returns the count. */
-static int64_t gather_window(const WinIter *it, const int64_t *const *rows, IrType t, Dom d,
-                             const uint8_t *x, Acc *buf)
+static int64_t gather_window(const WinIter *it, const int64_t *const *rows, IrType t, DevRedDom d,
+                             const uint8_t *x, DevAcc *buf)
 {
     const WinTab *tb = it->t;
     int32_t r = tb->rank, last = r - 1;
@@ -816,7 +602,7 @@ static int64_t gather_window(const WinIter *it, const int64_t *const *rows, IrTy
             base += c * it->istr[i];
         }
         if (ok && r == 0) {
-            buf[n++] = acc_load(d, t, x, 0);
+            buf[n++] = dev_acc_load(d, t, x, 0);
         } else if (ok) {
             const int64_t *cr = rows[last];
             int64_t wl = tb->wsz[last], sl = it->istr[last];
@@ -840,7 +626,7 @@ static int64_t gather_window(const WinIter *it, const int64_t *const *rows, IrTy
             default:
                 for (int64_t j = 0; j < wl; j++)
                     if (cr[j] >= 0)
-                        buf[n++] = acc_load(d, t, x, base + cr[j] * sl);
+                        buf[n++] = dev_acc_load(d, t, x, base + cr[j] * sl);
             }
 #undef ROW
 #undef ID
@@ -858,7 +644,7 @@ static int64_t gather_window(const WinIter *it, const int64_t *const *rows, IrTy
 
 /* The fast path: per output, gather the window's valid elements (typed
  * loads), then fold them in order from the init (one tight loop). */
-static IrStatus reduce_window_fast(const DevKernelArgs *k, Dom d, IrOpcode op, WinIter *it,
+static IrStatus reduce_window_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode op, WinIter *it,
                                    DevValue *res)
 {
     const DevValue *x = k->opnd[0];
@@ -868,16 +654,16 @@ static IrStatus reduce_window_fast(const DevKernelArgs *k, Dom d, IrOpcode op, W
     for (int32_t i = 0; i < tb->rank && wall <= cap; i++)
         wall = __builtin_mul_overflow(wall, tb->wsz[i], &wall) ? INT64_MAX : wall;
     cap = wall < cap ? wall : cap;
-    Acc *buf = (uint64_t)cap < SIZE_MAX / sizeof(Acc) ? ts_malloc((size_t)(cap > 0 ? cap : 1) * sizeof(Acc)) : NULL;
+    DevAcc *buf = (uint64_t)cap < SIZE_MAX / sizeof(DevAcc) ? ts_malloc((size_t)(cap > 0 ? cap : 1) * sizeof(DevAcc)) : NULL;
     if (!buf)
         return oom(k);
-    Acc init = acc_load(d, k->opnd[1]->shape.type, k->opnd[1]->data, 0);
+    DevAcc init = dev_acc_load(d, k->opnd[1]->shape.type, k->opnd[1]->data, 0);
     const int64_t *rows[IR_MAX_RANK];
     for (int64_t o = 0; o < nout; o++, winiter_next_output(it)) {
         for (int32_t i = 0; i < tb->rank; i++)
             rows[i] = tb->tab[i] + it->o[i] * tb->wsz[i];
         int64_t n = gather_window(it, rows, x->shape.type, d, x->data, buf);
-        acc_store(d, res->shape.type, res->data, o, fold_one(d, op, init, buf, n));
+        dev_acc_store(d, res->shape.type, res->data, o, dev_red_fold_one(d, op, init, buf, n));
     }
     ts_free(buf);
     return IR_OK;
@@ -939,10 +725,10 @@ static IrStatus reduce_window_impl(const DevKernelArgs *k, DevValue **out)
     WinIter it;
     winiter_init(&it, &t, &k->opnd[0]->shape);
     IrOpcode op = ir_simple_reducer(k->m, k->ins->called[0]);
-    Dom d;
+    DevRedDom d;
     IrType ty = k->opnd[0]->shape.type;
-    if (n == 1 && op != OP_COUNT && ty == res[0]->shape.type && dom_of(ty, &d) &&
-        dom_has_op(d, op))
+    if (n == 1 && op != OP_COUNT && ty == res[0]->shape.type && dev_red_dom(ty, &d) &&
+        dev_red_has(d, op))
         st = reduce_window_fast(k, d, op, &it, res[0]);
     else
         st = reduce_window_general(k, n, &it, res);
@@ -964,13 +750,13 @@ typedef struct FastSelect {
     IrCmpDir dir;
     bool swapped;   /* compare(p1, p0) */
     bool total;     /* floats in total order */
-    Dom d;
+    DevRedDom d;
 } FastSelect;
 
 static bool fast_select(const IrModule *m, int32_t comp, IrType t, FastSelect *fs)
 {
     const IrComputation *c = m->comp[comp];
-    if (c->nparam != 2 || c->root < 0 || c->param[0] < 0 || c->param[1] < 0 || !dom_of(t, &fs->d))
+    if (c->nparam != 2 || c->root < 0 || c->param[0] < 0 || c->param[1] < 0 || !dev_red_dom(t, &fs->d))
         return false;
     const IrInstr *r = &c->instr[c->root];
     if (r->op != OP_COMPARE || r->nopnd != 2)
@@ -982,10 +768,10 @@ static bool fast_select(const IrModule *m, int32_t comp, IrType t, FastSelect *f
     else
         return false;
     IrCmpType ct = r->a.cmp_type;
-    if ((ct == CMPT_SIGNED && fs->d != DOM_S) || (ct == CMPT_UNSIGNED && fs->d == DOM_S))
+    if ((ct == CMPT_SIGNED && fs->d != DEV_RED_S) || (ct == CMPT_UNSIGNED && fs->d == DEV_RED_S))
         return false;
     fs->dir = r->a.direction;
-    fs->total = fs->d == DOM_F && ct == CMPT_TOTALORDER;
+    fs->total = fs->d == DEV_RED_F && ct == CMPT_TOTALORDER;
     return fs->dir != CMP_NONE;
 }
 
@@ -1018,11 +804,11 @@ static bool fast_select_eval(const FastSelect *fs, const DevValue *x, int64_t a,
     if (fs->total) {
         int64_t ka = dev_total_order_key(t, x->data, a), kb = dev_total_order_key(t, x->data, b);
         c = (ka > kb) - (ka < kb);
-    } else if (fs->d == DOM_F) {
+    } else if (fs->d == DEV_RED_F) {
         double va = dev_load_f64(t, x->data, a), vb = dev_load_f64(t, x->data, b);
         unordered = isnan(va) || isnan(vb);
         c = (va > vb) - (va < vb);
-    } else if (fs->d == DOM_S) {
+    } else if (fs->d == DEV_RED_S) {
         int64_t va = dev_load_i64(t, x->data, a), vb = dev_load_i64(t, x->data, b);
         c = (va > vb) - (va < vb);
     } else {
@@ -1040,7 +826,7 @@ typedef struct SasRun {
     bool fast_sel, fast_scat;
     FastSelect fs;
     IrOpcode scat_op;
-    Dom scat_dom;
+    DevRedDom scat_dom;
     Slots sel, scat;    /* general-path argument slots */
 } SasRun;
 
@@ -1061,9 +847,9 @@ static IrStatus sas_scatter(SasRun *r, int64_t at, int64_t s)
 {
     IrType t = r->res->shape.type;
     if (r->fast_scat) {
-        Acc a = acc_load(r->scat_dom, t, r->res->data, at);
-        Acc b = acc_load(r->scat_dom, r->src->shape.type, r->src->data, s);
-        acc_store(r->scat_dom, t, r->res->data, at, combine(r->scat_dom, r->scat_op, a, b));
+        DevAcc a = dev_acc_load(r->scat_dom, t, r->res->data, at);
+        DevAcc b = dev_acc_load(r->scat_dom, r->src->shape.type, r->src->data, s);
+        dev_acc_store(r->scat_dom, t, r->res->data, at, dev_red_combine(r->scat_dom, r->scat_op, a, b));
         return IR_OK;
     }
     slot_set(&r->scat, 0, elem_ptr(r->res, at));
@@ -1104,8 +890,8 @@ static IrStatus sas_prepare(SasRun *r)
     IrType xt = r->x->shape.type, rt = r->res->shape.type, st = r->src->shape.type;
     r->fast_sel = fast_select(k->m, k->ins->called[0], xt, &r->fs);
     r->scat_op = ir_simple_reducer(k->m, k->ins->called[1]);
-    r->fast_scat = r->scat_op != OP_COUNT && rt == st && dom_of(rt, &r->scat_dom) &&
-                   dom_has_op(r->scat_dom, r->scat_op);
+    r->fast_scat = r->scat_op != OP_COUNT && rt == st && dev_red_dom(rt, &r->scat_dom) &&
+                   dev_red_has(r->scat_dom, r->scat_op);
     if (!r->fast_sel &&
         (!slots_alloc(&r->sel, 2) || !slot_make(&r->sel, 0, xt) || !slot_make(&r->sel, 1, xt)))
         return oom(k);

@@ -18,6 +18,7 @@
  * and chains of same-shaped ops then ping-pong between warm buffers. The
  * cache is freed when its thread exits, or by dev_value_trim.
  */
+#include <assert.h>
 #include "device.h"
 
 #include <pthread.h>
@@ -423,6 +424,8 @@ static int32_t leaf_count(const DevValue *v)
 
 DevValue *dev_value_leaf(DevValue *v, int32_t i)
 {
+    /* callers ask for leaves of the shapes they built */
+    assert(!v || i < ir_shape_leaf_count(&v->shape));
     if (!v || i < 0)
         return NULL;
     if (v->shape.type != IR_TUPLE)

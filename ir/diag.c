@@ -10,16 +10,9 @@
 
 static char *vformat(const char *fmt, va_list ap)
 {
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    if (n < 0)
-        return NULL;
-    char *s = ts_malloc((size_t)n + 1);
-    if (s)
-        vsnprintf(s, (size_t)n + 1, fmt, ap);
-    return s;
+    IrStrBuf b = {0};
+    ir_sb_vprintf(&b, fmt, ap);
+    return ir_sb_take(&b);
 }
 
 /* The text of line `line` (1-based) of `src`, without its newline. */

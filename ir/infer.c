@@ -159,14 +159,6 @@ int64_t *infer_scratch(Ctx *x, int64_t n)
     return ir_alloc_array(x->a, (size_t)(n > 0 ? n : 1), sizeof(int64_t));
 }
 
-bool infer_list_has(const IrI64List *l, int64_t v)
-{
-    for (int32_t i = 0; i < l->n; i++)
-        if (l->v[i] == v)
-            return true;
-    return false;
-}
-
 /* Check a list of dimension numbers: each in [0, rank), no repeats, and
  * ascending when `sorted`. Quadratic in the list length, which is bounded by
  * the rank (<= 64), never by the module size. */

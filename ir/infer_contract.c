@@ -54,7 +54,7 @@ IrStatus infer_dot(Ctx *x, IrShape *out)
                     (int)dn->rhs_contracting.n);
     for (int32_t i = 0; i < dn->lhs_batch.n; i++) {
         int64_t a = dn->lhs_batch.v[i], b = dn->rhs_batch.v[i];
-        if (infer_list_has(&dn->lhs_contracting, a) || infer_list_has(&dn->rhs_contracting, b))
+        if (ir_list_has(&dn->lhs_contracting, a) || ir_list_has(&dn->rhs_contracting, b))
             return infer_fail(x, "a dimension cannot be both batch and contracting");
         if (l->dims[a] != r->dims[b])
             return infer_fail(x, "lhs batch dimension %lld has size %lld, rhs batch dimension %lld has "
@@ -75,10 +75,10 @@ IrStatus infer_dot(Ctx *x, IrShape *out)
     for (int32_t i = 0; i < dn->lhs_batch.n; i++)
         dims[k++] = l->dims[dn->lhs_batch.v[i]];
     for (int32_t i = 0; i < l->rank; i++)
-        if (!infer_list_has(&dn->lhs_batch, i) && !infer_list_has(&dn->lhs_contracting, i))
+        if (!ir_list_has(&dn->lhs_batch, i) && !ir_list_has(&dn->lhs_contracting, i))
             dims[k++] = l->dims[i];
     for (int32_t i = 0; i < r->rank; i++)
-        if (!infer_list_has(&dn->rhs_batch, i) && !infer_list_has(&dn->rhs_contracting, i))
+        if (!ir_list_has(&dn->rhs_batch, i) && !ir_list_has(&dn->rhs_contracting, i))
             dims[k++] = r->dims[i];
     return infer_make_array(x, out, t, k, dims);
 }
@@ -108,7 +108,7 @@ IrStatus infer_ragged_dot(Ctx *x, IrShape *out)
         return st;
     int64_t rd = a->lhs_ragged_dims.v[0];
     const IrDotDnums *dn = &a->dot;
-    if (infer_list_has(&dn->lhs_contracting, rd) || infer_list_has(&dn->lhs_batch, rd) || a->rhs_group_dims.n == 0)
+    if (ir_list_has(&dn->lhs_contracting, rd) || ir_list_has(&dn->lhs_batch, rd) || a->rhs_group_dims.n == 0)
         return infer_copy_shape(x, out, &x->ins->shape);
     int64_t gd = a->rhs_group_dims.v[0];
     int64_t *dims = infer_scratch(x, l->rank + r->rank);
@@ -118,10 +118,10 @@ IrStatus infer_ragged_dot(Ctx *x, IrShape *out)
     for (int32_t i = 0; i < dn->lhs_batch.n; i++)
         dims[k++] = l->dims[dn->lhs_batch.v[i]];
     for (int32_t i = 0; i < l->rank; i++)
-        if (!infer_list_has(&dn->lhs_batch, i) && !infer_list_has(&dn->lhs_contracting, i))
+        if (!ir_list_has(&dn->lhs_batch, i) && !ir_list_has(&dn->lhs_contracting, i))
             dims[k++] = l->dims[i];
     for (int32_t i = 0; i < r->rank; i++)
-        if (i != gd && !infer_list_has(&dn->rhs_batch, i) && !infer_list_has(&dn->rhs_contracting, i))
+        if (i != gd && !ir_list_has(&dn->rhs_batch, i) && !ir_list_has(&dn->rhs_contracting, i))
             dims[k++] = r->dims[i];
     return infer_make_array(x, out, t, k, dims);
 }

@@ -298,7 +298,7 @@ static IrStatus check_batching(Ctx *x, const IrShape *s, const IrI64List *ob, co
         return infer_fail(x, "%s=%s and %s=%s must have the same length", obname, infer_lstr(x, ob), ibname,
                     infer_lstr(x, ib));
     for (int32_t i = 0; i < ob->n; i++) {
-        if (infer_list_has(collapsed, ob->v[i]))
+        if (ir_list_has(collapsed, ob->v[i]))
             return infer_fail(x, "dimension %lld is both collapsed and a batching dimension",
                         (long long)ob->v[i]);
         if (ib->v[i] == ivd)
@@ -325,7 +325,7 @@ static IrStatus check_index_map(Ctx *x, const IrI64List *map, const char *name, 
         return infer_fail(x, "%s=%s has %d entries but the index vector has %lld", name, infer_lstr(x, map),
                     (int)map->n, (long long)nvec);
     for (int32_t i = 0; i < map->n; i++)
-        if (infer_list_has(batching, map->v[i]))
+        if (ir_list_has(batching, map->v[i]))
             return infer_fail(x, "%s cannot contain batching dimension %lld", name,
                         (long long)map->v[i]);
     return IR_OK;
@@ -374,7 +374,7 @@ IrStatus infer_gather(Ctx *x, IrShape *out)
         if (ss->v[i] < 0 || ss->v[i] > s->dims[i])
             return infer_fail(x, "slice size %lld of dimension %d is out of range [0, %lld]",
                         (long long)ss->v[i], (int)i, (long long)s->dims[i]);
-        if ((infer_list_has(&g->collapsed_slice_dims, i) || infer_list_has(&g->operand_batching_dims, i)) &&
+        if ((ir_list_has(&g->collapsed_slice_dims, i) || ir_list_has(&g->operand_batching_dims, i)) &&
             ss->v[i] > 1)
             return infer_fail(x, "collapsed or batching dimension %d must have slice size 0 or 1, "
                         "got %lld", (int)i, (long long)ss->v[i]);
@@ -384,9 +384,9 @@ IrStatus infer_gather(Ctx *x, IrShape *out)
         return infer_oom(x);
     int32_t od = 0, bd = 0;
     for (int32_t i = 0; i < orank; i++) {
-        if (infer_list_has(&g->offset_dims, i)) {
-            while (infer_list_has(&g->collapsed_slice_dims, od) ||
-                   infer_list_has(&g->operand_batching_dims, od))
+        if (ir_list_has(&g->offset_dims, i)) {
+            while (ir_list_has(&g->collapsed_slice_dims, od) ||
+                   ir_list_has(&g->operand_batching_dims, od))
                 od++;
             dims[i] = ss->v[od++];
         } else {
@@ -416,8 +416,8 @@ static IrStatus check_scatter_updates(Ctx *x, const IrShape *s, const IrShape *u
         return st;
     int32_t od = 0, sd = 0;
     for (int32_t i = 0; i < u->rank; i++) {
-        if (infer_list_has(&g->update_window_dims, i)) {
-            while (infer_list_has(&g->inserted_window_dims, od) || infer_list_has(&g->input_batching_dims, od))
+        if (ir_list_has(&g->update_window_dims, i)) {
+            while (ir_list_has(&g->inserted_window_dims, od) || ir_list_has(&g->input_batching_dims, od))
                 od++;
             if (u->dims[i] > s->dims[od])
                 return infer_fail(x, "update window dimension %d has size %lld, larger than operand "

@@ -53,8 +53,6 @@ IrStatus infer_make_array(Ctx *x, IrShape *dst, IrType t, int32_t rank, const in
 IrStatus infer_make_scalar(Ctx *x, IrShape *dst, IrType t);
 /* A scratch array of n int64 in the arena (n may be 0). */
 int64_t *infer_scratch(Ctx *x, int64_t n);
-/* l holds v. */
-bool infer_list_has(const IrI64List *l, int64_t v);
 /* Dimension numbers each in [0, rank), no repeats, ascending when `sorted`. */
 IrStatus infer_check_dim_list(Ctx *x, const IrI64List *l, int64_t rank, const char *what,
                         bool sorted);

@@ -142,7 +142,7 @@ IrStatus infer_reduce(Ctx *x, IrShape *out)
         return infer_oom(x);
     int32_t k = 0;
     for (int32_t i = 0; i < s0->rank; i++)
-        if (!infer_list_has(dl, i))
+        if (!ir_list_has(dl, i))
             dims[k++] = s0->dims[i];
     return reduce_result(x, out, n, acc, k, dims);
 }

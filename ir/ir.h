@@ -11,6 +11,8 @@
  *
  * Files of this layer (the header reads as a table of contents):
  *   arena.c     bump allocator, string interning helpers
+ *   strbuf.c    the growable heap string (printers, dumps)
+ *   grow.c      growable heap arrays; membership in lists
  *   diag.c      error records with FILE:LINE:COL, the source line and a caret
  *   types.c     primitive types: names, sizes, classes
  *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
@@ -95,6 +97,54 @@ char *ts_strdup(const char *s);
 /* Fail the Nth allocation from now on (1 = the next one); 0 disables. */
 void ts_fail_alloc_after(long n);
 long ts_alloc_count(void);
+
+/* ------------------------------------------------------------------ */
+/* strbuf.c                                                            */
+/* ------------------------------------------------------------------ */
+
+/* A growable heap string; start from (IrStrBuf){0}. s is NUL-terminated
+ * once anything was appended. The first refused allocation sets oom, and
+ * every later append does nothing, so a printer checks once at the end. */
+typedef struct IrStrBuf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} IrStrBuf;
+
+void ir_sb_putn(IrStrBuf *b, const char *s, size_t k);  /* k bytes of s */
+void ir_sb_puts(IrStrBuf *b, const char *s);
+void ir_sb_printf(IrStrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ir_sb_vprintf(IrStrBuf *b, const char *fmt, va_list ap);
+/* Append a heap string and ts_free it; NULL (its maker ran out of memory)
+ * sets oom. */
+void ir_sb_put_owned(IrStrBuf *b, char *s);
+/* The string (the caller ts_frees it; "" when nothing was appended), or
+ * NULL after an OOM. Either way b is empty again. */
+char *ir_sb_take(IrStrBuf *b);
+void ir_sb_free(IrStrBuf *b);
+
+/* ------------------------------------------------------------------ */
+/* grow.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* Make the heap array *slot (a T *, of *cap elements of elem bytes) hold
+ * at least need elements: doubles its capacity (from 8) with ts_realloc.
+ * False on OOM or size overflow, with *slot and *cap unchanged (the caller
+ * still owns and frees the old array). Use IR_GROW, which checks types. */
+bool ir_grow_(void *slot, int64_t *cap, int64_t need, size_t elem);
+/* IR_GROW(p, cap, need): p any T *, cap an int64_t lvalue. The comparison
+ * of &cap with an int64_t * makes the compiler reject another type of cap. */
+#define IR_GROW(p, cap, need) \
+    ((void)sizeof(&(cap) == (int64_t *)0), ir_grow_(&(p), &(cap), (need), sizeof *(p)))
+
+/* The same for an array in arena a: a new block, the first n elements
+ * copied, the old block left behind until the arena goes. */
+bool ir_arena_grow_(IrArena *a, void *slot, int64_t *cap, int64_t n, int64_t need, size_t elem);
+#define IR_ARENA_GROW(a, p, cap, n, need) \
+    ((void)sizeof(&(cap) == (int64_t *)0), ir_arena_grow_((a), &(p), &(cap), (n), (need), sizeof *(p)))
+
+/* Index of s in a NULL-terminated list of strings, -1 if absent or s NULL. */
+int32_t ir_str_index(const char *s, const char *const *list);
 
 /* ------------------------------------------------------------------ */
 /* diag.c                                                              */
@@ -290,6 +340,62 @@ bool ir_op_is_elementwise(IrOpcode op); /* unary/binary/ternary kinds */
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 
+/* Attributes, generated from hlo_attrs.def (see there for the forms and
+ * the uses). The parser reads which ops take which and how to read each
+ * value from these tables, the printer which to print, in which order. */
+typedef enum IrAttrId {
+#define ATTR(id, name, form, field, extra) A_##id,
+#include "hlo_attrs.def"
+    A_COUNT,
+    A_FIRST_KEPT = A_PARAM_REPL /* the KEEP attributes: A_FIRST_KEPT and every id after it */
+} IrAttrId;
+
+typedef enum IrAttrForm {
+    IR_AF_INT, IR_AF_COUNT, IR_AF_INTS, IR_AF_BOOL, IR_AF_STR, IR_AF_WORD, IR_AF_RAW, IR_AF_INNER,
+    IR_AF_KEEP, IR_AF_CALLEE, IR_AF_CALLEES, IR_AF_SPECIAL,
+} IrAttrForm;
+
+/* The words a WORD attribute takes, NULL-terminated; `expected` is the
+ * diagnostic text when another is written. */
+typedef struct IrAttrWords {
+    const char *expected;
+    const char *const *w;
+} IrAttrWords;
+
+typedef struct IrAttrInfo {
+    const char *name;
+    IrAttrForm form;
+    size_t field;               /* offsetof the IrAttrs member, for the generic forms */
+    bool has_flag;              /* `has` is the offset of the bool set when written */
+    size_t has;
+    const IrAttrWords *words;   /* IR_AF_WORD */
+} IrAttrInfo;
+
+/* How an op uses an attribute (P, S, N, R in hlo_attrs.def). */
+typedef enum IrAttrMode {
+    IR_AM_ALWAYS,   /* printed always */
+    IR_AM_SET,      /* printed when set */
+    IR_AM_NONEMPTY, /* printed when the list is non-empty */
+    IR_AM_READ,     /* read; printed elsewhere or not at all */
+} IrAttrMode;
+
+typedef struct IrAttrUse {
+    IrAttrId id;
+    IrAttrMode mode;
+} IrAttrUse;
+
+/* The row of attribute `id` (< A_COUNT). */
+const IrAttrInfo *ir_attr_info(IrAttrId id);
+/* Lookup by text name, aliases included; A_COUNT if unknown. */
+IrAttrId ir_attr_from_name(const char *s, size_t n);
+/* The attributes of `op` in printing order, then {A_COUNT}; the generic
+ * attributes every op takes are not in it (ir_attr_generic). */
+const IrAttrUse *ir_op_attrs(IrOpcode op);
+/* The attributes every op takes, in printing order, then {A_COUNT}. */
+const IrAttrUse *ir_attr_generic(void);
+/* Does `op` take attribute `id` (a generic one or one of its own)? */
+bool ir_attr_applies(IrAttrId id, IrOpcode op);
+
 /* ------------------------------------------------------------------ */
 /* sharding.c                                                          */
 /* ------------------------------------------------------------------ */
@@ -363,6 +469,10 @@ typedef struct IrI64List {
     int32_t n;
     int64_t *v;
 } IrI64List;
+
+/* grow.c: the position of x in l (-1 if absent), and whether it is there. */
+int32_t ir_list_index(const IrI64List *l, int64_t x);
+bool ir_list_has(const IrI64List *l, int64_t x);
 
 typedef struct IrWindowDim {
     int64_t size, stride, pad_lo, pad_hi, lhs_dilate, rhs_dilate;
@@ -580,7 +690,8 @@ typedef struct IrAlias {
 typedef struct IrModule {
     IrArena *arena;
     const char *name;
-    int32_t ncomp, capcomp;
+    int32_t ncomp;
+    int64_t capcomp;
     IrComputation **comp;  /* pointers are stable; order = print order */
     int32_t entry;         /* index of the ENTRY computation, -1 until set */
     int64_t num_partitions;  /* 0 when the header does not say */

@@ -629,16 +629,10 @@ void lx_leave(Lexer *L)
 
 bool vec_push(Lexer *L, I64Vec *v, int64_t x)
 {
-    if (v->n == v->cap) {
-        if (v->cap > INT32_MAX / 2)
-            return lx_fail(L, L->tok.pos, "list too long");
-        int32_t cap = v->cap ? v->cap * 2 : 16;
-        int64_t *nv = ts_realloc(v->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(L);
-        v->v = nv;
-        v->cap = cap;
-    }
+    if (v->n == v->cap && v->cap > INT32_MAX / 2)
+        return lx_fail(L, L->tok.pos, "list too long");
+    if (!IR_GROW(v->v, v->cap, v->n + 1))
+        return lx_nomem(L);
     v->v[v->n++] = x;
     return true;
 }

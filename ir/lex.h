@@ -71,7 +71,8 @@ typedef struct Lexer {
 /* A growable heap vector of int64 (ts_realloc), for lists of unknown length. */
 typedef struct I64Vec {
     int64_t *v;
-    int32_t n, cap;
+    int32_t n;
+    int64_t cap;
 } I64Vec;
 
 /* Set up over text[0, len) and read the first token. `src` is a

@@ -161,14 +161,8 @@ void ir_module_free(IrModule *m)
 
 int32_t ir_add_computation(IrModule *m, const char *name)
 {
-    if (m->ncomp == m->capcomp) {
-        int32_t cap = m->capcomp ? m->capcomp * 2 : 8;
-        IrComputation **nc = ts_realloc(m->comp, (size_t)cap * sizeof *nc);
-        if (!nc)
-            return -1;
-        m->comp = nc;
-        m->capcomp = cap;
-    }
+    if (!IR_GROW(m->comp, m->capcomp, m->ncomp + 1))
+        return -1;
     IrComputation *c = ir_alloc(m->arena, sizeof *c);
     if (!c || !(c->name = ir_strdup(m->arena, name)))
         return -1;

@@ -1,5 +1,6 @@
 /*
- * ops.c: the opcode tables, all generated from hlo_ops.def.
+ * ops.c: the opcode tables, all generated from hlo_ops.def, and the
+ * attribute tables, generated from hlo_attrs.def.
  */
 #include "ir.h"
 
@@ -52,4 +53,132 @@ IrOpcode ir_op_from_name(const char *s, size_t n)
         if (op_info[op].len == n && op_info[op].name[0] == s[0] && memcmp(op_info[op].name, s, n) == 0)
             return (IrOpcode)op;
     return OP_COUNT;
+}
+
+/* ---- attributes, generated from hlo_attrs.def ---- */
+
+/* The member each generic form reads and prints has the C type the form
+ * expects: checked here, once, so the offsets below are safe to cast. */
+#define FIELD_TYPE_INT(f) int64_t
+#define FIELD_TYPE_COUNT(f) int64_t
+#define FIELD_TYPE_INTS(f) IrI64List
+#define FIELD_TYPE_BOOL(f) bool
+#define FIELD_TYPE_STR(f) const char *
+#define FIELD_TYPE_WORD(f) const char *
+#define FIELD_TYPE_RAW(f) const char *
+#define FIELD_TYPE_INNER(f) const char *
+#define CHECK_FIELD(form, f)                                                                       \
+    _Static_assert(_Generic(((IrAttrs *)0)->f, FIELD_TYPE_##form(f): 1, default: 0),               \
+                   "IrAttrs." #f " does not have the type of form " #form);
+#define CHECK_INT(f) CHECK_FIELD(INT, f)
+#define CHECK_COUNT(f) CHECK_FIELD(COUNT, f)
+#define CHECK_INTS(f) CHECK_FIELD(INTS, f)
+#define CHECK_BOOL(f) CHECK_FIELD(BOOL, f)
+#define CHECK_STR(f) CHECK_FIELD(STR, f)
+#define CHECK_WORD(f) CHECK_FIELD(WORD, f)
+#define CHECK_RAW(f) CHECK_FIELD(RAW, f)
+#define CHECK_INNER(f) CHECK_FIELD(INNER, f)
+#define CHECK_KEEP(f)
+#define CHECK_CALLEE(f)
+#define CHECK_CALLEES(f)
+#define CHECK_SPECIAL(f)
+#define ATTR(id, name, form, field, extra) CHECK_##form(field)
+#include "hlo_attrs.def"
+
+#define WORDLIST(list, expected, ...)                                                              \
+    static const char *const words_##list##_w[] = {__VA_ARGS__, NULL};                           \
+    static const IrAttrWords words_##list = {expected, words_##list##_w};
+#include "hlo_attrs.def"
+
+#define OFF_INT(f) offsetof(IrAttrs, f)
+#define OFF_COUNT(f) offsetof(IrAttrs, f)
+#define OFF_INTS(f) offsetof(IrAttrs, f)
+#define OFF_BOOL(f) offsetof(IrAttrs, f)
+#define OFF_STR(f) offsetof(IrAttrs, f)
+#define OFF_WORD(f) offsetof(IrAttrs, f)
+#define OFF_RAW(f) offsetof(IrAttrs, f)
+#define OFF_INNER(f) offsetof(IrAttrs, f)
+#define OFF_KEEP(f) 0
+#define OFF_CALLEE(f) 0
+#define OFF_CALLEES(f) 0
+#define OFF_SPECIAL(f) 0
+#define HAS(f) .has_flag = true, .has = offsetof(IrAttrs, f)
+#define WORDS(list) .words = &words_##list
+static const IrAttrInfo attr_info[A_COUNT] = {
+#define ATTR(id, nm, fm, f, extra) [A_##id] = {.name = nm, .form = IR_AF_##fm, .field = OFF_##fm(f), extra},
+#include "hlo_attrs.def"
+};
+#undef HAS
+#undef WORDS
+
+static const struct {
+    const char *name;
+    IrAttrId id;
+} attr_aliases[] = {
+#define ATTR_ALIAS(nm, id) {nm, A_##id},
+#include "hlo_attrs.def"
+};
+
+#define P(id) {A_##id, IR_AM_ALWAYS}
+#define S(id) {A_##id, IR_AM_SET}
+#define N(id) {A_##id, IR_AM_NONEMPTY}
+#define R(id) {A_##id, IR_AM_READ}
+#define GENERIC_ATTRS(...) static const IrAttrUse generic_uses[] = {__VA_ARGS__, {A_COUNT, IR_AM_READ}};
+#define OPATTRS(op, ...) static const IrAttrUse uses_##op[] = {__VA_ARGS__, {A_COUNT, IR_AM_READ}};
+#include "hlo_attrs.def"
+#undef P
+#undef S
+#undef N
+#undef R
+
+static const IrAttrUse no_uses[] = {{A_COUNT, IR_AM_READ}};
+
+static const IrAttrUse *const op_uses[OP_COUNT] = {
+#define OPATTRS(op, ...) [OP_##op] = uses_##op,
+#include "hlo_attrs.def"
+};
+
+const IrAttrInfo *ir_attr_info(IrAttrId id)
+{
+    return &attr_info[id];
+}
+
+/* A linear scan like ir_op_from_name: it runs for every attribute of every
+ * parsed instruction, and the first byte rejects almost every entry. */
+IrAttrId ir_attr_from_name(const char *s, size_t n)
+{
+    if (n == 0)
+        return A_COUNT;
+    for (int id = 0; id < A_COUNT; id++) {
+        const char *name = attr_info[id].name;
+        if (name[0] == s[0] && strncmp(name, s, n) == 0 && name[n] == 0)
+            return (IrAttrId)id;
+    }
+    for (size_t i = 0; i < sizeof attr_aliases / sizeof *attr_aliases; i++)
+        if (strncmp(attr_aliases[i].name, s, n) == 0 && attr_aliases[i].name[n] == 0)
+            return attr_aliases[i].id;
+    return A_COUNT;
+}
+
+const IrAttrUse *ir_op_attrs(IrOpcode op)
+{
+    return op < OP_COUNT && op_uses[op] ? op_uses[op] : no_uses;
+}
+
+const IrAttrUse *ir_attr_generic(void)
+{
+    return generic_uses;
+}
+
+static bool uses_attr(const IrAttrUse *u, IrAttrId id)
+{
+    for (; u->id != A_COUNT; u++)
+        if (u->id == id)
+            return true;
+    return false;
+}
+
+bool ir_attr_applies(IrAttrId id, IrOpcode op)
+{
+    return uses_attr(generic_uses, id) || uses_attr(ir_op_attrs(op), id);
 }

@@ -155,42 +155,24 @@ void prs_map_free(NameMap *m)
 
 bool prs_push_ref(Parser *P, RefVec *rv, Ref r)
 {
-    if (rv->n == rv->cap) {
-        size_t cap = rv->cap ? rv->cap * 2 : 64;
-        Ref *nv = ts_realloc(rv->v, cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        rv->v = nv;
-        rv->cap = cap;
-    }
+    if (!IR_GROW(rv->v, rv->cap, (int64_t)rv->n + 1))
+        return lx_nomem(&P->L);
     rv->v[rv->n++] = r;
     return true;
 }
 
 bool prs_push_opv(Parser *P, int32_t idx)
 {
-    if (P->nopv == P->capopv) {
-        size_t cap = P->capopv ? P->capopv * 2 : 16;
-        int32_t *nv = ts_realloc(P->opv, cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        P->opv = nv;
-        P->capopv = cap;
-    }
+    if (!IR_GROW(P->opv, P->capopv, (int64_t)P->nopv + 1))
+        return lx_nomem(&P->L);
     P->opv[P->nopv++] = idx;
     return true;
 }
 
-bool prs_push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x)
+bool prs_push_i32(Parser *P, int32_t **v, size_t *n, int64_t *cap, int32_t x)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        int32_t *nv = ts_realloc(*v, nc * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        *v = nv;
-        *cap = nc;
-    }
+    if (!IR_GROW(*v, *cap, (int64_t)*n + 1))
+        return lx_nomem(&P->L);
     (*v)[(*n)++] = x;
     return true;
 }
@@ -198,16 +180,10 @@ bool prs_push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x)
 bool prs_push_kv(Parser *P, IrKeyValue kv)
 {
     KvVec *v = &P->kvs;
-    if (v->n == v->cap) {
-        if (v->cap > INT32_MAX / 4)
-            return lx_fail(&P->L, P->L.tok.pos, "list too long");
-        int32_t cap = v->cap ? v->cap * 2 : 16;
-        IrKeyValue *nv = ts_realloc(v->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        v->v = nv;
-        v->cap = cap;
-    }
+    if (v->n == v->cap && v->cap > INT32_MAX / 4)
+        return lx_fail(&P->L, P->L.tok.pos, "list too long");
+    if (!IR_GROW(v->v, v->cap, v->n + 1))
+        return lx_nomem(&P->L);
     v->v[v->n++] = kv;
     return true;
 }
@@ -392,14 +368,8 @@ static bool parse_parameter(Parser *P, InstrCtx *x)
         return false;
     if (n < 0)
         return lx_fail(L, pos, "parameter number %lld is negative", (long long)n);
-    if (P->nparams == P->capparams) {
-        size_t cap = P->capparams ? P->capparams * 2 : 16;
-        ParamUse *nv = ts_realloc(P->params, cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(L);
-        P->params = nv;
-        P->capparams = cap;
-    }
+    if (!IR_GROW(P->params, P->capparams, (int64_t)P->nparams + 1))
+        return lx_nomem(L);
     P->params[P->nparams++] = (ParamUse){x->index, n, pos};
     x->ins.a.parameter_number = -1;
     return true;
@@ -600,7 +570,8 @@ static bool resolve_local(Parser *P, IrComputation *c)
 static bool find_closes(Parser *P)
 {
     const char *t = P->L.text, *end = t + P->L.len;
-    size_t n = 0, cap = 0;
+    size_t n = 0;
+    int64_t cap = 0;
     Close *v = NULL;
     int32_t line = 1;
     for (const char *p = t; p < end; line++) {
@@ -608,15 +579,9 @@ static bool find_closes(Parser *P)
         while (q < end && (*q == ' ' || *q == '\t' || *q == '\r'))
             q++;
         if (q < end && *q == '}') {
-            if (n == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                Close *nv = ts_realloc(v, nc * sizeof *nv);
-                if (!nv) {
-                    ts_free(v);
-                    return lx_nomem(&P->L);
-                }
-                v = nv;
-                cap = nc;
+            if (!IR_GROW(v, cap, (int64_t)n + 1)) {
+                ts_free(v);
+                return lx_nomem(&P->L);
             }
             v[n++] = (Close){(size_t)(q - t), line};
         }

@@ -15,21 +15,17 @@ static bool parse_aliases(Parser *P)
 {
     Lexer *L = &P->L;
     IrAlias *v = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    int64_t cap = 0;
     bool ok = lx_expect(L, LX_LBRACE, "'{' to start input_output_alias");
     while (ok && !lx_is(L, LX_RBRACE)) {
-        if (n == cap) {
-            if (n >= INT32_MAX / 4) {
-                ok = lx_fail(L, L->tok.pos, "too many aliases");
-                break;
-            }
-            cap = cap ? cap * 2 : 8;
-            IrAlias *nv = ts_realloc(v, (size_t)cap * sizeof *nv);
-            if (!nv) {
-                ok = lx_nomem(L);
-                break;
-            }
-            v = nv;
+        if (n >= INT32_MAX / 4) {
+            ok = lx_fail(L, L->tok.pos, "too many aliases");
+            break;
+        }
+        if (!IR_GROW(v, cap, n + 1)) {
+            ok = lx_nomem(L);
+            break;
         }
         IrAlias *al = &v[n++];
         memset(al, 0, sizeof *al);

@@ -14,14 +14,8 @@
 
 static bool push_body(Parser *P, InlineBody b)
 {
-    if (P->nbodies == P->capbodies) {
-        size_t cap = P->capbodies ? P->capbodies * 2 : 8;
-        InlineBody *nv = ts_realloc(P->bodies, cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        P->bodies = nv;
-        P->capbodies = cap;
-    }
+    if (!IR_GROW(P->bodies, P->capbodies, (int64_t)P->nbodies + 1))
+        return lx_nomem(&P->L);
     P->bodies[P->nbodies++] = b;
     return true;
 }
@@ -113,14 +107,8 @@ bool prs_name_inline(Parser *P)
 
 static bool push_nested(Parser *P, NestedOp n)
 {
-    if (P->nnested == P->capnested) {
-        size_t cap = P->capnested ? P->capnested * 2 : 8;
-        NestedOp *nv = ts_realloc(P->nested, cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        P->nested = nv;
-        P->capnested = cap;
-    }
+    if (!IR_GROW(P->nested, P->capnested, (int64_t)P->nnested + 1))
+        return lx_nomem(&P->L);
     P->nested[P->nnested++] = n;
     return true;
 }

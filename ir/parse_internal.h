@@ -68,47 +68,28 @@ typedef struct Ref {
 
 typedef struct RefVec {
     Ref *v;
-    size_t n, cap;
+    size_t n;
+    int64_t cap;
 } RefVec;
 
 /* ---- attributes ---- */
 
-typedef enum AttrId {
-    /* any instruction */
-    A_SHARDING, A_FRONTEND, A_METADATA, A_BACKEND, A_STATISTICS, A_ORIGIN, A_CONTROL,
-    /* op-specific, kept */
-    A_DIMENSIONS, A_INDEX, A_IOTA_DIM, A_SLICE, A_DS_SIZES, A_PADDING, A_WINDOW, A_DIM_LABELS,
-    A_FGC, A_BGC, A_LHS_BATCH, A_RHS_BATCH, A_LHS_CONTRACT, A_RHS_CONTRACT, A_PRECISION,
-    A_ALGORITHM, A_DIRECTION, A_CMP_TYPE, A_CMP_ORDER, A_OFFSET_DIMS, A_COLLAPSED,
-    A_START_INDEX_MAP, A_OPERAND_BATCHING, A_START_INDICES_BATCHING, A_INDEX_VECTOR_DIM,
-    A_SLICE_SIZES, A_SORTED, A_UPDATE_WINDOW, A_INSERTED_WINDOW, A_SCATTER_TO_OPERAND,
-    A_INPUT_BATCHING, A_SCATTER_INDICES_BATCHING, A_UNIQUE, A_IS_STABLE, A_TO_APPLY,
-    A_CONDITION, A_BODY, A_BRANCHES, A_TRUE, A_FALSE, A_SELECT, A_SCATTER, A_CALLED,
-    A_REPLICA_GROUPS, A_CHANNEL_ID, A_GLOBAL_IDS, A_CONSTRAIN_LAYOUT, A_SOURCE_TARGET,
-    A_TARGET, A_API_VERSION, A_SIDE_EFFECT, A_OPERAND_LAYOUTS, A_DISTRIBUTION, A_FFT_TYPE,
-    A_FFT_LENGTH, A_INFEED_CONFIG, A_OUTFEED_CONFIG, A_OUTFEED_SHAPE, A_EXPONENT_BITS,
-    A_MANTISSA_BITS, A_KIND, A_CALLS, A_OUTPUT_ALIASING, A_ASYNC_THREAD, A_HOST_TRANSFER,
-    A_PREFETCH_INDEX, A_DOMAIN, A_TOPK_K, A_LARGEST, A_LHS_RAGGED, A_RHS_GROUP, A_LEFT_SIDE,
-    A_LOWER, A_UNIT_DIAGONAL, A_TRANSPOSE_A, A_EPSILON, A_FEATURE_INDEX, A_DELTA,
-    A_NUM_CARRIES, A_IS_REVERSE, A_IS_ASSOCIATIVE, A_CC_SCHEDULE,
-    /* kept as raw text and printed back: they do not change what tessel
-     * computes (A_FIRST_KEPT and every id after it) */
-    A_PARAM_REPL, A_INFERRED_DIM, A_SCHEDULE, A_PADDING_TYPE,
-    A_IS_COMPOSITE, A_MODE, A_CONV_KIND, A_RESULT_ACCURACY, A_CC_LITERAL,
-    A_COUNT,
-    A_FIRST_KEPT = A_PARAM_REPL
-} AttrId;
+/* The attribute ids are generated from hlo_attrs.def (ir.h); the parser's
+ * parts keep calling them AttrId. */
+typedef IrAttrId AttrId;
 
 /* ---- the parser ---- */
 
 typedef struct KvVec {
     IrKeyValue *v;
-    int32_t n, cap;
+    int32_t n;
+    int64_t cap;
 } KvVec;
 
 typedef struct SpanVec {
     Span *v;
-    int32_t n, cap;
+    int32_t n;
+    int64_t cap;
 } SpanVec;
 
 typedef struct Parser {
@@ -124,26 +105,34 @@ typedef struct Parser {
     int64_t num_devices; /* num_partitions from the header; 0 unknown */
     bool no_layout;      /* shapes here take no layout (a literal follows) */
     struct ParamUse *params; /* parameter(N) of the current computation */
-    size_t nparams, capparams;
+    size_t nparams;
+    int64_t capparams;
     struct Deferred *defer;   /* instructions written without a shape */
-    size_t ndefer, capdefer;
+    size_t ndefer;
+    int64_t capdefer;
     struct SigCheck *sigs;    /* computation signatures, checked at the end */
-    size_t nsigs, capsigs;
+    size_t nsigs;
+    int64_t capsigs;
     struct InstrCtx *ictx;    /* the instruction being parsed (reused) */
     int32_t *opv;             /* its operand indices (-1: resolved later) */
-    size_t nopv, capopv;
+    size_t nopv;
+    int64_t capopv;
     struct Close *closes;     /* lines that start with '}' (see find_closes) */
     size_t ncloses, nextclose;
     int32_t nasync_sugar;     /* sugared OP-start instructions: wrapped at the end */
     struct InlineBody *bodies; /* inline computations skipped, not read yet */
-    size_t nbodies, capbodies;
+    size_t nbodies;
+    int64_t capbodies;
     int32_t *inl;             /* every inline computation, named at the end */
-    size_t ninl, capinl;
+    size_t ninl;
+    int64_t capinl;
     NameMap inl_next;         /* inline base name -> next suffix to try */
     struct NestedOp *nested;  /* nested operand instructions skipped, not read yet */
-    size_t nnested, capnested;
+    size_t nnested;
+    int64_t capnested;
     int32_t *unnamed;         /* nested instructions of the current computation */
-    size_t nunnamed, capunnamed;
+    size_t nunnamed;
+    int64_t capunnamed;
     int32_t *opnext;          /* per opcode: next suffix for a nested instruction's name */
     int32_t top;              /* the top-level computation being read (or one of its inline ones) */
     int32_t last_top;         /* the last top-level computation read: the entry without ENTRY */
@@ -214,7 +203,7 @@ typedef struct InstrCtx {
 /* Append to a growing vector; false (the lexer's ENOMEM) on OOM. */
 bool prs_push_ref(Parser *P, RefVec *rv, Ref r);      /* a name to resolve later */
 bool prs_push_opv(Parser *P, int32_t idx);            /* an operand of P->ictx */
-bool prs_push_i32(Parser *P, int32_t **v, size_t *n, size_t *cap, int32_t x); /* any int32 vector */
+bool prs_push_i32(Parser *P, int32_t **v, size_t *n, int64_t *cap, int32_t x); /* any int32 vector */
 bool prs_push_kv(Parser *P, IrKeyValue kv);           /* the scratch key/value list */
 /* Copy the scratch key/value list into the arena and clear it. */
 bool prs_take_kvs(Parser *P, IrKeyValue **out, int32_t *n);

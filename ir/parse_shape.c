@@ -19,7 +19,8 @@ static bool parse_tuple_shape(Parser *P, IrShape *out)
         return false;
     lx_next(L);
     IrShape *elems = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    int64_t cap = 0;
     bool ok = true;
     if (!lx_is(L, LX_RPAREN)) {
         do {
@@ -27,14 +28,9 @@ static bool parse_tuple_shape(Parser *P, IrShape *out)
                 ok = lx_fail(L, L->tok.pos, "tuple wider than %d elements", (int)L->lim.max_tuple);
                 break;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                IrShape *ne = ts_realloc(elems, (size_t)cap * sizeof *ne);
-                if (!ne) {
-                    ok = lx_nomem(L);
-                    break;
-                }
-                elems = ne;
+            if (!IR_GROW(elems, cap, n + 1)) {
+                ok = lx_nomem(L);
+                break;
             }
             ok = prs_parse_shape(P, &elems[n++]);
         } while (ok && lx_eat(L, LX_COMMA));
@@ -245,7 +241,7 @@ bool prs_parse_shape(Parser *P, IrShape *out)
 bool prs_parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result)
 {
     Lexer *L = &P->L;
-    int32_t cap = 0;
+    int64_t cap = 0;
     lx_next(L);
     if (!lx_is(L, LX_RPAREN)) {
         do {
@@ -253,15 +249,10 @@ bool prs_parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *resul
             if (!prs_take_name(P, &pname, "parameter name"))
                 return false;
             lx_eat(L, LX_COLON);
-            if (*nsig == cap) {
-                if (cap >= (1 << 24))
-                    return lx_fail(L, pname.pos, "too many parameters");
-                cap = cap ? cap * 2 : 8;
-                IrShape *ns = ts_realloc(*sig, (size_t)cap * sizeof *ns);
-                if (!ns)
-                    return lx_nomem(L);
-                *sig = ns;
-            }
+            if (*nsig == cap && cap >= (1 << 24))
+                return lx_fail(L, pname.pos, "too many parameters");
+            if (!IR_GROW(*sig, cap, *nsig + 1))
+                return lx_nomem(L);
             if (!prs_parse_shape(P, &(*sig)[(*nsig)++]))
                 return false;
         } while (lx_eat(L, LX_COMMA));
@@ -292,14 +283,8 @@ bool prs_check_signatures(Parser *P)
 
 bool prs_push_sig(Parser *P, SigCheck sc)
 {
-    if (P->nsigs == P->capsigs) {
-        size_t cap = P->capsigs ? P->capsigs * 2 : 8;
-        SigCheck *nv = ts_realloc(P->sigs, cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        P->sigs = nv;
-        P->capsigs = cap;
-    }
+    if (!IR_GROW(P->sigs, P->capsigs, (int64_t)P->nsigs + 1))
+        return lx_nomem(&P->L);
     P->sigs[P->nsigs++] = sc;
     return true;
 }
@@ -331,14 +316,8 @@ bool prs_shape_inferable(IrOpcode op)
 
 bool prs_push_deferred(Parser *P, Deferred df)
 {
-    if (P->ndefer == P->capdefer) {
-        size_t cap = P->capdefer ? P->capdefer * 2 : 16;
-        Deferred *nv = ts_realloc(P->defer, cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        P->defer = nv;
-        P->capdefer = cap;
-    }
+    if (!IR_GROW(P->defer, P->capdefer, (int64_t)P->ndefer + 1))
+        return lx_nomem(&P->L);
     P->defer[P->ndefer++] = df;
     return true;
 }

@@ -17,16 +17,10 @@
 static bool push_span(Parser *P, Span s)
 {
     SpanVec *v = &P->spans;
-    if (v->n == v->cap) {
-        if (v->cap > INT32_MAX / 4)
-            return lx_fail(&P->L, s.pos, "list too long");
-        int32_t cap = v->cap ? v->cap * 2 : 16;
-        Span *nv = ts_realloc(v->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return lx_nomem(&P->L);
-        v->v = nv;
-        v->cap = cap;
-    }
+    if (v->n == v->cap && v->cap > INT32_MAX / 4)
+        return lx_fail(&P->L, s.pos, "list too long");
+    if (!IR_GROW(v->v, v->cap, v->n + 1))
+        return lx_nomem(&P->L);
     v->v[v->n++] = s;
     return true;
 }
@@ -346,22 +340,18 @@ static bool parse_groups_list(Parser *P, IrReplicaGroups *g)
     IrArena *A = P->m->arena;
     lx_next(L);
     IrI64List *groups = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    int64_t cap = 0;
     bool ok = true;
     if (!lx_is(L, LX_RBRACE)) {
         do {
-            if (n == cap) {
-                if (n >= INT32_MAX / 4) {
-                    ok = lx_fail(L, L->tok.pos, "too many replica groups");
-                    break;
-                }
-                cap = cap ? cap * 2 : 8;
-                IrI64List *ng = ts_realloc(groups, (size_t)cap * sizeof *ng);
-                if (!ng) {
-                    ok = lx_nomem(L);
-                    break;
-                }
-                groups = ng;
+            if (n >= INT32_MAX / 4) {
+                ok = lx_fail(L, L->tok.pos, "too many replica groups");
+                break;
+            }
+            if (!IR_GROW(groups, cap, n + 1)) {
+                ok = lx_nomem(L);
+                break;
             }
             ok = lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &groups[n++], "replica group");
         } while (ok && lx_eat(L, LX_COMMA));
@@ -587,7 +577,8 @@ bool prs_parse_shape_list(Parser *P, IrAttrs *a)
 {
     Lexer *L = &P->L;
     IrShape *v = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    int64_t cap = 0;
     bool ok = lx_expect(L, LX_LBRACE, "'{' to start the shape list");
     if (ok && !lx_is(L, LX_RBRACE)) {
         do {
@@ -595,14 +586,9 @@ bool prs_parse_shape_list(Parser *P, IrAttrs *a)
                 ok = lx_fail(L, L->tok.pos, "more than %d shapes", (int)L->lim.max_tuple);
                 break;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                IrShape *nv = ts_realloc(v, (size_t)cap * sizeof *nv);
-                if (!nv) {
-                    ok = lx_nomem(L);
-                    break;
-                }
-                v = nv;
+            if (!IR_GROW(v, cap, n + 1)) {
+                ok = lx_nomem(L);
+                break;
             }
             ok = prs_parse_shape(P, &v[n++]);
         } while (ok && lx_eat(L, LX_COMMA));

@@ -24,7 +24,9 @@
  * Attributes follow XLA's HloInstruction::ToString: the opcode's own
  * attributes in XLA's spelling and order, then called computations, then
  * sharding, frontend_attributes, statistics, control-predecessors,
- * metadata, backend_config and origin. Instructions are printed in stable
+ * metadata, backend_config and origin; which attributes an op prints, in
+ * which order and when, is the tables' of hlo_attrs.def (ir_op_attrs,
+ * ir_attr_generic). Instructions are printed in stable
  * topological order (definition order when that is already valid), so
  * modules built by passes print as text a parser accepts.
  */
@@ -606,62 +608,6 @@ static void put_replica_groups(Buf *b, const IrReplicaGroups *g)
     put(b, "}");
 }
 
-/* channel_id, replica_groups, constrain_layout: the common prefix of
- * collectives (HloCollectiveInstruction). */
-static void put_collective(Buf *b, const IrAttrs *a)
-{
-    if (a->channel_id) {
-        put(b, ", channel_id=");
-        put_i64(b, a->channel_id);
-    }
-    put_replica_groups(b, &a->replica_groups);
-    if (a->constrain_layout)
-        put(b, ", constrain_layout=true");
-}
-
-static void put_gather_dnums(Buf *b, const IrAttrs *a)
-{
-    const IrGatherDnums *g = &a->gather;
-    put_attr_list(b, "offset_dims", &g->offset_dims);
-    put_attr_list(b, "collapsed_slice_dims", &g->collapsed_slice_dims);
-    put_attr_list(b, "start_index_map", &g->start_index_map);
-    if (g->operand_batching_dims.n)
-        put_attr_list(b, "operand_batching_dims", &g->operand_batching_dims);
-    if (g->start_indices_batching_dims.n)
-        put_attr_list(b, "start_indices_batching_dims", &g->start_indices_batching_dims);
-    putf(b, ", index_vector_dim=%lld", (long long)g->index_vector_dim);
-    put_attr_list(b, "slice_sizes", &a->slice_sizes);
-    if (a->indices_are_sorted)
-        put(b, ", indices_are_sorted=true");
-}
-
-static void put_scatter_dnums(Buf *b, const IrAttrs *a)
-{
-    const IrScatterDnums *s = &a->scatter;
-    put_attr_list(b, "update_window_dims", &s->update_window_dims);
-    put_attr_list(b, "inserted_window_dims", &s->inserted_window_dims);
-    put_attr_list(b, "scatter_dims_to_operand_dims", &s->scatter_dims_to_operand_dims);
-    if (s->input_batching_dims.n)
-        put_attr_list(b, "input_batching_dims", &s->input_batching_dims);
-    if (s->scatter_indices_batching_dims.n)
-        put_attr_list(b, "scatter_indices_batching_dims", &s->scatter_indices_batching_dims);
-    putf(b, ", index_vector_dim=%lld", (long long)s->index_vector_dim);
-    if (a->indices_are_sorted)
-        put(b, ", indices_are_sorted=true");
-    if (a->unique_indices)
-        put(b, ", unique_indices=true");
-}
-
-static void put_dot_dnums(Buf *b, const IrDotDnums *d)
-{
-    if (d->lhs_batch.n)
-        put_attr_list(b, "lhs_batch_dims", &d->lhs_batch);
-    put_attr_list(b, "lhs_contracting_dims", &d->lhs_contracting);
-    if (d->rhs_batch.n)
-        put_attr_list(b, "rhs_batch_dims", &d->rhs_batch);
-    put_attr_list(b, "rhs_contracting_dims", &d->rhs_contracting);
-}
-
 static const char *cmp_dir_name(IrCmpDir d)
 {
     static const char *const n[] = {"", "EQ", "NE", "LT", "LE", "GT", "GE"};
@@ -672,43 +618,6 @@ static const char *cmp_type_name(IrCmpType t)
 {
     static const char *const n[] = {"", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"};
     return (unsigned)t < sizeof n / sizeof *n ? n[t] : "";
-}
-
-static void put_conv_like(Buf *b, const IrAttrs *a)
-{
-    if (a->window.rank > 0)
-        put_window(b, &a->window);
-    if (a->conv.present)
-        put_dim_labels(b, &a->conv);
-    if (a->feature_group_count > 1)
-        putf(b, ", feature_group_count=%lld", (long long)a->feature_group_count);
-    if (a->batch_group_count > 1)
-        putf(b, ", batch_group_count=%lld", (long long)a->batch_group_count);
-    put_precision(b, a->precision_config);
-}
-
-static void put_custom_call(Buf *b, const IrAttrs *a)
-{
-    put_conv_like(b, a);
-    put(b, ", custom_call_target=");
-    put_quoted(b, a->custom_call_target ? a->custom_call_target : "");
-    if (a->noperand_layouts > 0 || a->operand_layout_constraints) {
-        put(b, ", operand_layout_constraints={");
-        for (int32_t i = 0; i < a->noperand_layouts; i++) {
-            if (i)
-                put(b, ", ");
-            put_shape(b, &a->operand_layout_constraints[i], true);
-        }
-        put(b, "}");
-    }
-    if (a->custom_call_has_side_effect)
-        put(b, ", custom_call_has_side_effect=true");
-    if (a->output_to_operand_aliasing)
-        putf(b, ", output_to_operand_aliasing=%s", a->output_to_operand_aliasing);
-    if (a->custom_call_schedule)
-        putf(b, ", custom_call_schedule=%s", a->custom_call_schedule);
-    if (a->api_version)
-        putf(b, ", api_version=%s", a->api_version);
 }
 
 static void put_bool_attr(Buf *b, const char *key, bool v)
@@ -726,213 +635,246 @@ static void put_pairs(Buf *b, const IrAttrs *a)
     put(b, "}");
 }
 
-/* The attributes of the collective -start ops (those of their base op),
- * the point-to-point ops and the ops added with XLA's full opcode list. */
-static void put_new_op_attrs(Buf *b, const IrInstr *ins)
+/* operand_layout_constraints={f32[2]{0}, s32[]} */
+static void put_layouts(Buf *b, const IrAttrs *a)
+{
+    put(b, ", operand_layout_constraints={");
+    for (int32_t i = 0; i < a->noperand_layouts; i++) {
+        if (i)
+            put(b, ", ");
+        put_shape(b, &a->operand_layout_constraints[i], true);
+    }
+    put(b, "}");
+}
+
+static int cmp_kv(const void *a, const void *b)
+{
+    const IrKeyValue *x = a, *y = b;
+    int r = strcmp(x->key, y->key);
+    return r ? r : strcmp(x->value ? x->value : "", y->value ? y->value : "");
+}
+
+/* frontend_attributes={a="1",b="x"}, sorted by key as XLA prints them;
+ * values kept as raw {json} print as they were. */
+static void put_frontend(Buf *b, const IrAttrs *a)
+{
+    IrKeyValue *kv = ts_malloc((size_t)a->nfrontend * sizeof *kv);
+    if (!kv) {
+        b->oom = true;
+        return;
+    }
+    memcpy(kv, a->frontend, (size_t)a->nfrontend * sizeof *kv);
+    qsort(kv, (size_t)a->nfrontend, sizeof *kv, cmp_kv);
+    put(b, ", frontend_attributes={");
+    for (int32_t i = 0; i < a->nfrontend; i++) {
+        if (i)
+            put(b, ",");
+        if (bare_ok(kv[i].key))
+            put(b, kv[i].key);
+        else
+            put_quoted(b, kv[i].key);
+        put(b, "=");
+        const char *v = kv[i].value ? kv[i].value : "";
+        size_t n = strlen(v);
+        if (n >= 2 && v[0] == '{' && v[n - 1] == '}')
+            put(b, v); /* a {json} value kept raw */
+        else
+            put_quoted(b, v);
+    }
+    put(b, "}");
+    ts_free(kv);
+}
+
+/* A raw attribute kept as text: printed as key=TEXT, with braces added
+ * when the text was stored without them. */
+static void put_raw_braced(Buf *b, const char *key, const char *raw)
+{
+    if (!raw)
+        return;
+    putf(b, ", %s=", key);
+    if (raw[0] == '{') {
+        put(b, raw);
+    } else {
+        put(b, "{");
+        put(b, raw);
+        put(b, "}");
+    }
+}
+
+static void put_sharding(Buf *b, const IrSharding *sh)
+{
+    char *s = ir_sharding_str(sh);
+    if (!s) {
+        b->oom = true;
+        return;
+    }
+    put(b, ", sharding=");
+    put(b, s);
+    ts_free(s);
+}
+
+static void put_control(Buf *b, const IrComputation *c, const IrAttrs *a)
+{
+    put(b, ", control-predecessors={");
+    for (int32_t i = 0; i < a->control_predecessors.n; i++) {
+        int64_t k = a->control_predecessors.v[i];
+        if (i)
+            put(b, ", ");
+        put_name(b, c && k >= 0 && k < c->ninstr ? c->instr[k].name : "?");
+    }
+    put(b, "}");
+}
+
+static void put_backend(Buf *b, const char *cfg)
+{
+    put(b, ", backend_config=");
+    if (cfg[0] == '{' || cfg[0] == '"')
+        put(b, cfg);
+    else
+        put_quoted(b, cfg);
+}
+
+/* ------------------------------------------------------------------ */
+/* attributes, as the tables of hlo_attrs.def say                      */
+/* ------------------------------------------------------------------ */
+
+/* Is SPECIAL attribute `id` of ins set? Those an op prints only when set
+ * say so here; the others are printed always by the ops that take them. */
+static bool special_set(const IrInstr *ins, IrAttrId id)
 {
     const IrAttrs *a = &ins->a;
-    switch (ins->op) {
-    case OP_COLLECTIVE_BROADCAST: case OP_RAGGED_ALL_TO_ALL:
-        put_collective(b, a);
+    switch (id) {
+    case A_SHARDING: return ins->sharding != NULL;
+    case A_FRONTEND: return a->nfrontend > 0;
+    case A_CONTROL: return a->control_predecessors.n > 0;
+    case A_BACKEND: return a->backend_config != NULL;
+    case A_WINDOW: return a->window.rank > 0;
+    case A_DIM_LABELS: return a->conv.present;
+    case A_PRECISION: return a->precision_config && *a->precision_config;
+    case A_ALGORITHM: return (ins->op == OP_RNG_BIT_GENERATOR ? a->rng_algorithm : a->algorithm) != NULL;
+    case A_CMP_TYPE: return a->cmp_type != CMPT_DEFAULT;
+    case A_SLICE_SIZES: return ins->op == OP_GATHER || a->permute_slice_sizes != NULL;
+    case A_OPERAND_LAYOUTS: return a->noperand_layouts > 0 || a->operand_layout_constraints;
+    case A_OUTFEED_SHAPE: return a->has_outfeed_shape;
+    case A_ASYNC_THREAD: return a->async_execution_thread != NULL;
+    default: return true;
+    }
+}
+
+/* The value of SPECIAL attribute `id`, with its ", name=". `c` names the
+ * control predecessors. */
+static void put_special(Buf *b, const IrComputation *c, const IrInstr *ins, IrAttrId id)
+{
+    const IrAttrs *a = &ins->a;
+    switch (id) {
+    case A_SHARDING: put_sharding(b, ins->sharding); break;
+    case A_FRONTEND: put_frontend(b, a); break;
+    case A_CONTROL: put_control(b, c, a); break;
+    case A_BACKEND: put_backend(b, a->backend_config); break;
+    case A_SLICE: put_slice(b, a); break;
+    case A_PADDING: put_padding(b, a); break;
+    case A_WINDOW: put_window(b, &a->window); break;
+    case A_DIM_LABELS: put_dim_labels(b, &a->conv); break;
+    case A_PRECISION: put_precision(b, a->precision_config); break;
+    case A_ALGORITHM:
+        putf(b, ", algorithm=%s", ins->op == OP_RNG_BIT_GENERATOR ? a->rng_algorithm : a->algorithm);
         break;
-    case OP_COLLECTIVE_PERMUTE_START:
-        if (a->channel_id)
-            putf(b, ", channel_id=%lld", (long long)a->channel_id);
-        put_pairs(b, a);
-        if (a->permute_slice_sizes)
+    case A_DIRECTION: putf(b, ", direction=%s", cmp_dir_name(a->direction)); break;
+    case A_CMP_TYPE: putf(b, ", type=%s", cmp_type_name(a->cmp_type)); break;
+    case A_INDEX_VECTOR_DIM:
+        putf(b, ", index_vector_dim=%lld",
+             (long long)(ins->op == OP_GATHER ? a->gather.index_vector_dim : a->scatter.index_vector_dim));
+        break;
+    case A_SLICE_SIZES:
+        if (ins->op == OP_GATHER)
+            put_attr_list(b, "slice_sizes", &a->slice_sizes);
+        else /* collective-permute's in-place form, raw */
             putf(b, ", slice_sizes=%s", a->permute_slice_sizes);
         break;
-    case OP_SEND: case OP_RECV: case OP_SEND_DONE: case OP_RECV_DONE:
-        /* XLA always prints a point-to-point op's channel, 0 included */
-        putf(b, ", channel_id=%lld", (long long)a->channel_id);
-        if (a->is_host_transfer)
-            put(b, ", is_host_transfer=true");
+    case A_REPLICA_GROUPS: put_replica_groups(b, &a->replica_groups); break;
+    case A_SOURCE_TARGET: put_pairs(b, a); break;
+    case A_OPERAND_LAYOUTS: put_layouts(b, a); break;
+    case A_OUTFEED_SHAPE:
+        put(b, ", outfeed_shape=");
+        put_shape(b, &a->outfeed_shape, true);
         break;
-    case OP_FUSION:
-        putf(b, ", kind=%s", a->fusion_kind ? a->fusion_kind : "kLoop");
+    case A_ASYNC_THREAD: putf(b, ", async_execution_thread=%s", a->async_execution_thread); break;
+    /* %.9g: enough digits that the float reads back to the same value */
+    case A_EPSILON: putf(b, ", epsilon=%.9g", (double)a->epsilon); break;
+    default: break;
+    }
+}
+
+/* The IrAttrs member of a generic form (ops.c checks its type). */
+static const void *attr_field(const IrAttrs *a, const IrAttrInfo *ai)
+{
+    return (const char *)a + ai->field;
+}
+
+/* Is attribute `id` of ins set, for a use printed only then? A HAS flag
+ * decides when there is one (a list is also set when non-empty, except for
+ * an N use). Callees and kept attributes are printed elsewhere. */
+static bool attr_set(const IrInstr *ins, IrAttrId id, IrAttrMode mode)
+{
+    const IrAttrInfo *ai = ir_attr_info(id);
+    const void *f = attr_field(&ins->a, ai);
+    bool has = ai->has_flag && *(const bool *)((const char *)&ins->a + ai->has);
+    switch (ai->form) {
+    case IR_AF_INT: return ai->has_flag ? has : *(const int64_t *)f != 0;
+    case IR_AF_COUNT: return *(const int64_t *)f > 1;
+    case IR_AF_INTS: return ((const IrI64List *)f)->n > 0 || (mode == IR_AM_SET && has);
+    case IR_AF_BOOL: return ai->has_flag ? has : *(const bool *)f;
+    case IR_AF_STR: return *(const char *const *)f && **(const char *const *)f;
+    case IR_AF_WORD: case IR_AF_RAW: case IR_AF_INNER: return *(const char *const *)f != NULL;
+    case IR_AF_SPECIAL: return special_set(ins, id);
+    default: return false;
+    }
+}
+
+/* ", name=VALUE" of attribute `id`, as its form prints it. */
+static void put_attr(Buf *b, const IrComputation *c, const IrInstr *ins, IrAttrId id)
+{
+    const IrAttrInfo *ai = ir_attr_info(id);
+    const void *f = attr_field(&ins->a, ai);
+    const char *s = NULL;
+    switch (ai->form) {
+    case IR_AF_INT: case IR_AF_COUNT:
+        putf(b, ", %s=", ai->name);
+        put_i64(b, *(const int64_t *)f);
         break;
-    case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
-        if (a->async_execution_thread)
-            putf(b, ", async_execution_thread=%s", a->async_execution_thread);
+    case IR_AF_INTS: put_attr_list(b, ai->name, f); break;
+    case IR_AF_BOOL: put_bool_attr(b, ai->name, *(const bool *)f); break;
+    case IR_AF_STR:
+        s = *(const char *const *)f;
+        putf(b, ", %s=", ai->name);
+        put_quoted(b, s ? s : "");
         break;
-    case OP_COPY_START:
-        if (a->has_cross_program_prefetch)
-            putf(b, ", cross_program_prefetch_index=%lld", (long long)a->cross_program_prefetch_index);
+    case IR_AF_WORD: /* an unset word printed always: the first, XLA's default */
+        s = *(const char *const *)f;
+        putf(b, ", %s=%s", ai->name, s ? s : ai->words->w[0]);
         break;
-    case OP_DOMAIN:
-        if (a->domain)
-            putf(b, ", domain=%s", a->domain);
-        break;
-    case OP_TOPK:
-        putf(b, ", k=%lld", (long long)a->topk_k);
-        if (a->has_topk_largest)
-            put_bool_attr(b, "largest", a->topk_largest);
-        break;
-    case OP_RAGGED_DOT: case OP_SCALED_DOT:
-        put_dot_dnums(b, &a->dot);
-        if (a->lhs_ragged_dims.n)
-            put_attr_list(b, "lhs_ragged_dims", &a->lhs_ragged_dims);
-        if (a->rhs_group_dims.n)
-            put_attr_list(b, "rhs_group_dims", &a->rhs_group_dims);
-        put_precision(b, a->precision_config);
-        break;
-    case OP_TRIANGULAR_SOLVE:
-        put_bool_attr(b, "left_side", a->left_side);
-        put_bool_attr(b, "lower", a->lower);
-        put_bool_attr(b, "unit_diagonal", a->unit_diagonal);
-        putf(b, ", transpose_a=%s", a->transpose_a ? a->transpose_a : "NO_TRANSPOSE");
-        break;
-    case OP_CHOLESKY:
-        put_bool_attr(b, "lower", a->lower);
-        break;
-    case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
-        /* %.9g: enough digits that the float reads back to the same value */
-        putf(b, ", epsilon=%.9g, feature_index=%lld", (double)a->epsilon, (long long)a->feature_index);
-        break;
-    case OP_RNG_GET_AND_UPDATE_STATE:
-        putf(b, ", delta=%lld", (long long)a->rng_delta);
-        break;
-    case OP_SET_DIMENSION_SIZE:
-        put_attr_list(b, "dimensions", &a->dimensions);
-        break;
-    case OP_SCAN:
-        put_attr_list(b, "dimensions", &a->dimensions);
-        putf(b, ", num_carries=%lld", (long long)a->num_carries);
-        if (a->has_is_reverse)
-            put_bool_attr(b, "is_reverse", a->is_reverse);
-        if (a->has_is_associative)
-            put_bool_attr(b, "is_associative", a->is_associative);
-        break;
-    default:
-        break;
+    case IR_AF_RAW: case IR_AF_INNER: put_raw_braced(b, ai->name, *(const char *const *)f); break;
+    case IR_AF_SPECIAL: put_special(b, c, ins, id); break;
+    default: break;
+    }
+}
+
+/* The attributes of a use list (ir_op_attrs, ir_attr_generic) in order. */
+static void put_uses(Buf *b, const IrComputation *c, const IrInstr *ins, const IrAttrUse *u)
+{
+    for (; u->id != A_COUNT; u++) {
+        if (u->mode == IR_AM_READ)
+            continue;
+        if (u->mode != IR_AM_ALWAYS && !attr_set(ins, u->id, u->mode))
+            continue;
+        put_attr(b, c, ins, u->id);
     }
 }
 
 /* The opcode's own attributes (XLA's ExtraAttributesToStringImpl). */
-static void put_op_attrs(Buf *b, const IrInstr *ins)
+static void put_op_attrs(Buf *b, const IrComputation *c, const IrInstr *ins)
 {
-    const IrAttrs *a = &ins->a;
-    switch (ins->op) {
-    case OP_IOTA:
-        putf(b, ", iota_dimension=%lld", (long long)a->iota_dimension);
-        break;
-    case OP_GET_TUPLE_ELEMENT:
-        putf(b, ", index=%lld", (long long)a->tuple_index);
-        break;
-    case OP_COMPARE:
-        putf(b, ", direction=%s", cmp_dir_name(a->direction));
-        if (a->cmp_type != CMPT_DEFAULT)
-            putf(b, ", type=%s", cmp_type_name(a->cmp_type));
-        break;
-    case OP_BROADCAST: case OP_TRANSPOSE: case OP_REVERSE: case OP_CONCATENATE:
-    case OP_REDUCE:
-        put_attr_list(b, "dimensions", &a->dimensions);
-        break;
-    case OP_MAP: case OP_GET_DIMENSION_SIZE:
-        if (a->has_dimensions || a->dimensions.n)
-            put_attr_list(b, "dimensions", &a->dimensions);
-        break;
-    case OP_SORT:
-        put_attr_list(b, "dimensions", &a->dimensions);
-        if (a->is_stable)
-            put(b, ", is_stable=true");
-        break;
-    case OP_SLICE:
-        put_slice(b, a);
-        break;
-    case OP_DYNAMIC_SLICE:
-        put_attr_list(b, "dynamic_slice_sizes", &a->dynamic_slice_sizes);
-        break;
-    case OP_PAD:
-        put_padding(b, a);
-        break;
-    case OP_DOT:
-        put_dot_dnums(b, &a->dot);
-        put_precision(b, a->precision_config);
-        if (a->algorithm)
-            putf(b, ", algorithm=%s", a->algorithm);
-        break;
-    case OP_CONVOLUTION:
-        put_conv_like(b, a);
-        break;
-    case OP_REDUCE_WINDOW: case OP_SELECT_AND_SCATTER:
-        if (a->window.rank > 0)
-            put_window(b, &a->window);
-        break;
-    case OP_GATHER:
-        put_gather_dnums(b, a);
-        break;
-    case OP_SCATTER:
-        put_scatter_dnums(b, a);
-        break;
-    case OP_ALL_REDUCE: case OP_ALL_REDUCE_START: case OP_COLLECTIVE_REDUCE:
-        put_collective(b, a);
-        if (a->use_global_device_ids)
-            put(b, ", use_global_device_ids=true");
-        break;
-    case OP_ALL_GATHER: case OP_ALL_GATHER_START:
-        put_collective(b, a);
-        put_attr_list(b, "dimensions", &a->dimensions);
-        if (a->use_global_device_ids)
-            put(b, ", use_global_device_ids=true");
-        break;
-    case OP_REDUCE_SCATTER:
-        put_collective(b, a);
-        if (a->use_global_device_ids)
-            put(b, ", use_global_device_ids=true");
-        put_attr_list(b, "dimensions", &a->dimensions);
-        break;
-    case OP_ALL_TO_ALL:
-        put_collective(b, a);
-        if (a->dimensions.n)
-            put_attr_list(b, "dimensions", &a->dimensions);
-        break;
-    case OP_COLLECTIVE_PERMUTE:
-        if (a->channel_id)
-            putf(b, ", channel_id=%lld", (long long)a->channel_id);
-        put_pairs(b, a);
-        if (a->permute_slice_sizes)
-            putf(b, ", slice_sizes=%s", a->permute_slice_sizes);
-        break;
-    case OP_CUSTOM_CALL:
-        put_custom_call(b, a);
-        break;
-    case OP_RNG:
-        if (a->distribution)
-            putf(b, ", distribution=%s", a->distribution);
-        break;
-    case OP_RNG_BIT_GENERATOR:
-        if (a->rng_algorithm)
-            putf(b, ", algorithm=%s", a->rng_algorithm);
-        break;
-    case OP_FFT:
-        putf(b, ", fft_type=%s", a->fft_type ? a->fft_type : "FFT");
-        put_attr_list(b, "fft_length", &a->fft_length);
-        break;
-    case OP_INFEED:
-        if (a->infeed_config && *a->infeed_config) {
-            put(b, ", infeed_config=");
-            put_quoted(b, a->infeed_config);
-        }
-        break;
-    case OP_OUTFEED:
-        if (a->has_outfeed_shape) {
-            put(b, ", outfeed_shape=");
-            put_shape(b, &a->outfeed_shape, true);
-        }
-        if (a->outfeed_config && *a->outfeed_config) {
-            put(b, ", outfeed_config=");
-            put_quoted(b, a->outfeed_config);
-        }
-        break;
-    case OP_REDUCE_PRECISION:
-        putf(b, ", exponent_bits=%lld, mantissa_bits=%lld", (long long)a->exponent_bits,
-             (long long)a->mantissa_bits);
-        break;
-    default:
-        put_new_op_attrs(b, ins);
-        break;
-    }
+    put_uses(b, c, ins, ir_op_attrs(ins->op));
 }
 
 /* ------------------------------------------------------------------ */
@@ -973,7 +915,7 @@ static void put_wrapped(Buf *b, const IrModule *m, const IrInstr *ins)
     const IrComputation *w = m->comp[ins->called[0]];
     if (!w->async_wrapper || w->root < 0 || w->root >= w->ninstr)
         return;
-    put_op_attrs(b, &w->instr[w->root]);
+    put_op_attrs(b, w, &w->instr[w->root]);
     put_callees(b, m, w, &w->instr[w->root]);
 }
 
@@ -1036,95 +978,13 @@ static void put_callees(Buf *b, const IrModule *m, const IrComputation *c, const
     }
 }
 
-static int cmp_kv(const void *a, const void *b)
-{
-    const IrKeyValue *x = a, *y = b;
-    int r = strcmp(x->key, y->key);
-    return r ? r : strcmp(x->value ? x->value : "", y->value ? y->value : "");
-}
-
-/* frontend_attributes={a="1",b="x"}, sorted by key as XLA prints them;
- * values kept as raw {json} print as they were. */
-static void put_frontend(Buf *b, const IrAttrs *a)
-{
-    IrKeyValue *kv = ts_malloc((size_t)a->nfrontend * sizeof *kv);
-    if (!kv) {
-        b->oom = true;
-        return;
-    }
-    memcpy(kv, a->frontend, (size_t)a->nfrontend * sizeof *kv);
-    qsort(kv, (size_t)a->nfrontend, sizeof *kv, cmp_kv);
-    put(b, ", frontend_attributes={");
-    for (int32_t i = 0; i < a->nfrontend; i++) {
-        if (i)
-            put(b, ",");
-        if (bare_ok(kv[i].key))
-            put(b, kv[i].key);
-        else
-            put_quoted(b, kv[i].key);
-        put(b, "=");
-        const char *v = kv[i].value ? kv[i].value : "";
-        size_t n = strlen(v);
-        if (n >= 2 && v[0] == '{' && v[n - 1] == '}')
-            put(b, v); /* a {json} value kept raw */
-        else
-            put_quoted(b, v);
-    }
-    put(b, "}");
-    ts_free(kv);
-}
-
-/* A raw attribute kept as text: printed as key=TEXT, with braces added
- * when the text was stored without them. */
-static void put_raw_braced(Buf *b, const char *key, const char *raw)
-{
-    if (!raw)
-        return;
-    putf(b, ", %s=", key);
-    if (raw[0] == '{') {
-        put(b, raw);
-    } else {
-        put(b, "{");
-        put(b, raw);
-        put(b, "}");
-    }
-}
-
+/* sharding, frontend_attributes, statistics, control-predecessors,
+ * metadata, backend_config, origin (the generic uses), then the kept
+ * attributes as they were written. */
 static void put_generic_attrs(Buf *b, const IrComputation *c, const IrInstr *ins)
 {
     const IrAttrs *a = &ins->a;
-    if (ins->sharding) {
-        char *s = ir_sharding_str(ins->sharding);
-        if (!s) {
-            b->oom = true;
-            return;
-        }
-        put(b, ", sharding=");
-        put(b, s);
-        ts_free(s);
-    }
-    if (a->nfrontend > 0)
-        put_frontend(b, a);
-    put_raw_braced(b, "statistics", a->statistics_viz); /* XLA spells it statistics= */
-    if (a->control_predecessors.n > 0) {
-        put(b, ", control-predecessors={");
-        for (int32_t i = 0; i < a->control_predecessors.n; i++) {
-            int64_t k = a->control_predecessors.v[i];
-            if (i)
-                put(b, ", ");
-            put_name(b, k >= 0 && k < c->ninstr ? c->instr[k].name : "?");
-        }
-        put(b, "}");
-    }
-    put_raw_braced(b, "metadata", a->metadata);
-    if (a->backend_config) {
-        put(b, ", backend_config=");
-        if (a->backend_config[0] == '{' || a->backend_config[0] == '"')
-            put(b, a->backend_config);
-        else
-            put_quoted(b, a->backend_config);
-    }
-    put_raw_braced(b, "origin", a->origin);
+    put_uses(b, c, ins, ir_attr_generic());
     for (int32_t i = 0; i < a->nkept; i++)
         putf(b, ", %s=%s", a->kept[i].key, a->kept[i].value);
 }
@@ -1169,7 +1029,7 @@ static void put_instr(Buf *b, const IrModule *m, const IrComputation *c, const I
     if (ins->a.async_sugar)
         put(b, ins->op == OP_ASYNC_START ? "-start" : ins->op == OP_ASYNC_UPDATE ? "-update" : "-done");
     put_operands(b, c, ins);
-    put_op_attrs(b, ins);
+    put_op_attrs(b, c, ins);
     put_callees(b, m, c, ins);
     put_generic_attrs(b, c, ins);
 }

@@ -191,83 +191,51 @@ IrStatus ir_shape_make_tuple(IrArena *a, IrShape *dst, int32_t n, const IrShape 
     return IR_OK;
 }
 
-/* A growable heap string, for printers. */
-typedef struct Buf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} Buf;
-
-static void buf_puts(Buf *b, const char *s)
-{
-    size_t k = strlen(s);
-    if (b->oom)
-        return;
-    if (b->n + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        while (cap < b->n + k + 1)
-            cap *= 2;
-        char *ns = ts_realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, k + 1);
-    b->n += k;
-}
-
-static void shape_to_buf(Buf *b, const IrShape *s, bool with_layout)
+static void shape_to_buf(IrStrBuf *b, const IrShape *s, bool with_layout)
 {
     char num[32];
     if (s->type == IR_TUPLE) {
-        buf_puts(b, "(");
+        ir_sb_puts(b, "(");
         for (int32_t i = 0; i < s->ntuple; i++) {
             if (i)
-                buf_puts(b, ", ");
+                ir_sb_puts(b, ", ");
             shape_to_buf(b, &s->tuple[i], with_layout);
         }
-        buf_puts(b, ")");
+        ir_sb_puts(b, ")");
         return;
     }
-    buf_puts(b, ir_type_name(s->type));
-    buf_puts(b, "[");
+    ir_sb_puts(b, ir_type_name(s->type));
+    ir_sb_puts(b, "[");
     for (int32_t i = 0; i < s->rank; i++) {
         if (i)
-            buf_puts(b, ",");
+            ir_sb_puts(b, ",");
         if (ir_shape_dim_dynamic(s, i) && s->dims[i] == IR_DIM_UNBOUNDED) {
-            buf_puts(b, "?");
+            ir_sb_puts(b, "?");
             continue;
         }
         snprintf(num, sizeof num, ir_shape_dim_dynamic(s, i) ? "<=%lld" : "%lld", (long long)s->dims[i]);
-        buf_puts(b, num);
+        ir_sb_puts(b, num);
     }
-    buf_puts(b, "]");
+    ir_sb_puts(b, "]");
     if (with_layout && s->has_layout && s->type != IR_TOKEN) {
-        buf_puts(b, "{");
+        ir_sb_puts(b, "{");
         for (int32_t i = 0; i < s->rank && s->minor_to_major; i++) {
             snprintf(num, sizeof num, i ? ",%d" : "%d", (int)s->minor_to_major[i]);
-            buf_puts(b, num);
+            ir_sb_puts(b, num);
         }
         if (s->layout_tail) {
-            buf_puts(b, ":");
-            buf_puts(b, s->layout_tail);
+            ir_sb_puts(b, ":");
+            ir_sb_puts(b, s->layout_tail);
         }
-        buf_puts(b, "}");
+        ir_sb_puts(b, "}");
     }
 }
 
 char *ir_shape_str(const IrShape *s, bool with_layout)
 {
-    Buf b = {0};
+    IrStrBuf b = {0};
     shape_to_buf(&b, s, with_layout);
-    if (b.oom || !b.s) {
-        ts_free(b.s);
-        return NULL;
-    }
-    return b.s;
+    return ir_sb_take(&b);
 }
 
 int32_t ir_shape_leaf_count(const IrShape *s)

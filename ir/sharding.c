@@ -129,141 +129,93 @@ IrStatus ir_sharding_copy(IrArena *a, IrSharding *dst, const IrSharding *src)
 
 /* ---- printing ---- */
 
-typedef struct SBuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} SBuf;
-
-static void sb_putn(SBuf *b, const char *s, size_t k)
-{
-    if (b->oom)
-        return;
-    if (b->n + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        while (cap < b->n + k + 1)
-            cap *= 2;
-        char *ns = ts_realloc(b->s, cap);
-        if (!ns) {
-            b->oom = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, k);
-    b->n += k;
-    b->s[b->n] = 0;
-}
-
-static void sb_puts(SBuf *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
-
-static void sb_printf(SBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(SBuf *b, const char *fmt, ...)
-{
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        sb_putn(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void sb_i64s(SBuf *b, const int64_t *v, int64_t n)
+static void sb_i64s(IrStrBuf *b, const int64_t *v, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        sb_printf(b, i ? ",%lld" : "%lld", (long long)v[i]);
+        ir_sb_printf(b, i ? ",%lld" : "%lld", (long long)v[i]);
 }
 
-static void print_single(SBuf *b, const IrSharding *s)
+static void print_single(IrStrBuf *b, const IrSharding *s)
 {
     switch (s->kind) {
     case SHD_REPLICATED:
-        sb_puts(b, s->unknown ? "{unknown" : "{replicated");
+        ir_sb_puts(b, s->unknown ? "{unknown" : "{replicated");
         break;
     case SHD_MANUAL:
-        sb_puts(b, s->unreduced ? "{unreduced" : "{manual");
+        ir_sb_puts(b, s->unreduced ? "{unreduced" : "{manual");
         break;
     case SHD_MAXIMAL:
-        sb_printf(b, "{maximal device=%lld", (long long)s->device);
+        ir_sb_printf(b, "{maximal device=%lld", (long long)s->device);
         break;
     case SHD_TILED:
-        sb_puts(b, "{devices=[");
+        ir_sb_puts(b, "{devices=[");
         sb_i64s(b, s->tile, s->ntile);
-        sb_puts(b, "]");
+        ir_sb_puts(b, "]");
         if (s->iota) {
-            sb_puts(b, "<=[");
+            ir_sb_puts(b, "<=[");
             sb_i64s(b, s->iota_dims, s->niota);
-            sb_puts(b, "]");
+            ir_sb_puts(b, "]");
             /* XLA's parser wants T(...) whenever the iota has more than one
              * dimension: the identity is spelled out when none was given. */
             if (s->iota_perm || s->niota > 1) {
-                sb_puts(b, "T(");
+                ir_sb_puts(b, "T(");
                 for (int32_t i = 0; i < s->niota; i++)
-                    sb_printf(b, i ? ",%d" : "%d", s->iota_perm ? (int)s->iota_perm[i] : (int)i);
-                sb_puts(b, ")");
+                    ir_sb_printf(b, i ? ",%d" : "%d", s->iota_perm ? (int)s->iota_perm[i] : (int)i);
+                ir_sb_puts(b, ")");
             }
         } else {
             sb_i64s(b, s->devices, s->ndevices);
         }
         if (s->last_tile_dim_replicate) {
-            sb_puts(b, " last_tile_dim_replicate");
+            ir_sb_puts(b, " last_tile_dim_replicate");
         } else if (s->nsubgroup > 0) {
-            sb_puts(b, " last_tile_dims={");
+            ir_sb_puts(b, " last_tile_dims={");
             for (int32_t i = 0; i < s->nsubgroup; i++) {
                 if (i)
-                    sb_puts(b, ", ");
-                sb_puts(b, s->subgroup[i] == SUBGROUP_MANUAL ? "manual" : "replicated");
+                    ir_sb_puts(b, ", ");
+                ir_sb_puts(b, s->subgroup[i] == SUBGROUP_MANUAL ? "manual" : "replicated");
             }
-            sb_puts(b, "}");
+            ir_sb_puts(b, "}");
         }
         break;
     case SHD_TUPLE:
         break;
     }
     if (s->shard_group)
-        sb_printf(b, " %s %lld", s->shard_group == 1 ? "shard_as" : "shard_like",
+        ir_sb_printf(b, " %s %lld", s->shard_group == 1 ? "shard_as" : "shard_like",
                   (long long)s->shard_group_id);
     if (s->metadata) {
-        sb_puts(b, " metadata={");
-        sb_puts(b, s->metadata);
-        sb_puts(b, "}");
+        ir_sb_puts(b, " metadata={");
+        ir_sb_puts(b, s->metadata);
+        ir_sb_puts(b, "}");
     }
-    sb_puts(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 /* A tuple prints its elements flat, with XLA's index comment before
  * every fifth element: `{A, B, C, D, E, <index=5 comment> F}`. */
-static void print_sharding(SBuf *b, const IrSharding *s)
+static void print_sharding(IrStrBuf *b, const IrSharding *s)
 {
     if (s->kind != SHD_TUPLE) {
         print_single(b, s);
         return;
     }
-    sb_puts(b, "{");
+    ir_sb_puts(b, "{");
     for (int32_t i = 0; i < s->ntuple; i++) {
         if (i > 0 && i % 5 == 0)
-            sb_printf(b, ", /*index=%d*/", (int)i);
+            ir_sb_printf(b, ", /*index=%d*/", (int)i);
         else if (i > 0)
-            sb_puts(b, ", ");
+            ir_sb_puts(b, ", ");
         print_sharding(b, &s->tuple[i]);
     }
-    sb_puts(b, "}");
+    ir_sb_puts(b, "}");
 }
 
 char *ir_sharding_str(const IrSharding *s)
 {
-    SBuf b = {0};
+    IrStrBuf b = {0};
     print_sharding(&b, s);
-    if (b.oom || !b.s) {
-        ts_free(b.s);
-        return NULL;
-    }
-    return b.s;
+    return ir_sb_take(&b);
 }
 
 /* ---- validation ---- */
@@ -796,7 +748,8 @@ bool ir_shd_parse_lx(Lexer *L, IrSharding *out)
     if (!lx_is(L, LX_LBRACE) && !lx_is(L, LX_RBRACE))
         return parse_single(L, out, true, pos);
     IrSharding *elems = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    int64_t cap = 0;
     bool ok = true;
     if (!lx_is(L, LX_RBRACE)) {
         do {
@@ -805,14 +758,9 @@ bool ir_shd_parse_lx(Lexer *L, IrSharding *out)
                              (int)L->lim.max_tuple);
                 break;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                IrSharding *ne = ts_realloc(elems, (size_t)cap * sizeof *ne);
-                if (!ne) {
-                    ok = lx_nomem(L);
-                    break;
-                }
-                elems = ne;
+            if (!IR_GROW(elems, cap, n + 1)) {
+                ok = lx_nomem(L);
+                break;
             }
             ok = parse_single(L, &elems[n], false, pos);
             n++;

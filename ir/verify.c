@@ -505,19 +505,13 @@ static bool rd_shape(Reader *r, IrShape *s);
 static bool rd_tuple(Reader *r, IrShape *s)
 {
     IrShape *el = NULL;
-    int32_t n = 0, cap = 0;
+    int32_t n = 0;
+    int64_t cap = 0;
     r->p++; /* '(' */
     rd_space(r);
     while (*r->p != ')') {
-        if (n == cap) { /* grow in the arena; the old array is left behind */
-            cap = cap ? 2 * cap : 16;
-            IrShape *ne = ir_alloc_array(r->a, (size_t)cap, sizeof *ne);
-            if (!ne || cap > (1 << 20))
-                return false;
-            if (n)
-                memcpy(ne, el, (size_t)n * sizeof *ne);
-            el = ne;
-        }
+        if (n >= (1 << 20) || !IR_ARENA_GROW(r->a, el, cap, n, n + 1))
+            return false;
         if (!rd_shape(r, &el[n++]))
             return false;
         rd_space(r);

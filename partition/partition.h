@@ -143,7 +143,8 @@ typedef struct SpmdReport {
     IrArena *arena;
     int32_t nfallback;
     const char **fallback;     /* source instruction names computed by the fallback */
-    int32_t ncoll, capcoll;
+    int32_t ncoll;
+    int64_t capcoll;
     SpmdCollective *coll;
 } SpmdReport;
 

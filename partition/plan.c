@@ -306,50 +306,24 @@ void plan_free(Plan *p)
         ir_arena_free(p->arena);
 }
 
-/* Append to a growing heap string; false on OOM. */
-static bool append(char **s, size_t *n, size_t *cap, const char *t)
-{
-    size_t k = strlen(t);
-    if (*n + k + 1 > *cap) {
-        size_t nc = (*cap ? *cap * 2 : 256) + k;
-        char *ns = ts_realloc(*s, nc);
-        if (!ns)
-            return false;
-        *s = ns;
-        *cap = nc;
-    }
-    memcpy(*s + *n, t, k + 1);
-    *n += k;
-    return true;
-}
-
 char *plan_compile_result(const Plan *p)
 {
-    char *s = NULL;
-    size_t n = 0, cap = 0;
-    char num[32];
-    bool ok = append(&s, &n, &cap, "// InputMapping {");
-    for (int32_t k = 0; ok && k < p->ninputs; k++) {
-        snprintf(num, sizeof num, k ? ", %d" : "%d", (int)p->inputs[k].index);
-        ok = append(&s, &n, &cap, num);
+    IrStrBuf b = {0};
+    ir_sb_puts(&b, "// InputMapping {");
+    for (int32_t k = 0; k < p->ninputs; k++)
+        ir_sb_printf(&b, k ? ", %d" : "%d", (int)p->inputs[k].index);
+    ir_sb_puts(&b, "}\n");
+    for (int32_t k = 0; k < p->ninputs; k++) {
+        ir_sb_puts(&b, "// XlaInputShape ");
+        ir_sb_put_owned(&b, ir_shape_str(&p->inputs[k].shape, false));
+        ir_sb_puts(&b, "\n");
     }
-    ok = ok && append(&s, &n, &cap, "}\n");
-    for (int32_t k = 0; ok && k < p->ninputs; k++) {
-        char *sh = ir_shape_str(&p->inputs[k].shape, false);
-        ok = sh && append(&s, &n, &cap, "// XlaInputShape ") && append(&s, &n, &cap, sh) &&
-             append(&s, &n, &cap, "\n");
-        ts_free(sh);
+    ir_sb_puts(&b, "// XlaOutputShape (");
+    for (int32_t k = 0; k < p->noutputs; k++) {
+        if (k)
+            ir_sb_puts(&b, ", ");
+        ir_sb_put_owned(&b, ir_shape_str(&p->outputs[k].shape, false));
     }
-    ok = ok && append(&s, &n, &cap, "// XlaOutputShape (");
-    for (int32_t k = 0; ok && k < p->noutputs; k++) {
-        char *sh = ir_shape_str(&p->outputs[k].shape, false);
-        ok = sh && (k == 0 || append(&s, &n, &cap, ", ")) && append(&s, &n, &cap, sh);
-        ts_free(sh);
-    }
-    ok = ok && append(&s, &n, &cap, ")\n");
-    if (!ok) {
-        ts_free(s);
-        return NULL;
-    }
-    return s;
+    ir_sb_puts(&b, ")\n");
+    return ir_sb_take(&b);
 }

@@ -4,6 +4,7 @@
  * pass lives here: the compile driver (compile/) builds these, the
  * runtime executes them.
  */
+#include <assert.h>
 #include "partition.h"
 
 #include <string.h>
@@ -12,6 +13,7 @@ static const IrSharding replicated = {.kind = SHD_REPLICATED};
 
 IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d)
 {
+    assert(c->src && !c->arena); /* once, after partitioning */
     const IrComputation *e = ir_entry(c->src);
     IrArena *a = c->arena = ir_arena_new();
     if (!a || !e)

@@ -10,9 +10,10 @@
  * The unit of propagation is a *slot*: one array leaf of one instruction
  * (an array-shaped instruction has one slot, a tuple-shaped one a slot per
  * leaf, depth first). Tuple, get-tuple-element, while, call, conditional and
- * opt-barrier move slots around unchanged; every other op has a rule (below,
- * one per family) that turns the sharding of one value into a candidate for
- * another. Slots that must hold one sharding (a while's state in the loop,
+ * opt-barrier move slots around unchanged; every other op has a rule (one
+ * file per family, prop_*.c, forward and backward side by side, mapped from
+ * the op family below) that turns the sharding of one value into a
+ * candidate for another. Slots that must hold one sharding (a while's state in the loop,
  * its body and its condition; a conditional's result and its branch roots;
  * XLA's shard_as / shard_like groups) are merged with a union-find and share
  * one value.
@@ -56,133 +57,21 @@
  *   - reverse keeps the sharding as it is (XLA also reverses the device
  *     order along reversed dims; tessel's partitioner reshards instead).
  */
-#include "partition.h"
+#include "prop_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ */
-/* State                                                               */
-/* ------------------------------------------------------------------ */
-
-/* Interned shardings: one copy of each distinct value (see intern()). */
-typedef struct Intern {
-    IrSharding **slot;
-    size_t cap, n;
-} Intern;
-
-/* A candidate sharding for slot `leaf` of the instruction being visited. */
-typedef struct Cand {
-    int32_t leaf;
-    int32_t cls;           /* manual class, see cls() */
-    int64_t tiles;         /* data tiles */
-    int64_t bytes;         /* size of the value it comes from */
-    int32_t order;         /* emission order: operands, users, links */
-    const IrSharding *s;
-} Cand;
-
-typedef struct Prop {
-    IrModule *m;
-    IrDiag *d;
-    int64_t ndev;          /* for validation; <= 0 skips the device check */
-    int phase;             /* 0: no forward through broadcast; 1: all rules */
-    IrArena *keep;         /* values chosen for slots, interned in `kept` */
-    Intern kept;
-    IrArena *tmp;          /* scratch of the current visit (reset per visit) */
-    const IrSharding *manual;
-
-    /* Reached computations: rc[i] is a module computation index. */
-    int32_t nrc;
-    int32_t *rc, *rcof;    /* rcof: module index -> reached index or -1 */
-    int32_t *ibase;        /* first global instruction id of each, nrc + 1 */
-    int32_t n;             /* instructions (global ids 0..n) */
-    int32_t *gcomp;        /* global id -> reached index */
-
-    /* Slots. */
-    int32_t *sbase;        /* global id -> first slot, n + 1 entries */
-    int32_t nslot;
-    const IrShape **lshape;
-    int32_t *rep;          /* union-find, fully compressed after setup */
-    const IrSharding **val;/* per representative slot */
-    bool *fixed;           /* per representative slot: a user annotation */
-    int32_t *mstart, *mlist; /* instructions sharing a representative slot */
-
-    int32_t *tstart, *toff;  /* leaf offsets of tuple elements per instruction */
-    int32_t *ustart, *ulist, *upos; /* users (global id, operand position) */
-    int32_t *sstart, *slist; /* call sites (global ids) per reached computation */
-
-    int32_t *q;            /* ring buffer of global ids */
-    int32_t qhead, qlen;
-    bool *inq;
-    uint32_t *stamp;
-    uint32_t visit;
-
-    Cand *cand;
-    int32_t ncand, capcand;
-} Prop;
-
-static IrStatus oom(Prop *p)
+/* The rules report OOM through NEED (prop_internal.h) with this error. */
+IrStatus prop_oom(Prop *p)
 {
     return ir_error(p->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0},
                     "out of memory during sharding propagation");
 }
 
-#define NEED(x)                                                                                    \
-    do {                                                                                           \
-        if (!(x))                                                                                  \
-            return oom(p);                                                                         \
-    } while (0)
-
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        IrStatus st_ = (x);                                                                        \
-        if (st_ != IR_OK)                                                                          \
-            return st_;                                                                            \
-    } while (0)
-
-static IrComputation *comp_of(const Prop *p, int32_t g)
-{
-    return p->m->comp[p->rc[p->gcomp[g]]];
-}
-
-static IrInstr *ins(const Prop *p, int32_t g)
-{
-    return &comp_of(p, g)->instr[g - p->ibase[p->gcomp[g]]];
-}
-
-static int32_t local(const Prop *p, int32_t g)
-{
-    return g - p->ibase[p->gcomp[g]];
-}
-
-static int32_t opnd_gid(const Prop *p, int32_t g, int32_t k)
-{
-    return p->ibase[p->gcomp[g]] + ins(p, g)->opnd[k];
-}
-
-static int32_t nleaf(const Prop *p, int32_t g)
-{
-    return p->sbase[g + 1] - p->sbase[g];
-}
-
-static const IrSharding *get(const Prop *p, int32_t g, int32_t leaf)
-{
-    return p->val[p->rep[p->sbase[g] + leaf]];
-}
-
-static const IrShape *lshape(const Prop *p, int32_t g, int32_t leaf)
-{
-    return p->lshape[p->sbase[g] + leaf];
-}
-
-/* Leaf offset of tuple element e of instruction g's shape (0 for arrays). */
-static int32_t toff(const Prop *p, int32_t g, int64_t e)
-{
-    int32_t n = p->tstart[g + 1] - p->tstart[g];
-    if (e < 0 || e >= n)
-        return -1;
-    return p->toff[p->tstart[g] + e];
-}
+/* ------------------------------------------------------------------ */
+/* Slots a sharding may go to                                          */
+/* ------------------------------------------------------------------ */
 
 static int32_t data_rank(const IrSharding *s)
 {
@@ -202,52 +91,6 @@ static int cls(const IrSharding *s)
             return 1;
     }
     return 0;
-}
-
-static bool is_custom(const IrInstr *x, const char *target)
-{
-    return x->op == OP_CUSTOM_CALL && x->a.custom_call_target &&
-           strcmp(x->a.custom_call_target, target) == 0;
-}
-
-bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough)
-{
-    /* `through`: XLA's IsPassthroughCustomOps (annotate_device_placement
-     * becomes MoveToHost/MoveToDevice in XLA before it matters). */
-    static const struct {
-        const char *name;
-        bool through;
-    } id[] = {
-        {"annotate_device_placement", true}, {"MoveToHost", true}, {"MoveToDevice", true},
-        {"PinToDevice", true}, {"PinToDeviceSram", true}, {"Pin", false}, {"Unpin", false},
-        {"ShardBarrierFrom", false}, {"ShardBarrierTo", false},
-        {"xla.sdy.FuncResultSharding", false}, {"SetBound", false},
-    };
-    const char *t = ins->a.custom_call_target;
-    if (ins->op != OP_CUSTOM_CALL || !t || ins->nopnd != 1 || !ir_shape_is_array(&ins->shape))
-        return false;
-    for (size_t i = 0; i < sizeof id / sizeof id[0]; i++)
-        if (strcmp(id[i].name, t) == 0) {
-            if (passthrough)
-                *passthrough = id[i].through;
-            return true;
-        }
-    return false;
-}
-
-/* Sharding, and the identity annotations sharding passes through. */
-static bool passes_sharding(const IrInstr *x)
-{
-    bool through = false;
-    return is_custom(x, "Sharding") || (shd_identity_custom_call(x, &through) && through);
-}
-
-static bool has(const IrI64List *l, int64_t v)
-{
-    for (int32_t i = 0; i < l->n; i++)
-        if (l->v[i] == v)
-            return true;
-    return false;
 }
 
 /* A sharding a transform can read for a value of array shape `sh`. */
@@ -280,10 +123,9 @@ static bool fits(const IrSharding *s, const IrShape *sh)
 /* Candidates                                                          */
 /* ------------------------------------------------------------------ */
 
-/* Offer `s` (derived from a value of shape `src`) for slot `leaf` of g. */
-static IrStatus emit(Prop *p, int32_t g, int32_t leaf, const IrSharding *s, const IrShape *src)
+IrStatus prop_emit(Prop *p, int32_t g, int32_t leaf, const IrSharding *s, const IrShape *src)
 {
-    if (!s || leaf < 0 || leaf >= nleaf(p, g))
+    if (!s || leaf < 0 || leaf >= prop_nleaf(p, g))
         return IR_OK;
     int32_t slot = p->sbase[g] + leaf;
     if (p->fixed[p->rep[slot]] || !fits(s, p->lshape[slot]))
@@ -302,263 +144,29 @@ static IrStatus emit(Prop *p, int32_t g, int32_t leaf, const IrSharding *s, cons
     return IR_OK;
 }
 
-/* Offer `s` to every slot of g. */
-static IrStatus emit_all(Prop *p, int32_t g, const IrSharding *s, const IrShape *src)
+IrStatus prop_emit_all(Prop *p, int32_t g, const IrSharding *s, const IrShape *src)
 {
-    for (int32_t l = 0; l < nleaf(p, g); l++)
-        TRY(emit(p, g, l, s, src));
+    for (int32_t l = 0; l < prop_nleaf(p, g); l++)
+        TRY(prop_emit(p, g, l, s, src));
     return IR_OK;
 }
 
-/* Offer slots [from, from+n) of instruction `src` to slots [to, to+n) of g. */
-static IrStatus emit_slots(Prop *p, int32_t g, int32_t to, int32_t src, int32_t from, int32_t n)
+IrStatus prop_emit_slots(Prop *p, int32_t g, int32_t to, int32_t src, int32_t from, int32_t n)
 {
     if (to < 0 || from < 0)
         return IR_OK;
     for (int32_t l = 0; l < n; l++) {
-        if (from + l >= nleaf(p, src) || to + l >= nleaf(p, g))
+        if (from + l >= prop_nleaf(p, src) || to + l >= prop_nleaf(p, g))
             break;
-        TRY(emit(p, g, to + l, get(p, src, from + l), lshape(p, src, from + l)));
+        TRY(prop_emit(p, g, to + l, prop_get(p, src, from + l), prop_lshape(p, src, from + l)));
     }
     return IR_OK;
 }
 
-/* ------------------------------------------------------------------ */
-/* Dimension maps of the op families                                   */
-/* ------------------------------------------------------------------ */
-
-/* Reshape: which dim of `from` each dim of `to` inherits its tiles from
- * (map[j] = i, or -1). The dims are cut into groups of equal products:
- * [4,6] -> [24] is one group (a merge), [24] -> [4,6] one group (a split),
- * [8,6] -> [8,2,3] two groups ([8]->[8] unchanged, [6]->[2,3] a split).
- * A tiled dim crosses when its group is one dim to one dim (unchanged), or
- * when it is the major dim of its group and its tile count t divides both
- * that dim and the major dim on the other side: then the t contiguous
- * blocks are the same elements on both sides. [4,6]{2,1} -> [24] gives {2};
- * [4,6]{1,2} -> [24] crosses nothing (the minor dim of a merge); [24]{3} ->
- * [4,6] crosses nothing (3 does not divide 4). Size-1 dims never carry
- * tiles. Uncrossed tiles join the replication (shd_project). */
-static void reshape_map(const IrShape *from, const IrShape *to, const IrSharding *s, int64_t *map)
-{
-    for (int32_t j = 0; j < to->rank; j++)
-        map[j] = -1;
-    if (s->kind != SHD_TILED || ir_shape_elements(from) != ir_shape_elements(to) ||
-        ir_shape_elements(from) <= 0)
-        return;
-    int32_t i = 0, j = 0;
-    for (;;) {
-        while (i < from->rank && from->dims[i] == 1)
-            i++;
-        while (j < to->rank && to->dims[j] == 1)
-            j++;
-        if (i >= from->rank || j >= to->rank)
-            return;
-        int32_t i0 = i++, j0 = j++;
-        int64_t pa = from->dims[i0], pb = to->dims[j0];
-        while (pa != pb) {
-            if (pa < pb) {
-                if (i >= from->rank)
-                    return;
-                pa *= from->dims[i++];
-            } else {
-                if (j >= to->rank)
-                    return;
-                pb *= to->dims[j++];
-            }
-        }
-        int64_t t = shd_tiles(s, i0);
-        if (i - i0 == 1 && j - j0 == 1)
-            map[j0] = i0;
-        else if (t > 1 && from->dims[i0] % t == 0 && to->dims[j0] % t == 0)
-            map[j0] = i0;
-    }
-}
-
-/* Invert a dim map: inv[map[i]] = i for mapped dims. */
-static void invert(const int64_t *map, int32_t n, int64_t *inv, int32_t ninv)
-{
-    for (int32_t i = 0; i < ninv; i++)
-        inv[i] = -1;
-    for (int32_t i = 0; i < n; i++)
-        if (map[i] >= 0 && map[i] < ninv)
-            inv[map[i]] = i;
-}
-
-/* Dot: result dims in order are the batch dims, lhs free dims, rhs free
- * dims. out_from[side][r] is the operand dim result dim r comes from (-1
- * for the other side's dims). Contracting dims map nowhere: forward their
- * tiles become replication of the result, backward they stay untiled.
- * Example: lhs f32[8,16]{1,2 tiles} x rhs f32[16,4] (contract 1 with 0):
- * out f32[8,4] from lhs is {1,1,2 replicated} = replicated (Megatron's
- * second matmul needs an all-reduce); from rhs {devices=[1,2]} (column
- * parallel) rhs dim 1 -> out dim 1. */
-static bool dot_maps(const IrInstr *x, const IrShape *lhs, const IrShape *rhs, int64_t *from_lhs,
-                     int64_t *from_rhs)
-{
-    const IrDotDnums *dn = &x->a.dot;
-    int32_t r = x->shape.rank, o = 0;
-    if (dn->lhs_batch.n != dn->rhs_batch.n)
-        return false;
-    for (int32_t i = 0; i < r; i++)
-        from_lhs[i] = from_rhs[i] = -1;
-    for (int32_t i = 0; i < dn->lhs_batch.n && o < r; i++, o++) {
-        from_lhs[o] = dn->lhs_batch.v[i];
-        from_rhs[o] = dn->rhs_batch.v[i];
-    }
-    for (int32_t d = 0; d < lhs->rank; d++)
-        if (!has(&dn->lhs_batch, d) && !has(&dn->lhs_contracting, d)) {
-            if (o >= r)
-                return false;
-            from_lhs[o++] = d;
-        }
-    for (int32_t d = 0; d < rhs->rank; d++)
-        if (!has(&dn->rhs_batch, d) && !has(&dn->rhs_contracting, d)) {
-            if (o >= r)
-                return false;
-            from_rhs[o++] = d;
-        }
-    return o == r;
-}
-
-/* Convolution, mapped like a dot: batch <-> batch and spatial <-> spatial
- * (input side), kernel output feature <-> output feature (kernel side);
- * input feature and kernel input feature are contracted. Grouped
- * convolutions keep only the spatial map (their feature and batch dims mix
- * groups). */
-static bool conv_maps(const IrInstr *x, const IrShape *in, const IrShape *k, int64_t *from_in,
-                      int64_t *from_k)
-{
-    const IrConvDnums *c = &x->a.conv;
-    int32_t r = x->shape.rank;
-    if (!c->present || in->rank != r || k->rank != r)
-        return false;
-    for (int32_t i = 0; i < r; i++)
-        from_in[i] = from_k[i] = -1;
-    bool grouped = x->a.feature_group_count > 1 || x->a.batch_group_count > 1;
-    if (c->out_batch < 0 || c->out_batch >= r || c->out_feature < 0 || c->out_feature >= r)
-        return false;
-    if (!grouped) {
-        from_in[c->out_batch] = c->in_batch;
-        from_k[c->out_feature] = c->k_out_feature;
-    }
-    for (int32_t s = 0; s < c->nspatial; s++)
-        if (c->out_spatial[s] >= 0 && c->out_spatial[s] < r)
-            from_in[c->out_spatial[s]] = c->in_spatial[s];
-    return true;
-}
-
-/* Gather: result dims are offset dims (offset_dims, the kept slice dims of
- * the operand in order) and batch dims (the rest, in order, one per
- * indices dim other than index_vector_dim). from_op[r]: the operand dim of
- * a passthrough offset dim (slice size = whole operand dim) or of an
- * operand batching dim; from_idx[r]: the indices dim of a batch dim.
- * Example: operand f32[8,16], indices s32[4,1], offset_dims={1},
- * collapsed_slice_dims={0}, slice_sizes={1,16}: out f32[4,16]; out dim 0
- * <- indices dim 0, out dim 1 <- operand dim 1 (16 = 16, passthrough). */
-static bool gather_maps(const IrInstr *x, const IrShape *op, const IrShape *idx, int64_t *from_op,
-                        int64_t *from_idx)
-{
-    const IrGatherDnums *g = &x->a.gather;
-    int32_t r = x->shape.rank;
-    for (int32_t i = 0; i < r; i++)
-        from_op[i] = from_idx[i] = -1;
-    int64_t bdim_of_idx[IR_MAX_RANK + 1];
-    for (int32_t i = 0; i <= IR_MAX_RANK; i++)
-        bdim_of_idx[i] = -1;
-    int32_t ii = 0;
-    for (int32_t o = 0; o < r; o++) {
-        if (has(&g->offset_dims, o))
-            continue;
-        while (ii < idx->rank && ii == g->index_vector_dim)
-            ii++;
-        if (ii >= idx->rank)
-            return false;
-        from_idx[o] = ii;
-        bdim_of_idx[ii] = o;
-        ii++;
-    }
-    int32_t j = 0;
-    for (int32_t d = 0; d < op->rank; d++) {
-        if (has(&g->collapsed_slice_dims, d) || has(&g->operand_batching_dims, d))
-            continue;
-        if (j >= g->offset_dims.n)
-            return false;
-        int64_t o = g->offset_dims.v[j++];
-        if (o < 0 || o >= r)
-            return false;
-        if (d < x->a.slice_sizes.n && x->a.slice_sizes.v[d] == op->dims[d])
-            from_op[o] = d;
-    }
-    for (int32_t i = 0; i < g->operand_batching_dims.n && i < g->start_indices_batching_dims.n;
-         i++) {
-        int64_t id = g->start_indices_batching_dims.v[i];
-        if (id >= 0 && id < idx->rank && bdim_of_idx[id] >= 0)
-            from_op[bdim_of_idx[id]] = g->operand_batching_dims.v[i];
-    }
-    return true;
-}
-
-/* Scatter: update dim u -> operand dim for passthrough window dims
- * (update_window_dims in order match the operand dims that are neither
- * inserted nor batching, and the sizes are equal). */
-static bool scatter_update_map(const IrInstr *x, const IrShape *op, const IrShape *upd,
-                               int64_t *upd_to_op)
-{
-    const IrScatterDnums *sd = &x->a.scatter;
-    for (int32_t i = 0; i < upd->rank; i++)
-        upd_to_op[i] = -1;
-    int32_t j = 0;
-    for (int32_t d = 0; d < op->rank; d++) {
-        if (has(&sd->inserted_window_dims, d) || has(&sd->input_batching_dims, d))
-            continue;
-        if (j >= sd->update_window_dims.n)
-            return false;
-        int64_t u = sd->update_window_dims.v[j++];
-        if (u < 0 || u >= upd->rank)
-            return false;
-        if (upd->dims[u] == op->dims[d])
-            upd_to_op[u] = d;
-    }
-    return true;
-}
-
-/* Dims of `big` whose size differs in `small` (sliced, padded, updated). */
-static int32_t changed_dims(const IrShape *a, const IrShape *b, int64_t *dims)
-{
-    int32_t n = 0;
-    for (int32_t i = 0; i < a->rank && i < b->rank; i++)
-        if (a->dims[i] != b->dims[i])
-            dims[n++] = i;
-    return n;
-}
-
-/* Pad: dims with any padding (also negative or interior). */
-static int32_t padded_dims(const IrInstr *x, const IrShape *opnd, int64_t *dims)
-{
-    int32_t n = 0;
-    for (int32_t i = 0; i < opnd->rank && i < x->shape.rank; i++) {
-        bool p = opnd->dims[i] != x->shape.dims[i];
-        p |= i < x->a.pad_lo.n && x->a.pad_lo.v[i] != 0;
-        p |= i < x->a.pad_hi.n && x->a.pad_hi.v[i] != 0;
-        p |= i < x->a.pad_interior.n && x->a.pad_interior.v[i] != 0;
-        if (p)
-            dims[n++] = i;
-    }
-    return n;
-}
-
-static bool window_dilated(const IrInstr *x)
-{
-    for (int32_t i = 0; i < x->a.window.rank; i++)
-        if (x->a.window.dim[i].lhs_dilate > 1 || x->a.window.dim[i].rhs_dilate > 1)
-            return true;
-    return false;
-}
-
 static bool any_manual(const Prop *p, int32_t g)
 {
-    for (int32_t l = 0; l < nleaf(p, g); l++) {
-        const IrSharding *s = get(p, g, l);
+    for (int32_t l = 0; l < prop_nleaf(p, g); l++) {
+        const IrSharding *s = prop_get(p, g, l);
         if (s && cls(s) == 2)
             return true;
     }
@@ -566,419 +174,92 @@ static bool any_manual(const Prop *p, int32_t g)
 }
 
 /* ------------------------------------------------------------------ */
-/* Forward: result of g from its operand k                             */
+/* The rules of the families (prop_*.c)                                */
 /* ------------------------------------------------------------------ */
 
-/* Array rules. `s` is operand k's sharding, `os` its shape. The rule of
- * each family, with a small example (2 devices):
- *   elementwise, copy, convert, map, Sharding custom-call: same sharding
- *     (a scalar operand of select/clamp maps to nothing);
- *   broadcast f32[8] {devices=[2]0,1} dimensions={0} -> f32[8,4]:
- *     {devices=[2,1]0,1} (new dims untiled; only in round 1);
- *   transpose dimensions={1,0} of {devices=[2,1]0,1}: {devices=[1,2]0,1};
- *   reverse: same; reshape: reshape_map;
- *   slice / dynamic-slice / pad / concatenate: same on the dims kept whole,
- *     the others untiled (their tiles join the replication);
- *   dynamic-update-slice: base, update and result alike, with the dims the
- *     update does not cover whole untiled (what the partitioner needs to
- *     update each shard locally);
- *   reduce f32[8,4]{devices=[2,1]} dimensions={0}: f32[4] replicated
- *     ({devices=[1,2]0,1 last_tile_dim_replicate} normalised), for every
- *     output of a variadic reduce;
- *   sort: same on all outputs, sort dim untiled;
- *   dot / convolution / gather / scatter: the maps above;
- *   reduce-window / select-and-scatter: same (not with dilation). */
-static IrStatus fwd_array(Prop *p, int32_t g, int32_t k, const IrSharding *s, const IrShape *os)
-{
-    IrInstr *x = ins(p, g);
-    IrArena *a = p->tmp;
-    int64_t map[IR_MAX_RANK], map2[IR_MAX_RANK], dims[IR_MAX_RANK];
-    int32_t r = x->shape.rank, nd;
-    const IrSharding *t = NULL;
-    bool out_array = ir_shape_is_array(&x->shape);
+/* Families without an entry (parameters, constants, iota, collectives,
+ * the fallback ops) have no rule: nothing crosses them. */
+static const PropRule *const rules[] = {
+    [FAM_ELEMENTWISE] = &prop_rule_elementwise,
+    [FAM_TUPLE] = &prop_rule_control,
+    [FAM_CONTROL] = &prop_rule_control,
+    [FAM_BROADCAST] = &prop_rule_broadcast,
+    [FAM_RESHAPE] = &prop_rule_reshape,
+    [FAM_TRANSPOSE] = &prop_rule_transpose,
+    [FAM_SLICE] = &prop_rule_slice,
+    [FAM_DYNAMIC_SLICE] = &prop_rule_slice,
+    [FAM_PAD] = &prop_rule_slice,
+    [FAM_CONCATENATE] = &prop_rule_slice,
+    [FAM_REVERSE] = &prop_rule_elementwise, /* reverse keeps the sharding as it is */
+    [FAM_GATHER] = &prop_rule_gather,
+    [FAM_SCATTER] = &prop_rule_scatter,
+    [FAM_SORT] = &prop_rule_sort,
+    [FAM_DOT] = &prop_rule_dot,
+    [FAM_CONVOLUTION] = &prop_rule_convolution,
+    [FAM_REDUCE] = &prop_rule_reduce,
+    [FAM_REDUCE_WINDOW] = &prop_rule_window,
+    [FAM_CUSTOM_CALL] = &prop_rule_custom_call,
+};
 
-    switch (ir_op_family(x->op)) {
-    case FAM_ELEMENTWISE:
-        if (out_array && os->rank == r)
-            return emit(p, g, 0, s, os);
-        return IR_OK;
-    case FAM_CUSTOM_CALL:
-        if (passes_sharding(x) && out_array && os->rank == r && k == 0)
-            return emit(p, g, 0, s, os);
-        return IR_OK;
-    case FAM_BROADCAST:
-        if (p->phase == 0 || !out_array || x->a.dimensions.n != os->rank)
-            return IR_OK;
-        for (int32_t i = 0; i < os->rank; i++)
-            if (x->a.dimensions.v[i] < 0 || x->a.dimensions.v[i] >= r)
-                return IR_OK;
-        NEED(t = shd_insert_dims(a, s, r, x->a.dimensions.v));
-        return emit(p, g, 0, t, os);
-    case FAM_RESHAPE:
-        if (!out_array)
-            return IR_OK;
-        reshape_map(os, &x->shape, s, map);
-        NEED(t = shd_project(a, s, r, map));
-        return emit(p, g, 0, t, os);
-    case FAM_TRANSPOSE:
-        if (!out_array || x->a.dimensions.n != r || os->rank != r)
-            return IR_OK;
-        NEED(t = shd_transpose(a, s, x->a.dimensions.v));
-        return emit(p, g, 0, t, os);
-    case FAM_REVERSE:
-        return out_array && os->rank == r ? emit(p, g, 0, s, os) : IR_OK;
-    case FAM_SLICE:
-    case FAM_CONCATENATE:
-    case FAM_PAD:
-    case FAM_DYNAMIC_SLICE:
-        if (!out_array || os->rank != r)
-            return IR_OK;
-        if (x->op == OP_PAD) {
-            if (k != 0)
-                return IR_OK;
-            nd = padded_dims(x, os, dims);
-        } else if (x->op == OP_CONCATENATE) {
-            if (x->a.dimensions.n != 1)
-                return IR_OK;
-            dims[0] = x->a.dimensions.v[0];
-            nd = 1;
-        } else if (x->op == OP_DYNAMIC_UPDATE_SLICE) {
-            if (k > 1 || x->nopnd < 2)
-                return IR_OK;
-            nd = changed_dims(&x->shape, &ins(p, opnd_gid(p, g, 1))->shape, dims);
-        } else {
-            if (k != 0)
-                return IR_OK;
-            nd = changed_dims(&x->shape, os, dims);
-        }
-        if (nd > 0)
-            NEED(t = shd_replicate_dims(a, s, nd, dims));
-        return emit(p, g, 0, nd > 0 ? t : s, os);
-    case FAM_REDUCE: {
-        if (x->op != OP_REDUCE || k >= x->nopnd / 2)
-            return IR_OK;
-        NEED(t = shd_remove_dims(a, s, x->a.dimensions.n, x->a.dimensions.v));
-        return emit_all(p, g, t, os);
-    }
-    case FAM_REDUCE_WINDOW:
-        if (window_dilated(x))
-            return IR_OK;
-        if (x->op == OP_REDUCE_WINDOW && k < x->nopnd / 2)
-            return emit(p, g, out_array ? 0 : k, s, os);
-        if (x->op == OP_SELECT_AND_SCATTER && k == 0)
-            return emit(p, g, 0, s, os);
-        return IR_OK;
-    case FAM_SORT: {
-        if (x->a.dimensions.n < 1)
-            return IR_OK;
-        NEED(t = shd_replicate_dims(a, s, 1, x->a.dimensions.v));
-        return emit_all(p, g, t, os);
-    }
-    case FAM_DOT: {
-        const IrShape *l = &ins(p, opnd_gid(p, g, 0))->shape, *rr = &ins(p, opnd_gid(p, g, 1))->shape;
-        if (!out_array || !dot_maps(x, l, rr, map, map2))
-            return IR_OK;
-        NEED(t = shd_project(a, s, r, k == 0 ? map : map2));
-        return emit(p, g, 0, t, os);
-    }
-    case FAM_CONVOLUTION: {
-        const IrShape *l = &ins(p, opnd_gid(p, g, 0))->shape, *rr = &ins(p, opnd_gid(p, g, 1))->shape;
-        if (!out_array || !conv_maps(x, l, rr, map, map2))
-            return IR_OK;
-        NEED(t = shd_project(a, s, r, k == 0 ? map : map2));
-        return emit(p, g, 0, t, os);
-    }
-    case FAM_GATHER: {
-        const IrShape *op0 = &ins(p, opnd_gid(p, g, 0))->shape, *ix = &ins(p, opnd_gid(p, g, 1))->shape;
-        if (!out_array || !gather_maps(x, op0, ix, map, map2))
-            return IR_OK;
-        NEED(t = shd_project(a, s, r, k == 0 ? map : map2));
-        return emit(p, g, 0, t, os);
-    }
-    case FAM_SCATTER: {
-        int32_t n = (x->nopnd - 1) / 2;
-        if (k < n)
-            return emit(p, g, out_array ? 0 : k, s, os);
-        if (k <= n || k > 2 * n)
-            return IR_OK;
-        int32_t j = k - n - 1;
-        const IrShape *base = &ins(p, opnd_gid(p, g, j))->shape;
-        if (!scatter_update_map(x, base, os, map))
-            return IR_OK;
-        invert(map, os->rank, map2, base->rank);
-        NEED(t = shd_project(a, s, base->rank, map2));
-        return emit(p, g, out_array ? 0 : j, t, os);
-    }
-    default:
-        return IR_OK;   /* collectives, fallback ops, other custom-calls */
-    }
+static const PropRule no_rule = {0};
+
+static const PropRule *rule_of(const IrInstr *x)
+{
+    IrOpFamily f = ir_op_family(x->op);
+    return (size_t)f < sizeof rules / sizeof *rules && rules[f] ? rules[f] : &no_rule;
 }
 
+/* Forward: the result of g from its operand k. A manual operand makes
+ * the result manual whatever the op; otherwise the family's array rule
+ * turns the operand's sharding into a candidate. */
 static IrStatus fwd(Prop *p, int32_t g, int32_t k)
 {
-    IrInstr *x = ins(p, g);
-    int32_t o = opnd_gid(p, g, k);
-    switch (x->op) {
-    case OP_TUPLE:
-        return emit_slots(p, g, toff(p, g, k), o, 0, nleaf(p, o));
-    case OP_GET_TUPLE_ELEMENT:
-        return emit_slots(p, g, 0, o, toff(p, o, x->a.tuple_index), nleaf(p, g));
-    case OP_OPTIMIZATION_BARRIER:
-    case OP_WHILE:
-        return k == 0 ? emit_slots(p, g, 0, o, 0, nleaf(p, g)) : IR_OK;
-    case OP_CALL:
-    case OP_CONDITIONAL:
-        return IR_OK;   /* through the callee: links() */
-    default:
-        break;
+    const PropRule *r = rule_of(prop_ins(p, g));
+    int32_t o = prop_opnd(p, g, k);
+    if (r->fwd_first) {
+        bool done = false;
+        IrStatus st = r->fwd_first(p, g, k, &done);
+        if (done || st != IR_OK)
+            return st;
     }
-    if (is_custom(x, "SPMDShardToFullShape") || is_custom(x, "SPMDFullToShardShape"))
-        return IR_OK;
     if (any_manual(p, o))
-        TRY(emit_all(p, g, p->manual, NULL));
-    const IrShape *os = lshape(p, o, 0);
-    const IrSharding *s = nleaf(p, o) == 1 ? get(p, o, 0) : NULL;
-    if (!usable(s, os))
+        TRY(prop_emit_all(p, g, p->manual, NULL));
+    const IrShape *os = prop_lshape(p, o, 0);
+    const IrSharding *s = prop_nleaf(p, o) == 1 ? prop_get(p, o, 0) : NULL;
+    if (!usable(s, os) || !r->fwd)
         return IR_OK;
-    return fwd_array(p, g, k, s, os);
+    return r->fwd(p, g, k, s, os);
 }
 
-/* ------------------------------------------------------------------ */
-/* Backward: operand g (position k of user u) from u                   */
-/* ------------------------------------------------------------------ */
-
-/* Array rules, the inverse of the forward ones: broadcast projects (the new
- * dims' tiles join the replication), reduce inserts the reduced dims
- * untiled, a dot/convolution operand takes the result's batch and free
- * tiles with the contracting dims untiled, a gather operand its
- * passthrough dims and the indices the batch dims, a scatter update its
- * passthrough window dims from the result. `s` is u's sharding of the
- * slot that corresponds to operand k. */
-static IrStatus bwd_array(Prop *p, int32_t u, int32_t k, int32_t g, const IrSharding *s,
-                          const IrShape *us)
+/* The slot of user u that operand position k corresponds to: 0 for a
+ * single result, the family's map for ops with several (-1: none). */
+static int32_t user_slot(const Prop *p, int32_t u, int32_t k, const PropRule *r)
 {
-    IrInstr *x = ins(p, u);
-    const IrShape *gs = &ins(p, g)->shape;
-    IrArena *a = p->tmp;
-    int64_t map[IR_MAX_RANK], map2[IR_MAX_RANK], inv[IR_MAX_RANK], dims[IR_MAX_RANK];
-    int32_t gr = gs->rank, nd;
-    const IrSharding *t = NULL;
-
-    if (!ir_shape_is_array(gs))
-        return IR_OK;
-    switch (ir_op_family(x->op)) {
-    case FAM_ELEMENTWISE:
-        return us->rank == gr ? emit(p, g, 0, s, us) : IR_OK;
-    case FAM_CUSTOM_CALL:
-        if (passes_sharding(x) && k == 0 && us->rank == gr)
-            return emit(p, g, 0, s, us);
-        return IR_OK;
-    case FAM_BROADCAST:
-        if (x->a.dimensions.n != gr)
-            return IR_OK;
-        for (int32_t i = 0; i < gr; i++)
-            if (x->a.dimensions.v[i] < 0 || x->a.dimensions.v[i] >= us->rank)
-                return IR_OK;
-        NEED(t = shd_project(a, s, gr, x->a.dimensions.v));
-        return emit(p, g, 0, t, us);
-    case FAM_RESHAPE:
-        reshape_map(us, gs, s, map);
-        NEED(t = shd_project(a, s, gr, map));
-        return emit(p, g, 0, t, us);
-    case FAM_TRANSPOSE:
-        if (x->a.dimensions.n != gr || us->rank != gr)
-            return IR_OK;
-        invert(x->a.dimensions.v, gr, inv, gr);
-        NEED(t = shd_transpose(a, s, inv));
-        return emit(p, g, 0, t, us);
-    case FAM_REVERSE:
-        return us->rank == gr ? emit(p, g, 0, s, us) : IR_OK;
-    case FAM_SLICE:
-    case FAM_CONCATENATE:
-    case FAM_PAD:
-    case FAM_DYNAMIC_SLICE:
-        if (us->rank != gr)
-            return IR_OK;
-        if (x->op == OP_PAD) {
-            if (k != 0)
-                return IR_OK;
-            nd = padded_dims(x, gs, dims);
-        } else if (x->op == OP_CONCATENATE) {
-            if (x->a.dimensions.n != 1)
-                return IR_OK;
-            dims[0] = x->a.dimensions.v[0];
-            nd = 1;
-        } else if (x->op == OP_DYNAMIC_UPDATE_SLICE) {
-            if (k > 1 || x->nopnd < 2)
-                return IR_OK;
-            nd = changed_dims(us, &ins(p, opnd_gid(p, u, 1))->shape, dims);
-        } else {
-            if (k != 0)
-                return IR_OK;
-            nd = changed_dims(us, gs, dims);
-        }
-        if (nd > 0)
-            NEED(t = shd_replicate_dims(a, s, nd, dims));
-        return emit(p, g, 0, nd > 0 ? t : s, us);
-    case FAM_REDUCE: {
-        if (x->op != OP_REDUCE || k >= x->nopnd / 2)
-            return IR_OK;
-        int32_t n = 0;
-        for (int32_t d = 0; d < gr; d++)
-            if (!has(&x->a.dimensions, d))
-                map[n++] = d;
-        if (n != us->rank)
-            return IR_OK;
-        NEED(t = shd_insert_dims(a, s, gr, map));
-        return emit(p, g, 0, t, us);
-    }
-    case FAM_REDUCE_WINDOW:
-        if (window_dilated(x) || us->rank != gr)
-            return IR_OK;
-        if ((x->op == OP_REDUCE_WINDOW && k < x->nopnd / 2) ||
-            (x->op == OP_SELECT_AND_SCATTER && k == 0))
-            return emit(p, g, 0, s, us);
-        return IR_OK;
-    case FAM_SORT:
-        if (x->a.dimensions.n < 1 || us->rank != gr)
-            return IR_OK;
-        NEED(t = shd_replicate_dims(a, s, 1, x->a.dimensions.v));
-        return emit(p, g, 0, t, us);
-    case FAM_DOT:
-    case FAM_CONVOLUTION: {
-        const IrShape *l = &ins(p, opnd_gid(p, u, 0))->shape, *r = &ins(p, opnd_gid(p, u, 1))->shape;
-        bool ok = x->op == OP_DOT ? dot_maps(x, l, r, map, map2) : conv_maps(x, l, r, map, map2);
-        if (!ok || k > 1)
-            return IR_OK;
-        invert(k == 0 ? map : map2, us->rank, inv, gr);
-        NEED(t = shd_project(a, s, gr, inv));
-        return emit(p, g, 0, t, us);
-    }
-    case FAM_GATHER: {
-        const IrShape *op0 = &ins(p, opnd_gid(p, u, 0))->shape, *ix = &ins(p, opnd_gid(p, u, 1))->shape;
-        if (k > 1 || !gather_maps(x, op0, ix, map, map2))
-            return IR_OK;
-        invert(k == 0 ? map : map2, us->rank, inv, gr);
-        NEED(t = shd_project(a, s, gr, inv));
-        return emit(p, g, 0, t, us);
-    }
-    case FAM_SCATTER: {
-        int32_t n = (x->nopnd - 1) / 2;
-        if (k < n)
-            return emit(p, g, 0, s, us);
-        if (k <= n || k > 2 * n)
-            return IR_OK;
-        if (!scatter_update_map(x, us, gs, map))
-            return IR_OK;
-        NEED(t = shd_project(a, s, gr, map));
-        return emit(p, g, 0, t, us);
-    }
-    default:
-        return IR_OK;
-    }
-}
-
-/* The slot of user u that operand position k corresponds to, for ops with
- * several outputs (variadic reduce, sort, scatter, reduce-window). */
-static int32_t user_slot(const Prop *p, int32_t u, int32_t k)
-{
-    IrInstr *x = ins(p, u);
-    if (nleaf(p, u) == 1)
+    if (prop_nleaf(p, u) == 1)
         return 0;
-    switch (x->op) {
-    case OP_REDUCE:
-    case OP_REDUCE_WINDOW:
-        return k < x->nopnd / 2 ? k : -1;
-    case OP_SORT:
-        return k;
-    case OP_SCATTER: {
-        int32_t n = (x->nopnd - 1) / 2;
-        return k < n ? k : k > n ? k - n - 1 : -1;
-    }
-    default:
-        return -1;
-    }
+    return r->slot ? r->slot(p, u, k) : -1;
 }
 
+/* Backward: operand g (position k of user u) from u. */
 static IrStatus bwd(Prop *p, int32_t u, int32_t k, int32_t g)
 {
-    IrInstr *x = ins(p, u);
-    switch (x->op) {
-    case OP_TUPLE:
-        return emit_slots(p, g, 0, u, toff(p, u, k), nleaf(p, g));
-    case OP_GET_TUPLE_ELEMENT:
-        return emit_slots(p, g, toff(p, g, x->a.tuple_index), u, 0, nleaf(p, u));
-    case OP_OPTIMIZATION_BARRIER:
-    case OP_WHILE:
-        return k == 0 ? emit_slots(p, g, 0, u, 0, nleaf(p, g)) : IR_OK;
-    case OP_CALL:
-    case OP_CONDITIONAL: {
-        int32_t b = x->op == OP_CALL ? 0 : k - 1, pn = x->op == OP_CALL ? k : 0;
-        if (b < 0 || b >= x->ncalled)
-            return IR_OK;
-        int32_t rci = p->rcof[x->called[b]];
-        IrComputation *c = p->m->comp[x->called[b]];
-        if (rci < 0 || pn >= c->nparam || c->param[pn] < 0)
-            return IR_OK;
-        return emit_slots(p, g, 0, p->ibase[rci] + c->param[pn], 0, nleaf(p, g));
+    const PropRule *r = rule_of(prop_ins(p, u));
+    if (r->bwd_first) {
+        bool done = false;
+        IrStatus st = r->bwd_first(p, u, k, g, &done);
+        if (done || st != IR_OK)
+            return st;
     }
-    default:
-        break;
-    }
-    if (is_custom(x, "SPMDFullToShardShape"))
-        return IR_OK;
-    if (is_custom(x, "SPMDShardToFullShape"))
-        return k == 0 ? emit_all(p, g, p->manual, NULL) : IR_OK;
     if (any_manual(p, u))
-        TRY(emit_all(p, g, p->manual, NULL));
-    int32_t l = user_slot(p, u, k);
+        TRY(prop_emit_all(p, g, p->manual, NULL));
+    int32_t l = user_slot(p, u, k, r);
     if (l < 0)
         return IR_OK;
-    const IrSharding *s = get(p, u, l);
-    const IrShape *us = lshape(p, u, l);
-    if (!usable(s, us))
+    const IrSharding *s = prop_get(p, u, l);
+    const IrShape *us = prop_lshape(p, u, l);
+    if (!usable(s, us) || !ir_shape_is_array(&prop_ins(p, g)->shape) || !r->bwd)
         return IR_OK;
-    return bwd_array(p, u, k, g, s, us);
-}
-
-/* ------------------------------------------------------------------ */
-/* Links between computations                                          */
-/* ------------------------------------------------------------------ */
-
-/* Call and conditional move values through their callees: a callee's
- * parameter takes the call site's operand (call: operand i -> parameter i;
- * conditional: operand b+1 -> branch b's parameter), a call's result takes
- * its callee's root and the callee's root the call's result. While state
- * and conditional results are shared slots (groups), not links. */
-static IrStatus links(Prop *p, int32_t g)
-{
-    IrInstr *x = ins(p, g);
-    IrComputation *c = comp_of(p, g);
-    int32_t rci = p->gcomp[g];
-    bool is_root = local(p, g) == c->root;
-    if (x->op == OP_CALL && x->ncalled > 0 && p->rcof[x->called[0]] >= 0) {
-        IrComputation *cc = p->m->comp[x->called[0]];
-        if (cc->root >= 0)
-            TRY(emit_slots(p, g, 0, p->ibase[p->rcof[x->called[0]]] + cc->root, 0, nleaf(p, g)));
-    }
-    if (x->op != OP_PARAMETER && !is_root)
-        return IR_OK;
-    for (int32_t i = p->sstart[rci]; i < p->sstart[rci + 1]; i++) {
-        int32_t sg = p->slist[i];
-        IrInstr *site = ins(p, sg);
-        if (site->op == OP_CALL && x->op == OP_PARAMETER) {
-            int64_t pn = x->a.parameter_number;
-            if (pn >= 0 && pn < site->nopnd)
-                TRY(emit_slots(p, g, 0, opnd_gid(p, sg, (int32_t)pn), 0, nleaf(p, g)));
-        }
-        if (site->op == OP_CALL && is_root)
-            TRY(emit_slots(p, g, 0, sg, 0, nleaf(p, g)));
-        if (site->op == OP_CONDITIONAL && x->op == OP_PARAMETER && x->a.parameter_number == 0)
-            for (int32_t b = 0; b < site->ncalled; b++)
-                if (site->called[b] == p->rc[rci] && b + 1 < site->nopnd)
-                    TRY(emit_slots(p, g, 0, opnd_gid(p, sg, b + 1), 0, nleaf(p, g)));
-    }
-    return IR_OK;
+    return r->bwd(p, u, k, g, s, us);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1190,7 +471,7 @@ static IrStatus decide(Prop *p, int32_t g, const Cand *c, int32_t nc, bool *chan
                 continue;
             const IrSharding *mg = merge(p->tmp, best, c[i].s, &oom_);
             if (oom_)
-                return oom(p);
+                return prop_oom(p);
             if (mg && shd_total_tiles(mg) > bt) {
                 best = mg;
                 bt = shd_total_tiles(mg);
@@ -1209,7 +490,7 @@ static IrStatus decide(Prop *p, int32_t g, const Cand *c, int32_t nc, bool *chan
             int64_t ct = shd_total_tiles(cur);
             const IrSharding *mg = cc == 0 ? merge(p->tmp, cur, best, &oom_) : NULL;
             if (oom_)
-                return oom(p);
+                return prop_oom(p);
             if (mg && shd_total_tiles(mg) > ct && shd_total_tiles(mg) >= bt)
                 next = mg;
             else if (bt > ct)
@@ -1253,12 +534,12 @@ static void notify(Prop *p, int32_t y)
     if (p->stamp[y] == p->visit)
         return;
     p->stamp[y] = p->visit;
-    IrInstr *x = ins(p, y);
+    IrInstr *x = prop_ins(p, y);
     for (int32_t k = 0; k < x->nopnd; k++)
-        push(p, opnd_gid(p, y, k));
+        push(p, prop_opnd(p, y, k));
     for (int32_t i = p->ustart[y]; i < p->ustart[y + 1]; i++) {
         int32_t u = p->ulist[i], k = p->upos[i];
-        IrInstr *ux = ins(p, u);
+        IrInstr *ux = prop_ins(p, u);
         push(p, u);
         if (ux->op == OP_CALL && ux->ncalled > 0)
             push_param(p, ux->called[0], k);
@@ -1276,27 +557,27 @@ static void notify(Prop *p, int32_t y)
             if (c->root >= 0)
                 push(p, p->ibase[rci] + c->root);
         }
-    IrComputation *c = comp_of(p, y);
+    IrComputation *c = prop_comp_of(p, y);
     int32_t rci = p->gcomp[y];
-    if (x->op == OP_PARAMETER || local(p, y) == c->root)
+    if (x->op == OP_PARAMETER || prop_local(p, y) == c->root)
         for (int32_t i = p->sstart[rci]; i < p->sstart[rci + 1]; i++) {
             int32_t sg = p->slist[i];
-            IrInstr *site = ins(p, sg);
+            IrInstr *site = prop_ins(p, sg);
             push(p, sg);
             if (x->op != OP_PARAMETER)
                 continue;
             if (site->op == OP_CALL && x->a.parameter_number < site->nopnd)
-                push(p, opnd_gid(p, sg, (int32_t)x->a.parameter_number));
+                push(p, prop_opnd(p, sg, (int32_t)x->a.parameter_number));
             if (site->op == OP_CONDITIONAL)
                 for (int32_t b = 0; b < site->ncalled; b++)
                     if (site->called[b] == p->rc[rci] && b + 1 < site->nopnd)
-                        push(p, opnd_gid(p, sg, b + 1));
+                        push(p, prop_opnd(p, sg, b + 1));
         }
 }
 
 static IrStatus visit(Prop *p, int32_t g)
 {
-    int32_t nl = nleaf(p, g);
+    int32_t nl = prop_nleaf(p, g);
     bool open = false;
     for (int32_t l = 0; l < nl && !open; l++) {
         int32_t r = p->rep[p->sbase[g] + l];
@@ -1307,13 +588,13 @@ static IrStatus visit(Prop *p, int32_t g)
     /* Candidates live for one visit: their scratch memory is reused by
      * the next (and stays in the cache). */
     ir_arena_reset(p->tmp);
-    IrInstr *x = ins(p, g);
+    IrInstr *x = prop_ins(p, g);
     p->ncand = 0;
     for (int32_t k = 0; k < x->nopnd; k++)
         TRY(fwd(p, g, k));
     for (int32_t i = p->ustart[g]; i < p->ustart[g + 1]; i++)
         TRY(bwd(p, p->ulist[i], p->upos[i], g));
-    TRY(links(p, g));
+    TRY(prop_links(p, g));
     if (p->ncand == 0)
         return IR_OK;
     qsort(p->cand, (size_t)p->ncand, sizeof *p->cand, cmp_cand);
@@ -1455,13 +736,13 @@ static IrStatus link_users(Prop *p)
     NEED(p->sstart = ts_calloc((size_t)p->nrc + 2, sizeof(int32_t)));
     int64_t nu = 0, nsite = 0;
     for (int32_t g = 0; g < p->n; g++) {
-        IrInstr *x = ins(p, g);
-        IrComputation *c = comp_of(p, g);
+        IrInstr *x = prop_ins(p, g);
+        IrComputation *c = prop_comp_of(p, g);
         for (int32_t k = 0; k < x->nopnd; k++) {
             if (x->opnd[k] < 0 || x->opnd[k] >= c->ninstr)
                 return ir_error(p->d, IR_EINPUT, m->file, m->src, x->pos,
                                 "instruction '%s' has an operand that does not exist", x->name);
-            p->ustart[opnd_gid(p, g, k) + 1]++;
+            p->ustart[prop_opnd(p, g, k) + 1]++;
             nu++;
         }
         if (x->op == OP_CALL || x->op == OP_WHILE || x->op == OP_CONDITIONAL)
@@ -1481,14 +762,14 @@ static IrStatus link_users(Prop *p)
     if (!ufill || !sfill) {
         ts_free(ufill);
         ts_free(sfill);
-        return oom(p);
+        return prop_oom(p);
     }
     memcpy(ufill, p->ustart, nn * sizeof(int32_t));
     memcpy(sfill, p->sstart, ((size_t)p->nrc + 1) * sizeof(int32_t));
     for (int32_t g = 0; g < p->n; g++) {
-        IrInstr *x = ins(p, g);
+        IrInstr *x = prop_ins(p, g);
         for (int32_t k = 0; k < x->nopnd; k++) {
-            int32_t o = opnd_gid(p, g, k);
+            int32_t o = prop_opnd(p, g, k);
             p->ulist[ufill[o]] = g;
             p->upos[ufill[o]++] = k;
         }
@@ -1537,9 +818,9 @@ static void unite(Prop *p, int32_t a, int32_t b)
 /* Unite slot by slot two instructions of the same leaf structure. */
 static void unite_instrs(Prop *p, int32_t g, int32_t h)
 {
-    if (g < 0 || h < 0 || nleaf(p, g) != nleaf(p, h))
+    if (g < 0 || h < 0 || prop_nleaf(p, g) != prop_nleaf(p, h))
         return;
-    for (int32_t l = 0; l < nleaf(p, g); l++)
+    for (int32_t l = 0; l < prop_nleaf(p, g); l++)
         unite(p, p->sbase[g] + l, p->sbase[h] + l);
 }
 
@@ -1579,7 +860,7 @@ static IrStatus make_groups(Prop *p)
 {
     int32_t ngk = 0;
     for (int32_t g = 0; g < p->n; g++) {
-        IrInstr *x = ins(p, g);
+        IrInstr *x = prop_ins(p, g);
         if (x->op == OP_WHILE && x->ncalled >= 2) {
             unite_instrs(p, g, param_gid(p, x->called[1], 0));
             unite_instrs(p, g, root_gid(p, x->called[1]));
@@ -1596,7 +877,7 @@ static IrStatus make_groups(Prop *p)
         NEED(k);
         int32_t n = 0;
         for (int32_t g = 0; g < p->n; g++) {
-            IrInstr *x = ins(p, g);
+            IrInstr *x = prop_ins(p, g);
             if (x->sharding && x->sharding->shard_group)
                 k[n++] = (GroupKey){x->sharding->shard_group_id, g};
         }
@@ -1622,7 +903,7 @@ static IrStatus make_groups(Prop *p)
     NEED(fill);
     memcpy(fill, p->mstart, ((size_t)p->nslot + 1) * sizeof(int32_t));
     for (int32_t g = 0; g < p->n; g++)
-        for (int32_t l = 0; l < nleaf(p, g); l++) {
+        for (int32_t l = 0; l < prop_nleaf(p, g); l++) {
             int32_t r = p->rep[p->sbase[g] + l];
             if (p->mstart[r + 1] > p->mstart[r])
                 p->mlist[fill[r]++] = g;
@@ -1644,11 +925,11 @@ static IrStatus load_annotations(Prop *p)
 {
     IrModule *m = p->m;
     for (int32_t g = 0; g < p->n; g++) {
-        IrInstr *x = ins(p, g);
+        IrInstr *x = prop_ins(p, g);
         if (!annotated(x)) {
-            if (is_custom(x, "SPMDFullToShardShape"))
-                for (int32_t l = 0; l < nleaf(p, g); l++)
-                    if (ir_type_is_array(lshape(p, g, l)->type))
+            if (prop_is_custom(x, "SPMDFullToShardShape"))
+                for (int32_t l = 0; l < prop_nleaf(p, g); l++)
+                    if (ir_type_is_array(prop_lshape(p, g, l)->type))
                         p->val[p->rep[p->sbase[g] + l]] = p->manual;
             continue;
         }
@@ -1656,9 +937,9 @@ static IrStatus load_annotations(Prop *p)
         /* A tuple sharding that does not fit the shape (XLA's outfeed
          * carries the sharding of its data on a token) fixes no slot; the
          * final validation decides whether it is acceptable. */
-        if (s->kind == SHD_TUPLE && (s->ntuple != nleaf(p, g) || x->shape.type != IR_TUPLE))
+        if (s->kind == SHD_TUPLE && (s->ntuple != prop_nleaf(p, g) || x->shape.type != IR_TUPLE))
             continue;
-        for (int32_t l = 0; l < nleaf(p, g); l++) {
+        for (int32_t l = 0; l < prop_nleaf(p, g); l++) {
             const IrSharding *ls = shd_leaf(s, &x->shape, l);
             if (!ls || ls->kind == SHD_TUPLE)
                 return ir_error(p->d, IR_EINPUT, m->file, m->src, x->pos,
@@ -1694,11 +975,11 @@ static IrStatus finish(Prop *p)
     Intern t = {0};
     IrStatus st = IR_OK;
     if (!out || !elems) {
-        st = oom(p);
+        st = prop_oom(p);
         goto done;
     }
     for (int32_t g = 0; g < p->n && st == IR_OK; g++) {
-        IrInstr *x = ins(p, g);
+        IrInstr *x = prop_ins(p, g);
         IrSharding *s;
         ir_arena_reset(p->tmp); /* scratch of one instruction */
         if (annotated(x)) {
@@ -1706,9 +987,9 @@ static IrStatus finish(Prop *p)
             if (x->shape.type == IR_TUPLE && s->kind != SHD_TUPLE)
                 s = shd_broadcast_to_shape(m->arena, s, &x->shape);
         } else if (x->shape.type == IR_TUPLE) {
-            int32_t nl = nleaf(p, g), l = 0;
+            int32_t nl = prop_nleaf(p, g), l = 0;
             for (; l < nl; l++) {
-                const IrSharding *v = get(p, g, l);
+                const IrSharding *v = prop_get(p, g, l);
                 elems[l] = v ? shd_normalize(p->tmp, v) : shd_replicated(p->tmp);
                 if (!elems[l])
                     break;
@@ -1716,11 +997,11 @@ static IrStatus finish(Prop *p)
             s = l == nl ? shd_tuple(m->arena, nl, elems) : NULL;
         } else {
             static const IrSharding repl = {.kind = SHD_REPLICATED};
-            const IrSharding *v = get(p, g, 0);
+            const IrSharding *v = prop_get(p, g, 0);
             s = intern(p, &t, m->arena, v ? v : &repl);
         }
         if (!s) {
-            st = oom(p);
+            st = prop_oom(p);
             break;
         }
         out[g] = s;
@@ -1728,7 +1009,7 @@ static IrStatus finish(Prop *p)
     }
     if (st == IR_OK)
         for (int32_t g = 0; g < p->n; g++)
-            ins(p, g)->sharding = out[g];
+            prop_ins(p, g)->sharding = out[g];
 done:
     ts_free(out);
     ts_free(elems);

@@ -34,22 +34,6 @@ typedef struct DotDims {
     int64_t rhs_to_iter[IR_MAX_RANK];
 } DotDims;
 
-static bool contains(const IrI64List *l, int64_t d)
-{
-    for (int32_t k = 0; k < l->n; k++)
-        if (l->v[k] == d)
-            return true;
-    return false;
-}
-
-static int32_t index_of(const IrI64List *l, int64_t d)
-{
-    for (int32_t k = 0; k < l->n; k++)
-        if (l->v[k] == d)
-            return k;
-    return -1;
-}
-
 /* Iteration dims: [batch][lhs free][rhs free][contracting]. */
 static void dot_dims(const IrInstr *ins, const IrShape *lhs, const IrShape *rhs, DotDims *dd)
 {
@@ -63,9 +47,9 @@ static void dot_dims(const IrInstr *ins, const IrShape *lhs, const IrShape *rhs,
     int32_t f = 0;
     for (int32_t d = 0; d < lhs->rank; d++) {
         int32_t k;
-        if ((k = index_of(&dn->lhs_batch, d)) >= 0)
+        if ((k = ir_list_index(&dn->lhs_batch, d)) >= 0)
             dd->lhs_to_iter[d] = k;
-        else if ((k = index_of(&dn->lhs_contracting, d)) >= 0)
+        else if ((k = ir_list_index(&dn->lhs_contracting, d)) >= 0)
             dd->lhs_to_iter[d] = dd->out_rank + k;
         else
             dd->lhs_to_iter[d] = dd->nb + f++;
@@ -73,14 +57,13 @@ static void dot_dims(const IrInstr *ins, const IrShape *lhs, const IrShape *rhs,
     f = 0;
     for (int32_t d = 0; d < rhs->rank; d++) {
         int32_t k;
-        if ((k = index_of(&dn->rhs_batch, d)) >= 0)
+        if ((k = ir_list_index(&dn->rhs_batch, d)) >= 0)
             dd->rhs_to_iter[d] = k;
-        else if ((k = index_of(&dn->rhs_contracting, d)) >= 0)
+        else if ((k = ir_list_index(&dn->rhs_contracting, d)) >= 0)
             dd->rhs_to_iter[d] = dd->out_rank + k;
         else
             dd->rhs_to_iter[d] = dd->nb + dd->nlf + f++;
     }
-    (void)contains;
 }
 
 /* The iteration tiling implied by an operand's sharding: map iteration dim
@@ -145,7 +128,7 @@ static int32_t mask_contracting(PComp *pc, int32_t v, const IrShape *full, const
     int64_t dims[IR_MAX_RANK];
     int32_t n = 0;
     for (int32_t d = 0; d < full->rank; d++)
-        if (!contains(&dn->lhs_contracting, d))
+        if (!ir_list_has(&dn->lhs_contracting, d))
             dims[n++] = d;
     /* Only contracting dims need clean padding: mask with a sharding that
      * tiles just those. */

@@ -439,16 +439,8 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     SpmdReport *rep = pc->sp->report;
     if (!rep || r < 0)
         return r;
-    if (rep->ncoll == rep->capcoll) {
-        int32_t cap = rep->capcoll ? rep->capcoll * 2 : 16;
-        SpmdCollective *nc = ir_alloc_array(rep->arena, (size_t)cap, sizeof *nc);
-        if (!nc)
-            return oom(pc);
-        if (rep->ncoll)
-            memcpy(nc, rep->coll, (size_t)rep->ncoll * sizeof *nc);
-        rep->coll = nc;
-        rep->capcoll = cap;
-    }
+    if (!IR_ARENA_GROW(rep->arena, rep->coll, rep->capcoll, rep->ncoll, rep->ncoll + 1))
+        return oom(pc);
     const IrInstr *ins = &pc->dc->instr[r];
     const IrReplicaGroups *g = &ins->a.replica_groups;
     size_t len = 3;

@@ -41,14 +41,6 @@ static IrStatus oom(PComp *pc)
     return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
 }
 
-static int32_t index_of(const IrI64List *l, int64_t d)
-{
-    for (int32_t k = 0; k < l->n; k++)
-        if (l->v[k] == d)
-            return k;
-    return -1;
-}
-
 /* Only tiled (no manual subgroup) and replicated shardings are planned. */
 static bool plannable(const IrSharding *s)
 {
@@ -219,8 +211,8 @@ static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix
     for (int32_t d = 0; d < op->rank; d++) {
         g->op_to_out[d] = -1;
         g->pass[d] = false;
-        bool indexed = index_of(&dn->start_index_map, d) >= 0;
-        if (index_of(&dn->collapsed_slice_dims, d) < 0) {
+        bool indexed = ir_list_index(&dn->start_index_map, d) >= 0;
+        if (ir_list_index(&dn->collapsed_slice_dims, d) < 0) {
             if (w >= dn->offset_dims.n)
                 return false;
             g->op_to_out[d] = dn->offset_dims.v[w++];
@@ -239,7 +231,7 @@ static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix
         g->ix_to_out[d] = -1;
         if (d == g->ivd)
             continue;
-        while (b < g->outrank && index_of(&dn->offset_dims, b) >= 0)
+        while (b < g->outrank && ir_list_index(&dn->offset_dims, b) >= 0)
             b++;
         if (b >= g->outrank)
             return false;
@@ -442,13 +434,13 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
     int32_t w = 0;
     for (int32_t d = 0; d < op->rank; d++) {
         s->op_to_upd[d] = -1;
-        if (index_of(&dn->inserted_window_dims, d) < 0) {
+        if (ir_list_index(&dn->inserted_window_dims, d) < 0) {
             if (w >= dn->update_window_dims.n)
                 return false;
             s->op_to_upd[d] = dn->update_window_dims.v[w++];
         }
         int64_t size = s->op_to_upd[d] >= 0 ? upd->dims[s->op_to_upd[d]] : 1;
-        bool indexed = index_of(&dn->scatter_dims_to_operand_dims, d) >= 0;
+        bool indexed = ir_list_index(&dn->scatter_dims_to_operand_dims, d) >= 0;
         /* A window spanning the whole dim fits only at start 0, on the
          * shard as globally: passthrough even when indexed. */
         s->pass[d] = s->op_to_upd[d] >= 0 && size == op->dims[d];
@@ -463,7 +455,7 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
         s->ix_to_it[d] = -1;
         if (d == s->ivd)
             continue;
-        while (u < upd->rank && index_of(&dn->update_window_dims, u) >= 0)
+        while (u < upd->rank && ir_list_index(&dn->update_window_dims, u) >= 0)
             u++;
         if (u >= upd->rank)
             return false;

@@ -80,14 +80,10 @@ static IrStatus keep(RtFeed *f, DevValue *v)
                 return IR_ENOMEM;
         return IR_OK;
     }
-    if (f->nkept == f->cap) {
-        int32_t cap = f->cap ? 2 * f->cap : 8;
-        DevValue **k = ts_realloc(f->kept, (size_t)cap * sizeof *k);
-        if (!k)
-            return IR_ENOMEM;
-        f->kept = k;
-        f->cap = cap;
-    }
+    int64_t cap = f->cap; /* runtime.h keeps it an int32_t */
+    if (!IR_GROW(f->kept, cap, f->nkept + 1))
+        return IR_ENOMEM;
+    f->cap = (int32_t)(cap < INT32_MAX ? cap : INT32_MAX);
     f->kept[f->nkept++] = dev_value_ref(v);
     return IR_OK;
 }

@@ -11,6 +11,7 @@
  * calls in the same order, and no broadcast of host values is needed; only
  * rank 0 prints or saves).
  */
+#include <assert.h>
 #include "program.h"
 #include "transport.h"
 
@@ -90,10 +91,7 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
             const char *t = ins->a.custom_call_target;
             if (ins->op != OP_CUSTOM_CALL || dev_builtin_target(t))
                 continue;
-            bool host = false;
-            for (const char *const *h = clu_default_host_targets; t && *h && !host; h++)
-                host = strcmp(*h, t) == 0;
-            if (!host)
+            if (ir_str_index(t, clu_default_host_targets) < 0)
                 return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
                                 "%s: custom-call target \"%s\" is not registered (tessel runs XLA's "
                                 "targets listed in docs/cli.md and its host targets tessel_print and "
@@ -162,8 +160,11 @@ static IrStatus allgather_results(const HostRun *h, const PlanCluster *c, DevVal
 /* A cluster on this rank's devices: cut the call's operands into the local
  * devices' shards, run, and bring the full results to every rank. */
 static IrStatus run_cluster_here(const HostRun *h, const PlanCluster *c, int32_t nopnd, DevValue **operands,
-                                 DevValue **out, IrDiag *d)
+                                 const RtRunOptions *o, DevValue **out, IrDiag *d)
 {
+    /* the host program was verified with the cluster computation as the
+     * call's to_apply: one operand per cluster parameter */
+    assert(nopnd == c->nparam);
     RtArgs *shards = ts_calloc((size_t)h->nlocal, sizeof *shards);
     DevValue **local = ts_calloc((size_t)h->nlocal, sizeof *local);
     IrStatus st = shards && local ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
@@ -179,7 +180,7 @@ static IrStatus run_cluster_here(const HostRun *h, const PlanCluster *c, int32_t
                                 &shards[k].args[a], d);
     }
     if (st == IR_OK)
-        st = rt_run_devices(c, shards, h->first, h->nlocal, h->t, NULL, NULL, local, d);
+        st = rt_run_devices(c, shards, h->first, h->nlocal, h->t, o, NULL, local, d);
     if (st == IR_OK)
         st = allgather_results(h, c, local, out, d);
     for (int64_t k = 0; shards && k < h->nlocal; k++)
@@ -205,28 +206,69 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
         RtArgs args = {.nargs = nopnd, .args = operands};
         return rt_run_local(&p->cluster[k], &args, out, d);
     }
-    return run_cluster_here(h, &p->cluster[k], nopnd, operands, out, d);
+    return run_cluster_here(h, &p->cluster[k], nopnd, operands, NULL, out, d);
 }
 
-IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, DevValue **out, IrDiag *d)
+/* The host program `steps` times (< 2: once). Rule (as rt_run_reference_steps):
+ * after step s, the outputs the host module's input_output_alias names
+ * become parameters of step s+1 (moved, not copied); the others keep their
+ * values. Under MPI every rank feeds the same values: each has every
+ * cluster's full results. The caller's args are left as they were. */
+static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t steps, const DevExecOptions *opt,
+                               DevValue **out, IrDiag *d)
 {
-    if (!p->host) /* no host work: the program is cluster 0 */
-        return rt_run_local(&p->cluster[0], args, out, d);
+    *out = NULL;
+    if (steps < 2)
+        return dev_execute(p->host, p->host->entry, args->nargs, args->args, opt, out, d);
+    IrStatus st = rt_check_aliases(p->host, d);
+    if (st != IR_OK)
+        return st;
+    DevValue **cur = ts_calloc((size_t)(args->nargs > 0 ? args->nargs : 1), sizeof *cur);
+    if (!cur)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    for (int32_t k = 0; k < args->nargs; k++)
+        cur[k] = dev_value_ref(args->args[k]);
+    for (int64_t s = 0; st == IR_OK && s < steps; s++) {
+        DevValue *r = NULL;
+        st = dev_execute(p->host, p->host->entry, args->nargs, cur, opt, &r, d);
+        if (st == IR_OK && s + 1 < steps)
+            rt_feed_aliases(p->host, r, cur);
+        else
+            *out = r;
+    }
+    for (int32_t k = 0; k < args->nargs; k++)
+        dev_value_unref(cur[k]);
+    ts_free(cur);
+    if (st != IR_OK) {
+        dev_value_unref(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, DevValue **out, IrDiag *d)
+{
+    if (!p->host) { /* no host work: the program is cluster 0 */
+        RtRunOptions o = {.steps = steps};
+        return rt_run_local_ex(&p->cluster[0], args, &o, NULL, out, d);
+    }
     HostRun h = {.p = p};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters};
-    return dev_execute(p->host, p->host->entry, args->nargs, args->args, &opt, out, d);
+    return run_host_steps(p, args, steps, &opt, out, d);
 }
 
-IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, RtTransport *t, int64_t first, int64_t nlocal,
-                            DevValue **out, IrDiag *d)
+IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, RtTransport *t, int64_t first,
+                            int64_t nlocal, DevValue **out, IrDiag *d)
 {
     HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal};
-    if (!p->host)
-        return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, out, d);
+    if (!p->host) {
+        RtRunOptions o = {.steps = steps};
+        return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, &o, out, d);
+    }
     bool speak = rt_mpi_rank(t) == 0;
     DevCustomCalls host = {.ctx = &speak, .call = host_call};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters};
-    return dev_execute(p->host, p->host->entry, args->nargs, args->args, &opt, out, d);
+    return run_host_steps(p, args, steps, &opt, out, d);
 }

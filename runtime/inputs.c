@@ -10,6 +10,7 @@
  * parameters in order (DESIGN.md). Outputs are the leaves of the root,
  * depth first, as DIR/output_<i>.npy, written all-or-nothing.
  */
+#include <assert.h>
 #include "program.h"
 #include "transport.h"
 
@@ -181,41 +182,25 @@ static char *leaf_desc(const IrComputation *c, int32_t p, int64_t leaf, bool wit
 /* Error listing every unbound, non-token leaf. */
 static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *d)
 {
-    size_t cap = 256, n = 0;
-    char *msg = ts_malloc(cap);
-    if (!msg)
-        return fail(d, IR_ENOMEM, "out of memory");
-    msg[0] = 0;
+    IrStrBuf msg = {0};
     int count = 0;
     for (int32_t p = 0; p < c->nparam; p++) {
         for (int64_t k = l->first[p]; k < l->first[p + 1]; k++) {
             const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
             if (l->path[k] || l->array[k] || ls->type == IR_TOKEN)
                 continue;
-            char *desc = leaf_desc(c, p, k - l->first[p], true);
-            if (!desc) {
-                ts_free(msg);
-                return fail(d, IR_ENOMEM, "out of memory");
-            }
-            size_t need = n + strlen(desc) + 3;
-            if (need > cap) {
-                char *nm = ts_realloc(msg, cap = need * 2);
-                if (!nm) {
-                    ts_free(desc);
-                    ts_free(msg);
-                    return fail(d, IR_ENOMEM, "out of memory");
-                }
-                msg = nm;
-            }
-            n += (size_t)sprintf(msg + n, "%s%s", count++ ? ", " : "", desc);
-            ts_free(desc);
+            ir_sb_puts(&msg, count++ ? ", " : "");
+            ir_sb_put_owned(&msg, leaf_desc(c, p, k - l->first[p], true));
         }
     }
+    char *names = ir_sb_take(&msg);
+    if (!names)
+        return fail(d, IR_ENOMEM, "out of memory");
     IrStatus st = count == 0 ? IR_OK
                              : fail(d, IR_EINPUT, "no input for %s; bind %s with --input "
                                     "INDEX_OR_NAME=FILE.npy or use --random-inputs SEED",
-                                    msg, count == 1 ? "it" : "them");
-    ts_free(msg);
+                                    names, count == 1 ? "it" : "them");
+    ts_free(names);
     return st;
 }
 
@@ -451,8 +436,12 @@ void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
     for (int32_t k = 0; k < m->nalias; k++) {
         const IrAlias *al = &m->alias[k];
         DevValue *v = result;
-        for (int32_t j = 0; j < al->output_index.n; j++)
+        /* rt_check_aliases proved every index in range */
+        assert(al->param_number >= 0 && al->param_number < ir_entry(m)->nparam);
+        for (int32_t j = 0; j < al->output_index.n; j++) {
+            assert(v->shape.type == IR_TUPLE && al->output_index.v[j] < v->nelems);
             v = v->elems[al->output_index.v[j]];
+        }
         DevValue *moved = dev_value_ref(v);
         dev_value_unref(args[al->param_number]);
         args[al->param_number] = moved;

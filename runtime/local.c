@@ -138,77 +138,6 @@ static int32_t group_of(const World *w, const IrInstr *ins, int64_t me, int64_t 
     return size;
 }
 
-/* ---- the element-wise reduction of all-reduce / reduce-scatter ---- */
-
-#define REDUCE_LOOP(T, EXPR)                                                  \
-    do {                                                                      \
-        T *o = (T *)out;                                                      \
-        const T *x = (const T *)in;                                           \
-        for (int64_t k = 0; k < n; k++) {                                     \
-            T a = o[k], b = x[k];                                             \
-            o[k] = (EXPR);                                                    \
-        }                                                                     \
-    } while (0)
-
-#define REDUCE_NUM(T)                                                         \
-    switch (op) {                                                             \
-    case OP_ADD: REDUCE_LOOP(T, (T)(a + b)); break;                           \
-    case OP_MULTIPLY: REDUCE_LOOP(T, (T)(a * b)); break;                      \
-    case OP_MAXIMUM: REDUCE_LOOP(T, a != a ? a : b != b ? b : (a > b ? a : b)); break; \
-    case OP_MINIMUM: REDUCE_LOOP(T, a != a ? a : b != b ? b : (a < b ? a : b)); break; \
-    default: return false;                                                    \
-    }
-
-#define REDUCE_INT(T)                                                         \
-    switch (op) {                                                             \
-    case OP_ADD: REDUCE_LOOP(T, (T)((uint64_t)a + (uint64_t)b)); break;       \
-    case OP_MULTIPLY: REDUCE_LOOP(T, (T)((uint64_t)a * (uint64_t)b)); break;  \
-    case OP_MAXIMUM: REDUCE_LOOP(T, a > b ? a : b); break;                    \
-    case OP_MINIMUM: REDUCE_LOOP(T, a < b ? a : b); break;                    \
-    case OP_AND: REDUCE_LOOP(T, a & b); break;                                \
-    case OP_OR: REDUCE_LOOP(T, a | b); break;                                 \
-    case OP_XOR: REDUCE_LOOP(T, a ^ b); break;                                \
-    default: return false;                                                    \
-    }
-
-/* out[k] = op(out[k], in[k]) for n elements of type t; false if op/type
- * is not supported. f16/bf16 are combined in f32 and rounded each step. */
-static bool combine(IrOpcode op, IrType t, uint8_t *out, const uint8_t *in, int64_t n)
-{
-    switch (t) {
-    case IR_F32: REDUCE_NUM(float); return true;
-    case IR_F64: REDUCE_NUM(double); return true;
-    case IR_S8: REDUCE_INT(int8_t); return true;
-    case IR_S16: REDUCE_INT(int16_t); return true;
-    case IR_S32: REDUCE_INT(int32_t); return true;
-    case IR_S64: REDUCE_INT(int64_t); return true;
-    case IR_U8: case IR_PRED: REDUCE_INT(uint8_t); return true;
-    case IR_U16: REDUCE_INT(uint16_t); return true;
-    case IR_U32: REDUCE_INT(uint32_t); return true;
-    case IR_U64: REDUCE_INT(uint64_t); return true;
-    case IR_F16: case IR_BF16: {
-        bool h = t == IR_F16;
-        for (int64_t k = 0; k < n; k++) {
-            uint16_t *po = (uint16_t *)out + k;
-            float a = h ? dev_f16_to_f32(*po) : dev_bf16_to_f32(*po);
-            float b = h ? dev_f16_to_f32(((const uint16_t *)in)[k]) : dev_bf16_to_f32(((const uint16_t *)in)[k]);
-            float r;
-            switch (op) {
-            case OP_ADD: r = a + b; break;
-            case OP_MULTIPLY: r = a * b; break;
-            case OP_MAXIMUM: r = a != a ? a : b != b ? b : (a > b ? a : b); break;
-            case OP_MINIMUM: r = a != a ? a : b != b ? b : (a < b ? a : b); break;
-            default: return false;
-            }
-            *po = h ? dev_f32_to_f16(r) : dev_f32_to_bf16(r);
-        }
-        return true;
-    }
-    default:
-        return false;
-    }
-}
-
 /* ---- the collectives ---- */
 
 typedef struct CollCtx {
@@ -232,7 +161,7 @@ static IrStatus reduce_group(const IrModule *m, const IrInstr *ins, World *w, co
         return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
     int64_t n = dev_value_elements(v);
     for (int32_t j = 1; j < size; j++)
-        if (!combine(op, v->shape.type, v->data, w->slot[members[j]]->data, n)) {
+        if (!dev_red_combine_array(op, v->shape.type, v->data, w->slot[members[j]]->data, n)) {
             dev_value_unref(v);
             return coll_error(m, ins, d, IR_EUNSUPPORTED, "reducer not supported for this type");
         }
@@ -294,30 +223,7 @@ static IrStatus exchange_all(World *w, IrDiag *d)
     return st;
 }
 
-/* Fill n elements with the identity of a simple reducer. */
-static void fill_identity(IrOpcode op, IrType t, uint8_t *buf, int64_t n)
-{
-    for (int64_t k = 0; k < n; k++) {
-        if (ir_type_is_float(t)) {
-            double v = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0;
-            dev_store_f64(t, buf, k, v);
-        } else if (ir_type_is_signed_int(t)) {
-            int bits = ir_type_bits(t);
-            int64_t lo = bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
-            int64_t hi = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-            int64_t v = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? lo : op == OP_MINIMUM ? hi : op == OP_AND ? -1 : 0;
-            dev_store_i64(t, buf, k, v);
-        } else {
-            uint64_t v = op == OP_MULTIPLY ? 1 : (op == OP_MINIMUM || op == OP_AND) ? UINT64_MAX : 0;
-            if (t == IR_PRED)
-                v = (op == OP_MINIMUM || op == OP_AND || op == OP_MULTIPLY) ? 1 : 0;
-            dev_store_u64(t, buf, k, v);
-        }
-    }
-}
-
 static int32_t group_of(const World *w, const IrInstr *ins, int64_t me, int64_t *members, int32_t *my_index);
-static bool combine(IrOpcode op, IrType t, uint8_t *out, const uint8_t *in, int64_t n);
 
 /* All-reduce across hosts: for each group whose members live on several
  * hosts, this host combines its own members (in group order), then one
@@ -367,11 +273,11 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
             if (first)
                 memcpy(slice, w->slot[members[k]]->data, b);
             else
-                combine(op, t, slice, w->slot[members[k]]->data, count);
+                dev_red_combine_array(op, t, slice, w->slot[members[k]]->data, count);
             first = false;
         }
         if (first)
-            fill_identity(op, t, slice, count);
+            dev_red_fill_identity(op, t, slice, count);
     }
     if (st == IR_OK && ncross > 0)
         st = rt_transport_allreduce(w->t, buf, count * ncross, t, op, d);

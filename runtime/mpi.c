@@ -83,55 +83,28 @@ bool rt_mpi_launched(void)
 
 static bool g_bf16; /* which 2-byte type the next call is about: set per call (serialized) */
 
-static float half_load(const void *p, int64_t i)
+/* The element type an MPI user op is called on: the 2-byte type the
+ * current call is about (g_bf16), else f32 or f64 by the datatype. */
+static IrType user_type(const MPI_Datatype *dt)
 {
-    uint16_t h = ((const uint16_t *)p)[i];
-    return g_bf16 ? dev_bf16_to_f32(h) : dev_f16_to_f32(h);
+    if (*dt == MPI_DOUBLE)
+        return IR_F64;
+    if (*dt == MPI_FLOAT)
+        return IR_F32;
+    return g_bf16 ? IR_BF16 : IR_F16;
 }
 
-static void half_store(void *p, int64_t i, float v)
-{
-    ((uint16_t *)p)[i] = g_bf16 ? dev_f32_to_bf16(v) : dev_f32_to_f16(v);
-}
-
-static float fmaxn(float a, float b) { return a != a ? a : b != b ? b : (a > b ? a : b); }
-static float fminn(float a, float b) { return a != a ? a : b != b ? b : (a < b ? a : b); }
-
-#define HALF_OP(NAME, EXPR)                                                   \
+/* MPI has no f16/bf16 and no NaN-propagating max/min: these ops combine
+ * with the reducer algebra (device/reducer.c), as the devices do. */
+#define USER_OP(NAME, OP)                                                     \
     static void NAME(void *in, void *inout, int *len, MPI_Datatype *dt)       \
     {                                                                         \
-        (void)dt;                                                             \
-        for (int i = 0; i < *len; i++) {                                      \
-            float a = half_load(inout, i), b = half_load(in, i);              \
-            half_store(inout, i, (EXPR));                                     \
-        }                                                                     \
+        dev_red_combine_array((OP), user_type(dt), inout, in, *len);          \
     }
-HALF_OP(half_add, a + b)
-HALF_OP(half_mul, a * b)
-HALF_OP(half_max, fmaxn(a, b))
-HALF_OP(half_min, fminn(a, b))
-
-#define FLOAT_OP(NAME, PICK)                                                  \
-    static void NAME(void *in, void *inout, int *len, MPI_Datatype *dt)       \
-    {                                                                         \
-        if (*dt == MPI_DOUBLE) {                                              \
-            double *o = inout;                                                \
-            const double *x = in;                                             \
-            for (int i = 0; i < *len; i++) {                                  \
-                double a = o[i], b = x[i];                                    \
-                o[i] = a != a ? a : b != b ? b : (PICK);                      \
-            }                                                                 \
-        } else {                                                              \
-            float *o = inout;                                                 \
-            const float *x = in;                                              \
-            for (int i = 0; i < *len; i++) {                                  \
-                float a = o[i], b = x[i];                                     \
-                o[i] = a != a ? a : b != b ? b : (PICK);                      \
-            }                                                                 \
-        }                                                                     \
-    }
-FLOAT_OP(float_max, a > b ? a : b)
-FLOAT_OP(float_min, a < b ? a : b)
+USER_OP(user_add, OP_ADD)
+USER_OP(user_mul, OP_MULTIPLY)
+USER_OP(user_max, OP_MAXIMUM)
+USER_OP(user_min, OP_MINIMUM)
 
 /* tessel's own communicator on the caller's group (a duplicate, so that
  * its traffic never matches the caller's messages and its error handler
@@ -160,11 +133,11 @@ static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out
                         provided);
     MPI_TRY(d, t, "MPI_Type_contiguous", tmpi_type_contiguous(2, MPI_BYTE, &t->half));
     MPI_TRY(d, t, "MPI_Type_commit", tmpi_type_commit(&t->half));
-    MPI_User_function *hf[4] = {half_add, half_mul, half_max, half_min};
+    MPI_User_function *hf[4] = {user_add, user_mul, user_max, user_min};
     for (int k = 0; k < 4; k++)
         MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(hf[k], 1, &t->user[0][k]));
-    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_max, 1, &t->fmax));
-    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(float_min, 1, &t->fmin));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(user_max, 1, &t->fmax));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(user_min, 1, &t->fmin));
     return IR_OK;
 }
 
@@ -326,7 +299,7 @@ static bool mpi_op_for(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt,
         return false;
     *dt = map[ty];
     bool fl = ir_type_is_float(ty);
-    switch (op) {
+    switch (dev_red_canonical(ty, op)) {
     case OP_ADD: *mop = MPI_SUM; break;
     case OP_MULTIPLY: *mop = MPI_PROD; break;
     case OP_MAXIMUM: *mop = fl ? t->fmax : MPI_MAX; break;

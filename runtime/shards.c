@@ -4,6 +4,7 @@
  * s = ceil(D/t); tile j covers [j*s, min(D, (j+1)*s)) and the rest of its
  * shard is padding (zeros when cut here; dropped when put back).
  */
+#include <assert.h>
 #include "runtime.h"
 
 #include <string.h>
@@ -12,6 +13,16 @@ void rt_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *
                  const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
                  const int64_t *ext)
 {
+    /* callers pass boxes inside both arrays (shard boxes, checked tiles);
+     * an empty box (a tile past the end of an uneven dim) may lie anywhere */
+#ifndef NDEBUG
+    bool empty = false;
+    for (int32_t k = 0; k < rank; k++)
+        empty |= ext[k] == 0;
+    for (int32_t k = 0; !empty && k < rank; k++)
+        assert(ext[k] > 0 && soff[k] >= 0 && doff[k] >= 0 && soff[k] + ext[k] <= sdims[k] &&
+               doff[k] + ext[k] <= ddims[k]);
+#endif
     if (rank == 0) {
         memcpy(dst, src, esize);
         return;

@@ -38,6 +38,7 @@ enum {
     OPT_LIMIT = 1u << 12,         /* --limit NAME=VALUE (repeatable) */
     OPT_PRINT = 1u << 13,         /* --print (check: print the parsed module) */
     OPT_INFEED = 1u << 14,        /* --infeed FILE.npy (repeatable, in order) */
+    OPT_NO_VERIFY = 1u << 15,     /* --no-verify (skip the verifier after compile passes) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -56,6 +57,7 @@ typedef struct CliOptions {
     int64_t num_partitions, num_replicas, hosts, local_devices, steps;
     bool stats;
     bool print;              /* --print */
+    bool no_verify;          /* --no-verify */
     const char *format;
     const char *out;
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */

@@ -27,6 +27,9 @@ static const char HELP[] =
     "  -o FILE                 write to FILE (default, or -: stdout)\n"
     "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L\n"
     "                          as for `tessel compile`\n"
+    "  --no-verify             skip the verifier after the passes that rewrite\n"
+    "                          the module (outlining, partitioning): about 5%\n"
+    "                          of compile time; a failure there is tessel's bug\n"
     "  -h, --help              show this help\n"
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
@@ -59,6 +62,6 @@ const CliCommand cli_cmd_plan = {
     .name = "plan",
     .summary = "dump the sharding plan (text, JSON or DOT)",
     .help = HELP,
-    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT,
+    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT | OPT_NO_VERIFY,
     .run = run_plan,
 };

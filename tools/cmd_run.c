@@ -68,6 +68,8 @@ static const char HELP[] =
     "  --limit NAME=VALUE      refuse models declaring more: NAME elements (per\n"
     "                          array, default 2^34), rank (64), tuple (65536),\n"
     "                          depth (64), name (4096 bytes); repeatable\n"
+    "  --no-verify             skip the verifier after the compile passes\n"
+    "                          that rewrite the module (about 5% of compile time)\n"
     "  --stats                 print the time of each phase, of collectives,\n"
     "                          the bytes of input read and the device binding\n"
     "                          (to stderr)\n"
@@ -345,6 +347,6 @@ const CliCommand cli_cmd_run = {
     .summary = "execute a module (--reference: unpartitioned, on one device)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
-               OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED,
+               OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY,
     .run = run_run,
 };

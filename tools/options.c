@@ -37,6 +37,7 @@ static const OptSpec OPTS[] = {
     {"--limit", OPT_LIMIT, true},
     {"--print", OPT_PRINT, false},
     {"--infeed", OPT_INFEED, true},
+    {"--no-verify", OPT_NO_VERIFY, false},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -129,7 +130,8 @@ int cli_load_model(const CliOptions *o, const char *path, TsModule **m)
 TsCompileOptions cli_compile_options(const CliOptions *o)
 {
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
-                              .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits};
+                              .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
+                              .no_verify = o->no_verify};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -277,6 +279,8 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->stats = true;
             else if (s->bit == OPT_PRINT)
                 o->print = true;
+            else if (s->bit == OPT_NO_VERIFY)
+                o->no_verify = true;
             return CLI_OK;
         }
         const char *v = eq && arg[1] == '-' ? eq + 1 : NULL;

@@ -126,6 +126,10 @@ for f in "$MODS"/*.hlo; do
     b=$(basename "$f" .hlo)
     i=$((i + 1))
     [ $(((i - 1) % STEP)) -eq 0 ] || continue
+    # XLA's slow-compile module (a 1000-trip while) runs in the release
+    # build only: under ASan its reference run alone takes about 5 minutes
+    # on 2 busy cores, this test's whole budget.
+    [ "$STEP" = 1 ] || [ "$b" != 001_large_loop_slow_compile ] || continue
     "$TESSEL" check "${LIMIT[@]}" --limit elements=1099511627776 "$f" >/dev/null 2>&1 || continue
     n=$((n + 1))
     want="${REFUSED[$b]:-}"

@@ -169,6 +169,36 @@ static void check_cluster_count(const char *name, const char *text, int32_t got)
  * match, 1 on a mismatch or error (message printed), -1 when the
  * reference itself cannot run the module (unsupported op), -2 when the
  * module's arrays exceed max_elements (too large for a unit test). */
+
+/* Write the plan file of res, load it back and run it: 0 when it equals
+ * the reference, 1 otherwise (d says why when a step failed). */
+static int run_from_plan(const char *name, int n, int r, const CompileResult *res, const RtArgs *args,
+                         const DevValue *ref, IrDiag *d)
+{
+    char *text = compile_plan_file_text(res);
+    if (!text) {
+        print_message("%s N=%d R=%d: no plan file text\n", name, n, r);
+        return 1;
+    }
+    CompileResult back;
+    int rc = 1;
+    DevValue *got = NULL;
+    if (compile_plan_load(name, text, strlen(text), 0, &back, d) == IR_OK) {
+        if (rt_run_program_local(&back.prog, args, 1, &got, d) == IR_OK) {
+            char *why = NULL;
+            if (rt_values_match(ref, got, &why))
+                rc = 0;
+            else
+                print_message("%s N=%d R=%d: from its plan: mismatch: %s\n", name, n, r, why ? why : "?");
+            ts_free(why);
+        }
+        compile_result_free(&back);
+    }
+    dev_value_unref(got);
+    ts_free(text);
+    return rc;
+}
+
 static int oracle_one(const char *name, const char *text, int n, int r, bool expect, int64_t max_elements)
 {
     IrDiag d = {0};
@@ -209,7 +239,7 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             check_expectations(name, text, res.prog.cluster[k].spmd);
     if (res.prog.host)
         check_cluster_count(name, text, res.prog.ncluster);
-    if (rt_run_program_local(&res.prog, &args, &got, &d) == IR_OK) {
+    if (rt_run_program_local(&res.prog, &args, 1, &got, &d) == IR_OK) {
         char *why = NULL;
         if (rt_values_match(ref, got, &why))
             rc = 0;
@@ -217,6 +247,10 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             print_message("%s N=%d R=%d: mismatch: %s\n", name, n, r, why ? why : "?");
         ts_free(why);
     }
+    /* The same program from its plan file: written, loaded back with every
+     * check, run without recompiling. */
+    if (rc == 0)
+        rc = run_from_plan(name, n, r, &res, &args, ref, &d);
     compile_result_free(&res);
 out:
     if (d.status != IR_OK && rc != -1) {

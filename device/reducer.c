@@ -1,0 +1,282 @@
+/*
+ * reducer.c: the algebra of the simple reducers (add, multiply, maximum,
+ * minimum, and, or, xor: what ir_simple_reducer recognises), written once
+ * for the reduce kernels (k_reduce.c), the in-process collectives
+ * (runtime/local.c) and the MPI user operations (runtime/mpi.c), so that a
+ * partitioned run combines exactly as the reference does.
+ *
+ * Values are combined in a 64-bit domain picked from the element type:
+ *   floats (f16, bf16, f8, f32, f64) -> double; signed ints -> int64;
+ *   unsigned ints -> uint64; pred -> 0/1.
+ * Rules (XLA's):
+ *   maximum/minimum propagate NaN (the lhs NaN when both are) and keep the
+ *   lhs on a tie (DEV_FMAX: max(-0.0, +0.0) = -0.0, max(+0.0, -0.0) = +0.0);
+ *   integer add and multiply wrap (computed in uint64, truncated on store);
+ *   pred: add = maximum = or, multiply = minimum = and.
+ * f32 and f16/bf16 combined in double and rounded to the type each step
+ * give the same bits as combining in the type (or in f32) and rounding:
+ * a double holds every sum and product of two such values closely enough
+ * that the second rounding never changes the result.
+ */
+#include "device.h"
+
+#include <math.h>
+
+#include "float_ops.h"
+
+/* The domain of element type t; false for types without a fast path. */
+bool dev_red_dom(IrType t, DevRedDom *d)
+{
+    if (ir_type_is_float(t))
+        *d = DEV_RED_F;
+    else if (ir_type_is_signed_int(t))
+        *d = DEV_RED_S;
+    else if (ir_type_is_unsigned_int(t))
+        *d = DEV_RED_U;
+    else if (t == IR_PRED)
+        *d = DEV_RED_P;
+    else
+        return false;
+    return true;
+}
+
+/* Does the fast path implement reducer `op` in domain d? */
+bool dev_red_has(DevRedDom d, IrOpcode op)
+{
+    switch (op) {
+    case OP_ADD: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM: return true;
+    case OP_AND: case OP_OR: case OP_XOR: return d != DEV_RED_F;
+    default: return false;
+    }
+}
+
+DevAcc dev_acc_load(DevRedDom d, IrType t, const void *base, int64_t i)
+{
+    DevAcc a = {.u = 0};
+    switch (d) {
+    case DEV_RED_F: a.f = dev_load_f64(t, base, i); break;
+    case DEV_RED_S: a.s = dev_load_i64(t, base, i); break;
+    case DEV_RED_U: a.u = dev_load_u64(t, base, i); break;
+    case DEV_RED_P: a.u = dev_load_u64(t, base, i) != 0; break;
+    }
+    return a;
+}
+
+void dev_acc_store(DevRedDom d, IrType t, void *base, int64_t i, DevAcc a)
+{
+    switch (d) {
+    case DEV_RED_F: dev_store_f64(t, base, i, a.f); break;
+    case DEV_RED_S: dev_store_i64(t, base, i, a.s); break;
+    case DEV_RED_U: case DEV_RED_P: dev_store_u64(t, base, i, a.u); break;
+    }
+}
+
+DevAcc dev_red_combine(DevRedDom d, IrOpcode op, DevAcc a, DevAcc b)
+{
+    DevAcc r = a;
+    if (d == DEV_RED_F) {
+        switch (op) {
+        case OP_ADD: r.f = a.f + b.f; break;
+        case OP_MULTIPLY: r.f = a.f * b.f; break;
+        case OP_MAXIMUM: r.f = DEV_FMAX(a.f, b.f); break;
+        case OP_MINIMUM: r.f = DEV_FMIN(a.f, b.f); break;
+        default: break;
+        }
+        return r;
+    }
+    if (d == DEV_RED_P) {
+        switch (op) {
+        case OP_ADD: case OP_MAXIMUM: case OP_OR: r.u = a.u | b.u; break;
+        case OP_MULTIPLY: case OP_MINIMUM: case OP_AND: r.u = a.u & b.u; break;
+        case OP_XOR: r.u = a.u ^ b.u; break;
+        default: break;
+        }
+        return r;
+    }
+    switch (op) {
+    case OP_ADD: r.u = a.u + b.u; break;        /* wraps: unsigned arithmetic */
+    case OP_MULTIPLY: r.u = a.u * b.u; break;
+    case OP_AND: r.u = a.u & b.u; break;
+    case OP_OR: r.u = a.u | b.u; break;
+    case OP_XOR: r.u = a.u ^ b.u; break;
+    case OP_MAXIMUM:
+        r = d == DEV_RED_S ? (a.s >= b.s ? a : b) : (a.u >= b.u ? a : b);
+        break;
+    case OP_MINIMUM:
+        r = d == DEV_RED_S ? (a.s <= b.s ? a : b) : (a.u <= b.u ? a : b);
+        break;
+    default: break;
+    }
+    return r;
+}
+
+/* Load n consecutive elements of base (type t) from i0 into x. One switch
+ * per run keeps the inner loops tight. */
+void dev_red_load_run(DevRedDom d, IrType t, const uint8_t *base, int64_t i0, int64_t n, DevAcc *x)
+{
+#define RUN(FIELD, T, EXPR)                     \
+    do {                                        \
+        const T *p = (const T *)base + i0;      \
+        for (int64_t j = 0; j < n; j++)         \
+            x[j].FIELD = EXPR;                  \
+    } while (0)
+    switch (t) {
+    case IR_F32: RUN(f, float, p[j]); return;
+    case IR_F64: RUN(f, double, p[j]); return;
+    case IR_F16: RUN(f, uint16_t, dev_f16_to_f32(p[j])); return;
+    case IR_BF16: RUN(f, uint16_t, dev_bf16_to_f32(p[j])); return;
+    case IR_S8: RUN(s, int8_t, p[j]); return;
+    case IR_S16: RUN(s, int16_t, p[j]); return;
+    case IR_S32: RUN(s, int32_t, p[j]); return;
+    case IR_S64: RUN(s, int64_t, p[j]); return;
+    case IR_U8: RUN(u, uint8_t, p[j]); return;
+    case IR_U16: RUN(u, uint16_t, p[j]); return;
+    case IR_U32: RUN(u, uint32_t, p[j]); return;
+    case IR_U64: RUN(u, uint64_t, p[j]); return;
+    case IR_PRED: RUN(u, uint8_t, p[j] != 0); return;
+    default:
+        for (int64_t j = 0; j < n; j++)
+            x[j] = dev_acc_load(d, t, base, i0 + j);
+        return;
+    }
+#undef RUN
+}
+
+/* acc[j] = op(acc[j], x[j]) for j < n: element-wise into a run of
+ * accumulators. One switch per run; the loops are tight. */
+static void fold_into(DevRedDom d, IrOpcode op, DevAcc *restrict acc, const DevAcc *restrict x, int64_t n)
+{
+#define INTO(FIELD, EXPR)                   \
+    for (int64_t j = 0; j < n; j++)         \
+        acc[j].FIELD = EXPR;                \
+    return
+    if (d == DEV_RED_F) {
+        switch (op) {
+        case OP_ADD: INTO(f, acc[j].f + x[j].f);
+        case OP_MULTIPLY: INTO(f, acc[j].f * x[j].f);
+        case OP_MAXIMUM: INTO(f, DEV_FMAX(acc[j].f, x[j].f));
+        case OP_MINIMUM: INTO(f, DEV_FMIN(acc[j].f, x[j].f));
+        default: break;
+        }
+    } else if (d != DEV_RED_P) {
+        switch (op) {
+        case OP_ADD: INTO(u, acc[j].u + x[j].u);
+        case OP_MULTIPLY: INTO(u, acc[j].u * x[j].u);
+        case OP_AND: INTO(u, acc[j].u & x[j].u);
+        case OP_OR: INTO(u, acc[j].u | x[j].u);
+        case OP_XOR: INTO(u, acc[j].u ^ x[j].u);
+        default: break;
+        }
+    }
+#undef INTO
+    for (int64_t j = 0; j < n; j++)
+        acc[j] = dev_red_combine(d, op, acc[j], x[j]);
+}
+
+/* a = op(...op(op(a, x[0]), x[1])..., x[n-1]): a run folded in order into
+ * one accumulator, kept in a register. */
+DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int64_t n)
+{
+#define ONE(FIELD, EXPR)                    \
+    do {                                    \
+        for (int64_t j = 0; j < n; j++)     \
+            a.FIELD = EXPR;                 \
+        return a;                           \
+    } while (0)
+    if (d == DEV_RED_F) {
+        switch (op) {
+        case OP_ADD: ONE(f, a.f + x[j].f);
+        case OP_MULTIPLY: ONE(f, a.f * x[j].f);
+        case OP_MAXIMUM: ONE(f, DEV_FMAX(a.f, x[j].f));
+        case OP_MINIMUM: ONE(f, DEV_FMIN(a.f, x[j].f));
+        default: break;
+        }
+    } else if (d != DEV_RED_P) {
+        switch (op) {
+        case OP_ADD: ONE(u, a.u + x[j].u);
+        case OP_MULTIPLY: ONE(u, a.u * x[j].u);
+        case OP_AND: ONE(u, a.u & x[j].u);
+        case OP_OR: ONE(u, a.u | x[j].u);
+        case OP_XOR: ONE(u, a.u ^ x[j].u);
+        default: break;
+        }
+    }
+#undef ONE
+    for (int64_t j = 0; j < n; j++)
+        a = dev_red_combine(d, op, a, x[j]);
+    return a;
+}
+
+/* acc[j * astride] = op(acc[j * astride], x[j]) for j < n; astride 0 folds
+ * the whole run into acc[0] in order. */
+void dev_red_fold_run(DevRedDom d, IrOpcode op, DevAcc *acc, int64_t astride, const DevAcc *x, int64_t n)
+{
+    if (astride == 0)
+        *acc = dev_red_fold_one(d, op, *acc, x, n);
+    else
+        fold_into(d, op, acc, x, n);
+}
+
+DevAcc dev_red_identity(DevRedDom d, IrType t, IrOpcode op)
+{
+    DevAcc r = {.u = 0};
+    int bits = ir_type_bits(t);
+    switch (d) {
+    case DEV_RED_F:
+        r.f = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0;
+        break;
+    case DEV_RED_S: {
+        int64_t lo = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+        int64_t hi = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+        r.s = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? lo : op == OP_MINIMUM ? hi : op == OP_AND ? -1 : 0;
+        break;
+    }
+    case DEV_RED_U: {
+        uint64_t all = bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+        r.u = op == OP_MULTIPLY ? 1 : (op == OP_MINIMUM || op == OP_AND) ? all : 0;
+        break;
+    }
+    case DEV_RED_P:
+        r.u = op == OP_MULTIPLY || op == OP_MINIMUM || op == OP_AND;
+        break;
+    }
+    return r;
+}
+
+IrOpcode dev_red_canonical(IrType t, IrOpcode op)
+{
+    if (t != IR_PRED)
+        return op;
+    return op == OP_ADD || op == OP_MAXIMUM ? OP_OR : op == OP_MULTIPLY || op == OP_MINIMUM ? OP_AND : op;
+}
+
+/* Elements a chunk: the accumulators live on the stack. */
+enum { RED_CHUNK = 256 };
+
+bool dev_red_combine_array(IrOpcode op, IrType t, void *out, const void *in, int64_t n)
+{
+    DevRedDom d;
+    if (!dev_red_dom(t, &d) || !dev_red_has(d, op))
+        return false;
+    DevAcc acc[RED_CHUNK], x[RED_CHUNK];
+    for (int64_t i = 0; i < n; i += RED_CHUNK) {
+        int64_t len = n - i < RED_CHUNK ? n - i : RED_CHUNK;
+        dev_red_load_run(d, t, out, i, len, acc);
+        dev_red_load_run(d, t, in, i, len, x);
+        dev_red_fold_run(d, op, acc, 1, x, len);
+        for (int64_t j = 0; j < len; j++)
+            dev_acc_store(d, t, out, i + j, acc[j]);
+    }
+    return true;
+}
+
+bool dev_red_fill_identity(IrOpcode op, IrType t, void *buf, int64_t n)
+{
+    DevRedDom d;
+    if (!dev_red_dom(t, &d) || !dev_red_has(d, op))
+        return false;
+    DevAcc id = dev_red_identity(d, t, op);
+    for (int64_t i = 0; i < n; i++)
+        dev_acc_store(d, t, buf, i, id);
+    return true;
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""check_layers.py: the layer table of README.md ("may include") holds in
+the code. Every #include of every .c/.h file of a layer must name a header
+of the same layer or of a layer the table allows; library headers (mpi.h,
+hwloc.h, cblas.h, fftw3.h, jansson.h) only where the table names them.
+runtime/ may use the data types of partition/ and cluster/, never their
+passes: it must not call them. Exits 1 listing every violation.
+
+usage: check_layers.py [SOURCE_DIR]      (default: the parent of scripts/)
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+
+# What a name in the "may include" column stands for among system headers.
+LIBRARIES = {
+    "hwloc": {"hwloc.h"},
+    "BLAS": {"cblas.h", "lapacke.h", "lapack.h"},
+    "FFTW": {"fftw3.h"},
+    "MPI": {"mpi.h"},
+    "jansson": {"jansson.h"},
+}
+ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
+# Passes of the compile layers: runtime/ executes plans, it never compiles.
+PASSES = ["shd_propagate", "spmd_partition", "clu_extract", "clu_cluster_module", "clu_place", "plan_build",
+          "compile_module", "compile_replan", "compile_plan_load"]
+
+
+def layer_table():
+    """{folder: (allowed folders, allowed library headers)} from README.md."""
+    rows = {}
+    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    order = []
+    for line in text.splitlines():
+        m = re.match(r"\|\s*`([a-z]+)/`\s*\|.*\|\s*([^|]*)\|\s*$", line)
+        if not m or line.count("|") != 4:
+            continue
+        folder, may = m.group(1), m.group(2).strip()
+        if not may:
+            continue  # tests, bench, examples: not a layer of the library
+        order.append(folder)
+        allowed, libs = {folder}, set()
+        for word in re.findall(r"[A-Za-z]+", may):
+            if word in LIBRARIES:
+                libs |= LIBRARIES[word]
+            elif word == "include":
+                allowed.add("include")
+        for word in re.split(r"[,\s]+", may):
+            if word in order:
+                allowed.add(word)
+        if "all of the above" in may:
+            allowed |= set(order)
+            for f in order[:-1]:
+                libs |= rows[f][1]
+        rows[folder] = (allowed, libs)
+    return rows
+
+
+def resolve(path, inc):
+    """The folder (top-level directory under ROOT) a quoted include names."""
+    for base in (os.path.dirname(path), ROOT, os.path.join(ROOT, "include")):
+        cand = os.path.normpath(os.path.join(base, inc))
+        if os.path.exists(cand):
+            rel = os.path.relpath(cand, ROOT)
+            return rel.split(os.sep)[0]
+    return None
+
+
+def main():
+    rows = layer_table()
+    if not rows:
+        print("check_layers: no layer table with a 'may include' column in README.md")
+        return 1
+    bad = []
+    for folder, (allowed, libs) in sorted(rows.items()):
+        d = os.path.join(ROOT, folder)
+        if not os.path.isdir(d):
+            continue
+        for name in sorted(os.listdir(d)):
+            if not name.endswith((".c", ".h", ".def")):
+                continue
+            path = os.path.join(d, name)
+            src = open(path, encoding="utf-8", errors="replace").read()
+            for n, line in enumerate(src.splitlines(), 1):
+                m = re.match(r'\s*#\s*include\s*([<"])([^>"]+)[>"]', line)
+                if not m:
+                    continue
+                where = "%s/%s:%d" % (folder, name, n)
+                if m.group(1) == "<":
+                    h = m.group(2)
+                    if h in ALL_LIBRARY_HEADERS and h not in libs:
+                        bad.append("%s: <%s> is not among what %s/ may include" % (where, h, folder))
+                    continue
+                target = resolve(path, m.group(2))
+                if target is None:
+                    bad.append('%s: "%s" not found' % (where, m.group(2)))
+                elif target not in allowed:
+                    bad.append('%s: "%s" is in %s/, which %s/ may not include' % (where, m.group(2), target, folder))
+            if folder == "runtime":
+                code = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
+                for p in PASSES:
+                    if re.search(r"\b%s\s*\(" % p, code):
+                        bad.append("runtime/%s: calls %s, a compile pass (runtime/ executes plans)" % (name, p))
+    for b in bad:
+        print("check_layers: " + b)
+    if not bad:
+        print("check_layers: %d layers, every include within the README's table" % len(rows))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

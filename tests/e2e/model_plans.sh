@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# model_plans.sh: every oracle model of tests/models (its `// devices:`
+# line lists the device counts it is written for) runs from its plan file
+# as from the model: for the largest device count N, `tessel compile
+# --hosts H` for H = 1, 2 and 4 where N splits into H hosts, then the plan
+# alone (H = 1) and under `mpirun -np H`; every output equals --reference
+# (the oracle's tolerance, compared with NumPy). Host-work models are covered, with
+# --steps, by host_plans.sh. Under the asan build a fixed sample (every
+# third model) runs, to keep the suite's time.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
+STEP=1
+case "${TESSEL_BUILD:-}" in */asan) STEP=3 ;; esac
+
+inst() { # inst FILE N: FILE with @N/@D filled in, as $WORK/NAME.N.hlo
+    local name one=""
+    name=$(basename "$1" .hlo)
+    [ "$2" != 1 ] || one='s/sharding={devices=\[[0-9,]*\]0}/sharding={replicated}/g'
+    sed -e "s/@N/$2/g" -e "s/@D/$(seq -s, 0 $(($2 - 1)))/g" -e "${one:-s/^\$//}" "$1" >"$WORK/$name.$2.hlo"
+    echo "$WORK/$name.$2.hlo"
+}
+
+# Every output of REF has its twin in DIR within the oracle's tolerance
+# (DESIGN.md: 1e-4 of the largest magnitude for f32 and c64, 1e-5 for f64
+# and c128, 2e-3 for f16; integers and pred equal), with NumPy.
+same_outputs() { # same_outputs REF DIR WHAT
+    "$PY" - "$1" "$2" "$3" <<'PY' || fail "$3: differs from --reference"
+import glob, os, sys
+import numpy as np
+ref, got, what = sys.argv[1:]
+for f in sorted(glob.glob(os.path.join(ref, "*.npy"))):
+    g = os.path.join(got, os.path.basename(f))
+    if not os.path.exists(g):
+        sys.exit("%s: no %s" % (what, os.path.basename(f)))
+    a, b = np.load(f), np.load(g)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        sys.exit("%s: %s is %s%s, the reference %s%s" % (what, os.path.basename(f), b.dtype, b.shape, a.dtype, a.shape))
+    if a.dtype.kind not in "fc":
+        if not np.array_equal(a, b):
+            sys.exit("%s: %s: integers differ" % (what, os.path.basename(f)))
+        continue
+    tol = {8: 1e-5, 16: 1e-5, 2: 2e-3}.get(a.dtype.itemsize, 1e-4) if a.dtype.kind == "f" else \
+        (1e-5 if a.dtype.itemsize == 16 else 1e-4)
+    fin = np.isfinite(a)
+    scale = float(np.max(np.abs(a[fin]))) if fin.any() else 0.0
+    if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(a[~fin & ~np.isnan(a)], b[~fin & ~np.isnan(a)]):
+        sys.exit("%s: %s: NaN or infinities differ" % (what, os.path.basename(f)))
+    if fin.any() and float(np.max(np.abs(a[fin] - b[fin]))) > tol * scale:
+        sys.exit("%s: %s: off by %g (tolerance %g)" % (what, os.path.basename(f),
+                 float(np.max(np.abs(a[fin] - b[fin]))), tol * scale))
+PY
+}
+
+i=0
+ran=0
+for model in "$TESSEL_SRC"/tests/models/*.hlo; do
+    grep -q "^// devices:" "$model" || continue
+    ! grep -q 'tessel_print\|tessel_save\|_xla_compute_type' "$model" || continue
+    i=$((i + 1))
+    [ $(((i - 1) % STEP)) = 0 ] || continue
+    name=$(basename "$model" .hlo)
+    n=$(sed -n 's|^// devices: *||p' "$model" | tr ',' '\n' | sort -n | tail -1)
+    m=$(inst "$model" "$n")
+    ref="$WORK/$name.ref"
+    if ! "$TESSEL" run "$m" --reference --random-inputs 5 --output-dir "$ref" >"$OUT" 2>"$ERR"; then
+        # a model the reference needs real inputs for (test_oracle.c feeds
+        # it the same way and skips it too)
+        echo "model_plans: $name: --reference refuses random inputs: $(head -1 "$ERR")"
+        continue
+    fi
+    hosts=""
+    for h in 1 2 4; do
+        [ $((n % h)) = 0 ] || continue
+        plan="$WORK/$name.h$h.plan"
+        expect_status 0 "$TESSEL" compile "$m" --hosts "$h" -o "$plan"
+        if [ "$h" = 1 ]; then
+            expect_status 0 "$TESSEL" run "$plan" --random-inputs 5 --output-dir "$WORK/$name.alone"
+            same_outputs "$ref" "$WORK/$name.alone" "$name N=$n from its plan"
+        fi
+        expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np "$h" "$TESSEL" run "$plan" \
+            --random-inputs 5 --output-dir "$WORK/$name.mpi$h"
+        same_outputs "$ref" "$WORK/$name.mpi$h" "$name N=$n from its plan under mpirun -np $h"
+        hosts="$hosts $h"
+    done
+    ran=$((ran + 1))
+    echo "model_plans: $name N=$n: its plan alone and under mpirun -np$hosts equals --reference"
+done
+[ "$ran" -gt 0 ] || fail "no model ran"
+echo "model_plans: $ran models from their plans"

@@ -1,0 +1,115 @@
+/*
+ * test_basics.c: the shared basics of ir/ (strbuf.c, grow.c): the growable
+ * string, growable arrays in the heap and in an arena, list membership,
+ * and how each behaves when an allocation fails (failure injection).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "ir/ir.h"
+
+static void test_strbuf_appends(void **state)
+{
+    (void)state;
+    IrStrBuf b = {0};
+    ir_sb_puts(&b, "f32[");
+    ir_sb_printf(&b, "%d,%s", 8, "16");
+    ir_sb_putn(&b, "]xyz", 1);
+    ir_sb_put_owned(&b, ts_strdup("{1,0}"));
+    char *s = ir_sb_take(&b);
+    assert_string_equal(s, "f32[8,16]{1,0}");
+    ts_free(s);
+    assert_null(b.s); /* take empties the buffer */
+    /* A formatted piece longer than any first capacity (300 bytes). */
+    ir_sb_printf(&b, "%300s|", "x");
+    assert_int_equal(b.n, 301);
+    assert_int_equal(b.s[299], 'x');
+    ir_sb_free(&b);
+    s = ir_sb_take(&b); /* nothing appended: an empty string, not NULL */
+    assert_string_equal(s, "");
+    ts_free(s);
+}
+
+static void test_strbuf_oom_is_sticky(void **state)
+{
+    (void)state;
+    IrStrBuf b = {0};
+    ts_fail_alloc_after(1);
+    ir_sb_puts(&b, "lost");
+    ts_fail_alloc_after(0);
+    ir_sb_puts(&b, "later appends do nothing");
+    assert_true(b.oom);
+    assert_null(ir_sb_take(&b));
+    ir_sb_put_owned(&b, NULL); /* a maker that ran out of memory */
+    assert_null(ir_sb_take(&b));
+}
+
+static void test_grow(void **state)
+{
+    (void)state;
+    int32_t *v = NULL;
+    int64_t cap = 0;
+    for (int32_t i = 0; i < 100; i++) {
+        assert_true(IR_GROW(v, cap, i + 1));
+        v[i] = i;
+    }
+    assert_true(cap >= 100 && cap == 128); /* 8, 16, ..., 128 */
+    assert_int_equal(v[99], 99);
+    /* A refused allocation leaves the array and its capacity as they were. */
+    ts_fail_alloc_after(1);
+    assert_false(IR_GROW(v, cap, 129));
+    ts_fail_alloc_after(0);
+    assert_int_equal(cap, 128);
+    assert_int_equal(v[0], 0);
+    /* A size that overflows size_t fails before any allocation. */
+    assert_false(IR_GROW(v, cap, INT64_MAX));
+    ts_free(v);
+}
+
+static void test_arena_grow(void **state)
+{
+    (void)state;
+    IrArena *a = ir_arena_new();
+    int64_t *v = NULL, cap = 0;
+    for (int32_t i = 0; i < 20; i++) {
+        assert_true(IR_ARENA_GROW(a, v, cap, i, i + 1));
+        v[i] = 3 * i;
+    }
+    assert_int_equal(cap, 32);
+    assert_int_equal(v[19], 57); /* the first n elements were carried over */
+    assert_int_equal(v[0], 0);
+    ir_arena_free(a);
+}
+
+static void test_membership(void **state)
+{
+    (void)state;
+    int64_t dims[] = {3, 0, 7};
+    IrI64List l = {3, dims};
+    assert_int_equal(ir_list_index(&l, 7), 2);
+    assert_int_equal(ir_list_index(&l, 1), -1);
+    assert_true(ir_list_has(&l, 0));
+    IrI64List empty = {0, NULL};
+    assert_false(ir_list_has(&empty, 0));
+    static const char *const names[] = {"FFT", "IFFT", NULL};
+    assert_int_equal(ir_str_index("IFFT", names), 1);
+    assert_int_equal(ir_str_index("RFFT", names), -1);
+    assert_int_equal(ir_str_index(NULL, names), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_strbuf_appends),
+        cmocka_unit_test(test_strbuf_oom_is_sticky),
+        cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_arena_grow),
+        cmocka_unit_test(test_membership),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
