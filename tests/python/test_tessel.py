@@ -386,6 +386,14 @@ class TestOthers(Case):
         self.assertClose(y, d @ w, "host_ops_chain vs numpy")
         ref, = plan.run_reference({"x": x, "w": w})
         self.assertClose(y, ref, "host_ops_chain vs run_reference")
+        # a host program's plan file: saved, loaded, run
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "host.plan")
+            plan.save(path)
+            loaded = tessel.load_plan(path)
+        self.assertEqual((loaded.from_file, loaded.num_clusters), (True, 2))
+        y2, = loaded.run([x, w])
+        self.assertClose(y2, d @ w, "host_ops_chain from its plan file vs numpy")
         print("host_ops_chain: 2 clusters on 2 devices match numpy")
 
     def test_megatron_4(self):
