@@ -11,6 +11,7 @@ PACKAGES=(
     libhwloc-dev libcmocka-dev libopenblas-dev libjansson-dev
     libfftw3-dev     # fft (FFTW)
     python3-numpy    # tests check kernels against NumPy (Debian's /usr/bin/python3)
+    python3-mpi4py   # tests/python/mpi_run.py: the Python module under mpirun (skipped without)
     python3          # the end-to-end tests write and read .npy with it
     valgrind         # the valgrind ctest label
     clang libclang-rt-dev   # the libFuzzer targets (tests/fuzz/run.sh)

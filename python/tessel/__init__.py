@@ -1,0 +1,539 @@
+"""tessel: compile HLO modules for N partitions x R replicas and run them,
+from Python, over libtessel (include/tessel.h) through ctypes.
+
+    import numpy as np, tessel
+    plan = tessel.compile(open("examples/mlp.hlo").read(), num_partitions=2)
+    x = np.ones((8, 16), np.float32)
+    y, = plan.run([x], random=1)        # w1, w2: the deterministic random inputs
+    ref, = plan.run_reference([x], random=1)
+    plan.save("mlp.plan")
+    plan = tessel.load_plan("mlp.plan")
+    print(plan.dump("text"))
+
+Arrays go in as NumPy arrays (any array-like; C order and little endian
+are ensured by copying when needed) and come out as NumPy arrays of the
+output's dtype and shape. Errors of the library raise tessel.Error, which
+carries the status and FILE:LINE:COL; str() of it is what the command line
+prints. Under mpirun, plan.run(..., comm=MPI.COMM_WORLD) runs on mpi4py's
+communicator (outputs on rank 0, None on the others). docs/python.md.
+"""
+import atexit
+import collections
+import ctypes
+import enum
+import os
+
+import numpy as np
+
+from . import _capi
+
+__all__ = ["Error", "Status", "ArrayInfo", "Module", "Plan", "Outputs", "compile", "parse_module",
+           "load_module", "load_plan", "parse_plan", "version", "devices", "shutdown"]
+
+_lib, library_path = _capi.load()
+
+__version__ = _lib.ts_version().decode()
+
+
+class Status(enum.IntEnum):
+    """TsStatus."""
+    OK = 0
+    EINPUT = 1        # bad input: syntax, semantics, a bad or missing .npy, a bad option
+    ENOMEM = 2        # out of memory
+    EUNSUPPORTED = 3  # valid input that tessel cannot handle (yet)
+    EINTERNAL = 4     # a bug in tessel
+    ERUNTIME = 5      # a failure while running (I/O, a kernel, MPI)
+
+
+class Error(Exception):
+    """An error of libtessel (a TsDiag): status (Status), file (str or None),
+    line and col (0 when unknown), line_text (the source line or None) and
+    message. str() is ts_diag_format's text without its last newline:
+    "tessel: FILE:LINE:COL: error: MESSAGE" then the line and a caret."""
+
+    def __init__(self, status, message, file=None, line=0, col=0, line_text=None, formatted=None):
+        self.status = Status(status) if status in Status._value2member_map_ else status
+        self.message = message
+        self.file = file
+        self.line = line
+        self.col = col
+        self.line_text = line_text
+        self.formatted = formatted if formatted is not None else "tessel: error: %s" % message
+        super().__init__(self.formatted)
+
+    def __str__(self):
+        return self.formatted
+
+
+def _str(b):
+    return None if b is None else b.decode("utf-8", "replace")
+
+
+def _take_string(ptr):
+    """A heap string of the library (void pointer) as str; frees it."""
+    if not ptr:
+        raise MemoryError("tessel: out of memory")
+    try:
+        return ctypes.string_at(ptr).decode("utf-8", "replace")
+    finally:
+        _lib.ts_free(ptr)
+
+
+def _error(status, d):
+    """The Error of a failed call from its diag (then cleared)."""
+    ptr = _lib.ts_diag_format(ctypes.byref(d))
+    formatted = ctypes.string_at(ptr).decode("utf-8", "replace").rstrip("\n") if ptr else None
+    _lib.ts_free(ptr)
+    err = Error(d.status or status, _str(d.msg) or "status %d" % status, _str(d.file), d.line, d.col,
+                _str(d.line_text), formatted)
+    _lib.ts_diag_clear(ctypes.byref(d))
+    return err
+
+
+def _call(fn, *args):
+    """fn(*args, &diag); raises Error unless TS_OK."""
+    d = _capi.TsDiag()
+    st = fn(*args, ctypes.byref(d))
+    if st != Status.OK:
+        raise _error(st, d)
+    _lib.ts_diag_clear(ctypes.byref(d))
+
+
+def _path(p):
+    return os.fsencode(p)
+
+
+def _limits(limits):
+    """A TsLimits from None or a dict {"elements": 2**40, ...} (or a
+    "NAME=VALUE" string, or a list of them): ts_limits_set for each."""
+    if limits is None:
+        return None
+    lim = _lib.ts_limits_default()
+    if isinstance(limits, (str, bytes)):
+        limits = [limits]
+    items = limits.items() if isinstance(limits, dict) else [(s, None) for s in limits]
+    for name, value in items:
+        if isinstance(name, bytes):
+            name = name.decode()
+        text = name if value is None else "%s=%s" % (name, value)
+        _call(_lib.ts_limits_set, ctypes.byref(lim), text.encode())
+    return lim
+
+
+def _limits_ptr(lim):
+    return ctypes.byref(lim) if lim is not None else None
+
+
+def version():
+    """The library's version (ts_version), e.g. "0.2.0"."""
+    return __version__
+
+
+def shutdown():
+    """Release the process-wide caches (ts_shutdown); safe when no run is in
+    progress. Also done at exit."""
+    _lib.ts_shutdown()
+
+
+atexit.register(shutdown)
+
+
+def devices(local_devices=0, format="text"):
+    """The local devices hwloc finds (ts_devices_describe), as text or JSON."""
+    out = ctypes.c_void_p()
+    _call(_lib.ts_devices_describe, local_devices, format.encode(), ctypes.byref(out))
+    return _take_string(out)
+
+
+# ---------------------------------------------------------------------------
+# Modules
+# ---------------------------------------------------------------------------
+
+class Module:
+    """A parsed and verified HLO module (TsModule)."""
+
+    def __init__(self, handle):
+        self._h = ctypes.c_void_p(handle)
+
+    def close(self):
+        """Free the module now (also done when it is collected)."""
+        if self._h:
+            _lib.ts_module_free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        if getattr(self, "_h", None) and _lib is not None:
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("tessel: the module is closed")
+        return self._h
+
+    @property
+    def name(self):
+        return _str(_lib.ts_module_name(self._handle()))
+
+    @property
+    def num_parameters(self):
+        return _lib.ts_module_num_parameters(self._handle())
+
+    @property
+    def is_plan(self):
+        """True when the text was a plan file (a partitioned program, not a
+        model): load it with tessel.load_plan instead."""
+        return bool(_lib.ts_module_is_plan(self._handle()))
+
+    def summary(self):
+        """One line on what the module holds (ts_module_summary)."""
+        return _take_string(_lib.ts_module_summary(self._handle()))
+
+    def text(self):
+        """The module as HLO text (ts_module_text)."""
+        return _take_string(_lib.ts_module_text(self._handle()))
+
+    def compile(self, **options):
+        """tessel.compile(self, **options)."""
+        return compile(self, **options)
+
+    def run_reference(self, inputs=None, **options):
+        """The unpartitioned module on one device (ts_run_reference); as
+        Plan.run."""
+        return _run(_lib.ts_run_reference, self._handle(), None, inputs, options)
+
+    def __repr__(self):
+        return "<tessel.Module %s>" % (self.name if self._h else "(closed)")
+
+
+def parse_module(text, name="<string>", limits=None):
+    """Parse and verify HLO text (str or bytes); `name` names it in errors."""
+    data = text.encode() if isinstance(text, str) else bytes(text)
+    lim = _limits(limits)
+    h = ctypes.c_void_p()
+    _call(_lib.ts_module_parse, name.encode(), data, len(data), _limits_ptr(lim), ctypes.byref(h))
+    return Module(h.value)
+
+
+def load_module(path, limits=None):
+    """Read, parse and verify the HLO text file at `path`."""
+    lim = _limits(limits)
+    h = ctypes.c_void_p()
+    _call(_lib.ts_module_load_ex, _path(path), _limits_ptr(lim), ctypes.byref(h))
+    return Module(h.value)
+
+
+# ---------------------------------------------------------------------------
+# Plans
+# ---------------------------------------------------------------------------
+
+ArrayInfo = collections.namedtuple("ArrayInfo", "name dtype shape type")
+ArrayInfo.__doc__ = """An input or output leaf: name (the parameter's, None for
+outputs), dtype (numpy.dtype, as the array travels), shape (tuple) and type
+(tessel's element type: "f32", "bf16", ...)."""
+
+
+def _info(ti):
+    return ArrayInfo(_str(ti.name), np.dtype(ti.dtype.decode()), tuple(ti.dims[:ti.rank]), ti.type.decode())
+
+
+def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
+            name="<string>"):
+    """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
+    bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
+    the default: the module header's num_partitions / replica_count (else
+    1), 1 host, N*R/hosts local devices. `limits`: a dict of TsLimits
+    fields (elements, rank, tuple, depth, name, devices)."""
+    if isinstance(model, Module):
+        m, own = model, False
+    elif isinstance(model, os.PathLike):
+        m, own = load_module(model, limits), True
+    elif isinstance(model, (str, bytes, bytearray, memoryview)):
+        m, own = parse_module(model, name, limits), True
+    else:
+        raise TypeError("tessel.compile: model must be HLO text, a Module or a path, not %s"
+                        % type(model).__name__)
+    try:
+        lim = _limits(limits)
+        co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
+                                    ctypes.pointer(lim) if lim is not None else None, not verify)
+        h = ctypes.c_void_p()
+        _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
+        return Plan(h.value)
+    finally:
+        if own:
+            m.close()
+
+
+def load_plan(path, limits=None):
+    """Load a plan file written by Plan.save or `tessel compile` (checked
+    whole: a truncated or altered plan raises Error naming the line)."""
+    lim = _limits(limits)
+    h = ctypes.c_void_p()
+    _call(_lib.ts_plan_load, _path(path), _limits_ptr(lim), ctypes.byref(h))
+    return Plan(h.value)
+
+
+def parse_plan(text, name="<string>", limits=None):
+    """A plan from plan file text (str or bytes)."""
+    data = text.encode() if isinstance(text, str) else bytes(text)
+    lim = _limits(limits)
+    h = ctypes.c_void_p()
+    _call(_lib.ts_plan_parse, name.encode(), data, len(data), _limits_ptr(lim), ctypes.byref(h))
+    return Plan(h.value)
+
+
+class Outputs(list):
+    """The output leaves of a run, depth first, as NumPy arrays (a list),
+    with `stats` (the "tessel: stats: ..." lines when run with stats=True,
+    else "") and `summary` (ts_outputs_summary's lines)."""
+    stats = ""
+    summary = ""
+
+
+class Plan:
+    """A compiled program (TsPlan): compiled here by tessel.compile (then it
+    also holds the unpartitioned module, for run_reference) or loaded by
+    tessel.load_plan."""
+
+    def __init__(self, handle):
+        self._h = ctypes.c_void_p(handle)
+
+    def close(self):
+        """Free the plan now (also done when it is collected)."""
+        if self._h:
+            _lib.ts_plan_free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        if getattr(self, "_h", None) and _lib is not None:
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("tessel: the plan is closed")
+        return self._h
+
+    num_partitions = property(lambda self: _lib.ts_plan_num_partitions(self._handle()))
+    num_replicas = property(lambda self: _lib.ts_plan_num_replicas(self._handle()))
+    hosts = property(lambda self: _lib.ts_plan_hosts(self._handle()))
+    local_devices = property(lambda self: _lib.ts_plan_local_devices(self._handle()))
+    num_clusters = property(lambda self: _lib.ts_plan_num_clusters(self._handle()))
+    from_file = property(lambda self: bool(_lib.ts_plan_from_file(self._handle())))
+
+    @property
+    def inputs(self):
+        """The input leaves (entry parameters, tuple leaves depth first):
+        a list of ArrayInfo with their logical shapes."""
+        return self._infos(_lib.ts_plan_num_inputs, _lib.ts_plan_input_info)
+
+    @property
+    def outputs(self):
+        """The output leaves, depth first: a list of ArrayInfo."""
+        return self._infos(_lib.ts_plan_num_outputs, _lib.ts_plan_output_info)
+
+    def _infos(self, count, get):
+        h = self._handle()
+        out = []
+        for i in range(count(h)):
+            ti = _capi.TsArrayInfo()
+            _call(get, h, i, ctypes.byref(ti))
+            out.append(_info(ti))
+        return out
+
+    def set_layout(self, hosts, local_devices=0):
+        """Rebuild the host layout for `hosts` hosts of `local_devices`
+        devices (0: N*R/hosts)."""
+        _call(_lib.ts_plan_set_layout, self._handle(), hosts, local_devices)
+
+    def text(self):
+        """The plan file text (valid HLO text; docs/plan.md)."""
+        return _take_string(_lib.ts_plan_file_text(self._handle()))
+
+    def save(self, path):
+        """Write the plan file to `path` (atomically)."""
+        _call(_lib.ts_plan_save, self._handle(), _path(path))
+
+    def dump(self, format="text"):
+        """The plan for people ("text"), programs ("json", docs/plan.md) or
+        Graphviz ("dot"), as a str."""
+        out = ctypes.c_void_p()
+        _call(_lib.ts_plan_dump, self._handle(), format.encode(), ctypes.byref(out))
+        return _take_string(out)
+
+    def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None):
+        """Run the plan; returns Outputs (a list of NumPy arrays).
+
+        inputs: a list or tuple (item k binds entry parameter k; None leaves
+        it unbound), or a dict keyed by parameter index (0 or "0"), name
+        ("x") or tuple leaf ("0.1", "p.1"). Values are arrays (anything
+        numpy.asarray takes) or paths of .npy files (str or os.PathLike).
+        random: a seed: unbound leaves get the deterministic random inputs
+        (DESIGN.md). steps: run K times, aliased outputs fed back.
+        infeeds: .npy paths for infeed / recv from the host, in order.
+        comm: an mpi4py communicator: run under MPI on it (every rank
+        calls; its size must be the plan's hosts); rank 0 gets the outputs,
+        the other ranks None. Without comm: on this process's devices (the
+        plan must be for one host)."""
+        if comm is None:
+            return _run(_lib.ts_plan_run, self._handle(), self, inputs,
+                        dict(random=random, steps=steps, stats=stats, infeeds=infeeds))
+        from mpi4py import MPI
+        addr = ctypes.c_void_p(MPI._addressof(comm))
+
+        def run_mpi(h, ro, out, d):
+            return _lib.ts_plan_run_mpi(h, addr, ro, out, d)
+        return _run(run_mpi, self._handle(), self, inputs,
+                    dict(random=random, steps=steps, stats=stats, infeeds=infeeds), may_be_empty=True)
+
+    def run_reference(self, inputs=None, *, random=None, steps=0, stats=False, infeeds=None):
+        """The unpartitioned module on one device: the oracle run() is
+        checked against (only for a plan compiled in this process: a
+        loaded plan has no module and raises Error). As run()."""
+        return _run(_lib.ts_plan_run_reference, self._handle(), self, inputs,
+                    dict(random=random, steps=steps, stats=stats, infeeds=infeeds))
+
+    def __repr__(self):
+        if not self._h:
+            return "<tessel.Plan (closed)>"
+        return "<tessel.Plan %d partitions x %d replicas, %d hosts x %d devices, %d clusters>" % (
+            self.num_partitions, self.num_replicas, self.hosts, self.local_devices, self.num_clusters)
+
+
+# ---------------------------------------------------------------------------
+# Running: inputs into TsInput/TsArray, outputs out of TsOutputs
+# ---------------------------------------------------------------------------
+
+def _leaf_info(plan, key, infos):
+    """The ArrayInfo a key names when it is plain (an index or a name of a
+    non-tuple parameter), else None."""
+    if infos is None:
+        return None
+    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+        k = int(key)
+        # index k is leaf k only when no parameter is a tuple (then the
+        # names of the leaves are distinct)
+        names = [i.name for i in infos]
+        if 0 <= k < len(infos) and len(set(names)) == len(names):
+            return infos[k]
+        return None
+    hits = [i for i in infos if i.name == key]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _as_array(value, info):
+    """value as a C-contiguous little-endian ndarray. Arrays keep their
+    dtype (the library checks it against the parameter); other values
+    (lists, scalars) take the parameter's dtype when it is known."""
+    if isinstance(value, np.ndarray):
+        a = value
+    elif info is not None:
+        a = np.asarray(value, dtype=info.dtype)
+    else:
+        a = np.asarray(value)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    return np.ascontiguousarray(a)
+
+
+def _bind(plan, inputs):
+    """TsInput array for `inputs` (list/tuple/dict) and the objects that
+    must stay alive while the library reads them."""
+    if inputs is None:
+        items = []
+    elif isinstance(inputs, dict):
+        items = list(inputs.items())
+    elif isinstance(inputs, (list, tuple)):
+        items = [(k, v) for k, v in enumerate(inputs) if v is not None]
+    else:
+        raise TypeError("tessel: inputs must be a list, a tuple or a dict, not %s" % type(inputs).__name__)
+    infos = plan.inputs if (plan is not None and items) else None
+    keep = []
+    arr = (_capi.TsInput * max(len(items), 1))()
+    for j, (key, value) in enumerate(items):
+        if not isinstance(key, (int, str)):
+            raise TypeError("tessel: input keys are indices or names, not %r" % (key,))
+        kb = str(key).encode()
+        keep.append(kb)
+        arr[j].key = kb
+        if isinstance(value, (str, bytes, os.PathLike)):
+            pb = os.fsencode(value)
+            keep.append(pb)
+            arr[j].path = pb
+            continue
+        a = _as_array(value, _leaf_info(plan, key, infos))
+        dims = (_capi.c_int64 * max(a.ndim, 1))(*a.shape)
+        dt = a.dtype.str.encode()
+        ta = _capi.TsArray(dt, a.ndim, dims, a.ctypes.data, a.nbytes)
+        keep += [a, dims, dt, ta]
+        arr[j].array = ctypes.pointer(ta)
+    return arr, len(items), keep
+
+
+def _run(fn, handle, plan, inputs, options, may_be_empty=False):
+    """fn(handle, &TsRunOptions, &TsOutputs*, &diag) and the outputs as an
+    Outputs list (None when the library gave none and may_be_empty)."""
+    options = dict(options)
+    random = options.pop("random", None)
+    steps = options.pop("steps", 0) or 0
+    stats = options.pop("stats", False)
+    infeeds = options.pop("infeeds", None) or []
+    if options:
+        raise TypeError("tessel: unknown run options: %s" % ", ".join(sorted(options)))
+    arr, n, keep = _bind(plan, inputs)
+    feeds = (ctypes.c_char_p * max(len(infeeds), 1))(*[os.fsencode(p) for p in infeeds])
+    ro = _capi.TsRunOptions()
+    ro.ninputs = n
+    ro.inputs = arr
+    if random is not None and random is not False:
+        ro.random = True
+        ro.seed = 0 if random is True else int(random)
+    ro.steps = int(steps)
+    ro.ninfeeds = len(infeeds)
+    ro.infeeds = feeds
+    ro.stats = bool(stats)
+    out = ctypes.c_void_p()
+    d = _capi.TsDiag()
+    st = fn(handle, ctypes.byref(ro), ctypes.byref(out), ctypes.byref(d))
+    del keep
+    if st != Status.OK:
+        _lib.ts_outputs_free(out)
+        raise _error(st, d)
+    _lib.ts_diag_clear(ctypes.byref(d))
+    if not out:
+        if may_be_empty:
+            return None
+        raise Error(Status.EINTERNAL, "the library returned no outputs")
+    try:
+        return _read_outputs(out)
+    finally:
+        _lib.ts_outputs_free(out)
+
+
+def _read_outputs(out):
+    res = Outputs()
+    for i in range(_lib.ts_outputs_count(out)):
+        ti = _capi.TsArrayInfo()
+        _call(_lib.ts_outputs_info, out, i, ctypes.byref(ti))
+        info = _info(ti)
+        a = np.empty(info.shape, info.dtype)
+        if a.nbytes != ti.nbytes:
+            raise Error(Status.EINTERNAL, "output %d: %d bytes for %s%s, the library says %d"
+                        % (i, a.nbytes, info.dtype.str, list(info.shape), ti.nbytes))
+        _call(_lib.ts_outputs_read, out, i, a.ctypes.data, a.nbytes)
+        res.append(a)
+    res.stats = _str(_lib.ts_outputs_stats(out)) or ""
+    summary = _lib.ts_outputs_summary(out)
+    res.summary = _take_string(summary) if summary else ""
+    return res

@@ -1,0 +1,70 @@
+/*
+ * api_layout.c: the size of every struct of tessel.h and the offset of
+ * each of its fields, one "Struct size N" / "Struct.field N" line each,
+ * for test_capi_layout.py to compare with python/tessel/_capi.py's ctypes
+ * declarations (which must follow the header byte for byte).
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "tessel.h"
+
+#define SIZE(T) printf(#T " size %zu\n", sizeof(T))
+#define FIELD(T, f) printf(#T "." #f " %zu\n", offsetof(T, f))
+
+int main(void)
+{
+    SIZE(TsDiag);
+    FIELD(TsDiag, status);
+    FIELD(TsDiag, file);
+    FIELD(TsDiag, line);
+    FIELD(TsDiag, col);
+    FIELD(TsDiag, line_text);
+    FIELD(TsDiag, msg);
+    SIZE(TsLimits);
+    FIELD(TsLimits, elements);
+    FIELD(TsLimits, rank);
+    FIELD(TsLimits, tuple);
+    FIELD(TsLimits, depth);
+    FIELD(TsLimits, name);
+    FIELD(TsLimits, devices);
+    SIZE(TsCompileOptions);
+    FIELD(TsCompileOptions, num_partitions);
+    FIELD(TsCompileOptions, num_replicas);
+    FIELD(TsCompileOptions, hosts);
+    FIELD(TsCompileOptions, local_devices);
+    FIELD(TsCompileOptions, limits);
+    FIELD(TsCompileOptions, no_verify);
+    SIZE(TsArray);
+    FIELD(TsArray, dtype);
+    FIELD(TsArray, rank);
+    FIELD(TsArray, dims);
+    FIELD(TsArray, data);
+    FIELD(TsArray, nbytes);
+    SIZE(TsArrayInfo);
+    FIELD(TsArrayInfo, name);
+    FIELD(TsArrayInfo, dtype);
+    FIELD(TsArrayInfo, type);
+    FIELD(TsArrayInfo, rank);
+    FIELD(TsArrayInfo, dims);
+    FIELD(TsArrayInfo, nbytes);
+    SIZE(TsInput);
+    FIELD(TsInput, key);
+    FIELD(TsInput, path);
+    FIELD(TsInput, array);
+    SIZE(TsRunOptions);
+    FIELD(TsRunOptions, ninputs);
+    FIELD(TsRunOptions, inputs);
+    FIELD(TsRunOptions, random);
+    FIELD(TsRunOptions, seed);
+    FIELD(TsRunOptions, steps);
+    FIELD(TsRunOptions, ninfeeds);
+    FIELD(TsRunOptions, infeeds);
+    FIELD(TsRunOptions, stats);
+    FIELD(TsRunOptions, load_seconds);
+    FIELD(TsRunOptions, on_error);
+    FIELD(TsRunOptions, on_error_ctx);
+    printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
+    printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
+    return 0;
+}

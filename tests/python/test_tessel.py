@@ -1,0 +1,409 @@
+"""test_tessel.py: the Python module `tessel` used as a user would (only
+the public module): examples/mlp.hlo compiled for 2 partitions, saved,
+loaded and run in process on NumPy inputs, against plan.run_reference and
+against NumPy's tanh(x @ w1) @ w2; the deterministic random inputs against
+a NumPy splitmix64 (DESIGN.md); dict, index, name and .npy-path inputs;
+steps=K against K runs chained by hand; a host-work model
+(tests/models/host_ops_chain.hlo: 2 clusters) against NumPy; dumps; and
+the error paths (a syntax error with its line and column, a wrong input
+shape or dtype, a truncated plan, a loaded plan without a module).
+
+Run by ctest (test python_tessel) with /usr/bin/python3 (Debian's
+python3-numpy), PYTHONPATH=python/ and TESSEL_LIBRARY=the built
+libtessel.so. Exits 77 (ctest: skipped) where numpy is missing. In
+sanitizer builds (TESSEL_SANITIZE=ON) a ctypes-loaded ASan library needs
+the ASan runtime loaded first: the test starts itself again with
+LD_PRELOAD=$TESSEL_PRELOAD (the compiler's libasan and libubsan, which
+ctest passes; leak detection is off, CPython's own blocks would be
+reported), and skips when there is none.
+"""
+import json
+import os
+import pathlib
+import re
+import sys
+import tempfile
+import unittest
+
+SKIP = 77
+
+if os.environ.get("TESSEL_SANITIZE", "").upper() in ("1", "ON", "TRUE", "YES") and \
+        "libasan" not in os.environ.get("LD_PRELOAD", ""):
+    # an ASan libtessel.so loads into python only after the ASan runtime:
+    # start again with TESSEL_PRELOAD (ctest gives the compiler's runtimes)
+    if os.environ.get("TESSEL_PRELOAD"):
+        os.execve(sys.executable, [sys.executable] + sys.argv,
+                  dict(os.environ, LD_PRELOAD=os.environ["TESSEL_PRELOAD"]))
+    print("SKIP: sanitizer build and no ASan runtime to preload into python (TESSEL_PRELOAD)")
+    sys.exit(SKIP)
+try:
+    import numpy as np
+except ImportError:
+    print("SKIP: numpy is not importable by %s (Debian: apt-get install python3-numpy)" % sys.executable)
+    sys.exit(SKIP)
+
+import tessel  # noqa: E402
+
+SRC = pathlib.Path(os.environ.get("TESSEL_SRC", pathlib.Path(__file__).resolve().parents[2]))
+MLP = SRC / "examples" / "mlp.hlo"
+
+
+def splitmix64(z):
+    """DESIGN.md's splitmix64 on numpy uint64 (arithmetic mod 2^64)."""
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def random_f32(seed, leaf, shape):
+    """DESIGN.md's random input for a floating leaf, in float32."""
+    n = int(np.prod(shape))
+    base = splitmix64(splitmix64(np.uint64(seed)) ^ np.uint64(leaf))
+    h = splitmix64(base ^ np.arange(n, dtype=np.uint64))
+    f = (h >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 * 2 - 1
+    return f.astype(np.float32).reshape(shape)
+
+
+def mlp_numpy(x, w1, w2):
+    """y = tanh(x . W1) . W2 (examples/mlp.hlo), in float64."""
+    x, w1, w2 = (np.asarray(a, np.float64) for a in (x, w1, w2))
+    return np.tanh(x @ w1) @ w2
+
+
+def model(name, n):
+    """tests/models/NAME.hlo for n devices (@N, @D filled in)."""
+    text = (SRC / "tests" / "models" / (name + ".hlo")).read_text()
+    return text.replace("@N", str(n)).replace("@D", ",".join(str(i) for i in range(n)))
+
+
+class Case(unittest.TestCase):
+    def assertClose(self, got, want, what, rel=1e-4):
+        """The oracle's tolerance (DESIGN.md, f32): 1e-4 of the largest
+        magnitude of the expected values."""
+        want = np.asarray(want, np.float64)
+        self.assertEqual(tuple(got.shape), want.shape, what)
+        scale = float(np.max(np.abs(want))) if want.size else 0.0
+        err = float(np.max(np.abs(got.astype(np.float64) - want))) if want.size else 0.0
+        self.assertLessEqual(err, rel * scale, "%s: max error %g > %g x %g" % (what, err, rel, scale))
+        return err
+
+
+class TestModule(Case):
+    def test_version(self):
+        header = (SRC / "include" / "tessel.h").read_text()
+        want = re.search(r'#define TS_VERSION "([^"]+)"', header).group(1)
+        self.assertEqual(tessel.__version__, want)
+        self.assertEqual(tessel.version(), want)
+
+    def test_load_and_parse(self):
+        m = tessel.load_module(MLP)
+        self.assertEqual(m.name, "mlp")
+        self.assertEqual(m.num_parameters, 3)
+        self.assertFalse(m.is_plan)
+        self.assertIn("mlp", m.summary())
+        again = tessel.parse_module(m.text(), name="printed")
+        self.assertEqual(again.num_parameters, 3)
+        self.assertEqual(again.text(), m.text())
+        m.close()
+        with self.assertRaises(ValueError):
+            m.name
+
+    def test_syntax_error(self):
+        lines = MLP.read_text().split("\n")
+        i = next(k for k, l in enumerate(lines) if "parameter(0)" in l)
+        lines[i] = lines[i].replace("parameter(0)", "paramter(0)")
+        col = lines[i].index("paramter") + 1
+        bad = "\n".join(lines)
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.parse_module(bad, name="bad.hlo")
+        e = cm.exception
+        print("syntax error: %s" % str(e).split("\n")[0])
+        self.assertEqual(e.status, tessel.Status.EINPUT)
+        self.assertEqual((e.file, e.line, e.col), ("bad.hlo", i + 1, col))
+        self.assertIn("paramter", e.message)
+        self.assertEqual(e.line_text, lines[i])
+        self.assertTrue(str(e).startswith("tessel: bad.hlo:%d:%d: error: " % (i + 1, col)), str(e))
+        self.assertIn(lines[i], str(e))
+        self.assertTrue(str(e).endswith("^"), str(e))
+        # the same from a file, named by its path; and from tessel.compile
+        with tempfile.TemporaryDirectory() as tmp:
+            p = os.path.join(tmp, "bad.hlo")
+            with open(p, "w") as f:
+                f.write(bad)
+            with self.assertRaises(tessel.Error) as cm:
+                tessel.load_module(p)
+            self.assertEqual((cm.exception.file, cm.exception.line, cm.exception.col), (p, i + 1, col))
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(bad, num_partitions=2)
+        self.assertEqual((cm.exception.line, cm.exception.col), (i + 1, col))
+
+    def test_missing_file(self):
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.load_module("/nonexistent/model.hlo")
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        self.assertIn("/nonexistent/model.hlo", str(cm.exception))
+
+    def test_limits(self):
+        # w1 is f32[16,32]: 512 elements, over a limit of 100
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.load_module(MLP, limits={"elements": 100})
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        tessel.load_module(MLP, limits={"elements": 512})
+        with self.assertRaises(tessel.Error):
+            tessel.load_module(MLP, limits={"nonsense": 1})
+
+
+class TestMlp(Case):
+    @classmethod
+    def setUpClass(cls):
+        cls.plan = tessel.compile(MLP.read_text(), num_partitions=2)
+        rng = np.random.default_rng(13)
+        cls.x = rng.standard_normal((8, 16)).astype(np.float32)
+        cls.w1 = rng.standard_normal((16, 32)).astype(np.float32)
+        cls.w2 = rng.standard_normal((32, 8)).astype(np.float32)
+        cls.want = mlp_numpy(cls.x, cls.w1, cls.w2)
+
+    def test_info(self):
+        p = self.plan
+        self.assertEqual((p.num_partitions, p.num_replicas, p.hosts, p.local_devices), (2, 1, 1, 2))
+        self.assertFalse(p.from_file)
+        self.assertEqual(p.num_clusters, 1)
+        self.assertEqual([(i.name, i.dtype, i.shape, i.type) for i in p.inputs],
+                         [("x", np.dtype("<f4"), (8, 16), "f32"), ("w1", np.dtype("<f4"), (16, 32), "f32"),
+                          ("w2", np.dtype("<f4"), (32, 8), "f32")])
+        self.assertEqual([(i.dtype, i.shape) for i in p.outputs], [(np.dtype("<f4"), (8, 8))])
+
+    def test_save_load_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "mlp.plan")
+            self.plan.save(path)
+            with open(path) as f:
+                self.assertEqual(f.read(), self.plan.text())
+            loaded = tessel.load_plan(path)
+        self.assertTrue(loaded.from_file)
+        self.assertEqual((loaded.num_partitions, loaded.hosts), (2, 1))
+        outs = loaded.run([self.x, self.w1, self.w2])
+        self.assertEqual(len(outs), 1)
+        y = outs[0]
+        self.assertIsInstance(y, np.ndarray)
+        self.assertEqual((y.dtype, y.shape), (np.dtype(np.float32), (8, 8)))
+        err = self.assertClose(y, self.want, "loaded plan vs numpy")
+        ref, = self.plan.run_reference([self.x, self.w1, self.w2])
+        self.assertClose(y, ref, "loaded plan vs run_reference")
+        self.assertClose(ref, self.want, "run_reference vs numpy")
+        print("mlp: plan saved, loaded, run on 2 devices: f32[8,8], max error vs numpy %.3g" % err)
+        # a loaded plan has no module to run unpartitioned
+        with self.assertRaises(tessel.Error) as cm:
+            loaded.run_reference([self.x, self.w1, self.w2])
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+
+    def test_input_forms(self):
+        ref, = self.plan.run([self.x, self.w1, self.w2])
+        # by name and by index, a non-contiguous view, a big-endian copy,
+        # a .npy path, and a list taking the parameter's dtype
+        xt = np.asfortranarray(self.x)
+        w2be = self.w2.astype(">f4")
+        with tempfile.TemporaryDirectory() as tmp:
+            p = os.path.join(tmp, "w1.npy")
+            np.save(p, self.w1)
+            y1, = self.plan.run({"x": xt, 1: p, "2": w2be})
+            y2, = self.plan.run({0: self.x.tolist(), "w1": pathlib.Path(p), "w2": self.w2[:, :]})
+        self.assertTrue(np.array_equal(y1, ref))
+        self.assertTrue(np.array_equal(y2, ref))
+        # the same plan run twice gives the same bits; stats and summary
+        outs = self.plan.run((self.x, self.w1, self.w2), stats=True)
+        self.assertTrue(np.array_equal(outs[0], ref))
+        self.assertIn("tessel: stats: ", outs.stats)
+        self.assertTrue(outs.summary.startswith("output 0: f32[8,8] "), outs.summary)
+        self.assertEqual(self.plan.run([self.x, self.w1, self.w2]).stats, "")
+
+    def test_random(self):
+        # DESIGN.md's test vector first, then the model on random inputs
+        self.assertEqual(int(splitmix64(0)), 0xE220A8397B1DCDAF)
+        self.assertEqual(random_f32(7, 0, (4,)).view(np.uint32).tolist(),
+                         [0x3E600A3D, 0x3F6D3C70, 0xBED4554F, 0xBF4CC276])
+        y, = self.plan.run(random=7)
+        x, w1, w2 = (random_f32(7, k, s) for k, s in enumerate([(8, 16), (16, 32), (32, 8)]))
+        self.assertClose(y, mlp_numpy(x, w1, w2), "random=7 vs numpy")
+        ref, = self.plan.run_reference(random=7)
+        self.assertClose(y, ref, "random=7 vs run_reference")
+        # x bound, w1 and w2 drawn: leaves keep their numbers
+        y, = self.plan.run([self.x], random=3)
+        self.assertClose(y, mlp_numpy(self.x, random_f32(3, 1, (16, 32)), random_f32(3, 2, (32, 8))),
+                         "x bound, random=3 vs numpy")
+
+    def test_wrong_inputs(self):
+        with self.assertRaises(tessel.Error) as cm:
+            self.plan.run([np.zeros((8, 15), np.float32), self.w1, self.w2])
+        e = cm.exception
+        print("wrong shape: %s" % e.message)
+        self.assertEqual(e.status, tessel.Status.EINPUT)
+        self.assertTrue("[8,15]" in e.message or "8, 15" in e.message or "(8,15)" in e.message, e.message)
+        self.assertTrue("[8,16]" in e.message or "8, 16" in e.message or "(8,16)" in e.message, e.message)
+        with self.assertRaises(tessel.Error) as cm:
+            self.plan.run([self.x.astype(np.float64), self.w1, self.w2])
+        print("wrong dtype: %s" % cm.exception.message)
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        # an unbound parameter without random=
+        with self.assertRaises(tessel.Error) as cm:
+            self.plan.run([self.x])
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        self.assertIn("w1", cm.exception.message)
+        # a key that names nothing
+        with self.assertRaises(tessel.Error) as cm:
+            self.plan.run({"nope": self.x}, random=1)
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        with self.assertRaises(TypeError):
+            self.plan.run(self.x)
+
+    def test_dump(self):
+        text = self.plan.dump("text")
+        self.assertIn("all-reduce", text)
+        j = json.loads(self.plan.dump("json"))
+        self.assertIsInstance(j, dict)
+        self.assertIn("all-reduce", json.dumps(j))
+        dot = self.plan.dump("dot")
+        self.assertTrue(dot.lstrip().startswith("digraph"), dot[:80])
+        with self.assertRaises(tessel.Error) as cm:
+            self.plan.dump("yaml")
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+
+    def test_truncated_plan(self):
+        text = self.plan.text()
+        lines = text.split("\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "cut.plan")
+            with open(path, "w") as f:
+                f.write("\n".join(lines[:len(lines) // 2]) + "\n")
+            with self.assertRaises(tessel.Error) as cm:
+                tessel.load_plan(path)
+        e = cm.exception
+        print("truncated plan: %s" % str(e).split("\n")[0])
+        self.assertEqual(e.status, tessel.Status.EINPUT)
+        self.assertGreater(e.line, 0)
+        self.assertEqual(e.file, path)
+        self.assertTrue(tessel.parse_module(text, name="mlp.plan").is_plan)
+        # the text itself parses back
+        again = tessel.parse_plan(text, name="mlp.plan")
+        y, = again.run([self.x, self.w1, self.w2])
+        self.assertClose(y, self.want, "parse_plan vs numpy")
+
+    def test_compile_forms(self):
+        for model_arg in (tessel.load_module(MLP), MLP):  # a Module, a pathlib.Path
+            p = tessel.compile(model_arg, num_partitions=2)
+            y, = p.run([self.x, self.w1, self.w2])
+            self.assertClose(y, self.want, "compile(%s)" % type(model_arg).__name__)
+        # the header's num_partitions (2) by default; one partition
+        self.assertEqual(tessel.compile(MLP).num_partitions, 2)
+        one = tessel.compile("HloModule twice\n\nENTRY main {\n  x = f32[4] parameter(0)\n"
+                             "  ROOT y = f32[4] add(x, x)\n}\n", num_partitions=1)
+        self.assertEqual((one.num_partitions, one.local_devices), (1, 1))
+        y, = one.run([[1, 2, 3, 4.5]])  # a list takes the parameter's dtype
+        self.assertEqual((y.dtype, y.tolist()), (np.dtype(np.float32), [2, 4, 6, 9]))
+        # mlp.hlo's shardings name device 1: not for one partition
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(MLP, num_partitions=1)
+        self.assertEqual((cm.exception.status, cm.exception.line), (tessel.Status.EINPUT, 9))
+        p = tessel.compile(MLP, num_partitions=2, hosts=2)
+        self.assertEqual((p.hosts, p.local_devices), (2, 1))
+        # a 2-host plan in one process: tessel.h says the plan must be for
+        # one host; the library (c6ddfda) runs all its devices here. Either
+        # is fine, a wrong result is not.
+        try:
+            y, = p.run([self.x, self.w1, self.w2])
+            self.assertClose(y, self.want, "a 2-host plan run in one process")
+        except tessel.Error as e:
+            self.assertEqual(e.status, tessel.Status.EINPUT, str(e))
+        p.set_layout(1)
+        self.assertEqual((p.hosts, p.local_devices), (1, 2))
+        y, = p.run([self.x, self.w1, self.w2])
+        self.assertClose(y, self.want, "set_layout(1)")
+        with self.assertRaises(TypeError):
+            tessel.compile(42)
+        p.close()
+        with self.assertRaises(ValueError):
+            p.run([self.x, self.w1, self.w2])
+
+
+SGD = """HloModule sgd, input_output_alias={ {0}: (1, {}, may-alias) }, num_partitions=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}
+  w = f32[4] parameter(1), sharding={replicated}
+  y = f32[8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  g = f32[4] dot(y, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  lr = f32[] constant(0.1)
+  lrb = f32[4] broadcast(lr), dimensions={}
+  step = f32[4] multiply(lrb, g)
+  w2 = f32[4] subtract(w, step)
+  zero = f32[] constant(0)
+  loss = f32[] reduce(y, zero), dimensions={0}, to_apply=add
+  ROOT out = (f32[4], f32[]) tuple(w2, loss), sharding={{replicated}, {replicated}}
+}
+"""
+
+
+class TestOthers(Case):
+    def test_steps(self):
+        """steps=3 with input_output_alias equals 3 steps of NumPy's SGD."""
+        plan = tessel.compile(SGD)
+        x = ((np.arange(32) * 5) % 9 - 4 + 0.25).astype(np.float32).reshape(8, 4)
+        w = np.array([0.5, -0.25, 0.125, 1], np.float32)
+        wn = w.astype(np.float64)
+        for _ in range(3):
+            y = x.astype(np.float64) @ wn
+            loss = y.sum()
+            wn = wn - 0.1 * (y @ x.astype(np.float64))
+        outs = plan.run([x, w], steps=3)
+        self.assertEqual([(o.dtype, o.shape) for o in outs], [(np.dtype(np.float32), (4,)),
+                                                              (np.dtype(np.float32), ())])
+        self.assertClose(outs[0], wn, "sgd steps=3 w vs numpy")
+        self.assertClose(outs[1], loss, "sgd steps=3 loss vs numpy")
+        ref = plan.run_reference([x, w], steps=3)
+        self.assertClose(outs[0], ref[0], "sgd steps=3 vs run_reference")
+        one, = plan.run([x, w])[:1]
+        self.assertFalse(np.allclose(one, outs[0]), "steps=3 gave what one step gives")
+
+    def test_host_ops_chain(self):
+        """Host work between device work: 2 clusters, run in process."""
+        plan = tessel.compile(model("host_ops_chain", 2), num_partitions=2)
+        self.assertEqual(plan.num_clusters, 2)
+        rng = np.random.default_rng(5)
+        x = rng.uniform(-1, 1, (8, 6)).astype(np.float32)
+        w = rng.uniform(-1, 1, (6, 4)).astype(np.float32)
+        y, = plan.run([x, w])
+        a = np.exp(x.astype(np.float64))
+        d = (a + x) + a * a
+        self.assertClose(y, d @ w, "host_ops_chain vs numpy")
+        ref, = plan.run_reference({"x": x, "w": w})
+        self.assertClose(y, ref, "host_ops_chain vs run_reference")
+        # a host program's plan file: saved, loaded, run
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "host.plan")
+            plan.save(path)
+            loaded = tessel.load_plan(path)
+        self.assertEqual((loaded.from_file, loaded.num_clusters), (True, 2))
+        y2, = loaded.run([x, w])
+        self.assertClose(y2, d @ w, "host_ops_chain from its plan file vs numpy")
+        print("host_ops_chain: 2 clusters on 2 devices match numpy")
+
+    def test_megatron_4(self):
+        plan = tessel.compile(model("mlp_megatron", 4))
+        self.assertEqual(plan.num_partitions, 4)
+        rng = np.random.default_rng(9)
+        ins = [rng.standard_normal(s).astype(np.float32) for s in [(16, 24), (24, 40), (40, 24)]]
+        y, = plan.run(ins)
+        self.assertClose(y, mlp_numpy(*ins), "mlp_megatron on 4 devices vs numpy")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
