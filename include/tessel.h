@@ -298,8 +298,8 @@ void ts_outputs_free(TsOutputs *o);
 /* Running                                                             */
 /* ------------------------------------------------------------------ */
 
-/* Run on N x R devices of this process (threads pinned to cores). The
- * plan must be for one host. */
+/* Run on N x R devices of this process (threads pinned to cores): every
+ * device of the plan, whatever host layout it was compiled for. */
 TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d);
 /* The unpartitioned module on one device: the oracle partitioned runs are
  * checked against. A plan compiled in this process runs its module; a
