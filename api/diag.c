@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The public mirrors of internal types: same values, same layout. */
@@ -215,11 +216,20 @@ TsStatus ts_write_text(const char *path, const char *text, TsDiag *d)
     int fd = -1;
     if (special) {
         fd = open(path, O_WRONLY | O_CLOEXEC);
-    } else if ((tmp = ts_malloc(strlen(path) + 16))) {
-        /* An unpredictable name created exclusively: a link planted
-         * there cannot redirect the write. */
-        sprintf(tmp, "%s.tmp.XXXXXX", path);
-        fd = mkstemp(tmp);
+    } else if ((tmp = ts_malloc(strlen(path) + 40))) {
+        /* An unpredictable name created exclusively (O_EXCL: a link
+         * planted there cannot redirect the write), with the mode a new
+         * file gets (0666 under the umask), as fopen would give it. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ ((uint64_t)ts.tv_sec << 40);
+        for (int tries = 0; fd < 0 && tries < 64; tries++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            sprintf(tmp, "%s.tmp.%016llx", path, (unsigned long long)r);
+            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+            if (fd < 0 && errno != EEXIST)
+                break;
+        }
     }
     bool ok = fd >= 0 && write_all(fd, text, n);
     int err = errno;

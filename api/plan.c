@@ -50,29 +50,44 @@ static TsStatus finish(TsPlan *p, IrStatus st, TsPlan **out, IrDiag *id, TsDiag 
     return TS_OK;
 }
 
-TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, TsDiag *d)
+/* Compile `src` (taken), keeping `reference` (taken, may be NULL) for
+ * ts_plan_run_reference. */
+static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompileOptions *o, TsPlan **out,
+                              TsDiag *d)
 {
     IrDiag id = {0};
     *out = NULL;
     TsPlan *p = ts_calloc(1, sizeof *p);
-    if (!p)
+    if (!p) {
+        ir_module_free(src);
+        ir_module_free(reference);
         return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+    }
     TsCompileOptions none = {0};
     if (!o)
         o = &none;
     int64_t maxdev = 0;
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {o->num_partitions, o->num_replicas, o->hosts, o->local_devices, maxdev, o->no_verify};
-    IrStatus st = rt_check_custom_calls(m->ir, &id);
-    IrModule *src = st == IR_OK ? ir_module_clone(m->ir) : NULL;
-    if (st == IR_OK && (!src || !(p->reference = ir_module_clone(m->ir)))) {
-        ir_module_free(src);
-        src = NULL;
-        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    }
+    p->reference = reference;
+    IrStatus st = rt_check_custom_calls(src, &id);
     if (st == IR_OK)
         st = compile_module(src, &co, &p->r, &id);
+    else
+        ir_module_free(src);
     return finish(p, st, out, &id, d);
+}
+
+TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, TsDiag *d)
+{
+    IrModule *src = ir_module_clone(m->ir), *ref = src ? ir_module_clone(m->ir) : NULL;
+    if (!ref) {
+        IrDiag id = {0};
+        *out = NULL;
+        ir_module_free(src);
+        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+    }
+    return compile_taken(src, ref, o, out, d);
 }
 
 TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsPlan **out,
@@ -139,10 +154,21 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
             }
         }
     } else {
+        /* The parsed module is compiled; one copy stays for the reference. */
         TsModule *m = NULL;
         st = ts_module_parse(path, text, len, o->limits, &m, d);
-        if (st == TS_OK)
-            st = ts_compile(m, o, out, d);
+        if (st == TS_OK) {
+            IrModule *ref = ir_module_clone(m->ir);
+            IrModule *src = m->ir;
+            m->ir = NULL;
+            if (!ref) {
+                ir_module_free(src);
+                ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                st = api_give(IR_ENOMEM, &id, d);
+            } else {
+                st = compile_taken(src, ref, o, out, d);
+            }
+        }
         ts_module_free(m);
     }
     ts_free(text);

@@ -12,7 +12,6 @@
  *   // TesselInputSharding 1 {replicated}
  *   // TesselOutputSharding 0 {replicated}
  *   // TesselCollective all-reduce all-reduce 256 {{0,1}}
- *   // TesselSource HloModule mlp, ...          (the logical module)
  *   // TesselEnd
  *
  * A host program's plan holds several modules (each starts at a line
@@ -68,28 +67,6 @@ static void put_report(IrStrBuf *b, const SpmdReport *r)
     }
 }
 
-/* The logical module as `// TesselSource` lines: a plan without host work
- * carries it so that its dump shows every instruction's logical shape and
- * sharding (with host work, the host program holds the clusters). */
-static void put_source(IrStrBuf *b, const IrModule *src)
-{
-    char *text = ir_print_module(src);
-    if (!text) {
-        b->oom = true;
-        return;
-    }
-    for (char *line = text; *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = 0;
-        ir_sb_puts(b, "// TesselSource ");
-        ir_sb_puts(b, line);
-        ir_sb_puts(b, "\n");
-        line = nl ? nl + 1 : line + strlen(line);
-    }
-    ts_free(text);
-}
-
 /* The SPMD module of c and its lines. Cluster `k` of a host program
  * (named `name`) says which it is; k < 0 is a plan without host work, which
  * carries its source module. */
@@ -122,8 +99,6 @@ static char *cluster_plan_text(const PlanCluster *c, const Plan *p, int32_t k, c
         ir_sb_puts(&b, "\n");
     }
     put_report(&b, &c->report);
-    if (k < 0 && c->src)
-        put_source(&b, c->src);
     ir_sb_puts(&b, "// TesselEnd\n");
     char *lines = ir_sb_take(&b);
     char *text = lines ? ir_print_module_then(c->spmd, lines) : NULL;
@@ -499,40 +474,6 @@ static IrStatus check_logical(Loader *L, const IrModule *m, const PlanCluster *c
     return IR_OK;
 }
 
-/* The `// TesselSource` lines parsed as a module, at their own lines and
- * columns (the prefix becomes spaces, every other line an empty one). */
-static IrStatus load_source(Loader *L, PlanCluster *c)
-{
-    char *t = ts_malloc(L->len + 1);
-    if (!t)
-        return nomem(L);
-    size_t o = 0;
-    for (const char *s = L->text, *end = L->text + L->len; s < end;) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        const char *le = nl ? nl : end;
-        if (starts(s, le, "// TesselSource ")) {
-            memset(t + o, ' ', 16);
-            memcpy(t + o + 16, s + 16, (size_t)(le - s - 16));
-            o += (size_t)(le - s);
-        }
-        if (nl)
-            t[o++] = '\n';
-        s = nl ? nl + 1 : end;
-    }
-    t[o] = 0;
-    IrParseOptions opt = ir_default_parse_options();
-    IrStatus st = ir_parse(L->file, t, o, &opt, &c->src, L->d);
-    ts_free(t);
-    if (st != IR_OK)
-        return st;
-    if (c->src->num_partitions != c->num_partitions ||
-        (c->src->replica_count > 0 ? c->src->replica_count : 1) != c->num_replicas) {
-        L->line = L->plan_line;
-        return bad(L, 1, "the source module is for other partitions/replicas than the plan");
-    }
-    return check_logical(L, c->src, c);
-}
-
 /* The sharding text after q (one space, then the rest of the line up to
  * le), parsed into the arena; the line starts at s (for the column). */
 static IrStatus sharding_after(Loader *L, const char *q, const char *le, const char *s, IrSharding **out)
@@ -552,7 +493,7 @@ static IrStatus sharding_after(Loader *L, const char *q, const char *le, const c
 static IrStatus load_lines(Loader *L, PlanCluster *c)
 {
     const IrComputation *e = ir_entry(c->spmd);
-    int32_t nin = -1, nout = -1, nshape = 0, nin_shd = 0, nout_shd = 0, nsource = 0;
+    int32_t nin = -1, nout = -1, nshape = 0, nin_shd = 0, nout_shd = 0;
     int64_t capfb = 0;
     bool have_plan = false, have_end = false, have_out_shape = false, have_cluster = false;
     IrShape *in_shape = NULL;
@@ -663,10 +604,6 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 IrStatus st = load_report_line(L, c, t, le, &capfb);
                 if (st != IR_OK)
                     return st;
-            } else if (starts(t, le, "TesselSource ") || (le - t == 12 && memcmp(t, "TesselSource", 12) == 0)) {
-                if (!have_plan || L->host)
-                    return bad(L, 4, "TesselSource lines belong after TesselPlan in a plan without a host program");
-                nsource++;
             } else if (starts(t, le, "TesselEnd") && (le - t == 9 || (le - t == 10 && t[9] == '\r'))) {
                 have_end = true;
             } else if (starts(t, le, "Tessel")) {
@@ -728,7 +665,7 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
         if (st != IR_OK)
             return st;
     }
-    return nsource > 0 ? load_source(L, c) : IR_OK;
+    return IR_OK;
 }
 
 /* One SPMD module and its lines: text[0, len) is the segment, which
