@@ -220,25 +220,11 @@ void dev_red_fold_run(DevRedDom d, IrOpcode op, DevAcc *acc, int64_t astride, co
 DevAcc dev_red_identity(DevRedDom d, IrType t, IrOpcode op)
 {
     DevAcc r = {.u = 0};
-    int bits = ir_type_bits(t);
     switch (d) {
-    case DEV_RED_F:
-        r.f = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0;
-        break;
-    case DEV_RED_S: {
-        int64_t lo = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
-        int64_t hi = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-        r.s = op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? lo : op == OP_MINIMUM ? hi : op == OP_AND ? -1 : 0;
-        break;
-    }
-    case DEV_RED_U: {
-        uint64_t all = bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
-        r.u = op == OP_MULTIPLY ? 1 : (op == OP_MINIMUM || op == OP_AND) ? all : 0;
-        break;
-    }
-    case DEV_RED_P:
-        r.u = op == OP_MULTIPLY || op == OP_MINIMUM || op == OP_AND;
-        break;
+    case DEV_RED_F: r.f = ir_identity_float(op); break;
+    case DEV_RED_S: r.s = ir_identity_signed(op, ir_type_bits(t)); break;
+    case DEV_RED_U: r.u = ir_identity_unsigned(op, ir_type_bits(t)); break;
+    case DEV_RED_P: r.u = op == OP_MULTIPLY || op == OP_MINIMUM || op == OP_AND; break;
     }
     return r;
 }

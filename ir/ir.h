@@ -337,6 +337,14 @@ const char *ir_op_name(IrOpcode op);
 int ir_op_arity(IrOpcode op);          /* -1 variadic */
 IrOpKind ir_op_kind(IrOpcode op);
 IrOpFamily ir_op_family(IrOpcode op);
+/* The identity of the simple reducer `op` (add, multiply, maximum,
+ * minimum, and, or, xor) on values of each kind: floats 0, 1, -inf, +inf;
+ * signed integers of `bits` 0, 1, the smallest, the largest, -1 (and);
+ * unsigned ones 0, 1, 0, all ones (minimum, and). The one table the
+ * kernels, the collectives and the partitioner's identity fills share. */
+double ir_identity_float(IrOpcode op);
+int64_t ir_identity_signed(IrOpcode op, int bits);
+uint64_t ir_identity_unsigned(IrOpcode op, int bits);
 bool ir_op_is_elementwise(IrOpcode op); /* unary/binary/ternary kinds */
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);

@@ -4,6 +4,8 @@
  */
 #include "ir.h"
 
+#include <math.h>
+
 #include <string.h>
 
 static const struct {
@@ -181,4 +183,24 @@ static bool uses_attr(const IrAttrUse *u, IrAttrId id)
 bool ir_attr_applies(IrAttrId id, IrOpcode op)
 {
     return uses_attr(generic_uses, id) || uses_attr(ir_op_attrs(op), id);
+}
+
+/* ---- reducer identities ---- */
+
+double ir_identity_float(IrOpcode op)
+{
+    return op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0;
+}
+
+int64_t ir_identity_signed(IrOpcode op, int bits)
+{
+    int64_t lo = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+    int64_t hi = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+    return op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? lo : op == OP_MINIMUM ? hi : op == OP_AND ? -1 : 0;
+}
+
+uint64_t ir_identity_unsigned(IrOpcode op, int bits)
+{
+    uint64_t all = bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+    return op == OP_MULTIPLY ? 1 : (op == OP_MINIMUM || op == OP_AND) ? all : 0;
 }

@@ -456,26 +456,6 @@ int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
     return reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
 }
 
-double reducer_identity(IrOpcode op, IrType t)
-{
-    switch (op) {
-    case OP_MULTIPLY: return 1;
-    case OP_MAXIMUM:
-        if (ir_type_is_float(t)) return -__builtin_inf();
-        if (ir_type_is_signed_int(t)) return -(double)(1ull << (ir_type_bits(t) - 1));
-        return 0;
-    case OP_MINIMUM:
-        if (ir_type_is_float(t)) return __builtin_inf();
-        if (ir_type_is_signed_int(t)) return (double)((1ull << (ir_type_bits(t) - 1)) - 1);
-        if (t == IR_PRED) return 1;
-        return (double)(ir_type_bits(t) == 64 ? UINT64_MAX : (1ull << ir_type_bits(t)) - 1);
-    case OP_AND:
-        if (t == IR_PRED) return 1;
-        return ir_type_is_signed_int(t) ? -1 : (double)(ir_type_bits(t) == 64 ? UINT64_MAX : (1ull << ir_type_bits(t)) - 1);
-    default: return 0; /* add, or, xor */
-    }
-}
-
 int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill)
 {
     if (v < 0 || fill < 0)

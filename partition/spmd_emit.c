@@ -144,6 +144,32 @@ int32_t emit_scalar_const(PComp *pc, IrType t, double value)
     return emit_const_bytes(pc, &s, buf, (int64_t)ir_type_size(t));
 }
 
+/* Store x in the low `size` bytes of p (little-endian, as the
+ * in-memory form of every integer type, sub-byte ones extended in a byte). */
+static void store_bits(void *p, size_t size, uint64_t x)
+{
+    for (size_t k = 0; k < size; k++)
+        ((uint8_t *)p)[k] = (uint8_t)(x >> (8 * k));
+}
+
+int32_t emit_identity_const(PComp *pc, IrType t, IrOpcode op)
+{
+    uint8_t buf[16] = {0};
+    size_t size = ir_type_size(t);
+    if (t == IR_PRED)
+        buf[0] = op == OP_MULTIPLY || op == OP_MINIMUM || op == OP_AND;
+    else if (ir_type_is_lowp_float(t))
+        buf[0] = ir_lowp_from_double(t, ir_identity_float(op));
+    else if (ir_type_is_float(t))
+        store_scalar(t, buf, ir_identity_float(op));
+    else if (ir_type_is_signed_int(t))
+        store_bits(buf, size, (uint64_t)ir_identity_signed(op, ir_type_bits(t)));
+    else if (ir_type_is_unsigned_int(t))
+        store_bits(buf, size, ir_identity_unsigned(op, ir_type_bits(t)));
+    IrShape s = {.type = t};
+    return emit_const_bytes(pc, &s, buf, (int64_t)size);
+}
+
 int32_t emit_partition_id(PComp *pc)
 {
     if (pc->pid >= 0)

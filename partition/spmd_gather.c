@@ -608,7 +608,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
         IrShape ps;
         if (ir_shape_make(a, &ps, IR_PRED, os.rank, os.dims) != IR_OK)
             return oom(pc);
-        int32_t id = emit_broadcast(pc, emit_scalar_const(pc, ot, reducer_identity(red, ot)), &os, 0, NULL);
+        int32_t id = emit_broadcast(pc, emit_identity_const(pc, ot, red), &os, 0, NULL);
         ops[0] = emit_select(pc, emit_broadcast(pc, keep, &ps, 0, NULL), ops[0], id);
     }
     if (shift)

@@ -64,6 +64,9 @@ int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t 
 const IrShape *val_shape(PComp *pc, int32_t v);
 int32_t emit_s32(PComp *pc, int64_t value);                    /* s32[] constant */
 int32_t emit_scalar_const(PComp *pc, IrType t, double value);   /* T[] constant */
+/* T[] constant: the identity of the simple reducer op (ir_identity_*),
+ * exact in every type (u64 all-ones included). */
+int32_t emit_identity_const(PComp *pc, IrType t, IrOpcode op);
 int32_t emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int64_t nbytes);
 int32_t emit_partition_id(PComp *pc);                          /* s32[] */
 /* s32[] value of table[partition id] (a constant table indexed by partition). */
@@ -120,7 +123,6 @@ int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to);
  * `fill` (a dst instr of the element type): needed before reductions. */
 int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill);
 /* Identity element of a simple reducer for type t (sum 0, max -inf, ...). */
-double reducer_identity(IrOpcode op, IrType t);
 
 /* ---- spmd_conv.c: halo exchange along a windowed dim ---- */
 

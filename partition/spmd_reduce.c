@@ -117,7 +117,7 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
         /* Padding along tiled reduced dims becomes the identity; the init
          * value is used by the first device of each group only. */
         IrSharding *only = shd_replicate_dims(a, in, no, other);
-        int32_t ident = emit_scalar_const(pc, t, reducer_identity(red, t));
+        int32_t ident = emit_identity_const(pc, t, red);
         if (!only)
             return oom(pc);
         v = mask_padding(pc, v, ishape, only, ident);

@@ -108,7 +108,7 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
     for (int32_t d = 0; d < in->rank && v >= 0; d++)
         if (need[bi][d]) {
             if (ident < 0)
-                ident = emit_scalar_const(pc, in->type, reducer_identity(red, in->type));
+                ident = emit_identity_const(pc, in->type, red);
             v = spmd_halo(pc, v, best, d, &halo[bi * IR_MAX_RANK + d], ident);
         }
     IrShape local;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 
 #include <string.h>
 
@@ -102,12 +103,34 @@ static void test_membership(void **state)
     assert_int_equal(ir_str_index(NULL, names), -1);
 }
 
+/* The reducer identities, worked out by hand: max over s4 starts at -8,
+ * min over s4 at 7, min and and over u64 at 2^64-1 (exact: the identity
+ * constants the partitioner emits used to go through a double, which
+ * rounds 2^64-1 up to 2^64), and over u4 at 15. */
+static void test_reducer_identities(void **state)
+{
+    (void)state;
+    assert_true(ir_identity_float(OP_ADD) == 0 && ir_identity_float(OP_MULTIPLY) == 1);
+    assert_true(isinf(ir_identity_float(OP_MAXIMUM)) && ir_identity_float(OP_MAXIMUM) < 0);
+    assert_true(isinf(ir_identity_float(OP_MINIMUM)) && ir_identity_float(OP_MINIMUM) > 0);
+    assert_int_equal(ir_identity_signed(OP_MAXIMUM, 4), -8);
+    assert_int_equal(ir_identity_signed(OP_MINIMUM, 4), 7);
+    assert_true(ir_identity_signed(OP_MAXIMUM, 64) == INT64_MIN && ir_identity_signed(OP_MINIMUM, 64) == INT64_MAX);
+    assert_int_equal(ir_identity_signed(OP_AND, 32), -1);
+    assert_int_equal(ir_identity_signed(OP_XOR, 8), 0);
+    assert_true(ir_identity_unsigned(OP_MINIMUM, 64) == UINT64_MAX && ir_identity_unsigned(OP_AND, 64) == UINT64_MAX);
+    assert_int_equal(ir_identity_unsigned(OP_MINIMUM, 4), 15);
+    assert_int_equal(ir_identity_unsigned(OP_MAXIMUM, 16), 0);
+    assert_int_equal(ir_identity_unsigned(OP_MULTIPLY, 8), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_strbuf_appends),
         cmocka_unit_test(test_strbuf_oom_is_sticky),
         cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_reducer_identities),
         cmocka_unit_test(test_arena_grow),
         cmocka_unit_test(test_membership),
     };
