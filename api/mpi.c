@@ -129,8 +129,10 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     RtTransport *t = NULL;
     IrStatus st = rt_mpi_attach(mpi_comm, &t, &id);
     if (st != IR_OK) {
-        if (!t) /* MPI is not there at all: nobody waits for this rank */
+        if (!t) { /* MPI is not there at all: nobody waits for this rank */
+            say(o, &id, rt_mpi_env_rank());
             return api_give(st, &id, d);
+        }
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
     int rank = rt_mpi_rank(t), size = rt_mpi_size(t);

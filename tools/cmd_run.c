@@ -222,10 +222,11 @@ static int run_alone(const CliOptions *o, double t0)
 /* ---- under mpirun: this process is one host ---- */
 
 /* The library calls this on a failing rank before the others learn of
- * it: the message must be out before mpirun may end this process. */
+ * it: the message must be out before mpirun may end this process. ctx is
+ * a bool set once this rank has said its own error. */
 static void say_error(void *ctx, const TsDiag *d)
 {
-    (void)ctx;
+    *(bool *)ctx = true;
     cli_print_diag(d);
 }
 
@@ -262,7 +263,8 @@ static int run_mpi(const CliOptions *o, double t0)
             ts_mpi_abort(w, NULL);
         return rc;
     }
-    ts_mpi_on_error(w, say_error, NULL);
+    bool said = false; /* this rank's own error is out (say_error) */
+    ts_mpi_on_error(w, say_error, &said);
     int rank = ts_mpi_rank(w), size = ts_mpi_size(w);
     t0 = cli_now(); /* phases start after MPI_Init */
     TsPlan *p = NULL;
@@ -297,21 +299,21 @@ static int run_mpi(const CliOptions *o, double t0)
     }
     TsRunOptions ro = run_options(o, cli_now() - t0);
     ro.on_error = say_error;
+    ro.on_error_ctx = &said;
     TsOutputs *out = NULL;
     st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
-    /* Its error was said on the failing rank (say_error); the others
-     * return one naming that rank, printed by rank 0 only. */
+    /* The failing rank said its error (say_error); the others return one
+     * naming that rank, printed by rank 0 only. */
     if (st != TS_OK) {
         rc = cli_exit_status(st);
-        if (rank == 0 && d.msg && strncmp(d.msg, "rank 0: ", 8) != 0)
+        if (rank == 0 && !said)
             cli_print_diag(&d);
         ts_diag_clear(&d);
     }
     TsStatus fin = ts_mpi_finalize(w, st == TS_OK, &d);
     if (st == TS_OK && fin != TS_OK) {
-        /* This rank's own failure was said (say_error); another rank's
-         * is said once, by rank 0. */
-        if (rank == 0 && d.msg && strstr(d.msg, "failed while finishing"))
+        /* As above: another rank's failure is said once, by rank 0. */
+        if (rank == 0 && !said)
             cli_print_diag(&d);
         rc = cli_exit_status(fin);
     }

@@ -149,16 +149,21 @@ def devices(local_devices=0, format="text"):
 # Modules
 # ---------------------------------------------------------------------------
 
-class Module:
-    """A parsed and verified HLO module (TsModule)."""
+class _Handle:
+    """A library handle freed by close(), by `with`, or when collected.
+    Subclasses name what they are (_what) and their free function (_free,
+    the name of the ts_*_free function)."""
+
+    _what = "handle"
+    _free = None
 
     def __init__(self, handle):
         self._h = ctypes.c_void_p(handle)
 
     def close(self):
-        """Free the module now (also done when it is collected)."""
+        """Free it now (also done when it is collected)."""
         if self._h:
-            _lib.ts_module_free(self._h)
+            getattr(_lib, self._free)(self._h)
             self._h = ctypes.c_void_p()
 
     def __del__(self):
@@ -173,8 +178,14 @@ class Module:
 
     def _handle(self):
         if not self._h:
-            raise ValueError("tessel: the module is closed")
+            raise ValueError("tessel: the %s is closed" % self._what)
         return self._h
+
+
+class Module(_Handle):
+    """A parsed and verified HLO module (TsModule)."""
+
+    _what, _free = "module", "ts_module_free"
 
     @property
     def name(self):
@@ -296,34 +307,12 @@ class Outputs(list):
     summary = ""
 
 
-class Plan:
+class Plan(_Handle):
     """A compiled program (TsPlan): compiled here by tessel.compile (then it
     also holds the unpartitioned module, for run_reference) or loaded by
     tessel.load_plan."""
 
-    def __init__(self, handle):
-        self._h = ctypes.c_void_p(handle)
-
-    def close(self):
-        """Free the plan now (also done when it is collected)."""
-        if self._h:
-            _lib.ts_plan_free(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self):
-        if getattr(self, "_h", None) and _lib is not None:
-            self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _handle(self):
-        if not self._h:
-            raise ValueError("tessel: the plan is closed")
-        return self._h
+    _what, _free = "plan", "ts_plan_free"
 
     num_partitions = property(lambda self: _lib.ts_plan_num_partitions(self._handle()))
     num_replicas = property(lambda self: _lib.ts_plan_num_replicas(self._handle()))

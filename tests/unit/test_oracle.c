@@ -170,6 +170,18 @@ static void check_cluster_count(const char *name, const char *text, int32_t got)
  * reference itself cannot run the module (unsupported op), -2 when the
  * module's arrays exceed max_elements (too large for a unit test). */
 
+/* 0 when got equals the reference (the oracle's comparison), else 1 and a
+ * message; `what` says which run it was. */
+static int compare(const char *name, int n, int r, const char *what, const DevValue *ref, const DevValue *got)
+{
+    char *why = NULL;
+    bool same = rt_values_match(ref, got, &why);
+    if (!same)
+        print_message("%s N=%d R=%d: %smismatch: %s\n", name, n, r, what, why ? why : "?");
+    ts_free(why);
+    return same ? 0 : 1;
+}
+
 /* Write the plan file of res, load it back and run it: 0 when it equals
  * the reference, 1 otherwise (d says why when a step failed). */
 static int run_from_plan(const char *name, int n, int r, const CompileResult *res, const RtArgs *args,
@@ -184,14 +196,8 @@ static int run_from_plan(const char *name, int n, int r, const CompileResult *re
     int rc = 1;
     DevValue *got = NULL;
     if (compile_plan_load(name, text, strlen(text), 0, &back, d) == IR_OK) {
-        if (rt_run_program_local(&back.prog, args, 1, &got, d) == IR_OK) {
-            char *why = NULL;
-            if (rt_values_match(ref, got, &why))
-                rc = 0;
-            else
-                print_message("%s N=%d R=%d: from its plan: mismatch: %s\n", name, n, r, why ? why : "?");
-            ts_free(why);
-        }
+        if (rt_run_program_local(&back.prog, args, 1, &got, d) == IR_OK)
+            rc = compare(name, n, r, "from its plan: ", ref, got);
         compile_result_free(&back);
     }
     dev_value_unref(got);
@@ -239,14 +245,8 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             check_expectations(name, text, res.prog.cluster[k].spmd);
     if (res.prog.host)
         check_cluster_count(name, text, res.prog.ncluster);
-    if (rt_run_program_local(&res.prog, &args, 1, &got, &d) == IR_OK) {
-        char *why = NULL;
-        if (rt_values_match(ref, got, &why))
-            rc = 0;
-        else
-            print_message("%s N=%d R=%d: mismatch: %s\n", name, n, r, why ? why : "?");
-        ts_free(why);
-    }
+    if (rt_run_program_local(&res.prog, &args, 1, &got, &d) == IR_OK)
+        rc = compare(name, n, r, "", ref, got);
     /* The same program from its plan file: written, loaded back with every
      * check, run without recompiling. */
     if (rc == 0)
