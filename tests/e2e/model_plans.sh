@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# model_plans.sh: every oracle model of tests/models (its `// devices:`
-# line lists the device counts it is written for) runs from its plan file
-# as from the model: for the largest device count N, `tessel compile
+# model_plans.sh: every model of tests/models (its `// devices:` line
+# lists the device counts it is written for; a model without one is for
+# one device) runs from its plan file as from the model: for the largest
+# device count N, `tessel compile
 # --hosts H` for H = 1, 2 and 4 where N splits into H hosts, then the plan
 # alone (H = 1) and under `mpirun -np H`; every output equals --reference
 # (the oracle's tolerance, compared with NumPy). Host-work models are covered, with
@@ -49,12 +50,13 @@ PY
 i=0
 ran=0
 for model in "$TESSEL_SRC"/tests/models/*.hlo; do
-    grep -q "^// devices:" "$model" || continue
     ! grep -q 'tessel_print\|tessel_save\|_xla_compute_type' "$model" || continue
     i=$((i + 1))
     [ $(((i - 1) % STEP)) = 0 ] || continue
     name=$(basename "$model" .hlo)
+    # the largest device count the model lists; one device without a list
     n=$(sed -n 's|^// devices: *||p' "$model" | tr ',' '\n' | sort -n | tail -1)
+    n=${n:-1}
     m=$(instantiate "$model" "$n")
     ref="$WORK/$name.ref"
     if ! "$TESSEL" run "$m" --reference --random-inputs 5 --output-dir "$ref" >"$OUT" 2>"$ERR"; then
