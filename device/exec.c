@@ -499,10 +499,11 @@ static IrStatus run_collective_start(const Exec *x, const DevKernelArgs *k, DevV
     return dev_async_tuple(k, r, out);
 }
 
-/* collective-broadcast, collective-reduce, ragged-all-to-all: only where
- * every group has one member (the device itself), where they are the
- * identity (ragged-all-to-all: its self-exchange). Over several devices
- * they need the runtime's collectives (a later issue). */
+/* collective-broadcast, collective-reduce, ragged-all-to-all without a
+ * collective runtime (the reference): only where every group has one
+ * member (the device itself), where they are the identity
+ * (ragged-all-to-all: its self-exchange). Over several devices the
+ * runtime's collectives run them (runtime/coll.c). */
 static bool one_member_groups(const Exec *x, const IrInstr *ins)
 {
     const IrReplicaGroups *g = &ins->a.replica_groups;
@@ -667,7 +668,10 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_ASYNC_DONE: return dev_k_tuple_part(&k, 1, out);
     case OP_COLLECTIVE_BROADCAST:
     case OP_COLLECTIVE_REDUCE:
-    case OP_RAGGED_ALL_TO_ALL: return run_one_member_collective(x, &k, out);
+    case OP_RAGGED_ALL_TO_ALL:
+        if (x->opt->coll && x->opt->coll->run)
+            return x->opt->coll->run(x->opt->coll->ctx, x->m, ins, n, opnd, out, x->d);
+        return run_one_member_collective(x, &k, out);
     case OP_RNG_GET_AND_UPDATE_STATE: return rng_get_and_update_state(x, ins, out);
     case OP_FUSION: return dev_k_fusion(&k, out);
     case OP_ASYNC_START: return dev_k_async_start(&k, out);

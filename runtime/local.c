@@ -21,6 +21,7 @@
  * every waiter; a device waiting in a barrier, or arriving at one later,
  * returns an error instead of waiting. No thread waits forever.
  */
+#include "coll.h"
 #include "transport.h"
 
 #include <math.h>
@@ -38,8 +39,10 @@ typedef struct World {
     pthread_cond_t cv;
     int64_t arrived, generation;
     bool aborted;
-    DevValue **slot;           /* operand of each device (global ids); remote ones copied in by the leader */
-    DevValue **group_result;   /* all-reduce across hosts: the result of each group */
+    DevValue ***ops;           /* the current collective's operands of each device (global ids) */
+    int32_t nops;              /* how many each */
+    DevValue ***remote;        /* other hosts' operands, copied in by the leader (owned by it) */
+    DevValue **reduced;        /* all-reduce across hosts: each local member's result */
     IrStatus leader_status;    /* what the leader's exchange returned */
     IrDiag leader_diag;
 } World;
@@ -95,98 +98,6 @@ static bool barrier(World *w)
     return ok;
 }
 
-/* ---- replica groups ---- */
-
-/* The members (global device ids) of this device's group for collective
- * `ins`, in group order, and this device's index in it. XLA's modes:
- *   use_global_device_ids=true: groups list global device ids;
- *   channel_id set, not global: groups list partition ids, within a replica;
- *   no channel_id: groups list replica ids, within a partition.
- * An empty replica_groups means everyone in the mode's domain. */
-static int32_t group_of(const World *w, const IrInstr *ins, int64_t me, int64_t *members,
-                        int32_t *my_index)
-{
-    const IrReplicaGroups *g = &ins->a.replica_groups;
-    int64_t rep = me / w->n, part = me % w->n;
-    bool global = ins->a.use_global_device_ids;
-    bool cross_partition = !global && ins->a.channel_id > 0;
-    int64_t my_key = global ? me : cross_partition ? part : rep;
-    int32_t size = 0;
-    if (!g->present || g->ngroups == 0) {
-        int64_t domain = global ? w->ndev : cross_partition ? w->n : w->r;
-        for (int64_t k = 0; k < domain; k++)
-            members[size++] = k;
-    } else {
-        for (int32_t k = 0; k < g->ngroups && size == 0; k++) {
-            bool mine = false;
-            for (int32_t j = 0; j < g->group_size[k]; j++)
-                mine |= g->groups[k][j] == my_key;
-            if (mine)
-                for (int32_t j = 0; j < g->group_size[k]; j++)
-                    members[size++] = g->groups[k][j];
-        }
-        if (size == 0)
-            members[size++] = my_key;
-    }
-    /* Convert keys to global device ids. */
-    for (int32_t j = 0; j < size; j++) {
-        if (members[j] == my_key)
-            *my_index = j;
-        if (!global)
-            members[j] = cross_partition ? rep * w->n + members[j] : members[j] * w->n + part;
-    }
-    return size;
-}
-
-/* ---- the collectives ---- */
-
-typedef struct CollCtx {
-    Device *dev;
-} CollCtx;
-
-static IrStatus coll_error(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus st, const char *msg)
-{
-    return ir_error(d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
-}
-
-/* Sum (or other reducer) of the group's operands, in group order. */
-static IrStatus reduce_group(const IrModule *m, const IrInstr *ins, World *w, const int64_t *members,
-                             int32_t size, DevValue **out, IrDiag *d)
-{
-    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
-    if (op == OP_COUNT)
-        return coll_error(m, ins, d, IR_EUNSUPPORTED, "the reducer of this collective is not a simple one");
-    DevValue *v = dev_value_clone(w->slot[members[0]]);
-    if (!v)
-        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
-    int64_t n = dev_value_elements(v);
-    for (int32_t j = 1; j < size; j++)
-        if (!dev_red_combine_array(op, v->shape.type, v->data, w->slot[members[j]]->data, n)) {
-            dev_value_unref(v);
-            return coll_error(m, ins, d, IR_EUNSUPPORTED, "reducer not supported for this type");
-        }
-    *out = v;
-    return IR_OK;
-}
-
-/* Concatenate the group's operands along `dim` (all-gather). */
-static IrStatus gather_group(const IrInstr *ins, World *w, const int64_t *members, int32_t size,
-                             int64_t dim, DevValue **out)
-{
-    DevValue *v = dev_value_new_uninit(&ins->shape);
-    if (!v)
-        return IR_ENOMEM;
-    const IrShape *ps = &w->slot[members[0]]->shape;
-    size_t es = ir_type_size(ps->type);
-    int64_t zero[IR_MAX_RANK] = {0}, off[IR_MAX_RANK] = {0};
-    for (int32_t j = 0; j < size; j++) {
-        off[dim] = j * ps->dims[dim];
-        rt_copy_box(es, ps->rank, w->slot[members[j]]->data, ps->dims, zero, v->data, ins->shape.dims, off, ps->dims);
-    }
-    *out = v;
-    return IR_OK;
-}
-
 /* ---- across hosts: the leader's exchange ---- */
 
 static bool on_this_host(const World *w, int64_t g)
@@ -194,60 +105,79 @@ static bool on_this_host(const World *w, int64_t g)
     return g >= w->first && g < w->first + w->nlocal;
 }
 
-/* Every other host's operands copied into slot[] (one MPI call). */
+static IrStatus oom(IrDiag *d)
+{
+    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+}
+
+/* Every other host's operands copied into ops[] (one MPI call): each
+ * host sends its devices' operands, device by device, operand by operand
+ * (one program, so every device's operands have the same shapes). */
 static IrStatus exchange_all(World *w, IrDiag *d)
 {
-    const DevValue *mine = w->slot[w->first];
-    size_t b = (size_t)mine->nbytes;
+    DevValue *const *mine = w->ops[w->first];
+    int32_t n = w->nops;
+    size_t b = 0;
+    for (int32_t k = 0; k < n; k++) {
+        if (mine[k]->shape.type == IR_TUPLE)
+            return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                            "a collective of tuple operands across hosts is not supported");
+        b += (size_t)mine[k]->nbytes;
+    }
     uint8_t *send = ts_malloc(b * (size_t)w->nlocal + 1), *recv = ts_malloc(b * (size_t)w->ndev + 1);
-    IrStatus st = (send && recv) ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    for (int64_t k = 0; st == IR_OK && k < w->nlocal; k++)
-        if (b)
-            memcpy(send + (size_t)k * b, w->slot[w->first + k]->data, b);
+    IrStatus st = send && recv ? IR_OK : oom(d);
+    size_t o = 0;
+    for (int64_t g = w->first; st == IR_OK && g < w->first + w->nlocal; g++)
+        for (int32_t k = 0; k < n; k++) {
+            if (w->ops[g][k]->nbytes)
+                memcpy(send + o, w->ops[g][k]->data, (size_t)w->ops[g][k]->nbytes);
+            o += (size_t)w->ops[g][k]->nbytes;
+        }
     if (st == IR_OK)
         st = rt_transport_allgather(w->t, send, b * (size_t)w->nlocal, recv, d);
     for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
         if (on_this_host(w, g))
             continue;
-        DevValue *v = dev_value_new_uninit(&mine->shape);
-        if (!v) {
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-            break;
+        DevValue **v = ts_calloc((size_t)n, sizeof *v);
+        w->remote[g] = v;
+        w->ops[g] = v;
+        o = (size_t)g * b;
+        for (int32_t k = 0; v && k < n; k++) {
+            if (!(v[k] = dev_value_new_uninit(&mine[k]->shape)))
+                break;
+            if (v[k]->nbytes)
+                memcpy(v[k]->data, recv + o, (size_t)v[k]->nbytes);
+            o += (size_t)v[k]->nbytes;
         }
-        if (b)
-            memcpy(v->data, recv + (size_t)g * b, b);
-        w->slot[g] = v;
+        if (!v || !v[n - 1])
+            st = oom(d);
     }
     ts_free(send);
     ts_free(recv);
     return st;
 }
 
-static int32_t group_of(const World *w, const IrInstr *ins, int64_t me, int64_t *members, int32_t *my_index);
-
-/* All-reduce across hosts: for each group whose members live on several
- * hosts, this host combines its own members (in group order), then one
- * MPI all-reduce over a buffer of every such group (hosts without members
- * of a group contribute the identity). group_result[first member] holds
- * each group's result. */
+/* All-reduce of one operand across hosts: for each group whose members
+ * live on several hosts, this host combines its own members (in group
+ * order), then one MPI all-reduce over a buffer of every such group
+ * (hosts without members of a group contribute the identity).
+ * reduced[g] holds the result for each local member g of such a group. */
 static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, IrDiag *d)
 {
-    const DevValue *mine = w->slot[w->first];
+    const DevValue *mine = w->ops[w->first][0];
     int64_t count = dev_value_elements(mine);
     size_t b = (size_t)mine->nbytes;
     IrType t = mine->shape.type;
+    RtCollWorld cw = {w->n, w->r};
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
-    if (!members || !cross) {
-        ts_free(members);
-        ts_free(cross);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    }
+    IrStatus st = members && cross ? IR_OK : oom(d);
     /* Groups in order of their first member; those spanning hosts. */
     int64_t ncross = 0, l = w->nlocal;
-    for (int64_t g = 0; g < w->ndev; g++) {
-        int32_t idx = 0, size = group_of(w, ins, g, members, &idx);
-        if (members[0] != g)
+    for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
+        int32_t idx = 0, size = 0;
+        st = rt_coll_group(m, ins, &cw, g, members, &size, &idx, d);
+        if (st != IR_OK || members[0] != g)
             continue;
         bool spans = false;
         for (int32_t j = 1; j < size; j++)
@@ -255,25 +185,21 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
         if (spans)
             cross[ncross++] = g;
     }
-    IrStatus st = IR_OK;
-    /* One group (the common case): reduce straight in the result value's
-     * buffer, so the data is copied once (the first local member) and the
-     * devices share the result by reference. */
-    DevValue *single = ncross == 1 ? dev_value_new_uninit(&mine->shape) : NULL;
-    uint8_t *buf = single ? single->data : ts_malloc(b * (size_t)ncross + 1);
-    if (!buf && b > 0)
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    uint8_t *buf = st == IR_OK ? ts_malloc(b * (size_t)ncross + 1) : NULL;
+    if (st == IR_OK && !buf)
+        st = oom(d);
     for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
-        int32_t idx = 0, size = group_of(w, ins, cross[j], members, &idx);
+        int32_t idx = 0, size = 0;
+        st = rt_coll_group(m, ins, &cw, cross[j], members, &size, &idx, d);
         uint8_t *slice = buf + (size_t)j * b;
         bool first = true;
-        for (int32_t k = 0; k < size; k++) {
+        for (int32_t k = 0; st == IR_OK && k < size; k++) {
             if (!on_this_host(w, members[k]))
                 continue;
             if (first)
-                memcpy(slice, w->slot[members[k]]->data, b);
+                memcpy(slice, w->ops[members[k]][0]->data, b);
             else
-                dev_red_combine_array(op, t, slice, w->slot[members[k]]->data, count);
+                dev_red_combine_array(op, t, slice, w->ops[members[k]][0]->data, count);
             first = false;
         }
         if (first)
@@ -281,37 +207,38 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
     }
     if (st == IR_OK && ncross > 0)
         st = rt_transport_allreduce(w->t, buf, count * ncross, t, op, d);
-    if (single) {
-        if (st == IR_OK)
-            w->group_result[cross[0]] = single;
-        else
-            dev_value_unref(single);
-        ts_free(members);
-        ts_free(cross);
-        return st;
-    }
+    /* One value per group, shared by reference by its local members: a
+     * kernel writes in place only into a value it alone holds (refs ==
+     * 1), so sharing is safe. */
     for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
         DevValue *v = dev_value_new_uninit(&mine->shape);
+        int32_t idx = 0, size = 0;
         if (!v) {
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = oom(d);
             break;
         }
         if (b)
             memcpy(v->data, buf + (size_t)j * b, b);
-        w->group_result[cross[j]] = v;
+        st = rt_coll_group(m, ins, &cw, cross[j], members, &size, &idx, d);
+        for (int32_t k = 0; st == IR_OK && k < size; k++)
+            if (on_this_host(w, members[k]))
+                w->reduced[members[k]] = dev_value_ref(v);
+        dev_value_unref(v);
     }
-    (void)m;
     ts_free(buf);
     ts_free(members);
     ts_free(cross);
     return st;
 }
 
-/* The leader's part of a collective across hosts. */
+/* The leader's part of a collective across hosts: the hierarchical
+ * all-reduce for one operand with a simple reducer, else every host's
+ * operands everywhere. */
 static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
 {
     IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
-    if (ins->op == OP_ALL_REDUCE && op != OP_COUNT)
+    if ((ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && op != OP_COUNT && w->nops == 1 &&
+        ins->shape.type != IR_TUPLE && w->ops[w->first][0]->shape.type != IR_TUPLE)
         return reduce_across(w, m, ins, op, d);
     return exchange_all(w, d);
 }
@@ -320,36 +247,37 @@ static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins,
 static void leader_cleanup(World *w)
 {
     for (int64_t g = 0; g < w->ndev; g++) {
-        if (!on_this_host(w, g) && w->slot[g]) {
-            dev_value_unref(w->slot[g]);
-            w->slot[g] = NULL;
-        }
-        if (w->group_result[g]) {
-            dev_value_unref(w->group_result[g]);
-            w->group_result[g] = NULL;
-        }
+        for (int32_t k = 0; w->remote[g] && k < w->nops; k++)
+            dev_value_unref(w->remote[g][k]);
+        ts_free(w->remote[g]);
+        w->remote[g] = NULL;
+        if (!on_this_host(w, g))
+            w->ops[g] = NULL;
+        dev_value_unref(w->reduced[g]);
+        w->reduced[g] = NULL;
     }
 }
 
-static IrStatus collective_body(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+/* ---- the collectives ---- */
+
+static IrStatus coll_error(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus st, const char *msg)
+{
+    return ir_error(d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
+}
+
+/* Two barriers around the data movement (local.c's header): publish the
+ * operands, let the leader bring other hosts' in, compute this device's
+ * result from the group's operands (coll.c), wait until everyone has
+ * read before the operands may be freed. */
+static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                                 DevValue **operands, DevValue **out, IrDiag *d)
 {
-    Device *dev = ((CollCtx *)ctx)->dev;
     World *w = dev->w;
     *out = NULL;
-    if (nopnd != 1 || operands[0]->shape.type == IR_TUPLE)
-        return coll_error(m, ins, d, IR_EUNSUPPORTED, "collectives over several operands are not supported");
-    int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
-    if (!members)
-        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
-    int32_t me = 0;
-    int32_t size = group_of(w, ins, dev->id, members, &me);
-    w->slot[dev->id] = operands[0];
-    IrStatus st = IR_OK;
-    if (!barrier(w)) {
-        ts_free(members);
+    w->ops[dev->id] = operands;
+    w->nops = nopnd;
+    if (!barrier(w))
         return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
-    }
     bool leader = w->t && dev->id == w->first;
     if (w->t) {
         /* The leader moves this host's data; the others wait for it. */
@@ -357,93 +285,18 @@ static IrStatus collective_body(void *ctx, const IrModule *m, const IrInstr *ins
             ir_diag_clear(&w->leader_diag);
             w->leader_status = leader_exchange(w, m, ins, &w->leader_diag);
         }
-        if (!barrier(w)) {
-            ts_free(members);
+        if (!barrier(w))
             return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
-        }
         if (w->leader_status != IR_OK) {
-            ts_free(members);
             coll_error(m, ins, d, w->leader_status,
                        w->leader_diag.msg ? w->leader_diag.msg : "exchange between hosts failed");
             world_abort(w);
             return d->status;
         }
     }
-    int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
-    switch (ins->op) {
-    case OP_ALL_REDUCE:
-        if (w->t && w->group_result[members[0]]) {
-            /* Shared by reference: a kernel writes in place only into a
-             * value it alone holds (refs == 1), so sharing is safe. */
-            *out = dev_value_ref(w->group_result[members[0]]);
-            st = *out ? IR_OK : IR_ENOMEM;
-        } else {
-            st = reduce_group(m, ins, w, members, size, out, d);
-        }
-        break;
-    case OP_ALL_GATHER:
-        st = gather_group(ins, w, members, size, dim, out);
-        break;
-    case OP_REDUCE_SCATTER: {
-        DevValue *sum = NULL;
-        st = reduce_group(m, ins, w, members, size, &sum, d);
-        if (st == IR_OK) {
-            DevValue *v = dev_value_new_uninit(&ins->shape);
-            int64_t off[IR_MAX_RANK] = {0}, zero[IR_MAX_RANK] = {0};
-            off[dim] = me * ins->shape.dims[dim];
-            if (v)
-                rt_copy_box(ir_type_size(sum->shape.type), sum->shape.rank, sum->data, sum->shape.dims, off,
-                            v->data, ins->shape.dims, zero, ins->shape.dims);
-            dev_value_unref(sum);
-            st = v ? IR_OK : IR_ENOMEM;
-            *out = v;
-        }
-        break;
-    }
-    case OP_ALL_TO_ALL: {
-        /* Chunk j of every member's operand along dim goes to member j;
-         * the result concatenates, in group order, the chunks sent here. */
-        DevValue *v = dev_value_new_uninit(&ins->shape);
-        const IrShape *ps = &operands[0]->shape;
-        int64_t chunk[IR_MAX_RANK], soff[IR_MAX_RANK] = {0}, doff[IR_MAX_RANK] = {0};
-        if (!v) {
-            st = IR_ENOMEM;
-            break;
-        }
-        memcpy(chunk, ps->dims, (size_t)ps->rank * sizeof(int64_t));
-        chunk[dim] = ps->dims[dim] / size;
-        for (int32_t j = 0; j < size; j++) {
-            soff[dim] = me * chunk[dim];
-            doff[dim] = j * chunk[dim];
-            rt_copy_box(ir_type_size(ps->type), ps->rank, w->slot[members[j]]->data, ps->dims, soff, v->data,
-                        ins->shape.dims, doff, chunk);
-        }
-        *out = v;
-        break;
-    }
-    case OP_COLLECTIVE_PERMUTE: {
-        const IrI64List *p = &ins->a.source_target_pairs;
-        /* Pairs are partition ids within a replica unless global ids are
-         * used; tessel's partitioner writes global ids for every replica. */
-        int64_t src = -1;
-        int64_t key = ins->a.use_global_device_ids || ins->a.channel_id == 0 ? dev->id : dev->id % w->n;
-        for (int32_t k = 0; k + 1 < p->n; k += 2)
-            if (p->v[k + 1] == key)
-                src = p->v[k];
-        if (src >= 0 && !ins->a.use_global_device_ids && ins->a.channel_id > 0 && src < w->n)
-            src += (dev->id / w->n) * w->n;
-        if (src >= w->ndev)
-            src = -1;
-        *out = src >= 0 ? dev_value_clone(w->slot[src]) : dev_value_new(&ins->shape);
-        st = *out ? IR_OK : IR_ENOMEM;
-        break;
-    }
-    default:
-        st = coll_error(m, ins, d, IR_EUNSUPPORTED, "not a collective");
-    }
-    ts_free(members);
-    if (st == IR_ENOMEM && d->status == IR_OK)
-        coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    RtCollWorld cw = {w->n, w->r};
+    IrStatus st = rt_coll_result(m, ins, &cw, dev->id, (DevValue *const *const *)w->ops, nopnd,
+                                 w->reduced[dev->id], out, d);
     /* Everyone must finish reading before operands may be released. */
     bool ok = barrier(w);
     if (leader)
@@ -470,9 +323,9 @@ static double now_seconds(void)
 static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                                DevValue **operands, DevValue **out, IrDiag *d)
 {
-    Device *dev = ((CollCtx *)ctx)->dev;
+    Device *dev = ctx;
     double t0 = now_seconds();
-    IrStatus st = collective_body(ctx, m, ins, nopnd, operands, out, d);
+    IrStatus st = collective_body(dev, m, ins, nopnd, operands, out, d);
     dev->coll_seconds += now_seconds() - t0;
     dev->coll_calls++;
     return st;
@@ -499,8 +352,7 @@ static void fusion_from_env(DevExecOptions *opt)
  * the aliased outputs replace their parameters (moved, rt_feed_aliases). */
 static void device_main(Device *dev)
 {
-    CollCtx cc = {dev};
-    DevCollectives coll = {.ctx = &cc, .run = run_collective};
+    DevCollectives coll = {.ctx = dev, .run = run_collective};
     DevExecOptions opt = {
         .partition_id = dev->id % dev->w->n,
         .replica_id = dev->id / dev->w->n,
@@ -710,9 +562,10 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
         st = check_step_aliases(c, d);
     Device *devs = st == IR_OK ? ts_calloc((size_t)nlocal, sizeof *devs) : NULL;
     if (st == IR_OK) {
-        w.slot = ts_calloc((size_t)w.ndev, sizeof *w.slot);
-        w.group_result = ts_calloc((size_t)w.ndev, sizeof *w.group_result);
-        if (!devs || !w.slot || !w.group_result)
+        w.ops = ts_calloc((size_t)w.ndev, sizeof *w.ops);
+        w.remote = ts_calloc((size_t)w.ndev, sizeof *w.remote);
+        w.reduced = ts_calloc((size_t)w.ndev, sizeof *w.reduced);
+        if (!devs || !w.ops || !w.remote || !w.reduced)
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     /* The devices take the shards (also on failure: freed with them). */
@@ -759,8 +612,9 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
     ts_free(devs);
-    ts_free(w.slot);
-    ts_free(w.group_result);
+    ts_free(w.ops);
+    ts_free(w.remote);
+    ts_free(w.reduced);
     return st;
 }
 

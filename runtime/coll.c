@@ -1,0 +1,426 @@
+/*
+ * coll.c: the result of each collective for one device, given the
+ * operands of the devices it reads (coll.h). Every member of a group
+ * reads the same operands in the same group order, so the members of an
+ * all-reduce compute bit-identical results.
+ */
+#include "coll.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static IrStatus coll_fail(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus st, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static IrStatus coll_fail(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ir_error(d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
+}
+
+/* ---- groups ---- */
+
+typedef enum Mode { MODE_REPLICA, MODE_PARTITION, MODE_REPLICA_AND_PARTITION, MODE_GLOBAL } Mode;
+
+/* XLA's group mode of `ins` (coll.h). The ops without a
+ * use_global_device_ids attribute in XLA are cross-partition with a
+ * channel; tessel's own partitioner marks its all-to-alls global. */
+static Mode mode_of(const IrInstr *ins)
+{
+    if (ins->a.channel_id == 0)
+        return MODE_REPLICA;
+    if (ins->a.use_global_device_ids)
+        return MODE_GLOBAL;
+    switch (ins->op) {
+    case OP_ALL_TO_ALL:
+    case OP_RAGGED_ALL_TO_ALL:
+    case OP_COLLECTIVE_PERMUTE:
+    case OP_COLLECTIVE_PERMUTE_START:
+    case OP_COLLECTIVE_BROADCAST:
+        return MODE_PARTITION;
+    default:
+        return MODE_REPLICA_AND_PARTITION;
+    }
+}
+
+static const char *mode_ids(Mode mode)
+{
+    return mode == MODE_GLOBAL ? "devices" : mode == MODE_PARTITION ? "partitions" : "replicas";
+}
+
+IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me, int64_t *members,
+                       int32_t *size, int32_t *my_index, IrDiag *d)
+{
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    Mode mode = mode_of(ins);
+    int64_t rep = me / w->n, part = me % w->n;
+    int64_t domain = mode == MODE_GLOBAL ? w->n * w->r : mode == MODE_PARTITION ? w->n : w->r;
+    int64_t key = mode == MODE_GLOBAL ? me : mode == MODE_PARTITION ? part : rep;
+    /* The keys of my group, into members[] first. */
+    int32_t nkey = 0, found = -1;
+    if (!g->present || g->ngroups == 0) {
+        for (int64_t k = 0; k < domain; k++)
+            members[nkey++] = k;
+        found = 0;
+    } else {
+        for (int32_t k = 0; k < g->ngroups; k++)
+            for (int32_t j = 0; j < g->group_size[k]; j++) {
+                int64_t id = g->groups[k][j];
+                if (id < 0 || id >= domain)
+                    return coll_fail(m, ins, d, IR_EINPUT, "replica_groups names %lld, but there are %lld %s",
+                                     (long long)id, (long long)domain, mode_ids(mode));
+                if (id != key)
+                    continue;
+                if (found >= 0)
+                    return coll_fail(m, ins, d, IR_EINPUT, "replica_groups names %lld twice", (long long)id);
+                found = k;
+            }
+        if (found < 0) {
+            members[nkey++] = key;
+        } else {
+            for (int32_t j = 0; j < g->group_size[found]; j++)
+                members[nkey++] = g->groups[found][j];
+        }
+    }
+    /* Keys to global ids. */
+    int32_t n = 0;
+    if (mode == MODE_REPLICA_AND_PARTITION) {
+        int64_t keys[nkey > 0 ? nkey : 1];
+        memcpy(keys, members, (size_t)nkey * sizeof *keys);
+        for (int64_t p = 0; p < w->n; p++)
+            for (int32_t j = 0; j < nkey; j++)
+                members[n++] = keys[j] * w->n + p;
+    } else {
+        for (int32_t j = 0; j < nkey; j++)
+            members[n++] = mode == MODE_GLOBAL      ? members[j]
+                           : mode == MODE_PARTITION ? rep * w->n + members[j]
+                                                    : members[j] * w->n + part;
+    }
+    *my_index = 0;
+    for (int32_t j = 0; j < n; j++)
+        if (members[j] == me)
+            *my_index = j;
+    *size = n;
+    return IR_OK;
+}
+
+int64_t rt_coll_permute_source(const IrInstr *ins, const RtCollWorld *w, int64_t me)
+{
+    const IrI64List *p = &ins->a.source_target_pairs;
+    Mode mode = mode_of(ins);
+    int64_t rep = me / w->n, part = me % w->n;
+    int64_t key = mode == MODE_GLOBAL ? me : mode == MODE_PARTITION ? part : rep;
+    int64_t src = -1;
+    for (int32_t k = 0; k + 1 < p->n; k += 2)
+        if (p->v[k + 1] == key)
+            src = p->v[k];
+    if (src < 0)
+        return -1;
+    /* Mode ids to global ids. tessel's partitioner repeats partition
+     * pairs for every replica as global ids (partition + replica * N);
+     * a pair naming the ids of this replica's partitions is the same. */
+    if (mode == MODE_PARTITION)
+        src = src < w->n ? rep * w->n + src : src;
+    else if (mode == MODE_REPLICA)
+        src = src * w->n + part;
+    return src < w->n * w->r ? src : -1;
+}
+
+/* ---- the results ---- */
+
+static bool dims_equal(const IrShape *a, const IrShape *b)
+{
+    return a->type == b->type && a->rank == b->rank && ir_dims_equal(a->dims, b->dims, a->rank);
+}
+
+/* The reducer's combination of operand k of every member, in group order. */
+static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
+                               const int64_t *members, int32_t size, int32_t k, DevValue **out, IrDiag *d)
+{
+    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    if (op == OP_COUNT)
+        return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer of this collective is not a simple one");
+    DevValue *v = dev_value_clone(ops[members[0]][k]);
+    if (!v)
+        return IR_ENOMEM;
+    int64_t count = dev_value_elements(v);
+    for (int32_t j = 1; j < size; j++)
+        if (!dev_red_combine_array(op, v->shape.type, v->data, ops[members[j]][k]->data, count)) {
+            dev_value_unref(v);
+            return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer is not supported for %s",
+                             ir_type_name(v->shape.type));
+        }
+    *out = v;
+    return IR_OK;
+}
+
+/* Operand `src` of shape ps moved as the box [soff, soff + ext) to doff of
+ * out (shape of out). */
+static void move_box(const DevValue *src, const int64_t *soff, DevValue *out, const int64_t *doff, const int64_t *ext)
+{
+    const IrShape *ps = &src->shape;
+    rt_copy_box(ir_type_size(ps->type), ps->rank, src->data, ps->dims, soff, out->data, out->shape.dims, doff, ext);
+}
+
+/* The dimension of an all-gather, reduce-scatter or all-to-all, checked
+ * against the operand's rank. */
+static IrStatus op_dim(const IrModule *m, const IrInstr *ins, const IrShape *ps, int64_t *dim, IrDiag *d)
+{
+    *dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+    if (*dim < 0 || *dim >= ps->rank)
+        return coll_fail(m, ins, d, IR_EINPUT, "dimension %lld is out of range of the operand's rank %d",
+                         (long long)*dim, (int)ps->rank);
+    return IR_OK;
+}
+
+/* Shape `want` is `have` with dimension `dim` multiplied by `times`. */
+static bool scaled(const IrShape *have, const IrShape *want, int64_t dim, int64_t times)
+{
+    if (have->type != want->type || have->rank != want->rank)
+        return false;
+    for (int32_t i = 0; i < have->rank; i++)
+        if (want->dims[i] != (i == dim ? have->dims[i] * times : have->dims[i]))
+            return false;
+    return true;
+}
+
+static IrStatus shape_fail(const IrModule *m, const IrInstr *ins, IrDiag *d, const IrShape *ps, const IrShape *rs,
+                           int32_t size)
+{
+    char *a = ir_shape_str(ps, false), *b = ir_shape_str(rs, false);
+    IrStatus st = coll_fail(m, ins, d, IR_EINPUT, "over a group of %d devices, an operand %s cannot give %s", (int)size,
+                            a ? a : "?", b ? b : "?");
+    ts_free(a);
+    ts_free(b);
+    return st;
+}
+
+/* Result part k (shape rs) of a collective that acts on each operand on
+ * its own. */
+static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me,
+                         DevValue *const *const *ops, const int64_t *members, int32_t size, int32_t mine, int32_t k,
+                         const IrShape *rs, DevValue **out, IrDiag *d)
+{
+    const DevValue *opnd = ops[me][k];
+    const IrShape *ps = &opnd->shape;
+    if (ps->type == IR_TUPLE || rs->type == IR_TUPLE)
+        return coll_fail(m, ins, d, IR_EUNSUPPORTED, "tuple-shaped operands are not supported");
+    for (int32_t j = 0; ins->op != OP_COLLECTIVE_PERMUTE && j < size; j++)
+        if (!dims_equal(&ops[members[j]][k]->shape, ps))
+            return coll_fail(m, ins, d, IR_EINPUT, "device %lld gives an operand of another shape",
+                             (long long)members[j]);
+    int64_t dim = 0, zero[IR_MAX_RANK] = {0}, off[IR_MAX_RANK] = {0}, ext[IR_MAX_RANK];
+    switch (ins->op) {
+    case OP_ALL_REDUCE:
+    case OP_COLLECTIVE_REDUCE:
+        if (!dims_equal(ps, rs))
+            return shape_fail(m, ins, d, ps, rs, size);
+        return reduce_members(m, ins, ops, members, size, k, out, d);
+    case OP_COLLECTIVE_BROADCAST:
+        if (!dims_equal(ps, rs))
+            return shape_fail(m, ins, d, ps, rs, size);
+        *out = dev_value_clone(ops[members[0]][k]);
+        return *out ? IR_OK : IR_ENOMEM;
+    case OP_ALL_GATHER: {
+        IrStatus st = op_dim(m, ins, ps, &dim, d);
+        if (st != IR_OK)
+            return st;
+        if (!scaled(ps, rs, dim, size))
+            return shape_fail(m, ins, d, ps, rs, size);
+        DevValue *v = dev_value_new_uninit(rs);
+        if (!v)
+            return IR_ENOMEM;
+        for (int32_t j = 0; j < size; j++) {
+            off[dim] = j * ps->dims[dim];
+            move_box(ops[members[j]][k], zero, v, off, ps->dims);
+        }
+        *out = v;
+        return IR_OK;
+    }
+    case OP_REDUCE_SCATTER: {
+        IrStatus st = op_dim(m, ins, ps, &dim, d);
+        if (st != IR_OK)
+            return st;
+        if (!scaled(rs, ps, dim, size))
+            return shape_fail(m, ins, d, ps, rs, size);
+        DevValue *sum = NULL, *v = NULL;
+        st = reduce_members(m, ins, ops, members, size, k, &sum, d);
+        if (st == IR_OK && !(v = dev_value_new_uninit(rs)))
+            st = IR_ENOMEM;
+        if (st == IR_OK) {
+            off[dim] = mine * rs->dims[dim];
+            move_box(sum, off, v, zero, rs->dims);
+            *out = v;
+        }
+        dev_value_unref(sum);
+        return st;
+    }
+    case OP_ALL_TO_ALL: {
+        /* Chunk j of every member's operand along dim goes to member j;
+         * the result concatenates, in group order, the chunks sent here. */
+        IrStatus st = op_dim(m, ins, ps, &dim, d);
+        if (st != IR_OK)
+            return st;
+        if (!dims_equal(ps, rs) || ps->dims[dim] % size != 0)
+            return shape_fail(m, ins, d, ps, rs, size);
+        DevValue *v = dev_value_new_uninit(rs);
+        if (!v)
+            return IR_ENOMEM;
+        memcpy(ext, ps->dims, (size_t)ps->rank * sizeof *ext);
+        ext[dim] = ps->dims[dim] / size;
+        int64_t doff[IR_MAX_RANK] = {0};
+        for (int32_t j = 0; j < size; j++) {
+            off[dim] = mine * ext[dim];
+            doff[dim] = j * ext[dim];
+            move_box(ops[members[j]][k], off, v, doff, ext);
+        }
+        *out = v;
+        return IR_OK;
+    }
+    case OP_COLLECTIVE_PERMUTE: {
+        int64_t src = rt_coll_permute_source(ins, w, me);
+        if (src >= 0 && !dims_equal(&ops[src][k]->shape, rs))
+            return shape_fail(m, ins, d, &ops[src][k]->shape, rs, size);
+        *out = src >= 0 ? dev_value_clone(ops[src][k]) : dev_value_new(rs);
+        return *out ? IR_OK : IR_ENOMEM;
+    }
+    default:
+        return coll_fail(m, ins, d, IR_EINTERNAL, "not a collective");
+    }
+}
+
+/* all-to-all without a dimension: operand j of every member goes to
+ * member j; result j is what member j sent here. */
+static IrStatus tuple_all_to_all(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
+                                 const int64_t *members, int32_t size, int32_t mine, int32_t nopnd, DevValue **out,
+                                 IrDiag *d)
+{
+    if (nopnd != size || ins->shape.type != IR_TUPLE || ins->shape.ntuple != size)
+        return coll_fail(m, ins, d, IR_EINPUT, "an all-to-all without dimensions over a group of %d devices needs "
+                         "%d operands and results, not %d", (int)size, (int)size, (int)nopnd);
+    DevValue **el = ts_calloc((size_t)size, sizeof *el);
+    if (!el)
+        return IR_ENOMEM;
+    IrStatus st = IR_OK;
+    for (int32_t j = 0; st == IR_OK && j < size; j++) {
+        const DevValue *v = ops[members[j]][mine];
+        if (!dims_equal(&v->shape, &ins->shape.tuple[j]))
+            st = shape_fail(m, ins, d, &v->shape, &ins->shape.tuple[j], size);
+        else if (!(el[j] = dev_value_clone(v)))
+            st = IR_ENOMEM;
+    }
+    if (st == IR_OK && !(*out = dev_value_tuple(&ins->shape, size, el)))
+        st = IR_ENOMEM;
+    for (int32_t j = 0; st != IR_OK && j < size; j++)
+        dev_value_unref(el[j]);
+    ts_free(el);
+    return st;
+}
+
+/* ragged-all-to-all(input, output, input_offsets, send_sizes,
+ * output_offsets, recv_sizes): the offsets and sizes hold U updates per
+ * member, update e going to member e / U: rows [input_offsets[e],
+ * + send_sizes[e]) of the sender's input land at rows output_offsets[e] of
+ * that member's output (the sender's offsets name the receiver's rows).
+ * This device's result is its own output with every update sent to it
+ * written in. Example (2 devices, U 1): device 0 input [a b c], offsets
+ * {0,1} sizes {1,2} output_offsets {0,0}; device 1 input [d e], offsets
+ * {0,1} sizes {1,1} output_offsets {1,1}: device 0 gets [a d . .], device
+ * 1 gets [b c e .] (rows of output otherwise kept). */
+static IrStatus ragged_all_to_all(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
+                                  const int64_t *members, int32_t size, int32_t mine, int32_t nopnd, int64_t me,
+                                  DevValue **out, IrDiag *d)
+{
+    if (nopnd != 6)
+        return coll_fail(m, ins, d, IR_EINPUT, "ragged-all-to-all takes 6 operands, not %d", (int)nopnd);
+    const DevValue *own = ops[me][1];
+    DevValue *r = dev_value_clone(own);
+    if (!r)
+        return IR_ENOMEM;
+    int64_t rows = own->shape.rank ? own->shape.dims[0] : 0;
+    int64_t row = rows ? own->nbytes / rows : 0;
+    for (int32_t j = 0; j < size; j++) {
+        DevValue *const *s = ops[members[j]];
+        const DevValue *in = s[0], *ioff = s[2], *send = s[3], *ooff = s[4];
+        int64_t n = dev_value_elements(ioff);
+        if (in->shape.type != own->shape.type || in->shape.rank != own->shape.rank || in->shape.rank < 1 ||
+            !ir_dims_equal(in->shape.dims + 1, own->shape.dims + 1, in->shape.rank - 1) ||
+            dev_value_elements(send) != n || dev_value_elements(ooff) != n || n % size != 0) {
+            dev_value_unref(r);
+            return coll_fail(m, ins, d, IR_EINPUT, "device %lld's operands are not a ragged layout over %d devices "
+                             "(rows of one shape, offsets and sizes of one length, a multiple of the group)",
+                             (long long)members[j], (int)size);
+        }
+        int64_t u = n / size;
+        for (int64_t e = (int64_t)mine * u; e < (int64_t)(mine + 1) * u; e++) {
+            int64_t a = dev_load_i64(ioff->shape.type, ioff->data, e);
+            int64_t c = dev_load_i64(send->shape.type, send->data, e);
+            int64_t b = dev_load_i64(ooff->shape.type, ooff->data, e);
+            if (a < 0 || c < 0 || b < 0 || c > in->shape.dims[0] - a || c > rows - b) {
+                dev_value_unref(r);
+                return coll_fail(m, ins, d, IR_EINPUT, "device %lld's update %lld (rows %lld, %lld of them, to row "
+                                 "%lld) is out of bounds", (long long)members[j], (long long)e, (long long)a,
+                                 (long long)c, (long long)b);
+            }
+            if (c > 0)
+                memcpy(r->data + b * row, in->data + a * row, (size_t)(c * row));
+        }
+    }
+    *out = r;
+    return IR_OK;
+}
+
+IrStatus rt_coll_result(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me,
+                        DevValue *const *const *ops, int32_t nopnd, DevValue *reduced, DevValue **out, IrDiag *d)
+{
+    *out = NULL;
+    int64_t ndev = w->n * w->r;
+    int64_t *members = ts_malloc((size_t)ndev * sizeof *members);
+    if (!members)
+        return coll_fail(m, ins, d, IR_ENOMEM, "out of memory");
+    int32_t size = 0, mine = 0;
+    IrStatus st = ins->op == OP_COLLECTIVE_PERMUTE ? IR_OK : rt_coll_group(m, ins, w, me, members, &size, &mine, d);
+    if (ins->op == OP_COLLECTIVE_PERMUTE)
+        members[size++] = me;
+    bool tuple = ins->shape.type == IR_TUPLE;
+    if (st != IR_OK) {
+    } else if (nopnd < 1) {
+        st = coll_fail(m, ins, d, IR_EINPUT, "needs an operand");
+    } else if (ins->op == OP_RAGGED_ALL_TO_ALL) {
+        st = ragged_all_to_all(m, ins, ops, members, size, mine, nopnd, me, out, d);
+    } else if (ins->op == OP_ALL_TO_ALL && ins->a.dimensions.n == 0) {
+        st = tuple_all_to_all(m, ins, ops, members, size, mine, nopnd, out, d);
+    } else if (reduced && !tuple) {
+        *out = dev_value_ref(reduced);
+    } else if (!tuple || nopnd == 1) {
+        st = one_part(m, ins, w, me, ops, members, size, mine, 0, tuple ? &ins->shape.tuple[0] : &ins->shape, out, d);
+        if (st == IR_OK && tuple) {
+            DevValue *el = *out;
+            if (!(*out = dev_value_tuple(&ins->shape, 1, &el))) {
+                dev_value_unref(el);
+                st = IR_ENOMEM;
+            }
+        }
+    } else if (ins->shape.ntuple != nopnd) {
+        st = coll_fail(m, ins, d, IR_EINPUT, "%d operands but %d results", (int)nopnd, (int)ins->shape.ntuple);
+    } else {
+        DevValue **el = ts_calloc((size_t)nopnd, sizeof *el);
+        st = el ? IR_OK : IR_ENOMEM;
+        for (int32_t k = 0; st == IR_OK && k < nopnd; k++)
+            st = one_part(m, ins, w, me, ops, members, size, mine, k, &ins->shape.tuple[k], &el[k], d);
+        if (st == IR_OK && !(*out = dev_value_tuple(&ins->shape, nopnd, el)))
+            st = IR_ENOMEM;
+        for (int32_t k = 0; el && st != IR_OK && k < nopnd; k++)
+            dev_value_unref(el[k]);
+        ts_free(el);
+    }
+    ts_free(members);
+    if (st == IR_ENOMEM && (!d || d->status == IR_OK))
+        coll_fail(m, ins, d, IR_ENOMEM, "out of memory");
+    return st;
+}
