@@ -7,6 +7,7 @@
  *   module.c   TsModule: parse, verify, summary, print
  *   plan.c     TsPlan: compile, load, save, dump, layout, inputs/outputs
  *   run.c      TsOutputs; runs in process and of the reference
+ *   replay.c   replays of SPMD programs: each device's inputs and outputs
  *   mpi.c      runs under MPI on the caller's communicator; TsMpiWorld
  *   devices.c  the local devices as text or JSON
  */
@@ -32,6 +33,7 @@ struct TsOutputs {
     DevValue *result;        /* the root value (a tuple or an array) */
     DevValue *outfeeds;      /* a tuple of what the program gave the host, or NULL */
     char *stats;             /* "tessel: stats: ..." lines, "" without stats */
+    int64_t ndevices;        /* replays of every device: result is a tuple of their results; else 0 */
 };
 
 /* Move the first error of `from` into `to` (keeping an earlier one) and
@@ -52,6 +54,16 @@ TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, v
 RtBindOptions api_bind_options(const TsRunOptions *o);
 /* A new TsOutputs holding a reference to result (and outfeeds); NULL on OOM. */
 TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats);
+
+/* Device g's bind options in a replay of plan p (rt_device_bind_options
+ * of the run's). */
+IrStatus api_device_bind(const TsPlan *p, const TsRunOptions *o, int64_t g, RtBindOptions *out, IrDiag *d);
+/* Bind the inputs of devices [first, first + n) of a replay into args[]. */
+IrStatus api_bind_devices(const TsPlan *p, const TsRunOptions *o, int64_t first, int64_t n, RtArgs *args, IrDiag *d);
+/* The outputs of a replay from every device's result (res[0..ndev),
+ * references taken): a tuple of them, or device o->output_device's alone. */
+IrStatus api_replay_outputs(const TsPlan *p, const TsRunOptions *o, DevValue **res, DevValue **result,
+                            int64_t *ndevices, IrDiag *d);
 
 /* The device binding and step lines of --stats. */
 void api_stats_binding(IrStrBuf *s, const RtRunStats *rs);

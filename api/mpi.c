@@ -143,6 +143,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     RtReadStats rs = {0};
     RtRunStats run = {0};
     DevValue **local = NULL, *result = NULL;
+    int64_t ndevices = 0;
     IrStrBuf stats = {0};
 
     /* 1. prepare, agree */
@@ -162,6 +163,10 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     else if (prog->host) {
         RtBindOptions bo = api_bind_options(o);
         st = rt_bind_inputs(prog->host, &bo, &args, &id);
+    } else if (prog->ncluster == 1 && prog->cluster[0].replay) {
+        shards = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *shards);
+        st = shards ? api_bind_devices(p, o, first, l, shards, &id)
+                    : ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     } else if (prog->ncluster == 1) {
         st = prepare_cluster(p, o, first, l, &shards, &rs, &id);
     }
@@ -185,8 +190,18 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
-        if (rt_mpi_gather_results(t, &prog->cluster[0], l, local, &result, &id) != IR_OK)
+        if (prog->cluster[0].replay) {
+            /* Every device's outputs to rank 0, as they are. */
+            DevValue **all = rank == 0 ? ts_calloc((size_t)ndev, sizeof *all) : NULL;
+            if ((rank == 0 && !all) || rt_mpi_gather_devices(t, l, local, all, &id) != IR_OK ||
+                (rank == 0 && api_replay_outputs(p, o, all, &result, &ndevices, &id) != IR_OK))
+                abort_job(o, t, &id); /* the others may be waiting in the gather */
+            for (int64_t g = 0; all && g < ndev; g++)
+                dev_value_unref(all[g]);
+            ts_free(all);
+        } else if (rt_mpi_gather_results(t, &prog->cluster[0], l, local, &result, &id) != IR_OK) {
             abort_job(o, t, &id); /* rank 0 may be waiting in the gather */
+        }
         if (o->stats) {
             double mine[6] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds, (double)rs.file_bytes};
             stats_lines(&stats, t, mine, &run);
@@ -219,6 +234,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     rt_args_free(&args);
     if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, NULL, ir_sb_take(&stats))))
         st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    else if (st == IR_OK && rank == 0)
+        (*out)->ndevices = ndevices;
     ir_sb_free(&stats);
     dev_value_unref(result);
     return api_give(st, &id, d);

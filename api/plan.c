@@ -72,7 +72,7 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     p->reference = reference;
     IrStatus st = rt_check_custom_calls(src, &id);
     if (st == IR_OK)
-        st = compile_module(src, &co, &p->r, &id);
+        st = o->spmd ? compile_spmd_program(src, &co, &p->r, &id) : compile_module(src, &co, &p->r, &id);
     else
         ir_module_free(src);
     return finish(p, st, out, &id, d);
@@ -135,7 +135,7 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
     if (!text)
         return api_give(id.status, &id, d);
     TsStatus st;
-    if (compile_is_plan_text(text, len)) {
+    if (!o->spmd && compile_is_plan_text(text, len)) {
         st = ts_plan_parse(path, text, len, o->limits, out, d);
         const TsPlan *p = *out;
         if (st == TS_OK && ((o->num_partitions && o->num_partitions != p->r.prog.num_partitions) ||
@@ -215,6 +215,10 @@ char *ts_plan_file_text(const TsPlan *p)
 TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d)
 {
     IrDiag id = {0};
+    if (p->r.prog.ncluster == 1 && p->r.prog.cluster[0].replay)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "a replayed SPMD program has no plan file: the module is its own program"),
+                        &id, d);
     char *text = ts_plan_file_text(p);
     if (!text)
         return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);

@@ -94,6 +94,33 @@ static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed
     return st;
 }
 
+/* A replay: each device binds its own inputs and keeps its outputs. */
+static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed *feed, double *t, RtRunStats *run,
+                                 DevValue **result, int64_t *ndevices, IrDiag *d)
+{
+    const PlanCluster *c = &p->r.prog.cluster[0];
+    int64_t ndev = c->num_partitions * c->num_replicas;
+    RtArgs *args = ts_calloc((size_t)ndev, sizeof *args);
+    DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
+    IrStatus st = args && res ? api_bind_devices(p, o, 0, ndev, args, d)
+                              : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    t[1] = now();
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks};
+    if (st == IR_OK)
+        st = rt_run_devices(c, args, 0, ndev, NULL, &ro, run, res, d);
+    if (st == IR_OK)
+        st = api_replay_outputs(p, o, res, result, ndevices, d);
+    for (int64_t k = 0; k < ndev; k++) {
+        if (args)
+            rt_args_free(&args[k]);
+        if (res)
+            dev_value_unref(res[k]);
+    }
+    ts_free(args);
+    ts_free(res);
+    return st;
+}
+
 /* A host program: inputs bound whole (the host program reads them), the
  * host program run here, each cluster call on the N x R devices. */
 static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t, DevValue **result, IrDiag *d)
@@ -121,8 +148,8 @@ static IrStatus check_feed(const TsPlan *p, const TsRunOptions *o, IrDiag *d)
     return IR_OK;
 }
 
-static TsStatus deliver(IrStatus st, DevValue *result, const RtFeed *feed, char *stats, TsOutputs **out,
-                        IrDiag *id, TsDiag *d)
+static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const RtFeed *feed, char *stats,
+                        TsOutputs **out, IrDiag *id, TsDiag *d)
 {
     DevValue *outf = NULL;
     if (st == IR_OK && feed && feed->nkept && !(outf = rt_feed_outfeeds(feed)))
@@ -131,6 +158,8 @@ static TsStatus deliver(IrStatus st, DevValue *result, const RtFeed *feed, char 
         st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     else if (st != IR_OK)
         ts_free(stats);
+    if (st == IR_OK)
+        (*out)->ndevices = ndevices;
     dev_value_unref(outf);
     dev_value_unref(result);
     return api_give(st, id, d);
@@ -152,8 +181,11 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     IrStatus st = check_feed(p, o, &id);
     if (st == IR_OK && p->r.prog.ncluster == 0 && !p->r.prog.host)
         st = ir_error(&id, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "a plan without a program");
+    int64_t ndevices = 0;
+    bool replay = p->r.prog.ncluster == 1 && p->r.prog.cluster[0].replay;
     if (st == IR_OK)
         st = p->r.prog.host ? run_host_local(p, o, t, &result, &id)
+             : replay       ? run_replay_local(p, o, &feed, t, &run, &result, &ndevices, &id)
                             : run_cluster_local(p, o, &feed, t, &run, &rs, &result, &id);
     t[2] = now();
     IrStrBuf stats = {0};
@@ -167,7 +199,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
             api_stats_binding(&stats, &run);
         }
     }
-    TsStatus ts = deliver(st, result, &feed, ir_sb_take(&stats), out, &id, d);
+    TsStatus ts = deliver(st, result, ndevices, &feed, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
@@ -197,7 +229,7 @@ static TsStatus run_reference(const IrModule *m, const TsRunOptions *o, TsOutput
         ir_sb_printf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
               o->load_seconds * 1e3, (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3);
     rt_args_free(&args);
-    TsStatus ts = deliver(st, result, &feed, ir_sb_take(&stats), out, &id, d);
+    TsStatus ts = deliver(st, result, 0, &feed, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
@@ -225,6 +257,17 @@ TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs
 int32_t ts_outputs_count(const TsOutputs *o)
 {
     return ir_shape_leaf_count(&o->result->shape);
+}
+
+int64_t ts_outputs_num_devices(const TsOutputs *o)
+{
+    return o->ndevices;
+}
+
+/* Leaves per device of a replay's outputs (0: not per device). */
+static int32_t per_device(const TsOutputs *o)
+{
+    return o->ndevices > 0 ? (int32_t)(ts_outputs_count(o) / o->ndevices) : 0;
 }
 
 static IrStatus leaf_of(const TsOutputs *o, int32_t i, const DevValue **v, IrDiag *d)
@@ -303,9 +346,10 @@ TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes
 TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d)
 {
     IrDiag id = {0};
-    IrStatus st = rt_write_outputs(o->result, dir, NULL, &id);
+    int32_t per = per_device(o);
+    IrStatus st = per ? rt_write_device_outputs(o->result, per, dir, &id) : rt_write_outputs(o->result, dir, NULL, &id);
     if (st == IR_OK && o->outfeeds && (st = rt_write_values(o->outfeeds, dir, "outfeed", &id)) != IR_OK)
-        rt_remove_outputs(o->result, dir);
+        ts_outputs_remove(o, dir);
     return api_give(st, &id, d);
 }
 
@@ -313,15 +357,23 @@ void ts_outputs_remove(const TsOutputs *o, const char *dir)
 {
     if (o->outfeeds)
         rt_remove_values(o->outfeeds, dir, "outfeed");
-    rt_remove_outputs(o->result, dir);
+    if (per_device(o))
+        rt_remove_device_outputs(o->result, per_device(o), dir);
+    else
+        rt_remove_outputs(o->result, dir);
 }
 
-static void summarise(IrStrBuf *s, const DevValue *v, const char *what)
+/* One line per leaf; `per` > 0: leaves of devices, `per` each. */
+static void summarise(IrStrBuf *s, const DevValue *v, const char *what, int32_t per)
 {
     int32_t n = ir_shape_leaf_count(&v->shape);
     for (int32_t i = 0; i < n; i++) {
         char *line = rt_value_summary(dev_value_leaf((DevValue *)v, i));
-        ir_sb_printf(s, "%s %d: %s\n", what, (int)i, line ? line : "(out of memory)");
+        if (per)
+            ir_sb_printf(s, "%s %d (device %d): %s\n", what, (int)(i % per), (int)(i / per),
+                         line ? line : "(out of memory)");
+        else
+            ir_sb_printf(s, "%s %d: %s\n", what, (int)i, line ? line : "(out of memory)");
         ts_free(line);
     }
 }
@@ -329,9 +381,9 @@ static void summarise(IrStrBuf *s, const DevValue *v, const char *what)
 char *ts_outputs_summary(const TsOutputs *o)
 {
     IrStrBuf s = {0};
-    summarise(&s, o->result, "output");
+    summarise(&s, o->result, "output", per_device(o));
     if (o->outfeeds)
-        summarise(&s, o->outfeeds, "outfeed");
+        summarise(&s, o->outfeeds, "outfeed", 0);
     return ir_sb_take(&s);
 }
 

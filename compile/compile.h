@@ -47,6 +47,13 @@ typedef struct CompileResult {
 IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult *out, IrDiag *d);
 void compile_result_free(CompileResult *r);
 
+/* The other way in: `m` (verified; taken, also on failure) is already an
+ * SPMD program, one program per device as XLA prints it after
+ * spmd-partitioning. No pass rewrites it: cluster 0 is m itself, replayed
+ * (PlanCluster.replay) on the options' N x R devices (else the header's),
+ * with the plans of the host layout. */
+IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileResult *out, IrDiag *d);
+
 /* Rebuild the plans of r for another host layout (hosts >= 1; local 0:
  * N*R/hosts). IR_EINPUT when N*R is not hosts x local. */
 IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, IrDiag *d);

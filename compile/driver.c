@@ -116,21 +116,60 @@ IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, 
     return IR_OK;
 }
 
+/* Step 2: N and R from the options, else the header; within the bound. */
+static IrStatus devices(const IrModule *src, const CompileOptions *o, int64_t *n, int64_t *r, IrDiag *d)
+{
+    *n = o->num_partitions ? o->num_partitions : (src->num_partitions > 0 ? src->num_partitions : 1);
+    *r = o->num_replicas ? o->num_replicas : (src->replica_count > 0 ? src->replica_count : 1);
+    int64_t maxdev = o->max_devices > 0 ? o->max_devices : COMPILE_DEFAULT_MAX_DEVICES;
+    if (*n < 1 || *r < 1 || *n > maxdev || *r > maxdev || *n * *r > maxdev)
+        return ir_error(d, IR_EINPUT, src->file, NULL, (IrPos){0, 0},
+                        "%lld partitions x %lld replicas: at most %lld devices (--limit devices=N)", (long long)*n,
+                        (long long)*r, (long long)maxdev);
+    return IR_OK;
+}
+
+IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileResult *out, IrDiag *d)
+{
+    memset(out, 0, sizeof *out);
+    CompileOptions o = opt ? *opt : (CompileOptions){0};
+    PlanProgram *p = &out->prog;
+    int64_t n = 1, r = 1;
+    IrStatus st = devices(m, &o, &n, &r, d);
+    if (st == IR_OK && !(p->cluster = ts_calloc(1, sizeof *p->cluster)))
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st != IR_OK) {
+        ir_module_free(m);
+        return st;
+    }
+    m->num_partitions = n;
+    m->replica_count = r;
+    p->num_partitions = n;
+    p->num_replicas = r;
+    p->ncluster = 1;
+    PlanCluster *c = &p->cluster[0];
+    *c = (PlanCluster){.replay = true, .spmd = m, .num_partitions = n, .num_replicas = r};
+    if (!(c->report.arena = ir_arena_new()))
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st == IR_OK)
+        st = plan_cluster_record_io(c, d);
+    if (st == IR_OK)
+        st = compile_replan(out, o.hosts ? o.hosts : 1, o.local_devices, d);
+    if (st != IR_OK)
+        compile_result_free(out);
+    return st;
+}
+
 IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
     CompileOptions o = opt ? *opt : (CompileOptions){0};
     PlanProgram *p = &out->prog;
-    IrStatus st = IR_OK;
 
     /* 2. devices */
-    int64_t n = o.num_partitions ? o.num_partitions : (src->num_partitions > 0 ? src->num_partitions : 1);
-    int64_t r = o.num_replicas ? o.num_replicas : (src->replica_count > 0 ? src->replica_count : 1);
-    int64_t maxdev = o.max_devices > 0 ? o.max_devices : COMPILE_DEFAULT_MAX_DEVICES;
-    if (n < 1 || r < 1 || n > maxdev || r > maxdev || n * r > maxdev) {
-        st = ir_error(d, IR_EINPUT, src->file, NULL, (IrPos){0, 0},
-                      "%lld partitions x %lld replicas: at most %lld devices (--limit devices=N)", (long long)n,
-                      (long long)r, (long long)maxdev);
+    int64_t n = 1, r = 1;
+    IrStatus st = devices(src, &o, &n, &r, d);
+    if (st != IR_OK) {
         ir_module_free(src);
         return st;
     }

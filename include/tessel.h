@@ -173,11 +173,19 @@ typedef struct TsCompileOptions {
     int64_t local_devices;   /* devices per host; 0: N*R/hosts */
     const TsLimits *limits;  /* NULL: defaults (devices bounds N x R) */
     bool no_verify;          /* skip the verifier after the rewriting passes */
+    /* The module is already an SPMD program (one program per device, as
+     * XLA prints it after spmd-partitioning, or a plan's own text): no
+     * propagation or partitioning; every device runs it as it is, with
+     * its own inputs and outputs (TsRunOptions.per_device,
+     * ts_outputs_num_devices). ts_plan_open then reads a plan file as
+     * the module it is. */
+    bool spmd;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
  * outline, propagate shardings, partition each cluster, trees, devices,
- * islands. Custom-call targets tessel cannot run are refused here. */
+ * islands (with o->spmd: none of them, a replay). Custom-call targets
+ * tessel cannot run are refused here. */
 TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, TsDiag *d);
 /* Load a plan file (everything is checked; a truncated or altered plan is
  * TS_EINPUT naming the line). */
@@ -248,7 +256,9 @@ TsStatus ts_plan_output_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, T
 
 /* One input: `key` names an entry parameter by index ("0"), by instruction
  * name ("x"), or a leaf of a tuple parameter ("0.1", "p.1"); the value is
- * the .npy file `path` or the array `array` (exactly one of them). */
+ * the .npy file `path` or the array `array` (exactly one of them). In a
+ * replay (TsCompileOptions.spmd) "KEY@D" binds KEY on device D only
+ * (D = replica * N + partition); KEY alone binds it on every device. */
 typedef struct TsInput {
     const char *key;
     const char *path;
@@ -270,13 +280,27 @@ typedef struct TsRunOptions {
      * the last moment the error is sure to get out). May be NULL. */
     void (*on_error)(void *ctx, const TsDiag *d);
     void *on_error_ctx;
+    /* Replays only. per_device: every device draws its own random inputs
+     * (device d from the seed splitmix64(seed ^ splitmix64(d)), docs/cli.md);
+     * else every device gets the same. one_device: the outputs are device
+     * output_device's alone (as a run's outputs); else every device's. */
+    bool per_device;
+    bool one_device;
+    int64_t output_device;
 } TsRunOptions;
 
 /* The results of a run: the output leaves (depth first), and the values
  * the program gave the host (outfeed, send to the host). */
 typedef struct TsOutputs TsOutputs;
 
+/* The output leaves. In a replay that returns every device's outputs,
+ * leaf i is leaf i % K of device i / K (K = ts_outputs_count /
+ * ts_outputs_num_devices), and ts_outputs_write names the files
+ * output_<leaf>.device_<d>.npy. */
 int32_t ts_outputs_count(const TsOutputs *o);
+/* 0 when the outputs are the program's (logical) outputs; the number of
+ * devices whose outputs they are in a replay of every device. */
+int64_t ts_outputs_num_devices(const TsOutputs *o);
 TsStatus ts_outputs_info(const TsOutputs *o, int32_t i, TsArrayInfo *info, TsDiag *d);
 /* Copy output i in TsArray form into buf (nbytes must be its size). */
 TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes, TsDiag *d);

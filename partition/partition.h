@@ -261,6 +261,11 @@ char *plan_compile_result(const Plan *p);
  * (src set) or loaded from a plan file (src the logical cluster the plan
  * carries, or NULL). */
 typedef struct PlanCluster {
+    /* A replayed SPMD program (compile_spmd_program): `spmd` is the
+     * user's module, run as it is on every device; each device's inputs
+     * and outputs are its own (per-device shapes, recorded {replicated}:
+     * no split or concat tree cuts them). src is NULL. */
+    bool replay;
     IrModule *src;          /* the cluster with propagated shardings (owned), or NULL */
     IrModule *spmd;         /* the partitioned SPMD program (owned) */
     SpmdReport report;      /* what the partitioner decided (as far as a plan file keeps it) */
@@ -280,7 +285,8 @@ void plan_cluster_free(PlanCluster *c);
 const IrSharding *plan_param_sharding(const PlanCluster *c, int32_t p);
 const IrSharding *plan_root_sharding(const PlanCluster *c);
 /* Record the logical shapes and shardings of the entry parameters and the
- * root of c->src into c (c->arena is created). IR_ENOMEM only. */
+ * root of c->src into c (c->arena is created); of c->spmd, every one
+ * {replicated}, for a replay. IR_ENOMEM only. */
 IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d);
 
 /* Every module is a host program calling one or more device clusters.

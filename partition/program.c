@@ -13,8 +13,8 @@ static const IrSharding replicated = {.kind = SHD_REPLICATED};
 
 IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d)
 {
-    assert(c->src && !c->arena); /* once, after partitioning */
-    const IrComputation *e = ir_entry(c->src);
+    assert((c->src || (c->replay && c->spmd)) && !c->arena); /* once, after partitioning */
+    const IrComputation *e = ir_entry(c->replay ? c->spmd : c->src);
     IrArena *a = c->arena = ir_arena_new();
     if (!a || !e)
         return ir_error(d, a ? IR_EINTERNAL : IR_ENOMEM, NULL, NULL, (IrPos){0, 0},
@@ -29,13 +29,13 @@ IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d)
         const IrInstr *pi = &e->instr[e->param[p]];
         c->param_sharding[p] = ir_alloc(a, sizeof(IrSharding));
         if (!c->param_sharding[p] || ir_shape_copy(a, &c->param_shape[p], &pi->shape) != IR_OK ||
-            ir_sharding_copy(a, c->param_sharding[p], pi->sharding ? pi->sharding : &replicated) != IR_OK)
+            ir_sharding_copy(a, c->param_sharding[p], pi->sharding && !c->replay ? pi->sharding : &replicated) != IR_OK)
             return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     const IrInstr *root = &e->instr[e->root];
     c->out_sharding = ir_alloc(a, sizeof(IrSharding));
     if (!c->out_sharding || ir_shape_copy(a, &c->out_shape, &root->shape) != IR_OK ||
-        ir_sharding_copy(a, c->out_sharding, root->sharding ? root->sharding : &replicated) != IR_OK)
+        ir_sharding_copy(a, c->out_sharding, root->sharding && !c->replay ? root->sharding : &replicated) != IR_OK)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     return IR_OK;
 }

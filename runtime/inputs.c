@@ -472,41 +472,55 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
 /* ---- outputs ---- */
 
 /* DIR/PREFIX_<i>.npy (or its temporary): PREFIX "output" for results,
- * "outfeed" for values the program gave the host. */
-static char *out_path(const char *dir, const char *prefix, int32_t i, bool tmp)
+ * "outfeed" for values the program gave the host. With `per` > 0 the
+ * leaves are per devices, `per` each: DIR/PREFIX_<leaf>.device_<d>.npy. */
+static char *out_path(const char *dir, const char *prefix, int32_t per, int32_t i, bool tmp)
 {
-    size_t n = strlen(dir) + strlen(prefix) + 64;
+    size_t n = strlen(dir) + strlen(prefix) + 96;
     char *p = ts_malloc(n);
+    char dev[40] = "";
+    if (per > 0)
+        snprintf(dev, sizeof dev, ".device_%d", (int)(i / per));
     if (p)
-        snprintf(p, n, tmp ? "%s/%s_%d.npy.tmp.%ld" : "%s/%s_%d.npy", dir, prefix, (int)i,
-                 (long)getpid());
+        snprintf(p, n, tmp ? "%s/%s_%d%s.npy.tmp.%ld" : "%s/%s_%d%s.npy", dir, prefix, (int)(per > 0 ? i % per : i),
+                 dev, (long)getpid());
     return p;
 }
 
 /* Remove the files of outputs [0, n) (temporaries or finals). */
-static void remove_outputs(const char *dir, const char *prefix, int32_t n, bool tmp,
+static void remove_outputs(const char *dir, const char *prefix, int32_t per, int32_t n, bool tmp,
                            const DevValue *result)
 {
     for (int32_t i = 0; i < n; i++) {
         if (dev_value_leaf((DevValue *)result, i)->shape.type == IR_TOKEN)
             continue;
-        char *p = out_path(dir, prefix, i, tmp);
+        char *p = out_path(dir, prefix, per, i, tmp);
         if (p)
             remove(p);
         ts_free(p);
     }
 }
 
-void rt_remove_values(const DevValue *result, const char *dir, const char *prefix)
+static void remove_all(const DevValue *result, const char *dir, const char *prefix, int32_t per)
 {
     int32_t n = ir_shape_leaf_count(&result->shape);
-    remove_outputs(dir, prefix, n, true, result);
-    remove_outputs(dir, prefix, n, false, result);
+    remove_outputs(dir, prefix, per, n, true, result);
+    remove_outputs(dir, prefix, per, n, false, result);
+}
+
+void rt_remove_values(const DevValue *result, const char *dir, const char *prefix)
+{
+    remove_all(result, dir, prefix, 0);
 }
 
 void rt_remove_outputs(const DevValue *result, const char *dir)
 {
-    rt_remove_values(result, dir, "output");
+    remove_all(result, dir, "output", 0);
+}
+
+void rt_remove_device_outputs(const DevValue *result, int32_t per, const char *dir)
+{
+    remove_all(result, dir, "output", per);
 }
 
 /* Make `dir` if it does not exist; *made says whether we made it. */
@@ -530,7 +544,7 @@ static IrStatus ensure_dir(const char *dir, bool *made, IrDiag *d)
  * phase 2 renames them all. A failure in phase 1 removes the temporaries;
  * in phase 2 it removes the finals renamed so far and the temporaries
  * left. Token leaves have no file (their index is skipped). */
-static IrStatus write_leaves(const DevValue *result, const char *dir, const char *prefix,
+static IrStatus write_leaves(const DevValue *result, const char *dir, const char *prefix, int32_t per,
                              int32_t *nwritten, IrDiag *d)
 {
     int32_t n = ir_shape_leaf_count(&result->shape);
@@ -545,21 +559,21 @@ static IrStatus write_leaves(const DevValue *result, const char *dir, const char
             continue;
         /* A bounded dynamic leaf is written at its run-time size. */
         DevValue *w = dev_value_trimmed(leaf);
-        char *tmp = out_path(dir, prefix, done, true);
+        char *tmp = out_path(dir, prefix, per, done, true);
         st = tmp && w ? rt_npy_write_file(tmp, &w->shape, w->data, d)
                       : fail(d, IR_ENOMEM, "out of memory");
         ts_free(tmp);
         dev_value_unref(w);
     }
     if (st != IR_OK) {
-        remove_outputs(dir, prefix, done, true, result);
+        remove_outputs(dir, prefix, per, done, true, result);
     } else {
         int32_t renamed = 0;
         for (; st == IR_OK && renamed < n; renamed++) {
             if (dev_value_leaf((DevValue *)result, renamed)->shape.type == IR_TOKEN)
                 continue;
-            char *tmp = out_path(dir, prefix, renamed, true),
-                 *fin = out_path(dir, prefix, renamed, false);
+            char *tmp = out_path(dir, prefix, per, renamed, true),
+                 *fin = out_path(dir, prefix, per, renamed, false);
             if (!tmp || !fin)
                 st = fail(d, IR_ENOMEM, "out of memory");
             else if (rename(tmp, fin) != 0)
@@ -568,8 +582,8 @@ static IrStatus write_leaves(const DevValue *result, const char *dir, const char
             ts_free(tmp);
             ts_free(fin);
             if (st != IR_OK) {
-                remove_outputs(dir, prefix, renamed, false, result);
-                remove_outputs(dir, prefix, n, true, result);
+                remove_outputs(dir, prefix, per, renamed, false, result);
+                remove_outputs(dir, prefix, per, n, true, result);
             }
         }
     }
@@ -582,13 +596,18 @@ static IrStatus write_leaves(const DevValue *result, const char *dir, const char
 
 IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d)
 {
-    return write_leaves(result, dir, "output", nwritten, d);
+    return write_leaves(result, dir, "output", 0, nwritten, d);
+}
+
+IrStatus rt_write_device_outputs(const DevValue *result, int32_t per, const char *dir, IrDiag *d)
+{
+    return write_leaves(result, dir, "output", per, NULL, d);
 }
 
 IrStatus rt_write_values(const DevValue *values, const char *dir, const char *prefix,
                          IrDiag *d)
 {
-    return write_leaves(values, dir, prefix, NULL, d);
+    return write_leaves(values, dir, prefix, 0, NULL, d);
 }
 
 /* ---- summaries ---- */

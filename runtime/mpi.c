@@ -360,10 +360,8 @@ int rt_mpi_max(RtTransport *t, int value)
     return out;
 }
 
-IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,
-                               DevValue **out, IrDiag *d)
+IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, DevValue **all, IrDiag *d)
 {
-    *out = NULL;
     /* Every device's root has the same per-device shape (one program):
      * serialize its leaves, gather all devices at rank 0. */
     const IrShape *ds = &local[0]->shape;
@@ -397,30 +395,49 @@ IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlo
     }
     if (t->rank != 0)
         return IR_OK;
-    /* Rebuild partition p's root (replica 0) from device p's bytes. */
-    int64_t n = c->num_partitions;
-    DevValue **parts = ts_calloc((size_t)n, sizeof *parts);
-    IrStatus st = parts ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    for (int64_t p = 0; st == IR_OK && p < n; p++) {
-        parts[p] = dev_value_clone(local[0]);
-        if (!parts[p]) {
+    /* Device g's root from its bytes. */
+    int64_t ndev = nlocal * t->size;
+    IrStatus st = IR_OK;
+    for (int64_t g = 0; g < ndev; g++) {
+        all[g] = dev_value_clone(local[0]);
+        if (!all[g]) {
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
             break;
         }
-        size_t off = (size_t)p * b;
+        size_t off = (size_t)g * b;
         for (int32_t l = 0; l < nleaf; l++) {
-            DevValue *v = dev_value_leaf(parts[p], l);
+            DevValue *v = dev_value_leaf(all[g], l);
             if (v->nbytes)
                 memcpy(v->data, recv + off, (size_t)v->nbytes);
             off += (size_t)v->nbytes;
         }
     }
-    if (st == IR_OK)
-        st = rt_unshard_value(&c->out_shape, plan_root_sharding(c), n, parts, out, d);
-    for (int64_t p = 0; parts && p < n; p++)
-        dev_value_unref(parts[p]);
-    ts_free(parts);
+    for (int64_t g = 0; st != IR_OK && g < ndev; g++) {
+        dev_value_unref(all[g]);
+        all[g] = NULL;
+    }
     ts_free(recv);
+    return st;
+}
+
+IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,
+                               DevValue **out, IrDiag *d)
+{
+    *out = NULL;
+    int64_t ndev = nlocal * t->size;
+    DevValue **all = t->rank == 0 ? ts_calloc((size_t)ndev, sizeof *all) : NULL;
+    if (t->rank == 0 && !all) /* the caller ends the job: the others wait in the gather */
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank 0: out of memory");
+    IrStatus st = rt_mpi_gather_devices(t, nlocal, local, all, d);
+    if (st != IR_OK || t->rank != 0) {
+        ts_free(all);
+        return st;
+    }
+    /* Replica 0's partitions hold the root. */
+    st = rt_unshard_value(&c->out_shape, plan_root_sharding(c), c->num_partitions, all, out, d);
+    for (int64_t g = 0; g < ndev; g++)
+        dev_value_unref(all[g]);
+    ts_free(all);
     return st;
 }
 

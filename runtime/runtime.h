@@ -12,6 +12,8 @@
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
  *               reference executor, write/summarise outputs
+ *   replay.c    each device's inputs when an SPMD program is replayed
+ *   coll.c      what each collective computes for a device (coll.h)
  *   api.c       include/tessel.h, the public API, as thin wrappers
  *
  * Library code: never prints, never exits; every function returns an
@@ -244,6 +246,11 @@ IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out,
  * one is complete; on any failure every file written by this call is
  * removed. *nwritten (may be NULL) receives the number of files. */
 IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d);
+/* The same for the outputs of a replayed SPMD program: `result` is a tuple
+ * of every device's result, `per` leaves each; leaf j of device g goes to
+ * DIR/output_<j>.device_<g>.npy. */
+IrStatus rt_write_device_outputs(const DevValue *result, int32_t per, const char *dir, IrDiag *d);
+void rt_remove_device_outputs(const DevValue *result, int32_t per, const char *dir);
 /* The same for DIR/PREFIX_<i>.npy (prefix "outfeed": the values a run gave
  * the host), and their removal. */
 IrStatus rt_write_values(const DevValue *values, const char *dir, const char *prefix,
@@ -254,6 +261,26 @@ void rt_remove_values(const DevValue *values, const char *dir, const char *prefi
  * "f32[4,8] min -1.2 max 3.4 mean 0.5 first [0.1, 0.2, 0.3, 0.4, ...]".
  * Heap string (ts_free) or NULL on OOM. */
 char *rt_value_summary(const DevValue *v);
+
+/* ------------------------------------------------------------------ */
+/* replay.c: the inputs of each device of a replayed SPMD program      */
+/* ------------------------------------------------------------------ */
+
+/* The seed device `device` draws its random inputs from when every
+ * device gets its own (--per-device): splitmix64(seed ^
+ * splitmix64(device)). Leaf k of the device's parameters then holds the
+ * deterministic random inputs of DESIGN.md for that seed. */
+uint64_t rt_device_seed(uint64_t seed, int64_t device);
+
+/* The bind options of device `device` of `ndev` in a replay, from the
+ * run's: an input keyed KEY@D binds KEY on device D only, one keyed KEY
+ * on every device (KEY@D wins there); random inputs as the run's, from
+ * rt_device_seed when `per_device`. IR_EINPUT for a device number that
+ * is not one of the ndev. On success *out holds its own keys
+ * (rt_device_bind_free). */
+IrStatus rt_device_bind_options(const RtBindOptions *all, int64_t device, int64_t ndev, bool per_device,
+                                RtBindOptions *out, IrDiag *d);
+void rt_device_bind_free(RtBindOptions *o);
 
 /* ------------------------------------------------------------------ */
 /* signature.c: the logical inputs of a compiled program               */
@@ -351,6 +378,10 @@ int rt_mpi_agree(RtTransport *t, bool ok);
  * failed job exits with the failing rank's status). Ends the job as
  * rt_mpi_agree when its MPI call fails. */
 int rt_mpi_max(RtTransport *t, int value);
+/* Gather the roots of this host's nlocal devices to rank 0, where all[g]
+ * receives device g's (nlocal x ranks entries, new references; all is
+ * not touched elsewhere). Every device's root has one shape. */
+IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, DevValue **all, IrDiag *d);
 /* Gather the root shards of this host's nlocal devices to rank 0, where
  * *out receives the full output (NULL elsewhere). */
 IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,

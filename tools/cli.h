@@ -39,6 +39,9 @@ enum {
     OPT_PRINT = 1u << 13,         /* --print (check: print the parsed module) */
     OPT_INFEED = 1u << 14,        /* --infeed FILE.npy (repeatable, in order) */
     OPT_NO_VERIFY = 1u << 15,     /* --no-verify (skip the verifier after compile passes) */
+    OPT_SPMD = 1u << 16,          /* --spmd (replay an SPMD program as it is) */
+    OPT_PER_DEVICE = 1u << 17,    /* --per-device (replays: each device its own random inputs) */
+    OPT_OUTPUT_DEVICE = 1u << 18, /* --output-device D (replays: device D's outputs alone) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -58,6 +61,8 @@ typedef struct CliOptions {
     bool stats;
     bool print;              /* --print */
     bool no_verify;          /* --no-verify */
+    bool spmd, per_device;   /* --spmd, --per-device */
+    int64_t output_device;   /* --output-device D (given: OPT_OUTPUT_DEVICE) */
     const char *format;
     const char *out;
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */

@@ -31,6 +31,7 @@ static const char HELP[] =
     "                  [--random-inputs SEED] [--output-dir DIR] [--stats]\n"
     "                  [--num-partitions N] [--num-replicas R] [--hosts H]\n"
     "                  [--local-devices L] [--steps K] [--infeed FILE.npy ...]\n"
+    "                  [--spmd [--per-device] [--output-device D]]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -68,6 +69,16 @@ static const char HELP[] =
     "  --limit NAME=VALUE      refuse models declaring more: NAME elements (per\n"
     "                          array, default 2^34), rank (64), tuple (65536),\n"
     "                          depth (64), name (4096 bytes); repeatable\n"
+    "  --spmd                  the module is already an SPMD program (XLA's dump\n"
+    "                          after spmd-partitioning, or a plan's text): replay\n"
+    "                          it as it is on N*R devices, each with its own\n"
+    "                          inputs (--input KEY@D=FILE binds device D only)\n"
+    "                          and outputs (DIR/output_<i>.device_<d>.npy)\n"
+    "  --per-device            with --spmd and --random-inputs: each device\n"
+    "                          draws its own values (docs/cli.md); without it\n"
+    "                          every device gets the same\n"
+    "  --output-device D       with --spmd: only device D's outputs, written as\n"
+    "                          DIR/output_<i>.npy\n"
     "  --no-verify             skip the verifier after the compile passes\n"
     "                          that rewrite the module (about 5% of compile time)\n"
     "  --stats                 print the time of each phase, of collectives,\n"
@@ -142,7 +153,8 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
 {
     return (TsRunOptions){.ninputs = o->ninputs, .inputs = o->inputs, .random = o->random, .seed = o->seed,
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
-                          .stats = o->stats, .load_seconds = load_seconds};
+                          .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
+                          .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device};
 }
 
 /* After a run in this process: the error, or the stats, the outputs
@@ -341,6 +353,16 @@ static int run_run(const CliOptions *o)
     if (o->npos != 1)
         return cli_usage_error(&cli_cmd_run, o->npos ? "run takes one MODEL.hlo or PLAN"
                                                      : "missing MODEL.hlo");
+    if (o->spmd && o->reference)
+        return cli_usage_error(&cli_cmd_run, "--spmd replays the program on its devices; --reference runs a model "
+                               "on one device: choose one");
+    if (!o->spmd && (o->given & (OPT_PER_DEVICE | OPT_OUTPUT_DEVICE)))
+        return cli_usage_error(&cli_cmd_run, "%s applies to replays: add --spmd",
+                               o->given & OPT_PER_DEVICE ? "--per-device" : "--output-device");
+    for (int32_t i = 0; !o->spmd && i < o->ninputs; i++)
+        if (strchr(o->inputs[i].key, '@'))
+            return cli_usage_error(&cli_cmd_run, "--input %s: KEY@DEVICE binds one device of a replay: add --spmd",
+                                   o->inputs[i].key);
     install_signals();
     double t0 = cli_now();
     int rc = o->reference ? run_reference(o, t0) : ts_mpi_launched() ? run_mpi(o, t0) : run_alone(o, t0);
@@ -354,6 +376,7 @@ const CliCommand cli_cmd_run = {
     .summary = "execute a module (--reference: unpartitioned, on one device)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
-               OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY,
+               OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
+               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE,
     .run = run_run,
 };

@@ -38,6 +38,9 @@ static const OptSpec OPTS[] = {
     {"--print", OPT_PRINT, false},
     {"--infeed", OPT_INFEED, true},
     {"--no-verify", OPT_NO_VERIFY, false},
+    {"--spmd", OPT_SPMD, false},
+    {"--per-device", OPT_PER_DEVICE, false},
+    {"--output-device", OPT_OUTPUT_DEVICE, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -131,7 +134,7 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
 {
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
-                              .no_verify = o->no_verify};
+                              .no_verify = o->no_verify, .spmd = o->spmd};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -241,6 +244,16 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_HOSTS: return parse_count(cmd, s->name, v, &o->hosts);
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
     case OPT_STEPS: return parse_count(cmd, s->name, v, &o->steps);
+    case OPT_OUTPUT_DEVICE: {
+        /* A device number is >= 0: parse_count's rule shifted by one. */
+        char *end;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end || x < 0)
+            return cli_usage_error(cmd, "--output-device needs a device number >= 0, not '%s'", v);
+        o->output_device = x;
+        return CLI_OK;
+    }
     case OPT_FORMAT:
         if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "dot"))
             return cli_usage_error(cmd, "--format is text, json or dot, not '%s'", v);
@@ -281,6 +294,10 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->print = true;
             else if (s->bit == OPT_NO_VERIFY)
                 o->no_verify = true;
+            else if (s->bit == OPT_SPMD)
+                o->spmd = true;
+            else if (s->bit == OPT_PER_DEVICE)
+                o->per_device = true;
             return CLI_OK;
         }
         const char *v = eq && arg[1] == '-' ? eq + 1 : NULL;
