@@ -21,6 +21,7 @@
 
 #include "compile/compile.h"
 #include "runtime/program.h"
+#include "runtime/transport.h"
 
 static char *read_text(const char *path)
 {
@@ -205,6 +206,76 @@ static int run_from_plan(const char *name, int n, int r, const CompileResult *re
     return rc;
 }
 
+/* Every leaf of a and b holds the same bytes. */
+static bool same_bytes(const DevValue *a, const DevValue *b)
+{
+    int32_t n = ir_shape_leaf_count(&a->shape);
+    if (n != ir_shape_leaf_count(&b->shape))
+        return false;
+    for (int32_t i = 0; i < n; i++) {
+        const DevValue *x = dev_value_leaf((DevValue *)a, i), *y = dev_value_leaf((DevValue *)b, i);
+        if (x->nbytes != y->nbytes || (x->nbytes && memcmp(x->data, y->data, (size_t)x->nbytes) != 0))
+            return false;
+    }
+    return true;
+}
+
+/* The printed SPMD program replayed (compile_spmd_program): the plan's
+ * text parsed back as an ordinary module, every device given its shard of
+ * the inputs, the devices' roots put back together by the output
+ * sharding. What XLA's tools would read is what runs: it must equal the
+ * partitioned run bit for bit (the same program on the same devices) and
+ * the reference. Programs without host work only (a host plan holds
+ * several modules). */
+static int run_replayed(const char *name, int n, int r, const CompileResult *res, const RtArgs *args,
+                        const DevValue *ref, const DevValue *got, IrDiag *d)
+{
+    const PlanCluster *pc = &res->prog.cluster[0];
+    char *text = compile_plan_file_text(res);
+    IrModule *m = text ? parse_text(name, text, d) : NULL;
+    ts_free(text);
+    CompileOptions co = {.num_partitions = n, .num_replicas = r};
+    CompileResult rep;
+    if (!m || compile_spmd_program(m, &co, &rep, d) != IR_OK)
+        return 1;
+    int64_t ndev = (int64_t)n * r;
+    RtArgs *shards = calloc((size_t)ndev, sizeof *shards);
+    DevValue **roots = calloc((size_t)ndev, sizeof *roots), *whole = NULL;
+    IrStatus st = shards && roots ? IR_OK : IR_ENOMEM;
+    for (int64_t g = 0; st == IR_OK && g < ndev; g++) {
+        shards[g].nargs = args->nargs;
+        shards[g].args = calloc((size_t)(args->nargs > 0 ? args->nargs : 1), sizeof(DevValue *));
+        for (int32_t k = 0; st == IR_OK && k < args->nargs; k++)
+            st = rt_shard_value(args->args[k], plan_param_sharding(pc, k), g % n, &shards[g].args[k], d);
+    }
+    if (st == IR_OK)
+        st = rt_run_devices(&rep.prog.cluster[0], shards, 0, ndev, NULL, NULL, NULL, roots, d);
+    if (st == IR_OK)
+        st = rt_unshard_value(&pc->out_shape, plan_root_sharding(pc), n, roots, &whole, d);
+    int rc = 1;
+    if (st == IR_OK) {
+        char *why = NULL;
+        rc = rt_values_match(got, whole, &why) && same_bytes(got, whole) ? 0 : 1;
+        if (rc)
+            print_message("%s N=%d R=%d: replayed SPMD program differs from the partitioned run: %s\n", name, n, r,
+                          why ? why : "not bit for bit");
+        ts_free(why);
+        if (rc == 0)
+            rc = compare(name, n, r, "replayed: ", ref, whole);
+    }
+    for (int64_t g = 0; g < ndev; g++) {
+        if (shards)
+            rt_args_free(&shards[g]);
+        if (roots)
+            dev_value_unref(roots[g]);
+    }
+    free(shards);
+    free(roots);
+    dev_value_unref(whole);
+    compile_result_free(&rep);
+    return rc;
+}
+
 static int oracle_one(const char *name, const char *text, int n, int r, bool expect, int64_t max_elements)
 {
     IrDiag d = {0};
@@ -251,6 +322,8 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
      * check, run without recompiling. */
     if (rc == 0)
         rc = run_from_plan(name, n, r, &res, &args, ref, &d);
+    if (rc == 0 && !res.prog.host)
+        rc = run_replayed(name, n, r, &res, &args, ref, got, &d);
     compile_result_free(&res);
 out:
     if (d.status != IR_OK && rc != -1) {
