@@ -6,13 +6,16 @@
 # --hosts H` for H = 1, 2 and 4 where N splits into H hosts, then the plan
 # alone (H = 1) and under `mpirun -np H`; every output equals --reference
 # (the oracle's tolerance, compared with NumPy). Host-work models are covered, with
-# --steps, by host_plans.sh. Under the asan build a fixed sample (every
+# --steps, by host_plans.sh. Each plan's text is also replayed with
+# --spmd on 1, 2 and 4 hosts (inputs cut and outputs joined with NumPy by
+# replay_io.py). Under the asan build a fixed sample (every
 # third model) runs, to keep the suite's time.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
+RIO="$TESSEL_SRC/tests/e2e/replay_io.py"
 STEP=1
 case "${TESSEL_BUILD:-}" in */asan) STEP=3 ;; esac
 
@@ -79,8 +82,35 @@ for model in "$TESSEL_SRC"/tests/models/*.hlo; do
         same_outputs "$ref" "$WORK/$name.mpi$h" "$name N=$n from its plan under mpirun -np $h"
         hosts="$hosts $h"
     done
+    # The round trip: the plan's text replayed as an SPMD program (--spmd),
+    # each device given its shard of inputs cut by NumPy from the plan's
+    # split trees, the devices' outputs joined by its concat trees, equals
+    # the reference on the whole inputs (alone and under mpirun -np H).
+    pj="$WORK/$name.json"
+    mkdir -p "$WORK/$name.in"
+    "$TESSEL" plan "$WORK/$name.h1.plan" --format json >"$pj"
+    rc=0
+    whole=$("$PY" "$RIO" inputs "$pj" "$WORK/$name.in" 11) || rc=$?
+    if [ "$rc" = 3 ]; then
+        echo "model_plans: $name: not replayed (tuple, complex or sub-byte inputs: replay_io.py draws arrays only)"
+        ran=$((ran + 1))
+        continue
+    fi
+    [ "$rc" = 0 ] || fail "$name: replay_io.py inputs failed"
+    # shellcheck disable=SC2086
+    expect_status 0 "$TESSEL" run "$m" --reference $whole --output-dir "$WORK/$name.fref"
+    r=$(sed -n 's/^HloModule [^,]*,.*replica_count=\([0-9]*\).*/\1/p' "$WORK/$name.h1.plan")
+    cut=$("$PY" "$RIO" cut "$pj" "$WORK/$name.in" "$n" "${r:-1}")
+    for h in $hosts; do
+        launch=(env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np "$h")
+        [ "$h" != 1 ] || launch=()
+        # shellcheck disable=SC2086
+        expect_status 0 "${launch[@]}" "$TESSEL" run "$WORK/$name.h$h.plan" --spmd $cut --output-dir "$WORK/$name.rep$h"
+        "$PY" "$RIO" join "$pj" "$WORK/$name.rep$h" "$WORK/$name.joined$h" "$n"
+        same_outputs "$WORK/$name.fref" "$WORK/$name.joined$h" "$name N=$n replayed from its plan's text on $h hosts"
+    done
     ran=$((ran + 1))
-    echo "model_plans: $name N=$n: its plan alone and under mpirun -np$hosts equals --reference"
+    echo "model_plans: $name N=$n: its plan alone and under mpirun -np$hosts, and its text replayed, equal --reference"
 done
 [ "$ran" -gt 0 ] || fail "no model ran"
 echo "model_plans: $ran models from their plans"
