@@ -23,6 +23,10 @@ static IrStatus coll_fail(const IrModule *m, const IrInstr *ins, IrDiag *d, IrSt
     return ir_error(d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
 }
 
+static bool scaled(const IrShape *have, const IrShape *want, int64_t dim, int64_t times);
+static IrStatus shape_fail(const IrModule *m, const IrInstr *ins, IrDiag *d, const IrShape *ps, const IrShape *rs,
+                           int32_t size);
+
 /* ---- groups ---- */
 
 typedef enum Mode { MODE_REPLICA, MODE_PARTITION, MODE_REPLICA_AND_PARTITION, MODE_GLOBAL } Mode;
@@ -106,6 +110,72 @@ IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld 
         if (members[j] == me)
             *my_index = j;
     *size = n;
+    return IR_OK;
+}
+
+/* The static half of rt_coll_group and of the shape checks, once per
+ * instruction: every id in range and named once, and each result shape
+ * fits the group size. */
+static IrStatus check_one(const IrModule *m, const IrComputation *c, const IrInstr *ins, const RtCollWorld *w,
+                          IrDiag *d)
+{
+    Mode mode = mode_of(ins);
+    int64_t domain = mode == MODE_GLOBAL ? w->n * w->r : mode == MODE_PARTITION ? w->n : w->r;
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    if (ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_PERMUTE_START) {
+        const IrI64List *p = &ins->a.source_target_pairs;
+        for (int32_t k = 0; k < p->n; k++)
+            if (p->v[k] < 0 || (p->v[k] >= domain && !(mode == MODE_PARTITION && p->v[k] < w->n * w->r)))
+                return coll_fail(m, ins, d, IR_EINPUT, "source_target_pairs names %lld, but there are %lld %s",
+                                 (long long)p->v[k], (long long)domain, mode_ids(mode));
+        return IR_OK;
+    }
+    uint8_t *seen = ts_calloc((size_t)(domain > 0 ? domain : 1), 1);
+    if (!seen)
+        return coll_fail(m, ins, d, IR_ENOMEM, "out of memory");
+    IrStatus st = IR_OK;
+    int64_t size = g->present && g->ngroups > 0 ? g->group_size[0] : domain;
+    for (int32_t k = 0; st == IR_OK && g->present && k < g->ngroups; k++)
+        for (int32_t j = 0; st == IR_OK && j < g->group_size[k]; j++) {
+            int64_t id = g->groups[k][j];
+            if (id < 0 || id >= domain)
+                st = coll_fail(m, ins, d, IR_EINPUT, "replica_groups names %lld, but there are %lld %s", (long long)id,
+                               (long long)domain, mode_ids(mode));
+            else if (seen[id]++)
+                st = coll_fail(m, ins, d, IR_EINPUT, "replica_groups names %lld twice", (long long)id);
+        }
+    ts_free(seen);
+    if (mode == MODE_REPLICA_AND_PARTITION)
+        size *= w->n;
+    /* The shapes a group of `size` gives (one operand, arrays). */
+    const IrShape *rs = &ins->shape;
+    if (st != IR_OK || ins->nopnd != 1 || rs->type == IR_TUPLE || ins->opnd[0] < 0)
+        return st;
+    const IrShape *ps = &c->instr[ins->opnd[0]].shape;
+    int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+    if (ps->type == IR_TUPLE || dim < 0 || dim >= ps->rank || size < 1)
+        return st;
+    bool fits = ins->op == OP_ALL_GATHER      ? scaled(ps, rs, dim, size)
+                : ins->op == OP_REDUCE_SCATTER ? scaled(rs, ps, dim, size)
+                : ins->op == OP_ALL_TO_ALL     ? ps->dims[dim] % size == 0
+                                               : true;
+    return fits ? IR_OK : shape_fail(m, ins, d, ps, rs, (int32_t)size);
+}
+
+IrStatus rt_coll_check_module(const IrModule *m, const RtCollWorld *w, IrDiag *d)
+{
+    for (int32_t k = 0; k < m->ncomp; k++)
+        for (int32_t i = 0; i < m->comp[k]->ninstr; i++) {
+            const IrInstr *ins = &m->comp[k]->instr[i];
+            bool coll = ins->op == OP_ALL_REDUCE || ins->op == OP_ALL_GATHER || ins->op == OP_REDUCE_SCATTER ||
+                        ins->op == OP_ALL_TO_ALL || ins->op == OP_COLLECTIVE_PERMUTE ||
+                        ins->op == OP_COLLECTIVE_BROADCAST || ins->op == OP_COLLECTIVE_REDUCE ||
+                        ins->op == OP_RAGGED_ALL_TO_ALL || ins->op == OP_ALL_REDUCE_START ||
+                        ins->op == OP_ALL_GATHER_START || ins->op == OP_COLLECTIVE_PERMUTE_START;
+            IrStatus st = coll ? check_one(m, m->comp[k], ins, w, d) : IR_OK;
+            if (st != IR_OK)
+                return st;
+        }
     return IR_OK;
 }
 

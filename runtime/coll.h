@@ -34,6 +34,13 @@ typedef struct RtCollWorld {
 IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me, int64_t *members,
                        int32_t *size, int32_t *my_index, IrDiag *d);
 
+/* Every collective of m checked before a replay runs on w's devices:
+ * group and pair ids in range and named once, result shapes that fit
+ * the group size (IR_EINPUT at the instruction). A replayed program is
+ * the user's: what would fail on every device at run time (under mpirun,
+ * ending the job) is refused before anything runs. */
+IrStatus rt_coll_check_module(const IrModule *m, const RtCollWorld *w, IrDiag *d);
+
 /* The global id device `me` receives from in collective-permute `ins`
  * (source_target_pairs in the mode's ids), or -1 when no pair targets it
  * (its result is then zeros). */

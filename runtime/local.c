@@ -42,6 +42,8 @@ typedef struct World {
     DevValue ***ops;           /* the current collective's operands of each device (global ids) */
     int32_t nops;              /* how many each */
     DevValue ***remote;        /* other hosts' operands, copied in by the leader (owned by it) */
+    int32_t nremote;           /* operands of each remote[g] (the leader's: devices may publish the next
+                                * collective's nops while it cleans up) */
     DevValue **reduced;        /* all-reduce across hosts: each local member's result */
     IrStatus leader_status;    /* what the leader's exchange returned */
     IrDiag leader_diag;
@@ -118,6 +120,8 @@ static IrStatus exchange_all(World *w, IrDiag *d)
     DevValue *const *mine = w->ops[w->first];
     int32_t n = w->nops;
     size_t b = 0;
+    if (n < 1)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "a collective without operands");
     for (int32_t k = 0; k < n; k++) {
         if (mine[k]->shape.type == IR_TUPLE)
             return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
@@ -135,6 +139,7 @@ static IrStatus exchange_all(World *w, IrDiag *d)
         }
     if (st == IR_OK)
         st = rt_transport_allgather(w->t, send, b * (size_t)w->nlocal, recv, d);
+    w->nremote = n;
     for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
         if (on_this_host(w, g))
             continue;
@@ -247,7 +252,7 @@ static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins,
 static void leader_cleanup(World *w)
 {
     for (int64_t g = 0; g < w->ndev; g++) {
-        for (int32_t k = 0; w->remote[g] && k < w->nops; k++)
+        for (int32_t k = 0; w->remote[g] && k < w->nremote; k++)
             dev_value_unref(w->remote[g][k]);
         ts_free(w->remote[g]);
         w->remote[g] = NULL;
@@ -288,8 +293,14 @@ static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *i
         if (!barrier(w))
             return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
         if (w->leader_status != IR_OK) {
-            coll_error(m, ins, d, w->leader_status,
-                       w->leader_diag.msg ? w->leader_diag.msg : "exchange between hosts failed");
+            /* The leader's error names the instruction already (coll.c),
+             * or is the transport's. */
+            if (w->leader_diag.pos.line)
+                ir_error(d, w->leader_status, w->leader_diag.file, m->src, w->leader_diag.pos, "%s",
+                         w->leader_diag.msg ? w->leader_diag.msg : "failed");
+            else
+                coll_error(m, ins, d, w->leader_status,
+                           w->leader_diag.msg ? w->leader_diag.msg : "exchange between hosts failed");
             world_abort(w);
             return d->status;
         }
