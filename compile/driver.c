@@ -129,11 +129,67 @@ static IrStatus devices(const IrModule *src, const CompileOptions *o, int64_t *n
     return IR_OK;
 }
 
+/* The fewest devices an SPMD program's collectives name, for a replay of
+ * a module whose header and options do not say (most of XLA's test
+ * modules): partitions and replicas past the largest id each group mode
+ * lists (ir_group_mode), and, for empty groups, the group size that a
+ * gather's or scatter's shapes imply. *g: global ids (N x R). */
+static void devices_named(const IrModule *m, int64_t *n, int64_t *r, int64_t *g)
+{
+    *n = *r = *g = 1;
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
+            const IrInstr *ins = &m->comp[c]->instr[i];
+            if (ir_op_family(ins->op) != FAM_COLLECTIVE)
+                continue;
+            IrGroupMode mode = ir_group_mode(ins);
+            int64_t *need = mode == IR_GROUPS_GLOBAL ? g : mode == IR_GROUPS_PARTITION ? n : r;
+            const IrReplicaGroups *rg = &ins->a.replica_groups;
+            for (int32_t k = 0; k < rg->ngroups; k++)
+                for (int32_t j = 0; j < rg->group_size[k]; j++)
+                    *need = rg->groups[k][j] + 1 > *need ? rg->groups[k][j] + 1 : *need;
+            const IrI64List *pairs = &ins->a.source_target_pairs;
+            for (int32_t k = 0; k < pairs->n; k++)
+                *need = pairs->v[k] + 1 > *need ? pairs->v[k] + 1 : *need;
+            /* Empty groups: everyone of the domain, as many as the shapes say. */
+            bool gather = ins->op == OP_ALL_GATHER || ins->op == OP_ALL_GATHER_START;
+            bool scatter = ins->op == OP_REDUCE_SCATTER;
+            if (rg->ngroups > 0 || !(gather || scatter) || ins->nopnd < 1 || ins->a.dimensions.n != 1)
+                continue;
+            /* Operand 0 and its result: all-gather-start is (operands,
+             * results); several operands give a tuple of results. */
+            const IrShape *ps = &m->comp[c]->instr[ins->opnd[0]].shape, *rs = &ins->shape;
+            if (ins->op == OP_ALL_GATHER_START && rs->type == IR_TUPLE && rs->ntuple == 2)
+                rs = &rs->tuple[1];
+            if (rs->type == IR_TUPLE && rs->ntuple >= 1)
+                rs = &rs->tuple[0];
+            int64_t dim = ins->a.dimensions.v[0];
+            if (ps->type == IR_TUPLE || rs->type == IR_TUPLE || dim < 0 || dim >= ps->rank || dim >= rs->rank)
+                continue;
+            int64_t a = gather ? rs->dims[dim] : ps->dims[dim], b = gather ? ps->dims[dim] : rs->dims[dim];
+            int64_t size = b > 0 && a % b == 0 ? a / b : 1;
+            need = mode == IR_GROUPS_REPLICA_AND_PARTITION ? g : need;
+            *need = size > *need ? size : *need;
+        }
+}
+
 IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileResult *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
     CompileOptions o = opt ? *opt : (CompileOptions){0};
     PlanProgram *p = &out->prog;
+    /* N and R as for any module; where neither the options nor the header
+     * say, the fewest devices the program's collectives name. */
+    int64_t gn, gr, gg;
+    devices_named(m, &gn, &gr, &gg);
+    bool n_free = !o.num_partitions && m->num_partitions <= 0;
+    if (n_free)
+        o.num_partitions = gn;
+    if (!o.num_replicas && m->replica_count <= 0)
+        o.num_replicas = gr;
+    int64_t r_eff = o.num_replicas ? o.num_replicas : m->replica_count;
+    if (n_free && o.num_partitions * r_eff < gg)
+        o.num_partitions = (gg + r_eff - 1) / r_eff;
     int64_t n = 1, r = 1;
     IrStatus st = devices(m, &o, &n, &r, d);
     if (st == IR_OK && !(p->cluster = ts_calloc(1, sizeof *p->cluster)))

@@ -8,6 +8,24 @@
 
 #include <string.h>
 
+IrGroupMode ir_group_mode(const IrInstr *ins)
+{
+    if (ins->a.channel_id == 0)
+        return IR_GROUPS_REPLICA;
+    if (ins->a.use_global_device_ids)
+        return IR_GROUPS_GLOBAL;
+    switch (ins->op) {
+    case OP_ALL_TO_ALL:
+    case OP_RAGGED_ALL_TO_ALL:
+    case OP_COLLECTIVE_PERMUTE:
+    case OP_COLLECTIVE_PERMUTE_START:
+    case OP_COLLECTIVE_BROADCAST:
+        return IR_GROUPS_PARTITION;
+    default:
+        return IR_GROUPS_REPLICA_AND_PARTITION;
+    }
+}
+
 /* The number of participants in each group, as XLA counts it:
  * no channel_id: replicas (groups list replicas); channel_id without
  * use_global_device_ids: replicas in a group times all partitions
@@ -26,16 +44,13 @@ static IrStatus group_size(Ctx *x, int64_t *size)
                         (long long)gs, (int)g->group_size[i]);
         gs = g->group_size[i];
     }
-    bool cross_partition = x->ins->op == OP_ALL_TO_ALL || x->ins->op == OP_COLLECTIVE_PERMUTE;
     int64_t listed = g->ngroups ? gs : -1; /* -1: empty groups, everyone takes part */
-    if (at->channel_id == 0)
-        *size = listed >= 0 ? listed : R;
-    else if (cross_partition)
-        *size = listed >= 0 ? listed : P;
-    else if (at->use_global_device_ids)
-        *size = listed >= 0 ? listed : (R > 0 && P > 0 ? R * P : 0);
-    else
-        *size = (listed >= 0 ? listed : R) * P;
+    switch (ir_group_mode(x->ins)) {
+    case IR_GROUPS_REPLICA: *size = listed >= 0 ? listed : R; break;
+    case IR_GROUPS_PARTITION: *size = listed >= 0 ? listed : P; break;
+    case IR_GROUPS_GLOBAL: *size = listed >= 0 ? listed : (R > 0 && P > 0 ? R * P : 0); break;
+    default: *size = (listed >= 0 ? listed : R) * P; break;
+    }
     if (*size < 0)
         *size = 0;
     return IR_OK;

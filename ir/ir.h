@@ -752,6 +752,23 @@ IrModule *ir_module_clone(const IrModule *m);
  * parameters (in either order): returns OP_ADD, OP_MULTIPLY, OP_MAXIMUM,
  * OP_MINIMUM, OP_AND, OP_OR or OP_XOR, else OP_COUNT. */
 IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
+
+/* Whose ids a collective's replica_groups (or source_target_pairs) list,
+ * as XLA's CollectiveOpGroupMode says (infer_collective.c):
+ *   no channel_id                       replica ids, within a partition;
+ *   channel_id, use_global_device_ids   global ids (replica * N + partition);
+ *   channel_id, all-to-all, ragged-all-to-all, collective-permute,
+ *   collective-broadcast (ops XLA gives no use_global_device_ids)
+ *                                       partition ids, within a replica;
+ *   channel_id, otherwise               replica ids, each group spanning every
+ *                                       partition of its replicas. */
+typedef enum IrGroupMode {
+    IR_GROUPS_REPLICA,
+    IR_GROUPS_PARTITION,
+    IR_GROUPS_REPLICA_AND_PARTITION,
+    IR_GROUPS_GLOBAL,
+} IrGroupMode;
+IrGroupMode ir_group_mode(const IrInstr *ins);
 /* Look up a frontend attribute; NULL if absent. */
 const char *ir_frontend_attr(const IrInstr *ins, const char *key);
 

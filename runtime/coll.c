@@ -29,42 +29,19 @@ static IrStatus shape_fail(const IrModule *m, const IrInstr *ins, IrDiag *d, con
 
 /* ---- groups ---- */
 
-typedef enum Mode { MODE_REPLICA, MODE_PARTITION, MODE_REPLICA_AND_PARTITION, MODE_GLOBAL } Mode;
-
-/* XLA's group mode of `ins` (coll.h). The ops without a
- * use_global_device_ids attribute in XLA are cross-partition with a
- * channel; tessel's own partitioner marks its all-to-alls global. */
-static Mode mode_of(const IrInstr *ins)
+static const char *mode_ids(IrGroupMode mode)
 {
-    if (ins->a.channel_id == 0)
-        return MODE_REPLICA;
-    if (ins->a.use_global_device_ids)
-        return MODE_GLOBAL;
-    switch (ins->op) {
-    case OP_ALL_TO_ALL:
-    case OP_RAGGED_ALL_TO_ALL:
-    case OP_COLLECTIVE_PERMUTE:
-    case OP_COLLECTIVE_PERMUTE_START:
-    case OP_COLLECTIVE_BROADCAST:
-        return MODE_PARTITION;
-    default:
-        return MODE_REPLICA_AND_PARTITION;
-    }
-}
-
-static const char *mode_ids(Mode mode)
-{
-    return mode == MODE_GLOBAL ? "devices" : mode == MODE_PARTITION ? "partitions" : "replicas";
+    return mode == IR_GROUPS_GLOBAL ? "devices" : mode == IR_GROUPS_PARTITION ? "partitions" : "replicas";
 }
 
 IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me, int64_t *members,
                        int32_t *size, int32_t *my_index, IrDiag *d)
 {
     const IrReplicaGroups *g = &ins->a.replica_groups;
-    Mode mode = mode_of(ins);
+    IrGroupMode mode = ir_group_mode(ins);
     int64_t rep = me / w->n, part = me % w->n;
-    int64_t domain = mode == MODE_GLOBAL ? w->n * w->r : mode == MODE_PARTITION ? w->n : w->r;
-    int64_t key = mode == MODE_GLOBAL ? me : mode == MODE_PARTITION ? part : rep;
+    int64_t domain = mode == IR_GROUPS_GLOBAL ? w->n * w->r : mode == IR_GROUPS_PARTITION ? w->n : w->r;
+    int64_t key = mode == IR_GROUPS_GLOBAL ? me : mode == IR_GROUPS_PARTITION ? part : rep;
     /* The keys of my group, into members[] first. */
     int32_t nkey = 0, found = -1;
     if (!g->present || g->ngroups == 0) {
@@ -93,7 +70,7 @@ IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld 
     }
     /* Keys to global ids. */
     int32_t n = 0;
-    if (mode == MODE_REPLICA_AND_PARTITION) {
+    if (mode == IR_GROUPS_REPLICA_AND_PARTITION) {
         int64_t keys[nkey > 0 ? nkey : 1];
         memcpy(keys, members, (size_t)nkey * sizeof *keys);
         for (int64_t p = 0; p < w->n; p++)
@@ -101,8 +78,8 @@ IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld 
                 members[n++] = keys[j] * w->n + p;
     } else {
         for (int32_t j = 0; j < nkey; j++)
-            members[n++] = mode == MODE_GLOBAL      ? members[j]
-                           : mode == MODE_PARTITION ? rep * w->n + members[j]
+            members[n++] = mode == IR_GROUPS_GLOBAL      ? members[j]
+                           : mode == IR_GROUPS_PARTITION ? rep * w->n + members[j]
                                                     : members[j] * w->n + part;
     }
     *my_index = 0;
@@ -119,13 +96,13 @@ IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld 
 static IrStatus check_one(const IrModule *m, const IrComputation *c, const IrInstr *ins, const RtCollWorld *w,
                           IrDiag *d)
 {
-    Mode mode = mode_of(ins);
-    int64_t domain = mode == MODE_GLOBAL ? w->n * w->r : mode == MODE_PARTITION ? w->n : w->r;
+    IrGroupMode mode = ir_group_mode(ins);
+    int64_t domain = mode == IR_GROUPS_GLOBAL ? w->n * w->r : mode == IR_GROUPS_PARTITION ? w->n : w->r;
     const IrReplicaGroups *g = &ins->a.replica_groups;
     if (ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_PERMUTE_START) {
         const IrI64List *p = &ins->a.source_target_pairs;
         for (int32_t k = 0; k < p->n; k++)
-            if (p->v[k] < 0 || (p->v[k] >= domain && !(mode == MODE_PARTITION && p->v[k] < w->n * w->r)))
+            if (p->v[k] < 0 || (p->v[k] >= domain && !(mode == IR_GROUPS_PARTITION && p->v[k] < w->n * w->r)))
                 return coll_fail(m, ins, d, IR_EINPUT, "source_target_pairs names %lld, but there are %lld %s",
                                  (long long)p->v[k], (long long)domain, mode_ids(mode));
         return IR_OK;
@@ -145,7 +122,7 @@ static IrStatus check_one(const IrModule *m, const IrComputation *c, const IrIns
                 st = coll_fail(m, ins, d, IR_EINPUT, "replica_groups names %lld twice", (long long)id);
         }
     ts_free(seen);
-    if (mode == MODE_REPLICA_AND_PARTITION)
+    if (mode == IR_GROUPS_REPLICA_AND_PARTITION)
         size *= w->n;
     /* The shapes a group of `size` gives (one operand, arrays). */
     const IrShape *rs = &ins->shape;
@@ -182,21 +159,21 @@ IrStatus rt_coll_check_module(const IrModule *m, const RtCollWorld *w, IrDiag *d
 int64_t rt_coll_permute_source(const IrInstr *ins, const RtCollWorld *w, int64_t me)
 {
     const IrI64List *p = &ins->a.source_target_pairs;
-    Mode mode = mode_of(ins);
+    IrGroupMode mode = ir_group_mode(ins);
     int64_t rep = me / w->n, part = me % w->n;
-    int64_t key = mode == MODE_GLOBAL ? me : mode == MODE_PARTITION ? part : rep;
+    int64_t key = mode == IR_GROUPS_GLOBAL ? me : mode == IR_GROUPS_PARTITION ? part : rep;
     int64_t src = -1;
     for (int32_t k = 0; k + 1 < p->n; k += 2)
         if (p->v[k + 1] == key)
             src = p->v[k];
     if (src < 0)
         return -1;
-    /* Mode ids to global ids. tessel's partitioner repeats partition
+    /* IrGroupMode ids to global ids. tessel's partitioner repeats partition
      * pairs for every replica as global ids (partition + replica * N);
      * a pair naming the ids of this replica's partitions is the same. */
-    if (mode == MODE_PARTITION)
+    if (mode == IR_GROUPS_PARTITION)
         src = src < w->n ? rep * w->n + src : src;
-    else if (mode == MODE_REPLICA)
+    else if (mode == IR_GROUPS_REPLICA)
         src = src * w->n + part;
     return src < w->n * w->r ? src : -1;
 }

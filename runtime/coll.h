@@ -6,15 +6,8 @@
  * are pure functions of the operands, so the unit tests check them
  * against values worked out by hand (tests/unit/test_coll.c).
  *
- * Groups follow XLA's CollectiveOpGroupMode:
- *   no channel_id                    groups of replica ids, within a partition;
- *   channel_id, use_global_device_ids groups of global ids (replica * N + partition);
- *   channel_id, all-to-all, ragged-all-to-all, collective-permute,
- *   collective-broadcast              groups of partition ids, within a replica;
- *   channel_id, otherwise             groups of replica ids, each group spanning
- *                                     every partition of its replicas
- *                                     (members partition-major, then replicas);
- * an empty replica_groups is everyone of the mode's domain.
+ * Groups follow XLA's CollectiveOpGroupMode (ir_group_mode, ir/ir.h); an
+ * empty replica_groups is everyone of the mode's domain.
  */
 #ifndef TESSEL_COLL_H
 #define TESSEL_COLL_H
