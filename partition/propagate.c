@@ -193,6 +193,9 @@ static const PropRule *const rules[] = {
     [FAM_REDUCE] = &prop_rule_reduce,
     [FAM_REDUCE_WINDOW] = &prop_rule_window,
     [FAM_CUSTOM_CALL] = &prop_rule_custom_call,
+    [FAM_FFT] = &prop_rule_local,
+    [FAM_TOPK] = &prop_rule_local,
+    [FAM_LINALG] = &prop_rule_local,
 };
 
 static const PropRule no_rule = {0};

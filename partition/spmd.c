@@ -177,6 +177,9 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_CONTROL: return spmd_control(pc, i);
     case FAM_GATHER: return spmd_gather(pc, i);
     case FAM_SCATTER: return spmd_scatter(pc, i);
+    case FAM_FFT:
+    case FAM_TOPK:
+    case FAM_LINALG: return spmd_local_batch(pc, i);
     default: return spmd_fallback(pc, i);
     }
 }

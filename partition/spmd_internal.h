@@ -171,6 +171,7 @@ IrStatus spmd_control(PComp *pc, int32_t i);
 IrStatus spmd_custom_call(PComp *pc, int32_t i);
 IrStatus spmd_gather(PComp *pc, int32_t i);    /* spmd_gather.c */
 IrStatus spmd_scatter(PComp *pc, int32_t i);
+IrStatus spmd_local_batch(PComp *pc, int32_t i); /* spmd_local.c: fft, topk, linalg */
 /* Partition computation `comp` of the source for a call site whose
  * parameters have shardings `param_shd` and whose root must end with
  * `root_shd`; returns the destination computation index or -1. */
