@@ -21,6 +21,7 @@
  *   prop_gather.c       gather, scatter
  *   prop_sort.c         sort
  *   prop_local.c        fft, topk, cholesky, triangular-solve: trailing dims whole
+ *   prop_norm.c         batch-norm-training, -inference, -grad
  *   prop_control.c      tuple, get-tuple-element, opt-barrier, while, call, conditional
  *   prop_custom.c       custom-calls (Sharding, the SPMD shape ops, the identity annotations)
  * Collectives and the fallback ops have no rule: nothing crosses them.
@@ -245,6 +246,8 @@ extern const PropRule prop_rule_gather, prop_rule_scatter;
 extern const PropRule prop_rule_sort;
 /* prop_local.c */
 extern const PropRule prop_rule_local;
+/* prop_norm.c */
+extern const PropRule prop_rule_batch_norm;
 /* prop_control.c */
 extern const PropRule prop_rule_control; /* FAM_TUPLE and FAM_CONTROL */
 /* Call and conditional move values through their callees (see there). */

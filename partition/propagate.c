@@ -196,6 +196,7 @@ static const PropRule *const rules[] = {
     [FAM_FFT] = &prop_rule_local,
     [FAM_TOPK] = &prop_rule_local,
     [FAM_LINALG] = &prop_rule_local,
+    [FAM_BATCH_NORM] = &prop_rule_batch_norm,
 };
 
 static const PropRule no_rule = {0};

@@ -180,6 +180,7 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_FFT:
     case FAM_TOPK:
     case FAM_LINALG: return spmd_local_batch(pc, i);
+    case FAM_BATCH_NORM: return spmd_batch_norm(pc, i);
     default: return spmd_fallback(pc, i);
     }
 }
