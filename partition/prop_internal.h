@@ -156,6 +156,20 @@ static inline int32_t prop_toff(const Prop *p, int32_t g, int64_t e)
 
 /* ---- small helpers of the rules ---- */
 
+/* Ops whose operands feed their (first) callee's parameters in order and
+ * whose callee root gives their result: call, fusion, async-start (root
+ * -> element 1 of the async tuple). */
+static inline bool prop_call_like(IrOpcode op)
+{
+    return op == OP_CALL || op == OP_FUSION || op == OP_ASYNC_START;
+}
+
+/* Ops with callees whose values are linked to the call site. */
+static inline bool prop_links_callees(IrOpcode op)
+{
+    return prop_call_like(op) || op == OP_WHILE || op == OP_CONDITIONAL;
+}
+
 static inline bool prop_has(const IrI64List *l, int64_t v)
 {
     for (int32_t i = 0; i < l->n; i++)

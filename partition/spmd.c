@@ -174,7 +174,9 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_REDUCE_WINDOW: return spmd_reduce_window(pc, i);
     case FAM_REDUCE: return spmd_reduce(pc, i);
     case FAM_SORT: return spmd_sort(pc, i);
-    case FAM_CONTROL: return spmd_control(pc, i);
+    case FAM_CONTROL:
+    case FAM_FUSION: return spmd_control(pc, i); /* fusion: a call that keeps its kind */
+    case FAM_ASYNC: return spmd_async(pc, i);
     case FAM_GATHER: return spmd_gather(pc, i);
     case FAM_SCATTER: return spmd_scatter(pc, i);
     case FAM_FFT:
