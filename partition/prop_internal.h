@@ -22,6 +22,7 @@
  *   prop_sort.c         sort
  *   prop_local.c        fft, topk, cholesky, triangular-solve: trailing dims whole
  *   prop_norm.c         batch-norm-training, -inference, -grad
+ *   prop_ragged.c       ragged-dot (and shd_ragged_dot_maps, which spmd_ragged.c uses)
  *   prop_control.c      tuple, get-tuple-element, opt-barrier, while, call, conditional
  *   prop_custom.c       custom-calls (Sharding, the SPMD shape ops, the identity annotations)
  * Collectives and the fallback ops have no rule: nothing crosses them.
@@ -262,6 +263,8 @@ extern const PropRule prop_rule_sort;
 extern const PropRule prop_rule_local;
 /* prop_norm.c */
 extern const PropRule prop_rule_batch_norm;
+/* prop_ragged.c */
+extern const PropRule prop_rule_ragged_dot;
 /* prop_control.c */
 extern const PropRule prop_rule_control; /* FAM_TUPLE and FAM_CONTROL */
 /* Call and conditional move values through their callees (see there). */

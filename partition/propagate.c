@@ -198,6 +198,7 @@ static const PropRule *const rules[] = {
     [FAM_LINALG] = &prop_rule_local,
     [FAM_BATCH_NORM] = &prop_rule_batch_norm,
     [FAM_FUSION] = &prop_rule_control,
+    [FAM_RAGGED_DOT] = &prop_rule_ragged_dot,
     [FAM_ASYNC] = &prop_rule_control,
 };
 

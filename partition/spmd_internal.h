@@ -177,6 +177,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i);
 IrStatus spmd_local_batch(PComp *pc, int32_t i); /* spmd_local.c: fft, topk, linalg */
 IrStatus spmd_batch_norm(PComp *pc, int32_t i);  /* spmd_norm.c */
 IrStatus spmd_async(PComp *pc, int32_t i);       /* spmd_async.c */
+IrStatus spmd_ragged_dot(PComp *pc, int32_t i);  /* spmd_ragged.c */
 /* Partition computation `comp` of the source for a call site whose
  * parameters have shardings `param_shd` and whose root must end with
  * `root_shd`; returns the destination computation index or -1. */
