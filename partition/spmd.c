@@ -178,6 +178,7 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_FUSION: return spmd_control(pc, i); /* fusion: a call that keeps its kind */
     case FAM_ASYNC: return spmd_async(pc, i);
     case FAM_RAGGED_DOT: return spmd_ragged_dot(pc, i);
+    case FAM_RNG_BIT_GENERATOR: return spmd_rng_bit_generator(pc, i);
     case FAM_GATHER: return spmd_gather(pc, i);
     case FAM_SCATTER: return spmd_scatter(pc, i);
     case FAM_FFT:

@@ -178,6 +178,7 @@ IrStatus spmd_local_batch(PComp *pc, int32_t i); /* spmd_local.c: fft, topk, lin
 IrStatus spmd_batch_norm(PComp *pc, int32_t i);  /* spmd_norm.c */
 IrStatus spmd_async(PComp *pc, int32_t i);       /* spmd_async.c */
 IrStatus spmd_ragged_dot(PComp *pc, int32_t i);  /* spmd_ragged.c */
+IrStatus spmd_rng_bit_generator(PComp *pc, int32_t i); /* spmd_rng.c */
 /* Partition computation `comp` of the source for a call site whose
  * parameters have shardings `param_shd` and whose root must end with
  * `root_shd`; returns the destination computation index or -1. */
