@@ -127,6 +127,14 @@ IrStatus shd_propagate(IrModule *m, const ShdPropagateOptions *opt, IrDiag *d);
  * and never for the barriers. The SPMD partitioner moves the operand's
  * shards through them. Can't fail. */
 bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough);
+/* prop_ragged.c: the dims of ragged-dot x's result that may be tiled as
+ * an operand's: from_lhs[r] / from_rhs[r] is the lhs / rhs dim result dim
+ * r comes from, -1 where none or where a tile would split a group (the
+ * ragged dim, and lhs dims when group_sizes is not one-dimensional). False
+ * when the ragged dim is a contracting dim (the groups cut the sum) or
+ * the attributes give no map. Can't fail. */
+bool shd_ragged_dot_maps(const IrInstr *x, const IrShape *lhs, const IrShape *rhs, const IrShape *groups,
+                         int64_t *from_lhs, int64_t *from_rhs);
 
 /* ------------------------------------------------------------------ */
 /* spmd.c: the SPMD partitioner                                        */

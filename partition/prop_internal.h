@@ -20,6 +20,9 @@
  *   prop_window.c       reduce-window, select-and-scatter
  *   prop_gather.c       gather, scatter
  *   prop_sort.c         sort
+ *   prop_local.c        fft, topk, cholesky, triangular-solve: trailing dims whole
+ *   prop_norm.c         batch-norm-training, -inference, -grad
+ *   prop_ragged.c       ragged-dot (and shd_ragged_dot_maps, which spmd_ragged.c uses)
  *   prop_control.c      tuple, get-tuple-element, opt-barrier, while, call, conditional
  *   prop_custom.c       custom-calls (Sharding, the SPMD shape ops, the identity annotations)
  * Collectives and the fallback ops have no rule: nothing crosses them.
@@ -154,6 +157,20 @@ static inline int32_t prop_toff(const Prop *p, int32_t g, int64_t e)
 
 /* ---- small helpers of the rules ---- */
 
+/* Ops whose operands feed their (first) callee's parameters in order and
+ * whose callee root gives their result: call, fusion, async-start (root
+ * -> element 1 of the async tuple). */
+static inline bool prop_call_like(IrOpcode op)
+{
+    return op == OP_CALL || op == OP_FUSION || op == OP_ASYNC_START;
+}
+
+/* Ops with callees whose values are linked to the call site. */
+static inline bool prop_links_callees(IrOpcode op)
+{
+    return prop_call_like(op) || op == OP_WHILE || op == OP_CONDITIONAL;
+}
+
 static inline bool prop_has(const IrI64List *l, int64_t v)
 {
     for (int32_t i = 0; i < l->n; i++)
@@ -242,6 +259,12 @@ extern const PropRule prop_rule_window;
 extern const PropRule prop_rule_gather, prop_rule_scatter;
 /* prop_sort.c */
 extern const PropRule prop_rule_sort;
+/* prop_local.c */
+extern const PropRule prop_rule_local;
+/* prop_norm.c */
+extern const PropRule prop_rule_batch_norm;
+/* prop_ragged.c */
+extern const PropRule prop_rule_ragged_dot;
 /* prop_control.c */
 extern const PropRule prop_rule_control; /* FAM_TUPLE and FAM_CONTROL */
 /* Call and conditional move values through their callees (see there). */

@@ -193,6 +193,13 @@ static const PropRule *const rules[] = {
     [FAM_REDUCE] = &prop_rule_reduce,
     [FAM_REDUCE_WINDOW] = &prop_rule_window,
     [FAM_CUSTOM_CALL] = &prop_rule_custom_call,
+    [FAM_FFT] = &prop_rule_local,
+    [FAM_TOPK] = &prop_rule_local,
+    [FAM_LINALG] = &prop_rule_local,
+    [FAM_BATCH_NORM] = &prop_rule_batch_norm,
+    [FAM_FUSION] = &prop_rule_control,
+    [FAM_RAGGED_DOT] = &prop_rule_ragged_dot,
+    [FAM_ASYNC] = &prop_rule_control,
 };
 
 static const PropRule no_rule = {0};
@@ -535,12 +542,12 @@ static void notify(Prop *p, int32_t y)
         int32_t u = p->ulist[i], k = p->upos[i];
         IrInstr *ux = prop_ins(p, u);
         push(p, u);
-        if (ux->op == OP_CALL && ux->ncalled > 0)
+        if (prop_call_like(ux->op) && ux->ncalled > 0)
             push_param(p, ux->called[0], k);
         if (ux->op == OP_CONDITIONAL && k >= 1 && k - 1 < ux->ncalled)
             push_param(p, ux->called[k - 1], 0);
     }
-    if (x->op == OP_CALL || x->op == OP_WHILE || x->op == OP_CONDITIONAL)
+    if (prop_links_callees(x->op))
         for (int32_t b = 0; b < x->ncalled; b++) {
             int32_t rci = p->rcof[x->called[b]];
             IrComputation *c = p->m->comp[x->called[b]];
@@ -560,7 +567,7 @@ static void notify(Prop *p, int32_t y)
             push(p, sg);
             if (x->op != OP_PARAMETER)
                 continue;
-            if (site->op == OP_CALL && x->a.parameter_number < site->nopnd)
+            if (prop_call_like(site->op) && x->a.parameter_number < site->nopnd)
                 push(p, prop_opnd(p, sg, (int32_t)x->a.parameter_number));
             if (site->op == OP_CONDITIONAL)
                 for (int32_t b = 0; b < site->ncalled; b++)
@@ -633,7 +640,7 @@ static IrStatus find_reached(Prop *p)
         IrComputation *c = m->comp[p->rc[done]];
         for (int32_t i = 0; i < c->ninstr; i++) {
             IrInstr *x = &c->instr[i];
-            if (x->op != OP_CALL && x->op != OP_WHILE && x->op != OP_CONDITIONAL)
+            if (!prop_links_callees(x->op))
                 continue;
             for (int32_t b = 0; b < x->ncalled; b++) {
                 int32_t cc = x->called[b];
@@ -739,7 +746,7 @@ static IrStatus link_users(Prop *p)
             p->ustart[prop_opnd(p, g, k) + 1]++;
             nu++;
         }
-        if (x->op == OP_CALL || x->op == OP_WHILE || x->op == OP_CONDITIONAL)
+        if (prop_links_callees(x->op))
             for (int32_t b = 0; b < x->ncalled; b++) {
                 p->sstart[p->rcof[x->called[b]] + 1]++;
                 nsite++;
@@ -767,7 +774,7 @@ static IrStatus link_users(Prop *p)
             p->ulist[ufill[o]] = g;
             p->upos[ufill[o]++] = k;
         }
-        if (x->op == OP_CALL || x->op == OP_WHILE || x->op == OP_CONDITIONAL)
+        if (prop_links_callees(x->op))
             for (int32_t b = 0; b < x->ncalled; b++) {
                 int32_t rci = p->rcof[x->called[b]];
                 /* A conditional naming one computation twice is one site. */

@@ -174,9 +174,17 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_REDUCE_WINDOW: return spmd_reduce_window(pc, i);
     case FAM_REDUCE: return spmd_reduce(pc, i);
     case FAM_SORT: return spmd_sort(pc, i);
-    case FAM_CONTROL: return spmd_control(pc, i);
+    case FAM_CONTROL:
+    case FAM_FUSION: return spmd_control(pc, i); /* fusion: a call that keeps its kind */
+    case FAM_ASYNC: return spmd_async(pc, i);
+    case FAM_RAGGED_DOT: return spmd_ragged_dot(pc, i);
+    case FAM_RNG_BIT_GENERATOR: return spmd_rng_bit_generator(pc, i);
     case FAM_GATHER: return spmd_gather(pc, i);
     case FAM_SCATTER: return spmd_scatter(pc, i);
+    case FAM_FFT:
+    case FAM_TOPK:
+    case FAM_LINALG: return spmd_local_batch(pc, i);
+    case FAM_BATCH_NORM: return spmd_batch_norm(pc, i);
     default: return spmd_fallback(pc, i);
     }
 }

@@ -12,7 +12,11 @@
  *     it (else its operand's), every branch root ends in the conditional's
  *     sharding; the predicate / branch index is replicated;
  *   call: parameters as the callee's parameters say (else the operands'),
- *     root as the call's sharding.
+ *     root as the call's sharding;
+ *   fusion: a call (its fused computation partitioned with the operands'
+ *     shardings, the fusion kind kept): r = f32[8,4] fusion(x, y),
+ *     kind=kLoop, calls=f with x, y, r {devices=[2,1]0,1} calls a copy of f
+ *     whose parameters and root are f32[4,4].
  * Custom-calls: `Sharding` is a reshard to its annotation;
  * `SPMDFullToShardShape` turns this device's shard of a tiled value into the
  * manual value it is; `SPMDShardToFullShape` the reverse. Other custom-calls

@@ -20,6 +20,8 @@ IrArena *pc_tmp(PComp *pc)
     return pc->sp->tmp;
 }
 
+static bool set_list(PComp *pc, IrI64List *l, int32_t n, const int64_t *v);
+
 static int32_t oom(PComp *pc)
 {
     ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
@@ -247,6 +249,46 @@ int32_t emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b)
     int32_t o[2] = {a, b};
     const IrShape *s = val_shape(pc, a);
     return emit_shape1(pc, op, s->type, s->rank, s->dims, 2, o);
+}
+
+int32_t emit_unary(PComp *pc, IrOpcode op, int32_t a)
+{
+    if (a < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, a);
+    return emit_shape1(pc, op, s->type, s->rank, s->dims, 1, &a);
+}
+
+int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int64_t *dims)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    IrType t = s->type;
+    int64_t out[IR_MAX_RANK];
+    int32_t n = 0;
+    for (int32_t d = 0; d < s->rank; d++) {
+        bool gone = false;
+        for (int32_t k = 0; k < ndims; k++)
+            gone |= dims[k] == d;
+        if (!gone)
+            out[n++] = s->dims[d];
+    }
+    int32_t comp = spmd_reducer(pc->sp, red, t);
+    int32_t o[2] = {v, emit_identity_const(pc, t, red)};
+    if (comp < 0)
+        return oom(pc);
+    int32_t r = emit_shape1(pc, OP_REDUCE, t, n, out, 2, o);
+    if (r < 0)
+        return -1;
+    IrInstr *ins = &pc->dc->instr[r];
+    ins->ncalled = 1;
+    ins->called = ir_alloc(pc_arena(pc), sizeof(int32_t));
+    if (!ins->called || !set_list(pc, &ins->a.dimensions, ndims, dims))
+        return oom(pc);
+    ins->called[0] = comp;
+    ins->a.has_dimensions = true;
+    return r;
 }
 
 int32_t emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir)

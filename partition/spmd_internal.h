@@ -75,7 +75,10 @@ int32_t emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims
 int32_t emit_reshape(PComp *pc, int32_t v, const IrShape *shape);
 int32_t emit_convert(PComp *pc, int32_t v, IrType t);
 int32_t emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b);
+int32_t emit_unary(PComp *pc, IrOpcode op, int32_t a);
 int32_t emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir);
+/* reduce of v over `dims` with the simple reducer `red`, init its identity. */
+int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int64_t *dims);
 int32_t emit_select(PComp *pc, int32_t p, int32_t a, int32_t b);
 int32_t emit_iota(PComp *pc, const IrShape *shape, int64_t dim);
 int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *limit);
@@ -171,6 +174,11 @@ IrStatus spmd_control(PComp *pc, int32_t i);
 IrStatus spmd_custom_call(PComp *pc, int32_t i);
 IrStatus spmd_gather(PComp *pc, int32_t i);    /* spmd_gather.c */
 IrStatus spmd_scatter(PComp *pc, int32_t i);
+IrStatus spmd_local_batch(PComp *pc, int32_t i); /* spmd_local.c: fft, topk, linalg */
+IrStatus spmd_batch_norm(PComp *pc, int32_t i);  /* spmd_norm.c */
+IrStatus spmd_async(PComp *pc, int32_t i);       /* spmd_async.c */
+IrStatus spmd_ragged_dot(PComp *pc, int32_t i);  /* spmd_ragged.c */
+IrStatus spmd_rng_bit_generator(PComp *pc, int32_t i); /* spmd_rng.c */
 /* Partition computation `comp` of the source for a call site whose
  * parameters have shardings `param_shd` and whose root must end with
  * `root_shd`; returns the destination computation index or -1. */
