@@ -20,18 +20,6 @@ mpi() { # mpi RANKS ARGS...: tessel under mpirun
     env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np "$np" "$TESSEL" "$@"
 }
 
-# Every output of DIR equals the reference's in REF (npy_match); same files.
-same_outputs() { # same_outputs REF DIR WHAT
-    local f n=0
-    for f in "$1"/*.npy; do
-        [ -f "$2/$(basename "$f")" ] || fail "$3: no $(basename "$f")"
-        npy_match "$f" "$2/$(basename "$f")" || fail "$3: $(basename "$f") differs from --reference"
-        n=$((n + 1))
-    done
-    [ "$n" -gt 0 ] || fail "$3: the reference wrote no output"
-    [ "$(ls "$2"/*.npy | wc -l)" = "$n" ] || fail "$3: other outputs than the reference's"
-}
-
 # One model for N devices: a plan per host count, runs, steps.
 check_model() { # check_model MODEL N HOSTWORK
     local m=$1 n=$2 host=$3 tag h steps ranks=""

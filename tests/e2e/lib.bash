@@ -8,6 +8,8 @@
 #   expect_status WANT CMD...              run CMD, save stdout/stderr in
 #                                          $OUT/$ERR, fail unless status WANT
 #   expect_in FILE TEXT                    fail unless FILE contains TEXT
+#   same_outputs REF DIR WHAT              every REF/*.npy has its twin in DIR
+#                                          within the oracle's tolerance (NumPy)
 #   fail MSG                               print and exit 1
 
 : "${TESSEL:?TESSEL must name the tessel binary}"
@@ -111,6 +113,42 @@ for i, (x, y) in enumerate(zip(a, b)):
     ok = math.isnan(y) if math.isnan(x) else (x == y if math.isinf(x) else abs(x - y) <= tol)
     if not ok:
         sys.exit('element %d: %r, reference %r' % (i, y, x))
+PY
+}
+
+# Every output of REF has its twin in DIR within the oracle's tolerance
+# (DESIGN.md: 1e-4 of the largest magnitude for f32 and c64, 1e-5 for f64
+# and c128, 2e-3 for f16; integers and pred equal), with NumPy.
+same_outputs() { # same_outputs REF DIR WHAT
+    "$PY" - "$1" "$2" "$3" <<'PY' || fail "$3: differs from --reference"
+import glob, os, sys
+import numpy as np
+ref, got, what = sys.argv[1:]
+names = sorted(os.path.basename(f) for f in glob.glob(os.path.join(ref, "*.npy")))
+if not names:
+    sys.exit("%s: the reference wrote no output" % what)
+if sorted(os.path.basename(f) for f in glob.glob(os.path.join(got, "*.npy"))) != names:
+    sys.exit("%s: other outputs than the reference's" % what)
+for f in (os.path.join(ref, n) for n in names):
+    g = os.path.join(got, os.path.basename(f))
+    if not os.path.exists(g):
+        sys.exit("%s: no %s" % (what, os.path.basename(f)))
+    a, b = np.load(f), np.load(g)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        sys.exit("%s: %s is %s%s, the reference %s%s" % (what, os.path.basename(f), b.dtype, b.shape, a.dtype, a.shape))
+    if a.dtype.kind not in "fc":
+        if not np.array_equal(a, b):
+            sys.exit("%s: %s: integers differ" % (what, os.path.basename(f)))
+        continue
+    tol = {8: 1e-5, 16: 1e-5, 2: 2e-3}.get(a.dtype.itemsize, 1e-4) if a.dtype.kind == "f" else \
+        (1e-5 if a.dtype.itemsize == 16 else 1e-4)
+    fin = np.isfinite(a)
+    scale = float(np.max(np.abs(a[fin]))) if fin.any() else 0.0
+    if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(a[~fin & ~np.isnan(a)], b[~fin & ~np.isnan(a)]):
+        sys.exit("%s: %s: NaN or infinities differ" % (what, os.path.basename(f)))
+    if fin.any() and float(np.max(np.abs(a[fin] - b[fin]))) > tol * scale:
+        sys.exit("%s: %s: off by %g (tolerance %g)" % (what, os.path.basename(f),
+                 float(np.max(np.abs(a[fin] - b[fin]))), tol * scale))
 PY
 }
 

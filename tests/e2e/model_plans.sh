@@ -19,37 +19,6 @@ RIO="$TESSEL_SRC/tests/e2e/replay_io.py"
 STEP=1
 case "${TESSEL_BUILD:-}" in */asan) STEP=3 ;; esac
 
-# Every output of REF has its twin in DIR within the oracle's tolerance
-# (DESIGN.md: 1e-4 of the largest magnitude for f32 and c64, 1e-5 for f64
-# and c128, 2e-3 for f16; integers and pred equal), with NumPy.
-same_outputs() { # same_outputs REF DIR WHAT
-    "$PY" - "$1" "$2" "$3" <<'PY' || fail "$3: differs from --reference"
-import glob, os, sys
-import numpy as np
-ref, got, what = sys.argv[1:]
-for f in sorted(glob.glob(os.path.join(ref, "*.npy"))):
-    g = os.path.join(got, os.path.basename(f))
-    if not os.path.exists(g):
-        sys.exit("%s: no %s" % (what, os.path.basename(f)))
-    a, b = np.load(f), np.load(g)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        sys.exit("%s: %s is %s%s, the reference %s%s" % (what, os.path.basename(f), b.dtype, b.shape, a.dtype, a.shape))
-    if a.dtype.kind not in "fc":
-        if not np.array_equal(a, b):
-            sys.exit("%s: %s: integers differ" % (what, os.path.basename(f)))
-        continue
-    tol = {8: 1e-5, 16: 1e-5, 2: 2e-3}.get(a.dtype.itemsize, 1e-4) if a.dtype.kind == "f" else \
-        (1e-5 if a.dtype.itemsize == 16 else 1e-4)
-    fin = np.isfinite(a)
-    scale = float(np.max(np.abs(a[fin]))) if fin.any() else 0.0
-    if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(a[~fin & ~np.isnan(a)], b[~fin & ~np.isnan(a)]):
-        sys.exit("%s: %s: NaN or infinities differ" % (what, os.path.basename(f)))
-    if fin.any() and float(np.max(np.abs(a[fin] - b[fin]))) > tol * scale:
-        sys.exit("%s: %s: off by %g (tolerance %g)" % (what, os.path.basename(f),
-                 float(np.max(np.abs(a[fin] - b[fin]))), tol * scale))
-PY
-}
-
 i=0
 ran=0
 for model in "$TESSEL_SRC"/tests/models/*.hlo; do
