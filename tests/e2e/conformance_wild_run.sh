@@ -21,6 +21,8 @@ if [ ! -d "$MODS" ]; then
     exit 0
 fi
 LIMIT=(--limit elements=4194304)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
 STEP=1
 case "${TESSEL_BUILD:-}" in */asan) STEP=8 ;; esac
 
@@ -54,73 +56,75 @@ declare -A REFUSED=(
     [033_ptxla_sharding_megatron]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
     [034_ptxla_mlp_dp]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
     [037_ptxla_gptj_6b_tp2]="more than the limit|over this test's size budget (--limit elements=2^22)"
-    [042_gpu_hlo_schedule_LHSSendRecvAllReduce]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
-    [043_async_collective_annotator_kHloString]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
-    [046_dynamic_slice_fusion_AsyncDynamicSliceFusionWith]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
-    [048_hlo_instruction_StringifyAsyncOpsWithReduceScatt]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
+    [042_gpu_hlo_schedule_LHSSendRecvAllReduce]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
+    [043_async_collective_annotator_kHloString]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
+    [046_dynamic_slice_fusion_AsyncDynamicSliceFusionWith]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
+    [048_hlo_instruction_StringifyAsyncOpsWithReduceScatt]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [050_hlo_parser_AsyncOpsWithSyntaxSugarAndThreadName]="is not registered|a made-up target of XLA's pass tests"
-    [051_collective_pipeliner_TransformRecvSendBackwards]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
-    [053_ragged_all_to_all_e2e_RaggedAllToAll_2GPUs_S4]="over groups of more than one device|already partitioned: a collective over several devices (issue 12)"
+    [051_collective_pipeliner_TransformRecvSendBackwards]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
+    [053_ragged_all_to_all_e2e_RaggedAllToAll_2GPUs_S4]="over groups of more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [059_dynamic_reshape_Complicated]="is outside|its random s32 inputs are not valid dynamic sizes (needs real inputs)"
-    [061_latency_hiding_scheduler_ResourceLimitWithinAnno]="receives from device|already partitioned: a collective-permute between devices (issue 12)"
+    [061_latency_hiding_scheduler_ResourceLimitWithinAnno]="receives from device|already partitioned: a collective-permute between devices (replayed by conformance_wild_replay.sh)"
     [074_auto_sharding_JaxRandomUniform]="rng-bit-generator|a state XLA's expander cannot expand (a pass-test module, never run by XLA)"
-    [087_legalize_scheduling_annotations_CrossComputation]="receives from device|already partitioned: a collective-permute between devices (issue 12)"
+    [087_legalize_scheduling_annotations_CrossComputation]="receives from device|already partitioned: a collective-permute between devices (replayed by conformance_wild_replay.sh)"
     [090_hlo_replication_analysis_NoControlFlowSPMD]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [092_ragged_all_to_all_decomposer_RaggedAllToAllWitho]="out of bounds|its random offsets and sizes are not a valid ragged layout (needs real inputs)"
-    [093_collective_pipeline_parallelism_PartiallyPipelin]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
+    [093_collective_pipeline_parallelism_PartiallyPipelin]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
     [099_while_loop_constant_sinking_TupleShapedConstants]="TIMEOUT|loops forever with the random inputs of seed 1 (its loop predicate draws true)"
     [103_infeed_token_propagation_ConditionalMixedInfeed]="infeed needs a value|reads the host's infeed: runs with --infeed FILE.npy"
     [107_collective_ops_e2e_MemcpyP2pWhileLoopCorrectness]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
-    [109_nccl_group_execution_NcclGroupSendRecvNoWhileLoo]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
+    [109_nccl_group_execution_NcclGroupSendRecvNoWhileLoo]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
     [115_small_while_loop_hoisting_pass_NoInOutFeedWhileL]="infeed needs a value|reads the host's infeed: runs with --infeed FILE.npy"
-    [119_convert_async_collectives_to_sync_SimpleCollecti]="over groups of more than one device|already partitioned: a collective over several devices (issue 12)"
+    [119_convert_async_collectives_to_sync_SimpleCollecti]="over groups of more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [123_simulator_SingleAsyncSliceCopyOverhead]="more than the limit|over this test's size budget (--limit elements=2^22)"
-    [129_double_buffer_loop_unrolling_FullUnrollEvenTripC]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
-    [133_profile_guided_latency_estimator_TestProfileGuid]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
-    [136_all_gather_combiner_CombineFromTwoDomainsWithSam]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
+    [129_double_buffer_loop_unrolling_FullUnrollEvenTripC]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
+    [133_profile_guided_latency_estimator_TestProfileGuid]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
+    [136_all_gather_combiner_CombineFromTwoDomainsWithSam]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [140_sharding_propagation_ShardAsWithShardBarrier]="more than the limit|over this test's size budget (--limit elements=2^22)"
-    [145_collective_ops_command_buffer_SendRecv_Simple]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
+    [145_collective_ops_command_buffer_SendRecv_Simple]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
     [147_hlo_extractor_ReplaceTupleWithConstant]="rng-bit-generator|a state XLA's expander cannot expand (a pass-test module, never run by XLA)"
     [148_copy_insertion_NestedWhilesWithParamRoot2]="TIMEOUT|loops forever with the random inputs of seed 1 (its loop predicate draws true)"
     [152_analytical_latency_estimator_TestAnalyticalLaten]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [154_priority_fusion_DoNotFuseTransposeIntoReduce]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [157_collective_metadata_ConstructCollectiveMetadataW]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
-    [159_gpu_copy_insertion_UnrolledLoopShouldNotHaveCopy]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
+    [159_gpu_copy_insertion_UnrolledLoopShouldNotHaveCopy]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [162_gpu_fused_mha_hlo_text]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [163_computation_partitioner_PartitioningIsDeterminis]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [170_while_loop_concat_code_motion_SimpleMotionMultip]="is not registered|a made-up target of XLA's pass tests"
-    [174_ragged_all_to_all_multi_host_decomposer_SimpleRa]="over groups of more than one device|already partitioned: a collective over several devices (issue 12)"
-    [180_collective_pipelining_analyzer_ReduceScatterWith]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
+    [174_ragged_all_to_all_multi_host_decomposer_SimpleRa]="over groups of more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
+    [180_collective_pipelining_analyzer_ReduceScatterWith]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [182_hlo_constant_splitter_InstructionsWithOneUser]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
     [194_memory_bound_loop_optimizer_OptimizerEndToEndNes]="TIMEOUT|loops forever with the random inputs of seed 1 (its loop predicate draws true)"
-    [207_hlo_gumgraph_PreComputationsWorksMultiRoot]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
-    [208_all_reduce_promotion_SimplePromotionReduceScatte]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
+    [207_hlo_gumgraph_PreComputationsWorksMultiRoot]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
+    [208_all_reduce_promotion_SimplePromotionReduceScatte]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [216_tfrt_gpu_client_HostExecuteRuntimeTest]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
-    [218_layout_assignment_SendRcvLayout]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
+    [218_layout_assignment_SendRcvLayout]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
     [221_memory_space_assignment_TestCustomKernelColoring]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
     [228_auto_sharding_SPMDShardToFullShapeWithUnusedPara]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
-    [229_legalize_scheduling_annotations_CrossComputation]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
-    [230_hlo_domain_CheckDomainAroundIO]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
+    [229_legalize_scheduling_annotations_CrossComputation]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
+    [230_hlo_domain_CheckDomainAroundIO]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
     [233_reduce_scatter_creator_ReproClampOnGroupLocalInd]="more than the limit|over this test's size budget (--limit elements=2^22)"
-    [235_hlo_parser_SendRecv]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
+    [235_hlo_parser_SendRecv]="between devices|device-to-device send/recv: XLA's point-to-point channels, not run by tessel's runtime"
     [237_shardy_xla_pass_TestMaximalShardingNoResults]="is not registered|a Python callback: needs the JAX process that registered it"
     [240_import_emit_stablehlo_67]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
-    [245_collective_ops_utils_DetectsSingleHost8Devices]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
-    [248_collective_ops_e2e_CollectivePipelinerBackwardSt]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
+    [245_collective_ops_utils_DetectsSingleHost8Devices]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
+    [248_collective_ops_e2e_CollectivePipelinerBackwardSt]="over more than one device|already partitioned: a collective over several devices (replayed by conformance_wild_replay.sh)"
     [255_stateful_rng_spmd_partitioner_EinsumDisableRewri]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [260_windowed_einsum_handler_AgLoopsMultipleConsumers]="more than the limit|over this test's size budget (--limit elements=2^22)"
 )
 
 # Already partitioned programs: their collectives span devices, so the
-# partitioned run and the one-device reference differ by design (replaying
-# SPMD programs on their devices is issue 12). Their reference runs above.
+# partitioned run and the one-device reference differ by design; they are
+# replayed on their devices by conformance_wild_replay.sh. Their reference
+# runs above.
 declare -A NO_ORACLE=(
     [026_jaxfft_v100_256_2x2_f32_fft]="a JAX dump after spmd-partitioning (all-to-all between devices)"
     [169_collective_quantizer_AllToAllQuantizePartialRepl]="an SPMD program (all-to-all and all-reduce between devices)"
     [249_collective_interpolator_LoadsDefaultProfile]="an SPMD program (an all-reduce over 8 devices)"
+    [250_layout_assignment_AllReduceSpmd]="an SPMD program (channel_id, replica_groups={{0}}: replica 0 times both partitions)"
 )
 
-n=0 ran=0 refused=0 oracles=0 i=0
+n=0 ran=0 refused=0 oracles=0 mpis=0 i=0
 bad=""
 for f in "$MODS"/*.hlo; do
     b=$(basename "$f" .hlo)
@@ -169,6 +173,21 @@ for f in "$MODS"/*.hlo; do
         continue
     fi
     oracles=$((oracles + 1))
+    # The same under mpirun, one rank per host, where the devices split in two.
+    ndev=$((${np:-1} * ${nr:-1}))
+    if [ $((ndev % 2)) -eq 0 ]; then
+        rm -rf "$WORK/mpi"
+        st=0
+        env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun --oversubscribe --mca btl tcp,self -np 2 "$TESSEL" run "$f" \
+            --random-inputs 1 "${LIMIT[@]}" --output-dir "$WORK/mpi" >"$OUT" 2>"$ERR" || st=$?
+        if [ "$st" -ne 0 ]; then
+            bad="$bad\n  $b: partitioned run under mpirun -np 2 failed (status $st): $(grep -m1 error "$ERR")"
+        elif ! (same_outputs "$WORK/ref" "$WORK/mpi" "$b under mpirun -np 2") >"$WORK/cmp" 2>&1; then
+            bad="$bad\n  $(grep -m1 FAIL "$WORK/cmp")"
+        else
+            mpis=$((mpis + 1))
+        fi
+    fi
     for o in "$WORK/ref"/*.npy; do
         "$PY" - "$o" "$WORK/part/$(basename "$o")" <<'PY' || bad="$bad\n  $b: partitioned $(basename "$o") differs from the reference"
 import sys
@@ -186,5 +205,5 @@ sys.exit(0 if np.array_equal(a, b) else 1)
 PY
     done
 done
-echo "conformance_wild_run: $n modules: $ran run in the reference, $oracles of them partitioned equal it; $refused refused as listed"
+echo "conformance_wild_run: $n modules: $ran run in the reference, $oracles of them partitioned equal it ($mpis also under mpirun -np 2); $refused refused as listed"
 [ -z "$bad" ] || fail "$(printf "%b" "$bad")"
