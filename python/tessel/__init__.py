@@ -254,12 +254,15 @@ def _info(ti):
 
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
-            name="<string>"):
+            name="<string>", spmd=False):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
     1), 1 host, N*R/hosts local devices. `limits`: a dict of TsLimits
-    fields (elements, rank, tuple, depth, name, devices)."""
+    fields (elements, rank, tuple, depth, name, devices). spmd=True: the
+    model is already an SPMD program, replayed as it is on every device
+    (`tessel run --spmd`; run() then takes "KEY@D" inputs, per_device and
+    output_device)."""
     if isinstance(model, Module):
         m, own = model, False
     elif isinstance(model, os.PathLike):
@@ -272,7 +275,7 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     try:
         lim = _limits(limits)
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
-                                    ctypes.pointer(lim) if lim is not None else None, not verify)
+                                    ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd))
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)
@@ -302,9 +305,20 @@ def parse_plan(text, name="<string>", limits=None):
 class Outputs(list):
     """The output leaves of a run, depth first, as NumPy arrays (a list),
     with `stats` (the "tessel: stats: ..." lines when run with stats=True,
-    else "") and `summary` (ts_outputs_summary's lines)."""
+    else "") and `summary` (ts_outputs_summary's lines). A replay of every
+    device (spmd=True) holds each device's leaves in turn: num_devices > 0
+    and device(d) is device d's list."""
     stats = ""
     summary = ""
+    num_devices = 0
+
+    def device(self, d):
+        if not self.num_devices:
+            raise Error(Status.EINPUT, "these outputs are the program's, not per device")
+        k = len(self) // self.num_devices
+        if not 0 <= d < self.num_devices:
+            raise Error(Status.EINPUT, "no device %d (there are %d)" % (d, self.num_devices))
+        return list(self[d * k:(d + 1) * k])
 
 
 class Plan(_Handle):
@@ -361,7 +375,8 @@ class Plan(_Handle):
         _call(_lib.ts_plan_dump, self._handle(), format.encode(), ctypes.byref(out))
         return _take_string(out)
 
-    def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None):
+    def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None, per_device=False,
+            output_device=None):
         """Run the plan; returns Outputs (a list of NumPy arrays).
 
         inputs: a list or tuple (item k binds entry parameter k; None leaves
@@ -374,17 +389,19 @@ class Plan(_Handle):
         comm: an mpi4py communicator: run under MPI on it (every rank
         calls; its size must be the plan's hosts); rank 0 gets the outputs,
         the other ranks None. Without comm: on this process's devices (the
-        plan must be for one host)."""
+        plan must be for one host). Replays (compile(spmd=True)): keys
+        "KEY@D" bind device D only; per_device: each device draws its own
+        random inputs; output_device=D: only device D's outputs."""
+        options = dict(random=random, steps=steps, stats=stats, infeeds=infeeds, per_device=per_device,
+                       output_device=output_device)
         if comm is None:
-            return _run(_lib.ts_plan_run, self._handle(), self, inputs,
-                        dict(random=random, steps=steps, stats=stats, infeeds=infeeds))
+            return _run(_lib.ts_plan_run, self._handle(), self, inputs, options)
         from mpi4py import MPI
         addr = ctypes.c_void_p(MPI._addressof(comm))
 
         def run_mpi(h, ro, out, d):
             return _lib.ts_plan_run_mpi(h, addr, ro, out, d)
-        return _run(run_mpi, self._handle(), self, inputs,
-                    dict(random=random, steps=steps, stats=stats, infeeds=infeeds), may_be_empty=True)
+        return _run(run_mpi, self._handle(), self, inputs, options, may_be_empty=True)
 
     def run_reference(self, inputs=None, *, random=None, steps=0, stats=False, infeeds=None):
         """The unpartitioned module on one device: the oracle run() is
@@ -478,6 +495,8 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
     steps = options.pop("steps", 0) or 0
     stats = options.pop("stats", False)
     infeeds = options.pop("infeeds", None) or []
+    per_device = options.pop("per_device", False)
+    output_device = options.pop("output_device", None)
     if options:
         raise TypeError("tessel: unknown run options: %s" % ", ".join(sorted(options)))
     arr, n, keep = _bind(plan, inputs)
@@ -492,6 +511,10 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
     ro.ninfeeds = len(infeeds)
     ro.infeeds = feeds
     ro.stats = bool(stats)
+    ro.per_device = bool(per_device)
+    if output_device is not None:
+        ro.one_device = True
+        ro.output_device = int(output_device)
     out = ctypes.c_void_p()
     d = _capi.TsDiag()
     st = fn(handle, ctypes.byref(ro), ctypes.byref(out), ctypes.byref(d))
@@ -522,6 +545,7 @@ def _read_outputs(out):
                         % (i, a.nbytes, info.dtype.str, list(info.shape), ti.nbytes))
         _call(_lib.ts_outputs_read, out, i, a.ctypes.data, a.nbytes)
         res.append(a)
+    res.num_devices = _lib.ts_outputs_num_devices(out)
     res.stats = _str(_lib.ts_outputs_stats(out)) or ""
     summary = _lib.ts_outputs_summary(out)
     res.summary = _take_string(summary) if summary else ""

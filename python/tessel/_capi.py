@@ -46,7 +46,8 @@ class TsCompileOptions(ctypes.Structure):
                 ("hosts", c_int64),
                 ("local_devices", c_int64),
                 ("limits", ctypes.POINTER(TsLimits)),
-                ("no_verify", c_bool)]
+                ("no_verify", c_bool),
+                ("spmd", c_bool)]
 
 
 class TsArray(ctypes.Structure):
@@ -87,7 +88,10 @@ class TsRunOptions(ctypes.Structure):
                 ("stats", c_bool),
                 ("load_seconds", ctypes.c_double),
                 ("on_error", ON_ERROR),
-                ("on_error_ctx", c_void_p)]
+                ("on_error_ctx", c_void_p),
+                ("per_device", c_bool),
+                ("one_device", c_bool),
+                ("output_device", c_int64)]
 
 
 PDIAG = ctypes.POINTER(TsDiag)
@@ -132,6 +136,7 @@ PROTOTYPES = {
     "ts_plan_input_info": (ST, [c_void_p, c_int32, ctypes.POINTER(TsArrayInfo), PDIAG]),
     "ts_plan_output_info": (ST, [c_void_p, c_int32, ctypes.POINTER(TsArrayInfo), PDIAG]),
     "ts_outputs_count": (c_int32, [c_void_p]),
+    "ts_outputs_num_devices": (c_int64, [c_void_p]),
     "ts_outputs_info": (ST, [c_void_p, c_int32, ctypes.POINTER(TsArrayInfo), PDIAG]),
     "ts_outputs_read": (ST, [c_void_p, c_int32, c_void_p, c_size_t, PDIAG]),
     "ts_outputs_summary": (c_void_p, [c_void_p]),

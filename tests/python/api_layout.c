@@ -35,6 +35,7 @@ int main(void)
     FIELD(TsCompileOptions, local_devices);
     FIELD(TsCompileOptions, limits);
     FIELD(TsCompileOptions, no_verify);
+    FIELD(TsCompileOptions, spmd);
     SIZE(TsArray);
     FIELD(TsArray, dtype);
     FIELD(TsArray, rank);
@@ -64,6 +65,9 @@ int main(void)
     FIELD(TsRunOptions, load_seconds);
     FIELD(TsRunOptions, on_error);
     FIELD(TsRunOptions, on_error_ctx);
+    FIELD(TsRunOptions, per_device);
+    FIELD(TsRunOptions, one_device);
+    FIELD(TsRunOptions, output_device);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;

@@ -404,6 +404,41 @@ class TestOthers(Case):
         y, = plan.run(ins)
         self.assertClose(y, mlp_numpy(*ins), "mlp_megatron on 4 devices vs numpy")
 
+    def test_replay(self):
+        # An SPMD program replayed as it is: device d adds its partition id
+        # to its own x, then the all-reduce over {0,1},{2,3} sums pairs.
+        text = """HloModule r, num_partitions=4
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[3] parameter(0)
+  p = u32[] partition-id()
+  c = f32[] convert(p)
+  b = f32[3] broadcast(c), dimensions={}
+  y = f32[3] add(x, b)
+  ROOT ar = f32[3] all-reduce(y), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=add
+}
+"""
+        plan = tessel.compile(text, spmd=True)
+        xs = [np.arange(3, dtype=np.float32) * (d + 1) for d in range(4)]
+        out = plan.run({"x@%d" % d: xs[d] for d in range(4)})
+        self.assertEqual((out.num_devices, len(out)), (4, 4))
+        for d in range(4):
+            g = [0, 1] if d < 2 else [2, 3]
+            want = xs[g[0]] + g[0] + xs[g[1]] + g[1]
+            np.testing.assert_array_equal(out.device(d)[0], want)
+        one = plan.run({"x": xs[0]}, output_device=3)
+        self.assertEqual(one.num_devices, 0)
+        np.testing.assert_array_equal(one[0], 2 * xs[0] + 5)
+        own = plan.run(random=4, per_device=True)
+        self.assertFalse(np.array_equal(own.device(0)[0], own.device(2)[0]))
+        with self.assertRaises(tessel.Error):
+            plan.run({"x@9": xs[0]}, random=1)
+        print("replay: 4 devices, per-device inputs and outputs")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
