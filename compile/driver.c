@@ -140,10 +140,18 @@ static void devices_named(const IrModule *m, int64_t *n, int64_t *r, int64_t *g)
     for (int32_t c = 0; c < m->ncomp; c++)
         for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
             const IrInstr *ins = &m->comp[c]->instr[i];
-            if (ir_op_family(ins->op) != FAM_COLLECTIVE)
-                continue;
             IrGroupMode mode = ir_group_mode(ins);
             int64_t *need = mode == IR_GROUPS_GLOBAL ? g : mode == IR_GROUPS_PARTITION ? n : r;
+            if ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.is_host_transfer) {
+                int64_t pairs[256];
+                int32_t np = 0;
+                if (ir_send_recv_pairs(ins, pairs, 256, &np))
+                    for (int32_t k = 0; k < np; k++)
+                        *need = pairs[k] + 1 > *need ? pairs[k] + 1 : *need;
+                continue;
+            }
+            if (ir_op_family(ins->op) != FAM_COLLECTIVE)
+                continue;
             const IrReplicaGroups *rg = &ins->a.replica_groups;
             for (int32_t k = 0; k < rg->ngroups; k++)
                 for (int32_t j = 0; j < rg->group_size[k]; j++)

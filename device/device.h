@@ -202,6 +202,10 @@ typedef struct DevCollectives {
      * report failure (never hang) when a peer fails. */
     IrStatus (*run)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                     DevValue **operands, DevValue **out, IrDiag *d);
+    /* send, recv, send-done and recv-done between devices (no
+     * is_host_transfer); NULL: refused. Same contract as run. */
+    IrStatus (*p2p)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                    DevValue **operands, DevValue **out, IrDiag *d);
 } DevCollectives;
 
 /* Custom-call targets registered by the runtime (host targets such as

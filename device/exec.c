@@ -680,12 +680,15 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_SCAN: return dev_k_scan(&k, out);
     case OP_SET_DIMENSION_SIZE: return dev_k_set_dimension_size(&k, out);
     case OP_DYNAMIC_RESHAPE: return dev_k_dynamic_reshape(&k, out);
-    case OP_INFEED:
-    case OP_OUTFEED:
     case OP_SEND:
     case OP_SEND_DONE:
     case OP_RECV:
-    case OP_RECV_DONE: return dev_k_host_transfer(&k, out);
+    case OP_RECV_DONE:
+        if (!ins->a.is_host_transfer && x->opt->coll && x->opt->coll->p2p)
+            return x->opt->coll->p2p(x->opt->coll->ctx, x->m, ins, n, opnd, out, x->d);
+        return dev_k_host_transfer(&k, out);
+    case OP_INFEED:
+    case OP_OUTFEED: return dev_k_host_transfer(&k, out);
     case OP_CUSTOM_CALL: return run_custom_call(x, ins, n, opnd, out);
     case OP_BITCAST_CONVERT: return dev_k_bitcast_convert(&k, out);
     case OP_MAP: return dev_k_map(&k, out);

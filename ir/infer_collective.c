@@ -20,6 +20,8 @@ IrGroupMode ir_group_mode(const IrInstr *ins)
     case OP_COLLECTIVE_PERMUTE:
     case OP_COLLECTIVE_PERMUTE_START:
     case OP_COLLECTIVE_BROADCAST:
+    case OP_SEND:
+    case OP_RECV:
         return IR_GROUPS_PARTITION;
     default:
         return IR_GROUPS_REPLICA_AND_PARTITION;

@@ -760,7 +760,7 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
  *   no channel_id                       replica ids, within a partition;
  *   channel_id, use_global_device_ids   global ids (replica * N + partition);
  *   channel_id, all-to-all, ragged-all-to-all, collective-permute,
- *   collective-broadcast (ops XLA gives no use_global_device_ids)
+ *   collective-broadcast, send/recv (ops XLA gives no use_global_device_ids)
  *                                       partition ids, within a replica;
  *   channel_id, otherwise               replica ids, each group spanning every
  *                                       partition of its replicas. */
@@ -773,6 +773,13 @@ typedef enum IrGroupMode {
 IrGroupMode ir_group_mode(const IrInstr *ins);
 /* Look up a frontend attribute; NULL if absent. */
 const char *ir_frontend_attr(const IrInstr *ins, const char *key);
+/* The source-target pairs of a send or recv between devices, as XLA
+ * writes them in frontend_attributes={_xla_send_recv_source_target_pairs=
+ * "{{0,1},{1,2}}"}: v[2k] sends to v[2k+1] (ids as collective-permute's,
+ * ir_group_mode). *n is the count of numbers (2 per pair); false when the
+ * attribute is absent, is not a list of pairs of ids >= 0, or holds more
+ * than cap numbers. */
+bool ir_send_recv_pairs(const IrInstr *ins, int64_t *v, int32_t cap, int32_t *n);
 
 /* ------------------------------------------------------------------ */
 /* parse.c / lex.c / literal.c                                         */

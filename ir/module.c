@@ -344,6 +344,39 @@ const char *ir_frontend_attr(const IrInstr *ins, const char *key)
     return NULL;
 }
 
+bool ir_send_recv_pairs(const IrInstr *ins, int64_t *v, int32_t cap, int32_t *n)
+{
+    const char *t = ir_frontend_attr(ins, "_xla_send_recv_source_target_pairs");
+    *n = 0;
+    if (!t)
+        return false;
+    /* {{a,b},{c,d},...}: numbers in pairs, nothing but braces, commas and
+     * spaces around them. */
+    int depth = 0, in_pair = 0;
+    for (const char *p = t; *p; p++) {
+        if (*p == '{') {
+            if (++depth > 2)
+                return false;
+            in_pair = 0;
+        } else if (*p == '}') {
+            if (depth-- == 2 && in_pair != 2)
+                return false;
+        } else if (*p >= '0' && *p <= '9') {
+            if (depth != 2 || in_pair == 2 || *n >= cap)
+                return false;
+            int64_t x = 0;
+            for (; *p >= '0' && *p <= '9'; p++)
+                x = x > (INT64_MAX - 9) / 10 ? INT64_MAX : x * 10 + (*p - '0');
+            p--;
+            v[(*n)++] = x;
+            in_pair++;
+        } else if (*p != ',' && *p != ' ') {
+            return false;
+        }
+    }
+    return depth == 0 && *n % 2 == 0;
+}
+
 /* ---- deep copies ---- */
 
 /* Copy helpers return false on OOM. */

@@ -99,6 +99,25 @@ static IrStatus check_one(const IrModule *m, const IrComputation *c, const IrIns
     IrGroupMode mode = ir_group_mode(ins);
     int64_t domain = mode == IR_GROUPS_GLOBAL ? w->n * w->r : mode == IR_GROUPS_PARTITION ? w->n : w->r;
     const IrReplicaGroups *g = &ins->a.replica_groups;
+    if ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.is_host_transfer) {
+        /* A link between devices: its pairs, at most one per target. */
+        int32_t cap = (int32_t)(2 * w->n * w->r), n = 0;
+        int64_t *v = ts_malloc((size_t)cap * sizeof *v);
+        IrStatus st = v ? IR_OK : coll_fail(m, ins, d, IR_ENOMEM, "out of memory");
+        /* A send that names no pairs reaches no recv (its data is dropped);
+         * a recv must say where its data comes from. */
+        bool named = ir_frontend_attr(ins, "_xla_send_recv_source_target_pairs") != NULL;
+        if (st == IR_OK && (named || ins->op == OP_RECV) && !ir_send_recv_pairs(ins, v, cap, &n))
+            st = coll_fail(m, ins, d, IR_EINPUT, "a %s between devices needs its pairs (frontend_attributes="
+                           "{_xla_send_recv_source_target_pairs=\"{{0,1},...}\"}, at most one for each of the %lld "
+                           "devices)", ir_op_name(ins->op), (long long)(w->n * w->r));
+        for (int32_t k = 0; st == IR_OK && k < n; k++)
+            if (v[k] >= domain)
+                st = coll_fail(m, ins, d, IR_EINPUT, "_xla_send_recv_source_target_pairs names %lld, but there are "
+                               "%lld %s", (long long)v[k], (long long)domain, mode_ids(mode));
+        ts_free(v);
+        return st;
+    }
     if (ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_PERMUTE_START) {
         const IrI64List *p = &ins->a.source_target_pairs;
         for (int32_t k = 0; k < p->n; k++)
@@ -148,7 +167,8 @@ IrStatus rt_coll_check_module(const IrModule *m, const RtCollWorld *w, IrDiag *d
                         ins->op == OP_ALL_TO_ALL || ins->op == OP_COLLECTIVE_PERMUTE ||
                         ins->op == OP_COLLECTIVE_BROADCAST || ins->op == OP_COLLECTIVE_REDUCE ||
                         ins->op == OP_RAGGED_ALL_TO_ALL || ins->op == OP_ALL_REDUCE_START ||
-                        ins->op == OP_ALL_GATHER_START || ins->op == OP_COLLECTIVE_PERMUTE_START;
+                        ins->op == OP_ALL_GATHER_START || ins->op == OP_COLLECTIVE_PERMUTE_START ||
+                        ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.is_host_transfer);
             IrStatus st = coll ? check_one(m, m->comp[k], ins, w, d) : IR_OK;
             if (st != IR_OK)
                 return st;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # conformance_wild_replay.sh: every module of ../shared/conformance/xla_wild
 # that is an SPMD program (it holds an all-reduce, all-gather,
-# reduce-scatter, all-to-all, ragged-all-to-all, collective-permute or
-# collective-broadcast, and no manual region: those go through the
+# reduce-scatter, all-to-all, ragged-all-to-all, collective-permute,
+# collective-broadcast or send/recv between devices, and no manual region: those go through the
 # partitioner, conformance_wild_run.sh) replays with `tessel run --spmd` on
 # its devices (the header's, else the fewest its collectives name), in one
 # process and under `mpirun -np 2 --mca btl tcp,self` where its devices
@@ -30,7 +30,7 @@ STEP=1
 case "${TESSEL_BUILD:-}" in */asan) STEP=4 ;; esac
 
 BUDGET="more than the limit|over this test's size budget (--limit elements=2^22)"
-P2P="between devices|device-to-device send/recv (XLA's point-to-point channels): not run by tessel's runtime"
+P2P="needs its pairs|a send/recv naming no _xla_send_recv_source_target_pairs (XLA's parser and pass tests: nothing says which device it reaches)"
 OTHER="is not registered|another backend's custom-call target (Neuron)"
 declare -A REFUSED=(
     [004_llama31_405b_bf16_16x8]="$BUDGET"
@@ -54,11 +54,6 @@ declare -A REFUSED=(
     [032_ptxla_sharding_fsdp]="$OTHER"
     [033_ptxla_sharding_megatron]="$OTHER"
     [034_ptxla_mlp_dp]="$OTHER"
-    [042_gpu_hlo_schedule_LHSSendRecvAllReduce]="$P2P"
-    [051_collective_pipeliner_TransformRecvSendBackwards]="$P2P"
-    [093_collective_pipeline_parallelism_PartiallyPipelin]="$P2P"
-    [109_nccl_group_execution_NcclGroupSendRecvNoWhileLoo]="$P2P"
-    [145_collective_ops_command_buffer_SendRecv_Simple]="$P2P"
     [207_hlo_gumgraph_PreComputationsWorksMultiRoot]="$P2P"
     [218_layout_assignment_SendRcvLayout]="$P2P"
     [230_hlo_domain_CheckDomainAroundIO]="$P2P"
@@ -79,7 +74,7 @@ declare -A SEED=(
     [087_legalize_scheduling_annotations_CrossComputation]=3
 )
 
-COLL='(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)(-start)?\('
+COLL='(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)(-start)?\(|[ =](send|recv)\('
 n=0 replayed=0 mpi=0 refused=0 i=0
 bad=""
 for f in "$MODS"/*.hlo; do

@@ -5,7 +5,8 @@
 # tessel: all-reduce over global ids, iota groups and two operands,
 # all-gather, reduce-scatter in a permuted group order, all-to-all with a
 # dimension and in tuple form, collective-permute with a device nobody
-# sends to, collective-broadcast, ragged-all-to-all, and the three group
+# sends to, collective-broadcast, ragged-all-to-all, send/recv between
+# devices as XLA pipelines them, and the three group
 # modes on 2 partitions x 2 replicas (cross-replica, cross-replica-and-
 # partition, cross-partition). Each runs in one process and under
 # `mpirun -np 2 --mca btl tcp,self` (bit-equal files), and the inputs:
@@ -80,6 +81,23 @@ ENTRY main {
 }
 HLO
 
+# send/recv between devices, pipelined as XLA issues them (recv, send,
+# recv-done, send-done; the two ends on different channel_ids, matched by
+# their pairs): device d receives device d-1's x, device 0 nothing.
+cat >"$WORK/d.hlo" <<'HLO'
+HloModule p2p, num_partitions=4
+
+ENTRY main {
+  x = f32[2] parameter(0)
+  t = token[] after-all()
+  r = (f32[2], u32[], token[]) recv(t), channel_id=1, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}"}
+  s = (f32[2], u32[], token[]) send(x, t), channel_id=2, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}"}, control-predecessors={r}
+  rd = (f32[2], token[]) recv-done(r), channel_id=1
+  sd = token[] send-done(s), channel_id=2
+  ROOT v = f32[2] get-tuple-element(rd), index=0
+}
+HLO
+
 "$PY" - "$WORK" <<'PY'
 import os, sys
 import numpy as np
@@ -88,6 +106,7 @@ for d in range(4):
     np.save(f"{w}/a.x{d}.npy", (d * 100 + np.arange(16)).reshape(4, 4).astype(np.float32))
     np.save(f"{w}/a.y{d}.npy", (d * 10 + np.arange(4)).astype(np.float32))
     np.save(f"{w}/b.y{d}.npy", np.array([d + 1, 10 * (d + 1), 100 * (d + 1)], np.int32))
+    np.save(f"{w}/d.x{d}.npy", np.array([d + 0.5, -d], np.float32))
 # device 0 sends row 0 to itself and rows 1,2 to device 1 (at its row 0);
 # device 1 sends row 0 to device 0 (at its row 1) and row 1 to itself at row 3
 rag = {0: ([0, 1], [1, 2], [0, 0]), 1: ([0, 1], [1, 1], [1, 3])}
@@ -98,17 +117,18 @@ for d, (io, sz, oo) in rag.items():
         np.save(f"{w}/c.{k}{d}.npy", np.array(v, np.int64))
 PY
 
-A_IN=() B_IN=() C_IN=()
+A_IN=() B_IN=() C_IN=() D_IN=()
 for d in 0 1 2 3; do
     A_IN+=(--input "x@$d=$WORK/a.x$d.npy" --input "y@$d=$WORK/a.y$d.npy")
     B_IN+=(--input "y@$d=$WORK/b.y$d.npy")
+    D_IN+=(--input "x@$d=$WORK/d.x$d.npy")
 done
 for d in 0 1; do
     for k in in out ioff send ooff recv; do C_IN+=(--input "$k@$d=$WORK/c.$k$d.npy"); done
 done
 
-for mod in a b c; do
-    case $mod in a) args=("${A_IN[@]}") ;; b) args=("${B_IN[@]}") ;; c) args=("${C_IN[@]}") ;; esac
+for mod in a b c d; do
+    case $mod in a) args=("${A_IN[@]}") ;; b) args=("${B_IN[@]}") ;; c) args=("${C_IN[@]}") ;; d) args=("${D_IN[@]}") ;; esac
     expect_status 0 "$TESSEL" run "$WORK/$mod.hlo" --spmd "${args[@]}" --output-dir "$WORK/$mod.alone"
     expect_status 0 mpi -np 2 "$TESSEL" run "$WORK/$mod.hlo" --spmd "${args[@]}" --output-dir "$WORK/$mod.mpi"
     for f in "$WORK/$mod.alone"/*.npy; do
@@ -157,6 +177,9 @@ want0 = np.full((5, 2), -1, np.float32); want0[0] = cin[0][0]; want0[1] = cin[1]
 want1 = np.full((5, 2), -1, np.float32); want1[0:2] = cin[0][1:3]; want1[3] = cin[1][1]
 check("c", 0, 0, want0, "ragged-all-to-all")
 check("c", 0, 1, want1, "ragged-all-to-all")
+for d in range(4):
+    want = np.load(f"{w}/d.x{d - 1}.npy") if d > 0 else np.zeros(2, np.float32)
+    check("d", 0, d, want, "recv-done of the send of pairs {{0,1},{1,2},{2,3}}")
 PY
 
 # Inputs: the same random values everywhere, or each device its own.
@@ -204,5 +227,9 @@ expect_in "$ERR" "replica_groups names 1, but there are 1 replicas"
 expect_status 2 "$TESSEL" run "$WORK/b.hlo" --spmd --random-inputs 1 --num-partitions 3
 expect_in "$ERR" "over a group of"
 expect_status 2 mpi -np 2 "$TESSEL" run "$WORK/b.hlo" --spmd --random-inputs 1 --num-replicas 1 --output-dir "$WORK/bad4"
-for dir in bad1 bad2 bad4; do [ ! -e "$WORK/$dir" ] || fail "a refused replay wrote $dir"; done
+# a recv that names no pairs cannot say where its data comes from
+sed 's/, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}"}, control/, control/; s/recv(t), channel_id=1, frontend_attributes=[^ ]*$/recv(t), channel_id=1/' "$WORK/d.hlo" >"$WORK/bad5.hlo"
+expect_status 2 "$TESSEL" run "$WORK/bad5.hlo" --spmd --random-inputs 1 --output-dir "$WORK/bad5"
+expect_in "$ERR" "r: a recv between devices needs its pairs"
+for dir in bad1 bad2 bad4 bad5; do [ ! -e "$WORK/$dir" ] || fail "a refused replay wrote $dir"; done
 echo "replay: every collective equals XLA's semantics per device, alone and under mpirun; inputs and errors"

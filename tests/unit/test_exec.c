@@ -755,7 +755,7 @@ static void test_collectives(void **state)
     assert_true(F(r->elems[0], 1) == 2 && F(r->elems[1], 0) == 3);
     dev_value_unref(r);
     /* Through the runtime's hook. */
-    DevCollectives hook = {NULL, fake_coll};
+    DevCollectives hook = {.run = fake_coll};
     DevExecOptions opt = {.coll = &hook};
     int32_t e2 = comp("ar_hook");
     int32_t h = param(e2, 0, v2);

@@ -333,7 +333,7 @@ static void test_collective_pairs(void **state)
     expect_f32(r, 2, (float[]){1, 2});
     dev_value_unref(r);
     /* through the hook: x4 for each collective, asked as the base op */
-    DevCollectives coll = {NULL, fake_coll};
+    DevCollectives coll = {.run = fake_coll};
     DevExecOptions o = {.coll = &coll};
     coll_calls = 0;
     r = run_ok(e, 1, &a, &o);
