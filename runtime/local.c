@@ -38,7 +38,10 @@ typedef struct World {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t arrived, generation;
+    int64_t finished;          /* local devices done with their program */
     bool aborted;
+    bool stray;                /* aborted because a device finished while others waited */
+    const char **at;           /* the collective each local device is in (its instruction's name) */
     DevValue ***ops;           /* the current collective's operands of each device (global ids) */
     int32_t nops;              /* how many each */
     DevValue ***remote;        /* other hosts' operands, copied in by the leader (owned by it) */
@@ -94,6 +97,10 @@ static bool barrier(World *w)
         w->arrived = 0;
         w->generation++;
         pthread_cond_broadcast(&w->cv);
+    } else if (w->arrived + w->finished >= w->nlocal) {
+        /* The others are done: nobody else will arrive. */
+        w->aborted = w->stray = true;
+        pthread_cond_broadcast(&w->cv);
     } else {
         while (gen == w->generation && !w->aborted)
             pthread_cond_wait(&w->cv, &w->mu);
@@ -101,6 +108,21 @@ static bool barrier(World *w)
     bool ok = !w->aborted;
     pthread_mutex_unlock(&w->mu);
     return ok;
+}
+
+/* A device is done with its program: devices still waiting in a
+ * collective for it never get their peer (in an SPMD program every
+ * device reaches every collective; one that took another branch or loop
+ * trip count did not). */
+static void device_finished(World *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->finished++;
+    if (w->arrived > 0 && w->arrived + w->finished >= w->nlocal) {
+        w->aborted = w->stray = true;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* ---- across hosts: the leader's exchange ---- */
@@ -273,6 +295,15 @@ static IrStatus coll_error(const IrModule *m, const IrInstr *ins, IrDiag *d, IrS
     return ir_error(d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
 }
 
+/* A barrier of collective ins gave up: why. */
+static IrStatus aborted(const World *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
+{
+    return coll_error(m, ins, d, IR_ERUNTIME, w->stray ? "the other devices finished their program without reaching "
+                                                         "this collective (they took another branch or trip count: "
+                                                         "an SPMD program's devices must reach the same collectives)"
+                                                       : "aborted: another device failed");
+}
+
 /* Two barriers around the data movement (local.c's header): publish the
  * operands, let the leader bring other hosts' in, compute this device's
  * result from the group's operands (coll.c), wait until everyone has
@@ -284,8 +315,19 @@ static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *i
     *out = NULL;
     w->ops[dev->id] = operands;
     w->nops = nopnd;
+    w->at[dev->id - w->first] = ins->name;
     if (!barrier(w))
-        return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
+        return aborted(w, m, ins, d);
+    /* Every local device must be in this collective (one program). */
+    for (int64_t k = 0; k < w->nlocal; k++)
+        if (w->at[k] != ins->name) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "device %lld is in collective %s at the same time: the devices took different "
+                     "paths through the program", (long long)(w->first + k), w->at[k] ? w->at[k] : "?");
+            coll_error(m, ins, d, IR_ERUNTIME, msg);
+            world_abort(w);
+            return d->status;
+        }
     bool leader = w->t && dev->id == w->first;
     if (w->t) {
         /* The leader moves this host's data; the others wait for it. */
@@ -294,7 +336,7 @@ static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *i
             w->leader_status = leader_exchange(w, m, ins, &w->leader_diag);
         }
         if (!barrier(w))
-            return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
+            return aborted(w, m, ins, d);
         if (w->leader_status != IR_OK) {
             /* The leader's error names the instruction already (coll.c),
              * or is the transport's. */
@@ -318,7 +360,7 @@ static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *i
     if (st == IR_OK && !ok) {
         dev_value_unref(*out);
         *out = NULL;
-        return coll_error(m, ins, d, IR_ERUNTIME, "aborted: another device failed");
+        return aborted(w, m, ins, d);
     }
     if (st != IR_OK)
         world_abort(w);
@@ -578,6 +620,8 @@ static void device_main(Device *dev)
     }
     if (dev->status != IR_OK)
         world_abort(dev->w);
+    else
+        device_finished(dev->w);
 }
 
 static void *device_thread(void *arg)
@@ -771,7 +815,8 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
         w.ops = ts_calloc((size_t)w.ndev, sizeof *w.ops);
         w.remote = ts_calloc((size_t)w.ndev, sizeof *w.remote);
         w.reduced = ts_calloc((size_t)w.ndev, sizeof *w.reduced);
-        if (!devs || !w.ops || !w.remote || !w.reduced)
+        w.at = ts_calloc((size_t)nlocal, sizeof *w.at);
+        if (!devs || !w.ops || !w.remote || !w.reduced || !w.at)
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     /* The devices take the shards (also on failure: freed with them). */
@@ -821,6 +866,7 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     ts_free(w.ops);
     ts_free(w.remote);
     ts_free(w.reduced);
+    ts_free(w.at);
     return st;
 }
 

@@ -231,5 +231,44 @@ expect_status 2 mpi -np 2 "$TESSEL" run "$WORK/b.hlo" --spmd --random-inputs 1 -
 sed 's/, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,2},{2,3}}"}, control/, control/; s/recv(t), channel_id=1, frontend_attributes=[^ ]*$/recv(t), channel_id=1/' "$WORK/d.hlo" >"$WORK/bad5.hlo"
 expect_status 2 "$TESSEL" run "$WORK/bad5.hlo" --spmd --random-inputs 1 --output-dir "$WORK/bad5"
 expect_in "$ERR" "r: a recv between devices needs its pairs"
-for dir in bad1 bad2 bad4 bad5; do [ ! -e "$WORK/$dir" ] || fail "a refused replay wrote $dir"; done
+# devices that take different trip counts (partition-id bounds a loop
+# with an all-reduce inside): the waiting device is told, nobody hangs
+cat >"$WORK/stray.hlo" <<'HLO'
+HloModule stray, num_partitions=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+cond {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  pid = u32[] partition-id()
+  n = s32[] convert(pid)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[4] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[4] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+  ROOT t = (s32[], f32[4]) tuple(j, y)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, x)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}
+HLO
+expect_status 1 timeout 60 "$TESSEL" run "$WORK/stray.hlo" --spmd --random-inputs 1 --output-dir "$WORK/bad6"
+expect_in "$ERR" "the other devices finished their program without reaching this collective"
+for dir in bad1 bad2 bad4 bad5 bad6; do [ ! -e "$WORK/$dir" ] || fail "a refused replay wrote $dir"; done
 echo "replay: every collective equals XLA's semantics per device, alone and under mpirun; inputs and errors"
