@@ -135,6 +135,14 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
     if (!text)
         return api_give(id.status, &id, d);
     TsStatus st;
+    if (o->spmd && compile_is_plan_text(text, len) && memmem(text, len, "// TesselHost", 13)) {
+        /* Several modules: the host program and each cluster's. */
+        ts_free(text);
+        return api_give(ir_error(&id, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                                 "a plan with host work holds the host program and each cluster's SPMD program; "
+                                 "--spmd replays one SPMD program: run this plan without --spmd"),
+                        &id, d);
+    }
     if (!o->spmd && compile_is_plan_text(text, len)) {
         st = ts_plan_parse(path, text, len, o->limits, out, d);
         const TsPlan *p = *out;

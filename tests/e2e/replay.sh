@@ -270,5 +270,10 @@ ENTRY main {
 HLO
 expect_status 1 timeout 60 "$TESSEL" run "$WORK/stray.hlo" --spmd --random-inputs 1 --output-dir "$WORK/bad6"
 expect_in "$ERR" "the other devices finished their program without reaching this collective"
+# a plan with host work is several programs, not one to replay
+hoc=$(instantiate "$TESSEL_SRC/tests/models/host_ops_chain.hlo" 2)
+expect_status 0 "$TESSEL" compile "$hoc" -o "$WORK/host.plan"
+expect_status 2 "$TESSEL" run "$WORK/host.plan" --spmd --random-inputs 1
+expect_in "$ERR" "--spmd replays one SPMD program: run this plan without --spmd"
 for dir in bad1 bad2 bad4 bad5 bad6; do [ ! -e "$WORK/$dir" ] || fail "a refused replay wrote $dir"; done
 echo "replay: every collective equals XLA's semantics per device, alone and under mpirun; inputs and errors"

@@ -13,8 +13,9 @@ tessel's own shard code.
                                              DIR/output_<i>.device_<p>.npy of replica 0
                                              (concat tree leaves, padding dropped)
 
-Exit status 3 when the program's inputs are not all arrays this script can
-draw (tuple parameters, complex or sub-byte types): the caller skips it.
+Exit status 3 when the program's inputs or outputs are not all arrays this
+script handles (tuple parameters, complex or sub-byte types): the caller
+skips it.
 """
 import json
 import os
@@ -50,6 +51,8 @@ def cluster(path):
     c = plan["clusters"][0]
     if len({i["index"] for i in c["inputs"]}) != len(c["inputs"]):
         sys.exit(3)  # a tuple parameter: several leaves share an index
+    for v in c["inputs"] + c["outputs"]:
+        shape_of(v["shape"])  # exits 3 for a kind this script does not handle
     return c
 
 
