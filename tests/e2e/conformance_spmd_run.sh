@@ -54,8 +54,20 @@ declare -A REFUSED=(
     [OutfeedReplicated]="outfeed talks to the host|outfeed in a partitioned run: host transfers run in the reference and on one device only (docs/cli.md)"
     [OutfeedUnevenlyTiled]="outfeed talks to the host|outfeed in a partitioned run: host transfers run in the reference and on one device only (docs/cli.md)"
     [EinsumLHSNonContractingDimsPartitioned]="out of memory|a 15 GiB output: the run holds every device's shard and the whole output it assembles (2 x 15 GiB)"
-    [KeepPartitionedNonSlicedDimension]="terminated|dynamic-update-slice and pad of tiled dims all-gather their operands to every device (4 x 0.6 GiB bf16 on each of 8)"
-    [KeepPartitionedNonSlicedDimensionWithConstantIndices]="terminated|dynamic-update-slice and pad of tiled dims all-gather their operands to every device (4 x 0.6 GiB bf16 on each of 8)"
+    [KeepPartitionedNonSlicedDimension]="out of memory|dynamic-update-slice and pad of tiled dims all-gather their operands to every device (several whole bf16[16,224,224,384] on each of 4)"
+)
+# Modules whose partitioned run takes 40 to 55 s in the full walk on 2
+# busy cores (their reference 10 to 50 s): a run past the 60 s limit is
+# tolerated here (counted as listed), a run that finishes must be equal.
+# Only TESSEL_SPMD_FULL=1 reaches them (they declare more than 2^24
+# elements), so the project test stays deterministic.
+declare -A SLOW=(
+    [EinsumLHSWindowedInContractingOutNonContractingPartitioned]="8 devices on 2 cores, as long as its reference (about 45 s)"
+    [UnrollEinsumLHSWindowedInContractingOutNonContractingPartitioned]="8 devices on 2 cores, as long as its reference (about 45 s)"
+    [BidirectionalEinsumLHSWindowedInContractingOutNonContractingPartitioned]="8 devices on 2 cores, as long as its reference (about 45 s)"
+    [EinsumLHSWindowedInContractingOutNonContractingPartitioned2]="8 devices on 2 cores, about 50 s (reference 30 s)"
+    [GatherPassthrough]="about 50 s (reference 12 s)"
+    [KeepPartitionedNonSlicedDimensionWithConstantIndices]="pad and dynamic-update-slice all-gather to every device: about 45 s (reference 10 s)"
 )
 # Only under mpirun: "substring|why".
 declare -A MPI_REFUSED=(
@@ -154,7 +166,9 @@ sweep() {
         else
             why=$(compare "$f" "$WORK/ref" "$WORK/part" 2>&1) || true
         fi
-        if [ -n "$want" ]; then
+        if [ -n "${SLOW[$test]:-}" ] && [ "$st" -eq 124 ]; then
+            listed=$((listed + 1))
+        elif [ -n "$want" ]; then
             listed=$((listed + 1))
             if [ -z "$why" ]; then
                 bad="$bad\n  $test passes now: remove it from $tab (${want#*|})"

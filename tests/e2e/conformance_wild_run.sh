@@ -26,8 +26,6 @@ case "${TESSEL_BUILD:-}" in */asan) STEP=8 ;; esac
 
 # Module -> "substring of the error it stops at|why". TIMEOUT: not run.
 declare -A REFUSED=(
-    [079_host_offloader_RemoveRedundantCopiesBackToHostOu]="more than the limit|over this test's size budget (--limit elements=2^22): 2^34.5 elements"
-    [096_host_offload_legalize_LlmActivationHostMemoryMul]="more than the limit|over this test's size budget (--limit elements=2^22): 2^34 elements"
     [003_bench_gpu_hlo]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [004_llama31_405b_bf16_16x8]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [005_llama31_405b_fp8_16x8]="more than the limit|over this test's size budget (--limit elements=2^22)"
@@ -47,12 +45,14 @@ declare -A REFUSED=(
     [023_jaxfft_512_2x4_f32_fft]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [024_pfft3d_256_2x4_f64_ifft_noncont]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [025_pfft3d_512_4x2_f32_fft]="more than the limit|over this test's size budget (--limit elements=2^22)"
+    [026_jaxfft_v100_256_2x2_f32_fft]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [028_ptxla_gpt2_tp8]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [029_ptxla_llama_tp8]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [031_ptxla_sharding_batch]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
     [032_ptxla_sharding_fsdp]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
     [033_ptxla_sharding_megatron]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
     [034_ptxla_mlp_dp]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
+    [036_ptxla_bert_large_dp_tp_optimizer]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [037_ptxla_gptj_6b_tp2]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [042_gpu_hlo_schedule_LHSSendRecvAllReduce]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
     [043_async_collective_annotator_kHloString]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
@@ -64,16 +64,19 @@ declare -A REFUSED=(
     [059_dynamic_reshape_Complicated]="is outside|its random s32 inputs are not valid dynamic sizes (needs real inputs)"
     [061_latency_hiding_scheduler_ResourceLimitWithinAnno]="receives from device|already partitioned: a collective-permute between devices (issue 12)"
     [074_auto_sharding_JaxRandomUniform]="rng-bit-generator|a state XLA's expander cannot expand (a pass-test module, never run by XLA)"
+    [079_host_offloader_RemoveRedundantCopiesBackToHostOu]="more than the limit|over this test's size budget (--limit elements=2^22): 2^34.5 elements"
     [087_legalize_scheduling_annotations_CrossComputation]="receives from device|already partitioned: a collective-permute between devices (issue 12)"
     [090_hlo_replication_analysis_NoControlFlowSPMD]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [092_ragged_all_to_all_decomposer_RaggedAllToAllWitho]="out of bounds|its random offsets and sizes are not a valid ragged layout (needs real inputs)"
     [093_collective_pipeline_parallelism_PartiallyPipelin]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
+    [096_host_offload_legalize_LlmActivationHostMemoryMul]="more than the limit|over this test's size budget (--limit elements=2^22): 2^34 elements"
     [099_while_loop_constant_sinking_TupleShapedConstants]="TIMEOUT|loops forever with the random inputs of seed 1 (its loop predicate draws true)"
     [103_infeed_token_propagation_ConditionalMixedInfeed]="infeed needs a value|reads the host's infeed: runs with --infeed FILE.npy"
     [107_collective_ops_e2e_MemcpyP2pWhileLoopCorrectness]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
     [109_nccl_group_execution_NcclGroupSendRecvNoWhileLoo]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
     [115_small_while_loop_hoisting_pass_NoInOutFeedWhileL]="infeed needs a value|reads the host's infeed: runs with --infeed FILE.npy"
     [119_convert_async_collectives_to_sync_SimpleCollecti]="over groups of more than one device|already partitioned: a collective over several devices (issue 12)"
+    [121_gpu_float_support_AllToAllTupleShapeS4IsNormaliz]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [123_simulator_SingleAsyncSliceCopyOverhead]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [129_double_buffer_loop_unrolling_FullUnrollEvenTripC]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [133_profile_guided_latency_estimator_TestProfileGuid]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
@@ -88,14 +91,17 @@ declare -A REFUSED=(
     [159_gpu_copy_insertion_UnrolledLoopShouldNotHaveCopy]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [162_gpu_fused_mha_hlo_text]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [163_computation_partitioner_PartitioningIsDeterminis]="more than the limit|over this test's size budget (--limit elements=2^22)"
+    [169_collective_quantizer_AllToAllQuantizePartialRepl]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [170_while_loop_concat_code_motion_SimpleMotionMultip]="is not registered|a made-up target of XLA's pass tests"
     [174_ragged_all_to_all_multi_host_decomposer_SimpleRa]="over groups of more than one device|already partitioned: a collective over several devices (issue 12)"
     [180_collective_pipelining_analyzer_ReduceScatterWith]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [182_hlo_constant_splitter_InstructionsWithOneUser]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
     [194_memory_bound_loop_optimizer_OptimizerEndToEndNes]="TIMEOUT|loops forever with the random inputs of seed 1 (its loop predicate draws true)"
+    [195_ar_crs_combiner_RewriteMultipleARsLeft]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [207_hlo_gumgraph_PreComputationsWorksMultiRoot]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
     [208_all_reduce_promotion_SimplePromotionReduceScatte]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [216_tfrt_gpu_client_HostExecuteRuntimeTest]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
+    [217_while_loop_all_reduce_code_motion_MultipleDUSAnd]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [218_layout_assignment_SendRcvLayout]="between devices|device-to-device send/recv: XLA's point-to-point channels (issue 12)"
     [221_memory_space_assignment_TestCustomKernelColoring]="is not registered|another backend's custom-call target (Neuron, TPU, TransformerEngine or GPU)"
     [228_auto_sharding_SPMDShardToFullShapeWithUnusedPara]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
@@ -107,18 +113,15 @@ declare -A REFUSED=(
     [240_import_emit_stablehlo_67]="needs the SPMD partitioner|a manual region (SPMDFullToShardShape) only runs partitioned"
     [245_collective_ops_utils_DetectsSingleHost8Devices]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [248_collective_ops_e2e_CollectivePipelinerBackwardSt]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
+    [249_collective_interpolator_LoadsDefaultProfile]="over more than one device|already partitioned: a collective over several devices (replaying SPMD programs is issue 12)"
     [255_stateful_rng_spmd_partitioner_EinsumDisableRewri]="more than the limit|over this test's size budget (--limit elements=2^22)"
     [260_windowed_einsum_handler_AgLoopsMultipleConsumers]="more than the limit|over this test's size budget (--limit elements=2^22)"
 )
 
-# Already partitioned programs: their collectives span devices, so the
-# partitioned run and the one-device reference differ by design (replaying
-# SPMD programs on their devices is issue 12). Their reference runs above.
-declare -A NO_ORACLE=(
-    [026_jaxfft_v100_256_2x2_f32_fft]="a JAX dump after spmd-partitioning (all-to-all between devices)"
-    [169_collective_quantizer_AllToAllQuantizePartialRepl]="an SPMD program (all-to-all and all-reduce between devices)"
-    [249_collective_interpolator_LoadsDefaultProfile]="an SPMD program (an all-reduce over 8 devices)"
-)
+# Already partitioned programs whose reference runs but whose partitioned
+# run differs by design (none today: the reference refuses collectives with
+# replica groups of several devices, so such programs are in REFUSED).
+declare -A NO_ORACLE=()
 
 n=0 ran=0 refused=0 oracles=0 i=0
 bad=""
