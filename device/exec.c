@@ -456,6 +456,18 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
         *out = dev_value_new(&ins->shape);
         return *out ? IR_OK : IR_ENOMEM;
     }
+    /* Explicit groups of several devices (SPMD code written by hand, as in
+     * a manual region) exchange data between devices that one device alone
+     * does not have: refused, never run as an identity that would give
+     * another answer than the devices would. */
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    for (int32_t i = 0; g->present && i < g->ngroups; i++)
+        if (g->group_size[i] > 1)
+            return instr_error(x, ins, IR_EUNSUPPORTED,
+                               "%s over more than one device (replica group %d has %d members) "
+                               "exchanges data between devices: it runs on its devices (partitioned, "
+                               "or replayed with --spmd), not on one", ir_op_name(ins->op), (int)i,
+                               (int)g->group_size[i]);
     /* Identity only where each result has its operand's shape: a group
      * of one. (A tuple result has one element per operand.) */
     bool same = ins->shape.type == IR_TUPLE && n != 1

@@ -12,6 +12,8 @@
  *                                          needs it)
  *   tiled -> coarser (some dims untiled)   all-gather along the dims that stop
  *                                          being tiled, then slice the padding
+ *   tiled -> finer, each device's new     dynamic-slice of the local shard (no
+ *     tile inside its old one              communication; see refine below)
  *   t tiles along dim a -> t tiles along   all-to-all (even shapes only; see
  *     dim b, same device array             all_to_all below)
  *   anything else                          all-gather to replicated, then
@@ -329,6 +331,68 @@ static bool same_manual_groups(PComp *pc, const IrSharding *a, const IrSharding 
     return true;
 }
 
+/* `to` refines `from` when every data dim's tiles are a multiple of the
+ * old ones (tt = k * tf), the old shard is exactly k new shards
+ * (ceil(D/tt) * k == ceil(D/tf)), and each device's new tile lies inside
+ * the tile it holds (its coordinate under `to` divided by k is its
+ * coordinate under `from`). Then each device cuts its new shard out of its
+ * own: no communication.
+ * Example: f32[16,68] {devices=[2,1,4]0..7 last_tile_dim_replicate} (dim 0
+ * in halves, each half on 4 devices) to {devices=[2,4]0..7}: device 5 holds
+ * rows 8..15 and keeps its columns 17..33 (k = 4 along dim 1, offset
+ * (5 % 4) * 17). The partial sums of a contraction become tiles this way
+ * after their all-reduce, instead of an all-gather and a slice. */
+static bool refines(PComp *pc, const IrShape *full, const IrSharding *from, const IrSharding *to)
+{
+    if (from->kind != SHD_TILED || to->kind != SHD_TILED || ir_sharding_data_rank(from) != full->rank ||
+        ir_sharding_data_rank(to) != full->rank)
+        return false;
+    for (int32_t d = 0; d < full->rank; d++) {
+        int64_t tf = shd_tiles(from, d), tt = shd_tiles(to, d);
+        /* An untiled dim is padded to the new tiles first (refine). */
+        if (tt % tf != 0 ||
+            (tf > 1 && shd_shard_size(full->dims[d], tt) * (tt / tf) != shd_shard_size(full->dims[d], tf)))
+            return false;
+    }
+    int64_t cf[IR_MAX_RANK + 2], ct[IR_MAX_RANK + 2];
+    for (int64_t p = 0; p < pc->sp->n; p++) {
+        if (!shd_device_coords(from, p, cf) || !shd_device_coords(to, p, ct))
+            return false;
+        for (int32_t d = 0; d < full->rank; d++)
+            if (ct[d] / (shd_tiles(to, d) / shd_tiles(from, d)) != cf[d])
+                return false;
+    }
+    return true;
+}
+
+static int32_t refine(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
+                      const IrSharding *to)
+{
+    int32_t starts[IR_MAX_RANK];
+    int64_t size[IR_MAX_RANK], ct[IR_MAX_RANK + 2], lo[IR_MAX_RANK], hi[IR_MAX_RANK];
+    bool padded = false;
+    for (int32_t d = 0; d < full->rank; d++) {
+        int64_t tt = shd_tiles(to, d);
+        lo[d] = 0;
+        hi[d] = shd_tiles(from, d) == 1 ? shd_shard_size(full->dims[d], tt) * tt - full->dims[d] : 0;
+        padded |= hi[d] != 0;
+    }
+    if (padded)
+        v = emit_pad(pc, v, emit_scalar_const(pc, full->type, 0), lo, hi);
+    int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)pc->sp->n, sizeof(int64_t));
+    if (!tab)
+        return fail(pc, IR_ENOMEM, "out of memory");
+    for (int32_t d = 0; d < full->rank; d++) {
+        int64_t k = shd_tiles(to, d) / shd_tiles(from, d);
+        size[d] = shd_shard_size(full->dims[d], shd_tiles(to, d));
+        for (int64_t p = 0; p < pc->sp->n; p++)
+            tab[p] = shd_device_coords(to, p, ct) ? (ct[d] % k) * size[d] : 0;
+        if ((starts[d] = k > 1 ? emit_table_lookup(pc, tab) : emit_s32(pc, 0)) < 0)
+            return -1;
+    }
+    return emit_dynamic_slice(pc, v, starts, size);
+}
+
 /* No data dim tiled: replicated, maximal, or replicated within manual
  * groups. */
 static bool data_replicated(const IrSharding *s)
@@ -355,6 +419,8 @@ static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const Ir
         return slice_to(pc, v, full, to);
     if (!manual && same_tiles(from, to))
         return permute(pc, v, from, to);
+    if (!manual && refines(pc, full, from, to))
+        return refine(pc, v, full, from, to);
     int32_t da, db;
     if (!manual && swapped_dim(from, to, &da, &db) && full->dims[da] % from->tile[da] == 0 &&
         full->dims[db] % from->tile[da] == 0) {

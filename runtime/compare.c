@@ -1,6 +1,12 @@
 /*
  * compare.c: the oracle's comparison of a partitioned result with the
- * reference result, leaf by leaf.
+ * reference result, leaf by leaf (DESIGN.md, "The oracle"): integers, pred
+ * and other exact types bit-equal; floating leaves within a tolerance of
+ * the reference's largest finite magnitude that depends on the type's
+ * precision, since a partitioned reduction adds partial sums in another
+ * order and each partial sum is rounded to the type: 1e-5 (f64), 1e-4
+ * (f32), 2e-3 (f16), 2e-2 (bf16, the f8 and f4 kinds). Complex leaves are
+ * compared component by component, at their component type's tolerance.
  */
 #include "runtime.h"
 
@@ -20,6 +26,16 @@ static char *describe(const char *fmt, ...)
     return ts_strdup(buf);
 }
 
+double rt_float_tolerance(IrType t)
+{
+    switch (t) {
+    case IR_F64: return 1e-5;
+    case IR_F32: return 1e-4;
+    case IR_F16: return 2e-3;
+    default: return 2e-2; /* bf16 (8 significant bits) and the f8/f4 kinds */
+    }
+}
+
 static bool leaf_match(const DevValue *ref, const DevValue *got, int32_t leaf, char **why)
 {
     if (!ir_shape_equal(&ref->shape, &got->shape)) {
@@ -33,7 +49,11 @@ static bool leaf_match(const DevValue *ref, const DevValue *got, int32_t leaf, c
     }
     IrType t = ref->shape.type;
     int64_t n = dev_value_elements(ref);
-    if (!ir_type_is_float(t)) {
+    if (ir_type_is_complex(t)) {
+        /* c64 is two f32, c128 two f64: compare the components. */
+        t = t == IR_C64 ? IR_F32 : IR_F64;
+        n *= 2;
+    } else if (!ir_type_is_float(t)) {
         size_t es = ir_type_size(t);
         for (int64_t i = 0; i < n; i++)
             if (memcmp(ref->data + i * (int64_t)es, got->data + i * (int64_t)es, es) != 0) {
@@ -51,7 +71,7 @@ static bool leaf_match(const DevValue *ref, const DevValue *got, int32_t leaf, c
         if (isfinite(v) && v > scale)
             scale = v;
     }
-    double tol = (t == IR_F64 ? 1e-5 : 1e-4) * scale;
+    double tol = rt_float_tolerance(t) * scale;
     for (int64_t i = 0; i < n; i++) {
         double a = dev_load_f64(t, ref->data, i), b = dev_load_f64(t, got->data, i);
         bool ok;

@@ -333,12 +333,16 @@ IrStatus rt_run_local(const PlanCluster *c, const RtArgs *args, DevValue **out, 
 /* ------------------------------------------------------------------ */
 
 /* Compare a partitioned run's result with the reference (DESIGN.md, "The
- * oracle"): same shapes; integers and pred bit-equal; floats within a
- * relative error of 1e-4 (f32, f16, bf16) or 1e-5 (f64) of the largest
- * magnitude of the reference leaf, NaN where the reference has NaN, and
- * equal infinities. On mismatch returns false and writes a description of
- * the first difference into `why` (a heap string, ts_free) when non-NULL. */
+ * oracle"): same shapes; integers and pred bit-equal; floats (and each
+ * component of complex values) within rt_float_tolerance of the type times
+ * the largest magnitude of the reference leaf, NaN where the reference has
+ * NaN, and equal infinities. On mismatch returns false and writes a
+ * description of the first difference into `why` (a heap string, ts_free)
+ * when non-NULL. */
 bool rt_values_match(const DevValue *ref, const DevValue *got, char **why);
+/* The oracle's relative tolerance for a floating type: 1e-5 (f64), 1e-4
+ * (f32), 2e-3 (f16), 2e-2 (bf16, the f8 and f4 kinds). */
+double rt_float_tolerance(IrType t);
 
 /* ------------------------------------------------------------------ */
 /* mpi.c: one MPI rank per host                                        */

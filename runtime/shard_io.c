@@ -8,14 +8,27 @@
  * index in the whole leaf). No host ever holds a whole sharded input, and
  * the shards equal rt_shard_value of the whole input bit for bit.
  *
+ * Local devices that hold the same box of a leaf (a replicated input, or
+ * the devices along a replicated dim of a partially replicated one) share
+ * one read-only value: a replicated embedding table of 2 GiB is read or
+ * drawn once per host, not once per device. Kernels update a value in
+ * place only when they hold its only reference, so sharing is safe.
+ *
  * Keys are resolved by inputs.c (rt_resolve_inputs), so --input means the
  * same here as for the reference run. Every file is opened, and its header
- * checked against its parameter, by every device that reads it, so a file
+ * checked against its parameter, by every host that reads it, so a file
  * that is missing or wrong on one host fails on that host.
  */
 #include "transport.h"
 
 #include <string.h>
+
+/* A box of a leaf some local device read already, and its value. */
+typedef struct ReadBox {
+    int64_t off[IR_MAX_RANK], ext[IR_MAX_RANK];
+    DevValue *v;               /* one reference, released with the reader */
+    int64_t next;              /* the leaf's previous box, -1 */
+} ReadBox;
 
 typedef struct Reader {
     const PlanCluster *c;
@@ -24,6 +37,9 @@ typedef struct Reader {
     const RtLeafBinding *lb;
     RtReadStats *rs;
     IrArena *arena;            /* tuple shardings and shard shapes */
+    ReadBox *boxes;            /* boxes read so far, for the devices after */
+    int64_t nboxes, capboxes;
+    int64_t *head;             /* per leaf: its last box, -1 */
 } Reader;
 
 static IrStatus oom(IrDiag *d)
@@ -68,9 +84,53 @@ static IrStatus fill_box(const Reader *r, int32_t p, int64_t li, int64_t leaf, c
     return st;
 }
 
+/* Whether devices may share boxes of a leaf under s: some of them hold the
+ * same data (fewer data tiles than partitions). Fully tiled leaves give
+ * every device its own box and skip the search. */
+static bool shares_boxes(const Reader *r, const IrSharding *s)
+{
+    return shd_total_tiles(s) < r->c->num_partitions;
+}
+
+/* The value of a box of `leaf` a local device read already, or NULL.
+ * The shard's padded size follows from the sharding, the same for every
+ * device of the leaf, so the offset and extent name the box. */
+static DevValue *box_seen(const Reader *r, int64_t leaf, int32_t rank, const int64_t *off,
+                          const int64_t *ext)
+{
+    size_t n = (size_t)rank * sizeof(int64_t);
+    for (int64_t k = r->head[leaf]; k >= 0; k = r->boxes[k].next) {
+        const ReadBox *b = &r->boxes[k];
+        if (memcmp(b->off, off, n) == 0 && memcmp(b->ext, ext, n) == 0)
+            return b->v;
+    }
+    return NULL;
+}
+
+/* Remember a box read for a device (a new reference to v). */
+static IrStatus box_keep(Reader *r, int64_t leaf, int32_t rank, const int64_t *off,
+                         const int64_t *ext, DevValue *v, IrDiag *d)
+{
+    if (r->nboxes == r->capboxes) {
+        int64_t cap = r->capboxes ? 2 * r->capboxes : 16;
+        ReadBox *nb = ts_realloc(r->boxes, (size_t)cap * sizeof *nb);
+        if (!nb)
+            return oom(d);
+        r->boxes = nb;
+        r->capboxes = cap;
+    }
+    ReadBox *b = &r->boxes[r->nboxes];
+    b->next = r->head[leaf];
+    r->head[leaf] = r->nboxes++;
+    memcpy(b->off, off, (size_t)rank * sizeof(int64_t));
+    memcpy(b->ext, ext, (size_t)rank * sizeof(int64_t));
+    b->v = dev_value_ref(v);
+    return IR_OK;
+}
+
 /* Partition `part`'s shard of array leaf `leaf` of logical shape `full`
  * under sharding `s`. */
-static IrStatus read_leaf(const Reader *r, int32_t p, int64_t li, int64_t leaf, const IrShape *full,
+static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const IrShape *full,
                           const IrSharding *s, int64_t part, DevValue **out, IrDiag *d)
 {
     if (full->type == IR_TOKEN) {
@@ -79,6 +139,12 @@ static IrStatus read_leaf(const Reader *r, int32_t p, int64_t li, int64_t leaf, 
     }
     int64_t off[IR_MAX_RANK] = {0}, ext[IR_MAX_RANK] = {0}, size[IR_MAX_RANK] = {0};
     rt_shard_box(full, s, part, off, ext, size);
+    bool share = shares_boxes(r, s);
+    DevValue *seen = share ? box_seen(r, leaf, full->rank, off, ext) : NULL;
+    if (seen) {
+        *out = dev_value_ref(seen);
+        return IR_OK;
+    }
     bool padded = false;
     for (int32_t k = 0; k < full->rank; k++) {
         padded |= ext[k] != size[k];
@@ -107,6 +173,8 @@ static IrStatus read_leaf(const Reader *r, int32_t p, int64_t li, int64_t leaf, 
             rt_copy_box(ir_type_size(full->type), full->rank, b->data, ext, zero, v->data, size, zero, ext);
         dev_value_unref(b);
     }
+    if (st == IR_OK && share)
+        st = box_keep(r, leaf, full->rank, off, ext, v, d);
     if (st != IR_OK) {
         dev_value_unref(v);
         return st;
@@ -117,7 +185,7 @@ static IrStatus read_leaf(const Reader *r, int32_t p, int64_t li, int64_t leaf, 
 
 /* The shard of a value of logical shape `full` (a parameter or a tuple
  * element of one), leaves numbered from *leaf on. */
-static IrStatus read_value(const Reader *r, int32_t p, int64_t *leaf, const IrShape *full, const IrSharding *s,
+static IrStatus read_value(Reader *r, int32_t p, int64_t *leaf, const IrShape *full, const IrSharding *s,
                            int64_t part, DevValue **out, IrDiag *d)
 {
     *out = NULL;
@@ -147,7 +215,7 @@ static IrStatus read_value(const Reader *r, int32_t p, int64_t *leaf, const IrSh
     return st;
 }
 
-static IrStatus read_device(const Reader *r, int64_t part, RtArgs *a, IrDiag *d)
+static IrStatus read_device(Reader *r, int64_t part, RtArgs *a, IrDiag *d)
 {
     int32_t np = r->c->nparam;
     a->args = ts_calloc((size_t)(np > 0 ? np : 1), sizeof *a->args);
@@ -172,14 +240,23 @@ IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindO
     if (st == IR_OK && lb.nparam != c->nparam)
         st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                       "the signature has %d parameters, the program %d", (int)lb.nparam, (int)c->nparam);
-    Reader r = {c, sig, opt, &lb, rs, NULL};
+    Reader r = {c, sig, opt, &lb, rs, NULL, NULL, 0, 0, NULL};
     if (st == IR_OK && !(r.arena = ir_arena_new()))
         st = oom(d);
+    int64_t nleaves = st == IR_OK ? lb.first[lb.nparam] : 0;
+    if (st == IR_OK && !(r.head = ts_malloc((size_t)(nleaves > 0 ? nleaves : 1) * sizeof *r.head)))
+        st = oom(d);
+    for (int64_t k = 0; st == IR_OK && k < nleaves; k++)
+        r.head[k] = -1;
     for (int64_t k = 0; st == IR_OK && k < nlocal; k++)
         st = read_device(&r, (first + k) % c->num_partitions, &shards[k], d);
     if (st != IR_OK)
         for (int64_t k = 0; k < nlocal; k++)
             rt_args_free(&shards[k]);
+    for (int64_t k = 0; k < r.nboxes; k++)
+        dev_value_unref(r.boxes[k].v);
+    ts_free(r.boxes);
+    ts_free(r.head);
     ir_arena_free(r.arena);
     rt_leaf_binding_free(&lb);
     return st;

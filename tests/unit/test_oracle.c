@@ -432,10 +432,6 @@ static void test_models(void **state)
 static const char *const KNOWN[][2] = {
     /* XLA's test expects the verifier to reject it, and tessel's does. */
     {"SubgroupIllegalManualAllReduce", "rejected as intended: an all-reduce across manual subgroups"},
-    /* An all-reduce across manual groups: each group holds its own copy of
-     * the logical value, so the partitioned run sums copies that the
-     * one-device reference has once. Not comparable by this oracle. */
-    {"SubgroupManualAllReduce", "all-reduce across manual groups (per-group data)"},
 };
 
 static const char *known_failure(const char *test)
