@@ -142,7 +142,9 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     RtArgs *shards = NULL, args = {0};
     RtReadStats rs = {0};
     RtRunStats run = {0};
-    DevValue **local = NULL, *result = NULL;
+    DevValue **local = NULL, *result = NULL, *outfeeds = NULL;
+    RtFeed feed;
+    rt_feed_init(&feed, 0, NULL);
     int64_t ndevices = 0;
     IrStrBuf stats = {0};
 
@@ -183,7 +185,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
             result = NULL;
         }
     } else if (st == IR_OK) {
-        RtRunOptions ro = {.steps = o->steps};
+        /* Device 0 (on rank 0) gives the run its outfeeds (local.c). */
+        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
@@ -232,10 +235,14 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         rt_args_free(&shards[k]);
     ts_free(shards);
     rt_args_free(&args);
-    if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, NULL, ir_sb_take(&stats))))
+    if (st == IR_OK && rank == 0 && feed.nkept && !(outfeeds = rt_feed_outfeeds(&feed)))
+        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
         st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     else if (st == IR_OK && rank == 0)
         (*out)->ndevices = ndevices;
+    dev_value_unref(outfeeds);
+    rt_feed_free(&feed);
     ir_sb_free(&stats);
     dev_value_unref(result);
     return api_give(st, &id, d);

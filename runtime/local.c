@@ -387,6 +387,36 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
     return st;
 }
 
+/* ---- host transfers of a run of several devices ---- */
+
+/* The partitioned program's outfeed (and send to the host) gives every
+ * device the whole value: the partitioner has no rule for them and
+ * gathers the operand first (the replicate fallback). So device 0's
+ * values are the run's and the other devices' copies are dropped (a
+ * replay: device 0's own). An infeed cannot be split between devices:
+ * refused. */
+static IrStatus feed_refused(void *ctx, const IrModule *m, const IrInstr *ins, const IrShape *shape, DevValue **out,
+                             IrDiag *d)
+{
+    (void)ctx;
+    (void)shape;
+    *out = NULL;
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s talks to the host, and a value from the host feeds one device: run the reference "
+             "or one partition and one replica with --infeed", ir_op_name(ins->op));
+    return coll_error(m, ins, d, IR_EUNSUPPORTED, msg);
+}
+
+static IrStatus take_dropped(void *ctx, const IrModule *m, const IrInstr *ins, DevValue *v, IrDiag *d)
+{
+    (void)ctx;
+    (void)m;
+    (void)ins;
+    (void)v;
+    (void)d;
+    return IR_OK;
+}
+
 /* ---- send and recv between devices ---- */
 
 /* XLA's point-to-point channels, in a program every device runs: a send
@@ -819,10 +849,14 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
         if (!devs || !w.ops || !w.remote || !w.reduced || !w.at)
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
+    /* Several devices: device 0 gives the run its outfeeds (above). */
+    DevHostTransfers lead = {0}, other = {.feed = feed_refused, .take = take_dropped};
+    if (o && o->host)
+        lead = (DevHostTransfers){.ctx = o->host->ctx, .feed = feed_refused, .take = o->host->take};
     /* The devices take the shards (also on failure: freed with them). */
     for (int64_t k = 0; devs && k < nlocal; k++) {
-        devs[k] = (Device){.w = &w, .id = first + k, .c = c, .steps = steps,
-                           .host = o && w.ndev == 1 ? o->host : NULL,
+        const DevHostTransfers *host = !o || !o->host ? NULL : w.ndev == 1 ? o->host : first + k == 0 ? &lead : &other;
+        devs[k] = (Device){.w = &w, .id = first + k, .c = c, .steps = steps, .host = host,
                            .args = shards[k].args, .nargs = shards[k].nargs};
         shards[k] = (RtArgs){0};
     }

@@ -30,8 +30,10 @@ void rt_transport_abort(RtTransport *t, const char *msg);
 typedef struct RtRunOptions {
     int64_t steps;
     bool no_bind;
-    /* infeed/outfeed and host send/recv (feed.c); used only when the run
-     * has one device (one feed cannot serve several). NULL: refused. */
+    /* infeed/outfeed and host send/recv (feed.c). With several devices
+     * device 0's outfeeds and sends are the run's (the others hold the
+     * same whole values: the partitioner gathers them) and infeeds are
+     * refused (one feed cannot serve several). NULL: refused. */
     const DevHostTransfers *host;
 } RtRunOptions;
 

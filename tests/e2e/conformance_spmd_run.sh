@@ -48,11 +48,6 @@ MEM_KB=20000000
 
 # Module -> "substring of the partitioned run's first error line|why".
 declare -A REFUSED=(
-    [OutfeedSingleDevice]="outfeed talks to the host|outfeed in a partitioned run: host transfers run in the reference and on one device only (docs/cli.md)"
-    [OutfeedEvenlyTiled]="outfeed talks to the host|outfeed in a partitioned run: host transfers run in the reference and on one device only (docs/cli.md)"
-    [OutfeedTupleEvenlyTiled]="outfeed talks to the host|outfeed in a partitioned run: host transfers run in the reference and on one device only (docs/cli.md)"
-    [OutfeedReplicated]="outfeed talks to the host|outfeed in a partitioned run: host transfers run in the reference and on one device only (docs/cli.md)"
-    [OutfeedUnevenlyTiled]="outfeed talks to the host|outfeed in a partitioned run: host transfers run in the reference and on one device only (docs/cli.md)"
     [EinsumLHSNonContractingDimsPartitioned]="out of memory|a 15 GiB output: the run holds every device's shard and the whole output it assembles (2 x 15 GiB)"
     [KeepPartitionedNonSlicedDimension]="out of memory|dynamic-update-slice and pad of tiled dims all-gather their operands to every device (several whole bf16[16,224,224,384] on each of 4)"
 )
