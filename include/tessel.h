@@ -290,7 +290,9 @@ typedef struct TsRunOptions {
 } TsRunOptions;
 
 /* The results of a run: the output leaves (depth first), and the values
- * the program gave the host (outfeed, send to the host). */
+ * the program gave the host (outfeed, send to the host: on several
+ * devices, device 0's, which hold the whole values the partitioner
+ * gathered; under MPI on rank 0). */
 typedef struct TsOutputs TsOutputs;
 
 /* The output leaves. In a replay that returns every device's outputs,
