@@ -258,14 +258,79 @@ void rt_mpi_finalize(RtTransport *t)
 
 /* ---- the transport ---- */
 
+/* ---- transfers of any size ----
+ *
+ * MPI's counts are int (Open MPI 4 has no MPI-4 large-count calls), so a
+ * rank's contribution of over 2 GiB travels in pieces of at most
+ * MPI_PIECE bytes. Piece k of every rank must land at offset k * MPI_PIECE
+ * of that rank's block, `bytes` apart: the receive type is a contiguous
+ * piece resized to an extent of `bytes`, so MPI places the pieces where
+ * they belong with no staging buffer and no copy. */
+
+#define MPI_PIECE (mpi_piece_bytes())
+
+/* 1 GiB; TESSEL_MPI_PIECE_BYTES (tests) makes pieces small enough for the
+ * many-piece path to run on small arrays. */
+static size_t mpi_piece_bytes(void)
+{
+    static size_t piece;
+    if (!piece) {
+        const char *e = getenv("TESSEL_MPI_PIECE_BYTES");
+        char *end = NULL;
+        unsigned long long v = e ? strtoull(e, &end, 10) : 0;
+        piece = e && *e && !*end && v > 0 && v <= ((size_t)1 << 30) ? (size_t)v : (size_t)1 << 30;
+    }
+    return piece;
+}
+
+/* A piece of n bytes whose rank blocks are `stride` bytes apart. */
+static IrStatus strided_piece(RtTransport *t, size_t n, size_t stride, MPI_Datatype *out, IrDiag *d)
+{
+    MPI_Datatype piece;
+    *out = MPI_DATATYPE_NULL;
+    MPI_TRY(d, t, "MPI_Type_contiguous", tmpi_type_contiguous((int)n, MPI_BYTE, &piece));
+    int rc = tmpi_type_create_resized(piece, 0, (MPI_Aint)stride, out);
+    tmpi_type_free(&piece);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(d, rc, "MPI_Type_create_resized", t->rank);
+    rc = tmpi_type_commit(out);
+    if (rc != MPI_SUCCESS) {
+        tmpi_type_free(out);
+        return mpi_fail(d, rc, "MPI_Type_commit", t->rank);
+    }
+    return IR_OK;
+}
+
+/* Gather `bytes` from every rank into recv (rank r's at r * bytes): at
+ * every rank (root < 0, MPI_Allgather) or at root (MPI_Gather). */
+static IrStatus gather_any_size(RtTransport *t, const void *send, size_t bytes, void *recv, int root, IrDiag *d)
+{
+    const char *call = root < 0 ? "MPI_Allgather" : "MPI_Gather";
+    if (bytes <= MPI_PIECE) {
+        int rc = root < 0 ? tmpi_allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, t->comm)
+                          : tmpi_gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, t->comm);
+        return rc == MPI_SUCCESS ? IR_OK : mpi_fail(d, rc, call, t->rank);
+    }
+    for (size_t off = 0; off < bytes; off += MPI_PIECE) {
+        size_t n = bytes - off < MPI_PIECE ? bytes - off : MPI_PIECE;
+        MPI_Datatype rt;
+        IrStatus st = strided_piece(t, n, bytes, &rt, d);
+        if (st != IR_OK)
+            return st;
+        const uint8_t *s = (const uint8_t *)send + off;
+        uint8_t *r = recv ? (uint8_t *)recv + off : NULL;
+        int rc = root < 0 ? tmpi_allgather(s, (int)n, MPI_BYTE, r, 1, rt, t->comm)
+                          : tmpi_gather(s, (int)n, MPI_BYTE, r, 1, rt, root, t->comm);
+        tmpi_type_free(&rt);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(d, rc, call, t->rank);
+    }
+    return IR_OK;
+}
+
 IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, void *recv, IrDiag *d)
 {
-    if (bytes > INT_MAX)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                        "rank %d: a collective moves %zu bytes per host; at most 2 GiB are supported", t->rank,
-                        bytes);
-    MPI_TRY(d, t, "MPI_Allgather", tmpi_allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, t->comm));
-    return IR_OK;
+    return gather_any_size(t, send, bytes, recv, -1, d);
 }
 
 /* The MPI datatype and op for a simple reducer on type ty. */
@@ -319,11 +384,15 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
     if (!mpi_op_for(t, ty, op, &dt, &mop))
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
                         t->rank, ir_op_name(op), ir_type_name(ty));
-    if (count > INT_MAX)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                        "rank %d: all-reduce of %lld elements; at most 2^31-1 are supported", t->rank,
-                        (long long)count);
-    MPI_TRY(d, t, "MPI_Allreduce", tmpi_allreduce(MPI_IN_PLACE, buf, (int)count, dt, mop, t->comm));
+    /* In place, so pieces of at most 2^30 elements simply follow each other. */
+    size_t esize = ir_type_size(ty);
+    int64_t piece = (int64_t)(MPI_PIECE / (esize ? esize : 1));
+    piece = piece > 0 ? piece : 1;
+    for (int64_t off = 0; off < count; off += piece) {
+        int64_t n = count - off < piece ? count - off : piece;
+        MPI_TRY(d, t, "MPI_Allreduce",
+                tmpi_allreduce(MPI_IN_PLACE, (uint8_t *)buf + (size_t)off * esize, (int)n, dt, mop, t->comm));
+    }
     return IR_OK;
 }
 
@@ -369,8 +438,6 @@ IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local,
     size_t b = 0;
     for (int32_t l = 0; l < nleaf; l++)
         b += (size_t)dev_value_leaf(local[0], l)->nbytes;
-    if (b * (size_t)nlocal > INT_MAX)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: outputs over 2 GiB per host", t->rank);
     uint8_t *send = ts_malloc(b * (size_t)nlocal + 1);
     uint8_t *recv = t->rank == 0 ? ts_malloc(b * (size_t)nlocal * (size_t)t->size + 1) : NULL;
     if (!send || (t->rank == 0 && !recv)) {
@@ -386,12 +453,11 @@ IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local,
                 memcpy(send + o, v->data, (size_t)v->nbytes);
             o += (size_t)v->nbytes;
         }
-    int rc = tmpi_gather(send, (int)(b * (size_t)nlocal), MPI_BYTE, recv, (int)(b * (size_t)nlocal), MPI_BYTE, 0,
-                         t->comm);
+    IrStatus gst = gather_any_size(t, send, b * (size_t)nlocal, recv, 0, d);
     ts_free(send);
-    if (rc != MPI_SUCCESS) {
+    if (gst != IR_OK) {
         ts_free(recv);
-        return mpi_fail(d, rc, "MPI_Gather", t->rank);
+        return gst;
     }
     if (t->rank != 0)
         return IR_OK;

@@ -168,6 +168,12 @@ int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)
     return MPI_Type_contiguous(count, old, out);
 }
 
+int tmpi_type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *out)
+{
+    INJECT("MPI_Type_create_resized");
+    return MPI_Type_create_resized(old, lb, extent, out);
+}
+
 int tmpi_type_commit(MPI_Datatype *t)
 {
     INJECT("MPI_Type_commit");

@@ -74,6 +74,7 @@ int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out);
 int tmpi_comm_free(MPI_Comm *comm);
 int tmpi_query_thread(int *provided);
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out);
+int tmpi_type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *out);
 int tmpi_type_commit(MPI_Datatype *t);
 int tmpi_type_free(MPI_Datatype *t);
 int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op);

@@ -30,7 +30,9 @@
 #     32nd;
 #   - TESSEL_SPMD_FULL=1: every module, without a size limit beyond the
 #     default, in one process and under mpirun (run by hand: not part of
-#     the 30-minute project test).
+#     the 30-minute project test);
+#   - TESSEL_SPMD_ONLY='Name1|Name2': only the modules whose test name
+#     matches (with TESSEL_SPMD_FULL=1 to lift the size limit).
 # Skips when the corpus is absent.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
@@ -132,6 +134,7 @@ sweep() {
     while IFS=$'\t' read -r file test nd _; do
         i=$((i + 1))
         [ $(((i - 1) % step)) -eq 0 ] || continue
+        [ -z "${TESSEL_SPMD_ONLY:-}" ] || [[ "$test" =~ ^($TESSEL_SPMD_ONLY)$ ]] || continue
         [ "$mpi" = 0 ] || [ $((nd % 2)) -eq 0 ] || continue
         local f="$DIR/modules/$file" st=0
         n=$((n + 1))
