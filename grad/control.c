@@ -309,7 +309,8 @@ static int32_t aug_loop(Grad *g, const IrInstr *w, const Loop *L, int32_t *cond_
     for (int32_t l = 0; l < L->nl; l++) {
         const IrShape *ls = L->leaf[l];
         int64_t dims[IR_MAX_RANK + 1] = {1};
-        memcpy(dims + 1, ls->dims, (size_t)ls->rank * sizeof(int64_t));
+        if (ls->rank > 0)
+            memcpy(dims + 1, ls->dims, (size_t)ls->rank * sizeof(int64_t));
         int32_t o[IR_MAX_RANK + 3];
         o[0] = gb_gte(&b, P, 2 + l);
         o[1] = gb_reshape(&b, lv[l], ls->rank + 1, dims);
@@ -349,7 +350,8 @@ static int32_t bw_loop(Grad *g, const IrInstr *w, const Loop *L, int32_t *cond_o
         e[2 + l] = o[0] = gb_gte(&b, P, 2 + l);
         starts(&b, ctr, ls->rank, o + 1);
         int64_t sizes[IR_MAX_RANK + 1] = {1};
-        memcpy(sizes + 1, ls->dims, (size_t)ls->rank * sizeof(int64_t));
+        if (ls->rank > 0)
+            memcpy(sizes + 1, ls->dims, (size_t)ls->rank * sizeof(int64_t));
         IrAttrs da = {0};
         da.dynamic_slice_sizes = gb_ilist(g, ls->rank + 1, sizes);
         int32_t sl = gb_emit(&b, OP_DYNAMIC_SLICE, NULL, ls->rank + 2, o, &da, 0, NULL);

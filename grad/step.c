@@ -98,7 +98,8 @@ static int32_t forward_outputs(GB *b, int32_t root, int32_t *out)
 {
     const IrInstr *r = &b->c->instr[root];
     if (r->op == OP_TUPLE) {
-        memcpy(out, r->opnd, (size_t)r->nopnd * sizeof(int32_t));
+        if (r->nopnd > 0)
+            memcpy(out, r->opnd, (size_t)r->nopnd * sizeof(int32_t));
         return r->nopnd;
     }
     if (r->shape.type == IR_TUPLE) {
@@ -249,7 +250,7 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
     seed[leaf] = gb_const(&b, ir_shape_leaf(&e->instr[root].shape, leaf)->type, 1);
     for (int32_t k = 0; k < nw; k++)
         src_i[k] = e->param[wrt[k]];
-    Rev r;
+    Rev r = {0};
     if (seed[leaf] >= 0 && rev_run(&r, g, m->entry, nw, src_i, root, seed) == IR_OK) {
         int32_t n = forward_outputs(&b, root, outs);
         Adam A = {-1, -1};
@@ -291,8 +292,8 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
         int32_t t = gb_tuple(&b, n, outs);
         if (t >= 0)
             e->root = t;
-        rev_free(&r);
     }
+    rev_free(&r);
     ts_free(wrt), ts_free(seed), ts_free(src_i), ts_free(outs);
     return g->d->status;
 }
