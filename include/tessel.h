@@ -156,6 +156,26 @@ bool ts_module_is_plan(const TsModule *m);
  * (ts_free), NULL on OOM. */
 char *ts_module_text(const TsModule *m);
 
+/* Gradients (the layer grad/), in the spirit of TensorFlow's
+ * TF_AddGradients: a new module that returns the forward outputs, then the
+ * gradient of a scalar loss with respect to each chosen entry parameter
+ * (its shape and sharding), or, with sgd/adam, a training step whose
+ * outputs are the updated parameters aliased to them (input_output_alias).
+ * docs/cli.md (`tessel grad`) says what is written. */
+typedef struct TsGradOptions {
+    const char *wrt;         /* "0,w1": parameter numbers or names; NULL = every floating one */
+    const char *loss;        /* root tuple element (number or name); NULL = the root, a scalar */
+    bool jvp;                /* forward mode (refused: not built yet) */
+    double sgd;              /* > 0: SGD step with this learning rate */
+    double adam;             /* > 0: Adam step (moments and a step counter appended as parameters) */
+} TsGradOptions;
+
+/* On success *out is a new, verified module (ts_module_free). TS_EINPUT for
+ * bad options or a loss that is not a floating scalar; TS_EUNSUPPORTED
+ * naming the op and its FILE:LINE:COL when an op the loss depends on has no
+ * gradient rule. `o` may be NULL (defaults). */
+TsStatus ts_add_gradients(const TsModule *m, const TsGradOptions *o, TsModule **out, TsDiag *d);
+
 /* ------------------------------------------------------------------ */
 /* Plans                                                               */
 /* ------------------------------------------------------------------ */

@@ -42,6 +42,11 @@ enum {
     OPT_SPMD = 1u << 16,          /* --spmd (replay an SPMD program as it is) */
     OPT_PER_DEVICE = 1u << 17,    /* --per-device (replays: each device its own random inputs) */
     OPT_OUTPUT_DEVICE = 1u << 18, /* --output-device D (replays: device D's outputs alone) */
+    OPT_WRT = 1u << 19,           /* --wrt PARAMS (grad) */
+    OPT_LOSS = 1u << 20,          /* --loss OUTPUT (grad) */
+    OPT_SGD = 1u << 21,           /* --sgd LR (grad) */
+    OPT_ADAM = 1u << 22,          /* --adam LR (grad) */
+    OPT_JVP = 1u << 23,           /* --jvp (grad: forward mode) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -65,6 +70,9 @@ typedef struct CliOptions {
     int64_t output_device;   /* --output-device D (given: OPT_OUTPUT_DEVICE) */
     const char *format;
     const char *out;
+    const char *wrt, *loss;  /* --wrt, --loss (grad) */
+    double sgd, adam;        /* --sgd LR, --adam LR (grad; 0 when not given) */
+    bool jvp;                /* --jvp (grad) */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
     unsigned given;          /* OPT_* bits of the options present */
 } CliOptions;
@@ -83,6 +91,7 @@ extern const CliCommand cli_cmd_run;
 extern const CliCommand cli_cmd_devices;
 extern const CliCommand cli_cmd_compile;
 extern const CliCommand cli_cmd_plan;
+extern const CliCommand cli_cmd_grad;
 
 /* options.c */
 

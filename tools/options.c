@@ -41,6 +41,11 @@ static const OptSpec OPTS[] = {
     {"--spmd", OPT_SPMD, false},
     {"--per-device", OPT_PER_DEVICE, false},
     {"--output-device", OPT_OUTPUT_DEVICE, true},
+    {"--wrt", OPT_WRT, true},
+    {"--loss", OPT_LOSS, true},
+    {"--sgd", OPT_SGD, true},
+    {"--adam", OPT_ADAM, true},
+    {"--jvp", OPT_JVP, false},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -185,6 +190,18 @@ static int parse_seed(const CliCommand *cmd, const char *v, uint64_t *out)
     return CLI_OK;
 }
 
+/* A learning rate: a finite decimal number > 0. */
+static int parse_rate(const CliCommand *cmd, const char *opt, const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0) || x > 1e30)
+        return cli_usage_error(cmd, "%s needs a learning rate > 0, not '%s'", opt, v);
+    *out = x;
+    return CLI_OK;
+}
+
 /* --input KEY=FILE: split at the first '=' into a heap key. */
 static int add_input(const CliCommand *cmd, CliOptions *o, const char *v)
 {
@@ -260,6 +277,10 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         o->format = v;
         return CLI_OK;
     case OPT_OUT: o->out = v; return CLI_OK;
+    case OPT_WRT: o->wrt = v; return CLI_OK;
+    case OPT_LOSS: o->loss = v; return CLI_OK;
+    case OPT_SGD: return parse_rate(cmd, s->name, v, &o->sgd);
+    case OPT_ADAM: return parse_rate(cmd, s->name, v, &o->adam);
     case OPT_LIMIT: return set_limit(cmd, o, v);
     case OPT_INFEED: return add_infeed(o, v);
     default: return CLI_OK;
@@ -298,6 +319,8 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->spmd = true;
             else if (s->bit == OPT_PER_DEVICE)
                 o->per_device = true;
+            else if (s->bit == OPT_JVP)
+                o->jvp = true;
             return CLI_OK;
         }
         const char *v = eq && arg[1] == '-' ? eq + 1 : NULL;
