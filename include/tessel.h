@@ -180,6 +180,12 @@ typedef struct TsCompileOptions {
      * ts_outputs_num_devices). ts_plan_open then reads a plan file as
      * the module it is. */
     bool spmd;
+    /* A directory (created if missing) that receives the module after
+     * each pass, as XLA's --xla_dump_to: NNNN.MODULE.after_parse.hlo,
+     * .after_propagate, .after_outline (host work only),
+     * .cluster_K.after_spmd_partition, then NNNN.MODULE.plan.json, numbered
+     * in pass order; every .hlo parses back (docs/plan.md). NULL: none. */
+    const char *dump_dir;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
@@ -220,6 +226,31 @@ TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d);
 /* The plan for people ("text"), programs ("json", docs/plan.md) or
  * Graphviz ("dot") into *out (ts_free). TS_EINPUT for another format. */
 TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d);
+
+/* How an array is cut over the devices, drawn as a grid of boxes (one per
+ * tile, sized in proportion, holding the ids of the devices that hold it;
+ * docs/plan.md "Sharding grids"). `name` is an instruction of a compiled
+ * plan, an entry parameter's name, "input K", "output K", or "all" (every
+ * input and output). Flags: TS_SHOW_ASCII draws with + - | only,
+ * TS_SHOW_COLOUR adds ANSI background colours (for a terminal). *out is
+ * heap text (ts_free); TS_EINPUT when nothing has that name. */
+enum { TS_SHOW_ASCII = 1u, TS_SHOW_COLOUR = 2u };
+TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d);
+
+/* ts_plan_dump with more to say: `format` as there, or "html" (one
+ * self-contained page: the graph, the instructions, collectives, sharding
+ * grids, memory, split and concat trees; docs/plan.md). `expand` names
+ * computations (or the instructions calling them: while, call,
+ * conditional, fusion) that the graph draws whole instead of as one node.
+ * `graph_svg`, for "html": the graph as SVG (what `dot -Tsvg` made of the
+ * "dot" dump); NULL draws it with tessel's own layout. */
+typedef struct TsDumpOptions {
+    const char *format;
+    int32_t nexpand;
+    const char *const *expand;
+    const char *graph_svg;
+} TsDumpOptions;
+TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, TsDiag *d);
 
 /* ------------------------------------------------------------------ */
 /* Arrays, inputs, outputs                                             */

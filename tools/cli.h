@@ -42,6 +42,12 @@ enum {
     OPT_SPMD = 1u << 16,          /* --spmd (replay an SPMD program as it is) */
     OPT_PER_DEVICE = 1u << 17,    /* --per-device (replays: each device its own random inputs) */
     OPT_OUTPUT_DEVICE = 1u << 18, /* --output-device D (replays: device D's outputs alone) */
+    OPT_SHOW = 1u << 19,          /* --show NAME (plan: a sharding grid; repeatable) */
+    OPT_ASCII = 1u << 20,         /* --ascii (plan: grids in + - | only) */
+    OPT_EXPAND = 1u << 21,        /* --expand NAME (plan: draw a called computation whole; repeatable) */
+    OPT_DUMP_DIR = 1u << 22,      /* --dump-dir DIR (the module after each compile pass) */
+    OPT_WATCH = 1u << 23,         /* --watch NAME (run: an output shown on the progress line) */
+    OPT_PROGRESS = 1u << 24,      /* --progress (run: a progress line per step, also off a terminal) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -65,6 +71,12 @@ typedef struct CliOptions {
     int64_t output_device;   /* --output-device D (given: OPT_OUTPUT_DEVICE) */
     const char *format;
     const char *out;
+    int32_t nshow, nexpand;
+    const char **show;       /* --show NAMEs (heap array, borrowed strings) */
+    const char **expand;     /* --expand NAMEs (heap array, borrowed strings) */
+    bool ascii, progress;    /* --ascii, --progress */
+    const char *dump_dir;    /* --dump-dir DIR */
+    const char *watch;       /* --watch NAME */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
     unsigned given;          /* OPT_* bits of the options present */
 } CliOptions;

@@ -47,7 +47,8 @@ class TsCompileOptions(ctypes.Structure):
                 ("local_devices", c_int64),
                 ("limits", ctypes.POINTER(TsLimits)),
                 ("no_verify", c_bool),
-                ("spmd", c_bool)]
+                ("spmd", c_bool),
+                ("dump_dir", c_char_p)]
 
 
 class TsArray(ctypes.Structure):

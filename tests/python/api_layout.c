@@ -36,6 +36,7 @@ int main(void)
     FIELD(TsCompileOptions, limits);
     FIELD(TsCompileOptions, no_verify);
     FIELD(TsCompileOptions, spmd);
+    FIELD(TsCompileOptions, dump_dir);
     SIZE(TsArray);
     FIELD(TsArray, dtype);
     FIELD(TsArray, rank);
