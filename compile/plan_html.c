@@ -70,6 +70,9 @@ static const char SCRIPT[] =
     "document.querySelectorAll('tr[id]').forEach(function(r){"
     "r.addEventListener('click',function(){clear();r.classList.add('sel');var g=nodeFor(r.id);"
     "if(g){g.classList.add('sel');g.scrollIntoView({block:'center',inline:'center'});}});});"
+    /* #select=ID clicks node ID once loaded (how the tests click). */
+    "var h=location.hash;if(h.indexOf('#select=')===0){var t=document.getElementById(h.slice(8));"
+    "if(t)t.dispatchEvent(new MouseEvent('click',{bubbles:true}));}"
     "document.body.setAttribute('data-ready','1');"
     "})();";
 

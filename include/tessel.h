@@ -296,6 +296,15 @@ typedef struct TsInput {
     const TsArray *array;
 } TsInput;
 
+/* What TsRunOptions.on_step receives. */
+typedef struct TsStepInfo {
+    int64_t step;            /* 1..steps */
+    int64_t steps;
+    double seconds;          /* this step (device 0's time on a device run) */
+    bool has_watched;        /* TsRunOptions.watch was given */
+    double watched;          /* its value after this step */
+} TsStepInfo;
+
 typedef struct TsRunOptions {
     int32_t ninputs;
     const TsInput *inputs;
@@ -318,7 +327,19 @@ typedef struct TsRunOptions {
     bool per_device;
     bool one_device;
     int64_t output_device;
+    /* Progress: called after each step (every run, one step too) by the
+     * process that holds device 0 (rank 0 under MPI), from the thread
+     * running device 0; it must be quick and must not call the library.
+     * `watch` names an output whose value it reports (TsStepInfo.watched):
+     * an output leaf number ("1") or the name of the instruction the
+     * result (or the root tuple's operand) is; it must have one element
+     * (a loss). TS_EINPUT before anything runs when no output has that
+     * name or it has more than one element. May be NULL. */
+    void (*on_step)(void *ctx, const TsStepInfo *s);
+    void *on_step_ctx;
+    const char *watch;
 } TsRunOptions;
+
 
 /* The results of a run: the output leaves (depth first), and the values
  * the program gave the host (outfeed, send to the host: on several
