@@ -167,7 +167,7 @@ static void fmt_seconds(char *buf, size_t n, double s)
 /* The line as it stands, drawn over the previous one (under mu). */
 static void progress_draw(Progress *p, double t)
 {
-    char a[32], b[32], w[160] = "";
+    char a[32], b[32], w[200] = "";
     if (p->has_w && p->watch[0])
         snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
     if (p->step < p->steps) {
@@ -218,7 +218,7 @@ static void on_step(void *ctx, const TsStepInfo *s)
     p->has_w = s->has_watched;
     p->w = s->watched;
     if (p->lines) {
-        char a[32], w[160] = "";
+        char a[32], w[200] = "";
         fmt_seconds(a, sizeof a, s->seconds);
         if (s->has_watched && p->watch[0])
             snprintf(w, sizeof w, ", %s %.6g", p->watch, s->watched);
@@ -262,7 +262,7 @@ static void progress_end(void)
         pthread_join(p->ticker, NULL);
     p->ticking = false;
     if (p->drawn) {
-        char a[32], w[160] = "";
+        char a[32], w[200] = "";
         fmt_seconds(a, sizeof a, p->step ? p->total / (double)p->step : 0);
         if (p->has_w && p->watch[0])
             snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
