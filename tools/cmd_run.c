@@ -149,6 +149,7 @@ typedef struct Progress {
     bool has_w;
     double w;
     bool drawn;              /* a line is on the terminal */
+    double delay;            /* a run of one step shows its line after this long */
 } Progress;
 
 static Progress g_progress = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -198,7 +199,7 @@ static void *progress_ticker(void *arg)
         }
         pthread_cond_timedwait(&p->cv, &p->mu, &ts);
         double t = cli_now();
-        if (!p->stop && t - p->start > 1.0 && p->step < p->steps)
+        if (!p->stop && t - p->start > p->delay && p->step < p->steps)
             progress_draw(p, t);
     }
     pthread_mutex_unlock(&p->mu);
@@ -223,7 +224,7 @@ static void on_step(void *ctx, const TsStepInfo *s)
         if (s->has_watched && p->watch[0])
             snprintf(w, sizeof w, ", %s %.6g", p->watch, s->watched);
         fprintf(stderr, "tessel: step %lld of %lld: %s%s\n", (long long)s->step, (long long)s->steps, a, w);
-    } else if (p->tty && (s->steps > 1 || t - p->start > 1.0) && s->step < s->steps) {
+    } else if (p->tty && (s->steps > 1 || t - p->start > p->delay) && s->step < s->steps) {
         progress_draw(p, t);
     }
     pthread_mutex_unlock(&p->mu);
@@ -241,6 +242,13 @@ static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
                  strspn(o->watch, "0123456789") == strlen(o->watch) ? "output " : "", o->watch);
     p->start = p->step_start = cli_now();
     p->steps = o->steps > 1 ? o->steps : 1;
+    /* TESSEL_PROGRESS_DELAY (seconds, default 1): when a long step's line
+     * appears (docs/cli.md; the tests shorten it). */
+    const char *dl = getenv("TESSEL_PROGRESS_DELAY");
+    char *end = NULL;
+    p->delay = dl ? strtod(dl, &end) : 1.0;
+    if (!dl || end == dl || *end || p->delay < 0)
+        p->delay = 1.0;
     if (!p->tty && !p->lines)
         return;
     ro->on_step = on_step;
