@@ -79,6 +79,19 @@ static json_t *jvalue(const PlanValue *v, bool input, int64_t ndev)
     return o;
 }
 
+/* Where a collective or reshard sits: null when unknown (loaded plans). */
+static json_t *jsite(const SpmdSite *s)
+{
+    if (!s->source)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "computation", s->comp ? json_string(s->comp) : json_null());
+    json_object_set_new(o, "instruction", json_string(s->source));
+    json_object_set_new(o, "operand", s->operand ? json_string(s->operand) : json_null());
+    json_object_set_new(o, "output", json_boolean(s->output));
+    return o;
+}
+
 static json_t *jcluster(const Plan *p)
 {
     json_t *c = json_object();
@@ -124,9 +137,20 @@ static json_t *jcluster(const Plan *p)
         json_object_set_new(o, "opcode", json_string(ir_op_name(sc->op)));
         json_object_set_new(o, "replica_groups", json_string(sc->replica_groups));
         json_object_set_new(o, "bytes_per_device", json_integer(sc->bytes_per_device));
+        json_object_set_new(o, "site", jsite(&sc->site));
         json_array_append_new(cs, o);
     }
     json_object_set_new(c, "collectives", cs);
+    json_t *rs = json_array();
+    for (int32_t k = 0; p->report && k < p->report->nreshard; k++) {
+        const SpmdReshard *r = &p->report->reshard[k];
+        json_t *o = json_object();
+        json_object_set_new(o, "site", jsite(&r->site));
+        json_object_set_new(o, "from", json_string(r->from));
+        json_object_set_new(o, "to", json_string(r->to));
+        json_array_append_new(rs, o);
+    }
+    json_object_set_new(c, "reshards", rs);
     json_t *mem = json_object();
     json_object_set_new(mem, "peak_bytes_per_device", json_integer(p->peak_bytes_per_device));
     json_object_set_new(c, "memory", mem);
@@ -329,8 +353,15 @@ static void out_cluster(IrStrBuf *o, const Plan *p)
     ir_sb_printf(o, "  collectives:\n");
     for (int32_t k = 0; p->report && k < p->report->ncoll; k++) {
         const SpmdCollective *c = &p->report->coll[k];
-        ir_sb_printf(o, "    %-24s %-20s groups %s, %lld bytes per device\n", c->name, ir_op_name(c->op),
+        ir_sb_printf(o, "    %-24s %-20s groups %s, %lld bytes per device", c->name, ir_op_name(c->op),
              c->replica_groups, (long long)c->bytes_per_device);
+        if (c->site.source && c->site.operand)
+            ir_sb_printf(o, ", on %s -> %s", c->site.operand, c->site.source);
+        else if (c->site.source)
+            ir_sb_printf(o, c->site.output ? ", on %s -> result" : ", on %s's value", c->site.source);
+        if (c->site.comp && p->cluster && strcmp(c->site.comp, p->cluster) != 0)
+            ir_sb_printf(o, " (in %s)", c->site.comp);
+        ir_sb_puts(o, "\n");
     }
     if (!p->report || p->report->ncoll == 0)
         ir_sb_printf(o, "    (none)\n");

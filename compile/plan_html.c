@@ -380,7 +380,7 @@ static void site_text(IrStrBuf *o, const SpmdSite *s, const char *entry)
         esc(o, s->source);
     } else {
         esc(o, s->source);
-        ir_sb_puts(o, s->output ? " &rarr; result" : " &rarr; its users");
+        ir_sb_puts(o, s->output ? " &rarr; result" : "'s value");
     }
 }
 
