@@ -101,6 +101,9 @@ typedef struct PlanView {
 char *compile_plan_text(const CompileResult *r);
 char *compile_plan_json(const CompileResult *r);
 char *compile_plan_dot(const CompileResult *r, const PlanView *v);
+/* "leaf devices {0,1} offset [0,8] shape [4,8]": a tree leaf as the text
+ * dump prints it (no newline). */
+void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
 
 /* ---- plan_html.c ---- */
 

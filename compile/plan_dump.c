@@ -263,23 +263,30 @@ static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res
 /* ---- text ---- */
 
 
+void compile_tree_leaf(IrStrBuf *o, const PlanTree *t)
+{
+    ir_sb_printf(o, "leaf devices {");
+    for (int32_t k = 0; k < t->ndevices; k++)
+        ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
+    if (t->ndevices == 0)
+        ir_sb_printf(o, "all");
+    ir_sb_printf(o, "} offset [");
+    for (int32_t k = 0; k < t->rank; k++)
+        ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
+    ir_sb_printf(o, "] shape [");
+    for (int32_t k = 0; k < t->rank; k++)
+        ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
+    ir_sb_printf(o, "]");
+}
+
 static void out_tree(IrStrBuf *o, const PlanTree *t, int depth)
 {
     if (!t)
         return;
     if (t->leaf) {
-        ir_sb_printf(o, "%*sleaf devices {", depth * 2, "");
-        for (int32_t k = 0; k < t->ndevices; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
-        if (t->ndevices == 0)
-            ir_sb_printf(o, "all");
-        ir_sb_printf(o, "} offset [");
-        for (int32_t k = 0; k < t->rank; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
-        ir_sb_printf(o, "] shape [");
-        for (int32_t k = 0; k < t->rank; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
-        ir_sb_printf(o, "]\n");
+        ir_sb_printf(o, "%*s", depth * 2, "");
+        compile_tree_leaf(o, t);
+        ir_sb_printf(o, "\n");
         return;
     }
     ir_sb_printf(o, "%*ssplit dim %d into %lld\n", depth * 2, "", (int)t->dim, (long long)t->pieces);

@@ -529,18 +529,9 @@ static void tree_html(IrStrBuf *o, const PlanTree *t)
         return;
     ir_sb_puts(o, "<li>");
     if (t->leaf) {
-        ir_sb_puts(o, "leaf, devices ");
-        if (t->ndevices == 0)
-            ir_sb_puts(o, "all");
-        for (int32_t k = 0; k < t->ndevices; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
-        ir_sb_puts(o, ", offset [");
-        for (int32_t k = 0; k < t->rank; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
-        ir_sb_puts(o, "], shape [");
-        for (int32_t k = 0; k < t->rank; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
-        ir_sb_puts(o, "]</li>\n");
+        /* digits, braces and brackets only: nothing to escape */
+        compile_tree_leaf(o, t);
+        ir_sb_puts(o, "</li>\n");
         return;
     }
     ir_sb_printf(o, "split dim %d into %lld<ul>\n", (int)t->dim, (long long)t->pieces);
