@@ -332,6 +332,23 @@ TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d
     return ts_plan_dump_ex(p, &o, out, d);
 }
 
+/* Does `name` name a computation or an instruction of a cluster's logical
+ * module (what --expand can open)? */
+static bool names_something(const TsPlan *p, const char *name)
+{
+    for (int32_t k = 0; k < p->r.prog.ncluster; k++) {
+        const IrModule *m = p->r.prog.cluster[k].src;
+        for (int32_t c = 0; m && c < m->ncomp; c++) {
+            if (strcmp(m->comp[c]->name, name) == 0)
+                return true;
+            for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+                if (strcmp(m->comp[c]->instr[i].name, name) == 0)
+                    return true;
+        }
+    }
+    return false;
+}
+
 TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, TsDiag *d)
 {
     IrDiag id = {0};
@@ -342,6 +359,12 @@ TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, Ts
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                                  "--format must be text, json, dot or html, not '%s'", f),
                         &id, d);
+    for (int32_t k = 0; o && k < o->nexpand; k++)
+        if (!names_something(p, o->expand[k]))
+            return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                     "--expand %s: no computation or instruction of that name%s", o->expand[k],
+                                     p->r.from_plan ? " (a plan file keeps no logical module to expand)" : ""),
+                            &id, d);
     PlanView view = {.nexpand = o ? o->nexpand : 0, .expand = o ? o->expand : NULL,
                      .graph_svg = o ? o->graph_svg : NULL};
     if (p->r.prog.ncluster == 0)

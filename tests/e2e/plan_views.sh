@@ -164,6 +164,8 @@ PY
     expect_status 0 "$TESSEL" plan "$TESSEL_SRC/examples/while_loop.hlo" --format dot --expand "$body" -o "$WORK/we.dot"
     dot -Tsvg "$WORK/we.dot" -o /dev/null || fail "dot -Tsvg refused the expanded while"
     grep -q "called by" "$WORK/we.dot" || fail "--expand $body drew no box"
+    expect_status 2 "$TESSEL" plan "$TESSEL_SRC/examples/while_loop.hlo" --format dot --expand nosuch
+    expect_in "$ERR" "--expand nosuch: no computation or instruction of that name"
     # host work: the host program and each cluster boxed
     expect_status 0 "$TESSEL" plan "$WORK/host_chain.hlo" --format dot -o "$WORK/h.dot"
     dot -Tsvg "$WORK/h.dot" -o /dev/null || fail "dot -Tsvg refused the host program"
