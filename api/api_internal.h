@@ -65,6 +65,22 @@ IrStatus api_bind_devices(const TsPlan *p, const TsRunOptions *o, int64_t first,
 IrStatus api_replay_outputs(const TsPlan *p, const TsRunOptions *o, DevValue **res, DevValue **result,
                             int64_t *ndevices, IrDiag *d);
 
+/* What a run's step hook needs: the caller's callback and the output
+ * leaf it watches (-1: none). */
+typedef struct ApiSteps {
+    const TsRunOptions *o;
+    int32_t leaf;
+    int64_t nleaves;         /* leaves of the root (1: the root is the value) */
+} ApiSteps;
+/* The step hook of a run whose result is `root` of computation e (whose
+ * logical root shape is out_shape): TsRunOptions.watch resolved to a leaf
+ * (IR_EINPUT naming what exists when it is not one, or has more than one
+ * element). *hook stays empty without o->on_step. */
+IrStatus api_step_hook(const TsRunOptions *o, const IrComputation *e, const IrShape *out_shape, ApiSteps *ctx,
+                       RtStepHook *hook, IrDiag *d);
+/* api_step_hook for a plan's program (host entry, else cluster 0). */
+IrStatus api_plan_step_hook(const TsPlan *p, const TsRunOptions *o, ApiSteps *ctx, RtStepHook *hook, IrDiag *d);
+
 /* The device binding and step lines of --stats. */
 void api_stats_binding(IrStrBuf *s, const RtRunStats *rs);
 

@@ -172,12 +172,16 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     } else if (prog->ncluster == 1) {
         st = prepare_cluster(p, o, first, l, &shards, &rs, &id);
     }
+    ApiSteps sc;
+    RtStepHook hook = {0};
+    if (st == IR_OK)
+        st = api_plan_step_hook(p, o, &sc, &hook, &id);
     t1 = now();
     st = agree(o, t, st, &id, "before running");
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {
-        if (rt_run_program_mpi(prog, &args, o->steps, t, first, l, &result, &id) != IR_OK)
+        if (rt_run_program_mpi(prog, &args, o->steps, &hook, t, first, l, &result, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (rank != 0) {
@@ -186,7 +190,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         }
     } else if (st == IR_OK) {
         /* Device 0 (on rank 0) gives the run its outfeeds (local.c). */
-        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks};
+        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");

@@ -200,6 +200,12 @@ typedef struct TsCompileOptions {
      * ts_outputs_num_devices). ts_plan_open then reads a plan file as
      * the module it is. */
     bool spmd;
+    /* A directory (created if missing) that receives the module after
+     * each pass, as XLA's --xla_dump_to: NNNN.MODULE.after_parse.hlo,
+     * .after_propagate, .after_outline (host work only),
+     * .cluster_K.after_spmd_partition, then NNNN.MODULE.plan.json, numbered
+     * in pass order; every .hlo parses back (docs/plan.md). NULL: none. */
+    const char *dump_dir;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
@@ -240,6 +246,31 @@ TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d);
 /* The plan for people ("text"), programs ("json", docs/plan.md) or
  * Graphviz ("dot") into *out (ts_free). TS_EINPUT for another format. */
 TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d);
+
+/* How an array is cut over the devices, drawn as a grid of boxes (one per
+ * tile, sized in proportion, holding the ids of the devices that hold it;
+ * docs/plan.md "Sharding grids"). `name` is an instruction of a compiled
+ * plan, an entry parameter's name, "input K", "output K", or "all" (every
+ * input and output). Flags: TS_SHOW_ASCII draws with + - | only,
+ * TS_SHOW_COLOUR adds ANSI background colours (for a terminal). *out is
+ * heap text (ts_free); TS_EINPUT when nothing has that name. */
+enum { TS_SHOW_ASCII = 1u, TS_SHOW_COLOUR = 2u };
+TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d);
+
+/* ts_plan_dump with more to say: `format` as there, or "html" (one
+ * self-contained page: the graph, the instructions, collectives, sharding
+ * grids, memory, split and concat trees; docs/plan.md). `expand` names
+ * computations (or the instructions calling them: while, call,
+ * conditional, fusion) that the graph draws whole instead of as one node.
+ * `graph_svg`, for "html": the graph as SVG (what `dot -Tsvg` made of the
+ * "dot" dump); NULL draws it with tessel's own layout. */
+typedef struct TsDumpOptions {
+    const char *format;
+    int32_t nexpand;
+    const char *const *expand;
+    const char *graph_svg;
+} TsDumpOptions;
+TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, TsDiag *d);
 
 /* ------------------------------------------------------------------ */
 /* Arrays, inputs, outputs                                             */
@@ -285,6 +316,15 @@ typedef struct TsInput {
     const TsArray *array;
 } TsInput;
 
+/* What TsRunOptions.on_step receives. */
+typedef struct TsStepInfo {
+    int64_t step;            /* 1..steps */
+    int64_t steps;
+    double seconds;          /* this step (device 0's time on a device run) */
+    bool has_watched;        /* TsRunOptions.watch was given */
+    double watched;          /* its value after this step */
+} TsStepInfo;
+
 typedef struct TsRunOptions {
     int32_t ninputs;
     const TsInput *inputs;
@@ -307,7 +347,19 @@ typedef struct TsRunOptions {
     bool per_device;
     bool one_device;
     int64_t output_device;
+    /* Progress: called after each step (every run, one step too) by the
+     * process that holds device 0 (rank 0 under MPI), from the thread
+     * running device 0; it must be quick and must not call the library.
+     * `watch` names an output whose value it reports (TsStepInfo.watched):
+     * an output leaf number ("1") or the name of the instruction the
+     * result (or the root tuple's operand) is; it must have one element
+     * (a loss). TS_EINPUT before anything runs when no output has that
+     * name or it has more than one element. May be NULL. */
+    void (*on_step)(void *ctx, const TsStepInfo *s);
+    void *on_step_ctx;
+    const char *watch;
 } TsRunOptions;
+
 
 /* The results of a run: the output leaves (depth first), and the values
  * the program gave the host (outfeed, send to the host: on several

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- host targets ---- */
 
@@ -214,12 +215,24 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
  * become parameters of step s+1 (moved, not copied); the others keep their
  * values. Under MPI every rank feeds the same values: each has every
  * cluster's full results. The caller's args are left as they were. */
-static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t steps, const DevExecOptions *opt,
-                               DevValue **out, IrDiag *d)
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t steps, const RtStepHook *hook,
+                               const DevExecOptions *opt, DevValue **out, IrDiag *d)
 {
     *out = NULL;
-    if (steps < 2)
-        return dev_execute(p->host, p->host->entry, args->nargs, args->args, opt, out, d);
+    if (steps < 2) {
+        double t0 = seconds_now();
+        IrStatus st = dev_execute(p->host, p->host->entry, args->nargs, args->args, opt, out, d);
+        if (st == IR_OK && hook && hook->fn)
+            hook->fn(hook->ctx, 1, 1, seconds_now() - t0, *out);
+        return st;
+    }
     IrStatus st = rt_check_aliases(p->host, d);
     if (st != IR_OK)
         return st;
@@ -230,7 +243,10 @@ static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t
         cur[k] = dev_value_ref(args->args[k]);
     for (int64_t s = 0; st == IR_OK && s < steps; s++) {
         DevValue *r = NULL;
+        double t0 = seconds_now();
         st = dev_execute(p->host, p->host->entry, args->nargs, cur, opt, &r, d);
+        if (st == IR_OK && hook && hook->fn)
+            hook->fn(hook->ctx, s + 1, steps, seconds_now() - t0, r);
         if (st == IR_OK && s + 1 < steps)
             rt_feed_aliases(p->host, r, cur);
         else
@@ -246,29 +262,31 @@ static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t
     return st;
 }
 
-IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, DevValue **out, IrDiag *d)
+IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, const RtStepHook *hook,
+                              DevValue **out, IrDiag *d)
 {
     if (!p->host) { /* no host work: the program is cluster 0 */
-        RtRunOptions o = {.steps = steps};
+        RtRunOptions o = {.steps = steps, .on_step = hook};
         return rt_run_local_ex(&p->cluster[0], args, &o, NULL, out, d);
     }
     HostRun h = {.p = p};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters};
-    return run_host_steps(p, args, steps, &opt, out, d);
+    return run_host_steps(p, args, steps, hook, &opt, out, d);
 }
 
-IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, RtTransport *t, int64_t first,
-                            int64_t nlocal, DevValue **out, IrDiag *d)
+IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, const RtStepHook *hook,
+                            RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d)
 {
     HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal};
     if (!p->host) {
-        RtRunOptions o = {.steps = steps};
+        RtRunOptions o = {.steps = steps, .on_step = hook};
         return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, &o, out, d);
     }
     bool speak = rt_mpi_rank(t) == 0;
     DevCustomCalls host = {.ctx = &speak, .call = host_call};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters};
-    return run_host_steps(p, args, steps, &opt, out, d);
+    /* Every rank runs the host program; rank 0 alone reports its steps. */
+    return run_host_steps(p, args, steps, speak ? hook : NULL, &opt, out, d);
 }

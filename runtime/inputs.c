@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -449,14 +450,20 @@ void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
     dev_value_unref(result);
 }
 
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
-                                const DevHostTransfers *host, DevValue **out, IrDiag *d)
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, const DevHostTransfers *host,
+                                const RtStepHook *hook, DevValue **out, IrDiag *d)
 {
     *out = NULL;
     IrStatus st = steps > 1 ? rt_check_aliases(m, d) : IR_OK;
     for (int64_t s = 0; st == IR_OK && s < (steps > 1 ? steps : 1); s++) {
         DevValue *r = NULL;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         st = run_reference(m, args, host, &r, d);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (st == IR_OK && hook && hook->fn)
+            hook->fn(hook->ctx, s + 1, steps > 1 ? steps : 1,
+                     (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9, r);
         if (st == IR_OK && s + 1 < steps)
             rt_feed_aliases(m, r, args->args);
         else

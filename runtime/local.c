@@ -65,6 +65,7 @@ typedef struct Device {
     int32_t nargs;
     int64_t steps;             /* runs of the program, aliased outputs fed back */
     const DevHostTransfers *host; /* infeed/outfeed: on a run of one device only */
+    const RtStepHook *on_step; /* device 0 only */
     DevValue *result;
     IrDiag diag;
     IrStatus status;
@@ -701,8 +702,11 @@ static void device_main(Device *dev)
         DevValue *r = NULL;
         double t0 = now_seconds();
         dev->status = dev_execute(m, m->entry, dev->nargs, dev->args, &opt, &r, &dev->diag);
+        double t1 = now_seconds();
         if (dev->nstep_seconds < STEP_SAMPLES)
-            dev->step_seconds[dev->nstep_seconds++] = now_seconds() - t0;
+            dev->step_seconds[dev->nstep_seconds++] = t1 - t0;
+        if (dev->status == IR_OK && dev->on_step && dev->on_step->fn)
+            dev->on_step->fn(dev->on_step->ctx, s + 1, steps, t1 - t0, r);
         if (dev->status == IR_OK && s + 1 < steps)
             rt_feed_aliases(m, r, dev->args);
         else
@@ -918,6 +922,7 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     for (int64_t k = 0; devs && k < nlocal; k++) {
         const DevHostTransfers *host = !o || !o->host ? NULL : w.ndev == 1 ? o->host : first + k == 0 ? &lead : &other;
         devs[k] = (Device){.w = &w, .id = first + k, .c = c, .steps = steps, .host = host,
+                           .on_step = o && first + k == 0 ? o->on_step : NULL,
                            .args = shards[k].args, .nargs = shards[k].nargs};
         shards[k] = (RtArgs){0};
     }

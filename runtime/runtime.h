@@ -218,6 +218,16 @@ typedef struct RtBindOptions {
 
 /* The bound arguments of the entry computation: args[p] is a new reference
  * to the value of parameter p (a tuple value for tuple parameters). */
+/* Called after each step of a run (progress lines): step s (1-based) of
+ * `steps`, the seconds it took, and the root value it gave (on a device
+ * run, device 0's shard of it; borrowed for the call). Only the process
+ * that holds device 0 calls it (rank 0 under MPI), from the thread that
+ * runs device 0. */
+typedef struct RtStepHook {
+    void (*fn)(void *ctx, int64_t step, int64_t steps, double seconds, const DevValue *result);
+    void *ctx;
+} RtStepHook;
+
 typedef struct RtArgs {
     int32_t nargs;
     DevValue **args;

@@ -35,6 +35,7 @@ typedef struct RtRunOptions {
      * same whole values: the partitioner gathers them) and infeeds are
      * refused (one feed cannot serve several). NULL: refused. */
     const DevHostTransfers *host;
+    const RtStepHook *on_step;     /* may be NULL */
 } RtRunOptions;
 
 /* What a host's run measured, for --stats. */
@@ -103,8 +104,8 @@ IrStatus rt_check_aliases(const IrModule *m, IrDiag *d);
 void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args);
 /* rt_run_reference `steps` times (< 2: once) with aliases fed between
  * steps; args->args are replaced by the fed values. */
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
-                                const DevHostTransfers *host, DevValue **out, IrDiag *d);
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, const DevHostTransfers *host,
+                                const RtStepHook *hook, DevValue **out, IrDiag *d);
 
 /* Remove DIR/output_<i>.npy and their temporaries for every leaf of
  * `result` (after a signal arrived while they were written). Can't fail. */

@@ -19,11 +19,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char HELP[] =
@@ -32,6 +34,7 @@ static const char HELP[] =
     "                  [--num-partitions N] [--num-replicas R] [--hosts H]\n"
     "                  [--local-devices L] [--steps K] [--infeed FILE.npy ...]\n"
     "                  [--spmd [--per-device] [--output-device D]]\n"
+    "                  [--watch NAME] [--progress] [--dump-dir DIR]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -81,6 +84,14 @@ static const char HELP[] =
     "                          DIR/output_<i>.npy\n"
     "  --no-verify             skip the verifier after the compile passes\n"
     "                          that rewrite the module (about 5% of compile time)\n"
+    "  --dump-dir DIR          write the module after each compile pass into DIR\n"
+    "                          (as `tessel compile --dump-dir`)\n"
+    "  --watch NAME            show output NAME (a leaf number, or the instruction\n"
+    "                          that is the result or a root tuple operand; one\n"
+    "                          element, a loss) on the progress line\n"
+    "  --progress              a progress line per step on stderr also when it is\n"
+    "                          not a terminal (on a terminal runs of several steps\n"
+    "                          or of more than a second show one line, redrawn)\n"
     "  --stats                 print the time of each phase, of collectives,\n"
     "                          the bytes of input read and the device binding\n"
     "                          (to stderr)\n"
@@ -116,6 +127,156 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ---- progress ---- */
+
+/* The progress line of a run: on a terminal (stderr) one line redrawn in
+ * place when the run has several steps or lasts more than a second (a
+ * ticker thread redraws it while a step runs), ended by a summary line;
+ * with --progress off a terminal, one line per step. The library calls
+ * on_step from the thread running device 0; everything here is under mu. */
+typedef struct Progress {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t ticker;
+    bool ticking, stop;
+    bool tty, lines;
+    char watch[80];          /* what the line calls the watched output */
+    double start, step_start, total;
+    int64_t step, steps;     /* steps done, of */
+    double last;             /* the last step's seconds */
+    bool has_w;
+    double w;
+    bool drawn;              /* a line is on the terminal */
+    double delay;            /* a run of one step shows its line after this long */
+} Progress;
+
+static Progress g_progress = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* "12.3 ms" / "1.24 s" */
+static void fmt_seconds(char *buf, size_t n, double s)
+{
+    if (s < 0.01)
+        snprintf(buf, n, "%.3f ms", s * 1e3);
+    else if (s < 1)
+        snprintf(buf, n, "%.1f ms", s * 1e3);
+    else
+        snprintf(buf, n, "%.2f s", s);
+}
+
+/* The line as it stands, drawn over the previous one (under mu). */
+static void progress_draw(Progress *p, double t)
+{
+    char a[32], b[32], w[200] = "";
+    if (p->has_w && p->watch[0])
+        snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
+    if (p->step < p->steps) {
+        /* step p->step + 1 is running */
+        fmt_seconds(a, sizeof a, t - p->step_start);
+        fmt_seconds(b, sizeof b, p->last);
+        if (p->step == 0)
+            fprintf(stderr, "\r\033[Ktessel: step 1 of %lld, running %s", (long long)p->steps, a);
+        else
+            fprintf(stderr, "\r\033[Ktessel: step %lld of %lld, %s a step%s", (long long)p->step + 1,
+                    (long long)p->steps, b, w);
+    }
+    fflush(stderr);
+    p->drawn = true;
+}
+
+static void *progress_ticker(void *arg)
+{
+    Progress *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        double t = cli_now();
+        if (!p->stop && t - p->start > p->delay && p->step < p->steps)
+            progress_draw(p, t);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void on_step(void *ctx, const TsStepInfo *s)
+{
+    Progress *p = ctx;
+    pthread_mutex_lock(&p->mu);
+    double t = cli_now();
+    p->step = s->step;
+    p->steps = s->steps;
+    p->last = s->seconds;
+    p->total += s->seconds;
+    p->step_start = t;
+    p->has_w = s->has_watched;
+    p->w = s->watched;
+    if (p->lines) {
+        char a[32], w[200] = "";
+        fmt_seconds(a, sizeof a, s->seconds);
+        if (s->has_watched && p->watch[0])
+            snprintf(w, sizeof w, ", %s %.6g", p->watch, s->watched);
+        fprintf(stderr, "tessel: step %lld of %lld: %s%s\n", (long long)s->step, (long long)s->steps, a, w);
+    } else if (p->tty && (s->steps > 1 || t - p->start > p->delay) && s->step < s->steps) {
+        progress_draw(p, t);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Set up before a run (speak: this process prints, rank 0 under MPI). */
+static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
+{
+    Progress *p = &g_progress;
+    const char *term = getenv("TERM");
+    p->tty = speak && isatty(2) && !(term && strcmp(term, "dumb") == 0);
+    p->lines = speak && o->progress && !p->tty;
+    if (o->watch)
+        snprintf(p->watch, sizeof p->watch, "%s%.64s",
+                 strspn(o->watch, "0123456789") == strlen(o->watch) ? "output " : "", o->watch);
+    p->start = p->step_start = cli_now();
+    p->steps = o->steps > 1 ? o->steps : 1;
+    /* TESSEL_PROGRESS_DELAY (seconds, default 1): when a long step's line
+     * appears (docs/cli.md; the tests shorten it). */
+    const char *dl = getenv("TESSEL_PROGRESS_DELAY");
+    char *end = NULL;
+    p->delay = dl ? strtod(dl, &end) : 1.0;
+    if (!dl || end == dl || *end || p->delay < 0)
+        p->delay = 1.0;
+    if (!p->tty && !p->lines)
+        return;
+    ro->on_step = on_step;
+    ro->on_step_ctx = p;
+    if (p->tty)
+        p->ticking = pthread_create(&p->ticker, NULL, progress_ticker, p) == 0;
+}
+
+/* After a run: the ticker stopped; on a terminal the line becomes the
+ * summary (steps, time per step, the last watched value). */
+static void progress_end(void)
+{
+    Progress *p = &g_progress;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->ticking)
+        pthread_join(p->ticker, NULL);
+    p->ticking = false;
+    if (p->drawn) {
+        char a[32], w[200] = "";
+        fmt_seconds(a, sizeof a, p->step ? p->total / (double)p->step : 0);
+        if (p->has_w && p->watch[0])
+            snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
+        fprintf(stderr, "\r\033[Ktessel: %lld of %lld steps, %s a step%s\n", (long long)p->step, (long long)p->steps,
+                a, w);
+    }
 }
 
 /* ---- outputs ---- */
@@ -154,7 +315,8 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
     return (TsRunOptions){.ninputs = o->ninputs, .inputs = o->inputs, .random = o->random, .seed = o->seed,
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
                           .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
-                          .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device};
+                          .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device,
+                          .watch = o->watch};
 }
 
 /* After a run in this process: the error, or the stats, the outputs
@@ -192,7 +354,9 @@ static int run_reference(const CliOptions *o, double t0)
         TsOutputs *out = NULL;
         TsDiag d = {0};
         TsRunOptions ro = run_options(o, cli_now() - t0);
+        progress_start(o, true, &ro);
         TsStatus st = ts_run_reference(m, &ro, &out, &d);
+        progress_end();
         rc = finish(o, st, out, &d);
     }
     ts_module_free(m);
@@ -224,7 +388,9 @@ static int run_alone(const CliOptions *o, double t0)
         TsOutputs *out = NULL;
         TsDiag d = {0};
         TsRunOptions ro = run_options(o, cli_now() - t0);
+        progress_start(o, true, &ro);
         TsStatus st = ts_plan_run(p, &ro, &out, &d);
+        progress_end();
         rc = finish(o, st, out, &d);
     }
     ts_plan_free(p);
@@ -313,7 +479,9 @@ static int run_mpi(const CliOptions *o, double t0)
     ro.on_error = say_error;
     ro.on_error_ctx = &said;
     TsOutputs *out = NULL;
+    progress_start(o, rank == 0, &ro);
     st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
+    progress_end();
     /* The failing rank said its error (say_error); the others return one
      * naming that rank, printed by rank 0 only. */
     if (st != TS_OK) {
@@ -353,6 +521,8 @@ static int run_run(const CliOptions *o)
     if (o->npos != 1)
         return cli_usage_error(&cli_cmd_run, o->npos ? "run takes one MODEL.hlo or PLAN"
                                                      : "missing MODEL.hlo");
+    if (o->dump_dir && o->reference)
+        return cli_usage_error(&cli_cmd_run, "--dump-dir writes the compile passes; --reference compiles nothing");
     if (o->spmd && o->reference)
         return cli_usage_error(&cli_cmd_run, "--spmd replays the program on its devices; --reference runs a model "
                                "on one device: choose one");
@@ -377,6 +547,6 @@ const CliCommand cli_cmd_run = {
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
-               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE,
+               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR,
     .run = run_run,
 };

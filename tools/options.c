@@ -17,7 +17,7 @@
 
 typedef struct OptSpec {
     const char *name;
-    unsigned bit;
+    uint64_t bit;
     bool has_arg;
 } OptSpec;
 
@@ -46,6 +46,12 @@ static const OptSpec OPTS[] = {
     {"--sgd", OPT_SGD, true},
     {"--adam", OPT_ADAM, true},
     {"--jvp", OPT_JVP, false},
+    {"--show", OPT_SHOW, true},
+    {"--ascii", OPT_ASCII, false},
+    {"--expand", OPT_EXPAND, true},
+    {"--dump-dir", OPT_DUMP_DIR, true},
+    {"--watch", OPT_WATCH, true},
+    {"--progress", OPT_PROGRESS, false},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -139,7 +145,7 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
 {
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
-                              .no_verify = o->no_verify, .spmd = o->spmd};
+                              .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -239,6 +245,19 @@ static int add_infeed(CliOptions *o, const char *v)
     return CLI_OK;
 }
 
+/* --show / --expand NAME: appended to a list of borrowed names. */
+static int add_name(const char ***list, int32_t *n, const char *v)
+{
+    const char **nl = realloc(*list, ((size_t)*n + 1) * sizeof *nl);
+    if (!nl) {
+        fputs("tessel: error: out of memory\n", stderr);
+        return CLI_FAIL;
+    }
+    *list = nl;
+    nl[(*n)++] = v;
+    return CLI_OK;
+}
+
 /* --limit NAME=VALUE: what a model may declare (ts_limits_set). */
 static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
 {
@@ -272,8 +291,8 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         return CLI_OK;
     }
     case OPT_FORMAT:
-        if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "dot"))
-            return cli_usage_error(cmd, "--format is text, json or dot, not '%s'", v);
+        if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "dot") && strcmp(v, "html"))
+            return cli_usage_error(cmd, "--format is text, json, dot or html, not '%s'", v);
         o->format = v;
         return CLI_OK;
     case OPT_OUT: o->out = v; return CLI_OK;
@@ -283,6 +302,14 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_ADAM: return parse_rate(cmd, s->name, v, &o->adam);
     case OPT_LIMIT: return set_limit(cmd, o, v);
     case OPT_INFEED: return add_infeed(o, v);
+    case OPT_SHOW: return add_name(&o->show, &o->nshow, v);
+    case OPT_EXPAND: return add_name(&o->expand, &o->nexpand, v);
+    case OPT_DUMP_DIR:
+        if (!*v)
+            return cli_usage_error(cmd, "--dump-dir needs a directory");
+        o->dump_dir = v;
+        return CLI_OK;
+    case OPT_WATCH: o->watch = v; return CLI_OK;
     default: return CLI_OK;
     }
 }
@@ -303,7 +330,7 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
         if (!s->has_arg && eq && arg[1] == '-')
             return cli_usage_error(cmd, "option %s takes no value", s->name);
         if ((o->given & s->bit) && s->bit != OPT_INPUT && s->bit != OPT_LIMIT &&
-            s->bit != OPT_INFEED)
+            s->bit != OPT_INFEED && s->bit != OPT_SHOW && s->bit != OPT_EXPAND)
             return cli_usage_error(cmd, "option %s given twice", s->name);
         o->given |= s->bit;
         if (!s->has_arg) {
@@ -321,6 +348,10 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->per_device = true;
             else if (s->bit == OPT_JVP)
                 o->jvp = true;
+            else if (s->bit == OPT_ASCII)
+                o->ascii = true;
+            else if (s->bit == OPT_PROGRESS)
+                o->progress = true;
             return CLI_OK;
         }
         const char *v = eq && arg[1] == '-' ? eq + 1 : NULL;
@@ -371,6 +402,8 @@ void cli_options_free(CliOptions *o)
         free((void *)o->inputs[i].key);
     free(o->inputs);
     free(o->infeeds);
+    free(o->show);
+    free(o->expand);
     free(o->pos);
     memset(o, 0, sizeof *o);
 }

@@ -36,6 +36,7 @@ int main(void)
     FIELD(TsCompileOptions, limits);
     FIELD(TsCompileOptions, no_verify);
     FIELD(TsCompileOptions, spmd);
+    FIELD(TsCompileOptions, dump_dir);
     SIZE(TsArray);
     FIELD(TsArray, dtype);
     FIELD(TsArray, rank);
@@ -68,6 +69,20 @@ int main(void)
     FIELD(TsRunOptions, per_device);
     FIELD(TsRunOptions, one_device);
     FIELD(TsRunOptions, output_device);
+    FIELD(TsRunOptions, on_step);
+    FIELD(TsRunOptions, on_step_ctx);
+    FIELD(TsRunOptions, watch);
+    SIZE(TsStepInfo);
+    FIELD(TsStepInfo, step);
+    FIELD(TsStepInfo, steps);
+    FIELD(TsStepInfo, seconds);
+    FIELD(TsStepInfo, has_watched);
+    FIELD(TsStepInfo, watched);
+    SIZE(TsDumpOptions);
+    FIELD(TsDumpOptions, format);
+    FIELD(TsDumpOptions, nexpand);
+    FIELD(TsDumpOptions, expand);
+    FIELD(TsDumpOptions, graph_svg);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
