@@ -159,6 +159,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
                       "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local "
                       "devices", (long long)ndev, (long long)prog->num_partitions, (long long)prog->num_replicas,
                       size, (long long)l);
+    else if (api_check_memory(p, o, l, &id) != IR_OK)
+        st = IR_EINPUT;
     else if (o->ninfeeds)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "infeed files feed one device: under mpirun every host would read the feed");
@@ -177,7 +179,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {
-        if (rt_run_program_mpi(prog, &args, o->steps, t, first, l, &result, &id) != IR_OK)
+        if (rt_run_program_mpi(prog, &args, o->steps, api_max_trips(o), t, first, l, &result, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (rank != 0) {
@@ -186,7 +188,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         }
     } else if (st == IR_OK) {
         /* Device 0 (on rank 0) gives the run its outfeeds (local.c). */
-        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks};
+        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .max_trips = api_max_trips(o)};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");

@@ -119,13 +119,18 @@ typedef struct TsLimits {
     int32_t depth;           /* nesting of tuples, literals, braces (default 64) */
     int64_t name;            /* bytes of a name (default 4096) */
     int64_t devices;         /* partitions x replicas (default 4096) */
+    /* What a run may do (TsRunOptions.limits). */
+    int64_t trips;           /* trips of every while loop (0: unbounded, the default) */
+    int64_t memory_bytes;    /* estimated peak bytes of one process's devices (0: the host's
+                              * available memory, /proc/meminfo MemAvailable) */
 } TsLimits;
 
 /* The defaults above. */
 TsLimits ts_limits_default(void);
 /* Set one limit from "NAME=VALUE" text (NAME: elements, rank, tuple,
- * depth, name, devices; VALUE a decimal integer >= 1). TS_EINPUT with a
- * message saying what was expected. */
+ * depth, name, devices, trips, memory; VALUE a decimal integer >= 1, for
+ * memory with an optional K, M or G suffix, powers of 1024). TS_EINPUT
+ * with a message saying what was expected. */
 TsStatus ts_limits_set(TsLimits *l, const char *name_eq_value, TsDiag *d);
 
 /* An HLO module, parsed and verified. */
@@ -287,6 +292,17 @@ typedef struct TsRunOptions {
     bool per_device;
     bool one_device;
     int64_t output_device;
+    /* trips and memory_bytes of these limits bound the run (NULL: the
+     * defaults: unbounded loops, the host's available memory). A plan
+     * whose estimated peak memory on this process (peak per device x
+     * local devices) exceeds memory_bytes is refused before it runs
+     * (TS_EINPUT); a while loop that would run more than `trips` trips
+     * fails the run (TS_ERUNTIME naming the loop). */
+    const TsLimits *limits;
+    /* Under MPI: a rank not heard from for this long (a stopped or lost
+     * process) ends the job on every other rank, naming it (0: 60 s;
+     * < 0: no heartbeat). RELIABILITY.md. */
+    double heartbeat_seconds;
 } TsRunOptions;
 
 /* The results of a run: the output leaves (depth first), and the values

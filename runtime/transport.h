@@ -30,6 +30,7 @@ void rt_transport_abort(RtTransport *t, const char *msg);
 typedef struct RtRunOptions {
     int64_t steps;
     bool no_bind;
+    int64_t max_trips;         /* trips of every while loop (0: unbounded; --limit trips) */
     /* infeed/outfeed and host send/recv (feed.c). With several devices
      * device 0's outfeeds and sends are the run's (the others hold the
      * same whole values: the partitioner gathers them) and infeeds are
@@ -102,8 +103,8 @@ IrStatus rt_check_aliases(const IrModule *m, IrDiag *d);
  * passed rt_check_aliases. */
 void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args);
 /* rt_run_reference `steps` times (< 2: once) with aliases fed between
- * steps; args->args are replaced by the fed values. */
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
+ * steps, every while loop bounded by max_trips (0: unbounded); args->args are replaced by the fed values. */
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, int64_t max_trips,
                                 const DevHostTransfers *host, DevValue **out, IrDiag *d);
 
 /* Remove DIR/output_<i>.npy and their temporaries for every leaf of

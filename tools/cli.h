@@ -42,6 +42,11 @@ enum {
     OPT_SPMD = 1u << 16,          /* --spmd (replay an SPMD program as it is) */
     OPT_PER_DEVICE = 1u << 17,    /* --per-device (replays: each device its own random inputs) */
     OPT_OUTPUT_DEVICE = 1u << 18, /* --output-device D (replays: device D's outputs alone) */
+    OPT_TIMEOUT = 1u << 19,       /* --timeout SECONDS (run: the whole run's bound) */
+    OPT_HEARTBEAT = 1u << 20,     /* --heartbeat SECONDS (run under mpirun: silent rank bound) */
+    OPT_CHECKPOINT_EVERY = 1u << 21, /* --checkpoint-every M (run: steps between checkpoints) */
+    OPT_CHECKPOINT_DIR = 1u << 22,   /* --checkpoint-dir DIR */
+    OPT_RESUME = 1u << 23,        /* --resume DIR (continue from its last checkpoint) */
 };
 
 /* Everything a command line said. Numbers are 0 when not given (the
@@ -66,6 +71,10 @@ typedef struct CliOptions {
     const char *format;
     const char *out;
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
+    double timeout;          /* --timeout SECONDS (0: none) */
+    double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
+    int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
+    const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */
     unsigned given;          /* OPT_* bits of the options present */
 } CliOptions;
 

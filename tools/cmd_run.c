@@ -154,7 +154,8 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
     return (TsRunOptions){.ninputs = o->ninputs, .inputs = o->inputs, .random = o->random, .seed = o->seed,
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
                           .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
-                          .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device};
+                          .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device,
+                          .limits = &o->limits, .heartbeat_seconds = o->heartbeat};
 }
 
 /* After a run in this process: the error, or the stats, the outputs
