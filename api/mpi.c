@@ -136,6 +136,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
     int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
+    /* From here no rank waits forever for a silent or diverging one. */
+    st = rt_mpi_heartbeat_start(t, api_heartbeat_seconds(o->heartbeat_seconds), &id);
     const PlanProgram *prog = &p->r.prog;
     int64_t ndev = prog->num_partitions * prog->num_replicas, hosts = ts_plan_hosts(p);
     int64_t l = ts_plan_local_devices(p), first = (int64_t)rank * l;
@@ -149,7 +151,9 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     IrStrBuf stats = {0};
 
     /* 1. prepare, agree */
-    if (hosts != size)
+    if (st != IR_OK)
+        ; /* the heartbeat did not start: said at the agreement */
+    else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d"
                                      : "the plan is for %lld hosts, but the communicator has %d ranks",
@@ -192,6 +196,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        rt_transport_checkin(t, 0);
         if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
@@ -251,6 +256,17 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 }
 
 /* ---- the world of a program without MPI of its own ---- */
+
+double api_heartbeat_seconds(double s)
+{
+    return s == 0 ? 60 : s;
+}
+
+TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d)
+{
+    IrDiag id = {0};
+    return api_give(rt_mpi_heartbeat_start(w->t, api_heartbeat_seconds(seconds), &id), &id, d);
+}
 
 bool ts_mpi_launched(void)
 {

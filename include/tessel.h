@@ -373,6 +373,12 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d);
 /* Called by ts_mpi_finalize with this rank's error before the others
  * learn of it (as TsRunOptions.on_error). */
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx);
+/* Start the world's heartbeat (`seconds` as TsRunOptions.heartbeat_seconds:
+ * 0 the default 60 s, < 0 none): from now on a rank silent that long, or
+ * one that reaches another collective than its peers, ends the job on
+ * every rank with a message naming it, in the world's agreements too
+ * (ts_mpi_agree, ts_mpi_finalize). Stops in ts_mpi_finalize. */
+TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d);
 /* The address of its MPI_Comm (for ts_plan_run_mpi), its rank and size. */
 const void *ts_mpi_comm(const TsMpiWorld *w);
 int ts_mpi_rank(const TsMpiWorld *w);

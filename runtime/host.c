@@ -208,6 +208,7 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
         RtArgs args = {.nargs = nopnd, .args = operands};
         return rt_run_local_ex(&p->cluster[k], &args, &o, NULL, out, d);
     }
+    rt_transport_checkin(h->t, k);
     return run_cluster_here(h, &p->cluster[k], nopnd, operands, &o, out, d);
 }
 

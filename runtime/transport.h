@@ -18,6 +18,10 @@ IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, 
 /* In place: buf[i] = op over hosts of buf[i], count elements of type ty.
  * op is a simple reducer (add, multiply, maximum, minimum, and, or, xor). */
 IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d);
+/* This host reaches device call `cluster` (a check-in every peer compares
+ * with its own; nothing without a heartbeat). Can't fail: a divergence
+ * ends the job. */
+void rt_transport_checkin(RtTransport *t, int64_t cluster);
 /* A device of this host failed: end the whole job (never returns when the
  * transport can stop the other hosts). */
 void rt_transport_abort(RtTransport *t, const char *msg);

@@ -19,11 +19,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char HELP[] =
@@ -95,6 +98,8 @@ static const char HELP[] =
 static volatile sig_atomic_t g_writing; /* outputs are being written: defer */
 static volatile sig_atomic_t g_signal;  /* the signal received while writing */
 
+static char g_timeout_msg[160]; /* what --timeout says when it ends the run */
+
 static void on_signal(int sig)
 {
     if (g_writing) {
@@ -103,9 +108,11 @@ static void on_signal(int sig)
     }
     static const char m_int[] = "tessel: interrupted (SIGINT); no output written\n";
     static const char m_term[] = "tessel: terminated (SIGTERM); no output written\n";
-    ssize_t w = sig == SIGINT ? write(2, m_int, sizeof m_int - 1) : write(2, m_term, sizeof m_term - 1);
+    const char *m = sig == SIGINT ? m_int : sig == SIGTERM ? m_term : g_timeout_msg;
+    ssize_t w = write(2, m, strlen(m));
     (void)w;
-    _exit(128 + sig);
+    /* SIGALRM stands for --timeout: a failure while running. */
+    _exit(sig == SIGALRM ? CLI_FAIL : 128 + sig);
 }
 
 static void install_signals(void)
@@ -116,6 +123,42 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ---- --timeout ---- */
+
+/* While MPI is up: the world the timeout ends (every rank at once). */
+static TsMpiWorld *_Atomic g_world;
+
+/* A thread (not a signal: ending an MPI job is no async-signal-safe call)
+ * sleeps until the deadline, then ends the run as SIGINT would, with exit
+ * status 1: at once, or after the outputs being written are removed. */
+static void *timeout_main(void *arg)
+{
+    double until = cli_now() + *(const double *)arg;
+    for (double left; (left = until - cli_now()) > 0;) {
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    TsMpiWorld *w = atomic_load(&g_world);
+    if (w)
+        ts_mpi_abort(w, g_timeout_msg); /* every rank ends; never returns when MPI can */
+    on_signal(SIGALRM);
+    return NULL;
+}
+
+static void start_timeout(const CliOptions *o)
+{
+    static double seconds;
+    if (o->timeout <= 0)
+        return;
+    seconds = o->timeout;
+    snprintf(g_timeout_msg, sizeof g_timeout_msg,
+             "tessel: error: the run took longer than --timeout %g s and was ended; no output written\n",
+             o->timeout);
+    pthread_t th;
+    if (pthread_create(&th, NULL, timeout_main, &seconds) == 0)
+        pthread_detach(th);
 }
 
 /* ---- outputs ---- */
@@ -278,6 +321,12 @@ static int run_mpi(const CliOptions *o, double t0)
     }
     bool said = false; /* this rank's own error is out (say_error) */
     ts_mpi_on_error(w, say_error, &said);
+    atomic_store(&g_world, w);
+    if ((st = ts_mpi_heartbeat(w, o->heartbeat, &d)) != TS_OK) {
+        int rc = cli_report(st, &d);
+        ts_mpi_abort(w, NULL);
+        return rc;
+    }
     int rank = ts_mpi_rank(w), size = ts_mpi_size(w);
     t0 = cli_now(); /* phases start after MPI_Init */
     TsPlan *p = NULL;
@@ -306,6 +355,7 @@ static int run_mpi(const CliOptions *o, double t0)
     int stop = agree_loaded(w, rc);
     if (stop >= 0) {
         ts_plan_free(p);
+        atomic_store(&g_world, NULL);
         ts_mpi_finalize(w, false, &d);
         ts_diag_clear(&d);
         return stop;
@@ -323,6 +373,7 @@ static int run_mpi(const CliOptions *o, double t0)
             cli_print_diag(&d);
         ts_diag_clear(&d);
     }
+    atomic_store(&g_world, NULL); /* from here a timeout ends this process alone */
     TsStatus fin = ts_mpi_finalize(w, st == TS_OK, &d);
     if (st == TS_OK && fin != TS_OK) {
         /* As above: another rank's failure is said once, by rank 0. */
@@ -364,7 +415,11 @@ static int run_run(const CliOptions *o)
         if (strchr(o->inputs[i].key, '@'))
             return cli_usage_error(&cli_cmd_run, "--input %s: KEY@DEVICE binds one device of a replay: add --spmd",
                                    o->inputs[i].key);
+    if (o->reference && (o->given & OPT_HEARTBEAT))
+        return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
+                               "alone");
     install_signals();
+    start_timeout(o);
     double t0 = cli_now();
     int rc = o->reference ? run_reference(o, t0) : ts_mpi_launched() ? run_mpi(o, t0) : run_alone(o, t0);
     /* Release the cached topology and allocators (nothing leaks). */
@@ -378,6 +433,7 @@ const CliCommand cli_cmd_run = {
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
-               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE,
+               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_TIMEOUT | OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY |
+               OPT_CHECKPOINT_DIR | OPT_RESUME,
     .run = run_run,
 };
