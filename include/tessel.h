@@ -215,6 +215,16 @@ int32_t ts_plan_num_clusters(const TsPlan *p);
 /* True when the plan was loaded from a plan file. */
 bool ts_plan_from_file(const TsPlan *p);
 
+/* The input_output_alias that --steps follows (the host program's, else
+ * the device program's): alias k moves output leaf *output_leaf (depth
+ * first) into entry parameter *param for the next step. TS_EINPUT for no
+ * such alias; TS_EUNSUPPORTED when it moves a tuple or a leaf of a tuple
+ * parameter. */
+int32_t ts_plan_num_aliases(const TsPlan *p);
+TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d);
+/* The SHA-256 of the plan file text, 64 lowercase hex digits and a NUL:
+ * names the program a checkpoint belongs to. TS_ENOMEM only. */
+TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d);
 /* The plan file text (valid HLO text; docs/plan.md). Heap string (ts_free),
  * NULL on OOM. */
 char *ts_plan_file_text(const TsPlan *p);

@@ -394,7 +394,8 @@ static int64_t checkin_code(int kind, int64_t size)
 static void checkin_text(int64_t code, char *buf, size_t n)
 {
     static const char *const kinds[] = {"?", "a device call", "an all-gather", "an all-reduce", "a gather",
-                                        "an agreement", "an agreement", "a statistics gather"};
+                                        "an agreement on failures", "an agreement on the exit status",
+                                        "a statistics gather"};
     int k = (int)(code >> 56);
     snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_STATS ? k : 0],
              (long long)(code & ((INT64_C(1) << 56) - 1)));

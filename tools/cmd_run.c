@@ -220,6 +220,14 @@ static int finish(const CliOptions *o, TsStatus st, TsOutputs *out, TsDiag *d)
     return rc;
 }
 
+/* --stats: what the checkpoints cost. */
+static void ckpt_stats(const CliOptions *o, const CliCkpt *ck)
+{
+    if (o->stats && ck->nwritten)
+        fprintf(stderr, "tessel: stats: checkpoints: %d written, %.3f ms each\n", (int)ck->nwritten,
+                ck->write_seconds * 1e3 / ck->nwritten);
+}
+
 /* ---- in this process ---- */
 
 static int run_reference(const CliOptions *o, double t0)
@@ -265,11 +273,31 @@ static int run_alone(const CliOptions *o, double t0)
                              "--local-devices %lld (run under `mpirun -np H` for H hosts)",
                              (long long)ndev, (long long)ndev);
     } else {
+        /* One run of K steps, or chunks between checkpoints (checkpoint.c). */
+        CliCkpt ck;
         TsOutputs *out = NULL;
         TsDiag d = {0};
-        TsRunOptions ro = run_options(o, cli_now() - t0);
-        TsStatus st = ts_plan_run(p, &ro, &out, &d);
-        rc = finish(o, st, out, &d);
+        TsStatus st = TS_OK;
+        rc = cli_ckpt_setup(o, p, &ck);
+        while (rc == CLI_OK) {
+            TsRunOptions ro = run_options(o, cli_now() - t0);
+            ro.steps = cli_ckpt_chunk(&ck);
+            if ((rc = cli_ckpt_inputs(o, p, &ck, &ro)) != CLI_OK || (st = ts_plan_run(p, &ro, &out, &d)) != TS_OK)
+                break;
+            ck.done += ro.steps;
+            if (cli_ckpt_due(&ck) && (rc = cli_ckpt_write(&ck, out)) != CLI_OK)
+                break;
+            if (ck.done >= ck.steps)
+                break;
+            ts_outputs_free(out);
+            out = NULL;
+        }
+        ckpt_stats(o, &ck);
+        if (rc == CLI_OK)
+            rc = finish(o, st, out, &d);
+        else
+            ts_outputs_free(out);
+        cli_ckpt_free(&ck);
     }
     ts_plan_free(p);
     return rc;
@@ -352,27 +380,63 @@ static int run_mpi(const CliOptions *o, double t0)
         rc = cli_exit_status(st);
         ts_diag_clear(&d);
     }
+    CliCkpt ck;
+    memset(&ck, 0, sizeof ck);
+    if (rc == CLI_OK)
+        rc = cli_ckpt_setup(o, p, &ck);
     int stop = agree_loaded(w, rc);
     if (stop >= 0) {
+        cli_ckpt_free(&ck);
         ts_plan_free(p);
         atomic_store(&g_world, NULL);
         ts_mpi_finalize(w, false, &d);
         ts_diag_clear(&d);
         return stop;
     }
-    TsRunOptions ro = run_options(o, cli_now() - t0);
-    ro.on_error = say_error;
-    ro.on_error_ctx = &said;
     TsOutputs *out = NULL;
-    st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
-    /* The failing rank said its error (say_error); the others return one
-     * naming that rank, printed by rank 0 only. */
-    if (st != TS_OK) {
-        rc = cli_exit_status(st);
-        if (rank == 0 && !said)
-            cli_print_diag(&d);
-        ts_diag_clear(&d);
+    /* One run, or chunks between checkpoints: rank 0 writes each, every
+     * rank agrees it is there, then each reads its shards of it. */
+    while (rc == CLI_OK) {
+        TsRunOptions ro = run_options(o, cli_now() - t0);
+        ro.on_error = say_error;
+        ro.on_error_ctx = &said;
+        ro.steps = cli_ckpt_chunk(&ck);
+        int irc = cli_ckpt_inputs(o, p, &ck, &ro);
+        int failed = ts_mpi_agree(w, irc == CLI_OK, irc, &stop);
+        if (failed >= 0) {
+            rc = stop ? stop : CLI_FAIL;
+            st = TS_ERUNTIME;
+            break;
+        }
+        st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
+        /* The failing rank said its error (say_error); the others return one
+         * naming that rank, printed by rank 0 only. */
+        if (st != TS_OK) {
+            rc = cli_exit_status(st);
+            if (rank == 0 && !said)
+                cli_print_diag(&d);
+            ts_diag_clear(&d);
+            break;
+        }
+        ck.done += ro.steps;
+        if (cli_ckpt_due(&ck)) {
+            int wrc = rank == 0 ? cli_ckpt_write(&ck, out) : cli_ckpt_mark(&ck);
+            if ((failed = ts_mpi_agree(w, wrc == CLI_OK, wrc, &stop)) >= 0) {
+                if (rank == 0 && wrc == CLI_OK)
+                    fprintf(stderr, "tessel: error: rank %d failed writing a checkpoint; every rank stops\n", failed);
+                rc = stop ? stop : CLI_FAIL;
+                st = TS_ERUNTIME;
+                break;
+            }
+        }
+        if (ck.done >= ck.steps)
+            break;
+        ts_outputs_free(out);
+        out = NULL;
     }
+    if (rank == 0)
+        ckpt_stats(o, &ck);
+    cli_ckpt_free(&ck);
     atomic_store(&g_world, NULL); /* from here a timeout ends this process alone */
     TsStatus fin = ts_mpi_finalize(w, st == TS_OK, &d);
     if (st == TS_OK && fin != TS_OK) {
