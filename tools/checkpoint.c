@@ -113,9 +113,10 @@ static int find_last(CliCkpt *c, const char *dir)
                                 : "--resume %s: no complete checkpoint there%s",
                           dir, "");
     if (c->done > c->steps) {
-        char s[32];
+        char s[32], k[32];
         snprintf(s, sizeof s, "%lld", (long long)c->done);
-        return ckpt_error("--resume: the last checkpoint is at step %s, past --steps %s", s, "");
+        snprintf(k, sizeof k, "%lld", (long long)c->steps);
+        return ckpt_error("--resume: the last checkpoint is at step %s, past --steps %s", s, k);
     }
     return CLI_OK;
 }
