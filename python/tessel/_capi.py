@@ -37,7 +37,9 @@ class TsLimits(ctypes.Structure):
                 ("tuple", c_int32),
                 ("depth", c_int32),
                 ("name", c_int64),
-                ("devices", c_int64)]
+                ("devices", c_int64),
+                ("trips", c_int64),
+                ("memory_bytes", c_int64)]
 
 
 class TsCompileOptions(ctypes.Structure):
@@ -91,7 +93,9 @@ class TsRunOptions(ctypes.Structure):
                 ("on_error_ctx", c_void_p),
                 ("per_device", c_bool),
                 ("one_device", c_bool),
-                ("output_device", c_int64)]
+                ("output_device", c_int64),
+                ("limits", ctypes.POINTER(TsLimits)),
+                ("heartbeat_seconds", ctypes.c_double)]
 
 
 PDIAG = ctypes.POINTER(TsDiag)
