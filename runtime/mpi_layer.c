@@ -241,26 +241,6 @@ int tmpi_op_free(MPI_Op *op)
     LOCKED(MPI_Op_free(op));
 }
 
-int tmpi_allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                   MPI_Comm comm)
-{
-    INJECT("MPI_Allgather");
-    LOCKED(MPI_Allgather(send, scount, stype, recv, rcount, rtype, comm));
-}
-
-int tmpi_allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
-{
-    INJECT("MPI_Allreduce");
-    LOCKED(MPI_Allreduce(send, recv, count, dt, op, comm));
-}
-
-int tmpi_gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                int root, MPI_Comm comm)
-{
-    INJECT("MPI_Gather");
-    LOCKED(MPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm));
-}
-
 int tmpi_iallgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
                     MPI_Comm comm, MPI_Request *req)
 {

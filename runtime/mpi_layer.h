@@ -4,8 +4,8 @@
  * user).
  *
  * Every tmpi_* function is a thin wrapper with the arguments and the
- * return value of the MPI function it names (tmpi_allreduce ->
- * MPI_Allreduce), called under one lock (MPI_THREAD_SERIALIZED: the
+ * return value of the MPI function it names (tmpi_iallreduce ->
+ * MPI_Iallreduce), called under one lock (MPI_THREAD_SERIALIZED: the
  * heartbeat thread and the devices' leader both call MPI, never at
  * once). Before calling MPI it counts the call (an atomic
  * counter: the host's leader device thread and the main thread both make
@@ -94,13 +94,9 @@ int tmpi_type_commit(MPI_Datatype *t);
 int tmpi_type_free(MPI_Datatype *t);
 int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op);
 int tmpi_op_free(MPI_Op *op);
-int tmpi_allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                   MPI_Comm comm);
-int tmpi_allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
-int tmpi_gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                int root, MPI_Comm comm);
-/* Non-blocking collectives, counted and injected under the names of the
- * blocking ones ("MPI_Allreduce"): mpi.c polls them with tmpi_test. */
+/* Collectives are non-blocking only (no call may block forever: mpi.c
+ * polls them with tmpi_test), counted and injected under the names of the
+ * MPI functions they stand for ("MPI_Allreduce"). */
 int tmpi_iallgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
                     MPI_Comm comm, MPI_Request *req);
 int tmpi_iallreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
