@@ -50,6 +50,15 @@ typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, con
                              TsDiag *d);
 /* Read the file at `path` (api_read_file) and parse it with `parse`. */
 TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d);
+/* The heartbeat of a run: 0 means the default, 60 s; < 0 none. */
+double api_heartbeat_seconds(double s);
+/* The while loop bound of a run (--limit trips; 0: unbounded). */
+int64_t api_max_trips(const TsRunOptions *o);
+/* A plan whose estimated peak memory on this process (the largest
+ * cluster's peak per device x `local` devices) exceeds the run's
+ * memory_bytes (0: the host's available memory) is IR_EINPUT naming the
+ * estimate and the limit. */
+IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local, IrDiag *d);
 /* The bind options of a run (inputs as RtInput, borrowed). */
 RtBindOptions api_bind_options(const TsRunOptions *o);
 /* A new TsOutputs holding a reference to result (and outfeeds); NULL on OOM. */

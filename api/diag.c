@@ -77,7 +77,7 @@ TsLimits ts_limits_default(void)
 {
     IrLimits l = ir_default_limits();
     return (TsLimits){l.max_elements, l.max_rank, l.max_tuple, l.max_depth, l.max_name,
-                      COMPILE_DEFAULT_MAX_DEVICES};
+                      COMPILE_DEFAULT_MAX_DEVICES, 0, 0};
 }
 
 IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
@@ -100,6 +100,29 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
     return r;
 }
 
+/* A --limit value: a decimal integer from 1 to max; with `suffixes`
+ * (memory) a K, M or G after it multiplies by 1024, 1024^2, 1024^3. */
+static bool limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || x < 1 || *v == '+' || *v == ' ')
+        return false;
+    int shift = 0;
+    if (suffixes && *end && !end[1]) {
+        const char *units = "KMG", *u = strchr(units, *end);
+        if (!u)
+            return false;
+        shift = 10 * (int)(u - units + 1);
+        end++;
+    }
+    if (*end || x > (max >> shift))
+        return false;
+    *out = (int64_t)x << shift;
+    return true;
+}
+
 /* NAME=VALUE: a limit can be lowered or raised, rank only up to
  * IR_MAX_RANK, devices up to COMPILE_DEFAULT_MAX_DEVICES. */
 TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
@@ -108,8 +131,9 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
         const char *name;
         int64_t max;
     } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                 {"depth", 4096},         {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES}};
-    enum { NNAMES = sizeof names / sizeof *names };
+                 {"depth", 4096},         {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
+                 {"trips", INT64_MAX},    {"memory", INT64_MAX}};
+    enum { NNAMES = sizeof names / sizeof *names, MEMORY = 7 };
     IrDiag id = {0};
     const char *eq = spec ? strchr(spec, '=') : NULL;
     size_t k = 0, n = eq ? (size_t)(eq - spec) : 0;
@@ -117,16 +141,16 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
         k++;
     if (!eq || k == NNAMES)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name or "
-                                 "devices, not '%s'", spec ? spec : ""),
+                                 "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name, "
+                                 "devices, trips or memory, not '%s'", spec ? spec : ""),
                         &id, d);
-    char *end;
-    errno = 0;
-    long long x = strtoll(eq + 1, &end, 10);
-    if (errno || end == eq + 1 || *end || x < 1 || x > names[k].max)
+    int64_t x = 0;
+    if (!limit_value(eq + 1, k == MEMORY, names[k].max, &x))
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 "--limit %s needs a whole number from 1 to %lld, not '%s'", names[k].name,
-                                 (long long)names[k].max, eq + 1),
+                                 k == MEMORY ? "--limit memory needs a number of bytes >= 1 (K, M or G: "
+                                               "times 1024, 1024^2, 1024^3), not '%s'"
+                                             : "--limit %s needs a whole number from 1 to %lld, not '%s'",
+                                 k == MEMORY ? eq + 1 : names[k].name, (long long)names[k].max, eq + 1),
                         &id, d);
     switch (k) {
     case 0: l->elements = x; break;
@@ -134,7 +158,9 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
     case 2: l->tuple = (int32_t)x; break;
     case 3: l->depth = (int32_t)x; break;
     case 4: l->name = x; break;
-    default: l->devices = x; break;
+    case 5: l->devices = x; break;
+    case 6: l->trips = x; break;
+    default: l->memory_bytes = x; break;
     }
     return TS_OK;
 }

@@ -6,6 +6,8 @@
 #include "api_internal.h"
 
 #include <ctype.h>
+#include <nettle/sha2.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -412,6 +414,73 @@ static const IrShape *root_shape(const TsPlan *p)
         return &e->instr[e->root].shape;
     }
     return p->r.prog.ncluster ? &p->r.prog.cluster[0].out_shape : NULL;
+}
+
+/* The module whose input_output_alias --steps follows: the host
+ * program, else cluster 0's program. */
+static const IrModule *alias_module(const TsPlan *p)
+{
+    return p->r.prog.host ? p->r.prog.host : p->r.prog.ncluster ? p->r.prog.cluster[0].spmd : NULL;
+}
+
+int32_t ts_plan_num_aliases(const TsPlan *p)
+{
+    const IrModule *m = alias_module(p);
+    return m ? m->nalias : 0;
+}
+
+TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d)
+{
+    IrDiag id = {0};
+    const IrModule *m = alias_module(p);
+    const IrShape *s = root_shape(p);
+    if (!m || k < 0 || k >= m->nalias || !s)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "no alias %d (there are %d)", (int)k,
+                                 (int)ts_plan_num_aliases(p)),
+                        &id, d);
+    const IrAlias *al = &m->alias[k];
+    /* The leaf number of the output index: the leaves of the elements
+     * before it, at every level. */
+    int32_t leaf = 0;
+    for (int32_t j = 0; j < al->output_index.n; j++) {
+        int64_t e = al->output_index.v[j];
+        if (s->type != IR_TUPLE || e < 0 || e >= s->ntuple)
+            return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                     "alias %d names no output of the program", (int)k),
+                            &id, d);
+        for (int64_t q = 0; q < e; q++)
+            leaf += ir_shape_leaf_count(&s->tuple[q]);
+        s = &s->tuple[e];
+    }
+    if (s->type == IR_TUPLE || al->param_index.n)
+        return api_give(ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                                 "alias %d moves a tuple or a leaf of a tuple parameter; checkpoints keep whole "
+                                 "array parameters", (int)k),
+                        &id, d);
+    *output_leaf = leaf;
+    *param = (int32_t)al->param_number;
+    return TS_OK;
+}
+
+TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d)
+{
+    IrDiag id = {0};
+    char *text = ts_plan_file_text(p);
+    if (!text)
+        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+    struct sha256_ctx c;
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    sha256_init(&c);
+    sha256_update(&c, strlen(text), (const uint8_t *)text);
+    sha256_digest(&c, sizeof dg, dg);
+    ts_free(text);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        out[2 * i] = hex[dg[i] >> 4];
+        out[2 * i + 1] = hex[dg[i] & 15];
+    }
+    out[64] = 0;
+    return TS_OK;
 }
 
 int32_t ts_plan_num_outputs(const TsPlan *p)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void)
 {
@@ -22,6 +23,49 @@ static double now(void)
 RtBindOptions api_bind_options(const TsRunOptions *o)
 {
     return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed};
+}
+
+int64_t api_max_trips(const TsRunOptions *o)
+{
+    return o->limits && o->limits->trips > 0 ? o->limits->trips : 0;
+}
+
+/* The host's available memory in bytes: MemAvailable of /proc/meminfo
+ * (what the kernel can give without swapping), else free pages from
+ * sysconf; -1 when neither answers (then nothing is refused). */
+static int64_t available_memory(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kb >= 0)
+        return (int64_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (int64_t)pages * size : -1;
+}
+
+IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local, IrDiag *d)
+{
+    int64_t peak = 0;
+    for (int32_t k = 0; p->r.plans && k < p->r.prog.ncluster; k++)
+        if (p->r.plans[k] && p->r.plans[k]->peak_bytes_per_device > peak)
+            peak = p->r.plans[k]->peak_bytes_per_device;
+    bool given = o->limits && o->limits->memory_bytes > 0;
+    int64_t limit = given ? o->limits->memory_bytes : available_memory();
+    if (limit < 0 || local < 1 || peak <= limit / local)
+        return IR_OK;
+    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                    "the plan needs an estimated %lld bytes of memory (peak %lld bytes per device x %lld devices "
+                    "in this process), more than %s of %lld bytes; nothing was run (raise it with --limit "
+                    "memory=BYTES)",
+                    (long long)(peak > INT64_MAX / local ? INT64_MAX : peak * local), (long long)peak,
+                    (long long)local, given ? "--limit memory" : "the host's available memory (MemAvailable)",
+                    (long long)limit);
 }
 
 TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats)
@@ -164,7 +208,7 @@ static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed
     RtStepHook hook;
     if (st == IR_OK)
         st = api_plan_step_hook(p, o, &sc, &hook, d);
-    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook};
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
     if (st == IR_OK)
         st = rt_run_devices(c, shards, 0, ndev, NULL, &ro, run, res, d);
     /* Replica 0's partitions hold the result. */
@@ -196,7 +240,7 @@ static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed 
     RtStepHook hook;
     if (st == IR_OK)
         st = api_plan_step_hook(p, o, &sc, &hook, d);
-    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook};
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
     if (st == IR_OK)
         st = rt_run_devices(c, args, 0, ndev, NULL, &ro, run, res, d);
     if (st == IR_OK)
@@ -225,7 +269,7 @@ static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t
     if (st == IR_OK)
         st = api_plan_step_hook(p, o, &sc, &hook, d);
     if (st == IR_OK)
-        st = rt_run_program_local(&p->r.prog, &args, o->steps, &hook, result, d);
+        st = rt_run_program_local(&p->r.prog, &args, o->steps, api_max_trips(o), &hook, result, d);
     rt_args_free(&args);
     return st;
 }
@@ -274,6 +318,8 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     rt_feed_init(&feed, o->ninfeeds, o->infeeds);
     DevValue *result = NULL;
     IrStatus st = check_feed(p, o, &id);
+    if (st == IR_OK)
+        st = api_check_memory(p, o, p->r.prog.num_partitions * p->r.prog.num_replicas, &id);
     if (st == IR_OK && p->r.prog.ncluster == 0 && !p->r.prog.host)
         st = ir_error(&id, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "a plan without a program");
     int64_t ndevices = 0;
@@ -321,7 +367,7 @@ static TsStatus run_reference(const IrModule *m, const TsRunOptions *o, TsOutput
     if (st == IR_OK)
         st = api_step_hook(o, ir_entry(m), &ir_entry(m)->instr[ir_entry(m)->root].shape, &sc, &hook, &id);
     if (st == IR_OK)
-        st = rt_run_reference_steps(m, &args, o->steps, &feed.hooks, &hook, &result, &id);
+        st = rt_run_reference_steps(m, &args, o->steps, api_max_trips(o), &feed.hooks, &hook, &result, &id);
     t[2] = now();
     IrStrBuf stats = {0};
     if (st == IR_OK && o->stats)

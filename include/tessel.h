@@ -119,13 +119,18 @@ typedef struct TsLimits {
     int32_t depth;           /* nesting of tuples, literals, braces (default 64) */
     int64_t name;            /* bytes of a name (default 4096) */
     int64_t devices;         /* partitions x replicas (default 4096) */
+    /* What a run may do (TsRunOptions.limits). */
+    int64_t trips;           /* trips of every while loop (0: unbounded, the default) */
+    int64_t memory_bytes;    /* estimated peak bytes of one process's devices (0: the host's
+                              * available memory, /proc/meminfo MemAvailable) */
 } TsLimits;
 
 /* The defaults above. */
 TsLimits ts_limits_default(void);
 /* Set one limit from "NAME=VALUE" text (NAME: elements, rank, tuple,
- * depth, name, devices; VALUE a decimal integer >= 1). TS_EINPUT with a
- * message saying what was expected. */
+ * depth, name, devices, trips, memory; VALUE a decimal integer >= 1, for
+ * memory with an optional K, M or G suffix, powers of 1024). TS_EINPUT
+ * with a message saying what was expected. */
 TsStatus ts_limits_set(TsLimits *l, const char *name_eq_value, TsDiag *d);
 
 /* An HLO module, parsed and verified. */
@@ -236,6 +241,16 @@ int32_t ts_plan_num_clusters(const TsPlan *p);
 /* True when the plan was loaded from a plan file. */
 bool ts_plan_from_file(const TsPlan *p);
 
+/* The input_output_alias that --steps follows (the host program's, else
+ * the device program's): alias k moves output leaf *output_leaf (depth
+ * first) into entry parameter *param for the next step. TS_EINPUT for no
+ * such alias; TS_EUNSUPPORTED when it moves a tuple or a leaf of a tuple
+ * parameter. */
+int32_t ts_plan_num_aliases(const TsPlan *p);
+TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d);
+/* The SHA-256 of the plan file text, 64 lowercase hex digits and a NUL:
+ * names the program a checkpoint belongs to. TS_ENOMEM only. */
+TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d);
 /* The plan file text (valid HLO text; docs/plan.md). Heap string (ts_free),
  * NULL on OOM. */
 char *ts_plan_file_text(const TsPlan *p);
@@ -358,6 +373,17 @@ typedef struct TsRunOptions {
     void (*on_step)(void *ctx, const TsStepInfo *s);
     void *on_step_ctx;
     const char *watch;
+    /* trips and memory_bytes of these limits bound the run (NULL: the
+     * defaults: unbounded loops, the host's available memory). A plan
+     * whose estimated peak memory on this process (peak per device x
+     * local devices) exceeds memory_bytes is refused before it runs
+     * (TS_EINPUT); a while loop that would run more than `trips` trips
+     * fails the run (TS_ERUNTIME naming the loop). */
+    const TsLimits *limits;
+    /* Under MPI: a rank not heard from for this long (a stopped or lost
+     * process) ends the job on every other rank, naming it (0: 60 s;
+     * < 0: no heartbeat). RELIABILITY.md. */
+    double heartbeat_seconds;
 } TsRunOptions;
 
 
@@ -429,6 +455,12 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d);
 /* Called by ts_mpi_finalize with this rank's error before the others
  * learn of it (as TsRunOptions.on_error). */
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx);
+/* Start the world's heartbeat (`seconds` as TsRunOptions.heartbeat_seconds:
+ * 0 the default 60 s, < 0 none): from now on a rank silent that long, or
+ * one that reaches another collective than its peers, ends the job on
+ * every rank with a message naming it, in the world's agreements too
+ * (ts_mpi_agree, ts_mpi_finalize). Stops in ts_mpi_finalize. */
+TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d);
 /* The address of its MPI_Comm (for ts_plan_run_mpi), its rank and size. */
 const void *ts_mpi_comm(const TsMpiWorld *w);
 int ts_mpi_rank(const TsMpiWorld *w);

@@ -110,6 +110,7 @@ typedef struct HostRun {
     const PlanProgram *p;
     RtTransport *t;
     int64_t first, nlocal;
+    int64_t max_trips;       /* while loop bound of every cluster run (0: none) */
 } HostRun;
 
 /* Every rank's root shards to every rank (the host program continues on
@@ -203,11 +204,13 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
     long k = num ? strtol(num[0] == '"' ? num + 1 : num, &end, 10) : -1;
     if (k < 0 || k >= p->ncluster)
         return ir_error(d, IR_EINTERNAL, m->file, m->src, ins->pos, "%s: no cluster %s", ins->name, num ? num : "?");
+    RtRunOptions o = {.max_trips = h->max_trips};
     if (!h->t) {
         RtArgs args = {.nargs = nopnd, .args = operands};
-        return rt_run_local(&p->cluster[k], &args, out, d);
+        return rt_run_local_ex(&p->cluster[k], &args, &o, NULL, out, d);
     }
-    return run_cluster_here(h, &p->cluster[k], nopnd, operands, NULL, out, d);
+    rt_transport_checkin(h->t, k);
+    return run_cluster_here(h, &p->cluster[k], nopnd, operands, &o, out, d);
 }
 
 /* The host program `steps` times (< 2: once). Rule (as rt_run_reference_steps):
@@ -262,31 +265,33 @@ static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t
     return st;
 }
 
-IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, const RtStepHook *hook,
-                              DevValue **out, IrDiag *d)
+IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
+                              const RtStepHook *hook, DevValue **out, IrDiag *d)
 {
     if (!p->host) { /* no host work: the program is cluster 0 */
-        RtRunOptions o = {.steps = steps, .on_step = hook};
+        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook};
         return rt_run_local_ex(&p->cluster[0], args, &o, NULL, out, d);
     }
-    HostRun h = {.p = p};
+    HostRun h = {.p = p, .max_trips = max_trips};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
-    DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters};
+    DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters,
+                          .max_while_iterations = max_trips};
     return run_host_steps(p, args, steps, hook, &opt, out, d);
 }
 
-IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, const RtStepHook *hook,
+IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
+                            const RtStepHook *hook,
                             RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d)
 {
-    HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal};
+    HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal, .max_trips = max_trips};
     if (!p->host) {
-        RtRunOptions o = {.steps = steps, .on_step = hook};
+        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook};
         return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, &o, out, d);
     }
     bool speak = rt_mpi_rank(t) == 0;
     DevCustomCalls host = {.ctx = &speak, .call = host_call};
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
-    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters};
+    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters, .max_while_iterations = max_trips};
     /* Every rank runs the host program; rank 0 alone reports its steps. */
     return run_host_steps(p, args, steps, speak ? hook : NULL, &opt, out, d);
 }

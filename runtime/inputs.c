@@ -364,14 +364,15 @@ IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out
     return st;
 }
 
-static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHostTransfers *host,
-                              DevValue **out, IrDiag *d)
+static IrStatus run_reference(const IrModule *m, const RtArgs *args, int64_t max_trips,
+                              const DevHostTransfers *host, DevValue **out, IrDiag *d)
 {
     /* Host custom-calls (tessel_print, tessel_save) run in the reference
      * too: it is the whole module on one device and this host. It runs
      * unfused, one kernel call per instruction: the plainest path is the
      * one partitioned (fused) runs are checked against. */
-    DevExecOptions opt = {.custom = rt_host_targets(), .no_fusion = true, .host = host};
+    DevExecOptions opt = {.custom = rt_host_targets(), .no_fusion = true, .host = host,
+                          .max_while_iterations = max_trips};
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);
@@ -379,7 +380,7 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHo
 
 IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
 {
-    return run_reference(m, args, NULL, out, d);
+    return run_reference(m, args, 0, NULL, out, d);
 }
 
 /* ---- steps: aliased outputs become the next step's parameters ---- */
@@ -450,8 +451,8 @@ void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
     dev_value_unref(result);
 }
 
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, const DevHostTransfers *host,
-                                const RtStepHook *hook, DevValue **out, IrDiag *d)
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, int64_t max_trips,
+                                const DevHostTransfers *host, const RtStepHook *hook, DevValue **out, IrDiag *d)
 {
     *out = NULL;
     IrStatus st = steps > 1 ? rt_check_aliases(m, d) : IR_OK;
@@ -459,7 +460,7 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, 
         DevValue *r = NULL;
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        st = run_reference(m, args, host, &r, d);
+        st = run_reference(m, args, max_trips, host, &r, d);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (st == IR_OK && hook && hook->fn)
             hook->fn(hook->ctx, s + 1, steps > 1 ? steps : 1,

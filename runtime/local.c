@@ -64,6 +64,7 @@ typedef struct Device {
     DevValue **args;           /* this device's shards of the arguments (owned) */
     int32_t nargs;
     int64_t steps;             /* runs of the program, aliased outputs fed back */
+    int64_t max_trips;         /* while loop bound (0: none) */
     const DevHostTransfers *host; /* infeed/outfeed: on a run of one device only */
     const RtStepHook *on_step; /* device 0 only */
     DevValue *result;
@@ -693,6 +694,7 @@ static void device_main(Device *dev)
         .replica_id = dev->id / dev->w->n,
         .coll = &coll,
         .host = dev->host,
+        .max_while_iterations = dev->max_trips,
     };
     fusion_from_env(&opt);
     const IrModule *m = dev->c->spmd;
@@ -923,6 +925,7 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
         const DevHostTransfers *host = !o || !o->host ? NULL : w.ndev == 1 ? o->host : first + k == 0 ? &lead : &other;
         devs[k] = (Device){.w = &w, .id = first + k, .c = c, .steps = steps, .host = host,
                            .on_step = o && first + k == 0 ? o->on_step : NULL,
+                           .max_trips = o ? o->max_trips : 0,
                            .args = shards[k].args, .nargs = shards[k].nargs};
         shards[k] = (RtArgs){0};
     }

@@ -377,6 +377,13 @@ void rt_mpi_finalize(RtTransport *t);
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */
 IrStatus rt_mpi_release(RtTransport *t, IrDiag *d);
+/* Start t's heartbeat (mpi.c, RELIABILITY.md): a thread beats to every
+ * peer and a peer silent for `seconds` ends the job naming it; every
+ * collective becomes a check-in compared across ranks. seconds <= 0 or
+ * one rank: nothing. IR_ENOMEM / IR_ERUNTIME when it cannot start.
+ * rt_mpi_heartbeat_stop joins the thread (rt_mpi_end calls it). */
+IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d);
+void rt_mpi_heartbeat_stop(RtTransport *t);
 /* rt_mpi_finalize with its failures reported: rt_mpi_release, the
  * communicator freed, then MPI_Finalize when rt_mpi_init started MPI; t
  * is freed in every case (NULL: IR_OK). */

@@ -53,6 +53,11 @@ enum {
 #define OPT_DUMP_DIR       (UINT64_C(1) << 27) /* --dump-dir DIR (the module after each compile pass) */
 #define OPT_WATCH          (UINT64_C(1) << 28) /* --watch NAME (run: an output shown on the progress line) */
 #define OPT_PROGRESS       (UINT64_C(1) << 29) /* --progress (run: a progress line per step, also off a terminal) */
+#define OPT_TIMEOUT        (UINT64_C(1) << 30) /* --timeout SECONDS (run: the whole run's bound) */
+#define OPT_HEARTBEAT      (UINT64_C(1) << 31) /* --heartbeat SECONDS (run under mpirun: silent rank bound) */
+#define OPT_CHECKPOINT_EVERY (UINT64_C(1) << 32) /* --checkpoint-every M (run: steps between checkpoints) */
+#define OPT_CHECKPOINT_DIR (UINT64_C(1) << 33) /* --checkpoint-dir DIR */
+#define OPT_RESUME         (UINT64_C(1) << 34) /* --resume DIR (continue from its last checkpoint) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -85,6 +90,10 @@ typedef struct CliOptions {
     const char *dump_dir;    /* --dump-dir DIR */
     const char *watch;       /* --watch NAME */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
+    double timeout;          /* --timeout SECONDS (0: none) */
+    double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
+    int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
+    const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */
     uint64_t given;          /* OPT_* bits of the options present */
 } CliOptions;
 
@@ -103,6 +112,41 @@ extern const CliCommand cli_cmd_devices;
 extern const CliCommand cli_cmd_compile;
 extern const CliCommand cli_cmd_plan;
 extern const CliCommand cli_cmd_grad;
+
+/* checkpoint.c: --checkpoint-every, --checkpoint-dir, --resume */
+
+typedef struct CliCkpt {
+    const char *dir;         /* where checkpoints go; NULL: none are written */
+    int64_t every, steps;    /* M and K */
+    int64_t done;            /* steps done so far (from --resume, then per chunk) */
+    char digest[65];         /* the plan's SHA-256 */
+    int32_t nalias;
+    int32_t *leaf, *param;   /* alias k: output leaf -> parameter */
+    char last[4096];         /* the newest checkpoint directory ("" before one) */
+    char **paths;            /* [nalias]: its files the next chunk reads (heap) */
+    int32_t ninputs;
+    TsInput *inputs;         /* the next chunk's inputs (keys heap) */
+    int32_t nwritten;        /* checkpoints written, and their time */
+    double write_seconds;
+} CliCkpt;
+
+/* Check the options against the plan, find the aliases and the digest,
+ * and with --resume the last complete checkpoint of this plan. CLI_OK or
+ * the exit status after printing why. */
+int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c);
+void cli_ckpt_free(CliCkpt *c);
+/* Steps of the next chunk: up to the next checkpoint, or the rest. */
+int64_t cli_ckpt_chunk(const CliCkpt *c);
+/* The next chunk's inputs into ro: the user's, with the aliased
+ * parameters bound to the last checkpoint's files once there is one. */
+int cli_ckpt_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c, TsRunOptions *ro);
+/* After a chunk (c->done advanced): a checkpoint is due. */
+bool cli_ckpt_due(const CliCkpt *c);
+/* Write DIR/step-<done> from the chunk's outputs, atomically. */
+int cli_ckpt_write(CliCkpt *c, const TsOutputs *out);
+/* Under mpirun, on the ranks that do not write: where rank 0 wrote it
+ * (the directory must be shared: every rank reads its shards of it). */
+int cli_ckpt_mark(CliCkpt *c);
 
 /* options.c */
 

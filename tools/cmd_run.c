@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,8 @@ static const char HELP[] =
     "                  [--local-devices L] [--steps K] [--infeed FILE.npy ...]\n"
     "                  [--spmd [--per-device] [--output-device D]]\n"
     "                  [--watch NAME] [--progress] [--dump-dir DIR]\n"
+    "                  [--timeout S] [--heartbeat S] [--checkpoint-every M\n"
+    "                  --checkpoint-dir DIR] [--resume DIR]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -71,7 +74,20 @@ static const char HELP[] =
     "                          are the next step's parameters (default 1)\n"
     "  --limit NAME=VALUE      refuse models declaring more: NAME elements (per\n"
     "                          array, default 2^34), rank (64), tuple (65536),\n"
-    "                          depth (64), name (4096 bytes); repeatable\n"
+    "                          depth (64), name (4096 bytes); repeatable.\n"
+    "                          Run limits: trips (of every while loop, default\n"
+    "                          unbounded: exit 1 at the loop), memory (bytes,\n"
+    "                          K/M/G: the plan's estimated peak on this process,\n"
+    "                          default the available memory: exit 2)\n"
+    "  --timeout SECONDS       end the run (every rank) after SECONDS: exit 1, no\n"
+    "                          output (default: no timeout)\n"
+    "  --heartbeat SECONDS     under mpirun: a rank not heard from for SECONDS\n"
+    "                          ends the job, named (default 60)\n"
+    "  --checkpoint-every M, --checkpoint-dir DIR\n"
+    "                          with --steps K: write the state the steps carry\n"
+    "                          (input_output_alias) to DIR/step-S every M steps\n"
+    "  --resume DIR            continue from DIR's last complete checkpoint;\n"
+    "                          bit-identical to an uninterrupted run\n"
     "  --spmd                  the module is already an SPMD program (XLA's dump\n"
     "                          after spmd-partitioning, or a plan's text): replay\n"
     "                          it as it is on N*R devices, each with its own\n"
@@ -106,6 +122,8 @@ static const char HELP[] =
 static volatile sig_atomic_t g_writing; /* outputs are being written: defer */
 static volatile sig_atomic_t g_signal;  /* the signal received while writing */
 
+static char g_timeout_msg[160]; /* what --timeout says when it ends the run */
+
 static void on_signal(int sig)
 {
     if (g_writing) {
@@ -114,9 +132,11 @@ static void on_signal(int sig)
     }
     static const char m_int[] = "tessel: interrupted (SIGINT); no output written\n";
     static const char m_term[] = "tessel: terminated (SIGTERM); no output written\n";
-    ssize_t w = sig == SIGINT ? write(2, m_int, sizeof m_int - 1) : write(2, m_term, sizeof m_term - 1);
+    const char *m = sig == SIGINT ? m_int : sig == SIGTERM ? m_term : g_timeout_msg;
+    ssize_t w = write(2, m, strlen(m));
     (void)w;
-    _exit(128 + sig);
+    /* SIGALRM stands for --timeout: a failure while running. */
+    _exit(sig == SIGALRM ? CLI_FAIL : 128 + sig);
 }
 
 static void install_signals(void)
@@ -234,6 +254,10 @@ static void on_step(void *ctx, const TsStepInfo *s)
 static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
 {
     Progress *p = &g_progress;
+    /* Checkpointed runs come in chunks: each starts a line of its own. */
+    p->stop = p->drawn = p->has_w = false;
+    p->step = 0;
+    p->total = 0;
     const char *term = getenv("TERM");
     p->tty = speak && isatty(2) && !(term && strcmp(term, "dumb") == 0);
     p->lines = speak && o->progress && !p->tty;
@@ -279,6 +303,42 @@ static void progress_end(void)
     }
 }
 
+/* ---- --timeout ---- */
+
+/* While MPI is up: the world the timeout ends (every rank at once). */
+static TsMpiWorld *_Atomic g_world;
+
+/* A thread (not a signal: ending an MPI job is no async-signal-safe call)
+ * sleeps until the deadline, then ends the run as SIGINT would, with exit
+ * status 1: at once, or after the outputs being written are removed. */
+static void *timeout_main(void *arg)
+{
+    double until = cli_now() + *(const double *)arg;
+    for (double left; (left = until - cli_now()) > 0;) {
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    TsMpiWorld *w = atomic_load(&g_world);
+    if (w)
+        ts_mpi_abort(w, g_timeout_msg); /* every rank ends; never returns when MPI can */
+    on_signal(SIGALRM);
+    return NULL;
+}
+
+static void start_timeout(const CliOptions *o)
+{
+    static double seconds;
+    if (o->timeout <= 0)
+        return;
+    seconds = o->timeout;
+    snprintf(g_timeout_msg, sizeof g_timeout_msg,
+             "tessel: error: the run took longer than --timeout %g s and was ended; no output written\n",
+             o->timeout);
+    pthread_t th;
+    if (pthread_create(&th, NULL, timeout_main, &seconds) == 0)
+        pthread_detach(th);
+}
+
 /* ---- outputs ---- */
 
 /* Write the outputs (or print them) with signals deferred; a signal that
@@ -316,7 +376,7 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
                           .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
                           .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device,
-                          .watch = o->watch};
+                          .watch = o->watch, .limits = &o->limits, .heartbeat_seconds = o->heartbeat};
 }
 
 /* After a run in this process: the error, or the stats, the outputs
@@ -336,6 +396,14 @@ static int finish(const CliOptions *o, TsStatus st, TsOutputs *out, TsDiag *d)
     }
     ts_outputs_free(out);
     return rc;
+}
+
+/* --stats: what the checkpoints cost. */
+static void ckpt_stats(const CliOptions *o, const CliCkpt *ck)
+{
+    if (o->stats && ck->nwritten)
+        fprintf(stderr, "tessel: stats: checkpoints: %d written, %.3f ms each\n", (int)ck->nwritten,
+                ck->write_seconds * 1e3 / ck->nwritten);
 }
 
 /* ---- in this process ---- */
@@ -385,13 +453,36 @@ static int run_alone(const CliOptions *o, double t0)
                              "--local-devices %lld (run under `mpirun -np H` for H hosts)",
                              (long long)ndev, (long long)ndev);
     } else {
+        /* One run of K steps, or chunks between checkpoints (checkpoint.c). */
+        CliCkpt ck;
         TsOutputs *out = NULL;
         TsDiag d = {0};
-        TsRunOptions ro = run_options(o, cli_now() - t0);
-        progress_start(o, true, &ro);
-        TsStatus st = ts_plan_run(p, &ro, &out, &d);
-        progress_end();
-        rc = finish(o, st, out, &d);
+        TsStatus st = TS_OK;
+        rc = cli_ckpt_setup(o, p, &ck);
+        while (rc == CLI_OK) {
+            TsRunOptions ro = run_options(o, cli_now() - t0);
+            ro.steps = cli_ckpt_chunk(&ck);
+            if ((rc = cli_ckpt_inputs(o, p, &ck, &ro)) != CLI_OK)
+                break;
+            progress_start(o, true, &ro);
+            st = ts_plan_run(p, &ro, &out, &d);
+            progress_end();
+            if (st != TS_OK)
+                break;
+            ck.done += ro.steps;
+            if (cli_ckpt_due(&ck) && (rc = cli_ckpt_write(&ck, out)) != CLI_OK)
+                break;
+            if (ck.done >= ck.steps)
+                break;
+            ts_outputs_free(out);
+            out = NULL;
+        }
+        ckpt_stats(o, &ck);
+        if (rc == CLI_OK)
+            rc = finish(o, st, out, &d);
+        else
+            ts_outputs_free(out);
+        cli_ckpt_free(&ck);
     }
     ts_plan_free(p);
     return rc;
@@ -443,6 +534,12 @@ static int run_mpi(const CliOptions *o, double t0)
     }
     bool said = false; /* this rank's own error is out (say_error) */
     ts_mpi_on_error(w, say_error, &said);
+    atomic_store(&g_world, w);
+    if ((st = ts_mpi_heartbeat(w, o->heartbeat, &d)) != TS_OK) {
+        int rc = cli_report(st, &d);
+        ts_mpi_abort(w, NULL);
+        return rc;
+    }
     int rank = ts_mpi_rank(w), size = ts_mpi_size(w);
     t0 = cli_now(); /* phases start after MPI_Init */
     TsPlan *p = NULL;
@@ -468,28 +565,66 @@ static int run_mpi(const CliOptions *o, double t0)
         rc = cli_exit_status(st);
         ts_diag_clear(&d);
     }
+    CliCkpt ck;
+    memset(&ck, 0, sizeof ck);
+    if (rc == CLI_OK)
+        rc = cli_ckpt_setup(o, p, &ck);
     int stop = agree_loaded(w, rc);
     if (stop >= 0) {
+        cli_ckpt_free(&ck);
         ts_plan_free(p);
+        atomic_store(&g_world, NULL);
         ts_mpi_finalize(w, false, &d);
         ts_diag_clear(&d);
         return stop;
     }
-    TsRunOptions ro = run_options(o, cli_now() - t0);
-    ro.on_error = say_error;
-    ro.on_error_ctx = &said;
     TsOutputs *out = NULL;
-    progress_start(o, rank == 0, &ro);
-    st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
-    progress_end();
-    /* The failing rank said its error (say_error); the others return one
-     * naming that rank, printed by rank 0 only. */
-    if (st != TS_OK) {
-        rc = cli_exit_status(st);
-        if (rank == 0 && !said)
-            cli_print_diag(&d);
-        ts_diag_clear(&d);
+    /* One run, or chunks between checkpoints: rank 0 writes each, every
+     * rank agrees it is there, then each reads its shards of it. */
+    while (rc == CLI_OK) {
+        TsRunOptions ro = run_options(o, cli_now() - t0);
+        ro.on_error = say_error;
+        ro.on_error_ctx = &said;
+        ro.steps = cli_ckpt_chunk(&ck);
+        int irc = cli_ckpt_inputs(o, p, &ck, &ro);
+        int failed = ts_mpi_agree(w, irc == CLI_OK, irc, &stop);
+        if (failed >= 0) {
+            rc = stop ? stop : CLI_FAIL;
+            st = TS_ERUNTIME;
+            break;
+        }
+        progress_start(o, rank == 0, &ro);
+        st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
+        progress_end();
+        /* The failing rank said its error (say_error); the others return one
+         * naming that rank, printed by rank 0 only. */
+        if (st != TS_OK) {
+            rc = cli_exit_status(st);
+            if (rank == 0 && !said)
+                cli_print_diag(&d);
+            ts_diag_clear(&d);
+            break;
+        }
+        ck.done += ro.steps;
+        if (cli_ckpt_due(&ck)) {
+            int wrc = rank == 0 ? cli_ckpt_write(&ck, out) : cli_ckpt_mark(&ck);
+            if ((failed = ts_mpi_agree(w, wrc == CLI_OK, wrc, &stop)) >= 0) {
+                if (rank == 0 && wrc == CLI_OK)
+                    fprintf(stderr, "tessel: error: rank %d failed writing a checkpoint; every rank stops\n", failed);
+                rc = stop ? stop : CLI_FAIL;
+                st = TS_ERUNTIME;
+                break;
+            }
+        }
+        if (ck.done >= ck.steps)
+            break;
+        ts_outputs_free(out);
+        out = NULL;
     }
+    if (rank == 0)
+        ckpt_stats(o, &ck);
+    cli_ckpt_free(&ck);
+    atomic_store(&g_world, NULL); /* from here a timeout ends this process alone */
     TsStatus fin = ts_mpi_finalize(w, st == TS_OK, &d);
     if (st == TS_OK && fin != TS_OK) {
         /* As above: another rank's failure is said once, by rank 0. */
@@ -533,7 +668,11 @@ static int run_run(const CliOptions *o)
         if (strchr(o->inputs[i].key, '@'))
             return cli_usage_error(&cli_cmd_run, "--input %s: KEY@DEVICE binds one device of a replay: add --spmd",
                                    o->inputs[i].key);
+    if (o->reference && (o->given & OPT_HEARTBEAT))
+        return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
+                               "alone");
     install_signals();
+    start_timeout(o);
     double t0 = cli_now();
     int rc = o->reference ? run_reference(o, t0) : ts_mpi_launched() ? run_mpi(o, t0) : run_alone(o, t0);
     /* Release the cached topology and allocators (nothing leaks). */
@@ -547,6 +686,7 @@ const CliCommand cli_cmd_run = {
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
-               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR,
+               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
+               OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME,
     .run = run_run,
 };

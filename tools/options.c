@@ -52,6 +52,11 @@ static const OptSpec OPTS[] = {
     {"--dump-dir", OPT_DUMP_DIR, true},
     {"--watch", OPT_WATCH, true},
     {"--progress", OPT_PROGRESS, false},
+    {"--timeout", OPT_TIMEOUT, true},
+    {"--heartbeat", OPT_HEARTBEAT, true},
+    {"--checkpoint-every", OPT_CHECKPOINT_EVERY, true},
+    {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
+    {"--resume", OPT_RESUME, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -182,6 +187,18 @@ static int parse_count(const CliCommand *cmd, const char *opt, const char *v, in
     return CLI_OK;
 }
 
+/* A duration: seconds > 0 (decimals allowed), at most a year. */
+static int parse_seconds(const CliCommand *cmd, const char *opt, const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0) || x > 366.0 * 86400)
+        return cli_usage_error(cmd, "%s needs a number of seconds > 0, not '%s'", opt, v);
+    *out = x;
+    return CLI_OK;
+}
+
 /* A seed: an unsigned 64-bit decimal or 0x-hex number. */
 static int parse_seed(const CliCommand *cmd, const char *v, uint64_t *out)
 {
@@ -280,6 +297,11 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_HOSTS: return parse_count(cmd, s->name, v, &o->hosts);
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
     case OPT_STEPS: return parse_count(cmd, s->name, v, &o->steps);
+    case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);
+    case OPT_HEARTBEAT: return parse_seconds(cmd, s->name, v, &o->heartbeat);
+    case OPT_CHECKPOINT_EVERY: return parse_count(cmd, s->name, v, &o->checkpoint_every);
+    case OPT_CHECKPOINT_DIR: o->checkpoint_dir = v; return CLI_OK;
+    case OPT_RESUME: o->resume = v; return CLI_OK;
     case OPT_OUTPUT_DEVICE: {
         /* A device number is >= 0: parse_count's rule shifted by one. */
         char *end;

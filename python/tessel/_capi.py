@@ -37,7 +37,9 @@ class TsLimits(ctypes.Structure):
                 ("tuple", c_int32),
                 ("depth", c_int32),
                 ("name", c_int64),
-                ("devices", c_int64)]
+                ("devices", c_int64),
+                ("trips", c_int64),
+                ("memory_bytes", c_int64)]
 
 
 class TsCompileOptions(ctypes.Structure):
@@ -96,7 +98,9 @@ class TsRunOptions(ctypes.Structure):
                 ("output_device", c_int64),
                 ("on_step", ON_STEP),
                 ("on_step_ctx", c_void_p),
-                ("watch", c_char_p)]
+                ("watch", c_char_p),
+                ("limits", ctypes.POINTER(TsLimits)),
+                ("heartbeat_seconds", ctypes.c_double)]
 
 
 class TsStepInfo(ctypes.Structure):

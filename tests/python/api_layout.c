@@ -28,6 +28,8 @@ int main(void)
     FIELD(TsLimits, depth);
     FIELD(TsLimits, name);
     FIELD(TsLimits, devices);
+    FIELD(TsLimits, trips);
+    FIELD(TsLimits, memory_bytes);
     SIZE(TsCompileOptions);
     FIELD(TsCompileOptions, num_partitions);
     FIELD(TsCompileOptions, num_replicas);
@@ -83,6 +85,8 @@ int main(void)
     FIELD(TsDumpOptions, nexpand);
     FIELD(TsDumpOptions, expand);
     FIELD(TsDumpOptions, graph_svg);
+    FIELD(TsRunOptions, limits);
+    FIELD(TsRunOptions, heartbeat_seconds);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
