@@ -207,7 +207,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         if (prog->cluster[0].replay) {
             /* Every device's outputs to rank 0, as they are. */
             DevValue **all = rank == 0 ? ts_calloc((size_t)ndev, sizeof *all) : NULL;
-            if ((rank == 0 && !all) || rt_mpi_gather_devices(t, l, local, all, &id) != IR_OK ||
+            if ((rank == 0 && !all) || rt_mpi_gather_devices(t, l, local, NULL, all, &id) != IR_OK ||
                 (rank == 0 && api_replay_outputs(p, o, all, &result, &ndevices, &id) != IR_OK))
                 abort_job(o, t, &id); /* the others may be waiting in the gather */
             for (int64_t g = 0; all && g < ndev; g++)

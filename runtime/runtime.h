@@ -323,7 +323,12 @@ void rt_shard_box(const IrShape *full, const IrSharding *s, int64_t p, int64_t *
 IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, DevValue **out,
                         IrDiag *d);
 /* Rebuild the full value of shape `full` from the shards shard[p] of
- * partitions p = 0..n-1 under `s` (padding dropped). */
+ * partitions p = 0..n-1 under `s` (padding dropped). shard[p] may be NULL
+ * where needed[p] of rt_unshard_needed is false. */
+/* needed[p] = true (n entries, set, never cleared) for the partitions
+ * rt_unshard_value reads: the first holder of each tile of some leaf (the
+ * other holders have copies). IR_ENOMEM only. */
+IrStatus rt_unshard_needed(const IrShape *full, const IrSharding *s, int64_t n, bool *needed);
 IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
                           DevValue *const *shard, DevValue **out, IrDiag *d);
 
@@ -401,8 +406,12 @@ int rt_mpi_agree(RtTransport *t, bool ok);
 int rt_mpi_max(RtTransport *t, int value);
 /* Gather the roots of this host's nlocal devices to rank 0, where all[g]
  * receives device g's (nlocal x ranks entries, new references; all is
- * not touched elsewhere). Every device's root has one shape. */
-IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, DevValue **all, IrDiag *d);
+ * not touched elsewhere). Every device's root has one shape. With
+ * `wanted` (every rank passes the same), only devices g with wanted[g]
+ * travel (all[g] stays NULL for the others): a replicated output crosses
+ * the network once, not once per device. */
+IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, const bool *wanted, DevValue **all,
+                               IrDiag *d);
 /* Gather the root shards of this host's nlocal devices to rank 0, where
  * *out receives the full output (NULL elsewhere). */
 IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,

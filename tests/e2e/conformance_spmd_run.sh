@@ -55,7 +55,6 @@ case "${TESSEL_BUILD:-}" in */asan) MEM_KB=unlimited ;; esac
 # Module -> "substring of the partitioned run's first error line|why".
 declare -A REFUSED=(
     [EinsumLHSNonContractingDimsPartitioned]="out of memory|a 15 GiB output: the run holds every device's shard and the whole output it assembles (2 x 15 GiB)"
-    [KeepPartitionedNonSlicedDimension]="out of memory|dynamic-update-slice and pad of tiled dims all-gather their operands to every device (several whole bf16[16,224,224,384] on each of 4)"
 )
 # Modules whose partitioned run takes 40 to 55 s in the full walk on 2
 # busy cores (their reference 10 to 50 s): a run past the 60 s limit is
@@ -68,7 +67,8 @@ declare -A SLOW=(
     [BidirectionalEinsumLHSWindowedInContractingOutNonContractingPartitioned]="8 devices on 2 cores, as long as its reference (about 45 s)"
     [EinsumLHSWindowedInContractingOutNonContractingPartitioned2]="8 devices on 2 cores, about 50 s (reference 30 s)"
     [GatherPassthrough]="about 50 s (reference 12 s)"
-    [KeepPartitionedNonSlicedDimensionWithConstantIndices]="pad and dynamic-update-slice all-gather to every device: about 45 s (reference 10 s)"
+    [KeepPartitionedNonSlicedDimensionWithConstantIndices]="pad and dynamic-update-slice gather their sliced dims: about 45 s on a busy machine (reference 10 s)"
+    [KeepPartitionedNonSlicedDimension]="reference 35 s, partitioned 39 s idle, 21 s of either writing its bf16[16,512,512,384] output as 6.4 GB of f32"
 )
 # Only under mpirun: "substring|why".
 declare -A MPI_REFUSED=(
