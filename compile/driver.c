@@ -265,9 +265,11 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     p->num_partitions = n;
     p->num_replicas = r;
 
-    /* 3. propagate */
+    /* 3. propagate (scans first become loops: the loop rules partition them) */
     ShdPropagateOptions popt = {.num_devices = n};
-    st = shd_propagate(src, &popt, d);
+    st = shd_expand_scans(src, d);
+    if (st == IR_OK)
+        st = shd_propagate(src, &popt, d);
     if (st == IR_OK)
         st = dump(&o, -1, "after_propagate", src, d);
 

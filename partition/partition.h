@@ -115,6 +115,10 @@ typedef struct ShdPropagateOptions {
  * are documented in propagate.c. Errors: IR_ENOMEM, or IR_EINPUT for
  * annotations that contradict each other where no reshard is possible. */
 IrStatus shd_propagate(IrModule *m, const ShdPropagateOptions *opt, IrDiag *d);
+/* Rewrite every scan as a call of a while loop that computes it
+ * (expand_scan.c), so that propagation and the partitioner treat it as a
+ * loop: run before shd_propagate. IR_ENOMEM / IR_EINTERNAL only. */
+IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
 
 /* XLA's annotation custom-calls that return their one operand unchanged
  * (the executor runs them as identities, device/k_markers.c; docs/cli.md
