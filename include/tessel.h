@@ -375,8 +375,8 @@ typedef struct TsRunOptions {
     const char *watch;
     /* trips and memory_bytes of these limits bound the run (NULL: the
      * defaults: unbounded loops, the host's available memory). A plan
-     * whose estimated peak memory on this process (peak per device x
-     * local devices) exceeds memory_bytes is refused before it runs
+     * whose estimated peak memory per device exceeds memory_bytes is
+     * refused before it runs
      * (TS_EINPUT); a while loop that would run more than `trips` trips
      * fails the run (TS_ERUNTIME naming the loop). */
     const TsLimits *limits;

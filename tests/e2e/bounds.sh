@@ -35,7 +35,7 @@ expect_in "$ERR" "--limit trips needs a whole number"
 
 # ---- --limit memory: refused before running, exit 2 ----
 expect_status 2 "$TESSEL" run "$FOREVER" --random-inputs 1 --limit memory=100
-expect_in "$ERR" "the plan needs an estimated 272 bytes of memory (peak 136 bytes per device x 2 devices in this process), more than --limit memory of 100 bytes"
+expect_in "$ERR" "the plan needs an estimated 136 bytes of memory per device, more than --limit memory of 100 bytes"
 expect_status 1 "$TESSEL" run "$FOREVER" --random-inputs 1 --limit memory=1K --limit trips=3
 expect_status 2 "$TESSEL" run "$FOREVER" --random-inputs 1 --limit memory=12Q
 expect_in "$ERR" "K, M or G"
