@@ -140,6 +140,8 @@ typedef struct SpmdHalo {
     int64_t lo, hi;            /* rows added on the left / right */
     int64_t lo_ex, hi_ex;      /* of which exchanged with the neighbours */
     int64_t stride, pad_lo;
+    bool gathered;             /* the whole dim is gathered first (spmd_conv.c: wide windows) */
+    int64_t pad_hi;            /* gathered: rows padded after the input */
 } SpmdHalo;
 /* Plan the halo of an input dim of size `in` (output size `out`, `t`
  * tiles) under window dim `w`; false when it cannot be done (base
