@@ -157,7 +157,7 @@ static IrStatus dispatch(PComp *pc, int32_t i)
         return spmd_manual(pc, i);
     switch (ir_op_family(ins->op)) {
     case FAM_ELEMENTWISE:
-        return ins->op == OP_MAP ? spmd_fallback(pc, i) : spmd_elementwise(pc, i);
+        return spmd_elementwise(pc, i); /* map: its scalar computation per element */
     case FAM_CONSTANT: return spmd_constant(pc, i);
     case FAM_IOTA: return spmd_iota(pc, i);
     case FAM_TUPLE: return spmd_tuple(pc, i);

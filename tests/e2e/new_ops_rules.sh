@@ -53,7 +53,19 @@ expect_status 0 "$TESSEL" run "$m" --input 0="$WORK/s2.npy" --input 1="$WORK/s3.
 for f in "$WORK"/wr/output_*.npy; do
     npy_match "$f" "$WORK/wp/$(basename "$f")" || fail "rng_shard_draw: $(basename "$f") differs after the counter wraps"
 done
-# Ops still without a rule are named: map.
+# Ops still without a rule are named: rng (its draws follow the run's
+# seed, element by element over the whole shape). map is elementwise.
+cat >"$WORK/rng.hlo" <<'HLO'
+HloModule s, num_partitions=2
+
+ENTRY e {
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  ROOT r = f32[4,3] rng(lo, hi), distribution=rng_uniform, sharding={devices=[2,1]0,1}
+}
+HLO
+expect_status 0 "$TESSEL" compile "$WORK/rng.hlo" -o "$WORK/rng.plan"
+expect_in "$WORK/rng.plan" '// TesselFallback r'
 cat >"$WORK/map.hlo" <<'HLO'
 HloModule s, num_partitions=2
 
@@ -63,12 +75,16 @@ neg {
 }
 
 ENTRY e {
-  x = f32[4] parameter(0), sharding={devices=[2]0,1}
-  ROOT m = f32[4] map(x), dimensions={0}, to_apply=neg
+  x = f32[5] parameter(0), sharding={devices=[2]0,1}
+  ROOT m = f32[5] map(x), dimensions={0}, to_apply=neg
 }
 HLO
 expect_status 0 "$TESSEL" compile "$WORK/map.hlo" -o "$WORK/map.plan"
-expect_in "$WORK/map.plan" '// TesselFallback m'
+grep -q '^// TesselFallback' "$WORK/map.plan" && fail "map: a fallback"
+grep -q '^// TesselCollective' "$WORK/map.plan" && fail "map: a collective"
+expect_status 0 "$TESSEL" run "$WORK/map.hlo" --reference --random-inputs 4 --output-dir "$WORK/mr"
+expect_status 0 "$TESSEL" run "$WORK/map.hlo" --random-inputs 4 --output-dir "$WORK/mp"
+npy_match "$WORK/mr/output_0.npy" "$WORK/mp/output_0.npy" || fail "map partitioned differs"
 # A scan is a while loop by then (partition/expand_scan.c): over its
 # sharded scanned dim only the step's dynamic-slice gathers; no scan is
 # left in the program.
