@@ -6,6 +6,7 @@
 #include "api_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,8 +77,15 @@ void ts_shutdown(void)
 TsLimits ts_limits_default(void)
 {
     IrLimits l = ir_default_limits();
-    return (TsLimits){l.max_elements, l.max_rank, l.max_tuple, l.max_depth, l.max_name,
-                      COMPILE_DEFAULT_MAX_DEVICES};
+    return (TsLimits){.elements = l.max_elements,
+                      .rank = l.max_rank,
+                      .tuple = l.max_tuple,
+                      .depth = l.max_depth,
+                      .name = l.max_name,
+                      .devices = COMPILE_DEFAULT_MAX_DEVICES,
+                      .instructions = l.max_instructions,
+                      .trips = 0,
+                      .memory_bytes = 0};
 }
 
 IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
@@ -93,23 +101,52 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
     if (l->tuple > 0)
         r.max_tuple = l->tuple;
     if (l->depth > 0)
-        r.max_depth = l->depth;
+        r.max_depth = r.max_call_depth = l->depth;
+    if (l->instructions > 0)
+        r.max_instructions = l->instructions;
     if (l->name > 0)
         r.max_name = l->name;
     *max_devices = l->devices;
     return r;
 }
 
-/* NAME=VALUE: a limit can be lowered or raised, rank only up to
- * IR_MAX_RANK, devices up to COMPILE_DEFAULT_MAX_DEVICES. */
+/* A byte count: a decimal number with an optional K, M, G or T suffix
+ * (powers of 1024), e.g. "512M". False on anything else or overflow. */
+static bool parse_bytes(const char *v, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || x < 1)
+        return false;
+    static const char units[] = "KMGT";
+    const char *u = *end ? strchr(units, *end) : NULL;
+    if (*end && (!u || end[1]))
+        return false;
+    for (int k = u ? (int)(u - units) + 1 : 0; k > 0; k--) {
+        if (x > LLONG_MAX / 1024)
+            return false;
+        x *= 1024;
+    }
+    *out = x;
+    return true;
+}
+
+/* NAME=VALUE, the syntax of every --limit: a limit can be lowered or
+ * raised, rank only up to IR_MAX_RANK, devices up to
+ * COMPILE_DEFAULT_MAX_DEVICES, depth up to 200 (the passes and the device
+ * executor recurse on call nesting; the executor refuses more than 200
+ * levels, device/exec.c MAX_DEPTH, and 200 fit every stack, also under
+ * ASan: tests/e2e/hostile.sh). */
 TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 {
+    enum { L_ELEMENTS, L_RANK, L_TUPLE, L_DEPTH, L_NAME, L_DEVICES, L_INSTRUCTIONS, L_TRIPS, L_MEMORY, NNAMES };
     static const struct {
         const char *name;
         int64_t max;
-    } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                 {"depth", 4096},         {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES}};
-    enum { NNAMES = sizeof names / sizeof *names };
+    } names[NNAMES] = {{"elements", INT64_MAX},     {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
+                       {"depth", 200},              {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
+                       {"instructions", INT32_MAX}, {"trips", INT64_MAX},  {"memory", INT64_MAX}};
     IrDiag id = {0};
     const char *eq = spec ? strchr(spec, '=') : NULL;
     size_t k = 0, n = eq ? (size_t)(eq - spec) : 0;
@@ -117,24 +154,36 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
         k++;
     if (!eq || k == NNAMES)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name or "
-                                 "devices, not '%s'", spec ? spec : ""),
+                                 "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name, "
+                                 "devices, instructions, trips or memory, not '%s'", spec ? spec : ""),
                         &id, d);
-    char *end;
-    errno = 0;
-    long long x = strtoll(eq + 1, &end, 10);
-    if (errno || end == eq + 1 || *end || x < 1 || x > names[k].max)
+    long long x = 0;
+    bool ok;
+    if (k == L_MEMORY) {
+        ok = parse_bytes(eq + 1, &x);
+    } else {
+        char *end;
+        errno = 0;
+        x = strtoll(eq + 1, &end, 10);
+        ok = !errno && end != eq + 1 && !*end && x >= 1 && x <= names[k].max;
+    }
+    if (!ok)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 "--limit %s needs a whole number from 1 to %lld, not '%s'", names[k].name,
-                                 (long long)names[k].max, eq + 1),
+                                 k == L_MEMORY ? "--limit %s needs a byte count from 1 to %lld (optionally with K, M, G or "
+                                                 "T: powers of 1024), not '%s'"
+                                               : "--limit %s needs a whole number from 1 to %lld, not '%s'",
+                                 names[k].name, (long long)names[k].max, eq + 1),
                         &id, d);
     switch (k) {
-    case 0: l->elements = x; break;
-    case 1: l->rank = (int32_t)x; break;
-    case 2: l->tuple = (int32_t)x; break;
-    case 3: l->depth = (int32_t)x; break;
-    case 4: l->name = x; break;
-    default: l->devices = x; break;
+    case L_ELEMENTS: l->elements = x; break;
+    case L_RANK: l->rank = (int32_t)x; break;
+    case L_TUPLE: l->tuple = (int32_t)x; break;
+    case L_DEPTH: l->depth = (int32_t)x; break;
+    case L_NAME: l->name = x; break;
+    case L_DEVICES: l->devices = x; break;
+    case L_INSTRUCTIONS: l->instructions = x; break;
+    case L_TRIPS: l->trips = x; break;
+    default: l->memory_bytes = x; break;
     }
     return TS_OK;
 }

@@ -668,6 +668,18 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
     return IR_OK;
 }
 
+/* The modules of a plan are checked against the default limits, with
+ * room for what compiling added to a model within them: outlining puts the
+ * clusters one call level deeper (a host program calls them), and the
+ * partitioner adds instructions (reshards, collectives). */
+static IrParseOptions plan_parse_options(void)
+{
+    IrParseOptions opt = ir_default_parse_options();
+    opt.limits.max_call_depth += 2;
+    opt.limits.max_instructions *= 4;
+    return opt;
+}
+
 /* One SPMD module and its lines: text[0, len) is the segment, which
  * starts at line `pad + 1` of the file (diagnostics name the file's
  * lines); `host` NULL for a plan without host work, else cluster k (named
@@ -687,7 +699,7 @@ static IrStatus cluster_plan_load(const char *path, const char *text, size_t len
     memset(copy, '\n', (size_t)pad);
     memcpy(copy + pad, text, len);
     len += (size_t)pad;
-    IrParseOptions opt = ir_default_parse_options();
+    IrParseOptions opt = plan_parse_options();
     IrStatus st = ir_parse(path, copy, len, &opt, &out->spmd, d);
     if (st != IR_OK) {
         plan_cluster_free(out);
@@ -1020,7 +1032,7 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
     }
     memcpy(copy, text, n0);
     copy[n0] = 0;
-    IrParseOptions opt = ir_default_parse_options();
+    IrParseOptions opt = plan_parse_options();
     IrStatus st = ir_parse(path, copy, n0, &opt, &p->host, d);
     HostHdr hh = {0};
     Loader L = {.file = path, .text = copy, .len = n0, .d = d, .a = res->arena};

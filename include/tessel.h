@@ -116,16 +116,26 @@ typedef struct TsLimits {
     int64_t elements;        /* per array (default 2^34) */
     int32_t rank;            /* default 64 */
     int32_t tuple;           /* tuple width (default 65536) */
-    int32_t depth;           /* nesting of tuples, literals, braces (default 64) */
+    int32_t depth;           /* nesting of tuples, literals, braces, and of computation
+                              * calls (a call, while, conditional, to_apply... inside a
+                              * computation another one calls), in levels (default 64) */
     int64_t name;            /* bytes of a name (default 4096) */
     int64_t devices;         /* partitions x replicas (default 4096) */
+    int64_t instructions;    /* instructions of a module, all computations (default 4194304) */
+    /* Set by the run-time limits (RELIABILITY.md): carried here so that
+     * one --limit KEY=VALUE syntax sets them all. trips: iterations of any
+     * one while loop (0: unbounded); memory_bytes: a plan's peak
+     * per-device memory estimate (0: the host's available memory). */
+    int64_t trips;
+    int64_t memory_bytes;
 } TsLimits;
 
 /* The defaults above. */
 TsLimits ts_limits_default(void);
 /* Set one limit from "NAME=VALUE" text (NAME: elements, rank, tuple,
- * depth, name, devices; VALUE a decimal integer >= 1). TS_EINPUT with a
- * message saying what was expected. */
+ * depth, name, devices, instructions, trips, memory; VALUE a decimal
+ * integer >= 1, memory also with a K, M, G or T suffix, powers of 1024).
+ * TS_EINPUT with a message saying what was expected. */
 TsStatus ts_limits_set(TsLimits *l, const char *name_eq_value, TsDiag *d);
 
 /* An HLO module, parsed and verified. */

@@ -276,6 +276,11 @@ typedef struct IrLimits {
     int32_t max_tuple;       /* tuple width; default 1<<16 */
     int32_t max_depth;       /* nesting of tuples, literals, braces; default 64 */
     int64_t max_name;        /* name length; default 4096 */
+    /* Levels of computation calls (entry = 1, each computation it calls
+     * one more); default max_depth. The passes and the executor walk call
+     * nesting recursively, so this bounds their stack. */
+    int32_t max_call_depth;
+    int64_t max_instructions; /* instructions of the module; default 1 << 22 */
 } IrLimits;
 IrLimits ir_default_limits(void);
 

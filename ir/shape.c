@@ -15,6 +15,8 @@ IrLimits ir_default_limits(void)
         .max_tuple = 1 << 16,
         .max_depth = 64,
         .max_name = 4096,
+        .max_call_depth = 64,
+        .max_instructions = (int64_t)1 << 22,
     };
     return l;
 }

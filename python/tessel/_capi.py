@@ -37,7 +37,10 @@ class TsLimits(ctypes.Structure):
                 ("tuple", c_int32),
                 ("depth", c_int32),
                 ("name", c_int64),
-                ("devices", c_int64)]
+                ("devices", c_int64),
+                ("instructions", c_int64),
+                ("trips", c_int64),
+                ("memory_bytes", c_int64)]
 
 
 class TsCompileOptions(ctypes.Structure):

@@ -28,6 +28,9 @@ int main(void)
     FIELD(TsLimits, depth);
     FIELD(TsLimits, name);
     FIELD(TsLimits, devices);
+    FIELD(TsLimits, instructions);
+    FIELD(TsLimits, trips);
+    FIELD(TsLimits, memory_bytes);
     SIZE(TsCompileOptions);
     FIELD(TsCompileOptions, num_partitions);
     FIELD(TsCompileOptions, num_replicas);
