@@ -10,6 +10,7 @@ PACKAGES=(
     libopenmpi-dev openmpi-bin
     libhwloc-dev libcmocka-dev libopenblas-dev libjansson-dev
     libfftw3-dev     # fft (FFTW)
+    nettle-dev       # SHA-256 of plan files and of outputs (compile/digest.c, api/outdir.c)
     python3-numpy    # tests check kernels against NumPy (Debian's /usr/bin/python3)
     python3-mpi4py   # tests/python/mpi_run.py: the Python module under mpirun (skipped without)
     python3          # the end-to-end tests write and read .npy with it
