@@ -192,8 +192,16 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 
 char *api_read_file(const char *path, size_t *len, IrDiag *d)
 {
-    /* O_NONBLOCK: opening a FIFO for reading must not wait for a writer;
-     * the file is refused below unless it is regular. */
+    /* stat first: a FIFO, a socket or a device is refused before it is
+     * opened (opening some devices acts on them). O_NONBLOCK: should the
+     * path change into a FIFO in between, opening it must not wait for a
+     * writer; the descriptor is checked again below. */
+    struct stat pre;
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file (%s): models and plans are read from files",
+                 rt_file_kind(pre.st_mode));
+        return NULL;
+    }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "cannot open: %s", strerror(errno));

@@ -23,6 +23,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,15 +370,39 @@ static void shape_tuple_text(char *buf, size_t cap, int32_t rank, const int64_t 
 
 /* ---- reading ---- */
 
+const char *rt_file_kind(unsigned mode)
+{
+    return S_ISFIFO(mode)   ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISREG(mode)  ? "a regular file"
+                            : "not a regular file";
+}
+
 /* Open `path` and read and parse its header; *fp stays open on success. */
 static IrStatus open_npy(const char *path, FILE **fp, RtNpyHeader *h, int64_t *fsize,
                          IrDiag *d)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return npy_error(d, IR_EINPUT, path, "cannot open: %s",
-                         strerror(errno));
+    /* stat before open: opening a FIFO waits for a writer, a device may
+     * act on being opened. Then the descriptor is checked again (the path
+     * may have changed between the two), and O_NONBLOCK keeps even that
+     * open from waiting. */
     struct stat sb;
+    if (stat(path, &sb) != 0)
+        return npy_error(d, IR_EINPUT, path, "cannot open: %s", strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return npy_error(d, IR_EINPUT, path, "not a regular file (%s): inputs are read from .npy files",
+                         rt_file_kind(sb.st_mode));
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return npy_error(d, IR_EINPUT, path, "cannot open: %s", strerror(err));
+    }
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
         return npy_error(d, IR_EINPUT, path, "not a regular file");

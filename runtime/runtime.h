@@ -64,6 +64,9 @@ const char *rt_npy_descr(IrType t);
 IrStatus rt_npy_parse_header(const uint8_t *buf, size_t len, const char *file, RtNpyHeader *h,
                              IrDiag *d);
 
+/* What a file of this st_mode is, for messages ("a FIFO", "a socket", "a
+ * character device", ...). Static string. */
+const char *rt_file_kind(unsigned mode);
 /* Read a whole .npy file into `out`, which holds the array `expect` (an
  * array shape; bf16 is converted from the <f4 on disk, rounding to nearest
  * even) in the in-memory form of IrAttrs.literal: ir_shape_bytes(expect)
