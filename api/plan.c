@@ -66,6 +66,8 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     TsCompileOptions none = {0};
     if (!o)
         o = &none;
+    if (src->src) /* the model's text, for the outputs' manifest */
+        compile_sha256_hex(src->src, strlen(src->src), p->sha256);
     int64_t maxdev = 0;
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {o->num_partitions, o->num_replicas, o->hosts, o->local_devices, maxdev, o->no_verify};
@@ -100,6 +102,7 @@ TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsL
         return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
     int64_t maxdev = 0;
     IrLimits il = api_limits(lim, &maxdev);
+    compile_sha256_hex(text, len, p->sha256);
     IrStatus st = compile_plan_load(name, text, len, &il, &p->r, &id);
     if (st == IR_OK)
         st = check_targets(&p->r.prog, &id);

@@ -18,8 +18,10 @@
  */
 #include "compile.h"
 
+#include <errno.h>
 #include <nettle/sha2.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char HEADER[] = "// TesselPlanFile format=tessel-plan version=";
 static const char DIGEST[] = "// TesselDigest sha256=";
@@ -80,6 +82,33 @@ static bool starts_with(const char *text, size_t len, const char *s)
 {
     size_t n = strlen(s);
     return len >= n && memcmp(text, s, n) == 0;
+}
+
+bool compile_sha256_fd(int fd, char out[65])
+{
+    struct sha256_ctx c;
+    sha256_init(&c);
+    uint8_t buf[1 << 16];
+    for (off_t off = 0;;) {
+        ssize_t r = pread(fd, buf, sizeof buf, off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return false;
+        if (r == 0)
+            break;
+        sha256_update(&c, (size_t)r, buf);
+        off += r;
+    }
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    sha256_digest(&c, sizeof dg, dg);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        out[2 * i] = hex[dg[i] >> 4];
+        out[2 * i + 1] = hex[dg[i] & 15];
+    }
+    out[HEXLEN] = 0;
+    return true;
 }
 
 bool compile_is_plan_text(const char *text, size_t len)

@@ -370,7 +370,9 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHo
      * too: it is the whole module on one device and this host. It runs
      * unfused, one kernel call per instruction: the plainest path is the
      * one partitioned (fused) runs are checked against. */
-    DevExecOptions opt = {.custom = rt_host_targets(), .no_fusion = true, .host = host};
+    RtHostCtx hc = {.silent = false, .saves = args->saves};
+    DevCustomCalls custom = rt_host_calls(&hc);
+    DevExecOptions opt = {.custom = &custom, .no_fusion = true, .host = host};
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);

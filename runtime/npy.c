@@ -668,7 +668,13 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
     size_t hlen;
     if (make_header(shape, &hdr, &hlen) != IR_OK)
         return npy_error(d, IR_ENOMEM, path, "out of memory");
-    FILE *f = fopen(path, "wb");
+    /* O_NOFOLLOW: a symbolic link planted at the name is refused, never
+     * followed to overwrite its target (a device or pipe that exists is
+     * written in place, as documented). */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (special_file(path) ? 0 : O_TRUNC | O_NOFOLLOW), 0666);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
     if (!f) {
         ts_free(hdr);
         return npy_error(d, IR_ERUNTIME, path, "cannot create: %s", strerror(errno));
@@ -687,6 +693,33 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
         return npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(err));
     }
     return IR_OK;
+}
+
+IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const void *data, IrDiag *d)
+{
+    if (!ir_shape_is_array(shape) || !rt_npy_descr(shape->type) || shape->rank > IR_MAX_RANK)
+        return npy_error(d, IR_EUNSUPPORTED, path, "cannot write a value of this type to .npy");
+    int64_t n = ir_shape_elements(shape);
+    if (n < 0)
+        return npy_error(d, IR_EINPUT, path, "array too large");
+    uint8_t *hdr;
+    size_t hlen;
+    if (make_header(shape, &hdr, &hlen) != IR_OK)
+        return npy_error(d, IR_ENOMEM, path, "out of memory");
+    /* A stream of its own on a duplicate: the caller keeps fd (to read the
+     * file back, to close it). */
+    int dfd = dup(fd);
+    FILE *f = dfd >= 0 ? fdopen(dfd, "wb") : NULL;
+    if (!f && dfd >= 0)
+        close(dfd);
+    bool ok = f && fwrite(hdr, 1, hlen, f) == hlen && write_data(f, shape, data, n) && fflush(f) == 0;
+    int err = errno;
+    ts_free(hdr);
+    if (f && fclose(f) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    return ok ? IR_OK : npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(err));
 }
 
 IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d)
