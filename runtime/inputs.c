@@ -363,6 +363,48 @@ IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out
     return st;
 }
 
+/* Does collective `ins` exchange data between devices of a module of
+ * `ndev` devices? Groups absent or empty mean all of them; a
+ * collective-permute moves data unless every pair is a device to itself. */
+static bool crosses_devices(const IrInstr *ins, int64_t ndev)
+{
+    IrOpcode op = ins->op; /* an async form wraps its collective in a computation: seen there */
+    if (ndev <= 1 || ir_op_family(op) != FAM_COLLECTIVE || op == OP_ALL_REDUCE_DONE || op == OP_ALL_GATHER_DONE ||
+        op == OP_COLLECTIVE_PERMUTE_DONE)
+        return false;
+    if (op == OP_COLLECTIVE_PERMUTE || op == OP_COLLECTIVE_PERMUTE_START) {
+        const IrI64List *p = &ins->a.source_target_pairs;
+        for (int32_t i = 0; i + 1 < p->n; i += 2)
+            if (p->v[i] != p->v[i + 1])
+                return true;
+        return false;
+    }
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    if (!g->present || g->ngroups == 0)
+        return true;
+    for (int32_t i = 0; i < g->ngroups; i++)
+        if (g->group_size[i] > 1)
+            return true;
+    return false;
+}
+
+IrStatus rt_check_reference(const IrModule *m, IrDiag *d)
+{
+    int64_t np = m->num_partitions > 0 ? m->num_partitions : 1, nr = m->replica_count > 0 ? m->replica_count : 1;
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
+            const IrInstr *ins = &m->comp[c]->instr[i];
+            if (crosses_devices(ins, np * nr))
+                return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
+                                "%s: --reference runs the module on one device, but this %s exchanges data "
+                                "between its %lld devices (num_partitions=%lld, replica_count=%lld), which one "
+                                "device alone does not have: the answers would differ. Run it partitioned, or "
+                                "replay it as an SPMD program with --spmd",
+                                ins->name, ir_op_name(ins->op), (long long)(np * nr), (long long)np, (long long)nr);
+        }
+    return IR_OK;
+}
+
 static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHostTransfers *host,
                               DevValue **out, IrDiag *d)
 {
@@ -380,7 +422,8 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHo
 
 IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
 {
-    return run_reference(m, args, NULL, out, d);
+    IrStatus st = rt_check_reference(m, d);
+    return st == IR_OK ? run_reference(m, args, NULL, out, d) : st;
 }
 
 /* ---- steps: aliased outputs become the next step's parameters ---- */
@@ -455,7 +498,9 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
                                 const DevHostTransfers *host, DevValue **out, IrDiag *d)
 {
     *out = NULL;
-    IrStatus st = steps > 1 ? rt_check_aliases(m, d) : IR_OK;
+    IrStatus st = rt_check_reference(m, d);
+    if (st == IR_OK && steps > 1)
+        st = rt_check_aliases(m, d);
     for (int64_t s = 0; st == IR_OK && s < (steps > 1 ? steps : 1); s++) {
         DevValue *r = NULL;
         st = run_reference(m, args, host, &r, d);

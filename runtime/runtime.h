@@ -260,6 +260,13 @@ int64_t rt_entry_leaf_count(const IrModule *m);
 IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out, IrDiag *d);
 void rt_args_free(RtArgs *a);
 
+/* The reference runs a module on one device: a module that declares
+ * several devices (num_partitions x replica_count > 1) and holds a
+ * collective exchanging data between them (groups absent, empty or of
+ * more than one member; a collective-permute between two devices) would
+ * give another answer than its devices: IR_EUNSUPPORTED at the collective.
+ * rt_run_reference and rt_run_reference_steps check it first. */
+IrStatus rt_check_reference(const IrModule *m, IrDiag *d);
 /* Run the entry computation of `m` on one device with the reference
  * executor (dev_execute). On success *out is a new reference to the
  * result. */
