@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -175,6 +176,7 @@ typedef struct Entry {
 typedef struct Set {
     int32_t n;
     Entry *e;
+    const char **sorted;     /* the names, sorted (in_set: a binary search) */
 } Set;
 
 static void set_free(Set *s)
@@ -185,7 +187,26 @@ static void set_free(Set *s)
         dev_value_unref(s->e[i].value);
     }
     ts_free(s->e);
+    ts_free(s->sorted);
     memset(s, 0, sizeof *s);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A directory of 65,536 outputs is checked against 65,536 names: sorted
+ * once, searched in log time. */
+static bool sort_set(Set *s)
+{
+    s->sorted = ts_malloc((size_t)(s->n > 0 ? s->n : 1) * sizeof *s->sorted);
+    if (!s->sorted)
+        return false;
+    for (int32_t i = 0; i < s->n; i++)
+        s->sorted[i] = s->e[i].name;
+    qsort(s->sorted, (size_t)s->n, sizeof *s->sorted, cmp_name);
+    return true;
 }
 
 static bool add(Set *s, int32_t cap, char *name, const char *kind, DevValue *v)
@@ -217,16 +238,22 @@ static IrStatus build_set(const TsOutputs *o, Set *s, IrDiag *d)
     int32_t per = o->ndevices > 0 ? (int32_t)(nout / o->ndevices) : 0;
     memset(s, 0, sizeof *s);
     s->e = ts_calloc((size_t)(cap > 0 ? cap : 1), sizeof *s->e);
-    bool ok = s->e != NULL;
+    DevValue **leaves = ts_malloc((size_t)(nout + nfeed + 1) * sizeof *leaves);
+    bool ok = s->e && leaves;
+    if (ok) {
+        dev_value_leaves(o->result, leaves);
+        if (o->outfeeds)
+            dev_value_leaves(o->outfeeds, leaves + nout);
+    }
     for (int32_t i = 0; ok && i < nout; i++) {
-        DevValue *v = dev_value_leaf(o->result, i);
+        DevValue *v = leaves[i];
         if (v->shape.type == IR_TOKEN)
             continue;
         char *name = per > 0 ? fmt_name("output_%d.device_%d.npy", i % per, i / per) : fmt_name("output_%d.npy", i, 0);
         ok = add(s, cap, name, "output", v);
     }
     for (int32_t i = 0; ok && i < nfeed; i++) {
-        DevValue *v = dev_value_leaf(o->outfeeds, i);
+        DevValue *v = leaves[nout + i];
         if (v->shape.type != IR_TOKEN)
             ok = add(s, cap, fmt_name("outfeed_%d.npy", i, 0), "outfeed", v);
     }
@@ -234,6 +261,7 @@ static IrStatus build_set(const TsOutputs *o, Set *s, IrDiag *d)
         const char *nm = o->saves.names[i];
         const char *why = rt_save_name_problem(nm, strlen(nm));
         if (why) {
+            ts_free(leaves);
             set_free(s);
             return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "tessel_save name '%s': %s", nm, why);
         }
@@ -243,6 +271,8 @@ static IrStatus build_set(const TsOutputs *o, Set *s, IrDiag *d)
             snprintf(name, n, "%s.npy", nm);
         ok = add(s, cap, name, "save", o->saves.values[i]);
     }
+    ts_free(leaves);
+    ok = ok && sort_set(s);
     if (!ok) {
         set_free(s);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
@@ -252,10 +282,7 @@ static IrStatus build_set(const TsOutputs *o, Set *s, IrDiag *d)
 
 static bool in_set(const Set *s, const char *name)
 {
-    for (int32_t i = 0; i < s->n; i++)
-        if (strcmp(s->e[i].name, name) == 0)
-            return true;
-    return false;
+    return bsearch(&name, s->sorted, (size_t)s->n, sizeof *s->sorted, cmp_name) != NULL;
 }
 
 /* Random hex digits (getrandom; the clock and pid if it fails). */

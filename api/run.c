@@ -365,8 +365,14 @@ TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes
 static void summarise(IrStrBuf *s, const DevValue *v, const char *what, int32_t per)
 {
     int32_t n = ir_shape_leaf_count(&v->shape);
+    DevValue **leaves = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof *leaves);
+    if (!leaves) {
+        ir_sb_puts(s, "(out of memory)\n");
+        return;
+    }
+    dev_value_leaves((DevValue *)v, leaves);
     for (int32_t i = 0; i < n; i++) {
-        char *line = rt_value_summary(dev_value_leaf((DevValue *)v, i));
+        char *line = rt_value_summary(leaves[i]);
         if (per)
             ir_sb_printf(s, "%s %d (device %d): %s\n", what, (int)(i % per), (int)(i / per),
                          line ? line : "(out of memory)");
@@ -374,6 +380,7 @@ static void summarise(IrStrBuf *s, const DevValue *v, const char *what, int32_t 
             ir_sb_printf(s, "%s %d: %s\n", what, (int)i, line ? line : "(out of memory)");
         ts_free(line);
     }
+    ts_free(leaves);
 }
 
 char *ts_outputs_summary(const TsOutputs *o)

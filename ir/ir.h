@@ -313,6 +313,10 @@ char *ir_shape_str(const IrShape *s, bool with_layout);
 /* Leaf count (1 for an array), leaves depth first. */
 int32_t ir_shape_leaf_count(const IrShape *s);
 const IrShape *ir_shape_leaf(const IrShape *s, int32_t leaf);
+/* Every leaf of s, depth first, into out[0 .. ir_shape_leaf_count(s)):
+ * one walk, where ir_shape_leaf per leaf would be quadratic in a wide
+ * tuple. Returns the count. */
+int32_t ir_shape_leaves(const IrShape *s, const IrShape **out);
 /* Row-major strides in elements for an array shape; strides has rank entries. */
 void ir_shape_strides(const IrShape *s, int64_t *strides);
 

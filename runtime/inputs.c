@@ -65,9 +65,11 @@ static void leaves_free(Leaves *l)
     ts_free(l->first);
     ts_free((void *)l->path);
     ts_free((void *)l->array);
+    ts_free((void *)l->shape);
     l->first = NULL;
     l->path = NULL;
     l->array = NULL;
+    l->shape = NULL;
 }
 
 static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
@@ -84,8 +86,11 @@ static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
     }
     l->path = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->path);
     l->array = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->array);
-    if (!l->path || !l->array)
+    l->shape = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->shape);
+    if (!l->path || !l->array || !l->shape)
         return fail(d, IR_ENOMEM, "out of memory");
+    for (int32_t p = 0; p < c->nparam; p++)
+        ir_shape_leaves(param_shape(c, p), l->shape + l->first[p]);
     return IR_OK;
 }
 
@@ -186,7 +191,7 @@ static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *
     int count = 0;
     for (int32_t p = 0; p < c->nparam; p++) {
         for (int64_t k = l->first[p]; k < l->first[p + 1]; k++) {
-            const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
+            const IrShape *ls = l->shape[k];
             if (l->path[k] || l->array[k] || ls->type == IR_TOKEN)
                 continue;
             ir_sb_puts(&msg, count++ ? ", " : "");
@@ -208,7 +213,7 @@ static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *
 static IrStatus load_leaf(const IrComputation *c, const Leaves *l, int32_t p, int64_t k,
                           const RtBindOptions *opt, DevValue **out, IrDiag *d)
 {
-    const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
+    const IrShape *ls = l->shape[k];
     DevValue *v = ls->type == IR_TOKEN ? dev_value_new(ls) : dev_value_new_uninit(ls);
     if (!v)
         return fail(d, IR_ENOMEM, "out of memory for %s", ir_type_name(ls->type));
