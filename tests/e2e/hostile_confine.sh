@@ -66,7 +66,7 @@ for mode in "--num-partitions 2" "--reference"; do
 done
 # Under mpirun: rank 0 writes it, inside the directory; a path is refused on every rank.
 if command -v mpirun >/dev/null; then
-    MPIRUN=(env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 120 mpirun --allow-run-as-root
+    MPIRUN=(env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0" timeout 120 mpirun --allow-run-as-root
         --oversubscribe --mca btl tcp,self -np 2)
     expect_status 0 "${MPIRUN[@]}" "$TESSEL" run --input 0="$WORK/x.npy" --output-dir "$WORK/gm" "$WORK/good.hlo"
     [ "$(npy_dump "$WORK/gm/saved.npy")" = "<f4 4 1 4 9 16" ] || fail "mpirun: saved.npy"
