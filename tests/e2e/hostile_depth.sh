@@ -55,7 +55,7 @@ expect_status 0 "$TESSEL" run --limit depth=200 --reference --random-inputs 3 --
 expect_status 0 "$TESSEL" run --limit depth=200 --num-partitions 2 --random-inputs 3 --output-dir "$WORK/got" "$WORK/deep200.hlo"
 same_outputs "$WORK/ref" "$WORK/got" "200 levels of calls"
 expect_status 0 "$TESSEL" compile --limit depth=200 --num-partitions 2 -o "$WORK/deep200.plan" "$WORK/deep200.hlo"
-expect_status 0 "$TESSEL" run --random-inputs 3 --output-dir "$WORK/plan" "$WORK/deep200.plan"
+expect_status 0 "$TESSEL" run --limit depth=200 --random-inputs 3 --output-dir "$WORK/plan" "$WORK/deep200.plan"
 same_outputs "$WORK/ref" "$WORK/plan" "200 levels of calls, from a plan"
 chain "$WORK/deep201.hlo" 200
 for c in check plan; do

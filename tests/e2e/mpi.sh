@@ -76,6 +76,9 @@ expect_in "$ERR" "rank 1:"
 # a corrupted plan
 sed 's/TesselInputSharding 1 {devices=\[1,2\]0,1}/TesselInputSharding 1 {devices=[2,1]0,1}/' "$WORK/two.plan" >"$WORK/bad.plan"
 expect_status 2 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/bad.plan" --random-inputs 1
+expect_in "$ERR" "the plan file's digest does not match its contents"
+plan_resign "$WORK/bad.plan" # behind a right digest: the same refusal by the loader
+expect_status 2 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/bad.plan" --random-inputs 1
 expect_in "$ERR" "its shard under the sharding is"
 
 # ---- per-host shard reads ----
