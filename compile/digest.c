@@ -27,6 +27,17 @@ static const char HEADER[] = "// TesselPlanFile format=tessel-plan version=";
 static const char DIGEST[] = "// TesselDigest sha256=";
 enum { FRAME_VERSION = 1, HEXLEN = 2 * SHA256_DIGEST_SIZE };
 
+/* 32 bytes of digest as 64 lowercase hex digits and a NUL. */
+static void to_hex(const uint8_t *dg, char out[65])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        out[2 * i] = hex[dg[i] >> 4];
+        out[2 * i + 1] = hex[dg[i] & 15];
+    }
+    out[HEXLEN] = 0;
+}
+
 void compile_sha256_hex(const void *data, size_t len, char out[65])
 {
     struct sha256_ctx c;
@@ -42,12 +53,7 @@ void compile_sha256_hex(const void *data, size_t len, char out[65])
         len -= k;
     }
     sha256_digest(&c, sizeof dg, dg);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
-        out[2 * i] = hex[dg[i] >> 4];
-        out[2 * i + 1] = hex[dg[i] & 15];
-    }
-    out[HEXLEN] = 0;
+    to_hex(dg, out);
 }
 
 char *compile_plan_frame(const char *body)
@@ -102,12 +108,7 @@ bool compile_sha256_fd(int fd, char out[65])
     }
     uint8_t dg[SHA256_DIGEST_SIZE];
     sha256_digest(&c, sizeof dg, dg);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
-        out[2 * i] = hex[dg[i] >> 4];
-        out[2 * i + 1] = hex[dg[i] & 15];
-    }
-    out[HEXLEN] = 0;
+    to_hex(dg, out);
     return true;
 }
 

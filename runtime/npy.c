@@ -656,52 +656,43 @@ static bool special_file(const char *path)
     return stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
 }
 
-IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d)
+/* A shape .npy can hold, at most 2^63 elements: IR_OK, else the error. */
+static IrStatus check_writable(const char *path, const IrShape *shape, IrDiag *d)
 {
     if (!ir_shape_is_array(shape) || !rt_npy_descr(shape->type) || shape->rank > IR_MAX_RANK)
         return npy_error(d, IR_EUNSUPPORTED, path, "a value of type %s cannot be written to "
                          ".npy", ir_type_name(shape->type));
-    int64_t n = ir_shape_elements(shape);
-    if (n < 0)
+    if (ir_shape_elements(shape) < 0)
         return npy_error(d, IR_EINPUT, path, "array too large");
-    uint8_t *hdr;
-    size_t hlen;
-    if (make_header(shape, &hdr, &hlen) != IR_OK)
-        return npy_error(d, IR_ENOMEM, path, "out of memory");
+    return IR_OK;
+}
+
+IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d)
+{
+    IrStatus st = check_writable(path, shape, d);
+    if (st != IR_OK)
+        return st;
     /* O_NOFOLLOW: a symbolic link planted at the name is refused, never
      * followed to overwrite its target (a device or pipe that exists is
      * written in place, as documented). */
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (special_file(path) ? 0 : O_TRUNC | O_NOFOLLOW), 0666);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f && fd >= 0)
-        close(fd);
-    if (!f) {
-        ts_free(hdr);
+    bool special = special_file(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (special ? 0 : O_TRUNC | O_NOFOLLOW), 0666);
+    if (fd < 0)
         return npy_error(d, IR_ERUNTIME, path, "cannot create: %s", strerror(errno));
-    }
-    bool ok = fwrite(hdr, 1, hlen, f) == hlen && write_data(f, shape, data, n) &&
-              fflush(f) == 0;
-    int err = errno;
-    ts_free(hdr);
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
-        if (!special_file(path))
-            remove(path);
-        return npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(err));
-    }
-    return IR_OK;
+    st = rt_npy_write_fd(fd, path, shape, data, d);
+    if (close(fd) != 0 && st == IR_OK)
+        st = npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(errno));
+    if (st != IR_OK && !special)
+        remove(path);
+    return st;
 }
 
 IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const void *data, IrDiag *d)
 {
-    if (!ir_shape_is_array(shape) || !rt_npy_descr(shape->type) || shape->rank > IR_MAX_RANK)
-        return npy_error(d, IR_EUNSUPPORTED, path, "cannot write a value of this type to .npy");
+    IrStatus st = check_writable(path, shape, d);
+    if (st != IR_OK)
+        return st;
     int64_t n = ir_shape_elements(shape);
-    if (n < 0)
-        return npy_error(d, IR_EINPUT, path, "array too large");
     uint8_t *hdr;
     size_t hlen;
     if (make_header(shape, &hdr, &hlen) != IR_OK)
