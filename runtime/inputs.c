@@ -401,10 +401,11 @@ IrStatus rt_check_reference(const IrModule *m, IrDiag *d)
             const IrInstr *ins = &m->comp[c]->instr[i];
             if (crosses_devices(ins, np * nr))
                 return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
-                                "%s: --reference runs the module on one device, but this %s exchanges data "
-                                "between its %lld devices (num_partitions=%lld, replica_count=%lld), which one "
-                                "device alone does not have: the answers would differ. Run it partitioned, or "
-                                "replay it as an SPMD program with --spmd",
+                                "%s: --reference runs the module on one device, but this %s is a collective "
+                                "over more than one device (the module's %lld: num_partitions=%lld, "
+                                "replica_count=%lld): it exchanges data one device alone does not have, so the "
+                                "answers would differ. Run it partitioned, or replay it as an SPMD program with "
+                                "--spmd",
                                 ins->name, ir_op_name(ins->op), (long long)(np * nr), (long long)np, (long long)nr);
         }
     return IR_OK;

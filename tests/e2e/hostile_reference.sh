@@ -27,6 +27,7 @@ HLO
 refused() { # refused FILE WHAT
     expect_status 2 "$TESSEL" run --reference --random-inputs 1 "$1"
     expect_in "$ERR" "$(basename "$1"):9:8: error: r: --reference runs the module on one device, but this"
+    expect_in "$ERR" "is a collective over more than one device"
     expect_in "$ERR" "replay it as an SPMD program with --spmd"
 }
 module "$WORK/empty.hlo" 2 'ROOT r = f32[4] all-reduce(x), replica_groups={}, to_apply=add'
