@@ -38,13 +38,16 @@ for name in '"../victim/target"' "\"$WORK/victim/target\"" '"a/b"' '".."' '"..x"
     '"output_0"' '"outfeed_1"' '"outputs"' '"tab\there"' '""'; do
     i=$((i + 1))
     save_model "$WORK/bad$i.hlo" "$name"
-    for mode in "--num-partitions 2" "--reference"; do
+    # Every name partitioned; the first three also --reference and compiled.
+    modes=("--num-partitions 2")
+    [ $i -gt 3 ] || modes+=("--reference")
+    for mode in "${modes[@]}"; do
         # shellcheck disable=SC2086
         expect_status 2 "$TESSEL" run $mode --input 0="$WORK/x.npy" --output-dir "$WORK/o$i" "$WORK/bad$i.hlo"
         expect_in "$ERR" "bad$i.hlo:6:3: error: s: tessel_save"
         [ ! -e "$WORK/o$i" ] || fail "a refused save left $WORK/o$i"
     done
-    expect_status 2 "$TESSEL" compile -o "$WORK/bad$i.plan" "$WORK/bad$i.hlo"
+    [ $i -gt 3 ] || expect_status 2 "$TESSEL" compile -o "$WORK/bad$i.plan" "$WORK/bad$i.hlo"
 done
 [ "$(cat "$WORK/victim/target")" = precious ] || fail "a save reached outside the output directory"
 [ -z "$(ls "$WORK" | grep -v -e '^bad' -e '^x.npy$' -e '^victim$' -e '^stdout$' -e '^stderr$')" ] ||
@@ -135,7 +138,7 @@ for f in m["files"]:
     assert list(a.shape) == f["shape"] and a.dtype.str == f["dtype"], (a.shape, a.dtype.str, f)
 PY
 # Two runs into one directory: the second fails at once, naming the first.
-sed 's/constant(2000000)/constant(3000000)/' "$TESSEL_SRC/tests/e2e/hostile_spin.hlo" >"$WORK/spin.hlo"
+cp "$TESSEL_SRC/tests/e2e/hostile_spin.hlo" "$WORK/spin.hlo" # 2 s in release, more under ASan
 "$TESSEL" run --reference --random-inputs 1 --output-dir "$D" "$WORK/spin.hlo" >"$WORK/a.out" 2>"$WORK/a.err" &
 a=$!
 for _ in $(seq 1 200); do
