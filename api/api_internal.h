@@ -53,6 +53,15 @@ typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, con
                              TsDiag *d);
 /* Read the file at `path` (api_read_file) and parse it with `parse`. */
 TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d);
+/* The heartbeat of a run: 0 means the default, 60 s; < 0 none. */
+double api_heartbeat_seconds(double s);
+/* The while loop bound of a run (--limit trips; 0: unbounded). */
+int64_t api_max_trips(const TsRunOptions *o);
+/* A plan whose estimated peak memory on this process (the largest
+ * cluster's peak per device x `local` devices) exceeds the run's
+ * memory_bytes (0: the host's available memory) is IR_EINPUT naming the
+ * estimate and the limit. */
+IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local, IrDiag *d);
 /* The bind options of a run (inputs as RtInput, borrowed). */
 RtBindOptions api_bind_options(const TsRunOptions *o);
 /* A new TsOutputs holding a reference to result (and outfeeds); NULL on OOM. */
@@ -69,6 +78,22 @@ IrStatus api_bind_devices(const TsPlan *p, const TsRunOptions *o, int64_t first,
  * references taken): a tuple of them, or device o->output_device's alone. */
 IrStatus api_replay_outputs(const TsPlan *p, const TsRunOptions *o, DevValue **res, DevValue **result,
                             int64_t *ndevices, IrDiag *d);
+
+/* What a run's step hook needs: the caller's callback and the output
+ * leaf it watches (-1: none). */
+typedef struct ApiSteps {
+    const TsRunOptions *o;
+    int32_t leaf;
+    int64_t nleaves;         /* leaves of the root (1: the root is the value) */
+} ApiSteps;
+/* The step hook of a run whose result is `root` of computation e (whose
+ * logical root shape is out_shape): TsRunOptions.watch resolved to a leaf
+ * (IR_EINPUT naming what exists when it is not one, or has more than one
+ * element). *hook stays empty without o->on_step. */
+IrStatus api_step_hook(const TsRunOptions *o, const IrComputation *e, const IrShape *out_shape, ApiSteps *ctx,
+                       RtStepHook *hook, IrDiag *d);
+/* api_step_hook for a plan's program (host entry, else cluster 0). */
+IrStatus api_plan_step_hook(const TsPlan *p, const TsRunOptions *o, ApiSteps *ctx, RtStepHook *hook, IrDiag *d);
 
 /* The device binding and step lines of --stats. */
 void api_stats_binding(IrStrBuf *s, const RtRunStats *rs);

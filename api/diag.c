@@ -6,7 +6,6 @@
 #include "api_internal.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +82,9 @@ TsLimits ts_limits_default(void)
                       .depth = l.max_depth,
                       .name = l.max_name,
                       .devices = COMPILE_DEFAULT_MAX_DEVICES,
-                      .instructions = l.max_instructions,
                       .trips = 0,
-                      .memory_bytes = 0};
+                      .memory_bytes = 0,
+                      .instructions = l.max_instructions};
 }
 
 IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
@@ -110,25 +109,26 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
     return r;
 }
 
-/* A byte count: a decimal number with an optional K, M, G or T suffix
- * (powers of 1024), e.g. "512M". False on anything else or overflow. */
-static bool parse_bytes(const char *v, long long *out)
+/* A --limit value: a decimal integer from 1 to max; with `suffixes`
+ * (memory) a K, M or G after it multiplies by 1024, 1024^2, 1024^3. */
+static bool limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
 {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (errno || end == v || x < 1)
+    if (errno || end == v || x < 1 || *v == '+' || *v == ' ')
         return false;
-    static const char units[] = "KMGT";
-    const char *u = *end ? strchr(units, *end) : NULL;
-    if (*end && (!u || end[1]))
-        return false;
-    for (int k = u ? (int)(u - units) + 1 : 0; k > 0; k--) {
-        if (x > LLONG_MAX / 1024)
+    int shift = 0;
+    if (suffixes && *end && !end[1]) {
+        const char *units = "KMG", *u = strchr(units, *end);
+        if (!u)
             return false;
-        x *= 1024;
+        shift = 10 * (int)(u - units + 1);
+        end++;
     }
-    *out = x;
+    if (*end || x > (max >> shift))
+        return false;
+    *out = (int64_t)x << shift;
     return true;
 }
 
@@ -137,16 +137,16 @@ static bool parse_bytes(const char *v, long long *out)
  * COMPILE_DEFAULT_MAX_DEVICES, depth up to 200 (the passes and the device
  * executor recurse on call nesting; the executor refuses more than 200
  * levels, device/exec.c MAX_DEPTH, and 200 fit every stack, also under
- * ASan: tests/e2e/hostile.sh). */
+ * ASan: tests/e2e/hostile_depth.sh). */
 TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 {
-    enum { L_ELEMENTS, L_RANK, L_TUPLE, L_DEPTH, L_NAME, L_DEVICES, L_INSTRUCTIONS, L_TRIPS, L_MEMORY, NNAMES };
     static const struct {
         const char *name;
         int64_t max;
-    } names[NNAMES] = {{"elements", INT64_MAX},     {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                       {"depth", 200},              {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
-                       {"instructions", INT32_MAX}, {"trips", INT64_MAX},  {"memory", INT64_MAX}};
+    } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
+                 {"depth", 200},          {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
+                 {"trips", INT64_MAX},    {"memory", INT64_MAX}, {"instructions", INT32_MAX}};
+    enum { NNAMES = sizeof names / sizeof *names, MEMORY = 7 };
     IrDiag id = {0};
     const char *eq = spec ? strchr(spec, '=') : NULL;
     size_t k = 0, n = eq ? (size_t)(eq - spec) : 0;
@@ -155,35 +155,26 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
     if (!eq || k == NNAMES)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                                  "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name, "
-                                 "devices, instructions, trips or memory, not '%s'", spec ? spec : ""),
+                                 "devices, trips, memory or instructions, not '%s'", spec ? spec : ""),
                         &id, d);
-    long long x = 0;
-    bool ok;
-    if (k == L_MEMORY) {
-        ok = parse_bytes(eq + 1, &x);
-    } else {
-        char *end;
-        errno = 0;
-        x = strtoll(eq + 1, &end, 10);
-        ok = !errno && end != eq + 1 && !*end && x >= 1 && x <= names[k].max;
-    }
-    if (!ok)
+    int64_t x = 0;
+    if (!limit_value(eq + 1, k == MEMORY, names[k].max, &x))
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 k == L_MEMORY ? "--limit %s needs a byte count from 1 to %lld (optionally with K, M, G or "
-                                                 "T: powers of 1024), not '%s'"
-                                               : "--limit %s needs a whole number from 1 to %lld, not '%s'",
-                                 names[k].name, (long long)names[k].max, eq + 1),
+                                 k == MEMORY ? "--limit memory needs a number of bytes >= 1 (K, M or G: "
+                                               "times 1024, 1024^2, 1024^3), not '%s'"
+                                             : "--limit %s needs a whole number from 1 to %lld, not '%s'",
+                                 k == MEMORY ? eq + 1 : names[k].name, (long long)names[k].max, eq + 1),
                         &id, d);
     switch (k) {
-    case L_ELEMENTS: l->elements = x; break;
-    case L_RANK: l->rank = (int32_t)x; break;
-    case L_TUPLE: l->tuple = (int32_t)x; break;
-    case L_DEPTH: l->depth = (int32_t)x; break;
-    case L_NAME: l->name = x; break;
-    case L_DEVICES: l->devices = x; break;
-    case L_INSTRUCTIONS: l->instructions = x; break;
-    case L_TRIPS: l->trips = x; break;
-    default: l->memory_bytes = x; break;
+    case 0: l->elements = x; break;
+    case 1: l->rank = (int32_t)x; break;
+    case 2: l->tuple = (int32_t)x; break;
+    case 3: l->depth = (int32_t)x; break;
+    case 4: l->name = x; break;
+    case 5: l->devices = x; break;
+    case 6: l->trips = x; break;
+    case 7: l->memory_bytes = x; break;
+    default: l->instructions = x; break;
     }
     return TS_OK;
 }

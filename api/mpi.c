@@ -136,6 +136,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
     int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
+    /* From here no rank waits forever for a silent or diverging one. */
+    st = rt_mpi_heartbeat_start(t, api_heartbeat_seconds(o->heartbeat_seconds), &id);
     const PlanProgram *prog = &p->r.prog;
     int64_t ndev = prog->num_partitions * prog->num_replicas, hosts = ts_plan_hosts(p);
     int64_t l = ts_plan_local_devices(p), first = (int64_t)rank * l;
@@ -151,7 +153,9 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     IrStrBuf stats = {0};
 
     /* 1. prepare, agree */
-    if (hosts != size)
+    if (st != IR_OK)
+        ; /* the heartbeat did not start: said at the agreement */
+    else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d"
                                      : "the plan is for %lld hosts, but the communicator has %d ranks",
@@ -161,6 +165,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
                       "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local "
                       "devices", (long long)ndev, (long long)prog->num_partitions, (long long)prog->num_replicas,
                       size, (long long)l);
+    else if (api_check_memory(p, o, l, &id) != IR_OK)
+        st = IR_EINPUT;
     else if (o->ninfeeds)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "infeed files feed one device: under mpirun every host would read the feed");
@@ -174,12 +180,16 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     } else if (prog->ncluster == 1) {
         st = prepare_cluster(p, o, first, l, &shards, &rs, &id);
     }
+    ApiSteps sc;
+    RtStepHook hook = {0};
+    if (st == IR_OK)
+        st = api_plan_step_hook(p, o, &sc, &hook, &id);
     t1 = now();
     st = agree(o, t, st, &id, "before running");
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {
-        if (rt_run_program_mpi(prog, &args, o->steps, t, first, l, &result, &id) != IR_OK)
+        if (rt_run_program_mpi(prog, &args, o->steps, api_max_trips(o), &hook, t, first, l, &result, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (rank != 0) {
@@ -188,17 +198,18 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         }
     } else if (st == IR_OK) {
         /* Device 0 (on rank 0) gives the run its outfeeds (local.c). */
-        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks};
+        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        rt_transport_checkin(t, 0);
         if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (prog->cluster[0].replay) {
             /* Every device's outputs to rank 0, as they are. */
             DevValue **all = rank == 0 ? ts_calloc((size_t)ndev, sizeof *all) : NULL;
-            if ((rank == 0 && !all) || rt_mpi_gather_devices(t, l, local, all, &id) != IR_OK ||
+            if ((rank == 0 && !all) || rt_mpi_gather_devices(t, l, local, NULL, all, &id) != IR_OK ||
                 (rank == 0 && api_replay_outputs(p, o, all, &result, &ndevices, &id) != IR_OK))
                 abort_job(o, t, &id); /* the others may be waiting in the gather */
             for (int64_t g = 0; all && g < ndev; g++)
@@ -254,6 +265,17 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 }
 
 /* ---- the world of a program without MPI of its own ---- */
+
+double api_heartbeat_seconds(double s)
+{
+    return s == 0 ? 60 : s;
+}
+
+TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d)
+{
+    IrDiag id = {0};
+    return api_give(rt_mpi_heartbeat_start(w->t, api_heartbeat_seconds(seconds), &id), &id, d);
+}
 
 bool ts_mpi_launched(void)
 {

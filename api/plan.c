@@ -5,6 +5,9 @@
  */
 #include "api_internal.h"
 
+#include <ctype.h>
+#include <nettle/sha2.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -50,6 +53,60 @@ static TsStatus finish(TsPlan *p, IrStatus st, TsPlan **out, IrDiag *id, TsDiag 
     return TS_OK;
 }
 
+/* ---- --dump-dir: the module after each pass ---- */
+
+/* Where the dumps go and how many were written (their numbers are the
+ * pass order, as XLA's --xla_dump_to numbers its files). */
+typedef struct DumpDir {
+    const char *dir;
+    char module[128];        /* the module's name, made safe for a file name */
+    int32_t n;
+} DumpDir;
+
+static IrStatus dump_open(DumpDir *dd, const char *dir, const char *module, IrDiag *d)
+{
+    dd->dir = dir;
+    dd->n = 0;
+    size_t k = 0;
+    for (const char *c = module && *module ? module : "module"; *c && k + 1 < sizeof dd->module; c++)
+        dd->module[k++] = (isalnum((unsigned char)*c) || *c == '_' || *c == '-' || *c == '.') ? *c : '_';
+    dd->module[k] = 0;
+    struct stat sb;
+    if (stat(dir, &sb) == 0)
+        return S_ISDIR(sb.st_mode) ? IR_OK : ir_error(d, IR_EINPUT, dir, NULL, (IrPos){0, 0}, "--dump-dir: not a directory");
+    if (mkdir(dir, 0777) != 0)
+        return ir_error(d, IR_ERUNTIME, dir, NULL, (IrPos){0, 0}, "--dump-dir: cannot create the directory: %s",
+                        strerror(errno));
+    return IR_OK;
+}
+
+/* DIR/NNNN.MODULE.WHAT.EXT holding text (NULL: out of memory). */
+static IrStatus dump_text(DumpDir *dd, const char *what, const char *ext, char *text, IrDiag *d)
+{
+    if (!text)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    char *path = ts_malloc(strlen(dd->dir) + strlen(dd->module) + strlen(what) + strlen(ext) + 16);
+    if (!path) {
+        ts_free(text);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    sprintf(path, "%s/%04d.%s.%s.%s", dd->dir, (int)++dd->n, dd->module, what, ext);
+    TsDiag td = {0};
+    TsStatus st = ts_write_text(path, text, &td);
+    ts_free(text);
+    ts_free(path);
+    IrStatus r = IR_OK;
+    if (st != TS_OK)
+        r = ir_error(d, IR_ERUNTIME, td.file, NULL, (IrPos){0, 0}, "%s", td.msg ? td.msg : "cannot write a dump");
+    ts_diag_clear(&td);
+    return r;
+}
+
+static IrStatus dump_module(void *ctx, const char *what, const IrModule *m, IrDiag *d)
+{
+    return dump_text(ctx, what, "hlo", ir_print_module(m), d);
+}
+
 /* Compile `src` (taken), keeping `reference` (taken, may be NULL) for
  * ts_plan_run_reference. */
 static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompileOptions *o, TsPlan **out,
@@ -70,13 +127,24 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
         compile_sha256_hex(src->src, strlen(src->src), p->sha256);
     int64_t maxdev = 0;
     (void)api_limits(o->limits, &maxdev);
-    CompileOptions co = {o->num_partitions, o->num_replicas, o->hosts, o->local_devices, maxdev, o->no_verify};
+    CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
+                         .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify};
     p->reference = reference;
+    DumpDir dd;
     IrStatus st = rt_check_custom_calls(src, &id);
+    if (st == IR_OK && o->dump_dir) {
+        co.dump = dump_module;
+        co.dump_ctx = &dd;
+        st = dump_open(&dd, o->dump_dir, src->name, &id);
+        if (st == IR_OK)
+            st = dump_module(&dd, o->spmd ? "as_given" : "after_parse", src, &id);
+    }
     if (st == IR_OK)
         st = o->spmd ? compile_spmd_program(src, &co, &p->r, &id) : compile_module(src, &co, &p->r, &id);
     else
         ir_module_free(src);
+    if (st == IR_OK && o->dump_dir)
+        st = dump_text(&dd, "plan", "json", compile_plan_json(&p->r), &id);
     return finish(p, st, out, &id, d);
 }
 
@@ -126,6 +194,27 @@ TsStatus ts_plan_load(const char *path, const TsLimits *lim, TsPlan **out, TsDia
     return st;
 }
 
+/* --dump-dir of a plan file: nothing is compiled; its modules as loaded
+ * and its plan JSON. */
+static TsStatus dump_loaded(const TsPlan *p, const char *dir, TsDiag *d)
+{
+    IrDiag id = {0};
+    DumpDir dd;
+    const PlanProgram *prog = &p->r.prog;
+    const IrModule *first = prog->host ? prog->host : prog->ncluster ? prog->cluster[0].spmd : NULL;
+    IrStatus st = dump_open(&dd, dir, first ? first->name : "plan", &id);
+    if (st == IR_OK && prog->host)
+        st = dump_module(&dd, "host.after_load", prog->host, &id);
+    for (int32_t k = 0; st == IR_OK && k < prog->ncluster; k++) {
+        char what[48];
+        snprintf(what, sizeof what, "cluster_%d.after_load", (int)k);
+        st = dump_module(&dd, what, prog->cluster[k].spmd, &id);
+    }
+    if (st == IR_OK && prog->ncluster)
+        st = dump_text(&dd, "plan", "json", compile_plan_json(&p->r), &id);
+    return api_give(st, &id, d);
+}
+
 TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out, TsDiag *d)
 {
     IrDiag id = {0};
@@ -169,6 +258,10 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
                 ts_plan_free(*out);
                 *out = NULL;
             }
+        }
+        if (st == TS_OK && o->dump_dir && (st = dump_loaded(*out, o->dump_dir, d)) != TS_OK) {
+            ts_plan_free(*out);
+            *out = NULL;
         }
     } else {
         /* The parsed module is compiled; one copy stays for the reference. */
@@ -246,19 +339,55 @@ TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d)
 
 TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d)
 {
+    TsDumpOptions o = {.format = format};
+    return ts_plan_dump_ex(p, &o, out, d);
+}
+
+/* Does `name` name a computation or an instruction of a cluster's logical
+ * module (what --expand can open)? */
+static bool names_something(const TsPlan *p, const char *name)
+{
+    for (int32_t k = 0; k < p->r.prog.ncluster; k++) {
+        const IrModule *m = p->r.prog.cluster[k].src;
+        for (int32_t c = 0; m && c < m->ncomp; c++) {
+            if (strcmp(m->comp[c]->name, name) == 0)
+                return true;
+            for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+                if (strcmp(m->comp[c]->instr[i].name, name) == 0)
+                    return true;
+        }
+    }
+    return false;
+}
+
+TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, TsDiag *d)
+{
     IrDiag id = {0};
     *out = NULL;
-    const char *f = format ? format : "text";
-    bool json = strcmp(f, "json") == 0, dot = strcmp(f, "dot") == 0;
-    if (!json && !dot && strcmp(f, "text") != 0)
+    const char *f = o && o->format ? o->format : "text";
+    bool json = strcmp(f, "json") == 0, dot = strcmp(f, "dot") == 0, html = strcmp(f, "html") == 0;
+    if (!json && !dot && !html && strcmp(f, "text") != 0)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 "--format must be text, json or dot, not '%s'", f),
+                                 "--format must be text, json, dot or html, not '%s'", f),
                         &id, d);
+    for (int32_t k = 0; o && k < o->nexpand; k++)
+        if (!names_something(p, o->expand[k]))
+            return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                     "--expand %s: no computation or instruction of that name%s", o->expand[k],
+                                     p->r.from_plan ? " (a plan file keeps no logical module to expand)" : ""),
+                            &id, d);
+    PlanView view = {.nexpand = o ? o->nexpand : 0, .expand = o ? o->expand : NULL,
+                     .graph_svg = o ? o->graph_svg : NULL};
     if (p->r.prog.ncluster == 0)
-        *out = ts_strdup(json ? "{\"clusters\": []}\n" : dot ? "digraph \"plan\" {\n}\n"
-                                                              : "no device work: nothing is partitioned\n");
+        *out = ts_strdup(json ? "{\"clusters\": []}\n"
+                         : dot ? "digraph \"plan\" {\n}\n"
+                         : html ? "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tessel plan</title>"
+                                  "</head><body><p>No device work: nothing is partitioned.</p></body></html>\n"
+                                : "no device work: nothing is partitioned\n");
+    else if (html)
+        *out = compile_plan_html(&p->r, &view);
     else
-        *out = json ? compile_plan_json(&p->r) : dot ? compile_plan_dot(&p->r) : compile_plan_text(&p->r);
+        *out = json ? compile_plan_json(&p->r) : dot ? compile_plan_dot(&p->r, &view) : compile_plan_text(&p->r);
     if (!*out)
         return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
     return TS_OK;
@@ -294,6 +423,73 @@ static const IrShape *root_shape(const TsPlan *p)
         return &e->instr[e->root].shape;
     }
     return p->r.prog.ncluster ? &p->r.prog.cluster[0].out_shape : NULL;
+}
+
+/* The module whose input_output_alias --steps follows: the host
+ * program, else cluster 0's program. */
+static const IrModule *alias_module(const TsPlan *p)
+{
+    return p->r.prog.host ? p->r.prog.host : p->r.prog.ncluster ? p->r.prog.cluster[0].spmd : NULL;
+}
+
+int32_t ts_plan_num_aliases(const TsPlan *p)
+{
+    const IrModule *m = alias_module(p);
+    return m ? m->nalias : 0;
+}
+
+TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d)
+{
+    IrDiag id = {0};
+    const IrModule *m = alias_module(p);
+    const IrShape *s = root_shape(p);
+    if (!m || k < 0 || k >= m->nalias || !s)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "no alias %d (there are %d)", (int)k,
+                                 (int)ts_plan_num_aliases(p)),
+                        &id, d);
+    const IrAlias *al = &m->alias[k];
+    /* The leaf number of the output index: the leaves of the elements
+     * before it, at every level. */
+    int32_t leaf = 0;
+    for (int32_t j = 0; j < al->output_index.n; j++) {
+        int64_t e = al->output_index.v[j];
+        if (s->type != IR_TUPLE || e < 0 || e >= s->ntuple)
+            return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                     "alias %d names no output of the program", (int)k),
+                            &id, d);
+        for (int64_t q = 0; q < e; q++)
+            leaf += ir_shape_leaf_count(&s->tuple[q]);
+        s = &s->tuple[e];
+    }
+    if (s->type == IR_TUPLE || al->param_index.n)
+        return api_give(ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                                 "alias %d moves a tuple or a leaf of a tuple parameter; checkpoints keep whole "
+                                 "array parameters", (int)k),
+                        &id, d);
+    *output_leaf = leaf;
+    *param = (int32_t)al->param_number;
+    return TS_OK;
+}
+
+TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d)
+{
+    IrDiag id = {0};
+    char *text = ts_plan_file_text(p);
+    if (!text)
+        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+    struct sha256_ctx c;
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    sha256_init(&c);
+    sha256_update(&c, strlen(text), (const uint8_t *)text);
+    sha256_digest(&c, sizeof dg, dg);
+    ts_free(text);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        out[2 * i] = hex[dg[i] >> 4];
+        out[2 * i + 1] = hex[dg[i] & 15];
+    }
+    out[64] = 0;
+    return TS_OK;
 }
 
 int32_t ts_plan_num_outputs(const TsPlan *p)
@@ -332,4 +528,17 @@ TsStatus ts_plan_output_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, T
                         &id, d);
     describe(ir_shape_leaf(s, leaf), NULL, info);
     return TS_OK;
+}
+
+TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    if (p->r.prog.ncluster == 0)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "--show %s: no device work: nothing is partitioned", name),
+                        &id, d);
+    unsigned gf = (flags & TS_SHOW_ASCII ? GRID_ASCII : 0) | (flags & TS_SHOW_COLOUR ? GRID_COLOUR : 0);
+    *out = compile_plan_show(&p->r, name, gf, &id);
+    return *out ? TS_OK : api_give(id.status, &id, d);
 }

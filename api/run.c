@@ -8,8 +8,10 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void)
 {
@@ -21,6 +23,54 @@ static double now(void)
 RtBindOptions api_bind_options(const TsRunOptions *o)
 {
     return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed};
+}
+
+int64_t api_max_trips(const TsRunOptions *o)
+{
+    return o->limits && o->limits->trips > 0 ? o->limits->trips : 0;
+}
+
+/* The host's available memory in bytes: MemAvailable of /proc/meminfo
+ * (what the kernel can give without swapping), else free pages from
+ * sysconf; -1 when neither answers (then nothing is refused). */
+static int64_t available_memory(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (kb >= 0)
+        return (int64_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (int64_t)pages * size : -1;
+}
+
+/* The plan's peak per-device estimate against the limit, as the issue of
+ * bounded runs asks. Not times the devices of this process: those share
+ * the result of every all-gather, all-reduce and broadcast of one group
+ * (runtime/local.c), which the per-device estimate counts on each, so
+ * peak x devices overstates a run by up to the group size (a replicated
+ * 1.6 GB output on 8 devices is 13 GB estimated, 1.6 GB held). */
+IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local, IrDiag *d)
+{
+    (void)local;
+    int64_t peak = 0;
+    for (int32_t k = 0; p->r.plans && k < p->r.prog.ncluster; k++)
+        if (p->r.plans[k] && p->r.plans[k]->peak_bytes_per_device > peak)
+            peak = p->r.plans[k]->peak_bytes_per_device;
+    bool given = o->limits && o->limits->memory_bytes > 0;
+    int64_t limit = given ? o->limits->memory_bytes : available_memory();
+    if (limit < 0 || peak <= limit)
+        return IR_OK;
+    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                    "the plan needs an estimated %lld bytes of memory per device, more than %s of %lld bytes; "
+                    "nothing was run (raise it with --limit memory=BYTES)",
+                    (long long)peak, given ? "--limit memory" : "the host's available memory (MemAvailable)",
+                    (long long)limit);
 }
 
 TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats)
@@ -70,6 +120,88 @@ void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
               rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (int)rs->nsteps);
 }
 
+/* ---- progress: a hook per step ---- */
+
+static void step_fn(void *ctx, int64_t step, int64_t steps, double seconds, const DevValue *result)
+{
+    const ApiSteps *a = ctx;
+    TsStepInfo info = {.step = step, .steps = steps, .seconds = seconds, .has_watched = a->leaf >= 0,
+                       .watched = __builtin_nan("")};
+    if (a->leaf >= 0 && result) {
+        const DevValue *v = dev_value_leaf((DevValue *)result, a->leaf);
+        if (v && v->data && v->shape.type != IR_TUPLE && dev_value_elements(v) >= 1)
+            info.watched = dev_load_f64(v->shape.type, v->data, 0);
+    }
+    a->o->on_step(a->o->on_step_ctx, &info);
+}
+
+/* A leaf named by number or by the instruction that is it. */
+static int32_t watch_leaf(const char *name, const IrComputation *e, const IrShape *out)
+{
+    int32_t n = ir_shape_leaf_count(out);
+    if (*name && strspn(name, "0123456789") == strlen(name)) {
+        long v = strtol(name, NULL, 10);
+        return v < n ? (int32_t)v : -1;
+    }
+    if (!e || e->root < 0)
+        return -1;
+    const IrInstr *root = &e->instr[e->root];
+    if (strcmp(root->name, name) == 0 && out->type != IR_TUPLE)
+        return 0;
+    if (root->op != OP_TUPLE)
+        return -1;
+    int32_t first = 0;
+    for (int32_t k = 0; k < root->nopnd; k++) {
+        const IrInstr *op = &e->instr[root->opnd[k]];
+        if (strcmp(op->name, name) == 0 && op->shape.type != IR_TUPLE)
+            return first;
+        first += ir_shape_leaf_count(&op->shape);
+    }
+    return -1;
+}
+
+IrStatus api_step_hook(const TsRunOptions *o, const IrComputation *e, const IrShape *out_shape, ApiSteps *ctx,
+                       RtStepHook *hook, IrDiag *d)
+{
+    *hook = (RtStepHook){0};
+    *ctx = (ApiSteps){.o = o, .leaf = -1};
+    if (o->watch) {
+        int32_t leaf = watch_leaf(o->watch, e, out_shape);
+        if (leaf < 0)
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                            "--watch %s: no output has that name (name an output leaf 0..%d, or the instruction "
+                            "the result or a root tuple operand is)",
+                            o->watch, (int)ir_shape_leaf_count(out_shape) - 1);
+        const IrShape *ls = ir_shape_leaf(out_shape, leaf);
+        if (ir_shape_elements(ls) != 1) {
+            char *t = ir_shape_str(ls, false);
+            ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                     "--watch %s: output %d is %s; a watched output has one element (a loss)", o->watch,
+                     (int)leaf, t ? t : "?");
+            ts_free(t);
+            return IR_EINPUT;
+        }
+        ctx->leaf = leaf;
+    }
+    if (o->on_step)
+        *hook = (RtStepHook){.fn = step_fn, .ctx = ctx};
+    return IR_OK;
+}
+
+IrStatus api_plan_step_hook(const TsPlan *p, const TsRunOptions *o, ApiSteps *ctx, RtStepHook *hook, IrDiag *d)
+{
+    const PlanProgram *prog = &p->r.prog;
+    if (prog->host) {
+        const IrComputation *e = ir_entry(prog->host);
+        return api_step_hook(o, e, &e->instr[e->root].shape, ctx, hook, d);
+    }
+    const PlanCluster *c = &prog->cluster[0];
+    const IrModule *m = c->src ? c->src : c->spmd;
+    /* A replay's outputs are each device's: the program's own root. */
+    const IrComputation *e = ir_entry(m);
+    return api_step_hook(o, e, c->replay ? &e->instr[e->root].shape : &c->out_shape, ctx, hook, d);
+}
+
 /* ---- in process ---- */
 
 /* Cluster 0 alone (no host work): each device gets only its shards of
@@ -85,7 +217,11 @@ static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed
     IrStatus st = shards && res ? rt_read_shards(c, p->signature, &bo, 0, ndev, shards, rs, d)
                                 : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     t[1] = now();
-    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks};
+    ApiSteps sc;
+    RtStepHook hook;
+    if (st == IR_OK)
+        st = api_plan_step_hook(p, o, &sc, &hook, d);
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
     if (st == IR_OK)
         st = rt_run_devices(c, shards, 0, ndev, NULL, &ro, run, res, d);
     /* Replica 0's partitions hold the result. */
@@ -113,7 +249,11 @@ static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed 
     IrStatus st = args && res ? api_bind_devices(p, o, 0, ndev, args, d)
                               : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     t[1] = now();
-    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks};
+    ApiSteps sc;
+    RtStepHook hook;
+    if (st == IR_OK)
+        st = api_plan_step_hook(p, o, &sc, &hook, d);
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
     if (st == IR_OK)
         st = rt_run_devices(c, args, 0, ndev, NULL, &ro, run, res, d);
     if (st == IR_OK)
@@ -138,8 +278,12 @@ static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t
     RtArgs args = {.saves = saves};
     IrStatus st = rt_bind_inputs(p->r.prog.host, &bo, &args, d);
     t[1] = now();
+    ApiSteps sc;
+    RtStepHook hook;
     if (st == IR_OK)
-        st = rt_run_program_local(&p->r.prog, &args, o->steps, result, d);
+        st = api_plan_step_hook(p, o, &sc, &hook, d);
+    if (st == IR_OK)
+        st = rt_run_program_local(&p->r.prog, &args, o->steps, api_max_trips(o), &hook, result, d);
     rt_args_free(&args);
     return st;
 }
@@ -192,6 +336,8 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     RtSaves saves = {0};
     DevValue *result = NULL;
     IrStatus st = check_feed(p, o, &id);
+    if (st == IR_OK)
+        st = api_check_memory(p, o, p->r.prog.num_partitions * p->r.prog.num_replicas, &id);
     if (st == IR_OK && p->r.prog.ncluster == 0 && !p->r.prog.host)
         st = ir_error(&id, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "a plan without a program");
     int64_t ndevices = 0;
@@ -232,12 +378,16 @@ static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRun
     RtSaves saves = {0};
     RtArgs args = {.saves = &saves};
     DevValue *result = NULL;
+    ApiSteps sc;
+    RtStepHook hook;
     IrStatus st = rt_check_custom_calls(m, &id);
     if (st == IR_OK)
         st = rt_bind_inputs(m, &bo, &args, &id);
     t[1] = now();
     if (st == IR_OK)
-        st = rt_run_reference_steps(m, &args, o->steps, &feed.hooks, &result, &id);
+        st = api_step_hook(o, ir_entry(m), &ir_entry(m)->instr[ir_entry(m)->root].shape, &sc, &hook, &id);
+    if (st == IR_OK)
+        st = rt_run_reference_steps(m, &args, o->steps, api_max_trips(o), &feed.hooks, &hook, &result, &id);
     t[2] = now();
     IrStrBuf stats = {0};
     if (st == IR_OK && o->stats)

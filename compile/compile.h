@@ -5,6 +5,8 @@
  *   driver.c     compile_module: the passes in order (see its comment)
  *   plan_file.c  plan files: written, and loaded back with every line checked
  *   plan_dump.c  the plan as text, JSON and DOT
+ *   plan_grid.c  sharding grids: how an array is cut over the devices
+ *   plan_html.c  the plan as one self-contained HTML page
  *
  * May use ir/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
@@ -30,6 +32,11 @@ typedef struct CompileOptions {
     int64_t local_devices;   /* 0: N*R/hosts */
     int64_t max_devices;     /* 0: COMPILE_DEFAULT_MAX_DEVICES */
     bool no_verify;          /* skip the verifier after the rewriting passes */
+    /* Called with the module after each pass (--dump-dir): `what` names
+     * it ("after_propagate", "after_outline", "cluster_0.after_spmd_partition",
+     * ...). A failure (the callback's, in d) ends the compile. May be NULL. */
+    IrStatus (*dump)(void *ctx, const char *what, const IrModule *m, IrDiag *d);
+    void *dump_ctx;
 } CompileOptions;
 
 /* A compiled program and what the passes decided, for dumps. */
@@ -97,10 +104,67 @@ const char *compile_place_name(CluPlace p);
 
 /* ---- plan_dump.c ---- */
 
-/* The plan of r for people, programs (docs/plan.md) and Graphviz. Heap
- * strings (ts_free); NULL on OOM. */
+/* What the graph of a dump draws: computations drawn whole (by name, or
+ * the name of an instruction calling them) instead of folded into their
+ * caller's node; for HTML, the graph as SVG (NULL: tessel's own layout). */
+typedef struct PlanView {
+    int32_t nexpand;
+    const char *const *expand;
+    const char *graph_svg;
+} PlanView;
+
+/* The plan of r for people, programs (docs/plan.md) and Graphviz (`v`
+ * may be NULL). Heap strings (ts_free); NULL on OOM. */
 char *compile_plan_text(const CompileResult *r);
 char *compile_plan_json(const CompileResult *r);
-char *compile_plan_dot(const CompileResult *r);
+char *compile_plan_dot(const CompileResult *r, const PlanView *v);
+/* "leaf devices {0,1} offset [0,8] shape [4,8]": a tree leaf as the text
+ * dump prints it (no newline). */
+void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
+
+/* ---- plan_html.c ---- */
+
+/* The plan as one self-contained HTML page (no network, no external
+ * script: docs/plan.md). Heap text, NULL on OOM. */
+char *compile_plan_html(const CompileResult *r, const PlanView *v);
+
+/* ---- plan_grid.c ---- */
+
+/* The 2-D view of an array's tiles: rows are tiles of dim `rowdim`,
+ * columns of `coldim` (-1: one track), one page per tile of the further
+ * sharded dims extra[]; rext/cext the extent of each row/column tile. */
+typedef struct GridView {
+    int32_t rank, rowdim, coldim;
+    int32_t nextra;
+    int32_t extra[IR_MAX_RANK];
+    int64_t npages, nrows, ncols;
+    int64_t *rext, *cext;
+} GridView;
+
+/* Flags of grid_text / compile_plan_show. */
+enum { GRID_ASCII = 1u, GRID_COLOUR = 2u };
+
+/* The view of an array shape (not a tuple) under s (NULL: replicated).
+ * IR_ENOMEM only; free with grid_view_free. */
+IrStatus grid_view(const IrShape *shape, const IrSharding *s, GridView *g);
+void grid_view_free(GridView *g);
+/* The devices (partition ids) holding box (row, col) of page `page`, in
+ * tile-assignment order, at most cap of them; returns their count. */
+int64_t grid_cell_devices(const GridView *g, const IrSharding *s, int64_t ndevices, int64_t page, int64_t row,
+                          int64_t col, int64_t *out, int64_t cap);
+/* "0,1" / "0-3": a box's devices, heap text (ts_free), NULL on OOM. */
+char *grid_device_label(const int64_t *dev, int64_t n);
+/* What the grid shows, as lines: the dims on rows and columns with their
+ * tiles, the dims not shown, replication. */
+void grid_caption(IrStrBuf *o, const GridView *g, const IrShape *shape, const IrSharding *s, int64_t ndevices);
+/* The titled grid (a tuple: one per leaf) of a value over `ndevices`
+ * partitions, box-drawing characters (GRID_ASCII: + - |; GRID_COLOUR:
+ * ANSI backgrounds per box). IR_ENOMEM only. */
+IrStatus grid_text(IrStrBuf *o, const char *title, const IrShape *shape, const IrSharding *s, int64_t ndevices,
+                   unsigned flags);
+/* The grids of the value `name` names in r (an instruction, an input by
+ * name or "input K", "output K"; "all": every input and output). Heap
+ * text; NULL with IR_EINPUT (no such name) or IR_ENOMEM in d. */
+char *compile_plan_show(const CompileResult *r, const char *name, unsigned flags, IrDiag *d);
 
 #endif /* TESSEL_COMPILE_H */

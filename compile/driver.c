@@ -27,6 +27,11 @@
  *   6. split/concat trees, device assignment, islands
  *                          plan_build per cluster for H hosts x L devices.
  *
+ * With CompileOptions.dump the module is handed over after passes 3, 4
+ * (the host program, then each cluster's module) and 5 (each cluster's
+ * SPMD program), in that order: --dump-dir writes them as XLA's
+ * --xla_dump_to does.
+ *
  * The verifier after the rewriting passes (4, 5) runs in every build; a
  * failure there is a bug of the pass: IR_EINTERNAL naming the pass and
  * what the verifier found. CompileOptions.no_verify skips it.
@@ -73,9 +78,23 @@ static bool has_host_work(const IrModule *m)
     return false;
 }
 
+/* The module after a pass, to the dump callback (if any). `k` >= 0 names
+ * cluster k. */
+static IrStatus dump(const CompileOptions *o, int32_t k, const char *pass, const IrModule *m, IrDiag *d)
+{
+    if (!o->dump)
+        return IR_OK;
+    char what[64];
+    if (k >= 0)
+        snprintf(what, sizeof what, "cluster_%d.%s", (int)k, pass);
+    else
+        snprintf(what, sizeof what, "%s", pass);
+    return o->dump(o->dump_ctx, what, m, d);
+}
+
 /* Steps 5 and 6 for one cluster module (taken). */
 static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64_t n, int64_t r, PlanCluster *c,
-                                  IrDiag *d)
+                                  int32_t k, IrDiag *d)
 {
     assert(cm && ir_entry(cm) && n >= 1 && r >= 1);
     memset(c, 0, sizeof *c);
@@ -86,6 +105,8 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
     IrStatus st = spmd_partition(cm, &sopt, &c->spmd, &c->report, d);
     if (st == IR_OK)
         st = verify_after("spmd-partitioning", c->spmd, opt, d);
+    if (st == IR_OK)
+        st = dump(opt, k, "after_spmd_partition", c->spmd, d);
     if (st == IR_OK)
         st = plan_cluster_record_io(c, d);
     return st;
@@ -246,9 +267,13 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     p->num_partitions = n;
     p->num_replicas = r;
 
-    /* 3. propagate */
+    /* 3. propagate (scans first become loops: the loop rules partition them) */
     ShdPropagateOptions popt = {.num_devices = n};
-    st = shd_propagate(src, &popt, d);
+    st = shd_expand_scans(src, d);
+    if (st == IR_OK)
+        st = shd_propagate(src, &popt, d);
+    if (st == IR_OK)
+        st = dump(&o, -1, "after_propagate", src, d);
 
     /* 4. place, form clusters, outline */
     IrModule **clusters = NULL;
@@ -257,6 +282,8 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         st = clu_extract(src, NULL, &p->host, &out->res, d);
         if (st == IR_OK)
             st = verify_after("outlining", p->host, &o, d);
+        if (st == IR_OK)
+            st = dump(&o, -1, "after_outline", p->host, d);
         if (st == IR_OK) {
             p->host->num_partitions = n;
             p->host->replica_count = r;
@@ -265,8 +292,11 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
             if (!clusters)
                 st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
         }
-        for (int32_t k = 0; st == IR_OK && k < ncl; k++)
+        for (int32_t k = 0; st == IR_OK && k < ncl; k++) {
             st = clu_cluster_module(p->host, &out->res, k, &clusters[k], d);
+            if (st == IR_OK)
+                st = dump(&o, k, "after_outline", clusters[k], d);
+        }
         ir_module_free(src);
     } else if (st == IR_OK) {
         /* No host work: the whole module is cluster 0. */
@@ -290,7 +320,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     }
     for (int32_t k = 0; k < ncl; k++) {
         if (st == IR_OK && p->cluster) {
-            st = partition_cluster(clusters[k], &o, n, r, &p->cluster[k], d);
+            st = partition_cluster(clusters[k], &o, n, r, &p->cluster[k], k, d);
             p->ncluster = k + 1;
         } else {
             ir_module_free(clusters[k]);

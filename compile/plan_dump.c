@@ -79,6 +79,19 @@ static json_t *jvalue(const PlanValue *v, bool input, int64_t ndev)
     return o;
 }
 
+/* Where a collective or reshard sits: null when unknown (loaded plans). */
+static json_t *jsite(const SpmdSite *s)
+{
+    if (!s->source)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "computation", s->comp ? json_string(s->comp) : json_null());
+    json_object_set_new(o, "instruction", json_string(s->source));
+    json_object_set_new(o, "operand", s->operand ? json_string(s->operand) : json_null());
+    json_object_set_new(o, "output", json_boolean(s->output));
+    return o;
+}
+
 static json_t *jcluster(const Plan *p)
 {
     json_t *c = json_object();
@@ -124,9 +137,20 @@ static json_t *jcluster(const Plan *p)
         json_object_set_new(o, "opcode", json_string(ir_op_name(sc->op)));
         json_object_set_new(o, "replica_groups", json_string(sc->replica_groups));
         json_object_set_new(o, "bytes_per_device", json_integer(sc->bytes_per_device));
+        json_object_set_new(o, "site", jsite(&sc->site));
         json_array_append_new(cs, o);
     }
     json_object_set_new(c, "collectives", cs);
+    json_t *rs = json_array();
+    for (int32_t k = 0; p->report && k < p->report->nreshard; k++) {
+        const SpmdReshard *r = &p->report->reshard[k];
+        json_t *o = json_object();
+        json_object_set_new(o, "site", jsite(&r->site));
+        json_object_set_new(o, "from", json_string(r->from));
+        json_object_set_new(o, "to", json_string(r->to));
+        json_array_append_new(rs, o);
+    }
+    json_object_set_new(c, "reshards", rs);
     json_t *mem = json_object();
     json_object_set_new(mem, "peak_bytes_per_device", json_integer(p->peak_bytes_per_device));
     json_object_set_new(c, "memory", mem);
@@ -239,23 +263,30 @@ static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res
 /* ---- text ---- */
 
 
+void compile_tree_leaf(IrStrBuf *o, const PlanTree *t)
+{
+    ir_sb_printf(o, "leaf devices {");
+    for (int32_t k = 0; k < t->ndevices; k++)
+        ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
+    if (t->ndevices == 0)
+        ir_sb_printf(o, "all");
+    ir_sb_printf(o, "} offset [");
+    for (int32_t k = 0; k < t->rank; k++)
+        ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
+    ir_sb_printf(o, "] shape [");
+    for (int32_t k = 0; k < t->rank; k++)
+        ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
+    ir_sb_printf(o, "]");
+}
+
 static void out_tree(IrStrBuf *o, const PlanTree *t, int depth)
 {
     if (!t)
         return;
     if (t->leaf) {
-        ir_sb_printf(o, "%*sleaf devices {", depth * 2, "");
-        for (int32_t k = 0; k < t->ndevices; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->devices[k]);
-        if (t->ndevices == 0)
-            ir_sb_printf(o, "all");
-        ir_sb_printf(o, "} offset [");
-        for (int32_t k = 0; k < t->rank; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->offset[k]);
-        ir_sb_printf(o, "] shape [");
-        for (int32_t k = 0; k < t->rank; k++)
-            ir_sb_printf(o, k ? ",%lld" : "%lld", (long long)t->extent[k]);
-        ir_sb_printf(o, "]\n");
+        ir_sb_printf(o, "%*s", depth * 2, "");
+        compile_tree_leaf(o, t);
+        ir_sb_printf(o, "\n");
         return;
     }
     ir_sb_printf(o, "%*ssplit dim %d into %lld\n", depth * 2, "", (int)t->dim, (long long)t->pieces);
@@ -329,8 +360,15 @@ static void out_cluster(IrStrBuf *o, const Plan *p)
     ir_sb_printf(o, "  collectives:\n");
     for (int32_t k = 0; p->report && k < p->report->ncoll; k++) {
         const SpmdCollective *c = &p->report->coll[k];
-        ir_sb_printf(o, "    %-24s %-20s groups %s, %lld bytes per device\n", c->name, ir_op_name(c->op),
+        ir_sb_printf(o, "    %-24s %-20s groups %s, %lld bytes per device", c->name, ir_op_name(c->op),
              c->replica_groups, (long long)c->bytes_per_device);
+        if (c->site.source && c->site.operand)
+            ir_sb_printf(o, ", on %s -> %s", c->site.operand, c->site.source);
+        else if (c->site.source)
+            ir_sb_printf(o, c->site.output ? ", on %s -> result" : ", on %s's value", c->site.source);
+        if (c->site.comp && p->cluster && strcmp(c->site.comp, p->cluster) != 0)
+            ir_sb_printf(o, " (in %s)", c->site.comp);
+        ir_sb_puts(o, "\n");
     }
     if (!p->report || p->report->ncoll == 0)
         ir_sb_printf(o, "    (none)\n");
@@ -385,76 +423,335 @@ static const char *colour_for(const char *s)
     return palette[h % (sizeof palette / sizeof *palette)];
 }
 
-/* One computation's instructions as DOT nodes and edges, ids prefixed. */
-static void dot_computation(IrStrBuf *o, const IrComputation *c, const char *prefix, const char *indent)
+/* Text inside a DOT "..." string: quotes and backslashes escaped. */
+static void dot_str(IrStrBuf *o, const char *s)
 {
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            ir_sb_putn(o, "\\", 1);
+        if (*s == '\n')
+            ir_sb_puts(o, "\\n");
+        else
+            ir_sb_putn(o, s, 1);
+    }
+}
+
+/* Called computations drawn inside their caller's node unless expanded:
+ * control flow, fusions, async wrappers (reducers of a reduce stay
+ * part of their op). */
+static bool folds(const IrInstr *ins)
+{
+    IrOpFamily f = ir_op_family(ins->op);
+    return ins->ncalled > 0 && (f == FAM_CONTROL || f == FAM_FUSION || f == FAM_ASYNC);
+}
+
+static bool expanded(const PlanView *v, const char *name)
+{
+    for (int32_t k = 0; v && k < v->nexpand; k++)
+        if (strcmp(v->expand[k], name) == 0)
+            return true;
+    return false;
+}
+
+/* Is computation `c` called, directly or further down, by instruction ins
+ * of module m? (depth-bounded: modules are small where it matters). */
+static bool calls_comp(const IrModule *m, const IrInstr *ins, int32_t c, int depth)
+{
+    for (int32_t k = 0; k < ins->ncalled; k++) {
+        int32_t cc = ins->called[k];
+        if (cc == c)
+            return true;
+        if (depth < 8 && cc >= 0 && cc < m->ncomp)
+            for (int32_t i = 0; i < m->comp[cc]->ninstr; i++)
+                if (calls_comp(m, &m->comp[cc]->instr[i], c, depth + 1))
+                    return true;
+    }
+    return false;
+}
+
+/* What the graph of one cluster's plan needs. */
+typedef struct DotCtx {
+    IrStrBuf *o;
+    const Plan *p;
+    const IrModule *src;     /* the logical cluster (compiled plans) */
+    const SpmdReport *rep;
+    const PlanView *v;
+    int32_t k;               /* cluster number: node ids n-K-..., c-K-... */
+} DotCtx;
+
+static void dot_collective_node(DotCtx *x, int32_t j, const char *indent)
+{
+    const SpmdCollective *c = &x->rep->coll[j];
+    ir_sb_printf(x->o, "%sc_%d_%d [id=\"c-%d-%d\", label=\"", indent, (int)x->k, (int)j, (int)x->k, (int)j);
+    dot_str(x->o, ir_op_name(c->op));
+    ir_sb_puts(x->o, "\\ngroups ");
+    dot_str(x->o, c->replica_groups);
+    ir_sb_printf(x->o, "\\n%lld bytes per device\", shape=octagon, fillcolor=\"#ff6666\"];\n",
+                 (long long)c->bytes_per_device);
+}
+
+/* The collectives of computation `comp` sited on (source, operand): an
+ * operand's edge, or (operand NULL) source's own value, in emission
+ * order, as a chain "-> c_K_a -> c_K_b". */
+static bool site_is(const SpmdSite *s, const char *comp, const char *source, const char *operand, bool output)
+{
+    if (!s->comp || !s->source || strcmp(s->comp, comp) || strcmp(s->source, source) || s->output != output)
+        return false;
+    return operand ? s->operand && strcmp(s->operand, operand) == 0 : !s->operand;
+}
+
+static bool dot_chain(DotCtx *x, const char *comp, const char *source, const char *operand, bool output,
+                      char *tail, size_t ntail, const char *indent, const char *style)
+{
+    bool any = false;
+    for (int32_t j = 0; x->rep && j < x->rep->ncoll; j++) {
+        if (!site_is(&x->rep->coll[j].site, comp, source, operand, output))
+            continue;
+        ir_sb_printf(x->o, "%s%s -> c_%d_%d%s;\n", indent, tail, (int)x->k, (int)j, any ? "" : style);
+        snprintf(tail, ntail, "c_%d_%d", (int)x->k, (int)j);
+        any = true;
+    }
+    return any;
+}
+
+/* The last collective on source's own value (its users read that one),
+ * else source's node: into tail. */
+static void value_tail(DotCtx *x, const char *comp, int32_t ci, int32_t i, const char *source, char *tail,
+                       size_t n)
+{
+    snprintf(tail, n, "n_%d_%d_%d", (int)x->k, (int)ci, (int)i);
+    for (int32_t j = 0; x->rep && j < x->rep->ncoll; j++)
+        if (site_is(&x->rep->coll[j].site, comp, source, NULL, false))
+            snprintf(tail, n, "c_%d_%d", (int)x->k, (int)j);
+}
+
+/* The reshard of edge operand -> source in comp, as an edge style. */
+static void reshard_style(DotCtx *x, const char *comp, const char *source, const char *operand, char *buf,
+                          size_t n)
+{
+    buf[0] = 0;
+    for (int32_t j = 0; x->rep && j < x->rep->nreshard; j++) {
+        const SpmdReshard *r = &x->rep->reshard[j];
+        if (!site_is(&r->site, comp, source, operand, false))
+            continue;
+        IrStrBuf l = {0};
+        dot_str(&l, r->from);
+        ir_sb_puts(&l, " -> ");
+        dot_str(&l, r->to);
+        char *t = ir_sb_take(&l);
+        snprintf(buf, n, " [color=\"#e6550d\", penwidth=2, style=dashed, label=\"reshard %s\", fontcolor=\"#e6550d\"]",
+                 t ? t : "");
+        ts_free(t);
+        return;
+    }
+}
+
+/* One node per instruction of computation ci of x->src (the entry: with
+ * the plan's per-device shapes), collectives on their edges; expanded
+ * callees drawn as boxes of their own. */
+static void dot_src_computation(DotCtx *x, int32_t ci, const char *indent, int depth)
+{
+    const IrModule *m = x->src;
+    const IrComputation *c = m->comp[ci];
+    bool entry = ci == m->entry;
+    char id[64];
     for (int32_t i = 0; i < c->ninstr; i++) {
         const IrInstr *ins = &c->instr[i];
+        const PlanInstr *pi = entry && i < x->p->ninstrs ? &x->p->instrs[i] : NULL;
         char *sd = ins->sharding ? ir_sharding_str(ins->sharding) : NULL;
-        bool host = clu_is_host_instr(ins, NULL);
-        ir_sb_printf(o, "%s%s%d [label=\"%s\\n%s\\n%s\", fillcolor=\"%s\"%s];\n", indent, prefix, (int)i, ins->name,
-             ir_op_name(ins->op), sd ? sd : "", host ? "#ffffff" : colour_for(sd), host ? ", shape=ellipse" : "");
+        char *sh = ir_shape_str(&ins->shape, false);
+        char *ds = pi ? ir_shape_str(&pi->device_shape, false) : NULL;
+        if (entry)
+            snprintf(id, sizeof id, "n-%d-%d", (int)x->k, (int)i);
+        else
+            snprintf(id, sizeof id, "n-%d-%d-%d", (int)x->k, (int)ci, (int)i);
+        ir_sb_printf(x->o, "%sn_%d_%d_%d [id=\"%s\", label=\"", indent, (int)x->k, (int)ci, (int)i, id);
+        dot_str(x->o, ins->name);
+        ir_sb_puts(x->o, "\\n");
+        dot_str(x->o, ir_op_name(ins->op));
+        ir_sb_puts(x->o, " ");
+        dot_str(x->o, sh);
+        if (ds) {
+            ir_sb_puts(x->o, "\\nper device ");
+            dot_str(x->o, ds);
+        }
+        ir_sb_puts(x->o, "\\n");
+        dot_str(x->o, sd ? sd : "");
+        bool fb = pi && pi->fallback;
+        if (fb)
+            ir_sb_puts(x->o, "\\n[fallback: replicated]");
+        if (folds(ins)) {
+            /* What the folded node holds: its computations and the
+             * collectives partitioning put inside them. */
+            int32_t ncoll = 0, ninstr = 0;
+            for (int32_t k = 0; k < ins->ncalled; k++)
+                ninstr += m->comp[ins->called[k]]->ninstr;
+            for (int32_t j = 0; x->rep && j < x->rep->ncoll; j++) {
+                int32_t sc = x->rep->coll[j].site.comp ? ir_find_computation(m, x->rep->coll[j].site.comp) : -1;
+                ncoll += sc >= 0 && sc != ci && calls_comp(m, ins, sc, 0);
+            }
+            ir_sb_printf(x->o, "\\ncalls");
+            for (int32_t k = 0; k < ins->ncalled; k++) {
+                ir_sb_puts(x->o, k ? ", " : " ");
+                dot_str(x->o, m->comp[ins->called[k]]->name);
+            }
+            ir_sb_printf(x->o, " (%d instructions", (int)ninstr);
+            if (ncoll)
+                ir_sb_printf(x->o, ", %d collectives", (int)ncoll);
+            ir_sb_puts(x->o, ")");
+        }
+        ir_sb_printf(x->o, "\", fillcolor=\"%s\"%s%s];\n", colour_for(sd), fb ? ", color=red, penwidth=3" : "",
+                     folds(ins) ? ", shape=box3d" : "");
         ts_free(sd);
+        ts_free(sh);
+        ts_free(ds);
+    }
+    /* Collectives of this computation, as nodes. */
+    for (int32_t j = 0; x->rep && j < x->rep->ncoll; j++)
+        if (x->rep->coll[j].site.comp && strcmp(x->rep->coll[j].site.comp, c->name) == 0)
+            dot_collective_node(x, j, indent);
+    /* Edges: operand (and the collectives on its own value) -> the
+     * collectives on the edge -> user. */
+    char tail[64], style[512];
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const IrInstr *ins = &c->instr[i];
+        /* the value's own collectives hang off its node, once */
+        snprintf(tail, sizeof tail, "n_%d_%d_%d", (int)x->k, (int)ci, (int)i);
+        dot_chain(x, c->name, ins->name, NULL, false, tail, sizeof tail, indent, "");
+        for (int32_t k = 0; k < ins->nopnd; k++) {
+            const IrInstr *op = &c->instr[ins->opnd[k]];
+            bool again = false;
+            for (int32_t q = 0; q < k; q++)
+                again = again || ins->opnd[q] == ins->opnd[k];
+            value_tail(x, c->name, ci, ins->opnd[k], op->name, tail, sizeof tail);
+            reshard_style(x, c->name, ins->name, op->name, style, sizeof style);
+            bool chained = !again && dot_chain(x, c->name, ins->name, op->name, false, tail, sizeof tail, indent, style);
+            ir_sb_printf(x->o, "%s%s -> n_%d_%d_%d%s;\n", indent, tail, (int)x->k, (int)ci, (int)i,
+                         chained || again ? "" : style);
+        }
+    }
+    /* The computation's result leaves through its root (and the reshard
+     * to the result sharding). */
+    value_tail(x, c->name, ci, c->root, c->instr[c->root].name, tail, sizeof tail);
+    dot_chain(x, c->name, c->instr[c->root].name, NULL, true, tail, sizeof tail, indent, "");
+    if (entry) {
+        char *rs = x->p->noutputs ? ir_sharding_str(x->p->outputs[0].sharding) : NULL;
+        ir_sb_printf(x->o, "%sout_%d [id=\"out-%d\", label=\"result", indent, (int)x->k, (int)x->k);
+        if (x->p->noutputs == 1 && rs) {
+            ir_sb_puts(x->o, "\\n");
+            dot_str(x->o, rs);
+        }
+        ir_sb_puts(x->o, "\", shape=plaintext, style=\"\"];\n");
+        ir_sb_printf(x->o, "%s%s -> out_%d;\n", indent, tail, (int)x->k);
+        ts_free(rs);
+    }
+    /* Expanded callees: a box each, reached by a dashed edge. */
+    for (int32_t i = 0; depth < 8 && i < c->ninstr; i++) {
+        const IrInstr *ins = &c->instr[i];
+        if (!folds(ins))
+            continue;
+        for (int32_t k = 0; k < ins->ncalled; k++) {
+            const IrComputation *cc = m->comp[ins->called[k]];
+            if (!expanded(x->v, ins->name) && !expanded(x->v, cc->name))
+                continue;
+            ir_sb_printf(x->o, "%ssubgraph \"cluster_%d_%d_%d\" {\n%s  label=\"", indent, (int)x->k, (int)ci, (int)k,
+                         indent);
+            dot_str(x->o, cc->name);
+            ir_sb_puts(x->o, " (called by ");
+            dot_str(x->o, ins->name);
+            ir_sb_printf(x->o, ")\";\n%s  style=dashed;\n", indent);
+            /* indents stay short: depth is bounded by 8 */
+            char in2[64];
+            size_t ni = strlen(indent) < sizeof in2 - 3 ? strlen(indent) : sizeof in2 - 3;
+            memcpy(in2, indent, ni);
+            memcpy(in2 + ni, "  ", 3);
+            dot_src_computation(x, ins->called[k], in2, depth + 1);
+            ir_sb_printf(x->o, "%s}\n", indent);
+            ir_sb_printf(x->o, "%sn_%d_%d_%d -> n_%d_%d_%d [style=dashed, arrowhead=none, label=\"calls\"];\n", indent,
+                         (int)x->k, (int)ci, (int)i, (int)x->k, (int)ins->called[k], (int)cc->root);
+        }
+    }
+}
+
+/* A loaded plan keeps no logical graph: its SPMD program is drawn, where
+ * the collectives are instructions on their edges already. */
+static void dot_spmd_computation(DotCtx *x, const IrModule *spmd, const char *indent)
+{
+    const IrComputation *c = ir_entry(spmd);
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const IrInstr *ins = &c->instr[i];
+        char *sh = ir_shape_str(&ins->shape, false);
+        bool coll = ir_op_family(ins->op) == FAM_COLLECTIVE;
+        ir_sb_printf(x->o, "%sn_%d_%d_%d [id=\"n-%d-%d\", label=\"", indent, (int)x->k, (int)spmd->entry, (int)i,
+                     (int)x->k, (int)i);
+        dot_str(x->o, ins->name);
+        ir_sb_puts(x->o, "\\n");
+        dot_str(x->o, ir_op_name(ins->op));
+        ir_sb_puts(x->o, "\\nper device ");
+        dot_str(x->o, sh);
+        for (int32_t j = 0; coll && x->rep && j < x->rep->ncoll; j++)
+            if (strcmp(x->rep->coll[j].name, ins->name) == 0) {
+                ir_sb_puts(x->o, "\\ngroups ");
+                dot_str(x->o, x->rep->coll[j].replica_groups);
+                ir_sb_printf(x->o, "\\n%lld bytes per device", (long long)x->rep->coll[j].bytes_per_device);
+            }
+        ir_sb_printf(x->o, "\"%s];\n", coll ? ", shape=octagon, fillcolor=\"#ff6666\"" : ", fillcolor=\"#eeeeee\"");
+        ts_free(sh);
     }
     for (int32_t i = 0; i < c->ninstr; i++)
         for (int32_t k = 0; k < c->instr[i].nopnd; k++)
-            ir_sb_printf(o, "%s%s%d -> %s%d;\n", indent, prefix, (int)c->instr[i].opnd[k], prefix, (int)i);
+            ir_sb_printf(x->o, "%sn_%d_%d_%d -> n_%d_%d_%d;\n", indent, (int)x->k, (int)spmd->entry,
+                         (int)c->instr[i].opnd[k], (int)x->k, (int)spmd->entry, (int)i);
 }
 
-static char *program_dot(const PlanProgram *prog, const CluResult *res)
+static void dot_cluster(IrStrBuf *o, const CompileResult *r, int32_t k, const PlanView *v)
 {
-    IrStrBuf o = {0};
-    const IrModule *h = prog->host;
-    ir_sb_printf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
-         h->name);
-    ir_sb_printf(&o, "  subgraph \"host\" {\n    label=\"host program\";\n");
-    dot_computation(&o, ir_entry(h), "h", "    ");
-    ir_sb_printf(&o, "  }\n");
-    for (int32_t k = 0; k < res->nclusters; k++) {
-        const CluCluster *c = &res->clusters[k];
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "c%d_", (int)k);
-        ir_sb_printf(&o, "  subgraph \"cluster_%d\" {\n    label=\"%s (%lld partitions)\";\n", (int)k, c->name,
-             (long long)prog->num_partitions);
-        dot_computation(&o, h->comp[c->comp], prefix, "    ");
-        ir_sb_printf(&o, "  }\n");
-    }
-    ir_sb_printf(&o, "}\n");
-    return ir_sb_take(&o);
+    const PlanCluster *c = &r->prog.cluster[k];
+    const Plan *p = r->plans[k];
+    DotCtx x = {.o = o, .p = p, .src = c->src, .rep = &c->report, .v = v, .k = k};
+    ir_sb_printf(o, "  subgraph \"cluster_%d\" {\n    label=\"", (int)k);
+    dot_str(o, p->cluster);
+    ir_sb_printf(o, " (%lld partitions x %lld replicas, peak %lld bytes per device)\";\n",
+                 (long long)p->num_partitions, (long long)p->num_replicas, (long long)p->peak_bytes_per_device);
+    if (c->src)
+        dot_src_computation(&x, c->src->entry, "    ", 0);
+    else
+        dot_spmd_computation(&x, c->spmd, "    ");
+    ir_sb_printf(o, "  }\n");
 }
 
-static char *plan_dot(const Plan *p, const IrModule *src, const IrModule *spmd)
+/* The host program's entry, boxed; each call of a cluster points at the
+ * box of that cluster. */
+static void dot_host(IrStrBuf *o, const CompileResult *r)
 {
-    IrStrBuf o = {0};
-    ir_sb_printf(&o, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\"];\n",
-         p->module);
-    const IrComputation *e = ir_entry(src ? src : spmd);
-    ir_sb_printf(&o, "  subgraph \"cluster_%s\" {\n    label=\"%s (%lld partitions)\";\n", p->cluster, p->cluster,
-         (long long)p->num_partitions);
-    for (int32_t i = 0; i < e->ninstr && i < p->ninstrs; i++) {
-        const PlanInstr *pi = &p->instrs[i];
-        char *sd = ir_sharding_str(pi->sharding);
-        char *sh = ir_shape_str(&pi->shape, false);
-        ir_sb_printf(&o, "    n%d [label=\"%s\\n%s %s\\n%s\", fillcolor=\"%s\"%s];\n", (int)i, pi->name, pi->opcode,
-             sh ? sh : "", sd ? sd : "", colour_for(sd), pi->fallback ? ", color=red, penwidth=3" : "");
-        ts_free(sd);
+    const IrModule *h = r->prog.host;
+    const IrComputation *e = ir_entry(h);
+    ir_sb_printf(o, "  subgraph \"cluster_host\" {\n    label=\"host program\";\n    style=rounded;\n");
+    for (int32_t i = 0; i < e->ninstr; i++) {
+        const IrInstr *ins = &e->instr[i];
+        char *sh = ir_shape_str(&ins->shape, false);
+        ir_sb_printf(o, "    h_%d [id=\"h-%d\", label=\"", (int)i, (int)i);
+        dot_str(o, ins->name);
+        ir_sb_puts(o, "\\n");
+        dot_str(o, ir_op_name(ins->op));
+        ir_sb_puts(o, " ");
+        dot_str(o, sh);
+        ir_sb_puts(o, "\", fillcolor=\"#ffffff\", shape=ellipse];\n");
         ts_free(sh);
     }
     for (int32_t i = 0; i < e->ninstr; i++)
         for (int32_t k = 0; k < e->instr[i].nopnd; k++)
-            ir_sb_printf(&o, "    n%d -> n%d;\n", (int)e->instr[i].opnd[k], (int)i);
-    ir_sb_printf(&o, "  }\n");
-    /* Collectives the partitioner inserted, as marked nodes of their own. */
-    const IrComputation *pe = ir_entry(spmd);
-    for (int32_t i = 0; pe && i < pe->ninstr; i++) {
-        const IrInstr *ins = &pe->instr[i];
-        if (ir_op_family(ins->op) != FAM_COLLECTIVE)
-            continue;
-        ir_sb_printf(&o, "  c%d [label=\"%s\\n%s\", shape=octagon, fillcolor=\"#ff6666\"];\n", (int)i, ins->name,
-             ir_op_name(ins->op));
-    }
-    ir_sb_printf(&o, "}\n");
-    return ir_sb_take(&o);
+            ir_sb_printf(o, "    h_%d -> h_%d;\n", (int)e->instr[i].opnd[k], (int)i);
+    ir_sb_printf(o, "  }\n");
+    for (int32_t i = 0; i < e->ninstr; i++)
+        for (int32_t k = 0; k < r->res.nclusters && k < r->prog.ncluster; k++) {
+            const CluCluster *cc = &r->res.clusters[k];
+            const PlanCluster *pc = &r->prog.cluster[k];
+            if (!cc->call || strcmp(cc->call, e->instr[i].name) != 0 || !pc->src)
+                continue;
+            ir_sb_printf(o, "  h_%d -> n_%d_%d_%d [style=dashed, label=\"runs cluster %d\"];\n", (int)i, (int)k,
+                         (int)pc->src->entry, (int)ir_entry(pc->src)->root, (int)k);
+        }
 }
 
 /* ---- the dumps of a compiled program ---- */
@@ -469,10 +766,18 @@ char *compile_plan_json(const CompileResult *r)
     return plans_json(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL);
 }
 
-char *compile_plan_dot(const CompileResult *r)
+char *compile_plan_dot(const CompileResult *r, const PlanView *v)
 {
+    IrStrBuf o = {0};
+    const char *name = r->prog.ncluster ? r->plans[0]->module : "plan";
+    ir_sb_puts(&o, "digraph \"");
+    dot_str(&o, name);
+    ir_sb_puts(&o, "\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\", fontsize=10];\n"
+                   "  edge [fontname=\"monospace\", fontsize=9];\n");
     if (r->prog.host)
-        return program_dot(&r->prog, &r->res);
-    const PlanCluster *c = &r->prog.cluster[0];
-    return plan_dot(r->plans[0], c->src, c->spmd);
+        dot_host(&o, r);
+    for (int32_t k = 0; k < r->prog.ncluster; k++)
+        dot_cluster(&o, r, k, v);
+    ir_sb_puts(&o, "}\n");
+    return ir_sb_take(&o);
 }

@@ -368,8 +368,8 @@ static IrStatus run_while(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue
         if (!go)
             break;
         if (max > 0 && it >= max) {
-            st = instr_error(x, ins, IR_ERUNTIME, "while loop exceeded %lld iterations",
-                             (long long)max);
+            st = instr_error(x, ins, IR_ERUNTIME, "while loop exceeded %lld iterations (--limit trips=%lld)",
+                             (long long)max, (long long)max);
             break;
         }
         DevValue *next = NULL, *arg[1] = {state};

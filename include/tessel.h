@@ -121,21 +121,22 @@ typedef struct TsLimits {
                               * computation another one calls), in levels (default 64) */
     int64_t name;            /* bytes of a name (default 4096) */
     int64_t devices;         /* partitions x replicas (default 4096) */
-    int64_t instructions;    /* instructions of a module, all computations (default 4194304) */
-    /* Set by the run-time limits (RELIABILITY.md): carried here so that
-     * one --limit KEY=VALUE syntax sets them all. trips: iterations of any
-     * one while loop (0: unbounded); memory_bytes: a plan's peak
-     * per-device memory estimate (0: the host's available memory). */
-    int64_t trips;
-    int64_t memory_bytes;
+    /* What a run may do (TsRunOptions.limits). */
+    int64_t trips;           /* trips of every while loop (0: unbounded, the default) */
+    int64_t memory_bytes;    /* estimated peak bytes of one process's devices (0: the host's
+                              * available memory, /proc/meminfo MemAvailable) */
+    /* What a model may declare: instructions of a module, all computations
+     * (default 4194304 = 2^22; after the run's limits so that the layout
+     * of the fields before it stays). */
+    int64_t instructions;
 } TsLimits;
 
 /* The defaults above. */
 TsLimits ts_limits_default(void);
 /* Set one limit from "NAME=VALUE" text (NAME: elements, rank, tuple,
- * depth, name, devices, instructions, trips, memory; VALUE a decimal
- * integer >= 1, memory also with a K, M, G or T suffix, powers of 1024).
- * TS_EINPUT with a message saying what was expected. */
+ * depth, name, devices, trips, memory, instructions; VALUE a decimal
+ * integer >= 1, for memory with an optional K, M or G suffix, powers of
+ * 1024). TS_EINPUT with a message saying what was expected. */
 TsStatus ts_limits_set(TsLimits *l, const char *name_eq_value, TsDiag *d);
 
 /* An HLO module, parsed and verified. */
@@ -166,6 +167,26 @@ bool ts_module_is_plan(const TsModule *m);
  * (ts_free), NULL on OOM. */
 char *ts_module_text(const TsModule *m);
 
+/* Gradients (the layer grad/), in the spirit of TensorFlow's
+ * TF_AddGradients: a new module that returns the forward outputs, then the
+ * gradient of a scalar loss with respect to each chosen entry parameter
+ * (its shape and sharding), or, with sgd/adam, a training step whose
+ * outputs are the updated parameters aliased to them (input_output_alias).
+ * docs/cli.md (`tessel grad`) says what is written. */
+typedef struct TsGradOptions {
+    const char *wrt;         /* "0,w1": parameter numbers or names; NULL = every floating one */
+    const char *loss;        /* root tuple element (number or name); NULL = the root, a scalar */
+    bool jvp;                /* forward mode (refused: not built yet) */
+    double sgd;              /* > 0: SGD step with this learning rate */
+    double adam;             /* > 0: Adam step (moments and a step counter appended as parameters) */
+} TsGradOptions;
+
+/* On success *out is a new, verified module (ts_module_free). TS_EINPUT for
+ * bad options or a loss that is not a floating scalar; TS_EUNSUPPORTED
+ * naming the op and its FILE:LINE:COL when an op the loss depends on has no
+ * gradient rule. `o` may be NULL (defaults). */
+TsStatus ts_add_gradients(const TsModule *m, const TsGradOptions *o, TsModule **out, TsDiag *d);
+
 /* ------------------------------------------------------------------ */
 /* Plans                                                               */
 /* ------------------------------------------------------------------ */
@@ -190,6 +211,12 @@ typedef struct TsCompileOptions {
      * ts_outputs_num_devices). ts_plan_open then reads a plan file as
      * the module it is. */
     bool spmd;
+    /* A directory (created if missing) that receives the module after
+     * each pass, as XLA's --xla_dump_to: NNNN.MODULE.after_parse.hlo,
+     * .after_propagate, .after_outline (host work only),
+     * .cluster_K.after_spmd_partition, then NNNN.MODULE.plan.json, numbered
+     * in pass order; every .hlo parses back (docs/plan.md). NULL: none. */
+    const char *dump_dir;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
@@ -220,6 +247,16 @@ int32_t ts_plan_num_clusters(const TsPlan *p);
 /* True when the plan was loaded from a plan file. */
 bool ts_plan_from_file(const TsPlan *p);
 
+/* The input_output_alias that --steps follows (the host program's, else
+ * the device program's): alias k moves output leaf *output_leaf (depth
+ * first) into entry parameter *param for the next step. TS_EINPUT for no
+ * such alias; TS_EUNSUPPORTED when it moves a tuple or a leaf of a tuple
+ * parameter. */
+int32_t ts_plan_num_aliases(const TsPlan *p);
+TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d);
+/* The SHA-256 of the plan file text, 64 lowercase hex digits and a NUL:
+ * names the program a checkpoint belongs to. TS_ENOMEM only. */
+TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d);
 /* The plan file text (valid HLO text; docs/plan.md). Heap string (ts_free),
  * NULL on OOM. */
 char *ts_plan_file_text(const TsPlan *p);
@@ -230,6 +267,31 @@ TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d);
 /* The plan for people ("text"), programs ("json", docs/plan.md) or
  * Graphviz ("dot") into *out (ts_free). TS_EINPUT for another format. */
 TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d);
+
+/* How an array is cut over the devices, drawn as a grid of boxes (one per
+ * tile, sized in proportion, holding the ids of the devices that hold it;
+ * docs/plan.md "Sharding grids"). `name` is an instruction of a compiled
+ * plan, an entry parameter's name, "input K", "output K", or "all" (every
+ * input and output). Flags: TS_SHOW_ASCII draws with + - | only,
+ * TS_SHOW_COLOUR adds ANSI background colours (for a terminal). *out is
+ * heap text (ts_free); TS_EINPUT when nothing has that name. */
+enum { TS_SHOW_ASCII = 1u, TS_SHOW_COLOUR = 2u };
+TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d);
+
+/* ts_plan_dump with more to say: `format` as there, or "html" (one
+ * self-contained page: the graph, the instructions, collectives, sharding
+ * grids, memory, split and concat trees; docs/plan.md). `expand` names
+ * computations (or the instructions calling them: while, call,
+ * conditional, fusion) that the graph draws whole instead of as one node.
+ * `graph_svg`, for "html": the graph as SVG (what `dot -Tsvg` made of the
+ * "dot" dump); NULL draws it with tessel's own layout. */
+typedef struct TsDumpOptions {
+    const char *format;
+    int32_t nexpand;
+    const char *const *expand;
+    const char *graph_svg;
+} TsDumpOptions;
+TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, TsDiag *d);
 
 /* ------------------------------------------------------------------ */
 /* Arrays, inputs, outputs                                             */
@@ -275,6 +337,15 @@ typedef struct TsInput {
     const TsArray *array;
 } TsInput;
 
+/* What TsRunOptions.on_step receives. */
+typedef struct TsStepInfo {
+    int64_t step;            /* 1..steps */
+    int64_t steps;
+    double seconds;          /* this step (device 0's time on a device run) */
+    bool has_watched;        /* TsRunOptions.watch was given */
+    double watched;          /* its value after this step */
+} TsStepInfo;
+
 typedef struct TsRunOptions {
     int32_t ninputs;
     const TsInput *inputs;
@@ -297,7 +368,30 @@ typedef struct TsRunOptions {
     bool per_device;
     bool one_device;
     int64_t output_device;
+    /* Progress: called after each step (every run, one step too) by the
+     * process that holds device 0 (rank 0 under MPI), from the thread
+     * running device 0; it must be quick and must not call the library.
+     * `watch` names an output whose value it reports (TsStepInfo.watched):
+     * an output leaf number ("1") or the name of the instruction the
+     * result (or the root tuple's operand) is; it must have one element
+     * (a loss). TS_EINPUT before anything runs when no output has that
+     * name or it has more than one element. May be NULL. */
+    void (*on_step)(void *ctx, const TsStepInfo *s);
+    void *on_step_ctx;
+    const char *watch;
+    /* trips and memory_bytes of these limits bound the run (NULL: the
+     * defaults: unbounded loops, the host's available memory). A plan
+     * whose estimated peak memory per device exceeds memory_bytes is
+     * refused before it runs
+     * (TS_EINPUT); a while loop that would run more than `trips` trips
+     * fails the run (TS_ERUNTIME naming the loop). */
+    const TsLimits *limits;
+    /* Under MPI: a rank not heard from for this long (a stopped or lost
+     * process) ends the job on every other rank, naming it (0: 60 s;
+     * < 0: no heartbeat). RELIABILITY.md. */
+    double heartbeat_seconds;
 } TsRunOptions;
+
 
 /* The results of a run: the output leaves (depth first), and the values
  * the program gave the host (outfeed, send to the host: on several
@@ -386,6 +480,12 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d);
 /* Called by ts_mpi_finalize with this rank's error before the others
  * learn of it (as TsRunOptions.on_error). */
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx);
+/* Start the world's heartbeat (`seconds` as TsRunOptions.heartbeat_seconds:
+ * 0 the default 60 s, < 0 none): from now on a rank silent that long, or
+ * one that reaches another collective than its peers, ends the job on
+ * every rank with a message naming it, in the world's agreements too
+ * (ts_mpi_agree, ts_mpi_finalize). Stops in ts_mpi_finalize. */
+TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d);
 /* The address of its MPI_Comm (for ts_plan_run_mpi), its rank and size. */
 const void *ts_mpi_comm(const TsMpiWorld *w);
 int ts_mpi_rank(const TsMpiWorld *w);

@@ -115,6 +115,10 @@ typedef struct ShdPropagateOptions {
  * are documented in propagate.c. Errors: IR_ENOMEM, or IR_EINPUT for
  * annotations that contradict each other where no reshard is possible. */
 IrStatus shd_propagate(IrModule *m, const ShdPropagateOptions *opt, IrDiag *d);
+/* Rewrite every scan as a call of a while loop that computes it
+ * (expand_scan.c), so that propagation and the partitioner treat it as a
+ * loop: run before shd_propagate. IR_ENOMEM / IR_EINTERNAL only. */
+IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
 
 /* XLA's annotation custom-calls that return their one operand unchanged
  * (the executor runs them as identities, device/k_markers.c; docs/cli.md
@@ -147,12 +151,30 @@ typedef struct SpmdOptions {
 
 /* What the partitioner decided, for the plan dumps. Arrays are in the
  * report's own arena (freed by spmd_report_free). */
+/* Where a collective or a reshard sits in the source, for the graph of
+ * the plan: emitted while partitioning instruction `source` of source
+ * computation `comp`, to reshard its operand `operand` (the edge operand
+ * -> source), or (operand NULL) to finish source's own value (the edges
+ * from source to its users; `output`: the root's value resharded to the
+ * computation's result sharding). NULL names: unknown (a loaded plan). */
+typedef struct SpmdSite {
+    const char *comp, *source, *operand;
+    bool output;
+} SpmdSite;
+
 typedef struct SpmdCollective {
     const char *name;          /* instruction name in the partitioned module */
     IrOpcode op;
     const char *replica_groups;/* XLA text, e.g. "{{0,1},{2,3}}" */
     int64_t bytes_per_device;  /* bytes each device receives */
+    SpmdSite site;
 } SpmdCollective;
+
+/* An operand whose sharding is not what its user needs (operand_as). */
+typedef struct SpmdReshard {
+    SpmdSite site;             /* operand set */
+    const char *from, *to;     /* sharding texts */
+} SpmdReshard;
 
 typedef struct SpmdReport {
     IrArena *arena;
@@ -161,6 +183,9 @@ typedef struct SpmdReport {
     int32_t ncoll;
     int64_t capcoll;
     SpmdCollective *coll;
+    int32_t nreshard;
+    int64_t capreshard;
+    SpmdReshard *reshard;
 } SpmdReport;
 
 /* Partition the entry computation of `src` (whose instructions carry the

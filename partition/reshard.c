@@ -513,13 +513,39 @@ int64_t reshard_cost(const IrShape *full, const IrSharding *from, const IrShardi
            (is_repl(to) ? 0 : bytes / 2);
 }
 
+/* Record for the plan that operand o of the instruction being partitioned
+ * changes sharding (nothing is recorded when the report cannot grow: the
+ * plan then shows the edge unmarked, the program is unchanged). */
+static void note_reshard(PComp *pc, int32_t o, const IrSharding *to)
+{
+    SpmdReport *rep = pc->sp->report;
+    if (!rep || ir_sharding_equal(pc->shd[o], to) ||
+        !IR_ARENA_GROW(rep->arena, rep->reshard, rep->capreshard, rep->nreshard, rep->nreshard + 1))
+        return;
+    char *from = ir_sharding_str(pc->shd[o]), *tt = ir_sharding_str(to);
+    SpmdReshard *r = &rep->reshard[rep->nreshard];
+    r->site = spmd_site_copy(rep->arena, &pc->sp->site);
+    r->from = from ? ir_strdup(rep->arena, from) : NULL;
+    r->to = tt ? ir_strdup(rep->arena, tt) : NULL;
+    ts_free(from);
+    ts_free(tt);
+    if (r->from && r->to)
+        rep->nreshard++;
+}
+
 int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     int32_t o = ins->opnd[k];
     if (pc->val[o] < 0)
         return -1;
-    return reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
+    /* Collectives emitted here serve the edge o -> i. */
+    SpmdSite keep = pc->sp->site;
+    pc->sp->site.operand = pc->sc->instr[o].name;
+    note_reshard(pc, o, to);
+    int32_t r = reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
+    pc->sp->site = keep;
+    return r;
 }
 
 int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill)

@@ -200,6 +200,9 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
         return -1;
     }
     PComp pc = {.sp = sp, .sc = sc, .dc = sp->dst->comp[ci], .pid = -1};
+    /* A nested computation is partitioned inside its call site's handler:
+     * the call site is what the report names again after it. */
+    SpmdSite caller = sp->site;
     int32_t *order = NULL;
     int32_t result = -1;
     /* Room for the usual growth (collectives, masks, offsets: about one
@@ -230,6 +233,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     if (ir_topo_order(sp->src, sc, &order, sp->d) != IR_OK)
         goto done;
     for (int32_t k = 0; k < sc->ninstr; k++) {
+        sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[order[k]].name};
         if (dispatch(&pc, order[k]) != IR_OK)
             goto done;
         if (sp->depth == 1)
@@ -240,6 +244,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
         ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
         goto done;
     }
+    sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[sc->root].name, .output = true};
     int32_t root = reshard(&pc, pc.val[sc->root], &sc->instr[sc->root].shape, pc.shd[sc->root], want);
     if (root < 0)
         goto done;
@@ -247,6 +252,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     result = ci;
 done:
     sp->depth--;
+    sp->site = caller;
     ts_free(order);
     ts_free(pc.val);
     ts_free(pc.shd);

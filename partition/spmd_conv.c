@@ -101,6 +101,69 @@ bool spmd_halo_plan(int64_t in, int64_t out, int64_t t, const IrWindowDim *w, Sp
     return true;
 }
 
+/* A window wider than a neighbour's shard (a halo plan fails: rhs
+ * dilation, large padding): gather the whole dim, pad it by the window's
+ * padding (and enough rows after it that every device's rows exist), and
+ * let device j slice the L rows its outputs read, at j*so*stride of the
+ * padded dim. Each device then computes only its own outputs, so the work
+ * is split as for a halo; only the gather costs more.
+ * Example (PaddedConvReshard, 4 tiles of 256 columns): size 3, pad
+ * 128_128, rhs_dilate 128: so = 64, L = 63 + 256 + 1 = 320; the gathered
+ * 256 columns padded to 128 + 256 + 128 (no more needed: the last device
+ * ends at 192 + 320 = 512), device j slices [64j, 64j + 320). */
+static bool halo_plan_gathered(int64_t in, int64_t out, int64_t t, const IrWindowDim *w, SpmdHalo *h)
+{
+    memset(h, 0, sizeof *h);
+    int64_t stride = dflt1(w->stride), rd = dflt1(w->rhs_dilate);
+    if (dflt1(w->lhs_dilate) != 1 || t < 2 || in < 1 || out < 1 || w->size < 1 || w->pad_lo < 0 ||
+        w->pad_hi < 0)
+        return false;
+    h->gathered = true;
+    h->t = t;
+    h->in = in;
+    h->so = shd_shard_size(out, t);
+    h->L = (h->so - 1) * stride + (w->size - 1) * rd + 1;
+    h->stride = stride;
+    h->pad_lo = w->pad_lo;
+    int64_t end = (t - 1) * h->so * stride + h->L;
+    h->pad_hi = end > in + w->pad_lo ? end - in - w->pad_lo : 0;
+    return true;
+}
+
+/* The L rows of gathered dim d of v that this device's outputs read (its
+ * tile coordinate along iteration dim it_dim of iter). */
+static int32_t gathered_window(PComp *pc, int32_t v, int32_t d, const SpmdHalo *h, const IrSharding *iter,
+                               int32_t it_dim, int32_t padval)
+{
+    if (v < 0 || padval < 0)
+        return -1;
+    int64_t lo[IR_MAX_RANK] = {0}, hi[IR_MAX_RANK] = {0};
+    lo[d] = h->pad_lo;
+    hi[d] = h->pad_hi;
+    int32_t padded = emit_pad(pc, v, padval, lo, hi);
+    if (padded < 0)
+        return -1;
+    int64_t n = pc->sp->n;
+    int64_t *off = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    if (!off)
+        return oom(pc);
+    int64_t c[IR_MAX_RANK + 2];
+    for (int64_t p = 0; p < n; p++)
+        off[p] = shd_device_coords(iter, p, c) ? c[it_dim] * h->so * h->stride : 0;
+    const IrShape *ps = val_shape(pc, padded);
+    int32_t rank = ps->rank;
+    int32_t starts[IR_MAX_RANK];
+    int64_t sizes[IR_MAX_RANK];
+    for (int32_t k = 0; k < rank; k++)
+        sizes[k] = ps->dims[k];
+    int32_t zero = emit_s32(pc, 0);
+    for (int32_t k = 0; k < rank; k++)
+        starts[k] = zero;
+    starts[d] = emit_table_lookup(pc, off);
+    sizes[d] = h->L;
+    return emit_dynamic_slice(pc, padded, starts, sizes);
+}
+
 /* Concatenate a, b, c (any may be -1 = absent, b present) along dim d. */
 static int32_t concat3(PComp *pc, int32_t a, int32_t b, int32_t c, int32_t d)
 {
@@ -328,17 +391,24 @@ static bool plan_for(PComp *pc, int32_t i, const ConvDims *cd, IrSharding *iter,
         drop[nd++] = IT_O;
         drop[nd++] = IT_I;
     }
+    int64_t whole[IR_MAX_RANK]; /* input dims gathered for a wide window */
+    int32_t nw = 0;
     for (int32_t k = 0; k < cd->ns; k++) {
         int64_t t = shd_tiles(iter, IT_S0 + k);
-        if (t > 1 && !spmd_halo_plan(l->shape.dims[dn->in_spatial[k]],
-                                     ins->shape.dims[dn->out_spatial[k]], t,
-                                     &ins->a.window.dim[k], &p->halo[k]))
+        int64_t in = l->shape.dims[dn->in_spatial[k]], out = ins->shape.dims[dn->out_spatial[k]];
+        if (t <= 1 || spmd_halo_plan(in, out, t, &ins->a.window.dim[k], &p->halo[k]))
+            continue;
+        if (halo_plan_gathered(in, out, t, &ins->a.window.dim[k], &p->halo[k]))
+            whole[nw++] = dn->in_spatial[k];
+        else
             drop[nd++] = IT_S0 + k;
     }
     if (nd > 0 && !(iter = shd_replicate_dims(a, iter, nd, drop)))
         return false;
     p->iter = iter;
     p->lhs = shd_project(a, iter, cd->lhs_rank, cd->lhs_to_iter);
+    if (p->lhs && nw > 0)
+        p->lhs = shd_replicate_dims(a, p->lhs, nw, whole);
     p->rhs = shd_project(a, iter, cd->rhs_rank, cd->rhs_to_iter);
     p->partial = shd_project(a, iter, cd->out_rank, cd->out_to_iter);
     if (!p->lhs || !p->rhs || !p->partial)
@@ -413,8 +483,10 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     for (int32_t k = 0; k < cd.ns && lv >= 0; k++)
         if (shd_tiles(best->iter, IT_S0 + k) > 1) {
             halo[k] = true;
-            lv = spmd_halo(pc, lv, best->lhs, (int32_t)dn->in_spatial[k], &best->halo[k],
-                           emit_scalar_const(pc, l->shape.type, 0));
+            int32_t zero = emit_scalar_const(pc, l->shape.type, 0);
+            lv = best->halo[k].gathered
+                     ? gathered_window(pc, lv, (int32_t)dn->in_spatial[k], &best->halo[k], best->iter, IT_S0 + k, zero)
+                     : spmd_halo(pc, lv, best->lhs, (int32_t)dn->in_spatial[k], &best->halo[k], zero);
         }
     IrShape local;
     int32_t v = -1;

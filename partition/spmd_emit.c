@@ -499,6 +499,17 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
     return true;
 }
 
+SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s)
+{
+    /* Names copied: the report may outlive the source module. A name
+     * that cannot be copied is left out (the plan draws the collective
+     * apart); the program does not depend on it. */
+    return (SpmdSite){.comp = s->comp ? ir_strdup(a, s->comp) : NULL,
+                      .source = s->source ? ir_strdup(a, s->source) : NULL,
+                      .operand = s->operand ? ir_strdup(a, s->operand) : NULL,
+                      .output = s->output};
+}
+
 /* Record a collective for the plan: its groups as text and bytes received.
  * Returns r, or -1 (out of memory recorded) when the record cannot be made:
  * a plan that silently lost a collective would be wrong. */
@@ -532,6 +543,7 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     c->op = ins->op;
     c->replica_groups = txt;
     c->bytes_per_device = bytes;
+    c->site = spmd_site_copy(rep->arena, &pc->sp->site);
     return c->name ? r : oom(pc);
 }
 

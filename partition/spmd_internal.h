@@ -41,11 +41,14 @@ struct Spmd {
     SpmdReport *report;
     IrArena *tmp;              /* scratch of one entry instruction, see pc_tmp */
     int32_t depth;             /* computations being partitioned (1: the entry) */
+    SpmdSite site;             /* what is being partitioned, for the report */
 };
 
 /* ---- spmd_emit.c: building instructions in a destination computation ---- */
 
 IrArena *pc_arena(PComp *pc);
+/* The site with its names copied into arena a (the report's). */
+SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s);
 /* Scratch memory for what lives while one instruction is partitioned:
  * shardings a handler computes (operand targets, iteration tilings) and
  * shapes handed to emit* (which copy them). Reset after each instruction of
@@ -137,6 +140,8 @@ typedef struct SpmdHalo {
     int64_t lo, hi;            /* rows added on the left / right */
     int64_t lo_ex, hi_ex;      /* of which exchanged with the neighbours */
     int64_t stride, pad_lo;
+    bool gathered;             /* the whole dim is gathered first (spmd_conv.c: wide windows) */
+    int64_t pad_hi;            /* gathered: rows padded after the input */
 } SpmdHalo;
 /* Plan the halo of an input dim of size `in` (output size `out`, `t`
  * tiles) under window dim `w`; false when it cannot be done (base

@@ -210,7 +210,9 @@ IrStatus spmd_reshape(PComp *pc, int32_t i)
             ok &= shd_tiles(s, k) == 1;
         int64_t t = shd_tiles(s, b0);
         if (t > 1) {
-            ok &= in->dims[a0] % t == 0 && out->dims[b0] % t == 0;
+            /* A group of one dim on each side is the same dim: any tiling,
+             * uneven included, keeps its shards (and their padding). */
+            ok &= (a == a0 + 1 && b == b0 + 1) || (in->dims[a0] % t == 0 && out->dims[b0] % t == 0);
             map[a0] = b0;
         }
     }
@@ -232,8 +234,47 @@ static bool tiled_dims_untouched(const IrSharding *s, int32_t rank, const bool *
     return true;
 }
 
+/* An op that is local unless it touches a tiled dim (slice, pad,
+ * concatenate, reverse, dynamic-slice and -update-slice) runs as
+ * `handler` under i's sharding with the touched dims replicated (their
+ * tiles join the replication), then is resharded to i's sharding, which is
+ * a local slice: the dims it leaves alone stay partitioned, as XLA keeps
+ * the non-sliced dims partitioned. When every tiled dim is touched this is
+ * the replicate fallback itself.
+ * Example (4 devices): dynamic-update-slice of u bf16[16,128,...] into
+ * x bf16[16,512,...] {devices=[2,2,...]} at row 192 of dim 1: x and u are
+ * gathered along dim 1 only (each device holds 8 of the 16 batch rows,
+ * whole in dim 1), updated locally, and each device keeps its quarter. */
+static IrStatus keep_untouched_partitioned(PComp *pc, int32_t i, const bool *touched,
+                                           IrStatus (*handler)(PComp *, int32_t))
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    const IrSharding *want = pc->shd[i];
+    if (want->kind != SHD_TILED || shd_has_manual_subgroup(want) || ins->shape.type == IR_TUPLE)
+        return spmd_fallback(pc, i);
+    int64_t dims[IR_MAX_RANK];
+    int32_t nd = 0;
+    bool kept = false;
+    for (int32_t d = 0; d < ins->shape.rank; d++) {
+        if (touched[d])
+            dims[nd++] = d;
+        else
+            kept |= shd_tiles(want, d) > 1;
+    }
+    IrSharding *loose = kept ? shd_replicate_dims(pc_arena(pc), want, nd, dims) : NULL;
+    if (!loose)
+        return spmd_fallback(pc, i);
+    pc->shd[i] = loose;
+    IrStatus st = handler(pc, i);
+    pc->shd[i] = want;
+    if (st != IR_OK)
+        return st;
+    return set_val(pc, i, reshard(pc, pc->val[i], &ins->shape, loose, want));
+}
+
 /* slice: local when every tiled dim is taken whole (start 0, full limit,
- * stride 1); the other dims are sliced on each device. Else fall back. */
+ * stride 1); the other dims are sliced on each device. Else the touched
+ * dims are replicated first (keep_untouched_partitioned). */
 IrStatus spmd_slice(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -243,7 +284,7 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
         touched[d] = ins->a.slice_start.v[d] != 0 || ins->a.slice_limit.v[d] != in->dims[d] ||
                      (ins->a.slice_stride.n > d && ins->a.slice_stride.v[d] != 1);
     if (!tiled_dims_untouched(pc->shd[i], in->rank, touched))
-        return spmd_fallback(pc, i);
+        return keep_untouched_partitioned(pc, i, touched, spmd_slice);
     int32_t v = operand_as(pc, i, 0, pc->shd[i]);
     if (v < 0)
         return set_val(pc, i, v);
@@ -278,7 +319,7 @@ IrStatus spmd_pad(PComp *pc, int32_t i)
         touched[d] = ins->a.pad_lo.v[d] != 0 || ins->a.pad_hi.v[d] != 0 ||
                      (ins->a.pad_interior.n > d && ins->a.pad_interior.v[d] != 0);
     if (!tiled_dims_untouched(pc->shd[i], rank, touched))
-        return spmd_fallback(pc, i);
+        return keep_untouched_partitioned(pc, i, touched, spmd_pad);
     int32_t ops[2] = {operand_as(pc, i, 0, pc->shd[i]), operand_as(pc, i, 1, &repl_sharding)};
     return emit_local(pc, i, ops);
 }
@@ -287,8 +328,11 @@ IrStatus spmd_pad(PComp *pc, int32_t i)
 IrStatus spmd_concatenate(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    if (shd_tiles(pc->shd[i], (int32_t)ins->a.dimensions.v[0]) > 1)
-        return spmd_fallback(pc, i);
+    if (shd_tiles(pc->shd[i], (int32_t)ins->a.dimensions.v[0]) > 1) {
+        bool touched[IR_MAX_RANK] = {false};
+        touched[ins->a.dimensions.v[0]] = true;
+        return keep_untouched_partitioned(pc, i, touched, spmd_concatenate);
+    }
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
         ops[k] = operand_as(pc, i, k, pc->shd[i]);
@@ -299,9 +343,11 @@ IrStatus spmd_concatenate(PComp *pc, int32_t i)
 IrStatus spmd_reverse(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
+    bool touched[IR_MAX_RANK] = {false};
     for (int32_t k = 0; k < ins->a.dimensions.n; k++)
-        if (shd_tiles(pc->shd[i], (int32_t)ins->a.dimensions.v[k]) > 1)
-            return spmd_fallback(pc, i);
+        touched[ins->a.dimensions.v[k]] = true;
+    if (!tiled_dims_untouched(pc->shd[i], ins->shape.rank, touched))
+        return keep_untouched_partitioned(pc, i, touched, spmd_reverse);
     int32_t v = operand_as(pc, i, 0, pc->shd[i]);
     return emit_local(pc, i, &v);
 }
@@ -319,7 +365,7 @@ IrStatus spmd_dynamic_slice(PComp *pc, int32_t i)
     for (int32_t d = 0; d < in->rank; d++)
         touched[d] = part->dims[d] != in->dims[d];
     if (!tiled_dims_untouched(pc->shd[i], in->rank, touched))
-        return spmd_fallback(pc, i);
+        return keep_untouched_partitioned(pc, i, touched, spmd_dynamic_slice);
     int32_t first_index = dus ? 2 : 1;
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)

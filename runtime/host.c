@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- host targets ---- */
 
@@ -192,6 +193,7 @@ typedef struct HostRun {
     const PlanProgram *p;
     RtTransport *t;
     int64_t first, nlocal;
+    int64_t max_trips;       /* while loop bound of every cluster run (0: none) */
 } HostRun;
 
 /* Every rank's root shards to every rank (the host program continues on
@@ -285,11 +287,13 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
     long k = num ? strtol(num[0] == '"' ? num + 1 : num, &end, 10) : -1;
     if (k < 0 || k >= p->ncluster)
         return ir_error(d, IR_EINTERNAL, m->file, m->src, ins->pos, "%s: no cluster %s", ins->name, num ? num : "?");
+    RtRunOptions o = {.max_trips = h->max_trips};
     if (!h->t) {
         RtArgs args = {.nargs = nopnd, .args = operands};
-        return rt_run_local(&p->cluster[k], &args, out, d);
+        return rt_run_local_ex(&p->cluster[k], &args, &o, NULL, out, d);
     }
-    return run_cluster_here(h, &p->cluster[k], nopnd, operands, NULL, out, d);
+    rt_transport_checkin(h->t, k);
+    return run_cluster_here(h, &p->cluster[k], nopnd, operands, &o, out, d);
 }
 
 /* The host program `steps` times (< 2: once). Rule (as rt_run_reference_steps):
@@ -297,12 +301,24 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
  * become parameters of step s+1 (moved, not copied); the others keep their
  * values. Under MPI every rank feeds the same values: each has every
  * cluster's full results. The caller's args are left as they were. */
-static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t steps, const DevExecOptions *opt,
-                               DevValue **out, IrDiag *d)
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t steps, const RtStepHook *hook,
+                               const DevExecOptions *opt, DevValue **out, IrDiag *d)
 {
     *out = NULL;
-    if (steps < 2)
-        return dev_execute(p->host, p->host->entry, args->nargs, args->args, opt, out, d);
+    if (steps < 2) {
+        double t0 = seconds_now();
+        IrStatus st = dev_execute(p->host, p->host->entry, args->nargs, args->args, opt, out, d);
+        if (st == IR_OK && hook && hook->fn)
+            hook->fn(hook->ctx, 1, 1, seconds_now() - t0, *out);
+        return st;
+    }
     IrStatus st = rt_check_aliases(p->host, d);
     if (st != IR_OK)
         return st;
@@ -313,7 +329,10 @@ static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t
         cur[k] = dev_value_ref(args->args[k]);
     for (int64_t s = 0; st == IR_OK && s < steps; s++) {
         DevValue *r = NULL;
+        double t0 = seconds_now();
         st = dev_execute(p->host, p->host->entry, args->nargs, cur, opt, &r, d);
+        if (st == IR_OK && hook && hook->fn)
+            hook->fn(hook->ctx, s + 1, steps, seconds_now() - t0, r);
         if (st == IR_OK && s + 1 < steps)
             rt_feed_aliases(p->host, r, cur);
         else
@@ -329,31 +348,34 @@ static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t
     return st;
 }
 
-IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, DevValue **out, IrDiag *d)
+IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
+                              const RtStepHook *hook, DevValue **out, IrDiag *d)
 {
     if (!p->host) { /* no host work: the program is cluster 0 */
-        RtRunOptions o = {.steps = steps};
+        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook};
         return rt_run_local_ex(&p->cluster[0], args, &o, NULL, out, d);
     }
-    HostRun h = {.p = p};
+    HostRun h = {.p = p, .max_trips = max_trips};
     RtHostCtx hc = {.silent = false, .saves = args->saves};
     DevCustomCalls host = rt_host_calls(&hc);
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
-    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters};
-    return run_host_steps(p, args, steps, &opt, out, d);
+    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters, .max_while_iterations = max_trips};
+    return run_host_steps(p, args, steps, hook, &opt, out, d);
 }
 
-IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, RtTransport *t, int64_t first,
-                            int64_t nlocal, DevValue **out, IrDiag *d)
+IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
+                            const RtStepHook *hook,
+                            RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d)
 {
-    HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal};
+    HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal, .max_trips = max_trips};
     if (!p->host) {
-        RtRunOptions o = {.steps = steps};
+        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook};
         return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, &o, out, d);
     }
     RtHostCtx hc = {.silent = rt_mpi_rank(t) != 0, .saves = args->saves};
     DevCustomCalls host = rt_host_calls(&hc);
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
-    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters};
-    return run_host_steps(p, args, steps, &opt, out, d);
+    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters, .max_while_iterations = max_trips};
+    /* Every rank runs the host program; rank 0 alone reports its steps. */
+    return run_host_steps(p, args, steps, hc.silent ? NULL : hook, &opt, out, d);
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -411,8 +412,8 @@ IrStatus rt_check_reference(const IrModule *m, IrDiag *d)
     return IR_OK;
 }
 
-static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHostTransfers *host,
-                              DevValue **out, IrDiag *d)
+static IrStatus run_reference(const IrModule *m, const RtArgs *args, int64_t max_trips,
+                              const DevHostTransfers *host, DevValue **out, IrDiag *d)
 {
     /* Host custom-calls (tessel_print, tessel_save) run in the reference
      * too: it is the whole module on one device and this host. It runs
@@ -420,7 +421,7 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHo
      * one partitioned (fused) runs are checked against. */
     RtHostCtx hc = {.silent = false, .saves = args->saves};
     DevCustomCalls custom = rt_host_calls(&hc);
-    DevExecOptions opt = {.custom = &custom, .no_fusion = true, .host = host};
+    DevExecOptions opt = {.custom = &custom, .no_fusion = true, .host = host, .max_while_iterations = max_trips};
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);
@@ -429,7 +430,7 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, const DevHo
 IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
 {
     IrStatus st = rt_check_reference(m, d);
-    return st == IR_OK ? run_reference(m, args, NULL, out, d) : st;
+    return st == IR_OK ? run_reference(m, args, 0, NULL, out, d) : st;
 }
 
 /* ---- steps: aliased outputs become the next step's parameters ---- */
@@ -500,8 +501,8 @@ void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
     dev_value_unref(result);
 }
 
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
-                                const DevHostTransfers *host, DevValue **out, IrDiag *d)
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, int64_t max_trips,
+                                const DevHostTransfers *host, const RtStepHook *hook, DevValue **out, IrDiag *d)
 {
     *out = NULL;
     IrStatus st = rt_check_reference(m, d);
@@ -509,7 +510,13 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
         st = rt_check_aliases(m, d);
     for (int64_t s = 0; st == IR_OK && s < (steps > 1 ? steps : 1); s++) {
         DevValue *r = NULL;
-        st = run_reference(m, args, host, &r, d);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = run_reference(m, args, max_trips, host, &r, d);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (st == IR_OK && hook && hook->fn)
+            hook->fn(hook->ctx, s + 1, steps > 1 ? steps : 1,
+                     (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9, r);
         if (st == IR_OK && s + 1 < steps)
             rt_feed_aliases(m, r, args->args);
         else

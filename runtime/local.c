@@ -48,6 +48,7 @@ typedef struct World {
     int32_t nremote;           /* operands of each remote[g] (the leader's: devices may publish the next
                                 * collective's nops while it cleans up) */
     DevValue **reduced;        /* all-reduce across hosts: each local member's result */
+    DevValue **shared;         /* a group-identical collective's result, by its group's first local member */
     IrStatus leader_status;    /* what the leader's exchange returned */
     IrDiag leader_diag;
 } World;
@@ -63,7 +64,9 @@ typedef struct Device {
     DevValue **args;           /* this device's shards of the arguments (owned) */
     int32_t nargs;
     int64_t steps;             /* runs of the program, aliased outputs fed back */
+    int64_t max_trips;         /* while loop bound (0: none) */
     const DevHostTransfers *host; /* infeed/outfeed: on a run of one device only */
+    const RtStepHook *on_step; /* device 0 only */
     DevValue *result;
     IrDiag diag;
     IrStatus status;
@@ -304,6 +307,66 @@ static IrStatus aborted(const World *w, const IrModule *m, const IrInstr *ins, I
                                                        : "aborted: another device failed");
 }
 
+/* Collectives whose result is the same on every member of a group. */
+static bool group_identical(const IrInstr *ins)
+{
+    switch (ins->op) {
+    case OP_ALL_REDUCE: case OP_ALL_GATHER: case OP_COLLECTIVE_BROADCAST: return true;
+    default: return false;
+    }
+}
+
+/* The first member of device me's group that runs on this host, or me. */
+static int64_t local_representative(const World *w, const IrModule *m, const IrInstr *ins, const RtCollWorld *cw,
+                                    int64_t me)
+{
+    int64_t rep = me;
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    int32_t size = 0, mine = 0;
+    IrDiag quiet = {0};
+    if (members && rt_coll_group(m, ins, cw, me, members, &size, &mine, &quiet) == IR_OK)
+        for (int32_t k = 0; k < size; k++)
+            if (on_this_host(w, members[k]) && members[k] < rep)
+                rep = members[k];
+    ir_diag_clear(&quiet);
+    ts_free(members);
+    return rep;
+}
+
+/* This device's result. Values are immutable, so where every member of a
+ * group gets the same array (all-gather, all-reduce, broadcast) the group's
+ * first member on this host computes it and the others take a reference:
+ * one buffer per group and host instead of one per device (a replicated
+ * 1.6 GB result on 8 devices is 1.6 GB, not 13), and the work is done
+ * once. A member that finds no shared result (its representative failed)
+ * computes its own, reaching the same error. One extra barrier. */
+static IrStatus group_result(Device *dev, const IrModule *m, const IrInstr *ins, const RtCollWorld *cw,
+                             int32_t nopnd, DevValue **out, IrDiag *d)
+{
+    World *w = dev->w;
+    DevValue *const *const *ops = (DevValue *const *const *)w->ops;
+    if (!group_identical(ins) || w->nlocal == 1)
+        return rt_coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
+    int64_t rep = local_representative(w, m, ins, cw, dev->id);
+    IrStatus st = IR_OK;
+    w->shared[dev->id - w->first] = NULL;
+    if (rep == dev->id) {
+        st = rt_coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
+        w->shared[dev->id - w->first] = st == IR_OK ? *out : NULL;
+    }
+    if (!barrier(w)) {
+        dev_value_unref(*out);
+        *out = NULL;
+        return aborted(w, m, ins, d);
+    }
+    if (rep != dev->id) {
+        DevValue *v = w->shared[rep - w->first];
+        st = v ? ((*out = dev_value_ref(v)), IR_OK)
+               : rt_coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
+    }
+    return st;
+}
+
 /* Two barriers around the data movement (local.c's header): publish the
  * operands, let the leader bring other hosts' in, compute this device's
  * result from the group's operands (coll.c), wait until everyone has
@@ -351,8 +414,7 @@ static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *i
         }
     }
     RtCollWorld cw = {w->n, w->r};
-    IrStatus st = rt_coll_result(m, ins, &cw, dev->id, (DevValue *const *const *)w->ops, nopnd,
-                                 w->reduced[dev->id], out, d);
+    IrStatus st = group_result(dev, m, ins, &cw, nopnd, out, d);
     /* Everyone must finish reading before operands may be released. */
     bool ok = barrier(w);
     if (leader)
@@ -632,6 +694,7 @@ static void device_main(Device *dev)
         .replica_id = dev->id / dev->w->n,
         .coll = &coll,
         .host = dev->host,
+        .max_while_iterations = dev->max_trips,
     };
     fusion_from_env(&opt);
     const IrModule *m = dev->c->spmd;
@@ -641,8 +704,11 @@ static void device_main(Device *dev)
         DevValue *r = NULL;
         double t0 = now_seconds();
         dev->status = dev_execute(m, m->entry, dev->nargs, dev->args, &opt, &r, &dev->diag);
+        double t1 = now_seconds();
         if (dev->nstep_seconds < STEP_SAMPLES)
-            dev->step_seconds[dev->nstep_seconds++] = now_seconds() - t0;
+            dev->step_seconds[dev->nstep_seconds++] = t1 - t0;
+        if (dev->status == IR_OK && dev->on_step && dev->on_step->fn)
+            dev->on_step->fn(dev->on_step->ctx, s + 1, steps, t1 - t0, r);
         if (dev->status == IR_OK && s + 1 < steps)
             rt_feed_aliases(m, r, dev->args);
         else
@@ -845,8 +911,9 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
         w.ops = ts_calloc((size_t)w.ndev, sizeof *w.ops);
         w.remote = ts_calloc((size_t)w.ndev, sizeof *w.remote);
         w.reduced = ts_calloc((size_t)w.ndev, sizeof *w.reduced);
+        w.shared = ts_calloc((size_t)nlocal, sizeof *w.shared);
         w.at = ts_calloc((size_t)nlocal, sizeof *w.at);
-        if (!devs || !w.ops || !w.remote || !w.reduced || !w.at)
+        if (!devs || !w.ops || !w.remote || !w.reduced || !w.shared || !w.at)
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     /* Several devices: device 0 gives the run its outfeeds (above). */
@@ -857,6 +924,8 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     for (int64_t k = 0; devs && k < nlocal; k++) {
         const DevHostTransfers *host = !o || !o->host ? NULL : w.ndev == 1 ? o->host : first + k == 0 ? &lead : &other;
         devs[k] = (Device){.w = &w, .id = first + k, .c = c, .steps = steps, .host = host,
+                           .on_step = o && first + k == 0 ? o->on_step : NULL,
+                           .max_trips = o ? o->max_trips : 0,
                            .args = shards[k].args, .nargs = shards[k].nargs};
         shards[k] = (RtArgs){0};
     }
@@ -900,6 +969,7 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     ts_free(w.ops);
     ts_free(w.remote);
     ts_free(w.reduced);
+    ts_free(w.shared);
     ts_free(w.at);
     return st;
 }

@@ -24,13 +24,66 @@
 
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Check-ins remembered per rank (a peer may run ahead of this rank by a
+ * few collectives: a gather's senders finish before its root), and sends
+ * in flight per peer. */
+enum { RING = 64, NSLOT = 32, TAG_BEAT = 1, TAG_CHECKIN = 2 };
+
+typedef struct Slot {
+    MPI_Request req;
+    int64_t msg[2];          /* {check-in number, what} ({0, 0}: a beat) */
+} Slot;
+
+/* The heartbeat of a transport (RELIABILITY.md, "Stuck jobs"). A thread
+ * sends a beat to every peer every `period` seconds and reads theirs; a
+ * peer not heard from for `seconds` (stopped, hung in the kernel, its
+ * host lost) ends the job, naming it. Every collective is also a
+ * check-in: its number and what it is (kind and size) go to every peer,
+ * and a collective returns only when every peer has checked in at it
+ * with the same thing, so a rank that skipped a collective or entered
+ * another one ends the job (naming the two) instead of deadlocking or
+ * mixing data. */
+typedef struct Heartbeat {
+    bool on;
+    pthread_t thread;
+    pthread_mutex_t mu;      /* everything below, and reading `hb` */
+    pthread_cond_t cv;
+    bool stop;
+    double seconds, period;
+    double *heard;           /* [size]: when each rank was last heard from */
+    int64_t seq;             /* this rank's check-ins */
+    int64_t hist[RING];      /* what each of the last RING was */
+    int64_t *rx_hi, *rx_checked; /* [size]: highest received, highest compared */
+    int64_t *rx;             /* [size][RING]: what each peer's check-ins were */
+    Slot *slots;             /* [size][NSLOT] */
+} Heartbeat;
+
+/* A thread that ends the process if a call (MPI_Finalize, which no
+ * heartbeat watches) has not returned within its seconds. */
+typedef struct Watchdog {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool armed, done;
+    double seconds;
+    int rank;
+    const char *call;
+} Watchdog;
+static void watchdog_arm(Watchdog *w, double seconds, int rank, const char *call);
+static void watchdog_disarm(Watchdog *w);
 
 struct RtTransport {
     MPI_Comm comm;           /* tessel's duplicate of the caller's communicator */
+    MPI_Comm hb_comm;        /* a second one, for beats and check-ins */
+    Heartbeat hb;
     MPI_Comm abort_comm;     /* what MPI_Abort ends: comm, or the caller's before the dup exists */
     bool owns_mpi;           /* rt_mpi_init initialised MPI: rt_mpi_end finalizes it */
     int rank, size;
@@ -115,7 +168,7 @@ static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out
     RtTransport *t = ts_calloc(1, sizeof *t);
     if (!t)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", rank);
-    t->comm = MPI_COMM_NULL;
+    t->comm = t->hb_comm = MPI_COMM_NULL;
     t->abort_comm = comm;
     t->rank = rank;
     t->owns_mpi = owns_mpi;
@@ -125,6 +178,7 @@ static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out
     MPI_TRY(d, t, "MPI_Comm_dup", tmpi_comm_dup(comm, &t->comm));
     t->abort_comm = t->comm;
     MPI_TRY(d, t, "MPI_Comm_set_errhandler", tmpi_comm_set_errhandler(t->comm, MPI_ERRORS_RETURN));
+    MPI_TRY(d, t, "MPI_Comm_dup", tmpi_comm_dup(t->comm, &t->hb_comm));
     MPI_TRY(d, t, "MPI_Comm_rank", tmpi_comm_rank(t->comm, &t->rank));
     MPI_TRY(d, t, "MPI_Comm_size", tmpi_comm_size(t->comm, &t->size));
     if (provided < MPI_THREAD_SERIALIZED)
@@ -163,7 +217,7 @@ IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d)
     if (rc != MPI_SUCCESS) {
         RtTransport *t = ts_calloc(1, sizeof *t);
         if (t) {
-            t->comm = MPI_COMM_NULL;
+            t->comm = t->hb_comm = MPI_COMM_NULL;
             t->abort_comm = MPI_COMM_WORLD;
             t->rank = env_rank;
             t->owns_mpi = true;
@@ -227,22 +281,35 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
 {
     if (!t)
         return IR_OK;
+    rt_mpi_heartbeat_stop(t);
     IrStatus st = rt_mpi_release(t, d);
     int rank = t->rank;
     bool owns = t->owns_mpi;
     bool freed = true;
-    if (t->comm != MPI_COMM_NULL) {
+    if (t->hb_comm != MPI_COMM_NULL) {
+        int rc = tmpi_comm_free(&t->hb_comm);
+        freed = rc == MPI_SUCCESS;
+        if (!freed && st == IR_OK)
+            st = mpi_fail(d, rc, "MPI_Comm_free", rank);
+    }
+    if (freed && t->comm != MPI_COMM_NULL) {
         int rc = tmpi_comm_free(&t->comm);
         freed = rc == MPI_SUCCESS;
         if (!freed && st == IR_OK)
             st = mpi_fail(d, rc, "MPI_Comm_free", rank);
     }
+    double guard = t->hb.seconds;
     ts_free(t);
     /* A rank that could not free its communicator does not finalize: it
      * exits, and mpirun ends the ranks that wait in MPI_Finalize for it
      * (so rank 0 never writes the outputs of a run that failed). */
     if (owns && freed) {
+        /* MPI_Finalize waits for every rank, after the heartbeat stopped:
+         * a rank lost now must not hold the others forever. */
+        Watchdog w;
+        watchdog_arm(&w, guard, rank, "MPI_Finalize");
         int rc = tmpi_finalize();
+        watchdog_disarm(&w);
         if (rc != MPI_SUCCESS && st == IR_OK)
             st = mpi_fail(d, rc, "MPI_Finalize", rank);
     }
@@ -256,18 +323,462 @@ void rt_mpi_finalize(RtTransport *t)
     ir_diag_clear(&d);
 }
 
-/* ---- the transport ---- */
+/* ---- a deadline on one blocking call ---- */
 
-IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, void *recv, IrDiag *d)
+static double now(void)
 {
-    if (bytes > INT_MAX)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                        "rank %d: a collective moves %zu bytes per host; at most 2 GiB are supported", t->rank,
-                        bytes);
-    MPI_TRY(d, t, "MPI_Allgather", tmpi_allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, t->comm));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+
+static void *watchdog_main(void *arg)
+{
+    Watchdog *w = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double s = floor(w->seconds);
+    until.tv_sec += (time_t)s;
+    until.tv_nsec += (long)((w->seconds - s) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->done)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0 && !w->done) {
+            fprintf(stderr, "tessel: error: rank %d: %s has waited %.1f s for the other ranks (--heartbeat); "
+                    "ending this rank\n", w->rank, w->call, w->seconds);
+            fflush(stderr);
+            _exit(1);
+        }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* seconds <= 0: no deadline. */
+static void watchdog_arm(Watchdog *w, double seconds, int rank, const char *call)
+{
+    *w = (Watchdog){.seconds = seconds, .rank = rank, .call = call};
+    if (seconds <= 0)
+        return;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->armed = pthread_create(&w->thread, NULL, watchdog_main, w) == 0;
+}
+
+static void watchdog_disarm(Watchdog *w)
+{
+    if (!w->armed)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+/* ---- the heartbeat ---- */
+
+/* What a check-in is: a kind and a size, one 64-bit word. */
+enum { CK_DEVICE_CALL = 1, CK_ALLGATHER, CK_ALLREDUCE, CK_GATHER, CK_AGREE, CK_MAX, CK_STATS };
+
+static int64_t checkin_code(int kind, int64_t size)
+{
+    return ((int64_t)kind << 56) | (size & ((INT64_C(1) << 56) - 1));
+}
+
+static void checkin_text(int64_t code, char *buf, size_t n)
+{
+    static const char *const kinds[] = {"?", "a device call", "an all-gather", "an all-reduce", "a gather",
+                                        "an agreement on failures", "an agreement on the exit status",
+                                        "a statistics gather"};
+    int k = (int)(code >> 56);
+    snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_STATS ? k : 0],
+             (long long)(code & ((INT64_C(1) << 56) - 1)));
+}
+
+/* End the job from wherever the heartbeat found the trouble (never returns). */
+static void hb_end_job(RtTransport *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void hb_end_job(RtTransport *t, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(msg, sizeof msg, "tessel: error: rank %d: ", t->rank);
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(msg);
+    snprintf(msg + len, sizeof msg - len, "; ending the job, no output written\n");
+    rt_transport_abort(t, msg);
+}
+
+/* Send {seq, what} to rank r on a free slot (hb.mu held). A beat finds
+ * none when r has not taken the last NSLOT: it is dropped (r's silence
+ * is the other side's business). A check-in must go: its slots are
+ * waited for (a peer that never drains them is silent, and the
+ * heartbeat thread ends the job). */
+static void hb_send(RtTransport *t, int r, int64_t seq, int64_t what)
+{
+    Heartbeat *h = &t->hb;
+    for (;;) {
+        for (int k = 0; k < NSLOT; k++) {
+            Slot *sl = &h->slots[(size_t)r * NSLOT + (size_t)k];
+            int done = 1;
+            if (sl->req != MPI_REQUEST_NULL && tmpi_test(&sl->req, &done) != MPI_SUCCESS)
+                hb_end_job(t, "sending a heartbeat to rank %d failed", r);
+            if (!done)
+                continue;
+            sl->msg[0] = seq;
+            sl->msg[1] = what;
+            if (tmpi_isend(sl->msg, 2, MPI_INT64_T, r, seq ? TAG_CHECKIN : TAG_BEAT, t->hb_comm, &sl->req) !=
+                MPI_SUCCESS)
+                hb_end_job(t, "sending a heartbeat to rank %d failed", r);
+            return;
+        }
+        if (!seq)
+            return;
+        pthread_mutex_unlock(&h->mu);
+        usleep(1000);
+        pthread_mutex_lock(&h->mu);
+    }
+}
+
+/* Compare every check-in received up to this rank's own count with this
+ * rank's (hb.mu held): the same collective in the same place, or the
+ * ranks diverged. */
+static void hb_compare(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    for (int r = 0; r < t->size; r++) {
+        if (r == t->rank)
+            continue;
+        if (h->rx_hi[r] - h->rx_checked[r] >= RING)
+            hb_end_job(t, "rank %d checked in %lld times more than this rank: the ranks diverged", r,
+                       (long long)(h->rx_hi[r] - h->seq));
+        int64_t upto = h->rx_hi[r] < h->seq ? h->rx_hi[r] : h->seq;
+        while (h->rx_checked[r] < upto) {
+            int64_t j = ++h->rx_checked[r];
+            int64_t theirs = h->rx[(size_t)r * RING + (size_t)(j % RING)], mine = h->hist[j % RING];
+            if (theirs == mine)
+                continue;
+            char a[96], b[96];
+            checkin_text(theirs, a, sizeof a);
+            checkin_text(mine, b, sizeof b);
+            hb_end_job(t, "at collective %lld rank %d checked in at %s, this rank at %s: the ranks diverged "
+                       "(one skipped a collective or took another path), a deadlock", (long long)j, r, a, b);
+        }
+    }
+}
+
+/* Read every beat and check-in that has arrived (hb.mu held). */
+static void hb_drain(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    for (;;) {
+        int64_t msg[2];
+        int got = 0;
+        MPI_Status status;
+        if (tmpi_improbe_recv(msg, 2, MPI_INT64_T, t->hb_comm, &got, &status) != MPI_SUCCESS)
+            hb_end_job(t, "reading heartbeats failed");
+        if (!got)
+            break;
+        int r = status.MPI_SOURCE;
+        if (r < 0 || r >= t->size)
+            continue;
+        h->heard[r] = now();
+        if (status.MPI_TAG != TAG_CHECKIN)
+            continue;
+        if (msg[0] != h->rx_hi[r] + 1)
+            hb_end_job(t, "rank %d sent check-in %lld after %lld", r, (long long)msg[0], (long long)h->rx_hi[r]);
+        h->rx_hi[r] = msg[0];
+        h->rx[(size_t)r * RING + (size_t)(msg[0] % RING)] = msg[1];
+    }
+    hb_compare(t);
+}
+
+/* Any peer silent for longer than the heartbeat allows (hb.mu held). */
+static void hb_check_silence(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    double tnow = now();
+    for (int r = 0; r < t->size; r++)
+        if (r != t->rank && tnow - h->heard[r] > h->seconds)
+            hb_end_job(t, "rank %d has not been heard from for %.1f s (--heartbeat %g s): it stopped, hung or "
+                       "lost its host", r, tnow - h->heard[r], h->seconds);
+}
+
+static void *hb_main(void *arg)
+{
+    RtTransport *t = arg;
+    Heartbeat *h = &t->hb;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        for (int r = 0; r < t->size; r++)
+            if (r != t->rank)
+                hb_send(t, r, 0, 0);
+        hb_drain(t);
+        hb_check_silence(t);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ns = until.tv_nsec + (long)(h->period * 1e9);
+        until.tv_sec += ns / 1000000000L;
+        until.tv_nsec = ns % 1000000000L;
+        if (!h->stop)
+            pthread_cond_timedwait(&h->cv, &h->mu, &until);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d)
+{
+    Heartbeat *h = &t->hb;
+    if (h->on || seconds <= 0 || t->size < 2 || t->hb_comm == MPI_COMM_NULL)
+        return IR_OK;
+    size_t n = (size_t)t->size;
+    h->heard = ts_calloc(n, sizeof *h->heard);
+    h->rx_hi = ts_calloc(n, sizeof *h->rx_hi);
+    h->rx_checked = ts_calloc(n, sizeof *h->rx_checked);
+    h->rx = ts_calloc(n * RING, sizeof *h->rx);
+    h->slots = ts_calloc(n * NSLOT, sizeof *h->slots);
+    if (!h->heard || !h->rx_hi || !h->rx_checked || !h->rx || !h->slots) {
+        ts_free(h->heard);
+        ts_free(h->rx_hi);
+        ts_free(h->rx_checked);
+        ts_free(h->rx);
+        ts_free(h->slots);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    }
+    double t0 = now();
+    for (size_t r = 0; r < n; r++)
+        h->heard[r] = t0;
+    for (size_t k = 0; k < n * NSLOT; k++)
+        h->slots[k].req = MPI_REQUEST_NULL;
+    h->seconds = seconds;
+    /* Four beats per allowed silence, at most one a second, at least 20 a
+     * second apart: a busy rank's beats still come in time. */
+    h->period = fmin(fmax(seconds / 4, 0.05), 1.0);
+    h->seq = 0;
+    h->stop = false;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    if (pthread_create(&h->thread, NULL, hb_main, t) != 0) {
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
+        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: cannot start the heartbeat thread",
+                        t->rank);
+    }
+    h->on = true;
     return IR_OK;
 }
 
+void rt_mpi_heartbeat_stop(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    if (!h->on)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->thread, NULL);
+    /* Sends still in flight: given 100 ms to complete (tiny messages
+     * normally already have); one that has not (its peer stopped) is let
+     * go with MPI_Request_free, and then its buffer must outlive it: the
+     * slots are kept (NSLOT x ranks x 24 bytes, once). */
+    bool pending = false;
+    double until = now() + 0.1;
+    for (size_t k = 0; k < (size_t)t->size * NSLOT; k++)
+        while (h->slots[k].req != MPI_REQUEST_NULL) {
+            int done = 0;
+            if (tmpi_test(&h->slots[k].req, &done) != MPI_SUCCESS || (!done && now() > until)) {
+                tmpi_request_free(&h->slots[k].req);
+                pending = true;
+            } else if (!done) {
+                usleep(100);
+            }
+        }
+    if (!pending)
+        ts_free(h->slots);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+    ts_free(h->heard);
+    ts_free(h->rx_hi);
+    ts_free(h->rx_checked);
+    ts_free(h->rx);
+    h->heard = NULL;
+    h->rx_hi = h->rx_checked = h->rx = NULL;
+    h->slots = NULL;
+    h->on = false;
+}
+
+/* This rank reached a collective or device call (`code` says which):
+ * tell every peer. */
+static void checkin(RtTransport *t, int64_t code)
+{
+    Heartbeat *h = &t->hb;
+    if (!h->on)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->seq++;
+    h->hist[h->seq % RING] = code;
+    for (int r = 0; r < t->size; r++)
+        if (r != t->rank)
+            hb_send(t, r, h->seq, code);
+    hb_drain(t);
+    pthread_mutex_unlock(&h->mu);
+}
+
+void rt_transport_checkin(RtTransport *t, int64_t cluster)
+{
+    checkin(t, checkin_code(CK_DEVICE_CALL, cluster));
+}
+
+/* Sleep a little longer each time, up to 1 ms: a waiting rank polls
+ * without spinning a core (about 1000 wake-ups a second at most). */
+static void backoff(int *spins)
+{
+    if (++*spins < 64)
+        return;
+    long us = *spins < 80 ? 10 : *spins < 120 ? 100 : 1000;
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Wait for `req` and for every peer's check-in at this collective (the
+ * heartbeat's; without one just the request). Returns the MPI result. */
+static int finish(RtTransport *t, MPI_Request *req)
+{
+    Heartbeat *h = &t->hb;
+    int spins = 0, done = 0;
+    for (;;) {
+        int rc = tmpi_test(req, &done);
+        if (rc != MPI_SUCCESS || done)
+            break;
+        if (h->on && spins % 16 == 15) {
+            pthread_mutex_lock(&h->mu);
+            hb_drain(t);
+            pthread_mutex_unlock(&h->mu);
+        }
+        backoff(&spins);
+    }
+    /* Everybody's check-in at this collective, compared. */
+    while (h->on) {
+        pthread_mutex_lock(&h->mu);
+        hb_drain(t);
+        bool all = true;
+        for (int r = 0; r < t->size; r++)
+            all = all && (r == t->rank || h->rx_hi[r] >= h->seq);
+        pthread_mutex_unlock(&h->mu);
+        if (all)
+            break;
+        backoff(&spins);
+    }
+    return done ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
+/* One collective: the check-in, the skip of TESSEL_SKIP_COLLECTIVE_AFTER,
+ * the call (`post`'s non-blocking one), then its wait. */
+#define COLLECTIVE(t, kind, size, rc, post)                                   \
+    do {                                                                      \
+        if (rt_mpi_skip_collective()) {                                       \
+            (rc) = MPI_SUCCESS;                                               \
+            break;                                                            \
+        }                                                                     \
+        checkin((t), checkin_code((kind), (size)));                           \
+        MPI_Request req_ = MPI_REQUEST_NULL;                                  \
+        (rc) = (post);                                                        \
+        if ((rc) == MPI_SUCCESS)                                              \
+            (rc) = finish((t), &req_);                                        \
+    } while (0)
+
+/* ---- the transport ---- */
+
+/* ---- transfers of any size ----
+ *
+ * MPI's counts are int (Open MPI 4 has no MPI-4 large-count calls), so a
+ * rank's contribution of over 2 GiB travels in pieces of at most
+ * MPI_PIECE bytes. Piece k of every rank must land at offset k * MPI_PIECE
+ * of that rank's block, `bytes` apart: the receive type is a contiguous
+ * piece resized to an extent of `bytes`, so MPI places the pieces where
+ * they belong with no staging buffer and no copy. */
+
+#define MPI_PIECE (mpi_piece_bytes())
+
+/* 1 GiB; TESSEL_MPI_PIECE_BYTES (tests) makes pieces small enough for the
+ * many-piece path to run on small arrays. */
+static size_t mpi_piece_bytes(void)
+{
+    static size_t piece;
+    if (!piece) {
+        const char *e = getenv("TESSEL_MPI_PIECE_BYTES");
+        char *end = NULL;
+        unsigned long long v = e ? strtoull(e, &end, 10) : 0;
+        piece = e && *e && !*end && v > 0 && v <= ((size_t)1 << 30) ? (size_t)v : (size_t)1 << 30;
+    }
+    return piece;
+}
+
+/* A piece of n bytes whose rank blocks are `stride` bytes apart. */
+static IrStatus strided_piece(RtTransport *t, size_t n, size_t stride, MPI_Datatype *out, IrDiag *d)
+{
+    MPI_Datatype piece;
+    *out = MPI_DATATYPE_NULL;
+    MPI_TRY(d, t, "MPI_Type_contiguous", tmpi_type_contiguous((int)n, MPI_BYTE, &piece));
+    int rc = tmpi_type_create_resized(piece, 0, (MPI_Aint)stride, out);
+    tmpi_type_free(&piece);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(d, rc, "MPI_Type_create_resized", t->rank);
+    rc = tmpi_type_commit(out);
+    if (rc != MPI_SUCCESS) {
+        tmpi_type_free(out);
+        return mpi_fail(d, rc, "MPI_Type_commit", t->rank);
+    }
+    return IR_OK;
+}
+
+/* Gather `bytes` from every rank into recv (rank r's at r * bytes): at
+ * every rank (root < 0, MPI_Allgather) or at root (MPI_Gather). Each piece
+ * is a collective of its own (its check-in included); every rank cuts the
+ * same pieces. */
+static IrStatus gather_any_size(RtTransport *t, const void *send, size_t bytes, void *recv, int root, IrDiag *d)
+{
+    const char *call = root < 0 ? "MPI_Allgather" : "MPI_Gather";
+    int kind = root < 0 ? CK_ALLGATHER : CK_GATHER;
+    for (size_t off = 0; off == 0 || off < bytes; off += MPI_PIECE) {
+        size_t n = bytes - off < MPI_PIECE ? bytes - off : MPI_PIECE;
+        /* One piece: contiguous blocks; several: strided receive types. */
+        MPI_Datatype rtype = MPI_BYTE;
+        int rcount = (int)n;
+        if (bytes > MPI_PIECE) {
+            IrStatus st = strided_piece(t, n, bytes, &rtype, d);
+            if (st != IR_OK)
+                return st;
+            rcount = 1;
+        }
+        const uint8_t *s = (const uint8_t *)send + off;
+        uint8_t *r = recv ? (uint8_t *)recv + off : NULL;
+        int rc;
+        COLLECTIVE(t, kind, (int64_t)n, rc,
+                   root < 0 ? tmpi_iallgather(s, (int)n, MPI_BYTE, r, rcount, rtype, t->comm, &req_)
+                            : tmpi_igather(s, (int)n, MPI_BYTE, r, rcount, rtype, root, t->comm, &req_));
+        if (rtype != MPI_BYTE)
+            tmpi_type_free(&rtype);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(d, rc, call, t->rank);
+    }
+    return IR_OK;
+}
+
+IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, void *recv, IrDiag *d)
+{
+    return gather_any_size(t, send, bytes, recv, -1, d);
+}
 /* The MPI datatype and op for a simple reducer on type ty. */
 static bool mpi_op_for(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *mop)
 {
@@ -319,11 +830,18 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
     if (!mpi_op_for(t, ty, op, &dt, &mop))
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
                         t->rank, ir_op_name(op), ir_type_name(ty));
-    if (count > INT_MAX)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                        "rank %d: all-reduce of %lld elements; at most 2^31-1 are supported", t->rank,
-                        (long long)count);
-    MPI_TRY(d, t, "MPI_Allreduce", tmpi_allreduce(MPI_IN_PLACE, buf, (int)count, dt, mop, t->comm));
+    /* In place, so pieces of at most MPI_PIECE bytes simply follow each other. */
+    size_t esize = ir_type_size(ty);
+    int64_t piece = (int64_t)(MPI_PIECE / (esize ? esize : 1));
+    piece = piece > 0 ? piece : 1;
+    for (int64_t off = 0; off < count; off += piece) {
+        int64_t n = count - off < piece ? count - off : piece;
+        int rc;
+        COLLECTIVE(t, CK_ALLREDUCE, n * (int64_t)esize, rc,
+                   tmpi_iallreduce(MPI_IN_PLACE, (uint8_t *)buf + (size_t)off * esize, (int)n, dt, mop, t->comm,
+                                   &req_));
+        MPI_TRY(d, t, "MPI_Allreduce", rc);
+    }
     return IR_OK;
 }
 
@@ -344,8 +862,8 @@ void rt_transport_abort(RtTransport *t, const char *msg)
  * the others share (they may be waiting in it): it ends the job. */
 int rt_mpi_agree(RtTransport *t, bool ok)
 {
-    int mine = ok ? INT_MAX : t->rank, first = INT_MAX;
-    int rc = tmpi_allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm);
+    int mine = ok ? INT_MAX : t->rank, first = INT_MAX, rc;
+    COLLECTIVE(t, CK_AGREE, 1, rc, tmpi_iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm, &req_));
     if (rc != MPI_SUCCESS)
         fail_collective(t, rc, "MPI_Allreduce", "agreeing whether every rank is fine");
     return first == INT_MAX ? -1 : first;
@@ -353,58 +871,77 @@ int rt_mpi_agree(RtTransport *t, bool ok)
 
 int rt_mpi_max(RtTransport *t, int value)
 {
-    int out = value;
-    int rc = tmpi_allreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm);
+    int out = value, rc;
+    COLLECTIVE(t, CK_MAX, 1, rc, tmpi_iallreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm, &req_));
     if (rc != MPI_SUCCESS)
         fail_collective(t, rc, "MPI_Allreduce", "agreeing on the exit status");
     return out;
 }
 
-IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, DevValue **all, IrDiag *d)
+IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, const bool *wanted, DevValue **all,
+                               IrDiag *d)
 {
     /* Every device's root has the same per-device shape (one program):
-     * serialize its leaves, gather all devices at rank 0. */
+     * serialize its leaves, gather the wanted devices at rank 0. Every
+     * rank knows which devices each rank holds (rank r: [r * nlocal,
+     * (r + 1) * nlocal)), so each sends its own wanted ones, padded to the
+     * most any rank sends (one gather of equal blocks). */
     const IrShape *ds = &local[0]->shape;
     int32_t nleaf = ir_shape_leaf_count(ds);
     size_t b = 0;
     for (int32_t l = 0; l < nleaf; l++)
         b += (size_t)dev_value_leaf(local[0], l)->nbytes;
-    if (b * (size_t)nlocal > INT_MAX)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: outputs over 2 GiB per host", t->rank);
-    uint8_t *send = ts_malloc(b * (size_t)nlocal + 1);
-    uint8_t *recv = t->rank == 0 ? ts_malloc(b * (size_t)nlocal * (size_t)t->size + 1) : NULL;
+    int64_t ndev = nlocal * t->size, most = 0;
+    for (int r = 0; r < t->size; r++) {
+        int64_t c = 0;
+        for (int64_t k = 0; k < nlocal; k++)
+            c += !wanted || wanted[r * nlocal + k];
+        most = c > most ? c : most;
+    }
+    uint8_t *send = ts_malloc(b * (size_t)most + 1);
+    uint8_t *recv = t->rank == 0 ? ts_malloc(b * (size_t)most * (size_t)t->size + 1) : NULL;
     if (!send || (t->rank == 0 && !recv)) {
         ts_free(send);
         ts_free(recv);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
     }
     size_t o = 0;
-    for (int64_t k = 0; k < nlocal; k++)
+    for (int64_t k = 0; k < nlocal; k++) {
+        if (wanted && !wanted[t->rank * nlocal + k])
+            continue;
         for (int32_t l = 0; l < nleaf; l++) {
             DevValue *v = dev_value_leaf(local[k], l);
             if (v->nbytes)
                 memcpy(send + o, v->data, (size_t)v->nbytes);
             o += (size_t)v->nbytes;
         }
-    int rc = tmpi_gather(send, (int)(b * (size_t)nlocal), MPI_BYTE, recv, (int)(b * (size_t)nlocal), MPI_BYTE, 0,
-                         t->comm);
+    }
+    if (o < b * (size_t)most)
+        memset(send + o, 0, b * (size_t)most - o);
+    IrStatus gst = gather_any_size(t, send, b * (size_t)most, recv, 0, d);
     ts_free(send);
-    if (rc != MPI_SUCCESS) {
+    if (gst != IR_OK) {
         ts_free(recv);
-        return mpi_fail(d, rc, "MPI_Gather", t->rank);
+        return gst;
     }
     if (t->rank != 0)
         return IR_OK;
-    /* Device g's root from its bytes. */
-    int64_t ndev = nlocal * t->size;
+    /* Device g's root from its bytes: the j-th wanted device of rank r is
+     * block r * most + j. */
     IrStatus st = IR_OK;
+    int64_t j = 0;
     for (int64_t g = 0; g < ndev; g++) {
+        if (g % nlocal == 0)
+            j = 0;
+        all[g] = NULL;
+        if (wanted && !wanted[g])
+            continue;
         all[g] = dev_value_clone(local[0]);
         if (!all[g]) {
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
             break;
         }
-        size_t off = (size_t)g * b;
+        size_t off = ((size_t)(g / nlocal) * (size_t)most + (size_t)j++) * b;
         for (int32_t l = 0; l < nleaf; l++) {
             DevValue *v = dev_value_leaf(all[g], l);
             if (v->nbytes)
@@ -428,7 +965,16 @@ IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlo
     DevValue **all = t->rank == 0 ? ts_calloc((size_t)ndev, sizeof *all) : NULL;
     if (t->rank == 0 && !all) /* the caller ends the job: the others wait in the gather */
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank 0: out of memory");
-    IrStatus st = rt_mpi_gather_devices(t, nlocal, local, all, d);
+    /* Replica 0's partitions hold the root; of them, the first holder of
+     * each tile is enough. Every rank computes the same set. */
+    bool *wanted = ts_calloc((size_t)ndev, sizeof *wanted);
+    if (!wanted || rt_unshard_needed(&c->out_shape, plan_root_sharding(c), c->num_partitions, wanted) != IR_OK) {
+        ts_free(wanted); /* the caller ends the job */
+        ts_free(all);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    }
+    IrStatus st = rt_mpi_gather_devices(t, nlocal, local, wanted, all, d);
+    ts_free(wanted);
     if (st != IR_OK || t->rank != 0) {
         ts_free(all);
         return st;
@@ -456,7 +1002,8 @@ bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *
         ts_free(all);
         return false;
     }
-    int rc = tmpi_gather(mine, nphase, MPI_DOUBLE, all, nphase, MPI_DOUBLE, 0, t->comm);
+    int rc;
+    COLLECTIVE(t, CK_STATS, nphase, rc, tmpi_igather(mine, nphase, MPI_DOUBLE, all, nphase, MPI_DOUBLE, 0, t->comm, &req_));
     if (rc != MPI_SUCCESS) {
         ts_free(all);
         fail_collective(t, rc, "MPI_Gather", "gathering statistics");

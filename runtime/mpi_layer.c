@@ -7,8 +7,10 @@
 #include "mpi_layer.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* ---- the hook ---- */
 
@@ -95,10 +97,51 @@ bool rt_mpi_fail_from_env(const char **bad)
         return false;
     /* A rank filter this process cannot match (no launcher rank) injects
      * nothing: better no failure than one on the wrong rank. */
+    const char *skip = getenv("TESSEL_SKIP_COLLECTIVE_AFTER");
+    long k = parse_count(skip);
+    if (skip && k < 0) {
+        *bad = "TESSEL_SKIP_COLLECTIVE_AFTER";
+        return false;
+    }
     if (after && (!rank || r == rt_mpi_env_rank()))
         rt_mpi_fail_after(n);
+    if (skip && (!rank || r == rt_mpi_env_rank()))
+        rt_mpi_skip_collective_after(k);
     return true;
 }
+
+/* ---- collectives skipped on purpose (a deadlock, injected) ---- */
+
+static _Atomic long skip_after; /* 0: never; N: the Nth collective from now is skipped */
+
+void rt_mpi_skip_collective_after(long n)
+{
+    atomic_store(&skip_after, n > 0 ? n : 0);
+}
+
+bool rt_mpi_skip_collective(void)
+{
+    long left = atomic_load(&skip_after);
+    while (left > 0 && !atomic_compare_exchange_weak(&skip_after, &left, left - 1))
+        ;
+    return left == 1;
+}
+
+/* ---- one MPI call at a time ---- */
+
+/* MPI_THREAD_SERIALIZED: the heartbeat thread (mpi.c) and the thread
+ * running the devices' collectives both call MPI, never at once: every
+ * wrapper holds this lock for its call. Collectives are non-blocking and
+ * polled (mpi.c), so no call holds it for long. */
+static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+
+#define LOCKED(call)                                                          \
+    do {                                                                      \
+        pthread_mutex_lock(&mpi_mu);                                          \
+        int rc_ = (call);                                                     \
+        pthread_mutex_unlock(&mpi_mu);                                        \
+        return rc_;                                                           \
+    } while (0)
 
 /* ---- the wrappers ---- */
 
@@ -111,103 +154,145 @@ int tmpi_init_thread(int *argc, char ***argv, int required, int *provided)
 int tmpi_finalize(void)
 {
     INJECT("MPI_Finalize");
-    return MPI_Finalize();
+    LOCKED(MPI_Finalize());
 }
 
 int tmpi_abort(MPI_Comm comm, int code)
 {
     INJECT("MPI_Abort");
+    /* Another thread may be inside a call: wait for it a little, then
+     * abort anyway (the job ends either way). */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    pthread_mutex_timedlock(&mpi_mu, &until);
     return MPI_Abort(comm, code);
 }
 
 int tmpi_error_string(int code, char *msg, int *len)
 {
     INJECT("MPI_Error_string");
-    return MPI_Error_string(code, msg, len);
+    LOCKED(MPI_Error_string(code, msg, len));
 }
 
 int tmpi_comm_set_errhandler(MPI_Comm comm, MPI_Errhandler h)
 {
     INJECT("MPI_Comm_set_errhandler");
-    return MPI_Comm_set_errhandler(comm, h);
+    LOCKED(MPI_Comm_set_errhandler(comm, h));
 }
 
 int tmpi_comm_rank(MPI_Comm comm, int *rank)
 {
     INJECT("MPI_Comm_rank");
-    return MPI_Comm_rank(comm, rank);
+    LOCKED(MPI_Comm_rank(comm, rank));
 }
 
 int tmpi_comm_size(MPI_Comm comm, int *size)
 {
     INJECT("MPI_Comm_size");
-    return MPI_Comm_size(comm, size);
+    LOCKED(MPI_Comm_size(comm, size));
 }
 
 int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out)
 {
     INJECT("MPI_Comm_dup");
-    return MPI_Comm_dup(comm, out);
+    LOCKED(MPI_Comm_dup(comm, out));
 }
 
 int tmpi_comm_free(MPI_Comm *comm)
 {
     INJECT("MPI_Comm_free");
-    return MPI_Comm_free(comm);
+    LOCKED(MPI_Comm_free(comm));
 }
 
 int tmpi_query_thread(int *provided)
 {
     INJECT("MPI_Query_thread");
-    return MPI_Query_thread(provided);
+    LOCKED(MPI_Query_thread(provided));
 }
 
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)
 {
     INJECT("MPI_Type_contiguous");
-    return MPI_Type_contiguous(count, old, out);
+    LOCKED(MPI_Type_contiguous(count, old, out));
+}
+
+int tmpi_type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *out)
+{
+    INJECT("MPI_Type_create_resized");
+    LOCKED(MPI_Type_create_resized(old, lb, extent, out));
 }
 
 int tmpi_type_commit(MPI_Datatype *t)
 {
     INJECT("MPI_Type_commit");
-    return MPI_Type_commit(t);
+    LOCKED(MPI_Type_commit(t));
 }
 
 int tmpi_type_free(MPI_Datatype *t)
 {
     INJECT("MPI_Type_free");
-    return MPI_Type_free(t);
+    LOCKED(MPI_Type_free(t));
 }
 
 int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op)
 {
     INJECT("MPI_Op_create");
-    return MPI_Op_create(f, commute, op);
+    LOCKED(MPI_Op_create(f, commute, op));
 }
 
 int tmpi_op_free(MPI_Op *op)
 {
     INJECT("MPI_Op_free");
-    return MPI_Op_free(op);
+    LOCKED(MPI_Op_free(op));
 }
 
-int tmpi_allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                   MPI_Comm comm)
+int tmpi_iallgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                    MPI_Comm comm, MPI_Request *req)
 {
     INJECT("MPI_Allgather");
-    return MPI_Allgather(send, scount, stype, recv, rcount, rtype, comm);
+    LOCKED(MPI_Iallgather(send, scount, stype, recv, rcount, rtype, comm, req));
 }
 
-int tmpi_allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+int tmpi_iallreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                    MPI_Request *req)
 {
     INJECT("MPI_Allreduce");
-    return MPI_Allreduce(send, recv, count, dt, op, comm);
+    LOCKED(MPI_Iallreduce(send, recv, count, dt, op, comm, req));
 }
 
-int tmpi_gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                int root, MPI_Comm comm)
+int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                 int root, MPI_Comm comm, MPI_Request *req)
 {
     INJECT("MPI_Gather");
-    return MPI_Gather(send, scount, stype, recv, rcount, rtype, root, comm);
+    LOCKED(MPI_Igather(send, scount, stype, recv, rcount, rtype, root, comm, req));
+}
+
+/* The heartbeat's own calls are not counted nor injected: how many a run
+ * makes depends on timing, and TESSEL_FAIL_MPI_AFTER must name the same
+ * call on every run. */
+int tmpi_test(MPI_Request *req, int *done)
+{
+    LOCKED(MPI_Test(req, done, MPI_STATUS_IGNORE));
+}
+
+int tmpi_isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    LOCKED(MPI_Isend(buf, count, dt, dest, tag, comm, req));
+}
+
+int tmpi_improbe_recv(void *buf, int count, MPI_Datatype dt, MPI_Comm comm, int *got, MPI_Status *status)
+{
+    pthread_mutex_lock(&mpi_mu);
+    MPI_Message msg;
+    int rc = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, got, &msg, status);
+    if (rc == MPI_SUCCESS && *got)
+        rc = MPI_Mrecv(buf, count, dt, &msg, status);
+    pthread_mutex_unlock(&mpi_mu);
+    return rc;
+}
+
+int tmpi_request_free(MPI_Request *req)
+{
+    LOCKED(MPI_Request_free(req));
 }

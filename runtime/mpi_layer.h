@@ -4,8 +4,10 @@
  * user).
  *
  * Every tmpi_* function is a thin wrapper with the arguments and the
- * return value of the MPI function it names (tmpi_allreduce ->
- * MPI_Allreduce). Before calling MPI it counts the call (an atomic
+ * return value of the MPI function it names (tmpi_iallreduce ->
+ * MPI_Iallreduce), called under one lock (MPI_THREAD_SERIALIZED: the
+ * heartbeat thread and the devices' leader both call MPI, never at
+ * once). Before calling MPI it counts the call (an atomic
  * counter: the host's leader device thread and the main thread both make
  * calls) and asks the failure-injection hook whether this call is the one
  * to fail; if so it returns MPI_ERR_OTHER *without calling MPI*. For a
@@ -27,6 +29,16 @@
  *   TESSEL_FAIL_MPI_RANK=R only the process whose launcher rank
  *                          (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK)
  *                          is R injects; unset: every rank does.
+ *   TESSEL_SKIP_COLLECTIVE_AFTER=N
+ *                          the N-th collective tessel makes (data moved
+ *                          between hosts, agreements, gathers: mpi.c's
+ *                          count, 1 the first) is skipped on this rank
+ *                          (TESSEL_FAIL_MPI_RANK selects it as above): it
+ *                          returns as if done without entering MPI or
+ *                          checking in, a rank whose control flow took
+ *                          another path. Its peers must see the ranks
+ *                          diverge and end the job (mpi.c's check-ins),
+ *                          never wait forever.
  * The injected call's name is kept (rt_mpi_injected_call) so messages can
  * say the failure was injected, and every call is counted
  * (rt_mpi_call_count) so a test can learn how many calls a clean run
@@ -56,6 +68,10 @@ const char *rt_mpi_injected_call(void);
  * variable, when a set variable is not a non-negative decimal integer
  * (then nothing is injected). */
 bool rt_mpi_fail_from_env(const char **bad);
+/* The n-th collective from now is skipped (n <= 0: none); whether this
+ * collective is the one (counts it down). */
+void rt_mpi_skip_collective_after(long n);
+bool rt_mpi_skip_collective(void);
 /* This process's rank as its launcher says (OMPI_COMM_WORLD_RANK,
  * PMIX_RANK, PMI_RANK), -1 when none is set: for messages before
  * MPI_Comm_rank has answered. */
@@ -74,14 +90,26 @@ int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out);
 int tmpi_comm_free(MPI_Comm *comm);
 int tmpi_query_thread(int *provided);
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out);
+int tmpi_type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *out);
 int tmpi_type_commit(MPI_Datatype *t);
 int tmpi_type_free(MPI_Datatype *t);
 int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op);
 int tmpi_op_free(MPI_Op *op);
-int tmpi_allgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                   MPI_Comm comm);
-int tmpi_allreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm);
-int tmpi_gather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
-                int root, MPI_Comm comm);
+/* Collectives are non-blocking only (no call may block forever: mpi.c
+ * polls them with tmpi_test), counted and injected under the names of the
+ * MPI functions they stand for ("MPI_Allreduce"). */
+int tmpi_iallgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                    MPI_Comm comm, MPI_Request *req);
+int tmpi_iallreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                    MPI_Request *req);
+int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
+                 int root, MPI_Comm comm, MPI_Request *req);
+/* The heartbeat's calls (mpi.c), neither counted nor injected. */
+int tmpi_test(MPI_Request *req, int *done);
+int tmpi_isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+/* A message from any rank with any tag on comm, if one is there (*got):
+ * MPI_Improbe then MPI_Mrecv, under the layer's lock. */
+int tmpi_improbe_recv(void *buf, int count, MPI_Datatype dt, MPI_Comm comm, int *got, MPI_Status *status);
+int tmpi_request_free(MPI_Request *req);
 
 #endif /* TESSEL_MPI_LAYER_H */

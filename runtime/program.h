@@ -17,8 +17,12 @@
  * error before anything runs); *out is the last step's result. Without
  * host work (p->host NULL) the steps go to cluster 0 (RtRunOptions.steps).
  * Host custom-calls (tessel_print, tessel_save) run here, at every step.
+ * Every while loop (host program and clusters) is bounded by max_trips
+ * (0: unbounded; --limit trips): one more trip is IR_ERUNTIME at the loop.
  * args are not changed. */
-IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, DevValue **out, IrDiag *d);
+IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
+                              const RtStepHook *hook,
+                              DevValue **out, IrDiag *d);
 /* Under mpirun: every rank runs the host program (it is deterministic, so
  * every rank computes the same host values and reaches the same cluster
  * calls in the same order: no broadcast is needed); at each cluster call
@@ -26,8 +30,9 @@ IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t 
  * the results come to every rank. Only rank 0 prints or saves (host
  * targets). `steps` as rt_run_program_local (every rank feeds the same
  * aliased values). Every rank gets *out. */
-IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, RtTransport *t, int64_t first,
-                            int64_t nlocal, DevValue **out, IrDiag *d);
+IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
+                            const RtStepHook *hook,
+                            RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d);
 /* The host custom-call targets tessel registers: tessel_print prints a
  * summary of its operand to stdout (unless silent) and returns it;
  * tessel_save keeps its operand in `saves` under the name its

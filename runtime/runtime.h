@@ -225,6 +225,16 @@ typedef struct RtBindOptions {
 
 /* The bound arguments of the entry computation: args[p] is a new reference
  * to the value of parameter p (a tuple value for tuple parameters). */
+/* Called after each step of a run (progress lines): step s (1-based) of
+ * `steps`, the seconds it took, and the root value it gave (on a device
+ * run, device 0's shard of it; borrowed for the call). Only the process
+ * that holds device 0 calls it (rank 0 under MPI), from the thread that
+ * runs device 0. */
+typedef struct RtStepHook {
+    void (*fn)(void *ctx, int64_t step, int64_t steps, double seconds, const DevValue *result);
+    void *ctx;
+} RtStepHook;
+
 typedef struct RtArgs {
     int32_t nargs;
     DevValue **args;
@@ -344,7 +354,12 @@ void rt_shard_box(const IrShape *full, const IrSharding *s, int64_t p, int64_t *
 IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, DevValue **out,
                         IrDiag *d);
 /* Rebuild the full value of shape `full` from the shards shard[p] of
- * partitions p = 0..n-1 under `s` (padding dropped). */
+ * partitions p = 0..n-1 under `s` (padding dropped). shard[p] may be NULL
+ * where needed[p] of rt_unshard_needed is false. */
+/* needed[p] = true (n entries, set, never cleared) for the partitions
+ * rt_unshard_value reads: the first holder of each tile of some leaf (the
+ * other holders have copies). IR_ENOMEM only. */
+IrStatus rt_unshard_needed(const IrShape *full, const IrSharding *s, int64_t n, bool *needed);
 IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
                           DevValue *const *shard, DevValue **out, IrDiag *d);
 
@@ -398,6 +413,13 @@ void rt_mpi_finalize(RtTransport *t);
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */
 IrStatus rt_mpi_release(RtTransport *t, IrDiag *d);
+/* Start t's heartbeat (mpi.c, RELIABILITY.md): a thread beats to every
+ * peer and a peer silent for `seconds` ends the job naming it; every
+ * collective becomes a check-in compared across ranks. seconds <= 0 or
+ * one rank: nothing. IR_ENOMEM / IR_ERUNTIME when it cannot start.
+ * rt_mpi_heartbeat_stop joins the thread (rt_mpi_end calls it). */
+IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d);
+void rt_mpi_heartbeat_stop(RtTransport *t);
 /* rt_mpi_finalize with its failures reported: rt_mpi_release, the
  * communicator freed, then MPI_Finalize when rt_mpi_init started MPI; t
  * is freed in every case (NULL: IR_OK). */
@@ -415,8 +437,12 @@ int rt_mpi_agree(RtTransport *t, bool ok);
 int rt_mpi_max(RtTransport *t, int value);
 /* Gather the roots of this host's nlocal devices to rank 0, where all[g]
  * receives device g's (nlocal x ranks entries, new references; all is
- * not touched elsewhere). Every device's root has one shape. */
-IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, DevValue **all, IrDiag *d);
+ * not touched elsewhere). Every device's root has one shape. With
+ * `wanted` (every rank passes the same), only devices g with wanted[g]
+ * travel (all[g] stays NULL for the others): a replicated output crosses
+ * the network once, not once per device. */
+IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, const bool *wanted, DevValue **all,
+                               IrDiag *d);
 /* Gather the root shards of this host's nlocal devices to rank 0, where
  * *out receives the full output (NULL elsewhere). */
 IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,

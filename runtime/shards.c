@@ -139,6 +139,44 @@ IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, De
     return IR_OK;
 }
 
+IrStatus rt_unshard_needed(const IrShape *full, const IrSharding *s, int64_t n, bool *needed)
+{
+    if (n < 1)
+        return IR_OK;
+    if (full->type == IR_TUPLE) {
+        IrArena *a = ir_arena_new();
+        IrStatus st = a ? IR_OK : IR_ENOMEM;
+        for (int32_t k = 0; k < full->ntuple && st == IR_OK; k++) {
+            IrSharding *es = shd_tuple_element(a, s, full, k);
+            st = es ? rt_unshard_needed(&full->tuple[k], es, n, needed) : IR_ENOMEM;
+        }
+        ir_arena_free(a);
+        return st;
+    }
+    needed[0] = true; /* untiled leaves come from partition 0 */
+    if (full->type == IR_TOKEN || s->kind != SHD_TILED)
+        return IR_OK;
+    /* A tile's first holder, by its data tile coordinates in row-major order. */
+    int64_t ntiles = 1;
+    for (int32_t d = 0; d < full->rank; d++)
+        ntiles *= shd_tiles(s, d);
+    bool *seen = ts_calloc((size_t)ntiles, sizeof *seen);
+    if (!seen)
+        return IR_ENOMEM;
+    int64_t c[IR_MAX_RANK + 2];
+    for (int64_t p = 0; p < n; p++) {
+        if (!shd_device_coords(s, p, c))
+            continue;
+        int64_t t = 0;
+        for (int32_t d = 0; d < full->rank; d++)
+            t = t * shd_tiles(s, d) + c[d];
+        if (!seen[t])
+            seen[t] = needed[p] = true;
+    }
+    ts_free(seen);
+    return IR_OK;
+}
+
 IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
                           DevValue *const *shard, DevValue **out, IrDiag *d)
 {
@@ -152,7 +190,7 @@ IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
         for (int32_t k = 0; k < ne && st == IR_OK; k++) {
             IrSharding *es = shd_tuple_element(a, s, full, k);
             for (int64_t p = 0; p < n; p++)
-                parts[p] = shard[p]->elems[k];
+                parts[p] = shard[p] ? shard[p]->elems[k] : NULL;
             st = es ? rt_unshard_value(&full->tuple[k], es, n, parts, &el[k], d) : IR_ENOMEM;
         }
         if (st == IR_OK && !(*out = dev_value_tuple(full, ne, el)))
@@ -176,6 +214,8 @@ IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
      * same tile overwrite with identical data. */
     int64_t off[IR_MAX_RANK], ext[IR_MAX_RANK], size[IR_MAX_RANK], zero[IR_MAX_RANK] = {0};
     for (int64_t p = 0; p < n; p++) {
+        if (!shard[p]) /* a copy of an earlier partition's tile, not gathered */
+            continue;
         shard_box(full, s, p, off, ext, size);
         if (full->rank > 0 && v->data)
             rt_copy_box(ir_type_size(full->type), full->rank, shard[p]->data, size, zero, v->data,

@@ -18,6 +18,10 @@ IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, 
 /* In place: buf[i] = op over hosts of buf[i], count elements of type ty.
  * op is a simple reducer (add, multiply, maximum, minimum, and, or, xor). */
 IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d);
+/* This host reaches device call `cluster` (a check-in every peer compares
+ * with its own; nothing without a heartbeat). Can't fail: a divergence
+ * ends the job. */
+void rt_transport_checkin(RtTransport *t, int64_t cluster);
 /* A device of this host failed: end the whole job (never returns when the
  * transport can stop the other hosts). */
 void rt_transport_abort(RtTransport *t, const char *msg);
@@ -30,11 +34,13 @@ void rt_transport_abort(RtTransport *t, const char *msg);
 typedef struct RtRunOptions {
     int64_t steps;
     bool no_bind;
+    int64_t max_trips;         /* trips of every while loop (0: unbounded; --limit trips) */
     /* infeed/outfeed and host send/recv (feed.c). With several devices
      * device 0's outfeeds and sends are the run's (the others hold the
      * same whole values: the partitioner gathers them) and infeeds are
      * refused (one feed cannot serve several). NULL: refused. */
     const DevHostTransfers *host;
+    const RtStepHook *on_step;     /* may be NULL */
 } RtRunOptions;
 
 /* What a host's run measured, for --stats. */
@@ -103,9 +109,9 @@ IrStatus rt_check_aliases(const IrModule *m, IrDiag *d);
  * passed rt_check_aliases. */
 void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args);
 /* rt_run_reference `steps` times (< 2: once) with aliases fed between
- * steps; args->args are replaced by the fed values. */
-IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps,
-                                const DevHostTransfers *host, DevValue **out, IrDiag *d);
+ * steps, every while loop bounded by max_trips (0: unbounded); args->args are replaced by the fed values. */
+IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, int64_t max_trips,
+                                const DevHostTransfers *host, const RtStepHook *hook, DevValue **out, IrDiag *d);
 
 /* Remove DIR/output_<i>.npy and their temporaries for every leaf of
  * `result` (after a signal arrived while they were written). Can't fail. */

@@ -4,7 +4,7 @@ the code. Every #include of every .c/.h file of a layer must name a header
 of the same layer or of a layer the table allows; library headers (mpi.h,
 hwloc.h, cblas.h, fftw3.h, jansson.h) only where the table names them.
 runtime/ may use the data types of partition/ and cluster/, never their
-passes: it must not call them. Exits 1 listing every violation.
+passes: it must not call them (nor grad/'s transform, grad_module). Exits 1 listing every violation.
 
 usage: check_layers.py [SOURCE_DIR]      (default: the parent of scripts/)
 """
@@ -26,7 +26,7 @@ LIBRARIES = {
 ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
 # Passes of the compile layers: runtime/ executes plans, it never compiles.
 PASSES = ["shd_propagate", "spmd_partition", "clu_extract", "clu_cluster_module", "clu_place", "plan_build",
-          "compile_module", "compile_replan", "compile_plan_load"]
+          "compile_module", "compile_replan", "compile_plan_load", "grad_module"]
 
 
 def layer_table():

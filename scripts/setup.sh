@@ -16,6 +16,8 @@ PACKAGES=(
     python3          # the end-to-end tests write and read .npy with it
     valgrind         # the valgrind ctest label
     clang libclang-rt-dev   # the libFuzzer targets (tests/fuzz/run.sh)
+    graphviz         # dot: tessel plan --format html draws its graph with it; tests parse the DOT output
+    chromium         # tests/e2e/plan_html.sh opens the HTML plan in a headless browser
 )
 
 missing=()

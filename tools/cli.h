@@ -13,6 +13,7 @@
 
 #include "tessel.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 enum {
@@ -22,27 +23,41 @@ enum {
 };
 
 /* Options, as bits a command sets in CliCommand.accepts. */
-enum {
-    OPT_INPUT = 1u << 0,          /* --input INDEX_OR_NAME=FILE.npy (repeatable) */
-    OPT_RANDOM = 1u << 1,         /* --random-inputs SEED */
-    OPT_OUTPUT_DIR = 1u << 2,     /* --output-dir DIR */
-    OPT_REFERENCE = 1u << 3,      /* --reference */
-    OPT_PARTITIONS = 1u << 4,     /* --num-partitions N */
-    OPT_REPLICAS = 1u << 5,       /* --num-replicas R */
-    OPT_HOSTS = 1u << 6,          /* --hosts H */
-    OPT_LOCAL_DEVICES = 1u << 7,  /* --local-devices L */
-    OPT_STEPS = 1u << 8,          /* --steps K */
-    OPT_STATS = 1u << 9,          /* --stats */
-    OPT_FORMAT = 1u << 10,        /* --format text|json|dot */
-    OPT_OUT = 1u << 11,           /* -o FILE */
-    OPT_LIMIT = 1u << 12,         /* --limit NAME=VALUE (repeatable) */
-    OPT_PRINT = 1u << 13,         /* --print (check: print the parsed module) */
-    OPT_INFEED = 1u << 14,        /* --infeed FILE.npy (repeatable, in order) */
-    OPT_NO_VERIFY = 1u << 15,     /* --no-verify (skip the verifier after compile passes) */
-    OPT_SPMD = 1u << 16,          /* --spmd (replay an SPMD program as it is) */
-    OPT_PER_DEVICE = 1u << 17,    /* --per-device (replays: each device its own random inputs) */
-    OPT_OUTPUT_DEVICE = 1u << 18, /* --output-device D (replays: device D's outputs alone) */
-};
+#define OPT_INPUT          (UINT64_C(1) << 0) /* --input INDEX_OR_NAME=FILE.npy (repeatable) */
+#define OPT_RANDOM         (UINT64_C(1) << 1) /* --random-inputs SEED */
+#define OPT_OUTPUT_DIR     (UINT64_C(1) << 2) /* --output-dir DIR */
+#define OPT_REFERENCE      (UINT64_C(1) << 3) /* --reference */
+#define OPT_PARTITIONS     (UINT64_C(1) << 4) /* --num-partitions N */
+#define OPT_REPLICAS       (UINT64_C(1) << 5) /* --num-replicas R */
+#define OPT_HOSTS          (UINT64_C(1) << 6) /* --hosts H */
+#define OPT_LOCAL_DEVICES  (UINT64_C(1) << 7) /* --local-devices L */
+#define OPT_STEPS          (UINT64_C(1) << 8) /* --steps K */
+#define OPT_STATS          (UINT64_C(1) << 9) /* --stats */
+#define OPT_FORMAT         (UINT64_C(1) << 10) /* --format text|json|dot */
+#define OPT_OUT            (UINT64_C(1) << 11) /* -o FILE */
+#define OPT_LIMIT          (UINT64_C(1) << 12) /* --limit NAME=VALUE (repeatable) */
+#define OPT_PRINT          (UINT64_C(1) << 13) /* --print (check: print the parsed module) */
+#define OPT_INFEED         (UINT64_C(1) << 14) /* --infeed FILE.npy (repeatable, in order) */
+#define OPT_NO_VERIFY      (UINT64_C(1) << 15) /* --no-verify (skip the verifier after compile passes) */
+#define OPT_SPMD           (UINT64_C(1) << 16) /* --spmd (replay an SPMD program as it is) */
+#define OPT_PER_DEVICE     (UINT64_C(1) << 17) /* --per-device (replays: each device its own random inputs) */
+#define OPT_OUTPUT_DEVICE  (UINT64_C(1) << 18) /* --output-device D (replays: device D's outputs alone) */
+#define OPT_WRT            (UINT64_C(1) << 19) /* --wrt PARAMS (grad) */
+#define OPT_LOSS           (UINT64_C(1) << 20) /* --loss OUTPUT (grad) */
+#define OPT_SGD            (UINT64_C(1) << 21) /* --sgd LR (grad) */
+#define OPT_ADAM           (UINT64_C(1) << 22) /* --adam LR (grad) */
+#define OPT_JVP            (UINT64_C(1) << 23) /* --jvp (grad: forward mode) */
+#define OPT_SHOW           (UINT64_C(1) << 24) /* --show NAME (plan: a sharding grid; repeatable) */
+#define OPT_ASCII          (UINT64_C(1) << 25) /* --ascii (plan: grids in + - | only) */
+#define OPT_EXPAND         (UINT64_C(1) << 26) /* --expand NAME (plan: draw a called computation whole; repeatable) */
+#define OPT_DUMP_DIR       (UINT64_C(1) << 27) /* --dump-dir DIR (the module after each compile pass) */
+#define OPT_WATCH          (UINT64_C(1) << 28) /* --watch NAME (run: an output shown on the progress line) */
+#define OPT_PROGRESS       (UINT64_C(1) << 29) /* --progress (run: a progress line per step, also off a terminal) */
+#define OPT_TIMEOUT        (UINT64_C(1) << 30) /* --timeout SECONDS (run: the whole run's bound) */
+#define OPT_HEARTBEAT      (UINT64_C(1) << 31) /* --heartbeat SECONDS (run under mpirun: silent rank bound) */
+#define OPT_CHECKPOINT_EVERY (UINT64_C(1) << 32) /* --checkpoint-every M (run: steps between checkpoints) */
+#define OPT_CHECKPOINT_DIR (UINT64_C(1) << 33) /* --checkpoint-dir DIR */
+#define OPT_RESUME         (UINT64_C(1) << 34) /* --resume DIR (continue from its last checkpoint) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -65,15 +80,28 @@ typedef struct CliOptions {
     int64_t output_device;   /* --output-device D (given: OPT_OUTPUT_DEVICE) */
     const char *format;
     const char *out;
+    const char *wrt, *loss;  /* --wrt, --loss (grad) */
+    double sgd, adam;        /* --sgd LR, --adam LR (grad; 0 when not given) */
+    bool jvp;                /* --jvp (grad) */
+    int32_t nshow, nexpand;
+    const char **show;       /* --show NAMEs (heap array, borrowed strings) */
+    const char **expand;     /* --expand NAMEs (heap array, borrowed strings) */
+    bool ascii, progress;    /* --ascii, --progress */
+    const char *dump_dir;    /* --dump-dir DIR */
+    const char *watch;       /* --watch NAME */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
-    unsigned given;          /* OPT_* bits of the options present */
+    double timeout;          /* --timeout SECONDS (0: none) */
+    double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
+    int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
+    const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */
+    uint64_t given;          /* OPT_* bits of the options present */
 } CliOptions;
 
 typedef struct CliCommand {
     const char *name;
     const char *summary;     /* one line for `tessel --help` */
     const char *help;        /* the whole text of `tessel NAME --help` */
-    unsigned accepts;        /* OPT_* bits */
+    uint64_t accepts;        /* OPT_* bits */
     int (*run)(const CliOptions *o);
 } CliCommand;
 
@@ -83,6 +111,42 @@ extern const CliCommand cli_cmd_run;
 extern const CliCommand cli_cmd_devices;
 extern const CliCommand cli_cmd_compile;
 extern const CliCommand cli_cmd_plan;
+extern const CliCommand cli_cmd_grad;
+
+/* checkpoint.c: --checkpoint-every, --checkpoint-dir, --resume */
+
+typedef struct CliCkpt {
+    const char *dir;         /* where checkpoints go; NULL: none are written */
+    int64_t every, steps;    /* M and K */
+    int64_t done;            /* steps done so far (from --resume, then per chunk) */
+    char digest[65];         /* the plan's SHA-256 */
+    int32_t nalias;
+    int32_t *leaf, *param;   /* alias k: output leaf -> parameter */
+    char last[4096];         /* the newest checkpoint directory ("" before one) */
+    char **paths;            /* [nalias]: its files the next chunk reads (heap) */
+    int32_t ninputs;
+    TsInput *inputs;         /* the next chunk's inputs (keys heap) */
+    int32_t nwritten;        /* checkpoints written, and their time */
+    double write_seconds;
+} CliCkpt;
+
+/* Check the options against the plan, find the aliases and the digest,
+ * and with --resume the last complete checkpoint of this plan. CLI_OK or
+ * the exit status after printing why. */
+int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c);
+void cli_ckpt_free(CliCkpt *c);
+/* Steps of the next chunk: up to the next checkpoint, or the rest. */
+int64_t cli_ckpt_chunk(const CliCkpt *c);
+/* The next chunk's inputs into ro: the user's, with the aliased
+ * parameters bound to the last checkpoint's files once there is one. */
+int cli_ckpt_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c, TsRunOptions *ro);
+/* After a chunk (c->done advanced): a checkpoint is due. */
+bool cli_ckpt_due(const CliCkpt *c);
+/* Write DIR/step-<done> from the chunk's outputs, atomically. */
+int cli_ckpt_write(CliCkpt *c, const TsOutputs *out);
+/* Under mpirun, on the ranks that do not write: where rank 0 wrote it
+ * (the directory must be shared: every rank reads its shards of it). */
+int cli_ckpt_mark(CliCkpt *c);
 
 /* options.c */
 

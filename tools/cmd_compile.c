@@ -32,6 +32,10 @@ static const char HELP[] =
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
     "                          of compile time; a failure there is tessel's bug\n"
+    "  --dump-dir DIR          write the module after each pass into DIR\n"
+    "                          (NNNN.MODULE.after_parse.hlo, .after_propagate,\n"
+    "                          .cluster_K.after_spmd_partition, ...) and the\n"
+    "                          plan JSON, numbered in pass order\n"
     "  -h, --help              show this help\n"
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad input.\n";
@@ -73,6 +77,6 @@ const CliCommand cli_cmd_compile = {
     .name = "compile",
     .summary = "propagate shardings, partition, and write the plan",
     .help = HELP,
-    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY,
+    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY | OPT_DUMP_DIR,
     .run = run_compile,
 };

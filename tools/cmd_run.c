@@ -19,11 +19,14 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char HELP[] =
@@ -32,6 +35,9 @@ static const char HELP[] =
     "                  [--num-partitions N] [--num-replicas R] [--hosts H]\n"
     "                  [--local-devices L] [--steps K] [--infeed FILE.npy ...]\n"
     "                  [--spmd [--per-device] [--output-device D]]\n"
+    "                  [--watch NAME] [--progress] [--dump-dir DIR]\n"
+    "                  [--timeout S] [--heartbeat S] [--checkpoint-every M\n"
+    "                  --checkpoint-dir DIR] [--resume DIR]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -70,7 +76,20 @@ static const char HELP[] =
     "                          array, default 2^34), rank (64), tuple (65536),\n"
     "                          depth (64: nesting of tuples and braces, and of\n"
     "                          calls), name (4096 bytes), instructions (2^22);\n"
-    "                          repeatable (docs/cli.md, Limits)\n"
+    "                          repeatable (docs/cli.md, Limits).\n"
+    "                          Run limits: trips (of every while loop, default\n"
+    "                          unbounded: exit 1 at the loop), memory (bytes,\n"
+    "                          K/M/G: the plan's estimated peak on this process,\n"
+    "                          default the available memory: exit 2)\n"
+    "  --timeout SECONDS       end the run (every rank) after SECONDS: exit 1, no\n"
+    "                          output (default: no timeout)\n"
+    "  --heartbeat SECONDS     under mpirun: a rank not heard from for SECONDS\n"
+    "                          ends the job, named (default 60)\n"
+    "  --checkpoint-every M, --checkpoint-dir DIR\n"
+    "                          with --steps K: write the state the steps carry\n"
+    "                          (input_output_alias) to DIR/step-S every M steps\n"
+    "  --resume DIR            continue from DIR's last complete checkpoint;\n"
+    "                          bit-identical to an uninterrupted run\n"
     "  --spmd                  the module is already an SPMD program (XLA's dump\n"
     "                          after spmd-partitioning, or a plan's text): replay\n"
     "                          it as it is on N*R devices, each with its own\n"
@@ -83,6 +102,14 @@ static const char HELP[] =
     "                          DIR/output_<i>.npy\n"
     "  --no-verify             skip the verifier after the compile passes\n"
     "                          that rewrite the module (about 5% of compile time)\n"
+    "  --dump-dir DIR          write the module after each compile pass into DIR\n"
+    "                          (as `tessel compile --dump-dir`)\n"
+    "  --watch NAME            show output NAME (a leaf number, or the instruction\n"
+    "                          that is the result or a root tuple operand; one\n"
+    "                          element, a loss) on the progress line\n"
+    "  --progress              a progress line per step on stderr also when it is\n"
+    "                          not a terminal (on a terminal runs of several steps\n"
+    "                          or of more than a second show one line, redrawn)\n"
     "  --stats                 print the time of each phase, of collectives,\n"
     "                          the bytes of input read and the device binding\n"
     "                          (to stderr)\n"
@@ -97,6 +124,8 @@ static const char HELP[] =
 static volatile sig_atomic_t g_writing; /* outputs are being written: defer */
 static volatile sig_atomic_t g_signal;  /* the signal received while writing */
 
+static char g_timeout_msg[160]; /* what --timeout says when it ends the run */
+
 static void on_signal(int sig)
 {
     if (g_writing) {
@@ -105,9 +134,11 @@ static void on_signal(int sig)
     }
     static const char m_int[] = "tessel: interrupted (SIGINT); no output written\n";
     static const char m_term[] = "tessel: terminated (SIGTERM); no output written\n";
-    ssize_t w = sig == SIGINT ? write(2, m_int, sizeof m_int - 1) : write(2, m_term, sizeof m_term - 1);
+    const char *m = sig == SIGINT ? m_int : sig == SIGTERM ? m_term : g_timeout_msg;
+    ssize_t w = write(2, m, strlen(m));
     (void)w;
-    _exit(128 + sig);
+    /* SIGALRM stands for --timeout: a failure while running. */
+    _exit(sig == SIGALRM ? CLI_FAIL : 128 + sig);
 }
 
 static void install_signals(void)
@@ -118,6 +149,196 @@ static void install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ---- progress ---- */
+
+/* The progress line of a run: on a terminal (stderr) one line redrawn in
+ * place when the run has several steps or lasts more than a second (a
+ * ticker thread redraws it while a step runs), ended by a summary line;
+ * with --progress off a terminal, one line per step. The library calls
+ * on_step from the thread running device 0; everything here is under mu. */
+typedef struct Progress {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t ticker;
+    bool ticking, stop;
+    bool tty, lines;
+    char watch[80];          /* what the line calls the watched output */
+    double start, step_start, total;
+    int64_t step, steps;     /* steps done, of */
+    double last;             /* the last step's seconds */
+    bool has_w;
+    double w;
+    bool drawn;              /* a line is on the terminal */
+    double delay;            /* a run of one step shows its line after this long */
+} Progress;
+
+static Progress g_progress = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* "12.3 ms" / "1.24 s" */
+static void fmt_seconds(char *buf, size_t n, double s)
+{
+    if (s < 0.01)
+        snprintf(buf, n, "%.3f ms", s * 1e3);
+    else if (s < 1)
+        snprintf(buf, n, "%.1f ms", s * 1e3);
+    else
+        snprintf(buf, n, "%.2f s", s);
+}
+
+/* The line as it stands, drawn over the previous one (under mu). */
+static void progress_draw(Progress *p, double t)
+{
+    char a[32], b[32], w[200] = "";
+    if (p->has_w && p->watch[0])
+        snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
+    if (p->step < p->steps) {
+        /* step p->step + 1 is running */
+        fmt_seconds(a, sizeof a, t - p->step_start);
+        fmt_seconds(b, sizeof b, p->last);
+        if (p->step == 0)
+            fprintf(stderr, "\r\033[Ktessel: step 1 of %lld, running %s", (long long)p->steps, a);
+        else
+            fprintf(stderr, "\r\033[Ktessel: step %lld of %lld, %s a step%s", (long long)p->step + 1,
+                    (long long)p->steps, b, w);
+    }
+    fflush(stderr);
+    p->drawn = true;
+}
+
+static void *progress_ticker(void *arg)
+{
+    Progress *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        double t = cli_now();
+        if (!p->stop && t - p->start > p->delay && p->step < p->steps)
+            progress_draw(p, t);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void on_step(void *ctx, const TsStepInfo *s)
+{
+    Progress *p = ctx;
+    pthread_mutex_lock(&p->mu);
+    double t = cli_now();
+    p->step = s->step;
+    p->steps = s->steps;
+    p->last = s->seconds;
+    p->total += s->seconds;
+    p->step_start = t;
+    p->has_w = s->has_watched;
+    p->w = s->watched;
+    if (p->lines) {
+        char a[32], w[200] = "";
+        fmt_seconds(a, sizeof a, s->seconds);
+        if (s->has_watched && p->watch[0])
+            snprintf(w, sizeof w, ", %s %.6g", p->watch, s->watched);
+        fprintf(stderr, "tessel: step %lld of %lld: %s%s\n", (long long)s->step, (long long)s->steps, a, w);
+    } else if (p->tty && (s->steps > 1 || t - p->start > p->delay) && s->step < s->steps) {
+        progress_draw(p, t);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Set up before a run (speak: this process prints, rank 0 under MPI). */
+static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
+{
+    Progress *p = &g_progress;
+    /* Checkpointed runs come in chunks: each starts a line of its own. */
+    p->stop = p->drawn = p->has_w = false;
+    p->step = 0;
+    p->total = 0;
+    const char *term = getenv("TERM");
+    p->tty = speak && isatty(2) && !(term && strcmp(term, "dumb") == 0);
+    p->lines = speak && o->progress && !p->tty;
+    if (o->watch)
+        snprintf(p->watch, sizeof p->watch, "%s%.64s",
+                 strspn(o->watch, "0123456789") == strlen(o->watch) ? "output " : "", o->watch);
+    p->start = p->step_start = cli_now();
+    p->steps = o->steps > 1 ? o->steps : 1;
+    /* TESSEL_PROGRESS_DELAY (seconds, default 1): when a long step's line
+     * appears (docs/cli.md; the tests shorten it). */
+    const char *dl = getenv("TESSEL_PROGRESS_DELAY");
+    char *end = NULL;
+    p->delay = dl ? strtod(dl, &end) : 1.0;
+    if (!dl || end == dl || *end || p->delay < 0)
+        p->delay = 1.0;
+    if (!p->tty && !p->lines)
+        return;
+    ro->on_step = on_step;
+    ro->on_step_ctx = p;
+    if (p->tty)
+        p->ticking = pthread_create(&p->ticker, NULL, progress_ticker, p) == 0;
+}
+
+/* After a run: the ticker stopped; on a terminal the line becomes the
+ * summary (steps, time per step, the last watched value). */
+static void progress_end(void)
+{
+    Progress *p = &g_progress;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->ticking)
+        pthread_join(p->ticker, NULL);
+    p->ticking = false;
+    if (p->drawn) {
+        char a[32], w[200] = "";
+        fmt_seconds(a, sizeof a, p->step ? p->total / (double)p->step : 0);
+        if (p->has_w && p->watch[0])
+            snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
+        fprintf(stderr, "\r\033[Ktessel: %lld of %lld steps, %s a step%s\n", (long long)p->step, (long long)p->steps,
+                a, w);
+    }
+}
+
+/* ---- --timeout ---- */
+
+/* While MPI is up: the world the timeout ends (every rank at once). */
+static TsMpiWorld *_Atomic g_world;
+
+/* A thread (not a signal: ending an MPI job is no async-signal-safe call)
+ * sleeps until the deadline, then ends the run as SIGINT would, with exit
+ * status 1: at once, or after the outputs being written are removed. */
+static void *timeout_main(void *arg)
+{
+    double until = cli_now() + *(const double *)arg;
+    for (double left; (left = until - cli_now()) > 0;) {
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    TsMpiWorld *w = atomic_load(&g_world);
+    if (w)
+        ts_mpi_abort(w, g_timeout_msg); /* every rank ends; never returns when MPI can */
+    on_signal(SIGALRM);
+    return NULL;
+}
+
+static void start_timeout(const CliOptions *o)
+{
+    static double seconds;
+    if (o->timeout <= 0)
+        return;
+    seconds = o->timeout;
+    snprintf(g_timeout_msg, sizeof g_timeout_msg,
+             "tessel: error: the run took longer than --timeout %g s and was ended; no output written\n",
+             o->timeout);
+    pthread_t th;
+    if (pthread_create(&th, NULL, timeout_main, &seconds) == 0)
+        pthread_detach(th);
 }
 
 /* ---- outputs ---- */
@@ -175,7 +396,8 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
     return (TsRunOptions){.ninputs = o->ninputs, .inputs = o->inputs, .random = o->random, .seed = o->seed,
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
                           .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
-                          .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device};
+                          .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device,
+                          .watch = o->watch, .limits = &o->limits, .heartbeat_seconds = o->heartbeat};
 }
 
 /* After a run in this process: the error, or the stats, the outputs
@@ -197,6 +419,14 @@ static int finish(const CliOptions *o, TsStatus st, TsOutputs *out, TsDiag *d)
     return rc;
 }
 
+/* --stats: what the checkpoints cost. */
+static void ckpt_stats(const CliOptions *o, const CliCkpt *ck)
+{
+    if (o->stats && ck->nwritten)
+        fprintf(stderr, "tessel: stats: checkpoints: %d written, %.3f ms each\n", (int)ck->nwritten,
+                ck->write_seconds * 1e3 / ck->nwritten);
+}
+
 /* ---- in this process ---- */
 
 static int run_reference(const CliOptions *o, double t0)
@@ -215,7 +445,9 @@ static int run_reference(const CliOptions *o, double t0)
         TsOutputs *out = NULL;
         TsDiag d = {0};
         TsRunOptions ro = run_options(o, cli_now() - t0);
+        progress_start(o, true, &ro);
         TsStatus st = ts_run_reference(m, &ro, &out, &d);
+        progress_end();
         rc = finish(o, st, out, &d);
     }
     ts_module_free(m);
@@ -248,11 +480,36 @@ static int run_alone(const CliOptions *o, double t0)
                              "--local-devices %lld (run under `mpirun -np H` for H hosts)",
                              (long long)ndev, (long long)ndev);
     } else {
+        /* One run of K steps, or chunks between checkpoints (checkpoint.c). */
+        CliCkpt ck;
         TsOutputs *out = NULL;
         TsDiag d = {0};
-        TsRunOptions ro = run_options(o, cli_now() - t0);
-        TsStatus st = ts_plan_run(p, &ro, &out, &d);
-        rc = finish(o, st, out, &d);
+        TsStatus st = TS_OK;
+        rc = cli_ckpt_setup(o, p, &ck);
+        while (rc == CLI_OK) {
+            TsRunOptions ro = run_options(o, cli_now() - t0);
+            ro.steps = cli_ckpt_chunk(&ck);
+            if ((rc = cli_ckpt_inputs(o, p, &ck, &ro)) != CLI_OK)
+                break;
+            progress_start(o, true, &ro);
+            st = ts_plan_run(p, &ro, &out, &d);
+            progress_end();
+            if (st != TS_OK)
+                break;
+            ck.done += ro.steps;
+            if (cli_ckpt_due(&ck) && (rc = cli_ckpt_write(&ck, out)) != CLI_OK)
+                break;
+            if (ck.done >= ck.steps)
+                break;
+            ts_outputs_free(out);
+            out = NULL;
+        }
+        ckpt_stats(o, &ck);
+        if (rc == CLI_OK)
+            rc = finish(o, st, out, &d);
+        else
+            ts_outputs_free(out);
+        cli_ckpt_free(&ck);
     }
     ts_plan_free(p);
     return rc;
@@ -304,6 +561,12 @@ static int run_mpi(const CliOptions *o, double t0)
     }
     bool said = false; /* this rank's own error is out (say_error) */
     ts_mpi_on_error(w, say_error, &said);
+    atomic_store(&g_world, w);
+    if ((st = ts_mpi_heartbeat(w, o->heartbeat, &d)) != TS_OK) {
+        int rc = cli_report(st, &d);
+        ts_mpi_abort(w, NULL);
+        return rc;
+    }
     int rank = ts_mpi_rank(w), size = ts_mpi_size(w);
     t0 = cli_now(); /* phases start after MPI_Init */
     TsPlan *p = NULL;
@@ -336,26 +599,66 @@ static int run_mpi(const CliOptions *o, double t0)
         rc = cli_exit_status(d.status);
         ts_diag_clear(&d);
     }
+    CliCkpt ck;
+    memset(&ck, 0, sizeof ck);
+    if (rc == CLI_OK)
+        rc = cli_ckpt_setup(o, p, &ck);
     int stop = agree_loaded(w, rc);
     if (stop >= 0) {
+        cli_ckpt_free(&ck);
         ts_plan_free(p);
+        atomic_store(&g_world, NULL);
         ts_mpi_finalize(w, false, &d);
         ts_diag_clear(&d);
         return stop;
     }
-    TsRunOptions ro = run_options(o, cli_now() - t0);
-    ro.on_error = say_error;
-    ro.on_error_ctx = &said;
     TsOutputs *out = NULL;
-    st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
-    /* The failing rank said its error (say_error); the others return one
-     * naming that rank, printed by rank 0 only. */
-    if (st != TS_OK) {
-        rc = cli_exit_status(st);
-        if (rank == 0 && !said)
-            cli_print_diag(&d);
-        ts_diag_clear(&d);
+    /* One run, or chunks between checkpoints: rank 0 writes each, every
+     * rank agrees it is there, then each reads its shards of it. */
+    while (rc == CLI_OK) {
+        TsRunOptions ro = run_options(o, cli_now() - t0);
+        ro.on_error = say_error;
+        ro.on_error_ctx = &said;
+        ro.steps = cli_ckpt_chunk(&ck);
+        int irc = cli_ckpt_inputs(o, p, &ck, &ro);
+        int failed = ts_mpi_agree(w, irc == CLI_OK, irc, &stop);
+        if (failed >= 0) {
+            rc = stop ? stop : CLI_FAIL;
+            st = TS_ERUNTIME;
+            break;
+        }
+        progress_start(o, rank == 0, &ro);
+        st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
+        progress_end();
+        /* The failing rank said its error (say_error); the others return one
+         * naming that rank, printed by rank 0 only. */
+        if (st != TS_OK) {
+            rc = cli_exit_status(st);
+            if (rank == 0 && !said)
+                cli_print_diag(&d);
+            ts_diag_clear(&d);
+            break;
+        }
+        ck.done += ro.steps;
+        if (cli_ckpt_due(&ck)) {
+            int wrc = rank == 0 ? cli_ckpt_write(&ck, out) : cli_ckpt_mark(&ck);
+            if ((failed = ts_mpi_agree(w, wrc == CLI_OK, wrc, &stop)) >= 0) {
+                if (rank == 0 && wrc == CLI_OK)
+                    fprintf(stderr, "tessel: error: rank %d failed writing a checkpoint; every rank stops\n", failed);
+                rc = stop ? stop : CLI_FAIL;
+                st = TS_ERUNTIME;
+                break;
+            }
+        }
+        if (ck.done >= ck.steps)
+            break;
+        ts_outputs_free(out);
+        out = NULL;
     }
+    if (rank == 0)
+        ckpt_stats(o, &ck);
+    cli_ckpt_free(&ck);
+    atomic_store(&g_world, NULL); /* from here a timeout ends this process alone */
     TsStatus fin = ts_mpi_finalize(w, st == TS_OK, &d);
     if (st == TS_OK && fin != TS_OK) {
         /* As above: another rank's failure is said once, by rank 0. */
@@ -387,6 +690,8 @@ static int run_run(const CliOptions *o)
     if (o->npos != 1)
         return cli_usage_error(&cli_cmd_run, o->npos ? "run takes one MODEL.hlo or PLAN"
                                                      : "missing MODEL.hlo");
+    if (o->dump_dir && o->reference)
+        return cli_usage_error(&cli_cmd_run, "--dump-dir writes the compile passes; --reference compiles nothing");
     if (o->spmd && o->reference)
         return cli_usage_error(&cli_cmd_run, "--spmd replays the program on its devices; --reference runs a model "
                                "on one device: choose one");
@@ -397,7 +702,11 @@ static int run_run(const CliOptions *o)
         if (strchr(o->inputs[i].key, '@'))
             return cli_usage_error(&cli_cmd_run, "--input %s: KEY@DEVICE binds one device of a replay: add --spmd",
                                    o->inputs[i].key);
+    if (o->reference && (o->given & OPT_HEARTBEAT))
+        return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
+                               "alone");
     install_signals();
+    start_timeout(o);
     double t0 = cli_now();
     int rc = o->reference ? run_reference(o, t0) : ts_mpi_launched() ? run_mpi(o, t0) : run_alone(o, t0);
     release_output_dir();
@@ -412,6 +721,7 @@ const CliCommand cli_cmd_run = {
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
-               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE,
+               OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
+               OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME,
     .run = run_run,
 };

@@ -15,6 +15,7 @@ static const CliCommand *const COMMANDS[] = {
     &cli_cmd_plan,
     &cli_cmd_run,
     &cli_cmd_devices,
+    &cli_cmd_grad,
 };
 enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 

@@ -17,7 +17,7 @@
 
 typedef struct OptSpec {
     const char *name;
-    unsigned bit;
+    uint64_t bit;
     bool has_arg;
 } OptSpec;
 
@@ -41,6 +41,22 @@ static const OptSpec OPTS[] = {
     {"--spmd", OPT_SPMD, false},
     {"--per-device", OPT_PER_DEVICE, false},
     {"--output-device", OPT_OUTPUT_DEVICE, true},
+    {"--wrt", OPT_WRT, true},
+    {"--loss", OPT_LOSS, true},
+    {"--sgd", OPT_SGD, true},
+    {"--adam", OPT_ADAM, true},
+    {"--jvp", OPT_JVP, false},
+    {"--show", OPT_SHOW, true},
+    {"--ascii", OPT_ASCII, false},
+    {"--expand", OPT_EXPAND, true},
+    {"--dump-dir", OPT_DUMP_DIR, true},
+    {"--watch", OPT_WATCH, true},
+    {"--progress", OPT_PROGRESS, false},
+    {"--timeout", OPT_TIMEOUT, true},
+    {"--heartbeat", OPT_HEARTBEAT, true},
+    {"--checkpoint-every", OPT_CHECKPOINT_EVERY, true},
+    {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
+    {"--resume", OPT_RESUME, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -134,7 +150,7 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
 {
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
-                              .no_verify = o->no_verify, .spmd = o->spmd};
+                              .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -171,6 +187,18 @@ static int parse_count(const CliCommand *cmd, const char *opt, const char *v, in
     return CLI_OK;
 }
 
+/* A duration: seconds > 0 (decimals allowed), at most a year. */
+static int parse_seconds(const CliCommand *cmd, const char *opt, const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0) || x > 366.0 * 86400)
+        return cli_usage_error(cmd, "%s needs a number of seconds > 0, not '%s'", opt, v);
+    *out = x;
+    return CLI_OK;
+}
+
 /* A seed: an unsigned 64-bit decimal or 0x-hex number. */
 static int parse_seed(const CliCommand *cmd, const char *v, uint64_t *out)
 {
@@ -181,6 +209,18 @@ static int parse_seed(const CliCommand *cmd, const char *v, uint64_t *out)
     unsigned long long x = strtoull(v, &end, 0);
     if (errno || *end)
         return cli_usage_error(cmd, "--random-inputs needs a seed >= 0, not '%s'", v);
+    *out = x;
+    return CLI_OK;
+}
+
+/* A learning rate: a finite decimal number > 0. */
+static int parse_rate(const CliCommand *cmd, const char *opt, const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0) || x > 1e30)
+        return cli_usage_error(cmd, "%s needs a learning rate > 0, not '%s'", opt, v);
     *out = x;
     return CLI_OK;
 }
@@ -222,6 +262,19 @@ static int add_infeed(CliOptions *o, const char *v)
     return CLI_OK;
 }
 
+/* --show / --expand NAME: appended to a list of borrowed names. */
+static int add_name(const char ***list, int32_t *n, const char *v)
+{
+    const char **nl = realloc(*list, ((size_t)*n + 1) * sizeof *nl);
+    if (!nl) {
+        fputs("tessel: error: out of memory\n", stderr);
+        return CLI_FAIL;
+    }
+    *list = nl;
+    nl[(*n)++] = v;
+    return CLI_OK;
+}
+
 /* --limit NAME=VALUE, one syntax for every limit: what a model may
  * declare and the run-time limits (ts_limits_set parses them all). */
 static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
@@ -245,6 +298,11 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_HOSTS: return parse_count(cmd, s->name, v, &o->hosts);
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
     case OPT_STEPS: return parse_count(cmd, s->name, v, &o->steps);
+    case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);
+    case OPT_HEARTBEAT: return parse_seconds(cmd, s->name, v, &o->heartbeat);
+    case OPT_CHECKPOINT_EVERY: return parse_count(cmd, s->name, v, &o->checkpoint_every);
+    case OPT_CHECKPOINT_DIR: o->checkpoint_dir = v; return CLI_OK;
+    case OPT_RESUME: o->resume = v; return CLI_OK;
     case OPT_OUTPUT_DEVICE: {
         /* A device number is >= 0: parse_count's rule shifted by one. */
         char *end;
@@ -256,13 +314,25 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         return CLI_OK;
     }
     case OPT_FORMAT:
-        if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "dot"))
-            return cli_usage_error(cmd, "--format is text, json or dot, not '%s'", v);
+        if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "dot") && strcmp(v, "html"))
+            return cli_usage_error(cmd, "--format is text, json, dot or html, not '%s'", v);
         o->format = v;
         return CLI_OK;
     case OPT_OUT: o->out = v; return CLI_OK;
+    case OPT_WRT: o->wrt = v; return CLI_OK;
+    case OPT_LOSS: o->loss = v; return CLI_OK;
+    case OPT_SGD: return parse_rate(cmd, s->name, v, &o->sgd);
+    case OPT_ADAM: return parse_rate(cmd, s->name, v, &o->adam);
     case OPT_LIMIT: return set_limit(cmd, o, v);
     case OPT_INFEED: return add_infeed(o, v);
+    case OPT_SHOW: return add_name(&o->show, &o->nshow, v);
+    case OPT_EXPAND: return add_name(&o->expand, &o->nexpand, v);
+    case OPT_DUMP_DIR:
+        if (!*v)
+            return cli_usage_error(cmd, "--dump-dir needs a directory");
+        o->dump_dir = v;
+        return CLI_OK;
+    case OPT_WATCH: o->watch = v; return CLI_OK;
     default: return CLI_OK;
     }
 }
@@ -283,7 +353,7 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
         if (!s->has_arg && eq && arg[1] == '-')
             return cli_usage_error(cmd, "option %s takes no value", s->name);
         if ((o->given & s->bit) && s->bit != OPT_INPUT && s->bit != OPT_LIMIT &&
-            s->bit != OPT_INFEED)
+            s->bit != OPT_INFEED && s->bit != OPT_SHOW && s->bit != OPT_EXPAND)
             return cli_usage_error(cmd, "option %s given twice", s->name);
         o->given |= s->bit;
         if (!s->has_arg) {
@@ -299,6 +369,12 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->spmd = true;
             else if (s->bit == OPT_PER_DEVICE)
                 o->per_device = true;
+            else if (s->bit == OPT_JVP)
+                o->jvp = true;
+            else if (s->bit == OPT_ASCII)
+                o->ascii = true;
+            else if (s->bit == OPT_PROGRESS)
+                o->progress = true;
             return CLI_OK;
         }
         const char *v = eq && arg[1] == '-' ? eq + 1 : NULL;
@@ -349,6 +425,8 @@ void cli_options_free(CliOptions *o)
         free((void *)o->inputs[i].key);
     free(o->inputs);
     free(o->infeeds);
+    free(o->show);
+    free(o->expand);
     free(o->pos);
     memset(o, 0, sizeof *o);
 }

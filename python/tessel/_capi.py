@@ -38,9 +38,9 @@ class TsLimits(ctypes.Structure):
                 ("depth", c_int32),
                 ("name", c_int64),
                 ("devices", c_int64),
-                ("instructions", c_int64),
                 ("trips", c_int64),
-                ("memory_bytes", c_int64)]
+                ("memory_bytes", c_int64),
+                ("instructions", c_int64)]
 
 
 class TsCompileOptions(ctypes.Structure):
@@ -50,7 +50,8 @@ class TsCompileOptions(ctypes.Structure):
                 ("local_devices", c_int64),
                 ("limits", ctypes.POINTER(TsLimits)),
                 ("no_verify", c_bool),
-                ("spmd", c_bool)]
+                ("spmd", c_bool),
+                ("dump_dir", c_char_p)]
 
 
 class TsArray(ctypes.Structure):
@@ -78,6 +79,7 @@ class TsInput(ctypes.Structure):
 
 # void (*on_error)(void *ctx, const TsDiag *d)
 ON_ERROR = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(TsDiag))
+ON_STEP = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)  # (ctx, const TsStepInfo *)
 
 
 class TsRunOptions(ctypes.Structure):
@@ -94,7 +96,27 @@ class TsRunOptions(ctypes.Structure):
                 ("on_error_ctx", c_void_p),
                 ("per_device", c_bool),
                 ("one_device", c_bool),
-                ("output_device", c_int64)]
+                ("output_device", c_int64),
+                ("on_step", ON_STEP),
+                ("on_step_ctx", c_void_p),
+                ("watch", c_char_p),
+                ("limits", ctypes.POINTER(TsLimits)),
+                ("heartbeat_seconds", ctypes.c_double)]
+
+
+class TsStepInfo(ctypes.Structure):
+    _fields_ = [("step", c_int64),
+                ("steps", c_int64),
+                ("seconds", ctypes.c_double),
+                ("has_watched", c_bool),
+                ("watched", ctypes.c_double)]
+
+
+class TsDumpOptions(ctypes.Structure):
+    _fields_ = [("format", c_char_p),
+                ("nexpand", c_int32),
+                ("expand", ctypes.POINTER(c_char_p)),
+                ("graph_svg", c_char_p)]
 
 
 PDIAG = ctypes.POINTER(TsDiag)
@@ -134,6 +156,8 @@ PROTOTYPES = {
     "ts_plan_file_text": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
+    "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),
+    "ts_plan_show": (ST, [c_void_p, c_char_p, ctypes.c_uint, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_num_inputs": (c_int32, [c_void_p]),
     "ts_plan_num_outputs": (c_int32, [c_void_p]),
     "ts_plan_input_info": (ST, [c_void_p, c_int32, ctypes.POINTER(TsArrayInfo), PDIAG]),

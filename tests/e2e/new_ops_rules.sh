@@ -29,7 +29,49 @@ expect_in "$WORK/fusion_async_sharded.plan" 'kind=kInput'
 if grep -q '^// TesselCollective' "$WORK/rng_sharded.plan"; then
     fail "rng_sharded: the bits need no collective"
 fi
-# Ops still without a rule are named: scan over its scanned (sharded) dim.
+
+# Shard draws: on 3 devices u32[8,3]'s rows are 3,3,2 (a shard of 3 rows is
+# odd: its pairs would straddle devices, so it is drawn whole), u32[9,4]
+# (Philox) draws 12 words + 3 of slack from the moved counter, u32[5,3,4]
+# (ThreeFry cut on dim 2) 2 rows drawn as 3 (dim 0 kept odd); u32[7,5]
+# has no even dim and is drawn whole.
+plan rng_shard_draw
+for want in 'u32[7,5]) rng-bit-generator' 'u32[8,3]) rng-bit-generator' 'u32[15]) rng-bit-generator' \
+            'u32[3,3,4]) rng-bit-generator' 'u64[7]) rng-bit-generator' 'u64[2,3]) rng-bit-generator' \
+            'u8[15]) rng-bit-generator' 'u16[4,1,3]) rng-bit-generator'; do
+    expect_in "$WORK/rng_shard_draw.plan" "$want"
+done
+# Counters that wrap past 2^64 (a carry into Philox's high word, ThreeFry's
+# 64-bit wrap) give the reference's bits too.
+"$PY" -c "
+import numpy as np
+np.save('$WORK/s2.npy', np.array([0x1234567890abcdef, 2**64 - 3], dtype=np.uint64))
+np.save('$WORK/s3.npy', np.array([0xfedcba0987654321, 2**64 - 2, 2**64 - 1], dtype=np.uint64))"
+m=$(instantiate "$TESSEL_SRC/tests/models/rng_shard_draw.hlo" 3)
+expect_status 0 "$TESSEL" run "$m" --reference --input 0="$WORK/s2.npy" --input 1="$WORK/s3.npy" --output-dir "$WORK/wr"
+expect_status 0 "$TESSEL" run "$m" --input 0="$WORK/s2.npy" --input 1="$WORK/s3.npy" --output-dir "$WORK/wp"
+for f in "$WORK"/wr/output_*.npy; do
+    npy_match "$f" "$WORK/wp/$(basename "$f")" || fail "rng_shard_draw: $(basename "$f") differs after the counter wraps"
+done
+# Ops still without a rule are named: map.
+cat >"$WORK/map.hlo" <<'HLO'
+HloModule s, num_partitions=2
+
+neg {
+  a = f32[] parameter(0)
+  ROOT n = f32[] negate(a)
+}
+
+ENTRY e {
+  x = f32[4] parameter(0), sharding={devices=[2]0,1}
+  ROOT m = f32[4] map(x), dimensions={0}, to_apply=neg
+}
+HLO
+expect_status 0 "$TESSEL" compile "$WORK/map.hlo" -o "$WORK/map.plan"
+expect_in "$WORK/map.plan" '// TesselFallback m'
+# A scan is a while loop by then (partition/expand_scan.c): over its
+# sharded scanned dim only the step's dynamic-slice gathers; no scan is
+# left in the program.
 cat >"$WORK/scan.hlo" <<'HLO'
 HloModule s, num_partitions=2
 
@@ -47,5 +89,11 @@ ENTRY e {
 }
 HLO
 expect_status 0 "$TESSEL" compile "$WORK/scan.hlo" -o "$WORK/scan.plan"
-expect_in "$WORK/scan.plan" '// TesselFallback s'
+grep -q ' scan(' "$WORK/scan.plan" && fail "scan: still a scan in the SPMD program"
+expect_in "$WORK/scan.plan" ' while('
+expect_status 0 "$TESSEL" run "$WORK/scan.hlo" --reference --random-inputs 4 --output-dir "$WORK/scr"
+expect_status 0 "$TESSEL" run "$WORK/scan.hlo" --random-inputs 4 --output-dir "$WORK/scp"
+for f in "$WORK"/scr/output_*.npy; do
+    npy_match "$f" "$WORK/scp/$(basename "$f")" || fail "scan over its sharded dim: $(basename "$f") differs"
+done
 echo "new_ops_rules: ok"

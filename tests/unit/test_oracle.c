@@ -197,7 +197,7 @@ static int run_from_plan(const char *name, int n, int r, const CompileResult *re
     int rc = 1;
     DevValue *got = NULL;
     if (compile_plan_load(name, text, strlen(text), 0, &back, d) == IR_OK) {
-        if (rt_run_program_local(&back.prog, args, 1, &got, d) == IR_OK)
+        if (rt_run_program_local(&back.prog, args, 1, 0, NULL, &got, d) == IR_OK)
             rc = compare(name, n, r, "from its plan: ", ref, got);
         compile_result_free(&back);
     }
@@ -318,7 +318,7 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             check_expectations(name, text, res.prog.cluster[k].spmd);
     if (res.prog.host)
         check_cluster_count(name, text, res.prog.ncluster);
-    if (rt_run_program_local(&res.prog, &args, 1, &got, &d) == IR_OK)
+    if (rt_run_program_local(&res.prog, &args, 1, 0, NULL, &got, &d) == IR_OK)
         rc = compare(name, n, r, "", ref, got);
     /* The same program from its plan file: written, loaded back with every
      * check, run without recompiling. */

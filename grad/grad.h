@@ -1,0 +1,185 @@
+/*
+ * grad.h: layer `grad/`, gradients of HLO modules: a module -> module
+ * transform on the IR (it uses ir/ only). From a forward module it writes
+ * a module that returns the forward outputs and then the gradient of a
+ * scalar loss with respect to chosen entry parameters (reverse mode), or
+ * the outputs and their tangents (forward mode, --jvp), or a training step
+ * (--sgd, --adam) whose outputs are the updated parameters aliased to the
+ * inputs (input_output_alias).
+ *
+ * How reverse mode works (reverse.c): the forward instructions stay as they
+ * are; after them the backward pass is appended to the same computation,
+ * walking the forward instructions in reverse topological order. Every
+ * instruction has one adjoint per leaf of its shape (a tuple's leaves depth
+ * first); a rule (one per op family, rules_*.c) reads the adjoint of an
+ * instruction and adds contributions to the adjoints of its operands. Only
+ * "active" instructions are visited: those that depend on a chosen
+ * parameter through floating values and that the loss depends on. Called
+ * computations (call, conditional branches, while bodies) are inlined into
+ * new backward computations and differentiated the same way (control.c).
+ *
+ * Files of this layer (the header reads as a table of contents):
+ *   build.c             instruction builders over ir/ (shapes inferred by
+ *                       ir_infer_shape), constants, reducers, inlining
+ *   reverse.c           the reverse-mode driver: activity, adjoints per leaf,
+ *                       the entry's outputs, the rule dispatcher
+ *   rules_elementwise.c unary, binary, select, clamp, convert
+ *   rules_data.c        broadcast, reshape, transpose, slice, pad, concatenate,
+ *                       reverse, dynamic-slice, dynamic-update-slice, gather,
+ *                       scatter
+ *   rules_reduce.c      reduce, reduce-window, sort, dot, convolution,
+ *                       batch-norm-training
+ *   control.c           tuples, call, conditional, while
+ *   step.c              grad_module: options, SGD and Adam steps, aliases
+ *
+ * Depends on ir/ only.
+ */
+#ifndef TESSEL_GRAD_H
+#define TESSEL_GRAD_H
+
+#include "../ir/ir.h"
+
+/* ------------------------------------------------------------------ */
+/* step.c: the entry point                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct GradOptions {
+    /* Parameters to differentiate: comma-separated entry parameter numbers
+     * or names ("0,w1"); NULL or "" = every parameter with a floating leaf. */
+    const char *wrt;
+    /* The loss: an index into the root tuple or the name of the root
+     * tuple's operand; NULL = the root (which must then be a scalar). */
+    const char *loss;
+    bool jvp;            /* forward mode: outputs, then tangents of the outputs */
+    double sgd;          /* > 0: a training step w' = w - sgd * g */
+    double adam;         /* > 0: an Adam step with this learning rate */
+} GradOptions;
+
+/* Write the gradient module of `m` (verified) into *out (a new module the
+ * caller frees with ir_module_free). m is not changed. Errors: IR_EINPUT
+ * for bad options (naming them) or a loss that is not a floating scalar;
+ * IR_EUNSUPPORTED naming the op and its FILE:LINE:COL when an active op has
+ * no rule; IR_ENOMEM. On failure *out is NULL. */
+IrStatus grad_module(const IrModule *m, const GradOptions *o, IrModule **out, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* build.c: builders                                                   */
+/* ------------------------------------------------------------------ */
+
+/* One transform: the module being written and what it caches. */
+typedef struct Grad {
+    IrModule *m;              /* the output module (a clone of the input) */
+    IrDiag *d;
+    int32_t sum[IR_NTYPES];   /* scalar add reducers per type, -1 until made */
+    int32_t ge[IR_NTYPES];    /* select-and-scatter's select (a >= b), -1 */
+} Grad;
+
+/* Where new instructions go: one computation of g->m. */
+typedef struct GB {
+    Grad *g;
+    IrComputation *c;
+} GB;
+
+/* Append an instruction: operands copied, attributes `a` (NULL: none,
+ * shallow copy: arrays must live in the module's arena), callees copied.
+ * `hint` gives what the operands do not say (broadcast's dims, a convert's
+ * type, constants, parameters); ir_infer_shape gives the rest. Returns the
+ * index, or -1 with g->d set (an operand that is -1 propagates silently:
+ * the failure that made it was recorded). */
+int32_t gb_emit(GB *b, IrOpcode op, const IrShape *hint, int32_t nopnd, const int32_t *opnd,
+                const IrAttrs *a, int32_t ncalled, const int32_t *called);
+const IrShape *gb_shape(const GB *b, int32_t v);   /* valid until the next emit */
+IrStatus gb_oom(Grad *g);
+/* An internal error (a builder produced something the verifier refuses). */
+IrStatus gb_bug(Grad *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A list in the module's arena (NULL on OOM, recorded). */
+int64_t *gb_list(Grad *g, int32_t n, const int64_t *v);
+IrI64List gb_ilist(Grad *g, int32_t n, const int64_t *v);
+
+int32_t gb_un(GB *b, IrOpcode op, int32_t x);
+int32_t gb_bin(GB *b, IrOpcode op, int32_t x, int32_t y);
+/* A scalar constant of type t (any float or integer type). */
+int32_t gb_const(GB *b, IrType t, double v);
+/* An array of `shape` (its type and dims) filled with v. */
+int32_t gb_full(GB *b, const IrShape *shape, double v);
+int32_t gb_full_like(GB *b, int32_t x, double v);
+/* x * v, x + v with a scalar v broadcast. */
+int32_t gb_scale(GB *b, int32_t x, double v);
+int32_t gb_bcast(GB *b, int32_t x, IrType t, int32_t rank, const int64_t *dims, int32_t ndims,
+                 const int64_t *bdims);
+/* A scalar broadcast to x's shape. */
+int32_t gb_bcast_like(GB *b, int32_t scalar, int32_t x);
+int32_t gb_reshape(GB *b, int32_t x, int32_t rank, const int64_t *dims);
+int32_t gb_transpose(GB *b, int32_t x, const int64_t *perm);
+int32_t gb_convert(GB *b, int32_t x, IrType t);
+int32_t gb_cmp(GB *b, int32_t x, int32_t y, IrCmpDir dir);
+int32_t gb_select(GB *b, int32_t p, int32_t x, int32_t y);
+/* Sum of x over dimensions dims[0..n) (reduce with an add reducer). */
+int32_t gb_sum(GB *b, int32_t x, int32_t n, const int64_t *dims);
+/* Sum of every element: a scalar. */
+int32_t gb_sum_all(GB *b, int32_t x);
+int32_t gb_slice(GB *b, int32_t x, const int64_t *start, const int64_t *limit, const int64_t *stride);
+/* pad(x, 0) with lo/hi/interior per dimension. */
+int32_t gb_pad0(GB *b, int32_t x, const int64_t *lo, const int64_t *hi, const int64_t *interior);
+int32_t gb_tuple(GB *b, int32_t n, const int32_t *elems);
+int32_t gb_gte(GB *b, int32_t t, int64_t index);
+int32_t gb_parameter(GB *b, int64_t number, const IrShape *shape);
+/* The scalar reducer computation `add` of type t (made once). */
+int32_t gb_sum_comp(Grad *g, IrType t);
+/* select-and-scatter's select computation `a >= b` of type t. */
+int32_t gb_ge_comp(Grad *g, IrType t);
+/* A new computation named from base; -1 on OOM (recorded). */
+int32_t gb_new_comp(Grad *g, const char *base);
+/* Zeros of any shape (tuples: a tuple of zeros). */
+int32_t gb_zeros(GB *b, const IrShape *s);
+/* Copy computation `src` of g->m into b's computation, parameter k being
+ * args[k]; returns the copy of src's root. Copies keep no sharding. map
+ * (src->ninstr entries, may be NULL) receives the copy of each instruction. */
+int32_t gb_inline(GB *b, int32_t src, const int32_t *args, int32_t *map);
+
+/* ------------------------------------------------------------------ */
+/* reverse.c: the driver                                               */
+/* ------------------------------------------------------------------ */
+
+/* The backward pass of one computation, appended to it. */
+typedef struct Rev {
+    Grad *g;
+    GB b;
+    int32_t n0;          /* instructions of the forward part */
+    int32_t *base;       /* leaf offset of each forward instruction (n0+1) */
+    int32_t *adj;        /* adjoint instruction per leaf, -1: none (zero) */
+    bool *active;        /* depends on a source and the seed depends on it */
+} Rev;
+
+/* Differentiate computation c of g->m, whose instructions [0, c->ninstr)
+ * are the forward part: sources[0..nsrc) the instructions to differentiate
+ * against, seed the instruction whose leaves get the adjoints seed_adj
+ * (one per leaf of its shape, -1 for none). On success r holds the
+ * adjoints (ts_free them with rev_free); read a source's with rev_full. */
+IrStatus rev_run(Rev *r, Grad *g, int32_t c, int32_t nsrc, const int32_t *sources, int32_t seed,
+                 const int32_t *seed_adj);
+void rev_free(Rev *r);
+/* The adjoint of forward instruction x as one value of x's shape (zeros
+ * where no adjoint arrived; tuples rebuilt). */
+int32_t rev_full(Rev *r, int32_t x);
+/* Adjoint of leaf `leaf` of x, or -1 (zero). */
+int32_t rev_leaf(const Rev *r, int32_t x, int32_t leaf);
+/* Add v to the adjoint of leaf `leaf` of x (converted to the leaf's type;
+ * ignored when x is not active). IR_OK or the failure that made v. */
+IrStatus rev_acc(Rev *r, int32_t x, int32_t leaf, int32_t v);
+bool rev_on(const Rev *r, int32_t x);   /* x active: worth a contribution */
+/* "no gradient rule for OP" at the instruction's position. */
+IrStatus rev_no_rule(Rev *r, int32_t i, const char *why);
+
+/* One rule: the adjoint of forward instruction i (ins, a copy) is known;
+ * add its contributions to the operands. */
+typedef IrStatus (*RevRule)(Rev *r, int32_t i, const IrInstr *ins);
+IrStatus rev_elementwise(Rev *r, int32_t i, const IrInstr *ins);   /* rules_elementwise.c */
+IrStatus rev_data(Rev *r, int32_t i, const IrInstr *ins);          /* rules_data.c */
+IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins);        /* rules_reduce.c */
+IrStatus rev_control(Rev *r, int32_t i, const IrInstr *ins);       /* control.c */
+/* Whether an op's floating result has derivative zero everywhere it is
+ * defined (floor, sign, iota, rng): gradients stop there. */
+bool rev_is_constant_op(IrOpcode op);
+
+#endif /* TESSEL_GRAD_H */

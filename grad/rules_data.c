@@ -1,0 +1,268 @@
+/*
+ * rules_data.c: gradients of the ops that move data. Each of them is
+ * linear in its data operand, so its adjoint is the transposed map applied
+ * to g (the adjoint of the result):
+ *
+ *   broadcast        sum g over the new dimensions (and over size-1
+ *                    dimensions that were stretched), reshape back
+ *   reshape          reshape g back;  transpose: transpose by the inverse
+ *   slice            pad g with zeros back to the operand: low = start,
+ *                    interior = stride - 1, high = what is left
+ *   pad              slice g at the operand's positions (after undoing
+ *                    negative padding with a zero pad); the padding value
+ *                    gets sum(g) - sum(of what went to the operand)
+ *   concatenate      each operand gets its slice of g
+ *   reverse          reverse g the same way
+ *   dynamic-slice    g written into zeros at the same (clamped) start
+ *   dynamic-update-slice  the operand gets g with the window zeroed, the
+ *                    update gets g's window (dynamic-slice)
+ *   gather           scatter-add g into zeros (the gather's dimension
+ *                    numbers read as a scatter's); exact for in-bounds
+ *                    indices (gather clamps them, scatter drops them)
+ *   scatter (add)    the operand gets g, the updates gather g back;
+ *   scatter (overwrite: the combiner returns the update) the operand gets g
+ *                    with the written positions zeroed, the updates gather
+ *                    g (indices assumed unique, as the forward needs them)
+ */
+#include "grad.h"
+
+#include <string.h>
+
+static IrStatus rule_broadcast(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    IrShape xs = *gb_shape(b, x);
+    const IrShape *os = &ins->shape;
+    const IrI64List *bd = &ins->a.dimensions;
+    int64_t sum[IR_MAX_RANK];
+    int32_t nsum = 0;
+    bool mapped[IR_MAX_RANK] = {0};
+    for (int32_t k = 0; k < bd->n; k++)
+        mapped[bd->v[k]] = xs.dims[k] == os->dims[bd->v[k]];
+    for (int32_t d = 0; d < os->rank; d++)
+        if (!mapped[d])
+            sum[nsum++] = d;
+    int32_t s = gb_sum(b, g, nsum, sum);
+    /* The kept dimensions come in output order; put them in the operand's. */
+    int64_t kx[IR_MAX_RANK], perm[IR_MAX_RANK], kdims[IR_MAX_RANK];
+    int32_t nk = 0;
+    for (int32_t d = 0; d < os->rank; d++)
+        for (int32_t k = 0; k < bd->n; k++)
+            if (bd->v[k] == d && mapped[d])
+                kx[nk++] = k;
+    for (int32_t p = 0, q = 0; p < xs.rank; p++)
+        for (int32_t j = 0; j < nk; j++)
+            if (kx[j] == p) {
+                perm[q] = j;
+                kdims[q++] = xs.dims[p];
+            }
+    s = gb_transpose(b, s, perm);
+    (void)kdims;
+    (void)i;
+    return rev_acc(r, x, 0, gb_reshape(b, s, xs.rank, xs.dims));
+}
+
+static IrStatus rule_slice(Rev *r, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    IrShape xs = *gb_shape(b, x);
+    int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK];
+    for (int32_t d = 0; d < xs.rank; d++) {
+        int64_t n = ins->shape.dims[d], st = ins->a.slice_start.v[d];
+        int64_t str = ins->a.slice_stride.n ? ins->a.slice_stride.v[d] : 1;
+        if (n == 0)
+            return IR_OK; /* an empty slice reads nothing */
+        lo[d] = st;
+        in[d] = str - 1;
+        hi[d] = xs.dims[d] - (st + (n - 1) * str + 1);
+    }
+    return rev_acc(r, x, 0, gb_pad0(b, g, lo, hi, in));
+}
+
+static IrStatus rule_pad(Rev *r, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0], pv = ins->opnd[1];
+    IrShape xs = *gb_shape(b, x);
+    int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], zero[IR_MAX_RANK] = {0};
+    int64_t st[IR_MAX_RANK], lim[IR_MAX_RANK], str[IR_MAX_RANK];
+    for (int32_t d = 0; d < xs.rank; d++) {
+        if (xs.dims[d] == 0)
+            return IR_OK;
+        int64_t l = ins->a.pad_lo.v[d], h = ins->a.pad_hi.v[d], it = ins->a.pad_interior.v[d];
+        /* Negative padding cut operand elements off: pad g by as much so
+         * that every operand element has a place, then x[i] is at
+         * max(l, 0) + i * (it + 1). */
+        lo[d] = l < 0 ? -l : 0;
+        hi[d] = h < 0 ? -h : 0;
+        st[d] = l > 0 ? l : 0;
+        str[d] = it + 1;
+        lim[d] = st[d] + (xs.dims[d] - 1) * str[d] + 1;
+    }
+    int32_t gx = gb_slice(b, gb_pad0(b, g, lo, hi, zero), st, lim, str);
+    if (rev_on(r, pv))
+        rev_acc(r, pv, 0, gb_bin(b, OP_SUBTRACT, gb_sum_all(b, g), gb_sum_all(b, gx)));
+    return rev_acc(r, x, 0, gx);
+}
+
+static IrStatus rule_concat(Rev *r, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int64_t dim = ins->a.dimensions.v[0], off = 0;
+    int32_t rank = ins->shape.rank;
+    for (int32_t k = 0; k < ins->nopnd; k++) {
+        int32_t x = ins->opnd[k];
+        int64_t n = gb_shape(b, x)->dims[dim];
+        int64_t st[IR_MAX_RANK], lim[IR_MAX_RANK], str[IR_MAX_RANK];
+        for (int32_t d = 0; d < rank; d++) {
+            st[d] = d == dim ? off : 0;
+            lim[d] = d == dim ? off + n : ins->shape.dims[d];
+            str[d] = 1;
+        }
+        if (rev_on(r, x) && n > 0)
+            rev_acc(r, x, 0, gb_slice(b, g, st, lim, str));
+        off += n;
+    }
+    return r->g->d->status;
+}
+
+static IrStatus rule_dynamic(Rev *r, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    if (ins->op == OP_DYNAMIC_SLICE) {
+        /* dynamic-update-slice clamps the start as dynamic-slice did (the
+         * update has the slice's size), so g lands where the slice came from. */
+        int32_t o[2 + IR_MAX_RANK];
+        o[0] = gb_full_like(b, x, 0);
+        o[1] = g;
+        for (int32_t k = 1; k < ins->nopnd; k++)
+            o[1 + k] = ins->opnd[k];
+        return rev_acc(r, x, 0, gb_emit(b, OP_DYNAMIC_UPDATE_SLICE, NULL, ins->nopnd + 1, o, NULL, 0, NULL));
+    }
+    int32_t u = ins->opnd[1];
+    int32_t o[2 + IR_MAX_RANK];
+    memcpy(o, ins->opnd, (size_t)ins->nopnd * sizeof(int32_t));
+    if (rev_on(r, x)) {
+        o[0] = g;
+        o[1] = gb_full_like(b, u, 0);
+        rev_acc(r, x, 0, gb_emit(b, OP_DYNAMIC_UPDATE_SLICE, NULL, ins->nopnd, o, NULL, 0, NULL));
+    }
+    if (rev_on(r, u)) {
+        IrShape us = *gb_shape(b, u);
+        IrAttrs a = {0};
+        a.dynamic_slice_sizes = gb_ilist(r->g, us.rank, us.dims);
+        o[1] = g;
+        rev_acc(r, u, 0, gb_emit(b, OP_DYNAMIC_SLICE, NULL, ins->nopnd - 1, o + 1, &a, 0, NULL));
+    }
+    return r->g->d->status;
+}
+
+static IrScatterDnums scatter_of(const IrGatherDnums *gd)
+{
+    return (IrScatterDnums){.update_window_dims = gd->offset_dims,
+                            .inserted_window_dims = gd->collapsed_slice_dims,
+                            .scatter_dims_to_operand_dims = gd->start_index_map,
+                            .input_batching_dims = gd->operand_batching_dims,
+                            .scatter_indices_batching_dims = gd->start_indices_batching_dims,
+                            .index_vector_dim = gd->index_vector_dim};
+}
+
+static IrStatus rule_gather(Rev *r, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    IrAttrs a = {0};
+    a.scatter = scatter_of(&ins->a.gather);
+    a.indices_are_sorted = ins->a.indices_are_sorted;
+    int32_t comp = gb_sum_comp(r->g, gb_shape(b, x)->type);
+    int32_t o[3] = {gb_full_like(b, x, 0), ins->opnd[1], g};
+    if (comp < 0)
+        return r->g->d->status;
+    return rev_acc(r, x, 0, gb_emit(b, OP_SCATTER, NULL, 3, o, &a, 1, &comp));
+}
+
+/* Is computation ci `ROOT parameter(1)` (a scatter that overwrites)? */
+static bool overwrites(const IrModule *m, int32_t ci)
+{
+    const IrComputation *c = m->comp[ci];
+    const IrInstr *root = &c->instr[c->root];
+    return root->op == OP_PARAMETER && root->a.parameter_number == 1;
+}
+
+static IrStatus rule_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    if (ins->nopnd != 3)
+        return rev_no_rule(r, i, "a scatter of several operands");
+    int32_t x = ins->opnd[0], idx = ins->opnd[1], u = ins->opnd[2];
+    bool add = ir_simple_reducer(r->g->m, ins->called[0]) == OP_ADD;
+    if (!add && !overwrites(r->g->m, ins->called[0]))
+        return rev_no_rule(r, i, "only scatters that add or overwrite have one");
+    if (rev_on(r, x)) {
+        int32_t gx = g;
+        if (!add) {
+            int32_t o[3] = {g, idx, gb_full_like(b, u, 0)};
+            gx = gb_emit(b, OP_SCATTER, NULL, 3, o, &ins->a, 1, ins->called);
+        }
+        rev_acc(r, x, 0, gx);
+    }
+    if (rev_on(r, u)) {
+        const IrScatterDnums *sd = &ins->a.scatter;
+        IrShape xs = *gb_shape(b, x), us = *gb_shape(b, u);
+        IrAttrs a = {0};
+        a.gather = (IrGatherDnums){.offset_dims = sd->update_window_dims,
+                                   .collapsed_slice_dims = sd->inserted_window_dims,
+                                   .start_index_map = sd->scatter_dims_to_operand_dims,
+                                   .operand_batching_dims = sd->input_batching_dims,
+                                   .start_indices_batching_dims = sd->scatter_indices_batching_dims,
+                                   .index_vector_dim = sd->index_vector_dim};
+        /* slice sizes: 1 on inserted and batching dimensions, the update
+         * window's size on the others, in order. */
+        int64_t sizes[IR_MAX_RANK];
+        for (int32_t d = 0, w = 0; d < xs.rank; d++)
+            sizes[d] = ir_list_has(&sd->inserted_window_dims, d) || ir_list_has(&sd->input_batching_dims, d)
+                           ? 1 : us.dims[sd->update_window_dims.v[w++]];
+        a.slice_sizes = gb_ilist(r->g, xs.rank, sizes);
+        int32_t o[2] = {g, idx};
+        rev_acc(r, u, 0, gb_emit(b, OP_GATHER, NULL, 2, o, &a, 0, NULL));
+    }
+    return r->g->d->status;
+}
+
+IrStatus rev_data(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    int32_t g = rev_leaf(r, i, 0);
+    if (g < 0)
+        return IR_OK;
+    int32_t x = ins->opnd[0];
+    switch (ins->op) {
+    case OP_BROADCAST: return rule_broadcast(r, i, ins, g);
+    case OP_RESHAPE: case OP_BITCAST: {
+        IrShape xs = *gb_shape(b, x);
+        return rev_acc(r, x, 0, gb_reshape(b, g, xs.rank, xs.dims));
+    }
+    case OP_TRANSPOSE: {
+        int64_t inv[IR_MAX_RANK];
+        for (int32_t k = 0; k < ins->a.dimensions.n; k++)
+            inv[ins->a.dimensions.v[k]] = k;
+        return rev_acc(r, x, 0, gb_transpose(b, g, inv));
+    }
+    case OP_SLICE: return rule_slice(r, ins, g);
+    case OP_PAD: return rule_pad(r, ins, g);
+    case OP_CONCATENATE: return rule_concat(r, ins, g);
+    case OP_REVERSE: {
+        IrAttrs a = {0};
+        a.dimensions = ins->a.dimensions;
+        a.has_dimensions = true;
+        return rev_acc(r, x, 0, gb_emit(b, OP_REVERSE, NULL, 1, &g, &a, 0, NULL));
+    }
+    case OP_DYNAMIC_SLICE: case OP_DYNAMIC_UPDATE_SLICE: return rule_dynamic(r, ins, g);
+    case OP_GATHER: return rule_gather(r, ins, g);
+    case OP_SCATTER: return rule_scatter(r, i, ins, g);
+    default: return rev_no_rule(r, i, NULL);
+    }
+}

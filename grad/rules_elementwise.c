@@ -1,0 +1,188 @@
+/*
+ * rules_elementwise.c: the gradients of elementwise ops. For y = f(x) the
+ * adjoint of x is g * f'(x) (g the adjoint of y); for y = f(x1, x2) each
+ * operand gets g * df/dxk. Each case below writes f' in terms of x and of
+ * y (the forward value, reused rather than recomputed where that is
+ * cheaper: exp' = exp = y).
+ *
+ * Ties of maximum and minimum: at x1 == x2 the function has no derivative;
+ * the rule splits g in halves between the operands (the mean of the two
+ * one-sided derivatives, as JAX does), and reduce max/min split it evenly
+ * between all the tied elements (rules_reduce.c). Select, clamp and the
+ * masks made with compare route g to the operand that was chosen; the
+ * predicate itself has no gradient.
+ */
+#include "grad.h"
+
+#include <math.h>
+
+/* g * v, with v broadcast when it is a scalar constant. */
+static int32_t mul(GB *b, int32_t g, int32_t v)
+{
+    return gb_bin(b, OP_MULTIPLY, g, v);
+}
+
+/* The derivative factor of unary op `op` at x (y = op(x)), or -2 when the
+ * op has no rule. */
+static int32_t unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y)
+{
+    switch (op) {
+    case OP_EXP: return y;                                                  /* e^x */
+    case OP_EXPM1: return gb_bin(b, OP_ADD, y, gb_full_like(b, y, 1));      /* e^x = y + 1 */
+    case OP_LOG: return gb_bin(b, OP_DIVIDE, gb_full_like(b, x, 1), x);     /* 1/x */
+    case OP_LOG1P:                                                          /* 1/(1+x) */
+        return gb_bin(b, OP_DIVIDE, gb_full_like(b, x, 1), gb_bin(b, OP_ADD, x, gb_full_like(b, x, 1)));
+    case OP_SQRT: return gb_bin(b, OP_DIVIDE, gb_full_like(b, y, 0.5), y);  /* 1/(2 sqrt x) */
+    case OP_RSQRT:                                                          /* -x^-3/2 / 2 = -y/(2x) */
+        return gb_bin(b, OP_DIVIDE, gb_scale(b, y, -0.5), x);
+    case OP_CBRT:                                                           /* x^-2/3 / 3 = y/(3x) */
+        return gb_bin(b, OP_DIVIDE, y, gb_scale(b, x, 3));
+    case OP_TANH:                                                           /* 1 - y^2 */
+        return gb_bin(b, OP_SUBTRACT, gb_full_like(b, y, 1), gb_bin(b, OP_MULTIPLY, y, y));
+    case OP_LOGISTIC:                                                       /* y (1 - y) */
+        return gb_bin(b, OP_MULTIPLY, y, gb_bin(b, OP_SUBTRACT, gb_full_like(b, y, 1), y));
+    case OP_SINE: return gb_un(b, OP_COSINE, x);
+    case OP_COSINE: return gb_un(b, OP_NEGATE, gb_un(b, OP_SINE, x));
+    case OP_TAN:                                                            /* 1 + y^2 */
+        return gb_bin(b, OP_ADD, gb_full_like(b, y, 1), gb_bin(b, OP_MULTIPLY, y, y));
+    case OP_ABS: return gb_un(b, OP_SIGN, x);                               /* 0 at 0 */
+    case OP_ERF:                                                            /* 2/sqrt(pi) e^-x^2 */
+        return gb_scale(b, gb_un(b, OP_EXP, gb_un(b, OP_NEGATE, gb_bin(b, OP_MULTIPLY, x, x))),
+                        1.1283791670955126 /* 2/sqrt(pi) */);
+    case OP_ATAN:                                                           /* 1/(1+x^2) */
+        return gb_bin(b, OP_DIVIDE, gb_full_like(b, x, 1),
+                      gb_bin(b, OP_ADD, gb_full_like(b, x, 1), gb_bin(b, OP_MULTIPLY, x, x)));
+    case OP_SINH: return gb_un(b, OP_COSH, x);
+    case OP_COSH: return gb_un(b, OP_SINH, x);
+    case OP_ASIN: case OP_ACOS: {                                           /* +-1/sqrt(1-x^2) */
+        int32_t f = gb_un(b, OP_RSQRT, gb_bin(b, OP_SUBTRACT, gb_full_like(b, x, 1), gb_bin(b, OP_MULTIPLY, x, x)));
+        return op == OP_ACOS ? gb_un(b, OP_NEGATE, f) : f;
+    }
+    case OP_ASINH:                                                          /* 1/sqrt(x^2+1) */
+        return gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, gb_bin(b, OP_MULTIPLY, x, x), gb_full_like(b, x, 1)));
+    case OP_ACOSH:                                                          /* 1/sqrt(x^2-1) */
+        return gb_un(b, OP_RSQRT, gb_bin(b, OP_SUBTRACT, gb_bin(b, OP_MULTIPLY, x, x), gb_full_like(b, x, 1)));
+    case OP_ATANH:                                                          /* 1/(1-x^2) */
+        return gb_bin(b, OP_DIVIDE, gb_full_like(b, x, 1),
+                      gb_bin(b, OP_SUBTRACT, gb_full_like(b, x, 1), gb_bin(b, OP_MULTIPLY, x, x)));
+    default: return -2;
+    }
+}
+
+/* 1 where p, 0.5 where t (a tie), else 0: the share of g of an operand of
+ * maximum/minimum (p: it won strictly; t: it tied). */
+static int32_t share(GB *b, int32_t p, int32_t t, int32_t like)
+{
+    int32_t one = gb_full_like(b, like, 1), half = gb_full_like(b, like, 0.5), zero = gb_full_like(b, like, 0);
+    return gb_select(b, p, one, gb_select(b, t, half, zero));
+}
+
+/* clamp(lo, x, hi) = min(max(x, lo), hi), XLA's order of operands. g goes
+ * to x where lo <= x <= hi, to lo where x < lo, to hi where x > hi (when
+ * lo > hi the result is hi: XLA's min of the max). A scalar bound gets the
+ * sum of its share. */
+static IrStatus rule_clamp(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t lo = ins->opnd[0], x = ins->opnd[1], hi = ins->opnd[2];
+    int32_t lob = gb_shape(b, lo)->rank == 0 ? gb_bcast_like(b, lo, x) : lo;
+    int32_t hib = gb_shape(b, hi)->rank == 0 ? gb_bcast_like(b, hi, x) : hi;
+    int32_t zero = gb_full_like(b, x, 0);
+    int32_t above = gb_cmp(b, x, hib, CMP_GT);                   /* result is hi */
+    int32_t below = gb_cmp(b, x, lob, CMP_LT);                   /* result is lo unless above */
+    int32_t ghi = gb_select(b, above, g, zero);
+    int32_t glo = gb_select(b, above, zero, gb_select(b, below, g, zero));
+    int32_t gx = gb_select(b, above, zero, gb_select(b, below, zero, g));
+    if (rev_on(r, x))
+        rev_acc(r, x, 0, gx);
+    if (rev_on(r, lo))
+        rev_acc(r, lo, 0, gb_shape(b, lo)->rank == 0 && gb_shape(b, x)->rank > 0 ? gb_sum_all(b, glo) : glo);
+    if (rev_on(r, hi))
+        rev_acc(r, hi, 0, gb_shape(b, hi)->rank == 0 && gb_shape(b, x)->rank > 0 ? gb_sum_all(b, ghi) : ghi);
+    (void)i;
+    return r->g->d->status;
+}
+
+static IrStatus rule_binary(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0], y = ins->opnd[1];
+    int32_t gx = -2, gy = -2;
+    bool wx = rev_on(r, x), wy = rev_on(r, y);
+    switch (ins->op) {
+    case OP_ADD: gx = g; gy = g; break;
+    case OP_SUBTRACT: gx = g; gy = wy ? gb_un(b, OP_NEGATE, g) : -1; break;
+    case OP_MULTIPLY:                                  /* d(xy) = y dx + x dy */
+        gx = wx ? mul(b, g, y) : -1;
+        gy = wy ? mul(b, g, x) : -1;
+        break;
+    case OP_DIVIDE:                                    /* d(x/y) = dx/y - (x/y) dy/y */
+        gx = wx ? gb_bin(b, OP_DIVIDE, g, y) : -1;
+        gy = wy ? gb_un(b, OP_NEGATE, gb_bin(b, OP_DIVIDE, mul(b, g, i), y)) : -1;
+        break;
+    case OP_REMAINDER:                                 /* x - trunc(x/y) y; trunc(x/y) = (x - r)/y */
+        gx = g;
+        gy = wy ? gb_un(b, OP_NEGATE, mul(b, g, gb_bin(b, OP_DIVIDE, gb_bin(b, OP_SUBTRACT, x, i), y))) : -1;
+        break;
+    case OP_POWER:                                     /* d x^y = y x^(y-1) dx + x^y ln x dy */
+        gx = wx ? mul(b, g, mul(b, y, gb_bin(b, OP_POWER, x, gb_bin(b, OP_SUBTRACT, y, gb_full_like(b, y, 1))))) : -1;
+        gy = wy ? mul(b, g, mul(b, i, gb_un(b, OP_LOG, x))) : -1;
+        break;
+    case OP_ATAN2: {                                   /* atan2(x, y): dx y/(x^2+y^2), dy -x/(x^2+y^2) */
+        int32_t den = gb_bin(b, OP_ADD, gb_bin(b, OP_MULTIPLY, x, x), gb_bin(b, OP_MULTIPLY, y, y));
+        gx = wx ? gb_bin(b, OP_DIVIDE, mul(b, g, y), den) : -1;
+        gy = wy ? gb_un(b, OP_NEGATE, gb_bin(b, OP_DIVIDE, mul(b, g, x), den)) : -1;
+        break;
+    }
+    case OP_MAXIMUM: case OP_MINIMUM: {
+        IrCmpDir win = ins->op == OP_MAXIMUM ? CMP_GT : CMP_LT;
+        int32_t tie = gb_cmp(b, x, y, CMP_EQ);
+        gx = wx ? mul(b, g, share(b, gb_cmp(b, x, y, win), tie, x)) : -1;
+        gy = wy ? mul(b, g, share(b, gb_cmp(b, y, x, win), tie, y)) : -1;
+        break;
+    }
+    default: return rev_no_rule(r, i, NULL);
+    }
+    if (wx)
+        rev_acc(r, x, 0, gx);
+    if (wy)
+        rev_acc(r, y, 0, gy);
+    return r->g->d->status;
+}
+
+IrStatus rev_elementwise(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    int32_t g = rev_leaf(r, i, 0);
+    if (g < 0)
+        return IR_OK;
+    switch (ins->op) {
+    case OP_COPY: case OP_NEGATE: case OP_REDUCE_PRECISION: case OP_CUSTOM_CALL: /* Sharding */
+        return rev_acc(r, ins->opnd[0], 0, ins->op == OP_NEGATE ? gb_un(b, OP_NEGATE, g) : g);
+    case OP_CONVERT:
+        /* The gradient of a change of precision is the change back
+         * (rev_acc converts to the operand's type); integers stop it. */
+        return rev_acc(r, ins->opnd[0], 0, g);
+    case OP_SELECT: {
+        int32_t p = ins->opnd[0];
+        int32_t zero = gb_full_like(b, g, 0);
+        if (gb_shape(b, p)->rank == 0 && gb_shape(b, g)->rank > 0)
+            p = gb_bcast_like(b, p, g);
+        if (rev_on(r, ins->opnd[1]))
+            rev_acc(r, ins->opnd[1], 0, gb_select(b, p, g, zero));
+        if (rev_on(r, ins->opnd[2]))
+            rev_acc(r, ins->opnd[2], 0, gb_select(b, p, zero, g));
+        return r->g->d->status;
+    }
+    case OP_CLAMP: return rule_clamp(r, i, ins, g);
+    default: break;
+    }
+    if (ins->nopnd == 2)
+        return rule_binary(r, i, ins, g);
+    if (ins->nopnd != 1)
+        return rev_no_rule(r, i, NULL);
+    int32_t f = unary_factor(b, ins->op, ins->opnd[0], i);
+    if (f == -2)
+        return rev_no_rule(r, i, NULL);
+    return rev_acc(r, ins->opnd[0], 0, mul(b, g, f));
+}

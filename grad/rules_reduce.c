@@ -1,0 +1,458 @@
+/*
+ * rules_reduce.c: gradients of reductions, contractions and sorts.
+ *
+ *   reduce add       every reduced element gets g (broadcast back)
+ *   reduce max/min   the elements equal to the result share g evenly
+ *                    (mask / count of the tied ones)
+ *   reduce-window add  the transposed window: g dilated by the stride
+ *                    (interior padding), padded by (window - 1 - pad_lo) in
+ *                    front, then a window sum of stride 1 (the derivation
+ *                    is above rule_window_add)
+ *   reduce-window max  select-and-scatter: g goes to the first maximum of
+ *                    each window (select a >= b), summed where windows meet
+ *   dot              dx = g . y contracted over y's free dimensions, and
+ *                    transposed back to x's order; dy the same way
+ *   convolution      the input gradient is a convolution of g with the
+ *                    reversed kernel (in and out features swapped), the
+ *                    forward's strides becoming lhs dilation; the kernel
+ *                    gradient a convolution of x with g (batch and features
+ *                    swapped), the forward's strides becoming rhs dilation
+ *   sort             the values go back through the permutation: sort the
+ *                    operands again with an iota, then sort (perm, g) by perm
+ *   batch-norm-training  batch-norm-grad for the normalised output, plus
+ *                    the terms of the mean and variance outputs when used
+ */
+#include "grad.h"
+
+#include <string.h>
+
+/* The dimensions of `rank` not in l, ascending. */
+static int32_t others(int32_t rank, const IrI64List *l, const IrI64List *l2, int64_t *out)
+{
+    int32_t n = 0;
+    for (int32_t d = 0; d < rank; d++)
+        if (!ir_list_has(l, d) && !(l2 && ir_list_has(l2, d)))
+            out[n++] = d;
+    return n;
+}
+
+static IrStatus rule_reduce(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    if (ins->nopnd != 2)
+        return rev_no_rule(r, i, "a reduce of several operands (argmax) has none; reduce one operand");
+    int32_t x = ins->opnd[0], init = ins->opnd[1];
+    IrShape xs = *gb_shape(b, x);
+    int64_t kept[IR_MAX_RANK];
+    int32_t nk = others(xs.rank, &ins->a.dimensions, NULL, kept);
+    IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
+    int32_t gb = gb_bcast(b, g, xs.type, xs.rank, xs.dims, nk, kept);
+    if (red == OP_ADD) {
+        if (rev_on(r, init))
+            rev_acc(r, init, 0, gb_sum_all(b, g));
+        return rev_acc(r, x, 0, gb);
+    }
+    if (red != OP_MAXIMUM && red != OP_MINIMUM)
+        return rev_no_rule(r, i, "only reductions by add, maximum and minimum have one");
+    if (rev_on(r, init))
+        return rev_no_rule(r, i, "the initial value of a max/min reduction must not depend on the parameters");
+    int32_t yb = gb_bcast(b, i, xs.type, xs.rank, xs.dims, nk, kept);
+    int32_t mask = gb_cmp(b, x, yb, CMP_EQ);
+    int32_t ones = gb_select(b, mask, gb_full_like(b, x, 1), gb_full_like(b, x, 0));
+    int32_t cnt = gb_sum(b, ones, ins->a.dimensions.n, ins->a.dimensions.v);
+    int32_t share = gb_bin(b, OP_DIVIDE, g, cnt);
+    return rev_acc(r, x, 0, gb_bin(b, OP_MULTIPLY, ones, gb_bcast(b, share, xs.type, xs.rank, xs.dims, nk, kept)));
+}
+
+static int64_t dilated(int64_t n, int64_t d)
+{
+    return n == 0 ? 0 : 1 + d * (n - 1);
+}
+
+/* Reduce-window add, per dimension: y[j] = sum_t x[j s - pl + t wd] (size
+ * k, stride s, low pad pl, window dilation wd). So dx[i] = sum of g[j]
+ * over j s - pl + t wd = i. Put g[j] at p = pb + j s (interior padding
+ * s - 1, low padding pb = kd - pl - 1, kd = 1 + wd (k - 1)); a window sum
+ * of stride 1 and dilation wd at i reads p = i + t wd, i.e. j s = i - pl +
+ * (k - 1 - t) wd: every (j, t') with j s - pl + t' wd = i once. The high
+ * padding makes the length n + kd - 1, so the sum has the operand's n. */
+static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    IrShape xs = *gb_shape(b, x);
+    const IrWindow *w = &ins->a.window;
+    int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK];
+    IrAttrs a = {0};
+    a.window.rank = w->rank;
+    a.window.dim = ir_alloc_array(r->g->m->arena, (size_t)(w->rank > 0 ? w->rank : 1), sizeof(IrWindowDim));
+    if (!a.window.dim)
+        return gb_oom(r->g);
+    for (int32_t d = 0; d < w->rank; d++) {
+        const IrWindowDim *wd = &w->dim[d];
+        if (wd->lhs_dilate > 1)
+            return rev_no_rule(r, i, "a reduce-window with base dilation");
+        int64_t kd = dilated(wd->size, wd->rhs_dilate), od = dilated(ins->shape.dims[d], wd->stride);
+        lo[d] = kd - wd->pad_lo - 1;
+        hi[d] = xs.dims[d] + kd - 1 - od - lo[d];
+        in[d] = wd->stride - 1;
+        a.window.dim[d] = (IrWindowDim){.size = wd->size, .stride = 1, .lhs_dilate = 1,
+                                        .rhs_dilate = wd->rhs_dilate};
+    }
+    int32_t comp = gb_sum_comp(r->g, xs.type);
+    int32_t o[2] = {gb_pad0(b, g, lo, hi, in), gb_const(b, xs.type, 0)};
+    if (comp < 0)
+        return r->g->d->status;
+    return rev_acc(r, x, 0, gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &a, 1, &comp));
+}
+
+static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    if (ins->op != OP_REDUCE_WINDOW || ins->nopnd != 2)
+        return rev_no_rule(r, i, NULL);
+    IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
+    if (rev_on(r, ins->opnd[1]) && red != OP_ADD)
+        return rev_no_rule(r, i, "the initial value of a max pooling must not depend on the parameters");
+    if (red == OP_ADD) {
+        if (rev_on(r, ins->opnd[1]))
+            rev_acc(r, ins->opnd[1], 0, gb_sum_all(b, g)); /* init enters each output once */
+        return rule_window_add(r, i, ins, g);
+    }
+    if (red != OP_MAXIMUM)
+        return rev_no_rule(r, i, "only add and max pooling have one");
+    for (int32_t d = 0; d < ins->a.window.rank; d++)
+        if (ins->a.window.dim[d].lhs_dilate > 1 || ins->a.window.dim[d].rhs_dilate > 1)
+            return rev_no_rule(r, i, "a max pooling with dilation (select-and-scatter has none)");
+    int32_t x = ins->opnd[0];
+    IrType t = gb_shape(b, x)->type;
+    int32_t called[2] = {gb_ge_comp(r->g, t), gb_sum_comp(r->g, t)};
+    if (called[0] < 0 || called[1] < 0)
+        return r->g->d->status;
+    IrAttrs a = {0};
+    a.window = ins->a.window;
+    int32_t o[3] = {x, g, gb_const(b, t, 0)};
+    return rev_acc(r, x, 0, gb_emit(b, OP_SELECT_AND_SCATTER, NULL, 3, o, &a, 2, called));
+}
+
+/* Position of v in the ascending sort of l's values. */
+static int32_t rank_in(const IrI64List *l, int64_t v)
+{
+    int32_t n = 0;
+    for (int32_t k = 0; k < l->n; k++)
+        n += l->v[k] < v;
+    return n;
+}
+
+/* The adjoint of one dot operand. `mine`/`other` are the dimension
+ * numbers of this operand and of the other one (batch, contracting); the
+ * result of dot(g, other) is [batch, my free dims (from g), other's
+ * remaining dims = its contracting dims, ascending], transposed back to my
+ * order: my batch dim j from j, my free dim j from nb + j, my contracting
+ * dim c_k from nb + nfree + (rank of the other's c_k). */
+static int32_t dot_adjoint(GB *b, int32_t g, int32_t me, int32_t other, const IrI64List *mb, const IrI64List *mc,
+                           const IrI64List *ob, const IrI64List *oc, bool me_first)
+{
+    IrShape ms = *gb_shape(b, me), os = *gb_shape(b, other);
+    int64_t mfree[IR_MAX_RANK], ofree[IR_MAX_RANK];
+    int32_t nmf = others(ms.rank, mb, mc, mfree), nof = others(os.rank, ob, oc, ofree);
+    int32_t nb = mb->n;
+    /* g's dims: batch, lhs free, rhs free. */
+    int64_t gbatch[IR_MAX_RANK], gcon[IR_MAX_RANK];
+    for (int32_t k = 0; k < nb; k++)
+        gbatch[k] = k;
+    for (int32_t k = 0; k < nof; k++)
+        gcon[k] = me_first ? nb + nmf + k : nb + k;
+    IrAttrs a = {0};
+    a.dot.lhs_batch = gb_ilist(b->g, nb, gbatch);
+    a.dot.rhs_batch = *ob;
+    a.dot.lhs_contracting = gb_ilist(b->g, nof, gcon);
+    a.dot.rhs_contracting = gb_ilist(b->g, nof, ofree);
+    int32_t o[2] = {gb_convert(b, g, os.type), other};
+    int32_t d = gb_emit(b, OP_DOT, NULL, 2, o, &a, 0, NULL);
+    int64_t perm[IR_MAX_RANK];
+    for (int32_t k = 0; k < nb; k++)
+        perm[mb->v[k]] = k;
+    for (int32_t k = 0; k < nmf; k++)
+        perm[mfree[k]] = nb + k;
+    for (int32_t k = 0; k < mc->n; k++)
+        perm[mc->v[k]] = nb + nmf + rank_in(oc, oc->v[k]);
+    return gb_transpose(b, d, perm);
+}
+
+static IrStatus rule_dot(Rev *r, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    const IrDotDnums *dn = &ins->a.dot;
+    int32_t x = ins->opnd[0], y = ins->opnd[1];
+    if (rev_on(r, x))
+        rev_acc(r, x, 0, dot_adjoint(b, g, x, y, &dn->lhs_batch, &dn->lhs_contracting, &dn->rhs_batch,
+                                     &dn->rhs_contracting, true));
+    if (rev_on(r, y))
+        rev_acc(r, y, 0, dot_adjoint(b, g, y, x, &dn->rhs_batch, &dn->rhs_contracting, &dn->lhs_batch,
+                                     &dn->lhs_contracting, false));
+    return r->g->d->status;
+}
+
+/* ---- convolution ---- */
+
+static IrStatus conv_emit(GB *b, int32_t *out, int32_t lhs, int32_t rhs, const IrConvDnums *cd, IrWindowDim *wd,
+                          int32_t ns, int64_t fgc, int64_t bgc)
+{
+    IrAttrs a = {0};
+    a.conv = *cd;
+    a.conv.present = true;
+    a.window.rank = ns;
+    a.window.dim = wd;
+    a.feature_group_count = fgc;
+    a.batch_group_count = bgc;
+    int32_t o[2] = {lhs, rhs};
+    *out = gb_emit(b, OP_CONVOLUTION, NULL, 2, o, &a, 0, NULL);
+    return b->g->d->status;
+}
+
+/* The kernel of the input gradient with G feature groups: the forward
+ * kernel K[spatial, I, O = G x Og] (group gi's outputs are O's block gi)
+ * becomes K'[spatial, Og, G x I]: the transposed convolution has G groups
+ * of Og inputs, each producing its group's I features. Built in the order
+ * spatial..., in, out, then split, transposed and merged. */
+static int32_t group_kernel(GB *b, int32_t k, const IrConvDnums *cd, int64_t G, IrConvDnums *nd)
+{
+    IrShape ks = *gb_shape(b, k);
+    int32_t ns = cd->nspatial;
+    int64_t perm[IR_MAX_RANK], dims[IR_MAX_RANK];
+    for (int32_t s = 0; s < ns; s++)
+        perm[s] = cd->k_spatial[s];
+    perm[ns] = cd->k_in_feature;
+    perm[ns + 1] = cd->k_out_feature;
+    int32_t t = gb_transpose(b, k, perm);
+    for (int32_t s = 0; s < ns; s++)
+        dims[s] = ks.dims[cd->k_spatial[s]];
+    int64_t I = ks.dims[cd->k_in_feature], Og = ks.dims[cd->k_out_feature] / G;
+    dims[ns] = I;
+    dims[ns + 1] = G;
+    dims[ns + 2] = Og;
+    t = gb_reshape(b, t, ns + 3, dims);
+    for (int32_t s = 0; s < ns; s++)
+        perm[s] = s;
+    perm[ns] = ns + 2;
+    perm[ns + 1] = ns + 1;
+    perm[ns + 2] = ns;
+    t = gb_transpose(b, t, perm);  /* [spatial, Og, G, I] */
+    dims[ns] = Og;
+    dims[ns + 1] = G * I;
+    t = gb_reshape(b, t, ns + 2, dims);
+    nd->k_spatial = gb_list(b->g, ns, NULL);
+    if (!nd->k_spatial)
+        return -1;
+    for (int32_t s = 0; s < ns; s++)
+        nd->k_spatial[s] = s;
+    /* in = Og (the gradient's features of a group), out = G x I */
+    nd->k_in_feature = ns;
+    nd->k_out_feature = ns + 1;
+    return t;
+}
+
+static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    const IrConvDnums *cd = &ins->a.conv;
+    int32_t x = ins->opnd[0], k = ins->opnd[1];
+    int32_t ns = cd->nspatial;
+    int64_t G = ins->a.feature_group_count > 1 ? ins->a.feature_group_count : 1;
+    int64_t B = ins->a.batch_group_count > 1 ? ins->a.batch_group_count : 1;
+    if (B > 1 && rev_on(r, x))
+        return rev_no_rule(r, i, "the input gradient of a convolution with batch_group_count > 1");
+    IrShape xs = *gb_shape(b, x), ks = *gb_shape(b, k);
+    const IrWindow *w = &ins->a.window;
+    for (int32_t s = 0; s < w->rank; s++)
+        if (w->dim[s].reversal)
+            return rev_no_rule(r, i, "a convolution with window reversal");
+    IrArena *ar = r->g->m->arena;
+    IrWindowDim *wi = ir_alloc_array(ar, (size_t)(ns > 0 ? ns : 1), sizeof *wi);
+    IrWindowDim *wk = ir_alloc_array(ar, (size_t)(ns > 0 ? ns : 1), sizeof *wk);
+    if (!wi || !wk)
+        return gb_oom(r->g);
+    int64_t rdims[IR_MAX_RANK];
+    for (int32_t s = 0; s < ns; s++) {
+        IrWindowDim f = w->rank ? w->dim[s] : (IrWindowDim){.size = ks.dims[cd->k_spatial[s]]};
+        int64_t st = f.stride ? f.stride : 1, ld = f.lhs_dilate ? f.lhs_dilate : 1;
+        int64_t rd = f.rhs_dilate ? f.rhs_dilate : 1;
+        int64_t n = xs.dims[cd->in_spatial[s]], kn = ks.dims[cd->k_spatial[s]];
+        int64_t m = ins->shape.dims[cd->out_spatial[s]];
+        int64_t nd = dilated(n, ld), kd = dilated(kn, rd), od = dilated(m, st);
+        /* input gradient: full correlation of g (dilated by the stride)
+         * with the reversed kernel; the size works out to n (see header). */
+        int64_t pb = kd - f.pad_lo - 1;
+        wi[s] = (IrWindowDim){.size = kn, .stride = ld, .pad_lo = pb, .pad_hi = nd + kd - 1 - od - pb,
+                              .lhs_dilate = st, .rhs_dilate = rd};
+        /* kernel gradient: x correlated with g dilated by the stride, the
+         * window (g) dilated by st; high padding to land on kn. */
+        wk[s] = (IrWindowDim){.size = m, .stride = rd, .pad_lo = f.pad_lo,
+                              .pad_hi = od - nd + kd - f.pad_lo - 1, .lhs_dilate = ld, .rhs_dilate = st};
+        rdims[s] = cd->k_spatial[s];
+    }
+    int32_t gx = gb_convert(b, g, xs.type);
+    if (rev_on(r, x)) {
+        IrConvDnums nd = {.present = true, .in_batch = cd->out_batch, .in_feature = cd->out_feature,
+                          .k_in_feature = cd->k_out_feature, .k_out_feature = cd->k_in_feature,
+                          .out_batch = cd->in_batch, .out_feature = cd->in_feature, .nspatial = ns,
+                          .in_spatial = cd->out_spatial, .k_spatial = cd->k_spatial, .out_spatial = cd->in_spatial};
+        IrAttrs ra = {0};
+        ra.dimensions = gb_ilist(r->g, ns, rdims);
+        ra.has_dimensions = true;
+        int32_t kk = k;
+        if (G > 1)
+            kk = group_kernel(b, k, cd, G, &nd);
+        if (G > 1) {
+            int64_t sp[IR_MAX_RANK];
+            for (int32_t s = 0; s < ns; s++)
+                sp[s] = s;
+            ra.dimensions = gb_ilist(r->g, ns, sp);
+        }
+        int32_t rk = gb_emit(b, OP_REVERSE, NULL, 1, &kk, &ra, 0, NULL);
+        int32_t dx;
+        if (conv_emit(b, &dx, gx, rk, &nd, wi, ns, G, 1) == IR_OK)
+            rev_acc(r, x, 0, dx);
+    }
+    if (rev_on(r, k)) {
+        IrConvDnums nd = {.present = true, .in_batch = cd->in_feature, .in_feature = cd->in_batch,
+                          .k_in_feature = cd->out_batch, .k_out_feature = cd->out_feature,
+                          .out_batch = cd->k_in_feature, .out_feature = cd->k_out_feature, .nspatial = ns,
+                          .in_spatial = cd->in_spatial, .k_spatial = cd->out_spatial, .out_spatial = cd->k_spatial};
+        /* Feature groups of the forward are batch groups here (each group
+         * of inputs meets only its group of gradients), and the reverse. */
+        int32_t dk;
+        if (conv_emit(b, &dk, x, gx, &nd, wk, ns, B, G) == IR_OK)
+            rev_acc(r, k, 0, dk);
+    }
+    return r->g->d->status;
+}
+
+/* ---- sort ---- */
+
+/* A comparator over `n` pairs of scalar parameters of types t[0..n) whose
+ * root is compare(p0, p1, LT) (types[0] s32: the permutation), or, when
+ * src >= 0, src's root over the first n - 1 pairs (an s32 pair added last). */
+static int32_t comparator(Grad *g, int32_t src, int32_t n, const IrType *t)
+{
+    int32_t ci = gb_new_comp(g, "grad_cmp");
+    if (ci < 0)
+        return -1;
+    GB b = {g, g->m->comp[ci]};
+    int32_t p[2 * 16];
+    for (int32_t k = 0; k < 2 * n; k++) {
+        IrShape s = {.type = t[k / 2]};
+        p[k] = gb_parameter(&b, k, &s);
+    }
+    b.c->root = src >= 0 ? gb_inline(&b, src, p, NULL) : gb_cmp(&b, p[0], p[1], CMP_LT);
+    return b.c->root < 0 ? -1 : ci;
+}
+
+static IrStatus rule_sort(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    int32_t n = ins->nopnd;
+    if (n > 15)
+        return rev_no_rule(r, i, "a sort of more than 15 operands");
+    int64_t dim = ins->a.dimensions.v[0];
+    IrShape s0 = *gb_shape(b, ins->opnd[0]);
+    IrType t[16];
+    for (int32_t k = 0; k < n; k++)
+        t[k] = gb_shape(b, ins->opnd[k])->type;
+    t[n] = IR_S32;
+    int32_t cmp = comparator(r->g, ins->called[0], n + 1, t);
+    IrShape is;
+    if (ir_shape_make(r->g->m->arena, &is, IR_S32, s0.rank, s0.dims) != IR_OK)
+        return gb_oom(r->g);
+    IrAttrs ia = {0};
+    ia.iota_dimension = dim;
+    int32_t iota = gb_emit(b, OP_IOTA, &is, 0, NULL, &ia, 0, NULL);
+    int32_t o[17];
+    memcpy(o, ins->opnd, (size_t)n * sizeof(int32_t));
+    o[n] = iota;
+    IrAttrs sa = ins->a;
+    if (cmp < 0)
+        return r->g->d->status;
+    int32_t sorted = gb_emit(b, OP_SORT, NULL, n + 1, o, &sa, 1, &cmp);
+    int32_t perm = gb_gte(b, sorted, n);
+    for (int32_t k = 0; k < n; k++) {
+        int32_t gk = rev_leaf(r, i, k);
+        if (gk < 0 || !rev_on(r, ins->opnd[k]))
+            continue;
+        /* Sorting (perm, g) by perm puts g[j] at perm[j]: the inverse. */
+        IrType pt[2] = {IR_S32, t[k]};
+        int32_t back = comparator(r->g, -1, 2, pt);
+        int32_t po[2] = {perm, gk};
+        IrAttrs ba = {0};
+        ba.dimensions = ins->a.dimensions;
+        ba.has_dimensions = true;
+        if (back < 0)
+            return r->g->d->status;
+        rev_acc(r, ins->opnd[k], 0, gb_gte(b, gb_emit(b, OP_SORT, NULL, 2, po, &ba, 1, &back), 1));
+    }
+    return r->g->d->status;
+}
+
+/* ---- batch-norm-training ---- */
+
+/* y = (x - mean) / sqrt(var + eps) * scale + offset per feature, mean and
+ * var (biased) over the other dimensions (N elements each). batch-norm-grad
+ * gives x's, scale's and offset's adjoints for y's. The mean output adds
+ * g_mean / N to every x of its feature; the variance output adds
+ * g_var * 2 (x - mean) / N (the mean's own change cancels: its terms sum
+ * to zero). */
+static IrStatus rule_batch_norm(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    if (ins->op != OP_BATCH_NORM_TRAINING)
+        return rev_no_rule(r, i, NULL);
+    int32_t x = ins->opnd[0], scale = ins->opnd[1], offset = ins->opnd[2];
+    IrShape xs = *gb_shape(b, x);
+    int64_t f = ins->a.feature_index;
+    int64_t N = ir_shape_elements(&xs) / (xs.dims[f] > 0 ? xs.dims[f] : 1);
+    int32_t mean = gb_gte(b, i, 1), var = gb_gte(b, i, 2);
+    int32_t gy = rev_leaf(r, i, 0), gm = rev_leaf(r, i, 1), gv = rev_leaf(r, i, 2);
+    if (gy >= 0) {
+        IrAttrs a = {0};
+        a.epsilon = ins->a.epsilon;
+        a.feature_index = f;
+        int32_t o[5] = {x, scale, mean, var, gy};
+        int32_t bg = gb_emit(b, OP_BATCH_NORM_GRAD, NULL, 5, o, &a, 0, NULL);
+        if (rev_on(r, x))
+            rev_acc(r, x, 0, gb_gte(b, bg, 0));
+        if (rev_on(r, scale))
+            rev_acc(r, scale, 0, gb_gte(b, bg, 1));
+        if (rev_on(r, offset))
+            rev_acc(r, offset, 0, gb_gte(b, bg, 2));
+    }
+    int64_t fd[1] = {f};
+    if (gm >= 0 && rev_on(r, x))
+        rev_acc(r, x, 0, gb_bcast(b, gb_scale(b, gm, 1.0 / (double)N), xs.type, xs.rank, xs.dims, 1, fd));
+    if (gv >= 0 && rev_on(r, x)) {
+        int32_t c = gb_bin(b, OP_SUBTRACT, x, gb_bcast(b, mean, xs.type, xs.rank, xs.dims, 1, fd));
+        int32_t gvb = gb_bcast(b, gb_scale(b, gv, 2.0 / (double)N), xs.type, xs.rank, xs.dims, 1, fd);
+        rev_acc(r, x, 0, gb_bin(b, OP_MULTIPLY, c, gvb));
+    }
+    return r->g->d->status;
+}
+
+IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins)
+{
+    int32_t g = rev_leaf(r, i, 0);
+    switch (ins->op) {
+    case OP_SORT: return rule_sort(r, i, ins);
+    case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
+        return rule_batch_norm(r, i, ins);
+    default: break;
+    }
+    if (g < 0)
+        return IR_OK;
+    switch (ins->op) {
+    case OP_REDUCE: return rule_reduce(r, i, ins, g);
+    case OP_REDUCE_WINDOW: case OP_SELECT_AND_SCATTER: return rule_window(r, i, ins, g);
+    case OP_DOT: return rule_dot(r, ins, g);
+    case OP_CONVOLUTION: return rule_conv(r, i, ins, g);
+    default: return rev_no_rule(r, i, NULL);
+    }
+}

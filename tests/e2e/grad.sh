@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# grad.sh: `tessel grad` end to end (issue 15): the numerical gradient
+# checker over tests/models/grad/*.hlo (gradcheck.py), NumPy-derived
+# gradients of an MLP and a softmax cross entropy, gradient modules of
+# sharded models partitioned on 2..8 devices and under mpirun against the
+# reference run, SGD training steps with --steps, and the errors.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPIRUN=(env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self)
+M="$TESSEL_SRC/tests/models/grad"
+
+# ---- the numerical checker: every rule family and the composite models ----
+"$PY" "$TESSEL_SRC/tests/e2e/gradcheck.py" "$TESSEL" "$WORK" "$M"/*.hlo
+
+model_for() {
+    local devs
+    devs=$(seq -s, 0 $(($2 - 1)))
+    sed -e "s/@N/$2/g" -e "s/@D/$devs/g" "$M/$1.hlo.in" >"$WORK/$1.$2.hlo"
+    echo "$WORK/$1.$2.hlo"
+}
+
+# ---- NumPy-derived gradients: MLP (tanh, relu, two dots) and softmax CE ----
+expect_status 0 "$TESSEL" grad "$M/softmax_ce.hlo" --wrt w,b -o "$WORK/ce.grad.hlo"
+expect_status 0 "$TESSEL" grad "$M/mlp.hlo" --wrt w1,w2 -o "$WORK/mlp.grad.hlo"
+"$PY" - "$TESSEL" "$WORK" <<'PY'
+import subprocess, sys, numpy as np
+tessel, work = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(3)
+def run(model, xs, tag):
+    args = [tessel, "run", model, "--reference", "--output-dir", "%s/%s" % (work, tag)]
+    for k, x in enumerate(xs):
+        np.save("%s/%s_in%d.npy" % (work, tag, k), x)
+        args += ["--input", "%d=%s/%s_in%d.npy" % (k, work, tag, k)]
+    subprocess.run(args, check=True)
+    return [np.load("%s/%s/output_%d.npy" % (work, tag, k)) for k in range(3)]
+# softmax cross entropy: d loss / d logits = (softmax - labels) / rows
+x, w, b = rng.uniform(-1, 1, (5, 3)), rng.uniform(-1, 1, (3, 4)), rng.uniform(-1, 1, 4)
+labels = np.eye(4)[rng.integers(0, 4, 5)]
+loss, gw, gb = run(work + "/ce.grad.hlo", [x, w, b, labels], "ce")
+z = x @ w + b
+p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+dz = (p - labels) / 5
+assert np.allclose(loss, -np.sum(labels * np.log(p)) / 5, rtol=1e-12), loss
+assert np.allclose(gw, x.T @ dz, rtol=1e-10, atol=1e-12), (gw, x.T @ dz)
+assert np.allclose(gb, dz.sum(0), rtol=1e-10, atol=1e-12)
+# MLP: l = sum(y^2), y = tanh(relu(x w1)) w2
+x, w1, w2 = rng.uniform(-1, 1, (4, 3)), rng.uniform(-1, 1, (3, 5)), rng.uniform(-1, 1, (5, 2))
+loss, g1, g2 = run(work + "/mlp.grad.hlo", [x, w1, w2], "mlp")
+h = x @ w1; r = np.maximum(h, 0); t = np.tanh(r); y = t @ w2
+dy = 2 * y; dt = dy @ w2.T; dh = dt * (1 - t * t) * (h > 0)
+assert np.allclose(g2, t.T @ dy, rtol=1e-10, atol=1e-12)
+assert np.allclose(g1, x.T @ dh, rtol=1e-10, atol=1e-12)
+print("ok NumPy-derived gradients of the MLP and the softmax cross entropy")
+PY
+
+# ---- sharded models: partitioned and under mpirun equal the reference ----
+same() { "$PY" -c "
+import numpy as np, sys, glob, os
+for f in sorted(glob.glob(sys.argv[1] + '/*.npy')):
+    a, b = np.load(f), np.load(os.path.join(sys.argv[2], os.path.basename(f)))
+    assert a.shape == b.shape and np.allclose(a, b, rtol=1e-9, atol=1e-11), (f, a, b)
+" "$1" "$2" || fail "$3: differs from the reference"; }
+for n in 2 4 8; do
+    for name in dp_lsq megatron_mlp; do
+        m=$(model_for $name $n)
+        expect_status 0 "$TESSEL" grad "$m" -o "$WORK/$name.$n.grad.hlo"
+        g="$WORK/$name.$n.grad.hlo"
+        rm -rf "$WORK/ref" "$WORK/got"
+        expect_status 0 "$TESSEL" run "$g" --reference --random-inputs 4 --output-dir "$WORK/ref"
+        expect_status 0 "$TESSEL" run "$g" --random-inputs 4 --output-dir "$WORK/got"
+        same "$WORK/ref" "$WORK/got" "$name on $n devices"
+    done
+done
+# The Megatron weight gradients keep the weights' shardings.
+m=$(model_for megatron_mlp 2)
+expect_status 0 "$TESSEL" grad "$m" --wrt w1,w2 -o "$WORK/meg.grad.hlo"
+expect_in "$WORK/meg.grad.hlo" "f64[24,40] copy"
+grep -q 'f64\[24,40\] copy(.*sharding={devices=\[1,2\]0,1}' "$WORK/meg.grad.hlo" || fail "dW1 lost W1's sharding"
+grep -q 'f64\[40,24\] copy(.*sharding={devices=\[2,1\]0,1}' "$WORK/meg.grad.hlo" || fail "dW2 lost W2's sharding"
+rm -rf "$WORK/ref" "$WORK/got"
+expect_status 0 "$TESSEL" run "$WORK/meg.grad.hlo" --reference --random-inputs 6 --output-dir "$WORK/ref"
+expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/meg.grad.hlo" --random-inputs 6 --output-dir "$WORK/got"
+same "$WORK/ref" "$WORK/got" "Megatron MLP gradients under mpirun -np 2"
+m=$(model_for dp_lsq 2)
+expect_status 0 "$TESSEL" grad "$m" -o "$WORK/dp.grad.hlo"
+rm -rf "$WORK/ref" "$WORK/got"
+expect_status 0 "$TESSEL" run "$WORK/dp.grad.hlo" --reference --random-inputs 6 --output-dir "$WORK/ref"
+expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/dp.grad.hlo" --random-inputs 6 --output-dir "$WORK/got"
+same "$WORK/ref" "$WORK/got" "data-parallel gradients under mpirun -np 2"
+
+# ---- training: 50 SGD steps of least squares reach the bound ----
+expect_status 0 "$TESSEL" grad "$m" --wrt w --sgd 0.25 -o "$WORK/sgd.hlo"
+expect_in "$WORK/sgd.hlo" "input_output_alias={ {1}: (2, {}"
+"$PY" - "$WORK" <<'PY'
+import numpy as np, sys
+work = sys.argv[1]
+rng = np.random.default_rng(9)
+X = rng.uniform(-1, 1, (32, 3)); y = X @ np.array([0.5, -1.0, 2.0]) + 0.1 * rng.standard_normal(32)
+np.save(work + "/X.npy", X); np.save(work + "/y.npy", y); np.save(work + "/w0.npy", np.zeros(3))
+# loss(w) = |X w - y|^2 / 32, Hessian H = 2 X^T X / 32. With step 0.25 the
+# error e_k = (I - 0.25 H)^k e_0, so loss_k - loss* <= rho^(2k) (loss_0 - loss*)
+# with rho = max |1 - 0.25 lambda(H)|.
+H = 2 * X.T @ X / 32
+lam = np.linalg.eigvalsh(H)
+rho = max(abs(1 - 0.25 * lam))
+assert rho < 1, rho
+ws = np.linalg.lstsq(X, y, rcond=None)[0]
+ls = np.sum((X @ ws - y) ** 2) / 32
+l0 = np.sum(y ** 2) / 32
+open(work + "/bound", "w").write("%r %r" % (ls, ls + rho ** 100 * (l0 - ls) + 1e-12))
+PY
+check_trained() {
+    "$PY" -c "
+import numpy as np, sys
+X, y = np.load(sys.argv[1] + '/X.npy'), np.load(sys.argv[1] + '/y.npy')
+w = np.load(sys.argv[2] + '/output_1.npy')
+ls, bound = map(float, open(sys.argv[1] + '/bound').read().split())
+l = np.sum((X @ w - y) ** 2) / 32
+assert l <= bound, (l, bound)
+print('ok 50 SGD steps (%s): loss %.6g, least squares %.6g, bound %.6g' % (sys.argv[3], l, ls, bound))
+" "$WORK" "$1" "$2" || fail "SGD did not reach the bound ($2)"
+}
+IN=(--input "0=$WORK/X.npy" --input "1=$WORK/y.npy" --input "2=$WORK/w0.npy")
+rm -rf "$WORK/t1" "$WORK/t2"
+expect_status 0 "$TESSEL" run "$WORK/sgd.hlo" --reference "${IN[@]}" --steps 50 --output-dir "$WORK/t1"
+check_trained "$WORK/t1" "reference"
+expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/sgd.hlo" "${IN[@]}" --steps 50 --output-dir "$WORK/t2"
+check_trained "$WORK/t2" "mpirun -np 2"
+# Adam: moments and the counter are parameters and outputs, all aliased.
+expect_status 0 "$TESSEL" grad "$m" --wrt w --adam 0.05 -o "$WORK/adam.hlo"
+expect_status 0 "$TESSEL" check "$WORK/adam.hlo"
+"$PY" -c "import numpy as np; np.save('$WORK/z3.npy', np.zeros(3)); np.save('$WORK/t0.npy', np.zeros((), np.float32))"
+rm -rf "$WORK/t3"
+expect_status 0 "$TESSEL" run "$WORK/adam.hlo" --reference "${IN[@]}" --input "3=$WORK/z3.npy" \
+    --input "4=$WORK/z3.npy" --input "5=$WORK/t0.npy" --steps 300 --output-dir "$WORK/t3"
+"$PY" -c "
+import numpy as np
+X, y = np.load('$WORK/X.npy'), np.load('$WORK/y.npy')
+w = np.load('$WORK/t3/output_1.npy'); t = np.load('$WORK/t3/output_4.npy')
+ls = float(open('$WORK/bound').read().split()[0])
+l = np.sum((X @ w - y) ** 2) / 32
+assert t == 300 and l < ls + 1e-3, (t, l, ls)
+print('ok 300 Adam steps: loss %.6g, least squares %.6g' % (l, ls))
+" || fail "Adam did not train"
+
+# ---- errors: named, positioned, nothing written ----
+cat >"$WORK/fft.hlo" <<'HLO'
+HloModule nofft
+
+ENTRY main {
+  x = c64[8] parameter(0)
+  f = c64[8] fft(x), fft_type=FFT, fft_length={8}
+  r = f32[8] real(f)
+  ROOT s = f32[] reduce(r, f32[] constant(0)), dimensions={0}, to_apply={ a = f32[] parameter(0) b = f32[] parameter(1) ROOT c = f32[] add(a, b) }
+}
+HLO
+cat >"$WORK/rng.hlo" <<'HLO'
+HloModule norule
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  c = f32[4] custom-call(x), custom_call_target="my_op"
+  ROOT d = f32[] reduce(c, f32[] constant(0)), dimensions={0}, to_apply={ a = f32[] parameter(0) b = f32[] parameter(1) ROOT c = f32[] add(a, b) }
+}
+HLO
+expect_status 2 "$TESSEL" grad "$WORK/rng.hlo" -o "$WORK/never.hlo"
+expect_in "$ERR" "rng.hlo:5:3: error: grad: no gradient rule for custom-call (instruction c)"
+[ ! -e "$WORK/never.hlo" ] || fail "a failed grad wrote its output"
+expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --wrt nope
+expect_in "$ERR" "'nope' is neither a parameter number nor a parameter name"
+expect_status 2 "$TESSEL" grad "$M/embedding.hlo" --wrt ids
+expect_in "$ERR" "has no floating value to differentiate"
+sed 's/ROOT l = f64\[\] reduce(q, z), dimensions={0,1}/ROOT l = f64[10] reduce(q, z), dimensions={1}/' \
+    "$M/embedding.hlo" >"$WORK/vec.hlo"
+expect_status 2 "$TESSEL" grad "$WORK/vec.hlo"
+expect_in "$ERR" "error: grad: the loss must be a floating scalar, not f64[10]"
+expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --sgd -1
+expect_in "$ERR" "--sgd needs a learning rate > 0"
+expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --loss 0
+expect_in "$ERR" "the root is not a tuple"
+echo "grad.sh: ok"
