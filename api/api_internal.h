@@ -27,6 +27,7 @@ struct TsPlan {
     CompileResult r;
     IrModule *reference;     /* the unpartitioned module (compiled in this process), or NULL */
     IrModule *signature;     /* the program's logical parameters (rt_bind_inputs binds to it) */
+    char sha256[65];         /* SHA-256 of the model's or plan file's text ("" unknown) */
 };
 
 struct TsOutputs {
@@ -34,6 +35,8 @@ struct TsOutputs {
     DevValue *outfeeds;      /* a tuple of what the program gave the host, or NULL */
     char *stats;             /* "tessel: stats: ..." lines, "" without stats */
     int64_t ndevices;        /* replays of every device: result is a tuple of their results; else 0 */
+    RtSaves saves;           /* what tessel_save named: written as NAME.npy with the outputs */
+    char model_sha256[65];   /* of the model or plan run, for the manifest ("" unknown) */
 };
 
 /* Move the first error of `from` into `to` (keeping an earlier one) and
@@ -63,6 +66,8 @@ IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local,
 RtBindOptions api_bind_options(const TsRunOptions *o);
 /* A new TsOutputs holding a reference to result (and outfeeds); NULL on OOM. */
 TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats);
+/* Move *saves into o (saves is left empty) and note the model's digest. */
+void api_outputs_adopt(TsOutputs *o, RtSaves *saves, const char *model_sha256);
 
 /* Device g's bind options in a replay of plan p (rt_device_bind_options
  * of the run's). */

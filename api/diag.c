@@ -76,8 +76,15 @@ void ts_shutdown(void)
 TsLimits ts_limits_default(void)
 {
     IrLimits l = ir_default_limits();
-    return (TsLimits){l.max_elements, l.max_rank, l.max_tuple, l.max_depth, l.max_name,
-                      COMPILE_DEFAULT_MAX_DEVICES, 0, 0};
+    return (TsLimits){.elements = l.max_elements,
+                      .rank = l.max_rank,
+                      .tuple = l.max_tuple,
+                      .depth = l.max_depth,
+                      .name = l.max_name,
+                      .devices = COMPILE_DEFAULT_MAX_DEVICES,
+                      .trips = 0,
+                      .memory_bytes = 0,
+                      .instructions = l.max_instructions};
 }
 
 IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
@@ -93,7 +100,9 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
     if (l->tuple > 0)
         r.max_tuple = l->tuple;
     if (l->depth > 0)
-        r.max_depth = l->depth;
+        r.max_depth = r.max_call_depth = l->depth;
+    if (l->instructions > 0)
+        r.max_instructions = l->instructions;
     if (l->name > 0)
         r.max_name = l->name;
     *max_devices = l->devices;
@@ -123,16 +132,20 @@ static bool limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
     return true;
 }
 
-/* NAME=VALUE: a limit can be lowered or raised, rank only up to
- * IR_MAX_RANK, devices up to COMPILE_DEFAULT_MAX_DEVICES. */
+/* NAME=VALUE, the syntax of every --limit: a limit can be lowered or
+ * raised, rank only up to IR_MAX_RANK, devices up to
+ * COMPILE_DEFAULT_MAX_DEVICES, depth up to 200 (the passes and the device
+ * executor recurse on call nesting; the executor refuses more than 200
+ * levels, device/exec.c MAX_DEPTH, and 200 fit every stack, also under
+ * ASan: tests/e2e/hostile_depth.sh). */
 TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 {
     static const struct {
         const char *name;
         int64_t max;
     } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                 {"depth", 4096},         {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
-                 {"trips", INT64_MAX},    {"memory", INT64_MAX}};
+                 {"depth", 200},          {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
+                 {"trips", INT64_MAX},    {"memory", INT64_MAX}, {"instructions", INT32_MAX}};
     enum { NNAMES = sizeof names / sizeof *names, MEMORY = 7 };
     IrDiag id = {0};
     const char *eq = spec ? strchr(spec, '=') : NULL;
@@ -142,7 +155,7 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
     if (!eq || k == NNAMES)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                                  "--limit takes NAME=VALUE with NAME elements, rank, tuple, depth, name, "
-                                 "devices, trips or memory, not '%s'", spec ? spec : ""),
+                                 "devices, trips, memory or instructions, not '%s'", spec ? spec : ""),
                         &id, d);
     int64_t x = 0;
     if (!limit_value(eq + 1, k == MEMORY, names[k].max, &x))
@@ -160,7 +173,8 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
     case 4: l->name = x; break;
     case 5: l->devices = x; break;
     case 6: l->trips = x; break;
-    default: l->memory_bytes = x; break;
+    case 7: l->memory_bytes = x; break;
+    default: l->instructions = x; break;
     }
     return TS_OK;
 }
@@ -169,8 +183,16 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 
 char *api_read_file(const char *path, size_t *len, IrDiag *d)
 {
-    /* O_NONBLOCK: opening a FIFO for reading must not wait for a writer;
-     * the file is refused below unless it is regular. */
+    /* stat first: a FIFO, a socket or a device is refused before it is
+     * opened (opening some devices acts on them). O_NONBLOCK: should the
+     * path change into a FIFO in between, opening it must not wait for a
+     * writer; the descriptor is checked again below. */
+    struct stat pre;
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file (%s): models and plans are read from files",
+                 rt_file_kind(pre.st_mode));
+        return NULL;
+    }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "cannot open: %s", strerror(errno));

@@ -29,7 +29,12 @@ TsStatus ts_module_parse(const char *name, const char *text, size_t len, const T
     po.limits = api_limits(lim, &maxdev);
     po.verify = true;
     IrModule *ir = NULL;
-    IrStatus st = ir_parse(name, text, len, &po, &ir, &id);
+    /* A plan's frame is checked before its text is parsed (`check PLAN`,
+     * replays of a plan). */
+    size_t body = 0;
+    IrStatus st = compile_is_plan_text(text, len) ? compile_plan_check_frame(name, text, len, &body, &id) : IR_OK;
+    if (st == IR_OK)
+        st = ir_parse(name, text, len, &po, &ir, &id);
     return wrap(st, ir, out, &id, d);
 }
 

@@ -147,6 +147,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     DevValue **local = NULL, *result = NULL, *outfeeds = NULL;
     RtFeed feed;
     rt_feed_init(&feed, 0, NULL);
+    RtSaves saves = {0};
+    args.saves = &saves;
     int64_t ndevices = 0;
     IrStrBuf stats = {0};
 
@@ -250,8 +252,11 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
         st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    else if (st == IR_OK && rank == 0)
+    else if (st == IR_OK && rank == 0) {
         (*out)->ndevices = ndevices;
+        api_outputs_adopt(*out, &saves, p->sha256);
+    }
+    rt_saves_free(&saves);
     dev_value_unref(outfeeds);
     rt_feed_free(&feed);
     ir_sb_free(&stats);

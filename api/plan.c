@@ -123,6 +123,8 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     TsCompileOptions none = {0};
     if (!o)
         o = &none;
+    if (src->src) /* the model's text, for the outputs' manifest */
+        compile_sha256_hex(src->src, strlen(src->src), p->sha256);
     int64_t maxdev = 0;
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
@@ -167,8 +169,9 @@ TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsL
     if (!p)
         return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
     int64_t maxdev = 0;
-    (void)api_limits(lim, &maxdev);
-    IrStatus st = compile_plan_load(name, text, len, maxdev, &p->r, &id);
+    IrLimits il = api_limits(lim, &maxdev);
+    compile_sha256_hex(text, len, p->sha256);
+    IrStatus st = compile_plan_load(name, text, len, &il, &p->r, &id);
     if (st == IR_OK)
         st = check_targets(&p->r.prog, &id);
     return finish(p, st, out, &id, d);
@@ -224,6 +227,12 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
     if (!text)
         return api_give(id.status, &id, d);
     TsStatus st;
+    size_t body = 0;
+    if (compile_is_plan_text(text, len) && compile_plan_check_frame(path, text, len, &body, &id) != IR_OK) {
+        /* Refused before anything else reads it, replays too. */
+        ts_free(text);
+        return api_give(id.status, &id, d);
+    }
     if (o->spmd && compile_is_plan_text(text, len) && memmem(text, len, "// TesselHost", 13)) {
         /* Several modules: the host program and each cluster's. */
         ts_free(text);

@@ -89,6 +89,14 @@ TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats)
     return o;
 }
 
+void api_outputs_adopt(TsOutputs *o, RtSaves *saves, const char *model_sha256)
+{
+    rt_saves_free(&o->saves);
+    o->saves = *saves;
+    memset(saves, 0, sizeof *saves);
+    snprintf(o->model_sha256, sizeof o->model_sha256, "%s", model_sha256 ? model_sha256 : "");
+}
+
 /* ---- statistics ---- */
 
 void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
@@ -263,10 +271,11 @@ static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed 
 
 /* A host program: inputs bound whole (the host program reads them), the
  * host program run here, each cluster call on the N x R devices. */
-static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t, DevValue **result, IrDiag *d)
+static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t, RtSaves *saves, DevValue **result,
+                               IrDiag *d)
 {
     RtBindOptions bo = api_bind_options(o);
-    RtArgs args = {0};
+    RtArgs args = {.saves = saves};
     IrStatus st = rt_bind_inputs(p->r.prog.host, &bo, &args, d);
     t[1] = now();
     ApiSteps sc;
@@ -292,8 +301,8 @@ static IrStatus check_feed(const TsPlan *p, const TsRunOptions *o, IrDiag *d)
     return IR_OK;
 }
 
-static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const RtFeed *feed, char *stats,
-                        TsOutputs **out, IrDiag *id, TsDiag *d)
+static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const RtFeed *feed, RtSaves *saves,
+                        const char *sha256, char *stats, TsOutputs **out, IrDiag *id, TsDiag *d)
 {
     DevValue *outf = NULL;
     if (st == IR_OK && feed && feed->nkept && !(outf = rt_feed_outfeeds(feed)))
@@ -302,8 +311,11 @@ static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const R
         st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     else if (st != IR_OK)
         ts_free(stats);
-    if (st == IR_OK)
+    if (st == IR_OK) {
         (*out)->ndevices = ndevices;
+        api_outputs_adopt(*out, saves, sha256);
+    }
+    rt_saves_free(saves);
     dev_value_unref(outf);
     dev_value_unref(result);
     return api_give(st, id, d);
@@ -321,6 +333,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     RtReadStats rs = {0};
     RtFeed feed;
     rt_feed_init(&feed, o->ninfeeds, o->infeeds);
+    RtSaves saves = {0};
     DevValue *result = NULL;
     IrStatus st = check_feed(p, o, &id);
     if (st == IR_OK)
@@ -330,7 +343,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     int64_t ndevices = 0;
     bool replay = p->r.prog.ncluster == 1 && p->r.prog.cluster[0].replay;
     if (st == IR_OK)
-        st = p->r.prog.host ? run_host_local(p, o, t, &result, &id)
+        st = p->r.prog.host ? run_host_local(p, o, t, &saves, &result, &id)
              : replay       ? run_replay_local(p, o, &feed, t, &run, &result, &ndevices, &id)
                             : run_cluster_local(p, o, &feed, t, &run, &rs, &result, &id);
     t[2] = now();
@@ -345,12 +358,13 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
             api_stats_binding(&stats, &run);
         }
     }
-    TsStatus ts = deliver(st, result, ndevices, &feed, ir_sb_take(&stats), out, &id, d);
+    TsStatus ts = deliver(st, result, ndevices, &feed, &saves, p->sha256, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
 
-static TsStatus run_reference(const IrModule *m, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
+static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRunOptions *o, TsOutputs **out,
+                              TsDiag *d)
 {
     IrDiag id = {0};
     *out = NULL;
@@ -361,7 +375,8 @@ static TsStatus run_reference(const IrModule *m, const TsRunOptions *o, TsOutput
     RtFeed feed;
     rt_feed_init(&feed, o->ninfeeds, o->infeeds);
     RtBindOptions bo = api_bind_options(o);
-    RtArgs args = {0};
+    RtSaves saves = {0};
+    RtArgs args = {.saves = &saves};
     DevValue *result = NULL;
     ApiSteps sc;
     RtStepHook hook;
@@ -379,14 +394,17 @@ static TsStatus run_reference(const IrModule *m, const TsRunOptions *o, TsOutput
         ir_sb_printf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
               o->load_seconds * 1e3, (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3);
     rt_args_free(&args);
-    TsStatus ts = deliver(st, result, 0, &feed, ir_sb_take(&stats), out, &id, d);
+    TsStatus ts = deliver(st, result, 0, &feed, &saves, sha256, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
 
 TsStatus ts_run_reference(const TsModule *m, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
 {
-    return run_reference(m->ir, o, out, d);
+    char sha[65] = "";
+    if (m->ir->src)
+        compile_sha256_hex(m->ir->src, strlen(m->ir->src), sha);
+    return run_reference(m->ir, sha, o, out, d);
 }
 
 TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
@@ -399,7 +417,7 @@ TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs
                                  "program)"),
                         &id, d);
     }
-    return run_reference(p->reference, o, out, d);
+    return run_reference(p->reference, p->sha256, o, out, d);
 }
 
 /* ---- outputs ---- */
@@ -493,32 +511,18 @@ TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes
     return TS_OK;
 }
 
-TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d)
-{
-    IrDiag id = {0};
-    int32_t per = per_device(o);
-    IrStatus st = per ? rt_write_device_outputs(o->result, per, dir, &id) : rt_write_outputs(o->result, dir, NULL, &id);
-    if (st == IR_OK && o->outfeeds && (st = rt_write_values(o->outfeeds, dir, "outfeed", &id)) != IR_OK)
-        ts_outputs_remove(o, dir);
-    return api_give(st, &id, d);
-}
-
-void ts_outputs_remove(const TsOutputs *o, const char *dir)
-{
-    if (o->outfeeds)
-        rt_remove_values(o->outfeeds, dir, "outfeed");
-    if (per_device(o))
-        rt_remove_device_outputs(o->result, per_device(o), dir);
-    else
-        rt_remove_outputs(o->result, dir);
-}
-
 /* One line per leaf; `per` > 0: leaves of devices, `per` each. */
 static void summarise(IrStrBuf *s, const DevValue *v, const char *what, int32_t per)
 {
     int32_t n = ir_shape_leaf_count(&v->shape);
+    DevValue **leaves = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof *leaves);
+    if (!leaves) {
+        ir_sb_puts(s, "(out of memory)\n");
+        return;
+    }
+    dev_value_leaves((DevValue *)v, leaves);
     for (int32_t i = 0; i < n; i++) {
-        char *line = rt_value_summary(dev_value_leaf((DevValue *)v, i));
+        char *line = rt_value_summary(leaves[i]);
         if (per)
             ir_sb_printf(s, "%s %d (device %d): %s\n", what, (int)(i % per), (int)(i / per),
                          line ? line : "(out of memory)");
@@ -526,6 +530,7 @@ static void summarise(IrStrBuf *s, const DevValue *v, const char *what, int32_t 
             ir_sb_printf(s, "%s %d: %s\n", what, (int)i, line ? line : "(out of memory)");
         ts_free(line);
     }
+    ts_free(leaves);
 }
 
 char *ts_outputs_summary(const TsOutputs *o)
@@ -534,6 +539,11 @@ char *ts_outputs_summary(const TsOutputs *o)
     summarise(&s, o->result, "output", per_device(o));
     if (o->outfeeds)
         summarise(&s, o->outfeeds, "outfeed", 0);
+    for (int32_t i = 0; i < o->saves.n; i++) {
+        char *line = rt_value_summary(o->saves.values[i]);
+        ir_sb_printf(&s, "saved %s: %s\n", o->saves.names[i], line ? line : "(out of memory)");
+        ts_free(line);
+    }
     return ir_sb_take(&s);
 }
 
@@ -548,6 +558,7 @@ void ts_outputs_free(TsOutputs *o)
         return;
     dev_value_unref(o->result);
     dev_value_unref(o->outfeeds);
+    rt_saves_free(&o->saves);
     ts_free(o->stats);
     ts_free(o);
 }

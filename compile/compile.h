@@ -75,12 +75,29 @@ IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, 
 char *compile_plan_file_text(const CompileResult *r);
 /* Load and check a plan file (every line, shape, sharding and count
  * against the modules it carries; a truncated or altered plan is IR_EINPUT
- * naming the line, never a crash). `max_devices` as CompileOptions. */
-IrStatus compile_plan_load(const char *path, const char *text, size_t len, int64_t max_devices,
+ * naming the line, never a crash; the frame, compile_plan_check_frame,
+ * first). Its modules are checked against `lim` (NULL: the defaults). */
+IrStatus compile_plan_load(const char *path, const char *text, size_t len, const IrLimits *lim,
                            CompileResult *out, IrDiag *d);
-/* True when text looks like a plan file (has a // TesselPlan or a
- * // TesselHost line). */
+/* ---- digest.c ---- */
+
+/* True when text is a plan file: it starts with the plan header line or
+ * ends with a digest line (docs/plan.md). Decided by those two lines
+ * alone: a model whose comments mention // TesselPlan is a model. */
 bool compile_is_plan_text(const char *text, size_t len);
+/* The SHA-256 of data[0, len) as 64 lowercase hex digits and a NUL. */
+void compile_sha256_hex(const void *data, size_t len, char out[65]);
+/* The SHA-256 of the whole file open at fd (read with pread from offset
+ * 0, the file offset untouched); false on a read error. */
+bool compile_sha256_fd(int fd, char out[65]);
+/* body framed as a plan file: the header line, body, then the digest
+ * line. Heap text (ts_free) or NULL on OOM. */
+char *compile_plan_frame(const char *body);
+/* Check the frame of a plan file before anything of it is parsed: the
+ * header with a version this tessel reads, the digest line last, and the
+ * digest right. IR_EINPUT naming the line; *body_len: the bytes before
+ * the digest line. */
+IrStatus compile_plan_check_frame(const char *path, const char *text, size_t len, size_t *body_len, IrDiag *d);
 /* The kind of a host instruction as plan files and dumps spell it
  * ("host-op", "host-control-flow", "host-glue", "constant"). Can't fail. */
 const char *compile_place_name(CluPlace p);

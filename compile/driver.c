@@ -52,6 +52,8 @@ static IrStatus verify_after(const char *pass, const IrModule *m, const CompileO
      * declare (limits are for input): only structure is checked. */
     lim.max_elements = INT64_MAX;
     lim.max_tuple = INT32_MAX;
+    lim.max_call_depth = INT32_MAX;
+    lim.max_instructions = INT64_MAX;
     IrDiag vd = {0};
     IrStatus st = ir_verify(m, &lim, &vd);
     if (st == IR_OK)

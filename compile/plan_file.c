@@ -197,26 +197,6 @@ static char *host_plan_text(const CompileResult *r)
 
 /* ---- reading ---- */
 
-bool compile_is_plan_text(const char *text, size_t len)
-{
-    /* memmem over a model of megabytes costs milliseconds; HLO text has
-     * few '/' bytes, and memchr skips to them at memory speed. */
-    /* "// TesselHost " too: a host program's plan cut before its first
-     * cluster must be refused as a truncated plan, not run as a model. */
-    static const char key[] = "// Tessel";
-    const size_t k = sizeof key - 1 + 5;
-    const char *p = text, *end = text + len;
-    while (p && (size_t)(end - p) >= k) {
-        p = memchr(p, '/', (size_t)(end - p) - (k - 1));
-        if (!p)
-            return false;
-        if (memcmp(p, key, k - 5) == 0 && (memcmp(p + k - 5, "Plan ", 5) == 0 || memcmp(p + k - 5, "Host ", 5) == 0))
-            return true;
-        p++;
-    }
-    return false;
-}
-
 /* The TesselHost line: what every cluster of a host program's plan must
  * agree with. */
 typedef struct HostHdr {
@@ -504,6 +484,11 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         const char *le = nl ? nl : end;
         L->line++;
+        /* Line 1 may be the frame's header, checked before loading. */
+        if (L->line == 1 && starts(s, le, "// TesselPlanFile ")) {
+            s = nl ? nl + 1 : end;
+            continue;
+        }
         if (le - s >= 3 && memcmp(s, "// ", 3) == 0) {
             const char *t = s + 3;
             if (have_end)
@@ -668,12 +653,26 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
     return IR_OK;
 }
 
+/* The modules of a plan are checked against the default limits, with
+ * room for what compiling added to a model within them: outlining puts the
+ * clusters one call level deeper (a host program calls them), and the
+ * partitioner adds instructions (reshards, collectives). */
+static IrParseOptions plan_parse_options(const IrLimits *lim)
+{
+    IrParseOptions opt = ir_default_parse_options();
+    if (lim)
+        opt.limits = *lim;
+    opt.limits.max_call_depth += 2;
+    opt.limits.max_instructions *= 4;
+    return opt;
+}
+
 /* One SPMD module and its lines: text[0, len) is the segment, which
  * starts at line `pad + 1` of the file (diagnostics name the file's
  * lines); `host` NULL for a plan without host work, else cluster k (named
  * kname) of a host program's plan. */
 static IrStatus cluster_plan_load(const char *path, const char *text, size_t len, int32_t pad, const HostHdr *host,
-                                  int32_t k, const char *kname, PlanCluster *out, IrDiag *d)
+                                  int32_t k, const char *kname, const IrLimits *lim, PlanCluster *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
     out->arena = ir_arena_new();
@@ -687,7 +686,7 @@ static IrStatus cluster_plan_load(const char *path, const char *text, size_t len
     memset(copy, '\n', (size_t)pad);
     memcpy(copy + pad, text, len);
     len += (size_t)pad;
-    IrParseOptions opt = ir_default_parse_options();
+    IrParseOptions opt = plan_parse_options(lim);
     IrStatus st = ir_parse(path, copy, len, &opt, &out->spmd, d);
     if (st != IR_OK) {
         plan_cluster_free(out);
@@ -884,8 +883,8 @@ static IrStatus load_host_lines(Loader *L, const IrModule *h, CluResult *res, Ho
         const char *le = nl ? nl : end, *t = s + 3;
         L->line++;
         s = nl ? nl + 1 : end;
-        if (!starts(t - 3, le, "// "))
-            continue;
+        if (!starts(t - 3, le, "// ") || (L->line == 1 && starts(t - 3, le, "// TesselPlanFile ")))
+            continue; /* not a plan line, or the frame's header (checked before loading) */
         CluCluster *cur = res->nclusters > 0 ? &res->clusters[res->nclusters - 1] : NULL;
         if (have_end)
             st = bad(L, 1, "text after '// TesselHostEnd'");
@@ -1006,8 +1005,8 @@ typedef struct Seg {
     int32_t line;
 } Seg;
 
-static IrStatus host_plan_load(const char *path, const char *text, const Seg *seg, int32_t nseg, CompileResult *out,
-                               IrDiag *d)
+static IrStatus host_plan_load(const char *path, const char *text, const Seg *seg, int32_t nseg, const IrLimits *lim,
+                               CompileResult *out, IrDiag *d)
 {
     PlanProgram *p = &out->prog;
     CluResult *res = &out->res;
@@ -1020,7 +1019,7 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
     }
     memcpy(copy, text, n0);
     copy[n0] = 0;
-    IrParseOptions opt = ir_default_parse_options();
+    IrParseOptions opt = plan_parse_options(lim);
     IrStatus st = ir_parse(path, copy, n0, &opt, &p->host, d);
     HostHdr hh = {0};
     Loader L = {.file = path, .text = copy, .len = n0, .d = d, .a = res->arena};
@@ -1042,7 +1041,7 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     for (int32_t k = 0; st == IR_OK && k < hh.ncl; k++) {
         st = cluster_plan_load(path, text + seg[k + 1].off, seg[k + 2].off - seg[k + 1].off, seg[k + 1].line, &hh, k,
-                               res->clusters[k].name, &p->cluster[k], d);
+                               res->clusters[k].name, lim, &p->cluster[k], d);
         if (st == IR_OK)
             p->ncluster = k + 1;
     }
@@ -1065,9 +1064,10 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
 
 char *compile_plan_file_text(const CompileResult *r)
 {
-    if (!r->prog.host)
-        return cluster_plan_text(&r->prog.cluster[0], r->plans[0], -1, NULL);
-    return host_plan_text(r);
+    char *body = r->prog.host ? host_plan_text(r) : cluster_plan_text(&r->prog.cluster[0], r->plans[0], -1, NULL);
+    char *t = body ? compile_plan_frame(body) : NULL;
+    ts_free(body);
+    return t;
 }
 
 /* Where each module of the text starts: at a line beginning with
@@ -1108,25 +1108,29 @@ static IrStatus split_segments(const char *text, size_t len, Seg **out, int32_t 
     return IR_OK;
 }
 
-IrStatus compile_plan_load(const char *path, const char *text, size_t len, int64_t max_devices, CompileResult *out,
+IrStatus compile_plan_load(const char *path, const char *text, size_t len, const IrLimits *lim, CompileResult *out,
                            IrDiag *d)
 {
-    (void)max_devices;
     memset(out, 0, sizeof *out);
     out->from_plan = true;
     PlanProgram *p = &out->prog;
     Seg *seg = NULL;
     int32_t nseg = 0;
     bool host = false;
-    IrStatus st = split_segments(text, len, &seg, &nseg, &host, d);
+    /* The frame first: a plan that was cut, edited or damaged anywhere is
+     * refused here, before a byte of it is parsed; the rest reads the
+     * body (the digest line is not part of the program). */
+    IrStatus st = compile_plan_check_frame(path, text, len, &len, d);
+    if (st == IR_OK)
+        st = split_segments(text, len, &seg, &nseg, &host, d);
     if (st == IR_OK && host && nseg < 1)
         st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){1, 1}, "not a plan");
     if (st == IR_OK && host) {
-        st = host_plan_load(path, text, seg, nseg, out, d);
+        st = host_plan_load(path, text, seg, nseg, lim, out, d);
     } else if (st == IR_OK) {
         /* No host work: one module, the program is cluster 0. */
         p->cluster = ts_calloc(1, sizeof *p->cluster);
-        st = p->cluster ? cluster_plan_load(path, text, len, 0, NULL, -1, NULL, &p->cluster[0], d)
+        st = p->cluster ? cluster_plan_load(path, text, len, 0, NULL, -1, NULL, lim, &p->cluster[0], d)
                         : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
         if (st == IR_OK) {
             p->ncluster = 1;

@@ -110,6 +110,10 @@ void dev_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t 
 int64_t dev_value_elements(const DevValue *v);
 /* Leaf `i` (depth first) of a value; the value itself when an array. */
 DevValue *dev_value_leaf(DevValue *v, int32_t i);
+/* Every leaf of v, depth first, into out[0 .. leaf count) (borrowed): one
+ * walk, where dev_value_leaf per leaf is quadratic in a wide tuple.
+ * Returns the count. */
+int32_t dev_value_leaves(DevValue *v, DevValue **out);
 
 /* ------------------------------------------------------------------ */
 /* scalar.c                                                            */

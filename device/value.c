@@ -437,6 +437,18 @@ DevValue *dev_value_leaf(DevValue *v, int32_t i)
     return NULL;
 }
 
+int32_t dev_value_leaves(DevValue *v, DevValue **out)
+{
+    if (v->shape.type != IR_TUPLE) {
+        out[0] = v;
+        return 1;
+    }
+    int32_t n = 0;
+    for (int32_t k = 0; k < v->nelems; k++)
+        n += dev_value_leaves(v->elems[k], out + n);
+    return n;
+}
+
 /* ---- run-time sizes of bounded dynamic dimensions ---- */
 
 IrStatus dev_value_set_sizes(DevValue *v, const int64_t *sizes)

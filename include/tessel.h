@@ -116,21 +116,27 @@ typedef struct TsLimits {
     int64_t elements;        /* per array (default 2^34) */
     int32_t rank;            /* default 64 */
     int32_t tuple;           /* tuple width (default 65536) */
-    int32_t depth;           /* nesting of tuples, literals, braces (default 64) */
+    int32_t depth;           /* nesting of tuples, literals, braces, and of computation
+                              * calls (a call, while, conditional, to_apply... inside a
+                              * computation another one calls), in levels (default 64) */
     int64_t name;            /* bytes of a name (default 4096) */
     int64_t devices;         /* partitions x replicas (default 4096) */
     /* What a run may do (TsRunOptions.limits). */
     int64_t trips;           /* trips of every while loop (0: unbounded, the default) */
     int64_t memory_bytes;    /* estimated peak bytes of one process's devices (0: the host's
                               * available memory, /proc/meminfo MemAvailable) */
+    /* What a model may declare: instructions of a module, all computations
+     * (default 4194304 = 2^22; after the run's limits so that the layout
+     * of the fields before it stays). */
+    int64_t instructions;
 } TsLimits;
 
 /* The defaults above. */
 TsLimits ts_limits_default(void);
 /* Set one limit from "NAME=VALUE" text (NAME: elements, rank, tuple,
- * depth, name, devices, trips, memory; VALUE a decimal integer >= 1, for
- * memory with an optional K, M or G suffix, powers of 1024). TS_EINPUT
- * with a message saying what was expected. */
+ * depth, name, devices, trips, memory, instructions; VALUE a decimal
+ * integer >= 1, for memory with an optional K, M or G suffix, powers of
+ * 1024). TS_EINPUT with a message saying what was expected. */
 TsStatus ts_limits_set(TsLimits *l, const char *name_eq_value, TsDiag *d);
 
 /* An HLO module, parsed and verified. */
@@ -404,14 +410,33 @@ int64_t ts_outputs_num_devices(const TsOutputs *o);
 TsStatus ts_outputs_info(const TsOutputs *o, int32_t i, TsArrayInfo *info, TsDiag *d);
 /* Copy output i in TsArray form into buf (nbytes must be its size). */
 TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes, TsDiag *d);
-/* Write DIR/output_<i>.npy (and DIR/outfeed_<i>.npy) all or nothing: to
- * temporaries, renamed when every file is complete; DIR is created if
- * missing. */
+/* An output directory held for one run: DIR/.tessel.lock locked (flock)
+ * until ts_output_dir_close, so that a second run into DIR fails at once
+ * (TS_ERUNTIME naming the first one's pid) instead of mixing its files
+ * with the first one's; the lock goes with the process. An existing DIR
+ * is locked here: hold it from before the run to after the write. A
+ * missing DIR is made and locked by ts_outputs_write_to (a run that fails
+ * before leaves no directory). */
+typedef struct TsOutputDir TsOutputDir;
+TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d);
+/* Release the lock; a directory that open made and that stayed empty is
+ * removed. NULL: nothing. */
+void ts_output_dir_close(TsOutputDir *od);
+/* Write DIR/output_<i>.npy, DIR/outfeed_<i>.npy, DIR/NAME.npy (each
+ * tessel_save) and the manifest DIR/outputs.json (the run's id, the
+ * model's SHA-256, each file's kind, dtype, shape and SHA-256) all or
+ * nothing: every file to a temporary created O_CREAT|O_EXCL|O_NOFOLLOW
+ * under an unpredictable name in DIR, renamed when every one is complete,
+ * the manifest last; then the files an earlier run left there and this
+ * one did not rewrite (those its manifest lists, and tessel's own output
+ * names) are removed. Other files of DIR are never touched. */
+TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d);
+/* ts_output_dir_open, ts_outputs_write_to, ts_output_dir_close. */
 TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d);
-/* Remove what ts_outputs_write wrote into DIR (and its temporaries). */
+/* Remove what ts_outputs_write wrote into DIR (its files and manifest). */
 void ts_outputs_remove(const TsOutputs *o, const char *dir);
 /* "output 0: f32[4,8] min ... max ... mean ... first [...]\n" per leaf,
- * then "outfeed 0: ..." lines. Heap string (ts_free), NULL on OOM. */
+ * then "outfeed 0: ..." lines, then "saved NAME: ..." per tessel_save. Heap string (ts_free), NULL on OOM. */
 char *ts_outputs_summary(const TsOutputs *o);
 /* With TsRunOptions.stats: the measurements, one "tessel: stats: ..." line
  * each (docs/cli.md); "" without. Owned by o. */

@@ -81,8 +81,9 @@ char *ir_diag_format(const IrDiag *d, const char *prog)
         /* The caret sits under column col; tabs in the line are kept so the
          * caret lines up in a terminal. */
         int32_t col = d->pos.col > 0 ? d->pos.col : 1;
+        size_t len = strlen(d->line_text); /* once: the caret is linear in its column */
         for (int32_t i = 1; i < col && (size_t)k < n - 3; i++) {
-            char c = (size_t)(i - 1) < strlen(d->line_text) && d->line_text[i - 1] == '\t' ? '\t' : ' ';
+            char c = (size_t)(i - 1) < len && d->line_text[i - 1] == '\t' ? '\t' : ' ';
             out[k++] = c;
         }
         out[k++] = '^';

@@ -276,6 +276,11 @@ typedef struct IrLimits {
     int32_t max_tuple;       /* tuple width; default 1<<16 */
     int32_t max_depth;       /* nesting of tuples, literals, braces; default 64 */
     int64_t max_name;        /* name length; default 4096 */
+    /* Levels of computation calls (entry = 1, each computation it calls
+     * one more); default max_depth. The passes and the executor walk call
+     * nesting recursively, so this bounds their stack. */
+    int32_t max_call_depth;
+    int64_t max_instructions; /* instructions of the module; default 1 << 22 */
 } IrLimits;
 IrLimits ir_default_limits(void);
 
@@ -308,6 +313,10 @@ char *ir_shape_str(const IrShape *s, bool with_layout);
 /* Leaf count (1 for an array), leaves depth first. */
 int32_t ir_shape_leaf_count(const IrShape *s);
 const IrShape *ir_shape_leaf(const IrShape *s, int32_t leaf);
+/* Every leaf of s, depth first, into out[0 .. ir_shape_leaf_count(s)):
+ * one walk, where ir_shape_leaf per leaf would be quadratic in a wide
+ * tuple. Returns the count. */
+int32_t ir_shape_leaves(const IrShape *s, const IrShape **out);
 /* Row-major strides in elements for an array shape; strides has rank entries. */
 void ir_shape_strides(const IrShape *s, int64_t *strides);
 

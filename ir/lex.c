@@ -279,6 +279,10 @@ void lx_init(Lexer *L, const char *file, const char *text, size_t len, const cha
         L->lim.max_depth = def.max_depth;
     if (L->lim.max_name <= 0)
         L->lim.max_name = def.max_name;
+    if (L->lim.max_call_depth <= 0)
+        L->lim.max_call_depth = def.max_call_depth;
+    if (L->lim.max_instructions <= 0)
+        L->lim.max_instructions = def.max_instructions;
     L->iota_left = LX_IOTA_BUDGET;
     lx_next(L);
 }

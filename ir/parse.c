@@ -515,6 +515,12 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
         *saw_root = true;
         c->root = x->index;
     }
+    /* Counted as they are read, so a module of millions of instructions
+     * is refused at the first one past the limit, before the rest is
+     * parsed (and before the passes, whose memory grows with it). */
+    if (ok && ++P->ninstr > L->lim.max_instructions)
+        ok = lx_fail(L, ins->pos, "the module has more than %lld instructions (--limit instructions)",
+                     (long long)L->lim.max_instructions);
     if (ok && ir_add_instr(P->m, c, ins) != x->index)
         ok = lx_nomem(L);
     if (ok && !nested && !prs_map_put(&P->instrs, ins->name, name.len, x->index))

@@ -136,6 +136,7 @@ typedef struct Parser {
     int32_t *opnext;          /* per opcode: next suffix for a nested instruction's name */
     int32_t top;              /* the top-level computation being read (or one of its inline ones) */
     int32_t last_top;         /* the last top-level computation read: the entry without ENTRY */
+    int64_t ninstr;           /* instructions read so far, all computations (max_instructions) */
 } Parser;
 
 /* An inline computation (`to_apply={...}`), added when its '{' was met

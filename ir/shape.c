@@ -15,6 +15,8 @@ IrLimits ir_default_limits(void)
         .max_tuple = 1 << 16,
         .max_depth = 64,
         .max_name = 4096,
+        .max_call_depth = 64,
+        .max_instructions = (int64_t)1 << 22,
     };
     return l;
 }
@@ -259,6 +261,18 @@ const IrShape *ir_shape_leaf(const IrShape *s, int32_t leaf)
         leaf -= n;
     }
     return NULL;
+}
+
+int32_t ir_shape_leaves(const IrShape *s, const IrShape **out)
+{
+    if (s->type != IR_TUPLE) {
+        out[0] = s;
+        return 1;
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->ntuple; i++)
+        n += ir_shape_leaves(&s->tuple[i], out + n);
+    return n;
 }
 
 void ir_shape_strides(const IrShape *s, int64_t *strides)

@@ -423,9 +423,25 @@ static IrStatus check_computation(Verifier *v, const IrComputation *c)
 /* the call graph                                                      */
 /* ------------------------------------------------------------------ */
 
-/* No computation may reach itself through calls. One iterative
- * depth-first walk with three colours: meeting a computation that is still
- * on the walk's stack (grey) closes a cycle. */
+/* Raise caller's height to callee's + 1 (`ins` is the call); past
+ * max_call_depth the nesting is refused at that call. */
+static IrStatus raise_height(Verifier *v, int32_t *h, int32_t caller, int32_t callee, const IrInstr *ins)
+{
+    if (h[callee] + 1 > h[caller])
+        h[caller] = h[callee] + 1;
+    int32_t max = v->lim.max_call_depth > 0 ? v->lim.max_call_depth : ir_default_limits().max_call_depth;
+    if (h[caller] <= max)
+        return IR_OK;
+    return verr(v, ins->pos, "%s: computation %s calls computations nested more than %d levels deep (--limit depth)",
+                ins->name, v->m->comp[caller]->name, (int)max);
+}
+
+/* No computation may reach itself through calls, and calls nest at most
+ * max_call_depth levels (the passes and the executor recurse on it). One
+ * iterative depth-first walk with three colours: meeting a computation
+ * that is still on the walk's stack (grey) closes a cycle; a finished
+ * (black) computation's height (1 + its deepest callee's) is final, so
+ * each computation and call is visited once. */
 static IrStatus check_recursion(Verifier *v)
 {
     const IrModule *m = v->m;
@@ -434,8 +450,9 @@ static IrStatus check_recursion(Verifier *v)
     int32_t *fc = ts_malloc((size_t)n * sizeof *fc); /* frame: computation */
     int32_t *fi = ts_malloc((size_t)n * sizeof *fi); /* frame: next instruction */
     int32_t *fk = ts_malloc((size_t)n * sizeof *fk); /* frame: next callee of it */
+    int32_t *h = ts_malloc((size_t)n * sizeof *h);   /* levels of calls from each computation down */
     IrStatus st = IR_OK;
-    if (!colour || !fc || !fi || !fk) {
+    if (!colour || !fc || !fi || !fk || !h) {
         st = vnomem(v);
         goto done;
     }
@@ -445,11 +462,14 @@ static IrStatus check_recursion(Verifier *v)
         int32_t top = 0;
         fc[0] = s;
         fi[0] = fk[0] = 0;
+        h[s] = 1;
         colour[s] = 1;
         while (top >= 0 && st == IR_OK) {
             const IrComputation *c = m->comp[fc[top]];
             if (fi[top] >= c->ninstr) {
                 colour[fc[top--]] = 2;
+                if (top >= 0)
+                    st = raise_height(v, h, fc[top], fc[top + 1], &m->comp[fc[top]]->instr[fi[top]]);
                 continue;
             }
             const IrInstr *ins = &c->instr[fi[top]];
@@ -464,8 +484,11 @@ static IrStatus check_recursion(Verifier *v)
             if (colour[t] == 1)
                 st = verr(v, ins->pos, "%s: computation %s calls %s, which is recursive",
                           ins->name, c->name, m->comp[t]->name);
-            else if (colour[t] == 0) {
+            else if (colour[t] == 2)
+                st = raise_height(v, h, fc[top], t, ins);
+            else {
                 colour[t] = 1;
+                h[t] = 1;
                 top++;
                 fc[top] = t;
                 fi[top] = fk[top] = 0;
@@ -477,6 +500,7 @@ done:
     ts_free(fc);
     ts_free(fi);
     ts_free(fk);
+    ts_free(h);
     return st;
 }
 

@@ -22,66 +22,143 @@
 
 /* ---- host targets ---- */
 
-/* The backend_config of tessel_save is the file name, quoted or bare. */
-static char *save_path(const IrInstr *ins)
+/* The backend_config of tessel_save is the name, quoted or bare, with or
+ * without ".npy" (NAME and NAME.npy both write NAME.npy): [start, start +
+ * len) of b. */
+static void save_name_span(const char *b, size_t *start, size_t *len)
+{
+    size_t n = strlen(b);
+    *start = 0;
+    if (n >= 2 && b[0] == '"' && b[n - 1] == '"') {
+        *start = 1;
+        n -= 2;
+    }
+    if (n > 4 && memcmp(b + *start + n - 4, ".npy", 4) == 0)
+        n -= 4;
+    *len = n;
+}
+
+const char *rt_save_name_problem(const char *name, size_t len)
+{
+    if (len == 0)
+        return "the name is empty";
+    if (len > 200)
+        return "the name is longer than 200 bytes";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c == 0)
+            return "the name holds a NUL byte";
+        if (c < 0x20 || c == 0x7f)
+            return "the name holds a control character";
+        if (c == '/' || c == '\\')
+            return "the name holds a path separator";
+    }
+    if (memmem(name, len, "..", 2))
+        return "the name holds '..'";
+    if (name[0] == '.')
+        return "the name starts with '.' (hidden files are the run's own: its lock and temporaries)";
+    /* output_<i>, outfeed_<i> and outputs.json are the run's own files. */
+    static const char *const reserved[] = {"output_", "outfeed_"};
+    for (size_t k = 0; k < sizeof reserved / sizeof *reserved; k++)
+        if (len >= strlen(reserved[k]) && memcmp(name, reserved[k], strlen(reserved[k])) == 0)
+            return "output_* and outfeed_* are the names of the run's outputs";
+    if (len == 7 && memcmp(name, "outputs", 7) == 0)
+        return "outputs is the name of the run's manifest";
+    return NULL;
+}
+
+void rt_saves_free(RtSaves *s)
+{
+    for (int32_t i = 0; i < s->n; i++) {
+        ts_free(s->names[i]);
+        dev_value_unref(s->values[i]);
+    }
+    ts_free(s->names);
+    ts_free(s->values);
+    memset(s, 0, sizeof *s);
+}
+
+/* Keep v under `name` (len bytes): a later save of the same name replaces
+ * the earlier value (a save in a loop body keeps the last step's). */
+static IrStatus keep_save(RtSaves *s, const char *name, size_t len, DevValue *v)
+{
+    for (int32_t i = 0; i < s->n; i++)
+        if (strlen(s->names[i]) == len && memcmp(s->names[i], name, len) == 0) {
+            dev_value_unref(s->values[i]);
+            s->values[i] = dev_value_ref(v);
+            return IR_OK;
+        }
+    if (s->n == s->cap) {
+        int32_t cap = s->cap ? 2 * s->cap : 4;
+        char **nn = ts_realloc(s->names, (size_t)cap * sizeof *nn);
+        if (nn)
+            s->names = nn;
+        DevValue **nv = nn ? ts_realloc(s->values, (size_t)cap * sizeof *nv) : NULL;
+        if (!nv)
+            return IR_ENOMEM;
+        s->values = nv;
+        s->cap = cap;
+    }
+    char *c = ts_malloc(len + 1);
+    if (!c)
+        return IR_ENOMEM;
+    memcpy(c, name, len);
+    c[len] = 0;
+    s->names[s->n] = c;
+    s->values[s->n++] = dev_value_ref(v);
+    return IR_OK;
+}
+
+/* Check tessel_save's name at `ins`: IR_EINPUT at its position. */
+static IrStatus check_save(const IrModule *m, const IrInstr *ins, size_t *start, size_t *len, IrDiag *d)
 {
     const char *b = ins->a.backend_config;
     if (!b)
-        return NULL;
-    size_t n = strlen(b);
-    if (n >= 2 && b[0] == '"' && b[n - 1] == '"') {
-        b++;
-        n -= 2;
-    }
-    char *p = ts_malloc(n + 1);
-    if (p) {
-        memcpy(p, b, n);
-        p[n] = 0;
-    }
-    return p;
+        return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos,
+                        "%s: tessel_save needs the output's name in backend_config (it writes NAME.npy "
+                        "inside --output-dir)", ins->name);
+    save_name_span(b, start, len);
+    const char *why = rt_save_name_problem(b + *start, *len);
+    if (why)
+        return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos,
+                        "%s: tessel_save names an output, NAME for NAME.npy inside --output-dir, never a "
+                        "path: %s", ins->name, why);
+    return IR_OK;
 }
 
-/* ctx: NULL, or a bool that is false on the ranks that must stay silent
- * (under MPI every rank runs the host program; only rank 0 prints and
- * saves). */
+/* ctx: an RtHostCtx. Under MPI every rank runs the host program; only the
+ * rank that speaks prints. Saves are kept on every rank (the same values;
+ * rank 0's are the run's outputs). */
 static IrStatus host_call(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
                           DevValue **out, IrDiag *d)
 {
-    bool speak = !ctx || *(const bool *)ctx;
+    const RtHostCtx *hc = ctx;
     const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
     bool print = strcmp(t, "tessel_print") == 0, save = strcmp(t, "tessel_save") == 0;
     if (!print && !save)
         return IR_EUNSUPPORTED;
     if (nopnd != 1 || operands[0]->shape.type == IR_TUPLE)
         return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos, "%s: %s takes one array operand", ins->name, t);
-    if (!speak) {
-        /* silent rank: same result, no output */
-    } else if (print) {
+    if (print && !hc->silent) {
         char *s = rt_value_summary(operands[0]);
         printf("%s: %s\n", ins->name, s ? s : "(out of memory)");
         fflush(stdout);
         ts_free(s);
-    } else {
-        char *path = save_path(ins);
-        if (!path || !*path) {
-            ts_free(path);
-            return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos,
-                            "%s: tessel_save needs the file name in backend_config", ins->name);
-        }
-        IrStatus st = rt_npy_write(path, &operands[0]->shape, operands[0]->data, d);
-        ts_free(path);
+    } else if (save) {
+        size_t start, len;
+        IrStatus st = check_save(m, ins, &start, &len, d);
         if (st != IR_OK)
             return st;
+        if (hc->saves && keep_save(hc->saves, ins->a.backend_config + start, len, operands[0]) != IR_OK)
+            return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     *out = dev_value_ref(operands[0]);
     return IR_OK;
 }
 
-static const DevCustomCalls host_targets = {.ctx = NULL, .call = host_call};
-
-const DevCustomCalls *rt_host_targets(void)
+DevCustomCalls rt_host_calls(RtHostCtx *ctx)
 {
-    return &host_targets;
+    return (DevCustomCalls){.ctx = ctx, .call = host_call};
 }
 
 IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
@@ -92,6 +169,12 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
             const char *t = ins->a.custom_call_target;
             if (ins->op != OP_CUSTOM_CALL || dev_builtin_target(t))
                 continue;
+            size_t start, len;
+            if (t && strcmp(t, "tessel_save") == 0) {
+                IrStatus st = check_save(m, ins, &start, &len, d);
+                if (st != IR_OK)
+                    return st;
+            }
             if (ir_str_index(t, clu_default_host_targets) < 0)
                 return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
                                 "%s: custom-call target \"%s\" is not registered (tessel runs XLA's "
@@ -273,9 +356,10 @@ IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t 
         return rt_run_local_ex(&p->cluster[0], args, &o, NULL, out, d);
     }
     HostRun h = {.p = p, .max_trips = max_trips};
+    RtHostCtx hc = {.silent = false, .saves = args->saves};
+    DevCustomCalls host = rt_host_calls(&hc);
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
-    DevExecOptions opt = {.custom = rt_host_targets(), .cluster_calls = &clusters,
-                          .max_while_iterations = max_trips};
+    DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters, .max_while_iterations = max_trips};
     return run_host_steps(p, args, steps, hook, &opt, out, d);
 }
 
@@ -288,10 +372,10 @@ IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t st
         RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook};
         return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, &o, out, d);
     }
-    bool speak = rt_mpi_rank(t) == 0;
-    DevCustomCalls host = {.ctx = &speak, .call = host_call};
+    RtHostCtx hc = {.silent = rt_mpi_rank(t) != 0, .saves = args->saves};
+    DevCustomCalls host = rt_host_calls(&hc);
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters, .max_while_iterations = max_trips};
     /* Every rank runs the host program; rank 0 alone reports its steps. */
-    return run_host_steps(p, args, steps, speak ? hook : NULL, &opt, out, d);
+    return run_host_steps(p, args, steps, hc.silent ? NULL : hook, &opt, out, d);
 }

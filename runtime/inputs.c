@@ -66,9 +66,11 @@ static void leaves_free(Leaves *l)
     ts_free(l->first);
     ts_free((void *)l->path);
     ts_free((void *)l->array);
+    ts_free((void *)l->shape);
     l->first = NULL;
     l->path = NULL;
     l->array = NULL;
+    l->shape = NULL;
 }
 
 static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
@@ -85,8 +87,11 @@ static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
     }
     l->path = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->path);
     l->array = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->array);
-    if (!l->path || !l->array)
+    l->shape = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->shape);
+    if (!l->path || !l->array || !l->shape)
         return fail(d, IR_ENOMEM, "out of memory");
+    for (int32_t p = 0; p < c->nparam; p++)
+        ir_shape_leaves(param_shape(c, p), l->shape + l->first[p]);
     return IR_OK;
 }
 
@@ -187,7 +192,7 @@ static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *
     int count = 0;
     for (int32_t p = 0; p < c->nparam; p++) {
         for (int64_t k = l->first[p]; k < l->first[p + 1]; k++) {
-            const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
+            const IrShape *ls = l->shape[k];
             if (l->path[k] || l->array[k] || ls->type == IR_TOKEN)
                 continue;
             ir_sb_puts(&msg, count++ ? ", " : "");
@@ -209,7 +214,7 @@ static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *
 static IrStatus load_leaf(const IrComputation *c, const Leaves *l, int32_t p, int64_t k,
                           const RtBindOptions *opt, DevValue **out, IrDiag *d)
 {
-    const IrShape *ls = ir_shape_leaf(param_shape(c, p), (int32_t)(k - l->first[p]));
+    const IrShape *ls = l->shape[k];
     DevValue *v = ls->type == IR_TOKEN ? dev_value_new(ls) : dev_value_new_uninit(ls);
     if (!v)
         return fail(d, IR_ENOMEM, "out of memory for %s", ir_type_name(ls->type));
@@ -364,6 +369,49 @@ IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out
     return st;
 }
 
+/* Does collective `ins` exchange data between devices of a module of
+ * `ndev` devices? Groups absent or empty mean all of them; a
+ * collective-permute moves data unless every pair is a device to itself. */
+static bool crosses_devices(const IrInstr *ins, int64_t ndev)
+{
+    IrOpcode op = ins->op; /* an async form wraps its collective in a computation: seen there */
+    if (ndev <= 1 || ir_op_family(op) != FAM_COLLECTIVE || op == OP_ALL_REDUCE_DONE || op == OP_ALL_GATHER_DONE ||
+        op == OP_COLLECTIVE_PERMUTE_DONE)
+        return false;
+    if (op == OP_COLLECTIVE_PERMUTE || op == OP_COLLECTIVE_PERMUTE_START) {
+        const IrI64List *p = &ins->a.source_target_pairs;
+        for (int32_t i = 0; i + 1 < p->n; i += 2)
+            if (p->v[i] != p->v[i + 1])
+                return true;
+        return false;
+    }
+    const IrReplicaGroups *g = &ins->a.replica_groups;
+    if (!g->present || g->ngroups == 0)
+        return true;
+    for (int32_t i = 0; i < g->ngroups; i++)
+        if (g->group_size[i] > 1)
+            return true;
+    return false;
+}
+
+IrStatus rt_check_reference(const IrModule *m, IrDiag *d)
+{
+    int64_t np = m->num_partitions > 0 ? m->num_partitions : 1, nr = m->replica_count > 0 ? m->replica_count : 1;
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
+            const IrInstr *ins = &m->comp[c]->instr[i];
+            if (crosses_devices(ins, np * nr))
+                return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
+                                "%s: --reference runs the module on one device, but this %s is a collective "
+                                "over more than one device (the module's %lld: num_partitions=%lld, "
+                                "replica_count=%lld): it exchanges data one device alone does not have, so the "
+                                "answers would differ. Run it partitioned, or replay it as an SPMD program with "
+                                "--spmd",
+                                ins->name, ir_op_name(ins->op), (long long)(np * nr), (long long)np, (long long)nr);
+        }
+    return IR_OK;
+}
+
 static IrStatus run_reference(const IrModule *m, const RtArgs *args, int64_t max_trips,
                               const DevHostTransfers *host, DevValue **out, IrDiag *d)
 {
@@ -371,8 +419,9 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, int64_t max
      * too: it is the whole module on one device and this host. It runs
      * unfused, one kernel call per instruction: the plainest path is the
      * one partitioned (fused) runs are checked against. */
-    DevExecOptions opt = {.custom = rt_host_targets(), .no_fusion = true, .host = host,
-                          .max_while_iterations = max_trips};
+    RtHostCtx hc = {.silent = false, .saves = args->saves};
+    DevCustomCalls custom = rt_host_calls(&hc);
+    DevExecOptions opt = {.custom = &custom, .no_fusion = true, .host = host, .max_while_iterations = max_trips};
     if (m->entry < 0)
         return fail(d, IR_EINPUT, "the module has no entry computation");
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);
@@ -380,7 +429,8 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, int64_t max
 
 IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
 {
-    return run_reference(m, args, 0, NULL, out, d);
+    IrStatus st = rt_check_reference(m, d);
+    return st == IR_OK ? run_reference(m, args, 0, NULL, out, d) : st;
 }
 
 /* ---- steps: aliased outputs become the next step's parameters ---- */
@@ -455,7 +505,9 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, 
                                 const DevHostTransfers *host, const RtStepHook *hook, DevValue **out, IrDiag *d)
 {
     *out = NULL;
-    IrStatus st = steps > 1 ? rt_check_aliases(m, d) : IR_OK;
+    IrStatus st = rt_check_reference(m, d);
+    if (st == IR_OK && steps > 1)
+        st = rt_check_aliases(m, d);
     for (int64_t s = 0; st == IR_OK && s < (steps > 1 ? steps : 1); s++) {
         DevValue *r = NULL;
         struct timespec t0, t1;

@@ -23,6 +23,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,15 +370,39 @@ static void shape_tuple_text(char *buf, size_t cap, int32_t rank, const int64_t 
 
 /* ---- reading ---- */
 
+const char *rt_file_kind(unsigned mode)
+{
+    return S_ISFIFO(mode)   ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISREG(mode)  ? "a regular file"
+                            : "not a regular file";
+}
+
 /* Open `path` and read and parse its header; *fp stays open on success. */
 static IrStatus open_npy(const char *path, FILE **fp, RtNpyHeader *h, int64_t *fsize,
                          IrDiag *d)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return npy_error(d, IR_EINPUT, path, "cannot open: %s",
-                         strerror(errno));
+    /* stat before open: opening a FIFO waits for a writer, a device may
+     * act on being opened. Then the descriptor is checked again (the path
+     * may have changed between the two), and O_NONBLOCK keeps even that
+     * open from waiting. */
     struct stat sb;
+    if (stat(path, &sb) != 0)
+        return npy_error(d, IR_EINPUT, path, "cannot open: %s", strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return npy_error(d, IR_EINPUT, path, "not a regular file (%s): inputs are read from .npy files",
+                         rt_file_kind(sb.st_mode));
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return npy_error(d, IR_EINPUT, path, "cannot open: %s", strerror(err));
+    }
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
         return npy_error(d, IR_EINPUT, path, "not a regular file");
@@ -631,37 +656,61 @@ static bool special_file(const char *path)
     return stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode);
 }
 
-IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d)
+/* A shape .npy can hold, at most 2^63 elements: IR_OK, else the error. */
+static IrStatus check_writable(const char *path, const IrShape *shape, IrDiag *d)
 {
     if (!ir_shape_is_array(shape) || !rt_npy_descr(shape->type) || shape->rank > IR_MAX_RANK)
         return npy_error(d, IR_EUNSUPPORTED, path, "a value of type %s cannot be written to "
                          ".npy", ir_type_name(shape->type));
-    int64_t n = ir_shape_elements(shape);
-    if (n < 0)
+    if (ir_shape_elements(shape) < 0)
         return npy_error(d, IR_EINPUT, path, "array too large");
+    return IR_OK;
+}
+
+IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d)
+{
+    IrStatus st = check_writable(path, shape, d);
+    if (st != IR_OK)
+        return st;
+    /* O_NOFOLLOW: a symbolic link planted at the name is refused, never
+     * followed to overwrite its target (a device or pipe that exists is
+     * written in place, as documented). */
+    bool special = special_file(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (special ? 0 : O_TRUNC | O_NOFOLLOW), 0666);
+    if (fd < 0)
+        return npy_error(d, IR_ERUNTIME, path, "cannot create: %s", strerror(errno));
+    st = rt_npy_write_fd(fd, path, shape, data, d);
+    if (close(fd) != 0 && st == IR_OK)
+        st = npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(errno));
+    if (st != IR_OK && !special)
+        remove(path);
+    return st;
+}
+
+IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const void *data, IrDiag *d)
+{
+    IrStatus st = check_writable(path, shape, d);
+    if (st != IR_OK)
+        return st;
+    int64_t n = ir_shape_elements(shape);
     uint8_t *hdr;
     size_t hlen;
     if (make_header(shape, &hdr, &hlen) != IR_OK)
         return npy_error(d, IR_ENOMEM, path, "out of memory");
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        ts_free(hdr);
-        return npy_error(d, IR_ERUNTIME, path, "cannot create: %s", strerror(errno));
-    }
-    bool ok = fwrite(hdr, 1, hlen, f) == hlen && write_data(f, shape, data, n) &&
-              fflush(f) == 0;
+    /* A stream of its own on a duplicate: the caller keeps fd (to read the
+     * file back, to close it). */
+    int dfd = dup(fd);
+    FILE *f = dfd >= 0 ? fdopen(dfd, "wb") : NULL;
+    if (!f && dfd >= 0)
+        close(dfd);
+    bool ok = f && fwrite(hdr, 1, hlen, f) == hlen && write_data(f, shape, data, n) && fflush(f) == 0;
     int err = errno;
     ts_free(hdr);
-    if (fclose(f) != 0 && ok) {
+    if (f && fclose(f) != 0 && ok) {
         ok = false;
         err = errno;
     }
-    if (!ok) {
-        if (!special_file(path))
-            remove(path);
-        return npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(err));
-    }
-    return IR_OK;
+    return ok ? IR_OK : npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(err));
 }
 
 IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d)

@@ -34,13 +34,20 @@ IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t st
                             const RtStepHook *hook,
                             RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d);
 /* The host custom-call targets tessel registers: tessel_print prints a
- * summary of its operand to stdout and returns it; tessel_save writes its
- * operand to the .npy file named by its backend_config and returns it. */
-const DevCustomCalls *rt_host_targets(void);
+ * summary of its operand to stdout (unless silent) and returns it;
+ * tessel_save keeps its operand in `saves` under the name its
+ * backend_config gives (rt_save_name_problem) and returns it: the run
+ * writes it with its outputs, as NAME.npy inside the output directory. */
+typedef struct RtHostCtx {
+    bool silent;             /* under MPI: every rank but 0 */
+    RtSaves *saves;          /* NULL: saved values are not kept (checked all the same) */
+} RtHostCtx;
+DevCustomCalls rt_host_calls(RtHostCtx *ctx);
 /* Every custom-call of m has a target tessel runs (the executor's
  * markers, dev_builtin_target, or the host targets above); otherwise
  * IR_EUNSUPPORTED at the instruction, before anything runs: a module (or a
- * plan file) cannot reach the executor with a target it does not know. */
+ * plan file) cannot reach the executor with a target it does not know.
+ * A tessel_save whose name is not a plain file name is IR_EINPUT there. */
 IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d);
 
 #endif /* TESSEL_PROGRAM_H */

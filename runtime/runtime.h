@@ -64,6 +64,9 @@ const char *rt_npy_descr(IrType t);
 IrStatus rt_npy_parse_header(const uint8_t *buf, size_t len, const char *file, RtNpyHeader *h,
                              IrDiag *d);
 
+/* What a file of this st_mode is, for messages ("a FIFO", "a socket", "a
+ * character device", ...). Static string. */
+const char *rt_file_kind(unsigned mode);
 /* Read a whole .npy file into `out`, which holds the array `expect` (an
  * array shape; bf16 is converted from the <f4 on disk, rounding to nearest
  * even) in the in-memory form of IrAttrs.literal: ir_shape_bytes(expect)
@@ -89,6 +92,10 @@ IrStatus rt_npy_read_box(const char *path, const IrShape *expect, const char *wh
  * (unless it is not a regular file: a device or a pipe).
  * IR_ERUNTIME on I/O errors, IR_EUNSUPPORTED for complex/token types. */
 IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *data, IrDiag *d);
+/* The same into the open file descriptor fd (borrowed: written through a
+ * duplicate, left open at the end of the data); `path` names it in
+ * errors. IR_ERUNTIME on a write error. */
+IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
 /* Write like rt_npy_write_file, atomically: to `PATH.tmp.<pid>`, then
  * rename onto `path`, so a failure leaves neither a partial file nor a
@@ -231,7 +238,24 @@ typedef struct RtStepHook {
 typedef struct RtArgs {
     int32_t nargs;
     DevValue **args;
+    /* Where tessel_save keeps the values it names (set by the caller
+     * after binding; NULL: not kept). */
+    struct RtSaves *saves;
 } RtArgs;
+
+/* The values tessel_save named in a run: NAME -> the last value saved
+ * under it, written with the run's outputs as DIR/NAME.npy (never during
+ * the run: a failed run leaves none). Zero-initialise; rt_saves_free. */
+typedef struct RtSaves {
+    int32_t n, cap;
+    char **names;            /* owned */
+    DevValue **values;       /* owned references */
+} RtSaves;
+void rt_saves_free(RtSaves *s);
+/* Is `name` one a model may give tessel_save? NULL when it is, else why
+ * not (static text): a name is a file name inside the output directory,
+ * never a path, and never one of the run's own files. */
+const char *rt_save_name_problem(const char *name, size_t len);
 
 /* Number of leaves of the entry parameters (the k of random inputs runs
  * over 0..count-1); -1 if the module has no entry. */
@@ -246,6 +270,13 @@ int64_t rt_entry_leaf_count(const IrModule *m);
 IrStatus rt_bind_inputs(const IrModule *m, const RtBindOptions *opt, RtArgs *out, IrDiag *d);
 void rt_args_free(RtArgs *a);
 
+/* The reference runs a module on one device: a module that declares
+ * several devices (num_partitions x replica_count > 1) and holds a
+ * collective exchanging data between them (groups absent, empty or of
+ * more than one member; a collective-permute between two devices) would
+ * give another answer than its devices: IR_EUNSUPPORTED at the collective.
+ * rt_run_reference and rt_run_reference_steps check it first. */
+IrStatus rt_check_reference(const IrModule *m, IrDiag *d);
 /* Run the entry computation of `m` on one device with the reference
  * executor (dev_execute). On success *out is a new reference to the
  * result. */

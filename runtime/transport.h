@@ -86,6 +86,7 @@ typedef struct RtLeafBinding {
     int64_t *first;            /* nparam + 1 entries */
     const char **path;         /* per leaf; borrowed from the RtBindOptions */
     const RtArray **array;     /* per leaf, when bound to an array in memory */
+    const IrShape **shape;     /* per leaf, its shape (borrowed from the module) */
 } RtLeafBinding;
 
 /* Resolve opt's keys as rt_bind_inputs does (unknown keys, leaves bound

@@ -21,6 +21,7 @@ LIBRARIES = {
     "FFTW": {"fftw3.h"},
     "MPI": {"mpi.h"},
     "jansson": {"jansson.h"},
+    "nettle": {"nettle/sha2.h"},
 }
 ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
 # Passes of the compile layers: runtime/ executes plans, it never compiles.

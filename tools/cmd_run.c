@@ -74,7 +74,9 @@ static const char HELP[] =
     "                          are the next step's parameters (default 1)\n"
     "  --limit NAME=VALUE      refuse models declaring more: NAME elements (per\n"
     "                          array, default 2^34), rank (64), tuple (65536),\n"
-    "                          depth (64), name (4096 bytes); repeatable.\n"
+    "                          depth (64: nesting of tuples and braces, and of\n"
+    "                          calls), name (4096 bytes), instructions (2^22);\n"
+    "                          repeatable (docs/cli.md, Limits).\n"
     "                          Run limits: trips (of every while loop, default\n"
     "                          unbounded: exit 1 at the loop), memory (bytes,\n"
     "                          K/M/G: the plan's estimated peak on this process,\n"
@@ -341,6 +343,28 @@ static void start_timeout(const CliOptions *o)
 
 /* ---- outputs ---- */
 
+/* The output directory, held (locked) from before the run until the
+ * process ends, so that two runs into one directory cannot mix: the second
+ * fails at once. NULL without --output-dir (and on ranks other than 0). */
+static TsOutputDir *g_outdir;
+
+/* Hold --output-dir for this run (ts_output_dir_open); CLI_OK or the
+ * status of the error, printed. */
+static int hold_output_dir(const CliOptions *o)
+{
+    if (!o->output_dir)
+        return CLI_OK;
+    TsDiag d = {0};
+    TsStatus st = ts_output_dir_open(o->output_dir, &g_outdir, &d);
+    return st == TS_OK ? CLI_OK : cli_report(st, &d);
+}
+
+static void release_output_dir(void)
+{
+    ts_output_dir_close(g_outdir);
+    g_outdir = NULL;
+}
+
 /* Write the outputs (or print them) with signals deferred; a signal that
  * arrived meanwhile removes them all and ends the process. */
 static int write_or_print(const CliOptions *o, const TsOutputs *out)
@@ -355,16 +379,13 @@ static int write_or_print(const CliOptions *o, const TsOutputs *out)
         ts_free(s);
         return CLI_OK;
     }
-    struct stat sb;
-    bool existed = stat(o->output_dir, &sb) == 0;
     TsDiag d = {0};
     g_writing = 1;
-    TsStatus st = ts_outputs_write(out, o->output_dir, &d);
+    TsStatus st = g_outdir ? ts_outputs_write_to(out, g_outdir, &d) : ts_outputs_write(out, o->output_dir, &d);
     g_writing = 0;
     if (g_signal) {
         ts_outputs_remove(out, o->output_dir);
-        if (!existed)
-            rmdir(o->output_dir);
+        release_output_dir(); /* removes the directory if this run made it */
         on_signal(g_signal);
     }
     return st == TS_OK ? CLI_OK : cli_report(st, &d);
@@ -415,6 +436,8 @@ static int run_reference(const CliOptions *o, double t0)
                                "--local-devices do not apply");
     TsModule *m = NULL;
     int rc = cli_load_model(o, o->pos[0], &m);
+    if (rc == CLI_OK)
+        rc = hold_output_dir(o);
     if (rc == CLI_OK && ts_module_is_plan(m))
         rc = cli_usage_error(&cli_cmd_run, "--reference needs the model, not a plan (a plan holds the "
                              "partitioned program)");
@@ -442,8 +465,12 @@ static int run_alone(const CliOptions *o, double t0)
 {
     TsPlan *p = NULL;
     int rc = cli_open(o, o->pos[0], &p);
-    if (rc != CLI_OK)
+    if (rc == CLI_OK)
+        rc = hold_output_dir(o);
+    if (rc != CLI_OK) {
+        ts_plan_free(p);
         return rc;
+    }
     int64_t ndev = ts_plan_num_partitions(p) * ts_plan_num_replicas(p);
     int64_t hosts = o->hosts ? o->hosts : 1;
     if (o->ninfeeds && ndev != 1) {
@@ -565,6 +592,13 @@ static int run_mpi(const CliOptions *o, double t0)
         rc = cli_exit_status(st);
         ts_diag_clear(&d);
     }
+    /* Rank 0 writes the outputs: it holds the directory for the run, and
+     * a directory another run holds stops every rank before running. */
+    if (rc == CLI_OK && rank == 0 && o->output_dir && ts_output_dir_open(o->output_dir, &g_outdir, &d) != TS_OK) {
+        cli_print_ranked(&d, rank);
+        rc = cli_exit_status(d.status);
+        ts_diag_clear(&d);
+    }
     CliCkpt ck;
     memset(&ck, 0, sizeof ck);
     if (rc == CLI_OK)
@@ -675,6 +709,7 @@ static int run_run(const CliOptions *o)
     start_timeout(o);
     double t0 = cli_now();
     int rc = o->reference ? run_reference(o, t0) : ts_mpi_launched() ? run_mpi(o, t0) : run_alone(o, t0);
+    release_output_dir();
     /* Release the cached topology and allocators (nothing leaks). */
     ts_shutdown();
     return rc;

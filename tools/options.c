@@ -275,7 +275,8 @@ static int add_name(const char ***list, int32_t *n, const char *v)
     return CLI_OK;
 }
 
-/* --limit NAME=VALUE: what a model may declare (ts_limits_set). */
+/* --limit NAME=VALUE, one syntax for every limit: what a model may
+ * declare and the run-time limits (ts_limits_set parses them all). */
 static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
 {
     TsDiag d = {0};

@@ -39,7 +39,8 @@ class TsLimits(ctypes.Structure):
                 ("name", c_int64),
                 ("devices", c_int64),
                 ("trips", c_int64),
-                ("memory_bytes", c_int64)]
+                ("memory_bytes", c_int64),
+                ("instructions", c_int64)]
 
 
 class TsCompileOptions(ctypes.Structure):

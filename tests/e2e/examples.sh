@@ -20,7 +20,7 @@ npy_write "$WORK/v.npy" '<f4' 4 1 2 3 4
 expect_status 0 "$TESSEL" run "$EX/while_loop.hlo" --reference --input 0="$WORK/v.npy" --output-dir "$WORK/wl"
 [ "$(npy_dump "$WORK/wl/output_0.npy")" = "<i4  5" ] || fail "while_loop output_0: $(npy_dump "$WORK/wl/output_0.npy")"
 [ "$(npy_dump "$WORK/wl/output_1.npy")" = "<f4 4 5 10 15 20" ] || fail "while_loop output_1: $(npy_dump "$WORK/wl/output_1.npy")"
-[ "$(ls "$WORK/wl")" = "$(printf 'output_0.npy\noutput_1.npy')" ] || fail "while_loop wrote $(ls "$WORK/wl")"
+[ "$(ls "$WORK/wl")" = "$(printf 'output_0.npy\noutput_1.npy\noutputs.json')" ] || fail "while_loop wrote $(ls "$WORK/wl")"
 # the summary form, by name
 expect_status 0 "$TESSEL" run "$EX/while_loop.hlo" --reference --input v="$WORK/v.npy"
 expect_in "$OUT" "output 0: s32[] min 5 max 5 mean 5 first [5]"

@@ -141,6 +141,7 @@ refused "$WORK/cut3.plan" $((hostend - 1)) "a plan cut in the host lines"
 flip() { # flip LINE FROM TO: $P with the first FROM of LINE replaced by TO
     sed "$1s/$2/$3/" "$P" >"$WORK/flip.plan"
     cmp -s "$P" "$WORK/flip.plan" && fail "flip $1 $2 $3 changed nothing"
+    plan_resign "$WORK/flip.plan" # the checks behind the digest
     return 0
 }
 l=$(grep -n '^// TesselClusterIn 1 w ' "$P" | cut -d: -f1)

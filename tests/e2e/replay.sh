@@ -203,7 +203,7 @@ if not np.array_equal(own[0], np.zeros(3, np.int32)) or np.array_equal(own[2], o
     sys.exit("--per-device: device 2 and 3 received the same values from different replicas")
 PY
 expect_status 0 "$TESSEL" run "$WORK/b.hlo" --spmd --random-inputs 3 --per-device --output-device 2 --output-dir "$WORK/one"
-[ "$(ls "$WORK/one" | tr '\n' ' ')" = "output_0.npy output_1.npy output_2.npy output_3.npy output_4.npy " ] ||
+[ "$(ls "$WORK/one" | tr '\n' ' ')" = "output_0.npy output_1.npy output_2.npy output_3.npy output_4.npy outputs.json " ] ||
     fail "--output-device 2 wrote $(ls "$WORK/one")"
 for i in 0 1 2 3 4; do
     cmp -s "$WORK/one/output_$i.npy" "$WORK/own/output_$i.device_2.npy" || fail "--output-device 2: output $i"

@@ -2,18 +2,32 @@
 # Build the libFuzzer targets (clang, ASan+UBSan) and run each for SECONDS
 # (default 60) from its seed corpus. Fails (exit 1) on any finding: a
 # crash, a sanitizer report, a leak, a timeout or an out-of-memory, whose
-# input libFuzzer leaves in $BUILD/artifacts/. New interesting inputs go to
-# $BUILD/work/<target>/, never into the seed corpora in the tree.
+# input libFuzzer leaves in $BUILD/artifacts/. The corpus accumulates:
+# each run starts from the seeds in the tree (tests/fuzz/corpus_<target>/)
+# and from $BUILD/work/<target>/, the copy grown by every earlier run in
+# that build directory, and adds what it finds there; the seeds in the
+# tree are never written by a run.
 #
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]     (TARGET: parse sharding npy plan)
+#   tests/fuzz/run.sh --merge [TARGET...]       by hand: minimise seeds + $BUILD/work/<target>
+#                                               into tests/fuzz/corpus_<target>/ (libFuzzer
+#                                               -merge=1: the smallest set with the same
+#                                               coverage), to commit what runs have found
 #   TESSEL_FUZZ_BUILD=dir   build directory (default: build/fuzz in the tree)
 #   TESSEL_FUZZ_JOBS=n      build parallelism (default 2)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
-secs=${1:-60}
-shift || true
+merge=0
+if [ "${1:-}" = --merge ]; then
+    merge=1
+    shift
+    secs=0
+else
+    secs=${1:-60}
+    shift || true
+fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(parse sharding npy plan)
 build=${TESSEL_FUZZ_BUILD:-$src/build/fuzz}
@@ -23,6 +37,26 @@ CC=clang cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTESSEL_FUZZ=ON >
 cmake --build "$build" -j"${TESSEL_FUZZ_JOBS:-2}" $(printf -- '--target fuzz_%s ' "${targets[@]}") >/dev/null
 
 mkdir -p "$build/artifacts"
+if [ $merge = 1 ]; then
+    for t in "${targets[@]}"; do
+        new=$(mktemp -d "$build/merge-$t.XXXXXX")
+        mkdir -p "$build/work/$t"
+        # Inputs larger than 4 KiB stay out: the seeds are kept small.
+        "$build/tests/fuzz/fuzz_$t" -merge=1 -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+            "$new" "$here/corpus_$t" "$build/work/$t" >"$build/merge_$t.log" 2>&1
+        # What is already a seed stays as it is; the rest (named by libFuzzer) is new.
+        for f in "$new"/*; do
+            [ -e "$f" ] || continue
+            dup=$(for s in "$here/corpus_$t"/*; do cmp -s "$f" "$s" && echo "$s" && break; done)
+            [ -n "$dup" ] && rm "$f"
+        done
+        n=$(ls "$new" | wc -l)
+        mv "$new"/* "$here/corpus_$t/" 2>/dev/null || true
+        rmdir "$new"
+        echo "fuzz_$t: $n new seeds in tests/fuzz/corpus_$t (review and commit them)"
+    done
+    exit 0
+fi
 failed=0
 for t in "${targets[@]}"; do
     work="$build/work/$t"

@@ -198,11 +198,8 @@ FUZZ_TARGET void fuzz_one_npy(const uint8_t *data, size_t size)
     unlink(path);
 }
 
-/* A plan file: load (parse, verify, check every plan line against the
- * module), the text passed with its length and no NUL (the over-read of
- * regressions/plan-unterminated-text-overread, fixed in 4d8cf29); on success the signature module is built from it, as `tessel
- * run` does. */
-FUZZ_TARGET void fuzz_one_plan(const uint8_t *data, size_t size)
+/* One load of a plan text (exactly `size` bytes, no NUL after them). */
+static void fuzz_plan_load(const uint8_t *data, size_t size)
 {
     CompileResult r;
     IrDiag d = {0};
@@ -220,7 +217,44 @@ FUZZ_TARGET void fuzz_one_plan(const uint8_t *data, size_t size)
         FUZZ_FAIL("compile_plan_load failed but left owned parts in *out");
     }
     ir_diag_clear(&d);
+}
+
+/* A plan file: load (the frame first: header, digest; then parse,
+ * verify, check every plan line against the module), the text passed
+ * with its length and no NUL (the over-read of
+ * regressions/plan-unterminated-text-overread, fixed in 4d8cf29); on
+ * success the signature module is built from it, as `tessel run` does.
+ * Almost every mutation breaks the digest, so the input is loaded twice:
+ * as it is (the frame check), and re-signed (its body, without a header
+ * or digest line it has, framed anew: compile_plan_frame), which reaches
+ * the loader behind the digest as the fuzzer mutated it. */
+FUZZ_TARGET void fuzz_one_plan(const uint8_t *data, size_t size)
+{
+    fuzz_plan_load(data, size);
     (void)compile_is_plan_text((const char *)data, size);
+    char *body = malloc(size + 1);
+    if (!body)
+        return;
+    memcpy(body, data, size);
+    body[size] = 0; /* a NUL inside ends the body: compile_plan_frame takes a string */
+    char *b = body;
+    if (strncmp(b, "// TesselPlanFile ", 18) == 0)
+        b = strchr(b, '\n') ? strchr(b, '\n') + 1 : b + strlen(b);
+    char *last = strstr(b, "\n// TesselDigest ");
+    if (last)
+        last[1] = 0;
+    char *framed = compile_plan_frame(b);
+    free(body);
+    if (!framed)
+        return;
+    size_t n = strlen(framed);
+    uint8_t *exact = malloc(n ? n : 1);
+    if (exact) {
+        memcpy(exact, framed, n);
+        fuzz_plan_load(exact, n);
+        free(exact);
+    }
+    ts_free(framed);
 }
 
 #endif /* TESSEL_FUZZ_TARGETS_H */

@@ -30,6 +30,7 @@ int main(void)
     FIELD(TsLimits, devices);
     FIELD(TsLimits, trips);
     FIELD(TsLimits, memory_bytes);
+    FIELD(TsLimits, instructions);
     SIZE(TsCompileOptions);
     FIELD(TsCompileOptions, num_partitions);
     FIELD(TsCompileOptions, num_replicas);

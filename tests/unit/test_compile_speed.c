@@ -462,7 +462,10 @@ static void test_linear_pipeline(void **state)
     assert_true(b.text_len < 9 * a.text_len);
 }
 
-/* compile_is_plan_text finds "// TesselPlan " anywhere, as memmem would. */
+/* compile_is_plan_text looks at the first line and the last line only: a
+ * plan starts with its header or ends with its digest line (either one
+ * left is enough to refuse a damaged plan rather than run it as a model);
+ * a model whose comments name plan lines is a model. */
 static void test_plan_text_detection(void **state)
 {
     (void)state;
@@ -470,13 +473,15 @@ static void test_plan_text_detection(void **state)
         const char *text;
         bool plan;
     } cases[] = {
-        {"// TesselPlan ", true},                 /* exactly the key */
-        {"x\n// TesselPlan version=1\n", true},  /* on a line of its own */
-        {"/// TesselPlan ", true},                /* after another '/' */
-        {"a/b//c// TesselPlan ", true},           /* at the very end */
-        {"// TesselPlan", false},                 /* one byte short */
-        {"// Tessel Plan ", false},
-        {"//TesselPlan ", false},
+        {"// TesselPlanFile format=tessel-plan version=1\n", true},          /* the header */
+        {"// TesselPlanFile format=tessel-plan version=9\nHloModule m\n", true}, /* any version */
+        {"HloModule m\n// TesselDigest sha256=00\n", true},                  /* the digest line */
+        {"HloModule m\n// TesselDigest sha256=00", true},                     /* without its newline */
+        {"x\n// TesselPlan version=1\n", false},     /* plan lines in a model's comments */
+        {"// TesselPlan version=1\n// TesselEnd\n", false},
+        {"x\n// TesselPlanFile format=tessel-plan version=1\n", false}, /* the header not at the start */
+        {"// TesselDigest sha256=00\nHloModule m\n", false},             /* the digest line not last */
+        {"// TesselPlanFile format=tessel-plan version", false},         /* one byte short */
         {"", false},
         {"/", false},
         {"HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", false},
@@ -484,9 +489,9 @@ static void test_plan_text_detection(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         if (compile_is_plan_text(cases[i].text, strlen(cases[i].text)) != cases[i].plan)
             fail_msg("case %zu: '%s'", i, cases[i].text);
-    /* The length bounds the search: the key past len is not seen. */
-    assert_false(compile_is_plan_text("// TesselPlan ", 13));
-    assert_true(compile_is_plan_text("// TesselPlan x", 14));
+    /* The length bounds what is read: the header past len is not seen. */
+    static const char hdr[] = "// TesselPlanFile format=tessel-plan version=1\n";
+    assert_false(compile_is_plan_text(hdr, 20));
 }
 
 int main(void)

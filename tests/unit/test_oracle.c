@@ -299,7 +299,9 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
         goto out;
     /* The reference: the whole module on one device, host targets too,
      * unfused (the partitioned runs are fused: see main). */
-    DevExecOptions ropt = {.custom = rt_host_targets(), .no_fusion = true};
+    RtHostCtx hc = {.silent = false, .saves = NULL};
+    DevCustomCalls host = rt_host_calls(&hc);
+    DevExecOptions ropt = {.custom = &host, .no_fusion = true};
     if (dev_execute(ref_m, ref_m->entry, args.nargs, args.args, &ropt, &ref, &d) != IR_OK) {
         rc = d.status == IR_EUNSUPPORTED ? -1 : 1;
         goto out;

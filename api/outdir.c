@@ -1,0 +1,559 @@
+/*
+ * outdir.c: the output directory of a run, all or nothing, never mixed
+ * with another run's.
+ *
+ *   DIR/.tessel.lock   flock()ed for the whole run (ts_output_dir_open to
+ *                      ts_output_dir_close): a second run into DIR fails at
+ *                      once, naming the first one's pid; the kernel drops
+ *                      the lock when a process dies, so none goes stale
+ *   DIR/.tessel-tmp-*  each file of the run, created O_CREAT|O_EXCL|
+ *                      O_NOFOLLOW under an unpredictable name (a link
+ *                      planted anywhere is never followed)
+ *   DIR/output_<i>.npy, DIR/outfeed_<i>.npy, DIR/NAME.npy (tessel_save)
+ *                      the temporaries renamed once every one is complete
+ *   DIR/outputs.json   the manifest, renamed last: the run's id, the
+ *                      model's SHA-256, each file with its kind, dtype,
+ *                      shape and SHA-256
+ *
+ * Then what an earlier run left and this one did not rewrite is removed:
+ * the files the earlier manifest lists, tessel's own output names
+ * (output_<i>[.device_<d>].npy, outfeed_<i>.npy) and temporaries of runs
+ * that died. Other files in DIR are never touched. A failure at any step
+ * removes this run's temporaries (and the files it renamed), so the
+ * directory keeps the earlier run's complete set.
+ */
+#include "api_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct TsOutputDir {
+    char *dir;
+    int lock_fd;
+    bool made;               /* DIR did not exist: made here */
+};
+
+static const char LOCK[] = ".tessel.lock";
+static const char MANIFEST[] = "outputs.json";
+static const char TMP[] = ".tessel-tmp-";
+
+static char *join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = ts_malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static TsStatus fail_errno(IrStatus st, const char *path, const char *what, int err, TsDiag *d)
+{
+    IrDiag id = {0};
+    return api_give(ir_error(&id, st, path, NULL, (IrPos){0, 0}, "%s: %s", what, strerror(err)), &id, d);
+}
+
+/* Create DIR if it is missing (od->made) and lock DIR/.tessel.lock. */
+static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
+{
+    IrDiag id = {0};
+    const char *dir = od->dir;
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return api_give(ir_error(&id, IR_EINPUT, dir, NULL, (IrPos){0, 0}, "not a directory"), &id, d);
+    } else if (mkdir(dir, 0777) == 0) {
+        od->made = true;
+    } else if (errno != EEXIST) {
+        return fail_errno(IR_ERUNTIME, dir, "cannot create the output directory", errno, d);
+    }
+    char *lp = join(dir, LOCK);
+    if (!lp)
+        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+    int fd = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    int err = errno;
+    TsStatus st = TS_OK;
+    if (fd < 0) {
+        st = fail_errno(IR_ERUNTIME, lp, "cannot create the output directory's lock", err, d);
+    } else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        err = errno;
+        char pid[32] = "";
+        ssize_t r = pread(fd, pid, sizeof pid - 1, 0);
+        pid[r > 0 ? r : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        st = err == EWOULDBLOCK
+                 ? api_give(ir_error(&id, IR_ERUNTIME, dir, NULL, (IrPos){0, 0},
+                                     "another tessel run%s%s%s is writing into this output directory (%s is "
+                                     "locked); two runs into one directory would mix their outputs: use "
+                                     "another --output-dir or let the first finish",
+                                     *pid ? " (pid " : "", pid, *pid ? ")" : "", LOCK),
+                            &id, d)
+                 : fail_errno(IR_ERUNTIME, lp, "cannot lock", err, d);
+        close(fd);
+    } else {
+        /* The holder's pid, for the message of a run that finds it locked. */
+        char pid[32];
+        int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        bool said = ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) == n;
+        (void)said;
+        od->lock_fd = fd;
+    }
+    ts_free(lp);
+    return st;
+}
+
+TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d)
+{
+    IrDiag id = {0};
+    *out = NULL;
+    TsOutputDir *od = ts_calloc(1, sizeof *od);
+    if (od)
+        od->dir = ts_strdup(dir);
+    if (!od || !od->dir) {
+        ts_free(od);
+        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+    }
+    od->lock_fd = -1;
+    /* A directory that exists is locked now, for the whole run. One that
+     * does not is made and locked when the outputs are written: a run
+     * that fails (or is killed) before leaves no directory behind, and a
+     * run that made it in the meantime holds its lock or has finished. */
+    struct stat sb;
+    TsStatus st = stat(dir, &sb) == 0 ? lock_dir(od, d) : TS_OK;
+    if (st != TS_OK) {
+        ts_output_dir_close(od);
+        return st;
+    }
+    *out = od;
+    return TS_OK;
+}
+
+void ts_output_dir_close(TsOutputDir *od)
+{
+    if (!od)
+        return;
+    if (od->made) {
+        /* A directory this run made and left empty (a failed run) goes
+         * again; one with outputs keeps its lock file. */
+        DIR *dd = opendir(od->dir);
+        bool empty = true;
+        for (struct dirent *e; dd && (e = readdir(dd));)
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, LOCK))
+                empty = false;
+        if (dd)
+            closedir(dd);
+        char *lp = empty ? join(od->dir, LOCK) : NULL;
+        if (lp && unlink(lp) == 0)
+            rmdir(od->dir);
+        ts_free(lp);
+    }
+    if (od->lock_fd >= 0)
+        close(od->lock_fd);
+    ts_free(od->dir);
+    ts_free(od);
+}
+
+/* ---- the files of a run ---- */
+
+typedef struct Entry {
+    char *name;              /* in DIR */
+    const char *kind;        /* "output", "outfeed", "save" */
+    DevValue *value;         /* owned reference (trimmed) */
+    char *tmp;               /* the temporary, once created */
+    bool renamed;
+    char sha256[65];
+} Entry;
+
+typedef struct Set {
+    int32_t n;
+    Entry *e;
+    const char **sorted;     /* the names, sorted (in_set: a binary search) */
+} Set;
+
+static void set_free(Set *s)
+{
+    for (int32_t i = 0; i < s->n; i++) {
+        ts_free(s->e[i].name);
+        ts_free(s->e[i].tmp);
+        dev_value_unref(s->e[i].value);
+    }
+    ts_free(s->e);
+    ts_free(s->sorted);
+    memset(s, 0, sizeof *s);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A directory of 65,536 outputs is checked against 65,536 names: sorted
+ * once, searched in log time. */
+static bool sort_set(Set *s)
+{
+    s->sorted = ts_malloc((size_t)(s->n > 0 ? s->n : 1) * sizeof *s->sorted);
+    if (!s->sorted)
+        return false;
+    for (int32_t i = 0; i < s->n; i++)
+        s->sorted[i] = s->e[i].name;
+    qsort(s->sorted, (size_t)s->n, sizeof *s->sorted, cmp_name);
+    return true;
+}
+
+static bool add(Set *s, int32_t cap, char *name, const char *kind, DevValue *v)
+{
+    DevValue *w = v ? dev_value_trimmed(v) : NULL; /* a bounded dynamic leaf at its run-time size */
+    if (!name || !w || s->n >= cap) {
+        ts_free(name);
+        dev_value_unref(w);
+        return false;
+    }
+    s->e[s->n++] = (Entry){.name = name, .kind = kind, .value = w};
+    return true;
+}
+
+static char *fmt_name(const char *fmt, int a, int b)
+{
+    char buf[96];
+    snprintf(buf, sizeof buf, fmt, a, b);
+    return ts_strdup(buf);
+}
+
+/* Every file of o: output leaves (per device in a replay of every
+ * device), outfeeds, saves. Token leaves have no file. */
+static IrStatus build_set(const TsOutputs *o, Set *s, IrDiag *d)
+{
+    int32_t nout = ir_shape_leaf_count(&o->result->shape);
+    int32_t nfeed = o->outfeeds ? ir_shape_leaf_count(&o->outfeeds->shape) : 0;
+    int32_t cap = nout + nfeed + o->saves.n;
+    int32_t per = o->ndevices > 0 ? (int32_t)(nout / o->ndevices) : 0;
+    memset(s, 0, sizeof *s);
+    s->e = ts_calloc((size_t)(cap > 0 ? cap : 1), sizeof *s->e);
+    DevValue **leaves = ts_malloc((size_t)(nout + nfeed + 1) * sizeof *leaves);
+    bool ok = s->e && leaves;
+    if (ok) {
+        dev_value_leaves(o->result, leaves);
+        if (o->outfeeds)
+            dev_value_leaves(o->outfeeds, leaves + nout);
+    }
+    for (int32_t i = 0; ok && i < nout; i++) {
+        DevValue *v = leaves[i];
+        if (v->shape.type == IR_TOKEN)
+            continue;
+        char *name = per > 0 ? fmt_name("output_%d.device_%d.npy", i % per, i / per) : fmt_name("output_%d.npy", i, 0);
+        ok = add(s, cap, name, "output", v);
+    }
+    for (int32_t i = 0; ok && i < nfeed; i++) {
+        DevValue *v = leaves[nout + i];
+        if (v->shape.type != IR_TOKEN)
+            ok = add(s, cap, fmt_name("outfeed_%d.npy", i, 0), "outfeed", v);
+    }
+    for (int32_t i = 0; ok && i < o->saves.n; i++) {
+        const char *nm = o->saves.names[i];
+        const char *why = rt_save_name_problem(nm, strlen(nm));
+        if (why) {
+            ts_free(leaves);
+            set_free(s);
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "tessel_save name '%s': %s", nm, why);
+        }
+        size_t n = strlen(nm) + 5;
+        char *name = ts_malloc(n);
+        if (name)
+            snprintf(name, n, "%s.npy", nm);
+        ok = add(s, cap, name, "save", o->saves.values[i]);
+    }
+    ts_free(leaves);
+    ok = ok && sort_set(s);
+    if (!ok) {
+        set_free(s);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    return IR_OK;
+}
+
+static bool in_set(const Set *s, const char *name)
+{
+    return bsearch(&name, s->sorted, (size_t)s->n, sizeof *s->sorted, cmp_name) != NULL;
+}
+
+/* Random hex digits (getrandom; the clock and pid if it fails). */
+static void random_hex(char *out, size_t ndigits)
+{
+    uint8_t b[32] = {0};
+    size_t nb = (ndigits + 1) / 2 < sizeof b ? (ndigits + 1) / 2 : sizeof b;
+    if (getrandom(b, nb, 0) != (ssize_t)nb) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t x = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)getpid() ^ ((uint64_t)ts.tv_sec << 40);
+        for (size_t i = 0; i < nb; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            b[i] ^= (uint8_t)(x >> 56);
+        }
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < ndigits; i++)
+        out[i] = hex[(b[i / 2] >> (i % 2 ? 0 : 4)) & 15];
+    out[ndigits] = 0;
+}
+
+/* A new temporary in DIR, created exclusively (O_EXCL: nothing planted
+ * under its name is followed or reused). *tmp: its path. */
+static int create_temp(const char *dir, char **tmp)
+{
+    *tmp = NULL;
+    for (int tries = 0; tries < 64; tries++) {
+        char name[sizeof TMP + 24];
+        char r[17];
+        random_hex(r, 16);
+        snprintf(name, sizeof name, "%s%s", TMP, r);
+        char *p = join(dir, name);
+        if (!p) {
+            errno = ENOMEM;
+            return -1;
+        }
+        int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            *tmp = p;
+            return fd;
+        }
+        int err = errno;
+        ts_free(p);
+        if (err != EEXIST) {
+            errno = err;
+            return -1;
+        }
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* Write entry e to a temporary and hash it. */
+static IrStatus write_entry(const char *dir, Entry *e, IrDiag *d)
+{
+    int fd = create_temp(dir, &e->tmp);
+    if (fd < 0)
+        return ir_error(d, IR_ERUNTIME, dir, NULL, (IrPos){0, 0}, "cannot create a file for %s: %s", e->name,
+                        strerror(errno));
+    char *fin = join(dir, e->name);
+    IrStatus st = fin ? rt_npy_write_fd(fd, fin, &e->value->shape, e->value->data, d)
+                      : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st == IR_OK && !compile_sha256_fd(fd, e->sha256))
+        st = ir_error(d, IR_ERUNTIME, fin, NULL, (IrPos){0, 0}, "cannot read back: %s", strerror(errno));
+    if (close(fd) != 0 && st == IR_OK)
+        st = ir_error(d, IR_ERUNTIME, fin, NULL, (IrPos){0, 0}, "write error: %s", strerror(errno));
+    ts_free(fin);
+    return st;
+}
+
+/* The manifest's text (docs/cli.md, "Outputs"). */
+static char *manifest_text(const TsOutputs *o, const Set *s)
+{
+    char run_id[33];
+    random_hex(run_id, 32);
+    json_t *files = json_array();
+    for (int32_t i = 0; files && i < s->n; i++) {
+        const Entry *e = &s->e[i];
+        json_t *shape = json_array();
+        for (int32_t k = 0; shape && k < e->value->shape.rank; k++)
+            json_array_append_new(shape, json_integer(e->value->shape.dims[k]));
+        const char *descr = rt_npy_descr(e->value->shape.type);
+        json_array_append_new(files, json_pack("{s:s, s:s, s:s, s:o, s:s}", "name", e->name, "kind", e->kind,
+                                               "dtype", descr ? descr : "", "shape", shape ? shape : json_null(),
+                                               "sha256", e->sha256));
+    }
+    json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", "tessel-outputs", "version", 1, "run_id",
+                          run_id, "tessel", ts_version(), "model_sha256", o->model_sha256,
+                          "files", files ? files : json_null());
+    char *t = m ? json_dumps(m, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(m);
+    if (!t)
+        return NULL;
+    char *r = ts_malloc(strlen(t) + 2);
+    if (r)
+        snprintf(r, strlen(t) + 2, "%s\n", t);
+    free(t);
+    return r;
+}
+
+/* Write the manifest text to a temporary; *tmp its path. */
+static IrStatus write_manifest(const char *dir, const char *text, char **tmp, IrDiag *d)
+{
+    int fd = create_temp(dir, tmp);
+    size_t n = strlen(text);
+    bool ok = fd >= 0;
+    for (size_t k = 0; ok && k < n;) {
+        ssize_t w = write(fd, text + k, n - k);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        k += ok ? (size_t)w : 0;
+    }
+    int err = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    return ok ? IR_OK
+              : ir_error(d, IR_ERUNTIME, dir, NULL, (IrPos){0, 0}, "cannot write %s: %s", MANIFEST, strerror(err));
+}
+
+/* Is `name` one of tessel's own output names (output_<i>.npy,
+ * output_<i>.device_<d>.npy, outfeed_<i>.npy) or a temporary of a run
+ * that died (.tessel-tmp-*, or NAME.npy.tmp.<pid> of older versions)? */
+static bool tessel_name(const char *name)
+{
+    if (strncmp(name, TMP, strlen(TMP)) == 0)
+        return true;
+    const char *t = strstr(name, ".npy.tmp.");
+    if (t && t[9] && strspn(t + 9, "0123456789") == strlen(t + 9))
+        return true;
+    const char *p = strncmp(name, "output_", 7) == 0 ? name + 7 : strncmp(name, "outfeed_", 8) == 0 ? name + 8 : NULL;
+    if (!p || !*p)
+        return false;
+    size_t k = strspn(p, "0123456789");
+    if (!k)
+        return false;
+    p += k;
+    if (name[1] == 'u' && name[3] == 'p' && strncmp(p, ".device_", 8) == 0 && strspn(p + 8, "0123456789") > 0)
+        p += 8 + strspn(p + 8, "0123456789");
+    return strcmp(p, ".npy") == 0;
+}
+
+/* The names an earlier manifest in DIR lists (plain names only). */
+static json_t *earlier_manifest(const char *dir)
+{
+    char *mp = join(dir, MANIFEST);
+    struct stat sb;
+    json_t *m = mp && lstat(mp, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size < (1 << 26)
+                    ? json_load_file(mp, 0, NULL)
+                    : NULL;
+    ts_free(mp);
+    return m;
+}
+
+/* Remove what an earlier run left that this set does not rewrite. */
+static void remove_stale(const char *dir, const Set *s, json_t *earlier)
+{
+    json_t *files = json_object_get(earlier, "files");
+    for (size_t i = 0; json_is_array(files) && i < json_array_size(files); i++) {
+        const char *n = json_string_value(json_object_get(json_array_get(files, i), "name"));
+        if (!n || strchr(n, '/') || n[0] == '.' || strstr(n, "..") || strcmp(n, MANIFEST) == 0 || in_set(s, n))
+            continue;
+        char *p = join(dir, n);
+        if (p)
+            unlink(p);
+        ts_free(p);
+    }
+    DIR *dd = opendir(dir);
+    for (struct dirent *e; dd && (e = readdir(dd));) {
+        if (!tessel_name(e->d_name) || in_set(s, e->d_name))
+            continue;
+        char *p = join(dir, e->d_name);
+        if (p)
+            unlink(p);
+        ts_free(p);
+    }
+    if (dd)
+        closedir(dd);
+}
+
+static void undo(const char *dir, Set *s, char *mtmp)
+{
+    for (int32_t i = 0; i < s->n; i++) {
+        if (s->e[i].tmp)
+            unlink(s->e[i].tmp);
+        if (s->e[i].renamed) {
+            char *p = join(dir, s->e[i].name);
+            if (p)
+                unlink(p);
+            ts_free(p);
+        }
+    }
+    if (mtmp)
+        unlink(mtmp);
+}
+
+TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
+{
+    if (od->lock_fd < 0) {
+        TsStatus ls = lock_dir(od, d);
+        if (ls != TS_OK)
+            return ls;
+    }
+    IrDiag id = {0};
+    Set s;
+    IrStatus st = build_set(o, &s, &id);
+    for (int32_t i = 0; st == IR_OK && i < s.n; i++)
+        st = write_entry(od->dir, &s.e[i], &id);
+    char *mtext = st == IR_OK ? manifest_text(o, &s) : NULL, *mtmp = NULL;
+    if (st == IR_OK && !mtext)
+        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    if (st == IR_OK)
+        st = write_manifest(od->dir, mtext, &mtmp, &id);
+    ts_free(mtext);
+    json_t *earlier = st == IR_OK ? earlier_manifest(od->dir) : NULL;
+    /* Every file is complete: rename them, the manifest last. */
+    for (int32_t i = 0; st == IR_OK && i < s.n; i++) {
+        char *fin = join(od->dir, s.e[i].name);
+        if (!fin || rename(s.e[i].tmp, fin) != 0)
+            st = ir_error(&id, IR_ERUNTIME, fin ? fin : od->dir, NULL, (IrPos){0, 0}, "cannot rename: %s",
+                          strerror(fin ? errno : ENOMEM));
+        else {
+            s.e[i].renamed = true;
+            ts_free(s.e[i].tmp);
+            s.e[i].tmp = NULL;
+        }
+        ts_free(fin);
+    }
+    char *mfin = st == IR_OK ? join(od->dir, MANIFEST) : NULL;
+    if (st == IR_OK && (!mfin || rename(mtmp, mfin) != 0))
+        st = ir_error(&id, IR_ERUNTIME, od->dir, NULL, (IrPos){0, 0}, "cannot rename %s: %s", MANIFEST,
+                      strerror(mfin ? errno : ENOMEM));
+    ts_free(mfin);
+    if (st == IR_OK) {
+        remove_stale(od->dir, &s, earlier);
+    } else if (s.e) {
+        undo(od->dir, &s, mtmp);
+    }
+    json_decref(earlier);
+    ts_free(mtmp);
+    set_free(&s);
+    return api_give(st, &id, d);
+}
+
+TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d)
+{
+    TsOutputDir *od = NULL;
+    TsStatus st = ts_output_dir_open(dir, &od, d);
+    if (st == TS_OK)
+        st = ts_outputs_write_to(o, od, d);
+    ts_output_dir_close(od);
+    return st;
+}
+
+void ts_outputs_remove(const TsOutputs *o, const char *dir)
+{
+    IrDiag id = {0};
+    Set s;
+    if (build_set(o, &s, &id) != IR_OK) {
+        ir_diag_clear(&id);
+        return;
+    }
+    for (int32_t i = 0; i < s.n; i++)
+        s.e[i].renamed = true;
+    undo(dir, &s, NULL);
+    char *mp = join(dir, MANIFEST);
+    if (mp)
+        unlink(mp);
+    ts_free(mp);
+    set_free(&s);
+}
