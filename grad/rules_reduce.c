@@ -24,6 +24,7 @@
  */
 #include "grad.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The dimensions of `rank` not in l, ascending. */
@@ -106,9 +107,13 @@ static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g
     return rev_acc(r, x, 0, gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &a, 1, &comp));
 }
 
+static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g);
+
 static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
+    if (ins->op == OP_SELECT_AND_SCATTER)
+        return rule_select_scatter(r, i, ins, g);
     if (ins->op != OP_REDUCE_WINDOW || ins->nopnd != 2)
         return rev_no_rule(r, i, NULL);
     IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
@@ -133,6 +138,43 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     a.window = ins->a.window;
     int32_t o[3] = {x, g, gb_const(b, t, 0)};
     return rev_acc(r, x, 0, gb_emit(b, OP_SELECT_AND_SCATTER, NULL, 3, o, &a, 2, called));
+}
+
+/* select-and-scatter(x, src, init) with scatter add: y = init + the sum
+ * of src[w] at the element window w selects. It is linear in (src, init)
+ * and piecewise constant in x (no adjoint to x). Transposed: src[w] gets
+ * g at the element w selected, which is a reduce-window over (x, g)
+ * keeping the pair whose x wins the select (compare(a, b, DIR) of its
+ * parameters), padding reading (-inf or +inf, 0) so that it never wins
+ * (select-and-scatter never selects padding); init gets sum(g) (every
+ * element of y starts at init once). */
+static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    const IrComputation *sel = r->g->m->comp[ins->called[0]];
+    const IrInstr *sr = &sel->instr[sel->root];
+    if (ir_simple_reducer(r->g->m, ins->called[1]) != OP_ADD)
+        return rev_no_rule(r, i, "only a select-and-scatter that adds has one");
+    if (sr->op != OP_COMPARE || sel->instr[sr->opnd[0]].op != OP_PARAMETER ||
+        sel->instr[sr->opnd[1]].op != OP_PARAMETER || sel->instr[sr->opnd[0]].a.parameter_number != 0 ||
+        (sr->a.direction != CMP_GE && sr->a.direction != CMP_GT && sr->a.direction != CMP_LE &&
+         sr->a.direction != CMP_LT))
+        return rev_no_rule(r, i, "its select must be compare(p0, p1) with GE, GT, LE or LT");
+    int32_t x = ins->opnd[0], src = ins->opnd[1], init = ins->opnd[2];
+    IrType t = gb_shape(b, x)->type;
+    bool up = sr->a.direction == CMP_GE || sr->a.direction == CMP_GT;
+    if (rev_on(r, init))
+        rev_acc(r, init, 0, gb_sum_all(b, g));
+    if (!rev_on(r, src))
+        return r->g->d->status;
+    int32_t comp = gb_pick_comp(r->g, t, sr->a.direction);
+    if (comp < 0)
+        return r->g->d->status;
+    int32_t o[4] = {x, gb_convert(b, g, t), gb_const(b, t, up ? -INFINITY : INFINITY), gb_const(b, t, 0)};
+    IrAttrs a = {0};
+    a.window = ins->a.window;
+    int32_t rw = gb_emit(b, OP_REDUCE_WINDOW, NULL, 4, o, &a, 1, &comp);
+    return rev_acc(r, src, 0, gb_gte(b, rw, 1));
 }
 
 /* Position of v in the ascending sort of l's values. */

@@ -13,6 +13,8 @@
  *               m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
  *               p' = p - LR (m' / (1 - b1^(t+1))) / (sqrt(v' / (1 - b2^(t+1))) + eps)
  *               with b1 = 0.9, b2 = 0.999, eps = 1e-8 (Kingma and Ba)
+ *   --jvp:      (forward outputs..., tangent of each output) with a
+ *               tangent parameter per chosen p appended (forward.c)
  *
  * Each gradient (and updated parameter) carries its parameter's sharding,
  * so that propagation partitions the backward pass like the forward one
@@ -298,13 +300,66 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
     return g->d->status;
 }
 
+/* --jvp: the entry gets one tangent parameter per chosen parameter
+ * (numbered after the others, with its parameter's shape and sharding) and
+ * returns (forward outputs..., the tangent of each output). */
+static IrStatus tangents(Grad *g, const GradOptions *o)
+{
+    IrModule *m = g->m;
+    IrComputation *e = ir_entry(m);
+    GB b = {g, e};
+    int32_t np = e->nparam, nw = 0;
+    int32_t *wrt = ts_malloc((size_t)(np > 0 ? np : 1) * 3 * sizeof(int32_t));
+    if (!wrt)
+        return gb_oom(g);
+    int32_t *src = wrt + np, *tp = src + np;
+    if (parse_wrt(e, o->wrt, wrt, &nw, g->d) != IR_OK) {
+        ts_free(wrt);
+        return g->d->status;
+    }
+    for (int32_t k = 0; k < nw; k++) {
+        src[k] = e->param[wrt[k]];
+        IrShape ps = e->instr[src[k]].shape;
+        tp[k] = gb_parameter(&b, np + k, &ps);
+        const IrSharding *sh = e->instr[src[k]].sharding;
+        if (tp[k] >= 0 && sh) {
+            IrSharding *cs = ir_alloc(m->arena, sizeof *cs);
+            if (cs && ir_sharding_copy(m->arena, cs, sh) == IR_OK)
+                e->instr[tp[k]].sharding = cs;
+        }
+    }
+    int32_t root = e->root;
+    Fwd f = {0};
+    if (g->d->status == IR_OK && fwd_run(&f, g, m->entry, nw, src, tp) == IR_OK) {
+        int32_t n0 = e->instr[root].shape.type == IR_TUPLE ? e->instr[root].shape.ntuple : 1;
+        int32_t *outs = ts_malloc((size_t)(2 * n0 + 1) * sizeof(int32_t));
+        if (!outs) {
+            fwd_free(&f);
+            ts_free(wrt);
+            return gb_oom(g);
+        }
+        int32_t n = forward_outputs(&b, root, outs);
+        int32_t t = fwd_full(&f, root);
+        for (int32_t k = 0; k < n0; k++)
+            outs[n + k] = e->instr[root].shape.type == IR_TUPLE ? gb_gte(&b, t, k) : t;
+        int32_t r = gb_tuple(&b, n + n0, outs);
+        if (r >= 0)
+            e->root = r;
+        ts_free(outs);
+    }
+    fwd_free(&f);
+    ts_free(wrt);
+    return g->d->status;
+}
+
 IrStatus grad_module(const IrModule *m, const GradOptions *o, IrModule **out, IrDiag *d)
 {
     *out = NULL;
     if (m->entry < 0)
         return ir_error(d, IR_EINPUT, m->file, NULL, (IrPos){0, 0}, "grad: the module has no entry computation");
-    if (o->jvp)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "grad: --jvp (forward mode) is not built yet");
+    if (o->jvp && (o->sgd > 0 || o->adam > 0 || (o->loss && *o->loss)))
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "grad: --jvp writes tangents of every output; it takes no --loss, --sgd or --adam");
     if (o->sgd > 0 && o->adam > 0)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "grad: --sgd and --adam exclude each other");
     if (m->nalias > 0 && (o->sgd > 0 || o->adam > 0))
@@ -321,7 +376,10 @@ IrStatus grad_module(const IrModule *m, const GradOptions *o, IrModule **out, Ir
     /* The entry's signature changes: its layout text and aliases no longer hold. */
     g.m->entry_computation_layout = NULL;
     g.m->nalias = 0;
-    differentiate(&g, o, m);
+    if (o->jvp)
+        tangents(&g, o);
+    else
+        differentiate(&g, o, m);
     g.m->file = NULL;
     g.m->src = NULL;
     if (d->status != IR_OK) {

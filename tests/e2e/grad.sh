@@ -13,6 +13,8 @@ M="$TESSEL_SRC/tests/models/grad"
 
 # ---- the numerical checker: every rule family and the composite models ----
 "$PY" "$TESSEL_SRC/tests/e2e/gradcheck.py" "$TESSEL" "$WORK" "$M"/*.hlo
+# ---- forward mode (--jvp): tangents against central differences ----
+"$PY" "$TESSEL_SRC/tests/e2e/gradcheck.py" "$TESSEL" "$WORK" --jvp "$M"/*.hlo
 
 model_for() {
     local devs
@@ -168,6 +170,11 @@ HLO
 expect_status 2 "$TESSEL" grad "$WORK/rng.hlo" -o "$WORK/never.hlo"
 expect_in "$ERR" "rng.hlo:5:3: error: grad: no gradient rule for custom-call (instruction c)"
 [ ! -e "$WORK/never.hlo" ] || fail "a failed grad wrote its output"
+expect_status 2 "$TESSEL" grad "$WORK/rng.hlo" --jvp -o "$WORK/never.hlo"
+expect_in "$ERR" "rng.hlo:5:3: error: grad: no forward-mode (jvp) rule for custom-call (instruction c)"
+[ ! -e "$WORK/never.hlo" ] || fail "a failed grad --jvp wrote its output"
+expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --jvp --sgd 0.1
+expect_in "$ERR" "--jvp writes tangents of every output; it takes no --loss, --sgd or --adam"
 expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --wrt nope
 expect_in "$ERR" "'nope' is neither a parameter number nor a parameter name"
 expect_status 2 "$TESSEL" grad "$M/embedding.hlo" --wrt ids
