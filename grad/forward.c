@@ -629,6 +629,12 @@ static IrStatus fwd_control(Fwd *f, int32_t i, const IrInstr *ins)
 static IrStatus dispatch(Fwd *f, int32_t i)
 {
     IrInstr ins = f->b.c->instr[i];
+    if (grad_custom_name(&ins, "tessel_tangent")) {
+        int32_t t[64];
+        for (int32_t k = 0; k < ins.nopnd && k < 64; k++)
+            t[k] = fwd_full(f, ins.opnd[k]);
+        return set_full(f, i, fwd_custom(f->g, &f->b, &ins, i, t));
+    }
     switch (ir_op_family(ins.op)) {
     case FAM_ELEMENTWISE: return fwd_elementwise(f, i, &ins);
     case FAM_BROADCAST: case FAM_RESHAPE: case FAM_TRANSPOSE: case FAM_SLICE: case FAM_DYNAMIC_SLICE:
@@ -691,7 +697,8 @@ IrStatus fwd_run(Fwd *f, Grad *g, int32_t ci, int32_t nsrc, const int32_t *src, 
     for (int32_t k = 0; k < n && g->d->status == IR_OK; k++) {
         int32_t i = order[k];
         const IrInstr *ins = &c->instr[i];
-        if (ins->op == OP_PARAMETER || rev_is_constant_op(ins->op))
+        if (ins->op == OP_PARAMETER ||
+            (rev_is_constant_op(ins->op) && !grad_custom_name(ins, "tessel_tangent")))
             continue;
         bool any = false;
         for (int32_t o = 0; o < ins->nopnd && !any; o++)

@@ -30,6 +30,8 @@
  *   rules_reduce.c      reduce, reduce-window, sort, dot, convolution,
  *                       batch-norm-training
  *   control.c           tuples, call, conditional, while
+ *   custom.c            custom gradients: frontend_attributes
+ *                       tessel_gradient / tessel_tangent name a computation
  *   forward.c           forward mode (--jvp): the driver and a rule per
  *                       op family, control flow included
  *   step.c              grad_module: options, SGD and Adam steps, aliases
@@ -192,6 +194,20 @@ bool rev_is_constant_op(IrOpcode op);
  * operand of maximum/minimum (1 where p, 0.5 where t, else 0). */
 int32_t grad_unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y);
 int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
+
+/* ------------------------------------------------------------------ */
+/* custom.c: custom gradients (frontend attributes)                    */
+/* ------------------------------------------------------------------ */
+
+/* The value of frontend attribute `key` of ins ("tessel_gradient",
+ * "tessel_tangent"), or NULL. */
+const char *grad_custom_name(const IrInstr *ins, const char *key);
+/* Reverse mode: call the tessel_gradient computation of instruction i. */
+IrStatus rev_custom(Rev *r, int32_t i, const IrInstr *ins);
+/* Forward mode: the call of ins's tessel_tangent computation (in b's
+ * computation) on its operands, self (the instruction) and the operands'
+ * tangents; -1 with an error recorded. */
+int32_t fwd_custom(Grad *g, GB *b, const IrInstr *ins, int32_t self, const int32_t *tangents);
 
 /* ------------------------------------------------------------------ */
 /* forward.c: forward mode (--jvp)                                     */

@@ -117,6 +117,8 @@ void rev_free(Rev *r)
 static IrStatus dispatch(Rev *r, int32_t i)
 {
     IrInstr ins = r->b.c->instr[i];
+    if (grad_custom_name(&ins, "tessel_gradient"))
+        return rev_custom(r, i, &ins);
     switch (ir_op_family(ins.op)) {
     case FAM_ELEMENTWISE: return rev_elementwise(r, i, &ins);
     case FAM_BROADCAST: case FAM_RESHAPE: case FAM_TRANSPOSE: case FAM_SLICE: case FAM_DYNAMIC_SLICE:
@@ -151,7 +153,8 @@ static void mark_dep(Rev *r, const int32_t *order, bool *dep, int32_t nsrc, cons
     for (int32_t k = 0; k < r->n0; k++) {
         int32_t i = order[k];
         const IrInstr *ins = &c->instr[i];
-        if (dep[i] || rev_is_constant_op(ins->op) || !has_float(&ins->shape))
+        bool custom = grad_custom_name(ins, "tessel_gradient") != NULL;
+        if (dep[i] || (rev_is_constant_op(ins->op) && !custom) || !has_float(&ins->shape))
             continue;
         for (int32_t o = 0; o < ins->nopnd; o++)
             dep[i] |= dep[ins->opnd[o]];

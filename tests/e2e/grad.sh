@@ -147,6 +147,60 @@ assert t == 300 and l < ls + 1e-3, (t, l, ls)
 print('ok 300 Adam steps: loss %.6g, least squares %.6g' % (l, ls))
 " || fail "Adam did not train"
 
+# ---- custom gradients: the named computation is used ----
+# round's true derivative is zero; its straight-through estimator (the
+# computation ste, named by frontend_attributes={tessel_gradient="ste"})
+# passes the adjoint through, so dl/dx = 3 w and dl/dw = round(3 x).
+cat >"$WORK/ste.hlo" <<'HLO'
+HloModule ste
+
+add {
+  a = f64[] parameter(0)
+  b = f64[] parameter(1)
+  ROOT s = f64[] add(a, b)
+}
+
+// the straight-through estimator: round's adjoint is the incoming one
+ste {
+  x = f64[4] parameter(0)
+  y = f64[4] parameter(1)
+  ROOT g = f64[4] parameter(2)
+}
+
+ENTRY main {
+  x = f64[4] parameter(0)
+  w = f64[4] parameter(1)
+  three = f64[4] constant({3, 3, 3, 3})
+  s = f64[4] multiply(x, three)
+  r = f64[4] round-nearest-even(s), frontend_attributes={tessel_gradient="ste"}
+  m = f64[4] multiply(r, w)
+  z = f64[] constant(0)
+  ROOT l = f64[] reduce(m, z), dimensions={0}, to_apply=add
+}
+HLO
+expect_status 0 "$TESSEL" grad "$WORK/ste.hlo" --wrt x,w -o "$WORK/ste.grad.hlo"
+expect_in "$WORK/ste.grad.hlo" "to_apply=ste"
+"$PY" - "$TESSEL" "$WORK" <<'PY'
+import subprocess, sys, numpy as np
+tessel, work = sys.argv[1], sys.argv[2]
+x, w = np.array([0.1, -0.4, 0.7, 0.25]), np.array([1.5, -2.0, 0.5, 3.0])
+np.save(work + "/ste_x.npy", x); np.save(work + "/ste_w.npy", w)
+subprocess.run([tessel, "run", work + "/ste.grad.hlo", "--reference", "--input", "0=%s/ste_x.npy" % work,
+                "--input", "1=%s/ste_w.npy" % work, "--output-dir", work + "/ste"], check=True)
+l, gx, gw = (np.load("%s/ste/output_%d.npy" % (work, k)) for k in range(3))
+assert np.allclose(l, np.sum(np.round(3 * x) * w)), l
+assert np.array_equal(gx, 3 * w), gx
+assert np.array_equal(gw, np.round(3 * x)), gw
+print("ok straight-through estimator: dl/dx = 3 w through tessel_gradient")
+PY
+# Signatures that do not fit are errors at the instruction.
+sed 's/tessel_gradient="ste"/tessel_gradient="nope"/' "$WORK/ste.hlo" >"$WORK/ste_bad.hlo"
+expect_status 2 "$TESSEL" grad "$WORK/ste_bad.hlo"
+expect_in "$ERR" "ste_bad.hlo:21:3: error: grad: tessel_gradient=\"nope\" of instruction r: there is no computation of that name"
+sed 's/tessel_gradient="ste"/tessel_gradient="add"/' "$WORK/ste.hlo" >"$WORK/ste_bad.hlo"
+expect_status 2 "$TESSEL" grad "$WORK/ste_bad.hlo"
+expect_in "$ERR" "it must take the operands, the result and its adjoint"
+
 # ---- errors: named, positioned, nothing written ----
 cat >"$WORK/fft.hlo" <<'HLO'
 HloModule nofft
