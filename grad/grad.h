@@ -43,6 +43,11 @@
 
 #include "../ir/ir.h"
 
+/* The stack length (trips) of a while loop whose trip count is only known
+ * at run time, unless the while says frontend_attributes=
+ * {tessel_max_trips="B"} (control.c). */
+#define GRAD_MAX_TRIPS 1024
+
 /* ------------------------------------------------------------------ */
 /* step.c: the entry point                                             */
 /* ------------------------------------------------------------------ */

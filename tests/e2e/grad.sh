@@ -147,6 +147,25 @@ assert t == 300 and l < ls + 1e-3, (t, l, ls)
 print('ok 300 Adam steps: loss %.6g, least squares %.6g' % (l, ls))
 " || fail "Adam did not train"
 
+# ---- a loop counted at run time whose bound is too small: NaN, not wrong ----
+sed 's/tessel_max_trips="64"/tessel_max_trips="2"/' "$M/while_data.hlo" >"$WORK/wd2.hlo"
+expect_status 0 "$TESSEL" grad "$WORK/wd2.hlo" -o "$WORK/wd2.grad.hlo"
+"$PY" -c "import numpy as np; np.save('$WORK/wd_x.npy', np.array([0.3, -0.2, 0.1])); np.save('$WORK/wd_w.npy', np.array([0.5, 0.4, -0.6]))"
+rm -rf "$WORK/wd2" "$WORK/wd64"
+expect_status 0 "$TESSEL" run "$WORK/wd2.grad.hlo" --reference --input "0=$WORK/wd_x.npy" --input "1=$WORK/wd_w.npy" --output-dir "$WORK/wd2"
+expect_status 0 "$TESSEL" grad "$M/while_data.hlo" -o "$WORK/wd64.grad.hlo"
+expect_status 0 "$TESSEL" run "$WORK/wd64.grad.hlo" --reference --input "0=$WORK/wd_x.npy" --input "1=$WORK/wd_w.npy" --output-dir "$WORK/wd64"
+"$PY" -c "
+import numpy as np
+a, b = np.load('$WORK/wd2/output_1.npy'), np.load('$WORK/wd64/output_1.npy')
+assert np.all(np.isnan(a)) and np.all(np.isfinite(b)), (a, b)
+assert np.load('$WORK/wd2/output_0.npy') == np.load('$WORK/wd64/output_0.npy')
+print('ok a loop past its tessel_max_trips bound gets NaN gradients')
+" || fail "the overflowing loop's gradient is not NaN"
+sed 's/tessel_max_trips="64"/tessel_max_trips="0"/' "$M/while_data.hlo" >"$WORK/wd0.hlo"
+expect_status 2 "$TESSEL" grad "$WORK/wd0.hlo"
+expect_in "$ERR" "tessel_max_trips must be a number of trips from 1 to 2^30"
+
 # ---- custom gradients: the named computation is used ----
 # round's true derivative is zero; its straight-through estimator (the
 # computation ste, named by frontend_attributes={tessel_gradient="ste"})
