@@ -130,6 +130,20 @@ expect_status 0 "$TESSEL" run "$WORK/sgd.hlo" --reference "${IN[@]}" --steps 50 
 check_trained "$WORK/t1" "reference"
 expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/sgd.hlo" "${IN[@]}" --steps 50 --output-dir "$WORK/t2"
 check_trained "$WORK/t2" "mpirun -np 2"
+# The loss of every step: --stats with --watch prints it; it falls.
+loss_falls() {
+    "$PY" -c "
+import re, sys
+ls = [float(m.group(2)) for m in re.finditer(r'tessel: stats: step (\d+) of 20: l (\S+)', open(sys.argv[1]).read())]
+assert len(ls) == 20, ls
+assert all(b < a for a, b in zip(ls, ls[1:])) and ls[-1] < ls[0] / 10, ls
+print('ok the loss printed per step falls (%s): %.6g -> %.6g' % (sys.argv[2], ls[0], ls[-1]))
+" "$ERR" "$1" || fail "the loss per step does not fall ($1)"
+}
+expect_status 0 "$TESSEL" run "$WORK/sgd.hlo" --reference "${IN[@]}" --steps 20 --stats --watch l --output-dir "$WORK/t4"
+loss_falls reference
+expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/sgd.hlo" "${IN[@]}" --steps 20 --stats --watch l --output-dir "$WORK/t5"
+loss_falls "mpirun -np 2"
 # Adam: moments and the counter are parameters and outputs, all aliased.
 expect_status 0 "$TESSEL" grad "$m" --wrt w --adam 0.05 -o "$WORK/adam.hlo"
 expect_status 0 "$TESSEL" check "$WORK/adam.hlo"
