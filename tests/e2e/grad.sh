@@ -92,6 +92,32 @@ expect_status 0 "$TESSEL" run "$WORK/dp.grad.hlo" --reference --random-inputs 6 
 expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/dp.grad.hlo" --random-inputs 6 --output-dir "$WORK/got"
 same "$WORK/ref" "$WORK/got" "data-parallel gradients under mpirun -np 2"
 
+# ---- the plans: dp's gradient all-reduce, Megatron's sharded weight gradients ----
+expect_status 0 "$TESSEL" grad "$(model_for dp_lsq 2)" --wrt w -o "$WORK/dpw.grad.hlo"
+expect_status 0 "$TESSEL" compile "$WORK/dpw.grad.hlo" -o "$WORK/dpw.plan"
+expect_status 0 "$TESSEL" plan "$WORK/dpw.plan" --format json -o "$WORK/dpw.json"
+expect_status 0 "$TESSEL" plan "$WORK/meg.grad.hlo" --format json -o "$WORK/meg.json"
+"$PY" - "$WORK" <<'PY'
+import json, sys
+work = sys.argv[1]
+c = json.load(open(work + "/dpw.json"))["clusters"][0]
+ins = {i["name"]: i for i in c["instructions"]}
+# dL/dw = X^T (2 r / 32): rows split, so each device holds a partial sum of
+# f64[3] that an all-reduce over both devices completes (24 bytes).
+ar = [k for k in c["collectives"] if k["opcode"] == "all-reduce" and k["bytes_per_device"] == 24
+      and ins[k["name"]]["shape"] == "f64[3]" and k["replica_groups"] == "{{0,1}}"]
+assert ar, c["collectives"]
+assert c["outputs"][1]["sharding"] == "{replicated}", c["outputs"][1]
+c = json.load(open(work + "/meg.json"))["clusters"][0]
+o = c["outputs"]
+assert (o[1]["sharding"], o[1]["device_shape"]) == ("{devices=[1,2]0,1}", "f64[24,20]"), o[1]
+assert (o[2]["sharding"], o[2]["device_shape"]) == ("{devices=[2,1]0,1}", "f64[20,24]"), o[2]
+# The backward needs no collective of its own: the one all-reduce is the
+# forward's (y = h W2, 16 x 24 f64), nothing gathers a weight gradient.
+assert [(k["opcode"], k["bytes_per_device"]) for k in c["collectives"]] == [("all-reduce", 3072)], c["collectives"]
+print("ok plans: the data-parallel gradient is all-reduced, the Megatron weight gradients stay sharded")
+PY
+
 # ---- training: 50 SGD steps of least squares reach the bound ----
 expect_status 0 "$TESSEL" grad "$m" --wrt w --sgd 0.25 -o "$WORK/sgd.hlo"
 expect_in "$WORK/sgd.hlo" "input_output_alias={ {1}: (2, {}"
