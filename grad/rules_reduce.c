@@ -295,6 +295,48 @@ static int32_t group_kernel(GB *b, int32_t k, const IrConvDnums *cd, int64_t G, 
     return t;
 }
 
+/* The grouped input gradient d (x's dimension order, batch Nb, features
+ * B x I, group-major) as x's shape [B x Nb, I]: features and batch to the
+ * front, split, the groups swapped in front of the batch, merged, and put
+ * back in x's order. */
+static int32_t batch_groups_back(GB *b, int32_t d, const IrConvDnums *cd, int64_t B, const IrShape *xs)
+{
+    IrShape ds = *gb_shape(b, d);
+    int32_t rank = ds.rank, nr = 0;
+    int64_t perm[IR_MAX_RANK + 1], dims[IR_MAX_RANK + 1], rest[IR_MAX_RANK];
+    for (int32_t k = 0; k < rank; k++)
+        if (k != cd->in_batch && k != cd->in_feature)
+            rest[nr++] = k;
+    int64_t Nb = ds.dims[cd->in_batch], I = ds.dims[cd->in_feature] / B;
+    perm[0] = cd->in_feature;
+    perm[1] = cd->in_batch;
+    for (int32_t k = 0; k < nr; k++)
+        perm[2 + k] = rest[k];
+    int32_t t = gb_transpose(b, d, perm);              /* [B x I, Nb, rest] */
+    dims[0] = B;
+    dims[1] = I;
+    dims[2] = Nb;
+    for (int32_t k = 0; k < nr; k++)
+        dims[3 + k] = ds.dims[rest[k]];
+    t = gb_reshape(b, t, rank + 1, dims);              /* [B, I, Nb, rest] */
+    for (int32_t k = 0; k < rank + 1; k++)
+        perm[k] = k;
+    perm[1] = 2;
+    perm[2] = 1;
+    t = gb_transpose(b, t, perm);                      /* [B, Nb, I, rest] */
+    dims[0] = B * Nb;
+    dims[1] = I;
+    for (int32_t k = 0; k < nr; k++)
+        dims[2 + k] = ds.dims[rest[k]];
+    t = gb_reshape(b, t, rank, dims);                  /* [B x Nb, I, rest] */
+    perm[cd->in_batch] = 0;
+    perm[cd->in_feature] = 1;
+    for (int32_t k = 0; k < nr; k++)
+        perm[rest[k]] = 2 + k;
+    (void)xs;
+    return gb_transpose(b, t, perm);
+}
+
 static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
@@ -303,8 +345,8 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     int32_t ns = cd->nspatial;
     int64_t G = ins->a.feature_group_count > 1 ? ins->a.feature_group_count : 1;
     int64_t B = ins->a.batch_group_count > 1 ? ins->a.batch_group_count : 1;
-    if (B > 1 && rev_on(r, x))
-        return rev_no_rule(r, i, "the input gradient of a convolution with batch_group_count > 1");
+    if (B > 1 && G > 1)
+        return rev_no_rule(r, i, "a convolution with both feature and batch groups");
     IrShape xs = *gb_shape(b, x), ks = *gb_shape(b, k);
     const IrWindow *w = &ins->a.window;
     for (int32_t s = 0; s < w->rank; s++)
@@ -343,10 +385,17 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         IrAttrs ra = {0};
         ra.dimensions = gb_ilist(r->g, ns, rdims);
         ra.has_dimensions = true;
+        /* Batch groups: out[n, bg*Og + o] reads x[n + bg*Nb, :] and kernel
+         * outputs block bg only, so x's batch block bg gets the input
+         * gradient of the bg-th group of outputs: the feature-grouped
+         * input gradient with B groups (the same kernel K', group bg's
+         * gradient features in, its I features out), whose [Nb, B x I]
+         * result is then moved to [B x Nb, I] (batch_groups_back). */
+        int64_t GG = B > 1 ? B : G;
         int32_t kk = k;
-        if (G > 1)
-            kk = group_kernel(b, k, cd, G, &nd);
-        if (G > 1) {
+        if (GG > 1)
+            kk = group_kernel(b, k, cd, GG, &nd);
+        if (GG > 1) {
             int64_t sp[IR_MAX_RANK];
             for (int32_t s = 0; s < ns; s++)
                 sp[s] = s;
@@ -354,8 +403,8 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         }
         int32_t rk = gb_emit(b, OP_REVERSE, NULL, 1, &kk, &ra, 0, NULL);
         int32_t dx;
-        if (conv_emit(b, &dx, gx, rk, &nd, wi, ns, G, 1) == IR_OK)
-            rev_acc(r, x, 0, dx);
+        if (conv_emit(b, &dx, gx, rk, &nd, wi, ns, GG, 1) == IR_OK)
+            rev_acc(r, x, 0, B > 1 ? batch_groups_back(b, dx, cd, B, &xs) : dx);
     }
     if (rev_on(r, k)) {
         IrConvDnums nd = {.present = true, .in_batch = cd->in_feature, .in_feature = cd->in_batch,
