@@ -10,6 +10,11 @@
  *                    is above rule_window_add)
  *   reduce-window max  select-and-scatter: g goes to the first maximum of
  *                    each window (select a >= b), summed where windows meet
+ *   reduce-window with base dilation, max with window dilation, min: one
+ *                    window offset at a time (strided slices of the padded
+ *                    operand; ties share g), rule_window_offsets
+ *   select-and-scatter  the source gets g at the selected elements (a
+ *                    reduce-window over (operand, g) pairs)
  *   dot              dx = g . y contracted over y's free dimensions, and
  *                    transposed back to x's order; dy the same way
  *   convolution      the input gradient is a convolution of g with the
@@ -77,7 +82,7 @@ static int64_t dilated(int64_t n, int64_t d)
  * of stride 1 and dilation wd at i reads p = i + t wd, i.e. j s = i - pl +
  * (k - 1 - t) wd: every (j, t') with j s - pl + t' wd = i once. The high
  * padding makes the length n + kd - 1, so the sum has the operand's n. */
-static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g, int32_t *gx)
 {
     GB *b = &r->b;
     int32_t x = ins->opnd[0];
@@ -101,13 +106,112 @@ static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g
                                         .rhs_dilate = wd->rhs_dilate};
     }
     int32_t comp = gb_sum_comp(r->g, xs.type);
-    int32_t o[2] = {gb_pad0(b, g, lo, hi, in), gb_const(b, xs.type, 0)};
+    int32_t o[2] = {gb_pad0(b, gb_convert(b, g, xs.type), lo, hi, in), gb_const(b, xs.type, 0)};
     if (comp < 0)
         return r->g->d->status;
-    return rev_acc(r, x, 0, gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &a, 1, &comp));
+    *gx = gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &a, 1, &comp);
+    return r->g->d->status;
 }
 
 static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g);
+
+/* Reduce-window by add, max or min with any padding and dilation, one
+ * window offset at a time. Let xp be x with the window's padding and base
+ * dilation written out (pad(x, init), interior = lhs_dilate - 1; XLA skips
+ * those positions, which for add, max and min is the same as reading init
+ * there when init is the reducer's identity, and otherwise only changes
+ * what ties with init). Window offset t (a position in the window, K of them)
+ * reads, for output w, xp[w S + t D] (stride S, window dilation D): the
+ * strided slice s_t of xp of y's shape. Add: y = sum_t s_t, so xp's
+ * adjoint is sum_t pad0(g) put back where s_t came from (low t D,
+ * interior S - 1). Max/min: y = s_t where s_t == y; the elements equal to
+ * y share g evenly (as reduce max does), g / count at each. x's adjoint is
+ * then xp's at x's positions (pad's rule: low pad_lo, stride lhs_dilate,
+ * negative padding undone first). K windows positions at most 1024. */
+static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32_t g, IrOpcode red, int32_t *gx)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    IrShape xs = *gb_shape(b, x), ys = ins->shape;
+    const IrWindow *w = &ins->a.window;
+    int32_t rank = xs.rank;
+    int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK], np[IR_MAX_RANK], K = 1;
+    for (int32_t d = 0; d < rank; d++) {
+        const IrWindowDim *wd = &w->dim[d];
+        lo[d] = wd->pad_lo;
+        hi[d] = wd->pad_hi;
+        in[d] = (wd->lhs_dilate > 1 ? wd->lhs_dilate : 1) - 1;
+        np[d] = lo[d] + hi[d] + dilated(xs.dims[d], in[d] + 1);
+        K *= wd->size;
+        if (ys.dims[d] == 0 || xs.dims[d] == 0) {
+            *gx = gb_full_like(b, x, 0); /* nothing is read */
+            return r->g->d->status;
+        }
+    }
+    if (K > 1024)
+        return rev_no_rule(r, i, "a dilated or min pooling window of more than 1024 positions");
+    int32_t xp = -1, share = -1;
+    int32_t *eq = NULL;
+    if (red != OP_ADD) {
+        IrAttrs pa = {0};
+        pa.pad_lo = gb_ilist(r->g, rank, lo);
+        pa.pad_hi = gb_ilist(r->g, rank, hi);
+        pa.pad_interior = gb_ilist(r->g, rank, in);
+        int32_t po[2] = {x, ins->opnd[1]};
+        xp = gb_emit(b, OP_PAD, NULL, 2, po, &pa, 0, NULL);
+        if (!(eq = ts_malloc((size_t)K * sizeof(int32_t))))
+            return gb_oom(r->g);
+    }
+    int64_t t[IR_MAX_RANK] = {0}, st[IR_MAX_RANK], lim[IR_MAX_RANK], str[IR_MAX_RANK], plo[IR_MAX_RANK],
+            phi[IR_MAX_RANK], pin[IR_MAX_RANK];
+    /* Pass 0 (max/min): the masks and their count; pass 1: the adjoint. */
+    int32_t gxp = -1, cnt = -1;
+    for (int32_t pass = red == OP_ADD; pass < 2 && r->g->d->status == IR_OK; pass++) {
+        for (int32_t d = 0; d < rank; d++)
+            t[d] = 0;
+        for (int64_t k = 0; k < K && r->g->d->status == IR_OK; k++) {
+            for (int32_t d = 0; d < rank; d++) {
+                const IrWindowDim *wd = &w->dim[d];
+                int64_t S = wd->stride > 0 ? wd->stride : 1, D = wd->rhs_dilate > 1 ? wd->rhs_dilate : 1;
+                st[d] = t[d] * D;
+                str[d] = S;
+                lim[d] = st[d] + (ys.dims[d] - 1) * S + 1;
+                plo[d] = st[d];
+                pin[d] = S - 1;
+                phi[d] = np[d] - lim[d];
+            }
+            if (pass == 0) {
+                eq[k] = gb_cmp(b, gb_slice(b, xp, st, lim, str), i, CMP_EQ);
+                int32_t one = gb_select(b, eq[k], gb_full_like(b, i, 1), gb_full_like(b, i, 0));
+                cnt = cnt < 0 ? one : gb_bin(b, OP_ADD, cnt, one);
+            } else {
+                int32_t c = red == OP_ADD ? g : gb_select(b, eq[k], share, gb_full_like(b, g, 0));
+                int32_t p = gb_pad0(b, c, plo, phi, pin);
+                gxp = gxp < 0 ? p : gb_bin(b, OP_ADD, gxp, p);
+            }
+            for (int32_t d = rank - 1; d >= 0; d--) { /* the next offset, row-major */
+                if (++t[d] < w->dim[d].size)
+                    break;
+                t[d] = 0;
+            }
+        }
+        if (pass == 0)
+            share = gb_bin(b, OP_DIVIDE, gb_convert(b, g, ys.type), cnt);
+    }
+    ts_free(eq);
+    /* Back to x: undo negative padding, then x[j] sits at max(lo, 0) + j (in + 1). */
+    int64_t ulo[IR_MAX_RANK], uhi[IR_MAX_RANK], zero[IR_MAX_RANK] = {0}, s0[IR_MAX_RANK], l0[IR_MAX_RANK],
+            r0[IR_MAX_RANK];
+    for (int32_t d = 0; d < rank; d++) {
+        ulo[d] = lo[d] < 0 ? -lo[d] : 0;
+        uhi[d] = hi[d] < 0 ? -hi[d] : 0;
+        s0[d] = lo[d] > 0 ? lo[d] : 0;
+        r0[d] = in[d] + 1;
+        l0[d] = s0[d] + (xs.dims[d] - 1) * r0[d] + 1;
+    }
+    *gx = gb_slice(b, gb_pad0(b, gxp, ulo, uhi, zero), s0, l0, r0);
+    return r->g->d->status;
+}
 
 static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
@@ -115,21 +219,31 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     if (ins->op == OP_SELECT_AND_SCATTER)
         return rule_select_scatter(r, i, ins, g);
     if (ins->op != OP_REDUCE_WINDOW || ins->nopnd != 2)
-        return rev_no_rule(r, i, NULL);
+        return rev_no_rule(r, i, "a reduce-window of several operands");
     IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
-    if (rev_on(r, ins->opnd[1]) && red != OP_ADD)
-        return rev_no_rule(r, i, "the initial value of a max pooling must not depend on the parameters");
-    if (red == OP_ADD) {
-        if (rev_on(r, ins->opnd[1]))
-            rev_acc(r, ins->opnd[1], 0, gb_sum_all(b, g)); /* init enters each output once */
-        return rule_window_add(r, i, ins, g);
-    }
-    if (red != OP_MAXIMUM)
-        return rev_no_rule(r, i, "only add and max pooling have one");
+    int32_t x = ins->opnd[0], init = ins->opnd[1];
+    if (rev_on(r, init) && red != OP_ADD)
+        return rev_no_rule(r, i, "the initial value of a max or min pooling must not depend on the parameters");
+    if (red != OP_ADD && red != OP_MAXIMUM && red != OP_MINIMUM)
+        return rev_no_rule(r, i, "only add, max and min pooling have one");
+    bool dilated_any = false;
     for (int32_t d = 0; d < ins->a.window.rank; d++)
-        if (ins->a.window.dim[d].lhs_dilate > 1 || ins->a.window.dim[d].rhs_dilate > 1)
-            return rev_no_rule(r, i, "a max pooling with dilation (select-and-scatter has none)");
-    int32_t x = ins->opnd[0];
+        dilated_any |= ins->a.window.dim[d].lhs_dilate > 1 || ins->a.window.dim[d].rhs_dilate > 1;
+    if (red == OP_ADD || dilated_any || red == OP_MINIMUM) {
+        bool base = false;
+        for (int32_t d = 0; d < ins->a.window.rank; d++)
+            base |= ins->a.window.dim[d].lhs_dilate > 1;
+        int32_t gx = -1;
+        IrStatus st = red == OP_ADD && !base ? rule_window_add(r, i, ins, g, &gx)
+                                             : rule_window_offsets(r, i, ins, g, red, &gx);
+        if (st != IR_OK)
+            return st;
+        if (rev_on(r, x))
+            rev_acc(r, x, 0, gx);
+        if (rev_on(r, init)) /* init enters each output once (padding and holes are skipped) */
+            rev_acc(r, init, 0, gb_sum_all(b, g));
+        return r->g->d->status;
+    }
     IrType t = gb_shape(b, x)->type;
     int32_t called[2] = {gb_ge_comp(r->g, t), gb_sum_comp(r->g, t)};
     if (called[0] < 0 || called[1] < 0)
