@@ -332,6 +332,41 @@ static int64_t others_of(int32_t rank, const IrI64List *l, int64_t *out)
     return n;
 }
 
+/* Variadic reduce, per output (grad_reduce_kind): a sum of its operand
+ * has the sum of the tangents; a selection, the tangent of the element
+ * chosen (init's where none was). */
+static IrStatus fwd_reduce_variadic(Fwd *f, int32_t i, const IrInstr *ins)
+{
+    GB *b = &f->b;
+    int32_t n = ins->nopnd / 2;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t x = ins->opnd[k], init = ins->opnd[n + k];
+        if (!has_tan(f, x) && !has_tan(f, init))
+            continue;
+        IrShape xs = *gb_shape(b, x);
+        const IrI64List *rd = &ins->a.dimensions;
+        int64_t kept[IR_MAX_RANK];
+        int32_t nk = (int32_t)others_of(xs.rank, rd, kept), idx = -1;
+        int32_t kind = grad_reduce_kind(b, ins, k, &idx);
+        if (kind == GRAD_ROTHER)
+            return no_rule(f, i, "an output of a variadic reduce must be a sum (add(acc, x)) or a selection "
+                                 "(select(p, acc, x)) of its own operand");
+        int32_t tx = tan_z(f, x), ti = tan_z(f, init), t;
+        if (kind == GRAD_RSUM) {
+            t = gb_bin(b, OP_ADD, gb_sum(b, tx, rd->n, rd->v), gb_bcast_like(b, ti, gb_sum(b, tx, rd->n, rd->v)));
+        } else {
+            int32_t at = gb_cmp(b, grad_linear_iota(b, &xs), gb_bcast(b, idx, IR_S32, xs.rank, xs.dims, nk, kept),
+                                CMP_EQ);
+            int32_t picked = gb_sum(b, gb_select(b, at, tx, gb_full_like(b, tx, 0)), rd->n, rd->v);
+            int32_t none = gb_cmp(b, idx, gb_full_like(b, idx, -1), CMP_EQ);
+            t = gb_bin(b, OP_ADD, picked,
+                       gb_select(b, none, gb_bcast_like(b, ti, picked), gb_full_like(b, picked, 0)));
+        }
+        set_leaf(f, i, k, t);
+    }
+    return f->g->d->status;
+}
+
 /* reduce add: linear in (x, init). reduce max/min: the tangents of the
  * elements equal to the result, averaged over the ties (the reverse rule
  * splits the adjoint the same way, so jvp and vjp agree). */
@@ -339,7 +374,7 @@ static IrStatus fwd_reduce(Fwd *f, int32_t i, const IrInstr *ins)
 {
     GB *b = &f->b;
     if (ins->nopnd != 2)
-        return no_rule(f, i, "a reduce of several operands (argmax) has none; reduce one operand");
+        return fwd_reduce_variadic(f, i, ins);
     IrOpcode red = ir_simple_reducer(f->g->m, ins->called[0]);
     if (red == OP_ADD) {
         bool d[2] = {true, true};

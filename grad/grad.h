@@ -200,6 +200,13 @@ bool rev_is_constant_op(IrOpcode op);
 int32_t grad_unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y);
 int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
 
+/* rules_reduce.c, shared with forward mode: an s32 array of shape s's
+ * dims holding each element's row-major index; and what output k of a
+ * variadic reduce is (see grad_reduce_kind there). */
+int32_t grad_linear_iota(GB *b, const IrShape *s);
+enum { GRAD_ROTHER, GRAD_RSUM, GRAD_RSELECT };
+int32_t grad_reduce_kind(GB *b, const IrInstr *ins, int32_t k, int32_t *idx);
+
 /* ------------------------------------------------------------------ */
 /* custom.c: custom gradients (frontend attributes)                    */
 /* ------------------------------------------------------------------ */

@@ -4,6 +4,10 @@
  *   reduce add       every reduced element gets g (broadcast back)
  *   reduce max/min   the elements equal to the result share g evenly
  *                    (mask / count of the tied ones)
+ *   variadic reduce  per output: a sum of its operand (as reduce add), or
+ *                    a selection of one of its elements (argmax's value):
+ *                    g to the element chosen, found by the same reduce with
+ *                    a linear iota that follows the same choice
  *   reduce-window add  the transposed window: g dilated by the stride
  *                    (interior padding), padded by (window - 1 - pad_lo) in
  *                    front, then a window sum of stride 1 (the derivation
@@ -42,11 +46,140 @@ static int32_t others(int32_t rank, const IrI64List *l, const IrI64List *l2, int
     return n;
 }
 
+/* ---- variadic reduce ---- */
+
+int32_t grad_linear_iota(GB *b, const IrShape *s)
+{
+    int64_t n = ir_shape_elements(s);
+    IrShape is;
+    if (ir_shape_make(b->g->m->arena, &is, IR_S32, 1, &n) != IR_OK)
+        return gb_oom(b->g), -1;
+    IrAttrs a = {0};
+    a.iota_dimension = 0;
+    return gb_reshape(b, gb_emit(b, OP_IOTA, &is, 0, NULL, &a, 0, NULL), s->rank, s->dims);
+}
+
+/* Is instruction v of c parameter(p)? */
+static bool is_param(const IrComputation *c, int32_t v, int64_t p)
+{
+    return c->instr[v].op == OP_PARAMETER && c->instr[v].a.parameter_number == p;
+}
+
+/* Output k of a variadic reduce (n operands) whose reducer (acc_0..acc_n-1,
+ * in_0..in_n-1) -> (r_0..r_n-1) has
+ *   r_k = add(acc_k, in_k): GRAD_RSUM, a sum of operand k alone;
+ *   r_k = select(p, acc_k, in_k) or select(p, in_k, acc_k): GRAD_RSELECT,
+ *       one of operand k's elements (argmax's value). *idx receives the s32
+ *       array (of the output's shape) of the linear index in operand k of
+ *       the element chosen, -1 where init stayed: the same reduce with a
+ *       linear iota added whose reducer makes the same choice for it.
+ * Anything else: GRAD_ROTHER. */
+int32_t grad_reduce_kind(GB *b, const IrInstr *ins, int32_t k, int32_t *idx)
+{
+    Grad *g = b->g;
+    int32_t n = ins->nopnd / 2;
+    const IrComputation *c = g->m->comp[ins->called[0]];
+    const IrInstr *root = &c->instr[c->root];
+    if (root->op != OP_TUPLE || root->nopnd != n)
+        return GRAD_ROTHER;
+    const IrInstr *rk = &c->instr[root->opnd[k]];
+    if (rk->op == OP_ADD && ((is_param(c, rk->opnd[0], k) && is_param(c, rk->opnd[1], n + k)) ||
+                             (is_param(c, rk->opnd[1], k) && is_param(c, rk->opnd[0], n + k))))
+        return GRAD_RSUM;
+    if (rk->op != OP_SELECT)
+        return GRAD_ROTHER;
+    bool acc_first = is_param(c, rk->opnd[1], k) && is_param(c, rk->opnd[2], n + k);
+    if (!acc_first && !(is_param(c, rk->opnd[2], k) && is_param(c, rk->opnd[1], n + k)))
+        return GRAD_ROTHER;
+    if (!idx)
+        return GRAD_RSELECT;
+    /* The reducer with an index pair: (acc..., acc_idx, in..., in_idx). */
+    int32_t ci = gb_new_comp(g, "grad_argsel");
+    if (ci < 0)
+        return *idx = -1, GRAD_RSELECT;
+    GB rb = {g, g->m->comp[ci]};
+    int32_t p[2 * 64 + 2], map_n = c->ninstr;
+    int32_t *map = ts_malloc((size_t)(map_n > 0 ? map_n : 1) * sizeof(int32_t));
+    if (!map)
+        return gb_oom(g), *idx = -1, GRAD_RSELECT;
+    for (int32_t j = 0; j < 2 * n + 2; j++) {
+        int32_t src = j < n ? j : j == n ? -1 : j < 2 * n + 1 ? j - 1 : -1;
+        IrShape s = src >= 0 ? c->instr[c->param[src]].shape : (IrShape){.type = IR_S32};
+        p[j] = gb_parameter(&rb, j, &s);
+    }
+    int32_t args[2 * 64];
+    for (int32_t j = 0; j < 2 * n; j++)
+        args[j] = p[j < n ? j : j + 1];
+    int32_t rr = gb_inline(&rb, ins->called[0], args, map);
+    int32_t e[65];
+    if (rr >= 0) {
+        int32_t sel = map[root->opnd[k]];
+        int32_t pred = rb.c->instr[sel].opnd[0];
+        for (int32_t j = 0; j < n; j++)
+            e[j] = gb_gte(&rb, rr, j);
+        e[n] = acc_first ? gb_select(&rb, pred, p[n], p[2 * n + 1]) : gb_select(&rb, pred, p[2 * n + 1], p[n]);
+        rb.c->root = gb_tuple(&rb, n + 1, e);
+    }
+    ts_free(map);
+    int32_t o[2 * 64 + 2];
+    for (int32_t j = 0; j < n; j++) {
+        o[j] = ins->opnd[j];
+        o[n + 1 + j] = ins->opnd[n + j];
+    }
+    IrShape xs = *gb_shape(b, ins->opnd[k]);
+    o[n] = grad_linear_iota(b, &xs);
+    o[2 * n + 1] = gb_const(b, IR_S32, -1);
+    IrAttrs a = {0};
+    a.dimensions = ins->a.dimensions;
+    a.has_dimensions = true;
+    *idx = gb_gte(b, gb_emit(b, OP_REDUCE, NULL, 2 * n + 2, o, &a, 1, &ci), n);
+    return GRAD_RSELECT;
+}
+
+static IrStatus rule_reduce_variadic(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    int32_t n = ins->nopnd / 2;
+    if (n > 64)
+        return rev_no_rule(r, i, "a reduce of more than 64 operands");
+    for (int32_t k = 0; k < n; k++) {
+        int32_t gk = rev_leaf(r, i, k), x = ins->opnd[k], init = ins->opnd[n + k];
+        if (gk < 0 || (!rev_on(r, x) && !rev_on(r, init)))
+            continue;
+        IrShape xs = *gb_shape(b, x);
+        int64_t kept[IR_MAX_RANK];
+        int32_t nk = others(xs.rank, &ins->a.dimensions, NULL, kept);
+        int32_t idx = -1;
+        int32_t kind = grad_reduce_kind(b, ins, k, &idx);
+        if (kind == GRAD_ROTHER)
+            return rev_no_rule(r, i, "an output of a variadic reduce must be a sum (add(acc, x)) or a "
+                                     "selection (select(p, acc, x)) of its own operand");
+        gk = gb_convert(b, gk, xs.type);
+        if (kind == GRAD_RSUM) {
+            if (rev_on(r, init))
+                rev_acc(r, init, 0, gb_sum_all(b, gk));
+            if (rev_on(r, x))
+                rev_acc(r, x, 0, gb_bcast(b, gk, xs.type, xs.rank, xs.dims, nk, kept));
+            continue;
+        }
+        /* The chosen element gets g; init gets it where nothing was chosen. */
+        if (rev_on(r, x)) {
+            int32_t at = gb_cmp(b, grad_linear_iota(b, &xs), gb_bcast(b, idx, IR_S32, xs.rank, xs.dims, nk, kept),
+                                CMP_EQ);
+            rev_acc(r, x, 0, gb_select(b, at, gb_bcast(b, gk, xs.type, xs.rank, xs.dims, nk, kept),
+                                       gb_full_like(b, x, 0)));
+        }
+        if (rev_on(r, init)) {
+            int32_t none = gb_cmp(b, idx, gb_full_like(b, idx, -1), CMP_EQ);
+            rev_acc(r, init, 0, gb_sum_all(b, gb_select(b, none, gk, gb_full_like(b, gk, 0))));
+        }
+    }
+    return r->g->d->status;
+}
+
 static IrStatus rule_reduce(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
-    if (ins->nopnd != 2)
-        return rev_no_rule(r, i, "a reduce of several operands (argmax) has none; reduce one operand");
     int32_t x = ins->opnd[0], init = ins->opnd[1];
     IrShape xs = *gb_shape(b, x);
     int64_t kept[IR_MAX_RANK];
@@ -649,6 +782,10 @@ IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins)
     case OP_SORT: return rule_sort(r, i, ins);
     case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
         return rule_batch_norm(r, i, ins);
+    case OP_REDUCE:
+        if (ins->nopnd != 2)
+            return rule_reduce_variadic(r, i, ins);
+        break;
     default: break;
     }
     if (g < 0)

@@ -265,7 +265,9 @@ cat >"$WORK/fft.hlo" <<'HLO'
 HloModule nofft
 
 ENTRY main {
-  x = c64[8] parameter(0)
+  x0 = f32[8] parameter(0)
+  y0 = f32[8] broadcast(f32[] constant(0)), dimensions={}
+  x = c64[8] complex(x0, y0)
   f = c64[8] fft(x), fft_type=FFT, fft_length={8}
   r = f32[8] real(f)
   ROOT s = f32[] reduce(r, f32[] constant(0)), dimensions={0}, to_apply={ a = f32[] parameter(0) b = f32[] parameter(1) ROOT c = f32[] add(a, b) }
@@ -280,6 +282,10 @@ ENTRY main {
   ROOT d = f32[] reduce(c, f32[] constant(0)), dimensions={0}, to_apply={ a = f32[] parameter(0) b = f32[] parameter(1) ROOT c = f32[] add(a, b) }
 }
 HLO
+expect_status 2 "$TESSEL" grad "$WORK/fft.hlo"
+expect_in "$ERR" "fft.hlo:8:3: error: grad: no gradient rule for real (instruction r): complex values are not differentiated"
+expect_status 2 "$TESSEL" grad "$WORK/fft.hlo" --jvp
+expect_in "$ERR" "fft.hlo:6:3: error: grad: no forward-mode (jvp) rule for complex (instruction x): complex values are not differentiated"
 expect_status 2 "$TESSEL" grad "$WORK/rng.hlo" -o "$WORK/never.hlo"
 expect_in "$ERR" "rng.hlo:5:3: error: grad: no gradient rule for custom-call (instruction c)"
 [ ! -e "$WORK/never.hlo" ] || fail "a failed grad wrote its output"
