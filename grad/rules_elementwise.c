@@ -113,6 +113,8 @@ static IrStatus rule_binary(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     case OP_ADD: gx = g; gy = g; break;
     case OP_SUBTRACT: gx = g; gy = wy ? gb_un(b, OP_NEGATE, g) : -1; break;
     case OP_MULTIPLY:                                  /* d(xy) = y dx + x dy */
+        if (x == y && wx) /* d(x^2) = 2 x dx, one term */
+            return rev_acc(r, x, 0, mul(b, gb_scale(b, g, 2), x));
         gx = wx ? mul(b, g, y) : -1;
         gy = wy ? mul(b, g, x) : -1;
         break;

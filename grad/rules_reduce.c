@@ -452,20 +452,33 @@ static int32_t dot_adjoint(GB *b, int32_t g, int32_t me, int32_t other, const Ir
         gbatch[k] = k;
     for (int32_t k = 0; k < nof; k++)
         gcon[k] = me_first ? nb + nmf + k : nb + k;
-    IrAttrs a = {0};
-    a.dot.lhs_batch = gb_ilist(b->g, nb, gbatch);
-    a.dot.rhs_batch = *ob;
-    a.dot.lhs_contracting = gb_ilist(b->g, nof, gcon);
-    a.dot.rhs_contracting = gb_ilist(b->g, nof, ofree);
-    int32_t o[2] = {gb_convert(b, g, os.type), other};
-    int32_t d = gb_emit(b, OP_DOT, NULL, 2, o, &a, 0, NULL);
-    int64_t perm[IR_MAX_RANK];
+    int64_t perm[IR_MAX_RANK], perm2[IR_MAX_RANK];
+    bool id2 = true;
     for (int32_t k = 0; k < nb; k++)
-        perm[mb->v[k]] = k;
-    for (int32_t k = 0; k < nmf; k++)
+        perm[mb->v[k]] = perm2[mb->v[k]] = k;
+    for (int32_t k = 0; k < nmf; k++) {
         perm[mfree[k]] = nb + k;
-    for (int32_t k = 0; k < mc->n; k++)
+        perm2[mfree[k]] = nb + mc->n + k;
+    }
+    for (int32_t k = 0; k < mc->n; k++) {
         perm[mc->v[k]] = nb + nmf + rank_in(oc, oc->v[k]);
+        perm2[mc->v[k]] = nb + rank_in(oc, oc->v[k]);
+    }
+    for (int32_t k = 0; k < ms.rank; k++)
+        id2 &= perm2[k] == k;
+    /* dot(other, g) gives [batch, other's contracting dims, my free dims]:
+     * when that is my order already (x^T g for a weight), no transpose. */
+    IrAttrs a = {0};
+    IrI64List gb_ = gb_ilist(b->g, nb, gbatch), gc_ = gb_ilist(b->g, nof, gcon), of_ = gb_ilist(b->g, nof, ofree);
+    a.dot.lhs_batch = id2 ? *ob : gb_;
+    a.dot.rhs_batch = id2 ? gb_ : *ob;
+    a.dot.lhs_contracting = id2 ? of_ : gc_;
+    a.dot.rhs_contracting = id2 ? gc_ : of_;
+    int32_t gg = gb_convert(b, g, os.type);
+    int32_t o[2] = {id2 ? other : gg, id2 ? gg : other};
+    int32_t d = gb_emit(b, OP_DOT, NULL, 2, o, &a, 0, NULL);
+    if (id2)
+        return d;
     return gb_transpose(b, d, perm);
 }
 

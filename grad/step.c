@@ -156,12 +156,14 @@ static IrStatus find_loss(const IrModule *m, const IrComputation *e, const char 
     return IR_OK;
 }
 
-/* Give instruction v the sharding `s` (a copy when v already has one). */
-static int32_t with_sharding(GB *b, int32_t v, const IrSharding *s)
+/* Give instruction v the sharding `s`: v itself when the transform made it
+ * (index n0 on) and it has none, else a copy (a forward value keeps its
+ * own). */
+static int32_t with_sharding(GB *b, int32_t v, const IrSharding *s, int32_t n0)
 {
     if (v < 0 || !s)
         return v;
-    int32_t c = gb_un(b, OP_COPY, v);
+    int32_t c = v >= n0 && !b->c->instr[v].sharding && b->c->instr[v].op != OP_PARAMETER ? v : gb_un(b, OP_COPY, v);
     if (c < 0)
         return -1;
     IrSharding *cs = ir_alloc(b->g->m->arena, sizeof *cs);
@@ -253,6 +255,7 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
     for (int32_t k = 0; k < nw; k++)
         src_i[k] = e->param[wrt[k]];
     Rev r = {0};
+    int32_t n_fwd = e->ninstr;
     if (seed[leaf] >= 0 && rev_run(&r, g, m->entry, nw, src_i, root, seed) == IR_OK) {
         int32_t n = forward_outputs(&b, root, outs);
         Adam A = {-1, -1};
@@ -277,7 +280,7 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
                 adam(&b, &A, p, gr, mm, vv, o->adam, u);
                 for (int32_t j = 0; j < 3; j++) {
                     add_alias(g, n, j == 0 ? wrt[k] : np + 2 * k + j - 1);
-                    outs[n++] = with_sharding(&b, u[j], sh);
+                    outs[n++] = with_sharding(&b, u[j], sh, n_fwd);
                 }
                 continue;
             }
@@ -285,7 +288,7 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
                 add_alias(g, n, wrt[k]);
                 gr = sgd(&b, p, gr, o->sgd);
             }
-            outs[n++] = with_sharding(&b, gr, sh);
+            outs[n++] = with_sharding(&b, gr, sh, n_fwd);
         }
         if (o->adam > 0) {
             add_alias(g, n, np + 2 * nw);
