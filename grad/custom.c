@@ -48,7 +48,7 @@ static bool same_shape(const IrShape *a, const IrShape *b)
 /* The computation named by key on ins, its parameters checked against
  * shapes[0..np), or -1 (an error recorded). */
 static int32_t custom_comp(Grad *g, const IrComputation *c, const IrInstr *ins, const char *key, int32_t np,
-                           const IrShape *shapes)
+                           const IrShape *shapes, const char *takes)
 {
     const char *name = grad_custom_name(ins, key);
     int32_t ci = ir_find_computation(g->m, name);
@@ -58,9 +58,7 @@ static int32_t custom_comp(Grad *g, const IrComputation *c, const IrInstr *ins, 
     if (cc == c)
         return bad_sig(g, ins, key, name, "it is the computation the instruction is in"), -1;
     if (cc->nparam != np)
-        return bad_sig(g, ins, key, name, key[7] == 'g' ? "it must take the operands, the result and its adjoint"
-                                                        : "it must take the operands, the result and the tangents"),
-               -1;
+        return bad_sig(g, ins, key, name, takes), -1;
     for (int32_t k = 0; k < np; k++)
         if (!same_shape(&cc->instr[cc->param[k]].shape, &shapes[k]))
             return bad_sig(g, ins, key, name, "a parameter's shape differs from the value it is given"), -1;
@@ -81,7 +79,8 @@ IrStatus rev_custom(Rev *r, int32_t i, const IrInstr *ins)
         o[k] = ins->opnd[k];
     }
     sh[n] = sh[n + 1] = ins->shape;
-    int32_t ci = custom_comp(g, b->c, ins, "tessel_gradient", n + 2, sh);
+    int32_t ci = custom_comp(g, b->c, ins, "tessel_gradient", n + 2, sh,
+                             "it must take the operands, the result and its adjoint");
     if (ci < 0)
         return g->d->status;
     const IrComputation *cc = g->m->comp[ci];
@@ -123,7 +122,8 @@ int32_t fwd_custom(Grad *g, GB *b, const IrInstr *ins, int32_t self, const int32
     }
     sh[n] = ins->shape;
     o[n] = self;
-    int32_t ci = custom_comp(g, b->c, ins, "tessel_tangent", 2 * n + 1, sh);
+    int32_t ci = custom_comp(g, b->c, ins, "tessel_tangent", 2 * n + 1, sh,
+                             "it must take the operands, the result and the tangents");
     if (ci < 0)
         return -1;
     const IrComputation *cc = g->m->comp[ci];

@@ -195,7 +195,6 @@ static IrStatus fwd_clamp(Fwd *f, int32_t i, const IrInstr *ins)
     if (shi)
         thi = gb_bcast_like(b, thi, x);
     int32_t above = gb_cmp(b, x, hib, CMP_GT), below = gb_cmp(b, x, lob, CMP_LT);
-    (void)i;
     return set_tan(f, i, gb_select(b, above, thi, gb_select(b, below, tlo, tx)));
 }
 
@@ -434,8 +433,9 @@ static IrStatus fwd_window(Fwd *f, int32_t i, const IrInstr *ins)
 }
 
 /* A comparator over n pairs of scalars of types t[0..n) whose root is
- * src's root over the first m pairs (the others ignored). */
-static int32_t ignore_comp(Grad *g, int32_t src, int32_t m, int32_t n, const IrType *t)
+ * src's root over the first pairs, as many as src takes (the others
+ * ignored). */
+static int32_t ignore_comp(Grad *g, int32_t src, int32_t n, const IrType *t)
 {
     int32_t ci = gb_new_comp(g, "grad_cmp");
     if (ci < 0)
@@ -446,7 +446,6 @@ static int32_t ignore_comp(Grad *g, int32_t src, int32_t m, int32_t n, const IrT
         IrShape s = {.type = t[k / 2]};
         p[k] = gb_parameter(&b, k, &s);
     }
-    (void)m;
     b.c->root = gb_inline(&b, src, p, NULL);
     return b.c->root < 0 ? -1 : ci;
 }
@@ -471,7 +470,7 @@ static IrStatus fwd_sort(Fwd *f, int32_t i, const IrInstr *ins)
             t[n + nt] = t[k];
             o[n + nt++] = tan_of(f, ins->opnd[k]);
         }
-    int32_t cmp = ignore_comp(f->g, ins->called[0], n, n + nt, t);
+    int32_t cmp = ignore_comp(f->g, ins->called[0], n + nt, t);
     if (cmp < 0)
         return f->g->d->status;
     IrAttrs sa = ins->a;

@@ -73,6 +73,12 @@ for n in 2 4 8; do
         expect_status 0 "$TESSEL" run "$g" --reference --random-inputs 4 --output-dir "$WORK/ref"
         expect_status 0 "$TESSEL" run "$g" --random-inputs 4 --output-dir "$WORK/got"
         same "$WORK/ref" "$WORK/got" "$name on $n devices"
+        # forward mode too: the tangent parameters carry the shardings
+        expect_status 0 "$TESSEL" grad "$m" --jvp -o "$WORK/$name.$n.jvp.hlo"
+        rm -rf "$WORK/ref" "$WORK/got"
+        expect_status 0 "$TESSEL" run "$WORK/$name.$n.jvp.hlo" --reference --random-inputs 4 --output-dir "$WORK/ref"
+        expect_status 0 "$TESSEL" run "$WORK/$name.$n.jvp.hlo" --random-inputs 4 --output-dir "$WORK/got"
+        same "$WORK/ref" "$WORK/got" "$name --jvp on $n devices"
     done
 done
 # The Megatron weight gradients keep the weights' shardings.
