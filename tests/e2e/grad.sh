@@ -90,6 +90,11 @@ rm -rf "$WORK/ref" "$WORK/got"
 expect_status 0 "$TESSEL" run "$WORK/meg.grad.hlo" --reference --random-inputs 6 --output-dir "$WORK/ref"
 expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/meg.grad.hlo" --random-inputs 6 --output-dir "$WORK/got"
 same "$WORK/ref" "$WORK/got" "Megatron MLP gradients under mpirun -np 2"
+expect_status 0 "$TESSEL" grad "$m" --jvp --wrt w1,w2 -o "$WORK/meg.jvp.hlo"
+rm -rf "$WORK/ref" "$WORK/got"
+expect_status 0 "$TESSEL" run "$WORK/meg.jvp.hlo" --reference --random-inputs 6 --output-dir "$WORK/ref"
+expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/meg.jvp.hlo" --random-inputs 6 --output-dir "$WORK/got"
+same "$WORK/ref" "$WORK/got" "Megatron MLP tangents under mpirun -np 2"
 m=$(model_for dp_lsq 2)
 expect_status 0 "$TESSEL" grad "$m" -o "$WORK/dp.grad.hlo"
 rm -rf "$WORK/ref" "$WORK/got"
@@ -294,6 +299,14 @@ expect_in "$ERR" "fft.hlo:6:3: error: grad: no forward-mode (jvp) rule for compl
 expect_status 2 "$TESSEL" grad "$WORK/rng.hlo" -o "$WORK/never.hlo"
 expect_in "$ERR" "rng.hlo:5:3: error: grad: no gradient rule for custom-call (instruction c)"
 [ ! -e "$WORK/never.hlo" ] || fail "a failed grad wrote its output"
+# A custom-call without a rule gets one from its attribute (its gradient
+# module is written and verified; running it needs the target).
+sed -e 's/custom_call_target="my_op"/custom_call_target="my_op", frontend_attributes={tessel_gradient="pass"}/' \
+    -e 's/^ENTRY main {/pass {\n  x = f32[4] parameter(0)\n  y = f32[4] parameter(1)\n  ROOT g = f32[4] parameter(2)\n}\n\nENTRY main {/' \
+    "$WORK/rng.hlo" >"$WORK/cc.hlo"
+expect_status 0 "$TESSEL" grad "$WORK/cc.hlo" -o "$WORK/cc.grad.hlo"
+expect_in "$WORK/cc.grad.hlo" "to_apply=pass"
+expect_status 0 "$TESSEL" check "$WORK/cc.grad.hlo"
 expect_status 2 "$TESSEL" grad "$WORK/rng.hlo" --jvp -o "$WORK/never.hlo"
 expect_in "$ERR" "rng.hlo:5:3: error: grad: no forward-mode (jvp) rule for custom-call (instruction c)"
 [ ! -e "$WORK/never.hlo" ] || fail "a failed grad --jvp wrote its output"
