@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # grad.sh: `tessel grad` end to end (issue 15): the numerical gradient
-# checker over tests/models/grad/*.hlo (gradcheck.py), NumPy-derived
-# gradients of an MLP and a softmax cross entropy, gradient modules of
-# sharded models partitioned on 2..8 devices and under mpirun against the
-# reference run, SGD training steps with --steps, and the errors.
+# checker over tests/models/grad/*.hlo (gradcheck.py), in reverse and in
+# forward mode (--jvp), NumPy-derived gradients of an MLP and a softmax
+# cross entropy, gradient (and jvp) modules of sharded models partitioned
+# on 2..8 devices and under mpirun against the reference run, the plans'
+# collectives and shardings, SGD training steps with --steps and the loss
+# per step, a loop counted at run time past its bound, custom gradients
+# (tessel_gradient), and the errors.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
