@@ -21,8 +21,8 @@
  *       data) the trips are counted at run time and N is a bound:
  *       frontend_attributes={tessel_max_trips="B"} on the while, or
  *       GRAD_MAX_TRIPS. The saving loop stops when the stack is full; a
- *       loop that would have run longer gets a NaN gradient (never a
- *       silently wrong one). The forward loop runs twice (once as written
+ *       loop that would have run longer (a bound too small, a wrong
+ *       known_trip_count) gets a NaN gradient, never a silently wrong one. The forward loop runs twice (once as written
  *       for the outputs, once with the stack).
  */
 #include "grad.h"
@@ -399,7 +399,7 @@ static int64_t max_trips(Rev *r, int32_t i, const IrInstr *w)
     return n;
 }
 
-/* A loop counted at run time stops saving when its stack is full; if its
+/* The saving loop stops when its stack is full; if its
  * condition still held then (it would have run more trips than the bound)
  * every floating leaf of the adjoint becomes NaN, so the gradient is
  * never silently wrong. */
@@ -479,9 +479,9 @@ static IrStatus rule_while(Rev *r, int32_t i, const IrInstr *w)
     int32_t binit = gb_tuple(b, L.nl + 2, e);
     int32_t bw = gb_emit(b, OP_WHILE, NULL, 1, &binit, NULL, 2, bcalled);
     ts_free(e);
-    int32_t adj = gb_gte(b, bw, 0);
-    if (!known)
-        adj = nan_if_overflow(b, w, &L, fw, adj);
+    /* Also when the count was known: a known_trip_count that is wrong
+     * gives NaN, not a gradient of fewer trips. */
+    int32_t adj = nan_if_overflow(b, w, &L, fw, gb_gte(b, bw, 0));
     acc_value(r, w->opnd[0], adj);
     return g->d->status;
 }

@@ -215,6 +215,17 @@ assert np.all(np.isnan(a)) and np.all(np.isfinite(b)), (a, b)
 assert np.load('$WORK/wd2/output_0.npy') == np.load('$WORK/wd64/output_0.npy')
 print('ok a loop past its tessel_max_trips bound gets NaN gradients')
 " || fail "the overflowing loop's gradient is not NaN"
+# A known_trip_count that is wrong (2; the loop runs more) gives NaN too.
+sed 's/, frontend_attributes={tessel_max_trips="64"}/, backend_config={"known_trip_count":{"n":"2"}}/' \
+    "$M/while_data.hlo" >"$WORK/wdk.hlo"
+expect_status 0 "$TESSEL" grad "$WORK/wdk.hlo" -o "$WORK/wdk.grad.hlo"
+rm -rf "$WORK/wdk"
+expect_status 0 "$TESSEL" run "$WORK/wdk.grad.hlo" --reference --input "0=$WORK/wd_x.npy" --input "1=$WORK/wd_w.npy" --output-dir "$WORK/wdk"
+"$PY" -c "
+import numpy as np
+assert np.all(np.isnan(np.load('$WORK/wdk/output_1.npy')))
+print('ok a wrong known_trip_count gets NaN gradients')
+" || fail "a wrong known_trip_count's gradient is not NaN"
 sed 's/tessel_max_trips="64"/tessel_max_trips="0"/' "$M/while_data.hlo" >"$WORK/wd0.hlo"
 expect_status 2 "$TESSEL" grad "$WORK/wd0.hlo"
 expect_in "$ERR" "tessel_max_trips must be a number of trips from 1 to 2^30"
