@@ -559,7 +559,7 @@ static int32_t group_kernel(GB *b, int32_t k, const IrConvDnums *cd, int64_t G, 
  * B x I, group-major) as x's shape [B x Nb, I]: features and batch to the
  * front, split, the groups swapped in front of the batch, merged, and put
  * back in x's order. */
-static int32_t batch_groups_back(GB *b, int32_t d, const IrConvDnums *cd, int64_t B, const IrShape *xs)
+static int32_t batch_groups_back(GB *b, int32_t d, const IrConvDnums *cd, int64_t B)
 {
     IrShape ds = *gb_shape(b, d);
     int32_t rank = ds.rank, nr = 0;
@@ -593,7 +593,6 @@ static int32_t batch_groups_back(GB *b, int32_t d, const IrConvDnums *cd, int64_
     perm[cd->in_feature] = 1;
     for (int32_t k = 0; k < nr; k++)
         perm[rest[k]] = 2 + k;
-    (void)xs;
     return gb_transpose(b, t, perm);
 }
 
@@ -664,7 +663,7 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         int32_t rk = gb_emit(b, OP_REVERSE, NULL, 1, &kk, &ra, 0, NULL);
         int32_t dx;
         if (conv_emit(b, &dx, gx, rk, &nd, wi, ns, GG, 1) == IR_OK)
-            rev_acc(r, x, 0, B > 1 ? batch_groups_back(b, dx, cd, B, &xs) : dx);
+            rev_acc(r, x, 0, B > 1 ? batch_groups_back(b, dx, cd, B) : dx);
     }
     if (rev_on(r, k)) {
         IrConvDnums nd = {.present = true, .in_batch = cd->in_feature, .in_feature = cd->in_batch,
