@@ -485,9 +485,37 @@ static IrStatus fwd_sort(Fwd *f, int32_t i, const IrInstr *ins)
  *   dm = mean dx;  dv = mean 2 (x - m)(dx - dm) = 2 mean((x - m) dx)
  *   dr = -r^3 dv / 2
  *   dy = (dx - dm) r s + (x - m) dr s + (x - m) r ds + do */
+/* batch-norm-inference(x, s, o, m, v), r = rsqrt(v + eps), c = x - m:
+ *   dy = (dx - dm) r s + c dr s + c r ds + do,  dr = -r^3 dv / 2 */
+static IrStatus fwd_batch_norm_inference(Fwd *f, int32_t i, const IrInstr *ins)
+{
+    GB *b = &f->b;
+    int32_t x = ins->opnd[0], s = ins->opnd[1], m = ins->opnd[3], v = ins->opnd[4];
+    IrShape xs = *gb_shape(b, x);
+    int64_t fd[1] = {ins->a.feature_index};
+#define BC(u) gb_bcast(b, (u), xs.type, xs.rank, xs.dims, 1, fd)
+    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, v, gb_full_like(b, v, ins->a.epsilon)));
+    int32_t c = gb_bin(b, OP_SUBTRACT, x, BC(m));
+    int32_t d = gb_bin(b, OP_SUBTRACT, tan_z(f, x), BC(tan_z(f, m)));
+    int32_t t = gb_bin(b, OP_MULTIPLY, d, BC(gb_bin(b, OP_MULTIPLY, rr, s)));
+    if (tan_of(f, v) >= 0) {
+        int32_t r3 = gb_bin(b, OP_MULTIPLY, rr, gb_bin(b, OP_MULTIPLY, rr, rr));
+        int32_t dr = gb_bin(b, OP_MULTIPLY, gb_scale(b, r3, -0.5), tan_of(f, v));
+        t = gb_bin(b, OP_ADD, t, gb_bin(b, OP_MULTIPLY, c, BC(gb_bin(b, OP_MULTIPLY, dr, s))));
+    }
+    if (tan_of(f, s) >= 0)
+        t = gb_bin(b, OP_ADD, t, gb_bin(b, OP_MULTIPLY, c, BC(gb_bin(b, OP_MULTIPLY, rr, tan_of(f, s)))));
+    if (tan_of(f, ins->opnd[2]) >= 0)
+        t = gb_bin(b, OP_ADD, t, BC(tan_of(f, ins->opnd[2])));
+#undef BC
+    return set_tan(f, i, t);
+}
+
 static IrStatus fwd_batch_norm(Fwd *f, int32_t i, const IrInstr *ins)
 {
     GB *b = &f->b;
+    if (ins->op == OP_BATCH_NORM_INFERENCE)
+        return fwd_batch_norm_inference(f, i, ins);
     if (ins->op != OP_BATCH_NORM_TRAINING)
         return no_rule(f, i, NULL);
     int32_t x = ins->opnd[0], s = ins->opnd[1];

@@ -30,6 +30,8 @@
  *                    operands again with an iota, then sort (perm, g) by perm
  *   batch-norm-training  batch-norm-grad for the normalised output, plus
  *                    the terms of the mean and variance outputs when used
+ *   batch-norm-inference  the derivative of (x - m) rsqrt(v + eps) s + o in
+ *                    each operand
  */
 #include "grad.h"
 
@@ -752,9 +754,47 @@ static IrStatus rule_sort(Rev *r, int32_t i, const IrInstr *ins)
  * g_mean / N to every x of its feature; the variance output adds
  * g_var * 2 (x - mean) / N (the mean's own change cancels: its terms sum
  * to zero). */
+/* batch-norm-inference(x, s, o, m, v): with r = rsqrt(v + eps) and
+ * c = x - m per feature, y = c r s + o, so (sums over the non-feature
+ * dimensions) dx = g r s, ds = sum(g c) r, do = sum(g), dm = -sum(g) r s,
+ * dv = sum(g c) s dr/dv with dr/dv = -r^3 / 2. */
+static IrStatus rule_batch_norm_inference(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    int32_t g = rev_leaf(r, i, 0);
+    int32_t x = ins->opnd[0], s = ins->opnd[1], o = ins->opnd[2], m = ins->opnd[3], v = ins->opnd[4];
+    IrShape xs = *gb_shape(b, x);
+    int64_t f = ins->a.feature_index, fd[1] = {f}, red[IR_MAX_RANK];
+    int32_t nr = 0;
+    for (int32_t d = 0; d < xs.rank; d++)
+        if (d != f)
+            red[nr++] = d;
+    g = gb_convert(b, g, xs.type);
+    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, v, gb_full_like(b, v, ins->a.epsilon)));
+    int32_t rs = gb_bin(b, OP_MULTIPLY, rr, s);
+    int32_t c = gb_bin(b, OP_SUBTRACT, x, gb_bcast(b, m, xs.type, xs.rank, xs.dims, 1, fd));
+    int32_t sg = gb_sum(b, g, nr, red);
+    int32_t sgc = rev_on(r, s) || rev_on(r, v) ? gb_sum(b, gb_bin(b, OP_MULTIPLY, g, c), nr, red) : -1;
+    if (rev_on(r, x))
+        rev_acc(r, x, 0, gb_bin(b, OP_MULTIPLY, g, gb_bcast(b, rs, xs.type, xs.rank, xs.dims, 1, fd)));
+    if (rev_on(r, s))
+        rev_acc(r, s, 0, gb_bin(b, OP_MULTIPLY, sgc, rr));
+    if (rev_on(r, o))
+        rev_acc(r, o, 0, sg);
+    if (rev_on(r, m))
+        rev_acc(r, m, 0, gb_un(b, OP_NEGATE, gb_bin(b, OP_MULTIPLY, sg, rs)));
+    if (rev_on(r, v)) {
+        int32_t r3 = gb_bin(b, OP_MULTIPLY, rr, gb_bin(b, OP_MULTIPLY, rr, rr));
+        rev_acc(r, v, 0, gb_bin(b, OP_MULTIPLY, gb_bin(b, OP_MULTIPLY, sgc, s), gb_scale(b, r3, -0.5)));
+    }
+    return r->g->d->status;
+}
+
 static IrStatus rule_batch_norm(Rev *r, int32_t i, const IrInstr *ins)
 {
     GB *b = &r->b;
+    if (ins->op == OP_BATCH_NORM_INFERENCE)
+        return rev_leaf(r, i, 0) >= 0 ? rule_batch_norm_inference(r, i, ins) : IR_OK;
     if (ins->op != OP_BATCH_NORM_TRAINING)
         return rev_no_rule(r, i, NULL);
     int32_t x = ins->opnd[0], scale = ins->opnd[1], offset = ins->opnd[2];
