@@ -4,7 +4,7 @@ the same run (python3, stdlib only). bench/run calls it once per benchmark:
 
     driver.py NAME [--quick] [--bin build/release]
 
-NAME is mlp, allreduce, elementwise, compile, memory or parse (dot is the C
+NAME is mlp, train, allreduce, elementwise, compile, memory or parse (dot is the C
 program dot_bench). Every benchmark alternates tessel and its baseline
 (A B A B ...), one warm-up pair then at least 5 timed pairs, takes medians,
 (mlp and allreduce: each process runs 4 steps, `tessel run --steps 4`
@@ -121,6 +121,24 @@ def bench_mlp(o):
     return ("tessel %.2f ms a step (collectives %.2f) mpi+blas %.2f ms a step (first %.2f, warm %.2f) "
             "(x[%d,%d] W1[%d,%d], 2 ranks, %d steps a process, median of %d) ratio %.2f"
             % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, b, d, d, f, STEPS, REPS, t / bt))
+
+
+LR = "1e-6"  # the train benchmark's SGD step (small: the weights stay in tanh's range)
+
+
+def bench_train(o):
+    """One SGD step of the Megatron MLP with loss sum(y^2)/2: `tessel grad
+    --wrt w1,w2 --sgd LR` of gen.py train writes it (forward, backward,
+    update, the weights aliased so --steps carries them), against
+    train_base.c doing the same by hand."""
+    b, d, f = (512, 1024, 4096) if not o["quick"] else (128, 512, 512)
+    fwd = gen("train", [b, d, f], os.path.join(o["work"], "train_%d_%d_%d.hlo" % (b, d, f)))
+    step = os.path.join(o["work"], "train_step_%d_%d_%d.hlo" % (b, d, f))
+    run([o["tessel"], "grad", fwd, "--wrt", "w1,w2", "--sgd", LR, "-o", step])
+    t, tc, bt, bc, bw = mpi_pair(o, "train", step, [o["base"] + "train_base", str(b), str(d), str(f), "7", LR])
+    return ("tessel %.2f ms a step (collectives %.2f) mpi+blas %.2f ms a step (first %.2f, warm %.2f) "
+            "(x[%d,%d] W1[%d,%d], forward + backward + SGD, 2 ranks, %d steps a process, median of %d) "
+            "ratio %.2f" % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, b, d, d, f, STEPS, REPS, t / bt))
 
 
 def bench_allreduce(o):
@@ -327,7 +345,7 @@ def bench_parse_wild(o):
             % (mw, files[0][1] / 1e6, mt, files[1][1] / 1e6, REPS, mw / mt))
 
 
-BENCHES = {"mlp": bench_mlp, "allreduce": bench_allreduce, "elementwise": bench_elementwise,
+BENCHES = {"mlp": bench_mlp, "train": bench_train, "allreduce": bench_allreduce, "elementwise": bench_elementwise,
            "compile": bench_compile, "memory": bench_memory, "parse": bench_parse,
            "parse-wild": bench_parse_wild}
 

@@ -7,6 +7,9 @@
     gen.py mlp B D F OUT            one Megatron MLP step: x[B,D] replicated,
                                     W1[D,F] column-sharded, tanh, W2[F,D]
                                     row-sharded, replicated result
+    gen.py train B D F OUT          the mlp with a loss, sum(y^2) / 2, as its
+                                    root: `tessel grad --sgd` makes the
+                                    training step of the `train` benchmark
     gen.py allreduce N OUT          an explicit all-reduce over 2 partitions
                                     of a replicated f32[N]
     gen.py memory N OUT             a sum over an f32[N] input sharded over
@@ -118,6 +121,31 @@ ENTRY main {
 """ % {"b": b, "d": d, "f": f}
 
 
+def train(b, d, f):
+    return """HloModule train_bench, num_partitions=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[%(b)d,%(d)d] parameter(0), sharding={replicated}
+  w1 = f32[%(d)d,%(f)d] parameter(1), sharding={devices=[1,2]0,1}
+  w2 = f32[%(f)d,%(d)d] parameter(2), sharding={devices=[2,1]0,1}
+  h = f32[%(b)d,%(f)d] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = f32[%(b)d,%(f)d] tanh(h)
+  y = f32[%(b)d,%(d)d] dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+  sq = f32[%(b)d,%(d)d] multiply(y, y)
+  z = f32[] constant(0)
+  s = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add
+  half = f32[] constant(0.5)
+  ROOT l = f32[] multiply(s, half)
+}
+""" % {"b": b, "d": d, "f": f}
+
+
 def allreduce(n):
     return """HloModule allreduce_bench, num_partitions=2
 
@@ -170,7 +198,7 @@ ENTRY main {
 
 
 def main(argv):
-    kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "allreduce": (allreduce, 1),
+    kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "allreduce": (allreduce, 1),
              "memory": (memory, 1), "elementwise": (elementwise, 1)}
     if len(argv) < 3 or argv[1] not in kinds or len(argv) != kinds[argv[1]][1] + 3:
         sys.stderr.write(__doc__)

@@ -429,3 +429,20 @@ int32_t gb_inline(GB *b, int32_t src, const int32_t *args, int32_t *map)
         ts_free(mine);
     return root;
 }
+
+/* Pairs (a, ta), (c, tc) -> the pair whose value wins compare(a, c, dir),
+ * a's when it holds (so GE keeps the first of equal maxima). */
+int32_t gb_pick_comp(Grad *g, IrType t, IrCmpDir dir)
+{
+    int32_t ci = gb_new_comp(g, "grad_pick");
+    if (ci < 0)
+        return -1;
+    GB b = {g, g->m->comp[ci]};
+    IrShape s = {.type = t};
+    int32_t a = gb_parameter(&b, 0, &s), ta = gb_parameter(&b, 1, &s);
+    int32_t c = gb_parameter(&b, 2, &s), tc = gb_parameter(&b, 3, &s);
+    int32_t win = gb_cmp(&b, a, c, dir);
+    int32_t e[2] = {gb_select(&b, win, a, c), gb_select(&b, win, ta, tc)};
+    b.c->root = gb_tuple(&b, 2, e);
+    return b.c->root < 0 ? -1 : ci;
+}

@@ -9,19 +9,25 @@
  *   conditional: a backward conditional on the same index; branch k takes
  *       (operand k, adjoint of the result), runs branch k again and returns
  *       the adjoints of every operand (zeros but for operand k)
- *   while: the loop's trip count N must be known when the gradient is
- *       written (a counter from a constant, compared with a constant,
- *       stepped by one; or known_trip_count in backend_config). A forward
- *       loop with a counter of its own saves the state before each
- *       iteration on a stack (an [N, ...] array per leaf, written at the
- *       trip count with dynamic-update-slice); a backward loop counts from
- *       N - 1 down to 0, reads the state of that iteration back and runs
- *       the body's backward pass (the body inlined and differentiated) on
- *       the adjoint of the state. The forward loop thus runs twice (once as
- *       written for the outputs, once with the stack).
+ *   while: a forward loop with a counter of its own saves the state
+ *       before each iteration on a stack (an [N, ...] array per leaf,
+ *       written at the counter with dynamic-update-slice) and counts its
+ *       trips; a backward loop counts from trips - 1 down to 0, reads the
+ *       state of that iteration back and runs the body's backward pass (the
+ *       body inlined and differentiated) on the adjoint of the state. N is
+ *       the trip count when it is known when the gradient is written (a
+ *       counter from a constant, compared with a constant, stepped by one;
+ *       or known_trip_count in backend_config); otherwise (a condition on
+ *       data) the trips are counted at run time and N is a bound:
+ *       frontend_attributes={tessel_max_trips="B"} on the while, or
+ *       GRAD_MAX_TRIPS. The saving loop stops when the stack is full; a
+ *       loop that would have run longer (a bound too small, a wrong
+ *       known_trip_count) gets a NaN gradient, never a silently wrong one. The forward loop runs twice (once as written
+ *       for the outputs, once with the stack).
  */
 #include "grad.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +286,7 @@ static void starts(GB *b, int32_t ctr, int32_t rank, int32_t *o)
 }
 
 typedef struct Loop {
+    int64_t N;           /* the stacks' length: the trip count or its bound */
     IrShape S;           /* the state's shape */
     int32_t nl;          /* its leaves */
     const IrShape **leaf;
@@ -323,7 +330,10 @@ static int32_t aug_loop(Grad *g, const IrInstr *w, const Loop *L, int32_t *cond_
     GB bc = {g, g->m->comp[cc]};
     int32_t Pc = gb_parameter(&bc, 0, &L->aug);
     int32_t sc = gb_gte(&bc, Pc, 0);
-    bc.c->root = gb_inline(&bc, w->called[0], &sc, NULL);
+    /* and ctr < the stack's length: a loop that would run longer stops
+     * here (rule_while turns its gradient into NaN). */
+    int32_t room = gb_cmp(&bc, gb_gte(&bc, Pc, 1), gb_const(&bc, IR_S32, (double)L->N), CMP_LT);
+    bc.c->root = gb_bin(&bc, OP_AND, gb_inline(&bc, w->called[0], &sc, NULL), room);
     *cond_out = cc;
     return g->d->status == IR_OK ? ci : -1;
 }
@@ -374,15 +384,58 @@ static int32_t bw_loop(Grad *g, const IrInstr *w, const Loop *L, int32_t *cond_o
     return g->d->status == IR_OK ? ci : -1;
 }
 
+/* The stack length of a loop whose trip count is only known at run time:
+ * frontend_attributes={tessel_max_trips="B"} on the while, else
+ * GRAD_MAX_TRIPS; -1 with an error for a bad value. */
+static int64_t max_trips(Rev *r, int32_t i, const IrInstr *w)
+{
+    const char *v = grad_custom_name(w, "tessel_max_trips");
+    if (!v)
+        return GRAD_MAX_TRIPS;
+    char *end;
+    long long n = strtoll(v, &end, 10);
+    if (*end || end == v || n < 1 || n > (1LL << 30))
+        return rev_no_rule(r, i, "tessel_max_trips must be a number of trips from 1 to 2^30"), -1;
+    return n;
+}
+
+/* The saving loop stops when its stack is full; if its
+ * condition still held then (it would have run more trips than the bound)
+ * every floating leaf of the adjoint becomes NaN, so the gradient is
+ * never silently wrong. */
+static int32_t nan_if_overflow(GB *b, const IrInstr *w, const Loop *L, int32_t fw, int32_t adj)
+{
+    int32_t st = gb_gte(b, fw, 0);
+    int32_t more = gb_inline(b, w->called[0], &st, NULL);
+    int32_t full = gb_cmp(b, gb_gte(b, fw, 1), gb_const(b, IR_S32, (double)L->N), CMP_GE);
+    int32_t over = gb_bin(b, OP_AND, more, full);
+    int32_t *lv = ts_malloc((size_t)(L->nl > 0 ? L->nl : 1) * sizeof(int32_t));
+    if (!lv)
+        return gb_oom(b->g), -1;
+    int32_t n = 0;
+    leaves_of(b, adj, &L->S, lv, &n);
+    for (int32_t l = 0; l < L->nl; l++) {
+        IrShape ls = *L->leaf[l];
+        if (!ir_type_is_float(ls.type))
+            continue;
+        int32_t p = ls.rank ? gb_bcast(b, over, IR_PRED, ls.rank, ls.dims, 0, NULL) : over;
+        lv[l] = gb_select(b, p, gb_full(b, &ls, NAN), lv[l]);
+    }
+    int32_t k = 0;
+    int32_t r = build_of(b, &L->S, lv, &k);
+    ts_free(lv);
+    return r;
+}
+
 static IrStatus rule_while(Rev *r, int32_t i, const IrInstr *w)
 {
     Grad *g = r->g;
     GB *b = &r->b;
     int64_t N;
-    if (!trip_count(g->m, r->b.c, w, &N))
-        return rev_no_rule(r, i, "its trip count is not known when the gradient is written (count from a "
-                                 "constant, compare with a constant, step by one; or known_trip_count)");
-    Loop L = {.S = w->shape};
+    bool known = trip_count(g->m, r->b.c, w, &N);
+    if (!known && (N = max_trips(r, i, w)) < 0)
+        return g->d->status;
+    Loop L = {.S = w->shape, .N = N > 0 ? N : 1};
     L.nl = ir_shape_leaf_count(&L.S);
     L.leaf = ir_alloc_array(g->m->arena, (size_t)(L.nl > 0 ? L.nl : 1), sizeof *L.leaf);
     L.stack = ir_alloc_array(g->m->arena, (size_t)L.nl + 2, sizeof(IrShape));
@@ -418,14 +471,18 @@ static IrStatus rule_while(Rev *r, int32_t i, const IrInstr *w)
     int32_t init = gb_tuple(b, L.nl + 2, e);
     int32_t fw = gb_emit(b, OP_WHILE, NULL, 1, &init, NULL, 2, fcalled);
     e[0] = rev_full(r, i);
-    e[1] = gb_const(b, IR_S32, (double)(N - 1));
+    /* The backward loop runs as many trips as the forward one counted. */
+    e[1] = gb_bin(b, OP_SUBTRACT, gb_gte(b, fw, 1), gb_const(b, IR_S32, 1));
     for (int32_t l = 0; l < L.nl; l++)
         e[2 + l] = gb_gte(b, fw, 2 + l);
     int32_t bcalled[2] = {bcnd, bb};
     int32_t binit = gb_tuple(b, L.nl + 2, e);
     int32_t bw = gb_emit(b, OP_WHILE, NULL, 1, &binit, NULL, 2, bcalled);
     ts_free(e);
-    acc_value(r, w->opnd[0], gb_gte(b, bw, 0));
+    /* Also when the count was known: a known_trip_count that is wrong
+     * gives NaN, not a gradient of fewer trips. */
+    int32_t adj = nan_if_overflow(b, w, &L, fw, gb_gte(b, bw, 0));
+    acc_value(r, w->opnd[0], adj);
     return g->d->status;
 }
 

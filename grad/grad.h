@@ -30,6 +30,10 @@
  *   rules_reduce.c      reduce, reduce-window, sort, dot, convolution,
  *                       batch-norm-training
  *   control.c           tuples, call, conditional, while
+ *   custom.c            custom gradients: frontend_attributes
+ *                       tessel_gradient / tessel_tangent name a computation
+ *   forward.c           forward mode (--jvp): the driver and a rule per
+ *                       op family, control flow included
  *   step.c              grad_module: options, SGD and Adam steps, aliases
  *
  * Depends on ir/ only.
@@ -38,6 +42,11 @@
 #define TESSEL_GRAD_H
 
 #include "../ir/ir.h"
+
+/* The stack length (trips) of a while loop whose trip count is only known
+ * at run time, unless the while says frontend_attributes=
+ * {tessel_max_trips="B"} (control.c). */
+#define GRAD_MAX_TRIPS 1024
 
 /* ------------------------------------------------------------------ */
 /* step.c: the entry point                                             */
@@ -128,6 +137,10 @@ int32_t gb_parameter(GB *b, int64_t number, const IrShape *shape);
 int32_t gb_sum_comp(Grad *g, IrType t);
 /* select-and-scatter's select computation `a >= b` of type t. */
 int32_t gb_ge_comp(Grad *g, IrType t);
+/* The reducer of a variadic reduce(-window) over (value, tangent) pairs
+ * that keeps the pair whose value wins compare(a, c, dir), a's when it
+ * holds: max pooling's jvp, select-and-scatter's source adjoint. */
+int32_t gb_pick_comp(Grad *g, IrType t, IrCmpDir dir);
 /* A new computation named from base; -1 on OOM (recorded). */
 int32_t gb_new_comp(Grad *g, const char *base);
 /* Zeros of any shape (tuples: a tuple of zeros). */
@@ -181,5 +194,53 @@ IrStatus rev_control(Rev *r, int32_t i, const IrInstr *ins);       /* control.c 
 /* Whether an op's floating result has derivative zero everywhere it is
  * defined (floor, sign, iota, rng): gradients stop there. */
 bool rev_is_constant_op(IrOpcode op);
+/* rules_elementwise.c, shared with forward mode: the derivative factor of
+ * unary op `op` at x (y = op(x)), -2 when it has none; and the share of an
+ * operand of maximum/minimum (1 where p, 0.5 where t, else 0). */
+int32_t grad_unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y);
+int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
+
+/* rules_reduce.c, shared with forward mode: an s32 array of shape s's
+ * dims holding each element's row-major index; and what output k of a
+ * variadic reduce is (see grad_reduce_kind there). */
+int32_t grad_linear_iota(GB *b, const IrShape *s);
+enum { GRAD_ROTHER, GRAD_RSUM, GRAD_RSELECT };
+int32_t grad_reduce_kind(GB *b, const IrInstr *ins, int32_t k, int32_t *idx);
+
+/* ------------------------------------------------------------------ */
+/* custom.c: custom gradients (frontend attributes)                    */
+/* ------------------------------------------------------------------ */
+
+/* The value of frontend attribute `key` of ins ("tessel_gradient",
+ * "tessel_tangent"), or NULL. */
+const char *grad_custom_name(const IrInstr *ins, const char *key);
+/* Reverse mode: call the tessel_gradient computation of instruction i. */
+IrStatus rev_custom(Rev *r, int32_t i, const IrInstr *ins);
+/* Forward mode: the call of ins's tessel_tangent computation (in b's
+ * computation) on its operands, self (the instruction) and the operands'
+ * tangents; -1 with an error recorded. */
+int32_t fwd_custom(Grad *g, GB *b, const IrInstr *ins, int32_t self, const int32_t *tangents);
+
+/* ------------------------------------------------------------------ */
+/* forward.c: forward mode (--jvp)                                     */
+/* ------------------------------------------------------------------ */
+
+/* The tangents of one computation, appended to it. */
+typedef struct Fwd {
+    Grad *g;
+    GB b;
+    int32_t n0;          /* instructions of the forward part */
+    int32_t *base;       /* leaf offset of each forward instruction (n0+1) */
+    int32_t *tan;        /* tangent instruction per leaf, -1: zero */
+} Fwd;
+
+/* The tangents of computation ci of g->m (its instructions so far are the
+ * forward part), given the tangents seed_tan[k] (a value of src[k]'s
+ * shape) of instructions src[0..nsrc); fwd_free releases them. */
+IrStatus fwd_run(Fwd *f, Grad *g, int32_t ci, int32_t nsrc, const int32_t *src, const int32_t *seed_tan);
+void fwd_free(Fwd *f);
+/* The tangent of forward instruction x as one value of x's shape (zeros
+ * where none; integer leaves zeros of their type; tuples rebuilt). */
+int32_t fwd_full(Fwd *f, int32_t x);
 
 #endif /* TESSEL_GRAD_H */

@@ -35,7 +35,9 @@ bool rev_is_constant_op(IrOpcode op)
     }
 }
 
-/* Does shape s have a floating leaf (a value a gradient can flow through)? */
+/* Does shape s have a floating leaf (a value a gradient can flow
+ * through)? Complex leaves count (so that a complex op the loss depends on
+ * is reached and refused by name, never a silent zero). */
 static bool has_float(const IrShape *s)
 {
     if (s->type == IR_TUPLE) {
@@ -44,7 +46,15 @@ static bool has_float(const IrShape *s)
                 return true;
         return false;
     }
-    return ir_type_is_float(s->type);
+    return ir_type_is_float(s->type) || ir_type_is_complex(s->type);
+}
+
+static bool has_complex(const IrShape *s)
+{
+    for (int32_t l = 0; l < ir_shape_leaf_count(s); l++)
+        if (ir_type_is_complex(ir_shape_leaf(s, l)->type))
+            return true;
+    return false;
 }
 
 bool rev_on(const Rev *r, int32_t x)
@@ -117,6 +127,13 @@ void rev_free(Rev *r)
 static IrStatus dispatch(Rev *r, int32_t i)
 {
     IrInstr ins = r->b.c->instr[i];
+    if (grad_custom_name(&ins, "tessel_gradient"))
+        return rev_custom(r, i, &ins);
+    bool cx = has_complex(&ins.shape);
+    for (int32_t k = 0; k < ins.nopnd && !cx; k++)
+        cx = has_complex(&r->b.c->instr[ins.opnd[k]].shape);
+    if (cx)
+        return rev_no_rule(r, i, "complex values are not differentiated");
     switch (ir_op_family(ins.op)) {
     case FAM_ELEMENTWISE: return rev_elementwise(r, i, &ins);
     case FAM_BROADCAST: case FAM_RESHAPE: case FAM_TRANSPOSE: case FAM_SLICE: case FAM_DYNAMIC_SLICE:
@@ -151,7 +168,8 @@ static void mark_dep(Rev *r, const int32_t *order, bool *dep, int32_t nsrc, cons
     for (int32_t k = 0; k < r->n0; k++) {
         int32_t i = order[k];
         const IrInstr *ins = &c->instr[i];
-        if (dep[i] || rev_is_constant_op(ins->op) || !has_float(&ins->shape))
+        bool custom = grad_custom_name(ins, "tessel_gradient") != NULL;
+        if (dep[i] || (rev_is_constant_op(ins->op) && !custom) || !has_float(&ins->shape))
             continue;
         for (int32_t o = 0; o < ins->nopnd; o++)
             dep[i] |= dep[ins->opnd[o]];

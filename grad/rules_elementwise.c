@@ -23,8 +23,8 @@ static int32_t mul(GB *b, int32_t g, int32_t v)
 }
 
 /* The derivative factor of unary op `op` at x (y = op(x)), or -2 when the
- * op has no rule. */
-static int32_t unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y)
+ * op has no rule (shared with forward mode, forward.c). */
+int32_t grad_unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y)
 {
     switch (op) {
     case OP_EXP: return y;                                                  /* e^x */
@@ -71,7 +71,7 @@ static int32_t unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y)
 
 /* 1 where p, 0.5 where t (a tie), else 0: the share of g of an operand of
  * maximum/minimum (p: it won strictly; t: it tied). */
-static int32_t share(GB *b, int32_t p, int32_t t, int32_t like)
+int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like)
 {
     int32_t one = gb_full_like(b, like, 1), half = gb_full_like(b, like, 0.5), zero = gb_full_like(b, like, 0);
     return gb_select(b, p, one, gb_select(b, t, half, zero));
@@ -113,6 +113,8 @@ static IrStatus rule_binary(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     case OP_ADD: gx = g; gy = g; break;
     case OP_SUBTRACT: gx = g; gy = wy ? gb_un(b, OP_NEGATE, g) : -1; break;
     case OP_MULTIPLY:                                  /* d(xy) = y dx + x dy */
+        if (x == y && wx) /* d(x^2) = 2 x dx, one term */
+            return rev_acc(r, x, 0, mul(b, gb_scale(b, g, 2), x));
         gx = wx ? mul(b, g, y) : -1;
         gy = wy ? mul(b, g, x) : -1;
         break;
@@ -137,8 +139,8 @@ static IrStatus rule_binary(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     case OP_MAXIMUM: case OP_MINIMUM: {
         IrCmpDir win = ins->op == OP_MAXIMUM ? CMP_GT : CMP_LT;
         int32_t tie = gb_cmp(b, x, y, CMP_EQ);
-        gx = wx ? mul(b, g, share(b, gb_cmp(b, x, y, win), tie, x)) : -1;
-        gy = wy ? mul(b, g, share(b, gb_cmp(b, y, x, win), tie, y)) : -1;
+        gx = wx ? mul(b, g, grad_tie_share(b, gb_cmp(b, x, y, win), tie, x)) : -1;
+        gy = wy ? mul(b, g, grad_tie_share(b, gb_cmp(b, y, x, win), tie, y)) : -1;
         break;
     }
     default: return rev_no_rule(r, i, NULL);
@@ -181,7 +183,7 @@ IrStatus rev_elementwise(Rev *r, int32_t i, const IrInstr *ins)
         return rule_binary(r, i, ins, g);
     if (ins->nopnd != 1)
         return rev_no_rule(r, i, NULL);
-    int32_t f = unary_factor(b, ins->op, ins->opnd[0], i);
+    int32_t f = grad_unary_factor(b, ins->op, ins->opnd[0], i);
     if (f == -2)
         return rev_no_rule(r, i, NULL);
     return rev_acc(r, ins->opnd[0], 0, mul(b, g, f));

@@ -4,12 +4,21 @@
  *   reduce add       every reduced element gets g (broadcast back)
  *   reduce max/min   the elements equal to the result share g evenly
  *                    (mask / count of the tied ones)
+ *   variadic reduce  per output: a sum of its operand (as reduce add), or
+ *                    a selection of one of its elements (argmax's value):
+ *                    g to the element chosen, found by the same reduce with
+ *                    a linear iota that follows the same choice
  *   reduce-window add  the transposed window: g dilated by the stride
  *                    (interior padding), padded by (window - 1 - pad_lo) in
  *                    front, then a window sum of stride 1 (the derivation
  *                    is above rule_window_add)
  *   reduce-window max  select-and-scatter: g goes to the first maximum of
  *                    each window (select a >= b), summed where windows meet
+ *   reduce-window with base dilation, max with window dilation, min: one
+ *                    window offset at a time (strided slices of the padded
+ *                    operand; ties share g), rule_window_offsets
+ *   select-and-scatter  the source gets g at the selected elements (a
+ *                    reduce-window over (operand, g) pairs)
  *   dot              dx = g . y contracted over y's free dimensions, and
  *                    transposed back to x's order; dy the same way
  *   convolution      the input gradient is a convolution of g with the
@@ -21,9 +30,12 @@
  *                    operands again with an iota, then sort (perm, g) by perm
  *   batch-norm-training  batch-norm-grad for the normalised output, plus
  *                    the terms of the mean and variance outputs when used
+ *   batch-norm-inference  the derivative of (x - m) rsqrt(v + eps) s + o in
+ *                    each operand
  */
 #include "grad.h"
 
+#include <math.h>
 #include <string.h>
 
 /* The dimensions of `rank` not in l, ascending. */
@@ -36,11 +48,140 @@ static int32_t others(int32_t rank, const IrI64List *l, const IrI64List *l2, int
     return n;
 }
 
+/* ---- variadic reduce ---- */
+
+int32_t grad_linear_iota(GB *b, const IrShape *s)
+{
+    int64_t n = ir_shape_elements(s);
+    IrShape is;
+    if (ir_shape_make(b->g->m->arena, &is, IR_S32, 1, &n) != IR_OK)
+        return gb_oom(b->g), -1;
+    IrAttrs a = {0};
+    a.iota_dimension = 0;
+    return gb_reshape(b, gb_emit(b, OP_IOTA, &is, 0, NULL, &a, 0, NULL), s->rank, s->dims);
+}
+
+/* Is instruction v of c parameter(p)? */
+static bool is_param(const IrComputation *c, int32_t v, int64_t p)
+{
+    return c->instr[v].op == OP_PARAMETER && c->instr[v].a.parameter_number == p;
+}
+
+/* Output k of a variadic reduce (n operands) whose reducer (acc_0..acc_n-1,
+ * in_0..in_n-1) -> (r_0..r_n-1) has
+ *   r_k = add(acc_k, in_k): GRAD_RSUM, a sum of operand k alone;
+ *   r_k = select(p, acc_k, in_k) or select(p, in_k, acc_k): GRAD_RSELECT,
+ *       one of operand k's elements (argmax's value). *idx receives the s32
+ *       array (of the output's shape) of the linear index in operand k of
+ *       the element chosen, -1 where init stayed: the same reduce with a
+ *       linear iota added whose reducer makes the same choice for it.
+ * Anything else: GRAD_ROTHER. */
+int32_t grad_reduce_kind(GB *b, const IrInstr *ins, int32_t k, int32_t *idx)
+{
+    Grad *g = b->g;
+    int32_t n = ins->nopnd / 2;
+    const IrComputation *c = g->m->comp[ins->called[0]];
+    const IrInstr *root = &c->instr[c->root];
+    if (root->op != OP_TUPLE || root->nopnd != n)
+        return GRAD_ROTHER;
+    const IrInstr *rk = &c->instr[root->opnd[k]];
+    if (rk->op == OP_ADD && ((is_param(c, rk->opnd[0], k) && is_param(c, rk->opnd[1], n + k)) ||
+                             (is_param(c, rk->opnd[1], k) && is_param(c, rk->opnd[0], n + k))))
+        return GRAD_RSUM;
+    if (rk->op != OP_SELECT)
+        return GRAD_ROTHER;
+    bool acc_first = is_param(c, rk->opnd[1], k) && is_param(c, rk->opnd[2], n + k);
+    if (!acc_first && !(is_param(c, rk->opnd[2], k) && is_param(c, rk->opnd[1], n + k)))
+        return GRAD_ROTHER;
+    if (!idx)
+        return GRAD_RSELECT;
+    /* The reducer with an index pair: (acc..., acc_idx, in..., in_idx). */
+    int32_t ci = gb_new_comp(g, "grad_argsel");
+    if (ci < 0)
+        return *idx = -1, GRAD_RSELECT;
+    GB rb = {g, g->m->comp[ci]};
+    int32_t p[2 * 64 + 2], map_n = c->ninstr;
+    int32_t *map = ts_malloc((size_t)(map_n > 0 ? map_n : 1) * sizeof(int32_t));
+    if (!map)
+        return gb_oom(g), *idx = -1, GRAD_RSELECT;
+    for (int32_t j = 0; j < 2 * n + 2; j++) {
+        int32_t src = j < n ? j : j == n ? -1 : j < 2 * n + 1 ? j - 1 : -1;
+        IrShape s = src >= 0 ? c->instr[c->param[src]].shape : (IrShape){.type = IR_S32};
+        p[j] = gb_parameter(&rb, j, &s);
+    }
+    int32_t args[2 * 64];
+    for (int32_t j = 0; j < 2 * n; j++)
+        args[j] = p[j < n ? j : j + 1];
+    int32_t rr = gb_inline(&rb, ins->called[0], args, map);
+    int32_t e[65];
+    if (rr >= 0) {
+        int32_t sel = map[root->opnd[k]];
+        int32_t pred = rb.c->instr[sel].opnd[0];
+        for (int32_t j = 0; j < n; j++)
+            e[j] = gb_gte(&rb, rr, j);
+        e[n] = acc_first ? gb_select(&rb, pred, p[n], p[2 * n + 1]) : gb_select(&rb, pred, p[2 * n + 1], p[n]);
+        rb.c->root = gb_tuple(&rb, n + 1, e);
+    }
+    ts_free(map);
+    int32_t o[2 * 64 + 2];
+    for (int32_t j = 0; j < n; j++) {
+        o[j] = ins->opnd[j];
+        o[n + 1 + j] = ins->opnd[n + j];
+    }
+    IrShape xs = *gb_shape(b, ins->opnd[k]);
+    o[n] = grad_linear_iota(b, &xs);
+    o[2 * n + 1] = gb_const(b, IR_S32, -1);
+    IrAttrs a = {0};
+    a.dimensions = ins->a.dimensions;
+    a.has_dimensions = true;
+    *idx = gb_gte(b, gb_emit(b, OP_REDUCE, NULL, 2 * n + 2, o, &a, 1, &ci), n);
+    return GRAD_RSELECT;
+}
+
+static IrStatus rule_reduce_variadic(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    int32_t n = ins->nopnd / 2;
+    if (n > 64)
+        return rev_no_rule(r, i, "a reduce of more than 64 operands");
+    for (int32_t k = 0; k < n; k++) {
+        int32_t gk = rev_leaf(r, i, k), x = ins->opnd[k], init = ins->opnd[n + k];
+        if (gk < 0 || (!rev_on(r, x) && !rev_on(r, init)))
+            continue;
+        IrShape xs = *gb_shape(b, x);
+        int64_t kept[IR_MAX_RANK];
+        int32_t nk = others(xs.rank, &ins->a.dimensions, NULL, kept);
+        int32_t idx = -1;
+        int32_t kind = grad_reduce_kind(b, ins, k, &idx);
+        if (kind == GRAD_ROTHER)
+            return rev_no_rule(r, i, "an output of a variadic reduce must be a sum (add(acc, x)) or a "
+                                     "selection (select(p, acc, x)) of its own operand");
+        gk = gb_convert(b, gk, xs.type);
+        if (kind == GRAD_RSUM) {
+            if (rev_on(r, init))
+                rev_acc(r, init, 0, gb_sum_all(b, gk));
+            if (rev_on(r, x))
+                rev_acc(r, x, 0, gb_bcast(b, gk, xs.type, xs.rank, xs.dims, nk, kept));
+            continue;
+        }
+        /* The chosen element gets g; init gets it where nothing was chosen. */
+        if (rev_on(r, x)) {
+            int32_t at = gb_cmp(b, grad_linear_iota(b, &xs), gb_bcast(b, idx, IR_S32, xs.rank, xs.dims, nk, kept),
+                                CMP_EQ);
+            rev_acc(r, x, 0, gb_select(b, at, gb_bcast(b, gk, xs.type, xs.rank, xs.dims, nk, kept),
+                                       gb_full_like(b, x, 0)));
+        }
+        if (rev_on(r, init)) {
+            int32_t none = gb_cmp(b, idx, gb_full_like(b, idx, -1), CMP_EQ);
+            rev_acc(r, init, 0, gb_sum_all(b, gb_select(b, none, gk, gb_full_like(b, gk, 0))));
+        }
+    }
+    return r->g->d->status;
+}
+
 static IrStatus rule_reduce(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
-    if (ins->nopnd != 2)
-        return rev_no_rule(r, i, "a reduce of several operands (argmax) has none; reduce one operand");
     int32_t x = ins->opnd[0], init = ins->opnd[1];
     IrShape xs = *gb_shape(b, x);
     int64_t kept[IR_MAX_RANK];
@@ -76,7 +217,7 @@ static int64_t dilated(int64_t n, int64_t d)
  * of stride 1 and dilation wd at i reads p = i + t wd, i.e. j s = i - pl +
  * (k - 1 - t) wd: every (j, t') with j s - pl + t' wd = i once. The high
  * padding makes the length n + kd - 1, so the sum has the operand's n. */
-static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g, int32_t *gx)
 {
     GB *b = &r->b;
     int32_t x = ins->opnd[0];
@@ -100,31 +241,144 @@ static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g
                                         .rhs_dilate = wd->rhs_dilate};
     }
     int32_t comp = gb_sum_comp(r->g, xs.type);
-    int32_t o[2] = {gb_pad0(b, g, lo, hi, in), gb_const(b, xs.type, 0)};
+    int32_t o[2] = {gb_pad0(b, gb_convert(b, g, xs.type), lo, hi, in), gb_const(b, xs.type, 0)};
     if (comp < 0)
         return r->g->d->status;
-    return rev_acc(r, x, 0, gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &a, 1, &comp));
+    *gx = gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &a, 1, &comp);
+    return r->g->d->status;
+}
+
+static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g);
+
+/* Reduce-window by add, max or min with any padding and dilation, one
+ * window offset at a time. Let xp be x with the window's padding and base
+ * dilation written out (pad(x, init), interior = lhs_dilate - 1; XLA skips
+ * those positions, which for add, max and min is the same as reading init
+ * there when init is the reducer's identity, and otherwise only changes
+ * what ties with init). Window offset t (a position in the window, K of them)
+ * reads, for output w, xp[w S + t D] (stride S, window dilation D): the
+ * strided slice s_t of xp of y's shape. Add: y = sum_t s_t, so xp's
+ * adjoint is sum_t pad0(g) put back where s_t came from (low t D,
+ * interior S - 1). Max/min: y = s_t where s_t == y; the elements equal to
+ * y share g evenly (as reduce max does), g / count at each. x's adjoint is
+ * then xp's at x's positions (pad's rule: low pad_lo, stride lhs_dilate,
+ * negative padding undone first). K windows positions at most 1024. */
+static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32_t g, IrOpcode red, int32_t *gx)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    IrShape xs = *gb_shape(b, x), ys = ins->shape;
+    const IrWindow *w = &ins->a.window;
+    int32_t rank = xs.rank;
+    int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK], np[IR_MAX_RANK], K = 1;
+    for (int32_t d = 0; d < rank; d++) {
+        const IrWindowDim *wd = &w->dim[d];
+        lo[d] = wd->pad_lo;
+        hi[d] = wd->pad_hi;
+        in[d] = (wd->lhs_dilate > 1 ? wd->lhs_dilate : 1) - 1;
+        np[d] = lo[d] + hi[d] + dilated(xs.dims[d], in[d] + 1);
+        K *= wd->size;
+        if (ys.dims[d] == 0 || xs.dims[d] == 0) {
+            *gx = gb_full_like(b, x, 0); /* nothing is read */
+            return r->g->d->status;
+        }
+    }
+    if (K > 1024)
+        return rev_no_rule(r, i, "a dilated or min pooling window of more than 1024 positions");
+    int32_t xp = -1, share = -1;
+    int32_t *eq = NULL;
+    if (red != OP_ADD) {
+        IrAttrs pa = {0};
+        pa.pad_lo = gb_ilist(r->g, rank, lo);
+        pa.pad_hi = gb_ilist(r->g, rank, hi);
+        pa.pad_interior = gb_ilist(r->g, rank, in);
+        int32_t po[2] = {x, ins->opnd[1]};
+        xp = gb_emit(b, OP_PAD, NULL, 2, po, &pa, 0, NULL);
+        if (!(eq = ts_malloc((size_t)K * sizeof(int32_t))))
+            return gb_oom(r->g);
+    }
+    int64_t t[IR_MAX_RANK] = {0}, st[IR_MAX_RANK], lim[IR_MAX_RANK], str[IR_MAX_RANK], plo[IR_MAX_RANK],
+            phi[IR_MAX_RANK], pin[IR_MAX_RANK];
+    /* Pass 0 (max/min): the masks and their count; pass 1: the adjoint. */
+    int32_t gxp = -1, cnt = -1;
+    for (int32_t pass = red == OP_ADD; pass < 2 && r->g->d->status == IR_OK; pass++) {
+        for (int32_t d = 0; d < rank; d++)
+            t[d] = 0;
+        for (int64_t k = 0; k < K && r->g->d->status == IR_OK; k++) {
+            for (int32_t d = 0; d < rank; d++) {
+                const IrWindowDim *wd = &w->dim[d];
+                int64_t S = wd->stride > 0 ? wd->stride : 1, D = wd->rhs_dilate > 1 ? wd->rhs_dilate : 1;
+                st[d] = t[d] * D;
+                str[d] = S;
+                lim[d] = st[d] + (ys.dims[d] - 1) * S + 1;
+                plo[d] = st[d];
+                pin[d] = S - 1;
+                phi[d] = np[d] - lim[d];
+            }
+            if (pass == 0) {
+                eq[k] = gb_cmp(b, gb_slice(b, xp, st, lim, str), i, CMP_EQ);
+                int32_t one = gb_select(b, eq[k], gb_full_like(b, i, 1), gb_full_like(b, i, 0));
+                cnt = cnt < 0 ? one : gb_bin(b, OP_ADD, cnt, one);
+            } else {
+                int32_t c = red == OP_ADD ? g : gb_select(b, eq[k], share, gb_full_like(b, g, 0));
+                int32_t p = gb_pad0(b, c, plo, phi, pin);
+                gxp = gxp < 0 ? p : gb_bin(b, OP_ADD, gxp, p);
+            }
+            for (int32_t d = rank - 1; d >= 0; d--) { /* the next offset, row-major */
+                if (++t[d] < w->dim[d].size)
+                    break;
+                t[d] = 0;
+            }
+        }
+        if (pass == 0)
+            share = gb_bin(b, OP_DIVIDE, gb_convert(b, g, ys.type), cnt);
+    }
+    ts_free(eq);
+    /* Back to x: undo negative padding, then x[j] sits at max(lo, 0) + j (in + 1). */
+    int64_t ulo[IR_MAX_RANK], uhi[IR_MAX_RANK], zero[IR_MAX_RANK] = {0}, s0[IR_MAX_RANK], l0[IR_MAX_RANK],
+            r0[IR_MAX_RANK];
+    for (int32_t d = 0; d < rank; d++) {
+        ulo[d] = lo[d] < 0 ? -lo[d] : 0;
+        uhi[d] = hi[d] < 0 ? -hi[d] : 0;
+        s0[d] = lo[d] > 0 ? lo[d] : 0;
+        r0[d] = in[d] + 1;
+        l0[d] = s0[d] + (xs.dims[d] - 1) * r0[d] + 1;
+    }
+    *gx = gb_slice(b, gb_pad0(b, gxp, ulo, uhi, zero), s0, l0, r0);
+    return r->g->d->status;
 }
 
 static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
+    if (ins->op == OP_SELECT_AND_SCATTER)
+        return rule_select_scatter(r, i, ins, g);
     if (ins->op != OP_REDUCE_WINDOW || ins->nopnd != 2)
-        return rev_no_rule(r, i, NULL);
+        return rev_no_rule(r, i, "a reduce-window of several operands");
     IrOpcode red = ir_simple_reducer(r->g->m, ins->called[0]);
-    if (rev_on(r, ins->opnd[1]) && red != OP_ADD)
-        return rev_no_rule(r, i, "the initial value of a max pooling must not depend on the parameters");
-    if (red == OP_ADD) {
-        if (rev_on(r, ins->opnd[1]))
-            rev_acc(r, ins->opnd[1], 0, gb_sum_all(b, g)); /* init enters each output once */
-        return rule_window_add(r, i, ins, g);
-    }
-    if (red != OP_MAXIMUM)
-        return rev_no_rule(r, i, "only add and max pooling have one");
+    int32_t x = ins->opnd[0], init = ins->opnd[1];
+    if (rev_on(r, init) && red != OP_ADD)
+        return rev_no_rule(r, i, "the initial value of a max or min pooling must not depend on the parameters");
+    if (red != OP_ADD && red != OP_MAXIMUM && red != OP_MINIMUM)
+        return rev_no_rule(r, i, "only add, max and min pooling have one");
+    bool dilated_any = false;
     for (int32_t d = 0; d < ins->a.window.rank; d++)
-        if (ins->a.window.dim[d].lhs_dilate > 1 || ins->a.window.dim[d].rhs_dilate > 1)
-            return rev_no_rule(r, i, "a max pooling with dilation (select-and-scatter has none)");
-    int32_t x = ins->opnd[0];
+        dilated_any |= ins->a.window.dim[d].lhs_dilate > 1 || ins->a.window.dim[d].rhs_dilate > 1;
+    if (red == OP_ADD || dilated_any || red == OP_MINIMUM) {
+        bool base = false;
+        for (int32_t d = 0; d < ins->a.window.rank; d++)
+            base |= ins->a.window.dim[d].lhs_dilate > 1;
+        int32_t gx = -1;
+        IrStatus st = red == OP_ADD && !base ? rule_window_add(r, i, ins, g, &gx)
+                                             : rule_window_offsets(r, i, ins, g, red, &gx);
+        if (st != IR_OK)
+            return st;
+        if (rev_on(r, x))
+            rev_acc(r, x, 0, gx);
+        if (rev_on(r, init)) /* init enters each output once (padding and holes are skipped) */
+            rev_acc(r, init, 0, gb_sum_all(b, g));
+        return r->g->d->status;
+    }
     IrType t = gb_shape(b, x)->type;
     int32_t called[2] = {gb_ge_comp(r->g, t), gb_sum_comp(r->g, t)};
     if (called[0] < 0 || called[1] < 0)
@@ -133,6 +387,43 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     a.window = ins->a.window;
     int32_t o[3] = {x, g, gb_const(b, t, 0)};
     return rev_acc(r, x, 0, gb_emit(b, OP_SELECT_AND_SCATTER, NULL, 3, o, &a, 2, called));
+}
+
+/* select-and-scatter(x, src, init) with scatter add: y = init + the sum
+ * of src[w] at the element window w selects. It is linear in (src, init)
+ * and piecewise constant in x (no adjoint to x). Transposed: src[w] gets
+ * g at the element w selected, which is a reduce-window over (x, g)
+ * keeping the pair whose x wins the select (compare(a, b, DIR) of its
+ * parameters), padding reading (-inf or +inf, 0) so that it never wins
+ * (select-and-scatter never selects padding); init gets sum(g) (every
+ * element of y starts at init once). */
+static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    const IrComputation *sel = r->g->m->comp[ins->called[0]];
+    const IrInstr *sr = &sel->instr[sel->root];
+    if (ir_simple_reducer(r->g->m, ins->called[1]) != OP_ADD)
+        return rev_no_rule(r, i, "only a select-and-scatter that adds has one");
+    if (sr->op != OP_COMPARE || sel->instr[sr->opnd[0]].op != OP_PARAMETER ||
+        sel->instr[sr->opnd[1]].op != OP_PARAMETER || sel->instr[sr->opnd[0]].a.parameter_number != 0 ||
+        (sr->a.direction != CMP_GE && sr->a.direction != CMP_GT && sr->a.direction != CMP_LE &&
+         sr->a.direction != CMP_LT))
+        return rev_no_rule(r, i, "its select must be compare(p0, p1) with GE, GT, LE or LT");
+    int32_t x = ins->opnd[0], src = ins->opnd[1], init = ins->opnd[2];
+    IrType t = gb_shape(b, x)->type;
+    bool up = sr->a.direction == CMP_GE || sr->a.direction == CMP_GT;
+    if (rev_on(r, init))
+        rev_acc(r, init, 0, gb_sum_all(b, g));
+    if (!rev_on(r, src))
+        return r->g->d->status;
+    int32_t comp = gb_pick_comp(r->g, t, sr->a.direction);
+    if (comp < 0)
+        return r->g->d->status;
+    int32_t o[4] = {x, gb_convert(b, g, t), gb_const(b, t, up ? -INFINITY : INFINITY), gb_const(b, t, 0)};
+    IrAttrs a = {0};
+    a.window = ins->a.window;
+    int32_t rw = gb_emit(b, OP_REDUCE_WINDOW, NULL, 4, o, &a, 1, &comp);
+    return rev_acc(r, src, 0, gb_gte(b, rw, 1));
 }
 
 /* Position of v in the ascending sort of l's values. */
@@ -163,20 +454,33 @@ static int32_t dot_adjoint(GB *b, int32_t g, int32_t me, int32_t other, const Ir
         gbatch[k] = k;
     for (int32_t k = 0; k < nof; k++)
         gcon[k] = me_first ? nb + nmf + k : nb + k;
-    IrAttrs a = {0};
-    a.dot.lhs_batch = gb_ilist(b->g, nb, gbatch);
-    a.dot.rhs_batch = *ob;
-    a.dot.lhs_contracting = gb_ilist(b->g, nof, gcon);
-    a.dot.rhs_contracting = gb_ilist(b->g, nof, ofree);
-    int32_t o[2] = {gb_convert(b, g, os.type), other};
-    int32_t d = gb_emit(b, OP_DOT, NULL, 2, o, &a, 0, NULL);
-    int64_t perm[IR_MAX_RANK];
+    int64_t perm[IR_MAX_RANK], perm2[IR_MAX_RANK];
+    bool id2 = true;
     for (int32_t k = 0; k < nb; k++)
-        perm[mb->v[k]] = k;
-    for (int32_t k = 0; k < nmf; k++)
+        perm[mb->v[k]] = perm2[mb->v[k]] = k;
+    for (int32_t k = 0; k < nmf; k++) {
         perm[mfree[k]] = nb + k;
-    for (int32_t k = 0; k < mc->n; k++)
+        perm2[mfree[k]] = nb + mc->n + k;
+    }
+    for (int32_t k = 0; k < mc->n; k++) {
         perm[mc->v[k]] = nb + nmf + rank_in(oc, oc->v[k]);
+        perm2[mc->v[k]] = nb + rank_in(oc, oc->v[k]);
+    }
+    for (int32_t k = 0; k < ms.rank; k++)
+        id2 &= perm2[k] == k;
+    /* dot(other, g) gives [batch, other's contracting dims, my free dims]:
+     * when that is my order already (x^T g for a weight), no transpose. */
+    IrAttrs a = {0};
+    IrI64List gb_ = gb_ilist(b->g, nb, gbatch), gc_ = gb_ilist(b->g, nof, gcon), of_ = gb_ilist(b->g, nof, ofree);
+    a.dot.lhs_batch = id2 ? *ob : gb_;
+    a.dot.rhs_batch = id2 ? gb_ : *ob;
+    a.dot.lhs_contracting = id2 ? of_ : gc_;
+    a.dot.rhs_contracting = id2 ? gc_ : of_;
+    int32_t gg = gb_convert(b, g, os.type);
+    int32_t o[2] = {id2 ? other : gg, id2 ? gg : other};
+    int32_t d = gb_emit(b, OP_DOT, NULL, 2, o, &a, 0, NULL);
+    if (id2)
+        return d;
     return gb_transpose(b, d, perm);
 }
 
@@ -253,6 +557,47 @@ static int32_t group_kernel(GB *b, int32_t k, const IrConvDnums *cd, int64_t G, 
     return t;
 }
 
+/* The grouped input gradient d (x's dimension order, batch Nb, features
+ * B x I, group-major) as x's shape [B x Nb, I]: features and batch to the
+ * front, split, the groups swapped in front of the batch, merged, and put
+ * back in x's order. */
+static int32_t batch_groups_back(GB *b, int32_t d, const IrConvDnums *cd, int64_t B)
+{
+    IrShape ds = *gb_shape(b, d);
+    int32_t rank = ds.rank, nr = 0;
+    int64_t perm[IR_MAX_RANK + 1], dims[IR_MAX_RANK + 1], rest[IR_MAX_RANK];
+    for (int32_t k = 0; k < rank; k++)
+        if (k != cd->in_batch && k != cd->in_feature)
+            rest[nr++] = k;
+    int64_t Nb = ds.dims[cd->in_batch], I = ds.dims[cd->in_feature] / B;
+    perm[0] = cd->in_feature;
+    perm[1] = cd->in_batch;
+    for (int32_t k = 0; k < nr; k++)
+        perm[2 + k] = rest[k];
+    int32_t t = gb_transpose(b, d, perm);              /* [B x I, Nb, rest] */
+    dims[0] = B;
+    dims[1] = I;
+    dims[2] = Nb;
+    for (int32_t k = 0; k < nr; k++)
+        dims[3 + k] = ds.dims[rest[k]];
+    t = gb_reshape(b, t, rank + 1, dims);              /* [B, I, Nb, rest] */
+    for (int32_t k = 0; k < rank + 1; k++)
+        perm[k] = k;
+    perm[1] = 2;
+    perm[2] = 1;
+    t = gb_transpose(b, t, perm);                      /* [B, Nb, I, rest] */
+    dims[0] = B * Nb;
+    dims[1] = I;
+    for (int32_t k = 0; k < nr; k++)
+        dims[2 + k] = ds.dims[rest[k]];
+    t = gb_reshape(b, t, rank, dims);                  /* [B x Nb, I, rest] */
+    perm[cd->in_batch] = 0;
+    perm[cd->in_feature] = 1;
+    for (int32_t k = 0; k < nr; k++)
+        perm[rest[k]] = 2 + k;
+    return gb_transpose(b, t, perm);
+}
+
 static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
@@ -261,8 +606,8 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     int32_t ns = cd->nspatial;
     int64_t G = ins->a.feature_group_count > 1 ? ins->a.feature_group_count : 1;
     int64_t B = ins->a.batch_group_count > 1 ? ins->a.batch_group_count : 1;
-    if (B > 1 && rev_on(r, x))
-        return rev_no_rule(r, i, "the input gradient of a convolution with batch_group_count > 1");
+    if (B > 1 && G > 1)
+        return rev_no_rule(r, i, "a convolution with both feature and batch groups");
     IrShape xs = *gb_shape(b, x), ks = *gb_shape(b, k);
     const IrWindow *w = &ins->a.window;
     for (int32_t s = 0; s < w->rank; s++)
@@ -301,10 +646,17 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         IrAttrs ra = {0};
         ra.dimensions = gb_ilist(r->g, ns, rdims);
         ra.has_dimensions = true;
+        /* Batch groups: out[n, bg*Og + o] reads x[n + bg*Nb, :] and kernel
+         * outputs block bg only, so x's batch block bg gets the input
+         * gradient of the bg-th group of outputs: the feature-grouped
+         * input gradient with B groups (the same kernel K', group bg's
+         * gradient features in, its I features out), whose [Nb, B x I]
+         * result is then moved to [B x Nb, I] (batch_groups_back). */
+        int64_t GG = B > 1 ? B : G;
         int32_t kk = k;
-        if (G > 1)
-            kk = group_kernel(b, k, cd, G, &nd);
-        if (G > 1) {
+        if (GG > 1)
+            kk = group_kernel(b, k, cd, GG, &nd);
+        if (GG > 1) {
             int64_t sp[IR_MAX_RANK];
             for (int32_t s = 0; s < ns; s++)
                 sp[s] = s;
@@ -312,8 +664,8 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         }
         int32_t rk = gb_emit(b, OP_REVERSE, NULL, 1, &kk, &ra, 0, NULL);
         int32_t dx;
-        if (conv_emit(b, &dx, gx, rk, &nd, wi, ns, G, 1) == IR_OK)
-            rev_acc(r, x, 0, dx);
+        if (conv_emit(b, &dx, gx, rk, &nd, wi, ns, GG, 1) == IR_OK)
+            rev_acc(r, x, 0, B > 1 ? batch_groups_back(b, dx, cd, B) : dx);
     }
     if (rev_on(r, k)) {
         IrConvDnums nd = {.present = true, .in_batch = cd->in_feature, .in_feature = cd->in_batch,
@@ -402,9 +754,47 @@ static IrStatus rule_sort(Rev *r, int32_t i, const IrInstr *ins)
  * g_mean / N to every x of its feature; the variance output adds
  * g_var * 2 (x - mean) / N (the mean's own change cancels: its terms sum
  * to zero). */
+/* batch-norm-inference(x, s, o, m, v): with r = rsqrt(v + eps) and
+ * c = x - m per feature, y = c r s + o, so (sums over the non-feature
+ * dimensions) dx = g r s, ds = sum(g c) r, do = sum(g), dm = -sum(g) r s,
+ * dv = sum(g c) s dr/dv with dr/dv = -r^3 / 2. */
+static IrStatus rule_batch_norm_inference(Rev *r, int32_t i, const IrInstr *ins)
+{
+    GB *b = &r->b;
+    int32_t g = rev_leaf(r, i, 0);
+    int32_t x = ins->opnd[0], s = ins->opnd[1], o = ins->opnd[2], m = ins->opnd[3], v = ins->opnd[4];
+    IrShape xs = *gb_shape(b, x);
+    int64_t f = ins->a.feature_index, fd[1] = {f}, red[IR_MAX_RANK];
+    int32_t nr = 0;
+    for (int32_t d = 0; d < xs.rank; d++)
+        if (d != f)
+            red[nr++] = d;
+    g = gb_convert(b, g, xs.type);
+    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, v, gb_full_like(b, v, ins->a.epsilon)));
+    int32_t rs = gb_bin(b, OP_MULTIPLY, rr, s);
+    int32_t c = gb_bin(b, OP_SUBTRACT, x, gb_bcast(b, m, xs.type, xs.rank, xs.dims, 1, fd));
+    int32_t sg = gb_sum(b, g, nr, red);
+    int32_t sgc = rev_on(r, s) || rev_on(r, v) ? gb_sum(b, gb_bin(b, OP_MULTIPLY, g, c), nr, red) : -1;
+    if (rev_on(r, x))
+        rev_acc(r, x, 0, gb_bin(b, OP_MULTIPLY, g, gb_bcast(b, rs, xs.type, xs.rank, xs.dims, 1, fd)));
+    if (rev_on(r, s))
+        rev_acc(r, s, 0, gb_bin(b, OP_MULTIPLY, sgc, rr));
+    if (rev_on(r, o))
+        rev_acc(r, o, 0, sg);
+    if (rev_on(r, m))
+        rev_acc(r, m, 0, gb_un(b, OP_NEGATE, gb_bin(b, OP_MULTIPLY, sg, rs)));
+    if (rev_on(r, v)) {
+        int32_t r3 = gb_bin(b, OP_MULTIPLY, rr, gb_bin(b, OP_MULTIPLY, rr, rr));
+        rev_acc(r, v, 0, gb_bin(b, OP_MULTIPLY, gb_bin(b, OP_MULTIPLY, sgc, s), gb_scale(b, r3, -0.5)));
+    }
+    return r->g->d->status;
+}
+
 static IrStatus rule_batch_norm(Rev *r, int32_t i, const IrInstr *ins)
 {
     GB *b = &r->b;
+    if (ins->op == OP_BATCH_NORM_INFERENCE)
+        return rev_leaf(r, i, 0) >= 0 ? rule_batch_norm_inference(r, i, ins) : IR_OK;
     if (ins->op != OP_BATCH_NORM_TRAINING)
         return rev_no_rule(r, i, NULL);
     int32_t x = ins->opnd[0], scale = ins->opnd[1], offset = ins->opnd[2];
@@ -444,6 +834,10 @@ IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins)
     case OP_SORT: return rule_sort(r, i, ins);
     case OP_BATCH_NORM_TRAINING: case OP_BATCH_NORM_INFERENCE: case OP_BATCH_NORM_GRAD:
         return rule_batch_norm(r, i, ins);
+    case OP_REDUCE:
+        if (ins->nopnd != 2)
+            return rule_reduce_variadic(r, i, ins);
+        break;
     default: break;
     }
     if (g < 0)

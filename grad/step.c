@@ -13,6 +13,8 @@
  *               m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
  *               p' = p - LR (m' / (1 - b1^(t+1))) / (sqrt(v' / (1 - b2^(t+1))) + eps)
  *               with b1 = 0.9, b2 = 0.999, eps = 1e-8 (Kingma and Ba)
+ *   --jvp:      (forward outputs..., tangent of each output) with a
+ *               tangent parameter per chosen p appended (forward.c)
  *
  * Each gradient (and updated parameter) carries its parameter's sharding,
  * so that propagation partitions the backward pass like the forward one
@@ -154,12 +156,14 @@ static IrStatus find_loss(const IrModule *m, const IrComputation *e, const char 
     return IR_OK;
 }
 
-/* Give instruction v the sharding `s` (a copy when v already has one). */
-static int32_t with_sharding(GB *b, int32_t v, const IrSharding *s)
+/* Give instruction v the sharding `s`: v itself when the transform made it
+ * (index n0 on) and it has none, else a copy (a forward value keeps its
+ * own). */
+static int32_t with_sharding(GB *b, int32_t v, const IrSharding *s, int32_t n0)
 {
     if (v < 0 || !s)
         return v;
-    int32_t c = gb_un(b, OP_COPY, v);
+    int32_t c = v >= n0 && !b->c->instr[v].sharding && b->c->instr[v].op != OP_PARAMETER ? v : gb_un(b, OP_COPY, v);
     if (c < 0)
         return -1;
     IrSharding *cs = ir_alloc(b->g->m->arena, sizeof *cs);
@@ -251,6 +255,7 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
     for (int32_t k = 0; k < nw; k++)
         src_i[k] = e->param[wrt[k]];
     Rev r = {0};
+    int32_t n_fwd = e->ninstr;
     if (seed[leaf] >= 0 && rev_run(&r, g, m->entry, nw, src_i, root, seed) == IR_OK) {
         int32_t n = forward_outputs(&b, root, outs);
         Adam A = {-1, -1};
@@ -275,7 +280,7 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
                 adam(&b, &A, p, gr, mm, vv, o->adam, u);
                 for (int32_t j = 0; j < 3; j++) {
                     add_alias(g, n, j == 0 ? wrt[k] : np + 2 * k + j - 1);
-                    outs[n++] = with_sharding(&b, u[j], sh);
+                    outs[n++] = with_sharding(&b, u[j], sh, n_fwd);
                 }
                 continue;
             }
@@ -283,7 +288,7 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
                 add_alias(g, n, wrt[k]);
                 gr = sgd(&b, p, gr, o->sgd);
             }
-            outs[n++] = with_sharding(&b, gr, sh);
+            outs[n++] = with_sharding(&b, gr, sh, n_fwd);
         }
         if (o->adam > 0) {
             add_alias(g, n, np + 2 * nw);
@@ -298,13 +303,66 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
     return g->d->status;
 }
 
+/* --jvp: the entry gets one tangent parameter per chosen parameter
+ * (numbered after the others, with its parameter's shape and sharding) and
+ * returns (forward outputs..., the tangent of each output). */
+static IrStatus tangents(Grad *g, const GradOptions *o)
+{
+    IrModule *m = g->m;
+    IrComputation *e = ir_entry(m);
+    GB b = {g, e};
+    int32_t np = e->nparam, nw = 0;
+    int32_t *wrt = ts_malloc((size_t)(np > 0 ? np : 1) * 3 * sizeof(int32_t));
+    if (!wrt)
+        return gb_oom(g);
+    int32_t *src = wrt + np, *tp = src + np;
+    if (parse_wrt(e, o->wrt, wrt, &nw, g->d) != IR_OK) {
+        ts_free(wrt);
+        return g->d->status;
+    }
+    for (int32_t k = 0; k < nw; k++) {
+        src[k] = e->param[wrt[k]];
+        IrShape ps = e->instr[src[k]].shape;
+        tp[k] = gb_parameter(&b, np + k, &ps);
+        const IrSharding *sh = e->instr[src[k]].sharding;
+        if (tp[k] >= 0 && sh) {
+            IrSharding *cs = ir_alloc(m->arena, sizeof *cs);
+            if (cs && ir_sharding_copy(m->arena, cs, sh) == IR_OK)
+                e->instr[tp[k]].sharding = cs;
+        }
+    }
+    int32_t root = e->root;
+    Fwd f = {0};
+    if (g->d->status == IR_OK && fwd_run(&f, g, m->entry, nw, src, tp) == IR_OK) {
+        int32_t n0 = e->instr[root].shape.type == IR_TUPLE ? e->instr[root].shape.ntuple : 1;
+        int32_t *outs = ts_malloc((size_t)(2 * n0 + 1) * sizeof(int32_t));
+        if (!outs) {
+            fwd_free(&f);
+            ts_free(wrt);
+            return gb_oom(g);
+        }
+        int32_t n = forward_outputs(&b, root, outs);
+        int32_t t = fwd_full(&f, root);
+        for (int32_t k = 0; k < n0; k++)
+            outs[n + k] = e->instr[root].shape.type == IR_TUPLE ? gb_gte(&b, t, k) : t;
+        int32_t r = gb_tuple(&b, n + n0, outs);
+        if (r >= 0)
+            e->root = r;
+        ts_free(outs);
+    }
+    fwd_free(&f);
+    ts_free(wrt);
+    return g->d->status;
+}
+
 IrStatus grad_module(const IrModule *m, const GradOptions *o, IrModule **out, IrDiag *d)
 {
     *out = NULL;
     if (m->entry < 0)
         return ir_error(d, IR_EINPUT, m->file, NULL, (IrPos){0, 0}, "grad: the module has no entry computation");
-    if (o->jvp)
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "grad: --jvp (forward mode) is not built yet");
+    if (o->jvp && (o->sgd > 0 || o->adam > 0 || (o->loss && *o->loss)))
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "grad: --jvp writes tangents of every output; it takes no --loss, --sgd or --adam");
     if (o->sgd > 0 && o->adam > 0)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "grad: --sgd and --adam exclude each other");
     if (m->nalias > 0 && (o->sgd > 0 || o->adam > 0))
@@ -321,7 +379,10 @@ IrStatus grad_module(const IrModule *m, const GradOptions *o, IrModule **out, Ir
     /* The entry's signature changes: its layout text and aliases no longer hold. */
     g.m->entry_computation_layout = NULL;
     g.m->nalias = 0;
-    differentiate(&g, o, m);
+    if (o->jvp)
+        tangents(&g, o);
+    else
+        differentiate(&g, o, m);
     g.m->file = NULL;
     g.m->src = NULL;
     if (d->status != IR_OK) {

@@ -176,7 +176,7 @@ char *ts_module_text(const TsModule *m);
 typedef struct TsGradOptions {
     const char *wrt;         /* "0,w1": parameter numbers or names; NULL = every floating one */
     const char *loss;        /* root tuple element (number or name); NULL = the root, a scalar */
-    bool jvp;                /* forward mode (refused: not built yet) */
+    bool jvp;                /* forward mode: tangent parameters appended, outputs then tangents */
     double sgd;              /* > 0: SGD step with this learning rate */
     double adam;             /* > 0: Adam step (moments and a step counter appended as parameters) */
 } TsGradOptions;

@@ -1,7 +1,7 @@
 /*
  * cmd_grad.c: `tessel grad MODEL.hlo [--wrt PARAMS] [--loss OUTPUT]
- * [--sgd LR | --adam LR] [-o STEP.hlo]`: write the gradient module (or a
- * training step) of a forward module, as HLO text that `tessel check`,
+ * [--sgd LR | --adam LR | --jvp] [-o STEP.hlo]`: write the gradient module
+ * (a training step, or the forward-mode module) of a forward module, as HLO text that `tessel check`,
  * `tessel run` and `tessel compile` read. Nothing is written when it fails.
  */
 #include "cli.h"
@@ -11,6 +11,7 @@
 static const char HELP[] =
     "Usage: tessel grad MODEL.hlo [--wrt PARAMS] [--loss OUTPUT] [--sgd LR | --adam LR]\n"
     "                   [-o STEP.hlo] [--limit NAME=VALUE ...]\n"
+    "       tessel grad MODEL.hlo --jvp [--wrt PARAMS] [-o JVP.hlo]\n"
     "\n"
     "Write the reverse-mode gradient module of a forward HLO module: its root is\n"
     "(forward outputs..., dLoss/dP for each P of --wrt), each gradient with its\n"
@@ -27,9 +28,17 @@ static const char HELP[] =
     "  --adam LR      an Adam step: parameters m_P, v_P for each P and a step\n"
     "                 counter t (f32[]) are appended (give them zeros); outputs\n"
     "                 P', m_P', v_P' for each P, then t + 1, all aliased\n"
+    "  --jvp          forward mode instead: a tangent parameter per PARAMS entry\n"
+    "                 is appended; the outputs are the forward outputs, then the\n"
+    "                 tangent of each output\n"
     "  -o FILE        write the module there (default: standard output)\n"
     "  --limit NAME=VALUE  as for tessel check\n"
     "  -h, --help     show this help\n"
+    "\n"
+    "Custom gradients: frontend_attributes={tessel_gradient=\"COMP\"} (or\n"
+    "tessel_tangent) on an instruction names the computation to use as its\n"
+    "gradient (docs/cli.md). A while loop whose trip count depends on data is\n"
+    "counted at run time, its stack bounded by tessel_max_trips (default 1024).\n"
     "\n"
     "Exit status: 0 written; 2 bad input (an op without a gradient rule is named\n"
     "with its FILE:LINE:COL); 1 a failure while running.\n";

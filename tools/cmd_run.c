@@ -112,7 +112,8 @@ static const char HELP[] =
     "                          or of more than a second show one line, redrawn)\n"
     "  --stats                 print the time of each phase, of collectives,\n"
     "                          the bytes of input read and the device binding\n"
-    "                          (to stderr)\n"
+    "                          (to stderr); with --watch NAME, NAME after every\n"
+    "                          step (a training step's loss)\n"
     "  -h, --help              show this help\n"
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad\n"
@@ -164,6 +165,7 @@ typedef struct Progress {
     pthread_t ticker;
     bool ticking, stop;
     bool tty, lines;
+    bool stats;              /* --stats with --watch: NAME after every step */
     char watch[80];          /* what the line calls the watched output */
     double start, step_start, total;
     int64_t step, steps;     /* steps done, of */
@@ -240,6 +242,13 @@ static void on_step(void *ctx, const TsStepInfo *s)
     p->step_start = t;
     p->has_w = s->has_watched;
     p->w = s->watched;
+    if (p->stats && s->has_watched && p->watch[0]) {
+        /* A training step's loss, step by step (to 9 digits: a falling
+         * loss is seen falling), above the redrawn line on a terminal. */
+        fprintf(stderr, "%stessel: stats: step %lld of %lld: %s %.9g\n", p->drawn ? "\r\033[K" : "",
+                (long long)s->step, (long long)s->steps, p->watch, s->watched);
+        p->drawn = false;
+    }
     if (p->lines) {
         char a[32], w[200] = "";
         fmt_seconds(a, sizeof a, s->seconds);
@@ -263,6 +272,7 @@ static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
     const char *term = getenv("TERM");
     p->tty = speak && isatty(2) && !(term && strcmp(term, "dumb") == 0);
     p->lines = speak && o->progress && !p->tty;
+    p->stats = speak && o->stats && o->watch;
     if (o->watch)
         snprintf(p->watch, sizeof p->watch, "%s%.64s",
                  strspn(o->watch, "0123456789") == strlen(o->watch) ? "output " : "", o->watch);
@@ -275,7 +285,7 @@ static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
     p->delay = dl ? strtod(dl, &end) : 1.0;
     if (!dl || end == dl || *end || p->delay < 0)
         p->delay = 1.0;
-    if (!p->tty && !p->lines)
+    if (!p->tty && !p->lines && !p->stats)
         return;
     ro->on_step = on_step;
     ro->on_step_ctx = p;

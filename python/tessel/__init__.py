@@ -27,7 +27,7 @@ import numpy as np
 
 from . import _capi
 
-__all__ = ["Error", "Status", "ArrayInfo", "Module", "Plan", "Outputs", "compile", "parse_module",
+__all__ = ["Error", "Status", "ArrayInfo", "Module", "Plan", "Outputs", "compile", "grad", "parse_module",
            "load_module", "load_plan", "parse_plan", "version", "devices", "shutdown"]
 
 _lib, library_path = _capi.load()
@@ -213,6 +213,10 @@ class Module(_Handle):
         """tessel.compile(self, **options)."""
         return compile(self, **options)
 
+    def grad(self, **options):
+        """tessel.grad(self, **options)."""
+        return grad(self, **options)
+
     def run_reference(self, inputs=None, **options):
         """The unpartitioned module on one device (ts_run_reference); as
         Plan.run."""
@@ -253,6 +257,42 @@ def _info(ti):
     return ArrayInfo(_str(ti.name), np.dtype(ti.dtype.decode()), tuple(ti.dims[:ti.rank]), ti.type.decode())
 
 
+def _model(model, name, limits, what):
+    """(Module, whether we made it) from HLO text, a Module or a path."""
+    if isinstance(model, Module):
+        return model, False
+    if isinstance(model, os.PathLike):
+        return load_module(model, limits), True
+    if isinstance(model, (str, bytes, bytearray, memoryview)):
+        return parse_module(model, name, limits), True
+    raise TypeError("tessel.%s: model must be HLO text, a Module or a path, not %s" % (what, type(model).__name__))
+
+
+def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string>", limits=None):
+    """The gradient module of a forward model (ts_add_gradients, `tessel
+    grad`), a new Module. `model`: HLO text, a Module or a path. `wrt`:
+    the parameters (numbers or names, a list or "0,w1"; None: every
+    floating one); `loss`: the root tuple's element that is the loss
+    (number or name; None: the root, a scalar). Its outputs are the forward
+    outputs, then dLoss/dP for each P. jvp=True: forward mode (a tangent
+    parameter per P appended; outputs then their tangents). sgd=LR or
+    adam=LR: a training step whose updated parameters are aliased to the
+    inputs (docs/cli.md, `tessel grad`)."""
+    if wrt is not None and not isinstance(wrt, (str, bytes)):
+        wrt = ",".join(str(w) for w in wrt)
+    m, own = _model(model, name, limits, "grad")
+    try:
+        go = _capi.TsGradOptions(wrt.encode() if isinstance(wrt, str) else wrt,
+                                 str(loss).encode() if loss is not None else None, bool(jvp), float(sgd),
+                                 float(adam))
+        h = ctypes.c_void_p()
+        _call(_lib.ts_add_gradients, m._handle(), ctypes.byref(go), ctypes.byref(h))
+        return Module(h.value)
+    finally:
+        if own:
+            m.close()
+
+
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
             name="<string>", spmd=False):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
@@ -263,15 +303,7 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     model is already an SPMD program, replayed as it is on every device
     (`tessel run --spmd`; run() then takes "KEY@D" inputs, per_device and
     output_device)."""
-    if isinstance(model, Module):
-        m, own = model, False
-    elif isinstance(model, os.PathLike):
-        m, own = load_module(model, limits), True
-    elif isinstance(model, (str, bytes, bytearray, memoryview)):
-        m, own = parse_module(model, name, limits), True
-    else:
-        raise TypeError("tessel.compile: model must be HLO text, a Module or a path, not %s"
-                        % type(model).__name__)
+    m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,

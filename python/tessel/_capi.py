@@ -54,6 +54,14 @@ class TsCompileOptions(ctypes.Structure):
                 ("dump_dir", c_char_p)]
 
 
+class TsGradOptions(ctypes.Structure):
+    _fields_ = [("wrt", c_char_p),
+                ("loss", c_char_p),
+                ("jvp", c_bool),
+                ("sgd", ctypes.c_double),
+                ("adam", ctypes.c_double)]
+
+
 class TsArray(ctypes.Structure):
     _fields_ = [("dtype", c_char_p),
                 ("rank", c_int32),
@@ -142,6 +150,7 @@ PROTOTYPES = {
     "ts_module_summary": (c_void_p, [c_void_p]),
     "ts_module_text": (c_void_p, [c_void_p]),
     "ts_module_is_plan": (c_bool, [c_void_p]),
+    "ts_add_gradients": (ST, [c_void_p, ctypes.POINTER(TsGradOptions), PP, PDIAG]),
     "ts_compile": (ST, [c_void_p, ctypes.POINTER(TsCompileOptions), PP, PDIAG]),
     "ts_plan_load": (ST, [c_char_p, ctypes.POINTER(TsLimits), PP, PDIAG]),
     "ts_plan_parse": (ST, [c_char_p, c_char_p, c_size_t, ctypes.POINTER(TsLimits), PP, PDIAG]),

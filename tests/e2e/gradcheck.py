@@ -14,7 +14,13 @@ A model says how it is checked in its first lines:
   // input K: ints LO HI    parameter K is an integer array drawn in [LO, HI)
   // partitions N           also run the gradient module on N partitions and
                             compare it with the reference run
-usage: gradcheck.py TESSEL WORKDIR MODEL.hlo...
+
+With --jvp the forward mode is checked instead: `tessel grad --jvp` writes
+the module that takes a tangent per --wrt parameter and returns the outputs
+and their tangents; for random tangents v (all parameters at once), every
+floating output's tangent must equal (f(x+hv) - f(x-hv)) / 2h elementwise,
+within a relative error of 1e-6 (relative to the output's largest entry).
+usage: gradcheck.py TESSEL WORKDIR [--jvp] MODEL.hlo...
 """
 import os
 import re
@@ -64,7 +70,7 @@ def evaluate(model, inputs, tag, extra=()):
     return outs
 
 
-def check(model, rng):
+def header(model):
     lines = open(model).read().splitlines()
     gargs, ints, parts = [], {}, []
     for ln in lines[:8]:
@@ -76,10 +82,10 @@ def check(model, rng):
         m = re.match(r"// partitions (.*)", ln)
         if m:
             parts = [int(p) for p in m.group(1).split()]
-    name = os.path.basename(model)[:-4]
-    gmod = os.path.join(WORK, name + ".grad.hlo")
-    run(["grad", model, "-o", gmod] + gargs)
-    run(["check", gmod])
+    return gargs, ints, parts
+
+
+def wrt_and_inputs(model, gargs, ints, rng):
     ps = params(model)
     wrt = []
     if "--wrt" in gargs:
@@ -87,13 +93,56 @@ def check(model, rng):
             wrt.append(int(w) if w.isdigit() else [p[0] for p in ps].index(w))
     else:
         wrt = [k for k, p in enumerate(ps) if p[1].startswith("f")]
-    loss = int(gargs[gargs.index("--loss") + 1]) if "--loss" in gargs else 0
     xs = []
     for k, (pname, dt, dims) in enumerate(ps):
         if k in ints:
             xs.append(rng.integers(ints[k][0], ints[k][1], size=dims).astype(np.int32 if dt == "s32" else np.int64))
         else:
             xs.append(rng.uniform(-1, 1, size=dims).astype(np.float64))
+    return ps, wrt, xs
+
+
+def check_jvp(model, rng):
+    gargs, ints, parts = header(model)
+    name = os.path.basename(model)[:-4]
+    jargs = ["--wrt", gargs[gargs.index("--wrt") + 1]] if "--wrt" in gargs else []
+    jmod = os.path.join(WORK, name + ".jvp.hlo")
+    run(["grad", model, "--jvp", "-o", jmod] + jargs)
+    run(["check", jmod])
+    ps, wrt, xs = wrt_and_inputs(model, jargs, ints, rng)
+    vs = [rng.standard_normal(xs[k].shape) for k in wrt]
+    outs = evaluate(jmod, xs + vs, name + "_j", ["--reference"])
+    nout = len(outs) // 2
+    xp, xm = list(xs), list(xs)
+    for k, v in zip(wrt, vs):
+        xp[k] = xs[k] + H * v
+        xm[k] = xs[k] - H * v
+    fp = evaluate(model, xp, name + "_f", ["--reference"])
+    fm = evaluate(model, xm, name + "_f", ["--reference"])
+    assert len(fp) == nout, (name, len(fp), nout)
+    worst = 0.0
+    for o in range(nout):
+        if not np.issubdtype(fp[o].dtype, np.floating):
+            continue
+        fd = (fp[o].astype(np.float64) - fm[o].astype(np.float64)) / (2 * H)
+        an = outs[nout + o].astype(np.float64)
+        scale = max(np.max(np.abs(fd), initial=0), np.max(np.abs(an), initial=0), 1e-3)
+        err = np.max(np.abs(fd - an), initial=0) / scale
+        worst = max(worst, err)
+        if err > TOL:
+            raise SystemExit("FAIL: %s: jvp of output %d: central differences\n%s\ntangent\n%s\n"
+                             "(relative error %.3g)" % (name, o, fd, an, err))
+    print("ok jvp %-10s %d tangent(s), %d output(s), worst relative error %.2g" % (name, len(wrt), nout, worst))
+
+
+def check(model, rng):
+    gargs, ints, parts = header(model)
+    name = os.path.basename(model)[:-4]
+    gmod = os.path.join(WORK, name + ".grad.hlo")
+    run(["grad", model, "-o", gmod] + gargs)
+    run(["check", gmod])
+    ps, wrt, xs = wrt_and_inputs(model, gargs, ints, rng)
+    loss = int(gargs[gargs.index("--loss") + 1]) if "--loss" in gargs else 0
     outs = evaluate(gmod, xs, name + "_g", ["--reference"])
     grads = outs[len(outs) - len(wrt):]
     for n in parts:
@@ -126,8 +175,10 @@ def check(model, rng):
 
 def main():
     rng = np.random.default_rng(15)
-    for model in sys.argv[3:]:
-        check(model, rng)
+    models = sys.argv[3:]
+    jvp = bool(models) and models[0] == "--jvp"
+    for model in models[1:] if jvp else models:
+        (check_jvp if jvp else check)(model, rng)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,12 @@ int main(void)
     FIELD(TsCompileOptions, no_verify);
     FIELD(TsCompileOptions, spmd);
     FIELD(TsCompileOptions, dump_dir);
+    SIZE(TsGradOptions);
+    FIELD(TsGradOptions, wrt);
+    FIELD(TsGradOptions, loss);
+    FIELD(TsGradOptions, jvp);
+    FIELD(TsGradOptions, sgd);
+    FIELD(TsGradOptions, adam);
     SIZE(TsArray);
     FIELD(TsArray, dtype);
     FIELD(TsArray, rank);

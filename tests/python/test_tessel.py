@@ -373,6 +373,36 @@ class TestOthers(Case):
         one, = plan.run([x, w])[:1]
         self.assertFalse(np.allclose(one, outs[0]), "steps=3 gave what one step gives")
 
+    def test_grad(self):
+        """tessel.grad: gradients, forward mode and an SGD step of a
+        least-squares loss equal NumPy's; a bad --wrt raises Error."""
+        src = (SRC / "tests" / "models" / "grad" / "mlp.hlo").read_text()
+        g = tessel.grad(src, wrt=["w1", "w2"])
+        self.assertIsInstance(g, tessel.Module)
+        self.assertEqual(g.num_parameters, 3)
+        rng = np.random.default_rng(5)
+        x, w1, w2 = rng.uniform(-1, 1, (4, 3)), rng.uniform(-1, 1, (3, 5)), rng.uniform(-1, 1, (5, 2))
+        loss, g1, g2 = g.run_reference([x, w1, w2])
+        h = x @ w1
+        t = np.tanh(np.maximum(h, 0))
+        y = t @ w2
+        dt = 2 * y @ w2.T
+        self.assertClose(loss, np.sum(y * y), "grad loss", rel=1e-12)
+        self.assertClose(g2, t.T @ (2 * y), "dL/dw2", rel=1e-12)
+        self.assertClose(g1, x.T @ (dt * (1 - t * t) * (h > 0)), "dL/dw1", rel=1e-12)
+        # forward mode: the tangent of the loss along v is <grad, v>
+        v1 = rng.standard_normal(w1.shape)
+        j = tessel.load_module(SRC / "tests" / "models" / "grad" / "mlp.hlo").grad(wrt="w1", jvp=True)
+        self.assertEqual(j.num_parameters, 4)
+        l2, tl = j.run_reference([x, w1, w2, v1])
+        self.assertClose(tl, np.sum(g1 * v1), "jvp vs vjp", rel=1e-12)
+        step = tessel.grad(src, wrt=[1], sgd=0.5)
+        self.assertIn("input_output_alias", step.text())
+        with self.assertRaises(tessel.Error) as e:
+            tessel.grad(src, wrt="nope")
+        self.assertEqual(e.exception.status, tessel.Status.EINPUT)
+        self.assertIn("'nope' is neither a parameter number nor a parameter name", str(e.exception))
+
     def test_host_ops_chain(self):
         """Host work between device work: 2 clusters, run in process."""
         plan = tessel.compile(model("host_ops_chain", 2), num_partitions=2)
