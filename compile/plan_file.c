@@ -448,7 +448,7 @@ static IrStatus check_logical(Loader *L, const IrModule *m, const PlanCluster *c
     const IrInstr *root = &e->instr[e->root];
     if (!ir_shape_equal(&root->shape, &c->out_shape))
         return bad(L, 1, "the source module's root has another shape than the plan's outputs");
-    for (int32_t k = 0; root->sharding && k < ir_shape_leaf_count(&c->out_shape); k++)
+    for (int32_t k = 0, nl = ir_shape_leaf_count(&c->out_shape); root->sharding && k < nl; k++)
         if (!ir_sharding_equal(shd_leaf(root->sharding, &root->shape, k), shd_leaf(c->out_sharding, &c->out_shape, k)))
             return bad(L, 1, "output %d: the source module's root has another sharding", (int)k);
     return IR_OK;

@@ -327,6 +327,23 @@ static IrStatus validate_leaf(const IrSharding *s, const IrShape *shape, int64_t
     return IR_OK;
 }
 
+/* Each leaf of a tuple shape against its sharding (s itself, or element i
+ * of a tuple sharding): the leaves listed in one walk, since looking each
+ * up by index is quadratic in a wide tuple. */
+static IrStatus validate_leaves(const IrSharding *s, const IrShape *shape, int32_t leaves, int64_t nd, IrDiag *d,
+                                const char *file, const char *src, IrPos pos)
+{
+    const IrShape **leaf = ts_malloc((size_t)(leaves > 0 ? leaves : 1) * sizeof *leaf);
+    if (!leaf)
+        return ir_error(d, IR_ENOMEM, file, src, pos, "out of memory");
+    ir_shape_leaves(shape, leaf);
+    IrStatus st = IR_OK;
+    for (int32_t i = 0; i < leaves && st == IR_OK; i++)
+        st = validate_leaf(s->kind == SHD_TUPLE ? &s->tuple[i] : s, leaf[i], nd, d, file, src, pos);
+    ts_free(leaf);
+    return st;
+}
+
 IrStatus ir_sharding_validate(const IrSharding *s, const IrShape *shape, int64_t num_devices,
                               IrDiag *d, const char *file, const char *src, IrPos pos)
 {
@@ -342,23 +359,10 @@ IrStatus ir_sharding_validate(const IrSharding *s, const IrShape *shape, int64_t
         if (s->ntuple != leaves)
             return vfail(d, file, src, pos, s, "%d elements for a shape with %d leaves", (int)s->ntuple,
                          (int)leaves);
-        for (int32_t i = 0; i < leaves; i++) {
-            IrStatus st = validate_leaf(&s->tuple[i], ir_shape_leaf(shape, i), nd, d, file, src, pos);
-            if (st != IR_OK)
-                return st;
-        }
-        return IR_OK;
+        return validate_leaves(s, shape, leaves, nd, d, file, src, pos);
     }
-    if (shape->type == IR_TUPLE) {
-        /* XLA normalizes a single sharding on a tuple to one per leaf. */
-        int32_t leaves = ir_shape_leaf_count(shape);
-        for (int32_t i = 0; i < leaves; i++) {
-            IrStatus st = validate_leaf(s, ir_shape_leaf(shape, i), nd, d, file, src, pos);
-            if (st != IR_OK)
-                return st;
-        }
-        return IR_OK;
-    }
+    if (shape->type == IR_TUPLE) /* XLA normalizes a single sharding on a tuple to one per leaf */
+        return validate_leaves(s, shape, ir_shape_leaf_count(shape), nd, d, file, src, pos);
     return validate_leaf(s, shape, nd, d, file, src, pos);
 }
 

@@ -64,6 +64,9 @@ int64_t shd_total_tiles(const IrSharding *s);
 const IrSharding *shd_leaf(const IrSharding *s, const IrShape *shape, int32_t leaf);
 /* Sharding of tuple element i of a value of shape `shape`. */
 IrSharding *shd_tuple_element(IrArena *a, const IrSharding *s, const IrShape *shape, int32_t i);
+/* The same, given the leaf index where element i starts (the leaves of
+ * elements 0..i-1): callers walking every element stay linear. */
+IrSharding *shd_tuple_element_at(IrArena *a, const IrSharding *s, const IrShape *shape, int32_t i, int32_t first);
 /* A tuple sharding giving every leaf of `shape` the sharding `s` (s for arrays). */
 IrSharding *shd_broadcast_to_shape(IrArena *a, const IrSharding *s, const IrShape *shape);
 

@@ -284,10 +284,16 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
         if (!value_for(a, &p->inputs[k], k, name, &io->param_shape[k], io->param_sharding[k]))
             goto nomem;
     }
+    const IrShape **leaves = ts_malloc((size_t)(p->noutputs > 0 ? p->noutputs : 1) * sizeof *leaves);
+    if (!leaves)
+        goto nomem;
+    ir_shape_leaves(io->out_shape, leaves); /* one walk, not one per leaf */
     for (int32_t k = 0; k < p->noutputs; k++)
-        if (!value_for(a, &p->outputs[k], k, NULL, ir_shape_leaf(io->out_shape, k),
-                       shd_leaf(io->out_sharding, io->out_shape, k)))
+        if (!value_for(a, &p->outputs[k], k, NULL, leaves[k], shd_leaf(io->out_sharding, io->out_shape, k))) {
+            ts_free(leaves);
             goto nomem;
+        }
+    ts_free(leaves);
     if (!describe_instrs(p, src, spmd, rep))
         goto nomem;
     p->peak_bytes_per_device = peak_bytes(spmd);

@@ -469,7 +469,7 @@ int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *fro
     }
     /* Tuples leaf by leaf, element by element. */
     bool all_same = true;
-    for (int32_t l = 0; l < ir_shape_leaf_count(full); l++)
+    for (int32_t l = 0, nl = ir_shape_leaf_count(full); l < nl && all_same; l++)
         all_same &= same(shd_leaf(from, full, l), shd_leaf(to, full, l));
     if (all_same)
         return v;
@@ -478,9 +478,9 @@ int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *fro
     if (!el)
         return fail(pc, IR_ENOMEM, "out of memory");
     IrArena *a = pc_tmp(pc);
-    for (int32_t k = 0; k < n; k++) {
-        IrSharding *f = shd_tuple_element(a, from, full, k);
-        IrSharding *t = shd_tuple_element(a, to, full, k);
+    for (int32_t k = 0, first = 0; k < n; first += ir_shape_leaf_count(&full->tuple[k]), k++) {
+        IrSharding *f = shd_tuple_element_at(a, from, full, k, first);
+        IrSharding *t = shd_tuple_element_at(a, to, full, k, first);
         int32_t g = emit_gte(pc, v, k);
         el[k] = (f && t) ? reshard(pc, g, &full->tuple[k], f, t) : -1;
         if (el[k] < 0) {

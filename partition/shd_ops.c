@@ -237,12 +237,19 @@ IrSharding *shd_tuple_element(IrArena *a, const IrSharding *s, const IrShape *sh
 {
     if (shape->type != IR_TUPLE || i < 0 || i >= shape->ntuple)
         return NULL;
+    int32_t first = 0;
+    for (int32_t k = 0; s->kind == SHD_TUPLE && k < i; k++)
+        first += ir_shape_leaf_count(&shape->tuple[k]);
+    return shd_tuple_element_at(a, s, shape, i, first);
+}
+
+IrSharding *shd_tuple_element_at(IrArena *a, const IrSharding *s, const IrShape *shape, int32_t i, int32_t first)
+{
+    if (shape->type != IR_TUPLE || i < 0 || i >= shape->ntuple)
+        return NULL;
     const IrShape *el = &shape->tuple[i];
     if (s->kind != SHD_TUPLE)
         return shd_broadcast_to_shape(a, s, el);
-    int32_t first = 0;
-    for (int32_t k = 0; k < i; k++)
-        first += ir_shape_leaf_count(&shape->tuple[k]);
     int32_t n = ir_shape_leaf_count(el);
     if (first + n > s->ntuple)
         return NULL;

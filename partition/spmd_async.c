@@ -64,10 +64,10 @@ static IrSharding *async_sharding(PComp *pc, const IrInstr *ins, const IrShardin
         return NULL;
     for (int32_t k = 0; k < ins->nopnd; k++) {
         const IrShape *os = &pc->sc->instr[ins->opnd[k]].shape;
-        for (int32_t l = 0; l < ir_shape_leaf_count(os); l++)
+        for (int32_t l = 0, n = ir_shape_leaf_count(os); l < n; l++)
             leaf[at++] = (IrSharding *)shd_leaf(ps[k], os, l);
     }
-    for (int32_t l = 0; l < ir_shape_leaf_count(&sh->tuple[1]); l++)
+    for (int32_t l = 0, n = ir_shape_leaf_count(&sh->tuple[1]); l < n; l++)
         leaf[at++] = (IrSharding *)shd_leaf(root_s, &sh->tuple[1], l);
     while (at < nl)
         leaf[at++] = (IrSharding *)&repl_sharding;

@@ -197,8 +197,8 @@ static IrStatus read_value(Reader *r, int32_t p, int64_t *leaf, const IrShape *f
     DevValue **el = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *el);
     IrShape *shapes = ir_alloc_array(r->arena, (size_t)(n > 0 ? n : 1), sizeof(IrShape));
     IrStatus st = el && shapes ? IR_OK : oom(d);
-    for (int32_t k = 0; st == IR_OK && k < n; k++) {
-        IrSharding *es = shd_tuple_element(r->arena, s, full, k);
+    for (int32_t k = 0, first = 0; st == IR_OK && k < n; first += ir_shape_leaf_count(&full->tuple[k]), k++) {
+        IrSharding *es = shd_tuple_element_at(r->arena, s, full, k, first);
         st = es ? read_value(r, p, leaf, &full->tuple[k], es, part, &el[k], d) : oom(d);
         if (st == IR_OK)
             shapes[k] = el[k]->shape;

@@ -316,7 +316,8 @@ static void test_parse_messages(void **state)
  *   y  = dot(t, w2)            contracting dim tiled on both: a local dot
  *                              and one all-reduce per layer (spmd_dot)
  *   x' = add(x, y)
- *   g  = map(x'), to_apply=neg  (no handler: the fallback, marked in the plan)
+ *   g  = custom-call(x'), custom_call_target="user_op"  (a target tessel does
+ *        not know: the fallback, marked in the plan)
  * plus x0, the neg computation's 2 instructions and the root. */
 static char *model(int layers)
 {
@@ -333,7 +334,7 @@ static char *model(int layers)
         add(&t, "  y%d = f32[8,16] dot(t%d, w2_%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n", i, i,
             i);
         add(&t, "  x%d = f32[8,16] add(x%d, y%d)\n", i + 1, i, i);
-        add(&t, "  g%d = f32[8,16] map(x%d), dimensions={0,1}, to_apply=neg\n", i, i + 1);
+        add(&t, "  g%d = f32[8,16] custom-call(x%d), custom_call_target=\"user_op\"\n", i, i + 1);
     }
     add(&t, "  ROOT r = f32[8,16] add(x%d, g%d)\n}\n", layers, layers - 1);
     return t.s;
@@ -374,10 +375,10 @@ static Run compile_model(int layers)
     for (int32_t i = 0; i < e->ninstr; i++)
         r.all_reduces += e->instr[i].op == OP_ALL_REDUCE;
     r.fallbacks = c.report.nfallback;
-    /* The plan marks exactly the map instructions (g0, g1, ...). */
+    /* The plan marks exactly the custom-calls (g0, g1, ...). */
     for (int32_t i = 0; i < plan->ninstrs; i++) {
-        bool is_map = strcmp(plan->instrs[i].opcode, "map") == 0;
-        assert_true(plan->instrs[i].fallback == is_map);
+        bool is_user_op = strcmp(plan->instrs[i].opcode, "custom-call") == 0;
+        assert_true(plan->instrs[i].fallback == is_user_op);
         r.marked += plan->instrs[i].fallback;
     }
     ts_free(out);
@@ -388,7 +389,7 @@ static Run compile_model(int layers)
 }
 
 /* Per layer: one all-reduce (y's contracting dim is tiled on both
- * operands) and one fallback (the map). */
+ * operands) and one fallback (the custom-call). */
 static void test_model_collectives(void **state)
 {
     (void)state;

@@ -190,11 +190,12 @@ static void singleton_job(void)
     ir_diag_clear(&d);
     int inited = 1;
     CHECK(MPI_Initialized(&inited) == MPI_SUCCESS && !inited);
-    /* the real one: 15 calls (init, the world's errhandler, thread level,
-     * the communicator's dup and errhandler, rank, size, type x2, 6 ops) */
+    /* the real one: 16 calls (init, the world's errhandler, thread level,
+     * the communicator's dup and errhandler, the heartbeat's dup, rank,
+     * size, type x2, 6 ops) */
     long c0 = rt_mpi_call_count();
     CHECK(rt_mpi_init(NULL, NULL, &t, &d) == IR_OK && t);
-    CHECK(rt_mpi_call_count() - c0 == 15);
+    CHECK(rt_mpi_call_count() - c0 == 16);
     CHECK(rt_mpi_rank(t) == 0 && rt_mpi_size(t) == 1);
     CHECK(rt_mpi_agree(t, true) == -1);
     CHECK(rt_mpi_agree(t, false) == 0);
@@ -215,14 +216,14 @@ static void singleton_job(void)
     CHECK(rt_transport_allgather(t, send, sizeof send, recv, &d) == IR_OK && recv[0] == 7 && recv[1] == 8);
     /* the third MPI_Op_free fails; the other 5 ops and the type are still
      * freed: 7 calls, and MPI_Error_string for the message: 8; a second
-     * release has nothing left to free; then the communicator is freed
-     * and MPI_Finalize: 10 */
+     * release has nothing left to free; then the heartbeat's and tessel's
+     * communicators are freed and MPI_Finalize: 11 */
     c0 = rt_mpi_call_count();
     rt_mpi_fail_after(3);
     check_injected(rt_mpi_release(t, &d), &d, 0, "MPI_Op_free");
     CHECK(rt_mpi_call_count() - c0 == 8);
     CHECK(rt_mpi_release(t, &d) == IR_OK && rt_mpi_call_count() - c0 == 8);
-    CHECK(rt_mpi_end(t, &d) == IR_OK && rt_mpi_call_count() - c0 == 10);
+    CHECK(rt_mpi_end(t, &d) == IR_OK && rt_mpi_call_count() - c0 == 11);
     int fin = 0;
     CHECK(MPI_Finalized(&fin) == MPI_SUCCESS && fin);
     _exit(0);
