@@ -124,14 +124,14 @@ static bool limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
 }
 
 /* NAME=VALUE: a limit can be lowered or raised, rank only up to
- * IR_MAX_RANK, devices up to COMPILE_DEFAULT_MAX_DEVICES. */
+ * IR_MAX_RANK, devices up to IR_MAX_DEVICES. */
 TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 {
     static const struct {
         const char *name;
         int64_t max;
     } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                 {"depth", 4096},         {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
+                 {"depth", 4096},         {"name", INT32_MAX},   {"devices", IR_MAX_DEVICES},
                  {"trips", INT64_MAX},    {"memory", INT64_MAX}};
     enum { NNAMES = sizeof names / sizeof *names, MEMORY = 7 };
     IrDiag id = {0};

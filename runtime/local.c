@@ -1114,7 +1114,7 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     if (stats)
         *stats = (RtRunStats){0};
     IrStatus st = IR_OK;
-    if (w.ndev < 1 || w.ndev > 4096 || nlocal < 1 || first < 0 || first + nlocal > w.ndev ||
+    if (w.ndev < 1 || w.ndev > IR_MAX_DEVICES || nlocal < 1 || first < 0 || first + nlocal > w.ndev ||
         (!t && nlocal != w.ndev))
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "devices [%lld, %lld) of %lld: out of range",
                       (long long)first, (long long)(first + nlocal), (long long)w.ndev);
@@ -1193,7 +1193,7 @@ IrStatus rt_run_local_ex(const PlanCluster *c, const RtArgs *args, const RtRunOp
 {
     *out = NULL;
     int64_t ndev = c->num_partitions * c->num_replicas;
-    if (ndev < 1 || ndev > 4096)
+    if (ndev < 1 || ndev > IR_MAX_DEVICES)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "device count %lld out of range", (long long)ndev);
     DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
     RtArgs *shards = ts_calloc((size_t)ndev, sizeof *shards);
