@@ -35,6 +35,17 @@
 #include <string.h>
 #include <time.h>
 
+/* A collective's groups seen from the hosts (host_colors), kept for the
+ * run: a loop meets the same collective every trip, and working them
+ * out costs a pass over every device's group. */
+typedef struct HostGroups {
+    const char *name;          /* the instruction's (its pointer is the key) */
+    IrOpcode op;
+    int32_t *color;            /* [hosts] */
+    int64_t *src;              /* [devices], permute and broadcast; else NULL */
+    bool any;
+} HostGroups;
+
 typedef struct World {
     int64_t ndev, n, r;        /* all devices; partitions; replicas */
     int64_t first, nlocal;     /* this host's devices: [first, first + nlocal) */
@@ -54,6 +65,8 @@ typedef struct World {
     DevValue **reduced;        /* all-reduce across hosts: each local member's result */
     DevValue **shared;         /* a group-identical collective's result, by its group's first local member */
     IrStatus leader_status;    /* what the leader's exchange returned */
+    struct HostGroups *hg;     /* host_colors of each collective met so far (the leader's) */
+    int32_t nhg;
     IrDiag leader_diag;
 } World;
 
@@ -468,13 +481,40 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
  * the hierarchical all-reduce for one operand with a simple reducer,
  * point to point for permute and broadcast, else every operand of the
  * color's hosts everywhere among them. */
+static IrStatus cached_colors(World *w, const IrModule *m, const IrInstr *ins, HostGroups **out, IrDiag *d)
+{
+    for (int32_t k = 0; k < w->nhg; k++)
+        if (w->hg[k].name == ins->name && w->hg[k].op == ins->op) {
+            *out = &w->hg[k];
+            return IR_OK;
+        }
+    HostGroups *ng = ts_realloc(w->hg, (size_t)(w->nhg + 1) * sizeof *ng);
+    if (!ng)
+        return oom(d);
+    w->hg = ng;
+    HostGroups *h = &w->hg[w->nhg];
+    *h = (HostGroups){.name = ins->name, .op = ins->op};
+    h->color = ts_malloc((size_t)(w->ndev / w->nlocal) * sizeof *h->color);
+    h->src = reads_one(ins) ? ts_malloc((size_t)w->ndev * sizeof *h->src) : NULL;
+    IrStatus st = h->color && (h->src || !reads_one(ins)) ? host_colors(w, m, ins, h->color, h->src, &h->any, d)
+                                                         : oom(d);
+    if (st != IR_OK) {
+        ts_free(h->color);
+        ts_free(h->src);
+        return st;
+    }
+    w->nhg++;
+    *out = h;
+    return IR_OK;
+}
+
 static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
 {
-    int64_t hosts = w->ndev / w->nlocal;
-    int32_t *color = ts_malloc((size_t)hosts * sizeof *color);
-    int64_t *src = reads_one(ins) ? ts_malloc((size_t)w->ndev * sizeof *src) : NULL;
-    bool any = false;
-    IrStatus st = color && (src || !reads_one(ins)) ? host_colors(w, m, ins, color, src, &any, d) : oom(d);
+    HostGroups *hg = NULL;
+    IrStatus st = cached_colors(w, m, ins, &hg, d);
+    const int32_t *color = hg ? hg->color : NULL;
+    const int64_t *src = hg ? hg->src : NULL;
+    bool any = hg && hg->any;
     IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
     if (st != IR_OK || !any) {
     } else if ((ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && op != OP_COUNT && w->nops == 1 &&
@@ -485,8 +525,6 @@ static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins,
     } else {
         st = exchange_in(w, ins, color, d);
     }
-    ts_free(color);
-    ts_free(src);
     return st;
 }
 
@@ -1177,6 +1215,11 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     for (int64_t k = 0; devs && k < nlocal; k++)
         free_device(&devs[k]);
     ir_diag_clear(&w.leader_diag);
+    for (int32_t k = 0; k < w.nhg; k++) {
+        ts_free(w.hg[k].color);
+        ts_free(w.hg[k].src);
+    }
+    ts_free(w.hg);
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
     ts_free(devs);
