@@ -12,7 +12,9 @@
 #     is counted).
 #  3. Simulated scale: data x model (8 ranks) and data x model x replica
 #     (16 ranks) meshes of a small MLP, 2 local devices per rank, through
-#     the oracle (outputs equal --reference). TESSEL_SWEEP=full adds 16
+#     the oracle (outputs equal --reference); the bytes each rank sent
+#     within 5% of what the plan's per-collective estimate says a host
+#     moves. TESSEL_SWEEP=full adds 16
 #     ranks on the 2-D mesh and 8 ranks on the 3-D one.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
@@ -183,9 +185,60 @@ scale() {
     expect_status 0 "$TESSEL" compile "$WORK/$name.hlo" --hosts "$ranks" -o "$WORK/$name.plan"
     expect_status 0 mpi -np "$ranks" "$TESSEL" run "$WORK/$name.plan" --random-inputs 7 --output-dir "$WORK/$name.got" --stats
     expect_in "$ERR" "bytes per rank"
+    cp "$ERR" "$WORK/$name.stats"
     for f in "$WORK/$name.ref"/*.npy; do
         npy_match "$f" "$WORK/$name.got/$(basename "$f")" || fail "$name on $ranks ranks: $(basename "$f") differs"
     done
+    # The bytes each rank moved, against the plan's estimate: each
+    # collective's per-device figure (bytes_per_device: 2 (k-1)/k of the
+    # buffer for an all-reduce over k devices, k-1 operands for an
+    # all-gather) turned into what a host moves when its devices' data
+    # is combined first and crosses only between the hosts of its groups.
+    expect_status 0 "$TESSEL" plan "$WORK/$name.plan" --format json
+    "$PY" - "$OUT" "$WORK/$name.stats" <<'PY' || fail "$name on $ranks ranks: bytes per rank off the plan's estimate"
+import json, re, sys
+plan = json.load(open(sys.argv[1]))
+hosts, local = plan["hosts"], plan["local_devices"]
+want = {"all-reduce": [0.0] * hosts, "all-gather": [0.0] * hosts}
+for c in plan["clusters"][0]["collectives"]:
+    groups = json.loads(c["replica_groups"].replace("{", "[").replace("}", "]"))
+    k = len(groups[0])
+    e = c["bytes_per_device"]
+    # hosts joined by groups that span several (union-find)
+    root = list(range(hosts))
+    def find(h):
+        while root[h] != h:
+            h = root[h]
+        return h
+    for g in groups:
+        for d in g[1:]:
+            a, b = find(g[0] // local), find(d // local)
+            root[max(a, b)] = min(a, b)
+    for h in range(hosts):
+        color = [j for j in range(hosts) if find(j) == find(h)]
+        if len(color) < 2:
+            continue
+        kh = len(color)
+        if c["opcode"] == "all-reduce":
+            s = e * k / (2 * (k - 1))   # the buffer of one device
+            spanning = [g for g in groups if find(g[0] // local) == find(h) and len({d // local for d in g}) > 1]
+            want["all-reduce"][h] += 2 * (kh - 1) / kh * s * len(spanning)
+        elif c["opcode"] == "all-gather":
+            want["all-gather"][h] += e / (k - 1) * local * (kh - 1)
+        else:
+            sys.exit("no estimate for " + c["opcode"])
+stats = open(sys.argv[2]).read()
+for kind, per in want.items():
+    m = re.search(r"sent     %-14s min (\d+)  median (\d+)  max (\d+) bytes per rank" % kind, stats)
+    got = [int(x) for x in m.groups()] if m else [0, 0, 0]
+    per = sorted(per)
+    n = len(per)
+    exp = [per[0], per[n // 2] if n % 2 else (per[n // 2 - 1] + per[n // 2]) / 2, per[-1]]
+    for g, x in zip(got, exp):
+        if abs(g - x) > 0.05 * max(x, 1):
+            sys.exit(f"{kind}: sent min/median/max {got}, the plan's estimate {exp}")
+    print(f"{kind}: sent {got} bytes per rank, plan's estimate {exp}")
+PY
 }
 scale mesh2d_8 8 4 4
 scale mesh3d_16 16 2 4 4
