@@ -182,6 +182,28 @@ int32_t emit_partition_id(PComp *pc)
     return pc->pid;
 }
 
+/* Whether table[p] == a + c * ((p / q) % m) for every partition p: the
+ * form of a tile coordinate times a shard size under an iota assignment
+ * (q: the partitions of one tile step, m: the tiles of the dim). */
+static bool table_affine(const int64_t *table, int64_t n, int64_t *a, int64_t *c, int64_t *q, int64_t *m)
+{
+    *a = table[0];
+    *q = 1;
+    while (*q < n && table[*q] == *a)
+        (*q)++;
+    if (*q >= n)
+        return false;
+    *c = table[*q] - *a;
+    /* The cycle: the first block back at a (none: the blocks run to n). */
+    *m = 1;
+    while (*m * *q < n && table[*m * *q] != *a)
+        (*m)++;
+    for (int64_t p = 0; p < n; p++)
+        if (table[p] != *a + *c * ((p / *q) % *m))
+            return false;
+    return true;
+}
+
 int32_t emit_table_lookup(PComp *pc, const int64_t *table)
 {
     int64_t n = pc->sp->n;
@@ -190,6 +212,22 @@ int32_t emit_table_lookup(PComp *pc, const int64_t *table)
         constant &= table[p] == table[0];
     if (constant)
         return emit_s32(pc, table[0]);
+    /* Arithmetic on partition-id where the table has the iota form, as
+     * XLA's partitioner does: the program's size and the compile's time
+     * do not grow with the device count. Other tables stay constants. */
+    int64_t a, c, q, m;
+    if (table_affine(table, n, &a, &c, &q, &m)) {
+        int32_t v = emit_partition_id(pc);
+        if (q > 1)
+            v = emit_binary(pc, OP_DIVIDE, v, emit_s32(pc, q));
+        if (m * q < n)
+            v = emit_binary(pc, OP_REMAINDER, v, emit_s32(pc, m));
+        if (c != 1)
+            v = emit_binary(pc, OP_MULTIPLY, v, emit_s32(pc, c));
+        if (a != 0)
+            v = emit_binary(pc, OP_ADD, v, emit_s32(pc, a));
+        return v;
+    }
     int32_t *vals = ts_malloc((size_t)n * sizeof(int32_t));
     if (!vals)
         return oom(pc);
