@@ -509,6 +509,45 @@ int32_t spmd_scalar_comp(Spmd *sp, int32_t src_comp)
 
 /* ---- collectives ---- */
 
+/* Groups of the iota forms [G,S]<=[G*S] (group k is k*S .. k*S+S-1) or
+ * [G,S]<=[S,G]T(1,0) (group k is k, k+G, ...) are marked so, and print
+ * so: an instruction's text then does not grow with the device count.
+ * The explicit groups stay (everything else reads them). */
+static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
+{
+    int64_t total = g->ngroups;
+    bool rows = true, cols = true;
+    for (int64_t k = 0; (rows || cols) && k < total; k++)
+        for (int32_t j = 0; j < size; j++) {
+            rows = rows && g->groups[k][j] == k * size + j;
+            cols = cols && g->groups[k][j] == (int64_t)j * total + k;
+        }
+    if (!rows && !cols)
+        return true;
+    IrArena *a = pc_arena(pc);
+    int64_t *shape = ir_alloc_array(a, 2, sizeof(int64_t)), *reshape = ir_alloc_array(a, 2, sizeof(int64_t));
+    int32_t *perm = rows ? NULL : ir_alloc_array(a, 2, sizeof(int32_t));
+    if (!shape || !reshape || (!rows && !perm))
+        return false;
+    shape[0] = total;
+    shape[1] = size;
+    g->iota = true;
+    g->iota_shape = (IrI64List){.n = 2, .v = shape};
+    if (rows) {
+        reshape[0] = total * size;
+        g->iota_reshape = (IrI64List){.n = 1, .v = reshape};
+        return true;
+    }
+    reshape[0] = size;
+    reshape[1] = total;
+    g->iota_reshape = (IrI64List){.n = 2, .v = reshape};
+    perm[0] = 1;
+    perm[1] = 0;
+    g->iota_perm = perm;
+    g->niota_perm = 2;
+    return true;
+}
+
 /* replica_groups for all replicas: groups of partition ids, repeated per
  * replica with offset replica*n (global device ids). */
 static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, const int64_t *groups)
@@ -534,7 +573,7 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
         }
     ins->a.channel_id = ++sp->next_channel;
     ins->a.use_global_device_ids = true;
-    return true;
+    return iota_groups(pc, g, size);
 }
 
 SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s)
