@@ -6,7 +6,7 @@
 #     groups spanning hosts and uneven groups, replayed (--spmd) in one
 #     process and under mpirun -np 2, 4, 8 (4, 2, 1 local devices):
 #     bit-equal files, each device's result checked against values worked
-#     out in NumPy from XLA's semantics.
+#     out in NumPy from XLA's semantics; again in 13-byte MPI pieces.
 #  2. --stats: the bytes each rank sent and received per collective kind
 #     equal the ones worked out by hand for -np 4 (transport.h says what
 #     is counted).
@@ -74,6 +74,13 @@ for np in 2 4 8; do
     for f in "$WORK/alone"/*.npy; do
         cmp -s "$f" "$WORK/mpi$np/$(basename "$f")" || fail "$(basename "$f") differs under mpirun -np $np"
     done
+done
+# pieces of 13 bytes (runtime/mpi.c, TESSEL_MPI_PIECE_BYTES): the split
+# communicators' all-gathers and all-reduces and the point-to-point
+# blocks cut into many uneven pieces
+expect_status 0 mpi -np 4 -x TESSEL_MPI_PIECE_BYTES=13 "$TESSEL" run "$WORK/g.hlo" --spmd "${IN[@]}" --output-dir "$WORK/pieces"
+for f in "$WORK/alone"/*.npy; do
+    cmp -s "$f" "$WORK/pieces/$(basename "$f")" || fail "$(basename "$f") differs in 13-byte pieces"
 done
 "$PY" - "$WORK" <<'PY' || fail "a collective across hosts differs from XLA's semantics"
 import sys
