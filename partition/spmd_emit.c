@@ -510,8 +510,9 @@ int32_t spmd_scalar_comp(Spmd *sp, int32_t src_comp)
 /* ---- collectives ---- */
 
 /* Groups of the iota forms [G,S]<=[G*S] (group k is k*S .. k*S+S-1) or
- * [G,S]<=[S,G]T(1,0) (group k is k, k+G, ...) are marked so, and print
- * so: an instruction's text then does not grow with the device count.
+ * [G,S]<=[S,G]T(1,0) (group k is k, k+G, ...) of more than 64 ids are
+ * marked so, and print so: an instruction's text then does not grow with
+ * the device count.
  * The explicit groups stay (everything else reads them). */
 static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
 {
@@ -522,7 +523,8 @@ static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
             rows = rows && g->groups[k][j] == k * size + j;
             cols = cols && g->groups[k][j] == (int64_t)j * total + k;
         }
-    if (!rows && !cols)
+    /* Up to 64 ids the groups stay explicit: short, and easier to read. */
+    if ((!rows && !cols) || total * size <= 64)
         return true;
     IrArena *a = pc_arena(pc);
     int64_t *shape = ir_alloc_array(a, 2, sizeof(int64_t)), *reshape = ir_alloc_array(a, 2, sizeof(int64_t));
@@ -590,21 +592,27 @@ SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s)
 /* Record a collective for the plan: its groups as text and bytes received.
  * Returns r, or -1 (out of memory recorded) when the record cannot be made:
  * a plan that silently lost a collective would be wrong. */
-static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
+/* A collective's groups as the plan records them: the iota forms of
+ * iota_groups as the instruction prints them (the record does not grow
+ * with the device count either), else every group. NULL: out of memory. */
+static char *groups_text(IrArena *a, const IrReplicaGroups *g)
 {
-    SpmdReport *rep = pc->sp->report;
-    if (!rep || r < 0)
-        return r;
-    if (!IR_ARENA_GROW(rep->arena, rep->coll, rep->capcoll, rep->ncoll, rep->ncoll + 1))
-        return oom(pc);
-    const IrInstr *ins = &pc->dc->instr[r];
-    const IrReplicaGroups *g = &ins->a.replica_groups;
+    if (g->iota) {
+        char *txt = ir_alloc(a, 128);
+        if (txt && g->iota_reshape.n == 1)
+            snprintf(txt, 128, "[%lld,%lld]<=[%lld]", (long long)g->iota_shape.v[0], (long long)g->iota_shape.v[1],
+                     (long long)g->iota_reshape.v[0]);
+        else if (txt)
+            snprintf(txt, 128, "[%lld,%lld]<=[%lld,%lld]T(1,0)", (long long)g->iota_shape.v[0],
+                     (long long)g->iota_shape.v[1], (long long)g->iota_reshape.v[0], (long long)g->iota_reshape.v[1]);
+        return txt;
+    }
     size_t len = 3;
     for (int32_t k = 0; k < g->ngroups; k++)
         len += 3 + (size_t)g->group_size[k] * 21;
-    char *txt = ir_alloc(rep->arena, len);
+    char *txt = ir_alloc(a, len);
     if (!txt)
-        return oom(pc);
+        return NULL;
     size_t o = 0;
     txt[o++] = '{';
     for (int32_t k = 0; k < g->ngroups; k++) {
@@ -615,6 +623,20 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     }
     txt[o++] = '}';
     txt[o] = 0;
+    return txt;
+}
+
+static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
+{
+    SpmdReport *rep = pc->sp->report;
+    if (!rep || r < 0)
+        return r;
+    if (!IR_ARENA_GROW(rep->arena, rep->coll, rep->capcoll, rep->ncoll, rep->ncoll + 1))
+        return oom(pc);
+    const IrInstr *ins = &pc->dc->instr[r];
+    char *txt = groups_text(rep->arena, &ins->a.replica_groups);
+    if (!txt)
+        return oom(pc);
     SpmdCollective *c = &rep->coll[rep->ncoll++];
     c->name = ir_strdup(rep->arena, ins->name);
     c->op = ins->op;

@@ -208,7 +208,17 @@ plan = json.load(open(sys.argv[1]))
 hosts, local = plan["hosts"], plan["local_devices"]
 want = {"all-reduce": [0.0] * hosts, "all-gather": [0.0] * hosts}
 for c in plan["clusters"][0]["collectives"]:
-    groups = json.loads(c["replica_groups"].replace("{", "[").replace("}", "]"))
+    text = c["replica_groups"]
+    m = re.fullmatch(r"\[(\d+),(\d+)\]<=\[(\d+)\]", text)
+    t = re.fullmatch(r"\[(\d+),(\d+)\]<=\[(\d+),(\d+)\]T\(1,0\)", text)
+    if m:    # XLA's iota form: iota(N) reshaped to [G,S]
+        G, S = int(m.group(1)), int(m.group(2))
+        groups = [[k * S + j for j in range(S)] for k in range(G)]
+    elif t:  # iota reshaped to [S,G], transposed
+        G, S = int(t.group(1)), int(t.group(2))
+        groups = [[j * G + k for j in range(S)] for k in range(G)]
+    else:
+        groups = json.loads(text.replace("{", "[").replace("}", "]"))
     k = len(groups[0])
     e = c["bytes_per_device"]
     # hosts joined by groups that span several (union-find)
