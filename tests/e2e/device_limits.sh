@@ -3,41 +3,40 @@
 # with --limit devices=N (up to 65,536, IR_MAX_DEVICES), plans of them
 # load (no 4096 cap left in the plan loader), a module over the limit and
 # a limit over 65,536 are clear errors (status 2), and the text dump of a
-# plan of 4608 devices collapses its device runs and leaf runs into a few
-# lines (docs/plan.md). 4608, just over the default: the compile's cost
-# still grows with the device count, and more would make the test slow.
+# plan of 8192 devices collapses its device runs and leaf runs into a few
+# lines (docs/plan.md).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
 cat >"$WORK/big.hlo" <<'HLO'
-HloModule big, num_partitions=4608
+HloModule big, num_partitions=8192
 
 ENTRY main {
-  x = f32[4608,4] parameter(0), sharding={devices=[4608,1]<=[4608]}
-  ROOT y = f32[4608,4] add(x, x), sharding={devices=[4608,1]<=[4608]}
+  x = f32[8192,4] parameter(0), sharding={devices=[8192,1]<=[8192]}
+  ROOT y = f32[8192,4] add(x, x), sharding={devices=[8192,1]<=[8192]}
 }
 HLO
 expect_status 2 "$TESSEL" compile "$WORK/big.hlo" -o "$WORK/big.plan"
-expect_in "$ERR" "4608 partitions x 1 replicas: at most 4096 devices (--limit devices=N)"
+expect_in "$ERR" "8192 partitions x 1 replicas: at most 4096 devices (--limit devices=N)"
 expect_status 2 "$TESSEL" compile "$WORK/big.hlo" --limit devices=65537 -o "$WORK/big.plan"
 expect_in "$ERR" "--limit devices needs a whole number from 1 to 65536, not '65537'"
-expect_status 0 "$TESSEL" compile "$WORK/big.hlo" --limit devices=4608 --hosts 4 -o "$WORK/big.plan"
+expect_status 0 "$TESSEL" compile "$WORK/big.hlo" --limit devices=8192 --hosts 4 -o "$WORK/big.plan"
 expect_status 0 "$TESSEL" plan "$WORK/big.plan"
-expect_in "$OUT" "module big: 4608 partitions x 1 replicas on 4 hosts x 1152 local devices"
-expect_in "$OUT" "  replica 0 partitions 0-1151 -> devices 0-1151 -> host 0"
-expect_in "$OUT" "  replica 0 partitions 3456-4607 -> devices 3456-4607 -> host 3"
-expect_in "$OUT" "  host 2 replica 0: devices 2304-3455"
-expect_in "$OUT" "      4608 leaves, j = 0..4607: devices {0}+1*j offset [0,0]+[1,0]*j shape [1,4]"
+expect_in "$OUT" "module big: 8192 partitions x 1 replicas on 4 hosts x 2048 local devices"
+expect_in "$OUT" "  replica 0 partitions 0-2047 -> devices 0-2047 -> host 0"
+expect_in "$OUT" "  replica 0 partitions 6144-8191 -> devices 6144-8191 -> host 3"
+expect_in "$OUT" "  host 2 replica 0: devices 4096-6143"
+expect_in "$OUT" "      8192 leaves, j = 0..8191: devices {0}+1*j offset [0,0]+[1,0]*j shape [1,4]"
 lines=$(wc -l <"$OUT")
-[ "$lines" -lt 40 ] || fail "the dump of a 4608-device plan has $lines lines"
+[ "$lines" -lt 40 ] || fail "the dump of an 8192-device plan has $lines lines"
 # the JSON keeps every device
 expect_status 0 "$TESSEL" plan "$WORK/big.plan" --format json
 "$PY" - "$OUT" <<'PY' || fail "the JSON dump lost devices"
 import json, sys
 j = json.load(open(sys.argv[1]))
 leaves = j["clusters"][0]["inputs"][0]["split_tree"]["children"]
-assert len(j["device_assignment"][0]) == 4608 and j["device_assignment"][0][4607] == 4607
-assert len(leaves) == 4608 and leaves[5]["devices"] == [5] and leaves[5]["offset"] == [5, 0]
+assert len(j["device_assignment"][0]) == 8192 and j["device_assignment"][0][8191] == 8191
+assert len(leaves) == 8192 and leaves[5]["devices"] == [5] and leaves[5]["offset"] == [5, 0]
 PY
 # an irregular assignment is not collapsed where it does not step evenly
 cat >"$WORK/odd.hlo" <<'HLO'
@@ -53,7 +52,7 @@ expect_status 0 "$TESSEL" plan "$WORK/odd.plan"
 expect_in "$OUT" "leaf devices {3} offset [4,0] shape [2,4]"
 expect_in "$OUT" "  replica 0 partitions 0-3 -> devices 0-3 -> host 0"
 # a plan file that claims more than 65,536 devices is refused, naming the line
-sed 's/partitions=4608/partitions=70000/' "$WORK/big.plan" >"$WORK/bad.plan"
+sed 's/partitions=8192/partitions=70000/' "$WORK/big.plan" >"$WORK/bad.plan"
 expect_status 2 "$TESSEL" plan "$WORK/bad.plan"
 expect_in "$ERR" "bad.plan:10:4: error: at most 65536 devices (partitions x replicas)"
 echo "device_limits: ok"
