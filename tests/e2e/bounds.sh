@@ -136,29 +136,7 @@ expect_in "$ERR" "TESSEL_SKIP_COLLECTIVE_AFTER=x: expected a non-negative intege
 
 # ---- checkpoints: alone ----
 SGD="$WORK/sgd.hlo"
-cat >"$SGD" <<'EOF'
-HloModule sgd, input_output_alias={ {0}: (1, {}, may-alias) }, num_partitions=2
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
-ENTRY main {
-  x = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}
-  w = f32[4] parameter(1), sharding={replicated}
-  y = f32[8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  g = f32[4] dot(y, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
-  lr = f32[] constant(0.01)
-  lrb = f32[4] broadcast(lr), dimensions={}
-  step = f32[4] multiply(lrb, g)
-  w2 = f32[4] subtract(w, step)
-  zero = f32[] constant(0)
-  loss = f32[] reduce(y, zero), dimensions={0}, to_apply=add
-  ROOT out = (f32[4], f32[]) tuple(w2, loss), sharding={{replicated}, {replicated}}
-}
-EOF
+sed 's/constant(0.1)/constant(0.01)/' "$TESSEL_SRC/tests/e2e/sgd_step.hlo" >"$SGD"
 npy_write "$WORK/w0.npy" '<f4' 4 0.5 -0.25 0.125 1
 same_bits() { cmp "$1/output_0.npy" "$2/output_0.npy" && cmp "$1/output_1.npy" "$2/output_1.npy" || fail "$2 differs from $1"; }
 expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --input w="$WORK/w0.npy" --steps 40 --output-dir "$WORK/full"

@@ -134,29 +134,7 @@ else
 fi
 
 # ---- --steps with input_output_alias: w' = w - 0.1 * x^T (x w) ----
-cat >"$WORK/sgd.hlo" <<'EOF'
-HloModule sgd, input_output_alias={ {0}: (1, {}, may-alias) }, num_partitions=2
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
-ENTRY main {
-  x = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}
-  w = f32[4] parameter(1), sharding={replicated}
-  y = f32[8] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  g = f32[4] dot(y, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
-  lr = f32[] constant(0.1)
-  lrb = f32[4] broadcast(lr), dimensions={}
-  step = f32[4] multiply(lrb, g)
-  w2 = f32[4] subtract(w, step)
-  zero = f32[] constant(0)
-  loss = f32[] reduce(y, zero), dimensions={0}, to_apply=add
-  ROOT out = (f32[4], f32[]) tuple(w2, loss), sharding={{replicated}, {replicated}}
-}
-EOF
+cp "$TESSEL_SRC/tests/e2e/sgd_step.hlo" "$WORK/sgd.hlo"
 npy_write "$WORK/sx.npy" '<f4' 8,4 $(for i in $(seq 0 31); do echo "$(( (i * 5) % 9 - 4 )).25"; done)
 npy_write "$WORK/w0.npy" '<f4' 4 0.5 -0.25 0.125 1
 # chained by hand: each reference step reads the w the previous one wrote
