@@ -133,18 +133,18 @@ static bool limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
 }
 
 /* NAME=VALUE, the syntax of every --limit: a limit can be lowered or
- * raised, rank only up to IR_MAX_RANK, devices up to
- * COMPILE_DEFAULT_MAX_DEVICES, depth up to 200 (the passes and the device
- * executor recurse on call nesting; the executor refuses more than 200
- * levels, device/exec.c MAX_DEPTH, and 200 fit every stack, also under
- * ASan: tests/e2e/hostile_depth.sh). */
+ * raised, rank only up to IR_MAX_RANK, devices up to IR_MAX_DEVICES,
+ * depth up to 200 (the passes and the device executor recurse on call
+ * nesting; the executor refuses more than 200 levels, device/exec.c
+ * MAX_DEPTH, and 200 fit every stack, also under ASan:
+ * tests/e2e/hostile_depth.sh). */
 TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 {
     static const struct {
         const char *name;
         int64_t max;
     } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                 {"depth", 200},          {"name", INT32_MAX},   {"devices", COMPILE_DEFAULT_MAX_DEVICES},
+                 {"depth", 200},          {"name", INT32_MAX},   {"devices", IR_MAX_DEVICES},
                  {"trips", INT64_MAX},    {"memory", INT64_MAX}, {"instructions", INT32_MAX}};
     enum { NNAMES = sizeof names / sizeof *names, MEMORY = 7 };
     IrDiag id = {0};

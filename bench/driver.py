@@ -4,7 +4,7 @@ the same run (python3, stdlib only). bench/run calls it once per benchmark:
 
     driver.py NAME [--quick] [--bin build/release]
 
-NAME is mlp, train, allreduce, elementwise, compile, memory or parse (dot is the C
+NAME is mlp, train, allreduce, elementwise, compile, compile-devices, memory or parse (dot is the C
 program dot_bench). Every benchmark alternates tessel and its baseline
 (A B A B ...), one warm-up pair then at least 5 timed pairs, takes medians,
 (mlp and allreduce: each process runs 4 steps, `tessel run --steps 4`
@@ -252,6 +252,40 @@ def bench_compile(o):
     return line
 
 
+def bench_compile_devices(o):
+    """`tessel compile --hosts 1` of the 50-layer MLP (gen.py mlp_layers) at
+    8 to 65,536 devices: the compile's wall time (process start
+    subtracted) and the plan's size at each; the ratio is the largest
+    count's time over the smallest's (GSPMD's property: 1)."""
+    sizes = [8, 64, 512, 4096, 65536] if not o["quick"] else [8, 64, 512, 4096]
+    files = [gen("mlp_layers", [50, n], os.path.join(o["work"], "mlp50_%d.hlo" % n)) for n in sizes]
+    plan = os.path.join(o["work"], "mlp50.plan")
+    times = {n: [] for n in sizes}
+    size = {}
+    null = []
+    for r in range(-1, REPS):
+        t0 = time.perf_counter()
+        run([o["tessel"], "--version"])
+        nt = (time.perf_counter() - t0) * 1e3
+        for n, f in zip(sizes, files):
+            t0 = time.perf_counter()
+            run([o["tessel"], "compile", f, "--hosts", "1", "--limit", "devices=%d" % max(n, 4096), "-o", plan])
+            ms = (time.perf_counter() - t0) * 1e3
+            text = open(plan).read()
+            if "// TesselEnd" not in text or text.count(" all-reduce(") < 50:
+                raise Failed("plan of %d devices has %d all-reduces for 50 layers" % (n, text.count(" all-reduce(")))
+            size[n] = len(text)
+            if r >= 0:
+                times[n].append(ms)
+        if r >= 0:
+            null.append(nt)
+    start = median(null)
+    done = [(n, max(median(times[n]) - start, 1e-3)) for n in sizes]
+    per = ", ".join("%d: %.1f ms %.0f KB" % (n, ms, size[n] / 1e3) for n, ms in done)
+    return ("%s (process start %.1f ms subtracted; median of %d) plan size x%.1f ratio %.2f"
+            % (per, start, REPS, size[sizes[-1]] / size[sizes[0]], done[-1][1] / done[0][1]))
+
+
 def bench_memory(o):
     n = (1 << 30) // 4 if not o["quick"] else (64 << 20) // 4
     hlo = gen("memory", [n], os.path.join(o["work"], "memory_%d.hlo" % n))
@@ -346,7 +380,7 @@ def bench_parse_wild(o):
 
 
 BENCHES = {"mlp": bench_mlp, "train": bench_train, "allreduce": bench_allreduce, "elementwise": bench_elementwise,
-           "compile": bench_compile, "memory": bench_memory, "parse": bench_parse,
+           "compile": bench_compile, "compile-devices": bench_compile_devices, "memory": bench_memory, "parse": bench_parse,
            "parse-wild": bench_parse_wild}
 
 

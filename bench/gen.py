@@ -15,6 +15,10 @@
     gen.py memory N OUT             a sum over an f32[N] input sharded over
                                     2 partitions (the input is the memory)
     gen.py elementwise N OUT        8 elementwise ops over two f32[N]
+    gen.py mlp_layers L N OUT       L Megatron MLP layers over N devices:
+                                    W1 {devices=[1,N]<=[N]}, tanh, W2
+                                    {devices=[N,1]<=[N]}, the activations
+                                    chained (6 instructions a layer)
 
 The transformer layer (why these ops: it exercises propagation through
 dots, reductions, broadcasts and elementwise chains the way a real model
@@ -146,6 +150,22 @@ ENTRY main {
 """ % {"b": b, "d": d, "f": f}
 
 
+def mlp_layers(layers, n):
+    bb, d, f = 8, 64, 1024
+    out = ["HloModule mlp_layers, num_partitions=%d" % n, "", "ENTRY main {",
+           "  x0 = f32[%d,%d] parameter(0), sharding={replicated}" % (bb, d)]
+    for l in range(layers):
+        out.append("  w1_%d = f32[%d,%d] parameter(%d), sharding={devices=[1,%d]<=[%d]}" % (l, d, f, 2 * l + 1, n, n))
+        out.append("  w2_%d = f32[%d,%d] parameter(%d), sharding={devices=[%d,1]<=[%d]}" % (l, f, d, 2 * l + 2, n, n))
+        out.append("  h%d = f32[%d,%d] dot(x%d, w1_%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+                   % (l, bb, f, l, l))
+        out.append("  a%d = f32[%d,%d] tanh(h%d)" % (l, bb, f, l))
+        out.append("  %sx%d = f32[%d,%d] dot(a%d, w2_%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}%s"
+                   % ("ROOT " if l == layers - 1 else "", l + 1, bb, d, l, l,
+                      ", sharding={replicated}" if l == layers - 1 else ""))
+    return "\n".join(out + ["}"]) + "\n"
+
+
 def allreduce(n):
     return """HloModule allreduce_bench, num_partitions=2
 
@@ -199,7 +219,7 @@ ENTRY main {
 
 def main(argv):
     kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "allreduce": (allreduce, 1),
-             "memory": (memory, 1), "elementwise": (elementwise, 1)}
+             "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 2)}
     if len(argv) < 3 or argv[1] not in kinds or len(argv) != kinds[argv[1]][1] + 3:
         sys.stderr.write(__doc__)
         return 2

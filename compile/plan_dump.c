@@ -279,6 +279,29 @@ void compile_tree_leaf(IrStrBuf *o, const PlanTree *t)
     ir_sb_printf(o, "]");
 }
 
+/* The end of the run of leaf children from child k on whose devices and
+ * offsets step by the same amount from one to the next (all devices by
+ * one step, shapes equal); k + 1 when child k is no leaf. */
+static int64_t leaf_run(const PlanTree *t, int64_t k)
+{
+    const PlanTree *a = &t->child[k];
+    if (!a->leaf || k + 1 >= t->pieces)
+        return k + 1;
+    const PlanTree *b = &t->child[k + 1];
+    int64_t e = k + 1;
+    for (; e < t->pieces; e++) {
+        const PlanTree *c = &t->child[e], *p = &t->child[e - 1];
+        bool same = c->leaf && c->ndevices == a->ndevices && c->rank == a->rank;
+        for (int32_t i = 0; same && i < a->ndevices; i++)
+            same = c->devices[i] - p->devices[i] == b->devices[0] - a->devices[0];
+        for (int32_t i = 0; same && i < a->rank; i++)
+            same = c->extent[i] == a->extent[i] && c->offset[i] - p->offset[i] == b->offset[i] - a->offset[i];
+        if (!same)
+            break;
+    }
+    return e;
+}
+
 static void out_tree(IrStrBuf *o, const PlanTree *t, int depth)
 {
     if (!t)
@@ -290,8 +313,33 @@ static void out_tree(IrStrBuf *o, const PlanTree *t, int depth)
         return;
     }
     ir_sb_printf(o, "%*ssplit dim %d into %lld\n", depth * 2, "", (int)t->dim, (long long)t->pieces);
-    for (int64_t k = 0; k < t->pieces; k++)
-        out_tree(o, &t->child[k], depth + 1);
+    for (int64_t k = 0; k < t->pieces;) {
+        int64_t e = leaf_run(t, k);
+        if (e - k < 3) {
+            out_tree(o, &t->child[k], depth + 1);
+            k++;
+            continue;
+        }
+        /* A run of leaves that differ by a fixed step: one line, leaf j
+         * of the run (j from 0) at the first one's devices and offset
+         * plus j steps. */
+        const PlanTree *a = &t->child[k], *b = &t->child[k + 1];
+        ir_sb_printf(o, "%*s%lld leaves, j = 0..%lld: devices {", (depth + 1) * 2, "", (long long)(e - k),
+                     (long long)(e - k - 1));
+        for (int32_t i = 0; i < a->ndevices; i++)
+            ir_sb_printf(o, i ? ",%lld" : "%lld", (long long)a->devices[i]);
+        ir_sb_printf(o, "}+%lld*j offset [", (long long)(a->ndevices ? b->devices[0] - a->devices[0] : 0));
+        for (int32_t i = 0; i < a->rank; i++)
+            ir_sb_printf(o, i ? ",%lld" : "%lld", (long long)a->offset[i]);
+        ir_sb_printf(o, "]+[");
+        for (int32_t i = 0; i < a->rank; i++)
+            ir_sb_printf(o, i ? ",%lld" : "%lld", (long long)(b->offset[i] - a->offset[i]));
+        ir_sb_printf(o, "]*j shape [");
+        for (int32_t i = 0; i < a->rank; i++)
+            ir_sb_printf(o, i ? ",%lld" : "%lld", (long long)a->extent[i]);
+        ir_sb_printf(o, "]\n");
+        k = e;
+    }
 }
 
 static void out_value(IrStrBuf *o, const PlanValue *v, bool input)
@@ -311,19 +359,40 @@ static void out_header(IrStrBuf *o, const Plan *p)
     ir_sb_printf(o, "module %s: %lld partitions x %lld replicas on %lld hosts x %lld local devices\n", p->module,
          (long long)p->num_partitions, (long long)p->num_replicas, (long long)p->hosts,
          (long long)p->local_devices);
+    /* Runs of consecutive partitions on consecutive devices of one host
+     * collapse into one line (a 4096-device plan reads in a few lines). */
     ir_sb_printf(o, "device assignment (replica x partition -> device -> host):\n");
     for (int64_t r = 0; r < p->num_replicas; r++)
-        for (int64_t q = 0; q < p->num_partitions; q++) {
-            int64_t dev = p->device_assignment[r * p->num_partitions + q];
-            ir_sb_printf(o, "  replica %lld partition %lld -> device %lld -> host %lld\n", (long long)r, (long long)q,
-                 (long long)dev, (long long)(dev / p->local_devices));
+        for (int64_t q = 0; q < p->num_partitions;) {
+            const int64_t *row = &p->device_assignment[r * p->num_partitions];
+            int64_t dev = row[q], host = dev / p->local_devices, e = q + 1;
+            while (e < p->num_partitions && row[e] == dev + (e - q) && row[e] / p->local_devices == host)
+                e++;
+            if (e - q == 1)
+                ir_sb_printf(o, "  replica %lld partition %lld -> device %lld -> host %lld\n", (long long)r,
+                             (long long)q, (long long)dev, (long long)host);
+            else
+                ir_sb_printf(o, "  replica %lld partitions %lld-%lld -> devices %lld-%lld -> host %lld\n",
+                             (long long)r, (long long)q, (long long)(e - 1), (long long)dev,
+                             (long long)(dev + e - 1 - q), (long long)host);
+            q = e;
         }
     ir_sb_printf(o, "islands:\n");
     for (int32_t k = 0; k < p->nislands; k++) {
         ir_sb_printf(o, "  host %lld replica %lld: devices", (long long)p->islands[k].host,
              (long long)p->islands[k].replica);
-        for (int32_t j = 0; j < p->islands[k].ndevices; j++)
-            ir_sb_printf(o, " %lld", (long long)p->islands[k].devices[j]);
+        const int64_t *dv = p->islands[k].devices;
+        for (int32_t j = 0; j < p->islands[k].ndevices;) {
+            int32_t e = j + 1;
+            while (e < p->islands[k].ndevices && dv[e] == dv[j] + (e - j))
+                e++;
+            if (e - j > 2)
+                ir_sb_printf(o, " %lld-%lld", (long long)dv[j], (long long)dv[e - 1]);
+            else
+                for (int32_t i = j; i < e; i++)
+                    ir_sb_printf(o, " %lld", (long long)dv[i]);
+            j = e;
+        }
         ir_sb_printf(o, "\n");
     }
 }

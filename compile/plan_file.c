@@ -503,9 +503,9 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 if (np != c->spmd->num_partitions || nr != (c->spmd->replica_count > 0 ? c->spmd->replica_count : 1))
                     return bad(L, 4, "partitions/replicas do not match the module header");
                 /* Bounded before multiplying: the numbers are the file's. */
-                if (np < 1 || nr < 1 || np > 4096 || nr > 4096 || np * nr > 4096)
-                    return bad(L, 4, "at most 4096 devices (partitions x replicas)");
-                if (h < 1 || ld < 1 || h > 4096 || ld > 4096 || h * ld != np * nr)
+                if (np < 1 || nr < 1 || np > IR_MAX_DEVICES || nr > IR_MAX_DEVICES || np * nr > IR_MAX_DEVICES)
+                    return bad(L, 4, "at most %d devices (partitions x replicas)", IR_MAX_DEVICES);
+                if (h < 1 || ld < 1 || h > IR_MAX_DEVICES || ld > IR_MAX_DEVICES || h * ld != np * nr)
                     return bad(L, 4, "hosts x local_devices must equal partitions x replicas");
                 if (ni != e->nparam || ni > 1 << 20 || no < 0 || no > 1 << 20)
                     return bad(L, 4, "inputs=%lld but the module's entry has %d parameters", ni, (int)e->nparam);
@@ -739,9 +739,9 @@ static IrStatus load_host_header(Loader *L, const IrModule *h, const char *t, co
         return bad(L, 4, "expected clusters=, partitions=, replicas=, hosts=, local_devices=, host_instrs=, cuts=");
     /* Bounded before multiplying or allocating: the numbers are the
      * file's, and every entry of a list needs a line of its own. */
-    if (hh->np < 1 || hh->nr < 1 || hh->np > 4096 || hh->nr > 4096 || hh->np * hh->nr > 4096)
-        return bad(L, 4, "at most 4096 devices (partitions x replicas)");
-    if (hh->hosts < 1 || hh->local < 1 || hh->hosts > 4096 || hh->local > 4096 ||
+    if (hh->np < 1 || hh->nr < 1 || hh->np > IR_MAX_DEVICES || hh->nr > IR_MAX_DEVICES || hh->np * hh->nr > IR_MAX_DEVICES)
+        return bad(L, 4, "at most %d devices (partitions x replicas)", IR_MAX_DEVICES);
+    if (hh->hosts < 1 || hh->local < 1 || hh->hosts > IR_MAX_DEVICES || hh->local > IR_MAX_DEVICES ||
         hh->hosts * hh->local != hh->np * hh->nr)
         return bad(L, 4, "hosts x local_devices must equal partitions x replicas");
     if (hh->ncl < 0 || hh->ncl > nlines || hh->nhost < 0 || hh->nhost > nlines || hh->ncuts < 0 ||

@@ -387,6 +387,9 @@ static void site_text(IrStrBuf *o, const SpmdSite *s, const char *entry)
 /* Devices a collective's groups name: the numbers in its groups text. */
 static int64_t group_devices(const char *g)
 {
+    long long a = 0, b = 0;
+    if (g && g[0] == '[' && sscanf(g, "[%lld,%lld]", &a, &b) == 2)
+        return (int64_t)a * (int64_t)b; /* the iota form [G,S]<=...: G groups of S */
     int64_t n = 0;
     for (const char *p = g; p && *p; p++)
         if (*p >= '0' && *p <= '9' && (p == g || p[-1] < '0' || p[-1] > '9'))

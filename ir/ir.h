@@ -243,6 +243,10 @@ bool ir_lowp_is_nan(IrType t, uint8_t code);
 /* ------------------------------------------------------------------ */
 
 #define IR_MAX_RANK 64
+/* The most devices (partitions x replicas) a module, a plan or a run may
+ * have: the ceiling of --limit devices (whose default is lower,
+ * COMPILE_DEFAULT_MAX_DEVICES). */
+#define IR_MAX_DEVICES 65536
 
 /* An array shape (type, dims, optional layout) or a tuple of shapes, or
  * token[]. Arrays are stored in row-major (logical) order at run time

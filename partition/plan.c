@@ -47,19 +47,16 @@ static bool build(IrArena *a, PlanTree *node, const IrShape *shape, const IrShar
             node->ndevices = 0; /* every device */
             return true;
         }
-        /* Devices holding this tile: every subgroup coordinate. */
-        for (int64_t i = 0; i < s->ndevices; i++) {
-            int64_t r = i, c[IR_MAX_RANK + 2];
-            for (int32_t d = s->ntile - 1; d >= 0; d--) {
-                c[d] = r % s->tile[d];
-                r /= s->tile[d];
-            }
-            bool match = true;
-            for (int32_t d = 0; d < k; d++)
-                match &= c[d] == full[d];
-            if (match)
-                node->devices[node->ndevices++] = s->devices[i];
-        }
+        /* Devices holding this tile: every subgroup coordinate. The
+         * data dims lead the tile assignment (row-major), so they are one
+         * contiguous run of `repl` entries: found in O(repl), not by a
+         * pass over every device per tile (that made the trees of a
+         * 4096-device plan cost 4096^2). */
+        int64_t lin = 0;
+        for (int32_t d = 0; d < k; d++)
+            lin = lin * s->tile[d] + full[d];
+        for (int64_t j = 0; j < repl; j++)
+            node->devices[node->ndevices++] = s->devices[lin * repl + j];
         return true;
     }
     int32_t dim = dims[level];

@@ -485,7 +485,12 @@ bool shd_device_coords(const IrSharding *s, int64_t device, int64_t *coords)
 {
     if (s->kind != SHD_TILED)
         return false;
-    for (int64_t i = 0; i < s->ndevices; i++) {
+    /* A device is listed once (the verifier's rule), and an iota
+     * assignment without a transpose lists device i at i: found without
+     * a pass over every device (per-device tables over N devices would
+     * cost N^2). */
+    int64_t first = device >= 0 && device < s->ndevices && s->devices[device] == device ? device : 0;
+    for (int64_t i = first; i < s->ndevices; i++) {
         if (s->devices[i] != device)
             continue;
         int64_t r = i;

@@ -182,6 +182,28 @@ int32_t emit_partition_id(PComp *pc)
     return pc->pid;
 }
 
+/* Whether table[p] == a + c * ((p / q) % m) for every partition p: the
+ * form of a tile coordinate times a shard size under an iota assignment
+ * (q: the partitions of one tile step, m: the tiles of the dim). */
+static bool table_affine(const int64_t *table, int64_t n, int64_t *a, int64_t *c, int64_t *q, int64_t *m)
+{
+    *a = table[0];
+    *q = 1;
+    while (*q < n && table[*q] == *a)
+        (*q)++;
+    if (*q >= n)
+        return false;
+    *c = table[*q] - *a;
+    /* The cycle: the first block back at a (none: the blocks run to n). */
+    *m = 1;
+    while (*m * *q < n && table[*m * *q] != *a)
+        (*m)++;
+    for (int64_t p = 0; p < n; p++)
+        if (table[p] != *a + *c * ((p / *q) % *m))
+            return false;
+    return true;
+}
+
 int32_t emit_table_lookup(PComp *pc, const int64_t *table)
 {
     int64_t n = pc->sp->n;
@@ -190,6 +212,22 @@ int32_t emit_table_lookup(PComp *pc, const int64_t *table)
         constant &= table[p] == table[0];
     if (constant)
         return emit_s32(pc, table[0]);
+    /* Arithmetic on partition-id where the table has the iota form, as
+     * XLA's partitioner does: the program's size and the compile's time
+     * do not grow with the device count. Other tables stay constants. */
+    int64_t a, c, q, m;
+    if (table_affine(table, n, &a, &c, &q, &m)) {
+        int32_t v = emit_partition_id(pc);
+        if (q > 1)
+            v = emit_binary(pc, OP_DIVIDE, v, emit_s32(pc, q));
+        if (m * q < n)
+            v = emit_binary(pc, OP_REMAINDER, v, emit_s32(pc, m));
+        if (c != 1)
+            v = emit_binary(pc, OP_MULTIPLY, v, emit_s32(pc, c));
+        if (a != 0)
+            v = emit_binary(pc, OP_ADD, v, emit_s32(pc, a));
+        return v;
+    }
     int32_t *vals = ts_malloc((size_t)n * sizeof(int32_t));
     if (!vals)
         return oom(pc);
@@ -471,6 +509,47 @@ int32_t spmd_scalar_comp(Spmd *sp, int32_t src_comp)
 
 /* ---- collectives ---- */
 
+/* Groups of the iota forms [G,S]<=[G*S] (group k is k*S .. k*S+S-1) or
+ * [G,S]<=[S,G]T(1,0) (group k is k, k+G, ...) of more than 64 ids are
+ * marked so, and print so: an instruction's text then does not grow with
+ * the device count.
+ * The explicit groups stay (everything else reads them). */
+static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
+{
+    int64_t total = g->ngroups;
+    bool rows = true, cols = true;
+    for (int64_t k = 0; (rows || cols) && k < total; k++)
+        for (int32_t j = 0; j < size; j++) {
+            rows = rows && g->groups[k][j] == k * size + j;
+            cols = cols && g->groups[k][j] == (int64_t)j * total + k;
+        }
+    /* Up to 64 ids the groups stay explicit: short, and easier to read. */
+    if ((!rows && !cols) || total * size <= 64)
+        return true;
+    IrArena *a = pc_arena(pc);
+    int64_t *shape = ir_alloc_array(a, 2, sizeof(int64_t)), *reshape = ir_alloc_array(a, 2, sizeof(int64_t));
+    int32_t *perm = rows ? NULL : ir_alloc_array(a, 2, sizeof(int32_t));
+    if (!shape || !reshape || (!rows && !perm))
+        return false;
+    shape[0] = total;
+    shape[1] = size;
+    g->iota = true;
+    g->iota_shape = (IrI64List){.n = 2, .v = shape};
+    if (rows) {
+        reshape[0] = total * size;
+        g->iota_reshape = (IrI64List){.n = 1, .v = reshape};
+        return true;
+    }
+    reshape[0] = size;
+    reshape[1] = total;
+    g->iota_reshape = (IrI64List){.n = 2, .v = reshape};
+    perm[0] = 1;
+    perm[1] = 0;
+    g->iota_perm = perm;
+    g->niota_perm = 2;
+    return true;
+}
+
 /* replica_groups for all replicas: groups of partition ids, repeated per
  * replica with offset replica*n (global device ids). */
 static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, const int64_t *groups)
@@ -496,7 +575,7 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
         }
     ins->a.channel_id = ++sp->next_channel;
     ins->a.use_global_device_ids = true;
-    return true;
+    return iota_groups(pc, g, size);
 }
 
 SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s)
@@ -513,21 +592,27 @@ SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s)
 /* Record a collective for the plan: its groups as text and bytes received.
  * Returns r, or -1 (out of memory recorded) when the record cannot be made:
  * a plan that silently lost a collective would be wrong. */
-static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
+/* A collective's groups as the plan records them: the iota forms of
+ * iota_groups as the instruction prints them (the record does not grow
+ * with the device count either), else every group. NULL: out of memory. */
+static char *groups_text(IrArena *a, const IrReplicaGroups *g)
 {
-    SpmdReport *rep = pc->sp->report;
-    if (!rep || r < 0)
-        return r;
-    if (!IR_ARENA_GROW(rep->arena, rep->coll, rep->capcoll, rep->ncoll, rep->ncoll + 1))
-        return oom(pc);
-    const IrInstr *ins = &pc->dc->instr[r];
-    const IrReplicaGroups *g = &ins->a.replica_groups;
+    if (g->iota) {
+        char *txt = ir_alloc(a, 128);
+        if (txt && g->iota_reshape.n == 1)
+            snprintf(txt, 128, "[%lld,%lld]<=[%lld]", (long long)g->iota_shape.v[0], (long long)g->iota_shape.v[1],
+                     (long long)g->iota_reshape.v[0]);
+        else if (txt)
+            snprintf(txt, 128, "[%lld,%lld]<=[%lld,%lld]T(1,0)", (long long)g->iota_shape.v[0],
+                     (long long)g->iota_shape.v[1], (long long)g->iota_reshape.v[0], (long long)g->iota_reshape.v[1]);
+        return txt;
+    }
     size_t len = 3;
     for (int32_t k = 0; k < g->ngroups; k++)
         len += 3 + (size_t)g->group_size[k] * 21;
-    char *txt = ir_alloc(rep->arena, len);
+    char *txt = ir_alloc(a, len);
     if (!txt)
-        return oom(pc);
+        return NULL;
     size_t o = 0;
     txt[o++] = '{';
     for (int32_t k = 0; k < g->ngroups; k++) {
@@ -538,6 +623,20 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     }
     txt[o++] = '}';
     txt[o] = 0;
+    return txt;
+}
+
+static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
+{
+    SpmdReport *rep = pc->sp->report;
+    if (!rep || r < 0)
+        return r;
+    if (!IR_ARENA_GROW(rep->arena, rep->coll, rep->capcoll, rep->ncoll, rep->ncoll + 1))
+        return oom(pc);
+    const IrInstr *ins = &pc->dc->instr[r];
+    char *txt = groups_text(rep->arena, &ins->a.replica_groups);
+    if (!txt)
+        return oom(pc);
     SpmdCollective *c = &rep->coll[rep->ncoll++];
     c->name = ir_strdup(rep->arena, ins->name);
     c->op = ins->op;

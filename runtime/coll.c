@@ -277,7 +277,10 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
     const IrShape *ps = &opnd->shape;
     if (ps->type == IR_TUPLE || rs->type == IR_TUPLE)
         return coll_fail(m, ins, d, IR_EUNSUPPORTED, "tuple-shaped operands are not supported");
-    for (int32_t j = 0; ins->op != OP_COLLECTIVE_PERMUTE && j < size; j++)
+    /* A broadcast reads only its root (across hosts nothing else is
+     * brought in: local.c), a permute only its source. */
+    bool all = ins->op != OP_COLLECTIVE_PERMUTE && ins->op != OP_COLLECTIVE_BROADCAST;
+    for (int32_t j = 0; j < (all ? size : ins->op == OP_COLLECTIVE_BROADCAST); j++)
         if (!dims_equal(&ops[members[j]][k]->shape, ps))
             return coll_fail(m, ins, d, IR_EINPUT, "device %lld gives an operand of another shape",
                              (long long)members[j]);

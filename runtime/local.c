@@ -5,10 +5,14 @@
  * devices (the embedded default: no MPI launcher needed).
  *
  * Across hosts the host's leader device (its first) moves data for all its
- * devices, hierarchically: an all-reduce combines the host's members of
- * each group locally, makes one MPI call for the host, and every local
- * member takes the result; the other collectives exchange the host's
- * operands in one MPI call and each device then picks its result.
+ * devices, hierarchically and only among the hosts a collective's groups
+ * join (host_colors; over their communicator, cached by the transport):
+ * an all-reduce combines the host's members of each group locally, makes
+ * one MPI call for the host, and every local member takes the result; a
+ * permute or broadcast sends each host just the operands its devices read
+ * (point to point); the other collectives exchange the host's operands in
+ * one MPI call among the group's hosts and each device then picks its
+ * result.
  *
  * Every device runs the same SPMD program, so every device reaches every
  * collective instruction in the same order. A collective is two barriers
@@ -31,6 +35,17 @@
 #include <string.h>
 #include <time.h>
 
+/* A collective's groups seen from the hosts (host_colors), kept for the
+ * run: a loop meets the same collective every trip, and working them
+ * out costs a pass over every device's group. */
+typedef struct HostGroups {
+    const char *name;          /* the instruction's (its pointer is the key) */
+    IrOpcode op;
+    int32_t *color;            /* [hosts] */
+    int64_t *src;              /* [devices], permute and broadcast; else NULL */
+    bool any;
+} HostGroups;
+
 typedef struct World {
     int64_t ndev, n, r;        /* all devices; partitions; replicas */
     int64_t first, nlocal;     /* this host's devices: [first, first + nlocal) */
@@ -50,6 +65,8 @@ typedef struct World {
     DevValue **reduced;        /* all-reduce across hosts: each local member's result */
     DevValue **shared;         /* a group-identical collective's result, by its group's first local member */
     IrStatus leader_status;    /* what the leader's exchange returned */
+    struct HostGroups *hg;     /* host_colors of each collective met so far (the leader's) */
+    int32_t nhg;
     IrDiag leader_diag;
 } World;
 
@@ -140,62 +157,254 @@ static IrStatus oom(IrDiag *d)
     return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
 }
 
-/* Every other host's operands copied into ops[] (one MPI call): each
- * host sends its devices' operands, device by device, operand by operand
- * (one program, so every device's operands have the same shapes). */
-static IrStatus exchange_all(World *w, IrDiag *d)
+static int64_t host_of(const World *w, int64_t g)
+{
+    return g / w->nlocal;
+}
+
+static int64_t find_root(int32_t *parent, int64_t h)
+{
+    while (parent[h] != h)
+        h = parent[h] = parent[parent[h]];
+    return h;
+}
+
+/* Collectives whose devices each read one other device's operand
+ * (permute: its source; broadcast: its group's first member): point to
+ * point between the hosts that hold the two. */
+static bool reads_one(const IrInstr *ins)
+{
+    return ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_BROADCAST;
+}
+
+/* The hosts seen through collective ins's groups: color[h] is the
+ * smallest host joined to h by a chain of groups (permute: pairs) with
+ * members on several hosts, -1 for a host joined to none; every host
+ * computes the same array (so every rank checks in at the same
+ * collectives, transport.h). For permute and broadcast src[g] (ndev
+ * entries) is the device g reads, -1 none. *any: some group spans hosts. */
+static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int32_t *color, int64_t *src, bool *any,
+                            IrDiag *d)
+{
+    int64_t hosts = w->ndev / w->nlocal;
+    RtCollWorld cw = {w->n, w->r};
+    int32_t *parent = ts_malloc((size_t)hosts * sizeof *parent);
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    IrStatus st = parent && members ? IR_OK : oom(d);
+    for (int64_t h = 0; parent && h < hosts; h++)
+        parent[h] = (int32_t)h;
+    *any = false;
+    for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
+        int32_t size = 0, idx = 0;
+        if (ins->op == OP_COLLECTIVE_PERMUTE) {
+            members[0] = rt_coll_permute_source(ins, &cw, g);
+            members[1] = g;
+            size = members[0] >= 0 ? 2 : 0;
+        } else if ((st = rt_coll_group(m, ins, &cw, g, members, &size, &idx, d)) != IR_OK) {
+            break;
+        }
+        if (src)
+            src[g] = size > 0 ? members[0] : -1;
+        /* Each group once (from its first member), each pair once. */
+        if (ins->op != OP_COLLECTIVE_PERMUTE && members[0] != g)
+            continue;
+        for (int32_t j = 1; j < size; j++) {
+            int64_t a = find_root(parent, host_of(w, members[0])), b = find_root(parent, host_of(w, members[j]));
+            if (a != b) {
+                parent[a > b ? a : b] = (int32_t)(a < b ? a : b);
+                *any = true;
+            }
+        }
+    }
+    for (int64_t h = 0; st == IR_OK && h < hosts; h++)
+        color[h] = (int32_t)find_root(parent, h);
+    /* A host alone is -1 (no communicator); roots are the smallest host
+     * of their set, so parent[] now counts each set's hosts. */
+    for (int64_t h = 0; st == IR_OK && h < hosts; h++)
+        parent[h] = 0;
+    for (int64_t h = 0; st == IR_OK && h < hosts; h++)
+        parent[color[h]]++;
+    for (int64_t h = 0; st == IR_OK && h < hosts; h++)
+        if (parent[color[h]] == 1)
+            color[h] = -1;
+    ts_free(parent);
+    ts_free(members);
+    return st;
+}
+
+/* The byte counters' name for ins (transport.h). */
+static RtXferKind xfer_kind(const IrInstr *ins)
+{
+    switch (ins->op) {
+    case OP_ALL_REDUCE: case OP_COLLECTIVE_REDUCE: return RT_XK_ALL_REDUCE;
+    case OP_ALL_GATHER: return RT_XK_ALL_GATHER;
+    case OP_REDUCE_SCATTER: return RT_XK_REDUCE_SCATTER;
+    case OP_ALL_TO_ALL: case OP_RAGGED_ALL_TO_ALL: return RT_XK_ALL_TO_ALL;
+    case OP_COLLECTIVE_PERMUTE: return RT_XK_PERMUTE;
+    case OP_COLLECTIVE_BROADCAST: return RT_XK_BROADCAST;
+    default: return RT_XK_OTHER;
+    }
+}
+
+/* The bytes of one device's operands (every device's: one program), or
+ * an error for tuple operands. */
+static IrStatus operand_bytes(World *w, size_t *b, IrDiag *d)
 {
     DevValue *const *mine = w->ops[w->first];
-    int32_t n = w->nops;
-    size_t b = 0;
-    if (n < 1)
+    *b = 0;
+    if (w->nops < 1)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "a collective without operands");
-    for (int32_t k = 0; k < n; k++) {
+    for (int32_t k = 0; k < w->nops; k++) {
         if (mine[k]->shape.type == IR_TUPLE)
             return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
                             "a collective of tuple operands across hosts is not supported");
-        b += (size_t)mine[k]->nbytes;
+        *b += (size_t)mine[k]->nbytes;
     }
-    uint8_t *send = ts_malloc(b * (size_t)w->nlocal + 1), *recv = ts_malloc(b * (size_t)w->ndev + 1);
-    IrStatus st = send && recv ? IR_OK : oom(d);
+    return IR_OK;
+}
+
+/* Remote device g's operands from `bytes` (w->nops of them, shaped as
+ * this host's): w->ops[g] and w->remote[g]. */
+static IrStatus install_remote(World *w, int64_t g, const uint8_t *bytes, IrDiag *d)
+{
+    DevValue *const *mine = w->ops[w->first];
+    int32_t n = w->nops;
+    DevValue **v = ts_calloc((size_t)n, sizeof *v);
+    w->remote[g] = v;
+    w->ops[g] = v;
+    size_t o = 0;
+    for (int32_t k = 0; v && k < n; k++) {
+        if (!(v[k] = dev_value_new_uninit(&mine[k]->shape)))
+            break;
+        if (v[k]->nbytes)
+            memcpy(v[k]->data, bytes + o, (size_t)v[k]->nbytes);
+        o += (size_t)v[k]->nbytes;
+    }
+    return v && v[n - 1] ? IR_OK : oom(d);
+}
+
+/* Device g's operands appended at buf + *o. */
+static void pack_operands(const World *w, int64_t g, uint8_t *buf, size_t *o)
+{
+    for (int32_t k = 0; k < w->nops; k++) {
+        if (w->ops[g][k]->nbytes)
+            memcpy(buf + *o, w->ops[g][k]->data, (size_t)w->ops[g][k]->nbytes);
+        *o += (size_t)w->ops[g][k]->nbytes;
+    }
+}
+
+/* The operands of every host of this host's color copied into ops[]
+ * (one MPI all-gather among those hosts, over their communicator): each
+ * host sends its devices' operands, device by device, operand by
+ * operand. Hosts of other colors hold no member of this host's groups. */
+static IrStatus exchange_in(World *w, const IrInstr *ins, const int32_t *color, IrDiag *d)
+{
+    size_t b = 0;
+    IrStatus st = operand_bytes(w, &b, d);
+    if (st != IR_OK)
+        return st;
+    int64_t hosts = w->ndev / w->nlocal, me = host_of(w, w->first), k = 0;
+    for (int64_t h = 0; h < hosts; h++)
+        k += color[me] >= 0 ? color[h] == color[me] : h == me;
+    size_t block = b * (size_t)w->nlocal;
+    uint8_t *send = ts_malloc(block + 1), *recv = ts_malloc(block * (size_t)k + 1);
+    st = send && recv ? IR_OK : oom(d);
     size_t o = 0;
     for (int64_t g = w->first; st == IR_OK && g < w->first + w->nlocal; g++)
-        for (int32_t k = 0; k < n; k++) {
-            if (w->ops[g][k]->nbytes)
-                memcpy(send + o, w->ops[g][k]->data, (size_t)w->ops[g][k]->nbytes);
-            o += (size_t)w->ops[g][k]->nbytes;
-        }
+        pack_operands(w, g, send, &o);
     if (st == IR_OK)
-        st = rt_transport_allgather(w->t, send, b * (size_t)w->nlocal, recv, d);
-    w->nremote = n;
-    for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
-        if (on_this_host(w, g))
+        st = rt_transport_allgather_in(w->t, color, xfer_kind(ins), send, block, recv, d);
+    w->nremote = w->nops;
+    /* Block j is the j-th host of the color, in host order. */
+    int64_t j = 0;
+    for (int64_t h = 0; st == IR_OK && h < hosts; h++) {
+        if (color[me] < 0 ? h != me : color[h] != color[me])
             continue;
-        DevValue **v = ts_calloc((size_t)n, sizeof *v);
-        w->remote[g] = v;
-        w->ops[g] = v;
-        o = (size_t)g * b;
-        for (int32_t k = 0; v && k < n; k++) {
-            if (!(v[k] = dev_value_new_uninit(&mine[k]->shape)))
-                break;
-            if (v[k]->nbytes)
-                memcpy(v[k]->data, recv + o, (size_t)v[k]->nbytes);
-            o += (size_t)v[k]->nbytes;
-        }
-        if (!v || !v[n - 1])
-            st = oom(d);
+        for (int64_t l = 0; h != me && st == IR_OK && l < w->nlocal; l++)
+            st = install_remote(w, h * w->nlocal + l, recv + (size_t)j * block + (size_t)l * b, d);
+        j++;
     }
     ts_free(send);
     ts_free(recv);
     return st;
 }
 
+/* Permute and broadcast: each device reads one device's operands
+ * (src[], host_colors): host A sends host B, in one message, the
+ * operands of A's devices that some device of B reads, in device order;
+ * B receives the same list from A. Nothing else moves. */
+static IrStatus exchange_p2p(World *w, const IrInstr *ins, const int64_t *src, IrDiag *d)
+{
+    size_t b = 0;
+    IrStatus st = operand_bytes(w, &b, d);
+    if (st != IR_OK)
+        return st;
+    int64_t hosts = w->ndev / w->nlocal, me = host_of(w, w->first), l = w->nlocal;
+    /* wanted[s] = stamp: device s is in the list of the current pair. */
+    int64_t *wanted = ts_malloc((size_t)w->ndev * sizeof *wanted);
+    RtXfer *sends = ts_calloc((size_t)hosts, sizeof *sends), *recvs = ts_calloc((size_t)hosts, sizeof *recvs);
+    int32_t nsend = 0, nrecv = 0;
+    st = wanted && sends && recvs ? IR_OK : oom(d);
+    for (int64_t s = 0; wanted && s < w->ndev; s++)
+        wanted[s] = -1;
+    for (int64_t h = 0; st == IR_OK && h < hosts; h++) {
+        if (h == me)
+            continue;
+        /* To h: my devices that h's devices read. From h: h's devices mine read. */
+        for (int pass = 0; st == IR_OK && pass < 2; pass++) {
+            int64_t reader = pass ? me : h, holder = pass ? h : me, stamp = 2 * h + pass, cnt = 0;
+            for (int64_t g = reader * l; g < (reader + 1) * l; g++)
+                if (src[g] >= 0 && host_of(w, src[g]) == holder && wanted[src[g]] != stamp) {
+                    wanted[src[g]] = stamp;
+                    cnt++;
+                }
+            if (!cnt)
+                continue;
+            RtXfer *x = pass ? &recvs[nrecv++] : &sends[nsend++];
+            x->host = (int)h;
+            x->bytes = b * (size_t)cnt;
+            x->buf = ts_malloc(x->bytes + 1);
+            if (!x->buf) {
+                st = oom(d);
+                break;
+            }
+            size_t o = 0;
+            for (int64_t s = holder * l; !pass && s < (holder + 1) * l; s++)
+                if (wanted[s] == stamp)
+                    pack_operands(w, s, x->buf, &o);
+        }
+    }
+    int64_t what = (int64_t)b;
+    if (st == IR_OK)
+        st = rt_transport_exchange(w->t, xfer_kind(ins), what, sends, nsend, recvs, nrecv, d);
+    w->nremote = w->nops;
+    for (int32_t j = 0; st == IR_OK && j < nrecv; j++) {
+        int64_t h = recvs[j].host, stamp = 2 * h + 1;
+        size_t o = 0;
+        for (int64_t s = h * l; st == IR_OK && s < (h + 1) * l; s++)
+            if (wanted[s] == stamp) {
+                st = install_remote(w, s, (const uint8_t *)recvs[j].buf + o, d);
+                o += b;
+            }
+    }
+    for (int32_t j = 0; sends && j < nsend; j++)
+        ts_free(sends[j].buf);
+    for (int32_t j = 0; recvs && j < nrecv; j++)
+        ts_free(recvs[j].buf);
+    ts_free(sends);
+    ts_free(recvs);
+    ts_free(wanted);
+    return st;
+}
+
 /* All-reduce of one operand across hosts: for each group whose members
- * live on several hosts, this host combines its own members (in group
- * order), then one MPI all-reduce over a buffer of every such group
- * (hosts without members of a group contribute the identity).
- * reduced[g] holds the result for each local member g of such a group. */
-static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, IrDiag *d)
+ * live on several hosts of this host's color, this host combines its own
+ * members (in group order), then one MPI all-reduce among the color's
+ * hosts over a buffer of every such group (hosts without members of a
+ * group contribute the identity). reduced[g] holds the result for each
+ * local member g of such a group. */
+static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const int32_t *color,
+                              IrDiag *d)
 {
     const DevValue *mine = w->ops[w->first][0];
     int64_t count = dev_value_elements(mine);
@@ -205,10 +414,13 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     IrStatus st = members && cross ? IR_OK : oom(d);
-    /* Groups in order of their first member; those spanning hosts. */
+    /* Groups in order of their first member; those spanning hosts of my color. */
     int64_t ncross = 0, l = w->nlocal;
-    for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
+    int32_t my = color[host_of(w, w->first)];
+    for (int64_t g = 0; my >= 0 && st == IR_OK && g < w->ndev; g++) {
         int32_t idx = 0, size = 0;
+        if (color[host_of(w, g)] != my)
+            continue;
         st = rt_coll_group(m, ins, &cw, g, members, &size, &idx, d);
         if (st != IR_OK || members[0] != g)
             continue;
@@ -238,8 +450,8 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
         if (first)
             dev_red_fill_identity(op, t, slice, count);
     }
-    if (st == IR_OK && ncross > 0)
-        st = rt_transport_allreduce(w->t, buf, count * ncross, t, op, d);
+    if (st == IR_OK)
+        st = rt_transport_allreduce_in(w->t, color, xfer_kind(ins), (int64_t)b, buf, count * ncross, t, op, d);
     /* One value per group, shared by reference by its local members: a
      * kernel writes in place only into a value it alone holds (refs ==
      * 1), so sharing is safe. */
@@ -264,16 +476,56 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
     return st;
 }
 
-/* The leader's part of a collective across hosts: the hierarchical
- * all-reduce for one operand with a simple reducer, else every host's
- * operands everywhere. */
+/* The leader's part of a collective across hosts, among the hosts its
+ * groups join (host_colors; nothing when every group is inside a host):
+ * the hierarchical all-reduce for one operand with a simple reducer,
+ * point to point for permute and broadcast, else every operand of the
+ * color's hosts everywhere among them. */
+static IrStatus cached_colors(World *w, const IrModule *m, const IrInstr *ins, HostGroups **out, IrDiag *d)
+{
+    for (int32_t k = 0; k < w->nhg; k++)
+        if (w->hg[k].name == ins->name && w->hg[k].op == ins->op) {
+            *out = &w->hg[k];
+            return IR_OK;
+        }
+    HostGroups *ng = ts_realloc(w->hg, (size_t)(w->nhg + 1) * sizeof *ng);
+    if (!ng)
+        return oom(d);
+    w->hg = ng;
+    HostGroups *h = &w->hg[w->nhg];
+    *h = (HostGroups){.name = ins->name, .op = ins->op};
+    h->color = ts_malloc((size_t)(w->ndev / w->nlocal) * sizeof *h->color);
+    h->src = reads_one(ins) ? ts_malloc((size_t)w->ndev * sizeof *h->src) : NULL;
+    IrStatus st = h->color && (h->src || !reads_one(ins)) ? host_colors(w, m, ins, h->color, h->src, &h->any, d)
+                                                         : oom(d);
+    if (st != IR_OK) {
+        ts_free(h->color);
+        ts_free(h->src);
+        return st;
+    }
+    w->nhg++;
+    *out = h;
+    return IR_OK;
+}
+
 static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
 {
+    HostGroups *hg = NULL;
+    IrStatus st = cached_colors(w, m, ins, &hg, d);
+    const int32_t *color = hg ? hg->color : NULL;
+    const int64_t *src = hg ? hg->src : NULL;
+    bool any = hg && hg->any;
     IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
-    if ((ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && op != OP_COUNT && w->nops == 1 &&
-        ins->shape.type != IR_TUPLE && w->ops[w->first][0]->shape.type != IR_TUPLE)
-        return reduce_across(w, m, ins, op, d);
-    return exchange_all(w, d);
+    if (st != IR_OK || !any) {
+    } else if ((ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && op != OP_COUNT && w->nops == 1 &&
+               ins->shape.type != IR_TUPLE && w->ops[w->first][0]->shape.type != IR_TUPLE) {
+        st = reduce_across(w, m, ins, op, color, d);
+    } else if (reads_one(ins)) {
+        st = exchange_p2p(w, ins, src, d);
+    } else {
+        st = exchange_in(w, ins, color, d);
+    }
+    return st;
 }
 
 /* After everyone has read: drop the remote copies and group results. */
@@ -900,7 +1152,7 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     if (stats)
         *stats = (RtRunStats){0};
     IrStatus st = IR_OK;
-    if (w.ndev < 1 || w.ndev > 4096 || nlocal < 1 || first < 0 || first + nlocal > w.ndev ||
+    if (w.ndev < 1 || w.ndev > IR_MAX_DEVICES || nlocal < 1 || first < 0 || first + nlocal > w.ndev ||
         (!t && nlocal != w.ndev))
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "devices [%lld, %lld) of %lld: out of range",
                       (long long)first, (long long)(first + nlocal), (long long)w.ndev);
@@ -963,6 +1215,11 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     for (int64_t k = 0; devs && k < nlocal; k++)
         free_device(&devs[k]);
     ir_diag_clear(&w.leader_diag);
+    for (int32_t k = 0; k < w.nhg; k++) {
+        ts_free(w.hg[k].color);
+        ts_free(w.hg[k].src);
+    }
+    ts_free(w.hg);
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
     ts_free(devs);
@@ -979,7 +1236,7 @@ IrStatus rt_run_local_ex(const PlanCluster *c, const RtArgs *args, const RtRunOp
 {
     *out = NULL;
     int64_t ndev = c->num_partitions * c->num_replicas;
-    if (ndev < 1 || ndev > 4096)
+    if (ndev < 1 || ndev > IR_MAX_DEVICES)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "device count %lld out of range", (long long)ndev);
     DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
     RtArgs *shards = ts_calloc((size_t)ndev, sizeof *shards);

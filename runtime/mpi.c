@@ -80,8 +80,19 @@ typedef struct Watchdog {
 static void watchdog_arm(Watchdog *w, double seconds, int rank, const char *call);
 static void watchdog_disarm(Watchdog *w);
 
+/* The communicator of one partition of the hosts into groups (a
+ * collective's replica groups seen from the hosts: rt_transport_groups),
+ * created with MPI_Comm_split on first use and kept for the run. */
+typedef struct GroupComm {
+    int32_t *color;          /* [size]: every host's group (-1: alone) */
+    MPI_Comm comm;           /* this host's group; MPI_COMM_NULL when alone */
+} GroupComm;
+
 struct RtTransport {
     MPI_Comm comm;           /* tessel's duplicate of the caller's communicator */
+    GroupComm *gcomm;        /* host partitions seen so far (rt_mpi_release frees them) */
+    int32_t ngcomm;
+    int64_t sent[RT_XK_COUNT], received[RT_XK_COUNT]; /* bytes of collectives' data (rt_transport_bytes) */
     MPI_Comm hb_comm;        /* a second one, for beats and check-ins */
     Heartbeat hb;
     MPI_Comm abort_comm;     /* what MPI_Abort ends: comm, or the caller's before the dup exists */
@@ -264,6 +275,19 @@ static void free_op(RtTransport *t, MPI_Op *op, IrStatus *st, IrDiag *d)
 IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
 {
     IrStatus st = IR_OK;
+    for (int32_t k = 0; k < t->ngcomm; k++) {
+        GroupComm *g = &t->gcomm[k];
+        if (g->comm != MPI_COMM_NULL) {
+            int rc = tmpi_comm_free(&g->comm);
+            g->comm = MPI_COMM_NULL;
+            if (rc != MPI_SUCCESS && st == IR_OK)
+                st = mpi_fail(d, rc, "MPI_Comm_free", t->rank);
+        }
+        ts_free(g->color);
+    }
+    ts_free(t->gcomm);
+    t->gcomm = NULL;
+    t->ngcomm = 0;
     for (int k = 0; k < 4; k++)
         free_op(t, &t->user[0][k], &st, d);
     free_op(t, &t->fmax, &st, d);
@@ -384,7 +408,7 @@ static void watchdog_disarm(Watchdog *w)
 /* ---- the heartbeat ---- */
 
 /* What a check-in is: a kind and a size, one 64-bit word. */
-enum { CK_DEVICE_CALL = 1, CK_ALLGATHER, CK_ALLREDUCE, CK_GATHER, CK_AGREE, CK_MAX, CK_STATS };
+enum { CK_DEVICE_CALL = 1, CK_ALLGATHER, CK_ALLREDUCE, CK_GATHER, CK_AGREE, CK_MAX, CK_STATS, CK_SPLIT, CK_P2P };
 
 static int64_t checkin_code(int kind, int64_t size)
 {
@@ -395,9 +419,10 @@ static void checkin_text(int64_t code, char *buf, size_t n)
 {
     static const char *const kinds[] = {"?", "a device call", "an all-gather", "an all-reduce", "a gather",
                                         "an agreement on failures", "an agreement on the exit status",
-                                        "a statistics gather"};
+                                        "a statistics gather", "a communicator split",
+                                        "a point-to-point exchange"};
     int k = (int)(code >> 56);
-    snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_STATS ? k : 0],
+    snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_P2P ? k : 0],
              (long long)(code & ((INT64_C(1) << 56) - 1)));
 }
 
@@ -842,6 +867,209 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
                                    &req_));
         MPI_TRY(d, t, "MPI_Allreduce", rc);
     }
+    return IR_OK;
+}
+
+/* ---- collectives over groups of hosts ---- */
+
+const char *rt_xfer_kind_name(RtXferKind k)
+{
+    static const char *const names[RT_XK_COUNT] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                                                   "permute", "broadcast", "other"};
+    return k >= 0 && k < RT_XK_COUNT ? names[k] : "?";
+}
+
+void rt_transport_bytes(const RtTransport *t, RtXferKind kind, int64_t *sent, int64_t *received)
+{
+    bool ok = kind >= 0 && kind < RT_XK_COUNT;
+    *sent = ok ? t->sent[kind] : 0;
+    *received = ok ? t->received[kind] : 0;
+}
+
+static void count_bytes(RtTransport *t, RtXferKind kind, int64_t sent, int64_t received)
+{
+    if (kind >= 0 && kind < RT_XK_COUNT) {
+        t->sent[kind] += sent;
+        t->received[kind] += received;
+    }
+}
+
+/* The check-in of a collective made of several MPI calls, or false when
+ * TESSEL_SKIP_COLLECTIVE_AFTER skips it (as COLLECTIVE does). */
+static bool begin_collective(RtTransport *t, int kind, int64_t size)
+{
+    if (rt_mpi_skip_collective())
+        return false;
+    checkin(t, checkin_code(kind, size));
+    return true;
+}
+
+/* This host's communicator for the partition `color` ([size]), and how
+ * many hosts share its color (*k; 1 when alone, *comm MPI_COMM_NULL).
+ * One color for all: tessel's communicator. A partition seen for the
+ * first time is split off (every rank meets it at the same collective:
+ * one program) after every rank has checked in at the split, so the
+ * blocking MPI_Comm_split never waits for a rank that is elsewhere. */
+static IrStatus group_comm(RtTransport *t, const int32_t *color, MPI_Comm *comm, int *k, IrDiag *d)
+{
+    int32_t mine = color[t->rank];
+    *k = 0;
+    bool all = true, alone = true;
+    for (int r = 0; r < t->size; r++) {
+        *k += mine >= 0 && color[r] == mine;
+        all = all && color[r] == color[0] && color[r] >= 0;
+        alone = alone && color[r] < 0;
+    }
+    if (all) {
+        *comm = t->comm;
+        return IR_OK;
+    }
+    *comm = MPI_COMM_NULL;
+    if (mine < 0)
+        *k = 1;
+    if (alone)
+        return IR_OK;
+    for (int32_t j = 0; j < t->ngcomm; j++)
+        if (memcmp(t->gcomm[j].color, color, (size_t)t->size * sizeof *color) == 0) {
+            *comm = t->gcomm[j].comm;
+            return IR_OK;
+        }
+    GroupComm *ng = ts_realloc(t->gcomm, (size_t)(t->ngcomm + 1) * sizeof *ng);
+    if (ng)
+        t->gcomm = ng;
+    int32_t *c = ng ? ts_malloc((size_t)t->size * sizeof *c) : NULL;
+    if (!c)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    memcpy(c, color, (size_t)t->size * sizeof *c);
+    GroupComm *g = &t->gcomm[t->ngcomm++];
+    *g = (GroupComm){.color = c, .comm = MPI_COMM_NULL};
+    if (begin_collective(t, CK_SPLIT, t->ngcomm)) {
+        MPI_Request none = MPI_REQUEST_NULL;
+        finish(t, &none);
+    }
+    /* Split communicators inherit tessel's MPI_ERRORS_RETURN. */
+    MPI_TRY(d, t, "MPI_Comm_split", tmpi_comm_split(t->comm, mine >= 0 ? mine : MPI_UNDEFINED, t->rank, &g->comm));
+    *comm = g->comm;
+    return IR_OK;
+}
+
+IrStatus rt_transport_allgather_in(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
+                                   size_t bytes, void *recv, IrDiag *d)
+{
+    MPI_Comm comm;
+    int k = 1;
+    IrStatus st = group_comm(t, color, &comm, &k, d);
+    if (st != IR_OK)
+        return st;
+    /* Pieces as gather_any_size: every rank cuts the same ones (bytes is
+     * the same everywhere: one program, nlocal devices per host). */
+    for (size_t off = 0; off == 0 || off < bytes; off += MPI_PIECE) {
+        size_t n = bytes - off < MPI_PIECE ? bytes - off : MPI_PIECE;
+        MPI_Datatype rtype = MPI_BYTE;
+        int rcount = (int)n;
+        if (bytes > MPI_PIECE && comm != MPI_COMM_NULL) {
+            st = strided_piece(t, n, bytes, &rtype, d);
+            if (st != IR_OK)
+                return st;
+            rcount = 1;
+        }
+        const uint8_t *s = (const uint8_t *)send + off;
+        uint8_t *r = (uint8_t *)recv + off;
+        int rc;
+        COLLECTIVE(t, CK_ALLGATHER, (int64_t)n, rc,
+                   comm == MPI_COMM_NULL ? MPI_SUCCESS
+                                         : tmpi_iallgather(s, (int)n, MPI_BYTE, r, rcount, rtype, comm, &req_));
+        if (rtype != MPI_BYTE)
+            tmpi_type_free(&rtype);
+        if (rc != MPI_SUCCESS)
+            return mpi_fail(d, rc, "MPI_Allgather", t->rank);
+    }
+    if (comm == MPI_COMM_NULL && bytes)
+        memcpy(recv, send, bytes);
+    count_bytes(t, kind, (int64_t)bytes * (k - 1), (int64_t)bytes * (k - 1));
+    return IR_OK;
+}
+
+IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what, void *buf,
+                                   int64_t count, IrType ty, IrOpcode op, IrDiag *d)
+{
+    MPI_Datatype dt;
+    MPI_Op mop;
+    if (!mpi_op_for(t, ty, op, &dt, &mop))
+        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
+                        t->rank, ir_op_name(op), ir_type_name(ty));
+    MPI_Comm comm;
+    int k = 1;
+    IrStatus st = group_comm(t, color, &comm, &k, d);
+    if (st != IR_OK)
+        return st;
+    /* One check-in for the whole reduction: the colors' buffers differ in
+     * size, so their pieces do too. */
+    if (!begin_collective(t, CK_ALLREDUCE, what))
+        return IR_OK;
+    size_t esize = ir_type_size(ty);
+    int64_t piece = (int64_t)(MPI_PIECE / (esize ? esize : 1));
+    piece = piece > 0 ? piece : 1;
+    for (int64_t off = 0; comm != MPI_COMM_NULL && off < count; off += piece) {
+        int64_t n = count - off < piece ? count - off : piece;
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = tmpi_iallreduce(MPI_IN_PLACE, (uint8_t *)buf + (size_t)off * esize, (int)n, dt, mop, comm, &req);
+        if (rc == MPI_SUCCESS)
+            rc = finish(t, &req);
+        MPI_TRY(d, t, "MPI_Allreduce", rc);
+    }
+    int64_t moved = k > 1 ? 2 * (k - 1) * count * (int64_t)esize / k : 0;
+    count_bytes(t, kind, moved, moved);
+    return IR_OK;
+}
+
+enum { TAG_DATA = 3 };
+
+IrStatus rt_transport_exchange(RtTransport *t, RtXferKind kind, int64_t what, const RtXfer *sends, int32_t nsend,
+                               const RtXfer *recvs, int32_t nrecv, IrDiag *d)
+{
+    if (!begin_collective(t, CK_P2P, what))
+        return IR_OK;
+    /* Every block in pieces of at most MPI_PIECE bytes (int counts); the
+     * pieces of one pair arrive in order (one tag, one communicator). */
+    size_t nreq = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t j = 0; j < (pass ? nrecv : nsend); j++) {
+            size_t b = (pass ? recvs : sends)[j].bytes;
+            nreq += b ? (b + MPI_PIECE - 1) / MPI_PIECE : 0;
+        }
+    MPI_Request *req = ts_malloc((nreq ? nreq : 1) * sizeof *req);
+    if (!req)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    size_t posted = 0;
+    int rc = MPI_SUCCESS;
+    const char *call = "MPI_Irecv";
+    int64_t sent = 0, received = 0;
+    /* Receives first, so a send finds its buffer posted. */
+    for (int pass = 1; rc == MPI_SUCCESS && pass >= 0; pass--) {
+        call = pass ? "MPI_Irecv" : "MPI_Isend";
+        for (int32_t j = 0; rc == MPI_SUCCESS && j < (pass ? nrecv : nsend); j++) {
+            const RtXfer *x = pass ? &recvs[j] : &sends[j];
+            for (size_t off = 0; rc == MPI_SUCCESS && off < x->bytes; off += MPI_PIECE) {
+                int n = (int)(x->bytes - off < MPI_PIECE ? x->bytes - off : MPI_PIECE);
+                uint8_t *p = (uint8_t *)x->buf + off;
+                rc = pass ? tmpi_irecv(p, n, MPI_BYTE, x->host, TAG_DATA, t->comm, &req[posted])
+                          : tmpi_isend_data(p, n, MPI_BYTE, x->host, TAG_DATA, t->comm, &req[posted]);
+                posted += rc == MPI_SUCCESS;
+            }
+            *(pass ? &received : &sent) += (int64_t)x->bytes;
+        }
+    }
+    /* A failed post ends the job (the caller aborts): the posted ones are
+     * left to it. */
+    for (size_t j = 0; rc == MPI_SUCCESS && j < posted; j++) {
+        rc = finish(t, &req[j]);
+        call = "MPI_Wait";
+    }
+    ts_free(req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(d, rc, call, t->rank);
+    count_bytes(t, kind, sent, received);
     return IR_OK;
 }
 

@@ -205,6 +205,12 @@ int tmpi_comm_free(MPI_Comm *comm)
     LOCKED(MPI_Comm_free(comm));
 }
 
+int tmpi_comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out)
+{
+    INJECT("MPI_Comm_split");
+    LOCKED(MPI_Comm_split(comm, color, key, out));
+}
+
 int tmpi_query_thread(int *provided)
 {
     INJECT("MPI_Query_thread");
@@ -266,6 +272,18 @@ int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, i
 {
     INJECT("MPI_Gather");
     LOCKED(MPI_Igather(send, scount, stype, recv, rcount, rtype, root, comm, req));
+}
+
+int tmpi_isend_data(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    INJECT("MPI_Isend");
+    LOCKED(MPI_Isend(buf, count, dt, dest, tag, comm, req));
+}
+
+int tmpi_irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    INJECT("MPI_Irecv");
+    LOCKED(MPI_Irecv(buf, count, dt, src, tag, comm, req));
 }
 
 /* The heartbeat's own calls are not counted nor injected: how many a run

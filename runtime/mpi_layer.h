@@ -88,6 +88,10 @@ int tmpi_comm_rank(MPI_Comm comm, int *rank);
 int tmpi_comm_size(MPI_Comm comm, int *size);
 int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out);
 int tmpi_comm_free(MPI_Comm *comm);
+/* Blocking (MPI has no non-blocking split): mpi.c calls it only after
+ * every rank has checked in at the split, so no rank waits in it for a
+ * peer that is elsewhere. */
+int tmpi_comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out);
 int tmpi_query_thread(int *provided);
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out);
 int tmpi_type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *out);
@@ -104,6 +108,11 @@ int tmpi_iallreduce(const void *send, void *recv, int count, MPI_Datatype dt, MP
                     MPI_Request *req);
 int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
                  int root, MPI_Comm comm, MPI_Request *req);
+/* Point to point data of a collective between the hosts that hold its
+ * sources and targets (counted and injected as "MPI_Isend" /
+ * "MPI_Irecv", polled like the collectives). */
+int tmpi_isend_data(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
+int tmpi_irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *req);
 /* The heartbeat's calls (mpi.c), neither counted nor injected. */
 int tmpi_test(MPI_Request *req, int *done);
 int tmpi_isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);

@@ -18,6 +18,50 @@ IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, 
 /* In place: buf[i] = op over hosts of buf[i], count elements of type ty.
  * op is a simple reducer (add, multiply, maximum, minimum, and, or, xor). */
 IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d);
+/* ---- collectives over groups of hosts ----
+ *
+ * A collective's replica groups seen from the hosts: color[h] for every
+ * host h (rt_transport_groups' partition: hosts of the same color hold
+ * members of a common group, -1 a host whose groups are all its own).
+ * Every rank calls each of these at the same collective with the same
+ * color array (so every rank checks in, and the heartbeat's comparison
+ * holds); data moves only among the hosts of one color, over a
+ * communicator split once per distinct partition and cached for the run
+ * (the whole communicator when every host has one color). `kind` names
+ * the collective for the byte counters (rt_transport_bytes). */
+typedef enum RtXferKind {
+    RT_XK_ALL_REDUCE, RT_XK_ALL_GATHER, RT_XK_REDUCE_SCATTER, RT_XK_ALL_TO_ALL, RT_XK_PERMUTE, RT_XK_BROADCAST,
+    RT_XK_OTHER, RT_XK_COUNT
+} RtXferKind;
+/* "all-reduce", ... (static text). */
+const char *rt_xfer_kind_name(RtXferKind k);
+/* rt_transport_allgather among the hosts of this host's color: recv gets
+ * k * bytes for the k hosts of the color, in host order (nothing moves
+ * for a host of color -1). */
+IrStatus rt_transport_allgather_in(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
+                                   size_t bytes, void *recv, IrDiag *d);
+/* rt_transport_allreduce among the hosts of this host's color. count
+ * may differ between colors; `what` (the same on every rank) is what
+ * the check-in compares. */
+IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what, void *buf,
+                                   int64_t count, IrType ty, IrOpcode op, IrDiag *d);
+/* One block to or from one host. */
+typedef struct RtXfer {
+    int host;
+    void *buf;
+    size_t bytes;
+} RtXfer;
+/* Point to point: every send and receive of this host at one collective
+ * (the peers post the matching ones), any size (pieces), polled.
+ * `what` as above. */
+IrStatus rt_transport_exchange(RtTransport *t, RtXferKind kind, int64_t what, const RtXfer *sends, int32_t nsend,
+                               const RtXfer *recvs, int32_t nrecv, IrDiag *d);
+/* Bytes this host sent and received in collectives of `kind` so far
+ * (all-gathers: its block to each peer of its color and theirs;
+ * all-reduces: 2 (k-1)/k of the buffer each way, what a bandwidth-optimal
+ * all-reduce among k hosts moves; point to point: the blocks). */
+void rt_transport_bytes(const RtTransport *t, RtXferKind kind, int64_t *sent, int64_t *received);
+
 /* This host reaches device call `cluster` (a check-in every peer compares
  * with its own; nothing without a heartbeat). Can't fail: a divergence
  * ends the job. */
