@@ -245,31 +245,50 @@ static IrStatus vfail(IrDiag *d, const char *file, const char *src, IrPos pos, c
     return IR_EINPUT;
 }
 
-/* Device ids in range and each used once: sort a copy and look at
- * neighbours (O(n log n), no table sized by the largest id). */
+/* Device ids in range and each used once. A tile assignment of n devices
+ * normally lists 0..n-1 (the iota form always does): then a bitmap of n
+ * bits finds a repeat in O(n). Ids beyond n (a sharding of some of the
+ * module's devices) are checked by sorting a copy, so that no table is
+ * ever sized by the largest id. */
 static IrStatus check_devices(const IrSharding *s, int64_t nd, IrDiag *d, const char *file,
                               const char *src, IrPos pos)
 {
-    for (int64_t i = 0; i < s->ndevices; i++) {
+    int64_t n = s->ndevices;
+    bool dense = true;
+    for (int64_t i = 0; i < n; i++) {
         int64_t dev = s->devices[i];
         if (dev < 0 || (nd > 0 && dev >= nd))
             return nd > 0 ? vfail(d, file, src, pos, s, "device %lld is out of range [0, %lld)",
                                   (long long)dev, (long long)nd)
                           : vfail(d, file, src, pos, s, "device %lld is negative", (long long)dev);
+        dense = dense && dev < n;
     }
-    int64_t *sorted = ts_malloc((size_t)(s->ndevices > 0 ? s->ndevices : 1) * sizeof(int64_t));
-    if (!sorted)
-        return ir_error(d, IR_ENOMEM, file, NULL, pos, "out of memory");
-    memcpy(sorted, s->devices, (size_t)s->ndevices * sizeof(int64_t));
-    qsort(sorted, (size_t)s->ndevices, sizeof(int64_t), cmp_i64);
-    for (int64_t i = 1; i < s->ndevices; i++) {
-        if (sorted[i] == sorted[i - 1]) {
-            int64_t dup = sorted[i];
-            ts_free(sorted);
-            return vfail(d, file, src, pos, s, "device %lld appears more than once", (long long)dup);
+    int64_t dup = -1;
+    if (dense) {
+        uint64_t *seen = ts_calloc((size_t)(n / 64 + 1), sizeof(uint64_t));
+        if (!seen)
+            return ir_error(d, IR_ENOMEM, file, NULL, pos, "out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            int64_t dev = s->devices[i];
+            uint64_t bit = UINT64_C(1) << (dev % 64);
+            if ((seen[dev / 64] & bit) && (dup < 0 || dev < dup))
+                dup = dev; /* the smallest repeat, as the sorted path names */
+            seen[dev / 64] |= bit;
         }
+        ts_free(seen);
+    } else {
+        int64_t *sorted = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+        if (!sorted)
+            return ir_error(d, IR_ENOMEM, file, NULL, pos, "out of memory");
+        memcpy(sorted, s->devices, (size_t)n * sizeof(int64_t));
+        qsort(sorted, (size_t)n, sizeof(int64_t), cmp_i64);
+        for (int64_t i = 1; i < n && dup < 0; i++)
+            if (sorted[i] == sorted[i - 1])
+                dup = sorted[i];
+        ts_free(sorted);
     }
-    ts_free(sorted);
+    if (dup >= 0)
+        return vfail(d, file, src, pos, s, "device %lld appears more than once", (long long)dup);
     return IR_OK;
 }
 
