@@ -317,6 +317,22 @@ IrSharding *shd_broadcast_to_shape(IrArena *a, const IrSharding *s, const IrShap
 static void transpose_devices(const int64_t *src, int64_t *dst, int32_t n, const int64_t *dims,
                               const int32_t *perm)
 {
+    /* Dims of size 1 do not order anything: squeeze them out first, so
+     * that a permutation moving only those (a projection onto a dot's
+     * operand, most often) is the identity copy below. */
+    int64_t sq_dims[IR_MAX_RANK + 2];
+    int32_t sq_perm[IR_MAX_RANK + 2], rank_of[IR_MAX_RANK + 2], m0 = 0;
+    for (int32_t i = 0, r = 0; i < n; i++)
+        rank_of[i] = dims[i] > 1 ? r++ : -1;
+    for (int32_t i = 0; i < n; i++)
+        if (dims[perm[i]] > 1) {
+            sq_perm[m0] = rank_of[perm[i]];
+            sq_dims[rank_of[perm[i]]] = dims[perm[i]];
+            m0++;
+        }
+    n = m0;
+    dims = sq_dims;
+    perm = sq_perm;
     int64_t total = 1, sstride[IR_MAX_RANK + 2], idx[IR_MAX_RANK + 2];
     for (int32_t i = n - 1; i >= 0; i--) {
         sstride[i] = total;
