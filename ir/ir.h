@@ -474,6 +474,14 @@ int64_t ir_sharding_replication(const IrSharding *s);
 /* Number of distinct tiles (product of data tile dims). */
 int64_t ir_sharding_num_tiles(const IrSharding *s);
 bool ir_sharding_equal(const IrSharding *a, const IrSharding *b);
+/* 0, 1, ..., n-1 as one table shared by every sharding whose devices are
+ * in that order (the iota form without a transpose, and what projections
+ * of it keep): a sharding's device array is never written after it is
+ * made, so at 65,536 devices they cost no memory and no copies, and
+ * comparing or checking one is a pointer test. NULL beyond
+ * IR_MAX_DEVICES. */
+const int64_t *ir_iota_table(int64_t n);
+bool ir_devices_are_iota(const int64_t *devices);
 /* Check against a shape and a device count; on error fill d with `pos`.
  * num_devices <= 0 skips the device-range check. */
 IrStatus ir_sharding_validate(const IrSharding *s, const IrShape *shape, int64_t num_devices,

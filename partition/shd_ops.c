@@ -158,6 +158,8 @@ static IrSharding *normalize(IrArena *a, const IrSharding *s, int64_t *adopt)
     if (!data_tiled && !manual)
         return new_sharding(a, SHD_REPLICATED);
     int64_t *dev = adopt;
+    if (!dev && ir_devices_are_iota(s->devices))
+        dev = s->devices; /* shared, never written (ir.h) */
     if (!dev) {
         dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
         if (!dev)
@@ -314,6 +316,20 @@ IrSharding *shd_broadcast_to_shape(IrArena *a, const IrSharding *s, const IrShap
 
 /* Transpose a row-major array `src` of dims `dims` (n of them) so that
  * result dim i is source dim perm[i]. */
+/* Whether transposing by perm keeps the order of the elements: the dims
+ * of size > 1 stay in order. */
+static bool keeps_order(int32_t n, const int64_t *dims, const int32_t *perm)
+{
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (dims[perm[i]] > 1) {
+            if (perm[i] < last)
+                return false;
+            last = perm[i];
+        }
+    return true;
+}
+
 static void transpose_devices(const int64_t *src, int64_t *dst, int32_t n, const int64_t *dims,
                               const int32_t *perm)
 {
@@ -392,12 +408,15 @@ IrSharding *shd_project(IrArena *a, const IrSharding *s, int32_t rank, const int
         perm[n++] = i;
     (void)nkept;
 
-    int64_t *dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
+    /* 0..n-1 kept in order stays the shared table: no array at all */
+    bool shared = ir_devices_are_iota(s->devices) && keeps_order(s->ntile, s->tile, perm);
+    int64_t *dev = shared ? s->devices : ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
     int64_t *tile = ir_alloc_array(a, (size_t)rank + (size_t)s->nsubgroup + 2, sizeof(int64_t));
     IrSubgroupType *sub = ir_alloc_array(a, (size_t)s->nsubgroup + 2, sizeof(IrSubgroupType));
     if (!dev || !tile || !sub)
         return NULL;
-    transpose_devices(s->devices, dev, s->ntile, s->tile, perm);
+    if (!shared)
+        transpose_devices(s->devices, dev, s->ntile, s->tile, perm);
 
     /* New tile shape: chosen dims (1 where unmapped), one REPLICATED dim
      * (dropped data dims x old replication), then MANUAL subgroups. */

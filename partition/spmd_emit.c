@@ -783,6 +783,33 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
     return true;
 }
 
+int32_t emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)
+{
+    int64_t n = pc->sp->n, t = shd_tiles(s, d);
+    if (t <= 1)
+        return emit_s32(pc, 0);
+    if (s->kind == SHD_TILED && s->ndevices == n && ir_devices_are_iota(s->devices)) {
+        /* device p sits at row-major position p: its coordinate in dim d
+         * is (p / q) % t, q the product of the tile dims after d */
+        int64_t q = 1;
+        for (int32_t k = d + 1; k < s->ntile; k++)
+            q *= s->tile[k];
+        int64_t size = shd_shard_size(full->dims[d], t);
+        if (size == 0)
+            return emit_s32(pc, 0);
+        int32_t v = emit_partition_id(pc);
+        if (q > 1)
+            v = emit_binary(pc, OP_DIVIDE, v, emit_s32(pc, q));
+        if (t * q < n)
+            v = emit_binary(pc, OP_REMAINDER, v, emit_s32(pc, t));
+        if (size != 1)
+            v = emit_binary(pc, OP_MULTIPLY, v, emit_s32(pc, size));
+        return v;
+    }
+    int64_t *table = shd_offset_table(pc, s, full, d);
+    return table ? emit_table_lookup(pc, table) : oom(pc);
+}
+
 int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)
 {
     int64_t n = pc->sp->n;
