@@ -395,7 +395,12 @@ static uint64_t shd_hash(const IrSharding *s)
         return h;
     for (int32_t i = 0; i < s->ntile; i++)
         h = mix(h, (uint64_t)s->tile[i]);
-    for (int64_t i = 0; i < s->ndevices; i++)
+    /* A prefix of the devices: equal shardings still hash alike, and a
+     * sharding of 65,536 devices costs what one of 64 does (the tile
+     * dims and the prefix separate all but shardings that differ late in
+     * an explicit device list, which the equality test then tells). */
+    h = mix(h, (uint64_t)s->ndevices);
+    for (int64_t i = 0; i < s->ndevices && i < 64; i++)
         h = mix(h, (uint64_t)s->devices[i]);
     for (int32_t i = 0; i < s->nsubgroup; i++)
         h = mix(h, (uint64_t)s->subgroup[i]);
