@@ -8,6 +8,8 @@
  *   scalar.c      element load/store in any type, f16/bf16 conversion
  *   reducer.c     the simple reducers' algebra: identity, combine, NaN
  *                 rules (kernels, in-process collectives, MPI ops)
+ *   reducer_comp.c  any reducer computation elementwise, and whether it
+ *                 provably commutes (collectives, MPI user ops)
  *   exec.c        the interpreter: instructions in topological order,
  *                 tuple/get-tuple-element/call/while/conditional, parameter,
  *                 partition-id/replica-id, collectives and custom-calls
@@ -191,6 +193,17 @@ DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int
 bool dev_red_combine_array(IrOpcode op, IrType t, void *out, const void *in, int64_t n);
 /* n elements of buf = the identity of op on t; false as above. */
 bool dev_red_fill_identity(IrOpcode op, IrType t, void *buf, int64_t n);
+
+/* reducer_comp.c: any reducer computation (XLA's to_apply of a
+ * collective: two scalar parameters of type t), elementwise:
+ * out[i] = comp(lhs[i], rhs[i]) for n elements; out may be lhs or rhs.
+ * Errors of the computation are reported in d. */
+IrStatus dev_red_call(const IrModule *m, int32_t comp, IrType t, void *out, const void *lhs, const void *rhs,
+                      int64_t n, IrDiag *d);
+/* Is comp(a, b) == comp(b, a) provably (simple reducers, and expressions
+ * of attribute-free elementwise ops equal with the parameters swapped up
+ * to commutative operand order)? false: not proven, not "not commutative". */
+bool dev_red_commutes(const IrModule *m, int32_t comp);
 
 
 /* ------------------------------------------------------------------ */

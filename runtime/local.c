@@ -403,8 +403,8 @@ static IrStatus exchange_p2p(World *w, const IrInstr *ins, const int64_t *src, I
  * hosts over a buffer of every such group (hosts without members of a
  * group contribute the identity). reduced[g] holds the result for each
  * local member g of such a group. */
-static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const int32_t *color,
-                              IrDiag *d)
+static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const RtReducer *any,
+                              const int32_t *color, IrDiag *d)
 {
     const DevValue *mine = w->ops[w->first][0];
     int64_t count = dev_value_elements(mine);
@@ -431,7 +431,8 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
             cross[ncross++] = g;
     }
     uint8_t *buf = st == IR_OK ? ts_malloc(b * (size_t)ncross + 1) : NULL;
-    if (st == IR_OK && !buf)
+    bool *present = st == IR_OK ? ts_malloc((size_t)ncross + 1) : NULL;
+    if (st == IR_OK && (!buf || !present))
         st = oom(d);
     for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
         int32_t idx = 0, size = 0;
@@ -443,14 +444,20 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
                 continue;
             if (first)
                 memcpy(slice, w->ops[members[k]][0]->data, b);
+            else if (any)
+                st = dev_red_call(m, any->comp, t, slice, slice, w->ops[members[k]][0]->data, count, d);
             else
                 dev_red_combine_array(op, t, slice, w->ops[members[k]][0]->data, count);
             first = false;
         }
-        if (first)
+        present[j] = !first;
+        if (first && !any)
             dev_red_fill_identity(op, t, slice, count);
     }
-    if (st == IR_OK)
+    if (st == IR_OK && any)
+        st = rt_transport_allreduce_any_in(w->t, color, xfer_kind(ins), (int64_t)b, buf, ncross, count, present, t,
+                                           any, d);
+    else if (st == IR_OK)
         st = rt_transport_allreduce_in(w->t, color, xfer_kind(ins), (int64_t)b, buf, count * ncross, t, op, d);
     /* One value per group, shared by reference by its local members: a
      * kernel writes in place only into a value it alone holds (refs ==
@@ -471,8 +478,31 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
         dev_value_unref(v);
     }
     ts_free(buf);
+    ts_free(present);
     ts_free(members);
     ts_free(cross);
+    return st;
+}
+
+/* May a reducer that is not proven commutative combine hierarchically?
+ * Only if every group's members come host by host in ascending host
+ * order (members of one host together): then combining each host's
+ * members in group order, and the hosts in rank order (MPI's order for
+ * a non-commutative operation), is the group order. Else the operands
+ * travel and each device combines in group order (exchange_in). */
+static IrStatus hosts_in_group_order(World *w, const IrModule *m, const IrInstr *ins, bool *ok, IrDiag *d)
+{
+    RtCollWorld cw = {w->n, w->r};
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    IrStatus st = members ? IR_OK : oom(d);
+    *ok = true;
+    for (int64_t g = 0; st == IR_OK && *ok && g < w->ndev; g++) {
+        int32_t size = 0, idx = 0;
+        st = rt_coll_group(m, ins, &cw, g, members, &size, &idx, d);
+        for (int32_t j = 1; st == IR_OK && members[0] == g && j < size; j++)
+            *ok = *ok && host_of(w, members[j]) >= host_of(w, members[j - 1]);
+    }
+    ts_free(members);
     return st;
 }
 
@@ -516,10 +546,23 @@ static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins,
     const int64_t *src = hg ? hg->src : NULL;
     bool any = hg && hg->any;
     IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    bool one = (ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && ins->ncalled > 0 && w->nops == 1 &&
+               ins->shape.type != IR_TUPLE && w->ops[w->first][0]->shape.type != IR_TUPLE;
+    /* Any other reducer: a user-defined MPI operation runs it (mpi.c). */
+    RtReducer red = {m, ins->ncalled > 0 ? ins->called[0] : -1, false};
+    bool general = one && op == OP_COUNT && red.comp >= 0 && red.comp < m->ncomp && m->comp[red.comp]->nparam == 2;
+    if (st == IR_OK && any && general) {
+        red.commute = dev_red_commutes(m, red.comp);
+        bool ordered = red.commute;
+        if (!ordered)
+            st = hosts_in_group_order(w, m, ins, &ordered, d);
+        general = ordered;
+    }
     if (st != IR_OK || !any) {
-    } else if ((ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && op != OP_COUNT && w->nops == 1 &&
-               ins->shape.type != IR_TUPLE && w->ops[w->first][0]->shape.type != IR_TUPLE) {
-        st = reduce_across(w, m, ins, op, color, d);
+    } else if (one && op != OP_COUNT) {
+        st = reduce_across(w, m, ins, op, NULL, color, d);
+    } else if (general) {
+        st = reduce_across(w, m, ins, op, &red, color, d);
     } else if (reads_one(ins)) {
         st = exchange_p2p(w, ins, src, d);
     } else {

@@ -101,6 +101,7 @@ struct RtTransport {
     MPI_Datatype half;       /* 2-byte elements (f16, bf16) for user ops */
     MPI_Op user[2][4];       /* [f16|bf16][add, mul, max, min] */
     MPI_Op fmax, fmin;       /* NaN-propagating max/min for f32/f64 */
+    MPI_Op any[2];           /* any reducer (any_op): [not commutative | commutative], made on first use */
 };
 
 /* "rank R: CALL failed: MPI's text for rc", marked when the failure was
@@ -292,6 +293,8 @@ IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
         free_op(t, &t->user[0][k], &st, d);
     free_op(t, &t->fmax, &st, d);
     free_op(t, &t->fmin, &st, d);
+    free_op(t, &t->any[0], &st, d);
+    free_op(t, &t->any[1], &st, d);
     if (t->half && t->half != MPI_DATATYPE_NULL) {
         int rc = tmpi_type_free(&t->half);
         t->half = MPI_DATATYPE_NULL;
@@ -1021,6 +1024,191 @@ IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferK
     int64_t moved = k > 1 ? 2 * (k - 1) * count * (int64_t)esize / k : 0;
     count_bytes(t, kind, moved, moved);
     return IR_OK;
+}
+
+/* ---- all-reduce with any reducer ----
+ *
+ * MPI's user functions get no context pointer: (in, inout, len,
+ * datatype) is all. So each such all-reduce makes a datatype of its own
+ * (one record: below) and registers it here with the reducer; any_op
+ * finds its reducer by the datatype it is called with, under a lock (it
+ * may run on whichever thread drives MPI's progress: the leader's polls
+ * or the heartbeat's). The registration lives from before the first
+ * piece is posted until the last has finished, and the datatype is
+ * freed only after it is unregistered, so no call can find a stale
+ * entry. A failure inside the reducer is kept in the entry and returned
+ * after the call (the caller then ends the job: the peers hold wrong
+ * values).
+ *
+ * A record is an int64 count of valid elements (0: this host holds no
+ * member of the group, so nothing to combine) and up to `chunk`
+ * elements: a general reducer has no identity to fill absent groups
+ * with, and records keep every MPI count and piece small. */
+
+enum { ANY_SLOTS = 8 };
+
+typedef struct AnyReg {
+    MPI_Datatype dt;         /* the key; MPI_DATATYPE_NULL: a free slot */
+    const IrModule *m;
+    int32_t comp;
+    IrType ty;
+    size_t esize, rec;       /* element and record bytes */
+    bool failed;
+    char msg[256];
+} AnyReg;
+
+static pthread_mutex_t any_mu = PTHREAD_MUTEX_INITIALIZER;
+static AnyReg any_reg[ANY_SLOTS];
+static bool any_init;
+
+static int any_register(const AnyReg *r)
+{
+    int slot = -1;
+    pthread_mutex_lock(&any_mu);
+    if (!any_init) {
+        for (int k = 0; k < ANY_SLOTS; k++)
+            any_reg[k].dt = MPI_DATATYPE_NULL;
+        any_init = true;
+    }
+    for (int k = 0; slot < 0 && k < ANY_SLOTS; k++)
+        if (any_reg[k].dt == MPI_DATATYPE_NULL) {
+            any_reg[k] = *r;
+            slot = k;
+        }
+    pthread_mutex_unlock(&any_mu);
+    return slot;
+}
+
+/* Unregister slot k; its failure (if any) copied to *out. */
+static void any_unregister(int k, AnyReg *out)
+{
+    pthread_mutex_lock(&any_mu);
+    *out = any_reg[k];
+    any_reg[k].dt = MPI_DATATYPE_NULL;
+    pthread_mutex_unlock(&any_mu);
+}
+
+/* inout = reducer(in, inout), record by record: MPI hands the lower
+ * ranks' partial result as `in` (MPI 4.0, 6.9.5), which is the order a
+ * non-commutative reducer needs. */
+static void any_op(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    AnyReg r = {.dt = MPI_DATATYPE_NULL};
+    pthread_mutex_lock(&any_mu);
+    for (int k = 0; any_init && k < ANY_SLOTS && r.dt == MPI_DATATYPE_NULL; k++)
+        if (any_reg[k].dt != MPI_DATATYPE_NULL && any_reg[k].dt == *dt)
+            r = any_reg[k];
+    pthread_mutex_unlock(&any_mu);
+    if (r.dt == MPI_DATATYPE_NULL)
+        return; /* cannot happen: registered before the first piece */
+    for (int i = 0; i < *len; i++) {
+        uint8_t *a = (uint8_t *)in + (size_t)i * r.rec, *b = (uint8_t *)inout + (size_t)i * r.rec;
+        int64_t na, nb;
+        memcpy(&na, a, sizeof na);
+        memcpy(&nb, b, sizeof nb);
+        if (na <= 0)
+            continue;
+        if (nb <= 0) {
+            memcpy(b, a, r.rec);
+            continue;
+        }
+        IrDiag d = {0};
+        if (dev_red_call(r.m, r.comp, r.ty, b + 8, a + 8, b + 8, na < nb ? na : nb, &d) != IR_OK) {
+            pthread_mutex_lock(&any_mu);
+            for (int k = 0; k < ANY_SLOTS; k++)
+                if (any_reg[k].dt == *dt && !any_reg[k].failed) {
+                    any_reg[k].failed = true;
+                    snprintf(any_reg[k].msg, sizeof any_reg[k].msg, "%s", d.msg ? d.msg : "the reducer failed");
+                }
+            pthread_mutex_unlock(&any_mu);
+        }
+        ir_diag_clear(&d);
+    }
+}
+
+IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                       void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
+                                       const RtReducer *red, IrDiag *d)
+{
+    MPI_Comm comm;
+    int k = 1;
+    IrStatus st = group_comm(t, color, &comm, &k, d);
+    if (st != IR_OK)
+        return st;
+    if (!begin_collective(t, CK_ALLREDUCE, what))
+        return IR_OK;
+    MPI_Op *op = &t->any[red->commute ? 1 : 0];
+    if (*op == MPI_OP_NULL || !*op)
+        MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(any_op, red->commute ? 1 : 0, op));
+    size_t esize = ir_type_size(ty);
+    esize = esize ? esize : 1;
+    int64_t chunk = (int64_t)((MPI_PIECE > 8 + esize ? MPI_PIECE - 8 : esize) / esize);
+    chunk = count < chunk ? count : chunk;
+    chunk = chunk > 0 ? chunk : 1;
+    int64_t per = (count + chunk - 1) / chunk, nrec = per * nslice;
+    size_t rec = 8 + (size_t)chunk * esize;
+    uint8_t *recs = ts_calloc((size_t)(nrec ? nrec : 1), rec);
+    if (!recs)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    for (int64_t j = 0; j < nslice; j++)
+        for (int64_t q = 0; q < per; q++) {
+            int64_t off = q * chunk, n = count - off < chunk ? count - off : chunk;
+            uint8_t *r = recs + (size_t)(j * per + q) * rec;
+            int64_t valid = present[j] ? n : 0;
+            memcpy(r, &valid, sizeof valid);
+            if (valid)
+                memcpy(r + 8, (const uint8_t *)buf + ((size_t)(j * count + off)) * esize, (size_t)n * esize);
+        }
+    MPI_Datatype dt = MPI_DATATYPE_NULL;
+    int rc = tmpi_type_contiguous((int)rec, MPI_BYTE, &dt);
+    const char *call = "MPI_Type_contiguous";
+    if (rc == MPI_SUCCESS) {
+        rc = tmpi_type_commit(&dt);
+        call = "MPI_Type_commit";
+    }
+    int slot = -1;
+    if (rc == MPI_SUCCESS) {
+        AnyReg r = {.dt = dt, .m = red->m, .comp = red->comp, .ty = ty, .esize = esize, .rec = rec};
+        if ((slot = any_register(&r)) < 0)
+            st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
+                          "rank %d: more than %d reductions with user reducers at once", t->rank, ANY_SLOTS);
+    }
+    /* Pieces of whole records, at most MPI_PIECE bytes each (one record
+     * when a record is larger). */
+    int64_t step = (int64_t)(MPI_PIECE / rec);
+    step = step > 0 ? step : 1;
+    for (int64_t off = 0; rc == MPI_SUCCESS && st == IR_OK && comm != MPI_COMM_NULL && off < nrec; off += step) {
+        int64_t n = nrec - off < step ? nrec - off : step;
+        MPI_Request req = MPI_REQUEST_NULL;
+        call = "MPI_Allreduce";
+        rc = tmpi_iallreduce(MPI_IN_PLACE, recs + (size_t)off * rec, (int)n, dt, *op, comm, &req);
+        if (rc == MPI_SUCCESS)
+            rc = finish(t, &req);
+    }
+    AnyReg done = {.failed = false};
+    if (slot >= 0)
+        any_unregister(slot, &done);
+    if (dt != MPI_DATATYPE_NULL)
+        tmpi_type_free(&dt);
+    if (rc != MPI_SUCCESS && st == IR_OK)
+        st = mpi_fail(d, rc, call, t->rank);
+    if (st == IR_OK && done.failed)
+        st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: the all-reduce's reducer failed: %s",
+                      t->rank, done.msg);
+    for (int64_t j = 0; st == IR_OK && j < nslice; j++)
+        for (int64_t q = 0; q < per; q++) {
+            int64_t off = q * chunk, n = count - off < chunk ? count - off : chunk;
+            const uint8_t *r = recs + (size_t)(j * per + q) * rec;
+            int64_t valid;
+            memcpy(&valid, r, sizeof valid);
+            if (valid > 0)
+                memcpy((uint8_t *)buf + ((size_t)(j * count + off)) * esize, r + 8, (size_t)n * esize);
+        }
+    ts_free(recs);
+    int64_t moved = k > 1 ? 2 * (k - 1) * nrec * (int64_t)rec / k : 0;
+    if (st == IR_OK)
+        count_bytes(t, kind, moved, moved);
+    return st;
 }
 
 enum { TAG_DATA = 3 };

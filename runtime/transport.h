@@ -45,6 +45,21 @@ IrStatus rt_transport_allgather_in(RtTransport *t, const int32_t *color, RtXferK
  * the check-in compares. */
 IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what, void *buf,
                                    int64_t count, IrType ty, IrOpcode op, IrDiag *d);
+/* A reducer computation of any kind (an HLO to_apply), for all-reduces
+ * no built-in MPI operation fits (dev_red_call combines). */
+typedef struct RtReducer {
+    const IrModule *m;
+    int32_t comp;
+    bool commute;            /* dev_red_commutes: else MPI combines in host order */
+} RtReducer;
+/* rt_transport_allreduce_in with any reducer, as a user-defined MPI
+ * operation: buf holds nslice slices of count elements of ty (one per
+ * group); present[j] false where this host holds no member of slice j's
+ * group (a general reducer has no identity to fill in: such a slice
+ * takes the others' value). Combined as comp(lower hosts, higher hosts). */
+IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                       void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
+                                       const RtReducer *r, IrDiag *d);
 /* One block to or from one host. */
 typedef struct RtXfer {
     int host;
