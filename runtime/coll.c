@@ -215,6 +215,9 @@ static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *
     DevValue *v = dev_value_clone(ops[members[0]][k]);
     if (!v)
         return IR_ENOMEM;
+    DevRedDom dom;
+    if (op != OP_COUNT && (!dev_red_dom(v->shape.type, &dom) || !dev_red_has(dom, op)))
+        op = OP_COUNT; /* complex add, ...: the computation runs */
     int64_t count = dev_value_elements(v);
     /* Any other reducer: its computation, elementwise, in group order
      * (device/reducer_comp.c). */

@@ -411,7 +411,8 @@ static void watchdog_disarm(Watchdog *w)
 /* ---- the heartbeat ---- */
 
 /* What a check-in is: a kind and a size, one 64-bit word. */
-enum { CK_DEVICE_CALL = 1, CK_ALLGATHER, CK_ALLREDUCE, CK_GATHER, CK_AGREE, CK_MAX, CK_STATS, CK_SPLIT, CK_P2P };
+enum { CK_DEVICE_CALL = 1, CK_ALLGATHER, CK_ALLREDUCE, CK_GATHER, CK_AGREE, CK_MAX, CK_STATS, CK_SPLIT, CK_P2P,
+       CK_REDUCE_SCATTER };
 
 static int64_t checkin_code(int kind, int64_t size)
 {
@@ -423,9 +424,9 @@ static void checkin_text(int64_t code, char *buf, size_t n)
     static const char *const kinds[] = {"?", "a device call", "an all-gather", "an all-reduce", "a gather",
                                         "an agreement on failures", "an agreement on the exit status",
                                         "a statistics gather", "a communicator split",
-                                        "a point-to-point exchange"};
+                                        "a point-to-point exchange", "a reduce-scatter"};
     int k = (int)(code >> 56);
-    snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_P2P ? k : 0],
+    snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_REDUCE_SCATTER ? k : 0],
              (long long)(code & ((INT64_C(1) << 56) - 1)));
 }
 
@@ -851,6 +852,13 @@ static bool mpi_op_for(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt,
     return !(fl && (op == OP_AND || op == OP_OR || op == OP_XOR));
 }
 
+bool rt_transport_builtin_op(RtTransport *t, IrType ty, IrOpcode op)
+{
+    MPI_Datatype dt;
+    MPI_Op mop;
+    return op != OP_COUNT && mpi_op_for(t, ty, op, &dt, &mop);
+}
+
 IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d)
 {
     MPI_Datatype dt;
@@ -1024,6 +1032,95 @@ IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferK
     int64_t moved = k > 1 ? 2 * (k - 1) * count * (int64_t)esize / k : 0;
     count_bytes(t, kind, moved, moved);
     return IR_OK;
+}
+
+IrStatus rt_transport_reduce_scatter_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                        const void *send, const int64_t *counts, void *recv, IrType ty, IrOpcode op,
+                                        IrDiag *d)
+{
+    MPI_Datatype dt;
+    MPI_Op mop;
+    if (!mpi_op_for(t, ty, op, &dt, &mop))
+        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
+                        t->rank, ir_op_name(op), ir_type_name(ty));
+    MPI_Comm comm;
+    int k = 1;
+    IrStatus st = group_comm(t, color, &comm, &k, d);
+    if (st != IR_OK)
+        return st;
+    /* The color's hosts in host order: their ranks in comm (split by
+     * tessel's rank, or tessel's communicator itself). */
+    int32_t mine = color[t->rank];
+    int *host = ts_malloc((size_t)t->size * sizeof *host), *rc_n = ts_malloc((size_t)t->size * sizeof *rc_n);
+    if (!host || !rc_n) {
+        ts_free(host);
+        ts_free(rc_n);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    }
+    int nh = 0;
+    int64_t most = 0, total = 0, own = 0;
+    size_t own_off = 0;
+    for (int r = 0; r < t->size; r++)
+        if (mine >= 0 ? color[r] == mine : r == t->rank) {
+            if (r == t->rank) {
+                own = counts[r];
+                own_off = (size_t)total;
+            }
+            host[nh++] = r;
+            most = counts[r] > most ? counts[r] : most;
+            total += counts[r];
+        }
+    size_t esize = ir_type_size(ty);
+    esize = esize ? esize : 1;
+    if (!begin_collective(t, CK_REDUCE_SCATTER, what)) {
+        ts_free(host);
+        ts_free(rc_n);
+        return IR_OK;
+    }
+    /* Piece q is elements [q * ph, (q + 1) * ph) of every host's segment:
+     * at most MPI_PIECE bytes in all, each count an int. */
+    int64_t ph = (int64_t)(MPI_PIECE / esize) / nh;
+    ph = ph > 0 ? ph : 1;
+    bool one = most <= ph;
+    uint8_t *stage = one || comm == MPI_COMM_NULL ? NULL : ts_malloc((size_t)ph * (size_t)nh * esize);
+    int rc = MPI_SUCCESS;
+    if (comm == MPI_COMM_NULL) {
+        if (own)
+            memcpy(recv, (const uint8_t *)send + own_off * esize, (size_t)own * esize);
+    } else if (!one && !stage) {
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    }
+    for (int64_t q = 0; st == IR_OK && rc == MPI_SUCCESS && comm != MPI_COMM_NULL && q * ph < (most ? most : 1);
+         q++) {
+        const uint8_t *src = send;
+        size_t so = 0, seg = 0;
+        for (int j = 0; j < nh; j++) {
+            int64_t c = counts[host[j]], lo = q * ph < c ? q * ph : c, hi = (q + 1) * ph < c ? (q + 1) * ph : c;
+            rc_n[j] = (int)(one ? c : hi - lo);
+            if (!one && hi > lo)
+                memcpy(stage + so, (const uint8_t *)send + (seg + (size_t)lo) * esize, (size_t)(hi - lo) * esize);
+            so += (size_t)(hi - lo) * esize;
+            seg += (size_t)c;
+        }
+        if (!one)
+            src = stage;
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = tmpi_ireduce_scatter(src, (uint8_t *)recv + (size_t)(q * ph) * esize, rc_n, dt, mop, comm, &req);
+        if (rc == MPI_SUCCESS)
+            rc = finish(t, &req);
+        if (one)
+            break;
+    }
+    ts_free(stage);
+    ts_free(host);
+    ts_free(rc_n);
+    if (st == IR_OK && rc != MPI_SUCCESS)
+        st = mpi_fail(d, rc, "MPI_Reduce_scatter", t->rank);
+    /* What a direct reduce-scatter moves: every other host's segment of
+     * this host's buffer out, this host's segment from each of them in. */
+    if (st == IR_OK && k > 1)
+        count_bytes(t, kind, (total - own) * (int64_t)esize, own * (int64_t)(k - 1) * (int64_t)esize);
+    return st;
 }
 
 /* ---- all-reduce with any reducer ----

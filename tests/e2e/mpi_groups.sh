@@ -130,8 +130,13 @@ PY
 #   Hosts 0-2: 282, host 3: 240.
 # all-gather: ag_span joins all 4 hosts: 64 B (2 devices x 32) to each
 #   of 3 peers = 192; ag_in stays inside the hosts.
-# reduce-scatter: 192 as ag_span. all-to-all: {0,4}... joins hosts 0-2
-#   and 1-3: 64 to one peer.
+# reduce-scatter (hierarchical: each host combines its members of a group,
+#   one MPI reduce-scatter among the hosts): each host holds one member of
+#   each of the 2 groups, so its buffer is 2 x 4 blocks of 8 B and its
+#   segment 2 blocks: 64 - 16 = 48 out, 16 from each of 3 peers = 48 in.
+# all-to-all: {0,4}... joins hosts 0-2 and 1-3; a host sends its peer
+#   only the blocks the peer's members read: 2 devices x one 16 B block
+#   = 32 each way.
 # permute: the ring sends each host's last y (16 B) to the next host;
 #   cp_far: host 0 <-> host 3 and host 1 -> host 2 (16 B each): sent
 #   32 32 16 32, received 32 16 32 32.
@@ -143,8 +148,10 @@ expect_in_file "$S" "sent     all-reduce     min 240  median 282  max 282 bytes 
 expect_in_file "$S" "received all-reduce     min 240  median 282  max 282 bytes per rank"
 expect_in_file "$S" "sent     all-gather     min 192  median 192  max 192 bytes per rank"
 expect_in_file "$S" "received all-gather     min 192  median 192  max 192 bytes per rank"
-expect_in_file "$S" "sent     reduce-scatter min 192  median 192  max 192 bytes per rank"
-expect_in_file "$S" "sent     all-to-all     min 64  median 64  max 64 bytes per rank"
+expect_in_file "$S" "sent     reduce-scatter min 48  median 48  max 48 bytes per rank"
+expect_in_file "$S" "received reduce-scatter min 48  median 48  max 48 bytes per rank"
+expect_in_file "$S" "sent     all-to-all     min 32  median 32  max 32 bytes per rank"
+expect_in_file "$S" "received all-to-all     min 32  median 32  max 32 bytes per rank"
 expect_in_file "$S" "sent     permute        min 16  median 32  max 32 bytes per rank"
 expect_in_file "$S" "received permute        min 16  median 32  max 32 bytes per rank"
 expect_in_file "$S" "sent     broadcast      min 0  median 8  max 32 bytes per rank"
