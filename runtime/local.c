@@ -1333,9 +1333,18 @@ static void *device_thread(void *arg)
 
 static IrStatus device_job(DevDevice *dd, void *arg, IrDiag *d)
 {
-    (void)dd;
+    /* The device's large tensors on its NUMA node (device/alloc.c); an
+     * allocator that cannot be had leaves them to malloc (first touch on
+     * the bound thread), which is still correct. */
+    DevAllocator *al = NULL;
+    IrDiag quiet = {0};
+    if (dev_device_allocator(dd, "cpu", &al, &quiet) != IR_OK)
+        al = NULL;
+    ir_diag_clear(&quiet);
     (void)d;
+    dev_alloc_use(al);
     device_main(arg);
+    dev_alloc_use(NULL);
     return IR_OK; /* the device's own status is read from Device */
 }
 
