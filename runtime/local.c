@@ -8,11 +8,15 @@
  * devices, hierarchically and only among the hosts a collective's groups
  * join (host_colors; over their communicator, cached by the transport):
  * an all-reduce combines the host's members of each group locally, makes
- * one MPI call for the host, and every local member takes the result; a
- * permute or broadcast sends each host just the operands its devices read
- * (point to point); the other collectives exchange the host's operands in
- * one MPI call among the group's hosts and each device then picks its
- * result.
+ * one MPI call for the host (a user-defined MPI operation running the HLO
+ * reducer where MPI has no built-in one), and every local member takes
+ * the result; a reduce-scatter combines the same way and makes one MPI
+ * reduce-scatter, each host receiving only its members' blocks; an
+ * all-to-all and a permute or broadcast send each host just the blocks
+ * or operands its devices read (point to point); the other collectives
+ * (all-gather, several operands, orders a reducer cannot combine per
+ * host) exchange the host's operands in one MPI call among the group's
+ * hosts and each device then picks its result.
  *
  * Every device runs the same SPMD program, so every device reaches every
  * collective instruction in the same order. A collective is two barriers

@@ -1,6 +1,7 @@
 /*
  * mpi.c: one MPI rank per host. The transport local.c's leader devices use
- * (all-gather, all-reduce over MPI_COMM_WORLD), agreement on failures
+ * (all-gather, all-reduce with built-in or any reducer, reduce-scatter,
+ * point to point; over tessel's communicator or a group's), agreement on failures
  * before anything blocks, gathering the outputs' shards to rank 0, and
  * statistics across ranks.
  *
