@@ -8,6 +8,8 @@
  *   scalar.c      element load/store in any type, f16/bf16 conversion
  *   reducer.c     the simple reducers' algebra: identity, combine, NaN
  *                 rules (kernels, in-process collectives, MPI ops)
+ *   reducer_comp.c  any reducer computation elementwise, and whether it
+ *                 provably commutes (collectives, MPI user ops)
  *   exec.c        the interpreter: instructions in topological order,
  *                 tuple/get-tuple-element/call/while/conditional, parameter,
  *                 partition-id/replica-id, collectives and custom-calls
@@ -56,7 +58,7 @@
  * heap deep copy), so values outlive the module that produced them. */
 typedef struct DevValue {
     IrShape shape;            /* heap-owned deep copy; see dev_value_* */
-    uint8_t *data;            /* arrays: nbytes bytes (ts_malloc), NULL for empty */
+    uint8_t *data;            /* arrays: nbytes bytes (ts_malloc, or `alloc`'s), NULL for empty */
     int64_t nbytes;
     int32_t nelems;           /* tuples */
     struct DevValue **elems;  /* tuples: owned references */
@@ -69,6 +71,9 @@ typedef struct DevValue {
      * the output writer (which writes the run-time size). Other kernels
      * compute on the whole bound and give results without sizes. */
     int64_t *sizes;
+    /* The device allocator `data` came from (dev_alloc: its NUMA node),
+     * NULL for ts_malloc memory. value.c's business. */
+    struct DevAllocator *alloc;
 } DevValue;
 
 /* A new array value of `shape` (must be an array or token), data zeroed.
@@ -191,6 +196,17 @@ DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int
 bool dev_red_combine_array(IrOpcode op, IrType t, void *out, const void *in, int64_t n);
 /* n elements of buf = the identity of op on t; false as above. */
 bool dev_red_fill_identity(IrOpcode op, IrType t, void *buf, int64_t n);
+
+/* reducer_comp.c: any reducer computation (XLA's to_apply of a
+ * collective: two scalar parameters of type t), elementwise:
+ * out[i] = comp(lhs[i], rhs[i]) for n elements; out may be lhs or rhs.
+ * Errors of the computation are reported in d. */
+IrStatus dev_red_call(const IrModule *m, int32_t comp, IrType t, void *out, const void *lhs, const void *rhs,
+                      int64_t n, IrDiag *d);
+/* Is comp(a, b) == comp(b, a) provably (simple reducers, and expressions
+ * of attribute-free elementwise ops equal with the parameters swapped up
+ * to commutative operand order)? false: not proven, not "not commutative". */
+bool dev_red_commutes(const IrModule *m, int32_t comp);
 
 
 /* ------------------------------------------------------------------ */
@@ -559,6 +575,10 @@ int dev_blas_threads(void);
  * ENOSYS, EXDEV, ...). dev_hw_free_bound frees what it returned. */
 void *dev_hw_alloc_bound(DevTopology *t, int32_t numa_index, size_t len);
 void dev_hw_free_bound(DevTopology *t, void *p, size_t len);
+/* The single NUMA node (OS index) the area [p, p+len) is bound to
+ * (hwloc_get_area_membind, policy BIND), or -1 (another policy, several
+ * nodes, or hwloc cannot tell). */
+int32_t dev_hw_area_node(DevTopology *t, const void *p, size_t len);
 
 /* Release the process cache: every allocator, then the topology. Refuses
  * (IR_EINTERNAL, nothing freed) while a device set or an allocated buffer
@@ -610,6 +630,22 @@ void *dev_alloc(DevAllocator *a, size_t n);
 /* Free a buffer from dev_alloc (whichever allocator); NULL is a no-op. */
 void dev_alloc_free(void *p);
 void dev_allocator_stats(DevAllocator *a, DevAllocStats *out);
+/* The allocator this thread's large tensors come from: a device's
+ * executor sets its own (the runtime, before running the device's
+ * program; NULL: ts_malloc memory, first touch). Values of at least
+ * DEV_BOUND_MIN bytes created on the thread then live on the device's
+ * NUMA node; smaller ones stay with malloc (an mmap per small buffer
+ * would cost more than their placement gains, and malloc's arena of a
+ * bound thread is first touched on its node anyway). */
+#define DEV_BOUND_MIN ((int64_t)256 << 10)
+void dev_alloc_use(DevAllocator *a);
+DevAllocator *dev_alloc_current(void);
+/* Does `a` bind new allocations to a NUMA node (not fallen back)? */
+bool dev_alloc_binds(DevAllocator *a);
+/* The NUMA node (OS index) hwloc reports the pages of buffer p (from
+ * dev_alloc, n bytes) bound to, or -1 when they are not bound (plain
+ * memory, or hwloc cannot tell). For tests and --stats. */
+int32_t dev_alloc_node_of(const void *p, size_t n);
 /* For dev_shutdown: free every cached allocator. IR_EINTERNAL (nothing
  * freed) when one still has live buffers. */
 IrStatus dev_allocators_release(IrDiag *d);

@@ -209,14 +209,30 @@ static bool dims_equal(const IrShape *a, const IrShape *b)
 static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
                                const int64_t *members, int32_t size, int32_t k, DevValue **out, IrDiag *d)
 {
-    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
-    if (op == OP_COUNT)
-        return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer of this collective is not a simple one");
+    if (ins->ncalled < 1)
+        return coll_fail(m, ins, d, IR_EINPUT, "a reduction without to_apply=");
+    IrOpcode op = ir_simple_reducer(m, ins->called[0]);
     DevValue *v = dev_value_clone(ops[members[0]][k]);
     if (!v)
         return IR_ENOMEM;
+    DevRedDom dom;
+    if (op != OP_COUNT && (!dev_red_dom(v->shape.type, &dom) || !dev_red_has(dom, op)))
+        op = OP_COUNT; /* complex add, ...: the computation runs */
     int64_t count = dev_value_elements(v);
-    for (int32_t j = 1; j < size; j++)
+    /* Any other reducer: its computation, elementwise, in group order
+     * (device/reducer_comp.c). */
+    for (int32_t j = 1; op == OP_COUNT && j < size; j++) {
+        IrStatus st = dev_red_call(m, ins->called[0], v->shape.type, v->data, v->data, ops[members[j]][k]->data,
+                                   count, d);
+        if (st != IR_OK) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", d->msg ? d->msg : "the reducer failed");
+            dev_value_unref(v);
+            ir_diag_clear(d); /* the error goes to the instruction */
+            return coll_fail(m, ins, d, st, "%s", msg);
+        }
+    }
+    for (int32_t j = 1; op != OP_COUNT && j < size; j++)
         if (!dev_red_combine_array(op, v->shape.type, v->data, ops[members[j]][k]->data, count)) {
             dev_value_unref(v);
             return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer is not supported for %s",
