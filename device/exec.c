@@ -19,6 +19,13 @@
  * checked as it goes, so a kernel can trust that each operand has the shape
  * its producing instruction declares.
  *
+ * With a collective runtime that can run collectives in the background
+ * (DevCollectives.start/.wait), the -start/-done pairs overlap: the order
+ * is rescheduled (schedule.c) so that each -start runs early and each
+ * -done late, a -start hands its collective over and leaves its value
+ * pending, and the first instruction that reads the value waits for it
+ * ("asynchronous pairs" below).
+ *
  * Plans (execution order and use counts) are built once per computation
  * per dev_execute and cached, so dev_call, which kernels call per element
  * on their slow paths (reducers, comparators), costs little more than the

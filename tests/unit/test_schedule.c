@@ -3,7 +3,9 @@
  * gives the instructions in the order written (a topological order, as
  * the executor's post-order is) and checks the reordering worked out by
  * hand: -starts as early as they can, -dones as late as they can, other
- * work in its first order, side effects in theirs.
+ * work in its first order, side effects in theirs. Then the executor
+ * through a fake collectives hook: the work between a -start and its
+ * -done runs after the start and before the wait.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,6 +92,96 @@ static void test_no_pairs_unchanged(void **state)
           "x a b c");
 }
 
+/* ---- the executor: start, work, wait ---- */
+
+static char events[256];
+
+static void note(const char *e)
+{
+    strcat(events, e);
+    strcat(events, " ");
+}
+
+/* The fake collective is the identity: its handle is the operand. */
+static IrStatus fake_start(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                           void **handle, IrDiag *d)
+{
+    (void)ctx, (void)m, (void)d;
+    assert_int_equal(nopnd, 1);
+    note(ir_op_name(ins->op));
+    *handle = dev_value_ref(operands[0]);
+    return IR_OK;
+}
+
+static IrStatus fake_wait(void *ctx, void *handle, DevValue **out, IrDiag *d)
+{
+    (void)ctx, (void)d;
+    note("wait");
+    *out = handle;
+    return IR_OK;
+}
+
+static IrStatus fake_run(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                         DevValue **out, IrDiag *d)
+{
+    (void)ctx, (void)m, (void)ins, (void)nopnd, (void)d;
+    note("blocking");
+    *out = dev_value_ref(operands[0]);
+    return IR_OK;
+}
+
+static IrStatus work(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                     DevValue **out, IrDiag *d)
+{
+    (void)ctx, (void)m, (void)nopnd, (void)d;
+    note(ins->a.custom_call_target);
+    *out = dev_value_ref(operands[0]);
+    return IR_OK;
+}
+
+static void test_executor_overlaps(void **state)
+{
+    (void)state;
+    const char *text = "HloModule s\n" ADD "ENTRY e {\n x = f32[4] parameter(0)\n"
+                       " s0 = f32[4] all-reduce-start(x), replica_groups={}, to_apply=add\n"
+                       " r0 = f32[4] all-reduce-done(s0)\n"
+                       " g = (f32[4], f32[4]) all-gather-start(x), replica_groups={}, dimensions={0}\n"
+                       " gd = f32[4] all-gather-done(g)\n"
+                       " w = f32[4] custom-call(x), custom_call_target=\"work\"\n"
+                       " b = f32[4] all-reduce(w), replica_groups={}, to_apply=add\n"
+                       " a = f32[4] add(r0, b)\n"
+                       " ROOT t = (f32[4], f32[4]) tuple(a, gd)\n}\n";
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("s.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    DevCollectives coll = {.run = fake_run, .start = fake_start, .wait = fake_wait};
+    DevCustomCalls cc = {.call = work};
+    DevExecOptions opt = {.coll = &coll, .custom = &cc};
+    int64_t four = 4;
+    IrShape s = {.type = IR_F32, .rank = 1, .dims = &four};
+    DevValue *x = dev_value_new(&s), *out = NULL;
+    assert_non_null(x);
+    float *xv = (float *)(void *)x->data;
+    for (int i = 0; i < 4; i++)
+        xv[i] = (float)(i + 1);
+    events[0] = 0;
+    assert_int_equal(dev_execute(m, m->entry, 1, &x, &opt, &out, &d), IR_OK);
+    /* Both starts first, the work and the blocking all-reduce while they
+     * are in flight, the waits last (their -dones are what is left). */
+    assert_string_equal(events, "all-reduce all-gather work blocking wait wait ");
+    assert_int_equal(out->nelems, 2);
+    const float *a = (const float *)(const void *)out->elems[0]->data;
+    const float *g = (const float *)(const void *)out->elems[1]->data;
+    for (int i = 0; i < 4; i++) {
+        assert_true(a[i] == 2.0f * (float)(i + 1));
+        assert_true(g[i] == (float)(i + 1));
+    }
+    dev_value_unref(out);
+    dev_value_unref(x);
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -97,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_chunks_pipeline),
         cmocka_unit_test(test_side_effects_in_order),
         cmocka_unit_test(test_no_pairs_unchanged),
+        cmocka_unit_test(test_executor_overlaps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
