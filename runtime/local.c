@@ -190,7 +190,8 @@ static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int
     int64_t hosts = w->ndev / w->nlocal;
     RtCollWorld cw = {w->n, w->r};
     int32_t *parent = ts_malloc((size_t)hosts * sizeof *parent);
-    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    /* A permute's pair is two entries, also on one device. */
+    int64_t *members = ts_malloc((size_t)(w->ndev > 2 ? w->ndev : 2) * sizeof *members);
     IrStatus st = parent && members ? IR_OK : oom(d);
     for (int64_t h = 0; parent && h < hosts; h++)
         parent[h] = (int32_t)h;
