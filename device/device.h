@@ -226,6 +226,18 @@ typedef struct DevCollectives {
      * is_host_transfer); NULL: refused. Same contract as run. */
     IrStatus (*p2p)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                     DevValue **operands, DevValue **out, IrDiag *d);
+    /* Asynchronous collectives (the -start/-done pairs, schedule.c): start
+     * begins collective `ins` (the base op: all-reduce, all-gather, ...;
+     * copied, so it may be a temporary) on new references to the operands
+     * and returns at once with *handle; wait(handle) blocks until it is
+     * done and gives its result as run would, and frees the handle (also
+     * on failure). Every device starts and waits its collectives in one
+     * order (one program), and a device may run other instructions,
+     * blocking collectives included, between a start and its wait. NULL:
+     * a -start runs its collective at once (through run). */
+    IrStatus (*start)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                      DevValue **operands, void **handle, IrDiag *d);
+    IrStatus (*wait)(void *ctx, void *handle, DevValue **out, IrDiag *d);
 } DevCollectives;
 
 /* Custom-call targets registered by the runtime (host targets such as
@@ -397,10 +409,34 @@ IrStatus dev_k_async_start(const DevKernelArgs *k, DevValue **out);
 /* XLA's async tuple of k->ins: ((operands), result, zeroed context...);
  * takes the reference `result` (released on failure). */
 IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **out);
+/* The same tuple from element 0 already made (dev_async_operands: the
+ * operands, or the one array operand itself) and the result; takes both
+ * references (released on failure). For a -done completing a start. */
+IrStatus dev_async_assemble(const DevKernelArgs *k, DevValue *el0, DevValue *result, DevValue **out);
+DevValue *dev_async_operands(const DevKernelArgs *k);
+/* The collective an async-start wraps, when its computation is one
+ * collective over its parameters (XLA's async all-reduce, reduce-scatter,
+ * ...): its instruction, and in arg[j] which async-start operand is that
+ * collective's operand j (at most `max`); NULL otherwise (the computation
+ * then runs at the start). */
+const IrInstr *dev_async_wrapped_collective(const DevKernelArgs *k, int32_t *arg, int32_t max);
 /* Element i of the tuple operand: async-done (1), copy-done (0), ... */
 IrStatus dev_k_tuple_part(const DevKernelArgs *k, int32_t i, DevValue **out);
 IrStatus dev_k_copy_start(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out);
+/* schedule.c: overlap of asynchronous pairs */
+/* -start ops (all-reduce-start, all-gather-start, collective-permute-start,
+ * async-start) and their -done side (with async-update). */
+bool dev_async_start_op(IrOpcode op);
+bool dev_async_done_op(IrOpcode op);
+/* Instructions that run even when the root does not use them, in order. */
+bool dev_side_effect_op(IrOpcode op);
+/* Reorder order[0..n) (a topological order of c's instructions, operands
+ * first) so that each -start runs as soon as it can and each -done as late
+ * as it can: the work between them overlaps the collective. Unchanged
+ * when there is no -start. Deterministic (every device of a program gets
+ * one order). Fails only for memory (IR_ENOMEM, order unchanged). */
+IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n);
 /* k_dynamic.c: set-dimension-size, dynamic-reshape (get-dimension-size is
  * exec.c's) */
 IrStatus dev_k_set_dimension_size(const DevKernelArgs *k, DevValue **out);

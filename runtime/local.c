@@ -95,6 +95,7 @@ typedef struct Device {
     int64_t coll_calls;
     int32_t nstep_seconds;     /* the first STEP_SAMPLES steps' wall times */
     double step_seconds[STEP_SAMPLES];
+    RtAsync *async;            /* collectives started, not yet waited for (coll_async.c); NULL: none run so */
     int32_t nsent;             /* sends between devices not yet received: */
     const IrInstr **sent_by;   /*   the send instructions */
     DevValue **sent;           /*   and their data (owned) */
@@ -193,8 +194,8 @@ static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int
     int64_t hosts = w->ndev / w->nlocal;
     RtCollWorld cw = {w->n, w->r};
     int32_t *parent = ts_malloc((size_t)hosts * sizeof *parent);
-    /* room for a permute's pair also on one device */
-    int64_t *members = ts_malloc((size_t)(w->ndev + 1) * sizeof *members);
+    /* A permute's pair is two entries, also on one device. */
+    int64_t *members = ts_malloc((size_t)(w->ndev > 2 ? w->ndev : 2) * sizeof *members);
     IrStatus st = parent && members ? IR_OK : oom(d);
     for (int64_t h = 0; parent && h < hosts; h++)
         parent[h] = (int32_t)h;
@@ -1053,7 +1054,34 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
 {
     Device *dev = ctx;
     double t0 = now_seconds();
+    rt_async_drain(dev->async); /* one collective at a time, in program order */
     IrStatus st = collective_body(dev, m, ins, nopnd, operands, out, d);
+    dev->coll_seconds += now_seconds() - t0;
+    dev->coll_calls++;
+    return st;
+}
+
+/* The -start/-done pairs: the collective runs on the device's
+ * communication thread (coll_async.c); --stats counts the time a -done
+ * waits for it, the part that did not overlap. */
+static IrStatus async_body(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                           DevValue **out, IrDiag *d)
+{
+    return collective_body(ctx, m, ins, nopnd, operands, out, d);
+}
+
+static IrStatus start_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                                 DevValue **operands, void **handle, IrDiag *d)
+{
+    Device *dev = ctx;
+    return rt_async_start(dev->async, m, ins, nopnd, operands, handle, d);
+}
+
+static IrStatus wait_collective(void *ctx, void *handle, DevValue **out, IrDiag *d)
+{
+    Device *dev = ctx;
+    double t0 = now_seconds();
+    IrStatus st = rt_async_wait(dev->async, handle, out, d);
     dev->coll_seconds += now_seconds() - t0;
     dev->coll_calls++;
     return st;
@@ -1241,6 +1269,7 @@ static IrStatus run_p2p(void *ctx, const IrModule *m, const IrInstr *ins, int32_
     *out = NULL;
     const IrShape *s = &ins->shape;
     bool tuple = s->type == IR_TUPLE && s->ntuple >= 2;
+    rt_async_drain(dev->async); /* a recv's exchange is a collective too */
     switch (ins->op) {
     case OP_SEND:
         if (!tuple || nopnd < 1)
@@ -1299,6 +1328,11 @@ static void fusion_from_env(DevExecOptions *opt)
 static void device_main(Device *dev)
 {
     DevCollectives coll = {.ctx = dev, .run = run_collective, .p2p = run_p2p};
+    /* Without a queue (out of memory) the -start ops run at once. */
+    if ((dev->async = rt_async_new(async_body, dev))) {
+        coll.start = start_collective;
+        coll.wait = wait_collective;
+    }
     DevExecOptions opt = {
         .partition_id = dev->id % dev->w->n,
         .replica_id = dev->id / dev->w->n,
@@ -1324,6 +1358,8 @@ static void device_main(Device *dev)
         else
             dev->result = r;
     }
+    rt_async_free(dev->async);
+    dev->async = NULL;
     if (dev->status != IR_OK)
         world_abort(dev->w);
     else
