@@ -331,7 +331,7 @@ IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const De
     if (st == IR_OK && !(res = dev_value_new_uninit(&root->shape)))
         st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory for the result",
                       root->name);
-    for (int64_t row = 0; st == IR_OK && R > 0 && row < nrows; row++)
+    for (int64_t row = 0; st == IR_OK && row < nrows; row++) /* R = 0: every reduce gives its init */
         st = rows_one(&r, c, R, row, res->data);
     rows_free(&r);
     if (st != IR_OK) {
