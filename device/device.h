@@ -250,7 +250,9 @@ typedef struct DevExecOptions {
      * groups run in the chunk interpreter, others in blocks sized to a
      * cache budget, and only arrays of at least DEV_FUSION_MIN_ELEMENTS
      * are fused, unless fuse_small (tests). Results are the same bit for
-     * bit every way: the same expressions run, a block at a time. */
+     * bit every way: the same expressions run, a block at a time; except
+     * float sums and products of fused row reductions (fusion_rows.c),
+     * folded in interleaved partial results. */
     bool no_fusion;
     int32_t fusion_block;
     bool fuse_small;
