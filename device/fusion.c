@@ -5,13 +5,28 @@
  * Finding groups. The executor's order puts operands first, so walking it
  * backwards meets every user of a value before the value. An instruction
  * joins a group when all its users are members of that group, it has the
- * members' dimensions, and it is elementwise or a broadcast; otherwise an
- * elementwise instruction starts a group of its own. A broadcast joins as a
- * node but takes no operands in with it (it reads them through strides).
+ * members' dimensions, and it is elementwise, a broadcast or a transpose
+ * of a small array; otherwise an elementwise instruction starts a group of
+ * its own. A broadcast or transpose joins as a node but takes no operands
+ * in with it (it reads them through strides).
  * Example: t = tanh(add(dot, broadcast(bias))) is one group {broadcast,
  * add, tanh} with leaves dot and bias; in u = add(x, y), v = multiply(u,
  * u), w = max(v, u), u joins {v, w}; a value also used outside stays a
  * leaf.
+ *
+ * Row groups (fusion_rows.c runs them). A group's shape S may split into
+ * outer dims and row dims: a broadcast along the leading dims of S whose
+ * operand could be an outer node (a reduce over exactly the remaining
+ * minor dims, with a reducer ir_simple_reducer knows, or an elementwise op
+ * over the outer dims) takes that operand in, and fixes the split; then
+ * reduces over the row dims and elementwise ops over the outer dims join
+ * too, and a reduce's input follows it in. A fitting reduce whose users
+ * are elsewhere starts a group of its own (a group that ends in a
+ * reduction). Example, softmax: p = divide(e, broadcast(z)), z =
+ * reduce(e, add) over dim 1, e = exp(subtract(x, broadcast(reduce(x,
+ * max)))): one group of 7 nodes, leaf x (and the inits). A reduce over a
+ * major dim, or with any other reducer, stays outside. A group with no
+ * node outside S is an elementwise group, however it was found.
  *
  * Running a group. Output elements go a block at a time: every node
  * computes the block into its scratch buffer (the root into the result),
@@ -36,6 +51,10 @@
 
 #include <string.h>
 #include <tgmath.h>
+#include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "float_ops.h"
 
@@ -458,6 +477,21 @@ int32_t dev_fusion_node_index(const DevFusionGroup *g, int32_t instr)
     return -1;
 }
 
+IrStatus dev_fusion_bind_leaves(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                                DevValue **vals, DevValue *lview, uint8_t **lbase, IrDiag *d)
+{
+    for (int32_t l = 0; l < g->nleaves; l++) {
+        const DevValue *v = vals[g->leaves[l]];
+        if (!v || v->shape.type == IR_TUPLE)
+            return ir_error(d, IR_EINTERNAL, m->file, m->src, c->instr[g->leaves[l]].pos,
+                            "fused loop: %s is not an array value", c->instr[g->leaves[l]].name);
+        lview[l] = *v; /* a shallow copy: shape and data borrowed */
+        lview[l].refs = 1;
+        lbase[l] = v->data;
+    }
+    return IR_OK;
+}
+
 /* Views with full shapes, operand wiring, and the once-per-run checks
  * (the same ones the unfused kernels make). */
 static IrStatus run_setup(Run *r, const IrModule *m, const IrComputation *c, const DevExecOptions *opt,
@@ -475,15 +509,9 @@ static IrStatus run_setup(Run *r, const IrModule *m, const IrComputation *c, con
         !(r->lbase = ts_calloc((size_t)nl, sizeof *r->lbase)) ||
         !(r->scratch = ts_calloc((size_t)nn, sizeof *r->scratch)))
         return ir_error(d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
-    for (int32_t l = 0; l < g->nleaves; l++) {
-        const DevValue *v = vals[g->leaves[l]];
-        if (!v || v->shape.type == IR_TUPLE)
-            return ir_error(d, IR_EINTERNAL, m->file, m->src, c->instr[g->leaves[l]].pos,
-                            "fused loop: %s is not an array value", c->instr[g->leaves[l]].name);
-        r->lview[l] = *v; /* a shallow copy: shape and data borrowed */
-        r->lview[l].refs = 1;
-        r->lbase[l] = v->data;
-    }
+    IrStatus lst = dev_fusion_bind_leaves(m, c, g, vals, r->lview, r->lbase, d);
+    if (lst != IR_OK)
+        return lst;
     for (int32_t k = 0; k < nn; k++) {
         const IrInstr *ins = &c->instr[g->nodes[k]];
         r->nview[k] = (DevValue){.shape = ins->shape, .refs = 1};
@@ -650,6 +678,52 @@ DEV_VECTOR_CLONES static void fast_chunk(const FastNode *prog, int32_t nn, const
         fast_nodes(prog, nn, slot, res, m);
 }
 
+/* Results at least this large (bytes) are written with non-temporal
+ * stores: they do not fit in the last-level cache, so the next reader
+ * finds them in memory either way, and a normal store first reads every
+ * line it writes (write-allocate): 4 bytes of traffic for every 3 the
+ * chain needs (x, y read, the result written). The last-level cache's
+ * size where the system says it, else 32 MiB. */
+static int64_t stream_min_bytes(void)
+{
+    static int64_t min;
+    if (__atomic_load_n(&min, __ATOMIC_RELAXED) == 0) {
+        long l3 = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+        l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+        __atomic_store_n(&min, l3 >= (1 << 20) ? (int64_t)l3 : (int64_t)32 << 20, __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(&min, __ATOMIC_RELAXED);
+}
+
+/* dst[0..n) = src[0..n) (src 16-byte aligned) without reading dst's lines
+ * into the cache; false (nothing written) where there is no such store or
+ * dst is not 16-byte aligned. */
+static bool stream_f32(float *dst, const float *src, int64_t n)
+{
+#if defined(__SSE2__)
+    if ((uintptr_t)dst % 16)
+        return false;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm_stream_ps(dst + i, _mm_load_ps(src + i));
+    for (; i < n; i++)
+        dst[i] = src[i];
+    return true;
+#else
+    (void)dst, (void)src, (void)n;
+    return false;
+#endif
+}
+
+static void stream_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
 /* The whole group, chunk by chunk. Broadcasts of a scalar are filled
  * once; others are cut per chunk. With `direct` the root writes straight
  * into the result; otherwise (the result is a leaf's buffer, read in the
@@ -689,6 +763,9 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
         }
         prog[k] = (FastNode){ins->op, ins->nopnd, at[0], ins->nopnd > 1 ? at[1] : at[0]};
     }
+    /* Streamed: the root's chunk goes through its scratch (in L1) and on
+     * with non-temporal stores. */
+    bool stream = total * 4 >= stream_min_bytes() && (uintptr_t)out % 16 == 0;
     for (int64_t first = 0; first < total; first += FAST_CHUNK) {
         int64_t m = total - first < FAST_CHUNK ? total - first : FAST_CHUNK;
         for (int32_t l = 0; l < nl; l++)
@@ -698,12 +775,14 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
             if (cut[k])
                 dev_broadcast_range(&c->instr[g->nodes[k]].shape, &r->sstr[k * IR_MAX_RANK], r->src[k],
                                     first, m, r->scratch[k]);
-        if (direct)
+        if (direct && !stream)
             res[nn - 1] = (float *)out + first;
         fast_chunk(prog, nn, slot, res, m);
-        if (!direct)
+        if ((!direct || stream) && !(stream && stream_f32((float *)out + first, res[nn - 1], m)))
             memcpy(out + first * 4, (const uint8_t *)res[nn - 1], (size_t)m * 4);
     }
+    if (stream)
+        stream_fence();
 }
 
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,

@@ -85,6 +85,11 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
 int32_t dev_fusion_leaf_index(const DevFusionGroup *g, int32_t instr);
 int32_t dev_fusion_node_index(const DevFusionGroup *g, int32_t instr);
 
+/* fusion.c: lview[l] = a borrowed view of leaf l's value (refs 1), lbase[l]
+ * its data; IR_EINTERNAL (naming the leaf) when a leaf is not an array. */
+IrStatus dev_fusion_bind_leaves(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                                DevValue **vals, DevValue *lview, uint8_t **lbase, IrDiag *d);
+
 /* fusion_rows.c: run row group g (g->nouter >= 0), as dev_fusion_run
  * (vals are only read: a row group never takes over a leaf's buffer). */
 IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,

@@ -117,15 +117,12 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         !(r->lstep = ts_calloc((size_t)nl, sizeof *r->lstep)) ||
         !(r->scratch = ts_calloc((size_t)nn, sizeof *r->scratch)))
         return ir_error(d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
+    IrStatus lst = dev_fusion_bind_leaves(m, c, g, vals, r->lview, r->lbase, d);
+    if (lst != IR_OK)
+        return lst;
     for (int32_t l = 0; l < g->nleaves; l++) {
-        const DevValue *v = vals[g->leaves[l]];
-        if (!v || v->shape.type == IR_TUPLE)
-            return ir_error(d, IR_EINTERNAL, m->file, m->src, c->instr[g->leaves[l]].pos,
-                            "fused loop: %s is not an array value", c->instr[g->leaves[l]].name);
-        r->lview[l] = *v; /* a shallow copy: shape and data borrowed */
-        r->lview[l].refs = 1;
-        r->lbase[l] = v->data;
-        r->lstep[l] = ir_shape_same_dims(&v->shape, S) ? R : outer_of(S, g->nouter, &v->shape) ? 1 : 0;
+        const IrShape *ls = &r->lview[l].shape;
+        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : outer_of(S, g->nouter, ls) ? 1 : 0;
     }
     for (int32_t k = 0; k < nn; k++) {
         const IrInstr *ins = &c->instr[g->nodes[k]];

@@ -242,6 +242,7 @@ static void several_minor_dims(void **state)
     const DevFusionGroup *g = row_group(&f, m, "out_d");
     assert_int_equal(g->nnodes, 7); /* mx, mxb, d, a, mn, mnb, out_d */
     assert_int_equal(g->nouter, 1);
+    dev_fusion_free(&f);
     g = row_group(&f, m, "s");
     assert_int_equal(g->nnodes, 2); /* e, s: ends in the reduction */
     assert_int_equal(f.group_of[instr_named(m, "e")], f.group_of[instr_named(m, "s")]);
