@@ -35,7 +35,7 @@
  * shorter rows than DEV_FUSION_ROW_MIN cost more in per-row set-up than
  * fusion saves (unless fuse_small or fusion_block, for tests). */
 #define DEV_FUSION_ROW_MAX 16384
-#define DEV_FUSION_ROW_MIN 16
+#define DEV_FUSION_ROW_MIN 128
 /* Transposes join a group only with an operand this small (elements): it
  * is read through strides, in cache. */
 #define DEV_FUSION_TRANSPOSE_MAX (1 << 16)

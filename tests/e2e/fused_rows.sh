@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fused_rows.sh: tests/models/fused_rows.hlo (row reductions fused with
 # their producers and broadcast consumers, device/fusion_rows.c) on one
-# and two devices, with the default fusion (rows of 100 fuse) and with
+# and two devices, with the default fusion (rows of 160 fuse) and with
 # TESSEL_FUSION=all (the short rows too), against NumPy in double: softmax,
 # layer norm, x - max and a sum of squares over two minor dims (f64),
 # softmax over rows of length 1, a min reduce, and a normalisation over
@@ -14,7 +14,7 @@ M="$TESSEL_SRC/tests/models/fused_rows.hlo"
 import numpy as np, sys
 w = sys.argv[1]
 r = np.random.default_rng(17)
-shapes = [((63, 100), np.float32), ((100,), np.float32), ((100,), np.float32), ((5, 3, 7), np.float64),
+shapes = [((63, 160), np.float32), ((160,), np.float32), ((160,), np.float32), ((5, 3, 7), np.float64),
           ((6, 1), np.float32), ((4, 24), np.float32)]
 for k, (s, t) in enumerate(shapes):
     a = r.uniform(-4, 4, s).astype(t)
