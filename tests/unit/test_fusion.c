@@ -438,8 +438,8 @@ static void random_equals_unfused(void **state)
 /* The chunk interpreter against the unfused kernels on an f32 group
  * with every kind of node it runs: unary and binary ops of float_ops.h,
  * a scalar broadcast (filled once), broadcasts along either dimension
- * (cut per chunk, rows of 400 are not a multiple of the 128-element
- * chunk), NaNs, infinities and zeros; 3x400 is 9 chunks and a partial
+ * (cut per chunk, rows of 400 are not a multiple of the 256-element
+ * chunk), NaNs, infinities and zeros; 3x400 is 4 chunks and a partial
  * one. */
 static void chunks_equal_unfused(void **state)
 {
