@@ -12,10 +12,13 @@
  *                   the result, read through strides (dev_broadcast_range);
  *   spread          a broadcast of an outer node along the outer dims: its
  *                   one element filled over the row;
- *   reduce          folds its operand's row with the reducer, exactly as
- *                   k_reduce.c's fast path does (from the init, in
- *                   increasing order, in the reducer's 64-bit domain), so
- *                   that the result is bit for bit the unfused one.
+ *   reduce          folds its operand's row with the reducer: f32 and
+ *                   f64 with add, multiply, maximum or minimum in 8
+ *                   interleaved partial results in double (lane_fold;
+ *                   sums and products may then differ from the unfused
+ *                   reduce's in the last bits), everything else exactly
+ *                   as k_reduce.c's fast path does (from the init, in
+ *                   increasing order, in the reducer's 64-bit domain).
  * The root writes its row straight into the result. Example, softmax of
  * x f32[4096,4096] over dim 1: per row, m = max(x row), fill, subtract,
  * exp, z = sum, fill, divide into the result's row: x is read from
