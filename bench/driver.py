@@ -4,7 +4,7 @@ the same run (python3, stdlib only). bench/run calls it once per benchmark:
 
     driver.py NAME [--quick] [--bin build/release]
 
-NAME is mlp, mlp-tcp, train, allreduce, elementwise, compile, compile-devices, memory or parse (dot is the C
+NAME is mlp, mlp-tcp, train, allreduce, elementwise, softmax, layernorm, compile, compile-devices, memory or parse (dot is the C
 program dot_bench). Every benchmark alternates tessel and its baseline
 (A B A B ...), one warm-up pair then at least 5 timed pairs, takes medians,
 (mlp and allreduce: each process runs 4 steps, `tessel run --steps 4`
@@ -187,6 +187,50 @@ def bench_elementwise(o):
     return ("tessel %.2f GB/s (%.2f ms a warm step; first step %.2f ms) stream-triad %.2f GB/s "
             "(8 fused ops over %g M f32, one thread, %d steps a process, median of %d) ratio %.2f"
             % (gbs, median(t), median(first), stream, n / 2**20, steps, REPS, gbs / stream))
+
+
+def rows_pair(o, name):
+    """softmax and layernorm: `tessel run --steps 6` of gen.py's module over
+    the rows of an f32[4096,4096] (quick: [512,4096]), one device, against
+    the hand-written single-threaded loop bench/NAME_base.c on the same
+    random inputs, interleaved; tessel's time is the median of its warm
+    steps (--stats), the baseline's the median of 3 timed runs after a
+    warm-up, both into output buffers touched before. The last tessel
+    output is checked against a double-precision recomputation by the
+    baseline, which checks its own result the same way."""
+    n, d = (4096, 4096) if not o["quick"] else (512, 4096)
+    steps = 6
+    hlo = gen(name, [n, d], os.path.join(o["work"], "%s_%d_%d.hlo" % (name, n, d)))
+    outdir = os.path.join(o["work"], name + "_out")
+    t, first, b = [], [], []
+    for r in range(-1, REPS):
+        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--steps", str(steps), "--stats"]
+        if r == REPS - 1:
+            cmd += ["--output-dir", outdir]
+        err = run(cmd).stderr
+        m = re.search(r"steps: first ([\d.]+) ms, then median ([\d.]+) ms", err)
+        if not m:
+            raise Failed("no per-step times in tessel's --stats: %s" % err.strip()[-300:])
+        out = run([o["base"] + name + "_base", str(n), str(d), "3"]).stdout
+        bm = re.search(r"base %s ([\d.]+) ms" % name, out)
+        if not bm:
+            raise Failed("baseline printed no time: %s" % out.strip()[-300:])
+        if r >= 0:
+            first.append(float(m.group(1)))
+            t.append(float(m.group(2)))
+            b.append(float(bm.group(1)))
+    run([o["base"] + name + "_base", str(n), str(d), "--check", "7", os.path.join(outdir, "output_0.npy")])
+    return ("tessel %.2f ms a warm step (first step %.2f ms) hand-written loop %.2f ms (f32[%d,%d] rows, "
+            "one thread, %d steps a process, median of %d) ratio %.2f"
+            % (median(t), median(first), median(b), n, d, steps, REPS, median(t) / median(b)))
+
+
+def bench_softmax(o):
+    return rows_pair(o, "softmax")
+
+
+def bench_layernorm(o):
+    return rows_pair(o, "layernorm")
 
 
 def fit_exponent(counts, ms):
@@ -387,7 +431,8 @@ def bench_parse_wild(o):
             % (mw, files[0][1] / 1e6, mt, files[1][1] / 1e6, REPS, mw / mt))
 
 
-BENCHES = {"mlp": bench_mlp, "mlp-tcp": bench_mlp_tcp, "train": bench_train, "allreduce": bench_allreduce, "elementwise": bench_elementwise,
+BENCHES = {"mlp": bench_mlp, "mlp-tcp": bench_mlp_tcp, "train": bench_train, "allreduce": bench_allreduce,
+           "elementwise": bench_elementwise, "softmax": bench_softmax, "layernorm": bench_layernorm,
            "compile": bench_compile, "compile-devices": bench_compile_devices, "memory": bench_memory, "parse": bench_parse,
            "parse-wild": bench_parse_wild}
 

@@ -278,7 +278,9 @@ typedef struct DevExecOptions {
      * groups run in the chunk interpreter, others in blocks sized to a
      * cache budget, and only arrays of at least DEV_FUSION_MIN_ELEMENTS
      * are fused, unless fuse_small (tests). Results are the same bit for
-     * bit every way: the same expressions run, a block at a time. */
+     * bit every way: the same expressions run, a block at a time; except
+     * float sums and products of fused row reductions (fusion_rows.c),
+     * folded in interleaved partial results. */
     bool no_fusion;
     int32_t fusion_block;
     bool fuse_small;
@@ -364,6 +366,10 @@ void dev_broadcast_range(const IrShape *rs, const int64_t *sstr, const uint8_t *
                          int64_t n, uint8_t *dst);
 IrStatus dev_k_reshape(const DevKernelArgs *k, DevValue **out);   /* reshape, bitcast */
 IrStatus dev_k_transpose(const DevKernelArgs *k, DevValue **out);
+/* transpose for fused loops: check k (as dev_k_transpose) and give the
+ * stride in the operand of each result dimension, for dev_broadcast_range
+ * (which then reads a transpose as it reads a broadcast). */
+IrStatus dev_k_transpose_strides(const DevKernelArgs *k, int64_t *sstr);
 IrStatus dev_k_slice(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_dynamic_slice(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_dynamic_update_slice(const DevKernelArgs *k, DevValue **out);
