@@ -810,7 +810,7 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     ts_free(P->opnext);
     ts_free(P);
     if (st == IR_OK && verify)
-        st = ir_verify(m, &lim, d);
+        st = ir_verify_names_unique(m, &lim, d, true); /* duplicates were refused above */
     if (st != IR_OK) {
         ir_module_free(m);
         return st;
