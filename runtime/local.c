@@ -59,6 +59,7 @@ typedef struct World {
     int64_t arrived, generation;
     int64_t finished;          /* local devices done with their program */
     bool aborted;
+    int64_t first_failed;      /* the device whose own failure aborted the world, -1 none */
     bool stray;                /* aborted because a device finished while others waited */
     const char **at;           /* the collective each local device is in (its instruction's name) */
     DevValue ***ops;           /* the current collective's operands of each device (global ids) */
@@ -100,6 +101,19 @@ typedef struct Device {
     const IrInstr **sent_by;   /*   the send instructions */
     DevValue **sent;           /*   and their data (owned) */
 } Device;
+
+/* Device `id` failed on its own (-1: the world is aborted for another
+ * reason): the first such device is the run's root cause, not the
+ * devices that then saw "aborted: another device failed". */
+static void world_abort_by(World *w, int64_t id)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->aborted && id >= 0)
+        w->first_failed = id;
+    w->aborted = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
 
 static void world_abort(World *w)
 {
@@ -1361,7 +1375,7 @@ static void device_main(Device *dev)
     rt_async_free(dev->async);
     dev->async = NULL;
     if (dev->status != IR_OK)
-        world_abort(dev->w);
+        world_abort_by(dev->w, dev->id);
     else
         device_finished(dev->w);
 }
@@ -1549,7 +1563,8 @@ static void free_device(Device *dev)
 IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
                         const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d)
 {
-    World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t};
+    World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t,
+               .first_failed = -1};
     w.ndev = w.n * w.r;
     int64_t steps = o && o->steps > 1 ? o->steps : 1;
     if (stats)
@@ -1593,7 +1608,11 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     /* The first failing device's error, named; a root cause is preferred
      * over "aborted: another device failed". */
     int64_t pick = -1;
-    for (int64_t k = 0; st == IR_OK && k < nlocal; k++)
+    if (st == IR_OK && w.first_failed >= first && w.first_failed < first + nlocal &&
+        devs[w.first_failed - first].status != IR_OK)
+        pick = w.first_failed - first;
+    bool root_known = pick >= 0;
+    for (int64_t k = 0; st == IR_OK && !root_known && k < nlocal; k++)
         if (devs[k].status != IR_OK && (pick < 0 || (devs[pick].status == IR_ERUNTIME && devs[k].status != IR_ERUNTIME)))
             pick = k;
     if (pick >= 0) {
