@@ -23,7 +23,7 @@
                                     hidden width F: W1 f32[64,F]
                                     {devices=[1,N]<=[N]}, tanh, W2 f32[F,64]
                                     {devices=[N,1]<=[N]}, the activations
-                                    chained (6 instructions a layer)
+                                    chained (5 instructions a layer)
 
 The transformer layer (why these ops: it exercises propagation through
 dots, reductions, broadcasts and elementwise chains the way a real model

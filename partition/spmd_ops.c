@@ -379,8 +379,36 @@ IrStatus spmd_dynamic_slice(PComp *pc, int32_t i)
     return IR_OK;
 }
 
-/* sort: local when the sort dimension is not tiled; all operands share the
- * result's (element) sharding. */
+/* The sharding el with the tiles of the sort dim moved to another dim
+ * that el leaves whole (the largest, preferring one the tiles divide), as
+ * XLA's partitioner does: each device then sorts whole rows of its own,
+ * instead of every device sorting every row. The device order is kept: a
+ * dim of one tile does not change the row-major order. NULL when no dim
+ * is free (or on OOM, which the caller's fallback then reports). */
+static const IrSharding *sort_dim_moved(IrArena *a, const IrSharding *el, const IrShape *shape, int32_t dim)
+{
+    int64_t t = shd_tiles(el, dim);
+    int32_t best = -1;
+    for (int32_t d = 0; d < shape->rank; d++) {
+        if (d == dim || shd_tiles(el, d) != 1 || shape->dims[d] < t)
+            continue;
+        bool even = shape->dims[d] % t == 0;
+        bool best_even = best >= 0 && shape->dims[best] % t == 0;
+        if (best < 0 || (even && !best_even) || (even == best_even && shape->dims[d] > shape->dims[best]))
+            best = d;
+    }
+    IrSharding *m = best >= 0 ? ir_alloc(a, sizeof *m) : NULL;
+    if (!m || ir_sharding_copy(a, m, el) != IR_OK)
+        return NULL;
+    m->tile[best] = t;
+    m->tile[dim] = 1;
+    m->metadata = NULL;
+    return m;
+}
+
+/* sort: local when the sort dimension is not tiled (else its tiles move to
+ * a free dim first, sort_dim_moved); all operands share the result's
+ * (element) sharding. */
 IrStatus spmd_sort(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -390,7 +418,8 @@ IrStatus spmd_sort(PComp *pc, int32_t i)
     const IrSharding *el = s;
     if (ins->shape.type == IR_TUPLE && (el = shd_tuple_element(a, s, &ins->shape, 0)) == NULL)
         return oom(pc);
-    if (shd_tiles(el, (int32_t)dim) > 1)
+    const IrShape *es = ins->shape.type == IR_TUPLE ? &ins->shape.tuple[0] : &ins->shape;
+    if (shd_tiles(el, (int32_t)dim) > 1 && (el = sort_dim_moved(a, el, es, (int32_t)dim)) == NULL)
         return spmd_fallback(pc, i);
     /* Every operand takes the first element's sharding; the result is then
      * that sharding on every element. */

@@ -12,10 +12,24 @@
  * Example: reduce(f32[8,6] {devices=[1,2]0,1}, 0), dimensions={1}, add:
  * each device sums its f32[8,3] over dim 1, then all-reduce {{0,1}} adds the
  * two f32[8] partial sums; the result is replicated.
- * Variadic reduces and other reducers: the reduced dims are gathered first
- * (reshard to a sharding that leaves them untiled), then a local reduce.
+ * Other reducers (any computation, and variadic reduces such as argmax's
+ * (value, index) pairs), whose init need not be an identity and whose
+ * padding has no identity to become: the reducer is lifted to carry a
+ * pred "valid" with each value, (a,fa).(b,fb) = (fa&&fb ? f(a,b) : fa ? a
+ * : b, fa||fb), whose identity is (anything, false). Each device reduces
+ * its shard with the lifted reducer (padding not valid; the init valid on
+ * the first device of each group only), then every partial result and
+ * flag is all-gathered along a new leading dim and reduced over it again:
+ * the group's partial results move, not its inputs, and every element and
+ * the init are combined once, as in the unpartitioned reduce (in element
+ * order when one dim is tiled).
+ * Reduces whose inputs are not tiled, or have different shapes, gather the
+ * reduced dims first (reshard to a sharding that leaves them untiled), then
+ * reduce locally.
  */
 #include "spmd_internal.h"
+
+#include <string.h>
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
@@ -79,6 +93,233 @@ static IrStatus reduce_gathered(PComp *pc, int32_t i)
     return set_val(pc, i, reshard(pc, v, &ins->shape, outs, pc->shd[i]));
 }
 
+/* The reduced dims that s tiles (into tiled) and the other dims. */
+static void split_dims(const IrSharding *s, const IrShape *shape, const IrI64List *dims, int64_t *tiled, int32_t *nt,
+                       int64_t *other, int32_t *no)
+{
+    *nt = *no = 0;
+    for (int32_t d = 0; d < shape->rank; d++) {
+        bool reduced = false;
+        for (int32_t k = 0; k < dims->n; k++)
+            reduced |= dims->v[k] == d;
+        if (reduced && shd_tiles(s, d) > 1)
+            tiled[(*nt)++] = d;
+        else
+            other[(*no)++] = d;
+    }
+}
+
+/* All-gather partial result v (this device's f[...]) of a group of `size`
+ * along a new leading dim: f[size, ...]. */
+static int32_t gather_partials(PComp *pc, int32_t v, int32_t ng, int32_t size, const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    int64_t dims[IR_MAX_RANK + 1];
+    dims[0] = 1;
+    memcpy(dims + 1, s->dims, (size_t)s->rank * sizeof(int64_t));
+    IrShape one;
+    if (ir_shape_make(pc_tmp(pc), &one, s->type, s->rank + 1, dims) != IR_OK) {
+        oom(pc);
+        return -1;
+    }
+    return emit_all_gather(pc, emit_reshape(pc, v, &one), 0, ng, size, groups);
+}
+
+/* Parameter `number` of computation c, a scalar of type t. */
+static int32_t lift_param(IrModule *m, IrComputation *c, IrType t, int64_t number)
+{
+    IrInstr p = {.op = OP_PARAMETER, .shape = {.type = t}, .name = ir_unique_name(m, "p")};
+    p.a.feature_group_count = p.a.batch_group_count = 1;
+    p.a.parameter_number = number; /* before adding: it files the parameter */
+    return p.name ? ir_add_instr(m, c, &p) : -1;
+}
+
+/* The reducer f of n operands of types t[], lifted to n + 1 operands:
+ * the values and a pred "valid", with
+ *   (a, fa) . (b, fb) = (fa && fb ? f(a, b) : fa ? a : b, fa || fb).
+ * (anything, false) is its identity, whatever f is: padding, and the
+ * devices that must not apply the reduce's init, use it, so every init
+ * and element is combined once, as in the unpartitioned reduce (XLA's
+ * contract, init an identity of f, is then not needed). -1 on OOM. */
+static int32_t lifted_reducer(Spmd *sp, int32_t f, int32_t n, const IrType *t)
+{
+    IrModule *m = sp->dst;
+    const char *name = ir_unique_name(m, "valid_or");
+    int32_t ci = name ? ir_add_computation(m, name) : -1;
+    if (ci < 0)
+        return -1;
+    IrComputation *c = m->comp[ci];
+    int32_t a[n + 1], b[n + 1], call_ops[2 * n], out[n + 1];
+    for (int32_t k = 0; k <= n; k++) {
+        IrType tk = k < n ? t[k] : IR_PRED;
+        if ((a[k] = lift_param(m, c, tk, k)) < 0 || (b[k] = lift_param(m, c, tk, n + 1 + k)) < 0)
+            return -1;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        call_ops[k] = a[k];
+        call_ops[n + k] = b[k];
+    }
+    IrShape el[n], res = {.type = t[0]};
+    for (int32_t k = 0; k < n; k++)
+        el[k] = (IrShape){.type = t[k]};
+    if (n > 1 && ir_shape_make_tuple(m->arena, &res, n, el) != IR_OK)
+        return -1;
+    int32_t call = ir_add_simple(m, c, OP_CALL, &res, 2 * n, call_ops, NULL);
+    int32_t *called = call >= 0 ? ir_alloc(m->arena, sizeof(int32_t)) : NULL;
+    if (!called)
+        return -1;
+    *called = f;
+    c->instr[call].ncalled = 1;
+    c->instr[call].called = called;
+    IrShape pred = {.type = IR_PRED};
+    int32_t both_ops[2] = {a[n], b[n]};
+    int32_t both = ir_add_simple(m, c, OP_AND, &pred, 2, both_ops, NULL);
+    if (both < 0 || (out[n] = ir_add_simple(m, c, OP_OR, &pred, 2, both_ops, NULL)) < 0)
+        return -1;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t fk = call;
+        if (n > 1) {
+            if ((fk = ir_add_simple(m, c, OP_GET_TUPLE_ELEMENT, &el[k], 1, &call, NULL)) < 0)
+                return -1;
+            c->instr[fk].a.tuple_index = k;
+        }
+        int32_t ab_ops[3] = {a[n], a[k], b[k]};
+        int32_t ab = ir_add_simple(m, c, OP_SELECT, &el[k], 3, ab_ops, NULL);
+        int32_t sel_ops[3] = {both, fk, ab};
+        if (ab < 0 || (out[k] = ir_add_simple(m, c, OP_SELECT, &el[k], 3, sel_ops, NULL)) < 0)
+            return -1;
+    }
+    IrShape el1[n + 1], tup;
+    for (int32_t k = 0; k <= n; k++)
+        el1[k] = (IrShape){.type = k < n ? t[k] : IR_PRED};
+    if (ir_shape_make_tuple(m->arena, &tup, n + 1, el1) != IR_OK)
+        return -1;
+    c->root = ir_add_simple(m, c, OP_TUPLE, &tup, n + 1, out, NULL);
+    return c->root < 0 ? -1 : ci;
+}
+
+/* A reduce of operands ops (n values, n inits, then... see below) with the
+ * lifted reducer: shape (values..., pred) of the value shape `vs` of each
+ * output (types t[]), over dims. */
+static int32_t emit_lifted_reduce(PComp *pc, int32_t lifted, int32_t n, const int32_t *ops, const IrShape *vs,
+                                  const IrType *t, const IrI64List *dims)
+{
+    IrShape el[n + 1], tup;
+    for (int32_t k = 0; k <= n; k++)
+        if (ir_shape_make(pc_tmp(pc), &el[k], k < n ? t[k] : IR_PRED, vs->rank, vs->dims) != IR_OK) {
+            oom(pc);
+            return -1;
+        }
+    if (ir_shape_make_tuple(pc_tmp(pc), &tup, n + 1, el) != IR_OK) {
+        oom(pc);
+        return -1;
+    }
+    int32_t r = emit(pc, OP_REDUCE, &tup, 2 * (n + 1), ops);
+    int64_t *d = r >= 0 ? ir_alloc_array(pc_arena(pc), (size_t)dims->n, sizeof(int64_t)) : NULL;
+    int32_t *called = d ? ir_alloc(pc_arena(pc), sizeof(int32_t)) : NULL;
+    if (!called) {
+        if (r >= 0)
+            oom(pc);
+        return -1;
+    }
+    memcpy(d, dims->v, (size_t)dims->n * sizeof(int64_t));
+    *called = lifted;
+    IrInstr *ri = &pc->dc->instr[r];
+    ri->a.dimensions = (IrI64List){.n = dims->n, .v = d};
+    ri->ncalled = 1;
+    ri->called = called;
+    return r;
+}
+
+/* Any reducer, any number of inputs, input 0 tiled along some reduced dim
+ * (the header's rule). */
+static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t nt, const int64_t *other, int32_t no)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = pc_tmp(pc);
+    int32_t n = ins->nopnd / 2;
+    const IrSharding *in = pc->shd[ins->opnd[0]];
+    const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
+    IrSharding *partial = shd_remove_dims(a, in, ins->a.dimensions.n, ins->a.dimensions.v);
+    IrSharding *partials = partial ? shd_broadcast_to_shape(a, partial, &ins->shape) : NULL;
+    IrSharding *only = shd_replicate_dims(a, in, no, other);
+    int64_t all[IR_MAX_RANK];
+    for (int32_t d = 0; d < ir_sharding_data_rank(in); d++)
+        all[d] = d;
+    const IrSharding *init_s = shd_has_manual_subgroup(in) ? shd_replicate_dims(a, in, ir_sharding_data_rank(in), all)
+                                                           : &repl_sharding;
+    if (!partials || !only || !init_s)
+        return oom(pc);
+    /* The reducer's accumulator types: a reduce may take inputs and inits
+     * of another precision (reduce_mixed_precision.hlo). */
+    const IrComputation *fc = pc->sp->src->comp[ins->called[0]];
+    IrType t[n];
+    for (int32_t k = 0; k < n; k++)
+        t[k] = fc->instr[fc->param[k]].shape.type;
+    int32_t f = spmd_scalar_comp(pc->sp, ins->called[0]);
+    int32_t lifted = f < 0 ? -1 : lifted_reducer(pc->sp, f, n, t);
+    if (lifted < 0)
+        return oom(pc);
+    /* Local: each device's shard, valid where it is not padding; the init
+     * valid on the first device of each group only. */
+    int32_t ops[2 * (n + 1)];
+    for (int32_t k = 0; k < n; k++) {
+        ops[k] = operand_as(pc, i, k, in);
+        ops[n + 1 + k] = operand_as(pc, i, n + k, init_s);
+    }
+    const IrShape *ls = ops[0] >= 0 ? val_shape(pc, ops[0]) : NULL;
+    IrShape lp;
+    if (!ls || ir_shape_make(a, &lp, IR_PRED, ls->rank, ls->dims) != IR_OK)
+        return ls ? oom(pc) : set_val(pc, i, -1);
+    int32_t no_pad = emit_broadcast(pc, emit_scalar_const(pc, IR_PRED, 1), &lp, 0, NULL);
+    ops[n] = mask_padding(pc, no_pad, ishape, only, emit_scalar_const(pc, IR_PRED, 0));
+    ops[2 * n + 1] = first_in_group(pc, in, nt, tiled);
+    for (int32_t k = 0; k < 2 * (n + 1); k++)
+        if (ops[k] < 0)
+            return set_val(pc, i, -1);
+    IrShape local;
+    const IrSharding *p0 = partials->kind == SHD_TUPLE ? &partials->tuple[0] : partials;
+    if (shd_shard_shape(a, n > 1 ? &ins->shape.tuple[0] : &ins->shape, p0, &local) != IR_OK)
+        return oom(pc);
+    int32_t r = emit_lifted_reduce(pc, lifted, n, ops, &local, t, &ins->a.dimensions);
+    /* Across the group: every device's partial results and flags, reduced
+     * again over the gathered dim with inits that are not valid. */
+    int32_t ng, size;
+    int64_t *groups;
+    if (r < 0 || !shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
+        return r < 0 ? set_val(pc, i, -1) : oom(pc);
+    int32_t fin[2 * (n + 1)];
+    for (int32_t k = 0; k <= n; k++) {
+        fin[k] = gather_partials(pc, emit_gte(pc, r, k), ng, size, groups);
+        fin[n + 1 + k] = k < n ? ops[n + 1 + k] : emit_scalar_const(pc, IR_PRED, 0);
+        if (fin[k] < 0 || fin[n + 1 + k] < 0)
+            return set_val(pc, i, -1);
+    }
+    int64_t zero = 0;
+    int32_t g = emit_lifted_reduce(pc, lifted, n, fin, &local, t, &(IrI64List){.n = 1, .v = &zero});
+    int32_t res[n];
+    for (int32_t k = 0; k < n; k++)
+        if ((res[k] = emit_gte(pc, g, k)) < 0)
+            return set_val(pc, i, -1);
+    int32_t v = n > 1 ? emit_tuple(pc, n, res) : res[0];
+    return set_val(pc, i, reshard(pc, v, &ins->shape, partials, pc->shd[i]));
+}
+
+/* Do the reduce's inputs share one shape (a variadic reduce's may not, in
+ * their element types only)? */
+static bool inputs_alike(const PComp *pc, const IrInstr *ins)
+{
+    const IrShape *s0 = &pc->sc->instr[ins->opnd[0]].shape;
+    for (int32_t k = 1; k < ins->nopnd / 2; k++) {
+        const IrShape *s = &pc->sc->instr[ins->opnd[k]].shape;
+        if (s->rank != s0->rank || memcmp(s->dims, s0->dims, (size_t)s->rank * sizeof(int64_t)))
+            return false;
+    }
+    return true;
+}
+
 IrStatus spmd_reduce(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -86,20 +327,18 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     IrOpcode red = ir_simple_reducer(pc->sp->src, ins->called[0]);
     const IrSharding *in = pc->shd[ins->opnd[0]];
     const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
-    if (ins->nopnd != 2 || red == OP_COUNT || in->kind != SHD_TILED)
+    if (in->kind != SHD_TILED || !inputs_alike(pc, ins))
         return reduce_gathered(pc, i);
+    if (ins->nopnd != 2 || red == OP_COUNT) {
+        int64_t tiled[IR_MAX_RANK], other[IR_MAX_RANK];
+        int32_t nt, no;
+        split_dims(in, ishape, &ins->a.dimensions, tiled, &nt, other, &no);
+        return nt > 0 ? reduce_any(pc, i, tiled, nt, other, no) : reduce_gathered(pc, i);
+    }
     const IrI64List *dims = &ins->a.dimensions;
     int64_t tiled[IR_MAX_RANK], other[IR_MAX_RANK];
-    int32_t nt = 0, no = 0;
-    for (int32_t d = 0; d < ishape->rank; d++) {
-        bool reduced = false;
-        for (int32_t k = 0; k < dims->n; k++)
-            reduced |= dims->v[k] == d;
-        if (reduced && shd_tiles(in, d) > 1)
-            tiled[nt++] = d;
-        else
-            other[no++] = d;
-    }
+    int32_t nt, no;
+    split_dims(in, ishape, dims, tiled, &nt, other, &no);
     IrSharding *partial = shd_remove_dims(a, in, dims->n, dims->v);
     if (!partial)
         return oom(pc);
