@@ -1,0 +1,93 @@
+/*
+ * blas.c: OpenBLAS, loaded the first time a kernel (or the device set's
+ * thread policy) needs it.
+ *
+ * Why not link it: OpenBLAS (pthread build) starts its thread pool in the
+ * library's constructor, and the pool's threads spin in sched_yield for
+ * about 0.1 s before they sleep. Linked, that happens in every process
+ * that merely loads libtessel: `tessel check`, `compile`, `plan`, which
+ * never execute a kernel, paid a core's worth of spinning (on a machine
+ * whose cores are busy, as much CPU time again as the compile itself).
+ * Loaded here, only processes that execute pay it, and they pay it where
+ * they would have anyway: when their devices are made (dev_devices_create
+ * sets the thread count) or at the first GEMM, before any timed step.
+ *
+ * The library is the one the build found (TESSEL_BLAS_PATH, the directory
+ * pkg-config names and the library's soname: what the linked binary's
+ * RUNPATH resolved to), else the soname on the loader's search path.
+ * Loading happens once per process (pthread_once); the table never changes
+ * afterwards, so kernels on every executor thread read it without a lock.
+ */
+#include "blas.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifndef TESSEL_BLAS_PATH
+#define TESSEL_BLAS_PATH "libopenblas.so.0"
+#endif
+#ifndef TESSEL_BLAS_SONAME
+#define TESSEL_BLAS_SONAME "libopenblas.so.0"
+#endif
+
+static DevBlas blas;
+static const DevBlas *blas_ok;   /* &blas once every symbol resolved */
+static char blas_why[256];       /* why it did not, for messages */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+/* One symbol into *slot (a function pointer); false, with the reason kept,
+ * when the library lacks it. */
+static bool sym(void *lib, const char *name, void *slot)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        snprintf(blas_why, sizeof blas_why, "%s has no %s", TESSEL_BLAS_PATH, name);
+        return false;
+    }
+    /* POSIX guarantees that a data pointer from dlsym converts to a
+     * function pointer; C does not, so copy the bits. */
+    memcpy(slot, &p, sizeof p);
+    return true;
+}
+
+static void blas_load(void)
+{
+    void *lib = dlopen(TESSEL_BLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        lib = dlopen(TESSEL_BLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(blas_why, sizeof blas_why, "%s", e ? e : "dlopen failed");
+        return;
+    }
+    DevBlas *b = &blas;
+    bool ok = sym(lib, "cblas_sgemm", &b->sgemm) && sym(lib, "cblas_dgemm", &b->dgemm) &&
+              sym(lib, "cblas_strsm", &b->strsm) && sym(lib, "cblas_dtrsm", &b->dtrsm) &&
+              sym(lib, "cblas_ctrsm", &b->ctrsm) && sym(lib, "cblas_ztrsm", &b->ztrsm) &&
+              sym(lib, "spotrf_", &b->spotrf) && sym(lib, "dpotrf_", &b->dpotrf) &&
+              sym(lib, "cpotrf_", &b->cpotrf) && sym(lib, "zpotrf_", &b->zpotrf) &&
+              sym(lib, "sgeqrf_", &b->sgeqrf) && sym(lib, "dgeqrf_", &b->dgeqrf) &&
+              sym(lib, "cgeqrf_", &b->cgeqrf) && sym(lib, "zgeqrf_", &b->zgeqrf) &&
+              sym(lib, "sorgqr_", &b->sorgqr) && sym(lib, "dorgqr_", &b->dorgqr) &&
+              sym(lib, "cungqr_", &b->cungqr) && sym(lib, "zungqr_", &b->zungqr) &&
+              sym(lib, "openblas_get_num_threads", &b->get_num_threads) &&
+              sym(lib, "openblas_set_num_threads", &b->set_num_threads);
+    if (ok)
+        blas_ok = b;
+    /* A library that lacks a symbol stays loaded: unloading one whose
+     * constructor started threads is not safe. */
+}
+
+const DevBlas *dev_blas(void)
+{
+    pthread_once(&blas_once, blas_load);
+    return blas_ok;
+}
+
+const char *dev_blas_error(void)
+{
+    pthread_once(&blas_once, blas_load);
+    return blas_ok ? NULL : blas_why;
+}
