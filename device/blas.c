@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef TESSEL_BLAS_PATH
@@ -33,6 +34,7 @@
 #endif
 
 static DevBlas blas;
+static int blas_want;            /* threads the first user asks for; 0: OpenBLAS's default */
 static const DevBlas *blas_ok;   /* &blas once every symbol resolved */
 static char blas_why[256];       /* why it did not, for messages */
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -54,9 +56,22 @@ static bool sym(void *lib, const char *name, void *slot)
 
 static void blas_load(void)
 {
+    /* The constructor starts as many threads as OPENBLAS_NUM_THREADS says
+     * (else one a core), and they spin before they sleep: told the count
+     * the device set will use (1 where devices share cores: no pool at
+     * all), it starts no more. Set only for the load, only when the user
+     * has not set it; the thread count is set afterwards anyway. */
+    bool told = false;
+    if (blas_want > 0 && !getenv("OPENBLAS_NUM_THREADS")) {
+        char n[16];
+        snprintf(n, sizeof n, "%d", blas_want);
+        told = setenv("OPENBLAS_NUM_THREADS", n, 0) == 0;
+    }
     void *lib = dlopen(TESSEL_BLAS_PATH, RTLD_NOW | RTLD_LOCAL);
     if (!lib)
         lib = dlopen(TESSEL_BLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (told)
+        unsetenv("OPENBLAS_NUM_THREADS");
     if (!lib) {
         const char *e = dlerror();
         snprintf(blas_why, sizeof blas_why, "%s", e ? e : "dlopen failed");
@@ -80,10 +95,30 @@ static void blas_load(void)
      * constructor started threads is not safe. */
 }
 
+const DevBlas *dev_blas_for_threads(int n)
+{
+    /* Only the first caller's count matters (the load happens once); the
+     * device set is made before any kernel runs, so it is that caller.
+     * Read by blas_load inside pthread_once, which orders the two. */
+    static pthread_mutex_t want_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&want_lock);
+    if (blas_want == 0)
+        blas_want = n;
+    pthread_mutex_unlock(&want_lock);
+    return dev_blas();
+}
+
 const DevBlas *dev_blas(void)
 {
     pthread_once(&blas_once, blas_load);
     return blas_ok;
+}
+
+void dev_blas_preload(void)
+{
+    /* A pool of one: no threads start, none spin; the device set raises
+     * the count where its policy wants more (OpenBLAS then starts them). */
+    (void)dev_blas_for_threads(1);
 }
 
 const char *dev_blas_error(void)

@@ -50,5 +50,8 @@ typedef struct DevBlas {
     __typeof__(openblas_set_num_threads) *set_num_threads;
 } DevBlas;
 const DevBlas *dev_blas(void);
+/* dev_blas, loading the library (if not yet loaded) with a pool of n
+ * threads rather than one a core (dev_blas_set_threads). */
+const DevBlas *dev_blas_for_threads(int n);
 
 #endif /* TESSEL_DEVICE_BLAS_H */

@@ -610,6 +610,12 @@ IrStatus dev_devices_run_all(DevDevices *set, DevJob fn, void **args, IrDiag *d)
  * that call BLAS and LAPACK). dev_blas_error: why the library cannot be
  * loaded, or NULL once it is; loads it if not yet tried. Thread safe. */
 const char *dev_blas_error(void);
+/* Load OpenBLAS now (once per process), before anything is timed, in a
+ * process that is about to execute: loading it (a few ms) and its
+ * constructor then cost nothing inside the run's phases. Starts no BLAS
+ * threads (a pool of one; dev_blas_set_threads raises it). Cannot fail:
+ * a library that cannot be loaded is reported by the kernels that need it. */
+void dev_blas_preload(void);
 
 /* BLAS threads. dev_blas_threads_for: the policy value for a set,
  * max(1, fewest cores of a device). dev_blas_set_threads: set OpenBLAS's

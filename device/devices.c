@@ -833,7 +833,7 @@ void dev_blas_set_threads(int n)
 {
     if (n < 1)
         n = 1;
-    const DevBlas *b = dev_blas();
+    const DevBlas *b = dev_blas_for_threads(n);
     if (!b)
         return;
     pthread_mutex_lock(&blas_lock);
