@@ -45,7 +45,7 @@ static bool sym(void *lib, const char *name, void *slot)
 {
     void *p = dlsym(lib, name);
     if (!p) {
-        snprintf(blas_why, sizeof blas_why, "%s has no %s", TESSEL_BLAS_PATH, name);
+        snprintf(blas_why, sizeof blas_why, "OpenBLAS (%s) has no %s", TESSEL_BLAS_SONAME, name);
         return false;
     }
     /* POSIX guarantees that a data pointer from dlsym converts to a
@@ -60,7 +60,10 @@ static void blas_load(void)
      * (else one a core), and they spin before they sleep: told the count
      * the device set will use (1 where devices share cores: no pool at
      * all), it starts no more. Set only for the load, only when the user
-     * has not set it; the thread count is set afterwards anyway. */
+     * has not set it; the thread count is set afterwards anyway. Once per
+     * process: glibc's first setenv copies the environment into a new
+     * array (readers of the old one, MPI's threads, are unaffected), and
+     * unsetenv only moves entries of it. */
     bool told = false;
     if (blas_want > 0 && !getenv("OPENBLAS_NUM_THREADS")) {
         char n[16];
