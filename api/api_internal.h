@@ -26,6 +26,14 @@ struct TsModule {
 struct TsPlan {
     CompileResult r;
     IrModule *reference;     /* the unpartitioned module (compiled in this process), or NULL */
+    /* Or, for a plan compiled from a model file, that file's text, parsed
+     * again by ts_plan_run_reference: a copy of the parsed module kept for
+     * a reference run that compile and most runs never make cost as much
+     * memory (first touched, so time) as the parse itself. */
+    char *ref_text;          /* heap, or NULL */
+    size_t ref_len;
+    char *ref_name;          /* heap: the file's name for diagnostics */
+    IrLimits ref_limits;
     IrModule *signature;     /* the program's logical parameters (rt_bind_inputs binds to it) */
     char sha256[65];         /* SHA-256 of the model's or plan file's text ("" unknown) */
 };

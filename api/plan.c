@@ -264,22 +264,30 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
             *out = NULL;
         }
     } else {
-        /* The parsed module is compiled; one copy stays for the reference. */
+        /* The parsed module is compiled; its text stays for the reference
+         * (ts_plan_run_reference parses it again). */
         TsModule *m = NULL;
         st = ts_module_parse(path, text, len, o->limits, &m, d);
         if (st == TS_OK) {
-            IrModule *ref = ir_module_clone(m->ir);
             IrModule *src = m->ir;
             m->ir = NULL;
-            if (!ref) {
-                ir_module_free(src);
-                ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-                st = api_give(IR_ENOMEM, &id, d);
-            } else {
-                st = compile_taken(src, ref, o, out, d);
-            }
+            st = compile_taken(src, NULL, o, out, d);
         }
         ts_module_free(m);
+        char *name = st == TS_OK ? ts_strdup(path) : NULL;
+        if (st == TS_OK && !name) {
+            ts_plan_free(*out);
+            *out = NULL;
+            st = api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        }
+        if (st == TS_OK) {
+            int64_t maxdev = 0;
+            (*out)->ref_text = text;
+            (*out)->ref_len = len;
+            (*out)->ref_name = name;
+            (*out)->ref_limits = api_limits(o->limits, &maxdev);
+            text = NULL;
+        }
     }
     ts_free(text);
     return st;
@@ -291,6 +299,8 @@ void ts_plan_free(TsPlan *p)
         return;
     compile_result_free(&p->r);
     ir_module_free(p->reference);
+    ts_free(p->ref_text);
+    ts_free(p->ref_name);
     ir_module_free(p->signature);
     ts_free(p);
 }

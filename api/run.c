@@ -324,6 +324,7 @@ static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const R
 
 TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
 {
+    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
@@ -367,6 +368,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
 static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRunOptions *o, TsOutputs **out,
                               TsDiag *d)
 {
+    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
@@ -410,6 +412,22 @@ TsStatus ts_run_reference(const TsModule *m, const TsRunOptions *o, TsOutputs **
 
 TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
 {
+    if (!p->reference && p->ref_text) {
+        /* The model's text, parsed again as it was for the compile (the
+         * same limits: it cannot fail but for memory). */
+        IrDiag id = {0};
+        *out = NULL;
+        IrParseOptions po = ir_default_parse_options();
+        po.limits = p->ref_limits;
+        po.verify = true;
+        IrModule *ref = NULL;
+        IrStatus st = ir_parse(p->ref_name, p->ref_text, p->ref_len, &po, &ref, &id);
+        if (st != IR_OK)
+            return api_give(st, &id, d);
+        TsStatus ts = run_reference(ref, p->sha256, o, out, d);
+        ir_module_free(ref);
+        return ts;
+    }
     if (!p->reference) {
         IrDiag id = {0};
         *out = NULL;

@@ -39,6 +39,7 @@
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
+ *   blas.c        OpenBLAS, loaded on first use (dev_blas)
  *
  * Depends on ir/ and BLAS; never on MPI (collectives reach it through
  * DevCollectives, which the runtime provides).
@@ -603,10 +604,24 @@ IrStatus dev_device_run(DevDevice *dev, DevJob fn, void *arg, IrDiag *d);
  * for all; returns the first failure in ordinal order (its diag in d). */
 IrStatus dev_devices_run_all(DevDevices *set, DevJob fn, void **args, IrDiag *d);
 
+/* blas.c: OpenBLAS, loaded on first use (not linked: its constructor
+ * starts a thread pool that spins, which processes that never execute must
+ * not pay). The table of entry points is in device/blas.h (for the kernels
+ * that call BLAS and LAPACK). dev_blas_error: why the library cannot be
+ * loaded, or NULL once it is; loads it if not yet tried. Thread safe. */
+const char *dev_blas_error(void);
+/* Load OpenBLAS now (once per process), before anything is timed, in a
+ * process that is about to execute: loading it (a few ms) and its
+ * constructor then cost nothing inside the run's phases. Starts no BLAS
+ * threads (a pool of one; dev_blas_set_threads raises it). Cannot fail:
+ * a library that cannot be loaded is reported by the kernels that need it. */
+void dev_blas_preload(void);
+
 /* BLAS threads. dev_blas_threads_for: the policy value for a set,
  * max(1, fewest cores of a device). dev_blas_set_threads: set OpenBLAS's
  * (process-global) thread count to max(1, n); a no-op when already n.
- * dev_blas_threads: the current count. */
+ * dev_blas_threads: the current count (1 when BLAS cannot be loaded: the
+ * kernels then say so, and the setter does nothing). */
 int dev_blas_threads_for(const DevDevices *set);
 void dev_blas_set_threads(int n);
 int dev_blas_threads(void);

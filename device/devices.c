@@ -12,9 +12,8 @@
  * that cannot fail (queries of a loaded topology, frees) are wrapped too but
  * not counted.
  */
-#include "device.h"
+#include "blas.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <hwloc.h>
 #include <limits.h>
@@ -834,16 +833,22 @@ void dev_blas_set_threads(int n)
 {
     if (n < 1)
         n = 1;
+    const DevBlas *b = dev_blas_for_threads(n);
+    if (!b)
+        return;
     pthread_mutex_lock(&blas_lock);
-    if (openblas_get_num_threads() != n)
-        openblas_set_num_threads(n);
+    if (b->get_num_threads() != n)
+        b->set_num_threads(n);
     pthread_mutex_unlock(&blas_lock);
 }
 
 int dev_blas_threads(void)
 {
+    const DevBlas *b = dev_blas();
+    if (!b)
+        return 1;
     pthread_mutex_lock(&blas_lock);
-    int n = openblas_get_num_threads();
+    int n = b->get_num_threads();
     pthread_mutex_unlock(&blas_lock);
     return n;
 }

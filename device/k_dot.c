@@ -25,9 +25,8 @@
  *
  * convolution: im2col + GEMM, see the comment above dev_k_convolution.
  */
-#include "device.h"
+#include "blas.h"
 
-#include <cblas.h>
 #include <complex.h>
 #include <limits.h>
 #include <string.h>
@@ -392,14 +391,16 @@ static void gemm(const Gemm *g, const void *a, const void *b, void *c)
                    (size_t)g->n * ct_size(g->c));
         return;
     }
-    if (gemm_blas_ok(g)) {
+    /* Without a loadable BLAS the loops below compute the same product. */
+    const DevBlas *bl = gemm_blas_ok(g) ? dev_blas() : NULL;
+    if (bl) {
         enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE tb = g->tb ? CblasTrans : CblasNoTrans;
         if (g->c == CT_F32)
-            cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0f, a,
+            bl->sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0f, a,
                         (int)g->lda, b, (int)g->ldb, g->acc ? 1.0f : 0.0f, c, (int)g->ldc);
         else
-            cblas_dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0, a,
+            bl->dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0, a,
                         (int)g->lda, b, (int)g->ldb, g->acc ? 1.0 : 0.0, c, (int)g->ldc);
         return;
     }

@@ -22,23 +22,14 @@
  * unit_diagonal: exactly cblas_?trsm in row-major order with alpha = 1.
  * The result overwrites a copy of b (or b itself at its last use).
  *
- * LAPACK's Fortran symbols are declared here (OpenBLAS exports them; no
- * LAPACKE): 32-bit integers (OpenBLAS is built without INTERFACE64), and
- * the hidden length of the character argument that gfortran passes.
+ * LAPACK's Fortran potrf and the cblas trsm come from OpenBLAS through
+ * dev_blas (loaded on first use; device.h declares the table).
  */
-#include "device.h"
+#include "blas.h"
 
-#include <cblas.h>
 #include <complex.h>
 #include <math.h>
 #include <string.h>
-
-void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info, size_t len);
-void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t len);
-void cpotrf_(const char *uplo, const int *n, float complex *a, const int *lda, int *info,
-             size_t len);
-void zpotrf_(const char *uplo, const int *n, double complex *a, const int *lda, int *info,
-             size_t len);
 
 static bool linalg_type(IrType t)
 {
@@ -101,15 +92,15 @@ CHOL_FINISH(finish_c64, float complex, (float complex)NAN)
 CHOL_FINISH(finish_c128, double complex, (double complex)NAN)
 
 /* One n x n matrix in place; see the top of the file for uplo. */
-static void cholesky_one(IrType t, void *a, int n, bool lower)
+static void cholesky_one(const DevBlas *bl, IrType t, void *a, int n, bool lower)
 {
     const char uplo = lower ? 'U' : 'L';
     int info = 0;
     switch (t) {
-    case IR_F32: spotrf_(&uplo, &n, a, &n, &info, 1); finish_f32(a, n, lower, info != 0); break;
-    case IR_F64: dpotrf_(&uplo, &n, a, &n, &info, 1); finish_f64(a, n, lower, info != 0); break;
-    case IR_C64: cpotrf_(&uplo, &n, a, &n, &info, 1); finish_c64(a, n, lower, info != 0); break;
-    default: zpotrf_(&uplo, &n, a, &n, &info, 1); finish_c128(a, n, lower, info != 0); break;
+    case IR_F32: bl->spotrf(&uplo, &n, a, &n, &info, 1); finish_f32(a, n, lower, info != 0); break;
+    case IR_F64: bl->dpotrf(&uplo, &n, a, &n, &info, 1); finish_f64(a, n, lower, info != 0); break;
+    case IR_C64: bl->cpotrf(&uplo, &n, a, &n, &info, 1); finish_c64(a, n, lower, info != 0); break;
+    default: bl->zpotrf(&uplo, &n, a, &n, &info, 1); finish_c128(a, n, lower, info != 0); break;
     }
 }
 
@@ -124,12 +115,15 @@ IrStatus dev_k_cholesky(const DevKernelArgs *k, DevValue **out)
         return st;
     if (!ir_shape_equal(&a->shape, &k->ins->shape))
         return dev_kernel_error(k, IR_EINPUT, "cholesky's shape must be its operand's");
+    const DevBlas *bl = dev_blas();
+    if (!bl)
+        return dev_kernel_error(k, IR_ERUNTIME, "cholesky needs OpenBLAS: %s", dev_blas_error());
     DevValue *r = writable_copy(a);
     if (!r)
         return dev_kernel_error(k, IR_ENOMEM, "out of memory in cholesky");
     size_t esz = ir_type_size(a->shape.type);
     for (int64_t b = 0; b < batch && n > 0; b++)
-        cholesky_one(a->shape.type, r->data + (size_t)(b * n * n) * esz, (int)n, k->ins->a.lower);
+        cholesky_one(bl, a->shape.type, r->data + (size_t)(b * n * n) * esz, (int)n, k->ins->a.lower);
     *out = r;
     return IR_OK;
 }
@@ -180,25 +174,25 @@ typedef struct Trsm {
     int m, n, lda;
 } Trsm;
 
-static void trsm_one(IrType t, const Trsm *s, const void *a, void *b)
+static void trsm_one(const DevBlas *bl, IrType t, const Trsm *s, const void *a, void *b)
 {
     const float one_c[2] = {1, 0};
     const double one_z[2] = {1, 0};
     switch (t) {
     case IR_F32:
-        cblas_strsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, 1.0f, a, s->lda,
+        bl->strsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, 1.0f, a, s->lda,
                     b, s->n);
         break;
     case IR_F64:
-        cblas_dtrsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, 1.0, a, s->lda,
+        bl->dtrsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, 1.0, a, s->lda,
                     b, s->n);
         break;
     case IR_C64:
-        cblas_ctrsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, one_c, a, s->lda,
+        bl->ctrsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, one_c, a, s->lda,
                     b, s->n);
         break;
     default:
-        cblas_ztrsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, one_z, a, s->lda,
+        bl->ztrsm(CblasRowMajor, s->side, s->uplo, s->tr, s->diag, s->m, s->n, one_z, a, s->lda,
                     b, s->n);
         break;
     }
@@ -224,12 +218,15 @@ IrStatus dev_k_triangular_solve(const DevKernelArgs *k, DevValue **out)
     s.m = (int)m;
     s.n = (int)n;
     s.lda = (int)na > 0 ? (int)na : 1;
+    const DevBlas *bl = dev_blas();
+    if (!bl)
+        return dev_kernel_error(k, IR_ERUNTIME, "triangular-solve needs OpenBLAS: %s", dev_blas_error());
     DevValue *r = writable_copy(b);
     if (!r)
         return dev_kernel_error(k, IR_ENOMEM, "out of memory in triangular-solve");
     size_t esz = ir_type_size(a->shape.type);
     for (int64_t i = 0; i < batch && m > 0 && n > 0; i++)
-        trsm_one(a->shape.type, &s, a->data + (size_t)(i * na * na) * esz,
+        trsm_one(bl, a->shape.type, &s, a->data + (size_t)(i * na * na) * esz,
                  r->data + (size_t)(i * m * n) * esz);
     *out = r;
     return IR_OK;

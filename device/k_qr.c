@@ -31,34 +31,18 @@
  * first (lwork = -1); the matrices of a batch share one scratch buffer and
  * one workspace.
  *
- * LAPACK's Fortran symbols are declared here, as in k_linalg.c: OpenBLAS
- * exports them with 32-bit integers (no INTERFACE64) and no LAPACKE.
+ * LAPACK's Fortran routines come from OpenBLAS through dev_blas (loaded on
+ * first use; device.h declares them: 32-bit integers, no LAPACKE).
  */
-#include "device.h"
+#include "blas.h"
 
 #include <complex.h>
 #include <string.h>
 
-void sgeqrf_(const int *m, const int *n, float *a, const int *lda, float *tau, float *work,
-             const int *lwork, int *info);
-void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau, double *work,
-             const int *lwork, int *info);
-void cgeqrf_(const int *m, const int *n, float complex *a, const int *lda, float complex *tau,
-             float complex *work, const int *lwork, int *info);
-void zgeqrf_(const int *m, const int *n, double complex *a, const int *lda, double complex *tau,
-             double complex *work, const int *lwork, int *info);
-void sorgqr_(const int *m, const int *n, const int *k, float *a, const int *lda, const float *tau,
-             float *work, const int *lwork, int *info);
-void dorgqr_(const int *m, const int *n, const int *k, double *a, const int *lda,
-             const double *tau, double *work, const int *lwork, int *info);
-void cungqr_(const int *m, const int *n, const int *k, float complex *a, const int *lda,
-             const float complex *tau, float complex *work, const int *lwork, int *info);
-void zungqr_(const int *m, const int *n, const int *k, double complex *a, const int *lda,
-             const double complex *tau, double complex *work, const int *lwork, int *info);
-
 /* The matrices of an operand [..., m, n]: checked type, sizes that fit
- * LAPACK's int, and the batch count. */
+ * LAPACK's int, and the batch count; and LAPACK itself. */
 typedef struct QrDims {
+    const DevBlas *bl;
     IrType type;
     size_t esz;
     int m, n;
@@ -79,6 +63,8 @@ static IrStatus qr_dims(const DevKernelArgs *k, const IrShape *s, const char *wh
     if (m > INT32_MAX / 2 || n > INT32_MAX / 2)
         return dev_kernel_error(k, IR_EUNSUPPORTED, "matrices of %lldx%lld are too large for LAPACK",
                                 (long long)m, (long long)n);
+    if (!(q->bl = dev_blas()))
+        return dev_kernel_error(k, IR_ERUNTIME, "%s needs OpenBLAS's LAPACK: %s", t, dev_blas_error());
     q->type = s->type;
     q->esz = ir_type_size(s->type);
     q->m = (int)m;
@@ -100,22 +86,23 @@ static void transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t co
 
 /* One geqrf (k < 0) or orgqr/ungqr (k >= 0) call; lwork = -1 is the
  * workspace query. a is column-major with lda = max(1, m). */
-static int lapack_call(IrType t, int m, int n, int k, void *a, void *tau, void *work, int lwork)
+static int lapack_call(const DevBlas *bl, IrType t, int m, int n, int k, void *a, void *tau, void *work,
+                       int lwork)
 {
     int lda = m > 0 ? m : 1, info = 0;
     if (k < 0) {
         switch (t) {
-        case IR_F32: sgeqrf_(&m, &n, a, &lda, tau, work, &lwork, &info); break;
-        case IR_F64: dgeqrf_(&m, &n, a, &lda, tau, work, &lwork, &info); break;
-        case IR_C64: cgeqrf_(&m, &n, a, &lda, tau, work, &lwork, &info); break;
-        default: zgeqrf_(&m, &n, a, &lda, tau, work, &lwork, &info); break;
+        case IR_F32: bl->sgeqrf(&m, &n, a, &lda, tau, work, &lwork, &info); break;
+        case IR_F64: bl->dgeqrf(&m, &n, a, &lda, tau, work, &lwork, &info); break;
+        case IR_C64: bl->cgeqrf(&m, &n, a, &lda, tau, work, &lwork, &info); break;
+        default: bl->zgeqrf(&m, &n, a, &lda, tau, work, &lwork, &info); break;
         }
     } else {
         switch (t) {
-        case IR_F32: sorgqr_(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
-        case IR_F64: dorgqr_(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
-        case IR_C64: cungqr_(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
-        default: zungqr_(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
+        case IR_F32: bl->sorgqr(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
+        case IR_F64: bl->dorgqr(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
+        case IR_C64: bl->cungqr(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
+        default: bl->zungqr(&m, &n, &k, a, &lda, tau, work, &lwork, &info); break;
         }
     }
     return info;
@@ -135,7 +122,7 @@ static IrStatus qr_scratch(const DevKernelArgs *k, const QrDims *q, int kk, QrSc
     uint8_t query[16] = {0};
     uint8_t tau1[16] = {0};
     int lda = q->m > 0 ? q->m : 1;
-    int info = lapack_call(q->type, q->m, q->n, kk, NULL, tau1, query, -1);
+    int info = lapack_call(q->bl, q->type, q->m, q->n, kk, NULL, tau1, query, -1);
     double want = q->type == IR_F32 || q->type == IR_C64 ? (double)*(float *)(void *)query
                                                           : *(double *)(void *)query;
     if (info != 0)
@@ -207,7 +194,7 @@ IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out)
     for (int64_t b = 0; p > 0 && b < q.batch; b++) {
         uint8_t *ab = el[0]->data + (size_t)b * mat;
         transpose(s.col, ab, q.m, q.n, q.esz);
-        int info = lapack_call(q.type, q.m, q.n, -1, s.col, el[1]->data + (size_t)(b * p) * q.esz,
+        int info = lapack_call(q.bl, q.type, q.m, q.n, -1, s.col, el[1]->data + (size_t)(b * p) * q.esz,
                                s.work, s.lwork);
         if (info != 0) {
             qr_scratch_free(&s);
@@ -259,7 +246,7 @@ IrStatus dev_k_householder_product(const DevKernelArgs *k, DevValue **out)
     for (int64_t b = 0; b < q.batch; b++) {
         transpose(s.col, a->data + (size_t)b * mat, q.m, q.n, q.esz);
         /* orgqr reads tau without writing it (const in the declaration). */
-        int info = lapack_call(q.type, q.m, q.n, (int)kk, s.col,
+        int info = lapack_call(q.bl, q.type, q.m, q.n, (int)kk, s.col,
                                (uint8_t *)taus->data + (size_t)(b * kk) * q.esz, s.work, s.lwork);
         if (info != 0) {
             qr_scratch_free(&s);

@@ -54,6 +54,17 @@ bool ir_arena_grow_(IrArena *a, void *slot, int64_t *cap, int64_t n, int64_t nee
     return true;
 }
 
+uint32_t ir_name_slot(const char *s, size_t n)
+{
+    /* FNV-1a over the whole name: op and attribute names are short, and
+     * names that share their ends (all-gather, all-reduce) must not share
+     * a slot. */
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return (h ^ (h >> 16)) % IR_NAME_SLOTS;
+}
+
 int32_t ir_str_index(const char *s, const char *const *list)
 {
     for (int32_t i = 0; s && list[i]; i++)

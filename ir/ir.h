@@ -12,7 +12,7 @@
  * Files of this layer (the header reads as a table of contents):
  *   arena.c     bump allocator, string interning helpers
  *   strbuf.c    the growable heap string (printers, dumps)
- *   grow.c      growable heap arrays; membership in lists
+ *   grow.c      growable heap arrays; membership in lists; name slots
  *   diag.c      error records with FILE:LINE:COL, the source line and a caret
  *   types.c     primitive types: names, sizes, classes
  *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
@@ -143,6 +143,11 @@ bool ir_grow_(void *slot, int64_t *cap, int64_t need, size_t elem);
 bool ir_arena_grow_(IrArena *a, void *slot, int64_t *cap, int64_t n, int64_t need, size_t elem);
 #define IR_ARENA_GROW(a, p, cap, n, need) \
     ((void)sizeof(&(cap) == (int64_t *)0), ir_arena_grow_((a), &(p), &(cap), (n), (need), sizeof *(p)))
+
+/* A slot in [0, IR_NAME_SLOTS) for the name s[0, n) (n >= 1): the key of
+ * the lookup caches of the name tables (opcodes, attributes). */
+#define IR_NAME_SLOTS 512
+uint32_t ir_name_slot(const char *s, size_t n);
 
 /* Index of s in a NULL-terminated list of strings, -1 if absent or s NULL. */
 int32_t ir_str_index(const char *s, const char *const *list);

@@ -32,20 +32,38 @@ static Cursor cursor_at(size_t off, int32_t line, int32_t col)
     return (Cursor){off, line, off - (size_t)(col - 1)};
 }
 
+/* Byte classes, one table lookup each (names are most of the text). */
+enum { C_DIGIT = 1, C_ALPHA = 2, C_NAME = 4, C_SPACE = 8 };
+#define R10(c, v) [c] = v, [c + 1] = v, [c + 2] = v, [c + 3] = v, [c + 4] = v, \
+                  [c + 5] = v, [c + 6] = v, [c + 7] = v, [c + 8] = v, [c + 9] = v
+#define LETTERS(a, v) R10(a, v), R10(a + 10, v), [a + 20] = v, [a + 21] = v, [a + 22] = v, \
+                      [a + 23] = v, [a + 24] = v, [a + 25] = v
+static const unsigned char cls[256] = {
+    R10('0', C_DIGIT | C_NAME),
+    LETTERS('a', C_ALPHA | C_NAME),
+    LETTERS('A', C_ALPHA | C_NAME),
+    ['_'] = C_ALPHA | C_NAME,
+    ['.'] = C_NAME,
+    ['-'] = C_NAME,
+    [' '] = C_SPACE, ['\t'] = C_SPACE, ['\n'] = C_SPACE, ['\r'] = C_SPACE, ['\f'] = C_SPACE, ['\v'] = C_SPACE,
+};
+#undef LETTERS
+#undef R10
+
 static bool is_digit(char c)
 {
-    return c >= '0' && c <= '9';
+    return cls[(unsigned char)c] & C_DIGIT;
 }
 
 static bool is_alpha(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    return cls[(unsigned char)c] & C_ALPHA;
 }
 
 /* Characters of a name after its first: XLA allows '.' and '-' inside. */
 static bool is_name_char(char c)
 {
-    return is_alpha(c) || is_digit(c) || c == '.' || c == '-';
+    return cls[(unsigned char)c] & C_NAME;
 }
 
 static bool is_hex(char c)
@@ -98,8 +116,18 @@ static bool skip_space(const Lexer *L, Cursor *c, const char **bad)
         char ch = at(L, c->off);
         if (c->off >= L->len)
             return true;
-        if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v') {
-            bump(L, c);
+        if (cls[(unsigned char)ch] & C_SPACE) {
+            /* A run of blanks at once (indentation): only '\n' moves the line. */
+            const char *t = L->text;
+            size_t p = c->off;
+            do {
+                if (t[p] == '\n') {
+                    c->line++;
+                    c->line_start = p + 1;
+                }
+                p++;
+            } while (p < L->len && (cls[(unsigned char)t[p]] & C_SPACE));
+            c->off = p;
         } else if (ch == '/' && at(L, c->off + 1) == '/') {
             const char *nl = memchr(L->text + c->off, '\n', L->len - c->off);
             c->off = nl ? (size_t)(nl - L->text) : L->len; /* the newline stays */
@@ -206,7 +234,7 @@ static void scan(const Lexer *L, Cursor *c, LxTok *t)
         n = num;
     } else if (is_alpha(ch) || (ch == '%' && is_name_char(at(L, c->off + 1)))) {
         size_t p = c->off + 1;
-        while (is_name_char(at(L, p)))
+        while (p < L->len && is_name_char(L->text[p]))
             p++;
         t->kind = LX_NAME;
         n = p - c->off;

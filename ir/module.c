@@ -213,12 +213,30 @@ IrStatus ir_reserve_instrs(IrComputation *c, int32_t n)
     return instr_room(c, n) ? IR_OK : IR_ENOMEM;
 }
 
+/* The next capacity of a full array of cap instructions. Small arrays
+ * double. A big one grows eightfold: its pages are faulted in (zeroed by
+ * the kernel, the dearest part of building a large module) only where
+ * instructions are written, so the unused tail costs address space, not
+ * memory, while each move copies every instruction into fresh pages;
+ * growing by 8 touches 8/7 of the final array in all where doubling
+ * touches twice it. */
+static int32_t next_cap(int32_t cap)
+{
+    /* Up to 1 GiB of address space at once (a smaller machine or a
+     * sanitizer's allocator may refuse more); doubling beyond. */
+    size_t bytes = (size_t)cap * sizeof(IrInstr);
+    int64_t want = cap == 0                                 ? 16
+                   : bytes < BIG_ARRAY || bytes > (1u << 27) ? (int64_t)cap * 2
+                                                             : (int64_t)cap * 8;
+    return want > INT32_MAX ? INT32_MAX : (int32_t)want;
+}
+
 int32_t ir_add_instr(IrModule *m, IrComputation *c, const IrInstr *ins)
 {
     if (c->ninstr == c->cap) {
-        if (c->cap > INT32_MAX / 2)
+        if (c->cap == INT32_MAX || (size_t)next_cap(c->cap) > SIZE_MAX / sizeof(IrInstr))
             return -1;
-        if (!instr_room(c, c->cap ? c->cap * 2 : 16))
+        if (!instr_room(c, next_cap(c->cap)))
             return -1;
     }
     if (m->names && !nameset_add(m->names, ins->name))

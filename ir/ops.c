@@ -5,7 +5,7 @@
 #include "ir.h"
 
 #include <math.h>
-
+#include <stdatomic.h>
 #include <string.h>
 
 static const struct {
@@ -45,15 +45,32 @@ bool ir_op_is_elementwise(IrOpcode op)
     return op_info[op].kind != IR_K_OTHER;
 }
 
-/* A linear scan of ~90 names, called a few times per parsed instruction:
- * the length and first byte reject almost every entry without a memcmp. */
+/* A linear scan of the names, behind a small direct-mapped cache of the
+ * last opcode found at each slot (ir_name_slot): a parsed module names a
+ * few dozen distinct opcodes thousands of times each, so almost every
+ * lookup is one memcmp. A cached entry is only a guess, checked like any
+ * entry, so a racing store from another thread is harmless (relaxed
+ * atomics: no torn values). */
+static _Atomic int16_t op_cache[IR_NAME_SLOTS];
+
+static bool op_is(int op, const char *s, size_t n)
+{
+    return op_info[op].len == n && op_info[op].name[0] == s[0] && memcmp(op_info[op].name, s, n) == 0;
+}
+
 IrOpcode ir_op_from_name(const char *s, size_t n)
 {
     if (n == 0)
         return OP_COUNT;
+    uint32_t slot = ir_name_slot(s, n);
+    int guess = atomic_load_explicit(&op_cache[slot], memory_order_relaxed) - 1;
+    if (guess >= 0 && op_is(guess, s, n))
+        return (IrOpcode)guess;
     for (int op = 0; op < OP_COUNT; op++)
-        if (op_info[op].len == n && op_info[op].name[0] == s[0] && memcmp(op_info[op].name, s, n) == 0)
+        if (op_is(op, s, n)) {
+            atomic_store_explicit(&op_cache[slot], (int16_t)(op + 1), memory_order_relaxed);
             return (IrOpcode)op;
+        }
     return OP_COUNT;
 }
 
@@ -145,16 +162,28 @@ const IrAttrInfo *ir_attr_info(IrAttrId id)
     return &attr_info[id];
 }
 
-/* A linear scan like ir_op_from_name: it runs for every attribute of every
- * parsed instruction, and the first byte rejects almost every entry. */
+/* A linear scan behind a cache like ir_op_from_name's: it runs for every
+ * attribute of every parsed instruction. */
+static _Atomic int16_t attr_cache[IR_NAME_SLOTS];
+
+static bool attr_is(const char *name, const char *s, size_t n)
+{
+    return name[0] == s[0] && strncmp(name, s, n) == 0 && name[n] == 0;
+}
+
 IrAttrId ir_attr_from_name(const char *s, size_t n)
 {
     if (n == 0)
         return A_COUNT;
+    uint32_t slot = ir_name_slot(s, n);
+    int guess = atomic_load_explicit(&attr_cache[slot], memory_order_relaxed) - 1;
+    if (guess >= 0 && attr_is(attr_info[guess].name, s, n))
+        return (IrAttrId)guess;
     for (int id = 0; id < A_COUNT; id++) {
-        const char *name = attr_info[id].name;
-        if (name[0] == s[0] && strncmp(name, s, n) == 0 && name[n] == 0)
+        if (attr_is(attr_info[id].name, s, n)) {
+            atomic_store_explicit(&attr_cache[slot], (int16_t)(id + 1), memory_order_relaxed);
             return (IrAttrId)id;
+        }
     }
     for (size_t i = 0; i < sizeof attr_aliases / sizeof *attr_aliases; i++)
         if (strncmp(attr_aliases[i].name, s, n) == 0 && attr_aliases[i].name[n] == 0)

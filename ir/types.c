@@ -41,10 +41,35 @@ const char *ir_type_name(IrType t)
     return (t >= 0 && t < IR_NTYPES) ? type_info[t].name : "invalid";
 }
 
+/* The names of almost every array in a module, without a scan: two or
+ * three bytes, a class letter and the bit width (f32, s64, u8, bf16 is
+ * not one of them and takes the scan). IR_INVALID when not of that form. */
+static IrType common_type(const char *s, size_t n)
+{
+    int bits = n == 2 && s[1] >= '0' && s[1] <= '9'   ? s[1] - '0'
+               : n == 3 && s[1] >= '1' && s[1] <= '9' && s[2] >= '0' && s[2] <= '9'
+                   ? (s[1] - '0') * 10 + (s[2] - '0')
+                   : -1;
+    switch (s[0]) {
+    case 'f': return bits == 16 ? IR_F16 : bits == 32 ? IR_F32 : bits == 64 ? IR_F64 : IR_INVALID;
+    case 's':
+        return bits == 8 ? IR_S8 : bits == 16 ? IR_S16 : bits == 32 ? IR_S32 : bits == 64 ? IR_S64
+               : bits == 2 ? IR_S2 : bits == 4 ? IR_S4 : IR_INVALID;
+    case 'u':
+        return bits == 8 ? IR_U8 : bits == 16 ? IR_U16 : bits == 32 ? IR_U32 : bits == 64 ? IR_U64
+               : bits == 2 ? IR_U2 : bits == 4 ? IR_U4 : IR_INVALID;
+    case 'c': return bits == 64 ? IR_C64 : IR_INVALID;
+    default: return IR_INVALID;
+    }
+}
+
 IrType ir_type_from_name(const char *s, size_t n)
 {
     if (n == 0)
         return IR_INVALID;
+    IrType c = common_type(s, n);
+    if (c != IR_INVALID)
+        return c;
     for (int t = IR_PRED; t <= IR_OPAQUE; t++)
         if (type_info[t].name[0] == s[0] && strncmp(type_info[t].name, s, n) == 0 && type_info[t].name[n] == 0)
             return (IrType)t;

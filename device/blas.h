@@ -1,0 +1,57 @@
+/*
+ * blas.h: OpenBLAS's entry points as device/ calls them (blas.c loads the
+ * library on first use), for the files that call BLAS or LAPACK: k_dot.c,
+ * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
+ * (and its tests): it includes cblas.h, whose macros other files need not see.
+ */
+#ifndef TESSEL_DEVICE_BLAS_H
+#define TESSEL_DEVICE_BLAS_H
+
+#include "device.h"
+
+#include <cblas.h>
+
+/* blas.c: OpenBLAS's entry points, from the library loaded on first use
+ * (not linked: its constructor starts a thread pool that spins, which
+ * processes that never execute must not pay). dev_blas: the table, or NULL
+ * when the library cannot be loaded (dev_blas_error says why). Thread safe;
+ * loads once per process. LAPACK's Fortran routines: 32-bit integers
+ * (OpenBLAS is built without INTERFACE64); potrf takes the hidden length
+ * of the character argument that gfortran passes. */
+typedef struct DevBlas {
+    __typeof__(cblas_sgemm) *sgemm;
+    __typeof__(cblas_dgemm) *dgemm;
+    __typeof__(cblas_strsm) *strsm;
+    __typeof__(cblas_dtrsm) *dtrsm;
+    __typeof__(cblas_ctrsm) *ctrsm;
+    __typeof__(cblas_ztrsm) *ztrsm;
+    void (*spotrf)(const char *uplo, const int *n, float *a, const int *lda, int *info, size_t len);
+    void (*dpotrf)(const char *uplo, const int *n, double *a, const int *lda, int *info, size_t len);
+    void (*cpotrf)(const char *uplo, const int *n, float _Complex *a, const int *lda, int *info, size_t len);
+    void (*zpotrf)(const char *uplo, const int *n, double _Complex *a, const int *lda, int *info, size_t len);
+    /* geqrf and orgqr/ungqr (k_qr.c) */
+    void (*sgeqrf)(const int *m, const int *n, float *a, const int *lda, float *tau, float *work,
+                   const int *lwork, int *info);
+    void (*dgeqrf)(const int *m, const int *n, double *a, const int *lda, double *tau, double *work,
+                   const int *lwork, int *info);
+    void (*cgeqrf)(const int *m, const int *n, float _Complex *a, const int *lda, float _Complex *tau,
+                   float _Complex *work, const int *lwork, int *info);
+    void (*zgeqrf)(const int *m, const int *n, double _Complex *a, const int *lda, double _Complex *tau,
+                   double _Complex *work, const int *lwork, int *info);
+    void (*sorgqr)(const int *m, const int *n, const int *k, float *a, const int *lda, const float *tau,
+                   float *work, const int *lwork, int *info);
+    void (*dorgqr)(const int *m, const int *n, const int *k, double *a, const int *lda,
+                   const double *tau, double *work, const int *lwork, int *info);
+    void (*cungqr)(const int *m, const int *n, const int *k, float _Complex *a, const int *lda,
+                   const float _Complex *tau, float _Complex *work, const int *lwork, int *info);
+    void (*zungqr)(const int *m, const int *n, const int *k, double _Complex *a, const int *lda,
+                   const double _Complex *tau, double _Complex *work, const int *lwork, int *info);
+    __typeof__(openblas_get_num_threads) *get_num_threads;
+    __typeof__(openblas_set_num_threads) *set_num_threads;
+} DevBlas;
+const DevBlas *dev_blas(void);
+/* dev_blas, loading the library (if not yet loaded) with a pool of n
+ * threads rather than one a core (dev_blas_set_threads). */
+const DevBlas *dev_blas_for_threads(int n);
+
+#endif /* TESSEL_DEVICE_BLAS_H */
