@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static inline double bench_now_ms(void)
@@ -52,6 +53,30 @@ static inline float bench_random_f32(uint64_t seed, uint64_t leaf, uint64_t i)
 {
     uint64_t h = bench_splitmix64(bench_splitmix64(bench_splitmix64(seed) ^ leaf) ^ i);
     return (float)((double)(h >> 11) * 0x1p-53 * 2 - 1);
+}
+
+/* Device d's seed of `tessel run --spmd --per-device --random-inputs seed`
+ * (docs/cli.md): splitmix64(seed ^ splitmix64(d)); its elements are then
+ * bench_random_f32(that seed, leaf, i). */
+static inline uint64_t bench_device_seed(uint64_t seed, uint64_t d)
+{
+    return bench_splitmix64(seed ^ bench_splitmix64(d));
+}
+
+/* n floats for a large buffer, as tessel allocates its own (value.c,
+ * ir_hint_huge): at a 2 MiB boundary, asking for transparent huge pages,
+ * untouched (the first write pays the page faults). NULL on failure;
+ * free() it. */
+static inline float *bench_alloc_f32(int64_t n)
+{
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
+    size_t align = bytes >= ((size_t)2 << 20) ? (size_t)2 << 20 : 4096;
+    void *p = aligned_alloc(align, (bytes + align - 1) / align * align);
+#ifdef MADV_HUGEPAGE
+    if (p && bytes >= ((size_t)2 << 20))
+        (void)madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+#endif
+    return p;
 }
 
 /* Read a little-endian f32 .npy (version 1 or 2) into a malloc'd array;
