@@ -63,18 +63,21 @@ static inline uint64_t bench_device_seed(uint64_t seed, uint64_t d)
     return bench_splitmix64(seed ^ bench_splitmix64(d));
 }
 
-/* n floats for a large buffer, as tessel allocates its own (value.c,
- * ir_hint_huge): at a 2 MiB boundary, asking for transparent huge pages,
- * untouched (the first write pays the page faults). NULL on failure;
- * free() it. */
+/* n floats for a large buffer, allocated as tessel allocates its own
+ * (device/value.c, ir/arena.c ir_hint_huge): malloc, then transparent
+ * huge pages asked for on the whole pages inside the block when it is 2
+ * MiB or more; untouched (the first write pays the page faults). NULL on
+ * failure; free() it. */
 static inline float *bench_alloc_f32(int64_t n)
 {
     size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
-    size_t align = bytes >= ((size_t)2 << 20) ? (size_t)2 << 20 : 4096;
-    void *p = aligned_alloc(align, (bytes + align - 1) / align * align);
+    void *p = malloc(bytes);
 #ifdef MADV_HUGEPAGE
-    if (p && bytes >= ((size_t)2 << 20))
-        (void)madvise(p, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+    if (p && bytes >= ((size_t)2 << 20)) {
+        uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+        if (hi > lo)
+            (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
 #endif
     return p;
 }

@@ -60,6 +60,21 @@ static inline void store_tile(void *d, const void *tile, bool nt)
     memcpy(d, tile, TILE);
 }
 
+/* One 16-byte vector to d: a streaming store (d 16-byte aligned) or an
+ * ordinary one. */
+static inline void store_vec(void *d, const void *v, bool nt)
+{
+#if defined(__SSE2__)
+    if (nt) {
+        _mm_stream_si128(d, _mm_loadu_si128(v));
+        return;
+    }
+#else
+    (void)nt;
+#endif
+    memcpy(d, v, 16);
+}
+
 /* After the last streaming store of a call: make them visible before the
  * caller's barrier tells other threads the data is there. */
 static void store_fence(bool stream)
@@ -124,6 +139,17 @@ typedef void (*CombineFn)(void *const *dst, int32_t ndst, int64_t doff, const vo
 #define SEL(MV, V, m, x, y) ((V)((((MV)(m)) & ((MV)(x))) | (~((MV)(m)) & ((MV)(y)))))
 
 #define KERNEL(NAME, T, MT, EXPR, VEXPR)                                               \
+    /* Two sources into one destination, ordinary stores: a plain loop      \
+     * the compiler vectorizes for the widest unit at hand (AVX-512,        \
+     * AVX2, SSE2: DEV_VECTOR_CLONES), which matters where the operands     \
+     * are in cache. o may be a or b (element by element). */               \
+    DEV_VECTOR_CLONES static void NAME##_pair(T *o, const T *a, const T *b, int64_t n)  \
+    {                                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            T x = a[i], y = b[i];                                                      \
+            o[i] = (EXPR);                                                             \
+        }                                                                              \
+    }                                                                                  \
     static void NAME(void *const *dst, int32_t ndst, int64_t doff, const void *const *src, int32_t nsrc,  \
                      int64_t soff, int64_t n, bool nt)                                 \
     {                                                                                  \
@@ -131,6 +157,32 @@ typedef void (*CombineFn)(void *const *dst, int32_t ndst, int64_t doff, const vo
         typedef MT MV __attribute__((vector_size(16)));                                \
         enum { L = 16 / sizeof(T) };                                                   \
         int64_t i = 0;                                                                 \
+        if (nsrc == 2) {                                                               \
+            /* The common case, one vector at a time straight through. */            \
+            const T *a = (const T *)src[0] + soff, *b = (const T *)src[1] + soff;      \
+            T *o = (T *)dst[0] + doff;                                                 \
+            if (ndst == 1 && !nt) {                                                    \
+                NAME##_pair(o, a, b, n);                                               \
+                return;                                                                \
+            } else if (ndst == 1) {                                                    \
+                for (; i + L <= n; i += L) {                                           \
+                    V x, y;                                                            \
+                    memcpy(&x, a + i, sizeof x);                                       \
+                    memcpy(&y, b + i, sizeof y);                                       \
+                    x = (VEXPR);                                                       \
+                    store_vec(o + i, &x, true);                                        \
+                }                                                                      \
+            } else {                                                                   \
+                for (; i + L <= n; i += L) {                                           \
+                    V x, y;                                                            \
+                    memcpy(&x, a + i, sizeof x);                                       \
+                    memcpy(&y, b + i, sizeof y);                                       \
+                    x = (VEXPR);                                                       \
+                    for (int32_t k = 0; k < ndst; k++)                                 \
+                        store_vec((T *)dst[k] + doff + i, &x, nt);                     \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
         for (; i + 4 * L <= n; i += 4 * L) {                                           \
             V r[4], x, y;                                                              \
             memcpy(r, (const T *)src[0] + soff + i, sizeof r);                         \

@@ -103,7 +103,7 @@ struct RtTransport {
     MPI_Datatype half;       /* 2-byte elements (f16, bf16) for user ops */
     MPI_Op user[2][4];       /* [f16|bf16][add, mul, max, min] */
     MPI_Op fmax, fmin;       /* NaN-propagating max/min for f32/f64 */
-    uint8_t *slots;          /* the pipeline's receive slots, kept warm for the run */
+    uint8_t *slots;          /* the pipeline's receive slots, kept warm for the run (ir_big_alloc) */
     size_t nslots;           /* their bytes */
 };
 
@@ -292,7 +292,7 @@ IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
     ts_free(t->gcomm);
     t->gcomm = NULL;
     t->ngcomm = 0;
-    ts_free(t->slots);
+    ir_big_free(t->slots);
     t->slots = NULL;
     t->nslots = 0;
     for (int k = 0; k < 4; k++)
@@ -673,12 +673,14 @@ void rt_transport_checkin(RtTransport *t, int64_t cluster)
 }
 
 /* A waiting rank's turns without progress (reset `spins` to 0 when
- * something moved). Spin at first: data moves in this rank's own MPI
- * calls, and a peer's message is usually microseconds away, while a
- * sleep costs tens of them (the timer's slack). Then yield the core for
- * 20 ms (on an idle host that returns at once; on a busy one the others
- * run), then sleep 100 us a turn, and 1 ms after 100 ms: a rank that
- * waits long for a peer wakes about 1000 times a second. */
+ * something moved). Spin for the first millisecond: data moves in this
+ * rank's own MPI calls, and a peer's message is usually microseconds
+ * away, while giving the core up costs a time slice whenever anything
+ * else is runnable and a sleep at least the timer's slack (tens of
+ * microseconds). Then yield the core until 20 ms (an idle host returns
+ * at once; on a busy one the others run), then sleep 100 us a turn, and
+ * 1 ms after 100 ms: a rank that waits long for a peer wakes about 1000
+ * times a second. */
 typedef struct Backoff {
     int spins;
     double since;            /* when this wait began (its first turn) */
@@ -688,9 +690,9 @@ static void backoff(Backoff *b)
 {
     if (b->spins++ == 0)
         b->since = now();
-    if (b->spins < 64)
-        return;
     double waited = now() - b->since;
+    if (waited < 0.001)
+        return;
     if (waited < 0.02) {
         sched_yield();
         return;
@@ -1336,9 +1338,9 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
      * no page faults per collective. */
     size_t per_peer = (size_t)PL_DEPTH * (size_t)p->chunk * p->es;
     if (ok && combine && t->nslots < per_peer * (size_t)(k - 1)) {
-        ts_free(t->slots);
+        ir_big_free(t->slots);
         t->nslots = 0;
-        t->slots = ts_malloc(per_peer * (size_t)(k - 1));
+        t->slots = ir_big_alloc(per_peer * (size_t)(k - 1)); /* huge pages: fewer for the kernel to pin */
         ok = t->slots != NULL;
         if (ok)
             t->nslots = per_peer * (size_t)(k - 1);
@@ -1363,24 +1365,10 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
     }
     int rc = MPI_SUCCESS;
-    /* Receives first: my block's first chunks from every peer into the
-     * slots; their blocks straight into dst where nothing is sent from
-     * there (one device, or no combining). */
-    bool early = !combine || p->nsrc == 1;
-    for (int j = 0; rc == MPI_SUCCESS && j < k - 1; j++) {
-        PlPeer *e = &p->peer[j];
-        for (int64_t c = 0; combine && rc == MPI_SUCCESS && c < mine && c < PL_DEPTH; c++, e->rr_posted++) {
-            int64_t n;
-            pl_at(p, q, c, &n);
-            rc = pl_irecv(p, e->slot + (size_t)c * (size_t)p->chunk * p->es, n, e->r, TAG_RS, &e->rs_recv[c]);
-        }
-        int64_t theirs = pl_chunks(p, e->r);
-        for (int64_t c = 0; gather && early && rc == MPI_SUCCESS && c < theirs; c++) {
-            int64_t n, i = pl_at(p, e->r, c, &n);
-            rc = pl_irecv(p, pl_dst(p, i), n, e->r, TAG_AG, &e->ag_recv[e->ar_posted++]);
-        }
-    }
-    /* All-gather: my block to every peer, straight from the operand. */
+    /* Sends first, so that the peers' receives find them (a large message
+     * moves when its receiver matches it: the receiver copies it, inside
+     * its own MPI calls). All-gather: my block to every peer, straight
+     * from the operand. */
     for (int64_t c = 0; p->mode == PL_ALLGATHER && rc == MPI_SUCCESS && c < mine; c++)
         for (int j = 0; rc == MPI_SUCCESS && j < k - 1; j++) {
             int64_t m, i = pl_at(p, q, c, &m);
@@ -1401,6 +1389,23 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
             i = pl_at(p, e->r, c, &n);
             rc = pl_isend(p, pl_src(p, i), n, e->r, ctag, &e->rs_send[e->rs_posted++]);
         }
+    /* Then the receives: my block's first chunks from every peer into the
+     * slots; their blocks straight into dst where nothing is sent from
+     * there (one device, or no combining). */
+    bool early = !combine || p->nsrc == 1;
+    for (int j = 0; rc == MPI_SUCCESS && j < k - 1; j++) {
+        PlPeer *e = &p->peer[j];
+        for (int64_t c = 0; combine && rc == MPI_SUCCESS && c < mine && c < PL_DEPTH; c++, e->rr_posted++) {
+            int64_t n;
+            pl_at(p, q, c, &n);
+            rc = pl_irecv(p, e->slot + (size_t)c * (size_t)p->chunk * p->es, n, e->r, TAG_RS, &e->rs_recv[c]);
+        }
+        int64_t theirs = pl_chunks(p, e->r);
+        for (int64_t c = 0; gather && early && rc == MPI_SUCCESS && c < theirs; c++) {
+            int64_t n, i = pl_at(p, e->r, c, &n);
+            rc = pl_irecv(p, pl_dst(p, i), n, e->r, TAG_AG, &e->ag_recv[e->ar_posted++]);
+        }
+    }
     /* No combining: my own block stays, copied into my result while the
      * peers take theirs (around the caches when large). */
     if (rc == MPI_SUCCESS && !combine) {
