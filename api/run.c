@@ -103,8 +103,9 @@ void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
 {
     ir_sb_printf(s, "tessel: stats: devices: %d, executor threads bound to their cores: %d%s%s%s\n", (int)rs->ndevices,
           (int)rs->nbound, rs->bind_note ? " (" : "", rs->bind_note ? rs->bind_note : "", rs->bind_note ? ")" : "");
-    /* Tensors themselves come from ts_malloc, first touched by the bound
-     * executor thread; the device allocator is what binds explicitly. */
+    /* A device's large tensors come from its allocator (device/value.c,
+     * alloc.c), which binds them to its NUMA node; small ones from malloc,
+     * first touched by the bound executor thread. */
     if (rs->membind)
         ir_sb_printf(s, "tessel: stats: memory: device allocators bind to NUMA nodes (device 0: node %d)\n",
               (int)rs->numa_node);

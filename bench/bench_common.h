@@ -134,4 +134,18 @@ bad:
     return NULL;
 }
 
+/* bench_read_npy_f32 of a file that must hold exactly n elements; NULL
+ * (with a message naming `who`) otherwise. */
+static inline float *bench_read_npy_f32_n(const char *path, int64_t n, const char *who)
+{
+    int64_t m = 0;
+    float *t = bench_read_npy_f32(path, &m);
+    if (t && m != n) {
+        fprintf(stderr, "%s: %s has %lld elements, expected %lld\n", who, path, (long long)m, (long long)n);
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
 #endif /* TESSEL_BENCH_COMMON_H */

@@ -4,10 +4,10 @@ the same run (python3, stdlib only). bench/run calls it once per benchmark:
 
     driver.py NAME [--quick] [--bin build/release]
 
-NAME is mlp, train, allreduce, allreduce-local, allgather, allgather-local,
-reduce-scatter, reduce-scatter-local, alltoall, alltoall-local,
-elementwise, compile, compile-devices, memory, parse or parse-wild (dot
-is the C program dot_bench). Every benchmark alternates tessel and its
+NAME is mlp, mlp-tcp, train, allreduce, allreduce-local, allgather,
+allgather-local, reduce-scatter, reduce-scatter-local, alltoall,
+alltoall-local, elementwise, softmax, layernorm, compile, compile-devices,
+memory, parse or parse-wild (dot is the C program dot_bench). Every benchmark alternates tessel and its
 baseline (A B A B ...), one warm-up pair then at least 5 timed pairs,
 takes medians, validates both sides' results, and prints its figures
 last as one line `bench NAME: ... ratio R`. Times are tessel's own
@@ -15,7 +15,7 @@ last as one line `bench NAME: ... ratio R`. Times are tessel's own
 generation excluded) and the baselines' own timers. A failure (a crash,
 a wrong result) prints `bench NAME: FAILED ...` and exits 1.
 
-mlp and train: each process runs 4 steps, `tessel run --steps 4` against
+mlp, mlp-tcp and train: each process runs 4 steps, `tessel run --steps 4` against
 the baseline's first step plus 3 warm ones, so both sides pay one cold
 step per process.
 
@@ -57,8 +57,8 @@ def run(cmd, check=True):
     return p
 
 
-def mpirun(np, cmd):
-    return ["mpirun", "-np", str(np), "--oversubscribe"] + cmd
+def mpirun(np, cmd, mca=()):
+    return ["mpirun", "-np", str(np), "--oversubscribe"] + list(mca) + cmd
 
 
 def gen(kind, args, path):
@@ -99,7 +99,7 @@ def base_times(out):
 STEPS = 4  # steps per process: the first (cold) and 3 warm ones, on both sides
 
 
-def mpi_pair(o, name, hlo, base_cmd):
+def mpi_pair(o, name, hlo, base_cmd, mca=()):
     """Interleave `mpirun -np 2 tessel run HLO --steps 4` and the baseline
     doing the same 4 steps in one process. Returns medians of tessel's
     execute phase and collectives (slowest rank), and of the baseline's
@@ -112,11 +112,11 @@ def mpi_pair(o, name, hlo, base_cmd):
         cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--stats", "--steps", str(STEPS)]
         if last:
             cmd += ["--output-dir", outdir]
-        p = run(mpirun(2, cmd))
+        p = run(mpirun(2, cmd, mca))
         tt = stat_mpi(p.stderr, "execute")
         tc = stat_mpi(p.stderr, "collectives") if "collectives" in p.stderr else float("nan")
         check = ["--check", os.path.join(outdir, "output_0.npy")] if last else []
-        bc, bw, bt = base_times(run(mpirun(2, base_cmd + ["--warm", str(STEPS - 1)] + check)).stdout)
+        bc, bw, bt = base_times(run(mpirun(2, base_cmd + ["--warm", str(STEPS - 1)] + check, mca)).stdout)
         if r >= 0:
             t.append(tt)
             coll.append(tc)
@@ -126,13 +126,21 @@ def mpi_pair(o, name, hlo, base_cmd):
     return median(t), median(coll), median(total), median(cold), median(warm)
 
 
-def bench_mlp(o):
+def bench_mlp(o, mca=(), name="mlp"):
     b, d, f = (512, 1024, 4096) if not o["quick"] else (128, 512, 512)
     hlo = gen("mlp", [b, d, f], os.path.join(o["work"], "mlp_%d_%d_%d.hlo" % (b, d, f)))
-    t, tc, bt, bc, bw = mpi_pair(o, "mlp", hlo, [o["base"] + "mlp_base", str(b), str(d), str(f), "7"])
+    t, tc, bt, bc, bw = mpi_pair(o, name, hlo, [o["base"] + "mlp_base", str(b), str(d), str(f), "7"], mca)
     return ("tessel %.2f ms a step (collectives %.2f) mpi+blas %.2f ms a step (first %.2f, warm %.2f) "
-            "(x[%d,%d] W1[%d,%d], 2 ranks, %d steps a process, median of %d) ratio %.2f"
-            % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, b, d, d, f, STEPS, REPS, t / bt))
+            "(x[%d,%d] W1[%d,%d], 2 ranks%s, %d steps a process, median of %d) ratio %.2f"
+            % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, b, d, d, f, " " + " ".join(mca) if mca else "",
+               STEPS, REPS, t / bt))
+
+
+def bench_mlp_tcp(o):
+    """mlp with both sides over TCP (`--mca btl tcp,self`: the ranks talk as
+    separate hosts would, so the all-reduce costs more): tessel's windowed
+    dot overlaps it with compute, the baseline's MPI_Allreduce blocks."""
+    return bench_mlp(o, ("--mca", "btl", "tcp,self"), "mlp-tcp")
 
 
 LR = "1e-6"  # the train benchmark's SGD step (small: the weights stay in tanh's range)
@@ -344,6 +352,50 @@ def bench_elementwise(o):
             % (gbs, median(t), median(first), stream, n / 2**20, steps, REPS, gbs / stream))
 
 
+def rows_pair(o, name):
+    """softmax and layernorm: `tessel run --steps 6` of gen.py's module over
+    the rows of an f32[4096,4096] (quick: [512,4096]), one device, against
+    the hand-written single-threaded loop bench/NAME_base.c on the same
+    random inputs, interleaved; tessel's time is the median of its warm
+    steps (--stats), the baseline's the median of 3 timed runs after a
+    warm-up, both into output buffers touched before. The last tessel
+    output is checked against a double-precision recomputation by the
+    baseline, which checks its own result the same way."""
+    n, d = (4096, 4096) if not o["quick"] else (512, 4096)
+    steps = 6
+    hlo = gen(name, [n, d], os.path.join(o["work"], "%s_%d_%d.hlo" % (name, n, d)))
+    outdir = os.path.join(o["work"], name + "_out")
+    t, first, b = [], [], []
+    for r in range(-1, REPS):
+        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--steps", str(steps), "--stats"]
+        if r == REPS - 1:
+            cmd += ["--output-dir", outdir]
+        err = run(cmd).stderr
+        m = re.search(r"steps: first ([\d.]+) ms, then median ([\d.]+) ms", err)
+        if not m:
+            raise Failed("no per-step times in tessel's --stats: %s" % err.strip()[-300:])
+        out = run([o["base"] + name + "_base", str(n), str(d), "3"]).stdout
+        bm = re.search(r"base %s ([\d.]+) ms" % name, out)
+        if not bm:
+            raise Failed("baseline printed no time: %s" % out.strip()[-300:])
+        if r >= 0:
+            first.append(float(m.group(1)))
+            t.append(float(m.group(2)))
+            b.append(float(bm.group(1)))
+    run([o["base"] + name + "_base", str(n), str(d), "--check", "7", os.path.join(outdir, "output_0.npy")])
+    return ("tessel %.2f ms a warm step (first step %.2f ms) hand-written loop %.2f ms (f32[%d,%d] rows, "
+            "one thread, %d steps a process, median of %d) ratio %.2f"
+            % (median(t), median(first), median(b), n, d, steps, REPS, median(t) / median(b)))
+
+
+def bench_softmax(o):
+    return rows_pair(o, "softmax")
+
+
+def bench_layernorm(o):
+    return rows_pair(o, "layernorm")
+
+
 def fit_exponent(counts, ms):
     """Least-squares slope of log(time) over log(instructions): 1.0 is linear."""
     xs = [math.log(c) for c in counts]
@@ -542,11 +594,12 @@ def bench_parse_wild(o):
             % (mw, files[0][1] / 1e6, mt, files[1][1] / 1e6, REPS, mw / mt))
 
 
-BENCHES = {"mlp": bench_mlp, "train": bench_train, "allreduce": bench_allreduce,
+BENCHES = {"mlp": bench_mlp, "mlp-tcp": bench_mlp_tcp, "train": bench_train, "allreduce": bench_allreduce,
            "allreduce-local": bench_allreduce_local, "allgather": bench_allgather,
            "allgather-local": bench_allgather_local, "reduce-scatter": bench_reduce_scatter,
            "reduce-scatter-local": bench_reduce_scatter_local, "alltoall": bench_alltoall,
-           "alltoall-local": bench_alltoall_local, "elementwise": bench_elementwise,
+           "alltoall-local": bench_alltoall_local, "elementwise": bench_elementwise, "softmax": bench_softmax,
+           "layernorm": bench_layernorm,
            "compile": bench_compile, "compile-devices": bench_compile_devices, "memory": bench_memory, "parse": bench_parse,
            "parse-wild": bench_parse_wild}
 

@@ -22,6 +22,10 @@
     gen.py memory N OUT             a sum over an f32[N] input sharded over
                                     2 partitions (the input is the memory)
     gen.py elementwise N OUT        8 elementwise ops over two f32[N]
+    gen.py softmax N D OUT          softmax over the rows of an f32[N,D]:
+                                    max, subtract, exp, sum, divide
+    gen.py layernorm N D OUT        layer norm over the rows of an f32[N,D]
+                                    with scale and bias f32[D] (eps 1e-5)
     gen.py mlp_layers L N OUT       L Megatron MLP layers over N devices:
                                     W1 {devices=[1,N]<=[N]}, tanh, W2
                                     {devices=[N,1]<=[N]}, the activations
@@ -250,9 +254,75 @@ ENTRY main {
 """ % {"n": n}
 
 
+REDUCERS = """add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+"""
+
+
+def softmax(n, d):
+    return """HloModule softmax_bench
+
+%(red)s
+ENTRY main {
+  x = f32[%(n)d,%(d)d] parameter(0)
+  ninf = f32[] constant(-inf)
+  m = f32[%(n)d] reduce(x, ninf), dimensions={1}, to_apply=max
+  mb = f32[%(n)d,%(d)d] broadcast(m), dimensions={0}
+  xm = f32[%(n)d,%(d)d] subtract(x, mb)
+  e = f32[%(n)d,%(d)d] exponential(xm)
+  zero = f32[] constant(0)
+  z = f32[%(n)d] reduce(e, zero), dimensions={1}, to_apply=add
+  zb = f32[%(n)d,%(d)d] broadcast(z), dimensions={0}
+  ROOT p = f32[%(n)d,%(d)d] divide(e, zb)
+}
+""" % {"n": n, "d": d, "red": REDUCERS}
+
+
+def layernorm(n, d):
+    return """HloModule layernorm_bench
+
+%(red)s
+ENTRY main {
+  x = f32[%(n)d,%(d)d] parameter(0)
+  gamma = f32[%(d)d] parameter(1)
+  beta = f32[%(d)d] parameter(2)
+  zero = f32[] constant(0)
+  s = f32[%(n)d] reduce(x, zero), dimensions={1}, to_apply=add
+  c_invd = f32[] constant(%(invd)r)
+  invd = f32[%(n)d] broadcast(c_invd), dimensions={}
+  mu = f32[%(n)d] multiply(s, invd)
+  mub = f32[%(n)d,%(d)d] broadcast(mu), dimensions={0}
+  xc = f32[%(n)d,%(d)d] subtract(x, mub)
+  sq = f32[%(n)d,%(d)d] multiply(xc, xc)
+  vs = f32[%(n)d] reduce(sq, zero), dimensions={1}, to_apply=add
+  var = f32[%(n)d] multiply(vs, invd)
+  c_eps = f32[] constant(1e-05)
+  eps = f32[%(n)d] broadcast(c_eps), dimensions={}
+  ve = f32[%(n)d] add(var, eps)
+  rs = f32[%(n)d] rsqrt(ve)
+  rb = f32[%(n)d,%(d)d] broadcast(rs), dimensions={0}
+  xn = f32[%(n)d,%(d)d] multiply(xc, rb)
+  gb = f32[%(n)d,%(d)d] broadcast(gamma), dimensions={1}
+  xg = f32[%(n)d,%(d)d] multiply(xn, gb)
+  bb = f32[%(n)d,%(d)d] broadcast(beta), dimensions={1}
+  ROOT y = f32[%(n)d,%(d)d] add(xg, bb)
+}
+""" % {"n": n, "d": d, "invd": 1.0 / d, "red": REDUCERS}
+
+
 def main(argv):
     kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "allreduce": (allreduce, 1),
-             "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 2),
+             "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 2), "softmax": (softmax, 2),
+             "layernorm": (layernorm, 2),
              "allgather": (lambda n: spmd_collective("allgather", n), 1),
              "reducescatter": (lambda n: spmd_collective("reducescatter", n), 1),
              "alltoall": (lambda n: spmd_collective("alltoall", n), 1)}

@@ -38,35 +38,58 @@ static json_t *ji64s(int32_t n, const int64_t *v)
     return a;
 }
 
-static json_t *jtree(const PlanTree *t, int64_t ndev)
+static int64_t leaf_run(const PlanTree *t, int64_t k);
+
+static json_t *jleaf(const PlanTree *t)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "leaf", json_true());
+    /* every device: "all", not the list (a replicated value of a
+     * 65,536-device plan would repeat them all) */
+    json_object_set_new(o, "devices", t->ndevices == 0 ? json_string("all") : ji64s(t->ndevices, t->devices));
+    json_object_set_new(o, "offset", ji64s(t->rank, t->offset));
+    json_object_set_new(o, "shape", ji64s(t->rank, t->extent));
+    return o;
+}
+
+/* The compact tree of docs/plan.md: leaves as they are, except that a run
+ * of three or more sibling leaves stepping evenly (leaf_run: the text
+ * dump collapses the same runs) is one {"leaves": n, ...} object, so that
+ * a tree of a regular tiling has O(1) entries, not one per tile. */
+static json_t *jtree(const PlanTree *t)
 {
     if (!t)
         return json_null();
+    if (t->leaf)
+        return jleaf(t);
     json_t *o = json_object();
-    if (t->leaf) {
-        json_object_set_new(o, "leaf", json_true());
-        if (t->ndevices == 0) {
-            json_t *all = json_array();
-            for (int64_t k = 0; k < ndev; k++)
-                json_array_append_new(all, json_integer(k));
-            json_object_set_new(o, "devices", all);
-        } else {
-            json_object_set_new(o, "devices", ji64s(t->ndevices, t->devices));
-        }
-        json_object_set_new(o, "offset", ji64s(t->rank, t->offset));
-        json_object_set_new(o, "shape", ji64s(t->rank, t->extent));
-        return o;
-    }
     json_object_set_new(o, "dim", json_integer(t->dim));
     json_object_set_new(o, "pieces", json_integer(t->pieces));
     json_t *ch = json_array();
-    for (int64_t k = 0; k < t->pieces; k++)
-        json_array_append_new(ch, jtree(&t->child[k], ndev));
+    for (int64_t k = 0; k < t->pieces;) {
+        int64_t e = leaf_run(t, k);
+        if (e - k < 3) {
+            json_array_append_new(ch, jtree(&t->child[k]));
+            k++;
+            continue;
+        }
+        const PlanTree *a = &t->child[k], *b = &t->child[k + 1];
+        json_t *r = jleaf(a);
+        json_object_del(r, "leaf");
+        json_object_set_new(r, "leaves", json_integer(e - k));
+        json_object_set_new(r, "devices_step", json_integer(a->ndevices ? b->devices[0] - a->devices[0] : 0));
+        json_t *step = json_array();
+        for (int32_t i = 0; i < a->rank; i++)
+            json_array_append_new(step, json_integer(b->offset[i] - a->offset[i]));
+        json_object_set_new(r, "offset_step", step);
+        json_array_append_new(ch, r);
+        k = e;
+    }
     json_object_set_new(o, "children", ch);
     return o;
 }
 
-static json_t *jvalue(const PlanValue *v, bool input, int64_t ndev)
+static json_t *jvalue(const PlanValue *v, bool input)
 {
     json_t *o = json_object();
     json_object_set_new(o, "index", json_integer(v->index));
@@ -75,7 +98,10 @@ static json_t *jvalue(const PlanValue *v, bool input, int64_t ndev)
     json_object_set_new(o, "shape", jshape(&v->shape));
     json_object_set_new(o, "sharding", jsharding(v->sharding));
     json_object_set_new(o, "device_shape", jshape(&v->device_shape));
-    json_object_set_new(o, input ? "split_tree" : "concat_tree", jtree(v->tree, ndev));
+    IrArena *ta = ir_arena_new();
+    json_object_set_new(o, input ? "split_tree" : "concat_tree",
+                        jtree(ta ? plan_split_tree(ta, &v->shape, v->sharding) : NULL));
+    ir_arena_free(ta);
     return o;
 }
 
@@ -95,17 +121,16 @@ static json_t *jsite(const SpmdSite *s)
 static json_t *jcluster(const Plan *p)
 {
     json_t *c = json_object();
-    int64_t ndev = p->num_partitions;
     json_object_set_new(c, "name", json_string(p->cluster));
     json_t *im = json_array(), *xs = json_array(), *ins = json_array(), *outs = json_array();
     for (int32_t k = 0; k < p->ninputs; k++) {
         json_array_append_new(im, json_integer(p->inputs[k].index));
         json_array_append_new(xs, jshape(&p->inputs[k].shape));
-        json_array_append_new(ins, jvalue(&p->inputs[k], true, ndev));
+        json_array_append_new(ins, jvalue(&p->inputs[k], true));
     }
     IrShape *leaves = ts_calloc((size_t)(p->noutputs > 0 ? p->noutputs : 1), sizeof(IrShape));
     for (int32_t k = 0; k < p->noutputs; k++) {
-        json_array_append_new(outs, jvalue(&p->outputs[k], false, ndev));
+        json_array_append_new(outs, jvalue(&p->outputs[k], false));
         if (leaves)
             leaves[k] = p->outputs[k].shape;
     }
@@ -351,7 +376,9 @@ static void out_value(IrStrBuf *o, const PlanValue *v, bool input)
     ts_free(sh);
     ts_free(ds);
     ts_free(sd);
-    out_tree(o, v->tree, 2);
+    IrArena *ta = ir_arena_new();
+    out_tree(o, ta ? plan_split_tree(ta, &v->shape, v->sharding) : NULL, 2);
+    ir_arena_free(ta);
 }
 
 static void out_header(IrStrBuf *o, const Plan *p)

@@ -526,7 +526,7 @@ static void grid_html(IrStrBuf *o, const char *title, const IrShape *shape, cons
     ts_free(dev);
 }
 
-static void tree_html(IrStrBuf *o, const PlanTree *t)
+static void tree_html_of(IrStrBuf *o, const PlanTree *t)
 {
     if (!t)
         return;
@@ -539,8 +539,16 @@ static void tree_html(IrStrBuf *o, const PlanTree *t)
     }
     ir_sb_printf(o, "split dim %d into %lld<ul>\n", (int)t->dim, (long long)t->pieces);
     for (int64_t k = 0; k < t->pieces; k++)
-        tree_html(o, &t->child[k]);
+        tree_html_of(o, &t->child[k]);
     ir_sb_puts(o, "</ul></li>\n");
+}
+
+/* A value's tree, built for the page alone (partition.h: plans keep none). */
+static void tree_html(IrStrBuf *o, const PlanValue *v)
+{
+    IrArena *ta = ir_arena_new();
+    tree_html_of(o, ta ? plan_split_tree(ta, &v->shape, v->sharding) : NULL);
+    ir_arena_free(ta);
 }
 
 static void values_html(IrStrBuf *o, const Plan *p)
@@ -583,12 +591,12 @@ static void values_html(IrStrBuf *o, const Plan *p)
         ir_sb_printf(o, "<li>input %d ", (int)p->inputs[k].index);
         esc(o, p->inputs[k].name);
         ir_sb_puts(o, " (split tree)<ul>\n");
-        tree_html(o, p->inputs[k].tree);
+        tree_html(o, &p->inputs[k]);
         ir_sb_puts(o, "</ul></li>\n");
     }
     for (int32_t k = 0; k < p->noutputs; k++) {
         ir_sb_printf(o, "<li>output %d (concat tree)<ul>\n", (int)p->outputs[k].index);
-        tree_html(o, p->outputs[k].tree);
+        tree_html(o, &p->outputs[k]);
         ir_sb_puts(o, "</ul></li>\n");
     }
     ir_sb_puts(o, "</ul>\n");

@@ -7,6 +7,13 @@
  * outlast the devices); dev_shutdown frees them through
  * dev_allocators_release.
  *
+ * A device's executor thread names its allocator (dev_alloc_use, set by
+ * the runtime before the device's program runs), and value.c takes the
+ * thread's large tensors from it: a device's arrays are then allocated
+ * on its NUMA node (hwloc_alloc_membind, HWLOC_MEMBIND_BIND), not left to
+ * first touch. On a machine of one NUMA node the binding is to that node
+ * (still made, and reported by hwloc, so the path is tested everywhere).
+ *
  * Every buffer starts with a 64-byte header in front of the pointer handed
  * out, naming its allocator and how to free it, so dev_alloc_free needs
  * only the pointer:
@@ -247,4 +254,37 @@ void dev_allocator_stats(DevAllocator *a, DevAllocStats *out)
     pthread_mutex_lock(&a->mu);
     *out = a->st;
     pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- the allocator of this thread's tensors ---- */
+
+static _Thread_local DevAllocator *thread_alloc;
+
+void dev_alloc_use(DevAllocator *a)
+{
+    thread_alloc = a;
+}
+
+DevAllocator *dev_alloc_current(void)
+{
+    return thread_alloc;
+}
+
+bool dev_alloc_binds(DevAllocator *a)
+{
+    pthread_mutex_lock(&a->mu);
+    bool on = a->st.membind && a->topo;
+    pthread_mutex_unlock(&a->mu);
+    return on;
+}
+
+int32_t dev_alloc_node_of(const void *p, size_t n)
+{
+    if (!p)
+        return -1;
+    const BufHeader *h = (const BufHeader *)((const char *)p - HDR);
+    if (h->magic != BUF_MAGIC || !h->bound)
+        return -1;
+    (void)n;
+    return dev_hw_area_node(h->topo, h->base, h->len);
 }

@@ -8,6 +8,8 @@
  *   scalar.c      element load/store in any type, f16/bf16 conversion
  *   reducer.c     the simple reducers' algebra: identity, combine, NaN
  *                 rules (kernels, in-process collectives, MPI ops)
+ *   reducer_comp.c  any reducer computation elementwise, and whether it
+ *                 provably commutes (collectives, MPI user ops)
  *   exec.c        the interpreter: instructions in topological order,
  *                 tuple/get-tuple-element/call/while/conditional, parameter,
  *                 partition-id/replica-id, collectives and custom-calls
@@ -56,7 +58,7 @@
  * heap deep copy), so values outlive the module that produced them. */
 typedef struct DevValue {
     IrShape shape;            /* heap-owned deep copy; see dev_value_* */
-    uint8_t *data;            /* arrays: nbytes bytes (ts_malloc), NULL for empty */
+    uint8_t *data;            /* arrays: nbytes bytes (ts_malloc, or `alloc`'s), NULL for empty */
     int64_t nbytes;
     int32_t nelems;           /* tuples */
     struct DevValue **elems;  /* tuples: owned references */
@@ -69,6 +71,9 @@ typedef struct DevValue {
      * the output writer (which writes the run-time size). Other kernels
      * compute on the whole bound and give results without sizes. */
     int64_t *sizes;
+    /* The device allocator `data` came from (dev_alloc: its NUMA node),
+     * NULL for ts_malloc memory. value.c's business. */
+    struct DevAllocator *alloc;
 } DevValue;
 
 /* A new array value of `shape` (must be an array or token), data zeroed.
@@ -192,6 +197,17 @@ bool dev_red_combine_array(IrOpcode op, IrType t, void *out, const void *in, int
 /* n elements of buf = the identity of op on t; false as above. */
 bool dev_red_fill_identity(IrOpcode op, IrType t, void *buf, int64_t n);
 
+/* reducer_comp.c: any reducer computation (XLA's to_apply of a
+ * collective: two scalar parameters of type t), elementwise:
+ * out[i] = comp(lhs[i], rhs[i]) for n elements; out may be lhs or rhs.
+ * Errors of the computation are reported in d. */
+IrStatus dev_red_call(const IrModule *m, int32_t comp, IrType t, void *out, const void *lhs, const void *rhs,
+                      int64_t n, IrDiag *d);
+/* Is comp(a, b) == comp(b, a) provably (simple reducers, and expressions
+ * of attribute-free elementwise ops equal with the parameters swapped up
+ * to commutative operand order)? false: not proven, not "not commutative". */
+bool dev_red_commutes(const IrModule *m, int32_t comp);
+
 
 /* ------------------------------------------------------------------ */
 /* exec.c                                                              */
@@ -210,6 +226,18 @@ typedef struct DevCollectives {
      * is_host_transfer); NULL: refused. Same contract as run. */
     IrStatus (*p2p)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                     DevValue **operands, DevValue **out, IrDiag *d);
+    /* Asynchronous collectives (the -start/-done pairs, schedule.c): start
+     * begins collective `ins` (the base op: all-reduce, all-gather, ...;
+     * copied, so it may be a temporary) on new references to the operands
+     * and returns at once with *handle; wait(handle) blocks until it is
+     * done and gives its result as run would, and frees the handle (also
+     * on failure). Every device starts and waits its collectives in one
+     * order (one program), and a device may run other instructions,
+     * blocking collectives included, between a start and its wait. NULL:
+     * a -start runs its collective at once (through run). */
+    IrStatus (*start)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                      DevValue **operands, void **handle, IrDiag *d);
+    IrStatus (*wait)(void *ctx, void *handle, DevValue **out, IrDiag *d);
 } DevCollectives;
 
 /* Custom-call targets registered by the runtime (host targets such as
@@ -250,7 +278,9 @@ typedef struct DevExecOptions {
      * groups run in the chunk interpreter, others in blocks sized to a
      * cache budget, and only arrays of at least DEV_FUSION_MIN_ELEMENTS
      * are fused, unless fuse_small (tests). Results are the same bit for
-     * bit every way: the same expressions run, a block at a time. */
+     * bit every way: the same expressions run, a block at a time; except
+     * float sums and products of fused row reductions (fusion_rows.c),
+     * folded in interleaved partial results. */
     bool no_fusion;
     int32_t fusion_block;
     bool fuse_small;
@@ -336,6 +366,10 @@ void dev_broadcast_range(const IrShape *rs, const int64_t *sstr, const uint8_t *
                          int64_t n, uint8_t *dst);
 IrStatus dev_k_reshape(const DevKernelArgs *k, DevValue **out);   /* reshape, bitcast */
 IrStatus dev_k_transpose(const DevKernelArgs *k, DevValue **out);
+/* transpose for fused loops: check k (as dev_k_transpose) and give the
+ * stride in the operand of each result dimension, for dev_broadcast_range
+ * (which then reads a transpose as it reads a broadcast). */
+IrStatus dev_k_transpose_strides(const DevKernelArgs *k, int64_t *sstr);
 IrStatus dev_k_slice(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_dynamic_slice(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_dynamic_update_slice(const DevKernelArgs *k, DevValue **out);
@@ -381,10 +415,34 @@ IrStatus dev_k_async_start(const DevKernelArgs *k, DevValue **out);
 /* XLA's async tuple of k->ins: ((operands), result, zeroed context...);
  * takes the reference `result` (released on failure). */
 IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **out);
+/* The same tuple from element 0 already made (dev_async_operands: the
+ * operands, or the one array operand itself) and the result; takes both
+ * references (released on failure). For a -done completing a start. */
+IrStatus dev_async_assemble(const DevKernelArgs *k, DevValue *el0, DevValue *result, DevValue **out);
+DevValue *dev_async_operands(const DevKernelArgs *k);
+/* The collective an async-start wraps, when its computation is one
+ * collective over its parameters (XLA's async all-reduce, reduce-scatter,
+ * ...): its instruction, and in arg[j] which async-start operand is that
+ * collective's operand j (at most `max`); NULL otherwise (the computation
+ * then runs at the start). */
+const IrInstr *dev_async_wrapped_collective(const DevKernelArgs *k, int32_t *arg, int32_t max);
 /* Element i of the tuple operand: async-done (1), copy-done (0), ... */
 IrStatus dev_k_tuple_part(const DevKernelArgs *k, int32_t i, DevValue **out);
 IrStatus dev_k_copy_start(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out);
+/* schedule.c: overlap of asynchronous pairs */
+/* -start ops (all-reduce-start, all-gather-start, collective-permute-start,
+ * async-start) and their -done side (with async-update). */
+bool dev_async_start_op(IrOpcode op);
+bool dev_async_done_op(IrOpcode op);
+/* Instructions that run even when the root does not use them, in order. */
+bool dev_side_effect_op(IrOpcode op);
+/* Reorder order[0..n) (a topological order of c's instructions, operands
+ * first) so that each -start runs as soon as it can and each -done as late
+ * as it can: the work between them overlaps the collective. Unchanged
+ * when there is no -start. Deterministic (every device of a program gets
+ * one order). Fails only for memory (IR_ENOMEM, order unchanged). */
+IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n);
 /* k_dynamic.c: set-dimension-size, dynamic-reshape (get-dimension-size is
  * exec.c's) */
 IrStatus dev_k_set_dimension_size(const DevKernelArgs *k, DevValue **out);
@@ -559,6 +617,10 @@ int dev_blas_threads(void);
  * ENOSYS, EXDEV, ...). dev_hw_free_bound frees what it returned. */
 void *dev_hw_alloc_bound(DevTopology *t, int32_t numa_index, size_t len);
 void dev_hw_free_bound(DevTopology *t, void *p, size_t len);
+/* The single NUMA node (OS index) the area [p, p+len) is bound to
+ * (hwloc_get_area_membind, policy BIND), or -1 (another policy, several
+ * nodes, or hwloc cannot tell). */
+int32_t dev_hw_area_node(DevTopology *t, const void *p, size_t len);
 
 /* Release the process cache: every allocator, then the topology. Refuses
  * (IR_EINTERNAL, nothing freed) while a device set or an allocated buffer
@@ -610,6 +672,22 @@ void *dev_alloc(DevAllocator *a, size_t n);
 /* Free a buffer from dev_alloc (whichever allocator); NULL is a no-op. */
 void dev_alloc_free(void *p);
 void dev_allocator_stats(DevAllocator *a, DevAllocStats *out);
+/* The allocator this thread's large tensors come from: a device's
+ * executor sets its own (the runtime, before running the device's
+ * program; NULL: ts_malloc memory, first touch). Values of at least
+ * DEV_BOUND_MIN bytes created on the thread then live on the device's
+ * NUMA node; smaller ones stay with malloc (an mmap per small buffer
+ * would cost more than their placement gains, and malloc's arena of a
+ * bound thread is first touched on its node anyway). */
+#define DEV_BOUND_MIN ((int64_t)256 << 10)
+void dev_alloc_use(DevAllocator *a);
+DevAllocator *dev_alloc_current(void);
+/* Does `a` bind new allocations to a NUMA node (not fallen back)? */
+bool dev_alloc_binds(DevAllocator *a);
+/* The NUMA node (OS index) hwloc reports the pages of buffer p (from
+ * dev_alloc, n bytes) bound to, or -1 when they are not bound (plain
+ * memory, or hwloc cannot tell). For tests and --stats. */
+int32_t dev_alloc_node_of(const void *p, size_t n);
 /* For dev_shutdown: free every cached allocator. IR_EINTERNAL (nothing
  * freed) when one still has live buffers. */
 IrStatus dev_allocators_release(IrDiag *d);

@@ -154,6 +154,18 @@ void dev_hw_free_bound(DevTopology *t, void *p, size_t len)
     hwloc_free(t->hw, p, len);
 }
 
+int32_t dev_hw_area_node(DevTopology *t, const void *p, size_t len)
+{
+    hwloc_nodeset_t set = hwloc_bitmap_alloc();
+    hwloc_membind_policy_t policy = HWLOC_MEMBIND_DEFAULT;
+    int32_t node = -1;
+    if (set && hwloc_get_area_membind(t->hw, p, len, set, &policy, HWLOC_MEMBIND_BYNODESET) == 0 &&
+        policy == HWLOC_MEMBIND_BIND && hwloc_bitmap_weight(set) == 1)
+        node = (int32_t)hwloc_bitmap_first(set);
+    hwloc_bitmap_free(set);
+    return node;
+}
+
 static void dev_hw_topology_destroy(hwloc_topology_t t)
 {
     hwloc_topology_destroy(t);

@@ -19,6 +19,13 @@
  * checked as it goes, so a kernel can trust that each operand has the shape
  * its producing instruction declares.
  *
+ * With a collective runtime that can run collectives in the background
+ * (DevCollectives.start/.wait), the -start/-done pairs overlap: the order
+ * is rescheduled (schedule.c) so that each -start runs early and each
+ * -done late, a -start hands its collective over and leaves its value
+ * pending, and the first instruction that reads the value waits for it
+ * ("asynchronous pairs" below).
+ *
  * Plans (execution order and use counts) are built once per computation
  * per dev_execute and cached, so dev_call, which kernels call per element
  * on their slow paths (reducers, comparators), costs little more than the
@@ -43,8 +50,16 @@ typedef struct Plan {
     int32_t n;
     int32_t *order;
     int32_t *uses;
+    int32_t nasync;  /* -start instructions in the order (schedule.c) */
     DevFusion fusion;
 } Plan;
+
+/* A -start whose collective is in flight (DevCollectives.start): its
+ * value is made when its first user (usually the -done) runs. */
+typedef struct Pending {
+    void *handle;    /* NULL: nothing in flight */
+    DevValue *el0;   /* element 0 of the async tuple; NULL for all-reduce-start */
+} Pending;
 
 /* The state of one rng-get-and-update-state instruction: XLA's CPU
  * backend keeps a 128-bit counter per instruction, starting at 0x7012395,
@@ -140,18 +155,6 @@ static void plan_free(Plan *p)
     }
 }
 
-/* Instructions that run even when the root does not use them. */
-static bool has_side_effect(const IrInstr *ins)
-{
-    switch (ins->op) {
-    case OP_CUSTOM_CALL: case OP_OUTFEED: case OP_INFEED: case OP_SEND: case OP_SEND_DONE:
-    case OP_RECV: case OP_RECV_DONE: case OP_RNG_GET_AND_UPDATE_STATE:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Iterative depth-first post-order from `start`: each instruction after its
  * operands and control predecessors. state: 0 new, 1 on the path, 2 done.
  * Example: root = add(p0, mul(p0, p1)) gives p0, p1, mul, add. */
@@ -242,11 +245,17 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
         goto done;
     st = IR_OK;
     for (int32_t i = 0; i < n && st == IR_OK; i++)
-        if (has_side_effect(&c->instr[i]))
+        if (dev_side_effect_op(c->instr[i].op))
             st = post_order(x, c, i, state, stack, next, p);
     if (st == IR_OK)
         st = post_order(x, c, c->root, state, stack, next, p);
     if (st != IR_OK)
+        goto done;
+    for (int32_t k = 0; k < p->n; k++)
+        p->nasync += dev_async_start_op(c->instr[p->order[k]].op);
+    /* Overlap only where the collectives can run asynchronously. */
+    if (p->nasync > 0 && x->opt->coll && x->opt->coll->start && x->opt->coll->wait &&
+        (st = dev_schedule_overlap(c, p->order, p->n)) != IR_OK)
         goto done;
     count_uses(c, p);
     if ((st = dev_fusion_find(x->m, c, p->order, p->n, x->opt, &p->fusion, x->d)) != IR_OK)
@@ -486,20 +495,28 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
  * all-reduce-start has the all-reduce's shape; all-gather-start and
  * collective-permute-start are (operands, result, context...), whose
  * element 1 is the base op's result. */
-static IrStatus run_collective_start(const Exec *x, const DevKernelArgs *k, DevValue **out)
+static IrStatus start_base(const Exec *x, const IrInstr *ins, IrInstr *base)
 {
-    const IrInstr *ins = k->ins;
-    IrInstr base = *ins;
-    base.op = ins->op == OP_ALL_REDUCE_START ? OP_ALL_REDUCE
-              : ins->op == OP_ALL_GATHER_START ? OP_ALL_GATHER : OP_COLLECTIVE_PERMUTE;
+    *base = *ins;
+    base->op = ins->op == OP_ALL_REDUCE_START ? OP_ALL_REDUCE
+               : ins->op == OP_ALL_GATHER_START ? OP_ALL_GATHER : OP_COLLECTIVE_PERMUTE;
     if (ins->op != OP_ALL_REDUCE_START) {
         if (ins->shape.type != IR_TUPLE || ins->shape.ntuple < 2)
             return instr_error(x, ins, IR_EINPUT, "%s must have the shape (operands, result, "
                                "...)", ir_op_name(ins->op));
-        base.shape = ins->shape.tuple[1];
+        base->shape = ins->shape.tuple[1];
     }
+    return IR_OK;
+}
+
+static IrStatus run_collective_start(const Exec *x, const DevKernelArgs *k, DevValue **out)
+{
+    const IrInstr *ins = k->ins;
+    IrInstr base;
+    IrStatus st = start_base(x, ins, &base);
+    if (st != IR_OK)
+        return st;
     DevValue *r = NULL;
-    IrStatus st;
     if (x->opt->coll && x->opt->coll->run)
         st = x->opt->coll->run(x->opt->coll->ctx, x->m, &base, k->nopnd, k->opnd, &r, x->d);
     else
@@ -822,12 +839,155 @@ static IrStatus run_group(Exec *x, const IrComputation *c, const DevFusionGroup 
     return IR_OK;
 }
 
+/* Release the operands of ins whose last use this was. */
+static void release_operands(const IrInstr *ins, DevValue **vals, int32_t *rem)
+{
+    for (int32_t j = 0; j < ins->nopnd; j++) {
+        int32_t o = ins->opnd[j];
+        if (rem[o] > 0 && --rem[o] == 0) {
+            dev_value_unref(vals[o]);
+            vals[o] = NULL;
+        }
+    }
+}
+
+/* A kernel's result r for ins, checked; released when it does not fit. */
+static IrStatus check_result(const Exec *x, const IrInstr *ins, IrStatus st, DevValue *r)
+{
+    if (st == IR_OK && !r)
+        st = instr_error(x, ins, IR_EINTERNAL, "kernel returned no value");
+    if (st != IR_OK) {
+        dev_value_unref(r);
+        return ensure_diag(x, ins, st);
+    }
+    if (!shape_matches(&r->shape, &ins->shape)) {
+        st = shape_mismatch(x, ins, "the result", &r->shape, &ins->shape);
+        dev_value_unref(r);
+        return st;
+    }
+    return IR_OK;
+}
+
+/* ---- asynchronous pairs (DevCollectives.start, schedule.c) ----
+ *
+ * A -start hands its collective to the runtime and leaves its value
+ * pending; the first instruction that reads the value (the -done, or
+ * anything else) waits for it and makes it: the result, or XLA's async
+ * tuple around it. Between the two the device runs whatever the schedule
+ * put there. */
+
+/* Begin -start k->ins in the background. IR_EUNSUPPORTED, nothing done
+ * and no diagnostic: it runs at once instead (an async-start whose
+ * computation is not one collective over its parameters). */
+static IrStatus async_begin(const Exec *x, const DevKernelArgs *k, Pending *pd)
+{
+    const IrInstr *ins = k->ins;
+    IrInstr base;
+    DevValue *stack[8], **opnd = k->opnd;
+    int32_t nopnd = k->nopnd;
+    IrStatus st = IR_OK;
+    if (ins->op == OP_ASYNC_START) {
+        int32_t arg[8];
+        const IrInstr *w = dev_async_wrapped_collective(k, arg, 8);
+        if (!w || ins->shape.type != IR_TUPLE || ins->shape.ntuple < 2 ||
+            !ir_shape_equal(&w->shape, &ins->shape.tuple[1]))
+            return IR_EUNSUPPORTED;
+        base = *w;
+        nopnd = w->nopnd;
+        for (int32_t j = 0; j < nopnd; j++)
+            stack[j] = k->opnd[arg[j]];
+        opnd = stack;
+    } else if ((st = start_base(x, ins, &base)) != IR_OK) {
+        return st;
+    }
+    pd->el0 = NULL;
+    if (ins->op != OP_ALL_REDUCE_START && !(pd->el0 = dev_async_operands(k)))
+        return IR_ENOMEM;
+    st = x->opt->coll->start(x->opt->coll->ctx, x->m, &base, nopnd, opnd, &pd->handle, x->d);
+    if (st != IR_OK) {
+        dev_value_unref(pd->el0);
+        *pd = (Pending){0};
+    }
+    return st;
+}
+
+/* Wait for instruction i's collective and make its value in vals[i]. */
+static IrStatus async_finish(const Exec *x, const IrComputation *c, int32_t i, Pending *pd, DevValue **vals)
+{
+    const IrInstr *ins = &c->instr[i];
+    DevValue *r = NULL, *el0 = pd->el0;
+    void *h = pd->handle;
+    *pd = (Pending){0};
+    IrStatus st = x->opt->coll->wait(x->opt->coll->ctx, h, &r, x->d);
+    if (st != IR_OK) {
+        dev_value_unref(el0);
+        dev_value_unref(r);
+        return ensure_diag(x, ins, st);
+    }
+    DevValue *v = r;
+    if (ins->op != OP_ALL_REDUCE_START) {
+        DevKernelArgs k = {x->m, c, ins, 0, NULL, x->opt, x->d};
+        v = NULL;
+        st = dev_async_assemble(&k, el0, r, &v);
+    }
+    if ((st = check_result(x, ins, st, v)) == IR_OK)
+        vals[i] = v;
+    return st;
+}
+
+/* Every pending value instruction i reads (a fusion group: its leaves). */
+static IrStatus async_operands(const Exec *x, const IrComputation *c, const Plan *p, int32_t i, Pending *pend,
+                               DevValue **vals)
+{
+    const IrInstr *ins = &c->instr[i];
+    const DevFusionGroup *g = p->fusion.group_of && p->fusion.group_of[i] >= 0
+                                  ? &p->fusion.groups[p->fusion.group_of[i]] : NULL;
+    int32_t n = g ? g->nleaves : ins->nopnd;
+    IrStatus st = IR_OK;
+    for (int32_t j = 0; j < n && st == IR_OK; j++) {
+        int32_t o = g ? g->leaves[j] : ins->opnd[j];
+        if (pend[o].handle)
+            st = async_finish(x, c, o, &pend[o], vals);
+    }
+    return st;
+}
+
+/* After a failure: every collective still in flight is waited for (its
+ * peers may be in it; the runtime ends them when this device fails), its
+ * result dropped. */
+static void async_drain(const Exec *x, int32_t n, Pending *pend)
+{
+    for (int32_t i = 0; pend && i < n; i++)
+        if (pend[i].handle) {
+            IrDiag quiet = {0};
+            DevValue *r = NULL;
+            x->opt->coll->wait(x->opt->coll->ctx, pend[i].handle, &r, &quiet);
+            dev_value_unref(r);
+            dev_value_unref(pend[i].el0);
+            ir_diag_clear(&quiet);
+            pend[i] = (Pending){0};
+        }
+}
+
+/* A -start run asynchronously: true when it was (st its status). */
+static bool try_async_start(const Exec *x, const IrComputation *c, const IrInstr *ins, DevValue **opnd,
+                            Pending *pd, IrStatus *st)
+{
+    if (!pd || !dev_async_start_op(ins->op))
+        return false;
+    DevKernelArgs k = {x->m, c, ins, ins->nopnd, opnd, x->opt, x->d};
+    *st = async_begin(x, &k, pd);
+    return *st != IR_EUNSUPPORTED || (x->d && x->d->status != IR_OK);
+}
+
 static IrStatus run_one(Exec *x, const IrComputation *c, const Plan *p, int32_t i, int32_t nargs,
-                        DevValue **args, bool consume, DevValue **vals, int32_t *rem)
+                        DevValue **args, bool consume, DevValue **vals, int32_t *rem, Pending *pend)
 {
     const IrInstr *ins = &c->instr[i];
     DevValue *r = NULL;
     IrStatus st;
+    if (pend && (st = async_operands(x, c, p, i, pend, vals)) != IR_OK)
+        return st;
     if (ins->op == OP_PARAMETER)
         return bind_parameter(x, ins, nargs, args, consume, &vals[i]);
     if (p->fusion.group_of && p->fusion.group_of[i] >= 0)
@@ -841,32 +1001,25 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const Plan *p, int32_t 
             return ensure_diag(x, ins, IR_ENOMEM);
         for (int32_t j = 0; j < ins->nopnd; j++)
             opnd[j] = vals[ins->opnd[j]];
-        pin_live_operands(ins, opnd, rem, true);
-        st = run_instr(x, c, ins, opnd, &r);
-        pin_live_operands(ins, opnd, rem, false);
+        bool async = try_async_start(x, c, ins, opnd, pend ? &pend[i] : NULL, &st);
+        if (!async) {
+            pin_live_operands(ins, opnd, rem, true);
+            st = run_instr(x, c, ins, opnd, &r);
+            pin_live_operands(ins, opnd, rem, false);
+        }
         if (opnd != stack)
             ts_free(opnd);
-    }
-    if (st == IR_OK && !r)
-        st = instr_error(x, ins, IR_EINTERNAL, "kernel returned no value");
-    if (st != IR_OK) {
-        dev_value_unref(r);
-        return ensure_diag(x, ins, st);
-    }
-    if (!shape_matches(&r->shape, &ins->shape)) {
-        st = shape_mismatch(x, ins, "the result", &r->shape, &ins->shape);
-        dev_value_unref(r);
-        return st;
-    }
-    vals[i] = r;
-    /* Release operands whose last use this was. */
-    for (int32_t j = 0; j < ins->nopnd; j++) {
-        int32_t o = ins->opnd[j];
-        if (rem[o] > 0 && --rem[o] == 0) {
-            dev_value_unref(vals[o]);
-            vals[o] = NULL;
+        if (async) {
+            if (st != IR_OK)
+                return ensure_diag(x, ins, st);
+            release_operands(ins, vals, rem);
+            return IR_OK;
         }
     }
+    if ((st = check_result(x, ins, st, r)) != IR_OK)
+        return st;
+    vals[i] = r;
+    release_operands(ins, vals, rem);
     return IR_OK;
 }
 
@@ -887,6 +1040,7 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
     int32_t rstack[16];
     DevValue **vals = n <= 16 ? vstack : ts_calloc((size_t)n, sizeof *vals);
     int32_t *rem = n <= 16 ? rstack : ts_malloc((size_t)n * sizeof *rem);
+    Pending *pend = NULL;
     if (!vals || !rem) {
         st = ir_error(x->d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
         goto done;
@@ -894,19 +1048,30 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
     if (n <= 16)
         memset(vstack, 0, sizeof vstack);
     memcpy(rem, p->uses, (size_t)n * sizeof *rem);
+    bool async = p->nasync > 0 && x->opt->coll && x->opt->coll->start && x->opt->coll->wait;
+    if (async && !(pend = ts_calloc((size_t)n, sizeof *pend))) {
+        st = ir_error(x->d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
+        goto done;
+    }
     for (int32_t k = 0; k < p->n && st == IR_OK; k++) {
         int32_t i = p->order[k];
-        st = run_one(x, c, p, i, nargs, args, consume, vals, rem);
+        st = run_one(x, c, p, i, nargs, args, consume, vals, rem, pend);
+        if (st == IR_OK && rem[i] == 0 && pend && pend[i].handle) /* a dead -start still completes */
+            st = async_finish(x, c, i, &pend[i], vals);
         if (st == IR_OK && rem[i] == 0) { /* dead value */
             dev_value_unref(vals[i]);
             vals[i] = NULL;
         }
     }
+    if (st == IR_OK && pend && pend[c->root].handle)
+        st = async_finish(x, c, c->root, &pend[c->root], vals);
     if (st == IR_OK) {
         *out = vals[c->root];
         vals[c->root] = NULL;
     }
 done:
+    async_drain(x, n, pend);
+    ts_free(pend);
     if (vals)
         for (int32_t i = 0; i < n; i++)
             dev_value_unref(vals[i]);

@@ -9,6 +9,15 @@
  * small scratch buffer that stays in cache. Each input element is read
  * once and each output element written once, where the unfused chain
  * writes and reads back a full array per instruction.
+ *
+ * A row group (fusion_rows.c) also holds reductions over the minor
+ * dimensions: its nodes live in a row space [outer dims | row dims] of
+ * the group's shape S. Row nodes have S's dims, outer nodes have the outer
+ * dims (one element a row); a reduce over exactly the row dims turns a
+ * row node into an outer node, a broadcast along the outer dims turns an
+ * outer node back into a row node. Softmax over the rows of x is one
+ * group: max, broadcast, subtract, exp, sum, broadcast, divide, run a row
+ * at a time with every intermediate row in cache.
  */
 #ifndef TESSEL_DEVICE_FUSION_H
 #define TESSEL_DEVICE_FUSION_H
@@ -21,6 +30,15 @@
 #define DEV_FUSION_MIN_ELEMENTS 1024
 /* Nodes per group, bounding scratch memory and set-up. */
 #define DEV_FUSION_MAX_NODES 64
+/* Row groups: the row length (elements) bounds the scratch (one row per
+ * node, at most DEV_FUSION_MAX_NODES * 8 * DEV_FUSION_ROW_MAX bytes);
+ * shorter rows than DEV_FUSION_ROW_MIN cost more in per-row set-up than
+ * fusion saves (unless fuse_small or fusion_block, for tests). */
+#define DEV_FUSION_ROW_MAX 16384
+#define DEV_FUSION_ROW_MIN 128
+/* Transposes join a group only with an operand this small (elements): it
+ * is read through strides, in cache. */
+#define DEV_FUSION_TRANSPOSE_MAX (1 << 16)
 
 typedef struct DevFusionGroup {
     int32_t root;        /* instruction whose value the group produces */
@@ -34,6 +52,9 @@ typedef struct DevFusionGroup {
                           * buffer may take the result */
     bool chunked;        /* all f32, every op in float_ops.h's lists or a
                           * broadcast: runs in the chunk interpreter */
+    int32_t nouter;      /* a row group: the number of outer dims of its
+                          * shape (the dims of `space`); -1 otherwise */
+    int32_t space;       /* a row group: an instruction of shape S */
 } DevFusionGroup;
 
 typedef struct DevFusion {
@@ -58,5 +79,20 @@ void dev_fusion_free(DevFusion *f);
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out);
+
+/* fusion.c: positions of an instruction among g's leaves and nodes, -1
+ * when absent. */
+int32_t dev_fusion_leaf_index(const DevFusionGroup *g, int32_t instr);
+int32_t dev_fusion_node_index(const DevFusionGroup *g, int32_t instr);
+
+/* fusion.c: lview[l] = a borrowed view of leaf l's value (refs 1), lbase[l]
+ * its data; IR_EINTERNAL (naming the leaf) when a leaf is not an array. */
+IrStatus dev_fusion_bind_leaves(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                                DevValue **vals, DevValue *lview, uint8_t **lbase, IrDiag *d);
+
+/* fusion_rows.c: run row group g (g->nouter >= 0), as dev_fusion_run
+ * (vals are only read: a row group never takes over a leaf's buffer). */
+IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                             const DevExecOptions *opt, IrDiag *d, DevValue **vals, DevValue **out);
 
 #endif

@@ -2,8 +2,9 @@
  * k_control.c: ops that wrap a computation or a value without computing
  * elements of their own: fusion, the async wrappers, copy-start/copy-done,
  * scan, and the one-member forms of ragged-all-to-all. Each has XLA's
- * meaning on one device, run now (nothing overlaps yet: a later issue may
- * schedule the async pairs apart).
+ * meaning on one device, run at the start; with a collective runtime the
+ * collective pairs (and an async-start wrapping one collective) run
+ * asynchronously instead (exec.c, schedule.c).
  *
  *   fusion(x...), calls=F            = call F(x...)
  *   async-start(x...), calls=F       = ((x...), F(x...), context...)
@@ -50,10 +51,20 @@ IrStatus dev_k_fusion(const DevKernelArgs *k, DevValue **out)
     return st != IR_OK ? st : dev_call(k, k->ins->called[0], k->nopnd, k->opnd, out);
 }
 
-IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **out)
+DevValue *dev_async_operands(const DevKernelArgs *k)
+{
+    const IrShape *s = &k->ins->shape;
+    /* One operand of array shape stands for itself (all-gather-start). */
+    if (k->nopnd == 1 && s->type == IR_TUPLE && s->ntuple >= 1 && s->tuple[0].type != IR_TUPLE)
+        return dev_value_ref(k->opnd[0]);
+    return tuple_of(s->type == IR_TUPLE && s->ntuple >= 1 ? &s->tuple[0] : NULL, k->nopnd, k->opnd);
+}
+
+IrStatus dev_async_assemble(const DevKernelArgs *k, DevValue *el0, DevValue *result, DevValue **out)
 {
     const IrShape *s = &k->ins->shape;
     if (s->type != IR_TUPLE || s->ntuple < 2) {
+        dev_value_unref(el0);
         dev_value_unref(result);
         return dev_kernel_error(k, IR_EINPUT, "%s must have the shape ((operands), result, "
                                 "context...)", ir_op_name(k->ins->op));
@@ -61,16 +72,13 @@ IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **ou
     int32_t n = s->ntuple;
     DevValue **el = ts_calloc((size_t)n, sizeof *el);
     if (!el) {
+        dev_value_unref(el0);
         dev_value_unref(result);
         return IR_ENOMEM;
     }
-    /* One operand of array shape stands for itself (all-gather-start). */
-    if (k->nopnd == 1 && s->tuple[0].type != IR_TUPLE)
-        el[0] = dev_value_ref(k->opnd[0]);
-    else
-        el[0] = tuple_of(&s->tuple[0], k->nopnd, k->opnd);
+    el[0] = el0;
     el[1] = result;
-    bool ok = el[0] != NULL;
+    bool ok = el[0] != NULL && el[1] != NULL;
     for (int32_t i = 2; i < n && ok; i++)
         ok = (el[i] = dev_value_zeros(&s->tuple[i])) != NULL;
     if (!ok) {
@@ -82,6 +90,45 @@ IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **ou
     *out = dev_value_tuple(s, n, el);
     ts_free(el);
     return *out ? IR_OK : IR_ENOMEM;
+}
+
+IrStatus dev_async_tuple(const DevKernelArgs *k, DevValue *result, DevValue **out)
+{
+    const IrShape *s = &k->ins->shape;
+    DevValue *el0 = s->type == IR_TUPLE && s->ntuple >= 2 ? dev_async_operands(k) : NULL;
+    if (s->type == IR_TUPLE && s->ntuple >= 2 && !el0) {
+        dev_value_unref(result);
+        return IR_ENOMEM;
+    }
+    return dev_async_assemble(k, el0, result, out);
+}
+
+const IrInstr *dev_async_wrapped_collective(const DevKernelArgs *k, int32_t *arg, int32_t max)
+{
+    if (k->ins->op != OP_ASYNC_START || k->ins->ncalled < 1 || k->ins->called[0] < 0 ||
+        k->ins->called[0] >= k->m->ncomp)
+        return NULL;
+    const IrComputation *c = k->m->comp[k->ins->called[0]];
+    if (c->root < 0 || c->root >= c->ninstr)
+        return NULL;
+    const IrInstr *r = &c->instr[c->root];
+    switch (r->op) {
+    case OP_ALL_REDUCE: case OP_ALL_GATHER: case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL:
+    case OP_COLLECTIVE_PERMUTE: break;
+    default: return NULL;
+    }
+    if (r->nopnd > max || r->a.control_predecessors.n > 0)
+        return NULL;
+    for (int32_t j = 0; j < r->nopnd; j++) {
+        int32_t o = r->opnd[j];
+        if (o < 0 || o >= c->ninstr || c->instr[o].op != OP_PARAMETER)
+            return NULL;
+        int64_t pn = c->instr[o].a.parameter_number;
+        if (pn < 0 || pn >= k->nopnd || !ir_shape_equal(&k->opnd[pn]->shape, &c->instr[o].shape))
+            return NULL;
+        arg[j] = (int32_t)pn;
+    }
+    return r;
 }
 
 IrStatus dev_k_async_start(const DevKernelArgs *k, DevValue **out)

@@ -421,9 +421,9 @@ static bool is_permutation(const IrI64List *p, int32_t rank)
     return true;
 }
 
-IrStatus dev_k_transpose(const DevKernelArgs *k, DevValue **out)
+/* The checks of a transpose (operand, permutation, result shape). */
+static IrStatus transpose_check(const DevKernelArgs *k)
 {
-    *out = NULL;
     IrStatus st = expect_arrays(k, 1, 1);
     if (st != IR_OK)
         return st;
@@ -435,6 +435,29 @@ IrStatus dev_k_transpose(const DevKernelArgs *k, DevValue **out)
     for (int32_t j = 0; j < rs->rank; j++)
         if (rs->dims[j] != os->dims[p->v[j]])
             return shape_error(k, "transpose: result shape does not match", rs);
+    return IR_OK;
+}
+
+IrStatus dev_k_transpose_strides(const DevKernelArgs *k, int64_t *sstr)
+{
+    IrStatus st = transpose_check(k);
+    if (st != IR_OK)
+        return st;
+    int64_t ost[IR_MAX_RANK];
+    strides_of(&k->opnd[0]->shape, ost);
+    for (int32_t j = 0; j < k->ins->shape.rank; j++)
+        sstr[j] = ost[k->ins->a.dimensions.v[j]];
+    return IR_OK;
+}
+
+IrStatus dev_k_transpose(const DevKernelArgs *k, DevValue **out)
+{
+    *out = NULL;
+    IrStatus st = transpose_check(k);
+    if (st != IR_OK)
+        return st;
+    const IrShape *os = &k->opnd[0]->shape;
+    const IrI64List *p = &k->ins->a.dimensions;
     DevValue *r;
     if ((st = new_result(k, false, &r)) != IR_OK)
         return st;

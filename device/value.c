@@ -17,6 +17,13 @@
  * and hands one back when a value of exactly that size is created: loops
  * and chains of same-shaped ops then ping-pong between warm buffers. The
  * cache is freed when its thread exits, or by dev_value_trim.
+ *
+ * On a device's executor thread (dev_alloc_use) large buffers come from
+ * the device's allocator, bound to its NUMA node (alloc.c); the cache
+ * keeps each buffer with its allocator and hands it only to a value of
+ * the same allocator, and a bound buffer freed on another thread goes
+ * back to its allocator at once (so no thread's cache holds a device's
+ * memory past the device).
  */
 #include <assert.h>
 #include "device.h"
@@ -36,7 +43,16 @@ typedef struct BufCache {
     int64_t bytes;
     int64_t size[CACHE_SLOTS];
     void *buf[CACHE_SLOTS];     /* oldest first */
+    DevAllocator *owner[CACHE_SLOTS]; /* the allocator of each (NULL: ts_malloc) */
 } BufCache;
+
+static void buf_free(void *b, DevAllocator *owner)
+{
+    if (owner)
+        dev_alloc_free(b);
+    else
+        ts_free(b);
+}
 
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -46,7 +62,7 @@ static void cache_destroy(void *p)
 {
     BufCache *c = p;
     for (int32_t i = 0; i < c->n; i++)
-        ts_free(c->buf[i]);
+        buf_free(c->buf[i], c->owner[i]);
     free(c);
 }
 
@@ -79,11 +95,12 @@ static void cache_drop(BufCache *c, int32_t i)
     c->bytes -= c->size[i];
     memmove(&c->buf[i], &c->buf[i + 1], (size_t)(c->n - i - 1) * sizeof *c->buf);
     memmove(&c->size[i], &c->size[i + 1], (size_t)(c->n - i - 1) * sizeof *c->size);
+    memmove(&c->owner[i], &c->owner[i + 1], (size_t)(c->n - i - 1) * sizeof *c->owner);
     c->n--;
 }
 
-/* A cached buffer of exactly n bytes, or NULL. */
-static void *cache_take(int64_t n)
+/* A cached buffer of exactly n bytes from allocator a (NULL: ts_malloc), or NULL. */
+static void *cache_take(int64_t n, DevAllocator *a)
 {
     if (n < CACHE_MIN)
         return NULL;
@@ -91,7 +108,7 @@ static void *cache_take(int64_t n)
     if (!c)
         return NULL;
     for (int32_t i = c->n - 1; i >= 0; i--) /* the most recent is the warmest */
-        if (c->size[i] == n) {
+        if (c->size[i] == n && c->owner[i] == a) {
             void *b = c->buf[i];
             cache_drop(c, i);
             return b;
@@ -99,19 +116,21 @@ static void *cache_take(int64_t n)
     return NULL;
 }
 
-/* Keep a freed buffer of n bytes, or free it. */
-static void cache_put(void *b, int64_t n)
+/* Keep a freed buffer of n bytes (from owner), or free it. */
+static void cache_put(void *b, int64_t n, DevAllocator *owner)
 {
-    BufCache *c = n >= CACHE_MIN && n <= CACHE_MAX_BYTES ? cache_get(true) : NULL;
+    bool keep = n >= CACHE_MIN && n <= CACHE_MAX_BYTES && (!owner || owner == dev_alloc_current());
+    BufCache *c = keep ? cache_get(true) : NULL;
     if (!c) {
-        ts_free(b);
+        buf_free(b, owner);
         return;
     }
     while (c->n > 0 && (c->n == CACHE_SLOTS || c->bytes + n > CACHE_MAX_BYTES)) {
-        ts_free(c->buf[0]);
+        buf_free(c->buf[0], c->owner[0]);
         cache_drop(c, 0);
     }
     c->buf[c->n] = b;
+    c->owner[c->n] = owner;
     c->size[c->n++] = n;
     c->bytes += n;
 }
@@ -120,7 +139,7 @@ void dev_value_trim(void)
 {
     BufCache *c = cache_get(false);
     while (c && c->n > 0) {
-        ts_free(c->buf[0]);
+        buf_free(c->buf[0], c->owner[0]);
         cache_drop(c, 0);
     }
 }
@@ -215,9 +234,19 @@ static DevValue *array_new(const IrShape *shape, bool zero)
     if (in) {
         v->data = inline_data(v);
     } else if (nbytes > 0) {
-        if ((v->data = cache_take(nbytes)) != NULL) {
+        /* A device thread's large arrays: its NUMA node's allocator. */
+        DevAllocator *a = nbytes >= DEV_BOUND_MIN ? dev_alloc_current() : NULL;
+        if (a && !dev_alloc_binds(a))
+            a = NULL;
+        if ((v->data = cache_take(nbytes, a)) != NULL) {
             if (zero)
                 memset(v->data, 0, (size_t)nbytes);
+        } else if (a) {
+            if ((v->data = dev_alloc(a, (size_t)nbytes)) != NULL) {
+                ir_hint_huge(v->data, (size_t)nbytes); /* as below */
+                if (zero)
+                    memset(v->data, 0, (size_t)nbytes);
+            }
         } else {
             v->data = zero ? ts_calloc(1, (size_t)nbytes) : ts_malloc((size_t)nbytes);
             /* A fresh buffer's first touch costs a page fault per 4 KiB
@@ -231,6 +260,7 @@ static DevValue *array_new(const IrShape *shape, bool zero)
             ts_free(v);
             return NULL;
         }
+        v->alloc = a;
     }
     v->nbytes = nbytes;
     v->refs = 1;
@@ -366,7 +396,7 @@ void dev_value_unref(DevValue *v)
     release_elems(v->nelems, v->elems);
     ts_free(v->elems);
     if (v->data && v->data != inline_data(v))
-        cache_put(v->data, v->nbytes);
+        cache_put(v->data, v->nbytes, v->alloc);
     shape_free(&v->shape);
     ts_free(v->sizes);
     ts_free(v);

@@ -474,6 +474,14 @@ int64_t ir_sharding_replication(const IrSharding *s);
 /* Number of distinct tiles (product of data tile dims). */
 int64_t ir_sharding_num_tiles(const IrSharding *s);
 bool ir_sharding_equal(const IrSharding *a, const IrSharding *b);
+/* 0, 1, ..., n-1 as one table shared by every sharding whose devices are
+ * in that order (the iota form without a transpose, and what projections
+ * of it keep): a sharding's device array is never written after it is
+ * made, so at 65,536 devices they cost no memory and no copies, and
+ * comparing or checking one is a pointer test. NULL beyond
+ * IR_MAX_DEVICES. */
+const int64_t *ir_iota_table(int64_t n);
+bool ir_devices_are_iota(const int64_t *devices);
 /* Check against a shape and a device count; on error fill d with `pos`.
  * num_devices <= 0 skips the device-range check. */
 IrStatus ir_sharding_validate(const IrSharding *s, const IrShape *shape, int64_t num_devices,
@@ -510,11 +518,11 @@ typedef struct IrWindow {
 
 /* dim_labels=b01f_01io->b01f, spatial dims in order of their digit. */
 typedef struct IrConvDnums {
-    bool present;
     int64_t in_batch, in_feature;
     int64_t k_in_feature, k_out_feature;
     int64_t out_batch, out_feature;
     int32_t nspatial;
+    bool present;          /* beside nspatial: no padding */
     int64_t *in_spatial, *k_spatial, *out_spatial;
 } IrConvDnums;
 
@@ -537,11 +545,10 @@ typedef struct IrScatterDnums {
 /* replica_groups={{0,1},{2,3}} or the iota form [2,2]<=[4] (expanded on parse). */
 typedef struct IrReplicaGroups {
     bool present;
+    bool iota;             /* iota form kept for printing (iota_* below) */
     int32_t ngroups;
     int32_t *group_size;   /* ngroups entries */
     int64_t **groups;
-    /* iota form kept for printing */
-    bool iota;
     IrI64List iota_shape, iota_reshape;
     int32_t *iota_perm;
     int32_t niota_perm;
@@ -565,7 +572,6 @@ typedef struct IrAttrs {
     int64_t tuple_index;                /* get-tuple-element index= */
     int64_t iota_dimension;
     IrI64List dimensions;               /* broadcast, transpose, reduce, reverse, concatenate, sort, all-gather, ... */
-    bool has_dimensions;
     IrI64List slice_start, slice_limit, slice_stride;
     IrI64List dynamic_slice_sizes;
     IrI64List pad_lo, pad_hi, pad_interior;   /* padding=lo_hi_interior x ... */
@@ -577,37 +583,28 @@ typedef struct IrAttrs {
     const char *precision_config;       /* raw text of operand_precision={...}, or NULL; as written,
                                          * braces included: "{default,high}" */
     const char *algorithm;              /* dot algorithm=, raw */
-    IrCmpDir direction;
-    IrCmpType cmp_type;
     IrGatherDnums gather;
     IrI64List slice_sizes;              /* gather */
-    bool indices_are_sorted, unique_indices;
     IrScatterDnums scatter;
-    bool is_stable;
     IrReplicaGroups replica_groups;
     int64_t channel_id;                 /* 0 = none */
-    bool use_global_device_ids, constrain_layout;
     IrI64List source_target_pairs;      /* flattened {s,t} pairs: 2n entries */
     const char *custom_call_target;
     const char *backend_config;         /* raw text (string or {...}), or NULL; as written,
                                          * quotes or braces included: "\"x\"" or "{...}" */
     const char *api_version;
-    bool custom_call_has_side_effect;
-    int32_t noperand_layouts;
     IrShape *operand_layout_constraints;
     const char *distribution;           /* rng: rng_uniform / rng_normal */
     const char *rng_algorithm;          /* rng-bit-generator */
     const char *fft_type;
     IrI64List fft_length;
     const char *infeed_config, *outfeed_config;
-    bool has_outfeed_shape;
     IrShape outfeed_shape;
     int64_t exponent_bits, mantissa_bits; /* reduce-precision */
     /* Constant literal: leaves depth first, each row-major in its element
      * type's in-memory form (pred as uint8 0/1, f16/bf16 as raw uint16). */
     uint8_t *literal;
     int64_t literal_bytes;
-    int32_t nfrontend;
     IrKeyValue *frontend;               /* frontend_attributes={k="v",...} */
     const char *metadata;               /* raw text inside metadata={...} */
     const char *statistics_viz, *origin; /* raw, kept for printing: the {...} values as
@@ -618,41 +615,55 @@ typedef struct IrAttrs {
     const char *output_to_operand_aliasing; /* raw {...} text, braces included */
     const char *async_execution_thread; /* raw string value, quotes included */
     const char *custom_call_schedule;   /* SCHEDULE_NONE, SCHEDULE_LATEST, ... */
-    bool is_host_transfer;              /* send, recv, send-done, recv-done */
-    bool has_cross_program_prefetch;
     int64_t cross_program_prefetch_index;  /* copy-start */
     const char *domain;                 /* raw {...} of domain=, braces included */
     /* topk */
     int64_t topk_k;
-    bool topk_largest;                  /* XLA's default is true */
-    bool has_topk_largest;
     /* ragged-dot: lhs_ragged_dims, rhs_group_dims (dot dims in `dot`) */
     IrI64List lhs_ragged_dims, rhs_group_dims;
     /* triangular-solve and cholesky */
-    bool left_side, lower, unit_diagonal;
     const char *transpose_a;            /* NO_TRANSPOSE, TRANSPOSE, ADJOINT; NULL = NO_TRANSPOSE */
     /* batch-norm-training / -inference / -grad */
-    float epsilon;
     int64_t feature_index;
     /* rng-get-and-update-state */
     int64_t rng_delta;
-    /* Sugared async forms `OP-start`/`OP-update`/`OP-done` (XLA prints an
-     * async op whose computation wraps one instruction that way): set on the
-     * async-start/-update/-done, with the wrapped opcode, so printing gives
-     * back the form that was read. */
-    bool async_sugar;
-    IrOpcode async_wrapped_op;
     /* scan */
     int64_t num_carries;
-    bool is_reverse, has_is_reverse;
-    bool is_associative, has_is_associative; /* scan: a hint; the result is the same */
     /* collective-permute's in-place form: slice_sizes={{...},...}, raw */
     const char *permute_slice_sizes;
     /* Attributes that change nothing tessel computes but that XLA prints
      * (parameter_replication, inferred_dimension, result_accuracy, ...):
-     * kept as name and raw value text so printing gives them back. */
-    int32_t nkept;
+     * kept as name and raw value text so printing gives them back
+     * (nkept entries). */
     IrKeyValue *kept;
+    /* The 4-byte and 1-byte members come last, together: every pass copies
+     * and reads IrInstrs, so padding after each of them would cost memory
+     * and cache lines for every instruction of every module. */
+    IrCmpDir direction;
+    IrCmpType cmp_type;
+    int32_t noperand_layouts;           /* entries of operand_layout_constraints */
+    int32_t nfrontend;                  /* entries of frontend */
+    int32_t nkept;                      /* entries of kept */
+    float epsilon;                      /* batch-norm-training / -inference / -grad */
+    /* Sugared async forms `OP-start`/`OP-update`/`OP-done` (XLA prints an
+     * async op whose computation wraps one instruction that way): set on the
+     * async-start/-update/-done, with the wrapped opcode, so printing gives
+     * back the form that was read. */
+    IrOpcode async_wrapped_op;
+    bool async_sugar;
+    bool has_dimensions;
+    bool indices_are_sorted, unique_indices;  /* gather, scatter */
+    bool is_stable;                     /* sort */
+    bool use_global_device_ids, constrain_layout;
+    bool custom_call_has_side_effect;
+    bool has_outfeed_shape;
+    bool is_host_transfer;              /* send, recv, send-done, recv-done */
+    bool has_cross_program_prefetch;
+    bool topk_largest;                  /* XLA's default is true */
+    bool has_topk_largest;
+    bool left_side, lower, unit_diagonal; /* triangular-solve and cholesky */
+    bool is_reverse, has_is_reverse;    /* scan */
+    bool is_associative, has_is_associative; /* scan: a hint; the result is the same */
     /* constant({...}): the literal was elided in the text (XLA prints
      * large constants so); literal is NULL and the values are unknown. */
     bool literal_elided;
@@ -670,18 +681,20 @@ typedef struct IrAttrs {
  *   wrapper computation the parser built (IrComputation.async_wrapper),
  *   whose root is OP with OP's attributes and callees */
 typedef struct IrInstr {
+    /* What every pass reads of every instruction comes first, in the first
+     * cache lines; the attributes (about 1 KiB) last. */
     IrOpcode op;
-    const char *name;
-    IrShape shape;
     int32_t nopnd;
-    int32_t *opnd;         /* indices into the computation's instr[] */
     int32_t ncalled;
-    int32_t *called;       /* indices into the module's comp[] */
-    IrAttrs a;
-    IrSharding *sharding;  /* NULL when not annotated */
     bool cond_pred_form;   /* conditional printed as true_computation=/false_computation= */
     bool custom_to_apply;  /* custom-call names its callee with to_apply= */
+    const char *name;
+    int32_t *opnd;         /* indices into the computation's instr[] */
+    int32_t *called;       /* indices into the module's comp[] */
+    IrSharding *sharding;  /* NULL when not annotated */
     IrPos pos;             /* where the instruction's name starts */
+    IrShape shape;
+    IrAttrs a;
 } IrInstr;
 
 typedef struct IrComputation {
@@ -846,6 +859,11 @@ IrStatus ir_infer_shape(const IrModule *m, const IrComputation *c, const IrInstr
  * num_partitions*replica_count, limits. The first error is reported at the
  * instruction's position. */
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d);
+/* ir_verify for a module whose names are known to be unique in their
+ * scopes (`names_unique`: the parser's tables refuse a duplicate as it is
+ * read): the duplicate-name hashing, a cache miss per instruction, is
+ * skipped; the rest, name lengths included, is checked as by ir_verify. */
+IrStatus ir_verify_names_unique(const IrModule *m, const IrLimits *lim, IrDiag *d, bool names_unique);
 
 /* Instruction indices of `c` in an order where operands (and control
  * predecessors) come before users; every instruction appears once (also

@@ -251,7 +251,12 @@ static void scan(const Lexer *L, Cursor *c, LxTok *t)
         default: t->kind = LX_OTHER; break;
         }
     }
-    bump_n(L, c, n);
+    /* Only a string may hold a newline (names, numbers and punctuation
+     * never do): other tokens move the cursor without a memchr. */
+    if (t->kind == LX_STRING)
+        bump_n(L, c, n);
+    else
+        c->off += n;
     t->end = c->off;
 }
 

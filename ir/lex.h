@@ -180,8 +180,9 @@ bool ir_lit_parse_lx(Lexer *L, const IrShape *shape, uint8_t **data, int64_t *nb
 /* sharding.c: parse a sharding (starting at '{') at the current token. */
 bool ir_shd_parse_lx(Lexer *L, IrSharding *out);
 /* sharding.c: expand an iota device list `<=[iota]T(perm)` of n devices
- * (n must equal the product of iota) into arena arrays; errors at pos. */
+ * (n must equal the product of iota) into arena arrays; errors at pos.
+ * shared_ok: *devices may be ir_iota_table (never to be written). */
 bool lx_iota_devices(Lexer *L, IrPos pos, const I64Vec *iota, const I64Vec *perm, bool has_perm,
-                     int64_t n, int64_t **dims_out, int32_t **perm_out, int64_t **devices);
+                     int64_t n, bool shared_ok, int64_t **dims_out, int32_t **perm_out, int64_t **devices);
 
 #endif /* TESSEL_IR_LEX_H */

@@ -145,6 +145,40 @@ int32_t *prs_map_ref(NameMap *m, const char *k, size_t n)
     return NULL;
 }
 
+int32_t prs_map_find_hint(const NameMap *m, const char *k, size_t n, MapHint *hint)
+{
+    hint->slots = NULL; /* no hint: an empty map has no slot to give */
+    if (m->cap == 0)
+        return -1;
+    size_t mask = m->cap - 1;
+    uint32_t h = hash_bytes(k, n);
+    size_t i = h & mask;
+    for (; m->slot[i].key; i = (i + 1) & mask)
+        if (key_is(&m->slot[i], h, k, n))
+            return m->slot[i].val;
+    *hint = (MapHint){m->slot, m->cap, m->n, i, h};
+    return -1;
+}
+
+bool prs_map_put_at(NameMap *m, const MapHint *hint, const char *k, size_t n, int32_t val)
+{
+    /* Same table, capacity and count: no put and no growth since the
+     * probe, so hint->slot is still the empty slot that ends k's probe
+     * sequence. */
+    if (!hint->slots || hint->slots != m->slot || hint->cap != m->cap || hint->n != m->n ||
+        2 * (m->n + 1) > m->cap || m->slot[hint->slot].key)
+        return prs_map_put(m, k, n, val);
+    m->slot[hint->slot] = (MapSlot){k, hint->hash, val};
+    m->n++;
+    return true;
+}
+
+void prs_map_prefetch(const NameMap *m, const char *k, size_t n)
+{
+    if (m->cap > 0)
+        __builtin_prefetch(&m->slot[hash_bytes(k, n) & (m->cap - 1)]);
+}
+
 void prs_map_free(NameMap *m)
 {
     ts_free(m->slot);
@@ -472,7 +506,7 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
         ok = prs_take_name(P, &name, "instruction name or '}'");
         if (ok) {
             ins->pos = name.pos;
-            if (prs_map_find(&P->instrs, L->text + name.start, name.len) >= 0)
+            if (prs_map_find_hint(&P->instrs, L->text + name.start, name.len, &x->name_hint) >= 0)
                 ok = lx_fail(L, name.pos, "duplicate instruction name '%.*s'", (int)name.len,
                              L->text + name.start);
         }
@@ -523,8 +557,14 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
                      (long long)L->lim.max_instructions);
     if (ok && ir_add_instr(P->m, c, ins) != x->index)
         ok = lx_nomem(L);
-    if (ok && !nested && !prs_map_put(&P->instrs, ins->name, name.len, x->index))
+    if (ok && !nested && !prs_map_put_at(&P->instrs, &x->name_hint, ins->name, name.len, x->index))
         ok = lx_nomem(L);
+    /* The next instruction's name is the current token: its duplicate
+     * check probes a random slot of a table of megabytes, so ask for that
+     * slot now, while the rest of this instruction (nested operands) and
+     * the loop run. */
+    if (ok && !nested && lx_is(L, LX_NAME))
+        prs_map_prefetch(&P->instrs, lx_text(L), lx_tlen(L));
     if (ok && nested)
         ok = prs_push_i32(P, &P->unnamed, &P->nunnamed, &P->capunnamed, x->index);
     if (ok && x->no_shape)
@@ -810,7 +850,7 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     ts_free(P->opnext);
     ts_free(P);
     if (st == IR_OK && verify)
-        st = ir_verify(m, &lim, d);
+        st = ir_verify_names_unique(m, &lim, d, true); /* duplicates were refused above */
     if (st != IR_OK) {
         ir_module_free(m);
         return st;

@@ -1,7 +1,8 @@
 /*
  * parse_internal.h: what the parts of the HLO text parser share, private to
  * them (parse.c, parse_shape.c, parse_attrs.c, parse_values.c,
- * parse_inline.c, parse_async.c, parse_header.c); nothing else includes it.
+ * parse_inline.c, parse_async.c, parse_header.c); nothing else includes it
+ * but the unit test of the name tables (tests/unit/test_namemap.c).
  *
  * The Parser (the state of one parse), the instruction being read
  * (InstrCtx), the attribute ids, the name tables and the references
@@ -40,6 +41,22 @@ bool prs_map_reserve(NameMap *m, size_t want);
 bool prs_map_put(NameMap *m, const char *k, size_t n, int32_t val);
 /* The value slot of key text[0, n), or NULL when absent. */
 int32_t *prs_map_ref(NameMap *m, const char *k, size_t n);
+
+/* Where an absent key's probe ended: prs_map_put_at puts the key there
+ * without hashing and probing again, if the map has not changed since. */
+typedef struct MapHint {
+    const MapSlot *slots;  /* the table probed, NULL: no hint */
+    size_t cap, n, slot;
+    uint32_t hash;
+} MapHint;
+/* prs_map_find that also fills *hint when the key is absent. */
+int32_t prs_map_find_hint(const NameMap *m, const char *k, size_t n, MapHint *hint);
+/* prs_map_put, through the hint of a prs_map_find_hint of the same key
+ * where nothing was put or reserved in between (else as prs_map_put). */
+bool prs_map_put_at(NameMap *m, const MapHint *hint, const char *k, size_t n, int32_t val);
+/* Start loading the first slot key text[0, n) probes: a name read now and
+ * looked up a little later finds it in the cache. Changes nothing. */
+void prs_map_prefetch(const NameMap *m, const char *k, size_t n);
 /* Free the slots and empty the map. */
 void prs_map_free(NameMap *m);
 
@@ -196,6 +213,7 @@ typedef struct InstrCtx {
     int32_t nlist;
     bool no_shape;         /* the text omits the shape: infer it later */
     IrPos sharding_pos;
+    MapHint name_hint;     /* where the duplicate check of its name ended */
     Span callee[A_COUNT];  /* single-computation attributes by id (not cleared) */
 } InstrCtx;
 

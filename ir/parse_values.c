@@ -413,7 +413,7 @@ static bool parse_groups_iota(Parser *P, IrReplicaGroups *g)
     int64_t *devices = NULL, *iota_dims = NULL;
     int32_t *iota_perm = NULL;
     int64_t n = ok ? shape.v[0] * shape.v[1] : 0;
-    ok = ok && lx_iota_devices(L, pos, &dims, &perm, has_perm, n, &iota_dims, &iota_perm, &devices) &&
+    ok = ok && lx_iota_devices(L, pos, &dims, &perm, has_perm, n, false, &iota_dims, &iota_perm, &devices) &&
          vec_to_list(L, &shape, &g->iota_shape);
     if (ok) {
         g->iota = true;

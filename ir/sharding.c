@@ -16,6 +16,7 @@
  */
 #include "lex.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,28 @@ int64_t ir_sharding_num_tiles(const IrSharding *s)
 /* Semantic equality: the same devices hold the same tiles. Spelling
  * (iota vs explicit list, last_tile_dim_replicate vs last_tile_dims) and
  * metadata do not matter. */
+static int64_t iota_table[IR_MAX_DEVICES];
+static pthread_once_t iota_once = PTHREAD_ONCE_INIT;
+
+static void iota_fill(void)
+{
+    for (int64_t i = 0; i < IR_MAX_DEVICES; i++)
+        iota_table[i] = i;
+}
+
+const int64_t *ir_iota_table(int64_t n)
+{
+    if (n < 0 || n > IR_MAX_DEVICES)
+        return NULL;
+    pthread_once(&iota_once, iota_fill);
+    return iota_table;
+}
+
+bool ir_devices_are_iota(const int64_t *devices)
+{
+    return devices == iota_table;
+}
+
 bool ir_sharding_equal(const IrSharding *a, const IrSharding *b)
 {
     if (a->kind != b->kind || a->unknown != b->unknown || a->unreduced != b->unreduced || a->shard_group != b->shard_group ||
@@ -78,7 +101,7 @@ bool ir_sharding_equal(const IrSharding *a, const IrSharding *b)
         for (int32_t i = 0; i < a->ntile; i++)
             if (a->tile[i] != b->tile[i])
                 return false;
-        for (int64_t i = 0; i < a->ndevices; i++)
+        for (int64_t i = 0; a->devices != b->devices && i < a->ndevices; i++)
             if (a->devices[i] != b->devices[i])
                 return false;
         for (int32_t i = 0; i < a->nsubgroup; i++)
@@ -107,7 +130,8 @@ IrStatus ir_sharding_copy(IrArena *a, IrSharding *dst, const IrSharding *src)
 {
     IrSharding s = *src;
     if (!copy_mem(a, (void **)&s.tile, src->tile, (size_t)src->ntile * sizeof(int64_t)) ||
-        !copy_mem(a, (void **)&s.devices, src->devices, (size_t)src->ndevices * sizeof(int64_t)) ||
+        (!ir_devices_are_iota(src->devices) &&
+         !copy_mem(a, (void **)&s.devices, src->devices, (size_t)src->ndevices * sizeof(int64_t))) ||
         !copy_mem(a, (void **)&s.subgroup, src->subgroup,
                   (size_t)src->nsubgroup * sizeof(IrSubgroupType)) ||
         !copy_mem(a, (void **)&s.iota_dims, src->iota_dims, (size_t)src->niota * sizeof(int64_t)) ||
@@ -245,31 +269,54 @@ static IrStatus vfail(IrDiag *d, const char *file, const char *src, IrPos pos, c
     return IR_EINPUT;
 }
 
-/* Device ids in range and each used once: sort a copy and look at
- * neighbours (O(n log n), no table sized by the largest id). */
+/* Device ids in range and each used once. A tile assignment of n devices
+ * normally lists 0..n-1 (the iota form always does): then a bitmap of n
+ * bits finds a repeat in O(n). Ids beyond n (a sharding of some of the
+ * module's devices) are checked by sorting a copy, so that no table is
+ * ever sized by the largest id. */
 static IrStatus check_devices(const IrSharding *s, int64_t nd, IrDiag *d, const char *file,
                               const char *src, IrPos pos)
 {
-    for (int64_t i = 0; i < s->ndevices; i++) {
+    int64_t n = s->ndevices;
+    if (ir_devices_are_iota(s->devices))
+        return nd > 0 && n > nd ? vfail(d, file, src, pos, s, "device %lld is out of range [0, %lld)",
+                                        (long long)nd, (long long)nd)
+                                : IR_OK;
+    bool dense = true;
+    for (int64_t i = 0; i < n; i++) {
         int64_t dev = s->devices[i];
         if (dev < 0 || (nd > 0 && dev >= nd))
             return nd > 0 ? vfail(d, file, src, pos, s, "device %lld is out of range [0, %lld)",
                                   (long long)dev, (long long)nd)
                           : vfail(d, file, src, pos, s, "device %lld is negative", (long long)dev);
+        dense = dense && dev < n;
     }
-    int64_t *sorted = ts_malloc((size_t)(s->ndevices > 0 ? s->ndevices : 1) * sizeof(int64_t));
-    if (!sorted)
-        return ir_error(d, IR_ENOMEM, file, NULL, pos, "out of memory");
-    memcpy(sorted, s->devices, (size_t)s->ndevices * sizeof(int64_t));
-    qsort(sorted, (size_t)s->ndevices, sizeof(int64_t), cmp_i64);
-    for (int64_t i = 1; i < s->ndevices; i++) {
-        if (sorted[i] == sorted[i - 1]) {
-            int64_t dup = sorted[i];
-            ts_free(sorted);
-            return vfail(d, file, src, pos, s, "device %lld appears more than once", (long long)dup);
+    int64_t dup = -1;
+    if (dense) {
+        uint64_t *seen = ts_calloc((size_t)(n / 64 + 1), sizeof(uint64_t));
+        if (!seen)
+            return ir_error(d, IR_ENOMEM, file, NULL, pos, "out of memory");
+        for (int64_t i = 0; i < n; i++) {
+            int64_t dev = s->devices[i];
+            uint64_t bit = UINT64_C(1) << (dev % 64);
+            if ((seen[dev / 64] & bit) && (dup < 0 || dev < dup))
+                dup = dev; /* the smallest repeat, as the sorted path names */
+            seen[dev / 64] |= bit;
         }
+        ts_free(seen);
+    } else {
+        int64_t *sorted = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+        if (!sorted)
+            return ir_error(d, IR_ENOMEM, file, NULL, pos, "out of memory");
+        memcpy(sorted, s->devices, (size_t)n * sizeof(int64_t));
+        qsort(sorted, (size_t)n, sizeof(int64_t), cmp_i64);
+        for (int64_t i = 1; i < n && dup < 0; i++)
+            if (sorted[i] == sorted[i - 1])
+                dup = sorted[i];
+        ts_free(sorted);
     }
-    ts_free(sorted);
+    if (dup >= 0)
+        return vfail(d, file, src, pos, s, "device %lld appears more than once", (long long)dup);
     return IR_OK;
 }
 
@@ -593,10 +640,26 @@ static bool expand_iota(Lexer *L, const int64_t *dims, const int32_t *perm, int3
     return true;
 }
 
+/* Whether iota(dims) transposed by perm (NULL: none) lists 0..n-1 in
+ * order: the dims of size > 1 keep their order. */
+static bool iota_in_order(const I64Vec *iota, const int32_t *perm)
+{
+    int32_t last = -1;
+    for (int32_t t = 0; perm && t < iota->n; t++)
+        if (iota->v[perm[t]] > 1) {
+            if (perm[t] < last)
+                return false;
+            last = perm[t];
+        }
+    return true;
+}
+
 /* Iota parts, shared with replica groups (parse.c): checks sizes and the
- * permutation, expands into *devices (arena, n entries). */
+ * permutation, expands into *devices (arena, n entries), or with
+ * shared_ok points it at ir_iota_table when that is the order (a
+ * sharding's devices; replica groups are made into other arrays). */
 bool lx_iota_devices(Lexer *L, IrPos pos, const I64Vec *iota, const I64Vec *perm, bool has_perm,
-                     int64_t n, int64_t **dims_out, int32_t **perm_out, int64_t **devices)
+                     int64_t n, bool shared_ok, int64_t **dims_out, int32_t **perm_out, int64_t **devices)
 {
     int64_t in = dims_product(L, iota, pos, "iota");
     if (in < 0)
@@ -633,6 +696,10 @@ bool lx_iota_devices(Lexer *L, IrPos pos, const I64Vec *iota, const I64Vec *perm
     if (!copy_i64(L, iota, dims_out))
         return false;
     *perm_out = p;
+    if (shared_ok && iota_in_order(iota, p) && ir_iota_table(n)) {
+        *devices = (int64_t *)ir_iota_table(n); /* never written: see ir.h */
+        return true;
+    }
     *devices = ir_alloc_array(L->arena, (size_t)(n > 0 ? n : 1), sizeof(int64_t));
     if (!*devices)
         return lx_nomem(L);
@@ -662,8 +729,8 @@ static bool build_tiled(Lexer *L, IrPos pos, Single *x, IrSharding *s)
     if (x->has_iota) {
         s->iota = true;
         s->niota = x->iota.n;
-        if (!lx_iota_devices(L, pos, &x->iota, &x->perm, x->has_perm, n, &s->iota_dims, &s->iota_perm,
-                        &s->devices))
+        if (!lx_iota_devices(L, pos, &x->iota, &x->perm, x->has_perm, n, true, &s->iota_dims, &s->iota_perm,
+                             &s->devices))
             return false;
     } else {
         if (x->devices.n != n)

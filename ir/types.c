@@ -46,8 +46,7 @@ IrType ir_type_from_name(const char *s, size_t n)
     if (n == 0)
         return IR_INVALID;
     for (int t = IR_PRED; t <= IR_OPAQUE; t++)
-        if (type_info[t].name[0] == s[0] && strlen(type_info[t].name) == n &&
-            memcmp(type_info[t].name, s, n) == 0)
+        if (type_info[t].name[0] == s[0] && strncmp(type_info[t].name, s, n) == 0 && type_info[t].name[n] == 0)
             return (IrType)t;
     return IR_INVALID;
 }

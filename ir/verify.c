@@ -33,6 +33,7 @@ typedef struct Verifier {
     IrLimits lim;
     IrDiag *d;
     IrArena *scratch; /* inferred shapes and message strings */
+    bool names_unique; /* skip the duplicate-name sets (ir_verify_names_unique) */
 } Verifier;
 
 static IrStatus verr(Verifier *v, IrPos pos, const char *fmt, ...)
@@ -146,9 +147,24 @@ static IrStatus check_name(Verifier *v, const char *name, IrPos pos, const char 
  * unique within their computation: names are scoped by computation, as in
  * XLA's text, so reducers `add` and `max` may both call their parameters
  * `a`. One set is reused (cleared) from computation to computation. */
+static IrStatus check_name_lengths(Verifier *v)
+{
+    const IrModule *m = v->m;
+    IrStatus st = IR_OK;
+    for (int32_t ci = 0; ci < m->ncomp && st == IR_OK; ci++) {
+        const IrComputation *c = m->comp[ci];
+        st = check_name(v, c->name, c->pos, "computation");
+        for (int32_t i = 0; i < c->ninstr && st == IR_OK; i++)
+            st = check_name(v, c->instr[i].name, c->instr[i].pos, "instruction");
+    }
+    return st;
+}
+
 static IrStatus check_names(Verifier *v)
 {
     const IrModule *m = v->m;
+    if (v->names_unique)
+        return check_name_lengths(v);
     size_t most = 0;
     for (int32_t ci = 0; ci < m->ncomp; ci++)
         if ((size_t)m->comp[ci]->ninstr > most)
@@ -688,7 +704,12 @@ static IrStatus check_entry_layout(Verifier *v, const IrComputation *e)
  * Reads m only; allocates nothing that outlives the call. */
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d)
 {
-    Verifier v = {m, lim ? *lim : ir_default_limits(), d, NULL};
+    return ir_verify_names_unique(m, lim, d, false);
+}
+
+IrStatus ir_verify_names_unique(const IrModule *m, const IrLimits *lim, IrDiag *d, bool names_unique)
+{
+    Verifier v = {m, lim ? *lim : ir_default_limits(), d, NULL, names_unique};
     if (m->ncomp <= 0 || m->entry < 0 || m->entry >= m->ncomp)
         return verr(&v, (IrPos){0, 0}, "module %s has no ENTRY computation", m->name);
     v.scratch = ir_arena_new();

@@ -231,7 +231,6 @@ typedef struct PlanValue {
     IrShape shape;           /* logical (full) shape */
     const IrSharding *sharding;
     IrShape device_shape;    /* per-device (padded) shape */
-    PlanTree *tree;          /* split tree (inputs) / concat tree (outputs); arrays: one per leaf */
 } PlanValue;
 
 typedef struct PlanInstr {
@@ -263,7 +262,11 @@ typedef struct Plan {
     int64_t peak_bytes_per_device;
 } Plan;
 
-/* Build the split tree of a value of `shape` under sharding `s`. */
+/* Build the split tree of a value of `shape` under sharding `s` (NULL for
+ * a tuple or when out of memory). A plan keeps no trees: one has a leaf
+ * per tile, so the dumps build each value's tree when they print it, in
+ * an arena of their own, and compiling stays independent of the device
+ * count. */
 PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
 /* The inputs and outputs of a compiled program: logical shapes and
  * shardings (names optional). */

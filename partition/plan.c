@@ -104,8 +104,7 @@ static bool value_for(IrArena *a, PlanValue *v, int32_t index, const char *name,
     if (ir_shape_copy(a, &v->shape, shape) != IR_OK ||
         shd_shard_shape(a, shape, v->sharding, &v->device_shape) != IR_OK)
         return false;
-    v->tree = plan_split_tree(a, shape, v->sharding);
-    return shape->type == IR_TUPLE || v->tree != NULL;
+    return true;
 }
 
 /* Peak of live bytes over the SPMD entry in definition order: a value is

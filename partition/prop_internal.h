@@ -68,6 +68,8 @@ typedef struct Prop {
     int32_t *ibase;        /* first global instruction id of each, nrc + 1 */
     int32_t n;             /* instructions (global ids 0..n) */
     int32_t *gcomp;        /* global id -> reached index */
+    uint8_t *gfam;         /* global id -> IrOpFamily of its op: a visit picks the rule
+                            * of every user by it without loading the user's IrInstr */
 
     /* Slots. */
     int32_t *sbase;        /* global id -> first slot, n + 1 entries */

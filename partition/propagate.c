@@ -204,9 +204,9 @@ static const PropRule *const rules[] = {
 
 static const PropRule no_rule = {0};
 
-static const PropRule *rule_of(const IrInstr *x)
+static const PropRule *rule_of(const Prop *p, int32_t g)
 {
-    IrOpFamily f = ir_op_family(x->op);
+    IrOpFamily f = (IrOpFamily)p->gfam[g];
     return (size_t)f < sizeof rules / sizeof *rules && rules[f] ? rules[f] : &no_rule;
 }
 
@@ -215,7 +215,7 @@ static const PropRule *rule_of(const IrInstr *x)
  * turns the operand's sharding into a candidate. */
 static IrStatus fwd(Prop *p, int32_t g, int32_t k)
 {
-    const PropRule *r = rule_of(prop_ins(p, g));
+    const PropRule *r = rule_of(p, g);
     int32_t o = prop_opnd(p, g, k);
     if (r->fwd_first) {
         bool done = false;
@@ -244,7 +244,7 @@ static int32_t user_slot(const Prop *p, int32_t u, int32_t k, const PropRule *r)
 /* Backward: operand g (position k of user u) from u. */
 static IrStatus bwd(Prop *p, int32_t u, int32_t k, int32_t g)
 {
-    const PropRule *r = rule_of(prop_ins(p, u));
+    const PropRule *r = rule_of(p, u);
     if (r->bwd_first) {
         bool done = false;
         IrStatus st = r->bwd_first(p, u, k, g, &done);
@@ -395,7 +395,12 @@ static uint64_t shd_hash(const IrSharding *s)
         return h;
     for (int32_t i = 0; i < s->ntile; i++)
         h = mix(h, (uint64_t)s->tile[i]);
-    for (int64_t i = 0; i < s->ndevices; i++)
+    /* A prefix of the devices: equal shardings still hash alike, and a
+     * sharding of 65,536 devices costs what one of 64 does (the tile
+     * dims and the prefix separate all but shardings that differ late in
+     * an explicit device list, which the equality test then tells). */
+    h = mix(h, (uint64_t)s->ndevices);
+    for (int64_t i = 0; i < s->ndevices && i < 64; i++)
         h = mix(h, (uint64_t)s->devices[i]);
     for (int32_t i = 0; i < s->nsubgroup; i++)
         h = mix(h, (uint64_t)s->subgroup[i]);
@@ -692,6 +697,7 @@ static IrStatus number(Prop *p)
     p->nslot = (int32_t)ns;
     size_t nn = (size_t)n + 1, sn = (size_t)ns + 1;
     NEED(p->gcomp = ts_malloc(nn * sizeof(int32_t)));
+    NEED(p->gfam = ts_malloc(nn));
     NEED(p->sbase = ts_malloc(nn * sizeof(int32_t)));
     NEED(p->tstart = ts_malloc(nn * sizeof(int32_t)));
     NEED(p->toff = ts_malloc(((size_t)nt + 1) * sizeof(int32_t)));
@@ -708,6 +714,7 @@ static IrStatus number(Prop *p)
         for (int32_t j = 0; j < c->ninstr; j++, g++) {
             const IrShape *sh = &c->instr[j].shape;
             p->gcomp[g] = i;
+            p->gfam[g] = (uint8_t)ir_op_family(c->instr[j].op);
             p->sbase[g] = s;
             p->tstart[g] = t;
             fill_leaf_shapes(sh, p->lshape, &s);
@@ -1027,6 +1034,7 @@ static void prop_free(Prop *p)
     ts_free(p->rcof);
     ts_free(p->ibase);
     ts_free(p->gcomp);
+    ts_free(p->gfam);
     ts_free(p->sbase);
     ts_free((void *)p->lshape);
     ts_free(p->rep);

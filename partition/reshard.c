@@ -51,14 +51,7 @@ static int32_t fail(PComp *pc, IrStatus st, const char *what)
 static bool offsets(PComp *pc, const IrSharding *s, const IrShape *full, int32_t *starts)
 {
     for (int32_t d = 0; d < full->rank; d++) {
-        if (shd_tiles(s, d) <= 1) {
-            starts[d] = emit_s32(pc, 0);
-        } else {
-            int64_t *t = shd_offset_table(pc, s, full, d);
-            if (!t)
-                return false;
-            starts[d] = emit_table_lookup(pc, t);
-        }
+        starts[d] = emit_offset(pc, s, full, d);
         if (starts[d] < 0)
             return false;
     }
@@ -567,10 +560,7 @@ int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding
         if (ir_shape_make(pc_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK)
             return fail(pc, IR_ENOMEM, "out of memory");
         int32_t io = emit_iota(pc, &is, d);
-        int64_t *tab = shd_offset_table(pc, s, full, d);
-        if (!tab)
-            return fail(pc, IR_ENOMEM, "out of memory");
-        int32_t off = emit_table_lookup(pc, tab);
+        int32_t off = emit_offset(pc, s, full, d);
         int32_t offb = emit_broadcast(pc, off, &is, 0, NULL);
         int32_t idx = emit_binary(pc, OP_ADD, io, offb);
         int32_t lim = emit_broadcast(pc, emit_s32(pc, full->dims[d]), &is, 0, NULL);

@@ -48,8 +48,12 @@ IrSharding *shd_maximal(IrArena *a, int64_t device)
 }
 
 /* Build a tiled sharding from parts (copied) and normalise it. */
+static IrSharding *normalize(IrArena *a, const IrSharding *s, int64_t *adopt);
+
+/* devices is copied unless `adopt` (then it is an array of `a` that the
+ * result takes over: see normalize). */
 static IrSharding *make_tiled(IrArena *a, int32_t ntile, const int64_t *tile, const int64_t *devices,
-                              int32_t nsub, const IrSubgroupType *sub)
+                              int32_t nsub, const IrSubgroupType *sub, bool adopt)
 {
     IrSharding t = {0};
     t.kind = SHD_TILED;
@@ -61,14 +65,14 @@ static IrSharding *make_tiled(IrArena *a, int32_t ntile, const int64_t *tile, co
     t.devices = (int64_t *)devices;
     t.nsubgroup = nsub;
     t.subgroup = (IrSubgroupType *)sub;
-    return shd_normalize(a, &t);
+    return normalize(a, &t, adopt ? (int64_t *)devices : NULL);
 }
 
 IrSharding *shd_tiled(IrArena *a, int32_t ntile, const int64_t *tile, const int64_t *devices,
                       int32_t nrepl)
 {
     IrSubgroupType r = SUBGROUP_REPLICATED;
-    return make_tiled(a, ntile, tile, devices, nrepl > 0 ? 1 : 0, &r);
+    return make_tiled(a, ntile, tile, devices, nrepl > 0 ? 1 : 0, &r, false);
 }
 
 IrSharding *shd_tuple(IrArena *a, int32_t n, IrSharding *const *elems)
@@ -92,6 +96,14 @@ IrSharding *shd_tuple(IrArena *a, int32_t n, IrSharding *const *elems)
  * are dropped and REPLICATED subgroups merged: the merge is a reshape only
  * when they are adjacent, which holds in canonical order (REPLICATED first). */
 IrSharding *shd_normalize(IrArena *a, const IrSharding *s)
+{
+    return normalize(a, s, NULL);
+}
+
+/* adopt: s->devices when the caller made that array in `a` for this
+ * sharding alone (it becomes the result's, not copied: at thousands of
+ * devices the copy is what a projection costs); NULL to copy. */
+static IrSharding *normalize(IrArena *a, const IrSharding *s, int64_t *adopt)
 {
     if (s->kind == SHD_TUPLE) {
         IrSharding *t = new_sharding(a, SHD_TUPLE);
@@ -119,10 +131,8 @@ IrSharding *shd_normalize(IrArena *a, const IrSharding *s)
     int32_t cap = s->ntile + 1;
     int64_t *tile = ir_alloc_array(a, (size_t)cap, sizeof(int64_t));
     IrSubgroupType *sub = ir_alloc_array(a, (size_t)cap, sizeof(IrSubgroupType));
-    int64_t *dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
-    if (!tile || !sub || !dev)
+    if (!tile || !sub)
         return NULL;
-    memcpy(dev, s->devices, (size_t)s->ndevices * sizeof(int64_t));
     int32_t n = 0;
     bool data_tiled = false;
     for (int32_t i = 0; i < k; i++) {
@@ -147,6 +157,15 @@ IrSharding *shd_normalize(IrArena *a, const IrSharding *s)
         }
     if (!data_tiled && !manual)
         return new_sharding(a, SHD_REPLICATED);
+    int64_t *dev = adopt;
+    if (!dev && ir_devices_are_iota(s->devices))
+        dev = s->devices; /* shared, never written (ir.h) */
+    if (!dev) {
+        dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
+        if (!dev)
+            return NULL;
+        memcpy(dev, s->devices, (size_t)s->ndevices * sizeof(int64_t));
+    }
     IrSharding *t = new_sharding(a, SHD_TILED);
     if (!t)
         return NULL;
@@ -297,22 +316,65 @@ IrSharding *shd_broadcast_to_shape(IrArena *a, const IrSharding *s, const IrShap
 
 /* Transpose a row-major array `src` of dims `dims` (n of them) so that
  * result dim i is source dim perm[i]. */
+/* Whether transposing by perm keeps the order of the elements: the dims
+ * of size > 1 stay in order. */
+static bool keeps_order(int32_t n, const int64_t *dims, const int32_t *perm)
+{
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (dims[perm[i]] > 1) {
+            if (perm[i] < last)
+                return false;
+            last = perm[i];
+        }
+    return true;
+}
+
 static void transpose_devices(const int64_t *src, int64_t *dst, int32_t n, const int64_t *dims,
                               const int32_t *perm)
 {
+    /* Dims of size 1 do not order anything: squeeze them out first, so
+     * that a permutation moving only those (a projection onto a dot's
+     * operand, most often) is the identity copy below. */
+    int64_t sq_dims[IR_MAX_RANK + 2];
+    int32_t sq_perm[IR_MAX_RANK + 2], rank_of[IR_MAX_RANK + 2], m0 = 0;
+    for (int32_t i = 0, r = 0; i < n; i++)
+        rank_of[i] = dims[i] > 1 ? r++ : -1;
+    for (int32_t i = 0; i < n; i++)
+        if (dims[perm[i]] > 1) {
+            sq_perm[m0] = rank_of[perm[i]];
+            sq_dims[rank_of[perm[i]]] = dims[perm[i]];
+            m0++;
+        }
+    n = m0;
+    dims = sq_dims;
+    perm = sq_perm;
     int64_t total = 1, sstride[IR_MAX_RANK + 2], idx[IR_MAX_RANK + 2];
     for (int32_t i = n - 1; i >= 0; i--) {
         sstride[i] = total;
         total *= dims[i];
     }
-    for (int32_t i = 0; i < n; i++)
+    /* The trailing dims the permutation leaves in place are contiguous in
+     * both: they move as one block (all of it for the identity, the common
+     * case), so the cost per device is a copy, not an index walk. */
+    int32_t m = n;
+    int64_t block = 1;
+    while (m > 0 && perm[m - 1] == m - 1) {
+        m--;
+        block *= dims[m];
+    }
+    if (m == 0) {
+        memcpy(dst, src, (size_t)total * sizeof *dst);
+        return;
+    }
+    for (int32_t i = 0; i < m; i++)
         idx[i] = 0;
-    for (int64_t o = 0; o < total; o++) {
+    for (int64_t o = 0; o < total; o += block) {
         int64_t off = 0;
-        for (int32_t i = 0; i < n; i++)
+        for (int32_t i = 0; i < m; i++)
             off += idx[i] * sstride[perm[i]];
-        dst[o] = src[off];
-        for (int32_t i = n - 1; i >= 0; i--) {
+        memcpy(dst + o, src + off, (size_t)block * sizeof *dst);
+        for (int32_t i = m - 1; i >= 0; i--) {
             if (++idx[i] < dims[perm[i]])
                 break;
             idx[i] = 0;
@@ -346,12 +408,15 @@ IrSharding *shd_project(IrArena *a, const IrSharding *s, int32_t rank, const int
         perm[n++] = i;
     (void)nkept;
 
-    int64_t *dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
+    /* 0..n-1 kept in order stays the shared table: no array at all */
+    bool shared = ir_devices_are_iota(s->devices) && keeps_order(s->ntile, s->tile, perm);
+    int64_t *dev = shared ? s->devices : ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
     int64_t *tile = ir_alloc_array(a, (size_t)rank + (size_t)s->nsubgroup + 2, sizeof(int64_t));
     IrSubgroupType *sub = ir_alloc_array(a, (size_t)s->nsubgroup + 2, sizeof(IrSubgroupType));
     if (!dev || !tile || !sub)
         return NULL;
-    transpose_devices(s->devices, dev, s->ntile, s->tile, perm);
+    if (!shared)
+        transpose_devices(s->devices, dev, s->ntile, s->tile, perm);
 
     /* New tile shape: chosen dims (1 where unmapped), one REPLICATED dim
      * (dropped data dims x old replication), then MANUAL subgroups. */
@@ -379,7 +444,7 @@ IrSharding *shd_project(IrArena *a, const IrSharding *s, int32_t rank, const int
             tile[nt++] = s->tile[i];
             sub[nsub++] = SUBGROUP_MANUAL;
         }
-    return make_tiled(a, nt, tile, dev, nsub, sub);
+    return make_tiled(a, nt, tile, dev, nsub, sub, true);
 }
 
 IrSharding *shd_transpose(IrArena *a, const IrSharding *s, const int64_t *perm)

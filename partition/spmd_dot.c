@@ -22,9 +22,25 @@
  *
  * Uneven contracting dims: the padding of the lhs shard is zeroed first so
  * it adds nothing to the partial sums.
+ *
+ * Windowed einsum (XLA's collective matmul): when the local dot's partial
+ * sums are all-reduced, the dot may be cut along the first lhs free dim
+ * into chunks, each all-reduced with its own all-reduce-start/-done pair,
+ * and the dones concatenated: the executor (device/schedule.c) starts
+ * chunk i's all-reduce before it runs chunk i+1's dot, so the
+ * communication of all chunks but the last overlaps the compute. Example
+ * (2 devices, 3 chunks): y[7,4] = a[7,8] . w[8,4] with the contracting
+ * dim tiled: a is cut into rows [0,3) [3,6) [6,7), each chunk's dot
+ * f32[3,4], f32[3,4], f32[1,4] is all-reduce-started, y the concatenate of
+ * the three dones. The sums are the same as one all-reduce's, element by
+ * element. It is chosen where it pays (window_chunks): the result large
+ * enough that the all-reduce costs more than its latency, the chunks large
+ * enough for BLAS to keep its speed; or asked for on the dot with
+ * frontend_attributes={_tessel_window_chunks="K"} (K = 1: never).
  */
 #include "spmd_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct DotDims {
@@ -138,6 +154,92 @@ static int32_t mask_contracting(PComp *pc, int32_t v, const IrShape *full, const
     return mask_padding(pc, v, full, only, emit_scalar_const(pc, full->type, 0));
 }
 
+/* The automatic choice (docs/partitioning.md, "Windowed einsum"): a result
+ * shard of at least WINDOW_MIN_BYTES (below, an all-reduce costs mostly its
+ * latency and chunks add latencies), cut into WINDOW_CHUNKS chunks of at
+ * least WINDOW_MIN_ROWS rows (smaller sgemm calls lose BLAS speed).
+ * Measured with bench/driver.py mlp-tcp and mlp (2 ranks; BENCHMARKS.md). */
+#define WINDOW_CHUNKS 4
+#define WINDOW_MIN_BYTES ((int64_t)1 << 20)
+#define WINDOW_MIN_ROWS 64
+
+/* Chunks for the windowed form of a dot whose local result `local` is
+ * all-reduced and whose first lhs free dim is result dim `dim` (-1: none);
+ * 1: no windowing. */
+static int64_t window_chunks(const IrInstr *ins, const IrShape *local, int32_t dim)
+{
+    if (dim < 0)
+        return 1;
+    int64_t rows = local->dims[dim];
+    const char *ask = ir_frontend_attr(ins, "_tessel_window_chunks");
+    if (ask) {
+        char *end = NULL;
+        long long k = strtoll(ask, &end, 10);
+        if (end == ask || *end || k < 1)
+            return 1;
+        return k < rows ? k : rows;
+    }
+    if (ir_shape_bytes(local) < WINDOW_MIN_BYTES || rows < WINDOW_CHUNKS * WINDOW_MIN_ROWS)
+        return 1;
+    return WINDOW_CHUNKS;
+}
+
+/* The windowed dot (see the top of the file): k chunks of ceil(rows/k)
+ * rows of lhs dim `ldim` (result dim `dim`), the last one shorter when k
+ * does not divide the rows, each dotted with rv and all-reduced
+ * asynchronously, then concatenated. */
+static int32_t windowed_dot(PComp *pc, const IrInstr *ins, int32_t lv, int32_t rv, const IrShape *local,
+                            int32_t ldim, int32_t dim, int64_t k, int32_t ng, int32_t size, const int64_t *groups)
+{
+    IrArena *a = pc_tmp(pc);
+    const IrShape *ls = val_shape(pc, lv);
+    int64_t rows = ls->dims[ldim], step = (rows + k - 1) / k;
+    int32_t *done = ir_alloc(a, (size_t)k * sizeof *done);
+    if (!done)
+        return -1;
+    int32_t n = 0;
+    for (int64_t lo = 0; lo < rows; lo += step) {
+        int64_t hi = lo + step < rows ? lo + step : rows;
+        int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK];
+        ls = val_shape(pc, lv); /* emitting may move the shapes */
+        for (int32_t d = 0; d < ls->rank; d++) {
+            start[d] = d == ldim ? lo : 0;
+            limit[d] = d == ldim ? hi : ls->dims[d];
+        }
+        int32_t piece = emit_slice(pc, lv, start, limit);
+        IrShape cs;
+        if (piece < 0 || ir_shape_copy(a, &cs, local) != IR_OK)
+            return -1;
+        cs.dims[dim] = hi - lo;
+        int32_t ops[2] = {piece, rv};
+        int32_t c = emit_clone(pc, ins, &cs, 2, ops, 0, NULL);
+        int32_t r = emit_all_reduce(pc, c, OP_ADD, ng, size, groups);
+        if (r < 0)
+            return -1;
+        pc->dc->instr[r].op = OP_ALL_REDUCE_START;
+        if ((done[n++] = emit_unary(pc, OP_ALL_REDUCE_DONE, r)) < 0)
+            return -1;
+    }
+    int32_t v = emit(pc, OP_CONCATENATE, local, n, done);
+    if (v < 0)
+        return -1;
+    IrI64List *dl = &pc->dc->instr[v].a.dimensions;
+    if (!(dl->v = ir_alloc(pc_arena(pc), sizeof *dl->v)))
+        return -1;
+    dl->v[0] = dim;
+    dl->n = 1;
+    return v;
+}
+
+/* The lhs dim of the first lhs free dim (result dim dd->nb), or -1. */
+static int32_t first_lhs_free(const DotDims *dd, int32_t lhs_rank)
+{
+    for (int32_t d = 0; dd->nlf > 0 && d < lhs_rank; d++)
+        if (dd->lhs_to_iter[d] == dd->nb)
+            return d;
+    return -1;
+}
+
 IrStatus spmd_dot(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -175,8 +277,13 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
         return set_val(pc, i, -1);
-    int32_t ops[2] = {lv, rv};
-    int32_t v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    int32_t ldim = best.reduce ? first_lhs_free(&dd, l->shape.rank) : -1;
+    int64_t chunks = window_chunks(ins, &local, ldim >= 0 ? dd.nb : -1);
+    int32_t v = -1;
+    if (chunks <= 1) {
+        int32_t ops[2] = {lv, rv};
+        v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    }
     if (best.reduce) {
         int64_t cdims[IR_MAX_RANK];
         for (int32_t k = 0; k < dd.nc; k++)
@@ -185,7 +292,8 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
         int64_t *groups;
         if (!shd_groups_along(pc, best.iter, dd.nc, cdims, &ng, &size, &groups))
             return set_val(pc, i, -1);
-        v = emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
+        v = chunks > 1 ? windowed_dot(pc, ins, lv, rv, &local, ldim, dd.nb, chunks, ng, size, groups)
+                       : emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
     }
     return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
 }

@@ -204,6 +204,21 @@ static bool table_affine(const int64_t *table, int64_t n, int64_t *a, int64_t *c
     return true;
 }
 
+/* a + c * ((partition-id / q) % m), each step only where it does something. */
+static int32_t emit_affine(PComp *pc, int64_t a, int64_t c, int64_t q, int64_t m)
+{
+    int32_t v = emit_partition_id(pc);
+    if (q > 1)
+        v = emit_binary(pc, OP_DIVIDE, v, emit_s32(pc, q));
+    if (m * q < pc->sp->n)
+        v = emit_binary(pc, OP_REMAINDER, v, emit_s32(pc, m));
+    if (c != 1)
+        v = emit_binary(pc, OP_MULTIPLY, v, emit_s32(pc, c));
+    if (a != 0)
+        v = emit_binary(pc, OP_ADD, v, emit_s32(pc, a));
+    return v;
+}
+
 int32_t emit_table_lookup(PComp *pc, const int64_t *table)
 {
     int64_t n = pc->sp->n;
@@ -216,18 +231,8 @@ int32_t emit_table_lookup(PComp *pc, const int64_t *table)
      * XLA's partitioner does: the program's size and the compile's time
      * do not grow with the device count. Other tables stay constants. */
     int64_t a, c, q, m;
-    if (table_affine(table, n, &a, &c, &q, &m)) {
-        int32_t v = emit_partition_id(pc);
-        if (q > 1)
-            v = emit_binary(pc, OP_DIVIDE, v, emit_s32(pc, q));
-        if (m * q < n)
-            v = emit_binary(pc, OP_REMAINDER, v, emit_s32(pc, m));
-        if (c != 1)
-            v = emit_binary(pc, OP_MULTIPLY, v, emit_s32(pc, c));
-        if (a != 0)
-            v = emit_binary(pc, OP_ADD, v, emit_s32(pc, a));
-        return v;
-    }
+    if (table_affine(table, n, &a, &c, &q, &m))
+        return emit_affine(pc, a, c, q, m);
     int32_t *vals = ts_malloc((size_t)n * sizeof(int32_t));
     if (!vals)
         return oom(pc);
@@ -781,6 +786,24 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
     *size = (int32_t)gsize;
     *groups = g;
     return true;
+}
+
+int32_t emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)
+{
+    int64_t n = pc->sp->n, t = shd_tiles(s, d);
+    if (t <= 1)
+        return emit_s32(pc, 0);
+    if (s->kind == SHD_TILED && s->ndevices == n && ir_devices_are_iota(s->devices)) {
+        /* device p sits at row-major position p: its coordinate in dim d
+         * is (p / q) % t, q the product of the tile dims after d */
+        int64_t q = 1;
+        for (int32_t k = d + 1; k < s->ntile; k++)
+            q *= s->tile[k];
+        int64_t size = shd_shard_size(full->dims[d], t);
+        return size == 0 ? emit_s32(pc, 0) : emit_affine(pc, 0, size, q, t);
+    }
+    int64_t *table = shd_offset_table(pc, s, full, d);
+    return table ? emit_table_lookup(pc, table) : oom(pc);
 }
 
 int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)

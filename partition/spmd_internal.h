@@ -113,6 +113,11 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
                       int32_t *ngroups, int32_t *size, int64_t **groups);
 /* Table over partition ids: the offset of the device's shard along data dim d. */
 int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d);
+/* This device's offset in dim d of `full` under s, as an s32[] scalar:
+ * emit_table_lookup of shd_offset_table, or, for devices listed 0..n-1
+ * (ir_iota_table), the arithmetic on partition-id straight away, in
+ * O(1) rather than a pass over every device. */
+int32_t emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d);
 
 /* ---- reshard.c ---- */
 

@@ -83,10 +83,7 @@ IrStatus spmd_iota(PComp *pc, int32_t i)
         return oom(pc);
     int32_t v = emit_iota(pc, &ls, dim);
     if (shd_tiles(pc->shd[i], (int32_t)dim) > 1) {
-        int64_t *tab = shd_offset_table(pc, pc->shd[i], &ins->shape, (int32_t)dim);
-        if (!tab)
-            return oom(pc);
-        int32_t off = emit_convert(pc, emit_table_lookup(pc, tab), ls.type);
+        int32_t off = emit_convert(pc, emit_offset(pc, pc->shd[i], &ins->shape, (int32_t)dim), ls.type);
         v = emit_binary(pc, OP_ADD, v, emit_broadcast(pc, off, &ls, 0, NULL));
     }
     return set_val(pc, i, v);

@@ -256,23 +256,43 @@ static void runs_of(const IrShape *s, int64_t dim, int64_t *outer, int64_t *inne
 static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
                                const int64_t *members, int32_t size, int32_t k, DevValue **out, IrDiag *d)
 {
-    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
-    if (op == OP_COUNT)
-        return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer of this collective is not a simple one");
+    if (ins->ncalled < 1)
+        return coll_fail(m, ins, d, IR_EINPUT, "a reduction without to_apply=");
+    IrOpcode op = ir_simple_reducer(m, ins->called[0]);
     const DevValue *first = ops[members[0]][k];
-    if (size > 1 && !rt_coll_can_combine(op, first->shape.type))
-        return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer is not supported for %s",
-                         ir_type_name(first->shape.type));
-    DevValue *v = dev_value_new_uninit(&first->shape);
-    Ptrs l;
-    const void *const *src = v ? member_data(&l, ops, members, size, k) : NULL;
-    if (!src) {
-        dev_value_unref(v);
-        return IR_ENOMEM;
+    if (op != OP_COUNT && rt_coll_can_combine(op, first->shape.type)) {
+        /* A simple reducer: one pass, every operand read once. */
+        DevValue *v = dev_value_new_uninit(&first->shape);
+        Ptrs l;
+        const void *const *src = v ? member_data(&l, ops, members, size, k) : NULL;
+        if (!src) {
+            dev_value_unref(v);
+            return IR_ENOMEM;
+        }
+        void *dst = v->data;
+        rt_coll_combine(op, v->shape.type, &dst, 1, 0, src, size, 0, dev_value_elements(v),
+                        rt_coll_stream(v->nbytes));
+        ptrs_free(&l);
+        *out = v;
+        return IR_OK;
     }
-    void *dst = v->data;
-    rt_coll_combine(op, v->shape.type, &dst, 1, 0, src, size, 0, dev_value_elements(v), rt_coll_stream(v->nbytes));
-    ptrs_free(&l);
+    /* Any other reducer (complex add, ...): its computation, elementwise,
+     * in group order (device/reducer_comp.c). */
+    DevValue *v = dev_value_clone(first);
+    if (!v)
+        return IR_ENOMEM;
+    int64_t count = dev_value_elements(v);
+    for (int32_t j = 1; j < size; j++) {
+        IrStatus st = dev_red_call(m, ins->called[0], v->shape.type, v->data, v->data, ops[members[j]][k]->data,
+                                   count, d);
+        if (st != IR_OK) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", d->msg ? d->msg : "the reducer failed");
+            dev_value_unref(v);
+            ir_diag_clear(d); /* the error goes to the instruction */
+            return coll_fail(m, ins, d, st, "%s", msg);
+        }
+    }
     *out = v;
     return IR_OK;
 }
@@ -285,11 +305,23 @@ static IrStatus reduce_slice(const IrModule *m, const IrInstr *ins, DevValue *co
                              const IrShape *rs, DevValue **out, IrDiag *d)
 {
     IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
-    if (op == OP_COUNT)
-        return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer of this collective is not a simple one");
     const IrShape *ps = &ops[members[0]][k]->shape;
-    if (size > 1 && !rt_coll_can_combine(op, ps->type))
-        return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer is not supported for %s", ir_type_name(ps->type));
+    if (op == OP_COUNT || !rt_coll_can_combine(op, ps->type)) {
+        /* A reducer computation: the whole combination, then the slice. */
+        DevValue *sum = NULL, *v = NULL;
+        IrStatus st = reduce_members(m, ins, ops, members, size, k, &sum, d);
+        if (st == IR_OK && !(v = dev_value_new_uninit(rs)))
+            st = IR_ENOMEM;
+        if (st == IR_OK) {
+            int64_t zero[IR_MAX_RANK] = {0}, off[IR_MAX_RANK] = {0};
+            off[dim] = mine * rs->dims[dim];
+            rt_copy_box(ir_type_size(ps->type), ps->rank, sum->data, ps->dims, off, v->data, rs->dims, zero,
+                        rs->dims);
+            *out = v;
+        }
+        dev_value_unref(sum);
+        return st;
+    }
     DevValue *v = dev_value_new_uninit(rs);
     Ptrs l;
     const void *const *src = v ? member_data(&l, ops, members, size, k) : NULL;

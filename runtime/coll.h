@@ -97,4 +97,25 @@ bool rt_coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int6
  * read once). */
 void rt_coll_copy(void *const *dst, int32_t ndst, size_t doff, const void *src, size_t bytes, bool stream);
 
+/* ---- coll_async.c: a device's collectives in the background ---- */
+
+/* A collective as local.c runs it for device ctx (blocking). */
+typedef IrStatus (*RtCollFn)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                             DevValue **out, IrDiag *d);
+typedef struct RtAsync RtAsync;
+/* One device's queue of started collectives, run by fn(ctx, ...) on a
+ * thread of its own made at the first start; NULL on OOM. */
+RtAsync *rt_async_new(RtCollFn fn, void *ctx);
+/* DevCollectives.start and .wait (device.h) over the queue: start copies
+ * ins and takes references to the operands; wait gives the result (or
+ * the collective's error, copied into d) and frees the handle. */
+IrStatus rt_async_start(RtAsync *a, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                        void **handle, IrDiag *d);
+IrStatus rt_async_wait(RtAsync *a, void *handle, DevValue **out, IrDiag *d);
+/* Wait until every started collective is done (before a blocking one
+ * runs on the executor thread). NULL: nothing. */
+void rt_async_drain(RtAsync *a);
+/* Stop and join the thread; every handle must have been waited for. */
+void rt_async_free(RtAsync *a);
+
 #endif /* TESSEL_COLL_H */

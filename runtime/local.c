@@ -8,11 +8,15 @@
  * devices, hierarchically and only among the hosts a collective's groups
  * join (host_colors; over their communicator, cached by the transport):
  * an all-reduce combines the host's members of each group locally, makes
- * one MPI call for the host, and every local member takes the result; a
- * permute or broadcast sends each host just the operands its devices read
- * (point to point); the other collectives exchange the host's operands in
- * one MPI call among the group's hosts and each device then picks its
- * result.
+ * one MPI call for the host (a user-defined MPI operation running the HLO
+ * reducer where MPI has no built-in one), and every local member takes
+ * the result; a reduce-scatter combines the same way and makes one MPI
+ * reduce-scatter, each host receiving only its members' blocks; an
+ * all-to-all and a permute or broadcast send each host just the blocks
+ * or operands its devices read (point to point); the other collectives
+ * (all-gather, several operands, orders a reducer cannot combine per
+ * host) exchange the host's operands in one MPI call among the group's
+ * hosts and each device then picks its result.
  *
  * Every device runs the same SPMD program, so every device reaches every
  * collective instruction in the same order. A collective is two barriers
@@ -56,6 +60,7 @@ typedef struct World {
     int64_t arrived, generation;
     int64_t finished;          /* local devices done with their program */
     bool aborted;
+    int64_t first_failed;      /* the device whose own failure aborted the world, -1 none */
     bool stray;                /* aborted because a device finished while others waited */
     const char **at;           /* the collective each local device is in (its instruction's name) */
     DevValue ***ops;           /* the current collective's operands of each device (global ids) */
@@ -92,10 +97,24 @@ typedef struct Device {
     int64_t coll_calls;
     int32_t nstep_seconds;     /* the first STEP_SAMPLES steps' wall times */
     double step_seconds[STEP_SAMPLES];
+    RtAsync *async;            /* collectives started, not yet waited for (coll_async.c); NULL: none run so */
     int32_t nsent;             /* sends between devices not yet received: */
     const IrInstr **sent_by;   /*   the send instructions */
     DevValue **sent;           /*   and their data (owned) */
 } Device;
+
+/* Device `id` failed on its own (-1: the world is aborted for another
+ * reason): the first such device is the run's root cause, not the
+ * devices that then saw "aborted: another device failed". */
+static void world_abort_by(World *w, int64_t id)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->aborted && id >= 0)
+        w->first_failed = id;
+    w->aborted = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
 
 static void world_abort(World *w)
 {
@@ -190,7 +209,8 @@ static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int
     int64_t hosts = w->ndev / w->nlocal;
     RtCollWorld cw = {w->n, w->r};
     int32_t *parent = ts_malloc((size_t)hosts * sizeof *parent);
-    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    /* A permute's pair is two entries, also on one device. */
+    int64_t *members = ts_malloc((size_t)(w->ndev > 2 ? w->ndev : 2) * sizeof *members);
     IrStatus st = parent && members ? IR_OK : oom(d);
     for (int64_t h = 0; parent && h < hosts; h++)
         parent[h] = (int32_t)h;
@@ -437,20 +457,15 @@ static IrStatus reduce_one_across(World *w, const IrModule *m, const IrInstr *in
  * hosts over a buffer of every such group (hosts without members of a
  * group contribute the identity). reduced[g] holds the result for each
  * local member g of such a group. */
-static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const int32_t *color,
-                              IrDiag *d)
+/* The groups of ins that span hosts of this host's color, by their
+ * first member (cross[], in order of it; ndev entries of room). */
+static IrStatus cross_groups(World *w, const IrModule *m, const IrInstr *ins, const int32_t *color, int64_t *members,
+                             int64_t *cross, int64_t *ncross, IrDiag *d)
 {
-    const DevValue *mine = w->ops[w->first][0];
-    int64_t count = dev_value_elements(mine);
-    size_t b = (size_t)mine->nbytes;
-    IrType t = mine->shape.type;
     RtCollWorld cw = {w->n, w->r};
-    int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
-    int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
-    IrStatus st = members && cross ? IR_OK : oom(d);
-    /* Groups in order of their first member; those spanning hosts of my color. */
-    int64_t ncross = 0, l = w->nlocal;
+    IrStatus st = IR_OK;
     int32_t my = color[host_of(w, w->first)];
+    *ncross = 0;
     for (int64_t g = 0; my >= 0 && st == IR_OK && g < w->ndev; g++) {
         int32_t idx = 0, size = 0;
         if (color[host_of(w, g)] != my)
@@ -460,11 +475,26 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
             continue;
         bool spans = false;
         for (int32_t j = 1; j < size; j++)
-            spans |= members[j] / l != members[0] / l;
+            spans |= host_of(w, members[j]) != host_of(w, members[0]);
         if (spans)
-            cross[ncross++] = g;
+            cross[(*ncross)++] = g;
     }
-    if (st == IR_OK && ncross == 1) {
+    return st;
+}
+
+static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const RtReducer *any,
+                              const int32_t *color, IrDiag *d)
+{
+    const DevValue *mine = w->ops[w->first][0];
+    int64_t count = dev_value_elements(mine);
+    size_t b = (size_t)mine->nbytes;
+    IrType t = mine->shape.type;
+    RtCollWorld cw = {w->n, w->r};
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    int64_t ncross = 0;
+    IrStatus st = members && cross ? cross_groups(w, m, ins, color, members, cross, &ncross, d) : oom(d);
+    if (st == IR_OK && ncross == 1 && !any && rt_coll_can_combine(op, t)) {
         /* One group: straight from the local members' operands into the
          * result its local members share (no staging buffer, no copy out). */
         st = reduce_one_across(w, m, ins, op, color, cross[0], members, d);
@@ -473,7 +503,8 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
         return st;
     }
     uint8_t *buf = st == IR_OK ? ts_malloc(b * (size_t)ncross + 1) : NULL;
-    if (st == IR_OK && !buf)
+    bool *present = st == IR_OK ? ts_malloc((size_t)ncross + 1) : NULL;
+    if (st == IR_OK && (!buf || !present))
         st = oom(d);
     for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
         int32_t idx = 0, size = 0;
@@ -485,14 +516,20 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
                 continue;
             if (first)
                 memcpy(slice, w->ops[members[k]][0]->data, b);
+            else if (any)
+                st = dev_red_call(m, any->comp, t, slice, slice, w->ops[members[k]][0]->data, count, d);
             else
                 dev_red_combine_array(op, t, slice, w->ops[members[k]][0]->data, count);
             first = false;
         }
-        if (first)
+        present[j] = !first;
+        if (first && !any)
             dev_red_fill_identity(op, t, slice, count);
     }
-    if (st == IR_OK)
+    if (st == IR_OK && any)
+        st = rt_transport_allreduce_any_in(w->t, color, xfer_kind(ins), (int64_t)b, buf, ncross, count, present, t,
+                                           any, d);
+    else if (st == IR_OK)
         st = rt_transport_allreduce_in(w->t, color, xfer_kind(ins), (int64_t)b, buf, count * ncross, t, op, d);
     /* One value per group, shared by reference by its local members: a
      * kernel writes in place only into a value it alone holds (refs ==
@@ -513,6 +550,7 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
         dev_value_unref(v);
     }
     ts_free(buf);
+    ts_free(present);
     ts_free(members);
     ts_free(cross);
     return st;
@@ -526,7 +564,7 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
  * host's device's (w->reduced), with no packing and no copy of the
  * others' operands: the pattern of MPI_Allgather, MPI_Reduce_scatter_block
  * and MPI_Alltoall, pipelined (rt_transport_allgather_into,
- * rt_transport_reduce_scatter_in, rt_transport_alltoall_in). The decision
+ * rt_transport_reduce_scatter_into, rt_transport_alltoall_in). The decision
  * depends only on the program and the layout of devices, the same on
  * every host. *done: this path ran. */
 static IrStatus direct_across(World *w, const IrModule *m, const IrInstr *ins, const HostGroups *hg, bool *done,
@@ -573,8 +611,8 @@ static IrStatus direct_across(World *w, const IrModule *m, const IrInstr *ins, c
     if (st == IR_OK && ins->op == OP_ALL_GATHER) {
         st = rt_transport_allgather_into(w->t, hg->color, xfer_kind(ins), x->data, (size_t)x->nbytes, v->data, d);
     } else if (st == IR_OK && ins->op == OP_REDUCE_SCATTER) {
-        st = rt_transport_reduce_scatter_in(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
-                                            dev_value_elements(x), ps->type, op, d);
+        st = rt_transport_reduce_scatter_into(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
+                                              dev_value_elements(x), ps->type, op, d);
     } else if (st == IR_OK) {
         st = rt_transport_alltoall_in(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
                                       (size_t)x->nbytes, d);
@@ -584,6 +622,308 @@ static IrStatus direct_across(World *w, const IrModule *m, const IrInstr *ins, c
         *done = true;
     } else {
         dev_value_unref(v);
+    }
+    ts_free(members);
+    return st;
+}
+
+/* The scatter dimension of a one-operand reduce-scatter or all-to-all
+ * whose groups (all of size `size`) cut the operand evenly, or -1
+ * (then the operands travel and coll.c reports what is wrong). */
+static int64_t even_dim(const IrInstr *ins, const DevValue *v, int32_t size)
+{
+    if (ins->a.dimensions.n != 1 || ins->shape.type == IR_TUPLE || size < 1)
+        return -1;
+    int64_t dim = ins->a.dimensions.v[0];
+    if (dim < 0 || dim >= v->shape.rank || v->shape.dims[dim] % size)
+        return -1;
+    return dim;
+}
+
+/* The size every group of ins has, or 0 when they differ: the same
+ * answer on every host, so all take the same path (their transport
+ * calls must match). */
+static IrStatus uniform_size(World *w, const IrModule *m, const IrInstr *ins, int64_t *members, int32_t *size,
+                             IrDiag *d)
+{
+    RtCollWorld cw = {w->n, w->r};
+    IrStatus st = IR_OK;
+    *size = -1;
+    for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
+        int32_t sz = 0, idx = 0;
+        st = rt_coll_group(m, ins, &cw, g, members, &sz, &idx, d);
+        if (st == IR_OK && *size >= 0 && sz != *size) {
+            *size = 0;
+            break;
+        }
+        *size = sz;
+    }
+    return st;
+}
+
+/* Block i (of `size` along dim) of array src (shape s) to dst. */
+static void copy_block(const IrShape *s, const uint8_t *src, int64_t dim, int32_t size, int32_t i, uint8_t *dst)
+{
+    int64_t soff[IR_MAX_RANK] = {0}, zero[IR_MAX_RANK] = {0}, ext[IR_MAX_RANK];
+    for (int32_t k = 0; k < s->rank; k++)
+        ext[k] = s->dims[k];
+    ext[dim] = s->dims[dim] / size;
+    soff[dim] = ext[dim] * i;
+    rt_copy_box(ir_type_size(s->type), s->rank, src, s->dims, soff, dst, ext, zero, ext);
+}
+
+/* Reduce-scatter of one operand across hosts, with a simple reducer:
+ * for each group spanning hosts of this host's color (cross_groups),
+ * this host combines its own members in group order (the identity where
+ * it has none) and cuts the partial into the group's blocks; one MPI
+ * reduce-scatter among the color's hosts brings each host only its own
+ * members' blocks, combined over every host (reduced[g]). *done false:
+ * the groups do not cut the operand evenly (exchange_in then). */
+static IrStatus scatter_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const int32_t *color,
+                               bool *done, IrDiag *d)
+{
+    const DevValue *mine = w->ops[w->first][0];
+    IrType t = mine->shape.type;
+    size_t es = ir_type_size(t);
+    int64_t count = dev_value_elements(mine), hosts = w->ndev / w->nlocal, me = host_of(w, w->first);
+    RtCollWorld cw = {w->n, w->r};
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    int64_t *counts = ts_calloc((size_t)hosts, sizeof(int64_t));
+    int64_t ncross = 0;
+    IrStatus st = members && cross && counts ? cross_groups(w, m, ins, color, members, cross, &ncross, d) : oom(d);
+    int32_t size = 0, idx = 0;
+    if (st == IR_OK)
+        st = uniform_size(w, m, ins, members, &size, d);
+    int64_t dim = st == IR_OK ? even_dim(ins, mine, size) : -1;
+    *done = dim >= 0 && ins->shape.type == t && dev_value_elements(mine) / size == ir_shape_elements(&ins->shape);
+    int64_t be = *done ? count / size : 0;
+    /* Each host's segment: its members' blocks, group by group. */
+    for (int64_t j = 0; *done && st == IR_OK && j < ncross; j++) {
+        int32_t sz = 0;
+        st = rt_coll_group(m, ins, &cw, cross[j], members, &sz, &idx, d);
+        for (int32_t i = 0; st == IR_OK && i < sz; i++)
+            counts[host_of(w, members[i])] += be;
+    }
+    if (st != IR_OK || !*done) {
+        ts_free(members);
+        ts_free(cross);
+        ts_free(counts);
+        return st;
+    }
+    int64_t total = 0;
+    for (int64_t h = 0; h < hosts; h++)
+        total += counts[h];
+    uint8_t *part = ts_malloc((size_t)count * es + 1), *send = ts_malloc((size_t)total * es + 1);
+    uint8_t *recv = ts_malloc((size_t)counts[me] * es + 1);
+    int64_t *at = ts_calloc((size_t)hosts, sizeof(int64_t)); /* each host's segment filled so far */
+    st = part && send && recv && at ? IR_OK : oom(d);
+    for (int64_t h = 1; at && h < hosts; h++)
+        at[h] = at[h - 1] + counts[h - 1];
+    for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
+        int32_t sz = 0;
+        st = rt_coll_group(m, ins, &cw, cross[j], members, &sz, &idx, d);
+        bool first = true;
+        for (int32_t i = 0; st == IR_OK && i < sz; i++) {
+            if (!on_this_host(w, members[i]))
+                continue;
+            if (first)
+                memcpy(part, w->ops[members[i]][0]->data, (size_t)count * es);
+            else
+                dev_red_combine_array(op, t, part, w->ops[members[i]][0]->data, count);
+            first = false;
+        }
+        if (first)
+            dev_red_fill_identity(op, t, part, count);
+        for (int32_t i = 0; st == IR_OK && i < sz; i++) {
+            int64_t h = host_of(w, members[i]);
+            copy_block(&mine->shape, part, dim, sz, i, send + (size_t)at[h] * es);
+            at[h] += be;
+        }
+    }
+    if (st == IR_OK)
+        st = rt_transport_reduce_scatter_in(w->t, color, xfer_kind(ins), (int64_t)(be * (int64_t)es), send, counts,
+                                            recv, t, op, d);
+    /* This host's blocks, in the order they were packed. */
+    int64_t o = 0;
+    for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
+        int32_t sz = 0;
+        st = rt_coll_group(m, ins, &cw, cross[j], members, &sz, &idx, d);
+        for (int32_t i = 0; st == IR_OK && i < sz; i++) {
+            if (!on_this_host(w, members[i]))
+                continue;
+            DevValue *v = dev_value_new_uninit(&ins->shape);
+            if (!v) {
+                st = oom(d);
+                break;
+            }
+            if (be)
+                memcpy(v->data, recv + (size_t)o * es, (size_t)be * es);
+            o += be;
+            w->reduced[members[i]] = v;
+        }
+    }
+    ts_free(part);
+    ts_free(send);
+    ts_free(recv);
+    ts_free(at);
+    ts_free(members);
+    ts_free(cross);
+    ts_free(counts);
+    return st;
+}
+
+/* All-to-all of one operand along a dimension across hosts: member i of
+ * a group receives block i of every member's operand, so host A sends
+ * host B, for each group spanning hosts, block i of each of A's members
+ * for each of B's members i (point to point, one message per pair of
+ * hosts), nothing else. The receiver rebuilds each remote member's
+ * operand with just the blocks its own members read (the others zero),
+ * and coll.c picks the results as for local operands. *done false: the
+ * groups do not cut the operand evenly (exchange_in then). */
+static IrStatus alltoall_across(World *w, const IrModule *m, const IrInstr *ins, const int32_t *color, bool *done,
+                                IrDiag *d)
+{
+    const DevValue *mine = w->ops[w->first][0];
+    size_t es = ir_type_size(mine->shape.type);
+    int64_t count = dev_value_elements(mine), hosts = w->ndev / w->nlocal, me = host_of(w, w->first);
+    RtCollWorld cw = {w->n, w->r};
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
+    RtXfer *sends = ts_calloc((size_t)hosts, sizeof *sends), *recvs = ts_calloc((size_t)hosts, sizeof *recvs);
+    int64_t ncross = 0;
+    IrStatus st = members && cross && sends && recvs ? cross_groups(w, m, ins, color, members, cross, &ncross, d)
+                                                     : oom(d);
+    int32_t size = 0, idx = 0;
+    if (st == IR_OK)
+        st = uniform_size(w, m, ins, members, &size, d);
+    int64_t dim = st == IR_OK ? even_dim(ins, mine, size) : -1;
+    *done = dim >= 0 && w->nops == 1;
+    int64_t be = *done ? count / size : 0;
+    /* Bytes of each pair's message: pass 0 sizes, pass 1 packs (host
+     * order of peers, groups in order, senders in group order, their
+     * blocks for the peer's members in group order). */
+    for (int pass = 0; *done && st == IR_OK && pass < 2; pass++) {
+        for (int64_t h = 0; pass && h < hosts; h++) {
+            sends[h].host = recvs[h].host = (int)h;
+            sends[h].buf = ts_malloc(sends[h].bytes + 1);
+            recvs[h].buf = ts_malloc(recvs[h].bytes + 1);
+            if (!sends[h].buf || !recvs[h].buf)
+                st = oom(d);
+            sends[h].bytes = recvs[h].bytes = 0; /* refilled as packed */
+        }
+        for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
+            int32_t sz = 0;
+            st = rt_coll_group(m, ins, &cw, cross[j], members, &sz, &idx, d);
+            for (int32_t s = 0; st == IR_OK && s < sz; s++)
+                for (int32_t r = 0; r < sz; r++) {
+                    int64_t hs = host_of(w, members[s]), hr = host_of(w, members[r]);
+                    if (hs == hr || (hs != me && hr != me))
+                        continue;
+                    if (hs == me) {
+                        if (pass)
+                            copy_block(&mine->shape, w->ops[members[s]][0]->data, dim, sz, r,
+                                       (uint8_t *)sends[hr].buf + sends[hr].bytes);
+                        sends[hr].bytes += (size_t)be * es;
+                    } else {
+                        recvs[hs].bytes += (size_t)be * es;
+                    }
+                }
+        }
+    }
+    int32_t nsend = 0, nrecv = 0;
+    for (int64_t h = 0; *done && st == IR_OK && h < hosts; h++) {
+        /* Keep only the peers with data, in host order (their buffers move along). */
+        if (sends[h].bytes)
+            sends[nsend++] = sends[h];
+        else
+            ts_free(sends[h].buf);
+        if (recvs[h].bytes)
+            recvs[nrecv++] = recvs[h];
+        else
+            ts_free(recvs[h].buf);
+        if (h >= nsend)
+            sends[h].buf = NULL;
+        if (h >= nrecv)
+            recvs[h].buf = NULL;
+    }
+    if (*done && st == IR_OK)
+        st = rt_transport_exchange(w->t, xfer_kind(ins), (int64_t)(be * (int64_t)es), sends, nsend, recvs, nrecv,
+                                   d);
+    /* Unpack in the order packed: remote senders' operands, with the
+     * blocks of this host's members. */
+    w->nremote = w->nops;
+    int64_t *at = *done && st == IR_OK ? ts_calloc((size_t)hosts, sizeof(int64_t)) : NULL;
+    int32_t *slot = at ? ts_malloc((size_t)hosts * sizeof(int32_t)) : NULL;
+    if (*done && st == IR_OK && (!at || !slot))
+        st = oom(d);
+    for (int64_t h = 0; slot && h < hosts; h++)
+        slot[h] = -1;
+    for (int32_t k = 0; slot && k < nrecv; k++)
+        slot[recvs[k].host] = k;
+    for (int64_t j = 0; at && st == IR_OK && j < ncross; j++) {
+        int32_t sz = 0;
+        st = rt_coll_group(m, ins, &cw, cross[j], members, &sz, &idx, d);
+        for (int32_t s = 0; st == IR_OK && s < sz; s++) {
+            int64_t hs = host_of(w, members[s]);
+            if (hs == me)
+                continue;
+            for (int32_t r = 0; st == IR_OK && r < sz; r++) {
+                if (host_of(w, members[r]) != me)
+                    continue;
+                int64_t g = members[s];
+                if (!w->remote[g]) {
+                    DevValue **v = ts_calloc(1, sizeof *v);
+                    if (!v || !(v[0] = dev_value_zeros(&mine->shape))) {
+                        ts_free(v);
+                        st = oom(d);
+                        break;
+                    }
+                    w->remote[g] = w->ops[g] = v;
+                }
+                /* block r of sender g's operand */
+                int64_t soff[IR_MAX_RANK] = {0}, zero[IR_MAX_RANK] = {0}, ext[IR_MAX_RANK];
+                const IrShape *sh = &mine->shape;
+                for (int32_t q = 0; q < sh->rank; q++)
+                    ext[q] = sh->dims[q];
+                ext[dim] = sh->dims[dim] / sz;
+                soff[dim] = ext[dim] * r;
+                rt_copy_box(es, sh->rank, (const uint8_t *)recvs[slot[hs]].buf + at[hs], ext, zero,
+                            w->remote[g][0]->data, sh->dims, soff, ext);
+                at[hs] += be * (int64_t)es;
+            }
+        }
+    }
+    for (int64_t h = 0; sends && h < hosts; h++) {
+        ts_free(sends[h].buf);
+        ts_free(recvs[h].buf);
+    }
+    ts_free(at);
+    ts_free(slot);
+    ts_free(sends);
+    ts_free(recvs);
+    ts_free(members);
+    ts_free(cross);
+    return st;
+}
+
+/* May a reducer that is not proven commutative combine hierarchically?
+ * Only if every group's members come host by host in ascending host
+ * order (members of one host together): then combining each host's
+ * members in group order, and the hosts in rank order (MPI's order for
+ * a non-commutative operation), is the group order. Else the operands
+ * travel and each device combines in group order (exchange_in). */
+static IrStatus hosts_in_group_order(World *w, const IrModule *m, const IrInstr *ins, bool *ok, IrDiag *d)
+{
+    RtCollWorld cw = {w->n, w->r};
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    IrStatus st = members ? IR_OK : oom(d);
+    *ok = true;
+    for (int64_t g = 0; st == IR_OK && *ok && g < w->ndev; g++) {
+        int32_t size = 0, idx = 0;
+        st = rt_coll_group(m, ins, &cw, g, members, &size, &idx, d);
+        for (int32_t j = 1; st == IR_OK && members[0] == g && j < size; j++)
+            *ok = *ok && host_of(w, members[j]) >= host_of(w, members[j - 1]);
     }
     ts_free(members);
     return st;
@@ -622,6 +962,15 @@ static IrStatus cached_colors(World *w, const IrModule *m, const IrInstr *ins, H
     return IR_OK;
 }
 
+/* Floats narrower than f32 (f16, bf16, f8): a sum rounded to them at
+ * every step moves by an ulp with the order of its terms, more than the
+ * oracle allows, so their reduce-scatters keep one process's group order
+ * (the operands travel: exchange_in) instead of combining per host. */
+static bool order_sensitive(IrType t)
+{
+    return ir_type_is_float(t) && ir_type_size(t) < 4;
+}
+
 static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
 {
     HostGroups *hg = NULL;
@@ -630,17 +979,40 @@ static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins,
     const int64_t *src = hg ? hg->src : NULL;
     bool any = hg && hg->any;
     IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    /* A simple reducer MPI has no operation for (complex, f8): as any other. */
+    if (op != OP_COUNT && w->ops[w->first][0]->shape.type != IR_TUPLE &&
+        !rt_transport_builtin_op(w->t, w->ops[w->first][0]->shape.type, op))
+        op = OP_COUNT;
+    bool one = (ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && ins->ncalled > 0 && w->nops == 1 &&
+               ins->shape.type != IR_TUPLE && w->ops[w->first][0]->shape.type != IR_TUPLE;
+    /* Any other reducer: a user-defined MPI operation runs it (mpi.c). */
+    RtReducer red = {m, ins->ncalled > 0 ? ins->called[0] : -1, false};
+    bool done = false;
+    bool general = one && op == OP_COUNT && red.comp >= 0 && red.comp < m->ncomp && m->comp[red.comp]->nparam == 2;
+    if (st == IR_OK && any && general) {
+        red.commute = dev_red_commutes(m, red.comp);
+        bool ordered = red.commute;
+        if (!ordered)
+            st = hosts_in_group_order(w, m, ins, &ordered, d);
+        general = ordered;
+    }
     if (st != IR_OK || !any) {
-    } else if ((ins->op == OP_ALL_REDUCE || ins->op == OP_COLLECTIVE_REDUCE) && op != OP_COUNT && w->nops == 1 &&
-               ins->shape.type != IR_TUPLE && w->ops[w->first][0]->shape.type != IR_TUPLE) {
-        st = reduce_across(w, m, ins, op, color, d);
+    } else if (one && op != OP_COUNT) {
+        st = reduce_across(w, m, ins, op, NULL, color, d);
+    } else if (general) {
+        st = reduce_across(w, m, ins, op, &red, color, d);
+    } else if ((st = direct_across(w, m, ins, hg, &done, d)) != IR_OK || done) {
+        /* one device a host: straight from the operand into the result */
+    } else if (ins->op == OP_REDUCE_SCATTER && op != OP_COUNT && w->nops == 1 && ins->shape.type != IR_TUPLE &&
+               w->ops[w->first][0]->shape.type != IR_TUPLE && !order_sensitive(w->ops[w->first][0]->shape.type) &&
+               (st = scatter_across(w, m, ins, op, color, &done, d)) == IR_OK && done) {
+    } else if (st == IR_OK && ins->op == OP_ALL_TO_ALL && w->nops == 1 && w->ops[w->first][0]->shape.type != IR_TUPLE &&
+               (st = alltoall_across(w, m, ins, color, &done, d)) == IR_OK && done) {
+    } else if (st != IR_OK) {
     } else if (reads_one(ins)) {
         st = exchange_p2p(w, ins, src, d);
     } else {
-        bool done = false;
-        st = direct_across(w, m, ins, hg, &done, d);
-        if (st == IR_OK && !done)
-            st = exchange_in(w, ins, color, d);
+        st = exchange_in(w, ins, color, d);
     }
     return st;
 }
@@ -906,7 +1278,34 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
 {
     Device *dev = ctx;
     double t0 = now_seconds();
+    rt_async_drain(dev->async); /* one collective at a time, in program order */
     IrStatus st = collective_body(dev, m, ins, nopnd, operands, out, d);
+    dev->coll_seconds += now_seconds() - t0;
+    dev->coll_calls++;
+    return st;
+}
+
+/* The -start/-done pairs: the collective runs on the device's
+ * communication thread (coll_async.c); --stats counts the time a -done
+ * waits for it, the part that did not overlap. */
+static IrStatus async_body(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+                           DevValue **out, IrDiag *d)
+{
+    return collective_body(ctx, m, ins, nopnd, operands, out, d);
+}
+
+static IrStatus start_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                                 DevValue **operands, void **handle, IrDiag *d)
+{
+    Device *dev = ctx;
+    return rt_async_start(dev->async, m, ins, nopnd, operands, handle, d);
+}
+
+static IrStatus wait_collective(void *ctx, void *handle, DevValue **out, IrDiag *d)
+{
+    Device *dev = ctx;
+    double t0 = now_seconds();
+    IrStatus st = rt_async_wait(dev->async, handle, out, d);
     dev->coll_seconds += now_seconds() - t0;
     dev->coll_calls++;
     return st;
@@ -1094,6 +1493,7 @@ static IrStatus run_p2p(void *ctx, const IrModule *m, const IrInstr *ins, int32_
     *out = NULL;
     const IrShape *s = &ins->shape;
     bool tuple = s->type == IR_TUPLE && s->ntuple >= 2;
+    rt_async_drain(dev->async); /* a recv's exchange is a collective too */
     switch (ins->op) {
     case OP_SEND:
         if (!tuple || nopnd < 1)
@@ -1152,6 +1552,11 @@ static void fusion_from_env(DevExecOptions *opt)
 static void device_main(Device *dev)
 {
     DevCollectives coll = {.ctx = dev, .run = run_collective, .p2p = run_p2p};
+    /* Without a queue (out of memory) the -start ops run at once. */
+    if ((dev->async = rt_async_new(async_body, dev))) {
+        coll.start = start_collective;
+        coll.wait = wait_collective;
+    }
     DevExecOptions opt = {
         .partition_id = dev->id % dev->w->n,
         .replica_id = dev->id / dev->w->n,
@@ -1177,8 +1582,10 @@ static void device_main(Device *dev)
         else
             dev->result = r;
     }
+    rt_async_free(dev->async);
+    dev->async = NULL;
     if (dev->status != IR_OK)
-        world_abort(dev->w);
+        world_abort_by(dev->w, dev->id);
     else
         device_finished(dev->w);
 }
@@ -1191,9 +1598,18 @@ static void *device_thread(void *arg)
 
 static IrStatus device_job(DevDevice *dd, void *arg, IrDiag *d)
 {
-    (void)dd;
+    /* The device's large tensors on its NUMA node (device/alloc.c); an
+     * allocator that cannot be had leaves them to malloc (first touch on
+     * the bound thread), which is still correct. */
+    DevAllocator *al = NULL;
+    IrDiag quiet = {0};
+    if (dev_device_allocator(dd, "cpu", &al, &quiet) != IR_OK)
+        al = NULL;
+    ir_diag_clear(&quiet);
     (void)d;
+    dev_alloc_use(al);
     device_main(arg);
+    dev_alloc_use(NULL);
     return IR_OK; /* the device's own status is read from Device */
 }
 
@@ -1357,7 +1773,8 @@ static void free_device(Device *dev)
 IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
                         const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d)
 {
-    World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t};
+    World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t,
+               .first_failed = -1};
     w.ndev = w.n * w.r;
     int64_t steps = o && o->steps > 1 ? o->steps : 1;
     if (stats)
@@ -1401,7 +1818,11 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     /* The first failing device's error, named; a root cause is preferred
      * over "aborted: another device failed". */
     int64_t pick = -1;
-    for (int64_t k = 0; st == IR_OK && k < nlocal; k++)
+    if (st == IR_OK && w.first_failed >= first && w.first_failed < first + nlocal &&
+        devs[w.first_failed - first].status != IR_OK)
+        pick = w.first_failed - first;
+    bool root_known = pick >= 0;
+    for (int64_t k = 0; st == IR_OK && !root_known && k < nlocal; k++)
         if (devs[k].status != IR_OK && (pick < 0 || (devs[pick].status == IR_ERUNTIME && devs[k].status != IR_ERUNTIME)))
             pick = k;
     if (pick >= 0) {

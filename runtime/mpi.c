@@ -1,6 +1,7 @@
 /*
  * mpi.c: one MPI rank per host. The transport local.c's leader devices use
- * (all-gather, all-reduce over MPI_COMM_WORLD), agreement on failures
+ * (all-gather, all-reduce with built-in or any reducer, reduce-scatter,
+ * point to point; over tessel's communicator or a group's), agreement on failures
  * before anything blocks, gathering the outputs' shards to rank 0, and
  * statistics across ranks.
  *
@@ -103,6 +104,7 @@ struct RtTransport {
     MPI_Datatype half;       /* 2-byte elements (f16, bf16) for user ops */
     MPI_Op user[2][4];       /* [f16|bf16][add, mul, max, min] */
     MPI_Op fmax, fmin;       /* NaN-propagating max/min for f32/f64 */
+    MPI_Op any[2];           /* any reducer (any_op): [not commutative | commutative], made on first use */
     uint8_t *slots;          /* the pipeline's receive slots, kept warm for the run (ir_big_alloc) */
     size_t nslots;           /* their bytes */
 };
@@ -299,6 +301,8 @@ IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
         free_op(t, &t->user[0][k], &st, d);
     free_op(t, &t->fmax, &st, d);
     free_op(t, &t->fmin, &st, d);
+    free_op(t, &t->any[0], &st, d);
+    free_op(t, &t->any[1], &st, d);
     if (t->half && t->half != MPI_DATATYPE_NULL) {
         int rc = tmpi_type_free(&t->half);
         t->half = MPI_DATATYPE_NULL;
@@ -873,6 +877,13 @@ static bool mpi_op_for(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt,
     default: return false;
     }
     return !(fl && (op == OP_AND || op == OP_OR || op == OP_XOR));
+}
+
+bool rt_transport_builtin_op(RtTransport *t, IrType ty, IrOpcode op)
+{
+    MPI_Datatype dt;
+    MPI_Op mop;
+    return op != OP_COUNT && mpi_op_for(t, ty, op, &dt, &mop);
 }
 
 IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d)
@@ -1534,9 +1545,9 @@ IrStatus rt_transport_allreduce_into(RtTransport *t, const int32_t *color, RtXfe
     return IR_OK;
 }
 
-IrStatus rt_transport_reduce_scatter_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                        const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
-                                        IrDiag *d)
+IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                          const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
+                                          IrDiag *d)
 {
     if (!rt_coll_can_combine(op, ty))
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no reduction for %s on %s",
@@ -1621,6 +1632,280 @@ IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKi
     int64_t moved = (int64_t)(bytes / (size_t)k) * (k - 1);
     count_bytes(t, kind, moved, moved);
     return IR_OK;
+}
+
+IrStatus rt_transport_reduce_scatter_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                        const void *send, const int64_t *counts, void *recv, IrType ty, IrOpcode op,
+                                        IrDiag *d)
+{
+    MPI_Datatype dt;
+    MPI_Op mop;
+    if (!mpi_op_for(t, ty, op, &dt, &mop))
+        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
+                        t->rank, ir_op_name(op), ir_type_name(ty));
+    MPI_Comm comm;
+    int k = 1;
+    IrStatus st = group_comm(t, color, &comm, &k, d);
+    if (st != IR_OK)
+        return st;
+    /* The color's hosts in host order: their ranks in comm (split by
+     * tessel's rank, or tessel's communicator itself). */
+    int32_t mine = color[t->rank];
+    int *host = ts_malloc((size_t)t->size * sizeof *host), *rc_n = ts_malloc((size_t)t->size * sizeof *rc_n);
+    if (!host || !rc_n) {
+        ts_free(host);
+        ts_free(rc_n);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    }
+    int nh = 0;
+    int64_t most = 0, total = 0, own = 0;
+    size_t own_off = 0;
+    for (int r = 0; r < t->size; r++)
+        if (mine >= 0 ? color[r] == mine : r == t->rank) {
+            if (r == t->rank) {
+                own = counts[r];
+                own_off = (size_t)total;
+            }
+            host[nh++] = r;
+            most = counts[r] > most ? counts[r] : most;
+            total += counts[r];
+        }
+    size_t esize = ir_type_size(ty);
+    esize = esize ? esize : 1;
+    if (!begin_collective(t, CK_REDUCE_SCATTER, what)) {
+        ts_free(host);
+        ts_free(rc_n);
+        return IR_OK;
+    }
+    /* Piece q is elements [q * ph, (q + 1) * ph) of every host's segment:
+     * at most MPI_PIECE bytes in all, each count an int. */
+    int64_t ph = (int64_t)(MPI_PIECE / esize) / nh;
+    ph = ph > 0 ? ph : 1;
+    bool one = most <= ph;
+    uint8_t *stage = one || comm == MPI_COMM_NULL ? NULL : ts_malloc((size_t)ph * (size_t)nh * esize);
+    int rc = MPI_SUCCESS;
+    if (comm == MPI_COMM_NULL) {
+        if (own)
+            memcpy(recv, (const uint8_t *)send + own_off * esize, (size_t)own * esize);
+    } else if (!one && !stage) {
+        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    }
+    for (int64_t q = 0; st == IR_OK && rc == MPI_SUCCESS && comm != MPI_COMM_NULL && q * ph < (most ? most : 1);
+         q++) {
+        const uint8_t *src = send;
+        size_t so = 0, seg = 0;
+        for (int j = 0; j < nh; j++) {
+            int64_t c = counts[host[j]], lo = q * ph < c ? q * ph : c, hi = (q + 1) * ph < c ? (q + 1) * ph : c;
+            rc_n[j] = (int)(one ? c : hi - lo);
+            if (!one && hi > lo)
+                memcpy(stage + so, (const uint8_t *)send + (seg + (size_t)lo) * esize, (size_t)(hi - lo) * esize);
+            so += (size_t)(hi - lo) * esize;
+            seg += (size_t)c;
+        }
+        if (!one)
+            src = stage;
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = tmpi_ireduce_scatter(src, (uint8_t *)recv + (size_t)(q * ph) * esize, rc_n, dt, mop, comm, &req);
+        if (rc == MPI_SUCCESS)
+            rc = finish(t, &req);
+        if (one)
+            break;
+    }
+    ts_free(stage);
+    ts_free(host);
+    ts_free(rc_n);
+    if (st == IR_OK && rc != MPI_SUCCESS)
+        st = mpi_fail(d, rc, "MPI_Reduce_scatter", t->rank);
+    /* What a direct reduce-scatter moves: every other host's segment of
+     * this host's buffer out, this host's segment from each of them in. */
+    if (st == IR_OK && k > 1)
+        count_bytes(t, kind, (total - own) * (int64_t)esize, own * (int64_t)(k - 1) * (int64_t)esize);
+    return st;
+}
+
+/* ---- all-reduce with any reducer ----
+ *
+ * MPI's user functions get no context pointer: (in, inout, len,
+ * datatype) is all. So each such all-reduce makes a datatype of its own
+ * (one record: below) and registers it here with the reducer; any_op
+ * finds its reducer by the datatype it is called with, under a lock (it
+ * may run on whichever thread drives MPI's progress: the leader's polls
+ * or the heartbeat's). The registration lives from before the first
+ * piece is posted until the last has finished, and the datatype is
+ * freed only after it is unregistered, so no call can find a stale
+ * entry. A failure inside the reducer is kept in the entry and returned
+ * after the call (the caller then ends the job: the peers hold wrong
+ * values).
+ *
+ * A record is an int64 count of valid elements (0: this host holds no
+ * member of the group, so nothing to combine) and up to `chunk`
+ * elements: a general reducer has no identity to fill absent groups
+ * with, and records keep every MPI count and piece small. */
+
+enum { ANY_SLOTS = 8 };
+
+typedef struct AnyReg {
+    MPI_Datatype dt;         /* the key; MPI_DATATYPE_NULL: a free slot */
+    const IrModule *m;
+    int32_t comp;
+    IrType ty;
+    size_t esize, rec;       /* element and record bytes */
+    bool failed;
+    char msg[256];
+} AnyReg;
+
+static pthread_mutex_t any_mu = PTHREAD_MUTEX_INITIALIZER;
+static AnyReg any_reg[ANY_SLOTS];
+static bool any_init;
+
+static int any_register(const AnyReg *r)
+{
+    int slot = -1;
+    pthread_mutex_lock(&any_mu);
+    if (!any_init) {
+        for (int k = 0; k < ANY_SLOTS; k++)
+            any_reg[k].dt = MPI_DATATYPE_NULL;
+        any_init = true;
+    }
+    for (int k = 0; slot < 0 && k < ANY_SLOTS; k++)
+        if (any_reg[k].dt == MPI_DATATYPE_NULL) {
+            any_reg[k] = *r;
+            slot = k;
+        }
+    pthread_mutex_unlock(&any_mu);
+    return slot;
+}
+
+/* Unregister slot k; its failure (if any) copied to *out. */
+static void any_unregister(int k, AnyReg *out)
+{
+    pthread_mutex_lock(&any_mu);
+    *out = any_reg[k];
+    any_reg[k].dt = MPI_DATATYPE_NULL;
+    pthread_mutex_unlock(&any_mu);
+}
+
+/* inout = reducer(in, inout), record by record: MPI hands the lower
+ * ranks' partial result as `in` (MPI 4.0, 6.9.5), which is the order a
+ * non-commutative reducer needs. */
+static void any_op(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    AnyReg r = {.dt = MPI_DATATYPE_NULL};
+    pthread_mutex_lock(&any_mu);
+    for (int k = 0; any_init && k < ANY_SLOTS && r.dt == MPI_DATATYPE_NULL; k++)
+        if (any_reg[k].dt != MPI_DATATYPE_NULL && any_reg[k].dt == *dt)
+            r = any_reg[k];
+    pthread_mutex_unlock(&any_mu);
+    if (r.dt == MPI_DATATYPE_NULL)
+        return; /* cannot happen: registered before the first piece */
+    for (int i = 0; i < *len; i++) {
+        uint8_t *a = (uint8_t *)in + (size_t)i * r.rec, *b = (uint8_t *)inout + (size_t)i * r.rec;
+        int64_t na, nb;
+        memcpy(&na, a, sizeof na);
+        memcpy(&nb, b, sizeof nb);
+        if (na <= 0)
+            continue;
+        if (nb <= 0) {
+            memcpy(b, a, r.rec);
+            continue;
+        }
+        IrDiag d = {0};
+        if (dev_red_call(r.m, r.comp, r.ty, b + 8, a + 8, b + 8, na < nb ? na : nb, &d) != IR_OK) {
+            pthread_mutex_lock(&any_mu);
+            for (int k = 0; k < ANY_SLOTS; k++)
+                if (any_reg[k].dt == *dt && !any_reg[k].failed) {
+                    any_reg[k].failed = true;
+                    snprintf(any_reg[k].msg, sizeof any_reg[k].msg, "%s", d.msg ? d.msg : "the reducer failed");
+                }
+            pthread_mutex_unlock(&any_mu);
+        }
+        ir_diag_clear(&d);
+    }
+}
+
+IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                       void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
+                                       const RtReducer *red, IrDiag *d)
+{
+    MPI_Comm comm;
+    int k = 1;
+    IrStatus st = group_comm(t, color, &comm, &k, d);
+    if (st != IR_OK)
+        return st;
+    if (!begin_collective(t, CK_ALLREDUCE, what))
+        return IR_OK;
+    MPI_Op *op = &t->any[red->commute ? 1 : 0];
+    if (*op == MPI_OP_NULL || !*op)
+        MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(any_op, red->commute ? 1 : 0, op));
+    size_t esize = ir_type_size(ty);
+    esize = esize ? esize : 1;
+    int64_t chunk = (int64_t)((MPI_PIECE > 8 + esize ? MPI_PIECE - 8 : esize) / esize);
+    chunk = count < chunk ? count : chunk;
+    chunk = chunk > 0 ? chunk : 1;
+    int64_t per = (count + chunk - 1) / chunk, nrec = per * nslice;
+    size_t rec = 8 + (size_t)chunk * esize;
+    uint8_t *recs = ts_calloc((size_t)(nrec ? nrec : 1), rec);
+    if (!recs)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    for (int64_t j = 0; j < nslice; j++)
+        for (int64_t q = 0; q < per; q++) {
+            int64_t off = q * chunk, n = count - off < chunk ? count - off : chunk;
+            uint8_t *r = recs + (size_t)(j * per + q) * rec;
+            int64_t valid = present[j] ? n : 0;
+            memcpy(r, &valid, sizeof valid);
+            if (valid)
+                memcpy(r + 8, (const uint8_t *)buf + ((size_t)(j * count + off)) * esize, (size_t)n * esize);
+        }
+    MPI_Datatype dt = MPI_DATATYPE_NULL;
+    int rc = tmpi_type_contiguous((int)rec, MPI_BYTE, &dt);
+    const char *call = "MPI_Type_contiguous";
+    if (rc == MPI_SUCCESS) {
+        rc = tmpi_type_commit(&dt);
+        call = "MPI_Type_commit";
+    }
+    int slot = -1;
+    if (rc == MPI_SUCCESS) {
+        AnyReg r = {.dt = dt, .m = red->m, .comp = red->comp, .ty = ty, .esize = esize, .rec = rec};
+        if ((slot = any_register(&r)) < 0)
+            st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
+                          "rank %d: more than %d reductions with user reducers at once", t->rank, ANY_SLOTS);
+    }
+    /* Pieces of whole records, at most MPI_PIECE bytes each (one record
+     * when a record is larger). */
+    int64_t step = (int64_t)(MPI_PIECE / rec);
+    step = step > 0 ? step : 1;
+    for (int64_t off = 0; rc == MPI_SUCCESS && st == IR_OK && comm != MPI_COMM_NULL && off < nrec; off += step) {
+        int64_t n = nrec - off < step ? nrec - off : step;
+        MPI_Request req = MPI_REQUEST_NULL;
+        call = "MPI_Allreduce";
+        rc = tmpi_iallreduce(MPI_IN_PLACE, recs + (size_t)off * rec, (int)n, dt, *op, comm, &req);
+        if (rc == MPI_SUCCESS)
+            rc = finish(t, &req);
+    }
+    AnyReg done = {.failed = false};
+    if (slot >= 0)
+        any_unregister(slot, &done);
+    if (dt != MPI_DATATYPE_NULL)
+        tmpi_type_free(&dt);
+    if (rc != MPI_SUCCESS && st == IR_OK)
+        st = mpi_fail(d, rc, call, t->rank);
+    if (st == IR_OK && done.failed)
+        st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: the all-reduce's reducer failed: %s",
+                      t->rank, done.msg);
+    for (int64_t j = 0; st == IR_OK && j < nslice; j++)
+        for (int64_t q = 0; q < per; q++) {
+            int64_t off = q * chunk, n = count - off < chunk ? count - off : chunk;
+            const uint8_t *r = recs + (size_t)(j * per + q) * rec;
+            int64_t valid;
+            memcpy(&valid, r, sizeof valid);
+            if (valid > 0)
+                memcpy((uint8_t *)buf + ((size_t)(j * count + off)) * esize, r + 8, (size_t)n * esize);
+        }
+    ts_free(recs);
+    int64_t moved = k > 1 ? 2 * (k - 1) * nrec * (int64_t)rec / k : 0;
+    if (st == IR_OK)
+        count_bytes(t, kind, moved, moved);
+    return st;
 }
 
 enum { TAG_DATA = 3 };

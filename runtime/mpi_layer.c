@@ -267,6 +267,13 @@ int tmpi_iallreduce(const void *send, void *recv, int count, MPI_Datatype dt, MP
     LOCKED(MPI_Iallreduce(send, recv, count, dt, op, comm, req));
 }
 
+int tmpi_ireduce_scatter(const void *send, void *recv, const int *rcounts, MPI_Datatype dt, MPI_Op op,
+                         MPI_Comm comm, MPI_Request *req)
+{
+    INJECT("MPI_Reduce_scatter");
+    LOCKED(MPI_Ireduce_scatter(send, recv, rcounts, dt, op, comm, req));
+}
+
 int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
                  int root, MPI_Comm comm, MPI_Request *req)
 {

@@ -106,6 +106,8 @@ int tmpi_iallgather(const void *send, int scount, MPI_Datatype stype, void *recv
                     MPI_Comm comm, MPI_Request *req);
 int tmpi_iallreduce(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                     MPI_Request *req);
+int tmpi_ireduce_scatter(const void *send, void *recv, const int *rcounts, MPI_Datatype dt, MPI_Op op,
+                         MPI_Comm comm, MPI_Request *req);
 int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
                  int root, MPI_Comm comm, MPI_Request *req);
 /* Point to point data of a collective between the hosts that hold its

@@ -45,6 +45,34 @@ IrStatus rt_transport_allgather_in(RtTransport *t, const int32_t *color, RtXferK
  * the check-in compares. */
 IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what, void *buf,
                                    int64_t count, IrType ty, IrOpcode op, IrDiag *d);
+/* Reduce-scatter among the hosts of this host's color with a simple
+ * reducer: every host's `send` holds one segment per host of the color,
+ * in host order, counts[h] elements of ty for host h (every host of
+ * the world; 0 outside the color); recv gets this host's segment
+ * combined over the color's hosts. Any size (pieces of every segment).
+ * `what` as above. */
+IrStatus rt_transport_reduce_scatter_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                        const void *send, const int64_t *counts, void *recv, IrType ty, IrOpcode op,
+                                        IrDiag *d);
+/* Has MPI (or tessel's ops of attach) an operation for simple reducer op
+ * on ty? (No: f8 types, complex, sub-byte integers; those take
+ * rt_transport_allreduce_any_in.) */
+bool rt_transport_builtin_op(RtTransport *t, IrType ty, IrOpcode op);
+/* A reducer computation of any kind (an HLO to_apply), for all-reduces
+ * no built-in MPI operation fits (dev_red_call combines). */
+typedef struct RtReducer {
+    const IrModule *m;
+    int32_t comp;
+    bool commute;            /* dev_red_commutes: else MPI combines in host order */
+} RtReducer;
+/* rt_transport_allreduce_in with any reducer, as a user-defined MPI
+ * operation: buf holds nslice slices of count elements of ty (one per
+ * group); present[j] false where this host holds no member of slice j's
+ * group (a general reducer has no identity to fill in: such a slice
+ * takes the others' value). Combined as comp(lower hosts, higher hosts). */
+IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                       void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
+                                       const RtReducer *r, IrDiag *d);
 /* The all-reduce of one buffer into a result of its own, no staging:
  * dst[i] = op over the hosts of the color, in host order, of (op over
  * src[0..nsrc) in order: this host's devices) for i < count; dst is not
@@ -56,14 +84,15 @@ IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferK
 IrStatus rt_transport_allreduce_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
                                      const void *const *src, int32_t nsrc, void *dst, int64_t count, IrType ty,
                                      IrOpcode op, IrDiag *d);
-/* Reduce-scatter of one device per host: src holds count elements, k
+/* Reduce-scatter of one device per host (rt_transport_reduce_scatter_in's
+ * hierarchical form, pipelined): src holds count elements, k
  * blocks of count / k for the k hosts of the color in host order; dst
  * receives block q (this host's place among them) of op over the hosts,
  * combined in host order. Pipelined as above; each host sends and
  * receives (k-1)/k of the buffer (counted so). */
-IrStatus rt_transport_reduce_scatter_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                        const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
-                                        IrDiag *d);
+IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                          const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
+                                          IrDiag *d);
 /* rt_transport_allgather_in, pipelined point to point for large blocks
  * (the same result, check-ins per size). */
 IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,

@@ -69,6 +69,7 @@ declare -A SLOW=(
     [GatherPassthrough]="about 50 s (reference 12 s)"
     [KeepPartitionedNonSlicedDimensionWithConstantIndices]="pad and dynamic-update-slice gather their sliced dims: about 45 s on a busy machine (reference 10 s)"
     [PaddedConvReshard]="a 3x3 window dilated 128 over 8 devices: the spatial dim is gathered, each device convolves its own columns; 60 to 130 s on 2 busy cores (reference 35 to 66 s)"
+    [SortTopKPropagateBaseShape]="a sort whose comparator is an HLO computation, interpreted per comparison: 32 s of CPU over 8 devices (reference 6 s), over 60 s when the cores are shared"
     [KeepPartitionedNonSlicedDimension]="reference 35 s, partitioned 39 s idle, 21 s of either writing its bf16[16,512,512,384] output as 6.4 GB of f32"
 )
 # Only under mpirun: "substring|why".

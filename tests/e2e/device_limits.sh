@@ -34,9 +34,13 @@ expect_status 0 "$TESSEL" plan "$WORK/big.plan" --format json
 "$PY" - "$OUT" <<'PY' || fail "the JSON dump lost devices"
 import json, sys
 j = json.load(open(sys.argv[1]))
-leaves = j["clusters"][0]["inputs"][0]["split_tree"]["children"]
+tree = j["clusters"][0]["inputs"][0]["split_tree"]
 assert len(j["device_assignment"][0]) == 8192 and j["device_assignment"][0][8191] == 8191
-assert len(leaves) == 8192 and leaves[5]["devices"] == [5] and leaves[5]["offset"] == [5, 0]
+# the 8192 tiles are one run (docs/plan.md): leaf j at device 0+j, offset [j,0]
+assert tree["pieces"] == 8192 and len(tree["children"]) == 1, tree
+run = tree["children"][0]
+assert run["leaves"] == 8192 and run["devices"] == [0] and run["devices_step"] == 1, run
+assert run["offset"] == [0, 0] and run["offset_step"] == [1, 0] and run["shape"] == [1, 4], run
 PY
 # an irregular assignment is not collapsed where it does not step evenly
 cat >"$WORK/odd.hlo" <<'HLO'

@@ -15,7 +15,8 @@
 #     the oracle (outputs equal --reference); the bytes each rank sent
 #     within 5% of what the plan's per-collective estimate says a host
 #     moves. TESSEL_SWEEP=full adds 16
-#     ranks on the 2-D mesh and 8 ranks on the 3-D one.
+#     ranks on the 2-D mesh and 8 ranks on the 3-D one. A reshard by
+#     all-to-all on 8 ranks checks the all-to-all's bytes the same way.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -130,8 +131,13 @@ PY
 #   Hosts 0-2: 282, host 3: 240.
 # all-gather: ag_span joins all 4 hosts: 64 B (2 devices x 32) to each
 #   of 3 peers = 192; ag_in stays inside the hosts.
-# reduce-scatter: 192 as ag_span. all-to-all: {0,4}... joins hosts 0-2
-#   and 1-3: 64 to one peer.
+# reduce-scatter (hierarchical: each host combines its members of a group,
+#   one MPI reduce-scatter among the hosts): each host holds one member of
+#   each of the 2 groups, so its buffer is 2 x 4 blocks of 8 B and its
+#   segment 2 blocks: 64 - 16 = 48 out, 16 from each of 3 peers = 48 in.
+# all-to-all: {0,4}... joins hosts 0-2 and 1-3; a host sends its peer
+#   only the blocks the peer's members read: 2 devices x one 16 B block
+#   = 32 each way.
 # permute: the ring sends each host's last y (16 B) to the next host;
 #   cp_far: host 0 <-> host 3 and host 1 -> host 2 (16 B each): sent
 #   32 32 16 32, received 32 16 32 32.
@@ -143,8 +149,10 @@ expect_in_file "$S" "sent     all-reduce     min 240  median 282  max 282 bytes 
 expect_in_file "$S" "received all-reduce     min 240  median 282  max 282 bytes per rank"
 expect_in_file "$S" "sent     all-gather     min 192  median 192  max 192 bytes per rank"
 expect_in_file "$S" "received all-gather     min 192  median 192  max 192 bytes per rank"
-expect_in_file "$S" "sent     reduce-scatter min 192  median 192  max 192 bytes per rank"
-expect_in_file "$S" "sent     all-to-all     min 64  median 64  max 64 bytes per rank"
+expect_in_file "$S" "sent     reduce-scatter min 48  median 48  max 48 bytes per rank"
+expect_in_file "$S" "received reduce-scatter min 48  median 48  max 48 bytes per rank"
+expect_in_file "$S" "sent     all-to-all     min 32  median 32  max 32 bytes per rank"
+expect_in_file "$S" "received all-to-all     min 32  median 32  max 32 bytes per rank"
 expect_in_file "$S" "sent     permute        min 16  median 32  max 32 bytes per rank"
 expect_in_file "$S" "received permute        min 16  median 32  max 32 bytes per rank"
 expect_in_file "$S" "sent     broadcast      min 0  median 8  max 32 bytes per rank"
@@ -206,7 +214,7 @@ scale() {
 import json, re, sys
 plan = json.load(open(sys.argv[1]))
 hosts, local = plan["hosts"], plan["local_devices"]
-want = {"all-reduce": [0.0] * hosts, "all-gather": [0.0] * hosts}
+want = {"all-reduce": [0.0] * hosts, "all-gather": [0.0] * hosts, "all-to-all": [0.0] * hosts}
 for c in plan["clusters"][0]["collectives"]:
     text = c["replica_groups"]
     m = re.fullmatch(r"\[(\d+),(\d+)\]<=\[(\d+)\]", text)
@@ -242,10 +250,18 @@ for c in plan["clusters"][0]["collectives"]:
             want["all-reduce"][h] += 2 * (kh - 1) / kh * s * len(spanning)
         elif c["opcode"] == "all-gather":
             want["all-gather"][h] += e / (k - 1) * local * (kh - 1)
+        elif c["opcode"] == "all-to-all":
+            # a host sends each of its members' blocks only to the
+            # members on other hosts (block: e / (k - 1) bytes)
+            for g in groups:
+                mine = sum(1 for d in g if d // local == h)
+                want["all-to-all"][h] += e / (k - 1) * mine * (k - mine)
         else:
             sys.exit("no estimate for " + c["opcode"])
 stats = open(sys.argv[2]).read()
 for kind, per in want.items():
+    if not any(per) and kind == "all-to-all":
+        continue
     m = re.search(r"sent     %-14s min (\d+)  median (\d+)  max (\d+) bytes per rank" % kind, stats)
     got = [int(x) for x in m.groups()] if m else [0, 0, 0]
     per = sorted(per)
@@ -263,4 +279,18 @@ if [ "${TESSEL_SWEEP:-}" = full ]; then
     scale mesh2d_16 16 8 4
     scale mesh3d_8 8 2 2 4
 fi
+# A reshard by all-to-all (rows to columns over 16 devices, 8 ranks): each
+# host sends only the blocks of the 14 devices on other hosts.
+reshard() {
+    cat <<HLO
+HloModule reshard_a2a, num_partitions=16
+
+ENTRY main {
+  x = f32[32,48] parameter(0), sharding={devices=[16,1]<=[16]}
+  ROOT c = f32[32,48] copy(x), sharding={devices=[1,16]<=[16]}
+}
+HLO
+}
+mlp() { reshard; }
+scale reshard_16 8
 echo "mpi_groups: ok"

@@ -36,11 +36,19 @@ def shape_of(text):
     return m.group(1), dims
 
 
-def leaves(tree):
+def leaves(tree, ndev):
+    """Every leaf of a compact tree (docs/plan.md): runs expanded, "all"
+    devices listed."""
     if tree.get("leaf"):
-        yield tree
+        yield dict(tree, devices=list(range(ndev)) if tree["devices"] == "all" else tree["devices"])
+    elif "leaves" in tree:
+        for j in range(tree["leaves"]):
+            yield {"leaf": True, "shape": tree["shape"],
+                   "devices": list(range(ndev)) if tree["devices"] == "all"
+                   else [x + j * tree["devices_step"] for x in tree["devices"]],
+                   "offset": [o + j * s for o, s in zip(tree["offset"], tree["offset_step"])]}
     for c in tree.get("children", []):
-        yield from leaves(c)
+        yield from leaves(c, ndev)
 
 
 def cluster(path):
@@ -81,7 +89,7 @@ def main():
             whole = np.load(os.path.join(d, "in_%d.npy" % i["index"]))
             _, ddims = shape_of(i["device_shape"])
             for g in range(n * r):
-                leaf = next(lf for lf in leaves(i["split_tree"]) if g % n in lf["devices"])
+                leaf = next(lf for lf in leaves(i["split_tree"], n) if g % n in lf["devices"])
                 box = tuple(slice(o, o + e) for o, e in zip(leaf["offset"], leaf["shape"]))
                 shard = np.zeros(ddims, whole.dtype)
                 shard[tuple(slice(0, e) for e in leaf["shape"])] = whole[box]
@@ -94,7 +102,7 @@ def main():
         for o in c["outputs"]:
             _, dims = shape_of(o["shape"])
             whole = None
-            for leaf in leaves(o["concat_tree"]):
+            for leaf in leaves(o["concat_tree"], n):
                 p = leaf["devices"][0]
                 part = np.load(os.path.join(d, "output_%d.device_%d.npy" % (o["index"], p)))
                 if whole is None:

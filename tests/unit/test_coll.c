@@ -18,6 +18,9 @@
 static const char TEXT[] =
     "HloModule c, num_partitions=4\n"
     "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+    "mix {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ab = f32[] multiply(a, b)\n"
+    "  s = f32[] add(a, b)\n  ROOT r = f32[] add(ab, s)\n}\n"
+    "last {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] copy(b)\n}\n"
     "ENTRY main {\n"
     "  x = f32[4] parameter(0)\n"
     "  ar = f32[4] all-reduce(x), channel_id=1, replica_groups={{0,2},{1,3}}, use_global_device_ids=true, to_apply=add\n"
@@ -28,7 +31,10 @@ static const char TEXT[] =
     "  cb = f32[4] collective-broadcast(x), channel_id=6, replica_groups={{2,0},{1,3}}\n"
     "  bad = f32[4] all-reduce(x), channel_id=7, replica_groups={{0,4}}, use_global_device_ids=true, to_apply=add\n"
     "  twice = f32[4] all-reduce(x), channel_id=8, replica_groups={{0,1},{1,2}}, use_global_device_ids=true, to_apply=add\n"
-    "  ROOT t = (f32[4], f32[8], f32[1], f32[4], f32[4], f32[4], f32[4], f32[4]) tuple(ar, ag, rs, aa, cp, cb, bad, twice)\n"
+    "  arm = f32[4] all-reduce(x), channel_id=9, replica_groups={{2,0},{1,3}}, use_global_device_ids=true, to_apply=mix\n"
+    "  arl = f32[4] all-reduce(x), channel_id=10, replica_groups={{3,0,1,2}}, use_global_device_ids=true, to_apply=last\n"
+    "  rsm = f32[2] reduce-scatter(x), channel_id=11, replica_groups={{1,0},{2,3}}, dimensions={0}, use_global_device_ids=true, to_apply=mix\n"
+    "  ROOT t = (f32[4], f32[8], f32[1], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[4], f32[2]) tuple(ar, ag, rs, aa, cp, cb, bad, twice, arm, arl, rsm)\n"
     "}\n";
 
 typedef struct Fixture {
@@ -104,6 +110,22 @@ static void all_reduce(void **state)
     expect(*state, "ar", 3, (float[]){40, 42, 44, 46}, 4);
 }
 
+static void any_reducer(void **state)
+{
+    /* mix(a, b) = a*b + a + b over {2,0}: mix([20..23], [0..3]) =
+     * [20, 21*1+22, 22*2+24, 23*3+26] = [20, 43, 68, 95] */
+    expect(*state, "arm", 0, (float[]){20, 43, 68, 95}, 4);
+    expect(*state, "arm", 2, (float[]){20, 43, 68, 95}, 4);
+    /* {1,3}: mix([10..13], [30..33]) = [340, 11*31+42, 12*32+44, 13*33+46] */
+    expect(*state, "arm", 3, (float[]){340, 383, 428, 475}, 4);
+    /* last(a, b) = b, folded in group order {3,0,1,2}: device 2's operand */
+    expect(*state, "arl", 1, (float[]){20, 21, 22, 23}, 4);
+    /* reduce-scatter with mix over {1,0}: mix([10..13], [0..3]) =
+     * [10, 11+12, 24+14, 39+16]; device 1 (first) takes [10, 23], 0 [38, 55] */
+    expect(*state, "rsm", 1, (float[]){10, 23}, 2);
+    expect(*state, "rsm", 0, (float[]){38, 55}, 2);
+}
+
 static void all_gather(void **state)
 {
     /* group {3,1} in that order: device 3's operand first */
@@ -176,6 +198,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_reduce),
+        cmocka_unit_test(any_reducer),
         cmocka_unit_test(all_gather),
         cmocka_unit_test(reduce_scatter),
         cmocka_unit_test(all_to_all),

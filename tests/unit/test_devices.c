@@ -617,6 +617,84 @@ static void test_alloc_bound(void **state)
     shutdown_ok();
 }
 
+/* A device thread's large tensors come from its allocator
+ * (dev_alloc_use): bound to its NUMA node as hwloc reports it, back to
+ * the allocator when freed on another thread; small ones and other
+ * threads' stay with malloc. On one NUMA node the binding is to node 0,
+ * and the path is the same. */
+typedef struct TensorJob {
+    DevAllocator *a;
+    DevValue *big, *small, *big2;
+} TensorJob;
+
+static IrStatus tensor_job(DevDevice *dev, void *arg, IrDiag *d)
+{
+    (void)dev;
+    (void)d;
+    TensorJob *j = arg;
+    dev_alloc_use(j->a);
+    int64_t dims[1] = {DEV_BOUND_MIN / 4};
+    IrShape big = {.type = IR_F32, .rank = 1, .dims = dims};
+    int64_t sdims[1] = {1000};
+    IrShape small = {.type = IR_F32, .rank = 1, .dims = sdims};
+    j->big = dev_value_zeros(&big);
+    j->small = dev_value_new(&small);
+    /* freed and made again on the device: its own cache, its own node */
+    DevValue *t = dev_value_new_uninit(&big);
+    dev_value_unref(t);
+    j->big2 = dev_value_new_uninit(&big);
+    dev_alloc_use(NULL);
+    dev_value_trim();
+    return IR_OK;
+}
+
+static void test_alloc_device_tensors(void **state)
+{
+    (void)state;
+    use_synthetic(NULL);
+    DevTopology *t = load();
+    DevDevices *set = create(t, 1, NULL);
+    TensorJob j = {0};
+    IrDiag d = {0};
+    assert_int_equal(dev_device_allocator(&set->dev[0], "cpu", &j.a, &d), IR_OK);
+    DevAllocStats st;
+    dev_allocator_stats(j.a, &st);
+    int64_t before = st.nlive;
+    assert_int_equal(dev_device_run(&set->dev[0], tensor_job, &j, &d), IR_OK);
+    assert_non_null(j.big);
+    assert_non_null(j.small);
+    assert_non_null(j.big2);
+    assert_null(j.small->alloc);
+    assert_float_equal(((float *)j.big->data)[dev_value_elements(j.big) - 1], 0.0f, 0.0f);
+    dev_allocator_stats(j.a, &st);
+    if (st.membind) {
+        assert_ptr_equal(j.big->alloc, j.a);
+        assert_ptr_equal(j.big2->alloc, j.a);
+        assert_int_equal(st.nlive, before + 2);
+        assert_int_equal(dev_alloc_node_of(j.big->data, (size_t)j.big->nbytes), st.numa_node);
+        assert_int_equal(dev_alloc_node_of(j.big2->data, (size_t)j.big2->nbytes), st.numa_node);
+    } else {
+        assert_null(j.big->alloc);
+        assert_int_equal(dev_alloc_node_of(NULL, 0), -1);
+    }
+    /* on this thread (no allocator of its own): back to the allocator now */
+    dev_value_unref(j.big);
+    dev_value_unref(j.big2);
+    dev_value_unref(j.small);
+    dev_allocator_stats(j.a, &st);
+    assert_int_equal(st.nlive, before);
+    /* the main thread's own large tensors: plain */
+    int64_t dims[1] = {DEV_BOUND_MIN};
+    IrShape big = {.type = IR_F32, .rank = 1, .dims = dims};
+    DevValue *v = dev_value_new(&big);
+    assert_non_null(v);
+    assert_null(v->alloc);
+    dev_value_unref(v);
+    dev_value_trim();
+    dev_devices_free(set);
+    shutdown_ok();
+}
+
 static void test_alloc_plain(void **state)
 {
     (void)state;
@@ -951,6 +1029,7 @@ int main(void)
         cmocka_unit_test(test_alloc_plain),
         cmocka_unit_test(test_alloc_synthetic_falls_back),
         cmocka_unit_test(test_alloc_bind_refused_falls_back),
+        cmocka_unit_test(test_alloc_device_tensors),
         cmocka_unit_test(test_allocator_cache),
         cmocka_unit_test(test_allocator_threads),
         cmocka_unit_test(test_hwloc_failure_injection),

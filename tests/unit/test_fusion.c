@@ -18,6 +18,7 @@
 #include "device/device.h"
 #include "device/fusion.h"
 #include "kernel_test.h"
+#include "fusion_test.h"
 
 /* Run the entry with fusion (block elements per block; 0: the default
  * choice) or without it. */
@@ -34,32 +35,6 @@ static IrStatus run_chunked(const IrModule *m, int n, DevValue **args, DevValue 
 {
     DevExecOptions opt = {.fuse_small = true};
     return dev_execute(m, m->entry, n, args, &opt, out, d);
-}
-
-/* The groups dev_fusion_find makes of the entry, in a plain post-order
- * (the module's instructions are written operands first). */
-static DevFusion find(const IrModule *m, int32_t block)
-{
-    const IrComputation *c = ir_entry(m);
-    int32_t n = c->ninstr, order[64];
-    assert_true(n <= 64);
-    for (int32_t i = 0; i < n; i++)
-        order[i] = i;
-    DevExecOptions opt = {.fusion_block = block};
-    DevFusion f;
-    IrDiag d = {0};
-    assert_int_equal(dev_fusion_find(m, c, order, n, &opt, &f, &d), IR_OK);
-    return f;
-}
-
-static int32_t instr_named(const IrModule *m, const char *name)
-{
-    const IrComputation *c = ir_entry(m);
-    for (int32_t i = 0; i < c->ninstr; i++)
-        if (strcmp(c->instr[i].name, name) == 0)
-            return i;
-    fail_msg("no instruction %s", name);
-    return -1;
 }
 
 static void assert_f32(const DevValue *v, const float *want, int64_t n)
@@ -463,8 +438,8 @@ static void random_equals_unfused(void **state)
 /* The chunk interpreter against the unfused kernels on an f32 group
  * with every kind of node it runs: unary and binary ops of float_ops.h,
  * a scalar broadcast (filled once), broadcasts along either dimension
- * (cut per chunk, rows of 400 are not a multiple of the 128-element
- * chunk), NaNs, infinities and zeros; 3x400 is 9 chunks and a partial
+ * (cut per chunk, rows of 400 are not a multiple of the 256-element
+ * chunk), NaNs, infinities and zeros; 3x400 is 4 chunks and a partial
  * one. */
 static void chunks_equal_unfused(void **state)
 {

@@ -219,6 +219,79 @@ static void test_folds_in_order(void **state)
     assert_true(dev_red_fold_one(DEV_RED_S, OP_ADD, a, z, 1).s == -2);
 }
 
+/* ---- reducer computations (reducer_comp.c) ---- */
+
+static const char REDUCERS[] =
+    "HloModule r\n"
+    "mix {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ab = s32[] multiply(a, b)\n"
+    "  s = s32[] add(b, a)\n  ROOT r = s32[] add(ab, s)\n}\n"
+    "mix_chain {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ab = s32[] multiply(a, b)\n"
+    "  s = s32[] add(ab, a)\n  ROOT r = s32[] add(s, b)\n}\n"
+    "first {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT r = s32[] copy(a)\n}\n"
+    "lin {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  bb = s32[] add(b, b)\n"
+    "  ROOT r = s32[] add(a, bb)\n}\n"
+    "sub {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] subtract(a, b)\n}\n"
+    "maxf {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(b, a)\n}\n"
+    "three {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  c = s32[] parameter(2)\n"
+    "  ROOT r = s32[] add(a, b)\n}\n"
+    "ENTRY main {\n  ROOT x = s32[] parameter(0)\n}\n";
+
+static IrModule *reducers(void)
+{
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    IrParseOptions po = ir_default_parse_options();
+    assert_int_equal(ir_parse("r.hlo", REDUCERS, strlen(REDUCERS), &po, &m, &d), IR_OK);
+    return m;
+}
+
+/* Values worked out by hand: mix(a, b) = a*b + (a + b). */
+static void test_reducer_call(void **state)
+{
+    (void)state;
+    IrModule *m = reducers();
+    IrDiag d = {0};
+    int32_t lhs[4] = {1, 2, -3, 7}, rhs[4] = {4, 0, 5, -1}, out[4];
+    assert_int_equal(dev_red_call(m, ir_find_computation(m, "mix"), IR_S32, out, lhs, rhs, 4, &d), IR_OK);
+    int32_t want[4] = {9, 2, -13, -1};
+    assert_memory_equal(out, want, sizeof want);
+    /* in place, lhs is the left operand */
+    assert_int_equal(dev_red_call(m, ir_find_computation(m, "first"), IR_S32, rhs, lhs, rhs, 4, &d), IR_OK);
+    assert_memory_equal(rhs, lhs, sizeof lhs);
+    float fa[3] = {5, 1, -2}, fb[3] = {2, 4, -2}, fo[3];
+    assert_int_equal(dev_red_call(m, ir_find_computation(m, "sub"), IR_F32, fo, fa, fb, 3, &d), IR_OK);
+    assert_true(fo[0] == 3 && fo[1] == -3 && fo[2] == 0);
+    /* nothing to do */
+    assert_int_equal(dev_red_call(m, ir_find_computation(m, "mix"), IR_S32, out, lhs, rhs, 0, &d), IR_OK);
+    /* a reducer of three parameters, or none at all: refused with a message */
+    assert_int_equal(dev_red_call(m, ir_find_computation(m, "three"), IR_S32, out, lhs, rhs, 4, &d),
+                     IR_EUNSUPPORTED);
+    assert_non_null(strstr(d.msg, "three"));
+    ir_diag_clear(&d);
+    assert_int_equal(dev_red_call(m, 99, IR_S32, out, lhs, rhs, 4, &d), IR_EINPUT);
+    ir_diag_clear(&d);
+    /* the computation's type is not the elements' */
+    assert_int_not_equal(dev_red_call(m, ir_find_computation(m, "sub"), IR_S32, out, lhs, rhs, 4, &d), IR_OK);
+    ir_diag_clear(&d);
+    ir_module_free(m);
+}
+
+static void test_reducer_commutes(void **state)
+{
+    (void)state;
+    IrModule *m = reducers();
+    assert_true(dev_red_commutes(m, ir_find_computation(m, "mix")));
+    assert_true(dev_red_commutes(m, ir_find_computation(m, "maxf")));  /* simple */
+    /* commutative, but only by reassociation: not proven */
+    assert_false(dev_red_commutes(m, ir_find_computation(m, "mix_chain")));
+    assert_false(dev_red_commutes(m, ir_find_computation(m, "first")));
+    assert_false(dev_red_commutes(m, ir_find_computation(m, "lin")));
+    assert_false(dev_red_commutes(m, ir_find_computation(m, "sub")));
+    assert_false(dev_red_commutes(m, ir_find_computation(m, "three")));
+    assert_false(dev_red_commutes(m, -1));
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +303,8 @@ int main(void)
         cmocka_unit_test(test_rounding_per_step),
         cmocka_unit_test(test_fill_and_unsupported),
         cmocka_unit_test(test_folds_in_order),
+        cmocka_unit_test(test_reducer_call),
+        cmocka_unit_test(test_reducer_commutes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,343 @@
+/*
+ * fusion_rows.c: row groups (fusion.h) run one row at a time.
+ *
+ * The group's shape S splits into outer dims and row dims (the minor
+ * ones, from g->nouter on): R elements a row, one row per element of the
+ * outer shape. Every node keeps one row of its value in a scratch buffer:
+ * R elements for a row node, one for an outer node. For each row, the
+ * nodes run in the group's order (operands first):
+ *   elementwise     the range kernel over the row (R or 1 elements), on
+ *                   the operands' rows (leaves read at the row's offset);
+ *   strided         a broadcast or transpose of a leaf: the row's part of
+ *                   the result, read through strides (dev_broadcast_range);
+ *   spread          a broadcast of an outer node along the outer dims: its
+ *                   one element filled over the row;
+ *   reduce          folds its operand's row with the reducer: f32 and
+ *                   f64 with add, multiply, maximum or minimum in 8
+ *                   interleaved partial results in double (lane_fold;
+ *                   sums and products may then differ from the unfused
+ *                   reduce's in the last bits), everything else exactly
+ *                   as k_reduce.c's fast path does (from the init, in
+ *                   increasing order, in the reducer's 64-bit domain).
+ * The root writes its row straight into the result. Example, softmax of
+ * x f32[4096,4096] over dim 1: per row, m = max(x row), fill, subtract,
+ * exp, z = sum, fill, divide into the result's row: x is read from
+ * memory once (the passes after the first find its row in cache) and the
+ * result written once, where the unfused module moves five arrays of
+ * 64 MiB through memory.
+ */
+#include "fusion.h"
+
+#include <string.h>
+
+#include "float_ops.h"
+
+#define MAX_OPND 3
+/* Elements converted into the reducer's domain at a time (as k_reduce.c). */
+#define FOLD_RUN 256
+/* Scratch rows start 64-byte aligned and staggered by 5 cache lines (see
+ * fusion.c's STAGGER: rows of power-of-two size would 4K-alias). */
+#define STAGGER 320
+
+typedef enum RowKind {
+    RK_ELEMENTWISE, /* a range kernel */
+    RK_STRIDED,     /* broadcast or transpose of a leaf */
+    RK_SPREAD,      /* broadcast of an outer node over the row */
+    RK_REDUCE,      /* a reduce over the row dims */
+} RowKind;
+
+typedef struct RowNode {
+    RowKind kind;
+    int64_t len;            /* elements a row: R, or 1 for an outer node */
+    size_t w;               /* element bytes */
+    int64_t sstr[IR_MAX_RANK]; /* strided: source strides */
+    const uint8_t *src;     /* strided: the leaf's whole data */
+    int32_t from;           /* spread: the node it spreads */
+    DevRedDom dom;          /* reduce: domain, reducer, init */
+    IrOpcode op;
+    DevAcc init;
+} RowNode;
+
+typedef struct Rows {
+    const DevFusionGroup *g;
+    int32_t nn;
+    RowNode *node;       /* [nn] */
+    DevValue *nview;     /* [nn] each node's row */
+    DevValue *lview;     /* [nleaves] each leaf's row */
+    DevValue **opnd;     /* [nn * MAX_OPND] */
+    DevKernelArgs *k;    /* [nn] */
+    uint8_t **lbase;     /* [nleaves] each leaf's data */
+    int64_t *lstep;      /* [nleaves] a leaf's elements a row: R, 1, or 0 (stays put) */
+    uint8_t *arena;
+    uint8_t **scratch;   /* [nn] */
+} Rows;
+
+static void rows_free(Rows *r)
+{
+    ts_free(r->node);
+    ts_free(r->nview);
+    ts_free(r->lview);
+    ts_free(r->opnd);
+    ts_free(r->k);
+    ts_free(r->lbase);
+    ts_free(r->lstep);
+    ts_free(r->arena);
+    ts_free(r->scratch);
+}
+
+static bool outer_of(const IrShape *S, int32_t nouter, const IrShape *t)
+{
+    return t->type != IR_TUPLE && t->rank == nouter && ir_dims_equal(t->dims, S->dims, nouter);
+}
+
+/* The reduce node's domain, reducer and init (the finder has checked the
+ * instruction; the values are checked here as k_reduce.c does). */
+static IrStatus reduce_setup(const DevKernelArgs *k, const IrShape *S, RowNode *n)
+{
+    const DevValue *x = k->opnd[0], *init = k->opnd[1];
+    n->op = ir_simple_reducer(k->m, k->ins->called[0]);
+    if (!ir_shape_same_dims(&x->shape, S) || x->shape.type != k->ins->shape.type || init->shape.rank != 0 ||
+        init->shape.type != k->ins->shape.type || !dev_red_dom(x->shape.type, &n->dom))
+        return dev_kernel_error(k, IR_EINPUT, "reduce: operand 0 does not fit");
+    n->init = dev_acc_load(n->dom, init->shape.type, init->data, 0);
+    return IR_OK;
+}
+
+/* Views, operand wiring, each node's kind, and the once-per-run checks. */
+static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, const DevExecOptions *opt,
+                           IrDiag *d, DevValue **vals, int64_t R)
+{
+    const DevFusionGroup *g = r->g;
+    const IrShape *S = &c->instr[g->space].shape;
+    int32_t nn = g->nnodes, nl = g->nleaves > 0 ? g->nleaves : 1;
+    r->nn = nn;
+    if (!(r->node = ts_calloc((size_t)nn, sizeof *r->node)) ||
+        !(r->nview = ts_calloc((size_t)nn, sizeof *r->nview)) ||
+        !(r->lview = ts_calloc((size_t)nl, sizeof *r->lview)) ||
+        !(r->opnd = ts_calloc((size_t)nn * MAX_OPND, sizeof *r->opnd)) ||
+        !(r->k = ts_calloc((size_t)nn, sizeof *r->k)) ||
+        !(r->lbase = ts_calloc((size_t)nl, sizeof *r->lbase)) ||
+        !(r->lstep = ts_calloc((size_t)nl, sizeof *r->lstep)) ||
+        !(r->scratch = ts_calloc((size_t)nn, sizeof *r->scratch)))
+        return ir_error(d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
+    IrStatus lst = dev_fusion_bind_leaves(m, c, g, vals, r->lview, r->lbase, d);
+    if (lst != IR_OK)
+        return lst;
+    for (int32_t l = 0; l < g->nleaves; l++) {
+        const IrShape *ls = &r->lview[l].shape;
+        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : outer_of(S, g->nouter, ls) ? 1 : 0;
+    }
+    for (int32_t k = 0; k < nn; k++) {
+        const IrInstr *ins = &c->instr[g->nodes[k]];
+        RowNode *n = &r->node[k];
+        r->nview[k] = (DevValue){.shape = ins->shape, .refs = 1};
+        int32_t at0 = -1;
+        for (int32_t j = 0; j < ins->nopnd && j < MAX_OPND; j++) {
+            int32_t o = ins->opnd[j], at = dev_fusion_node_index(g, o);
+            if (j == 0)
+                at0 = at;
+            r->opnd[k * MAX_OPND + j] = at >= 0 && at < k ? &r->nview[at] : &r->lview[dev_fusion_leaf_index(g, o)];
+        }
+        r->k[k] = (DevKernelArgs){m, c, ins, ins->nopnd, &r->opnd[k * MAX_OPND], opt, d};
+        n->len = ir_shape_same_dims(&ins->shape, S) ? R : 1;
+        n->w = ir_type_size(ins->shape.type);
+        IrStatus st;
+        if (ins->op == OP_REDUCE) {
+            n->kind = RK_REDUCE;
+            st = reduce_setup(&r->k[k], S, n);
+        } else if (ins->op == OP_BROADCAST && at0 >= 0) {
+            n->kind = RK_SPREAD;
+            n->from = at0;
+            st = r->node[at0].len == 1 && r->opnd[k * MAX_OPND]->shape.type == ins->shape.type
+                     ? IR_OK
+                     : dev_kernel_error(&r->k[k], IR_EINTERNAL, "fused rows: broadcast of a row");
+        } else if (ins->op == OP_BROADCAST || ins->op == OP_TRANSPOSE) {
+            n->kind = RK_STRIDED;
+            n->src = r->opnd[k * MAX_OPND]->data;
+            st = ins->op == OP_BROADCAST ? dev_k_broadcast_strides(&r->k[k], n->sstr)
+                                         : dev_k_transpose_strides(&r->k[k], n->sstr);
+        } else {
+            n->kind = RK_ELEMENTWISE;
+            st = dev_k_elementwise_check(&r->k[k]);
+        }
+        if (st != IR_OK)
+            return st;
+    }
+    return IR_OK;
+}
+
+/* One row buffer for every node but the root (which writes the result). */
+static IrStatus rows_scratch(Rows *r, const IrComputation *c, IrDiag *d)
+{
+    size_t total = 0, at[DEV_FUSION_MAX_NODES];
+    for (int32_t k = 0; k + 1 < r->nn; k++) {
+        at[k] = total;
+        total += (((size_t)r->node[k].len * r->node[k].w + 63) & ~(size_t)63) + STAGGER;
+    }
+    if (!(r->arena = ts_malloc(total + 64)))
+        return ir_error(d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
+    uint8_t *base = (uint8_t *)(((uintptr_t)r->arena + 63) & ~(uintptr_t)63);
+    for (int32_t k = 0; k + 1 < r->nn; k++)
+        r->scratch[k] = base + at[k];
+    return IR_OK;
+}
+
+/* n copies of the element at src. */
+static void spread(uint8_t *dst, const uint8_t *src, int64_t n, size_t w)
+{
+    if (w == 4) {
+        uint32_t v;
+        memcpy(&v, src, 4);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(dst + 4 * i, &v, 4);
+    } else if (w == 8) {
+        uint64_t v;
+        memcpy(&v, src, 8);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(dst + 8 * i, &v, 8);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            memcpy(dst + (size_t)i * w, src, w);
+    }
+}
+
+/* Floating reductions of a row in LANES interleaved partial results
+ * (double), combined in lane order after the init: lane j folds elements
+ * j, j + LANES, j + 2 LANES, ... and the tail after the last full round
+ * goes to the total. One sequential accumulator would wait on every add
+ * (4 cycles each: 16 us for a row of 4096); LANES of them fill a vector
+ * register and the fold costs about one cycle per LANES elements. The
+ * order differs from the unfused reduce's (which folds in element
+ * order), so sums may differ from it in the last bits of the double
+ * before rounding: within the oracle's tolerance, and nearly always the
+ * same f32. max and min give the same value either way (up to the sign
+ * of a zero). */
+#define LANES 8
+
+#define LANE_FOLD(NAME, T, EXPR)                                      \
+    DEV_VECTOR_CLONES static double NAME(const T *x, int64_t n, double init) \
+    {                                                                 \
+        double a = init, b, acc[LANES];                               \
+        int64_t i = 0;                                                \
+        if (n >= 2 * LANES) {                                         \
+            for (int32_t j = 0; j < LANES; j++)                       \
+                acc[j] = x[j];                                        \
+            for (i = LANES; i + LANES <= n; i += LANES)               \
+                for (int32_t j = 0; j < LANES; j++) {                 \
+                    double p = acc[j], q = x[i + j];                  \
+                    acc[j] = EXPR(p, q);                              \
+                }                                                     \
+            for (int32_t j = 0; j < LANES; j++) {                     \
+                b = acc[j];                                           \
+                a = EXPR(a, b);                                       \
+            }                                                         \
+        }                                                             \
+        for (; i < n; i++) {                                          \
+            b = x[i];                                                 \
+            a = EXPR(a, b);                                           \
+        }                                                             \
+        return a;                                                     \
+    }
+#define ADD(a, b) ((a) + (b))
+#define MUL(a, b) ((a) * (b))
+LANE_FOLD(fold_add_f32, float, ADD)
+LANE_FOLD(fold_mul_f32, float, MUL)
+LANE_FOLD(fold_max_f32, float, DEV_FMAX)
+LANE_FOLD(fold_min_f32, float, DEV_FMIN)
+LANE_FOLD(fold_add_f64, double, ADD)
+LANE_FOLD(fold_mul_f64, double, MUL)
+LANE_FOLD(fold_max_f64, double, DEV_FMAX)
+LANE_FOLD(fold_min_f64, double, DEV_FMIN)
+#undef ADD
+#undef MUL
+
+/* *out = the lane fold of x[0..n) for f32/f64 and a floating reducer;
+ * false for the rest. */
+static bool lane_fold(IrType t, IrOpcode op, const uint8_t *x, int64_t n, double init, double *out)
+{
+#define PICK(F32, F64) (t == IR_F32 ? F32((const float *)(const void *)x, n, init) \
+                                       : F64((const double *)(const void *)x, n, init))
+    if (t != IR_F32 && t != IR_F64)
+        return false;
+    switch (op) {
+    case OP_ADD: *out = PICK(fold_add_f32, fold_add_f64); return true;
+    case OP_MULTIPLY: *out = PICK(fold_mul_f32, fold_mul_f64); return true;
+    case OP_MAXIMUM: *out = PICK(fold_max_f32, fold_max_f64); return true;
+    case OP_MINIMUM: *out = PICK(fold_min_f32, fold_min_f64); return true;
+    default: return false;
+    }
+#undef PICK
+}
+
+/* The reduce of one row of R elements at x: floats through the lanes,
+ * other types in k_reduce.c's order and domain. */
+static void fold_row(const RowNode *n, IrType t, const uint8_t *x, int64_t R, uint8_t *res)
+{
+    DevAcc acc = n->init, buf[FOLD_RUN];
+    if (n->dom == DEV_RED_F && lane_fold(t, n->op, x, R, n->init.f, &acc.f)) {
+        dev_acc_store(n->dom, t, res, 0, acc);
+        return;
+    }
+    for (int64_t j = 0; j < R; j += FOLD_RUN) {
+        int64_t len = R - j < FOLD_RUN ? R - j : FOLD_RUN;
+        dev_red_load_run(n->dom, t, x, j, len, buf);
+        dev_red_fold_run(n->dom, n->op, &acc, 0, buf, len);
+    }
+    dev_acc_store(n->dom, t, res, 0, acc);
+}
+
+/* Row `row` through every node; the root's row goes to out. */
+static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t R, int64_t row, uint8_t *out)
+{
+    const DevFusionGroup *g = r->g;
+    for (int32_t l = 0; l < g->nleaves; l++)
+        if (r->lstep[l] > 0)
+            r->lview[l].data = r->lbase[l] + (size_t)(row * r->lstep[l]) * ir_type_size(r->lview[l].shape.type);
+    for (int32_t k = 0; k < r->nn; k++) {
+        const IrInstr *ins = &c->instr[g->nodes[k]];
+        RowNode *n = &r->node[k];
+        DevValue *v = &r->nview[k];
+        v->data = k == r->nn - 1 ? out + (size_t)(row * n->len) * n->w : r->scratch[k];
+        v->nbytes = n->len * (int64_t)n->w;
+        switch (n->kind) {
+        case RK_ELEMENTWISE: {
+            IrStatus st = dev_k_elementwise_range(&r->k[k], n->len, v);
+            if (st != IR_OK)
+                return st;
+            break;
+        }
+        case RK_STRIDED: dev_broadcast_range(&ins->shape, n->sstr, n->src, row * n->len, n->len, v->data); break;
+        case RK_SPREAD: spread(v->data, r->nview[n->from].data, n->len, n->w); break;
+        case RK_REDUCE: fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data, R, v->data); break;
+        }
+    }
+    return IR_OK;
+}
+
+IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                             const DevExecOptions *opt, IrDiag *d, DevValue **vals, DevValue **out)
+{
+    *out = NULL;
+    const IrInstr *root = &c->instr[g->root];
+    const IrShape *S = &c->instr[g->space].shape;
+    int64_t R = 1, nrows = 1;
+    for (int32_t i = 0; i < S->rank; i++)
+        *(i < g->nouter ? &nrows : &R) *= S->dims[i];
+    Rows r = {.g = g};
+    DevValue *res = NULL;
+    IrStatus st = rows_setup(&r, m, c, opt, d, vals, R);
+    if (st == IR_OK)
+        st = rows_scratch(&r, c, d);
+    if (st == IR_OK && !(res = dev_value_new_uninit(&root->shape)))
+        st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory for the result",
+                      root->name);
+    for (int64_t row = 0; st == IR_OK && row < nrows; row++) /* R = 0: every reduce gives its init */
+        st = rows_one(&r, c, R, row, res->data);
+    rows_free(&r);
+    if (st != IR_OK) {
+        dev_value_unref(res);
+        return st;
+    }
+    *out = res;
+    return IR_OK;
+}

@@ -1,0 +1,456 @@
+/*
+ * test_fusion_rows.c: row groups (device/fusion_rows.c): reductions over
+ * the minor dims fused with their elementwise producers and the
+ * broadcast consumers of the reduced row. Which instructions form a row
+ * group (softmax, layer norm, several minor dims, a group that ends in a
+ * reduce, a transpose of a small operand) and which must not (a reduce
+ * over a major dim, a reducer that is not associative); the values a
+ * fused run gives against naive loops in double (rows not a multiple of
+ * the vector width, rows of length 1 and 0, max/min/add reducers, f32 and
+ * f64); and clean allocation failures.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "device/device.h"
+#include "device/fusion.h"
+#include "kernel_test.h"
+#include "fusion_test.h"
+
+#define REDUCERS                                                                        \
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n" \
+    "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n" \
+    "min {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] minimum(a, b)\n}\n" \
+    "add64 {\n  a = f64[] parameter(0)\n  b = f64[] parameter(1)\n  ROOT s = f64[] add(a, b)\n}\n"
+
+/* Run the entry fused (arrays of any size) or unfused. */
+static DevValue *run(const IrModule *m, int n, DevValue **args, bool fuse)
+{
+    DevExecOptions opt = {.no_fusion = !fuse, .fuse_small = true};
+    DevValue *out = NULL;
+    IrDiag d = {0};
+    IrStatus st = dev_execute(m, m->entry, n, args, &opt, &out, &d);
+    if (st != IR_OK)
+        fail_msg("run: %s", d.msg ? d.msg : "?");
+    return out;
+}
+
+/* Deterministic values in [-4, 4). */
+static void fill(DevValue *v, uint32_t seed)
+{
+    int64_t n = ir_shape_elements(&v->shape);
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        double x = (double)(seed >> 8) / (double)(1 << 24) * 8 - 4;
+        if (v->shape.type == IR_F32)
+            ((float *)v->data)[i] = (float)x;
+        else
+            ((double *)v->data)[i] = x;
+    }
+}
+
+static double at(const DevValue *v, int64_t i)
+{
+    return v->shape.type == IR_F32 ? ((const float *)v->data)[i] : ((const double *)v->data)[i];
+}
+
+/* Every element of got within tol (relative to max(1, |want|)). */
+static void assert_near(const DevValue *got, const double *want, int64_t n, double tol)
+{
+    assert_int_equal(ir_shape_elements(&got->shape), n);
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs(at(got, i) - want[i]) <= tol * fmax(1, fabs(want[i]))))
+            fail_msg("element %lld: %.17g, expected %.17g", (long long)i, at(got, i), want[i]);
+}
+
+/* The single row group of m (fusion_block 1: rows of any length). */
+static const DevFusionGroup *row_group(DevFusion *f, const IrModule *m, const char *root)
+{
+    *f = find(m, 1);
+    for (int32_t g = 0; g < f->ngroups; g++)
+        if (f->groups[g].root == instr_named(m, root)) {
+            assert_true(f->groups[g].nouter >= 0);
+            return &f->groups[g];
+        }
+    fail_msg("no group rooted at %s", root);
+    return NULL;
+}
+
+/* Softmax of x[rows, len] in double. */
+static void softmax_ref(const DevValue *x, int64_t rows, int64_t len, double *want)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        double m = -INFINITY, s = 0;
+        for (int64_t j = 0; j < len; j++)
+            m = fmax(m, at(x, r * len + j));
+        for (int64_t j = 0; j < len; j++)
+            s += want[r * len + j] = exp(at(x, r * len + j) - m);
+        for (int64_t j = 0; j < len; j++)
+            want[r * len + j] /= s;
+    }
+}
+
+static char *softmax_hlo(int64_t rows, int64_t len)
+{
+    char *t = ts_malloc(2048);
+    snprintf(t, 2048,
+             "HloModule sm\n" REDUCERS
+             "ENTRY main {\n"
+             "  x = f32[%1$lld,%2$lld] parameter(0)\n"
+             "  ninf = f32[] constant(-inf)\n"
+             "  m = f32[%1$lld] reduce(x, ninf), dimensions={1}, to_apply=max\n"
+             "  mb = f32[%1$lld,%2$lld] broadcast(m), dimensions={0}\n"
+             "  xm = f32[%1$lld,%2$lld] subtract(x, mb)\n"
+             "  e = f32[%1$lld,%2$lld] exponential(xm)\n"
+             "  zero = f32[] constant(0)\n"
+             "  z = f32[%1$lld] reduce(e, zero), dimensions={1}, to_apply=add\n"
+             "  zb = f32[%1$lld,%2$lld] broadcast(z), dimensions={0}\n"
+             "  ROOT p = f32[%1$lld,%2$lld] divide(e, zb)\n"
+             "}\n",
+             (long long)rows, (long long)len);
+    return t;
+}
+
+/* Softmax is one row group of all 7 instructions; rows of 37 (not a
+ * multiple of any vector width), 16, 1; against double. */
+static void softmax_rows(void **state)
+{
+    (void)state;
+    int64_t lens[] = {37, 16, 1, 300};
+    for (size_t c = 0; c < sizeof lens / sizeof *lens; c++) {
+        int64_t rows = 5, len = lens[c];
+        char *txt = softmax_hlo(rows, len);
+        IrModule *m = parse_ok(txt);
+        ts_free(txt);
+        DevFusion f;
+        const DevFusionGroup *g = row_group(&f, m, "p");
+        assert_int_equal(g->nnodes, 7); /* m, mb, xm, e, z, zb, p */
+        assert_int_equal(g->nouter, 1);
+        assert_int_equal(g->nleaves, 3); /* x, ninf, zero */
+        assert_false(g->chunked);
+        dev_fusion_free(&f);
+        int64_t dims[] = {rows, len};
+        DevValue *x = val(IR_F32, 2, dims, NULL);
+        fill(x, (uint32_t)len);
+        double *want = ts_malloc((size_t)(rows * len) * sizeof *want);
+        softmax_ref(x, rows, len, want);
+        DevValue *got = run(m, 1, &x, true), *plain = run(m, 1, &x, false);
+        assert_near(got, want, rows * len, 1e-6);
+        assert_near(plain, want, rows * len, 1e-6);
+        if (len == 1)
+            for (int64_t r = 0; r < rows; r++)
+                assert_true(at(got, r) == 1.0);
+        ts_free(want);
+        dev_value_unref(got);
+        dev_value_unref(plain);
+        dev_value_unref(x);
+        ir_module_free(m);
+    }
+}
+
+/* Layer norm in f64 with scale and bias (broadcasts of small operands
+ * along the row): two reduces, outer nodes between them (mean, variance,
+ * rsqrt), rows of 33; against double. */
+static void layernorm_rows_f64(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule ln\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f64[6,33] parameter(0)\n"
+                           "  g = f64[33] parameter(1)\n"
+                           "  b = f64[33] parameter(2)\n"
+                           "  zero = f64[] constant(0)\n"
+                           "  s = f64[6] reduce(x, zero), dimensions={1}, to_apply=add64\n"
+                           "  c = f64[] constant(33)\n"
+                           "  cb = f64[6] broadcast(c), dimensions={}\n"
+                           "  mu = f64[6] divide(s, cb)\n"
+                           "  mub = f64[6,33] broadcast(mu), dimensions={0}\n"
+                           "  xc = f64[6,33] subtract(x, mub)\n"
+                           "  sq = f64[6,33] multiply(xc, xc)\n"
+                           "  v = f64[6] reduce(sq, zero), dimensions={1}, to_apply=add64\n"
+                           "  var = f64[6] divide(v, cb)\n"
+                           "  eps = f64[] constant(1e-5)\n"
+                           "  epsb = f64[6] broadcast(eps), dimensions={}\n"
+                           "  ve = f64[6] add(var, epsb)\n"
+                           "  r = f64[6] rsqrt(ve)\n"
+                           "  rb = f64[6,33] broadcast(r), dimensions={0}\n"
+                           "  n = f64[6,33] multiply(xc, rb)\n"
+                           "  gb = f64[6,33] broadcast(g), dimensions={1}\n"
+                           "  bb = f64[6,33] broadcast(b), dimensions={1}\n"
+                           "  ng = f64[6,33] multiply(n, gb)\n"
+                           "  ROOT y = f64[6,33] add(ng, bb)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "y");
+    assert_int_equal(g->nnodes, 17); /* everything but the parameters and constants */
+    dev_fusion_free(&f);
+    int64_t d2[] = {6, 33}, d1[] = {33};
+    DevValue *args[3] = {val(IR_F64, 2, d2, NULL), val(IR_F64, 1, d1, NULL), val(IR_F64, 1, d1, NULL)};
+    for (int a = 0; a < 3; a++)
+        fill(args[a], 7u + (uint32_t)a);
+    double want[6 * 33];
+    for (int r = 0; r < 6; r++) {
+        double s = 0, v = 0;
+        for (int j = 0; j < 33; j++)
+            s += at(args[0], r * 33 + j);
+        double mu = s / 33;
+        for (int j = 0; j < 33; j++)
+            v += (at(args[0], r * 33 + j) - mu) * (at(args[0], r * 33 + j) - mu);
+        double rs = 1 / sqrt(v / 33 + 1e-5);
+        for (int j = 0; j < 33; j++)
+            want[r * 33 + j] = (at(args[0], r * 33 + j) - mu) * rs * at(args[1], j) + at(args[2], j);
+    }
+    DevValue *got = run(m, 3, args, true);
+    assert_near(got, want, 6 * 33, 1e-12);
+    dev_value_unref(got);
+    for (int a = 0; a < 3; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
+/* A reduce over two minor dims ({1,2} of [3,4,5]: rows of 20) with max,
+ * min and add, its broadcast consumer x - max, and a group that ends in
+ * the reduction (sum of exp, root the reduce); against double. */
+static void several_minor_dims(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule md\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[3,4,5] parameter(0)\n"
+                           "  ninf = f32[] constant(-inf)\n"
+                           "  inf = f32[] constant(inf)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  mx = f32[3] reduce(x, ninf), dimensions={2,1}, to_apply=max\n"
+                           "  mxb = f32[3,4,5] broadcast(mx), dimensions={0}\n"
+                           "  d = f32[3,4,5] subtract(x, mxb)\n"
+                           "  a = f32[3,4,5] abs(x)\n"
+                           "  mn = f32[3] reduce(a, inf), dimensions={1,2}, to_apply=min\n"
+                           "  mnb = f32[3,4,5] broadcast(mn), dimensions={0}\n"
+                           "  out_d = f32[3,4,5] add(d, mnb)\n"
+                           "  e = f32[3,4,5] exponential(x)\n"
+                           "  s = f32[3] reduce(e, zero), dimensions={1,2}, to_apply=add\n"
+                           "  ROOT t = (f32[3,4,5], f32[3]) tuple(out_d, s)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "out_d");
+    assert_int_equal(g->nnodes, 7); /* mx, mxb, d, a, mn, mnb, out_d */
+    assert_int_equal(g->nouter, 1);
+    dev_fusion_free(&f);
+    g = row_group(&f, m, "s");
+    assert_int_equal(g->nnodes, 2); /* e, s: ends in the reduction */
+    assert_int_equal(f.group_of[instr_named(m, "e")], f.group_of[instr_named(m, "s")]);
+    dev_fusion_free(&f);
+    int64_t dims[] = {3, 4, 5};
+    DevValue *x = val(IR_F32, 3, dims, NULL);
+    fill(x, 99);
+    double want0[60], want1[3];
+    for (int r = 0; r < 3; r++) {
+        double mx = -INFINITY, mn = INFINITY, s = 0;
+        for (int j = 0; j < 20; j++) {
+            double v = at(x, r * 20 + j);
+            mx = fmax(mx, v), mn = fmin(mn, fabs(v)), s += exp(v);
+        }
+        for (int j = 0; j < 20; j++)
+            want0[r * 20 + j] = at(x, r * 20 + j) - mx + mn;
+        want1[r] = s;
+    }
+    DevValue *got = run(m, 1, &x, true);
+    assert_near(got->elems[0], want0, 60, 1e-6);
+    assert_near(got->elems[1], want1, 3, 1e-6);
+    dev_value_unref(got);
+    dev_value_unref(x);
+    ir_module_free(m);
+}
+
+/* What must not join a row group: a reduce over the major dim (its
+ * broadcast back is along dim 1, not the leading dims), and a reducer
+ * that is not associative (subtract: only the general reduce path knows
+ * its order). Both still compute the right values. */
+static void not_fused(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule nf\n" REDUCERS
+                           "sub {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                           "  ROOT s = f32[] subtract(a, b)\n}\n"
+                           "ENTRY main {\n"
+                           "  x = f32[4,24] parameter(0)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  e = f32[4,24] exponential(x)\n"
+                           "  c = f32[24] reduce(e, zero), dimensions={0}, to_apply=add\n"
+                           "  cb = f32[4,24] broadcast(c), dimensions={1}\n"
+                           "  q = f32[4,24] divide(e, cb)\n"
+                           "  n = f32[4,24] negate(x)\n"
+                           "  k = f32[4] reduce(n, zero), dimensions={1}, to_apply=sub\n"
+                           "  ROOT t = (f32[4,24], f32[4]) tuple(q, k)\n"
+                           "}\n");
+    DevFusion f = find(m, 1);
+    for (int32_t g = 0; g < f.ngroups; g++)
+        assert_int_equal(f.groups[g].nouter, -1);
+    assert_int_equal(f.group_of[instr_named(m, "c")], -1);
+    assert_int_equal(f.group_of[instr_named(m, "k")], -1);
+    dev_fusion_free(&f);
+    int64_t dims[] = {4, 24};
+    DevValue *x = val(IR_F32, 2, dims, NULL);
+    fill(x, 5);
+    double want0[96], want1[4];
+    for (int j = 0; j < 24; j++) {
+        double s = 0;
+        for (int r = 0; r < 4; r++)
+            s += (float)exp(at(x, r * 24 + j));
+        for (int r = 0; r < 4; r++)
+            want0[r * 24 + j] = (float)exp(at(x, r * 24 + j)) / s;
+    }
+    for (int r = 0; r < 4; r++) {
+        double k = 0; /* ((0 - n0) - n1) - ... in element order */
+        for (int j = 0; j < 24; j++)
+            k = (float)(k - (-at(x, r * 24 + j)));
+        want1[r] = k;
+    }
+    DevValue *got = run(m, 1, &x, true);
+    assert_near(got->elems[0], want0, 96, 1e-6);
+    assert_near(got->elems[1], want1, 4, 1e-6);
+    dev_value_unref(got);
+    dev_value_unref(x);
+    ir_module_free(m);
+}
+
+/* A transpose of a small operand joins as a strided read, in an
+ * elementwise group (the chunk interpreter) and in a row group; a
+ * square transposed leaf must not lend its buffer to the result. */
+static void transposes(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule tr\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[20,20] parameter(0)\n"
+                           "  w = f32[20,20] parameter(1)\n"
+                           "  wt = f32[20,20] transpose(w), dimensions={1,0}\n"
+                           "  a = f32[20,20] add(x, wt)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  s = f32[20] reduce(a, zero), dimensions={1}, to_apply=add\n"
+                           "  sb = f32[20,20] broadcast(s), dimensions={0}\n"
+                           "  ROOT o = f32[20,20] subtract(a, sb)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "o");
+    assert_int_equal(g->nnodes, 5); /* wt, a, s, sb, o */
+    dev_fusion_free(&f);
+    int64_t dims[] = {20, 20};
+    DevValue *args[2] = {val(IR_F32, 2, dims, NULL), val(IR_F32, 2, dims, NULL)};
+    fill(args[0], 1);
+    fill(args[1], 2);
+    double want[400];
+    for (int r = 0; r < 20; r++) {
+        double s = 0;
+        for (int j = 0; j < 20; j++)
+            s += want[r * 20 + j] = (float)(at(args[0], r * 20 + j) + at(args[1], j * 20 + r));
+        for (int j = 0; j < 20; j++)
+            want[r * 20 + j] -= (float)s;
+    }
+    DevValue *got = run(m, 2, args, true);
+    assert_near(got, want, 400, 1e-6);
+    dev_value_unref(got);
+    ir_module_free(m);
+    /* Elementwise only: the transposed w dies here, square, but is read
+     * through strides: it must not become the result. */
+    m = parse_ok("HloModule tr2\n"
+                 "ENTRY main {\n"
+                 "  x = f32[20,20] parameter(0)\n"
+                 "  w = f32[20,20] parameter(1)\n"
+                 "  wn = f32[20,20] negate(w)\n"
+                 "  wt = f32[20,20] transpose(wn), dimensions={1,0}\n"
+                 "  ROOT a = f32[20,20] add(x, wt)\n"
+                 "}\n");
+    f = find(m, 0);
+    assert_int_equal(f.ngroups, 0); /* 400 elements: under the default size */
+    dev_fusion_free(&f);
+    f = find(m, 1);
+    assert_int_equal(f.ngroups, 1);
+    assert_int_equal(f.groups[0].nnodes, 2); /* wt, a (wn is a leaf: read through strides) */
+    assert_true(f.groups[0].chunked);
+    dev_fusion_free(&f);
+    for (int k = 0; k < 400; k++)
+        want[k] = at(args[0], k) - at(args[1], (k % 20) * 20 + k / 20);
+    got = run(m, 2, args, true);
+    assert_near(got, want, 400, 0);
+    dev_value_unref(got);
+    for (int a = 0; a < 2; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
+/* Rows of length 0 (too empty to fuse): a reduce gives its init for every
+ * row. */
+static void empty_rows(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule er\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[3,0] parameter(0)\n"
+                           "  e = f32[3,0] exponential(x)\n"
+                           "  one = f32[] constant(1.5)\n"
+                           "  ROOT s = f32[3] reduce(e, one), dimensions={1}, to_apply=add\n"
+                           "}\n");
+    int64_t dims[] = {3, 0};
+    DevValue *x = val(IR_F32, 2, dims, NULL);
+    DevValue *got = run(m, 1, &x, true);
+    double want[] = {1.5, 1.5, 1.5};
+    assert_near(got, want, 3, 0);
+    dev_value_unref(got);
+    dev_value_unref(x);
+    ir_module_free(m);
+}
+
+/* Allocation n fails, n = 1, 2, ...: IR_ENOMEM with a message, nothing
+ * leaked (the sanitizer build checks), until a run completes. */
+static void allocation_failures(void **state)
+{
+    (void)state;
+    char *txt = softmax_hlo(3, 20);
+    IrModule *m = parse_ok(txt);
+    ts_free(txt);
+    int64_t dims[] = {3, 20};
+    DevValue *x = val(IR_F32, 2, dims, NULL);
+    int failures = 0;
+    for (long n = 1; n < 1000; n++) {
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        DevExecOptions opt = {.fuse_small = true};
+        ts_fail_alloc_after(n);
+        IrStatus st = dev_execute(m, m->entry, 1, &x, &opt, &out, &d);
+        ts_fail_alloc_after(0);
+        if (st == IR_OK) {
+            dev_value_unref(out);
+            break;
+        }
+        assert_int_equal(st, IR_ENOMEM);
+        assert_null(out);
+        assert_non_null(d.msg);
+        ir_diag_clear(&d);
+        failures++;
+    }
+    assert_true(failures > 5);
+    dev_value_unref(x);
+    ir_module_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(softmax_rows),
+        cmocka_unit_test(layernorm_rows_f64),
+        cmocka_unit_test(several_minor_dims),
+        cmocka_unit_test(not_fused),
+        cmocka_unit_test(transposes),
+        cmocka_unit_test(empty_rows),
+        cmocka_unit_test(allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
