@@ -271,7 +271,7 @@ static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *
         }
         void *dst = v->data;
         rt_coll_combine(op, v->shape.type, &dst, 1, 0, src, size, 0, dev_value_elements(v),
-                        rt_coll_stream(v->nbytes));
+                        rt_coll_stream_into(&v, 1, v->nbytes));
         ptrs_free(&l);
         *out = v;
         return IR_OK;
@@ -332,7 +332,7 @@ static IrStatus reduce_slice(const IrModule *m, const IrInstr *ins, DevValue *co
     int64_t outer, inner;
     runs_of(ps, dim, &outer, &inner);
     int64_t run = rs->dims[dim] * inner, row = ps->dims[dim] * inner;
-    bool stream = rt_coll_stream(v->nbytes);
+    bool stream = rt_coll_stream_into(&v, 1, v->nbytes);
     void *dst = v->data;
     for (int64_t o = 0; run > 0 && o < outer; o++)
         rt_coll_combine(op, ps->type, &dst, 1, o * run, src, size, o * row + mine * run, run, stream);
@@ -484,7 +484,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
         if (!v)
             return IR_ENOMEM;
         for (int32_t j = 0; j < size; j++)
-            gather_block(ops[members[j]][k], j, size, dim, &v, 1, rt_coll_stream(v->nbytes));
+            gather_block(ops[members[j]][k], j, size, dim, &v, 1, rt_coll_stream_into(&v, 1, v->nbytes));
         *out = v;
         return IR_OK;
     }
@@ -511,7 +511,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
         runs_of(ps, dim, &outer, &inner);
         size_t es = ir_type_size(ps->type);
         int64_t run = ps->dims[dim] / size * inner, row = ps->dims[dim] * inner;
-        bool stream = rt_coll_stream(v->nbytes);
+        bool stream = rt_coll_stream_into(&v, 1, v->nbytes);
         void *dst = v->data;
         for (int32_t j = 0; run > 0 && j < size; j++) {
             const uint8_t *src = ops[members[j]][k]->data;

@@ -341,3 +341,11 @@ bool rt_coll_stream(int64_t bytes)
 {
     return bytes >= RT_COLL_STREAM_BYTES;
 }
+
+bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes)
+{
+    for (int32_t k = 0; k < nout; k++)
+        if (out[k]->alloc)
+            return false;
+    return rt_coll_stream(bytes);
+}

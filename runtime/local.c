@@ -609,13 +609,14 @@ static IrStatus direct_across(World *w, const IrModule *m, const IrInstr *ins, c
     DevValue *v = dev_value_new_uninit(rs);
     st = v ? IR_OK : oom(d);
     if (st == IR_OK && ins->op == OP_ALL_GATHER) {
-        st = rt_transport_allgather_into(w->t, hg->color, xfer_kind(ins), x->data, (size_t)x->nbytes, v->data, d);
+        st = rt_transport_allgather_into(w->t, hg->color, xfer_kind(ins), x->data, (size_t)x->nbytes, v->data,
+                                         rt_coll_stream_into(&v, 1, v->nbytes), d);
     } else if (st == IR_OK && ins->op == OP_REDUCE_SCATTER) {
         st = rt_transport_reduce_scatter_into(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
                                               dev_value_elements(x), ps->type, op, d);
     } else if (st == IR_OK) {
         st = rt_transport_alltoall_in(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
-                                      (size_t)x->nbytes, d);
+                                      (size_t)x->nbytes, rt_coll_stream_into(&v, 1, v->nbytes), d);
     }
     if (st == IR_OK) {
         w->reduced[w->first] = v;
@@ -1120,7 +1121,7 @@ static IrStatus split_result(Device *dev, const IrModule *m, const IrInstr *ins,
         ready = (outs[q] = w->shared[(own ? members[q] : rep) - w->first]) != NULL;
     if (ready)
         rt_coll_split_part(ins, (DevValue *const *const *)w->ops, members, size, op, mine, outs, nout, scratch,
-                           rt_coll_stream(bytes * nout));
+                           rt_coll_stream_into(outs, nout, bytes * nout));
     if (outs != outs_stack)
         ts_free(outs);
     if (scratch != scratch_stack)

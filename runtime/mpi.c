@@ -1169,6 +1169,7 @@ typedef struct Pl {
     PlPeer *peer;              /* [k - 1] */
     const void **list;         /* [k]: the final combine's sources */
     const char *call;          /* the MPI function called last (for a failure's message) */
+    bool stream;               /* dst may take streaming stores (rt_coll_stream_into) */
     int64_t combined;          /* chunks of my block finished */
     int64_t local;             /* several devices: (chunk, peer) pairs combined locally and sent */
 } Pl;
@@ -1422,7 +1423,7 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
     if (rc == MPI_SUCCESS && !combine) {
         size_t n = (size_t)pl_len(p, q) * p->es;
         void *d = pl_dst(p, pl_lo(p, q));
-        rt_coll_copy(&d, 1, 0, pl_src(p, pl_lo(p, q)), n, rt_coll_stream((int64_t)n));
+        rt_coll_copy(&d, 1, 0, pl_src(p, pl_lo(p, q)), n, p->stream && rt_coll_stream((int64_t)n));
     }
     Backoff idle = {0};
     for (;;) {
@@ -1577,7 +1578,7 @@ IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, 
 }
 
 IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
-                                     size_t bytes, void *recv, IrDiag *d)
+                                     size_t bytes, void *recv, bool stream, IrDiag *d)
 {
     MPI_Comm comm;
     int k = 1, q = 0;
@@ -1599,7 +1600,7 @@ IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXfe
     const void *one[1] = {send};
     Pl p = {.t = t, .comm = comm, .mode = PL_ALLGATHER, .q = q, .k = k, .op = OP_COUNT, .ty = IR_U8, .es = 1,
             .count = (int64_t)bytes * k, .per = (int64_t)bytes, .chunk = chunk, .src = one, .nsrc = 1,
-            .dst = recv};
+            .dst = recv, .stream = stream};
     st = pipeline(&p, d);
     if (st != IR_OK)
         return st;
@@ -1608,7 +1609,7 @@ IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXfe
 }
 
 IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                  const void *send, void *recv, size_t bytes, IrDiag *d)
+                                  const void *send, void *recv, size_t bytes, bool stream, IrDiag *d)
 {
     MPI_Comm comm;
     int k = 1, q = 0;
@@ -1625,7 +1626,8 @@ IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKi
     int64_t chunk = (int64_t)pipe_chunk(false);
     const void *one[1] = {send};
     Pl p = {.t = t, .comm = comm, .mode = PL_ALLTOALL, .q = q, .k = k, .op = OP_COUNT, .ty = IR_U8, .es = 1,
-            .count = (int64_t)bytes, .per = (int64_t)bytes / k, .chunk = chunk, .src = one, .nsrc = 1, .dst = recv};
+            .count = (int64_t)bytes, .per = (int64_t)bytes / k, .chunk = chunk, .src = one, .nsrc = 1, .dst = recv,
+            .stream = stream};
     st = pipeline(&p, d);
     if (st != IR_OK)
         return st;

@@ -94,16 +94,17 @@ IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, 
                                           const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
                                           IrDiag *d);
 /* rt_transport_allgather_in, pipelined point to point for large blocks
- * (the same result, check-ins per size). */
+ * (the same result, check-ins per size); stream: recv may take streaming
+ * stores (rt_coll_stream_into). */
 IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
-                                     size_t bytes, void *recv, IrDiag *d);
+                                     size_t bytes, void *recv, bool stream, IrDiag *d);
 /* All-to-all of one device per host: send holds bytes, k blocks for the k
  * hosts of the color in host order (bytes divisible by k); block j of
  * recv receives host j's block q (this host's place), pipelined point to
  * point. One check-in of `what` (a point-to-point exchange's); counts the
- * blocks sent and received. */
+ * blocks sent and received. stream as above. */
 IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                  const void *send, void *recv, size_t bytes, IrDiag *d);
+                                  const void *send, void *recv, size_t bytes, bool stream, IrDiag *d);
 /* One block to or from one host. */
 typedef struct RtXfer {
     int host;
