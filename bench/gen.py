@@ -26,8 +26,9 @@
                                     max, subtract, exp, sum, divide
     gen.py layernorm N D OUT        layer norm over the rows of an f32[N,D]
                                     with scale and bias f32[D] (eps 1e-5)
-    gen.py mlp_layers L N OUT       L Megatron MLP layers over N devices:
-                                    W1 {devices=[1,N]<=[N]}, tanh, W2
+    gen.py mlp_layers L N F OUT     L Megatron MLP layers over N devices,
+                                    hidden width F: W1 f32[64,F]
+                                    {devices=[1,N]<=[N]}, tanh, W2 f32[F,64]
                                     {devices=[N,1]<=[N]}, the activations
                                     chained (6 instructions a layer)
 
@@ -161,8 +162,8 @@ ENTRY main {
 """ % {"b": b, "d": d, "f": f}
 
 
-def mlp_layers(layers, n):
-    bb, d, f = 8, 64, 1024
+def mlp_layers(layers, n, f):
+    bb, d = 8, 64
     out = ["HloModule mlp_layers, num_partitions=%d" % n, "", "ENTRY main {",
            "  x0 = f32[%d,%d] parameter(0), sharding={replicated}" % (bb, d)]
     for l in range(layers):
@@ -321,7 +322,7 @@ ENTRY main {
 
 def main(argv):
     kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "allreduce": (allreduce, 1),
-             "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 2), "softmax": (softmax, 2),
+             "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 3), "softmax": (softmax, 2),
              "layernorm": (layernorm, 2),
              "allgather": (lambda n: spmd_collective("allgather", n), 1),
              "reducescatter": (lambda n: spmd_collective("reducescatter", n), 1),

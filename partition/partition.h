@@ -243,7 +243,7 @@ typedef struct PlanInstr {
 typedef struct PlanIsland {
     int64_t host, replica;
     int32_t ndevices;
-    int64_t *devices;        /* global device ids */
+    const int64_t *devices;  /* global device ids (read-only: may be ir_iota_table) */
 } PlanIsland;
 
 typedef struct Plan {
@@ -251,7 +251,7 @@ typedef struct Plan {
     const char *module;
     const char *cluster;     /* the device function's name */
     int64_t num_partitions, num_replicas, hosts, local_devices;
-    int64_t *device_assignment; /* [replica][partition] -> global device id */
+    const int64_t *device_assignment; /* [replica][partition] -> global device id (ir_iota_table) */
     int32_t nislands;
     PlanIsland *islands;
     int32_t ninputs, noutputs, ninstrs;

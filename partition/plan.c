@@ -147,12 +147,13 @@ static IrStatus islands(Plan *p, IrDiag *d)
 {
     IrArena *a = p->arena;
     int64_t n = p->num_partitions, r = p->num_replicas, l = p->local_devices;
-    p->device_assignment = ir_alloc_array(a, (size_t)(n * r), sizeof(int64_t));
+    /* Device k is global id k: the assignment and every island are ranges
+     * of the shared iota table, so a plan holds no table per device. */
+    const int64_t *ids = ir_iota_table(n * r);
+    p->device_assignment = ids;
     p->islands = ir_alloc_array(a, (size_t)(p->hosts * r), sizeof(PlanIsland));
-    if (!p->device_assignment || !p->islands)
+    if (!ids || !p->islands)
         return oom(d);
-    for (int64_t k = 0; k < n * r; k++)
-        p->device_assignment[k] = k;
     /* Hosts own consecutive devices; an island is a replica's devices on
      * one host. */
     for (int64_t h = 0; h < p->hosts; h++)
@@ -166,11 +167,7 @@ static IrStatus islands(Plan *p, IrDiag *d)
             is->host = h;
             is->replica = rep;
             is->ndevices = (int32_t)(a1 - a0);
-            is->devices = ir_alloc_array(a, (size_t)is->ndevices, sizeof(int64_t));
-            if (!is->devices)
-                return oom(d);
-            for (int64_t k = a0; k < a1; k++)
-                is->devices[k - a0] = k;
+            is->devices = ids + a0;
         }
     return IR_OK;
 }

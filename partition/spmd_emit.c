@@ -523,7 +523,9 @@ static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
 {
     int64_t total = g->ngroups;
     bool rows = true, cols = true;
-    for (int64_t k = 0; (rows || cols) && k < total; k++)
+    if (ir_devices_are_iota(g->groups[0]))
+        cols = total == 1 || size == 1; /* groups alias the iota table: rows */
+    for (int64_t k = 0; !ir_devices_are_iota(g->groups[0]) && (rows || cols) && k < total; k++)
         for (int32_t j = 0; j < size; j++) {
             rows = rows && g->groups[k][j] == k * size + j;
             cols = cols && g->groups[k][j] == (int64_t)j * total + k;
@@ -557,29 +559,66 @@ static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
 
 /* replica_groups for all replicas: groups of partition ids, repeated per
  * replica with offset replica*n (global device ids). */
+static bool build_groups(PComp *pc, IrReplicaGroups *g, int32_t ngroups, int32_t size, const int64_t *groups,
+                         bool alias);
+
+/* The memo entry whose groups these are (the same array: shd_groups_along
+ * hands it out), so its replica groups can be shared. */
+static SpmdGroupsMemo *groups_memo_of(const Spmd *sp, const int64_t *groups, int32_t ngroups, int32_t size)
+{
+    for (int32_t k = 0; k < sp->nmemo; k++)
+        if (sp->memo[k].groups == groups && sp->memo[k].ngroups == ngroups && sp->memo[k].size == size)
+            return &sp->memo[k];
+    return NULL;
+}
+
 static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, const int64_t *groups)
 {
     Spmd *sp = pc->sp;
-    IrReplicaGroups *g = &ins->a.replica_groups;
+    ins->a.channel_id = ++sp->next_channel;
+    ins->a.use_global_device_ids = true;
+    SpmdGroupsMemo *m = groups_memo_of(sp, groups, ngroups, size);
+    if (!m)
+        return build_groups(pc, &ins->a.replica_groups, ngroups, size, groups, false);
+    /* Shared read-only: nothing writes an instruction's groups once built
+     * (module copies duplicate them). */
+    if (!m->rg.present && !build_groups(pc, &m->rg, ngroups, size, groups, true))
+        return false;
+    ins->a.replica_groups = m->rg;
+    return true;
+}
+
+/* alias: groups lives as long as the module (a memo's), so with one replica
+ * each group points into it instead of a copy. */
+static bool build_groups(PComp *pc, IrReplicaGroups *g, int32_t ngroups, int32_t size, const int64_t *groups,
+                         bool alias)
+{
+    Spmd *sp = pc->sp;
     int64_t total = (int64_t)ngroups * sp->r;
-    g->present = true;
+    *g = (IrReplicaGroups){.present = true};
     g->ngroups = (int32_t)total;
     g->group_size = ir_alloc_array(pc_arena(pc), (size_t)total, sizeof(int32_t));
     g->groups = ir_alloc_array(pc_arena(pc), (size_t)total, sizeof(int64_t *));
     if (!g->group_size || !g->groups)
         return false;
+    /* Global ids in one block, not one allocation a group; with one
+     * replica they are the partition ids, which an alias reuses. */
+    alias = alias && sp->r == 1;
+    int64_t *ids = alias ? NULL : ir_alloc_array(pc_arena(pc), (size_t)(total * size), sizeof(int64_t));
+    if (!alias && !ids)
+        return false;
     for (int64_t r = 0; r < sp->r; r++)
         for (int32_t k = 0; k < ngroups; k++) {
             int64_t gi = r * ngroups + k;
             g->group_size[gi] = size;
-            g->groups[gi] = ir_alloc_array(pc_arena(pc), (size_t)size, sizeof(int64_t));
-            if (!g->groups[gi])
-                return false;
+            if (!ids) {
+                g->groups[gi] = (int64_t *)groups + (int64_t)k * size;
+                continue;
+            }
+            g->groups[gi] = ids + gi * size;
             for (int32_t j = 0; j < size; j++)
                 g->groups[gi][j] = groups[(int64_t)k * size + j] + r * sp->n;
         }
-    ins->a.channel_id = ++sp->next_channel;
-    ins->a.use_global_device_ids = true;
     return iota_groups(pc, g, size);
 }
 
@@ -744,9 +783,47 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
 
 /* ---- groups and offsets ---- */
 
+/* The memo entry of s along dims, or NULL when s's devices are an explicit
+ * list (whose array may be rewritten or freed: only the iota table is known
+ * to stay) or no entry matches. */
+static SpmdGroupsMemo *groups_memo_find(const Spmd *sp, const IrSharding *s, int32_t ndims, const int64_t *dims)
+{
+    if (!ir_devices_are_iota(s->devices) || s->ntile > IR_MAX_RANK + 2 || ndims > IR_MAX_RANK + 2)
+        return NULL;
+    for (int32_t k = 0; k < sp->nmemo; k++) {
+        SpmdGroupsMemo *m = &sp->memo[k];
+        if (m->ntile == s->ntile && m->ndims == ndims && m->ndevices == s->ndevices &&
+            !memcmp(m->tile, s->tile, (size_t)s->ntile * sizeof(int64_t)) &&
+            !memcmp(m->dims, dims, (size_t)ndims * sizeof(int64_t)))
+            return m;
+    }
+    return NULL;
+}
+
+static void groups_memo_add(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims, int32_t ngroups,
+                            int32_t size, int64_t *groups)
+{
+    Spmd *sp = pc->sp;
+    if (!ir_devices_are_iota(s->devices) || s->ntile > IR_MAX_RANK + 2 || ndims > IR_MAX_RANK + 2 ||
+        !IR_ARENA_GROW(pc_arena(pc), sp->memo, sp->capmemo, sp->nmemo, sp->nmemo + 1))
+        return; /* not memoized: only the next caller's time is lost */
+    SpmdGroupsMemo *m = &sp->memo[sp->nmemo++];
+    *m = (SpmdGroupsMemo){.ntile = s->ntile, .ndims = ndims, .ndevices = s->ndevices, .ngroups = ngroups,
+                          .size = size, .groups = groups};
+    memcpy(m->tile, s->tile, (size_t)s->ntile * sizeof(int64_t));
+    memcpy(m->dims, dims, (size_t)ndims * sizeof(int64_t));
+}
+
 bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims,
                       int32_t *ngroups, int32_t *size, int64_t **groups)
 {
+    const SpmdGroupsMemo *m = groups_memo_find(pc->sp, s, ndims, dims);
+    if (m) {
+        *ngroups = m->ngroups;
+        *size = m->size;
+        *groups = m->groups;
+        return true;
+    }
     /* Transpose the tile array so that `dims` come last: each run of
      * prod(tile[dims]) consecutive devices is then one group. */
     int64_t map[IR_MAX_RANK + 2];
@@ -761,6 +838,21 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
     for (int32_t k = 0; k < ndims; k++) {
         map[n++] = dims[k];
         gsize *= s->tile[dims[k]];
+    }
+    *ngroups = (int32_t)(s->ndevices / gsize);
+    *size = (int32_t)gsize;
+    /* Devices in iota order, and the dims that are not 1 already in
+     * order: the groups are the iota table itself. */
+    bool in_order = ir_devices_are_iota(s->devices);
+    for (int32_t k = 0, last = -1; in_order && k < n; k++)
+        if (s->tile[map[k]] > 1) {
+            in_order = map[k] > last;
+            last = (int32_t)map[k];
+        }
+    if (in_order) {
+        *groups = (int64_t *)ir_iota_table(s->ndevices); /* never written: see ir.h */
+        groups_memo_add(pc, s, ndims, dims, *ngroups, *size, *groups);
+        return true;
     }
     int64_t *g = ir_alloc_array(pc_arena(pc), (size_t)s->ndevices, sizeof(int64_t));
     if (!g)
@@ -782,9 +874,8 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
             idx[k] = 0;
         }
     }
-    *ngroups = (int32_t)(s->ndevices / gsize);
-    *size = (int32_t)gsize;
     *groups = g;
+    groups_memo_add(pc, s, ndims, dims, *ngroups, *size, g);
     return true;
 }
 

@@ -29,6 +29,20 @@ typedef struct PComp {
     int32_t pid;               /* s32[] partition id in dc, -1 until first use */
 } PComp;
 
+/* The groups shd_groups_along computed for a sharding whose devices are the
+ * shared iota table, and the replica groups set_groups built from them.
+ * Every collective that asks again (each of a 50-layer MLP's all-reduces)
+ * gets the same read-only arrays, so the partitioner's cost grows with the
+ * collectives plus the devices, not their product. */
+typedef struct SpmdGroupsMemo {
+    int32_t ntile, ndims;
+    int64_t tile[IR_MAX_RANK + 2], dims[IR_MAX_RANK + 2];
+    int64_t ndevices;
+    int32_t ngroups, size;
+    int64_t *groups;           /* ngroups*size, in the destination arena */
+    IrReplicaGroups rg;        /* rg.present once set_groups built it */
+} SpmdGroupsMemo;
+
 struct Spmd {
     const IrModule *src;
     IrModule *dst;
@@ -42,6 +56,9 @@ struct Spmd {
     IrArena *tmp;              /* scratch of one entry instruction, see pc_tmp */
     int32_t depth;             /* computations being partitioned (1: the entry) */
     SpmdSite site;             /* what is being partitioned, for the report */
+    SpmdGroupsMemo *memo;      /* in the destination arena */
+    int32_t nmemo;
+    int64_t capmemo;
 };
 
 /* ---- spmd_emit.c: building instructions in a destination computation ---- */
@@ -108,7 +125,8 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
 
 /* Groups of a tiled sharding along data dims `dims`: devices that share all
  * other tile coordinates, each group in row-major order over `dims`.
- * Allocates *groups (ngroups*size) in the destination arena. */
+ * Allocates *groups (ngroups*size) in the destination arena, or returns the
+ * memoized groups (read-only) when the devices are the iota table. */
 bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims,
                       int32_t *ngroups, int32_t *size, int64_t **groups);
 /* Table over partition ids: the offset of the device's shard along data dim d. */
