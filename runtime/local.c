@@ -1134,9 +1134,9 @@ static IrStatus split_result(Device *dev, const IrModule *m, const IrInstr *ins,
         *out = v; /* collective_body frees it after the closing barrier */
         return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
     }
-    *out = own ? v : dev_value_ref(w->shared[rep - w->first]);
-    if (!own && v != *out)
-        dev_value_unref(v);
+    /* v (own, or the representative's shared result) is this device's
+     * reference already; the other members take one of the shared. */
+    *out = v ? v : dev_value_ref(w->shared[rep - w->first]);
     return IR_OK;
 }
 

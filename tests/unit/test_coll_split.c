@@ -172,7 +172,7 @@ static void check_combine(IrType t, IrOpcode op, int nsrc, int ndst, int64_t cou
         src[j] = malloc((size_t)(count + soff + 1) * es);
         fill(t, src[j], j, count + soff, (uint64_t)(count * 31 + nsrc));
     }
-    for (int k = 0; k < ndst; k++) {
+    for (int k = in_place ? 1 : 0; k < ndst; k++) {
         dst[k] = malloc((size_t)(count + doff + 1) * es + 64);
         memset(dst[k], 0xA5, (size_t)(count + doff + 1) * es + 64);
     }
