@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static inline double bench_now_ms(void)
@@ -52,6 +53,33 @@ static inline float bench_random_f32(uint64_t seed, uint64_t leaf, uint64_t i)
 {
     uint64_t h = bench_splitmix64(bench_splitmix64(bench_splitmix64(seed) ^ leaf) ^ i);
     return (float)((double)(h >> 11) * 0x1p-53 * 2 - 1);
+}
+
+/* Device d's seed of `tessel run --spmd --per-device --random-inputs seed`
+ * (docs/cli.md): splitmix64(seed ^ splitmix64(d)); its elements are then
+ * bench_random_f32(that seed, leaf, i). */
+static inline uint64_t bench_device_seed(uint64_t seed, uint64_t d)
+{
+    return bench_splitmix64(seed ^ bench_splitmix64(d));
+}
+
+/* n floats for a large buffer, allocated as tessel allocates its own
+ * (device/value.c, ir/arena.c ir_hint_huge): malloc, then transparent
+ * huge pages asked for on the whole pages inside the block when it is 2
+ * MiB or more; untouched (the first write pays the page faults). NULL on
+ * failure; free() it. */
+static inline float *bench_alloc_f32(int64_t n)
+{
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
+    void *p = malloc(bytes);
+#ifdef MADV_HUGEPAGE
+    if (p && bytes >= ((size_t)2 << 20)) {
+        uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + bytes) & ~(uintptr_t)4095;
+        if (hi > lo)
+            (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    }
+#endif
+    return p;
 }
 
 /* Read a little-endian f32 .npy (version 1 or 2) into a malloc'd array;

@@ -4,17 +4,29 @@ the same run (python3, stdlib only). bench/run calls it once per benchmark:
 
     driver.py NAME [--quick] [--bin build/release]
 
-NAME is mlp, mlp-tcp, train, allreduce, elementwise, softmax, layernorm, compile, compile-devices, memory or parse (dot is the C
-program dot_bench). Every benchmark alternates tessel and its baseline
-(A B A B ...), one warm-up pair then at least 5 timed pairs, takes medians,
-(mlp and allreduce: each process runs 4 steps, `tessel run --steps 4`
-against the baseline's first step plus 3 warm ones, so both sides pay one cold
-step per process),
-validates both sides' results, and prints its figures last as one line
-`bench NAME: ... ratio R`. Times are tessel's own `--stats` phases (process
-start, compile and input generation excluded) and the baselines' own
-timers. A failure (a crash, a wrong result) prints `bench NAME: FAILED ...`
-and exits 1.
+NAME is mlp, mlp-tcp, train, allreduce, allreduce-local, allgather,
+allgather-local, reduce-scatter, reduce-scatter-local, alltoall,
+alltoall-local, elementwise, softmax, layernorm, compile, compile-devices,
+memory, parse or parse-wild (dot is the C program dot_bench). Every benchmark alternates tessel and its
+baseline (A B A B ...), one warm-up pair then at least 5 timed pairs,
+takes medians, validates both sides' results, and prints its figures
+last as one line `bench NAME: ... ratio R`. Times are tessel's own
+`--stats` phases or per-step times (process start, compile and input
+generation excluded) and the baselines' own timers. A failure (a crash,
+a wrong result) prints `bench NAME: FAILED ...` and exits 1.
+
+mlp, mlp-tcp and train: each process runs 4 steps, `tessel run --steps 4` against
+the baseline's first step plus 3 warm ones, so both sides pay one cold
+step per process.
+
+The collectives (allreduce ... alltoall-local): each process runs 10
+steps (calls), the first on fresh buffers, the others on warm ones; a
+run's figure is the median of its 9 warm steps (tessel's `--stats`
+`steps:` line) or calls; 7 runs of each side give the min, median and
+max printed. Under mpirun (2 ranks, one device each) the baseline is the
+raw MPI call on the same buffers; in one process (2 devices, 2 threads)
+it is the time the collective's memory traffic takes at the bandwidth
+bench/stream_base measures with 2 threads in the same run.
 """
 import math
 import os
@@ -149,13 +161,164 @@ def bench_train(o):
             "ratio %.2f" % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, b, d, d, f, STEPS, REPS, t / bt))
 
 
+# The collective benchmarks: each process runs CSTEPS steps (tessel) or
+# calls (the baseline), the first cold (fresh buffers), the others warm
+# (buffers reused: tessel's from its buffer cache, the baseline's its own);
+# a run's figure is the median of its warm steps (tessel's --stats
+# `steps: first A ms, then median B ms`) or calls; CREPS timed runs of
+# each side, interleaved after one warm-up pair, give min / median / max.
+CSTEPS = 10
+CREPS = 7
+MIB = 1 << 20
+
+
+def warm_steps(stderr):
+    m = re.search(r"steps: first ([\d.]+) ms, then median ([\d.]+) ms", stderr)
+    if not m:
+        raise Failed("no per-step times in tessel's --stats: %s" % stderr.strip()[-300:])
+    return float(m.group(1)), float(m.group(2))
+
+
+def base_calls(out):
+    m = re.search(r"base cold ([\d.]+) ms warm ([\d.]+) ms total [\d.]+ ms min ([\d.]+) ms max ([\d.]+) ms", out)
+    if not m:
+        raise Failed("baseline printed no times: %s" % out.strip()[-300:])
+    return float(m.group(1)), float(m.group(2))
+
+
+def spread(v):
+    return "min %.2f, max %.2f" % (min(v), max(v))
+
+
+def coll_mpi(o, name, hlo, spmd, base_cmd):
+    """Interleave `mpirun -np 2 tessel run HLO --steps CSTEPS` and the
+    baseline's CSTEPS calls under mpirun. Returns per run: tessel's first
+    and warm step, the baseline's first and warm call. The last tessel
+    run writes device 0's output, which the last baseline run validates."""
+    tf, tw, bf, bw = [], [], [], []
+    outdir = os.path.join(o["work"], name + "_out")
+    for r in range(-1, CREPS):
+        last = r == CREPS - 1
+        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--stats", "--steps", str(CSTEPS)]
+        if spmd:
+            cmd += ["--spmd", "--per-device"]
+        if last:
+            cmd += ["--output-dir", outdir] + (["--output-device", "0"] if spmd else [])
+        first, warm = warm_steps(run(mpirun(2, cmd)).stderr)
+        check = ["--check", os.path.join(outdir, "output_0.npy")] if last else []
+        bc, bm = base_calls(run(mpirun(2, base_cmd + ["--warm", str(CSTEPS - 1)] + check)).stdout)
+        if r >= 0:
+            tf.append(first)
+            tw.append(warm)
+            bf.append(bc)
+            bw.append(bm)
+    return tf, tw, bf, bw
+
+
+def mpi_line(call, tf, tw, bf, bw, what):
+    return ("tessel %.2f ms a warm step (%s; first step %.2f) %s %.2f ms a call (%s; first %.2f) "
+            "(%s, 2 ranks, %d steps a process, median of %d runs) ratio %.3f"
+            % (median(tw), spread(tw), median(tf), call, median(bw), spread(bw), median(bf), what, CSTEPS, CREPS,
+               median(tw) / median(bw)))
+
+
 def bench_allreduce(o):
-    n = (64 << 20) // 4 if not o["quick"] else (4 << 20) // 4
+    n = (64 * MIB) // 4 if not o["quick"] else (4 * MIB) // 4
     hlo = gen("allreduce", [n], os.path.join(o["work"], "allreduce_%d.hlo" % n))
-    t, tc, bt, bc, bw = mpi_pair(o, "allreduce", hlo, [o["base"] + "allreduce_base", str(n), "7"])
-    return ("tessel %.2f ms a step (collectives %.2f) MPI_Allreduce %.2f ms a call (first %.2f, warm %.2f) "
-            "(%g MiB f32, 2 ranks, %d steps a process, median of %d) ratio %.2f"
-            % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, n * 4 / 2**20, STEPS, REPS, t / bt))
+    r = coll_mpi(o, "allreduce", hlo, False, [o["base"] + "allreduce_base", str(n), "7"])
+    return mpi_line("MPI_Allreduce", *r, what="%g MiB f32" % (n * 4 / MIB))
+
+
+def spmd_mpi(o, name, kind, call, n, what):
+    hlo = gen(kind, [n], os.path.join(o["work"], "%s_%d.hlo" % (kind, n)))
+    r = coll_mpi(o, name, hlo, True, [o["base"] + "coll_base", kind, str(n), "7"])
+    return mpi_line(call, *r, what=what)
+
+
+def bench_allgather(o):
+    n = (32 * MIB) // 4 if not o["quick"] else (2 * MIB) // 4
+    return spmd_mpi(o, "allgather", "allgather", "MPI_Allgather", n,
+                    "f32[%d] a rank into %g MiB" % (n, 2 * n * 4 / MIB))
+
+
+def bench_reduce_scatter(o):
+    n = (64 * MIB) // 4 if not o["quick"] else (4 * MIB) // 4
+    return spmd_mpi(o, "reduce-scatter", "reducescatter", "MPI_Reduce_scatter_block", n,
+                    "%g MiB f32 a rank, half each" % (n * 4 / MIB))
+
+
+def bench_alltoall(o):
+    n = (64 * MIB) // 4 if not o["quick"] else (4 * MIB) // 4
+    return spmd_mpi(o, "alltoall", "alltoall", "MPI_Alltoall", n, "%g MiB f32 a rank" % (n * 4 / MIB))
+
+
+def coll_local(o, name, hlo, spmd, n_stream, traffic, rate_kind, check_cmd, what):
+    """In one process (2 devices, 2 threads, no mpirun): tessel's warm step
+    against the time `traffic` bytes take at the bandwidth stream_base
+    measures with 2 threads (rate_kind: triad or memcpy) on arrays of
+    n_stream f32, interleaved. The last run's output of device 0 is
+    validated by check_cmd (its file appended)."""
+    tf, tw, rate = [], [], []
+    outdir = os.path.join(o["work"], name + "_out")
+    for r in range(-1, CREPS):
+        last = r == CREPS - 1
+        cmd = [o["tessel"], "run", hlo, "--random-inputs", "7", "--stats", "--steps", str(CSTEPS)]
+        if spmd:
+            cmd += ["--spmd", "--per-device"]
+        if last:
+            cmd += ["--output-dir", outdir] + (["--output-device", "0"] if spmd else [])
+        first, warm = warm_steps(run(cmd).stderr)
+        out = run([o["base"] + "stream_base", str(n_stream), "2", "10"]).stdout
+        m = re.search(r"stream triad ([\d.]+) GB/s memcpy ([\d.]+) GB/s", out)
+        if not m:
+            raise Failed("stream_base printed no rates: %s" % out.strip()[-300:])
+        if r >= 0:
+            tf.append(first)
+            tw.append(warm)
+            rate.append(float(m.group(1) if rate_kind == "triad" else m.group(2)))
+    run(check_cmd + [os.path.join(outdir, "output_0.npy")])
+    gbs = median(rate)
+    ideal = traffic / (gbs * 1e6)  # ms
+    return ("tessel %.2f ms a warm step (%s; first step %.2f) %g MiB at the %s rate %.2f GB/s (%s) = %.2f ms "
+            "(%s, 2 devices in one process, %d steps a process, median of %d runs) ratio %.3f"
+            % (median(tw), spread(tw), median(tf), traffic / MIB, rate_kind, gbs, spread(rate), ideal, what, CSTEPS,
+               CREPS, median(tw) / ideal))
+
+
+def bench_allreduce_local(o):
+    """The issue's figure: read both inputs once, write the result into
+    both devices' buffers (256 MiB at 64 MiB), at the STREAM triad rate."""
+    n = (64 * MIB) // 4 if not o["quick"] else (4 * MIB) // 4
+    hlo = gen("allreduce", [n], os.path.join(o["work"], "allreduce_%d.hlo" % n))
+    check = mpirun(2, [o["base"] + "allreduce_base", str(n), "7", "--warm", "0", "--check"])
+    return coll_local(o, "allreduce-local", hlo, False, n, 4 * n * 4, "triad", check, "%g MiB f32" % (n * 4 / MIB))
+
+
+def local_spmd(o, name, kind, n, traffic, what):
+    hlo = gen(kind, [n], os.path.join(o["work"], "%s_%d.hlo" % (kind, n)))
+    check = [o["base"] + "coll_base", kind, str(n), "7", "--devices", "2", "--device", "0", "--check"]
+    n_stream = (64 * MIB) // 4 if not o["quick"] else (4 * MIB) // 4
+    return coll_local(o, name, hlo, True, n_stream, traffic, "memcpy", check, what)
+
+
+def bench_allgather_local(o):
+    """Read each device's operand once, write both devices' results."""
+    n = (32 * MIB) // 4 if not o["quick"] else (2 * MIB) // 4
+    return local_spmd(o, "allgather-local", "allgather", n, 2 * n * 4 + 2 * (2 * n * 4),
+                      "f32[%d] a device into %g MiB" % (n, 2 * n * 4 / MIB))
+
+
+def bench_reduce_scatter_local(o):
+    """Read both operands once, write each device's half."""
+    n = (64 * MIB) // 4 if not o["quick"] else (4 * MIB) // 4
+    return local_spmd(o, "reduce-scatter-local", "reducescatter", n, 2 * n * 4 + n * 4,
+                      "%g MiB f32 a device, half each" % (n * 4 / MIB))
+
+
+def bench_alltoall_local(o):
+    """Read both operands once, write both results."""
+    n = (64 * MIB) // 4 if not o["quick"] else (4 * MIB) // 4
+    return local_spmd(o, "alltoall-local", "alltoall", n, 4 * n * 4, "%g MiB f32 a device" % (n * 4 / MIB))
 
 
 def bench_elementwise(o):
@@ -440,7 +603,11 @@ def bench_parse_wild(o):
 
 
 BENCHES = {"mlp": bench_mlp, "mlp-tcp": bench_mlp_tcp, "train": bench_train, "allreduce": bench_allreduce,
-           "elementwise": bench_elementwise, "softmax": bench_softmax, "layernorm": bench_layernorm,
+           "allreduce-local": bench_allreduce_local, "allgather": bench_allgather,
+           "allgather-local": bench_allgather_local, "reduce-scatter": bench_reduce_scatter,
+           "reduce-scatter-local": bench_reduce_scatter_local, "alltoall": bench_alltoall,
+           "alltoall-local": bench_alltoall_local, "elementwise": bench_elementwise, "softmax": bench_softmax,
+           "layernorm": bench_layernorm,
            "compile": bench_compile, "compile-devices": bench_compile_devices, "memory": bench_memory, "parse": bench_parse,
            "parse-wild": bench_parse_wild}
 

@@ -12,6 +12,13 @@
                                     training step of the `train` benchmark
     gen.py allreduce N OUT          an explicit all-reduce over 2 partitions
                                     of a replicated f32[N]
+    gen.py allgather N OUT          a per-device program (`tessel run --spmd`)
+                                    of 2 partitions: all-gather of each
+                                    device's f32[N] into f32[2N]
+    gen.py reducescatter N OUT      the same: reduce-scatter (add) of f32[N]
+                                    into f32[N/2]
+    gen.py alltoall N OUT           the same: all-to-all of f32[N] along its
+                                    only dimension
     gen.py memory N OUT             a sum over an f32[N] input sharded over
                                     2 partitions (the input is the memory)
     gen.py elementwise N OUT        8 elementwise ops over two f32[N]
@@ -187,6 +194,32 @@ ENTRY main {
 """ % {"n": n}
 
 
+def spmd_collective(kind, n):
+    """One explicit collective over 2 partitions, written per device (the
+    entry's shapes are each device's): run with --spmd, and with
+    --per-device so that each device draws its own operand."""
+    ops = {
+        "allgather": "f32[%d] all-gather(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, "
+                     "use_global_device_ids=true" % (2 * n),
+        "reducescatter": "f32[%d] reduce-scatter(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, "
+                         "use_global_device_ids=true, to_apply=add" % (n // 2),
+        "alltoall": "f32[%d] all-to-all(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}" % n,
+    }
+    return """HloModule %(kind)s_bench, num_partitions=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[%(n)d] parameter(0)
+  ROOT r = %(op)s
+}
+""" % {"kind": kind, "n": n, "op": ops[kind]}
+
+
 def memory(n):
     return """HloModule memory_bench, num_partitions=2
 
@@ -290,7 +323,10 @@ ENTRY main {
 def main(argv):
     kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "allreduce": (allreduce, 1),
              "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 3), "softmax": (softmax, 2),
-             "layernorm": (layernorm, 2)}
+             "layernorm": (layernorm, 2),
+             "allgather": (lambda n: spmd_collective("allgather", n), 1),
+             "reducescatter": (lambda n: spmd_collective("reducescatter", n), 1),
+             "alltoall": (lambda n: spmd_collective("alltoall", n), 1)}
     if len(argv) < 3 or argv[1] not in kinds or len(argv) != kinds[argv[1]][1] + 3:
         sys.stderr.write(__doc__)
         return 2

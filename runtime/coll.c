@@ -205,23 +205,84 @@ static bool dims_equal(const IrShape *a, const IrShape *b)
     return a->type == b->type && a->rank == b->rank && ir_dims_equal(a->dims, b->dims, a->rank);
 }
 
-/* The reducer's combination of operand k of every member, in group order. */
+/* Pointer lists for the loops (coll_kernels.c): a small one on the
+ * caller's stack, a long one on the heap. */
+enum { PTRS_ON_STACK = 64 };
+
+typedef struct Ptrs {
+    void **p;
+    void *stack[PTRS_ON_STACK];
+} Ptrs;
+
+static void **ptrs_get(Ptrs *l, int32_t n)
+{
+    l->p = n <= PTRS_ON_STACK ? l->stack : ts_malloc((size_t)n * sizeof *l->p);
+    return l->p;
+}
+
+static void ptrs_free(Ptrs *l)
+{
+    if (l->p != l->stack)
+        ts_free(l->p);
+    l->p = NULL;
+}
+
+/* Operand k of every member, in group order. */
+static const void *const *member_data(Ptrs *l, DevValue *const *const *ops, const int64_t *members, int32_t size,
+                                      int32_t k)
+{
+    void **p = ptrs_get(l, size);
+    for (int32_t j = 0; p && j < size; j++)
+        p[j] = ops[members[j]][k]->data;
+    return (const void *const *)p;
+}
+
+/* The elements of a box along one dimension of shape s: `outer` runs
+ * (the dimensions before dim), each of `inner` elements per index of dim
+ * (the dimensions after it). */
+static void runs_of(const IrShape *s, int64_t dim, int64_t *outer, int64_t *inner)
+{
+    *outer = *inner = 1;
+    for (int32_t i = 0; i < s->rank; i++) {
+        if (i < dim)
+            *outer *= s->dims[i];
+        else if (i > dim)
+            *inner *= s->dims[i];
+    }
+}
+
+/* The reducer's combination of operand k of every member, in group order
+ * (one pass: every operand read once, the result written once). */
 static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
                                const int64_t *members, int32_t size, int32_t k, DevValue **out, IrDiag *d)
 {
     if (ins->ncalled < 1)
         return coll_fail(m, ins, d, IR_EINPUT, "a reduction without to_apply=");
     IrOpcode op = ir_simple_reducer(m, ins->called[0]);
-    DevValue *v = dev_value_clone(ops[members[0]][k]);
+    const DevValue *first = ops[members[0]][k];
+    if (op != OP_COUNT && rt_coll_can_combine(op, first->shape.type)) {
+        /* A simple reducer: one pass, every operand read once. */
+        DevValue *v = dev_value_new_uninit(&first->shape);
+        Ptrs l;
+        const void *const *src = v ? member_data(&l, ops, members, size, k) : NULL;
+        if (!src) {
+            dev_value_unref(v);
+            return IR_ENOMEM;
+        }
+        void *dst = v->data;
+        rt_coll_combine(op, v->shape.type, &dst, 1, 0, src, size, 0, dev_value_elements(v),
+                        rt_coll_stream_into(&v, 1, v->nbytes));
+        ptrs_free(&l);
+        *out = v;
+        return IR_OK;
+    }
+    /* Any other reducer (complex add, ...): its computation, elementwise,
+     * in group order (device/reducer_comp.c). */
+    DevValue *v = dev_value_clone(first);
     if (!v)
         return IR_ENOMEM;
-    DevRedDom dom;
-    if (op != OP_COUNT && (!dev_red_dom(v->shape.type, &dom) || !dev_red_has(dom, op)))
-        op = OP_COUNT; /* complex add, ...: the computation runs */
     int64_t count = dev_value_elements(v);
-    /* Any other reducer: its computation, elementwise, in group order
-     * (device/reducer_comp.c). */
-    for (int32_t j = 1; op == OP_COUNT && j < size; j++) {
+    for (int32_t j = 1; j < size; j++) {
         IrStatus st = dev_red_call(m, ins->called[0], v->shape.type, v->data, v->data, ops[members[j]][k]->data,
                                    count, d);
         if (st != IR_OK) {
@@ -232,22 +293,52 @@ static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *
             return coll_fail(m, ins, d, st, "%s", msg);
         }
     }
-    for (int32_t j = 1; op != OP_COUNT && j < size; j++)
-        if (!dev_red_combine_array(op, v->shape.type, v->data, ops[members[j]][k]->data, count)) {
-            dev_value_unref(v);
-            return coll_fail(m, ins, d, IR_EUNSUPPORTED, "the reducer is not supported for %s",
-                             ir_type_name(v->shape.type));
-        }
     *out = v;
     return IR_OK;
 }
 
-/* Operand `src` of shape ps moved as the box [soff, soff + ext) to doff of
- * out (shape of out). */
-static void move_box(const DevValue *src, const int64_t *soff, DevValue *out, const int64_t *doff, const int64_t *ext)
+/* Reduce-scatter: this member's slice (index `mine` along dim, rs's
+ * extent) of the combination of every member's operand k, computed alone:
+ * each operand's slice read once. */
+static IrStatus reduce_slice(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
+                             const int64_t *members, int32_t size, int32_t mine, int32_t k, int64_t dim,
+                             const IrShape *rs, DevValue **out, IrDiag *d)
 {
-    const IrShape *ps = &src->shape;
-    rt_copy_box(ir_type_size(ps->type), ps->rank, src->data, ps->dims, soff, out->data, out->shape.dims, doff, ext);
+    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    const IrShape *ps = &ops[members[0]][k]->shape;
+    if (op == OP_COUNT || !rt_coll_can_combine(op, ps->type)) {
+        /* A reducer computation: the whole combination, then the slice. */
+        DevValue *sum = NULL, *v = NULL;
+        IrStatus st = reduce_members(m, ins, ops, members, size, k, &sum, d);
+        if (st == IR_OK && !(v = dev_value_new_uninit(rs)))
+            st = IR_ENOMEM;
+        if (st == IR_OK) {
+            int64_t zero[IR_MAX_RANK] = {0}, off[IR_MAX_RANK] = {0};
+            off[dim] = mine * rs->dims[dim];
+            rt_copy_box(ir_type_size(ps->type), ps->rank, sum->data, ps->dims, off, v->data, rs->dims, zero,
+                        rs->dims);
+            *out = v;
+        }
+        dev_value_unref(sum);
+        return st;
+    }
+    DevValue *v = dev_value_new_uninit(rs);
+    Ptrs l;
+    const void *const *src = v ? member_data(&l, ops, members, size, k) : NULL;
+    if (!src) {
+        dev_value_unref(v);
+        return IR_ENOMEM;
+    }
+    int64_t outer, inner;
+    runs_of(ps, dim, &outer, &inner);
+    int64_t run = rs->dims[dim] * inner, row = ps->dims[dim] * inner;
+    bool stream = rt_coll_stream_into(&v, 1, v->nbytes);
+    void *dst = v->data;
+    for (int64_t o = 0; run > 0 && o < outer; o++)
+        rt_coll_combine(op, ps->type, &dst, 1, o * run, src, size, o * row + mine * run, run, stream);
+    ptrs_free(&l);
+    *out = v;
+    return IR_OK;
 }
 
 /* The dimension of an all-gather, reduce-scatter or all-to-all, checked
@@ -283,6 +374,77 @@ static IrStatus shape_fail(const IrModule *m, const IrInstr *ins, IrDiag *d, con
     return st;
 }
 
+/* Member j's operand (of `size`) placed as block j along dim of each of
+ * out[0..nout) (the all-gather's result shape). */
+static void gather_block(const DevValue *opnd, int32_t j, int32_t size, int64_t dim, DevValue *const *out,
+                         int32_t nout, bool stream)
+{
+    const IrShape *ps = &opnd->shape;
+    int64_t outer, inner;
+    runs_of(ps, dim, &outer, &inner);
+    size_t es = ir_type_size(ps->type);
+    size_t run = (size_t)(ps->dims[dim] * inner) * es;
+    void *stack[PTRS_ON_STACK];
+    /* Destinations PTRS_ON_STACK at a time (no allocation that can fail). */
+    for (int32_t b = 0; run > 0 && b < nout; b += PTRS_ON_STACK) {
+        int32_t n = nout - b < PTRS_ON_STACK ? nout - b : PTRS_ON_STACK;
+        for (int32_t q = 0; q < n; q++)
+            stack[q] = out[b + q]->data;
+        for (int64_t o = 0; o < outer; o++)
+            rt_coll_copy(stack, n, ((size_t)o * (size_t)size + (size_t)j) * run, opnd->data + (size_t)o * run, run,
+                         stream);
+    }
+}
+
+bool rt_coll_split_ok(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops, const int64_t *members,
+                      int32_t size, int32_t nopnd, IrOpcode *op)
+{
+    *op = OP_COUNT;
+    if ((ins->op != OP_ALL_REDUCE && ins->op != OP_ALL_GATHER) || nopnd != 1 || size < 1 ||
+        ins->shape.type == IR_TUPLE)
+        return false;
+    for (int32_t j = 0; j < size; j++)
+        if (!ops[members[j]] || !ops[members[j]][0])
+            return false;
+    const IrShape *ps = &ops[members[0]][0]->shape, *rs = &ins->shape;
+    if (ps->type == IR_TUPLE)
+        return false;
+    for (int32_t j = 1; j < size; j++)
+        if (!dims_equal(&ops[members[j]][0]->shape, ps))
+            return false;
+    if (ins->op == OP_ALL_GATHER) {
+        int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+        return dim >= 0 && dim < ps->rank && scaled(ps, rs, dim, size);
+    }
+    *op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    return *op != OP_COUNT && dims_equal(ps, rs) && rt_coll_can_combine(*op, ps->type);
+}
+
+void rt_coll_split_part(const IrInstr *ins, DevValue *const *const *ops, const int64_t *members, int32_t size,
+                        IrOpcode op, int32_t part, DevValue *const *out, int32_t nout, void **scratch, bool stream)
+{
+    if (ins->op == OP_ALL_GATHER) {
+        int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+        gather_block(ops[members[part]][0], part, size, dim, out, nout, stream);
+        return;
+    }
+    /* All-reduce: slice `part`, whole cache lines but the last. */
+    const DevValue *first = ops[members[0]][0];
+    int64_t count = dev_value_elements(first), es = (int64_t)ir_type_size(first->shape.type);
+    int64_t line = es > 0 && es < 64 ? 64 / es : 1;
+    int64_t per = (count + size - 1) / size;
+    per = (per + line - 1) / line * line;
+    int64_t lo = per * part, hi = lo + per < count ? lo + per : count;
+    if (lo >= hi)
+        return;
+    void **src = scratch, **dst = scratch + size;
+    for (int32_t j = 0; j < size; j++)
+        src[j] = ops[members[j]][0]->data;
+    for (int32_t q = 0; q < nout; q++)
+        dst[q] = out[q]->data;
+    rt_coll_combine(op, first->shape.type, dst, nout, lo, (const void *const *)src, size, lo, hi - lo, stream);
+}
+
 /* Result part k (shape rs) of a collective that acts on each operand on
  * its own. */
 static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me,
@@ -300,7 +462,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
         if (!dims_equal(&ops[members[j]][k]->shape, ps))
             return coll_fail(m, ins, d, IR_EINPUT, "device %lld gives an operand of another shape",
                              (long long)members[j]);
-    int64_t dim = 0, zero[IR_MAX_RANK] = {0}, off[IR_MAX_RANK] = {0}, ext[IR_MAX_RANK];
+    int64_t dim = 0;
     switch (ins->op) {
     case OP_ALL_REDUCE:
     case OP_COLLECTIVE_REDUCE:
@@ -321,10 +483,8 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
         DevValue *v = dev_value_new_uninit(rs);
         if (!v)
             return IR_ENOMEM;
-        for (int32_t j = 0; j < size; j++) {
-            off[dim] = j * ps->dims[dim];
-            move_box(ops[members[j]][k], zero, v, off, ps->dims);
-        }
+        for (int32_t j = 0; j < size; j++)
+            gather_block(ops[members[j]][k], j, size, dim, &v, 1, rt_coll_stream_into(&v, 1, v->nbytes));
         *out = v;
         return IR_OK;
     }
@@ -334,17 +494,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
             return st;
         if (!scaled(rs, ps, dim, size))
             return shape_fail(m, ins, d, ps, rs, size);
-        DevValue *sum = NULL, *v = NULL;
-        st = reduce_members(m, ins, ops, members, size, k, &sum, d);
-        if (st == IR_OK && !(v = dev_value_new_uninit(rs)))
-            st = IR_ENOMEM;
-        if (st == IR_OK) {
-            off[dim] = mine * rs->dims[dim];
-            move_box(sum, off, v, zero, rs->dims);
-            *out = v;
-        }
-        dev_value_unref(sum);
-        return st;
+        return reduce_slice(m, ins, ops, members, size, mine, k, dim, rs, out, d);
     }
     case OP_ALL_TO_ALL: {
         /* Chunk j of every member's operand along dim goes to member j;
@@ -357,13 +507,17 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
         DevValue *v = dev_value_new_uninit(rs);
         if (!v)
             return IR_ENOMEM;
-        memcpy(ext, ps->dims, (size_t)ps->rank * sizeof *ext);
-        ext[dim] = ps->dims[dim] / size;
-        int64_t doff[IR_MAX_RANK] = {0};
-        for (int32_t j = 0; j < size; j++) {
-            off[dim] = mine * ext[dim];
-            doff[dim] = j * ext[dim];
-            move_box(ops[members[j]][k], off, v, doff, ext);
+        int64_t outer, inner;
+        runs_of(ps, dim, &outer, &inner);
+        size_t es = ir_type_size(ps->type);
+        int64_t run = ps->dims[dim] / size * inner, row = ps->dims[dim] * inner;
+        bool stream = rt_coll_stream_into(&v, 1, v->nbytes);
+        void *dst = v->data;
+        for (int32_t j = 0; run > 0 && j < size; j++) {
+            const uint8_t *src = ops[members[j]][k]->data;
+            for (int64_t o = 0; o < outer; o++)
+                rt_coll_copy(&dst, 1, (size_t)(o * row + j * run) * es, src + (size_t)(o * row + mine * run) * es,
+                             (size_t)run * es, stream);
         }
         *out = v;
         return IR_OK;

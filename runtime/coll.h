@@ -51,6 +51,58 @@ int64_t rt_coll_permute_source(const IrInstr *ins, const RtCollWorld *w, int64_t
 IrStatus rt_coll_result(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me,
                         DevValue *const *const *ops, int32_t nopnd, DevValue *reduced, DevValue **out, IrDiag *d);
 
+/* ---- a group's result computed by all its members at once ----
+ *
+ * An all-reduce or all-gather of one array operand gives every member
+ * of its group the same array, so its members can share the work: member
+ * j computes part j (all-reduce: the j-th slice of the elements, reduced
+ * over every member's operand in group order; all-gather: member j's
+ * block) and writes it into every member's result (or into the one
+ * result they share). local.c runs this when the whole group is on the
+ * host. */
+
+/* Does the split path apply to `ins` over this group (members in group
+ * order, their operands in ops)? One array operand of the same shape on
+ * every member, a result shape the group gives, and for an all-reduce a
+ * simple reducer rt_coll_combine runs (*op). false: the ordinary path
+ * (rt_coll_result, which names what is wrong). */
+bool rt_coll_split_ok(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops, const int64_t *members,
+                      int32_t size, int32_t nopnd, IrOpcode *op);
+/* Part `part` of `size` of the result (rt_coll_split_ok held) written
+ * into each of out[0..nout) (arrays of ins's shape); stream: stores
+ * around the caches (rt_coll_stream). scratch has room for size + nout
+ * pointers. All-reduce parts are slices of whole 64-byte lines (but the
+ * last): members never write the same line. Can't fail. */
+void rt_coll_split_part(const IrInstr *ins, DevValue *const *const *ops, const int64_t *members, int32_t size,
+                        IrOpcode op, int32_t part, DevValue *const *out, int32_t nout, void **scratch, bool stream);
+
+/* ---- the loops (coll_kernels.c) ---- */
+
+/* Collectives that write at least this many bytes store them around the
+ * caches (non-temporal stores): half the last-level cache of a typical
+ * host, so that what stays cached is what the next kernel reads. */
+#define RT_COLL_STREAM_BYTES ((int64_t)16 << 20)
+bool rt_coll_stream(int64_t bytes);
+/* rt_coll_stream for results out[0..nout), and none of them from a
+ * device's NUMA-binding allocator (DevValue.alloc): streaming stores
+ * into memory bound with mbind run about 10 times slower than into
+ * malloc's on the 2-core VM of BENCHMARKS.md (2 threads, 64 MiB each:
+ * 21 ms against 2 ms), while ordinary stores run alike into both. */
+bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes);
+/* rt_coll_combine supports reducer op on type t (dev_red_combine_array's
+ * types and ops). */
+bool rt_coll_can_combine(IrOpcode op, IrType t);
+/* dst[k][doff + i] = src[0][soff + i] op src[1][soff + i] op ... (in
+ * order, rounded to t at each step, the bits of dev_red_combine_array)
+ * for i < count and every destination k. A destination may be a source
+ * at the same offset. false when op on t is unsupported (nsrc > 1) or no
+ * source or destination is given. */
+bool rt_coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int64_t doff, const void *const *src,
+                     int32_t nsrc, int64_t soff, int64_t count, bool stream);
+/* bytes from src to dst[k] + doff for every destination k (the source
+ * read once). */
+void rt_coll_copy(void *const *dst, int32_t ndst, size_t doff, const void *src, size_t bytes, bool stream);
+
 /* ---- coll_async.c: a device's collectives in the background ---- */
 
 /* A collective as local.c runs it for device ctx (blocking). */

@@ -48,6 +48,7 @@ typedef struct HostGroups {
     int32_t *color;            /* [hosts] */
     int64_t *src;              /* [devices], permute and broadcast; else NULL */
     bool any;
+    bool ordered;              /* every group's members on strictly increasing hosts (host_colors) */
 } HostGroups;
 
 typedef struct World {
@@ -203,7 +204,7 @@ static bool reads_one(const IrInstr *ins)
  * collectives, transport.h). For permute and broadcast src[g] (ndev
  * entries) is the device g reads, -1 none. *any: some group spans hosts. */
 static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int32_t *color, int64_t *src, bool *any,
-                            IrDiag *d)
+                            bool *ordered, IrDiag *d)
 {
     int64_t hosts = w->ndev / w->nlocal;
     RtCollWorld cw = {w->n, w->r};
@@ -214,6 +215,7 @@ static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int
     for (int64_t h = 0; parent && h < hosts; h++)
         parent[h] = (int32_t)h;
     *any = false;
+    *ordered = ins->op != OP_COLLECTIVE_PERMUTE;
     for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
         int32_t size = 0, idx = 0;
         if (ins->op == OP_COLLECTIVE_PERMUTE) {
@@ -229,6 +231,7 @@ static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int
         if (ins->op != OP_COLLECTIVE_PERMUTE && members[0] != g)
             continue;
         for (int32_t j = 1; j < size; j++) {
+            *ordered = *ordered && host_of(w, members[j]) > host_of(w, members[j - 1]);
             int64_t a = find_root(parent, host_of(w, members[0])), b = find_root(parent, host_of(w, members[j]));
             if (a != b) {
                 parent[a > b ? a : b] = (int32_t)(a < b ? a : b);
@@ -417,6 +420,37 @@ static IrStatus exchange_p2p(World *w, const IrInstr *ins, const int64_t *src, I
     return st;
 }
 
+/* reduce_across for a color with one group spanning hosts (the group of
+ * device `first`; members[] has room for every device): the result is
+ * allocated once for the host and rt_transport_allreduce_into reduces
+ * into it from the local members' operands, in group order. */
+static IrStatus reduce_one_across(World *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const int32_t *color,
+                                  int64_t first, int64_t *members, IrDiag *d)
+{
+    const DevValue *mine = w->ops[w->first][0];
+    RtCollWorld cw = {w->n, w->r};
+    int32_t idx = 0, size = 0, nsrc = 0;
+    IrStatus st = rt_coll_group(m, ins, &cw, first, members, &size, &idx, d);
+    const void **src = st == IR_OK ? ts_malloc((size_t)size * sizeof *src) : NULL;
+    DevValue *v = src ? dev_value_new_uninit(&mine->shape) : NULL;
+    if (st == IR_OK && !v)
+        st = oom(d);
+    for (int32_t k = 0; st == IR_OK && k < size; k++)
+        if (on_this_host(w, members[k]))
+            src[nsrc++] = w->ops[members[k]][0]->data;
+    if (st == IR_OK && nsrc == 0)
+        st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "an all-reduce group without a member here");
+    if (st == IR_OK)
+        st = rt_transport_allreduce_into(w->t, color, xfer_kind(ins), mine->nbytes, src, nsrc, v->data,
+                                         dev_value_elements(mine), mine->shape.type, op, d);
+    for (int32_t k = 0; st == IR_OK && k < size; k++)
+        if (on_this_host(w, members[k]))
+            w->reduced[members[k]] = dev_value_ref(v);
+    dev_value_unref(v);
+    ts_free(src);
+    return st;
+}
+
 /* All-reduce of one operand across hosts: for each group whose members
  * live on several hosts of this host's color, this host combines its own
  * members (in group order), then one MPI all-reduce among the color's
@@ -460,6 +494,14 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
     int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t ncross = 0;
     IrStatus st = members && cross ? cross_groups(w, m, ins, color, members, cross, &ncross, d) : oom(d);
+    if (st == IR_OK && ncross == 1 && !any && rt_coll_can_combine(op, t)) {
+        /* One group: straight from the local members' operands into the
+         * result its local members share (no staging buffer, no copy out). */
+        st = reduce_one_across(w, m, ins, op, color, cross[0], members, d);
+        ts_free(members);
+        ts_free(cross);
+        return st;
+    }
     uint8_t *buf = st == IR_OK ? ts_malloc(b * (size_t)ncross + 1) : NULL;
     bool *present = st == IR_OK ? ts_malloc((size_t)ncross + 1) : NULL;
     if (st == IR_OK && (!buf || !present))
@@ -511,6 +553,78 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
     ts_free(present);
     ts_free(members);
     ts_free(cross);
+    return st;
+}
+
+/* One device per host, and every group's members on increasing hosts
+ * (host_colors: each group is then one color, its hosts in group
+ * order): an all-gather, reduce-scatter or all-to-all of one array whose
+ * blocks along the dimension are contiguous (the dimensions before it of
+ * size 1) moves straight between the operand and a new result, the
+ * host's device's (w->reduced), with no packing and no copy of the
+ * others' operands: the pattern of MPI_Allgather, MPI_Reduce_scatter_block
+ * and MPI_Alltoall, pipelined (rt_transport_allgather_into,
+ * rt_transport_reduce_scatter_into, rt_transport_alltoall_in). The decision
+ * depends only on the program and the layout of devices, the same on
+ * every host. *done: this path ran. */
+static IrStatus direct_across(World *w, const IrModule *m, const IrInstr *ins, const HostGroups *hg, bool *done,
+                              IrDiag *d)
+{
+    *done = false;
+    bool kind = ins->op == OP_ALL_GATHER || ins->op == OP_REDUCE_SCATTER ||
+                (ins->op == OP_ALL_TO_ALL && ins->a.dimensions.n > 0);
+    if (!kind || w->nlocal != 1 || !hg->ordered || w->nops != 1 || ins->shape.type == IR_TUPLE)
+        return IR_OK;
+    const DevValue *x = w->ops[w->first][0];
+    const IrShape *ps = &x->shape, *rs = &ins->shape;
+    int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+    if (ps->type == IR_TUPLE || rs->type != ps->type || rs->rank != ps->rank || dim < 0 || dim >= ps->rank)
+        return IR_OK;
+    for (int32_t i = 0; i < dim; i++)
+        if (ps->dims[i] != 1)
+            return IR_OK;
+    IrOpcode op = ins->op == OP_REDUCE_SCATTER && ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    if (ins->op == OP_REDUCE_SCATTER && (op == OP_COUNT || !rt_coll_can_combine(op, ps->type)))
+        return IR_OK;
+    RtCollWorld cw = {w->n, w->r};
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    int32_t size = 0, mine = 0;
+    IrStatus st = members ? rt_coll_group(m, ins, &cw, w->first, members, &size, &mine, d) : oom(d);
+    /* The result shape the group gives (else the ordinary path says why). */
+    bool fits = st == IR_OK;
+    for (int32_t i = 0; fits && i < ps->rank; i++) {
+        int64_t want = ps->dims[i];
+        if (i == dim && ins->op == OP_ALL_GATHER)
+            want *= size;
+        else if (i == dim && ins->op == OP_REDUCE_SCATTER)
+            want = ps->dims[i] % size == 0 ? ps->dims[i] / size : -1;
+        else if (i == dim)
+            fits = ps->dims[i] % size == 0;
+        fits = fits && rs->dims[i] == want;
+    }
+    if (!fits) {
+        ts_free(members);
+        return st;
+    }
+    DevValue *v = dev_value_new_uninit(rs);
+    st = v ? IR_OK : oom(d);
+    if (st == IR_OK && ins->op == OP_ALL_GATHER) {
+        st = rt_transport_allgather_into(w->t, hg->color, xfer_kind(ins), x->data, (size_t)x->nbytes, v->data,
+                                         rt_coll_stream_into(&v, 1, v->nbytes), d);
+    } else if (st == IR_OK && ins->op == OP_REDUCE_SCATTER) {
+        st = rt_transport_reduce_scatter_into(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
+                                              dev_value_elements(x), ps->type, op, d);
+    } else if (st == IR_OK) {
+        st = rt_transport_alltoall_in(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
+                                      (size_t)x->nbytes, rt_coll_stream_into(&v, 1, v->nbytes), d);
+    }
+    if (st == IR_OK) {
+        w->reduced[w->first] = v;
+        *done = true;
+    } else {
+        dev_value_unref(v);
+    }
+    ts_free(members);
     return st;
 }
 
@@ -836,8 +950,9 @@ static IrStatus cached_colors(World *w, const IrModule *m, const IrInstr *ins, H
     *h = (HostGroups){.name = ins->name, .op = ins->op};
     h->color = ts_malloc((size_t)(w->ndev / w->nlocal) * sizeof *h->color);
     h->src = reads_one(ins) ? ts_malloc((size_t)w->ndev * sizeof *h->src) : NULL;
-    IrStatus st = h->color && (h->src || !reads_one(ins)) ? host_colors(w, m, ins, h->color, h->src, &h->any, d)
-                                                         : oom(d);
+    IrStatus st = h->color && (h->src || !reads_one(ins))
+                      ? host_colors(w, m, ins, h->color, h->src, &h->any, &h->ordered, d)
+                      : oom(d);
     if (st != IR_OK) {
         ts_free(h->color);
         ts_free(h->src);
@@ -887,6 +1002,8 @@ static IrStatus leader_exchange(World *w, const IrModule *m, const IrInstr *ins,
         st = reduce_across(w, m, ins, op, NULL, color, d);
     } else if (general) {
         st = reduce_across(w, m, ins, op, &red, color, d);
+    } else if ((st = direct_across(w, m, ins, hg, &done, d)) != IR_OK || done) {
+        /* one device a host: straight from the operand into the result */
     } else if (ins->op == OP_REDUCE_SCATTER && op != OP_COUNT && w->nops == 1 && ins->shape.type != IR_TUPLE &&
                w->ops[w->first][0]->shape.type != IR_TUPLE && !order_sensitive(w->ops[w->first][0]->shape.type) &&
                (st = scatter_across(w, m, ins, op, color, &done, d)) == IR_OK && done) {
@@ -958,13 +1075,79 @@ static int64_t local_representative(const World *w, const IrModule *m, const IrI
     return rep;
 }
 
+/* A group whose members are all on this host, all-reduce or all-gather
+ * of one array (rt_coll_split_ok): every member computes its part of the
+ * result (coll.h: its slice of the reduction, its own block) and writes
+ * it straight into the result of every member, so the work is spread
+ * over the group's threads and no operand is copied twice. Each member
+ * gets a buffer of its own (allocated and later freed by its own thread,
+ * so steps reuse warm buffers from the thread's cache, on its own NUMA
+ * node) while the copies beyond the first cost at most OWN_COPIES_MAX
+ * bytes; above that the members share one result, the first local
+ * member's. One barrier: the results are allocated before it, written
+ * after it; collective_body's closing barrier orders the writes before
+ * any use. */
+#define OWN_COPIES_MAX ((int64_t)256 << 20)
+
+/* OWN_COPIES_MAX, or TESSEL_COLL_COPIES_BYTES (tests: 0 makes every group
+ * share its result). Read at each collective (cheap beside it), so a
+ * test can change it between runs. */
+static int64_t own_copies_max(void)
+{
+    const char *e = getenv("TESSEL_COLL_COPIES_BYTES");
+    char *end = NULL;
+    long long x = e && *e ? strtoll(e, &end, 10) : -1;
+    return e && *e && !*end && x >= 0 ? (int64_t)x : OWN_COPIES_MAX;
+}
+
+static IrStatus split_result(Device *dev, const IrModule *m, const IrInstr *ins, const int64_t *members,
+                             int32_t size, int32_t mine, int64_t rep, IrOpcode op, DevValue **out, IrDiag *d)
+{
+    World *w = dev->w;
+    int64_t bytes = ir_shape_bytes(&ins->shape);
+    bool own = (int64_t)(size - 1) * bytes <= own_copies_max();
+    int32_t nout = own ? size : 1;
+    /* Everything that can fail before the barrier: after it the others
+     * write into this member's result. */
+    enum { ON_STACK = 64 };
+    DevValue *outs_stack[ON_STACK], **outs = nout <= ON_STACK ? outs_stack : ts_malloc((size_t)nout * sizeof *outs);
+    void *scratch_stack[2 * ON_STACK],
+        **scratch = size + nout <= 2 * ON_STACK ? scratch_stack : ts_malloc((size_t)(size + nout) * sizeof *scratch);
+    DevValue *v = (own || rep == dev->id) && outs && scratch ? dev_value_new_uninit(&ins->shape) : NULL;
+    w->shared[dev->id - w->first] = v;
+    bool ok = barrier(w);
+    bool ready = ok && outs && scratch && (v || (!own && rep != dev->id));
+    for (int32_t q = 0; ready && q < nout; q++)
+        ready = (outs[q] = w->shared[(own ? members[q] : rep) - w->first]) != NULL;
+    if (ready)
+        rt_coll_split_part(ins, (DevValue *const *const *)w->ops, members, size, op, mine, outs, nout, scratch,
+                           rt_coll_stream_into(outs, nout, bytes * nout));
+    if (outs != outs_stack)
+        ts_free(outs);
+    if (scratch != scratch_stack)
+        ts_free(scratch);
+    if (!ok) {
+        dev_value_unref(v);
+        return aborted(w, m, ins, d);
+    }
+    if (!ready) {
+        *out = v; /* collective_body frees it after the closing barrier */
+        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    }
+    /* v (own, or the representative's shared result) is this device's
+     * reference already; the other members take one of the shared. */
+    *out = v ? v : dev_value_ref(w->shared[rep - w->first]);
+    return IR_OK;
+}
+
 /* This device's result. Values are immutable, so where every member of a
  * group gets the same array (all-gather, all-reduce, broadcast) the group's
  * first member on this host computes it and the others take a reference:
  * one buffer per group and host instead of one per device (a replicated
  * 1.6 GB result on 8 devices is 1.6 GB, not 13), and the work is done
  * once. A member that finds no shared result (its representative failed)
- * computes its own, reaching the same error. One extra barrier. */
+ * computes its own, reaching the same error. One extra barrier. Groups
+ * wholly on this host take split_result instead (the same one barrier). */
 static IrStatus group_result(Device *dev, const IrModule *m, const IrInstr *ins, const RtCollWorld *cw,
                              int32_t nopnd, DevValue **out, IrDiag *d)
 {
@@ -972,8 +1155,31 @@ static IrStatus group_result(Device *dev, const IrModule *m, const IrInstr *ins,
     DevValue *const *const *ops = (DevValue *const *const *)w->ops;
     if (!group_identical(ins) || w->nlocal == 1)
         return rt_coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
-    int64_t rep = local_representative(w, m, ins, cw, dev->id);
+    int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
+    if (!members) {
+        /* The others still meet this device at the barrier. */
+        w->shared[dev->id - w->first] = NULL;
+        return barrier(w) ? coll_error(m, ins, d, IR_ENOMEM, "out of memory") : aborted(w, m, ins, d);
+    }
+    int32_t size = 0, mine = 0;
+    IrDiag quiet = {0};
+    bool local = !w->reduced[dev->id] &&
+                 rt_coll_group(m, ins, cw, dev->id, members, &size, &mine, &quiet) == IR_OK;
+    ir_diag_clear(&quiet);
+    int64_t rep = dev->id;
+    for (int32_t k = 0; local && k < size; k++) {
+        local = on_this_host(w, members[k]);
+        rep = members[k] < rep ? members[k] : rep;
+    }
+    IrOpcode op = OP_COUNT;
     IrStatus st = IR_OK;
+    if (local && rt_coll_split_ok(m, ins, ops, members, size, nopnd, &op)) {
+        st = split_result(dev, m, ins, members, size, mine, rep, op, out, d);
+        ts_free(members);
+        return st;
+    }
+    ts_free(members);
+    rep = local_representative(w, m, ins, cw, dev->id);
     w->shared[dev->id - w->first] = NULL;
     if (rep == dev->id) {
         st = rt_coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
@@ -1049,8 +1255,13 @@ static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *i
         *out = NULL;
         return aborted(w, m, ins, d);
     }
-    if (st != IR_OK)
+    if (st != IR_OK) {
+        /* A failed split_result hands back its buffer, which the other
+         * members wrote into until the barrier: released only now. */
+        dev_value_unref(*out);
+        *out = NULL;
         world_abort(w);
+    }
     return st;
 }
 

@@ -73,6 +73,38 @@ typedef struct RtReducer {
 IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
                                        void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
                                        const RtReducer *r, IrDiag *d);
+/* The all-reduce of one buffer into a result of its own, no staging:
+ * dst[i] = op over the hosts of the color, in host order, of (op over
+ * src[0..nsrc) in order: this host's devices) for i < count; dst is not
+ * one of the sources. Large buffers (mpi.c, "pipelined") go point to
+ * point in chunks, the devices' combine of each chunk overlapping the
+ * transfers, and every host ends with the same bits; small ones are
+ * combined locally into dst and MPI_Allreduce'd there. Check-in and byte
+ * counts as rt_transport_allreduce_in. */
+IrStatus rt_transport_allreduce_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                     const void *const *src, int32_t nsrc, void *dst, int64_t count, IrType ty,
+                                     IrOpcode op, IrDiag *d);
+/* Reduce-scatter of one device per host (rt_transport_reduce_scatter_in's
+ * hierarchical form, pipelined): src holds count elements, k
+ * blocks of count / k for the k hosts of the color in host order; dst
+ * receives block q (this host's place among them) of op over the hosts,
+ * combined in host order. Pipelined as above; each host sends and
+ * receives (k-1)/k of the buffer (counted so). */
+IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                          const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
+                                          IrDiag *d);
+/* rt_transport_allgather_in, pipelined point to point for large blocks
+ * (the same result, check-ins per size); stream: recv may take streaming
+ * stores (rt_coll_stream_into). */
+IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
+                                     size_t bytes, void *recv, bool stream, IrDiag *d);
+/* All-to-all of one device per host: send holds bytes, k blocks for the k
+ * hosts of the color in host order (bytes divisible by k); block j of
+ * recv receives host j's block q (this host's place), pipelined point to
+ * point. One check-in of `what` (a point-to-point exchange's); counts the
+ * blocks sent and received. stream as above. */
+IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+                                  const void *send, void *recv, size_t bytes, bool stream, IrDiag *d);
 /* One block to or from one host. */
 typedef struct RtXfer {
     int host;

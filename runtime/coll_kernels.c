@@ -1,0 +1,351 @@
+/*
+ * coll_kernels.c: the loops of the collectives' data paths (coll.h): a
+ * simple reducer applied across several operands in group order, and
+ * copies, each writing one or several destinations, with non-temporal
+ * stores for results too big to stay in cache.
+ *
+ * A combine walks the elements in blocks of BLOCK bytes: the block's
+ * result is computed once (source 0 op source 1, then op source 2, ...,
+ * each source read once) and then stored to every destination. Where the
+ * result is not read again soon (stream), the stores bypass the cache
+ * (_mm_stream_si128): no read for ownership, and the caches keep what the
+ * next kernel reads. The bits are those of dev_red_combine_array
+ * (device/reducer.c) applied in the same order: f32 and f64 add and
+ * multiply in their own type round as a double rounded back does (the
+ * double holds the exact sum or product of two f32 closely enough that
+ * the second rounding never changes it), maximum and minimum are
+ * DEV_FMAX / DEV_FMIN (NaN from the left, the left on a tie), integers
+ * wrap. Other element types (f16, bf16, f8, pred) go through
+ * dev_red_combine_array itself, a block at a time.
+ */
+#include "coll.h"
+
+#include <string.h>
+
+#include "device/float_ops.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* The fallback's blocks (f16, bf16, f8, pred): BLOCK bytes stay in L1
+ * between computing and storing. */
+enum { BLOCK = 8192 };
+
+/* The fast loops work a tile at a time: 64 bytes (a cache line, four
+ * 16-byte stores), computed in registers from every source, then stored
+ * to every destination. */
+enum { TILE = 64 };
+
+/* ---- stores ---- */
+
+/* One tile to d: streaming stores (d 16-byte aligned) or ordinary ones. */
+static inline void store_tile(void *d, const void *tile, bool nt)
+{
+#if defined(__SSE2__)
+    if (nt) {
+        const __m128i *s = tile;
+        __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1), c = _mm_loadu_si128(s + 2),
+                e = _mm_loadu_si128(s + 3);
+        __m128i *o = d;
+        _mm_stream_si128(o, a);
+        _mm_stream_si128(o + 1, b);
+        _mm_stream_si128(o + 2, c);
+        _mm_stream_si128(o + 3, e);
+        return;
+    }
+#else
+    (void)nt;
+#endif
+    memcpy(d, tile, TILE);
+}
+
+/* One 16-byte vector to d: a streaming store (d 16-byte aligned) or an
+ * ordinary one. */
+static inline void store_vec(void *d, const void *v, bool nt)
+{
+#if defined(__SSE2__)
+    if (nt) {
+        _mm_stream_si128(d, _mm_loadu_si128(v));
+        return;
+    }
+#else
+    (void)nt;
+#endif
+    memcpy(d, v, 16);
+}
+
+/* After the last streaming store of a call: make them visible before the
+ * caller's barrier tells other threads the data is there. */
+static void store_fence(bool stream)
+{
+#if defined(__SSE2__)
+    if (stream)
+        _mm_sfence();
+#else
+    (void)stream;
+#endif
+}
+
+/* Streaming stores need every destination 16-byte aligned at the same
+ * point: the bytes before it (fewer than 16, *head) go the ordinary way.
+ * false: the destinations are aligned differently (ordinary stores). */
+static bool stream_head(void *const *dst, int32_t ndst, size_t doff, size_t *head)
+{
+    size_t mis = (uintptr_t)((uint8_t *)dst[0] + doff) & 15;
+    for (int32_t k = 1; k < ndst; k++)
+        if (((uintptr_t)((uint8_t *)dst[k] + doff) & 15) != mis)
+            return false;
+    *head = (16 - mis) & 15;
+    return true;
+}
+
+void rt_coll_copy(void *const *dst, int32_t ndst, size_t doff, const void *src, size_t bytes, bool stream)
+{
+    size_t head = 0;
+    bool nt = false;
+#if defined(__SSE2__)
+    nt = stream && bytes >= 2 * TILE && stream_head(dst, ndst, doff, &head);
+#endif
+    const uint8_t *s = src;
+    for (int32_t k = 0; k < ndst; k++)
+        if (head && (uint8_t *)dst[k] + doff != s)
+            memcpy((uint8_t *)dst[k] + doff, s, head);
+    size_t o = head;
+    if (nt) {
+        /* The source read once, a tile at a time, into every destination. */
+        for (; o + TILE <= bytes; o += TILE)
+            for (int32_t k = 0; k < ndst; k++)
+                store_tile((uint8_t *)dst[k] + doff + o, s + o, true);
+        store_fence(true);
+    }
+    for (int32_t k = 0; o < bytes && k < ndst; k++)
+        if ((uint8_t *)dst[k] + doff != s)
+            memcpy((uint8_t *)dst[k] + doff + o, s + o, bytes - o);
+}
+
+/* ---- the reducers, per type ---- */
+
+/* dst[k][doff + i] = src[0][soff + i] OP ... OP src[nsrc-1][soff + i]
+ * for i < n, a tile at a time: four 16-byte vectors (GCC's vector
+ * extensions) loaded from every source in turn and combined in
+ * registers, then stored to every destination (the tile is complete
+ * before it is stored: a destination may be a source). nt: streaming
+ * stores (every destination 16-byte aligned). */
+typedef void (*CombineFn)(void *const *dst, int32_t ndst, int64_t doff, const void *const *src, int32_t nsrc,
+                          int64_t soff, int64_t n, bool nt);
+
+/* Vector select: m's lanes all ones pick x, all zeros y. */
+#define SEL(MV, V, m, x, y) ((V)((((MV)(m)) & ((MV)(x))) | (~((MV)(m)) & ((MV)(y)))))
+
+#define KERNEL(NAME, T, MT, EXPR, VEXPR)                                               \
+    /* Two sources into one destination, ordinary stores: a plain loop      \
+     * the compiler vectorizes for the widest unit at hand (AVX-512,        \
+     * AVX2, SSE2: DEV_VECTOR_CLONES), which matters where the operands     \
+     * are in cache. o may be a or b (element by element). */               \
+    DEV_VECTOR_CLONES static void NAME##_pair(T *o, const T *a, const T *b, int64_t n)  \
+    {                                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                              \
+            T x = a[i], y = b[i];                                                      \
+            o[i] = (EXPR);                                                             \
+        }                                                                              \
+    }                                                                                  \
+    static void NAME(void *const *dst, int32_t ndst, int64_t doff, const void *const *src, int32_t nsrc,  \
+                     int64_t soff, int64_t n, bool nt)                                 \
+    {                                                                                  \
+        typedef T V __attribute__((vector_size(16)));                                  \
+        typedef MT MV __attribute__((vector_size(16)));                                \
+        enum { L = 16 / sizeof(T) };                                                   \
+        int64_t i = 0;                                                                 \
+        if (nsrc == 2) {                                                               \
+            /* The common case, one vector at a time straight through. */            \
+            const T *a = (const T *)src[0] + soff, *b = (const T *)src[1] + soff;      \
+            T *o = (T *)dst[0] + doff;                                                 \
+            if (ndst == 1 && !nt) {                                                    \
+                NAME##_pair(o, a, b, n);                                               \
+                return;                                                                \
+            } else if (ndst == 1) {                                                    \
+                for (; i + L <= n; i += L) {                                           \
+                    V x, y;                                                            \
+                    memcpy(&x, a + i, sizeof x);                                       \
+                    memcpy(&y, b + i, sizeof y);                                       \
+                    x = (VEXPR);                                                       \
+                    store_vec(o + i, &x, true);                                        \
+                }                                                                      \
+            } else {                                                                   \
+                for (; i + L <= n; i += L) {                                           \
+                    V x, y;                                                            \
+                    memcpy(&x, a + i, sizeof x);                                       \
+                    memcpy(&y, b + i, sizeof y);                                       \
+                    x = (VEXPR);                                                       \
+                    for (int32_t k = 0; k < ndst; k++)                                 \
+                        store_vec((T *)dst[k] + doff + i, &x, nt);                     \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+        for (; i + 4 * L <= n; i += 4 * L) {                                           \
+            V r[4], x, y;                                                              \
+            memcpy(r, (const T *)src[0] + soff + i, sizeof r);                         \
+            for (int32_t j = 1; j < nsrc; j++) {                                       \
+                const T *s = (const T *)src[j] + soff + i;                             \
+                for (int q = 0; q < 4; q++) {                                          \
+                    memcpy(&y, s + q * L, sizeof y);                                   \
+                    x = r[q];                                                          \
+                    r[q] = (VEXPR);                                                    \
+                }                                                                      \
+            }                                                                          \
+            for (int32_t k = 0; k < ndst; k++)                                         \
+                store_tile((T *)dst[k] + doff + i, r, nt);                             \
+        }                                                                              \
+        (void)sizeof(MV);                                                              \
+        for (; i < n; i++) {                                                           \
+            T x = ((const T *)src[0])[soff + i];                                       \
+            for (int32_t j = 1; j < nsrc; j++) {                                       \
+                T y = ((const T *)src[j])[soff + i];                                   \
+                x = (EXPR);                                                            \
+            }                                                                          \
+            for (int32_t k = 0; k < ndst; k++)                                         \
+                ((T *)dst[k])[doff + i] = x;                                           \
+        }                                                                              \
+    }
+
+/* The lane tests of DEV_FMAX / DEV_FMIN. */
+#define VFMAX(MV, V) SEL(MV, V, (x != x) | (x >= y), x, y)
+#define VFMIN(MV, V) SEL(MV, V, (x != x) | (x <= y), x, y)
+
+KERNEL(f32_add, float, int32_t, x + y, x + y)
+KERNEL(f32_mul, float, int32_t, x * y, x * y)
+KERNEL(f32_max, float, int32_t, DEV_FMAX(x, y), VFMAX(MV, V))
+KERNEL(f32_min, float, int32_t, DEV_FMIN(x, y), VFMIN(MV, V))
+KERNEL(f64_add, double, int64_t, x + y, x + y)
+KERNEL(f64_mul, double, int64_t, x * y, x * y)
+KERNEL(f64_max, double, int64_t, DEV_FMAX(x, y), VFMAX(MV, V))
+KERNEL(f64_min, double, int64_t, DEV_FMIN(x, y), VFMIN(MV, V))
+
+/* Integers: add and multiply wrap (unsigned arithmetic), bitwise ops,
+ * max and min in the type's signedness (the left on a tie). */
+#define INT_KERNELS(P, U, S)                                                           \
+    KERNEL(P##_add, U, S, (U)(x + y), x + y)                                           \
+    KERNEL(P##_mul, U, S, (U)(x * y), x * y)                                           \
+    KERNEL(P##_and, U, S, (U)(x & y), x & y)                                           \
+    KERNEL(P##_or, U, S, (U)(x | y), x | y)                                            \
+    KERNEL(P##_xor, U, S, (U)(x ^ y), x ^ y)                                           \
+    KERNEL(P##_smax, S, S, x >= y ? x : y, SEL(MV, V, x >= y, x, y))                   \
+    KERNEL(P##_smin, S, S, x <= y ? x : y, SEL(MV, V, x <= y, x, y))                   \
+    KERNEL(P##_umax, U, S, x >= y ? x : y, SEL(MV, V, x >= y, x, y))                   \
+    KERNEL(P##_umin, U, S, x <= y ? x : y, SEL(MV, V, x <= y, x, y))
+
+INT_KERNELS(i8, uint8_t, int8_t)
+INT_KERNELS(i16, uint16_t, int16_t)
+INT_KERNELS(i32, uint32_t, int32_t)
+INT_KERNELS(i64, uint64_t, int64_t)
+
+static CombineFn int_kernel(int bits, bool is_signed, IrOpcode op)
+{
+#define PICK(P)                                                                        \
+    switch (op) {                                                                      \
+    case OP_ADD: return P##_add;                                                       \
+    case OP_MULTIPLY: return P##_mul;                                                  \
+    case OP_AND: return P##_and;                                                       \
+    case OP_OR: return P##_or;                                                         \
+    case OP_XOR: return P##_xor;                                                       \
+    case OP_MAXIMUM: return is_signed ? P##_smax : P##_umax;                           \
+    case OP_MINIMUM: return is_signed ? P##_smin : P##_umin;                           \
+    default: return NULL;                                                              \
+    }
+    switch (bits) {
+    case 8: PICK(i8)
+    case 16: PICK(i16)
+    case 32: PICK(i32)
+    case 64: PICK(i64)
+    default: return NULL;
+    }
+#undef PICK
+}
+
+/* The fast loop of op on type t, or NULL (then dev_red_combine_array). */
+static CombineFn kernel_for(IrOpcode op, IrType t)
+{
+    switch (t) {
+    case IR_F32:
+        return op == OP_ADD ? f32_add : op == OP_MULTIPLY ? f32_mul : op == OP_MAXIMUM ? f32_max
+               : op == OP_MINIMUM ? f32_min : NULL;
+    case IR_F64:
+        return op == OP_ADD ? f64_add : op == OP_MULTIPLY ? f64_mul : op == OP_MAXIMUM ? f64_max
+               : op == OP_MINIMUM ? f64_min : NULL;
+    case IR_S8: case IR_S16: case IR_S32: case IR_S64:
+        return int_kernel((int)ir_type_bits(t), true, op);
+    case IR_U8: case IR_U16: case IR_U32: case IR_U64:
+        return int_kernel((int)ir_type_bits(t), false, op);
+    default:
+        return NULL;
+    }
+}
+
+bool rt_coll_can_combine(IrOpcode op, IrType t)
+{
+    DevRedDom d;
+    return dev_red_dom(t, &d) && dev_red_has(d, op);
+}
+
+/* The fallback: a block of n elements from offset off combined into out
+ * (L1) through dev_red_combine_array, in order. */
+static void combine_block(IrOpcode op, IrType t, size_t es, uint8_t *out, const void *const *src, int32_t nsrc,
+                          int64_t off, int64_t n)
+{
+    memcpy(out, (const uint8_t *)src[0] + (size_t)off * es, (size_t)n * es);
+    for (int32_t j = 1; j < nsrc; j++)
+        dev_red_combine_array(op, t, out, (const uint8_t *)src[j] + (size_t)off * es, n);
+}
+
+bool rt_coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int64_t doff, const void *const *src,
+                     int32_t nsrc, int64_t soff, int64_t count, bool stream)
+{
+    op = dev_red_canonical(t, op);
+    if (nsrc < 1 || ndst < 1 || (nsrc > 1 && !rt_coll_can_combine(op, t)))
+        return false;
+    size_t es = ir_type_size(t);
+    if (nsrc == 1) {
+        /* One member: its operand as it is. */
+        rt_coll_copy(dst, ndst, (size_t)doff * es, (const uint8_t *)src[0] + (size_t)soff * es, (size_t)count * es,
+                     stream);
+        return true;
+    }
+    CombineFn f = kernel_for(op, t);
+    if (f) {
+        size_t head = 0;
+        bool nt = false;
+#if defined(__SSE2__)
+        nt = stream && stream_head(dst, ndst, (size_t)doff * es, &head) && head % es == 0;
+#endif
+        int64_t h = nt ? (int64_t)(head / es) : 0;
+        h = h < count ? h : count;
+        if (h)
+            f(dst, ndst, doff, src, nsrc, soff, h, false);
+        f(dst, ndst, doff + h, src, nsrc, soff + h, count - h, nt);
+        store_fence(nt);
+        return true;
+    }
+    int64_t per = BLOCK / (int64_t)(es ? es : 1);
+    _Alignas(64) uint8_t block[BLOCK];
+    for (int64_t i = 0; i < count; i += per) {
+        int64_t n = count - i < per ? count - i : per;
+        combine_block(op, t, es, block, src, nsrc, soff + i, n);
+        for (int32_t j = 0; j < ndst; j++)
+            memcpy((uint8_t *)dst[j] + (size_t)(doff + i) * es, block, (size_t)n * es);
+    }
+    return true;
+}
+
+bool rt_coll_stream(int64_t bytes)
+{
+    return bytes >= RT_COLL_STREAM_BYTES;
+}
+
+bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes)
+{
+    for (int32_t k = 0; k < nout; k++)
+        if (out[k]->alloc)
+            return false;
+    return rt_coll_stream(bytes);
+}
