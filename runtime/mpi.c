@@ -1577,6 +1577,24 @@ IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, 
     return IR_OK;
 }
 
+/* A byte pipeline (all-gather or all-to-all: no combine) of `count` bytes
+ * into recv, `per` from each host, over comm; with no comm (one host) the
+ * bytes this host sends are its result. */
+static IrStatus byte_pipeline(RtTransport *t, MPI_Comm comm, PlMode mode, int q, int k, int64_t count, int64_t per,
+                              const void *send, void *recv, size_t bytes, bool stream, IrDiag *d)
+{
+    if (comm == MPI_COMM_NULL) {
+        if (bytes)
+            memcpy(recv, send, bytes);
+        return IR_OK;
+    }
+    const void *one[1] = {send};
+    Pl p = {.t = t, .comm = comm, .mode = mode, .q = q, .k = k, .op = OP_COUNT, .ty = IR_U8, .es = 1,
+            .count = count, .per = per, .chunk = (int64_t)pipe_chunk(false), .src = one, .nsrc = 1, .dst = recv,
+            .stream = stream};
+    return pipeline(&p, d);
+}
+
 IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
                                      size_t bytes, void *recv, bool stream, IrDiag *d)
 {
@@ -1591,18 +1609,8 @@ IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXfe
         return rt_transport_allgather_in(t, color, kind, send, bytes, recv, d);
     if (!begin_collective(t, CK_ALLGATHER, (int64_t)bytes))
         return IR_OK;
-    if (comm == MPI_COMM_NULL) {
-        if (bytes)
-            memcpy(recv, send, bytes);
-        return IR_OK;
-    }
-    int64_t chunk = (int64_t)pipe_chunk(false);
-    const void *one[1] = {send};
-    Pl p = {.t = t, .comm = comm, .mode = PL_ALLGATHER, .q = q, .k = k, .op = OP_COUNT, .ty = IR_U8, .es = 1,
-            .count = (int64_t)bytes * k, .per = (int64_t)bytes, .chunk = chunk, .src = one, .nsrc = 1,
-            .dst = recv, .stream = stream};
-    st = pipeline(&p, d);
-    if (st != IR_OK)
+    st = byte_pipeline(t, comm, PL_ALLGATHER, q, k, (int64_t)bytes * k, (int64_t)bytes, send, recv, bytes, stream, d);
+    if (st != IR_OK || comm == MPI_COMM_NULL)
         return st;
     count_bytes(t, kind, (int64_t)bytes * (k - 1), (int64_t)bytes * (k - 1));
     return IR_OK;
@@ -1618,18 +1626,8 @@ IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKi
         return st;
     if (!begin_collective(t, CK_P2P, what))
         return IR_OK;
-    if (comm == MPI_COMM_NULL) {
-        if (bytes)
-            memcpy(recv, send, bytes);
-        return IR_OK;
-    }
-    int64_t chunk = (int64_t)pipe_chunk(false);
-    const void *one[1] = {send};
-    Pl p = {.t = t, .comm = comm, .mode = PL_ALLTOALL, .q = q, .k = k, .op = OP_COUNT, .ty = IR_U8, .es = 1,
-            .count = (int64_t)bytes, .per = (int64_t)bytes / k, .chunk = chunk, .src = one, .nsrc = 1, .dst = recv,
-            .stream = stream};
-    st = pipeline(&p, d);
-    if (st != IR_OK)
+    st = byte_pipeline(t, comm, PL_ALLTOALL, q, k, (int64_t)bytes, (int64_t)bytes / k, send, recv, bytes, stream, d);
+    if (st != IR_OK || comm == MPI_COMM_NULL)
         return st;
     int64_t moved = (int64_t)(bytes / (size_t)k) * (k - 1);
     count_bytes(t, kind, moved, moved);
