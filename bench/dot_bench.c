@@ -47,11 +47,10 @@ static double median(double *v, int n)
 static int32_t add_param(IrModule *m, IrComputation *c, int64_t num, const IrShape *s,
                          const char *name)
 {
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_PARAMETER;
     ins.name = ir_unique_name(m, name);
     ins.a.parameter_number = num;
-    ins.a.feature_group_count = ins.a.batch_group_count = 1;
     if (!ins.name || ir_shape_copy(m->arena, &ins.shape, s) != IR_OK)
         return -1;
     return ir_add_instr(m, c, &ins);

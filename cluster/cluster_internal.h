@@ -141,12 +141,12 @@ static inline bool clu_is_device(const HostComp *h, int32_t i)
 /* Predecessors of an instruction: operands, then control predecessors. */
 static inline int32_t clu_npred(const IrInstr *ins)
 {
-    return ins->nopnd + ins->a.control_predecessors.n;
+    return ins->nopnd + ins->a.x->control_predecessors.n;
 }
 
 static inline int32_t clu_pred_at(const IrInstr *ins, int32_t k)
 {
-    return k < ins->nopnd ? ins->opnd[k] : (int32_t)ins->a.control_predecessors.v[k - ins->nopnd];
+    return k < ins->nopnd ? ins->opnd[k] : (int32_t)ins->a.x->control_predecessors.v[k - ins->nopnd];
 }
 
 /* ---- the passes ---- */

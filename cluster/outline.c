@@ -70,8 +70,12 @@ static IrStatus copy_instr(Extract *x, const IrInstr *s, IrInstr *t)
         ir_shape_copy(a, &t->shape, &s->shape) != IR_OK ||
         ir_attrs_copy(a, &t->a, &s->a) != IR_OK || !copy_sharding(a, &t->sharding, s->sharding))
         return clu_nomem(x);
-    t->a.control_predecessors.n = 0;
-    t->a.control_predecessors.v = NULL;
+    if (t->a.x->control_predecessors.n > 0) {
+        IrAttrsX *tx = ir_attrs_x_edit(a, &t->a);
+        if (!tx)
+            return clu_nomem(x);
+        tx->control_predecessors = (IrI64List){0};
+    }
     return IR_OK;
 }
 
@@ -166,11 +170,10 @@ static IrStatus cluster_params(Extract *x, HostComp *h, Clu *cl, IrComputation *
     kc->nparam = cl->nin;
     for (int32_t j = 0; j < cl->nin; j++) {
         const IrInstr *v = &c->instr[cl->in[j]];
-        IrInstr p = {0};
+        IrInstr p = {.a.x = &ir_no_attrs_x};
         p.op = OP_PARAMETER;
         p.name = ir_strdup(a, v->name);
         p.a.parameter_number = j;
-        p.a.feature_group_count = p.a.batch_group_count = 1;
         p.pos = v->pos;
         if (!p.name || ir_shape_copy(a, &p.shape, &v->shape) != IR_OK ||
             !copy_sharding(a, &p.sharding, v->sharding))
@@ -214,9 +217,12 @@ static IrStatus cluster_member(Extract *x, HostComp *h, int32_t k, int32_t m, Ir
         t.opnd[o] = h->lmap[s->opnd[o]];
     for (int32_t o = 0; o < s->ncalled; o++)
         t.called[o] = x->devmap[s->called[o]];
-    const IrI64List *cp = &s->a.control_predecessors;
+    const IrI64List *cp = &s->a.x->control_predecessors;
+    IrAttrsX *tx = cp->n > 0 ? ir_attrs_x_edit(x->out->arena, &t.a) : NULL;
+    if (cp->n > 0 && !tx)
+        return clu_nomem(x);
     for (int32_t o = 0; o < cp->n; o++)
-        if (h->cl[cp->v[o]] == k && !add_ctrl(x->out->arena, &t.a.control_predecessors,
+        if (h->cl[cp->v[o]] == k && !add_ctrl(x->out->arena, &tx->control_predecessors,
                                               h->lmap[cp->v[o]], cp->n))
             return clu_nomem(x);
     return (h->lmap[m] = add(x, kc, &t)) < 0 ? clu_failed(x) : IR_OK;
@@ -226,13 +232,12 @@ static IrStatus cluster_root(Extract *x, HostComp *h, Clu *cl, IrComputation *kc
 {
     const IrComputation *c = clu_src(x, h);
     IrArena *a = x->out->arena;
-    IrInstr t = {0};
+    IrInstr t = {.a.x = &ir_no_attrs_x};
     IrShape *el = clu_salloc(x, cl->nout, sizeof(IrShape));
     char *base = ir_sprintf(x->scratch, "%s.out", name);
     t.op = OP_TUPLE;
     t.nopnd = cl->nout;
     t.opnd = cl->nout > 0 ? ir_alloc_array(a, (size_t)cl->nout, sizeof(int32_t)) : NULL;
-    t.a.feature_group_count = t.a.batch_group_count = 1;
     t.pos = c->instr[cl->mem[0]].pos;
     if (!el || !base || (cl->nout > 0 && !t.opnd) || !(t.name = fresh_name(x, base)))
         return clu_nomem(x);
@@ -355,9 +360,12 @@ static IrStatus emit_host_instr(Extract *x, HostComp *h, IrComputation *oc, int3
     for (int32_t k = 0; k < s->ncalled; k++)
         t.called[k] = h->place[i] == CLU_HOST_FLOW ? x->hc[s->called[k]]->outc
                                                    : x->devmap[s->called[k]];
-    const IrI64List *cp = &s->a.control_predecessors;
+    const IrI64List *cp = &s->a.x->control_predecessors;
+    IrAttrsX *tx = cp->n > 0 ? ir_attrs_x_edit(x->out->arena, &t.a) : NULL;
+    if (cp->n > 0 && !tx)
+        return clu_nomem(x);
     for (int32_t k = 0; k < cp->n; k++)
-        if (!add_ctrl(x->out->arena, &t.a.control_predecessors, host_ctrl(h, (int32_t)cp->v[k]),
+        if (!add_ctrl(x->out->arena, &tx->control_predecessors, host_ctrl(h, (int32_t)cp->v[k]),
                       cp->n))
             return clu_nomem(x);
     if ((h->vmap[i] = add(x, oc, &t)) < 0)
@@ -373,9 +381,9 @@ static IrStatus call_ctrl(Extract *x, HostComp *h, int32_t k, IrI64List *l)
     Clu *cl = &h->cls[k];
     int32_t cap = 0;
     for (int32_t j = 0; j < cl->nmem; j++)
-        cap += c->instr[cl->mem[j]].a.control_predecessors.n;
+        cap += c->instr[cl->mem[j]].a.x->control_predecessors.n;
     for (int32_t j = 0; j < cl->nmem; j++) {
-        const IrI64List *cp = &c->instr[cl->mem[j]].a.control_predecessors;
+        const IrI64List *cp = &c->instr[cl->mem[j]].a.x->control_predecessors;
         for (int32_t o = 0; o < cp->n; o++)
             if (h->cl[cp->v[o]] != k &&
                 !add_ctrl(x->out->arena, l, host_ctrl(h, (int32_t)cp->v[o]), cap))
@@ -390,7 +398,7 @@ static IrStatus emit_call(Extract *x, HostComp *h, IrComputation *oc, int32_t k)
     IrArena *a = x->out->arena;
     Clu *cl = &h->cls[k];
     const IrComputation *kc = x->out->comp[cl->comp];
-    IrInstr t = {0};
+    IrInstr t = {.a.x = &ir_no_attrs_x};
     IrKeyValue *kv = ir_alloc(a, sizeof *kv);
     char *base = ir_sprintf(x->scratch, "%s.call", kc->name);
     t.op = OP_CALL;
@@ -398,7 +406,6 @@ static IrStatus emit_call(Extract *x, HostComp *h, IrComputation *oc, int32_t k)
     t.opnd = cl->nin > 0 ? ir_alloc_array(a, (size_t)cl->nin, sizeof(int32_t)) : NULL;
     t.ncalled = 1;
     t.called = ir_alloc(a, sizeof(int32_t));
-    t.a.feature_group_count = t.a.batch_group_count = 1;
     t.pos = c->instr[cl->mem[0]].pos;
     if (!kv || !base || (cl->nin > 0 && !t.opnd) || !t.called || !(t.name = fresh_name(x, base)) ||
         !(kv->key = ir_strdup(a, "_tessel_cluster")) ||
@@ -418,18 +425,20 @@ static IrStatus emit_call(Extract *x, HostComp *h, IrComputation *oc, int32_t k)
         if (!record_cut(x, h, u, from, cl->number))
             return clu_nomem(x);
     }
-    IrStatus st = call_ctrl(x, h, k, &t.a.control_predecessors);
+    IrAttrsX *tx = ir_attrs_x_edit(x->out->arena, &t.a);
+    if (!tx)
+        return clu_nomem(x);
+    IrStatus st = call_ctrl(x, h, k, &tx->control_predecessors);
     if (st != IR_OK || (cl->call = add(x, oc, &t)) < 0)
         return clu_failed(x);
     for (int32_t j = 0; j < cl->nout; j++) {
         const IrInstr *v = &c->instr[cl->outv[j]];
-        IrInstr g = {0};
+        IrInstr g = {.a.x = &ir_no_attrs_x};
         g.op = OP_GET_TUPLE_ELEMENT;
         g.name = ir_strdup(a, v->name);
         g.nopnd = 1;
         g.opnd = ir_alloc(a, sizeof(int32_t));
         g.a.tuple_index = j;
-        g.a.feature_group_count = g.a.batch_group_count = 1;
         g.pos = v->pos;
         if (!g.name || !g.opnd || ir_shape_copy(a, &g.shape, &v->shape) != IR_OK ||
             !copy_sharding(a, &g.sharding, v->sharding))
@@ -499,7 +508,10 @@ static bool runs_for_effect(const Extract *x, const HostComp *h, const Clu *cl)
  * executor reaches. */
 static IrStatus keep_effects(Extract *x, HostComp *h, IrComputation *oc)
 {
-    IrI64List *l = &oc->instr[oc->root].a.control_predecessors;
+    IrAttrsX *rx = ir_attrs_x_edit(x->out->arena, &oc->instr[oc->root].a);
+    if (!rx)
+        return clu_nomem(x);
+    IrI64List *l = &rx->control_predecessors;
     for (int32_t k = 0; k < h->ncl; k++) {
         if (!runs_for_effect(x, h, &h->cls[k]))
             continue;

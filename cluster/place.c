@@ -35,9 +35,9 @@ bool clu_is_host_instr(const IrInstr *ins, const char *const *host_targets)
     const char *ct = ir_frontend_attr(ins, "_xla_compute_type");
     if (ct && strcmp(ct, "host") == 0)
         return true;
-    if (ins->op != OP_CUSTOM_CALL || !ins->a.custom_call_target)
+    if (ins->op != OP_CUSTOM_CALL || !ins->a.x->custom_call_target)
         return false;
-    return ir_str_index(ins->a.custom_call_target, host_targets ? host_targets : clu_default_host_targets) >= 0;
+    return ir_str_index(ins->a.x->custom_call_target, host_targets ? host_targets : clu_default_host_targets) >= 0;
 }
 
 static IrStatus nomem(IrDiag *d)
@@ -178,7 +178,7 @@ static IrStatus gather_facts(const IrModule *m, const IrComputation *c, const bo
             f->nuse[u]++;
             f->nhostuse[u] += f->intrinsic[i] != CLU_DEVICE;
         }
-        const IrI64List *cp = &ins->a.control_predecessors;
+        const IrI64List *cp = &ins->a.x->control_predecessors;
         if (cp->n > 0)
             f->ctrl[i] = 1;
         for (int32_t k = 0; k < cp->n; k++)

@@ -165,7 +165,7 @@ static void devices_named(const IrModule *m, int64_t *n, int64_t *r, int64_t *g)
             const IrInstr *ins = &m->comp[c]->instr[i];
             IrGroupMode mode = ir_group_mode(ins);
             int64_t *need = mode == IR_GROUPS_GLOBAL ? g : mode == IR_GROUPS_PARTITION ? n : r;
-            if ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.is_host_transfer) {
+            if ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.x->is_host_transfer) {
                 int64_t pairs[256];
                 int32_t np = 0;
                 if (ir_send_recv_pairs(ins, pairs, 256, &np))
@@ -175,11 +175,11 @@ static void devices_named(const IrModule *m, int64_t *n, int64_t *r, int64_t *g)
             }
             if (ir_op_family(ins->op) != FAM_COLLECTIVE)
                 continue;
-            const IrReplicaGroups *rg = &ins->a.replica_groups;
+            const IrReplicaGroups *rg = &ins->a.x->replica_groups;
             for (int32_t k = 0; k < rg->ngroups; k++)
                 for (int32_t j = 0; j < rg->group_size[k]; j++)
                     *need = rg->groups[k][j] + 1 > *need ? rg->groups[k][j] + 1 : *need;
-            const IrI64List *pairs = &ins->a.source_target_pairs;
+            const IrI64List *pairs = &ins->a.x->source_target_pairs;
             for (int32_t k = 0; k < pairs->n; k++)
                 *need = pairs->v[k] + 1 > *need ? pairs->v[k] + 1 : *need;
             /* Empty groups: everyone of the domain, as many as the shapes say. */

@@ -171,9 +171,9 @@ static IrStatus post_order(const Exec *x, const IrComputation *c, int32_t start,
         int32_t i = stack[sp - 1];
         const IrInstr *ins = &c->instr[i];
         int32_t k = next[i]++;
-        int32_t ncp = ins->a.control_predecessors.n;
+        int32_t ncp = ins->a.x->control_predecessors.n;
         if (k < ins->nopnd + ncp) {
-            int64_t o = k < ins->nopnd ? ins->opnd[k] : ins->a.control_predecessors.v[k - ins->nopnd];
+            int64_t o = k < ins->nopnd ? ins->opnd[k] : ins->a.x->control_predecessors.v[k - ins->nopnd];
             if (o < 0 || o >= c->ninstr)
                 return instr_error(x, ins, IR_EINPUT, "operand %d is not an instruction of %s", k,
                                    c->name);
@@ -450,7 +450,7 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
 {
     if (ins->op == OP_COLLECTIVE_PERMUTE) {
         int64_t me = ins->a.channel_id ? x->opt->partition_id : x->opt->replica_id;
-        const IrI64List *p = &ins->a.source_target_pairs;
+        const IrI64List *p = &ins->a.x->source_target_pairs;
         for (int32_t i = 0; i + 1 < p->n; i += 2) {
             if (p->v[i + 1] != me)
                 continue;
@@ -469,7 +469,7 @@ static IrStatus run_collective_alone(const Exec *x, const IrInstr *ins, int32_t 
      * a manual region) exchange data between devices that one device alone
      * does not have: refused, never run as an identity that would give
      * another answer than the devices would. */
-    const IrReplicaGroups *g = &ins->a.replica_groups;
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
     for (int32_t i = 0; g->present && i < g->ngroups; i++)
         if (g->group_size[i] > 1)
             return instr_error(x, ins, IR_EUNSUPPORTED,
@@ -535,7 +535,7 @@ static IrStatus run_collective_start(const Exec *x, const DevKernelArgs *k, DevV
  * runtime's collectives run them (runtime/coll.c). */
 static bool one_member_groups(const Exec *x, const IrInstr *ins)
 {
-    const IrReplicaGroups *g = &ins->a.replica_groups;
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
     if (!g->present || g->ngroups == 0)
         return !x->opt->coll; /* all devices: one only when running alone */
     for (int32_t i = 0; i < g->ngroups; i++)
@@ -576,9 +576,9 @@ static IrStatus rng_get_and_update_state(Exec *x, const IrInstr *ins, DevValue *
     uint64_t *v = (uint64_t *)(void *)r->data;
     v[0] = s->lo;
     v[1] = s->hi;
-    uint64_t d = (uint64_t)ins->a.rng_delta, lo = s->lo + d;
+    uint64_t d = (uint64_t)ins->a.x->rng_delta, lo = s->lo + d;
     /* 128-bit add of a sign-extended int64 delta */
-    s->hi += (ins->a.rng_delta < 0 ? UINT64_MAX : 0) + (lo < s->lo);
+    s->hi += (ins->a.x->rng_delta < 0 ? UINT64_MAX : 0) + (lo < s->lo);
     s->lo = lo;
     *out = r;
     return IR_OK;
@@ -587,7 +587,7 @@ static IrStatus rng_get_and_update_state(Exec *x, const IrInstr *ins, DevValue *
 static IrStatus run_custom_call(const Exec *x, const IrInstr *ins, int32_t n, DevValue **opnd,
                                 DevValue **out)
 {
-    const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
+    const char *t = ins->a.x->custom_call_target ? ins->a.x->custom_call_target : "";
     /* The executor's own targets (k_markers.c's registry) first. */
     if (dev_builtin_target(t))
         return dev_k_builtin_custom_call(&(DevKernelArgs){x->m, NULL, ins, n, opnd, x->opt, x->d}, out);
@@ -713,7 +713,7 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
     case OP_SEND_DONE:
     case OP_RECV:
     case OP_RECV_DONE:
-        if (!ins->a.is_host_transfer && x->opt->coll && x->opt->coll->p2p)
+        if (!ins->a.x->is_host_transfer && x->opt->coll && x->opt->coll->p2p)
             return x->opt->coll->p2p(x->opt->coll->ctx, x->m, ins, n, opnd, out, x->d);
         return dev_k_host_transfer(&k, out);
     case OP_INFEED:

@@ -73,7 +73,7 @@
 /* Instructions with control edges keep their own place in the order. */
 static bool has_control(const IrComputation *c, const bool *ctrl_succ, int32_t i)
 {
-    return c->instr[i].a.control_predecessors.n > 0 || ctrl_succ[i];
+    return c->instr[i].a.x->control_predecessors.n > 0 || ctrl_succ[i];
 }
 
 static bool can_start(const IrComputation *c, const bool *ctrl_succ, int32_t i)
@@ -331,7 +331,7 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
     for (int32_t i = 0; i < n; i++) {
         gid[i] = -1;
         cand[i] = UNSEEN;
-        const IrI64List *cp = &c->instr[i].a.control_predecessors;
+        const IrI64List *cp = &c->instr[i].a.x->control_predecessors;
         for (int32_t j = 0; j < cp->n; j++)
             if (cp->v[j] >= 0 && cp->v[j] < n)
                 ctrl_succ[cp->v[j]] = true;

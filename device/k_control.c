@@ -117,7 +117,7 @@ const IrInstr *dev_async_wrapped_collective(const DevKernelArgs *k, int32_t *arg
     case OP_COLLECTIVE_PERMUTE: break;
     default: return NULL;
     }
-    if (r->nopnd > max || r->a.control_predecessors.n > 0)
+    if (r->nopnd > max || r->a.x->control_predecessors.n > 0)
         return NULL;
     for (int32_t j = 0; j < r->nopnd; j++) {
         int32_t o = r->opnd[j];
@@ -215,7 +215,7 @@ typedef struct Scan {
 static IrStatus scan_check(const DevKernelArgs *k, Scan *sc)
 {
     const IrInstr *ins = k->ins;
-    sc->ncarry = (int32_t)ins->a.num_carries;
+    sc->ncarry = (int32_t)ins->a.x->num_carries;
     sc->nin = k->nopnd - sc->ncarry;
     sc->d = ins->a.dimensions.n == 1 ? ins->a.dimensions.v[0] : -1;
     int32_t nres = ins->shape.type == IR_TUPLE ? ins->shape.ntuple : 1;
@@ -319,7 +319,7 @@ IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out)
             st = IR_ENOMEM;
     }
     for (int64_t i = 0; i < sc.n && st == IR_OK; i++)
-        st = scan_step(k, &sc, k->ins->a.is_reverse ? sc.n - 1 - i : i);
+        st = scan_step(k, &sc, k->ins->a.x->is_reverse ? sc.n - 1 - i : i);
     if (st == IR_OK)
         st = scan_result(k, &sc, out);
     for (int32_t i = 0; sc.arg && i < sc.nin + sc.ncarry; i++)

@@ -559,15 +559,15 @@ IrStatus dev_k_slice(const DevKernelArgs *k, DevValue **out)
         return st;
     const IrShape *os = &k->opnd[0]->shape, *rs = &k->ins->shape;
     const IrAttrs *a = &k->ins->a;
-    if (os->type != rs->type || rs->rank != os->rank || a->slice_start.n != os->rank ||
-        a->slice_limit.n != os->rank || (a->slice_stride.n != 0 && a->slice_stride.n != os->rank))
+    if (os->type != rs->type || rs->rank != os->rank || a->x->slice_start.n != os->rank ||
+        a->x->slice_limit.n != os->rank || (a->x->slice_stride.n != 0 && a->x->slice_stride.n != os->rank))
         return dev_kernel_error(k, IR_EINPUT, "slice={...} does not match the operand's rank");
     int64_t ost[IR_MAX_RANK], sstr[IR_MAX_RANK], rst[IR_MAX_RANK], off = 0;
     strides_of(os, ost);
     strides_of(rs, rst);
     for (int32_t j = 0; j < os->rank; j++) {
-        int64_t s0 = a->slice_start.v[j], lim = a->slice_limit.v[j];
-        int64_t by = a->slice_stride.n ? a->slice_stride.v[j] : 1;
+        int64_t s0 = a->x->slice_start.v[j], lim = a->x->slice_limit.v[j];
+        int64_t by = a->x->slice_stride.n ? a->x->slice_stride.v[j] : 1;
         if (s0 < 0 || lim < s0 || lim > os->dims[j] || by < 1 ||
             rs->dims[j] != (lim - s0 + by - 1) / by)
             return dev_kernel_error(k, IR_EINPUT, "slice dim %d [%lld:%lld:%lld] does not fit "
@@ -665,7 +665,7 @@ IrStatus dev_k_dynamic_slice(const DevKernelArgs *k, DevValue **out)
     if (st != IR_OK)
         return st;
     const IrShape *os = &k->opnd[0]->shape, *rs = &k->ins->shape;
-    const IrI64List *sz = &k->ins->a.dynamic_slice_sizes;
+    const IrI64List *sz = &k->ins->a.x->dynamic_slice_sizes;
     if (os->type != rs->type || rs->rank != os->rank || (sz->n != 0 && sz->n != os->rank))
         return shape_error(k, "dynamic-slice result does not match its operand", rs);
     int64_t start[IR_MAX_RANK], ost[IR_MAX_RANK], rst[IR_MAX_RANK], off = 0;
@@ -743,8 +743,8 @@ IrStatus dev_k_pad(const DevKernelArgs *k, DevValue **out)
     const IrShape *os = &k->opnd[0]->shape, *ps = &k->opnd[1]->shape, *rs = &k->ins->shape;
     const IrAttrs *a = &k->ins->a;
     if (os->type != rs->type || ps->type != rs->type || ps->rank != 0 || rs->rank != os->rank ||
-        a->pad_lo.n != os->rank || a->pad_hi.n != os->rank ||
-        (a->pad_interior.n != 0 && a->pad_interior.n != os->rank))
+        a->x->pad_lo.n != os->rank || a->x->pad_hi.n != os->rank ||
+        (a->x->pad_interior.n != 0 && a->x->pad_interior.n != os->rank))
         return dev_kernel_error(k, IR_EINPUT, "padding= does not match the operand");
     int64_t ost[IR_MAX_RANK], rst[IR_MAX_RANK], dims[IR_MAX_RANK], sstr[IR_MAX_RANK];
     int64_t dstr[IR_MAX_RANK], soff = 0, doff = 0;
@@ -752,8 +752,8 @@ IrStatus dev_k_pad(const DevKernelArgs *k, DevValue **out)
     strides_of(rs, rst);
     bool empty = false;
     for (int32_t j = 0; j < os->rank; j++) {
-        int64_t lo = a->pad_lo.v[j], hi = a->pad_hi.v[j];
-        int64_t in = a->pad_interior.n ? a->pad_interior.v[j] : 0, d = os->dims[j];
+        int64_t lo = a->x->pad_lo.v[j], hi = a->x->pad_hi.v[j];
+        int64_t in = a->x->pad_interior.n ? a->x->pad_interior.v[j] : 0, d = os->dims[j];
         int64_t want = lo + hi + d + (d > 0 ? (d - 1) * in : 0);
         if (in < 0 || want != rs->dims[j])
             return dev_kernel_error(k, IR_EINPUT, "padding dim %d gives %lld, result has %lld",

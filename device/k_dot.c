@@ -711,8 +711,8 @@ static bool is_permutation(int32_t rank, int64_t a, int64_t b, int32_t ns, const
 static IrStatus conv_plan(const DevKernelArgs *k, ConvPlan *p)
 {
     const IrShape *in = &k->opnd[0]->shape, *ker = &k->opnd[1]->shape, *os = &k->ins->shape;
-    const IrConvDnums *cd = &k->ins->a.conv;
-    const IrWindow *win = &k->ins->a.window;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    const IrWindow *win = &k->ins->a.x->window;
     int32_t ns = cd->nspatial;
     p->ns = ns;
     if (!cd->present || os->type == IR_TUPLE ||
@@ -721,8 +721,8 @@ static IrStatus conv_plan(const DevKernelArgs *k, ConvPlan *p)
         !is_permutation(os->rank, cd->out_batch, cd->out_feature, ns, cd->out_spatial) ||
         (win->rank != ns && !(win->rank == 0 && ns == 0)))
         return dev_kernel_error(k, IR_EINPUT, "convolution: bad dim_labels or window");
-    p->fgc = k->ins->a.feature_group_count > 0 ? k->ins->a.feature_group_count : 1;
-    p->bgc = k->ins->a.batch_group_count > 0 ? k->ins->a.batch_group_count : 1;
+    p->fgc = k->ins->a.x->feature_group_count > 0 ? k->ins->a.x->feature_group_count : 1;
+    p->bgc = k->ins->a.x->batch_group_count > 0 ? k->ins->a.x->batch_group_count : 1;
     p->ib = in->dims[cd->in_batch];
     p->if_ = in->dims[cd->in_feature];
     p->ki = ker->dims[cd->k_in_feature];
@@ -790,7 +790,7 @@ static int64_t *conv_offsets(const DevKernelArgs *k, const ConvPlan *p)
         for (int64_t w = 0; w < p->w; w++) {
             int64_t sum = 0;
             for (int32_t s = 0; s < p->ns && sum >= 0; s++) {
-                int64_t u = conv_coord(&k->ins->a.window.dim[s], p->isz[s], oi[s], wi[s]);
+                int64_t u = conv_coord(&k->ins->a.x->window.dim[s], p->isz[s], oi[s], wi[s]);
                 sum = u < 0 ? -1 : sum + u * istr[s];
             }
             off[w * p->os + o] = sum;
@@ -878,7 +878,7 @@ static bool spatial_at(const int64_t *sp, int32_t ns, int64_t first)
 static bool reversed(const DevKernelArgs *k, const ConvPlan *p)
 {
     for (int32_t s = 0; s < p->ns; s++)
-        if (k->ins->a.window.dim[s].reversal && p->wsz[s] > 1)
+        if (k->ins->a.x->window.dim[s].reversal && p->wsz[s] > 1)
             return true;
     return false;
 }
@@ -887,7 +887,7 @@ static bool reversed(const DevKernelArgs *k, const ConvPlan *p)
  * (spatial... | d0 | d1), with reversed spatial dims walked backwards. */
 static void ker_view(const DevKernelArgs *k, View *v, int64_t d0, int64_t d1, bool spatial_first)
 {
-    const IrConvDnums *cd = &k->ins->a.conv;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
     int32_t ns = cd->nspatial, sp0 = spatial_first ? 0 : 2;
     int64_t order[IR_MAX_RANK];
     order[spatial_first ? ns : 0] = d0;
@@ -896,7 +896,7 @@ static void ker_view(const DevKernelArgs *k, View *v, int64_t d0, int64_t d1, bo
         order[sp0 + s] = cd->k_spatial[s];
     view_of(v, &k->opnd[1]->shape, ns + 2, order);
     for (int32_t s = 0; s < ns; s++)
-        if (k->ins->a.window.dim[s].reversal && v->dims[sp0 + s] > 1) {
+        if (k->ins->a.x->window.dim[s].reversal && v->dims[sp0 + s] > 1) {
             v->base += (v->dims[sp0 + s] - 1) * v->stride[sp0 + s];
             v->stride[sp0 + s] = -v->stride[sp0 + s];
         }
@@ -904,7 +904,7 @@ static void ker_view(const DevKernelArgs *k, View *v, int64_t d0, int64_t d1, bo
 
 static IrStatus ker_matrix(const DevKernelArgs *k, Ct c, const ConvPlan *p, KerMat *km)
 {
-    const IrConvDnums *cd = &k->ins->a.conv;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
     const DevValue *kv = k->opnd[1];
     int64_t o = cd->k_out_feature, i = cd->k_in_feature;
     int32_t ns = cd->nspatial;
@@ -1106,7 +1106,7 @@ static IrStatus conv_sparse(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
     size_t esz = ct_size(c);
     ConvTaps t = {0};
     View v; /* kerT[w][ki][o] straight from the kernel operand */
-    ker_view(k, &v, k->ins->a.conv.k_in_feature, k->ins->a.conv.k_out_feature, true);
+    ker_view(k, &v, k->ins->a.x->conv.k_in_feature, k->ins->a.x->conv.k_out_feature, true);
     uint8_t *kert = scratch(view_elements(&v), esz), *acc = scratch(p->of, esz);
     if (!kert || !acc || !taps_new(p, off, nvalid, &t)) {
         ts_free(kert);
@@ -1206,7 +1206,7 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
     if (st != IR_OK)
         return st;
     const IrShape *os = &k->ins->shape;
-    const IrConvDnums *cd = &k->ins->a.conv;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
     Ct c = ct_of(os->type);
     DevValue *r = dev_value_new_uninit(os);
     if (!r)

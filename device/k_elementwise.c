@@ -969,7 +969,7 @@ static IrStatus run_clamp(const DevKernelArgs *k, int64_t n, DevValue *r)
 static IrStatus run_reduce_precision(const DevKernelArgs *k, int64_t n, DevValue *r)
 {
     IrType t = r->shape.type;
-    int64_t eb = k->ins->a.exponent_bits, mb = k->ins->a.mantissa_bits;
+    int64_t eb = k->ins->a.x->exponent_bits, mb = k->ins->a.x->mantissa_bits;
     if (!ir_type_is_float(t))
         return not_defined(k, t);
     if (eb < 1 || mb < 0)

@@ -49,7 +49,7 @@ typedef struct FftPlan {
 
 static IrStatus fft_kind(const DevKernelArgs *k, FftKind *kind)
 {
-    const char *t = k->ins->a.fft_type ? k->ins->a.fft_type : "FFT";
+    const char *t = k->ins->a.x->fft_type ? k->ins->a.x->fft_type : "FFT";
     static const char *const names[] = {"FFT", "IFFT", "RFFT", "IRFFT", NULL};
     int32_t i = ir_str_index(t, names);
     if (i >= 0) {
@@ -71,7 +71,7 @@ static IrStatus check_types(const DevKernelArgs *k, FftKind kind, IrType in, IrT
     }
     if (!ok)
         return dev_kernel_error(k, IR_EUNSUPPORTED, "fft %s of %s to %s is not supported",
-                                k->ins->a.fft_type ? k->ins->a.fft_type : "FFT",
+                                k->ins->a.x->fft_type ? k->ins->a.x->fft_type : "FFT",
                                 ir_type_name(in), ir_type_name(out));
     *dbl = in == IR_F64 || in == IR_C128;
     return IR_OK;
@@ -82,7 +82,7 @@ static IrStatus check_types(const DevKernelArgs *k, FftKind kind, IrType in, IrT
 static IrStatus fft_plan(const DevKernelArgs *k, const IrShape *in, const IrShape *out,
                          FftPlan *p)
 {
-    const IrI64List *fl = &k->ins->a.fft_length;
+    const IrI64List *fl = &k->ins->a.x->fft_length;
     if (fl->n < 1 || fl->n > 3 || fl->n > in->rank || in->rank != out->rank)
         return dev_kernel_error(k, IR_EINPUT, "fft_length needs 1 to 3 entries, at most the rank");
     p->rank = fl->n;

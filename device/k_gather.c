@@ -147,8 +147,8 @@ typedef struct GatherPlan {
 static IrStatus gather_plan(const DevKernelArgs *k, GatherPlan *p)
 {
     const DevValue *x = k->opnd[0], *idx = k->opnd[1];
-    const IrGatherDnums *g = &k->ins->a.gather;
-    const IrI64List *ss = &k->ins->a.slice_sizes;
+    const IrGatherDnums *g = &k->ins->a.x->gather;
+    const IrI64List *ss = &k->ins->a.x->slice_sizes;
     const IrShape *in = &x->shape, *os = &k->ins->shape;
 #define BAD(what) dev_kernel_error(k, IR_EINPUT, "gather: %s", what)
     if (!index_space(idx, g->index_vector_dim, &p->is))
@@ -263,8 +263,8 @@ IrStatus dev_k_gather(const DevKernelArgs *k, DevValue **out)
     if (!r)
         return oom(k);
     const DevValue *x = k->opnd[0], *idx = k->opnd[1];
-    const IrGatherDnums *g = &k->ins->a.gather;
-    const int64_t *ss = k->ins->a.slice_sizes.v;
+    const IrGatherDnums *g = &k->ins->a.x->gather;
+    const int64_t *ss = k->ins->a.x->slice_sizes.v;
     size_t esz = ir_type_size(x->shape.type);
     int64_t nbatch = product(p.is.nb, p.is.size);
     if (ir_shape_elements(&r->shape) == 0)
@@ -414,7 +414,7 @@ typedef struct ScatterPlan {
 static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
 {
     const DevValue *x = k->opnd[0], *idx = k->opnd[n], *up = k->opnd[n + 1];
-    const IrScatterDnums *s = &k->ins->a.scatter;
+    const IrScatterDnums *s = &k->ins->a.x->scatter;
     const IrShape *in = &x->shape, *us = &up->shape;
 #define BAD(what) dev_kernel_error(k, IR_EINPUT, "scatter: %s", what)
     if (!index_space(idx, s->index_vector_dim, &p->is))
@@ -485,7 +485,7 @@ static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
 static int64_t scatter_start(const ScatterPlan *p, const DevKernelArgs *k, const DevValue *x,
                              const DevValue *idx, const int64_t *b, int64_t ioff)
 {
-    const IrScatterDnums *s = &k->ins->a.scatter;
+    const IrScatterDnums *s = &k->ins->a.x->scatter;
     int64_t start[IR_MAX_RANK] = {0};
     for (int32_t i = 0; i < s->scatter_dims_to_operand_dims.n; i++)
         start[s->scatter_dims_to_operand_dims.v[i]] = load_index(idx, ioff + i * p->is.vstride);

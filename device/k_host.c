@@ -27,7 +27,7 @@ static IrStatus no_host(const DevKernelArgs *k)
 
 static IrStatus need_host_transfer(const DevKernelArgs *k)
 {
-    if (k->ins->a.is_host_transfer)
+    if (k->ins->a.x->is_host_transfer)
         return IR_OK;
     return dev_kernel_error(k, IR_EUNSUPPORTED,
                             "%s between devices (channel_id=%lld, no is_host_transfer=true) is "
@@ -100,7 +100,7 @@ IrStatus dev_k_host_transfer(const DevKernelArgs *k, DevValue **out)
 {
     IrOpcode op = k->ins->op;
     IrStatus st = IR_OK;
-    bool host_op = op == OP_INFEED || op == OP_OUTFEED || k->ins->a.is_host_transfer;
+    bool host_op = op == OP_INFEED || op == OP_OUTFEED || k->ins->a.x->is_host_transfer;
     if (!host_op)
         return need_host_transfer(k);
     if (op == OP_SEND_DONE) {

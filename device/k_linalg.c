@@ -123,7 +123,7 @@ IrStatus dev_k_cholesky(const DevKernelArgs *k, DevValue **out)
         return dev_kernel_error(k, IR_ENOMEM, "out of memory in cholesky");
     size_t esz = ir_type_size(a->shape.type);
     for (int64_t b = 0; b < batch && n > 0; b++)
-        cholesky_one(bl, a->shape.type, r->data + (size_t)(b * n * n) * esz, (int)n, k->ins->a.lower);
+        cholesky_one(bl, a->shape.type, r->data + (size_t)(b * n * n) * esz, (int)n, k->ins->a.x->lower);
     *out = r;
     return IR_OK;
 }
@@ -134,7 +134,7 @@ IrStatus dev_k_cholesky(const DevKernelArgs *k, DevValue **out)
 
 static IrStatus trsm_transpose(const DevKernelArgs *k, CBLAS_TRANSPOSE *tr)
 {
-    const char *t = k->ins->a.transpose_a ? k->ins->a.transpose_a : "NO_TRANSPOSE";
+    const char *t = k->ins->a.x->transpose_a ? k->ins->a.x->transpose_a : "NO_TRANSPOSE";
     if (strcmp(t, "NO_TRANSPOSE") == 0)
         *tr = CblasNoTrans;
     else if (strcmp(t, "TRANSPOSE") == 0)
@@ -157,10 +157,10 @@ static IrStatus trsm_shapes(const DevKernelArgs *k, const IrShape *as, const IrS
                                 "b must have a's type and batch dims, and be the result's shape");
     *m = bs->dims[bs->rank - 2];
     *n = bs->dims[bs->rank - 1];
-    if ((k->ins->a.left_side ? *m : *n) != na)
+    if ((k->ins->a.x->left_side ? *m : *n) != na)
         return dev_kernel_error(k, IR_EINPUT, "a is %lldx%lld but b is %lldx%lld (left_side=%s)",
                                 (long long)na, (long long)na, (long long)*m, (long long)*n,
-                                k->ins->a.left_side ? "true" : "false");
+                                k->ins->a.x->left_side ? "true" : "false");
     if (*m > INT32_MAX / 2 || *n > INT32_MAX / 2)
         return dev_kernel_error(k, IR_EUNSUPPORTED, "b is too large for BLAS");
     return IR_OK;
@@ -212,9 +212,9 @@ IrStatus dev_k_triangular_solve(const DevKernelArgs *k, DevValue **out)
         st = trsm_transpose(k, &s.tr);
     if (st != IR_OK)
         return st;
-    s.side = k->ins->a.left_side ? CblasLeft : CblasRight;
-    s.uplo = k->ins->a.lower ? CblasLower : CblasUpper;
-    s.diag = k->ins->a.unit_diagonal ? CblasUnit : CblasNonUnit;
+    s.side = k->ins->a.x->left_side ? CblasLeft : CblasRight;
+    s.uplo = k->ins->a.x->lower ? CblasLower : CblasUpper;
+    s.diag = k->ins->a.x->unit_diagonal ? CblasUnit : CblasNonUnit;
     s.m = (int)m;
     s.n = (int)n;
     s.lda = (int)na > 0 ? (int)na : 1;

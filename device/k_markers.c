@@ -34,7 +34,7 @@ typedef IrStatus (*BuiltinKernel)(const DevKernelArgs *k, DevValue **out);
 
 static IrStatus k_identity(const DevKernelArgs *k, DevValue **out)
 {
-    const char *t = k->ins->a.custom_call_target;
+    const char *t = k->ins->a.x->custom_call_target;
     if (k->nopnd != 1 || !ir_shape_equal(&k->opnd[0]->shape, &k->ins->shape)) {
         /* The SPMD markers may change the shape in a partitioned program
          * (a shard's shape); the other annotations never do. */
@@ -92,9 +92,9 @@ bool dev_identity_target(const char *t)
 
 IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out)
 {
-    BuiltinKernel f = find(k->ins->a.custom_call_target);
+    BuiltinKernel f = find(k->ins->a.x->custom_call_target);
     if (!f)
         return dev_kernel_error(k, IR_EINTERNAL, "custom-call target %s is not built in",
-                                k->ins->a.custom_call_target ? k->ins->a.custom_call_target : "");
+                                k->ins->a.x->custom_call_target ? k->ins->a.x->custom_call_target : "");
     return f(k, out);
 }

@@ -51,7 +51,7 @@ static IrStatus norm_dims(const DevKernelArgs *k, int32_t want, int32_t grad_at,
     if (!is_array(x) || !ir_type_is_float(x->shape.type))
         return dev_kernel_error(k, IR_EUNSUPPORTED, "%s of %s is not supported (floats only)",
                                 ir_op_name(k->ins->op), ir_type_name(x->shape.type));
-    int64_t fi = k->ins->a.feature_index;
+    int64_t fi = k->ins->a.x->feature_index;
     if (fi < 0 || fi >= x->shape.rank)
         return dev_kernel_error(k, IR_EINPUT, "feature_index=%lld is not a dimension of the operand",
                                 (long long)fi);
@@ -144,7 +144,7 @@ static IrStatus check_result(const DevKernelArgs *k, bool tuple)
                     : ir_shape_equal(rs, xs);
     for (int i = 1; ok && tuple && i < 3; i++)
         ok = rs->tuple[i].type == xs->type && rs->tuple[i].rank == 1 &&
-             rs->tuple[i].dims[0] == xs->dims[k->ins->a.feature_index];
+             rs->tuple[i].dims[0] == xs->dims[k->ins->a.x->feature_index];
     return ok ? IR_OK : dev_kernel_error(k, IR_EINPUT, "the result shape does not fit the operands");
 }
 
@@ -170,7 +170,7 @@ IrStatus dev_k_batch_norm_training(const DevKernelArgs *k, DevValue **out)
     if (gamma && beta && mv && el[0]) {
         for (int64_t l = 0; l < nd.f; l++)
             moments(x, &nd, l, &mv[l], &mv[nd.f + l]);
-        normalize(x, &nd, k->ins->a.epsilon, gamma, beta, mv, mv + nd.f, el[0]);
+        normalize(x, &nd, k->ins->a.x->epsilon, gamma, beta, mv, mv + nd.f, el[0]);
         el[1] = vec_store(&k->ins->shape.tuple[1], mv, nd.f);
         el[2] = vec_store(&k->ins->shape.tuple[2], mv + nd.f, nd.f);
     }
@@ -197,7 +197,7 @@ IrStatus dev_k_batch_norm_inference(const DevKernelArgs *k, DevValue **out)
         ok &= (v[i] = vec_load(k->opnd[i + 1], nd.f)) != NULL;
     DevValue *y = ok ? dev_value_new_uninit(&k->opnd[0]->shape) : NULL;
     if (y)
-        normalize(k->opnd[0], &nd, k->ins->a.epsilon, v[0], v[1], v[2], v[3], y);
+        normalize(k->opnd[0], &nd, k->ins->a.x->epsilon, v[0], v[1], v[2], v[3], y);
     for (int i = 0; i < 4; i++)
         ts_free(v[i]);
     if (!y)
@@ -212,7 +212,7 @@ static void grad_feature(const DevKernelArgs *k, const NormDims *nd, int64_t l, 
 {
     const DevValue *x = k->opnd[0], *dy = k->opnd[4];
     IrType t = x->shape.type;
-    double gamma = st[0], mu = st[1], s = 1 / sqrt(st[2] + (double)k->ins->a.epsilon);
+    double gamma = st[0], mu = st[1], s = 1 / sqrt(st[2] + (double)k->ins->a.x->epsilon);
     double sdy = 0, sdyx = 0;
     for (int64_t o = 0; o < nd->outer; o++)
         for (int64_t i = 0; i < nd->inner; i++) {

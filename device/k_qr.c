@@ -51,7 +51,7 @@ typedef struct QrDims {
 
 static IrStatus qr_dims(const DevKernelArgs *k, const IrShape *s, const char *what, QrDims *q)
 {
-    const char *t = k->ins->a.custom_call_target;
+    const char *t = k->ins->a.x->custom_call_target;
     if (s->type == IR_TUPLE || s->rank < 2)
         return dev_kernel_error(k, IR_EINPUT, "%s of %s must be matrices [..., m, n]", what, t);
     if (s->type != IR_F32 && s->type != IR_F64 && s->type != IR_C64 && s->type != IR_C128)
@@ -138,13 +138,13 @@ static IrStatus qr_scratch(const DevKernelArgs *k, const QrDims *q, int kk, QrSc
     s->lwork = (int)want;
     size_t cells = (size_t)lda * (size_t)(q->n > 0 ? q->n : 1);
     if (cells > SIZE_MAX / q->esz || (size_t)s->lwork > SIZE_MAX / q->esz)
-        return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", k->ins->a.custom_call_target);
+        return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", k->ins->a.x->custom_call_target);
     s->col = ts_malloc(cells * q->esz);
     s->work = ts_malloc((size_t)s->lwork * q->esz);
     if (!s->col || !s->work) {
         ts_free(s->col);
         ts_free(s->work);
-        return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", k->ins->a.custom_call_target);
+        return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", k->ins->a.x->custom_call_target);
     }
     return IR_OK;
 }

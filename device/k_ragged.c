@@ -69,11 +69,11 @@ static IrStatus ragged_mode(const DevKernelArgs *k, Ragged *g)
 {
     const IrAttrs *a = &k->ins->a;
     const IrShape *l = &k->opnd[0]->shape, *r = &k->opnd[1]->shape;
-    if (a->lhs_ragged_dims.n != 1 || a->rhs_group_dims.n > 1 || a->lhs_ragged_dims.v[0] < 0 ||
-        a->lhs_ragged_dims.v[0] >= l->rank)
+    if (a->x->lhs_ragged_dims.n != 1 || a->x->rhs_group_dims.n > 1 || a->x->lhs_ragged_dims.v[0] < 0 ||
+        a->x->lhs_ragged_dims.v[0] >= l->rank)
         return dev_kernel_error(k, IR_EINPUT, "ragged-dot needs one lhs_ragged_dims and at most one rhs_group_dims");
-    g->rd = a->lhs_ragged_dims.v[0];
-    g->gd = a->rhs_group_dims.n ? a->rhs_group_dims.v[0] : -1;
+    g->rd = a->x->lhs_ragged_dims.v[0];
+    g->gd = a->x->rhs_group_dims.n ? a->x->rhs_group_dims.v[0] : -1;
     g->mode = has(&a->dot.lhs_contracting, g->rd) ? R_CONTRACTING
               : has(&a->dot.lhs_batch, g->rd) ? R_BATCH : R_NONCONTRACTING;
     if ((g->mode == R_NONCONTRACTING) != (g->gd >= 0) || g->gd >= r->rank)

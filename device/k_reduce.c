@@ -455,7 +455,7 @@ static void wintab_free(WinTab *t)
  * bad window, IR_ENOMEM. */
 static IrStatus wintab_new(const DevKernelArgs *k, WinTab *t, const IrShape *in, const int64_t *osz)
 {
-    const IrWindow *w = &k->ins->a.window;
+    const IrWindow *w = &k->ins->a.x->window;
     memset(t, 0, sizeof *t);
     if (w->rank != in->rank)
         return dev_kernel_error(k, IR_EINPUT, "%s: window rank %d does not match operand rank %d",

@@ -152,7 +152,7 @@ IrStatus dev_k_rng_bit_generator(const DevKernelArgs *k, DevValue **out)
         return dev_kernel_error(k, IR_EINPUT, "rng-bit-generator takes a state and returns (state, bits) or bits");
     const DevValue *st = k->opnd[0];
     const IrShape *ds = bits_only ? rs : &rs->tuple[1];
-    const char *alg = k->ins->a.rng_algorithm ? k->ins->a.rng_algorithm : "rng_default";
+    const char *alg = k->ins->a.x->rng_algorithm ? k->ins->a.x->rng_algorithm : "rng_default";
     bool philox = strcmp(alg, "rng_three_fry") != 0;
     int64_t ns = dev_value_elements(st);
     /* ThreeFry reads the key from word 0 and the counter from word 1, as
@@ -222,7 +222,7 @@ IrStatus dev_k_rng(const DevKernelArgs *k, DevValue **out)
 {
     *out = NULL;
     const IrShape *rs = &k->ins->shape;
-    const char *dist = k->ins->a.distribution ? k->ins->a.distribution : "";
+    const char *dist = k->ins->a.x->distribution ? k->ins->a.x->distribution : "";
     bool normal = strcmp(dist, "rng_normal") == 0;
     if (k->nopnd != 2 || !ir_shape_is_array(rs) || k->opnd[0]->shape.rank != 0 ||
         k->opnd[1]->shape.rank != 0 || k->opnd[0]->shape.type != rs->type ||

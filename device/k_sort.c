@@ -337,8 +337,13 @@ static int32_t lift_instr(IrModule *m2, IrComputation *c2, const IrInstr *src, c
     IrInstr ins = *src;
     ins.name = ir_unique_name(m2, src->name);
     ins.sharding = NULL;
-    ins.a.control_predecessors.n = 0;
     ins.a.nfrontend = 0;
+    if (ins.a.x->control_predecessors.n > 0) {
+        IrAttrsX *x = ir_attrs_x_edit(m2->arena, &ins.a);
+        if (!x)
+            return -1;
+        x->control_predecessors.n = 0;
+    }
     if (!ins.name || ir_shape_make(m2->arena, &ins.shape, src->shape.type, dims->rank, dims->dims) != IR_OK)
         return -1;
     if (src->nopnd > 0) {
@@ -402,9 +407,8 @@ static IrModule *lift_module(SortRun *r, const Analysis *a, int32_t *nlifted)
     m2->entry = ci;
     c2->is_entry = true;
     for (int32_t p = 0; p < 2 * r->n; p++) {
-        IrInstr ins = {.op = OP_PARAMETER, .name = ir_unique_name(m2, "p")};
+        IrInstr ins = {.a.x = &ir_no_attrs_x, .op = OP_PARAMETER, .name = ir_unique_name(m2, "p")};
         ins.a.parameter_number = p;
-        ins.a.feature_group_count = ins.a.batch_group_count = 1;
         if (!ins.name || ir_shape_copy(m2->arena, &ins.shape, &r->k->opnd[p / 2]->shape) != IR_OK ||
             ir_add_instr(m2, c2, &ins) < 0)
             goto fail;

@@ -81,7 +81,7 @@ static IrStatus topk_shape(const DevKernelArgs *k, const IrShape *xs, int64_t *k
     *kk = rs->tuple[0].dims[xs->rank - 1];
     int64_t n = xs->dims[xs->rank - 1];
     bool custom = k->ins->op == OP_CUSTOM_CALL;
-    if (*kk > n || (!custom && *kk != k->ins->a.topk_k))
+    if (*kk > n || (!custom && *kk != k->ins->a.x->topk_k))
         return dev_kernel_error(k, IR_EINPUT, "k=%lld does not fit a last dimension of %lld",
                                 (long long)*kk, (long long)n);
     if (n > INT32_MAX)
@@ -122,7 +122,7 @@ IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out)
     IrStatus st = topk_shape(k, &x->shape, &kk);
     if (st != IR_OK)
         return st;
-    bool largest = !k->ins->a.has_topk_largest || k->ins->a.topk_largest;
+    bool largest = !k->ins->a.x->has_topk_largest || k->ins->a.x->topk_largest;
     if (k->ins->op == OP_CUSTOM_CALL && (st = custom_order(k, &largest)) != IR_OK)
         return st;
     int64_t n = x->shape.dims[x->shape.rank - 1], rows = n ? dev_value_elements(x) / n : 0;

@@ -37,7 +37,7 @@ IrStatus dev_red_call(const IrModule *m, int32_t comp, IrType t, void *out, cons
         /* A map instruction of the reducer over [n]: what XLA's all-reduce
          * computes elementwise. */
         int32_t called[1] = {comp};
-        IrInstr ins = {.op = OP_MAP, .name = c->name, .shape = s, .ncalled = 1, .called = called,
+        IrInstr ins = {.a.x = &ir_no_attrs_x, .op = OP_MAP, .name = c->name, .shape = s, .ncalled = 1, .called = called,
                        .pos = c->ninstr > 0 ? c->instr[0].pos : (IrPos){0, 0}};
         DevValue *opnd[2] = {a, b};
         DevKernelArgs k = {.m = m, .c = c, .ins = &ins, .nopnd = 2, .opnd = opnd, .d = d};

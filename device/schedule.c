@@ -93,8 +93,8 @@ static int32_t preds_of(const IrComputation *c, const int32_t *rank, int32_t r, 
     int32_t n = 0;
     for (int32_t j = 0; j < ins->nopnd; j++)
         out[n++] = rank[ins->opnd[j]];
-    for (int32_t j = 0; j < ins->a.control_predecessors.n; j++)
-        out[n++] = rank[ins->a.control_predecessors.v[j]];
+    for (int32_t j = 0; j < ins->a.x->control_predecessors.n; j++)
+        out[n++] = rank[ins->a.x->control_predecessors.v[j]];
     if (dev_side_effect_op(ins->op) && prev_effect >= 0)
         out[n++] = prev_effect;
     return n;
@@ -109,7 +109,7 @@ IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
         return IR_OK;
     int64_t nedge = 0;
     for (int32_t r = 0; r < n; r++)
-        nedge += c->instr[order[r]].nopnd + c->instr[order[r]].a.control_predecessors.n + 1;
+        nedge += c->instr[order[r]].nopnd + c->instr[order[r]].a.x->control_predecessors.n + 1;
     int32_t *rank = ts_malloc((size_t)c->ninstr * sizeof *rank), *indeg = ts_calloc((size_t)n, sizeof *indeg);
     int32_t *first = ts_calloc((size_t)n + 1, sizeof *first), *succ = ts_malloc((size_t)nedge * sizeof *succ);
     int32_t *tmp = ts_malloc((size_t)nedge * sizeof *tmp), *out = ts_malloc((size_t)n * sizeof *out);

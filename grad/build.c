@@ -58,10 +58,17 @@ int32_t gb_emit(GB *b, IrOpcode op, const IrShape *hint, int32_t nopnd, const in
     for (int32_t k = 0; k < nopnd; k++)
         if (opnd[k] < 0)
             return -1;
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = op;
     if (a)
         ins.a = *a;
+    /* A builder's IrAttrsX is usually its own stack variable: the module
+     * keeps a copy. */
+    if (ins.a.x && ins.a.x != &ir_no_attrs_x) {
+        IrAttrsX *x = ir_attrs_x_edit(ar, &ins.a);
+        if (!x)
+            return gb_oom(g), -1;
+    }
     if (hint)
         ins.shape = *hint;
     ins.name = ir_unique_name(g->m, ir_op_name(op));
@@ -127,7 +134,7 @@ int32_t gb_const(GB *b, IrType t, double v)
     if (!lit)
         return gb_oom(b->g), -1;
     memcpy(lit, buf, (size_t)n);
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.literal = lit;
     a.literal_bytes = n;
     return gb_emit(b, OP_CONSTANT, &s, 0, NULL, &a, 0, NULL);
@@ -139,7 +146,7 @@ int32_t gb_bcast(GB *b, int32_t x, IrType t, int32_t rank, const int64_t *dims, 
     IrShape s;
     if (ir_shape_make(b->g->m->arena, &s, t, rank, dims) != IR_OK)
         return gb_oom(b->g), -1;
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.dimensions = gb_ilist(b->g, ndims, bdims);
     a.has_dimensions = true;
     if (!a.dimensions.v)
@@ -203,7 +210,7 @@ int32_t gb_transpose(GB *b, int32_t x, const int64_t *perm)
         id &= perm[k] == k;
     if (id)
         return x;
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.dimensions = gb_ilist(b->g, rank, perm);
     a.has_dimensions = true;
     if (!a.dimensions.v)
@@ -225,7 +232,7 @@ int32_t gb_convert(GB *b, int32_t x, IrType t)
 
 int32_t gb_cmp(GB *b, int32_t x, int32_t y, IrCmpDir dir)
 {
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.direction = dir;
     int32_t o[2] = {x, y};
     return gb_emit(b, OP_COMPARE, NULL, 2, o, &a, 0, NULL);
@@ -248,7 +255,7 @@ int32_t gb_new_comp(Grad *g, const char *base)
 
 int32_t gb_parameter(GB *b, int64_t number, const IrShape *shape)
 {
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.parameter_number = number;
     IrShape s;
     if (ir_shape_copy(b->g->m->arena, &s, shape) != IR_OK)
@@ -295,7 +302,7 @@ int32_t gb_sum(GB *b, int32_t x, int32_t n, const int64_t *dims)
     int32_t zero = gb_const(b, t, 0);
     if (comp < 0 || zero < 0)
         return -1;
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.dimensions = gb_ilist(b->g, n, dims);
     a.has_dimensions = true;
     if (!a.dimensions.v)
@@ -325,11 +332,12 @@ int32_t gb_slice(GB *b, int32_t x, const int64_t *start, const int64_t *limit, c
         whole &= start[k] == 0 && limit[k] == gb_shape(b, x)->dims[k] && stride[k] == 1;
     if (whole)
         return x;
-    IrAttrs a = {0};
-    a.slice_start = gb_ilist(b->g, rank, start);
-    a.slice_limit = gb_ilist(b->g, rank, limit);
-    a.slice_stride = gb_ilist(b->g, rank, stride);
-    if (!a.slice_start.v || !a.slice_limit.v || !a.slice_stride.v)
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.slice_start = gb_ilist(b->g, rank, start);
+    ax.slice_limit = gb_ilist(b->g, rank, limit);
+    ax.slice_stride = gb_ilist(b->g, rank, stride);
+    if (!ax.slice_start.v || !ax.slice_limit.v || !ax.slice_stride.v)
         return -1;
     return gb_emit(b, OP_SLICE, NULL, 1, &x, &a, 0, NULL);
 }
@@ -344,11 +352,12 @@ int32_t gb_pad0(GB *b, int32_t x, const int64_t *lo, const int64_t *hi, const in
         none &= lo[k] == 0 && hi[k] == 0 && interior[k] == 0;
     if (none)
         return x;
-    IrAttrs a = {0};
-    a.pad_lo = gb_ilist(b->g, rank, lo);
-    a.pad_hi = gb_ilist(b->g, rank, hi);
-    a.pad_interior = gb_ilist(b->g, rank, interior);
-    if (!a.pad_lo.v || !a.pad_hi.v || !a.pad_interior.v)
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.pad_lo = gb_ilist(b->g, rank, lo);
+    ax.pad_hi = gb_ilist(b->g, rank, hi);
+    ax.pad_interior = gb_ilist(b->g, rank, interior);
+    if (!ax.pad_lo.v || !ax.pad_hi.v || !ax.pad_interior.v)
         return -1;
     int32_t o[2] = {x, gb_const(b, gb_shape(b, x)->type, 0)};
     return gb_emit(b, OP_PAD, NULL, 2, o, &a, 0, NULL);
@@ -361,7 +370,7 @@ int32_t gb_tuple(GB *b, int32_t n, const int32_t *elems)
 
 int32_t gb_gte(GB *b, int32_t t, int64_t index)
 {
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.tuple_index = index;
     return gb_emit(b, OP_GET_TUPLE_ELEMENT, NULL, 1, &t, &a, 0, NULL);
 }
@@ -418,7 +427,14 @@ int32_t gb_inline(GB *b, int32_t src, const int32_t *args, int32_t *map)
         for (int32_t o = 0; o < ins.nopnd; o++)
             ins.opnd[o] = mine[sc->instr[i].opnd[o]];
         ins.sharding = NULL;
-        ins.a.control_predecessors = (IrI64List){0, NULL};
+        if (ins.a.x->control_predecessors.n > 0) {
+            IrAttrsX *x = ir_attrs_x_edit(g->m->arena, &ins.a);
+            if (!x) {
+                gb_oom(g);
+                break;
+            }
+            x->control_predecessors = (IrI64List){0, NULL};
+        }
         if ((mine[i] = ir_add_instr(g->m, b->c, &ins)) < 0)
             gb_oom(g);
     }

@@ -212,7 +212,7 @@ static bool param_elem(const IrComputation *c, int32_t x, int64_t *k)
  * compare(state[k], c1, LT|LE) (or the mirror GT|GE), body state[k] + 1. */
 static bool trip_count(const IrModule *m, const IrComputation *c, const IrInstr *w, int64_t *n)
 {
-    const char *bc = w->a.backend_config;
+    const char *bc = w->a.x->backend_config;
     const char *kt = bc ? strstr(bc, "known_trip_count") : NULL;
     if (kt) {
         const char *q = strstr(kt, "\"n\"");
@@ -362,8 +362,9 @@ static int32_t bw_loop(Grad *g, const IrInstr *w, const Loop *L, int32_t *cond_o
         int64_t sizes[IR_MAX_RANK + 1] = {1};
         if (ls->rank > 0)
             memcpy(sizes + 1, ls->dims, (size_t)ls->rank * sizeof(int64_t));
-        IrAttrs da = {0};
-        da.dynamic_slice_sizes = gb_ilist(g, ls->rank + 1, sizes);
+        IrAttrsX dax = {0};
+        IrAttrs da = {.x = &dax};
+        dax.dynamic_slice_sizes = gb_ilist(g, ls->rank + 1, sizes);
         int32_t sl = gb_emit(&b, OP_DYNAMIC_SLICE, NULL, ls->rank + 2, o, &da, 0, NULL);
         lv[l] = gb_reshape(&b, sl, ls->rank, ls->dims);
     }

@@ -426,8 +426,9 @@ static IrStatus fwd_window(Fwd *f, int32_t i, const IrInstr *ins)
     if (comp < 0)
         return f->g->d->status;
     int32_t o[4] = {x, tan_z(f, x), ins->opnd[1], gb_const(b, t, 0)};
-    IrAttrs a = {0};
-    a.window = ins->a.window;
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.window = ins->a.x->window;
     int32_t rw = gb_emit(b, OP_REDUCE_WINDOW, NULL, 4, o, &a, 1, &comp);
     return set_tan(f, i, gb_gte(b, rw, 1));
 }
@@ -492,9 +493,9 @@ static IrStatus fwd_batch_norm_inference(Fwd *f, int32_t i, const IrInstr *ins)
     GB *b = &f->b;
     int32_t x = ins->opnd[0], s = ins->opnd[1], m = ins->opnd[3], v = ins->opnd[4];
     IrShape xs = *gb_shape(b, x);
-    int64_t fd[1] = {ins->a.feature_index};
+    int64_t fd[1] = {ins->a.x->feature_index};
 #define BC(u) gb_bcast(b, (u), xs.type, xs.rank, xs.dims, 1, fd)
-    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, v, gb_full_like(b, v, ins->a.epsilon)));
+    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, v, gb_full_like(b, v, ins->a.x->epsilon)));
     int32_t c = gb_bin(b, OP_SUBTRACT, x, BC(m));
     int32_t d = gb_bin(b, OP_SUBTRACT, tan_z(f, x), BC(tan_z(f, m)));
     int32_t t = gb_bin(b, OP_MULTIPLY, d, BC(gb_bin(b, OP_MULTIPLY, rr, s)));
@@ -520,7 +521,7 @@ static IrStatus fwd_batch_norm(Fwd *f, int32_t i, const IrInstr *ins)
         return no_rule(f, i, NULL);
     int32_t x = ins->opnd[0], s = ins->opnd[1];
     IrShape xs = *gb_shape(b, x);
-    int64_t fi = ins->a.feature_index, fd[1] = {fi}, red[IR_MAX_RANK];
+    int64_t fi = ins->a.x->feature_index, fd[1] = {fi}, red[IR_MAX_RANK];
     int32_t nr = 0;
     for (int32_t d = 0; d < xs.rank; d++)
         if (d != fi)
@@ -528,7 +529,7 @@ static IrStatus fwd_batch_norm(Fwd *f, int32_t i, const IrInstr *ins)
     double N = (double)(ir_shape_elements(&xs) / (xs.dims[fi] > 0 ? xs.dims[fi] : 1));
 #define BC(v) gb_bcast(b, (v), xs.type, xs.rank, xs.dims, 1, fd)
     int32_t mean = gb_gte(b, i, 1), var = gb_gte(b, i, 2);
-    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, var, gb_full_like(b, var, ins->a.epsilon)));
+    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, var, gb_full_like(b, var, ins->a.x->epsilon)));
     int32_t c = gb_bin(b, OP_SUBTRACT, x, BC(mean));
     int32_t tx = tan_z(f, x);
     int32_t dm = gb_scale(b, gb_sum(b, tx, nr, red), 1.0 / N);
@@ -714,7 +715,7 @@ static IrStatus dispatch(Fwd *f, int32_t i)
     case OP_OPTIMIZATION_BARRIER: case OP_ADD_DEPENDENCY: case OP_DOMAIN:
         return fwd_control(f, i, &ins);
     case OP_CUSTOM_CALL:
-        if (ins.a.custom_call_target && strcmp(ins.a.custom_call_target, "Sharding") == 0)
+        if (ins.a.x->custom_call_target && strcmp(ins.a.x->custom_call_target, "Sharding") == 0)
             return fwd_elementwise(f, i, &ins);
         return no_rule(f, i, NULL);
     default:

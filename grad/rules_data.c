@@ -70,8 +70,8 @@ static IrStatus rule_slice(Rev *r, const IrInstr *ins, int32_t g)
     IrShape xs = *gb_shape(b, x);
     int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK];
     for (int32_t d = 0; d < xs.rank; d++) {
-        int64_t n = ins->shape.dims[d], st = ins->a.slice_start.v[d];
-        int64_t str = ins->a.slice_stride.n ? ins->a.slice_stride.v[d] : 1;
+        int64_t n = ins->shape.dims[d], st = ins->a.x->slice_start.v[d];
+        int64_t str = ins->a.x->slice_stride.n ? ins->a.x->slice_stride.v[d] : 1;
         if (n == 0)
             return IR_OK; /* an empty slice reads nothing */
         lo[d] = st;
@@ -91,7 +91,7 @@ static IrStatus rule_pad(Rev *r, const IrInstr *ins, int32_t g)
     for (int32_t d = 0; d < xs.rank; d++) {
         if (xs.dims[d] == 0)
             return IR_OK;
-        int64_t l = ins->a.pad_lo.v[d], h = ins->a.pad_hi.v[d], it = ins->a.pad_interior.v[d];
+        int64_t l = ins->a.x->pad_lo.v[d], h = ins->a.x->pad_hi.v[d], it = ins->a.x->pad_interior.v[d];
         /* Negative padding cut operand elements off: pad g by as much so
          * that every operand element has a place, then x[i] is at
          * max(l, 0) + i * (it + 1). */
@@ -152,8 +152,9 @@ static IrStatus rule_dynamic(Rev *r, const IrInstr *ins, int32_t g)
     }
     if (rev_on(r, u)) {
         IrShape us = *gb_shape(b, u);
-        IrAttrs a = {0};
-        a.dynamic_slice_sizes = gb_ilist(r->g, us.rank, us.dims);
+        IrAttrsX ax = {0};
+        IrAttrs a = {.x = &ax};
+        ax.dynamic_slice_sizes = gb_ilist(r->g, us.rank, us.dims);
         o[1] = g;
         rev_acc(r, u, 0, gb_emit(b, OP_DYNAMIC_SLICE, NULL, ins->nopnd - 1, o + 1, &a, 0, NULL));
     }
@@ -174,9 +175,10 @@ static IrStatus rule_gather(Rev *r, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
     int32_t x = ins->opnd[0];
-    IrAttrs a = {0};
-    a.scatter = scatter_of(&ins->a.gather);
-    a.indices_are_sorted = ins->a.indices_are_sorted;
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.scatter = scatter_of(&ins->a.x->gather);
+    ax.indices_are_sorted = ins->a.x->indices_are_sorted;
     int32_t comp = gb_sum_comp(r->g, gb_shape(b, x)->type);
     int32_t o[3] = {gb_full_like(b, x, 0), ins->opnd[1], g};
     if (comp < 0)
@@ -210,10 +212,11 @@ static IrStatus rule_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         rev_acc(r, x, 0, gx);
     }
     if (rev_on(r, u)) {
-        const IrScatterDnums *sd = &ins->a.scatter;
+        const IrScatterDnums *sd = &ins->a.x->scatter;
         IrShape xs = *gb_shape(b, x), us = *gb_shape(b, u);
-        IrAttrs a = {0};
-        a.gather = (IrGatherDnums){.offset_dims = sd->update_window_dims,
+        IrAttrsX ax = {0};
+        IrAttrs a = {.x = &ax};
+        ax.gather = (IrGatherDnums){.offset_dims = sd->update_window_dims,
                                    .collapsed_slice_dims = sd->inserted_window_dims,
                                    .start_index_map = sd->scatter_dims_to_operand_dims,
                                    .operand_batching_dims = sd->input_batching_dims,
@@ -225,7 +228,7 @@ static IrStatus rule_scatter(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
         for (int32_t d = 0, w = 0; d < xs.rank; d++)
             sizes[d] = ir_list_has(&sd->inserted_window_dims, d) || ir_list_has(&sd->input_batching_dims, d)
                            ? 1 : us.dims[sd->update_window_dims.v[w++]];
-        a.slice_sizes = gb_ilist(r->g, xs.rank, sizes);
+        ax.slice_sizes = gb_ilist(r->g, xs.rank, sizes);
         int32_t o[2] = {g, idx};
         rev_acc(r, u, 0, gb_emit(b, OP_GATHER, NULL, 2, o, &a, 0, NULL));
     }
@@ -255,7 +258,7 @@ IrStatus rev_data(Rev *r, int32_t i, const IrInstr *ins)
     case OP_PAD: return rule_pad(r, ins, g);
     case OP_CONCATENATE: return rule_concat(r, ins, g);
     case OP_REVERSE: {
-        IrAttrs a = {0};
+        IrAttrs a = {.x = &ir_no_attrs_x};
         a.dimensions = ins->a.dimensions;
         a.has_dimensions = true;
         return rev_acc(r, x, 0, gb_emit(b, OP_REVERSE, NULL, 1, &g, &a, 0, NULL));

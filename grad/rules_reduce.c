@@ -56,7 +56,7 @@ int32_t grad_linear_iota(GB *b, const IrShape *s)
     IrShape is;
     if (ir_shape_make(b->g->m->arena, &is, IR_S32, 1, &n) != IR_OK)
         return gb_oom(b->g), -1;
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.iota_dimension = 0;
     return gb_reshape(b, gb_emit(b, OP_IOTA, &is, 0, NULL, &a, 0, NULL), s->rank, s->dims);
 }
@@ -131,7 +131,7 @@ int32_t grad_reduce_kind(GB *b, const IrInstr *ins, int32_t k, int32_t *idx)
     IrShape xs = *gb_shape(b, ins->opnd[k]);
     o[n] = grad_linear_iota(b, &xs);
     o[2 * n + 1] = gb_const(b, IR_S32, -1);
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.dimensions = ins->a.dimensions;
     a.has_dimensions = true;
     *idx = gb_gte(b, gb_emit(b, OP_REDUCE, NULL, 2 * n + 2, o, &a, 1, &ci), n);
@@ -222,12 +222,13 @@ static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g
     GB *b = &r->b;
     int32_t x = ins->opnd[0];
     IrShape xs = *gb_shape(b, x);
-    const IrWindow *w = &ins->a.window;
+    const IrWindow *w = &ins->a.x->window;
     int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK];
-    IrAttrs a = {0};
-    a.window.rank = w->rank;
-    a.window.dim = ir_alloc_array(r->g->m->arena, (size_t)(w->rank > 0 ? w->rank : 1), sizeof(IrWindowDim));
-    if (!a.window.dim)
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.window.rank = w->rank;
+    ax.window.dim = ir_alloc_array(r->g->m->arena, (size_t)(w->rank > 0 ? w->rank : 1), sizeof(IrWindowDim));
+    if (!ax.window.dim)
         return gb_oom(r->g);
     for (int32_t d = 0; d < w->rank; d++) {
         const IrWindowDim *wd = &w->dim[d];
@@ -237,7 +238,7 @@ static IrStatus rule_window_add(Rev *r, int32_t i, const IrInstr *ins, int32_t g
         lo[d] = kd - wd->pad_lo - 1;
         hi[d] = xs.dims[d] + kd - 1 - od - lo[d];
         in[d] = wd->stride - 1;
-        a.window.dim[d] = (IrWindowDim){.size = wd->size, .stride = 1, .lhs_dilate = 1,
+        ax.window.dim[d] = (IrWindowDim){.size = wd->size, .stride = 1, .lhs_dilate = 1,
                                         .rhs_dilate = wd->rhs_dilate};
     }
     int32_t comp = gb_sum_comp(r->g, xs.type);
@@ -268,7 +269,7 @@ static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32
     GB *b = &r->b;
     int32_t x = ins->opnd[0];
     IrShape xs = *gb_shape(b, x), ys = ins->shape;
-    const IrWindow *w = &ins->a.window;
+    const IrWindow *w = &ins->a.x->window;
     int32_t rank = xs.rank;
     int64_t lo[IR_MAX_RANK], hi[IR_MAX_RANK], in[IR_MAX_RANK], np[IR_MAX_RANK], K = 1;
     for (int32_t d = 0; d < rank; d++) {
@@ -288,10 +289,11 @@ static IrStatus rule_window_offsets(Rev *r, int32_t i, const IrInstr *ins, int32
     int32_t xp = -1, share = -1;
     int32_t *eq = NULL;
     if (red != OP_ADD) {
-        IrAttrs pa = {0};
-        pa.pad_lo = gb_ilist(r->g, rank, lo);
-        pa.pad_hi = gb_ilist(r->g, rank, hi);
-        pa.pad_interior = gb_ilist(r->g, rank, in);
+        IrAttrsX pax = {0};
+        IrAttrs pa = {.x = &pax};
+        pax.pad_lo = gb_ilist(r->g, rank, lo);
+        pax.pad_hi = gb_ilist(r->g, rank, hi);
+        pax.pad_interior = gb_ilist(r->g, rank, in);
         int32_t po[2] = {x, ins->opnd[1]};
         xp = gb_emit(b, OP_PAD, NULL, 2, po, &pa, 0, NULL);
         if (!(eq = ts_malloc((size_t)K * sizeof(int32_t))))
@@ -362,12 +364,12 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     if (red != OP_ADD && red != OP_MAXIMUM && red != OP_MINIMUM)
         return rev_no_rule(r, i, "only add, max and min pooling have one");
     bool dilated_any = false;
-    for (int32_t d = 0; d < ins->a.window.rank; d++)
-        dilated_any |= ins->a.window.dim[d].lhs_dilate > 1 || ins->a.window.dim[d].rhs_dilate > 1;
+    for (int32_t d = 0; d < ins->a.x->window.rank; d++)
+        dilated_any |= ins->a.x->window.dim[d].lhs_dilate > 1 || ins->a.x->window.dim[d].rhs_dilate > 1;
     if (red == OP_ADD || dilated_any || red == OP_MINIMUM) {
         bool base = false;
-        for (int32_t d = 0; d < ins->a.window.rank; d++)
-            base |= ins->a.window.dim[d].lhs_dilate > 1;
+        for (int32_t d = 0; d < ins->a.x->window.rank; d++)
+            base |= ins->a.x->window.dim[d].lhs_dilate > 1;
         int32_t gx = -1;
         IrStatus st = red == OP_ADD && !base ? rule_window_add(r, i, ins, g, &gx)
                                              : rule_window_offsets(r, i, ins, g, red, &gx);
@@ -383,8 +385,9 @@ static IrStatus rule_window(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     int32_t called[2] = {gb_ge_comp(r->g, t), gb_sum_comp(r->g, t)};
     if (called[0] < 0 || called[1] < 0)
         return r->g->d->status;
-    IrAttrs a = {0};
-    a.window = ins->a.window;
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.window = ins->a.x->window;
     int32_t o[3] = {x, g, gb_const(b, t, 0)};
     return rev_acc(r, x, 0, gb_emit(b, OP_SELECT_AND_SCATTER, NULL, 3, o, &a, 2, called));
 }
@@ -420,8 +423,9 @@ static IrStatus rule_select_scatter(Rev *r, int32_t i, const IrInstr *ins, int32
     if (comp < 0)
         return r->g->d->status;
     int32_t o[4] = {x, gb_convert(b, g, t), gb_const(b, t, up ? -INFINITY : INFINITY), gb_const(b, t, 0)};
-    IrAttrs a = {0};
-    a.window = ins->a.window;
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.window = ins->a.x->window;
     int32_t rw = gb_emit(b, OP_REDUCE_WINDOW, NULL, 4, o, &a, 1, &comp);
     return rev_acc(r, src, 0, gb_gte(b, rw, 1));
 }
@@ -470,7 +474,7 @@ static int32_t dot_adjoint(GB *b, int32_t g, int32_t me, int32_t other, const Ir
         id2 &= perm2[k] == k;
     /* dot(other, g) gives [batch, other's contracting dims, my free dims]:
      * when that is my order already (x^T g for a weight), no transpose. */
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     IrI64List gb_ = gb_ilist(b->g, nb, gbatch), gc_ = gb_ilist(b->g, nof, gcon), of_ = gb_ilist(b->g, nof, ofree);
     a.dot.lhs_batch = id2 ? *ob : gb_;
     a.dot.rhs_batch = id2 ? gb_ : *ob;
@@ -503,13 +507,14 @@ static IrStatus rule_dot(Rev *r, const IrInstr *ins, int32_t g)
 static IrStatus conv_emit(GB *b, int32_t *out, int32_t lhs, int32_t rhs, const IrConvDnums *cd, IrWindowDim *wd,
                           int32_t ns, int64_t fgc, int64_t bgc)
 {
-    IrAttrs a = {0};
-    a.conv = *cd;
-    a.conv.present = true;
-    a.window.rank = ns;
-    a.window.dim = wd;
-    a.feature_group_count = fgc;
-    a.batch_group_count = bgc;
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.conv = *cd;
+    ax.conv.present = true;
+    ax.window.rank = ns;
+    ax.window.dim = wd;
+    ax.feature_group_count = fgc;
+    ax.batch_group_count = bgc;
     int32_t o[2] = {lhs, rhs};
     *out = gb_emit(b, OP_CONVOLUTION, NULL, 2, o, &a, 0, NULL);
     return b->g->d->status;
@@ -601,15 +606,15 @@ static int32_t batch_groups_back(GB *b, int32_t d, const IrConvDnums *cd, int64_
 static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
-    const IrConvDnums *cd = &ins->a.conv;
+    const IrConvDnums *cd = &ins->a.x->conv;
     int32_t x = ins->opnd[0], k = ins->opnd[1];
     int32_t ns = cd->nspatial;
-    int64_t G = ins->a.feature_group_count > 1 ? ins->a.feature_group_count : 1;
-    int64_t B = ins->a.batch_group_count > 1 ? ins->a.batch_group_count : 1;
+    int64_t G = ins->a.x->feature_group_count > 1 ? ins->a.x->feature_group_count : 1;
+    int64_t B = ins->a.x->batch_group_count > 1 ? ins->a.x->batch_group_count : 1;
     if (B > 1 && G > 1)
         return rev_no_rule(r, i, "a convolution with both feature and batch groups");
     IrShape xs = *gb_shape(b, x), ks = *gb_shape(b, k);
-    const IrWindow *w = &ins->a.window;
+    const IrWindow *w = &ins->a.x->window;
     for (int32_t s = 0; s < w->rank; s++)
         if (w->dim[s].reversal)
             return rev_no_rule(r, i, "a convolution with window reversal");
@@ -643,7 +648,7 @@ static IrStatus rule_conv(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
                           .k_in_feature = cd->k_out_feature, .k_out_feature = cd->k_in_feature,
                           .out_batch = cd->in_batch, .out_feature = cd->in_feature, .nspatial = ns,
                           .in_spatial = cd->out_spatial, .k_spatial = cd->k_spatial, .out_spatial = cd->in_spatial};
-        IrAttrs ra = {0};
+        IrAttrs ra = {.x = &ir_no_attrs_x};
         ra.dimensions = gb_ilist(r->g, ns, rdims);
         ra.has_dimensions = true;
         /* Batch groups: out[n, bg*Og + o] reads x[n + bg*Nb, :] and kernel
@@ -717,7 +722,7 @@ static IrStatus rule_sort(Rev *r, int32_t i, const IrInstr *ins)
     IrShape is;
     if (ir_shape_make(r->g->m->arena, &is, IR_S32, s0.rank, s0.dims) != IR_OK)
         return gb_oom(r->g);
-    IrAttrs ia = {0};
+    IrAttrs ia = {.x = &ir_no_attrs_x};
     ia.iota_dimension = dim;
     int32_t iota = gb_emit(b, OP_IOTA, &is, 0, NULL, &ia, 0, NULL);
     int32_t o[17];
@@ -736,7 +741,7 @@ static IrStatus rule_sort(Rev *r, int32_t i, const IrInstr *ins)
         IrType pt[2] = {IR_S32, t[k]};
         int32_t back = comparator(r->g, -1, 2, pt);
         int32_t po[2] = {perm, gk};
-        IrAttrs ba = {0};
+        IrAttrs ba = {.x = &ir_no_attrs_x};
         ba.dimensions = ins->a.dimensions;
         ba.has_dimensions = true;
         if (back < 0)
@@ -764,13 +769,13 @@ static IrStatus rule_batch_norm_inference(Rev *r, int32_t i, const IrInstr *ins)
     int32_t g = rev_leaf(r, i, 0);
     int32_t x = ins->opnd[0], s = ins->opnd[1], o = ins->opnd[2], m = ins->opnd[3], v = ins->opnd[4];
     IrShape xs = *gb_shape(b, x);
-    int64_t f = ins->a.feature_index, fd[1] = {f}, red[IR_MAX_RANK];
+    int64_t f = ins->a.x->feature_index, fd[1] = {f}, red[IR_MAX_RANK];
     int32_t nr = 0;
     for (int32_t d = 0; d < xs.rank; d++)
         if (d != f)
             red[nr++] = d;
     g = gb_convert(b, g, xs.type);
-    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, v, gb_full_like(b, v, ins->a.epsilon)));
+    int32_t rr = gb_un(b, OP_RSQRT, gb_bin(b, OP_ADD, v, gb_full_like(b, v, ins->a.x->epsilon)));
     int32_t rs = gb_bin(b, OP_MULTIPLY, rr, s);
     int32_t c = gb_bin(b, OP_SUBTRACT, x, gb_bcast(b, m, xs.type, xs.rank, xs.dims, 1, fd));
     int32_t sg = gb_sum(b, g, nr, red);
@@ -799,14 +804,15 @@ static IrStatus rule_batch_norm(Rev *r, int32_t i, const IrInstr *ins)
         return rev_no_rule(r, i, NULL);
     int32_t x = ins->opnd[0], scale = ins->opnd[1], offset = ins->opnd[2];
     IrShape xs = *gb_shape(b, x);
-    int64_t f = ins->a.feature_index;
+    int64_t f = ins->a.x->feature_index;
     int64_t N = ir_shape_elements(&xs) / (xs.dims[f] > 0 ? xs.dims[f] : 1);
     int32_t mean = gb_gte(b, i, 1), var = gb_gte(b, i, 2);
     int32_t gy = rev_leaf(r, i, 0), gm = rev_leaf(r, i, 1), gv = rev_leaf(r, i, 2);
     if (gy >= 0) {
-        IrAttrs a = {0};
-        a.epsilon = ins->a.epsilon;
-        a.feature_index = f;
+        IrAttrsX ax = {0};
+        IrAttrs a = {.x = &ax};
+        ax.epsilon = ins->a.x->epsilon;
+        ax.feature_index = f;
         int32_t o[5] = {x, scale, mean, var, gy};
         int32_t bg = gb_emit(b, OP_BATCH_NORM_GRAD, NULL, 5, o, &a, 0, NULL);
         if (rev_on(r, x))

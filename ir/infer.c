@@ -33,8 +33,8 @@ IrStatus infer_fail(Ctx *x, const char *fmt, ...)
 {
     char f[512];
     const IrAttrs *a = &x->ins->a;
-    if (a->async_sugar) /* the opcode as written: abs-start */
-        snprintf(f, sizeof f, "%s-%s: %s", ir_op_name(a->async_wrapped_op),
+    if (a->x->async_sugar) /* the opcode as written: abs-start */
+        snprintf(f, sizeof f, "%s-%s: %s", ir_op_name(a->x->async_wrapped_op),
                  x->ins->op == OP_ASYNC_START ? "start" : x->ins->op == OP_ASYNC_UPDATE ? "update" : "done", fmt);
     else
         snprintf(f, sizeof f, "%s: %s", ir_op_name(x->ins->op), fmt);
@@ -326,7 +326,7 @@ IrStatus infer_window_dim(Ctx *x, int32_t i, const IrWindowDim *w, int64_t n, in
 /* Apply a whole window (one entry per dimension of `s`). */
 IrStatus infer_window_shape(Ctx *x, const IrShape *s, int64_t **dims)
 {
-    const IrWindow *w = &x->ins->a.window;
+    const IrWindow *w = &x->ins->a.x->window;
     if (w->rank != s->rank)
         return infer_fail(x, "window has %d dimensions but the operand %s has rank %d", (int)w->rank,
                     infer_sstr(x, s), (int)s->rank);

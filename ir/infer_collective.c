@@ -37,7 +37,7 @@ IrGroupMode ir_group_mode(const IrInstr *ins)
 static IrStatus group_size(Ctx *x, int64_t *size)
 {
     const IrAttrs *at = &x->ins->a;
-    const IrReplicaGroups *g = &at->replica_groups;
+    const IrReplicaGroups *g = &at->x->replica_groups;
     int64_t R = x->m->replica_count, P = x->m->num_partitions;
     int64_t gs = 0;
     for (int32_t i = 0; i < g->ngroups; i++) {
@@ -238,7 +238,7 @@ IrStatus infer_ragged_all_to_all(Ctx *x, IrShape *out)
 
 IrStatus infer_collective_permute(Ctx *x, IrShape *out)
 {
-    const IrI64List *p = &x->ins->a.source_target_pairs;
+    const IrI64List *p = &x->ins->a.x->source_target_pairs;
     if (p->n % 2 != 0)
         return infer_fail(x, "source_target_pairs must hold {source,target} pairs");
     int64_t P = x->m->num_partitions > 0 ? x->m->num_partitions : 0;
@@ -253,7 +253,7 @@ IrStatus infer_collective_permute(Ctx *x, IrShape *out)
                 return infer_fail(x, "source_target_pairs: %s %lld appears twice",
                             i % 2 ? "target" : "source", (long long)p->v[i]);
     }
-    if (x->ins->a.permute_slice_sizes) {
+    if (x->ins->a.x->permute_slice_sizes) {
         /* In place: (input, output, input_start_indices,
          * output_start_indices) with slice_sizes; the result is output. */
         if (x->ins->nopnd != 4)

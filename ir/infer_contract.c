@@ -101,16 +101,16 @@ IrStatus infer_ragged_dot(Ctx *x, IrShape *out)
         return st;
     if (!ir_type_is_int(g->type))
         return infer_fail(x, "group_sizes must be integers, got %s", infer_sstr(x, g));
-    if (a->lhs_ragged_dims.n != 1 || a->rhs_group_dims.n > 1)
+    if (a->x->lhs_ragged_dims.n != 1 || a->x->rhs_group_dims.n > 1)
         return infer_fail(x, "needs one lhs_ragged_dims and at most one rhs_group_dims");
-    if ((st = infer_check_dim_list(x, &a->lhs_ragged_dims, l->rank, "lhs_ragged_dims", false)) != IR_OK ||
-        (st = infer_check_dim_list(x, &a->rhs_group_dims, r->rank, "rhs_group_dims", false)) != IR_OK)
+    if ((st = infer_check_dim_list(x, &a->x->lhs_ragged_dims, l->rank, "lhs_ragged_dims", false)) != IR_OK ||
+        (st = infer_check_dim_list(x, &a->x->rhs_group_dims, r->rank, "rhs_group_dims", false)) != IR_OK)
         return st;
-    int64_t rd = a->lhs_ragged_dims.v[0];
+    int64_t rd = a->x->lhs_ragged_dims.v[0];
     const IrDotDnums *dn = &a->dot;
-    if (ir_list_has(&dn->lhs_contracting, rd) || ir_list_has(&dn->lhs_batch, rd) || a->rhs_group_dims.n == 0)
+    if (ir_list_has(&dn->lhs_contracting, rd) || ir_list_has(&dn->lhs_batch, rd) || a->x->rhs_group_dims.n == 0)
         return infer_copy_shape(x, out, &x->ins->shape);
-    int64_t gd = a->rhs_group_dims.v[0];
+    int64_t gd = a->x->rhs_group_dims.v[0];
     int64_t *dims = infer_scratch(x, l->rank + r->rank);
     if (!dims)
         return infer_oom(x);
@@ -154,9 +154,9 @@ IrStatus infer_convolution(Ctx *x, IrShape *out)
     if ((st = infer_expect_array(x, 0, "lhs")) != IR_OK || (st = infer_expect_array(x, 1, "rhs")) != IR_OK)
         return st;
     const IrShape *l = infer_opnd(x, 0), *r = infer_opnd(x, 1);
-    const IrConvDnums *cd = &x->ins->a.conv;
-    const IrWindow *w = &x->ins->a.window;
-    int64_t fgc = infer_dflt1(x->ins->a.feature_group_count), bgc = infer_dflt1(x->ins->a.batch_group_count);
+    const IrConvDnums *cd = &x->ins->a.x->conv;
+    const IrWindow *w = &x->ins->a.x->window;
+    int64_t fgc = infer_dflt1(x->ins->a.x->feature_group_count), bgc = infer_dflt1(x->ins->a.x->batch_group_count);
     IrType t;
     if ((st = contraction_type(x, l->type, r->type, &t)) != IR_OK)
         return st;
@@ -224,8 +224,8 @@ IrStatus infer_fft(Ctx *x, IrShape *out)
     if (st != IR_OK)
         return st;
     const IrShape *s = infer_opnd(x, 0);
-    const IrI64List *fl = &x->ins->a.fft_length;
-    const char *ty = x->ins->a.fft_type ? x->ins->a.fft_type : "";
+    const IrI64List *fl = &x->ins->a.x->fft_length;
+    const char *ty = x->ins->a.x->fft_type ? x->ins->a.x->fft_type : "";
     int32_t n = fl->n;
     if (n < 1 || n > 3 || n > s->rank)
         return infer_fail(x, "fft_length=%s must have 1 to 3 entries, at most the rank %d",
@@ -282,7 +282,7 @@ IrStatus infer_topk(Ctx *x, IrShape *out)
     if (st != IR_OK)
         return st;
     const IrShape *s = infer_opnd(x, 0);
-    int64_t k = x->ins->a.topk_k;
+    int64_t k = x->ins->a.x->topk_k;
     if (s->rank < 1)
         return infer_fail(x, "operand must have rank >= 1, got %s", infer_sstr(x, s));
     if (k < 0 || k > s->dims[s->rank - 1])
@@ -332,10 +332,10 @@ IrStatus infer_triangular_solve(Ctx *x, IrShape *out)
     if (!ir_dims_equal(a->dims, b->dims, a->rank - 2))
         return infer_fail(x, "a %s and b %s must have the same batch dimensions", infer_sstr(x, a), infer_sstr(x, b));
     int64_t m = a->dims[a->rank - 1];
-    int64_t bm = b->dims[b->rank - (x->ins->a.left_side ? 2 : 1)];
+    int64_t bm = b->dims[b->rank - (x->ins->a.x->left_side ? 2 : 1)];
     if (bm != m)
         return infer_fail(x, "b %s must have %lld in its %s dimension to match a %s", infer_sstr(x, b),
-                    (long long)m, x->ins->a.left_side ? "second-to-last" : "last", infer_sstr(x, a));
+                    (long long)m, x->ins->a.x->left_side ? "second-to-last" : "last", infer_sstr(x, a));
     return infer_copy_shape(x, out, b);
 }
 
@@ -343,7 +343,7 @@ IrStatus infer_triangular_solve(Ctx *x, IrShape *out)
 static IrStatus expect_feature_vector(Ctx *x, int32_t i, const char *what)
 {
     const IrShape *s = infer_opnd(x, 0), *v = infer_opnd(x, i);
-    int64_t f = x->ins->a.feature_index;
+    int64_t f = x->ins->a.x->feature_index;
     if (!infer_is_array(v) || v->rank != 1 || v->dims[0] != s->dims[f] || v->type != s->type)
         return infer_fail(x, "%s (operand %d) must be %s[%lld], got %s", what, (int)i, ir_type_name(s->type),
                     (long long)s->dims[f], infer_sstr(x, v));
@@ -361,7 +361,7 @@ IrStatus infer_batch_norm(Ctx *x, IrShape *out)
     if (st != IR_OK)
         return st;
     const IrShape *s = infer_opnd(x, 0);
-    int64_t f = x->ins->a.feature_index;
+    int64_t f = x->ins->a.x->feature_index;
     if (!ir_type_is_float(s->type))
         return infer_fail(x, "operand must be floating-point, got %s", infer_sstr(x, s));
     if (f < 0 || f >= s->rank)

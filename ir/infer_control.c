@@ -183,7 +183,7 @@ IrStatus infer_passthrough(Ctx *x, IrShape *out)
  * markers keep the element type and rank (Sharding keeps the shape). */
 IrStatus infer_custom_call(Ctx *x, IrShape *out)
 {
-    const char *t = x->ins->a.custom_call_target ? x->ins->a.custom_call_target : "";
+    const char *t = x->ins->a.x->custom_call_target ? x->ins->a.x->custom_call_target : "";
     const IrShape *o = &x->ins->shape;
     bool full = strcmp(t, "SPMDFullToShardShape") == 0, shard = strcmp(t, "SPMDShardToFullShape") == 0;
     bool sharding = strcmp(t, "Sharding") == 0;
@@ -216,9 +216,9 @@ IrStatus infer_outfeed(Ctx *x, IrShape *out)
 {
     if (infer_opnd(x, 1)->type != IR_TOKEN)
         return infer_fail(x, "operand 1 must be a token, got %s", infer_sstr(x, infer_opnd(x, 1)));
-    if (x->ins->a.has_outfeed_shape && !ir_shape_equal(&x->ins->a.outfeed_shape, infer_opnd(x, 0)))
+    if (x->ins->a.x->has_outfeed_shape && !ir_shape_equal(&x->ins->a.x->outfeed_shape, infer_opnd(x, 0)))
         return infer_fail(x, "outfeed_shape=%s differs from the operand %s",
-                    infer_sstr(x, &x->ins->a.outfeed_shape), infer_sstr(x, infer_opnd(x, 0)));
+                    infer_sstr(x, &x->ins->a.x->outfeed_shape), infer_sstr(x, infer_opnd(x, 0)));
     memset(out, 0, sizeof *out);
     out->type = IR_TOKEN;
     return IR_OK;
@@ -230,7 +230,7 @@ IrStatus infer_rng(Ctx *x, IrShape *out)
     if ((st = infer_expect_scalar(x, 0, "a")) != IR_OK || (st = infer_expect_scalar(x, 1, "b")) != IR_OK)
         return st;
     const IrShape *a = infer_opnd(x, 0), *b = infer_opnd(x, 1), *o = &x->ins->shape;
-    const char *dist = x->ins->a.distribution ? x->ins->a.distribution : "";
+    const char *dist = x->ins->a.x->distribution ? x->ins->a.x->distribution : "";
     if (a->type != b->type)
         return infer_fail(x, "parameters must have one type, got %s and %s", ir_type_name(a->type),
                     ir_type_name(b->type));
@@ -339,10 +339,10 @@ IrStatus infer_async_next(Ctx *x, IrShape *out)
     if (prev->op != OP_ASYNC_START && prev->op != OP_ASYNC_UPDATE)
         return infer_fail(x, "operand %s must be an async-start or async-update, got %s", prev->name,
                     ir_op_name(prev->op));
-    if (x->ins->a.async_sugar && prev->a.async_sugar &&
-        prev->a.async_wrapped_op != x->ins->a.async_wrapped_op)
+    if (x->ins->a.x->async_sugar && prev->a.x->async_sugar &&
+        prev->a.x->async_wrapped_op != x->ins->a.x->async_wrapped_op)
         return infer_fail(x, "operand %s wraps %s, not %s", prev->name,
-                    ir_op_name(prev->a.async_wrapped_op), ir_op_name(x->ins->a.async_wrapped_op));
+                    ir_op_name(prev->a.x->async_wrapped_op), ir_op_name(x->ins->a.x->async_wrapped_op));
     if (x->ins->ncalled > 1 || (x->ins->ncalled == 1 && prev->ncalled == 1 &&
                                 x->ins->called[0] != prev->called[0]))
         return infer_fail(x, "calls a different computation than its operand %s", prev->name);

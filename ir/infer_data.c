@@ -88,16 +88,16 @@ IrStatus infer_slice(Ctx *x, IrShape *out)
         return st;
     const IrShape *s = infer_opnd(x, 0);
     const IrAttrs *at = &x->ins->a;
-    if (at->slice_start.n != s->rank || at->slice_limit.n != s->rank ||
-        (at->slice_stride.n != 0 && at->slice_stride.n != s->rank))
+    if (at->x->slice_start.n != s->rank || at->x->slice_limit.n != s->rank ||
+        (at->x->slice_stride.n != 0 && at->x->slice_stride.n != s->rank))
         return infer_fail(x, "slice= has %d dimensions but the operand %s has rank %d",
-                    (int)at->slice_start.n, infer_sstr(x, s), (int)s->rank);
+                    (int)at->x->slice_start.n, infer_sstr(x, s), (int)s->rank);
     int64_t *dims = infer_scratch(x, s->rank);
     if (!dims)
         return infer_oom(x);
     for (int32_t i = 0; i < s->rank; i++) {
-        int64_t b = at->slice_start.v[i], e = at->slice_limit.v[i];
-        int64_t k = at->slice_stride.n ? at->slice_stride.v[i] : 1;
+        int64_t b = at->x->slice_start.v[i], e = at->x->slice_limit.v[i];
+        int64_t k = at->x->slice_stride.n ? at->x->slice_stride.v[i] : 1;
         if (k < 1)
             return infer_fail(x, "stride %lld of dimension %d must be positive", (long long)k, (int)i);
         if (b < 0 || b > e || e > s->dims[i])
@@ -141,7 +141,7 @@ IrStatus infer_dynamic_slice(Ctx *x, IrShape *out)
     if (st != IR_OK)
         return st;
     const IrShape *s = infer_opnd(x, 0);
-    const IrI64List *sz = &x->ins->a.dynamic_slice_sizes;
+    const IrI64List *sz = &x->ins->a.x->dynamic_slice_sizes;
     if ((st = check_start_indices(x, 1, s->rank)) != IR_OK)
         return st;
     if (sz->n != s->rank)
@@ -188,20 +188,20 @@ IrStatus infer_pad(Ctx *x, IrShape *out)
     if (v->type != s->type)
         return infer_fail(x, "padding value type %s differs from operand type %s",
                     ir_type_name(v->type), ir_type_name(s->type));
-    if (at->pad_lo.n != s->rank || at->pad_hi.n != s->rank ||
-        (at->pad_interior.n != 0 && at->pad_interior.n != s->rank))
+    if (at->x->pad_lo.n != s->rank || at->x->pad_hi.n != s->rank ||
+        (at->x->pad_interior.n != 0 && at->x->pad_interior.n != s->rank))
         return infer_fail(x, "padding= has %d dimensions but the operand %s has rank %d",
-                    (int)at->pad_lo.n, infer_sstr(x, s), (int)s->rank);
+                    (int)at->x->pad_lo.n, infer_sstr(x, s), (int)s->rank);
     int64_t *dims = infer_scratch(x, s->rank);
     if (!dims)
         return infer_oom(x);
     for (int32_t i = 0; i < s->rank; i++) {
-        int64_t in = at->pad_interior.n ? at->pad_interior.v[i] : 0, n = s->dims[i], r;
+        int64_t in = at->x->pad_interior.n ? at->x->pad_interior.v[i] : 0, n = s->dims[i], r;
         if (in < 0)
             return infer_fail(x, "interior padding %lld of dimension %d is negative", (long long)in,
                         (int)i);
         if (infer_mul_ovf(n > 0 ? n - 1 : 0, in, &r) || infer_add_ovf(r, n, &r) ||
-            infer_add_ovf(r, at->pad_lo.v[i], &r) || infer_add_ovf(r, at->pad_hi.v[i], &r))
+            infer_add_ovf(r, at->x->pad_lo.v[i], &r) || infer_add_ovf(r, at->x->pad_hi.v[i], &r))
             return infer_fail(x, "padded size of dimension %d overflows", (int)i);
         if (r < 0)
             return infer_fail(x, "padding of dimension %d gives a negative size %lld", (int)i,
@@ -344,8 +344,8 @@ IrStatus infer_gather(Ctx *x, IrShape *out)
         (st = infer_expect_array(x, 1, "start indices")) != IR_OK)
         return st;
     const IrShape *s = infer_opnd(x, 0), *ix = infer_opnd(x, 1);
-    const IrGatherDnums *g = &x->ins->a.gather;
-    const IrI64List *ss = &x->ins->a.slice_sizes;
+    const IrGatherDnums *g = &x->ins->a.x->gather;
+    const IrI64List *ss = &x->ins->a.x->slice_sizes;
     if (!ir_type_is_int(ix->type))
         return infer_fail(x, "start indices must be integers, got %s", infer_sstr(x, ix));
     int64_t *idims;
@@ -405,7 +405,7 @@ IrStatus infer_gather(Ctx *x, IrShape *out)
 static IrStatus check_scatter_updates(Ctx *x, const IrShape *s, const IrShape *u,
                                       const int64_t *idims, int32_t irank)
 {
-    const IrScatterDnums *g = &x->ins->a.scatter;
+    const IrScatterDnums *g = &x->ins->a.x->scatter;
     int32_t want = g->update_window_dims.n + irank - 1;
     if (u->rank != want)
         return infer_fail(x, "updates %s must have rank %d (%d window dimensions + %d scatter "
@@ -441,7 +441,7 @@ IrStatus infer_scatter(Ctx *x, IrShape *out)
 {
     int32_t n = (x->ins->nopnd - 1) / 2;
     const IrShape *s = infer_opnd(x, 0), *ix = infer_opnd(x, n);
-    const IrScatterDnums *g = &x->ins->a.scatter;
+    const IrScatterDnums *g = &x->ins->a.x->scatter;
     IrStatus st;
     IrType *tin = ir_alloc_array(x->a, (size_t)n, sizeof(IrType));
     if (!tin)

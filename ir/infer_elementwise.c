@@ -82,9 +82,9 @@ IrStatus infer_unary(Ctx *x, IrShape *out)
                         ir_type_name(s->type), ir_type_name(t));
         break;
     case OP_REDUCE_PRECISION:
-        if (x->ins->a.exponent_bits < 1 || x->ins->a.mantissa_bits < 0)
+        if (x->ins->a.x->exponent_bits < 1 || x->ins->a.x->mantissa_bits < 0)
             return infer_fail(x, "needs exponent_bits >= 1 and mantissa_bits >= 0, got %lld and %lld",
-                        (long long)x->ins->a.exponent_bits, (long long)x->ins->a.mantissa_bits);
+                        (long long)x->ins->a.x->exponent_bits, (long long)x->ins->a.x->mantissa_bits);
         break;
     default:
         break;

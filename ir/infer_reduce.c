@@ -196,7 +196,7 @@ IrStatus infer_select_and_scatter(Ctx *x, IrShape *out)
  * f32[4] scan with init f32[] and add -> (f32[4], f32[]). */
 IrStatus infer_scan(Ctx *x, IrShape *out)
 {
-    int64_t nc = x->ins->a.num_carries;
+    int64_t nc = x->ins->a.x->num_carries;
     int32_t n = x->ins->nopnd;
     const IrI64List *dl = &x->ins->a.dimensions;
     if (nc < 0 || nc > n)

@@ -394,8 +394,12 @@ typedef struct IrAttrWords {
 typedef struct IrAttrInfo {
     const char *name;
     IrAttrForm form;
-    size_t field;               /* offsetof the IrAttrs member, for the generic forms */
-    bool has_flag;              /* `has` is the offset of the bool set when written */
+    /* The member of the generic forms: its offset in IrAttrs or, where
+     * `cold`, in IrAttrsX (ir_attr_member). */
+    size_t field;
+    bool cold;
+    bool has_flag;              /* `has` is the member (a bool) set when written */
+    bool has_cold;
     size_t has;
     const IrAttrWords *words;   /* IR_AF_WORD */
 } IrAttrInfo;
@@ -571,108 +575,151 @@ typedef struct IrKeyValue {
 typedef IrI64List IrShapeIndex;
 
 /* Attributes of an instruction. Only those of its opcode are meaningful; a
- * field's zero value means "absent" unless noted. */
-typedef struct IrAttrs {
-    int64_t parameter_number;
-    int64_t tuple_index;                /* get-tuple-element index= */
-    int64_t iota_dimension;
-    IrI64List dimensions;               /* broadcast, transpose, reduce, reverse, concatenate, sort, all-gather, ... */
-    IrI64List slice_start, slice_limit, slice_stride;
-    IrI64List dynamic_slice_sizes;
-    IrI64List pad_lo, pad_hi, pad_interior;   /* padding=lo_hi_interior x ... */
-    IrWindow window;
-    IrConvDnums conv;
-    int64_t feature_group_count;        /* default 1 */
-    int64_t batch_group_count;          /* default 1 */
-    IrDotDnums dot;
-    const char *precision_config;       /* raw text of operand_precision={...}, or NULL; as written,
-                                         * braces included: "{default,high}" */
-    const char *algorithm;              /* dot algorithm=, raw */
-    IrGatherDnums gather;
-    IrI64List slice_sizes;              /* gather */
-    IrScatterDnums scatter;
-    IrReplicaGroups replica_groups;
-    int64_t channel_id;                 /* 0 = none */
-    IrI64List source_target_pairs;      /* flattened {s,t} pairs: 2n entries */
-    const char *custom_call_target;
-    const char *backend_config;         /* raw text (string or {...}), or NULL; as written,
-                                         * quotes or braces included: "\"x\"" or "{...}" */
-    const char *api_version;
-    IrShape *operand_layout_constraints;
-    const char *distribution;           /* rng: rng_uniform / rng_normal */
-    const char *rng_algorithm;          /* rng-bit-generator */
-    const char *fft_type;
-    IrI64List fft_length;
-    const char *infeed_config, *outfeed_config;
-    IrShape outfeed_shape;
-    int64_t exponent_bits, mantissa_bits; /* reduce-precision */
-    /* Constant literal: leaves depth first, each row-major in its element
-     * type's in-memory form (pred as uint8 0/1, f16/bf16 as raw uint16). */
-    uint8_t *literal;
-    int64_t literal_bytes;
-    IrKeyValue *frontend;               /* frontend_attributes={k="v",...} */
-    const char *metadata;               /* raw text inside metadata={...} */
-    const char *statistics_viz, *origin; /* raw, kept for printing: the {...} values as
-                                          * written, braces included (statistics=, origin=) */
-    IrI64List control_predecessors;     /* instruction indices */
-    /* fusion, async and scheduling */
-    const char *fusion_kind;            /* kind=kLoop|kInput|kOutput|kCustom, NULL if absent */
-    const char *output_to_operand_aliasing; /* raw {...} text, braces included */
-    const char *async_execution_thread; /* raw string value, quotes included */
-    const char *custom_call_schedule;   /* SCHEDULE_NONE, SCHEDULE_LATEST, ... */
-    int64_t cross_program_prefetch_index;  /* copy-start */
-    const char *domain;                 /* raw {...} of domain=, braces included */
-    /* topk */
-    int64_t topk_k;
-    /* ragged-dot: lhs_ragged_dims, rhs_group_dims (dot dims in `dot`) */
-    IrI64List lhs_ragged_dims, rhs_group_dims;
-    /* triangular-solve and cholesky */
-    const char *transpose_a;            /* NO_TRANSPOSE, TRANSPOSE, ADJOINT; NULL = NO_TRANSPOSE */
-    /* batch-norm-training / -inference / -grad */
-    int64_t feature_index;
-    /* rng-get-and-update-state */
-    int64_t rng_delta;
-    /* scan */
-    int64_t num_carries;
-    /* collective-permute's in-place form: slice_sizes={{...},...}, raw */
-    const char *permute_slice_sizes;
-    /* Attributes that change nothing tessel computes but that XLA prints
-     * (parameter_replication, inferred_dimension, result_accuracy, ...):
-     * kept as name and raw value text so printing gives them back
-     * (nkept entries). */
-    IrKeyValue *kept;
-    /* The 4-byte and 1-byte members come last, together: every pass copies
-     * and reads IrInstrs, so padding after each of them would cost memory
-     * and cache lines for every instruction of every module. */
-    IrCmpDir direction;
-    IrCmpType cmp_type;
-    int32_t noperand_layouts;           /* entries of operand_layout_constraints */
-    int32_t nfrontend;                  /* entries of frontend */
-    int32_t nkept;                      /* entries of kept */
-    float epsilon;                      /* batch-norm-training / -inference / -grad */
-    /* Sugared async forms `OP-start`/`OP-update`/`OP-done` (XLA prints an
-     * async op whose computation wraps one instruction that way): set on the
-     * async-start/-update/-done, with the wrapped opcode, so printing gives
-     * back the form that was read. */
-    IrOpcode async_wrapped_op;
-    bool async_sugar;
-    bool has_dimensions;
-    bool indices_are_sorted, unique_indices;  /* gather, scatter */
-    bool is_stable;                     /* sort */
-    bool use_global_device_ids, constrain_layout;
-    bool custom_call_has_side_effect;
-    bool has_outfeed_shape;
-    bool is_host_transfer;              /* send, recv, send-done, recv-done */
-    bool has_cross_program_prefetch;
-    bool topk_largest;                  /* XLA's default is true */
-    bool has_topk_largest;
-    bool left_side, lower, unit_diagonal; /* triangular-solve and cholesky */
-    bool is_reverse, has_is_reverse;    /* scan */
-    bool is_associative, has_is_associative; /* scan: a hint; the result is the same */
-    /* constant({...}): the literal was elided in the text (XLA prints
-     * large constants so); literal is NULL and the values are unknown. */
+ * member's zero value means "absent" unless noted.
+ *
+ * They come in two parts, because every pass reads and copies IrInstrs and
+ * a 64k-instruction module's instructions were 75 MB when all of them sat
+ * in each instruction (first-touching that memory was half of `tessel
+ * check`'s time): the members most instructions use (IrAttrs, inside the
+ * instruction) and the rest (IrAttrsX, out of line behind IrAttrs.x, shared
+ * read-only: ir_no_attrs_x when the instruction has none of them).
+ *
+ * The members are written as lists so that ir/ops.c can lay both parts out
+ * side by side in one struct and take any member's offset by name. */
+#define IR_ATTRS_HOT_MEMBERS                                                                       \
+    int64_t parameter_number;                                                                      \
+    int64_t tuple_index;                /* get-tuple-element index= */                             \
+    int64_t iota_dimension;                                                                        \
+    int64_t channel_id;                 /* 0 = none */                                             \
+    IrI64List dimensions;               /* broadcast, transpose, reduce, reverse, concatenate, ... */ \
+    IrDotDnums dot;                                                                                \
+    const char *precision_config;       /* raw text of operand_precision={...}, or NULL; as        \
+                                         * written, braces included: "{default,high}" */           \
+    /* Constant literal: leaves depth first, each row-major in its element                        \
+     * type's in-memory form (pred as uint8 0/1, f16/bf16 as raw uint16). */                       \
+    uint8_t *literal;                                                                              \
+    int64_t literal_bytes;                                                                         \
+    const char *metadata;               /* raw text inside metadata={...} */                       \
+    IrKeyValue *frontend;               /* frontend_attributes={k="v",...} */                      \
+    int32_t nfrontend;                  /* entries of frontend */                                  \
+    IrCmpDir direction;                                                                            \
+    IrCmpType cmp_type;                                                                            \
+    bool has_dimensions;                                                                           \
+    bool use_global_device_ids;                                                                    \
+    /* constant({...}): the literal was elided in the text (XLA prints                            \
+     * large constants so); literal is NULL and the values are unknown. */                         \
     bool literal_elided;
+
+#define IR_ATTRS_COLD_MEMBERS                                                                      \
+    IrI64List slice_start, slice_limit, slice_stride;                                              \
+    IrI64List dynamic_slice_sizes;                                                                 \
+    IrI64List pad_lo, pad_hi, pad_interior;   /* padding=lo_hi_interior x ... */                   \
+    IrWindow window;                                                                               \
+    IrConvDnums conv;                                                                              \
+    int64_t feature_group_count;        /* default 1 */                                            \
+    int64_t batch_group_count;          /* default 1 */                                            \
+    const char *algorithm;              /* dot algorithm=, raw */                                  \
+    IrGatherDnums gather;                                                                          \
+    IrI64List slice_sizes;              /* gather */                                               \
+    IrScatterDnums scatter;                                                                        \
+    IrReplicaGroups replica_groups;                                                                \
+    IrI64List source_target_pairs;      /* flattened {s,t} pairs: 2n entries */                    \
+    const char *custom_call_target;                                                                \
+    const char *backend_config;         /* raw text (string or {...}), or NULL; as written,        \
+                                         * quotes or braces included: "\"x\"" or "{...}" */        \
+    const char *api_version;                                                                       \
+    IrShape *operand_layout_constraints;                                                           \
+    const char *distribution;           /* rng: rng_uniform / rng_normal */                        \
+    const char *rng_algorithm;          /* rng-bit-generator */                                    \
+    const char *fft_type;                                                                          \
+    IrI64List fft_length;                                                                          \
+    const char *infeed_config, *outfeed_config;                                                    \
+    IrShape outfeed_shape;                                                                         \
+    int64_t exponent_bits, mantissa_bits; /* reduce-precision */                                   \
+    const char *statistics_viz, *origin; /* raw, kept for printing: the {...} values as            \
+                                          * written, braces included (statistics=, origin=) */     \
+    IrI64List control_predecessors;     /* instruction indices */                                  \
+    /* fusion, async and scheduling */                                                             \
+    const char *fusion_kind;            /* kind=kLoop|kInput|kOutput|kCustom, NULL if absent */    \
+    const char *output_to_operand_aliasing; /* raw {...} text, braces included */                  \
+    const char *async_execution_thread; /* raw string value, quotes included */                    \
+    const char *custom_call_schedule;   /* SCHEDULE_NONE, SCHEDULE_LATEST, ... */                  \
+    int64_t cross_program_prefetch_index;  /* copy-start */                                        \
+    const char *domain;                 /* raw {...} of domain=, braces included */                \
+    int64_t topk_k;                                                                                \
+    /* ragged-dot: lhs_ragged_dims, rhs_group_dims (dot dims in `dot`) */                          \
+    IrI64List lhs_ragged_dims, rhs_group_dims;                                                     \
+    /* triangular-solve and cholesky */                                                            \
+    const char *transpose_a;            /* NO_TRANSPOSE, TRANSPOSE, ADJOINT; NULL = NO_TRANSPOSE */ \
+    int64_t feature_index;              /* batch-norm-training / -inference / -grad */             \
+    int64_t rng_delta;                  /* rng-get-and-update-state */                             \
+    int64_t num_carries;                /* scan */                                                 \
+    /* collective-permute's in-place form: slice_sizes={{...},...}, raw */                         \
+    const char *permute_slice_sizes;                                                               \
+    /* Attributes that change nothing tessel computes but that XLA prints                         \
+     * (parameter_replication, inferred_dimension, result_accuracy, ...):                         \
+     * kept as name and raw value text so printing gives them back                                \
+     * (nkept entries). */                                                                         \
+    IrKeyValue *kept;                                                                              \
+    int32_t noperand_layouts;           /* entries of operand_layout_constraints */                \
+    int32_t nkept;                      /* entries of kept */                                      \
+    float epsilon;                      /* batch-norm-training / -inference / -grad */             \
+    /* Sugared async forms `OP-start`/`OP-update`/`OP-done` (XLA prints an                        \
+     * async op whose computation wraps one instruction that way): set on the                     \
+     * async-start/-update/-done, with the wrapped opcode, so printing gives                      \
+     * back the form that was read. */                                                             \
+    IrOpcode async_wrapped_op;                                                                     \
+    bool async_sugar;                                                                              \
+    bool indices_are_sorted, unique_indices;  /* gather, scatter */                                \
+    bool is_stable;                     /* sort */                                                 \
+    bool constrain_layout;                                                                         \
+    bool custom_call_has_side_effect;                                                              \
+    bool has_outfeed_shape;                                                                        \
+    bool is_host_transfer;              /* send, recv, send-done, recv-done */                     \
+    bool has_cross_program_prefetch;                                                               \
+    bool topk_largest;                  /* XLA's default is true */                                \
+    bool has_topk_largest;                                                                         \
+    bool left_side, lower, unit_diagonal; /* triangular-solve and cholesky */                      \
+    bool is_reverse, has_is_reverse;    /* scan */                                                 \
+    bool is_associative, has_is_associative; /* scan: a hint; the result is the same */
+
+/* The attributes few instructions have. Immutable once an instruction
+ * points at them (several instructions may share one): to change one, take
+ * a fresh copy with ir_attrs_x_edit. */
+typedef struct IrAttrsX {
+    IR_ATTRS_COLD_MEMBERS
+} IrAttrsX;
+
+typedef struct IrAttrs {
+    IR_ATTRS_HOT_MEMBERS
+    /* Never NULL in an instruction of a module (ir_add_instr and the parser
+     * see to it), nor in one a builder starts from `{.x = &ir_no_attrs_x}`. */
+    const IrAttrsX *x;
 } IrAttrs;
+
+/* All zero: the IrAttrsX of an instruction that has none of them. */
+extern const IrAttrsX ir_no_attrs_x;
+
+/* a->x, or ir_no_attrs_x where a builder left it NULL. */
+static inline const IrAttrsX *ir_attrs_x(const IrAttrs *a)
+{
+    return a->x ? a->x : &ir_no_attrs_x;
+}
+
+/* The member that attribute table entry `ai` names, in a or in its IrAttrsX
+ * (ir/ops.c checks its type against the entry's form). */
+static inline const void *ir_attr_member(const IrAttrs *a, const IrAttrInfo *ai)
+{
+    return ai->cold ? (const void *)((const char *)ir_attrs_x(a) + ai->field)
+                    : (const void *)((const char *)a + ai->field);
+}
+
+/* The HAS flag of table entry `ai` (which has_flag says it has). */
+static inline bool ir_attr_has(const IrAttrs *a, const IrAttrInfo *ai)
+{
+    const char *base = ai->has_cold ? (const char *)ir_attrs_x(a) : (const char *)a;
+    return *(const bool *)(base + ai->has);
+}
 
 /* Roles of called computations, in `called[]` order per opcode:
  *   reduce, reduce-window, map, all-reduce, reduce-scatter, scatter, sort,
@@ -779,6 +826,10 @@ const char *ir_unique_name(IrModule *m, const char *base);
 int32_t ir_clone_computation(IrModule *dst, const IrModule *src, int32_t ci, int32_t *map);
 /* Deep copy of attributes (every array and string) into arena a. */
 IrStatus ir_attrs_copy(IrArena *a, IrAttrs *dst, const IrAttrs *src);
+/* A writable copy of a's IrAttrsX, allocated in `ar`, that a->x now points
+ * at (NULL when out of memory). The one way to change an IrAttrsX: the old
+ * one may be shared with other instructions (copies of an IrInstr share it). */
+IrAttrsX *ir_attrs_x_edit(IrArena *ar, IrAttrs *a);
 /* Deep copy of a whole module. */
 IrModule *ir_module_clone(const IrModule *m);
 /* Recognise a reducer computation `ROOT op(p0, p1)` over two scalar

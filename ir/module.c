@@ -242,6 +242,8 @@ int32_t ir_add_instr(IrModule *m, IrComputation *c, const IrInstr *ins)
     if (m->names && !nameset_add(m->names, ins->name))
         return -1;
     c->instr[c->ninstr] = *ins;
+    if (!ins->a.x)
+        c->instr[c->ninstr].a.x = &ir_no_attrs_x;
     if (ins->op == OP_PARAMETER) {
         int64_t pn = ins->a.parameter_number;
         if (pn >= 0 && pn < (1 << 24) && pn >= c->nparam) {
@@ -316,13 +318,11 @@ const char *ir_unique_name(IrModule *m, const char *base)
 int32_t ir_add_simple(IrModule *m, IrComputation *c, IrOpcode op, const IrShape *shape,
                       int32_t nopnd, const int32_t *opnd, const char *name)
 {
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = op;
     ins.name = ir_unique_name(m, name ? name : ir_op_name(op));
     if (!ins.name || ir_shape_copy(m->arena, &ins.shape, shape) != IR_OK)
         return -1;
-    ins.a.feature_group_count = 1;
-    ins.a.batch_group_count = 1;
     ins.nopnd = nopnd;
     if (nopnd > 0) {
         ins.opnd = ir_alloc_array(m->arena, (size_t)nopnd, sizeof(int32_t));
@@ -468,12 +468,46 @@ static bool dup_kvs(IrArena *a, IrKeyValue **kvs, int32_t n)
     return true;
 }
 
-static bool dup_attrs(IrArena *a, IrAttrs *x)
+const IrAttrsX ir_no_attrs_x;
+
+IrAttrsX *ir_attrs_x_edit(IrArena *ar, IrAttrs *a)
+{
+    IrAttrsX *x = ir_alloc(ar, sizeof *x);
+    if (!x)
+        return NULL;
+    *x = *ir_attrs_x(a);
+    a->x = x;
+    return x;
+}
+
+static bool dup_attrs_x(IrArena *a, IrAttrsX *x);
+
+static bool dup_attrs(IrArena *a, IrAttrs *h)
+{
+    IrI64List *hot_lists[] = {
+        &h->dimensions, &h->dot.lhs_batch, &h->dot.rhs_batch, &h->dot.lhs_contracting,
+        &h->dot.rhs_contracting,
+    };
+    for (size_t i = 0; i < sizeof hot_lists / sizeof *hot_lists; i++)
+        if (!dup_i64(a, hot_lists[i]))
+            return false;
+    if (!dup_str(a, &h->precision_config) || !dup_str(a, &h->metadata) ||
+        !dup_mem(a, (void **)&h->literal, (size_t)h->literal_bytes) ||
+        !dup_kvs(a, &h->frontend, h->nfrontend))
+        return false;
+    if (!h->x || h->x == &ir_no_attrs_x) {
+        h->x = &ir_no_attrs_x;
+        return true;
+    }
+    IrAttrsX *x = ir_attrs_x_edit(a, h);
+    return x && dup_attrs_x(a, x);
+}
+
+static bool dup_attrs_x(IrArena *a, IrAttrsX *x)
 {
     IrI64List *lists[] = {
-        &x->dimensions, &x->slice_start, &x->slice_limit, &x->slice_stride,
+        &x->slice_start, &x->slice_limit, &x->slice_stride,
         &x->dynamic_slice_sizes, &x->pad_lo, &x->pad_hi, &x->pad_interior,
-        &x->dot.lhs_batch, &x->dot.rhs_batch, &x->dot.lhs_contracting, &x->dot.rhs_contracting,
         &x->gather.offset_dims, &x->gather.collapsed_slice_dims, &x->gather.start_index_map,
         &x->gather.operand_batching_dims, &x->gather.start_indices_batching_dims,
         &x->slice_sizes,
@@ -487,9 +521,9 @@ static bool dup_attrs(IrArena *a, IrAttrs *x)
         if (!dup_i64(a, lists[i]))
             return false;
     const char **strs[] = {
-        &x->precision_config, &x->algorithm, &x->custom_call_target, &x->backend_config,
+        &x->algorithm, &x->custom_call_target, &x->backend_config,
         &x->api_version, &x->distribution, &x->rng_algorithm, &x->fft_type,
-        &x->infeed_config, &x->outfeed_config, &x->metadata, &x->statistics_viz, &x->origin,
+        &x->infeed_config, &x->outfeed_config, &x->statistics_viz, &x->origin,
         &x->fusion_kind, &x->output_to_operand_aliasing, &x->async_execution_thread,
         &x->custom_call_schedule, &x->domain, &x->transpose_a, &x->permute_slice_sizes,
     };
@@ -516,9 +550,7 @@ static bool dup_attrs(IrArena *a, IrAttrs *x)
     }
     if (x->has_outfeed_shape && ir_shape_copy(a, &x->outfeed_shape, &x->outfeed_shape) != IR_OK)
         return false;
-    if (!dup_mem(a, (void **)&x->literal, (size_t)x->literal_bytes))
-        return false;
-    return dup_kvs(a, &x->frontend, x->nfrontend) && dup_kvs(a, &x->kept, x->nkept);
+    return dup_kvs(a, &x->kept, x->nkept);
 }
 
 /* Deep copy of an instruction into arena `a` (operand and callee indices

@@ -86,8 +86,26 @@ IrOpcode ir_op_from_name(const char *s, size_t n)
 #define FIELD_TYPE_WORD(f) const char *
 #define FIELD_TYPE_RAW(f) const char *
 #define FIELD_TYPE_INNER(f) const char *
+/* Both parts of the attributes side by side, so that a member's offset is
+ * taken by its name alone: those past the first cold member are IrAttrsX's
+ * (the same member lists as the two structs, so the same layout). */
+typedef struct IrAttrsFlat {
+    struct {
+        IR_ATTRS_HOT_MEMBERS
+    };
+    struct {
+        IR_ATTRS_COLD_MEMBERS
+    };
+} IrAttrsFlat;
+#define COLD_BASE offsetof(IrAttrsFlat, slice_start)
+_Static_assert(offsetof(IrAttrsFlat, slice_start) > offsetof(IrAttrsFlat, literal_elided),
+               "slice_start is the first cold member");
+_Static_assert(offsetof(IrAttrsFlat, is_stable) - COLD_BASE == offsetof(IrAttrsX, is_stable) &&
+                   offsetof(IrAttrsFlat, window) - COLD_BASE == offsetof(IrAttrsX, window) &&
+                   offsetof(IrAttrsFlat, has_dimensions) == offsetof(IrAttrs, has_dimensions),
+               "IrAttrsFlat lays the members out as IrAttrs and IrAttrsX do");
 #define CHECK_FIELD(form, f)                                                                       \
-    _Static_assert(_Generic(((IrAttrs *)0)->f, FIELD_TYPE_##form(f): 1, default: 0),               \
+    _Static_assert(_Generic(((IrAttrsFlat *)0)->f, FIELD_TYPE_##form(f): 1, default: 0),           \
                    "IrAttrs." #f " does not have the type of form " #form);
 #define CHECK_INT(f) CHECK_FIELD(INT, f)
 #define CHECK_COUNT(f) CHECK_FIELD(COUNT, f)
@@ -109,22 +127,26 @@ IrOpcode ir_op_from_name(const char *s, size_t n)
     static const IrAttrWords words_##list = {expected, words_##list##_w};
 #include "hlo_attrs.def"
 
-#define OFF_INT(f) offsetof(IrAttrs, f)
-#define OFF_COUNT(f) offsetof(IrAttrs, f)
-#define OFF_INTS(f) offsetof(IrAttrs, f)
-#define OFF_BOOL(f) offsetof(IrAttrs, f)
-#define OFF_STR(f) offsetof(IrAttrs, f)
-#define OFF_WORD(f) offsetof(IrAttrs, f)
-#define OFF_RAW(f) offsetof(IrAttrs, f)
-#define OFF_INNER(f) offsetof(IrAttrs, f)
+#define FLAT(f) offsetof(IrAttrsFlat, f)
+#define PART_OFF(off) ((off) >= COLD_BASE ? (off) - COLD_BASE : (off))
+#define OFF_INT(f) FLAT(f)
+#define OFF_COUNT(f) FLAT(f)
+#define OFF_INTS(f) FLAT(f)
+#define OFF_BOOL(f) FLAT(f)
+#define OFF_STR(f) FLAT(f)
+#define OFF_WORD(f) FLAT(f)
+#define OFF_RAW(f) FLAT(f)
+#define OFF_INNER(f) FLAT(f)
 #define OFF_KEEP(f) 0
 #define OFF_CALLEE(f) 0
 #define OFF_CALLEES(f) 0
 #define OFF_SPECIAL(f) 0
-#define HAS(f) .has_flag = true, .has = offsetof(IrAttrs, f)
+#define HAS(f) .has_flag = true, .has = PART_OFF(FLAT(f)), .has_cold = FLAT(f) >= COLD_BASE
 #define WORDS(list) .words = &words_##list
 static const IrAttrInfo attr_info[A_COUNT] = {
-#define ATTR(id, nm, fm, f, extra) [A_##id] = {.name = nm, .form = IR_AF_##fm, .field = OFF_##fm(f), extra},
+#define ATTR(id, nm, fm, f, extra)                                                                 \
+    [A_##id] = {.name = nm, .form = IR_AF_##fm, .field = PART_OFF(OFF_##fm(f)),                    \
+                .cold = OFF_##fm(f) >= COLD_BASE && IR_AF_##fm <= IR_AF_INNER, extra},
 #include "hlo_attrs.def"
 };
 #undef HAS

@@ -263,7 +263,7 @@ static bool assign_callees(Parser *P, InstrCtx *x)
     AttrId order[2];
     int32_t n = 0;
     IrInstr *ins = &x->ins;
-    switch (ins->a.async_sugar ? ins->a.async_wrapped_op : ins->op) {
+    switch (ins->a.x->async_sugar ? ins->a.x->async_wrapped_op : ins->op) {
     case OP_WHILE:
         order[n++] = A_CONDITION;
         order[n++] = A_BODY;
@@ -285,7 +285,7 @@ static bool assign_callees(Parser *P, InstrCtx *x)
         else if (x->seen[A_CALLS])
             order[n++] = A_CALLS;
         ins->custom_to_apply = n > 0 && (ins->op == OP_CUSTOM_CALL ||
-                                         (ins->a.async_sugar && ins->a.async_wrapped_op == OP_CUSTOM_CALL));
+                                         (ins->a.x->async_sugar && ins->a.x->async_wrapped_op == OP_CUSTOM_CALL));
         break;
     }
     int32_t total = n + (n == 0 ? x->nlist : 0);
@@ -477,6 +477,25 @@ static bool parse_constant(Parser *P, InstrCtx *x)
  * A nested operand instruction (`nested`) is a bare rhs without attributes:
  * it is added with an empty name, given one by name_nested when its
  * computation is done, and is never the root. */
+IrAttrsX *prs_x(InstrCtx *x)
+{
+    if (!x->x_used) {
+        memset(&x->xs, 0, sizeof x->xs);
+        x->x_used = true;
+        x->ins.a.x = &x->xs;
+    }
+    return &x->xs;
+}
+
+/* The module's copy of an instruction's IrAttrsX, made once it is parsed. */
+static const IrAttrsX *copy_attrs_x(Parser *P, const IrAttrsX *xs)
+{
+    IrAttrsX *c = ir_alloc(P->m->arena, sizeof *c);
+    if (c)
+        *c = *xs;
+    return c;
+}
+
 bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
 {
     Lexer *L = &P->L;
@@ -495,8 +514,7 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
     x->comp = ci;
     x->index = c->ninstr;
     IrInstr *ins = &x->ins;
-    ins->a.feature_group_count = 1;
-    ins->a.batch_group_count = 1;
+    ins->a.x = &ir_no_attrs_x;
     Span name = {0};
     bool ok = true;
     if (nested) {
@@ -526,11 +544,15 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
         ok = lx_expected(L, "opcode");
     if (ok) {
         ins->op = ir_op_from_name(lx_text(L), lx_tlen(L));
-        if (ins->op == OP_COUNT && !prs_async_sugar(lx_text(L), lx_tlen(L), ins))
+        if (ins->op == OP_COUNT && !prs_async_sugar(lx_text(L), lx_tlen(L), x))
             ok = lx_fail(L, L->tok.pos, "unknown opcode %s", lx_describe(L, buf, sizeof buf));
         else
             lx_next(L);
-        P->nasync_sugar += ins->a.async_sugar && ins->op == OP_ASYNC_START;
+        P->nasync_sugar += ins->a.x->async_sugar && ins->op == OP_ASYNC_START;
+        if (ins->op == OP_CONVOLUTION) {
+            IrAttrsX *xs = prs_x(x);
+            xs->feature_group_count = xs->batch_group_count = 1;
+        }
     }
     if (ok) {
         if (ins->op == OP_PARAMETER)
@@ -555,6 +577,8 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
     if (ok && ++P->ninstr > L->lim.max_instructions)
         ok = lx_fail(L, ins->pos, "the module has more than %lld instructions (--limit instructions)",
                      (long long)L->lim.max_instructions);
+    if (ok && x->x_used && !(ins->a.x = copy_attrs_x(P, &x->xs)))
+        ok = lx_nomem(L);
     if (ok && ir_add_instr(P->m, c, ins) != x->index)
         ok = lx_nomem(L);
     if (ok && !nested && !prs_map_put_at(&P->instrs, &x->name_hint, ins->name, name.len, x->index))
@@ -592,7 +616,7 @@ static bool resolve_local(Parser *P, IrComputation *c)
                            L->text + r->name.start);
         IrInstr *ins = &c->instr[r->instr];
         if (r->kind == REF_CONTROL) {
-            ins->a.control_predecessors.v[r->slot] = idx;
+            ins->a.x->control_predecessors.v[r->slot] = idx;
             continue;
         }
         ins->opnd[r->slot] = idx;

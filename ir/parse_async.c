@@ -15,7 +15,7 @@
  * as async-start/-update/-done wrapping OP. The dedicated opcodes
  * (all-reduce-start, copy-done, send-done, ...) are found by name before
  * this is tried. False when the name is no such form. */
-bool prs_async_sugar(const char *s, size_t n, IrInstr *ins)
+bool prs_async_sugar(const char *s, size_t n, struct InstrCtx *x)
 {
     static const struct {
         const char *suffix;
@@ -29,9 +29,9 @@ bool prs_async_sugar(const char *s, size_t n, IrInstr *ins)
         if (w == OP_COUNT || w == OP_ASYNC_START || w == OP_ASYNC_UPDATE || w == OP_ASYNC_DONE ||
             w == OP_PARAMETER)
             return false;
-        ins->op = forms[i].op;
-        ins->a.async_sugar = true;
-        ins->a.async_wrapped_op = w;
+        x->ins.op = forms[i].op;
+        prs_x(x)->async_sugar = true;
+        prs_x(x)->async_wrapped_op = w;
         return true;
     }
     return false;
@@ -49,21 +49,23 @@ static char *wrapper_name(Parser *P, const char *base)
 
 /* The attributes an async op keeps for itself when its op-specific ones
  * move to the wrapped instruction. */
-static IrAttrs async_own_attrs(const IrAttrs *a)
+static bool async_own_attrs(IrArena *ar, IrAttrs *g, const IrAttrs *a)
 {
-    IrAttrs g = {0};
-    g.feature_group_count = g.batch_group_count = 1;
-    g.frontend = a->frontend;
-    g.nfrontend = a->nfrontend;
-    g.metadata = a->metadata;
-    g.backend_config = a->backend_config;
-    g.statistics_viz = a->statistics_viz;
-    g.origin = a->origin;
-    g.control_predecessors = a->control_predecessors;
-    g.async_sugar = a->async_sugar;
-    g.async_wrapped_op = a->async_wrapped_op;
-    g.async_execution_thread = a->async_execution_thread;
-    return g;
+    *g = (IrAttrs){.x = &ir_no_attrs_x};
+    g->frontend = a->frontend;
+    g->nfrontend = a->nfrontend;
+    g->metadata = a->metadata;
+    IrAttrsX *gx = ir_attrs_x_edit(ar, g);
+    if (!gx)
+        return false;
+    gx->backend_config = a->x->backend_config;
+    gx->statistics_viz = a->x->statistics_viz;
+    gx->origin = a->x->origin;
+    gx->control_predecessors = a->x->control_predecessors;
+    gx->async_sugar = a->x->async_sugar;
+    gx->async_wrapped_op = a->x->async_wrapped_op;
+    gx->async_execution_thread = a->x->async_execution_thread;
+    return true;
 }
 
 /* Build, as XLA's parser does, the computation a sugared `OP-start` calls:
@@ -95,28 +97,34 @@ static bool wrap_async_op(Parser *P, int32_t ci, int32_t ii)
     if (!opnd || !called || ir_reserve_instrs(w, st->nopnd + 1) != IR_OK)
         return lx_nomem(&P->L);
     for (int32_t k = 0; k < st->nopnd; k++) {
-        IrInstr p = {.op = OP_PARAMETER, .shape = sh->tuple[0].tuple[k], .pos = st->pos};
-        p.a.feature_group_count = p.a.batch_group_count = 1;
+        IrInstr p = {.a.x = &ir_no_attrs_x, .op = OP_PARAMETER, .shape = sh->tuple[0].tuple[k], .pos = st->pos};
         p.a.parameter_number = k;
         p.name = ir_sprintf(m->arena, "%s.param.%d", st->name, (int)k);
         if (!p.name || (opnd[k] = ir_add_instr(m, w, &p)) < 0)
             return lx_nomem(&P->L);
     }
     IrInstr op = *st;
-    op.op = st->a.async_wrapped_op;
+    op.op = st->a.x->async_wrapped_op;
     op.shape = sh->tuple[1];
     op.opnd = opnd;
     op.sharding = NULL;
     op.a.nfrontend = 0;
     op.a.frontend = NULL;
-    op.a.metadata = op.a.backend_config = op.a.statistics_viz = op.a.origin = NULL;
-    op.a.control_predecessors = (IrI64List){0};
-    op.a.async_sugar = false;
-    op.a.async_execution_thread = NULL;
+    op.a.metadata = NULL;
+    IrAttrsX *ox = ir_attrs_x_edit(m->arena, &op.a);
+    if (!ox)
+        return lx_nomem(&P->L);
+    ox->backend_config = ox->statistics_viz = ox->origin = NULL;
+    ox->control_predecessors = (IrI64List){0};
+    ox->async_sugar = false;
+    ox->async_execution_thread = NULL;
     if (!(op.name = ir_sprintf(m->arena, "%s.wrapped_op", st->name)) || (w->root = ir_add_instr(m, w, &op)) < 0)
         return lx_nomem(&P->L);
     st = &m->comp[ci]->instr[ii];
-    st->a = async_own_attrs(&st->a);
+    IrAttrs own;
+    if (!async_own_attrs(m->arena, &own, &st->a))
+        return lx_nomem(&P->L);
+    st->a = own;
     called[0] = wi;
     st->called = called;
     st->ncalled = 1;
@@ -135,7 +143,7 @@ bool prs_wrap_async_ops(Parser *P)
         int32_t ni = P->m->comp[ci]->ninstr;
         for (int32_t i = 0; i < ni; i++) {
             const IrInstr *ins = &P->m->comp[ci]->instr[i];
-            if (ins->op == OP_ASYNC_START && ins->a.async_sugar && !wrap_async_op(P, ci, i))
+            if (ins->op == OP_ASYNC_START && ins->a.x->async_sugar && !wrap_async_op(P, ci, i))
                 return false;
         }
     }

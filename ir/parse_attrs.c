@@ -15,9 +15,9 @@
  * `OP-start` takes the attributes of the op it wraps, besides its own. */
 static bool attr_applies_to(AttrId id, const IrInstr *ins)
 {
-    if (ir_attr_applies(id, ins->op) && !(ins->a.async_sugar && id == A_CALLS))
+    if (ir_attr_applies(id, ins->op) && !(ins->a.x->async_sugar && id == A_CALLS))
         return true;
-    return ins->a.async_sugar && ins->op == OP_ASYNC_START && ir_attr_applies(id, ins->a.async_wrapped_op);
+    return ins->a.x->async_sugar && ins->op == OP_ASYNC_START && ir_attr_applies(id, ins->a.x->async_wrapped_op);
 }
 
 const char *prs_attr_name(AttrId id)
@@ -41,10 +41,11 @@ static int word_index(const char *const *words, const char *w)
     return -1;
 }
 
-/* The IrAttrs member of a generic form (ops.c checks its type). */
-static void *field(IrAttrs *a, const IrAttrInfo *ai)
+/* The member of a generic form, in the instruction's attributes or in its
+ * writable IrAttrsX (ops.c checks its type). */
+static void *field(InstrCtx *x, const IrAttrInfo *ai)
 {
-    return (char *)a + ai->field;
+    return ai->cold ? (char *)prs_x(x) + ai->field : (char *)&x->ins.a + ai->field;
 }
 
 /* The value of a generic-form attribute, read as its FORM says
@@ -56,26 +57,26 @@ static bool parse_generic_value(Parser *P, InstrCtx *x, AttrId id, const IrAttrI
     char what[80];
     size_t s, e;
     if (ai->has_flag)
-        *(bool *)((char *)a + ai->has) = true;
+        *(bool *)((ai->has_cold ? (char *)prs_x(x) : (char *)a) + ai->has) = true;
     switch (ai->form) {
     case IR_AF_INT:
     case IR_AF_COUNT:
         snprintf(what, sizeof what, "integer after %s=", ai->name);
-        return lx_int(L, field(a, ai), what);
+        return lx_int(L, field(x, ai), what);
     case IR_AF_INTS:
-        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, field(a, ai), ai->name);
+        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, field(x, ai), ai->name);
     case IR_AF_BOOL:
-        return lx_bool(L, field(a, ai), "true or false");
+        return lx_bool(L, field(x, ai), "true or false");
     case IR_AF_STR:
-        return prs_parse_string_attr(P, field(a, ai));
+        return prs_parse_string_attr(P, field(x, ai));
     case IR_AF_WORD:
-        return prs_parse_word(P, ai->words->w, field(a, ai), ai->words->expected);
+        return prs_parse_word(P, ai->words->w, field(x, ai), ai->words->expected);
     case IR_AF_RAW:
     case IR_AF_INNER:
         snprintf(what, sizeof what, "'{' after %s=", ai->name);
-        return prs_raw_braces(P, field(a, ai), ai->form == IR_AF_INNER, what);
+        return prs_raw_braces(P, field(x, ai), ai->form == IR_AF_INNER, what);
     case IR_AF_KEEP:
-        return lx_raw_value(L, &s, &e) && prs_keep_attr(P, a, ai->name, s, e);
+        return lx_raw_value(L, &s, &e) && prs_keep_attr(P, prs_x(x), ai->name, s, e);
     case IR_AF_CALLEE:
         return prs_parse_callee(P, x, id);
     case IR_AF_CALLEES:
@@ -118,31 +119,31 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
         return prs_parse_frontend(P, &a->frontend, &a->nfrontend);
     case A_BACKEND:
         if (lx_is(L, LX_STRING)) {
-            a->backend_config = lx_dup(L, L->tok.start, L->tok.end);
+            prs_x(x)->backend_config = lx_dup(L, L->tok.start, L->tok.end);
             lx_next(L);
-            return a->backend_config != NULL;
+            return prs_x(x)->backend_config != NULL;
         }
-        return prs_raw_braces(P, &a->backend_config, false, "string or {...} after backend_config=");
+        return prs_raw_braces(P, &prs_x(x)->backend_config, false, "string or {...} after backend_config=");
     case A_CONTROL:
         return prs_parse_control(P, x);
     case A_SLICE:
-        return prs_parse_slice(P, a);
+        return prs_parse_slice(P, prs_x(x));
     case A_PADDING:
-        return prs_parse_pads(P, true, &a->pad_lo, &a->pad_hi, &a->pad_interior, "padding");
+        return prs_parse_pads(P, true, &prs_x(x)->pad_lo, &prs_x(x)->pad_hi, &prs_x(x)->pad_interior, "padding");
     case A_WINDOW:
-        return prs_parse_window(P, &a->window);
+        return prs_parse_window(P, &prs_x(x)->window);
     case A_DIM_LABELS:
-        return prs_parse_dim_labels(P, &a->conv);
+        return prs_parse_dim_labels(P, &prs_x(x)->conv);
     case A_PRECISION:
         return prs_raw_braces(P, &a->precision_config, false, "'{' after operand_precision=");
     case A_ALGORITHM:
         if (x->ins.op == OP_RNG_BIT_GENERATOR)
-            return prs_parse_word(P, rng_algs, &a->rng_algorithm, "rng_default, rng_three_fry or rng_philox");
+            return prs_parse_word(P, rng_algs, &prs_x(x)->rng_algorithm, "rng_default, rng_three_fry or rng_philox");
         if (!lx_is(L, LX_NAME))
             return lx_expected(L, "algorithm name");
-        a->algorithm = lx_dup(L, L->tok.start, L->tok.end);
+        prs_x(x)->algorithm = lx_dup(L, L->tok.start, L->tok.end);
         lx_next(L);
-        return a->algorithm != NULL;
+        return prs_x(x)->algorithm != NULL;
     case A_DIRECTION:
         if (!prs_parse_word(P, directions, &w, "comparison direction EQ, NE, LT, LE, GT or GE"))
             return false;
@@ -161,29 +162,29 @@ static bool parse_attr_value(Parser *P, InstrCtx *x, AttrId id, IrPos apos)
                                                                                   : CMPT_UNSIGNED;
         return true;
     case A_INDEX_VECTOR_DIM:
-        return lx_int(L, x->ins.op == OP_GATHER ? &a->gather.index_vector_dim : &a->scatter.index_vector_dim,
+        return lx_int(L, x->ins.op == OP_GATHER ? &prs_x(x)->gather.index_vector_dim : &prs_x(x)->scatter.index_vector_dim,
                       "integer after index_vector_dim=");
     case A_SLICE_SIZES:
         if (x->ins.op != OP_GATHER) /* collective-permute's in-place form: {{...},...} */
-            return prs_raw_braces(P, &a->permute_slice_sizes, false, "'{' after slice_sizes=");
-        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &a->slice_sizes, "slice_sizes");
+            return prs_raw_braces(P, &prs_x(x)->permute_slice_sizes, false, "'{' after slice_sizes=");
+        return lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &prs_x(x)->slice_sizes, "slice_sizes");
     case A_REPLICA_GROUPS:
-        return prs_parse_replica_groups(P, &a->replica_groups);
+        return prs_parse_replica_groups(P, &prs_x(x)->replica_groups);
     case A_SOURCE_TARGET:
-        return prs_parse_pairs(P, &a->source_target_pairs);
+        return prs_parse_pairs(P, &prs_x(x)->source_target_pairs);
     case A_OPERAND_LAYOUTS:
-        return prs_parse_shape_list(P, a);
+        return prs_parse_shape_list(P, prs_x(x));
     case A_OUTFEED_SHAPE:
-        a->has_outfeed_shape = true;
-        return prs_parse_shape(P, &a->outfeed_shape);
+        prs_x(x)->has_outfeed_shape = true;
+        return prs_parse_shape(P, &prs_x(x)->outfeed_shape);
     case A_ASYNC_THREAD:
         if (!lx_is(L, LX_STRING))
             return lx_expected(L, "string after async_execution_thread=");
-        a->async_execution_thread = lx_dup(L, L->tok.start, L->tok.end); /* quotes kept */
+        prs_x(x)->async_execution_thread = lx_dup(L, L->tok.start, L->tok.end); /* quotes kept */
         lx_next(L);
-        return a->async_execution_thread != NULL;
+        return prs_x(x)->async_execution_thread != NULL;
     case A_EPSILON:
-        return prs_parse_epsilon(P, &a->epsilon);
+        return prs_parse_epsilon(P, &prs_x(x)->epsilon);
     default:
         break;
     }
@@ -276,8 +277,8 @@ bool prs_check_required(Parser *P, InstrCtx *x)
     char opbuf[64];
     /* A sugared OP-start needs what OP needs; async-start itself, calls=. */
     IrOpcode op = x->ins.op;
-    if (x->ins.a.async_sugar)
-        op = op == OP_ASYNC_START ? x->ins.a.async_wrapped_op : OP_COUNT;
+    if (x->ins.a.x->async_sugar)
+        op = op == OP_ASYNC_START ? x->ins.a.x->async_wrapped_op : OP_COUNT;
     else if (op == OP_ASYNC_START && !x->seen[A_CALLS])
         return lx_fail(&P->L, x->ins.pos, "missing attribute 'calls' for async-start");
     for (size_t i = 0; i < sizeof req / sizeof *req; i++) {

@@ -214,8 +214,14 @@ typedef struct InstrCtx {
     bool no_shape;         /* the text omits the shape: infer it later */
     IrPos sharding_pos;
     MapHint name_hint;     /* where the duplicate check of its name ended */
+    bool x_used;           /* ins.a.x is xs: cleared and written by prs_x */
     Span callee[A_COUNT];  /* single-computation attributes by id (not cleared) */
+    IrAttrsX xs;           /* the instruction's rarer attributes, once it has one (not cleared) */
 } InstrCtx;
+
+/* The writable IrAttrsX of the instruction being parsed: x->xs, cleared on
+ * first use (most instructions never ask, and keep ir_no_attrs_x). */
+IrAttrsX *prs_x(InstrCtx *x);
 
 /* ---- parse.c: scratch vectors, names, instructions, computations ---- */
 
@@ -283,7 +289,7 @@ bool prs_parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi
                 IrI64List *interior, const char *what);
 bool prs_parse_window(Parser *P, IrWindow *w);               /* window={...} */
 bool prs_parse_dim_labels(Parser *P, IrConvDnums *c);        /* dim_labels=b01f_01io->b01f */
-bool prs_parse_slice(Parser *P, IrAttrs *a);                 /* slice={[0:2:1], ...} */
+bool prs_parse_slice(Parser *P, IrAttrsX *ax);                 /* slice={[0:2:1], ...} */
 bool prs_parse_replica_groups(Parser *P, IrReplicaGroups *g); /* lists or iota form */
 bool prs_parse_pairs(Parser *P, IrI64List *out);             /* source_target_pairs */
 bool prs_parse_frontend(Parser *P, IrKeyValue **out, int32_t *n); /* frontend_attributes */
@@ -292,11 +298,11 @@ bool prs_parse_callee(Parser *P, InstrCtx *x, AttrId id);
 /* '{' callee (',' callee)* '}' into x->list. */
 bool prs_parse_callee_list(Parser *P, InstrCtx *x, AttrId id);
 bool prs_parse_control(Parser *P, InstrCtx *x);              /* control-predecessors */
-bool prs_parse_shape_list(Parser *P, IrAttrs *a);            /* operand_layout_constraints */
+bool prs_parse_shape_list(Parser *P, IrAttrsX *ax);            /* operand_layout_constraints */
 bool prs_parse_string_attr(Parser *P, const char **out);     /* a quoted string */
 bool prs_parse_epsilon(Parser *P, float *out);               /* epsilon=1e-05 */
 /* Append name=TEXT[s,e) to the instruction's kept attributes. */
-bool prs_keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e);
+bool prs_keep_attr(Parser *P, IrAttrsX *ax, const char *name, size_t s, size_t e);
 
 /* ---- inline computations and nested operand instructions (parse_inline.c) ---- */
 
@@ -319,15 +325,15 @@ bool prs_name_nested(Parser *P, IrComputation *c);
  * asked for every attribute. */
 static inline const char *op_text(const IrInstr *ins, char *buf, size_t n)
 {
-    if (!ins->a.async_sugar)
+    if (!ins->a.x->async_sugar)
         return ir_op_name(ins->op);
     const char *suffix = ins->op == OP_ASYNC_START ? "start" : ins->op == OP_ASYNC_UPDATE ? "update" : "done";
-    snprintf(buf, n, "%s-%s", ir_op_name(ins->a.async_wrapped_op), suffix);
+    snprintf(buf, n, "%s-%s", ir_op_name(ins->a.x->async_wrapped_op), suffix);
     return buf;
 }
 
 /* `OP-start` / `-update` / `-done` read as async ops wrapping OP. */
-bool prs_async_sugar(const char *s, size_t n, IrInstr *ins);
+bool prs_async_sugar(const char *s, size_t n, struct InstrCtx *x);
 /* Build the wrapped computation of every sugared async-start. */
 bool prs_wrap_async_ops(Parser *P);
 

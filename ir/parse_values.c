@@ -307,7 +307,7 @@ bool prs_parse_dim_labels(Parser *P, IrConvDnums *c)
 }
 
 /* slice ::= '{' ('[' start ':' limit (':' stride)? ']' (',' ...)*)? '}' */
-bool prs_parse_slice(Parser *P, IrAttrs *a)
+bool prs_parse_slice(Parser *P, IrAttrsX *ax)
 {
     Lexer *L = &P->L;
     I64Vec st = {0}, li = {0}, sd = {0};
@@ -325,8 +325,8 @@ bool prs_parse_slice(Parser *P, IrAttrs *a)
                  vec_push(L, &sd, r.n == 3 ? r.v[2] : 1);
         } while (ok && lx_eat(L, LX_COMMA));
     }
-    ok = ok && lx_expect(L, LX_RBRACE, "'}' to end slice") && vec_to_list(L, &st, &a->slice_start) &&
-         vec_to_list(L, &li, &a->slice_limit) && vec_to_list(L, &sd, &a->slice_stride);
+    ok = ok && lx_expect(L, LX_RBRACE, "'}' to end slice") && vec_to_list(L, &st, &ax->slice_start) &&
+         vec_to_list(L, &li, &ax->slice_limit) && vec_to_list(L, &sd, &ax->slice_stride);
     vec_free(&st);
     vec_free(&li);
     vec_free(&sd);
@@ -560,7 +560,7 @@ bool prs_parse_control(Parser *P, InstrCtx *x)
     }
     if (!lx_expect(L, LX_RBRACE, "'}' to end control-predecessors"))
         return false;
-    IrI64List *cp = &x->ins.a.control_predecessors;
+    IrI64List *cp = &prs_x(x)->control_predecessors;
     cp->n = k;
     if (k > 0) {
         cp->v = ir_alloc_array(P->m->arena, (size_t)k, sizeof(int64_t));
@@ -573,7 +573,7 @@ bool prs_parse_control(Parser *P, InstrCtx *x)
 }
 
 /* '{' shape (',' shape)* '}' */
-bool prs_parse_shape_list(Parser *P, IrAttrs *a)
+bool prs_parse_shape_list(Parser *P, IrAttrsX *ax)
 {
     Lexer *L = &P->L;
     IrShape *v = NULL;
@@ -595,12 +595,12 @@ bool prs_parse_shape_list(Parser *P, IrAttrs *a)
     }
     ok = ok && lx_expect(L, LX_RBRACE, "'}' to end the shape list");
     if (ok) {
-        a->noperand_layouts = n;
-        a->operand_layout_constraints = ir_alloc_array(P->m->arena, (size_t)(n > 0 ? n : 1), sizeof(IrShape));
-        if (!a->operand_layout_constraints)
+        ax->noperand_layouts = n;
+        ax->operand_layout_constraints = ir_alloc_array(P->m->arena, (size_t)(n > 0 ? n : 1), sizeof(IrShape));
+        if (!ax->operand_layout_constraints)
             ok = lx_nomem(L);
         else
-            memcpy(a->operand_layout_constraints, v, (size_t)n * sizeof(IrShape));
+            memcpy(ax->operand_layout_constraints, v, (size_t)n * sizeof(IrShape));
     }
     ts_free(v);
     return ok;
@@ -637,17 +637,17 @@ bool prs_parse_epsilon(Parser *P, float *out)
 
 /* Append name=TEXT[s,e) to the instruction's kept attributes. Rare (a few
  * per module), so the list grows by one copy in the arena each time. */
-bool prs_keep_attr(Parser *P, IrAttrs *a, const char *name, size_t s, size_t e)
+bool prs_keep_attr(Parser *P, IrAttrsX *ax, const char *name, size_t s, size_t e)
 {
-    IrKeyValue *kv = ir_alloc_array(P->m->arena, (size_t)a->nkept + 1, sizeof *kv);
+    IrKeyValue *kv = ir_alloc_array(P->m->arena, (size_t)ax->nkept + 1, sizeof *kv);
     char *v = lx_dup(&P->L, s, e);
     if (!kv || !v)
         return lx_nomem(&P->L);
-    if (a->nkept > 0)
-        memcpy(kv, a->kept, (size_t)a->nkept * sizeof *kv);
-    kv[a->nkept].key = name;
-    kv[a->nkept].value = v;
-    a->kept = kv;
-    a->nkept++;
+    if (ax->nkept > 0)
+        memcpy(kv, ax->kept, (size_t)ax->nkept * sizeof *kv);
+    kv[ax->nkept].key = name;
+    kv[ax->nkept].value = v;
+    ax->kept = kv;
+    ax->nkept++;
     return true;
 }

@@ -455,16 +455,16 @@ static void put_precision(IrStrBuf *b, const char *raw)
 static void put_padding(IrStrBuf *b, const IrAttrs *a)
 {
     bool interior = false;
-    for (int32_t i = 0; i < a->pad_interior.n; i++)
-        interior |= a->pad_interior.v[i] != 0;
+    for (int32_t i = 0; i < a->x->pad_interior.n; i++)
+        interior |= a->x->pad_interior.v[i] != 0;
     ir_sb_puts(b, ", padding=");
-    for (int32_t i = 0; i < a->pad_lo.n; i++) {
+    for (int32_t i = 0; i < a->x->pad_lo.n; i++) {
         if (i)
             ir_sb_puts(b, "x");
-        ir_sb_printf(b, "%lld_%lld", (long long)a->pad_lo.v[i],
-             (long long)(i < a->pad_hi.n ? a->pad_hi.v[i] : 0));
+        ir_sb_printf(b, "%lld_%lld", (long long)a->x->pad_lo.v[i],
+             (long long)(i < a->x->pad_hi.n ? a->x->pad_hi.v[i] : 0));
         if (interior)
-            ir_sb_printf(b, "_%lld", (long long)(i < a->pad_interior.n ? a->pad_interior.v[i] : 0));
+            ir_sb_printf(b, "_%lld", (long long)(i < a->x->pad_interior.n ? a->x->pad_interior.v[i] : 0));
     }
 }
 
@@ -472,16 +472,16 @@ static void put_padding(IrStrBuf *b, const IrAttrs *a)
 static void put_slice(IrStrBuf *b, const IrAttrs *a)
 {
     bool strides = false;
-    for (int32_t i = 0; i < a->slice_stride.n; i++)
-        strides |= a->slice_stride.v[i] != 1;
+    for (int32_t i = 0; i < a->x->slice_stride.n; i++)
+        strides |= a->x->slice_stride.v[i] != 1;
     ir_sb_puts(b, ", slice={");
-    for (int32_t i = 0; i < a->slice_start.n; i++) {
+    for (int32_t i = 0; i < a->x->slice_start.n; i++) {
         if (i)
             ir_sb_puts(b, ", ");
-        ir_sb_printf(b, "[%lld:%lld", (long long)a->slice_start.v[i],
-             (long long)(i < a->slice_limit.n ? a->slice_limit.v[i] : 0));
+        ir_sb_printf(b, "[%lld:%lld", (long long)a->x->slice_start.v[i],
+             (long long)(i < a->x->slice_limit.n ? a->x->slice_limit.v[i] : 0));
         if (strides)
-            ir_sb_printf(b, ":%lld", (long long)(i < a->slice_stride.n ? a->slice_stride.v[i] : 1));
+            ir_sb_printf(b, ":%lld", (long long)(i < a->x->slice_stride.n ? a->x->slice_stride.v[i] : 1));
         ir_sb_puts(b, "]");
     }
     ir_sb_puts(b, "}");
@@ -544,9 +544,9 @@ static void put_bool_attr(IrStrBuf *b, const char *key, bool v)
 static void put_pairs(IrStrBuf *b, const IrAttrs *a)
 {
     ir_sb_puts(b, ", source_target_pairs={");
-    for (int32_t i = 0; i + 1 < a->source_target_pairs.n; i += 2)
-        ir_sb_printf(b, i ? ",{%lld,%lld}" : "{%lld,%lld}", (long long)a->source_target_pairs.v[i],
-             (long long)a->source_target_pairs.v[i + 1]);
+    for (int32_t i = 0; i + 1 < a->x->source_target_pairs.n; i += 2)
+        ir_sb_printf(b, i ? ",{%lld,%lld}" : "{%lld,%lld}", (long long)a->x->source_target_pairs.v[i],
+             (long long)a->x->source_target_pairs.v[i + 1]);
     ir_sb_puts(b, "}");
 }
 
@@ -554,10 +554,10 @@ static void put_pairs(IrStrBuf *b, const IrAttrs *a)
 static void put_layouts(IrStrBuf *b, const IrAttrs *a)
 {
     ir_sb_puts(b, ", operand_layout_constraints={");
-    for (int32_t i = 0; i < a->noperand_layouts; i++) {
+    for (int32_t i = 0; i < a->x->noperand_layouts; i++) {
         if (i)
             ir_sb_puts(b, ", ");
-        put_shape(b, &a->operand_layout_constraints[i], true);
+        put_shape(b, &a->x->operand_layout_constraints[i], true);
     }
     ir_sb_puts(b, "}");
 }
@@ -631,8 +631,8 @@ static void put_sharding(IrStrBuf *b, const IrSharding *sh)
 static void put_control(IrStrBuf *b, const IrComputation *c, const IrAttrs *a)
 {
     ir_sb_puts(b, ", control-predecessors={");
-    for (int32_t i = 0; i < a->control_predecessors.n; i++) {
-        int64_t k = a->control_predecessors.v[i];
+    for (int32_t i = 0; i < a->x->control_predecessors.n; i++) {
+        int64_t k = a->x->control_predecessors.v[i];
         if (i)
             ir_sb_puts(b, ", ");
         put_name(b, c && k >= 0 && k < c->ninstr ? c->instr[k].name : "?");
@@ -661,17 +661,17 @@ static bool special_set(const IrInstr *ins, IrAttrId id)
     switch (id) {
     case A_SHARDING: return ins->sharding != NULL;
     case A_FRONTEND: return a->nfrontend > 0;
-    case A_CONTROL: return a->control_predecessors.n > 0;
-    case A_BACKEND: return a->backend_config != NULL;
-    case A_WINDOW: return a->window.rank > 0;
-    case A_DIM_LABELS: return a->conv.present;
+    case A_CONTROL: return a->x->control_predecessors.n > 0;
+    case A_BACKEND: return a->x->backend_config != NULL;
+    case A_WINDOW: return a->x->window.rank > 0;
+    case A_DIM_LABELS: return a->x->conv.present;
     case A_PRECISION: return a->precision_config && *a->precision_config;
-    case A_ALGORITHM: return (ins->op == OP_RNG_BIT_GENERATOR ? a->rng_algorithm : a->algorithm) != NULL;
+    case A_ALGORITHM: return (ins->op == OP_RNG_BIT_GENERATOR ? a->x->rng_algorithm : a->x->algorithm) != NULL;
     case A_CMP_TYPE: return a->cmp_type != CMPT_DEFAULT;
-    case A_SLICE_SIZES: return ins->op == OP_GATHER || a->permute_slice_sizes != NULL;
-    case A_OPERAND_LAYOUTS: return a->noperand_layouts > 0 || a->operand_layout_constraints;
-    case A_OUTFEED_SHAPE: return a->has_outfeed_shape;
-    case A_ASYNC_THREAD: return a->async_execution_thread != NULL;
+    case A_SLICE_SIZES: return ins->op == OP_GATHER || a->x->permute_slice_sizes != NULL;
+    case A_OPERAND_LAYOUTS: return a->x->noperand_layouts > 0 || a->x->operand_layout_constraints;
+    case A_OUTFEED_SHAPE: return a->x->has_outfeed_shape;
+    case A_ASYNC_THREAD: return a->x->async_execution_thread != NULL;
     default: return true;
     }
 }
@@ -685,45 +685,39 @@ static void put_special(IrStrBuf *b, const IrComputation *c, const IrInstr *ins,
     case A_SHARDING: put_sharding(b, ins->sharding); break;
     case A_FRONTEND: put_frontend(b, a); break;
     case A_CONTROL: put_control(b, c, a); break;
-    case A_BACKEND: put_backend(b, a->backend_config); break;
+    case A_BACKEND: put_backend(b, a->x->backend_config); break;
     case A_SLICE: put_slice(b, a); break;
     case A_PADDING: put_padding(b, a); break;
-    case A_WINDOW: put_window(b, &a->window); break;
-    case A_DIM_LABELS: put_dim_labels(b, &a->conv); break;
+    case A_WINDOW: put_window(b, &a->x->window); break;
+    case A_DIM_LABELS: put_dim_labels(b, &a->x->conv); break;
     case A_PRECISION: put_precision(b, a->precision_config); break;
     case A_ALGORITHM:
-        ir_sb_printf(b, ", algorithm=%s", ins->op == OP_RNG_BIT_GENERATOR ? a->rng_algorithm : a->algorithm);
+        ir_sb_printf(b, ", algorithm=%s", ins->op == OP_RNG_BIT_GENERATOR ? a->x->rng_algorithm : a->x->algorithm);
         break;
     case A_DIRECTION: ir_sb_printf(b, ", direction=%s", cmp_dir_name(a->direction)); break;
     case A_CMP_TYPE: ir_sb_printf(b, ", type=%s", cmp_type_name(a->cmp_type)); break;
     case A_INDEX_VECTOR_DIM:
         ir_sb_printf(b, ", index_vector_dim=%lld",
-             (long long)(ins->op == OP_GATHER ? a->gather.index_vector_dim : a->scatter.index_vector_dim));
+             (long long)(ins->op == OP_GATHER ? a->x->gather.index_vector_dim : a->x->scatter.index_vector_dim));
         break;
     case A_SLICE_SIZES:
         if (ins->op == OP_GATHER)
-            put_attr_list(b, "slice_sizes", &a->slice_sizes);
+            put_attr_list(b, "slice_sizes", &a->x->slice_sizes);
         else /* collective-permute's in-place form, raw */
-            ir_sb_printf(b, ", slice_sizes=%s", a->permute_slice_sizes);
+            ir_sb_printf(b, ", slice_sizes=%s", a->x->permute_slice_sizes);
         break;
-    case A_REPLICA_GROUPS: put_replica_groups(b, &a->replica_groups); break;
+    case A_REPLICA_GROUPS: put_replica_groups(b, &a->x->replica_groups); break;
     case A_SOURCE_TARGET: put_pairs(b, a); break;
     case A_OPERAND_LAYOUTS: put_layouts(b, a); break;
     case A_OUTFEED_SHAPE:
         ir_sb_puts(b, ", outfeed_shape=");
-        put_shape(b, &a->outfeed_shape, true);
+        put_shape(b, &a->x->outfeed_shape, true);
         break;
-    case A_ASYNC_THREAD: ir_sb_printf(b, ", async_execution_thread=%s", a->async_execution_thread); break;
+    case A_ASYNC_THREAD: ir_sb_printf(b, ", async_execution_thread=%s", a->x->async_execution_thread); break;
     /* %.9g: enough digits that the float reads back to the same value */
-    case A_EPSILON: ir_sb_printf(b, ", epsilon=%.9g", (double)a->epsilon); break;
+    case A_EPSILON: ir_sb_printf(b, ", epsilon=%.9g", (double)a->x->epsilon); break;
     default: break;
     }
-}
-
-/* The IrAttrs member of a generic form (ops.c checks its type). */
-static const void *attr_field(const IrAttrs *a, const IrAttrInfo *ai)
-{
-    return (const char *)a + ai->field;
 }
 
 /* Is attribute `id` of ins set, for a use printed only then? A HAS flag
@@ -732,8 +726,8 @@ static const void *attr_field(const IrAttrs *a, const IrAttrInfo *ai)
 static bool attr_set(const IrInstr *ins, IrAttrId id, IrAttrMode mode)
 {
     const IrAttrInfo *ai = ir_attr_info(id);
-    const void *f = attr_field(&ins->a, ai);
-    bool has = ai->has_flag && *(const bool *)((const char *)&ins->a + ai->has);
+    const void *f = ir_attr_member(&ins->a, ai);
+    bool has = ai->has_flag && ir_attr_has(&ins->a, ai);
     switch (ai->form) {
     case IR_AF_INT: return ai->has_flag ? has : *(const int64_t *)f != 0;
     case IR_AF_COUNT: return *(const int64_t *)f > 1;
@@ -750,7 +744,7 @@ static bool attr_set(const IrInstr *ins, IrAttrId id, IrAttrMode mode)
 static void put_attr(IrStrBuf *b, const IrComputation *c, const IrInstr *ins, IrAttrId id)
 {
     const IrAttrInfo *ai = ir_attr_info(id);
-    const void *f = attr_field(&ins->a, ai);
+    const void *f = ir_attr_member(&ins->a, ai);
     const char *s = NULL;
     switch (ai->form) {
     case IR_AF_INT: case IR_AF_COUNT:
@@ -875,7 +869,7 @@ static void put_callees(IrStrBuf *b, const IrModule *m, const IrComputation *c, 
         }
         break;
     case OP_ASYNC_START: case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
-        if (ins->a.async_sugar) /* the wrapped op's callees, as XLA prints them */
+        if (ins->a.x->async_sugar) /* the wrapped op's callees, as XLA prints them */
             put_wrapped(b, m, ins);
         else
             ir_sb_puts(b, ", calls="), put_name(b, comp_name(m, ins->called[0]));
@@ -883,8 +877,8 @@ static void put_callees(IrStrBuf *b, const IrModule *m, const IrComputation *c, 
     case OP_FUSION:
         ir_sb_puts(b, ", calls=");
         put_name(b, comp_name(m, ins->called[0]));
-        if (ins->a.output_to_operand_aliasing)
-            ir_sb_printf(b, ", output_to_operand_aliasing=%s", ins->a.output_to_operand_aliasing);
+        if (ins->a.x->output_to_operand_aliasing)
+            ir_sb_printf(b, ", output_to_operand_aliasing=%s", ins->a.x->output_to_operand_aliasing);
         break;
     default:
         ir_sb_puts(b, ", to_apply=");
@@ -900,8 +894,8 @@ static void put_generic_attrs(IrStrBuf *b, const IrComputation *c, const IrInstr
 {
     const IrAttrs *a = &ins->a;
     put_uses(b, c, ins, ir_attr_generic());
-    for (int32_t i = 0; i < a->nkept; i++)
-        ir_sb_printf(b, ", %s=%s", a->kept[i].key, a->kept[i].value);
+    for (int32_t i = 0; i < a->x->nkept; i++)
+        ir_sb_printf(b, ", %s=%s", a->x->kept[i].key, a->x->kept[i].value);
 }
 
 /* ------------------------------------------------------------------ */
@@ -940,8 +934,8 @@ static void put_instr(IrStrBuf *b, const IrModule *m, const IrComputation *c, co
     ir_sb_puts(b, " = ");
     put_shape(b, &ins->shape, true);
     ir_sb_puts(b, " ");
-    ir_sb_puts(b, ir_op_name(ins->a.async_sugar ? ins->a.async_wrapped_op : ins->op));
-    if (ins->a.async_sugar)
+    ir_sb_puts(b, ir_op_name(ins->a.x->async_sugar ? ins->a.x->async_wrapped_op : ins->op));
+    if (ins->a.x->async_sugar)
         ir_sb_puts(b, ins->op == OP_ASYNC_START ? "-start" : ins->op == OP_ASYNC_UPDATE ? "-update" : "-done");
     put_operands(b, c, ins);
     put_op_attrs(b, c, ins);

@@ -60,13 +60,13 @@ static int32_t heap_pop(Heap *h)
 /* Number of predecessor edges of instruction i (operands + control). */
 static int32_t npred(const IrInstr *ins)
 {
-    return ins->nopnd + ins->a.control_predecessors.n;
+    return ins->nopnd + ins->a.x->control_predecessors.n;
 }
 
 /* The k-th predecessor of ins: operands first, then control predecessors. */
 static int64_t pred_at(const IrInstr *ins, int32_t k)
 {
-    return k < ins->nopnd ? ins->opnd[k] : ins->a.control_predecessors.v[k - ins->nopnd];
+    return k < ins->nopnd ? ins->opnd[k] : ins->a.x->control_predecessors.v[k - ins->nopnd];
 }
 
 /* Check every edge is in range; report the first bad one. */
@@ -124,8 +124,8 @@ static bool in_definition_order(const IrComputation *c)
         for (int32_t k = 0; k < ins->nopnd; k++)
             if (ins->opnd[k] < 0 || ins->opnd[k] >= i)
                 return false;
-        for (int32_t k = 0; k < ins->a.control_predecessors.n; k++)
-            if (ins->a.control_predecessors.v[k] < 0 || ins->a.control_predecessors.v[k] >= i)
+        for (int32_t k = 0; k < ins->a.x->control_predecessors.n; k++)
+            if (ins->a.x->control_predecessors.v[k] < 0 || ins->a.x->control_predecessors.v[k] >= i)
                 return false;
     }
     return true;

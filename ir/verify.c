@@ -334,7 +334,7 @@ static IrStatus check_manual_all_reduce(Verifier *v, const IrInstr *ins)
             group[s->devices[i]] = id;
     }
     IrStatus st = IR_OK;
-    const IrReplicaGroups *g = &ins->a.replica_groups;
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
     for (int32_t k = 0; k < g->ngroups && st == IR_OK; k++) {
         int64_t first = -1, first_dev = -1;
         for (int32_t j = 0; j < g->group_size[k] && st == IR_OK; j++) {

@@ -48,7 +48,7 @@ static int32_t emit(Ex *x, IrOpcode op, const IrShape *shape, int32_t n, const i
         if (opnd[k] < 0)
             return -1;
     IrArena *ar = x->m->arena;
-    IrInstr ins = {.op = op, .nopnd = n, .ncalled = ncalled};
+    IrInstr ins = {.a.x = &ir_no_attrs_x, .op = op, .nopnd = n, .ncalled = ncalled};
     if (a)
         ins.a = *a;
     if (shape && ir_shape_copy(ar, &ins.shape, shape) != IR_OK)
@@ -79,7 +79,7 @@ static int32_t emit(Ex *x, IrOpcode op, const IrShape *shape, int32_t n, const i
 
 static int32_t param(Ex *x, int64_t number, const IrShape *shape)
 {
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.parameter_number = number;
     return emit(x, OP_PARAMETER, shape, 0, NULL, &a, 0, NULL);
 }
@@ -94,7 +94,7 @@ static int32_t scalar(Ex *x, IrType t, int32_t v)
     memset(lit, 0, n > 0 ? n : 1);
     if (t == IR_S32)
         memcpy(lit, &v, sizeof v);
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.literal = lit;
     a.literal_bytes = (int64_t)n;
     IrShape s = {.type = t};
@@ -103,7 +103,7 @@ static int32_t scalar(Ex *x, IrType t, int32_t v)
 
 static int32_t gte(Ex *x, int32_t v, int64_t index)
 {
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.tuple_index = index;
     return emit(x, OP_GET_TUPLE_ELEMENT, NULL, 1, &v, &a, 0, NULL);
 }
@@ -149,7 +149,7 @@ static int32_t build_cond(Ex *x, const IrShape *state, const ScanInfo *s)
         return ex_oom(x), -1;
     x->c = x->m->comp[ci];
     int32_t st = param(x, 0, state);
-    IrAttrs a = {0};
+    IrAttrs a = {.x = &ir_no_attrs_x};
     a.direction = CMP_LT;
     int32_t o[2] = {gte(x, st, 0), scalar(x, IR_S32, (int32_t)s->len)};
     int32_t r = emit(x, OP_COMPARE, NULL, 2, o, &a, 0, NULL);
@@ -183,12 +183,15 @@ static int32_t build_body(Ex *x, const IrShape *state, const ScanInfo *s, int32_
         int64_t sizes[IR_MAX_RANK];
         for (int32_t e = 0; e < in->rank; e++)
             sizes[e] = e == s->d ? 1 : in->dims[e];
-        IrAttrs a = {0};
-        a.dynamic_slice_sizes.n = in->rank;
-        a.dynamic_slice_sizes.v = ir_alloc_array(x->m->arena, (size_t)(in->rank > 0 ? in->rank : 1), sizeof(int64_t));
-        if (!a.dynamic_slice_sizes.v)
+        IrAttrs a = {.x = &ir_no_attrs_x};
+        IrAttrsX *ax = ir_attrs_x_edit(x->m->arena, &a);
+        if (!ax)
             return ex_oom(x), -1;
-        memcpy(a.dynamic_slice_sizes.v, sizes, (size_t)in->rank * sizeof(int64_t));
+        ax->dynamic_slice_sizes.n = in->rank;
+        ax->dynamic_slice_sizes.v = ir_alloc_array(x->m->arena, (size_t)(in->rank > 0 ? in->rank : 1), sizeof(int64_t));
+        if (!ax->dynamic_slice_sizes.v)
+            return ex_oom(x), -1;
+        memcpy(ax->dynamic_slice_sizes.v, sizes, (size_t)in->rank * sizeof(int64_t));
         starts[0] = v[1 + k];
         step_starts(in->rank, s->d, j, zero, starts + 1);
         int32_t ds = emit(x, OP_DYNAMIC_SLICE, NULL, 1 + in->rank, starts, &a, 0, NULL);
@@ -239,7 +242,7 @@ static int32_t build_expanded(Ex *x, const IrInstr *scan, const ScanInfo *s)
     IrShape state;
     if (ir_shape_make_tuple(x->m->arena, &state, n, es) != IR_OK)
         return ex_oom(x), -1;
-    int32_t called[2] = {build_cond(x, &state, s), build_body(x, &state, s, scan->called[0], scan->a.is_reverse)};
+    int32_t called[2] = {build_cond(x, &state, s), build_body(x, &state, s, scan->called[0], scan->a.x->is_reverse)};
     if (called[0] < 0 || called[1] < 0)
         return -1;
     const char *name = ir_unique_name(x->m, "scan_expanded");
@@ -256,7 +259,7 @@ static int32_t build_expanded(Ex *x, const IrInstr *scan, const ScanInfo *s)
         init[1 + k] = param(x, k, k < s->nin ? &s->in[k] : &s->carry[k - s->nin]);
     for (int32_t k = 0; k < s->nout; k++) {
         int32_t z = scalar(x, s->out[k].type, 0);
-        IrAttrs a = {0}; /* broadcast of a scalar: no dimensions */
+        IrAttrs a = {.x = &ir_no_attrs_x}; /* broadcast of a scalar: no dimensions */
         init[1 + s->nin + s->ncarry + k] = emit(x, OP_BROADCAST, &s->out[k], 1, &z, &a, 0, NULL);
     }
     int32_t t = emit(x, OP_TUPLE, NULL, n, init, NULL, 0, NULL);
@@ -277,7 +280,7 @@ static IrStatus expand_one(Ex *x, int32_t ci, int32_t i)
     const IrInstr *scan = &x->m->comp[ci]->instr[i];
     ScanInfo s = {0};
     int32_t nres = scan->shape.type == IR_TUPLE ? scan->shape.ntuple : 1;
-    s.ncarry = (int32_t)scan->a.num_carries;
+    s.ncarry = (int32_t)scan->a.x->num_carries;
     s.nin = scan->nopnd - s.ncarry;
     s.nout = nres - s.ncarry;
     s.d = scan->a.dimensions.n == 1 ? scan->a.dimensions.v[0] : -1;
@@ -314,7 +317,7 @@ static IrStatus expand_one(Ex *x, int32_t ci, int32_t i)
     site->op = OP_CALL;
     site->ncalled = 1;
     site->called = called;
-    site->a = (IrAttrs){0};
+    site->a = (IrAttrs){.x = &ir_no_attrs_x};
     return IR_OK;
 }
 

@@ -14,13 +14,13 @@
 static bool conv_maps(const IrInstr *x, const IrShape *in, const IrShape *k, int64_t *from_in,
                       int64_t *from_k)
 {
-    const IrConvDnums *c = &x->a.conv;
+    const IrConvDnums *c = &x->a.x->conv;
     int32_t r = x->shape.rank;
     if (!c->present || in->rank != r || k->rank != r)
         return false;
     for (int32_t i = 0; i < r; i++)
         from_in[i] = from_k[i] = -1;
-    bool grouped = x->a.feature_group_count > 1 || x->a.batch_group_count > 1;
+    bool grouped = x->a.x->feature_group_count > 1 || x->a.x->batch_group_count > 1;
     if (c->out_batch < 0 || c->out_batch >= r || c->out_feature < 0 || c->out_feature >= r)
         return false;
     if (!grouped) {

@@ -28,7 +28,7 @@ bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough)
         {"ShardBarrierFrom", false}, {"ShardBarrierTo", false},
         {"xla.sdy.FuncResultSharding", false}, {"SetBound", false},
     };
-    const char *t = ins->a.custom_call_target;
+    const char *t = ins->a.x->custom_call_target;
     if (ins->op != OP_CUSTOM_CALL || !t || ins->nopnd != 1 || !ir_shape_is_array(&ins->shape))
         return false;
     for (size_t i = 0; i < sizeof id / sizeof id[0]; i++)

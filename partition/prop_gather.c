@@ -21,7 +21,7 @@
 static bool gather_maps(const IrInstr *x, const IrShape *op, const IrShape *idx, int64_t *from_op,
                         int64_t *from_idx)
 {
-    const IrGatherDnums *g = &x->a.gather;
+    const IrGatherDnums *g = &x->a.x->gather;
     int32_t r = x->shape.rank;
     for (int32_t i = 0; i < r; i++)
         from_op[i] = from_idx[i] = -1;
@@ -49,7 +49,7 @@ static bool gather_maps(const IrInstr *x, const IrShape *op, const IrShape *idx,
         int64_t o = g->offset_dims.v[j++];
         if (o < 0 || o >= r)
             return false;
-        if (d < x->a.slice_sizes.n && x->a.slice_sizes.v[d] == op->dims[d])
+        if (d < x->a.x->slice_sizes.n && x->a.x->slice_sizes.v[d] == op->dims[d])
             from_op[o] = d;
     }
     for (int32_t i = 0; i < g->operand_batching_dims.n && i < g->start_indices_batching_dims.n;
@@ -67,7 +67,7 @@ static bool gather_maps(const IrInstr *x, const IrShape *op, const IrShape *idx,
 static bool scatter_update_map(const IrInstr *x, const IrShape *op, const IrShape *upd,
                                int64_t *upd_to_op)
 {
-    const IrScatterDnums *sd = &x->a.scatter;
+    const IrScatterDnums *sd = &x->a.x->scatter;
     for (int32_t i = 0; i < upd->rank; i++)
         upd_to_op[i] = -1;
     int32_t j = 0;

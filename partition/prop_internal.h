@@ -193,8 +193,8 @@ static inline void prop_invert(const int64_t *map, int32_t n, int64_t *inv, int3
 
 static inline bool prop_is_custom(const IrInstr *x, const char *target)
 {
-    return x->op == OP_CUSTOM_CALL && x->a.custom_call_target &&
-           strcmp(x->a.custom_call_target, target) == 0;
+    return x->op == OP_CUSTOM_CALL && x->a.x->custom_call_target &&
+           strcmp(x->a.x->custom_call_target, target) == 0;
 }
 
 /* ---- propagate.c: candidates ---- */

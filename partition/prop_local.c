@@ -15,7 +15,7 @@
 static int32_t first_whole(const IrInstr *x, int32_t r)
 {
     switch (x->op) {
-    case OP_FFT: return r - x->a.fft_length.n;
+    case OP_FFT: return r - x->a.x->fft_length.n;
     case OP_TOPK: return r - 1;
     default: return r - 2;
     }

@@ -17,7 +17,7 @@
 static IrStatus convert(Prop *p, const IrInstr *x, const IrSharding *s, int32_t from, int32_t to,
                         const IrSharding **t)
 {
-    int64_t fi = x->a.feature_index;
+    int64_t fi = x->a.x->feature_index;
     *t = NULL;
     if (from == to)
         *t = s;

@@ -19,10 +19,10 @@ bool shd_ragged_dot_maps(const IrInstr *x, const IrShape *lhs, const IrShape *rh
 {
     const IrDotDnums *dn = &x->a.dot;
     int32_t r = x->shape.rank, o = 0;
-    if (x->a.lhs_ragged_dims.n != 1 || dn->lhs_batch.n != dn->rhs_batch.n || x->shape.type == IR_TUPLE)
+    if (x->a.x->lhs_ragged_dims.n != 1 || dn->lhs_batch.n != dn->rhs_batch.n || x->shape.type == IR_TUPLE)
         return false;
-    int64_t rd = x->a.lhs_ragged_dims.v[0];
-    int64_t gd = x->a.rhs_group_dims.n == 1 ? x->a.rhs_group_dims.v[0] : -1;
+    int64_t rd = x->a.x->lhs_ragged_dims.v[0];
+    int64_t gd = x->a.x->rhs_group_dims.n == 1 ? x->a.x->rhs_group_dims.v[0] : -1;
     if (prop_has(&dn->lhs_contracting, rd))
         return false;
     /* The ragged dim a batch dim: the plain batched dot, nothing to keep whole. */

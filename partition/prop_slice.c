@@ -33,9 +33,9 @@ static int32_t padded_dims(const IrInstr *x, const IrShape *opnd, int64_t *dims)
     int32_t n = 0;
     for (int32_t i = 0; i < opnd->rank && i < x->shape.rank; i++) {
         bool p = opnd->dims[i] != x->shape.dims[i];
-        p |= i < x->a.pad_lo.n && x->a.pad_lo.v[i] != 0;
-        p |= i < x->a.pad_hi.n && x->a.pad_hi.v[i] != 0;
-        p |= i < x->a.pad_interior.n && x->a.pad_interior.v[i] != 0;
+        p |= i < x->a.x->pad_lo.n && x->a.x->pad_lo.v[i] != 0;
+        p |= i < x->a.x->pad_hi.n && x->a.x->pad_hi.v[i] != 0;
+        p |= i < x->a.x->pad_interior.n && x->a.x->pad_interior.v[i] != 0;
         if (p)
             dims[n++] = i;
     }

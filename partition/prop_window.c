@@ -12,8 +12,8 @@
 
 static bool window_dilated(const IrInstr *x)
 {
-    for (int32_t i = 0; i < x->a.window.rank; i++)
-        if (x->a.window.dim[i].lhs_dilate > 1 || x->a.window.dim[i].rhs_dilate > 1)
+    for (int32_t i = 0; i < x->a.x->window.rank; i++)
+        if (x->a.x->window.dim[i].lhs_dilate > 1 || x->a.x->window.dim[i].rhs_dilate > 1)
             return true;
     return false;
 }

@@ -74,6 +74,19 @@ static IrSharding *async_sharding(PComp *pc, const IrInstr *ins, const IrShardin
     return shd_tuple(pc_arena(pc), nl, leaf);
 }
 
+/* The destination instruction's sugar flag, which its clone copied from the
+ * source: changed only where the destination cannot print the sugared form. */
+static bool set_async_sugar(PComp *pc, int32_t v, bool sugar)
+{
+    IrAttrs *a = &pc->dc->instr[v].a;
+    if (a->x->async_sugar == sugar)
+        return true;
+    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), a);
+    if (x)
+        x->async_sugar = sugar;
+    return x != NULL;
+}
+
 static IrStatus async_start(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -104,9 +117,10 @@ static IrStatus async_start(PComp *pc, int32_t i)
     int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &dst);
     if (v < 0)
         return set_val(pc, i, v);
-    bool sugar = ins->a.async_sugar && sc->async_wrapper && op_alone(dc);
+    bool sugar = ins->a.x->async_sugar && sc->async_wrapper && op_alone(dc);
     dc->async_wrapper = sugar;
-    pc->dc->instr[v].a.async_sugar = sugar;
+    if (!set_async_sugar(pc, v, sugar))
+        return oom(pc);
     pc->shd[i] = mine;
     return set_val(pc, i, v);
 }
@@ -123,7 +137,7 @@ static IrStatus async_next(PComp *pc, int32_t i)
     const IrInstr *prev = &pc->dc->instr[v];
     if (prev->op != OP_ASYNC_START && prev->op != OP_ASYNC_UPDATE)
         return spmd_fallback(pc, i);
-    bool sugar = prev->a.async_sugar;
+    bool sugar = prev->a.x->async_sugar;
     int32_t called = prev->ncalled > 0 ? prev->called[0] : -1;
     const IrSharding *from = pc->shd[o];
     if (ins->op == OP_ASYNC_DONE &&
@@ -135,7 +149,8 @@ static IrStatus async_next(PComp *pc, int32_t i)
     int32_t r = emit_clone(pc, ins, &local, 1, &v, called >= 0 && ins->ncalled > 0 ? 1 : 0, &called);
     if (r < 0)
         return set_val(pc, i, r);
-    pc->dc->instr[r].a.async_sugar = sugar;
+    if (!set_async_sugar(pc, r, sugar))
+        return oom(pc);
     if (ins->op == OP_ASYNC_UPDATE) {
         pc->shd[i] = from;
         return set_val(pc, i, r);

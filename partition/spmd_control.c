@@ -95,7 +95,7 @@ IrStatus spmd_control(PComp *pc, int32_t i)
 
 static bool target_is(const IrInstr *ins, const char *name)
 {
-    return ins->a.custom_call_target && strcmp(ins->a.custom_call_target, name) == 0;
+    return ins->a.x->custom_call_target && strcmp(ins->a.x->custom_call_target, name) == 0;
 }
 
 IrStatus spmd_custom_call(PComp *pc, int32_t i)

@@ -330,10 +330,10 @@ typedef struct ConvDims {
 
 static bool conv_dims(const IrInstr *ins, const IrShape *l, const IrShape *r, ConvDims *cd)
 {
-    const IrConvDnums *dn = &ins->a.conv;
+    const IrConvDnums *dn = &ins->a.x->conv;
     if (!dn->present || dn->nspatial + 3 > IR_MAX_RANK || l->rank > IR_MAX_RANK ||
         r->rank > IR_MAX_RANK || ins->shape.rank > IR_MAX_RANK ||
-        ins->a.window.rank != dn->nspatial)
+        ins->a.x->window.rank != dn->nspatial)
         return false;
     cd->ns = dn->nspatial;
     cd->iter_rank = IT_S0 + cd->ns;
@@ -380,14 +380,14 @@ typedef struct ConvPlan {
 static bool plan_for(PComp *pc, int32_t i, const ConvDims *cd, IrSharding *iter, ConvPlan *p)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    const IrConvDnums *dn = &ins->a.conv;
+    const IrConvDnums *dn = &ins->a.x->conv;
     IrArena *a = pc_arena(pc);
     const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
     if (!iter)
         return false;
     int64_t drop[IR_MAX_RANK];
     int32_t nd = 0;
-    if (ins->a.feature_group_count > 1) {
+    if (ins->a.x->feature_group_count > 1) {
         drop[nd++] = IT_O;
         drop[nd++] = IT_I;
     }
@@ -396,9 +396,9 @@ static bool plan_for(PComp *pc, int32_t i, const ConvDims *cd, IrSharding *iter,
     for (int32_t k = 0; k < cd->ns; k++) {
         int64_t t = shd_tiles(iter, IT_S0 + k);
         int64_t in = l->shape.dims[dn->in_spatial[k]], out = ins->shape.dims[dn->out_spatial[k]];
-        if (t <= 1 || spmd_halo_plan(in, out, t, &ins->a.window.dim[k], &p->halo[k]))
+        if (t <= 1 || spmd_halo_plan(in, out, t, &ins->a.x->window.dim[k], &p->halo[k]))
             continue;
-        if (halo_plan_gathered(in, out, t, &ins->a.window.dim[k], &p->halo[k]))
+        if (halo_plan_gathered(in, out, t, &ins->a.x->window.dim[k], &p->halo[k]))
             whole[nw++] = dn->in_spatial[k];
         else
             drop[nd++] = IT_S0 + k;
@@ -449,7 +449,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     const IrSharding *ls = pc->shd[ins->opnd[0]], *rs = pc->shd[ins->opnd[1]];
     ConvDims cd;
     if (ls->kind == SHD_MANUAL || rs->kind == SHD_MANUAL || pc->shd[i]->kind == SHD_TUPLE ||
-        ins->a.batch_group_count > 1 || !conv_dims(ins, &l->shape, &r->shape, &cd))
+        ins->a.x->batch_group_count > 1 || !conv_dims(ins, &l->shape, &r->shape, &cd))
         return spmd_fallback(pc, i);
 
     IrSharding *cand[3] = {
@@ -472,7 +472,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
         return spmd_fallback(pc, i);
     }
 
-    const IrConvDnums *dn = &ins->a.conv;
+    const IrConvDnums *dn = &ins->a.x->conv;
     int32_t lv = operand_as(pc, i, 0, best->lhs);
     int32_t rv = operand_as(pc, i, 1, best->rhs);
     if (best->reduce) {
@@ -497,8 +497,8 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     if (v >= 0)
         for (int32_t k = 0; k < cd.ns; k++)
             if (halo[k]) {
-                pc->dc->instr[v].a.window.dim[k].pad_lo = 0;
-                pc->dc->instr[v].a.window.dim[k].pad_hi = 0;
+                pc->dc->instr[v].a.x->window.dim[k].pad_lo = 0;
+                pc->dc->instr[v].a.x->window.dim[k].pad_hi = 0;
             }
     if (v >= 0 && best->reduce) {
         int64_t idim = IT_I;

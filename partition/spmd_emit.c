@@ -51,8 +51,6 @@ int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t 
             return -1;
     IrInstr ins = *src;
     ins.sharding = NULL;
-    ins.a.control_predecessors.n = 0;
-    ins.a.control_predecessors.v = NULL;
     ins.name = ir_unique_name(pc->sp->dst, src->name);
     if (!ins.name || ir_shape_copy(a, &ins.shape, shape) != IR_OK)
         return oom(pc);
@@ -69,8 +67,12 @@ int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t 
     /* The destination must not point into the source module's arena. */
     if (ir_attrs_copy(a, &ins.a, &src->a) != IR_OK)
         return oom(pc);
-    ins.a.control_predecessors.n = 0;
-    ins.a.control_predecessors.v = NULL;
+    if (ins.a.x->control_predecessors.n > 0) {
+        IrAttrsX *x = ir_attrs_x_edit(a, &ins.a);
+        if (!x)
+            return oom(pc);
+        x->control_predecessors = (IrI64List){0};
+    }
     int32_t r = ir_add_instr(pc->sp->dst, pc->dc, &ins);
     return r < 0 ? oom(pc) : r;
 }
@@ -391,8 +393,8 @@ int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *li
     int32_t r = emit_shape1(pc, OP_SLICE, s->type, rank, dims, 1, &v);
     if (r < 0)
         return -1;
-    IrAttrs *at = &pc->dc->instr[r].a;
-    if (!set_list(pc, &at->slice_start, rank, start) || !set_list(pc, &at->slice_limit, rank, limit) ||
+    IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+    if (!at || !set_list(pc, &at->slice_start, rank, start) || !set_list(pc, &at->slice_limit, rank, limit) ||
         !set_list(pc, &at->slice_stride, rank, stride))
         return oom(pc);
     return r;
@@ -417,8 +419,8 @@ int32_t emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const 
     int32_t r = emit_shape1(pc, OP_PAD, s->type, rank, dims, 2, o);
     if (r < 0)
         return -1;
-    IrAttrs *at = &pc->dc->instr[r].a;
-    if (!set_list(pc, &at->pad_lo, rank, lo) || !set_list(pc, &at->pad_hi, rank, hi) ||
+    IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+    if (!at || !set_list(pc, &at->pad_lo, rank, lo) || !set_list(pc, &at->pad_hi, rank, hi) ||
         !set_list(pc, &at->pad_interior, rank, zero))
         return oom(pc);
     return r;
@@ -440,7 +442,8 @@ int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const in
     int32_t r = emit_shape1(pc, OP_DYNAMIC_SLICE, s->type, rank, sizes, rank + 1, o);
     if (r < 0)
         return -1;
-    if (!set_list(pc, &pc->dc->instr[r].a.dynamic_slice_sizes, rank, sizes))
+    IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+    if (!at || !set_list(pc, &at->dynamic_slice_sizes, rank, sizes))
         return oom(pc);
     return r;
 }
@@ -486,10 +489,9 @@ int32_t spmd_reducer(Spmd *sp, IrOpcode op, IrType t)
         return -1;
     IrComputation *c = sp->dst->comp[ci];
     IrShape s = {.type = t};
-    IrInstr p = {0};
+    IrInstr p = {.a.x = &ir_no_attrs_x};
     p.op = OP_PARAMETER;
     p.shape = s;
-    p.a.feature_group_count = p.a.batch_group_count = 1;
     int32_t x, y;
     p.name = ir_unique_name(sp->dst, "x");
     p.a.parameter_number = 0;
@@ -577,14 +579,17 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
     Spmd *sp = pc->sp;
     ins->a.channel_id = ++sp->next_channel;
     ins->a.use_global_device_ids = true;
+    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
+    if (!x)
+        return oom(pc), false;
     SpmdGroupsMemo *m = groups_memo_of(sp, groups, ngroups, size);
     if (!m)
-        return build_groups(pc, &ins->a.replica_groups, ngroups, size, groups, false);
+        return build_groups(pc, &x->replica_groups, ngroups, size, groups, false);
     /* Shared read-only: nothing writes an instruction's groups once built
      * (module copies duplicate them). */
     if (!m->rg.present && !build_groups(pc, &m->rg, ngroups, size, groups, true))
         return false;
-    ins->a.replica_groups = m->rg;
+    x->replica_groups = m->rg;
     return true;
 }
 
@@ -678,7 +683,7 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     if (!IR_ARENA_GROW(rep->arena, rep->coll, rep->capcoll, rep->ncoll, rep->ncoll + 1))
         return oom(pc);
     const IrInstr *ins = &pc->dc->instr[r];
-    char *txt = groups_text(rep->arena, &ins->a.replica_groups);
+    char *txt = groups_text(rep->arena, &ins->a.x->replica_groups);
     if (!txt)
         return oom(pc);
     SpmdCollective *c = &rep->coll[rep->ncoll++];
@@ -775,8 +780,11 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
             p[2 * (rep * npairs + k)] = pairs[2 * k] + rep * sp->n;
             p[2 * (rep * npairs + k) + 1] = pairs[2 * k + 1] + rep * sp->n;
         }
-    ins->a.source_target_pairs.n = (int32_t)(2 * n);
-    ins->a.source_target_pairs.v = p;
+    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
+    if (!x)
+        return oom(pc);
+    x->source_target_pairs.n = (int32_t)(2 * n);
+    x->source_target_pairs.v = p;
     ins->a.channel_id = ++sp->next_channel;
     return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)));
 }

@@ -195,9 +195,9 @@ typedef struct GatherDims {
 
 static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix, GatherDims *g)
 {
-    const IrGatherDnums *dn = &ins->a.gather;
+    const IrGatherDnums *dn = &ins->a.x->gather;
     if (dn->operand_batching_dims.n > 0 || op->rank > IR_MAX_RANK || ix->rank > IR_MAX_RANK ||
-        ins->shape.rank > IR_MAX_RANK || ins->a.slice_sizes.n != op->rank ||
+        ins->shape.rank > IR_MAX_RANK || ins->a.x->slice_sizes.n != op->rank ||
         (dn->index_vector_dim == ix->rank && ix->rank + 1 > IR_MAX_RANK)) /* explicit_indices */
         return false;
     g->orank = op->rank;
@@ -217,7 +217,7 @@ static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix
                 return false;
             g->op_to_out[d] = dn->offset_dims.v[w++];
         }
-        int64_t size = ins->a.slice_sizes.v[d];
+        int64_t size = ins->a.x->slice_sizes.v[d];
         /* Sliced whole: its start clamps to 0 even when indexed. */
         if (g->op_to_out[d] >= 0 && size == op->dims[d]) {
             g->pass[d] = true;
@@ -354,7 +354,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
     int32_t valid = -1;
     if (best.reduce) {
         /* Clamp as the global gather does, then shift into the shard. */
-        const IrI64List *sim = &ins->a.gather.start_index_map;
+        const IrI64List *sim = &ins->a.x->gather.start_index_map;
         iv = explicit_indices(pc, iv, g.ivd);
         if (iv < 0)
             return set_val(pc, i, -1);
@@ -362,7 +362,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
         IrType t = is.type;
         int64_t hi[IR_MAX_RANK];
         for (int32_t k = 0; k < sim->n; k++)
-            hi[k] = o->shape.dims[sim->v[k]] - ins->a.slice_sizes.v[sim->v[k]];
+            hi[k] = o->shape.dims[sim->v[k]] - ins->a.x->slice_sizes.v[sim->v[k]];
         int32_t zero = emit_broadcast(pc, emit_scalar_const(pc, t, 0), &is, 0, NULL);
         iv = emit_binary(pc, OP_MAXIMUM, iv, zero);
         iv = emit_binary(pc, OP_MINIMUM, iv, along(pc, emit_vector(pc, t, sim->n, hi), iv, g.ivd));
@@ -381,7 +381,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
     /* Passthrough dims slice the whole local shard. */
     for (int32_t d = 0; d < g.orank; d++)
         if (g.pass[d])
-            pc->dc->instr[v].a.slice_sizes.v[d] = val_shape(pc, ov)->dims[d];
+            pc->dc->instr[v].a.x->slice_sizes.v[d] = val_shape(pc, ov)->dims[d];
     if (best.reduce) {
         int64_t bdims[IR_MAX_RANK], cdims[IR_MAX_RANK];
         int32_t nb = 0;
@@ -421,7 +421,7 @@ typedef struct ScatterDims {
 static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix, const IrShape *upd,
                          ScatterDims *s)
 {
-    const IrScatterDnums *dn = &ins->a.scatter;
+    const IrScatterDnums *dn = &ins->a.x->scatter;
     if (dn->input_batching_dims.n > 0 || op->rank > IR_MAX_RANK || upd->rank > IR_MAX_RANK ||
         ix->rank > IR_MAX_RANK || (dn->index_vector_dim == ix->rank && ix->rank + 1 > IR_MAX_RANK))
         return false;
@@ -612,7 +612,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
         ops[0] = emit_select(pc, emit_broadcast(pc, keep, &ps, 0, NULL), ops[0], id);
     }
     if (shift)
-        iv = shift_indices(pc, iv, s.ivd, &ins->a.scatter.scatter_dims_to_operand_dims, best.op, &o->shape, s.pass);
+        iv = shift_indices(pc, iv, s.ivd, &ins->a.x->scatter.scatter_dims_to_operand_dims, best.op, &o->shape, s.pass);
     ops[n] = iv;
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)

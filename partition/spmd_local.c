@@ -64,7 +64,7 @@ static int32_t first_whole_dim(const IrInstr *ins)
 {
     const IrShape *s = ins->shape.type == IR_TUPLE ? &ins->shape.tuple[0] : &ins->shape;
     switch (ins->op) {
-    case OP_FFT: return s->rank - ins->a.fft_length.n;
+    case OP_FFT: return s->rank - ins->a.x->fft_length.n;
     case OP_TOPK: return s->rank - 1;
     default: return s->rank - 2; /* cholesky, triangular-solve */
     }

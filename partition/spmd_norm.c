@@ -59,7 +59,7 @@ static bool norm_plan(PComp *pc, int32_t i, Norm *n)
     if (ins->shape.type == IR_TUPLE && !(s = shd_tuple_element(a, s, &ins->shape, 0)))
         return false;
     n->s = s->kind == SHD_TILED ? s : &repl_sharding;
-    n->fi = ins->a.feature_index;
+    n->fi = ins->a.x->feature_index;
     n->xs = &pc->sc->instr[ins->opnd[0]].shape;
     n->t = n->xs->type;
     n->ct = n->t == IR_F64 ? IR_F64 : IR_F32;
@@ -124,8 +124,11 @@ static int32_t emit_norm_op(PComp *pc, int32_t i, IrOpcode op, const IrShape *sh
 {
     int32_t r = emit(pc, op, shape, nopnd, ops);
     if (r >= 0) {
-        pc->dc->instr[r].a.epsilon = pc->sc->instr[i].a.epsilon;
-        pc->dc->instr[r].a.feature_index = pc->sc->instr[i].a.feature_index;
+        IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+        if (!x)
+            return -1;
+        x->epsilon = pc->sc->instr[i].a.x->epsilon;
+        x->feature_index = pc->sc->instr[i].a.x->feature_index;
     }
     return r;
 }
@@ -176,7 +179,7 @@ static IrStatus grad(PComp *pc, int32_t i, const Norm *n)
     int32_t sdyx = feature_sum(pc, n, emit_binary(pc, OP_MULTIPLY, dy, xc));
     if (var < 0)
         return set_val(pc, i, -1);
-    int32_t eps = emit_broadcast(pc, emit_scalar_const(pc, ct, ins->a.epsilon), val_shape(pc, var), 0, NULL);
+    int32_t eps = emit_broadcast(pc, emit_scalar_const(pc, ct, ins->a.x->epsilon), val_shape(pc, var), 0, NULL);
     int32_t s = emit_unary(pc, OP_RSQRT, emit_binary(pc, OP_ADD, var, eps));
     int32_t mdy = divide_by(pc, sdy, (double)n->count, ct);
     int32_t mdyx = divide_by(pc, sdyx, (double)n->count, ct);

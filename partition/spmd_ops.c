@@ -278,8 +278,8 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
     const IrShape *in = &pc->sc->instr[ins->opnd[0]].shape;
     bool touched[IR_MAX_RANK];
     for (int32_t d = 0; d < in->rank; d++)
-        touched[d] = ins->a.slice_start.v[d] != 0 || ins->a.slice_limit.v[d] != in->dims[d] ||
-                     (ins->a.slice_stride.n > d && ins->a.slice_stride.v[d] != 1);
+        touched[d] = ins->a.x->slice_start.v[d] != 0 || ins->a.x->slice_limit.v[d] != in->dims[d] ||
+                     (ins->a.x->slice_stride.n > d && ins->a.x->slice_stride.v[d] != 1);
     if (!tiled_dims_untouched(pc->shd[i], in->rank, touched))
         return keep_untouched_partitioned(pc, i, touched, spmd_slice);
     int32_t v = operand_as(pc, i, 0, pc->shd[i]);
@@ -297,7 +297,7 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
     IrInstr *di = &pc->dc->instr[r];
     for (int32_t d = 0; d < in->rank; d++)
         if (!touched[d])
-            di->a.slice_limit.v[d] = ls->dims[d];
+            di->a.x->slice_limit.v[d] = ls->dims[d];
     IrShape out;
     if (!local_shape(pc, pc_arena(pc), i, &out))
         return oom(pc);
@@ -313,8 +313,8 @@ IrStatus spmd_pad(PComp *pc, int32_t i)
     int32_t rank = ins->shape.rank;
     bool touched[IR_MAX_RANK];
     for (int32_t d = 0; d < rank; d++)
-        touched[d] = ins->a.pad_lo.v[d] != 0 || ins->a.pad_hi.v[d] != 0 ||
-                     (ins->a.pad_interior.n > d && ins->a.pad_interior.v[d] != 0);
+        touched[d] = ins->a.x->pad_lo.v[d] != 0 || ins->a.x->pad_hi.v[d] != 0 ||
+                     (ins->a.x->pad_interior.n > d && ins->a.x->pad_interior.v[d] != 0);
     if (!tiled_dims_untouched(pc->shd[i], rank, touched))
         return keep_untouched_partitioned(pc, i, touched, spmd_pad);
     int32_t ops[2] = {operand_as(pc, i, 0, pc->shd[i]), operand_as(pc, i, 1, &repl_sharding)};
@@ -374,8 +374,8 @@ IrStatus spmd_dynamic_slice(PComp *pc, int32_t i)
         return r;
     /* dynamic_slice_sizes follow the per-device shape. */
     IrInstr *di = &pc->dc->instr[pc->val[i]];
-    for (int32_t d = 0; d < di->shape.rank && d < di->a.dynamic_slice_sizes.n; d++)
-        di->a.dynamic_slice_sizes.v[d] = di->shape.dims[d];
+    for (int32_t d = 0; d < di->shape.rank && d < di->a.x->dynamic_slice_sizes.n; d++)
+        di->a.x->dynamic_slice_sizes.v[d] = di->shape.dims[d];
     return IR_OK;
 }
 

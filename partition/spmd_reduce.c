@@ -130,8 +130,7 @@ static int32_t gather_partials(PComp *pc, int32_t v, int32_t ng, int32_t size, c
 /* Parameter `number` of computation c, a scalar of type t. */
 static int32_t lift_param(IrModule *m, IrComputation *c, IrType t, int64_t number)
 {
-    IrInstr p = {.op = OP_PARAMETER, .shape = {.type = t}, .name = ir_unique_name(m, "p")};
-    p.a.feature_group_count = p.a.batch_group_count = 1;
+    IrInstr p = {.a.x = &ir_no_attrs_x, .op = OP_PARAMETER, .shape = {.type = t}, .name = ir_unique_name(m, "p")};
     p.a.parameter_number = number; /* before adding: it files the parameter */
     return p.name ? ir_add_instr(m, c, &p) : -1;
 }

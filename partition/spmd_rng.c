@@ -243,7 +243,7 @@ IrStatus spmd_rng_bit_generator(PComp *pc, int32_t i)
     const IrShape *full = bits_only ? &ins->shape : ins->shape.ntuple == 2 ? &ins->shape.tuple[1] : NULL;
     const IrSharding *bs = !full ? NULL : bits_only ? pc->shd[i]
                                      : shd_tuple_element(pc_arena(pc), pc->shd[i], &ins->shape, 1);
-    const char *alg = ins->a.rng_algorithm ? ins->a.rng_algorithm : "rng_default";
+    const char *alg = ins->a.x->rng_algorithm ? ins->a.x->rng_algorithm : "rng_default";
     bool philox = strcmp(alg, "rng_three_fry") != 0;
     RngPlan rp;
     if (full && bs && ss->type == IR_U64 && ss->rank == 1 && ss->dims[0] >= 2 && ir_shape_is_array(full) &&

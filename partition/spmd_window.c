@@ -40,7 +40,7 @@ static IrSharding *window_plan(PComp *pc, const IrInstr *ins, const IrShape *in,
     for (int32_t d = 0; d < in->rank; d++) {
         need[d] = false;
         int64_t t = shd_tiles(cand, d);
-        const IrWindowDim *w = &ins->a.window.dim[d];
+        const IrWindowDim *w = &ins->a.x->window.dim[d];
         if (t <= 1 || identity_window(w))
             continue;
         if (can_halo && spmd_halo_plan(in->dims[d], ins->shape.dims[d], t, w, &halo[d]))
@@ -71,7 +71,7 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
     const IrInstr *ins = &pc->sc->instr[i];
     const IrShape *in = &pc->sc->instr[ins->opnd[0]].shape;
     static const IrSharding repl = {.kind = SHD_REPLICATED};
-    if (in->rank > IR_MAX_RANK || ins->a.window.rank != in->rank || ins->shape.rank != in->rank)
+    if (in->rank > IR_MAX_RANK || ins->a.x->window.rank != in->rank || ins->shape.rank != in->rank)
         return spmd_fallback(pc, i);
     SpmdHalo *halo = ts_malloc(2 * (size_t)IR_MAX_RANK * sizeof(SpmdHalo));
     if (!halo)
@@ -123,8 +123,8 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
     if (r >= 0)
         for (int32_t d = 0; d < in->rank; d++)
             if (need[bi][d]) {
-                pc->dc->instr[r].a.window.dim[d].pad_lo = 0;
-                pc->dc->instr[r].a.window.dim[d].pad_hi = 0;
+                pc->dc->instr[r].a.x->window.dim[d].pad_lo = 0;
+                pc->dc->instr[r].a.x->window.dim[d].pad_hi = 0;
             }
     ts_free(halo);
     return set_val(pc, i, reshard(pc, r, &ins->shape, best, pc->shd[i]));
@@ -140,11 +140,11 @@ static IrStatus select_and_scatter(PComp *pc, int32_t i)
     const IrInstr *ins = &pc->sc->instr[i];
     const IrSharding *s = pc->shd[i];
     static const IrSharding repl = {.kind = SHD_REPLICATED};
-    if (s->kind != SHD_TILED || shd_has_manual_subgroup(s) || ins->a.window.rank != ins->shape.rank ||
+    if (s->kind != SHD_TILED || shd_has_manual_subgroup(s) || ins->a.x->window.rank != ins->shape.rank ||
         ins->ncalled != 2)
         return spmd_fallback(pc, i);
     for (int32_t d = 0; d < ins->shape.rank; d++)
-        if (shd_tiles(s, d) > 1 && !identity_window(&ins->a.window.dim[d]))
+        if (shd_tiles(s, d) > 1 && !identity_window(&ins->a.x->window.dim[d]))
             return spmd_fallback(pc, i);
     int32_t ops[3] = {operand_as(pc, i, 0, s), operand_as(pc, i, 1, s), operand_as(pc, i, 2, &repl)};
     int32_t called[2];

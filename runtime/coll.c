@@ -37,7 +37,7 @@ static const char *mode_ids(IrGroupMode mode)
 IrStatus rt_coll_group(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, int64_t me, int64_t *members,
                        int32_t *size, int32_t *my_index, IrDiag *d)
 {
-    const IrReplicaGroups *g = &ins->a.replica_groups;
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
     IrGroupMode mode = ir_group_mode(ins);
     int64_t rep = me / w->n, part = me % w->n;
     int64_t domain = mode == IR_GROUPS_GLOBAL ? w->n * w->r : mode == IR_GROUPS_PARTITION ? w->n : w->r;
@@ -98,8 +98,8 @@ static IrStatus check_one(const IrModule *m, const IrComputation *c, const IrIns
 {
     IrGroupMode mode = ir_group_mode(ins);
     int64_t domain = mode == IR_GROUPS_GLOBAL ? w->n * w->r : mode == IR_GROUPS_PARTITION ? w->n : w->r;
-    const IrReplicaGroups *g = &ins->a.replica_groups;
-    if ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.is_host_transfer) {
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
+    if ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.x->is_host_transfer) {
         /* A link between devices: its pairs, at most one per target. */
         int32_t cap = (int32_t)(2 * w->n * w->r), n = 0;
         int64_t *v = ts_malloc((size_t)cap * sizeof *v);
@@ -119,7 +119,7 @@ static IrStatus check_one(const IrModule *m, const IrComputation *c, const IrIns
         return st;
     }
     if (ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_PERMUTE_START) {
-        const IrI64List *p = &ins->a.source_target_pairs;
+        const IrI64List *p = &ins->a.x->source_target_pairs;
         for (int32_t k = 0; k < p->n; k++)
             if (p->v[k] < 0 || (p->v[k] >= domain && !(mode == IR_GROUPS_PARTITION && p->v[k] < w->n * w->r)))
                 return coll_fail(m, ins, d, IR_EINPUT, "source_target_pairs names %lld, but there are %lld %s",
@@ -168,7 +168,7 @@ IrStatus rt_coll_check_module(const IrModule *m, const RtCollWorld *w, IrDiag *d
                         ins->op == OP_COLLECTIVE_BROADCAST || ins->op == OP_COLLECTIVE_REDUCE ||
                         ins->op == OP_RAGGED_ALL_TO_ALL || ins->op == OP_ALL_REDUCE_START ||
                         ins->op == OP_ALL_GATHER_START || ins->op == OP_COLLECTIVE_PERMUTE_START ||
-                        ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.is_host_transfer);
+                        ((ins->op == OP_SEND || ins->op == OP_RECV) && !ins->a.x->is_host_transfer);
             IrStatus st = coll ? check_one(m, m->comp[k], ins, w, d) : IR_OK;
             if (st != IR_OK)
                 return st;
@@ -178,7 +178,7 @@ IrStatus rt_coll_check_module(const IrModule *m, const RtCollWorld *w, IrDiag *d
 
 int64_t rt_coll_permute_source(const IrInstr *ins, const RtCollWorld *w, int64_t me)
 {
-    const IrI64List *p = &ins->a.source_target_pairs;
+    const IrI64List *p = &ins->a.x->source_target_pairs;
     IrGroupMode mode = ir_group_mode(ins);
     int64_t rep = me / w->n, part = me % w->n;
     int64_t key = mode == IR_GROUPS_GLOBAL ? me : mode == IR_GROUPS_PARTITION ? part : rep;

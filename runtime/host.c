@@ -112,7 +112,7 @@ static IrStatus keep_save(RtSaves *s, const char *name, size_t len, DevValue *v)
 /* Check tessel_save's name at `ins`: IR_EINPUT at its position. */
 static IrStatus check_save(const IrModule *m, const IrInstr *ins, size_t *start, size_t *len, IrDiag *d)
 {
-    const char *b = ins->a.backend_config;
+    const char *b = ins->a.x->backend_config;
     if (!b)
         return ir_error(d, IR_EINPUT, m->file, m->src, ins->pos,
                         "%s: tessel_save needs the output's name in backend_config (it writes NAME.npy "
@@ -133,7 +133,7 @@ static IrStatus host_call(void *ctx, const IrModule *m, const IrInstr *ins, int3
                           DevValue **out, IrDiag *d)
 {
     const RtHostCtx *hc = ctx;
-    const char *t = ins->a.custom_call_target ? ins->a.custom_call_target : "";
+    const char *t = ins->a.x->custom_call_target ? ins->a.x->custom_call_target : "";
     bool print = strcmp(t, "tessel_print") == 0, save = strcmp(t, "tessel_save") == 0;
     if (!print && !save)
         return IR_EUNSUPPORTED;
@@ -149,7 +149,7 @@ static IrStatus host_call(void *ctx, const IrModule *m, const IrInstr *ins, int3
         IrStatus st = check_save(m, ins, &start, &len, d);
         if (st != IR_OK)
             return st;
-        if (hc->saves && keep_save(hc->saves, ins->a.backend_config + start, len, operands[0]) != IR_OK)
+        if (hc->saves && keep_save(hc->saves, ins->a.x->backend_config + start, len, operands[0]) != IR_OK)
             return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     }
     *out = dev_value_ref(operands[0]);
@@ -166,7 +166,7 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
     for (int32_t c = 0; c < m->ncomp; c++)
         for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
             const IrInstr *ins = &m->comp[c]->instr[i];
-            const char *t = ins->a.custom_call_target;
+            const char *t = ins->a.x->custom_call_target;
             if (ins->op != OP_CUSTOM_CALL || dev_builtin_target(t))
                 continue;
             size_t start, len;

@@ -379,13 +379,13 @@ static bool crosses_devices(const IrInstr *ins, int64_t ndev)
         op == OP_COLLECTIVE_PERMUTE_DONE)
         return false;
     if (op == OP_COLLECTIVE_PERMUTE || op == OP_COLLECTIVE_PERMUTE_START) {
-        const IrI64List *p = &ins->a.source_target_pairs;
+        const IrI64List *p = &ins->a.x->source_target_pairs;
         for (int32_t i = 0; i + 1 < p->n; i += 2)
             if (p->v[i] != p->v[i + 1])
                 return true;
         return false;
     }
-    const IrReplicaGroups *g = &ins->a.replica_groups;
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
     if (!g->present || g->ngroups == 0)
         return true;
     for (int32_t i = 0; i < g->ngroups; i++)

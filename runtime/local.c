@@ -1378,7 +1378,7 @@ static const IrInstr *recv_of(const IrModule *m, const IrInstr *ins)
     for (int32_t k = 0; k < m->ncomp; k++)
         for (int32_t i = 0; i < m->comp[k]->ninstr; i++) {
             r = &m->comp[k]->instr[i];
-            if (r->op == OP_RECV && !r->a.is_host_transfer && r->a.channel_id == ins->a.channel_id)
+            if (r->op == OP_RECV && !r->a.x->is_host_transfer && r->a.channel_id == ins->a.channel_id)
                 return r; /* XLA gives a recv-done its recv's channel_id */
         }
     return NULL;
@@ -1404,7 +1404,7 @@ static bool has_recv_done(const IrModule *m, const IrInstr *recv)
     for (int32_t k = 0; k < m->ncomp; k++)
         for (int32_t i = 0; i < m->comp[k]->ninstr; i++) {
             const IrInstr *rd = &m->comp[k]->instr[i];
-            if (rd->op != OP_RECV_DONE || rd->a.is_host_transfer || rd->nopnd < 1)
+            if (rd->op != OP_RECV_DONE || rd->a.x->is_host_transfer || rd->nopnd < 1)
                 continue;
             const IrInstr *direct = &m->comp[k]->instr[rd->opnd[0]];
             if (direct == recv || (direct->op != OP_RECV && rd->a.channel_id == recv->a.channel_id))
@@ -1463,7 +1463,9 @@ static IrStatus p2p_exchange(Device *dev, const IrModule *m, const IrInstr *recv
     perm.op = OP_COLLECTIVE_PERMUTE;
     perm.shape = *data;
     perm.a.use_global_device_ids = false;
-    perm.a.source_target_pairs = (IrI64List){.n = n, .v = pairs};
+    IrAttrsX px = *perm.a.x; /* perm lives only for this call */
+    px.source_target_pairs = (IrI64List){.n = n, .v = pairs};
+    perm.a.x = &px;
     DevValue *mine = take_sent(dev, recv);
     if (!mine)
         mine = dev_value_zeros(data);

@@ -21,10 +21,9 @@ IrModule *rt_signature_module(const PlanCluster *c)
     if (!params)
         goto oom;
     for (int32_t p = 0; p < c->nparam; p++) {
-        IrInstr ins = {0};
+        IrInstr ins = {.a.x = &ir_no_attrs_x};
         ins.op = OP_PARAMETER;
         ins.a.parameter_number = p;
-        ins.a.feature_group_count = ins.a.batch_group_count = 1;
         const char *name = pe && p < pe->nparam && pe->param[p] >= 0 ? pe->instr[pe->param[p]].name : "p";
         if (!(ins.name = ir_unique_name(m, name)) || ir_shape_copy(m->arena, &ins.shape, &c->param_shape[p]) != IR_OK ||
             (params[p] = ir_add_instr(m, e, &ins)) < 0)

@@ -117,7 +117,12 @@ static void test_forms(void **state)
     }
     assert_true(ir_attr_info(A_DIMENSIONS)->has_flag);
     assert_int_equal(ir_attr_info(A_DIMENSIONS)->has, offsetof(IrAttrs, has_dimensions));
-    assert_int_equal(ir_attr_info(A_OFFSET_DIMS)->field, offsetof(IrAttrs, gather.offset_dims));
+    assert_false(ir_attr_info(A_DIMENSIONS)->has_cold);
+    assert_false(ir_attr_info(A_DIMENSIONS)->cold);
+    assert_int_equal(ir_attr_info(A_DIMENSIONS)->field, offsetof(IrAttrs, dimensions));
+    /* gather's dims live out of line, in IrAttrsX */
+    assert_true(ir_attr_info(A_OFFSET_DIMS)->cold);
+    assert_int_equal(ir_attr_info(A_OFFSET_DIMS)->field, offsetof(IrAttrsX, gather.offset_dims));
     assert_false(ir_attr_info(A_INDEX)->has_flag);
     assert_string_equal(ir_attr_info(A_FFT_TYPE)->words->w[0], "FFT");
 }

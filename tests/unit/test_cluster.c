@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrs_test.h"
 #include "cluster/cluster.h"
 #include "device/device.h"
 #include "runtime/runtime.h"
@@ -201,7 +202,7 @@ static IrStatus host_hook(void *ctx, const IrModule *m, const IrInstr *ins, int3
 {
     (void)m;
     (void)d;
-    const char *t = ins->a.custom_call_target;
+    const char *t = ins->a.x->custom_call_target;
     if (!t || n != 1 ||
         (strcmp(t, "tessel_print") != 0 && strcmp(t, "tessel_save") != 0 && strcmp(t, "probe") != 0))
         return IR_EUNSUPPORTED;
@@ -493,7 +494,7 @@ static void test_cycles_bad_args(void **state)
 static void test_is_host_instr(void **state)
 {
     (void)state;
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     IrKeyValue kv = {"_xla_compute_type", "host"};
     ins.op = OP_ADD;
     assert_false(clu_is_host_instr(&ins, NULL));
@@ -504,17 +505,17 @@ static void test_is_host_instr(void **state)
     assert_false(clu_is_host_instr(&ins, NULL));
     ins.a.nfrontend = 0;
     ins.op = OP_CUSTOM_CALL;
-    ins.a.custom_call_target = "tessel_print";
+    test_x(&ins.a)->custom_call_target = "tessel_print";
     assert_true(clu_is_host_instr(&ins, NULL));
-    ins.a.custom_call_target = "tessel_save";
+    test_x(&ins.a)->custom_call_target = "tessel_save";
     assert_true(clu_is_host_instr(&ins, NULL));
-    ins.a.custom_call_target = "my_log";
+    test_x(&ins.a)->custom_call_target = "my_log";
     assert_false(clu_is_host_instr(&ins, NULL));
     const char *const mine[] = {"my_log", NULL};
     assert_true(clu_is_host_instr(&ins, mine));
-    ins.a.custom_call_target = "tessel_print";
+    test_x(&ins.a)->custom_call_target = "tessel_print";
     assert_false(clu_is_host_instr(&ins, mine));
-    ins.a.custom_call_target = NULL;
+    test_x(&ins.a)->custom_call_target = NULL;
     assert_false(clu_is_host_instr(&ins, NULL));
 }
 
@@ -840,8 +841,8 @@ static void test_numbering(void **state)
 
 static bool has_ctrl(const IrComputation *c, const IrInstr *ins, const char *pred)
 {
-    for (int32_t k = 0; k < ins->a.control_predecessors.n; k++)
-        if (strcmp(c->instr[ins->a.control_predecessors.v[k]].name, pred) == 0)
+    for (int32_t k = 0; k < ins->a.x->control_predecessors.n; k++)
+        if (strcmp(c->instr[ins->a.x->control_predecessors.v[k]].name, pred) == 0)
             return true;
     return false;
 }
@@ -862,7 +863,7 @@ static void test_control_edges(void **state)
     for (int32_t k = 0; k < r.nclusters; k++) {
         const IrComputation *c = out->comp[r.clusters[k].comp];
         for (int32_t i = 0; i < c->ninstr; i++)
-            assert_int_equal(c->instr[i].a.control_predecessors.n, 0);
+            assert_int_equal(c->instr[i].a.x->control_predecessors.n, 0);
     }
     done(src, out, &r);
 }
@@ -1118,7 +1119,7 @@ static void test_host_targets_option(void **state)
     outputs_are(&r, 1, "b");
     const IrComputation *e = ir_entry(out);
     assert_int_equal(instr_named(e, "e")->op, OP_CUSTOM_CALL);
-    assert_int_equal(e->instr[e->root].a.control_predecessors.n, 0);
+    assert_int_equal(e->instr[e->root].a.x->control_predecessors.n, 0);
     done(src, out, &r);
 }
 
@@ -1293,9 +1294,9 @@ static void source_graph(const IrModule *m, const CluResult *r, Graph *G)
         const IrInstr *ins = &c->instr[i];
         for (int k = 0; k < ins->nopnd; k++)
             G->adj[ins->opnd[k]][i] = true;
-        for (int k = 0; k < ins->a.control_predecessors.n; k++) {
-            G->adj[ins->a.control_predecessors.v[k]][i] = true;
-            ctrl[i] = ctrl[ins->a.control_predecessors.v[k]] = true;
+        for (int k = 0; k < ins->a.x->control_predecessors.n; k++) {
+            G->adj[ins->a.x->control_predecessors.v[k]][i] = true;
+            ctrl[i] = ctrl[ins->a.x->control_predecessors.v[k]] = true;
         }
     }
     for (int i = 0; i < G->n; i++)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attrs_test.h"
 #include "runtime/coll.h"
 
 static const char TEXT[] =
@@ -183,7 +184,7 @@ static void groups(void **state)
     int64_t grp[2] = {0, 1};
     int64_t *gp = grp;
     int32_t gs = 2;
-    rp.a.replica_groups = (IrReplicaGroups){.present = true, .ngroups = 1, .group_size = &gs, .groups = &gp};
+    test_x(&rp.a)->replica_groups = (IrReplicaGroups){.present = true, .ngroups = 1, .group_size = &gs, .groups = &gp};
     RtCollWorld w22 = {2, 2};
     assert_int_equal(rt_coll_group(f->m, &rp, &w22, 3, members, &size, &mine, &d), IR_OK);
     assert_int_equal(size, 4);

@@ -159,10 +159,9 @@ static void test_arena_overflow(void **state)
 
 static int32_t add_param(IrModule *m, IrComputation *c, int64_t number)
 {
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_PARAMETER;
     ins.a.parameter_number = number;
-    ins.a.feature_group_count = ins.a.batch_group_count = 1;
     char name[32];
     snprintf(name, sizeof name, "p%lld", (long long)number);
     ins.name = ir_unique_name(m, name);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attrs_test.h"
 #include "device/device.h"
 
 /* ---- module building ---- */
@@ -62,7 +63,7 @@ static int32_t comp(const char *name)
 
 static int32_t param(int32_t ci, int64_t num, IrShape s)
 {
-    IrInstr in = {0};
+    IrInstr in = {.a.x = &ir_no_attrs_x};
     in.op = OP_PARAMETER;
     in.name = ir_unique_name(M, "p");
     in.shape = s;
@@ -572,14 +573,14 @@ static IrStatus custom(void *ctx, const IrModule *m, const IrInstr *ins, int32_t
     (void)m;
     (void)d;
     custom_calls++;
-    if (strcmp(ins->a.custom_call_target, "probe") == 0) {
+    if (strcmp(ins->a.x->custom_call_target, "probe") == 0) {
         probe_refs = watched ? watched->refs : -1;
         if (nprobe < 16)
             probe_data[nprobe++] = opnd[0]->data;
         *out = dev_value_ref(opnd[0]);
         return IR_OK;
     }
-    if (strcmp(ins->a.custom_call_target, "twice") != 0 || n != 1)
+    if (strcmp(ins->a.x->custom_call_target, "twice") != 0 || n != 1)
         return IR_EUNSUPPORTED;
     DevValue *r = dev_value_clone(opnd[0]);
     if (!r)
@@ -593,7 +594,7 @@ static IrStatus custom(void *ctx, const IrModule *m, const IrInstr *ins, int32_t
 static int32_t cc(int32_t ci, const char *target, IrShape s, int32_t x)
 {
     int32_t i = op(ci, OP_CUSTOM_CALL, s, 1, x);
-    I(ci, i)->a.custom_call_target = target;
+    test_x(&I(ci, i)->a)->custom_call_target = target;
     return i;
 }
 
@@ -733,7 +734,7 @@ static int32_t permute(int32_t ci, IrShape s, int32_t x, int32_t npairs, const i
     int32_t i = op(ci, OP_COLLECTIVE_PERMUTE, s, 1, x);
     int64_t *v = ir_alloc_array(M->arena, (size_t)(2 * npairs), sizeof *v);
     memcpy(v, pairs, (size_t)(2 * npairs) * sizeof *v);
-    I(ci, i)->a.source_target_pairs = (IrI64List){2 * npairs, v};
+    test_x(&I(ci, i)->a)->source_target_pairs = (IrI64List){2 * npairs, v};
     I(ci, i)->a.channel_id = 1;
     return i;
 }

@@ -18,6 +18,7 @@
 
 #include <string.h>
 
+#include "attrs_test.h"
 #include "device/device.h"
 
 static IrModule *M;
@@ -60,7 +61,7 @@ static int32_t comp(const char *name)
 
 static int32_t param(int32_t ci, int64_t num, IrShape s)
 {
-    IrInstr in = {0};
+    IrInstr in = {.a.x = &ir_no_attrs_x};
     in.op = OP_PARAMETER;
     in.name = ir_unique_name(M, "p");
     in.shape = s;
@@ -259,8 +260,8 @@ static int32_t build_scan(bool reverse)
     int64_t *dim = ir_alloc(M->arena, sizeof *dim);
     *dim = 0;
     I(e, s)->a.dimensions = (IrI64List){1, dim};
-    I(e, s)->a.num_carries = 1;
-    I(e, s)->a.is_reverse = reverse;
+    test_x(&I(e, s)->a)->num_carries = 1;
+    test_x(&I(e, s)->a)->is_reverse = reverse;
     C(e)->root = s;
     return e;
 }
@@ -284,7 +285,7 @@ static void test_scan(void **state)
         expect_f32(r->elems[1], 1, (float[]){10.5f});
         dev_value_unref(r);
         /* num_carries beyond the results: an error, not a crash */
-        I(e, C(e)->root)->a.num_carries = 3;
+        test_x(&I(e, C(e)->root)->a)->num_carries = 3;
         run_err(e, 2, a, NULL, IR_EINPUT, "num_carries");
         dev_value_unref(a[0]);
         dev_value_unref(a[1]);
@@ -325,7 +326,7 @@ static void test_collective_pairs(void **state)
     int32_t cps = op(e, OP_COLLECTIVE_PERMUTE_START, tup(4, el), 1, ard);
     int64_t *pairs = ir_alloc_array(M->arena, 2, sizeof *pairs);
     pairs[0] = pairs[1] = 0;
-    I(e, cps)->a.source_target_pairs = (IrI64List){2, pairs};
+    test_x(&I(e, cps)->a)->source_target_pairs = (IrI64List){2, pairs};
     C(e)->root = op(e, OP_COLLECTIVE_PERMUTE_DONE, v2, 1, cps);
     DevValue *a = f32v(2, (float[]){1, 2});
     /* alone: identities */
@@ -384,7 +385,7 @@ static void test_one_member_collectives(void **state)
     run_err(e, 6, a, NULL, IR_EINPUT, "out of bounds");
     ((int32_t *)a[4]->data)[0] = 3;
     /* a group of two devices */
-    IrReplicaGroups *g = &I(e, cb)->a.replica_groups;
+    IrReplicaGroups *g = &test_x(&I(e, cb)->a)->replica_groups;
     g->present = true;
     g->ngroups = 1;
     g->group_size = ir_alloc(M->arena, sizeof *g->group_size);
@@ -404,7 +405,7 @@ static void test_rng_state(void **state)
     IrShape u2 = vec(IR_U64, 2);
     int32_t f = comp("f");
     int32_t g = op(f, OP_RNG_GET_AND_UPDATE_STATE, u2, 0);
-    I(f, g)->a.rng_delta = 7;
+    test_x(&I(f, g)->a)->rng_delta = 7;
     C(f)->root = g;
     int32_t e = comp("e");
     int32_t c1 = op(e, OP_CALL, u2, 0), c2 = op(e, OP_CALL, u2, 0);
@@ -467,17 +468,17 @@ static void test_host_transfers(void **state)
     int32_t of = op(e, OP_OUTFEED, tok, 2, neg, t1);
     IrShape recv_el[3] = {v2, u32, tok};
     int32_t rv = op(e, OP_RECV, tup(3, recv_el), 1, of);
-    I(e, rv)->a.is_host_transfer = true;
+    test_x(&I(e, rv)->a)->is_host_transfer = true;
     I(e, rv)->a.channel_id = 2;
     int32_t rd = op(e, OP_RECV_DONE, tup(2, inf_el), 1, rv);
-    I(e, rd)->a.is_host_transfer = true;
+    test_x(&I(e, rd)->a)->is_host_transfer = true;
     int32_t y = gte(e, rd, 0), t2 = gte(e, rd, 1);
     int32_t sum = op(e, OP_ADD, v2, 2, x, y);
     int32_t sd = op(e, OP_SEND, tup(3, recv_el), 2, sum, t2);
-    I(e, sd)->a.is_host_transfer = true;
+    test_x(&I(e, sd)->a)->is_host_transfer = true;
     I(e, sd)->a.channel_id = 3;
     int32_t sdd = op(e, OP_SEND_DONE, tok, 1, sd);
-    I(e, sdd)->a.is_host_transfer = true;
+    test_x(&I(e, sdd)->a)->is_host_transfer = true;
     C(e)->root = sum;
     Host h = {{f32v(2, (float[]){1, 2}), f32v(2, (float[]){10, 20})}, 2, 0, {0}, 0};
     DevHostTransfers ht = {&h, host_feed, host_take};
@@ -499,7 +500,7 @@ static void test_host_transfers(void **state)
     /* no host transfers in this run: refused, naming the op */
     run_err(e, 0, NULL, NULL, IR_EUNSUPPORTED, "infeed talks to the host");
     /* recv between devices: refused */
-    I(e, rv)->a.is_host_transfer = false;
+    test_x(&I(e, rv)->a)->is_host_transfer = false;
     h.next = 0;
     h.ntaken = 0;
     run_err(e, 0, NULL, &o, IR_EUNSUPPORTED, "recv between devices (channel_id=2");

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "attrs_test.h"
 #include "ir/ir.h"
 
 /* ------------------------------------------------------------------ */
@@ -118,7 +119,7 @@ static int32_t add_in(IrComputation *c, IrOpcode op, const char *shape, int n, c
 static int32_t param_in(IrComputation *c, int64_t num, const char *shape)
 {
     IrShape s = S(shape);
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_PARAMETER;
     ins.name = ir_unique_name(M, "p");
     ins.shape = s;
@@ -224,7 +225,7 @@ static void expect_error(int32_t i, const char *fragment)
 
 static void groups(int32_t i, int ngroups, int size)
 {
-    IrReplicaGroups *g = &I(i)->a.replica_groups;
+    IrReplicaGroups *g = &test_x(&I(i)->a)->replica_groups;
     g->present = true;
     g->ngroups = ngroups;
     g->group_size = ir_alloc_array(M->arena, (size_t)ngroups, sizeof(int32_t));
@@ -240,7 +241,7 @@ static void groups(int32_t i, int ngroups, int size)
 static void window(int32_t i, int rank, const int64_t *size, const int64_t *stride,
                    const int64_t *lo, const int64_t *hi, const int64_t *ld, const int64_t *rd)
 {
-    IrWindow *w = &I(i)->a.window;
+    IrWindow *w = &test_x(&I(i)->a)->window;
     w->rank = rank;
     w->dim = ir_alloc_array(M->arena, (size_t)rank, sizeof(IrWindowDim));
     for (int k = 0; k < rank; k++) {
@@ -314,8 +315,8 @@ static void test_unary(void **state)
     expect_shape(OP(OP_IMAG, "f32[2]", 1, c), "f32[2]");
     expect_shape(OP(OP_REAL, "f32[2]", 1, f), "f32[2]"); /* real of a float is itself */
     int32_t rp = OP(OP_REDUCE_PRECISION, "f32[2]", 1, f);
-    I(rp)->a.exponent_bits = 5;
-    I(rp)->a.mantissa_bits = 10;
+    test_x(&I(rp)->a)->exponent_bits = 5;
+    test_x(&I(rp)->a)->mantissa_bits = 10;
     expect_shape(rp, "f32[2]");
     int32_t rpb = OP(OP_REDUCE_PRECISION, "f32[2]", 1, f);
     expect_error(rpb, "exponent_bits >= 1");
@@ -402,40 +403,40 @@ static void test_slices(void **state)
             u = P("f32[2,8]"), ub = P("f32[11,8]"), v = P("s32[2]");
     /* [2:8:2] -> ceil(6/2) = 3; [0:8:3] -> ceil(8/3) = 3 */
     int32_t s = OP(OP_SLICE, "f32[3,3]", 1, x);
-    I(s)->a.slice_start = L("2,0");
-    I(s)->a.slice_limit = L("8,8");
-    I(s)->a.slice_stride = L("2,3");
+    test_x(&I(s)->a)->slice_start = L("2,0");
+    test_x(&I(s)->a)->slice_limit = L("8,8");
+    test_x(&I(s)->a)->slice_stride = L("2,3");
     expect_shape(s, "f32[3,3]");
     int32_t s1 = OP(OP_SLICE, "f32[4,8]", 1, x); /* no strides: all 1 */
-    I(s1)->a.slice_start = L("1,0");
-    I(s1)->a.slice_limit = L("5,8");
+    test_x(&I(s1)->a)->slice_start = L("1,0");
+    test_x(&I(s1)->a)->slice_limit = L("5,8");
     expect_shape(s1, "f32[4,8]");
     int32_t sb = OP(OP_SLICE, "f32[3,3]", 1, x);
-    I(sb)->a.slice_start = L("0,0");
-    I(sb)->a.slice_limit = L("11,8");
+    test_x(&I(sb)->a)->slice_start = L("0,0");
+    test_x(&I(sb)->a)->slice_limit = L("11,8");
     expect_error(sb, "slice [0:11] of dimension 0 is out of bounds [0:10]");
     int32_t sr = OP(OP_SLICE, "f32[3]", 1, x);
-    I(sr)->a.slice_start = L("0");
-    I(sr)->a.slice_limit = L("3");
+    test_x(&I(sr)->a)->slice_start = L("0");
+    test_x(&I(sr)->a)->slice_limit = L("3");
     expect_error(sr, "has rank 2");
 
     int32_t ds = OP(OP_DYNAMIC_SLICE, "f32[2,8]", 3, x, i, j);
-    I(ds)->a.dynamic_slice_sizes = L("2,8");
+    test_x(&I(ds)->a)->dynamic_slice_sizes = L("2,8");
     expect_shape(ds, "f32[2,8]");
     int32_t dsb = OP(OP_DYNAMIC_SLICE, "f32[2,9]", 3, x, i, j);
-    I(dsb)->a.dynamic_slice_sizes = L("2,9");
+    test_x(&I(dsb)->a)->dynamic_slice_sizes = L("2,9");
     expect_error(dsb, "slice size 9 of dimension 1 is out of range [0, 8]");
     int32_t dst = OP(OP_DYNAMIC_SLICE, "f32[2,8]", 3, x, i, k);
-    I(dst)->a.dynamic_slice_sizes = L("2,8");
+    test_x(&I(dst)->a)->dynamic_slice_sizes = L("2,8");
     expect_error(dst, "one type, got s32 and s64");
     int32_t dsf = OP(OP_DYNAMIC_SLICE, "f32[2,8]", 3, x, i, f);
-    I(dsf)->a.dynamic_slice_sizes = L("2,8");
+    test_x(&I(dsf)->a)->dynamic_slice_sizes = L("2,8");
     expect_error(dsf, "start index 1");
     int32_t dsn = OP(OP_DYNAMIC_SLICE, "f32[2,8]", 2, x, i);
-    I(dsn)->a.dynamic_slice_sizes = L("2,8");
+    test_x(&I(dsn)->a)->dynamic_slice_sizes = L("2,8");
     expect_error(dsn, "needs 2 start indices");
     int32_t dsv = OP(OP_DYNAMIC_SLICE, "f32[2,8]", 2, x, v); /* legacy vector form */
-    I(dsv)->a.dynamic_slice_sizes = L("2,8");
+    test_x(&I(dsv)->a)->dynamic_slice_sizes = L("2,8");
     expect_shape(dsv, "f32[2,8]");
 
     expect_shape(OP(OP_DYNAMIC_UPDATE_SLICE, "f32[10,8]", 4, x, u, i, j), "f32[10,8]");
@@ -450,27 +451,27 @@ static void test_pad_concat_reverse(void **state)
             v = P("f32[]"), vs = P("s32[]");
     /* 1 + 2 + 3 + (3-1)*1 = 8 */
     int32_t p = OP(OP_PAD, "f32[8]", 2, x, v);
-    I(p)->a.pad_lo = L("1");
-    I(p)->a.pad_hi = L("2");
-    I(p)->a.pad_interior = L("1");
+    test_x(&I(p)->a)->pad_lo = L("1");
+    test_x(&I(p)->a)->pad_hi = L("2");
+    test_x(&I(p)->a)->pad_interior = L("1");
     expect_shape(p, "f32[8]");
     /* negative edge padding cuts: 4 - 1 - 1 = 2 */
     int32_t pn = OP(OP_PAD, "f32[2,2]", 2, y, v);
-    I(pn)->a.pad_lo = L("0,-1");
-    I(pn)->a.pad_hi = L("0,-1");
+    test_x(&I(pn)->a)->pad_lo = L("0,-1");
+    test_x(&I(pn)->a)->pad_hi = L("0,-1");
     expect_shape(pn, "f32[2,2]");
     int32_t pneg = OP(OP_PAD, "f32[0]", 2, x, v);
-    I(pneg)->a.pad_lo = L("-4");
-    I(pneg)->a.pad_hi = L("0");
+    test_x(&I(pneg)->a)->pad_lo = L("-4");
+    test_x(&I(pneg)->a)->pad_hi = L("0");
     expect_error(pneg, "negative size -1");
     int32_t pt = OP(OP_PAD, "f32[3]", 2, x, vs);
-    I(pt)->a.pad_lo = L("0");
-    I(pt)->a.pad_hi = L("0");
+    test_x(&I(pt)->a)->pad_lo = L("0");
+    test_x(&I(pt)->a)->pad_hi = L("0");
     expect_error(pt, "padding value type s32 differs");
     int32_t pi = OP(OP_PAD, "f32[3]", 2, x, v);
-    I(pi)->a.pad_lo = L("0");
-    I(pi)->a.pad_hi = L("0");
-    I(pi)->a.pad_interior = L("-1");
+    test_x(&I(pi)->a)->pad_lo = L("0");
+    test_x(&I(pi)->a)->pad_hi = L("0");
+    test_x(&I(pi)->a)->pad_interior = L("-1");
     expect_error(pi, "interior padding -1");
 
     /* [2,4] ++ [4,4] along 0 -> [6,4] */
@@ -582,7 +583,7 @@ static void test_dot(void **state)
 static void conv_dnums(int32_t i, int nsp)
 {
     /* b01f_01io->b01f for nsp = 2 */
-    IrConvDnums *c = &I(i)->a.conv;
+    IrConvDnums *c = &test_x(&I(i)->a)->conv;
     c->present = true;
     c->nspatial = nsp;
     c->in_batch = 0;
@@ -637,13 +638,13 @@ static void test_convolution(void **state)
     int32_t cg = OP(OP_CONVOLUTION, "f32[1,4,4,4]", 2, g, kg);
     conv_dnums(cg, 2);
     window(cg, 2, one, NULL, NULL, NULL, NULL, NULL);
-    I(cg)->a.feature_group_count = 2;
+    test_x(&I(cg)->a)->feature_group_count = 2;
     expect_shape(cg, "f32[1,4,4,4]");
     /* batch groups: batch 4 / 2 = 2 */
     int32_t cbg = OP(OP_CONVOLUTION, "f32[2,3,3,4]", 2, bi, kbi);
     conv_dnums(cbg, 2);
     window(cbg, 2, one, NULL, NULL, NULL, NULL, NULL);
-    I(cbg)->a.batch_group_count = 2;
+    test_x(&I(cbg)->a)->batch_group_count = 2;
     expect_shape(cbg, "f32[2,3,3,4]");
     /* window size must be the kernel's spatial size */
     int32_t cw = OP(OP_CONVOLUTION, "f32[1,5,5,4]", 2, in, k);
@@ -752,42 +753,42 @@ static void test_gather(void **state)
     dn.index_vector_dim = 1;
     const IrGatherDnums *d = &dn;
     int32_t g = OP(OP_GATHER, "f32[3,4]", 2, x, ix);
-    I(g)->a.gather = dn;
-    I(g)->a.slice_sizes = L("1,4");
+    test_x(&I(g)->a)->gather = dn;
+    test_x(&I(g)->a)->slice_sizes = L("1,4");
     expect_shape(g, "f32[3,4]");
     /* index_vector_dim == rank: indices s32[3] read as [3,1] */
     int32_t gv = OP(OP_GATHER, "f32[3,4]", 2, x, iv);
-    I(gv)->a.gather = *d;
-    I(gv)->a.slice_sizes = L("1,4");
+    test_x(&I(gv)->a)->gather = *d;
+    test_x(&I(gv)->a)->slice_sizes = L("1,4");
     expect_shape(gv, "f32[3,4]");
     /* batching: operand dim 0 pairs with indices dim 0 (2); output
      * [2 (index dim 0), 3 (index dim 1), 4 (operand dim 2)] */
     int32_t gb = OP(OP_GATHER, "f32[2,3,4]", 2, bx, bix);
-    IrGatherDnums *e = &I(gb)->a.gather; /* no instruction is added while e is used */
+    IrGatherDnums *e = &test_x(&I(gb)->a)->gather; /* no instruction is added while e is used */
     e->offset_dims = L("2");
     e->collapsed_slice_dims = L("1");
     e->start_index_map = L("1");
     e->operand_batching_dims = L("0");
     e->start_indices_batching_dims = L("0");
     e->index_vector_dim = 2;
-    I(gb)->a.slice_sizes = L("1,1,4");
+    test_x(&I(gb)->a)->slice_sizes = L("1,1,4");
     expect_shape(gb, "f32[2,3,4]");
     int32_t gs = OP(OP_GATHER, "f32[3,5]", 2, x, ix);
-    I(gs)->a.gather = *d;
-    I(gs)->a.slice_sizes = L("1,5");
+    test_x(&I(gs)->a)->gather = *d;
+    test_x(&I(gs)->a)->slice_sizes = L("1,5");
     expect_error(gs, "slice size 5 of dimension 1 is out of range [0, 4]");
     int32_t gc = OP(OP_GATHER, "f32[3,4]", 2, x, ix);
-    I(gc)->a.gather = *d;
-    I(gc)->a.slice_sizes = L("2,4");
+    test_x(&I(gc)->a)->gather = *d;
+    test_x(&I(gc)->a)->slice_sizes = L("2,4");
     expect_error(gc, "collapsed or batching dimension 0 must have slice size 0 or 1");
     int32_t gm = OP(OP_GATHER, "f32[3,4]", 2, x, ix);
-    I(gm)->a.gather = *d;
-    I(gm)->a.gather.start_index_map = L("0,1");
-    I(gm)->a.slice_sizes = L("1,4");
+    test_x(&I(gm)->a)->gather = *d;
+    test_x(&I(gm)->a)->gather.start_index_map = L("0,1");
+    test_x(&I(gm)->a)->slice_sizes = L("1,4");
     expect_error(gm, "start_index_map={0,1} has 2 entries but the index vector has 1");
     int32_t gf = OP(OP_GATHER, "f32[3,4]", 2, x, fx);
-    I(gf)->a.gather = *d;
-    I(gf)->a.slice_sizes = L("1,4");
+    test_x(&I(gf)->a)->gather = *d;
+    test_x(&I(gf)->a)->slice_sizes = L("1,4");
     expect_error(gf, "start indices must be integers");
 }
 
@@ -804,24 +805,24 @@ static void test_scatter(void **state)
     dn.index_vector_dim = 1;
     const IrScatterDnums *d = &dn;
     int32_t s = OP(OP_SCATTER, "f32[5,4]", 3, x, ix, u);
-    I(s)->a.scatter = dn;
+    test_x(&I(s)->a)->scatter = dn;
     call(s, add);
     expect_shape(s, "f32[5,4]");
     int32_t sb = OP(OP_SCATTER, "f32[5,4]", 3, x, ix, ub);
-    I(sb)->a.scatter = *d;
+    test_x(&I(sb)->a)->scatter = *d;
     call(sb, add);
     expect_error(sb, "update window dimension 1 has size 5, larger than operand dimension 1 (4)");
     int32_t sn = OP(OP_SCATTER, "f32[5,4]", 3, x, ix, un);
-    I(sn)->a.scatter = *d;
+    test_x(&I(sn)->a)->scatter = *d;
     call(sn, add);
     expect_error(sn, "update scatter dimension 0 has size 2 but index dimension 0 has size 3");
     int32_t se = OP(OP_SCATTER, "f32[5,4]", 2, x, ix);
-    I(se)->a.scatter = *d;
+    test_x(&I(se)->a)->scatter = *d;
     call(se, add);
     expect_error(se, "expects at least 3 operands, got 2");
     int32_t sr = OP(OP_SCATTER, "f32[5,4]", 3, x, ix, u);
-    I(sr)->a.scatter = *d;
-    I(sr)->a.scatter.update_window_dims = L("");
+    test_x(&I(sr)->a)->scatter = *d;
+    test_x(&I(sr)->a)->scatter.update_window_dims = L("");
     call(sr, add);
     expect_error(sr, "must add up to the operand rank 2");
 }
@@ -985,13 +986,13 @@ static void test_collectives(void **state)
     int32_t gu = OP(OP_ALL_GATHER, "f32[8,4]", 1, x);
     I(gu)->a.dimensions = L("0");
     groups(gu, 2, 2);
-    I(gu)->a.replica_groups.group_size[1] = 1;
+    I(gu)->a.x->replica_groups.group_size[1] = 1;
     expect_error(gu, "replica groups must all have the same size");
     int32_t cp = OP(OP_COLLECTIVE_PERMUTE, "f32[8]", 1, v);
-    I(cp)->a.source_target_pairs = L("0,1,1,0");
+    test_x(&I(cp)->a)->source_target_pairs = L("0,1,1,0");
     expect_shape(cp, "f32[8]");
     int32_t cpd = OP(OP_COLLECTIVE_PERMUTE, "f32[8]", 1, v);
-    I(cpd)->a.source_target_pairs = L("0,1,0,2");
+    test_x(&I(cpd)->a)->source_target_pairs = L("0,1,0,2");
     expect_error(cpd, "source 0 appears twice");
     /* with the header's counts: cross-replica all-gather over 2 replicas */
     M->replica_count = 2;
@@ -1013,16 +1014,16 @@ static void test_custom_and_host(void **state)
     int32_t x = P("f32[8,4]"), tk = P("token[]"), a = P("f32[]"), b = P("f32[]"), si = P("s32[]"),
             st = P("u64[2]");
     int32_t cc = OP(OP_CUSTOM_CALL, "(s32[3], f32[])", 1, x);
-    I(cc)->a.custom_call_target = "anything";
+    test_x(&I(cc)->a)->custom_call_target = "anything";
     expect_shape(cc, "(s32[3], f32[])"); /* the declared shape stands */
     int32_t fs = OP(OP_CUSTOM_CALL, "f32[4,4]", 1, x);
-    I(fs)->a.custom_call_target = "SPMDFullToShardShape";
+    test_x(&I(fs)->a)->custom_call_target = "SPMDFullToShardShape";
     expect_shape(fs, "f32[4,4]");
     int32_t fr = OP(OP_CUSTOM_CALL, "f32[4]", 1, x);
-    I(fr)->a.custom_call_target = "SPMDFullToShardShape";
+    test_x(&I(fr)->a)->custom_call_target = "SPMDFullToShardShape";
     expect_error(fr, "keeps the element type and rank of f32[8,4], declared f32[4]");
     int32_t sh = OP(OP_CUSTOM_CALL, "f32[8,2]", 1, x);
-    I(sh)->a.custom_call_target = "Sharding";
+    test_x(&I(sh)->a)->custom_call_target = "Sharding";
     expect_error(sh, "Sharding keeps the operand shape");
 
     expect_shape(OP(OP_INFEED, "((f32[2]), token[])", 1, tk), "((f32[2]), token[])");
@@ -1031,13 +1032,13 @@ static void test_custom_and_host(void **state)
     expect_error(OP(OP_OUTFEED, "token[]", 2, x, x), "must be a token");
 
     int32_t r = OP(OP_RNG, "f32[3,3]", 2, a, b);
-    I(r)->a.distribution = "rng_uniform";
+    test_x(&I(r)->a)->distribution = "rng_uniform";
     expect_shape(r, "f32[3,3]");
     int32_t rn = OP(OP_RNG, "s32[3]", 2, si, si);
-    I(rn)->a.distribution = "rng_normal";
+    test_x(&I(rn)->a)->distribution = "rng_normal";
     expect_error(rn, "rng_normal needs floating-point parameters");
     int32_t rm = OP(OP_RNG, "f32[3]", 2, a, si);
-    I(rm)->a.distribution = "rng_uniform";
+    test_x(&I(rm)->a)->distribution = "rng_uniform";
     expect_error(rm, "one type");
     expect_shape(OP(OP_RNG_BIT_GENERATOR, "(u64[2], u32[4,4])", 1, st), "(u64[2], u32[4,4])");
     expect_error(OP(OP_RNG_BIT_GENERATOR, "(u64[3], u32[4,4])", 1, st), "result state u64[3]");
@@ -1048,25 +1049,25 @@ static void test_fft(void **state)
     (void)state;
     int32_t c = P("c64[4,8]"), f = P("f32[4,8]"), h = P("c64[4,5]");
     int32_t a = OP(OP_FFT, "c64[4,8]", 1, c);
-    I(a)->a.fft_type = "FFT";
-    I(a)->a.fft_length = L("8");
+    test_x(&I(a)->a)->fft_type = "FFT";
+    test_x(&I(a)->a)->fft_length = L("8");
     expect_shape(a, "c64[4,8]");
     /* RFFT: 8 reals -> 8/2+1 = 5 complex */
     int32_t r = OP(OP_FFT, "c64[4,5]", 1, f);
-    I(r)->a.fft_type = "RFFT";
-    I(r)->a.fft_length = L("8");
+    test_x(&I(r)->a)->fft_type = "RFFT";
+    test_x(&I(r)->a)->fft_length = L("8");
     expect_shape(r, "c64[4,5]");
     int32_t ir = OP(OP_FFT, "f32[4,8]", 1, h);
-    I(ir)->a.fft_type = "IRFFT";
-    I(ir)->a.fft_length = L("8");
+    test_x(&I(ir)->a)->fft_type = "IRFFT";
+    test_x(&I(ir)->a)->fft_length = L("8");
     expect_shape(ir, "f32[4,8]");
     int32_t bad = OP(OP_FFT, "c64[4,8]", 1, f);
-    I(bad)->a.fft_type = "FFT";
-    I(bad)->a.fft_length = L("8");
+    test_x(&I(bad)->a)->fft_type = "FFT";
+    test_x(&I(bad)->a)->fft_length = L("8");
     expect_error(bad, "FFT needs a complex operand");
     int32_t bl = OP(OP_FFT, "c64[4,8]", 1, c);
-    I(bl)->a.fft_type = "FFT";
-    I(bl)->a.fft_length = L("4");
+    test_x(&I(bl)->a)->fft_type = "FFT";
+    test_x(&I(bl)->a)->fft_length = L("4");
     expect_error(bl, "operand dimension 1 is 8 but fft_length says 4");
 }
 

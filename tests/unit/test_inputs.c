@@ -36,7 +36,7 @@ static IrModule *build(void)
     ir_shape_make(m->arena, &el[0], IR_S32, 0, NULL);
     ir_shape_make(m->arena, &el[1], IR_F32, 1, d4);
     ir_shape_make_tuple(m->arena, &tup, 2, el);
-    IrInstr p0 = {0}, p1 = {0};
+    IrInstr p0 = {.a.x = &ir_no_attrs_x}, p1 = {.a.x = &ir_no_attrs_x};
     p0.op = p1.op = OP_PARAMETER;
     p0.name = "a";
     p0.shape = s4;

@@ -14,6 +14,7 @@
 
 #include <string.h>
 
+#include "attrs_test.h"
 #include "device/device.h"
 
 static IrModule *mod;
@@ -131,7 +132,7 @@ static IrI64List list(int32_t n, int64_t *v)
 static void test_constant(void **state)
 {
     (void)state;
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_CONSTANT;
     int64_t d2[] = {2};
     float lit[] = {1.5f, -2.0f};
@@ -160,7 +161,7 @@ static void test_constant(void **state)
 static void test_iota(void **state)
 {
     (void)state;
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_IOTA;
     int64_t d23[] = {2, 3};
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d23};
@@ -196,7 +197,7 @@ static void test_broadcast(void **state)
 {
     (void)state;
     int64_t d3[] = {3}, d23[] = {2, 3}, d32[] = {3, 2}, one[] = {1}, zero[] = {0};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_BROADCAST;
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d23};
     ins.a.dimensions = list(1, one);
@@ -234,7 +235,7 @@ static void test_reshape_bitcast(void **state)
 {
     (void)state;
     int64_t d23[] = {2, 3}, d32[] = {3, 2}, d6[] = {6}, d7[] = {7};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_RESHAPE;
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d32};
     DevValue *o[1] = {iota_s32(2, d23)};
@@ -265,7 +266,7 @@ static void test_transpose(void **state)
 {
     (void)state;
     int64_t d23[] = {2, 3}, d32[] = {3, 2}, p10[] = {1, 0};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_TRANSPOSE;
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d32};
     ins.a.dimensions = list(2, p10);
@@ -330,37 +331,37 @@ static void test_slice_reverse(void **state)
 {
     (void)state;
     int64_t d5[] = {5}, d3[] = {3}, s0[] = {0}, l5[] = {5}, st2[] = {2};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_SLICE;
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d3};
-    ins.a.slice_start = list(1, s0);
-    ins.a.slice_limit = list(1, l5);
-    ins.a.slice_stride = list(1, st2);
+    test_x(&ins.a)->slice_start = list(1, s0);
+    test_x(&ins.a)->slice_limit = list(1, l5);
+    test_x(&ins.a)->slice_stride = list(1, st2);
     DevValue *o[1] = {iota_s32(1, d5)};
     CHECK_S32(run_ok(&ins, 1, o), 0, 2, 4);
     /* [4,5] slice {[1:4:2], [1:5:3]} -> rows 1,3; cols 1,4. */
     int64_t d45[] = {4, 5}, d22[] = {2, 2}, ss[] = {1, 1}, ll[] = {4, 5}, sd[] = {2, 3};
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d22};
-    ins.a.slice_start = list(2, ss);
-    ins.a.slice_limit = list(2, ll);
-    ins.a.slice_stride = list(2, sd);
+    test_x(&ins.a)->slice_start = list(2, ss);
+    test_x(&ins.a)->slice_limit = list(2, ll);
+    test_x(&ins.a)->slice_stride = list(2, sd);
     o[0] = iota_s32(2, d45);
     CHECK_S32(run_ok(&ins, 1, o), 6, 9, 16, 19);
     /* Whole rows 1..3 without strides. */
     int64_t d25[] = {2, 5}, s10[] = {1, 0}, l35[] = {3, 5};
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d25};
-    ins.a.slice_start = list(2, s10);
-    ins.a.slice_limit = list(2, l35);
-    ins.a.slice_stride = list(0, NULL);
+    test_x(&ins.a)->slice_start = list(2, s10);
+    test_x(&ins.a)->slice_limit = list(2, l35);
+    test_x(&ins.a)->slice_stride = list(0, NULL);
     o[0] = iota_s32(2, d45);
     CHECK_S32(run_ok(&ins, 1, o), 5, 6, 7, 8, 9, 10, 11, 12, 13, 14);
     int64_t l6[] = {3, 6};
-    ins.a.slice_limit = list(2, l6);
+    test_x(&ins.a)->slice_limit = list(2, l6);
     o[0] = iota_s32(2, d45);
     run_err(&ins, 1, o, "does not fit");
 
     int64_t d23[] = {2, 3}, r1[] = {1}, r01[] = {0, 1};
-    ins = (IrInstr){0};
+    ins = (IrInstr){.a.x = &ir_no_attrs_x};
     ins.op = OP_REVERSE;
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d23};
     ins.a.dimensions = list(1, r1);
@@ -387,10 +388,10 @@ static void test_dynamic_slice(void **state)
 {
     (void)state;
     int64_t d5[] = {5}, d2[] = {2};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_DYNAMIC_SLICE;
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d2};
-    ins.a.dynamic_slice_sizes = list(1, d2);
+    test_x(&ins.a)->dynamic_slice_sizes = list(1, d2);
     /* Starts are clamped into [0, 5 - 2] = [0, 3]. */
     DevValue *o[3] = {iota_s32(1, d5), scalar(IR_S32, 7)};
     CHECK_S32(run_ok(&ins, 2, o), 3, 4);
@@ -409,7 +410,7 @@ static void test_dynamic_slice(void **state)
     /* 2-D, s16 indices: [4,5] window 2x3 at (3, 1) -> clamped row 2. */
     int64_t d45[] = {4, 5}, d23[] = {2, 3};
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d23};
-    ins.a.dynamic_slice_sizes = list(2, d23);
+    test_x(&ins.a)->dynamic_slice_sizes = list(2, d23);
     o[0] = iota_s32(2, d45);
     o[1] = scalar(IR_S16, 3);
     o[2] = scalar(IR_S16, 1);
@@ -428,7 +429,7 @@ static void test_dynamic_update_slice(void **state)
     (void)state;
     int64_t d5[] = {5}, d2[] = {2};
     int32_t nine[] = {9, 8};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_DYNAMIC_UPDATE_SLICE;
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d5};
     DevValue *o[4] = {val(IR_S32, 1, d5, NULL), val(IR_S32, 1, d2, nine), scalar(IR_S32, 4)};
@@ -472,12 +473,12 @@ static void test_pad(void **state)
 {
     (void)state;
     int64_t d3[] = {3}, d5[] = {5}, lo[] = {-1}, hi[] = {1}, in[] = {1};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_PAD;
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d5};
-    ins.a.pad_lo = list(1, lo);
-    ins.a.pad_hi = list(1, hi);
-    ins.a.pad_interior = list(1, in);
+    test_x(&ins.a)->pad_lo = list(1, lo);
+    test_x(&ins.a)->pad_hi = list(1, hi);
+    test_x(&ins.a)->pad_interior = list(1, in);
     int32_t v123[] = {1, 2, 3};
     /* Interior 1 gives 1,0,2,0,3; lo -1 cuts the 1; hi 1 appends a 0. */
     DevValue *o[2] = {val(IR_S32, 1, d3, v123), scalar(IR_S32, 0)};
@@ -486,25 +487,25 @@ static void test_pad(void **state)
     int64_t d22[] = {2, 2}, d34[] = {3, 4}, l2[] = {1, 0}, h2[] = {0, 1}, i2[] = {0, 1};
     int32_t v4[] = {1, 2, 3, 4};
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d34};
-    ins.a.pad_lo = list(2, l2);
-    ins.a.pad_hi = list(2, h2);
-    ins.a.pad_interior = list(2, i2);
+    test_x(&ins.a)->pad_lo = list(2, l2);
+    test_x(&ins.a)->pad_hi = list(2, h2);
+    test_x(&ins.a)->pad_interior = list(2, i2);
     o[0] = val(IR_S32, 2, d22, v4);
     o[1] = scalar(IR_S32, 9);
     CHECK_S32(run_ok(&ins, 2, o), 9, 9, 9, 9, 1, 9, 2, 9, 3, 9, 4, 9);
     /* Negative on both sides: {1,2,3} padding=-1_-1 -> {2}. */
     int64_t d1[] = {1}, m1[] = {-1};
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d1};
-    ins.a.pad_lo = list(1, m1);
-    ins.a.pad_hi = list(1, m1);
-    ins.a.pad_interior = list(0, NULL);
+    test_x(&ins.a)->pad_lo = list(1, m1);
+    test_x(&ins.a)->pad_hi = list(1, m1);
+    test_x(&ins.a)->pad_interior = list(0, NULL);
     o[0] = val(IR_S32, 1, d3, v123);
     o[1] = scalar(IR_S32, 0);
     CHECK_S32(run_ok(&ins, 2, o), 2);
     /* Everything cut: padding=-2_-1 -> s32[0]. */
     int64_t d0[] = {0}, m2[] = {-2};
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d0};
-    ins.a.pad_lo = list(1, m2);
+    test_x(&ins.a)->pad_lo = list(1, m2);
     o[0] = val(IR_S32, 1, d3, v123);
     o[1] = scalar(IR_S32, 0);
     DevValue *e = run_ok(&ins, 2, o);
@@ -513,9 +514,9 @@ static void test_pad(void **state)
     /* Padding an empty array: f32[0] padding=2_1_3 -> three pad values. */
     int64_t p2[] = {2}, p1[] = {1}, p3[] = {3};
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d3};
-    ins.a.pad_lo = list(1, p2);
-    ins.a.pad_hi = list(1, p1);
-    ins.a.pad_interior = list(1, p3);
+    test_x(&ins.a)->pad_lo = list(1, p2);
+    test_x(&ins.a)->pad_hi = list(1, p1);
+    test_x(&ins.a)->pad_interior = list(1, p3);
     o[0] = val(IR_S32, 1, d0, NULL);
     o[1] = scalar(IR_S32, 5);
     CHECK_S32(run_ok(&ins, 2, o), 5, 5, 5);
@@ -524,9 +525,9 @@ static void test_pad(void **state)
     int64_t d2[] = {2}, z[] = {0}, i3[] = {2};
     int32_t v12[] = {1, 2};
     ins.shape = (IrShape){.type = IR_S32, .rank = 1, .dims = d2};
-    ins.a.pad_lo = list(1, m2);
-    ins.a.pad_hi = list(1, z);
-    ins.a.pad_interior = list(1, i3);
+    test_x(&ins.a)->pad_lo = list(1, m2);
+    test_x(&ins.a)->pad_hi = list(1, z);
+    test_x(&ins.a)->pad_interior = list(1, i3);
     o[0] = val(IR_S32, 1, d2, v12);
     o[1] = scalar(IR_S32, 7);
     CHECK_S32(run_ok(&ins, 2, o), 7, 2);
@@ -543,7 +544,7 @@ static void test_concatenate(void **state)
     (void)state;
     int64_t d21[] = {2, 1}, d22[] = {2, 2}, d23[] = {2, 3}, one[] = {1}, zero[] = {0};
     int32_t a[] = {1, 2}, b[] = {3, 4, 5, 6};
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_CONCATENATE;
     ins.shape = (IrShape){.type = IR_S32, .rank = 2, .dims = d23};
     ins.a.dimensions = list(1, one);

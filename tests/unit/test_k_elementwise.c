@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attrs_test.h"
 #include "device/device.h"
 
 /* ---- helpers ---- */
@@ -58,7 +59,7 @@ static DevValue *vec(IrType t, int64_t n, const void *data)
 static IrStatus run(IrOpcode op, IrType rt, const IrAttrs *attrs, int32_t n, DevValue **opnd,
                     DevValue **out, IrDiag *d)
 {
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = op;
     ins.name = "x";
     ins.pos = (IrPos){4, 7};
@@ -395,7 +396,7 @@ static void test_half_arith(void **state)
 static DevValue *cmp(IrType t, IrCmpDir dir, IrCmpType ct, int64_t n, const void *a,
                      const void *b)
 {
-    IrAttrs at = {0};
+    IrAttrs at = {.x = &ir_no_attrs_x};
     at.direction = dir;
     at.cmp_type = ct;
     DevValue *o[2] = {vec(t, n, a), vec(t, n, b)};
@@ -563,30 +564,30 @@ static void test_complex_parts(void **state)
 static void test_reduce_precision(void **state)
 {
     (void)state;
-    IrAttrs bf = {0};
-    bf.exponent_bits = 8;
-    bf.mantissa_bits = 7;
+    IrAttrs bf = {.x = &ir_no_attrs_x};
+    test_x(&bf)->exponent_bits = 8;
+    test_x(&bf)->mantissa_bits = 7;
     float x[] = {1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, NAN, -2.0f};
     DevValue *o[1] = {vec(IR_F32, 4, x)};
     CHECK_F32(run_ok(OP_REDUCE_PRECISION, IR_F32, &bf, 1, o), 1.0f, 1.0f + 0x1p-6f, NAN, -2.0f);
-    IrAttrs h = {0};
-    h.exponent_bits = 5;
-    h.mantissa_bits = 10;
+    IrAttrs h = {.x = &ir_no_attrs_x};
+    test_x(&h)->exponent_bits = 5;
+    test_x(&h)->mantissa_bits = 10;
     /* 65520 rounds to 2^16, past f16's range: inf. 1e-5 is below 2^-14:
      * flushed to zero (no subnormals). 65504 stays. */
     float y[] = {65520.0f, 1e-5f, -1e-5f, 65504.0f};
     DevValue *o2[1] = {vec(IR_F32, 4, y)};
     CHECK_F32(run_ok(OP_REDUCE_PRECISION, IR_F32, &h, 1, o2), INFINITY, 0.0f, -0.0f, 65504.0f);
-    IrAttrs z = {0};
-    z.exponent_bits = 8;
-    z.mantissa_bits = 0;
+    IrAttrs z = {.x = &ir_no_attrs_x};
+    test_x(&z)->exponent_bits = 8;
+    test_x(&z)->mantissa_bits = 0;
     float n[] = {NAN, 1.75f};
     DevValue *o3[1] = {vec(IR_F32, 2, n)};
     CHECK_F32(run_ok(OP_REDUCE_PRECISION, IR_F32, &z, 1, o3), INFINITY, 2.0f);
     double dd[] = {1.0 + 0x1p-30};
-    IrAttrs f = {0};
-    f.exponent_bits = 8;
-    f.mantissa_bits = 23;
+    IrAttrs f = {.x = &ir_no_attrs_x};
+    test_x(&f)->exponent_bits = 8;
+    test_x(&f)->mantissa_bits = 23;
     DevValue *o4[1] = {vec(IR_F64, 1, dd)};
     DevValue *r = run_ok(OP_REDUCE_PRECISION, IR_F64, &f, 1, o4);
     assert_true(((double *)r->data)[0] == 1.0);
@@ -662,7 +663,7 @@ static void test_bitcast_subbyte(void **state)
     (void)state;
     uint8_t b[1] = {0xb4};
     DevValue *o[1] = {vec(IR_U8, 1, b)};
-    IrInstr ins = {.op = OP_BITCAST_CONVERT, .name = "x"};
+    IrInstr ins = {.a.x = &ir_no_attrs_x, .op = OP_BITCAST_CONVERT, .name = "x"};
     int64_t dims2[2] = {1, 2}, dims1[1] = {1};
     ins.shape = (IrShape){.type = IR_U4, .rank = 2, .dims = dims2};
     DevExecOptions opt = {0};
@@ -751,7 +752,7 @@ static void test_bitcast_convert(void **state)
     assert_true(((uint32_t *)u->data)[0] == 0x3f800000u && ((uint32_t *)u->data)[1] == 0xc0000000u);
     dev_value_unref(u);
     /* Narrower: f32[2] -> u8[2,4], little-endian bytes of 1.0 = 00 00 80 3f. */
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_BITCAST_CONVERT;
     ins.name = "bc";
     int64_t d24[] = {2, 4};
@@ -796,7 +797,7 @@ static int32_t scalar_comp(const char *name, IrOpcode op, bool nested)
     IrShape s = {.type = IR_F32};
     int32_t p[2];
     for (int i = 0; i < 2; i++) {
-        IrInstr in = {0};
+        IrInstr in = {.a.x = &ir_no_attrs_x};
         in.op = OP_PARAMETER;
         in.name = ir_unique_name(mod, "p");
         in.shape = s;
@@ -815,7 +816,7 @@ static int32_t scalar_comp(const char *name, IrOpcode op, bool nested)
 static DevValue *map_run(int32_t comp, const float *a, const float *b, int64_t n, IrStatus *st,
                          IrDiag *d)
 {
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_MAP;
     ins.name = "map";
     int32_t called[1] = {comp};
@@ -852,7 +853,7 @@ static void test_map(void **state)
     IrShape s = {.type = IR_F32};
     int32_t p[2];
     for (int i = 0; i < 2; i++) {
-        IrInstr in = {0};
+        IrInstr in = {.a.x = &ir_no_attrs_x};
         in.op = OP_PARAMETER;
         in.name = ir_unique_name(mod, "q");
         in.shape = s;

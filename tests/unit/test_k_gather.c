@@ -400,7 +400,7 @@ static void test_gather_bad_slice(void **state)
         " start_index_map={0}, index_vector_dim=1, slice_sizes={1,2}\n}\n";
     IrModule *m = parse_ok(txt);
     IrComputation *c = ir_entry(m);
-    c->instr[c->root].a.slice_sizes.v[1] = 9;
+    c->instr[c->root].a.x->slice_sizes.v[1] = 9;
     DevValue *args[2] = {val(IR_F32, 2, (int64_t[]){3, 2}, NULL), val(IR_S32, 1, (int64_t[]){3}, NULL)};
     DevValue *out = NULL;
     IrDiag d = {0};

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "attrs_test.h"
 #include "device/device.h"
 #include "kernel_call.h"
 #include "kernel_test.h"
@@ -86,7 +87,7 @@ static DevValue *run_cholesky(DevValue *a, bool lower, IrStatus want)
 {
     KCall kc;
     kc_init(&kc, OP_CHOLESKY, a->shape.type, a->shape.rank, a->shape.dims);
-    kc.ins.a.lower = lower;
+    test_x(&kc.ins.a)->lower = lower;
     DevValue *r = NULL;
     IrStatus st = kc_run(&kc, dev_k_cholesky, 1, &a, &r);
     if (st != want)
@@ -221,10 +222,10 @@ static DevValue *run_trsm(DevValue *a, DevValue *b, const Opts *o, IrStatus want
 {
     KCall kc;
     kc_init(&kc, OP_TRIANGULAR_SOLVE, b->shape.type, b->shape.rank, b->shape.dims);
-    kc.ins.a.left_side = o->left;
-    kc.ins.a.lower = o->lower;
-    kc.ins.a.unit_diagonal = o->unit;
-    kc.ins.a.transpose_a = o->tr;
+    test_x(&kc.ins.a)->left_side = o->left;
+    test_x(&kc.ins.a)->lower = o->lower;
+    test_x(&kc.ins.a)->unit_diagonal = o->unit;
+    test_x(&kc.ins.a)->transpose_a = o->tr;
     DevValue *ops[2] = {a, b}, *r = NULL;
     IrStatus st = kc_run(&kc, dev_k_triangular_solve, 2, ops, &r);
     if (st != want)

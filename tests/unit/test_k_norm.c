@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "attrs_test.h"
 #include "device/device.h"
 #include "kernel_call.h"
 #include "kernel_test.h"
@@ -80,8 +81,8 @@ static void tuple3(KCall *kc, IrType t)
 
 static DevValue *run(KCall *kc, KernelFn fn, int n, DevValue **ops)
 {
-    kc->ins.a.epsilon = EPS;
-    kc->ins.a.feature_index = 1;
+    test_x(&kc->ins.a)->epsilon = EPS;
+    test_x(&kc->ins.a)->feature_index = 1;
     DevValue *r = NULL;
     IrStatus st = kc_run(kc, fn, n, ops, &r);
     if (st != IR_OK)
@@ -162,7 +163,7 @@ static void test_refuses(void **state)
     (void)state;
     KCall kc;
     kc_init(&kc, OP_BATCH_NORM_INFERENCE, IR_F32, 3, XD);
-    kc.ins.a.feature_index = 3;
+    test_x(&kc.ins.a)->feature_index = 3;
     DevValue *ops[5] = {from(IR_F32, 3, XD, X), from(IR_F32, 1, FD, GAMMA), from(IR_F32, 1, FD, BETA),
                         from(IR_F32, 1, FD, IMU), from(IR_F32, 1, FD, IVAR)};
     DevValue *r;
@@ -171,7 +172,7 @@ static void test_refuses(void **state)
     assert_int_equal(kc.d.pos.line, 3);
     kc_free(&kc);
     kc_init(&kc, OP_BATCH_NORM_INFERENCE, IR_F32, 3, XD);
-    kc.ins.a.feature_index = 2;   /* 5 features, but the vectors have 3 */
+    test_x(&kc.ins.a)->feature_index = 2;   /* 5 features, but the vectors have 3 */
     assert_int_equal(kc_run(&kc, dev_k_batch_norm_inference, 5, ops, &r), IR_EINPUT);
     assert_non_null(strstr(kc.d.msg, "operand 1 must be a vector"));
     kc_free(&kc);

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "attrs_test.h"
 #include "ir/ir.h"
 
 static IrParseOptions opts(void)
@@ -373,31 +374,34 @@ static void test_attributes_data(void **state)
     assert_list(&instr(m, "e", "cc")->a.dimensions, LIST(0));
     assert_int_equal(instr(m, "e", "io")->a.iota_dimension, 0);
     IrAttrs *a = &instr(m, "e", "sl")->a;
-    assert_list(&a->slice_start, LIST(0, 2));
-    assert_list(&a->slice_limit, LIST(4, 8));
-    assert_list(&a->slice_stride, LIST(2, 2));
+    assert_list(&a->x->slice_start, LIST(0, 2));
+    assert_list(&a->x->slice_limit, LIST(4, 8));
+    assert_list(&a->x->slice_stride, LIST(2, 2));
     a = &instr(m, "e", "s2")->a;
-    assert_list(&a->slice_stride, LIST(1, 1));
-    assert_list(&instr(m, "e", "ds")->a.dynamic_slice_sizes, LIST(2, 2));
+    assert_list(&a->x->slice_stride, LIST(1, 1));
+    assert_list(&instr(m, "e", "ds")->a.x->dynamic_slice_sizes, LIST(2, 2));
     a = &instr(m, "e", "pd")->a;
-    assert_list(&a->pad_lo, LIST(0, -1));
-    assert_list(&a->pad_hi, LIST(1, 2));
-    assert_list(&a->pad_interior, LIST(0, 1));
+    assert_list(&a->x->pad_lo, LIST(0, -1));
+    assert_list(&a->x->pad_hi, LIST(1, 2));
+    assert_list(&a->x->pad_interior, LIST(0, 1));
     a = &instr(m, "e", "p2")->a;
-    assert_list(&a->pad_lo, LIST(0, 1));
-    assert_list(&a->pad_hi, LIST(0, 0));
-    assert_list(&a->pad_interior, LIST(0, 0));
+    assert_list(&a->x->pad_lo, LIST(0, 1));
+    assert_list(&a->x->pad_hi, LIST(0, 0));
+    assert_list(&a->x->pad_interior, LIST(0, 0));
     assert_int_equal(instr(m, "e", "gt")->a.tuple_index, 1);
-    assert_int_equal(instr(m, "e", "rp")->a.exponent_bits, 5);
-    assert_int_equal(instr(m, "e", "rp")->a.mantissa_bits, 10);
+    assert_int_equal(instr(m, "e", "rp")->a.x->exponent_bits, 5);
+    assert_int_equal(instr(m, "e", "rp")->a.x->mantissa_bits, 10);
     assert_list(&instr(m, "e", "gd")->a.dimensions, LIST(1));
     assert_int_equal(instr(m, "e", "cm")->a.direction, CMP_LT);
     assert_int_equal(instr(m, "e", "cm")->a.cmp_type, CMPT_TOTALORDER);
     assert_int_equal(instr(m, "e", "c2")->a.direction, CMP_GE);
     assert_int_equal(instr(m, "e", "c2")->a.cmp_type, CMPT_DEFAULT);
-    /* defaults */
-    assert_int_equal(instr(m, "e", "out")->a.feature_group_count, 1);
-    assert_int_equal(instr(m, "e", "out")->a.batch_group_count, 1);
+    /* An instruction with none of the rarer attributes shares the empty
+     * IrAttrsX (group counts 0: read as 1); one with some has its own. */
+    assert_ptr_equal(instr(m, "e", "out")->a.x, &ir_no_attrs_x);
+    assert_int_equal(instr(m, "e", "out")->a.x->feature_group_count, 0);
+    assert_ptr_not_equal(instr(m, "e", "sl")->a.x, &ir_no_attrs_x);
+    assert_ptr_not_equal(instr(m, "e", "sl")->a.x, instr(m, "e", "s2")->a.x);
     ir_module_free(m);
 }
 
@@ -433,10 +437,10 @@ static void test_attributes_contractions(void **state)
     assert_list(&a->dot.lhs_contracting, LIST(2));
     assert_list(&a->dot.rhs_contracting, LIST(1));
     assert_string_equal(a->precision_config, "{high,highest}");
-    assert_string_equal(a->algorithm, "dot_bf16_bf16_f32");
+    assert_string_equal(a->x->algorithm, "dot_bf16_bf16_f32");
     a = &instr(m, "e", "cv")->a;
-    assert_int_equal(a->window.rank, 2);
-    IrWindowDim *w = a->window.dim;
+    assert_int_equal(a->x->window.rank, 2);
+    IrWindowDim *w = a->x->window.dim;
     assert_int_equal(w[0].size, 3);
     assert_int_equal(w[0].stride, 2);
     assert_int_equal(w[0].pad_lo, 1);
@@ -449,7 +453,7 @@ static void test_attributes_contractions(void **state)
     assert_false(w[0].reversal);
     assert_true(w[1].reversal);
     /* b01f_01io->b01f */
-    IrConvDnums *c = &a->conv;
+    const IrConvDnums *c = &a->x->conv;
     assert_true(c->present);
     assert_int_equal(c->nspatial, 2);
     assert_int_equal(c->in_batch, 0);
@@ -465,33 +469,33 @@ static void test_attributes_contractions(void **state)
     assert_int_equal(c->out_spatial[1], 2);
     /* 0bf_io0->0bf: spatial first */
     a = &instr(m, "e", "c1")->a;
-    assert_int_equal(a->window.rank, 1);
-    assert_int_equal(a->window.dim[0].size, 1);
-    assert_int_equal(a->window.dim[0].stride, 1);
-    assert_int_equal(a->window.dim[0].lhs_dilate, 1);
-    assert_int_equal(a->conv.in_spatial[0], 0);
-    assert_int_equal(a->conv.in_batch, 1);
-    assert_int_equal(a->conv.in_feature, 2);
-    assert_int_equal(a->conv.k_in_feature, 0);
-    assert_int_equal(a->conv.k_out_feature, 1);
-    assert_int_equal(a->conv.k_spatial[0], 2);
-    assert_int_equal(a->feature_group_count, 2);
-    assert_int_equal(a->batch_group_count, 1);
+    assert_int_equal(a->x->window.rank, 1);
+    assert_int_equal(a->x->window.dim[0].size, 1);
+    assert_int_equal(a->x->window.dim[0].stride, 1);
+    assert_int_equal(a->x->window.dim[0].lhs_dilate, 1);
+    assert_int_equal(a->x->conv.in_spatial[0], 0);
+    assert_int_equal(a->x->conv.in_batch, 1);
+    assert_int_equal(a->x->conv.in_feature, 2);
+    assert_int_equal(a->x->conv.k_in_feature, 0);
+    assert_int_equal(a->x->conv.k_out_feature, 1);
+    assert_int_equal(a->x->conv.k_spatial[0], 2);
+    assert_int_equal(a->x->feature_group_count, 2);
+    assert_int_equal(a->x->batch_group_count, 1);
     int32_t add = ir_find_computation(m, "add"), ge = ir_find_computation(m, "ge");
     IrInstr *rd = instr(m, "e", "rd");
     assert_int_equal(rd->ncalled, 1);
     assert_int_equal(rd->called[0], add);
     assert_list(&rd->a.dimensions, LIST(1, 2));
     IrInstr *rw = instr(m, "e", "rw");
-    assert_int_equal(rw->a.window.rank, 3);
-    assert_int_equal(rw->a.window.dim[2].size, 2);
-    assert_int_equal(rw->a.window.dim[2].pad_lo, 1);
+    assert_int_equal(rw->a.x->window.rank, 3);
+    assert_int_equal(rw->a.x->window.dim[2].size, 2);
+    assert_int_equal(rw->a.x->window.dim[2].pad_lo, 1);
     IrInstr *ss = instr(m, "e", "ss");
     assert_int_equal(ss->ncalled, 2);
     assert_int_equal(ss->called[0], ge); /* [select, scatter] */
     assert_int_equal(ss->called[1], add);
     IrInstr *so = instr(m, "e", "so");
-    assert_true(so->a.is_stable);
+    assert_true(so->a.x->is_stable);
     assert_int_equal(so->called[0], ge);
     assert_int_equal(instr(m, "e", "mp")->called[0], add);
     ir_module_free(m);
@@ -515,20 +519,20 @@ static void test_attributes_gather_scatter(void **state)
         "    input_batching_dims={}, scatter_indices_batching_dims={}, indices_are_sorted=false\n"
         "}\n");
     IrAttrs *g = &instr(m, "e", "g")->a;
-    assert_list(&g->gather.offset_dims, LIST(1));
-    assert_list(&g->gather.collapsed_slice_dims, LIST(0));
-    assert_list(&g->gather.start_index_map, LIST(0));
-    assert_int_equal(g->gather.index_vector_dim, 1);
-    assert_list(&g->slice_sizes, LIST(1, 4));
-    assert_true(g->indices_are_sorted);
-    assert_int_equal(g->gather.operand_batching_dims.n, 0);
+    assert_list(&g->x->gather.offset_dims, LIST(1));
+    assert_list(&g->x->gather.collapsed_slice_dims, LIST(0));
+    assert_list(&g->x->gather.start_index_map, LIST(0));
+    assert_int_equal(g->x->gather.index_vector_dim, 1);
+    assert_list(&g->x->slice_sizes, LIST(1, 4));
+    assert_true(g->x->indices_are_sorted);
+    assert_int_equal(g->x->gather.operand_batching_dims.n, 0);
     IrInstr *s = instr(m, "e", "s");
-    assert_list(&s->a.scatter.update_window_dims, LIST(1));
-    assert_list(&s->a.scatter.inserted_window_dims, LIST(0));
-    assert_list(&s->a.scatter.scatter_dims_to_operand_dims, LIST(0));
-    assert_int_equal(s->a.scatter.index_vector_dim, 1);
-    assert_true(s->a.unique_indices);
-    assert_false(s->a.indices_are_sorted);
+    assert_list(&s->a.x->scatter.update_window_dims, LIST(1));
+    assert_list(&s->a.x->scatter.inserted_window_dims, LIST(0));
+    assert_list(&s->a.x->scatter.scatter_dims_to_operand_dims, LIST(0));
+    assert_int_equal(s->a.x->scatter.index_vector_dim, 1);
+    assert_true(s->a.x->unique_indices);
+    assert_false(s->a.x->indices_are_sorted);
     assert_int_equal(s->called[0], ir_find_computation(m, "add"));
     ir_module_free(m);
 }
@@ -594,12 +598,12 @@ static void test_attributes_collectives(void **state)
         "  rid = u32[] replica-id()\n"
         "  ROOT t = () tuple()\n"
         "}\n");
-    IrReplicaGroups *g = &instr(m, "e", "a0")->a.replica_groups;
+    IrReplicaGroups *g = &test_x(&instr(m, "e", "a0")->a)->replica_groups;
     assert_true(g->present);
     assert_int_equal(g->ngroups, 0);
-    assert_false(instr(m, "e", "p")->a.replica_groups.present);
+    assert_false(instr(m, "e", "p")->a.x->replica_groups.present);
     IrInstr *a1 = instr(m, "e", "a1");
-    g = &a1->a.replica_groups;
+    g = &test_x(&a1->a)->replica_groups;
     assert_int_equal(g->ngroups, 2);
     assert_int_equal(g->group_size[0], 2);
     assert_int_equal(g->groups[1][0], 2);
@@ -607,8 +611,8 @@ static void test_attributes_collectives(void **state)
     assert_false(g->iota);
     assert_int_equal(a1->a.channel_id, 5);
     assert_true(a1->a.use_global_device_ids);
-    assert_false(a1->a.constrain_layout);
-    g = &instr(m, "e", "a2")->a.replica_groups;
+    assert_false(a1->a.x->constrain_layout);
+    g = &test_x(&instr(m, "e", "a2")->a)->replica_groups;
     assert_true(g->iota);
     assert_int_equal(g->ngroups, 2);
     assert_int_equal(g->groups[0][0], 0);
@@ -619,7 +623,7 @@ static void test_attributes_collectives(void **state)
     assert_list(&g->iota_reshape, LIST(4));
     assert_null(g->iota_perm);
     /* [2,2]<=[2,2]T(1,0): T[j0,j1] = A[j1,j0] = 2*j1+j0 -> 0,2 | 1,3 */
-    g = &instr(m, "e", "a3")->a.replica_groups;
+    g = &test_x(&instr(m, "e", "a3")->a)->replica_groups;
     assert_int_equal(g->groups[0][0], 0);
     assert_int_equal(g->groups[0][1], 2);
     assert_int_equal(g->groups[1][0], 1);
@@ -627,12 +631,12 @@ static void test_attributes_collectives(void **state)
     assert_int_equal(g->niota_perm, 2);
     assert_int_equal(g->iota_perm[0], 1);
     assert_int_equal(g->iota_perm[1], 0);
-    g = &instr(m, "e", "rs")->a.replica_groups;
+    g = &test_x(&instr(m, "e", "rs")->a)->replica_groups;
     assert_int_equal(g->ngroups, 1);
     assert_int_equal(g->group_size[0], 4);
     assert_int_equal(g->groups[0][3], 3);
     assert_list(&instr(m, "e", "ag")->a.dimensions, LIST(0));
-    assert_list(&instr(m, "e", "cp")->a.source_target_pairs, LIST(0, 1, 1, 2, 3, 0));
+    assert_list(&instr(m, "e", "cp")->a.x->source_target_pairs, LIST(0, 1, 1, 2, 3, 0));
     assert_int_equal(instr(m, "e", "cp")->a.channel_id, 2);
     ir_module_free(m);
 }
@@ -668,40 +672,40 @@ static void test_attributes_misc(void **state)
     assert_non_null(p->sharding);
     assert_int_equal(p->sharding->kind, SHD_TILED);
     IrInstr *c1 = instr(m, "e", "c1");
-    assert_string_equal(c1->a.custom_call_target, "Sharding");
-    assert_string_equal(c1->a.backend_config, "\"a\\\"b\"");
-    assert_string_equal(c1->a.api_version, "API_VERSION_STATUS_RETURNING");
-    assert_true(c1->a.custom_call_has_side_effect);
-    assert_int_equal(c1->a.noperand_layouts, 1);
-    assert_shape(&c1->a.operand_layout_constraints[0], "f32[2]{0}");
+    assert_string_equal(c1->a.x->custom_call_target, "Sharding");
+    assert_string_equal(c1->a.x->backend_config, "\"a\\\"b\"");
+    assert_string_equal(c1->a.x->api_version, "API_VERSION_STATUS_RETURNING");
+    assert_true(c1->a.x->custom_call_has_side_effect);
+    assert_int_equal(c1->a.x->noperand_layouts, 1);
+    assert_shape(&c1->a.x->operand_layout_constraints[0], "f32[2]{0}");
     assert_int_equal(c1->ncalled, 0);
     IrInstr *c2 = instr(m, "e", "c2");
     assert_true(c2->custom_to_apply);
     assert_int_equal(c2->ncalled, 1);
-    assert_string_equal(c2->a.backend_config, "{\"k\": {\"v\": 1}}");
+    assert_string_equal(c2->a.x->backend_config, "{\"k\": {\"v\": 1}}");
     IrInstr *c3 = instr(m, "e", "c3");
     assert_false(c3->custom_to_apply);
     assert_int_equal(c3->ncalled, 2);
     assert_int_equal(c3->called[1], ir_find_computation(m, "f"));
-    assert_string_equal(instr(m, "e", "r")->a.distribution, "rng_normal");
-    assert_string_equal(instr(m, "e", "rb")->a.rng_algorithm, "rng_philox");
-    assert_null(instr(m, "e", "rb")->a.algorithm);
-    assert_string_equal(instr(m, "e", "ff")->a.fft_type, "IFFT");
-    assert_list(&instr(m, "e", "ff")->a.fft_length, LIST(8));
-    assert_string_equal(instr(m, "e", "in")->a.infeed_config, "cfg");
+    assert_string_equal(instr(m, "e", "r")->a.x->distribution, "rng_normal");
+    assert_string_equal(instr(m, "e", "rb")->a.x->rng_algorithm, "rng_philox");
+    assert_null(instr(m, "e", "rb")->a.x->algorithm);
+    assert_string_equal(instr(m, "e", "ff")->a.x->fft_type, "IFFT");
+    assert_list(&instr(m, "e", "ff")->a.x->fft_length, LIST(8));
+    assert_string_equal(instr(m, "e", "in")->a.x->infeed_config, "cfg");
     IrInstr *out = instr(m, "e", "out");
-    assert_string_equal(out->a.outfeed_config, "oc");
-    assert_true(out->a.has_outfeed_shape);
-    assert_shape(&out->a.outfeed_shape, "f32[2]{0}");
+    assert_string_equal(out->a.x->outfeed_config, "oc");
+    assert_true(out->a.x->has_outfeed_shape);
+    assert_shape(&out->a.x->outfeed_shape, "f32[2]{0}");
     IrInstr *n1 = instr(m, "e", "n1");
     assert_int_equal(n1->a.nfrontend, 2);
     assert_string_equal(ir_frontend_attr(n1, "_xla_compute_type"), "host");
     assert_string_equal(ir_frontend_attr(n1, "k"), "v");
     assert_string_equal(n1->a.metadata, "op_type=\"Neg\" op_name=\"a/b\" source_file=\"x.py\" source_line=3");
-    assert_string_equal(n1->a.statistics_viz, "{visualizing_index=1,stat-1=0.5}");
-    assert_string_equal(n1->a.origin, "{{\"n1\"}}");
+    assert_string_equal(n1->a.x->statistics_viz, "{visualizing_index=1,stat-1=0.5}");
+    assert_string_equal(n1->a.x->origin, "{{\"n1\"}}");
     IrInstr *n2 = instr(m, "e", "n2");
-    assert_list(&n2->a.control_predecessors, LIST(idx(m, "e", "c1"), idx(m, "e", "c3")));
+    assert_list(&n2->a.x->control_predecessors, LIST(idx(m, "e", "c1"), idx(m, "e", "c3")));
     ir_module_free(m);
 }
 
@@ -823,7 +827,7 @@ static void test_more_forms(void **state)
     assert_shape(&instr(m, "e", "o")->shape, "f32[2,3]");
     assert_shape(&instr(m, "e", "cx")->shape, "c64[2,3]");
     assert_int_equal(instr(m, "e", "cm")->a.cmp_type, CMPT_TOTALORDER);
-    assert_string_equal(instr(m, "e", "cc")->a.custom_call_target, "a\tbAA\"\\q");
+    assert_string_equal(instr(m, "e", "cc")->a.x->custom_call_target, "a\tbAA\"\\q");
     ir_module_free(m);
 
     parse_err("HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  ROOT t = transpose(a), dimensions={0,0}\n}\n",

@@ -114,7 +114,7 @@ static void test_fusion(void **state)
                              "output_to_operand_aliasing={{}: (0, {})}\n"
                              "  ROOT g = f32[4] fusion(f, y), kind=kOutput, calls=fused\n}\n",
                              want);
-    assert_string_equal(find(m, "f")->a.fusion_kind, "kLoop");
+    assert_string_equal(find(m, "f")->a.x->fusion_kind, "kLoop");
     assert_int_equal(find(m, "f")->ncalled, 1);
     ir_module_free(m);
     /* the callee returns f32[4], the declared result is f32[5] */
@@ -188,8 +188,8 @@ static void test_async_sugar(void **state)
      * root of the wrapped op with its attributes and callee. */
     const IrInstr *cs = find(m, "cs");
     assert_int_equal(cs->op, OP_ASYNC_START);
-    assert_true(cs->a.async_sugar);
-    assert_int_equal(cs->a.async_wrapped_op, OP_CALL);
+    assert_true(cs->a.x->async_sugar);
+    assert_int_equal(cs->a.x->async_wrapped_op, OP_CALL);
     assert_int_equal(cs->ncalled, 1);
     const IrComputation *w = m->comp[cs->called[0]];
     assert_true(w->async_wrapper);
@@ -200,7 +200,7 @@ static void test_async_sugar(void **state)
     assert_string_equal(m->comp[root->called[0]]->name, "pair");
     const IrInstr *sl = &m->comp[find(m, "sl")->called[0]]->instr[m->comp[find(m, "sl")->called[0]]->root];
     assert_int_equal(sl->op, OP_SLICE);
-    assert_int_equal(sl->a.slice_start.v[0], 2);
+    assert_int_equal(sl->a.x->slice_start.v[0], 2);
     assert_int_equal(find(m, "cd")->op, OP_ASYNC_DONE);
     /* the wrapper is printed inside the start, never on its own */
     char *p = ir_print_module(m);
@@ -318,8 +318,8 @@ static void test_send_recv_copy(void **state)
         "  dm = f32[2] domain(x), domain={kind=\"sharding\", entry={maximal device=1}, exit={}}\n"
         "  ROOT o = (token[], (f32[2], token[]), f32[2], f32[2]) tuple(sd, rd, cd, dm)\n}\n",
         want);
-    assert_true(find(m, "s")->a.is_host_transfer);
-    assert_true(find(m, "cs")->a.has_cross_program_prefetch);
+    assert_true(find(m, "s")->a.x->is_host_transfer);
+    assert_true(find(m, "cs")->a.x->has_cross_program_prefetch);
     ir_module_free(m);
     expect_error("ENTRY e {\n  x = f32[2] parameter(0)\n  ROOT s = (f32[2], u32[], token[]) send(x, x)\n}\n",
                  "operand 1 must be a token", 3, 8);
@@ -356,11 +356,11 @@ static void test_linalg_norm_topk(void **state)
         "  bg = (f32[8,4], f32[4], f32[4]) batch-norm-grad(n, sc, sc, of, n), epsilon=0.5, feature_index=1\n"
         "  ROOT t = ((f32[6,8], s32[6,8]), f32[3,3], f32[3,5], f32[8,4]) tuple(tk, ch, ts, bi)\n}\n",
         want);
-    assert_int_equal(find(m, "tk")->a.topk_k, 8);
-    assert_true(find(m, "tk")->a.topk_largest);
-    assert_true(find(m, "ts")->a.left_side);
-    assert_string_equal(find(m, "ts")->a.transpose_a, "ADJOINT");
-    assert_true(find(m, "bt")->a.epsilon == 0.001f);
+    assert_int_equal(find(m, "tk")->a.x->topk_k, 8);
+    assert_true(find(m, "tk")->a.x->topk_largest);
+    assert_true(find(m, "ts")->a.x->left_side);
+    assert_string_equal(find(m, "ts")->a.x->transpose_a, "ADJOINT");
+    assert_true(find(m, "bt")->a.x->epsilon == 0.001f);
     ir_module_free(m);
     expect_error("ENTRY e {\n  x = f32[6,16] parameter(0)\n  ROOT tk = (f32[6,8], s32[6,8]) topk(x), k=8, largest=true, "
                  "smallest=true\n}\n",
@@ -448,7 +448,7 @@ static void test_rng_dynamic_misc(void **state)
         "  cp = f32[2] call(x2), to_apply=neg, is_composite=true\n"
         "  ROOT t = (s8[4,3], s32[], s32[4], c64[2], f32[2]) tuple(sc, gds, mh, ac, sh)\n}\n",
         want);
-    assert_int_equal(find(m, "ru")->a.rng_delta, 131072);
+    assert_int_equal(find(m, "ru")->a.x->rng_delta, 131072);
     ir_module_free(m);
     expect_error("ENTRY e {\n  st = u64[2] parameter(0)\n  ROOT g = (u64[3], u32[4]) rng-bit-generator(st), "
                  "algorithm=rng_default\n}\n",

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "attrs_test.h"
 #include "ir/ir.h"
 
 /* ------------------------------------------------------------------ */
@@ -123,7 +124,7 @@ static int32_t add_named(IrComputation *c, IrOpcode op, const char *shape, const
 
 static int32_t param_in(IrComputation *c, int64_t num, const char *shape, const char *name)
 {
-    IrInstr ins = {0};
+    IrInstr ins = {.a.x = &ir_no_attrs_x};
     ins.op = OP_PARAMETER;
     ins.name = ir_unique_name(M, name);
     ins.shape = S(shape);
@@ -317,8 +318,8 @@ static void test_basic_lines(void **state)
     int32_t pid = OP(OP_PARTITION_ID, "u32[]", "pid", 0);
     expect_line(pid, "pid = u32[] partition-id()");
     int32_t rp = OP(OP_REDUCE_PRECISION, "f32[4,8]", "rp", 1, x);
-    I(rp)->a.exponent_bits = 5;
-    I(rp)->a.mantissa_bits = 10;
+    test_x(&I(rp)->a)->exponent_bits = 5;
+    test_x(&I(rp)->a)->mantissa_bits = 10;
     expect_line(rp, "rp = f32[4,8] reduce-precision(x), exponent_bits=5, mantissa_bits=10");
     /* names that cannot be read back bare get XLA's % */
     int32_t odd = OP(OP_NEGATE, "f32[4,8]", "f32", 1, x);
@@ -340,22 +341,22 @@ static void test_data_movement_lines(void **state)
     I(t)->a.dimensions = L("1,0");
     expect_line(t, "t = f32[8,10] transpose(x), dimensions={1,0}");
     int32_t sl = OP(OP_SLICE, "f32[4,8]", "sl", 1, x);
-    I(sl)->a.slice_start = L("0,0");
-    I(sl)->a.slice_limit = L("4,8");
-    I(sl)->a.slice_stride = L("1,1");
+    test_x(&I(sl)->a)->slice_start = L("0,0");
+    test_x(&I(sl)->a)->slice_limit = L("4,8");
+    test_x(&I(sl)->a)->slice_stride = L("1,1");
     expect_line(sl, "sl = f32[4,8] slice(x), slice={[0:4], [0:8]}");
-    I(sl)->a.slice_stride = L("2,1");
+    test_x(&I(sl)->a)->slice_stride = L("2,1");
     expect_line(sl, "sl = f32[4,8] slice(x), slice={[0:4:2], [0:8:1]}");
     int32_t p = OP(OP_PAD, "f32[12,8]", "p", 2, x, v);
-    I(p)->a.pad_lo = L("1,0");
-    I(p)->a.pad_hi = L("1,0");
-    I(p)->a.pad_interior = L("0,0");
+    test_x(&I(p)->a)->pad_lo = L("1,0");
+    test_x(&I(p)->a)->pad_hi = L("1,0");
+    test_x(&I(p)->a)->pad_interior = L("0,0");
     expect_line(p, "p = f32[12,8] pad(x, v), padding=1_1x0_0");
-    I(p)->a.pad_lo = L("0,-1");
-    I(p)->a.pad_interior = L("0,1");
+    test_x(&I(p)->a)->pad_lo = L("0,-1");
+    test_x(&I(p)->a)->pad_interior = L("0,1");
     expect_line(p, "p = f32[12,8] pad(x, v), padding=0_1_0x-1_0_1");
     int32_t ds = OP(OP_DYNAMIC_SLICE, "f32[2,8]", "ds", 3, x, i, i);
-    I(ds)->a.dynamic_slice_sizes = L("2,8");
+    test_x(&I(ds)->a)->dynamic_slice_sizes = L("2,8");
     expect_line(ds, "ds = f32[2,8] dynamic-slice(x, i, i), dynamic_slice_sizes={2,8}");
     int32_t c = OP(OP_CONCATENATE, "f32[20,8]", "c", 2, x, x);
     I(c)->a.dimensions = L("0");
@@ -384,7 +385,7 @@ static void test_contraction_lines(void **state)
                    "rhs_batch_dims={0}, rhs_contracting_dims={1}, "
                    "operand_precision={HIGH,DEFAULT}");
     int32_t c = OP(OP_CONVOLUTION, "f32[1,5,5,4]", "conv", 2, in, k);
-    IrConvDnums *cd = &I(c)->a.conv;
+    IrConvDnums *cd = &test_x(&I(c)->a)->conv;
     cd->present = true;
     cd->nspatial = 2;
     cd->in_batch = 0, cd->in_feature = 3, cd->k_in_feature = 2, cd->k_out_feature = 3;
@@ -392,7 +393,7 @@ static void test_contraction_lines(void **state)
     cd->in_spatial = L("1,2").v;
     cd->k_spatial = L("0,1").v;
     cd->out_spatial = L("1,2").v;
-    IrWindow *w = &I(c)->a.window;
+    IrWindow *w = &test_x(&I(c)->a)->window;
     w->rank = 2;
     w->dim = ir_alloc_array(M->arena, 2, sizeof(IrWindowDim));
     for (int q = 0; q < 2; q++)
@@ -404,8 +405,8 @@ static void test_contraction_lines(void **state)
     w->dim[1].lhs_dilate = 2;
     w->dim[0].rhs_dilate = 3;
     w->dim[1].reversal = true;
-    I(c)->a.feature_group_count = 2;
-    I(c)->a.batch_group_count = 1;
+    test_x(&I(c)->a)->feature_group_count = 2;
+    test_x(&I(c)->a)->batch_group_count = 1;
     expect_line(c, "conv = f32[1,5,5,4] convolution(in, k), window={size=3x3 stride=2x1 "
                    "pad=1_1x1_1 lhs_dilate=1x2 rhs_dilate=3x1 rhs_reversal=0x1}, "
                    "dim_labels=b01f_01io->b01f, feature_group_count=2");
@@ -415,7 +416,7 @@ static void test_contraction_lines(void **state)
     cd->in_spatial = L("2,3").v;
     cd->k_spatial = L("2,3").v;
     cd->out_spatial = L("2,3").v;
-    I(c)->a.feature_group_count = 1;
+    test_x(&I(c)->a)->feature_group_count = 1;
     w->dim[0] = w->dim[1] = (IrWindowDim){.size = 3, .stride = 1, .lhs_dilate = 1,
                                           .rhs_dilate = 1};
     expect_line(c, "conv = f32[1,5,5,4] convolution(in, k), window={size=3x3}, "
@@ -435,7 +436,7 @@ static void test_called_lines(void **state)
     expect_line(r, "r = f32[4] reduce(x, z), dimensions={1}, to_apply=add");
     int32_t so = OP(OP_SORT, "f32[4,8]", "so", 1, x);
     I(so)->a.dimensions = L("1");
-    I(so)->a.is_stable = true;
+    test_x(&I(so)->a)->is_stable = true;
     call(so, gt);
     expect_line(so, "so = f32[4,8] sort(x), dimensions={1}, is_stable=true, to_apply=gt");
     int32_t w = OP(OP_WHILE, "f32[4,8]", "w", 1, x);
@@ -451,7 +452,7 @@ static void test_called_lines(void **state)
     call(kb, gt);
     expect_line(kb, "kb = f32[] conditional(s, z, z), branch_computations={add, gt}");
     int32_t ss = OP(OP_SELECT_AND_SCATTER, "f32[4,8]", "ss", 3, x, x, z);
-    IrWindow *win = &I(ss)->a.window;
+    IrWindow *win = &test_x(&I(ss)->a)->window;
     win->rank = 2;
     win->dim = ir_alloc_array(M->arena, 2, sizeof(IrWindowDim));
     win->dim[0] = win->dim[1] = (IrWindowDim){.size = 1};
@@ -460,13 +461,13 @@ static void test_called_lines(void **state)
     expect_line(ss, "ss = f32[4,8] select-and-scatter(x, x, z), window={size=1x1}, select=gt, "
                     "scatter=add");
     int32_t g = OP(OP_GATHER, "f32[3,8]", "g", 2, x, ix);
-    IrGatherDnums *gd = &I(g)->a.gather;
+    IrGatherDnums *gd = &test_x(&I(g)->a)->gather;
     gd->offset_dims = L("1");
     gd->collapsed_slice_dims = L("0");
     gd->start_index_map = L("0");
     gd->index_vector_dim = 1;
-    I(g)->a.slice_sizes = L("1,8");
-    I(g)->a.indices_are_sorted = true;
+    test_x(&I(g)->a)->slice_sizes = L("1,8");
+    test_x(&I(g)->a)->indices_are_sorted = true;
     expect_line(g, "g = f32[3,8] gather(x, ix), offset_dims={1}, collapsed_slice_dims={0}, "
                    "start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}, "
                    "indices_are_sorted=true");
@@ -477,12 +478,12 @@ static void test_called_lines(void **state)
                    "start_indices_batching_dims={0}, index_vector_dim=1, slice_sizes={1,8}, "
                    "indices_are_sorted=true");
     int32_t sc = OP(OP_SCATTER, "f32[4,8]", "sc", 3, x, ix, u);
-    IrScatterDnums *sd = &I(sc)->a.scatter;
+    IrScatterDnums *sd = &test_x(&I(sc)->a)->scatter;
     sd->update_window_dims = L("1");
     sd->inserted_window_dims = L("0");
     sd->scatter_dims_to_operand_dims = L("0");
     sd->index_vector_dim = 1;
-    I(sc)->a.unique_indices = true;
+    test_x(&I(sc)->a)->unique_indices = true;
     call(sc, add);
     expect_line(sc, "sc = f32[4,8] scatter(x, ix, u), update_window_dims={1}, "
                     "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
@@ -499,7 +500,7 @@ static void test_called_lines(void **state)
 
 static void set_groups(int32_t i, int n, int size)
 {
-    IrReplicaGroups *g = &I(i)->a.replica_groups;
+    IrReplicaGroups *g = &test_x(&I(i)->a)->replica_groups;
     g->present = true;
     g->ngroups = n;
     g->group_size = ir_alloc_array(M->arena, (size_t)n, sizeof(int32_t));
@@ -530,7 +531,7 @@ static void test_collective_lines(void **state)
     I(ag)->a.dimensions = L("0");
     expect_line(ag, "ag = f32[32] all-gather(x), replica_groups={{0,1,2,3}}, dimensions={0}");
     /* the iota form prints as it was written */
-    IrReplicaGroups *g = &I(ag)->a.replica_groups;
+    IrReplicaGroups *g = &test_x(&I(ag)->a)->replica_groups;
     g->iota = true;
     g->iota_shape = L("2,2");
     g->iota_reshape = L("2,2");
@@ -557,7 +558,7 @@ static void test_collective_lines(void **state)
     expect_line(a2a, "a2a = f32[8] all-to-all(x), replica_groups={{0,1}}, dimensions={0}");
     int32_t cp = OP(OP_COLLECTIVE_PERMUTE, "f32[8]", "cp", 1, x);
     I(cp)->a.channel_id = 2;
-    I(cp)->a.source_target_pairs = L("0,1,1,0");
+    test_x(&I(cp)->a)->source_target_pairs = L("0,1,1,0");
     expect_line(cp, "cp = f32[8] collective-permute(x), channel_id=2, "
                     "source_target_pairs={{0,1},{1,0}}");
 }
@@ -568,38 +569,38 @@ static void test_misc_lines(void **state)
     int32_t x = P("f32[8]", "x"), tk = P("token[]", "tk"), a = P("f32[]", "a"),
             c = P("c64[8]", "c"), st = P("u64[2]", "st");
     int32_t cc = OP(OP_CUSTOM_CALL, "f32[8]", "cc", 1, x);
-    I(cc)->a.custom_call_target = "my \"fn\"\\x";
-    I(cc)->a.custom_call_has_side_effect = true;
-    I(cc)->a.api_version = "API_VERSION_STATUS_RETURNING";
-    I(cc)->a.backend_config = "\"cfg\"";
+    test_x(&I(cc)->a)->custom_call_target = "my \"fn\"\\x";
+    test_x(&I(cc)->a)->custom_call_has_side_effect = true;
+    test_x(&I(cc)->a)->api_version = "API_VERSION_STATUS_RETURNING";
+    test_x(&I(cc)->a)->backend_config = "\"cfg\"";
     expect_line(cc, "cc = f32[8] custom-call(x), custom_call_target=\"my \\\"fn\\\"\\\\x\", "
                     "custom_call_has_side_effect=true, api_version=API_VERSION_STATUS_RETURNING, "
                     "backend_config=\"cfg\"");
-    I(cc)->a.noperand_layouts = 1;
+    test_x(&I(cc)->a)->noperand_layouts = 1;
     IrShape ol = S("f32[8]");
     ol.has_layout = true;
     ol.minor_to_major = ir_alloc_array(M->arena, 1, sizeof(int32_t));
-    I(cc)->a.operand_layout_constraints = ir_alloc(M->arena, sizeof(IrShape));
-    *I(cc)->a.operand_layout_constraints = ol;
-    I(cc)->a.custom_call_has_side_effect = false;
-    I(cc)->a.api_version = NULL;
-    I(cc)->a.backend_config = "{\"k\": 1}";
+    test_x(&I(cc)->a)->operand_layout_constraints = ir_alloc(M->arena, sizeof(IrShape));
+    *I(cc)->a.x->operand_layout_constraints = ol;
+    test_x(&I(cc)->a)->custom_call_has_side_effect = false;
+    test_x(&I(cc)->a)->api_version = NULL;
+    test_x(&I(cc)->a)->backend_config = "{\"k\": 1}";
     expect_line(cc, "cc = f32[8] custom-call(x), custom_call_target=\"my \\\"fn\\\"\\\\x\", "
                     "operand_layout_constraints={f32[8]{0}}, backend_config={\"k\": 1}");
     int32_t rng = OP(OP_RNG, "f32[8]", "rng", 2, a, a);
-    I(rng)->a.distribution = "rng_uniform";
+    test_x(&I(rng)->a)->distribution = "rng_uniform";
     expect_line(rng, "rng = f32[8] rng(a, a), distribution=rng_uniform");
     int32_t rb = OP(OP_RNG_BIT_GENERATOR, "(u64[2], u32[8])", "rb", 1, st);
-    I(rb)->a.rng_algorithm = "rng_three_fry";
+    test_x(&I(rb)->a)->rng_algorithm = "rng_three_fry";
     expect_line(rb, "rb = (u64[2], u32[8]) rng-bit-generator(st), algorithm=rng_three_fry");
     int32_t f = OP(OP_FFT, "c64[8]", "f", 1, c);
-    I(f)->a.fft_type = "IFFT";
-    I(f)->a.fft_length = L("8");
+    test_x(&I(f)->a)->fft_type = "IFFT";
+    test_x(&I(f)->a)->fft_length = L("8");
     expect_line(f, "f = c64[8] fft(c), fft_type=IFFT, fft_length={8}");
     int32_t of = OP(OP_OUTFEED, "token[]", "of", 2, x, tk);
-    I(of)->a.has_outfeed_shape = true;
-    I(of)->a.outfeed_shape = S("f32[8]");
-    I(of)->a.outfeed_config = "cfg";
+    test_x(&I(of)->a)->has_outfeed_shape = true;
+    test_x(&I(of)->a)->outfeed_shape = S("f32[8]");
+    test_x(&I(of)->a)->outfeed_config = "cfg";
     expect_line(of, "of = token[] outfeed(x, tk), outfeed_shape=f32[8], outfeed_config=\"cfg\"");
     int32_t inf = OP(OP_INFEED, "(f32[8], token[])", "inf", 1, tk);
     /* `inf` is a keyword to XLA's lexer: it needs the % */
@@ -615,15 +616,15 @@ static void test_misc_lines(void **state)
     I(n)->a.frontend = kv;
     I(n)->a.nfrontend = 3;
     I(n)->a.metadata = "op_type=\"Neg\" op_name=\"n\"";
-    I(n)->a.control_predecessors = L("0,1");
-    I(n)->a.backend_config = "{}";
+    test_x(&I(n)->a)->control_predecessors = L("0,1");
+    test_x(&I(n)->a)->backend_config = "{}";
     expect_line(n, "n = f32[8] negate(x), frontend_attributes={_xla_compute_type=\"host\","
                    "json={\"a\":2},zeta=\"1\"}, control-predecessors={x, tk}, "
                    "metadata={op_type=\"Neg\" op_name=\"n\"}, backend_config={}");
     I(n)->a.nfrontend = 0;
-    I(n)->a.control_predecessors.n = 0;
-    I(n)->a.statistics_viz = "{visualizing_index=1,stat-1=33}";
-    I(n)->a.origin = "{{\"v\"}}";
+    test_x(&I(n)->a)->control_predecessors.n = 0;
+    test_x(&I(n)->a)->statistics_viz = "{visualizing_index=1,stat-1=33}";
+    test_x(&I(n)->a)->origin = "{{\"v\"}}";
     expect_line(n, "n = f32[8] negate(x), statistics={visualizing_index=1,stat-1=33}, "
                    "metadata={op_type=\"Neg\" op_name=\"n\"}, backend_config={}, "
                    "origin={{\"v\"}}");
@@ -694,7 +695,7 @@ static void test_topological_print(void **state)
     I(n)->opnd[0] = e;
     int32_t s = OP(OP_SINE, "f32[2]", "s", 1, n);
     C->root = s;
-    I(s)->a.control_predecessors = L("");
+    test_x(&I(s)->a)->control_predecessors = L("");
     expect_text(ir_print_module(M), "HloModule m\n"
                                     "\n"
                                     "ENTRY main {\n"
@@ -705,7 +706,7 @@ static void test_topological_print(void **state)
                                     "}\n");
     /* a control predecessor counts as an edge */
     int32_t c = OP(OP_COSINE, "f32[2]", "c", 1, x);
-    I(e)->a.control_predecessors = L("4");
+    test_x(&I(e)->a)->control_predecessors = L("4");
     (void)c;
     expect_text(ir_print_module(M), "HloModule m\n"
                                     "\n"

@@ -134,7 +134,7 @@ static IrStatus work(void *ctx, const IrModule *m, const IrInstr *ins, int32_t n
                      DevValue **out, IrDiag *d)
 {
     (void)ctx, (void)m, (void)nopnd, (void)d;
-    note(ins->a.custom_call_target);
+    note(ins->a.x->custom_call_target);
     *out = dev_value_ref(operands[0]);
     return IR_OK;
 }

@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "attrs_test.h"
 #include "ir/ir.h"
 
 static IrModule *parse(const char *text)
@@ -471,7 +472,7 @@ static void test_topo_stable(void **state)
     assert_memory_equal(order, want, sizeof want);
     ts_free(order);
     /* a control edge d -> e (e after d) moves e to the end */
-    IrI64List *cp = &c->instr[1].a.control_predecessors;
+    IrI64List *cp = &test_x(&c->instr[1].a)->control_predecessors;
     cp->v = ir_alloc(m->arena, sizeof(int64_t));
     cp->v[0] = 0;
     cp->n = 1;
