@@ -668,6 +668,15 @@ bool vec_push(Lexer *L, I64Vec *v, int64_t x)
 {
     if (v->n == v->cap && v->cap > INT32_MAX / 2)
         return lx_fail(L, L->tok.pos, "list too long");
+    if (v->n == v->cap && v->borrowed) {
+        int64_t *h = ts_malloc((size_t)v->cap * 2 * sizeof *h);
+        if (!h)
+            return lx_nomem(L);
+        memcpy(h, v->v, (size_t)v->n * sizeof *h);
+        v->v = h;
+        v->cap *= 2;
+        v->borrowed = false;
+    }
     if (!IR_GROW(v->v, v->cap, v->n + 1))
         return lx_nomem(L);
     v->v[v->n++] = x;
@@ -676,7 +685,8 @@ bool vec_push(Lexer *L, I64Vec *v, int64_t x)
 
 void vec_free(I64Vec *v)
 {
-    ts_free(v->v);
+    if (!v->borrowed)
+        ts_free(v->v);
     memset(v, 0, sizeof *v);
 }
 
@@ -697,7 +707,8 @@ bool vec_to_list(Lexer *L, const I64Vec *v, IrI64List *out)
 bool lx_int_list(Lexer *L, LxKind open, LxKind close, LxKind sep, IrI64List *out,
                  const char *what)
 {
-    I64Vec v = {0};
+    int64_t buf[8];
+    I64Vec v = I64VEC_ON(buf);
     if (!lx_expectf(L, open, "'%s' to start %s",
                     open == LX_LBRACE ? "{" : open == LX_LSQUARE ? "[" : "(", what))
         return false;

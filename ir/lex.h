@@ -73,7 +73,14 @@ typedef struct I64Vec {
     int64_t *v;
     int32_t n;
     int64_t cap;
+    /* v is the caller's (stack) buffer of cap entries, not the heap's:
+     * I64VEC_ON(buf) starts one so; past it, vec_push moves to the heap.
+     * Shapes and layouts are read this way, once per instruction, with no
+     * allocation at all. */
+    bool borrowed;
 } I64Vec;
+
+#define I64VEC_ON(buf) ((I64Vec){.v = (buf), .cap = (int64_t)(sizeof(buf) / sizeof *(buf)), .borrowed = true})
 
 /* Set up over text[0, len) and read the first token. `src` is a
  * NUL-terminated copy of the text used to show the offending line in

@@ -95,7 +95,8 @@ static bool parse_layout(Parser *P, IrShape *s)
     Lexer *L = &P->L;
     IrPos pos = L->tok.pos;
     lx_next(L);
-    I64Vec v = {0};
+    int64_t buf[8];
+    I64Vec v = I64VEC_ON(buf);
     bool ok = true;
     if (lx_is(L, LX_INT)) {
         do {
@@ -193,7 +194,8 @@ bool prs_parse_shape(Parser *P, IrShape *out)
     lx_next(L);
     if (!lx_expect(L, LX_LSQUARE, "'[' after the element type"))
         return false;
-    I64Vec dims = {0};
+    int64_t dbuf[8];
+    I64Vec dims = I64VEC_ON(dbuf);
     int32_t nunbounded = 0;
     bool ok = true;
     if (!lx_is(L, LX_RSQUARE)) {
