@@ -503,6 +503,68 @@ static void chunks_equal_unfused(void **state)
     ir_module_free(m);
 }
 
+/* The register path (fusion.c, AVX-512 where the CPU has it) against
+ * the unfused kernels: every op it runs (add, subtract, multiply, divide,
+ * maximum, minimum, negate, abs), every operand kind (the value just
+ * computed on either side or both, a leaf, a broadcast, an earlier node
+ * read again, which must have been stored), NaNs, infinities and signed
+ * zeros; 3x400 is 4 full chunks and a partial one (the interpreter's). */
+static void registers_equal_unfused(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule rg\n"
+                           "ENTRY main {\n"
+                           "  x = f32[3,400] parameter(0)\n"
+                           "  y = f32[3,400] parameter(1)\n"
+                           "  v = f32[400] parameter(2)\n"
+                           "  bv = f32[3,400] broadcast(v), dimensions={1}\n"
+                           "  k = f32[] constant(0.5)\n"
+                           "  bk = f32[3,400] broadcast(k), dimensions={}\n"
+                           "  a = f32[3,400] add(x, bv)\n"
+                           "  sq = f32[3,400] multiply(a, a)\n"
+                           "  s = f32[3,400] subtract(y, sq)\n"
+                           "  d = f32[3,400] divide(s, bk)\n"
+                           "  mx = f32[3,400] maximum(d, x)\n"
+                           "  mn = f32[3,400] minimum(y, mx)\n"
+                           "  n = f32[3,400] negate(a)\n"
+                           "  ab = f32[3,400] abs(n)\n"
+                           "  p = f32[3,400] add(mn, ab)\n"
+                           "  q = f32[3,400] maximum(p, s)\n"
+                           "  ny = f32[3,400] negate(y)\n"
+                           "  w = f32[3,400] minimum(q, ny)\n"
+                           "  ROOT r = f32[3,400] minimum(w, n)\n"
+                           "}\n");
+    DevFusion f = find(m, 0);
+    assert_int_equal(f.ngroups, 1);
+    assert_true(f.groups[0].chunked);
+    assert_int_equal(f.groups[0].nnodes, 15);
+    dev_fusion_free(&f);
+    int64_t d2[] = {3, 400}, dv[] = {400};
+    DevValue *args[3] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, dv, NULL)};
+    static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
+    uint32_t s = 99;
+    for (int a = 0; a < 3; a++)
+        for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)((int32_t)s >> 8) / (float)(1 << 19);
+            if (i % 7 == a) /* ties for maximum and minimum */
+                v = (float)(i % 3);
+            else if (i % 13 == 0)
+                v = special[(i / 13 + a) % 6];
+            ((float *)args[a]->data)[i] = v;
+        }
+    DevValue *fused = NULL, *plain = NULL;
+    IrDiag d = {0};
+    assert_int_equal(run_chunked(m, 3, args, &fused, &d), IR_OK);
+    assert_int_equal(run(m, 3, args, false, 0, &plain, &d), IR_OK);
+    assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < 3; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
 /* A result of at least 32 MiB goes out with non-temporal stores
  * (fusion.c, STREAM_CAP): the benchmark's chain over 8M + 37 elements
  * (32 MiB and a partial chunk), fused against unfused, bit for bit, with
@@ -628,6 +690,7 @@ int main(void)
         cmocka_unit_test(errors_as_unfused),
         cmocka_unit_test(random_equals_unfused),
         cmocka_unit_test(chunks_equal_unfused),
+        cmocka_unit_test(registers_equal_unfused),
         cmocka_unit_test(streamed_equals_unfused),
         cmocka_unit_test(empty),
         cmocka_unit_test(allocation_failures),
