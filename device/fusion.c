@@ -41,7 +41,11 @@
  * in calls than the loops themselves, and calling them on large blocks
  * moves each intermediate through L2 (measured on the 8-op benchmark: 12
  * ms for the chunk interpreter, 17 ms for blocks, 6 ms for STREAM triad).
- * The expressions come from float_ops.h, the same the kernels expand. The block is sized so that the scratch of
+ * The expressions come from float_ops.h, the same the kernels expand.
+ * Groups of only the simplest ops (add, subtract, multiply, divide,
+ * maximum, minimum, negate, abs) go through AVX-512 registers instead,
+ * where the CPU has them (the register path, below the interpreter).
+ * The block is sized so that the scratch of
  * all nodes stays within SCRATCH_BUDGET bytes (in L1/L2). A leaf that
  * dies here and has no other owner lends its buffer to the result: block
  * b of every node is computed before block b of the result is copied over
