@@ -46,6 +46,34 @@ static void assert_f32(const DevValue *v, const float *want, int64_t n)
             fail_msg("element %lld: %g, expected %g", (long long)i, ((const float *)v->data)[i], want[i]);
 }
 
+/* The module is one group of nnodes nodes that the chunk interpreter
+ * (or the register path) runs. */
+static void assert_one_chunked_group(const IrModule *m, int32_t nnodes)
+{
+    DevFusion f = find(m, 0);
+    assert_int_equal(f.ngroups, 1);
+    assert_true(f.groups[0].chunked);
+    assert_int_equal(f.groups[0].nnodes, nnodes);
+    dev_fusion_free(&f);
+}
+
+/* The entry fused (the default paths: `chunked` for arrays of any size)
+ * against unfused, bit for bit; the results and the n arguments are
+ * released. */
+static void assert_fused_is_unfused(const IrModule *m, int n, DevValue **args, bool chunked)
+{
+    DevValue *fused = NULL, *plain = NULL;
+    IrDiag d = {0};
+    assert_int_equal(chunked ? run_chunked(m, n, args, &fused, &d) : run(m, n, args, true, 0, &fused, &d), IR_OK);
+    assert_int_equal(run(m, n, args, false, 0, &plain, &d), IR_OK);
+    assert_int_equal(fused->nbytes, plain->nbytes);
+    assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < n; a++)
+        dev_value_unref(args[a]);
+}
+
 /* The benchmark's chain of 8 ops over 7 elements, blocks of 3 (3 + 3 + 1). */
 static const char *chain_hlo =
     "HloModule chain\n"
@@ -467,11 +495,7 @@ static void chunks_equal_unfused(void **state)
                            "  l = f32[3,400] logistic(mn)\n"
                            "  ROOT o = f32[3,400] atan2(l, s)\n"
                            "}\n");
-    DevFusion f = find(m, 0);
-    assert_int_equal(f.ngroups, 1);
-    assert_true(f.groups[0].chunked);
-    assert_int_equal(f.groups[0].nnodes, 13);
-    dev_fusion_free(&f);
+    assert_one_chunked_group(m, 13);
     int64_t d2[] = {3, 400}, dv[] = {400}, dw[] = {3};
     DevValue *args[4] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, dv, NULL),
                          val(IR_F32, 1, dw, NULL)};
@@ -488,18 +512,10 @@ static void chunks_equal_unfused(void **state)
                 v = -INFINITY;
             ((float *)args[a]->data)[i] = v;
         }
-    DevValue *fused = NULL, *plain = NULL;
-    IrDiag d = {0};
-    assert_int_equal(run_chunked(m, 4, args, &fused, &d), IR_OK);
-    assert_int_equal(run(m, 4, args, false, 0, &plain, &d), IR_OK);
     /* (The reverse dies in the group: its buffer became the result, the
      * chunks written through a buffer of their own; chain_values covers
      * the root writing straight into a fresh result.) */
-    assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
-    dev_value_unref(fused);
-    dev_value_unref(plain);
-    for (int a = 0; a < 4; a++)
-        dev_value_unref(args[a]);
+    assert_fused_is_unfused(m, 4, args, true);
     ir_module_free(m);
 }
 
@@ -534,11 +550,7 @@ static void registers_equal_unfused(void **state)
                            "  w = f32[3,400] minimum(q, ny)\n"
                            "  ROOT r = f32[3,400] minimum(w, n)\n"
                            "}\n");
-    DevFusion f = find(m, 0);
-    assert_int_equal(f.ngroups, 1);
-    assert_true(f.groups[0].chunked);
-    assert_int_equal(f.groups[0].nnodes, 15);
-    dev_fusion_free(&f);
+    assert_one_chunked_group(m, 15);
     int64_t d2[] = {3, 400}, dv[] = {400};
     DevValue *args[3] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, dv, NULL)};
     static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
@@ -553,15 +565,7 @@ static void registers_equal_unfused(void **state)
                 v = special[(i / 13 + a) % 6];
             ((float *)args[a]->data)[i] = v;
         }
-    DevValue *fused = NULL, *plain = NULL;
-    IrDiag d = {0};
-    assert_int_equal(run_chunked(m, 3, args, &fused, &d), IR_OK);
-    assert_int_equal(run(m, 3, args, false, 0, &plain, &d), IR_OK);
-    assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
-    dev_value_unref(fused);
-    dev_value_unref(plain);
-    for (int a = 0; a < 3; a++)
-        dev_value_unref(args[a]);
+    assert_fused_is_unfused(m, 3, args, true);
     ir_module_free(m);
 }
 
@@ -613,16 +617,7 @@ static void streamed_equals_unfused(void **state)
                     x = i % 2 ? 0.0f : -0.0f;
                 ((float *)args[a]->data)[i] = x;
             }
-        DevValue *fused = NULL, *plain = NULL;
-        IrDiag d = {0};
-        assert_int_equal(run(m, 2, args, true, 0, &fused, &d), IR_OK);
-        assert_int_equal(run(m, 2, args, false, 0, &plain, &d), IR_OK);
-        assert_int_equal(fused->nbytes, (int64_t)STREAMED * 4);
-        assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
-        dev_value_unref(fused);
-        dev_value_unref(plain);
-        dev_value_unref(args[0]);
-        dev_value_unref(args[1]);
+        assert_fused_is_unfused(m, 2, args, false);
         ir_module_free(m);
     }
 }
