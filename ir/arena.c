@@ -59,6 +59,14 @@ void *ts_realloc(void *p, size_t n)
     return realloc(p, n ? n : 1);
 }
 
+void *ts_malloc_aligned(size_t align, size_t n)
+{
+    void *p = NULL;
+    if (inject_failure() || posix_memalign(&p, align, n ? n : 1) != 0)
+        return NULL;
+    return p;
+}
+
 void ts_free(void *p)
 {
     free(p);

@@ -94,6 +94,9 @@ void *ts_malloc(size_t n);
 void *ts_calloc(size_t n, size_t elem);
 void *ts_realloc(void *p, size_t n);
 void ts_free(void *p);
+/* n bytes at a multiple of `align` (a power of two, at least
+ * sizeof(void *)), freed with ts_free; NULL on OOM. */
+void *ts_malloc_aligned(size_t align, size_t n);
 char *ts_strdup(const char *s);
 /* Fail the Nth allocation from now on (1 = the next one); 0 disables. */
 void ts_fail_alloc_after(long n);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "device/device.h"
@@ -43,6 +44,34 @@ static void assert_f32(const DevValue *v, const float *want, int64_t n)
     for (int64_t i = 0; i < n; i++)
         if (((const float *)v->data)[i] != want[i])
             fail_msg("element %lld: %g, expected %g", (long long)i, ((const float *)v->data)[i], want[i]);
+}
+
+/* The module is one group of nnodes nodes that the chunk interpreter
+ * (or the register path) runs. */
+static void assert_one_chunked_group(const IrModule *m, int32_t nnodes)
+{
+    DevFusion f = find(m, 0);
+    assert_int_equal(f.ngroups, 1);
+    assert_true(f.groups[0].chunked);
+    assert_int_equal(f.groups[0].nnodes, nnodes);
+    dev_fusion_free(&f);
+}
+
+/* The entry fused (the default paths: `chunked` for arrays of any size)
+ * against unfused, bit for bit; the results and the n arguments are
+ * released. */
+static void assert_fused_is_unfused(const IrModule *m, int n, DevValue **args, bool chunked)
+{
+    DevValue *fused = NULL, *plain = NULL;
+    IrDiag d = {0};
+    assert_int_equal(chunked ? run_chunked(m, n, args, &fused, &d) : run(m, n, args, true, 0, &fused, &d), IR_OK);
+    assert_int_equal(run(m, n, args, false, 0, &plain, &d), IR_OK);
+    assert_int_equal(fused->nbytes, plain->nbytes);
+    assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < n; a++)
+        dev_value_unref(args[a]);
 }
 
 /* The benchmark's chain of 8 ops over 7 elements, blocks of 3 (3 + 3 + 1). */
@@ -466,11 +495,7 @@ static void chunks_equal_unfused(void **state)
                            "  l = f32[3,400] logistic(mn)\n"
                            "  ROOT o = f32[3,400] atan2(l, s)\n"
                            "}\n");
-    DevFusion f = find(m, 0);
-    assert_int_equal(f.ngroups, 1);
-    assert_true(f.groups[0].chunked);
-    assert_int_equal(f.groups[0].nnodes, 13);
-    dev_fusion_free(&f);
+    assert_one_chunked_group(m, 13);
     int64_t d2[] = {3, 400}, dv[] = {400}, dw[] = {3};
     DevValue *args[4] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, dv, NULL),
                          val(IR_F32, 1, dw, NULL)};
@@ -487,19 +512,114 @@ static void chunks_equal_unfused(void **state)
                 v = -INFINITY;
             ((float *)args[a]->data)[i] = v;
         }
-    DevValue *fused = NULL, *plain = NULL;
-    IrDiag d = {0};
-    assert_int_equal(run_chunked(m, 4, args, &fused, &d), IR_OK);
-    assert_int_equal(run(m, 4, args, false, 0, &plain, &d), IR_OK);
     /* (The reverse dies in the group: its buffer became the result, the
      * chunks written through a buffer of their own; chain_values covers
      * the root writing straight into a fresh result.) */
-    assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
-    dev_value_unref(fused);
-    dev_value_unref(plain);
-    for (int a = 0; a < 4; a++)
-        dev_value_unref(args[a]);
+    assert_fused_is_unfused(m, 4, args, true);
     ir_module_free(m);
+}
+
+/* The register path (fusion.c, AVX-512 where the CPU has it) against
+ * the unfused kernels: every op it runs (add, subtract, multiply, divide,
+ * maximum, minimum, negate, abs), every operand kind (the value just
+ * computed on either side or both, a leaf, a broadcast, an earlier node
+ * read again, which must have been stored), NaNs, infinities and signed
+ * zeros; 3x400 is 4 full chunks and a partial one (the interpreter's). */
+static void registers_equal_unfused(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule rg\n"
+                           "ENTRY main {\n"
+                           "  x = f32[3,400] parameter(0)\n"
+                           "  y = f32[3,400] parameter(1)\n"
+                           "  v = f32[400] parameter(2)\n"
+                           "  bv = f32[3,400] broadcast(v), dimensions={1}\n"
+                           "  k = f32[] constant(0.5)\n"
+                           "  bk = f32[3,400] broadcast(k), dimensions={}\n"
+                           "  a = f32[3,400] add(x, bv)\n"
+                           "  sq = f32[3,400] multiply(a, a)\n"
+                           "  s = f32[3,400] subtract(y, sq)\n"
+                           "  d = f32[3,400] divide(s, bk)\n"
+                           "  mx = f32[3,400] maximum(d, x)\n"
+                           "  mn = f32[3,400] minimum(y, mx)\n"
+                           "  n = f32[3,400] negate(a)\n"
+                           "  ab = f32[3,400] abs(n)\n"
+                           "  p = f32[3,400] add(mn, ab)\n"
+                           "  q = f32[3,400] maximum(p, s)\n"
+                           "  ny = f32[3,400] negate(y)\n"
+                           "  w = f32[3,400] minimum(q, ny)\n"
+                           "  ROOT r = f32[3,400] minimum(w, n)\n"
+                           "}\n");
+    assert_one_chunked_group(m, 15);
+    int64_t d2[] = {3, 400}, dv[] = {400};
+    DevValue *args[3] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, dv, NULL)};
+    static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
+    uint32_t s = 99;
+    for (int a = 0; a < 3; a++)
+        for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)((int32_t)s >> 8) / (float)(1 << 19);
+            if (i % 7 == a) /* ties for maximum and minimum */
+                v = (float)(i % 3);
+            else if (i % 13 == 0)
+                v = special[(i / 13 + a) % 6];
+            ((float *)args[a]->data)[i] = v;
+        }
+    assert_fused_is_unfused(m, 3, args, true);
+    ir_module_free(m);
+}
+
+/* A result of at least 32 MiB goes out with non-temporal stores
+ * (fusion.c, STREAM_CAP): the benchmark's chain over 8M + 37 elements
+ * (32 MiB and a partial chunk), fused against unfused, bit for bit, with
+ * NaNs, infinities and signed zeros for maximum, negate and abs. Twice:
+ * with x a parameter the root streams straight into a fresh result;
+ * with x reversed first, the reverse dies in the group and lends its
+ * buffer, which the chunks then stream over. */
+#define STREAMED 8388645 /* 8M + 37 */
+
+static void streamed_equals_unfused(void **state)
+{
+    (void)state;
+    static const char *const lhs[] = {"x", "rx"};
+    for (int v = 0; v < 2; v++) {
+        char hlo[1024];
+        snprintf(hlo, sizeof hlo,
+                 "HloModule st\n"
+                 "ENTRY main {\n"
+                 "  x = f32[%d] parameter(0)\n"
+                 "  y = f32[%d] parameter(1)\n"
+                 "  rx = f32[%d] reverse(x), dimensions={0}\n"
+                 "  t1 = f32[%d] add(%s, y)\n"
+                 "  t2 = f32[%d] multiply(t1, y)\n"
+                 "  t3 = f32[%d] subtract(t2, y)\n"
+                 "  t4 = f32[%d] maximum(t3, y)\n"
+                 "  t5 = f32[%d] multiply(t4, t4)\n"
+                 "  t6 = f32[%d] add(t5, y)\n"
+                 "  t7 = f32[%d] negate(t6)\n"
+                 "  ROOT t8 = f32[%d] abs(t7)\n"
+                 "}\n",
+                 STREAMED, STREAMED, STREAMED, STREAMED, lhs[v], STREAMED, STREAMED, STREAMED, STREAMED,
+                 STREAMED, STREAMED, STREAMED);
+        IrModule *m = parse_ok(hlo);
+        int64_t dims[] = {STREAMED};
+        DevValue *args[2] = {val(IR_F32, 1, dims, NULL), val(IR_F32, 1, dims, NULL)};
+        uint32_t s = 4242;
+        for (int a = 0; a < 2; a++)
+            for (int64_t i = 0; i < STREAMED; i++) {
+                s = s * 1664525u + 1013904223u;
+                float x = (float)((int32_t)s >> 8) / (float)(1 << 21);
+                if (i % 101 == 0)
+                    x = NAN;
+                else if (i % 67 == 0)
+                    x = i % 2 ? INFINITY : -INFINITY;
+                else if (i % 59 == 0)
+                    x = i % 2 ? 0.0f : -0.0f;
+                ((float *)args[a]->data)[i] = x;
+            }
+        assert_fused_is_unfused(m, 2, args, false);
+        ir_module_free(m);
+    }
 }
 
 /* Empty arrays fuse to an empty result. */
@@ -565,6 +685,8 @@ int main(void)
         cmocka_unit_test(errors_as_unfused),
         cmocka_unit_test(random_equals_unfused),
         cmocka_unit_test(chunks_equal_unfused),
+        cmocka_unit_test(registers_equal_unfused),
+        cmocka_unit_test(streamed_equals_unfused),
         cmocka_unit_test(empty),
         cmocka_unit_test(allocation_failures),
     };
