@@ -122,11 +122,6 @@ IrStatus rt_async_wait(RtAsync *a, void *handle, DevValue **out, IrDiag *d);
 /* Wait until every started collective is done (before a blocking one
  * runs on the executor thread). NULL: nothing. */
 void rt_async_drain(RtAsync *a);
-/* On a queue's own thread while its device is not waiting for it (the
- * device computes on the same core): block up to `us` microseconds, or
- * until a wait begins, and return true. Elsewhere, or while the device
- * waits: return false at once (the caller spins or yields as it likes). */
-bool rt_async_pause(long us);
 /* Stop and join the thread; every handle must have been waited for. */
 void rt_async_free(RtAsync *a);
 

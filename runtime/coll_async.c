@@ -25,14 +25,6 @@
  * leader's communication thread, or its executor thread after a drain),
  * which is what MPI_THREAD_SERIALIZED asks.
  *
- * Waiting without the device: the thread shares its device's core (it
- * inherits the cpuset), so while the device computes (no wait for a job
- * of this queue) a transport that has nothing to do does not spin or
- * yield, which would take a share of that core from the kernel running
- * on it (perf: 12 % of an mlp rank's samples were this thread polling
- * over TCP), but pauses in rt_async_pause: a few polls a millisecond
- * still move the data, and a wait that begins wakes it at once.
- *
  * Failure: a collective that fails returns its error at the wait (the
  * diagnostic copied to the waiter); a peer's failure aborts the world,
  * which wakes a job waiting in a barrier, so no wait is forever.
@@ -41,7 +33,6 @@
 
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct Job {
     IrInstr ins;               /* a copy: the executor's may be a temporary */
@@ -59,10 +50,9 @@ struct RtAsync {
     RtCollFn fn;
     void *ctx;
     pthread_mutex_t mu;
-    pthread_cond_t cv;         /* jobs queued, jobs done, stop, a wait begun (CLOCK_MONOTONIC) */
+    pthread_cond_t cv;         /* jobs queued, jobs done, stop */
     Job *head, *tail;          /* queued, not yet taken by the thread */
     int64_t inflight;          /* started, not yet done */
-    int waiting;               /* the device's threads in a wait or drain */
     bool thread_on, stop;
     pthread_t thread;
 };
@@ -75,13 +65,9 @@ static void run_job(RtAsync *a, Job *j)
     j->nopnd = 0;
 }
 
-/* The queue whose thread this is (NULL on every other thread). */
-static _Thread_local RtAsync *self;
-
 static void *comm_main(void *arg)
 {
     RtAsync *a = arg;
-    self = a;
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->head && !a->stop)
@@ -114,14 +100,7 @@ RtAsync *rt_async_new(RtCollFn fn, void *ctx)
         ts_free(a);
         return NULL;
     }
-    pthread_condattr_t ca;
-    bool cv_ok = pthread_condattr_init(&ca) == 0;
-    if (cv_ok) {
-        /* A pause's deadline is monotonic: a clock step cannot stretch it. */
-        cv_ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 && pthread_cond_init(&a->cv, &ca) == 0;
-        pthread_condattr_destroy(&ca);
-    }
-    if (!cv_ok) {
+    if (pthread_cond_init(&a->cv, NULL) != 0) {
         pthread_mutex_destroy(&a->mu);
         ts_free(a);
         return NULL;
@@ -166,25 +145,12 @@ IrStatus rt_async_start(RtAsync *a, const IrModule *m, const IrInstr *ins, int32
     return IR_OK;
 }
 
-/* Under a->mu: block until *done (a job) or *inflight == 0 (a drain),
- * counted as waiting and telling a paused thread (rt_async_pause) that
- * the device now waits for it. */
-static void wait_locked(RtAsync *a, const bool *done, const int64_t *inflight)
-{
-    if (done ? *done : *inflight == 0)
-        return;
-    a->waiting++;
-    pthread_cond_broadcast(&a->cv);
-    while (done ? !*done : *inflight > 0)
-        pthread_cond_wait(&a->cv, &a->mu);
-    a->waiting--;
-}
-
 IrStatus rt_async_wait(RtAsync *a, void *handle, DevValue **out, IrDiag *d)
 {
     Job *j = handle;
     pthread_mutex_lock(&a->mu);
-    wait_locked(a, &j->done, NULL);
+    while (!j->done)
+        pthread_cond_wait(&a->cv, &a->mu);
     pthread_mutex_unlock(&a->mu);
     IrStatus st = j->status;
     *out = st == IR_OK ? j->out : NULL;
@@ -204,29 +170,9 @@ void rt_async_drain(RtAsync *a)
     if (!a)
         return;
     pthread_mutex_lock(&a->mu);
-    wait_locked(a, NULL, &a->inflight);
+    while (a->inflight > 0)
+        pthread_cond_wait(&a->cv, &a->mu);
     pthread_mutex_unlock(&a->mu);
-}
-
-bool rt_async_pause(long us)
-{
-    RtAsync *a = self;
-    if (!a)
-        return false;
-    pthread_mutex_lock(&a->mu);
-    bool alone = a->waiting == 0 && !a->stop;
-    if (alone) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += us * 1000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        /* Woken early by a wait that begins, a start or a finished job:
-         * the caller polls again either way. */
-        pthread_cond_timedwait(&a->cv, &a->mu, &ts);
-    }
-    pthread_mutex_unlock(&a->mu);
-    return alone;
 }
 
 void rt_async_free(RtAsync *a)

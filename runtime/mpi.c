@@ -687,24 +687,13 @@ void rt_transport_checkin(RtTransport *t, int64_t cluster)
  * times a second. */
 typedef struct Backoff {
     int spins;
-    double since;            /* when this wait began (its first turn, or its last pause) */
-    bool paused;             /* the last turn paused (rt_async_pause) */
+    double since;            /* when this wait began (its first turn) */
 } Backoff;
-
-/* A communication thread whose device computes meanwhile polls every
- * BACKOFF_PAUSE_US at most (5 polls a millisecond cost about 1 % of the
- * core, and a 512 KiB chunk over TCP moves in a few), woken at once when
- * the device begins to wait for it; from then on the wait spins, yields
- * and sleeps as above, counted from that moment. */
-enum { BACKOFF_PAUSE_US = 200 };
 
 static void backoff(Backoff *b)
 {
-    if (b->spins++ == 0 || b->paused)
+    if (b->spins++ == 0)
         b->since = now();
-    b->paused = rt_async_pause(BACKOFF_PAUSE_US);
-    if (b->paused)
-        return;
     double waited = now() - b->since;
     if (waited < 0.001)
         return;
