@@ -83,11 +83,12 @@ void rt_coll_split_part(const IrInstr *ins, DevValue *const *const *ops, const i
  * host, so that what stays cached is what the next kernel reads. */
 #define RT_COLL_STREAM_BYTES ((int64_t)16 << 20)
 bool rt_coll_stream(int64_t bytes);
-/* rt_coll_stream for results out[0..nout), and none of them from a
- * device's NUMA-binding allocator (DevValue.alloc): streaming stores
- * into memory bound with mbind run about 10 times slower than into
- * malloc's on the 2-core VM of BENCHMARKS.md (2 threads, 64 MiB each:
- * 21 ms against 2 ms), while ordinary stores run alike into both. */
+/* rt_coll_stream for results out[0..nout); where one of them is from a
+ * device's NUMA-binding allocator (DevValue.alloc), only if streaming
+ * stores into such memory are at least as fast as ordinary ones on this
+ * machine (measured once a process, coll_kernels.c: on one VM of
+ * BENCHMARKS.md they ran 10 times slower, on another 2.5 times faster;
+ * TESSEL_COLL_STREAM_BOUND=0 or 1 decides instead). */
 bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes);
 /* rt_coll_combine supports reducer op on type t (dev_red_combine_array's
  * types and ops). */

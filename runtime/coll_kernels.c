@@ -20,7 +20,10 @@
  */
 #include "coll.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "device/float_ops.h"
 
@@ -342,10 +345,76 @@ bool rt_coll_stream(int64_t bytes)
     return bytes >= RT_COLL_STREAM_BYTES;
 }
 
+/* ---- streaming into bound memory: measured once a process ----
+ *
+ * Whether streaming stores into a device allocator's NUMA-bound memory
+ * pay depends on the machine: on the AMD VM of BENCHMARKS.md they ran
+ * about 10 times slower than ordinary stores (64 MiB: 21 ms against 2),
+ * on the Intel VM that replaced it 2.5 times faster (32 MiB: 2.5 ms
+ * against 6; its 260 MiB last-level cache puts glibc's own streaming
+ * threshold above such copies, so memcpy reads every line for ownership).
+ * So the first collective that could stream into bound memory times both
+ * ways on a buffer of the same allocator (PROBE_BYTES, touched first, the
+ * fastest of PROBE_ROUNDS each, interleaved: a few milliseconds, once)
+ * and every later one follows the verdict. Both ways store the same
+ * bytes: the choice changes the speed, never a result.
+ * TESSEL_COLL_STREAM_BOUND=1 (or 0) sets the verdict instead (tests). */
+enum { PROBE_BYTES = 8 << 20, PROBE_ROUNDS = 3 };
+
+static double probe_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* 1: streaming stores into a's memory are at least as fast as ordinary
+ * ones; -1: slower, or the probe's memory was refused. */
+static int probe_bound(DevAllocator *a)
+{
+    uint8_t *dst = dev_alloc(a, PROBE_BYTES), *src = dev_alloc(a, PROBE_BYTES);
+    int verdict = -1;
+    if (dst && src) {
+        memset(src, 1, PROBE_BYTES);
+        memset(dst, 0, PROBE_BYTES);
+        double best[2] = {1e30, 1e30}; /* [0] ordinary, [1] streaming */
+        void *d[1] = {dst};
+        for (int r = 0; r < 2 * PROBE_ROUNDS; r++) {
+            double t0 = probe_now();
+            rt_coll_copy(d, 1, 0, src, PROBE_BYTES, r % 2 == 1);
+            double t = probe_now() - t0;
+            best[r % 2] = t < best[r % 2] ? t : best[r % 2];
+        }
+        verdict = best[1] <= best[0] ? 1 : -1;
+    }
+    dev_alloc_free(dst);
+    dev_alloc_free(src);
+    return verdict;
+}
+
+static bool bound_streams(DevAllocator *a)
+{
+    /* Read at each call (cheap beside a 16 MiB collective), so that a
+     * test can change it between runs. */
+    const char *e = getenv("TESSEL_COLL_STREAM_BOUND");
+    if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
+        return e[0] == '1';
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int verdict; /* 0: not measured yet */
+    pthread_mutex_lock(&mu);
+    if (!verdict)
+        verdict = probe_bound(a);
+    bool yes = verdict > 0;
+    pthread_mutex_unlock(&mu);
+    return yes;
+}
+
 bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes)
 {
+    if (!rt_coll_stream(bytes))
+        return false;
     for (int32_t k = 0; k < nout; k++)
         if (out[k]->alloc)
-            return false;
-    return rt_coll_stream(bytes);
+            return bound_streams(out[k]->alloc);
+    return true;
 }

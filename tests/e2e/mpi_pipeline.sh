@@ -17,6 +17,12 @@
 #  3. --stats: a reduce-scatter and an all-to-all over 8 hosts send and
 #     receive 7/8 of a host's operand; an all-gather its block to each of
 #     7 peers.
+#  4. An all-gather into a result large enough for streaming stores (16
+#     MiB and more, rt_coll_stream_into) into the devices' bound memory,
+#     forced on and off (TESSEL_COLL_STREAM_BOUND=1, 0) and measured (the
+#     variable unset), in one process and under mpirun -np 2 (one device a
+#     host: the host's own block copied into the result beside the
+#     transfer): the same bytes every way.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -173,3 +179,23 @@ expect_in "$WORK/stats8" "received reduce-scatter min 229376  median 229376  max
 expect_in "$WORK/stats8" "sent     all-to-all     min 229376  median 229376  max 229376 bytes per rank"
 expect_in "$WORK/stats8" "received all-to-all     min 229376  median 229376  max 229376 bytes per rank"
 expect_in "$WORK/stats8" "sent     all-gather     min 2097152  median 2097152  max 2097152 bytes per rank"
+
+# ---- 4. streaming stores into bound results, on, off and measured ----
+cat >"$WORK/agbig.hlo" <<'HLO'
+HloModule agbig, num_partitions=2
+
+ENTRY main {
+  x = f32[2621447] parameter(0)
+  ROOT g = f32[5242894] all-gather(x), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
+}
+HLO
+AG=(run "$WORK/agbig.hlo" --spmd --per-device --random-inputs 5)
+expect_status 0 env TESSEL_COLL_STREAM_BOUND=0 "$TESSEL" "${AG[@]}" --output-dir "$WORK/ag_ref"
+for mode in 1 0 measured; do
+    envs=() xs=() # measured: the variable unset
+    [ $mode = measured ] || envs=(TESSEL_COLL_STREAM_BOUND=$mode) xs=(-x TESSEL_COLL_STREAM_BOUND=$mode)
+    expect_status 0 env "${envs[@]}" "$TESSEL" "${AG[@]}" --steps 2 --output-dir "$WORK/ag_local_$mode"
+    same "$WORK/ag_ref" "$WORK/ag_local_$mode" "in one process (TESSEL_COLL_STREAM_BOUND $mode)"
+    expect_status 0 mpi -np 2 "${xs[@]}" "$TESSEL" "${AG[@]}" --steps 2 --output-dir "$WORK/ag_mpi_$mode"
+    same "$WORK/ag_ref" "$WORK/ag_mpi_$mode" "under mpirun -np 2 (TESSEL_COLL_STREAM_BOUND $mode)"
+done

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/device.h"
 #include "runtime/coll.h"
 #include "tessel.h"
 
@@ -459,14 +460,68 @@ static void runs_shared(void **state)
     unsetenv("TESSEL_COLL_COPIES_BYTES");
 }
 
+/* The big cases again with streaming stores into the devices' bound
+ * results forced on and then off (TESSEL_COLL_STREAM_BOUND): the same
+ * bits either way. */
+static void runs_stream_bound(void **state)
+{
+    (void)state;
+    for (int on = 1; on >= 0; on--) {
+        setenv("TESSEL_COLL_STREAM_BOUND", on ? "1" : "0", 1);
+        run_one(&(Run){"f32", IR_F32, "<f4", "add", OP_ADD, 3, (3 << 20) + 5, "{}", false});
+        run_one(&(Run){"f32", IR_F32, "<f4", "add", OP_ADD, 2, (3 << 20) + 7, "{}", true});
+    }
+    unsetenv("TESSEL_COLL_STREAM_BOUND");
+}
+
+/* rt_coll_stream_into for a result from an allocator (DevValue.alloc):
+ * the override decides at each call; without it (first in this process)
+ * the measured verdict is
+ * the same at every call and the probe gives its memory back. Below
+ * RT_COLL_STREAM_BYTES nothing streams. */
+static void stream_into_bound(void **state)
+{
+    (void)state;
+    DevAllocator *a = NULL;
+    IrDiag d = {0};
+    assert_int_equal(dev_allocator_get("test_coll_split", 0, &a, &d), IR_OK);
+    DevValue v;
+    memset(&v, 0, sizeof v);
+    v.alloc = a;
+    DevValue *out[1] = {&v};
+    setenv("TESSEL_COLL_STREAM_BOUND", "1", 1);
+    assert_true(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES));
+    assert_false(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES - 1));
+    setenv("TESSEL_COLL_STREAM_BOUND", "0", 1);
+    assert_false(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES));
+    unsetenv("TESSEL_COLL_STREAM_BOUND");
+    DevAllocStats before, after;
+    dev_allocator_stats(a, &before);
+    bool first = rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES);
+    dev_allocator_stats(a, &after);
+    assert_int_equal(after.nlive, before.nlive);
+    assert_int_equal(after.nallocs, before.nallocs + 2);
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES), first);
+    /* Measured once: no more probes. */
+    dev_allocator_stats(a, &before);
+    assert_int_equal(before.nallocs, after.nallocs);
+    /* Unbound results stream by size alone. */
+    v.alloc = NULL;
+    assert_true(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        /* First: before any run has measured the verdict. */
+        cmocka_unit_test(stream_into_bound),
         cmocka_unit_test(combine_loops),
         cmocka_unit_test(combine_fallback),
         cmocka_unit_test(split_parts),
         cmocka_unit_test(runs),
         cmocka_unit_test(runs_shared),
+        cmocka_unit_test(runs_stream_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
