@@ -12,6 +12,9 @@
  *   forms       the kept attributes are the ids from A_FIRST_KEPT on; WORD
  *               attributes have words, others a HAS flag only where
  *               hlo_attrs.def says
+ *   edit        the out-of-line attributes (IrAttrsX): instructions without
+ *               any share the zero block, ir_attrs_x_edit copies, so a
+ *               changed copy of an instruction leaves the module's as parsed
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,6 +130,63 @@ static void test_forms(void **state)
     assert_string_equal(ir_attr_info(A_FFT_TYPE)->words->w[0], "FFT");
 }
 
+static const IrInstr *find(const IrModule *m, const char *name)
+{
+    const IrComputation *c = ir_entry(m);
+    int32_t i = ir_find_instr(c, name);
+    assert_true(i >= 0);
+    return &c->instr[i];
+}
+
+static void test_edit(void **state)
+{
+    (void)state;
+    static const char text[] = "HloModule m\n"
+                               "ENTRY e {\n"
+                               "  p = f32[4,8] parameter(0)\n"
+                               "  n = f32[4,8] negate(p)\n"
+                               "  ROOT s = f32[2,8] slice(n), slice={[1:3], [0:8]}\n"
+                               "}\n";
+    IrParseOptions o = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("t.hlo", text, strlen(text), &o, &m, &d), IR_OK);
+    const IrInstr *n = find(m, "n"), *sl = find(m, "s");
+    assert_ptr_equal(n->a.x, &ir_no_attrs_x);
+    assert_ptr_not_equal(sl->a.x, &ir_no_attrs_x);
+    assert_int_equal(sl->a.x->slice_start.n, 2);
+    assert_int_equal(sl->a.x->slice_start.v[0], 1);
+    assert_int_equal(sl->a.x->slice_limit.v[0], 3);
+
+    /* A copy edited: its own block, the original as parsed. */
+    IrInstr copy = *sl;
+    IrAttrsX *x = ir_attrs_x_edit(m->arena, &copy.a);
+    assert_non_null(x);
+    assert_ptr_equal(copy.a.x, x);
+    assert_ptr_not_equal(x, sl->a.x);
+    assert_int_equal(x->slice_limit.v[0], 3); /* copied from the original */
+    x->slice_start = (IrI64List){0};
+    x->is_stable = true;
+    assert_int_equal(sl->a.x->slice_start.n, 2);
+    assert_false(sl->a.x->is_stable);
+
+    /* Editing an instruction that had none: a fresh block, the shared
+     * zero one untouched. */
+    IrInstr neg = *n;
+    IrAttrsX *y = ir_attrs_x_edit(m->arena, &neg.a);
+    assert_non_null(y);
+    assert_ptr_not_equal(y, &ir_no_attrs_x);
+    y->feature_index = 3;
+    assert_int_equal(ir_no_attrs_x.feature_index, 0);
+    assert_ptr_equal(n->a.x, &ir_no_attrs_x);
+
+    /* A builder's zero IrAttrs (x NULL) reads as the zero block. */
+    IrAttrs none = {0};
+    assert_ptr_equal(ir_attrs_x(&none), &ir_no_attrs_x);
+    ir_module_free(m);
+    ir_diag_clear(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -134,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_applies),
         cmocka_unit_test(test_uses),
         cmocka_unit_test(test_forms),
+        cmocka_unit_test(test_edit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
