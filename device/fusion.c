@@ -61,6 +61,7 @@
 #endif
 
 #include "float_ops.h"
+#include "vmath.h"
 
 /* Scratch bytes for all nodes of a group together. */
 #define SCRATCH_BUDGET (48 << 10)
@@ -662,6 +663,8 @@ static inline __attribute__((always_inline)) void fast_nodes(const FastNode *pro
         const float *restrict x = slot[f->a];
         const float *restrict y = slot[f->b];
         if (f->nopnd == 1) {
+            if (dev_vmath_f32(f->op, x, r, m))
+                continue;
             switch (f->op) {
                 DEV_FLOAT_UNARY_OPS(FAST_UNARY, float)
             default: break;

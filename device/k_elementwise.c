@@ -27,6 +27,7 @@
 #include <tgmath.h>
 
 #include "float_ops.h"
+#include "vmath.h"
 
 #define LOOP(stmt)                        \
     for (int64_t i = 0; i < n; i++) {     \
@@ -53,6 +54,8 @@
     DEV_VECTOR_CLONES static bool unary_##SUF(IrOpcode op, const T *restrict x, T *restrict r, \
                                               int64_t n)                                     \
     {                                                                                        \
+        if (dev_vmath_##SUF(op, x, r, n))                                                    \
+            return true;                                                                     \
         switch (op) {                                                                        \
             DEV_FLOAT_UNARY_OPS(UNARY_CASE, T)                                               \
         default: return false;                                                               \
