@@ -790,7 +790,10 @@ REG_T static inline __m512 reg_abs(__m512 a)
  * hence the pragma. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res)
+/* With `to` (64-byte aligned) the last node goes there with non-temporal
+ * stores, straight from the registers, instead of into its chunk. */
+REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
+                            float *to)
 {
     __m512 v[REG_VECS]; /* the first node reads no REG_ACC (reg_program), so v is set first */
     for (int32_t k = 0; k < n; k++) {
@@ -807,7 +810,9 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
         case OP_ABS: REG_UN(reg_abs); break;
         default: break;
         }
-        if (f->spill || k == n - 1) {
+        if (k == n - 1 && to) {
+            REG_EACH(_mm512_stream_ps(to + 16 * j, v[j]))
+        } else if (f->spill || k == n - 1) {
             float *r = res[f->k];
             REG_EACH(_mm512_storeu_ps(r + 16 * j, v[j]))
         }
@@ -820,9 +825,10 @@ static bool reg_cpu(void)
     return false;
 }
 
-static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res)
+static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
+                      float *to)
 {
-    (void)prog, (void)n, (void)slot, (void)res;
+    (void)prog, (void)n, (void)slot, (void)res, (void)to;
 }
 #endif
 
@@ -956,6 +962,9 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
     /* Streamed: the root's chunk goes through its scratch (in L1) and on
      * with non-temporal stores. */
     bool stream = total * 4 >= stream_min_bytes() && (uintptr_t)out % 16 == 0;
+    /* The register path streams its whole chunks itself (a chunk is 1 KiB:
+     * 64-byte aligned wherever the result is). */
+    bool reg_stream = stream && regs && (uintptr_t)out % 64 == 0;
     for (int64_t first = 0; first < total; first += FAST_CHUNK) {
         int64_t m = total - first < FAST_CHUNK ? total - first : FAST_CHUNK;
         for (int32_t l = 0; l < nl; l++)
@@ -967,9 +976,11 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
                                     first, m, r->scratch[k]);
         if (direct && !stream)
             res[nn - 1] = (float *)out + first;
-        if (regs && m == FAST_CHUNK)
-            reg_chunk(rprog, nr, slot, res);
-        else
+        if (regs && m == FAST_CHUNK) {
+            reg_chunk(rprog, nr, slot, res, reg_stream ? (float *)out + first : NULL);
+            if (reg_stream)
+                continue;
+        } else
             fast_chunk(prog, nn, slot, res, m);
         if ((!direct || stream) && !(stream && stream_f32((float *)out + first, res[nn - 1], m)))
             memcpy(out + first * 4, (const uint8_t *)res[nn - 1], (size_t)m * 4);
