@@ -62,11 +62,11 @@ bool dev_vmath_has(IrOpcode op)
         default: return NULL;                                                              \
         }                                                                                  \
     }                                                                                      \
-    static inline VT vm_##ISA##_##EN##_apply(vm_##ISA##_##EN##_fn f, bool logistic, VT v)  \
+    static inline VM_T_##ISA VT vm_##ISA##_##EN##_apply(vm_##ISA##_##EN##_fn f, bool logistic, VT v)  \
     {                                                                                      \
         return logistic ? vm_##ISA##_##EN##_logistic(f(vm_##ISA##_##EN##_neg(v))) : f(v);  \
     }                                                                                      \
-    static bool vm_##ISA##_##EN(IrOpcode op, const ET *a, ET *r, int64_t n)                \
+    static VM_T_##ISA bool vm_##ISA##_##EN(IrOpcode op, const ET *a, ET *r, int64_t n)                \
     {                                                                                      \
         vm_##ISA##_##EN##_fn f = vm_##ISA##_##EN##_pick(op);                               \
         if (!f)                                                                            \
@@ -88,16 +88,23 @@ bool dev_vmath_has(IrOpcode op)
         return true;                                                                       \
     }
 
+/* Each width's functions are compiled for its ISA by a function
+ * attribute (GCC and clang both have it; clang lacks GCC's target
+ * pragmas), and only called once vm_isa() has seen the CPU has it. */
+#define VM_T_e __attribute__((target("avx512f")))
+#define VM_T_d __attribute__((target("avx2")))
+#define VM_T_b
+
 /* _ZGV<isa>N<lanes>v_<name>[f] */
 #define VM_NAME_f32(ISA, LANES, NAME) _ZGV##ISA##N##LANES##v_##NAME##f
 #define VM_NAME_f64(ISA, LANES, NAME) _ZGV##ISA##N##LANES##v_##NAME
 
-#define VM_DECLARE_f32_e(OPC, NAME) __m512 VM_NAME_f32(e, 16, NAME)(__m512);
-#define VM_DECLARE_f64_e(OPC, NAME) __m512d VM_NAME_f64(e, 8, NAME)(__m512d);
-#define VM_DECLARE_f32_d(OPC, NAME) __m256 VM_NAME_f32(d, 8, NAME)(__m256);
-#define VM_DECLARE_f64_d(OPC, NAME) __m256d VM_NAME_f64(d, 4, NAME)(__m256d);
-#define VM_DECLARE_f32_b(OPC, NAME) __m128 VM_NAME_f32(b, 4, NAME)(__m128);
-#define VM_DECLARE_f64_b(OPC, NAME) __m128d VM_NAME_f64(b, 2, NAME)(__m128d);
+#define VM_DECLARE_f32_e(OPC, NAME) VM_T_e __m512 VM_NAME_f32(e, 16, NAME)(__m512);
+#define VM_DECLARE_f64_e(OPC, NAME) VM_T_e __m512d VM_NAME_f64(e, 8, NAME)(__m512d);
+#define VM_DECLARE_f32_d(OPC, NAME) VM_T_d __m256 VM_NAME_f32(d, 8, NAME)(__m256);
+#define VM_DECLARE_f64_d(OPC, NAME) VM_T_d __m256d VM_NAME_f64(d, 4, NAME)(__m256d);
+#define VM_DECLARE_f32_b(OPC, NAME) VM_T_b __m128 VM_NAME_f32(b, 4, NAME)(__m128);
+#define VM_DECLARE_f64_b(OPC, NAME) VM_T_b __m128d VM_NAME_f64(b, 2, NAME)(__m128d);
 #define VM_CASE_f32_e(OPC, NAME) case OPC: return VM_NAME_f32(e, 16, NAME);
 #define VM_CASE_f64_e(OPC, NAME) case OPC: return VM_NAME_f64(e, 8, NAME);
 #define VM_CASE_f32_d(OPC, NAME) case OPC: return VM_NAME_f32(d, 8, NAME);
@@ -108,18 +115,16 @@ bool dev_vmath_has(IrOpcode op)
 /* Helpers of one width: the element type's load, store, sign flip (as C's
  * unary minus: only the sign bit) and 1 / (1 + v). */
 #define VM_HELPERS(ISA, EN, ET, VT, LOAD, STORE, SIGN, XOR, SET1, ADD, DIV)            \
-    static inline VT vm_##ISA##_##EN##_load(const ET *p) { return LOAD(p); }           \
-    static inline void vm_##ISA##_##EN##_store(ET *p, VT v) { STORE(p, v); }           \
-    static inline VT vm_##ISA##_##EN##_neg(VT v) { return XOR(v, SET1(SIGN)); }        \
-    static inline VT vm_##ISA##_##EN##_logistic(VT v) { return DIV(SET1(1), ADD(SET1(1), v)); }
+    static inline VM_T_##ISA VT vm_##ISA##_##EN##_load(const ET *p) { return LOAD(p); }           \
+    static inline VM_T_##ISA void vm_##ISA##_##EN##_store(ET *p, VT v) { STORE(p, v); }           \
+    static inline VM_T_##ISA VT vm_##ISA##_##EN##_neg(VT v) { return XOR(v, SET1(SIGN)); }        \
+    static inline VM_T_##ISA VT vm_##ISA##_##EN##_logistic(VT v) { return DIV(SET1(1), ADD(SET1(1), v)); }
 
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-static inline __m512 vm_xor512_ps(__m512 a, __m512 b)
+static inline VM_T_e __m512 vm_xor512_ps(__m512 a, __m512 b)
 {
     return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
 }
-static inline __m512d vm_xor512_pd(__m512d a, __m512d b)
+static inline VM_T_e __m512d vm_xor512_pd(__m512d a, __m512d b)
 {
     return _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(a), _mm512_castpd_si512(b)));
 }
@@ -131,10 +136,7 @@ VM_HELPERS(e, f64, double, __m512d, _mm512_loadu_pd, _mm512_storeu_pd, -0.0, vm_
            _mm512_add_pd, _mm512_div_pd)
 VM_WIDTH(e, f32, float, __m512, 16)
 VM_WIDTH(e, f64, double, __m512d, 8)
-#pragma GCC pop_options
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
 VM_FUNCS(VM_DECLARE_f32_d)
 VM_FUNCS(VM_DECLARE_f64_d)
 VM_HELPERS(d, f32, float, __m256, _mm256_loadu_ps, _mm256_storeu_ps, -0.0f, _mm256_xor_ps, _mm256_set1_ps,
@@ -143,7 +145,6 @@ VM_HELPERS(d, f64, double, __m256d, _mm256_loadu_pd, _mm256_storeu_pd, -0.0, _mm
            _mm256_add_pd, _mm256_div_pd)
 VM_WIDTH(d, f32, float, __m256, 8)
 VM_WIDTH(d, f64, double, __m256d, 4)
-#pragma GCC pop_options
 
 /* SSE2 is x86-64's baseline. */
 VM_FUNCS(VM_DECLARE_f32_b)
