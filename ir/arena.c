@@ -190,6 +190,7 @@ struct IrArena {
     Block *head;
     size_t reserved;
     size_t next_size;   /* size of the next shared block; 0 = BLOCK_SIZE */
+    IrPrefault *prefault; /* populates new large blocks; NULL: none */
 };
 
 enum { BLOCK_SIZE = 64 * 1024, BLOCK_MAX = 16 << 20 };
@@ -198,6 +199,11 @@ IrArena *ir_arena_new(void)
 {
     IrArena *a = ts_calloc(1, sizeof *a);
     return a;
+}
+
+void ir_arena_set_prefault(IrArena *a, IrPrefault *f)
+{
+    a->prefault = f;
 }
 
 void ir_arena_free(IrArena *a)
@@ -249,6 +255,8 @@ static Block *block_new(IrArena *a, size_t bs)
     nb->recycled = false;
     nb->size = bs;
     a->reserved += bs;
+    if (bs >= HUGE_MIN)
+        ir_prefault(a->prefault, nb->data, bs);
     return nb;
 }
 

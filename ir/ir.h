@@ -87,6 +87,21 @@ void ir_hint_huge(void *p, size_t n);
 void *ir_big_alloc(size_t n);
 void ir_big_free(void *p);   /* NULL is fine */
 
+/* A thread that populates fresh memory ahead of the one that will write it
+ * (ir/prefault.c): for a builder that knows how much it is about to write
+ * (the parser, which counts a computation's lines first). A hint: start
+ * gives NULL where it cannot (no threads, an older kernel), and every call
+ * takes NULL; populating changes no byte, so a range may be written, freed
+ * or reused before the thread reaches it. Stop waits for the thread (one
+ * 2 MiB step at most) and frees it. */
+typedef struct IrPrefault IrPrefault;
+IrPrefault *ir_prefault_start(void);
+void ir_prefault(IrPrefault *f, void *p, size_t n);
+void ir_prefault_stop(IrPrefault *f);
+/* While f is set (NULL clears it), every new arena block of 2 MiB and more
+ * of a is handed to f as it is made. */
+void ir_arena_set_prefault(IrArena *a, IrPrefault *f);
+
 /* Every heap allocation of the project goes through these, so a test can
  * make the Nth one fail (failure injection). ts_malloc(0) returns a unique
  * non-NULL pointer. */

@@ -158,7 +158,8 @@ static size_t scan_number(const Lexer *L, size_t off, bool *is_float)
     *is_float = false;
     if (at(L, p) == '-')
         p++;
-    if (word_at(L, p, "inf") || word_at(L, p, "nan")) {
+    char c0 = at(L, p);
+    if ((c0 == 'i' || c0 == 'n') && (word_at(L, p, "inf") || word_at(L, p, "nan"))) {
         if (p == off)
             return 0; /* bare inf/nan are names; the literal parser reads them */
         *is_float = true;
@@ -207,39 +208,63 @@ static size_t scan_number(const Lexer *L, size_t off, bool *is_float)
 /* Scan one token at cursor c (advancing it past the token). */
 static void scan(const Lexer *L, Cursor *c, LxTok *t)
 {
-    memset(t, 0, sizeof *t);
-    const char *bad = NULL;
-    if (!skip_space(L, c, &bad)) {
-        t->kind = LX_BAD;
-        t->bad = bad;
-        t->start = t->end = c->off;
-        t->pos = cpos(c);
-        c->off = L->len; /* nothing after a bad token is read: the next token is EOF */
-        return;
+    const char *s = L->text;
+    size_t len = L->len;
+    /* The blanks before a token, here (one or a few: a space, an
+     * indentation); only a comment takes skip_space's general loop. */
+    size_t q = c->off;
+    while (q < len && (cls[(unsigned char)s[q]] & C_SPACE)) {
+        if (s[q] == '\n') {
+            c->line++;
+            c->line_start = q + 1;
+        }
+        q++;
+    }
+    c->off = q;
+    t->bad = NULL;
+    if (q < len && s[q] == '/') {
+        const char *bad = NULL;
+        if (!skip_space(L, c, &bad)) {
+            t->kind = LX_BAD;
+            t->bad = bad;
+            t->start = t->end = c->off;
+            t->pos = cpos(c);
+            c->off = len; /* nothing after a bad token is read: the next token is EOF */
+            return;
+        }
     }
     t->start = c->off;
     t->pos = cpos(c);
-    if (c->off >= L->len) {
+    if (c->off >= len) {
         t->kind = LX_EOF;
         t->end = c->off;
         return;
     }
-    char ch = L->text[c->off];
+    char ch = s[c->off];
     size_t n = 1;
     bool is_float = false;
+    if (is_alpha(ch)) {
+        /* A name, the commonest token: first, without scan_number. */
+        size_t p = c->off + 1;
+        while (p < len && is_name_char(s[p]))
+            p++;
+        t->kind = LX_NAME;
+        c->off = p;
+        t->end = p;
+        return;
+    }
     /* Only a digit or '-' can start a number (scan_number's grammar). */
     size_t num = is_digit(ch) || ch == '-' ? scan_number(L, c->off, &is_float) : 0;
     if (num > 0) {
         t->kind = is_float ? LX_FLOAT : LX_INT;
         n = num;
-    } else if (is_alpha(ch) || (ch == '%' && is_name_char(at(L, c->off + 1)))) {
+    } else if (ch == '%' && is_name_char(at(L, c->off + 1))) {
         size_t p = c->off + 1;
-        while (p < L->len && is_name_char(L->text[p]))
+        while (p < len && is_name_char(s[p]))
             p++;
         t->kind = LX_NAME;
         n = p - c->off;
-        if (ch == '%')
-            t->start++;
+        t->start++;
     } else if (ch == '"') {
         size_t p = c->off + 1;
         while (p < L->len && L->text[p] != '"')
@@ -320,8 +345,69 @@ void lx_init(Lexer *L, const char *file, const char *text, size_t len, const cha
     lx_next(L);
 }
 
+/* lx_next's fast path: what a byte starts when it is the whole story of
+ * the commonest tokens (a name, a plain decimal integer, one punctuation
+ * byte). FAST_NONE: anything else, left to scan. */
+enum { FAST_NONE, FAST_NAME, FAST_DIGIT, FAST_PUNCT0 };
+#define P(ch, k) [ch] = FAST_PUNCT0 + k
+#define R10(c, v) [c] = v, [c + 1] = v, [c + 2] = v, [c + 3] = v, [c + 4] = v, \
+                  [c + 5] = v, [c + 6] = v, [c + 7] = v, [c + 8] = v, [c + 9] = v
+#define LETTERS(a, v) R10(a, v), R10(a + 10, v), [a + 20] = v, [a + 21] = v, [a + 22] = v, \
+                      [a + 23] = v, [a + 24] = v, [a + 25] = v
+static const unsigned char fast_start[256] = {
+    R10('0', FAST_DIGIT), LETTERS('a', FAST_NAME), LETTERS('A', FAST_NAME), ['_'] = FAST_NAME,
+    P('{', LX_LBRACE), P('}', LX_RBRACE), P('(', LX_LPAREN), P(')', LX_RPAREN),
+    P('[', LX_LSQUARE), P(']', LX_RSQUARE), P(',', LX_COMMA), P(':', LX_COLON), P('=', LX_EQUAL),
+};
+#undef LETTERS
+#undef R10
+#undef P
+
+/* The token at L->off when it is on this line, after at most one space,
+ * and of a kind fast_start knows: true with L->tok and the cursor set as
+ * scan would set them. Most tokens of a module are (a name after ", ", a
+ * dimension, a bracket); the rest go to scan. */
+static bool next_fast(Lexer *L)
+{
+    const char *s = L->text;
+    size_t len = L->len, off = L->off, p = off;
+    if (p < len && s[p] == ' ')
+        p++;
+    if (p >= len)
+        return false;
+    unsigned k = fast_start[(unsigned char)s[p]];
+    size_t q = p + 1;
+    LxKind kind;
+    if (k == FAST_NAME) {
+        while (q < len && is_name_char(s[q]))
+            q++;
+        kind = LX_NAME;
+    } else if (k == FAST_DIGIT) {
+        /* Plain decimal digits, as scan_number reads them: not a hex
+         * prefix, a fraction or an exponent (those take scan). */
+        if (s[p] == '0' && q < len && (s[q] == 'x' || s[q] == 'X'))
+            return false;
+        while (q < len && is_digit(s[q]))
+            q++;
+        if (q < len && (s[q] == '.' || s[q] == 'e' || s[q] == 'E'))
+            return false;
+        kind = LX_INT;
+    } else if (k >= FAST_PUNCT0) {
+        kind = (LxKind)(k - FAST_PUNCT0);
+    } else {
+        return false;
+    }
+    int32_t col = L->col + (int32_t)(p - off);
+    L->tok = (LxTok){.kind = kind, .start = p, .end = q, .pos = {L->line, col}, .bad = NULL};
+    L->off = q;
+    L->col = col + (int32_t)(q - p);
+    return true;
+}
+
 void lx_next(Lexer *L)
 {
+    if (next_fast(L))
+        return;
     Cursor c = cursor_at(L->off, L->line, L->col);
     scan(L, &c, &L->tok);
     L->off = c.off;

@@ -99,9 +99,13 @@ bool prs_map_reserve(NameMap *m, size_t want)
             return false;
         cap *= 2;
     }
-    MapSlot *slot = ts_calloc(cap, sizeof *slot);
+    /* A big table is probed at random, once per name: on huge pages (one
+     * TLB entry per 2 MiB) and cleared here, so that its lines are in the
+     * cache rather than first read from fresh pages of memory. */
+    MapSlot *slot = ir_big_alloc(cap * sizeof *slot);
     if (!slot)
         return false;
+    memset(slot, 0, cap * sizeof *slot);
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->slot[i].key)
             continue;
@@ -110,7 +114,7 @@ bool prs_map_reserve(NameMap *m, size_t want)
             j = (j + 1) & (cap - 1);
         slot[j] = m->slot[i];
     }
-    ts_free(m->slot);
+    ir_big_free(m->slot);
     m->slot = slot;
     m->cap = cap;
     return true;
@@ -181,7 +185,7 @@ void prs_map_prefetch(const NameMap *m, const char *k, size_t n)
 
 void prs_map_free(NameMap *m)
 {
-    ts_free(m->slot);
+    ir_big_free(m->slot);
     memset(m, 0, sizeof *m);
 }
 
@@ -701,6 +705,9 @@ bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
         int32_t est = estimate_instrs(P);
         if (est > 0 && (ir_reserve_instrs(c, est) != IR_OK || !prs_map_reserve(&P->instrs, (size_t)est)))
             ok = lx_nomem(L);
+        if (ok && est > 0) {
+            ir_prefault(P->prefault, c->instr + c->ninstr, (size_t)(c->cap - c->ninstr) * sizeof(IrInstr));
+        }
     }
     bool saw_root = false;
     int32_t last = -1; /* the last written instruction: the root without ROOT */
@@ -820,6 +827,14 @@ static bool parse_module(Parser *P)
 
 /* ---- entry points ---- */
 
+/* From about 16k instructions of text up: below, the thread costs more
+ * than the faults it takes over. */
+enum { PREFAULT_MIN = 1 << 20 };
+
+static IrModule *module_for_text(const char *file, size_t len, char **src);
+static IrStatus parse_text(IrModule *m, char *src, size_t len, const IrParseOptions *opt, IrModule **out,
+                           IrDiag *d);
+
 IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseOptions *opt,
                   IrModule **out, IrDiag *d)
 {
@@ -831,26 +846,56 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     if (len > MAX_INPUT)
         return ir_error(d, IR_EINPUT, file, NULL, (IrPos){0, 0}, "input too large (%zu bytes; the limit is %zu)",
                         len, MAX_INPUT);
-    Parser *P = ts_calloc(1, sizeof *P);
-    if (!P)
+    char *src;
+    IrModule *m = module_for_text(file, len, &src);
+    if (!m)
         return ir_error(d, IR_ENOMEM, file, NULL, (IrPos){0, 0}, "out of memory");
-    P->opt = opt ? *opt : ir_default_parse_options();
-    P->top = P->last_top = -1;
-    IrModule *m = P->m = ir_module_new("module");
-    char *src = m ? ir_alloc(m->arena, len + 1) : NULL;
-    if (!m || !src || (file && !(m->file = ir_strdup(m->arena, file)))) {
-        ir_module_free(m);
-        ts_free(P);
-        return ir_error(d, IR_ENOMEM, file, NULL, (IrPos){0, 0}, "out of memory");
-    }
     /* Parse a private NUL-terminated copy: the caller's text need not be
      * terminated, and diagnostics quote lines from it. */
     if (len > 0)
         memcpy(src, text, len);
+    return parse_text(m, src, len, opt, out, d);
+}
+
+/* A new module named after `file` with room for a text of len bytes and
+ * its NUL in its arena (*src); NULL on OOM. */
+static IrModule *module_for_text(const char *file, size_t len, char **src)
+{
+    IrModule *m = ir_module_new("module");
+    *src = m ? ir_alloc(m->arena, len + 1) : NULL;
+    if (!m || !*src || (file && !(m->file = ir_strdup(m->arena, file)))) {
+        ir_module_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Parse src[0, len), which lives in m's arena, into m: *out = m, or m is
+ * freed. */
+static IrStatus parse_text(IrModule *m, char *src, size_t len, const IrParseOptions *opt, IrModule **out,
+                           IrDiag *d)
+{
+    Parser *P = ts_calloc(1, sizeof *P);
+    if (!P) {
+        IrStatus st = ir_error(d, IR_ENOMEM, m->file, NULL, (IrPos){0, 0}, "out of memory");
+        ir_module_free(m);
+        return st;
+    }
+    P->opt = opt ? *opt : ir_default_parse_options();
+    P->top = P->last_top = -1;
+    P->m = m;
     src[len] = 0;
     m->src = src;
     lx_init(&P->L, m->file, src, len, src, m->arena, d, &P->opt.limits);
+    /* A large text fills tens of MiB of fresh pages: populated on another
+     * core while this one parses (ir/prefault.c). */
+    if (len >= PREFAULT_MIN) {
+        P->prefault = ir_prefault_start();
+        ir_arena_set_prefault(m->arena, P->prefault);
+    }
     bool ok = find_closes(P) && parse_module(P);
+    ir_arena_set_prefault(m->arena, NULL);
+    ir_prefault_stop(P->prefault);
     IrStatus st = ok ? IR_OK : (P->L.st != IR_OK ? P->L.st : IR_EINTERNAL);
     bool verify = P->opt.verify;
     IrLimits lim = P->opt.limits;
@@ -883,6 +928,34 @@ IrStatus ir_parse(const char *file, const char *text, size_t len, const IrParseO
     return IR_OK;
 }
 
+/* A regular file of `size` bytes, read straight into the module's arena
+ * (no heap copy to parse from: a 4 MB dump is 1,000 fewer page faults and
+ * a 4 MB memcpy less). Closes f. */
+static IrStatus parse_regular_file(FILE *f, const char *path, size_t size, const IrParseOptions *opt,
+                                   IrModule **out, IrDiag *d)
+{
+    char *src;
+    IrModule *m = module_for_text(path, size, &src);
+    if (!m) {
+        fclose(f);
+        return ir_error(d, IR_ENOMEM, path, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    size_t n = 0, k;
+    while (n < size && (k = fread(src + n, 1, size - n, f)) > 0)
+        n += k;
+    /* A file that grew since fstat would be parsed cut short. */
+    bool grew = n == size && fgetc(f) != EOF;
+    bool err = ferror(f);
+    fclose(f);
+    if (err || grew) {
+        ir_module_free(m);
+        return err ? ir_error(d, IR_ERUNTIME, path, NULL, (IrPos){0, 0}, "read error")
+                   : ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                              "the file grew while it was read (%zu bytes at first)", size);
+    }
+    return parse_text(m, src, n, opt, out, d);
+}
+
 IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **out, IrDiag *d)
 {
     if (!out)
@@ -897,7 +970,10 @@ IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **o
         return ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "file too large (%lld bytes; the limit is %zu)",
                         (long long)sb.st_size, MAX_INPUT);
     }
-    /* Read in chunks (also pipes), never past the limit. */
+    if (S_ISREG(sb.st_mode) && sb.st_size > 0)
+        return parse_regular_file(f, path, (size_t)sb.st_size, opt, out, d);
+    /* Anything else (a pipe, a device, a file whose size stat does not
+     * know): read in chunks, never past the limit. */
     size_t cap = S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size + 1 : 65536, n = 0;
     char *buf = ts_malloc(cap);
     if (!buf) {

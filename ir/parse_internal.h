@@ -113,6 +113,7 @@ typedef struct Parser {
     Lexer L;
     IrModule *m;
     IrParseOptions opt;
+    IrPrefault *prefault; /* populates what a large text's computations will fill */
     NameMap comps;       /* computation name -> index */
     NameMap instrs;      /* instruction name -> index, current computation */
     RefVec local;        /* operand and control refs of the current computation */

@@ -63,12 +63,27 @@ static IrType common_type(const char *s, size_t n)
     }
 }
 
+/* Could s[0, n) be one of the other names (pred, bf16, c128, the f8 and f4
+ * types, token, opaque)? Most names asked about are instruction names
+ * (every operand is asked whether it starts a shape), and this turns them
+ * away without the scan. tests/unit/test_types checks every name. */
+static bool rare_type_start(const char *s, size_t n)
+{
+    switch (s[0]) {
+    case 'p': case 'b': case 'c': return n == 4;
+    case 't': return n == 5;
+    case 'o': return n == 6;
+    case 'f': return n >= 6 && s[2] == 'e';
+    default: return false;
+    }
+}
+
 IrType ir_type_from_name(const char *s, size_t n)
 {
     if (n == 0)
         return IR_INVALID;
     IrType c = common_type(s, n);
-    if (c != IR_INVALID)
+    if (c != IR_INVALID || !rare_type_start(s, n))
         return c;
     for (int t = IR_PRED; t <= IR_OPAQUE; t++)
         if (type_info[t].name[0] == s[0] && strncmp(type_info[t].name, s, n) == 0 && type_info[t].name[n] == 0)

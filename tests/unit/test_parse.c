@@ -1192,6 +1192,66 @@ static void test_linear_time(void **state)
     free(text);
 }
 
+/* A text past a megabyte is parsed with the pages it fills populated by
+ * another thread (ir/prefault.c), and a regular file is read straight into
+ * the module: both give what the same text gives in memory, instruction
+ * for instruction (printed), with computations large and small. */
+static void test_large_file_equals_text(void **state)
+{
+    (void)state;
+    const int n = 40000;
+    size_t cap = (size_t)n * 96 + 4096;
+    char *text = malloc(cap);
+    size_t k = (size_t)snprintf(text, cap, "HloModule large\nadd {\n  a = f32[] parameter(0)\n"
+                                           "  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+                                           "ENTRY e {\n  p = f32[8,3] parameter(0)\n  z = f32[] constant(0)\n");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(text + k, cap - k,
+                              i % 3 ? "  v%d = f32[8,3] multiply(%s, p), sharding={devices=[2,1]0,1}\n"
+                                    : "  v%d = f32[8,3] negate(%s)\n",
+                              i, i ? "PREV" : "p");
+    /* operands: the instruction before (PREV is 4 bytes, as "v%d" is not:
+     * rewrite them in a second pass) */
+    char *t2 = malloc(cap + (size_t)n * 8);
+    size_t k2 = 0;
+    int line = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (text[i] == '\n')
+            line++;
+        if (strncmp(text + i, "PREV", 4) == 0) {
+            k2 += (size_t)sprintf(t2 + k2, "v%d", line - 10);
+            i += 3;
+        } else {
+            t2[k2++] = text[i];
+        }
+    }
+    k2 += (size_t)sprintf(t2 + k2, "  r = f32[8] reduce(v%d, z), dimensions={1}, to_apply=add\n"
+                                  "  ROOT t = (f32[8], f32[8,3]) tuple(r, v0)\n}\n", n - 1);
+    assert_true(k2 > (1u << 20));
+    IrParseOptions o = opts();
+    IrModule *a = NULL, *b = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("large.hlo", t2, k2, &o, &a, &d), IR_OK);
+    char path[] = "/tmp/tessel_test_large_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, t2, k2), (ssize_t)k2);
+    close(fd);
+    assert_int_equal(ir_parse_file(path, &o, &b, &d), IR_OK);
+    unlink(path);
+    assert_int_equal(comp(a, "e")->ninstr, n + 4);
+    assert_int_equal(comp(a, "e")->instr[n + 2].opnd[0], n + 1); /* r reduces v(n-1) */
+    char *pa = ir_print_module(a), *pb = ir_print_module(b);
+    assert_string_equal(pa, pb);
+    assert_string_equal(b->src, t2); /* diagnostics quote the file's own text */
+    free(pa);
+    free(pb);
+    ir_module_free(a);
+    ir_module_free(b);
+    free(text);
+    free(t2);
+}
+
 /* Every allocation failure gives IR_ENOMEM (or success), never a crash or
  * a leak (checked under ASan and valgrind). */
 static void test_failure_injection(void **state)
@@ -1262,6 +1322,7 @@ int main(void)
         cmocka_unit_test(test_unterminated_input),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_linear_time),
+        cmocka_unit_test(test_large_file_equals_text),
         cmocka_unit_test(test_failure_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
