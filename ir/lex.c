@@ -363,14 +363,14 @@ static const unsigned char fast_start[256] = {
 #undef R10
 #undef P
 
-/* The token at L->off when it is on this line, after at most one space,
- * and of a kind fast_start knows: true with L->tok and the cursor set as
- * scan would set them. Most tokens of a module are (a name after ", ", a
+/* The token at *cur (column *curcol of line L->line) when it is on that
+ * line, after at most one space, and of a kind fast_start knows: true
+ * with *t and the cursor moved past it as scan would. Most tokens of a module are (a name after ", ", a
  * dimension, a bracket); the rest go to scan. */
-static bool next_fast(Lexer *L)
+static inline __attribute__((always_inline)) bool scan_fast(const Lexer *L, size_t *cur, int32_t *curcol, LxTok *t)
 {
     const char *s = L->text;
-    size_t len = L->len, off = L->off, p = off;
+    size_t len = L->len, off = *cur, p = off;
     if (p < len && s[p] == ' ')
         p++;
     if (p >= len)
@@ -397,16 +397,16 @@ static bool next_fast(Lexer *L)
     } else {
         return false;
     }
-    int32_t col = L->col + (int32_t)(p - off);
-    L->tok = (LxTok){.kind = kind, .start = p, .end = q, .pos = {L->line, col}, .bad = NULL};
-    L->off = q;
-    L->col = col + (int32_t)(q - p);
+    int32_t col = *curcol + (int32_t)(p - off);
+    *t = (LxTok){.kind = kind, .start = p, .end = q, .pos = {L->line, col}, .bad = NULL};
+    *cur = q;
+    *curcol = col + (int32_t)(q - p);
     return true;
 }
 
 void lx_next(Lexer *L)
 {
-    if (next_fast(L))
+    if (scan_fast(L, &L->off, &L->col, &L->tok))
         return;
     Cursor c = cursor_at(L->off, L->line, L->col);
     scan(L, &c, &L->tok);
@@ -417,6 +417,11 @@ void lx_next(Lexer *L)
 
 LxTok lx_peek(const Lexer *L)
 {
+    size_t off = L->off;
+    int32_t col = L->col;
+    LxTok fast;
+    if (scan_fast(L, &off, &col, &fast))
+        return fast;
     Cursor c = cursor_at(L->off, L->line, L->col);
     LxTok t;
     scan(L, &c, &t);

@@ -226,53 +226,52 @@ bool prs_parse_attribute(Parser *P, InstrCtx *x)
 /* Attributes an op cannot do without (XLA's required=true). */
 bool prs_check_required(Parser *P, InstrCtx *x)
 {
-    static const struct {
-        IrOpcode op;
-        AttrId need[6];
-    } req[] = {
-        {OP_IOTA, {A_IOTA_DIM}},
-        {OP_GET_TUPLE_ELEMENT, {A_INDEX}},
-        {OP_COMPARE, {A_DIRECTION}},
-        {OP_TRANSPOSE, {A_DIMENSIONS}},
-        {OP_REVERSE, {A_DIMENSIONS}},
-        {OP_CONCATENATE, {A_DIMENSIONS}},
-        {OP_GET_DIMENSION_SIZE, {A_DIMENSIONS}},
-        {OP_REDUCE, {A_DIMENSIONS, A_TO_APPLY}},
-        {OP_SORT, {A_DIMENSIONS, A_TO_APPLY}},
-        {OP_ALL_GATHER, {A_DIMENSIONS}},
-        {OP_REDUCE_SCATTER, {A_DIMENSIONS, A_TO_APPLY}},
-        {OP_ALL_REDUCE, {A_TO_APPLY}},
-        {OP_REDUCE_WINDOW, {A_TO_APPLY}},
-        {OP_MAP, {A_TO_APPLY}},
-        {OP_CALL, {A_TO_APPLY}},
-        {OP_SCATTER, {A_UPDATE_WINDOW, A_INSERTED_WINDOW, A_SCATTER_TO_OPERAND, A_INDEX_VECTOR_DIM, A_TO_APPLY}},
-        {OP_GATHER, {A_OFFSET_DIMS, A_COLLAPSED, A_START_INDEX_MAP, A_INDEX_VECTOR_DIM, A_SLICE_SIZES}},
-        {OP_WHILE, {A_CONDITION, A_BODY}},
-        {OP_SELECT_AND_SCATTER, {A_SELECT, A_SCATTER}},
-        {OP_SLICE, {A_SLICE}},
-        {OP_DYNAMIC_SLICE, {A_DS_SIZES}},
-        {OP_PAD, {A_PADDING}},
-        {OP_CONVOLUTION, {A_DIM_LABELS}},
-        {OP_COLLECTIVE_PERMUTE, {A_SOURCE_TARGET}},
-        {OP_CUSTOM_CALL, {A_TARGET}},
-        {OP_RNG, {A_DISTRIBUTION}},
-        {OP_RNG_BIT_GENERATOR, {A_ALGORITHM}},
-        {OP_FFT, {A_FFT_TYPE, A_FFT_LENGTH}},
-        {OP_REDUCE_PRECISION, {A_EXPONENT_BITS, A_MANTISSA_BITS}},
-        {OP_FUSION, {A_KIND, A_CALLS}},
-        {OP_ALL_REDUCE_START, {A_TO_APPLY}},
-        {OP_ALL_GATHER_START, {A_DIMENSIONS}},
-        {OP_COLLECTIVE_PERMUTE_START, {A_SOURCE_TARGET}},
-        {OP_COLLECTIVE_REDUCE, {A_TO_APPLY}},
-        {OP_DOMAIN, {A_DOMAIN}},
-        {OP_TOPK, {A_TOPK_K}},
-        {OP_RNG_GET_AND_UPDATE_STATE, {A_DELTA}},
-        {OP_BATCH_NORM_TRAINING, {A_EPSILON, A_FEATURE_INDEX}},
-        {OP_BATCH_NORM_INFERENCE, {A_EPSILON, A_FEATURE_INDEX}},
-        {OP_BATCH_NORM_GRAD, {A_EPSILON, A_FEATURE_INDEX}},
-        {OP_SET_DIMENSION_SIZE, {A_DIMENSIONS}},
-        {OP_SCAN, {A_DIMENSIONS, A_TO_APPLY, A_NUM_CARRIES}},
-        {OP_RAGGED_DOT, {A_LHS_CONTRACT, A_RHS_CONTRACT, A_LHS_RAGGED}},
+    /* What each opcode needs, by opcode (A_SHARDING, zero, ends a list:
+     * sharding= is never required). */
+    static const AttrId req[OP_COUNT][6] = {
+        [OP_IOTA] = {A_IOTA_DIM},
+        [OP_GET_TUPLE_ELEMENT] = {A_INDEX},
+        [OP_COMPARE] = {A_DIRECTION},
+        [OP_TRANSPOSE] = {A_DIMENSIONS},
+        [OP_REVERSE] = {A_DIMENSIONS},
+        [OP_CONCATENATE] = {A_DIMENSIONS},
+        [OP_GET_DIMENSION_SIZE] = {A_DIMENSIONS},
+        [OP_REDUCE] = {A_DIMENSIONS, A_TO_APPLY},
+        [OP_SORT] = {A_DIMENSIONS, A_TO_APPLY},
+        [OP_ALL_GATHER] = {A_DIMENSIONS},
+        [OP_REDUCE_SCATTER] = {A_DIMENSIONS, A_TO_APPLY},
+        [OP_ALL_REDUCE] = {A_TO_APPLY},
+        [OP_REDUCE_WINDOW] = {A_TO_APPLY},
+        [OP_MAP] = {A_TO_APPLY},
+        [OP_CALL] = {A_TO_APPLY},
+        [OP_SCATTER] = {A_UPDATE_WINDOW, A_INSERTED_WINDOW, A_SCATTER_TO_OPERAND, A_INDEX_VECTOR_DIM, A_TO_APPLY},
+        [OP_GATHER] = {A_OFFSET_DIMS, A_COLLAPSED, A_START_INDEX_MAP, A_INDEX_VECTOR_DIM, A_SLICE_SIZES},
+        [OP_WHILE] = {A_CONDITION, A_BODY},
+        [OP_SELECT_AND_SCATTER] = {A_SELECT, A_SCATTER},
+        [OP_SLICE] = {A_SLICE},
+        [OP_DYNAMIC_SLICE] = {A_DS_SIZES},
+        [OP_PAD] = {A_PADDING},
+        [OP_CONVOLUTION] = {A_DIM_LABELS},
+        [OP_COLLECTIVE_PERMUTE] = {A_SOURCE_TARGET},
+        [OP_CUSTOM_CALL] = {A_TARGET},
+        [OP_RNG] = {A_DISTRIBUTION},
+        [OP_RNG_BIT_GENERATOR] = {A_ALGORITHM},
+        [OP_FFT] = {A_FFT_TYPE, A_FFT_LENGTH},
+        [OP_REDUCE_PRECISION] = {A_EXPONENT_BITS, A_MANTISSA_BITS},
+        [OP_FUSION] = {A_KIND, A_CALLS},
+        [OP_ALL_REDUCE_START] = {A_TO_APPLY},
+        [OP_ALL_GATHER_START] = {A_DIMENSIONS},
+        [OP_COLLECTIVE_PERMUTE_START] = {A_SOURCE_TARGET},
+        [OP_COLLECTIVE_REDUCE] = {A_TO_APPLY},
+        [OP_DOMAIN] = {A_DOMAIN},
+        [OP_TOPK] = {A_TOPK_K},
+        [OP_RNG_GET_AND_UPDATE_STATE] = {A_DELTA},
+        [OP_BATCH_NORM_TRAINING] = {A_EPSILON, A_FEATURE_INDEX},
+        [OP_BATCH_NORM_INFERENCE] = {A_EPSILON, A_FEATURE_INDEX},
+        [OP_BATCH_NORM_GRAD] = {A_EPSILON, A_FEATURE_INDEX},
+        [OP_SET_DIMENSION_SIZE] = {A_DIMENSIONS},
+        [OP_SCAN] = {A_DIMENSIONS, A_TO_APPLY, A_NUM_CARRIES},
+        [OP_RAGGED_DOT] = {A_LHS_CONTRACT, A_RHS_CONTRACT, A_LHS_RAGGED},
     };
     char opbuf[64];
     /* A sugared OP-start needs what OP needs; async-start itself, calls=. */
@@ -281,14 +280,11 @@ bool prs_check_required(Parser *P, InstrCtx *x)
         op = op == OP_ASYNC_START ? x->ins.a.x->async_wrapped_op : OP_COUNT;
     else if (op == OP_ASYNC_START && !x->seen[A_CALLS])
         return lx_fail(&P->L, x->ins.pos, "missing attribute 'calls' for async-start");
-    for (size_t i = 0; i < sizeof req / sizeof *req; i++) {
-        if (req[i].op != op)
-            continue;
-        for (size_t k = 0; k < 6 && req[i].need[k] != A_SHARDING; k++)
-            if (!x->seen[req[i].need[k]])
-                return lx_fail(&P->L, x->ins.pos, "missing attribute '%s' for %s", prs_attr_name(req[i].need[k]),
-                               op_text(&x->ins, opbuf, sizeof opbuf));
-    }
+    _Static_assert(A_SHARDING == 0, "req's lists end at a zero");
+    for (size_t k = 0; op >= 0 && op < OP_COUNT && k < 6 && req[op][k] != A_SHARDING; k++)
+        if (!x->seen[req[op][k]])
+            return lx_fail(&P->L, x->ins.pos, "missing attribute '%s' for %s", prs_attr_name(req[op][k]),
+                           op_text(&x->ins, opbuf, sizeof opbuf));
     if (op == OP_CONDITIONAL) {
         bool pred = x->seen[A_TRUE] || x->seen[A_FALSE];
         if (pred && x->seen[A_BRANCHES])
