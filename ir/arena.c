@@ -206,6 +206,26 @@ void ir_arena_set_prefault(IrArena *a, IrPrefault *f)
     a->prefault = f;
 }
 
+void ir_arena_adopt(IrArena *to, IrArena *from)
+{
+    Block *b = from->head;
+    if (!b)
+        return;
+    /* Behind to's head, which stays the block allocations come from. */
+    Block *tail = b;
+    while (tail->next)
+        tail = tail->next;
+    if (to->head) {
+        tail->next = to->head->next;
+        to->head->next = b;
+    } else {
+        to->head = b;
+    }
+    to->reserved += from->reserved;
+    from->head = NULL;
+    from->reserved = 0;
+}
+
 void ir_arena_free(IrArena *a)
 {
     if (!a)

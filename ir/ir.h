@@ -101,6 +101,9 @@ void ir_prefault_stop(IrPrefault *f);
 /* While f is set (NULL clears it), every new arena block of 2 MiB and more
  * of a is handed to f as it is made. */
 void ir_arena_set_prefault(IrArena *a, IrPrefault *f);
+/* Move every block of `from` into `to` (what was allocated from `from`
+ * lives as long as `to` now); `from` is left empty and still usable. */
+void ir_arena_adopt(IrArena *to, IrArena *from);
 
 /* Every heap allocation of the project goes through these, so a test can
  * make the Nth one fail (failure injection). ts_malloc(0) returns a unique
@@ -888,6 +891,10 @@ bool ir_send_recv_pairs(const IrInstr *ins, int64_t *v, int32_t cap, int32_t *n)
 typedef struct IrParseOptions {
     IrLimits limits;
     bool verify;             /* run ir_verify after parsing (default in ir_parse_file) */
+    /* A written computation of at least this many lines is read by two
+     * threads (ir/parse_split.c; the result is the same): 0 the default
+     * (8192), -1 never. Tests lower it to split small modules. */
+    int32_t split_lines;
 } IrParseOptions;
 IrParseOptions ir_default_parse_options(void);
 

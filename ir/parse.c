@@ -57,6 +57,7 @@ IrParseOptions ir_default_parse_options(void)
     IrParseOptions o;
     o.limits = ir_default_limits();
     o.verify = true;
+    o.split_lines = 0;
     return o;
 }
 
@@ -700,9 +701,10 @@ bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
     P->local.n = 0;
     P->nparams = 0;
     P->nunnamed = 0;
+    int32_t est = 0;
     if (ok && top) {
         /* Size the instruction array and the name table once. */
-        int32_t est = estimate_instrs(P);
+        est = estimate_instrs(P);
         if (est > 0 && (ir_reserve_instrs(c, est) != IR_OK || !prs_map_reserve(&P->instrs, (size_t)est)))
             ok = lx_nomem(L);
         if (ok && est > 0) {
@@ -711,7 +713,14 @@ bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
     }
     bool saw_root = false;
     int32_t last = -1; /* the last written instruction: the root without ROOT */
+    Split *split = ok && top && est > 0 ? prs_split_start(P, est) : NULL;
     while (ok && !lx_is(L, LX_RBRACE)) {
+        if (split && L->tok.start >= prs_split_at(split)) {
+            ok = prs_split_meet(P, split, ci, &saw_root, &last);
+            prs_split_end(split);
+            split = NULL;
+            continue;
+        }
         if (lx_is(L, LX_EOF)) {
             ok = lx_fail(L, L->tok.pos, "expected '}' to end computation '%s', found end of input", c->name);
             break;
@@ -719,6 +728,7 @@ bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos)
         last = c->ninstr;
         ok = parse_instruction(P, ci, &saw_root);
     }
+    prs_split_end(split);
     ok = ok && lx_expect(L, LX_RBRACE, "'}'");
     if (ok && c->ninstr == 0)
         ok = lx_fail(L, pos, "computation '%s' has no instructions", c->name);

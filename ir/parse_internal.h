@@ -242,6 +242,25 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root);
 /* '{' instruction+ '}' of computation ci (`top`: a written one). */
 bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos);
 
+/* ---- parse_split.c: a large computation read by two threads ---- */
+
+typedef struct Split Split;
+/* At the first instruction of a written computation of `est` lines: start
+ * a helper thread reading its second half, or NULL (too small, a split
+ * option of -1, no thread). */
+Split *prs_split_start(Parser *P, int32_t est);
+/* Where the helper's first instruction starts: the body loop meets it
+ * there (at the first instruction starting at or after it). */
+size_t prs_split_at(const Split *s);
+/* At the top of the body loop once the token is at or past the helper's
+ * start: take what the helper read that the sequential reading gives the
+ * same (all of it, when this thread's instructions end where the helper
+ * started), update *saw_root and *last, and move the lexer past it.
+ * False on OOM. prs_split_end must follow. */
+bool prs_split_meet(Parser *P, Split *s, int32_t ci, bool *saw_root, int32_t *last);
+/* Stop the helper if it runs and free it (NULL is fine). */
+void prs_split_end(Split *s);
+
 /* ---- shapes (parse_shape.c) ---- */
 
 /* Is the current token the start of a shape: '(' or a type name then '['?
