@@ -203,8 +203,8 @@ size_t prs_split_at(const Split *s)
 
 /* Move the helper's instruction j (index j of its computation) and what it
  * left for later (references, parameters) into computation ci at `base`. */
-static bool take_one(Parser *P, Split *s, int32_t ci, int32_t base, size_t j, size_t *lref, size_t *cref,
-                     size_t *par)
+static bool take_one(Parser *P, Split *s, int32_t ci, int32_t base, size_t j, const MapHint *hint, size_t *lref,
+                     size_t *cref, size_t *par)
 {
     Parser *B = &s->B;
     IrComputation *c = P->m->comp[ci];
@@ -213,7 +213,7 @@ static bool take_one(Parser *P, Split *s, int32_t ci, int32_t base, size_t j, si
         if (ins.opnd[k] >= 0)
             ins.opnd[k] += base;
     int32_t idx = base + (int32_t)j;
-    if (ir_add_instr(P->m, c, &ins) != idx || !prs_map_put(&P->instrs, ins.name, strlen(ins.name), idx))
+    if (ir_add_instr(P->m, c, &ins) != idx || !prs_map_put_at(&P->instrs, hint, ins.name, strlen(ins.name), idx))
         return lx_nomem(&P->L);
     const SplitRec *r = &s->rec[j];
     for (; *lref < r->nlocal; (*lref)++) {
@@ -251,17 +251,28 @@ bool prs_split_meet(Parser *P, Split *s, int32_t ci, bool *saw_root, int32_t *la
     if (!aligned)
         return true;
     IrComputation *c = P->m->comp[ci];
+    const IrInstr *bi = s->B.m->comp[0]->instr;
     int32_t base = c->ninstr;
     size_t j = 0, lref = 0, cref = 0, par = 0;
     int64_t iota = 0;
+    /* Room for all of it at once (the references grow by the helper's). */
+    if (!IR_GROW(P->local.v, P->local.cap, (int64_t)(P->local.n + s->B.local.n)) ||
+        !IR_GROW(P->callees.v, P->callees.cap, (int64_t)(P->callees.n + s->B.callees.n)) ||
+        ir_reserve_instrs(c, base + (int32_t)s->nrec) != IR_OK)
+        return lx_nomem(L);
+    enum { AHEAD = 8 }; /* names whose table slots are asked for early */
+    for (size_t k = 0; k < AHEAD && k < s->nrec; k++)
+        prs_map_prefetch(&P->instrs, bi[k].name, strlen(bi[k].name));
     for (; j < s->nrec; j++) {
         const SplitRec *r = &s->rec[j];
-        const char *name = s->B.m->comp[0]->instr[j].name;
+        if (j + AHEAD < s->nrec)
+            prs_map_prefetch(&P->instrs, bi[j + AHEAD].name, strlen(bi[j + AHEAD].name));
+        MapHint hint;
         int64_t used = r->iota_used - iota;
-        if (prs_map_find(&P->instrs, name, strlen(name)) >= 0 || (r->root && *saw_root) ||
+        if (prs_map_find_hint(&P->instrs, bi[j].name, strlen(bi[j].name), &hint) >= 0 || (r->root && *saw_root) ||
             P->ninstr + 1 > L->lim.max_instructions || used > L->iota_left)
             break; /* read here: the sequential reading's error, from this instruction */
-        if (!take_one(P, s, ci, base, j, &lref, &cref, &par))
+        if (!take_one(P, s, ci, base, j, &hint, &lref, &cref, &par))
             return false;
         P->ninstr++;
         L->iota_left -= used;
