@@ -56,6 +56,9 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices);
 /* Read a whole regular file (at most 4 GiB; a FIFO or a device is refused
  * before it is opened for reading, so it cannot block). Heap text. */
 char *api_read_file(const char *path, size_t *len, IrDiag *d);
+/* The same in an ir_big_alloc block (huge pages for a large file), for a
+ * text ir_parse_take keeps. */
+char *api_read_file_big(const char *path, size_t *len, IrDiag *d);
 /* ts_module_parse or ts_plan_parse: text (named `name`) to a handle. */
 typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, const TsLimits *lim, void **out,
                              TsDiag *d);

@@ -181,7 +181,8 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 
 /* ---- files ---- */
 
-char *api_read_file(const char *path, size_t *len, IrDiag *d)
+/* The file in a block of ts_malloc (big: of ir_big_alloc). */
+static char *read_whole(const char *path, size_t *len, IrDiag *d, bool big)
 {
     /* stat first: a FIFO, a socket or a device is refused before it is
      * opened (opening some devices acts on them). O_NONBLOCK: should the
@@ -204,7 +205,8 @@ char *api_read_file(const char *path, size_t *len, IrDiag *d)
         ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file of at most 4 GiB");
         return NULL;
     }
-    char *text = ts_malloc((size_t)st.st_size + 1);
+    size_t n = (size_t)st.st_size + 1;
+    char *text = big ? ir_big_alloc(n) : ts_malloc(n);
     size_t got = 0;
     while (text && got < (size_t)st.st_size) {
         ssize_t r = read(fd, text + got, (size_t)st.st_size - got);
@@ -217,12 +219,25 @@ char *api_read_file(const char *path, size_t *len, IrDiag *d)
     if (!text || got != (size_t)st.st_size) {
         ir_error(d, text ? IR_EINPUT : IR_ENOMEM, path, NULL, (IrPos){0, 0},
                  text ? "cannot read the file" : "out of memory");
-        ts_free(text);
+        if (big)
+            ir_big_free(text);
+        else
+            ts_free(text);
         return NULL;
     }
     text[got] = 0;
     *len = got;
     return text;
+}
+
+char *api_read_file(const char *path, size_t *len, IrDiag *d)
+{
+    return read_whole(path, len, d, false);
+}
+
+char *api_read_file_big(const char *path, size_t *len, IrDiag *d)
+{
+    return read_whole(path, len, d, true);
 }
 
 TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d)

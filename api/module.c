@@ -19,15 +19,21 @@ static TsStatus wrap(IrStatus st, IrModule *ir, TsModule **out, IrDiag *id, TsDi
     return TS_OK;
 }
 
+static IrParseOptions module_options(const TsLimits *lim)
+{
+    int64_t maxdev;
+    IrParseOptions po = ir_default_parse_options();
+    po.limits = api_limits(lim, &maxdev);
+    po.verify = true;
+    return po;
+}
+
 TsStatus ts_module_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsModule **out,
                          TsDiag *d)
 {
     IrDiag id = {0};
     *out = NULL;
-    int64_t maxdev;
-    IrParseOptions po = ir_default_parse_options();
-    po.limits = api_limits(lim, &maxdev);
-    po.verify = true;
+    IrParseOptions po = module_options(lim);
     IrModule *ir = NULL;
     /* A plan's frame is checked before its text is parsed (`check PLAN`,
      * replays of a plan). */
@@ -38,21 +44,25 @@ TsStatus ts_module_parse(const char *name, const char *text, size_t len, const T
     return wrap(st, ir, out, &id, d);
 }
 
-static TsStatus parse_any(const char *name, const char *text, size_t len, const TsLimits *lim, void **out,
-                          TsDiag *d)
-{
-    TsModule *m = NULL;
-    TsStatus st = ts_module_parse(name, text, len, lim, &m, d);
-    *out = m;
-    return st;
-}
-
+/* A file is parsed in the block it was read into (ir_parse_take): no copy
+ * of a model of megabytes, nor the fresh pages the copy would fill. */
 TsStatus ts_module_load_ex(const char *path, const TsLimits *lim, TsModule **out, TsDiag *d)
 {
-    void *m = NULL;
-    TsStatus st = api_parse_file(path, lim, parse_any, &m, d);
-    *out = m;
-    return st;
+    IrDiag id = {0};
+    *out = NULL;
+    size_t len = 0;
+    char *text = api_read_file_big(path, &len, &id);
+    if (!text)
+        return api_give(id.status, &id, d);
+    IrParseOptions po = module_options(lim);
+    IrModule *ir = NULL;
+    size_t body = 0;
+    IrStatus st = compile_is_plan_text(text, len) ? compile_plan_check_frame(path, text, len, &body, &id) : IR_OK;
+    if (st == IR_OK)
+        st = ir_parse_take(path, text, len, &po, &ir, &id);
+    else
+        ir_big_free(text);
+    return wrap(st, ir, out, &id, d);
 }
 
 TsStatus ts_module_load(const char *path, TsModule **out, TsDiag *d)

@@ -814,6 +814,7 @@ typedef struct IrModule {
     IrKeyValue *header_attr; /* other accepted header attributes, kept raw */
     const char *file;        /* source file name for diagnostics, may be NULL */
     const char *src;         /* source text (arena copy) for diagnostics, may be NULL */
+    char *src_owned;         /* src when it is a block the module took (ir_parse_take) */
     struct IrNameSet *names; /* every name in use, built on demand (module.c) */
     int64_t next_name_id;    /* suffix counter for ir_unique_name */
     /* The FileNames/FunctionNames/FileLocations/StackFrames sections newer
@@ -902,6 +903,13 @@ IrParseOptions ir_default_parse_options(void);
  * module; on failure *out is NULL, d says why (FILE:LINE:COL), nothing leaks. */
 IrStatus ir_parse(const char *file, const char *text, size_t len,
                   const IrParseOptions *opt, IrModule **out, IrDiag *d);
+/* ir_parse of a text the module takes instead of copying: an ir_big_alloc
+ * block of at least len + 1 bytes (a NUL is written at text[len]), freed
+ * with the module, or at once on failure. For a large text (a model file
+ * read whole), the copy and its fresh pages are a few percent of the
+ * parse. */
+IrStatus ir_parse_take(const char *file, char *text, size_t len, const IrParseOptions *opt, IrModule **out,
+                       IrDiag *d);
 /* Read a file and parse it (and verify, when opt->verify). */
 IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **out, IrDiag *d);
 

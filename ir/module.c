@@ -156,6 +156,8 @@ void ir_module_free(IrModule *m)
             ts_free(m->comp[i]->instr);
     }
     ts_free(m->comp);
+    /* The module struct lives in its arena: the taken text goes first. */
+    ir_big_free(m->src_owned);
     ir_arena_free(m->arena);
 }
 

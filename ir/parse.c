@@ -938,6 +938,31 @@ static IrStatus parse_text(IrModule *m, char *src, size_t len, const IrParseOpti
     return IR_OK;
 }
 
+IrStatus ir_parse_take(const char *file, char *text, size_t len, const IrParseOptions *opt, IrModule **out,
+                       IrDiag *d)
+{
+    if (!out) {
+        ir_big_free(text);
+        return ir_error(d, IR_EINTERNAL, file, NULL, (IrPos){0, 0}, "ir_parse_take: out is NULL");
+    }
+    *out = NULL;
+    if (!text)
+        return ir_error(d, IR_EINTERNAL, file, NULL, (IrPos){0, 0}, "ir_parse_take: text is NULL");
+    if (len > MAX_INPUT) {
+        ir_big_free(text);
+        return ir_error(d, IR_EINPUT, file, NULL, (IrPos){0, 0}, "input too large (%zu bytes; the limit is %zu)",
+                        len, MAX_INPUT);
+    }
+    IrModule *m = ir_module_new("module");
+    if (!m || (file && !(m->file = ir_strdup(m->arena, file)))) {
+        ir_module_free(m);
+        ir_big_free(text);
+        return ir_error(d, IR_ENOMEM, file, NULL, (IrPos){0, 0}, "out of memory");
+    }
+    m->src_owned = text;
+    return parse_text(m, text, len, opt, out, d);
+}
+
 /* A regular file of `size` bytes, read straight into the module's arena
  * (no heap copy to parse from: a 4 MB dump is 1,000 fewer page faults and
  * a 4 MB memcpy less). Closes f. */
