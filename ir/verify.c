@@ -26,6 +26,8 @@
  */
 #include "ir.h"
 
+#include <pthread.h>
+
 #include <string.h>
 
 typedef struct Verifier {
@@ -420,12 +422,10 @@ static IrStatus check_params(Verifier *v, const IrComputation *c)
     return st;
 }
 
-static IrStatus check_computation(Verifier *v, const IrComputation *c)
+static IrStatus check_range(Verifier *v, const IrComputation *c, int32_t lo, int32_t hi)
 {
-    if (c->root < 0 || c->root >= c->ninstr)
-        return verr(v, c->pos, "computation %s has no ROOT instruction", c->name);
-    IrStatus st = check_params(v, c);
-    for (int32_t i = 0; i < c->ninstr && st == IR_OK; i++) {
+    IrStatus st = IR_OK;
+    for (int32_t i = lo; i < hi && st == IR_OK; i++) {
         st = check_instr(v, c, &c->instr[i]);
         /* The inferred shape is compared and dropped (an error's message
          * is copied into the diag): one scratch block, reused for every
@@ -433,6 +433,64 @@ static IrStatus check_computation(Verifier *v, const IrComputation *c)
         if (st == IR_OK)
             ir_arena_reset(v->scratch);
     }
+    return st;
+}
+
+/* The second half of a large computation, checked by a helper thread with
+ * a verifier of its own (check_instr reads the module and writes only its
+ * verifier's scratch and diag). */
+typedef struct HalfCheck {
+    Verifier v;
+    IrDiag d;
+    const IrComputation *c;
+    int32_t lo, hi;
+    IrStatus st;
+} HalfCheck;
+
+static void *half_main(void *arg)
+{
+    HalfCheck *h = arg;
+    h->st = check_range(&h->v, h->c, h->lo, h->hi);
+    return NULL;
+}
+
+/* Instructions from which a computation's checks are shared by two
+ * threads. */
+enum { VERIFY_SPLIT_MIN = 8192 };
+
+/* Every instruction of c, in two halves at once when c is large. The
+ * result is the sequential one: the first half's error if it has one,
+ * else the second half is checked again here when the helper found an
+ * error, so that the diag is the one its first error gives. */
+static IrStatus check_instrs(Verifier *v, const IrComputation *c)
+{
+    int32_t n = c->ninstr, mid = n / 2;
+    HalfCheck h = {.v = *v, .c = c, .lo = mid, .hi = n};
+    h.v.d = &h.d;
+    bool two = n >= VERIFY_SPLIT_MIN && (h.v.scratch = ir_arena_new()) != NULL;
+    pthread_t t;
+    if (two && pthread_create(&t, NULL, half_main, &h) != 0) {
+        ir_arena_free(h.v.scratch);
+        two = false;
+    }
+    IrStatus st = check_range(v, c, 0, two ? mid : n);
+    if (two) {
+        pthread_join(t, NULL);
+        ir_arena_free(h.v.scratch);
+        ir_diag_clear(&h.d);
+        if (st == IR_OK && h.st != IR_OK)
+            st = check_range(v, c, mid, n);
+    }
+    return st;
+}
+
+static IrStatus check_computation(Verifier *v, const IrComputation *c)
+{
+    if (c->root < 0 || c->root >= c->ninstr)
+        return verr(v, c->pos, "computation %s has no ROOT instruction", c->name);
+    IrStatus st = check_params(v, c);
+    if (st == IR_OK)
+        st = check_instrs(v, c);
     if (st != IR_OK)
         return st;
     int32_t *order = NULL;

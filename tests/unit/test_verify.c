@@ -571,10 +571,62 @@ static void test_verify_oom(void **state)
     ir_module_free(m);
 }
 
+/* A computation of n instructions `vI = f32[4] negate(vI-1)`, where the
+ * instructions listed in `bad` (ascending, -1 ends) are written with a
+ * wrong shape (f32[5]): parsed with verify on, the error names the first
+ * of them, at its line, whichever half of a large computation (checked by
+ * two threads) it is in. */
+static void verify_large(int n, const int *bad)
+{
+    size_t cap = (size_t)n * 48 + 256;
+    char *t = malloc(cap);
+    size_t k = (size_t)snprintf(t, cap, "HloModule big\nENTRY e {\n  v0 = f32[4] parameter(0)\n");
+    const int *b = bad;
+    for (int i = 1; i < n; i++) {
+        bool wrong = *b == i;
+        b += wrong;
+        k += (size_t)snprintf(t + k, cap - k, "  v%d = f32[%d] negate(v%d)\n", i, wrong ? 5 : 4, i - 1);
+    }
+    k += (size_t)snprintf(t + k, cap - k, "}\n");
+    IrParseOptions o = ir_default_parse_options();
+    o.split_lines = -1;
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    IrStatus st = ir_parse("big.hlo", t, k, &o, &m, &d);
+    if (bad[0] < 0) {
+        assert_int_equal(st, IR_OK);
+        ir_module_free(m);
+    } else {
+        assert_int_equal(st, IR_EINPUT);
+        assert_null(m);
+        assert_int_equal(d.pos.line, bad[0] + 3); /* v0 is on line 3 */
+        char want[32];
+        snprintf(want, sizeof want, "v%d", bad[0]);
+        assert_non_null(strstr(d.msg, want));
+    }
+    ir_diag_clear(&d);
+    free(t);
+}
+
+static void test_large_halves(void **state)
+{
+    (void)state;
+    const int n = 20000; /* past VERIFY_SPLIT_MIN: two threads */
+    verify_large(n, (const int[]){-1});
+    verify_large(n, (const int[]){15000, -1});          /* the second half only */
+    verify_large(n, (const int[]){12000, 17000, -1});   /* the earlier of the second half's */
+    verify_large(n, (const int[]){9000, 15000, -1});    /* the first half's, not the helper's */
+    verify_large(n, (const int[]){9999, 10000, -1});    /* both sides of the middle */
+    verify_large(n, (const int[]){10000, -1});
+    verify_large(n, (const int[]){n - 1, -1});
+    verify_large(100, (const int[]){70, -1});           /* small: one thread */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_modules),
+        cmocka_unit_test(test_large_halves),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_hand_built),
         cmocka_unit_test(test_hand_built_params_and_layouts),
