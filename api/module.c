@@ -28,20 +28,30 @@ static IrParseOptions module_options(const TsLimits *lim)
     return po;
 }
 
-TsStatus ts_module_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsModule **out,
-                         TsDiag *d)
+/* Parse `text` as a module: copied (ir_parse), or taken (`owned`, an
+ * ir_big_alloc block: ir_parse_take, which frees it on failure). A plan's
+ * frame is checked before its text is parsed (`check PLAN`, replays of a
+ * plan). */
+static TsStatus module_from(const char *name, char *owned, const char *text, size_t len, const TsLimits *lim,
+                            TsModule **out, TsDiag *d)
 {
     IrDiag id = {0};
     *out = NULL;
     IrParseOptions po = module_options(lim);
     IrModule *ir = NULL;
-    /* A plan's frame is checked before its text is parsed (`check PLAN`,
-     * replays of a plan). */
     size_t body = 0;
     IrStatus st = compile_is_plan_text(text, len) ? compile_plan_check_frame(name, text, len, &body, &id) : IR_OK;
     if (st == IR_OK)
-        st = ir_parse(name, text, len, &po, &ir, &id);
+        st = owned ? ir_parse_take(name, owned, len, &po, &ir, &id) : ir_parse(name, text, len, &po, &ir, &id);
+    else
+        ir_big_free(owned);
     return wrap(st, ir, out, &id, d);
+}
+
+TsStatus ts_module_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsModule **out,
+                         TsDiag *d)
+{
+    return module_from(name, NULL, text, len, lim, out, d);
 }
 
 /* A file is parsed in the block it was read into (ir_parse_take): no copy
@@ -54,15 +64,7 @@ TsStatus ts_module_load_ex(const char *path, const TsLimits *lim, TsModule **out
     char *text = api_read_file_big(path, &len, &id);
     if (!text)
         return api_give(id.status, &id, d);
-    IrParseOptions po = module_options(lim);
-    IrModule *ir = NULL;
-    size_t body = 0;
-    IrStatus st = compile_is_plan_text(text, len) ? compile_plan_check_frame(path, text, len, &body, &id) : IR_OK;
-    if (st == IR_OK)
-        st = ir_parse_take(path, text, len, &po, &ir, &id);
-    else
-        ir_big_free(text);
-    return wrap(st, ir, out, &id, d);
+    return module_from(path, text, text, len, lim, out, d);
 }
 
 TsStatus ts_module_load(const char *path, TsModule **out, TsDiag *d)
