@@ -66,6 +66,42 @@ static void fuzz_check_status(const char *what, IrStatus st, const IrDiag *d)
 
 /* HLO text: parse, verify, print. The text is passed without a NUL so a
  * read past `len` is an ASan finding. */
+/* The text read again with the split reading (ir/parse_split.c) forced on
+ * every computation of two lines and more: the same status, and the same
+ * error at the same place, or a module of the same computations and
+ * instructions (printed the same when it verifies: `print`). */
+static void fuzz_same_split(const uint8_t *data, size_t size, IrStatus st, const IrDiag *d, const IrModule *m,
+                            const char *print)
+{
+    IrParseOptions opt = ir_default_parse_options();
+    opt.verify = false;
+    opt.split_lines = 2;
+    IrModule *b = NULL;
+    IrDiag db = {0};
+    IrStatus sb = ir_parse("fuzz.hlo", (const char *)data, size, &opt, &b, &db);
+    if (sb == IR_ENOMEM || st == IR_ENOMEM) {
+        /* An injected or real allocation failure: nothing to compare. */
+    } else if (sb != st) {
+        FUZZ_FAIL("the split reading gives another status");
+    } else if (st != IR_OK) {
+        if (!d->msg || !db.msg || strcmp(d->msg, db.msg) != 0 || d->pos.line != db.pos.line ||
+            d->pos.col != db.pos.col)
+            FUZZ_FAIL("the split reading reports another error");
+    } else {
+        if (b->ncomp != m->ncomp)
+            FUZZ_FAIL("the split reading gives other computations");
+        for (int32_t i = 0; i < m->ncomp; i++)
+            if (b->comp[i]->ninstr != m->comp[i]->ninstr || b->comp[i]->root != m->comp[i]->root)
+                FUZZ_FAIL("the split reading gives other instructions");
+        char *pb = print ? ir_print_module(b) : NULL;
+        if (print && pb && strcmp(print, pb) != 0)
+            FUZZ_FAIL("the split reading prints differently");
+        ts_free(pb);
+    }
+    ir_diag_clear(&db);
+    ir_module_free(b);
+}
+
 FUZZ_TARGET void fuzz_one_parse(const uint8_t *data, size_t size)
 {
     IrParseOptions opt = ir_default_parse_options();
@@ -77,20 +113,25 @@ FUZZ_TARGET void fuzz_one_parse(const uint8_t *data, size_t size)
     if (st != IR_OK) {
         if (m)
             FUZZ_FAIL("ir_parse failed but returned a module");
+        fuzz_same_split(data, size, st, &d, NULL, NULL);
         ir_diag_clear(&d);
         return;
     }
-    st = ir_verify(m, &opt.limits, &d);
-    fuzz_check_status("ir_verify", st, &d);
-    if (st == IR_OK) {
+    IrDiag dv = {0};
+    IrStatus vst = ir_verify(m, &opt.limits, &dv);
+    fuzz_check_status("ir_verify", vst, &dv);
+    char *text = NULL;
+    if (vst == IR_OK) {
         /* A verified module prints (the printer's input is only ever
          * verified modules). */
-        char *text = ir_print_module(m);
+        text = ir_print_module(m);
         if (!text)
             FUZZ_FAIL("ir_print_module returned NULL without a failing allocation");
-        ts_free(text);
     }
+    fuzz_same_split(data, size, st, &d, m, text);
+    ts_free(text);
     ir_diag_clear(&d);
+    ir_diag_clear(&dv);
     ir_module_free(m);
 }
 
