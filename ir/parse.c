@@ -501,6 +501,35 @@ static const IrAttrsX *copy_attrs_x(Parser *P, const IrAttrsX *xs)
     return c;
 }
 
+/* The slot of the name that starts the line after the current token's, if
+ * one does (the instruction after the next, in XLA's one per line): asked
+ * for a whole instruction ahead, the probe finds it in the cache, where
+ * one asked for at the next name alone would still be on its way from
+ * memory. A guess: a line that is not an instruction costs a wasted
+ * prefetch. */
+static void prefetch_line_after(const Parser *P)
+{
+    const Lexer *L = &P->L;
+    const char *t = L->text, *end = t + L->len, *p = t + L->tok.end;
+    size_t room = (size_t)(end - p) < 1024 ? (size_t)(end - p) : 1024;
+    const char *nl = memchr(p, '\n', room);
+    if (!nl)
+        return;
+    p = nl + 1;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (end - p > 5 && memcmp(p, "ROOT ", 5) == 0)
+        p += 5;
+    if (p < end && *p == '%')
+        p++;
+    const char *q = p;
+    while (q < end && ((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+                       *q == '_' || *q == '.' || *q == '-'))
+        q++;
+    if (q > p)
+        prs_map_prefetch(&P->instrs, p, (size_t)(q - p));
+}
+
 bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
 {
     Lexer *L = &P->L;
@@ -592,8 +621,10 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
      * check probes a random slot of a table of megabytes, so ask for that
      * slot now, while the rest of this instruction (nested operands) and
      * the loop run. */
-    if (ok && !nested && lx_is(L, LX_NAME))
+    if (ok && !nested && lx_is(L, LX_NAME)) {
         prs_map_prefetch(&P->instrs, lx_text(L), lx_tlen(L));
+        prefetch_line_after(P);
+    }
     if (ok && nested)
         ok = prs_push_i32(P, &P->unnamed, &P->nunnamed, &P->capunnamed, x->index);
     if (ok && x->no_shape)

@@ -74,6 +74,7 @@ static SplitSeen seen_of(const Parser *B)
 static void *split_main(void *arg)
 {
     Split *s = arg;
+    (void)pthread_setname_np(pthread_self(), "tessel-split"); /* for perf and gdb */
     Parser *B = &s->B;
     IrComputation *cb = B->m->comp[0];
     bool saw_root = false;

@@ -66,6 +66,7 @@ static void populate(IrPrefault *f, Range r)
 static void *prefault_main(void *arg)
 {
     IrPrefault *f = arg;
+    (void)pthread_setname_np(pthread_self(), "tessel-prefault"); /* for perf and gdb */
     pthread_mutex_lock(&f->mu);
     for (;;) {
         while (f->count == 0 && !atomic_load(&f->stop))

@@ -450,6 +450,7 @@ typedef struct HalfCheck {
 static void *half_main(void *arg)
 {
     HalfCheck *h = arg;
+    (void)pthread_setname_np(pthread_self(), "tessel-verify"); /* for perf and gdb */
     h->st = check_range(&h->v, h->c, h->lo, h->hi);
     return NULL;
 }
