@@ -242,6 +242,9 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root);
 /* '{' instruction+ '}' of computation ci (`top`: a written one). */
 bool prs_parse_body(Parser *P, int32_t ci, bool top, IrPos pos);
 
+/* Free what a parser holds (its tables and vectors; not P, nor its module). */
+void prs_release(Parser *P);
+
 /* ---- parse_split.c: a large computation read by two threads ---- */
 
 typedef struct Split Split;

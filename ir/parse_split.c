@@ -132,24 +132,8 @@ static size_t split_line(const Lexer *L, int64_t skip, size_t end, int32_t *line
 
 static void split_free(Split *s)
 {
-    Parser *B = &s->B;
-    prs_map_free(&B->instrs);
-    prs_map_free(&B->comps);
-    prs_map_free(&B->inl_next);
-    ts_free(B->local.v);
-    ts_free(B->callees.v);
-    ts_free(B->spans.v);
-    ts_free(B->kvs.v);
-    ts_free(B->defer);
-    ts_free(B->params);
-    ts_free(B->ictx);
-    ts_free(B->opv);
-    ts_free(B->bodies);
-    ts_free(B->inl);
-    ts_free(B->nested);
-    ts_free(B->unnamed);
-    ts_free(B->opnext);
-    ir_module_free(B->m);
+    prs_release(&s->B);
+    ir_module_free(s->B.m);
     ir_diag_clear(&s->d);
     ts_free(s->rec);
     ts_free(s);
@@ -202,6 +186,20 @@ size_t prs_split_at(const Split *s)
     return s->at;
 }
 
+/* The helper's references from[*at, upto) into `to`, as references of
+ * computation ci's instructions from `base` on. */
+static bool move_refs(Parser *P, RefVec *to, const RefVec *from, size_t *at, size_t upto, int32_t ci, int32_t base)
+{
+    for (; *at < upto; (*at)++) {
+        Ref x = from->v[*at];
+        x.comp = ci;
+        x.instr += base;
+        if (!prs_push_ref(P, to, x))
+            return false;
+    }
+    return true;
+}
+
 /* Move the helper's instruction j (index j of its computation) and what it
  * left for later (references, parameters) into computation ci at `base`. */
 static bool take_one(Parser *P, Split *s, int32_t ci, int32_t base, size_t j, const MapHint *hint, size_t *lref,
@@ -217,20 +215,9 @@ static bool take_one(Parser *P, Split *s, int32_t ci, int32_t base, size_t j, co
     if (ir_add_instr(P->m, c, &ins) != idx || !prs_map_put_at(&P->instrs, hint, ins.name, strlen(ins.name), idx))
         return lx_nomem(&P->L);
     const SplitRec *r = &s->rec[j];
-    for (; *lref < r->nlocal; (*lref)++) {
-        Ref x = B->local.v[*lref];
-        x.comp = ci;
-        x.instr += base;
-        if (!prs_push_ref(P, &P->local, x))
-            return false;
-    }
-    for (; *cref < r->ncallees; (*cref)++) {
-        Ref x = B->callees.v[*cref];
-        x.comp = ci;
-        x.instr += base;
-        if (!prs_push_ref(P, &P->callees, x))
-            return false;
-    }
+    if (!move_refs(P, &P->local, &B->local, lref, r->nlocal, ci, base) ||
+        !move_refs(P, &P->callees, &B->callees, cref, r->ncallees, ci, base))
+        return false;
     for (; *par < r->nparams; (*par)++) {
         if (!IR_GROW(P->params, P->capparams, (int64_t)P->nparams + 1))
             return lx_nomem(&P->L);
