@@ -1252,6 +1252,42 @@ static void test_large_file_equals_text(void **state)
     free(t2);
 }
 
+/* ir_parse_take parses the caller's block in place and keeps it (the
+ * module's src is that block), or frees it on any failure: a bad text, a
+ * NULL out (leaks are ASan's and valgrind's to find). */
+static void test_parse_take(void **state)
+{
+    (void)state;
+    const char *text = "HloModule t\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n";
+    size_t n = strlen(text);
+    IrParseOptions o = opts();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    char *blk = ir_big_alloc(n + 1);
+    memcpy(blk, text, n); /* no NUL: ir_parse_take writes it */
+    blk[n] = 'x';
+    assert_int_equal(ir_parse_take("t.hlo", blk, n, &o, &m, &d), IR_OK);
+    assert_ptr_equal(m->src, blk);
+    assert_int_equal(blk[n], 0);
+    assert_string_equal(m->name, "t");
+    ir_module_free(m);
+
+    blk = ir_big_alloc(n + 1);
+    memcpy(blk, text, n);
+    blk[n - 4] = '('; /* "parameter(0(": ')' expected on line 3, '(' found */
+    assert_int_equal(ir_parse_take("t.hlo", blk, n, &o, &m, &d), IR_EINPUT);
+    assert_null(m);
+    assert_int_equal(d.pos.line, 3);
+    assert_int_equal(d.pos.col, 30);
+    ir_diag_clear(&d);
+
+    blk = ir_big_alloc(n + 1);
+    assert_int_equal(ir_parse_take("t.hlo", blk, n, &o, NULL, &d), IR_EINTERNAL);
+    ir_diag_clear(&d);
+    assert_int_equal(ir_parse_take("t.hlo", NULL, 0, &o, &m, &d), IR_EINTERNAL);
+    ir_diag_clear(&d);
+}
+
 /* Every allocation failure gives IR_ENOMEM (or success), never a crash or
  * a leak (checked under ASan and valgrind). */
 static void test_failure_injection(void **state)
@@ -1323,6 +1359,7 @@ int main(void)
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_linear_time),
         cmocka_unit_test(test_large_file_equals_text),
+        cmocka_unit_test(test_parse_take),
         cmocka_unit_test(test_failure_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
