@@ -86,9 +86,10 @@ bool rt_coll_stream(int64_t bytes);
 /* rt_coll_stream for results out[0..nout); where one of them is from a
  * device's NUMA-binding allocator (DevValue.alloc), only if streaming
  * stores into such memory are at least as fast as ordinary ones on this
- * machine (measured once a process, coll_kernels.c: on one VM of
- * BENCHMARKS.md they ran 10 times slower, on another 2.5 times faster;
- * TESSEL_COLL_STREAM_BOUND=0 or 1 decides instead). */
+ * machine at this size (measured once a process and size class,
+ * coll_kernels.c: on one VM of BENCHMARKS.md they ran 10 times slower,
+ * on another 2.5 times faster; TESSEL_COLL_STREAM_BOUND=0 or 1 decides
+ * instead). */
 bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes);
 /* rt_coll_combine supports reducer op on type t (dev_red_combine_array's
  * types and ops). */

@@ -353,13 +353,29 @@ bool rt_coll_stream(int64_t bytes)
  * on the Intel VM that replaced it 2.5 times faster (32 MiB: 2.5 ms
  * against 6; its 260 MiB last-level cache puts glibc's own streaming
  * threshold above such copies, so memcpy reads every line for ownership).
- * So the first collective that could stream into bound memory times both
- * ways on a buffer of the same allocator (PROBE_BYTES, touched first, the
- * fastest of PROBE_ROUNDS each, interleaved: a few milliseconds, once)
- * and every later one follows the verdict. Both ways store the same
- * bytes: the choice changes the speed, never a result.
+ * It also depends on the size: on the second Intel VM (480 MiB of L3)
+ * one thread's 16 MiB copy took 1.6 ms with ordinary stores and 1.9
+ * streaming, a 64 MiB copy 7.0 against 5.3. So the first collective of
+ * a size class that could stream into bound memory times both ways on a
+ * buffer of that class's size from the same allocator (touched first,
+ * the fastest of PROBE_ROUNDS each, interleaved), and every later one of the class follows its verdict.
+ * The classes double from RT_COLL_STREAM_BYTES; the last, PROBE_CLASSES
+ * - 1, takes every larger size and is probed at its lower bound (32 MiB:
+ * two buffers of it touched and 6 copies, some 30 ms on that VM, once a
+ * process), so a probe never holds more than twice that. Both ways store
+ * the same bytes: the choice changes the speed, never a result.
  * TESSEL_COLL_STREAM_BOUND=1 (or 0) sets the verdict instead (tests). */
-enum { PROBE_BYTES = 8 << 20, PROBE_ROUNDS = 3 };
+enum { PROBE_CLASSES = 2, PROBE_ROUNDS = 3 };
+
+/* The size class of a collective writing `bytes` (at least
+ * RT_COLL_STREAM_BYTES). */
+static int probe_class(int64_t bytes)
+{
+    int c = 0;
+    while (c < PROBE_CLASSES - 1 && bytes >= RT_COLL_STREAM_BYTES << (c + 1))
+        c++;
+    return c;
+}
 
 static double probe_now(void)
 {
@@ -368,20 +384,25 @@ static double probe_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* 1: streaming stores into a's memory are at least as fast as ordinary
- * ones; -1: slower, or the probe's memory was refused. */
-static int probe_bound(DevAllocator *a)
+/* 1: streaming stores of `bytes` into a's memory are at least as fast as
+ * ordinary ones; -1: slower, or the probe's memory was refused. */
+static int probe_bound(DevAllocator *a, size_t bytes)
 {
-    uint8_t *dst = dev_alloc(a, PROBE_BYTES), *src = dev_alloc(a, PROBE_BYTES);
+    uint8_t *dst = dev_alloc(a, bytes), *src = dev_alloc(a, bytes);
     int verdict = -1;
     if (dst && src) {
-        memset(src, 1, PROBE_BYTES);
-        memset(dst, 0, PROBE_BYTES);
+        /* Huge pages, as a device value's buffers have (device/value.c):
+         * a 4 KiB page's first touch would cost the probe more than its
+         * copies. */
+        ir_hint_huge(dst, bytes);
+        ir_hint_huge(src, bytes);
+        memset(src, 1, bytes);
+        memset(dst, 0, bytes);
         double best[2] = {1e30, 1e30}; /* [0] ordinary, [1] streaming */
         void *d[1] = {dst};
         for (int r = 0; r < 2 * PROBE_ROUNDS; r++) {
             double t0 = probe_now();
-            rt_coll_copy(d, 1, 0, src, PROBE_BYTES, r % 2 == 1);
+            rt_coll_copy(d, 1, 0, src, bytes, r % 2 == 1);
             double t = probe_now() - t0;
             best[r % 2] = t < best[r % 2] ? t : best[r % 2];
         }
@@ -392,7 +413,7 @@ static int probe_bound(DevAllocator *a)
     return verdict;
 }
 
-static bool bound_streams(DevAllocator *a)
+static bool bound_streams(DevAllocator *a, int64_t bytes)
 {
     /* Read at each call (cheap beside a 16 MiB collective), so that a
      * test can change it between runs. */
@@ -400,11 +421,12 @@ static bool bound_streams(DevAllocator *a)
     if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
         return e[0] == '1';
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static int verdict; /* 0: not measured yet */
+    static int verdict[PROBE_CLASSES]; /* 0: not measured yet */
+    int c = probe_class(bytes);
     pthread_mutex_lock(&mu);
-    if (!verdict)
-        verdict = probe_bound(a);
-    bool yes = verdict > 0;
+    if (!verdict[c])
+        verdict[c] = probe_bound(a, (size_t)(RT_COLL_STREAM_BYTES << c));
+    bool yes = verdict[c] > 0;
     pthread_mutex_unlock(&mu);
     return yes;
 }
@@ -415,6 +437,6 @@ bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes)
         return false;
     for (int32_t k = 0; k < nout; k++)
         if (out[k]->alloc)
-            return bound_streams(out[k]->alloc);
+            return bound_streams(out[k]->alloc, bytes);
     return true;
 }
