@@ -123,12 +123,21 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     TsCompileOptions none = {0};
     if (!o)
         o = &none;
+    if (!(o->link_gbps >= 0 && o->link_gbps <= 1e6)) { /* NaN too */
+        ir_module_free(src);
+        ir_module_free(reference);
+        ts_free(p);
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "link_gbps must be 0 (the default, 10) or a bandwidth in Gb/s up to 1000000"),
+                        &id, d);
+    }
     if (src->src) /* the model's text, for the outputs' manifest */
         compile_sha256_hex(src->src, strlen(src->src), p->sha256);
     int64_t maxdev = 0;
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
-                         .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify};
+                         .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify,
+                         .link_gbps = o->link_gbps};
     p->reference = reference;
     DumpDir dd;
     IrStatus st = rt_check_custom_calls(src, &id);

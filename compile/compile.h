@@ -32,6 +32,7 @@ typedef struct CompileOptions {
     int64_t local_devices;   /* 0: N*R/hosts */
     int64_t max_devices;     /* 0: COMPILE_DEFAULT_MAX_DEVICES */
     bool no_verify;          /* skip the verifier after the rewriting passes */
+    double link_gbps;        /* links between hosts, Gb/s (the cost model); 0: 10 */
     /* Called with the module after each pass (--dump-dir): `what` names
      * it ("after_propagate", "after_outline", "cluster_0.after_spmd_partition",
      * ...). A failure (the callback's, in d) ends the compile. May be NULL. */

@@ -101,7 +101,7 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
     c->src = cm;
     c->num_partitions = n;
     c->num_replicas = r;
-    SpmdOptions sopt = {.num_partitions = n, .num_replicas = r};
+    SpmdOptions sopt = {.num_partitions = n, .num_replicas = r, .link_gbps = opt->link_gbps};
     IrStatus st = spmd_partition(cm, &sopt, &c->spmd, &c->report, d);
     if (st == IR_OK)
         st = verify_after("spmd-partitioning", c->spmd, opt, d);

@@ -217,6 +217,10 @@ typedef struct TsCompileOptions {
      * .cluster_K.after_spmd_partition, then NNNN.MODULE.plan.json, numbered
      * in pass order; every .hlo parses back (docs/plan.md). NULL: none. */
     const char *dump_dir;
+    /* The bandwidth of the links between hosts, in Gb/s, for the
+     * partitioner's cost model (whether a dot is windowed: docs/cli.md,
+     * "Windowed dots"); 0: 10. */
+    double link_gbps;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,

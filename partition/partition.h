@@ -147,9 +147,13 @@ bool shd_ragged_dot_maps(const IrInstr *x, const IrShape *lhs, const IrShape *rh
 /* spmd.c: the SPMD partitioner                                        */
 /* ------------------------------------------------------------------ */
 
+/* The links between hosts the cost model assumes when not told. */
+#define SPMD_LINK_GBPS 10.0
+
 typedef struct SpmdOptions {
     int64_t num_partitions;  /* N >= 1 */
     int64_t num_replicas;    /* R >= 1 */
+    double link_gbps;        /* links between hosts, Gb/s, for the cost model (spmd_dot.c); 0: 10 */
 } SpmdOptions;
 
 /* What the partitioner decided, for the plan dumps. Arrays are in the

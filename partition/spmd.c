@@ -266,7 +266,9 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     const IrComputation *entry = ir_entry(src);
     if (!entry || entry->root < 0)
         return ir_error(d, IR_EINPUT, src->file, NULL, (IrPos){0, 0}, "module has no entry computation");
-    Spmd sp = {.src = src, .n = opt->num_partitions, .r = opt->num_replicas, .d = d, .report = report};
+    double gbps = opt->link_gbps > 0 ? opt->link_gbps : SPMD_LINK_GBPS;
+    Spmd sp = {.src = src, .n = opt->num_partitions, .r = opt->num_replicas, .link_bytes_us = gbps * 125.0, .d = d,
+               .report = report};
     if (sp.n < 1 || sp.r < 1)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "partition and replica counts must be >= 1");
     if (report && !report->arena && !(report->arena = ir_arena_new()))

@@ -33,9 +33,9 @@
  * dim tiled: a is cut into rows [0,3) [3,6) [6,7), each chunk's dot
  * f32[3,4], f32[3,4], f32[1,4] is all-reduce-started, y the concatenate of
  * the three dones. The sums are the same as one all-reduce's, element by
- * element. It is chosen where it pays (window_chunks): the result large
- * enough that the all-reduce costs more than its latency, the chunks large
- * enough for BLAS to keep its speed; or asked for on the dot with
+ * element. It is chosen where the cost model below says it pays
+ * (window_chunks): the all-reduce it hides costs more than the chunks'
+ * extra work; or asked for on the dot with
  * frontend_attributes={_tessel_window_chunks="K"} (K = 1: never).
  */
 #include "spmd_internal.h"
@@ -154,19 +154,54 @@ static int32_t mask_contracting(PComp *pc, int32_t v, const IrShape *full, const
     return mask_padding(pc, v, full, only, emit_scalar_const(pc, full->type, 0));
 }
 
-/* The automatic choice (docs/partitioning.md, "Windowed einsum"): a result
- * shard of at least WINDOW_MIN_BYTES (below, an all-reduce costs mostly its
- * latency and chunks add latencies), cut into WINDOW_CHUNKS chunks of at
- * least WINDOW_MIN_ROWS rows (smaller sgemm calls lose BLAS speed).
- * Measured with bench/driver.py mlp-tcp and mlp (2 ranks; BENCHMARKS.md). */
+/* The automatic choice, a cost model in bytes and microseconds. A ring
+ * all-reduce of R result bytes over n members moves B = 2 R (n-1)/n bytes
+ * a member. K chunks hide at most (K-1)/K of its time, and only the part
+ * spent waiting on the link: the copies and sums of an all-reduce run on
+ * the host's cores, which the dots keep busy (every core runs a device),
+ * so that part of each chunk's all-reduce delays the next chunk's dot
+ * instead of overlapping it. Hidden: (K-1)/K (B / LINK - B / COMM_CPU)
+ * where positive. Extra: what K smaller dots cost beyond one (BLAS packs
+ * the rhs of W bytes once a call: K-1 more packings at PACK), the
+ * concatenate's copy of R bytes, and about CHUNK_US a chunk for its
+ * slice, start and done. Windowed only where the hidden time is larger,
+ * with a result shard of at least WINDOW_MIN_BYTES and chunks of at least
+ * WINDOW_MIN_ROWS rows (smaller sgemm calls lose BLAS speed).
+ *
+ * LINK is the links' bandwidth the compile was told (`--link-gbps G`,
+ * TsCompileOptions.link_gbps), SPMD_LINK_GBPS by default.
+ * PACK, COMM_CPU and CHUNK were measured on the Intel VM of BENCHMARKS.md
+ * (2 ranks on 2 cores, shared memory and TCP alike): four sgemm of 128 x
+ * 2048 x 1024 took 2.4 ms more than one of 512 rows (three more packings
+ * of the 8 MiB rhs: 10 GB/s); with K = 4 forced, the mlp step (bench/gen.py
+ * mlp B D F) took 6.5, 11.5 and 15.5 ms more than the plain one at R = 2,
+ * 8 and 16 MiB (W = 8, 8 and 4 MiB): beyond the packing and the copy,
+ * about 1 ns an all-reduced byte. So on such hosts the model windows only
+ * over links slower than COMM_CPU (8 Gb/s), where waiting dominates; the
+ * explicit attribute windows anywhere. */
 #define WINDOW_CHUNKS 4
 #define WINDOW_MIN_BYTES ((int64_t)1 << 20)
 #define WINDOW_MIN_ROWS 64
+#define COMM_CPU_BYTES_US 1000.0
+#define PACK_BYTES_US 10000.0
+#define CHUNK_US 50.0
+
+static bool window_pays(double link_bytes_us, int64_t k, int64_t result_bytes, int64_t rhs_bytes, int32_t members)
+{
+    double r = (double)result_bytes, n = members;
+    double moved = 2.0 * r * (n - 1.0) / n;
+    double waiting = moved / link_bytes_us - moved / COMM_CPU_BYTES_US;
+    double hidden = waiting > 0 ? (double)(k - 1) / (double)k * waiting : 0;
+    double extra = ((double)(k - 1) * (double)rhs_bytes + r) / PACK_BYTES_US + (double)k * CHUNK_US;
+    return hidden > extra;
+}
 
 /* Chunks for the windowed form of a dot whose local result `local` is
- * all-reduced and whose first lhs free dim is result dim `dim` (-1: none);
- * 1: no windowing. */
-static int64_t window_chunks(const IrInstr *ins, const IrShape *local, int32_t dim)
+ * all-reduced over groups of `members` and whose first lhs free dim is
+ * result dim `dim` (-1: none); rhs_bytes: the local rhs. 1: no
+ * windowing. */
+static int64_t window_chunks(const PComp *pc, const IrInstr *ins, const IrShape *local, int32_t dim,
+                             int64_t rhs_bytes, int32_t members)
 {
     if (dim < 0)
         return 1;
@@ -179,7 +214,8 @@ static int64_t window_chunks(const IrInstr *ins, const IrShape *local, int32_t d
             return 1;
         return k < rows ? k : rows;
     }
-    if (ir_shape_bytes(local) < WINDOW_MIN_BYTES || rows < WINDOW_CHUNKS * WINDOW_MIN_ROWS)
+    if (ir_shape_bytes(local) < WINDOW_MIN_BYTES || rows < WINDOW_CHUNKS * WINDOW_MIN_ROWS || members < 2 ||
+        !window_pays(pc->sp->link_bytes_us, WINDOW_CHUNKS, ir_shape_bytes(local), rhs_bytes, members))
         return 1;
     return WINDOW_CHUNKS;
 }
@@ -277,21 +313,24 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
         return set_val(pc, i, -1);
+    int32_t ng = 0, size = 1;
+    int64_t *groups = NULL;
+    if (best.reduce) {
+        int64_t cdims[IR_MAX_RANK];
+        for (int32_t k = 0; k < dd.nc; k++)
+            cdims[k] = dd.out_rank + k;
+        if (!shd_groups_along(pc, best.iter, dd.nc, cdims, &ng, &size, &groups))
+            return set_val(pc, i, -1);
+    }
     int32_t ldim = best.reduce ? first_lhs_free(&dd, l->shape.rank) : -1;
-    int64_t chunks = window_chunks(ins, &local, ldim >= 0 ? dd.nb : -1);
+    int64_t rhs_bytes = rv >= 0 ? ir_shape_bytes(&pc->dc->instr[rv].shape) : 0;
+    int64_t chunks = window_chunks(pc, ins, &local, ldim >= 0 ? dd.nb : -1, rhs_bytes, size);
     int32_t v = -1;
     if (chunks <= 1) {
         int32_t ops[2] = {lv, rv};
         v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
     }
     if (best.reduce) {
-        int64_t cdims[IR_MAX_RANK];
-        for (int32_t k = 0; k < dd.nc; k++)
-            cdims[k] = dd.out_rank + k;
-        int32_t ng, size;
-        int64_t *groups;
-        if (!shd_groups_along(pc, best.iter, dd.nc, cdims, &ng, &size, &groups))
-            return set_val(pc, i, -1);
         v = chunks > 1 ? windowed_dot(pc, ins, lv, rv, &local, ldim, dd.nb, chunks, ng, size, groups)
                        : emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
     }

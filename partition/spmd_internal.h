@@ -48,6 +48,7 @@ struct Spmd {
     IrModule *dst;
     int64_t n;                 /* partitions */
     int64_t r;                 /* replicas */
+    double link_bytes_us;      /* SpmdOptions.link_gbps in bytes a microsecond */
     IrDiag *d;
     int32_t *scalar_comp;      /* src comp -> dst clone for reducers etc., -1 until cloned */
     int64_t next_channel;

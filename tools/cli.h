@@ -58,6 +58,7 @@ enum {
 #define OPT_CHECKPOINT_EVERY (UINT64_C(1) << 32) /* --checkpoint-every M (run: steps between checkpoints) */
 #define OPT_CHECKPOINT_DIR (UINT64_C(1) << 33) /* --checkpoint-dir DIR */
 #define OPT_RESUME         (UINT64_C(1) << 34) /* --resume DIR (continue from its last checkpoint) */
+#define OPT_LINK_GBPS      (UINT64_C(1) << 35) /* --link-gbps G (the cost model's links between hosts) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -92,6 +93,7 @@ typedef struct CliOptions {
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
     double timeout;          /* --timeout SECONDS (0: none) */
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
+    double link_gbps;        /* --link-gbps G (0: the cost model's 10) */
     int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
     const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */
     uint64_t given;          /* OPT_* bits of the options present */

@@ -10,7 +10,7 @@
 
 static const char HELP[] =
     "Usage: tessel compile MODEL.hlo [-o PLAN|-] [--num-partitions N] [--num-replicas R]\n"
-    "                      [--hosts H] [--local-devices L]\n"
+    "                      [--hosts H] [--local-devices L] [--link-gbps G]\n"
     "\n"
     "Compile a module for N partitions x R replicas on H hosts with L devices\n"
     "each, and write the plan: the partitioned SPMD program as HLO text that\n"
@@ -29,6 +29,9 @@ static const char HELP[] =
     "  --num-replicas R        replicas (default: the module's replica_count, else 1)\n"
     "  --hosts H               hosts (MPI ranks) the plan is for (default 1)\n"
     "  --local-devices L       devices per host (default N*R/H)\n"
+    "  --link-gbps G           the links between hosts, in Gb/s (default 10),\n"
+    "                          for the cost model that decides which dots are\n"
+    "                          windowed (docs/cli.md, Windowed dots)\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
     "                          of compile time; a failure there is tessel's bug\n"
@@ -77,6 +80,7 @@ const CliCommand cli_cmd_compile = {
     .name = "compile",
     .summary = "propagate shardings, partition, and write the plan",
     .help = HELP,
-    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY | OPT_DUMP_DIR,
+    .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY | OPT_DUMP_DIR |
+               OPT_LINK_GBPS,
     .run = run_compile,
 };

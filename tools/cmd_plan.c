@@ -23,6 +23,7 @@ static const char HELP[] =
     "Usage: tessel plan MODEL.hlo|PLAN [--format text|json|dot|html] [-o FILE]\n"
     "                   [--show NAME ...] [--ascii] [--expand NAME ...] [--dump-dir DIR]\n"
     "                   [--num-partitions N] [--num-replicas R] [--hosts H] [--local-devices L]\n"
+    "                   [--link-gbps G]\n"
     "\n"
     "Dump the sharding plan: every instruction's shape, sharding and per-device\n"
     "shape, the collectives the partitioner inserted (replica groups, bytes per\n"
@@ -53,8 +54,8 @@ static const char HELP[] =
     "                          calls), name (4096 bytes), instructions (2^22);\n"
     "                          repeatable (docs/cli.md, Limits)\n"
     "  -o FILE                 write to FILE (default, or -: stdout)\n"
-    "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L\n"
-    "                          as for `tessel compile`\n"
+    "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L,\n"
+    "  --link-gbps G           as for `tessel compile`\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
     "                          of compile time; a failure there is tessel's bug\n"
@@ -233,6 +234,6 @@ const CliCommand cli_cmd_plan = {
     .summary = "dump the sharding plan (text, JSON, DOT, HTML, sharding grids)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT |
-               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR,
+               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS,
     .run = run_plan,
 };

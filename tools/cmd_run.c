@@ -37,7 +37,7 @@ static const char HELP[] =
     "                  [--spmd [--per-device] [--output-device D]]\n"
     "                  [--watch NAME] [--progress] [--dump-dir DIR]\n"
     "                  [--timeout S] [--heartbeat S] [--checkpoint-every M\n"
-    "                  --checkpoint-dir DIR] [--resume DIR]\n"
+    "                  --checkpoint-dir DIR] [--resume DIR] [--link-gbps G]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -100,6 +100,8 @@ static const char HELP[] =
     "                          every device gets the same\n"
     "  --output-device D       with --spmd: only device D's outputs, written as\n"
     "                          DIR/output_<i>.npy\n"
+    "  --link-gbps G           the links between hosts, in Gb/s, for the\n"
+    "                          compile's cost model (as `tessel compile`)\n"
     "  --no-verify             skip the verifier after the compile passes\n"
     "                          that rewrite the module (about 5% of compile time)\n"
     "  --dump-dir DIR          write the module after each compile pass into DIR\n"
@@ -732,6 +734,6 @@ const CliCommand cli_cmd_run = {
     .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
                OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
-               OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME,
+               OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME | OPT_LINK_GBPS,
     .run = run_run,
 };

@@ -57,6 +57,7 @@ static const OptSpec OPTS[] = {
     {"--checkpoint-every", OPT_CHECKPOINT_EVERY, true},
     {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
     {"--resume", OPT_RESUME, true},
+    {"--link-gbps", OPT_LINK_GBPS, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -150,7 +151,8 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
 {
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
-                              .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir};
+                              .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
+                              .link_gbps = o->link_gbps};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -221,6 +223,18 @@ static int parse_rate(const CliCommand *cmd, const char *opt, const char *v, dou
     double x = strtod(v, &end);
     if (errno || end == v || *end || !(x > 0) || x > 1e30)
         return cli_usage_error(cmd, "%s needs a learning rate > 0, not '%s'", opt, v);
+    *out = x;
+    return CLI_OK;
+}
+
+/* A link bandwidth: Gb/s > 0, at most 10^6 (a petabit). */
+static int parse_gbps(const CliCommand *cmd, const char *opt, const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x > 0) || x > 1e6)
+        return cli_usage_error(cmd, "%s needs a bandwidth in Gb/s > 0 and <= 1000000, not '%s'", opt, v);
     *out = x;
     return CLI_OK;
 }
@@ -296,6 +310,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_PARTITIONS: return parse_count(cmd, s->name, v, &o->num_partitions);
     case OPT_REPLICAS: return parse_count(cmd, s->name, v, &o->num_replicas);
     case OPT_HOSTS: return parse_count(cmd, s->name, v, &o->hosts);
+    case OPT_LINK_GBPS: return parse_gbps(cmd, s->name, v, &o->link_gbps);
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
     case OPT_STEPS: return parse_count(cmd, s->name, v, &o->steps);
     case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);

@@ -294,7 +294,7 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
-            name="<string>", spmd=False):
+            name="<string>", spmd=False, link_gbps=0.0):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -302,12 +302,15 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     fields (elements, rank, tuple, depth, name, devices). spmd=True: the
     model is already an SPMD program, replayed as it is on every device
     (`tessel run --spmd`; run() then takes "KEY@D" inputs, per_device and
-    output_device)."""
+    output_device). link_gbps: the links between hosts in Gb/s, for the
+    cost model that decides which dots are windowed (0: 10; `tessel
+    compile --link-gbps`)."""
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
-                                    ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd))
+                                    ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
+                                    None, float(link_gbps))
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)

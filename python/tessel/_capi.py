@@ -51,7 +51,8 @@ class TsCompileOptions(ctypes.Structure):
                 ("limits", ctypes.POINTER(TsLimits)),
                 ("no_verify", c_bool),
                 ("spmd", c_bool),
-                ("dump_dir", c_char_p)]
+                ("dump_dir", c_char_p),
+                ("link_gbps", ctypes.c_double)]
 
 
 class TsGradOptions(ctypes.Structure):

@@ -40,6 +40,7 @@ int main(void)
     FIELD(TsCompileOptions, no_verify);
     FIELD(TsCompileOptions, spmd);
     FIELD(TsCompileOptions, dump_dir);
+    FIELD(TsCompileOptions, link_gbps);
     SIZE(TsGradOptions);
     FIELD(TsGradOptions, wrt);
     FIELD(TsGradOptions, loss);

@@ -323,6 +323,24 @@ class TestMlp(Case):
         self.assertClose(y, self.want, "set_layout(1)")
         with self.assertRaises(TypeError):
             tessel.compile(42)
+        # link_gbps (tessel compile --link-gbps): the cost model windows
+        # y = a . W2 (R = W = 1 MiB a device) below 4.475 Gb/s, worked out
+        # in tests/e2e/window_cost.sh; the windowed plan lists 4 chunks.
+        wc = ("HloModule wc, num_partitions=2\n\nENTRY main {\n"
+              "  a = f32[256,512] parameter(0), sharding={devices=[1,2]<=[2]}\n"
+              "  w = f32[512,1024] parameter(1), sharding={devices=[2,1]<=[2]}\n"
+              "  ROOT y = f32[256,1024] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+              " sharding={replicated}\n}\n")
+        for gbps, chunks in ((0, 1), (4.5, 1), (4.4, 4), (1, 4)):
+            text = tessel.compile(wc, link_gbps=gbps).dump("text")
+            lines = [ln for ln in text.splitlines() if " all-reduce " in ln and "bytes per device" in ln]
+            self.assertEqual(len(lines), chunks, "link_gbps=%g" % gbps)
+            self.assertIn("%d bytes per device" % (256 * 1024 * 4 // chunks), lines[0])
+        for bad in (-1.0, float("nan"), 2e6):
+            with self.assertRaises(tessel.Error) as cm:
+                tessel.compile(wc, link_gbps=bad)
+            self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+            self.assertIn("link_gbps", str(cm.exception))
         p.close()
         with self.assertRaises(ValueError):
             p.run([self.x, self.w1, self.w2])
