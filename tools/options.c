@@ -189,16 +189,24 @@ static int parse_count(const CliCommand *cmd, const char *opt, const char *v, in
     return CLI_OK;
 }
 
-/* A duration: seconds > 0 (decimals allowed), at most a year. */
-static int parse_seconds(const CliCommand *cmd, const char *opt, const char *v, double *out)
+/* A number > 0 and <= max (decimals allowed); `what` names it in the
+ * error ("a number of seconds > 0"). */
+static int parse_positive(const CliCommand *cmd, const char *opt, const char *v, double max, const char *what,
+                          double *out)
 {
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x > 0) || x > 366.0 * 86400)
-        return cli_usage_error(cmd, "%s needs a number of seconds > 0, not '%s'", opt, v);
+    if (errno || end == v || *end || !(x > 0) || x > max)
+        return cli_usage_error(cmd, "%s needs %s, not '%s'", opt, what, v);
     *out = x;
     return CLI_OK;
+}
+
+/* A duration: seconds > 0, at most a year. */
+static int parse_seconds(const CliCommand *cmd, const char *opt, const char *v, double *out)
+{
+    return parse_positive(cmd, opt, v, 366.0 * 86400, "a number of seconds > 0", out);
 }
 
 /* A seed: an unsigned 64-bit decimal or 0x-hex number. */
@@ -218,25 +226,13 @@ static int parse_seed(const CliCommand *cmd, const char *v, uint64_t *out)
 /* A learning rate: a finite decimal number > 0. */
 static int parse_rate(const CliCommand *cmd, const char *opt, const char *v, double *out)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x > 0) || x > 1e30)
-        return cli_usage_error(cmd, "%s needs a learning rate > 0, not '%s'", opt, v);
-    *out = x;
-    return CLI_OK;
+    return parse_positive(cmd, opt, v, 1e30, "a learning rate > 0", out);
 }
 
 /* A link bandwidth: Gb/s > 0, at most 10^6 (a petabit). */
 static int parse_gbps(const CliCommand *cmd, const char *opt, const char *v, double *out)
 {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x > 0) || x > 1e6)
-        return cli_usage_error(cmd, "%s needs a bandwidth in Gb/s > 0 and <= 1000000, not '%s'", opt, v);
-    *out = x;
-    return CLI_OK;
+    return parse_positive(cmd, opt, v, 1e6, "a bandwidth in Gb/s > 0 and <= 1000000", out);
 }
 
 /* --input KEY=FILE: split at the first '=' into a heap key. */
