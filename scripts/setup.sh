@@ -18,6 +18,7 @@ PACKAGES=(
     clang libclang-rt-dev   # the libFuzzer targets (tests/fuzz/run.sh)
     graphviz         # dot: tessel plan --format html draws its graph with it; tests parse the DOT output
     chromium         # tests/e2e/plan_html.sh opens the HTML plan in a headless browser
+    python3-venv     # build/jax-venv: JAX from PyPI for the JAX tests and tessel.jax (below)
 )
 
 missing=()
@@ -34,14 +35,26 @@ if command -v python3 >/dev/null 2>&1; then
     missing=("${kept[@]+"${kept[@]}"}")
 fi
 
-[ "${#missing[@]}" -eq 0 ] && exit 0
-
-if [ "$(id -u)" -ne 0 ]; then
-    echo "setup.sh: missing packages: ${missing[*]}" >&2
-    echo "setup.sh: run as root, or: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
+if [ "${#missing[@]}" -ne 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup.sh: missing packages: ${missing[*]}" >&2
+        echo "setup.sh: run as root, or: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "setup.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "setup.sh: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+# JAX from PyPI, pinned, in a venv over Debian's python3 (its mpi4py stays
+# visible; the venv's numpy, which jaxlib needs, shadows Debian's). The JAX
+# tests (tests/jax) and tessel.jax run with build/jax-venv/bin/python.
+JAX_PINS=(jax==0.10.2 jaxlib==0.10.2)
+venv="$(cd "$(dirname "$0")/.." && pwd)/build/jax-venv"
+if ! "$venv/bin/python" -c 'import jax, sys; sys.exit(jax.__version__ != "0.10.2")' 2>/dev/null; then
+    echo "setup.sh: installing ${JAX_PINS[*]} into $venv" >&2
+    mkdir -p "$(dirname "$venv")"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${JAX_PINS[@]}" >&2
+fi
