@@ -19,7 +19,8 @@
  *   shape.c     shapes: element counts with overflow checks, equality, text
  *   module.c    building modules: computations, instructions, lookup
  *   ops.c       opcode and attribute tables generated from hlo_ops.def and
- *               hlo_attrs.def (which ops take which attribute, in print order)
+ *               hlo_attrs.def (which ops take which attribute, in print
+ *               order); the annotation custom-call targets
  *   lex.c       the HLO text lexer
  *   parse.c     the HLO text parser: modules, computations, instructions,
  *               operands, the entry points; its parts (parse_internal.h):
@@ -387,6 +388,15 @@ double ir_identity_float(IrOpcode op);
 int64_t ir_identity_signed(IrOpcode op, int bits);
 uint64_t ir_identity_unsigned(IrOpcode op, int bits);
 bool ir_op_is_elementwise(IrOpcode op); /* unary/binary/ternary kinds */
+/* True for the custom-call targets that are annotations returning their
+ * one operand unchanged, whole (a value's sharding, placement or a
+ * barrier, for XLA's compiler only): Sharding, annotate_device_placement,
+ * MoveToHost, MoveToDevice, PinToDevice, PinToDeviceSram, Pin, Unpin,
+ * ShardBarrierFrom, ShardBarrierTo, SetBound, and Shardy's
+ * xla.sdy.FuncResultSharding and xla.sdy.PropagationBarrier. (Not
+ * SPMDFullToShardShape / SPMDShardToFullShape, which change the shape in
+ * a partitioned program.) `target` may be NULL (false). */
+bool ir_annotation_target(const char *target);
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 
