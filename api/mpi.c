@@ -273,6 +273,11 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     else if (st == IR_OK && rank == 0) {
         (*out)->ndevices = ndevices;
         api_outputs_adopt(*out, &saves, p->sha256);
+        if (!api_outputs_note_reads(*out, o)) {
+            ts_outputs_free(*out);
+            *out = NULL;
+            st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        }
     }
     rt_saves_free(&saves);
     dev_value_unref(outfeeds);
