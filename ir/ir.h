@@ -217,6 +217,12 @@ IrStatus ir_error(IrDiag *d, IrStatus st, const char *file, const char *src,
     __attribute__((format(printf, 6, 7)));
 IrStatus ir_verror(IrDiag *d, IrStatus st, const char *file, const char *src,
                    IrPos pos, const char *fmt, va_list ap);
+/* The library's one out-of-memory error: records "out of memory" (or "out
+ * of memory DURING", e.g. during = "while partitioning") without a
+ * position and returns IR_ENOMEM. Can't fail: when even the message cannot
+ * be allocated the status alone is kept (ir_diag_format then says "out of
+ * memory"). */
+IrStatus ir_oom(IrDiag *d, const char *during);
 /* Format as `tessel: FILE:LINE:COL: error: MSG\n  LINE\n  ^` into a heap string. */
 char *ir_diag_format(const IrDiag *d, const char *prog);
 void ir_diag_clear(IrDiag *d);
