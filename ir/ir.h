@@ -31,6 +31,10 @@
  *   parse_header.c  the module header (HloModule name, attributes)
  *   literal.c   parsing and printing of constant literals
  *   sharding.c  XLA shardings: parse, print, validate, query
+ *   sdy.c       Shardy's sharding text (#sdy.mesh, #sdy.sharding, ...) and
+ *               XLA's named (V3) sharding text, read into IrSharding
+ *   sdy_import.c  a parsed module's Shardy attributes made its shardings
+ *               (xla.sdy.sharding, FuncResultSharding, ShardingGroup, shard_map)
  *   print.c     the HLO text printer (XLA's syntax; round trips)
  *   infer.c     shape inference: helpers, operand counts, the dispatcher
  *   infer_elementwise.c  rules of unary, binary, select, clamp, converts
@@ -524,6 +528,49 @@ IrStatus ir_sharding_copy(IrArena *a, IrSharding *dst, const IrSharding *src);
 IrStatus ir_sharding_parse(IrArena *a, const char *text, IrSharding *out, IrDiag *d);
 
 /* ------------------------------------------------------------------ */
+/* sdy.c                                                               */
+/* ------------------------------------------------------------------ */
+
+/* A Shardy mesh: named axes (major to minor) over `ndevice` devices,
+ * listed by device_ids (NULL: 0..ndevice-1 in order). A maximal mesh has
+ * no axes and one device id; the empty mesh has neither (replicated). */
+typedef struct IrSdyMesh {
+    const char *name;
+    int32_t naxis;
+    const char **axis;
+    int64_t *size;
+    int64_t ndevice;
+    int64_t *device_ids;
+} IrSdyMesh;
+
+/* A module's meshes (its xla.sdy.meshes frontend attribute). */
+typedef struct IrSdyMeshes {
+    int32_t n;
+    IrSdyMesh *mesh;
+} IrSdyMeshes;
+
+/* The manual axes of a shard_map region (#sdy<manual_axes{"x"}>). */
+typedef struct IrSdyManual {
+    int32_t n;
+    const char **axis;
+} IrSdyManual;
+
+/* Each parses one attribute's (unescaped) text into the arena. Errors are
+ * IR_EINPUT with d->pos relative to `text` (line 1, column = byte offset +
+ * 1) and no file: the caller places them in its source. */
+/* `{mesh = #sdy.mesh<["x"=2]>, ...}` */
+IrStatus ir_sdy_parse_meshes(IrArena *a, const char *text, IrSdyMeshes *out, IrDiag *d);
+/* `#sdy.sharding<@mesh, [...]>` gives one sharding; `#sdy.sharding_per_value
+ * <[...]>` a SHD_TUPLE of one per value (even one). `manual` (NULL: none)
+ * names axes that are manual (a shard_map body): they become a manual
+ * subgroup, or {manual} when they are all of the mesh's axes. */
+IrStatus ir_sdy_parse_sharding(IrArena *a, const IrSdyMeshes *meshes, const IrSdyManual *manual, const char *text,
+                               IrSharding *out, IrDiag *d);
+/* `#sdy<manual_axes{"x", "y"}>` */
+IrStatus ir_sdy_parse_manual_axes(IrArena *a, const char *text, IrSdyManual *out, IrDiag *d);
+
+
+/* ------------------------------------------------------------------ */
 /* module.c: the IR                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -912,6 +959,17 @@ IrStatus ir_parse_take(const char *file, char *text, size_t len, const IrParseOp
                        IrDiag *d);
 /* Read a file and parse it (and verify, when opt->verify). */
 IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **out, IrDiag *d);
+
+/* sdy_import.c: make the Shardy attributes of a parsed module its
+ * shardings (docs/hlo-text.md, "Shardy"): each xla.sdy.sharding becomes
+ * the instruction's sharding, or must agree with the sharding= it has
+ * (compared by device mapping); xla.sdy.ShardingGroup puts its operand in
+ * a shard_as group; every shard_map (GlobalToLocalShape, a call of
+ * xla.sdy.manual_computation_body.N, LocalToGlobalShape) is rewritten into
+ * GSPMD's manual region (Sharding, SPMDFullToShardShape, the body inlined,
+ * SPMDShardToFullShape). A module without Shardy attributes is left as it
+ * is. Errors (IR_EINPUT) point into the attribute's text in m->src. */
+IrStatus ir_sdy_import(IrModule *m, IrDiag *d);
 
 /* Parse a literal `text` for `shape` into bytes (the IrAttrs.literal form). */
 IrStatus ir_literal_parse(IrArena *a, const IrShape *shape, const char *text, size_t len,
