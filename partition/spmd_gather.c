@@ -107,6 +107,23 @@ static int32_t along(PComp *pc, int32_t vec, int32_t like, int64_t ivd)
     return emit_broadcast(pc, vec, &s, 1, &ivd);
 }
 
+/* u64 indices of 2^63 and above, which XLA clamps to the operand's last
+ * start, would turn negative (so clamp to 0) in s64: they are first
+ * saturated at INT64_MAX, which still clamps to the last start. E.g.
+ * 2^64-1 into f32[8,4] rows gives row 7, as the reference does. Other
+ * types are returned as they are. */
+static int32_t saturate_u64(PComp *pc, int32_t iv)
+{
+    if (iv < 0 || val_shape(pc, iv)->type != IR_U64)
+        return iv;
+    IrShape full = *val_shape(pc, iv), sc;
+    uint64_t most = INT64_MAX;
+    if (ir_shape_make(pc_arena(pc), &sc, IR_U64, 0, NULL) != IR_OK)
+        return oom(pc), -1;
+    int32_t c = emit_const_bytes(pc, &sc, &most, sizeof most);
+    return emit_binary(pc, OP_MINIMUM, iv, c < 0 ? -1 : emit_broadcast(pc, c, &full, 0, NULL));
+}
+
 /* Indices with an explicit index vector dim: when index_vector_dim equals
  * the rank the vector is an implicit trailing dim of size 1; make it
  * explicit (same meaning for gather/scatter with the same
@@ -127,7 +144,7 @@ static int32_t explicit_indices(PComp *pc, int32_t iv, int64_t ivd)
             return spmd_oom(pc), -1;
         iv = emit_reshape(pc, iv, &r);
     }
-    return emit_convert(pc, iv, wide_index_type(val_shape(pc, iv)->type));
+    return emit_convert(pc, saturate_u64(pc, iv), wide_index_type(val_shape(pc, iv)->type));
 }
 
 /* Index component k (slice along ivd), as an array of the batch shape. */

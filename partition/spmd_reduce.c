@@ -301,6 +301,44 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
     return set_val(pc, i, reshard(pc, v, &ins->shape, partials, pc->shd[i]));
 }
 
+/* f16, bf16 and the f8/f4 kinds: sums of them are carried in f32 across
+ * devices (wide_sum). */
+static bool narrow_float(IrType t)
+{
+    return t == IR_F16 || t == IR_BF16 || ir_type_is_lowp_float(t);
+}
+
+/* A sum of a narrow float type (f16 ...) over tiled dims: each device's
+ * partial sum and the all-reduce of the partials are f32, the init is
+ * added once and the result rounded to the type once. The reference
+ * accumulates in double and rounds once (device/k_reduce.c); partials
+ * rounded to f16 on each device could overflow where the whole sum does
+ * not: f16 [60000, 60000, -60000, -60000] over 2 devices was inf + -inf =
+ * NaN partitioned, 0 in the reference. (XLA's CPU backend sums in the
+ * type itself, so XLA gives inf on one device and NaN partitioned.) */
+static int32_t wide_sum(PComp *pc, const IrInstr *ins, int32_t v, int32_t init, const int64_t *tiled, int32_t nt,
+                        int32_t no, const int64_t *other, const IrShape *local)
+{
+    const IrSharding *in = pc->shd[ins->opnd[0]];
+    const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
+    IrType t = ishape->type;
+    IrSharding *only = shd_replicate_dims(pc_tmp(pc), in, no, other);
+    int32_t zero = emit_identity_const(pc, t, OP_ADD);
+    if (!only)
+        return oom(pc), -1;
+    v = emit_convert(pc, mask_padding(pc, v, ishape, only, zero), IR_F32);
+    int32_t r = emit_reduce(pc, v, OP_ADD, (int32_t)ins->a.dimensions.n, ins->a.dimensions.v);
+    int32_t ng, size;
+    int64_t *groups;
+    if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
+        return oom(pc), -1;
+    r = emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
+    IrShape wide = *local;
+    wide.type = IR_F32;
+    int32_t i32 = emit_broadcast(pc, emit_convert(pc, init, IR_F32), &wide, 0, NULL);
+    return emit_convert(pc, emit_binary(pc, OP_ADD, r, i32), t);
+}
+
 /* Do the reduce's inputs share one shape (a variadic reduce's may not, in
  * their element types only)? */
 static bool inputs_alike(const PComp *pc, const IrInstr *ins)
@@ -346,6 +384,13 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     if (!init_s)
         return spmd_oom(pc);
     int32_t init = operand_as(pc, i, 1, init_s);
+    if (nt > 0 && red == OP_ADD && narrow_float(t) && ins->shape.type == t) {
+        IrShape local;
+        if (shd_shard_shape(a, &ins->shape, partial, &local) != IR_OK)
+            return oom(pc);
+        return set_val(pc, i, reshard(pc, wide_sum(pc, ins, v, init, tiled, nt, no, other, &local), &ins->shape,
+                                      partial, pc->shd[i]));
+    }
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init
          * value is used by the first device of each group only. */
