@@ -119,7 +119,7 @@ static int32_t saturate_u64(PComp *pc, int32_t iv)
     IrShape full = *val_shape(pc, iv), sc;
     uint64_t most = INT64_MAX;
     if (ir_shape_make(pc_arena(pc), &sc, IR_U64, 0, NULL) != IR_OK)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     int32_t c = emit_const_bytes(pc, &sc, &most, sizeof most);
     return emit_binary(pc, OP_MINIMUM, iv, c < 0 ? -1 : emit_broadcast(pc, c, &full, 0, NULL));
 }

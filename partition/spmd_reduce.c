@@ -325,13 +325,13 @@ static int32_t wide_sum(PComp *pc, const IrInstr *ins, int32_t v, int32_t init, 
     IrSharding *only = shd_replicate_dims(pc_tmp(pc), in, no, other);
     int32_t zero = emit_identity_const(pc, t, OP_ADD);
     if (!only)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     v = emit_convert(pc, mask_padding(pc, v, ishape, only, zero), IR_F32);
     int32_t r = emit_reduce(pc, v, OP_ADD, (int32_t)ins->a.dimensions.n, ins->a.dimensions.v);
     int32_t ng, size;
     int64_t *groups;
     if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     r = emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
     IrShape wide = *local;
     wide.type = IR_F32;
@@ -387,7 +387,7 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     if (nt > 0 && red == OP_ADD && narrow_float(t) && ins->shape.type == t) {
         IrShape local;
         if (shd_shard_shape(a, &ins->shape, partial, &local) != IR_OK)
-            return oom(pc);
+            return spmd_oom(pc);
         return set_val(pc, i, reshard(pc, wide_sum(pc, ins, v, init, tiled, nt, no, other, &local), &ins->shape,
                                       partial, pc->shd[i]));
     }
