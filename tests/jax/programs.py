@@ -506,9 +506,6 @@ def rand_inputs(rng):
 
 
 ALL_1D = ((1,), (2,), (4,), (8,))
-SHARD_MAP = ("shard_map is refused until Shardy's manual regions land (xla.sdy.GlobalToLocalShape "
-             "is not a registered custom-call target); on one device JAX writes no region")
-
 PROGRAMS = [
     Program("mlp", mlp, MESHES_ALL, mlp_specs, mlp_inputs,
             doc="Megatron MLP, f32"),
@@ -530,8 +527,6 @@ PROGRAMS = [
             doc="conv net with batch norm"),
     Program("rnn", rnn, MESHES, rnn_specs, rnn_inputs, doc="lax.scan RNN"),
     Program("moe", moe, ALL_1D, moe_specs, moe_inputs,
-            xfail={"run@2": SHARD_MAP, "run@4": SHARD_MAP, "run@8": SHARD_MAP,
-                   "mpi@2": SHARD_MAP, "mpi@8": SHARD_MAP},
             doc="top-1 mixture of experts, shard_map and all-to-all"),
     Program("topk", topk, MESHES_ALL, topk_specs, topk_inputs, doc="top-k and argmax"),
     Program("uneven", uneven, ((2,), (4,), (8,), (2, 4)), uneven_specs, uneven_inputs,
