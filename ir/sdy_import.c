@@ -25,7 +25,8 @@
  *           with the manual axes as a manual subgroup ({manual} when all are)
  *     the body's instructions, inlined (sharding {manual} where a fully
  *           manual body gives none), its root standing for r
- *     o_i = custom-call(r_i), custom_call_target="SPMDShardToFullShape", sharding=OUT_i
+ *     m_i = custom-call(r_i), custom_call_target="Sharding", sharding=OUT_i with the manual axes
+ *     o_i = custom-call(m_i), custom_call_target="SPMDShardToFullShape", sharding=OUT_i
  *
  * The xla.sdy.* attributes read are removed from the instructions (the
  * module prints as the GSPMD module it now is); the meshes stay.
@@ -674,6 +675,11 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
     IrStatus st = attr_sharding(im, &c->instr[l], "xla.sdy.out_shardings", man, &probe);
     if (st != IR_OK)
         return st;
+    if (probe.ntuple != c->instr[l].nopnd)
+        return ir_error(im->d, IR_EINPUT, m->file, m->src,
+                        value_pos(m, c->instr[l].pos, "xla.sdy.out_shardings", 0),
+                        "xla.sdy.out_shardings of '%s' gives %d shardings for %d operands", c->instr[l].name,
+                        (int)probe.ntuple, (int)c->instr[l].nopnd);
     bool full = probe.kind == SHD_TUPLE && probe.ntuple > 0 && probe.tuple[0].kind == SHD_MANUAL;
     /* operands of the call through the value map */
     for (int32_t j = 0; j < c->instr[k].nopnd; j++)
@@ -702,8 +708,10 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
         IrShape shape = *element(&lx->shape, i);
         int32_t v = lx->opnd[i];
         IrPos pos = lx->pos;
-        /* GTE(call, i) of a tuple-shaped body root: read it off the root */
-        int32_t t = add_marker(m, c, "SPMDShardToFullShape", v, &shape, &out.tuple[i], pos);
+        /* the local value pinned to its manual sharding, then made full */
+        IrShape local = c->instr[v].shape;
+        int32_t mk = add_marker(m, c, "Sharding", v, &local, &probe.tuple[i], pos);
+        int32_t t = mk < 0 ? -1 : add_marker(m, c, "SPMDShardToFullShape", mk, &shape, &out.tuple[i], pos);
         if (t < 0 || !rw_grow(rw, c->ninstr))
             return oom(im->d);
         for (int32_t u = 0; u < c->ninstr; u++) {
