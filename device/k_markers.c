@@ -87,11 +87,6 @@ bool dev_builtin_target(const char *t)
     return find(t) != NULL;
 }
 
-bool dev_identity_target(const char *t)
-{
-    return find(t) == k_identity;
-}
-
 IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out)
 {
     BuiltinKernel f = find(k->ins->a.x->custom_call_target);

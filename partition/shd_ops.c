@@ -39,14 +39,6 @@ IrSharding *shd_manual(IrArena *a)
     return new_sharding(a, SHD_MANUAL);
 }
 
-IrSharding *shd_maximal(IrArena *a, int64_t device)
-{
-    IrSharding *s = new_sharding(a, SHD_MAXIMAL);
-    if (s)
-        s->device = device;
-    return s;
-}
-
 /* Build a tiled sharding from parts (copied) and normalise it. */
 static IrSharding *normalize(IrArena *a, const IrSharding *s, int64_t *adopt);
 
@@ -285,11 +277,6 @@ bool shd_is_manual(const IrSharding *s)
             return false;
     }
     return true;
-}
-
-bool shd_is_maximal(const IrSharding *s)
-{
-    return s->kind == SHD_MAXIMAL;
 }
 
 bool shd_has_manual_subgroup(const IrSharding *s)
