@@ -127,7 +127,8 @@ IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
  * (the executor runs them as identities, device/k_markers.c; docs/cli.md
  * lists them): annotate_device_placement, MoveToHost, MoveToDevice,
  * PinToDevice, PinToDeviceSram, Pin, Unpin, ShardBarrierFrom,
- * ShardBarrierTo, xla.sdy.FuncResultSharding, SetBound. True when `ins` is
+ * ShardBarrierTo, xla.sdy.FuncResultSharding, xla.sdy.PropagationBarrier,
+ * SetBound. True when `ins` is
  * one of them with one array operand of its own shape; *passthrough then
  * says whether shardings propagate through it, as XLA's sharding
  * propagation does for the memory annotations (IsPassthroughCustomOps)
