@@ -89,7 +89,7 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
     }
     char *lp = join(dir, LOCK);
     if (!lp)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     int fd = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     int err = errno;
     TsStatus st = TS_OK;
@@ -134,7 +134,7 @@ TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d)
         od->dir = ts_strdup(dir);
     if (!od || !od->dir) {
         ts_free(od);
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     }
     od->lock_fd = -1;
     /* A directory that exists is locked now, for the whole run. One that
@@ -289,7 +289,7 @@ static IrStatus build_set(const TsOutputs *o, Set *s, IrDiag *d)
     ok = ok && sort_set(s);
     if (!ok) {
         set_free(s);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     return IR_OK;
 }
@@ -359,7 +359,7 @@ static IrStatus write_entry(const char *dir, Entry *e, IrDiag *d)
                         strerror(errno));
     char *fin = join(dir, e->name);
     IrStatus st = fin ? rt_npy_write_fd(fd, fin, &e->value->shape, e->value->data, d)
-                      : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                      : ir_oom(d, NULL);
     if (st == IR_OK && !compile_sha256_fd(fd, e->sha256))
         st = ir_error(d, IR_ERUNTIME, fin, NULL, (IrPos){0, 0}, "cannot read back: %s", strerror(errno));
     if (close(fd) != 0 && st == IR_OK)
@@ -592,7 +592,7 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
         st = write_entry(od->dir, &s.e[i], &id);
     char *mtext = st == IR_OK ? manifest_text(o, &s) : NULL, *mtmp = NULL;
     if (st == IR_OK && !mtext)
-        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(&id, NULL);
     if (st == IR_OK)
         st = write_manifest(od->dir, mtext, &mtmp, &id);
     ts_free(mtext);
@@ -669,7 +669,7 @@ TsStatus ts_outputs_verify(const char *dir, char manifest_sha256[65], TsDiag *d)
     const char *why = NULL;
     json_t *m = trusted_manifest(dir, &why);
     char *mp = join(dir, MANIFEST);
-    IrStatus st = !mp  ? ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory")
+    IrStatus st = !mp  ? ir_oom(&id, NULL)
                   : !m ? ir_error(&id, IR_EINPUT, mp, NULL, (IrPos){0, 0}, "not a manifest tessel wrote: %s", why)
                        : IR_OK;
     json_t *files = json_object_get(m, "files");
@@ -684,7 +684,7 @@ TsStatus ts_outputs_verify(const char *dir, char manifest_sha256[65], TsDiag *d)
         char *p = join(dir, n), dg[65];
         struct stat sb;
         if (!p)
-            st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(&id, NULL);
         else if (!file_sha256(p, &sb, dg))
             st = ir_error(&id, IR_EINPUT, p, NULL, (IrPos){0, 0},
                           "missing or not a regular file, though %s lists it", MANIFEST);

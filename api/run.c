@@ -295,7 +295,7 @@ static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed
     RtArgs *shards = ts_calloc((size_t)ndev, sizeof *shards);
     DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
     IrStatus st = shards && res ? rt_read_shards(c, p->signature, &bo, 0, ndev, shards, rs, d)
-                                : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                                : ir_oom(d, NULL);
     t[1] = now();
     ApiSteps sc;
     RtStepHook hook;
@@ -327,7 +327,7 @@ static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed 
     RtArgs *args = ts_calloc((size_t)ndev, sizeof *args);
     DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
     IrStatus st = args && res ? api_bind_devices(p, o, 0, ndev, args, d)
-                              : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                              : ir_oom(d, NULL);
     t[1] = now();
     ApiSteps sc;
     RtStepHook hook;
@@ -387,9 +387,9 @@ static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const R
 {
     DevValue *outf = NULL;
     if (st == IR_OK && feed && feed->nkept && !(outf = rt_feed_outfeeds(feed)))
-        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(id, NULL);
     if (st == IR_OK && !(*out = api_outputs_new(result, outf, stats)))
-        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(id, NULL);
     else if (st != IR_OK)
         ts_free(stats);
     if (st == IR_OK) {
@@ -398,7 +398,7 @@ static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const R
         if (!api_outputs_note_reads(*out, ro)) {
             ts_outputs_free(*out);
             *out = NULL;
-            st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(id, NULL);
         }
     }
     rt_saves_free(saves);

@@ -30,7 +30,7 @@ IrStatus dev_red_call(const IrModule *m, int32_t comp, IrType t, void *out, cons
     int64_t dims[1] = {n};
     IrShape s = {.type = t, .rank = 1, .dims = dims};
     DevValue *a = dev_value_new_uninit(&s), *b = dev_value_new_uninit(&s), *r = NULL;
-    IrStatus st = a && b ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    IrStatus st = a && b ? IR_OK : ir_oom(d, NULL);
     if (st == IR_OK) {
         memcpy(a->data, lhs, (size_t)a->nbytes);
         memcpy(b->data, rhs, (size_t)b->nbytes);

@@ -47,7 +47,7 @@ IrStatus infer_fail(Ctx *x, const char *fmt, ...)
 
 IrStatus infer_oom(Ctx *x)
 {
-    return ir_error(x->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return ir_oom(x->d, NULL);
 }
 
 /* Shape text for messages, kept in the arena so callers need not free it. */

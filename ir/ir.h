@@ -112,9 +112,19 @@ void ir_arena_set_prefault(IrArena *a, IrPrefault *f);
  * lives as long as `to` now); `from` is left empty and still usable. */
 void ir_arena_adopt(IrArena *to, IrArena *from);
 
-/* Every heap allocation of the project goes through these, so a test can
- * make the Nth one fail (failure injection). ts_malloc(0) returns a unique
- * non-NULL pointer. */
+/* The allocation policy. Every heap allocation of the project goes
+ * through ts_malloc (so a test can make the Nth one fail), in one of four
+ * kinds, each freed only by its own call:
+ *   ts_malloc, ts_calloc, ts_realloc,
+ *   ts_malloc_aligned, ts_strdup      -> ts_free      small or short-lived memory
+ *   ir_arena_* (arena.c)              -> ir_arena_free, all at once: the IR
+ *   ir_big_alloc (arena.c)            -> ir_big_free  large arrays that live long
+ *   dev_alloc (device/alloc.c)        -> dev_alloc_free  a device's tensors, on
+ *                                        its NUMA node
+ * ir_big_free and dev_alloc_free check a magic word in front of the block
+ * and trap on a pointer of another kind (or a double free). Huge pages are
+ * decided in one place, ir_hint_huge (blocks of 2 MiB and more); the
+ * others call it. ts_malloc(0) returns a unique non-NULL pointer. */
 void *ts_malloc(size_t n);
 void *ts_calloc(size_t n, size_t elem);
 void *ts_realloc(void *p, size_t n);
@@ -217,6 +227,12 @@ IrStatus ir_error(IrDiag *d, IrStatus st, const char *file, const char *src,
     __attribute__((format(printf, 6, 7)));
 IrStatus ir_verror(IrDiag *d, IrStatus st, const char *file, const char *src,
                    IrPos pos, const char *fmt, va_list ap);
+/* The library's one out-of-memory error: records "out of memory" (or "out
+ * of memory DURING", e.g. during = "while partitioning") without a
+ * position and returns IR_ENOMEM. Can't fail: when even the message cannot
+ * be allocated the status alone is kept (ir_diag_format then says "out of
+ * memory"). */
+IrStatus ir_oom(IrDiag *d, const char *during);
 /* Format as `tessel: FILE:LINE:COL: error: MSG\n  LINE\n  ^` into a heap string. */
 char *ir_diag_format(const IrDiag *d, const char *prog);
 void ir_diag_clear(IrDiag *d);

@@ -98,7 +98,7 @@ static IrStatus place(const IrModule *m, IrPos from, const char *key, IrDiag *tm
 
 static IrStatus oom(IrDiag *d)
 {
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return ir_oom(d, NULL);
 }
 
 /* ---- frontend attributes ---- */
