@@ -14,6 +14,7 @@
  *   cmd_devices.c  tessel devices
  *   cmd_grad.c     tessel grad
  *   checkpoint.c   run --checkpoint: steps resumed from a saved state
+ *   tuning_env.c   the TESSEL_* tuning variables, read once into the run's options
  *
  * tools/ is a client of the public API (tessel.h) and of nothing else.
  * Only tools/ prints and exits. Exit status: 0 success, 1 a failure while
