@@ -94,7 +94,12 @@ static bool parse_device_ids(Lexer *L, Mesh *m)
             !lx_iota_devices(L, pos, &m->dims, &m->perm, true, m->ndev, false, &dims, &perm, &m->devices))
             return false;
     } else {
-        if (!prs_ints_between(L, LX_LPAREN, LX_RPAREN, &m->ids, "device_ids"))
+        do {
+            int64_t x = 0;
+            if (!lx_int(L, &x, "device id") || !vec_push(L, &m->ids, x))
+                return false;
+        } while (lx_eat(L, LX_COMMA));
+        if (!lx_expect(L, LX_RPAREN, "')' to end device_ids"))
             return false;
         if (m->ids.n != m->ndev)
             return lx_fail(L, pos, "device_ids lists %d devices but the mesh has %lld", (int)m->ids.n,
