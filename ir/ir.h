@@ -291,6 +291,10 @@ typedef struct IrShape {
      * static, else rank entries, true where dims[i] is the bound of a
      * dimension whose size is known only at run time. */
     bool *dynamic;
+    /* XLA's buffer shape `b(f32[2,4])` (custom-calls Pin, Unpin,
+     * CreateBuffer): the array it holds, computed as that array; kept, like
+     * the layout, for printing, and ignored by shape equality. */
+    bool buffer;
 } IrShape;
 
 /* dims[i] of an unbounded dynamic dimension (`f32[?,784]`): no bound, so the

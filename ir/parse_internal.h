@@ -266,18 +266,23 @@ void prs_split_end(Split *s);
 
 /* ---- shapes (parse_shape.c) ---- */
 
-/* Is the current token the start of a shape: '(' or a type name then '['?
- * Inline: asked for every operand. */
+/* Is the current token the start of a shape: '(', a type name then '[',
+ * or a buffer shape's `b(` (no opcode is named b)? Inline: asked for every
+ * operand. */
 static inline bool at_shape(const Parser *P)
 {
     const Lexer *L = &P->L;
     if (lx_is(L, LX_LPAREN))
         return true;
-    return lx_is(L, LX_NAME) && ir_type_from_name(lx_text(L), lx_tlen(L)) != IR_INVALID &&
-           lx_peek(L).kind == LX_LSQUARE;
+    if (!lx_is(L, LX_NAME))
+        return false;
+    LxKind next = lx_peek(L).kind;
+    if (next == LX_LPAREN && lx_tlen(L) == 1 && lx_text(L)[0] == 'b')
+        return true;
+    return ir_type_from_name(lx_text(L), lx_tlen(L)) != IR_INVALID && next == LX_LSQUARE;
 }
 
-/* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
+/* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? | 'b' '(' array shape ')' */
 bool prs_parse_shape(Parser *P, IrShape *out);
 /* A computation's signature: parameter shapes (heap) and result shape. */
 bool prs_parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result);

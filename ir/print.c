@@ -79,6 +79,8 @@ static void put_shape(IrStrBuf *b, const IrShape *s, bool with_layout)
         ir_sb_putn(b, ")", 1);
         return;
     }
+    if (s->buffer)
+        ir_sb_putn(b, "b(", 2);
     ir_sb_puts(b, ir_type_name(s->type));
     ir_sb_putn(b, "[", 1);
     for (int32_t i = 0; i < s->rank; i++) {
@@ -107,6 +109,8 @@ static void put_shape(IrStrBuf *b, const IrShape *s, bool with_layout)
         }
         ir_sb_putn(b, "}", 1);
     }
+    if (s->buffer)
+        ir_sb_putn(b, ")", 1);
 }
 
 /* A C-escaped string in double quotes, as XLA's CEscape writes it. */

@@ -282,7 +282,7 @@ def prepare(p, shape, root):
             path = os.path.join(d, "in_%d.dev%d.npy" % (k, pid[s.device]))
             np.save(path, disk(s.data))
             inputs.append("--input=%d@%d=%s" % (k, pid[s.device], path))
-    out = jf(*placed)
+    out = compiled(*placed)
     leaves = jax.tree_util.tree_leaves(out)
     dtypes = []
     for i, leaf in enumerate(leaves):
