@@ -171,6 +171,8 @@ static char *json_of(const DevTopologyInfo *in, const DevDevices *set)
 
 TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     bool json = format && strcmp(format, "json") == 0;
@@ -201,7 +203,7 @@ TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **o
             *out = ir_sb_take(&s);
         }
         if (!*out)
-            st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(&id, NULL);
     }
     dev_devices_free(set);
     return api_give(st, &id, d);

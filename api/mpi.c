@@ -94,7 +94,7 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
     RtBindOptions bo = api_bind_options(o);
     *shards = ts_calloc((size_t)(l > 0 ? l : 1), sizeof **shards);
     if (!*shards)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     return rt_read_shards(&p->r.prog.cluster[0], p->signature, &bo, first, l, *shards, rs, d);
 }
 
@@ -130,11 +130,17 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
 TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                          TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    if (api_check_run(o, &id) != IR_OK)
+        return api_give(id.status, &id, d);
     dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     double t0 = now(), t1 = t0, t2 = t0;
     RtTransport *t = NULL;
@@ -187,7 +193,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     } else if (prog->ncluster == 1 && prog->cluster[0].replay) {
         shards = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *shards);
         st = shards ? api_bind_devices(p, o, first, l, shards, &id)
-                    : ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                    : ir_oom(&id, NULL);
     } else if (prog->ncluster == 1) {
         st = prepare_cluster(p, o, first, l, &shards, &rs, &id);
     }
@@ -212,7 +218,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
-            ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            ir_oom(&id, NULL);
         rt_transport_checkin(t, 0);
         if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
@@ -267,12 +273,17 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     ts_free(shards);
     rt_args_free(&args);
     if (st == IR_OK && rank == 0 && feed.nkept && !(outfeeds = rt_feed_outfeeds(&feed)))
-        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(&id, NULL);
     if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
-        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(&id, NULL);
     else if (st == IR_OK && rank == 0) {
         (*out)->ndevices = ndevices;
         api_outputs_adopt(*out, &saves, p->sha256);
+        if (!api_outputs_note_reads(*out, o)) {
+            ts_outputs_free(*out);
+            *out = NULL;
+            st = ir_oom(&id, NULL);
+        }
     }
     rt_saves_free(&saves);
     dev_value_unref(outfeeds);
@@ -291,7 +302,13 @@ double api_heartbeat_seconds(double s)
 
 TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d)
 {
+    API_NEED(w, d);
     IrDiag id = {0};
+    if (!api_heartbeat_ok(seconds))
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "the heartbeat must be 0 (60 s), negative (none) or from %g to %g seconds, not %g",
+                                 TS_HEARTBEAT_MIN_SECONDS, TS_HEARTBEAT_MAX_SECONDS, seconds),
+                        &id, d);
     return api_give(rt_mpi_heartbeat_start(w->t, api_heartbeat_seconds(seconds), &id), &id, d);
 }
 
@@ -302,11 +319,13 @@ bool ts_mpi_launched(void)
 
 TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsMpiWorld *w = ts_calloc(1, sizeof *w);
     if (!w)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     IrStatus st = rt_mpi_init(NULL, NULL, &w->t, &id);
     w->world = MPI_COMM_WORLD;
     if (st != IR_OK && !w->t) {
@@ -319,27 +338,40 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
 
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx)
 {
+    if (!w)
+        return ;
     w->say.on_error = on_error;
     w->say.on_error_ctx = ctx;
 }
 
 const void *ts_mpi_comm(const TsMpiWorld *w)
 {
+    if (!w)
+        return NULL;
     return &w->world;
 }
 
 int ts_mpi_rank(const TsMpiWorld *w)
 {
+    if (!w)
+        return 0;
     return rt_mpi_rank(w->t);
 }
 
 int ts_mpi_size(const TsMpiWorld *w)
 {
+    if (!w)
+        return 1;
     return rt_mpi_size(w->t);
 }
 
 int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max)
 {
+    if (!w) { /* no world: this process alone */
+        if (status_max)
+            *status_max = status;
+        return ok ? -1 : 0;
+    }
     int failed = rt_mpi_agree(w->t, ok);
     int m = rt_mpi_max(w->t, status);
     if (status_max)

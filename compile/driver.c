@@ -7,7 +7,9 @@
  *
  *   1. parse, verify       (ir/, before compile_module: src is verified)
  *   2. devices             N and R from the options or the module header;
- *                          N x R within max_devices.
+ *                          N x R within max_devices. With N > 1 and no
+ *                          sharding on any value: one warning
+ *                          (CompileOptions.warn) naming what was not read.
  *   3. propagate           shd_propagate once over the whole module. Needs
  *                          a verified module; establishes a sharding on
  *                          every instruction the partitioner visits. It
@@ -60,7 +62,7 @@ static IrStatus verify_after(const char *pass, const IrModule *m, const CompileO
         return IR_OK;
     if (st == IR_ENOMEM) {
         ir_diag_clear(&vd);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                   "internal error: the module after %s does not verify (module %s): %s", pass,
@@ -117,7 +119,7 @@ IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, 
     int32_t n = r->prog.ncluster;
     Plan **plans = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *plans);
     if (!plans)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     IrStatus st = IR_OK;
     for (int32_t k = 0; st == IR_OK && k < n; k++) {
         const PlanCluster *c = &r->prog.cluster[k];
@@ -137,6 +139,73 @@ IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, 
     r->prog.hosts = n > 0 ? plans[0]->hosts : hosts;
     r->prog.local_devices = n > 0 ? plans[0]->local_devices : local_devices;
     return IR_OK;
+}
+
+/* Add `key` to the list `b` of ignored names (n so far) unless there. */
+static void note_key(IrStrBuf *b, int *n, const char *key, size_t len)
+{
+    if (*n >= 8 || len == 0 || len > 100)
+        return;
+    char k[104];
+    memcpy(k, key, len);
+    k[len] = 0;
+    for (const char *p = b->s ? strstr(b->s, k) : NULL; p; p = strstr(p + 1, k))
+        if ((p == b->s || p[-1] == ' ') && (p[len] == ',' || p[len] == 0))
+            return;
+    ir_sb_printf(b, "%s%s", *n ? ", " : "", k);
+    (*n)++;
+}
+
+/* Step 2b: a compile for several partitions where no value carries a
+ * sharding partitions nothing: said once, naming the frontend attributes
+ * (of the module and its instructions) tessel did not read, which is where
+ * a sharding in a form it does not know would be. */
+static void warn_unsharded(const IrModule *m, int64_t n, const CompileOptions *o)
+{
+    if (!o->warn || n <= 1)
+        return;
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            if (m->comp[c]->instr[i].sharding && !m->comp[c]->instr[i].sharding->unknown)
+                return;
+    IrStrBuf b = {0};
+    int k = 0;
+    for (int32_t h = 0; h < m->nheader_attr; h++)
+        if (strcmp(m->header_attr[h].key, "frontend_attributes") == 0) {
+            /* top-level keys of {k=v, k2={...}} */
+            const char *v = m->header_attr[h].value;
+            int depth = 0;
+            for (const char *p = v; *p; p++) {
+                if (*p == '{' || *p == '[' || *p == '<')
+                    depth++;
+                else if (*p == '}' || *p == ']' || *p == '>')
+                    depth--;
+                else if (depth == 1 && (p[-1] == '{' || p[-1] == ',' || p[-1] == ' ') && *p != ' ') {
+                    const char *e = strchr(p, '=');
+                    if (e)
+                        note_key(&b, &k, p, (size_t)(e - p));
+                    p = e ? e : p + strlen(p) - 1;
+                }
+            }
+        }
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            for (int32_t f = 0; f < m->comp[c]->instr[i].a.nfrontend; f++) {
+                const char *key = m->comp[c]->instr[i].a.frontend[f].key;
+                note_key(&b, &k, key, strlen(key));
+            }
+    char *msg = NULL;
+    IrStrBuf w = {0};
+    ir_sb_printf(&w,
+                 "no value of module %s carries a sharding tessel read, so it runs replicated on all %lld "
+                 "partitions (%s%s); the forms tessel reads are in docs/hlo-text.md",
+                 m->name ? m->name : "?", (long long)n, k ? "not read: frontend attributes " : "no sharding=",
+                 k ? b.s : " or xla.sdy.sharding attribute anywhere");
+    msg = ir_sb_take(&w);
+    if (msg)
+        o->warn(o->warn_ctx, msg);
+    ts_free(msg);
+    ir_sb_free(&b);
 }
 
 /* Step 2: N and R from the options, else the header; within the bound. */
@@ -224,7 +293,7 @@ IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileRes
     int64_t n = 1, r = 1;
     IrStatus st = devices(m, &o, &n, &r, d);
     if (st == IR_OK && !(p->cluster = ts_calloc(1, sizeof *p->cluster)))
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(d, NULL);
     if (st != IR_OK) {
         ir_module_free(m);
         return st;
@@ -237,7 +306,7 @@ IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileRes
     PlanCluster *c = &p->cluster[0];
     *c = (PlanCluster){.replay = true, .spmd = m, .num_partitions = n, .num_replicas = r};
     if (!(c->report.arena = ir_arena_new()))
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(d, NULL);
     if (st == IR_OK)
         st = plan_cluster_record_io(c, d);
     if (st == IR_OK)
@@ -260,6 +329,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         ir_module_free(src);
         return st;
     }
+    warn_unsharded(src, n, &o);
     /* Shardings name partitions: a module annotated for 2 cannot run on 4
      * without rewriting its annotations. */
     src->num_partitions = n;
@@ -290,7 +360,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
             ncl = out->res.nclusters;
             clusters = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *clusters);
             if (!clusters)
-                st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                st = ir_oom(d, NULL);
         }
         for (int32_t k = 0; st == IR_OK && k < ncl; k++) {
             st = clu_cluster_module(p->host, &out->res, k, &clusters[k], d);
@@ -302,7 +372,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         /* No host work: the whole module is cluster 0. */
         clusters = ts_calloc(1, sizeof *clusters);
         if (!clusters) {
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(d, NULL);
             ir_module_free(src);
         } else {
             clusters[0] = src;
@@ -316,7 +386,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     if (st == IR_OK) {
         p->cluster = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *p->cluster);
         if (!p->cluster)
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(d, NULL);
     }
     for (int32_t k = 0; k < ncl; k++) {
         if (st == IR_OK && p->cluster) {

@@ -88,11 +88,6 @@ PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s)
     return t;
 }
 
-static IrStatus oom(IrDiag *d)
-{
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while planning");
-}
-
 static const IrSharding replicated = {.kind = SHD_REPLICATED};
 
 static bool value_for(IrArena *a, PlanValue *v, int32_t index, const char *name, const IrShape *shape,
@@ -107,9 +102,7 @@ static bool value_for(IrArena *a, PlanValue *v, int32_t index, const char *name,
     return true;
 }
 
-/* Peak of live bytes over the SPMD entry in definition order: a value is
- * live from its definition to its last use (the root lives to the end). */
-static int64_t peak_bytes(const IrModule *spmd)
+int64_t plan_peak_bytes(const IrModule *spmd)
 {
     const IrComputation *c = ir_entry(spmd);
     if (!c)
@@ -153,7 +146,7 @@ static IrStatus islands(Plan *p, IrDiag *d)
     p->device_assignment = ids;
     p->islands = ir_alloc_array(a, (size_t)(p->hosts * r), sizeof(PlanIsland));
     if (!ids || !p->islands)
-        return oom(d);
+        return ir_oom(d, "while planning");
     /* Hosts own consecutive devices; an island is a replica's devices on
      * one host. */
     for (int64_t h = 0; h < p->hosts; h++)
@@ -252,7 +245,7 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     Plan *p = a ? ir_alloc(a, sizeof *p) : NULL;
     if (!p) {
         ir_arena_free(a);
-        return oom(d);
+        return ir_oom(d, "while planning");
     }
     p->arena = a;
     p->module = ir_strdup(a, (src ? src : spmd)->name);
@@ -289,11 +282,11 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     ts_free(leaves);
     if (!describe_instrs(p, src, spmd, rep))
         goto nomem;
-    p->peak_bytes_per_device = peak_bytes(spmd);
+    p->peak_bytes_per_device = plan_peak_bytes(spmd);
     *out = p;
     return IR_OK;
 nomem:
-    st = oom(d);
+    st = ir_oom(d, "while planning");
 fail:
     ir_arena_free(a);
     return st;
