@@ -13,6 +13,9 @@
  *                 custom-calls (shd_identity_custom_call)
  *   spmd.c        the partitioner driver: one pass over each computation
  *   spmd_*.c      handlers, one file per op family, rule above each
+ *   spmd_partial.c  partial results (a dot's contracting dims, a reduce's
+ *                 reduced dims) finished: all-reduce, or reduce-scatter
+ *                 where the result ends sharded
  *   reshard.c     resharding between any two shardings with collectives
  *   plan.c        the plan: split-node and concat trees, device
  *                 assignment, islands, the compile result lines

@@ -369,12 +369,9 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
         return oom(pc);
     int32_t ops[2] = {v, init};
     int32_t r = emit_clone(pc, ins, &local, 2, ops, 1, &called);
-    if (nt > 0) {
-        int32_t ng, size;
-        int64_t *groups;
-        if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
-            return oom(pc);
-        r = emit_all_reduce(pc, r, red, ng, size, groups);
-    }
-    return set_val(pc, i, reshard(pc, r, &ins->shape, partial, pc->shd[i]));
+    int32_t ng = 0, size = 1;
+    int64_t *groups = NULL;
+    if (nt > 0 && !shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
+        return oom(pc);
+    return set_val(pc, i, finish_partial(pc, r, &ins->shape, partial, red, ng, size, groups, pc->shd[i]));
 }
