@@ -77,6 +77,26 @@ ENTRY main {
 HLO
 }
 
+# wide N: an f16 sum over a sharded dim whose partials travel in f32
+# (spmd_reduce.c's wide_sum), reduce-scattered into N tiles.
+wide() {
+    cat <<HLO
+HloModule wide, num_partitions=$1
+
+add {
+  p = f16[] parameter(0)
+  q = f16[] parameter(1)
+  ROOT s = f16[] add(p, q)
+}
+
+ENTRY main {
+  x = f16[10,12] parameter(0), sharding={devices=[1,$1]<=[$1]}
+  z = f16[] constant(0.5)
+  ROOT r = f16[10] reduce(x, z), dimensions={1}, to_apply=add, sharding={devices=[$1]<=[$1]}
+}
+HLO
+}
+
 # mlp N: x replicated, w1 column-, w2 row-sharded, the output in rows:
 # the second dot's partial sums are reduce-scattered.
 mlp() {
@@ -109,6 +129,8 @@ for n in 2 3 4 8; do
     oracle rows$n "$WORK/rows$n.hlo"
     reduce $n >"$WORK/reduce$n.hlo"
     oracle reduce$n "$WORK/reduce$n.hlo"
+    wide $n >"$WORK/wide$n.hlo"
+    oracle wide$n "$WORK/wide$n.hlo"
     mlp $n >"$WORK/mlp$n.hlo"
     oracle mlp$n "$WORK/mlp$n.hlo"
 done
