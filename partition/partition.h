@@ -133,8 +133,9 @@ IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
  * ShardBarrierTo, xla.sdy.FuncResultSharding, SetBound. True when `ins` is
  * one of them with one array operand of its own shape; *passthrough then
  * says whether shardings propagate through it, as XLA's sharding
- * propagation does for the memory annotations (IsPassthroughCustomOps)
- * and never for the barriers. The SPMD partitioner moves the operand's
+ * propagation does for the memory annotations (IsPassthroughCustomOps),
+ * and as Shardy does for a function's result sharding (back to the value
+ * returned: FuncResultSharding), never for the barriers. The SPMD partitioner moves the operand's
  * shards through them. Can't fail. */
 bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough);
 /* prop_ragged.c: the dims of ragged-dot x's result that may be tiled as

@@ -5,7 +5,10 @@
  *     it) and passes its sharding to its operand and users like a copy
  *     (its unspecified_dims, XLA's partial annotations, are not read); so
  *     do the memory annotations XLA propagates through
- *     (shd_identity_custom_call);
+ *     (shd_identity_custom_call) and xla.sdy.FuncResultSharding (Shardy
+ *     propagates a function's result sharding back into its body: a dot
+ *     whose partial sums are returned sharded is then reduce-scattered,
+ *     not all-reduced and sliced by the reshard of the result);
  *   SPMDFullToShardShape and SPMDShardToFullShape are the edges of a
  *     manual region: manual spreads through any op to its results and back
  *     to its operands, but not to the full-shape side of these two (the
@@ -26,7 +29,7 @@ bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough)
         {"annotate_device_placement", true}, {"MoveToHost", true}, {"MoveToDevice", true},
         {"PinToDevice", true}, {"PinToDeviceSram", true}, {"Pin", false}, {"Unpin", false},
         {"ShardBarrierFrom", false}, {"ShardBarrierTo", false},
-        {"xla.sdy.FuncResultSharding", false}, {"SetBound", false},
+        {"xla.sdy.FuncResultSharding", true}, {"SetBound", false},
     };
     const char *t = ins->a.x->custom_call_target;
     if (ins->op != OP_CUSTOM_CALL || !t || ins->nopnd != 1 || !ir_shape_is_array(&ins->shape))
