@@ -137,7 +137,7 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
                          .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify,
-                         .link_gbps = o->link_gbps};
+                         .link_gbps = o->link_gbps, .warn = o->on_warning, .warn_ctx = o->warning_ctx};
     p->reference = reference;
     DumpDir dd;
     IrStatus st = rt_check_custom_calls(src, &id);

@@ -221,6 +221,12 @@ typedef struct TsCompileOptions {
      * partitioner's cost model (whether a dot is windowed: docs/cli.md,
      * "Windowed dots"); 0: 10. */
     double link_gbps;
+    /* Called with each warning of the compile (the text alone: no
+     * "warning:" prefix, no newline; valid during the call): today, once,
+     * when a compile for several partitions finds no sharding it reads on
+     * any value. The library prints nothing. NULL: warnings are dropped. */
+    void (*on_warning)(void *ctx, const char *msg);
+    void *warning_ctx;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,

@@ -341,7 +341,6 @@ IrLimits ir_default_limits(void);
 int64_t ir_shape_elements(const IrShape *s);
 /* Bytes of an array shape (elements * type size), -1 on overflow; for a tuple, sum of leaves. */
 int64_t ir_shape_bytes(const IrShape *s);
-bool ir_shape_is_tuple(const IrShape *s);
 bool ir_shape_is_array(const IrShape *s);
 /* Same type and dims (and tuple structure), and the same dimensions
  * dynamic (XLA's ShapeUtil::Equal without layouts); layouts ignored. */

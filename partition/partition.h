@@ -40,7 +40,6 @@
  * several REPLICATED subgroup dims are merged into one. NULL on OOM. */
 IrSharding *shd_replicated(IrArena *a);
 IrSharding *shd_manual(IrArena *a);
-IrSharding *shd_maximal(IrArena *a, int64_t device);
 /* A tiled sharding: `ntile` tile dims of which the last `nrepl` (0 or 1)
  * is a REPLICATED subgroup; `devices` row-major over `tile`. */
 IrSharding *shd_tiled(IrArena *a, int32_t ntile, const int64_t *tile, const int64_t *devices,
@@ -55,7 +54,6 @@ IrSharding *shd_normalize(IrArena *a, const IrSharding *s);
 /* Queries. */
 bool shd_is_replicated(const IrSharding *s);   /* replicated, or tiled with all data tiles 1 and only REPLICATED subgroups */
 bool shd_is_manual(const IrSharding *s);       /* manual, or all-manual subgroups */
-bool shd_is_maximal(const IrSharding *s);
 bool shd_has_manual_subgroup(const IrSharding *s);
 /* Tiles along data dim d (1 when not tiled or not a tiled sharding). */
 int64_t shd_tiles(const IrSharding *s, int32_t d);
@@ -130,13 +128,14 @@ IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
  * (the executor runs them as identities, device/k_markers.c; docs/cli.md
  * lists them): annotate_device_placement, MoveToHost, MoveToDevice,
  * PinToDevice, PinToDeviceSram, Pin, Unpin, ShardBarrierFrom,
- * ShardBarrierTo, xla.sdy.FuncResultSharding, SetBound. True when `ins` is
- * one of them with one array operand of its own shape; *passthrough then
- * says whether shardings propagate through it, as XLA's sharding
- * propagation does for the memory annotations (IsPassthroughCustomOps),
- * and as Shardy does for a function's result sharding (back to the value
- * returned: FuncResultSharding), never for the barriers. The SPMD partitioner moves the operand's
- * shards through them. Can't fail. */
+ * ShardBarrierTo, xla.sdy.FuncResultSharding, xla.sdy.PropagationBarrier,
+ * SetBound. True when `ins` is one of them with one array operand of its
+ * own shape; *passthrough then says whether shardings propagate through
+ * it, as XLA's sharding propagation does for the memory annotations
+ * (IsPassthroughCustomOps), and as Shardy does for a function's result
+ * sharding (back to the value returned: FuncResultSharding), never for
+ * the barriers. The SPMD partitioner moves the operand's shards through
+ * them. Can't fail. */
 bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough);
 /* prop_ragged.c: the dims of ragged-dot x's result that may be tiled as
  * an operand's: from_lhs[r] / from_rhs[r] is the lhs / rhs dim result dim

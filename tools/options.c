@@ -147,12 +147,19 @@ int cli_load_model(const CliOptions *o, const char *path, TsModule **m)
     return st == TS_OK ? CLI_OK : cli_report(st, &d);
 }
 
+/* A compile's warning, on stderr as the command line prints them. */
+static void cli_warning(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "tessel: warning: %s\n", msg);
+}
+
 TsCompileOptions cli_compile_options(const CliOptions *o)
 {
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
-                              .link_gbps = o->link_gbps};
+                              .link_gbps = o->link_gbps, .on_warning = cli_warning};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)

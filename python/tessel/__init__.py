@@ -22,6 +22,7 @@ import collections
 import ctypes
 import enum
 import os
+import warnings
 
 import numpy as np
 
@@ -308,9 +309,12 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
+        # A compile's warnings (a module for several partitions with no
+        # sharding on any value) become Python warnings.
+        on_warning = _capi.WarningFn(lambda ctx, msg: warnings.warn("tessel: " + msg.decode(), stacklevel=3))
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
                                     ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
-                                    None, float(link_gbps))
+                                    None, float(link_gbps), on_warning, None)
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)
