@@ -275,6 +275,13 @@ typedef struct Plan {
  * an arena of their own, and compiling stays independent of the device
  * count. */
 PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
+/* The peak of live bytes over m's entry computation in definition order
+ * (a value lives from its definition to its last use, the root to the
+ * end; tuples and get-tuple-element hold nothing of their own): what a
+ * plan's peak_bytes_per_device is of its SPMD module, and what --limit
+ * memory holds a host program and a reference run to. -1 when out of
+ * memory. */
+int64_t plan_peak_bytes(const IrModule *m);
 /* The inputs and outputs of a compiled program: logical shapes and
  * shardings (names optional). */
 typedef struct PlanIo {
