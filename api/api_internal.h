@@ -104,6 +104,8 @@ TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, v
 double api_heartbeat_seconds(double s);
 /* The while loop bound of a run (--limit trips; 0: unbounded). */
 int64_t api_max_trips(const TsRunOptions *o);
+/* o->tuning in the collectives' form. */
+CollTuning api_tuning(const TsRunOptions *o);
 /* A plan whose estimated peak memory on this process (the largest
  * cluster's peak per device x `local` devices) exceeds the run's
  * memory_bytes (0: the host's available memory) is IR_EINPUT naming the

@@ -23,6 +23,7 @@
 #ifndef TESSEL_RUNTIME_H
 #define TESSEL_RUNTIME_H
 
+#include "../coll/coll.h"
 #include "../device/device.h"
 
 #include <pthread.h>
@@ -384,9 +385,10 @@ typedef struct RtTransport RtTransport;
 /* True when this process was started by mpirun (Open MPI / PMI env). */
 bool rt_mpi_launched(void);
 /* MPI_Init_thread(SERIALIZED), errors returned, then rt_mpi_attach to
- * MPI_COMM_WORLD; rt_mpi_end finalizes MPI. *out may be set on failure
+ * MPI_COMM_WORLD; rt_mpi_end finalizes MPI. The failure injection of
+ * `tune` (may be NULL) is armed first (mpi_layer.h). *out may be set on failure
  * (then end the job with rt_transport_abort). */
-IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d);
+IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTransport **out, IrDiag *d);
 /* A transport on the caller's communicator (MPI already initialised with
  * at least MPI_THREAD_SERIALIZED): tessel duplicates it and talks only on
  * the duplicate, never on MPI_COMM_WORLD; rt_mpi_end frees the duplicate
@@ -394,6 +396,12 @@ IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d);
  * this header: pass its address). */
 IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d);
 void rt_mpi_finalize(RtTransport *t);
+/* Every rank calls it once after attaching, before any collective: the
+ * message shapes of `tune` (piece, chunk and pipeline bytes; NULL: the
+ * defaults) become rank 0's on every rank, so ranks whose callers (or
+ * environments) differ cut every message alike. IR_ERUNTIME when the
+ * exchange fails (end the job: the others may be in it). */
+IrStatus rt_mpi_tune(RtTransport *t, const CollTuning *tune, IrDiag *d);
 /* Free the reduction ops and datatype rt_mpi_init created (after the last
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */

@@ -97,6 +97,7 @@ typedef struct CliOptions {
     int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
     const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */
     uint64_t given;          /* OPT_* bits of the options present */
+    TsTuning tuning;         /* run: from the environment (tuning_env.c) */
 } CliOptions;
 
 typedef struct CliCommand {
@@ -183,6 +184,9 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p);
 int cli_layout(const CliOptions *o, TsPlan *p);
 /* Seconds on a monotonic clock, for --stats. */
 double cli_now(void);
+/* tuning_env.c: TESSEL_* tuning variables read once into *t (zeroed
+ * first); a malformed one is reported (exit status CLI_USAGE). */
+int cli_tuning_from_env(TsTuning *t);
 /* Write text to `path` atomically, or to stdout when NULL or "-". */
 int cli_write_text(const char *path, const char *text);
 
