@@ -32,6 +32,7 @@
  *   parse_inline.c  inline computations, nested operand instructions
  *   parse_async.c   the sugared OP-start forms and their wrappers
  *   parse_header.c  the module header (HloModule name, attributes)
+ *   parse_split.c   a large computation read by two threads (pthreads)
  *   literal.c   parsing and printing of constant literals
  *   sharding.c  XLA shardings: parse, print, validate, query
  *   sdy.c       Shardy's sharding text (#sdy.mesh, #sdy.sharding, ...) and
@@ -49,8 +50,11 @@
  *   infer_internal.h     what the infer*.c files share (private)
  *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
  *   topo.c      topological order of a computation
+ *   prefault.c  a thread that faults in fresh memory ahead of its writer
  *
- * Depends on libc only.
+ * Depends on libc and POSIX: pthreads (parse_split.c, prefault.c, and the
+ * once-only tables of sharding.c and verify.c), madvise (arena.c,
+ * prefault.c).
  */
 #ifndef TESSEL_IR_H
 #define TESSEL_IR_H
