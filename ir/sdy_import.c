@@ -31,7 +31,7 @@
  * The xla.sdy.* attributes read are removed from the instructions (the
  * module prints as the GSPMD module it now is); the meshes stay.
  */
-#include "ir.h"
+#include "lex.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +304,7 @@ typedef struct Import {
     IrDiag *d;
     /* per computation: the manual axes of a shard_map body (n == 0: none) */
     IrSdyManual *manual;
+    int64_t budget; /* device-list entries the module's shardings may still allocate */
 } Import;
 
 /* Parse attribute `key` of x as a sharding (manual axes of its context). */
@@ -311,7 +312,7 @@ static IrStatus attr_sharding(Import *im, const IrInstr *x, const char *key, con
 {
     IrDiag tmp = {0};
     IrStatus st = ir_sdy_parse_sharding(im->m->arena, &im->meshes, man && man->n ? man : NULL,
-                                        ir_frontend_attr(x, key), out, &tmp);
+                                        ir_frontend_attr(x, key), &im->budget, out, &tmp);
     return st == IR_OK ? IR_OK : place(im->m, x->pos, key, &tmp, im->d);
 }
 
@@ -857,7 +858,7 @@ IrStatus ir_sdy_import(IrModule *m, IrDiag *d)
 {
     if (!has_sdy(m))
         return IR_OK;
-    Import im = {.m = m, .d = d};
+    Import im = {.m = m, .d = d, .budget = LX_IOTA_BUDGET};
     IrStatus st = header_meshes(m, &im.meshes, d);
     if (st != IR_OK)
         return st;
