@@ -10,6 +10,8 @@
  *   replay.c   replays of SPMD programs: each device's inputs and outputs
  *   mpi.c      runs under MPI on the caller's communicator; TsMpiWorld
  *   devices.c  the local devices as text or JSON
+ *   outdir.c   the output directory of a run: locked, all or nothing
+ *   grad.c     ts_add_gradients, the public face of grad/
  */
 #ifndef TESSEL_API_INTERNAL_H
 #define TESSEL_API_INTERNAL_H
@@ -58,6 +60,31 @@ struct TsOutputs {
  * exist, so that writing o into a directory never removes them. Out of
  * memory leaves the list shorter: false. */
 bool api_outputs_note_reads(TsOutputs *o, const TsRunOptions *ro);
+/* The C API's one rule for NULL (tessel.h, "NULL"): a required pointer
+ * argument that is NULL is TS_EINPUT, "FUNCTION: ARG is NULL" in d (when
+ * d is not NULL), with the function's outputs cleared first. */
+TsStatus api_null(TsDiag *d, const char *fn, const char *arg);
+#define API_NEED(x, d)                                                                                       \
+    do {                                                                                                   \
+        if (!(x))                                                                                          \
+            return api_null((d), __func__, #x);                                                            \
+    } while (0)
+#define API_CLEAR(out)                                                                                       \
+    do {                                                                                                   \
+        if (out)                                                                                           \
+            *(out) = NULL;                                                                                 \
+    } while (0)
+/* The deepest nesting a module may declare (TsLimits.depth is clamped to
+ * it): what every pass and the device executor can recurse. */
+#define API_MAX_DEPTH 200
+/* What a run's options must be before anything runs (IR_EINPUT naming the
+ * field): inputs present when ninputs > 0, each with a key and one of
+ * path/array, infeeds likewise, steps >= 0, a heartbeat of 0, < 0 or at
+ * least TS_HEARTBEAT_MIN_SECONDS. NULL options are the defaults. */
+IrStatus api_check_run(const TsRunOptions *o, IrDiag *d);
+/* Is s a heartbeat a run can have (0, < 0, or within the public bounds;
+ * NaN is not)? */
+bool api_heartbeat_ok(double s);
 /* Move the first error of `from` into `to` (keeping an earlier one) and
  * return st as a TsStatus; `from` is cleared. */
 TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to);
@@ -79,6 +106,8 @@ TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, v
 double api_heartbeat_seconds(double s);
 /* The while loop bound of a run (--limit trips; 0: unbounded). */
 int64_t api_max_trips(const TsRunOptions *o);
+/* o->tuning in the collectives' form. */
+CollTuning api_tuning(const TsRunOptions *o);
 /* A plan whose estimated peak memory on this process (the largest
  * cluster's peak per device x `local` devices) exceeds the run's
  * memory_bytes (0: the host's available memory) is IR_EINPUT naming the

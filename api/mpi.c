@@ -130,23 +130,33 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
 TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                          TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    if (api_check_run(o, &id) != IR_OK)
+        return api_give(id.status, &id, d);
     dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     double t0 = now(), t1 = t0, t2 = t0;
     RtTransport *t = NULL;
     IrStatus st = rt_mpi_attach(mpi_comm, &t, &id);
     if (st != IR_OK) {
         if (!t) { /* MPI is not there at all: nobody waits for this rank */
-            say(o, &id, rt_mpi_env_rank());
+            say(o, &id, coll_launcher_rank());
             return api_give(st, &id, d);
         }
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
     int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
+    /* Rank 0's message shapes on every rank, before anything moves. */
+    CollTuning tune = api_tuning(o);
+    if (rt_mpi_tune(t, &tune, &id) != IR_OK)
+        abort_job(o, t, &id); /* the others may be inside the same exchange */
     /* From here no rank waits forever for a silent or diverging one. */
     st = rt_mpi_heartbeat_start(t, api_heartbeat_seconds(o->heartbeat_seconds), &id);
     const PlanProgram *prog = &p->r.prog;
@@ -200,7 +210,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {
-        if (rt_run_program_mpi(prog, &args, o->steps, api_max_trips(o), &hook, t, first, l, &result, &id) != IR_OK)
+        if (rt_run_program_mpi(prog, &args, o->steps, api_max_trips(o), &hook, &tune, t, first, l, &result, &id) !=
+            IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (rank != 0) {
@@ -209,7 +220,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         }
     } else if (st == IR_OK) {
         /* Device 0 (on rank 0) gives the run its outfeeds (local.c). */
-        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
+        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o),
+                           .tune = &tune};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_oom(&id, NULL);
@@ -296,7 +308,13 @@ double api_heartbeat_seconds(double s)
 
 TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d)
 {
+    API_NEED(w, d);
     IrDiag id = {0};
+    if (!api_heartbeat_ok(seconds))
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "the heartbeat must be 0 (60 s), negative (none) or from %g to %g seconds, not %g",
+                                 TS_HEARTBEAT_MIN_SECONDS, TS_HEARTBEAT_MAX_SECONDS, seconds),
+                        &id, d);
     return api_give(rt_mpi_heartbeat_start(w->t, api_heartbeat_seconds(seconds), &id), &id, d);
 }
 
@@ -307,12 +325,25 @@ bool ts_mpi_launched(void)
 
 TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(out, d);
+    return ts_mpi_init_ex(NULL, out, d);
+}
+
+TsStatus ts_mpi_init_ex(const TsTuning *tune, TsMpiWorld **out, TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsMpiWorld *w = ts_calloc(1, sizeof *w);
     if (!w)
         return api_give(ir_oom(&id, NULL), &id, d);
-    IrStatus st = rt_mpi_init(NULL, NULL, &w->t, &id);
+    TsRunOptions ro = {0};
+    if (tune)
+        ro.tuning = *tune;
+    CollTuning ct = api_tuning(&ro);
+    IrStatus st = rt_mpi_init(NULL, NULL, tune ? &ct : NULL, &w->t, &id);
     w->world = MPI_COMM_WORLD;
     if (st != IR_OK && !w->t) {
         ts_free(w);
@@ -324,27 +355,40 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
 
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx)
 {
+    if (!w)
+        return ;
     w->say.on_error = on_error;
     w->say.on_error_ctx = ctx;
 }
 
 const void *ts_mpi_comm(const TsMpiWorld *w)
 {
+    if (!w)
+        return NULL;
     return &w->world;
 }
 
 int ts_mpi_rank(const TsMpiWorld *w)
 {
+    if (!w)
+        return 0;
     return rt_mpi_rank(w->t);
 }
 
 int ts_mpi_size(const TsMpiWorld *w)
 {
+    if (!w)
+        return 1;
     return rt_mpi_size(w->t);
 }
 
 int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max)
 {
+    if (!w) { /* no world: this process alone */
+        if (status_max)
+            *status_max = status;
+        return ok ? -1 : 0;
+    }
     int failed = rt_mpi_agree(w->t, ok);
     int m = rt_mpi_max(w->t, status);
     if (status_max)

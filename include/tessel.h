@@ -16,6 +16,21 @@
  * to free with the function named in their comment; arguments are
  * borrowed for the call.
  *
+ * NULL, one rule for every function: a pointer argument is required
+ * unless its comment says it may be NULL (every TsDiag *d may; options
+ * and limits structs may, meaning the defaults). A required one that is
+ * NULL is TS_EINPUT with "FUNCTION: ARG is NULL" in d, and a function
+ * that hands out a result through `out` sets *out = NULL first whenever
+ * `out` itself is not NULL. A function that returns a value rather than a
+ * status returns 0, false or NULL for a NULL handle (ts_mpi_size 1,
+ * ts_outputs_stats ""); ts_free, ts_diag_clear, every *_free and close,
+ * ts_outputs_remove and ts_mpi_finalize do nothing with NULL. In
+ * TsRunOptions, `inputs` (`infeeds`) may be NULL only when ninputs
+ * (ninfeeds) is 0, and each TsInput needs a key and exactly one of path
+ * and array (TS_EINPUT naming the field). TsLimits fields set directly
+ * are clamped to the bounds ts_limits_set allows wherever they enter
+ * (depth to 200). tests/unit/test_api_null.c calls every function so.
+ *
  *     TsDiag d = {0};
  *     TsModule *m = NULL;
  *     TsPlan *plan = NULL;
@@ -356,12 +371,55 @@ typedef struct TsStepInfo {
     double watched;          /* its value after this step */
 } TsStepInfo;
 
+/* Tuning of a run (TsRunOptions.tuning): every knob that changes how a run
+ * moves data or fuses work, never its results. All zero: the defaults. The
+ * library reads no environment variable; the command line fills this from
+ * TESSEL_* variables once (docs/cli.md, "Environment"). Under MPI the
+ * values that shape messages between hosts (piece_bytes, chunk_bytes,
+ * pipeline_bytes) are rank 0's on every rank: ts_plan_run_mpi sends them
+ * from rank 0 before anything moves, so ranks given different values
+ * cannot disagree on a message. */
+typedef enum TsStreamBound {
+    TS_STREAM_MEASURE = 0,   /* streaming stores into NUMA-bound memory where a timed probe says
+                              * they are as fast (once a process and size class; --stats says) */
+    TS_STREAM_ON = 1,        /* always (for results of at least 16 MiB) */
+    TS_STREAM_OFF = 2,       /* never into bound memory */
+} TsStreamBound;
+typedef enum TsFusionMode {
+    TS_FUSION_DEFAULT = 0,   /* fused loops where the executor's defaults say */
+    TS_FUSION_OFF = 1,       /* every instruction on its own */
+    TS_FUSION_ALL = 2,       /* arrays of any size fused */
+} TsFusionMode;
+typedef struct TsTuning {
+    int64_t piece_bytes;     /* largest MPI message of a collective (0: 1 GiB, the most) */
+    int64_t chunk_bytes;     /* chunks of a pipelined transfer (0: 512 KiB where combined, else a
+                              * piece) */
+    int64_t pipeline_bytes;  /* buffers of at least this go pipelined point to point (0: 256 KiB;
+                              * < 0: every buffer) */
+    int64_t copies_bytes;    /* an in-host all-reduce/all-gather gives each member its own result
+                              * while the extra copies cost at most this (0: 256 MiB; < 0: none,
+                              * the members share one) */
+    int32_t stream_bound;    /* TsStreamBound */
+    int32_t fusion;          /* TsFusionMode */
+    int32_t fusion_block;    /* > 0: fuse arrays of any size in blocks of this many elements */
+    /* Failure injection, for tests (ts_mpi_init_ex reads these): the
+     * fail_mpi_after-th MPI call fails (1: MPI_Init_thread itself); the
+     * skip_collective_after-th collective is skipped (a rank that took
+     * another path). 0: none. With fail_one_rank only launcher rank
+     * fail_rank injects. */
+    int64_t fail_mpi_after;
+    int64_t skip_collective_after;
+    bool fail_one_rank;
+    int32_t fail_rank;
+} TsTuning;
+
 typedef struct TsRunOptions {
     int32_t ninputs;
     const TsInput *inputs;
     bool random;             /* fill unbound leaves with the deterministic random inputs */
     uint64_t seed;
-    int64_t steps;           /* run K times, aliased outputs fed back (input_output_alias); 0: 1 */
+    int64_t steps;           /* run K times, aliased outputs fed back (input_output_alias); 0: 1;
+                              * negative: TS_EINPUT */
     int32_t ninfeeds;        /* .npy files for infeed / recv from the host, in order (one device) */
     const char *const *infeeds;
     bool stats;              /* measure (ts_outputs_stats) */
@@ -398,10 +456,18 @@ typedef struct TsRunOptions {
     const TsLimits *limits;
     /* Under MPI: a rank not heard from for this long (a stopped or lost
      * process) ends the job on every other rank, naming it (0: 60 s;
-     * < 0: no heartbeat). RELIABILITY.md. */
+     * < 0: no heartbeat; else from TS_HEARTBEAT_MIN_SECONDS to
+     * TS_HEARTBEAT_MAX_SECONDS: a shorter one would name ranks that are
+     * merely busy, and is TS_EINPUT). RELIABILITY.md. */
     double heartbeat_seconds;
+    /* How data moves (above); all zero: the defaults. */
+    TsTuning tuning;
 } TsRunOptions;
 
+
+/* The bounds of TsRunOptions.heartbeat_seconds and ts_mpi_heartbeat. */
+#define TS_HEARTBEAT_MIN_SECONDS 1.0
+#define TS_HEARTBEAT_MAX_SECONDS (366.0 * 86400)
 
 /* The results of a run: the output leaves (depth first), and the values
  * the program gave the host (outfeed, send to the host: on several
@@ -492,12 +558,15 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
                          TsDiag *d);
 
 /* The MPI world of a program that has no MPI of its own (the command line
- * under mpirun): MPI_Init_thread, errors returned, failure injection from
- * TESSEL_FAIL_MPI_AFTER / TESSEL_FAIL_MPI_RANK (RELIABILITY.md). */
+ * under mpirun): MPI_Init_thread, errors returned. ts_mpi_init_ex first
+ * arms the failure injection of `tune` (its fail_* and
+ * skip_collective_after fields, RELIABILITY.md; NULL: none), so that
+ * fail_mpi_after = 1 fails MPI_Init_thread itself. */
 typedef struct TsMpiWorld TsMpiWorld;
 /* True when this process was started by mpirun. */
 bool ts_mpi_launched(void);
 TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d);
+TsStatus ts_mpi_init_ex(const TsTuning *tune, TsMpiWorld **out, TsDiag *d);
 /* Called by ts_mpi_finalize with this rank's error before the others
  * learn of it (as TsRunOptions.on_error). */
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx);
@@ -521,8 +590,9 @@ int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max);
  * (Open MPI's MPI_Finalize waits for every rank: a rank that fails in it
  * ends the job first). Errors are TS_ERUNTIME naming the rank. NULL: TS_OK. */
 TsStatus ts_mpi_finalize(TsMpiWorld *w, bool ok, TsDiag *d);
-/* End the whole job (MPI_Abort), printing `msg` first; never returns when
- * MPI can stop the other ranks. */
+/* End the whole job (MPI_Abort), printing `msg` (may be NULL) first;
+ * never returns when MPI can stop the other ranks. Not for a NULL world
+ * before MPI is initialised. */
 void ts_mpi_abort(TsMpiWorld *w, const char *msg);
 /* MPI calls this process made so far (what a failure-injection walk covers). */
 long ts_mpi_calls(void);

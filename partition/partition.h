@@ -11,8 +11,10 @@
  *   prop_*.c      the forward and backward rules of one op family side by
  *                 side (prop_internal.h); prop_custom.c also the identity
  *                 custom-calls (shd_identity_custom_call)
+ *   expand_scan.c every scan made a while loop before propagation
  *   spmd.c        the partitioner driver: one pass over each computation
- *   spmd_*.c      handlers, one file per op family, rule above each
+ *   spmd_*.c      the builders and the handlers, one file per op family,
+ *                 rule above each (listed in spmd_internal.h)
  *   reshard.c     resharding between any two shardings with collectives
  *   plan.c        the plan: split-node and concat trees, device
  *                 assignment, islands, the compile result lines
@@ -206,7 +208,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
 void spmd_report_free(SpmdReport *r);
 
 /* ------------------------------------------------------------------ */
-/* trees.c / plan.c: split and concat trees, devices, hosts, the plan  */
+/* plan.c: split and concat trees, devices, hosts, the plan           */
 /* ------------------------------------------------------------------ */
 
 /* A split-node tree cuts a tiled value into shards: each internal node
@@ -271,6 +273,13 @@ typedef struct Plan {
  * an arena of their own, and compiling stays independent of the device
  * count. */
 PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
+/* The peak of live bytes over m's entry computation in definition order
+ * (a value lives from its definition to its last use, the root to the
+ * end; tuples and get-tuple-element hold nothing of their own): what a
+ * plan's peak_bytes_per_device is of its SPMD module, and what --limit
+ * memory holds a host program and a reference run to. -1 when out of
+ * memory. */
+int64_t plan_peak_bytes(const IrModule *m);
 /* The inputs and outputs of a compiled program: logical shapes and
  * shardings (names optional). */
 typedef struct PlanIo {

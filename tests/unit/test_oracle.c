@@ -23,6 +23,9 @@
 #include "runtime/program.h"
 #include "runtime/transport.h"
 
+/* The fusion of the partitioned runs (the suites' setups below). */
+static CollTuning g_tuning;
+
 static char *read_text(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -197,7 +200,7 @@ static int run_from_plan(const char *name, int n, int r, const CompileResult *re
     int rc = 1;
     DevValue *got = NULL;
     if (compile_plan_load(name, text, strlen(text), 0, &back, d) == IR_OK) {
-        if (rt_run_program_local(&back.prog, args, 1, 0, NULL, &got, d) == IR_OK)
+        if (rt_run_program_local(&back.prog, args, 1, 0, NULL, &g_tuning, &got, d) == IR_OK)
             rc = compare(name, n, r, "from its plan: ", ref, got);
         compile_result_free(&back);
     }
@@ -248,8 +251,9 @@ static int run_replayed(const char *name, int n, int r, const CompileResult *res
         for (int32_t k = 0; st == IR_OK && k < args->nargs; k++)
             st = rt_shard_value(args->args[k], plan_param_sharding(pc, k), g % n, &shards[g].args[k], d);
     }
+    RtRunOptions ro = {.tune = &g_tuning};
     if (st == IR_OK)
-        st = rt_run_devices(&rep.prog.cluster[0], shards, 0, ndev, NULL, NULL, NULL, roots, d);
+        st = rt_run_devices(&rep.prog.cluster[0], shards, 0, ndev, NULL, &ro, NULL, roots, d);
     if (st == IR_OK)
         st = rt_unshard_value(&pc->out_shape, plan_root_sharding(pc), n, roots, &whole, d);
     int rc = 1;
@@ -318,7 +322,7 @@ static int oracle_one(const char *name, const char *text, int n, int r, bool exp
             check_expectations(name, text, res.prog.cluster[k].spmd);
     if (res.prog.host)
         check_cluster_count(name, text, res.prog.ncluster);
-    if (rt_run_program_local(&res.prog, &args, 1, 0, NULL, &got, &d) == IR_OK)
+    if (rt_run_program_local(&res.prog, &args, 1, 0, NULL, &g_tuning, &got, &d) == IR_OK)
         rc = compare(name, n, r, "", ref, got);
     /* The same program from its plan file: written, loaded back with every
      * check, run without recompiling. */
@@ -506,21 +510,20 @@ static void test_conformance(void **state)
 /* Partitioned runs are fused (device/fusion.c); the reference is not.
  * The models are small, so each suite runs twice, fusing arrays of every
  * size: once through the f32 chunk interpreter and the default blocks
- * (TESSEL_FUSION=all), once in uneven blocks of 5 elements through the
- * range kernels (TESSEL_FUSION_BLOCK=5), which cross rows and shard
- * edges. */
+ * (fusion COLL_FUSION_ALL), once in uneven blocks of 5 elements through
+ * the range kernels (fusion_block 5), which cross rows and shard edges. */
 static int fuse_chunks(void **state)
 {
     (void)state;
-    unsetenv("TESSEL_FUSION_BLOCK");
-    return setenv("TESSEL_FUSION", "all", 1);
+    g_tuning = (CollTuning){.fusion = COLL_FUSION_ALL};
+    return 0;
 }
 
 static int fuse_blocks(void **state)
 {
     (void)state;
-    unsetenv("TESSEL_FUSION");
-    return setenv("TESSEL_FUSION_BLOCK", "5", 1);
+    g_tuning = (CollTuning){.fusion_block = 5};
+    return 0;
 }
 
 int main(void)
