@@ -322,12 +322,6 @@ IrModule *rt_signature_module(const PlanCluster *c);
 /* shards.c: cutting full values into shards and putting them back     */
 /* ------------------------------------------------------------------ */
 
-/* Copy the box of extents `ext` at offset `soff` of the row-major array
- * `src` (dims sdims) to offset `doff` of `dst` (dims ddims); esize bytes
- * per element. */
-void rt_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
-                 const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
-                 const int64_t *ext);
 /* The box of array shape `full` that partition `p` holds under `s`
  * (array sharding; not tiled: the whole array): along dim i it starts at
  * off[i] and has ext[i] valid elements of a shard of size[i] (the rest is
