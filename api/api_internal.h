@@ -10,6 +10,8 @@
  *   replay.c   replays of SPMD programs: each device's inputs and outputs
  *   mpi.c      runs under MPI on the caller's communicator; TsMpiWorld
  *   devices.c  the local devices as text or JSON
+ *   outdir.c   the output directory of a run: locked, all or nothing
+ *   grad.c     ts_add_gradients, the public face of grad/
  */
 #ifndef TESSEL_API_INTERNAL_H
 #define TESSEL_API_INTERNAL_H

@@ -22,7 +22,8 @@
  *               op semantics beside it (hlo_op_sem.def: minimum arity,
  *               called computations, host, reducer identity, MPI operation,
  *               vector path) and hlo_attrs.def (which ops take which
- *               attribute, in print order)
+ *               attribute, in print order); the annotation custom-call
+ *               targets
  *   lex.c       the HLO text lexer
  *   parse.c     the HLO text parser: modules, computations, instructions,
  *               operands, the entry points; its parts (parse_internal.h):
@@ -32,6 +33,7 @@
  *   parse_inline.c  inline computations, nested operand instructions
  *   parse_async.c   the sugared OP-start forms and their wrappers
  *   parse_header.c  the module header (HloModule name, attributes)
+ *   parse_split.c   a large computation read by two threads (pthreads)
  *   literal.c   parsing and printing of constant literals
  *   sharding.c  XLA shardings: parse, print, validate, query
  *   sdy.c       Shardy's sharding text (#sdy.mesh, #sdy.sharding, ...) and
@@ -49,8 +51,11 @@
  *   infer_internal.h     what the infer*.c files share (private)
  *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
  *   topo.c      topological order of a computation
+ *   prefault.c  a thread that faults in fresh memory ahead of its writer
  *
- * Depends on libc only.
+ * Depends on libc and POSIX: pthreads (parse_split.c, prefault.c, and the
+ * once-only tables of sharding.c and verify.c), madvise (arena.c,
+ * prefault.c).
  */
 #ifndef TESSEL_IR_H
 #define TESSEL_IR_H
@@ -434,6 +439,15 @@ bool ir_op_is_reducer(IrOpcode op);
 IrMpiOp ir_op_mpi(IrOpcode op);
 /* Does the fused AVX-512 register path compute `op` (f32)? */
 bool ir_op_vector(IrOpcode op);
+/* True for the custom-call targets that are annotations returning their
+ * one operand unchanged, whole (a value's sharding, placement or a
+ * barrier, for XLA's compiler only): Sharding, annotate_device_placement,
+ * MoveToHost, MoveToDevice, PinToDevice, PinToDeviceSram, Pin, Unpin,
+ * ShardBarrierFrom, ShardBarrierTo, SetBound, and Shardy's
+ * xla.sdy.FuncResultSharding and xla.sdy.PropagationBarrier. (Not
+ * SPMDFullToShardShape / SPMDShardToFullShape, which change the shape in
+ * a partitioned program.) `target` may be NULL (false). */
+bool ir_annotation_target(const char *target);
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 

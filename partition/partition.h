@@ -11,8 +11,10 @@
  *   prop_*.c      the forward and backward rules of one op family side by
  *                 side (prop_internal.h); prop_custom.c also the identity
  *                 custom-calls (shd_identity_custom_call)
+ *   expand_scan.c every scan made a while loop before propagation
  *   spmd.c        the partitioner driver: one pass over each computation
- *   spmd_*.c      handlers, one file per op family, rule above each
+ *   spmd_*.c      the builders and the handlers, one file per op family,
+ *                 rule above each (listed in spmd_internal.h)
  *   reshard.c     resharding between any two shardings with collectives
  *   plan.c        the plan: split-node and concat trees, device
  *                 assignment, islands, the compile result lines
@@ -206,7 +208,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
 void spmd_report_free(SpmdReport *r);
 
 /* ------------------------------------------------------------------ */
-/* trees.c / plan.c: split and concat trees, devices, hosts, the plan  */
+/* plan.c: split and concat trees, devices, hosts, the plan           */
 /* ------------------------------------------------------------------ */
 
 /* A split-node tree cuts a tiled value into shards: each internal node

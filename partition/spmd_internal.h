@@ -3,6 +3,25 @@
  * context, the instruction builders (spmd_emit.c), resharding (reshard.c)
  * and the op-family handlers (spmd_*.c). Not part of the layer's API.
  *
+ * Files:
+ *   spmd.c          the driver: one pass over each computation
+ *   spmd_emit.c     the instruction builders (emit_*), the collectives in
+ *                   XLA's syntax, spmd_oom
+ *   reshard.c       resharding between any two shardings
+ *   spmd_ops.c      elementwise ops, parameters, constants, iota, tuples,
+ *                   the data-movement ops (broadcast ... sort)
+ *   spmd_dot.c      dot
+ *   spmd_conv.c     convolution, and the halo exchange reduce-window shares
+ *   spmd_window.c   reduce-window, select-and-scatter
+ *   spmd_reduce.c   reduce
+ *   spmd_gather.c   gather, scatter
+ *   spmd_local.c    fft, topk, cholesky, triangular-solve (trailing dims whole)
+ *   spmd_norm.c     batch-norm-training, -inference, -grad
+ *   spmd_ragged.c   ragged-dot
+ *   spmd_rng.c      rng-bit-generator
+ *   spmd_control.c  while, conditional, call; the sharding custom-calls
+ *   spmd_async.c    async-start/-update/-done and the sugared OP-start forms
+ *
  * The partitioned program is built instruction by instruction into a new
  * module. Each source instruction i of a computation being partitioned gets
  * one value in the new computation, val[i], which holds this device's shard

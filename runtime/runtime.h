@@ -2,19 +2,31 @@
  * runtime.h: layer `runtime/`: everything that runs a compiled or reference
  * program and moves tensors in and out of it: .npy files, deterministic
  * random inputs, binding user inputs to entry parameters, writing outputs,
- * and (later) the MPI world, collectives, the host program and plans.
+ * the MPI world, collectives, the host program and compiled programs.
  *
  * Files of this layer (the header reads as a table of contents; each file
- * has its own section below, appended by its owner):
+ * has its own section below, or in the private header named):
  *   npy.c       NumPy .npy read/write (v1.0-3.0), whole files and boxes
  *   npy_disk.c  how bf16, f8/f4, sub-byte ints travel on disk (as f32, i8, u8)
+ *   array_in.c  inputs from the caller's memory (TsArray), held to .npy's rules
  *   feed.c      --infeed files for infeed/recv, outfeed/send values kept
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
  *               reference executor, write/summarise outputs
+ *   signature.c a compiled program's logical parameters as a module
+ *   shards.c    cutting a value into shards and putting them together
+ *   shard_io.c  per-host input reads: only the boxes of the host's devices
+ *   compare.c   the oracle's comparison of two results
  *   replay.c    each device's inputs when an SPMD program is replayed
+ *   host.c      the host program: its instructions, the cluster calls
+ *               (program.h)
+ *   local.c     the devices of one host as threads, in-process collectives
  *   coll.c      what each collective computes for a device (coll.h)
- *   api.c       include/tessel.h, the public API, as thin wrappers
+ *   coll_kernels.c  the collectives' combining and copying kernels
+ *   coll_async.c    asynchronous collectives (-start/-done pairs)
+ *   mpi.c       the MPI transport: world, collectives across hosts,
+ *               heartbeat (transport.h)
+ *   mpi_layer.c every MPI call, checked, with failure injection (mpi_layer.h)
  *
  * Library code: never prints, never exits; every function returns an
  * IrStatus and records the first error in an IrDiag (IR_EINPUT for bad

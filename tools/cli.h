@@ -4,6 +4,18 @@
  * command is one row there plus its file. options.c parses the options
  * every command shares and checks that a command accepts each one.
  *
+ *
+ *   main.c         the command table, --help, --version
+ *   options.c      the shared options, parsed and checked per command
+ *   cmd_check.c    tessel check
+ *   cmd_compile.c  tessel compile
+ *   cmd_plan.c     tessel plan
+ *   cmd_run.c      tessel run (alone or under mpirun)
+ *   cmd_devices.c  tessel devices
+ *   cmd_grad.c     tessel grad
+ *   checkpoint.c   run --checkpoint: steps resumed from a saved state
+ *   tuning_env.c   the TESSEL_* tuning variables, read once into the run's options
+ *
  * tools/ is a client of the public API (tessel.h) and of nothing else.
  * Only tools/ prints and exits. Exit status: 0 success, 1 a failure while
  * running, 2 bad usage or bad input.
