@@ -1,6 +1,6 @@
 /*
  * test_coll.c: what each collective computes for one device
- * (runtime/coll.c), given every device's operands, against values worked
+ * (coll/result.c and each collective's file), given every device's operands, against values worked
  * out by hand from XLA's semantics (docs/operation_semantics.md) in the
  * comments. Device d's operand is [10d, 10d+1, 10d+2, 10d+3] unless said.
  */
