@@ -700,15 +700,23 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     return c->name ? r : spmd_oom_value(pc);
 }
 
+/* A copy of v's shape without its layout, for a collective's result. */
+static bool result_shape(PComp *pc, int32_t v, IrShape *s)
+{
+    if (ir_shape_copy(pc_arena(pc), s, val_shape(pc, v)) != IR_OK)
+        return false;
+    s->has_layout = false;
+    return true;
+}
+
 int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
                         const int64_t *groups)
 {
     if (v < 0)
         return -1;
     IrShape s;
-    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
+    if (!result_shape(pc, v, &s))
         return spmd_oom_value(pc);
-    s.has_layout = false;
     s.dims[dim] *= size;
     int32_t r = emit(pc, OP_ALL_GATHER, &s, 1, &v);
     if (r < 0)
@@ -720,18 +728,15 @@ int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int3
     return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)) * (size - 1));
 }
 
-int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
-                        const int64_t *groups)
+/* An all-reduce or reduce-scatter of v to shape s with the simple reducer
+ * `reducer`; the caller sets the bytes (note_collective). */
+static int32_t emit_combining(PComp *pc, IrOpcode op, int32_t v, const IrShape *s, IrOpcode reducer, int32_t ngroups,
+                              int32_t size, const int64_t *groups)
 {
-    if (v < 0)
-        return -1;
-    const IrShape *s = val_shape(pc, v);
-    /* Bytes now: emitting moves the array s points into. */
-    int64_t b = ir_shape_bytes(s);
     int32_t red = spmd_reducer(pc->sp, reducer, s->type);
     if (red < 0)
         return spmd_oom_value(pc);
-    int32_t r = emit(pc, OP_ALL_REDUCE, s, 1, &v);
+    int32_t r = emit(pc, op, s, 1, &v);
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
@@ -740,8 +745,41 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
     if (!ins->called || !set_groups(pc, ins, ngroups, size, groups))
         return spmd_oom_value(pc);
     ins->called[0] = red;
+    return r;
+}
+
+int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
+                        const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    /* Bytes now: emitting moves the array s points into. */
+    int64_t b = ir_shape_bytes(s);
+    int32_t r = emit_combining(pc, OP_ALL_REDUCE, v, s, reducer, ngroups, size, groups);
     /* A ring all-reduce moves about 2(n-1)/n of the buffer per device. */
-    return note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
+    return r < 0 ? -1 : note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
+}
+
+int32_t emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim, int32_t ngroups, int32_t size,
+                            const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    IrShape s;
+    if (!result_shape(pc, v, &s))
+        return spmd_oom_value(pc);
+    int64_t b = ir_shape_bytes(&s);
+    s.dims[dim] /= size;
+    int32_t r = emit_combining(pc, OP_REDUCE_SCATTER, v, &s, reducer, ngroups, size, groups);
+    if (r < 0)
+        return -1;
+    IrInstr *ins = &pc->dc->instr[r];
+    if (!set_list(pc, &ins->a.dimensions, 1, &dim))
+        return spmd_oom_value(pc);
+    ins->a.has_dimensions = true;
+    /* A ring reduce-scatter: each device receives (n-1)/n of its operand. */
+    return note_collective(pc, r, size > 1 ? b * (size - 1) / size : 0);
 }
 
 int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
@@ -750,9 +788,8 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
     if (v < 0)
         return -1;
     IrShape s;
-    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
+    if (!result_shape(pc, v, &s))
         return spmd_oom_value(pc);
-    s.has_layout = false;
     /* XLA's array all-to-all splits and concatenates along one dimension;
      * tessel emits it with split == concat and reshapes around it. */
     (void)concat_dim;
