@@ -12,6 +12,10 @@
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
  *               reference executor, write/summarise outputs
+ *   input_names.c  which parameter an input key names; the error listing the
+ *               names that work (transport.h)
+ *   local_data.c  a host's part of a sharded input or output, as
+ *               jax.make_array_from_process_local_data lays it out (transport.h)
  *   replay.c    each device's inputs when an SPMD program is replayed
  *   coll.c      what each collective computes for a device (coll.h)
  *   api.c       include/tessel.h, the public API, as thin wrappers
@@ -184,8 +188,8 @@ IrStatus rt_random_fill_box(uint64_t seed, uint64_t leaf, const IrShape *shape,
 /* ------------------------------------------------------------------ */
 
 /* One user input: `key` is INDEX, INDEX.LEAF, NAME or NAME.LEAF (a
- * parameter instruction name of the entry computation; an exact name
- * wins over the INDEX.LEAF reading), `path` a .npy file. */
+ * parameter instruction name of the entry computation, or the name JAX
+ * records for it; input_names.c), `path` a .npy file. */
 typedef struct RtArray RtArray;
 typedef struct RtInput {
     const char *key;
@@ -221,6 +225,9 @@ typedef struct RtBindOptions {
     const RtInput *inputs;
     bool random;               /* fill unbound leaves with random inputs */
     uint64_t seed;             /* for random */
+    /* Arrays hold this host's part of their input, not the whole
+     * (rt_local_layout; rt_read_shards only). */
+    bool process_local;
 } RtBindOptions;
 
 /* The bound arguments of the entry computation: args[p] is a new reference
