@@ -22,7 +22,7 @@ static double now(void)
 
 RtBindOptions api_bind_options(const TsRunOptions *o)
 {
-    return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed};
+    return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed, o->process_local};
 }
 
 int64_t api_max_trips(const TsRunOptions *o)

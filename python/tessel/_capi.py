@@ -110,7 +110,8 @@ class TsRunOptions(ctypes.Structure):
                 ("on_step_ctx", c_void_p),
                 ("watch", c_char_p),
                 ("limits", ctypes.POINTER(TsLimits)),
-                ("heartbeat_seconds", ctypes.c_double)]
+                ("heartbeat_seconds", ctypes.c_double),
+                ("process_local", c_bool)]
 
 
 class TsStepInfo(ctypes.Structure):

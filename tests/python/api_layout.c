@@ -95,6 +95,7 @@ int main(void)
     FIELD(TsDumpOptions, graph_svg);
     FIELD(TsRunOptions, limits);
     FIELD(TsRunOptions, heartbeat_seconds);
+    FIELD(TsRunOptions, process_local);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
