@@ -38,6 +38,11 @@ struct TsPlan {
     char sha256[65];         /* SHA-256 of the model's or plan file's text ("" unknown) */
 };
 
+/* A file's identity (st_dev, st_ino). */
+typedef struct ApiFileId {
+    uint64_t dev, ino;
+} ApiFileId;
+
 struct TsOutputs {
     DevValue *result;        /* the root value (a tuple or an array) */
     DevValue *outfeeds;      /* a tuple of what the program gave the host, or NULL */
@@ -45,8 +50,14 @@ struct TsOutputs {
     int64_t ndevices;        /* replays of every device: result is a tuple of their results; else 0 */
     RtSaves saves;           /* what tessel_save named: written as NAME.npy with the outputs */
     char model_sha256[65];   /* of the model or plan run, for the manifest ("" unknown) */
+    ApiFileId *reads;        /* the files the run read (its --input and --infeed files): */
+    int32_t nreads;          /* cleaning up an output directory never removes them */
 };
 
+/* Note in o the files run options `ro` name (inputs, infeeds) that
+ * exist, so that writing o into a directory never removes them. Out of
+ * memory leaves the list shorter: false. */
+bool api_outputs_note_reads(TsOutputs *o, const TsRunOptions *ro);
 /* Move the first error of `from` into `to` (keeping an earlier one) and
  * return st as a TsStatus; `from` is cleared. */
 TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to);

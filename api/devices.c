@@ -201,7 +201,7 @@ TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **o
             *out = ir_sb_take(&s);
         }
         if (!*out)
-            st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(&id, NULL);
     }
     dev_devices_free(set);
     return api_give(st, &id, d);

@@ -24,7 +24,7 @@ TsStatus ts_add_gradients(const TsModule *m, const TsGradOptions *o, TsModule **
     char *text = ir_print_module(g);
     ir_module_free(g);
     if (!text)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     TsStatus ts = ts_module_parse(m->ir->name, text, strlen(text), NULL, out, d);
     ts_free(text);
     if (ts != TS_OK && d->status == TS_EINPUT) {

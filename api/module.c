@@ -10,7 +10,7 @@
 static TsStatus wrap(IrStatus st, IrModule *ir, TsModule **out, IrDiag *id, TsDiag *d)
 {
     if (st == IR_OK && !(*out = ts_calloc(1, sizeof **out)))
-        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(id, NULL);
     if (st != IR_OK) {
         ir_module_free(ir);
         return api_give(st, id, d);

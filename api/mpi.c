@@ -95,7 +95,7 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
     RtBindOptions bo = api_bind_options(o);
     *shards = ts_calloc((size_t)(l > 0 ? l : 1), sizeof **shards);
     if (!*shards)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     return rt_read_shards(&p->r.prog.cluster[0], p->signature, &bo, first, l, *shards, rs, d);
 }
 
@@ -192,7 +192,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     } else if (prog->ncluster == 1 && prog->cluster[0].replay) {
         shards = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *shards);
         st = shards ? api_bind_devices(p, o, first, l, shards, &id)
-                    : ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                    : ir_oom(&id, NULL);
     } else if (prog->ncluster == 1) {
         st = prepare_cluster(p, o, first, l, &shards, &rs, &id);
     }
@@ -217,7 +217,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
-            ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            ir_oom(&id, NULL);
         rt_transport_checkin(t, 0);
         if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
@@ -276,13 +276,18 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     ts_free(shards);
     rt_args_free(&args);
     if (st == IR_OK && rank == 0 && feed.nkept && !(outfeeds = rt_feed_outfeeds(&feed)))
-        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(&id, NULL);
     bool mine = rank == 0 || (o->process_local && result); /* outputs on this rank */
     if (st == IR_OK && mine && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
-        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(&id, NULL);
     else if (st == IR_OK && rank == 0) {
         (*out)->ndevices = ndevices;
         api_outputs_adopt(*out, &saves, p->sha256);
+        if (!api_outputs_note_reads(*out, o)) {
+            ts_outputs_free(*out);
+            *out = NULL;
+            st = ir_oom(&id, NULL);
+        }
     }
     rt_saves_free(&saves);
     dev_value_unref(outfeeds);
@@ -316,7 +321,7 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
     *out = NULL;
     TsMpiWorld *w = ts_calloc(1, sizeof *w);
     if (!w)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     IrStatus st = rt_mpi_init(NULL, NULL, &w->t, &id);
     w->world = MPI_COMM_WORLD;
     if (st != IR_OK && !w->t) {

@@ -13,14 +13,22 @@
  *                      the temporaries renamed once every one is complete
  *   DIR/outputs.json   the manifest, renamed last: the run's id, the
  *                      model's SHA-256, each file with its kind, dtype,
- *                      shape and SHA-256
+ *                      shape and SHA-256, and "manifest_sha256": the
+ *                      SHA-256 of the manifest itself (the JSON without
+ *                      that key, compact with sorted keys)
  *
  * Then what an earlier run left and this one did not rewrite is removed:
  * the files the earlier manifest lists, tessel's own output names
  * (output_<i>[.device_<d>].npy, outfeed_<i>.npy) and temporaries of runs
- * that died. Other files in DIR are never touched. A failure at any step
- * removes this run's temporaries (and the files it renamed), so the
- * directory keeps the earlier run's complete set.
+ * that died. Other files in DIR are never touched. An earlier manifest is
+ * believed only when it is tessel's (format, version and its own digest
+ * right), and a file it lists is removed only when it is a regular .npy
+ * file whose bytes still have the SHA-256 the manifest gives, is not the
+ * model this run ran (by content) and is not a file this run read
+ * (TsOutputs.reads: its --input and --infeed files). A failure at any
+ * step removes this run's temporaries (and the files it renamed), so the
+ * directory keeps the earlier run's complete set. ts_outputs_verify
+ * checks a directory against its manifest (a checkpoint before a resume).
  */
 #include "api_internal.h"
 
@@ -46,6 +54,9 @@ struct TsOutputDir {
 static const char LOCK[] = ".tessel.lock";
 static const char MANIFEST[] = "outputs.json";
 static const char TMP[] = ".tessel-tmp-";
+static const char FORMAT[] = "tessel-outputs";
+static const char SELF[] = "manifest_sha256";
+enum { MANIFEST_VERSION = 2 };
 
 static char *join(const char *dir, const char *name)
 {
@@ -78,7 +89,7 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
     }
     char *lp = join(dir, LOCK);
     if (!lp)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     int fd = open(lp, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     int err = errno;
     TsStatus st = TS_OK;
@@ -120,7 +131,7 @@ TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d)
         od->dir = ts_strdup(dir);
     if (!od || !od->dir) {
         ts_free(od);
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     }
     od->lock_fd = -1;
     /* A directory that exists is locked now, for the whole run. One that
@@ -275,7 +286,7 @@ static IrStatus build_set(const TsOutputs *o, Set *s, IrDiag *d)
     ok = ok && sort_set(s);
     if (!ok) {
         set_free(s);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     return IR_OK;
 }
@@ -345,13 +356,30 @@ static IrStatus write_entry(const char *dir, Entry *e, IrDiag *d)
                         strerror(errno));
     char *fin = join(dir, e->name);
     IrStatus st = fin ? rt_npy_write_fd(fd, fin, &e->value->shape, e->value->data, d)
-                      : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                      : ir_oom(d, NULL);
     if (st == IR_OK && !compile_sha256_fd(fd, e->sha256))
         st = ir_error(d, IR_ERUNTIME, fin, NULL, (IrPos){0, 0}, "cannot read back: %s", strerror(errno));
     if (close(fd) != 0 && st == IR_OK)
         st = ir_error(d, IR_ERUNTIME, fin, NULL, (IrPos){0, 0}, "write error: %s", strerror(errno));
     ts_free(fin);
     return st;
+}
+
+/* The manifest's own digest: the SHA-256 of m without its SELF key,
+ * dumped compact with sorted keys (the same bytes whatever the file's
+ * layout). False when out of memory. */
+static bool manifest_digest(const json_t *m, char out[65])
+{
+    json_t *c = json_copy((json_t *)m);
+    if (c)
+        json_object_del(c, SELF);
+    char *t = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(c);
+    if (!t)
+        return false;
+    compile_sha256_hex(t, strlen(t), out);
+    free(t);
+    return true;
 }
 
 /* The manifest's text (docs/cli.md, "Outputs"). */
@@ -370,9 +398,14 @@ static char *manifest_text(const TsOutputs *o, const Set *s)
                                                "dtype", descr ? descr : "", "shape", shape ? shape : json_null(),
                                                "sha256", e->sha256));
     }
-    json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", "tessel-outputs", "version", 1, "run_id",
-                          run_id, "tessel", ts_version(), "model_sha256", o->model_sha256,
+    json_t *m = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "format", FORMAT, "version", MANIFEST_VERSION,
+                          "run_id", run_id, "tessel", ts_version(), "model_sha256", o->model_sha256,
                           "files", files ? files : json_null());
+    char self[65];
+    if (m && (!manifest_digest(m, self) || json_object_set_new(m, SELF, json_string(self)) != 0)) {
+        json_decref(m);
+        m = NULL;
+    }
     char *t = m ? json_dumps(m, JSON_INDENT(1) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(m);
     if (!t)
@@ -428,28 +461,85 @@ static bool tessel_name(const char *name)
     return strcmp(p, ".npy") == 0;
 }
 
-/* The names an earlier manifest in DIR lists (plain names only). */
-static json_t *earlier_manifest(const char *dir)
+/* DIR's manifest when tessel wrote it: a regular file (no link
+ * followed) of at most 64 MiB whose format, version and own digest are
+ * right, else NULL with *why saying what is wrong. */
+static json_t *trusted_manifest(const char *dir, const char **why)
 {
     char *mp = join(dir, MANIFEST);
     struct stat sb;
-    json_t *m = mp && lstat(mp, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size < (1 << 26)
-                    ? json_load_file(mp, 0, NULL)
-                    : NULL;
+    json_t *m = NULL;
+    if (!mp)
+        *why = "out of memory";
+    else if (lstat(mp, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size >= (1 << 26))
+        *why = "missing, not a regular file or larger than 64 MiB";
+    else if (!(m = json_load_file(mp, 0, NULL)))
+        *why = "not JSON";
     ts_free(mp);
-    return m;
+    if (!m)
+        return NULL;
+    const char *format = json_string_value(json_object_get(m, "format"));
+    const char *self = json_string_value(json_object_get(m, SELF));
+    char dg[65];
+    if (!format || strcmp(format, FORMAT))
+        *why = "its \"format\" is not \"tessel-outputs\": tessel did not write it";
+    else if (json_integer_value(json_object_get(m, "version")) != MANIFEST_VERSION)
+        *why = "its \"version\" is not one this tessel writes";
+    else if (!json_is_array(json_object_get(m, "files")))
+        *why = "it lists no \"files\"";
+    else if (!self || !manifest_digest(m, dg) || strcmp(self, dg))
+        *why = "its \"manifest_sha256\" is not the SHA-256 of its content: it was edited or corrupted";
+    else
+        return m;
+    json_decref(m);
+    return NULL;
+}
+
+static bool read_by_run(const TsOutputs *o, const struct stat *sb)
+{
+    for (int32_t i = 0; i < o->nreads; i++)
+        if (o->reads[i].dev == (uint64_t)sb->st_dev && o->reads[i].ino == (uint64_t)sb->st_ino)
+            return true;
+    return false;
+}
+
+/* The SHA-256 of the regular file `path` (no link followed) into out;
+ * *sb its status. False when it is not one or cannot be read. */
+static bool file_sha256(const char *path, struct stat *sb, char out[65])
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    bool ok = fd >= 0 && fstat(fd, sb) == 0 && S_ISREG(sb->st_mode) && compile_sha256_fd(fd, out);
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* May cleanup remove DIR/name, a file listed with SHA-256 `sha`? Only a
+ * plain .npy name whose file's bytes are still those, and neither the
+ * model this run ran nor a file it read. */
+static bool removable_listed(const TsOutputs *o, const char *path, const char *name, const char *sha)
+{
+    size_t n = strlen(name);
+    if (n < 5 || strcmp(name + n - 4, ".npy") || strchr(name, '/') || name[0] == '.' || strstr(name, "..") ||
+        !sha || strlen(sha) != 64)
+        return false;
+    struct stat sb;
+    char dg[65];
+    return file_sha256(path, &sb, dg) && strcmp(dg, sha) == 0 && strcmp(dg, o->model_sha256) != 0 &&
+           !read_by_run(o, &sb);
 }
 
 /* Remove what an earlier run left that this set does not rewrite. */
-static void remove_stale(const char *dir, const Set *s, json_t *earlier)
+static void remove_stale(const TsOutputs *o, const char *dir, const Set *s, json_t *earlier)
 {
     json_t *files = json_object_get(earlier, "files");
     for (size_t i = 0; json_is_array(files) && i < json_array_size(files); i++) {
-        const char *n = json_string_value(json_object_get(json_array_get(files, i), "name"));
-        if (!n || strchr(n, '/') || n[0] == '.' || strstr(n, "..") || strcmp(n, MANIFEST) == 0 || in_set(s, n))
+        json_t *f = json_array_get(files, i);
+        const char *n = json_string_value(json_object_get(f, "name"));
+        if (!n || in_set(s, n))
             continue;
         char *p = join(dir, n);
-        if (p)
+        if (p && removable_listed(o, p, n, json_string_value(json_object_get(f, "sha256"))))
             unlink(p);
         ts_free(p);
     }
@@ -458,7 +548,8 @@ static void remove_stale(const char *dir, const Set *s, json_t *earlier)
         if (!tessel_name(e->d_name) || in_set(s, e->d_name))
             continue;
         char *p = join(dir, e->d_name);
-        if (p)
+        struct stat sb;
+        if (p && lstat(p, &sb) == 0 && !read_by_run(o, &sb))
             unlink(p);
         ts_free(p);
     }
@@ -496,11 +587,12 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
         st = write_entry(od->dir, &s.e[i], &id);
     char *mtext = st == IR_OK ? manifest_text(o, &s) : NULL, *mtmp = NULL;
     if (st == IR_OK && !mtext)
-        st = ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(&id, NULL);
     if (st == IR_OK)
         st = write_manifest(od->dir, mtext, &mtmp, &id);
     ts_free(mtext);
-    json_t *earlier = st == IR_OK ? earlier_manifest(od->dir) : NULL;
+    const char *why = NULL;
+    json_t *earlier = st == IR_OK ? trusted_manifest(od->dir, &why) : NULL;
     /* Every file is complete: rename them, the manifest last. */
     for (int32_t i = 0; st == IR_OK && i < s.n; i++) {
         char *fin = join(od->dir, s.e[i].name);
@@ -520,7 +612,7 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
                       strerror(mfin ? errno : ENOMEM));
     ts_free(mfin);
     if (st == IR_OK) {
-        remove_stale(od->dir, &s, earlier);
+        remove_stale(o, od->dir, &s, earlier);
     } else if (s.e) {
         undo(od->dir, &s, mtmp);
     }
@@ -556,4 +648,46 @@ void ts_outputs_remove(const TsOutputs *o, const char *dir)
         unlink(mp);
     ts_free(mp);
     set_free(&s);
+}
+
+TsStatus ts_outputs_verify(const char *dir, char manifest_sha256[65], TsDiag *d)
+{
+    IrDiag id = {0};
+    if (manifest_sha256)
+        manifest_sha256[0] = 0;
+    if (!dir)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "ts_outputs_verify: dir is NULL"), &id, d);
+    const char *why = NULL;
+    json_t *m = trusted_manifest(dir, &why);
+    char *mp = join(dir, MANIFEST);
+    IrStatus st = !mp  ? ir_oom(&id, NULL)
+                  : !m ? ir_error(&id, IR_EINPUT, mp, NULL, (IrPos){0, 0}, "not a manifest tessel wrote: %s", why)
+                       : IR_OK;
+    json_t *files = json_object_get(m, "files");
+    for (size_t i = 0; st == IR_OK && i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i);
+        const char *n = json_string_value(json_object_get(f, "name"));
+        const char *sha = json_string_value(json_object_get(f, "sha256"));
+        if (!n || !*n || strchr(n, '/') || n[0] == '.' || !sha) {
+            st = ir_error(&id, IR_EINPUT, mp, NULL, (IrPos){0, 0}, "file %zu has no plain name and SHA-256", i);
+            break;
+        }
+        char *p = join(dir, n), dg[65];
+        struct stat sb;
+        if (!p)
+            st = ir_oom(&id, NULL);
+        else if (!file_sha256(p, &sb, dg))
+            st = ir_error(&id, IR_EINPUT, p, NULL, (IrPos){0, 0},
+                          "missing or not a regular file, though %s lists it", MANIFEST);
+        else if (strcmp(dg, sha))
+            st = ir_error(&id, IR_EINPUT, p, NULL, (IrPos){0, 0},
+                          "its SHA-256 is %s, not the %s that %s gives: the file was changed or corrupted", dg, sha,
+                          MANIFEST);
+        ts_free(p);
+    }
+    if (st == IR_OK && manifest_sha256)
+        snprintf(manifest_sha256, 65, "%s", json_string_value(json_object_get(m, SELF)));
+    json_decref(m);
+    ts_free(mp);
+    return api_give(st, &id, d);
 }

@@ -23,7 +23,7 @@ static IrStatus make_signature(TsPlan *p, IrDiag *d)
     if (p->r.prog.host || p->r.prog.ncluster == 0)
         return IR_OK;
     p->signature = rt_signature_module(&p->r.prog.cluster[0]);
-    return p->signature ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return p->signature ? IR_OK : ir_oom(d, NULL);
 }
 
 static const IrModule *signature(const TsPlan *p)
@@ -84,11 +84,11 @@ static IrStatus dump_open(DumpDir *dd, const char *dir, const char *module, IrDi
 static IrStatus dump_text(DumpDir *dd, const char *what, const char *ext, char *text, IrDiag *d)
 {
     if (!text)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     char *path = ts_malloc(strlen(dd->dir) + strlen(dd->module) + strlen(what) + strlen(ext) + 16);
     if (!path) {
         ts_free(text);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     sprintf(path, "%s/%04d.%s.%s.%s", dd->dir, (int)++dd->n, dd->module, what, ext);
     TsDiag td = {0};
@@ -118,7 +118,7 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     if (!p) {
         ir_module_free(src);
         ir_module_free(reference);
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     }
     TsCompileOptions none = {0};
     if (!o)
@@ -164,7 +164,7 @@ TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, 
         IrDiag id = {0};
         *out = NULL;
         ir_module_free(src);
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     }
     return compile_taken(src, ref, o, out, d);
 }
@@ -176,7 +176,7 @@ TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsL
     *out = NULL;
     TsPlan *p = ts_calloc(1, sizeof *p);
     if (!p)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     int64_t maxdev = 0;
     IrLimits il = api_limits(lim, &maxdev);
     compile_sha256_hex(text, len, p->sha256);
@@ -287,7 +287,7 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
         if (st == TS_OK && !name) {
             ts_plan_free(*out);
             *out = NULL;
-            st = api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+            st = api_give(ir_oom(&id, NULL), &id, d);
         }
         if (st == TS_OK) {
             int64_t maxdev = 0;
@@ -350,7 +350,7 @@ TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d)
                         &id, d);
     char *text = ts_plan_file_text(p);
     if (!text)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     TsStatus st = ts_write_text(path, text, d);
     ts_free(text);
     return st;
@@ -408,7 +408,7 @@ TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, Ts
     else
         *out = json ? compile_plan_json(&p->r) : dot ? compile_plan_dot(&p->r, &view) : compile_plan_text(&p->r);
     if (!*out)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     return TS_OK;
 }
 
@@ -495,7 +495,7 @@ TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d)
     IrDiag id = {0};
     char *text = ts_plan_file_text(p);
     if (!text)
-        return api_give(ir_error(&id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory"), &id, d);
+        return api_give(ir_oom(&id, NULL), &id, d);
     struct sha256_ctx c;
     uint8_t dg[SHA256_DIGEST_SIZE];
     sha256_init(&c);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,6 +96,29 @@ void api_outputs_adopt(TsOutputs *o, RtSaves *saves, const char *model_sha256)
     o->saves = *saves;
     memset(saves, 0, sizeof *saves);
     snprintf(o->model_sha256, sizeof o->model_sha256, "%s", model_sha256 ? model_sha256 : "");
+}
+
+static bool note_file(TsOutputs *o, const char *path)
+{
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0)
+        return true;
+    ApiFileId *r = ts_realloc(o->reads, (size_t)(o->nreads + 1) * sizeof *r);
+    if (!r)
+        return false;
+    o->reads = r;
+    o->reads[o->nreads++] = (ApiFileId){(uint64_t)sb.st_dev, (uint64_t)sb.st_ino};
+    return true;
+}
+
+bool api_outputs_note_reads(TsOutputs *o, const TsRunOptions *ro)
+{
+    bool ok = true;
+    for (int32_t i = 0; ro && ro->inputs && i < ro->ninputs; i++)
+        ok = note_file(o, ro->inputs[i].path) && ok;
+    for (int32_t i = 0; ro && ro->infeeds && i < ro->ninfeeds; i++)
+        ok = note_file(o, ro->infeeds[i]) && ok;
+    return ok;
 }
 
 /* ---- statistics ---- */
@@ -216,7 +240,7 @@ static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed
     RtArgs *shards = ts_calloc((size_t)ndev, sizeof *shards);
     DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
     IrStatus st = shards && res ? rt_read_shards(c, p->signature, &bo, 0, ndev, shards, rs, d)
-                                : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                                : ir_oom(d, NULL);
     t[1] = now();
     ApiSteps sc;
     RtStepHook hook;
@@ -248,7 +272,7 @@ static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed 
     RtArgs *args = ts_calloc((size_t)ndev, sizeof *args);
     DevValue **res = ts_calloc((size_t)ndev, sizeof *res);
     IrStatus st = args && res ? api_bind_devices(p, o, 0, ndev, args, d)
-                              : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                              : ir_oom(d, NULL);
     t[1] = now();
     ApiSteps sc;
     RtStepHook hook;
@@ -303,18 +327,24 @@ static IrStatus check_feed(const TsPlan *p, const TsRunOptions *o, IrDiag *d)
 }
 
 static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const RtFeed *feed, RtSaves *saves,
-                        const char *sha256, char *stats, TsOutputs **out, IrDiag *id, TsDiag *d)
+                        const char *sha256, const TsRunOptions *ro, char *stats, TsOutputs **out, IrDiag *id,
+                        TsDiag *d)
 {
     DevValue *outf = NULL;
     if (st == IR_OK && feed && feed->nkept && !(outf = rt_feed_outfeeds(feed)))
-        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(id, NULL);
     if (st == IR_OK && !(*out = api_outputs_new(result, outf, stats)))
-        st = ir_error(id, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(id, NULL);
     else if (st != IR_OK)
         ts_free(stats);
     if (st == IR_OK) {
         (*out)->ndevices = ndevices;
         api_outputs_adopt(*out, saves, sha256);
+        if (!api_outputs_note_reads(*out, ro)) {
+            ts_outputs_free(*out);
+            *out = NULL;
+            st = ir_oom(id, NULL);
+        }
     }
     rt_saves_free(saves);
     dev_value_unref(outf);
@@ -360,7 +390,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
             api_stats_binding(&stats, &run);
         }
     }
-    TsStatus ts = deliver(st, result, ndevices, &feed, &saves, p->sha256, ir_sb_take(&stats), out, &id, d);
+    TsStatus ts = deliver(st, result, ndevices, &feed, &saves, p->sha256, o, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
@@ -397,7 +427,7 @@ static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRun
         ir_sb_printf(&stats, "tessel: stats: load+compile %.3f ms, read inputs %.3f ms, execute %.3f ms\n",
               o->load_seconds * 1e3, (t[1] - t[0]) * 1e3, (t[2] - t[1]) * 1e3);
     rt_args_free(&args);
-    TsStatus ts = deliver(st, result, 0, &feed, &saves, sha256, ir_sb_take(&stats), out, &id, d);
+    TsStatus ts = deliver(st, result, 0, &feed, &saves, sha256, o, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;
 }
@@ -579,5 +609,6 @@ void ts_outputs_free(TsOutputs *o)
     dev_value_unref(o->outfeeds);
     rt_saves_free(&o->saves);
     ts_free(o->stats);
+    ts_free(o->reads);
     ts_free(o);
 }

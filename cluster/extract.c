@@ -117,7 +117,7 @@ IrStatus clu_nomem(Extract *x)
 {
     if (x->st == IR_OK)
         x->st = IR_ENOMEM;
-    return ir_error(x->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return ir_oom(x->d, NULL);
 }
 
 IrStatus clu_internal(Extract *x, const char *what, const char *comp)
@@ -432,7 +432,7 @@ IrStatus clu_cluster_module(const IrModule *out, const CluResult *res, int32_t k
     ts_free(map);
     if (ci < 0) {
         ir_module_free(m);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     m->entry = ci;
     m->comp[ci]->is_entry = true;

@@ -40,11 +40,6 @@ bool clu_is_host_instr(const IrInstr *ins, const char *const *host_targets)
     return ir_str_index(ins->a.x->custom_call_target, host_targets ? host_targets : clu_default_host_targets) >= 0;
 }
 
-static IrStatus nomem(IrDiag *d)
-{
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-}
-
 /* One iterative depth-first walk of the call graph: a computation is done
  * (colour 2) after every computation it calls, and has host work when one
  * of its instructions is a host op or calls a computation that has. A
@@ -60,7 +55,7 @@ IrStatus clu_host_computations(const IrModule *m, const char *const *host_target
     int32_t *fk = ts_malloc(k * sizeof *fk);
     IrStatus st = IR_OK;
     if (!colour || !fc || !fi || !fk) {
-        st = nomem(d);
+        st = ir_oom(d, NULL);
         goto done;
     }
     for (int32_t c = 0; c < n; c++)
@@ -229,7 +224,7 @@ IrStatus clu_place(const IrModule *m, int32_t ci, const bool *has_host,
     int32_t *order = NULL;
     IrStatus st;
     if (!f.intrinsic || !f.nuse || !f.nhostuse || !f.ctrl) {
-        st = nomem(d);
+        st = ir_oom(d, NULL);
         goto done;
     }
     if ((st = gather_facts(m, c, has_host, host_targets, &f, d)) != IR_OK ||

@@ -60,7 +60,7 @@ static IrStatus verify_after(const char *pass, const IrModule *m, const CompileO
         return IR_OK;
     if (st == IR_ENOMEM) {
         ir_diag_clear(&vd);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                   "internal error: the module after %s does not verify (module %s): %s", pass,
@@ -117,7 +117,7 @@ IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, 
     int32_t n = r->prog.ncluster;
     Plan **plans = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *plans);
     if (!plans)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     IrStatus st = IR_OK;
     for (int32_t k = 0; st == IR_OK && k < n; k++) {
         const PlanCluster *c = &r->prog.cluster[k];
@@ -224,7 +224,7 @@ IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileRes
     int64_t n = 1, r = 1;
     IrStatus st = devices(m, &o, &n, &r, d);
     if (st == IR_OK && !(p->cluster = ts_calloc(1, sizeof *p->cluster)))
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(d, NULL);
     if (st != IR_OK) {
         ir_module_free(m);
         return st;
@@ -237,7 +237,7 @@ IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileRes
     PlanCluster *c = &p->cluster[0];
     *c = (PlanCluster){.replay = true, .spmd = m, .num_partitions = n, .num_replicas = r};
     if (!(c->report.arena = ir_arena_new()))
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(d, NULL);
     if (st == IR_OK)
         st = plan_cluster_record_io(c, d);
     if (st == IR_OK)
@@ -290,7 +290,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
             ncl = out->res.nclusters;
             clusters = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *clusters);
             if (!clusters)
-                st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                st = ir_oom(d, NULL);
         }
         for (int32_t k = 0; st == IR_OK && k < ncl; k++) {
             st = clu_cluster_module(p->host, &out->res, k, &clusters[k], d);
@@ -302,7 +302,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         /* No host work: the whole module is cluster 0. */
         clusters = ts_calloc(1, sizeof *clusters);
         if (!clusters) {
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(d, NULL);
             ir_module_free(src);
         } else {
             clusters[0] = src;
@@ -316,7 +316,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     if (st == IR_OK) {
         p->cluster = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *p->cluster);
         if (!p->cluster)
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(d, NULL);
     }
     for (int32_t k = 0; k < ncl; k++) {
         if (st == IR_OK && p->cluster) {

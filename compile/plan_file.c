@@ -681,7 +681,7 @@ static IrStatus cluster_plan_load(const char *path, const char *text, size_t len
     char *copy = out->arena ? ir_alloc(out->arena, (size_t)pad + len + 1) : NULL;
     if (!copy) {
         plan_cluster_free(out);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     memset(copy, '\n', (size_t)pad);
     memcpy(copy + pad, text, len);
@@ -1015,7 +1015,7 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
     res->arena = ir_arena_new();
     if (!copy || !res->arena) {
         ts_free(copy);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     memcpy(copy, text, n0);
     copy[n0] = 0;
@@ -1038,7 +1038,7 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
                         hh.ncl, (int)(nseg - 1));
     p->cluster = ts_calloc((size_t)(hh.ncl ? hh.ncl : 1), sizeof *p->cluster);
     if (!p->cluster)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     for (int32_t k = 0; st == IR_OK && k < hh.ncl; k++) {
         st = cluster_plan_load(path, text + seg[k + 1].off, seg[k + 2].off - seg[k + 1].off, seg[k + 1].line, &hh, k,
                                res->clusters[k].name, lim, &p->cluster[k], d);
@@ -1090,7 +1090,7 @@ static IrStatus split_segments(const char *text, size_t len, Seg **out, int32_t 
                 Seg *ns = ts_realloc(seg, (size_t)cap * sizeof *ns);
                 if (!ns) {
                     ts_free(seg);
-                    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                    return ir_oom(d, NULL);
                 }
                 seg = ns;
             }
@@ -1131,7 +1131,7 @@ IrStatus compile_plan_load(const char *path, const char *text, size_t len, const
         /* No host work: one module, the program is cluster 0. */
         p->cluster = ts_calloc(1, sizeof *p->cluster);
         st = p->cluster ? cluster_plan_load(path, text, len, 0, NULL, -1, NULL, lim, &p->cluster[0], d)
-                        : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                        : ir_oom(d, NULL);
         if (st == IR_OK) {
             p->ncluster = 1;
             p->num_partitions = p->cluster[0].num_partitions;

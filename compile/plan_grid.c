@@ -519,7 +519,7 @@ char *compile_plan_show(const CompileResult *r, const char *name, unsigned flags
     }
     if (st != IR_OK) {
         ir_sb_free(&o);
-        ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        ir_oom(d, NULL);
         return NULL;
     }
     if (!found) {
@@ -535,6 +535,6 @@ char *compile_plan_show(const CompileResult *r, const char *name, unsigned flags
     }
     char *s = ir_sb_take(&o);
     if (!s)
-        ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        ir_oom(d, NULL);
     return s;
 }

@@ -93,7 +93,7 @@ static IrStatus cache_get(const char *backend, int32_t ordinal, DevAllocator **o
     DevAllocator *a = cache_find(backend, ordinal);
     if (!a) {
         if (!(a = allocator_new(backend, ordinal)))
-            return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            return ir_oom(d, NULL);
         a->next = cache;
         cache = a;
     }

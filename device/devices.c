@@ -248,11 +248,6 @@ static IrStatus hw_error(IrDiag *d, const char *what)
                     e ? strerror(e) : "unknown error");
 }
 
-static IrStatus oom(IrDiag *d)
-{
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-}
-
 static void topology_free(DevTopology *t)
 {
     if (!t)
@@ -321,7 +316,7 @@ static IrStatus topology_new(DevTopology **out, IrDiag *d)
 {
     DevTopology *t = ts_calloc(1, sizeof *t);
     if (!t)
-        return oom(d);
+        return ir_oom(d, NULL);
     IrStatus st = IR_OK;
     if (dev_hw_topology_init(&t->hw) != 0) {
         t->hw = NULL;
@@ -339,7 +334,7 @@ static IrStatus topology_new(DevTopology **out, IrDiag *d)
     if ((st = process_cpuset(t, d)) != IR_OK)
         goto fail;
     if (!(t->cpuset_text = dev_hw_list_text(t->cpuset))) {
-        st = oom(d);
+        st = ir_oom(d, NULL);
         goto fail;
     }
     fill_info(t);
@@ -401,7 +396,7 @@ static IrStatus distribute(DevTopology *t, int32_t L, hwloc_bitmap_t *sets, IrDi
     int max = t->info.npus > 0 ? t->info.npus : 1;
     hwloc_obj_t *roots = ts_calloc((size_t)max, sizeof *roots);
     if (!roots)
-        return oom(d);
+        return ir_oom(d, NULL);
     IrStatus st = IR_OK;
     int nroots = dev_hw_largest_objs_inside(t->hw, t->cpuset, roots, max);
     if (nroots <= 0) {
@@ -419,7 +414,7 @@ static IrStatus distribute(DevTopology *t, int32_t L, hwloc_bitmap_t *sets, IrDi
     }
     for (int32_t i = 0; i < L; i++)
         if (!sets[i]) {
-            st = oom(d); /* a hwloc_bitmap_dup inside hwloc_distrib failed */
+            st = ir_oom(d, NULL); /* a hwloc_bitmap_dup inside hwloc_distrib failed */
             goto out;
         }
     for (int32_t i = 0; i < L; i++)
@@ -632,7 +627,7 @@ static IrStatus describe(DevDevices *set, int32_t i, hwloc_bitmap_t cpuset, IrDi
     DevDeviceImpl *x = dev->impl;
     x->cpuset = cpuset;
     if (!(x->cpuset_text = dev_hw_list_text(cpuset)))
-        return oom(d);
+        return ir_oom(d, NULL);
     dev->ordinal = i;
     dev->topo = set->topo;
     dev->cpuset = x->cpuset_text;
@@ -661,14 +656,14 @@ static IrStatus set_new(DevTopology *t, int32_t L, DevDevices **out, IrDiag *d)
 {
     DevDevices *set = ts_calloc(1, sizeof *set);
     if (!set)
-        return oom(d);
+        return ir_oom(d, NULL);
     set->topo = t;
     set->dev = ts_calloc((size_t)L, sizeof *set->dev);
     DevDeviceImpl *impls = ts_calloc((size_t)L, sizeof *impls);
     if (!set->dev || !impls) {
         ts_free(impls);
         set_free(set);
-        return oom(d);
+        return ir_oom(d, NULL);
     }
     set->n = L;
     for (int32_t i = 0; i < L; i++)
@@ -683,7 +678,7 @@ static IrStatus place(DevDevices *set, IrDiag *d)
     int32_t L = set->n;
     hwloc_bitmap_t *sets = ts_calloc((size_t)L, sizeof *sets);
     if (!sets)
-        return oom(d);
+        return ir_oom(d, NULL);
     IrStatus st = distribute(set->topo, L, sets, d);
     for (int32_t i = 0; i < L; i++) {
         if (st == IR_OK)

@@ -279,7 +279,7 @@ static IrStatus plan_get(Exec *x, int32_t comp, const Plan **out)
     if (!x->plans) {
         x->plans = ts_calloc((size_t)x->m->ncomp, sizeof *x->plans);
         if (!x->plans)
-            return ir_error(x->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            return ir_oom(x->d, NULL);
     }
     if (!x->plans[comp]) {
         IrStatus st = plan_build(x, x->m->comp[comp], &x->plans[comp]);

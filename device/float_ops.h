@@ -12,10 +12,8 @@
 #ifndef TESSEL_DEVICE_FLOAT_OPS_H
 #define TESSEL_DEVICE_FLOAT_OPS_H
 
-/* max/min with NaN propagation and XLA's CPU tie rule (lhs on equality),
- * without branches so that loops vectorize. */
-#define DEV_FMAX(a, b) ((((a) != (a)) | ((a) >= (b))) ? (a) : (b))
-#define DEV_FMIN(a, b) ((((a) != (a)) | ((a) <= (b))) ? (a) : (b))
+/* The reducers' arithmetic (add, multiply, maximum, minimum). */
+#include "arith.h"
 
 #define DEV_FLOAT_UNARY_OPS(X, T)                                           \
     X(T, OP_ABS, fabs(a))                                                      \
@@ -48,9 +46,9 @@
     X(T, OP_SINH, sinh(a))
 
 #define DEV_FLOAT_BINARY_OPS(X, T)                                          \
-    X(T, OP_ADD, a + b)                                                        \
+    X(T, OP_ADD, DEV_ADD(a, b))                                                     \
     X(T, OP_SUBTRACT, a - b)                                                   \
-    X(T, OP_MULTIPLY, a * b)                                                   \
+    X(T, OP_MULTIPLY, DEV_MUL(a, b))                                                \
     X(T, OP_DIVIDE, a / b)                                                     \
     X(T, OP_REMAINDER, fmod(a, b))                                             \
     X(T, OP_MAXIMUM, DEV_FMAX(a, b))                                           \

@@ -53,6 +53,7 @@
  */
 #include "fusion.h"
 
+#include <assert.h>
 #include <string.h>
 #include <tgmath.h>
 #include <unistd.h>
@@ -699,8 +700,9 @@ DEV_VECTOR_CLONES static void fast_chunk(const FastNode *prog, int32_t nn, const
  * or leaf is read from its chunk. One switch per node and chunk, as in
  * the interpreter. Standalone over the same chain in cache: 0.011 ms a
  * 64K chain against 0.0205 (a hand-fused loop: 0.0088). Each op is the
- * same IEEE operation as float_ops.h's expression (maximum and minimum
- * with its NaN and tie rule: a where a is NaN or a >= b, resp. a <= b;
+ * same IEEE operation as float_ops.h's expression (the reducers' vector
+ * forms are arith.h's dev_v16_*, maximum and minimum with their NaN and
+ * tie rule; the ops taken are the VECTOR column of ir/hlo_op_sem.def;
  * negate and abs on the sign bit, as the compiler does for -a and fabs),
  * so results are bit for bit the interpreter's. Partial chunks, other
  * ops, and CPUs without AVX-512 take the interpreter. */
@@ -717,19 +719,11 @@ typedef struct RegNode {
     int32_t k;      /* node index */
 } RegNode;
 
+/* The ops of the VECTOR column of ir/hlo_op_sem.def, with their arity;
+ * reg_chunk has a case for each. */
 static bool reg_op(IrOpcode op, int32_t nopnd)
 {
-    switch (op) {
-    case OP_ADD:
-    case OP_SUBTRACT:
-    case OP_MULTIPLY:
-    case OP_DIVIDE:
-    case OP_MAXIMUM:
-    case OP_MINIMUM: return nopnd == 2;
-    case OP_NEGATE:
-    case OP_ABS: return nopnd == 1;
-    default: return false;
-    }
+    return ir_op_vector(op) && nopnd == ir_op_arity(op);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -761,18 +755,6 @@ static bool reg_cpu(void)
     else                     \
         REG_EACH(v[j] = F(REG_LD(x)))
 
-REG_T static inline __m512 reg_max(__m512 a, __m512 b)
-{
-    __mmask16 m = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ);
-    return _mm512_mask_blend_ps(m, b, a);
-}
-
-REG_T static inline __m512 reg_min(__m512 a, __m512 b)
-{
-    __mmask16 m = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ);
-    return _mm512_mask_blend_ps(m, b, a);
-}
-
 REG_T static inline __m512 reg_neg(__m512 a)
 {
     return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
@@ -800,15 +782,15 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
         const RegNode *f = &prog[k];
         const float *x = slot[f->a], *y = slot[f->b];
         switch (f->op) {
-        case OP_ADD: REG_BIN(_mm512_add_ps); break;
+        case OP_ADD: REG_BIN(dev_v16_add); break;
         case OP_SUBTRACT: REG_BIN(_mm512_sub_ps); break;
-        case OP_MULTIPLY: REG_BIN(_mm512_mul_ps); break;
+        case OP_MULTIPLY: REG_BIN(dev_v16_mul); break;
         case OP_DIVIDE: REG_BIN(_mm512_div_ps); break;
-        case OP_MAXIMUM: REG_BIN(reg_max); break;
-        case OP_MINIMUM: REG_BIN(reg_min); break;
+        case OP_MAXIMUM: REG_BIN(dev_v16_max); break;
+        case OP_MINIMUM: REG_BIN(dev_v16_min); break;
         case OP_NEGATE: REG_UN(reg_neg); break;
         case OP_ABS: REG_UN(reg_abs); break;
-        default: break;
+        default: assert(!"reg_op admits only the ops above"); break;
         }
         if (k == n - 1 && to) {
             REG_EACH(_mm512_stream_ps(to + 16 * j, v[j]))

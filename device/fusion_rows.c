@@ -30,7 +30,7 @@
 
 #include <string.h>
 
-#include "float_ops.h"
+#include "float_ops.h" /* arith.h: the reducers */
 
 #define MAX_OPND 3
 /* Elements converted into the reducer's domain at a time (as k_reduce.c). */
@@ -238,18 +238,12 @@ static void spread(uint8_t *dst, const uint8_t *src, int64_t n, size_t w)
         }                                                             \
         return a;                                                     \
     }
-#define ADD(a, b) ((a) + (b))
-#define MUL(a, b) ((a) * (b))
-LANE_FOLD(fold_add_f32, float, ADD)
-LANE_FOLD(fold_mul_f32, float, MUL)
-LANE_FOLD(fold_max_f32, float, DEV_FMAX)
-LANE_FOLD(fold_min_f32, float, DEV_FMIN)
-LANE_FOLD(fold_add_f64, double, ADD)
-LANE_FOLD(fold_mul_f64, double, MUL)
-LANE_FOLD(fold_max_f64, double, DEV_FMAX)
-LANE_FOLD(fold_min_f64, double, DEV_FMIN)
-#undef ADD
-#undef MUL
+/* One fold per floating reducer of arith.h and type: fold_<F>_f32/_f64. */
+#define FOLDS(OPC, F)                   \
+    LANE_FOLD(fold_##F##_f32, float, F) \
+    LANE_FOLD(fold_##F##_f64, double, F)
+DEV_FLOAT_REDUCERS(FOLDS)
+#undef FOLDS
 
 /* *out = the lane fold of x[0..n) for f32/f64 and a floating reducer;
  * false for the rest. */
@@ -259,13 +253,12 @@ static bool lane_fold(IrType t, IrOpcode op, const uint8_t *x, int64_t n, double
                                        : F64((const double *)(const void *)x, n, init))
     if (t != IR_F32 && t != IR_F64)
         return false;
+#define CASE(OPC, F) case OPC: *out = PICK(fold_##F##_f32, fold_##F##_f64); return true;
     switch (op) {
-    case OP_ADD: *out = PICK(fold_add_f32, fold_add_f64); return true;
-    case OP_MULTIPLY: *out = PICK(fold_mul_f32, fold_mul_f64); return true;
-    case OP_MAXIMUM: *out = PICK(fold_max_f32, fold_max_f64); return true;
-    case OP_MINIMUM: *out = PICK(fold_min_f32, fold_min_f64); return true;
+        DEV_FLOAT_REDUCERS(CASE)
     default: return false;
     }
+#undef CASE
 #undef PICK
 }
 

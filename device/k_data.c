@@ -569,12 +569,12 @@ IrStatus dev_k_slice(const DevKernelArgs *k, DevValue **out)
         int64_t s0 = a->x->slice_start.v[j], lim = a->x->slice_limit.v[j];
         int64_t by = a->x->slice_stride.n ? a->x->slice_stride.v[j] : 1;
         if (s0 < 0 || lim < s0 || lim > os->dims[j] || by < 1 ||
-            rs->dims[j] != (lim - s0 + by - 1) / by)
+            rs->dims[j] != (lim == s0 ? 0 : (lim - s0 - 1) / by + 1))
             return dev_kernel_error(k, IR_EINPUT, "slice dim %d [%lld:%lld:%lld] does not fit "
                                     "the operand or the result", (int)j, (long long)s0,
                                     (long long)lim, (long long)by);
         off += s0 * ost[j];
-        sstr[j] = by * ost[j];
+        sstr[j] = rs->dims[j] > 1 ? by * ost[j] : 0; /* a stride near INT64_MAX takes one element */
     }
     DevValue *r;
     if ((st = new_result(k, false, &r)) != IR_OK)

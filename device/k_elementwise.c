@@ -41,6 +41,8 @@
 /* Float ops (f32, f64), one loop per op                              */
 /* ------------------------------------------------------------------ */
 
+/* The reducers' arithmetic (DEV_ADD, DEV_FMAX, ...) is arith.h's, through
+ * float_ops.h. */
 #define FMAX DEV_FMAX
 #define FMIN DEV_FMIN
 
@@ -176,21 +178,21 @@ static int clz_bits(uint64_t x, int bits)
                              T *restrict r, int64_t n)                                      \
     {                                                                                       \
         switch (op) {                                                                       \
-        case OP_ADD: LOOP(r[i] = (T)(U)((W)a[i] + (W)b[i])) break;                          \
+        case OP_ADD: LOOP(r[i] = (T)(U)DEV_ADD((W)a[i], (W)b[i])) break;                    \
         case OP_SUBTRACT: LOOP(r[i] = (T)(U)((W)a[i] - (W)b[i])) break;                     \
-        case OP_MULTIPLY: LOOP(r[i] = (T)(U)((W)a[i] * (W)b[i])) break;                     \
+        case OP_MULTIPLY: LOOP(r[i] = (T)(U)DEV_MUL((W)a[i], (W)b[i])) break;               \
         case OP_DIVIDE: LOOP(r[i] = div_##SUF(a[i], b[i])) break;                           \
         case OP_REMAINDER: LOOP(r[i] = rem_##SUF(a[i], b[i])) break;                        \
-        case OP_MAXIMUM: LOOP(r[i] = a[i] > b[i] ? a[i] : b[i]) break;                      \
-        case OP_MINIMUM: LOOP(r[i] = a[i] < b[i] ? a[i] : b[i]) break;                      \
+        case OP_MAXIMUM: LOOP(r[i] = DEV_IMAX(a[i], b[i])) break;                           \
+        case OP_MINIMUM: LOOP(r[i] = DEV_IMIN(a[i], b[i])) break;                           \
         case OP_POWER: LOOP(r[i] = pow_##SUF(a[i], b[i])) break;                            \
         case OP_MULHI:                                                                      \
             LOOP(r[i] = SIGNED ? (T)(U)(uint64_t)mulhi_s((int64_t)a[i], (int64_t)b[i], BITS)   \
                                : (T)(U)mulhi_u((uint64_t)(U)a[i], (uint64_t)(U)b[i], BITS)) \
             break;                                                                          \
-        case OP_AND: LOOP(r[i] = a[i] & b[i]) break;                                        \
-        case OP_OR: LOOP(r[i] = a[i] | b[i]) break;                                         \
-        case OP_XOR: LOOP(r[i] = a[i] ^ b[i]) break;                                        \
+        case OP_AND: LOOP(r[i] = DEV_AND(a[i], b[i])) break;                                \
+        case OP_OR: LOOP(r[i] = DEV_OR(a[i], b[i])) break;                                  \
+        case OP_XOR: LOOP(r[i] = DEV_XOR(a[i], b[i])) break;                                \
         case OP_SHL:                                                                        \
             LOOP(r[i] = (U)b[i] >= BITS ? 0 : (T)(U)((W)(U)a[i] << (U)b[i])) break;         \
         case OP_SHRL:                                                                       \
@@ -233,9 +235,9 @@ static bool binary_pred(IrOpcode op, const uint8_t *restrict a, const uint8_t *r
                         uint8_t *restrict r, int64_t n)
 {
     switch (op) {
-    case OP_AND: case OP_MINIMUM: LOOP(r[i] = a[i] & b[i]) break;
-    case OP_OR: case OP_MAXIMUM: LOOP(r[i] = a[i] | b[i]) break;
-    case OP_XOR: LOOP(r[i] = a[i] ^ b[i]) break;
+    case OP_AND: case OP_MINIMUM: LOOP(r[i] = DEV_AND(a[i], b[i])) break;
+    case OP_OR: case OP_MAXIMUM: LOOP(r[i] = DEV_OR(a[i], b[i])) break;
+    case OP_XOR: LOOP(r[i] = DEV_XOR(a[i], b[i])) break;
     default: return false;
     }
     return true;
@@ -303,9 +305,9 @@ static bool binary_pred(IrOpcode op, const uint8_t *restrict a, const uint8_t *r
                              T *restrict r, int64_t n)                                      \
     {                                                                                       \
         switch (op) {                                                                       \
-        case OP_ADD: LOOP(r[i] = a[i] + b[i]) break;                                        \
+        case OP_ADD: LOOP(r[i] = DEV_ADD(a[i], b[i])) break;                                \
         case OP_SUBTRACT: LOOP(r[i] = a[i] - b[i]) break;                                   \
-        case OP_MULTIPLY: LOOP(r[i] = a[i] * b[i]) break;                                   \
+        case OP_MULTIPLY: LOOP(r[i] = DEV_MUL(a[i], b[i])) break;                           \
         case OP_DIVIDE: LOOP(r[i] = a[i] / b[i]) break;                                     \
         case OP_POWER: LOOP(r[i] = pow_##SUF(a[i], b[i])) break;                            \
         default: return false;                                                              \

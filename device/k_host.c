@@ -100,7 +100,7 @@ IrStatus dev_k_host_transfer(const DevKernelArgs *k, DevValue **out)
 {
     IrOpcode op = k->ins->op;
     IrStatus st = IR_OK;
-    bool host_op = op == OP_INFEED || op == OP_OUTFEED || k->ins->a.x->is_host_transfer;
+    bool host_op = ir_op_talks_to_host(op) || k->ins->a.x->is_host_transfer;
     if (!host_op)
         return need_host_transfer(k);
     if (op == OP_SEND_DONE) {

@@ -8,11 +8,10 @@
  * Values are combined in a 64-bit domain picked from the element type:
  *   floats (f16, bf16, f8, f32, f64) -> double; signed ints -> int64;
  *   unsigned ints -> uint64; pred -> 0/1.
- * Rules (XLA's):
- *   maximum/minimum propagate NaN (the lhs NaN when both are) and keep the
- *   lhs on a tie (DEV_FMAX: max(-0.0, +0.0) = -0.0, max(+0.0, -0.0) = +0.0);
- *   integer add and multiply wrap (computed in uint64, truncated on store);
- *   pred: add = maximum = or, multiply = minimum = and.
+ * Rules (XLA's) and the arithmetic itself: arith.h, whose lists
+ * (DEV_FLOAT_REDUCERS, DEV_WRAP_REDUCERS, DEV_ORDER_REDUCERS) expand into
+ * the switches below; pred folds through dev_red_canonical (add = maximum
+ * = or, multiply = minimum = and).
  * f32 and f16/bf16 combined in double and rounded to the type each step
  * give the same bits as combining in the type (or in f32) and rounding:
  * a double holds every sum and product of two such values closely enough
@@ -22,7 +21,7 @@
 
 #include <math.h>
 
-#include "float_ops.h"
+#include "arith.h"
 
 /* The domain of element type t; false for types without a fast path. */
 bool dev_red_dom(IrType t, DevRedDom *d)
@@ -43,11 +42,9 @@ bool dev_red_dom(IrType t, DevRedDom *d)
 /* Does the fast path implement reducer `op` in domain d? */
 bool dev_red_has(DevRedDom d, IrOpcode op)
 {
-    switch (op) {
-    case OP_ADD: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM: return true;
-    case OP_AND: case OP_OR: case OP_XOR: return d != DEV_RED_F;
-    default: return false;
-    }
+    if (!ir_op_is_reducer(op))
+        return false;
+    return d != DEV_RED_F || !(op == OP_AND || op == OP_OR || op == OP_XOR); /* bitwise: no floats */
 }
 
 DevAcc dev_acc_load(DevRedDom d, IrType t, const void *base, int64_t i)
@@ -74,39 +71,38 @@ void dev_acc_store(DevRedDom d, IrType t, void *base, int64_t i, DevAcc a)
 DevAcc dev_red_combine(DevRedDom d, IrOpcode op, DevAcc a, DevAcc b)
 {
     DevAcc r = a;
+#define CASE(FIELD, OPC, F) case OPC: r.FIELD = F(a.FIELD, b.FIELD); break;
+#define CASE_F(OPC, F) CASE(f, OPC, F)
+#define CASE_U(OPC, F) CASE(u, OPC, F)
+#define CASE_S(OPC, F) CASE(s, OPC, F)
     if (d == DEV_RED_F) {
         switch (op) {
-        case OP_ADD: r.f = a.f + b.f; break;
-        case OP_MULTIPLY: r.f = a.f * b.f; break;
-        case OP_MAXIMUM: r.f = DEV_FMAX(a.f, b.f); break;
-        case OP_MINIMUM: r.f = DEV_FMIN(a.f, b.f); break;
+            DEV_FLOAT_REDUCERS(CASE_F)
         default: break;
         }
         return r;
     }
-    if (d == DEV_RED_P) {
-        switch (op) {
-        case OP_ADD: case OP_MAXIMUM: case OP_OR: r.u = a.u | b.u; break;
-        case OP_MULTIPLY: case OP_MINIMUM: case OP_AND: r.u = a.u & b.u; break;
-        case OP_XOR: r.u = a.u ^ b.u; break;
-        default: break;
-        }
-        return r;
-    }
+    if (d == DEV_RED_P)
+        op = dev_red_canonical(IR_PRED, op);
     switch (op) {
-    case OP_ADD: r.u = a.u + b.u; break;        /* wraps: unsigned arithmetic */
-    case OP_MULTIPLY: r.u = a.u * b.u; break;
-    case OP_AND: r.u = a.u & b.u; break;
-    case OP_OR: r.u = a.u | b.u; break;
-    case OP_XOR: r.u = a.u ^ b.u; break;
-    case OP_MAXIMUM:
-        r = d == DEV_RED_S ? (a.s >= b.s ? a : b) : (a.u >= b.u ? a : b);
-        break;
-    case OP_MINIMUM:
-        r = d == DEV_RED_S ? (a.s <= b.s ? a : b) : (a.u <= b.u ? a : b);
-        break;
+        DEV_WRAP_REDUCERS(CASE_U) /* wraps: unsigned arithmetic */
     default: break;
     }
+    if (d == DEV_RED_S) {
+        switch (op) {
+            DEV_ORDER_REDUCERS(CASE_S)
+        default: break;
+        }
+    } else if (d == DEV_RED_U) {
+        switch (op) {
+            DEV_ORDER_REDUCERS(CASE_U)
+        default: break;
+        }
+    }
+#undef CASE_S
+#undef CASE_U
+#undef CASE_F
+#undef CASE
     return r;
 }
 
@@ -150,24 +146,21 @@ static void fold_into(DevRedDom d, IrOpcode op, DevAcc *restrict acc, const DevA
     for (int64_t j = 0; j < n; j++)         \
         acc[j].FIELD = EXPR;                \
     return
+#define INTO_F(OPC, F) case OPC: INTO(f, F(acc[j].f, x[j].f));
+#define INTO_U(OPC, F) case OPC: INTO(u, F(acc[j].u, x[j].u));
     if (d == DEV_RED_F) {
         switch (op) {
-        case OP_ADD: INTO(f, acc[j].f + x[j].f);
-        case OP_MULTIPLY: INTO(f, acc[j].f * x[j].f);
-        case OP_MAXIMUM: INTO(f, DEV_FMAX(acc[j].f, x[j].f));
-        case OP_MINIMUM: INTO(f, DEV_FMIN(acc[j].f, x[j].f));
+            DEV_FLOAT_REDUCERS(INTO_F)
         default: break;
         }
     } else if (d != DEV_RED_P) {
         switch (op) {
-        case OP_ADD: INTO(u, acc[j].u + x[j].u);
-        case OP_MULTIPLY: INTO(u, acc[j].u * x[j].u);
-        case OP_AND: INTO(u, acc[j].u & x[j].u);
-        case OP_OR: INTO(u, acc[j].u | x[j].u);
-        case OP_XOR: INTO(u, acc[j].u ^ x[j].u);
+            DEV_WRAP_REDUCERS(INTO_U)
         default: break;
         }
     }
+#undef INTO_U
+#undef INTO_F
 #undef INTO
     for (int64_t j = 0; j < n; j++)
         acc[j] = dev_red_combine(d, op, acc[j], x[j]);
@@ -183,24 +176,21 @@ DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int
             a.FIELD = EXPR;                 \
         return a;                           \
     } while (0)
+#define ONE_F(OPC, F) case OPC: ONE(f, F(a.f, x[j].f));
+#define ONE_U(OPC, F) case OPC: ONE(u, F(a.u, x[j].u));
     if (d == DEV_RED_F) {
         switch (op) {
-        case OP_ADD: ONE(f, a.f + x[j].f);
-        case OP_MULTIPLY: ONE(f, a.f * x[j].f);
-        case OP_MAXIMUM: ONE(f, DEV_FMAX(a.f, x[j].f));
-        case OP_MINIMUM: ONE(f, DEV_FMIN(a.f, x[j].f));
+            DEV_FLOAT_REDUCERS(ONE_F)
         default: break;
         }
     } else if (d != DEV_RED_P) {
         switch (op) {
-        case OP_ADD: ONE(u, a.u + x[j].u);
-        case OP_MULTIPLY: ONE(u, a.u * x[j].u);
-        case OP_AND: ONE(u, a.u & x[j].u);
-        case OP_OR: ONE(u, a.u | x[j].u);
-        case OP_XOR: ONE(u, a.u ^ x[j].u);
+            DEV_WRAP_REDUCERS(ONE_U)
         default: break;
         }
     }
+#undef ONE_U
+#undef ONE_F
 #undef ONE
     for (int64_t j = 0; j < n; j++)
         a = dev_red_combine(d, op, a, x[j]);

@@ -30,7 +30,7 @@ IrStatus dev_red_call(const IrModule *m, int32_t comp, IrType t, void *out, cons
     int64_t dims[1] = {n};
     IrShape s = {.type = t, .rank = 1, .dims = dims};
     DevValue *a = dev_value_new_uninit(&s), *b = dev_value_new_uninit(&s), *r = NULL;
-    IrStatus st = a && b ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    IrStatus st = a && b ? IR_OK : ir_oom(d, NULL);
     if (st == IR_OK) {
         memcpy(a->data, lhs, (size_t)a->nbytes);
         memcpy(b->data, rhs, (size_t)b->nbytes);
@@ -63,20 +63,17 @@ IrStatus dev_red_call(const IrModule *m, int32_t comp, IrType t, void *out, cons
  * to compare within the budget, is "not proven" (the caller then asks MPI
  * for rank order, which is always right). */
 
+/* The commutative ops are the simple reducers (ir/hlo_op_sem.def). */
 static bool commutative_op(IrOpcode op)
 {
-    switch (op) {
-    case OP_ADD: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM: case OP_AND: case OP_OR: case OP_XOR:
-        return true;
-    default:
-        return false;
-    }
+    return ir_op_is_reducer(op);
 }
 
 static bool plain_op(IrOpcode op)
 {
+    if (ir_op_is_reducer(op))
+        return true;
     switch (op) {
-    case OP_ADD: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM: case OP_AND: case OP_OR: case OP_XOR:
     case OP_SUBTRACT: case OP_DIVIDE: case OP_NEGATE: case OP_ABS: case OP_NOT: case OP_COPY:
         return true;
     default:

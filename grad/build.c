@@ -13,7 +13,7 @@
 
 IrStatus gb_oom(Grad *g)
 {
-    return ir_error(g->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while writing gradients");
+    return ir_oom(g->d, "while writing gradients");
 }
 
 IrStatus gb_bug(Grad *g, const char *fmt, ...)

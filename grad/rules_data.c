@@ -75,7 +75,7 @@ static IrStatus rule_slice(Rev *r, const IrInstr *ins, int32_t g)
         if (n == 0)
             return IR_OK; /* an empty slice reads nothing */
         lo[d] = st;
-        in[d] = str - 1;
+        in[d] = n > 1 ? str - 1 : 0; /* one element: the stride (maybe near INT64_MAX) plays no part */
         hi[d] = xs.dims[d] - (st + (n - 1) * str + 1);
     }
     return rev_acc(r, x, 0, gb_pad0(b, g, lo, hi, in));

@@ -372,7 +372,7 @@ IrStatus grad_module(const IrModule *m, const GradOptions *o, IrModule **out, Ir
     for (int32_t t = 0; t < IR_NTYPES; t++)
         g.sum[t] = g.ge[t] = -1;
     if (!(g.m = ir_module_clone(m)))
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     /* Diagnostics name the input's positions (the clone keeps them). */
     g.m->file = m->file;
     g.m->src = m->src;

@@ -448,9 +448,20 @@ void ts_output_dir_close(TsOutputDir *od);
  * nothing: every file to a temporary created O_CREAT|O_EXCL|O_NOFOLLOW
  * under an unpredictable name in DIR, renamed when every one is complete,
  * the manifest last; then the files an earlier run left there and this
- * one did not rewrite (those its manifest lists, and tessel's own output
- * names) are removed. Other files of DIR are never touched. */
+ * one did not rewrite are removed: tessel's own output names, and the
+ * files an earlier manifest lists, when that manifest is tessel's (format,
+ * version and digest checked: ts_outputs_verify) and each file's bytes
+ * still have the SHA-256 it gives. Never removed: other files of DIR, the
+ * model the run ran, and any file the run read (TsRunOptions.inputs and
+ * infeeds). */
 TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d);
+/* Is DIR/outputs.json a manifest tessel wrote (its "format", "version"
+ * and "manifest_sha256", the SHA-256 of the rest of it, right), and does
+ * every file it lists still hold the bytes whose SHA-256 it gives? TS_OK
+ * and, when manifest_sha256 is not NULL, the manifest's own digest (64 hex
+ * digits and a NUL, "" on failure); else TS_EINPUT naming the file and
+ * what differs. What a resume checks of a checkpoint (docs/cli.md). */
+TsStatus ts_outputs_verify(const char *dir, char manifest_sha256[65], TsDiag *d);
 /* ts_output_dir_open, ts_outputs_write_to, ts_output_dir_close. */
 TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d);
 /* Remove what ts_outputs_write wrote into DIR (its files and manifest). */

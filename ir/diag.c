@@ -61,6 +61,13 @@ IrStatus ir_error(IrDiag *d, IrStatus st, const char *file, const char *src, IrP
     return st;
 }
 
+IrStatus ir_oom(IrDiag *d, const char *during)
+{
+    if (during)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory %s", during);
+    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+}
+
 char *ir_diag_format(const IrDiag *d, const char *prog)
 {
     const char *msg = d->msg ? d->msg : "out of memory";

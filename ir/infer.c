@@ -47,7 +47,7 @@ IrStatus infer_fail(Ctx *x, const char *fmt, ...)
 
 IrStatus infer_oom(Ctx *x)
 {
-    return ir_error(x->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return ir_oom(x->d, NULL);
 }
 
 /* Shape text for messages, kept in the arena so callers need not free it. */
@@ -380,27 +380,7 @@ static IrStatus check_arity(Ctx *x)
             return infer_fail(x, "expects %d operand%s, got %d", ar, ar == 1 ? "" : "s", (int)n);
         return IR_OK;
     }
-    int min = 0;
-    switch (op) {
-    case OP_CONDITIONAL: case OP_MAP: case OP_CONCATENATE: case OP_SORT:
-    case OP_ALL_REDUCE: case OP_ALL_GATHER: case OP_REDUCE_SCATTER: case OP_ALL_TO_ALL:
-    case OP_ALL_REDUCE_START: case OP_ALL_GATHER_START: case OP_COLLECTIVE_PERMUTE:
-    case OP_COLLECTIVE_PERMUTE_START: case OP_COLLECTIVE_BROADCAST: case OP_COLLECTIVE_REDUCE:
-    case OP_ASYNC_UPDATE: case OP_DYNAMIC_RESHAPE: case OP_SCAN:
-        min = 1;
-        break;
-    case OP_DYNAMIC_SLICE:
-        min = 2;
-        break;
-    case OP_DYNAMIC_UPDATE_SLICE: case OP_SCATTER:
-        min = 3;
-        break;
-    case OP_REDUCE: case OP_REDUCE_WINDOW:
-        min = 2;
-        break;
-    default:
-        break;
-    }
+    int min = ir_op_min_arity(op);
     if (n < min)
         return infer_fail(x, "expects at least %d operand%s, got %d", min, min == 1 ? "" : "s", (int)n);
     if ((op == OP_REDUCE || op == OP_REDUCE_WINDOW) && n % 2 != 0)
@@ -409,26 +389,6 @@ static IrStatus check_arity(Ctx *x)
     if (op == OP_SCATTER && n % 2 != 1)
         return infer_fail(x, "expects 2N+1 operands (N inputs, indices, N updates), got %d", (int)n);
     return IR_OK;
-}
-
-/* How many computations an op calls; -1 when any number is allowed. */
-static int expected_ncalled(IrOpcode op)
-{
-    switch (op) {
-    case OP_REDUCE: case OP_REDUCE_WINDOW: case OP_MAP: case OP_ALL_REDUCE:
-    case OP_REDUCE_SCATTER: case OP_SCATTER: case OP_SORT: case OP_CALL:
-    case OP_FUSION: case OP_ASYNC_START: case OP_ALL_REDUCE_START: case OP_SCAN:
-    case OP_COLLECTIVE_REDUCE:
-        return 1;
-    case OP_ASYNC_UPDATE: case OP_ASYNC_DONE:
-        return -1; /* 0 (sugared) or the start's computation */
-    case OP_WHILE: case OP_SELECT_AND_SCATTER:
-        return 2;
-    case OP_CONDITIONAL: case OP_CUSTOM_CALL:
-        return -1;
-    default:
-        return 0;
-    }
 }
 
 static IrStatus check_refs(Ctx *x)
@@ -442,7 +402,7 @@ static IrStatus check_refs(Ctx *x)
         if (ins->called[k] < 0 || ins->called[k] >= x->m->ncomp)
             return infer_fail(x, "called computation %d has index %d, out of range", (int)k,
                         (int)ins->called[k]);
-    int want = expected_ncalled(ins->op);
+    int want = ir_op_ncalled(ins->op);
     if (want >= 0 && ins->ncalled != want)
         return infer_fail(x, "expects %d called computation%s, got %d", want, want == 1 ? "" : "s",
                     (int)ins->ncalled);

@@ -103,7 +103,7 @@ IrStatus infer_slice(Ctx *x, IrShape *out)
         if (b < 0 || b > e || e > s->dims[i])
             return infer_fail(x, "slice [%lld:%lld] of dimension %d is out of bounds [0:%lld]",
                         (long long)b, (long long)e, (int)i, (long long)s->dims[i]);
-        dims[i] = (e - b + k - 1) / k;
+        dims[i] = e == b ? 0 : (e - b - 1) / k + 1; /* ceil without overflow: k may be near INT64_MAX */
     }
     return infer_make_array(x, out, s->type, s->rank, dims);
 }

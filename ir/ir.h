@@ -18,8 +18,11 @@
  *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
  *   shape.c     shapes: element counts with overflow checks, equality, text
  *   module.c    building modules: computations, instructions, lookup
- *   ops.c       opcode and attribute tables generated from hlo_ops.def and
- *               hlo_attrs.def (which ops take which attribute, in print order)
+ *   ops.c       opcode and attribute tables generated from hlo_ops.def, the
+ *               op semantics beside it (hlo_op_sem.def: minimum arity,
+ *               called computations, host, reducer identity, MPI operation,
+ *               vector path) and hlo_attrs.def (which ops take which
+ *               attribute, in print order)
  *   lex.c       the HLO text lexer
  *   parse.c     the HLO text parser: modules, computations, instructions,
  *               operands, the entry points; its parts (parse_internal.h):
@@ -31,6 +34,10 @@
  *   parse_header.c  the module header (HloModule name, attributes)
  *   literal.c   parsing and printing of constant literals
  *   sharding.c  XLA shardings: parse, print, validate, query
+ *   sdy.c       Shardy's sharding text (#sdy.mesh, #sdy.sharding, ...) and
+ *               XLA's named (V3) sharding text, read into IrSharding
+ *   sdy_import.c  a parsed module's Shardy attributes made its shardings
+ *               (xla.sdy.sharding, FuncResultSharding, ShardingGroup, shard_map)
  *   print.c     the HLO text printer (XLA's syntax; round trips)
  *   infer.c     shape inference: helpers, operand counts, the dispatcher
  *   infer_elementwise.c  rules of unary, binary, select, clamp, converts
@@ -210,6 +217,12 @@ IrStatus ir_error(IrDiag *d, IrStatus st, const char *file, const char *src,
     __attribute__((format(printf, 6, 7)));
 IrStatus ir_verror(IrDiag *d, IrStatus st, const char *file, const char *src,
                    IrPos pos, const char *fmt, va_list ap);
+/* The library's one out-of-memory error: records "out of memory" (or "out
+ * of memory DURING", e.g. during = "while partitioning") without a
+ * position and returns IR_ENOMEM. Can't fail: when even the message cannot
+ * be allocated the status alone is kept (ir_diag_format then says "out of
+ * memory"). */
+IrStatus ir_oom(IrDiag *d, const char *during);
 /* Format as `tessel: FILE:LINE:COL: error: MSG\n  LINE\n  ^` into a heap string. */
 char *ir_diag_format(const IrDiag *d, const char *prog);
 void ir_diag_clear(IrDiag *d);
@@ -351,7 +364,7 @@ int32_t ir_shape_leaves(const IrShape *s, const IrShape **out);
 void ir_shape_strides(const IrShape *s, int64_t *strides);
 
 /* ------------------------------------------------------------------ */
-/* ops.c: opcodes, generated from hlo_ops.def                          */
+/* ops.c: opcodes, generated from hlo_ops.def and hlo_op_sem.def      */
 /* ------------------------------------------------------------------ */
 
 typedef enum IrOpKind { IR_K_UNARY, IR_K_BINARY, IR_K_TERNARY, IR_K_OTHER } IrOpKind;
@@ -387,6 +400,31 @@ double ir_identity_float(IrOpcode op);
 int64_t ir_identity_signed(IrOpcode op, int bits);
 uint64_t ir_identity_unsigned(IrOpcode op, int bits);
 bool ir_op_is_elementwise(IrOpcode op); /* unary/binary/ternary kinds */
+
+/* The semantics columns of hlo_op_sem.def (see there for each). */
+typedef enum IrIdentity {
+    IR_ID_NONE, IR_ID_ZERO, IR_ID_ONE, IR_ID_LOWEST, IR_ID_HIGHEST, IR_ID_ALL_ONES,
+} IrIdentity;
+/* The MPI reduction of a simple reducer; the MPI side maps each to its
+ * MPI_Op (IR_MPI_SUM -> MPI_SUM, ...). ir/ never includes mpi.h. */
+typedef enum IrMpiOp {
+    IR_MPI_NONE, IR_MPI_SUM, IR_MPI_PROD, IR_MPI_MAX, IR_MPI_MIN, IR_MPI_BAND, IR_MPI_BOR, IR_MPI_BXOR,
+} IrMpiOp;
+/* Fewest operands: the arity of a fixed-arity op, else the MIN_ARITY column. */
+int ir_op_min_arity(IrOpcode op);
+/* Called computations the op takes; -1 when any number may be. */
+int ir_op_ncalled(IrOpcode op);
+/* Does the op talk to the host (infeed, outfeed)? */
+bool ir_op_talks_to_host(IrOpcode op);
+/* The identity of simple reducer `op`; IR_ID_NONE for any other op. */
+IrIdentity ir_op_identity(IrOpcode op);
+/* Is `op` one of the simple reducers (add, multiply, maximum, minimum,
+ * and, or, xor): commutative, associative, with an identity and an MPI
+ * operation? */
+bool ir_op_is_reducer(IrOpcode op);
+IrMpiOp ir_op_mpi(IrOpcode op);
+/* Does the fused AVX-512 register path compute `op` (f32)? */
+bool ir_op_vector(IrOpcode op);
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 
@@ -522,6 +560,49 @@ IrStatus ir_sharding_copy(IrArena *a, IrSharding *dst, const IrSharding *src);
 /* Parse XLA sharding text (the part starting with '{'). Used by the parser
  * and by tools. On error fills d; positions are relative to `text`. */
 IrStatus ir_sharding_parse(IrArena *a, const char *text, IrSharding *out, IrDiag *d);
+
+/* ------------------------------------------------------------------ */
+/* sdy.c                                                               */
+/* ------------------------------------------------------------------ */
+
+/* A Shardy mesh: named axes (major to minor) over `ndevice` devices,
+ * listed by device_ids (NULL: 0..ndevice-1 in order). A maximal mesh has
+ * no axes and one device id; the empty mesh has neither (replicated). */
+typedef struct IrSdyMesh {
+    const char *name;
+    int32_t naxis;
+    const char **axis;
+    int64_t *size;
+    int64_t ndevice;
+    int64_t *device_ids;
+} IrSdyMesh;
+
+/* A module's meshes (its xla.sdy.meshes frontend attribute). */
+typedef struct IrSdyMeshes {
+    int32_t n;
+    IrSdyMesh *mesh;
+} IrSdyMeshes;
+
+/* The manual axes of a shard_map region (#sdy<manual_axes{"x"}>). */
+typedef struct IrSdyManual {
+    int32_t n;
+    const char **axis;
+} IrSdyManual;
+
+/* Each parses one attribute's (unescaped) text into the arena. Errors are
+ * IR_EINPUT with d->pos relative to `text` (line 1, column = byte offset +
+ * 1) and no file: the caller places them in its source. */
+/* `{mesh = #sdy.mesh<["x"=2]>, ...}` */
+IrStatus ir_sdy_parse_meshes(IrArena *a, const char *text, IrSdyMeshes *out, IrDiag *d);
+/* `#sdy.sharding<@mesh, [...]>` gives one sharding; `#sdy.sharding_per_value
+ * <[...]>` a SHD_TUPLE of one per value (even one). `manual` (NULL: none)
+ * names axes that are manual (a shard_map body): they become a manual
+ * subgroup, or {manual} when they are all of the mesh's axes. */
+IrStatus ir_sdy_parse_sharding(IrArena *a, const IrSdyMeshes *meshes, const IrSdyManual *manual, const char *text,
+                               IrSharding *out, IrDiag *d);
+/* `#sdy<manual_axes{"x", "y"}>` */
+IrStatus ir_sdy_parse_manual_axes(IrArena *a, const char *text, IrSdyManual *out, IrDiag *d);
+
 
 /* ------------------------------------------------------------------ */
 /* module.c: the IR                                                    */
@@ -916,6 +997,17 @@ IrStatus ir_parse_take(const char *file, char *text, size_t len, const IrParseOp
                        IrDiag *d);
 /* Read a file and parse it (and verify, when opt->verify). */
 IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **out, IrDiag *d);
+
+/* sdy_import.c: make the Shardy attributes of a parsed module its
+ * shardings (docs/hlo-text.md, "Shardy"): each xla.sdy.sharding becomes
+ * the instruction's sharding, or must agree with the sharding= it has
+ * (compared by device mapping); xla.sdy.ShardingGroup puts its operand in
+ * a shard_as group; every shard_map (GlobalToLocalShape, a call of
+ * xla.sdy.manual_computation_body.N, LocalToGlobalShape) is rewritten into
+ * GSPMD's manual region (Sharding, SPMDFullToShardShape, the body inlined,
+ * SPMDShardToFullShape). A module without Shardy attributes is left as it
+ * is. Errors (IR_EINPUT) point into the attribute's text in m->src. */
+IrStatus ir_sdy_import(IrModule *m, IrDiag *d);
 
 /* Parse a literal `text` for `shape` into bytes (the IrAttrs.literal form). */
 IrStatus ir_literal_parse(IrArena *a, const IrShape *shape, const char *text, size_t len,

@@ -186,6 +186,11 @@ bool vec_to_list(Lexer *L, const I64Vec *v, IrI64List *out);
 bool ir_lit_parse_lx(Lexer *L, const IrShape *shape, uint8_t **data, int64_t *nbytes);
 /* sharding.c: parse a sharding (starting at '{') at the current token. */
 bool ir_shd_parse_lx(Lexer *L, IrSharding *out);
+/* sdy.c: XLA's named (V3) sharding after its '{', at '@mesh<' or 'mesh[':
+ * the mesh, the dimensions and replicated=/unreduced=/manual= axes,
+ * converted to a tiled (or replicated, manual) sharding; stops before a
+ * `, metadata=` or the closing '}'. */
+bool ir_sdy_v3_parse_lx(Lexer *L, IrSharding *out);
 /* sharding.c: expand an iota device list `<=[iota]T(perm)` of n devices
  * (n must equal the product of iota) into arena arrays; errors at pos.
  * shared_ok: *devices may be ir_iota_table (never to be written). */

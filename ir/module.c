@@ -695,13 +695,8 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp)
     if (c->nparam != 2 || c->root < 0 || c->param[0] < 0 || c->param[1] < 0)
         return OP_COUNT;
     const IrInstr *r = &c->instr[c->root];
-    switch (r->op) {
-    case OP_ADD: case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM:
-    case OP_AND: case OP_OR: case OP_XOR:
-        break;
-    default:
+    if (!ir_op_is_reducer(r->op))
         return OP_COUNT;
-    }
     if (r->nopnd != 2 || r->shape.type == IR_TUPLE || r->shape.rank != 0)
         return OP_COUNT;
     int32_t a = r->opnd[0], b = r->opnd[1];

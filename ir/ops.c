@@ -1,9 +1,11 @@
 /*
- * ops.c: the opcode tables, all generated from hlo_ops.def, and the
- * attribute tables, generated from hlo_attrs.def.
+ * ops.c: the opcode tables, all generated from hlo_ops.def and its
+ * semantics beside it (hlo_op_sem.def), and the attribute tables,
+ * generated from hlo_attrs.def.
  */
 #include "ir.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -43,6 +45,56 @@ IrOpFamily ir_op_family(IrOpcode op)
 bool ir_op_is_elementwise(IrOpcode op)
 {
     return op_info[op].kind != IR_K_OTHER;
+}
+
+/* ---- semantics, generated from hlo_op_sem.def ---- */
+
+static const struct {
+    int8_t min_arity, ncalled;
+    bool host, vector;
+    IrIdentity identity;
+    IrMpiOp mpi;
+} op_sem[OP_COUNT] = {
+#define SEM(e, min, ncalled, host, id, mpi, vec) [OP_##e] = {min, ncalled, host, vec, id, mpi},
+#include "hlo_op_sem.def"
+#undef SEM
+};
+
+int ir_op_min_arity(IrOpcode op)
+{
+    assert(op < OP_COUNT);
+    return op_info[op].arity >= 0 ? op_info[op].arity : op_sem[op].min_arity;
+}
+
+int ir_op_ncalled(IrOpcode op)
+{
+    assert(op < OP_COUNT);
+    return op_sem[op].ncalled;
+}
+
+bool ir_op_talks_to_host(IrOpcode op)
+{
+    return op < OP_COUNT && op_sem[op].host;
+}
+
+IrIdentity ir_op_identity(IrOpcode op)
+{
+    return op < OP_COUNT ? op_sem[op].identity : IR_ID_NONE;
+}
+
+bool ir_op_is_reducer(IrOpcode op)
+{
+    return ir_op_identity(op) != IR_ID_NONE;
+}
+
+IrMpiOp ir_op_mpi(IrOpcode op)
+{
+    return op < OP_COUNT ? op_sem[op].mpi : IR_MPI_NONE;
+}
+
+bool ir_op_vector(IrOpcode op)
+{
+    return op < OP_COUNT && op_sem[op].vector;
 }
 
 /* A linear scan of the names, behind a small direct-mapped cache of the
@@ -238,20 +290,36 @@ bool ir_attr_applies(IrAttrId id, IrOpcode op)
 
 /* ---- reducer identities ---- */
 
+/* ---- reducer identities: the IDENTITY column in each domain ---- */
+
 double ir_identity_float(IrOpcode op)
 {
-    return op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? -INFINITY : op == OP_MINIMUM ? INFINITY : 0;
+    switch (ir_op_identity(op)) {
+    case IR_ID_ONE: return 1;
+    case IR_ID_LOWEST: return -INFINITY;
+    case IR_ID_HIGHEST: return INFINITY;
+    default: return 0;
+    }
 }
 
 int64_t ir_identity_signed(IrOpcode op, int bits)
 {
-    int64_t lo = bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
-    int64_t hi = bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
-    return op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? lo : op == OP_MINIMUM ? hi : op == OP_AND ? -1 : 0;
+    assert(bits >= 1 && bits <= 64);
+    switch (ir_op_identity(op)) {
+    case IR_ID_ONE: return 1;
+    case IR_ID_LOWEST: return bits >= 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+    case IR_ID_HIGHEST: return bits >= 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+    case IR_ID_ALL_ONES: return -1;
+    default: return 0;
+    }
 }
 
 uint64_t ir_identity_unsigned(IrOpcode op, int bits)
 {
-    uint64_t all = bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
-    return op == OP_MULTIPLY ? 1 : (op == OP_MINIMUM || op == OP_AND) ? all : 0;
+    assert(bits >= 1 && bits <= 64);
+    switch (ir_op_identity(op)) {
+    case IR_ID_ONE: return 1;
+    case IR_ID_HIGHEST: case IR_ID_ALL_ONES: return bits >= 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+    default: return 0; /* zero, and the lowest unsigned */
+    }
 }

@@ -964,6 +964,9 @@ static IrStatus parse_text(IrModule *m, char *src, size_t len, const IrParseOpti
     IrLimits lim = P->opt.limits;
     prs_release(P);
     ts_free(P);
+    /* Shardy's attributes become shardings before anything reads them. */
+    if (st == IR_OK)
+        st = ir_sdy_import(m, d);
     if (st == IR_OK && verify)
         st = ir_verify_names_unique(m, &lim, d, true); /* duplicates were refused above */
     if (st != IR_OK) {

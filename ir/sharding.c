@@ -10,6 +10,8 @@
  *   {devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}
  *   {devices=[4,2]<=[2,2,2]T(1,0,2)}                iota tile assignment
  *   {{replicated}, {devices=[2]0,1}}                tuple: one per leaf, flat
+ *   {@mesh<x=2,y=2>, [{x}, {}]}                     XLA's named (V3) form, read
+ *                                                   by sdy.c into the forms above
  * each optionally followed by ` shard_as N` / ` shard_like N` and
  * ` metadata={...}` (kept raw). Iota forms are expanded into `devices` and
  * also kept so they print back as written.
@@ -589,7 +591,7 @@ static bool parse_single_word(Lexer *L, Single *x)
         lx_next(L);
         return lx_int(L, &x->shard_group_id, "shard group id");
     }
-    if (lx_is_word(L, "mesh") || lx_is_word(L, "maximal_mesh"))
+    if (lx_is_word(L, "maximal_mesh"))
         return lx_fail(L, pos, "%s shardings are not supported", lx_describe(L, buf, sizeof buf));
     return lx_fail(L, pos, "unknown word %s in sharding", lx_describe(L, buf, sizeof buf));
 }
@@ -785,6 +787,31 @@ static bool build_single(Lexer *L, IrPos pos, Single *x, IrSharding *s)
     return true;
 }
 
+/* XLA's named (V3) form starts `{@mesh<` or `{mesh[`. */
+static bool is_v3(const Lexer *L)
+{
+    if (L->tok.kind == LX_OTHER && L->text[L->tok.start] == '@')
+        return true;
+    return lx_is_word(L, "mesh") && lx_peek(L).kind == LX_LSQUARE;
+}
+
+/* v3 (',' metadata={...})? '}' (sdy.c reads the sharding itself). */
+static bool parse_v3(Lexer *L, IrSharding *s)
+{
+    if (!ir_sdy_v3_parse_lx(L, s))
+        return false;
+    if (lx_is_attr(L) && lx_is_word(L, "metadata")) {
+        lx_next(L);
+        lx_next(L);
+        size_t st, e;
+        if (!lx_is(L, LX_LBRACE))
+            return lx_expected(L, "'{' after metadata=");
+        if (!lx_raw_group(L, &st, &e) || !(s->metadata = lx_dup(L, st + 1, e - 1)))
+            return false;
+    }
+    return lx_expect(L, LX_RBRACE, "'}' to end sharding");
+}
+
 /* single ::= '{' (word | name '=' value)* '}' ; the '{' may be consumed. */
 static bool parse_single(Lexer *L, IrSharding *s, bool brace_consumed, IrPos pos)
 {
@@ -794,6 +821,8 @@ static bool parse_single(Lexer *L, IrSharding *s, bool brace_consumed, IrPos pos
         if (!lx_expect(L, LX_LBRACE, "'{' to start sharding"))
             return false;
     }
+    if (is_v3(L))
+        return parse_v3(L, s);
     Single x = {0};
     bool ok = true;
     while (ok && !lx_is(L, LX_RBRACE)) {

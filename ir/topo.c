@@ -142,7 +142,7 @@ IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **orde
         size_t n = (size_t)c->ninstr;
         int32_t *out = ts_malloc((n ? n : 1) * sizeof *out);
         if (!out)
-            return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            return ir_oom(d, NULL);
         for (int32_t i = 0; i < c->ninstr; i++)
             out[i] = i;
         *order = out;
@@ -160,7 +160,7 @@ IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **orde
     int32_t *heapv = ts_malloc((n ? n : 1) * sizeof *heapv);
     uint8_t *seen = NULL;
     if (!out || !indeg || !start || !users || !heapv) {
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(d, NULL);
         goto done;
     }
     /* users[start[p] .. start[p+1]) lists the instructions that use p. */
@@ -194,7 +194,7 @@ IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **orde
     if (placed < n) {
         seen = ts_calloc(n, 1);
         if (!seen) {
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(d, NULL);
             goto done;
         }
         int32_t x = find_cycle_node(c, indeg, seen);

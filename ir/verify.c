@@ -52,7 +52,7 @@ static IrStatus verr(Verifier *v, IrPos pos, const char *fmt, ...)
 
 static IrStatus vnomem(Verifier *v)
 {
-    return ir_error(v->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return ir_oom(v->d, NULL);
 }
 
 /* Shape text for messages, in the scratch arena. */

@@ -34,7 +34,7 @@ typedef struct Ex {
 
 static IrStatus ex_oom(Ex *x)
 {
-    return ir_error(x->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while expanding scans");
+    return ir_oom(x->d, "while expanding scans");
 }
 
 /* Append an instruction; its shape from shape inference (`shape` is the

@@ -88,11 +88,6 @@ PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s)
     return t;
 }
 
-static IrStatus oom(IrDiag *d)
-{
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while planning");
-}
-
 static const IrSharding replicated = {.kind = SHD_REPLICATED};
 
 static bool value_for(IrArena *a, PlanValue *v, int32_t index, const char *name, const IrShape *shape,
@@ -153,7 +148,7 @@ static IrStatus islands(Plan *p, IrDiag *d)
     p->device_assignment = ids;
     p->islands = ir_alloc_array(a, (size_t)(p->hosts * r), sizeof(PlanIsland));
     if (!ids || !p->islands)
-        return oom(d);
+        return ir_oom(d, "while planning");
     /* Hosts own consecutive devices; an island is a replica's devices on
      * one host. */
     for (int64_t h = 0; h < p->hosts; h++)
@@ -252,7 +247,7 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     Plan *p = a ? ir_alloc(a, sizeof *p) : NULL;
     if (!p) {
         ir_arena_free(a);
-        return oom(d);
+        return ir_oom(d, "while planning");
     }
     p->arena = a;
     p->module = ir_strdup(a, (src ? src : spmd)->name);
@@ -293,7 +288,7 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     *out = p;
     return IR_OK;
 nomem:
-    st = oom(d);
+    st = ir_oom(d, "while planning");
 fail:
     ir_arena_free(a);
     return st;

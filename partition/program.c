@@ -24,19 +24,19 @@ IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d)
     c->param_shape = ir_alloc_array(a, np, sizeof(IrShape));
     c->param_sharding = ir_alloc_array(a, np, sizeof(IrSharding *));
     if (!c->param_shape || !c->param_sharding)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     for (int32_t p = 0; p < e->nparam; p++) {
         const IrInstr *pi = &e->instr[e->param[p]];
         c->param_sharding[p] = ir_alloc(a, sizeof(IrSharding));
         if (!c->param_sharding[p] || ir_shape_copy(a, &c->param_shape[p], &pi->shape) != IR_OK ||
             ir_sharding_copy(a, c->param_sharding[p], pi->sharding && !c->replay ? pi->sharding : &replicated) != IR_OK)
-            return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            return ir_oom(d, NULL);
     }
     const IrInstr *root = &e->instr[e->root];
     c->out_sharding = ir_alloc(a, sizeof(IrSharding));
     if (!c->out_sharding || ir_shape_copy(a, &c->out_shape, &root->shape) != IR_OK ||
         ir_sharding_copy(a, c->out_sharding, root->sharding && !c->replay ? root->sharding : &replicated) != IR_OK)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     return IR_OK;
 }
 

@@ -65,8 +65,7 @@
 /* The rules report OOM through NEED (prop_internal.h) with this error. */
 IrStatus prop_oom(Prop *p)
 {
-    return ir_error(p->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0},
-                    "out of memory during sharding propagation");
+    return ir_oom(p->d, "during sharding propagation");
 }
 
 /* ------------------------------------------------------------------ */

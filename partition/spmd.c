@@ -196,7 +196,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     const char *name = ir_unique_name(sp->dst, sc->name);
     int32_t ci = name ? ir_add_computation(sp->dst, name) : -1;
     if (ci < 0) {
-        ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+        ir_oom(sp->d, "while partitioning");
         return -1;
     }
     PComp pc = {.sp = sp, .sc = sc, .dc = sp->dst->comp[ci], .pid = -1};
@@ -208,14 +208,14 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     /* Room for the usual growth (collectives, masks, offsets: about one
      * instruction in six on sharded models) in one allocation. */
     if (sc->ninstr >= 256 && ir_reserve_instrs(pc.dc, sc->ninstr + sc->ninstr / 4) != IR_OK) {
-        ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+        ir_oom(sp->d, "while partitioning");
         return -1;
     }
     sp->depth++;
     pc.val = ts_malloc((size_t)(sc->ninstr > 0 ? sc->ninstr : 1) * sizeof(int32_t));
     pc.shd = ts_malloc((size_t)(sc->ninstr > 0 ? sc->ninstr : 1) * sizeof(IrSharding *));
     if (!pc.val || !pc.shd) {
-        ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+        ir_oom(sp->d, "while partitioning");
         goto done;
     }
     for (int32_t i = 0; i < sc->ninstr; i++) {
@@ -226,7 +226,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
         pc.val[i] = -1;
         pc.shd[i] = effective(sp->dst->arena, s, &ins->shape);
         if (!pc.shd[i]) {
-            ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+            ir_oom(sp->d, "while partitioning");
             goto done;
         }
     }
@@ -241,7 +241,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     }
     const IrSharding *want = effective(sp->dst->arena, root_shd, &sc->instr[sc->root].shape);
     if (!want) {
-        ir_error(sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+        ir_oom(sp->d, "while partitioning");
         goto done;
     }
     sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[sc->root].name, .output = true};
@@ -272,7 +272,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     if (sp.n < 1 || sp.r < 1)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "partition and replica counts must be >= 1");
     if (report && !report->arena && !(report->arena = ir_arena_new()))
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     sp.dst = ir_module_new(src->name);
     sp.tmp = ir_arena_new();
     sp.scalar_comp = ts_malloc((size_t)(src->ncomp > 0 ? src->ncomp : 1) * sizeof(int32_t));
@@ -280,7 +280,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
         ir_module_free(sp.dst);
         ir_arena_free(sp.tmp);
         ts_free(sp.scalar_comp);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     /* The SPMD instructions keep their source positions: a kernel failing
      * at run time is reported at the source line. */
@@ -289,7 +289,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
         ir_module_free(sp.dst);
         ir_arena_free(sp.tmp);
         ts_free(sp.scalar_comp);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     }
     for (int32_t i = 0; i < src->ncomp; i++)
         sp.scalar_comp[i] = -1;
@@ -301,7 +301,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     IrStatus st = IR_OK;
     const IrSharding **ps = ts_malloc((size_t)(entry->nparam > 0 ? entry->nparam : 1) * sizeof *ps);
     if (!ps) {
-        st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        st = ir_oom(d, NULL);
         goto done;
     }
     for (int32_t p = 0; p < entry->nparam; p++)
@@ -319,7 +319,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     if (src->nalias > 0) {
         sp.dst->alias = ir_alloc_array(sp.dst->arena, (size_t)src->nalias, sizeof(IrAlias));
         if (!sp.dst->alias) {
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+            st = ir_oom(d, NULL);
             goto done;
         }
         for (int32_t k = 0; k < src->nalias; k++) {
@@ -328,7 +328,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
             int64_t *o = ir_alloc_array(sp.dst->arena, (size_t)al->output_index.n + 1, sizeof(int64_t));
             int64_t *p = ir_alloc_array(sp.dst->arena, (size_t)al->param_index.n + 1, sizeof(int64_t));
             if (!o || !p) {
-                st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+                st = ir_oom(d, NULL);
                 goto done;
             }
             if (al->output_index.n > 0)

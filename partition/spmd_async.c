@@ -24,11 +24,6 @@
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* The sharding callee parameter p asks for, else `fallback`. */
 static const IrSharding *param_or(PComp *pc, int32_t comp, int32_t p, const IrSharding *fallback)
 {
@@ -97,7 +92,7 @@ static IrStatus async_start(PComp *pc, int32_t i)
     const IrSharding **ps = ir_alloc_array(pc_tmp(pc), (size_t)(ins->nopnd > 0 ? ins->nopnd : 1), sizeof *ps);
     IrSharding *root_s = shd_tuple_element(pc_tmp(pc), pc->shd[i], &ins->shape, 1);
     if (!ps || !root_s)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++) {
         ps[k] = param_or(pc, comp, k, pc->shd[ins->opnd[k]]);
@@ -109,18 +104,18 @@ static IrStatus async_start(PComp *pc, int32_t i)
     if (dst < 0)
         return set_val(pc, i, -1);
     if (!mine || shd_shard_shape(pc_arena(pc), &ins->shape, mine, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     const IrComputation *sc = sp->src->comp[comp];
     IrComputation *dc = sp->dst->comp[dst];
     if (sc->execution_thread && !(dc->execution_thread = ir_strdup(pc_arena(pc), sc->execution_thread)))
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &dst);
     if (v < 0)
         return set_val(pc, i, v);
     bool sugar = ins->a.x->async_sugar && sc->async_wrapper && op_alone(dc);
     dc->async_wrapper = sugar;
     if (!set_async_sugar(pc, v, sugar))
-        return oom(pc);
+        return spmd_oom(pc);
     pc->shd[i] = mine;
     return set_val(pc, i, v);
 }
@@ -142,15 +137,15 @@ static IrStatus async_next(PComp *pc, int32_t i)
     const IrSharding *from = pc->shd[o];
     if (ins->op == OP_ASYNC_DONE &&
         !(from = shd_tuple_element(pc_arena(pc), pc->shd[o], &pc->sc->instr[o].shape, 1)))
-        return oom(pc);
+        return spmd_oom(pc);
     IrShape local;
     if (shd_shard_shape(pc_arena(pc), &ins->shape, from, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t r = emit_clone(pc, ins, &local, 1, &v, called >= 0 && ins->ncalled > 0 ? 1 : 0, &called);
     if (r < 0)
         return set_val(pc, i, r);
     if (!set_async_sugar(pc, r, sugar))
-        return oom(pc);
+        return spmd_oom(pc);
     if (ins->op == OP_ASYNC_UPDATE) {
         pc->shd[i] = from;
         return set_val(pc, i, r);

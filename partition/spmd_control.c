@@ -28,11 +28,6 @@
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* Sharding for parameter p of computation `comp`, else `fallback`. */
 static const IrSharding *param_sharding(PComp *pc, int32_t comp, int32_t p, const IrSharding *fallback)
 {
@@ -47,7 +42,7 @@ static IrStatus emit_control(PComp *pc, int32_t i, const int32_t *ops, const int
     const IrInstr *ins = &pc->sc->instr[i];
     IrShape local;
     if (shd_shard_shape(pc_arena(pc), &ins->shape, pc->shd[i], &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     return set_val(pc, i, emit_clone(pc, ins, &local, ins->nopnd, ops, ins->ncalled, called));
 }
 
@@ -80,7 +75,7 @@ IrStatus spmd_control(PComp *pc, int32_t i)
         const IrComputation *cc = sp->src->comp[comp];
         const IrSharding **ps = ts_malloc((size_t)(cc->nparam > 0 ? cc->nparam : 1) * sizeof *ps);
         if (!ps)
-            return oom(pc);
+            return spmd_oom(pc);
         for (int32_t p = 0; p < cc->nparam; p++) {
             int32_t opk = ins->op == OP_CONDITIONAL ? c + 1 : p;
             ps[p] = param_sharding(pc, comp, p, opk < ins->nopnd ? pc->shd[ins->opnd[opk]] : &repl_sharding);
@@ -146,7 +141,7 @@ IrStatus spmd_custom_call(PComp *pc, int32_t i)
             ops[k] = operand_as(pc, i, k, m);
         for (int32_t k = 0; k < ins->ncalled; k++)
             if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
-                return oom(pc);
+                return spmd_oom(pc);
         return set_val(pc, i, emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called));
     }
     return spmd_fallback(pc, i);

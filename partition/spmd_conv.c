@@ -33,12 +33,6 @@ static int64_t dflt1(int64_t v)
     return v > 0 ? v : 1;
 }
 
-static int32_t oom(PComp *pc)
-{
-    ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-    return -1;
-}
-
 /* ---- halo exchange ---- */
 
 /* Halo plan along one dim of a windowed op (convolution, reduce-window).
@@ -146,7 +140,7 @@ static int32_t gathered_window(PComp *pc, int32_t v, int32_t d, const SpmdHalo *
     int64_t n = pc->sp->n;
     int64_t *off = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
     if (!off)
-        return oom(pc);
+        return spmd_oom_value(pc);
     int64_t c[IR_MAX_RANK + 2];
     for (int64_t p = 0; p < n; p++)
         off[p] = shd_device_coords(iter, p, c) ? c[it_dim] * h->so * h->stride : 0;
@@ -178,7 +172,7 @@ static int32_t concat3(PComp *pc, int32_t a, int32_t b, int32_t c, int32_t d)
     IrShape s;
     const IrShape *bs = val_shape(pc, b);
     if (ir_shape_make(pc_arena(pc), &s, bs->type, bs->rank, bs->dims) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     s.dims[d] = 0;
     for (int32_t k = 0; k < n; k++)
         s.dims[d] += val_shape(pc, ops[k])->dims[d];
@@ -187,7 +181,7 @@ static int32_t concat3(PComp *pc, int32_t a, int32_t b, int32_t c, int32_t d)
         return -1;
     int64_t *dim = ir_alloc(pc_arena(pc), sizeof(int64_t));
     if (!dim)
-        return oom(pc);
+        return spmd_oom_value(pc);
     *dim = d;
     IrAttrs *at = &pc->dc->instr[r].a;
     at->dimensions.n = 1;
@@ -218,7 +212,7 @@ static int32_t shift(PComp *pc, int32_t piece, const IrSharding *s, int32_t d, i
     int64_t n = pc->sp->n;
     int64_t *pairs = ts_malloc((size_t)(2 * n) * sizeof(int64_t));
     if (!pairs)
-        return oom(pc);
+        return spmd_oom_value(pc);
     int32_t np = 0;
     int64_t c[IR_MAX_RANK + 2];
     for (int64_t dev = 0; dev < n; dev++) {
@@ -249,7 +243,7 @@ static int32_t mask_rows(PComp *pc, int32_t v, int32_t d, const int64_t *table, 
     IrShape is, vs;
     if (ir_shape_make(pc_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK ||
         ir_shape_make(pc_arena(pc), &vs, ls->type, ls->rank, ls->dims) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     int32_t io = emit_iota(pc, &is, d);
     int32_t off = emit_broadcast(pc, emit_table_lookup(pc, table), &is, 0, NULL);
     int32_t g = emit_binary(pc, OP_ADD, io, off);
@@ -287,7 +281,7 @@ int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const Sp
     int64_t *base = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
     int64_t *off = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
     if (!base || !off)
-        return oom(pc);
+        return spmd_oom_value(pc);
     int64_t c[IR_MAX_RANK + 2], room = si + h->lo + h->hi - h->L;
     bool same = true;
     for (int64_t p = 0; p < n; p++) {
@@ -437,7 +431,7 @@ static int32_t mask_dim(PComp *pc, int32_t v, const IrShape *full, const IrShard
         return v;
     int64_t *table = shd_offset_table(pc, s, full, (int32_t)d);
     if (!table)
-        return oom(pc);
+        return spmd_oom_value(pc);
     return mask_rows(pc, v, (int32_t)d, table, full->dims[d], emit_scalar_const(pc, full->type, 0));
 }
 
@@ -459,7 +453,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     };
     ConvPlan *best = ts_malloc(2 * sizeof(ConvPlan));
     if (!best)
-        return set_val(pc, i, oom(pc));
+        return set_val(pc, i, spmd_oom_value(pc));
     ConvPlan *p = best + 1;
     bool have = false;
     for (int32_t c = 0; c < 3; c++)
@@ -505,7 +499,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
         int32_t ng, size;
         int64_t *groups;
         if (!shd_groups_along(pc, best->iter, 1, &idim, &ng, &size, &groups))
-            v = oom(pc);
+            v = spmd_oom_value(pc);
         else
             v = emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
     }

@@ -22,9 +22,14 @@ IrArena *pc_tmp(PComp *pc)
 
 static bool set_list(PComp *pc, IrI64List *l, int32_t n, const int64_t *v);
 
-static int32_t oom(PComp *pc)
+IrStatus spmd_oom(PComp *pc)
 {
-    ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
+    return ir_oom(pc->sp->d, "while partitioning");
+}
+
+int32_t spmd_oom_value(PComp *pc)
+{
+    spmd_oom(pc);
     return -1;
 }
 
@@ -39,7 +44,7 @@ int32_t emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const 
         if (opnd[k] < 0)
             return -1; /* an earlier emit failed and recorded why */
     int32_t r = ir_add_simple(pc->sp->dst, pc->dc, op, shape, nopnd, opnd, NULL);
-    return r < 0 ? oom(pc) : r;
+    return r < 0 ? spmd_oom_value(pc) : r;
 }
 
 int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t nopnd,
@@ -54,28 +59,28 @@ int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t 
     /* parameters keep their names: inputs bind by them (a plan's x.1 is the model's) */
     ins.name = src->op == OP_PARAMETER ? ir_keep_name(pc->sp->dst, src->name) : ir_unique_name(pc->sp->dst, src->name);
     if (!ins.name || ir_shape_copy(a, &ins.shape, shape) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     ins.nopnd = nopnd;
     ins.opnd = ir_alloc_array(a, (size_t)(nopnd > 0 ? nopnd : 1), sizeof(int32_t));
     ins.ncalled = ncalled;
     ins.called = ir_alloc_array(a, (size_t)(ncalled > 0 ? ncalled : 1), sizeof(int32_t));
     if (!ins.opnd || !ins.called)
-        return oom(pc);
+        return spmd_oom_value(pc);
     if (nopnd > 0)
         memcpy(ins.opnd, opnd, (size_t)nopnd * sizeof(int32_t));
     if (ncalled > 0)
         memcpy(ins.called, called, (size_t)ncalled * sizeof(int32_t));
     /* The destination must not point into the source module's arena. */
     if (ir_attrs_copy(a, &ins.a, &src->a) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     if (ins.a.x->control_predecessors.n > 0) {
         IrAttrsX *x = ir_attrs_x_edit(a, &ins.a);
         if (!x)
-            return oom(pc);
+            return spmd_oom_value(pc);
         x->control_predecessors = (IrI64List){0};
     }
     int32_t r = ir_add_instr(pc->sp->dst, pc->dc, &ins);
-    return r < 0 ? oom(pc) : r;
+    return r < 0 ? spmd_oom_value(pc) : r;
 }
 
 static int32_t emit_shape1(PComp *pc, IrOpcode op, IrType t, int32_t rank, const int64_t *dims,
@@ -83,7 +88,7 @@ static int32_t emit_shape1(PComp *pc, IrOpcode op, IrType t, int32_t rank, const
 {
     IrShape s;
     if (ir_shape_make(pc_arena(pc), &s, t, rank, dims) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     return emit(pc, op, &s, nopnd, opnd);
 }
 
@@ -94,7 +99,7 @@ int32_t emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int
         return -1;
     uint8_t *lit = ir_alloc(pc_arena(pc), (size_t)(nbytes > 0 ? nbytes : 1));
     if (!lit)
-        return oom(pc);
+        return spmd_oom_value(pc);
     memcpy(lit, bytes, (size_t)nbytes);
     pc->dc->instr[c].a.literal = lit;
     pc->dc->instr[c].a.literal_bytes = nbytes;
@@ -238,13 +243,13 @@ int32_t emit_table_lookup(PComp *pc, const int64_t *table)
         return emit_affine(pc, a, c, q, m);
     int32_t *vals = ts_malloc((size_t)n * sizeof(int32_t));
     if (!vals)
-        return oom(pc);
+        return spmd_oom_value(pc);
     for (int64_t p = 0; p < n; p++)
         vals[p] = (int32_t)table[p];
     IrShape ts;
     if (ir_shape_make(pc_arena(pc), &ts, IR_S32, 1, &n) != IR_OK) {
         ts_free(vals);
-        return oom(pc);
+        return spmd_oom_value(pc);
     }
     int32_t t = emit_const_bytes(pc, &ts, vals, n * 4);
     ts_free(vals);
@@ -264,7 +269,7 @@ int32_t emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims
     l->n = ndims;
     l->v = ir_alloc_array(pc_arena(pc), (size_t)(ndims > 0 ? ndims : 1), sizeof(int64_t));
     if (!l->v)
-        return oom(pc);
+        return spmd_oom_value(pc);
     if (ndims > 0)
         memcpy(l->v, dims, (size_t)ndims * sizeof(int64_t));
     pc->dc->instr[r].a.has_dimensions = true;
@@ -323,7 +328,7 @@ int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int
     int32_t comp = spmd_reducer(pc->sp, red, t);
     int32_t o[2] = {v, emit_identity_const(pc, t, red)};
     if (comp < 0)
-        return oom(pc);
+        return spmd_oom_value(pc);
     int32_t r = emit_shape1(pc, OP_REDUCE, t, n, out, 2, o);
     if (r < 0)
         return -1;
@@ -331,7 +336,7 @@ int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int
     ins->ncalled = 1;
     ins->called = ir_alloc(pc_arena(pc), sizeof(int32_t));
     if (!ins->called || !set_list(pc, &ins->a.dimensions, ndims, dims))
-        return oom(pc);
+        return spmd_oom_value(pc);
     ins->called[0] = comp;
     ins->a.has_dimensions = true;
     return r;
@@ -397,7 +402,7 @@ int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *li
     IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
     if (!at || !set_list(pc, &at->slice_start, rank, start) || !set_list(pc, &at->slice_limit, rank, limit) ||
         !set_list(pc, &at->slice_stride, rank, stride))
-        return oom(pc);
+        return spmd_oom_value(pc);
     return r;
 }
 
@@ -423,7 +428,7 @@ int32_t emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const 
     IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
     if (!at || !set_list(pc, &at->pad_lo, rank, lo) || !set_list(pc, &at->pad_hi, rank, hi) ||
         !set_list(pc, &at->pad_interior, rank, zero))
-        return oom(pc);
+        return spmd_oom_value(pc);
     return r;
 }
 
@@ -445,7 +450,7 @@ int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const in
         return -1;
     IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
     if (!at || !set_list(pc, &at->dynamic_slice_sizes, rank, sizes))
-        return oom(pc);
+        return spmd_oom_value(pc);
     return r;
 }
 
@@ -464,7 +469,7 @@ int32_t emit_tuple(PComp *pc, int32_t n, const int32_t *vals)
 {
     IrShape *el = ir_alloc_array(pc_arena(pc), (size_t)(n > 0 ? n : 1), sizeof(IrShape));
     if (!el)
-        return oom(pc);
+        return spmd_oom_value(pc);
     for (int32_t k = 0; k < n; k++) {
         if (vals[k] < 0)
             return -1;
@@ -472,7 +477,7 @@ int32_t emit_tuple(PComp *pc, int32_t n, const int32_t *vals)
     }
     IrShape t;
     if (ir_shape_make_tuple(pc_arena(pc), &t, n, el) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     return emit(pc, OP_TUPLE, &t, n, vals);
 }
 
@@ -582,7 +587,7 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
     ins->a.use_global_device_ids = true;
     IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
     if (!x)
-        return oom(pc), false;
+        return spmd_oom_value(pc), false;
     SpmdGroupsMemo *m = groups_memo_of(sp, groups, ngroups, size);
     if (!m)
         return build_groups(pc, &x->replica_groups, ngroups, size, groups, false);
@@ -682,18 +687,18 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     if (!rep || r < 0)
         return r;
     if (!IR_ARENA_GROW(rep->arena, rep->coll, rep->capcoll, rep->ncoll, rep->ncoll + 1))
-        return oom(pc);
+        return spmd_oom_value(pc);
     const IrInstr *ins = &pc->dc->instr[r];
     char *txt = groups_text(rep->arena, &ins->a.x->replica_groups);
     if (!txt)
-        return oom(pc);
+        return spmd_oom_value(pc);
     SpmdCollective *c = &rep->coll[rep->ncoll++];
     c->name = ir_strdup(rep->arena, ins->name);
     c->op = ins->op;
     c->replica_groups = txt;
     c->bytes_per_device = bytes;
     c->site = spmd_site_copy(rep->arena, &pc->sp->site);
-    return c->name ? r : oom(pc);
+    return c->name ? r : spmd_oom_value(pc);
 }
 
 int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
@@ -703,7 +708,7 @@ int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int3
         return -1;
     IrShape s;
     if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     s.has_layout = false;
     s.dims[dim] *= size;
     int32_t r = emit(pc, OP_ALL_GATHER, &s, 1, &v);
@@ -711,7 +716,7 @@ int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int3
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
     if (!set_list(pc, &ins->a.dimensions, 1, &dim) || !set_groups(pc, ins, ngroups, size, groups))
-        return oom(pc);
+        return spmd_oom_value(pc);
     ins->a.has_dimensions = true;
     return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)) * (size - 1));
 }
@@ -726,7 +731,7 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
     int64_t b = ir_shape_bytes(s);
     int32_t red = spmd_reducer(pc->sp, reducer, s->type);
     if (red < 0)
-        return oom(pc);
+        return spmd_oom_value(pc);
     int32_t r = emit(pc, OP_ALL_REDUCE, s, 1, &v);
     if (r < 0)
         return -1;
@@ -734,7 +739,7 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
     ins->ncalled = 1;
     ins->called = ir_alloc(pc_arena(pc), sizeof(int32_t));
     if (!ins->called || !set_groups(pc, ins, ngroups, size, groups))
-        return oom(pc);
+        return spmd_oom_value(pc);
     ins->called[0] = red;
     /* A ring all-reduce moves about 2(n-1)/n of the buffer per device. */
     return note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
@@ -747,7 +752,7 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
         return -1;
     IrShape s;
     if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
-        return oom(pc);
+        return spmd_oom_value(pc);
     s.has_layout = false;
     /* XLA's array all-to-all splits and concatenates along one dimension;
      * tessel emits it with split == concat and reshapes around it. */
@@ -757,7 +762,7 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
     if (!set_list(pc, &ins->a.dimensions, 1, &split_dim) || !set_groups(pc, ins, ngroups, size, groups))
-        return oom(pc);
+        return spmd_oom_value(pc);
     ins->a.has_dimensions = true;
     return note_collective(pc, r, ir_shape_bytes(&s) * (size - 1) / (size ? size : 1));
 }
@@ -775,7 +780,7 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
     int64_t n = (int64_t)npairs * sp->r;
     int64_t *p = ir_alloc_array(pc_arena(pc), (size_t)(2 * n > 0 ? 2 * n : 1), sizeof(int64_t));
     if (!p)
-        return oom(pc);
+        return spmd_oom_value(pc);
     for (int64_t rep = 0; rep < sp->r; rep++)
         for (int32_t k = 0; k < npairs; k++) {
             p[2 * (rep * npairs + k)] = pairs[2 * k] + rep * sp->n;
@@ -783,7 +788,7 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
         }
     IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
     if (!x)
-        return oom(pc);
+        return spmd_oom_value(pc);
     x->source_target_pairs.n = (int32_t)(2 * n);
     x->source_target_pairs.v = p;
     ins->a.channel_id = ++sp->next_channel;
@@ -903,7 +908,7 @@ int32_t emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t
         return size == 0 ? emit_s32(pc, 0) : emit_affine(pc, 0, size, q, t);
     }
     int64_t *table = shd_offset_table(pc, s, full, d);
-    return table ? emit_table_lookup(pc, table) : oom(pc);
+    return table ? emit_table_lookup(pc, table) : spmd_oom_value(pc);
 }
 
 int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)

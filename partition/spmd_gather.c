@@ -36,11 +36,6 @@
 
 #include <string.h>
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* Only tiled (no manual subgroup) and replicated shardings are planned. */
 static bool plannable(const IrSharding *s)
 {
@@ -71,11 +66,11 @@ static int32_t emit_vector(PComp *pc, IrType t, int64_t m, const int64_t *vals)
 {
     IrShape s;
     if (ir_shape_make(pc_arena(pc), &s, t, 1, &m) != IR_OK)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     size_t es = t == IR_S32 ? 4 : 8;
     void *b = ts_malloc((size_t)(m > 0 ? m : 1) * es);
     if (!b)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     for (int64_t k = 0; k < m; k++) {
         if (t == IR_S32)
             ((int32_t *)b)[k] = (int32_t)vals[k];
@@ -97,7 +92,7 @@ static int32_t emit_vector_lookup(PComp *pc, IrType t, int64_t m, const int64_t 
     IrShape s2, s1;
     if (ir_shape_make(pc_arena(pc), &s2, t, 2, dims) != IR_OK ||
         ir_shape_make(pc_arena(pc), &s1, t, 1, &m) != IR_OK)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     int32_t starts[2] = {emit_partition_id(pc), emit_s32(pc, 0)};
     int32_t ds = emit_dynamic_slice(pc, emit_reshape(pc, tab, &s2), starts, one_m);
     return emit_reshape(pc, ds, &s1);
@@ -110,6 +105,23 @@ static int32_t along(PComp *pc, int32_t vec, int32_t like, int64_t ivd)
         return -1;
     IrShape s = *val_shape(pc, like);
     return emit_broadcast(pc, vec, &s, 1, &ivd);
+}
+
+/* u64 indices of 2^63 and above, which XLA clamps to the operand's last
+ * start, would turn negative (so clamp to 0) in s64: they are first
+ * saturated at INT64_MAX, which still clamps to the last start. E.g.
+ * 2^64-1 into f32[8,4] rows gives row 7, as the reference does. Other
+ * types are returned as they are. */
+static int32_t saturate_u64(PComp *pc, int32_t iv)
+{
+    if (iv < 0 || val_shape(pc, iv)->type != IR_U64)
+        return iv;
+    IrShape full = *val_shape(pc, iv), sc;
+    uint64_t most = INT64_MAX;
+    if (ir_shape_make(pc_arena(pc), &sc, IR_U64, 0, NULL) != IR_OK)
+        return spmd_oom(pc), -1;
+    int32_t c = emit_const_bytes(pc, &sc, &most, sizeof most);
+    return emit_binary(pc, OP_MINIMUM, iv, c < 0 ? -1 : emit_broadcast(pc, c, &full, 0, NULL));
 }
 
 /* Indices with an explicit index vector dim: when index_vector_dim equals
@@ -129,10 +141,10 @@ static int32_t explicit_indices(PComp *pc, int32_t iv, int64_t ivd)
         dims[s->rank] = 1;
         IrShape r;
         if (ir_shape_make(pc_arena(pc), &r, s->type, s->rank + 1, dims) != IR_OK)
-            return oom(pc), -1;
+            return spmd_oom(pc), -1;
         iv = emit_reshape(pc, iv, &r);
     }
-    return emit_convert(pc, iv, wide_index_type(val_shape(pc, iv)->type));
+    return emit_convert(pc, saturate_u64(pc, iv), wide_index_type(val_shape(pc, iv)->type));
 }
 
 /* Index component k (slice along ivd), as an array of the batch shape. */
@@ -152,7 +164,7 @@ static int32_t component(PComp *pc, int32_t iv, int64_t ivd, int64_t k)
     IrShape b;
     IrType t = s->type;
     if (ir_shape_make(pc_arena(pc), &b, t, nb, dims) != IR_OK)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     return emit_reshape(pc, emit_slice(pc, iv, start, limit), &b);
 }
 
@@ -168,11 +180,11 @@ static int32_t shift_indices(PComp *pc, int32_t iv, int64_t ivd, const IrI64List
     IrType t = val_shape(pc, iv)->type;
     int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)(n * m > 0 ? n * m : 1), sizeof(int64_t));
     if (!tab)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     for (int64_t k = 0; k < m; k++) {
         int64_t *off = shd_offset_table(pc, s, operand, (int32_t)map->v[k]);
         if (!off)
-            return oom(pc), -1;
+            return spmd_oom(pc), -1;
         for (int64_t p = 0; p < n; p++)
             tab[p * m + k] = pass[map->v[k]] ? 0 : off[p];
     }
@@ -347,7 +359,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
             have = true;
         }
     if (!have)
-        return oom(pc);
+        return spmd_oom(pc);
 
     int32_t ov = operand_as(pc, i, 0, best.op);
     int32_t iv = operand_as(pc, i, 1, best.ix);
@@ -373,7 +385,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
     }
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t ops[2] = {ov, iv};
     int32_t v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
     if (v < 0)
@@ -390,7 +402,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
                 bdims[nb++] = d;
         IrShape ps;
         if (ir_shape_make(a, &ps, IR_PRED, local.rank, local.dims) != IR_OK)
-            return oom(pc);
+            return spmd_oom(pc);
         int32_t vb = emit_broadcast(pc, valid, &ps, nb, bdims);
         int32_t zb = emit_broadcast(pc, emit_scalar_const(pc, local.type, 0), &local, 0, NULL);
         v = emit_select(pc, vb, v, zb);
@@ -399,7 +411,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
         int32_t ng, size;
         int64_t *groups;
         if (!shd_groups_along(pc, best.iter, g.nx, cdims, &ng, &size, &groups))
-            return oom(pc);
+            return spmd_oom(pc);
         v = emit_all_reduce(pc, v, local.type == IR_PRED ? OP_OR : OP_ADD, ng, size, groups);
     }
     return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
@@ -513,7 +525,7 @@ static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, con
     int64_t n = pc->sp->n;
     int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
     if (!tab)
-        return oom(pc), -1;
+        return spmd_oom(pc), -1;
     int64_t c[IR_MAX_RANK + 2];
     for (int64_t p = 0; p < n; p++) {
         tab[p] = 1;
@@ -555,7 +567,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
     IrOpcode red = n == 1 ? ir_simple_reducer(pc->sp->src, ins->called[0]) : OP_COUNT;
     const IrSharding *out0 = pc->shd[i];
     if (ins->shape.type == IR_TUPLE && (out0 = shd_tuple_element(a, pc->shd[i], &ins->shape, 0)) == NULL)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t it = s.orank + s.nb;
     int64_t from_out[IR_MAX_RANK], from_ix[IR_MAX_RANK], from_upd[IR_MAX_RANK];
     for (int32_t j = 0; j < it; j++) {
@@ -582,7 +594,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
             have = true;
         }
     if (!have) /* the output's candidate never needs a reduce: only OOM gets here */
-        return oom(pc);
+        return spmd_oom(pc);
 
     int32_t ops[ins->nopnd];
     for (int32_t k = 0; k < n; k++) {
@@ -607,7 +619,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
         IrShape os = ops[0] >= 0 ? *val_shape(pc, ops[0]) : o->shape;
         IrShape ps;
         if (ir_shape_make(a, &ps, IR_PRED, os.rank, os.dims) != IR_OK)
-            return oom(pc);
+            return spmd_oom(pc);
         int32_t id = emit_broadcast(pc, emit_identity_const(pc, ot, red), &os, 0, NULL);
         ops[0] = emit_select(pc, emit_broadcast(pc, keep, &ps, 0, NULL), ops[0], id);
     }
@@ -616,16 +628,16 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
     ops[n] = iv;
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t called = spmd_scalar_comp(pc->sp, ins->called[0]);
     if (called < 0)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
     if (best.reduce) {
         int32_t ng, size;
         int64_t *groups;
         if (!shd_groups_along(pc, best.iter, s.nb, bdims, &ng, &size, &groups))
-            return oom(pc);
+            return spmd_oom(pc);
         v = emit_all_reduce(pc, v, red, ng, size, groups);
     }
     return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));

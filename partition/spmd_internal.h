@@ -64,6 +64,12 @@ struct Spmd {
 
 /* ---- spmd_emit.c: building instructions in a destination computation ---- */
 
+/* Record "out of memory while partitioning" in pc's diag: spmd_oom returns
+ * IR_ENOMEM (for handlers), spmd_oom_value -1 (for emitters, which return
+ * an instruction index). */
+IrStatus spmd_oom(PComp *pc);
+int32_t spmd_oom_value(PComp *pc);
+
 IrArena *pc_arena(PComp *pc);
 /* The site with its names copied into arena a (the report's). */
 SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s);

@@ -18,11 +18,6 @@
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* The result's sharding (element 0 of a tuple), with data dims
  * [first, rank) untiled; NULL on OOM. */
 static IrSharding *batch_only(PComp *pc, int32_t i, int32_t first)
@@ -51,7 +46,7 @@ static IrStatus run_local(PComp *pc, int32_t i, const IrSharding *t)
     IrSharding *rs = shd_broadcast_to_shape(a, t, &ins->shape);
     IrShape local;
     if (!rs || shd_shard_shape(a, &ins->shape, rs, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
         ops[k] = operand_as(pc, i, k, t);
@@ -94,6 +89,6 @@ IrStatus spmd_local_batch(PComp *pc, int32_t i)
         return spmd_fallback(pc, i);
     IrSharding *t = batch_only(pc, i, first_whole_dim(ins));
     if (!t)
-        return oom(pc);
+        return spmd_oom(pc);
     return run_local(pc, i, t);
 }

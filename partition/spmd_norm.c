@@ -33,11 +33,6 @@
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 typedef struct Norm {
     int64_t fi;                 /* feature dim */
     const IrShape *xs;          /* x's logical shape */
@@ -141,7 +136,7 @@ static IrStatus finish3(PComp *pc, int32_t i, const Norm *n, int32_t v0, int32_t
     IrSharding *parts[3] = {(IrSharding *)n->s, (IrSharding *)n->sf, (IrSharding *)n->sf};
     IrSharding *rs = shd_tuple(pc_tmp(pc), 3, parts);
     if (!rs)
-        return oom(pc);
+        return spmd_oom(pc);
     return set_val(pc, i, reshard(pc, emit_tuple(pc, 3, el), &ins->shape, rs, pc->shd[i]));
 }
 
@@ -211,7 +206,7 @@ static IrStatus local(PComp *pc, int32_t i, const Norm *n)
     }
     IrShape ls;
     if (!rs || shd_shard_shape(a, &ins->shape, rs, &ls) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = emit_clone(pc, ins, &ls, ins->nopnd, ops, 0, NULL);
     return set_val(pc, i, reshard(pc, v, &ins->shape, rs, pc->shd[i]));
 }
@@ -226,7 +221,7 @@ IrStatus spmd_batch_norm(PComp *pc, int32_t i)
         pc->sc->instr[ins->opnd[0]].shape.type == IR_TUPLE)
         return spmd_fallback(pc, i);
     if (!norm_plan(pc, i, &n))
-        return oom(pc);
+        return spmd_oom(pc);
     if (n.fi < 0 || n.fi >= n.xs->rank || !ir_type_is_float(n.t))
         return spmd_fallback(pc, i);
     if (ins->op == OP_BATCH_NORM_INFERENCE || n.ntiled == 0)

@@ -22,22 +22,17 @@ static bool local_shape(PComp *pc, IrArena *a, int32_t i, IrShape *out)
     return shd_shard_shape(a, &pc->sc->instr[i].shape, pc->shd[i], out) == IR_OK;
 }
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* Emit source instruction i with operands ops and its per-device shape. */
 static IrStatus emit_local(PComp *pc, int32_t i, const int32_t *ops)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     IrShape ls;
     if (!local_shape(pc, pc_tmp(pc), i, &ls))
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
     for (int32_t k = 0; k < ins->ncalled; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
-            return oom(pc);
+            return spmd_oom(pc);
     return set_val(pc, i, emit_clone(pc, ins, &ls, ins->nopnd, ops, ins->ncalled, called));
 }
 
@@ -80,7 +75,7 @@ IrStatus spmd_iota(PComp *pc, int32_t i)
     int64_t dim = ins->a.iota_dimension;
     IrShape ls;
     if (!local_shape(pc, pc_arena(pc), i, &ls))
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = emit_iota(pc, &ls, dim);
     if (shd_tiles(pc->shd[i], (int32_t)dim) > 1) {
         int32_t off = emit_convert(pc, emit_offset(pc, pc->shd[i], &ins->shape, (int32_t)dim), ls.type);
@@ -102,7 +97,7 @@ IrStatus spmd_tuple(PComp *pc, int32_t i)
         int32_t idx = (int32_t)ins->a.tuple_index;
         IrSharding *e = shd_tuple_element(a, pc->shd[o], os, idx);
         if (!e)
-            return oom(pc);
+            return spmd_oom(pc);
         int32_t g = emit_gte(pc, pc->val[o], idx);
         return set_val(pc, i, reshard(pc, g, &ins->shape, e, pc->shd[i]));
     }
@@ -114,7 +109,7 @@ IrStatus spmd_tuple(PComp *pc, int32_t i)
     for (int32_t k = 0; k < ins->nopnd; k++) {
         IrSharding *e = shd_tuple_element(a, pc->shd[i], &ins->shape, k);
         if (!e)
-            return oom(pc);
+            return spmd_oom(pc);
         ops[k] = operand_as(pc, i, k, e);
     }
     return emit_local(pc, i, ops);
@@ -131,7 +126,7 @@ IrStatus spmd_broadcast(PComp *pc, int32_t i)
     const IrInstr *op = &pc->sc->instr[ins->opnd[0]];
     IrSharding *os = shd_project(pc_tmp(pc), s, op->shape.rank, ins->a.dimensions.v);
     if (!os)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = operand_as(pc, i, 0, os);
     return emit_local(pc, i, &v);
 }
@@ -146,7 +141,7 @@ IrStatus spmd_transpose(PComp *pc, int32_t i)
         inv[ins->a.dimensions.v[j]] = j;
     IrSharding *os = shd_project(pc_tmp(pc), pc->shd[i], rank, inv);
     if (!os)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = operand_as(pc, i, 0, os);
     return emit_local(pc, i, &v);
 }
@@ -217,7 +212,7 @@ IrStatus spmd_reshape(PComp *pc, int32_t i)
         return spmd_fallback(pc, i);
     IrSharding *os = shd_project(pc_tmp(pc), s, in->rank, map);
     if (!os)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = operand_as(pc, i, 0, os);
     return emit_local(pc, i, &v);
 }
@@ -289,7 +284,7 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
      * copy of the shape: emitting moves the array val_shape points into. */
     IrShape lsc;
     if (ir_shape_copy(pc_arena(pc), &lsc, val_shape(pc, v)) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     const IrShape *ls = &lsc;
     int32_t r = emit_clone(pc, ins, ls, 1, &v, 0, NULL);
     if (r < 0)
@@ -300,7 +295,7 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
             di->a.x->slice_limit.v[d] = ls->dims[d];
     IrShape out;
     if (!local_shape(pc, pc_arena(pc), i, &out))
-        return oom(pc);
+        return spmd_oom(pc);
     di->shape = out;
     return set_val(pc, i, r);
 }
@@ -417,7 +412,7 @@ IrStatus spmd_sort(PComp *pc, int32_t i)
     const IrSharding *s = pc->shd[i];
     const IrSharding *el = s;
     if (ins->shape.type == IR_TUPLE && (el = shd_tuple_element(a, s, &ins->shape, 0)) == NULL)
-        return oom(pc);
+        return spmd_oom(pc);
     const IrShape *es = ins->shape.type == IR_TUPLE ? &ins->shape.tuple[0] : &ins->shape;
     if (shd_tiles(el, (int32_t)dim) > 1 && (el = sort_dim_moved(a, el, es, (int32_t)dim)) == NULL)
         return spmd_fallback(pc, i);
@@ -428,7 +423,7 @@ IrStatus spmd_sort(PComp *pc, int32_t i)
         ops[k] = operand_as(pc, i, k, el);
     IrSharding *rs = shd_broadcast_to_shape(a, el, &ins->shape);
     if (!rs)
-        return oom(pc);
+        return spmd_oom(pc);
     const IrSharding *keep = pc->shd[i];
     pc->shd[i] = rs;
     IrStatus st = emit_local(pc, i, ops);

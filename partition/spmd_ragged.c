@@ -27,11 +27,6 @@
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* inv[map[r]] = r for mapped r, -1 elsewhere (ninv entries). */
 static void invert(const int64_t *map, int32_t n, int64_t *inv, int32_t ninv)
 {
@@ -70,7 +65,7 @@ static IrStatus contracting(PComp *pc, int32_t i)
     IrSharding *lsh = shd_replicate_dims(a, pc->shd[ins->opnd[0]], n, keep);
     IrSharding *rsh = lsh ? shd_project(a, lsh, rs->rank, rmap) : NULL;
     if (!lsh || !rsh)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t ops[3] = {mask_dim(pc, i, 0, operand_as(pc, i, 0, lsh), lsh, lc),
                       mask_dim(pc, i, 1, operand_as(pc, i, 1, rsh), rsh, rc),
                       operand_as(pc, i, 2, &repl_sharding)};
@@ -78,7 +73,7 @@ static IrStatus contracting(PComp *pc, int32_t i)
     int32_t ng, size;
     int64_t *groups;
     if (!shd_groups_along(pc, lsh, 1, &lc, &ng, &size, &groups))
-        return oom(pc);
+        return spmd_oom(pc);
     v = emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
     return set_val(pc, i, reshard(pc, v, &ins->shape, &repl_sharding, pc->shd[i]));
 }
@@ -108,13 +103,13 @@ IrStatus spmd_ragged_dot(PComp *pc, int32_t i)
             off[noff++] = r;
     IrSharding *it = shd_replicate_dims(a, out, noff, off);
     if (!it)
-        return oom(pc);
+        return spmd_oom(pc);
     invert(fl, ins->shape.rank, inv_l, ls->rank);
     invert(fr, ins->shape.rank, inv_r, rs->rank);
     IrSharding *l_t = shd_project(a, it, ls->rank, inv_l), *r_t = shd_project(a, it, rs->rank, inv_r);
     IrShape local;
     if (!l_t || !r_t || shd_shard_shape(a, &ins->shape, it, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t ops[3] = {operand_as(pc, i, 0, l_t), operand_as(pc, i, 1, r_t), operand_as(pc, i, 2, &repl_sharding)};
     int32_t v = emit_clone(pc, ins, &local, 3, ops, 0, NULL);
     return set_val(pc, i, reshard(pc, v, &ins->shape, it, pc->shd[i]));

@@ -33,11 +33,6 @@
 
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* pred[]: true on the device whose coordinates along `dims` are all 0. */
 static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims)
 {
@@ -70,7 +65,7 @@ static IrStatus reduce_gathered(PComp *pc, int32_t i)
     IrSharding *out = keep ? shd_remove_dims(a, keep, ins->a.dimensions.n, ins->a.dimensions.v) : NULL;
     IrSharding *outs = out ? shd_broadcast_to_shape(a, out, &ins->shape) : NULL;
     if (!outs)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t ops[ins->nopnd];
     /* Inits: replicated (within manual groups, when the input has them). */
     int64_t all[IR_MAX_RANK];
@@ -80,15 +75,15 @@ static IrStatus reduce_gathered(PComp *pc, int32_t i)
                                    ? shd_replicate_dims(a, keep, ir_sharding_data_rank(keep), all)
                                    : &repl_sharding;
     if (!init_s)
-        return oom(pc);
+        return spmd_oom(pc);
     for (int32_t k = 0; k < ins->nopnd; k++)
         ops[k] = operand_as(pc, i, k, k < n ? keep : init_s);
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, outs, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t called = spmd_scalar_comp(pc->sp, ins->called[0]);
     if (called < 0)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
     return set_val(pc, i, reshard(pc, v, &ins->shape, outs, pc->shd[i]));
 }
@@ -121,7 +116,7 @@ static int32_t gather_partials(PComp *pc, int32_t v, int32_t ng, int32_t size, c
     memcpy(dims + 1, s->dims, (size_t)s->rank * sizeof(int64_t));
     IrShape one;
     if (ir_shape_make(pc_tmp(pc), &one, s->type, s->rank + 1, dims) != IR_OK) {
-        oom(pc);
+        spmd_oom(pc);
         return -1;
     }
     return emit_all_gather(pc, emit_reshape(pc, v, &one), 0, ng, size, groups);
@@ -208,11 +203,11 @@ static int32_t emit_lifted_reduce(PComp *pc, int32_t lifted, int32_t n, const in
     IrShape el[n + 1], tup;
     for (int32_t k = 0; k <= n; k++)
         if (ir_shape_make(pc_tmp(pc), &el[k], k < n ? t[k] : IR_PRED, vs->rank, vs->dims) != IR_OK) {
-            oom(pc);
+            spmd_oom(pc);
             return -1;
         }
     if (ir_shape_make_tuple(pc_tmp(pc), &tup, n + 1, el) != IR_OK) {
-        oom(pc);
+        spmd_oom(pc);
         return -1;
     }
     int32_t r = emit(pc, OP_REDUCE, &tup, 2 * (n + 1), ops);
@@ -220,7 +215,7 @@ static int32_t emit_lifted_reduce(PComp *pc, int32_t lifted, int32_t n, const in
     int32_t *called = d ? ir_alloc(pc_arena(pc), sizeof(int32_t)) : NULL;
     if (!called) {
         if (r >= 0)
-            oom(pc);
+            spmd_oom(pc);
         return -1;
     }
     memcpy(d, dims->v, (size_t)dims->n * sizeof(int64_t));
@@ -250,7 +245,7 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
     const IrSharding *init_s = shd_has_manual_subgroup(in) ? shd_replicate_dims(a, in, ir_sharding_data_rank(in), all)
                                                            : &repl_sharding;
     if (!partials || !only || !init_s)
-        return oom(pc);
+        return spmd_oom(pc);
     /* The reducer's accumulator types: a reduce may take inputs and inits
      * of another precision (reduce_mixed_precision.hlo). */
     const IrComputation *fc = pc->sp->src->comp[ins->called[0]];
@@ -260,7 +255,7 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
     int32_t f = spmd_scalar_comp(pc->sp, ins->called[0]);
     int32_t lifted = f < 0 ? -1 : lifted_reducer(pc->sp, f, n, t);
     if (lifted < 0)
-        return oom(pc);
+        return spmd_oom(pc);
     /* Local: each device's shard, valid where it is not padding; the init
      * valid on the first device of each group only. */
     int32_t ops[2 * (n + 1)];
@@ -271,7 +266,7 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
     const IrShape *ls = ops[0] >= 0 ? val_shape(pc, ops[0]) : NULL;
     IrShape lp;
     if (!ls || ir_shape_make(a, &lp, IR_PRED, ls->rank, ls->dims) != IR_OK)
-        return ls ? oom(pc) : set_val(pc, i, -1);
+        return ls ? spmd_oom(pc) : set_val(pc, i, -1);
     int32_t no_pad = emit_broadcast(pc, emit_scalar_const(pc, IR_PRED, 1), &lp, 0, NULL);
     ops[n] = mask_padding(pc, no_pad, ishape, only, emit_scalar_const(pc, IR_PRED, 0));
     ops[2 * n + 1] = first_in_group(pc, in, nt, tiled);
@@ -281,14 +276,14 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
     IrShape local;
     const IrSharding *p0 = partials->kind == SHD_TUPLE ? &partials->tuple[0] : partials;
     if (shd_shard_shape(a, n > 1 ? &ins->shape.tuple[0] : &ins->shape, p0, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t r = emit_lifted_reduce(pc, lifted, n, ops, &local, t, &ins->a.dimensions);
     /* Across the group: every device's partial results and flags, reduced
      * again over the gathered dim with inits that are not valid. */
     int32_t ng, size;
     int64_t *groups;
     if (r < 0 || !shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
-        return r < 0 ? set_val(pc, i, -1) : oom(pc);
+        return r < 0 ? set_val(pc, i, -1) : spmd_oom(pc);
     int32_t fin[2 * (n + 1)];
     for (int32_t k = 0; k <= n; k++) {
         fin[k] = gather_partials(pc, emit_gte(pc, r, k), ng, size, groups);
@@ -304,6 +299,44 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
             return set_val(pc, i, -1);
     int32_t v = n > 1 ? emit_tuple(pc, n, res) : res[0];
     return set_val(pc, i, reshard(pc, v, &ins->shape, partials, pc->shd[i]));
+}
+
+/* f16, bf16 and the f8/f4 kinds: sums of them are carried in f32 across
+ * devices (wide_sum). */
+static bool narrow_float(IrType t)
+{
+    return t == IR_F16 || t == IR_BF16 || ir_type_is_lowp_float(t);
+}
+
+/* A sum of a narrow float type (f16 ...) over tiled dims: each device's
+ * partial sum and the all-reduce of the partials are f32, the init is
+ * added once and the result rounded to the type once. The reference
+ * accumulates in double and rounds once (device/k_reduce.c); partials
+ * rounded to f16 on each device could overflow where the whole sum does
+ * not: f16 [60000, 60000, -60000, -60000] over 2 devices was inf + -inf =
+ * NaN partitioned, 0 in the reference. (XLA's CPU backend sums in the
+ * type itself, so XLA gives inf on one device and NaN partitioned.) */
+static int32_t wide_sum(PComp *pc, const IrInstr *ins, int32_t v, int32_t init, const int64_t *tiled, int32_t nt,
+                        int32_t no, const int64_t *other, const IrShape *local)
+{
+    const IrSharding *in = pc->shd[ins->opnd[0]];
+    const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
+    IrType t = ishape->type;
+    IrSharding *only = shd_replicate_dims(pc_tmp(pc), in, no, other);
+    int32_t zero = emit_identity_const(pc, t, OP_ADD);
+    if (!only)
+        return spmd_oom(pc), -1;
+    v = emit_convert(pc, mask_padding(pc, v, ishape, only, zero), IR_F32);
+    int32_t r = emit_reduce(pc, v, OP_ADD, (int32_t)ins->a.dimensions.n, ins->a.dimensions.v);
+    int32_t ng, size;
+    int64_t *groups;
+    if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
+        return spmd_oom(pc), -1;
+    r = emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
+    IrShape wide = *local;
+    wide.type = IR_F32;
+    int32_t i32 = emit_broadcast(pc, emit_convert(pc, init, IR_F32), &wide, 0, NULL);
+    return emit_convert(pc, emit_binary(pc, OP_ADD, r, i32), t);
 }
 
 /* Do the reduce's inputs share one shape (a variadic reduce's may not, in
@@ -340,7 +373,7 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     split_dims(in, ishape, dims, tiled, &nt, other, &no);
     IrSharding *partial = shd_remove_dims(a, in, dims->n, dims->v);
     if (!partial)
-        return oom(pc);
+        return spmd_oom(pc);
     IrType t = ishape->type;
     int32_t v = pc->val[ins->opnd[0]];
     int64_t all[IR_MAX_RANK];
@@ -349,31 +382,38 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     const IrSharding *init_s = shd_has_manual_subgroup(in) ? shd_replicate_dims(a, in, ir_sharding_data_rank(in), all)
                                                            : &repl_sharding;
     if (!init_s)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t init = operand_as(pc, i, 1, init_s);
+    if (nt > 0 && red == OP_ADD && narrow_float(t) && ins->shape.type == t) {
+        IrShape local;
+        if (shd_shard_shape(a, &ins->shape, partial, &local) != IR_OK)
+            return spmd_oom(pc);
+        return set_val(pc, i, reshard(pc, wide_sum(pc, ins, v, init, tiled, nt, no, other, &local), &ins->shape,
+                                      partial, pc->shd[i]));
+    }
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init
          * value is used by the first device of each group only. */
         IrSharding *only = shd_replicate_dims(a, in, no, other);
         int32_t ident = emit_identity_const(pc, t, red);
         if (!only)
-            return oom(pc);
+            return spmd_oom(pc);
         v = mask_padding(pc, v, ishape, only, ident);
         init = emit_select(pc, first_in_group(pc, in, nt, tiled), init, ident);
     }
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, partial, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t called = spmd_scalar_comp(pc->sp, ins->called[0]);
     if (called < 0)
-        return oom(pc);
+        return spmd_oom(pc);
     int32_t ops[2] = {v, init};
     int32_t r = emit_clone(pc, ins, &local, 2, ops, 1, &called);
     if (nt > 0) {
         int32_t ng, size;
         int64_t *groups;
         if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
-            return oom(pc);
+            return spmd_oom(pc);
         r = emit_all_reduce(pc, r, red, ng, size, groups);
     }
     return set_val(pc, i, reshard(pc, r, &ins->shape, partial, pc->shd[i]));

@@ -24,11 +24,6 @@ static bool identity_window(const IrWindowDim *w)
            dflt1(w->lhs_dilate) == 1;
 }
 
-static IrStatus oom(PComp *pc)
-{
-    return ir_error(pc->sp->d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory while partitioning");
-}
-
 /* A candidate sharding for the operand and result (same rank, dims 1:1)
  * with the dims that neither have an identity window nor a halo plan
  * replicated; halo[d] filled for the dims that need one. */
@@ -75,7 +70,7 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
         return spmd_fallback(pc, i);
     SpmdHalo *halo = ts_malloc(2 * (size_t)IR_MAX_RANK * sizeof(SpmdHalo));
     if (!halo)
-        return oom(pc);
+        return spmd_oom(pc);
     bool need[2][IR_MAX_RANK];
     IrOpcode red = ins->ncalled == 1 ? ir_simple_reducer(pc->sp->src, ins->called[0]) : OP_COUNT;
     const IrSharding *cands[2] = {pc->shd[i], pc->shd[ins->opnd[0]]};
@@ -88,7 +83,7 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
         IrSharding *s = window_plan(pc, ins, in, cands[c], red != OP_COUNT, halo + c * IR_MAX_RANK, need[c]);
         if (!s) {
             ts_free(halo);
-            return oom(pc);
+            return spmd_oom(pc);
         }
         int64_t cost = reshard_cost(in, pc->shd[ins->opnd[0]], s) +
                        reshard_cost(&ins->shape, s, pc->shd[i]);
@@ -150,10 +145,10 @@ static IrStatus select_and_scatter(PComp *pc, int32_t i)
     int32_t called[2];
     for (int32_t k = 0; k < 2; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
-            return oom(pc);
+            return spmd_oom(pc);
     IrShape local;
     if (shd_shard_shape(pc_arena(pc), &ins->shape, s, &local) != IR_OK)
-        return oom(pc);
+        return spmd_oom(pc);
     return set_val(pc, i, emit_clone(pc, ins, &local, 3, ops, 2, called));
 }
 

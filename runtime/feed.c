@@ -23,7 +23,7 @@ static IrStatus feed_leaf(RtFeed *f, const IrModule *m, const IrInstr *ins, cons
     const char *path = f->files[f->next++];
     DevValue *v = dev_value_new_uninit(s);
     if (!v)
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+        return ir_oom(d, NULL);
     char what[160];
     snprintf(what, sizeof what, "the value of %s %s", ir_op_name(ins->op), ins->name);
     IrStatus st = rt_npy_read(path, s, what, v->data, d);

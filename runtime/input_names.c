@@ -274,7 +274,7 @@ static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
     int32_t n = 0;
     Cand *v = candidates(c, key, &n);
     if (!v)
-        return fail(d, IR_ENOMEM, "out of memory");
+        return ir_oom(d, NULL);
     IrStrBuf b = {0};
     for (int32_t i = 0; i < n && i < NAMES_SHOWN; i++) {
         const IrInstr *ins = param_instr(c, v[i].param);
@@ -288,7 +288,7 @@ static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
     ts_free(v);
     char *names = ir_sb_take(&b);
     if (!names)
-        return fail(d, IR_ENOMEM, "out of memory");
+        return ir_oom(d, NULL);
     IrStatus st = c->nparam == 0 ? fail(d, IR_EINPUT, "input %s: the entry computation has no parameters", key)
                                  : fail(d, IR_EINPUT, "input %s: no entry parameter has this name or index; the names "
                                         "that work, nearest first: %s; or an index 0..%d",

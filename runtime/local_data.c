@@ -17,11 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static IrStatus oom(IrDiag *d)
-{
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-}
-
 void rt_local_layout_free(RtLocalLayout *l)
 {
     ts_free(l->buf);
@@ -75,7 +70,7 @@ IrStatus rt_local_layout(const IrShape *full, const IrSharding *s, int64_t first
     if (!l->buf || !pairs) {
         ts_free(pairs);
         rt_local_layout_free(l);
-        return oom(d);
+        return ir_oom(d, NULL);
     }
     for (int32_t k = 0; k < full->rank; k++) {
         l->off[k] = l->buf + (size_t)(2 * k) * per;
@@ -125,7 +120,7 @@ static IrStatus local_leaf(const IrShape *full, const IrSharding *s, int64_t fir
     DevValue *v = dev_value_new(&ls);
     if (!v) {
         rt_local_layout_free(&l);
-        return oom(d);
+        return ir_oom(d, NULL);
     }
     size_t esize = ir_type_size(full->type);
     for (int64_t j = 0; j < nlocal; j++) {
@@ -162,20 +157,20 @@ static IrStatus local_value(IrArena *a, const IrShape *full, const IrSharding *s
     DevValue **el = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *el);
     DevValue **sub = ts_calloc((size_t)(nlocal > 0 ? nlocal : 1), sizeof *sub);
     IrShape *shapes = ir_alloc_array(a, (size_t)(n > 0 ? n : 1), sizeof(IrShape));
-    IrStatus st = el && sub && shapes ? IR_OK : oom(d);
+    IrStatus st = el && sub && shapes ? IR_OK : ir_oom(d, NULL);
     for (int32_t k = 0, leaf = 0; st == IR_OK && k < n; leaf += ir_shape_leaf_count(&full->tuple[k]), k++) {
         IrSharding *es = shd_tuple_element_at(a, s, full, k, leaf);
         for (int64_t j = 0; j < nlocal; j++)
             sub[j] = shards[j]->elems[k];
-        st = es ? local_value(a, &full->tuple[k], es, first, nlocal, nparts, sub, &el[k], d) : oom(d);
+        st = es ? local_value(a, &full->tuple[k], es, first, nlocal, nparts, sub, &el[k], d) : ir_oom(d, NULL);
         if (st == IR_OK)
             shapes[k] = el[k]->shape;
     }
     IrShape ts;
     if (st == IR_OK && ir_shape_make_tuple(a, &ts, n, shapes) != IR_OK)
-        st = oom(d);
+        st = ir_oom(d, NULL);
     if (st == IR_OK && !(*out = dev_value_tuple(&ts, n, el)))
-        st = oom(d); /* dev_value_tuple released the elements */
+        st = ir_oom(d, NULL); /* dev_value_tuple released the elements */
     else if (st != IR_OK)
         for (int32_t k = 0; el && k < n; k++)
             dev_value_unref(el[k]);
@@ -190,7 +185,7 @@ IrStatus rt_local_results(const PlanCluster *c, int64_t first, int64_t nlocal, D
     *out = NULL;
     IrArena *a = ir_arena_new();
     if (!a)
-        return oom(d);
+        return ir_oom(d, NULL);
     IrStatus st = local_value(a, &c->out_shape, plan_root_sharding(c), first, nlocal, c->num_partitions, local, out,
                               d);
     ir_arena_free(a);

@@ -44,11 +44,6 @@ typedef struct Reader {
     int64_t first, nlocal;     /* this host's devices (process-local arrays) */
 } Reader;
 
-static IrStatus oom(IrDiag *d)
-{
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-}
-
 /* Elements of a box; 0 if any extent is 0. */
 static int64_t box_elems(int32_t rank, const int64_t *ext)
 {
@@ -124,7 +119,7 @@ static IrStatus fill_box(const Reader *r, int32_t p, int64_t li, int64_t leaf, c
     }
     char *what = rt_input_leaf_desc(r->sig, p, li);
     if (!what)
-        return oom(d);
+        return ir_oom(d, NULL);
     IrStatus st = path                    ? rt_npy_read_box(path, full, what, lo, hi, out, d)
                   : r->opt->process_local ? read_local_box(r, array, full, s, what, lo, hi, out, d)
                                           : rt_array_read_box(array, full, what, lo, hi, out, d);
@@ -167,7 +162,7 @@ static IrStatus box_keep(Reader *r, int64_t leaf, int32_t rank, const int64_t *o
         int64_t cap = r->capboxes ? 2 * r->capboxes : 16;
         ReadBox *nb = ts_realloc(r->boxes, (size_t)cap * sizeof *nb);
         if (!nb)
-            return oom(d);
+            return ir_oom(d, NULL);
         r->boxes = nb;
         r->capboxes = cap;
     }
@@ -187,7 +182,7 @@ static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const 
 {
     if (full->type == IR_TOKEN) {
         *out = dev_value_new(full);
-        return *out ? IR_OK : oom(d);
+        return *out ? IR_OK : ir_oom(d, NULL);
     }
     int64_t off[IR_MAX_RANK] = {0}, ext[IR_MAX_RANK] = {0}, size[IR_MAX_RANK] = {0};
     rt_shard_box(full, s, part, off, ext, size);
@@ -209,7 +204,7 @@ static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const 
     /* Padding is zeros, so a padded shard starts zeroed. */
     DevValue *v = padded ? dev_value_new(&ls) : dev_value_new_uninit(&ls);
     if (!v)
-        return oom(d);
+        return ir_oom(d, NULL);
     IrStatus st;
     if (!padded) {
         st = fill_box(r, p, li, leaf, full, s, off, ext, v->data, d);
@@ -219,7 +214,7 @@ static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const 
         bs.dims = ext;
         bs.has_layout = false;
         DevValue *b = dev_value_new_uninit(&bs);
-        st = b ? fill_box(r, p, li, leaf, full, s, off, ext, b->data, d) : oom(d);
+        st = b ? fill_box(r, p, li, leaf, full, s, off, ext, b->data, d) : ir_oom(d, NULL);
         int64_t zero[IR_MAX_RANK] = {0};
         if (st == IR_OK && box_elems(full->rank, ext) > 0)
             rt_copy_box(ir_type_size(full->type), full->rank, b->data, ext, zero, v->data, size, zero, ext);
@@ -248,18 +243,18 @@ static IrStatus read_value(Reader *r, int32_t p, int64_t *leaf, const IrShape *f
     int32_t n = full->ntuple;
     DevValue **el = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *el);
     IrShape *shapes = ir_alloc_array(r->arena, (size_t)(n > 0 ? n : 1), sizeof(IrShape));
-    IrStatus st = el && shapes ? IR_OK : oom(d);
+    IrStatus st = el && shapes ? IR_OK : ir_oom(d, NULL);
     for (int32_t k = 0, first = 0; st == IR_OK && k < n; first += ir_shape_leaf_count(&full->tuple[k]), k++) {
         IrSharding *es = shd_tuple_element_at(r->arena, s, full, k, first);
-        st = es ? read_value(r, p, leaf, &full->tuple[k], es, part, &el[k], d) : oom(d);
+        st = es ? read_value(r, p, leaf, &full->tuple[k], es, part, &el[k], d) : ir_oom(d, NULL);
         if (st == IR_OK)
             shapes[k] = el[k]->shape;
     }
     IrShape ts;
     if (st == IR_OK && ir_shape_make_tuple(r->arena, &ts, n, shapes) != IR_OK)
-        st = oom(d);
+        st = ir_oom(d, NULL);
     if (st == IR_OK && !(*out = dev_value_tuple(&ts, n, el)))
-        st = oom(d); /* dev_value_tuple released the elements */
+        st = ir_oom(d, NULL); /* dev_value_tuple released the elements */
     else if (st != IR_OK)
         for (int32_t k = 0; el && k < n; k++)
             dev_value_unref(el[k]);
@@ -272,7 +267,7 @@ static IrStatus read_device(Reader *r, int64_t part, RtArgs *a, IrDiag *d)
     int32_t np = r->c->nparam;
     a->args = ts_calloc((size_t)(np > 0 ? np : 1), sizeof *a->args);
     if (!a->args)
-        return oom(d);
+        return ir_oom(d, NULL);
     a->nargs = np;
     for (int32_t p = 0; p < np; p++) {
         int64_t leaf = r->lb->first[p];
@@ -294,10 +289,10 @@ IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindO
                       "the signature has %d parameters, the program %d", (int)lb.nparam, (int)c->nparam);
     Reader r = {c, sig, opt, &lb, rs, NULL, NULL, 0, 0, NULL, first, nlocal};
     if (st == IR_OK && !(r.arena = ir_arena_new()))
-        st = oom(d);
+        st = ir_oom(d, NULL);
     int64_t nleaves = st == IR_OK ? lb.first[lb.nparam] : 0;
     if (st == IR_OK && !(r.head = ts_malloc((size_t)(nleaves > 0 ? nleaves : 1) * sizeof *r.head)))
-        st = oom(d);
+        st = ir_oom(d, NULL);
     for (int64_t k = 0; st == IR_OK && k < nleaves; k++)
         r.head[k] = -1;
     for (int64_t k = 0; st == IR_OK && k < nlocal; k++)

@@ -80,11 +80,6 @@ void rt_shard_box(const IrShape *full, const IrSharding *s, int64_t p, int64_t *
     shard_box(full, s, p, off, ext, size);
 }
 
-static IrStatus oom(IrDiag *d)
-{
-    return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-}
-
 IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, DevValue **out,
                         IrDiag *d)
 {
@@ -93,7 +88,7 @@ IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, De
     if (fs->type == IR_TUPLE) {
         DevValue **el = ts_calloc((size_t)(full->nelems > 0 ? full->nelems : 1), sizeof *el);
         if (!el)
-            return oom(d);
+            return ir_oom(d, NULL);
         IrArena *a = ir_arena_new();
         IrStatus st = a ? IR_OK : IR_ENOMEM;
         for (int32_t k = 0; k < full->nelems && st == IR_OK; k++) {
@@ -117,11 +112,11 @@ IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, De
                 dev_value_unref(el[k]);
         ts_free(el);
         ir_arena_free(a);
-        return st == IR_ENOMEM ? oom(d) : st;
+        return st == IR_ENOMEM ? ir_oom(d, NULL) : st;
     }
     if (fs->type == IR_TOKEN || s->kind != SHD_TILED) {
         *out = dev_value_clone(full);
-        return *out ? IR_OK : oom(d);
+        return *out ? IR_OK : ir_oom(d, NULL);
     }
     int64_t off[IR_MAX_RANK], ext[IR_MAX_RANK], size[IR_MAX_RANK], zero[IR_MAX_RANK] = {0};
     shard_box(fs, s, p, off, ext, size);
@@ -130,7 +125,7 @@ IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, De
     ls.has_layout = false;
     DevValue *v = dev_value_new(&ls);
     if (!v)
-        return oom(d);
+        return ir_oom(d, NULL);
     if (ls.rank > 0 && full->data)
         rt_copy_box(ir_type_size(fs->type), fs->rank, full->data, fs->dims, off, v->data, size, zero, ext);
     else if (full->data && v->data)
@@ -201,15 +196,15 @@ IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
         ts_free(el);
         ts_free(parts);
         ir_arena_free(a);
-        return st == IR_ENOMEM ? oom(d) : st;
+        return st == IR_ENOMEM ? ir_oom(d, NULL) : st;
     }
     if (full->type == IR_TOKEN || s->kind != SHD_TILED) {
         *out = dev_value_clone(shard[0]);
-        return *out ? IR_OK : oom(d);
+        return *out ? IR_OK : ir_oom(d, NULL);
     }
     DevValue *v = dev_value_new(full);
     if (!v)
-        return oom(d);
+        return ir_oom(d, NULL);
     /* Every tile is held by at least one partition; later holders of the
      * same tile overwrite with identical data. */
     int64_t off[IR_MAX_RANK], ext[IR_MAX_RANK], size[IR_MAX_RANK], zero[IR_MAX_RANK] = {0};

@@ -11,8 +11,9 @@
  * A checkpoint is a directory DIR/step-<S> (S: steps done) holding
  * output_<i>.npy and checkpoint.json:
  *
- *   {"format": "tessel-checkpoint", "version": 1, "step": 100,
+ *   {"format": "tessel-checkpoint", "version": 2, "step": 100,
  *    "steps": 400, "digest": "<SHA-256 of the plan file>",
+ *    "outputs_sha256": "<outputs.json's manifest_sha256>",
  *    "aliases": [{"output": 0, "parameter": 1}]}
  *
  * It is written into a fresh directory DIR/.step-<S>.XXXXXX (mkdtemp:
@@ -21,6 +22,15 @@
  * moment leaves either a whole checkpoint or none (a stale temporary is
  * ignored). The digest names the program: a checkpoint of another model,
  * other options or another layout is refused (exit 2).
+ *
+ * Nothing of a checkpoint is taken on faith when it is resumed: its step
+ * must be the one its directory is named after, its outputs.json must be
+ * the manifest tessel wrote (ts_outputs_verify: format and own digest)
+ * and the one checkpoint.json names (outputs_sha256), and every file the
+ * manifest lists must still have its SHA-256. A checkpoint that fails is
+ * named in a warning and passed over: the resume takes the last one that
+ * verifies (the earlier checkpoints are the fallback), and none is an
+ * error (exit 2).
  */
 #include "cli.h"
 
@@ -60,13 +70,30 @@ static bool json_field(const char *text, const char *key, char *buf, size_t n)
     return k > 0;
 }
 
-/* DIR/step-S/checkpoint.json read and checked against this plan: its
- * step, or -1 (not a checkpoint; *bad set when it is one of another
- * program). */
-static int64_t read_manifest(const char *dir, const char *name, const char *digest, bool *bad)
+/* The S of a directory named step-S (S >= 1, decimal, no sign or
+ * leading zero), or -1. */
+static int64_t step_of_name(const char *name)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s/checkpoint.json", dir, name);
+    const char *p = name + 5;
+    if (strncmp(name, "step-", 5) || *p < '1' || *p > '9' || strspn(p, "0123456789") != strlen(p) ||
+        strlen(p) > 18)
+        return -1;
+    return strtoll(p, NULL, 10);
+}
+
+/* DIR/step-S/checkpoint.json read and checked against this plan: its
+ * step, or -1. *other set when it belongs to another program; *why (when
+ * not NULL) says why a checkpoint of this program is not used. */
+static int64_t read_manifest(const char *dir, const char *name, const char *digest, bool *other, char *why,
+                             size_t nwhy)
+{
+    char path[4200], sdir[4096];
+    snprintf(sdir, sizeof sdir, "%s/%s", dir, name);
+    snprintf(path, sizeof path, "%s/checkpoint.json", sdir);
+    *why = 0;
+    int64_t named = step_of_name(name);
+    if (named < 0)
+        return -1;
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
@@ -74,20 +101,35 @@ static int64_t read_manifest(const char *dir, const char *name, const char *dige
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = 0;
-    char step[32], dg[80], fmt[40];
+    char step[32], dg[80], fmt[40], ver[16], osha[80];
     if (!json_field(text, "format", fmt, sizeof fmt) || strcmp(fmt, "tessel-checkpoint") ||
         !json_field(text, "step", step, sizeof step) || !json_field(text, "digest", dg, sizeof dg))
         return -1;
     if (strcmp(dg, digest)) {
-        *bad = true;
+        *other = true;
         return -1;
     }
     char *end;
     long long s = strtoll(step, &end, 10);
-    return *end || s < 1 ? -1 : s;
+    TsDiag d = {0};
+    char got[65];
+    if (!json_field(text, "version", ver, sizeof ver) || strcmp(ver, "2") ||
+        !json_field(text, "outputs_sha256", osha, sizeof osha))
+        snprintf(why, nwhy, "checkpoint.json is not version 2 with the outputs' digest (an older tessel's, or "
+                            "edited)");
+    else if (*end || s != named)
+        snprintf(why, nwhy, "checkpoint.json says step %s, its directory step %lld: edited or corrupted", step,
+                 (long long)named);
+    else if (ts_outputs_verify(sdir, got, &d) != TS_OK)
+        snprintf(why, nwhy, "%s%s%s", d.file ? d.file : "", d.file ? ": " : "", d.msg ? d.msg : "out of memory");
+    else if (strcmp(got, osha))
+        snprintf(why, nwhy, "its outputs.json is not the one checkpoint.json names (outputs_sha256)");
+    ts_diag_clear(&d);
+    return *why ? -1 : s;
 }
 
-/* The last complete checkpoint of this program in dir (c->done, c->last). */
+/* The last complete checkpoint of this program in dir (c->done, c->last)
+ * that verifies; those that do not are named in a warning. */
 static int find_last(CliCkpt *c, const char *dir)
 {
     DIR *d = opendir(dir);
@@ -95,12 +137,18 @@ static int find_last(CliCkpt *c, const char *dir)
         return ckpt_error("--resume %s: %s", dir, strerror(errno));
     struct dirent *e;
     bool other = false;
+    int nbad = 0;
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "step-", 5))
             continue;
         bool bad = false;
-        int64_t s = read_manifest(dir, e->d_name, c->digest, &bad);
+        char why[1024];
+        int64_t s = read_manifest(dir, e->d_name, c->digest, &bad, why, sizeof why);
         other = other || bad;
+        if (*why) {
+            fprintf(stderr, "tessel: warning: --resume: %s/%s is not used: %s\n", dir, e->d_name, why);
+            nbad++;
+        }
         if (s > c->done) {
             c->done = s;
             snprintf(c->last, sizeof c->last, "%s/%s", dir, e->d_name);
@@ -108,10 +156,13 @@ static int find_last(CliCkpt *c, const char *dir)
     }
     closedir(d);
     if (c->done == 0)
-        return ckpt_error(other ? "--resume %s: its checkpoints belong to another program (another model, "
-                                  "options or layout: their digest is not this plan's)%s"
-                                : "--resume %s: no complete checkpoint there%s",
+        return ckpt_error(nbad  ? "--resume %s: no checkpoint there verifies (warnings above)%s"
+                          : other ? "--resume %s: its checkpoints belong to another program (another model, "
+                                    "options or layout: their digest is not this plan's)%s"
+                                  : "--resume %s: no complete checkpoint there%s",
                           dir, "");
+    if (nbad)
+        fprintf(stderr, "tessel: warning: --resume: resuming from %s, the last checkpoint that verifies\n", c->last);
     if (c->done > c->steps) {
         char s[32], k[32];
         snprintf(s, sizeof s, "%lld", (long long)c->done);
@@ -263,14 +314,17 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
     }
     TsDiag d = {0};
     TsStatus st = ts_outputs_write(out, tmp, &d);
-    char *json = NULL;
+    char *json = NULL, osha[65] = "";
+    if (st == TS_OK) /* read back: what a resume will check */
+        st = ts_outputs_verify(tmp, osha, &d);
     if (st == TS_OK) {
-        size_t n = 256 + (size_t)c->nalias * 48;
+        size_t n = 360 + (size_t)c->nalias * 48;
         json = malloc(n);
         size_t used = json ? (size_t)snprintf(json, n,
-                                              "{\"format\": \"tessel-checkpoint\", \"version\": 1, \"step\": %lld, "
-                                              "\"steps\": %lld, \"digest\": \"%s\", \"aliases\": [",
-                                              (long long)c->done, (long long)c->steps, c->digest)
+                                              "{\"format\": \"tessel-checkpoint\", \"version\": 2, \"step\": %lld, "
+                                              "\"steps\": %lld, \"digest\": \"%s\", \"outputs_sha256\": \"%s\", "
+                                              "\"aliases\": [",
+                                              (long long)c->done, (long long)c->steps, c->digest, osha)
                              : 0;
         for (int32_t k = 0; json && k < c->nalias; k++)
             used += (size_t)snprintf(json + used, n - used, "%s{\"output\": %d, \"parameter\": %d}", k ? ", " : "",

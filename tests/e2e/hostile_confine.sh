@@ -127,7 +127,7 @@ import hashlib, json, os, sys
 import numpy as np
 d, model = sys.argv[1], sys.argv[2]
 m = json.load(open(os.path.join(d, "outputs.json")))
-assert m["format"] == "tessel-outputs" and m["version"] == 1 and len(m["run_id"]) == 32, m
+assert m["format"] == "tessel-outputs" and m["version"] == 2 and len(m["run_id"]) == 32, m
 assert m["model_sha256"] == hashlib.sha256(open(model, "rb").read()).hexdigest(), "model digest"
 names = sorted(f["name"] for f in m["files"])
 assert names == ["output_0.npy"], names

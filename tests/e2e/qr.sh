@@ -143,7 +143,7 @@ expect_in "$ERR" 'bad_q.hlo:5:8: error: q: needs m >= n >= k'
 # One marker per output; p is sharded on 2 partitions (rows), so the
 # partitioned run moves shards through every marker.
 cat >"$WORK/markers.hlo" <<'HLO'
-HloModule markers
+HloModule markers, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["x"=2]>}}
 
 ENTRY main {
   p = f32[4,6] parameter(0), sharding={devices=[2,1]0,1}

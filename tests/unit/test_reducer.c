@@ -46,6 +46,42 @@ static double bits_f64(uint64_t u)
     return x;
 }
 
+/* The rows of ir/hlo_op_sem.def hold together, and say what XLA says:
+ * the seven simple reducers (and nothing else) have an identity and an MPI
+ * operation; a fixed-arity op's minimum is its arity; a vector op is
+ * unary or binary; the called-computation counts of XLA's ops. */
+static void test_op_semantics_table(void **state)
+{
+    (void)state;
+    int nreducers = 0;
+    for (int op = 0; op < OP_COUNT; op++) {
+        IrOpcode o = (IrOpcode)op;
+        assert_int_equal(ir_op_identity(o) != IR_ID_NONE, ir_op_mpi(o) != IR_MPI_NONE);
+        nreducers += ir_op_is_reducer(o);
+        if (ir_op_arity(o) >= 0)
+            assert_int_equal(ir_op_min_arity(o), ir_op_arity(o));
+        if (ir_op_vector(o))
+            assert_true(ir_op_kind(o) == IR_K_UNARY || ir_op_kind(o) == IR_K_BINARY);
+    }
+    assert_int_equal(nreducers, 7);
+    assert_int_equal(ir_op_mpi(OP_ADD), IR_MPI_SUM);
+    assert_int_equal(ir_op_mpi(OP_MINIMUM), IR_MPI_MIN);
+    assert_int_equal(ir_op_mpi(OP_XOR), IR_MPI_BXOR);
+    assert_int_equal(ir_op_identity(OP_AND), IR_ID_ALL_ONES);
+    assert_false(ir_op_is_reducer(OP_SUBTRACT));
+    assert_int_equal(ir_op_ncalled(OP_WHILE), 2);
+    assert_int_equal(ir_op_ncalled(OP_SELECT_AND_SCATTER), 2);
+    assert_int_equal(ir_op_ncalled(OP_REDUCE), 1);
+    assert_int_equal(ir_op_ncalled(OP_ADD), 0);
+    assert_int_equal(ir_op_ncalled(OP_CONDITIONAL), -1);
+    assert_int_equal(ir_op_min_arity(OP_SCATTER), 3);
+    assert_int_equal(ir_op_min_arity(OP_TUPLE), 0);
+    assert_true(ir_op_talks_to_host(OP_INFEED));
+    assert_false(ir_op_talks_to_host(OP_DOT));
+    assert_true(ir_op_vector(OP_MAXIMUM));
+    assert_false(ir_op_vector(OP_AND));
+}
+
 static void test_domains(void **state)
 {
     (void)state;
@@ -295,6 +331,7 @@ static void test_reducer_commutes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_op_semantics_table),
         cmocka_unit_test(test_domains),
         cmocka_unit_test(test_identities),
         cmocka_unit_test(test_float_nan_and_zeros),

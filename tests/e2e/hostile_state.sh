@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# hostile_state.sh: files tessel did not write and state that was corrupted
+# (issue 30, "Outputs and checkpoints verified").
+#  1. Output-dir cleanup believes only a manifest tessel wrote: an
+#     outputs.json of another "format", or one edited after tessel wrote it
+#     (its manifest_sha256 no longer its digest), removes nothing it lists.
+#     Even a well-formed manifest never removes the model the run ran, a
+#     file the run read (--input), nor a listed file whose bytes are no
+#     longer those the manifest gives. On main each of these was deleted.
+#  2. A resume verifies the checkpoint: a bit flipped in a checkpointed
+#     output, "step" edited in checkpoint.json, an outputs.json edited: the
+#     checkpoint is named in a warning and passed over, the run resumes
+#     from the last one that verifies and its result is bit for bit the
+#     uninterrupted run's. With none left: status 2. On main the flipped
+#     and edited ones resumed with exit 0 and other weights.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+sha() { "$PY" -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$1"; }
+# resign DIR: give DIR/outputs.json the digest tessel would (what a forger
+# who read the docs can do: cleanup must still hold).
+resign() {
+    "$PY" - "$1/outputs.json" <<'PY'
+import hashlib, json, sys
+m = json.load(open(sys.argv[1]))
+m.pop("manifest_sha256", None)
+m["manifest_sha256"] = hashlib.sha256(json.dumps(m, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+json.dump(m, open(sys.argv[1], "w"))
+PY
+}
+M="$WORK/mlp.hlo"
+sed 's/@N/2/g; s/@D/0,1/g' "$TESSEL_SRC/tests/models/mlp_megatron.hlo" >"$M"
+
+# ---- 1. cleanup trusts only tessel's manifests ----
+D="$WORK/out"
+mkdir "$D"
+cp "$M" "$D/model.npy"
+echo keep >"$D/notes.npy"
+printf '{"format": "mine", "version": 2, "files": [{"name": "notes.npy", "sha256": "%s"}, {"name": "model.npy", "sha256": "%s"}]}\n' \
+    "$(sha "$D/notes.npy")" "$(sha "$D/model.npy")" >"$D/outputs.json"
+expect_status 0 "$TESSEL" run --random-inputs 1 --output-dir "$D" "$D/model.npy"
+[ -f "$D/model.npy" ] && [ -f "$D/notes.npy" ] || fail "a manifest of another format removed the files it lists"
+# the run's own manifest: tessel's format, version 2, its own digest
+"$PY" - "$D/outputs.json" <<'PY' || fail "outputs.json has not its own digest"
+import hashlib, json, sys
+m = json.load(open(sys.argv[1]))
+assert m["format"] == "tessel-outputs" and m["version"] == 2, m
+self = m.pop("manifest_sha256")
+assert self == hashlib.sha256(json.dumps(m, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+PY
+# tessel's manifest, edited to list more (digest now wrong): nothing listed goes
+"$PY" - "$D/outputs.json" "$(sha "$D/notes.npy")" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["files"].append({"name": "notes.npy", "kind": "save", "dtype": "<f4", "shape": [1], "sha256": sys.argv[2]})
+json.dump(m, open(sys.argv[1], "w"))
+PY
+expect_status 0 "$TESSEL" run --random-inputs 2 --output-dir "$D" "$M"
+[ -f "$D/notes.npy" ] || fail "an edited manifest (its digest wrong) removed a file it lists"
+# re-signed by hand: still, the model the run ran is never removed
+"$PY" - "$D/outputs.json" "$(sha "$D/model.npy")" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["files"].append({"name": "model.npy", "kind": "save", "dtype": "<f4", "shape": [1], "sha256": sys.argv[2]})
+json.dump(m, open(sys.argv[1], "w"))
+PY
+resign "$D"
+expect_status 0 "$TESSEL" run --random-inputs 2 --output-dir "$D" "$D/model.npy"
+[ -f "$D/model.npy" ] || fail "cleanup removed the model the run ran"
+
+# A tessel_save result read back as the next run's input is not removed,
+# though the earlier manifest lists it and this run does not save it.
+cat >"$WORK/save.hlo" <<'HLO'
+HloModule save
+ENTRY main {
+  x = f32[4] parameter(0)
+  y = f32[4] multiply(x, x)
+  s = f32[4] custom-call(y), custom_call_target="tessel_save", backend_config="w"
+  ROOT z = f32[4] add(s, x)
+}
+HLO
+cat >"$WORK/double.hlo" <<'HLO'
+HloModule double
+ENTRY main {
+  x = f32[4] parameter(0)
+  ROOT z = f32[4] add(x, x)
+}
+HLO
+npy_write "$WORK/x.npy" '<f4' 4 1 2 3 4
+S="$WORK/saved"
+expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$S" "$WORK/save.hlo"
+[ "$(npy_dump "$S/w.npy")" = "<f4 4 1 4 9 16" ] || fail "save wrote $(npy_dump "$S/w.npy")"
+expect_status 0 "$TESSEL" run --reference --input 0="$S/w.npy" --output-dir "$S" "$WORK/double.hlo"
+[ -f "$S/w.npy" ] || fail "the run removed the input it read from its output directory"
+[ "$(npy_dump "$S/output_0.npy")" = "<f4 4 2 8 18 32" ] || fail "double gave $(npy_dump "$S/output_0.npy")"
+# Without the run reading it, the same listed, unchanged file goes (the
+# earlier run's set is not left to mix) ...
+expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$S" "$WORK/save.hlo"
+expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$S" "$WORK/double.hlo"
+[ ! -e "$S/w.npy" ] || fail "the earlier run's saved w.npy stayed"
+# ... but one changed since (not the bytes the manifest gives) stays.
+expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$S" "$WORK/save.hlo"
+cp "$WORK/x.npy" "$S/w.npy"
+expect_status 0 "$TESSEL" run --reference --input 0="$WORK/x.npy" --output-dir "$S" "$WORK/double.hlo"
+[ -f "$S/w.npy" ] || fail "cleanup removed a file changed since tessel wrote it"
+echo "hostile_state: cleanup removes only what tessel's own manifest lists, unchanged, and nothing the run read"
+
+# ---- 2. checkpoints are verified before a resume ----
+SGD="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --output-dir "$WORK/full"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --checkpoint-every 3 --checkpoint-dir "$WORK/ck" \
+    --output-dir "$WORK/part"
+expect_in "$WORK/ck/step-9/checkpoint.json" '"version": 2, "step": 9'
+expect_in "$WORK/ck/step-9/checkpoint.json" "\"outputs_sha256\": \"$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest_sha256"])' "$WORK/ck/step-9/outputs.json")\""
+# a bit flipped in step 9's weights; "step" edited in step 6's checkpoint.json
+"$PY" - "$WORK/ck/step-9/output_0.npy" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read()); b[-3] ^= 1; open(sys.argv[1], "wb").write(b)
+PY
+sed -i 's/"step": 6,/"step": 7,/' "$WORK/ck/step-6/checkpoint.json"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --resume "$WORK/ck" --output-dir "$WORK/res"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck/step-9 is not used: $WORK/ck/step-9/output_0.npy: its SHA-256 is"
+expect_in "$ERR" "that outputs.json gives: the file was changed or corrupted"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck/step-6 is not used: checkpoint.json says step 7, its directory step 6: edited or corrupted"
+expect_in "$ERR" "tessel: warning: --resume: resuming from $WORK/ck/step-3, the last checkpoint that verifies"
+cmp "$WORK/full/output_0.npy" "$WORK/res/output_0.npy" || fail "resumed weights differ from the uninterrupted run's"
+cmp "$WORK/full/output_1.npy" "$WORK/res/output_1.npy" || fail "resumed loss differs from the uninterrupted run's"
+# step 3's outputs.json edited (a dtype), then none verifies: status 2
+sed -i "0,/\"<f4\"/s//\"<f8\"/" "$WORK/ck/step-3/outputs.json"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --resume "$WORK/ck" --output-dir "$WORK/res2"
+expect_in "$ERR" "step-3/outputs.json: not a manifest tessel wrote: its \"manifest_sha256\" is not the SHA-256 of its content"
+expect_in "$ERR" "tessel: error: --resume $WORK/ck: no checkpoint there verifies (warnings above)"
+[ ! -e "$WORK/res2" ] || fail "a refused resume wrote outputs"
+echo "hostile_state: corrupted checkpoints named and passed over; the resume is bit for bit the uninterrupted run"

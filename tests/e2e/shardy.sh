@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# shardy.sh: the shardings JAX writes (Shardy's round-trip attributes,
+# docs/hlo-text.md "Shardy") and XLA's named (V3) sharding text are the
+# shardings tessel partitions with: each model of tests/models/shardy runs
+# partitioned and equals the reference run (or, for a shard_map, NumPy),
+# and its plan shows the shardings and collectives worked out by hand.
+set -euo pipefail
+. "$(dirname "$0")/lib.bash"
+M="$TESSEL_SRC/tests/models/shardy"
+
+# plan_field MODEL N EXPR: a Python expression over the plan's first cluster `c`.
+plan_field() {
+    "$TESSEL" plan "$1" --num-partitions "$2" --format json >"$WORK/plan.json" || fail "plan $1"
+    "$PY" - "$WORK/plan.json" "$3" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["clusters"][0]
+print(eval(sys.argv[2]))
+PY
+}
+
+oracle() { # oracle MODEL N
+    expect_status 0 "$TESSEL" run "$1" --num-partitions "$2" --random-inputs 5 --output-dir "$WORK/p"
+    expect_status 0 "$TESSEL" run "$1" --reference --random-inputs 5 --output-dir "$WORK/r"
+    same_outputs "$WORK/r" "$WORK/p" "$(basename "$1")"
+    rm -rf "$WORK/p" "$WORK/r"
+}
+
+# Parameters sharded only by xla.sdy.sharding: [{"x"}, {}] on x=2 is
+# {devices=[2,1]<=[2]}; the add needs no collective.
+oracle "$M/params.hlo" 2
+[ "$(plan_field "$M/params.hlo" 2 'c["inputs"][0]["sharding"]')" = "{devices=[2,1]<=[2]}" ] ||
+    fail "params: input 0 is not {devices=[2,1]<=[2]}"
+[ "$(plan_field "$M/params.hlo" 2 'len(c["collectives"])')" = 0 ] || fail "params: collectives"
+
+# The output sharded only by xla.sdy.FuncResultSharding ([{}, {"x"}]): the
+# output is column-sharded, not replicated, and nothing is all-gathered
+# (rows to columns is one all-to-all).
+oracle "$M/func_result.hlo" 2
+[ "$(plan_field "$M/func_result.hlo" 2 'c["outputs"][0]["sharding"] in ("{devices=[1,2]<=[2]}", "{devices=[1,2]0,1}")')" = True ] ||
+    fail "func_result: output 0 is not {devices=[1,2]<=[2]}"
+[ "$(plan_field "$M/func_result.hlo" 2 'sorted(x["opcode"] for x in c["collectives"])')" = "['all-to-all']" ] ||
+    fail "func_result: collectives are not one all-to-all"
+
+# sharding= and xla.sdy.sharding that map devices differently: refused
+# where the Shardy attribute is, with both readings.
+expect_status 2 "$TESSEL" check "$M/disagree.hlo"
+expect_in "$ERR" "disagree.hlo:4:"
+expect_in "$ERR" "the shardings of 'a' disagree: sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}, but xla.sdy.sharding means {devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}"
+
+# shard_map over x=2, y=2 (JAX 0.10.2's lowering of a psum over y of
+# a_block @ b_block): a manual region whose all-reduce runs per device;
+# the result is a @ b, checked with NumPy.
+expect_status 0 "$TESSEL" run "$M/shard_map_full.hlo" --num-partitions 4 --random-inputs 5 --output-dir "$WORK/p"
+[ "$(plan_field "$M/shard_map_full.hlo" 4 'len(c["collectives"])')" = 0 ] ||
+    fail "shard_map_full: the partitioner added collectives"
+[ "$(plan_field "$M/shard_map_full.hlo" 4 \
+    '[(x["opcode"], x["sharding"], x["device_shape"]) for x in c["instructions"] if x["opcode"] in ("all-reduce", "dot")]')" = \
+    "[('dot', '{manual}', 'f32[4,4]'), ('all-reduce', '{manual}', 'f32[4,4]')]" ] ||
+    fail "shard_map_full: the body is not manual"
+[ "$(plan_field "$M/shard_map_full.hlo" 4 'c["outputs"][0]["sharding"]')" = \
+    "{devices=[2,1,2]<=[4] last_tile_dim_replicate}" ] || fail "shard_map_full: output sharding"
+"$PY" - "$WORK/p/output_0.npy" <<'PY' || fail "shard_map_full: not a @ b"
+import sys
+import numpy as np
+def sm(x):
+    M = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+def draw(leaf, n):  # DESIGN.md's --random-inputs, seed 5
+    return np.array([np.float32(((sm(sm(sm(5) ^ leaf) ^ i) >> 11) * 2.0 ** -53) * 2 - 1) for i in range(n)], np.float32)
+a, b = draw(0, 64).reshape(8, 8), draw(1, 32).reshape(8, 4)
+got = np.load(sys.argv[1])
+np.testing.assert_allclose(got, a @ b, rtol=0, atol=1e-4 * np.abs(a @ b).max())
+PY
+
+# XLA's named (V3) sharding text: {@mesh<x=2,y=2>, [{y}, {}]} is y over
+# rows, replicated over x: {devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}.
+oracle "$M/v3.hlo" 4
+[ "$(plan_field "$M/v3.hlo" 4 'c["inputs"][0]["sharding"]')" = \
+    "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}" ] || fail "v3: input 0"
+[ "$(plan_field "$M/v3.hlo" 4 'c["outputs"][0]["sharding"]')" = "{devices=[2,2]<=[2,2]T(1,0)}" ] ||
+    fail "v3: output"
+echo "shardy: Shardy parameters, FuncResultSharding, disagreement, shard_map and V3 as worked out"
