@@ -118,6 +118,14 @@ cu = tj.compile(lambda a, unused, c: a * c, x, x, x)
 assert len(cu.plan.inputs) == 2, cu.plan.inputs
 close(cu(x, x, x), x * x, "unused argument")
 
+# ---- bf16 in and out (travels as f32, comes back as JAX's bf16) ----
+xb16 = jnp.asarray(rng.standard_normal((4, 8)), jnp.bfloat16)
+fb = jax.jit(lambda a: (a * 3).sum(axis=1).astype(jnp.bfloat16))
+ob = tj.compile(fb, xb16)(xb16)
+assert ob.dtype == jnp.bfloat16, ob.dtype
+np.testing.assert_allclose(ob.astype(np.float32), np.asarray(fb(xb16), np.float32),
+                           atol=2e-2 * float(np.abs(np.asarray(fb(xb16), np.float32)).max()))
+
 # ---- process_local_data is JAX's own shards put together ----
 sh = s2(P("d", "m"))
 arr = jax.device_put(xb, sh)
