@@ -143,14 +143,19 @@ class Compiled:
             vals.append(a)
         return vals
 
-    def _unflatten(self, outs):
-        leaves = []
-        for a, dt in zip(outs, self._out_dtypes):
-            leaves.append(a.astype(dt) if a.dtype != dt else a)
-        if len(leaves) != self.out_tree.num_leaves:
+    def _run(self, vals):
+        """The plan's output leaves for bound inputs (this rank's parts
+        under a communicator)."""
+        if self.comm is None:
+            return self.plan.run(vals)
+        return self.plan.run(vals, comm=self.comm, process_local=True)
+
+    def _unflatten(self, outs, jax_outputs):
+        if len(outs) != self.out_tree.num_leaves:
             raise tessel.Error(tessel.Status.EINTERNAL, "%d outputs for %d leaves of %s"
-                               % (len(leaves), self.out_tree.num_leaves, self.out_tree))
-        if self.jax_outputs and self.comm is None:
+                               % (len(outs), self.out_tree.num_leaves, self.out_tree))
+        leaves = [a.astype(dt) if a.dtype != dt else a for a, dt in zip(outs, self._out_dtypes)]
+        if jax_outputs and self.comm is None:
             leaves = [jax.device_put(a, s) for a, s in zip(leaves, self._jax_out_shardings())]
         return jax.tree_util.tree_unflatten(self.out_tree, leaves)
 
@@ -165,22 +170,12 @@ class Compiled:
         """Run on these arguments (NumPy or JAX arrays, the structure
         compiled for); the outputs in the function's structure. Under a
         communicator: this rank's parts in and out (process_local_data)."""
-        vals = self._bind(args, kwargs)
-        if self.comm is None:
-            outs = self.plan.run(vals)
-        else:
-            outs = self.plan.run(vals, comm=self.comm, process_local=True)
-        return self._unflatten(outs)
+        return self._unflatten(self._run(self._bind(args, kwargs)), self.jax_outputs)
 
     def reference(self, *args, **kwargs):
         """The unpartitioned module on one device (tessel's oracle), on
         whole arguments; outputs as __call__ (NumPy)."""
-        outs = self.plan.run_reference(self._bind(args, kwargs))
-        jo, self.jax_outputs = self.jax_outputs, False
-        try:
-            return self._unflatten(outs)
-        finally:
-            self.jax_outputs = jo
+        return self._unflatten(self.plan.run_reference(self._bind(args, kwargs)), False)
 
 
 def _lower(fun, args, kwargs, in_shardings, out_shardings):
@@ -239,13 +234,12 @@ class _Grad(Compiled):
     def __init__(self, lowered, plan, kept, wrt_leaves, argnums, value_and_grad, comm):
         super().__init__(lowered, plan, comm=comm, kept=kept)
         self._wrt_leaves = wrt_leaves
-        self._argnums = argnums
+        self._argnums_spec = argnums
+        self._argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
         self._value_and_grad = value_and_grad
 
     def __call__(self, *args, **kwargs):
-        vals = self._bind(args, kwargs)
-        outs = self.plan.run(vals) if self.comm is None else self.plan.run(vals, comm=self.comm,
-                                                                            process_local=True)
+        outs = self._run(self._bind(args, kwargs))
         nfwd = self.out_tree.num_leaves
         value = outs[0].astype(self._out_dtypes[0])
         grads_of = dict(zip(self._wrt_leaves, outs[nfwd:]))
@@ -281,6 +275,10 @@ def grad(fun, *example_args, argnums=0, value_and_grad=False, in_shardings=None,
             if first + k in kept:
                 wrt_leaves.append(first + k)
     params = [kept.index(k) for k in wrt_leaves]
+    if lowered.out_tree.num_leaves != 1 or jax.tree_util.tree_leaves(lowered.out_info)[0].shape != ():
+        raise TypeError("tessel.jax.grad: the function must return a scalar, not %s" % (lowered.out_info,))
+    if not params:
+        raise ValueError("tessel.jax.grad: the function uses none of the arguments %s" % (argnums,))
     shardings = [s for s in jax.tree_util.tree_leaves((in_shardings, out_shardings))
                  if isinstance(s, jax.sharding.Sharding)]
     n = options.pop("num_partitions", 0) or _device_count(lowered, leaves, shardings)
@@ -289,6 +287,4 @@ def grad(fun, *example_args, argnums=0, value_and_grad=False, in_shardings=None,
         plan = tessel.compile(gm, num_partitions=n, hosts=comm.Get_size() if comm is not None else 0, **options)
     finally:
         gm.close()
-    g = _Grad(lowered, plan, kept, wrt_leaves, nums, value_and_grad, comm)
-    g._argnums_spec = argnums
-    return g
+    return _Grad(lowered, plan, kept, wrt_leaves, argnums, value_and_grad, comm)
