@@ -25,17 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static IrStatus fail(IrDiag *d, IrStatus st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static IrStatus fail(IrDiag *d, IrStatus st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    ir_verror(d, st, NULL, NULL, (IrPos){0, 0}, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 static const IrInstr *param_instr(const IrComputation *c, int32_t p)
 {
     return c->param[p] >= 0 && c->param[p] < c->ninstr ? &c->instr[c->param[p]] : NULL;
@@ -289,8 +278,8 @@ static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
     char *names = ir_sb_take(&b);
     if (!names)
         return ir_oom(d, NULL);
-    IrStatus st = c->nparam == 0 ? fail(d, IR_EINPUT, "input %s: the entry computation has no parameters", key)
-                                 : fail(d, IR_EINPUT, "input %s: no entry parameter has this name or index; the names "
+    IrStatus st = c->nparam == 0 ? ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "input %s: the entry computation has no parameters", key)
+                                 : ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "input %s: no entry parameter has this name or index; the names "
                                         "that work, nearest first: %s; or an index 0..%d",
                                         key, names, (int)c->nparam - 1);
     ts_free(names);
@@ -299,7 +288,7 @@ static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
 
 static IrStatus ambiguous(const IrComputation *c, const char *key, int32_t p, int32_t q, int count, IrDiag *d)
 {
-    return fail(d, IR_EINPUT, "input %s: ambiguous: it is the name JAX records for parameter %d (%s) and "
+    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "input %s: ambiguous: it is the name JAX records for parameter %d (%s) and "
                 "parameter %d (%s)%s; bind it by index or by HLO name", key, (int)p, param_instr(c, p)->name,
                 (int)q, param_instr(c, q)->name, count > 2 ? " and more" : "");
 }

@@ -218,6 +218,9 @@ struct RtArray {
  * the .npy reader's conversions (rt_npy_from_disk). */
 IrStatus rt_array_read_box(const RtArray *a, const IrShape *expect, const char *what, const int64_t *lo,
                            const int64_t *hi, void *out, IrDiag *d);
+/* "(4, 16)", "(5,)": dims as NumPy prints a shape, for messages (cut to
+ * fit cap bytes). */
+void rt_dims_text(char *buf, size_t cap, int32_t rank, const int64_t *dims);
 
 /* How to bind the entry parameters. */
 typedef struct RtBindOptions {

@@ -53,16 +53,6 @@ static int64_t box_elems(int32_t rank, const int64_t *ext)
     return n;
 }
 
-/* "(4, 6)" for messages. */
-static void dims_text(char *buf, size_t cap, int32_t rank, const int64_t *dims)
-{
-    size_t n = (size_t)snprintf(buf, cap, "(");
-    for (int32_t k = 0; k < rank && n < cap; k++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", k ? ", " : "", (long long)dims[k]);
-    if (n < cap)
-        snprintf(buf + n, cap - n, "%s)", rank == 1 ? "," : "");
-}
-
 /* The box [lo, hi) of an input whose array holds this host's part only
  * (TsRunOptions.process_local): each dimension of the array is the host's
  * part of it (rt_local_layout) or the whole dimension. */
@@ -85,7 +75,7 @@ static IrStatus read_local_box(const Reader *r, const RtArray *a, const IrShape 
     int64_t llo[IR_MAX_RANK], lhi[IR_MAX_RANK];
     if (!fits) {
         char want[96];
-        dims_text(want, sizeof want, full->rank, l.dims);
+        rt_dims_text(want, sizeof want, full->rank, l.dims);
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "%s: this process's part of the input has the shape %s (process-local data)", what, want);
     } else if (!rt_local_offset(&l, lo, llo)) {

@@ -1,5 +1,5 @@
-"""sanitize.py: imported first by the JAX tests (tests/python/test_jax_*.py,
-jax_mpi.py, docs_blocks.py). In a sanitizer build (TESSEL_SANITIZE=ON) an
+"""sanitize.py: imported first by the Python tests (test_tessel.py,
+test_jax_front.py, jax_mpi.py, test_docs_blocks.py). In a sanitizer build (TESSEL_SANITIZE=ON) an
 ASan libtessel.so loads into python only after the ASan runtime: the test
 starts again with LD_PRELOAD=$TESSEL_PRELOAD (ctest gives the compiler's
 runtimes), or exits 77 (skip) where there are none."""
