@@ -58,6 +58,31 @@ struct TsOutputs {
  * exist, so that writing o into a directory never removes them. Out of
  * memory leaves the list shorter: false. */
 bool api_outputs_note_reads(TsOutputs *o, const TsRunOptions *ro);
+/* The C API's one rule for NULL (tessel.h, "NULL"): a required pointer
+ * argument that is NULL is TS_EINPUT, "FUNCTION: ARG is NULL" in d (when
+ * d is not NULL), with the function's outputs cleared first. */
+TsStatus api_null(TsDiag *d, const char *fn, const char *arg);
+#define API_NEED(x, d)                                                                                       \
+    do {                                                                                                   \
+        if (!(x))                                                                                          \
+            return api_null((d), __func__, #x);                                                            \
+    } while (0)
+#define API_CLEAR(out)                                                                                       \
+    do {                                                                                                   \
+        if (out)                                                                                           \
+            *(out) = NULL;                                                                                 \
+    } while (0)
+/* The deepest nesting a module may declare (TsLimits.depth is clamped to
+ * it): what every pass and the device executor can recurse. */
+#define API_MAX_DEPTH 200
+/* What a run's options must be before anything runs (IR_EINPUT naming the
+ * field): inputs present when ninputs > 0, each with a key and one of
+ * path/array, infeeds likewise, steps >= 0, a heartbeat of 0, < 0 or at
+ * least TS_HEARTBEAT_MIN_SECONDS. NULL options are the defaults. */
+IrStatus api_check_run(const TsRunOptions *o, IrDiag *d);
+/* Is s a heartbeat a run can have (0, < 0, or within the public bounds;
+ * NaN is not)? */
+bool api_heartbeat_ok(double s);
 /* Move the first error of `from` into `to` (keeping an earlier one) and
  * return st as a TsStatus; `from` is cleared. */
 TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to);

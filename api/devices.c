@@ -171,6 +171,8 @@ static char *json_of(const DevTopologyInfo *in, const DevDevices *set)
 
 TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     bool json = format && strcmp(format, "json") == 0;

@@ -50,14 +50,24 @@ TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to)
     return (TsStatus)st;
 }
 
+TsStatus api_null(TsDiag *d, const char *fn, const char *arg)
+{
+    IrDiag id = {0};
+    return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "%s: %s is NULL", fn, arg), &id, d);
+}
+
 char *ts_diag_format(const TsDiag *d)
 {
+    if (!d)
+        return NULL;
     IrDiag id = {(IrStatus)d->status, d->file, {d->line, d->col}, d->line_text, d->msg};
     return ir_diag_format(&id, "tessel");
 }
 
 void ts_diag_clear(TsDiag *d)
 {
+    if (!d)
+        return ;
     ts_free(d->file);
     ts_free(d->line_text);
     ts_free(d->msg);
@@ -93,19 +103,23 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
     *max_devices = 0;
     if (!l)
         return r;
+    /* Fields set directly (not through ts_limits_set) are clamped to the
+     * bounds ts_limits_set allows: depth 200 is what every pass and the
+     * executor can recurse (a depth of 10^6 overflowed the stack in
+     * spmd_partition_computation); <= 0 is the default. */
     if (l->elements > 0)
         r.max_elements = l->elements;
     if (l->rank > 0)
-        r.max_rank = l->rank;
+        r.max_rank = l->rank < IR_MAX_RANK ? l->rank : IR_MAX_RANK;
     if (l->tuple > 0)
         r.max_tuple = l->tuple;
     if (l->depth > 0)
-        r.max_depth = r.max_call_depth = l->depth;
+        r.max_depth = r.max_call_depth = l->depth < API_MAX_DEPTH ? l->depth : API_MAX_DEPTH;
     if (l->instructions > 0)
-        r.max_instructions = l->instructions;
+        r.max_instructions = l->instructions < INT32_MAX ? l->instructions : INT32_MAX;
     if (l->name > 0)
-        r.max_name = l->name;
-    *max_devices = l->devices;
+        r.max_name = l->name < INT32_MAX ? l->name : INT32_MAX;
+    *max_devices = l->devices <= 0 ? 0 : l->devices < IR_MAX_DEVICES ? l->devices : IR_MAX_DEVICES;
     return r;
 }
 
@@ -140,11 +154,12 @@ static bool limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
  * tests/e2e/hostile_depth.sh). */
 TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 {
+    API_NEED(l, d);
     static const struct {
         const char *name;
         int64_t max;
     } names[] = {{"elements", INT64_MAX}, {"rank", IR_MAX_RANK}, {"tuple", INT32_MAX},
-                 {"depth", 200},          {"name", INT32_MAX},   {"devices", IR_MAX_DEVICES},
+                 {"depth", API_MAX_DEPTH}, {"name", INT32_MAX},   {"devices", IR_MAX_DEVICES},
                  {"trips", INT64_MAX},    {"memory", INT64_MAX}, {"instructions", INT32_MAX}};
     enum { NNAMES = sizeof names / sizeof *names, MEMORY = 7 };
     IrDiag id = {0};
@@ -269,6 +284,8 @@ static bool write_all(int fd, const char *text, size_t n)
 
 TsStatus ts_write_text(const char *path, const char *text, TsDiag *d)
 {
+    API_NEED(path, d);
+    API_NEED(text, d);
     IrDiag id = {0};
     size_t n = strlen(text);
     struct stat sb;

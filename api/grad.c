@@ -11,6 +11,9 @@
 
 TsStatus ts_add_gradients(const TsModule *m, const TsGradOptions *o, TsModule **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(m, d);
+    API_NEED(out, d);
     *out = NULL;
     TsGradOptions none = {0};
     if (!o)
@@ -27,7 +30,7 @@ TsStatus ts_add_gradients(const TsModule *m, const TsGradOptions *o, TsModule **
         return api_give(ir_oom(&id, NULL), &id, d);
     TsStatus ts = ts_module_parse(m->ir->name, text, strlen(text), NULL, out, d);
     ts_free(text);
-    if (ts != TS_OK && d->status == TS_EINPUT) {
+    if (ts != TS_OK && d && d->status == TS_EINPUT) {
         /* A module grad_module wrote that does not verify is a bug here. */
         d->status = TS_EINTERNAL;
     }

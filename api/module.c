@@ -51,6 +51,9 @@ static TsStatus module_from(const char *name, char *owned, const char *text, siz
 TsStatus ts_module_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsModule **out,
                          TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(text, d);
+    API_NEED(out, d);
     return module_from(name, NULL, text, len, lim, out, d);
 }
 
@@ -58,6 +61,9 @@ TsStatus ts_module_parse(const char *name, const char *text, size_t len, const T
  * of a model of megabytes, nor the fresh pages the copy would fill. */
 TsStatus ts_module_load_ex(const char *path, const TsLimits *lim, TsModule **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(path, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     size_t len = 0;
@@ -82,17 +88,23 @@ void ts_module_free(TsModule *m)
 
 const char *ts_module_name(const TsModule *m)
 {
+    if (!m)
+        return NULL;
     return m->ir->name;
 }
 
 int32_t ts_module_num_parameters(const TsModule *m)
 {
+    if (!m)
+        return 0;
     const IrComputation *c = ir_entry(m->ir);
     return c ? c->nparam : 0;
 }
 
 char *ts_module_summary(const TsModule *mod)
 {
+    if (!mod)
+        return NULL;
     const IrModule *m = mod->ir;
     int64_t ninstr = 0;
     for (int32_t i = 0; i < m->ncomp; i++)
@@ -117,10 +129,14 @@ char *ts_module_summary(const TsModule *mod)
 
 char *ts_module_text(const TsModule *m)
 {
+    if (!m)
+        return NULL;
     return ir_print_module(m->ir);
 }
 
 bool ts_module_is_plan(const TsModule *m)
 {
+    if (!m)
+        return false;
     return m->ir->src && compile_is_plan_text(m->ir->src, strlen(m->ir->src));
 }

@@ -131,11 +131,17 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
 TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                          TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    if (api_check_run(o, &id) != IR_OK)
+        return api_give(id.status, &id, d);
     dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     double t0 = now(), t1 = t0, t2 = t0;
     RtTransport *t = NULL;
@@ -306,7 +312,13 @@ double api_heartbeat_seconds(double s)
 
 TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d)
 {
+    API_NEED(w, d);
     IrDiag id = {0};
+    if (!api_heartbeat_ok(seconds))
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "the heartbeat must be 0 (60 s), negative (none) or from %g to %g seconds, not %g",
+                                 TS_HEARTBEAT_MIN_SECONDS, TS_HEARTBEAT_MAX_SECONDS, seconds),
+                        &id, d);
     return api_give(rt_mpi_heartbeat_start(w->t, api_heartbeat_seconds(seconds), &id), &id, d);
 }
 
@@ -317,6 +329,8 @@ bool ts_mpi_launched(void)
 
 TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsMpiWorld *w = ts_calloc(1, sizeof *w);
@@ -334,27 +348,40 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
 
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx)
 {
+    if (!w)
+        return ;
     w->say.on_error = on_error;
     w->say.on_error_ctx = ctx;
 }
 
 const void *ts_mpi_comm(const TsMpiWorld *w)
 {
+    if (!w)
+        return NULL;
     return &w->world;
 }
 
 int ts_mpi_rank(const TsMpiWorld *w)
 {
+    if (!w)
+        return 0;
     return rt_mpi_rank(w->t);
 }
 
 int ts_mpi_size(const TsMpiWorld *w)
 {
+    if (!w)
+        return 1;
     return rt_mpi_size(w->t);
 }
 
 int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max)
 {
+    if (!w) { /* no world: this process alone */
+        if (status_max)
+            *status_max = status;
+        return ok ? -1 : 0;
+    }
     int failed = rt_mpi_agree(w->t, ok);
     int m = rt_mpi_max(w->t, status);
     if (status_max)

@@ -124,6 +124,9 @@ static TsStatus lock_dir(TsOutputDir *od, TsDiag *d)
 
 TsStatus ts_output_dir_open(const char *dir, TsOutputDir **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(dir, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsOutputDir *od = ts_calloc(1, sizeof *od);
@@ -575,6 +578,8 @@ static void undo(const char *dir, Set *s, char *mtmp)
 
 TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
 {
+    API_NEED(o, d);
+    API_NEED(od, d);
     if (od->lock_fd < 0) {
         TsStatus ls = lock_dir(od, d);
         if (ls != TS_OK)
@@ -624,6 +629,8 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
 
 TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d)
 {
+    API_NEED(o, d);
+    API_NEED(dir, d);
     TsOutputDir *od = NULL;
     TsStatus st = ts_output_dir_open(dir, &od, d);
     if (st == TS_OK)
@@ -634,6 +641,8 @@ TsStatus ts_outputs_write(const TsOutputs *o, const char *dir, TsDiag *d)
 
 void ts_outputs_remove(const TsOutputs *o, const char *dir)
 {
+    if (!o || !dir)
+        return ;
     IrDiag id = {0};
     Set s;
     if (build_set(o, &s, &id) != IR_OK) {

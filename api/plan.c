@@ -137,7 +137,7 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
                          .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify,
-                         .link_gbps = o->link_gbps};
+                         .link_gbps = o->link_gbps, .warn = o->on_warning, .warn_ctx = o->warning_ctx};
     p->reference = reference;
     DumpDir dd;
     IrStatus st = rt_check_custom_calls(src, &id);
@@ -159,6 +159,9 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
 
 TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(m, d);
+    API_NEED(out, d);
     IrModule *src = ir_module_clone(m->ir), *ref = src ? ir_module_clone(m->ir) : NULL;
     if (!ref) {
         IrDiag id = {0};
@@ -172,6 +175,9 @@ TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, 
 TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsPlan **out,
                        TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(text, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsPlan *p = ts_calloc(1, sizeof *p);
@@ -197,6 +203,9 @@ static TsStatus parse_any(const char *name, const char *text, size_t len, const 
 
 TsStatus ts_plan_load(const char *path, const TsLimits *lim, TsPlan **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(path, d);
+    API_NEED(out, d);
     void *p = NULL;
     TsStatus st = api_parse_file(path, lim, parse_any, &p, d);
     *out = p;
@@ -226,6 +235,9 @@ static TsStatus dump_loaded(const TsPlan *p, const char *dir, TsDiag *d)
 
 TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(path, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsCompileOptions none = {0};
@@ -316,6 +328,7 @@ void ts_plan_free(TsPlan *p)
 
 TsStatus ts_plan_set_layout(TsPlan *p, int64_t hosts, int64_t local_devices, TsDiag *d)
 {
+    API_NEED(p, d);
     IrDiag id = {0};
     if (hosts < 1 || local_devices < 0)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
@@ -324,25 +337,31 @@ TsStatus ts_plan_set_layout(TsPlan *p, int64_t hosts, int64_t local_devices, TsD
     return api_give(compile_replan(&p->r, hosts, local_devices, &id), &id, d);
 }
 
-int64_t ts_plan_num_partitions(const TsPlan *p) { return p->r.prog.num_partitions; }
-int64_t ts_plan_num_replicas(const TsPlan *p) { return p->r.prog.num_replicas; }
-int64_t ts_plan_hosts(const TsPlan *p) { return p->r.prog.hosts > 0 ? p->r.prog.hosts : 1; }
-int32_t ts_plan_num_clusters(const TsPlan *p) { return p->r.prog.ncluster; }
-bool ts_plan_from_file(const TsPlan *p) { return p->r.from_plan; }
+int64_t ts_plan_num_partitions(const TsPlan *p) { return p ? p->r.prog.num_partitions : 0; }
+int64_t ts_plan_num_replicas(const TsPlan *p) { return p ? p->r.prog.num_replicas : 0; }
+int64_t ts_plan_hosts(const TsPlan *p) { return !p ? 0 : p->r.prog.hosts > 0 ? p->r.prog.hosts : 1; }
+int32_t ts_plan_num_clusters(const TsPlan *p) { return p ? p->r.prog.ncluster : 0; }
+bool ts_plan_from_file(const TsPlan *p) { return p && p->r.from_plan; }
 
 int64_t ts_plan_local_devices(const TsPlan *p)
 {
+    if (!p)
+        return 0;
     int64_t ndev = p->r.prog.num_partitions * p->r.prog.num_replicas;
     return p->r.prog.local_devices > 0 ? p->r.prog.local_devices : ndev / ts_plan_hosts(p);
 }
 
 char *ts_plan_file_text(const TsPlan *p)
 {
+    if (!p)
+        return NULL;
     return compile_plan_file_text(&p->r);
 }
 
 TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d)
 {
+    API_NEED(p, d);
+    API_NEED(path, d);
     IrDiag id = {0};
     if (p->r.prog.ncluster == 1 && p->r.prog.cluster[0].replay)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
@@ -358,6 +377,9 @@ TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d)
 
 TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(out, d);
     TsDumpOptions o = {.format = format};
     return ts_plan_dump_ex(p, &o, out, d);
 }
@@ -381,6 +403,9 @@ static bool names_something(const TsPlan *p, const char *name)
 
 TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     const char *f = o && o->format ? o->format : "text";
@@ -389,8 +414,14 @@ TsStatus ts_plan_dump_ex(const TsPlan *p, const TsDumpOptions *o, char **out, Ts
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                                  "--format must be text, json, dot or html, not '%s'", f),
                         &id, d);
+    if (o && o->nexpand > 0 && !o->expand)
+        return api_null(d, __func__, "o->expand");
     for (int32_t k = 0; o && k < o->nexpand; k++)
-        if (!names_something(p, o->expand[k]))
+        if (!o->expand[k]) {
+            char what[40];
+            snprintf(what, sizeof what, "o->expand[%d]", (int)k);
+            return api_null(d, __func__, what);
+        } else if (!names_something(p, o->expand[k]))
             return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                                      "--expand %s: no computation or instruction of that name%s", o->expand[k],
                                      p->r.from_plan ? " (a plan file keeps no logical module to expand)" : ""),
@@ -430,6 +461,8 @@ static void describe(const IrShape *s, const char *name, TsArrayInfo *info)
 
 int32_t ts_plan_num_inputs(const TsPlan *p)
 {
+    if (!p)
+        return 0;
     const IrModule *sig = signature(p);
     int64_t n = sig ? rt_entry_leaf_count(sig) : 0;
     return n > 0 ? (int32_t)n : 0;
@@ -453,12 +486,17 @@ static const IrModule *alias_module(const TsPlan *p)
 
 int32_t ts_plan_num_aliases(const TsPlan *p)
 {
+    if (!p)
+        return 0;
     const IrModule *m = alias_module(p);
     return m ? m->nalias : 0;
 }
 
 TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d)
 {
+    API_NEED(p, d);
+    API_NEED(output_leaf, d);
+    API_NEED(param, d);
     IrDiag id = {0};
     const IrModule *m = alias_module(p);
     const IrShape *s = root_shape(p);
@@ -492,6 +530,8 @@ TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t
 
 TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d)
 {
+    API_NEED(p, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     char *text = ts_plan_file_text(p);
     if (!text)
@@ -513,12 +553,16 @@ TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d)
 
 int32_t ts_plan_num_outputs(const TsPlan *p)
 {
+    if (!p)
+        return 0;
     const IrShape *s = root_shape(p);
     return s ? ir_shape_leaf_count(s) : 0;
 }
 
 TsStatus ts_plan_input_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, TsDiag *d)
 {
+    API_NEED(p, d);
+    API_NEED(info, d);
     IrDiag id = {0};
     const IrModule *sig = signature(p);
     const IrComputation *e = sig ? ir_entry(sig) : NULL;
@@ -539,6 +583,8 @@ TsStatus ts_plan_input_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, Ts
 
 TsStatus ts_plan_output_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, TsDiag *d)
 {
+    API_NEED(p, d);
+    API_NEED(info, d);
     IrDiag id = {0};
     const IrShape *s = root_shape(p);
     if (!s || leaf < 0 || leaf >= ir_shape_leaf_count(s))
@@ -551,6 +597,10 @@ TsStatus ts_plan_output_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, T
 
 TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(name, d);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     if (p->r.prog.ncluster == 0)

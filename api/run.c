@@ -21,6 +21,39 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
+{
+    if (!o)
+        return IR_OK;
+    const char *bad = o->ninputs < 0                     ? "ninputs is negative"
+                      : o->ninputs > 0 && !o->inputs     ? "inputs is NULL with ninputs > 0"
+                      : o->ninfeeds < 0                  ? "ninfeeds is negative"
+                      : o->ninfeeds > 0 && !o->infeeds   ? "infeeds is NULL with ninfeeds > 0"
+                      : o->steps < 0                     ? "steps is negative (0 or 1: one step)"
+                      : !api_heartbeat_ok(o->heartbeat_seconds) ? "heartbeat_seconds is below the minimum"
+                                                                : NULL;
+    for (int32_t i = 0; !bad && i < o->ninputs; i++)
+        if (!o->inputs[i].key || !o->inputs[i].path == !o->inputs[i].array)
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                            "run options: input %d needs a key and exactly one of path and array", (int)i);
+    for (int32_t i = 0; !bad && i < o->ninfeeds; i++)
+        if (!o->infeeds[i])
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: infeed %d is NULL", (int)i);
+    if (bad && o->steps < 0)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: steps must be >= 0 (0: one step), "
+                        "not %lld", (long long)o->steps);
+    if (bad && !api_heartbeat_ok(o->heartbeat_seconds))
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "run options: heartbeat_seconds must be 0 (60 s), negative (none) or from %g to %g "
+                        "seconds, not %g", TS_HEARTBEAT_MIN_SECONDS, TS_HEARTBEAT_MAX_SECONDS, o->heartbeat_seconds);
+    return bad ? ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: %s", bad) : IR_OK;
+}
+
+bool api_heartbeat_ok(double s)
+{
+    return s <= 0 || (s >= TS_HEARTBEAT_MIN_SECONDS && s <= TS_HEARTBEAT_MAX_SECONDS);
+}
+
 RtBindOptions api_bind_options(const TsRunOptions *o)
 {
     return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed, o->process_local};
@@ -50,12 +83,29 @@ static int64_t available_memory(void)
     return pages > 0 && size > 0 ? (int64_t)pages * size : -1;
 }
 
-/* The plan's peak per-device estimate against the limit, as the issue of
- * bounded runs asks. Not times the devices of this process: those share
- * the result of every all-gather, all-reduce and broadcast of one group
- * (runtime/local.c), which the per-device estimate counts on each, so
- * peak x devices overstates a run by up to the group size (a replicated
- * 1.6 GB output on 8 devices is 13 GB estimated, 1.6 GB held). */
+/* `need` bytes (what `what` needs) against the run's memory limit. */
+static IrStatus check_limit(int64_t need, const char *what, const char *tail, const TsRunOptions *o, IrDiag *d)
+{
+    bool given = o->limits && o->limits->memory_bytes > 0;
+    int64_t limit = given ? o->limits->memory_bytes : available_memory();
+    if (limit < 0 || need <= limit)
+        return IR_OK;
+    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                    "%s needs an estimated %lld bytes of memory%s, more than %s of %lld bytes; nothing was run "
+                    "(raise it with --limit memory=BYTES)",
+                    what, (long long)need, tail, given ? "--limit memory" : "the host's available memory (MemAvailable)",
+                    (long long)limit);
+}
+
+/* The plan's estimate against the limit: the largest cluster's peak per
+ * device plus the peak of what the host program holds (its values stay
+ * while the clusters run). Not times the devices of this process: those
+ * share the result of every all-gather, all-reduce and broadcast of one
+ * group (runtime/local.c), which the per-device estimate counts on each,
+ * so peak x devices overstates a run by up to the group size (a
+ * replicated 1.6 GB output on 8 devices is 13 GB estimated, 1.6 GB held).
+ * Before, the host program was left out: a 100M limit let a run whose
+ * host program held 3 GB between clusters go ahead. */
 IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local, IrDiag *d)
 {
     (void)local;
@@ -63,15 +113,20 @@ IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local,
     for (int32_t k = 0; p->r.plans && k < p->r.prog.ncluster; k++)
         if (p->r.plans[k] && p->r.plans[k]->peak_bytes_per_device > peak)
             peak = p->r.plans[k]->peak_bytes_per_device;
-    bool given = o->limits && o->limits->memory_bytes > 0;
-    int64_t limit = given ? o->limits->memory_bytes : available_memory();
-    if (limit < 0 || peak <= limit)
-        return IR_OK;
-    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                    "the plan needs an estimated %lld bytes of memory per device, more than %s of %lld bytes; "
-                    "nothing was run (raise it with --limit memory=BYTES)",
-                    (long long)peak, given ? "--limit memory" : "the host's available memory (MemAvailable)",
-                    (long long)limit);
+    int64_t host = p->r.prog.host ? plan_peak_bytes(p->r.prog.host) : 0;
+    if (host < 0)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return check_limit(peak > INT64_MAX - host ? INT64_MAX : peak + host,
+                       "the plan", host ? " per device with what its host program holds" : " per device", o, d);
+}
+
+/* The reference run of m against the limit: its entry's peak. */
+static IrStatus check_reference_memory(const IrModule *m, const TsRunOptions *o, IrDiag *d)
+{
+    int64_t need = plan_peak_bytes(m);
+    if (need < 0)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
+    return check_limit(need, "the reference run", "", o, d);
 }
 
 TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats)
@@ -354,12 +409,17 @@ static TsStatus deliver(IrStatus st, DevValue *result, int64_t ndevices, const R
 
 TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(out, d);
     dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    if (api_check_run(o, &id) != IR_OK)
+        return api_give(id.status, &id, d);
     double t[3] = {now(), 0, 0};
     RtRunStats run = {0};
     RtReadStats rs = {0};
@@ -404,6 +464,8 @@ static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRun
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    if (api_check_run(o, &id) != IR_OK)
+        return api_give(id.status, &id, d);
     double t[3] = {now(), 0, 0};
     RtFeed feed;
     rt_feed_init(&feed, o->ninfeeds, o->infeeds);
@@ -414,6 +476,8 @@ static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRun
     ApiSteps sc;
     RtStepHook hook;
     IrStatus st = rt_check_custom_calls(m, &id);
+    if (st == IR_OK)
+        st = check_reference_memory(m, o, &id);
     if (st == IR_OK)
         st = rt_bind_inputs(m, &bo, &args, &id);
     t[1] = now();
@@ -434,6 +498,9 @@ static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRun
 
 TsStatus ts_run_reference(const TsModule *m, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(m, d);
+    API_NEED(out, d);
     char sha[65] = "";
     if (m->ir->src)
         compile_sha256_hex(m->ir->src, strlen(m->ir->src), sha);
@@ -442,6 +509,9 @@ TsStatus ts_run_reference(const TsModule *m, const TsRunOptions *o, TsOutputs **
 
 TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(out, d);
     if (!p->reference && p->ref_text) {
         /* The model's text, parsed again as it was for the compile (the
          * same limits: it cannot fail but for memory). */
@@ -473,11 +543,15 @@ TsStatus ts_plan_run_reference(const TsPlan *p, const TsRunOptions *o, TsOutputs
 
 int32_t ts_outputs_count(const TsOutputs *o)
 {
+    if (!o)
+        return 0;
     return ir_shape_leaf_count(&o->result->shape);
 }
 
 int64_t ts_outputs_num_devices(const TsOutputs *o)
 {
+    if (!o)
+        return 0;
     return o->ndevices;
 }
 
@@ -501,6 +575,8 @@ static IrStatus leaf_of(const TsOutputs *o, int32_t i, const DevValue **v, IrDia
 
 TsStatus ts_outputs_info(const TsOutputs *o, int32_t i, TsArrayInfo *info, TsDiag *d)
 {
+    API_NEED(o, d);
+    API_NEED(info, d);
     IrDiag id = {0};
     const DevValue *v = NULL;
     IrStatus st = leaf_of(o, i, &v, &id);
@@ -520,6 +596,8 @@ TsStatus ts_outputs_info(const TsOutputs *o, int32_t i, TsArrayInfo *info, TsDia
 
 TsStatus ts_outputs_read(const TsOutputs *o, int32_t i, void *buf, size_t nbytes, TsDiag *d)
 {
+    API_NEED(o, d);
+    API_NEED(buf, d);
     IrDiag id = {0};
     TsArrayInfo info;
     TsStatus ts = ts_outputs_info(o, i, &info, d);
@@ -584,6 +662,8 @@ static void summarise(IrStrBuf *s, const DevValue *v, const char *what, int32_t 
 
 char *ts_outputs_summary(const TsOutputs *o)
 {
+    if (!o)
+        return NULL;
     IrStrBuf s = {0};
     summarise(&s, o->result, "output", per_device(o));
     if (o->outfeeds)
@@ -598,6 +678,8 @@ char *ts_outputs_summary(const TsOutputs *o)
 
 const char *ts_outputs_stats(const TsOutputs *o)
 {
+    if (!o)
+        return "";
     return o->stats;
 }
 

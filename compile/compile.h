@@ -38,6 +38,11 @@ typedef struct CompileOptions {
      * ...). A failure (the callback's, in d) ends the compile. May be NULL. */
     IrStatus (*dump)(void *ctx, const char *what, const IrModule *m, IrDiag *d);
     void *dump_ctx;
+    /* Called with a warning's text (no "warning:" prefix, no newline):
+     * today, once, when a compile for several partitions finds no sharding
+     * on any value (driver.c). May be NULL. */
+    void (*warn)(void *ctx, const char *msg);
+    void *warn_ctx;
 } CompileOptions;
 
 /* A compiled program and what the passes decided, for dumps. */

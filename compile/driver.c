@@ -7,7 +7,9 @@
  *
  *   1. parse, verify       (ir/, before compile_module: src is verified)
  *   2. devices             N and R from the options or the module header;
- *                          N x R within max_devices.
+ *                          N x R within max_devices. With N > 1 and no
+ *                          sharding on any value: one warning
+ *                          (CompileOptions.warn) naming what was not read.
  *   3. propagate           shd_propagate once over the whole module. Needs
  *                          a verified module; establishes a sharding on
  *                          every instruction the partitioner visits. It
@@ -139,6 +141,73 @@ IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, 
     return IR_OK;
 }
 
+/* Add `key` to the list `b` of ignored names (n so far) unless there. */
+static void note_key(IrStrBuf *b, int *n, const char *key, size_t len)
+{
+    if (*n >= 8 || len == 0 || len > 100)
+        return;
+    char k[104];
+    memcpy(k, key, len);
+    k[len] = 0;
+    for (const char *p = b->s ? strstr(b->s, k) : NULL; p; p = strstr(p + 1, k))
+        if ((p == b->s || p[-1] == ' ') && (p[len] == ',' || p[len] == 0))
+            return;
+    ir_sb_printf(b, "%s%s", *n ? ", " : "", k);
+    (*n)++;
+}
+
+/* Step 2b: a compile for several partitions where no value carries a
+ * sharding partitions nothing: said once, naming the frontend attributes
+ * (of the module and its instructions) tessel did not read, which is where
+ * a sharding in a form it does not know would be. */
+static void warn_unsharded(const IrModule *m, int64_t n, const CompileOptions *o)
+{
+    if (!o->warn || n <= 1)
+        return;
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            if (m->comp[c]->instr[i].sharding && !m->comp[c]->instr[i].sharding->unknown)
+                return;
+    IrStrBuf b = {0};
+    int k = 0;
+    for (int32_t h = 0; h < m->nheader_attr; h++)
+        if (strcmp(m->header_attr[h].key, "frontend_attributes") == 0) {
+            /* top-level keys of {k=v, k2={...}} */
+            const char *v = m->header_attr[h].value;
+            int depth = 0;
+            for (const char *p = v; *p; p++) {
+                if (*p == '{' || *p == '[' || *p == '<')
+                    depth++;
+                else if (*p == '}' || *p == ']' || *p == '>')
+                    depth--;
+                else if (depth == 1 && (p[-1] == '{' || p[-1] == ',' || p[-1] == ' ') && *p != ' ') {
+                    const char *e = strchr(p, '=');
+                    if (e)
+                        note_key(&b, &k, p, (size_t)(e - p));
+                    p = e ? e : p + strlen(p) - 1;
+                }
+            }
+        }
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            for (int32_t f = 0; f < m->comp[c]->instr[i].a.nfrontend; f++) {
+                const char *key = m->comp[c]->instr[i].a.frontend[f].key;
+                note_key(&b, &k, key, strlen(key));
+            }
+    char *msg = NULL;
+    IrStrBuf w = {0};
+    ir_sb_printf(&w,
+                 "no value of module %s carries a sharding tessel read, so it runs replicated on all %lld "
+                 "partitions (%s%s); the forms tessel reads are in docs/hlo-text.md",
+                 m->name ? m->name : "?", (long long)n, k ? "not read: frontend attributes " : "no sharding=",
+                 k ? b.s : " or xla.sdy.sharding attribute anywhere");
+    msg = ir_sb_take(&w);
+    if (msg)
+        o->warn(o->warn_ctx, msg);
+    ts_free(msg);
+    ir_sb_free(&b);
+}
+
 /* Step 2: N and R from the options, else the header; within the bound. */
 static IrStatus devices(const IrModule *src, const CompileOptions *o, int64_t *n, int64_t *r, IrDiag *d)
 {
@@ -260,6 +329,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         ir_module_free(src);
         return st;
     }
+    warn_unsharded(src, n, &o);
     /* Shardings name partitions: a module annotated for 2 cannot run on 4
      * without rewriting its annotations. */
     src->num_partitions = n;

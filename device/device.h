@@ -304,12 +304,10 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
 /* The custom-call targets the executor itself runs (k_markers.c's
  * registry): XLA's annotation targets, identities on one device (the SPMD
  * markers Sharding, SPMDFullToShardShape, SPMDShardToFullShape, the memory
- * placement and shard-barrier annotations, SetBound; dev_identity_target),
+ * placement and shard-barrier annotations, SetBound),
  * TopK (k_topk.c), Qr and ProductOfElementaryHouseholderReflectors
  * (k_qr.c). Others need DevExecOptions.custom. */
 bool dev_builtin_target(const char *target);
-/* Is `target` one of the registry's identities (one operand, returned)? */
-bool dev_identity_target(const char *target);
 
 /* ------------------------------------------------------------------ */
 /* Kernels: one entry per op family. Each reads operands and writes a new  */

@@ -22,6 +22,7 @@
  *   ShardBarrierFrom,         stop sharding propagation in one direction
  *   ShardBarrierTo            (XLA's ShardBarrierPartitioner removes them)
  *   xla.sdy.FuncResultSharding  Shardy's sharding of a function result
+ *   xla.sdy.PropagationBarrier  Shardy's barrier to sharding propagation
  *   SetBound                  an upper bound (its literal=) for XLA's value
  *                             inference of dynamic sizes; the dynamic padder
  *                             replaces it by its operand
@@ -66,6 +67,7 @@ static const struct {
     {"ShardBarrierFrom", k_identity},
     {"ShardBarrierTo", k_identity},
     {"xla.sdy.FuncResultSharding", k_identity},
+    {"xla.sdy.PropagationBarrier", k_identity},
     {"SetBound", k_identity},
     {"TopK", dev_k_topk},
     {"Qr", dev_k_qr},
@@ -83,11 +85,6 @@ static BuiltinKernel find(const char *t)
 bool dev_builtin_target(const char *t)
 {
     return find(t) != NULL;
-}
-
-bool dev_identity_target(const char *t)
-{
-    return find(t) == k_identity;
 }
 
 IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out)

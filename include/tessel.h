@@ -16,6 +16,21 @@
  * to free with the function named in their comment; arguments are
  * borrowed for the call.
  *
+ * NULL, one rule for every function: a pointer argument is required
+ * unless its comment says it may be NULL (every TsDiag *d may; options
+ * and limits structs may, meaning the defaults). A required one that is
+ * NULL is TS_EINPUT with "FUNCTION: ARG is NULL" in d, and a function
+ * that hands out a result through `out` sets *out = NULL first whenever
+ * `out` itself is not NULL. A function that returns a value rather than a
+ * status returns 0, false or NULL for a NULL handle (ts_mpi_size 1,
+ * ts_outputs_stats ""); ts_free, ts_diag_clear, every *_free and close,
+ * ts_outputs_remove and ts_mpi_finalize do nothing with NULL. In
+ * TsRunOptions, `inputs` (`infeeds`) may be NULL only when ninputs
+ * (ninfeeds) is 0, and each TsInput needs a key and exactly one of path
+ * and array (TS_EINPUT naming the field). TsLimits fields set directly
+ * are clamped to the bounds ts_limits_set allows wherever they enter
+ * (depth to 200). tests/unit/test_api_null.c calls every function so.
+ *
  *     TsDiag d = {0};
  *     TsModule *m = NULL;
  *     TsPlan *plan = NULL;
@@ -221,6 +236,12 @@ typedef struct TsCompileOptions {
      * partitioner's cost model (whether a dot is windowed: docs/cli.md,
      * "Windowed dots"); 0: 10. */
     double link_gbps;
+    /* Called with each warning of the compile (the text alone: no
+     * "warning:" prefix, no newline; valid during the call): today, once,
+     * when a compile for several partitions finds no sharding it reads on
+     * any value. The library prints nothing. NULL: warnings are dropped. */
+    void (*on_warning)(void *ctx, const char *msg);
+    void *warning_ctx;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
@@ -358,7 +379,8 @@ typedef struct TsRunOptions {
     const TsInput *inputs;
     bool random;             /* fill unbound leaves with the deterministic random inputs */
     uint64_t seed;
-    int64_t steps;           /* run K times, aliased outputs fed back (input_output_alias); 0: 1 */
+    int64_t steps;           /* run K times, aliased outputs fed back (input_output_alias); 0: 1;
+                              * negative: TS_EINPUT */
     int32_t ninfeeds;        /* .npy files for infeed / recv from the host, in order (one device) */
     const char *const *infeeds;
     bool stats;              /* measure (ts_outputs_stats) */
@@ -395,7 +417,9 @@ typedef struct TsRunOptions {
     const TsLimits *limits;
     /* Under MPI: a rank not heard from for this long (a stopped or lost
      * process) ends the job on every other rank, naming it (0: 60 s;
-     * < 0: no heartbeat). RELIABILITY.md. */
+     * < 0: no heartbeat; else from TS_HEARTBEAT_MIN_SECONDS to
+     * TS_HEARTBEAT_MAX_SECONDS: a shorter one would name ranks that are
+     * merely busy, and is TS_EINPUT). RELIABILITY.md. */
     double heartbeat_seconds;
     /* Under MPI (ts_plan_run_mpi): each rank binds only its own part of
      * every array input and gets its own part of every output, on every
@@ -412,6 +436,10 @@ typedef struct TsRunOptions {
     bool process_local;
 } TsRunOptions;
 
+
+/* The bounds of TsRunOptions.heartbeat_seconds and ts_mpi_heartbeat. */
+#define TS_HEARTBEAT_MIN_SECONDS 1.0
+#define TS_HEARTBEAT_MAX_SECONDS (366.0 * 86400)
 
 /* The results of a run: the output leaves (depth first), and the values
  * the program gave the host (outfeed, send to the host: on several
@@ -531,8 +559,9 @@ int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max);
  * (Open MPI's MPI_Finalize waits for every rank: a rank that fails in it
  * ends the job first). Errors are TS_ERUNTIME naming the rank. NULL: TS_OK. */
 TsStatus ts_mpi_finalize(TsMpiWorld *w, bool ok, TsDiag *d);
-/* End the whole job (MPI_Abort), printing `msg` first; never returns when
- * MPI can stop the other ranks. */
+/* End the whole job (MPI_Abort), printing `msg` (may be NULL) first;
+ * never returns when MPI can stop the other ranks. Not for a NULL world
+ * before MPI is initialised. */
 void ts_mpi_abort(TsMpiWorld *w, const char *msg);
 /* MPI calls this process made so far (what a failure-injection walk covers). */
 long ts_mpi_calls(void);

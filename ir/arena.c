@@ -117,7 +117,8 @@ void ir_hint_huge(void *p, size_t n)
  * page (a page-aligned block of 4 MiB from malloc is half 4 KiB pages: its
  * unaligned head and tail). The block is over-allocated by 2 MiB (address
  * space only: the slack is never touched) and the malloc pointer is kept
- * in the 16 bytes before the returned one. Small blocks and AddressSanitizer
+ * in the 16 bytes before the returned one, after a magic word that
+ * ir_big_free checks. Small blocks and AddressSanitizer
  * builds (whose redzones must sit right after the block) get just the
  * 16-byte header. */
 static size_t big_lead(size_t n)
@@ -129,6 +130,9 @@ static size_t big_lead(size_t n)
     return n >= HUGE_MIN ? (size_t)HUGE_MIN : 16;
 #endif
 }
+
+/* In the 16 bytes before the block: this word, then the malloc pointer. */
+#define BIG_MAGIC 0xb16b10c4a110c8b1ull
 
 void *ir_big_alloc(size_t n)
 {
@@ -142,14 +146,21 @@ void *ir_big_alloc(size_t n)
     if (lead > 16)
         p = (p + HUGE_MIN - 1) & ~(uintptr_t)(HUGE_MIN - 1);
     ((void **)p)[-1] = base;
+    ((uint64_t *)p)[-2] = BIG_MAGIC;
     ir_hint_huge((void *)p, n);
     return (void *)p;
 }
 
 void ir_big_free(void *p)
 {
-    if (p)
-        ts_free(((void **)p)[-1]);
+    if (!p)
+        return;
+    /* A pointer from ts_malloc or dev_alloc, or one freed twice: a bug
+     * (ir.h's allocation policy), caught before it frees the wrong base. */
+    if (((uint64_t *)p)[-2] != BIG_MAGIC)
+        __builtin_trap();
+    ((uint64_t *)p)[-2] = 0;
+    ts_free(((void **)p)[-1]);
 }
 
 /* ---- the arena ---- */

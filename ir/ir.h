@@ -112,9 +112,19 @@ void ir_arena_set_prefault(IrArena *a, IrPrefault *f);
  * lives as long as `to` now); `from` is left empty and still usable. */
 void ir_arena_adopt(IrArena *to, IrArena *from);
 
-/* Every heap allocation of the project goes through these, so a test can
- * make the Nth one fail (failure injection). ts_malloc(0) returns a unique
- * non-NULL pointer. */
+/* The allocation policy. Every heap allocation of the project goes
+ * through ts_malloc (so a test can make the Nth one fail), in one of four
+ * kinds, each freed only by its own call:
+ *   ts_malloc, ts_calloc, ts_realloc,
+ *   ts_malloc_aligned, ts_strdup      -> ts_free      small or short-lived memory
+ *   ir_arena_* (arena.c)              -> ir_arena_free, all at once: the IR
+ *   ir_big_alloc (arena.c)            -> ir_big_free  large arrays that live long
+ *   dev_alloc (device/alloc.c)        -> dev_alloc_free  a device's tensors, on
+ *                                        its NUMA node
+ * ir_big_free and dev_alloc_free check a magic word in front of the block
+ * and trap on a pointer of another kind (or a double free). Huge pages are
+ * decided in one place, ir_hint_huge (blocks of 2 MiB and more); the
+ * others call it. ts_malloc(0) returns a unique non-NULL pointer. */
 void *ts_malloc(size_t n);
 void *ts_calloc(size_t n, size_t elem);
 void *ts_realloc(void *p, size_t n);
@@ -331,7 +341,6 @@ IrLimits ir_default_limits(void);
 int64_t ir_shape_elements(const IrShape *s);
 /* Bytes of an array shape (elements * type size), -1 on overflow; for a tuple, sum of leaves. */
 int64_t ir_shape_bytes(const IrShape *s);
-bool ir_shape_is_tuple(const IrShape *s);
 bool ir_shape_is_array(const IrShape *s);
 /* Same type and dims (and tuple structure), and the same dimensions
  * dynamic (XLA's ShapeUtil::Equal without layouts); layouts ignored. */

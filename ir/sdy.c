@@ -231,11 +231,16 @@ static bool parse_meshes(Lexer *L, IrSdyMeshes *out)
         IrSdyMesh *m = &v[n];
         memset(m, 0, sizeof *m);
         char *name = NULL;
-        if (lx_is(L, LX_STRING) ? !lx_string(L, &name, "mesh name")
-                                : !(lx_is(L, LX_NAME) && (name = lx_dup(L, L->tok.start, L->tok.end))))
-            return L->st != IR_OK ? false : lx_expected(L, "a mesh name");
-        if (!lx_is(L, LX_STRING) && L->tok.kind == LX_NAME)
+        if (lx_is(L, LX_STRING)) {
+            if (!lx_string(L, &name, "mesh name"))
+                return false;
+        } else if (lx_is(L, LX_NAME)) {
+            if (!(name = lx_dup(L, L->tok.start, L->tok.end)))
+                return false;
             lx_next(L);
+        } else {
+            return lx_expected(L, "a mesh name");
+        }
         for (int32_t i = 0; i < n; i++)
             if (strcmp(v[i].name, name) == 0)
                 return lx_fail(L, pos, "mesh @%s is defined twice", name);
@@ -367,7 +372,9 @@ static bool tensor_mesh(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
         return true;
     }
     if (lx_is_word(L, "mesh") || is_byte(L, '#')) {
-        if (is_byte(L, '#') ? !hash_word(L, "sdy.mesh", "#sdy.mesh<...>") : (lx_next(L), false))
+        if (lx_is_word(L, "mesh"))
+            lx_next(L);
+        else if (!hash_word(L, "sdy.mesh", "#sdy.mesh<...>"))
             return false;
         IrSdyMesh *m = ir_alloc(L->arena, sizeof *m);
         if (!m)

@@ -25,7 +25,8 @@
  *           with the manual axes as a manual subgroup ({manual} when all are)
  *     the body's instructions, inlined (sharding {manual} where a fully
  *           manual body gives none), its root standing for r
- *     o_i = custom-call(r_i), custom_call_target="SPMDShardToFullShape", sharding=OUT_i
+ *     m_i = custom-call(r_i), custom_call_target="Sharding", sharding=OUT_i with the manual axes
+ *     o_i = custom-call(m_i), custom_call_target="SPMDShardToFullShape", sharding=OUT_i
  *
  * The xla.sdy.* attributes read are removed from the instructions (the
  * module prints as the GSPMD module it now is); the meshes stay.
@@ -96,11 +97,6 @@ static IrStatus place(const IrModule *m, IrPos from, const char *key, IrDiag *tm
     return st;
 }
 
-static IrStatus oom(IrDiag *d)
-{
-    return ir_oom(d, NULL);
-}
-
 /* ---- frontend attributes ---- */
 
 static bool is_target(const IrInstr *x, const char *t)
@@ -149,7 +145,7 @@ static IrStatus header_meshes(IrModule *m, IrSdyMeshes *out, IrDiag *d)
     if (*p == '"') { /* a string: unescape \" and \\ */
         size_t n = strlen(p);
         if (!(text = ir_alloc(m->arena, n + 1)))
-            return oom(d);
+            return ir_oom(d, NULL);
         size_t k = 0;
         for (p++; *p && *p != '"'; p++)
             text[k++] = *p == '\\' && p[1] ? *++p : *p;
@@ -174,7 +170,7 @@ static IrStatus header_meshes(IrModule *m, IrSdyMeshes *out, IrDiag *d)
             }
         }
         if (!(text = ir_strndup(m->arena, p, (size_t)(q - p))))
-            return oom(d);
+            return ir_oom(d, NULL);
     }
     IrDiag tmp = {0};
     IrStatus st = ir_sdy_parse_meshes(m->arena, text, out, &tmp);
@@ -330,7 +326,7 @@ static IrStatus value_sharding(Import *im, IrInstr *x, const IrSdyManual *man)
     const char *why = "";
     IrSharding *tmp = ir_alloc(m->arena, sizeof *tmp);
     if (!tmp)
-        return oom(im->d);
+        return ir_oom(im->d, NULL);
     *tmp = s;
     IrSharding *f = fit(m->arena, tmp, &x->shape, &why);
     if (!f)
@@ -346,7 +342,7 @@ static IrStatus value_sharding(Import *im, IrInstr *x, const IrSdyManual *man)
             return st;
         IrSharding *pt = ir_alloc(m->arena, sizeof *pt);
         if (!pt)
-            return oom(im->d);
+            return ir_oom(im->d, NULL);
         *pt = plain;
         const IrSharding *pf = fit(m->arena, pt, &x->shape, &why);
         agree = pf && same_sharding(x->sharding, pf, &x->shape);
@@ -361,7 +357,7 @@ static IrStatus value_sharding(Import *im, IrInstr *x, const IrSdyManual *man)
         return st;
     }
     x->sharding = f;
-    return drop_attr(m->arena, x, "xla.sdy.sharding") ? IR_OK : oom(im->d);
+    return drop_attr(m->arena, x, "xla.sdy.sharding") ? IR_OK : ir_oom(im->d, NULL);
 }
 
 /* xla.sdy.ShardingGroup(v): v joins shard_as group N. */
@@ -378,7 +374,7 @@ static IrStatus sharding_group(Import *im, IrComputation *c, IrInstr *x)
     IrInstr *o = &c->instr[x->opnd[0]];
     IrSharding *s = ir_alloc(m->arena, sizeof *s);
     if (!s)
-        return oom(im->d);
+        return ir_oom(im->d, NULL);
     if (o->sharding)
         *s = *o->sharding;
     else
@@ -653,7 +649,7 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
             int32_t s = add_marker(m, c, "Sharding", x, &full, &in.tuple[i], pos);
             int32_t f = s < 0 ? -1 : add_marker(m, c, "SPMDFullToShardShape", s, &local, &inm.tuple[i], pos);
             if (f < 0 || !rw_grow(rw, c->ninstr))
-                return oom(im->d);
+                return ir_oom(im->d, NULL);
             /* who stood for operand i: GTE(g, i), or g itself */
             for (int32_t u = 0; u < c->ninstr; u++) {
                 IrInstr *ux = &c->instr[u];
@@ -674,6 +670,11 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
     IrStatus st = attr_sharding(im, &c->instr[l], "xla.sdy.out_shardings", man, &probe);
     if (st != IR_OK)
         return st;
+    if (probe.ntuple != c->instr[l].nopnd)
+        return ir_error(im->d, IR_EINPUT, m->file, m->src,
+                        value_pos(m, c->instr[l].pos, "xla.sdy.out_shardings", 0),
+                        "xla.sdy.out_shardings of '%s' gives %d shardings for %d operands", c->instr[l].name,
+                        (int)probe.ntuple, (int)c->instr[l].nopnd);
     bool full = probe.kind == SHD_TUPLE && probe.ntuple > 0 && probe.tuple[0].kind == SHD_MANUAL;
     /* operands of the call through the value map */
     for (int32_t j = 0; j < c->instr[k].nopnd; j++)
@@ -684,7 +685,7 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
                         "%s has parameters that the call '%s' gives no operand for", m->comp[bi]->name,
                         c->instr[k].name);
     if (r < 0 || !rw_grow(rw, c->ninstr))
-        return oom(im->d);
+        return ir_oom(im->d, NULL);
     rw->map[k] = r;
     rw->dead[k] = true;
     /* outputs */
@@ -702,10 +703,12 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
         IrShape shape = *element(&lx->shape, i);
         int32_t v = lx->opnd[i];
         IrPos pos = lx->pos;
-        /* GTE(call, i) of a tuple-shaped body root: read it off the root */
-        int32_t t = add_marker(m, c, "SPMDShardToFullShape", v, &shape, &out.tuple[i], pos);
+        /* the local value pinned to its manual sharding, then made full */
+        IrShape local = c->instr[v].shape;
+        int32_t mk = add_marker(m, c, "Sharding", v, &local, &probe.tuple[i], pos);
+        int32_t t = mk < 0 ? -1 : add_marker(m, c, "SPMDShardToFullShape", mk, &shape, &out.tuple[i], pos);
         if (t < 0 || !rw_grow(rw, c->ninstr))
-            return oom(im->d);
+            return ir_oom(im->d, NULL);
         for (int32_t u = 0; u < c->ninstr; u++) {
             IrInstr *ux = &c->instr[u];
             if (ux->op == OP_GET_TUPLE_ELEMENT && ux->opnd[0] == l && ux->a.tuple_index == i) {
@@ -736,13 +739,13 @@ static IrStatus compact(IrModule *m, IrComputation *c, Rewrite *rw, IrDiag *d)
 {
     int32_t n = c->ninstr;
     if (!rw_grow(rw, n))
-        return oom(d);
+        return ir_oom(d, NULL);
     for (int32_t i = 0; i < n; i++)
         for (int32_t o = 0; o < c->instr[i].nopnd; o++)
             c->instr[i].opnd[o] = resolve(rw, c->instr[i].opnd[o]);
     int32_t *renum = ts_malloc((size_t)(n ? n : 1) * sizeof *renum);
     if (!renum)
-        return oom(d);
+        return ir_oom(d, NULL);
     int32_t w = 0;
     for (int32_t i = 0; i < n; i++) {
         renum[i] = rw->dead[i] ? -1 : w;
@@ -758,13 +761,13 @@ static IrStatus compact(IrModule *m, IrComputation *c, Rewrite *rw, IrDiag *d)
             IrAttrsX *ax = ir_attrs_x_edit(m->arena, &x->a);
             if (!ax) {
                 ts_free(renum);
-                return oom(d);
+                return ir_oom(d, NULL);
             }
             IrI64List *cp = &ax->control_predecessors;
             int64_t *v = ir_alloc_array(m->arena, (size_t)cp->n, sizeof(int64_t));
             if (!v) {
                 ts_free(renum);
-                return oom(d);
+                return ir_oom(d, NULL);
             }
             int32_t k = 0;
             for (int32_t j = 0; j < cp->n; j++)
@@ -796,7 +799,7 @@ static IrStatus rewrite_computation(Import *im, int32_t ci)
     if (!any)
         return IR_OK;
     Rewrite rw = {0};
-    IrStatus st = rw_grow(&rw, c->ninstr) ? IR_OK : oom(im->d);
+    IrStatus st = rw_grow(&rw, c->ninstr) ? IR_OK : ir_oom(im->d, NULL);
     int32_t n0 = c->ninstr;
     for (int32_t i = 0; st == IR_OK && i < n0; i++) {
         IrInstr *x = &c->instr[i];
@@ -823,7 +826,7 @@ static IrStatus strip(Import *im)
         for (int32_t i = 0; i < m->comp[ci]->ninstr; i++)
             for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
                 if (!drop_attr(m->arena, &m->comp[ci]->instr[i], keys[k]))
-                    return oom(im->d);
+                    return ir_oom(im->d, NULL);
     return IR_OK;
 }
 
@@ -852,7 +855,7 @@ IrStatus ir_sdy_import(IrModule *m, IrDiag *d)
         return st;
     im.manual = ir_alloc_array(m->arena, (size_t)(m->ncomp ? m->ncomp : 1), sizeof *im.manual);
     if (!im.manual)
-        return oom(d);
+        return ir_oom(d, NULL);
     st = body_contexts(&im);
     if (st == IR_OK)
         st = read_values(&im);

@@ -54,11 +54,6 @@ int64_t ir_shape_bytes(const IrShape *s)
     return n * size;
 }
 
-bool ir_shape_is_tuple(const IrShape *s)
-{
-    return s->type == IR_TUPLE;
-}
-
 bool ir_shape_is_array(const IrShape *s)
 {
     return ir_type_is_array(s->type);

@@ -362,8 +362,17 @@ static IrStatus validate_leaf(const IrSharding *s, const IrShape *shape, int64_t
     char *shape_text = NULL;
     if (ir_sharding_data_rank(s) != shape->rank) {
         shape_text = ir_shape_str(shape, false);
-        st = vfail(d, file, src, pos, s, "tiles %d dimensions but shape %s has rank %d",
-                   (int)ir_sharding_data_rank(s), shape_text ? shape_text : "", (int)shape->rank);
+        /* With subgroups, say where the data's dimensions went: of
+         * [2,2] last_tile_dims={replicated, manual}, none is left. */
+        if (s->nsubgroup > 0)
+            st = vfail(d, file, src, pos, s,
+                       "its %d tile dimensions less %d subgroup dimension%s (last_tile_dims or "
+                       "last_tile_dim_replicate) tile %d dimension%s of the data, but shape %s has rank %d",
+                       (int)s->ntile, (int)s->nsubgroup, s->nsubgroup == 1 ? "" : "s", (int)ir_sharding_data_rank(s),
+                       ir_sharding_data_rank(s) == 1 ? "" : "s", shape_text ? shape_text : "", (int)shape->rank);
+        else
+            st = vfail(d, file, src, pos, s, "tiles %d dimensions but shape %s has rank %d",
+                       (int)ir_sharding_data_rank(s), shape_text ? shape_text : "", (int)shape->rank);
         ts_free(shape_text);
         return st;
     }

@@ -37,7 +37,6 @@
  * several REPLICATED subgroup dims are merged into one. NULL on OOM. */
 IrSharding *shd_replicated(IrArena *a);
 IrSharding *shd_manual(IrArena *a);
-IrSharding *shd_maximal(IrArena *a, int64_t device);
 /* A tiled sharding: `ntile` tile dims of which the last `nrepl` (0 or 1)
  * is a REPLICATED subgroup; `devices` row-major over `tile`. */
 IrSharding *shd_tiled(IrArena *a, int32_t ntile, const int64_t *tile, const int64_t *devices,
@@ -52,7 +51,6 @@ IrSharding *shd_normalize(IrArena *a, const IrSharding *s);
 /* Queries. */
 bool shd_is_replicated(const IrSharding *s);   /* replicated, or tiled with all data tiles 1 and only REPLICATED subgroups */
 bool shd_is_manual(const IrSharding *s);       /* manual, or all-manual subgroups */
-bool shd_is_maximal(const IrSharding *s);
 bool shd_has_manual_subgroup(const IrSharding *s);
 /* Tiles along data dim d (1 when not tiled or not a tiled sharding). */
 int64_t shd_tiles(const IrSharding *s, int32_t d);
@@ -127,7 +125,8 @@ IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
  * (the executor runs them as identities, device/k_markers.c; docs/cli.md
  * lists them): annotate_device_placement, MoveToHost, MoveToDevice,
  * PinToDevice, PinToDeviceSram, Pin, Unpin, ShardBarrierFrom,
- * ShardBarrierTo, xla.sdy.FuncResultSharding, SetBound. True when `ins` is
+ * ShardBarrierTo, xla.sdy.FuncResultSharding, xla.sdy.PropagationBarrier,
+ * SetBound. True when `ins` is
  * one of them with one array operand of its own shape; *passthrough then
  * says whether shardings propagate through it, as XLA's sharding
  * propagation does for the memory annotations (IsPassthroughCustomOps)
@@ -272,6 +271,13 @@ typedef struct Plan {
  * an arena of their own, and compiling stays independent of the device
  * count. */
 PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
+/* The peak of live bytes over m's entry computation in definition order
+ * (a value lives from its definition to its last use, the root to the
+ * end; tuples and get-tuple-element hold nothing of their own): what a
+ * plan's peak_bytes_per_device is of its SPMD module, and what --limit
+ * memory holds a host program and a reference run to. -1 when out of
+ * memory. */
+int64_t plan_peak_bytes(const IrModule *m);
 /* The inputs and outputs of a compiled program: logical shapes and
  * shardings (names optional). */
 typedef struct PlanIo {

@@ -102,9 +102,7 @@ static bool value_for(IrArena *a, PlanValue *v, int32_t index, const char *name,
     return true;
 }
 
-/* Peak of live bytes over the SPMD entry in definition order: a value is
- * live from its definition to its last use (the root lives to the end). */
-static int64_t peak_bytes(const IrModule *spmd)
+int64_t plan_peak_bytes(const IrModule *spmd)
 {
     const IrComputation *c = ir_entry(spmd);
     if (!c)
@@ -284,7 +282,7 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     ts_free(leaves);
     if (!describe_instrs(p, src, spmd, rep))
         goto nomem;
-    p->peak_bytes_per_device = peak_bytes(spmd);
+    p->peak_bytes_per_device = plan_peak_bytes(spmd);
     *out = p;
     return IR_OK;
 nomem:

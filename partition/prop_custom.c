@@ -6,6 +6,9 @@
  *     (its unspecified_dims, XLA's partial annotations, are not read); so
  *     do the memory annotations XLA propagates through
  *     (shd_identity_custom_call);
+ *   xla.sdy.FuncResultSharding (Shardy's result sharding) passes its
+ *     sharding on like Sharding; xla.sdy.PropagationBarrier only in the
+ *     directions its xla.sdy.allowed_direction allows;
  *   SPMDFullToShardShape and SPMDShardToFullShape are the edges of a
  *     manual region: manual spreads through any op to its results and back
  *     to its operands, but not to the full-shape side of these two (the
@@ -14,6 +17,8 @@
  *   any other custom-call: nothing crosses it.
  */
 #include "prop_internal.h"
+
+#include <stdlib.h>
 
 bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough)
 {
@@ -26,7 +31,7 @@ bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough)
         {"annotate_device_placement", true}, {"MoveToHost", true}, {"MoveToDevice", true},
         {"PinToDevice", true}, {"PinToDeviceSram", true}, {"Pin", false}, {"Unpin", false},
         {"ShardBarrierFrom", false}, {"ShardBarrierTo", false},
-        {"xla.sdy.FuncResultSharding", false}, {"SetBound", false},
+        {"xla.sdy.FuncResultSharding", true}, {"xla.sdy.PropagationBarrier", false}, {"SetBound", false},
     };
     const char *t = ins->a.x->custom_call_target;
     if (ins->op != OP_CUSTOM_CALL || !t || ins->nopnd != 1 || !ir_shape_is_array(&ins->shape))
@@ -45,6 +50,18 @@ static bool passes_sharding(const IrInstr *x)
 {
     bool through = false;
     return prop_is_custom(x, "Sharding") || (shd_identity_custom_call(x, &through) && through);
+}
+
+/* Shardy's propagation barrier lets shardings cross in the directions its
+ * xla.sdy.allowed_direction says (sdy's PropagationDirection: "0 : i32"
+ * none, 1 forward, 2 backward, 3 both; absent: none). */
+static bool barrier_allows(const IrInstr *x, bool forward)
+{
+    if (!prop_is_custom(x, "xla.sdy.PropagationBarrier"))
+        return false;
+    const char *v = ir_frontend_attr(x, "xla.sdy.allowed_direction");
+    int dir = v ? atoi(v) : 0;
+    return (dir & (forward ? 1 : 2)) != 0;
 }
 
 /* Forward: nothing crosses the edges of a manual region. */
@@ -73,7 +90,8 @@ static IrStatus custom_bwd_first(Prop *p, int32_t u, int32_t k, int32_t g, bool 
 static IrStatus custom_fwd(Prop *p, int32_t g, int32_t k, const IrSharding *s, const IrShape *os)
 {
     IrInstr *x = prop_ins(p, g);
-    if (passes_sharding(x) && ir_shape_is_array(&x->shape) && os->rank == x->shape.rank && k == 0)
+    if ((passes_sharding(x) || barrier_allows(x, true)) && ir_shape_is_array(&x->shape) &&
+        os->rank == x->shape.rank && k == 0)
         return prop_emit(p, g, 0, s, os);
     return IR_OK;
 }
@@ -81,7 +99,8 @@ static IrStatus custom_fwd(Prop *p, int32_t g, int32_t k, const IrSharding *s, c
 static IrStatus custom_bwd(Prop *p, int32_t u, int32_t k, int32_t g, const IrSharding *s,
                            const IrShape *us)
 {
-    if (passes_sharding(prop_ins(p, u)) && k == 0 && us->rank == prop_ins(p, g)->shape.rank)
+    const IrInstr *x = prop_ins(p, u);
+    if ((passes_sharding(x) || barrier_allows(x, false)) && k == 0 && us->rank == prop_ins(p, g)->shape.rank)
         return prop_emit(p, g, 0, s, us);
     return IR_OK;
 }

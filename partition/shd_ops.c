@@ -39,14 +39,6 @@ IrSharding *shd_manual(IrArena *a)
     return new_sharding(a, SHD_MANUAL);
 }
 
-IrSharding *shd_maximal(IrArena *a, int64_t device)
-{
-    IrSharding *s = new_sharding(a, SHD_MAXIMAL);
-    if (s)
-        s->device = device;
-    return s;
-}
-
 /* Build a tiled sharding from parts (copied) and normalise it. */
 static IrSharding *normalize(IrArena *a, const IrSharding *s, int64_t *adopt);
 
@@ -100,11 +92,84 @@ IrSharding *shd_normalize(IrArena *a, const IrSharding *s)
     return normalize(a, s, NULL);
 }
 
+/* A MANUAL subgroup dim before a REPLICATED one (XLA writes
+ * last_tile_dims={manual, replicated}, Shardy's export too) is put in
+ * canonical order, REPLICATED first, with the devices transposed along:
+ * {devices=[1,2,2]<=[4] last_tile_dims={manual, replicated}} is
+ * {devices=[1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}. NULL when
+ * already in order (or on OOM, *oom set). */
+static IrSharding *reorder_subgroups(IrArena *a, const IrSharding *s, bool *oom)
+{
+    int32_t k = s->ntile - s->nsubgroup, perm[IR_MAX_RANK + 4], n = 0;
+    bool seen_manual = false, out_of_order = false;
+    for (int32_t i = k; i < s->ntile; i++) {
+        if (s->tile[i] == 1)
+            continue;
+        seen_manual |= s->subgroup[i - k] == SUBGROUP_MANUAL;
+        out_of_order |= seen_manual && s->subgroup[i - k] == SUBGROUP_REPLICATED;
+    }
+    if (!out_of_order || s->ntile > IR_MAX_RANK + 4)
+        return NULL;
+    for (int32_t i = 0; i < k; i++)
+        perm[n++] = i;
+    for (int32_t pass = 0; pass < 2; pass++)
+        for (int32_t i = k; i < s->ntile; i++)
+            if ((s->subgroup[i - k] == SUBGROUP_REPLICATED) == (pass == 0))
+                perm[n++] = i;
+    IrSharding *t = new_sharding(a, SHD_TILED);
+    int64_t *tile = ir_alloc_array(a, (size_t)n, sizeof(int64_t));
+    IrSubgroupType *sub = ir_alloc_array(a, (size_t)s->nsubgroup, sizeof(IrSubgroupType));
+    int64_t *dev = ir_alloc_array(a, (size_t)s->ndevices, sizeof(int64_t));
+    if (!t || !tile || !sub || !dev) {
+        *oom = true;
+        return NULL;
+    }
+    int64_t stride[IR_MAX_RANK + 4], idx[IR_MAX_RANK + 4], st = 1;
+    for (int32_t i = n - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= s->tile[i];
+    }
+    for (int32_t i = 0; i < n; i++) {
+        tile[i] = s->tile[perm[i]];
+        idx[i] = 0;
+        if (i >= k)
+            sub[i - k] = s->subgroup[perm[i] - k];
+    }
+    for (int64_t e = 0; e < s->ndevices; e++) {
+        int64_t src = 0;
+        for (int32_t i = 0; i < n; i++)
+            src += idx[i] * stride[perm[i]];
+        dev[e] = s->devices[src];
+        for (int32_t i = n - 1; i >= 0; i--) {
+            if (++idx[i] < tile[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    t->ntile = n;
+    t->tile = tile;
+    t->ndevices = s->ndevices;
+    t->devices = dev;
+    t->nsubgroup = s->nsubgroup;
+    t->subgroup = sub;
+    return t;
+}
+
 /* adopt: s->devices when the caller made that array in `a` for this
  * sharding alone (it becomes the result's, not copied: at thousands of
  * devices the copy is what a projection costs); NULL to copy. */
 static IrSharding *normalize(IrArena *a, const IrSharding *s, int64_t *adopt)
 {
+    if (s->kind == SHD_TILED) {
+        bool oom = false;
+        IrSharding *r = reorder_subgroups(a, s, &oom);
+        if (oom)
+            return NULL;
+        if (r) {
+            s = r;
+            adopt = r->devices;
+        }
+    }
     if (s->kind == SHD_TUPLE) {
         IrSharding *t = new_sharding(a, SHD_TUPLE);
         if (!t)
@@ -212,11 +277,6 @@ bool shd_is_manual(const IrSharding *s)
             return false;
     }
     return true;
-}
-
-bool shd_is_maximal(const IrSharding *s)
-{
-    return s->kind == SHD_MAXIMAL;
 }
 
 bool shd_has_manual_subgroup(const IrSharding *s)
@@ -404,8 +464,12 @@ IrSharding *shd_project(IrArena *a, const IrSharding *s, int32_t rank, const int
             perm[n++] = i;
             dropped *= s->tile[i];
         }
-    for (int32_t i = k; i < s->ntile; i++)
-        perm[n++] = i;
+    /* replicated subgroups next to the dropped dims they merge with, then
+     * the manual ones (an input may list them manual first) */
+    for (int32_t pass = 0; pass < 2; pass++)
+        for (int32_t i = k; i < s->ntile; i++)
+            if ((s->subgroup[i - k] == SUBGROUP_REPLICATED) == (pass == 0))
+                perm[n++] = i;
     (void)nkept;
 
     /* 0..n-1 kept in order stays the shared table: no array at all */

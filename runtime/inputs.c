@@ -523,28 +523,6 @@ static void remove_outputs(const char *dir, const char *prefix, int32_t per, int
     }
 }
 
-static void remove_all(const DevValue *result, const char *dir, const char *prefix, int32_t per)
-{
-    int32_t n = ir_shape_leaf_count(&result->shape);
-    remove_outputs(dir, prefix, per, n, true, result);
-    remove_outputs(dir, prefix, per, n, false, result);
-}
-
-void rt_remove_values(const DevValue *result, const char *dir, const char *prefix)
-{
-    remove_all(result, dir, prefix, 0);
-}
-
-void rt_remove_outputs(const DevValue *result, const char *dir)
-{
-    remove_all(result, dir, "output", 0);
-}
-
-void rt_remove_device_outputs(const DevValue *result, int32_t per, const char *dir)
-{
-    remove_all(result, dir, "output", per);
-}
-
 /* Make `dir` if it does not exist; *made says whether we made it. */
 static IrStatus ensure_dir(const char *dir, bool *made, IrDiag *d)
 {
@@ -619,17 +597,6 @@ static IrStatus write_leaves(const DevValue *result, const char *dir, const char
 IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d)
 {
     return write_leaves(result, dir, "output", 0, nwritten, d);
-}
-
-IrStatus rt_write_device_outputs(const DevValue *result, int32_t per, const char *dir, IrDiag *d)
-{
-    return write_leaves(result, dir, "output", per, NULL, d);
-}
-
-IrStatus rt_write_values(const DevValue *values, const char *dir, const char *prefix,
-                         IrDiag *d)
-{
-    return write_leaves(values, dir, prefix, 0, NULL, d);
 }
 
 /* ---- summaries ---- */

@@ -32,11 +32,6 @@ uint64_t rt_splitmix64(uint64_t x)
     return z ^ (z >> 31);
 }
 
-uint64_t rt_random_bits(uint64_t seed, uint64_t leaf, uint64_t i)
-{
-    return rt_splitmix64(rt_splitmix64(rt_splitmix64(seed) ^ leaf) ^ i);
-}
-
 double rt_random_unit(uint64_t h)
 {
     /* (h >> 11) has 53 bits, so the product and the affine map are exact. */

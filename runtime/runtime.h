@@ -144,8 +144,8 @@ typedef struct RtFeed {
 
 void rt_feed_init(RtFeed *f, int32_t nfiles, const char *const *files);
 void rt_feed_free(RtFeed *f);
-/* The kept values as one tuple (write it with rt_write_values(...,
- * "outfeed")); NULL on OOM. */
+/* The kept values as one tuple (api/outdir.c writes them as
+ * DIR/outfeed_<i>.npy); NULL on OOM. */
 DevValue *rt_feed_outfeeds(const RtFeed *f);
 
 /* ------------------------------------------------------------------ */
@@ -155,11 +155,6 @@ DevValue *rt_feed_outfeeds(const RtFeed *f);
 /* splitmix64 as DESIGN.md "Deterministic random inputs" defines it.
  * rt_splitmix64(0) == 0xe220a8397b1dcdaf. */
 uint64_t rt_splitmix64(uint64_t x);
-
-/* The 64 random bits of leaf `leaf`, element `i` (row-major index in the
- * leaf's whole logical shape) for seed `seed`:
- * splitmix64(splitmix64(splitmix64(seed) ^ leaf) ^ i). */
-uint64_t rt_random_bits(uint64_t seed, uint64_t leaf, uint64_t i);
 
 /* The double in [-1, 1) drawn for floating types: ((h >> 11) * 2^-53) * 2 - 1. */
 double rt_random_unit(uint64_t h);
@@ -297,16 +292,6 @@ IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out,
  * one is complete; on any failure every file written by this call is
  * removed. *nwritten (may be NULL) receives the number of files. */
 IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d);
-/* The same for the outputs of a replayed SPMD program: `result` is a tuple
- * of every device's result, `per` leaves each; leaf j of device g goes to
- * DIR/output_<j>.device_<g>.npy. */
-IrStatus rt_write_device_outputs(const DevValue *result, int32_t per, const char *dir, IrDiag *d);
-void rt_remove_device_outputs(const DevValue *result, int32_t per, const char *dir);
-/* The same for DIR/PREFIX_<i>.npy (prefix "outfeed": the values a run gave
- * the host), and their removal. */
-IrStatus rt_write_values(const DevValue *values, const char *dir, const char *prefix,
-                         IrDiag *d);
-void rt_remove_values(const DevValue *values, const char *dir, const char *prefix);
 
 /* A one-line summary of array value `v` for people:
  * "f32[4,8] min -1.2 max 3.4 mean 0.5 first [0.1, 0.2, 0.3, 0.4, ...]".

@@ -87,7 +87,7 @@ static const char HELP[] =
     "  --timeout SECONDS       end the run (every rank) after SECONDS: exit 1, no\n"
     "                          output (default: no timeout)\n"
     "  --heartbeat SECONDS     under mpirun: a rank not heard from for SECONDS\n"
-    "                          ends the job, named (default 60)\n"
+    "                          ends the job, named (default 60, at least 1)\n"
     "  --checkpoint-every M, --checkpoint-dir DIR\n"
     "                          with --steps K: write the state the steps carry\n"
     "                          (input_output_alias) to DIR/step-S every M steps\n"

@@ -147,12 +147,19 @@ int cli_load_model(const CliOptions *o, const char *path, TsModule **m)
     return st == TS_OK ? CLI_OK : cli_report(st, &d);
 }
 
+/* A compile's warning, on stderr as the command line prints them. */
+static void cli_warning(void *ctx, const char *msg)
+{
+    (void)ctx;
+    fprintf(stderr, "tessel: warning: %s\n", msg);
+}
+
 TsCompileOptions cli_compile_options(const CliOptions *o)
 {
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
-                              .link_gbps = o->link_gbps};
+                              .link_gbps = o->link_gbps, .on_warning = cli_warning};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -207,6 +214,18 @@ static int parse_positive(const CliCommand *cmd, const char *opt, const char *v,
 static int parse_seconds(const CliCommand *cmd, const char *opt, const char *v, double *out)
 {
     return parse_positive(cmd, opt, v, 366.0 * 86400, "a number of seconds > 0", out);
+}
+
+/* A heartbeat: seconds from TS_HEARTBEAT_MIN_SECONDS (a shorter one would
+ * end jobs whose ranks are merely busy: 1e-9 failed every MPI run) to
+ * TS_HEARTBEAT_MAX_SECONDS. */
+static int parse_heartbeat(const CliCommand *cmd, const char *opt, const char *v, double *out)
+{
+    int r = parse_seconds(cmd, opt, v, out);
+    if (r == CLI_OK && *out < TS_HEARTBEAT_MIN_SECONDS)
+        return cli_usage_error(cmd, "%s needs a number of seconds >= %g (a shorter one would end jobs whose ranks "
+                               "are busy, not lost), not '%s'", opt, TS_HEARTBEAT_MIN_SECONDS, v);
+    return r;
 }
 
 /* A seed: an unsigned 64-bit decimal or 0x-hex number. */
@@ -310,7 +329,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
     case OPT_STEPS: return parse_count(cmd, s->name, v, &o->steps);
     case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);
-    case OPT_HEARTBEAT: return parse_seconds(cmd, s->name, v, &o->heartbeat);
+    case OPT_HEARTBEAT: return parse_heartbeat(cmd, s->name, v, &o->heartbeat);
     case OPT_CHECKPOINT_EVERY: return parse_count(cmd, s->name, v, &o->checkpoint_every);
     case OPT_CHECKPOINT_DIR: o->checkpoint_dir = v; return CLI_OK;
     case OPT_RESUME: o->resume = v; return CLI_OK;

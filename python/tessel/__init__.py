@@ -21,7 +21,9 @@ import atexit
 import collections
 import ctypes
 import enum
+import operator
 import os
+import warnings
 
 import numpy as np
 
@@ -308,9 +310,12 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
+        # A compile's warnings (a module for several partitions with no
+        # sharding on any value) become Python warnings.
+        on_warning = _capi.WarningFn(lambda ctx, msg: warnings.warn("tessel: " + msg.decode(), stacklevel=3))
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
                                     ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
-                                    None, float(link_gbps))
+                                    None, float(link_gbps), on_warning, None)
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)
@@ -490,7 +495,9 @@ def _as_array(value, info):
         a = np.asarray(value)
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
-    return np.ascontiguousarray(a)
+    # Not np.ascontiguousarray: it makes a 0-d array 1-d, so a 0-d array
+    # could not bind an f32[] parameter and bound an f32[1] one.
+    return a if a.flags.c_contiguous else a.copy(order="C")
 
 
 def _bind(plan, inputs):
@@ -547,8 +554,14 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
     ro.inputs = arr
     if random is not None and random is not False:
         ro.random = True
-        ro.seed = 0 if random is True else int(random)
-    ro.steps = int(steps)
+        seed = 0 if random is True else operator.index(random)
+        if not 0 <= seed < 2**64:  # ctypes would wrap 2**64+3 to 3 and -1 to 2**64-1
+            raise ValueError("tessel: random must be a seed from 0 to 2**64-1, not %d" % seed)
+        ro.seed = seed
+    steps = operator.index(steps)
+    if not 0 <= steps < 2**63:  # 0 and 1: one step; a negative count is no count
+        raise ValueError("tessel: steps must be from 0 (one step) to 2**63-1, not %d" % steps)
+    ro.steps = steps
     ro.ninfeeds = len(infeeds)
     ro.infeeds = feeds
     ro.stats = bool(stats)

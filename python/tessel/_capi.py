@@ -52,7 +52,12 @@ class TsCompileOptions(ctypes.Structure):
                 ("no_verify", c_bool),
                 ("spmd", c_bool),
                 ("dump_dir", c_char_p),
-                ("link_gbps", ctypes.c_double)]
+                ("link_gbps", ctypes.c_double),
+                ("on_warning", ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)),
+                ("warning_ctx", ctypes.c_void_p)]
+
+# The type of TsCompileOptions.on_warning.
+WarningFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)
 
 
 class TsGradOptions(ctypes.Structure):

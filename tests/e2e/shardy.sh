@@ -41,6 +41,13 @@ oracle "$M/func_result.hlo" 2
 [ "$(plan_field "$M/func_result.hlo" 2 'sorted(x["opcode"] for x in c["collectives"])')" = "['all-to-all']" ] ||
     fail "func_result: collectives are not one all-to-all"
 
+# A PropagationBarrier with no allowed direction stops the rows sharding
+# (output 0 replicated), one allowing forward passes it (output 1); the
+# ShardingGroup gives exp(b) the sharding of its group's negate(a) (output 2).
+oracle "$M/barrier_group.hlo" 2
+[ "$(plan_field "$M/barrier_group.hlo" 2 '[o["sharding"] for o in c["outputs"]]')" = \
+    "['{replicated}', '{devices=[2,1]0,1}', '{devices=[2,1]0,1}']" ] || fail "barrier_group: output shardings"
+
 # sharding= and xla.sdy.sharding that map devices differently: refused
 # where the Shardy attribute is, with both readings.
 expect_status 2 "$TESSEL" check "$M/disagree.hlo"
@@ -75,6 +82,31 @@ got = np.load(sys.argv[1])
 np.testing.assert_allclose(got, a @ b, rtol=0, atol=1e-4 * np.abs(a @ b).max())
 PY
 
+# Partially manual (JAX 0.10.2: shard_map over x of a mesh x=2, y=2 with
+# axis_names={'x'}, psum over x of 2a): y stays automatic inside
+# ({devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}); the
+# result is 2 (a[:4] + a[4:]).
+expect_status 0 "$TESSEL" run "$M/shard_map_partial.hlo" --num-partitions 4 --random-inputs 5 --output-dir "$WORK/q"
+[ "$(plan_field "$M/shard_map_partial.hlo" 4 \
+    '[x["sharding"] for x in c["instructions"] if x["opcode"] == "all-reduce"]')" = \
+    "['{devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}']" ] ||
+    [ "$(plan_field "$M/shard_map_partial.hlo" 4 \
+    '[x["sharding"] for x in c["instructions"] if x["opcode"] == "all-reduce"]')" = \
+    "['{devices=[1,1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}']" ] ||
+    fail "shard_map_partial: the body's all-reduce is not manual over x, replicated over y"
+"$PY" - "$WORK/q/output_0.npy" <<'PY' || fail "shard_map_partial: not 2 (a[:4] + a[4:])"
+import sys
+import numpy as np
+def sm(x):
+    M = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+    return z ^ (z >> 31)
+a = np.array([np.float32(((sm(sm(sm(5) ^ 0) ^ i) >> 11) * 2.0 ** -53) * 2 - 1) for i in range(32)], np.float32).reshape(8, 4)
+np.testing.assert_allclose(np.load(sys.argv[1]), 2 * (a[:4] + a[4:]), rtol=0, atol=1e-6)
+PY
+
 # XLA's named (V3) sharding text: {@mesh<x=2,y=2>, [{y}, {}]} is y over
 # rows, replicated over x: {devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}.
 oracle "$M/v3.hlo" 4
@@ -82,4 +114,15 @@ oracle "$M/v3.hlo" 4
     "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}" ] || fail "v3: input 0"
 [ "$(plan_field "$M/v3.hlo" 4 'c["outputs"][0]["sharding"]')" = "{devices=[2,2]<=[2,2]T(1,0)}" ] ||
     fail "v3: output"
+# A compile for several partitions where no value has a sharding tessel
+# reads: one warning naming the frontend attributes it did not read; none
+# on one partition, none where a sharding was read.
+expect_status 0 "$TESSEL" plan "$M/unsharded.hlo" --num-partitions 2
+[ "$(grep -c "^tessel: warning: " "$ERR")" = 1 ] || fail "unsharded: not one warning"
+expect_in "$ERR" "tessel: warning: no value of module plain carries a sharding tessel read, so it runs replicated on all 2 partitions (not read: frontend attributes mhlo.sharding_whatever, mhlo.sharding); the forms tessel reads are in docs/hlo-text.md"
+expect_status 0 "$TESSEL" plan "$M/unsharded.hlo" --num-partitions 1
+[ ! -s "$ERR" ] || fail "unsharded: a warning on one partition"
+expect_status 0 "$TESSEL" run "$M/params.hlo" --num-partitions 2 --random-inputs 1 --output-dir "$WORK/w"
+[ ! -s "$ERR" ] || fail "params: a warning where the shardings were read"
+
 echo "shardy: Shardy parameters, FuncResultSharding, disagreement, shard_map and V3 as worked out"

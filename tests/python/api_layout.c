@@ -41,6 +41,8 @@ int main(void)
     FIELD(TsCompileOptions, spmd);
     FIELD(TsCompileOptions, dump_dir);
     FIELD(TsCompileOptions, link_gbps);
+    FIELD(TsCompileOptions, on_warning);
+    FIELD(TsCompileOptions, warning_ctx);
     SIZE(TsGradOptions);
     FIELD(TsGradOptions, wrt);
     FIELD(TsGradOptions, loss);

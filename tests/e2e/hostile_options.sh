@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# hostile_options.sh: limits and options that were accepted and then did
+# the wrong thing (issue 30).
+#  1. --limit memory counts the reference run (its entry's peak of live
+#     bytes) and what a host program holds between its clusters, not only
+#     the largest cluster's per-device estimate. On main a 100-byte limit
+#     let --reference run anything.
+#  2. --heartbeat below 1 s is refused (1e-9 was accepted, and then every
+#     MPI run failed).
+#  3. A sharding whose last_tile_dims take every tile dimension says so,
+#     not just "tiles 0 dimensions".
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+# ---- 1. --limit memory ----
+M="$WORK/mlp.hlo"
+sed 's/@N/2/g; s/@D/0,1/g' "$TESSEL_SRC/tests/models/mlp_megatron.hlo" >"$M"
+# By hand: x f32[16,24] 1536 bytes, w1 f32[24,40] 3840, w2 f32[40,24] 3840,
+# h = x.w1 f32[16,40] 2560: all four live at h, the peak: 11776 bytes.
+expect_status 2 "$TESSEL" run --reference --limit memory=11775 --random-inputs 1 "$M"
+expect_in "$ERR" "tessel: error: the reference run needs an estimated 11776 bytes of memory, more than --limit memory of 11775 bytes; nothing was run"
+expect_status 0 "$TESSEL" run --reference --limit memory=11776 --random-inputs 1 "$M"
+# A host program between two clusters (tests/models/host_ops_chain.hlo):
+# its own values count on top of the largest cluster's per device.
+H="$WORK/host.hlo"
+sed 's/@N/2/g; s/@D/0,1/g' "$TESSEL_SRC/tests/models/host_ops_chain.hlo" >"$H"
+expect_status 0 "$TESSEL" plan --format json -o "$WORK/plan.json" "$H"
+dev=$("$PY" -c 'import json,sys; print(max(c["memory"]["peak_bytes_per_device"] for c in json.load(open(sys.argv[1]))["clusters"]))' "$WORK/plan.json")
+expect_status 2 "$TESSEL" run --limit memory="$dev" --random-inputs 1 "$H"
+expect_in "$ERR" "bytes of memory per device with what its host program holds, more than --limit memory of $dev bytes"
+expect_status 0 "$TESSEL" run --limit memory=1M --random-inputs 1 "$H"
+echo "hostile_options: --limit memory counts the reference run and the host program"
+
+# ---- 2. --heartbeat ----
+for bad in 1e-9 0.5 0.999; do
+    expect_status 2 "$TESSEL" run --heartbeat "$bad" --random-inputs 1 "$M"
+    expect_in "$ERR" "tessel: error: --heartbeat needs a number of seconds >= 1 (a shorter one would end jobs whose ranks are busy, not lost), not '$bad'"
+done
+echo "hostile_options: a heartbeat under 1 s is refused"
+
+# ---- 3. last_tile_dims that leave the data no dimension ----
+cat >"$WORK/ltd.hlo" <<'HLO'
+HloModule ltd, num_partitions=4
+ENTRY main {
+  x = f32[8] parameter(0), sharding={devices=[2,2]0,1,2,3 last_tile_dims={replicated, manual}}
+  ROOT y = f32[8] add(x, x)
+}
+HLO
+expect_status 2 "$TESSEL" check "$WORK/ltd.hlo"
+expect_in "$ERR" "ltd.hlo:3:28: error: sharding {devices=[2,2]0,1,2,3 last_tile_dims={replicated, manual}}: its 2 tile dimensions less 2 subgroup dimensions (last_tile_dims or last_tile_dim_replicate) tile 0 dimensions of the data, but shape f32[8] has rank 1"
+echo "hostile_options: last_tile_dims taking every tile dimension is named"

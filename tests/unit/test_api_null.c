@@ -1,0 +1,282 @@
+/*
+ * test_api_null.c: the C API's one rule for NULL (include/tessel.h,
+ * "NULL"), checked on every public function: a required pointer that is
+ * NULL is TS_EINPUT with "FUNCTION: ARG is NULL" (or, for the run options,
+ * the field named), outputs are cleared first, value-returning functions
+ * give 0, false, NULL or "", and frees of NULL do nothing. Each call is
+ * made with d = NULL too. On main, ts_module_parse, ts_plan_parse,
+ * ts_plan_run, ts_outputs_write, ts_limits_set, ts_write_text,
+ * ts_plan_show, ts_outputs_read, a TsInput with a NULL key and inputs =
+ * NULL with ninputs > 0 crashed (SIGSEGV; ASan in the asan preset).
+ * Also: TsLimits fields set directly are clamped (a depth of 10^6 no longer
+ * lets a deep module overflow the stack), steps < 0 and a heartbeat below
+ * the minimum are refused.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessel.h"
+
+static const char MODEL[] = "HloModule m\n"
+                            "ENTRY main {\n"
+                            "  x = f32[4] parameter(0)\n"
+                            "  ROOT y = f32[4] add(x, x)\n"
+                            "}\n";
+
+/* st must be TS_EINPUT and d's message `msg`; d is cleared. */
+static void expect_null(TsStatus st, TsDiag *d, const char *msg)
+{
+    assert_int_equal(st, TS_EINPUT);
+    assert_int_equal(d->status, TS_EINPUT);
+    assert_non_null(d->msg);
+    assert_string_equal(d->msg, msg);
+    ts_diag_clear(d);
+}
+
+#define EXPECT(call, msg)                                                                                      \
+    do {                                                                                                       \
+        TsDiag d = {0};                                                                                        \
+        expect_null(call, &d, msg);                                                                            \
+    } while (0)
+
+static TsModule *module(void)
+{
+    TsModule *m = NULL;
+    assert_int_equal(ts_module_parse("m", MODEL, strlen(MODEL), NULL, &m, NULL), TS_OK);
+    return m;
+}
+
+static void test_modules_and_text(void **state)
+{
+    (void)state;
+    TsModule *m = (TsModule *)0x1;
+    EXPECT(ts_module_parse("m", NULL, 5, NULL, &m, &d), "ts_module_parse: text is NULL");
+    assert_null(m);
+    EXPECT(ts_module_parse("m", MODEL, strlen(MODEL), NULL, NULL, &d), "ts_module_parse: out is NULL");
+    assert_int_equal(ts_module_parse(NULL, NULL, 0, NULL, NULL, NULL), TS_EINPUT); /* d NULL too */
+    EXPECT(ts_module_load(NULL, &m, &d), "ts_module_load_ex: path is NULL");
+    EXPECT(ts_module_load_ex("x", NULL, NULL, &d), "ts_module_load_ex: out is NULL");
+    assert_null(ts_module_name(NULL));
+    assert_int_equal(ts_module_num_parameters(NULL), 0);
+    assert_null(ts_module_summary(NULL));
+    assert_null(ts_module_text(NULL));
+    assert_false(ts_module_is_plan(NULL));
+    ts_module_free(NULL);
+    TsModule *g = (TsModule *)0x1;
+    EXPECT(ts_add_gradients(NULL, NULL, &g, &d), "ts_add_gradients: m is NULL");
+    assert_null(g);
+    m = module();
+    EXPECT(ts_add_gradients(m, NULL, NULL, &d), "ts_add_gradients: out is NULL");
+    ts_module_free(m);
+
+    EXPECT(ts_write_text(NULL, "x", &d), "ts_write_text: path is NULL");
+    EXPECT(ts_write_text("/tmp/never", NULL, &d), "ts_write_text: text is NULL");
+    EXPECT(ts_limits_set(NULL, "depth=3", &d), "ts_limits_set: l is NULL");
+    TsLimits l = ts_limits_default();
+    TsDiag d = {0};
+    assert_int_equal(ts_limits_set(&l, NULL, &d), TS_EINPUT);
+    ts_diag_clear(&d);
+    assert_null(ts_diag_format(NULL));
+    ts_diag_clear(NULL);
+    ts_free(NULL);
+    char *s = (char *)0x1;
+    EXPECT(ts_devices_describe(1, "text", NULL, &d), "ts_devices_describe: out is NULL");
+    (void)s;
+}
+
+static void test_plans(void **state)
+{
+    (void)state;
+    TsPlan *p = (TsPlan *)0x1;
+    EXPECT(ts_compile(NULL, NULL, &p, &d), "ts_compile: m is NULL");
+    assert_null(p);
+    TsModule *m = module();
+    EXPECT(ts_compile(m, NULL, NULL, &d), "ts_compile: out is NULL");
+    p = (TsPlan *)0x1;
+    EXPECT(ts_plan_parse("p", NULL, 10, NULL, &p, &d), "ts_plan_parse: text is NULL");
+    assert_null(p);
+    EXPECT(ts_plan_parse("p", MODEL, strlen(MODEL), NULL, NULL, &d), "ts_plan_parse: out is NULL");
+    EXPECT(ts_plan_load(NULL, NULL, &p, &d), "ts_plan_load: path is NULL");
+    EXPECT(ts_plan_open(NULL, NULL, &p, &d), "ts_plan_open: path is NULL");
+    EXPECT(ts_plan_open("x", NULL, NULL, &d), "ts_plan_open: out is NULL");
+    ts_plan_free(NULL);
+    EXPECT(ts_plan_set_layout(NULL, 1, 0, &d), "ts_plan_set_layout: p is NULL");
+    assert_int_equal(ts_plan_num_partitions(NULL), 0);
+    assert_int_equal(ts_plan_num_replicas(NULL), 0);
+    assert_int_equal(ts_plan_hosts(NULL), 0);
+    assert_int_equal(ts_plan_local_devices(NULL), 0);
+    assert_int_equal(ts_plan_num_clusters(NULL), 0);
+    assert_false(ts_plan_from_file(NULL));
+    assert_int_equal(ts_plan_num_aliases(NULL), 0);
+    assert_int_equal(ts_plan_num_inputs(NULL), 0);
+    assert_int_equal(ts_plan_num_outputs(NULL), 0);
+    assert_null(ts_plan_file_text(NULL));
+    int32_t a, b;
+    char dg[65];
+    char *s = (char *)0x1;
+    TsArrayInfo info;
+    EXPECT(ts_plan_alias(NULL, 0, &a, &b, &d), "ts_plan_alias: p is NULL");
+    EXPECT(ts_plan_digest(NULL, dg, &d), "ts_plan_digest: p is NULL");
+    EXPECT(ts_plan_save(NULL, "x", &d), "ts_plan_save: p is NULL");
+    EXPECT(ts_plan_dump(NULL, "text", &s, &d), "ts_plan_dump: p is NULL");
+    assert_null(s);
+    EXPECT(ts_plan_dump_ex(NULL, NULL, &s, &d), "ts_plan_dump_ex: p is NULL");
+    EXPECT(ts_plan_show(NULL, "all", 0, &s, &d), "ts_plan_show: p is NULL");
+    EXPECT(ts_plan_input_info(NULL, 0, &info, &d), "ts_plan_input_info: p is NULL");
+    EXPECT(ts_plan_output_info(NULL, 0, &info, &d), "ts_plan_output_info: p is NULL");
+
+    TsCompileOptions co = {.num_partitions = 2};
+    assert_int_equal(ts_compile(m, &co, &p, NULL), TS_OK);
+    EXPECT(ts_plan_alias(p, 0, NULL, &b, &d), "ts_plan_alias: output_leaf is NULL");
+    EXPECT(ts_plan_digest(p, NULL, &d), "ts_plan_digest: out is NULL");
+    EXPECT(ts_plan_save(p, NULL, &d), "ts_plan_save: path is NULL");
+    EXPECT(ts_plan_dump(p, "text", NULL, &d), "ts_plan_dump: out is NULL");
+    EXPECT(ts_plan_show(p, NULL, 0, &s, &d), "ts_plan_show: name is NULL");
+    EXPECT(ts_plan_show(p, "all", 0, NULL, &d), "ts_plan_show: out is NULL");
+    EXPECT(ts_plan_input_info(p, 0, NULL, &d), "ts_plan_input_info: info is NULL");
+    EXPECT(ts_plan_output_info(p, 0, NULL, &d), "ts_plan_output_info: info is NULL");
+    TsDumpOptions dopt = {.format = "dot", .nexpand = 2, .expand = NULL};
+    EXPECT(ts_plan_dump_ex(p, &dopt, &s, &d), "ts_plan_dump_ex: o->expand is NULL");
+    const char *names[] = {"main", NULL};
+    dopt.expand = names;
+    EXPECT(ts_plan_dump_ex(p, &dopt, &s, &d), "ts_plan_dump_ex: o->expand[1] is NULL");
+    ts_plan_free(p);
+    ts_module_free(m);
+}
+
+static void test_runs_and_outputs(void **state)
+{
+    (void)state;
+    TsModule *m = module();
+    TsPlan *p = NULL;
+    TsCompileOptions co = {.num_partitions = 2};
+    assert_int_equal(ts_compile(m, &co, &p, NULL), TS_OK);
+    TsOutputs *o = (TsOutputs *)0x1;
+    EXPECT(ts_plan_run(NULL, NULL, &o, &d), "ts_plan_run: p is NULL");
+    assert_null(o);
+    EXPECT(ts_plan_run(p, NULL, NULL, &d), "ts_plan_run: out is NULL");
+    EXPECT(ts_plan_run_reference(NULL, NULL, &o, &d), "ts_plan_run_reference: p is NULL");
+    EXPECT(ts_run_reference(NULL, NULL, &o, &d), "ts_run_reference: m is NULL");
+    EXPECT(ts_plan_run_mpi(NULL, NULL, NULL, &o, &d), "ts_plan_run_mpi: p is NULL");
+    EXPECT(ts_plan_run_mpi(p, NULL, NULL, &o, &d), "ts_plan_run_mpi: mpi_comm is NULL");
+
+    /* the run options */
+    TsRunOptions ro = {.ninputs = 1, .inputs = NULL};
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: inputs is NULL with ninputs > 0");
+    EXPECT(ts_run_reference(m, &ro, &o, &d), "run options: inputs is NULL with ninputs > 0");
+    TsInput in = {.key = NULL, .path = "/nonexistent.npy"};
+    ro.inputs = &in;
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: input 0 needs a key and exactly one of path and array");
+    in.key = "0";
+    in.path = NULL;
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: input 0 needs a key and exactly one of path and array");
+    ro = (TsRunOptions){.ninputs = -1};
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: ninputs is negative");
+    ro = (TsRunOptions){.ninfeeds = 1};
+    EXPECT(ts_run_reference(m, &ro, &o, &d), "run options: infeeds is NULL with ninfeeds > 0");
+    const char *feeds[] = {NULL};
+    ro.infeeds = feeds;
+    EXPECT(ts_run_reference(m, &ro, &o, &d), "run options: infeed 0 is NULL");
+    ro = (TsRunOptions){.random = true, .steps = -7};
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: steps must be >= 0 (0: one step), not -7");
+    EXPECT(ts_run_reference(m, &ro, &o, &d), "run options: steps must be >= 0 (0: one step), not -7");
+    ro = (TsRunOptions){.random = true, .heartbeat_seconds = 1e-9};
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: heartbeat_seconds must be 0 (60 s), negative (none) or "
+                                        "from 1 to 3.16224e+07 seconds, not 1e-09");
+    EXPECT(ts_mpi_heartbeat(NULL, 5, &d), "ts_mpi_heartbeat: w is NULL");
+
+    /* outputs */
+    ro = (TsRunOptions){.random = true, .seed = 1};
+    assert_int_equal(ts_plan_run(p, &ro, &o, NULL), TS_OK);
+    assert_int_equal(ts_outputs_count(NULL), 0);
+    assert_int_equal(ts_outputs_num_devices(NULL), 0);
+    assert_null(ts_outputs_summary(NULL));
+    assert_string_equal(ts_outputs_stats(NULL), "");
+    TsArrayInfo info;
+    float buf[4];
+    EXPECT(ts_outputs_info(NULL, 0, &info, &d), "ts_outputs_info: o is NULL");
+    EXPECT(ts_outputs_info(o, 0, NULL, &d), "ts_outputs_info: info is NULL");
+    EXPECT(ts_outputs_read(NULL, 0, buf, sizeof buf, &d), "ts_outputs_read: o is NULL");
+    EXPECT(ts_outputs_read(o, 0, NULL, sizeof buf, &d), "ts_outputs_read: buf is NULL");
+    EXPECT(ts_outputs_write(NULL, "/tmp/never", &d), "ts_outputs_write: o is NULL");
+    EXPECT(ts_outputs_write(o, NULL, &d), "ts_outputs_write: dir is NULL");
+    EXPECT(ts_outputs_write_to(o, NULL, &d), "ts_outputs_write_to: od is NULL");
+    EXPECT(ts_outputs_write_to(NULL, NULL, &d), "ts_outputs_write_to: o is NULL");
+    TsOutputDir *od = (TsOutputDir *)0x1;
+    EXPECT(ts_output_dir_open(NULL, &od, &d), "ts_output_dir_open: dir is NULL");
+    assert_null(od);
+    EXPECT(ts_output_dir_open("/tmp/never", NULL, &d), "ts_output_dir_open: out is NULL");
+    EXPECT(ts_outputs_verify(NULL, NULL, &d), "ts_outputs_verify: dir is NULL");
+    ts_output_dir_close(NULL);
+    ts_outputs_remove(NULL, "/tmp/never");
+    ts_outputs_remove(o, NULL);
+    ts_outputs_free(NULL);
+    ts_outputs_free(o);
+
+    /* MPI worlds */
+    TsMpiWorld *w = (TsMpiWorld *)0x1;
+    EXPECT(ts_mpi_init(NULL, &d), "ts_mpi_init: out is NULL");
+    (void)w;
+    ts_mpi_on_error(NULL, NULL, NULL);
+    assert_null(ts_mpi_comm(NULL));
+    assert_int_equal(ts_mpi_rank(NULL), 0);
+    assert_int_equal(ts_mpi_size(NULL), 1);
+    int mx = 0;
+    assert_int_equal(ts_mpi_agree(NULL, true, 3, &mx), -1);
+    assert_int_equal(mx, 3);
+    assert_int_equal(ts_mpi_agree(NULL, false, 2, NULL), 0);
+    assert_int_equal(ts_mpi_finalize(NULL, true, NULL), TS_OK);
+    ts_plan_free(p);
+    ts_module_free(m);
+}
+
+/* TsLimits set directly are clamped where they enter: depth 10^6 is 200,
+ * so a module nested 300 calls deep is refused, not run into the stack. */
+static void test_limits_clamped(void **state)
+{
+    (void)state;
+    enum { LEVELS = 300 };
+    size_t cap = 200 + (size_t)LEVELS * 160, n = 0;
+    char *t = malloc(cap);
+    assert_non_null(t);
+    n += (size_t)snprintf(t + n, cap - n, "HloModule deep\n\nc0 {\n  ROOT x = f32[] parameter(0)\n}\n\n");
+    for (int k = 1; k < LEVELS; k++)
+        n += (size_t)snprintf(t + n, cap - n, "c%d {\n  x = f32[] parameter(0)\n  ROOT y = f32[] call(x), to_apply=c%d\n}\n\n",
+                              k, k - 1);
+    n += (size_t)snprintf(t + n, cap - n, "ENTRY main {\n  x = f32[] parameter(0)\n  ROOT y = f32[] call(x), "
+                                          "to_apply=c%d\n}\n", LEVELS - 1);
+    TsLimits l = ts_limits_default();
+    l.depth = 1000000;
+    l.rank = 1 << 30;
+    l.devices = -5;
+    TsModule *m = NULL;
+    TsDiag d = {0};
+    assert_int_equal(ts_module_parse("deep.hlo", t, n, &l, &m, &d), TS_EINPUT);
+    assert_non_null(strstr(d.msg, "nested more than 200 levels deep"));
+    ts_diag_clear(&d);
+    assert_null(m);
+    TsPlan *p = NULL;
+    assert_int_equal(ts_plan_parse("deep.hlo", t, n, &l, &p, &d), TS_EINPUT);
+    ts_diag_clear(&d);
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_modules_and_text),
+        cmocka_unit_test(test_plans),
+        cmocka_unit_test(test_runs_and_outputs),
+        cmocka_unit_test(test_limits_clamped),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    ts_shutdown();
+    return r;
+}
