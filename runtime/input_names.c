@@ -94,15 +94,21 @@ static bool jax_name_is(const IrInstr *ins, const char *key, size_t n)
 /* The parameters key[0..n) names by its HLO name (exact) or, when none
  * has that name, by JAX's name: the first match in *p, their count
  * returned (0: none), the second in *other. */
-static int name_matches(const IrComputation *c, const char *key, size_t n, int32_t *p, int32_t *other)
+/* The parameter whose HLO name is key[0..n), or -1. */
+static int32_t exact_name(const IrComputation *c, const char *key, size_t n)
 {
     for (int32_t q = 0; q < c->nparam; q++) {
         const IrInstr *ins = param_instr(c, q);
-        if (ins && ins->name && strlen(ins->name) == n && memcmp(ins->name, key, n) == 0) {
-            *p = q;
-            return 1;
-        }
+        if (ins && ins->name && strlen(ins->name) == n && memcmp(ins->name, key, n) == 0)
+            return q;
     }
+    return -1;
+}
+
+static int name_matches(const IrComputation *c, const char *key, size_t n, int32_t *p, int32_t *other)
+{
+    if ((*p = exact_name(c, key, n)) >= 0)
+        return 1;
     int count = 0;
     for (int32_t q = 0; q < c->nparam; q++) {
         const IrInstr *ins = param_instr(c, q);
@@ -295,17 +301,21 @@ static IrStatus ambiguous(const IrComputation *c, const char *key, int32_t p, in
 
 IrStatus rt_input_key_resolve(const IrComputation *c, const char *key, int64_t *param, int64_t *leaf, IrDiag *d)
 {
-    int32_t p = -1, q = -1;
-    int count = name_matches(c, key, strlen(key), &p, &q);
+    int32_t p = exact_name(c, key, strlen(key)), q = -1;
     *leaf = -1;
+    if (p >= 0) {
+        *param = p;
+        return IR_OK;
+    }
+    if (parse_index(key, param, leaf)) /* before JAX's names: cheap, and binds every input of Python's lists */
+        return IR_OK;
+    int count = name_matches(c, key, strlen(key), &p, &q);
     if (count > 1)
         return ambiguous(c, key, p, q, count, d);
     if (count == 1) {
         *param = p;
         return IR_OK;
     }
-    if (parse_index(key, param, leaf))
-        return IR_OK;
     const char *dot = strrchr(key, '.');
     int64_t lf = -1, none;
     if (dot && parse_index(dot + 1, &lf, &none) && none < 0) {

@@ -43,14 +43,20 @@ def blocks(text):
 
 def main():
     tessel_bin = pathlib.Path(os.environ["TESSEL_BIN"]).parent
-    py_bin = pathlib.Path(sys.executable).parent
-    env = dict(os.environ)
-    env["PATH"] = "%s:%s:%s" % (tessel_bin, py_bin, env.get("PATH", ""))
-    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="tcp,self")
     found = blocks(PAGE.read_text())
     assert len(found) >= 6, "the page has %d code blocks" % len(found)
     with tempfile.TemporaryDirectory(prefix="tessel-docs.") as work:
+        # `python3` is this interpreter (the venv's) however it is started:
+        # mpirun's launcher execs it without the venv's own bin on its path
+        py_bin = pathlib.Path(work, ".bin")
+        py_bin.mkdir()
+        wrapper = py_bin / "python3"
+        wrapper.write_text('#!/bin/sh\nexec "%s" "$@"\n' % sys.executable)
+        wrapper.chmod(0o755)
+        env = dict(os.environ)
+        env["PATH"] = "%s:%s:%s" % (tessel_bin, py_bin, env.get("PATH", ""))
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="tcp,self")
         for line, lang, code in found:
             where = "%s:%d (%s block)" % (PAGE.name, line, lang or "plain")
             if lang == "python" and code.startswith("# file: "):
