@@ -10,6 +10,8 @@
  *   replay.c   replays of SPMD programs: each device's inputs and outputs
  *   mpi.c      runs under MPI on the caller's communicator; TsMpiWorld
  *   devices.c  the local devices as text or JSON
+ *   outdir.c   the output directory of a run: locked, all or nothing
+ *   grad.c     ts_add_gradients, the public face of grad/
  */
 #ifndef TESSEL_API_INTERNAL_H
 #define TESSEL_API_INTERNAL_H
@@ -104,6 +106,8 @@ TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, v
 double api_heartbeat_seconds(double s);
 /* The while loop bound of a run (--limit trips; 0: unbounded). */
 int64_t api_max_trips(const TsRunOptions *o);
+/* o->tuning in the collectives' form. */
+CollTuning api_tuning(const TsRunOptions *o);
 /* A plan whose estimated peak memory on this process (the largest
  * cluster's peak per device x `local` devices) exceeds the run's
  * memory_bytes (0: the host's available memory) is IR_EINPUT naming the

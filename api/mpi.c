@@ -148,12 +148,16 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     IrStatus st = rt_mpi_attach(mpi_comm, &t, &id);
     if (st != IR_OK) {
         if (!t) { /* MPI is not there at all: nobody waits for this rank */
-            say(o, &id, rt_mpi_env_rank());
+            say(o, &id, coll_launcher_rank());
             return api_give(st, &id, d);
         }
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
     int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
+    /* Rank 0's message shapes on every rank, before anything moves. */
+    CollTuning tune = api_tuning(o);
+    if (rt_mpi_tune(t, &tune, &id) != IR_OK)
+        abort_job(o, t, &id); /* the others may be inside the same exchange */
     /* From here no rank waits forever for a silent or diverging one. */
     st = rt_mpi_heartbeat_start(t, api_heartbeat_seconds(o->heartbeat_seconds), &id);
     const PlanProgram *prog = &p->r.prog;
@@ -211,7 +215,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {
-        if (rt_run_program_mpi(prog, &args, o->steps, api_max_trips(o), &hook, t, first, l, &result, &id) != IR_OK)
+        if (rt_run_program_mpi(prog, &args, o->steps, api_max_trips(o), &hook, &tune, t, first, l, &result, &id) !=
+            IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (rank != 0) {
@@ -220,7 +225,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         }
     } else if (st == IR_OK) {
         /* Device 0 (on rank 0) gives the run its outfeeds (local.c). */
-        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
+        RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o),
+                           .tune = &tune};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_oom(&id, NULL);
@@ -331,12 +337,23 @@ TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
 {
     API_CLEAR(out);
     API_NEED(out, d);
+    return ts_mpi_init_ex(NULL, out, d);
+}
+
+TsStatus ts_mpi_init_ex(const TsTuning *tune, TsMpiWorld **out, TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsMpiWorld *w = ts_calloc(1, sizeof *w);
     if (!w)
         return api_give(ir_oom(&id, NULL), &id, d);
-    IrStatus st = rt_mpi_init(NULL, NULL, &w->t, &id);
+    TsRunOptions ro = {0};
+    if (tune)
+        ro.tuning = *tune;
+    CollTuning ct = api_tuning(&ro);
+    IrStatus st = rt_mpi_init(NULL, NULL, tune ? &ct : NULL, &w->t, &id);
     w->world = MPI_COMM_WORLD;
     if (st != IR_OK && !w->t) {
         ts_free(w);

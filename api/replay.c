@@ -24,7 +24,7 @@ IrStatus api_bind_devices(const TsPlan *p, const TsRunOptions *o, int64_t first,
     if (o->one_device && (o->output_device < 0 || o->output_device >= ndev))
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "--output-device %lld: the program runs on devices 0 to %lld",
                       (long long)o->output_device, (long long)(ndev - 1));
-    RtCollWorld cw = {p->r.prog.num_partitions, p->r.prog.num_replicas};
+    RtCollWorld cw = {.n = p->r.prog.num_partitions, .r = p->r.prog.num_replicas};
     if (st == IR_OK)
         st = rt_coll_check_module(m, &cw, d);
     /* Every device's keys are checked, also on ranks that run none of

@@ -59,6 +59,16 @@ RtBindOptions api_bind_options(const TsRunOptions *o)
     return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed, o->process_local};
 }
 
+CollTuning api_tuning(const TsRunOptions *o)
+{
+    const TsTuning *t = &o->tuning;
+    return (CollTuning){.piece_bytes = t->piece_bytes, .chunk_bytes = t->chunk_bytes,
+                        .pipeline_bytes = t->pipeline_bytes, .copies_bytes = t->copies_bytes,
+                        .stream_bound = t->stream_bound, .fusion = t->fusion, .fusion_block = t->fusion_block,
+                        .fail_mpi_after = t->fail_mpi_after, .skip_collective_after = t->skip_collective_after,
+                        .fail_one_rank = t->fail_one_rank, .fail_rank = t->fail_rank};
+}
+
 int64_t api_max_trips(const TsRunOptions *o)
 {
     return o->limits && o->limits->trips > 0 ? o->limits->trips : 0;
@@ -193,6 +203,19 @@ void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
               rs->membind_errno ? strerror(rs->membind_errno) : "hwloc cannot bind memory here");
     ir_sb_printf(s, "tessel: stats: BLAS threads: %d; collective calls per device: %lld\n", rs->blas_threads,
           (long long)rs->coll_calls);
+    /* The streaming-store probe decides by timing (coll_kernels.c): say
+     * what it decided, or that the tuning fixed it. */
+    if (rs->stream_bound == COLL_STREAM_ON || rs->stream_bound == COLL_STREAM_OFF) {
+        ir_sb_printf(s, "tessel: stats: streaming stores into bound memory: %s (tuning)\n",
+                     rs->stream_bound == COLL_STREAM_ON ? "on" : "off");
+    } else {
+        static const char *const cls[COLL_PROBE_CLASSES] = {"16-32 MiB", "32 MiB and more"};
+        ir_sb_printf(s, "tessel: stats: streaming stores into bound memory: measured:");
+        for (int c = 0; c < COLL_PROBE_CLASSES; c++)
+            ir_sb_printf(s, "%s %s %s", c ? "," : "", cls[c],
+                         rs->stream_verdict[c] > 0 ? "on" : rs->stream_verdict[c] < 0 ? "off" : "not probed");
+        ir_sb_printf(s, "\n");
+    }
     /* The first step pays for first touches of fresh memory; later steps
      * reuse the buffers the first one freed. */
     if (rs->nsteps > 1)
@@ -301,7 +324,9 @@ static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed
     RtStepHook hook;
     if (st == IR_OK)
         st = api_plan_step_hook(p, o, &sc, &hook, d);
-    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
+    CollTuning tune = api_tuning(o);
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o),
+                       .tune = &tune};
     if (st == IR_OK)
         st = rt_run_devices(c, shards, 0, ndev, NULL, &ro, run, res, d);
     /* Replica 0's partitions hold the result. */
@@ -333,7 +358,9 @@ static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed 
     RtStepHook hook;
     if (st == IR_OK)
         st = api_plan_step_hook(p, o, &sc, &hook, d);
-    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o)};
+    CollTuning tune = api_tuning(o);
+    RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o),
+                       .tune = &tune};
     if (st == IR_OK)
         st = rt_run_devices(c, args, 0, ndev, NULL, &ro, run, res, d);
     if (st == IR_OK)
@@ -362,8 +389,9 @@ static IrStatus run_host_local(const TsPlan *p, const TsRunOptions *o, double *t
     RtStepHook hook;
     if (st == IR_OK)
         st = api_plan_step_hook(p, o, &sc, &hook, d);
+    CollTuning tune = api_tuning(o);
     if (st == IR_OK)
-        st = rt_run_program_local(&p->r.prog, &args, o->steps, api_max_trips(o), &hook, result, d);
+        st = rt_run_program_local(&p->r.prog, &args, o->steps, api_max_trips(o), &hook, &tune, result, d);
     rt_args_free(&args);
     return st;
 }

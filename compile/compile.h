@@ -4,6 +4,7 @@
  *
  *   driver.c     compile_module: the passes in order (see its comment)
  *   plan_file.c  plan files: written, and loaded back with every line checked
+ *   digest.c     SHA-256 (nettle) and the framing lines of a plan file
  *   plan_dump.c  the plan as text, JSON and DOT
  *   plan_grid.c  sharding grids: how an array is cut over the devices
  *   plan_html.c  the plan as one self-contained HTML page

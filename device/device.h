@@ -1,13 +1,15 @@
 /*
  * device.h: layer `device/`: values, the CPU backend that executes one
  * computation on one device (the reference executor and the per-device
- * executor of partitioned programs), and (later) local devices from hwloc.
+ * executor of partitioned programs), and the local devices from hwloc.
  *
  * Files of this layer:
  *   value.c       DevValue: reference-counted arrays and tuples
  *   scalar.c      element load/store in any type, f16/bf16 conversion
  *   reducer.c     the simple reducers' algebra: identity, combine, NaN
  *                 rules (kernels, in-process collectives, MPI ops)
+ *   arith.h       the reducers' arithmetic, written once (float_ops.h: the
+ *                 float ops' expressions)
  *   reducer_comp.c  any reducer computation elementwise, and whether it
  *                 provably commutes (collectives, MPI user ops)
  *   exec.c        the interpreter: instructions in topological order,
@@ -16,6 +18,11 @@
  *                 through the hooks below
  *   k_elementwise.c  unary/binary/ternary ops, compare, convert,
  *                 bitcast-convert, reduce-precision, map
+ *   vmath.c       libmvec's vector math over arrays (vmath.h)
+ *   fusion.c      elementwise chains as one blocked loop (fusion.h);
+ *                 the AVX-512 register path
+ *   fusion_rows.c row groups (fusion.h) run one row at a time
+ *   schedule.c    the order of a computation with asynchronous pairs
  *   k_data.c      constant, iota, broadcast, reshape, bitcast, transpose,
  *                 slice, dynamic-slice, dynamic-update-slice, pad,
  *                 concatenate, reverse, copy

@@ -374,6 +374,48 @@ typedef struct TsStepInfo {
     double watched;          /* its value after this step */
 } TsStepInfo;
 
+/* Tuning of a run (TsRunOptions.tuning): every knob that changes how a run
+ * moves data or fuses work, never its results. All zero: the defaults. The
+ * library reads no environment variable; the command line fills this from
+ * TESSEL_* variables once (docs/cli.md, "Environment"). Under MPI the
+ * values that shape messages between hosts (piece_bytes, chunk_bytes,
+ * pipeline_bytes) are rank 0's on every rank: ts_plan_run_mpi sends them
+ * from rank 0 before anything moves, so ranks given different values
+ * cannot disagree on a message. */
+typedef enum TsStreamBound {
+    TS_STREAM_MEASURE = 0,   /* streaming stores into NUMA-bound memory where a timed probe says
+                              * they are as fast (once a process and size class; --stats says) */
+    TS_STREAM_ON = 1,        /* always (for results of at least 16 MiB) */
+    TS_STREAM_OFF = 2,       /* never into bound memory */
+} TsStreamBound;
+typedef enum TsFusionMode {
+    TS_FUSION_DEFAULT = 0,   /* fused loops where the executor's defaults say */
+    TS_FUSION_OFF = 1,       /* every instruction on its own */
+    TS_FUSION_ALL = 2,       /* arrays of any size fused */
+} TsFusionMode;
+typedef struct TsTuning {
+    int64_t piece_bytes;     /* largest MPI message of a collective (0: 1 GiB, the most) */
+    int64_t chunk_bytes;     /* chunks of a pipelined transfer (0: 512 KiB where combined, else a
+                              * piece) */
+    int64_t pipeline_bytes;  /* buffers of at least this go pipelined point to point (0: 256 KiB;
+                              * < 0: every buffer) */
+    int64_t copies_bytes;    /* an in-host all-reduce/all-gather gives each member its own result
+                              * while the extra copies cost at most this (0: 256 MiB; < 0: none,
+                              * the members share one) */
+    int32_t stream_bound;    /* TsStreamBound */
+    int32_t fusion;          /* TsFusionMode */
+    int32_t fusion_block;    /* > 0: fuse arrays of any size in blocks of this many elements */
+    /* Failure injection, for tests (ts_mpi_init_ex reads these): the
+     * fail_mpi_after-th MPI call fails (1: MPI_Init_thread itself); the
+     * skip_collective_after-th collective is skipped (a rank that took
+     * another path). 0: none. With fail_one_rank only launcher rank
+     * fail_rank injects. */
+    int64_t fail_mpi_after;
+    int64_t skip_collective_after;
+    bool fail_one_rank;
+    int32_t fail_rank;
+} TsTuning;
+
 typedef struct TsRunOptions {
     int32_t ninputs;
     const TsInput *inputs;
@@ -421,6 +463,8 @@ typedef struct TsRunOptions {
      * TS_HEARTBEAT_MAX_SECONDS: a shorter one would name ranks that are
      * merely busy, and is TS_EINPUT). RELIABILITY.md. */
     double heartbeat_seconds;
+    /* How data moves (above); all zero: the defaults. */
+    TsTuning tuning;
     /* Under MPI (ts_plan_run_mpi): each rank binds only its own part of
      * every array input and gets its own part of every output, on every
      * rank (rank 0 no longer gathers them). A rank's part of an array is
@@ -530,12 +574,15 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
                          TsDiag *d);
 
 /* The MPI world of a program that has no MPI of its own (the command line
- * under mpirun): MPI_Init_thread, errors returned, failure injection from
- * TESSEL_FAIL_MPI_AFTER / TESSEL_FAIL_MPI_RANK (RELIABILITY.md). */
+ * under mpirun): MPI_Init_thread, errors returned. ts_mpi_init_ex first
+ * arms the failure injection of `tune` (its fail_* and
+ * skip_collective_after fields, RELIABILITY.md; NULL: none), so that
+ * fail_mpi_after = 1 fails MPI_Init_thread itself. */
 typedef struct TsMpiWorld TsMpiWorld;
 /* True when this process was started by mpirun. */
 bool ts_mpi_launched(void);
 TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d);
+TsStatus ts_mpi_init_ex(const TsTuning *tune, TsMpiWorld **out, TsDiag *d);
 /* Called by ts_mpi_finalize with this rank's error before the others
  * learn of it (as TsRunOptions.on_error). */
 void ts_mpi_on_error(TsMpiWorld *w, void (*on_error)(void *ctx, const TsDiag *d), void *ctx);

@@ -22,16 +22,19 @@
  *               op semantics beside it (hlo_op_sem.def: minimum arity,
  *               called computations, host, reducer identity, MPI operation,
  *               vector path) and hlo_attrs.def (which ops take which
- *               attribute, in print order)
+ *               attribute, in print order); the annotation custom-call
+ *               targets
  *   lex.c       the HLO text lexer
  *   parse.c     the HLO text parser: modules, computations, instructions,
  *               operands, the entry points; its parts (parse_internal.h):
  *   parse_shape.c   shapes, layouts, signatures; shapes the text omits
  *   parse_attrs.c   attribute names, which ops take which, their values
  *   parse_values.c  attribute value syntax (windows, replica groups, ...)
+ *   parse_mesh_groups.c  replica groups in XLA's mesh-axes form (mesh[...] {...})
  *   parse_inline.c  inline computations, nested operand instructions
  *   parse_async.c   the sugared OP-start forms and their wrappers
  *   parse_header.c  the module header (HloModule name, attributes)
+ *   parse_split.c   a large computation read by two threads (pthreads)
  *   literal.c   parsing and printing of constant literals
  *   sharding.c  XLA shardings: parse, print, validate, query
  *   sdy.c       Shardy's sharding text (#sdy.mesh, #sdy.sharding, ...) and
@@ -49,8 +52,11 @@
  *   infer_internal.h     what the infer*.c files share (private)
  *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
  *   topo.c      topological order of a computation
+ *   prefault.c  a thread that faults in fresh memory ahead of its writer
  *
- * Depends on libc only.
+ * Depends on libc and POSIX: pthreads (parse_split.c, prefault.c, and the
+ * once-only tables of sharding.c and verify.c), madvise (arena.c,
+ * prefault.c).
  */
 #ifndef TESSEL_IR_H
 #define TESSEL_IR_H
@@ -313,6 +319,10 @@ typedef struct IrShape {
      * static, else rank entries, true where dims[i] is the bound of a
      * dimension whose size is known only at run time. */
     bool *dynamic;
+    /* XLA's buffer shape `b(f32[2,4])` (custom-calls Pin, Unpin,
+     * CreateBuffer): the array it holds, computed as that array; kept, like
+     * the layout, for printing, and ignored by shape equality. */
+    bool buffer;
 } IrShape;
 
 /* dims[i] of an unbounded dynamic dimension (`f32[?,784]`): no bound, so the
@@ -434,6 +444,15 @@ bool ir_op_is_reducer(IrOpcode op);
 IrMpiOp ir_op_mpi(IrOpcode op);
 /* Does the fused AVX-512 register path compute `op` (f32)? */
 bool ir_op_vector(IrOpcode op);
+/* True for the custom-call targets that are annotations returning their
+ * one operand unchanged, whole (a value's sharding, placement or a
+ * barrier, for XLA's compiler only): Sharding, annotate_device_placement,
+ * MoveToHost, MoveToDevice, PinToDevice, PinToDeviceSram, Pin, Unpin,
+ * ShardBarrierFrom, ShardBarrierTo, SetBound, and Shardy's
+ * xla.sdy.FuncResultSharding and xla.sdy.PropagationBarrier. (Not
+ * SPMDFullToShardShape / SPMDShardToFullShape, which change the shape in
+ * a partitioned program.) `target` may be NULL (false). */
+bool ir_annotation_target(const char *target);
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 
@@ -662,10 +681,12 @@ typedef struct IrScatterDnums {
     int64_t index_vector_dim;
 } IrScatterDnums;
 
-/* replica_groups={{0,1},{2,3}} or the iota form [2,2]<=[4] (expanded on parse). */
+/* replica_groups={{0,1},{2,3}}, the iota form [2,2]<=[4] or the mesh-axes
+ * form mesh['a'=2,'b'=4] {'b'} (both expanded on parse). */
 typedef struct IrReplicaGroups {
     bool present;
     bool iota;             /* iota form kept for printing (iota_* below) */
+    const char *mesh;      /* mesh-axes form as XLA prints it, or NULL */
     int32_t ngroups;
     int32_t *group_size;   /* ngroups entries */
     int64_t **groups;

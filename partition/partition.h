@@ -11,8 +11,10 @@
  *   prop_*.c      the forward and backward rules of one op family side by
  *                 side (prop_internal.h); prop_custom.c also the identity
  *                 custom-calls (shd_identity_custom_call)
+ *   expand_scan.c every scan made a while loop before propagation
  *   spmd.c        the partitioner driver: one pass over each computation
- *   spmd_*.c      handlers, one file per op family, rule above each
+ *   spmd_*.c      the builders and the handlers, one file per op family,
+ *                 rule above each (listed in spmd_internal.h)
  *   reshard.c     resharding between any two shardings with collectives
  *   plan.c        the plan: split-node and concat trees, device
  *                 assignment, islands, the compile result lines
@@ -126,12 +128,13 @@ IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
  * lists them): annotate_device_placement, MoveToHost, MoveToDevice,
  * PinToDevice, PinToDeviceSram, Pin, Unpin, ShardBarrierFrom,
  * ShardBarrierTo, xla.sdy.FuncResultSharding, xla.sdy.PropagationBarrier,
- * SetBound. True when `ins` is
- * one of them with one array operand of its own shape; *passthrough then
- * says whether shardings propagate through it, as XLA's sharding
- * propagation does for the memory annotations (IsPassthroughCustomOps)
- * and never for the barriers. The SPMD partitioner moves the operand's
- * shards through them. Can't fail. */
+ * SetBound. True when `ins` is one of them with one array operand of its
+ * own shape; *passthrough then says whether shardings propagate through
+ * it, as XLA's sharding propagation does for the memory annotations
+ * (IsPassthroughCustomOps), and as Shardy does for a function's result
+ * sharding (back to the value returned: FuncResultSharding), never for
+ * the barriers. The SPMD partitioner moves the operand's shards through
+ * them. Can't fail. */
 bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough);
 /* prop_ragged.c: the dims of ragged-dot x's result that may be tiled as
  * an operand's: from_lhs[r] / from_rhs[r] is the lhs / rhs dim result dim
@@ -206,7 +209,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
 void spmd_report_free(SpmdReport *r);
 
 /* ------------------------------------------------------------------ */
-/* trees.c / plan.c: split and concat trees, devices, hosts, the plan  */
+/* plan.c: split and concat trees, devices, hosts, the plan           */
 /* ------------------------------------------------------------------ */
 
 /* A split-node tree cuts a tiled value into shards: each internal node

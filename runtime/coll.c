@@ -253,7 +253,7 @@ static void runs_of(const IrShape *s, int64_t dim, int64_t *outer, int64_t *inne
 
 /* The reducer's combination of operand k of every member, in group order
  * (one pass: every operand read once, the result written once). */
-static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
+static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, DevValue *const *const *ops,
                                const int64_t *members, int32_t size, int32_t k, DevValue **out, IrDiag *d)
 {
     if (ins->ncalled < 1)
@@ -271,7 +271,7 @@ static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *
         }
         void *dst = v->data;
         rt_coll_combine(op, v->shape.type, &dst, 1, 0, src, size, 0, dev_value_elements(v),
-                        rt_coll_stream_into(&v, 1, v->nbytes));
+                        rt_coll_stream_into(w->stream_bound, &v, 1, v->nbytes));
         ptrs_free(&l);
         *out = v;
         return IR_OK;
@@ -300,7 +300,7 @@ static IrStatus reduce_members(const IrModule *m, const IrInstr *ins, DevValue *
 /* Reduce-scatter: this member's slice (index `mine` along dim, rs's
  * extent) of the combination of every member's operand k, computed alone:
  * each operand's slice read once. */
-static IrStatus reduce_slice(const IrModule *m, const IrInstr *ins, DevValue *const *const *ops,
+static IrStatus reduce_slice(const IrModule *m, const IrInstr *ins, const RtCollWorld *w, DevValue *const *const *ops,
                              const int64_t *members, int32_t size, int32_t mine, int32_t k, int64_t dim,
                              const IrShape *rs, DevValue **out, IrDiag *d)
 {
@@ -309,7 +309,7 @@ static IrStatus reduce_slice(const IrModule *m, const IrInstr *ins, DevValue *co
     if (op == OP_COUNT || !rt_coll_can_combine(op, ps->type)) {
         /* A reducer computation: the whole combination, then the slice. */
         DevValue *sum = NULL, *v = NULL;
-        IrStatus st = reduce_members(m, ins, ops, members, size, k, &sum, d);
+        IrStatus st = reduce_members(m, ins, w, ops, members, size, k, &sum, d);
         if (st == IR_OK && !(v = dev_value_new_uninit(rs)))
             st = IR_ENOMEM;
         if (st == IR_OK) {
@@ -332,7 +332,7 @@ static IrStatus reduce_slice(const IrModule *m, const IrInstr *ins, DevValue *co
     int64_t outer, inner;
     runs_of(ps, dim, &outer, &inner);
     int64_t run = rs->dims[dim] * inner, row = ps->dims[dim] * inner;
-    bool stream = rt_coll_stream_into(&v, 1, v->nbytes);
+    bool stream = rt_coll_stream_into(w->stream_bound, &v, 1, v->nbytes);
     void *dst = v->data;
     for (int64_t o = 0; run > 0 && o < outer; o++)
         rt_coll_combine(op, ps->type, &dst, 1, o * run, src, size, o * row + mine * run, run, stream);
@@ -468,7 +468,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
     case OP_COLLECTIVE_REDUCE:
         if (!dims_equal(ps, rs))
             return shape_fail(m, ins, d, ps, rs, size);
-        return reduce_members(m, ins, ops, members, size, k, out, d);
+        return reduce_members(m, ins, w, ops, members, size, k, out, d);
     case OP_COLLECTIVE_BROADCAST:
         if (!dims_equal(ps, rs))
             return shape_fail(m, ins, d, ps, rs, size);
@@ -484,7 +484,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
         if (!v)
             return IR_ENOMEM;
         for (int32_t j = 0; j < size; j++)
-            gather_block(ops[members[j]][k], j, size, dim, &v, 1, rt_coll_stream_into(&v, 1, v->nbytes));
+            gather_block(ops[members[j]][k], j, size, dim, &v, 1, rt_coll_stream_into(w->stream_bound, &v, 1, v->nbytes));
         *out = v;
         return IR_OK;
     }
@@ -494,7 +494,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
             return st;
         if (!scaled(rs, ps, dim, size))
             return shape_fail(m, ins, d, ps, rs, size);
-        return reduce_slice(m, ins, ops, members, size, mine, k, dim, rs, out, d);
+        return reduce_slice(m, ins, w, ops, members, size, mine, k, dim, rs, out, d);
     }
     case OP_ALL_TO_ALL: {
         /* Chunk j of every member's operand along dim goes to member j;
@@ -511,7 +511,7 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const RtCollWorl
         runs_of(ps, dim, &outer, &inner);
         size_t es = ir_type_size(ps->type);
         int64_t run = ps->dims[dim] / size * inner, row = ps->dims[dim] * inner;
-        bool stream = rt_coll_stream_into(&v, 1, v->nbytes);
+        bool stream = rt_coll_stream_into(w->stream_bound, &v, 1, v->nbytes);
         void *dst = v->data;
         for (int32_t j = 0; run > 0 && j < size; j++) {
             const uint8_t *src = ops[members[j]][k]->data;

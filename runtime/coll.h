@@ -17,6 +17,7 @@
 /* The devices of one run: N partitions x R replicas. */
 typedef struct RtCollWorld {
     int64_t n, r;
+    int32_t stream_bound;      /* CollTuning.stream_bound: how results take streaming stores */
 } RtCollWorld;
 
 /* The members (global device ids, in group order) of device `me`'s group
@@ -88,9 +89,13 @@ bool rt_coll_stream(int64_t bytes);
  * stores into such memory are at least as fast as ordinary ones on this
  * machine at this size (measured once a process and size class,
  * coll_kernels.c: on one VM of BENCHMARKS.md they ran 10 times slower,
- * on another 2.5 times faster; TESSEL_COLL_STREAM_BOUND=0 or 1 decides
- * instead). */
-bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes);
+ * on another 2.5 times faster), unless `mode` (CollTuning.stream_bound:
+ * COLL_STREAM_ON or _OFF) decides instead. */
+bool rt_coll_stream_into(int mode, DevValue *const *out, int32_t nout, int64_t bytes);
+/* What the probe decided so far for each size class (16-32 MiB, 32 MiB
+ * and more): 1 streams, -1 does not, 0 not measured. */
+#define RT_COLL_PROBE_CLASSES COLL_PROBE_CLASSES
+void rt_coll_stream_verdicts(int8_t verdict[RT_COLL_PROBE_CLASSES]);
 /* rt_coll_combine supports reducer op on type t (dev_red_combine_array's
  * types and ops). */
 bool rt_coll_can_combine(IrOpcode op, IrType t);

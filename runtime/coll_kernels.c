@@ -364,8 +364,9 @@ bool rt_coll_stream(int64_t bytes)
  * two buffers of it touched and 6 copies, some 30 ms on that VM, once a
  * process), so a probe never holds more than twice that. Both ways store
  * the same bytes: the choice changes the speed, never a result.
- * TESSEL_COLL_STREAM_BOUND=1 (or 0) sets the verdict instead (tests). */
-enum { PROBE_CLASSES = 2, PROBE_ROUNDS = 3 };
+ * The tuning's stream_bound (COLL_STREAM_ON, _OFF) sets the verdict
+ * instead; --stats says what the probe decided (rt_coll_stream_verdicts). */
+enum { PROBE_CLASSES = RT_COLL_PROBE_CLASSES, PROBE_ROUNDS = 3 };
 
 /* The size class of a collective writing `bytes` (at least
  * RT_COLL_STREAM_BYTES). */
@@ -413,30 +414,36 @@ static int probe_bound(DevAllocator *a, size_t bytes)
     return verdict;
 }
 
-static bool bound_streams(DevAllocator *a, int64_t bytes)
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static int probe_verdict[PROBE_CLASSES]; /* 0: not measured yet; 1 streams; -1 does not */
+
+static bool bound_streams(int mode, DevAllocator *a, int64_t bytes)
 {
-    /* Read at each call (cheap beside a 16 MiB collective), so that a
-     * test can change it between runs. */
-    const char *e = getenv("TESSEL_COLL_STREAM_BOUND");
-    if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
-        return e[0] == '1';
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    static int verdict[PROBE_CLASSES]; /* 0: not measured yet */
+    if (mode == COLL_STREAM_ON || mode == COLL_STREAM_OFF)
+        return mode == COLL_STREAM_ON;
     int c = probe_class(bytes);
-    pthread_mutex_lock(&mu);
-    if (!verdict[c])
-        verdict[c] = probe_bound(a, (size_t)(RT_COLL_STREAM_BYTES << c));
-    bool yes = verdict[c] > 0;
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&probe_mu);
+    if (!probe_verdict[c])
+        probe_verdict[c] = probe_bound(a, (size_t)(RT_COLL_STREAM_BYTES << c));
+    bool yes = probe_verdict[c] > 0;
+    pthread_mutex_unlock(&probe_mu);
     return yes;
 }
 
-bool rt_coll_stream_into(DevValue *const *out, int32_t nout, int64_t bytes)
+bool rt_coll_stream_into(int mode, DevValue *const *out, int32_t nout, int64_t bytes)
 {
     if (!rt_coll_stream(bytes))
         return false;
     for (int32_t k = 0; k < nout; k++)
         if (out[k]->alloc)
-            return bound_streams(out[k]->alloc, bytes);
+            return bound_streams(mode, out[k]->alloc, bytes);
     return true;
+}
+
+void rt_coll_stream_verdicts(int8_t verdict[RT_COLL_PROBE_CLASSES])
+{
+    pthread_mutex_lock(&probe_mu);
+    for (int c = 0; c < PROBE_CLASSES; c++)
+        verdict[c] = (int8_t)probe_verdict[c];
+    pthread_mutex_unlock(&probe_mu);
 }

@@ -194,6 +194,7 @@ typedef struct HostRun {
     RtTransport *t;
     int64_t first, nlocal;
     int64_t max_trips;       /* while loop bound of every cluster run (0: none) */
+    const CollTuning *tune;  /* the run's (NULL: defaults) */
 } HostRun;
 
 /* Every rank's root shards to every rank (the host program continues on
@@ -287,7 +288,7 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
     long k = num ? strtol(num[0] == '"' ? num + 1 : num, &end, 10) : -1;
     if (k < 0 || k >= p->ncluster)
         return ir_error(d, IR_EINTERNAL, m->file, m->src, ins->pos, "%s: no cluster %s", ins->name, num ? num : "?");
-    RtRunOptions o = {.max_trips = h->max_trips};
+    RtRunOptions o = {.max_trips = h->max_trips, .tune = h->tune};
     if (!h->t) {
         RtArgs args = {.nargs = nopnd, .args = operands};
         return rt_run_local_ex(&p->cluster[k], &args, &o, NULL, out, d);
@@ -349,13 +350,13 @@ static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t
 }
 
 IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
-                              const RtStepHook *hook, DevValue **out, IrDiag *d)
+                              const RtStepHook *hook, const CollTuning *tune, DevValue **out, IrDiag *d)
 {
     if (!p->host) { /* no host work: the program is cluster 0 */
-        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook};
+        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook, .tune = tune};
         return rt_run_local_ex(&p->cluster[0], args, &o, NULL, out, d);
     }
-    HostRun h = {.p = p, .max_trips = max_trips};
+    HostRun h = {.p = p, .max_trips = max_trips, .tune = tune};
     RtHostCtx hc = {.silent = false, .saves = args->saves};
     DevCustomCalls host = rt_host_calls(&hc);
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
@@ -364,12 +365,12 @@ IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t 
 }
 
 IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
-                            const RtStepHook *hook,
+                            const RtStepHook *hook, const CollTuning *tune,
                             RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d)
 {
-    HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal, .max_trips = max_trips};
+    HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal, .max_trips = max_trips, .tune = tune};
     if (!p->host) {
-        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook};
+        RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook, .tune = tune};
         return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, &o, out, d);
     }
     RtHostCtx hc = {.silent = rt_mpi_rank(t) != 0, .saves = args->saves};

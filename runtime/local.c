@@ -55,6 +55,7 @@ typedef struct World {
     int64_t ndev, n, r;        /* all devices; partitions; replicas */
     int64_t first, nlocal;     /* this host's devices: [first, first + nlocal) */
     RtTransport *t;            /* NULL: this process runs every device */
+    CollTuning tune;           /* the run's (RtRunOptions.tune) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int64_t arrived, generation;
@@ -207,7 +208,7 @@ static IrStatus host_colors(World *w, const IrModule *m, const IrInstr *ins, int
                             bool *ordered, IrDiag *d)
 {
     int64_t hosts = w->ndev / w->nlocal;
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int32_t *parent = ts_malloc((size_t)hosts * sizeof *parent);
     /* A permute's pair is two entries, also on one device. */
     int64_t *members = ts_malloc((size_t)(w->ndev > 2 ? w->ndev : 2) * sizeof *members);
@@ -428,7 +429,7 @@ static IrStatus reduce_one_across(World *w, const IrModule *m, const IrInstr *in
                                   int64_t first, int64_t *members, IrDiag *d)
 {
     const DevValue *mine = w->ops[w->first][0];
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int32_t idx = 0, size = 0, nsrc = 0;
     IrStatus st = rt_coll_group(m, ins, &cw, first, members, &size, &idx, d);
     const void **src = st == IR_OK ? ts_malloc((size_t)size * sizeof *src) : NULL;
@@ -462,7 +463,7 @@ static IrStatus reduce_one_across(World *w, const IrModule *m, const IrInstr *in
 static IrStatus cross_groups(World *w, const IrModule *m, const IrInstr *ins, const int32_t *color, int64_t *members,
                              int64_t *cross, int64_t *ncross, IrDiag *d)
 {
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     IrStatus st = IR_OK;
     int32_t my = color[host_of(w, w->first)];
     *ncross = 0;
@@ -489,7 +490,7 @@ static IrStatus reduce_across(World *w, const IrModule *m, const IrInstr *ins, I
     int64_t count = dev_value_elements(mine);
     size_t b = (size_t)mine->nbytes;
     IrType t = mine->shape.type;
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t ncross = 0;
@@ -586,7 +587,7 @@ static IrStatus direct_across(World *w, const IrModule *m, const IrInstr *ins, c
     IrOpcode op = ins->op == OP_REDUCE_SCATTER && ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
     if (ins->op == OP_REDUCE_SCATTER && (op == OP_COUNT || !rt_coll_can_combine(op, ps->type)))
         return IR_OK;
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
     int32_t size = 0, mine = 0;
     IrStatus st = members ? rt_coll_group(m, ins, &cw, w->first, members, &size, &mine, d) : oom(d);
@@ -610,13 +611,13 @@ static IrStatus direct_across(World *w, const IrModule *m, const IrInstr *ins, c
     st = v ? IR_OK : oom(d);
     if (st == IR_OK && ins->op == OP_ALL_GATHER) {
         st = rt_transport_allgather_into(w->t, hg->color, xfer_kind(ins), x->data, (size_t)x->nbytes, v->data,
-                                         rt_coll_stream_into(&v, 1, v->nbytes), d);
+                                         rt_coll_stream_into(w->tune.stream_bound, &v, 1, v->nbytes), d);
     } else if (st == IR_OK && ins->op == OP_REDUCE_SCATTER) {
         st = rt_transport_reduce_scatter_into(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
                                               dev_value_elements(x), ps->type, op, d);
     } else if (st == IR_OK) {
         st = rt_transport_alltoall_in(w->t, hg->color, xfer_kind(ins), x->nbytes, x->data, v->data,
-                                      (size_t)x->nbytes, rt_coll_stream_into(&v, 1, v->nbytes), d);
+                                      (size_t)x->nbytes, rt_coll_stream_into(w->tune.stream_bound, &v, 1, v->nbytes), d);
     }
     if (st == IR_OK) {
         w->reduced[w->first] = v;
@@ -647,7 +648,7 @@ static int64_t even_dim(const IrInstr *ins, const DevValue *v, int32_t size)
 static IrStatus uniform_size(World *w, const IrModule *m, const IrInstr *ins, int64_t *members, int32_t *size,
                              IrDiag *d)
 {
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     IrStatus st = IR_OK;
     *size = -1;
     for (int64_t g = 0; st == IR_OK && g < w->ndev; g++) {
@@ -687,7 +688,7 @@ static IrStatus scatter_across(World *w, const IrModule *m, const IrInstr *ins, 
     IrType t = mine->shape.type;
     size_t es = ir_type_size(t);
     int64_t count = dev_value_elements(mine), hosts = w->ndev / w->nlocal, me = host_of(w, w->first);
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t *counts = ts_calloc((size_t)hosts, sizeof(int64_t));
@@ -788,7 +789,7 @@ static IrStatus alltoall_across(World *w, const IrModule *m, const IrInstr *ins,
     const DevValue *mine = w->ops[w->first][0];
     size_t es = ir_type_size(mine->shape.type);
     int64_t count = dev_value_elements(mine), hosts = w->ndev / w->nlocal, me = host_of(w, w->first);
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     int64_t *cross = ts_malloc((size_t)w->ndev * sizeof(int64_t));
     RtXfer *sends = ts_calloc((size_t)hosts, sizeof *sends), *recvs = ts_calloc((size_t)hosts, sizeof *recvs);
@@ -916,7 +917,7 @@ static IrStatus alltoall_across(World *w, const IrModule *m, const IrInstr *ins,
  * travel and each device combines in group order (exchange_in). */
 static IrStatus hosts_in_group_order(World *w, const IrModule *m, const IrInstr *ins, bool *ok, IrDiag *d)
 {
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
     IrStatus st = members ? IR_OK : oom(d);
     *ok = true;
@@ -1082,30 +1083,18 @@ static int64_t local_representative(const World *w, const IrModule *m, const IrI
  * over the group's threads and no operand is copied twice. Each member
  * gets a buffer of its own (allocated and later freed by its own thread,
  * so steps reuse warm buffers from the thread's cache, on its own NUMA
- * node) while the copies beyond the first cost at most OWN_COPIES_MAX
- * bytes; above that the members share one result, the first local
+ * node) while the copies beyond the first cost at most coll_copies_bytes
+ * (256 MiB unless tuned); above that the members share one result, the first local
  * member's. One barrier: the results are allocated before it, written
  * after it; collective_body's closing barrier orders the writes before
  * any use. */
-#define OWN_COPIES_MAX ((int64_t)256 << 20)
-
-/* OWN_COPIES_MAX, or TESSEL_COLL_COPIES_BYTES (tests: 0 makes every group
- * share its result). Read at each collective (cheap beside it), so a
- * test can change it between runs. */
-static int64_t own_copies_max(void)
-{
-    const char *e = getenv("TESSEL_COLL_COPIES_BYTES");
-    char *end = NULL;
-    long long x = e && *e ? strtoll(e, &end, 10) : -1;
-    return e && *e && !*end && x >= 0 ? (int64_t)x : OWN_COPIES_MAX;
-}
 
 static IrStatus split_result(Device *dev, const IrModule *m, const IrInstr *ins, const int64_t *members,
                              int32_t size, int32_t mine, int64_t rep, IrOpcode op, DevValue **out, IrDiag *d)
 {
     World *w = dev->w;
     int64_t bytes = ir_shape_bytes(&ins->shape);
-    bool own = (int64_t)(size - 1) * bytes <= own_copies_max();
+    bool own = (int64_t)(size - 1) * bytes <= coll_copies_bytes(&w->tune);
     int32_t nout = own ? size : 1;
     /* Everything that can fail before the barrier: after it the others
      * write into this member's result. */
@@ -1121,7 +1110,7 @@ static IrStatus split_result(Device *dev, const IrModule *m, const IrInstr *ins,
         ready = (outs[q] = w->shared[(own ? members[q] : rep) - w->first]) != NULL;
     if (ready)
         rt_coll_split_part(ins, (DevValue *const *const *)w->ops, members, size, op, mine, outs, nout, scratch,
-                           rt_coll_stream_into(outs, nout, bytes * nout));
+                           rt_coll_stream_into(w->tune.stream_bound, outs, nout, bytes * nout));
     if (outs != outs_stack)
         ts_free(outs);
     if (scratch != scratch_stack)
@@ -1244,7 +1233,7 @@ static IrStatus collective_body(Device *dev, const IrModule *m, const IrInstr *i
             return d->status;
         }
     }
-    RtCollWorld cw = {w->n, w->r};
+    RtCollWorld cw = {w->n, w->r, w->tune.stream_bound};
     IrStatus st = group_result(dev, m, ins, &cw, nopnd, out, d);
     /* Everyone must finish reading before operands may be released. */
     bool ok = barrier(w);
@@ -1533,21 +1522,20 @@ static IrStatus run_p2p(void *ctx, const IrModule *m, const IrInstr *ins, int32_
     }
 }
 
-/* TESSEL_FUSION=off runs every instruction on its own (no fused loops);
- * TESSEL_FUSION=all fuses arrays of any size; TESSEL_FUSION_BLOCK=N fuses
- * arrays of any size in blocks of N elements through the range kernels
- * (tests use small uneven blocks and `all` so that small models exercise
- * both fused paths). Unset: fusion with the executor's defaults. */
-static void fusion_from_env(DevExecOptions *opt)
+/* The tuning's fusion: COLL_FUSION_OFF runs every instruction on its own
+ * (no fused loops), COLL_FUSION_ALL fuses arrays of any size, and
+ * fusion_block N fuses arrays of any size in blocks of N elements through
+ * the range kernels (tests use small uneven blocks and `all` so that
+ * small models exercise both fused paths). Zero: the executor's
+ * defaults. */
+static void fusion_from_tuning(const CollTuning *t, DevExecOptions *opt)
 {
-    const char *mode = getenv("TESSEL_FUSION"), *block = getenv("TESSEL_FUSION_BLOCK");
-    if (mode && strcmp(mode, "off") == 0)
+    if (t->fusion == COLL_FUSION_OFF)
         opt->no_fusion = true;
-    if (mode && strcmp(mode, "all") == 0)
+    if (t->fusion == COLL_FUSION_ALL)
         opt->fuse_small = true;
-    long b = block ? strtol(block, NULL, 10) : 0;
-    if (b > 0 && b <= (1 << 20))
-        opt->fusion_block = (int32_t)b;
+    if (t->fusion_block > 0 && t->fusion_block <= (1 << 20))
+        opt->fusion_block = t->fusion_block;
 }
 
 /* Every step runs the SPMD program on the device's shards; between steps
@@ -1567,7 +1555,7 @@ static void device_main(Device *dev)
         .host = dev->host,
         .max_while_iterations = dev->max_trips,
     };
-    fusion_from_env(&opt);
+    fusion_from_tuning(&dev->w->tune, &opt);
     const IrModule *m = dev->c->spmd;
     int64_t steps = dev->steps > 1 ? dev->steps : 1;
     dev->status = IR_OK;
@@ -1752,6 +1740,8 @@ static void step_stats(const Device *devs, int64_t nlocal, RtRunStats *stats)
                 slow[s] = devs[k].step_seconds[s];
     }
     stats->nsteps = n;
+    stats->stream_bound = devs[0].w->tune.stream_bound;
+    rt_coll_stream_verdicts(stats->stream_verdict);
     stats->first_step_seconds = n > 0 ? slow[0] : 0;
     if (n > 1) {
         qsort(slow + 1, (size_t)(n - 1), sizeof *slow, cmp_double);
@@ -1778,6 +1768,8 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
 {
     World w = {.n = c->num_partitions, .r = c->num_replicas, .first = first, .nlocal = nlocal, .t = t,
                .first_failed = -1};
+    if (o && o->tune)
+        w.tune = *o->tune;
     w.ndev = w.n * w.r;
     int64_t steps = o && o->steps > 1 ? o->steps : 1;
     if (stats)

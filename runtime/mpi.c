@@ -106,6 +106,8 @@ struct RtTransport {
     MPI_Op fmax, fmin;       /* NaN-propagating max/min for f32/f64 */
     MPI_Op any[2];           /* any reducer (any_op): [not commutative | commutative], made on first use */
     uint8_t *slots;          /* the pipeline's receive slots, kept warm for the run (ir_big_alloc) */
+    /* Message shapes from the run's tuning, rank 0's (rt_mpi_tune). */
+    size_t piece, pipe_min, chunk_combine, chunk_plain;
     size_t nslots;           /* their bytes */
 };
 
@@ -121,7 +123,7 @@ static IrStatus mpi_fail(IrDiag *d, int rc, const char *call, int rank)
     const char *inj = rt_mpi_injected_call();
     bool injected = inj && strcmp(inj, call) == 0;
     return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: %s failed: %s%s", rank, call, msg,
-                    injected ? " (injected: TESSEL_FAIL_MPI_AFTER)" : "");
+                    injected ? " (injected: fail_mpi_after)" : "");
 }
 
 /* Run an MPI call (a tmpi_* wrapper) named NAME; return its failure. */
@@ -146,7 +148,16 @@ static void fail_collective(RtTransport *t, int rc, const char *call, const char
 
 bool rt_mpi_launched(void)
 {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+    return coll_launched();
+}
+
+/* The message shapes of tuning `c` (NULL: the defaults). */
+static void set_shapes(RtTransport *t, const CollTuning *c)
+{
+    t->piece = coll_piece_bytes(c);
+    t->pipe_min = coll_pipeline_bytes(c);
+    t->chunk_combine = coll_chunk_bytes(c, true);
+    t->chunk_plain = coll_chunk_bytes(c, false);
 }
 
 /* ---- user-defined reductions ---- */
@@ -189,6 +200,7 @@ static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out
     t->abort_comm = comm;
     t->rank = rank;
     t->owns_mpi = owns_mpi;
+    set_shapes(t, NULL);
     *out = t;
     int provided = 0;
     MPI_TRY(d, t, "MPI_Query_thread", tmpi_query_thread(&provided));
@@ -212,21 +224,18 @@ static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out
     return IR_OK;
 }
 
-IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d)
+IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTransport **out, IrDiag *d)
 {
     *out = NULL;
-    const char *bad = NULL;
-    if (!rt_mpi_fail_from_env(&bad))
-        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "%s=%s: expected a non-negative integer", bad,
-                        getenv(bad));
     /* Until MPI_Comm_rank answers, messages use the launcher's rank. */
-    int env_rank = rt_mpi_env_rank(), provided = 0;
+    int env_rank = coll_launcher_rank(), provided = 0;
+    rt_mpi_inject(tune, env_rank);
     int rc = tmpi_init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) {
         /* MPI_Error_string is not allowed before MPI_Init (Open MPI aborts). */
         const char *inj = rt_mpi_injected_call();
         return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: MPI_Init_thread failed: MPI error %d%s",
-                        env_rank, rc, inj && strcmp(inj, "MPI_Init_thread") == 0 ? " (injected: TESSEL_FAIL_MPI_AFTER)" : "");
+                        env_rank, rc, inj && strcmp(inj, "MPI_Init_thread") == 0 ? " (injected: fail_mpi_after)" : "");
     }
     /* MPI_COMM_WORLD's errors return from here on: attach's own calls
      * (the dup included) must report, not abort. */
@@ -253,7 +262,7 @@ IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d)
     if (!inited)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                         "MPI is not initialised: call MPI_Init_thread before running on a communicator");
-    return attach(*(const MPI_Comm *)comm, rt_mpi_env_rank(), false, out, d);
+    return attach(*(const MPI_Comm *)comm, coll_launcher_rank(), false, out, d);
 }
 
 int rt_mpi_rank(const RtTransport *t)
@@ -753,6 +762,30 @@ static int finish(RtTransport *t, MPI_Request *req)
             (rc) = finish((t), &req_);                                        \
     } while (0)
 
+/* ---- the run's tuning, rank 0's ---- */
+
+IrStatus rt_mpi_tune(RtTransport *t, const CollTuning *tune, IrDiag *d)
+{
+    int64_t mine[3] = {tune ? tune->piece_bytes : 0, tune ? tune->chunk_bytes : 0, tune ? tune->pipeline_bytes : 0};
+    int64_t *all = ts_malloc((size_t)t->size * sizeof mine);
+    if (!all)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    /* Not a collective of the program: neither checked in nor skipped. */
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = tmpi_iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, t->comm, &req);
+    if (rc == MPI_SUCCESS)
+        rc = finish(t, &req);
+    CollTuning c = tune ? *tune : (CollTuning){0};
+    c.piece_bytes = all[0];
+    c.chunk_bytes = all[1];
+    c.pipeline_bytes = all[2];
+    ts_free(all);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(d, rc, "MPI_Allgather", t->rank);
+    set_shapes(t, &c);
+    return IR_OK;
+}
+
 /* ---- the transport ---- */
 
 /* ---- transfers of any size ----
@@ -764,21 +797,8 @@ static int finish(RtTransport *t, MPI_Request *req)
  * piece resized to an extent of `bytes`, so MPI places the pieces where
  * they belong with no staging buffer and no copy. */
 
-#define MPI_PIECE (mpi_piece_bytes())
-
-/* 1 GiB; TESSEL_MPI_PIECE_BYTES (tests) makes pieces small enough for the
- * many-piece path to run on small arrays. */
-static size_t mpi_piece_bytes(void)
-{
-    static size_t piece;
-    if (!piece) {
-        const char *e = getenv("TESSEL_MPI_PIECE_BYTES");
-        char *end = NULL;
-        unsigned long long v = e ? strtoull(e, &end, 10) : 0;
-        piece = e && *e && !*end && v > 0 && v <= ((size_t)1 << 30) ? (size_t)v : (size_t)1 << 30;
-    }
-    return piece;
-}
+/* The piece (coll_piece_bytes of the run's tuning, rank 0's: rt_mpi_tune). */
+#define MPI_PIECE (t->piece)
 
 /* A piece of n bytes whose rank blocks are `stride` bytes apart. */
 static IrStatus strided_piece(RtTransport *t, size_t n, size_t stride, MPI_Datatype *out, IrDiag *d)
@@ -1103,41 +1123,16 @@ IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferK
 
 enum { TAG_RS = 4, TAG_AG = 5, PL_DEPTH = 4 };
 
-/* A size from the environment (tests, tuning), else dflt. */
-static size_t env_size(const char *name, size_t dflt)
-{
-    const char *e = getenv(name);
-    char *end = NULL;
-    unsigned long long v = e && *e ? strtoull(e, &end, 10) : 0;
-    return e && *e && !*end ? (size_t)v : dflt;
-}
-
 /* Buffers of at least this many bytes take the pipelined path (smaller
- * ones: MPI's own latency-optimised algorithms); at most MPI_PIECE, so
- * the tests' tiny pieces (TESSEL_MPI_PIECE_BYTES) run it on small arrays.
- * TESSEL_MPI_PIPELINE_BYTES sets it. */
-static size_t pipe_min(void)
-{
-    static size_t v;
-    if (!v)
-        v = env_size("TESSEL_MPI_PIPELINE_BYTES", (size_t)256 << 10) + 1;
-    return v - 1 < MPI_PIECE ? v - 1 : MPI_PIECE;
-}
-
-/* The chunk: TESSEL_MPI_CHUNK_BYTES (default 512 KiB, half a core's L2:
- * a chunk just received is still in cache when it is combined), at most
- * MPI_PIECE (int counts). Where nothing is combined (all-gather,
- * all-to-all: `combine` false) there is nothing to overlap: one message
- * a block (MPI_PIECE), unless TESSEL_MPI_CHUNK_BYTES says otherwise. */
-static size_t pipe_chunk(bool combine)
-{
-    static size_t v;
-    if (!v)
-        v = env_size("TESSEL_MPI_CHUNK_BYTES", 0) + 1;
-    size_t c = v > 1 ? v - 1 : combine ? (size_t)512 << 10 : MPI_PIECE;
-    c = c < MPI_PIECE ? c : MPI_PIECE;
-    return c ? c : 1;
-}
+ * ones: MPI's own latency-optimised algorithms): coll_pipeline_bytes of
+ * the run's tuning, at most a piece so that the tests' tiny pieces run it
+ * on small arrays. The chunk: coll_chunk_bytes (512 KiB where chunks are
+ * combined, half a core's L2: a chunk just received is still in cache
+ * when it is combined; where nothing is combined, all-gather and
+ * all-to-all, there is nothing to overlap: one message a piece). Both
+ * rank 0's on every rank (rt_mpi_tune). */
+#define pipe_min() (t->pipe_min)
+#define pipe_chunk(combine) ((combine) ? t->chunk_combine : t->chunk_plain)
 
 typedef enum PlMode { PL_ALLREDUCE, PL_REDUCE_SCATTER, PL_ALLGATHER, PL_ALLTOALL } PlMode;
 

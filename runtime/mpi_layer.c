@@ -60,54 +60,17 @@ static bool inject(const char *call)
             return MPI_ERR_OTHER;                                             \
     } while (0)
 
-/* A non-negative decimal integer, or -1 (empty, sign, junk, overflow). */
-static long parse_count(const char *s)
+void rt_mpi_inject(const CollTuning *tune, int launcher_rank)
 {
-    if (!s || *s < '0' || *s > '9')
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    return errno || *end ? -1 : v;
-}
-
-int rt_mpi_env_rank(void)
-{
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (int k = 0; k < 3; k++) {
-        long r = parse_count(getenv(vars[k]));
-        if (r >= 0 && r <= 0x7fffffff)
-            return (int)r;
-    }
-    return -1;
-}
-
-bool rt_mpi_fail_from_env(const char **bad)
-{
-    *bad = NULL;
-    if (atomic_exchange(&env_read, true))
-        return true;
-    const char *after = getenv("TESSEL_FAIL_MPI_AFTER"), *rank = getenv("TESSEL_FAIL_MPI_RANK");
-    long n = parse_count(after), r = parse_count(rank);
-    if (after && n < 0)
-        *bad = "TESSEL_FAIL_MPI_AFTER";
-    else if (rank && r < 0)
-        *bad = "TESSEL_FAIL_MPI_RANK";
-    if (*bad)
-        return false;
+    if (!tune || atomic_exchange(&env_read, true))
+        return;
     /* A rank filter this process cannot match (no launcher rank) injects
      * nothing: better no failure than one on the wrong rank. */
-    const char *skip = getenv("TESSEL_SKIP_COLLECTIVE_AFTER");
-    long k = parse_count(skip);
-    if (skip && k < 0) {
-        *bad = "TESSEL_SKIP_COLLECTIVE_AFTER";
-        return false;
-    }
-    if (after && (!rank || r == rt_mpi_env_rank()))
-        rt_mpi_fail_after(n);
-    if (skip && (!rank || r == rt_mpi_env_rank()))
-        rt_mpi_skip_collective_after(k);
-    return true;
+    bool here = !tune->fail_one_rank || tune->fail_rank == launcher_rank;
+    if (here && tune->fail_mpi_after > 0)
+        rt_mpi_fail_after((long)tune->fail_mpi_after);
+    if (here && tune->skip_collective_after > 0)
+        rt_mpi_skip_collective_after((long)tune->skip_collective_after);
 }
 
 /* ---- collectives skipped on purpose (a deadlock, injected) ---- */

@@ -21,24 +21,23 @@
  *                          the calls after the failing one (the error
  *                          path's MPI_Error_string and MPI_Abort included)
  *                          go to MPI.
- *   TESSEL_FAIL_MPI_AFTER=N
- *                          the same from the environment, read once by
- *                          rt_mpi_fail_from_env() at the start of
- *                          rt_mpi_init, so N = 1 fails MPI_Init_thread
- *                          itself. For e2e tests under mpirun.
- *   TESSEL_FAIL_MPI_RANK=R only the process whose launcher rank
- *                          (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK)
- *                          is R injects; unset: every rank does.
- *   TESSEL_SKIP_COLLECTIVE_AFTER=N
- *                          the N-th collective tessel makes (data moved
- *                          between hosts, agreements, gathers: mpi.c's
- *                          count, 1 the first) is skipped on this rank
- *                          (TESSEL_FAIL_MPI_RANK selects it as above): it
- *                          returns as if done without entering MPI or
- *                          checking in, a rank whose control flow took
- *                          another path. Its peers must see the ranks
- *                          diverge and end the job (mpi.c's check-ins),
- *                          never wait forever.
+ *   CollTuning.fail_mpi_after = N (TsTuning; the command line's
+ *                          TESSEL_FAIL_MPI_AFTER): the same, armed once by
+ *                          rt_mpi_inject at the start of rt_mpi_init, so
+ *                          N = 1 fails MPI_Init_thread itself. For e2e
+ *                          tests under mpirun.
+ *   .fail_one_rank, .fail_rank = R (TESSEL_FAIL_MPI_RANK): only the
+ *                          process whose launcher rank (coll_launcher_rank)
+ *                          is R injects; else every rank does.
+ *   .skip_collective_after = N (TESSEL_SKIP_COLLECTIVE_AFTER): the N-th
+ *                          collective tessel makes (data moved between
+ *                          hosts, agreements, gathers: mpi.c's count, 1 the
+ *                          first) is skipped on this rank (fail_rank
+ *                          selects it as above): it returns as if done
+ *                          without entering MPI or checking in, a rank
+ *                          whose control flow took another path. Its peers
+ *                          must see the ranks diverge and end the job
+ *                          (mpi.c's check-ins), never wait forever.
  * The injected call's name is kept (rt_mpi_injected_call) so messages can
  * say the failure was injected, and every call is counted
  * (rt_mpi_call_count) so a test can learn how many calls a clean run
@@ -46,6 +45,8 @@
  */
 #ifndef TESSEL_MPI_LAYER_H
 #define TESSEL_MPI_LAYER_H
+
+#include "../coll/coll.h"
 
 #include <mpi.h>
 #include <stdbool.h>
@@ -63,20 +64,14 @@ long rt_mpi_fail_pending(void);
 /* The name of the MPI function whose call was failed by injection
  * ("MPI_Allreduce"), or NULL when none was. Static text. */
 const char *rt_mpi_injected_call(void);
-/* Apply TESSEL_FAIL_MPI_AFTER / TESSEL_FAIL_MPI_RANK (above) once per
- * process; later calls do nothing. Returns false, with *bad naming the
- * variable, when a set variable is not a non-negative decimal integer
- * (then nothing is injected). */
-bool rt_mpi_fail_from_env(const char **bad);
+/* Arm the failure injection of `tune` (its fail_mpi_after,
+ * skip_collective_after, and with fail_one_rank only where fail_rank is
+ * `launcher_rank`) once per process; later calls and NULL do nothing. */
+void rt_mpi_inject(const CollTuning *tune, int launcher_rank);
 /* The n-th collective from now is skipped (n <= 0: none); whether this
  * collective is the one (counts it down). */
 void rt_mpi_skip_collective_after(long n);
 bool rt_mpi_skip_collective(void);
-/* This process's rank as its launcher says (OMPI_COMM_WORLD_RANK,
- * PMIX_RANK, PMI_RANK), -1 when none is set: for messages before
- * MPI_Comm_rank has answered. */
-int rt_mpi_env_rank(void);
-
 /* ---- the wrappers: same arguments and results as MPI_* ---- */
 
 int tmpi_init_thread(int *argc, char ***argv, int required, int *provided);

@@ -21,7 +21,7 @@
  * (0: unbounded; --limit trips): one more trip is IR_ERUNTIME at the loop.
  * args are not changed. */
 IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
-                              const RtStepHook *hook,
+                              const RtStepHook *hook, const CollTuning *tune,
                               DevValue **out, IrDiag *d);
 /* Under mpirun: every rank runs the host program (it is deterministic, so
  * every rank computes the same host values and reaches the same cluster
@@ -31,7 +31,7 @@ IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t 
  * targets). `steps` as rt_run_program_local (every rank feeds the same
  * aliased values). Every rank gets *out. */
 IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
-                            const RtStepHook *hook,
+                            const RtStepHook *hook, const CollTuning *tune,
                             RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d);
 /* The host custom-call targets tessel registers: tessel_print prints a
  * summary of its operand to stdout (unless silent) and returns it;

@@ -2,12 +2,13 @@
  * runtime.h: layer `runtime/`: everything that runs a compiled or reference
  * program and moves tensors in and out of it: .npy files, deterministic
  * random inputs, binding user inputs to entry parameters, writing outputs,
- * and (later) the MPI world, collectives, the host program and plans.
+ * the MPI world, collectives, the host program and compiled programs.
  *
  * Files of this layer (the header reads as a table of contents; each file
- * has its own section below, appended by its owner):
+ * has its own section below, or in the private header named):
  *   npy.c       NumPy .npy read/write (v1.0-3.0), whole files and boxes
  *   npy_disk.c  how bf16, f8/f4, sub-byte ints travel on disk (as f32, i8, u8)
+ *   array_in.c  inputs from the caller's memory (TsArray), held to .npy's rules
  *   feed.c      --infeed files for infeed/recv, outfeed/send values kept
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
@@ -16,9 +17,20 @@
  *               names that work (transport.h)
  *   local_data.c  a host's part of a sharded input or output, as
  *               jax.make_array_from_process_local_data lays it out (transport.h)
+ *   signature.c a compiled program's logical parameters as a module
+ *   shards.c    cutting a value into shards and putting them together
+ *   shard_io.c  per-host input reads: only the boxes of the host's devices
+ *   compare.c   the oracle's comparison of two results
  *   replay.c    each device's inputs when an SPMD program is replayed
+ *   host.c      the host program: its instructions, the cluster calls
+ *               (program.h)
+ *   local.c     the devices of one host as threads, in-process collectives
  *   coll.c      what each collective computes for a device (coll.h)
- *   api.c       include/tessel.h, the public API, as thin wrappers
+ *   coll_kernels.c  the collectives' combining and copying kernels
+ *   coll_async.c    asynchronous collectives (-start/-done pairs)
+ *   mpi.c       the MPI transport: world, collectives across hosts,
+ *               heartbeat (transport.h)
+ *   mpi_layer.c every MPI call, checked, with failure injection (mpi_layer.h)
  *
  * Library code: never prints, never exits; every function returns an
  * IrStatus and records the first error in an IrDiag (IR_EINPUT for bad
@@ -27,6 +39,7 @@
 #ifndef TESSEL_RUNTIME_H
 #define TESSEL_RUNTIME_H
 
+#include "../coll/coll.h"
 #include "../device/device.h"
 
 #include <pthread.h>
@@ -394,9 +407,10 @@ typedef struct RtTransport RtTransport;
 /* True when this process was started by mpirun (Open MPI / PMI env). */
 bool rt_mpi_launched(void);
 /* MPI_Init_thread(SERIALIZED), errors returned, then rt_mpi_attach to
- * MPI_COMM_WORLD; rt_mpi_end finalizes MPI. *out may be set on failure
+ * MPI_COMM_WORLD; rt_mpi_end finalizes MPI. The failure injection of
+ * `tune` (may be NULL) is armed first (mpi_layer.h). *out may be set on failure
  * (then end the job with rt_transport_abort). */
-IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d);
+IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTransport **out, IrDiag *d);
 /* A transport on the caller's communicator (MPI already initialised with
  * at least MPI_THREAD_SERIALIZED): tessel duplicates it and talks only on
  * the duplicate, never on MPI_COMM_WORLD; rt_mpi_end frees the duplicate
@@ -404,6 +418,12 @@ IrStatus rt_mpi_init(int *argc, char ***argv, RtTransport **out, IrDiag *d);
  * this header: pass its address). */
 IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d);
 void rt_mpi_finalize(RtTransport *t);
+/* Every rank calls it once after attaching, before any collective: the
+ * message shapes of `tune` (piece, chunk and pipeline bytes; NULL: the
+ * defaults) become rank 0's on every rank, so ranks whose callers (or
+ * environments) differ cut every message alike. IR_ERUNTIME when the
+ * exchange fails (end the job: the others may be in it). */
+IrStatus rt_mpi_tune(RtTransport *t, const CollTuning *tune, IrDiag *d);
 /* Free the reduction ops and datatype rt_mpi_init created (after the last
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */

@@ -145,6 +145,7 @@ typedef struct RtRunOptions {
      * refused (one feed cannot serve several). NULL: refused. */
     const DevHostTransfers *host;
     const RtStepHook *on_step;     /* may be NULL */
+    const CollTuning *tune;        /* NULL: the defaults */
 } RtRunOptions;
 
 /* What a host's run measured, for --stats. */
@@ -161,6 +162,8 @@ typedef struct RtRunStats {
     int32_t nsteps;            /* steps timed (the first 256 at most) */
     double first_step_seconds; /* the first step (the slowest local device's time) */
     double warm_step_seconds;  /* median of the other timed steps; 0 with one step */
+    int32_t stream_bound;      /* the run's CollTuning.stream_bound */
+    int8_t stream_verdict[COLL_PROBE_CLASSES]; /* what the probe decided (rt_coll_stream_verdicts) */
 } RtRunStats;
 
 /* Run devices [first, first + nlocal) of a compiled program on this host.

@@ -4,6 +4,18 @@
  * command is one row there plus its file. options.c parses the options
  * every command shares and checks that a command accepts each one.
  *
+ *
+ *   main.c         the command table, --help, --version
+ *   options.c      the shared options, parsed and checked per command
+ *   cmd_check.c    tessel check
+ *   cmd_compile.c  tessel compile
+ *   cmd_plan.c     tessel plan
+ *   cmd_run.c      tessel run (alone or under mpirun)
+ *   cmd_devices.c  tessel devices
+ *   cmd_grad.c     tessel grad
+ *   checkpoint.c   run --checkpoint: steps resumed from a saved state
+ *   tuning_env.c   the TESSEL_* tuning variables, read once into the run's options
+ *
  * tools/ is a client of the public API (tessel.h) and of nothing else.
  * Only tools/ prints and exits. Exit status: 0 success, 1 a failure while
  * running, 2 bad usage or bad input.
@@ -97,6 +109,7 @@ typedef struct CliOptions {
     int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
     const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */
     uint64_t given;          /* OPT_* bits of the options present */
+    TsTuning tuning;         /* run: from the environment (tuning_env.c) */
 } CliOptions;
 
 typedef struct CliCommand {
@@ -183,6 +196,9 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p);
 int cli_layout(const CliOptions *o, TsPlan *p);
 /* Seconds on a monotonic clock, for --stats. */
 double cli_now(void);
+/* tuning_env.c: TESSEL_* tuning variables read once into *t (zeroed
+ * first); a malformed one is reported (exit status CLI_USAGE). */
+int cli_tuning_from_env(TsTuning *t);
 /* Write text to `path` atomically, or to stdout when NULL or "-". */
 int cli_write_text(const char *path, const char *text);
 

@@ -412,7 +412,8 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
                           .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
                           .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device,
-                          .watch = o->watch, .limits = &o->limits, .heartbeat_seconds = o->heartbeat};
+                          .watch = o->watch, .limits = &o->limits, .heartbeat_seconds = o->heartbeat,
+                          .tuning = o->tuning};
 }
 
 /* After a run in this process: the error, or the stats, the outputs
@@ -565,7 +566,7 @@ static int run_mpi(const CliOptions *o, double t0)
         return refuse_infeed("under mpirun every host would read the feed");
     TsMpiWorld *w = NULL;
     TsDiag d = {0};
-    TsStatus st = ts_mpi_init(&w, &d);
+    TsStatus st = ts_mpi_init_ex(&o->tuning, &w, &d);
     if (st != TS_OK) {
         /* Without MPI (MPI_Init_thread failed) this process just exits
          * non-zero, which makes mpirun end the job; with it, abort. */
@@ -720,6 +721,12 @@ static int run_run(const CliOptions *o)
     if (o->reference && (o->given & OPT_HEARTBEAT))
         return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
                                "alone");
+    /* The environment's tuning, read once here (the library reads none). */
+    CliOptions tuned = *o;
+    int trc = cli_tuning_from_env(&tuned.tuning);
+    if (trc != CLI_OK)
+        return trc;
+    o = &tuned;
     install_signals();
     start_timeout(o);
     double t0 = cli_now();

@@ -96,6 +96,21 @@ ON_ERROR = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(TsDiag))
 ON_STEP = ctypes.CFUNCTYPE(None, c_void_p, c_void_p)  # (ctx, const TsStepInfo *)
 
 
+class TsTuning(ctypes.Structure):
+    """How a run moves data (include/tessel.h): all zero, the defaults."""
+    _fields_ = [("piece_bytes", c_int64),
+                ("chunk_bytes", c_int64),
+                ("pipeline_bytes", c_int64),
+                ("copies_bytes", c_int64),
+                ("stream_bound", c_int32),
+                ("fusion", c_int32),
+                ("fusion_block", c_int32),
+                ("fail_mpi_after", c_int64),
+                ("skip_collective_after", c_int64),
+                ("fail_one_rank", c_bool),
+                ("fail_rank", c_int32)]
+
+
 class TsRunOptions(ctypes.Structure):
     _fields_ = [("ninputs", c_int32),
                 ("inputs", ctypes.POINTER(TsInput)),
@@ -116,6 +131,7 @@ class TsRunOptions(ctypes.Structure):
                 ("watch", c_char_p),
                 ("limits", ctypes.POINTER(TsLimits)),
                 ("heartbeat_seconds", ctypes.c_double),
+                ("tuning", TsTuning),
                 ("process_local", c_bool)]
 
 

@@ -40,7 +40,7 @@ for line in filter(None, want):
     if got != value:
         bad.append("%s: C says %d, _capi.py %d" % (name, value, got))
 # every struct's field list is complete: as many fields as the C side lists
-for struct in ("TsDiag", "TsLimits", "TsCompileOptions", "TsGradOptions", "TsArray", "TsArrayInfo", "TsInput", "TsRunOptions", "TsStepInfo",
+for struct in ("TsDiag", "TsLimits", "TsCompileOptions", "TsGradOptions", "TsArray", "TsArrayInfo", "TsInput", "TsRunOptions", "TsTuning", "TsStepInfo",
                "TsDumpOptions"):
     c_fields = [l.split(" ")[0].split(".")[1] for l in want if l.startswith(struct + ".")]
     py_fields = [f[0] for f in getattr(capi, struct)._fields_]

@@ -223,6 +223,7 @@ static void test_runs_and_outputs(void **state)
     /* MPI worlds */
     TsMpiWorld *w = (TsMpiWorld *)0x1;
     EXPECT(ts_mpi_init(NULL, &d), "ts_mpi_init: out is NULL");
+    EXPECT(ts_mpi_init_ex(NULL, NULL, &d), "ts_mpi_init_ex: out is NULL");
     (void)w;
     ts_mpi_on_error(NULL, NULL, NULL);
     assert_null(ts_mpi_comm(NULL));

@@ -88,7 +88,7 @@ static const IrInstr *instr(const Fixture *f, const char *name)
 /* Device me's result of `name`, compared with want[0..n). */
 static void expect(const Fixture *f, const char *name, int64_t me, const float *want, int n)
 {
-    RtCollWorld w = {4, 1};
+    RtCollWorld w = {.n = 4, .r = 1};
     DevValue *out = NULL;
     IrDiag d = {0};
     IrStatus st = rt_coll_result(f->m, instr(f, name), &w, me, (DevValue *const *const *)f->ops, 1, NULL, &out, &d);
@@ -161,7 +161,7 @@ static void permute_and_broadcast(void **state)
 static void groups(void **state)
 {
     Fixture *f = *state;
-    RtCollWorld w = {4, 1};
+    RtCollWorld w = {.n = 4, .r = 1};
     int64_t members[4];
     int32_t size = 0, mine = -1;
     IrDiag d = {0};
@@ -185,7 +185,7 @@ static void groups(void **state)
     int64_t *gp = grp;
     int32_t gs = 2;
     test_x(&rp.a)->replica_groups = (IrReplicaGroups){.present = true, .ngroups = 1, .group_size = &gs, .groups = &gp};
-    RtCollWorld w22 = {2, 2};
+    RtCollWorld w22 = {.n = 2, .r = 2};
     assert_int_equal(rt_coll_group(f->m, &rp, &w22, 3, members, &size, &mine, &d), IR_OK);
     assert_int_equal(size, 4);
     assert_int_equal(members[0], 0);

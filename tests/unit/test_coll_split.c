@@ -21,7 +21,7 @@
  *     f32 add, f64 max and s32 add over 1..8 devices (threads of this
  *     process) with counts that do not divide by the device count, groups
  *     in a scattered order, an all-gather, one big enough for streaming
- *     stores, and (TESSEL_COLL_COPIES_BYTES=0) the shared result.
+ *     stores, and (TsTuning.copies_bytes < 0) the shared result.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -360,6 +360,9 @@ static int group_of(const Run *r, int dev, int *g)
     return 0;
 }
 
+/* The tuning of the runs (the cases below set copies and streaming). */
+static TsTuning g_tuning;
+
 static void run_one(const Run *r)
 {
     char text[1024];
@@ -401,7 +404,7 @@ static void run_one(const Run *r)
                              .nbytes = (size_t)r->count * es};
         in[dev] = (TsInput){.key = keys[dev], .array = &arr[dev]};
     }
-    TsRunOptions ro = {.ninputs = r->devices, .inputs = in, .steps = 3};
+    TsRunOptions ro = {.ninputs = r->devices, .inputs = in, .steps = 3, .tuning = g_tuning};
     if (ts_plan_run(plan, &ro, &o, &d) != TS_OK)
         fail_msg("%s", d.msg ? d.msg : "run failed");
     assert_int_equal(ts_outputs_num_devices(o), r->devices);
@@ -453,25 +456,25 @@ static void runs(void **state)
 static void runs_shared(void **state)
 {
     (void)state;
-    setenv("TESSEL_COLL_COPIES_BYTES", "0", 1);
+    g_tuning.copies_bytes = -1; /* no copies */
     for (int n = 2; n <= 8; n += 3)
         run_one(&(Run){"f64", IR_F64, "<f8", "minimum", OP_MINIMUM, n, 5003, "{}", false});
     run_one(&(Run){"f32", IR_F32, "<f4", "add", OP_ADD, 4, 999, "{{3,1},{0,2}}", true});
-    unsetenv("TESSEL_COLL_COPIES_BYTES");
+    g_tuning.copies_bytes = 0;
 }
 
 /* The big cases again with streaming stores into the devices' bound
- * results forced on and then off (TESSEL_COLL_STREAM_BOUND): the same
+ * results forced on and then off (TsTuning.stream_bound): the same
  * bits either way. */
 static void runs_stream_bound(void **state)
 {
     (void)state;
     for (int on = 1; on >= 0; on--) {
-        setenv("TESSEL_COLL_STREAM_BOUND", on ? "1" : "0", 1);
+        g_tuning.stream_bound = on ? TS_STREAM_ON : TS_STREAM_OFF;
         run_one(&(Run){"f32", IR_F32, "<f4", "add", OP_ADD, 3, (3 << 20) + 5, "{}", false});
         run_one(&(Run){"f32", IR_F32, "<f4", "add", OP_ADD, 2, (3 << 20) + 7, "{}", true});
     }
-    unsetenv("TESSEL_COLL_STREAM_BOUND");
+    g_tuning.stream_bound = TS_STREAM_MEASURE;
 }
 
 /* rt_coll_stream_into for a result from an allocator (DevValue.alloc):
@@ -489,26 +492,28 @@ static void stream_into_bound(void **state)
     memset(&v, 0, sizeof v);
     v.alloc = a;
     DevValue *out[1] = {&v};
-    setenv("TESSEL_COLL_STREAM_BOUND", "1", 1);
-    assert_true(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES));
-    assert_false(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES - 1));
-    setenv("TESSEL_COLL_STREAM_BOUND", "0", 1);
-    assert_false(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES));
-    unsetenv("TESSEL_COLL_STREAM_BOUND");
+    assert_true(rt_coll_stream_into(COLL_STREAM_ON, out, 1, RT_COLL_STREAM_BYTES));
+    assert_false(rt_coll_stream_into(COLL_STREAM_ON, out, 1, RT_COLL_STREAM_BYTES - 1));
+    assert_false(rt_coll_stream_into(COLL_STREAM_OFF, out, 1, RT_COLL_STREAM_BYTES));
+    int8_t v0[RT_COLL_PROBE_CLASSES];
+    rt_coll_stream_verdicts(v0);
+    assert_int_equal(v0[0], 0); /* not probed yet */
     DevAllocStats before, after;
     dev_allocator_stats(a, &before);
-    bool first = rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES);
+    bool first = rt_coll_stream_into(COLL_STREAM_MEASURE, out, 1, RT_COLL_STREAM_BYTES);
+    rt_coll_stream_verdicts(v0);
+    assert_int_equal(v0[0], first ? 1 : -1); /* what --stats reports */
     dev_allocator_stats(a, &after);
     assert_int_equal(after.nlive, before.nlive);
     assert_int_equal(after.nallocs, before.nallocs + 2);
     for (int k = 0; k < 3; k++)
-        assert_int_equal(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES), first);
+        assert_int_equal(rt_coll_stream_into(COLL_STREAM_MEASURE, out, 1, RT_COLL_STREAM_BYTES), first);
     /* Measured once: no more probes. */
     dev_allocator_stats(a, &before);
     assert_int_equal(before.nallocs, after.nallocs);
     /* Unbound results stream by size alone. */
     v.alloc = NULL;
-    assert_true(rt_coll_stream_into(out, 1, RT_COLL_STREAM_BYTES));
+    assert_true(rt_coll_stream_into(COLL_STREAM_MEASURE, out, 1, RT_COLL_STREAM_BYTES));
 }
 
 int main(void)

@@ -5,7 +5,8 @@
  * - Injection without MPI: an armed call returns MPI_ERR_OTHER without
  *   calling MPI (MPI is not initialized here, so a call that reached MPI
  *   would abort the test), is counted, and names itself.
- * - The environment (TESSEL_FAIL_MPI_AFTER / _RANK): each case runs in a
+ * - The tuning's injection (fail_mpi_after, fail_rank) and the launcher's
+ *   rank (OMPI_COMM_WORLD_RANK, PMIX_RANK): each case runs in a
  *   forked child (the settings are read once per process) and reports
  *   whether they were accepted and how far away the armed failure is.
  * - A singleton MPI job (MPI_Init without mpirun, in a forked child that
@@ -66,20 +67,18 @@ static void test_inject_without_mpi(void **state)
     assert_int_equal(rt_mpi_call_count(), c0 + 2);
 }
 
-/* ---- the environment, one forked child per case ---- */
+/* ---- the tuning's injection and the launcher's rank, one forked child per case ---- */
 
 typedef struct EnvResult {
-    int ok;            /* rt_mpi_fail_from_env's result */
-    char bad[40];      /* the variable it named */
-    long pending;      /* rt_mpi_fail_pending after it */
-    int again_ok;      /* a second call (AFTER changed meanwhile) */
-    long again_pending;
-    int env_rank;      /* rt_mpi_env_rank */
+    long pending;      /* rt_mpi_fail_pending after rt_mpi_inject */
+    long again_pending; /* after a second rt_mpi_inject (armed once: ignored) */
+    int env_rank;      /* coll_launcher_rank */
 } EnvResult;
 
-/* Run rt_mpi_fail_from_env in a child with exactly these settings (NULL:
- * unset) and bring back what it saw. */
-static EnvResult env_case(const char *after, const char *rank, const char *ompi_rank, const char *pmix_rank)
+/* In a child with these launcher variables (NULL: unset), arm
+ * fail_mpi_after = after on launcher rank `rank` (-1: every rank) and
+ * bring back what it saw. */
+static EnvResult env_case(long after, int rank, const char *ompi_rank, const char *pmix_rank)
 {
     int fd[2];
     EnvResult r;
@@ -88,24 +87,22 @@ static EnvResult env_case(const char *after, const char *rank, const char *ompi_
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        const char *names[] = {"TESSEL_FAIL_MPI_AFTER", "TESSEL_FAIL_MPI_RANK", "OMPI_COMM_WORLD_RANK",
-                               "PMIX_RANK", "PMI_RANK"};
-        const char *vals[] = {after, rank, ompi_rank, pmix_rank, NULL};
-        for (int k = 0; k < 5; k++)
+        const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+        const char *vals[] = {ompi_rank, pmix_rank, NULL};
+        for (int k = 0; k < 3; k++)
             if (vals[k])
                 setenv(names[k], vals[k], 1);
             else
                 unsetenv(names[k]);
         EnvResult c;
         memset(&c, 0, sizeof c);
-        const char *bad = NULL;
-        c.ok = rt_mpi_fail_from_env(&bad);
-        snprintf(c.bad, sizeof c.bad, "%s", bad ? bad : "");
+        CollTuning t = {.fail_mpi_after = after, .fail_one_rank = rank >= 0, .fail_rank = rank};
+        c.env_rank = coll_launcher_rank();
+        rt_mpi_inject(&t, c.env_rank);
         c.pending = rt_mpi_fail_pending();
-        setenv("TESSEL_FAIL_MPI_AFTER", "7", 1); /* read once: ignored now */
-        c.again_ok = rt_mpi_fail_from_env(&bad);
+        t.fail_mpi_after = 7;
+        rt_mpi_inject(&t, c.env_rank);
         c.again_pending = rt_mpi_fail_pending();
-        c.env_rank = rt_mpi_env_rank();
         ssize_t w = write(fd[1], &c, sizeof c);
         _exit(w == (ssize_t)sizeof c ? 0 : 1);
     }
@@ -118,12 +115,9 @@ static EnvResult env_case(const char *after, const char *rank, const char *ompi_
     return r;
 }
 
-static void expect_env(EnvResult r, bool ok, const char *bad, long pending, int env_rank)
+static void expect_env(EnvResult r, long pending, int env_rank)
 {
-    assert_int_equal(r.ok, ok);
-    assert_string_equal(r.bad, bad);
     assert_int_equal(r.pending, pending);
-    assert_true(r.again_ok);
     assert_int_equal(r.again_pending, pending);
     assert_int_equal(r.env_rank, env_rank);
 }
@@ -131,26 +125,20 @@ static void expect_env(EnvResult r, bool ok, const char *bad, long pending, int 
 static void test_env(void **state)
 {
     (void)state;
-    expect_env(env_case(NULL, NULL, NULL, NULL), true, "", 0, -1);
-    expect_env(env_case("2", NULL, NULL, NULL), true, "", 2, -1);
-    expect_env(env_case("0", NULL, "3", NULL), true, "", 0, 3);
+    expect_env(env_case(0, -1, NULL, NULL), 0, -1);
+    expect_env(env_case(2, -1, NULL, NULL), 2, -1);
+    expect_env(env_case(0, -1, "3", NULL), 0, 3);
     /* only the named rank arms */
-    expect_env(env_case("2", "1", "1", NULL), true, "", 2, 1);
-    expect_env(env_case("2", "1", "0", NULL), true, "", 0, 0);
-    expect_env(env_case("4", "1", NULL, "1"), true, "", 4, 1);
+    expect_env(env_case(2, 1, "1", NULL), 2, 1);
+    expect_env(env_case(2, 1, "0", NULL), 0, 0);
+    expect_env(env_case(4, 1, NULL, "1"), 4, 1);
     /* OMPI_COMM_WORLD_RANK is asked first */
-    expect_env(env_case("4", "1", "0", "1"), true, "", 0, 0);
+    expect_env(env_case(4, 1, "0", "1"), 0, 0);
     /* a rank filter with no launcher rank to match arms nothing */
-    expect_env(env_case("2", "0", NULL, NULL), true, "", 0, -1);
-    /* malformed settings are refused and arm nothing */
-    expect_env(env_case("3x", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
-    expect_env(env_case("-1", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
-    expect_env(env_case("", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
-    expect_env(env_case("99999999999999999999", NULL, NULL, NULL), false, "TESSEL_FAIL_MPI_AFTER", 0, -1);
-    expect_env(env_case("5", "one", "1", NULL), false, "TESSEL_FAIL_MPI_RANK", 0, 1);
-    expect_env(env_case("5", "+1", "1", NULL), false, "TESSEL_FAIL_MPI_RANK", 0, 1);
+    expect_env(env_case(2, 0, NULL, NULL), 0, -1);
     /* a malformed launcher rank is no rank */
-    expect_env(env_case("5", "1", "x", NULL), true, "", 0, -1);
+    expect_env(env_case(5, 1, "x", NULL), 0, -1);
+    expect_env(env_case(5, 1, "+1", NULL), 0, -1);
 }
 
 /* ---- a singleton MPI job, in a child ---- */
@@ -169,7 +157,7 @@ static void check_injected(IrStatus st, IrDiag *d, int rank, const char *call)
     char want[96];
     snprintf(want, sizeof want, "rank %d: %s failed: ", rank, call);
     CHECK(st == IR_ERUNTIME && d->status == IR_ERUNTIME && d->msg);
-    if (strncmp(d->msg, want, strlen(want)) != 0 || !strstr(d->msg, "(injected: TESSEL_FAIL_MPI_AFTER)")) {
+    if (strncmp(d->msg, want, strlen(want)) != 0 || !strstr(d->msg, "(injected: fail_mpi_after)")) {
         fprintf(stderr, "message '%s', expected '%s... (injected: ...)'\n", d->msg, want);
         _exit(1);
     }
@@ -178,15 +166,13 @@ static void check_injected(IrStatus st, IrDiag *d, int rank, const char *call)
 
 static void singleton_job(void)
 {
-    unsetenv("TESSEL_FAIL_MPI_AFTER");
-    unsetenv("TESSEL_FAIL_MPI_RANK");
     IrDiag d = {0};
     RtTransport *t = NULL;
     /* MPI_Init_thread failed: no transport, MPI never initialized */
     rt_mpi_fail_after(1);
-    IrStatus st = rt_mpi_init(NULL, NULL, &t, &d);
+    IrStatus st = rt_mpi_init(NULL, NULL, NULL, &t, &d);
     CHECK(st == IR_ERUNTIME && !t && d.msg);
-    CHECK(strstr(d.msg, "MPI_Init_thread failed") && strstr(d.msg, "(injected: TESSEL_FAIL_MPI_AFTER)"));
+    CHECK(strstr(d.msg, "MPI_Init_thread failed") && strstr(d.msg, "(injected: fail_mpi_after)"));
     ir_diag_clear(&d);
     int inited = 1;
     CHECK(MPI_Initialized(&inited) == MPI_SUCCESS && !inited);
@@ -194,7 +180,7 @@ static void singleton_job(void)
      * the communicator's dup and errhandler, the heartbeat's dup, rank,
      * size, type x2, 6 ops) */
     long c0 = rt_mpi_call_count();
-    CHECK(rt_mpi_init(NULL, NULL, &t, &d) == IR_OK && t);
+    CHECK(rt_mpi_init(NULL, NULL, NULL, &t, &d) == IR_OK && t);
     CHECK(rt_mpi_call_count() - c0 == 16);
     CHECK(rt_mpi_rank(t) == 0 && rt_mpi_size(t) == 1);
     CHECK(rt_mpi_agree(t, true) == -1);

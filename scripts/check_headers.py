@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""check_headers.py: every layer's header is a true table of contents.
+
+Each layer folder has one header whose opening comment lists its files
+(STYLE.md: "the header reads as a table of contents"). A folder's private
+headers that this comment names (partition/prop_internal.h, ...) may hold
+the list of a group of files in their own opening comment. This check
+fails when a .c file of a layer is named in neither, or when they name a
+.c file the folder does not have (a deleted or renamed file; files of
+another folder are written with it, runtime/local.c, and not checked).
+
+Usage: check_headers.py [SOURCE_DIR] | --self-test   (default: the repository this
+script lives in). Exit 0 when every header is true, 1 otherwise, with one
+line per problem: HEADER: error: ...
+"""
+import os
+import re
+import sys
+
+# folder -> the header that is its table of contents
+LAYERS = {
+    "ir": "ir.h",
+    "partition": "partition.h",
+    "cluster": "cluster.h",
+    "device": "device.h",
+    "compile": "compile.h",
+    "coll": "coll.h",
+    "runtime": "runtime.h",
+    "grad": "grad.h",
+    "api": "api_internal.h",
+    "tools": "cli.h",
+}
+
+
+# A file name not preceded by a folder ("runtime/local.c") or a letter.
+NAME = r"(?<![\w/.-])([A-Za-z_][\w-]*\.%s)\b"
+
+
+def opening_comment(path):
+    """The first /* ... */ block of a C header: its table of contents."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r"/\*.*?\*/", text, re.S)
+    return m.group(0) if m else ""
+
+
+def check(root):
+    problems = []
+    for folder, header in LAYERS.items():
+        d = os.path.join(root, folder)
+        if not os.path.isdir(d):
+            continue
+        files = sorted(f for f in os.listdir(d) if f.endswith(".c"))
+        if not files:
+            continue
+        hpath = os.path.join(d, header)
+        rel = os.path.join(folder, header)
+        if not os.path.isfile(hpath):
+            problems.append("%s: error: missing: the header of %s/" % (rel, folder))
+            continue
+        text = opening_comment(hpath)
+        for h in sorted(set(re.findall(NAME % "h", text))):
+            if h != header and os.path.isfile(os.path.join(d, h)):
+                text += opening_comment(os.path.join(d, h))
+        named = set(re.findall(NAME % "c", text))
+        for c in files:
+            if c not in named:
+                problems.append("%s: error: %s/%s is not named in its folder's header" % (rel, folder, c))
+        # A placeholder such as prop_FAMILY.c names no file.
+        for c in sorted(n for n in named - set(files) if not re.search(r"[A-Z]{2}", n)):
+            # Files of other folders are named with their folder (runtime/local.c).
+            problems.append("%s: error: names %s, which %s/ does not have" % (rel, c, folder))
+    return problems
+
+
+def self_test():
+    """The check catches a file without its line and a line without its file."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as root:
+        os.mkdir(os.path.join(root, "ir"))
+        for name, text in [("ir.h", "/*\n * a.c  one\n * gone.c  two\n */\n"), ("a.c", ""), ("b.c", "")]:
+            with open(os.path.join(root, "ir", name), "w", encoding="utf-8") as f:
+                f.write(text)
+        got = check(root)
+    want = ["ir/ir.h: error: ir/b.c is not named in its folder's header",
+            "ir/ir.h: error: names gone.c, which ir/ does not have"]
+    if got != want:
+        print("self-test failed: %r" % got)
+        return 1
+    return 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    problems = check(root)
+    for p in problems:
+        print(p)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
