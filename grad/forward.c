@@ -256,7 +256,7 @@ static IrStatus fwd_elementwise(Fwd *f, int32_t i, const IrInstr *ins)
         /* the identity (a change of precision is one to first order) */
         return set_tan(f, i, tan_of(f, ins->opnd[0]));
     case OP_NEGATE: return set_tan(f, i, gb_un(b, OP_NEGATE, tan_of(f, ins->opnd[0])));
-    case OP_CUSTOM_CALL: { /* Sharding: the tangent is sharded the same way */
+    case OP_CUSTOM_CALL: { /* an annotation: the tangent is annotated the same way */
         bool d[1] = {true};
         return set_tan(f, i, linear(f, ins, d));
     }
@@ -715,7 +715,7 @@ static IrStatus dispatch(Fwd *f, int32_t i)
     case OP_OPTIMIZATION_BARRIER: case OP_ADD_DEPENDENCY: case OP_DOMAIN:
         return fwd_control(f, i, &ins);
     case OP_CUSTOM_CALL:
-        if (ins.a.x->custom_call_target && strcmp(ins.a.x->custom_call_target, "Sharding") == 0)
+        if (ins.nopnd == 1 && ir_annotation_target(ins.a.x->custom_call_target))
             return fwd_elementwise(f, i, &ins);
         return no_rule(f, i, NULL);
     default:

@@ -151,7 +151,7 @@ static IrStatus dispatch(Rev *r, int32_t i)
     case OP_OPTIMIZATION_BARRIER: case OP_ADD_DEPENDENCY: case OP_DOMAIN:
         return rev_control(r, i, &ins);
     case OP_CUSTOM_CALL:
-        if (ins.a.x->custom_call_target && strcmp(ins.a.x->custom_call_target, "Sharding") == 0)
+        if (ins.nopnd == 1 && ir_annotation_target(ins.a.x->custom_call_target))
             return rev_elementwise(r, i, &ins);
         return rev_no_rule(r, i, NULL);
     default:

@@ -159,7 +159,7 @@ IrStatus rev_elementwise(Rev *r, int32_t i, const IrInstr *ins)
     if (g < 0)
         return IR_OK;
     switch (ins->op) {
-    case OP_COPY: case OP_NEGATE: case OP_REDUCE_PRECISION: case OP_CUSTOM_CALL: /* Sharding */
+    case OP_COPY: case OP_NEGATE: case OP_REDUCE_PRECISION: case OP_CUSTOM_CALL: /* an annotation (ir_annotation_target) */
         return rev_acc(r, ins->opnd[0], 0, ins->op == OP_NEGATE ? gb_un(b, OP_NEGATE, g) : g);
     case OP_CONVERT:
         /* The gradient of a change of precision is the change back

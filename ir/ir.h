@@ -22,7 +22,8 @@
  *               op semantics beside it (hlo_op_sem.def: minimum arity,
  *               called computations, host, reducer identity, MPI operation,
  *               vector path) and hlo_attrs.def (which ops take which
- *               attribute, in print order)
+ *               attribute, in print order); the annotation custom-call
+ *               targets
  *   lex.c       the HLO text lexer
  *   parse.c     the HLO text parser: modules, computations, instructions,
  *               operands, the entry points; its parts (parse_internal.h):
@@ -438,6 +439,15 @@ bool ir_op_is_reducer(IrOpcode op);
 IrMpiOp ir_op_mpi(IrOpcode op);
 /* Does the fused AVX-512 register path compute `op` (f32)? */
 bool ir_op_vector(IrOpcode op);
+/* True for the custom-call targets that are annotations returning their
+ * one operand unchanged, whole (a value's sharding, placement or a
+ * barrier, for XLA's compiler only): Sharding, annotate_device_placement,
+ * MoveToHost, MoveToDevice, PinToDevice, PinToDeviceSram, Pin, Unpin,
+ * ShardBarrierFrom, ShardBarrierTo, SetBound, and Shardy's
+ * xla.sdy.FuncResultSharding and xla.sdy.PropagationBarrier. (Not
+ * SPMDFullToShardShape / SPMDShardToFullShape, which change the shape in
+ * a partitioned program.) `target` may be NULL (false). */
+bool ir_annotation_target(const char *target);
 /* Lookup by text name; returns OP_COUNT if unknown. */
 IrOpcode ir_op_from_name(const char *s, size_t n);
 

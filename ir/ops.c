@@ -1,7 +1,8 @@
 /*
  * ops.c: the opcode tables, all generated from hlo_ops.def and its
- * semantics beside it (hlo_op_sem.def), and the attribute tables,
- * generated from hlo_attrs.def.
+ * semantics beside it (hlo_op_sem.def), the attribute tables, generated
+ * from hlo_attrs.def, and the custom-call targets that are annotations
+ * (identities on a whole value).
  */
 #include "ir.h"
 
@@ -21,6 +22,19 @@ static const struct {
 #include "hlo_ops.def"
 #undef OP
 };
+
+bool ir_annotation_target(const char *target)
+{
+    static const char *const names[] = {
+        "Sharding", "annotate_device_placement", "MoveToHost", "MoveToDevice", "PinToDevice",
+        "PinToDeviceSram", "Pin", "Unpin", "ShardBarrierFrom", "ShardBarrierTo", "SetBound",
+        "xla.sdy.FuncResultSharding", "xla.sdy.PropagationBarrier",
+    };
+    for (size_t i = 0; target && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], target) == 0)
+            return true;
+    return false;
+}
 
 const char *ir_op_name(IrOpcode op)
 {

@@ -1,0 +1,539 @@
+"""programs.py: the JAX programs tessel is checked against (issue 28).
+
+A registry of small JAX programs with real structure, each with its
+shardings over a named mesh of CPU devices, its example inputs and the
+meshes it runs on. tests/jax/test_oracle.py lowers each one
+(`jax.jit(fn, in_shardings, out_shardings).lower(...).as_text("hlo")`),
+runs the HLO with tessel and compares with JAX's own execution; other tests
+(replay of JAX's compiled modules, collective bytes against XLA, the Python
+front end) import the same registry.
+
+The interface (keep it stable; other tests import it):
+
+    from programs import PROGRAMS, BY_NAME, Program
+
+    PROGRAMS: list[Program]            every program, in a fixed order
+    BY_NAME:  dict[str, Program]
+
+    Program fields
+      .name          str, unique, a file-name-safe word
+      .fn            the Python function; positional array arguments only
+                     (no pytrees), returns one array or a tuple of arrays
+      .mesh_shapes   tuple of mesh shapes it runs on: (1,), (2,), (4,), (8,),
+                     (2, 2), (2, 4) ...; a 1-D mesh's axis is named "x", a 2-D
+                     mesh's axes "x", "y" (AXES[len(shape)])
+      .specs(axes)   -> (in_specs, out_specs): a tuple of PartitionSpec per
+                     argument, and a PartitionSpec (one output) or a tuple
+                     of them (several), over the axis names `axes`
+      .make_inputs(rng) -> tuple of NumPy arrays (rng: np.random.Generator);
+                     bf16 arrays are ml_dtypes.bfloat16 (jnp.bfloat16)
+      .grad_wrt      None, or the argument numbers that `tessel grad --wrt`
+                     and `jax.grad` differentiate (fn then returns a scalar
+                     loss)
+      .xfail         {} or {key: reason}: checks known to fail, with why;
+                     a key is a check ("run", "mpi", "grad") on every mesh,
+                     or CHECK@SHAPE ("run@2x2") on one; a marked check that
+                     passes is an error (remove the mark)
+
+    Program methods, for one mesh shape
+      .mesh(shape)            the jax.sharding.Mesh (Auto axes) over the
+                              first prod(shape) devices
+      .in_specs(shape), .out_specs(shape)
+      .in_shardings(shape), .out_shardings(shape)   NamedShardings
+      .jit(shape)             jax.jit(fn, in_shardings=..., out_shardings=...);
+                              lower and call it inside `with jax.set_mesh(
+                              prog.mesh(shape)):` (shard_map programs take
+                              their mesh from there), as the two below do
+      .arg_structs(inputs)    jax.ShapeDtypeStructs of the inputs
+      .lower_hlo(shape, inputs)  the HLO text JAX lowers the jitted fn to
+      .execute(shape, inputs) JAX's own run of the jitted fn on the mesh: a
+                              tuple of NumPy arrays, one per output
+
+JAX must see 8 CPU devices: XLA_FLAGS=--xla_force_host_platform_device_count=8
+and JAX_PLATFORMS=cpu before jax is imported (set here when unset). Importing
+this module before jax also adds two XLA flags for JAX's runs, the oracle:
+  --xla_allow_excess_precision=false  XLA's CPU backend otherwise keeps bf16
+      intermediates in f32 across fused ops, skipping roundings the HLO
+      writes (a bf16 ulp here and there, then 2e-4 on an f32 loss computed
+      from them); with it, JAX's execution is the HLO's, as tessel's is;
+  --xla_backend_optimization_level=0  LLVM at -O0: compiles in half the
+      time (the suite's largest cost), the same HLO passes and results.
+
+Shapes are small so that the whole suite stays fast; the structure (the
+shardings, the collectives they need, the ops) is what is being tested.
+"""
+import dataclasses
+import math
+import os
+from typing import Callable
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+_flags = os.environ.get("XLA_FLAGS", "")
+for _f in ("--xla_force_host_platform_device_count=8", "--xla_allow_excess_precision=false",
+           "--xla_backend_optimization_level=0"):
+    if _f.split("=")[0] not in _flags:
+        _flags += " " + _f
+os.environ["XLA_FLAGS"] = _flags.strip()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+AXES = {1: ("x",), 2: ("x", "y")}
+MESHES_ALL = ((1,), (2,), (4,), (8,), (2, 2), (2, 4))
+# 1, 2, 4 and 8 devices, 1-D and 2-D, for the programs JAX compiles slowly
+MESHES = ((1,), (2,), (2, 2), (8,))
+F32 = jnp.float32
+BF16 = jnp.bfloat16
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    name: str
+    fn: Callable
+    mesh_shapes: tuple
+    specs: Callable
+    make_inputs: Callable
+    grad_wrt: tuple = None
+    xfail: dict = dataclasses.field(default_factory=dict)
+    doc: str = ""
+
+    def xfail_reason(self, check, shape):
+        """The reason `check` is expected to fail on mesh `shape`, or None."""
+        return self.xfail.get("%s@%s" % (check, "x".join(map(str, shape)))) or self.xfail.get(check)
+
+    def mesh(self, shape):
+        n = math.prod(shape)
+        return Mesh(np.array(jax.devices()[:n]).reshape(shape), AXES[len(shape)])
+
+    def in_specs(self, shape):
+        return tuple(self.specs(AXES[len(shape)])[0])
+
+    def out_specs(self, shape):
+        return self.specs(AXES[len(shape)])[1]
+
+    def in_shardings(self, shape):
+        m = self.mesh(shape)
+        return tuple(NamedSharding(m, s) for s in self.in_specs(shape))
+
+    def out_shardings(self, shape):
+        m = self.mesh(shape)
+        out = self.out_specs(shape)
+        if isinstance(out, P):
+            return NamedSharding(m, out)
+        return tuple(NamedSharding(m, s) for s in out)
+
+    def jit(self, shape):
+        return jax.jit(self.fn, in_shardings=self.in_shardings(shape),
+                       out_shardings=self.out_shardings(shape))
+
+    def arg_structs(self, inputs):
+        return tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in inputs)
+
+    def lower_hlo(self, shape, inputs):
+        with jax.set_mesh(self.mesh(shape)):
+            return self.jit(shape).lower(*self.arg_structs(inputs)).as_text("hlo")
+
+    def execute(self, shape, inputs):
+        with jax.set_mesh(self.mesh(shape)):
+            out = self.jit(shape)(*inputs)
+        if not isinstance(out, tuple):
+            out = (out,)
+        return tuple(np.asarray(o) for o in out)
+
+
+def _split(axes):
+    """(data axis, model axis): on a 2-D mesh "x" carries the batch and "y"
+    the model; on a 1-D mesh "x" carries the model and nothing the batch."""
+    return (axes[0], axes[1]) if len(axes) == 2 else (None, axes[0])
+
+
+def _normal(rng, shape, dtype=np.float32, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+# ---------------------------------------------------------------- Megatron MLP
+# y = gelu(x @ w1 + b1) @ w2 + b2: w1 split by columns, w2 by rows over the
+# model axis (one all-reduce after the second dot), the batch over the data
+# axis.
+
+MLP_D, MLP_H, MLP_B = 16, 32, 8
+
+
+def mlp(x, w1, b1, w2, b2):
+    h = jax.nn.gelu(x @ w1 + b1)
+    return h @ w2 + b2
+
+
+def mlp_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(dp, None), P(None, mp), P(mp), P(mp, None), P()), P(dp, None))
+
+
+def mlp_inputs(rng):
+    return (_normal(rng, (MLP_B, MLP_D)), _normal(rng, (MLP_D, MLP_H), scale=0.3),
+            _normal(rng, (MLP_H,), scale=0.1), _normal(rng, (MLP_H, MLP_D), scale=0.3),
+            _normal(rng, (MLP_D,), scale=0.1))
+
+
+def mlp_loss(w1, b1, w2, b2, x, y):
+    return jnp.mean((mlp(x, w1, b1, w2, b2) - y) ** 2)
+
+
+def mlp_loss_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(None, mp), P(mp), P(mp, None), P(), P(dp, None), P(dp, None)), P())
+
+
+def mlp_loss_inputs(rng):
+    x, w1, b1, w2, b2 = mlp_inputs(rng)
+    return (w1, b1, w2, b2, x, _normal(rng, (MLP_B, MLP_D)))
+
+
+def mlp_sgd(w1, b1, w2, b2, x, y):
+    loss, g = jax.value_and_grad(mlp_loss, argnums=(0, 1, 2, 3))(w1, b1, w2, b2, x, y)
+    return tuple(p - 0.1 * d for p, d in zip((w1, b1, w2, b2), g)) + (loss,)
+
+
+def mlp_sgd_specs(axes):
+    ins, _ = mlp_loss_specs(axes)
+    return (ins, ins[:4] + (P(),))
+
+
+# Adam (b1 0.9, b2 0.999, eps 1e-8, bias-corrected), written out: params,
+# then first moments, then second moments, then the step count t (f32[]).
+def _adam(params, grads, ms, vs, t, lr):
+    t1 = t + 1.0
+    new_p, new_m, new_v = [], [], []
+    for p, g, m, v in zip(params, grads, ms, vs):
+        m1 = 0.9 * m + 0.1 * g
+        v1 = 0.999 * v + 0.001 * g * g
+        mh = m1 / (1.0 - 0.9 ** t1)
+        vh = v1 / (1.0 - 0.999 ** t1)
+        new_p.append((p - lr * mh / (jnp.sqrt(vh) + 1e-8)).astype(p.dtype))
+        new_m.append(m1.astype(m.dtype))
+        new_v.append(v1.astype(v.dtype))
+    return tuple(new_p) + tuple(new_m) + tuple(new_v) + (t1,)
+
+
+def mlp_adam(w1, b1, w2, b2, m1, mb1, m2, mb2, v1, vb1, v2, vb2, t, x, y):
+    params = (w1, b1, w2, b2)
+    loss, g = jax.value_and_grad(mlp_loss, argnums=(0, 1, 2, 3))(*params, x, y)
+    return _adam(params, g, (m1, mb1, m2, mb2), (v1, vb1, v2, vb2), t, 0.01) + (loss,)
+
+
+def mlp_adam_specs(axes):
+    ins, _ = mlp_loss_specs(axes)
+    p = ins[:4]
+    return (p * 3 + (P(),) + ins[4:], p * 3 + (P(), P()))
+
+
+def mlp_adam_inputs(rng):
+    w1, b1, w2, b2, x, y = mlp_loss_inputs(rng)
+    params = (w1, b1, w2, b2)
+    ms = tuple(_normal(rng, p.shape, scale=0.01) for p in params)
+    vs = tuple(np.abs(_normal(rng, p.shape, scale=0.01)) for p in params)
+    return params + ms + vs + (np.float32(3.0), x, y)
+
+
+# ------------------------------------------------------- transformer block
+# Pre-LN block in bf16 with f32 accumulation: LN -> causal multi-head
+# attention -> residual -> LN -> GELU MLP -> residual. Heads split over the
+# model axis, the batch over the data axis.
+
+TB, TS, TD, TH = 2, 8, 32, 8
+THD = TD // TH
+TF = 4 * TD
+
+
+def _layer_norm(x, g, b):
+    xf = x.astype(F32)
+    mu = jnp.mean(xf, axis=-1, keepdims=True)
+    var = jnp.mean((xf - mu) ** 2, axis=-1, keepdims=True)
+    y = (xf - mu) * lax.rsqrt(var + 1e-5)
+    return (y * g.astype(F32) + b.astype(F32)).astype(x.dtype)
+
+
+def block(x, g1, b1, wq, wk, wv, wo, g2, b2, w1, w2):
+    h = _layer_norm(x, g1, b1)
+    q = jnp.einsum("bsd,dhk->bshk", h, wq, preferred_element_type=F32).astype(BF16)
+    k = jnp.einsum("bsd,dhk->bshk", h, wk, preferred_element_type=F32).astype(BF16)
+    v = jnp.einsum("bsd,dhk->bshk", h, wv, preferred_element_type=F32).astype(BF16)
+    s = jnp.einsum("bqhk,bthk->bhqt", q, k, preferred_element_type=F32) / math.sqrt(THD)
+    causal = lax.broadcasted_iota(jnp.int32, (TS, TS), 0) >= lax.broadcasted_iota(jnp.int32, (TS, TS), 1)
+    s = jnp.where(causal, s, -1e9)
+    p = jax.nn.softmax(s, axis=-1).astype(BF16)
+    a = jnp.einsum("bhqt,bthk->bqhk", p, v, preferred_element_type=F32).astype(BF16)
+    x = x + jnp.einsum("bqhk,hkd->bqd", a, wo, preferred_element_type=F32).astype(BF16)
+    h = _layer_norm(x, g2, b2)
+    f = jnp.einsum("bsd,df->bsf", h, w1, preferred_element_type=F32)
+    f = jax.nn.gelu(f).astype(BF16)
+    return x + jnp.einsum("bsf,fd->bsd", f, w2, preferred_element_type=F32).astype(BF16)
+
+
+def _block_param_specs(mp):
+    return (P(), P(), P(None, mp, None), P(None, mp, None), P(None, mp, None),
+            P(mp, None, None), P(), P(), P(None, mp), P(mp, None))
+
+
+def block_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(dp, None, None),) + _block_param_specs(mp), P(dp, None, None))
+
+
+def _block_params(rng):
+    bf = BF16
+    return (1.0 + _normal(rng, (TD,), bf, 0.1), _normal(rng, (TD,), bf, 0.1),
+            _normal(rng, (TD, TH, THD), bf, TD ** -0.5), _normal(rng, (TD, TH, THD), bf, TD ** -0.5),
+            _normal(rng, (TD, TH, THD), bf, TD ** -0.5), _normal(rng, (TH, THD, TD), bf, TD ** -0.5),
+            1.0 + _normal(rng, (TD,), bf, 0.1), _normal(rng, (TD,), bf, 0.1),
+            _normal(rng, (TD, TF), bf, TD ** -0.5), _normal(rng, (TF, TD), bf, TF ** -0.5))
+
+
+def block_inputs(rng):
+    return (_normal(rng, (TB, TS, TD), BF16),) + _block_params(rng)
+
+
+def block_loss(g1, b1, wq, wk, wv, wo, g2, b2, w1, w2, x, y):
+    out = block(x, g1, b1, wq, wk, wv, wo, g2, b2, w1, w2)
+    return jnp.mean((out.astype(F32) - y) ** 2)
+
+
+def block_loss_specs(axes):
+    dp, mp = _split(axes)
+    return (_block_param_specs(mp) + (P(dp, None, None), P(dp, None, None)), P())
+
+
+def block_loss_inputs(rng):
+    return _block_params(rng) + (_normal(rng, (TB, TS, TD), BF16), _normal(rng, (TB, TS, TD)))
+
+
+def block_sgd(*args):
+    params, data = args[:10], args[10:]
+    loss, g = jax.value_and_grad(block_loss, argnums=tuple(range(10)))(*params, *data)
+    return tuple((p - 0.1 * d).astype(p.dtype) for p, d in zip(params, g)) + (loss,)
+
+
+def block_sgd_specs(axes):
+    ins, _ = block_loss_specs(axes)
+    return (ins, ins[:10] + (P(),))
+
+
+def block_adam(*args):
+    params, ms, vs, t, data = args[:10], args[10:20], args[20:30], args[30], args[31:]
+    loss, g = jax.value_and_grad(block_loss, argnums=tuple(range(10)))(*params, *data)
+    g = tuple(d.astype(F32) for d in g)
+    return _adam(params, g, ms, vs, t, 0.01) + (loss,)
+
+
+def block_adam_specs(axes):
+    ins, _ = block_loss_specs(axes)
+    p = ins[:10]
+    return (p * 3 + (P(),) + ins[10:], p * 3 + (P(), P()))
+
+
+def block_adam_inputs(rng):
+    params = _block_params(rng)
+    ms = tuple(_normal(rng, p.shape, np.float32, 0.01) for p in params)
+    vs = tuple(np.abs(_normal(rng, p.shape, np.float32, 0.01)) for p in params)
+    x, y = _normal(rng, (TB, TS, TD), BF16), _normal(rng, (TB, TS, TD))
+    return params + ms + vs + (np.float32(0.0), x, y)
+
+
+# ------------------------------------------------------ conv net, batch norm
+# NHWC: conv 3x3 (SAME) -> batch norm with batch statistics -> relu -> conv
+# 3x3 stride 2 -> relu -> global mean pool -> dense. The batch over "x", the
+# second conv's output features over "y".
+
+CN, CH, CC = 8, 8, 3
+
+
+def convnet(x, k1, gamma, beta, k2, wd):
+    dn = ("NHWC", "HWIO", "NHWC")
+    h = lax.conv_general_dilated(x, k1, (1, 1), "SAME", dimension_numbers=dn)
+    mu = jnp.mean(h, axis=(0, 1, 2))
+    var = jnp.mean((h - mu) ** 2, axis=(0, 1, 2))
+    h = (h - mu) * lax.rsqrt(var + 1e-5) * gamma + beta
+    h = jax.nn.relu(h)
+    h = lax.conv_general_dilated(h, k2, (2, 2), ((1, 1), (1, 1)), dimension_numbers=dn)
+    h = jax.nn.relu(h)
+    return jnp.mean(h, axis=(1, 2)) @ wd
+
+
+def convnet_specs(axes):
+    dp = axes[0]
+    mp = axes[1] if len(axes) == 2 else None
+    return ((P(dp), P(), P(), P(), P(None, None, None, mp), P(mp, None)), P(dp, None))
+
+
+def convnet_inputs(rng):
+    return (_normal(rng, (CN, CH, CH, CC)), _normal(rng, (3, 3, CC, 8), scale=0.3),
+            1.0 + _normal(rng, (8,), scale=0.1), _normal(rng, (8,), scale=0.1),
+            _normal(rng, (3, 3, 8, 16), scale=0.2), _normal(rng, (16, 10), scale=0.3))
+
+
+# ------------------------------------------------------------- scan RNN
+# h_{t+1} = tanh(x_t @ wx + h_t @ wh + b) over T steps with lax.scan; the
+# final state and every step's state. The batch over the data axis, the
+# hidden units over the model axis (h @ wh then gathers every step).
+
+RT, RB, RD, RH = 6, 8, 8, 16
+
+
+def rnn(xs, h0, wx, wh, b):
+    def step(h, x):
+        h = jnp.tanh(x @ wx + h @ wh + b)
+        return h, h
+    h, hs = lax.scan(step, h0, xs)
+    return h, hs
+
+
+def rnn_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(None, dp, None), P(dp, mp), P(None, mp), P(None, mp), P(mp)),
+            (P(dp, mp), P(None, dp, mp)))
+
+
+def rnn_inputs(rng):
+    return (_normal(rng, (RT, RB, RD)), _normal(rng, (RB, RH)), _normal(rng, (RD, RH), scale=0.4),
+            _normal(rng, (RH, RH), scale=0.3), _normal(rng, (RH,), scale=0.1))
+
+
+# --------------------------------------------------- mixture of experts
+# Top-1 routing of tokens to E experts, experts spread over "x" and tokens
+# sharded over "x": inside shard_map each device scores its tokens, sends
+# every expert its (gate-masked) tokens with an all-to-all, runs its own
+# experts' MLPs, and gets the results back with a second all-to-all.
+
+ME, MT, MD, MHD = 8, 16, 8, 16
+
+
+def _moe_local(x, wr, w1, w2):
+    n = lax.axis_size("x")
+    logits = x @ wr                                         # [t, E]
+    gate = jax.nn.softmax(logits, axis=-1)
+    top = jnp.argmax(logits, axis=-1)
+    mask = jax.nn.one_hot(top, ME, dtype=x.dtype) * gate    # [t, E]
+    disp = jnp.einsum("te,td->etd", mask, x)                # [E, t, D]
+    disp = lax.all_to_all(disp, "x", 0, 1, tiled=True)      # [E/n, n*t, D]
+    h = jax.nn.relu(jnp.einsum("etd,edh->eth", disp, w1))
+    out = jnp.einsum("eth,ehd->etd", h, w2)
+    out = lax.all_to_all(out, "x", 1, 0, tiled=True)        # [E, t, D]
+    del n
+    return jnp.sum(out, axis=0)
+
+
+def moe(x, wr, w1, w2):
+    return jax.shard_map(_moe_local, in_specs=(P("x"), P(), P("x"), P("x")),
+                         out_specs=P("x"))(x, wr, w1, w2)
+
+
+def moe_specs(axes):
+    return ((P("x"), P(), P("x"), P("x")), P("x"))
+
+
+def moe_inputs(rng):
+    return (_normal(rng, (MT, MD)), _normal(rng, (MD, ME)), _normal(rng, (ME, MD, MHD), scale=0.4),
+            _normal(rng, (ME, MHD, MD), scale=0.3))
+
+
+# ---------------------------------------------------------- top-k, argmax
+# Over the sharded dimension: top-4 values and indices of each row, argmax
+# of each row and of each column.
+
+def topk(x):
+    vals, idx = lax.top_k(x, 4)
+    return vals, idx, jnp.argmax(x, axis=1), jnp.argmax(x, axis=0)
+
+
+def topk_specs(axes):
+    if len(axes) == 2:
+        return ((P(axes[0], axes[1]),), (P(axes[0]), P(axes[0]), P(axes[0]), P(axes[1])))
+    return ((P(None, axes[0]),), (P(), P(), P(), P(axes[0])))
+
+
+def topk_inputs(rng):
+    return (rng.permutation(16 * 32).reshape(16, 32).astype(np.float32) / 7.0,)
+
+
+# ----------------------------------------------------------- uneven shards
+# 7 rows and 10 columns split over 2, 4 and 8 devices (padded shards). jit
+# takes only arguments and results that divide evenly, so the uneven
+# shardings are constraints inside: softmax(x @ w) with its rows over "x"
+# (and its columns over "y"), then a running sum down the columns and the
+# columns' sums of squares.
+
+def uneven(x, w):
+    axes = jax.sharding.get_abstract_mesh().axis_names
+    x = lax.with_sharding_constraint(x, P(axes[0], None))
+    w = lax.with_sharding_constraint(w, P(None, axes[-1]))
+    z = jax.nn.softmax(x @ w, axis=1)
+    z = lax.with_sharding_constraint(z, P(axes[0], axes[1] if len(axes) == 2 else None))
+    return z + jnp.cumsum(z, axis=0), jnp.sum(z * z, axis=0)
+
+
+def uneven_specs(axes):
+    return ((P(), P()), (P(), P()))
+
+
+def uneven_inputs(rng):
+    return (_normal(rng, (7, 12)), _normal(rng, (12, 10), scale=0.5))
+
+
+# ---------------------------------------------------------- jax.random
+# threefry2x32 inside the program, from a raw key input: dropout of a
+# sharded activation, the raw bits, normal draws, and a fold_in/split key.
+
+def rand(key, x):
+    k = jax.random.wrap_key_data(key, impl="threefry2x32")
+    k1, k2 = jax.random.split(k)
+    keep = jax.random.bernoulli(k1, 0.75, x.shape)
+    drop = jnp.where(keep, x / 0.75, 0.0)
+    bits = jax.random.bits(jax.random.fold_in(k2, 3), (8, 6))
+    noise = jax.random.normal(k2, (x.shape[0], 4))
+    return drop, bits, noise
+
+
+def rand_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(), P(dp, mp)), (P(dp, mp), P(), P(mp)))
+
+
+def rand_inputs(rng):
+    return (rng.integers(0, 2 ** 32, size=(2,), dtype=np.uint32), _normal(rng, (16, 8)))
+
+
+ALL_1D = ((1,), (2,), (4,), (8,))
+PROGRAMS = [
+    Program("mlp", mlp, MESHES_ALL, mlp_specs, mlp_inputs,
+            doc="Megatron MLP, f32"),
+    Program("mlp_loss", mlp_loss, MESHES_ALL, mlp_loss_specs, mlp_loss_inputs, grad_wrt=(0, 1, 2, 3),
+            doc="the MLP's mean squared error, for tessel grad against jax.grad"),
+    Program("mlp_sgd", mlp_sgd, MESHES_ALL, mlp_sgd_specs, mlp_loss_inputs,
+            doc="one SGD step of the MLP (jax.value_and_grad)"),
+    Program("mlp_adam", mlp_adam, MESHES, mlp_adam_specs, mlp_adam_inputs,
+            doc="one Adam step of the MLP"),
+    Program("block", block, MESHES_ALL, block_specs, block_inputs,
+            doc="pre-LN transformer block, bf16 with f32 accumulation"),
+    Program("block_loss", block_loss, ((1,), (2, 2), (8,)), block_loss_specs, block_loss_inputs,
+            grad_wrt=tuple(range(10)), doc="the block's mean squared error, for tessel grad"),
+    Program("block_sgd", block_sgd, ((2,), (2, 4)), block_sgd_specs, block_loss_inputs,
+            doc="one SGD step of the transformer block"),
+    Program("block_adam", block_adam, ((4,),), block_adam_specs, block_adam_inputs,
+            doc="one Adam step of the transformer block"),
+    Program("convnet", convnet, MESHES, convnet_specs, convnet_inputs,
+            doc="conv net with batch norm"),
+    Program("rnn", rnn, MESHES, rnn_specs, rnn_inputs, doc="lax.scan RNN"),
+    Program("moe", moe, ALL_1D, moe_specs, moe_inputs,
+            doc="top-1 mixture of experts, shard_map and all-to-all"),
+    Program("topk", topk, MESHES_ALL, topk_specs, topk_inputs, doc="top-k and argmax"),
+    Program("uneven", uneven, ((2,), (4,), (8,), (2, 4)), uneven_specs, uneven_inputs,
+            doc="7 rows and 10 columns over 2, 4 and 8"),
+    Program("random", rand, MESHES, rand_specs, rand_inputs,
+            doc="jax.random threefry: dropout, bits, normal"),
+]
+
+BY_NAME = {p.name: p for p in PROGRAMS}
+assert len(BY_NAME) == len(PROGRAMS)
