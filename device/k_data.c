@@ -492,12 +492,28 @@ static void major_to_minor(const IrShape *s, int64_t *perm, int64_t *pdims)
     }
 }
 
+/* The layout a bitcast reads its operand in: the one the operand
+ * instruction declares. A value's own shape may carry another (a copy
+ * that changes the layout is a reference to its operand's value:
+ * `t = f32[4,2]{0,1} transpose(p)`, `c = f32[4,2]{1,0} copy(t)`, then a
+ * bitcast of c reads c's {1,0}, not t's {0,1}). */
+static const IrShape *bitcast_operand_shape(const DevKernelArgs *k)
+{
+    const IrShape *os = &k->opnd[0]->shape;
+    if (k->c && k->ins->nopnd == 1 && k->ins->opnd[0] >= 0 && k->ins->opnd[0] < k->c->ninstr) {
+        const IrShape *decl = &k->c->instr[k->ins->opnd[0]].shape;
+        if (ir_shape_equal(decl, os))
+            return decl;
+    }
+    return os;
+}
+
 /* bitcast between layouts: operand logical -> its physical bytes, read
  * those as the result's physical array -> result logical. Example:
  * f32[2,3]{1,0} bitcast to f32[3,2]{0,1} is a transpose. */
 static IrStatus bitcast_layouts(const DevKernelArgs *k, DevValue *r)
 {
-    const IrShape *os = &k->opnd[0]->shape, *rs = &k->ins->shape;
+    const IrShape *os = bitcast_operand_shape(k), *rs = &k->ins->shape;
     size_t w = ir_type_size(os->type);
     uint8_t *phys = ts_malloc((size_t)r->nbytes);
     if (!phys)
@@ -533,7 +549,7 @@ IrStatus dev_k_reshape(const DevKernelArgs *k, DevValue **out)
     DevValue *r;
     if ((st = new_result(k, false, &r)) != IR_OK)
         return st;
-    if (bitcast && (nondefault_layout(os) || nondefault_layout(rs)) && r->nbytes > 0) {
+    if (bitcast && (nondefault_layout(bitcast_operand_shape(k)) || nondefault_layout(rs)) && r->nbytes > 0) {
         if ((st = bitcast_layouts(k, r)) != IR_OK) {
             dev_value_unref(r);
             return st;

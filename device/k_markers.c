@@ -17,8 +17,8 @@
  *   MoveToHost, MoveToDevice  host offloading (memory_annotations.h)
  *   PinToDevice,              the same for pinning to device memory / SRAM
  *   PinToDeviceSram
- *   Pin, Unpin                array <-> buffer in XLA's buffer types; tessel
- *                             has no buffer types, so only on arrays
+ *   Pin, Unpin                array <-> buffer (XLA's buffer shape b(f32[..]),
+ *                             which tessel computes as the array it holds)
  *   ShardBarrierFrom,         stop sharding propagation in one direction
  *   ShardBarrierTo            (XLA's ShardBarrierPartitioner removes them)
  *   xla.sdy.FuncResultSharding  Shardy's sharding of a function result
@@ -26,6 +26,9 @@
  *   SetBound                  an upper bound (its literal=) for XLA's value
  *                             inference of dynamic sizes; the dynamic padder
  *                             replaces it by its operand
+ *
+ * And CreateBuffer (no operands): a new buffer of its shape (JAX's
+ * create_linear), uninitialized in XLA; zeros here.
  */
 #include "device.h"
 
@@ -50,6 +53,14 @@ static IrStatus k_identity(const DevKernelArgs *k, DevValue **out)
     return IR_OK;
 }
 
+static IrStatus k_create_buffer(const DevKernelArgs *k, DevValue **out)
+{
+    if (k->nopnd != 0 || !ir_shape_is_array(&k->ins->shape))
+        return dev_kernel_error(k, IR_EINPUT, "custom-call CreateBuffer takes no operands and gives an array");
+    *out = dev_value_new(&k->ins->shape);
+    return *out ? IR_OK : dev_kernel_error(k, IR_ENOMEM, "out of memory");
+}
+
 static const struct {
     const char *name;
     BuiltinKernel run;
@@ -64,6 +75,7 @@ static const struct {
     {"PinToDeviceSram", k_identity},
     {"Pin", k_identity},
     {"Unpin", k_identity},
+    {"CreateBuffer", k_create_buffer},
     {"ShardBarrierFrom", k_identity},
     {"ShardBarrierTo", k_identity},
     {"xla.sdy.FuncResultSharding", k_identity},

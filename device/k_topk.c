@@ -14,7 +14,9 @@
  * shape; its comparator (called_computations, XLA writes `compare(p0.lhs,
  * p0.rhs), direction=GT, type=TOTALORDER`) says the order: GT/GE the
  * largest, LT/LE the smallest (operands swapped: the other way); none: the
- * largest. Any other comparator is refused.
+ * largest. Any other comparator (XLA's CPU pipeline writes the total
+ * order out in it) is run as sort runs it, on the values and their
+ * indices, stably.
  *
  * Each row sorts (key, index) pairs with qsort: the index in the key makes
  * the order total, so qsort's instability cannot show.
@@ -90,10 +92,13 @@ static IrStatus topk_shape(const DevKernelArgs *k, const IrShape *xs, int64_t *k
     return IR_OK;
 }
 
-/* The order the TopK custom-call's comparator asks for. */
-static IrStatus custom_order(const DevKernelArgs *k, bool *largest)
+/* The order the TopK custom-call's comparator asks for, when it is a
+ * plain compare of the two values (*simple); else *simple is false and the
+ * comparator itself is run (topk_by_sort). */
+static IrStatus custom_order(const DevKernelArgs *k, bool *largest, bool *simple)
 {
     *largest = true;
+    *simple = true;
     if (k->ins->ncalled == 0)
         return IR_OK;
     const IrComputation *c = k->m->comp[k->ins->called[0]];
@@ -103,14 +108,73 @@ static IrStatus custom_order(const DevKernelArgs *k, bool *largest)
         if (c->instr[r->opnd[i]].op == OP_PARAMETER)
             p[i] = c->instr[r->opnd[i]].a.parameter_number;
     bool straight = p[0] == 0 && p[1] == 1, swapped = p[0] == 1 && p[1] == 0;
-    if (!straight && !swapped)
-        return dev_kernel_error(k, IR_EUNSUPPORTED,
-                                "TopK's comparator must be compare(parameter(0), parameter(1))");
-    IrCmpDir d = r->a.direction;
-    if (d != CMP_GT && d != CMP_GE && d != CMP_LT && d != CMP_LE)
-        return dev_kernel_error(k, IR_EUNSUPPORTED, "TopK's comparator must be GT, GE, LT or LE");
+    IrCmpDir d = r ? r->a.direction : CMP_NONE;
+    if ((!straight && !swapped) || (d != CMP_GT && d != CMP_GE && d != CMP_LT && d != CMP_LE)) {
+        *simple = false;
+        return IR_OK;
+    }
     *largest = (d == CMP_GT || d == CMP_GE) == straight;
     return IR_OK;
+}
+
+/* The first kk of each row of a (values, indices) tuple sorted along
+ * the last dimension: topk's result. */
+static IrStatus first_k(const DevKernelArgs *k, const DevValue *sorted, int64_t n, int64_t kk, DevValue **out)
+{
+    DevValue *el[2] = {dev_value_new(&k->ins->shape.tuple[0]), dev_value_new(&k->ins->shape.tuple[1])};
+    if (!el[0] || !el[1]) {
+        dev_value_unref(el[0]);
+        dev_value_unref(el[1]);
+        return dev_kernel_error(k, IR_ENOMEM, "out of memory in topk");
+    }
+    int64_t rows = n ? dev_value_elements(sorted->elems[0]) / n : 0;
+    for (int e = 0; e < 2; e++) {
+        size_t esz = ir_type_size(sorted->elems[e]->shape.type);
+        for (int64_t r = 0; r < rows && kk > 0; r++)
+            memcpy(el[e]->data + (size_t)(r * kk) * esz, sorted->elems[e]->data + (size_t)(r * n) * esz,
+                   (size_t)kk * esz);
+    }
+    *out = dev_value_tuple(&k->ins->shape, 2, el);
+    return *out ? IR_OK : dev_kernel_error(k, IR_ENOMEM, "out of memory in topk");
+}
+
+/* TopK with any other comparator (XLA's CPU pipeline writes the total
+ * order out: bitcast to s32, flip the negatives, compare GT): the values
+ * and their indices (an s32 iota) sorted together, stably, by the
+ * comparator (its parameters: value lhs, rhs, index lhs, rhs), as sort
+ * does; the first kk of each row. */
+static IrStatus topk_by_sort(const DevKernelArgs *k, int64_t kk, DevValue **out)
+{
+    const DevValue *x = k->opnd[0];
+    int32_t rank = x->shape.rank;
+    int64_t n = x->shape.dims[rank - 1];
+    IrShape parts[2] = {x->shape, x->shape};
+    parts[1].type = IR_S32;
+    parts[1].has_layout = false;
+    DevValue *iota = dev_value_new(&parts[1]);
+    if (!iota)
+        return dev_kernel_error(k, IR_ENOMEM, "out of memory in topk");
+    int32_t *ix = (int32_t *)iota->data;
+    for (int64_t i = 0, e = dev_value_elements(iota); i < e; i++)
+        ix[i] = (int32_t)(i % n);
+    int64_t dim = rank - 1;
+    IrInstr sort = *k->ins;
+    sort.op = OP_SORT;
+    sort.nopnd = 2;
+    sort.shape = (IrShape){.type = IR_TUPLE, .ntuple = 2, .tuple = parts};
+    sort.a.has_dimensions = true;
+    sort.a.dimensions = (IrI64List){.n = 1, .v = &dim};
+    DevValue *opnd[2] = {(DevValue *)x, iota}, *sorted = NULL;
+    DevKernelArgs ks = *k;
+    ks.ins = &sort;
+    ks.nopnd = 2;
+    ks.opnd = opnd;
+    IrStatus st = dev_k_sort(&ks, &sorted);
+    dev_value_unref(iota);
+    if (st == IR_OK)
+        st = first_k(k, sorted, n, kk, out);
+    dev_value_unref(sorted);
+    return st;
 }
 
 IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out)
@@ -123,8 +187,11 @@ IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out)
     if (st != IR_OK)
         return st;
     bool largest = !k->ins->a.x->has_topk_largest || k->ins->a.x->topk_largest;
-    if (k->ins->op == OP_CUSTOM_CALL && (st = custom_order(k, &largest)) != IR_OK)
+    bool simple = true;
+    if (k->ins->op == OP_CUSTOM_CALL && (st = custom_order(k, &largest, &simple)) != IR_OK)
         return st;
+    if (!simple)
+        return topk_by_sort(k, kk, out);
     int64_t n = x->shape.dims[x->shape.rank - 1], rows = n ? dev_value_elements(x) / n : 0;
     size_t esz = ir_type_size(x->shape.type);
     DevValue *el[2] = {dev_value_new(&k->ins->shape.tuple[0]), dev_value_new(&k->ins->shape.tuple[1])};

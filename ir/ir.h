@@ -30,6 +30,7 @@
  *   parse_shape.c   shapes, layouts, signatures; shapes the text omits
  *   parse_attrs.c   attribute names, which ops take which, their values
  *   parse_values.c  attribute value syntax (windows, replica groups, ...)
+ *   parse_mesh_groups.c  replica groups in XLA's mesh-axes form (mesh[...] {...})
  *   parse_inline.c  inline computations, nested operand instructions
  *   parse_async.c   the sugared OP-start forms and their wrappers
  *   parse_header.c  the module header (HloModule name, attributes)
@@ -318,6 +319,10 @@ typedef struct IrShape {
      * static, else rank entries, true where dims[i] is the bound of a
      * dimension whose size is known only at run time. */
     bool *dynamic;
+    /* XLA's buffer shape `b(f32[2,4])` (custom-calls Pin, Unpin,
+     * CreateBuffer): the array it holds, computed as that array; kept, like
+     * the layout, for printing, and ignored by shape equality. */
+    bool buffer;
 } IrShape;
 
 /* dims[i] of an unbounded dynamic dimension (`f32[?,784]`): no bound, so the
@@ -676,10 +681,12 @@ typedef struct IrScatterDnums {
     int64_t index_vector_dim;
 } IrScatterDnums;
 
-/* replica_groups={{0,1},{2,3}} or the iota form [2,2]<=[4] (expanded on parse). */
+/* replica_groups={{0,1},{2,3}}, the iota form [2,2]<=[4] or the mesh-axes
+ * form mesh['a'=2,'b'=4] {'b'} (both expanded on parse). */
 typedef struct IrReplicaGroups {
     bool present;
     bool iota;             /* iota form kept for printing (iota_* below) */
+    const char *mesh;      /* mesh-axes form as XLA prints it, or NULL */
     int32_t ngroups;
     int32_t *group_size;   /* ngroups entries */
     int64_t **groups;

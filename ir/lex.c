@@ -897,6 +897,26 @@ bool lx_raw_run(Lexer *L, bool (*ok)(char c), size_t *start, size_t *end, const 
     return true;
 }
 
+bool lx_raw_quoted(Lexer *L, size_t *start, size_t *end, const char *what)
+{
+    if (L->st != IR_OK)
+        return false;
+    if (L->tok.kind != LX_OTHER || L->text[L->tok.start] != '\'')
+        return lx_expected(L, what);
+    Cursor c = tok_cursor(L);
+    IrPos open = L->tok.pos;
+    bump(L, &c);
+    *start = c.off;
+    while (c.off < L->len && L->text[c.off] != '\'' && L->text[c.off] != '\n')
+        bump(L, &c);
+    if (c.off >= L->len || L->text[c.off] != '\'')
+        return lx_fail(L, open, "unterminated '...' in %s", what);
+    *end = c.off;
+    bump(L, &c);
+    resume(L, c);
+    return true;
+}
+
 bool lx_raw_value(Lexer *L, size_t *start, size_t *end)
 {
     if (L->st != IR_OK)

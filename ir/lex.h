@@ -145,6 +145,10 @@ bool lx_int_list(Lexer *L, LxKind open, LxKind close, LxKind sep, IrI64List *out
 bool lx_raw_group(Lexer *L, size_t *start, size_t *end);
 /* The longest run of bytes accepted by `ok`, at least one byte. */
 bool lx_raw_run(Lexer *L, bool (*ok)(char c), size_t *start, size_t *end, const char *what);
+/* A name in single quotes ('axis_0', as XLA prints mesh axis names) at the
+ * current `'`: [*start, *end) is what is between the quotes (no newline,
+ * no quote; may be empty); else "expected WHAT" or an unterminated error. */
+bool lx_raw_quoted(Lexer *L, size_t *start, size_t *end, const char *what);
 /* An attribute value of any form: up to the next ',' or line end outside
  * brackets, or an unmatched closing bracket. */
 bool lx_raw_value(Lexer *L, size_t *start, size_t *end);

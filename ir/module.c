@@ -449,7 +449,7 @@ static bool dup_replica_groups(IrArena *a, IrReplicaGroups *g)
                 return false;
         }
     }
-    return dup_i64(a, &g->iota_shape) && dup_i64(a, &g->iota_reshape) &&
+    return dup_str(a, &g->mesh) && dup_i64(a, &g->iota_shape) && dup_i64(a, &g->iota_reshape) &&
            dup_mem(a, (void **)&g->iota_perm, (size_t)g->niota_perm * sizeof(int32_t));
 }
 

@@ -1,6 +1,6 @@
 /*
  * parse_internal.h: what the parts of the HLO text parser share, private to
- * them (parse.c, parse_shape.c, parse_attrs.c, parse_values.c,
+ * them (parse.c, parse_shape.c, parse_attrs.c, parse_values.c, parse_mesh_groups.c,
  * parse_inline.c, parse_async.c, parse_header.c); nothing else includes it
  * but the unit test of the name tables (tests/unit/test_namemap.c).
  *
@@ -266,18 +266,23 @@ void prs_split_end(Split *s);
 
 /* ---- shapes (parse_shape.c) ---- */
 
-/* Is the current token the start of a shape: '(' or a type name then '['?
- * Inline: asked for every operand. */
+/* Is the current token the start of a shape: '(', a type name then '[',
+ * or a buffer shape's `b(` (no opcode is named b)? Inline: asked for every
+ * operand. */
 static inline bool at_shape(const Parser *P)
 {
     const Lexer *L = &P->L;
     if (lx_is(L, LX_LPAREN))
         return true;
-    return lx_is(L, LX_NAME) && ir_type_from_name(lx_text(L), lx_tlen(L)) != IR_INVALID &&
-           lx_peek(L).kind == LX_LSQUARE;
+    if (!lx_is(L, LX_NAME))
+        return false;
+    LxKind next = lx_peek(L).kind;
+    if (next == LX_LPAREN && lx_tlen(L) == 1 && lx_text(L)[0] == 'b')
+        return true;
+    return ir_type_from_name(lx_text(L), lx_tlen(L)) != IR_INVALID && next == LX_LSQUARE;
 }
 
-/* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
+/* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? | 'b' '(' array shape ')' */
 bool prs_parse_shape(Parser *P, IrShape *out);
 /* A computation's signature: parameter shapes (heap) and result shape. */
 bool prs_parse_signature(Parser *P, IrShape **sig, int32_t *nsig, IrShape *result);
@@ -313,7 +318,15 @@ bool prs_parse_pads(Parser *P, bool allow_interior, IrI64List *lo, IrI64List *hi
 bool prs_parse_window(Parser *P, IrWindow *w);               /* window={...} */
 bool prs_parse_dim_labels(Parser *P, IrConvDnums *c);        /* dim_labels=b01f_01io->b01f */
 bool prs_parse_slice(Parser *P, IrAttrsX *ax);                 /* slice={[0:2:1], ...} */
-bool prs_parse_replica_groups(Parser *P, IrReplicaGroups *g); /* lists or iota form */
+bool prs_parse_replica_groups(Parser *P, IrReplicaGroups *g); /* lists, iota or mesh-axes form */
+/* open int (',' int)* close, open and close '[' ']' or '(' ')', into v. */
+bool prs_ints_between(Lexer *L, LxKind open, LxKind close, I64Vec *v, const char *what);
+
+/* ---- mesh-axes replica groups (parse_mesh_groups.c) ---- */
+
+/* mesh['a'=2,'b'=4][, device_ids=(...)] {'b', 'a':(1)2} at the word `mesh`:
+ * expanded into g's groups, the form kept in g->mesh as XLA prints it. */
+bool prs_parse_mesh_groups(Parser *P, IrReplicaGroups *g);
 bool prs_parse_pairs(Parser *P, IrI64List *out);             /* source_target_pairs */
 bool prs_parse_frontend(Parser *P, IrKeyValue **out, int32_t *n); /* frontend_attributes */
 /* A computation name or an inline computation, into x->callee[id]. */

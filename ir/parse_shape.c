@@ -175,13 +175,41 @@ static bool parse_dim(Parser *P, IrShape *out, I64Vec *dims, int32_t *nunbounded
 }
 
 /* shape ::= tuple | type '[' (dim (',' dim)*)? ']' layout? */
+static bool parse_array_shape(Parser *P, IrShape *out);
+
+/* b(f32[2,4]{1,0}): XLA's buffer shape, an array shape inside. */
+static bool parse_buffer_shape(Parser *P, IrShape *out)
+{
+    Lexer *L = &P->L;
+    lx_next(L);
+    lx_next(L);
+    IrPos pos = L->tok.pos;
+    if (lx_is(L, LX_LPAREN) || (lx_is(L, LX_NAME) && lx_tlen(L) == 1 && lx_text(L)[0] == 'b'))
+        return lx_fail(L, pos, "a buffer shape b(...) holds an array shape");
+    if (!parse_array_shape(P, out))
+        return false;
+    if (out->type == IR_TOKEN)
+        return lx_fail(L, pos, "a buffer shape b(...) holds an array shape");
+    out->buffer = true;
+    return lx_expect(L, LX_RPAREN, "')' to end the buffer shape");
+}
+
 bool prs_parse_shape(Parser *P, IrShape *out)
 {
     Lexer *L = &P->L;
-    char buf[64];
     memset(out, 0, sizeof *out);
     if (lx_is(L, LX_LPAREN))
         return parse_tuple_shape(P, out);
+    if (lx_is(L, LX_NAME) && lx_tlen(L) == 1 && lx_text(L)[0] == 'b' && lx_peek(L).kind == LX_LPAREN)
+        return parse_buffer_shape(P, out);
+    return parse_array_shape(P, out);
+}
+
+/* type '[' (dim (',' dim)*)? ']' layout? */
+static bool parse_array_shape(Parser *P, IrShape *out)
+{
+    Lexer *L = &P->L;
+    char buf[64];
     IrType t = lx_is(L, LX_NAME) ? ir_type_from_name(lx_text(L), lx_tlen(L)) : IR_INVALID;
     if (t == IR_INVALID) {
         if (lx_is(L, LX_NAME) && ir_op_from_name(lx_text(L), lx_tlen(L)) != OP_COUNT &&

@@ -373,7 +373,7 @@ static bool parse_groups_list(Parser *P, IrReplicaGroups *g)
 }
 
 /* open int (',' int)* close into a vector. */
-static bool ints_between(Lexer *L, LxKind open, LxKind close, I64Vec *v, const char *what)
+bool prs_ints_between(Lexer *L, LxKind open, LxKind close, I64Vec *v, const char *what)
 {
     if (!lx_expectf(L, open, "'%c' to start %s", open == LX_LSQUARE ? '[' : '(', what))
         return false;
@@ -396,13 +396,13 @@ static bool parse_groups_iota(Parser *P, IrReplicaGroups *g)
     IrPos pos = L->tok.pos;
     I64Vec shape = {0}, dims = {0}, perm = {0};
     bool has_perm = false;
-    bool ok = ints_between(L, LX_LSQUARE, LX_RSQUARE, &shape, "the replica group shape") &&
+    bool ok = prs_ints_between(L, LX_LSQUARE, LX_RSQUARE, &shape, "the replica group shape") &&
               lx_expect(L, LX_LEQ, "'<=' in iota replica groups") &&
-              ints_between(L, LX_LSQUARE, LX_RSQUARE, &dims, "the iota dimensions");
+              prs_ints_between(L, LX_LSQUARE, LX_RSQUARE, &dims, "the iota dimensions");
     if (ok && lx_is_word(L, "T")) {
         lx_next(L);
         has_perm = true;
-        ok = ints_between(L, LX_LPAREN, LX_RPAREN, &perm, "T(...)");
+        ok = prs_ints_between(L, LX_LPAREN, LX_RPAREN, &perm, "T(...)");
     }
     if (ok && shape.n != 2)
         ok = lx_fail(L, pos, "iota replica groups need [groups,size], found %d numbers", (int)shape.n);
@@ -439,14 +439,16 @@ static bool parse_groups_iota(Parser *P, IrReplicaGroups *g)
     return ok;
 }
 
-/* replica_groups ::= '{' ('{' ints '}' (',' ...)*)? '}' | iota form */
+/* replica_groups ::= '{' ('{' ints '}' (',' ...)*)? '}' | iota form | mesh-axes form */
 bool prs_parse_replica_groups(Parser *P, IrReplicaGroups *g)
 {
     g->present = true;
     if (lx_is(&P->L, LX_LBRACE))
         return parse_groups_list(P, g);
+    if (lx_is_word(&P->L, "mesh"))
+        return prs_parse_mesh_groups(P, g);
     if (!lx_is(&P->L, LX_LSQUARE))
-        return lx_expected(&P->L, "'{' or '[' to start replica_groups");
+        return lx_expected(&P->L, "'{', '[' or mesh[...] to start replica_groups");
     return parse_groups_iota(P, g);
 }
 

@@ -79,6 +79,8 @@ static void put_shape(IrStrBuf *b, const IrShape *s, bool with_layout)
         ir_sb_putn(b, ")", 1);
         return;
     }
+    if (s->buffer)
+        ir_sb_putn(b, "b(", 2);
     ir_sb_puts(b, ir_type_name(s->type));
     ir_sb_putn(b, "[", 1);
     for (int32_t i = 0; i < s->rank; i++) {
@@ -107,6 +109,8 @@ static void put_shape(IrStrBuf *b, const IrShape *s, bool with_layout)
         }
         ir_sb_putn(b, "}", 1);
     }
+    if (s->buffer)
+        ir_sb_putn(b, ")", 1);
 }
 
 /* A C-escaped string in double quotes, as XLA's CEscape writes it. */
@@ -488,10 +492,15 @@ static void put_slice(IrStrBuf *b, const IrAttrs *a)
 }
 
 /* replica_groups={{0,1},{2,3}}, or the iota form [2,2]<=[4] and
- * [2,2]<=[2,2]T(1,0) as it was written. */
+ * [2,2]<=[2,2]T(1,0) as it was written, or the mesh-axes form
+ * mesh['a'=2,'b'=4] {'b'} as XLA prints it. */
 static void put_replica_groups(IrStrBuf *b, const IrReplicaGroups *g)
 {
     ir_sb_puts(b, ", replica_groups=");
+    if (g->mesh) {
+        ir_sb_puts(b, g->mesh);
+        return;
+    }
     if (g->iota && g->iota_shape.n > 0) {
         ir_sb_puts(b, "[");
         for (int32_t i = 0; i < g->iota_shape.n; i++)

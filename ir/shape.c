@@ -202,6 +202,8 @@ static void shape_to_buf(IrStrBuf *b, const IrShape *s, bool with_layout)
         ir_sb_puts(b, ")");
         return;
     }
+    if (s->buffer)
+        ir_sb_puts(b, "b(");
     ir_sb_puts(b, ir_type_name(s->type));
     ir_sb_puts(b, "[");
     for (int32_t i = 0; i < s->rank; i++) {
@@ -227,6 +229,8 @@ static void shape_to_buf(IrStrBuf *b, const IrShape *s, bool with_layout)
         }
         ir_sb_puts(b, "}");
     }
+    if (s->buffer)
+        ir_sb_puts(b, ")");
 }
 
 char *ir_shape_str(const IrShape *s, bool with_layout)

@@ -128,12 +128,13 @@ IrStatus shd_expand_scans(IrModule *m, IrDiag *d);
  * lists them): annotate_device_placement, MoveToHost, MoveToDevice,
  * PinToDevice, PinToDeviceSram, Pin, Unpin, ShardBarrierFrom,
  * ShardBarrierTo, xla.sdy.FuncResultSharding, xla.sdy.PropagationBarrier,
- * SetBound. True when `ins` is
- * one of them with one array operand of its own shape; *passthrough then
- * says whether shardings propagate through it, as XLA's sharding
- * propagation does for the memory annotations (IsPassthroughCustomOps)
- * and never for the barriers. The SPMD partitioner moves the operand's
- * shards through them. Can't fail. */
+ * SetBound. True when `ins` is one of them with one array operand of its
+ * own shape; *passthrough then says whether shardings propagate through
+ * it, as XLA's sharding propagation does for the memory annotations
+ * (IsPassthroughCustomOps), and as Shardy does for a function's result
+ * sharding (back to the value returned: FuncResultSharding), never for
+ * the barriers. The SPMD partitioner moves the operand's shards through
+ * them. Can't fail. */
 bool shd_identity_custom_call(const IrInstr *ins, bool *passthrough);
 /* prop_ragged.c: the dims of ragged-dot x's result that may be tiled as
  * an operand's: from_lhs[r] / from_rhs[r] is the lhs / rhs dim result dim

@@ -494,16 +494,11 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
                 pc->dc->instr[v].a.x->window.dim[k].pad_lo = 0;
                 pc->dc->instr[v].a.x->window.dim[k].pad_hi = 0;
             }
-    if (v >= 0 && best->reduce) {
-        int64_t idim = IT_I;
-        int32_t ng, size;
-        int64_t *groups;
-        if (!shd_groups_along(pc, best->iter, 1, &idim, &ng, &size, &groups))
-            v = spmd_oom_value(pc);
-        else
-            v = emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
-    }
+    int32_t ng = 0, size = 1;
+    int64_t *groups = NULL, idim = IT_I;
+    if (v >= 0 && best->reduce && !shd_groups_along(pc, best->iter, 1, &idim, &ng, &size, &groups))
+        v = spmd_oom_value(pc);
     IrSharding *partial = best->partial;
     ts_free(best);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, partial, pc->shd[i]));
+    return set_val(pc, i, finish_partial(pc, v, &ins->shape, partial, OP_ADD, ng, size, groups, pc->shd[i]));
 }

@@ -9,7 +9,9 @@
  *   rhs free; rhs takes (batch, contracting, rhs free), replicated over lhs
  *   free. The local dot gives partial sums over the contracting tiles; an
  *   all-reduce over the devices that differ only in contracting tiles
- *   completes them (the result then holds the batch/free tiles).
+ *   completes them (the result then holds the batch/free tiles), or, where
+ *   the result ends cut finer among those devices, a reduce-scatter
+ *   (spmd_partial.c: half the bytes).
  * Candidate tilings come from the result's sharding, from the lhs's and
  * from the rhs's; the handler picks the one whose resharding and
  * all-reduce move the fewest bytes (ties: result, lhs, rhs).
@@ -24,7 +26,7 @@
  * it adds nothing to the partial sums.
  *
  * Windowed einsum (XLA's collective matmul): when the local dot's partial
- * sums are all-reduced, the dot may be cut along the first lhs free dim
+ * sums are all-reduced (not reduce-scattered), the dot may be cut along the first lhs free dim
  * into chunks, each all-reduced with its own all-reduce-start/-done pair,
  * and the dones concatenated: the executor (device/schedule.c) starts
  * chunk i's all-reduce before it runs chunk i+1's dot, so the
@@ -108,6 +110,16 @@ typedef struct DotPlan {
     int64_t cost;
 } DotPlan;
 
+/* The groups of devices that differ only in their contracting tiles. */
+static bool contracting_groups(PComp *pc, const IrSharding *iter, const DotDims *dd, int32_t *ng, int32_t *size,
+                               int64_t **groups)
+{
+    int64_t cdims[IR_MAX_RANK];
+    for (int32_t k = 0; k < dd->nc; k++)
+        cdims[k] = dd->out_rank + k;
+    return shd_groups_along(pc, iter, dd->nc, cdims, ng, size, groups);
+}
+
 static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, DotPlan *p)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -127,13 +139,13 @@ static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, 
     p->reduce = false;
     for (int32_t k = 0; k < dd->nc; k++)
         p->reduce |= shd_tiles(iter, dd->out_rank + k) > 1;
-    IrShape local;
-    int64_t out_bytes = 0;
-    if (shd_shard_shape(a, &ins->shape, p->partial, &local) == IR_OK)
-        out_bytes = ir_shape_bytes(&local);
+    int32_t ng = 0, size = 1;
+    int64_t *groups = NULL;
+    if (p->reduce && !contracting_groups(pc, iter, dd, &ng, &size, &groups))
+        return false;
     p->cost = reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
               reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
-              (p->reduce ? 2 * out_bytes : 0) + reshard_cost(&ins->shape, p->partial, pc->shd[i]);
+              finish_partial_cost(pc, &ins->shape, p->partial, ng, size, groups, pc->shd[i]);
     return true;
 }
 
@@ -315,24 +327,21 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
         return set_val(pc, i, -1);
     int32_t ng = 0, size = 1;
     int64_t *groups = NULL;
-    if (best.reduce) {
-        int64_t cdims[IR_MAX_RANK];
-        for (int32_t k = 0; k < dd.nc; k++)
-            cdims[k] = dd.out_rank + k;
-        if (!shd_groups_along(pc, best.iter, dd.nc, cdims, &ng, &size, &groups))
-            return set_val(pc, i, -1);
-    }
-    int32_t ldim = best.reduce ? first_lhs_free(&dd, l->shape.rank) : -1;
+    if (best.reduce && !contracting_groups(pc, best.iter, &dd, &ng, &size, &groups))
+        return set_val(pc, i, -1);
+    /* Partial sums that end sharded are reduce-scattered, not windowed
+     * (unless asked): half the bytes of the all-reduce windowing hides. */
+    bool scatter = best.reduce && !ir_frontend_attr(ins, "_tessel_window_chunks") &&
+                   finish_partial_scatters(pc, &ins->shape, best.partial, ng, size, groups, pc->shd[i]);
+    int32_t ldim = best.reduce && !scatter ? first_lhs_free(&dd, l->shape.rank) : -1;
     int64_t rhs_bytes = rv >= 0 ? ir_shape_bytes(&pc->dc->instr[rv].shape) : 0;
     int64_t chunks = window_chunks(pc, ins, &local, ldim >= 0 ? dd.nb : -1, rhs_bytes, size);
-    int32_t v = -1;
-    if (chunks <= 1) {
-        int32_t ops[2] = {lv, rv};
-        v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    if (chunks > 1) {
+        int32_t v = windowed_dot(pc, ins, lv, rv, &local, ldim, dd.nb, chunks, ng, size, groups);
+        return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
     }
-    if (best.reduce) {
-        v = chunks > 1 ? windowed_dot(pc, ins, lv, rv, &local, ldim, dd.nb, chunks, ng, size, groups)
-                       : emit_all_reduce(pc, v, OP_ADD, ng, size, groups);
-    }
-    return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
+    int32_t ops[2] = {lv, rv};
+    int32_t v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    return set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, OP_ADD, best.reduce ? ng : 0,
+                                         best.reduce ? size : 1, groups, pc->shd[i]));
 }

@@ -567,7 +567,7 @@ static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
 /* replica_groups for all replicas: groups of partition ids, repeated per
  * replica with offset replica*n (global device ids). */
 static bool build_groups(PComp *pc, IrReplicaGroups *g, int32_t ngroups, int32_t size, const int64_t *groups,
-                         bool alias);
+                         bool alias, int64_t reps);
 
 /* The memo entry whose groups these are (the same array: shd_groups_along
  * hands it out), so its replica groups can be shared. */
@@ -589,22 +589,41 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
         return spmd_oom_value(pc), false;
     SpmdGroupsMemo *m = groups_memo_of(sp, groups, ngroups, size);
     if (!m)
-        return build_groups(pc, &x->replica_groups, ngroups, size, groups, false);
+        return build_groups(pc, &x->replica_groups, ngroups, size, groups, false, sp->r);
     /* Shared read-only: nothing writes an instruction's groups once built
      * (module copies duplicate them). */
-    if (!m->rg.present && !build_groups(pc, &m->rg, ngroups, size, groups, true))
+    if (!m->rg.present && !build_groups(pc, &m->rg, ngroups, size, groups, true, sp->r))
         return false;
     x->replica_groups = m->rg;
     return true;
 }
 
-/* alias: groups lives as long as the module (a memo's), so with one replica
- * each group points into it instead of a copy. */
-static bool build_groups(PComp *pc, IrReplicaGroups *g, int32_t ngroups, int32_t size, const int64_t *groups,
-                         bool alias)
+/* Groups of partition ids: XLA's all-to-all has no use_global_device_ids
+ * (printed and read back it would be lost), and with a channel_id its
+ * groups are partition ids, each replica exchanging among its own
+ * partitions alike. With replicas, global ids >= N in them were refused
+ * once the program was printed and read back (a replay, a plan). */
+static bool set_partition_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, const int64_t *groups)
 {
     Spmd *sp = pc->sp;
-    int64_t total = (int64_t)ngroups * sp->r;
+    if (sp->r == 1)
+        return set_groups(pc, ins, ngroups, size, groups);
+    ins->a.channel_id = ++sp->next_channel;
+    ins->a.use_global_device_ids = false;
+    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
+    if (!x)
+        return spmd_oom_value(pc), false;
+    return build_groups(pc, &x->replica_groups, ngroups, size, groups, false, 1);
+}
+
+/* alias: groups lives as long as the module (a memo's), so with one replica
+ * each group points into it instead of a copy. `reps`: the replicas the
+ * groups are repeated for (as global ids), 1 for partition ids. */
+static bool build_groups(PComp *pc, IrReplicaGroups *g, int32_t ngroups, int32_t size, const int64_t *groups,
+                         bool alias, int64_t reps)
+{
+    Spmd *sp = pc->sp;
+    int64_t total = (int64_t)ngroups * reps;
     *g = (IrReplicaGroups){.present = true};
     g->ngroups = (int32_t)total;
     g->group_size = ir_alloc_array(pc_arena(pc), (size_t)total, sizeof(int32_t));
@@ -613,11 +632,11 @@ static bool build_groups(PComp *pc, IrReplicaGroups *g, int32_t ngroups, int32_t
         return false;
     /* Global ids in one block, not one allocation a group; with one
      * replica they are the partition ids, which an alias reuses. */
-    alias = alias && sp->r == 1;
+    alias = alias && reps == 1;
     int64_t *ids = alias ? NULL : ir_alloc_array(pc_arena(pc), (size_t)(total * size), sizeof(int64_t));
     if (!alias && !ids)
         return false;
-    for (int64_t r = 0; r < sp->r; r++)
+    for (int64_t r = 0; r < reps; r++)
         for (int32_t k = 0; k < ngroups; k++) {
             int64_t gi = r * ngroups + k;
             g->group_size[gi] = size;
@@ -700,15 +719,23 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     return c->name ? r : spmd_oom_value(pc);
 }
 
+/* A copy of v's shape without its layout, for a collective's result. */
+static bool result_shape(PComp *pc, int32_t v, IrShape *s)
+{
+    if (ir_shape_copy(pc_arena(pc), s, val_shape(pc, v)) != IR_OK)
+        return false;
+    s->has_layout = false;
+    return true;
+}
+
 int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
                         const int64_t *groups)
 {
     if (v < 0)
         return -1;
     IrShape s;
-    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
+    if (!result_shape(pc, v, &s))
         return spmd_oom_value(pc);
-    s.has_layout = false;
     s.dims[dim] *= size;
     int32_t r = emit(pc, OP_ALL_GATHER, &s, 1, &v);
     if (r < 0)
@@ -720,18 +747,15 @@ int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int3
     return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)) * (size - 1));
 }
 
-int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
-                        const int64_t *groups)
+/* An all-reduce or reduce-scatter of v to shape s with the simple reducer
+ * `reducer`; the caller sets the bytes (note_collective). */
+static int32_t emit_combining(PComp *pc, IrOpcode op, int32_t v, const IrShape *s, IrOpcode reducer, int32_t ngroups,
+                              int32_t size, const int64_t *groups)
 {
-    if (v < 0)
-        return -1;
-    const IrShape *s = val_shape(pc, v);
-    /* Bytes now: emitting moves the array s points into. */
-    int64_t b = ir_shape_bytes(s);
     int32_t red = spmd_reducer(pc->sp, reducer, s->type);
     if (red < 0)
         return spmd_oom_value(pc);
-    int32_t r = emit(pc, OP_ALL_REDUCE, s, 1, &v);
+    int32_t r = emit(pc, op, s, 1, &v);
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
@@ -740,8 +764,41 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
     if (!ins->called || !set_groups(pc, ins, ngroups, size, groups))
         return spmd_oom_value(pc);
     ins->called[0] = red;
+    return r;
+}
+
+int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
+                        const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    const IrShape *s = val_shape(pc, v);
+    /* Bytes now: emitting moves the array s points into. */
+    int64_t b = ir_shape_bytes(s);
+    int32_t r = emit_combining(pc, OP_ALL_REDUCE, v, s, reducer, ngroups, size, groups);
     /* A ring all-reduce moves about 2(n-1)/n of the buffer per device. */
-    return note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
+    return r < 0 ? -1 : note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
+}
+
+int32_t emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim, int32_t ngroups, int32_t size,
+                            const int64_t *groups)
+{
+    if (v < 0)
+        return -1;
+    IrShape s;
+    if (!result_shape(pc, v, &s))
+        return spmd_oom_value(pc);
+    int64_t b = ir_shape_bytes(&s);
+    s.dims[dim] /= size;
+    int32_t r = emit_combining(pc, OP_REDUCE_SCATTER, v, &s, reducer, ngroups, size, groups);
+    if (r < 0)
+        return -1;
+    IrInstr *ins = &pc->dc->instr[r];
+    if (!set_list(pc, &ins->a.dimensions, 1, &dim))
+        return spmd_oom_value(pc);
+    ins->a.has_dimensions = true;
+    /* A ring reduce-scatter: each device receives (n-1)/n of its operand. */
+    return note_collective(pc, r, size > 1 ? b * (size - 1) / size : 0);
 }
 
 int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
@@ -750,9 +807,8 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
     if (v < 0)
         return -1;
     IrShape s;
-    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, v)) != IR_OK)
+    if (!result_shape(pc, v, &s))
         return spmd_oom_value(pc);
-    s.has_layout = false;
     /* XLA's array all-to-all splits and concatenates along one dimension;
      * tessel emits it with split == concat and reshapes around it. */
     (void)concat_dim;
@@ -760,7 +816,7 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
-    if (!set_list(pc, &ins->a.dimensions, 1, &split_dim) || !set_groups(pc, ins, ngroups, size, groups))
+    if (!set_list(pc, &ins->a.dimensions, 1, &split_dim) || !set_partition_groups(pc, ins, ngroups, size, groups))
         return spmd_oom_value(pc);
     ins->a.has_dimensions = true;
     return note_collective(pc, r, ir_shape_bytes(&s) * (size - 1) / (size ? size : 1));
@@ -775,16 +831,16 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
-    /* Pairs of partition ids, repeated for every replica (global ids). */
-    int64_t n = (int64_t)npairs * sp->r;
+    /* Pairs of partition ids, as XLA numbers a collective-permute with a
+     * channel_id: within each replica, every replica permuting its own
+     * partitions alike (runtime/coll.c, rt_coll_permute_source). Repeated
+     * for every replica as global ids, they named ids >= N, which the
+     * verifier refuses: a 2-D mesh run with --num-replicas 2 stopped. */
+    int64_t n = npairs;
     int64_t *p = ir_alloc_array(pc_arena(pc), (size_t)(2 * n > 0 ? 2 * n : 1), sizeof(int64_t));
     if (!p)
         return spmd_oom_value(pc);
-    for (int64_t rep = 0; rep < sp->r; rep++)
-        for (int32_t k = 0; k < npairs; k++) {
-            p[2 * (rep * npairs + k)] = pairs[2 * k] + rep * sp->n;
-            p[2 * (rep * npairs + k) + 1] = pairs[2 * k + 1] + rep * sp->n;
-        }
+    memcpy(p, pairs, (size_t)(2 * n) * sizeof *p);
     IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
     if (!x)
         return spmd_oom_value(pc);

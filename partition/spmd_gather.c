@@ -394,6 +394,8 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
     for (int32_t d = 0; d < g.orank; d++)
         if (g.pass[d])
             pc->dc->instr[v].a.x->slice_sizes.v[d] = val_shape(pc, ov)->dims[d];
+    int32_t ng = 0, size = 1;
+    int64_t *groups = NULL;
     if (best.reduce) {
         int64_t bdims[IR_MAX_RANK], cdims[IR_MAX_RANK];
         int32_t nb = 0;
@@ -408,13 +410,11 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
         v = emit_select(pc, vb, v, zb);
         for (int32_t k = 0; k < g.nx; k++)
             cdims[k] = g.outrank + k;
-        int32_t ng, size;
-        int64_t *groups;
         if (!shd_groups_along(pc, best.iter, g.nx, cdims, &ng, &size, &groups))
             return spmd_oom(pc);
-        v = emit_all_reduce(pc, v, local.type == IR_PRED ? OP_OR : OP_ADD, ng, size, groups);
     }
-    return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
+    return set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, local.type == IR_PRED ? OP_OR : OP_ADD,
+                                         ng, size, groups, pc->shd[i]));
 }
 
 /* ---- scatter ---- */
@@ -633,12 +633,9 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
     if (called < 0)
         return spmd_oom(pc);
     int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
-    if (best.reduce) {
-        int32_t ng, size;
-        int64_t *groups;
-        if (!shd_groups_along(pc, best.iter, s.nb, bdims, &ng, &size, &groups))
-            return spmd_oom(pc);
-        v = emit_all_reduce(pc, v, red, ng, size, groups);
-    }
-    return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
+    int32_t ng = 0, size = 1;
+    int64_t *groups = NULL;
+    if (best.reduce && !shd_groups_along(pc, best.iter, s.nb, bdims, &ng, &size, &groups))
+        return spmd_oom(pc);
+    return set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, red, ng, size, groups, pc->shd[i]));
 }

@@ -8,6 +8,8 @@
  *   spmd_emit.c     the instruction builders (emit_*), the collectives in
  *                   XLA's syntax, spmd_oom
  *   reshard.c       resharding between any two shardings
+ *   spmd_partial.c  partial results finished: all-reduce, or reduce-scatter
+ *                   where the result ends sharded
  *   spmd_ops.c      elementwise ops, parameters, constants, iota, tuples,
  *                   the data-movement ops (broadcast ... sort)
  *   spmd_dot.c      dot
@@ -145,6 +147,10 @@ int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int3
                         const int64_t *groups);
 int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
                         const int64_t *groups);
+/* Reduce-scatter of v along `dim` (its size a multiple of `size`): member j
+ * of each group gets the j-th block of the group's combination. */
+int32_t emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim, int32_t ngroups, int32_t size,
+                            const int64_t *groups);
 int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
                         int32_t ngroups, int32_t size, const int64_t *groups);
 int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs);
@@ -178,6 +184,25 @@ int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to);
  * `fill` (a dst instr of the element type): needed before reductions. */
 int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill);
 /* Identity element of a simple reducer for type t (sum 0, max -inf, ...). */
+
+/* ---- spmd_partial.c: finishing partial results ---- */
+
+/* v holds this device's partial value of a value of logical shape `full`
+ * (its shard under `partial`); the members of each of the `ng` groups of
+ * `size` partition ids hold partial values of one tile, combined with the
+ * simple reducer `red`. Returns the combined value's shard under `to`:
+ * reduce-scatters (and an all-reduce over copies) where `to` cuts each
+ * group's tile among its members, else an all-reduce and a reshard. -1 on
+ * error (recorded). */
+int32_t finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrSharding *partial, IrOpcode red,
+                       int32_t ng, int32_t size, const int64_t *groups, const IrSharding *to);
+/* Would finish_partial use reduce-scatters? */
+bool finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
+                             const int64_t *groups, const IrSharding *to);
+/* Estimated bytes a device receives in finish_partial: exact for the
+ * reduce-scatters; an all-reduce counts 2x its buffer, plus reshard_cost. */
+int64_t finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
+                            const int64_t *groups, const IrSharding *to);
 
 /* ---- spmd_conv.c: halo exchange along a windowed dim ---- */
 

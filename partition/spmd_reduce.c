@@ -309,34 +309,42 @@ static bool narrow_float(IrType t)
 }
 
 /* A sum of a narrow float type (f16 ...) over tiled dims: each device's
- * partial sum and the all-reduce of the partials are f32, the init is
- * added once and the result rounded to the type once. The reference
- * accumulates in double and rounds once (device/k_reduce.c); partials
- * rounded to f16 on each device could overflow where the whole sum does
- * not: f16 [60000, 60000, -60000, -60000] over 2 devices was inf + -inf =
- * NaN partitioned, 0 in the reference. (XLA's CPU backend sums in the
- * type itself, so XLA gives inf on one device and NaN partitioned.) */
-static int32_t wide_sum(PComp *pc, const IrInstr *ins, int32_t v, int32_t init, const int64_t *tiled, int32_t nt,
-                        int32_t no, const int64_t *other, const IrShape *local)
+ * partial sum and the all-reduce (or reduce-scatter, spmd_partial.c) of
+ * the partials are f32, the init is added once and the result rounded to
+ * the type once; a reshard after an all-reduce moves the narrow type. The
+ * reference accumulates in double and rounds once (device/k_reduce.c);
+ * partials rounded to f16 on each device could overflow where the whole
+ * sum does not: f16 [60000, 60000, -60000, -60000] over 2 devices was
+ * inf + -inf = NaN partitioned, 0 in the reference. (XLA's CPU backend
+ * sums in the type itself, so XLA gives inf on one device and NaN
+ * partitioned.) Returns the result under shd[i]. */
+static int32_t wide_sum(PComp *pc, int32_t i, int32_t v, int32_t init, const int64_t *tiled, int32_t nt,
+                        int32_t no, const int64_t *other, const IrSharding *partial)
 {
+    const IrInstr *ins = &pc->sc->instr[i];
     const IrSharding *in = pc->shd[ins->opnd[0]];
     const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
     IrType t = ishape->type;
     IrSharding *only = shd_replicate_dims(pc_tmp(pc), in, no, other);
     int32_t zero = emit_identity_const(pc, t, OP_ADD);
-    if (!only)
-        return spmd_oom(pc), -1;
+    IrShape wide, local;
+    if (!only || ir_shape_copy(pc_tmp(pc), &wide, &ins->shape) != IR_OK)
+        return spmd_oom_value(pc);
+    wide.type = IR_F32;
     v = emit_convert(pc, mask_padding(pc, v, ishape, only, zero), IR_F32);
     int32_t r = emit_reduce(pc, v, OP_ADD, (int32_t)ins->a.dimensions.n, ins->a.dimensions.v);
     int32_t ng, size;
     int64_t *groups;
     if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
-        return spmd_oom(pc), -1;
-    r = emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
-    IrShape wide = *local;
-    wide.type = IR_F32;
-    int32_t i32 = emit_broadcast(pc, emit_convert(pc, init, IR_F32), &wide, 0, NULL);
-    return emit_convert(pc, emit_binary(pc, OP_ADD, r, i32), t);
+        return spmd_oom_value(pc);
+    bool scatter = finish_partial_scatters(pc, &wide, partial, ng, size, groups, pc->shd[i]);
+    r = scatter ? finish_partial(pc, r, &wide, partial, OP_ADD, ng, size, groups, pc->shd[i])
+                : emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
+    if (r < 0 || ir_shape_copy(pc_tmp(pc), &local, val_shape(pc, r)) != IR_OK)
+        return r < 0 ? -1 : spmd_oom_value(pc);
+    int32_t i32 = emit_broadcast(pc, emit_convert(pc, init, IR_F32), &local, 0, NULL);
+    r = emit_convert(pc, emit_binary(pc, OP_ADD, r, i32), t);
+    return scatter ? r : reshard(pc, r, &ins->shape, partial, pc->shd[i]);
 }
 
 /* Do the reduce's inputs share one shape (a variadic reduce's may not, in
@@ -384,13 +392,8 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     if (!init_s)
         return spmd_oom(pc);
     int32_t init = operand_as(pc, i, 1, init_s);
-    if (nt > 0 && red == OP_ADD && narrow_float(t) && ins->shape.type == t) {
-        IrShape local;
-        if (shd_shard_shape(a, &ins->shape, partial, &local) != IR_OK)
-            return spmd_oom(pc);
-        return set_val(pc, i, reshard(pc, wide_sum(pc, ins, v, init, tiled, nt, no, other, &local), &ins->shape,
-                                      partial, pc->shd[i]));
-    }
+    if (nt > 0 && red == OP_ADD && narrow_float(t) && ins->shape.type == t)
+        return set_val(pc, i, wide_sum(pc, i, v, init, tiled, nt, no, other, partial));
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init
          * value is used by the first device of each group only. */
@@ -409,12 +412,9 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
         return spmd_oom(pc);
     int32_t ops[2] = {v, init};
     int32_t r = emit_clone(pc, ins, &local, 2, ops, 1, &called);
-    if (nt > 0) {
-        int32_t ng, size;
-        int64_t *groups;
-        if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
-            return spmd_oom(pc);
-        r = emit_all_reduce(pc, r, red, ng, size, groups);
-    }
-    return set_val(pc, i, reshard(pc, r, &ins->shape, partial, pc->shd[i]));
+    int32_t ng = 0, size = 1;
+    int64_t *groups = NULL;
+    if (nt > 0 && !shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
+        return spmd_oom(pc);
+    return set_val(pc, i, finish_partial(pc, r, &ins->shape, partial, red, ng, size, groups, pc->shd[i]));
 }

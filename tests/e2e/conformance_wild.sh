@@ -21,7 +21,6 @@ fi
 # that are not valid HLO for XLA itself (its verifier rejects them, or they
 # are templates or MLIR, not HLO) or that tessel's op rules do not take yet.
 declare -A REFUSED=(
-    [143_types]="not HLO: an MLIR translation test whose instructions have no shapes (b(f32[]))"
     [219_gemm_rewriter_fp8_ScaledABScaledDMatrixBiasWithD]="a test template: <<F8E4M3>> is substituted by the C++ test before XLA parses it"
     [234_hlo_dimension_analysis_OneMatmul]="XLA's verifier rejects it (its test parses it unverified): a 2-element tuple sharding on a 3-leaf tuple"
     [083_p2p_schedule_preparation_PipelinedP2PChain2Trans]="unverified in XLA's test: the while's declared shape differs from its body's"

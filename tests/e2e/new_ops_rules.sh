@@ -3,8 +3,9 @@
 # rules, not the fallback: each model of tests/models exercising them
 # (the oracle runs them in test_oracle.c) compiles on 3 devices with no
 # `// TesselFallback` line in its plan, and the plans show the collectives
-# each rule is meant to emit: batch-norm's statistics and ragged-dot's
-# sharded contracting dim all-reduce, rng-bit-generator moves nothing.
+# each rule is meant to emit: batch-norm's statistics all-reduce,
+# ragged-dot's sharded contracting dim reduce-scatters into its sharded
+# result, rng-bit-generator moves nothing.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -23,7 +24,7 @@ for m in batch_norm_sharded fft_sharded topk_sharded linalg_sharded ragged_dot_s
 done
 [ "$(grep -c '^// TesselCollective .* all-reduce ' "$WORK/batch_norm_sharded.plan")" = 4 ] ||
     fail "batch_norm_sharded: expected 4 all-reduces of statistics"
-expect_in "$WORK/ragged_dot_sharded.plan" ' all-reduce('
+expect_in "$WORK/ragged_dot_sharded.plan" ' reduce-scatter('
 expect_in "$WORK/fusion_async_sharded.plan" 'abs-start('
 expect_in "$WORK/fusion_async_sharded.plan" 'kind=kInput'
 if grep -q '^// TesselCollective' "$WORK/rng_sharded.plan"; then

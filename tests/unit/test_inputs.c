@@ -100,12 +100,12 @@ static int setup(void **state)
         return -1;
     mod = build();
     int64_t d4[] = {4};
-    IrShape s4 = {IR_F32, 1, d4, false, NULL, NULL, 0, NULL, NULL};
-    IrShape s0 = {IR_S32, 0, NULL, false, NULL, NULL, 0, NULL, NULL};
+    IrShape s4 = {IR_F32, 1, d4, false, NULL, NULL, 0, NULL, NULL, false};
+    IrShape s0 = {IR_S32, 0, NULL, false, NULL, NULL, 0, NULL, NULL, false};
     float v[4] = {1, 2, 3, 4};
     int32_t k = 42;
     double w[4] = {0};
-    IrShape s8 = {IR_F64, 1, d4, false, NULL, NULL, 0, NULL, NULL};
+    IrShape s8 = {IR_F64, 1, d4, false, NULL, NULL, 0, NULL, NULL, false};
     return mod && rt_npy_write(path_of("v.npy"), &s4, v, NULL) == IR_OK &&
                    rt_npy_write(path_of("k.npy"), &s0, &k, NULL) == IR_OK &&
                    rt_npy_write(path_of("w.npy"), &s8, w, NULL) == IR_OK
@@ -159,7 +159,7 @@ static void test_bind_all_files(void **state)
     assert_int_equal(n, 3);
     assert_int_equal(count_in(path_of("out")), 3);
     int32_t back = 0;
-    IrShape s0 = {IR_S32, 0, NULL, false, NULL, NULL, 0, NULL, NULL};
+    IrShape s0 = {IR_S32, 0, NULL, false, NULL, NULL, 0, NULL, NULL, false};
     assert_int_equal(rt_npy_read(path_of("out/output_1.npy"), &s0, NULL, &back, &d), IR_OK);
     assert_int_equal(back, 42);
     dev_value_unref(out);
@@ -214,7 +214,7 @@ static void test_bind_errors(void **state)
     RtInput in7[] = {{"0", path_of("w.npy"), NULL}};
     expect_bind_error(1, in7, true, "dtype <f8 does not match parameter 0 f32[4] (expected <f4)");
     int64_t d4[] = {4};
-    IrShape s4 = {IR_S32, 1, d4, false, NULL, NULL, 0, NULL, NULL};
+    IrShape s4 = {IR_S32, 1, d4, false, NULL, NULL, 0, NULL, NULL, false};
     int32_t k4[4] = {0};
     assert_int_equal(rt_npy_write(path_of("k4.npy"), &s4, k4, NULL), IR_OK);
     RtInput in8[] = {{"1.0", path_of("k4.npy"), NULL}};
@@ -292,7 +292,7 @@ static void test_summary_forms(void **state)
 {
     (void)state;
     int64_t d6[] = {6};
-    IrShape s = {IR_F32, 1, d6, false, NULL, NULL, 0, NULL, NULL};
+    IrShape s = {IR_F32, 1, d6, false, NULL, NULL, 0, NULL, NULL, false};
     DevValue *v = dev_value_new(&s);
     float *f = (float *)(void *)v->data;
     f[0] = 0.5f;
@@ -306,7 +306,7 @@ static void test_summary_forms(void **state)
     ts_free(t);
     dev_value_unref(v);
     int64_t d0[] = {0};
-    IrShape e = {IR_U8, 1, d0, false, NULL, NULL, 0, NULL, NULL};
+    IrShape e = {IR_U8, 1, d0, false, NULL, NULL, 0, NULL, NULL, false};
     v = dev_value_new(&e);
     t = rt_value_summary(v);
     assert_string_equal(t, "u8[0]");

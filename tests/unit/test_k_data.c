@@ -260,6 +260,31 @@ static void test_reshape_bitcast(void **state)
     CHECK_S32(run_ok(&ins, 1, o), 0, 1, 2, 3, 4, 5);
 }
 
+/* A bitcast reads its operand in the layout the operand instruction
+ * declares, also when that operand is a copy changing the layout (the
+ * copy's value is its operand's, laid out otherwise): transpose s32[2,3]
+ * iota to [3,2]{0,1}, copy to {1,0}, bitcast to [6]{0} is the transposed
+ * values row-major, 0 3 1 4 2 5, as a reshape of the transpose. */
+static void test_bitcast_after_copy(void **state)
+{
+    (void)state;
+    const char *txt = "HloModule t\nENTRY e {\n  p = s32[2,3]{1,0} parameter(0)\n"
+                      "  t = s32[3,2]{0,1} transpose(p), dimensions={1,0}\n"
+                      "  c = s32[3,2]{1,0} copy(t)\n  ROOT b = s32[6]{0} bitcast(c)\n}\n";
+    IrParseOptions po = ir_default_parse_options();
+    po.verify = true;
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("t.hlo", txt, strlen(txt), &po, &m, &d), IR_OK);
+    int64_t d23[] = {2, 3};
+    DevValue *a[1] = {iota_s32(2, d23)}, *r = NULL;
+    DevExecOptions opt = {0};
+    assert_int_equal(dev_execute(m, m->entry, 1, a, &opt, &r, &d), IR_OK);
+    CHECK_S32(r, 0, 3, 1, 4, 2, 5);
+    dev_value_unref(a[0]);
+    ir_module_free(m);
+}
+
 /* ---- transpose ---- */
 
 static void test_transpose(void **state)
@@ -573,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_iota),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_reshape_bitcast),
+        cmocka_unit_test(test_bitcast_after_copy),
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_slice_reverse),
         cmocka_unit_test(test_dynamic_slice),

@@ -2,7 +2,8 @@
  * test_k_topk.c: topk and the TopK custom-call (device/k_topk.c) through
  * dev_execute, on cases worked out by hand in the comments: XLA's total
  * order on floats (NaN, infinities, signed zeros), ties in index order,
- * k = 0, unsigned 64-bit keys, and the comparators TopK refuses.
+ * k = 0, unsigned 64-bit keys, and TopK comparators that are run as sort
+ * runs them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,29 +80,45 @@ static void test_unsigned_and_k0(void **state)
     dev_value_unref(v);
 }
 
-/* TopK with a comparator that is not a compare of parameters 0 and 1 is
- * refused at the instruction (line 11); EQ too. */
-static void test_custom_refuses(void **state)
+/* TopK with a comparator that is not a compare of parameters 0 and 1
+ * runs it, as sort would, on (value, index) pairs, stably. XLA's CPU
+ * pipeline writes the total order out: bitcast to s32, negatives' bits
+ * flipped (xor 0x7fffffff), compare GT. Rows {-1, 3, -2, 3} and
+ * {-0, +0, -5, 2}: the two largest are 3 (index 1), 3 (index 3) -- a tie,
+ * index order -- and 2 (3), +0 (1): -0's key is -1, below +0's 0.
+ * compare(a, a), GT puts nothing before anything: the first two as they
+ * are, {-1, 3} (0, 1) and {-0, +0} (0, 1). */
+static void test_custom_comparators(void **state)
 {
     (void)state;
     int64_t d[2] = {2, 4};
-    DevValue *v = val(IR_F32, 2, d, NULL);
+    const float x[8] = {-1, 3, -2, 3, -0.0f, 0.0f, -5, 2};
+    DevValue *v = val(IR_F32, 2, d, x);
     const char *fmt = "HloModule t\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
                       "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
-                      "  ROOT c = pred[] compare(%s), direction=%s\n}\nENTRY e {\n"
+                      "  z = s32[] constant(0)\n  m = s32[] constant(2147483647)\n"
+                      "  ba = s32[] bitcast(a)\n  bb = s32[] bitcast(b)\n"
+                      "  xa = s32[] xor(m, ba)\n  xb = s32[] xor(m, bb)\n"
+                      "  na = pred[] compare(ba, z), direction=LT\n  nb = pred[] compare(bb, z), direction=LT\n"
+                      "  ka = s32[] select(na, xa, ba)\n  kb = s32[] select(nb, xb, bb)\n"
+                      "  ROOT c = pred[] compare(%s), direction=GT\n}\nENTRY e {\n"
                       "  x = f32[2,4] parameter(0)\n"
-                      "  ROOT t = (f32[2,1], s32[2,1]) custom-call(x), custom_call_target=\"TopK\", "
+                      "  ROOT t = (f32[2,2], s32[2,2]) custom-call(x), custom_call_target=\"TopK\", "
                       "called_computations={cmp}\n}\n";
-    const char *ops[2] = {"a, a", "a, b"}, *dirs[2] = {"GT", "EQ"};
-    const char *msgs[2] = {"compare(parameter(0), parameter(1))", "GT, GE, LT or LE"};
-    for (int i = 0; i < 2; i++) {
-        char txt[640];
-        snprintf(txt, sizeof txt, fmt, ops[i], dirs[i]);
-        IrDiag dg;
-        assert_null(run_text(txt, v, IR_EUNSUPPORTED, &dg));
-        assert_non_null(strstr(dg.msg, msgs[i]));
-        assert_int_equal(dg.pos.line, 11);
-        ir_diag_clear(&dg);
+    const char *ops[2] = {"ka, kb", "a, a"};
+    const float want_v[2][4] = {{3, 3, 2, 0.0f}, {-1, 3, -0.0f, 0.0f}};
+    const int32_t want_i[2][4] = {{1, 3, 3, 1}, {0, 1, 0, 1}};
+    for (int c = 0; c < 2; c++) {
+        char txt[1200];
+        snprintf(txt, sizeof txt, fmt, ops[c]);
+        DevValue *r = run_text(txt, v, IR_OK, NULL);
+        const float *got = (const float *)r->elems[0]->data;
+        for (int k = 0; k < 4; k++) {
+            assert_true(got[k] == want_v[c][k]);
+            assert_int_equal(signbit(got[k]) != 0, signbit(want_v[c][k]) != 0);
+        }
+        assert_memory_equal(r->elems[1]->data, want_i[c], sizeof want_i[c]);
+        dev_value_unref(r);
     }
     dev_value_unref(v);
 }
@@ -111,7 +128,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_total_order),
         cmocka_unit_test(test_unsigned_and_k0),
-        cmocka_unit_test(test_custom_refuses),
+        cmocka_unit_test(test_custom_comparators),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

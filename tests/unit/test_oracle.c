@@ -6,7 +6,8 @@
  * Model files are HLO text with two substitutions so one file serves every
  * device count: `@N` becomes N and `@D` the device list 0,1,...,N-1. A
  * comment line `// devices: 1,2,3,4,8` lists the counts (default 1,2,4),
- * `// replicas: 2` runs with 2 replicas as well, and `// expect-collectives:
+ * each count runs with 1 and 2 replicas (`// replicas: R,...` lists
+ * others), and `// expect-collectives:
  * all-reduce=1 all-gather=0` checks what the partitioner inserted (for N>1).
  */
 #include <dirent.h>
@@ -415,6 +416,12 @@ static void test_models(void **state)
             ndev = 3;
         }
         parse_list(tmpl, "// replicas:", reps, &nrep, 1);
+        if (!strstr(tmpl, "// replicas:")) {
+            /* Every model also runs on each N partitions x 2 replicas
+             * (issue 30: a permute's pairs named global ids >= N, which
+             * the verifier refused, once there were replicas). */
+            reps[nrep++] = 2;
+        }
         for (int i = 0; i < ndev; i++)
             for (int j = 0; j < nrep; j++) {
                 char *text = instantiate(tmpl, devs[i]);

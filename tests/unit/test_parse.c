@@ -976,7 +976,7 @@ static void test_error_table(void **state)
          "iota replica groups need [groups,size], found 1 numbers", 8, 49},
         {"HloModule m\nadd {\n  x = f32[] parameter(0)\n  ROOT y = f32[] add(x, x)\n}\nENTRY e {\n  p = f32[2] parameter(0)\n"
          "  ROOT a = f32[2] all-reduce(p), replica_groups=0, to_apply=add\n}\n",
-         "expected '{' or '[' to start replica_groups, found '0'", 8, 49},
+         "expected '{', '[' or mesh[...] to start replica_groups, found '0'", 8, 49},
         {"HloModule m\nadd {\n  x = f32[] parameter(0)\n  ROOT y = f32[] add(x, x)\n}\nENTRY e {\n  p = f32[2] parameter(0)\n"
          "  ROOT a = f32[2] all-reduce(p), replica_groups={{0,1},{2,}}, to_apply=add\n}\n",
          "expected integer in replica group, found '}'", 8, 59},

@@ -1,0 +1,249 @@
+/*
+ * test_spmd_partial.c: partial results finished with reduce-scatters
+ * (partition/spmd_partial.c).
+ *
+ * Hand-made modules whose partial sums (a dot's sharded contracting dim, a
+ * reduce over a sharded dim) end sharded: the plan's collectives, their
+ * kinds, replica groups and bytes per device, each worked out by hand in
+ * the comment above its test; and the cases that stay an all-reduce. The
+ * oracle runs of the same shapes (partitioned equals --reference, on 2 to 8
+ * devices and under mpirun) are tests/e2e/reduce_scatter.sh.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "partition/spmd_internal.h"
+
+#define MAXC 8
+
+typedef struct Coll {
+    IrOpcode op;
+    char groups[256];
+    int64_t bytes;
+} Coll;
+
+typedef struct Outcome {
+    IrStatus st;
+    int32_t ncoll;
+    Coll c[MAXC];
+    int32_t nfallback;
+} Outcome;
+
+/* Parse, propagate, partition for n partitions; the collectives in order. */
+static Outcome partition(const char *text, int64_t n)
+{
+    Outcome o = {0};
+    IrDiag d = {0};
+    IrModule *m = NULL;
+    IrParseOptions po = ir_default_parse_options();
+    po.verify = true;
+    if ((o.st = ir_parse("t.hlo", text, strlen(text), &po, &m, &d)) != IR_OK) {
+        char *msg = ir_diag_format(&d, "t");
+        print_message("%s", msg ? msg : "?");
+        ts_free(msg);
+        ir_diag_clear(&d);
+        return o;
+    }
+    ShdPropagateOptions popt = {.num_devices = n};
+    SpmdOptions opt = {.num_partitions = n, .num_replicas = 1};
+    SpmdReport rep = {0};
+    IrModule *out = NULL;
+    o.st = shd_propagate(m, &popt, &d);
+    if (o.st == IR_OK)
+        o.st = spmd_partition(m, &opt, &out, &rep, &d);
+    if (o.st == IR_OK) {
+        o.nfallback = rep.nfallback;
+        o.ncoll = rep.ncoll;
+        for (int32_t k = 0; k < rep.ncoll && k < MAXC; k++) {
+            o.c[k].op = rep.coll[k].op;
+            snprintf(o.c[k].groups, sizeof o.c[k].groups, "%s", rep.coll[k].replica_groups);
+            o.c[k].bytes = rep.coll[k].bytes_per_device;
+        }
+        IrLimits lim = ir_default_limits();
+        assert_int_equal(ir_verify(out, &lim, &d), IR_OK);
+    }
+    ir_diag_clear(&d);
+    spmd_report_free(&rep);
+    ir_module_free(out);
+    ir_module_free(m);
+    return o;
+}
+
+static void expect(const Outcome *o, int32_t k, IrOpcode op, const char *groups, int64_t bytes)
+{
+    assert_true(k < o->ncoll);
+    assert_int_equal(o->c[k].op, op);
+    assert_string_equal(o->c[k].groups, groups);
+    assert_int_equal(o->c[k].bytes, bytes);
+}
+
+/* y[r,c] = a[r,k] . b[k,c] on n partitions, with the three shardings. */
+static Outcome dot(int64_t n, int64_t r, int64_t k, int64_t c, const char *as, const char *bs, const char *ys)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "HloModule m, num_partitions=%lld\n"
+             "ENTRY e {\n"
+             "  a = f32[%lld,%lld] parameter(0), sharding=%s\n"
+             "  b = f32[%lld,%lld] parameter(1), sharding=%s\n"
+             "  ROOT y = f32[%lld,%lld] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+             "sharding=%s\n"
+             "}\n",
+             (long long)n, (long long)r, (long long)k, as, (long long)k, (long long)c, bs, (long long)r,
+             (long long)c, ys);
+    return partition(text, n);
+}
+
+/* The issue's dot: y[8,8] = a[8,16] . b[16,8], the contracting dim in 2,
+ * y in rows. Each device's partial sums are f32[8,8] = 256 bytes; one
+ * reduce-scatter along dim 0 over {0,1} receives half: 128 (the all-reduce
+ * and slice it replaces: 2 * 256 * 1/2 = 256). */
+static void test_dot_contracting_to_rows(void **state)
+{
+    (void)state;
+    Outcome o = dot(2, 8, 16, 8, "{devices=[1,2]0,1}", "{devices=[2,1]0,1}", "{devices=[2,1]0,1}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.nfallback, 0);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{0,1}}", 128);
+}
+
+/* Device order reversed in the result: y {devices=[2,1]1,0}: device 1
+ * gets rows 0-3, so the group lists it first: {1,0}. */
+static void test_dot_reversed_order(void **state)
+{
+    (void)state;
+    Outcome o = dot(2, 8, 16, 8, "{devices=[1,2]0,1}", "{devices=[2,1]0,1}", "{devices=[2,1]1,0}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{1,0}}", 128);
+}
+
+/* A 2-D mesh (data 2 x model 4, devices row-major): x[16,32] tiles batch
+ * on data and the contracting dim on model, w[32,24] the contracting dim
+ * on model (replicated over data), y[16,24] batch on data and columns on
+ * model. The partial sums f32[8,24] (768 bytes) of the model groups
+ * {0,1,2,3}, {4,5,6,7} are cut in 4 column blocks, device p's block p % 4:
+ * one reduce-scatter along dim 1, 768 * 3/4 = 576 bytes. */
+static void test_dot_2d_mesh(void **state)
+{
+    (void)state;
+    Outcome o = dot(8, 16, 32, 24, "{devices=[2,4]<=[8]}",
+                    "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}", "{devices=[2,4]<=[8]}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.nfallback, 0);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{0,1,2,3},{4,5,6,7}}", 576);
+}
+
+/* Partial replication in the result: the contracting dim in 4 (group
+ * {0,1,2,3}), y {devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}: rows
+ * 0-3 on {0,1}, rows 4-7 on {2,3}. K = 2 pieces, R = 2 copies: pieces
+ * f = 0,0,1,1, copies r = 0,1,0,1. Reduce-scatter along dim 0 over the
+ * members of one copy, {0,2} and {1,3}: f32[8,8] (256 bytes) * 1/2 = 128;
+ * then all-reduce of f32[4,8] (128 bytes) over the copies of one piece,
+ * {0,1} and {2,3}: 2 * 128 * 1/2 = 128. 256 in all, where the all-reduce
+ * of the whole group moved 2 * 256 * 3/4 = 384. */
+static void test_dot_partially_replicated_result(void **state)
+{
+    (void)state;
+    Outcome o = dot(4, 8, 16, 8, "{devices=[1,4]0,1,2,3}", "{devices=[4,1]0,1,2,3}",
+                    "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 2);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{0,2},{1,3}}", 128);
+    expect(&o, 1, OP_ALL_REDUCE, "{{0,1},{2,3}}", 128);
+}
+
+/* Two cut dims: the contracting dim in 4, y {devices=[2,2]0,1,2,3}:
+ * device p holds block (p / 2, p % 2), piece f = p. Reduce-scatter along
+ * dim 0 over the members agreeing in f_1: {0,2}, {1,3}: 256 * 1/2 = 128;
+ * then along dim 1 over those agreeing in f_0: {0,1}, {2,3}: f32[4,8]
+ * (128 bytes) * 1/2 = 64. 192 = 256 * 3/4, one reduce-scatter's worth. */
+static void test_dot_two_cut_dims(void **state)
+{
+    (void)state;
+    Outcome o = dot(4, 8, 16, 8, "{devices=[1,4]0,1,2,3}", "{devices=[4,1]0,1,2,3}", "{devices=[2,2]0,1,2,3}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 2);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{0,2},{1,3}}", 128);
+    expect(&o, 1, OP_REDUCE_SCATTER, "{{0,1},{2,3}}", 64);
+}
+
+/* Uneven: y[7,8] in 2 row tiles of 4 (the last with a row of padding).
+ * The partial sums f32[7,8] are padded to f32[8,8] (256 bytes) and
+ * reduce-scattered: 128. On 3 devices, rows 7 in 3 tiles of 3: padded to
+ * f32[9,8] (288 bytes), 288 * 2/3 = 192. */
+static void test_dot_uneven(void **state)
+{
+    (void)state;
+    Outcome o = dot(2, 7, 16, 8, "{devices=[1,2]0,1}", "{devices=[2,1]0,1}", "{devices=[2,1]0,1}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{0,1}}", 128);
+    o = dot(3, 7, 15, 8, "{devices=[1,3]0,1,2}", "{devices=[3,1]0,1,2}", "{devices=[3,1]0,1,2}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{0,1,2}}", 192);
+}
+
+/* A reduce over a sharded dim whose result is sharded finer: x[8,16]
+ * {devices=[2,2]0,1,2,3}, sum over dim 1, result f32[8] {devices=[4]}:
+ * the partial sums f32[4] (16 bytes) of the groups {0,1}, {2,3} (dim 1's
+ * tiles) are cut in 2, device p's piece p % 2: reduce-scatter along dim 0,
+ * 16 * 1/2 = 8. */
+static void test_reduce_to_finer(void **state)
+{
+    (void)state;
+    Outcome o = partition("HloModule m, num_partitions=4\n"
+                          "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
+                          "ENTRY e {\n"
+                          "  x = f32[8,16] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+                          "  z = f32[] constant(0)\n"
+                          "  ROOT r = f32[8] reduce(x, z), dimensions={1}, to_apply=add, "
+                          "sharding={devices=[4]0,1,2,3}\n"
+                          "}\n",
+                          4);
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.nfallback, 0);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_REDUCE_SCATTER, "{{0,1},{2,3}}", 8);
+}
+
+/* Stays an all-reduce: the result replicated (Megatron's second matmul),
+ * and a result whose tiles do not nest in the partial's (y[10,8] partial
+ * in 2 row tiles of 5, wanted in 4 of 3: tile 1, rows 3-5, straddles). */
+static void test_stays_all_reduce(void **state)
+{
+    (void)state;
+    Outcome o = dot(2, 8, 16, 8, "{devices=[1,2]0,1}", "{devices=[2,1]0,1}", "{replicated}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_ALL_REDUCE, "{{0,1}}", 256);
+    o = dot(4, 10, 16, 8, "{devices=[2,2]0,1,2,3}", "{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}",
+            "{devices=[4,1]0,1,2,3}");
+    assert_int_equal(o.st, IR_OK);
+    assert_true(o.ncoll >= 1);
+    for (int32_t k = 0; k < o.ncoll; k++)
+        assert_int_not_equal(o.c[k].op, OP_REDUCE_SCATTER);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dot_contracting_to_rows),
+        cmocka_unit_test(test_dot_reversed_order),
+        cmocka_unit_test(test_dot_2d_mesh),
+        cmocka_unit_test(test_dot_partially_replicated_result),
+        cmocka_unit_test(test_dot_two_cut_dims),
+        cmocka_unit_test(test_dot_uneven),
+        cmocka_unit_test(test_reduce_to_finer),
+        cmocka_unit_test(test_stays_all_reduce),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
