@@ -625,9 +625,11 @@ IrStatus ir_sdy_parse_meshes(IrArena *a, const char *text, IrSdyMeshes *out, IrD
 /* `#sdy.sharding<@mesh, [...]>` gives one sharding; `#sdy.sharding_per_value
  * <[...]>` a SHD_TUPLE of one per value (even one). `manual` (NULL: none)
  * names axes that are manual (a shard_map body): they become a manual
- * subgroup, or {manual} when they are all of the mesh's axes. */
+ * subgroup, or {manual} when they are all of the mesh's axes. `budget`
+ * (NULL: the parser's own) counts down the device-list entries that may
+ * still be allocated, across calls: one module's attributes share one. */
 IrStatus ir_sdy_parse_sharding(IrArena *a, const IrSdyMeshes *meshes, const IrSdyManual *manual, const char *text,
-                               IrSharding *out, IrDiag *d);
+                               int64_t *budget, IrSharding *out, IrDiag *d);
 /* `#sdy<manual_axes{"x", "y"}>` */
 IrStatus ir_sdy_parse_manual_axes(IrArena *a, const char *text, IrSdyManual *out, IrDiag *d);
 

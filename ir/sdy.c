@@ -156,13 +156,20 @@ static bool check_ids(Lexer *L, IrPos pos, IrSdyMesh *m, const I64Vec *v)
     int64_t want = m->naxis ? m->ndevice : 1;
     if (v->n != want)
         return lx_fail(L, pos, "device_ids lists %d devices but the mesh has %lld", (int)v->n, (long long)want);
+    uint8_t *seen = ts_calloc(IR_MAX_DEVICES / 8, 1);
+    if (!seen)
+        return lx_nomem(L);
     for (int32_t i = 0; i < v->n; i++) {
-        if (v->v[i] < 0 || v->v[i] >= IR_MAX_DEVICES)
-            return lx_fail(L, pos, "device id %lld is out of range", (long long)v->v[i]);
-        for (int32_t j = 0; j < i; j++)
-            if (v->v[j] == v->v[i])
-                return lx_fail(L, pos, "device id %lld appears twice in device_ids", (long long)v->v[i]);
+        int64_t x = v->v[i];
+        bool bad = x < 0 || x >= IR_MAX_DEVICES, twice = !bad && (seen[x / 8] >> (x % 8) & 1);
+        if (bad || twice) {
+            ts_free(seen);
+            return lx_fail(L, pos, bad ? "device id %lld is out of range" : "device id %lld appears twice in device_ids",
+                           (long long)x);
+        }
+        seen[x / 8] |= (uint8_t)(1u << (x % 8));
     }
+    ts_free(seen);
     m->ndevice = want;
     IrI64List l = {0};
     if (!vec_to_list(L, v, &l))
@@ -674,6 +681,10 @@ static bool convert(Lexer *L, const Tensor *t, const int32_t *manual, int32_t nm
             return true;
         }
     }
+    if (n > L->iota_left) /* hostile text cannot ask for gigabytes */
+        return lx_fail(L, t->pos, "device lists expand to more than %lld entries in all",
+                       (long long)LX_IOTA_BUDGET);
+    L->iota_left -= n;
     if (!(s->devices = ir_alloc_array(L->arena, (size_t)n, sizeof(int64_t))))
         return lx_nomem(L);
     transpose(m->device_ids, rdims, perm, s->iota ? s->niota : np, n, s->devices);
@@ -802,6 +813,10 @@ static bool v3_ids(Lexer *L, IrSdyMesh *m)
             if (seen)
                 ok = lx_fail(L, pos, "T(...) is not a permutation of the iota's dimensions");
         }
+        if (ok && n > L->iota_left)
+            ok = lx_fail(L, pos, "device lists expand to more than %lld entries in all", (long long)LX_IOTA_BUDGET);
+        if (ok)
+            L->iota_left -= n;
         int64_t *v = ok ? ts_malloc((size_t)n * sizeof(int64_t)) : NULL;
         if (ok && !v)
             ok = lx_nomem(L);
@@ -919,12 +934,17 @@ bool ir_sdy_v3_parse_lx(Lexer *L, IrSharding *out)
  * its first byte), run `fn`, then require the end. */
 typedef bool (*ParseFn)(Lexer *L, void *arg);
 
-static IrStatus run(IrArena *a, const char *text, IrDiag *d, ParseFn fn, void *arg)
+static IrStatus run(IrArena *a, const char *text, IrDiag *d, int64_t *budget, ParseFn fn, void *arg)
 {
     Lexer L;
     size_t len = text ? strlen(text) : 0;
     lx_init(&L, NULL, text, len, text, a, d, NULL);
-    if (!fn(&L, arg))
+    if (budget)
+        L.iota_left = *budget;
+    bool ok = fn(&L, arg);
+    if (budget)
+        *budget = L.iota_left;
+    if (!ok)
         return L.st != IR_OK ? L.st : IR_EINPUT;
     if (!lx_is(&L, LX_EOF)) {
         lx_expected(&L, "the end of the attribute");
@@ -941,7 +961,7 @@ static bool meshes_fn(Lexer *L, void *arg)
 IrStatus ir_sdy_parse_meshes(IrArena *a, const char *text, IrSdyMeshes *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
-    return run(a, text, d, meshes_fn, out);
+    return run(a, text, d, NULL, meshes_fn, out);
 }
 
 typedef struct ShdArg {
@@ -957,11 +977,11 @@ static bool sharding_fn(Lexer *L, void *arg)
 }
 
 IrStatus ir_sdy_parse_sharding(IrArena *a, const IrSdyMeshes *meshes, const IrSdyManual *manual, const char *text,
-                               IrSharding *out, IrDiag *d)
+                               int64_t *budget, IrSharding *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
     ShdArg x = {meshes, manual, out};
-    return run(a, text, d, sharding_fn, &x);
+    return run(a, text, d, budget, sharding_fn, &x);
 }
 
 static bool manual_fn(Lexer *L, void *arg)
@@ -972,5 +992,5 @@ static bool manual_fn(Lexer *L, void *arg)
 IrStatus ir_sdy_parse_manual_axes(IrArena *a, const char *text, IrSdyManual *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
-    return run(a, text, d, manual_fn, out);
+    return run(a, text, d, NULL, manual_fn, out);
 }

@@ -31,7 +31,7 @@
  * The xla.sdy.* attributes read are removed from the instructions (the
  * module prints as the GSPMD module it now is); the meshes stay.
  */
-#include "ir.h"
+#include "lex.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +304,7 @@ typedef struct Import {
     IrDiag *d;
     /* per computation: the manual axes of a shard_map body (n == 0: none) */
     IrSdyManual *manual;
+    int64_t budget; /* device-list entries the module's shardings may still allocate */
 } Import;
 
 /* Parse attribute `key` of x as a sharding (manual axes of its context). */
@@ -311,7 +312,7 @@ static IrStatus attr_sharding(Import *im, const IrInstr *x, const char *key, con
 {
     IrDiag tmp = {0};
     IrStatus st = ir_sdy_parse_sharding(im->m->arena, &im->meshes, man && man->n ? man : NULL,
-                                        ir_frontend_attr(x, key), out, &tmp);
+                                        ir_frontend_attr(x, key), &im->budget, out, &tmp);
     return st == IR_OK ? IR_OK : place(im->m, x->pos, key, &tmp, im->d);
 }
 
@@ -606,6 +607,102 @@ static int32_t find_l(const IrComputation *c, int32_t k)
     return -1;
 }
 
+/* Map every user of tuple element i of instruction `from` (a
+ * get-tuple-element), or `from` itself when it is not a tuple, to `to`. */
+static void stand_for(const IrComputation *c, int32_t from, int32_t i, int32_t to, Rewrite *rw)
+{
+    for (int32_t u = 0; u < c->ninstr; u++) {
+        const IrInstr *ux = &c->instr[u];
+        if (ux->op == OP_GET_TUPLE_ELEMENT && ux->opnd[0] == from && ux->a.tuple_index == i) {
+            rw->map[u] = to;
+            rw->dead[u] = true;
+        }
+    }
+    if (c->instr[from].shape.type != IR_TUPLE)
+        rw->map[from] = to;
+}
+
+/* A per-value attribute of x with one sharding per operand, read with the
+ * manual axes `man` (NULL: none). */
+static IrStatus per_operand(Import *im, const IrInstr *x, const char *key, const IrSdyManual *man, IrSharding *out)
+{
+    IrModule *m = im->m;
+    if (!ir_frontend_attr(x, key))
+        return ir_error(im->d, IR_EINPUT, m->file, m->src, x->pos, "'%s' has no %s", x->name, key);
+    IrStatus st = attr_sharding(im, x, key, man, out);
+    if (st == IR_OK && (out->kind != SHD_TUPLE || out->ntuple != x->nopnd))
+        st = ir_error(im->d, IR_EINPUT, m->file, m->src, value_pos(m, x->pos, key, 0),
+                      "%s of '%s' gives %d shardings for %d operands", key, x->name,
+                      out->kind == SHD_TUPLE ? (int)out->ntuple : 1, (int)x->nopnd);
+    return st;
+}
+
+/* GlobalToLocalShape g: per operand x_i, Sharding(x_i) with its
+ * in-sharding, then SPMDFullToShardShape (manual) standing for element i. */
+static IrStatus shard_map_inputs(Import *im, IrComputation *c, int32_t g, const IrSdyManual *man, Rewrite *rw)
+{
+    IrModule *m = im->m;
+    IrSharding in, inm;
+    IrStatus st = per_operand(im, &c->instr[g], "xla.sdy.in_shardings", NULL, &in);
+    if (st == IR_OK)
+        st = per_operand(im, &c->instr[g], "xla.sdy.in_shardings", man, &inm);
+    for (int32_t i = 0; st == IR_OK && i < c->instr[g].nopnd; i++) {
+        const IrInstr *gx = &c->instr[g];
+        IrShape local = *element(&gx->shape, i), full = c->instr[gx->opnd[i]].shape;
+        IrPos pos = gx->pos;
+        int32_t s = add_marker(m, c, "Sharding", gx->opnd[i], &full, &in.tuple[i], pos);
+        int32_t f = s < 0 ? -1 : add_marker(m, c, "SPMDFullToShardShape", s, &local, &inm.tuple[i], pos);
+        if (f < 0 || !rw_grow(rw, c->ninstr))
+            return ir_oom(im->d, NULL);
+        stand_for(c, g, i, f, rw);
+    }
+    rw->dead[g] = true;
+    return st;
+}
+
+/* LocalToGlobalShape l: per operand v_i (a body result), Sharding(v_i)
+ * with its manual out-sharding `outm`, then SPMDShardToFullShape with the
+ * full one, standing for element i; a tuple-shaped l becomes the tuple of
+ * them (it may be used whole). */
+static IrStatus shard_map_outputs(Import *im, IrComputation *c, int32_t l, const IrSharding *outm, Rewrite *rw)
+{
+    IrModule *m = im->m;
+    IrSharding out;
+    IrStatus st = per_operand(im, &c->instr[l], "xla.sdy.out_shardings", NULL, &out);
+    if (st != IR_OK)
+        return st;
+    int32_t nout = c->instr[l].nopnd;
+    int32_t *t = ts_malloc((size_t)(nout ? nout : 1) * sizeof *t);
+    if (!t)
+        return ir_oom(im->d, NULL);
+    for (int32_t i = 0; i < nout; i++) {
+        const IrInstr *lx = &c->instr[l];
+        int32_t v = lx->opnd[i];
+        IrShape shape = *element(&lx->shape, i), local = c->instr[v].shape;
+        IrPos pos = lx->pos;
+        int32_t mk = add_marker(m, c, "Sharding", v, &local, &outm->tuple[i], pos);
+        t[i] = mk < 0 ? -1 : add_marker(m, c, "SPMDShardToFullShape", mk, &shape, &out.tuple[i], pos);
+        if (t[i] < 0 || !rw_grow(rw, c->ninstr)) {
+            ts_free(t);
+            return ir_oom(im->d, NULL);
+        }
+        stand_for(c, l, i, t[i], rw);
+    }
+    IrInstr *lt = &c->instr[l];
+    if (lt->shape.type != IR_TUPLE) {
+        rw->dead[l] = true;
+    } else {
+        memcpy(lt->opnd, t, (size_t)nout * sizeof *t);
+        lt->op = OP_TUPLE;
+        lt->a = (IrAttrs){.x = &ir_no_attrs_x};
+        lt->sharding = NULL;
+    }
+    ts_free(t);
+    return IR_OK;
+}
+
+/* One shard_map: the call `k` of a manual_computation_body in computation
+ * ci, between its GlobalToLocalShape and LocalToGlobalShape. */
 static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
 {
     IrModule *m = im->m;
@@ -621,62 +718,16 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
                         "the call of %s '%s' is not between xla.sdy.GlobalToLocalShape and "
                         "xla.sdy.LocalToGlobalShape",
                         m->comp[bi]->name, c->instr[k].name);
-    /* inputs */
-    if (g >= 0) {
-        IrInstr *gx = &c->instr[g];
-        IrSharding in, inm;
-        const char *t = ir_frontend_attr(gx, "xla.sdy.in_shardings");
-        if (!t)
-            return ir_error(im->d, IR_EINPUT, m->file, m->src, gx->pos, "'%s' has no xla.sdy.in_shardings",
-                            gx->name);
-        IrStatus st = attr_sharding(im, gx, "xla.sdy.in_shardings", NULL, &in);
-        if (st == IR_OK)
-            st = attr_sharding(im, &c->instr[g], "xla.sdy.in_shardings", man, &inm);
-        if (st != IR_OK)
-            return st;
-        gx = &c->instr[g];
-        int32_t nin = gx->nopnd;
-        if (in.ntuple != nin)
-            return ir_error(im->d, IR_EINPUT, m->file, m->src, value_pos(m, gx->pos, "xla.sdy.in_shardings", 0),
-                            "xla.sdy.in_shardings of '%s' gives %d shardings for %d operands", gx->name,
-                            (int)in.ntuple, (int)nin);
-        for (int32_t i = 0; i < nin; i++) {
-            gx = &c->instr[g];
-            IrShape local = *element(&gx->shape, i);
-            int32_t x = gx->opnd[i];
-            IrShape full = c->instr[x].shape;
-            IrPos pos = gx->pos;
-            int32_t s = add_marker(m, c, "Sharding", x, &full, &in.tuple[i], pos);
-            int32_t f = s < 0 ? -1 : add_marker(m, c, "SPMDFullToShardShape", s, &local, &inm.tuple[i], pos);
-            if (f < 0 || !rw_grow(rw, c->ninstr))
-                return ir_oom(im->d, NULL);
-            /* who stood for operand i: GTE(g, i), or g itself */
-            for (int32_t u = 0; u < c->ninstr; u++) {
-                IrInstr *ux = &c->instr[u];
-                if (ux->op == OP_GET_TUPLE_ELEMENT && ux->opnd[0] == g && ux->a.tuple_index == i) {
-                    rw->map[u] = f;
-                    rw->dead[u] = true;
-                }
-            }
-            if (c->instr[g].shape.type != IR_TUPLE)
-                rw->map[g] = f;
-        }
-        rw->dead[g] = true;
-    }
-    /* the body */
-    /* fully manual when the out shardings read with the manual axes are
-     * {manual} (all of the mesh's axes are manual) */
-    IrSharding probe;
-    IrStatus st = attr_sharding(im, &c->instr[l], "xla.sdy.out_shardings", man, &probe);
+    IrStatus st = g >= 0 ? shard_map_inputs(im, c, g, man, rw) : IR_OK;
+    /* Fully manual when the out shardings read with the manual axes are
+     * {manual} (every mesh axis is manual): the body's values without a
+     * sharding of their own are {manual}. */
+    IrSharding outm;
+    if (st == IR_OK)
+        st = per_operand(im, &c->instr[l], "xla.sdy.out_shardings", man, &outm);
     if (st != IR_OK)
         return st;
-    if (probe.ntuple != c->instr[l].nopnd)
-        return ir_error(im->d, IR_EINPUT, m->file, m->src,
-                        value_pos(m, c->instr[l].pos, "xla.sdy.out_shardings", 0),
-                        "xla.sdy.out_shardings of '%s' gives %d shardings for %d operands", c->instr[l].name,
-                        (int)probe.ntuple, (int)c->instr[l].nopnd);
-    bool full = probe.kind == SHD_TUPLE && probe.ntuple > 0 && probe.tuple[0].kind == SHD_MANUAL;
-    /* operands of the call through the value map */
+    bool full = outm.ntuple > 0 && outm.tuple[0].kind == SHD_MANUAL;
     for (int32_t j = 0; j < c->instr[k].nopnd; j++)
         c->instr[k].opnd[j] = resolve(rw, c->instr[k].opnd[j]);
     int32_t r = inline_body(m, c, k, m->comp[bi], full, rw);
@@ -688,49 +739,7 @@ static IrStatus shard_map(Import *im, int32_t ci, int32_t k, Rewrite *rw)
         return ir_oom(im->d, NULL);
     rw->map[k] = r;
     rw->dead[k] = true;
-    /* outputs */
-    IrSharding out;
-    if ((st = attr_sharding(im, &c->instr[l], "xla.sdy.out_shardings", NULL, &out)) != IR_OK)
-        return st;
-    IrInstr *lx = &c->instr[l];
-    if (out.ntuple != lx->nopnd)
-        return ir_error(im->d, IR_EINPUT, m->file, m->src, value_pos(m, lx->pos, "xla.sdy.out_shardings", 0),
-                        "xla.sdy.out_shardings of '%s' gives %d shardings for %d operands", lx->name,
-                        (int)out.ntuple, (int)lx->nopnd);
-    int32_t nout = lx->nopnd;
-    for (int32_t i = 0; i < nout; i++) {
-        lx = &c->instr[l];
-        IrShape shape = *element(&lx->shape, i);
-        int32_t v = lx->opnd[i];
-        IrPos pos = lx->pos;
-        /* the local value pinned to its manual sharding, then made full */
-        IrShape local = c->instr[v].shape;
-        int32_t mk = add_marker(m, c, "Sharding", v, &local, &probe.tuple[i], pos);
-        int32_t t = mk < 0 ? -1 : add_marker(m, c, "SPMDShardToFullShape", mk, &shape, &out.tuple[i], pos);
-        if (t < 0 || !rw_grow(rw, c->ninstr))
-            return ir_oom(im->d, NULL);
-        for (int32_t u = 0; u < c->ninstr; u++) {
-            IrInstr *ux = &c->instr[u];
-            if (ux->op == OP_GET_TUPLE_ELEMENT && ux->opnd[0] == l && ux->a.tuple_index == i) {
-                rw->map[u] = t;
-                rw->dead[u] = true;
-            }
-        }
-        if (c->instr[l].shape.type != IR_TUPLE)
-            rw->map[l] = t;
-    }
-    if (c->instr[l].shape.type != IR_TUPLE) {
-        rw->dead[l] = true;
-        return IR_OK;
-    }
-    /* L itself may still be used whole: it becomes the tuple of the results */
-    IrInstr *lt = &c->instr[l];
-    for (int32_t i = 0; i < nout; i++)
-        lt->opnd[i] = c->ninstr - nout + i;
-    lt->op = OP_TUPLE;
-    lt->a = (IrAttrs){.x = &ir_no_attrs_x};
-    lt->sharding = NULL;
-    return IR_OK;
+    return shard_map_outputs(im, c, l, &outm, rw);
 }
 
 /* Apply the value map to every operand and the root, then drop the dead
@@ -849,7 +858,7 @@ IrStatus ir_sdy_import(IrModule *m, IrDiag *d)
 {
     if (!has_sdy(m))
         return IR_OK;
-    Import im = {.m = m, .d = d};
+    Import im = {.m = m, .d = d, .budget = LX_IOTA_BUDGET};
     IrStatus st = header_meshes(m, &im.meshes, d);
     if (st != IR_OK)
         return st;

@@ -13,6 +13,8 @@ within DESIGN.md's tolerances of the output's largest magnitude (f32 1e-4,
 bf16 2e-2), integers and random bits exactly.
 
 One JAX process lowers every program; the tessel runs go two at a time.
+A few cases (MPI_CASES) are also replayed under `mpirun -np 2` (two hosts,
+the collectives over MPI) when mpirun is on the PATH.
 
   jax_replay.py [-k SUBSTRING] [--keep DIR] [--list]
 
@@ -294,12 +296,12 @@ def prepare(p, shape, root):
 
 # ---- replay and compare ---------------------------------------------------
 
-def compare(d, n, dtypes):
+def compare(d, n, dtypes, out="out"):
     errs = []
     for i, dt in enumerate(dtypes):
         for g in range(n):
             want = np.load(os.path.join(d, "want_%d.dev%d.npy" % (i, g)))
-            path = os.path.join(d, "out", "output_%d.device_%d.npy" % (i, g))
+            path = os.path.join(d, out, "output_%d.device_%d.npy" % (i, g))
             if not os.path.exists(path):
                 errs.append("output %d device %d: no file %s" % (i, g, path))
                 continue
@@ -319,13 +321,25 @@ def compare(d, n, dtypes):
     return errs
 
 
-def replay(tessel, d, inputs, n, dtypes):
+# Cases also replayed under `mpirun -np 2` (two hosts of n/2 devices, the
+# collectives over MPI between them).
+MPI_CASES = ("mlp_2x4", "collectives_2x4", "topk_4")
+
+
+def replay(tessel, d, inputs, n, dtypes, mpi=False):
+    out = "out_mpi" if mpi else "out"
     cmd = [tessel, "run", os.path.join(d, "module.hlo"), "--spmd", "--num-partitions", str(n),
-           "--output-dir", os.path.join(d, "out")] + inputs
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+           "--output-dir", os.path.join(d, out)] + inputs
+    env = None
+    if mpi:
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "tcp,self", "-np", "2"] + cmd
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   PATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bin") + os.pathsep +
+                   os.environ.get("PATH", ""))
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     if r.returncode != 0:
-        return ["tessel exit %d: %s" % (r.returncode, r.stderr.strip()[-2000:])]
-    return compare(d, n, dtypes)
+        return ["%stessel exit %d: %s" % ("mpirun -np 2 " if mpi else "", r.returncode, r.stderr.strip()[-2000:])]
+    return ["mpirun -np 2: " + e for e in compare(d, n, dtypes, out)] if mpi else compare(d, n, dtypes, out)
 
 
 def main():
@@ -344,22 +358,24 @@ def main():
         print("\n".join(case_name(p, s) for p, s in cases))
         return 0
     failed = 0
+    futs = []
     try:
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            futs = []
             for p, s in cases:
                 prep = prepare(p, s, root)
                 futs.append((case_name(p, s), pool.submit(replay, tessel, *prep)))
+                if case_name(p, s) in MPI_CASES and shutil.which("mpirun"):
+                    futs.append((case_name(p, s) + " (mpirun)", pool.submit(replay, tessel, *prep, mpi=True)))
             for name, fut in futs:
                 errs = fut.result()
-                print("%-24s %s" % (name, "ok" if not errs else "FAIL"))
+                print("%-26s %s" % (name, "ok" if not errs else "FAIL"))
                 for e in errs:
                     print("    " + e)
                 failed += bool(errs)
     finally:
         if not a.keep:
             shutil.rmtree(root, ignore_errors=True)
-    print("%d of %d cases replayed to JAX's shards" % (len(cases) - failed, len(cases)))
+    print("%d of %d replays gave JAX's shards" % (len(futs) - failed, len(futs)))
     return 1 if failed else 0
 
 

@@ -96,7 +96,9 @@ def check(name, f, args, in_s, out_s):
     assert "xla.sdy" in text, name + ": JAX wrote no Shardy attributes"
     hlo = strip_gspmd(text)
     assert "sharding={" not in hlo, name
-    want = np.asarray(jitted(*[jax.device_put(a, s) for a, s in zip(args, in_s)]))
+    res = jitted(*[jax.device_put(a, s) for a, s in zip(args, in_s)])
+    wants = [np.asarray(w) for w in (res if isinstance(res, tuple) else (res,))]
+    outs = list(out_s) if isinstance(out_s, tuple) else [out_s]
     with tempfile.TemporaryDirectory() as tmp:
         model = os.path.join(tmp, name + ".hlo")
         open(model, "w").write(hlo)
@@ -107,9 +109,10 @@ def check(name, f, args, in_s, out_s):
             cmd += ["--input", "%d=%s" % (i, p)]
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0 and not r.stderr, "%s: %s" % (name, r.stderr)
-        got = np.load(os.path.join(tmp, "out", "output_0.npy"))
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * max(np.abs(want).max(), 1e-30),
-                                   err_msg=name)
+        for i, want in enumerate(wants):
+            got = np.load(os.path.join(tmp, "out", "output_%d.npy" % i))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * max(np.abs(want).max(), 1e-30),
+                                       err_msg="%s output %d" % (name, i))
         r = subprocess.run([TESSEL, "plan", model, "--num-partitions", "4", "--format", "json"],
                            capture_output=True, text=True)
         assert r.returncode == 0, "%s: %s" % (name, r.stderr)
@@ -117,8 +120,9 @@ def check(name, f, args, in_s, out_s):
     for i, (a, s) in enumerate(zip(args, in_s)):
         assert blocks(c["inputs"][i]["split_tree"], a.shape) == jax_blocks(s, a.shape), \
             "%s: input %d is not cut as JAX cuts it" % (name, i)
-    assert blocks(c["outputs"][0]["concat_tree"], want.shape) == jax_blocks(out_s, want.shape), \
-        "%s: the output is not put together as JAX's" % name
+    for i, (want, s) in enumerate(zip(wants, outs)):
+        assert blocks(c["outputs"][i]["concat_tree"], want.shape) == jax_blocks(s, want.shape), \
+            "%s: output %d is not put together as JAX's" % (name, i)
     print("%s: equals JAX, shardings as JAX's" % name)
 
 
@@ -156,6 +160,10 @@ def main():
     check("partial_psum", sm(lambda a: jax.lax.psum(a * 2.0, "x"), MESH2, P("x", None), P(None, None),
                              axis_names={"x"}),
           [arr(8, 4)], [ns2("x", "y")], ns2(None, "y"))
+    # several operands and results, one of them tuple-shaped in the HLO
+    check("two_results", sm(lambda a, b: (jax.lax.psum(a, "x"), b * 2.0), MESH1, (P("x", None), P(None, "x")),
+                            (P(None, None), P(None, "x"))),
+          [arr(8, 4), arr(4, 8)], [ns1("x", None), ns1(None, "x")], (ns1(None, None), ns1(None, "x")))
     return 0
 
 
