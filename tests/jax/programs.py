@@ -10,10 +10,11 @@ front end) import the same registry.
 
 The interface (keep it stable; other tests import it):
 
-    from programs import PROGRAMS, BY_NAME, Program
+    from programs import PROGRAMS, BY_NAME, GROUPS, Program
 
     PROGRAMS: list[Program]            every program, in a fixed order
     BY_NAME:  dict[str, Program]
+    GROUPS:   tuple[str]               the ctest tests' groups (.group)
 
     Program fields
       .name          str, unique, a file-name-safe word
@@ -34,6 +35,13 @@ The interface (keep it stable; other tests import it):
                      a key is a check ("run", "mpi", "grad") on every mesh,
                      or CHECK@SHAPE ("run@2x2") on one; a marked check that
                      passes is an error (remove the mark)
+      .doc           one line: what the program is
+      .group         the ctest test that runs it (jax_oracle_GROUP)
+      .jax_wrong     {} or {key: reason} (keys as xfail's): where JAX's own
+                     sharded run is wrong (an XLA bug, shown in the reason);
+                     there tessel is compared with JAX's run on one device,
+                     and JAX's sharded run must still differ from it (else
+                     the mark is an error)
 
     Program methods, for one mesh shape
       .mesh(shape)            the jax.sharding.Mesh (Auto axes) over the
@@ -48,6 +56,9 @@ The interface (keep it stable; other tests import it):
       .lower_hlo(shape, inputs)  the HLO text JAX lowers the jitted fn to
       .execute(shape, inputs) JAX's own run of the jitted fn on the mesh: a
                               tuple of NumPy arrays, one per output
+      .execute_grad(shape, inputs)  (grad_wrt programs) JAX's run of
+                              jax.value_and_grad(fn, grad_wrt) on the mesh:
+                              the loss, then one gradient per argument
 
 JAX must see 8 CPU devices: XLA_FLAGS=--xla_force_host_platform_device_count=8
 and JAX_PLATFORMS=cpu before jax is imported (set here when unset). Importing
@@ -98,11 +109,21 @@ class Program:
     make_inputs: Callable
     grad_wrt: tuple = None
     xfail: dict = dataclasses.field(default_factory=dict)
+    jax_wrong: dict = dataclasses.field(default_factory=dict)
     doc: str = ""
+    group: str = ""
+
+    @staticmethod
+    def _mark(marks, check, shape):
+        return marks.get("%s@%s" % (check, "x".join(map(str, shape)))) or marks.get(check)
 
     def xfail_reason(self, check, shape):
         """The reason `check` is expected to fail on mesh `shape`, or None."""
-        return self.xfail.get("%s@%s" % (check, "x".join(map(str, shape)))) or self.xfail.get(check)
+        return self._mark(self.xfail, check, shape)
+
+    def jax_wrong_reason(self, check, shape):
+        """Why JAX's own sharded run is wrong for `check` on `shape`, or None."""
+        return self._mark(self.jax_wrong, check, shape)
 
     def mesh(self, shape):
         n = math.prod(shape)
@@ -142,6 +163,13 @@ class Program:
         if not isinstance(out, tuple):
             out = (out,)
         return tuple(np.asarray(o) for o in out)
+
+    def execute_grad(self, shape, inputs):
+        with jax.set_mesh(self.mesh(shape)):
+            vg = jax.jit(jax.value_and_grad(self.fn, argnums=self.grad_wrt),
+                         in_shardings=self.in_shardings(shape))
+            loss, grads = vg(*inputs)
+        return (np.asarray(loss),) + tuple(np.asarray(g) for g in grads)
 
 
 def _split(axes):
@@ -347,31 +375,59 @@ def block_adam_inputs(rng):
 # 3x3 stride 2 -> relu -> global mean pool -> dense. The batch over "x", the
 # second conv's output features over "y".
 
-CN, CH, CC = 8, 8, 3
+CN, CH, CC, CK = 8, 8, 3, 10
 
 
-def convnet(x, k1, gamma, beta, k2, wd):
+def convnet(x, k1, gamma, beta, kd, k2, wd):
     dn = ("NHWC", "HWIO", "NHWC")
     h = lax.conv_general_dilated(x, k1, (1, 1), "SAME", dimension_numbers=dn)
     mu = jnp.mean(h, axis=(0, 1, 2))
     var = jnp.mean((h - mu) ** 2, axis=(0, 1, 2))
     h = (h - mu) * lax.rsqrt(var + 1e-5) * gamma + beta
     h = jax.nn.relu(h)
+    h = lax.conv_general_dilated(h, kd, (1, 1), "SAME", dimension_numbers=dn, feature_group_count=8)
+    h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
     h = lax.conv_general_dilated(h, k2, (2, 2), ((1, 1), (1, 1)), dimension_numbers=dn)
     h = jax.nn.relu(h)
     return jnp.mean(h, axis=(1, 2)) @ wd
 
 
+def _convnet_param_specs(mp):
+    return (P(), P(), P(), P(), P(None, None, None, mp), P(mp, None))
+
+
 def convnet_specs(axes):
     dp = axes[0]
     mp = axes[1] if len(axes) == 2 else None
-    return ((P(dp), P(), P(), P(), P(None, None, None, mp), P(mp, None)), P(dp, None))
+    return ((P(dp),) + _convnet_param_specs(mp), P(dp, None))
+
+
+def _convnet_params(rng):
+    return (_normal(rng, (3, 3, CC, 8), scale=0.3), 1.0 + _normal(rng, (8,), scale=0.1),
+            _normal(rng, (8,), scale=0.1), _normal(rng, (3, 3, 1, 8), scale=0.3),
+            _normal(rng, (3, 3, 8, 16), scale=0.2), _normal(rng, (16, CK), scale=0.3))
 
 
 def convnet_inputs(rng):
-    return (_normal(rng, (CN, CH, CH, CC)), _normal(rng, (3, 3, CC, 8), scale=0.3),
-            1.0 + _normal(rng, (8,), scale=0.1), _normal(rng, (8,), scale=0.1),
-            _normal(rng, (3, 3, 8, 16), scale=0.2), _normal(rng, (16, 10), scale=0.3))
+    return (_normal(rng, (CN, CH, CH, CC)),) + _convnet_params(rng)
+
+
+# softmax cross entropy of the conv net's logits against integer labels
+def convnet_loss(k1, gamma, beta, kd, k2, wd, x, labels):
+    logits = convnet(x, k1, gamma, beta, kd, k2, wd)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+
+def convnet_loss_specs(axes):
+    dp = axes[0]
+    mp = axes[1] if len(axes) == 2 else None
+    return (_convnet_param_specs(mp) + (P(dp), P(dp)), P())
+
+
+def convnet_loss_inputs(rng):
+    return _convnet_params(rng) + (_normal(rng, (CN, CH, CH, CC)),
+                                   rng.integers(0, CK, size=(CN,), dtype=np.int32))
 
 
 # ------------------------------------------------------------- scan RNN
@@ -399,6 +455,21 @@ def rnn_specs(axes):
 def rnn_inputs(rng):
     return (_normal(rng, (RT, RB, RD)), _normal(rng, (RB, RH)), _normal(rng, (RD, RH), scale=0.4),
             _normal(rng, (RH, RH), scale=0.3), _normal(rng, (RH,), scale=0.1))
+
+
+def rnn_loss(h0, wx, wh, b, xs, ys):
+    _, hs = rnn(xs, h0, wx, wh, b)
+    return jnp.mean((hs - ys) ** 2)
+
+
+def rnn_loss_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(dp, mp), P(None, mp), P(None, mp), P(mp), P(None, dp, None), P(None, dp, mp)), P())
+
+
+def rnn_loss_inputs(rng):
+    xs, h0, wx, wh, b = rnn_inputs(rng)
+    return (h0, wx, wh, b, xs, _normal(rng, (RT, RB, RH)))
 
 
 # --------------------------------------------------- mixture of experts
@@ -505,7 +576,118 @@ def rand_inputs(rng):
     return (rng.integers(0, 2 ** 32, size=(2,), dtype=np.uint32), _normal(rng, (16, 8)))
 
 
+# ----------------------------------------------------- language model loss
+# f32 token model: embedding lookup from a vocabulary-parallel table (a
+# gather over the sharded vocabulary), learned positions, one causal
+# single-head attention layer, logits tied to the embedding, and the softmax
+# cross entropy of integer labels (a gather of the log-probabilities).
+
+LV, LS, LB, LD = 32, 8, 4, 16
+
+
+def lm_loss(embed, pos, wq, wk, wv, wo, tokens, labels):
+    h = jnp.take(embed, tokens, axis=0) + pos                # [B, S, D]
+    q, k, v = h @ wq, h @ wk, h @ wv
+    s = jnp.einsum("bqd,btd->bqt", q, k) / math.sqrt(LD)
+    causal = jnp.tril(jnp.ones((LS, LS), bool))
+    s = jnp.where(causal, s, -jnp.inf)
+    h = h + jnp.einsum("bqt,btd->bqd", jax.nn.softmax(s, axis=-1), v) @ wo
+    logits = h @ embed.T                                     # [B, S, V]
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[..., None], axis=-1))
+
+
+def lm_loss_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(mp, None), P(), P(None, mp), P(None, mp), P(None, mp), P(mp, None),
+             P(dp, None), P(dp, None)), P())
+
+
+def lm_loss_inputs(rng):
+    return (_normal(rng, (LV, LD), scale=0.5), _normal(rng, (LS, LD), scale=0.1),
+            _normal(rng, (LD, LD), scale=0.3), _normal(rng, (LD, LD), scale=0.3),
+            _normal(rng, (LD, LD), scale=0.3), _normal(rng, (LD, LD), scale=0.3),
+            rng.integers(0, LV, size=(LB, LS), dtype=np.int32),
+            rng.integers(0, LV, size=(LB, LS), dtype=np.int32))
+
+
+# ---------------------------------------------------------- more array ops
+# sort and argsort over a sharded dimension, a cumulative sum, a scatter-add
+# (.at[].add) of sharded updates, a dynamic slice at a data-dependent
+# offset, and an int8 matmul accumulated in int32 (exact) then rescaled.
+
+def array_ops(x, idx, upd, q, w, scale):
+    srt = jnp.sort(x, axis=1)
+    order = jnp.argsort(x, axis=0, stable=True).astype(jnp.int32)
+    csum = jnp.cumsum(x, axis=1)
+    seg = jnp.zeros((8, x.shape[1]), x.dtype).at[idx].add(upd)
+    start = jnp.clip(idx[0], 0, x.shape[0] - 4)
+    win = lax.dynamic_slice(x, (start, 0), (4, x.shape[1]))
+    acc = lax.dot(q, w, preferred_element_type=jnp.int32)
+    return srt, order, csum, seg, win, acc, acc.astype(F32) * scale
+
+
+def array_ops_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(dp, mp), P(), P(None, mp), P(dp, None), P(None, mp), P(mp)),
+            (P(dp, mp), P(dp, mp), P(dp, mp), P(None, mp), P(None, mp), P(dp, mp), P(dp, mp)))
+
+
+def array_ops_inputs(rng):
+    return (rng.permutation(8 * 16).reshape(8, 16).astype(np.float32) / 9.0,
+            rng.integers(0, 8, size=(12,), dtype=np.int32), _normal(rng, (12, 16)),
+            rng.integers(-128, 128, size=(8, 32), dtype=np.int8),
+            rng.integers(-128, 128, size=(32, 16), dtype=np.int8),
+            np.abs(_normal(rng, (16,), scale=0.01)))
+
+
+# ------------------------------------------------------------ control flow
+# fori_loop (a counted while), a while_loop whose trip count depends on the
+# data, and lax.cond on a reduction of sharded data.
+
+def loops(x, w):
+    y = lax.fori_loop(0, 4, lambda i, y: jnp.tanh(y @ w) + i.astype(F32) * 0.1, x)
+
+    def cond(c):
+        return jnp.logical_and(jnp.max(jnp.abs(c[0])) > 0.05, c[1] < 30)
+
+    z, n = lax.while_loop(cond, lambda c: (c[0] * 0.5, c[1] + 1), (y, jnp.int32(0)))
+    r = lax.cond(jnp.sum(x) > 0, lambda a: jnp.sin(a) @ w, lambda a: jnp.cos(a) @ w.T, y)
+    return y, z, n, r
+
+
+def loops_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(dp, mp), P(None, mp)), (P(dp, mp), P(dp, mp), P(), P(dp, None)))
+
+
+def loops_inputs(rng):
+    return (_normal(rng, (8, 16)), _normal(rng, (16, 16), scale=0.3))
+
+
+# the fori_loop's gradient (a loop whose trip count tessel grad knows)
+def loops_loss(w, x):
+    y = lax.fori_loop(0, 4, lambda i, y: jnp.tanh(y @ w) + i.astype(F32) * 0.1, x)
+    return jnp.sum(y * y)
+
+
+def loops_loss_specs(axes):
+    dp, mp = _split(axes)
+    return ((P(None, mp), P(dp, mp)), P())
+
+
+def loops_loss_inputs(rng):
+    x, w = loops_inputs(rng)
+    return (w, x)
+
+
 ALL_1D = ((1,), (2,), (4,), (8,))
+DEPTHWISE_GRAD = (
+    "XLA's SPMD partitioner (jaxlib 0.10.2) doubles the kernel gradient of a depthwise convolution "
+    "whose batch is split over x and replicated over y: its compiled module all-reduces the "
+    "kernel's partial sums over all 4 devices, replica_groups={{0,1,2,3}}, where the batch has "
+    "only 2 shards; JAX on 1, 2 and 8 devices gives the gradient tessel gives")
+
 PROGRAMS = [
     Program("mlp", mlp, MESHES_ALL, mlp_specs, mlp_inputs,
             doc="Megatron MLP, f32"),
@@ -524,8 +706,21 @@ PROGRAMS = [
     Program("block_adam", block_adam, ((4,),), block_adam_specs, block_adam_inputs,
             doc="one Adam step of the transformer block"),
     Program("convnet", convnet, MESHES, convnet_specs, convnet_inputs,
-            doc="conv net with batch norm"),
+            doc="conv net: batch norm, depthwise conv, max pool"),
+    Program("convnet_loss", convnet_loss, MESHES, convnet_loss_specs, convnet_loss_inputs,
+            grad_wrt=tuple(range(6)), jax_wrong={"grad@2x2": DEPTHWISE_GRAD},
+            doc="the conv net's cross entropy, for tessel grad"),
     Program("rnn", rnn, MESHES, rnn_specs, rnn_inputs, doc="lax.scan RNN"),
+    Program("rnn_loss", rnn_loss, MESHES, rnn_loss_specs, rnn_loss_inputs, grad_wrt=(0, 1, 2, 3),
+            doc="the RNN's mean squared error, for tessel grad"),
+    Program("lm_loss", lm_loss, MESHES, lm_loss_specs, lm_loss_inputs, grad_wrt=tuple(range(6)),
+            doc="embedding gather, attention, tied logits, cross entropy"),
+    Program("array_ops", array_ops, MESHES, array_ops_specs, array_ops_inputs,
+            doc="sort, argsort, cumsum, scatter-add, dynamic slice, int8 matmul"),
+    Program("loops", loops, MESHES, loops_specs, loops_inputs,
+            doc="fori_loop, while_loop, cond"),
+    Program("loops_loss", loops_loss, MESHES, loops_loss_specs, loops_loss_inputs, grad_wrt=(0, 1),
+            doc="a fori_loop's gradient"),
     Program("moe", moe, ALL_1D, moe_specs, moe_inputs,
             doc="top-1 mixture of experts, shard_map and all-to-all"),
     Program("topk", topk, MESHES_ALL, topk_specs, topk_inputs, doc="top-k and argmax"),
@@ -535,5 +730,12 @@ PROGRAMS = [
             doc="jax.random threefry: dropout, bits, normal"),
 ]
 
+_GROUPS = {"mlp": "mlp mlp_loss mlp_sgd mlp_adam", "block": "block block_loss", "train": "block_sgd block_adam",
+           "nets": "convnet convnet_loss rnn rnn_loss moe", "lm": "lm_loss loops loops_loss",
+           "ops": "topk uneven random array_ops"}
+_GROUP_OF = {n: g for g, names in _GROUPS.items() for n in names.split()}
+assert sorted(_GROUP_OF) == sorted(p.name for p in PROGRAMS), "each program in one ctest group"
+GROUPS = tuple(_GROUPS)
+PROGRAMS = [dataclasses.replace(p, group=_GROUP_OF[p.name]) for p in PROGRAMS]
 BY_NAME = {p.name: p for p in PROGRAMS}
 assert len(BY_NAME) == len(PROGRAMS)

@@ -20,6 +20,10 @@ floating ones within 1e-4 (f32), 2e-2 (bf16), 2e-3 (f16), 1e-5 (f64) of the
 output's largest magnitude, NaNs in the same places. bf16 inputs are
 written as f32 .npy files (DESIGN.md), bf16 outputs come back as f32.
 
+Where a program marks JAX's own sharded run wrong (`jax_wrong`, an XLA bug
+named in the mark), tessel is compared with JAX's run on one device, and
+JAX's sharded run must still differ from that run.
+
 A check a program marks in its `xfail` must fail (its failure is printed
 with the reason); one that passes is an error, so that no mark outlives
 the support it waits for.
@@ -30,7 +34,8 @@ mesh with the most devices (4 devices per rank and more, the collectives
 crossing the ranks), plus every program's 2-device mesh where it has one
 (one device per rank). --mpi all runs every mesh with an even device count.
 
-usage: test_oracle.py [--programs NAME,...] [--checks run,mpi,grad]
+usage: test_oracle.py [--programs NAME,... | --group G --groups G1,G2,...]
+                      [--checks run,mpi,grad]
                       [--meshes all|SHAPE;...] [--mpi subset|all|none]
                       [--keep DIR] [-v]
 Environment: TESSEL_BIN (the tessel binary), TESSEL_SRC (the source tree,
@@ -140,7 +145,8 @@ def check_run(case, d):
     out = d / "run"
     out.mkdir()
     tessel(["run", str(case.hlo), "--num-partitions", str(case.n), "--output-dir", str(out)] + case.input_args)
-    return compare_all(read_outputs(out, len(case.want)), case.want)
+    want = case.expected("run")
+    return compare_all(read_outputs(out, len(want)), want)
 
 
 def check_mpi(case, d):
@@ -149,18 +155,15 @@ def check_mpi(case, d):
     out = d / "mpi"
     out.mkdir()
     tessel([TESSEL, "run", str(plan), "--output-dir", str(out)] + case.input_args, cmd=MPIRUN)
-    return compare_all(read_outputs(out, len(case.want)), case.want)
+    want = case.expected("mpi")
+    return compare_all(read_outputs(out, len(want)), want)
 
 
 def check_grad(case, d):
     prog = case.prog
     g = d / "grad.hlo"
     tessel(["grad", str(case.hlo), "--wrt", ",".join(str(i) for i in prog.grad_wrt), "-o", str(g)])
-    with jax.set_mesh(prog.mesh(case.shape)):
-        vg = jax.jit(jax.value_and_grad(prog.fn, argnums=prog.grad_wrt),
-                     in_shardings=prog.in_shardings(case.shape))
-        loss, grads = vg(*case.inputs)
-    want = [np.asarray(loss)] + [np.asarray(x) for x in grads]
+    want = case.expected("grad")
     out = d / "grad"
     out.mkdir()
     tessel(["run", str(g), "--num-partitions", str(case.n), "--output-dir", str(out)] + case.input_args)
@@ -178,8 +181,30 @@ class Case:
         self.inputs = prog.make_inputs(np.random.default_rng(SEED))
         self.hlo = self.dir / "model.hlo"
         self.hlo.write_text(prog.lower_hlo(shape, self.inputs))
-        self.want = prog.execute(shape, self.inputs)
         self.input_args = write_inputs(self.dir, self.inputs)
+        self.cache = {}
+
+    def _jax(self, kind, shape):
+        if (kind, shape) not in self.cache:
+            run = self.prog.execute_grad if kind == "grad" else self.prog.execute
+            self.cache[(kind, shape)] = run(shape, self.inputs)
+        return self.cache[(kind, shape)]
+
+    def expected(self, check):
+        """JAX's outputs for `check`: its run on this mesh, or, where the
+        program marks JAX's sharded run wrong (jax_wrong), its run on one
+        device, after checking that the sharded run still differs."""
+        kind = "grad" if check == "grad" else "run"
+        wrong = self.prog.jax_wrong_reason(check, self.shape)
+        if not wrong:
+            return self._jax(kind, self.shape)
+        one = self._jax(kind, (1,))
+        try:
+            compare_all(self._jax(kind, self.shape), one)
+        except Mismatch:
+            return one
+        raise Mismatch("JAX's sharded run equals its run on one device: remove the jax_wrong mark (%s)"
+                       % wrong)
 
 
 def mpi_meshes(prog, mode):
@@ -200,13 +225,20 @@ def parse_shapes(text):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--programs", default="")
+    ap.add_argument("--group", default="")
+    ap.add_argument("--groups", default="", help="every group ctest runs: each program must be in one")
     ap.add_argument("--checks", default="run,mpi,grad")
     ap.add_argument("--meshes", default="all")
     ap.add_argument("--mpi", default="subset", choices=("subset", "all", "none"))
     ap.add_argument("--keep", default="")
     ap.add_argument("-v", action="store_true")
     a = ap.parse_args()
-    names = [n for n in a.programs.split(",") if n] or [p.name for p in registry.PROGRAMS]
+    if a.groups and sorted(a.groups.split(",")) != sorted(registry.GROUPS):
+        sys.exit("FAIL: ctest runs the groups %s, programs.py has %s" % (a.groups, ",".join(registry.GROUPS)))
+    names = [n for n in a.programs.split(",") if n] or [p.name for p in registry.PROGRAMS
+                                                         if not a.group or p.group == a.group]
+    if not names:
+        sys.exit("FAIL: no program in group %s" % a.group)
     checks = [c for c in a.checks.split(",") if c]
     for n in names:
         if n not in registry.BY_NAME:
@@ -240,11 +272,13 @@ def main():
                     err = CHECKS[check](case, case.dir)
                     status, detail = ("XPASS", "passes but is marked: " + reason) if reason else \
                         ("ok", "worst relative error %.2g" % err)
+                    if prog.jax_wrong_reason(check, shape):
+                        detail += ", against JAX on one device (JAX's sharded run is wrong: jax_wrong)"
                 except (Mismatch, subprocess.TimeoutExpired) as e:
                     status, detail = ("xfail", reason + "\n    " + str(e).splitlines()[0]) if reason \
                         else ("FAIL", str(e))
                 results.append((name, shape, check, status, detail))
-                print("%-6s %-12s %-6s %-5s %5.1fs (jax %4.1fs)  %s" % (
+                print("%-6s %-12s %-6s %-5s %5.1fs (lowering %4.1fs)  %s" % (
                     status, name, "x".join(map(str, shape)), check, time.time() - t1, t_jax,
                     detail if (a.v or status != "ok") else detail), flush=True)
                 t_jax = 0.0

@@ -164,7 +164,25 @@ def main():
     check("two_results", sm(lambda a, b: (jax.lax.psum(a, "x"), b * 2.0), MESH1, (P("x", None), P(None, "x")),
                             (P(None, None), P(None, "x"))),
           [arr(8, 4), arr(4, 8)], [ns1("x", None), ns1(None, "x")], (ns1(None, None), ns1(None, "x")))
+    check_warning()
     return 0
+
+
+def check_warning():
+    """A compile for several partitions with no sharding on any value warns
+    once, through the library (a Python warning from tessel.compile)."""
+    import warnings
+    import tessel
+    src = os.path.join(os.environ["TESSEL_SRC"], "tests", "models", "shardy", "unsharded.hlo")
+    with open(src) as f:
+        text = f.read()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tessel.compile(text, num_partitions=2).close()
+        tessel.compile(text, num_partitions=1).close()
+    msgs = [str(x.message) for x in w if str(x.message).startswith("tessel:")]
+    assert len(msgs) == 1 and msgs[0].startswith("tessel: no value of module plain carries a sharding"), msgs
+    print("unsharded: one warning from tessel.compile")
 
 
 if __name__ == "__main__":
