@@ -99,10 +99,10 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
 }
 
 /* mine: the 6 phases, then this rank's bytes sent and received per
- * collective kind (rt_transport_bytes): 2 x RT_XK_COUNT more. */
+ * collective kind (rt_transport_bytes): 2 x COLL_XK_COUNT more. */
 static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const RtRunStats *run)
 {
-    enum { NPH = 6 + 2 * RT_XK_COUNT };
+    enum { NPH = 6 + 2 * COLL_XK_COUNT };
     double mn[NPH], md[NPH], mx[NPH];
     static const char *const names[6] = {"load+compile", "read inputs", "execute", "write outputs",
                                          "collectives"};
@@ -115,12 +115,12 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
         ir_sb_printf(s, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
                     "input read", mn[5], md[5], mx[5]);
         /* Collective data between hosts, by kind (kinds that moved none are left out). */
-        for (int k = 0; k < RT_XK_COUNT; k++)
+        for (int k = 0; k < COLL_XK_COUNT; k++)
             for (int dir = 0; dir < 2; dir++) {
                 int j = 6 + 2 * k + dir;
                 if (mx[j] > 0)
                     ir_sb_printf(s, "tessel: stats: %-8s %-14s min %.0f  median %.0f  max %.0f bytes per rank\n",
-                                dir ? "received" : "sent", rt_xfer_kind_name((RtXferKind)k), mn[j], md[j], mx[j]);
+                                dir ? "received" : "sent", coll_xfer_kind_name((CollXferKind)k), mn[j], md[j], mx[j]);
             }
     }
     if (rt_mpi_rank(t) == 0)
@@ -226,7 +226,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         if (!local)
             ir_oom(&id, NULL);
         rt_transport_checkin(t, 0);
-        if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
+        if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, rt_mpi_transport(t), &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (prog->cluster[0].replay) {
@@ -242,11 +242,11 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
             abort_job(o, t, &id); /* rank 0 may be waiting in the gather */
         }
         if (o->stats) {
-            double mine[6 + 2 * RT_XK_COUNT] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds,
+            double mine[6 + 2 * COLL_XK_COUNT] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds,
                                                 (double)rs.file_bytes};
-            for (int k = 0; k < RT_XK_COUNT; k++) {
+            for (int k = 0; k < COLL_XK_COUNT; k++) {
                 int64_t sent = 0, received = 0;
-                rt_transport_bytes(t, (RtXferKind)k, &sent, &received);
+                rt_transport_bytes(t, (CollXferKind)k, &sent, &received);
                 mine[6 + 2 * k] = (double)sent;
                 mine[7 + 2 * k] = (double)received;
             }

@@ -2,7 +2,9 @@
  * runtime.h: layer `runtime/`: everything that runs a compiled or reference
  * program and moves tensors in and out of it: .npy files, deterministic
  * random inputs, binding user inputs to entry parameters, writing outputs,
- * the MPI world, collectives, the host program and compiled programs.
+ * the MPI world and transport, the host program and compiled programs.
+ * Every collective is coll/'s (coll/coll.h); runtime/ calls it from its
+ * device threads (local.c) and gives it the MPI transport (mpi.c).
  *
  * Files of this layer (the header reads as a table of contents; each file
  * has its own section below, or in the private header named):
@@ -20,12 +22,12 @@
  *   replay.c    each device's inputs when an SPMD program is replayed
  *   host.c      the host program: its instructions, the cluster calls
  *               (program.h)
- *   local.c     the devices of one host as threads, in-process collectives
- *   coll.c      what each collective computes for a device (coll.h)
- *   coll_kernels.c  the collectives' combining and copying kernels
- *   coll_async.c    asynchronous collectives (-start/-done pairs)
- *   mpi.c       the MPI transport: world, collectives across hosts,
- *               heartbeat (transport.h)
+ *   local.c     the devices of one host as threads: the world (barrier,
+ *               abort), the device threads, steps; collectives go to coll/
+ *   mpi.c       the MPI world and transport: coll/'s CollTransport over MPI
+ *               (pipelined point to point for large buffers), gathers,
+ *               heartbeat and check-ins, the tuning's message shapes from
+ *               rank 0 (transport.h)
  *   mpi_layer.c every MPI call, checked, with failure injection (mpi_layer.h)
  *
  * Library code: never prints, never exits; every function returns an
@@ -328,12 +330,6 @@ IrModule *rt_signature_module(const PlanCluster *c);
 /* shards.c: cutting full values into shards and putting them back     */
 /* ------------------------------------------------------------------ */
 
-/* Copy the box of extents `ext` at offset `soff` of the row-major array
- * `src` (dims sdims) to offset `doff` of `dst` (dims ddims); esize bytes
- * per element. */
-void rt_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
-                 const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
-                 const int64_t *ext);
 /* The box of array shape `full` that partition `p` holds under `s`
  * (array sharding; not tiled: the whole array): along dim i it starts at
  * off[i] and has ext[i] valid elements of a shard of size[i] (the rest is

@@ -165,7 +165,7 @@ static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const 
         st = b ? fill_box(r, p, li, leaf, full, off, ext, b->data, d) : ir_oom(d, NULL);
         int64_t zero[IR_MAX_RANK] = {0};
         if (st == IR_OK && box_elems(full->rank, ext) > 0)
-            rt_copy_box(ir_type_size(full->type), full->rank, b->data, ext, zero, v->data, size, zero, ext);
+            coll_copy_box(ir_type_size(full->type), full->rank, b->data, ext, zero, v->data, size, zero, ext);
         dev_value_unref(b);
     }
     if (st == IR_OK && share)
