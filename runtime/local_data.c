@@ -135,7 +135,7 @@ static IrStatus local_leaf(const IrShape *full, const IrSharding *s, int64_t fir
             st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "a local shard outside the host's part");
             break;
         }
-        rt_copy_box(esize, full->rank, shards[j]->data, size, zero, v->data, l.dims, loff, ext);
+        coll_copy_box(esize, full->rank, shards[j]->data, size, zero, v->data, l.dims, loff, ext);
     }
     rt_local_layout_free(&l);
     if (st != IR_OK) {
