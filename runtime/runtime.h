@@ -116,12 +116,6 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
  * errors. IR_ERUNTIME on a write error. */
 IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
-/* Write like rt_npy_write_file, atomically: to `PATH.tmp.<pid>`, then
- * rename onto `path`, so a failure leaves neither a partial file nor a
- * changed `path`. A `path` that exists and is not a regular file (e.g.
- * /dev/null, a pipe) is written in place: renaming over it would replace
- * the device node. */
-IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
 /* ------------------------------------------------------------------ */
 /* npy_disk.c: types that travel on disk as another                    */
