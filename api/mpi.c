@@ -10,7 +10,8 @@
  *      error (the failing rank's own, said first through on_error);
  *   2. the devices run; a failure now ends the job (MPI_Abort), since the
  *      other ranks may be waiting for this one inside a collective; the
- *      results travel to rank 0 (the same);
+ *      results travel to rank 0 (the same), or with process_local each
+ *      rank keeps its own part of them (local_data.c);
  *   3. tessel's MPI objects are freed and every rank agrees once more: a
  *      rank that failed there makes every rank return an error, so no
  *      output is written for a run some rank did not finish cleanly.
@@ -191,6 +192,10 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     else if (o->ninfeeds)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "infeed files feed one device: under mpirun every host would read the feed");
+    else if (o->process_local && (prog->host || prog->ncluster != 1 || prog->cluster[0].replay))
+        st = ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                      "process-local inputs and outputs need a program of one device cluster without host work, "
+                      "not a replay");
     else if (prog->host) {
         RtBindOptions bo = api_bind_options(o);
         st = rt_bind_inputs(prog->host, &bo, &args, &id);
@@ -238,6 +243,10 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
             for (int64_t g = 0; all && g < ndev; g++)
                 dev_value_unref(all[g]);
             ts_free(all);
+        } else if (o->process_local) {
+            /* every rank keeps its own part: nobody waits for it */
+            if (rt_local_results(&prog->cluster[0], first, l, local, &result, &id) != IR_OK)
+                abort_job(o, t, &id);
         } else if (rt_mpi_gather_results(t, &prog->cluster[0], l, local, &result, &id) != IR_OK) {
             abort_job(o, t, &id); /* rank 0 may be waiting in the gather */
         }
@@ -280,7 +289,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     rt_args_free(&args);
     if (st == IR_OK && rank == 0 && feed.nkept && !(outfeeds = rt_feed_outfeeds(&feed)))
         st = ir_oom(&id, NULL);
-    if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
+    bool mine = rank == 0 || (o->process_local && result); /* outputs on this rank */
+    if (st == IR_OK && mine && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
         st = ir_oom(&id, NULL);
     else if (st == IR_OK && rank == 0) {
         (*out)->ndevices = ndevices;

@@ -15,6 +15,10 @@
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
  *               reference executor, write/summarise outputs
+ *   input_names.c  which parameter an input key names; the error listing the
+ *               names that work (transport.h)
+ *   local_data.c  a host's part of a sharded input or output, as
+ *               jax.make_array_from_process_local_data lays it out (transport.h)
  *   signature.c a compiled program's logical parameters as a module
  *   shards.c    cutting a value into shards and putting them together
  *   shard_io.c  per-host input reads: only the boxes of the host's devices
@@ -114,12 +118,6 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
  * errors. IR_ERUNTIME on a write error. */
 IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
-/* Write like rt_npy_write_file, atomically: to `PATH.tmp.<pid>`, then
- * rename onto `path`, so a failure leaves neither a partial file nor a
- * changed `path`. A `path` that exists and is not a regular file (e.g.
- * /dev/null, a pipe) is written in place: renaming over it would replace
- * the device node. */
-IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
 /* ------------------------------------------------------------------ */
 /* npy_disk.c: types that travel on disk as another                    */
@@ -196,8 +194,8 @@ IrStatus rt_random_fill_box(uint64_t seed, uint64_t leaf, const IrShape *shape,
 /* ------------------------------------------------------------------ */
 
 /* One user input: `key` is INDEX, INDEX.LEAF, NAME or NAME.LEAF (a
- * parameter instruction name of the entry computation; an exact name
- * wins over the INDEX.LEAF reading), `path` a .npy file. */
+ * parameter instruction name of the entry computation, or the name JAX
+ * records for it; input_names.c), `path` a .npy file. */
 typedef struct RtArray RtArray;
 typedef struct RtInput {
     const char *key;
@@ -226,6 +224,9 @@ struct RtArray {
  * the .npy reader's conversions (rt_npy_from_disk). */
 IrStatus rt_array_read_box(const RtArray *a, const IrShape *expect, const char *what, const int64_t *lo,
                            const int64_t *hi, void *out, IrDiag *d);
+/* "(4, 16)", "(5,)": dims as NumPy prints a shape, for messages (cut to
+ * fit cap bytes). */
+void rt_dims_text(char *buf, size_t cap, int32_t rank, const int64_t *dims);
 
 /* How to bind the entry parameters. */
 typedef struct RtBindOptions {
@@ -233,6 +234,9 @@ typedef struct RtBindOptions {
     const RtInput *inputs;
     bool random;               /* fill unbound leaves with random inputs */
     uint64_t seed;             /* for random */
+    /* Arrays hold this host's part of their input, not the whole
+     * (rt_local_layout; rt_read_shards only). */
+    bool process_local;
 } RtBindOptions;
 
 /* The bound arguments of the entry computation: args[p] is a new reference

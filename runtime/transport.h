@@ -129,6 +129,47 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, 
  * `result` (after a signal arrived while they were written). Can't fail. */
 void rt_remove_outputs(const DevValue *result, const char *dir);
 
+/* ---- input_names.c: which parameter an input key names ---- */
+
+/* The entry parameter of `c` that `key` names, by the rule of
+ * docs/cli.md "Input names": its exact HLO name, INDEX or INDEX.LEAF, the
+ * name JAX records for it (metadata op_name, the HLO name without its ".N",
+ * JAX's spelling of a pytree path: params['w1'] for params__w1__.1), then
+ * NAME.LEAF. *param gets the parameter (not checked against nparam for an
+ * INDEX), *leaf the leaf or -1 when the key names none. IR_EINPUT for a
+ * name two parameters answer to, naming both, and for a key nothing
+ * accepts, listing the names that work, nearest first. */
+IrStatus rt_input_key_resolve(const IrComputation *c, const char *key, int64_t *param, int64_t *leaf, IrDiag *d);
+
+/* ---- local_data.c: a host's part of a sharded array ---- */
+
+/* Per dimension k, the n[k] intervals [off, off+ext) of the logical shape
+ * the host's devices hold, in order; laid end to end they are the host's
+ * part, of dims[k] elements (the whole dimension where intervals overlap
+ * unequally). */
+typedef struct RtLocalLayout {
+    int32_t rank;
+    int64_t dims[IR_MAX_RANK];
+    int32_t n[IR_MAX_RANK];
+    int64_t *off[IR_MAX_RANK], *ext[IR_MAX_RANK];
+    int64_t *buf;              /* owns off and ext */
+} RtLocalLayout;
+
+/* The part of an array of shape `full` under `s` that partitions (first +
+ * j) % nparts, j < nlocal, hold. IR_ENOMEM only; free with
+ * rt_local_layout_free. */
+IrStatus rt_local_layout(const IrShape *full, const IrSharding *s, int64_t first, int64_t nlocal, int64_t nparts,
+                         RtLocalLayout *l, IrDiag *d);
+void rt_local_layout_free(RtLocalLayout *l);
+/* Where the element at logical index off[] sits in the host's part
+ * (loff[]); false when the host holds none of it. */
+bool rt_local_offset(const RtLocalLayout *l, const int64_t *off, int64_t *loff);
+/* This host's part of each output leaf (TsRunOptions.process_local):
+ * local[j] is device first+j's root value; *out the root's shape with
+ * every leaf cut to its rt_local_layout. */
+IrStatus rt_local_results(const PlanCluster *c, int64_t first, int64_t nlocal, DevValue *const *local,
+                          DevValue **out, IrDiag *d);
+
 /* ---- shard_io.c: each host reads only its shards ---- */
 
 /* Counters of one host's input reads. */
