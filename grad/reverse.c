@@ -88,6 +88,8 @@ IrStatus rev_acc(Rev *r, int32_t x, int32_t leaf, int32_t v)
     if (!ir_type_is_float(ls->type))
         return IR_OK; /* integer leaves of a tuple carry no gradient */
     v = gb_convert(&r->b, v, ls->type);
+    /* the convert may have grown (moved) the instruction array */
+    ls = ir_shape_leaf(&r->b.c->instr[x].shape, leaf);
     if (v >= 0 && !ir_shape_same_dims(gb_shape(&r->b, v), ls))
         return gb_bug(r->g, "a contribution to %s has the wrong shape", r->b.c->instr[x].name);
     int32_t *slot = &r->adj[r->base[x] + leaf];
