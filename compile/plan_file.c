@@ -29,6 +29,7 @@
  */
 #include "compile.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +217,8 @@ typedef struct Loader {
     int32_t k;
     const char *kname;
     int32_t plan_line;       /* the TesselPlan line, for checks after the loop */
+    const IrModule *largest_of; /* largest_value of this module, computed once */
+    int64_t largest;
 } Loader;
 
 static IrStatus bad(Loader *L, int32_t col, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -299,8 +302,9 @@ static bool kv(const char *line, const char *end, const char *key, long long *v)
     for (const char *s = line; s + k + 1 < end; s++)
         if ((s == line || s[-1] == ' ') && memcmp(s, key, k) == 0 && s[k] == '=') {
             char *e;
+            errno = 0;
             *v = strtoll(s + k + 1, &e, 10);
-            return e != s + k + 1;
+            return e != s + k + 1 && !errno;
         }
     return false;
 }
@@ -374,8 +378,9 @@ static bool word_num(const char **p, const char *le, long long lo, long long hi,
     if (!word(p, le, &w, &n) || !((w[0] >= '0' && w[0] <= '9') || w[0] == '-'))
         return false;
     char *e;
+    errno = 0;
     long long x = strtoll(w, &e, 10);
-    if (e != w + n || x < lo || x > hi)
+    if (errno || e != w + n || x < lo || x > hi) /* 999...9 is not INT64_MAX */
         return false;
     *v = x;
     return true;
@@ -400,6 +405,42 @@ static bool starts(const char *s, const char *le, const char *key)
     return (size_t)(le - s) >= k && memcmp(s, key, k) == 0;
 }
 
+/* The bytes of the largest value of m: a collective of m moves at most
+ * twice that per device. */
+static int64_t largest_value(const IrModule *m)
+{
+    int64_t most = 0;
+    for (int32_t k = 0; m && k < m->ncomp; k++)
+        for (int32_t i = 0; i < m->comp[k]->ninstr; i++) {
+            int64_t b = ir_shape_bytes(&m->comp[k]->instr[i].shape);
+            most = b > most ? b : most;
+        }
+    return most;
+}
+
+/* `// InputMapping {0, 1, ...}`: the entry's parameters 0 to n-1 in order,
+ * as tessel writes it (t: after "// "). */
+static IrStatus check_input_mapping(Loader *L, const char *t, const char *le, int32_t n)
+{
+    const char *p = t + 13;
+    bool ok = p < le && *p++ == '{';
+    int32_t k = 0;
+    while (ok && p < le && *p != '}') {
+        if (k > 0)
+            ok = le - p >= 2 && p[0] == ',' && p[1] == ' ' && (p += 2);
+        long long v;
+        const char *w = p;
+        while (ok && p < le && *p >= '0' && *p <= '9' && p - w < 12)
+            p++;
+        ok = ok && p > w && p - w < 12 && sscanf(w, "%lld", &v) == 1 && v == k;
+        k++;
+    }
+    if (!ok || p >= le || *p != '}' || p + 1 != le || k != n)
+        return bad(L, 4, "InputMapping must list the entry's %d parameters in order, {0, 1, ..., %d}", (int)n,
+                   (int)n - 1);
+    return IR_OK;
+}
+
 /* `// TesselFallback NAME` and `// TesselCollective NAME OPCODE BYTES
  * GROUPS`: the report of the partitioner, kept in c->arena. */
 static IrStatus load_report_line(Loader *L, PlanCluster *c, const char *t, const char *le, int64_t *capfb)
@@ -422,6 +463,14 @@ static IrStatus load_report_line(Loader *L, PlanCluster *c, const char *t, const
     IrOpcode o = ir_op_from_name(op, nop);
     if (o == OP_COUNT || ir_op_family(o) != FAM_COLLECTIVE)
         return bad(L, (int32_t)(op - t + 4), "not a collective opcode");
+    if (L->largest_of != c->spmd) { /* once a module: the lines may be many */
+        L->largest = largest_value(c->spmd);
+        L->largest_of = c->spmd;
+    }
+    int64_t most = L->largest;
+    if (bytes / 2 > most) /* an all-reduce moves 2(n-1)/n of its value */
+        return bad(L, 23, "a collective moving %lld bytes per device, more than twice any value of the program",
+                    bytes);
     char *groups = ir_strndup(L->a, p, (size_t)(le - p));
     if (!groups || !IR_ARENA_GROW(L->a, r->coll, r->capcoll, r->ncoll, r->ncoll + 1))
         return nomem(L);
@@ -470,10 +519,28 @@ static IrStatus sharding_after(Loader *L, const char *q, const char *le, const c
     return IR_OK;
 }
 
+/* The parameter number that output leaf o of e's root is (the root, or
+ * element o of a root tuple of arrays, being an array parameter), or -1. */
+static int32_t root_param(const IrComputation *e, bool tuple_root, int32_t o)
+{
+    const IrInstr *r = &e->instr[e->root];
+    if (tuple_root) {
+        if (r->op != OP_TUPLE || o >= r->nopnd || r->opnd[o] < 0)
+            return -1;
+        r = &e->instr[r->opnd[o]];
+    }
+    if (r->op != OP_PARAMETER || r->shape.type == IR_TUPLE)
+        return -1;
+    for (int32_t k = 0; k < e->nparam; k++)
+        if (&e->instr[e->param[k]] == r)
+            return k;
+    return -1;
+}
+
 static IrStatus load_lines(Loader *L, PlanCluster *c)
 {
     const IrComputation *e = ir_entry(c->spmd);
-    int32_t nin = -1, nout = -1, nshape = 0, nin_shd = 0, nout_shd = 0;
+    int32_t nin = -1, nout = -1, nshape = 0, nin_shd = 0, nout_shd = 0, have_mapping = 0;
     int64_t capfb = 0;
     bool have_plan = false, have_end = false, have_out_shape = false, have_cluster = false;
     IrShape *in_shape = NULL;
@@ -528,6 +595,12 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 c->param_sharding = ir_alloc_array(L->a, (size_t)(nin > 0 ? nin : 1), sizeof(IrSharding *));
                 if (!in_shape || !c->param_sharding)
                     return nomem(L);
+            } else if (starts(t, le, "InputMapping ")) {
+                if (have_mapping++ || have_plan)
+                    return bad(L, 4, "a second InputMapping line, or one after TesselPlan");
+                IrStatus st = check_input_mapping(L, t, le, e->nparam);
+                if (st != IR_OK)
+                    return st;
             } else if (le - t > 15 && memcmp(t, "XlaInputShape ", 14) == 0) {
                 const char *p = t + 14;
                 IrShape sh;
@@ -649,6 +722,13 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                                   c->num_partitions);
         if (st != IR_OK)
             return st;
+        /* An output that is an (array) entry parameter as it came in is
+         * laid out as that input: another sharding with shards of the
+         * same shape would put its pieces together in another order. */
+        int32_t src = root_param(e, tuple_root, o);
+        if (src >= 0 && !ir_sharding_equal(plan_param_sharding(c, src), shd_leaf(c->out_sharding, &c->out_shape, o)))
+            return bad(L, 1, "output %d is input %d as it came in, but TesselOutputSharding %d is not its "
+                       "TesselInputSharding %d", (int)o, (int)src, (int)o, (int)src);
     }
     return IR_OK;
 }

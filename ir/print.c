@@ -134,6 +134,32 @@ static void put_quoted(IrStrBuf *b, const char *s)
     ir_sb_puts(b, "\"");
 }
 
+/* Attribute text kept as it was written (metadata, backend_config,
+ * kept attributes), with the raw line breaks of its string literals
+ * escaped (and those between tokens made spaces): a printed module has
+ * one instruction a line, so no line of it can be taken for one of the
+ * `// ` lines a plan file appends (a model whose op_name held a newline
+ * and "// TesselEnd" gave a plan that tessel then refused to load). */
+static void put_verbatim(IrStrBuf *b, const char *s)
+{
+    bool in_str = false;
+    const char *run = s;
+    for (const char *p = s; *p; p++) {
+        if (in_str && *p == '\\' && p[1]) {
+            p++;
+            continue;
+        }
+        if (*p == '"')
+            in_str = !in_str;
+        if (*p != '\n' && *p != '\r')
+            continue;
+        ir_sb_putn(b, run, (size_t)(p - run));
+        ir_sb_puts(b, !in_str ? " " : *p == '\n' ? "\\n" : "\\r");
+        run = p + 1;
+    }
+    ir_sb_puts(b, run);
+}
+
 /* ------------------------------------------------------------------ */
 /* names                                                               */
 /* ------------------------------------------------------------------ */
@@ -617,10 +643,10 @@ static void put_raw_braced(IrStrBuf *b, const char *key, const char *raw)
         return;
     ir_sb_printf(b, ", %s=", key);
     if (raw[0] == '{') {
-        ir_sb_puts(b, raw);
+        put_verbatim(b, raw);
     } else {
         ir_sb_puts(b, "{");
-        ir_sb_puts(b, raw);
+        put_verbatim(b, raw);
         ir_sb_puts(b, "}");
     }
 }
@@ -653,7 +679,7 @@ static void put_backend(IrStrBuf *b, const char *cfg)
 {
     ir_sb_puts(b, ", backend_config=");
     if (cfg[0] == '{' || cfg[0] == '"')
-        ir_sb_puts(b, cfg);
+        put_verbatim(b, cfg);
     else
         put_quoted(b, cfg);
 }
@@ -903,8 +929,10 @@ static void put_generic_attrs(IrStrBuf *b, const IrComputation *c, const IrInstr
 {
     const IrAttrs *a = &ins->a;
     put_uses(b, c, ins, ir_attr_generic());
-    for (int32_t i = 0; i < a->x->nkept; i++)
-        ir_sb_printf(b, ", %s=%s", a->x->kept[i].key, a->x->kept[i].value);
+    for (int32_t i = 0; i < a->x->nkept; i++) {
+        ir_sb_printf(b, ", %s=", a->x->kept[i].key);
+        put_verbatim(b, a->x->kept[i].value);
+    }
 }
 
 /* ------------------------------------------------------------------ */
