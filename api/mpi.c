@@ -10,7 +10,8 @@
  *      error (the failing rank's own, said first through on_error);
  *   2. the devices run; a failure now ends the job (MPI_Abort), since the
  *      other ranks may be waiting for this one inside a collective; the
- *      results travel to rank 0 (the same);
+ *      results travel to rank 0 (the same), or with process_local each
+ *      rank keeps its own part of them (local_data.c);
  *   3. tessel's MPI objects are freed and every rank agrees once more: a
  *      rank that failed there makes every rank return an error, so no
  *      output is written for a run some rank did not finish cleanly.
@@ -99,10 +100,10 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
 }
 
 /* mine: the 6 phases, then this rank's bytes sent and received per
- * collective kind (rt_transport_bytes): 2 x RT_XK_COUNT more. */
+ * collective kind (rt_transport_bytes): 2 x COLL_XK_COUNT more. */
 static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const RtRunStats *run)
 {
-    enum { NPH = 6 + 2 * RT_XK_COUNT };
+    enum { NPH = 6 + 2 * COLL_XK_COUNT };
     double mn[NPH], md[NPH], mx[NPH];
     static const char *const names[6] = {"load+compile", "read inputs", "execute", "write outputs",
                                          "collectives"};
@@ -115,12 +116,12 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
         ir_sb_printf(s, "tessel: stats: %-14s min %.0f  median %.0f  max %.0f bytes per rank (files)\n",
                     "input read", mn[5], md[5], mx[5]);
         /* Collective data between hosts, by kind (kinds that moved none are left out). */
-        for (int k = 0; k < RT_XK_COUNT; k++)
+        for (int k = 0; k < COLL_XK_COUNT; k++)
             for (int dir = 0; dir < 2; dir++) {
                 int j = 6 + 2 * k + dir;
                 if (mx[j] > 0)
                     ir_sb_printf(s, "tessel: stats: %-8s %-14s min %.0f  median %.0f  max %.0f bytes per rank\n",
-                                dir ? "received" : "sent", rt_xfer_kind_name((RtXferKind)k), mn[j], md[j], mx[j]);
+                                dir ? "received" : "sent", coll_xfer_kind_name((CollXferKind)k), mn[j], md[j], mx[j]);
             }
     }
     if (rt_mpi_rank(t) == 0)
@@ -191,6 +192,10 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     else if (o->ninfeeds)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "infeed files feed one device: under mpirun every host would read the feed");
+    else if (o->process_local && (prog->host || prog->ncluster != 1 || prog->cluster[0].replay))
+        st = ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                      "process-local inputs and outputs need a program of one device cluster without host work, "
+                      "not a replay");
     else if (prog->host) {
         RtBindOptions bo = api_bind_options(o);
         st = rt_bind_inputs(prog->host, &bo, &args, &id);
@@ -226,7 +231,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         if (!local)
             ir_oom(&id, NULL);
         rt_transport_checkin(t, 0);
-        if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, t, &ro, &run, local, &id) != IR_OK)
+        if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, rt_mpi_transport(t), &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (prog->cluster[0].replay) {
@@ -238,15 +243,19 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
             for (int64_t g = 0; all && g < ndev; g++)
                 dev_value_unref(all[g]);
             ts_free(all);
+        } else if (o->process_local) {
+            /* every rank keeps its own part: nobody waits for it */
+            if (rt_local_results(&prog->cluster[0], first, l, local, &result, &id) != IR_OK)
+                abort_job(o, t, &id);
         } else if (rt_mpi_gather_results(t, &prog->cluster[0], l, local, &result, &id) != IR_OK) {
             abort_job(o, t, &id); /* rank 0 may be waiting in the gather */
         }
         if (o->stats) {
-            double mine[6 + 2 * RT_XK_COUNT] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds,
+            double mine[6 + 2 * COLL_XK_COUNT] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds,
                                                 (double)rs.file_bytes};
-            for (int k = 0; k < RT_XK_COUNT; k++) {
+            for (int k = 0; k < COLL_XK_COUNT; k++) {
                 int64_t sent = 0, received = 0;
-                rt_transport_bytes(t, (RtXferKind)k, &sent, &received);
+                rt_transport_bytes(t, (CollXferKind)k, &sent, &received);
                 mine[6 + 2 * k] = (double)sent;
                 mine[7 + 2 * k] = (double)received;
             }
@@ -280,7 +289,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     rt_args_free(&args);
     if (st == IR_OK && rank == 0 && feed.nkept && !(outfeeds = rt_feed_outfeeds(&feed)))
         st = ir_oom(&id, NULL);
-    if (st == IR_OK && rank == 0 && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
+    bool mine = rank == 0 || (o->process_local && result); /* outputs on this rank */
+    if (st == IR_OK && mine && !(*out = api_outputs_new(result, outfeeds, ir_sb_take(&stats))))
         st = ir_oom(&id, NULL);
     else if (st == IR_OK && rank == 0) {
         (*out)->ndevices = ndevices;

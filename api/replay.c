@@ -5,7 +5,7 @@
  * run.c's and mpi.c's; this file is what differs from a partitioned run.
  */
 #include "api_internal.h"
-#include "../runtime/coll.h"
+#include "../coll/coll.h"
 
 #include <string.h>
 
@@ -24,9 +24,9 @@ IrStatus api_bind_devices(const TsPlan *p, const TsRunOptions *o, int64_t first,
     if (o->one_device && (o->output_device < 0 || o->output_device >= ndev))
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "--output-device %lld: the program runs on devices 0 to %lld",
                       (long long)o->output_device, (long long)(ndev - 1));
-    RtCollWorld cw = {.n = p->r.prog.num_partitions, .r = p->r.prog.num_replicas};
+    CollWorld cw = {.n = p->r.prog.num_partitions, .r = p->r.prog.num_replicas};
     if (st == IR_OK)
-        st = rt_coll_check_module(m, &cw, d);
+        st = coll_check_module(m, &cw, d);
     /* Every device's keys are checked, also on ranks that run none of
      * them: a bad KEY@D is the same error everywhere. */
     for (int64_t g = 0; st == IR_OK && g < ndev; g++) {

@@ -56,7 +56,7 @@ bool api_heartbeat_ok(double s)
 
 RtBindOptions api_bind_options(const TsRunOptions *o)
 {
-    return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed};
+    return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed, o->process_local};
 }
 
 CollTuning api_tuning(const TsRunOptions *o)

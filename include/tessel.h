@@ -352,7 +352,10 @@ TsStatus ts_plan_input_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, Ts
 TsStatus ts_plan_output_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, TsDiag *d);
 
 /* One input: `key` names an entry parameter by index ("0"), by instruction
- * name ("x"), or a leaf of a tuple parameter ("0.1", "p.1"); the value is
+ * name ("x.1"), by the name JAX records for it ("x", "params['w1']"), or a
+ * leaf of a tuple parameter ("0.1", "p.1"): the rule of docs/cli.md "Input
+ * names" (a key nothing answers to is TS_EINPUT listing the names that
+ * work, nearest first; a name two parameters answer to is TS_EINPUT); the value is
  * the .npy file `path` or the array `array` (exactly one of them). In a
  * replay (TsCompileOptions.spmd) "KEY@D" binds KEY on device D only
  * (D = replica * N + partition); KEY alone binds it on every device. */
@@ -462,6 +465,19 @@ typedef struct TsRunOptions {
     double heartbeat_seconds;
     /* How data moves (above); all zero: the defaults. */
     TsTuning tuning;
+    /* Under MPI (ts_plan_run_mpi): each rank binds only its own part of
+     * every array input and gets its own part of every output, on every
+     * rank (rank 0 no longer gathers them). A rank's part of an array is
+     * what its devices' shards cover: along each dimension the distinct
+     * intervals of those shards, in order, laid end to end, as
+     * jax.make_array_from_process_local_data takes it (f32[8,6] split
+     * in 4 row blocks over 2 ranks of 2 devices: rows 4..7 on rank 1, an
+     * f32[4,6]). An input dimension may also be given whole; one whose
+     * intervals overlap unequally is always whole. .npy inputs stay whole
+     * files (each rank reads its boxes). In one process (ts_plan_run) the
+     * part is the whole array: nothing changes. TS_EUNSUPPORTED for a
+     * program with host work or a replay. */
+    bool process_local;
 } TsRunOptions;
 
 

@@ -955,6 +955,10 @@ int32_t ir_find_instr(const IrComputation *c, const char *name);   /* -1 if abse
 IrComputation *ir_entry(const IrModule *m);
 /* A name not used in the module, derived from `base` ("add" -> "add.7"). */
 const char *ir_unique_name(IrModule *m, const char *base);
+/* `name` itself when the module does not use it yet ("x.1" stays "x.1",
+ * where ir_unique_name renumbers it), else ir_unique_name(m, name): for
+ * names a user binds by, such as entry parameters'. NULL on OOM. */
+const char *ir_keep_name(IrModule *m, const char *name);
 /* Deep-copy computation `ci` of `src` into `dst` (and, recursively, the
  * computations it calls, reusing ones already copied through `map`, an array
  * of src->ncomp entries initialised to -1). Returns the new index or -1. */

@@ -317,6 +317,16 @@ const char *ir_unique_name(IrModule *m, const char *base)
     }
 }
 
+const char *ir_keep_name(IrModule *m, const char *name)
+{
+    if (!names_ready(m))
+        return NULL;
+    if (nameset_has(m->names, name))
+        return ir_unique_name(m, name);
+    char *r = ir_strndup(m->arena, name, strlen(name));
+    return r && nameset_add(m->names, r) ? r : NULL;
+}
+
 int32_t ir_add_simple(IrModule *m, IrComputation *c, IrOpcode op, const IrShape *shape,
                       int32_t nopnd, const int32_t *opnd, const char *name)
 {

@@ -56,7 +56,8 @@ int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t 
             return -1;
     IrInstr ins = *src;
     ins.sharding = NULL;
-    ins.name = ir_unique_name(pc->sp->dst, src->name);
+    /* parameters keep their names: inputs bind by them (a plan's x.1 is the model's) */
+    ins.name = src->op == OP_PARAMETER ? ir_keep_name(pc->sp->dst, src->name) : ir_unique_name(pc->sp->dst, src->name);
     if (!ins.name || ir_shape_copy(a, &ins.shape, shape) != IR_OK)
         return spmd_oom_value(pc);
     ins.nopnd = nopnd;

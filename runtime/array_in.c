@@ -11,8 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "f32[4,16]" style text of the array's dims for messages. */
-static void dims_text(char *buf, size_t cap, int32_t rank, const int64_t *dims)
+void rt_dims_text(char *buf, size_t cap, int32_t rank, const int64_t *dims)
 {
     size_t n = (size_t)snprintf(buf, cap, "(");
     for (int32_t k = 0; k < rank && n < cap; k++)
@@ -35,8 +34,8 @@ static IrStatus check_array(const RtArray *a, const IrShape *expect, const char 
     for (int32_t k = 0; same && k < a->rank; k++)
         same = a->dims[k] == expect->dims[k];
     if (!same) {
-        dims_text(got, sizeof got, a->rank > 0 && a->rank <= IR_MAX_RANK && a->dims ? a->rank : 0, a->dims);
-        dims_text(exp, sizeof exp, expect->rank, expect->dims);
+        rt_dims_text(got, sizeof got, a->rank > 0 && a->rank <= IR_MAX_RANK && a->dims ? a->rank : 0, a->dims);
+        rt_dims_text(exp, sizeof exp, expect->rank, expect->dims);
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "%s: array of shape %s, expected %s", what, got,
                         exp);
     }

@@ -266,7 +266,7 @@ static IrStatus run_cluster_here(const HostRun *h, const PlanCluster *c, int32_t
                                 &shards[k].args[a], d);
     }
     if (st == IR_OK)
-        st = rt_run_devices(c, shards, h->first, h->nlocal, h->t, o, NULL, local, d);
+        st = rt_run_devices(c, shards, h->first, h->nlocal, rt_mpi_transport(h->t), o, NULL, local, d);
     if (st == IR_OK)
         st = allgather_results(h, c, local, out, d);
     for (int64_t k = 0; shards && k < h->nlocal; k++)

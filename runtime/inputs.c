@@ -95,57 +95,19 @@ static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
     return IR_OK;
 }
 
-/* Parse "N" or "N.L" (decimal, no sign) into p and leaf (-1 if absent). */
-static bool parse_index(const char *s, int64_t *p, int64_t *leaf)
-{
-    char *end;
-    if (*s < '0' || *s > '9')
-        return false;
-    errno = 0;
-    *p = strtoll(s, &end, 10);
-    *leaf = -1;
-    if (errno)
-        return false;
-    if (*end == '.') {
-        if (end[1] < '0' || end[1] > '9')
-            return false;
-        *leaf = strtoll(end + 1, &end, 10);
-        if (errno)
-            return false;
-    }
-    return *end == 0;
-}
-
-/* The parameter named exactly `name` (length n), or -1. */
-static int32_t param_by_name(const IrComputation *c, const char *name, size_t n)
-{
-    for (int32_t p = 0; p < c->nparam; p++) {
-        const char *pn = c->param[p] >= 0 ? c->instr[c->param[p]].name : NULL;
-        if (pn && strlen(pn) == n && memcmp(pn, name, n) == 0)
-            return p;
-    }
-    return -1;
-}
-
-/* Resolve an input key to (parameter, leaf). Rule: an exact parameter
- * name wins; then INDEX or INDEX.LEAF; then NAME.LEAF.
+/* Resolve an input key to (parameter, leaf) by the rule of input_names.c
+ * (an exact HLO name, INDEX or INDEX.LEAF, the name JAX records, NAME.LEAF),
+ * then check the leaf against the parameter's shape.
  * Example: parameters "x" and "p.1" (a tuple of 2): "p.1" is parameter 1
  * (and an error: it needs a leaf), "1.0" its first leaf, "p.1.1" its
  * second, "x" parameter 0. */
 static IrStatus resolve_key(const IrComputation *c, const Leaves *l, const char *key,
                             int32_t *param, int64_t *leaf, IrDiag *d)
 {
-    int64_t p = param_by_name(c, key, strlen(key)), lf = -1;
-    if (p < 0 && !parse_index(key, &p, &lf)) {
-        const char *dot = strrchr(key, '.');
-        int64_t dummy;
-        p = -1;
-        if (dot && parse_index(dot + 1, &lf, &dummy) && dummy < 0)
-            p = param_by_name(c, key, (size_t)(dot - key));
-        if (p < 0)
-            return fail(d, IR_EINPUT, "input %s: no entry parameter has this name or index",
-                        key);
-    }
+    int64_t p = -1, lf = -1;
+    IrStatus st = rt_input_key_resolve(c, key, &p, &lf, d);
+    if (st != IR_OK)
+        return st;
     if (p >= c->nparam)
         return fail(d, IR_EINPUT, "input %s: the entry computation has %d parameter%s", key,
                     (int)c->nparam, c->nparam == 1 ? "" : "s");

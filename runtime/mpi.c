@@ -20,7 +20,7 @@
  * Thread level: the host's leader device thread makes the MPI calls while
  * the main thread waits, so MPI_THREAD_SERIALIZED is what is needed.
  */
-#include "coll.h"
+#include "../coll/coll.h"
 #include "mpi_layer.h"
 #include "transport.h"
 
@@ -92,10 +92,11 @@ typedef struct GroupComm {
 } GroupComm;
 
 struct RtTransport {
+    CollTransport base;      /* the collectives' interface (coll.h); first, so that a CollTransport * is an RtTransport * */
     MPI_Comm comm;           /* tessel's duplicate of the caller's communicator */
     GroupComm *gcomm;        /* host partitions seen so far (rt_mpi_release frees them) */
     int32_t ngcomm;
-    int64_t sent[RT_XK_COUNT], received[RT_XK_COUNT]; /* bytes of collectives' data (rt_transport_bytes) */
+    int64_t sent[COLL_XK_COUNT], received[COLL_XK_COUNT]; /* bytes of collectives' data (rt_transport_bytes) */
     MPI_Comm hb_comm;        /* a second one, for beats and check-ins */
     Heartbeat hb;
     MPI_Comm abort_comm;     /* what MPI_Abort ends: comm, or the caller's before the dup exists */
@@ -110,6 +111,9 @@ struct RtTransport {
     size_t piece, pipe_min, chunk_combine, chunk_plain;
     size_t nslots;           /* their bytes */
 };
+
+/* The CollTransport of an RtTransport (defined at the end). */
+static const CollTransport mpi_transport;
 
 /* "rank R: CALL failed: MPI's text for rc", marked when the failure was
  * injected (mpi_layer.h) so a test's message cannot be mistaken for a
@@ -201,6 +205,7 @@ static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out
     t->rank = rank;
     t->owns_mpi = owns_mpi;
     set_shapes(t, NULL);
+    t->base = mpi_transport;
     *out = t;
     int provided = 0;
     MPI_TRY(d, t, "MPI_Query_thread", tmpi_query_thread(&provided));
@@ -263,6 +268,11 @@ IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                         "MPI is not initialised: call MPI_Init_thread before running on a communicator");
     return attach(*(const MPI_Comm *)comm, coll_launcher_rank(), false, out, d);
+}
+
+CollTransport *rt_mpi_transport(RtTransport *t)
+{
+    return t ? &t->base : NULL;
 }
 
 int rt_mpi_rank(const RtTransport *t)
@@ -899,8 +909,9 @@ static bool mpi_op_for(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt,
     return !(fl && (op == OP_AND || op == OP_OR || op == OP_XOR));
 }
 
-bool rt_transport_builtin_op(RtTransport *t, IrType ty, IrOpcode op)
+static bool mpi_builtin_op(CollTransport *base, IrType ty, IrOpcode op)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Datatype dt;
     MPI_Op mop;
     return op != OP_COUNT && mpi_op_for(t, ty, op, &dt, &mop);
@@ -930,23 +941,17 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
 
 /* ---- collectives over groups of hosts ---- */
 
-const char *rt_xfer_kind_name(RtXferKind k)
-{
-    static const char *const names[RT_XK_COUNT] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-                                                   "permute", "broadcast", "other"};
-    return k >= 0 && k < RT_XK_COUNT ? names[k] : "?";
-}
 
-void rt_transport_bytes(const RtTransport *t, RtXferKind kind, int64_t *sent, int64_t *received)
+void rt_transport_bytes(const RtTransport *t, CollXferKind kind, int64_t *sent, int64_t *received)
 {
-    bool ok = kind >= 0 && kind < RT_XK_COUNT;
+    bool ok = kind >= 0 && kind < COLL_XK_COUNT;
     *sent = ok ? t->sent[kind] : 0;
     *received = ok ? t->received[kind] : 0;
 }
 
-static void count_bytes(RtTransport *t, RtXferKind kind, int64_t sent, int64_t received)
+static void count_bytes(RtTransport *t, CollXferKind kind, int64_t sent, int64_t received)
 {
-    if (kind >= 0 && kind < RT_XK_COUNT) {
+    if (kind >= 0 && kind < COLL_XK_COUNT) {
         t->sent[kind] += sent;
         t->received[kind] += received;
     }
@@ -1011,9 +1016,10 @@ static IrStatus group_comm(RtTransport *t, const int32_t *color, MPI_Comm *comm,
     return IR_OK;
 }
 
-IrStatus rt_transport_allgather_in(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
+static IrStatus mpi_allgather_in(CollTransport *base, const int32_t *color, CollXferKind kind, const void *send,
                                    size_t bytes, void *recv, IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Comm comm;
     int k = 1;
     IrStatus st = group_comm(t, color, &comm, &k, d);
@@ -1048,9 +1054,10 @@ IrStatus rt_transport_allgather_in(RtTransport *t, const int32_t *color, RtXferK
     return IR_OK;
 }
 
-IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what, void *buf,
+static IrStatus mpi_allreduce_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what, void *buf,
                                    int64_t count, IrType ty, IrOpcode op, IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Datatype dt;
     MPI_Op mop;
     if (!mpi_op_for(t, ty, op, &dt, &mop))
@@ -1164,7 +1171,7 @@ typedef struct Pl {
     PlPeer *peer;              /* [k - 1] */
     const void **list;         /* [k]: the final combine's sources */
     const char *call;          /* the MPI function called last (for a failure's message) */
-    bool stream;               /* dst may take streaming stores (rt_coll_stream_into) */
+    bool stream;               /* dst may take streaming stores (coll_stream_into) */
     int64_t combined;          /* chunks of my block finished */
     int64_t local;             /* several devices: (chunk, peer) pairs combined locally and sent */
 } Pl;
@@ -1211,7 +1218,7 @@ static uint8_t *pl_dst(const Pl *p, int64_t i)
 static void pl_local(Pl *p, int64_t i, int64_t n)
 {
     void *d = pl_dst(p, i);
-    rt_coll_combine(p->op, p->ty, &d, 1, 0, p->src, p->nsrc, i, n, false);
+    coll_combine(p->op, p->ty, &d, 1, 0, p->src, p->nsrc, i, n, false);
 }
 
 static int pl_isend(Pl *p, const void *buf, int64_t n, int r, int tag, MPI_Request *req)
@@ -1259,7 +1266,7 @@ static int pl_finish_chunk(Pl *p, int64_t c)
     for (int r = 0, j = 0; r < p->k; r++)
         p->list[r] = r == p->q ? (const void *)mine : p->peer[j++].slot + slot;
     void *d = pl_dst(p, i);
-    rt_coll_combine(p->op, p->ty, &d, 1, 0, p->list, p->k, 0, n, false);
+    coll_combine(p->op, p->ty, &d, 1, 0, p->list, p->k, 0, n, false);
     int rc = MPI_SUCCESS;
     for (int j = 0; rc == MPI_SUCCESS && j < p->k - 1; j++) {
         PlPeer *e = &p->peer[j];
@@ -1418,7 +1425,7 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
     if (rc == MPI_SUCCESS && !combine) {
         size_t n = (size_t)pl_len(p, q) * p->es;
         void *d = pl_dst(p, pl_lo(p, q));
-        rt_coll_copy(&d, 1, 0, pl_src(p, pl_lo(p, q)), n, p->stream && rt_coll_stream((int64_t)n));
+        coll_copy(&d, 1, 0, pl_src(p, pl_lo(p, q)), n, p->stream && coll_stream((int64_t)n));
     }
     Backoff idle = {0};
     for (;;) {
@@ -1494,13 +1501,14 @@ static IrStatus pl_begin(RtTransport *t, const int32_t *color, MPI_Comm *comm, i
     return group_comm(t, color, comm, k, d);
 }
 
-IrStatus rt_transport_allreduce_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+static IrStatus mpi_allreduce_into(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                      const void *const *src, int32_t nsrc, void *dst, int64_t count, IrType ty,
                                      IrOpcode op, IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Datatype dt;
     MPI_Op mop;
-    if (!mpi_op_for(t, ty, op, &dt, &mop) || !rt_coll_can_combine(op, ty))
+    if (!mpi_op_for(t, ty, op, &dt, &mop) || !coll_can_combine(op, ty))
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
                         t->rank, ir_op_name(op), ir_type_name(ty));
     MPI_Comm comm;
@@ -1513,7 +1521,7 @@ IrStatus rt_transport_allreduce_into(RtTransport *t, const int32_t *color, RtXfe
     /* The host's devices combined first (the pipeline does it chunk by
      * chunk itself); alone, that is the result. */
     if (!pipe)
-        rt_coll_combine(op, ty, &dst, 1, 0, src, nsrc, 0, count, false);
+        coll_combine(op, ty, &dst, 1, 0, src, nsrc, 0, count, false);
     if (!begin_collective(t, CK_ALLREDUCE, what))
         return IR_OK;
     if (pipe) {
@@ -1541,11 +1549,12 @@ IrStatus rt_transport_allreduce_into(RtTransport *t, const int32_t *color, RtXfe
     return IR_OK;
 }
 
-IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+static IrStatus mpi_reduce_scatter_into(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                           const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
                                           IrDiag *d)
 {
-    if (!rt_coll_can_combine(op, ty))
+    RtTransport *t = (RtTransport *)base;
+    if (!coll_can_combine(op, ty))
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no reduction for %s on %s",
                         t->rank, ir_op_name(op), ir_type_name(ty));
     MPI_Comm comm;
@@ -1590,9 +1599,10 @@ static IrStatus byte_pipeline(RtTransport *t, MPI_Comm comm, PlMode mode, int q,
     return pipeline(&p, d);
 }
 
-IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
+static IrStatus mpi_allgather_into(CollTransport *base, const int32_t *color, CollXferKind kind, const void *send,
                                      size_t bytes, void *recv, bool stream, IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Comm comm;
     int k = 1, q = 0;
     IrStatus st = pl_begin(t, color, &comm, &k, &q, d);
@@ -1601,7 +1611,7 @@ IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXfe
     /* The same check-ins on every rank: the path depends on bytes alone
      * (the same everywhere), not on this host's color. */
     if (bytes < pipe_min())
-        return rt_transport_allgather_in(t, color, kind, send, bytes, recv, d);
+        return mpi_allgather_in(&t->base, color, kind, send, bytes, recv, d);
     if (!begin_collective(t, CK_ALLGATHER, (int64_t)bytes))
         return IR_OK;
     st = byte_pipeline(t, comm, PL_ALLGATHER, q, k, (int64_t)bytes * k, (int64_t)bytes, send, recv, bytes, stream, d);
@@ -1611,9 +1621,10 @@ IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXfe
     return IR_OK;
 }
 
-IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+static IrStatus mpi_alltoall_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                   const void *send, void *recv, size_t bytes, bool stream, IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Comm comm;
     int k = 1, q = 0;
     IrStatus st = pl_begin(t, color, &comm, &k, &q, d);
@@ -1629,10 +1640,11 @@ IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKi
     return IR_OK;
 }
 
-IrStatus rt_transport_reduce_scatter_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+static IrStatus mpi_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                         const void *send, const int64_t *counts, void *recv, IrType ty, IrOpcode op,
                                         IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Datatype dt;
     MPI_Op mop;
     if (!mpi_op_for(t, ty, op, &dt, &mop))
@@ -1818,10 +1830,11 @@ static void any_op(void *in, void *inout, int *len, MPI_Datatype *dt)
     }
 }
 
-IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
+static IrStatus mpi_allreduce_any_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                        void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
-                                       const RtReducer *red, IrDiag *d)
+                                       const CollReducer *red, IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     MPI_Comm comm;
     int k = 1;
     IrStatus st = group_comm(t, color, &comm, &k, d);
@@ -1905,9 +1918,10 @@ IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtX
 
 enum { TAG_DATA = 3 };
 
-IrStatus rt_transport_exchange(RtTransport *t, RtXferKind kind, int64_t what, const RtXfer *sends, int32_t nsend,
-                               const RtXfer *recvs, int32_t nrecv, IrDiag *d)
+static IrStatus mpi_exchange(CollTransport *base, CollXferKind kind, int64_t what, const CollXfer *sends, int32_t nsend,
+                               const CollXfer *recvs, int32_t nrecv, IrDiag *d)
 {
+    RtTransport *t = (RtTransport *)base;
     if (!begin_collective(t, CK_P2P, what))
         return IR_OK;
     /* Every block in pieces of at most MPI_PIECE bytes (int counts); the
@@ -1929,7 +1943,7 @@ IrStatus rt_transport_exchange(RtTransport *t, RtXferKind kind, int64_t what, co
     for (int pass = 1; rc == MPI_SUCCESS && pass >= 0; pass--) {
         call = pass ? "MPI_Irecv" : "MPI_Isend";
         for (int32_t j = 0; rc == MPI_SUCCESS && j < (pass ? nrecv : nsend); j++) {
-            const RtXfer *x = pass ? &recvs[j] : &sends[j];
+            const CollXfer *x = pass ? &recvs[j] : &sends[j];
             for (size_t off = 0; rc == MPI_SUCCESS && off < x->bytes; off += MPI_PIECE) {
                 int n = (int)(x->bytes - off < MPI_PIECE ? x->bytes - off : MPI_PIECE);
                 uint8_t *p = (uint8_t *)x->buf + off;
@@ -2137,3 +2151,11 @@ bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *
     ts_free(all);
     return true;
 }
+
+static const CollTransport mpi_transport = {
+    .allgather_in = mpi_allgather_in, .allreduce_in = mpi_allreduce_in,
+    .reduce_scatter_in = mpi_reduce_scatter_in, .builtin_op = mpi_builtin_op,
+    .allreduce_any_in = mpi_allreduce_any_in, .allreduce_into = mpi_allreduce_into,
+    .reduce_scatter_into = mpi_reduce_scatter_into, .allgather_into = mpi_allgather_into,
+    .alltoall_in = mpi_alltoall_in, .exchange = mpi_exchange,
+};

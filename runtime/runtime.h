@@ -2,7 +2,9 @@
  * runtime.h: layer `runtime/`: everything that runs a compiled or reference
  * program and moves tensors in and out of it: .npy files, deterministic
  * random inputs, binding user inputs to entry parameters, writing outputs,
- * the MPI world, collectives, the host program and compiled programs.
+ * the MPI world and transport, the host program and compiled programs.
+ * Every collective is coll/'s (coll/coll.h); runtime/ calls it from its
+ * device threads (local.c) and gives it the MPI transport (mpi.c).
  *
  * Files of this layer (the header reads as a table of contents; each file
  * has its own section below, or in the private header named):
@@ -13,6 +15,10 @@
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
  *               reference executor, write/summarise outputs
+ *   input_names.c  which parameter an input key names; the error listing the
+ *               names that work (transport.h)
+ *   local_data.c  a host's part of a sharded input or output, as
+ *               jax.make_array_from_process_local_data lays it out (transport.h)
  *   signature.c a compiled program's logical parameters as a module
  *   shards.c    cutting a value into shards and putting them together
  *   shard_io.c  per-host input reads: only the boxes of the host's devices
@@ -20,12 +26,12 @@
  *   replay.c    each device's inputs when an SPMD program is replayed
  *   host.c      the host program: its instructions, the cluster calls
  *               (program.h)
- *   local.c     the devices of one host as threads, in-process collectives
- *   coll.c      what each collective computes for a device (coll.h)
- *   coll_kernels.c  the collectives' combining and copying kernels
- *   coll_async.c    asynchronous collectives (-start/-done pairs)
- *   mpi.c       the MPI transport: world, collectives across hosts,
- *               heartbeat (transport.h)
+ *   local.c     the devices of one host as threads: the world (barrier,
+ *               abort), the device threads, steps; collectives go to coll/
+ *   mpi.c       the MPI world and transport: coll/'s CollTransport over MPI
+ *               (pipelined point to point for large buffers), gathers,
+ *               heartbeat and check-ins, the tuning's message shapes from
+ *               rank 0 (transport.h)
  *   mpi_layer.c every MPI call, checked, with failure injection (mpi_layer.h)
  *
  * Library code: never prints, never exits; every function returns an
@@ -192,8 +198,8 @@ IrStatus rt_random_fill_box(uint64_t seed, uint64_t leaf, const IrShape *shape,
 /* ------------------------------------------------------------------ */
 
 /* One user input: `key` is INDEX, INDEX.LEAF, NAME or NAME.LEAF (a
- * parameter instruction name of the entry computation; an exact name
- * wins over the INDEX.LEAF reading), `path` a .npy file. */
+ * parameter instruction name of the entry computation, or the name JAX
+ * records for it; input_names.c), `path` a .npy file. */
 typedef struct RtArray RtArray;
 typedef struct RtInput {
     const char *key;
@@ -222,6 +228,9 @@ struct RtArray {
  * the .npy reader's conversions (rt_npy_from_disk). */
 IrStatus rt_array_read_box(const RtArray *a, const IrShape *expect, const char *what, const int64_t *lo,
                            const int64_t *hi, void *out, IrDiag *d);
+/* "(4, 16)", "(5,)": dims as NumPy prints a shape, for messages (cut to
+ * fit cap bytes). */
+void rt_dims_text(char *buf, size_t cap, int32_t rank, const int64_t *dims);
 
 /* How to bind the entry parameters. */
 typedef struct RtBindOptions {
@@ -229,6 +238,9 @@ typedef struct RtBindOptions {
     const RtInput *inputs;
     bool random;               /* fill unbound leaves with random inputs */
     uint64_t seed;             /* for random */
+    /* Arrays hold this host's part of their input, not the whole
+     * (rt_local_layout; rt_read_shards only). */
+    bool process_local;
 } RtBindOptions;
 
 /* The bound arguments of the entry computation: args[p] is a new reference
@@ -334,12 +346,6 @@ IrModule *rt_signature_module(const PlanCluster *c);
 /* shards.c: cutting full values into shards and putting them back     */
 /* ------------------------------------------------------------------ */
 
-/* Copy the box of extents `ext` at offset `soff` of the row-major array
- * `src` (dims sdims) to offset `doff` of `dst` (dims ddims); esize bytes
- * per element. */
-void rt_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
-                 const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
-                 const int64_t *ext);
 /* The box of array shape `full` that partition `p` holds under `s`
  * (array sharding; not tiled: the whole array): along dim i it starts at
  * off[i] and has ext[i] valid elements of a shard of size[i] (the rest is

@@ -21,6 +21,7 @@
  */
 #include "transport.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* A box of a leaf some local device read already, and its value. */
@@ -40,6 +41,7 @@ typedef struct Reader {
     ReadBox *boxes;            /* boxes read so far, for the devices after */
     int64_t nboxes, capboxes;
     int64_t *head;             /* per leaf: its last box, -1 */
+    int64_t first, nlocal;     /* this host's devices (process-local arrays) */
 } Reader;
 
 /* Elements of a box; 0 if any extent is 0. */
@@ -51,10 +53,49 @@ static int64_t box_elems(int32_t rank, const int64_t *ext)
     return n;
 }
 
+/* The box [lo, hi) of an input whose array holds this host's part only
+ * (TsRunOptions.process_local): each dimension of the array is the host's
+ * part of it (rt_local_layout) or the whole dimension. */
+static IrStatus read_local_box(const Reader *r, const RtArray *a, const IrShape *full, const IrSharding *s,
+                               const char *what, const int64_t *lo, const int64_t *hi, void *out, IrDiag *d)
+{
+    RtLocalLayout l;
+    IrStatus st = rt_local_layout(full, s, r->first, r->nlocal, r->c->num_partitions, &l, d);
+    if (st != IR_OK)
+        return st;
+    bool fits = a->rank == full->rank && (a->rank == 0 || a->dims);
+    for (int32_t k = 0; fits && k < full->rank; k++) {
+        if (a->dims[k] == full->dims[k] && a->dims[k] != l.dims[k]) { /* given whole */
+            l.n[k] = 1;
+            l.off[k][0] = 0;
+            l.ext[k][0] = l.dims[k] = full->dims[k];
+        }
+        fits = a->dims[k] == l.dims[k];
+    }
+    int64_t llo[IR_MAX_RANK], lhi[IR_MAX_RANK];
+    if (!fits) {
+        char want[96];
+        rt_dims_text(want, sizeof want, full->rank, l.dims);
+        st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                      "%s: this process's part of the input has the shape %s (process-local data)", what, want);
+    } else if (!rt_local_offset(&l, lo, llo)) {
+        st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "%s: a box outside this process's part", what);
+    } else {
+        for (int32_t k = 0; k < full->rank; k++)
+            lhi[k] = llo[k] + hi[k] - lo[k];
+        IrShape ls = *full;
+        ls.dims = l.dims;
+        ls.has_layout = false;
+        st = rt_array_read_box(a, &ls, what, llo, lhi, out, d);
+    }
+    rt_local_layout_free(&l);
+    return st;
+}
+
 /* Read or draw the box [lo, lo+ext) of leaf `leaf` (flat number, parameter
  * p, leaf li of it) of logical shape `full` into `out` (packed, ext dims). */
 static IrStatus fill_box(const Reader *r, int32_t p, int64_t li, int64_t leaf, const IrShape *full,
-                         const int64_t *lo, const int64_t *ext, void *out, IrDiag *d)
+                         const IrSharding *s, const int64_t *lo, const int64_t *ext, void *out, IrDiag *d)
 {
     int64_t hi[IR_MAX_RANK];
     for (int32_t k = 0; k < full->rank; k++)
@@ -69,8 +110,9 @@ static IrStatus fill_box(const Reader *r, int32_t p, int64_t li, int64_t leaf, c
     char *what = rt_input_leaf_desc(r->sig, p, li);
     if (!what)
         return ir_oom(d, NULL);
-    IrStatus st = path ? rt_npy_read_box(path, full, what, lo, hi, out, d)
-                       : rt_array_read_box(array, full, what, lo, hi, out, d);
+    IrStatus st = path                    ? rt_npy_read_box(path, full, what, lo, hi, out, d)
+                  : r->opt->process_local ? read_local_box(r, array, full, s, what, lo, hi, out, d)
+                                          : rt_array_read_box(array, full, what, lo, hi, out, d);
     ts_free(what);
     if (st == IR_OK && path && r->rs) {
         IrType disk = full->type == IR_BF16 ? IR_F32 : full->type; /* bf16 travels as <f4 */
@@ -155,17 +197,17 @@ static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const 
         return ir_oom(d, NULL);
     IrStatus st;
     if (!padded) {
-        st = fill_box(r, p, li, leaf, full, off, ext, v->data, d);
+        st = fill_box(r, p, li, leaf, full, s, off, ext, v->data, d);
     } else {
         /* Read the valid part packed, then place it at the shard's origin. */
         IrShape bs = *full;
         bs.dims = ext;
         bs.has_layout = false;
         DevValue *b = dev_value_new_uninit(&bs);
-        st = b ? fill_box(r, p, li, leaf, full, off, ext, b->data, d) : ir_oom(d, NULL);
+        st = b ? fill_box(r, p, li, leaf, full, s, off, ext, b->data, d) : ir_oom(d, NULL);
         int64_t zero[IR_MAX_RANK] = {0};
         if (st == IR_OK && box_elems(full->rank, ext) > 0)
-            rt_copy_box(ir_type_size(full->type), full->rank, b->data, ext, zero, v->data, size, zero, ext);
+            coll_copy_box(ir_type_size(full->type), full->rank, b->data, ext, zero, v->data, size, zero, ext);
         dev_value_unref(b);
     }
     if (st == IR_OK && share)
@@ -235,7 +277,7 @@ IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindO
     if (st == IR_OK && lb.nparam != c->nparam)
         st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                       "the signature has %d parameters, the program %d", (int)lb.nparam, (int)c->nparam);
-    Reader r = {c, sig, opt, &lb, rs, NULL, NULL, 0, 0, NULL};
+    Reader r = {c, sig, opt, &lb, rs, NULL, NULL, 0, 0, NULL, first, nlocal};
     if (st == IR_OK && !(r.arena = ir_arena_new()))
         st = ir_oom(d, NULL);
     int64_t nleaves = st == IR_OK ? lb.first[lb.nparam] : 0;

@@ -9,55 +9,6 @@
 
 #include <string.h>
 
-void rt_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
-                 const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
-                 const int64_t *ext)
-{
-    /* callers pass boxes inside both arrays (shard boxes, checked tiles);
-     * an empty box (a tile past the end of an uneven dim) may lie anywhere */
-#ifndef NDEBUG
-    bool empty = false;
-    for (int32_t k = 0; k < rank; k++)
-        empty |= ext[k] == 0;
-    for (int32_t k = 0; !empty && k < rank; k++)
-        assert(ext[k] > 0 && soff[k] >= 0 && doff[k] >= 0 && soff[k] + ext[k] <= sdims[k] &&
-               doff[k] + ext[k] <= ddims[k]);
-#endif
-    if (rank == 0) {
-        memcpy(dst, src, esize);
-        return;
-    }
-    for (int32_t k = 0; k < rank; k++)
-        if (ext[k] <= 0)
-            return;
-    int64_t sst[IR_MAX_RANK], dst_st[IR_MAX_RANK], idx[IR_MAX_RANK];
-    int64_t a = 1, b = 1;
-    for (int32_t k = rank - 1; k >= 0; k--) {
-        sst[k] = a;
-        dst_st[k] = b;
-        a *= sdims[k];
-        b *= ddims[k];
-        idx[k] = 0;
-    }
-    /* Copy rows of the innermost dim at a time. */
-    size_t row = (size_t)ext[rank - 1] * esize;
-    for (;;) {
-        int64_t so = soff[rank - 1], dof = doff[rank - 1];
-        for (int32_t k = 0; k < rank - 1; k++) {
-            so += (soff[k] + idx[k]) * sst[k];
-            dof += (doff[k] + idx[k]) * dst_st[k];
-        }
-        memcpy(dst + (size_t)dof * esize, src + (size_t)so * esize, row);
-        int32_t k = rank - 2;
-        for (; k >= 0; k--) {
-            if (++idx[k] < ext[k])
-                break;
-            idx[k] = 0;
-        }
-        if (k < 0)
-            break;
-    }
-}
 
 /* Offset and valid extent of partition p's shard along each dim. */
 static void shard_box(const IrShape *full, const IrSharding *s, int64_t p, int64_t *off,
@@ -127,7 +78,7 @@ IrStatus rt_shard_value(const DevValue *full, const IrSharding *s, int64_t p, De
     if (!v)
         return ir_oom(d, NULL);
     if (ls.rank > 0 && full->data)
-        rt_copy_box(ir_type_size(fs->type), fs->rank, full->data, fs->dims, off, v->data, size, zero, ext);
+        coll_copy_box(ir_type_size(fs->type), fs->rank, full->data, fs->dims, off, v->data, size, zero, ext);
     else if (full->data && v->data)
         memcpy(v->data, full->data, (size_t)v->nbytes);
     *out = v;
@@ -213,7 +164,7 @@ IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
             continue;
         shard_box(full, s, p, off, ext, size);
         if (full->rank > 0 && v->data)
-            rt_copy_box(ir_type_size(full->type), full->rank, shard[p]->data, size, zero, v->data,
+            coll_copy_box(ir_type_size(full->type), full->rank, shard[p]->data, size, zero, v->data,
                         full->dims, off, ext);
     }
     *out = v;

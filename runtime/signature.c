@@ -1,7 +1,8 @@
 /*
  * signature.c: a module with a compiled program's logical parameters, so
  * that user inputs (--input keys by index or name, random fills) bind to
- * a plan exactly as they bind to the model it was compiled from.
+ * a plan exactly as they bind to the model it was compiled from (the
+ * parameters keep their names and metadata: JAX's op_name is a name).
  */
 #include "runtime.h"
 
@@ -16,7 +17,8 @@ IrModule *rt_signature_module(const PlanCluster *c)
     IrComputation *e = m->comp[ci];
     m->entry = ci;
     e->is_entry = true;
-    const IrComputation *pe = ir_entry(c->spmd);
+    /* the logical cluster keeps the model's parameter names; the SPMD program may rename them */
+    const IrComputation *pe = ir_entry(c->src ? c->src : c->spmd);
     int32_t *params = ts_malloc((size_t)(c->nparam > 0 ? c->nparam : 1) * sizeof(int32_t));
     if (!params)
         goto oom;
@@ -24,8 +26,14 @@ IrModule *rt_signature_module(const PlanCluster *c)
         IrInstr ins = {.a.x = &ir_no_attrs_x};
         ins.op = OP_PARAMETER;
         ins.a.parameter_number = p;
-        const char *name = pe && p < pe->nparam && pe->param[p] >= 0 ? pe->instr[pe->param[p]].name : "p";
-        if (!(ins.name = ir_unique_name(m, name)) || ir_shape_copy(m->arena, &ins.shape, &c->param_shape[p]) != IR_OK ||
+        const IrInstr *src = pe && p < pe->nparam && pe->param[p] >= 0 ? &pe->instr[pe->param[p]] : NULL;
+        const char *name = src ? src->name : "p";
+        /* the metadata too: its op_name is a name the input binds by (input_names.c) */
+        if (src && src->a.metadata && !(ins.a.metadata = ir_strdup(m->arena, src->a.metadata)))
+            goto oom;
+        /* the name as it is (ir_unique_name would renumber x.1): the
+         * parameters of one computation have distinct names already */
+        if (!(ins.name = src ? ir_strdup(m->arena, name) : ir_unique_name(m, name)) || ir_shape_copy(m->arena, &ins.shape, &c->param_shape[p]) != IR_OK ||
             (params[p] = ir_add_instr(m, e, &ins)) < 0)
             goto oom;
     }

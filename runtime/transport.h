@@ -1,8 +1,8 @@
 /*
- * transport.h: how the devices of one host reach the devices of other
- * hosts (runtime-internal). local.c runs a host's devices as threads and
- * calls these from one thread at a time (the host's leader device), so MPI
- * needs only MPI_THREAD_SERIALIZED. mpi.c implements them over MPI, every
+ * transport.h: the MPI world of a run beyond the collectives (runtime-
+ * internal): gathers of results, check-ins, the byte counters, ending the
+ * job. The collectives themselves go through coll/'s CollTransport
+ * (rt_mpi_transport). mpi.c implements them over MPI, every
  * call through the failure-injection layer of mpi_layer.h: a failure is
  * returned to the caller, which must then end the job (rt_transport_abort),
  * since the other hosts may be waiting in the same collective.
@@ -18,109 +18,14 @@ IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, 
 /* In place: buf[i] = op over hosts of buf[i], count elements of type ty.
  * op is a simple reducer (add, multiply, maximum, minimum, and, or, xor). */
 IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d);
-/* ---- collectives over groups of hosts ----
- *
- * A collective's replica groups seen from the hosts: color[h] for every
- * host h (rt_transport_groups' partition: hosts of the same color hold
- * members of a common group, -1 a host whose groups are all its own).
- * Every rank calls each of these at the same collective with the same
- * color array (so every rank checks in, and the heartbeat's comparison
- * holds); data moves only among the hosts of one color, over a
- * communicator split once per distinct partition and cached for the run
- * (the whole communicator when every host has one color). `kind` names
- * the collective for the byte counters (rt_transport_bytes). */
-typedef enum RtXferKind {
-    RT_XK_ALL_REDUCE, RT_XK_ALL_GATHER, RT_XK_REDUCE_SCATTER, RT_XK_ALL_TO_ALL, RT_XK_PERMUTE, RT_XK_BROADCAST,
-    RT_XK_OTHER, RT_XK_COUNT
-} RtXferKind;
-/* "all-reduce", ... (static text). */
-const char *rt_xfer_kind_name(RtXferKind k);
-/* rt_transport_allgather among the hosts of this host's color: recv gets
- * k * bytes for the k hosts of the color, in host order (nothing moves
- * for a host of color -1). */
-IrStatus rt_transport_allgather_in(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
-                                   size_t bytes, void *recv, IrDiag *d);
-/* rt_transport_allreduce among the hosts of this host's color. count
- * may differ between colors; `what` (the same on every rank) is what
- * the check-in compares. */
-IrStatus rt_transport_allreduce_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what, void *buf,
-                                   int64_t count, IrType ty, IrOpcode op, IrDiag *d);
-/* Reduce-scatter among the hosts of this host's color with a simple
- * reducer: every host's `send` holds one segment per host of the color,
- * in host order, counts[h] elements of ty for host h (every host of
- * the world; 0 outside the color); recv gets this host's segment
- * combined over the color's hosts. Any size (pieces of every segment).
- * `what` as above. */
-IrStatus rt_transport_reduce_scatter_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                        const void *send, const int64_t *counts, void *recv, IrType ty, IrOpcode op,
-                                        IrDiag *d);
-/* Has MPI (or tessel's ops of attach) an operation for simple reducer op
- * on ty? (No: f8 types, complex, sub-byte integers; those take
- * rt_transport_allreduce_any_in.) */
-bool rt_transport_builtin_op(RtTransport *t, IrType ty, IrOpcode op);
-/* A reducer computation of any kind (an HLO to_apply), for all-reduces
- * no built-in MPI operation fits (dev_red_call combines). */
-typedef struct RtReducer {
-    const IrModule *m;
-    int32_t comp;
-    bool commute;            /* dev_red_commutes: else MPI combines in host order */
-} RtReducer;
-/* rt_transport_allreduce_in with any reducer, as a user-defined MPI
- * operation: buf holds nslice slices of count elements of ty (one per
- * group); present[j] false where this host holds no member of slice j's
- * group (a general reducer has no identity to fill in: such a slice
- * takes the others' value). Combined as comp(lower hosts, higher hosts). */
-IrStatus rt_transport_allreduce_any_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                       void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
-                                       const RtReducer *r, IrDiag *d);
-/* The all-reduce of one buffer into a result of its own, no staging:
- * dst[i] = op over the hosts of the color, in host order, of (op over
- * src[0..nsrc) in order: this host's devices) for i < count; dst is not
- * one of the sources. Large buffers (mpi.c, "pipelined") go point to
- * point in chunks, the devices' combine of each chunk overlapping the
- * transfers, and every host ends with the same bits; small ones are
- * combined locally into dst and MPI_Allreduce'd there. Check-in and byte
- * counts as rt_transport_allreduce_in. */
-IrStatus rt_transport_allreduce_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                     const void *const *src, int32_t nsrc, void *dst, int64_t count, IrType ty,
-                                     IrOpcode op, IrDiag *d);
-/* Reduce-scatter of one device per host (rt_transport_reduce_scatter_in's
- * hierarchical form, pipelined): src holds count elements, k
- * blocks of count / k for the k hosts of the color in host order; dst
- * receives block q (this host's place among them) of op over the hosts,
- * combined in host order. Pipelined as above; each host sends and
- * receives (k-1)/k of the buffer (counted so). */
-IrStatus rt_transport_reduce_scatter_into(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                          const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
-                                          IrDiag *d);
-/* rt_transport_allgather_in, pipelined point to point for large blocks
- * (the same result, check-ins per size); stream: recv may take streaming
- * stores (rt_coll_stream_into). */
-IrStatus rt_transport_allgather_into(RtTransport *t, const int32_t *color, RtXferKind kind, const void *send,
-                                     size_t bytes, void *recv, bool stream, IrDiag *d);
-/* All-to-all of one device per host: send holds bytes, k blocks for the k
- * hosts of the color in host order (bytes divisible by k); block j of
- * recv receives host j's block q (this host's place), pipelined point to
- * point. One check-in of `what` (a point-to-point exchange's); counts the
- * blocks sent and received. stream as above. */
-IrStatus rt_transport_alltoall_in(RtTransport *t, const int32_t *color, RtXferKind kind, int64_t what,
-                                  const void *send, void *recv, size_t bytes, bool stream, IrDiag *d);
-/* One block to or from one host. */
-typedef struct RtXfer {
-    int host;
-    void *buf;
-    size_t bytes;
-} RtXfer;
-/* Point to point: every send and receive of this host at one collective
- * (the peers post the matching ones), any size (pieces), polled.
- * `what` as above. */
-IrStatus rt_transport_exchange(RtTransport *t, RtXferKind kind, int64_t what, const RtXfer *sends, int32_t nsend,
-                               const RtXfer *recvs, int32_t nrecv, IrDiag *d);
+/* The collectives between hosts: the CollTransport of coll/coll.h, which
+ * an RtTransport is (rt_mpi_transport). */
+CollTransport *rt_mpi_transport(RtTransport *t);
 /* Bytes this host sent and received in collectives of `kind` so far
  * (all-gathers: its block to each peer of its color and theirs;
  * all-reduces: 2 (k-1)/k of the buffer each way, what a bandwidth-optimal
  * all-reduce among k hosts moves; point to point: the blocks). */
-void rt_transport_bytes(const RtTransport *t, RtXferKind kind, int64_t *sent, int64_t *received);
+void rt_transport_bytes(const RtTransport *t, CollXferKind kind, int64_t *sent, int64_t *received);
 
 /* This host reaches device call `cluster` (a check-in every peer compares
  * with its own; nothing without a heartbeat). Can't fail: a divergence
@@ -163,7 +68,7 @@ typedef struct RtRunStats {
     double first_step_seconds; /* the first step (the slowest local device's time) */
     double warm_step_seconds;  /* median of the other timed steps; 0 with one step */
     int32_t stream_bound;      /* the run's CollTuning.stream_bound */
-    int8_t stream_verdict[COLL_PROBE_CLASSES]; /* what the probe decided (rt_coll_stream_verdicts) */
+    int8_t stream_verdict[COLL_PROBE_CLASSES]; /* what the probe decided (coll_stream_verdicts) */
 } RtRunStats;
 
 /* Run devices [first, first + nlocal) of a compiled program on this host.
@@ -176,7 +81,7 @@ typedef struct RtRunStats {
  * them (one process). `o` and `stats` may be NULL. Steps with aliases
  * need every aliased output sharded like its parameter (IR_EUNSUPPORTED
  * naming both shardings otherwise). */
-IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int64_t nlocal, RtTransport *t,
+IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int64_t nlocal, CollTransport *t,
                         const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d);
 
 /* rt_run_local with options: the full arguments are cut into shards. */
@@ -223,6 +128,47 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, 
 /* Remove DIR/output_<i>.npy and their temporaries for every leaf of
  * `result` (after a signal arrived while they were written). Can't fail. */
 void rt_remove_outputs(const DevValue *result, const char *dir);
+
+/* ---- input_names.c: which parameter an input key names ---- */
+
+/* The entry parameter of `c` that `key` names, by the rule of
+ * docs/cli.md "Input names": its exact HLO name, INDEX or INDEX.LEAF, the
+ * name JAX records for it (metadata op_name, the HLO name without its ".N",
+ * JAX's spelling of a pytree path: params['w1'] for params__w1__.1), then
+ * NAME.LEAF. *param gets the parameter (not checked against nparam for an
+ * INDEX), *leaf the leaf or -1 when the key names none. IR_EINPUT for a
+ * name two parameters answer to, naming both, and for a key nothing
+ * accepts, listing the names that work, nearest first. */
+IrStatus rt_input_key_resolve(const IrComputation *c, const char *key, int64_t *param, int64_t *leaf, IrDiag *d);
+
+/* ---- local_data.c: a host's part of a sharded array ---- */
+
+/* Per dimension k, the n[k] intervals [off, off+ext) of the logical shape
+ * the host's devices hold, in order; laid end to end they are the host's
+ * part, of dims[k] elements (the whole dimension where intervals overlap
+ * unequally). */
+typedef struct RtLocalLayout {
+    int32_t rank;
+    int64_t dims[IR_MAX_RANK];
+    int32_t n[IR_MAX_RANK];
+    int64_t *off[IR_MAX_RANK], *ext[IR_MAX_RANK];
+    int64_t *buf;              /* owns off and ext */
+} RtLocalLayout;
+
+/* The part of an array of shape `full` under `s` that partitions (first +
+ * j) % nparts, j < nlocal, hold. IR_ENOMEM only; free with
+ * rt_local_layout_free. */
+IrStatus rt_local_layout(const IrShape *full, const IrSharding *s, int64_t first, int64_t nlocal, int64_t nparts,
+                         RtLocalLayout *l, IrDiag *d);
+void rt_local_layout_free(RtLocalLayout *l);
+/* Where the element at logical index off[] sits in the host's part
+ * (loff[]); false when the host holds none of it. */
+bool rt_local_offset(const RtLocalLayout *l, const int64_t *off, int64_t *loff);
+/* This host's part of each output leaf (TsRunOptions.process_local):
+ * local[j] is device first+j's root value; *out the root's shape with
+ * every leaf cut to its rt_local_layout. */
+IrStatus rt_local_results(const PlanCluster *c, int64_t first, int64_t nlocal, DevValue *const *local,
+                          DevValue **out, IrDiag *d);
 
 /* ---- shard_io.c: each host reads only its shards ---- */
 

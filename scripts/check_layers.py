@@ -4,7 +4,12 @@ the code. Every #include of every .c/.h file of a layer must name a header
 of the same layer or of a layer the table allows; library headers (mpi.h,
 hwloc.h, cblas.h, fftw3.h, jansson.h) only where the table names them.
 runtime/ may use the data types of partition/ and cluster/, never their
-passes: it must not call them (nor grad/'s transform, grad_module). Exits 1 listing every violation.
+passes: it must not call them (nor grad/'s transform, grad_module).
+MPI: only the MPI transport includes mpi.h (runtime/mpi_layer.h, the one
+door every MPI call goes through), and only the MPI transport's files and
+api/mpi.c (the caller's communicator) include that door; coll/ and device/
+never include MPI (coll/ reaches other hosts through CollTransport). Exits 1
+listing every violation.
 
 usage: check_layers.py [SOURCE_DIR]      (default: the parent of scripts/)
 """
@@ -24,6 +29,10 @@ LIBRARIES = {
     "nettle": {"nettle/sha2.h"},
 }
 ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
+# The MPI transport: the only files that include mpi.h, and the only ones
+# (with api/mpi.c, which takes the caller's MPI_Comm) that include its door.
+MPI_HEADER_FILES = {"runtime/mpi_layer.h"}
+MPI_DOOR_USERS = {"runtime/mpi.c", "runtime/mpi_layer.c", "api/mpi.c"}
 # Passes of the compile layers: runtime/ executes plans, it never compiles.
 PASSES = ["shd_propagate", "spmd_partition", "clu_extract", "clu_cluster_module", "clu_place", "plan_build",
           "compile_module", "compile_replan", "compile_plan_load", "grad_module"]
@@ -89,6 +98,11 @@ def main():
                 if not m:
                     continue
                 where = "%s/%s:%d" % (folder, name, n)
+                rel = "%s/%s" % (folder, name)
+                if m.group(2) == "mpi.h" and rel not in MPI_HEADER_FILES:
+                    bad.append("%s: <mpi.h> outside the MPI transport (only %s)" % (where, ", ".join(sorted(MPI_HEADER_FILES))))
+                if m.group(2).endswith("mpi_layer.h") and rel not in MPI_DOOR_USERS:
+                    bad.append("%s: mpi_layer.h outside the MPI transport (only %s)" % (where, ", ".join(sorted(MPI_DOOR_USERS))))
                 if m.group(1) == "<":
                     h = m.group(2)
                     if h in ALL_LIBRARY_HEADERS and h not in libs:

@@ -416,7 +416,7 @@ class Plan(_Handle):
         return _take_string(out)
 
     def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None, per_device=False,
-            output_device=None):
+            output_device=None, process_local=False):
         """Run the plan; returns Outputs (a list of NumPy arrays).
 
         inputs: a list or tuple (item k binds entry parameter k; None leaves
@@ -431,9 +431,14 @@ class Plan(_Handle):
         the other ranks None. Without comm: on this process's devices (the
         plan must be for one host). Replays (compile(spmd=True)): keys
         "KEY@D" bind device D only; per_device: each device draws its own
-        random inputs; output_device=D: only device D's outputs."""
+        random inputs; output_device=D: only device D's outputs.
+        process_local (with comm): each rank passes only its own part of
+        every array input and gets its own part of every output (every
+        rank gets Outputs): the part its devices' shards cover, each
+        dimension's distinct shard intervals laid end to end, as
+        jax.make_array_from_process_local_data takes it (docs/python.md)."""
         options = dict(random=random, steps=steps, stats=stats, infeeds=infeeds, per_device=per_device,
-                       output_device=output_device)
+                       output_device=output_device, process_local=process_local)
         if comm is None:
             return _run(_lib.ts_plan_run, self._handle(), self, inputs, options)
         from mpi4py import MPI
@@ -539,6 +544,7 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
     infeeds = options.pop("infeeds", None) or []
     per_device = options.pop("per_device", False)
     output_device = options.pop("output_device", None)
+    process_local = options.pop("process_local", False)
     if options:
         raise TypeError("tessel: unknown run options: %s" % ", ".join(sorted(options)))
     arr, n, keep = _bind(plan, inputs)
@@ -560,6 +566,7 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
     ro.infeeds = feeds
     ro.stats = bool(stats)
     ro.per_device = bool(per_device)
+    ro.process_local = bool(process_local)
     if output_device is not None:
         ro.one_device = True
         ro.output_device = int(output_device)

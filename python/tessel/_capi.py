@@ -131,7 +131,8 @@ class TsRunOptions(ctypes.Structure):
                 ("watch", c_char_p),
                 ("limits", ctypes.POINTER(TsLimits)),
                 ("heartbeat_seconds", ctypes.c_double),
-                ("tuning", TsTuning)]
+                ("tuning", TsTuning),
+                ("process_local", c_bool)]
 
 
 class TsStepInfo(ctypes.Structure):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpi_groups.sh: collectives across hosts move data only among the hosts
-# their groups join (runtime/local.c host_colors, runtime/mpi.c's cached
+# their groups join (coll/host.c host_colors, runtime/mpi.c's cached
 # per-partition communicators), point to point for permute and broadcast.
 #  1. Every collective kind over 8 devices with groups inside one host,
 #     groups spanning hosts and uneven groups, replayed (--spmd) in one

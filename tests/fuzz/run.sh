@@ -8,7 +8,7 @@
 # that build directory, and adds what it finds there; the seeds in the
 # tree are never written by a run.
 #
-#   tests/fuzz/run.sh [SECONDS] [TARGET...]     (TARGET: parse sharding npy plan)
+#   tests/fuzz/run.sh [SECONDS] [TARGET...]     (TARGET: parse sharding npy plan manifest)
 #   tests/fuzz/run.sh --merge [TARGET...]       by hand: minimise seeds + $BUILD/work/<target>
 #                                               into tests/fuzz/corpus_<target>/ (libFuzzer
 #                                               -merge=1: the smallest set with the same
@@ -29,7 +29,7 @@ else
     shift || true
 fi
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parse sharding npy plan)
+[ ${#targets[@]} -gt 0 ] || targets=(parse sharding npy plan manifest)
 build=${TESSEL_FUZZ_BUILD:-$src/build/fuzz}
 
 command -v clang >/dev/null || { echo "run.sh: clang not found" >&2; exit 1; }

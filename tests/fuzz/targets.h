@@ -19,6 +19,7 @@
 #include "ir/ir.h"
 #include "compile/compile.h"
 #include "runtime/runtime.h"
+#include "tessel.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -296,6 +297,49 @@ FUZZ_TARGET void fuzz_one_plan(const uint8_t *data, size_t size)
         free(exact);
     }
     ts_free(framed);
+}
+
+/* An outputs.json tessel may find in an output directory or checkpoint:
+ * the bytes are written as DIR/outputs.json beside one file, output_0.npy
+ * (whose SHA-256 a seed may name), and ts_outputs_verify checks it. The
+ * contract: TS_OK only for a manifest with tessel's format, version and
+ * own digest whose files all match; otherwise TS_EINPUT (or TS_ENOMEM)
+ * with a message; never a crash, a leak or a file touched. */
+FUZZ_TARGET void fuzz_one_manifest(const uint8_t *data, size_t size)
+{
+    char dir[] = "/tmp/tessel-fuzz-manifest-XXXXXX";
+    if (!mkdtemp(dir))
+        return;
+    char path[sizeof dir + 32];
+    snprintf(path, sizeof path, "%s/output_0.npy", dir);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fputs("npy", f); /* 3 bytes; a seed names their SHA-256 to reach TS_OK */
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/outputs.json", dir);
+    f = fopen(path, "wb");
+    if (f) {
+        fwrite(data, 1, size, f);
+        fclose(f);
+    }
+    TsDiag d = {0};
+    char dg[65] = "x";
+    TsStatus st = ts_outputs_verify(dir, dg, &d);
+    if (st != TS_OK && st != TS_EINPUT && st != TS_ENOMEM)
+        FUZZ_FAIL("ts_outputs_verify: status %d", (int)st);
+    if (st != TS_OK && (d.status != st || !d.msg || !d.msg[0] || dg[0]))
+        FUZZ_FAIL("ts_outputs_verify: status %d without its diag, or a digest given", (int)st);
+    if (st == TS_OK && (d.status != TS_OK || strlen(dg) != 64))
+        FUZZ_FAIL("ts_outputs_verify: TS_OK without a digest");
+    ts_diag_clear(&d);
+    snprintf(path, sizeof path, "%s/output_0.npy", dir);
+    if (access(path, F_OK) != 0)
+        FUZZ_FAIL("ts_outputs_verify removed a file");
+    unlink(path);
+    snprintf(path, sizeof path, "%s/outputs.json", dir);
+    unlink(path);
+    rmdir(dir);
 }
 
 #endif /* TESSEL_FUZZ_TARGETS_H */

@@ -1,6 +1,6 @@
 /*
  * test_coll.c: what each collective computes for one device
- * (runtime/coll.c), given every device's operands, against values worked
+ * (coll/result.c and each collective's file), given every device's operands, against values worked
  * out by hand from XLA's semantics (docs/operation_semantics.md) in the
  * comments. Device d's operand is [10d, 10d+1, 10d+2, 10d+3] unless said.
  */
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "attrs_test.h"
-#include "runtime/coll.h"
+#include "coll/coll.h"
 
 static const char TEXT[] =
     "HloModule c, num_partitions=4\n"
@@ -88,10 +88,10 @@ static const IrInstr *instr(const Fixture *f, const char *name)
 /* Device me's result of `name`, compared with want[0..n). */
 static void expect(const Fixture *f, const char *name, int64_t me, const float *want, int n)
 {
-    RtCollWorld w = {.n = 4, .r = 1};
+    CollWorld w = {.n = 4, .r = 1};
     DevValue *out = NULL;
     IrDiag d = {0};
-    IrStatus st = rt_coll_result(f->m, instr(f, name), &w, me, (DevValue *const *const *)f->ops, 1, NULL, &out, &d);
+    IrStatus st = coll_result(f->m, instr(f, name), &w, me, (DevValue *const *const *)f->ops, 1, NULL, &out, &d);
     if (st != IR_OK)
         print_message("%s on %lld: %s\n", name, (long long)me, d.msg ? d.msg : "?");
     assert_int_equal(st, IR_OK);
@@ -161,20 +161,20 @@ static void permute_and_broadcast(void **state)
 static void groups(void **state)
 {
     Fixture *f = *state;
-    RtCollWorld w = {.n = 4, .r = 1};
+    CollWorld w = {.n = 4, .r = 1};
     int64_t members[4];
     int32_t size = 0, mine = -1;
     IrDiag d = {0};
-    assert_int_equal(rt_coll_group(f->m, instr(f, "ag"), &w, 1, members, &size, &mine, &d), IR_OK);
+    assert_int_equal(coll_group(f->m, instr(f, "ag"), &w, 1, members, &size, &mine, &d), IR_OK);
     assert_int_equal(size, 2);
     assert_int_equal(members[0], 3);
     assert_int_equal(members[1], 1);
     assert_int_equal(mine, 1);
     /* an id past the devices, and an id in two groups, are errors */
-    assert_int_equal(rt_coll_check_module(f->m, &w, &d), IR_EINPUT);
+    assert_int_equal(coll_check_module(f->m, &w, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "replica_groups names 4, but there are 4 devices"));
     ir_diag_clear(&d);
-    assert_int_equal(rt_coll_group(f->m, instr(f, "twice"), &w, 1, members, &size, &mine, &d), IR_EINPUT);
+    assert_int_equal(coll_group(f->m, instr(f, "twice"), &w, 1, members, &size, &mine, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "names 1 twice"));
     ir_diag_clear(&d);
     /* cross-replica-and-partition: replicas {0,1} x 2 partitions,
@@ -185,8 +185,8 @@ static void groups(void **state)
     int64_t *gp = grp;
     int32_t gs = 2;
     test_x(&rp.a)->replica_groups = (IrReplicaGroups){.present = true, .ngroups = 1, .group_size = &gs, .groups = &gp};
-    RtCollWorld w22 = {.n = 2, .r = 2};
-    assert_int_equal(rt_coll_group(f->m, &rp, &w22, 3, members, &size, &mine, &d), IR_OK);
+    CollWorld w22 = {.n = 2, .r = 2};
+    assert_int_equal(coll_group(f->m, &rp, &w22, 3, members, &size, &mine, &d), IR_OK);
     assert_int_equal(size, 4);
     assert_int_equal(members[0], 0);
     assert_int_equal(members[1], 2);

@@ -1,6 +1,6 @@
 /*
  * test_coll_split.c: the in-process reduce path of the collectives
- * (runtime/coll_kernels.c, coll.c's split parts, local.c's split_result):
+ * (coll/kernels.c, coll/result.c's split parts, coll/host.c's split_result):
  * a group's all-reduce (and all-gather) computed by all its members at
  * once, each its part, written into every member's result.
  *
@@ -11,11 +11,11 @@
  * the left operand on a tie (so max(-0, +0) is -0), integers wrapping.
  * Results are compared bit for bit.
  *
- *  1. rt_coll_combine over 1..8 sources into 1..3 destinations, every
+ *  1. coll_combine over 1..8 sources into 1..3 destinations, every
  *     type and reducer of the fast loops and one of the fallback (f16),
  *     counts not divisible by anything (tails, misaligned offsets),
  *     ordinary and streaming stores, a destination that is a source.
- *  2. rt_coll_split_part: every part of 1..8 members over uneven counts,
+ *  2. coll_split_part: every part of 1..8 members over uneven counts,
  *     into per-member results and into one shared result.
  *  3. Whole runs through the public API: replayed (--spmd) all-reduces of
  *     f32 add, f64 max and s32 add over 1..8 devices (threads of this
@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "device/device.h"
-#include "runtime/coll.h"
+#include "coll/coll.h"
 #include "tessel.h"
 
 /* A deterministic value for element i of operand j (seeded), with NaNs,
@@ -184,7 +184,7 @@ static void check_combine(IrType t, IrOpcode op, int nsrc, int ndst, int64_t cou
     if (in_place) /* destination 0 is source 0 (same offset) */
         dst[0] = src[0];
     int64_t d0 = in_place ? soff : doff;
-    assert_true(rt_coll_combine(op, t, dst, ndst, d0, (const void *const *)src, nsrc, soff, count, stream));
+    assert_true(coll_combine(op, t, dst, ndst, d0, (const void *const *)src, nsrc, soff, count, stream));
     for (int k = 0; k < ndst; k++) {
         const uint8_t *got = (const uint8_t *)dst[k] + (size_t)d0 * es;
         if (memcmp(got, want, (size_t)count * es) != 0) {
@@ -245,11 +245,11 @@ static void combine_fallback(void **state)
     }
     const void *src[3] = {a, b, c};
     void *dst[1] = {out};
-    assert_true(rt_coll_combine(OP_ADD, IR_F16, dst, 1, 0, src, 3, 0, N, false));
+    assert_true(coll_combine(OP_ADD, IR_F16, dst, 1, 0, src, 3, 0, N, false));
     for (int i = 0; i < N; i++)
         assert_int_equal(out[i], F16[i % 8 + i % 5 + 1]);
     /* f16 xor is not a reducer of floats: refused. */
-    assert_false(rt_coll_combine(OP_XOR, IR_F16, dst, 1, 0, src, 3, 0, N, false));
+    assert_false(coll_combine(OP_XOR, IR_F16, dst, 1, 0, src, 3, 0, N, false));
 }
 
 /* ---- 2. the parts ---- */
@@ -285,14 +285,14 @@ static void split_parts(void **state)
             }
             shared = dev_value_new_uninit(s);
             IrOpcode op = OP_COUNT;
-            assert_true(rt_coll_split_ok(m, ins, (DevValue *const *const *)ops, members, size, 1, &op));
+            assert_true(coll_split_ok(m, ins, (DevValue *const *const *)ops, members, size, 1, &op));
             assert_int_equal(op, OP_MAXIMUM);
             /* Every part into every member's own result, then into the shared one. */
             void *scratch[16];
             for (int part = size - 1; part >= 0; part--) {
-                rt_coll_split_part(ins, (DevValue *const *const *)ops, members, size, op, part, own, size, scratch,
+                coll_split_part(ins, (DevValue *const *const *)ops, members, size, op, part, own, size, scratch,
                                    part % 2);
-                rt_coll_split_part(ins, (DevValue *const *const *)ops, members, size, op, part, &shared, 1, scratch,
+                coll_split_part(ins, (DevValue *const *const *)ops, members, size, op, part, &shared, 1, scratch,
                                    false);
             }
             const void *src[8];
@@ -448,7 +448,7 @@ static void runs(void **state)
     run_one(&(Run){"f32", IR_F32, "<f4", "maximum", OP_MAXIMUM, 8, 10007, "{{5,0,3},{7,1},{2,6,4}}", false});
     run_one(&(Run){"s32", IR_S32, "<i4", "multiply", OP_MULTIPLY, 6, 333, "{{4,2,0},{1,3,5}}", false});
     run_one(&(Run){"f32", IR_F32, "<f4", "add", OP_ADD, 6, 1001, "{{4,1,3},{0,2,5}}", true});
-    /* Big enough for streaming stores (rt_coll_stream: 16 MiB written). */
+    /* Big enough for streaming stores (coll_stream: 16 MiB written). */
     run_one(&(Run){"f32", IR_F32, "<f4", "add", OP_ADD, 3, (3 << 20) + 5, "{}", false});
 }
 
@@ -477,11 +477,11 @@ static void runs_stream_bound(void **state)
     g_tuning.stream_bound = TS_STREAM_MEASURE;
 }
 
-/* rt_coll_stream_into for a result from an allocator (DevValue.alloc):
+/* coll_stream_into for a result from an allocator (DevValue.alloc):
  * the override decides at each call; without it (first in this process)
  * the measured verdict is
  * the same at every call and the probe gives its memory back. Below
- * RT_COLL_STREAM_BYTES nothing streams. */
+ * COLL_STREAM_BYTES nothing streams. */
 static void stream_into_bound(void **state)
 {
     (void)state;
@@ -492,28 +492,28 @@ static void stream_into_bound(void **state)
     memset(&v, 0, sizeof v);
     v.alloc = a;
     DevValue *out[1] = {&v};
-    assert_true(rt_coll_stream_into(COLL_STREAM_ON, out, 1, RT_COLL_STREAM_BYTES));
-    assert_false(rt_coll_stream_into(COLL_STREAM_ON, out, 1, RT_COLL_STREAM_BYTES - 1));
-    assert_false(rt_coll_stream_into(COLL_STREAM_OFF, out, 1, RT_COLL_STREAM_BYTES));
-    int8_t v0[RT_COLL_PROBE_CLASSES];
-    rt_coll_stream_verdicts(v0);
+    assert_true(coll_stream_into(COLL_STREAM_ON, out, 1, COLL_STREAM_BYTES));
+    assert_false(coll_stream_into(COLL_STREAM_ON, out, 1, COLL_STREAM_BYTES - 1));
+    assert_false(coll_stream_into(COLL_STREAM_OFF, out, 1, COLL_STREAM_BYTES));
+    int8_t v0[COLL_PROBE_CLASSES];
+    coll_stream_verdicts(v0);
     assert_int_equal(v0[0], 0); /* not probed yet */
     DevAllocStats before, after;
     dev_allocator_stats(a, &before);
-    bool first = rt_coll_stream_into(COLL_STREAM_MEASURE, out, 1, RT_COLL_STREAM_BYTES);
-    rt_coll_stream_verdicts(v0);
+    bool first = coll_stream_into(COLL_STREAM_MEASURE, out, 1, COLL_STREAM_BYTES);
+    coll_stream_verdicts(v0);
     assert_int_equal(v0[0], first ? 1 : -1); /* what --stats reports */
     dev_allocator_stats(a, &after);
     assert_int_equal(after.nlive, before.nlive);
     assert_int_equal(after.nallocs, before.nallocs + 2);
     for (int k = 0; k < 3; k++)
-        assert_int_equal(rt_coll_stream_into(COLL_STREAM_MEASURE, out, 1, RT_COLL_STREAM_BYTES), first);
+        assert_int_equal(coll_stream_into(COLL_STREAM_MEASURE, out, 1, COLL_STREAM_BYTES), first);
     /* Measured once: no more probes. */
     dev_allocator_stats(a, &before);
     assert_int_equal(before.nallocs, after.nallocs);
     /* Unbound results stream by size alone. */
     v.alloc = NULL;
-    assert_true(rt_coll_stream_into(COLL_STREAM_MEASURE, out, 1, RT_COLL_STREAM_BYTES));
+    assert_true(coll_stream_into(COLL_STREAM_MEASURE, out, 1, COLL_STREAM_BYTES));
 }
 
 int main(void)

@@ -42,6 +42,7 @@ static const struct {
     {"sharding", fuzz_one_sharding},
     {"npy", fuzz_one_npy},
     {"plan", fuzz_one_plan},
+    {"manifest", fuzz_one_manifest},
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 

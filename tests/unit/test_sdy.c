@@ -310,11 +310,52 @@ static void test_module_errors(void **state)
     ir_module_free(m);
 }
 
+/* Every allocation of reading a shard_map module (the rewrite's arrays
+ * included) failing in turn: IR_ENOMEM and nothing leaked (ASan), until
+ * the reading succeeds and gives what it gives without failures. */
+static void test_failure_injection(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/models/shardy/shard_map_partial.hlo", TESSEL_SRC_DIR);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    IrDiag d = {0};
+    IrModule *want = parse_module(text, &d);
+    assert_non_null(want);
+    char *wp = ir_print_module(want);
+    ir_module_free(want);
+    bool succeeded = false;
+    for (long k = 1; k < 5000 && !succeeded; k++) {
+        ts_fail_alloc_after(k);
+        IrModule *m = parse_module(text, &d);
+        ts_fail_alloc_after(0);
+        if (m) {
+            char *p = ir_print_module(m);
+            assert_string_equal(p, wp);
+            free(p);
+            ir_module_free(m);
+            succeeded = true;
+            assert_true(k > 20); /* it did fail its allocations before */
+        } else {
+            assert_int_equal(d.status, IR_ENOMEM);
+        }
+        ir_diag_clear(&d);
+    }
+    assert_true(succeeded);
+    free(wp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_meshes),      cmocka_unit_test(test_shardings), cmocka_unit_test(test_v3),
         cmocka_unit_test(test_errors),      cmocka_unit_test(test_module),    cmocka_unit_test(test_module_errors),
+        cmocka_unit_test(test_failure_injection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

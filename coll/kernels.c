@@ -20,6 +20,8 @@
  */
 #include "coll.h"
 
+#include <assert.h>
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +105,7 @@ static bool stream_head(void *const *dst, int32_t ndst, size_t doff, size_t *hea
     return true;
 }
 
-void rt_coll_copy(void *const *dst, int32_t ndst, size_t doff, const void *src, size_t bytes, bool stream)
+void coll_copy(void *const *dst, int32_t ndst, size_t doff, const void *src, size_t bytes, bool stream)
 {
     size_t head = 0;
     bool nt = false;
@@ -285,7 +287,7 @@ static CombineFn kernel_for(IrOpcode op, IrType t)
     }
 }
 
-bool rt_coll_can_combine(IrOpcode op, IrType t)
+bool coll_can_combine(IrOpcode op, IrType t)
 {
     DevRedDom d;
     return dev_red_dom(t, &d) && dev_red_has(d, op);
@@ -301,16 +303,16 @@ static void combine_block(IrOpcode op, IrType t, size_t es, uint8_t *out, const 
         dev_red_combine_array(op, t, out, (const uint8_t *)src[j] + (size_t)off * es, n);
 }
 
-bool rt_coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int64_t doff, const void *const *src,
+bool coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int64_t doff, const void *const *src,
                      int32_t nsrc, int64_t soff, int64_t count, bool stream)
 {
     op = dev_red_canonical(t, op);
-    if (nsrc < 1 || ndst < 1 || (nsrc > 1 && !rt_coll_can_combine(op, t)))
+    if (nsrc < 1 || ndst < 1 || (nsrc > 1 && !coll_can_combine(op, t)))
         return false;
     size_t es = ir_type_size(t);
     if (nsrc == 1) {
         /* One member: its operand as it is. */
-        rt_coll_copy(dst, ndst, (size_t)doff * es, (const uint8_t *)src[0] + (size_t)soff * es, (size_t)count * es,
+        coll_copy(dst, ndst, (size_t)doff * es, (const uint8_t *)src[0] + (size_t)soff * es, (size_t)count * es,
                      stream);
         return true;
     }
@@ -340,9 +342,59 @@ bool rt_coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int6
     return true;
 }
 
-bool rt_coll_stream(int64_t bytes)
+void coll_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
+                 const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
+                 const int64_t *ext)
 {
-    return bytes >= RT_COLL_STREAM_BYTES;
+    /* callers pass boxes inside both arrays (shard boxes, checked tiles);
+     * an empty box (a tile past the end of an uneven dim) may lie anywhere */
+#ifndef NDEBUG
+    bool empty = false;
+    for (int32_t k = 0; k < rank; k++)
+        empty |= ext[k] == 0;
+    for (int32_t k = 0; !empty && k < rank; k++)
+        assert(ext[k] > 0 && soff[k] >= 0 && doff[k] >= 0 && soff[k] + ext[k] <= sdims[k] &&
+               doff[k] + ext[k] <= ddims[k]);
+#endif
+    if (rank == 0) {
+        memcpy(dst, src, esize);
+        return;
+    }
+    for (int32_t k = 0; k < rank; k++)
+        if (ext[k] <= 0)
+            return;
+    int64_t sst[IR_MAX_RANK], dst_st[IR_MAX_RANK], idx[IR_MAX_RANK];
+    int64_t a = 1, b = 1;
+    for (int32_t k = rank - 1; k >= 0; k--) {
+        sst[k] = a;
+        dst_st[k] = b;
+        a *= sdims[k];
+        b *= ddims[k];
+        idx[k] = 0;
+    }
+    /* Copy rows of the innermost dim at a time. */
+    size_t row = (size_t)ext[rank - 1] * esize;
+    for (;;) {
+        int64_t so = soff[rank - 1], dof = doff[rank - 1];
+        for (int32_t k = 0; k < rank - 1; k++) {
+            so += (soff[k] + idx[k]) * sst[k];
+            dof += (doff[k] + idx[k]) * dst_st[k];
+        }
+        memcpy(dst + (size_t)dof * esize, src + (size_t)so * esize, row);
+        int32_t k = rank - 2;
+        for (; k >= 0; k--) {
+            if (++idx[k] < ext[k])
+                break;
+            idx[k] = 0;
+        }
+        if (k < 0)
+            break;
+    }
+}
+
+bool coll_stream(int64_t bytes)
+{
+    return bytes >= COLL_STREAM_BYTES;
 }
 
 /* ---- streaming into bound memory: measured once a process ----
@@ -359,21 +411,21 @@ bool rt_coll_stream(int64_t bytes)
  * a size class that could stream into bound memory times both ways on a
  * buffer of that class's size from the same allocator (touched first,
  * the fastest of PROBE_ROUNDS each, interleaved), and every later one of the class follows its verdict.
- * The classes double from RT_COLL_STREAM_BYTES; the last, PROBE_CLASSES
+ * The classes double from COLL_STREAM_BYTES; the last, PROBE_CLASSES
  * - 1, takes every larger size and is probed at its lower bound (32 MiB:
  * two buffers of it touched and 6 copies, some 30 ms on that VM, once a
  * process), so a probe never holds more than twice that. Both ways store
  * the same bytes: the choice changes the speed, never a result.
  * The tuning's stream_bound (COLL_STREAM_ON, _OFF) sets the verdict
- * instead; --stats says what the probe decided (rt_coll_stream_verdicts). */
-enum { PROBE_CLASSES = RT_COLL_PROBE_CLASSES, PROBE_ROUNDS = 3 };
+ * instead; --stats says what the probe decided (coll_stream_verdicts). */
+enum { PROBE_CLASSES = COLL_PROBE_CLASSES, PROBE_ROUNDS = 3 };
 
 /* The size class of a collective writing `bytes` (at least
- * RT_COLL_STREAM_BYTES). */
+ * COLL_STREAM_BYTES). */
 static int probe_class(int64_t bytes)
 {
     int c = 0;
-    while (c < PROBE_CLASSES - 1 && bytes >= RT_COLL_STREAM_BYTES << (c + 1))
+    while (c < PROBE_CLASSES - 1 && bytes >= COLL_STREAM_BYTES << (c + 1))
         c++;
     return c;
 }
@@ -403,7 +455,7 @@ static int probe_bound(DevAllocator *a, size_t bytes)
         void *d[1] = {dst};
         for (int r = 0; r < 2 * PROBE_ROUNDS; r++) {
             double t0 = probe_now();
-            rt_coll_copy(d, 1, 0, src, bytes, r % 2 == 1);
+            coll_copy(d, 1, 0, src, bytes, r % 2 == 1);
             double t = probe_now() - t0;
             best[r % 2] = t < best[r % 2] ? t : best[r % 2];
         }
@@ -424,15 +476,15 @@ static bool bound_streams(int mode, DevAllocator *a, int64_t bytes)
     int c = probe_class(bytes);
     pthread_mutex_lock(&probe_mu);
     if (!probe_verdict[c])
-        probe_verdict[c] = probe_bound(a, (size_t)(RT_COLL_STREAM_BYTES << c));
+        probe_verdict[c] = probe_bound(a, (size_t)(COLL_STREAM_BYTES << c));
     bool yes = probe_verdict[c] > 0;
     pthread_mutex_unlock(&probe_mu);
     return yes;
 }
 
-bool rt_coll_stream_into(int mode, DevValue *const *out, int32_t nout, int64_t bytes)
+bool coll_stream_into(int mode, DevValue *const *out, int32_t nout, int64_t bytes)
 {
-    if (!rt_coll_stream(bytes))
+    if (!coll_stream(bytes))
         return false;
     for (int32_t k = 0; k < nout; k++)
         if (out[k]->alloc)
@@ -440,7 +492,7 @@ bool rt_coll_stream_into(int mode, DevValue *const *out, int32_t nout, int64_t b
     return true;
 }
 
-void rt_coll_stream_verdicts(int8_t verdict[RT_COLL_PROBE_CLASSES])
+void coll_stream_verdicts(int8_t verdict[COLL_PROBE_CLASSES])
 {
     pthread_mutex_lock(&probe_mu);
     for (int c = 0; c < PROBE_CLASSES; c++)

@@ -11,7 +11,7 @@
  * barriers among the host's devices, the leader's MPI calls through the
  * transport, heartbeat and check-ins included); a wait blocks until its
  * job is done. A blocking collective of the device first drains the
- * queue (rt_async_drain) and then runs on the executor thread, so a
+ * queue (coll_async_drain) and then runs on the executor thread, so a
  * device is in at most one collective at a time and its collectives run
  * in program order.
  *
@@ -46,8 +46,8 @@ typedef struct Job {
     struct Job *next;
 } Job;
 
-struct RtAsync {
-    RtCollFn fn;
+struct CollAsync {
+    CollFn fn;
     void *ctx;
     pthread_mutex_t mu;
     pthread_cond_t cv;         /* jobs queued, jobs done, stop */
@@ -57,7 +57,7 @@ struct RtAsync {
     pthread_t thread;
 };
 
-static void run_job(RtAsync *a, Job *j)
+static void run_job(CollAsync *a, Job *j)
 {
     j->status = a->fn(a->ctx, j->m, &j->ins, j->nopnd, j->opnd, &j->out, &j->diag);
     for (int32_t k = 0; k < j->nopnd; k++)
@@ -67,7 +67,7 @@ static void run_job(RtAsync *a, Job *j)
 
 static void *comm_main(void *arg)
 {
-    RtAsync *a = arg;
+    CollAsync *a = arg;
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->head && !a->stop)
@@ -89,9 +89,9 @@ static void *comm_main(void *arg)
     return NULL;
 }
 
-RtAsync *rt_async_new(RtCollFn fn, void *ctx)
+CollAsync *coll_async_new(CollFn fn, void *ctx)
 {
-    RtAsync *a = ts_calloc(1, sizeof *a);
+    CollAsync *a = ts_calloc(1, sizeof *a);
     if (!a)
         return NULL;
     a->fn = fn;
@@ -108,7 +108,7 @@ RtAsync *rt_async_new(RtCollFn fn, void *ctx)
     return a;
 }
 
-IrStatus rt_async_start(RtAsync *a, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
+IrStatus coll_async_start(CollAsync *a, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
                         void **handle, IrDiag *d)
 {
     Job *j = ts_calloc(1, sizeof *j);
@@ -145,7 +145,7 @@ IrStatus rt_async_start(RtAsync *a, const IrModule *m, const IrInstr *ins, int32
     return IR_OK;
 }
 
-IrStatus rt_async_wait(RtAsync *a, void *handle, DevValue **out, IrDiag *d)
+IrStatus coll_async_wait(CollAsync *a, void *handle, DevValue **out, IrDiag *d)
 {
     Job *j = handle;
     pthread_mutex_lock(&a->mu);
@@ -165,7 +165,7 @@ IrStatus rt_async_wait(RtAsync *a, void *handle, DevValue **out, IrDiag *d)
     return st;
 }
 
-void rt_async_drain(RtAsync *a)
+void coll_async_drain(CollAsync *a)
 {
     if (!a)
         return;
@@ -175,7 +175,7 @@ void rt_async_drain(RtAsync *a)
     pthread_mutex_unlock(&a->mu);
 }
 
-void rt_async_free(RtAsync *a)
+void coll_async_free(CollAsync *a)
 {
     if (!a)
         return;
