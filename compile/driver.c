@@ -10,7 +10,9 @@
  *                          N x R within max_devices. With N > 1 and no
  *                          sharding on any value: one warning
  *                          (CompileOptions.warn) naming what was not read.
- *   3. propagate           shd_propagate once over the whole module. Needs
+ *   3. propagate           scans made while loops first (shd_expand_scans;
+ *                          verified after when there was one), then
+ *                          shd_propagate once over the whole module. Needs
  *                          a verified module; establishes a sharding on
  *                          every instruction the partitioner visits. It
  *                          runs before outlining so that every value cut
@@ -34,7 +36,9 @@
  * SPMD program), in that order: --dump-dir writes them as XLA's
  * --xla_dump_to does.
  *
- * The verifier after the rewriting passes (4, 5) runs in every build; a
+ * The verifier after the rewriting passes (3's scan expansion, 4, 5) runs
+ * in every build (debug builds also assert the invariants the comments
+ * state, SQLite's tiers; release builds compile the asserts out); a
  * failure there is a bug of the pass: IR_EINTERNAL naming the pass and
  * what the verifier found. CompileOptions.no_verify skips it.
  */
@@ -43,6 +47,16 @@
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
+
+/* Does any computation of m hold an instruction of opcode op? */
+static bool has_op(const IrModule *m, IrOpcode op)
+{
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            if (m->comp[c]->instr[i].op == op)
+                return true;
+    return false;
+}
 
 /* The verifier after `pass` rewrote m: a failure is tessel's bug. */
 static IrStatus verify_after(const char *pass, const IrModule *m, const CompileOptions *opt, IrDiag *d)
@@ -339,7 +353,10 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
 
     /* 3. propagate (scans first become loops: the loop rules partition them) */
     ShdPropagateOptions popt = {.num_devices = n};
+    bool scans = has_op(src, OP_SCAN);
     st = shd_expand_scans(src, d);
+    if (st == IR_OK && scans)
+        st = verify_after("scan-expansion", src, &o, d);
     if (st == IR_OK)
         st = shd_propagate(src, &popt, d);
     if (st == IR_OK)

@@ -778,6 +778,7 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
                             float *to)
 {
     __m512 v[REG_VECS]; /* the first node reads no REG_ACC (reg_program), so v is set first */
+    assert(n > 0 && prog[0].ka != REG_ACC && (prog[0].nopnd < 2 || prog[0].kb != REG_ACC));
     for (int32_t k = 0; k < n; k++) {
         const RegNode *f = &prog[k];
         const float *x = slot[f->a], *y = slot[f->b];

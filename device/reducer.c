@@ -19,6 +19,7 @@
  */
 #include "device.h"
 
+#include <assert.h>
 #include <math.h>
 
 #include "arith.h"
@@ -70,6 +71,7 @@ void dev_acc_store(DevRedDom d, IrType t, void *base, int64_t i, DevAcc a)
 
 DevAcc dev_red_combine(DevRedDom d, IrOpcode op, DevAcc a, DevAcc b)
 {
+    assert(dev_red_has(d, op)); /* callers ask dev_red_has first */
     DevAcc r = a;
 #define CASE(FIELD, OPC, F) case OPC: r.FIELD = F(a.FIELD, b.FIELD); break;
 #define CASE_F(OPC, F) CASE(f, OPC, F)
@@ -201,6 +203,7 @@ DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int
  * the whole run into acc[0] in order. */
 void dev_red_fold_run(DevRedDom d, IrOpcode op, DevAcc *acc, int64_t astride, const DevAcc *x, int64_t n)
 {
+    assert(dev_red_has(d, op) && n >= 0);
     if (astride == 0)
         *acc = dev_red_fold_one(d, op, *acc, x, n);
     else

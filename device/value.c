@@ -25,9 +25,9 @@
  * back to its allocator at once (so no thread's cache holds a device's
  * memory past the device).
  */
-#include <assert.h>
 #include "device.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -392,14 +392,21 @@ fail:
 
 DevValue *dev_value_ref(DevValue *v)
 {
-    if (v)
-        __atomic_fetch_add(&v->refs, 1, __ATOMIC_RELAXED);
+    if (v) {
+        int32_t before = __atomic_fetch_add(&v->refs, 1, __ATOMIC_RELAXED);
+        assert(before > 0 && "a reference to a freed value"); /* never revived from 0 */
+        (void)before;
+    }
     return v;
 }
 
 void dev_value_unref(DevValue *v)
 {
-    if (!v || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    if (!v)
+        return;
+    int32_t left = __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL);
+    assert(left >= 0 && "a value released more often than referenced");
+    if (left != 0)
         return;
     release_elems(v->nelems, v->elems);
     ts_free(v->elems);

@@ -4,6 +4,7 @@
  */
 #include "ir.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -276,6 +277,7 @@ int32_t ir_shape_leaves(const IrShape *s, const IrShape **out)
 
 void ir_shape_strides(const IrShape *s, int64_t *strides)
 {
+    assert(s->type != IR_TUPLE && s->rank >= 0 && s->rank <= IR_MAX_RANK);
     int64_t st = 1;
     for (int32_t i = s->rank - 1; i >= 0; i--) {
         strides[i] = st;

@@ -14,6 +14,7 @@
  */
 #include "spmd_internal.h"
 
+#include <assert.h>
 #include <string.h>
 
 static IrStatus err(PComp *pc, int32_t i, IrStatus st, const char *msg)
@@ -32,6 +33,7 @@ IrStatus set_val(PComp *pc, int32_t i, int32_t v)
     if (v < 0)
         return pc->sp->d->status != IR_OK ? pc->sp->d->status
                                            : err(pc, i, IR_ENOMEM, "out of memory while partitioning");
+    assert(v < pc->dc->ninstr && "a value of the computation being built");
     pc->val[i] = v;
     return IR_OK;
 }

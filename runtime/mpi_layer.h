@@ -1,7 +1,7 @@
 /*
  * mpi_layer.h: the one door through which tessel calls MPI, so that a test
- * can make the Nth MPI call fail (runtime-internal; mpi.c is its only
- * user).
+ * can make the Nth MPI call fail (runtime-internal; the MPI transport's
+ * files, through mpi_internal.h, and api/mpi.c are its only users).
  *
  * Every tmpi_* function is a thin wrapper with the arguments and the
  * return value of the MPI function it names (tmpi_iallreduce ->

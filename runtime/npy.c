@@ -713,28 +713,3 @@ IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const v
     return ok ? IR_OK : npy_error(d, IR_ERUNTIME, path, "write error: %s", strerror(err));
 }
 
-IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d)
-{
-    if (special_file(path))
-        return rt_npy_write_file(path, shape, data, d);
-    size_t n = strlen(path) + 32;
-    char *tmp = ts_malloc(n);
-    if (!tmp)
-        return npy_error(d, IR_ENOMEM, path, "out of memory");
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    IrStatus st = rt_npy_write_file(tmp, shape, data, d);
-    if (st == IR_OK && rename(tmp, path) != 0) {
-        st = npy_error(d, IR_ERUNTIME, path, "cannot rename %s: %s", tmp, strerror(errno));
-        remove(tmp);
-    }
-    if (st != IR_OK && d && d->file && strcmp(d->file, tmp) == 0) {
-        /* Name the file the user asked for, not the temporary. */
-        char *f = ts_strdup(path);
-        if (f) {
-            ts_free(d->file);
-            d->file = f;
-        }
-    }
-    ts_free(tmp);
-    return st;
-}

@@ -28,10 +28,12 @@
  *               (program.h)
  *   local.c     the devices of one host as threads: the world (barrier,
  *               abort), the device threads, steps; collectives go to coll/
- *   mpi.c       the MPI world and transport: coll/'s CollTransport over MPI
- *               (pipelined point to point for large buffers), gathers,
- *               heartbeat and check-ins, the tuning's message shapes from
- *               rank 0 (transport.h)
+ *   mpi.c       the MPI world: init, attach, end, the tuning's message
+ *               shapes from rank 0, agreement, gathers, statistics
+ *               (transport.h; the files below share mpi_internal.h)
+ *   mpi_transport.c  coll/'s CollTransport over MPI
+ *   mpi_pipeline.c   large buffers point to point in chunks
+ *   mpi_heartbeat.c  the heartbeat, check-ins, the polling wait
  *   mpi_layer.c every MPI call, checked, with failure injection (mpi_layer.h)
  *
  * Library code: never prints, never exits; every function returns an
@@ -116,12 +118,6 @@ IrStatus rt_npy_write_file(const char *path, const IrShape *shape, const void *d
  * errors. IR_ERUNTIME on a write error. */
 IrStatus rt_npy_write_fd(int fd, const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
-/* Write like rt_npy_write_file, atomically: to `PATH.tmp.<pid>`, then
- * rename onto `path`, so a failure leaves neither a partial file nor a
- * changed `path`. A `path` that exists and is not a regular file (e.g.
- * /dev/null, a pipe) is written in place: renaming over it would replace
- * the device node. */
-IrStatus rt_npy_write(const char *path, const IrShape *shape, const void *data, IrDiag *d);
 
 /* ------------------------------------------------------------------ */
 /* npy_disk.c: types that travel on disk as another                    */

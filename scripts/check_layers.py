@@ -32,7 +32,7 @@ ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
 # The MPI transport: the only files that include mpi.h, and the only ones
 # (with api/mpi.c, which takes the caller's MPI_Comm) that include its door.
 MPI_HEADER_FILES = {"runtime/mpi_layer.h"}
-MPI_DOOR_USERS = {"runtime/mpi.c", "runtime/mpi_layer.c", "api/mpi.c"}
+MPI_DOOR_USERS = {"runtime/mpi_internal.h", "runtime/mpi.c", "runtime/mpi_layer.c", "api/mpi.c"}
 # Passes of the compile layers: runtime/ executes plans, it never compiles.
 PASSES = ["shd_propagate", "spmd_partition", "clu_extract", "clu_cluster_module", "clu_place", "plan_build",
           "compile_module", "compile_replan", "compile_plan_load", "grad_module"]

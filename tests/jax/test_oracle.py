@@ -55,6 +55,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import programs as registry  # noqa: E402  (first: it sets XLA_FLAGS for JAX)
 import numpy as np  # noqa: E402

@@ -106,9 +106,9 @@ static int setup(void **state)
     int32_t k = 42;
     double w[4] = {0};
     IrShape s8 = {IR_F64, 1, d4, false, NULL, NULL, 0, NULL, NULL, false};
-    return mod && rt_npy_write(path_of("v.npy"), &s4, v, NULL) == IR_OK &&
-                   rt_npy_write(path_of("k.npy"), &s0, &k, NULL) == IR_OK &&
-                   rt_npy_write(path_of("w.npy"), &s8, w, NULL) == IR_OK
+    return mod && rt_npy_write_file(path_of("v.npy"), &s4, v, NULL) == IR_OK &&
+                   rt_npy_write_file(path_of("k.npy"), &s0, &k, NULL) == IR_OK &&
+                   rt_npy_write_file(path_of("w.npy"), &s8, w, NULL) == IR_OK
                ? 0
                : -1;
 }
@@ -216,7 +216,7 @@ static void test_bind_errors(void **state)
     int64_t d4[] = {4};
     IrShape s4 = {IR_S32, 1, d4, false, NULL, NULL, 0, NULL, NULL, false};
     int32_t k4[4] = {0};
-    assert_int_equal(rt_npy_write(path_of("k4.npy"), &s4, k4, NULL), IR_OK);
+    assert_int_equal(rt_npy_write_file(path_of("k4.npy"), &s4, k4, NULL), IR_OK);
     RtInput in8[] = {{"1.0", path_of("k4.npy"), NULL}};
     expect_bind_error(1, in8, true, "shape (4,) does not match parameter 1 leaf 0 s32[]");
     RtInput in9[] = {{"0.", path_of("v.npy"), NULL}};

@@ -1,0 +1,392 @@
+/*
+ * mpi_heartbeat.c: the heartbeat of the MPI transport (RELIABILITY.md,
+ * "Stuck jobs"): beats to every peer, every collective a check-in compared
+ * across ranks, the polling wait of every collective (rtm_finish), and a
+ * watchdog on MPI_Finalize.
+ */
+#include "mpi_internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- a deadline on one blocking call ---- */
+
+double rtm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+
+static void *watchdog_main(void *arg)
+{
+    Watchdog *w = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double s = floor(w->seconds);
+    until.tv_sec += (time_t)s;
+    until.tv_nsec += (long)((w->seconds - s) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!w->done)
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) != 0 && !w->done) {
+            fprintf(stderr, "tessel: error: rank %d: %s has waited %.1f s for the other ranks (--heartbeat); "
+                    "ending this rank\n", w->rank, w->call, w->seconds);
+            fflush(stderr);
+            _exit(1);
+        }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* seconds <= 0: no deadline. */
+void rtm_watchdog_arm(Watchdog *w, double seconds, int rank, const char *call)
+{
+    *w = (Watchdog){.seconds = seconds, .rank = rank, .call = call};
+    if (seconds <= 0)
+        return;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->armed = pthread_create(&w->thread, NULL, watchdog_main, w) == 0;
+}
+
+void rtm_watchdog_disarm(Watchdog *w)
+{
+    if (!w->armed)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+/* ---- the heartbeat ---- */
+
+/* What a check-in is: a kind and a size, one 64-bit word. */
+
+int64_t rtm_checkin_code(int kind, int64_t size)
+{
+    return ((int64_t)kind << 56) | (size & ((INT64_C(1) << 56) - 1));
+}
+
+static void checkin_text(int64_t code, char *buf, size_t n)
+{
+    static const char *const kinds[] = {"?", "a device call", "an all-gather", "an all-reduce", "a gather",
+                                        "an agreement on failures", "an agreement on the exit status",
+                                        "a statistics gather", "a communicator split",
+                                        "a point-to-point exchange", "a reduce-scatter"};
+    int k = (int)(code >> 56);
+    snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_REDUCE_SCATTER ? k : 0],
+             (long long)(code & ((INT64_C(1) << 56) - 1)));
+}
+
+/* End the job from wherever the heartbeat found the trouble (never returns). */
+static void hb_end_job(RtTransport *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void hb_end_job(RtTransport *t, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = snprintf(msg, sizeof msg, "tessel: error: rank %d: ", t->rank);
+    vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(msg);
+    snprintf(msg + len, sizeof msg - len, "; ending the job, no output written\n");
+    rt_transport_abort(t, msg);
+}
+
+/* Send {seq, what} to rank r on a free slot (hb.mu held). A beat finds
+ * none when r has not taken the last NSLOT: it is dropped (r's silence
+ * is the other side's business). A check-in must go: its slots are
+ * waited for (a peer that never drains them is silent, and the
+ * heartbeat thread ends the job). */
+static void hb_send(RtTransport *t, int r, int64_t seq, int64_t what)
+{
+    Heartbeat *h = &t->hb;
+    for (;;) {
+        for (int k = 0; k < NSLOT; k++) {
+            Slot *sl = &h->slots[(size_t)r * NSLOT + (size_t)k];
+            int done = 1;
+            if (sl->req != MPI_REQUEST_NULL && tmpi_test(&sl->req, &done) != MPI_SUCCESS)
+                hb_end_job(t, "sending a heartbeat to rank %d failed", r);
+            if (!done)
+                continue;
+            sl->msg[0] = seq;
+            sl->msg[1] = what;
+            if (tmpi_isend(sl->msg, 2, MPI_INT64_T, r, seq ? TAG_CHECKIN : TAG_BEAT, t->hb_comm, &sl->req) !=
+                MPI_SUCCESS)
+                hb_end_job(t, "sending a heartbeat to rank %d failed", r);
+            return;
+        }
+        if (!seq)
+            return;
+        pthread_mutex_unlock(&h->mu);
+        usleep(1000);
+        pthread_mutex_lock(&h->mu);
+    }
+}
+
+/* Compare every check-in received up to this rank's own count with this
+ * rank's (hb.mu held): the same collective in the same place, or the
+ * ranks diverged. */
+void rtm_hb_compare(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    for (int r = 0; r < t->size; r++) {
+        if (r == t->rank)
+            continue;
+        if (h->rx_hi[r] - h->rx_checked[r] >= RING)
+            hb_end_job(t, "rank %d checked in %lld times more than this rank: the ranks diverged", r,
+                       (long long)(h->rx_hi[r] - h->seq));
+        int64_t upto = h->rx_hi[r] < h->seq ? h->rx_hi[r] : h->seq;
+        while (h->rx_checked[r] < upto) {
+            int64_t j = ++h->rx_checked[r];
+            int64_t theirs = h->rx[(size_t)r * RING + (size_t)(j % RING)], mine = h->hist[j % RING];
+            if (theirs == mine)
+                continue;
+            char a[96], b[96];
+            checkin_text(theirs, a, sizeof a);
+            checkin_text(mine, b, sizeof b);
+            hb_end_job(t, "at collective %lld rank %d checked in at %s, this rank at %s: the ranks diverged "
+                       "(one skipped a collective or took another path), a deadlock", (long long)j, r, a, b);
+        }
+    }
+}
+
+/* Read every beat and check-in that has arrived (hb.mu held). */
+void rtm_hb_drain(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    for (;;) {
+        int64_t msg[2];
+        int got = 0;
+        MPI_Status status;
+        if (tmpi_improbe_recv(msg, 2, MPI_INT64_T, t->hb_comm, &got, &status) != MPI_SUCCESS)
+            hb_end_job(t, "reading heartbeats failed");
+        if (!got)
+            break;
+        int r = status.MPI_SOURCE;
+        if (r < 0 || r >= t->size)
+            continue;
+        h->heard[r] = rtm_now();
+        if (status.MPI_TAG != TAG_CHECKIN)
+            continue;
+        if (msg[0] != h->rx_hi[r] + 1)
+            hb_end_job(t, "rank %d sent check-in %lld after %lld", r, (long long)msg[0], (long long)h->rx_hi[r]);
+        h->rx_hi[r] = msg[0];
+        h->rx[(size_t)r * RING + (size_t)(msg[0] % RING)] = msg[1];
+    }
+    rtm_hb_compare(t);
+}
+
+/* Any peer silent for longer than the heartbeat allows (hb.mu held). */
+static void hb_check_silence(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    double tnow = rtm_now();
+    for (int r = 0; r < t->size; r++)
+        if (r != t->rank && tnow - h->heard[r] > h->seconds)
+            hb_end_job(t, "rank %d has not been heard from for %.1f s (--heartbeat %g s): it stopped, hung or "
+                       "lost its host", r, tnow - h->heard[r], h->seconds);
+}
+
+static void *hb_main(void *arg)
+{
+    RtTransport *t = arg;
+    Heartbeat *h = &t->hb;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        for (int r = 0; r < t->size; r++)
+            if (r != t->rank)
+                hb_send(t, r, 0, 0);
+        rtm_hb_drain(t);
+        hb_check_silence(t);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        long ns = until.tv_nsec + (long)(h->period * 1e9);
+        until.tv_sec += ns / 1000000000L;
+        until.tv_nsec = ns % 1000000000L;
+        if (!h->stop)
+            pthread_cond_timedwait(&h->cv, &h->mu, &until);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d)
+{
+    Heartbeat *h = &t->hb;
+    if (h->on || seconds <= 0 || t->size < 2 || t->hb_comm == MPI_COMM_NULL)
+        return IR_OK;
+    size_t n = (size_t)t->size;
+    h->heard = ts_calloc(n, sizeof *h->heard);
+    h->rx_hi = ts_calloc(n, sizeof *h->rx_hi);
+    h->rx_checked = ts_calloc(n, sizeof *h->rx_checked);
+    h->rx = ts_calloc(n * RING, sizeof *h->rx);
+    h->slots = ts_calloc(n * NSLOT, sizeof *h->slots);
+    if (!h->heard || !h->rx_hi || !h->rx_checked || !h->rx || !h->slots) {
+        ts_free(h->heard);
+        ts_free(h->rx_hi);
+        ts_free(h->rx_checked);
+        ts_free(h->rx);
+        ts_free(h->slots);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    }
+    double t0 = rtm_now();
+    for (size_t r = 0; r < n; r++)
+        h->heard[r] = t0;
+    for (size_t k = 0; k < n * NSLOT; k++)
+        h->slots[k].req = MPI_REQUEST_NULL;
+    h->seconds = seconds;
+    /* Four beats per allowed silence, at most one a second, at least 20 a
+     * second apart: a busy rank's beats still come in time. */
+    h->period = fmin(fmax(seconds / 4, 0.05), 1.0);
+    h->seq = 0;
+    h->stop = false;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    if (pthread_create(&h->thread, NULL, hb_main, t) != 0) {
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
+        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: cannot start the heartbeat thread",
+                        t->rank);
+    }
+    h->on = true;
+    return IR_OK;
+}
+
+void rt_mpi_heartbeat_stop(RtTransport *t)
+{
+    Heartbeat *h = &t->hb;
+    if (!h->on)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->thread, NULL);
+    /* Sends still in flight: given 100 ms to complete (tiny messages
+     * normally already have); one that has not (its peer stopped) is let
+     * go with MPI_Request_free, and then its buffer must outlive it: the
+     * slots are kept (NSLOT x ranks x 24 bytes, once). */
+    bool pending = false;
+    double until = rtm_now() + 0.1;
+    for (size_t k = 0; k < (size_t)t->size * NSLOT; k++)
+        while (h->slots[k].req != MPI_REQUEST_NULL) {
+            int done = 0;
+            if (tmpi_test(&h->slots[k].req, &done) != MPI_SUCCESS || (!done && rtm_now() > until)) {
+                tmpi_request_free(&h->slots[k].req);
+                pending = true;
+            } else if (!done) {
+                usleep(100);
+            }
+        }
+    if (!pending)
+        ts_free(h->slots);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
+    ts_free(h->heard);
+    ts_free(h->rx_hi);
+    ts_free(h->rx_checked);
+    ts_free(h->rx);
+    h->heard = NULL;
+    h->rx_hi = h->rx_checked = h->rx = NULL;
+    h->slots = NULL;
+    h->on = false;
+}
+
+/* This rank reached a collective or device call (`code` says which):
+ * tell every peer. */
+void rtm_checkin(RtTransport *t, int64_t code)
+{
+    Heartbeat *h = &t->hb;
+    if (!h->on)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->seq++;
+    h->hist[h->seq % RING] = code;
+    for (int r = 0; r < t->size; r++)
+        if (r != t->rank)
+            hb_send(t, r, h->seq, code);
+    rtm_hb_drain(t);
+    pthread_mutex_unlock(&h->mu);
+}
+
+void rt_transport_checkin(RtTransport *t, int64_t cluster)
+{
+    rtm_checkin(t, rtm_checkin_code(CK_DEVICE_CALL, cluster));
+}
+
+/* A waiting rank's turns without progress (reset `spins` to 0 when
+ * something moved). Spin for the first millisecond: data moves in this
+ * rank's own MPI calls, and a peer's message is usually microseconds
+ * away, while giving the core up costs a time slice whenever anything
+ * else is runnable and a sleep at least the timer's slack (tens of
+ * microseconds). Then yield the core until 20 ms (an idle host returns
+ * at once; on a busy one the others run), then sleep 100 us a turn, and
+ * 1 ms after 100 ms: a rank that waits long for a peer wakes about 1000
+ * times a second. */
+
+void rtm_backoff(RtmBackoff *b)
+{
+    if (b->spins++ == 0)
+        b->since = rtm_now();
+    double waited = rtm_now() - b->since;
+    if (waited < 0.001)
+        return;
+    if (waited < 0.02) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, (waited < 0.1 ? 100 : 1000) * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Wait for `req` and for every peer's check-in at this collective (the
+ * heartbeat's; without one just the request). Returns the MPI result. */
+int rtm_finish(RtTransport *t, MPI_Request *req)
+{
+    Heartbeat *h = &t->hb;
+    RtmBackoff b = {0};
+    int done = 0;
+    for (;;) {
+        int rc = tmpi_test(req, &done);
+        if (rc != MPI_SUCCESS || done)
+            break;
+        if (h->on && b.spins % 16 == 15) {
+            pthread_mutex_lock(&h->mu);
+            rtm_hb_drain(t);
+            pthread_mutex_unlock(&h->mu);
+        }
+        rtm_backoff(&b);
+    }
+    /* Everybody's check-in at this collective, compared. */
+    while (h->on) {
+        pthread_mutex_lock(&h->mu);
+        rtm_hb_drain(t);
+        bool all = true;
+        for (int r = 0; r < t->size; r++)
+            all = all && (r == t->rank || h->rx_hi[r] >= h->seq);
+        pthread_mutex_unlock(&h->mu);
+        if (all)
+            break;
+        rtm_backoff(&b);
+    }
+    return done ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
+
