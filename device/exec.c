@@ -99,7 +99,10 @@ static IrStatus instr_error(const Exec *x, const IrInstr *ins, IrStatus st, cons
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ir_error(x->d, st, x->m->file, x->m->src, ins->pos, "%s: %s", ins->name, msg);
+    char from[256];
+    bool known = ir_instr_origin(x->m, ins, from, sizeof from);
+    return ir_error(x->d, st, x->m->file, x->m->src, ins->pos, "%s: %s%s%s%s", ins->name, msg, known ? " (from " : "",
+                    from, known ? ")" : "");
 }
 
 IrStatus dev_kernel_error(const DevKernelArgs *k, IrStatus st, const char *fmt, ...)
@@ -109,7 +112,10 @@ IrStatus dev_kernel_error(const DevKernelArgs *k, IrStatus st, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ir_error(k->d, st, k->m->file, k->m->src, k->ins->pos, "%s: %s", k->ins->name, msg);
+    char from[256];
+    bool known = ir_instr_origin(k->m, k->ins, from, sizeof from);
+    return ir_error(k->d, st, k->m->file, k->m->src, k->ins->pos, "%s: %s%s%s%s", k->ins->name, msg,
+                    known ? " (from " : "", from, known ? ")" : "");
 }
 
 /* Make sure a failing status has a diagnostic (kernels may return

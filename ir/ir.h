@@ -31,6 +31,7 @@
  *   parse_attrs.c   attribute names, which ops take which, their values
  *   parse_values.c  attribute value syntax (windows, replica groups, ...)
  *   parse_mesh_groups.c  replica groups in XLA's mesh-axes form (mesh[...] {...})
+ *   stack_frames.c  an instruction's source (FILE:LINE) from the stack frame tables
  *   parse_inline.c  inline computations, nested operand instructions
  *   parse_async.c   the sugared OP-start forms and their wrappers
  *   parse_header.c  the module header (HloModule name, attributes)
@@ -935,6 +936,13 @@ typedef struct IrModule {
      * stack_frame_id) and printed back after the header; NULL if none. */
     const char *stack_frames;
 } IrModule;
+
+/* stack_frames.c: where ins comes from in the program that wrote the
+ * module, "FILE:LINE:COL in FUNCTION", through its metadata's
+ * stack_frame_id and the module's stack frame tables, into buf (n bytes,
+ * truncated). False (buf empty) when there is no such frame. Can't fail
+ * otherwise; reads the tables each call (for diagnostics). */
+bool ir_instr_origin(const IrModule *m, const IrInstr *ins, char *buf, size_t n);
 
 IrModule *ir_module_new(const char *name);   /* NULL on OOM */
 void ir_module_free(IrModule *m);

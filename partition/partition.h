@@ -179,7 +179,7 @@ typedef struct SpmdCollective {
     SpmdSite site;
 } SpmdCollective;
 
-/* An operand whose sharding is not what its user needs (operand_as). */
+/* An operand whose sharding is not what its user needs (spmd_operand_as). */
 typedef struct SpmdReshard {
     SpmdSite site;             /* operand set */
     const char *from, *to;     /* sharding texts */

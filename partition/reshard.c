@@ -51,7 +51,7 @@ static int32_t fail(PComp *pc, IrStatus st, const char *what)
 static bool offsets(PComp *pc, const IrSharding *s, const IrShape *full, int32_t *starts)
 {
     for (int32_t d = 0; d < full->rank; d++) {
-        starts[d] = emit_offset(pc, s, full, d);
+        starts[d] = spmd_emit_offset(pc, s, full, d);
         if (starts[d] < 0)
             return false;
     }
@@ -71,13 +71,13 @@ static int32_t slice_to(PComp *pc, int32_t v, const IrShape *full, const IrShard
         padded |= hi[d] != 0;
     }
     if (padded) {
-        int32_t zero = emit_scalar_const(pc, full->type, 0);
-        v = emit_pad(pc, v, zero, lo, hi);
+        int32_t zero = spmd_emit_scalar_const(pc, full->type, 0);
+        v = spmd_emit_pad(pc, v, zero, lo, hi);
     }
     int32_t starts[IR_MAX_RANK];
     if (!offsets(pc, to, full, starts))
         return -1;
-    return emit_dynamic_slice(pc, v, starts, size);
+    return spmd_emit_dynamic_slice(pc, v, starts, size);
 }
 
 /* All-gather the tiled dims `dims` of v (sharded by `from`); the result is
@@ -90,7 +90,7 @@ static int32_t gather_dims(PComp *pc, int32_t v, const IrSharding *from, int32_t
         int64_t *groups;
         if (!shd_groups_along(pc, from, 1, &dims[k], &ng, &size, &groups))
             return fail(pc, IR_ENOMEM, "out of memory");
-        v = emit_all_gather(pc, v, dims[k], ng, size, groups);
+        v = spmd_emit_all_gather(pc, v, dims[k], ng, size, groups);
     }
     return v;
 }
@@ -100,13 +100,13 @@ static int32_t unpad(PComp *pc, int32_t v, const IrShape *full, const IrSharding
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK];
     for (int32_t d = 0; d < s->rank; d++) {
         start[d] = 0;
         limit[d] = shd_tiles(keep, d) > 1 ? s->dims[d] : full->dims[d];
     }
-    return emit_slice(pc, v, start, limit);
+    return spmd_emit_slice(pc, v, start, limit);
 }
 
 static int32_t to_replicated(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from)
@@ -172,7 +172,7 @@ static int32_t permute(PComp *pc, int32_t v, const IrSharding *from, const IrSha
         pairs[2 * np + 1] = dev;
         np++;
     }
-    int32_t r = emit_collective_permute(pc, v, np, pairs);
+    int32_t r = spmd_emit_collective_permute(pc, v, np, pairs);
     ts_free(pairs);
     return r;
 }
@@ -223,17 +223,17 @@ static int32_t emit_transpose(PComp *pc, int32_t v, const int64_t *perm)
 {
     if (v < 0)
         return -1;
-    IrShape in = *val_shape(pc, v), out;
+    IrShape in = *spmd_val_shape(pc, v), out;
     int64_t dims[IR_MAX_RANK + 1];
     for (int32_t d = 0; d < in.rank; d++)
         dims[d] = in.dims[perm[d]];
-    if (ir_shape_make(pc_arena(pc), &out, in.type, in.rank, dims) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &out, in.type, in.rank, dims) != IR_OK)
         return fail(pc, IR_ENOMEM, "out of memory");
-    int32_t r = emit(pc, OP_TRANSPOSE, &out, 1, &v);
+    int32_t r = spmd_emit(pc, OP_TRANSPOSE, &out, 1, &v);
     if (r < 0)
         return -1;
     IrI64List *l = &pc->dc->instr[r].a.dimensions;
-    l->v = ir_alloc_array(pc_arena(pc), (size_t)in.rank, sizeof(int64_t));
+    l->v = ir_alloc_array(spmd_arena(pc), (size_t)in.rank, sizeof(int64_t));
     if (!l->v)
         return fail(pc, IR_ENOMEM, "out of memory");
     memcpy(l->v, perm, (size_t)in.rank * sizeof(int64_t));
@@ -262,7 +262,7 @@ static int32_t all_to_all(PComp *pc, int32_t v, const IrShape *full, const IrSha
     int32_t rank = full->rank;
     if (rank + 1 > IR_MAX_RANK)
         return -2;
-    IrShape loc = *val_shape(pc, v);
+    IrShape loc = *spmd_val_shape(pc, v);
     int64_t split[IR_MAX_RANK + 1], perm[IR_MAX_RANK + 1], done[IR_MAX_RANK];
     int32_t n = 0;
     for (int32_t d = 0; d < rank; d++) {
@@ -283,18 +283,18 @@ static int32_t all_to_all(PComp *pc, int32_t v, const IrShape *full, const IrSha
         perm[n++] = pos;
     }
     IrShape s1, s2;
-    if (ir_shape_make(pc_arena(pc), &s1, loc.type, rank + 1, split) != IR_OK ||
-        ir_shape_make(pc_arena(pc), &s2, loc.type, rank, done) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &s1, loc.type, rank + 1, split) != IR_OK ||
+        ir_shape_make(spmd_arena(pc), &s2, loc.type, rank, done) != IR_OK)
         return fail(pc, IR_ENOMEM, "out of memory");
     int32_t ng, size;
     int64_t *groups;
     int64_t ad = a;
     if (!shd_groups_along(pc, from, 1, &ad, &ng, &size, &groups))
         return fail(pc, IR_ENOMEM, "out of memory");
-    int32_t r = emit_reshape(pc, v, &s1);
-    r = emit_all_to_all(pc, r, b, b, ng, size, groups);
+    int32_t r = spmd_emit_reshape(pc, v, &s1);
+    r = spmd_emit_all_to_all(pc, r, b, b, ng, size, groups);
     r = emit_transpose(pc, r, perm);
-    return emit_reshape(pc, r, &s2);
+    return spmd_emit_reshape(pc, r, &s2);
 }
 
 /* The manual subgroup coordinate of `device`: devices with equal keys are
@@ -371,8 +371,8 @@ static int32_t refine(PComp *pc, int32_t v, const IrShape *full, const IrShardin
         padded |= hi[d] != 0;
     }
     if (padded)
-        v = emit_pad(pc, v, emit_scalar_const(pc, full->type, 0), lo, hi);
-    int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)pc->sp->n, sizeof(int64_t));
+        v = spmd_emit_pad(pc, v, spmd_emit_scalar_const(pc, full->type, 0), lo, hi);
+    int64_t *tab = ir_alloc_array(spmd_arena(pc), (size_t)pc->sp->n, sizeof(int64_t));
     if (!tab)
         return fail(pc, IR_ENOMEM, "out of memory");
     for (int32_t d = 0; d < full->rank; d++) {
@@ -380,10 +380,10 @@ static int32_t refine(PComp *pc, int32_t v, const IrShape *full, const IrShardin
         size[d] = shd_shard_size(full->dims[d], shd_tiles(to, d));
         for (int64_t p = 0; p < pc->sp->n; p++)
             tab[p] = shd_device_coords(to, p, ct) ? (ct[d] % k) * size[d] : 0;
-        if ((starts[d] = k > 1 ? emit_table_lookup(pc, tab) : emit_s32(pc, 0)) < 0)
+        if ((starts[d] = k > 1 ? spmd_emit_table_lookup(pc, tab) : spmd_emit_s32(pc, 0)) < 0)
             return -1;
     }
-    return emit_dynamic_slice(pc, v, starts, size);
+    return spmd_emit_dynamic_slice(pc, v, starts, size);
 }
 
 /* No data dim tiled: replicated, maximal, or replicated within manual
@@ -435,7 +435,7 @@ static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const Ir
                 ok = false;
         }
         if (ok && n > 0) {
-            IrSharding *g = shd_replicate_dims(pc_tmp(pc), from, n, dims);
+            IrSharding *g = shd_replicate_dims(spmd_tmp(pc), from, n, dims);
             if (!g)
                 return fail(pc, IR_ENOMEM, "out of memory");
             if (same(g, to)) {
@@ -450,7 +450,7 @@ static int32_t reshard_array(PComp *pc, int32_t v, const IrShape *full, const Ir
     return slice_to(pc, full_v, full, to);
 }
 
-int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
+int32_t spmd_reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
                 const IrSharding *to)
 {
     if (v < 0)
@@ -470,23 +470,23 @@ int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *fro
     int32_t *el = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!el)
         return fail(pc, IR_ENOMEM, "out of memory");
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     for (int32_t k = 0, first = 0; k < n; first += ir_shape_leaf_count(&full->tuple[k]), k++) {
         IrSharding *f = shd_tuple_element_at(a, from, full, k, first);
         IrSharding *t = shd_tuple_element_at(a, to, full, k, first);
-        int32_t g = emit_gte(pc, v, k);
-        el[k] = (f && t) ? reshard(pc, g, &full->tuple[k], f, t) : -1;
+        int32_t g = spmd_emit_gte(pc, v, k);
+        el[k] = (f && t) ? spmd_reshard(pc, g, &full->tuple[k], f, t) : -1;
         if (el[k] < 0) {
             ts_free(el);
             return -1;
         }
     }
-    int32_t r = emit_tuple(pc, n, el);
+    int32_t r = spmd_emit_tuple(pc, n, el);
     ts_free(el);
     return r;
 }
 
-int64_t reshard_cost(const IrShape *full, const IrSharding *from, const IrSharding *to)
+int64_t spmd_reshard_cost(const IrShape *full, const IrSharding *from, const IrSharding *to)
 {
     if (same(from, to) || is_repl(from))
         return 0;
@@ -526,7 +526,7 @@ static void note_reshard(PComp *pc, int32_t o, const IrSharding *to)
         rep->nreshard++;
 }
 
-int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
+int32_t spmd_operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     int32_t o = ins->opnd[k];
@@ -536,18 +536,18 @@ int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
     SpmdSite keep = pc->sp->site;
     pc->sp->site.operand = pc->sc->instr[o].name;
     note_reshard(pc, o, to);
-    int32_t r = reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
+    int32_t r = spmd_reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
     pc->sp->site = keep;
     return r;
 }
 
-int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill)
+int32_t spmd_mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill)
 {
     if (v < 0 || fill < 0)
         return -1;
-    /* A copy: emitting moves the instruction array val_shape points into. */
+    /* A copy: emitting moves the instruction array spmd_val_shape points into. */
     IrShape lsc;
-    if (ir_shape_copy(pc_arena(pc), &lsc, val_shape(pc, v)) != IR_OK)
+    if (ir_shape_copy(spmd_arena(pc), &lsc, spmd_val_shape(pc, v)) != IR_OK)
         return fail(pc, IR_ENOMEM, "out of memory");
     const IrShape *ls = &lsc;
     int32_t mask = -1;
@@ -557,20 +557,20 @@ int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding
             continue;
         /* valid where offset + iota < D */
         IrShape is;
-        if (ir_shape_make(pc_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK)
+        if (ir_shape_make(spmd_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK)
             return fail(pc, IR_ENOMEM, "out of memory");
-        int32_t io = emit_iota(pc, &is, d);
-        int32_t off = emit_offset(pc, s, full, d);
-        int32_t offb = emit_broadcast(pc, off, &is, 0, NULL);
-        int32_t idx = emit_binary(pc, OP_ADD, io, offb);
-        int32_t lim = emit_broadcast(pc, emit_s32(pc, full->dims[d]), &is, 0, NULL);
-        int32_t ok = emit_compare(pc, idx, lim, CMP_LT);
-        mask = mask < 0 ? ok : emit_binary(pc, OP_AND, mask, ok);
+        int32_t io = spmd_emit_iota(pc, &is, d);
+        int32_t off = spmd_emit_offset(pc, s, full, d);
+        int32_t offb = spmd_emit_broadcast(pc, off, &is, 0, NULL);
+        int32_t idx = spmd_emit_binary(pc, OP_ADD, io, offb);
+        int32_t lim = spmd_emit_broadcast(pc, spmd_emit_s32(pc, full->dims[d]), &is, 0, NULL);
+        int32_t ok = spmd_emit_compare(pc, idx, lim, CMP_LT);
+        mask = mask < 0 ? ok : spmd_emit_binary(pc, OP_AND, mask, ok);
         if (mask < 0)
             return -1;
     }
     if (mask < 0)
         return v;
-    int32_t fb = emit_broadcast(pc, fill, ls, 0, NULL);
-    return emit_select(pc, mask, v, fb);
+    int32_t fb = spmd_emit_broadcast(pc, fill, ls, 0, NULL);
+    return spmd_emit_select(pc, mask, v, fb);
 }

@@ -24,7 +24,7 @@ static IrStatus err(PComp *pc, int32_t i, IrStatus st, const char *msg)
     return ir_error(pc->sp->d, st, m->file, m->src, ins->pos, "%s: %s", ins->name, msg);
 }
 
-IrStatus set_val(PComp *pc, int32_t i, int32_t v)
+IrStatus spmd_set_val(PComp *pc, int32_t i, int32_t v)
 {
     /* Every failure but one records its diagnostic where it happens: the
      * sharding transforms (shd_*) and shape copies return NULL / an error
@@ -92,12 +92,12 @@ static IrStatus spmd_manual(PComp *pc, int32_t i)
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, pc->shd[i]->kind == SHD_TUPLE
-                                          ? shd_manual(pc_tmp(pc)) : pc->shd[i]);
+        ops[k] = spmd_operand_as(pc, i, k, pc->shd[i]->kind == SHD_TUPLE
+                                          ? shd_manual(spmd_tmp(pc)) : pc->shd[i]);
     for (int32_t k = 0; k < ins->ncalled; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
             return err(pc, i, IR_ENOMEM, "out of memory");
-    return set_val(pc, i, emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called));
+    return spmd_set_val(pc, i, spmd_emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called));
 }
 
 /* "Replicated" for a value of sharding s: the whole value on every device,
@@ -112,7 +112,7 @@ static const IrSharding *replicated_like(PComp *pc, const IrSharding *s)
     int32_t k = ir_sharding_data_rank(s);
     for (int32_t d = 0; d < k; d++)
         dims[d] = d;
-    const IrSharding *r = shd_replicate_dims(pc_tmp(pc), s, k, dims);
+    const IrSharding *r = shd_replicate_dims(spmd_tmp(pc), s, k, dims);
     return r ? r : &repl;
 }
 
@@ -129,15 +129,15 @@ IrStatus spmd_fallback(PComp *pc, int32_t i)
         const IrSharding *os = pc->shd[ins->opnd[k]];
         if (os->kind == SHD_TUPLE && os->ntuple > 0)
             os = &os->tuple[0];
-        ops[k] = operand_as(pc, i, k, shd_has_manual_subgroup(os) ? replicated_like(pc, os) : repl);
+        ops[k] = spmd_operand_as(pc, i, k, shd_has_manual_subgroup(os) ? replicated_like(pc, os) : repl);
     }
     for (int32_t k = 0; k < ins->ncalled; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
             return err(pc, i, IR_ENOMEM, "out of memory");
-    int32_t v = emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called);
+    int32_t v = spmd_emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called);
     if (ins->op != OP_PARTITION_ID && ins->op != OP_REPLICA_ID)
         spmd_note_fallback(pc, i);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, repl, pc->shd[i]));
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, repl, pc->shd[i]));
 }
 
 static bool is_manual_instr(const PComp *pc, int32_t i)
@@ -247,7 +247,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
         goto done;
     }
     sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[sc->root].name, .output = true};
-    int32_t root = reshard(&pc, pc.val[sc->root], &sc->instr[sc->root].shape, pc.shd[sc->root], want);
+    int32_t root = spmd_reshard(&pc, pc.val[sc->root], &sc->instr[sc->root].shape, pc.shd[sc->root], want);
     if (root < 0)
         goto done;
     pc.dc->root = root;

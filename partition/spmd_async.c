@@ -54,7 +54,7 @@ static IrSharding *async_sharding(PComp *pc, const IrInstr *ins, const IrShardin
 {
     const IrShape *sh = &ins->shape;
     int32_t nl = ir_shape_leaf_count(sh), at = 0;
-    IrSharding **leaf = ir_alloc_array(pc_tmp(pc), (size_t)(nl > 0 ? nl : 1), sizeof *leaf);
+    IrSharding **leaf = ir_alloc_array(spmd_tmp(pc), (size_t)(nl > 0 ? nl : 1), sizeof *leaf);
     if (!leaf)
         return NULL;
     for (int32_t k = 0; k < ins->nopnd; k++) {
@@ -66,7 +66,7 @@ static IrSharding *async_sharding(PComp *pc, const IrInstr *ins, const IrShardin
         leaf[at++] = (IrSharding *)shd_leaf(root_s, &sh->tuple[1], l);
     while (at < nl)
         leaf[at++] = (IrSharding *)&repl_sharding;
-    return shd_tuple(pc_arena(pc), nl, leaf);
+    return shd_tuple(spmd_arena(pc), nl, leaf);
 }
 
 /* The destination instruction's sugar flag, which its clone copied from the
@@ -76,7 +76,7 @@ static bool set_async_sugar(PComp *pc, int32_t v, bool sugar)
     IrAttrs *a = &pc->dc->instr[v].a;
     if (a->x->async_sugar == sugar)
         return true;
-    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), a);
+    IrAttrsX *x = ir_attrs_x_edit(spmd_arena(pc), a);
     if (x)
         x->async_sugar = sugar;
     return x != NULL;
@@ -89,35 +89,35 @@ static IrStatus async_start(PComp *pc, int32_t i)
     if (ins->ncalled != 1 || ins->shape.type != IR_TUPLE || ins->shape.ntuple < 2)
         return spmd_fallback(pc, i);
     int32_t comp = ins->called[0];
-    const IrSharding **ps = ir_alloc_array(pc_tmp(pc), (size_t)(ins->nopnd > 0 ? ins->nopnd : 1), sizeof *ps);
-    IrSharding *root_s = shd_tuple_element(pc_tmp(pc), pc->shd[i], &ins->shape, 1);
+    const IrSharding **ps = ir_alloc_array(spmd_tmp(pc), (size_t)(ins->nopnd > 0 ? ins->nopnd : 1), sizeof *ps);
+    IrSharding *root_s = shd_tuple_element(spmd_tmp(pc), pc->shd[i], &ins->shape, 1);
     if (!ps || !root_s)
         return spmd_oom(pc);
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++) {
         ps[k] = param_or(pc, comp, k, pc->shd[ins->opnd[k]]);
-        ops[k] = operand_as(pc, i, k, ps[k]);
+        ops[k] = spmd_operand_as(pc, i, k, ps[k]);
     }
     int32_t dst = spmd_partition_computation(sp, comp, ps, root_s);
     IrSharding *mine = async_sharding(pc, ins, ps, root_s);
     IrShape local;
     if (dst < 0)
-        return set_val(pc, i, -1);
-    if (!mine || shd_shard_shape(pc_arena(pc), &ins->shape, mine, &local) != IR_OK)
+        return spmd_set_val(pc, i, -1);
+    if (!mine || shd_shard_shape(spmd_arena(pc), &ins->shape, mine, &local) != IR_OK)
         return spmd_oom(pc);
     const IrComputation *sc = sp->src->comp[comp];
     IrComputation *dc = sp->dst->comp[dst];
-    if (sc->execution_thread && !(dc->execution_thread = ir_strdup(pc_arena(pc), sc->execution_thread)))
+    if (sc->execution_thread && !(dc->execution_thread = ir_strdup(spmd_arena(pc), sc->execution_thread)))
         return spmd_oom(pc);
-    int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &dst);
+    int32_t v = spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &dst);
     if (v < 0)
-        return set_val(pc, i, v);
+        return spmd_set_val(pc, i, v);
     bool sugar = ins->a.x->async_sugar && sc->async_wrapper && op_alone(dc);
     dc->async_wrapper = sugar;
     if (!set_async_sugar(pc, v, sugar))
         return spmd_oom(pc);
     pc->shd[i] = mine;
-    return set_val(pc, i, v);
+    return spmd_set_val(pc, i, v);
 }
 
 /* async-update / async-done: continue the destination start (or update)
@@ -128,7 +128,7 @@ static IrStatus async_next(PComp *pc, int32_t i)
     int32_t o = ins->opnd[0];
     int32_t v = pc->val[o];
     if (v < 0)
-        return set_val(pc, i, -1);
+        return spmd_set_val(pc, i, -1);
     const IrInstr *prev = &pc->dc->instr[v];
     if (prev->op != OP_ASYNC_START && prev->op != OP_ASYNC_UPDATE)
         return spmd_fallback(pc, i);
@@ -136,21 +136,21 @@ static IrStatus async_next(PComp *pc, int32_t i)
     int32_t called = prev->ncalled > 0 ? prev->called[0] : -1;
     const IrSharding *from = pc->shd[o];
     if (ins->op == OP_ASYNC_DONE &&
-        !(from = shd_tuple_element(pc_arena(pc), pc->shd[o], &pc->sc->instr[o].shape, 1)))
+        !(from = shd_tuple_element(spmd_arena(pc), pc->shd[o], &pc->sc->instr[o].shape, 1)))
         return spmd_oom(pc);
     IrShape local;
-    if (shd_shard_shape(pc_arena(pc), &ins->shape, from, &local) != IR_OK)
+    if (shd_shard_shape(spmd_arena(pc), &ins->shape, from, &local) != IR_OK)
         return spmd_oom(pc);
-    int32_t r = emit_clone(pc, ins, &local, 1, &v, called >= 0 && ins->ncalled > 0 ? 1 : 0, &called);
+    int32_t r = spmd_emit_clone(pc, ins, &local, 1, &v, called >= 0 && ins->ncalled > 0 ? 1 : 0, &called);
     if (r < 0)
-        return set_val(pc, i, r);
+        return spmd_set_val(pc, i, r);
     if (!set_async_sugar(pc, r, sugar))
         return spmd_oom(pc);
     if (ins->op == OP_ASYNC_UPDATE) {
         pc->shd[i] = from;
-        return set_val(pc, i, r);
+        return spmd_set_val(pc, i, r);
     }
-    return set_val(pc, i, reshard(pc, r, &ins->shape, from, pc->shd[i]));
+    return spmd_set_val(pc, i, spmd_reshard(pc, r, &ins->shape, from, pc->shd[i]));
 }
 
 IrStatus spmd_async(PComp *pc, int32_t i)

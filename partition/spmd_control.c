@@ -41,9 +41,9 @@ static IrStatus emit_control(PComp *pc, int32_t i, const int32_t *ops, const int
 {
     const IrInstr *ins = &pc->sc->instr[i];
     IrShape local;
-    if (shd_shard_shape(pc_arena(pc), &ins->shape, pc->shd[i], &local) != IR_OK)
+    if (shd_shard_shape(spmd_arena(pc), &ins->shape, pc->shd[i], &local) != IR_OK)
         return spmd_oom(pc);
-    return set_val(pc, i, emit_clone(pc, ins, &local, ins->nopnd, ops, ins->ncalled, called));
+    return spmd_set_val(pc, i, spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, ins->ncalled, called));
 }
 
 IrStatus spmd_control(PComp *pc, int32_t i)
@@ -54,21 +54,21 @@ IrStatus spmd_control(PComp *pc, int32_t i)
     int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
     const IrSharding *s = pc->shd[i];
     if (ins->op == OP_WHILE) {
-        ops[0] = operand_as(pc, i, 0, s);
+        ops[0] = spmd_operand_as(pc, i, 0, s);
         called[0] = spmd_partition_computation(sp, ins->called[0], &s, &repl_sharding);
         called[1] = spmd_partition_computation(sp, ins->called[1], &s, s);
         if (called[0] < 0 || called[1] < 0)
-            return set_val(pc, i, -1);
+            return spmd_set_val(pc, i, -1);
         return emit_control(pc, i, ops, called);
     }
     int32_t first = ins->op == OP_CONDITIONAL ? 1 : 0;
     if (first)
-        ops[0] = operand_as(pc, i, 0, &repl_sharding);
+        ops[0] = spmd_operand_as(pc, i, 0, &repl_sharding);
     for (int32_t k = first; k < ins->nopnd; k++) {
         int32_t comp = ins->op == OP_CONDITIONAL ? ins->called[k - 1] : ins->called[0];
         int32_t pnum = ins->op == OP_CONDITIONAL ? 0 : k;
         const IrSharding *ps = param_sharding(pc, comp, pnum, pc->shd[ins->opnd[k]]);
-        ops[k] = operand_as(pc, i, k, ps);
+        ops[k] = spmd_operand_as(pc, i, k, ps);
     }
     for (int32_t c = 0; c < ins->ncalled; c++) {
         int32_t comp = ins->called[c];
@@ -83,7 +83,7 @@ IrStatus spmd_control(PComp *pc, int32_t i)
         called[c] = spmd_partition_computation(sp, comp, ps, s);
         ts_free(ps);
         if (called[c] < 0)
-            return set_val(pc, i, -1);
+            return spmd_set_val(pc, i, -1);
     }
     return emit_control(pc, i, ops, called);
 }
@@ -96,40 +96,40 @@ static bool target_is(const IrInstr *ins, const char *name)
 IrStatus spmd_custom_call(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     /* Identities: the operand's shards, resharded to the result's
      * sharding (none when propagation passed it through). */
     if ((target_is(ins, "Sharding") && ins->nopnd == 1) ||
         (shd_identity_custom_call(ins, NULL) &&
          ir_shape_equal(&pc->sc->instr[ins->opnd[0]].shape, &ins->shape)))
-        return set_val(pc, i, operand_as(pc, i, 0, pc->shd[i]));
+        return spmd_set_val(pc, i, spmd_operand_as(pc, i, 0, pc->shd[i]));
     if (target_is(ins, "SPMDFullToShardShape") && ins->nopnd == 1) {
         /* The operand's shard is the manual value; cut padding if the
          * declared shard shape is smaller. */
         int32_t o = ins->opnd[0];
         int32_t v = pc->val[o];
         if (v < 0)
-            return set_val(pc, i, -1);
-        const IrShape *vs = val_shape(pc, v);
+            return spmd_set_val(pc, i, -1);
+        const IrShape *vs = spmd_val_shape(pc, v);
         int64_t start[IR_MAX_RANK] = {0}, limit[IR_MAX_RANK];
         if (vs->rank != ins->shape.rank)
             return spmd_fallback(pc, i);
         for (int32_t d = 0; d < vs->rank; d++)
             limit[d] = ins->shape.dims[d] < vs->dims[d] ? ins->shape.dims[d] : vs->dims[d];
-        return set_val(pc, i, emit_slice(pc, v, start, limit));
+        return spmd_set_val(pc, i, spmd_emit_slice(pc, v, start, limit));
     }
     if (target_is(ins, "SPMDShardToFullShape") && ins->nopnd == 1) {
         int32_t v = pc->val[ins->opnd[0]];
         IrShape local;
         if (v < 0 || shd_shard_shape(a, &ins->shape, pc->shd[i], &local) != IR_OK)
-            return set_val(pc, i, -1);
-        const IrShape *vs = val_shape(pc, v);
+            return spmd_set_val(pc, i, -1);
+        const IrShape *vs = spmd_val_shape(pc, v);
         if (vs->rank != local.rank)
             return spmd_fallback(pc, i);
         int64_t lo[IR_MAX_RANK] = {0}, hi[IR_MAX_RANK];
         for (int32_t d = 0; d < vs->rank; d++)
             hi[d] = local.dims[d] - vs->dims[d];
-        return set_val(pc, i, emit_pad(pc, v, emit_scalar_const(pc, vs->type, 0), lo, hi));
+        return spmd_set_val(pc, i, spmd_emit_pad(pc, v, spmd_emit_scalar_const(pc, vs->type, 0), lo, hi));
     }
     const IrSharding *s = pc->shd[i];
     bool manual = s->kind == SHD_TUPLE ? (s->ntuple > 0 && shd_is_manual(&s->tuple[0])) : shd_is_manual(s);
@@ -138,11 +138,11 @@ IrStatus spmd_custom_call(PComp *pc, int32_t i)
         int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
         IrSharding *m = shd_manual(a);
         for (int32_t k = 0; k < ins->nopnd; k++)
-            ops[k] = operand_as(pc, i, k, m);
+            ops[k] = spmd_operand_as(pc, i, k, m);
         for (int32_t k = 0; k < ins->ncalled; k++)
             if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
                 return spmd_oom(pc);
-        return set_val(pc, i, emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called));
+        return spmd_set_val(pc, i, spmd_emit_clone(pc, ins, &ins->shape, ins->nopnd, ops, ins->ncalled, called));
     }
     return spmd_fallback(pc, i);
 }

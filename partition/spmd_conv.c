@@ -13,7 +13,7 @@
  *          partial sums completed by an all-reduce over the I tiles.
  * Tiled spatial dims need a halo exchange (spmd_halo below). Candidate
  * tilings come from the output's, the input's and the kernel's sharding;
- * the cheapest by reshard_cost wins (ties: output, input, kernel).
+ * the cheapest by spmd_reshard_cost wins (ties: output, input, kernel).
  *
  * Example (2 devices): x f32[4,9,9,2] {devices=[2,1,1,1]0,1} (batch), kernel
  * replicated, output {devices=[2,1,1,1]0,1}: from the output, the input
@@ -134,28 +134,28 @@ static int32_t gathered_window(PComp *pc, int32_t v, int32_t d, const SpmdHalo *
     int64_t lo[IR_MAX_RANK] = {0}, hi[IR_MAX_RANK] = {0};
     lo[d] = h->pad_lo;
     hi[d] = h->pad_hi;
-    int32_t padded = emit_pad(pc, v, padval, lo, hi);
+    int32_t padded = spmd_emit_pad(pc, v, padval, lo, hi);
     if (padded < 0)
         return -1;
     int64_t n = pc->sp->n;
-    int64_t *off = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    int64_t *off = ir_alloc_array(spmd_arena(pc), (size_t)n, sizeof(int64_t));
     if (!off)
         return spmd_oom_value(pc);
     int64_t c[IR_MAX_RANK + 2];
     for (int64_t p = 0; p < n; p++)
         off[p] = shd_device_coords(iter, p, c) ? c[it_dim] * h->so * h->stride : 0;
-    const IrShape *ps = val_shape(pc, padded);
+    const IrShape *ps = spmd_val_shape(pc, padded);
     int32_t rank = ps->rank;
     int32_t starts[IR_MAX_RANK];
     int64_t sizes[IR_MAX_RANK];
     for (int32_t k = 0; k < rank; k++)
         sizes[k] = ps->dims[k];
-    int32_t zero = emit_s32(pc, 0);
+    int32_t zero = spmd_emit_s32(pc, 0);
     for (int32_t k = 0; k < rank; k++)
         starts[k] = zero;
-    starts[d] = emit_table_lookup(pc, off);
+    starts[d] = spmd_emit_table_lookup(pc, off);
     sizes[d] = h->L;
-    return emit_dynamic_slice(pc, padded, starts, sizes);
+    return spmd_emit_dynamic_slice(pc, padded, starts, sizes);
 }
 
 /* Concatenate a, b, c (any may be -1 = absent, b present) along dim d. */
@@ -170,16 +170,16 @@ static int32_t concat3(PComp *pc, int32_t a, int32_t b, int32_t c, int32_t d)
     if (n == 1)
         return b;
     IrShape s;
-    const IrShape *bs = val_shape(pc, b);
-    if (ir_shape_make(pc_arena(pc), &s, bs->type, bs->rank, bs->dims) != IR_OK)
+    const IrShape *bs = spmd_val_shape(pc, b);
+    if (ir_shape_make(spmd_arena(pc), &s, bs->type, bs->rank, bs->dims) != IR_OK)
         return spmd_oom_value(pc);
     s.dims[d] = 0;
     for (int32_t k = 0; k < n; k++)
-        s.dims[d] += val_shape(pc, ops[k])->dims[d];
-    int32_t r = emit(pc, OP_CONCATENATE, &s, n, ops);
+        s.dims[d] += spmd_val_shape(pc, ops[k])->dims[d];
+    int32_t r = spmd_emit(pc, OP_CONCATENATE, &s, n, ops);
     if (r < 0)
         return -1;
-    int64_t *dim = ir_alloc(pc_arena(pc), sizeof(int64_t));
+    int64_t *dim = ir_alloc(spmd_arena(pc), sizeof(int64_t));
     if (!dim)
         return spmd_oom_value(pc);
     *dim = d;
@@ -193,7 +193,7 @@ static int32_t concat3(PComp *pc, int32_t a, int32_t b, int32_t c, int32_t d)
 /* Rows [from, to) of v along d. */
 static int32_t rows(PComp *pc, int32_t v, int32_t d, int64_t from, int64_t to)
 {
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK];
     for (int32_t k = 0; k < s->rank; k++) {
         start[k] = 0;
@@ -201,7 +201,7 @@ static int32_t rows(PComp *pc, int32_t v, int32_t d, int64_t from, int64_t to)
     }
     start[d] = from;
     limit[d] = to;
-    return emit_slice(pc, v, start, limit);
+    return spmd_emit_slice(pc, v, start, limit);
 }
 
 /* Send `piece` to the neighbour at tile coordinate j+step along dim d of s
@@ -225,7 +225,7 @@ static int32_t shift(PComp *pc, int32_t piece, const IrSharding *s, int32_t d, i
         pairs[2 * np + 1] = shd_device_at(s, c);
         np++;
     }
-    int32_t r = emit_collective_permute(pc, piece, np, pairs);
+    int32_t r = spmd_emit_collective_permute(pc, piece, np, pairs);
     ts_free(pairs);
     return r;
 }
@@ -237,20 +237,20 @@ static int32_t mask_rows(PComp *pc, int32_t v, int32_t d, const int64_t *table, 
 {
     if (v < 0 || padval < 0)
         return -1;
-    /* Copies: val_shape points into the instruction array, which every
+    /* Copies: spmd_val_shape points into the instruction array, which every
      * emit may move. */
-    const IrShape *ls = val_shape(pc, v);
+    const IrShape *ls = spmd_val_shape(pc, v);
     IrShape is, vs;
-    if (ir_shape_make(pc_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK ||
-        ir_shape_make(pc_arena(pc), &vs, ls->type, ls->rank, ls->dims) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &is, IR_S32, ls->rank, ls->dims) != IR_OK ||
+        ir_shape_make(spmd_arena(pc), &vs, ls->type, ls->rank, ls->dims) != IR_OK)
         return spmd_oom_value(pc);
-    int32_t io = emit_iota(pc, &is, d);
-    int32_t off = emit_broadcast(pc, emit_table_lookup(pc, table), &is, 0, NULL);
-    int32_t g = emit_binary(pc, OP_ADD, io, off);
-    int32_t ge = emit_compare(pc, g, emit_broadcast(pc, emit_s32(pc, 0), &is, 0, NULL), CMP_GE);
-    int32_t lt = emit_compare(pc, g, emit_broadcast(pc, emit_s32(pc, in), &is, 0, NULL), CMP_LT);
-    int32_t ok = emit_binary(pc, OP_AND, ge, lt);
-    return emit_select(pc, ok, v, emit_broadcast(pc, padval, &vs, 0, NULL));
+    int32_t io = spmd_emit_iota(pc, &is, d);
+    int32_t off = spmd_emit_broadcast(pc, spmd_emit_table_lookup(pc, table), &is, 0, NULL);
+    int32_t g = spmd_emit_binary(pc, OP_ADD, io, off);
+    int32_t ge = spmd_emit_compare(pc, g, spmd_emit_broadcast(pc, spmd_emit_s32(pc, 0), &is, 0, NULL), CMP_GE);
+    int32_t lt = spmd_emit_compare(pc, g, spmd_emit_broadcast(pc, spmd_emit_s32(pc, in), &is, 0, NULL), CMP_LT);
+    int32_t ok = spmd_emit_binary(pc, OP_AND, ge, lt);
+    return spmd_emit_select(pc, ok, v, spmd_emit_broadcast(pc, padval, &vs, 0, NULL));
 }
 
 int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const SpmdHalo *h,
@@ -274,12 +274,12 @@ int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const Sp
         int64_t lo[IR_MAX_RANK] = {0}, hi[IR_MAX_RANK] = {0};
         lo[d] = h->lo - h->lo_ex;
         hi[d] = h->hi - h->hi_ex;
-        ext = emit_pad(pc, ext, padval, lo, hi);
+        ext = spmd_emit_pad(pc, ext, padval, lo, hi);
     }
     /* Per partition: global index of row 0 of ext, and the slice offset. */
     int64_t n = pc->sp->n;
-    int64_t *base = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
-    int64_t *off = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    int64_t *base = ir_alloc_array(spmd_arena(pc), (size_t)n, sizeof(int64_t));
+    int64_t *off = ir_alloc_array(spmd_arena(pc), (size_t)n, sizeof(int64_t));
     if (!base || !off)
         return spmd_oom_value(pc);
     int64_t c[IR_MAX_RANK + 2], room = si + h->lo + h->hi - h->L;
@@ -299,17 +299,17 @@ int32_t spmd_halo(PComp *pc, int32_t v, const IrSharding *s, int32_t d, const Sp
         return -1;
     if (same)
         return rows(pc, ext, d, off[0], off[0] + h->L);
-    int32_t rank = val_shape(pc, ext)->rank;
+    int32_t rank = spmd_val_shape(pc, ext)->rank;
     int32_t starts[IR_MAX_RANK];
     int64_t sizes[IR_MAX_RANK];
     for (int32_t k = 0; k < rank; k++)
-        sizes[k] = val_shape(pc, ext)->dims[k];
-    int32_t zero = emit_s32(pc, 0);
+        sizes[k] = spmd_val_shape(pc, ext)->dims[k];
+    int32_t zero = spmd_emit_s32(pc, 0);
     for (int32_t k = 0; k < rank; k++)
         starts[k] = zero;
-    starts[d] = emit_table_lookup(pc, off);
+    starts[d] = spmd_emit_table_lookup(pc, off);
     sizes[d] = h->L;
-    return emit_dynamic_slice(pc, ext, starts, sizes);
+    return spmd_emit_dynamic_slice(pc, ext, starts, sizes);
 }
 
 /* ---- convolution ---- */
@@ -375,7 +375,7 @@ static bool plan_for(PComp *pc, int32_t i, const ConvDims *cd, IrSharding *iter,
 {
     const IrInstr *ins = &pc->sc->instr[i];
     const IrConvDnums *dn = &ins->a.x->conv;
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
     if (!iter)
         return false;
@@ -412,15 +412,15 @@ static bool plan_for(PComp *pc, int32_t i, const ConvDims *cd, IrSharding *iter,
     int64_t out_bytes = 0;
     if (shd_shard_shape(a, &ins->shape, p->partial, &local) == IR_OK)
         out_bytes = ir_shape_bytes(&local);
-    p->cost = reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
-              reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
-              (p->reduce ? 2 * out_bytes : 0) + reshard_cost(&ins->shape, p->partial, pc->shd[i]);
+    p->cost = spmd_reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
+              spmd_reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
+              (p->reduce ? 2 * out_bytes : 0) + spmd_reshard_cost(&ins->shape, p->partial, pc->shd[i]);
     return true;
 }
 
 /* Zero the padding of v along dim d only (uneven contracted features):
  * rows whose global index (shard offset + iota) is past the dim's size.
- * (mask_rows rather than mask_padding, which keeps a val_shape pointer
+ * (mask_rows rather than spmd_mask_padding, which keeps a spmd_val_shape pointer
  * across emits.) */
 static int32_t mask_dim(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int64_t d)
 {
@@ -432,13 +432,13 @@ static int32_t mask_dim(PComp *pc, int32_t v, const IrShape *full, const IrShard
     int64_t *table = shd_offset_table(pc, s, full, (int32_t)d);
     if (!table)
         return spmd_oom_value(pc);
-    return mask_rows(pc, v, (int32_t)d, table, full->dims[d], emit_scalar_const(pc, full->type, 0));
+    return mask_rows(pc, v, (int32_t)d, table, full->dims[d], spmd_emit_scalar_const(pc, full->type, 0));
 }
 
 IrStatus spmd_convolution(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
     const IrSharding *ls = pc->shd[ins->opnd[0]], *rs = pc->shd[ins->opnd[1]];
     ConvDims cd;
@@ -453,7 +453,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     };
     ConvPlan *best = ts_malloc(2 * sizeof(ConvPlan));
     if (!best)
-        return set_val(pc, i, spmd_oom_value(pc));
+        return spmd_set_val(pc, i, spmd_oom_value(pc));
     ConvPlan *p = best + 1;
     bool have = false;
     for (int32_t c = 0; c < 3; c++)
@@ -467,8 +467,8 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     }
 
     const IrConvDnums *dn = &ins->a.x->conv;
-    int32_t lv = operand_as(pc, i, 0, best->lhs);
-    int32_t rv = operand_as(pc, i, 1, best->rhs);
+    int32_t lv = spmd_operand_as(pc, i, 0, best->lhs);
+    int32_t rv = spmd_operand_as(pc, i, 1, best->rhs);
     if (best->reduce) {
         lv = mask_dim(pc, lv, &l->shape, best->lhs, dn->in_feature);
         rv = mask_dim(pc, rv, &r->shape, best->rhs, dn->k_in_feature);
@@ -477,7 +477,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     for (int32_t k = 0; k < cd.ns && lv >= 0; k++)
         if (shd_tiles(best->iter, IT_S0 + k) > 1) {
             halo[k] = true;
-            int32_t zero = emit_scalar_const(pc, l->shape.type, 0);
+            int32_t zero = spmd_emit_scalar_const(pc, l->shape.type, 0);
             lv = best->halo[k].gathered
                      ? gathered_window(pc, lv, (int32_t)dn->in_spatial[k], &best->halo[k], best->iter, IT_S0 + k, zero)
                      : spmd_halo(pc, lv, best->lhs, (int32_t)dn->in_spatial[k], &best->halo[k], zero);
@@ -486,7 +486,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     int32_t v = -1;
     if (lv >= 0 && rv >= 0 && shd_shard_shape(a, &ins->shape, best->partial, &local) == IR_OK) {
         int32_t ops[2] = {lv, rv};
-        v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+        v = spmd_emit_clone(pc, ins, &local, 2, ops, 0, NULL);
     }
     if (v >= 0)
         for (int32_t k = 0; k < cd.ns; k++)
@@ -500,5 +500,5 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
         v = spmd_oom_value(pc);
     IrSharding *partial = best->partial;
     ts_free(best);
-    return set_val(pc, i, finish_partial(pc, v, &ins->shape, partial, OP_ADD, ng, size, groups, pc->shd[i]));
+    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, partial, OP_ADD, ng, size, groups, pc->shd[i]));
 }

@@ -123,7 +123,7 @@ static bool contracting_groups(PComp *pc, const IrSharding *iter, const DotDims 
 static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, DotPlan *p)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
     if (!iter)
         return false;
@@ -143,8 +143,8 @@ static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, 
     int64_t *groups = NULL;
     if (p->reduce && !contracting_groups(pc, iter, dd, &ng, &size, &groups))
         return false;
-    p->cost = reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
-              reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
+    p->cost = spmd_reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
+              spmd_reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
               finish_partial_cost(pc, &ins->shape, p->partial, ng, size, groups, pc->shd[i]);
     return true;
 }
@@ -160,10 +160,10 @@ static int32_t mask_contracting(PComp *pc, int32_t v, const IrShape *full, const
             dims[n++] = d;
     /* Only contracting dims need clean padding: mask with a sharding that
      * tiles just those. */
-    IrSharding *only = shd_replicate_dims(pc_tmp(pc), s, n, dims);
+    IrSharding *only = shd_replicate_dims(spmd_tmp(pc), s, n, dims);
     if (!only)
         return -1;
-    return mask_padding(pc, v, full, only, emit_scalar_const(pc, full->type, 0));
+    return spmd_mask_padding(pc, v, full, only, spmd_emit_scalar_const(pc, full->type, 0));
 }
 
 /* The automatic choice, a cost model in bytes and microseconds. A ring
@@ -239,8 +239,8 @@ static int64_t window_chunks(const PComp *pc, const IrInstr *ins, const IrShape 
 static int32_t windowed_dot(PComp *pc, const IrInstr *ins, int32_t lv, int32_t rv, const IrShape *local,
                             int32_t ldim, int32_t dim, int64_t k, int32_t ng, int32_t size, const int64_t *groups)
 {
-    IrArena *a = pc_tmp(pc);
-    const IrShape *ls = val_shape(pc, lv);
+    IrArena *a = spmd_tmp(pc);
+    const IrShape *ls = spmd_val_shape(pc, lv);
     int64_t rows = ls->dims[ldim], step = (rows + k - 1) / k;
     int32_t *done = ir_alloc(a, (size_t)k * sizeof *done);
     if (!done)
@@ -249,30 +249,30 @@ static int32_t windowed_dot(PComp *pc, const IrInstr *ins, int32_t lv, int32_t r
     for (int64_t lo = 0; lo < rows; lo += step) {
         int64_t hi = lo + step < rows ? lo + step : rows;
         int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK];
-        ls = val_shape(pc, lv); /* emitting may move the shapes */
+        ls = spmd_val_shape(pc, lv); /* emitting may move the shapes */
         for (int32_t d = 0; d < ls->rank; d++) {
             start[d] = d == ldim ? lo : 0;
             limit[d] = d == ldim ? hi : ls->dims[d];
         }
-        int32_t piece = emit_slice(pc, lv, start, limit);
+        int32_t piece = spmd_emit_slice(pc, lv, start, limit);
         IrShape cs;
         if (piece < 0 || ir_shape_copy(a, &cs, local) != IR_OK)
             return -1;
         cs.dims[dim] = hi - lo;
         int32_t ops[2] = {piece, rv};
-        int32_t c = emit_clone(pc, ins, &cs, 2, ops, 0, NULL);
-        int32_t r = emit_all_reduce(pc, c, OP_ADD, ng, size, groups);
+        int32_t c = spmd_emit_clone(pc, ins, &cs, 2, ops, 0, NULL);
+        int32_t r = spmd_emit_all_reduce(pc, c, OP_ADD, ng, size, groups);
         if (r < 0)
             return -1;
         pc->dc->instr[r].op = OP_ALL_REDUCE_START;
-        if ((done[n++] = emit_unary(pc, OP_ALL_REDUCE_DONE, r)) < 0)
+        if ((done[n++] = spmd_emit_unary(pc, OP_ALL_REDUCE_DONE, r)) < 0)
             return -1;
     }
-    int32_t v = emit(pc, OP_CONCATENATE, local, n, done);
+    int32_t v = spmd_emit(pc, OP_CONCATENATE, local, n, done);
     if (v < 0)
         return -1;
     IrI64List *dl = &pc->dc->instr[v].a.dimensions;
-    if (!(dl->v = ir_alloc(pc_arena(pc), sizeof *dl->v)))
+    if (!(dl->v = ir_alloc(spmd_arena(pc), sizeof *dl->v)))
         return -1;
     dl->v[0] = dim;
     dl->n = 1;
@@ -291,7 +291,7 @@ static int32_t first_lhs_free(const DotDims *dd, int32_t lhs_rank)
 IrStatus spmd_dot(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     const IrInstr *l = &pc->sc->instr[ins->opnd[0]], *r = &pc->sc->instr[ins->opnd[1]];
     const IrSharding *ls = pc->shd[ins->opnd[0]], *rs = pc->shd[ins->opnd[1]];
     if (ls->kind == SHD_MANUAL || rs->kind == SHD_MANUAL || l->shape.rank > IR_MAX_RANK / 2 ||
@@ -318,17 +318,17 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     if (!have)
         return spmd_fallback(pc, i);
 
-    int32_t lv = operand_as(pc, i, 0, best.lhs);
-    int32_t rv = operand_as(pc, i, 1, best.rhs);
+    int32_t lv = spmd_operand_as(pc, i, 0, best.lhs);
+    int32_t rv = spmd_operand_as(pc, i, 1, best.rhs);
     if (best.reduce)
         lv = mask_contracting(pc, lv, &l->shape, best.lhs, &ins->a.dot);
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
-        return set_val(pc, i, -1);
+        return spmd_set_val(pc, i, -1);
     int32_t ng = 0, size = 1;
     int64_t *groups = NULL;
     if (best.reduce && !contracting_groups(pc, best.iter, &dd, &ng, &size, &groups))
-        return set_val(pc, i, -1);
+        return spmd_set_val(pc, i, -1);
     /* Partial sums that end sharded are reduce-scattered, not windowed
      * (unless asked): half the bytes of the all-reduce windowing hides. */
     bool scatter = best.reduce && !ir_frontend_attr(ins, "_tessel_window_chunks") &&
@@ -338,10 +338,10 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     int64_t chunks = window_chunks(pc, ins, &local, ldim >= 0 ? dd.nb : -1, rhs_bytes, size);
     if (chunks > 1) {
         int32_t v = windowed_dot(pc, ins, lv, rv, &local, ldim, dd.nb, chunks, ng, size, groups);
-        return set_val(pc, i, reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
+        return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, best.partial, pc->shd[i]));
     }
     int32_t ops[2] = {lv, rv};
-    int32_t v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
-    return set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, OP_ADD, best.reduce ? ng : 0,
+    int32_t v = spmd_emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, OP_ADD, best.reduce ? ng : 0,
                                          best.reduce ? size : 1, groups, pc->shd[i]));
 }

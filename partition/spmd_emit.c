@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
-IrArena *pc_arena(PComp *pc)
+IrArena *spmd_arena(PComp *pc)
 {
     return pc->sp->dst->arena;
 }
 
-IrArena *pc_tmp(PComp *pc)
+IrArena *spmd_tmp(PComp *pc)
 {
     return pc->sp->tmp;
 }
@@ -33,12 +33,12 @@ int32_t spmd_oom_value(PComp *pc)
     return -1;
 }
 
-const IrShape *val_shape(PComp *pc, int32_t v)
+const IrShape *spmd_val_shape(PComp *pc, int32_t v)
 {
     return &pc->dc->instr[v].shape;
 }
 
-int32_t emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const int32_t *opnd)
+int32_t spmd_emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const int32_t *opnd)
 {
     for (int32_t k = 0; k < nopnd; k++)
         if (opnd[k] < 0)
@@ -47,10 +47,10 @@ int32_t emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const 
     return r < 0 ? spmd_oom_value(pc) : r;
 }
 
-int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t nopnd,
+int32_t spmd_emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t nopnd,
                    const int32_t *opnd, int32_t ncalled, const int32_t *called)
 {
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     for (int32_t k = 0; k < nopnd; k++)
         if (opnd[k] < 0)
             return -1;
@@ -87,17 +87,17 @@ static int32_t emit_shape1(PComp *pc, IrOpcode op, IrType t, int32_t rank, const
                            int32_t nopnd, const int32_t *opnd)
 {
     IrShape s;
-    if (ir_shape_make(pc_arena(pc), &s, t, rank, dims) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &s, t, rank, dims) != IR_OK)
         return spmd_oom_value(pc);
-    return emit(pc, op, &s, nopnd, opnd);
+    return spmd_emit(pc, op, &s, nopnd, opnd);
 }
 
-int32_t emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int64_t nbytes)
+int32_t spmd_emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int64_t nbytes)
 {
-    int32_t c = emit(pc, OP_CONSTANT, shape, 0, NULL);
+    int32_t c = spmd_emit(pc, OP_CONSTANT, shape, 0, NULL);
     if (c < 0)
         return -1;
-    uint8_t *lit = ir_alloc(pc_arena(pc), (size_t)(nbytes > 0 ? nbytes : 1));
+    uint8_t *lit = ir_alloc(spmd_arena(pc), (size_t)(nbytes > 0 ? nbytes : 1));
     if (!lit)
         return spmd_oom_value(pc);
     memcpy(lit, bytes, (size_t)nbytes);
@@ -106,11 +106,11 @@ int32_t emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int
     return c;
 }
 
-int32_t emit_s32(PComp *pc, int64_t value)
+int32_t spmd_emit_s32(PComp *pc, int64_t value)
 {
     int32_t v = (int32_t)value;
     IrShape s = {.type = IR_S32};
-    return emit_const_bytes(pc, &s, &v, 4);
+    return spmd_emit_const_bytes(pc, &s, &v, 4);
 }
 
 /* Write `value` into one element of type t (for constants). */
@@ -146,12 +146,12 @@ static void store_scalar(IrType t, void *p, double value)
     }
 }
 
-int32_t emit_scalar_const(PComp *pc, IrType t, double value)
+int32_t spmd_emit_scalar_const(PComp *pc, IrType t, double value)
 {
     uint8_t buf[16] = {0};
     store_scalar(t, buf, value);
     IrShape s = {.type = t};
-    return emit_const_bytes(pc, &s, buf, (int64_t)ir_type_size(t));
+    return spmd_emit_const_bytes(pc, &s, buf, (int64_t)ir_type_size(t));
 }
 
 /* Store x in the low `size` bytes of p (little-endian, as the
@@ -162,7 +162,7 @@ static void store_bits(void *p, size_t size, uint64_t x)
         ((uint8_t *)p)[k] = (uint8_t)(x >> (8 * k));
 }
 
-int32_t emit_identity_const(PComp *pc, IrType t, IrOpcode op)
+int32_t spmd_emit_identity_const(PComp *pc, IrType t, IrOpcode op)
 {
     uint8_t buf[16] = {0};
     size_t size = ir_type_size(t);
@@ -177,16 +177,16 @@ int32_t emit_identity_const(PComp *pc, IrType t, IrOpcode op)
     else if (ir_type_is_unsigned_int(t))
         store_bits(buf, size, ir_identity_unsigned(op, ir_type_bits(t)));
     IrShape s = {.type = t};
-    return emit_const_bytes(pc, &s, buf, (int64_t)size);
+    return spmd_emit_const_bytes(pc, &s, buf, (int64_t)size);
 }
 
-int32_t emit_partition_id(PComp *pc)
+int32_t spmd_emit_partition_id(PComp *pc)
 {
     if (pc->pid >= 0)
         return pc->pid;
     IrShape u = {.type = IR_U32};
-    int32_t p = emit(pc, OP_PARTITION_ID, &u, 0, NULL);
-    pc->pid = emit_convert(pc, p, IR_S32);
+    int32_t p = spmd_emit(pc, OP_PARTITION_ID, &u, 0, NULL);
+    pc->pid = spmd_emit_convert(pc, p, IR_S32);
     return pc->pid;
 }
 
@@ -215,26 +215,26 @@ static bool table_affine(const int64_t *table, int64_t n, int64_t *a, int64_t *c
 /* a + c * ((partition-id / q) % m), each step only where it does something. */
 static int32_t emit_affine(PComp *pc, int64_t a, int64_t c, int64_t q, int64_t m)
 {
-    int32_t v = emit_partition_id(pc);
+    int32_t v = spmd_emit_partition_id(pc);
     if (q > 1)
-        v = emit_binary(pc, OP_DIVIDE, v, emit_s32(pc, q));
+        v = spmd_emit_binary(pc, OP_DIVIDE, v, spmd_emit_s32(pc, q));
     if (m * q < pc->sp->n)
-        v = emit_binary(pc, OP_REMAINDER, v, emit_s32(pc, m));
+        v = spmd_emit_binary(pc, OP_REMAINDER, v, spmd_emit_s32(pc, m));
     if (c != 1)
-        v = emit_binary(pc, OP_MULTIPLY, v, emit_s32(pc, c));
+        v = spmd_emit_binary(pc, OP_MULTIPLY, v, spmd_emit_s32(pc, c));
     if (a != 0)
-        v = emit_binary(pc, OP_ADD, v, emit_s32(pc, a));
+        v = spmd_emit_binary(pc, OP_ADD, v, spmd_emit_s32(pc, a));
     return v;
 }
 
-int32_t emit_table_lookup(PComp *pc, const int64_t *table)
+int32_t spmd_emit_table_lookup(PComp *pc, const int64_t *table)
 {
     int64_t n = pc->sp->n;
     bool constant = true;
     for (int64_t p = 1; p < n; p++)
         constant &= table[p] == table[0];
     if (constant)
-        return emit_s32(pc, table[0]);
+        return spmd_emit_s32(pc, table[0]);
     /* Arithmetic on partition-id where the table has the iota form, as
      * XLA's partitioner does: the program's size and the compile's time
      * do not grow with the device count. Other tables stay constants. */
@@ -247,27 +247,27 @@ int32_t emit_table_lookup(PComp *pc, const int64_t *table)
     for (int64_t p = 0; p < n; p++)
         vals[p] = (int32_t)table[p];
     IrShape ts;
-    if (ir_shape_make(pc_arena(pc), &ts, IR_S32, 1, &n) != IR_OK) {
+    if (ir_shape_make(spmd_arena(pc), &ts, IR_S32, 1, &n) != IR_OK) {
         ts_free(vals);
         return spmd_oom_value(pc);
     }
-    int32_t t = emit_const_bytes(pc, &ts, vals, n * 4);
+    int32_t t = spmd_emit_const_bytes(pc, &ts, vals, n * 4);
     ts_free(vals);
-    int32_t pid = emit_partition_id(pc);
+    int32_t pid = spmd_emit_partition_id(pc);
     int64_t one = 1;
-    int32_t ds = emit_dynamic_slice(pc, t, &pid, &one);
+    int32_t ds = spmd_emit_dynamic_slice(pc, t, &pid, &one);
     IrShape sc = {.type = IR_S32};
-    return emit_reshape(pc, ds, &sc);
+    return spmd_emit_reshape(pc, ds, &sc);
 }
 
-int32_t emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims, const int64_t *dims)
+int32_t spmd_emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims, const int64_t *dims)
 {
-    int32_t r = emit(pc, OP_BROADCAST, shape, 1, &v);
+    int32_t r = spmd_emit(pc, OP_BROADCAST, shape, 1, &v);
     if (r < 0)
         return -1;
     IrI64List *l = &pc->dc->instr[r].a.dimensions;
     l->n = ndims;
-    l->v = ir_alloc_array(pc_arena(pc), (size_t)(ndims > 0 ? ndims : 1), sizeof(int64_t));
+    l->v = ir_alloc_array(spmd_arena(pc), (size_t)(ndims > 0 ? ndims : 1), sizeof(int64_t));
     if (!l->v)
         return spmd_oom_value(pc);
     if (ndims > 0)
@@ -276,45 +276,45 @@ int32_t emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims
     return r;
 }
 
-int32_t emit_reshape(PComp *pc, int32_t v, const IrShape *shape)
+int32_t spmd_emit_reshape(PComp *pc, int32_t v, const IrShape *shape)
 {
-    if (v >= 0 && ir_shape_equal(val_shape(pc, v), shape))
+    if (v >= 0 && ir_shape_equal(spmd_val_shape(pc, v), shape))
         return v;
-    return emit(pc, OP_RESHAPE, shape, 1, &v);
+    return spmd_emit(pc, OP_RESHAPE, shape, 1, &v);
 }
 
-int32_t emit_convert(PComp *pc, int32_t v, IrType t)
+int32_t spmd_emit_convert(PComp *pc, int32_t v, IrType t)
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     if (s->type == t)
         return v;
     return emit_shape1(pc, OP_CONVERT, t, s->rank, s->dims, 1, &v);
 }
 
-int32_t emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b)
+int32_t spmd_emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b)
 {
     if (a < 0 || b < 0)
         return -1;
     int32_t o[2] = {a, b};
-    const IrShape *s = val_shape(pc, a);
+    const IrShape *s = spmd_val_shape(pc, a);
     return emit_shape1(pc, op, s->type, s->rank, s->dims, 2, o);
 }
 
-int32_t emit_unary(PComp *pc, IrOpcode op, int32_t a)
+int32_t spmd_emit_unary(PComp *pc, IrOpcode op, int32_t a)
 {
     if (a < 0)
         return -1;
-    const IrShape *s = val_shape(pc, a);
+    const IrShape *s = spmd_val_shape(pc, a);
     return emit_shape1(pc, op, s->type, s->rank, s->dims, 1, &a);
 }
 
-int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int64_t *dims)
+int32_t spmd_emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int64_t *dims)
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     IrType t = s->type;
     int64_t out[IR_MAX_RANK];
     int32_t n = 0;
@@ -326,7 +326,7 @@ int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int
             out[n++] = s->dims[d];
     }
     int32_t comp = spmd_reducer(pc->sp, red, t);
-    int32_t o[2] = {v, emit_identity_const(pc, t, red)};
+    int32_t o[2] = {v, spmd_emit_identity_const(pc, t, red)};
     if (comp < 0)
         return spmd_oom_value(pc);
     int32_t r = emit_shape1(pc, OP_REDUCE, t, n, out, 2, o);
@@ -334,7 +334,7 @@ int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
     ins->ncalled = 1;
-    ins->called = ir_alloc(pc_arena(pc), sizeof(int32_t));
+    ins->called = ir_alloc(spmd_arena(pc), sizeof(int32_t));
     if (!ins->called || !set_list(pc, &ins->a.dimensions, ndims, dims))
         return spmd_oom_value(pc);
     ins->called[0] = comp;
@@ -342,29 +342,29 @@ int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int
     return r;
 }
 
-int32_t emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir)
+int32_t spmd_emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir)
 {
     if (a < 0 || b < 0)
         return -1;
     int32_t o[2] = {a, b};
-    const IrShape *s = val_shape(pc, a);
+    const IrShape *s = spmd_val_shape(pc, a);
     int32_t r = emit_shape1(pc, OP_COMPARE, IR_PRED, s->rank, s->dims, 2, o);
     if (r >= 0)
         pc->dc->instr[r].a.direction = dir;
     return r;
 }
 
-int32_t emit_select(PComp *pc, int32_t p, int32_t a, int32_t b)
+int32_t spmd_emit_select(PComp *pc, int32_t p, int32_t a, int32_t b)
 {
     if (p < 0 || a < 0 || b < 0)
         return -1;
     int32_t o[3] = {p, a, b};
-    return emit(pc, OP_SELECT, val_shape(pc, a), 3, o);
+    return spmd_emit(pc, OP_SELECT, spmd_val_shape(pc, a), 3, o);
 }
 
-int32_t emit_iota(PComp *pc, const IrShape *shape, int64_t dim)
+int32_t spmd_emit_iota(PComp *pc, const IrShape *shape, int64_t dim)
 {
-    int32_t r = emit(pc, OP_IOTA, shape, 0, NULL);
+    int32_t r = spmd_emit(pc, OP_IOTA, shape, 0, NULL);
     if (r >= 0)
         pc->dc->instr[r].a.iota_dimension = dim;
     return r;
@@ -373,7 +373,7 @@ int32_t emit_iota(PComp *pc, const IrShape *shape, int64_t dim)
 static bool set_list(PComp *pc, IrI64List *l, int32_t n, const int64_t *v)
 {
     l->n = n;
-    l->v = ir_alloc_array(pc_arena(pc), (size_t)(n > 0 ? n : 1), sizeof(int64_t));
+    l->v = ir_alloc_array(spmd_arena(pc), (size_t)(n > 0 ? n : 1), sizeof(int64_t));
     if (!l->v)
         return false;
     if (n > 0)
@@ -381,11 +381,11 @@ static bool set_list(PComp *pc, IrI64List *l, int32_t n, const int64_t *v)
     return true;
 }
 
-int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *limit)
+int32_t spmd_emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *limit)
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     int32_t rank = s->rank;
     bool whole = true;
     int64_t dims[IR_MAX_RANK], stride[IR_MAX_RANK];
@@ -399,18 +399,18 @@ int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *li
     int32_t r = emit_shape1(pc, OP_SLICE, s->type, rank, dims, 1, &v);
     if (r < 0)
         return -1;
-    IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+    IrAttrsX *at = ir_attrs_x_edit(spmd_arena(pc), &pc->dc->instr[r].a);
     if (!at || !set_list(pc, &at->slice_start, rank, start) || !set_list(pc, &at->slice_limit, rank, limit) ||
         !set_list(pc, &at->slice_stride, rank, stride))
         return spmd_oom_value(pc);
     return r;
 }
 
-int32_t emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const int64_t *hi)
+int32_t spmd_emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const int64_t *hi)
 {
     if (v < 0 || padval < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     int32_t rank = s->rank;
     bool none = true;
     int64_t dims[IR_MAX_RANK], zero[IR_MAX_RANK];
@@ -425,18 +425,18 @@ int32_t emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const 
     int32_t r = emit_shape1(pc, OP_PAD, s->type, rank, dims, 2, o);
     if (r < 0)
         return -1;
-    IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+    IrAttrsX *at = ir_attrs_x_edit(spmd_arena(pc), &pc->dc->instr[r].a);
     if (!at || !set_list(pc, &at->pad_lo, rank, lo) || !set_list(pc, &at->pad_hi, rank, hi) ||
         !set_list(pc, &at->pad_interior, rank, zero))
         return spmd_oom_value(pc);
     return r;
 }
 
-int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const int64_t *sizes)
+int32_t spmd_emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const int64_t *sizes)
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     int32_t rank = s->rank;
     /* A scalar's slice is the scalar (a dynamic-slice needs an index). */
     if (rank == 0)
@@ -448,37 +448,37 @@ int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const in
     int32_t r = emit_shape1(pc, OP_DYNAMIC_SLICE, s->type, rank, sizes, rank + 1, o);
     if (r < 0)
         return -1;
-    IrAttrsX *at = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+    IrAttrsX *at = ir_attrs_x_edit(spmd_arena(pc), &pc->dc->instr[r].a);
     if (!at || !set_list(pc, &at->dynamic_slice_sizes, rank, sizes))
         return spmd_oom_value(pc);
     return r;
 }
 
-int32_t emit_gte(PComp *pc, int32_t v, int32_t index)
+int32_t spmd_emit_gte(PComp *pc, int32_t v, int32_t index)
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
-    int32_t r = emit(pc, OP_GET_TUPLE_ELEMENT, &s->tuple[index], 1, &v);
+    const IrShape *s = spmd_val_shape(pc, v);
+    int32_t r = spmd_emit(pc, OP_GET_TUPLE_ELEMENT, &s->tuple[index], 1, &v);
     if (r >= 0)
         pc->dc->instr[r].a.tuple_index = index;
     return r;
 }
 
-int32_t emit_tuple(PComp *pc, int32_t n, const int32_t *vals)
+int32_t spmd_emit_tuple(PComp *pc, int32_t n, const int32_t *vals)
 {
-    IrShape *el = ir_alloc_array(pc_arena(pc), (size_t)(n > 0 ? n : 1), sizeof(IrShape));
+    IrShape *el = ir_alloc_array(spmd_arena(pc), (size_t)(n > 0 ? n : 1), sizeof(IrShape));
     if (!el)
         return spmd_oom_value(pc);
     for (int32_t k = 0; k < n; k++) {
         if (vals[k] < 0)
             return -1;
-        el[k] = *val_shape(pc, vals[k]);
+        el[k] = *spmd_val_shape(pc, vals[k]);
     }
     IrShape t;
-    if (ir_shape_make_tuple(pc_arena(pc), &t, n, el) != IR_OK)
+    if (ir_shape_make_tuple(spmd_arena(pc), &t, n, el) != IR_OK)
         return spmd_oom_value(pc);
-    return emit(pc, OP_TUPLE, &t, n, vals);
+    return spmd_emit(pc, OP_TUPLE, &t, n, vals);
 }
 
 /* ---- scalar computations ---- */
@@ -541,7 +541,7 @@ static bool iota_groups(PComp *pc, IrReplicaGroups *g, int32_t size)
     /* Up to 64 ids the groups stay explicit: short, and easier to read. */
     if ((!rows && !cols) || total * size <= 64)
         return true;
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     int64_t *shape = ir_alloc_array(a, 2, sizeof(int64_t)), *reshape = ir_alloc_array(a, 2, sizeof(int64_t));
     int32_t *perm = rows ? NULL : ir_alloc_array(a, 2, sizeof(int32_t));
     if (!shape || !reshape || (!rows && !perm))
@@ -585,7 +585,7 @@ static bool set_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32_t size, c
     Spmd *sp = pc->sp;
     ins->a.channel_id = ++sp->next_channel;
     ins->a.use_global_device_ids = true;
-    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
+    IrAttrsX *x = ir_attrs_x_edit(spmd_arena(pc), &ins->a);
     if (!x)
         return spmd_oom_value(pc), false;
     SpmdGroupsMemo *m = groups_memo_of(sp, groups, ngroups, size);
@@ -611,7 +611,7 @@ static bool set_partition_groups(PComp *pc, IrInstr *ins, int32_t ngroups, int32
         return set_groups(pc, ins, ngroups, size, groups);
     ins->a.channel_id = ++sp->next_channel;
     ins->a.use_global_device_ids = false;
-    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
+    IrAttrsX *x = ir_attrs_x_edit(spmd_arena(pc), &ins->a);
     if (!x)
         return spmd_oom_value(pc), false;
     return build_groups(pc, &x->replica_groups, ngroups, size, groups, false, 1);
@@ -627,14 +627,14 @@ static bool build_groups(PComp *pc, IrReplicaGroups *g, int32_t ngroups, int32_t
     int64_t total = (int64_t)ngroups * reps;
     *g = (IrReplicaGroups){.present = true};
     g->ngroups = (int32_t)total;
-    g->group_size = ir_alloc_array(pc_arena(pc), (size_t)total, sizeof(int32_t));
-    g->groups = ir_alloc_array(pc_arena(pc), (size_t)total, sizeof(int64_t *));
+    g->group_size = ir_alloc_array(spmd_arena(pc), (size_t)total, sizeof(int32_t));
+    g->groups = ir_alloc_array(spmd_arena(pc), (size_t)total, sizeof(int64_t *));
     if (!g->group_size || !g->groups)
         return false;
     /* Global ids in one block, not one allocation a group; with one
      * replica they are the partition ids, which an alias reuses. */
     alias = alias && reps == 1;
-    int64_t *ids = alias ? NULL : ir_alloc_array(pc_arena(pc), (size_t)(total * size), sizeof(int64_t));
+    int64_t *ids = alias ? NULL : ir_alloc_array(spmd_arena(pc), (size_t)(total * size), sizeof(int64_t));
     if (!alias && !ids)
         return false;
     for (int64_t r = 0; r < reps; r++)
@@ -723,13 +723,13 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
 /* A copy of v's shape without its layout, for a collective's result. */
 static bool result_shape(PComp *pc, int32_t v, IrShape *s)
 {
-    if (ir_shape_copy(pc_arena(pc), s, val_shape(pc, v)) != IR_OK)
+    if (ir_shape_copy(spmd_arena(pc), s, spmd_val_shape(pc, v)) != IR_OK)
         return false;
     s->has_layout = false;
     return true;
 }
 
-int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
+int32_t spmd_emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
                         const int64_t *groups)
 {
     if (v < 0)
@@ -738,14 +738,14 @@ int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int3
     if (!result_shape(pc, v, &s))
         return spmd_oom_value(pc);
     s.dims[dim] *= size;
-    int32_t r = emit(pc, OP_ALL_GATHER, &s, 1, &v);
+    int32_t r = spmd_emit(pc, OP_ALL_GATHER, &s, 1, &v);
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
     if (!set_list(pc, &ins->a.dimensions, 1, &dim) || !set_groups(pc, ins, ngroups, size, groups))
         return spmd_oom_value(pc);
     ins->a.has_dimensions = true;
-    return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)) * (size - 1));
+    return note_collective(pc, r, ir_shape_bytes(spmd_val_shape(pc, v)) * (size - 1));
 }
 
 /* An all-reduce or reduce-scatter of v to shape s with the simple reducer
@@ -756,24 +756,24 @@ static int32_t emit_combining(PComp *pc, IrOpcode op, int32_t v, const IrShape *
     int32_t red = spmd_reducer(pc->sp, reducer, s->type);
     if (red < 0)
         return spmd_oom_value(pc);
-    int32_t r = emit(pc, op, s, 1, &v);
+    int32_t r = spmd_emit(pc, op, s, 1, &v);
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
     ins->ncalled = 1;
-    ins->called = ir_alloc(pc_arena(pc), sizeof(int32_t));
+    ins->called = ir_alloc(spmd_arena(pc), sizeof(int32_t));
     if (!ins->called || !set_groups(pc, ins, ngroups, size, groups))
         return spmd_oom_value(pc);
     ins->called[0] = red;
     return r;
 }
 
-int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
+int32_t spmd_emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
                         const int64_t *groups)
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     /* Bytes now: emitting moves the array s points into. */
     int64_t b = ir_shape_bytes(s);
     int32_t r = emit_combining(pc, OP_ALL_REDUCE, v, s, reducer, ngroups, size, groups);
@@ -781,7 +781,7 @@ int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups,
     return r < 0 ? -1 : note_collective(pc, r, size > 1 ? 2 * b * (size - 1) / size : 0);
 }
 
-int32_t emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim, int32_t ngroups, int32_t size,
+int32_t spmd_emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim, int32_t ngroups, int32_t size,
                             const int64_t *groups)
 {
     if (v < 0)
@@ -802,7 +802,7 @@ int32_t emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim,
     return note_collective(pc, r, size > 1 ? b * (size - 1) / size : 0);
 }
 
-int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
+int32_t spmd_emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
                         int32_t ngroups, int32_t size, const int64_t *groups)
 {
     if (v < 0)
@@ -813,7 +813,7 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
     /* XLA's array all-to-all splits and concatenates along one dimension;
      * tessel emits it with split == concat and reshapes around it. */
     (void)concat_dim;
-    int32_t r = emit(pc, OP_ALL_TO_ALL, &s, 1, &v);
+    int32_t r = spmd_emit(pc, OP_ALL_TO_ALL, &s, 1, &v);
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
@@ -823,12 +823,12 @@ int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_
     return note_collective(pc, r, ir_shape_bytes(&s) * (size - 1) / (size ? size : 1));
 }
 
-int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs)
+int32_t spmd_emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs)
 {
     if (v < 0)
         return -1;
     Spmd *sp = pc->sp;
-    int32_t r = emit(pc, OP_COLLECTIVE_PERMUTE, val_shape(pc, v), 1, &v);
+    int32_t r = spmd_emit(pc, OP_COLLECTIVE_PERMUTE, spmd_val_shape(pc, v), 1, &v);
     if (r < 0)
         return -1;
     IrInstr *ins = &pc->dc->instr[r];
@@ -838,17 +838,17 @@ int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int6
      * for every replica as global ids, they named ids >= N, which the
      * verifier refuses: a 2-D mesh run with --num-replicas 2 stopped. */
     int64_t n = npairs;
-    int64_t *p = ir_alloc_array(pc_arena(pc), (size_t)(2 * n > 0 ? 2 * n : 1), sizeof(int64_t));
+    int64_t *p = ir_alloc_array(spmd_arena(pc), (size_t)(2 * n > 0 ? 2 * n : 1), sizeof(int64_t));
     if (!p)
         return spmd_oom_value(pc);
     memcpy(p, pairs, (size_t)(2 * n) * sizeof *p);
-    IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &ins->a);
+    IrAttrsX *x = ir_attrs_x_edit(spmd_arena(pc), &ins->a);
     if (!x)
         return spmd_oom_value(pc);
     x->source_target_pairs.n = (int32_t)(2 * n);
     x->source_target_pairs.v = p;
     ins->a.channel_id = ++sp->next_channel;
-    return note_collective(pc, r, ir_shape_bytes(val_shape(pc, v)));
+    return note_collective(pc, r, ir_shape_bytes(spmd_val_shape(pc, v)));
 }
 
 /* ---- groups and offsets ---- */
@@ -875,7 +875,7 @@ static void groups_memo_add(PComp *pc, const IrSharding *s, int32_t ndims, const
 {
     Spmd *sp = pc->sp;
     if (!ir_devices_are_iota(s->devices) || s->ntile > IR_MAX_RANK + 2 || ndims > IR_MAX_RANK + 2 ||
-        !IR_ARENA_GROW(pc_arena(pc), sp->memo, sp->capmemo, sp->nmemo, sp->nmemo + 1))
+        !IR_ARENA_GROW(spmd_arena(pc), sp->memo, sp->capmemo, sp->nmemo, sp->nmemo + 1))
         return; /* not memoized: only the next caller's time is lost */
     SpmdGroupsMemo *m = &sp->memo[sp->nmemo++];
     *m = (SpmdGroupsMemo){.ntile = s->ntile, .ndims = ndims, .ndevices = s->ndevices, .ngroups = ngroups,
@@ -924,7 +924,7 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
         groups_memo_add(pc, s, ndims, dims, *ngroups, *size, *groups);
         return true;
     }
-    int64_t *g = ir_alloc_array(pc_arena(pc), (size_t)s->ndevices, sizeof(int64_t));
+    int64_t *g = ir_alloc_array(spmd_arena(pc), (size_t)s->ndevices, sizeof(int64_t));
     if (!g)
         return false;
     int64_t idx[IR_MAX_RANK + 2] = {0}, stride[IR_MAX_RANK + 2];
@@ -949,11 +949,11 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
     return true;
 }
 
-int32_t emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)
+int32_t spmd_emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)
 {
     int64_t n = pc->sp->n, t = shd_tiles(s, d);
     if (t <= 1)
-        return emit_s32(pc, 0);
+        return spmd_emit_s32(pc, 0);
     if (s->kind == SHD_TILED && s->ndevices == n && ir_devices_are_iota(s->devices)) {
         /* device p sits at row-major position p: its coordinate in dim d
          * is (p / q) % t, q the product of the tile dims after d */
@@ -961,16 +961,16 @@ int32_t emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t
         for (int32_t k = d + 1; k < s->ntile; k++)
             q *= s->tile[k];
         int64_t size = shd_shard_size(full->dims[d], t);
-        return size == 0 ? emit_s32(pc, 0) : emit_affine(pc, 0, size, q, t);
+        return size == 0 ? spmd_emit_s32(pc, 0) : emit_affine(pc, 0, size, q, t);
     }
     int64_t *table = shd_offset_table(pc, s, full, d);
-    return table ? emit_table_lookup(pc, table) : spmd_oom_value(pc);
+    return table ? spmd_emit_table_lookup(pc, table) : spmd_oom_value(pc);
 }
 
 int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d)
 {
     int64_t n = pc->sp->n;
-    int64_t *t = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    int64_t *t = ir_alloc_array(spmd_arena(pc), (size_t)n, sizeof(int64_t));
     if (!t)
         return NULL;
     int64_t size = shd_shard_size(full->dims[d], shd_tiles(s, d));

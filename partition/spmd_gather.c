@@ -65,7 +65,7 @@ static IrType wide_index_type(IrType t)
 static int32_t emit_vector(PComp *pc, IrType t, int64_t m, const int64_t *vals)
 {
     IrShape s;
-    if (ir_shape_make(pc_arena(pc), &s, t, 1, &m) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &s, t, 1, &m) != IR_OK)
         return spmd_oom(pc), -1;
     size_t es = t == IR_S32 ? 4 : 8;
     void *b = ts_malloc((size_t)(m > 0 ? m : 1) * es);
@@ -77,7 +77,7 @@ static int32_t emit_vector(PComp *pc, IrType t, int64_t m, const int64_t *vals)
         else
             ((int64_t *)b)[k] = vals[k];
     }
-    int32_t r = emit_const_bytes(pc, &s, b, m * (int64_t)es);
+    int32_t r = spmd_emit_const_bytes(pc, &s, b, m * (int64_t)es);
     ts_free(b);
     return r;
 }
@@ -90,12 +90,12 @@ static int32_t emit_vector_lookup(PComp *pc, IrType t, int64_t m, const int64_t 
     int32_t tab = emit_vector(pc, t, n * m, table);
     int64_t dims[2] = {n, m}, one_m[2] = {1, m};
     IrShape s2, s1;
-    if (ir_shape_make(pc_arena(pc), &s2, t, 2, dims) != IR_OK ||
-        ir_shape_make(pc_arena(pc), &s1, t, 1, &m) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &s2, t, 2, dims) != IR_OK ||
+        ir_shape_make(spmd_arena(pc), &s1, t, 1, &m) != IR_OK)
         return spmd_oom(pc), -1;
-    int32_t starts[2] = {emit_partition_id(pc), emit_s32(pc, 0)};
-    int32_t ds = emit_dynamic_slice(pc, emit_reshape(pc, tab, &s2), starts, one_m);
-    return emit_reshape(pc, ds, &s1);
+    int32_t starts[2] = {spmd_emit_partition_id(pc), spmd_emit_s32(pc, 0)};
+    int32_t ds = spmd_emit_dynamic_slice(pc, spmd_emit_reshape(pc, tab, &s2), starts, one_m);
+    return spmd_emit_reshape(pc, ds, &s1);
 }
 
 /* Broadcast a vector [m] along dim `ivd` of `like`'s shape. */
@@ -103,8 +103,8 @@ static int32_t along(PComp *pc, int32_t vec, int32_t like, int64_t ivd)
 {
     if (vec < 0 || like < 0)
         return -1;
-    IrShape s = *val_shape(pc, like);
-    return emit_broadcast(pc, vec, &s, 1, &ivd);
+    IrShape s = *spmd_val_shape(pc, like);
+    return spmd_emit_broadcast(pc, vec, &s, 1, &ivd);
 }
 
 /* u64 indices of 2^63 and above, which XLA clamps to the operand's last
@@ -114,14 +114,14 @@ static int32_t along(PComp *pc, int32_t vec, int32_t like, int64_t ivd)
  * types are returned as they are. */
 static int32_t saturate_u64(PComp *pc, int32_t iv)
 {
-    if (iv < 0 || val_shape(pc, iv)->type != IR_U64)
+    if (iv < 0 || spmd_val_shape(pc, iv)->type != IR_U64)
         return iv;
-    IrShape full = *val_shape(pc, iv), sc;
+    IrShape full = *spmd_val_shape(pc, iv), sc;
     uint64_t most = INT64_MAX;
-    if (ir_shape_make(pc_arena(pc), &sc, IR_U64, 0, NULL) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &sc, IR_U64, 0, NULL) != IR_OK)
         return spmd_oom(pc), -1;
-    int32_t c = emit_const_bytes(pc, &sc, &most, sizeof most);
-    return emit_binary(pc, OP_MINIMUM, iv, c < 0 ? -1 : emit_broadcast(pc, c, &full, 0, NULL));
+    int32_t c = spmd_emit_const_bytes(pc, &sc, &most, sizeof most);
+    return spmd_emit_binary(pc, OP_MINIMUM, iv, c < 0 ? -1 : spmd_emit_broadcast(pc, c, &full, 0, NULL));
 }
 
 /* Indices with an explicit index vector dim: when index_vector_dim equals
@@ -132,7 +132,7 @@ static int32_t explicit_indices(PComp *pc, int32_t iv, int64_t ivd)
 {
     if (iv < 0)
         return -1;
-    const IrShape *s = val_shape(pc, iv); /* read before any emit */
+    const IrShape *s = spmd_val_shape(pc, iv); /* read before any emit */
     if (ivd == s->rank) {
         int64_t dims[IR_MAX_RANK + 1];
         if (s->rank + 1 > IR_MAX_RANK)
@@ -140,11 +140,11 @@ static int32_t explicit_indices(PComp *pc, int32_t iv, int64_t ivd)
         memcpy(dims, s->dims, (size_t)s->rank * sizeof(int64_t));
         dims[s->rank] = 1;
         IrShape r;
-        if (ir_shape_make(pc_arena(pc), &r, s->type, s->rank + 1, dims) != IR_OK)
+        if (ir_shape_make(spmd_arena(pc), &r, s->type, s->rank + 1, dims) != IR_OK)
             return spmd_oom(pc), -1;
-        iv = emit_reshape(pc, iv, &r);
+        iv = spmd_emit_reshape(pc, iv, &r);
     }
-    return emit_convert(pc, saturate_u64(pc, iv), wide_index_type(val_shape(pc, iv)->type));
+    return spmd_emit_convert(pc, saturate_u64(pc, iv), wide_index_type(spmd_val_shape(pc, iv)->type));
 }
 
 /* Index component k (slice along ivd), as an array of the batch shape. */
@@ -152,7 +152,7 @@ static int32_t component(PComp *pc, int32_t iv, int64_t ivd, int64_t k)
 {
     if (iv < 0)
         return -1;
-    const IrShape *s = val_shape(pc, iv); /* read before any emit */
+    const IrShape *s = spmd_val_shape(pc, iv); /* read before any emit */
     int64_t start[IR_MAX_RANK], limit[IR_MAX_RANK], dims[IR_MAX_RANK];
     int32_t nb = 0;
     for (int32_t d = 0; d < s->rank; d++) {
@@ -163,9 +163,9 @@ static int32_t component(PComp *pc, int32_t iv, int64_t ivd, int64_t k)
     }
     IrShape b;
     IrType t = s->type;
-    if (ir_shape_make(pc_arena(pc), &b, t, nb, dims) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &b, t, nb, dims) != IR_OK)
         return spmd_oom(pc), -1;
-    return emit_reshape(pc, emit_slice(pc, iv, start, limit), &b);
+    return spmd_emit_reshape(pc, spmd_emit_slice(pc, iv, start, limit), &b);
 }
 
 /* Subtract from every index component k this device's offset along operand
@@ -177,8 +177,8 @@ static int32_t shift_indices(PComp *pc, int32_t iv, int64_t ivd, const IrI64List
     if (iv < 0)
         return -1;
     int64_t m = map->n, n = pc->sp->n;
-    IrType t = val_shape(pc, iv)->type;
-    int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)(n * m > 0 ? n * m : 1), sizeof(int64_t));
+    IrType t = spmd_val_shape(pc, iv)->type;
+    int64_t *tab = ir_alloc_array(spmd_arena(pc), (size_t)(n * m > 0 ? n * m : 1), sizeof(int64_t));
     if (!tab)
         return spmd_oom(pc), -1;
     for (int64_t k = 0; k < m; k++) {
@@ -189,7 +189,7 @@ static int32_t shift_indices(PComp *pc, int32_t iv, int64_t ivd, const IrI64List
             tab[p * m + k] = pass[map->v[k]] ? 0 : off[p];
     }
     int32_t offv = emit_vector_lookup(pc, t, m, tab);
-    return emit_binary(pc, OP_SUBTRACT, iv, along(pc, offv, iv, ivd));
+    return spmd_emit_binary(pc, OP_SUBTRACT, iv, along(pc, offv, iv, ivd));
 }
 
 /* ---- gather ---- */
@@ -263,7 +263,7 @@ static bool gather_plan(PComp *pc, int32_t i, const GatherDims *g, IrSharding *i
 {
     const IrInstr *ins = &pc->sc->instr[i];
     const IrInstr *o = &pc->sc->instr[ins->opnd[0]], *x = &pc->sc->instr[ins->opnd[1]];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     if (!iter)
         return false;
     int64_t om[IR_MAX_RANK], xm[IR_MAX_RANK], ident[IR_MAX_RANK];
@@ -288,9 +288,9 @@ static bool gather_plan(PComp *pc, int32_t i, const GatherDims *g, IrSharding *i
     int64_t out_bytes = 0;
     if (shd_shard_shape(a, &ins->shape, p->partial, &local) == IR_OK)
         out_bytes = ir_shape_bytes(&local);
-    p->cost = reshard_cost(&o->shape, pc->shd[ins->opnd[0]], p->op) +
-              reshard_cost(&x->shape, pc->shd[ins->opnd[1]], p->ix) + (p->reduce ? 2 * out_bytes : 0) +
-              reshard_cost(&ins->shape, p->partial, pc->shd[i]);
+    p->cost = spmd_reshard_cost(&o->shape, pc->shd[ins->opnd[0]], p->op) +
+              spmd_reshard_cost(&x->shape, pc->shd[ins->opnd[1]], p->ix) + (p->reduce ? 2 * out_bytes : 0) +
+              spmd_reshard_cost(&ins->shape, p->partial, pc->shd[i]);
     return true;
 }
 
@@ -309,12 +309,12 @@ static int32_t in_shard(PComp *pc, int32_t iv, const GatherDims *g, const IrI64L
         if (c < 0)
             return -1;
         /* A copy: emitting may move the instruction array. */
-        IrShape cs = *val_shape(pc, c);
-        int32_t lo = emit_broadcast(pc, emit_scalar_const(pc, cs.type, 0), &cs, 0, NULL);
-        int32_t hi = emit_broadcast(pc, emit_scalar_const(pc, cs.type, (double)shd_shard_size(operand->dims[d], t)),
+        IrShape cs = *spmd_val_shape(pc, c);
+        int32_t lo = spmd_emit_broadcast(pc, spmd_emit_scalar_const(pc, cs.type, 0), &cs, 0, NULL);
+        int32_t hi = spmd_emit_broadcast(pc, spmd_emit_scalar_const(pc, cs.type, (double)shd_shard_size(operand->dims[d], t)),
                                     &cs, 0, NULL);
-        int32_t here = emit_binary(pc, OP_AND, emit_compare(pc, c, lo, CMP_GE), emit_compare(pc, c, hi, CMP_LT));
-        ok = ok < 0 ? here : emit_binary(pc, OP_AND, ok, here);
+        int32_t here = spmd_emit_binary(pc, OP_AND, spmd_emit_compare(pc, c, lo, CMP_GE), spmd_emit_compare(pc, c, hi, CMP_LT));
+        ok = ok < 0 ? here : spmd_emit_binary(pc, OP_AND, ok, here);
         if (ok < 0)
             return -1;
     }
@@ -331,7 +331,7 @@ static int32_t in_shard(PComp *pc, int32_t iv, const GatherDims *g, const IrI64L
 IrStatus spmd_gather(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     const IrInstr *o = &pc->sc->instr[ins->opnd[0]], *x = &pc->sc->instr[ins->opnd[1]];
     const IrSharding *osh = pc->shd[ins->opnd[0]], *xsh = pc->shd[ins->opnd[1]];
     GatherDims g;
@@ -361,39 +361,39 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
     if (!have)
         return spmd_oom(pc);
 
-    int32_t ov = operand_as(pc, i, 0, best.op);
-    int32_t iv = operand_as(pc, i, 1, best.ix);
+    int32_t ov = spmd_operand_as(pc, i, 0, best.op);
+    int32_t iv = spmd_operand_as(pc, i, 1, best.ix);
     int32_t valid = -1;
     if (best.reduce) {
         /* Clamp as the global gather does, then shift into the shard. */
         const IrI64List *sim = &ins->a.x->gather.start_index_map;
         iv = explicit_indices(pc, iv, g.ivd);
         if (iv < 0)
-            return set_val(pc, i, -1);
-        IrShape is = *val_shape(pc, iv);
+            return spmd_set_val(pc, i, -1);
+        IrShape is = *spmd_val_shape(pc, iv);
         IrType t = is.type;
         int64_t hi[IR_MAX_RANK];
         for (int32_t k = 0; k < sim->n; k++)
             hi[k] = o->shape.dims[sim->v[k]] - ins->a.x->slice_sizes.v[sim->v[k]];
-        int32_t zero = emit_broadcast(pc, emit_scalar_const(pc, t, 0), &is, 0, NULL);
-        iv = emit_binary(pc, OP_MAXIMUM, iv, zero);
-        iv = emit_binary(pc, OP_MINIMUM, iv, along(pc, emit_vector(pc, t, sim->n, hi), iv, g.ivd));
+        int32_t zero = spmd_emit_broadcast(pc, spmd_emit_scalar_const(pc, t, 0), &is, 0, NULL);
+        iv = spmd_emit_binary(pc, OP_MAXIMUM, iv, zero);
+        iv = spmd_emit_binary(pc, OP_MINIMUM, iv, along(pc, emit_vector(pc, t, sim->n, hi), iv, g.ivd));
         iv = shift_indices(pc, iv, g.ivd, sim, best.op, &o->shape, g.pass);
         valid = in_shard(pc, iv, &g, sim, best.op, &o->shape);
         if (valid < 0)
-            return set_val(pc, i, -1);
+            return spmd_set_val(pc, i, -1);
     }
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, best.partial, &local) != IR_OK)
         return spmd_oom(pc);
     int32_t ops[2] = {ov, iv};
-    int32_t v = emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+    int32_t v = spmd_emit_clone(pc, ins, &local, 2, ops, 0, NULL);
     if (v < 0)
-        return set_val(pc, i, -1);
+        return spmd_set_val(pc, i, -1);
     /* Passthrough dims slice the whole local shard. */
     for (int32_t d = 0; d < g.orank; d++)
         if (g.pass[d])
-            pc->dc->instr[v].a.x->slice_sizes.v[d] = val_shape(pc, ov)->dims[d];
+            pc->dc->instr[v].a.x->slice_sizes.v[d] = spmd_val_shape(pc, ov)->dims[d];
     int32_t ng = 0, size = 1;
     int64_t *groups = NULL;
     if (best.reduce) {
@@ -405,15 +405,15 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
         IrShape ps;
         if (ir_shape_make(a, &ps, IR_PRED, local.rank, local.dims) != IR_OK)
             return spmd_oom(pc);
-        int32_t vb = emit_broadcast(pc, valid, &ps, nb, bdims);
-        int32_t zb = emit_broadcast(pc, emit_scalar_const(pc, local.type, 0), &local, 0, NULL);
-        v = emit_select(pc, vb, v, zb);
+        int32_t vb = spmd_emit_broadcast(pc, valid, &ps, nb, bdims);
+        int32_t zb = spmd_emit_broadcast(pc, spmd_emit_scalar_const(pc, local.type, 0), &local, 0, NULL);
+        v = spmd_emit_select(pc, vb, v, zb);
         for (int32_t k = 0; k < g.nx; k++)
             cdims[k] = g.outrank + k;
         if (!shd_groups_along(pc, best.iter, g.nx, cdims, &ng, &size, &groups))
             return spmd_oom(pc);
     }
-    return set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, local.type == IR_PRED ? OP_OR : OP_ADD,
+    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, local.type == IR_PRED ? OP_OR : OP_ADD,
                                          ng, size, groups, pc->shd[i]));
 }
 
@@ -487,7 +487,7 @@ static bool scatter_plan(PComp *pc, int32_t i, const ScatterDims *s, IrSharding 
                          ScatterPlan *p)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     int32_t n = (ins->nopnd - 1) / 2;
     if (!iter)
         return false;
@@ -510,11 +510,11 @@ static bool scatter_plan(PComp *pc, int32_t i, const ScatterDims *s, IrSharding 
     int64_t out_bytes = 0;
     if (shd_shard_shape(a, &ins->shape, p->partial, &local) == IR_OK)
         out_bytes = ir_shape_bytes(&local);
-    p->cost = reshard_cost(&ins->shape, p->partial, pc->shd[i]) + (p->reduce ? 2 * out_bytes : 0) +
-              reshard_cost(&pc->sc->instr[ins->opnd[n]].shape, pc->shd[ins->opnd[n]], p->ix);
+    p->cost = spmd_reshard_cost(&ins->shape, p->partial, pc->shd[i]) + (p->reduce ? 2 * out_bytes : 0) +
+              spmd_reshard_cost(&pc->sc->instr[ins->opnd[n]].shape, pc->shd[ins->opnd[n]], p->ix);
     for (int32_t k = 0; k < n; k++)
-        p->cost += reshard_cost(&pc->sc->instr[ins->opnd[k]].shape, pc->shd[ins->opnd[k]], p->op) +
-                   reshard_cost(&pc->sc->instr[ins->opnd[n + 1 + k]].shape, pc->shd[ins->opnd[n + 1 + k]], p->upd);
+        p->cost += spmd_reshard_cost(&pc->sc->instr[ins->opnd[k]].shape, pc->shd[ins->opnd[k]], p->op) +
+                   spmd_reshard_cost(&pc->sc->instr[ins->opnd[n + 1 + k]].shape, pc->shd[ins->opnd[n + 1 + k]], p->upd);
     return true;
 }
 
@@ -523,7 +523,7 @@ static bool scatter_plan(PComp *pc, int32_t i, const ScatterDims *s, IrSharding 
 static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims)
 {
     int64_t n = pc->sp->n;
-    int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    int64_t *tab = ir_alloc_array(spmd_arena(pc), (size_t)n, sizeof(int64_t));
     if (!tab)
         return spmd_oom(pc), -1;
     int64_t c[IR_MAX_RANK + 2];
@@ -534,7 +534,7 @@ static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, con
                 if (c[dims[k]] != 0)
                     tab[p] = 0;
     }
-    return emit_compare(pc, emit_table_lookup(pc, tab), emit_s32(pc, 1), CMP_EQ);
+    return spmd_emit_compare(pc, spmd_emit_table_lookup(pc, tab), spmd_emit_s32(pc, 1), CMP_EQ);
 }
 
 /* Scatter, as in the file comment, plus index passthrough: with indices
@@ -552,7 +552,7 @@ static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, con
 IrStatus spmd_scatter(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     int32_t n = (ins->nopnd - 1) / 2;
     if (n < 1 || ins->ncalled < 1)
         return spmd_fallback(pc, i);
@@ -598,10 +598,10 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
 
     int32_t ops[ins->nopnd];
     for (int32_t k = 0; k < n; k++) {
-        ops[k] = operand_as(pc, i, k, best.op);
-        ops[n + 1 + k] = operand_as(pc, i, n + 1 + k, best.upd);
+        ops[k] = spmd_operand_as(pc, i, k, best.op);
+        ops[n + 1 + k] = spmd_operand_as(pc, i, n + 1 + k, best.upd);
     }
-    int32_t iv = operand_as(pc, i, n, best.ix);
+    int32_t iv = spmd_operand_as(pc, i, n, best.ix);
     bool shift = false;
     for (int32_t d = 0; d < s.orank; d++)
         shift |= s.trivial[d] && shd_tiles(best.op, d) > 1;
@@ -612,16 +612,16 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
         iv = explicit_indices(pc, iv, s.ivd);
     if (best.reduce) {
         /* Padding rows of the indices must not scatter anything. */
-        IrType t = iv >= 0 ? val_shape(pc, iv)->type : IR_S32;
-        iv = mask_padding(pc, iv, &x->shape, best.ix, emit_scalar_const(pc, t, -1));
+        IrType t = iv >= 0 ? spmd_val_shape(pc, iv)->type : IR_S32;
+        iv = spmd_mask_padding(pc, iv, &x->shape, best.ix, spmd_emit_scalar_const(pc, t, -1));
         IrType ot = o->shape.type;
         int32_t keep = first_in_group(pc, best.iter, s.nb, bdims);
-        IrShape os = ops[0] >= 0 ? *val_shape(pc, ops[0]) : o->shape;
+        IrShape os = ops[0] >= 0 ? *spmd_val_shape(pc, ops[0]) : o->shape;
         IrShape ps;
         if (ir_shape_make(a, &ps, IR_PRED, os.rank, os.dims) != IR_OK)
             return spmd_oom(pc);
-        int32_t id = emit_broadcast(pc, emit_identity_const(pc, ot, red), &os, 0, NULL);
-        ops[0] = emit_select(pc, emit_broadcast(pc, keep, &ps, 0, NULL), ops[0], id);
+        int32_t id = spmd_emit_broadcast(pc, spmd_emit_identity_const(pc, ot, red), &os, 0, NULL);
+        ops[0] = spmd_emit_select(pc, spmd_emit_broadcast(pc, keep, &ps, 0, NULL), ops[0], id);
     }
     if (shift)
         iv = shift_indices(pc, iv, s.ivd, &ins->a.x->scatter.scatter_dims_to_operand_dims, best.op, &o->shape, s.pass);
@@ -632,10 +632,10 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
     int32_t called = spmd_scalar_comp(pc->sp, ins->called[0]);
     if (called < 0)
         return spmd_oom(pc);
-    int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
+    int32_t v = spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
     int32_t ng = 0, size = 1;
     int64_t *groups = NULL;
     if (best.reduce && !shd_groups_along(pc, best.iter, s.nb, bdims, &ng, &size, &groups))
         return spmd_oom(pc);
-    return set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, red, ng, size, groups, pc->shd[i]));
+    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, red, ng, size, groups, pc->shd[i]));
 }

@@ -5,7 +5,7 @@
  *
  * Files:
  *   spmd.c          the driver: one pass over each computation
- *   spmd_emit.c     the instruction builders (emit_*), the collectives in
+ *   spmd_emit.c     the instruction builders (spmd_emit_*), the collectives in
  *                   XLA's syntax, spmd_oom
  *   reshard.c       resharding between any two shardings
  *   spmd_partial.c  partial results finished: all-reduce, or reduce-scatter
@@ -75,7 +75,7 @@ struct Spmd {
     int64_t next_channel;
     int32_t reducer[OP_COUNT][IR_NTYPES]; /* cached scalar reducer computations, -1 */
     SpmdReport *report;
-    IrArena *tmp;              /* scratch of one entry instruction, see pc_tmp */
+    IrArena *tmp;              /* scratch of one entry instruction, see spmd_tmp */
     int32_t depth;             /* computations being partitioned (1: the entry) */
     SpmdSite site;             /* what is being partitioned, for the report */
     SpmdGroupsMemo *memo;      /* in the destination arena */
@@ -91,50 +91,50 @@ struct Spmd {
 IrStatus spmd_oom(PComp *pc);
 int32_t spmd_oom_value(PComp *pc);
 
-IrArena *pc_arena(PComp *pc);
+IrArena *spmd_arena(PComp *pc);
 /* The site with its names copied into arena a (the report's). */
 SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s);
 /* Scratch memory for what lives while one instruction is partitioned:
  * shardings a handler computes (operand targets, iteration tilings) and
- * shapes handed to emit* (which copy them). Reset after each instruction of
+ * shapes handed to spmd_emit* (which copy them). Reset after each instruction of
  * the entry computation (a nested computation, partitioned inside its call
  * site's handler, shares its call site's scratch), so a large module does
  * not keep every intermediate sharding. Never for anything an emitted
  * instruction points to (literals, attribute lists, replica groups). */
-IrArena *pc_tmp(PComp *pc);
+IrArena *spmd_tmp(PComp *pc);
 /* Generic: an instruction with opcode, shape, operands; attributes zeroed
  * (group counts 1). Returns its index or -1 (OOM recorded in sp->d). */
-int32_t emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const int32_t *opnd);
+int32_t spmd_emit(PComp *pc, IrOpcode op, const IrShape *shape, int32_t nopnd, const int32_t *opnd);
 /* Emit a copy of a source instruction with new operands and shape; called
  * computations are mapped with `called` (may be NULL to keep none). */
-int32_t emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t nopnd,
+int32_t spmd_emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int32_t nopnd,
                    const int32_t *opnd, int32_t ncalled, const int32_t *called);
-const IrShape *val_shape(PComp *pc, int32_t v);
-int32_t emit_s32(PComp *pc, int64_t value);                    /* s32[] constant */
-int32_t emit_scalar_const(PComp *pc, IrType t, double value);   /* T[] constant */
+const IrShape *spmd_val_shape(PComp *pc, int32_t v);
+int32_t spmd_emit_s32(PComp *pc, int64_t value);                    /* s32[] constant */
+int32_t spmd_emit_scalar_const(PComp *pc, IrType t, double value);   /* T[] constant */
 /* T[] constant: the identity of the simple reducer op (ir_identity_*),
  * exact in every type (u64 all-ones included). */
-int32_t emit_identity_const(PComp *pc, IrType t, IrOpcode op);
-int32_t emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int64_t nbytes);
-int32_t emit_partition_id(PComp *pc);                          /* s32[] */
+int32_t spmd_emit_identity_const(PComp *pc, IrType t, IrOpcode op);
+int32_t spmd_emit_const_bytes(PComp *pc, const IrShape *shape, const void *bytes, int64_t nbytes);
+int32_t spmd_emit_partition_id(PComp *pc);                          /* s32[] */
 /* s32[] value of table[partition id] (a constant table indexed by partition). */
-int32_t emit_table_lookup(PComp *pc, const int64_t *table);
-int32_t emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims, const int64_t *dims);
-int32_t emit_reshape(PComp *pc, int32_t v, const IrShape *shape);
-int32_t emit_convert(PComp *pc, int32_t v, IrType t);
-int32_t emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b);
-int32_t emit_unary(PComp *pc, IrOpcode op, int32_t a);
-int32_t emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir);
+int32_t spmd_emit_table_lookup(PComp *pc, const int64_t *table);
+int32_t spmd_emit_broadcast(PComp *pc, int32_t v, const IrShape *shape, int32_t ndims, const int64_t *dims);
+int32_t spmd_emit_reshape(PComp *pc, int32_t v, const IrShape *shape);
+int32_t spmd_emit_convert(PComp *pc, int32_t v, IrType t);
+int32_t spmd_emit_binary(PComp *pc, IrOpcode op, int32_t a, int32_t b);
+int32_t spmd_emit_unary(PComp *pc, IrOpcode op, int32_t a);
+int32_t spmd_emit_compare(PComp *pc, int32_t a, int32_t b, IrCmpDir dir);
 /* reduce of v over `dims` with the simple reducer `red`, init its identity. */
-int32_t emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int64_t *dims);
-int32_t emit_select(PComp *pc, int32_t p, int32_t a, int32_t b);
-int32_t emit_iota(PComp *pc, const IrShape *shape, int64_t dim);
-int32_t emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *limit);
-int32_t emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const int64_t *hi);
+int32_t spmd_emit_reduce(PComp *pc, int32_t v, IrOpcode red, int32_t ndims, const int64_t *dims);
+int32_t spmd_emit_select(PComp *pc, int32_t p, int32_t a, int32_t b);
+int32_t spmd_emit_iota(PComp *pc, const IrShape *shape, int64_t dim);
+int32_t spmd_emit_slice(PComp *pc, int32_t v, const int64_t *start, const int64_t *limit);
+int32_t spmd_emit_pad(PComp *pc, int32_t v, int32_t padval, const int64_t *lo, const int64_t *hi);
 /* dynamic-slice of v at scalar s32 start values (one per dim) to sizes. */
-int32_t emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const int64_t *sizes);
-int32_t emit_gte(PComp *pc, int32_t v, int32_t index);
-int32_t emit_tuple(PComp *pc, int32_t n, const int32_t *vals);
+int32_t spmd_emit_dynamic_slice(PComp *pc, int32_t v, const int32_t *starts, const int64_t *sizes);
+int32_t spmd_emit_gte(PComp *pc, int32_t v, int32_t index);
+int32_t spmd_emit_tuple(PComp *pc, int32_t n, const int32_t *vals);
 /* Scalar reducer computation (add, max, ...) of type t in the destination. */
 int32_t spmd_reducer(Spmd *sp, IrOpcode op, IrType t);
 /* Destination index of a source scalar computation (cloned on first use). */
@@ -143,17 +143,17 @@ int32_t spmd_scalar_comp(Spmd *sp, int32_t src_comp);
 /* Replica groups: `ngroups` groups of `size` partition ids; emitted with
  * use_global_device_ids=true, so repeated for every replica with offset
  * replica * n. */
-int32_t emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
+int32_t spmd_emit_all_gather(PComp *pc, int32_t v, int64_t dim, int32_t ngroups, int32_t size,
                         const int64_t *groups);
-int32_t emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
+int32_t spmd_emit_all_reduce(PComp *pc, int32_t v, IrOpcode reducer, int32_t ngroups, int32_t size,
                         const int64_t *groups);
 /* Reduce-scatter of v along `dim` (its size a multiple of `size`): member j
  * of each group gets the j-th block of the group's combination. */
-int32_t emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim, int32_t ngroups, int32_t size,
+int32_t spmd_emit_reduce_scatter(PComp *pc, int32_t v, IrOpcode reducer, int64_t dim, int32_t ngroups, int32_t size,
                             const int64_t *groups);
-int32_t emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
+int32_t spmd_emit_all_to_all(PComp *pc, int32_t v, int64_t split_dim, int64_t concat_dim,
                         int32_t ngroups, int32_t size, const int64_t *groups);
-int32_t emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs);
+int32_t spmd_emit_collective_permute(PComp *pc, int32_t v, int32_t npairs, const int64_t *pairs);
 
 /* Groups of a tiled sharding along data dims `dims`: devices that share all
  * other tile coordinates, each group in row-major order over `dims`.
@@ -164,25 +164,25 @@ bool shd_groups_along(PComp *pc, const IrSharding *s, int32_t ndims, const int64
 /* Table over partition ids: the offset of the device's shard along data dim d. */
 int64_t *shd_offset_table(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d);
 /* This device's offset in dim d of `full` under s, as an s32[] scalar:
- * emit_table_lookup of shd_offset_table, or, for devices listed 0..n-1
+ * spmd_emit_table_lookup of shd_offset_table, or, for devices listed 0..n-1
  * (ir_iota_table), the arithmetic on partition-id straight away, in
  * O(1) rather than a pass over every device. */
-int32_t emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d);
+int32_t spmd_emit_offset(PComp *pc, const IrSharding *s, const IrShape *full, int32_t d);
 
 /* ---- reshard.c ---- */
 
 /* The value `v` holds a shard of a value of logical shape `full` under
  * `from`; return a value holding its shard under `to` (v itself when they
  * are the same). Tuples are resharded leaf by leaf. -1 on error. */
-int32_t reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
+int32_t spmd_reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
                 const IrSharding *to);
 /* Estimated bytes a device receives to reshard `full` from `from` to `to`. */
-int64_t reshard_cost(const IrShape *full, const IrSharding *from, const IrSharding *to);
+int64_t spmd_reshard_cost(const IrShape *full, const IrSharding *from, const IrSharding *to);
 /* The source operand `k` of source instruction `i`, resharded to `to`. */
-int32_t operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to);
+int32_t spmd_operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to);
 /* Replace padding of a tiled value along tiled dims with the scalar value
  * `fill` (a dst instr of the element type): needed before reductions. */
-int32_t mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill);
+int32_t spmd_mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill);
 /* Identity element of a simple reducer for type t (sum 0, max -inf, ...). */
 
 /* ---- spmd_partial.c: finishing partial results ---- */
@@ -200,7 +200,7 @@ int32_t finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrShardi
 bool finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
                              const int64_t *groups, const IrSharding *to);
 /* Estimated bytes a device receives in finish_partial: exact for the
- * reduce-scatters; an all-reduce counts 2x its buffer, plus reshard_cost. */
+ * reduce-scatters; an all-reduce counts 2x its buffer, plus spmd_reshard_cost. */
 int64_t finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
                             const int64_t *groups, const IrSharding *to);
 
@@ -265,7 +265,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
                                    const IrSharding *root_shd);
 
 /* Record the result of source instr i (the value under shd[i]). */
-IrStatus set_val(PComp *pc, int32_t i, int32_t v);
+IrStatus spmd_set_val(PComp *pc, int32_t i, int32_t v);
 /* Mark source instruction i as computed by the fallback (for the plan). */
 void spmd_note_fallback(PComp *pc, int32_t i);
 

@@ -23,7 +23,7 @@ static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 static IrSharding *batch_only(PComp *pc, int32_t i, int32_t first)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     const IrShape *el = ins->shape.type == IR_TUPLE ? &ins->shape.tuple[0] : &ins->shape;
     const IrSharding *s = pc->shd[i];
     if (ins->shape.type == IR_TUPLE && !(s = shd_tuple_element(a, s, &ins->shape, 0)))
@@ -42,16 +42,16 @@ static IrSharding *batch_only(PComp *pc, int32_t i, int32_t first)
 static IrStatus run_local(PComp *pc, int32_t i, const IrSharding *t)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     IrSharding *rs = shd_broadcast_to_shape(a, t, &ins->shape);
     IrShape local;
     if (!rs || shd_shard_shape(a, &ins->shape, rs, &local) != IR_OK)
         return spmd_oom(pc);
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, t);
-    int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 0, NULL);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, rs, pc->shd[i]));
+        ops[k] = spmd_operand_as(pc, i, k, t);
+    int32_t v = spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, 0, NULL);
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, rs, pc->shd[i]));
 }
 
 /* The first whole dim of i (see the top of the file). */

@@ -49,7 +49,7 @@ typedef struct Norm {
 static bool norm_plan(PComp *pc, int32_t i, Norm *n)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     const IrSharding *s = pc->shd[i];
     if (ins->shape.type == IR_TUPLE && !(s = shd_tuple_element(a, s, &ins->shape, 0)))
         return false;
@@ -77,15 +77,15 @@ static bool norm_plan(PComp *pc, int32_t i, Norm *n)
  * non-feature dims, complete on every device: [local F] under sf. */
 static int32_t feature_sum(PComp *pc, const Norm *n, int32_t v)
 {
-    v = mask_padding(pc, v, n->xs, n->smask, emit_scalar_const(pc, n->ct, 0));
-    int32_t r = emit_reduce(pc, v, OP_ADD, n->nred, n->red);
+    v = spmd_mask_padding(pc, v, n->xs, n->smask, spmd_emit_scalar_const(pc, n->ct, 0));
+    int32_t r = spmd_emit_reduce(pc, v, OP_ADD, n->nred, n->red);
     if (n->ntiled == 0)
         return r;
     int32_t ng, size;
     int64_t *groups;
     if (!shd_groups_along(pc, n->s, n->ntiled, n->tiled, &ng, &size, &groups))
         return -1;
-    return emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
+    return spmd_emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
 }
 
 /* Broadcast a per-feature shard to the shape of the x shard xv. */
@@ -94,32 +94,32 @@ static int32_t along_features(PComp *pc, const Norm *n, int32_t f, int32_t xv)
     if (f < 0 || xv < 0)
         return -1;
     IrShape s;
-    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, xv)) != IR_OK)
+    if (ir_shape_copy(spmd_arena(pc), &s, spmd_val_shape(pc, xv)) != IR_OK)
         return -1;
-    s.type = val_shape(pc, f)->type;
-    return emit_broadcast(pc, f, &s, 1, &n->fi);
+    s.type = spmd_val_shape(pc, f)->type;
+    return spmd_emit_broadcast(pc, f, &s, 1, &n->fi);
 }
 
 static int32_t divide_by(PComp *pc, int32_t v, double k, IrType t)
 {
     if (v < 0)
         return -1;
-    int32_t c = emit_broadcast(pc, emit_scalar_const(pc, t, k), val_shape(pc, v), 0, NULL);
-    return emit_binary(pc, OP_DIVIDE, v, c);
+    int32_t c = spmd_emit_broadcast(pc, spmd_emit_scalar_const(pc, t, k), spmd_val_shape(pc, v), 0, NULL);
+    return spmd_emit_binary(pc, OP_DIVIDE, v, c);
 }
 
 /* Operand k in the compute type, under sharding s. */
 static int32_t operand_ct(PComp *pc, int32_t i, int32_t k, const IrSharding *s, IrType ct)
 {
-    return emit_convert(pc, operand_as(pc, i, k, s), ct);
+    return spmd_emit_convert(pc, spmd_operand_as(pc, i, k, s), ct);
 }
 
 static int32_t emit_norm_op(PComp *pc, int32_t i, IrOpcode op, const IrShape *shape, int32_t nopnd,
                             const int32_t *ops)
 {
-    int32_t r = emit(pc, op, shape, nopnd, ops);
+    int32_t r = spmd_emit(pc, op, shape, nopnd, ops);
     if (r >= 0) {
-        IrAttrsX *x = ir_attrs_x_edit(pc_arena(pc), &pc->dc->instr[r].a);
+        IrAttrsX *x = ir_attrs_x_edit(spmd_arena(pc), &pc->dc->instr[r].a);
         if (!x)
             return -1;
         x->epsilon = pc->sc->instr[i].a.x->epsilon;
@@ -132,12 +132,12 @@ static int32_t emit_norm_op(PComp *pc, int32_t i, IrOpcode op, const IrShape *sh
 static IrStatus finish3(PComp *pc, int32_t i, const Norm *n, int32_t v0, int32_t v1, int32_t v2)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    int32_t el[3] = {emit_convert(pc, v0, n->t), emit_convert(pc, v1, n->t), emit_convert(pc, v2, n->t)};
+    int32_t el[3] = {spmd_emit_convert(pc, v0, n->t), spmd_emit_convert(pc, v1, n->t), spmd_emit_convert(pc, v2, n->t)};
     IrSharding *parts[3] = {(IrSharding *)n->s, (IrSharding *)n->sf, (IrSharding *)n->sf};
-    IrSharding *rs = shd_tuple(pc_tmp(pc), 3, parts);
+    IrSharding *rs = shd_tuple(spmd_tmp(pc), 3, parts);
     if (!rs)
         return spmd_oom(pc);
-    return set_val(pc, i, reshard(pc, emit_tuple(pc, 3, el), &ins->shape, rs, pc->shd[i]));
+    return spmd_set_val(pc, i, spmd_reshard(pc, spmd_emit_tuple(pc, 3, el), &ins->shape, rs, pc->shd[i]));
 }
 
 /* y = batch-norm-inference(x, scale, offset, mean, var) on each shard, in
@@ -148,7 +148,7 @@ static int32_t normalise(PComp *pc, int32_t i, const Norm *n, int32_t xv, int32_
     if (xv < 0)
         return -1;
     IrShape s;
-    if (ir_shape_copy(pc_arena(pc), &s, val_shape(pc, xv)) != IR_OK)
+    if (ir_shape_copy(spmd_arena(pc), &s, spmd_val_shape(pc, xv)) != IR_OK)
         return -1;
     return emit_norm_op(pc, i, OP_BATCH_NORM_INFERENCE, &s, 5, ops);
 }
@@ -157,8 +157,8 @@ static IrStatus training(PComp *pc, int32_t i, const Norm *n)
 {
     int32_t xv = operand_ct(pc, i, 0, n->s, n->ct);
     int32_t mu = divide_by(pc, feature_sum(pc, n, xv), (double)n->count, n->ct);
-    int32_t xc = emit_binary(pc, OP_SUBTRACT, xv, along_features(pc, n, mu, xv));
-    int32_t var = divide_by(pc, feature_sum(pc, n, emit_binary(pc, OP_MULTIPLY, xc, xc)), (double)n->count, n->ct);
+    int32_t xc = spmd_emit_binary(pc, OP_SUBTRACT, xv, along_features(pc, n, mu, xv));
+    int32_t var = divide_by(pc, feature_sum(pc, n, spmd_emit_binary(pc, OP_MULTIPLY, xc, xc)), (double)n->count, n->ct);
     return finish3(pc, i, n, normalise(pc, i, n, xv, mu, var), mu, var);
 }
 
@@ -169,23 +169,23 @@ static IrStatus grad(PComp *pc, int32_t i, const Norm *n)
     int32_t xv = operand_ct(pc, i, 0, n->s, ct), dy = operand_ct(pc, i, 4, n->s, ct);
     int32_t gamma = operand_ct(pc, i, 1, n->sf, ct), mu = operand_ct(pc, i, 2, n->sf, ct);
     int32_t var = operand_ct(pc, i, 3, n->sf, ct);
-    int32_t xc = emit_binary(pc, OP_SUBTRACT, xv, along_features(pc, n, mu, xv));
+    int32_t xc = spmd_emit_binary(pc, OP_SUBTRACT, xv, along_features(pc, n, mu, xv));
     int32_t sdy = feature_sum(pc, n, dy);
-    int32_t sdyx = feature_sum(pc, n, emit_binary(pc, OP_MULTIPLY, dy, xc));
+    int32_t sdyx = feature_sum(pc, n, spmd_emit_binary(pc, OP_MULTIPLY, dy, xc));
     if (var < 0)
-        return set_val(pc, i, -1);
-    int32_t eps = emit_broadcast(pc, emit_scalar_const(pc, ct, ins->a.x->epsilon), val_shape(pc, var), 0, NULL);
-    int32_t s = emit_unary(pc, OP_RSQRT, emit_binary(pc, OP_ADD, var, eps));
+        return spmd_set_val(pc, i, -1);
+    int32_t eps = spmd_emit_broadcast(pc, spmd_emit_scalar_const(pc, ct, ins->a.x->epsilon), spmd_val_shape(pc, var), 0, NULL);
+    int32_t s = spmd_emit_unary(pc, OP_RSQRT, spmd_emit_binary(pc, OP_ADD, var, eps));
     int32_t mdy = divide_by(pc, sdy, (double)n->count, ct);
     int32_t mdyx = divide_by(pc, sdyx, (double)n->count, ct);
-    int32_t s2m = emit_binary(pc, OP_MULTIPLY, emit_binary(pc, OP_MULTIPLY, s, s), mdyx);
+    int32_t s2m = spmd_emit_binary(pc, OP_MULTIPLY, spmd_emit_binary(pc, OP_MULTIPLY, s, s), mdyx);
     /* dx = gamma s (dy - mdy - s^2 mdyx (x - mu)) */
-    int32_t inner = emit_binary(pc, OP_SUBTRACT, dy, along_features(pc, n, mdy, xv));
-    inner = emit_binary(pc, OP_SUBTRACT, inner,
-                        emit_binary(pc, OP_MULTIPLY, along_features(pc, n, s2m, xv), xc));
-    int32_t gs = emit_binary(pc, OP_MULTIPLY, gamma, s);
-    int32_t dx = emit_binary(pc, OP_MULTIPLY, along_features(pc, n, gs, xv), inner);
-    return finish3(pc, i, n, dx, emit_binary(pc, OP_MULTIPLY, sdyx, s), sdy);
+    int32_t inner = spmd_emit_binary(pc, OP_SUBTRACT, dy, along_features(pc, n, mdy, xv));
+    inner = spmd_emit_binary(pc, OP_SUBTRACT, inner,
+                        spmd_emit_binary(pc, OP_MULTIPLY, along_features(pc, n, s2m, xv), xc));
+    int32_t gs = spmd_emit_binary(pc, OP_MULTIPLY, gamma, s);
+    int32_t dx = spmd_emit_binary(pc, OP_MULTIPLY, along_features(pc, n, gs, xv), inner);
+    return finish3(pc, i, n, dx, spmd_emit_binary(pc, OP_MULTIPLY, sdyx, s), sdy);
 }
 
 /* The op as it is on each device's shard: x (and dy) under s, the
@@ -193,11 +193,11 @@ static IrStatus grad(PComp *pc, int32_t i, const Norm *n)
 static IrStatus local(PComp *pc, int32_t i, const Norm *n)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     int32_t ops[5];
     for (int32_t k = 0; k < ins->nopnd && k < 5; k++) {
         bool shaped_like_x = k == 0 || (ins->op == OP_BATCH_NORM_GRAD && k == 4);
-        ops[k] = operand_as(pc, i, k, shaped_like_x ? n->s : n->sf);
+        ops[k] = spmd_operand_as(pc, i, k, shaped_like_x ? n->s : n->sf);
     }
     const IrSharding *rs = n->s;
     if (ins->shape.type == IR_TUPLE) {
@@ -207,8 +207,8 @@ static IrStatus local(PComp *pc, int32_t i, const Norm *n)
     IrShape ls;
     if (!rs || shd_shard_shape(a, &ins->shape, rs, &ls) != IR_OK)
         return spmd_oom(pc);
-    int32_t v = emit_clone(pc, ins, &ls, ins->nopnd, ops, 0, NULL);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, rs, pc->shd[i]));
+    int32_t v = spmd_emit_clone(pc, ins, &ls, ins->nopnd, ops, 0, NULL);
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, rs, pc->shd[i]));
 }
 
 IrStatus spmd_batch_norm(PComp *pc, int32_t i)

@@ -15,7 +15,7 @@
 static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 
 /* Per-device shape of source instr i under its sharding, in arena a:
- * pc_tmp for a shape handed to emit* (which copies it), pc_arena for one
+ * spmd_tmp for a shape handed to spmd_emit* (which copies it), spmd_arena for one
  * an emitted instruction keeps. */
 static bool local_shape(PComp *pc, IrArena *a, int32_t i, IrShape *out)
 {
@@ -27,13 +27,13 @@ static IrStatus emit_local(PComp *pc, int32_t i, const int32_t *ops)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     IrShape ls;
-    if (!local_shape(pc, pc_tmp(pc), i, &ls))
+    if (!local_shape(pc, spmd_tmp(pc), i, &ls))
         return spmd_oom(pc);
     int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];
     for (int32_t k = 0; k < ins->ncalled; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
             return spmd_oom(pc);
-    return set_val(pc, i, emit_clone(pc, ins, &ls, ins->nopnd, ops, ins->ncalled, called));
+    return spmd_set_val(pc, i, spmd_emit_clone(pc, ins, &ls, ins->nopnd, ops, ins->ncalled, called));
 }
 
 /* Elementwise (incl. compare, select, clamp, convert): every operand
@@ -47,7 +47,7 @@ IrStatus spmd_elementwise(PComp *pc, int32_t i)
     for (int32_t k = 0; k < ins->nopnd; k++) {
         const IrShape *os = &pc->sc->instr[ins->opnd[k]].shape;
         bool scalar = os->rank == 0 && ins->shape.rank > 0;
-        ops[k] = operand_as(pc, i, k, scalar ? &repl_sharding : pc->shd[i]);
+        ops[k] = spmd_operand_as(pc, i, k, scalar ? &repl_sharding : pc->shd[i]);
     }
     return emit_local(pc, i, ops);
 }
@@ -63,8 +63,8 @@ IrStatus spmd_parameter(PComp *pc, int32_t i)
 IrStatus spmd_constant(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    int32_t v = emit_clone(pc, ins, &ins->shape, 0, NULL, 0, NULL);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, &repl_sharding, pc->shd[i]));
+    int32_t v = spmd_emit_clone(pc, ins, &ins->shape, 0, NULL, 0, NULL);
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, &repl_sharding, pc->shd[i]));
 }
 
 /* iota: a local iota of the shard's shape, plus this device's offset along
@@ -74,14 +74,14 @@ IrStatus spmd_iota(PComp *pc, int32_t i)
     const IrInstr *ins = &pc->sc->instr[i];
     int64_t dim = ins->a.iota_dimension;
     IrShape ls;
-    if (!local_shape(pc, pc_arena(pc), i, &ls))
+    if (!local_shape(pc, spmd_arena(pc), i, &ls))
         return spmd_oom(pc);
-    int32_t v = emit_iota(pc, &ls, dim);
+    int32_t v = spmd_emit_iota(pc, &ls, dim);
     if (shd_tiles(pc->shd[i], (int32_t)dim) > 1) {
-        int32_t off = emit_convert(pc, emit_offset(pc, pc->shd[i], &ins->shape, (int32_t)dim), ls.type);
-        v = emit_binary(pc, OP_ADD, v, emit_broadcast(pc, off, &ls, 0, NULL));
+        int32_t off = spmd_emit_convert(pc, spmd_emit_offset(pc, pc->shd[i], &ins->shape, (int32_t)dim), ls.type);
+        v = spmd_emit_binary(pc, OP_ADD, v, spmd_emit_broadcast(pc, off, &ls, 0, NULL));
     }
-    return set_val(pc, i, v);
+    return spmd_set_val(pc, i, v);
 }
 
 /* tuple: operands resharded to the element shardings; get-tuple-element:
@@ -90,7 +90,7 @@ IrStatus spmd_iota(PComp *pc, int32_t i)
 IrStatus spmd_tuple(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     if (ins->op == OP_GET_TUPLE_ELEMENT) {
         int32_t o = ins->opnd[0];
         const IrShape *os = &pc->sc->instr[o].shape;
@@ -98,19 +98,19 @@ IrStatus spmd_tuple(PComp *pc, int32_t i)
         IrSharding *e = shd_tuple_element(a, pc->shd[o], os, idx);
         if (!e)
             return spmd_oom(pc);
-        int32_t g = emit_gte(pc, pc->val[o], idx);
-        return set_val(pc, i, reshard(pc, g, &ins->shape, e, pc->shd[i]));
+        int32_t g = spmd_emit_gte(pc, pc->val[o], idx);
+        return spmd_set_val(pc, i, spmd_reshard(pc, g, &ins->shape, e, pc->shd[i]));
     }
     if (ins->op == OP_OPTIMIZATION_BARRIER) {
-        int32_t v = operand_as(pc, i, 0, pc->shd[i]);
-        return set_val(pc, i, v);
+        int32_t v = spmd_operand_as(pc, i, 0, pc->shd[i]);
+        return spmd_set_val(pc, i, v);
     }
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++) {
         IrSharding *e = shd_tuple_element(a, pc->shd[i], &ins->shape, k);
         if (!e)
             return spmd_oom(pc);
-        ops[k] = operand_as(pc, i, k, e);
+        ops[k] = spmd_operand_as(pc, i, k, e);
     }
     return emit_local(pc, i, ops);
 }
@@ -124,10 +124,10 @@ IrStatus spmd_broadcast(PComp *pc, int32_t i)
     const IrInstr *ins = &pc->sc->instr[i];
     const IrSharding *s = pc->shd[i];
     const IrInstr *op = &pc->sc->instr[ins->opnd[0]];
-    IrSharding *os = shd_project(pc_tmp(pc), s, op->shape.rank, ins->a.dimensions.v);
+    IrSharding *os = shd_project(spmd_tmp(pc), s, op->shape.rank, ins->a.dimensions.v);
     if (!os)
         return spmd_oom(pc);
-    int32_t v = operand_as(pc, i, 0, os);
+    int32_t v = spmd_operand_as(pc, i, 0, os);
     return emit_local(pc, i, &v);
 }
 
@@ -139,10 +139,10 @@ IrStatus spmd_transpose(PComp *pc, int32_t i)
     int64_t inv[IR_MAX_RANK];
     for (int32_t j = 0; j < rank; j++)
         inv[ins->a.dimensions.v[j]] = j;
-    IrSharding *os = shd_project(pc_tmp(pc), pc->shd[i], rank, inv);
+    IrSharding *os = shd_project(spmd_tmp(pc), pc->shd[i], rank, inv);
     if (!os)
         return spmd_oom(pc);
-    int32_t v = operand_as(pc, i, 0, os);
+    int32_t v = spmd_operand_as(pc, i, 0, os);
     return emit_local(pc, i, &v);
 }
 
@@ -160,7 +160,7 @@ IrStatus spmd_reshape(PComp *pc, int32_t i)
     const IrShape *in = &pc->sc->instr[ins->opnd[0]].shape;
     const IrShape *out = &ins->shape;
     if (shd_is_replicated(s) || s->kind != SHD_TILED) {
-        int32_t v = operand_as(pc, i, 0, s);
+        int32_t v = spmd_operand_as(pc, i, 0, s);
         return emit_local(pc, i, &v);
     }
     int64_t map[IR_MAX_RANK]; /* operand dim -> result dim whose tiles it takes */
@@ -210,10 +210,10 @@ IrStatus spmd_reshape(PComp *pc, int32_t i)
     }
     if (!ok)
         return spmd_fallback(pc, i);
-    IrSharding *os = shd_project(pc_tmp(pc), s, in->rank, map);
+    IrSharding *os = shd_project(spmd_tmp(pc), s, in->rank, map);
     if (!os)
         return spmd_oom(pc);
-    int32_t v = operand_as(pc, i, 0, os);
+    int32_t v = spmd_operand_as(pc, i, 0, os);
     return emit_local(pc, i, &v);
 }
 
@@ -253,7 +253,7 @@ static IrStatus keep_untouched_partitioned(PComp *pc, int32_t i, const bool *tou
         else
             kept |= shd_tiles(want, d) > 1;
     }
-    IrSharding *loose = kept ? shd_replicate_dims(pc_arena(pc), want, nd, dims) : NULL;
+    IrSharding *loose = kept ? shd_replicate_dims(spmd_arena(pc), want, nd, dims) : NULL;
     if (!loose)
         return spmd_fallback(pc, i);
     pc->shd[i] = loose;
@@ -261,7 +261,7 @@ static IrStatus keep_untouched_partitioned(PComp *pc, int32_t i, const bool *tou
     pc->shd[i] = want;
     if (st != IR_OK)
         return st;
-    return set_val(pc, i, reshard(pc, pc->val[i], &ins->shape, loose, want));
+    return spmd_set_val(pc, i, spmd_reshard(pc, pc->val[i], &ins->shape, loose, want));
 }
 
 /* slice: local when every tiled dim is taken whole (start 0, full limit,
@@ -277,27 +277,27 @@ IrStatus spmd_slice(PComp *pc, int32_t i)
                      (ins->a.x->slice_stride.n > d && ins->a.x->slice_stride.v[d] != 1);
     if (!tiled_dims_untouched(pc->shd[i], in->rank, touched))
         return keep_untouched_partitioned(pc, i, touched, spmd_slice);
-    int32_t v = operand_as(pc, i, 0, pc->shd[i]);
+    int32_t v = spmd_operand_as(pc, i, 0, pc->shd[i]);
     if (v < 0)
-        return set_val(pc, i, v);
+        return spmd_set_val(pc, i, v);
     /* Tiled dims are untouched: their local limit is the shard size. A
-     * copy of the shape: emitting moves the array val_shape points into. */
+     * copy of the shape: emitting moves the array spmd_val_shape points into. */
     IrShape lsc;
-    if (ir_shape_copy(pc_arena(pc), &lsc, val_shape(pc, v)) != IR_OK)
+    if (ir_shape_copy(spmd_arena(pc), &lsc, spmd_val_shape(pc, v)) != IR_OK)
         return spmd_oom(pc);
     const IrShape *ls = &lsc;
-    int32_t r = emit_clone(pc, ins, ls, 1, &v, 0, NULL);
+    int32_t r = spmd_emit_clone(pc, ins, ls, 1, &v, 0, NULL);
     if (r < 0)
-        return set_val(pc, i, r);
+        return spmd_set_val(pc, i, r);
     IrInstr *di = &pc->dc->instr[r];
     for (int32_t d = 0; d < in->rank; d++)
         if (!touched[d])
             di->a.x->slice_limit.v[d] = ls->dims[d];
     IrShape out;
-    if (!local_shape(pc, pc_arena(pc), i, &out))
+    if (!local_shape(pc, spmd_arena(pc), i, &out))
         return spmd_oom(pc);
     di->shape = out;
-    return set_val(pc, i, r);
+    return spmd_set_val(pc, i, r);
 }
 
 /* pad: local when tiled dims have no padding (the pad value is a
@@ -312,7 +312,7 @@ IrStatus spmd_pad(PComp *pc, int32_t i)
                      (ins->a.x->pad_interior.n > d && ins->a.x->pad_interior.v[d] != 0);
     if (!tiled_dims_untouched(pc->shd[i], rank, touched))
         return keep_untouched_partitioned(pc, i, touched, spmd_pad);
-    int32_t ops[2] = {operand_as(pc, i, 0, pc->shd[i]), operand_as(pc, i, 1, &repl_sharding)};
+    int32_t ops[2] = {spmd_operand_as(pc, i, 0, pc->shd[i]), spmd_operand_as(pc, i, 1, &repl_sharding)};
     return emit_local(pc, i, ops);
 }
 
@@ -327,7 +327,7 @@ IrStatus spmd_concatenate(PComp *pc, int32_t i)
     }
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, pc->shd[i]);
+        ops[k] = spmd_operand_as(pc, i, k, pc->shd[i]);
     return emit_local(pc, i, ops);
 }
 
@@ -340,7 +340,7 @@ IrStatus spmd_reverse(PComp *pc, int32_t i)
         touched[ins->a.dimensions.v[k]] = true;
     if (!tiled_dims_untouched(pc->shd[i], ins->shape.rank, touched))
         return keep_untouched_partitioned(pc, i, touched, spmd_reverse);
-    int32_t v = operand_as(pc, i, 0, pc->shd[i]);
+    int32_t v = spmd_operand_as(pc, i, 0, pc->shd[i]);
     return emit_local(pc, i, &v);
 }
 
@@ -361,7 +361,7 @@ IrStatus spmd_dynamic_slice(PComp *pc, int32_t i)
     int32_t first_index = dus ? 2 : 1;
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, k < first_index ? pc->shd[i] : &repl_sharding);
+        ops[k] = spmd_operand_as(pc, i, k, k < first_index ? pc->shd[i] : &repl_sharding);
     if (dus)
         return emit_local(pc, i, ops);
     int32_t r = emit_local(pc, i, ops);
@@ -407,7 +407,7 @@ static const IrSharding *sort_dim_moved(IrArena *a, const IrSharding *el, const 
 IrStatus spmd_sort(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
     const IrSharding *s = pc->shd[i];
     const IrSharding *el = s;
@@ -420,7 +420,7 @@ IrStatus spmd_sort(PComp *pc, int32_t i)
      * that sharding on every element. */
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
     for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, el);
+        ops[k] = spmd_operand_as(pc, i, k, el);
     IrSharding *rs = shd_broadcast_to_shape(a, el, &ins->shape);
     if (!rs)
         return spmd_oom(pc);
@@ -430,5 +430,5 @@ IrStatus spmd_sort(PComp *pc, int32_t i)
     pc->shd[i] = keep;
     if (st != IR_OK)
         return st;
-    return set_val(pc, i, reshard(pc, pc->val[i], &ins->shape, rs, keep));
+    return spmd_set_val(pc, i, spmd_reshard(pc, pc->val[i], &ins->shape, rs, keep));
 }

@@ -169,7 +169,7 @@ static int32_t scatter_cut(PComp *pc, int32_t v, IrOpcode red, const PartialPlan
     for (int32_t j = i + 1; j < pl->ncut; j++)
         stride *= pl->k[j];
     int64_t k = pl->k[i], n = (int64_t)pl->ng * pl->R * pl->K;
-    int64_t *groups = ir_alloc_array(pc_tmp(pc), (size_t)n, sizeof(int64_t));
+    int64_t *groups = ir_alloc_array(spmd_tmp(pc), (size_t)n, sizeof(int64_t));
     if (!groups)
         return -1;
     int64_t o = 0;
@@ -178,21 +178,21 @@ static int32_t scatter_cut(PComp *pc, int32_t v, IrOpcode red, const PartialPlan
             if ((f / stride) % k == 0)
                 for (int64_t j = 0; j < k; j++)
                     groups[o++] = pl->slot[base + f + j * stride];
-    return emit_reduce_scatter(pc, v, red, pl->cut[i], (int32_t)(n / k), (int32_t)k, groups);
+    return spmd_emit_reduce_scatter(pc, v, red, pl->cut[i], (int32_t)(n / k), (int32_t)k, groups);
 }
 
 /* The all-reduce over the R copies of each piece. */
 static int32_t add_copies(PComp *pc, int32_t v, IrOpcode red, const PartialPlan *pl)
 {
     int64_t n = (int64_t)pl->ng * pl->R * pl->K, o = 0;
-    int64_t *groups = ir_alloc_array(pc_tmp(pc), (size_t)n, sizeof(int64_t));
+    int64_t *groups = ir_alloc_array(spmd_tmp(pc), (size_t)n, sizeof(int64_t));
     if (!groups)
         return -1;
     for (int32_t g = 0; g < pl->ng; g++)
         for (int64_t f = 0; f < pl->K; f++)
             for (int64_t r = 0; r < pl->R; r++)
                 groups[o++] = pl->slot[((int64_t)g * pl->R + r) * pl->K + f];
-    return emit_all_reduce(pc, v, red, (int32_t)(pl->ng * pl->K), (int32_t)pl->R, groups);
+    return spmd_emit_all_reduce(pc, v, red, (int32_t)(pl->ng * pl->K), (int32_t)pl->R, groups);
 }
 
 int32_t finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrSharding *partial, IrOpcode red,
@@ -202,12 +202,12 @@ int32_t finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrShardi
         return -1;
     PartialPlan pl;
     if (size <= 1)
-        return reshard(pc, v, full, partial, to);
-    if (!plan_partial(pc_tmp(pc), full, partial, ng, size, groups, to, &pl))
-        return reshard(pc, emit_all_reduce(pc, v, red, ng, size, groups), full, partial, to);
+        return spmd_reshard(pc, v, full, partial, to);
+    if (!plan_partial(spmd_tmp(pc), full, partial, ng, size, groups, to, &pl))
+        return spmd_reshard(pc, spmd_emit_all_reduce(pc, v, red, ng, size, groups), full, partial, to);
     if (pl.padded) {
         int64_t lo[IR_MAX_RANK] = {0};
-        v = emit_pad(pc, v, emit_identity_const(pc, full->type, red), lo, pl.pad_hi);
+        v = spmd_emit_pad(pc, v, spmd_emit_identity_const(pc, full->type, red), lo, pl.pad_hi);
     }
     for (int32_t i = 0; i < pl.ncut && v >= 0; i++)
         v = scatter_cut(pc, v, red, &pl, i);
@@ -218,7 +218,7 @@ bool finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *p
                              const int64_t *groups, const IrSharding *to)
 {
     PartialPlan pl;
-    return plan_partial(pc_tmp(pc), full, partial, ng, size, groups, to, &pl);
+    return plan_partial(spmd_tmp(pc), full, partial, ng, size, groups, to, &pl);
 }
 
 int64_t finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
@@ -226,13 +226,13 @@ int64_t finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *pa
 {
     IrShape local;
     PartialPlan pl;
-    if (shd_shard_shape(pc_tmp(pc), full, partial, &local) != IR_OK)
+    if (shd_shard_shape(spmd_tmp(pc), full, partial, &local) != IR_OK)
         return INT64_MAX / 4;
-    if (size > 1 && plan_partial(pc_tmp(pc), full, partial, ng, size, groups, to, &pl)) {
+    if (size > 1 && plan_partial(spmd_tmp(pc), full, partial, ng, size, groups, to, &pl)) {
         /* The padding the cuts add moves too. */
         for (int32_t i = 0; i < pl.ncut; i++)
             local.dims[pl.cut[i]] += pl.pad_hi[pl.cut[i]];
         return plan_bytes(&pl, ir_shape_bytes(&local));
     }
-    return (size > 1 ? 2 * ir_shape_bytes(&local) : 0) + reshard_cost(full, partial, to);
+    return (size > 1 ? 2 * ir_shape_bytes(&local) : 0) + spmd_reshard_cost(full, partial, to);
 }

@@ -44,14 +44,14 @@ static int32_t mask_dim(PComp *pc, int32_t i, int32_t k, int32_t v, const IrShar
     const IrShape *full = &pc->sc->instr[pc->sc->instr[i].opnd[k]].shape;
     if (shd_tiles(s, (int32_t)c) <= 1 || full->dims[c] % shd_tiles(s, (int32_t)c) == 0)
         return v;
-    return mask_padding(pc, v, full, s, emit_scalar_const(pc, full->type, 0));
+    return spmd_mask_padding(pc, v, full, s, spmd_emit_scalar_const(pc, full->type, 0));
 }
 
 /* The contracting case: lhs tiled along its one contracting dim. */
 static IrStatus contracting(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     const IrDotDnums *dn = &ins->a.dot;
     const IrShape *ls = &pc->sc->instr[ins->opnd[0]].shape, *rs = &pc->sc->instr[ins->opnd[1]].shape;
     int64_t lc = dn->lhs_contracting.v[0], rc = dn->rhs_contracting.v[0];
@@ -66,21 +66,21 @@ static IrStatus contracting(PComp *pc, int32_t i)
     IrSharding *rsh = lsh ? shd_project(a, lsh, rs->rank, rmap) : NULL;
     if (!lsh || !rsh)
         return spmd_oom(pc);
-    int32_t ops[3] = {mask_dim(pc, i, 0, operand_as(pc, i, 0, lsh), lsh, lc),
-                      mask_dim(pc, i, 1, operand_as(pc, i, 1, rsh), rsh, rc),
-                      operand_as(pc, i, 2, &repl_sharding)};
-    int32_t v = emit_clone(pc, ins, &ins->shape, 3, ops, 0, NULL);
+    int32_t ops[3] = {mask_dim(pc, i, 0, spmd_operand_as(pc, i, 0, lsh), lsh, lc),
+                      mask_dim(pc, i, 1, spmd_operand_as(pc, i, 1, rsh), rsh, rc),
+                      spmd_operand_as(pc, i, 2, &repl_sharding)};
+    int32_t v = spmd_emit_clone(pc, ins, &ins->shape, 3, ops, 0, NULL);
     int32_t ng, size;
     int64_t *groups;
     if (!shd_groups_along(pc, lsh, 1, &lc, &ng, &size, &groups))
         return spmd_oom(pc);
-    return set_val(pc, i, finish_partial(pc, v, &ins->shape, &repl_sharding, OP_ADD, ng, size, groups, pc->shd[i]));
+    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, &repl_sharding, OP_ADD, ng, size, groups, pc->shd[i]));
 }
 
 IrStatus spmd_ragged_dot(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     if (ins->nopnd != 3 || ins->shape.type == IR_TUPLE)
         return spmd_fallback(pc, i);
     const IrShape *ls = &pc->sc->instr[ins->opnd[0]].shape, *rs = &pc->sc->instr[ins->opnd[1]].shape;
@@ -109,7 +109,7 @@ IrStatus spmd_ragged_dot(PComp *pc, int32_t i)
     IrShape local;
     if (!l_t || !r_t || shd_shard_shape(a, &ins->shape, it, &local) != IR_OK)
         return spmd_oom(pc);
-    int32_t ops[3] = {operand_as(pc, i, 0, l_t), operand_as(pc, i, 1, r_t), operand_as(pc, i, 2, &repl_sharding)};
-    int32_t v = emit_clone(pc, ins, &local, 3, ops, 0, NULL);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, it, pc->shd[i]));
+    int32_t ops[3] = {spmd_operand_as(pc, i, 0, l_t), spmd_operand_as(pc, i, 1, r_t), spmd_operand_as(pc, i, 2, &repl_sharding)};
+    int32_t v = spmd_emit_clone(pc, ins, &local, 3, ops, 0, NULL);
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, it, pc->shd[i]));
 }

@@ -37,7 +37,7 @@ static const IrSharding repl_sharding = {.kind = SHD_REPLICATED};
 static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, const int64_t *dims)
 {
     int64_t n = pc->sp->n;
-    int64_t *tab = ir_alloc_array(pc_arena(pc), (size_t)n, sizeof(int64_t));
+    int64_t *tab = ir_alloc_array(spmd_arena(pc), (size_t)n, sizeof(int64_t));
     if (!tab)
         return -1;
     int64_t c[IR_MAX_RANK + 2];
@@ -48,15 +48,15 @@ static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, con
                 if (c[dims[k]] != 0)
                     tab[p] = 0;
     }
-    int32_t v = emit_table_lookup(pc, tab);
-    return emit_compare(pc, v, emit_s32(pc, 1), CMP_EQ);
+    int32_t v = spmd_emit_table_lookup(pc, tab);
+    return spmd_emit_compare(pc, v, spmd_emit_s32(pc, 1), CMP_EQ);
 }
 
 /* Gather the reduced dims, then reduce locally. */
 static IrStatus reduce_gathered(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     int32_t n = ins->nopnd / 2;
     const IrSharding *in0 = pc->shd[ins->opnd[0]];
     if (in0->kind != SHD_TILED)
@@ -77,15 +77,15 @@ static IrStatus reduce_gathered(PComp *pc, int32_t i)
     if (!init_s)
         return spmd_oom(pc);
     for (int32_t k = 0; k < ins->nopnd; k++)
-        ops[k] = operand_as(pc, i, k, k < n ? keep : init_s);
+        ops[k] = spmd_operand_as(pc, i, k, k < n ? keep : init_s);
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, outs, &local) != IR_OK)
         return spmd_oom(pc);
     int32_t called = spmd_scalar_comp(pc->sp, ins->called[0]);
     if (called < 0)
         return spmd_oom(pc);
-    int32_t v = emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, outs, pc->shd[i]));
+    int32_t v = spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, 1, &called);
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, outs, pc->shd[i]));
 }
 
 /* The reduced dims that s tiles (into tiled) and the other dims. */
@@ -110,16 +110,16 @@ static int32_t gather_partials(PComp *pc, int32_t v, int32_t ng, int32_t size, c
 {
     if (v < 0)
         return -1;
-    const IrShape *s = val_shape(pc, v);
+    const IrShape *s = spmd_val_shape(pc, v);
     int64_t dims[IR_MAX_RANK + 1];
     dims[0] = 1;
     memcpy(dims + 1, s->dims, (size_t)s->rank * sizeof(int64_t));
     IrShape one;
-    if (ir_shape_make(pc_tmp(pc), &one, s->type, s->rank + 1, dims) != IR_OK) {
+    if (ir_shape_make(spmd_tmp(pc), &one, s->type, s->rank + 1, dims) != IR_OK) {
         spmd_oom(pc);
         return -1;
     }
-    return emit_all_gather(pc, emit_reshape(pc, v, &one), 0, ng, size, groups);
+    return spmd_emit_all_gather(pc, spmd_emit_reshape(pc, v, &one), 0, ng, size, groups);
 }
 
 /* Parameter `number` of computation c, a scalar of type t. */
@@ -202,17 +202,17 @@ static int32_t emit_lifted_reduce(PComp *pc, int32_t lifted, int32_t n, const in
 {
     IrShape el[n + 1], tup;
     for (int32_t k = 0; k <= n; k++)
-        if (ir_shape_make(pc_tmp(pc), &el[k], k < n ? t[k] : IR_PRED, vs->rank, vs->dims) != IR_OK) {
+        if (ir_shape_make(spmd_tmp(pc), &el[k], k < n ? t[k] : IR_PRED, vs->rank, vs->dims) != IR_OK) {
             spmd_oom(pc);
             return -1;
         }
-    if (ir_shape_make_tuple(pc_tmp(pc), &tup, n + 1, el) != IR_OK) {
+    if (ir_shape_make_tuple(spmd_tmp(pc), &tup, n + 1, el) != IR_OK) {
         spmd_oom(pc);
         return -1;
     }
-    int32_t r = emit(pc, OP_REDUCE, &tup, 2 * (n + 1), ops);
-    int64_t *d = r >= 0 ? ir_alloc_array(pc_arena(pc), (size_t)dims->n, sizeof(int64_t)) : NULL;
-    int32_t *called = d ? ir_alloc(pc_arena(pc), sizeof(int32_t)) : NULL;
+    int32_t r = spmd_emit(pc, OP_REDUCE, &tup, 2 * (n + 1), ops);
+    int64_t *d = r >= 0 ? ir_alloc_array(spmd_arena(pc), (size_t)dims->n, sizeof(int64_t)) : NULL;
+    int32_t *called = d ? ir_alloc(spmd_arena(pc), sizeof(int32_t)) : NULL;
     if (!called) {
         if (r >= 0)
             spmd_oom(pc);
@@ -232,7 +232,7 @@ static int32_t emit_lifted_reduce(PComp *pc, int32_t lifted, int32_t n, const in
 static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t nt, const int64_t *other, int32_t no)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     int32_t n = ins->nopnd / 2;
     const IrSharding *in = pc->shd[ins->opnd[0]];
     const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
@@ -260,19 +260,19 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
      * valid on the first device of each group only. */
     int32_t ops[2 * (n + 1)];
     for (int32_t k = 0; k < n; k++) {
-        ops[k] = operand_as(pc, i, k, in);
-        ops[n + 1 + k] = operand_as(pc, i, n + k, init_s);
+        ops[k] = spmd_operand_as(pc, i, k, in);
+        ops[n + 1 + k] = spmd_operand_as(pc, i, n + k, init_s);
     }
-    const IrShape *ls = ops[0] >= 0 ? val_shape(pc, ops[0]) : NULL;
+    const IrShape *ls = ops[0] >= 0 ? spmd_val_shape(pc, ops[0]) : NULL;
     IrShape lp;
     if (!ls || ir_shape_make(a, &lp, IR_PRED, ls->rank, ls->dims) != IR_OK)
-        return ls ? spmd_oom(pc) : set_val(pc, i, -1);
-    int32_t no_pad = emit_broadcast(pc, emit_scalar_const(pc, IR_PRED, 1), &lp, 0, NULL);
-    ops[n] = mask_padding(pc, no_pad, ishape, only, emit_scalar_const(pc, IR_PRED, 0));
+        return ls ? spmd_oom(pc) : spmd_set_val(pc, i, -1);
+    int32_t no_pad = spmd_emit_broadcast(pc, spmd_emit_scalar_const(pc, IR_PRED, 1), &lp, 0, NULL);
+    ops[n] = spmd_mask_padding(pc, no_pad, ishape, only, spmd_emit_scalar_const(pc, IR_PRED, 0));
     ops[2 * n + 1] = first_in_group(pc, in, nt, tiled);
     for (int32_t k = 0; k < 2 * (n + 1); k++)
         if (ops[k] < 0)
-            return set_val(pc, i, -1);
+            return spmd_set_val(pc, i, -1);
     IrShape local;
     const IrSharding *p0 = partials->kind == SHD_TUPLE ? &partials->tuple[0] : partials;
     if (shd_shard_shape(a, n > 1 ? &ins->shape.tuple[0] : &ins->shape, p0, &local) != IR_OK)
@@ -283,22 +283,22 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
     int32_t ng, size;
     int64_t *groups;
     if (r < 0 || !shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
-        return r < 0 ? set_val(pc, i, -1) : spmd_oom(pc);
+        return r < 0 ? spmd_set_val(pc, i, -1) : spmd_oom(pc);
     int32_t fin[2 * (n + 1)];
     for (int32_t k = 0; k <= n; k++) {
-        fin[k] = gather_partials(pc, emit_gte(pc, r, k), ng, size, groups);
-        fin[n + 1 + k] = k < n ? ops[n + 1 + k] : emit_scalar_const(pc, IR_PRED, 0);
+        fin[k] = gather_partials(pc, spmd_emit_gte(pc, r, k), ng, size, groups);
+        fin[n + 1 + k] = k < n ? ops[n + 1 + k] : spmd_emit_scalar_const(pc, IR_PRED, 0);
         if (fin[k] < 0 || fin[n + 1 + k] < 0)
-            return set_val(pc, i, -1);
+            return spmd_set_val(pc, i, -1);
     }
     int64_t zero = 0;
     int32_t g = emit_lifted_reduce(pc, lifted, n, fin, &local, t, &(IrI64List){.n = 1, .v = &zero});
     int32_t res[n];
     for (int32_t k = 0; k < n; k++)
-        if ((res[k] = emit_gte(pc, g, k)) < 0)
-            return set_val(pc, i, -1);
-    int32_t v = n > 1 ? emit_tuple(pc, n, res) : res[0];
-    return set_val(pc, i, reshard(pc, v, &ins->shape, partials, pc->shd[i]));
+        if ((res[k] = spmd_emit_gte(pc, g, k)) < 0)
+            return spmd_set_val(pc, i, -1);
+    int32_t v = n > 1 ? spmd_emit_tuple(pc, n, res) : res[0];
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, partials, pc->shd[i]));
 }
 
 /* f16, bf16 and the f8/f4 kinds: sums of them are carried in f32 across
@@ -325,26 +325,26 @@ static int32_t wide_sum(PComp *pc, int32_t i, int32_t v, int32_t init, const int
     const IrSharding *in = pc->shd[ins->opnd[0]];
     const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
     IrType t = ishape->type;
-    IrSharding *only = shd_replicate_dims(pc_tmp(pc), in, no, other);
-    int32_t zero = emit_identity_const(pc, t, OP_ADD);
+    IrSharding *only = shd_replicate_dims(spmd_tmp(pc), in, no, other);
+    int32_t zero = spmd_emit_identity_const(pc, t, OP_ADD);
     IrShape wide, local;
-    if (!only || ir_shape_copy(pc_tmp(pc), &wide, &ins->shape) != IR_OK)
+    if (!only || ir_shape_copy(spmd_tmp(pc), &wide, &ins->shape) != IR_OK)
         return spmd_oom_value(pc);
     wide.type = IR_F32;
-    v = emit_convert(pc, mask_padding(pc, v, ishape, only, zero), IR_F32);
-    int32_t r = emit_reduce(pc, v, OP_ADD, (int32_t)ins->a.dimensions.n, ins->a.dimensions.v);
+    v = spmd_emit_convert(pc, spmd_mask_padding(pc, v, ishape, only, zero), IR_F32);
+    int32_t r = spmd_emit_reduce(pc, v, OP_ADD, (int32_t)ins->a.dimensions.n, ins->a.dimensions.v);
     int32_t ng, size;
     int64_t *groups;
     if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
         return spmd_oom_value(pc);
     bool scatter = finish_partial_scatters(pc, &wide, partial, ng, size, groups, pc->shd[i]);
     r = scatter ? finish_partial(pc, r, &wide, partial, OP_ADD, ng, size, groups, pc->shd[i])
-                : emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
-    if (r < 0 || ir_shape_copy(pc_tmp(pc), &local, val_shape(pc, r)) != IR_OK)
+                : spmd_emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
+    if (r < 0 || ir_shape_copy(spmd_tmp(pc), &local, spmd_val_shape(pc, r)) != IR_OK)
         return r < 0 ? -1 : spmd_oom_value(pc);
-    int32_t i32 = emit_broadcast(pc, emit_convert(pc, init, IR_F32), &local, 0, NULL);
-    r = emit_convert(pc, emit_binary(pc, OP_ADD, r, i32), t);
-    return scatter ? r : reshard(pc, r, &ins->shape, partial, pc->shd[i]);
+    int32_t i32 = spmd_emit_broadcast(pc, spmd_emit_convert(pc, init, IR_F32), &local, 0, NULL);
+    r = spmd_emit_convert(pc, spmd_emit_binary(pc, OP_ADD, r, i32), t);
+    return scatter ? r : spmd_reshard(pc, r, &ins->shape, partial, pc->shd[i]);
 }
 
 /* Do the reduce's inputs share one shape (a variadic reduce's may not, in
@@ -363,7 +363,7 @@ static bool inputs_alike(const PComp *pc, const IrInstr *ins)
 IrStatus spmd_reduce(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_tmp(pc);
+    IrArena *a = spmd_tmp(pc);
     IrOpcode red = ir_simple_reducer(pc->sp->src, ins->called[0]);
     const IrSharding *in = pc->shd[ins->opnd[0]];
     const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
@@ -391,18 +391,18 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
                                                            : &repl_sharding;
     if (!init_s)
         return spmd_oom(pc);
-    int32_t init = operand_as(pc, i, 1, init_s);
+    int32_t init = spmd_operand_as(pc, i, 1, init_s);
     if (nt > 0 && red == OP_ADD && narrow_float(t) && ins->shape.type == t)
-        return set_val(pc, i, wide_sum(pc, i, v, init, tiled, nt, no, other, partial));
+        return spmd_set_val(pc, i, wide_sum(pc, i, v, init, tiled, nt, no, other, partial));
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init
          * value is used by the first device of each group only. */
         IrSharding *only = shd_replicate_dims(a, in, no, other);
-        int32_t ident = emit_identity_const(pc, t, red);
+        int32_t ident = spmd_emit_identity_const(pc, t, red);
         if (!only)
             return spmd_oom(pc);
-        v = mask_padding(pc, v, ishape, only, ident);
-        init = emit_select(pc, first_in_group(pc, in, nt, tiled), init, ident);
+        v = spmd_mask_padding(pc, v, ishape, only, ident);
+        init = spmd_emit_select(pc, first_in_group(pc, in, nt, tiled), init, ident);
     }
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, partial, &local) != IR_OK)
@@ -411,10 +411,10 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     if (called < 0)
         return spmd_oom(pc);
     int32_t ops[2] = {v, init};
-    int32_t r = emit_clone(pc, ins, &local, 2, ops, 1, &called);
+    int32_t r = spmd_emit_clone(pc, ins, &local, 2, ops, 1, &called);
     int32_t ng = 0, size = 1;
     int64_t *groups = NULL;
     if (nt > 0 && !shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
         return spmd_oom(pc);
-    return set_val(pc, i, finish_partial(pc, r, &ins->shape, partial, red, ng, size, groups, pc->shd[i]));
+    return spmd_set_val(pc, i, finish_partial(pc, r, &ins->shape, partial, red, ng, size, groups, pc->shd[i]));
 }

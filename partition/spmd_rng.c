@@ -57,7 +57,7 @@ static bool fits_s32(int64_t v)
 /* The plan for bits `full` under tiled sharding `bs`, or false. */
 static bool rng_plan(PComp *pc, bool philox, const IrShape *full, const IrSharding *bs, RngPlan *rp)
 {
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     int64_t n = pc->sp->n;
     if (bs->kind != SHD_TILED || shd_has_manual_subgroup(bs) || full->rank < 1 || shd_tiles(bs, 0) < 2)
         return false;
@@ -130,7 +130,7 @@ static int32_t state_word(PComp *pc, int32_t v, int64_t k)
 {
     int64_t lo = k, hi = k + 1;
     IrShape s = {.type = IR_U64};
-    return emit_reshape(pc, emit_slice(pc, v, &lo, &hi), &s);
+    return spmd_emit_reshape(pc, spmd_emit_slice(pc, v, &lo, &hi), &s);
 }
 
 /* A u64[len] vector, zero but for the u64[] value x at index k. */
@@ -138,9 +138,9 @@ static int32_t at_index(PComp *pc, int32_t x, int64_t k, int64_t len)
 {
     int64_t one = 1, lo = k, hi = len - k - 1;
     IrShape s;
-    if (ir_shape_make(pc_arena(pc), &s, IR_U64, 1, &one) != IR_OK)
+    if (ir_shape_make(spmd_arena(pc), &s, IR_U64, 1, &one) != IR_OK)
         return -1;
-    return emit_pad(pc, emit_reshape(pc, x, &s), emit_scalar_const(pc, IR_U64, 0), &lo, &hi);
+    return spmd_emit_pad(pc, spmd_emit_reshape(pc, x, &s), spmd_emit_scalar_const(pc, IR_U64, 0), &lo, &hi);
 }
 
 /* state + (0, add_lo, carry...): the counter moved by add_lo (u64[]),
@@ -149,19 +149,19 @@ static int32_t at_index(PComp *pc, int32_t x, int64_t k, int64_t len)
 static int32_t moved_state(PComp *pc, int32_t st, int64_t ns, int32_t add_lo, bool philox, bool widen)
 {
     int32_t lo = state_word(pc, st, 1);
-    int32_t nlo = emit_binary(pc, OP_ADD, lo, add_lo);
+    int32_t nlo = spmd_emit_binary(pc, OP_ADD, lo, add_lo);
     int64_t len = widen ? 3 : ns;
     int32_t v = st;
     if (widen) {
         int64_t z = 0, one = 1;
-        v = emit_pad(pc, st, emit_scalar_const(pc, IR_U64, 0), &z, &one);
+        v = spmd_emit_pad(pc, st, spmd_emit_scalar_const(pc, IR_U64, 0), &z, &one);
         /* word 2 (0 after the pad) becomes the key: the high counter word */
-        v = emit_binary(pc, OP_ADD, v, at_index(pc, state_word(pc, st, 0), 2, 3));
+        v = spmd_emit_binary(pc, OP_ADD, v, at_index(pc, state_word(pc, st, 0), 2, 3));
     }
-    v = emit_binary(pc, OP_ADD, v, at_index(pc, add_lo, 1, len));
+    v = spmd_emit_binary(pc, OP_ADD, v, at_index(pc, add_lo, 1, len));
     if (philox && len >= 3) {
-        int32_t carry = emit_convert(pc, emit_compare(pc, nlo, lo, CMP_LT), IR_U64);
-        v = emit_binary(pc, OP_ADD, v, at_index(pc, carry, 2, len));
+        int32_t carry = spmd_emit_convert(pc, spmd_emit_compare(pc, nlo, lo, CMP_LT), IR_U64);
+        v = spmd_emit_binary(pc, OP_ADD, v, at_index(pc, carry, 2, len));
     }
     return v;
 }
@@ -184,9 +184,9 @@ static int32_t whole_new_state(PComp *pc, int32_t st, int64_t ns, bool philox, c
     }
     /* u64 from s32 constants: used = q * 2^30 + r. */
     int64_t unit = (int64_t)1 << 30;
-    int32_t q = emit_convert(pc, emit_s32(pc, used / unit), IR_U64);
-    int32_t add = emit_binary(pc, OP_ADD, emit_binary(pc, OP_MULTIPLY, q, emit_convert(pc, emit_s32(pc, unit), IR_U64)),
-                              emit_convert(pc, emit_s32(pc, used % unit), IR_U64));
+    int32_t q = spmd_emit_convert(pc, spmd_emit_s32(pc, used / unit), IR_U64);
+    int32_t add = spmd_emit_binary(pc, OP_ADD, spmd_emit_binary(pc, OP_MULTIPLY, q, spmd_emit_convert(pc, spmd_emit_s32(pc, unit), IR_U64)),
+                              spmd_emit_convert(pc, spmd_emit_s32(pc, used % unit), IR_U64));
     return moved_state(pc, st, ns, add, philox, false);
 }
 
@@ -195,13 +195,13 @@ static IrStatus draw_shard(PComp *pc, int32_t i, const RngPlan *rp, bool philox,
                            const IrSharding *bs)
 {
     const IrInstr *ins = &pc->sc->instr[i];
-    IrArena *a = pc_arena(pc);
+    IrArena *a = spmd_arena(pc);
     bool bits_only = ins->shape.type != IR_TUPLE;
-    int32_t st = operand_as(pc, i, 0, &repl_sharding);
+    int32_t st = spmd_operand_as(pc, i, 0, &repl_sharding);
     const IrShape *ss = &pc->sc->instr[ins->opnd[0]].shape;
     int64_t ns = ss->dims[0];
     bool widen = philox && ns == 2;
-    int32_t ctr = emit_convert(pc, emit_table_lookup(pc, rp->ctr), IR_U64);
+    int32_t ctr = spmd_emit_convert(pc, spmd_emit_table_lookup(pc, rp->ctr), IR_U64);
     int32_t local_state = moved_state(pc, st, ns, ctr, philox, widen);
     IrShape ls, shapes[2];
     int64_t lns = widen ? 3 : ns;
@@ -210,27 +210,27 @@ static IrStatus draw_shard(PComp *pc, int32_t i, const RngPlan *rp, bool philox,
     shapes[1] = rp->draw;
     if (ir_shape_make_tuple(a, &ls, 2, shapes) != IR_OK)
         return IR_ENOMEM;
-    int32_t r = emit_clone(pc, ins, &ls, 1, &local_state, 0, NULL);
-    int32_t bits = emit_gte(pc, r, 1);
+    int32_t r = spmd_emit_clone(pc, ins, &ls, 1, &local_state, 0, NULL);
+    int32_t bits = spmd_emit_gte(pc, r, 1);
     IrShape shard;
     if (shd_shard_shape(a, full, bs, &shard) != IR_OK)
         return IR_ENOMEM;
     if (rp->flat) {
         int64_t len = ir_shape_elements(&shard);
-        int32_t skip = emit_table_lookup(pc, rp->skip);
-        bits = emit_reshape(pc, emit_dynamic_slice(pc, bits, &skip, &len), &shard);
+        int32_t skip = spmd_emit_table_lookup(pc, rp->skip);
+        bits = spmd_emit_reshape(pc, spmd_emit_dynamic_slice(pc, bits, &skip, &len), &shard);
     } else if (rp->draw.dims[0] != rp->rows) {
         int64_t lo[IR_MAX_RANK] = {0}, hi[IR_MAX_RANK];
         memcpy(hi, shard.dims, (size_t)shard.rank * sizeof(int64_t));
-        bits = emit_slice(pc, bits, lo, hi);
+        bits = spmd_emit_slice(pc, bits, lo, hi);
     }
     if (bits_only)
-        return set_val(pc, i, bits);
+        return spmd_set_val(pc, i, bits);
     int32_t el[2] = {whole_new_state(pc, st, ns, philox, full), bits};
-    int32_t t = emit_tuple(pc, 2, el);
+    int32_t t = spmd_emit_tuple(pc, 2, el);
     IrSharding *have[2] = {(IrSharding *)&repl_sharding, (IrSharding *)bs};
     IrSharding *hs = shd_tuple(a, 2, have);
-    return set_val(pc, i, hs ? reshard(pc, t, &ins->shape, hs, pc->shd[i]) : -1);
+    return spmd_set_val(pc, i, hs ? spmd_reshard(pc, t, &ins->shape, hs, pc->shd[i]) : -1);
 }
 
 IrStatus spmd_rng_bit_generator(PComp *pc, int32_t i)
@@ -242,7 +242,7 @@ IrStatus spmd_rng_bit_generator(PComp *pc, int32_t i)
     bool bits_only = ins->shape.type != IR_TUPLE;
     const IrShape *full = bits_only ? &ins->shape : ins->shape.ntuple == 2 ? &ins->shape.tuple[1] : NULL;
     const IrSharding *bs = !full ? NULL : bits_only ? pc->shd[i]
-                                     : shd_tuple_element(pc_arena(pc), pc->shd[i], &ins->shape, 1);
+                                     : shd_tuple_element(spmd_arena(pc), pc->shd[i], &ins->shape, 1);
     const char *alg = ins->a.x->rng_algorithm ? ins->a.x->rng_algorithm : "rng_default";
     bool philox = strcmp(alg, "rng_three_fry") != 0;
     RngPlan rp;
@@ -250,7 +250,7 @@ IrStatus spmd_rng_bit_generator(PComp *pc, int32_t i)
         ir_type_size(full->type) >= 1 && rng_plan(pc, philox, full, bs, &rp))
         return draw_shard(pc, i, &rp, philox, full, bs);
     /* Whole output on every device, each cutting its shard out. */
-    int32_t st = operand_as(pc, i, 0, &repl_sharding);
-    int32_t v = emit_clone(pc, ins, &ins->shape, 1, &st, 0, NULL);
-    return set_val(pc, i, reshard(pc, v, &ins->shape, &repl_sharding, pc->shd[i]));
+    int32_t st = spmd_operand_as(pc, i, 0, &repl_sharding);
+    int32_t v = spmd_emit_clone(pc, ins, &ins->shape, 1, &st, 0, NULL);
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, &repl_sharding, pc->shd[i]));
 }

@@ -44,8 +44,8 @@ static IrSharding *window_plan(PComp *pc, const IrInstr *ins, const IrShape *in,
             drop[nd++] = d;
     }
     if (nd == 0)
-        return shd_normalize(pc_arena(pc), cand);
-    return shd_replicate_dims(pc_arena(pc), cand, nd, drop);
+        return shd_normalize(spmd_arena(pc), cand);
+    return shd_replicate_dims(spmd_arena(pc), cand, nd, drop);
 }
 
 /* reduce-window (one operand): the result's sharding, or the operand's if
@@ -85,8 +85,8 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
             ts_free(halo);
             return spmd_oom(pc);
         }
-        int64_t cost = reshard_cost(in, pc->shd[ins->opnd[0]], s) +
-                       reshard_cost(&ins->shape, s, pc->shd[i]);
+        int64_t cost = spmd_reshard_cost(in, pc->shd[ins->opnd[0]], s) +
+                       spmd_reshard_cost(&ins->shape, s, pc->shd[i]);
         if (shd_total_tiles(s) > 1 && (!best || cost < best_cost)) {
             best = s;
             bi = c;
@@ -97,13 +97,13 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
         ts_free(halo);
         return spmd_fallback(pc, i);
     }
-    int32_t v = operand_as(pc, i, 0, best);
-    int32_t init = operand_as(pc, i, 1, &repl);
+    int32_t v = spmd_operand_as(pc, i, 0, best);
+    int32_t init = spmd_operand_as(pc, i, 1, &repl);
     int32_t ident = -1;
     for (int32_t d = 0; d < in->rank && v >= 0; d++)
         if (need[bi][d]) {
             if (ident < 0)
-                ident = emit_identity_const(pc, in->type, red);
+                ident = spmd_emit_identity_const(pc, in->type, red);
             v = spmd_halo(pc, v, best, d, &halo[bi * IR_MAX_RANK + d], ident);
         }
     IrShape local;
@@ -111,9 +111,9 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
     int32_t r = -1;
     if (v >= 0 && init >= 0 && ins->ncalled == 1 &&
         (called[0] = spmd_scalar_comp(pc->sp, ins->called[0])) >= 0 &&
-        shd_shard_shape(pc_arena(pc), &ins->shape, best, &local) == IR_OK) {
+        shd_shard_shape(spmd_arena(pc), &ins->shape, best, &local) == IR_OK) {
         int32_t ops[2] = {v, init};
-        r = emit_clone(pc, ins, &local, 2, ops, 1, called);
+        r = spmd_emit_clone(pc, ins, &local, 2, ops, 1, called);
     }
     if (r >= 0)
         for (int32_t d = 0; d < in->rank; d++)
@@ -122,7 +122,7 @@ static IrStatus reduce_window1(PComp *pc, int32_t i)
                 pc->dc->instr[r].a.x->window.dim[d].pad_hi = 0;
             }
     ts_free(halo);
-    return set_val(pc, i, reshard(pc, r, &ins->shape, best, pc->shd[i]));
+    return spmd_set_val(pc, i, spmd_reshard(pc, r, &ins->shape, best, pc->shd[i]));
 }
 
 /* select-and-scatter: local when every tiled dim of the result's sharding
@@ -141,15 +141,15 @@ static IrStatus select_and_scatter(PComp *pc, int32_t i)
     for (int32_t d = 0; d < ins->shape.rank; d++)
         if (shd_tiles(s, d) > 1 && !identity_window(&ins->a.x->window.dim[d]))
             return spmd_fallback(pc, i);
-    int32_t ops[3] = {operand_as(pc, i, 0, s), operand_as(pc, i, 1, s), operand_as(pc, i, 2, &repl)};
+    int32_t ops[3] = {spmd_operand_as(pc, i, 0, s), spmd_operand_as(pc, i, 1, s), spmd_operand_as(pc, i, 2, &repl)};
     int32_t called[2];
     for (int32_t k = 0; k < 2; k++)
         if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
             return spmd_oom(pc);
     IrShape local;
-    if (shd_shard_shape(pc_arena(pc), &ins->shape, s, &local) != IR_OK)
+    if (shd_shard_shape(spmd_arena(pc), &ins->shape, s, &local) != IR_OK)
         return spmd_oom(pc);
-    return set_val(pc, i, emit_clone(pc, ins, &local, 3, ops, 2, called));
+    return spmd_set_val(pc, i, spmd_emit_clone(pc, ins, &local, 3, ops, 2, called));
 }
 
 IrStatus spmd_reduce_window(PComp *pc, int32_t i)

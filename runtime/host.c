@@ -175,12 +175,14 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
                 if (st != IR_OK)
                     return st;
             }
+            char from[256];
+            bool known = ir_instr_origin(m, ins, from, sizeof from);
             if (ir_str_index(t, clu_default_host_targets) < 0)
                 return ir_error(d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
                                 "%s: custom-call target \"%s\" is not registered (tessel runs XLA's "
                                 "targets listed in docs/cli.md and its host targets tessel_print and "
-                                "tessel_save)",
-                                ins->name, t ? t : "");
+                                "tessel_save)%s%s%s",
+                                ins->name, t ? t : "", known ? " (from " : "", from, known ? ")" : "");
         }
     return IR_OK;
 }
