@@ -164,13 +164,23 @@ bool rtm_builtin_op(CollTransport *base, IrType ty, IrOpcode op)
     return op != OP_COUNT && rtm_op_for(t, ty, op, &dt, &mop);
 }
 
+/* The MPI datatype and operation of reducing `ty` with `op` (rtm_op_for),
+ * or IR_EUNSUPPORTED naming the rank, the op and the type. */
+static IrStatus rtm_reduction(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *mop, IrDiag *d)
+{
+    if (rtm_op_for(t, ty, op, dt, mop))
+        return IR_OK;
+    return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s", t->rank,
+                    ir_op_name(op), ir_type_name(ty));
+}
+
 IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d)
 {
     MPI_Datatype dt;
     MPI_Op mop;
-    if (!rtm_op_for(t, ty, op, &dt, &mop))
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
-                        t->rank, ir_op_name(op), ir_type_name(ty));
+    IrStatus st = rtm_reduction(t, ty, op, &dt, &mop, d);
+    if (st != IR_OK)
+        return st;
     /* In place, so pieces of at most MPI_PIECE bytes simply follow each other. */
     size_t esize = ir_type_size(ty);
     int64_t piece = (int64_t)(MPI_PIECE / (esize ? esize : 1));
@@ -307,12 +317,12 @@ IrStatus rtm_allreduce_in(CollTransport *base, const int32_t *color, CollXferKin
     RtTransport *t = (RtTransport *)base;
     MPI_Datatype dt;
     MPI_Op mop;
-    if (!rtm_op_for(t, ty, op, &dt, &mop))
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
-                        t->rank, ir_op_name(op), ir_type_name(ty));
+    IrStatus st = rtm_reduction(t, ty, op, &dt, &mop, d);
+    if (st != IR_OK)
+        return st;
     MPI_Comm comm;
     int k = 1;
-    IrStatus st = rtm_group_comm(t, color, &comm, &k, d);
+    st = rtm_group_comm(t, color, &comm, &k, d);
     if (st != IR_OK)
         return st;
     /* One check-in for the whole reduction: the colors' buffers differ in
@@ -342,12 +352,12 @@ IrStatus rtm_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXf
     RtTransport *t = (RtTransport *)base;
     MPI_Datatype dt;
     MPI_Op mop;
-    if (!rtm_op_for(t, ty, op, &dt, &mop))
-        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
-                        t->rank, ir_op_name(op), ir_type_name(ty));
+    IrStatus st = rtm_reduction(t, ty, op, &dt, &mop, d);
+    if (st != IR_OK)
+        return st;
     MPI_Comm comm;
     int k = 1;
-    IrStatus st = rtm_group_comm(t, color, &comm, &k, d);
+    st = rtm_group_comm(t, color, &comm, &k, d);
     if (st != IR_OK)
         return st;
     /* The color's hosts in host order: their ranks in comm (split by
