@@ -8,6 +8,8 @@
  *   plan_dump.c  the plan as text, JSON and DOT
  *   plan_grid.c  sharding grids: how an array is cut over the devices
  *   plan_html.c  the plan as one self-contained HTML page
+ *   plan_memory_html.c  its memory section: the peak broken down, the
+ *                live bytes over the execution order (inline SVG)
  *
  * May use ir/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
@@ -134,6 +136,14 @@ void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
 /* The plan as one self-contained HTML page (no network, no external
  * script: docs/plan.md). Heap text, NULL on OOM. */
 char *compile_plan_html(const CompileResult *r, const PlanView *v);
+/* s with <, >, & and " escaped for HTML text and attributes (NULL: nothing). */
+void compile_html_esc(IrStrBuf *o, const char *s);
+
+/* ---- plan_memory_html.c ---- */
+
+/* The memory section of a cluster (its estimate pm): the peak broken down,
+ * the values live there and an inline SVG of the live bytes per step. */
+void compile_memory_html(IrStrBuf *o, const PlanMemory *pm);
 
 /* ---- plan_grid.c ---- */
 
