@@ -20,6 +20,9 @@
  *    dynamic-update-slice into one, reuse its buffer (no new bytes), as the
  *    executor does when it holds the only reference (not a parameter the
  *    caller keeps);
+ *  - a while's state leaves that its body passes through unchanged stay
+ *    in the initial state's buffers (which then live as long as the
+ *    result); the others are new;
  *  - a called computation (while body, call, branch, fusion, reducer)
  *    adds, while its caller's step runs, its own peak beyond its
  *    parameters and its result.
@@ -123,6 +126,33 @@ static IrStatus callee_extra(Est *e, int32_t k, int64_t *extra, IrDiag *d)
     return IR_OK;
 }
 
+/* The bytes of a while's result it makes afresh: a leaf of the state the
+ * body passes through unchanged (root tuple operand k is
+ * get-tuple-element(parameter, k)) stays in the initial state's buffer.
+ * *through: some leaf does. */
+static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through)
+{
+    *through = false;
+    int64_t all = leaf_bytes(&ins->shape);
+    if (ins->op != OP_WHILE || ins->ncalled < 2 || ins->shape.type != IR_TUPLE)
+        return all;
+    int32_t bi = ins->called[1];
+    if (bi < 0 || bi >= m->ncomp)
+        return all;
+    const IrComputation *b = m->comp[bi];
+    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != ins->shape.ntuple)
+        return all;
+    const IrInstr *root = &b->instr[b->root];
+    for (int32_t k = 0; k < root->nopnd; k++) {
+        const IrInstr *g = &b->instr[root->opnd[k]];
+        if (g->op == OP_GET_TUPLE_ELEMENT && g->a.tuple_index == k && b->instr[g->opnd[0]].op == OP_PARAMETER) {
+            all -= leaf_bytes(&ins->shape.tuple[k]);
+            *through = true;
+        }
+    }
+    return all;
+}
+
 /* Last steps: each value's last use; referring instructions keep their
  * sources alive as long as they are (walked backwards, so chains of
  * references carry through); reusing ones take their operand's buffer. */
@@ -169,6 +199,11 @@ static void lifetimes(Est *e, const MemOptions *o)
             for (int32_t k = from; k < to; k++)
                 if (e->end[ins->opnd[k]] < e->end[i])
                     e->end[ins->opnd[k]] = e->end[i];
+        } else if (ins->op == OP_WHILE && ins->nopnd == 1) {
+            bool through;
+            e->own[i] = while_fresh(e->m, ins, &through);
+            if (through && e->end[ins->opnd[0]] < e->end[i])
+                e->end[ins->opnd[0]] = e->end[i];
         } else if (reuses(ins)) {
             int32_t op = ins->opnd[0];
             /* The operand's last use is here and it is nobody else's. */
