@@ -1,5 +1,5 @@
 /*
- * plan_memory_html.c: the memory section of the plan's HTML page: the
+ * view_memory.c: the memory section of the plan view's HTML page: the
  * estimate's peak broken down (parameters, outputs, collective buffers,
  * temporaries, a called computation's own values), the values live at the
  * peak, largest first, and the live bytes over the execution order drawn
