@@ -303,6 +303,15 @@ TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d
 enum { TS_SHOW_ASCII = 1u, TS_SHOW_COLOUR = 2u };
 TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d);
 
+/* Why the collectives that produce or consume the value `name` (an
+ * instruction of a compiled plan's clusters, or a collective's own name)
+ * are there: each with its bytes per device, the instruction whose rule
+ * asked for it and that instruction's FILE:LINE:COL, the sharding
+ * conflict in words and, where one exists, the change that would make it
+ * local (docs/plan.md "Why a collective is there"). *out is heap text
+ * (ts_free); TS_EINPUT when the plan has nothing of that name. */
+TsStatus ts_plan_why(const TsPlan *p, const char *name, char **out, TsDiag *d);
+
 /* ts_plan_dump with more to say: `format` as there, or "html" (one
  * self-contained page: the graph, the instructions, collectives, sharding
  * grids, memory, split and concat trees; docs/plan.md). `expand` names

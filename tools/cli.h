@@ -71,6 +71,7 @@ enum {
 #define OPT_CHECKPOINT_DIR (UINT64_C(1) << 33) /* --checkpoint-dir DIR */
 #define OPT_RESUME         (UINT64_C(1) << 34) /* --resume DIR (continue from its last checkpoint) */
 #define OPT_LINK_GBPS      (UINT64_C(1) << 35) /* --link-gbps G (the cost model's links between hosts) */
+#define OPT_WHY            (UINT64_C(1) << 36) /* --why NAME (plan: the collectives of one value and why) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -102,6 +103,7 @@ typedef struct CliOptions {
     bool ascii, progress;    /* --ascii, --progress */
     const char *dump_dir;    /* --dump-dir DIR */
     const char *watch;       /* --watch NAME */
+    const char *why;         /* --why NAME (plan) */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
     double timeout;          /* --timeout SECONDS (0: none) */
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */

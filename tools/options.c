@@ -58,6 +58,7 @@ static const OptSpec OPTS[] = {
     {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
     {"--resume", OPT_RESUME, true},
     {"--link-gbps", OPT_LINK_GBPS, true},
+    {"--why", OPT_WHY, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -363,6 +364,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         o->dump_dir = v;
         return CLI_OK;
     case OPT_WATCH: o->watch = v; return CLI_OK;
+    case OPT_WHY: o->why = v; return CLI_OK;
     default: return CLI_OK;
     }
 }
