@@ -238,8 +238,10 @@ typedef struct TsCompileOptions {
     double link_gbps;
     /* Called with each warning of the compile (the text alone: no
      * "warning:" prefix, no newline; valid during the call): today, once,
-     * when a compile for several partitions finds no sharding it reads on
-     * any value. The library prints nothing. NULL: warnings are dropped. */
+     * when a compile for several partitions partitions nothing: no
+     * sharding it reads on any value, or shardings that split none (all
+     * replicated or maximal, or splitting host work only). The library
+     * prints nothing. NULL: warnings are dropped. */
     void (*on_warning)(void *ctx, const char *msg);
     void *warning_ctx;
 } TsCompileOptions;
