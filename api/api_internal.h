@@ -3,15 +3,18 @@
  * public handles are thin boxes around the layers' types; a TsDiag is an
  * IrDiag with public field names. May use every layer (DESIGN.md).
  *
- *   diag.c     diagnostics, versions, limits, ts_free, ts_shutdown
- *   module.c   TsModule: parse, verify, summary, print
- *   plan.c     TsPlan: compile, load, save, dump, layout, inputs/outputs
- *   run.c      TsOutputs; runs in process and of the reference
- *   replay.c   replays of SPMD programs: each device's inputs and outputs
- *   mpi.c      runs under MPI on the caller's communicator; TsMpiWorld
- *   devices.c  the local devices as text or JSON
- *   outdir.c   the output directory of a run: locked, all or nothing
- *   grad.c     ts_add_gradients, the public face of grad/
+ *   common.c         what every file shares: diagnostics, versions, limits,
+ *                    ts_free, ts_shutdown
+ *   module_handle.c  TsModule: parse, verify, summary, print
+ *   plan_handle.c    TsPlan, the handle on a compiled program (compiled
+ *                    here or loaded from a plan file): compile, load, save,
+ *                    view (`tessel plan`), host layout, inputs/outputs
+ *   run.c            TsOutputs; runs in process and of the reference
+ *   replay_bind.c    replays of SPMD programs: each device's inputs and outputs
+ *   run_mpi.c        runs under MPI on the caller's communicator; TsMpiWorld
+ *   device_report.c  the local devices as text or JSON (`tessel devices`)
+ *   outdir.c         the output directory of a run: locked, all or nothing
+ *   grad.c           ts_add_gradients, the public face of grad/
  */
 #ifndef TESSEL_API_INTERNAL_H
 #define TESSEL_API_INTERNAL_H

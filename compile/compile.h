@@ -5,11 +5,11 @@
  *   driver.c     compile_module: the passes in order (see its comment)
  *   plan_file.c  plan files: written, and loaded back with every line checked
  *   digest.c     SHA-256 (nettle) and the framing lines of a plan file
- *   plan_dump.c  the plan as text, JSON and DOT
- *   plan_grid.c  sharding grids: how an array is cut over the devices
- *   plan_html.c  the plan as one self-contained HTML page
- *   plan_why.c   why each collective is there: the text dump's lines, --why
- *   plan_colour.c the graph's colours by meaning, and their legend
+ *   view.c       the plan views (what `tessel plan` prints): text, JSON, DOT
+ *   view_grid.c  sharding grids: how an array is cut over the devices
+ *   view_html.c  the plan view as one self-contained HTML page
+ *   view_why.c   why each collective is there: the text view's lines, --why
+ *   view_colour.c the graph's colours by meaning, and their legend
  *
  * May use ir/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
@@ -112,7 +112,7 @@ IrStatus compile_plan_check_frame(const char *path, const char *text, size_t len
  * ("host-op", "host-control-flow", "host-glue", "constant"). Can't fail. */
 const char *compile_place_name(CluPlace p);
 
-/* ---- plan_dump.c ---- */
+/* ---- view.c ---- */
 
 /* What the graph of a dump draws: computations drawn whole (by name, or
  * the name of an instruction calling them) instead of folded into their
@@ -132,7 +132,7 @@ char *compile_plan_dot(const CompileResult *r, const PlanView *v);
  * dump prints it (no newline). */
 void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
 
-/* ---- plan_why.c ---- */
+/* ---- view_why.c ---- */
 
 /* "FILE:LINE:COL" of a site (file may be NULL), or "an unknown position". */
 void compile_site_pos(IrStrBuf *o, const SpmdSite *s, const char *file);
@@ -146,7 +146,7 @@ void compile_why_lines(IrStrBuf *o, const SpmdCollective *c, const char *file, c
  * nothing of that name, or IR_ENOMEM, in d. */
 char *compile_plan_why(const CompileResult *r, const char *name, IrDiag *d);
 
-/* ---- plan_colour.c ---- */
+/* ---- view_colour.c ---- */
 
 typedef struct PlanColour {
     char *key;               /* canonical sharding text (shd_canonical_str) */
@@ -166,13 +166,13 @@ void plan_colours_free(PlanColours *c);
 /* The colour of s (NULL, or not in the table: the replicated grey). */
 const char *plan_colour(const PlanColours *c, const IrSharding *s);
 
-/* ---- plan_html.c ---- */
+/* ---- view_html.c ---- */
 
 /* The plan as one self-contained HTML page (no network, no external
  * script: docs/plan.md). Heap text, NULL on OOM. */
 char *compile_plan_html(const CompileResult *r, const PlanView *v);
 
-/* ---- plan_grid.c ---- */
+/* ---- view_grid.c ---- */
 
 /* The 2-D view of an array's tiles: rows are tiles of dim `rowdim`,
  * columns of `coldim` (-1: one track), one page per tile of the further

@@ -4,7 +4,7 @@
  * random inputs, binding user inputs to entry parameters, writing outputs,
  * the MPI world and transport, the host program and compiled programs.
  * Every collective is coll/'s (coll/coll.h); runtime/ calls it from its
- * device threads (local.c) and gives it the MPI transport (mpi.c).
+ * device threads (local.c) and gives it the MPI transport (mpi_world.c).
  *
  * Files of this layer (the header reads as a table of contents; each file
  * has its own section below, or in the private header named):
@@ -23,12 +23,12 @@
  *   shards.c    cutting a value into shards and putting them together
  *   shard_io.c  per-host input reads: only the boxes of the host's devices
  *   compare.c   the oracle's comparison of two results
- *   replay.c    each device's inputs when an SPMD program is replayed
- *   host.c      the host program: its instructions, the cluster calls
- *               (program.h)
+ *   replay_inputs.c  each device's inputs when an SPMD program is replayed
+ *   host_program.c   running the host program of a compiled program: its
+ *               instructions, the cluster calls (program.h)
  *   local.c     the devices of one host as threads: the world (barrier,
  *               abort), the device threads, steps; collectives go to coll/
- *   mpi.c       the MPI world: init, attach, end, the tuning's message
+ *   mpi_world.c the MPI world: init, attach, end, the tuning's message
  *               shapes from rank 0, agreement, gathers, statistics
  *               (transport.h; the files below share mpi_internal.h)
  *   mpi_transport.c  coll/'s CollTransport over MPI
@@ -310,7 +310,7 @@ IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwri
 char *rt_value_summary(const DevValue *v);
 
 /* ------------------------------------------------------------------ */
-/* replay.c: the inputs of each device of a replayed SPMD program      */
+/* replay_inputs.c: each device's inputs of a replayed SPMD program    */
 /* ------------------------------------------------------------------ */
 
 /* The seed device `device` draws its random inputs from when every
@@ -391,7 +391,7 @@ bool rt_values_match(const DevValue *ref, const DevValue *got, char **why);
 double rt_float_tolerance(IrType t);
 
 /* ------------------------------------------------------------------ */
-/* mpi.c: one MPI rank per host                                        */
+/* mpi_world.c: one MPI rank per host                                 */
 /* ------------------------------------------------------------------ */
 
 typedef struct RtTransport RtTransport;
@@ -420,7 +420,7 @@ IrStatus rt_mpi_tune(RtTransport *t, const CollTuning *tune, IrDiag *d);
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */
 IrStatus rt_mpi_release(RtTransport *t, IrDiag *d);
-/* Start t's heartbeat (mpi.c, RELIABILITY.md): a thread beats to every
+/* Start t's heartbeat (mpi_world.c, RELIABILITY.md): a thread beats to every
  * peer and a peer silent for `seconds` ends the job naming it; every
  * collective becomes a check-in compared across ranks. seconds <= 0 or
  * one rank: nothing. IR_ENOMEM / IR_ERUNTIME when it cannot start.

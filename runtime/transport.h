@@ -2,7 +2,7 @@
  * transport.h: the MPI world of a run beyond the collectives (runtime-
  * internal): gathers of results, check-ins, the byte counters, ending the
  * job. The collectives themselves go through coll/'s CollTransport
- * (rt_mpi_transport). mpi.c implements them over MPI, every
+ * (rt_mpi_transport). mpi_world.c implements them over MPI, every
  * call through the failure-injection layer of mpi_layer.h: a failure is
  * returned to the caller, which must then end the job (rt_transport_abort),
  * since the other hosts may be waiting in the same collective.

@@ -1,8 +1,8 @@
 /*
- * mpi.c: one MPI rank per host: the world (init, attach, end), the run's
- * tuning from rank 0, agreement on failures before anything blocks,
- * gathering the outputs' shards to rank 0, and statistics across ranks.
- * The transport coll/'s leader devices use is mpi_transport.c and
+ * mpi_world.c: one MPI rank per host: the world (init, attach, end), the
+ * run's tuning from rank 0, agreement on failures before anything blocks,
+ * gathering the outputs' shards to rank 0, and statistics across ranks. The
+ * transport coll/'s leader devices use is mpi_transport.c and
  * mpi_pipeline.c; the heartbeat mpi_heartbeat.c (mpi_internal.h).
  *
  * Every MPI call goes through the thin layer of mpi_layer.h (so a test can

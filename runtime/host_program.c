@@ -1,9 +1,10 @@
 /*
- * host.c: programs with host work. The module is split by cluster/ into a
- * host program and device clusters; every cluster is partitioned on its own
- * and, when the host program reaches its call, run on the devices: the
- * call's operands are cut by the cluster's split trees, its results put
- * back together by its concat trees. Host custom-calls run here.
+ * host_program.c: running the host program of a compiled program. The
+ * module is split by cluster/ into a host program and device clusters;
+ * every cluster is partitioned on its own and, when the host program
+ * reaches its call, run on the devices: the call's operands are cut by the
+ * cluster's split trees, its results put back together by its concat trees.
+ * Host custom-calls run here.
  *
  * Where the host program runs: in the process that runs the devices (one
  * process, or every rank under MPI: the host program is deterministic, so

@@ -1,5 +1,5 @@
 /*
- * plan_html.c: the plan as one self-contained HTML page: nothing is
+ * view_html.c: the plan view as one self-contained HTML page: nothing is
  * fetched (a Content-Security-Policy forbids every source but the page's
  * own inline style and script), so the file can be mailed or attached to a
  * bug and opened anywhere.
@@ -10,7 +10,7 @@
  * that both show the same nodes and edges), the instructions with their
  * shardings and per-device shapes, the collectives with the bytes they
  * move, the reshards, the sharding grids of the inputs and outputs (CSS
- * grids in the proportions of plan_grid.c), memory per device, and the
+ * grids in the proportions of view_grid.c), memory per device, and the
  * split and concat trees. Clicking a node of the graph shows its row of
  * the tables (and clicking a row shows its node).
  */

@@ -1,5 +1,5 @@
 /*
- * plan_why.c: why each collective of a plan is there, for people: the
+ * view_why.c: why each collective of a plan is there, for people: the
  * lines the text dump prints under each collective, and `tessel plan
  * --why NAME`, the collectives that produce or consume one value. The
  * reasons themselves are the partitioner's (partition/spmd_why.c); a

@@ -1,6 +1,6 @@
 /*
- * plan.c: TsPlan: a module compiled by compile/ (keeping the module, for
- * the reference run) or a plan file loaded back; saving it, dumping it,
+ * plan_handle.c: TsPlan: a module compiled by compile/ (keeping the module,
+ * for the reference run) or a plan file loaded back; saving it, dumping it,
  * changing its host layout, and describing its inputs and outputs.
  */
 #include "api_internal.h"

@@ -1,5 +1,5 @@
 /*
- * plan_colour.c: the colours of a plan's graph, by meaning. Every
+ * view_colour.c: the colours of a plan's graph, by meaning. Every
  * sharding of the logical clusters is read in its canonical form
  * (shd_canonical_str: {devices=[1,2]<=[2]} and {devices=[1,2]0,1} are
  * one), the distinct forms are sorted, and the k-th gets the k-th colour
