@@ -11,7 +11,7 @@
  *   view_why.c   why each collective is there: the text view's lines, --why
  *   view_colour.c the graph's colours by meaning, and their legend
  *
- * May use ir/, cluster/ and partition/ (DESIGN.md's layer table); never
+ * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
  * is what the runtime executes.
  *
@@ -21,6 +21,7 @@
 #ifndef TESSEL_COMPILE_H
 #define TESSEL_COMPILE_H
 
+#include "../auto/auto.h"
 #include "../cluster/cluster.h"
 #include "../ir/ir.h"
 #include "../partition/partition.h"
@@ -36,6 +37,9 @@ typedef struct CompileOptions {
     int64_t max_devices;     /* 0: COMPILE_DEFAULT_MAX_DEVICES */
     bool no_verify;          /* skip the verifier after the rewriting passes */
     double link_gbps;        /* links between hosts, Gb/s (the cost model); 0: 10 */
+    /* Shardings chosen for the values the module leaves unsharded
+     * (auto/, before propagation); NULL: none. */
+    const AutoOptions *auto_shard;
     /* Called with the module after each pass (--dump-dir): `what` names
      * it ("after_propagate", "after_outline", "cluster_0.after_spmd_partition",
      * ...). A failure (the callback's, in d) ends the compile. May be NULL. */
@@ -55,6 +59,7 @@ typedef struct CompileResult {
     CluResult res;           /* clusters, host instructions, cuts (empty without host work) */
     Plan **plans;            /* prog.ncluster entries: trees, devices, islands */
     bool from_plan;          /* loaded from a plan file */
+    AutoReport autoshard;    /* what --auto-shard chose and why (explain NULL: not run) */
 } CompileResult;
 
 /* Compile `src` (a verified module; taken, also on failure): the passes

@@ -259,13 +259,6 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
     return st;
 }
 
-void rt_mpi_finalize(RtTransport *t)
-{
-    IrDiag d = {0};
-    rt_mpi_end(t, &d);
-    ir_diag_clear(&d);
-}
-
 /* ---- the run's tuning, rank 0's ---- */
 
 IrStatus rt_mpi_tune(RtTransport *t, const CollTuning *tune, IrDiag *d)
