@@ -15,6 +15,7 @@
  *   device_report.c  the local devices as text or JSON (`tessel devices`)
  *   outdir.c         the output directory of a run: locked, all or nothing
  *   grad.c           ts_add_gradients, the public face of grad/
+ *   profile.c        the cost model's rates read from a profile file (--profile)
  */
 #ifndef TESSEL_API_INTERNAL_H
 #define TESSEL_API_INTERNAL_H
@@ -105,6 +106,10 @@ typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, con
                              TsDiag *d);
 /* Read the file at `path` (api_read_file) and parse it with `parse`. */
 TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d);
+/* profile.c: the rates of the profile file at `path` into *c (fields it
+ * does not give stay 0: the defaults). IR_EINPUT naming the file and the
+ * field. */
+IrStatus api_profile_load(const char *path, AutoCost *c, IrDiag *d);
 /* The heartbeat of a run: 0 means the default, 60 s; < 0 none. */
 double api_heartbeat_seconds(double s);
 /* The while loop bound of a run (--limit trips; 0: unbounded). */
@@ -151,5 +156,10 @@ IrStatus api_plan_step_hook(const TsPlan *p, const TsRunOptions *o, ApiSteps *ct
 
 /* The device binding and step lines of --stats. */
 void api_stats_binding(IrStrBuf *s, const RtRunStats *rs);
+/* The plan's per-device memory estimate (its first cluster's). */
+int64_t api_plan_estimate(const TsPlan *p);
+/* --stats: the estimate beside each local device's measured peak (devices
+ * numbered from `first`), and the process's peak RSS beyond them. */
+void api_stats_memory(IrStrBuf *s, const RtRunStats *rs, int64_t estimate, int64_t first);
 
 #endif /* TESSEL_API_INTERNAL_H */

@@ -8,8 +8,10 @@
  *   view.c       the plan views (what `tessel plan` prints): text, JSON, DOT
  *   view_grid.c  sharding grids: how an array is cut over the devices
  *   view_html.c  the plan view as one self-contained HTML page
+ *   view_memory.c  its memory section: the peak broken down, the live
+ *                bytes over the execution order (inline SVG)
  *
- * May use ir/, cluster/ and partition/ (DESIGN.md's layer table); never
+ * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
  * is what the runtime executes.
  *
@@ -19,6 +21,7 @@
 #ifndef TESSEL_COMPILE_H
 #define TESSEL_COMPILE_H
 
+#include "../auto/auto.h"
 #include "../cluster/cluster.h"
 #include "../ir/ir.h"
 #include "../partition/partition.h"
@@ -34,6 +37,9 @@ typedef struct CompileOptions {
     int64_t max_devices;     /* 0: COMPILE_DEFAULT_MAX_DEVICES */
     bool no_verify;          /* skip the verifier after the rewriting passes */
     double link_gbps;        /* links between hosts, Gb/s (the cost model); 0: 10 */
+    /* Shardings chosen for the values the module leaves unsharded
+     * (auto/, before propagation); NULL: none. */
+    const AutoOptions *auto_shard;
     /* Called with the module after each pass (--dump-dir): `what` names
      * it ("after_propagate", "after_outline", "cluster_0.after_spmd_partition",
      * ...). A failure (the callback's, in d) ends the compile. May be NULL. */
@@ -52,6 +58,7 @@ typedef struct CompileResult {
     CluResult res;           /* clusters, host instructions, cuts (empty without host work) */
     Plan **plans;            /* prog.ncluster entries: trees, devices, islands */
     bool from_plan;          /* loaded from a plan file */
+    AutoReport autoshard;    /* what --auto-shard chose and why (explain NULL: not run) */
 } CompileResult;
 
 /* Compile `src` (a verified module; taken, also on failure): the passes
@@ -134,6 +141,14 @@ void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
 /* The plan as one self-contained HTML page (no network, no external
  * script: docs/plan.md). Heap text, NULL on OOM. */
 char *compile_plan_html(const CompileResult *r, const PlanView *v);
+/* s with <, >, & and " escaped for HTML text and attributes (NULL: nothing). */
+void compile_html_esc(IrStrBuf *o, const char *s);
+
+/* ---- view_memory.c ---- */
+
+/* The memory section of a cluster (its estimate pm): the peak broken down,
+ * the values live there and an inline SVG of the live bytes per step. */
+void compile_memory_html(IrStrBuf *o, const PlanMemory *pm);
 
 /* ---- view_grid.c ---- */
 

@@ -33,6 +33,11 @@ static void esc(IrStrBuf *o, const char *s)
         }
 }
 
+void compile_html_esc(IrStrBuf *o, const char *s)
+{
+    esc(o, s);
+}
+
 static void esc_owned(IrStrBuf *o, char *s)
 {
     esc(o, s ? s : "?");
@@ -684,9 +689,19 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
         const IrModule *m = c->src ? c->src : c->spmd;
         collective_table(&o, p, &c->report, k, ir_entry(m)->name);
         values_html(&o, p);
+        compile_memory_html(&o, &p->memory);
     }
     if (r->prog.host)
         host_html(&o, &r->res);
+    if (r->autoshard.explain) {
+        ir_sb_puts(&o, "<h2 id=\"auto-shard\">Why these shardings (--auto-shard)</h2>\n<p class=\"caption\">"
+                       "Each group of instructions that share one choice (a leader and the elementwise "
+                       "instructions that follow it): the sharding chosen per tensor dim (mesh axes; '-': none; "
+                       "+axis: replicated along it), its own estimated cost and that of its reshards, then the "
+                       "alternatives, each with its cost and the difference (docs/auto-shard.md).</p>\n<pre>");
+        esc(&o, r->autoshard.explain);
+        ir_sb_puts(&o, "</pre>\n");
+    }
     ir_sb_printf(&o, "<div id=\"info\"></div>\n<script>%s</script>\n</body></html>\n", SCRIPT);
     return ir_sb_take(&o);
 }

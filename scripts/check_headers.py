@@ -24,6 +24,7 @@ import sys
 LAYERS = {
     "ir": "ir.h",
     "partition": "partition.h",
+    "auto": "auto.h",
     "cluster": "cluster.h",
     "device": "device.h",
     "compile": "compile.h",

@@ -27,6 +27,7 @@ LIBRARIES = {
     "MPI": {"mpi.h"},
     "jansson": {"jansson.h"},
     "nettle": {"nettle/sha2.h"},
+    "GLPK": {"glpk.h"},
 }
 ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
 # The MPI transport: the only files that include mpi.h, and the only ones
