@@ -8,6 +8,8 @@
  *   view.c       the plan views (what `tessel plan` prints): text, JSON, DOT
  *   view_grid.c  sharding grids: how an array is cut over the devices
  *   view_html.c  the plan view as one self-contained HTML page
+ *   view_memory.c  its memory section: the peak broken down, the live
+ *                bytes over the execution order (inline SVG)
  *
  * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
@@ -139,6 +141,14 @@ void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
 /* The plan as one self-contained HTML page (no network, no external
  * script: docs/plan.md). Heap text, NULL on OOM. */
 char *compile_plan_html(const CompileResult *r, const PlanView *v);
+/* s with <, >, & and " escaped for HTML text and attributes (NULL: nothing). */
+void compile_html_esc(IrStrBuf *o, const char *s);
+
+/* ---- view_memory.c ---- */
+
+/* The memory section of a cluster (its estimate pm): the peak broken down,
+ * the values live there and an inline SVG of the live bytes per step. */
+void compile_memory_html(IrStrBuf *o, const PlanMemory *pm);
 
 /* ---- view_grid.c ---- */
 

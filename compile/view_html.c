@@ -33,6 +33,11 @@ static void esc(IrStrBuf *o, const char *s)
         }
 }
 
+void compile_html_esc(IrStrBuf *o, const char *s)
+{
+    esc(o, s);
+}
+
 static void esc_owned(IrStrBuf *o, char *s)
 {
     esc(o, s ? s : "?");
@@ -684,6 +689,7 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
         const IrModule *m = c->src ? c->src : c->spmd;
         collective_table(&o, p, &c->report, k, ir_entry(m)->name);
         values_html(&o, p);
+        compile_memory_html(&o, &p->memory);
     }
     if (r->prog.host)
         host_html(&o, &r->res);
