@@ -71,6 +71,7 @@ enum {
 #define OPT_CHECKPOINT_DIR (UINT64_C(1) << 33) /* --checkpoint-dir DIR */
 #define OPT_RESUME         (UINT64_C(1) << 34) /* --resume DIR (continue from its last checkpoint) */
 #define OPT_LINK_GBPS      (UINT64_C(1) << 35) /* --link-gbps G (the cost model's links between hosts) */
+#define OPT_INIT_STATE     (UINT64_C(1) << 36) /* --init-state zeros (run: optimizer state starts at zero) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -81,6 +82,7 @@ typedef struct CliOptions {
     TsInput *inputs;         /* heap; keys point into a heap copy, see options.c */
     bool random;
     uint64_t seed;
+    bool zero_state;         /* --init-state zeros */
     int32_t ninfeeds;
     const char **infeeds;    /* heap array; the paths are borrowed from argv */
     const char *output_dir;
