@@ -58,6 +58,10 @@ static const OptSpec OPTS[] = {
     {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
     {"--resume", OPT_RESUME, true},
     {"--link-gbps", OPT_LINK_GBPS, true},
+    {"--auto-shard", OPT_AUTO_SHARD, false},
+    {"--mesh", OPT_MESH, true},
+    {"--profile", OPT_PROFILE, true},
+    {"--explain", OPT_EXPLAIN, false},
     {"--init-state", OPT_INIT_STATE, true},
 };
 
@@ -160,7 +164,8 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
-                              .link_gbps = o->link_gbps, .on_warning = cli_warning};
+                              .link_gbps = o->link_gbps, .on_warning = cli_warning,
+                              .auto_shard = o->auto_shard, .mesh = o->mesh, .profile = o->profile};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -364,6 +369,8 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         o->dump_dir = v;
         return CLI_OK;
     case OPT_WATCH: o->watch = v; return CLI_OK;
+    case OPT_MESH: o->mesh = v; return CLI_OK;
+    case OPT_PROFILE: o->profile = v; return CLI_OK;
     case OPT_INIT_STATE:
         if (strcmp(v, "zeros"))
             return cli_usage_error(cmd, "--init-state is zeros (the optimizer state starts at zero), not '%s'", v);
@@ -403,6 +410,10 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->no_verify = true;
             else if (s->bit == OPT_SPMD)
                 o->spmd = true;
+            else if (s->bit == OPT_AUTO_SHARD)
+                o->auto_shard = true;
+            else if (s->bit == OPT_EXPLAIN)
+                o->explain = true;
             else if (s->bit == OPT_PER_DEVICE)
                 o->per_device = true;
             else if (s->bit == OPT_JVP)
