@@ -77,6 +77,7 @@ enum {
 #define OPT_EXPLAIN        (UINT64_C(1) << 39) /* --explain (plan: why each chosen sharding) */
 /* The options of automatic sharding, for compile, plan and run. */
 #define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
+#define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -108,6 +109,7 @@ typedef struct CliOptions {
     bool ascii, progress;    /* --ascii, --progress */
     const char *dump_dir;    /* --dump-dir DIR */
     const char *watch;       /* --watch NAME */
+    const char *why;         /* --why NAME (plan) */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
     double timeout;          /* --timeout SECONDS (0: none) */
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
