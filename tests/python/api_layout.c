@@ -115,6 +115,7 @@ int main(void)
     FIELD(TsTuning, fail_rank);
     FIELD(TsTuning, openblas_num_threads_unset);
     FIELD(TsRunOptions, process_local);
+    FIELD(TsRunOptions, zero_state);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
