@@ -135,7 +135,8 @@ class TsRunOptions(ctypes.Structure):
                 ("limits", ctypes.POINTER(TsLimits)),
                 ("heartbeat_seconds", ctypes.c_double),
                 ("tuning", TsTuning),
-                ("process_local", c_bool)]
+                ("process_local", c_bool),
+                ("zero_state", c_bool)]
 
 
 class TsStepInfo(ctypes.Structure):

@@ -114,6 +114,7 @@ int main(void)
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
     FIELD(TsRunOptions, process_local);
+    FIELD(TsRunOptions, zero_state);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
