@@ -42,6 +42,9 @@ typedef struct CompileOptions {
     /* Shardings chosen for the values the module leaves unsharded
      * (auto/, before propagation); NULL: none. */
     const AutoOptions *auto_shard;
+    /* Pair parameters with outputs where safe (partition/donate.c,
+     * plan_donate_auto) after partitioning each cluster. */
+    bool donate_auto;
     /* Called with the module after each pass (--dump-dir): `what` names
      * it ("after_propagate", "after_outline", "cluster_0.after_spmd_partition",
      * ...). A failure (the callback's, in d) ends the compile. May be NULL. */

@@ -33,6 +33,9 @@
  *                          are those of step 3: no second propagation).
  *                          Establishes one SPMD program per cluster,
  *                          per-device shapes, collectives. Verified after.
+ *   5b. donate            with CompileOptions.donate_auto: plan_donate_auto
+ *                          pairs parameters with outputs where safe (the
+ *                          SPMD program's input_output_alias grows).
  *   6. split/concat trees, device assignment, islands
  *                          plan_build per cluster for H hosts x L devices.
  *
@@ -130,6 +133,9 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
         st = dump(opt, k, "after_spmd_partition", c->spmd, d);
     if (st == IR_OK)
         st = plan_cluster_record_io(c, d);
+    int32_t added = 0;
+    if (st == IR_OK && opt->donate_auto)
+        st = plan_donate_auto(c, &added, d);
     return st;
 }
 

@@ -79,6 +79,7 @@ enum {
 /* The options of automatic sharding, for compile, plan and run. */
 #define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
+#define OPT_DONATE         (UINT64_C(1) << 42) /* --donate auto|declared (input_output_alias pairs inferred) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -116,6 +117,7 @@ typedef struct CliOptions {
     double timeout;          /* --timeout SECONDS (0: none) */
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
     double link_gbps;        /* --link-gbps G (0: the cost model's 10) */
+    int32_t donate;          /* --donate: TS_DONATE_DECLARED (default) or TS_DONATE_AUTO */
     bool auto_shard;         /* --auto-shard */
     const char *mesh;        /* --mesh SPEC */
     const char *profile;     /* --profile FILE */
