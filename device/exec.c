@@ -1,6 +1,7 @@
 /*
  * exec.c: the reference executor. It interprets one computation on one
- * device: instructions run in a topological order (operands first), each
+ * device: instructions run in a topological order (operands first; in a
+ * module marked is_scheduled=true, the order its text lists them), each
  * result is kept by instruction index, and a value is released as soon as
  * its last user has run (a count of remaining uses per instruction). The
  * root's value is the result.
@@ -34,6 +35,7 @@
 #include "device.h"
 #include "fusion.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -235,6 +237,26 @@ static void fuse_order(const IrComputation *c, Plan *p)
     count_uses(c, p);
 }
 
+/* A scheduled module (is_scheduled=true, as XLA prints one after its
+ * scheduler, or as compile/ fits a memory limit: docs/plan.md) runs its
+ * instructions in the order the text lists them (the stable topological
+ * order, which is the definition order of a module in order): the
+ * instructions the post-order reached (state 2), in that order. */
+static IrStatus scheduled_order(const Exec *x, const IrComputation *c, const uint8_t *state, Plan *p)
+{
+    int32_t *topo = NULL;
+    IrStatus st = ir_topo_order(x->m, c, &topo, x->d);
+    if (st != IR_OK)
+        return st;
+    int32_t n = 0;
+    for (int32_t k = 0; k < c->ninstr; k++)
+        if (state[topo[k]] == 2)
+            p->order[n++] = topo[k];
+    assert(n == p->n);
+    ts_free(topo);
+    return IR_OK;
+}
+
 static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
 {
     int32_t n = c->ninstr;
@@ -255,12 +277,15 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
             st = post_order(x, c, i, state, stack, next, p);
     if (st == IR_OK)
         st = post_order(x, c, c->root, state, stack, next, p);
+    if (st == IR_OK && x->m->is_scheduled)
+        st = scheduled_order(x, c, state, p);
     if (st != IR_OK)
         goto done;
     for (int32_t k = 0; k < p->n; k++)
         p->nasync += dev_async_start_op(c->instr[p->order[k]].op);
-    /* Overlap only where the collectives can run asynchronously. */
-    if (p->nasync > 0 && x->opt->coll && x->opt->coll->start && x->opt->coll->wait &&
+    /* Overlap only where the collectives can run asynchronously, and
+     * never against a schedule the module fixes. */
+    if (p->nasync > 0 && !x->m->is_scheduled && x->opt->coll && x->opt->coll->start && x->opt->coll->wait &&
         (st = dev_schedule_overlap(c, p->order, p->n)) != IR_OK)
         goto done;
     count_uses(c, p);

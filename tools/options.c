@@ -170,7 +170,14 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p)
      * compile's: a plan keeps what it was compiled for. */
     co.hosts = co.local_devices = 0;
     TsStatus st = ts_plan_open(path, &co, p, &d);
-    return st == TS_OK ? CLI_OK : cli_report(st, &d);
+    if (st != TS_OK)
+        return cli_report(st, &d);
+    /* What fitting --limit memory changed: said, as a compile's warnings are. */
+    char *fit = ts_plan_memory_fit(*p);
+    if (fit)
+        fprintf(stderr, "tessel: memory: %s", fit);
+    ts_free(fit);
+    return CLI_OK;
 }
 
 int cli_layout(const CliOptions *o, TsPlan *p)

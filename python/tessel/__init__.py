@@ -296,7 +296,7 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
-            name="<string>", spmd=False, link_gbps=0.0):
+            name="<string>", spmd=False, link_gbps=0.0, memory=None):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -306,10 +306,17 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     (`tessel run --spmd`; run() then takes "KEY@D" inputs, per_device and
     output_device). link_gbps: the links between hosts in Gb/s, for the
     cost model that decides which dots are windowed (0: 10; `tessel
-    compile --link-gbps`)."""
+    compile --link-gbps`). memory: bytes per device (an int, or text with
+    K, M or G) the compile fits the program into, reordering and
+    recomputing values (`--limit memory=`; Plan.memory_fit says what it
+    did); Error (status 2) naming the smallest peak reached when nothing
+    fits."""
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
+        if memory is not None:
+            lim = lim if lim is not None else _lib.ts_limits_default()
+            _call(_lib.ts_limits_set, ctypes.byref(lim), ("memory=%s" % memory).encode())
         # A compile's warnings (a module for several partitions with no
         # sharding on any value) become Python warnings.
         on_warning = _capi.WarningFn(lambda ctx, msg: warnings.warn("tessel: " + msg.decode(), stacklevel=3))
@@ -403,6 +410,13 @@ class Plan(_Handle):
     def text(self):
         """The plan file text (valid HLO text; docs/plan.md)."""
         return _take_string(_lib.ts_plan_file_text(self._handle()))
+
+    @property
+    def memory_fit(self):
+        """What compiling to a memory limit changed (the lines `tessel`
+        prints on stderr), or None when it changed nothing."""
+        h = _lib.ts_plan_memory_fit(self._handle())
+        return _take_string(h) if h else None
 
     def save(self, path):
         """Write the plan file to `path` (atomically)."""

@@ -283,6 +283,25 @@ class TestMlp(Case):
         y, = again.run([self.x, self.w1, self.w2])
         self.assertClose(y, self.want, "parse_plan vs numpy")
 
+    def test_compile_memory(self):
+        # tests/models/memfit/two_chains.hlo: 69636 bytes in its own order,
+        # 40964 reordered (worked out in the file), no order under 36864.
+        model = SRC / "tests" / "models" / "memfit" / "two_chains.hlo"
+        p = tessel.compile(model, memory=50000)
+        fit = p.memory_fit
+        self.assertIn("estimated peak 69636 -> 40964 bytes", fit)
+        self.assertIsNone(tessel.compile(model).memory_fit)
+        self.assertIsNone(tessel.compile(model, memory=70000).memory_fit)  # within: unchanged
+        x = np.linspace(-1, 1, 1024, dtype=np.float32)
+        y, = p.run([x])
+        plain, = tessel.compile(model).run([x])
+        self.assertEqual(y.tobytes(), plain.tobytes())  # the same arithmetic, reordered
+        self.assertClose(y, 16 * x.astype(np.float64), "compile(memory=) vs numpy")
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(model, memory=20000)
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        self.assertIn("needs at least 40964 bytes per device", str(cm.exception))
+
     def test_compile_forms(self):
         for model_arg in (tessel.load_module(MLP), MLP):  # a Module, a pathlib.Path
             p = tessel.compile(model_arg, num_partitions=2)
