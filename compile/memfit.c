@@ -26,12 +26,33 @@
 /* The attribute a recomputation carries: the name of what it recomputes. */
 #define REMAT_ATTR "_tessel_remat"
 
+/* Bytes of the array leaves of s (tokens: 0). */
+static int64_t shape_bytes(const IrShape *s)
+{
+    if (s->type == IR_TUPLE) {
+        int64_t b = 0;
+        for (int32_t k = 0; k < s->ntuple; k++)
+            b += shape_bytes(&s->tuple[k]);
+        return b;
+    }
+    int64_t b = s->type == IR_TOKEN ? 0 : ir_shape_bytes(s);
+    return b > 0 ? b : 0;
+}
+
 int64_t mf_value_bytes(const IrInstr *ins)
 {
-    if (ins->op == OP_TUPLE || ins->op == OP_GET_TUPLE_ELEMENT)
-        return 0;
-    int64_t b = ir_shape_bytes(&ins->shape);
-    return b > 0 ? b : 0;
+    return mf_refers(ins->op) ? 0 : shape_bytes(&ins->shape);
+}
+
+bool mf_refers(IrOpcode op)
+{
+    switch (op) {
+    case OP_TUPLE: case OP_GET_TUPLE_ELEMENT: case OP_COPY: case OP_OPTIMIZATION_BARRIER:
+    case OP_DOMAIN: case OP_ADD_DEPENDENCY: case OP_ASYNC_UPDATE: case OP_ALL_REDUCE_DONE:
+        return true;
+    default:
+        return false;
+    }
 }
 
 bool mf_ordered(IrOpcode op)
@@ -57,14 +78,16 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
         for (int32_t k = 0; k < g->nseq; k++)
             ps[g->seq[k]] = ls[g->seq[k]] = k;
         ls[g->root] = g->nseq;
-        for (int32_t k = 0; k < g->nseq; k++) {
+        /* Backwards: a referring user keeps its operands as long as itself. */
+        for (int32_t k = g->nseq - 1; k >= 0; k--) {
             const MfNode *x = &g->node[g->seq[k]];
+            int32_t until = mf_refers(g->c->instr[x->src].op) ? ls[g->seq[k]] : k;
             for (int32_t j = 0; j < x->nopnd; j++)
-                if (ls[x->opnd[j]] < k)
-                    ls[x->opnd[j]] = k;
+                if (ls[x->opnd[j]] < until)
+                    ls[x->opnd[j]] = until;
         }
-        int64_t live = 0;
-        *p = (MfProfile){0, 0, 0};
+        int64_t live = g->start_bytes;
+        *p = (MfProfile){live, -1, 1};
         for (int32_t k = 0; k < g->nseq; k++) {
             const MfNode *x = &g->node[g->seq[k]];
             live += x->bytes;
@@ -84,41 +107,42 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
     return ok;
 }
 
-/* The graph of c: a node per instruction, in c's topological order.
- * IR_OK, the topological order's error, or IR_ENOMEM (not in d). */
+/* The graph of c: a node per instruction, seq the executor's order
+ * (instructions it does not run are nodes outside seq). Parameters hold
+ * no bytes of their own: the caller holds them throughout (start_bytes).
+ * IR_OK, the order's IR_EINPUT (in d), or IR_ENOMEM (not in d). */
 static IrStatus graph_build(MfGraph *g, const IrModule *m, const IrComputation *c, IrDiag *d)
 {
     memset(g, 0, sizeof *g);
     g->m = m;
     g->c = c;
-    int32_t *order = NULL;
-    IrStatus st = ir_topo_order(m, c, &order, d);
-    if (st != IR_OK)
-        return st;
     int32_t n = c->ninstr;
     g->arena = ir_arena_new();
     g->capnode = n + 16;
     g->node = g->arena ? ir_alloc_array(g->arena, (size_t)g->capnode, sizeof *g->node) : NULL;
     g->seq = g->arena ? ir_alloc_array(g->arena, (size_t)g->capnode, sizeof *g->seq) : NULL;
-    if (!g->node || !g->seq) {
-        ts_free(order);
+    if (!g->node || !g->seq)
         return IR_ENOMEM;
-    }
+    IrExecOrderError e;
+    IrStatus st = ir_exec_order_of(m, c, g->seq, &g->nseq, &e);
+    if (st == IR_EINPUT)
+        return ir_error(d, st, m->file, m->src, c->instr[e.at].pos, "%s: a cycle or a bad operand",
+                        c->instr[e.at].name);
+    if (st != IR_OK)
+        return st;
     for (int32_t i = 0; i < n; i++) {
         const IrInstr *ins = &c->instr[i];
         MfNode *x = &g->node[i];
-        *x = (MfNode){.src = i, .nopnd = ins->nopnd, .bytes = mf_value_bytes(ins)};
+        bool param = ins->op == OP_PARAMETER;
+        *x = (MfNode){.src = i, .nopnd = ins->nopnd, .bytes = param ? 0 : mf_value_bytes(ins)};
+        g->start_bytes += param ? shape_bytes(&ins->shape) : 0;
         x->opnd = ir_alloc_array(g->arena, (size_t)(ins->nopnd ? ins->nopnd : 1), sizeof *x->opnd);
-        if (!x->opnd) {
-            ts_free(order);
+        if (!x->opnd)
             return IR_ENOMEM;
-        }
         memcpy(x->opnd, ins->opnd, (size_t)ins->nopnd * sizeof *x->opnd);
-        g->seq[i] = order[i];
     }
-    g->nnode = g->nseq = n;
+    g->nnode = n;
     g->root = c->root;
-    ts_free(order);
     return IR_OK;
 }
 
@@ -144,14 +168,24 @@ static bool mark_remat(IrArena *ar, IrAttrs *a, const char *name)
  * half written: the caller drops the module). */
 static bool graph_commit(MfGraph *g, IrModule *m, IrComputation *c)
 {
+    /* seq, then the instructions that do not run, in their own order
+     * (the stable topological order then lists seq first: the executor's
+     * order of the module marked is_scheduled, ir_exec_order_of). */
     int32_t n = g->nseq;
     int32_t *at = ts_malloc((size_t)g->nnode * sizeof *at);
-    IrInstr *out = ts_malloc((size_t)n * sizeof *out);
-    bool ok = at && out;
-    for (int32_t k = 0; ok && k < n; k++)
-        at[g->seq[k]] = k;
+    int32_t *list = ts_malloc((size_t)g->nnode * sizeof *list);
+    bool ok = at && list;
+    for (int32_t x = 0; ok && x < g->nnode; x++)
+        at[x] = -1;
+    for (int32_t k = 0; ok && k < g->nseq; k++)
+        at[list[k] = g->seq[k]] = k;
+    for (int32_t i = 0; ok && i < c->ninstr; i++)
+        if (at[i] < 0)
+            at[list[n] = i] = n, n++;
+    IrInstr *out = ok ? ts_malloc((size_t)n * sizeof *out) : NULL;
+    ok = ok && out;
     for (int32_t k = 0; ok && k < n; k++) {
-        const MfNode *x = &g->node[g->seq[k]];
+        const MfNode *x = &g->node[list[k]];
         IrInstr ni = c->instr[x->src];
         ni.opnd = ir_alloc_array(m->arena, (size_t)(x->nopnd ? x->nopnd : 1), sizeof *ni.opnd);
         ok = ni.opnd != NULL;
@@ -187,6 +221,7 @@ static bool graph_commit(MfGraph *g, IrModule *m, IrComputation *c)
                 c->param[i] = at[c->param[i]];
     }
     ts_free(at);
+    ts_free(list);
     ts_free(out);
     return ok;
 }

@@ -5,9 +5,12 @@
  *
  * A node computes one instruction of the computation: the instruction
  * itself or, after rematerialization, a copy of it placed later. seq is
- * the order the nodes run in; a node's value lives from its position to
- * its last user's (the root's to the end), as the plan's peak estimate
- * counts it (mf_value_bytes).
+ * the order the nodes run in (instructions the executor does not run are
+ * nodes outside it); a node's value lives from its position to its last
+ * user's (the root's to the end; a referring user's, mf_refers, as long as
+ * that user), the parameters throughout: the model of the plan's peak
+ * estimate (partition/memory.c) without its buffer reuse and called
+ * computations, which the final estimate then counts.
  */
 #ifndef TESSEL_COMPILE_MEMFIT_H
 #define TESSEL_COMPILE_MEMFIT_H
@@ -28,13 +31,14 @@ typedef struct MfGraph {
     const IrComputation *c;
     int32_t nnode, capnode;
     MfNode *node;
-    int32_t nseq;         /* == nnode: every node runs once */
+    int32_t nseq;         /* nodes that run (each once) */
     int32_t *seq;         /* node ids in running order */
     int32_t root;         /* the node of the computation's root */
+    int64_t start_bytes;  /* the parameters, held from before the first step */
 } MfGraph;
 
 /* Liveness of g's order: the peak of live bytes, the first position where
- * it falls, and how many positions reach it. pos[] and last[] (nnode
+ * it falls (-1: the parameters alone), and how many positions reach it. pos[] and last[] (nnode
  * entries each, may be NULL) receive each node's position and the
  * position of its last user (the root: nseq). */
 typedef struct MfProfile {
@@ -44,9 +48,13 @@ typedef struct MfProfile {
 
 /* ---- memfit.c ---- */
 
-/* The bytes a value of ins holds in the plan's estimate (plan_peak_bytes:
- * tuples and get-tuple-element nothing of their own). */
+/* The bytes a value of ins holds in the plan's estimate (its array
+ * leaves; a referring instruction, mf_refers, nothing of its own). */
 int64_t mf_value_bytes(const IrInstr *ins);
+/* Does an instruction of this opcode refer to its operands' buffers
+ * instead of making its own (tuple, get-tuple-element, copy, ...; as
+ * partition/memory.c counts them)? */
+bool mf_refers(IrOpcode op);
 /* Must ins keep its place among the ordered instructions (collectives,
  * their -start/-done, send/recv, feeds, custom-calls, stateful rng)? */
 bool mf_ordered(IrOpcode op);

@@ -33,6 +33,7 @@ typedef struct Sched {
     int32_t *rank;            /* position in the original order */
     int32_t *ready;
     int32_t nready;
+    uint8_t *runs;            /* in g->seq (the others are not scheduled) */
 } Sched;
 
 /* The predecessor edges p -> x of node x: its operands, its control
@@ -138,7 +139,7 @@ static void run(Sched *s, int32_t x, int32_t *out, int32_t *nout)
             s->ready[s->nready++] = s->users[k];
 }
 
-/* The greedy order into out (g->nnode entries), looking `depth` steps
+/* The greedy order of g->seq's nodes into out, looking `depth` steps
  * ahead; false on a cycle. Consumes s's counts. */
 static bool greedy(Sched *s, const int32_t *prev, int depth, bool gains_only, int32_t *out)
 {
@@ -171,7 +172,7 @@ static bool greedy(Sched *s, const int32_t *prev, int depth, bool gains_only, in
         s->ready[best] = s->ready[--s->nready];
         run(s, x, out, &nout);
     }
-    return nout == g->nnode;
+    return nout == g->nseq;
 }
 
 /* Counts of s afresh for a new greedy pass. */
@@ -180,6 +181,8 @@ static void reset(Sched *s, const int32_t *prev)
     const MfGraph *g = s->g;
     memset(s->remaining, 0, (size_t)s->n * sizeof *s->remaining);
     for (int32_t x = 0; x < s->n; x++) {
+        if (!s->runs[x])
+            continue;
         s->indeg[x] = npreds(g, prev, x);
         for (int32_t j = 0; j < g->node[x].nopnd; j++)
             s->remaining[g->node[x].opnd[j]]++;
@@ -203,18 +206,23 @@ bool mf_schedule(MfGraph *g)
     s.remaining = ts_calloc(sz, sizeof *s.remaining);
     s.rank = ts_malloc(sz * sizeof *s.rank);
     s.ready = ts_malloc(sz * sizeof *s.ready);
-    bool ok = prev && out && best && s.start && s.indeg && s.remaining && s.rank && s.ready;
+    s.runs = ts_calloc(sz, 1);
+    bool ok = prev && out && best && s.start && s.indeg && s.remaining && s.rank && s.ready && s.runs;
     int64_t nedge = 0;
+    for (int32_t x = 0; ok && x < n; x++)
+        prev[x] = -1;
     for (int32_t k = 0, last = -1; ok && k < g->nseq; k++) {
         int32_t x = g->seq[k];
         s.rank[x] = k;
-        prev[x] = -1;
+        s.runs[x] = 1;
         if (mf_ordered(g->c->instr[g->node[x].src].op)) {
             prev[x] = last;
             last = x;
         }
     }
     for (int32_t x = 0; ok && x < n; x++) {
+        if (!s.runs[x])
+            continue;
         for (int32_t k = 0; k < npreds(g, prev, x); k++)
             s.start[pred_at(g, prev, x, k) + 1]++;
         nedge += npreds(g, prev, x);
@@ -227,7 +235,7 @@ bool mf_schedule(MfGraph *g)
             s.start[x + 1] += s.start[x];
         memcpy(fill, s.start, sz * sizeof *fill);
         for (int32_t x = 0; x < n; x++)
-            for (int32_t k = 0; k < npreds(g, prev, x); k++)
+            for (int32_t k = 0; s.runs[x] && k < npreds(g, prev, x); k++)
                 s.users[fill[pred_at(g, prev, x, k)]++] = x;
     }
     /* The original order, then each greedy depth: the lowest peak wins
@@ -253,7 +261,7 @@ bool mf_schedule(MfGraph *g)
         }
     }
     if (ok && better)
-        memcpy(g->seq, best, sz * sizeof *best);
+        memcpy(g->seq, best, (size_t)g->nseq * sizeof *best);
     ts_free(fill);
     ts_free(prev);
     ts_free(out);
@@ -264,5 +272,6 @@ bool mf_schedule(MfGraph *g)
     ts_free(s.remaining);
     ts_free(s.rank);
     ts_free(s.ready);
+    ts_free(s.runs);
     return ok;
 }

@@ -35,7 +35,6 @@
 #include "device.h"
 #include "fusion.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -163,42 +162,18 @@ static void plan_free(Plan *p)
     }
 }
 
-/* Iterative depth-first post-order from `start`: each instruction after its
- * operands and control predecessors. state: 0 new, 1 on the path, 2 done.
- * Example: root = add(p0, mul(p0, p1)) gives p0, p1, mul, add. */
-static IrStatus post_order(const Exec *x, const IrComputation *c, int32_t start, uint8_t *state,
-                           int32_t *stack, int32_t *next, Plan *p)
+/* The order (ir_exec_order_of: post-order from the side effects, then the
+ * root; a scheduled module's own), its failures worded as the executor's. */
+static IrStatus exec_order(const Exec *x, const IrComputation *c, Plan *p)
 {
-    if (state[start] == 2)
-        return IR_OK;
-    int32_t sp = 0;
-    stack[sp++] = start;
-    next[start] = 0;
-    state[start] = 1;
-    while (sp > 0) {
-        int32_t i = stack[sp - 1];
-        const IrInstr *ins = &c->instr[i];
-        int32_t k = next[i]++;
-        int32_t ncp = ins->a.x->control_predecessors.n;
-        if (k < ins->nopnd + ncp) {
-            int64_t o = k < ins->nopnd ? ins->opnd[k] : ins->a.x->control_predecessors.v[k - ins->nopnd];
-            if (o < 0 || o >= c->ninstr)
-                return instr_error(x, ins, IR_EINPUT, "operand %d is not an instruction of %s", k,
-                                   c->name);
-            if (state[o] == 1)
-                return instr_error(x, ins, IR_EINPUT, "cycle through %s", c->instr[o].name);
-            if (state[o] == 0) {
-                state[o] = 1;
-                next[o] = 0;
-                stack[sp++] = (int32_t)o;
-            }
-            continue;
-        }
-        state[i] = 2;
-        p->order[p->n++] = i;
-        sp--;
-    }
-    return IR_OK;
+    IrExecOrderError e;
+    IrStatus st = ir_exec_order_of(x->m, c, p->order, &p->n, &e);
+    if (st != IR_EINPUT)
+        return st;
+    const IrInstr *ins = &c->instr[e.at];
+    if (e.other < 0)
+        return instr_error(x, ins, IR_EINPUT, "operand %d is not an instruction of %s", e.k, c->name);
+    return instr_error(x, ins, IR_EINPUT, "cycle through %s", c->instr[e.other].name);
 }
 
 /* Operand references among the planned instructions; a fusion group's
@@ -237,26 +212,6 @@ static void fuse_order(const IrComputation *c, Plan *p)
     count_uses(c, p);
 }
 
-/* A scheduled module (is_scheduled=true, as XLA prints one after its
- * scheduler, or as compile/ fits a memory limit: docs/plan.md) runs its
- * instructions in the order the text lists them (the stable topological
- * order, which is the definition order of a module in order): the
- * instructions the post-order reached (state 2), in that order. */
-static IrStatus scheduled_order(const Exec *x, const IrComputation *c, const uint8_t *state, Plan *p)
-{
-    int32_t *topo = NULL;
-    IrStatus st = ir_topo_order(x->m, c, &topo, x->d);
-    if (st != IR_OK)
-        return st;
-    int32_t n = 0;
-    for (int32_t k = 0; k < c->ninstr; k++)
-        if (state[topo[k]] == 2)
-            p->order[n++] = topo[k];
-    assert(n == p->n);
-    ts_free(topo);
-    return IR_OK;
-}
-
 static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
 {
     int32_t n = c->ninstr;
@@ -264,27 +219,16 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
         return ir_error(x->d, IR_EINPUT, x->m->file, x->m->src, c->pos,
                         "computation %s has no root", c->name);
     Plan *p = ts_calloc(1, sizeof *p);
-    uint8_t *state = ts_calloc((size_t)n, 1);
-    int32_t *stack = ts_malloc((size_t)n * sizeof *stack);
-    int32_t *next = ts_malloc((size_t)n * sizeof *next);
     IrStatus st = IR_ENOMEM;
-    if (!p || !state || !stack || !next || !(p->order = ts_malloc((size_t)n * sizeof *p->order)) ||
+    if (!p || !(p->order = ts_malloc((size_t)n * sizeof *p->order)) ||
         !(p->uses = ts_calloc((size_t)n, sizeof *p->uses)))
         goto done;
-    st = IR_OK;
-    for (int32_t i = 0; i < n && st == IR_OK; i++)
-        if (dev_side_effect_op(c->instr[i].op))
-            st = post_order(x, c, i, state, stack, next, p);
-    if (st == IR_OK)
-        st = post_order(x, c, c->root, state, stack, next, p);
-    if (st == IR_OK && x->m->is_scheduled)
-        st = scheduled_order(x, c, state, p);
-    if (st != IR_OK)
+    if ((st = exec_order(x, c, p)) != IR_OK)
         goto done;
     for (int32_t k = 0; k < p->n; k++)
         p->nasync += dev_async_start_op(c->instr[p->order[k]].op);
     /* Overlap only where the collectives can run asynchronously, and
-     * never against a schedule the module fixes. */
+     * never against the order a scheduled module fixes. */
     if (p->nasync > 0 && !x->m->is_scheduled && x->opt->coll && x->opt->coll->start && x->opt->coll->wait &&
         (st = dev_schedule_overlap(c, p->order, p->n)) != IR_OK)
         goto done;
@@ -294,9 +238,6 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
     if (p->fusion.ngroups > 0)
         fuse_order(c, p);
 done:
-    ts_free(state);
-    ts_free(stack);
-    ts_free(next);
     if (st != IR_OK) {
         plan_free(p);
         return st == IR_ENOMEM ? ir_error(x->d, st, NULL, NULL, (IrPos){0, 0}, "out of memory") : st;

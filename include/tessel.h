@@ -194,6 +194,11 @@ typedef struct TsGradOptions {
     bool jvp;                /* forward mode: tangent parameters appended, outputs then tangents */
     double sgd;              /* > 0: SGD step with this learning rate */
     double adam;             /* > 0: Adam step (moments and a step counter appended as parameters) */
+    /* Reverse mode: the checkpoint policy of the forward values the
+     * backward reads (jax.checkpoint's): "dots" saves dot outputs, "nothing"
+     * only the parameters, "names=a,b" those instructions; the rest is
+     * recomputed in the backward (copies NAME.remat). NULL: all saved. */
+    const char *remat;
 } TsGradOptions;
 
 /* On success *out is a new, verified module (ts_module_free). TS_EINPUT for
@@ -242,6 +247,19 @@ typedef struct TsCompileOptions {
      * any value. The library prints nothing. NULL: warnings are dropped. */
     void (*on_warning)(void *ctx, const char *msg);
     void *warning_ctx;
+    /* Shardings chosen for you (docs/auto-shard.md): every value of the
+     * entry computation the module leaves unsharded gets the sharding that
+     * minimises the estimated step time over the device mesh `mesh`
+     * ("2x4" or "data=2,model=4"; NULL: one axis over all partitions),
+     * under limits->memory_bytes shared by a host's devices when set; the
+     * module's own shardings are constraints. num_partitions 0 takes the
+     * mesh's device count; any other must equal it. `profile` names a
+     * profile file (`tessel profile`) with the cost model's rates; NULL:
+     * the documented defaults. ts_plan_explain says what was chosen and
+     * why. */
+    bool auto_shard;
+    const char *mesh;
+    const char *profile;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
@@ -259,6 +277,10 @@ TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsL
  * verified and compiled with `o`. */
 TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out, TsDiag *d);
 void ts_plan_free(TsPlan *p);
+/* Why the plan's shardings are what they are, when it was compiled with
+ * auto_shard: for each chosen sharding the alternatives and their
+ * estimated costs (heap text, ts_free). NULL otherwise (or on OOM). */
+char *ts_plan_explain(const TsPlan *p);
 
 /* Rebuild the host layout (hosts >= 1; local_devices 0: N*R/hosts).
  * TS_EINPUT when N*R is not hosts x local_devices. */

@@ -1,7 +1,7 @@
 /*
  * partition.h: layer `partition/`: shardings as values to compute with,
  * sharding propagation, the SPMD partitioner, split/concat trees, device
- * assignment, replica islands and the plan.
+ * assignment, replica islands and the compiled program's data.
  *
  * Files of this layer:
  *   shd_ops.c     building and transforming shardings (transpose, dropping
@@ -16,13 +16,25 @@
  *   spmd_*.c      the builders and the handlers, one file per op family,
  *                 rule above each (listed in spmd_internal.h)
  *   reshard.c     resharding between any two shardings with collectives
- *   plan.c        the plan: split-node and concat trees, device
- *                 assignment, islands, the compile result lines
+ *   device_layout.c  a compiled program's device layout (Plan): split-node
+ *                 and concat trees, device assignment, replica islands,
+ *                 per-device shapes, the compile result lines; what the
+ *                 plan views show
  *   program.c     the compiled program the runtime executes (PlanCluster,
- *                 PlanProgram): data, no pass
+ *                 PlanProgram: the host program and its device clusters):
+ *                 data, no pass
+ *   memory.c      the memory a device needs: live bytes at each step of a
+ *                 computation's execution order, the peak and what is live
+ *                 there (mem_estimate)
  *
- * Depends on ir/ only; never executes anything. (The dumps of a plan are
- * compile/plan_dump.c's.)
+ * "Plan" means four things in tessel, each with its own name: the plan
+ * file (compile/plan_file.c, what `tessel compile` writes; TsPlan is its
+ * handle, api/plan_handle.c), the compiled program (program.c), its
+ * device layout (device_layout.c, the type Plan) and the plan views
+ * (compile/view*.c, what `tessel plan` prints).
+ *
+ * Depends on ir/ only; never executes anything. (The plan views are
+ * compile/view.c's.)
  */
 #ifndef TESSEL_PARTITION_H
 #define TESSEL_PARTITION_H
@@ -158,7 +170,7 @@ typedef struct SpmdOptions {
     double link_gbps;        /* links between hosts, Gb/s, for the cost model (spmd_dot.c); 0: 10 */
 } SpmdOptions;
 
-/* What the partitioner decided, for the plan dumps. Arrays are in the
+/* What the partitioner decided, for the plan views. Arrays are in the
  * report's own arena (freed by spmd_report_free). */
 /* Where a collective or a reshard sits in the source, for the graph of
  * the plan: emitted while partitioning instruction `source` of source
@@ -209,7 +221,106 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
 void spmd_report_free(SpmdReport *r);
 
 /* ------------------------------------------------------------------ */
-/* plan.c: split and concat trees, devices, hosts, the plan           */
+/* memory.c: per-device memory by liveness over the execution order     */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The contract (a scheduler may call this for every candidate order):
+ * a computation's steps are its instructions in the order they run;
+ * while step s runs, live[s] bytes are held: every parameter not donated
+ * (from before step 0 to the end), every result from its step to the
+ * step of its last use inclusive (the root's to the end), buffers shared
+ * by reference (tuple, get-tuple-element, copy, ...) counted once, and
+ * the peak of a computation the step calls beyond its parameters and
+ * result. The peak is the largest live[s] (or the parameters alone,
+ * before step 0). Bytes are of the module's shapes as they are: for an
+ * SPMD module, per device. See memory.c for the model.
+ */
+typedef enum MemKind {
+    MEM_PARAMETER,   /* an entry parameter (the caller's, or donated) */
+    MEM_OUTPUT,      /* part of the computation's result */
+    MEM_COLLECTIVE,  /* the result of a collective */
+    MEM_TEMPORARY,   /* any other intermediate value */
+} MemKind;
+
+typedef struct MemValue {
+    int32_t instr;   /* the instruction that made the buffer */
+    int64_t bytes;
+    MemKind kind;
+} MemValue;
+
+typedef struct MemOptions {
+    /* The order to estimate: norder instruction indices, each after its
+     * operands, each at most once (instructions left out do not run).
+     * NULL: the executor's order (ir_exec_order). */
+    const int32_t *order;
+    int32_t norder;
+    /* Per parameter number (nparams entries): the caller hands it over, so
+     * it dies at its last use instead of living to the end. NULL: none. */
+    const bool *donated;
+    int32_t nparams;
+} MemOptions;
+
+typedef struct MemEstimate {
+    int32_t comp;         /* the computation estimated */
+    int32_t n;            /* steps */
+    int32_t *order;       /* [n] the instruction run at each step */
+    int64_t *live;        /* [n] bytes live while step s runs */
+    int32_t *end;         /* [ninstr] last step each instruction's buffer lives in
+                           * (n: to the end; -1: does not run) */
+    int64_t *own;         /* [ninstr] bytes each instruction allocates (0: refers
+                           * to or reuses an operand's buffer) */
+    int64_t start_bytes;  /* live before step 0 (the parameters) */
+    int64_t peak;         /* max(start_bytes, live[s]) */
+    int32_t peak_step;    /* the first step reaching it; -1 before step 0 */
+    int64_t param_bytes;  /* all parameters */
+    int64_t output_bytes; /* results living to the end (root leaves), parameters apart */
+    int32_t nat_peak;
+    MemValue *at_peak;    /* [nat_peak] buffers live at the peak, largest first */
+    int64_t callee_at_peak; /* of the peak: a called computation's own values */
+} MemEstimate;
+
+/* The memory of a plan, per device (every device of an SPMD program runs
+ * the same shapes), for the dumps: the estimate's peak broken down. */
+typedef struct PlanMemValue {
+    const char *name;     /* the instruction that made the buffer */
+    const char *opcode;
+    int64_t bytes;
+    MemKind kind;
+} PlanMemValue;
+
+typedef struct PlanMemory {
+    int64_t peak;
+    const char *peak_instr;   /* the instruction running at the peak; NULL: before the first step */
+    int32_t peak_step;
+    /* Of the peak, by kind (MemKind) and a called computation's own values. */
+    int64_t by_kind[4], callee;
+    int32_t nvalues;
+    PlanMemValue *values;     /* live at the peak, largest first */
+    int32_t nsteps;
+    int64_t *live;            /* [nsteps] live bytes at each step, in execution order */
+    const char **step_instr;  /* [nsteps] the instruction of each step */
+} PlanMemory;
+
+/* Fill *out (in arena a) from the estimate of spmd's entry, nothing
+ * donated (a module without an entry: all zero). IR_ENOMEM. */
+IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out);
+
+/* Estimate computation `comp` of m (o may be NULL: the executor's order,
+ * nothing donated). On success *out owns its arrays (mem_estimate_free).
+ * IR_EINPUT (in d) for an order that is not one of comp's (an index out of
+ * range or repeated, a step before its operand's) or a cycle; IR_ENOMEM.
+ * Called computations are estimated in the executor's order. */
+IrStatus mem_estimate(const IrModule *m, int32_t comp, const MemOptions *o, MemEstimate *out, IrDiag *d);
+void mem_estimate_free(MemEstimate *e);
+/* The peak of m's entry (o as mem_estimate's); 0 without an entry or for a
+ * module the executor refuses; -1 when out of memory. */
+int64_t mem_peak(const IrModule *m, const MemOptions *o);
+/* "parameter", "output", "collective", "temporary". */
+const char *mem_kind_name(MemKind k);
+
+/* ------------------------------------------------------------------ */
+/* device_layout.c: split and concat trees, devices, hosts, islands  */
 /* ------------------------------------------------------------------ */
 
 /* A split-node tree cuts a tiled value into shards: each internal node
@@ -265,7 +376,8 @@ typedef struct Plan {
     PlanValue *outputs;      /* one per root leaf */
     PlanInstr *instrs;
     const SpmdReport *report;/* collectives and fallbacks (borrowed) */
-    int64_t peak_bytes_per_device;
+    int64_t peak_bytes_per_device;  /* memory.peak */
+    PlanMemory memory;       /* the per-device memory estimate of the SPMD entry */
 } Plan;
 
 /* Build the split tree of a value of `shape` under sharding `s` (NULL for
@@ -274,12 +386,10 @@ typedef struct Plan {
  * an arena of their own, and compiling stays independent of the device
  * count. */
 PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
-/* The peak of live bytes over m's entry computation in definition order
- * (a value lives from its definition to its last use, the root to the
- * end; tuples and get-tuple-element hold nothing of their own): what a
- * plan's peak_bytes_per_device is of its SPMD module, and what --limit
- * memory holds a host program and a reference run to. -1 when out of
- * memory. */
+/* The peak of m's entry by liveness over the executor's order (memory.c,
+ * mem_peak, nothing donated): what a plan's peak_bytes_per_device is of
+ * its SPMD module, and what --limit memory holds a host program and a
+ * reference run to. -1 when out of memory. */
 int64_t plan_peak_bytes(const IrModule *m);
 /* The inputs and outputs of a compiled program: logical shapes and
  * shardings (names optional). */

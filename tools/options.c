@@ -46,6 +46,7 @@ static const OptSpec OPTS[] = {
     {"--sgd", OPT_SGD, true},
     {"--adam", OPT_ADAM, true},
     {"--jvp", OPT_JVP, false},
+    {"--remat", OPT_REMAT, true},
     {"--show", OPT_SHOW, true},
     {"--ascii", OPT_ASCII, false},
     {"--expand", OPT_EXPAND, true},
@@ -58,6 +59,10 @@ static const OptSpec OPTS[] = {
     {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
     {"--resume", OPT_RESUME, true},
     {"--link-gbps", OPT_LINK_GBPS, true},
+    {"--auto-shard", OPT_AUTO_SHARD, false},
+    {"--mesh", OPT_MESH, true},
+    {"--profile", OPT_PROFILE, true},
+    {"--explain", OPT_EXPLAIN, false},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -159,7 +164,8 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
-                              .link_gbps = o->link_gbps, .on_warning = cli_warning};
+                              .link_gbps = o->link_gbps, .on_warning = cli_warning,
+                              .auto_shard = o->auto_shard, .mesh = o->mesh, .profile = o->profile};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -358,6 +364,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_OUT: o->out = v; return CLI_OK;
     case OPT_WRT: o->wrt = v; return CLI_OK;
     case OPT_LOSS: o->loss = v; return CLI_OK;
+    case OPT_REMAT: o->remat = v; return CLI_OK;
     case OPT_SGD: return parse_rate(cmd, s->name, v, &o->sgd);
     case OPT_ADAM: return parse_rate(cmd, s->name, v, &o->adam);
     case OPT_LIMIT: return set_limit(cmd, o, v);
@@ -370,6 +377,8 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         o->dump_dir = v;
         return CLI_OK;
     case OPT_WATCH: o->watch = v; return CLI_OK;
+    case OPT_MESH: o->mesh = v; return CLI_OK;
+    case OPT_PROFILE: o->profile = v; return CLI_OK;
     default: return CLI_OK;
     }
 }
@@ -404,6 +413,10 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->no_verify = true;
             else if (s->bit == OPT_SPMD)
                 o->spmd = true;
+            else if (s->bit == OPT_AUTO_SHARD)
+                o->auto_shard = true;
+            else if (s->bit == OPT_EXPLAIN)
+                o->explain = true;
             else if (s->bit == OPT_PER_DEVICE)
                 o->per_device = true;
             else if (s->bit == OPT_JVP)

@@ -270,7 +270,7 @@ def _model(model, name, limits, what):
     raise TypeError("tessel.%s: model must be HLO text, a Module or a path, not %s" % (what, type(model).__name__))
 
 
-def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string>", limits=None):
+def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string>", limits=None, remat=None):
     """The gradient module of a forward model (ts_add_gradients, `tessel
     grad`), a new Module. `model`: HLO text, a Module or a path. `wrt`:
     the parameters (numbers or names, a list or "0,w1"; None: every
@@ -279,14 +279,17 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
     outputs, then dLoss/dP for each P. jvp=True: forward mode (a tangent
     parameter per P appended; outputs then their tangents). sgd=LR or
     adam=LR: a training step whose updated parameters are aliased to the
-    inputs (docs/cli.md, `tessel grad`)."""
+    inputs (docs/cli.md, `tessel grad`). remat: the checkpoint policy of
+    the forward values the backward keeps, "dots", "nothing" or
+    "names=a,b" (jax.checkpoint's dots_saveable, nothing_saveable,
+    save_only_these_names; `tessel grad --remat`)."""
     if wrt is not None and not isinstance(wrt, (str, bytes)):
         wrt = ",".join(str(w) for w in wrt)
     m, own = _model(model, name, limits, "grad")
     try:
         go = _capi.TsGradOptions(wrt.encode() if isinstance(wrt, str) else wrt,
                                  str(loss).encode() if loss is not None else None, bool(jvp), float(sgd),
-                                 float(adam))
+                                 float(adam), remat.encode() if remat else None)
         h = ctypes.c_void_p()
         _call(_lib.ts_add_gradients, m._handle(), ctypes.byref(go), ctypes.byref(h))
         return Module(h.value)
@@ -296,7 +299,8 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
-            name="<string>", spmd=False, link_gbps=0.0, memory=None):
+            name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None,
+            memory=None):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -306,7 +310,12 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     (`tessel run --spmd`; run() then takes "KEY@D" inputs, per_device and
     output_device). link_gbps: the links between hosts in Gb/s, for the
     cost model that decides which dots are windowed (0: 10; `tessel
-    compile --link-gbps`). memory: bytes per device (an int, or text with
+    compile --link-gbps`). auto_shard=True: shardings chosen for every
+    value the model leaves unsharded, over the device mesh `mesh` ("2x4"
+    or "data=2,model=4"; None: one axis of all partitions), with the cost
+    model's rates from the profile file `profile` (None: the defaults);
+    Plan.explain() says why (`tessel compile --auto-shard`,
+    docs/auto-shard.md). memory: bytes per device (an int, or text with
     K, M or G) the compile fits the program into, reordering and
     recomputing values (`--limit memory=`; Plan.memory_fit says what it
     did); Error (status 2) naming the smallest peak reached when nothing
@@ -322,7 +331,9 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
         on_warning = _capi.WarningFn(lambda ctx, msg: warnings.warn("tessel: " + msg.decode(), stacklevel=3))
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
                                     ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
-                                    None, float(link_gbps), on_warning, None)
+                                    None, float(link_gbps), on_warning, None, bool(auto_shard),
+                                    mesh.encode() if mesh else None,
+                                    os.fsencode(profile) if profile else None)
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)
@@ -417,6 +428,13 @@ class Plan(_Handle):
         prints on stderr), or None when it changed nothing."""
         h = _lib.ts_plan_memory_fit(self._handle())
         return _take_string(h) if h else None
+
+    def explain(self):
+        """Why each sharding was chosen, for a plan compiled with
+        auto_shard=True (the alternatives and their estimated costs;
+        `tessel plan --explain`); None otherwise."""
+        ptr = _lib.ts_plan_explain(self._handle())
+        return _take_string(ptr) if ptr else None
 
     def save(self, path):
         """Write the plan file to `path` (atomically)."""

@@ -54,7 +54,10 @@ class TsCompileOptions(ctypes.Structure):
                 ("dump_dir", c_char_p),
                 ("link_gbps", ctypes.c_double),
                 ("on_warning", ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)),
-                ("warning_ctx", ctypes.c_void_p)]
+                ("warning_ctx", ctypes.c_void_p),
+                ("auto_shard", c_bool),
+                ("mesh", c_char_p),
+                ("profile", c_char_p)]
 
 # The type of TsCompileOptions.on_warning.
 WarningFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)
@@ -65,7 +68,8 @@ class TsGradOptions(ctypes.Structure):
                 ("loss", c_char_p),
                 ("jvp", c_bool),
                 ("sgd", ctypes.c_double),
-                ("adam", ctypes.c_double)]
+                ("adam", ctypes.c_double),
+                ("remat", c_char_p)]
 
 
 class TsArray(ctypes.Structure):
@@ -187,6 +191,7 @@ PROTOTYPES = {
     "ts_plan_from_file": (c_bool, [c_void_p]),
     "ts_plan_file_text": (c_void_p, [c_void_p]),
     "ts_plan_memory_fit": (c_void_p, [c_void_p]),
+    "ts_plan_explain": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),

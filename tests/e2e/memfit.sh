@@ -3,14 +3,17 @@
 # memory limit"): `--limit memory=BYTES` on compile, plan and run reorders
 # the partitioned program and recomputes values until its estimated peak
 # per device fits, and refuses (status 2, the smallest peak reached) only
-# when nothing does. Checked: the hand-worked peaks of two_chains.hlo
-# (69636 bytes in its own order, 40964 reordered; no order holds less
-# than 36864, p with one 32 KiB broadcast); the SGD step of a four-layer
+# when nothing does. Checked: the hand-worked peaks of operand_order.hlo
+# (106500 bytes in the executor's order, 73732 reordered, the least any
+# order holds); the SGD step of a four-layer
 # MLP (tests/models/memfit/mlp_dp.hlo.in) on 1, 2 and 4 devices and under
 # mpirun -np 2, whose fitted plans equal the unfitted run bit for bit (the
 # same arithmetic in another order) and the reference run within the
 # oracle's tolerance; what the plan text, JSON and stderr say; plan files
-# keep the order and the recomputations.
+# keep the order and the recomputations. And `tessel grad --remat` (the
+# checkpoint policies dots, nothing, names=A,B): which forward values the
+# backward recomputes, on 1 and 2 devices, results bit for bit those
+# without a policy, and the bad policies.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -36,32 +39,32 @@ same_bits() { # same_bits A B WHAT
     done
 }
 
-# ---- hand-worked: two broadcasts, reordered so one is live at a time ----
-T2="$M/two_chains.hlo"
+# ---- hand-worked: a dot's operands, the one with the big temporary first ----
+T2="$M/operand_order.hlo"
 expect_status 0 "$TESSEL" plan "$T2" --format json -o "$WORK/t2.json"
-[ "$(plan_field "$WORK/t2.json" peak_bytes_per_device)" = 69636 ] || fail "two_chains: natural peak"
-expect_status 0 "$TESSEL" plan "$T2" --format json -o "$WORK/t2fit.json" --limit memory=50000
-[ "$(plan_field "$WORK/t2fit.json" peak_bytes_per_device)" = 40964 ] || fail "two_chains: fitted peak"
-[ "$(plan_field "$WORK/t2fit.json" fit.peak_before)" = 69636 ] || fail "two_chains: peak before"
-[ "$(plan_field "$WORK/t2fit.json" fit.scheduled)" = True ] || fail "two_chains: not scheduled"
-[ "$(plan_field "$WORK/t2fit.json" fit.recomputed)" = 0 ] || fail "two_chains: recomputed"
-expect_in "$ERR" "estimated peak 69636 -> 40964 bytes"
+[ "$(plan_field "$WORK/t2.json" peak_bytes_per_device)" = 106500 ] || fail "operand_order: natural peak"
+expect_status 0 "$TESSEL" plan "$T2" --format json -o "$WORK/t2fit.json" --limit memory=80000
+[ "$(plan_field "$WORK/t2fit.json" peak_bytes_per_device)" = 73732 ] || fail "operand_order: fitted peak"
+[ "$(plan_field "$WORK/t2fit.json" fit.peak_before)" = 106500 ] || fail "operand_order: peak before"
+[ "$(plan_field "$WORK/t2fit.json" fit.scheduled)" = True ] || fail "operand_order: not scheduled"
+[ "$(plan_field "$WORK/t2fit.json" fit.recomputed)" = 0 ] || fail "operand_order: recomputed"
+expect_in "$ERR" "estimated peak 106500 -> 73732 bytes"
 # Under the limit already: nothing changes, nothing is said.
-expect_status 0 "$TESSEL" plan "$T2" --limit memory=70000
-[ ! -s "$ERR" ] || fail "two_chains: a fit under the limit said something"
-expect_in "$OUT" "peak memory per device: 69636 bytes"
-# No order fits 20000: refused, naming the smallest peak reached.
+expect_status 0 "$TESSEL" plan "$T2" --limit memory=110000
+[ ! -s "$ERR" ] || fail "operand_order: a fit under the limit said something"
+expect_in "$OUT" "peak memory per device: 106500 bytes"
+# No order fits 70000: refused, naming the smallest peak reached.
 for cmd in compile plan run; do
-    args=("$T2" --limit memory=20000)
+    args=("$T2" --limit memory=70000)
     [ "$cmd" = compile ] && args+=(-o "$WORK/t2.plan")
     [ "$cmd" = run ] && args+=(--random-inputs 1 --output-dir "$WORK/t2.none")
     expect_status 2 "$TESSEL" "$cmd" "${args[@]}"
-    expect_in "$ERR" "needs at least 40964 bytes per device, more than --limit memory=20000"
+    expect_in "$ERR" "needs at least 73732 bytes per device, more than --limit memory=70000"
 done
-[ ! -e "$WORK/t2.plan" ] && [ ! -e "$WORK/t2.none" ] || fail "two_chains: a refused compile left output"
+[ ! -e "$WORK/t2.plan" ] && [ ! -e "$WORK/t2.none" ] || fail "operand_order: a refused compile left output"
 expect_status 0 "$TESSEL" run "$T2" --random-inputs 3 --reference --output-dir "$WORK/t2.ref"
-expect_status 0 "$TESSEL" run "$T2" --random-inputs 3 --limit memory=50000 --output-dir "$WORK/t2.fit"
-same_bits "$WORK/t2.ref" "$WORK/t2.fit" "two_chains reordered"
+expect_status 0 "$TESSEL" run "$T2" --random-inputs 3 --limit memory=80000 --output-dir "$WORK/t2.fit"
+same_bits "$WORK/t2.ref" "$WORK/t2.fit" "operand_order reordered"
 
 # ---- the SGD step of a four-layer MLP on 1, 2 and 4 devices ----
 step_for() { # step_for N: $WORK/stepN.hlo, the SGD step of mlp_dp on N devices
@@ -73,8 +76,8 @@ step_for() { # step_for N: $WORK/stepN.hlo, the SGD step of mlp_dp on N devices
 step_for 1
 expect_status 0 "$TESSEL" run "$WORK/step1.hlo" --reference --random-inputs 5 --output-dir "$WORK/ref"
 # Limits that need recomputation on each count (the peak falls from
-# 688132, 671748, 663556 bytes).
-for nl in 1:560000 2:530000 4:495000; do
+# 3145732, 1703940, 983044 bytes).
+for nl in 1:2200000 2:1200000 4:840000; do
     n=${nl%%:*} lim=${nl##*:}
     step_for "$n"
     step="$WORK/step$n.hlo"
@@ -83,7 +86,7 @@ for nl in 1:560000 2:530000 4:495000; do
     [ "$peak" -le "$lim" ] || fail "N=$n: fitted peak $peak over $lim"
     [ "$(plan_field "$WORK/fit$n.json" fit.recomputed)" -ge 1 ] || fail "N=$n: nothing recomputed"
     [ "$(plan_field "$WORK/fit$n.json" fit.extra_flops)" -gt 0 ] || fail "N=$n: no FLOPs said"
-    expect_in "$ERR" "values recomputed"
+    expect_in "$ERR" " recomputed, "
     expect_in "$ERR" ".remat of "
     expect_status 0 "$TESSEL" plan "$step" --limit memory="$lim"
     expect_in "$OUT" "memory fit: limit $lim bytes per device"
@@ -103,12 +106,44 @@ for nl in 1:560000 2:530000 4:495000; do
     same_outputs "$WORK/ref" "$WORK/fit$n" "N=$n fitted"
 done
 
-# ---- under mpirun: 2 ranks of 1 device, and 2 of 2 ----
-expect_status 0 "$TESSEL" compile "$WORK/step2.hlo" --limit memory=530000 --hosts 2 -o "$WORK/fit2mpi.plan"
+# ---- under mpirun: 2 ranks of 1 device, and 2 of 2 (whose reductions
+# cross ranks in another order than in one process: fitted against
+# unfitted under mpirun) ----
+expect_status 0 "$TESSEL" compile "$WORK/step2.hlo" --limit memory=1200000 --hosts 2 -o "$WORK/fit2mpi.plan"
 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/fit2mpi.plan" --random-inputs 5 --output-dir "$WORK/mpi2" \
     >"$OUT" 2>"$ERR" || fail "mpirun -np 2 (2 devices)"
 same_bits "$WORK/plain2" "$WORK/mpi2" "mpirun -np 2, 2 devices"
-"${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/step4.hlo" --random-inputs 5 --limit memory=495000 \
-    --output-dir "$WORK/mpi4" >"$OUT" 2>"$ERR" || fail "mpirun -np 2 (4 devices)"
-same_bits "$WORK/plain4" "$WORK/mpi4" "mpirun -np 2, 4 devices"
+for lim in "" 840000; do
+    "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/step4.hlo" --random-inputs 5 ${lim:+--limit memory=$lim} \
+        --output-dir "$WORK/mpi4$lim" >"$OUT" 2>"$ERR" || fail "mpirun -np 2 (4 devices) $lim"
+done
+same_bits "$WORK/mpi4" "$WORK/mpi4840000" "mpirun -np 2, 4 devices"
+same_outputs "$WORK/ref" "$WORK/mpi4840000" "mpirun -np 2, 4 devices, fitted"
+# ---- tessel grad --remat: checkpoint policies ----
+# mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
+# gradients) and d4 (the loss's); the forward computes d1..d4 by dot.
+remats() { grep -o '[a-z0-9.]*\.remat = ' "$1" | sed 's/\.remat = //' | sort | tr '\n' ' '; }
+for n in 1 2; do
+    expect_status 0 "$TESSEL" run "$WORK/step$n.hlo" --random-inputs 7 --output-dir "$WORK/nopol$n"
+    for pol in dots nothing names=h2,d4; do
+        expect_status 0 "$TESSEL" grad "$WORK/mlp$n.hlo" --sgd 0.01 --remat "$pol" -o "$WORK/pol$n.hlo"
+        got=$(remats "$WORK/pol$n.hlo")
+        case $pol in
+            dots) want="h1 h2 h3 " ;;                   # tanh of the saved dots
+            nothing) want="d1 d2 d3 d4 h1 h2 h3 " ;;    # the whole forward from the parameters
+            names=h2,d4) want="d1 d3 h1 h3 " ;;         # h3 from d3 of the saved h2; h1 from x
+        esac
+        [ "$got" = "$want" ] || fail "--remat $pol on $n: recomputed '$got', expected '$want'"
+        expect_in "$WORK/pol$n.hlo" '_tessel_remat="h1"'
+        expect_status 0 "$TESSEL" plan "$WORK/pol$n.hlo"
+        expect_in "$OUT" "recomputed h1.remat of h1"
+        expect_status 0 "$TESSEL" run "$WORK/pol$n.hlo" --random-inputs 7 --output-dir "$WORK/pol$n.$pol"
+        same_bits "$WORK/nopol$n" "$WORK/pol$n.$pol" "--remat $pol on $n devices"
+    done
+done
+expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat everything
+expect_in "$ERR" "--remat takes dots, nothing or names=A,B"
+expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat names=
+expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --jvp --remat dots
+expect_in "$ERR" "--remat is a policy of reverse mode"
 echo "memfit: ok"

@@ -43,6 +43,9 @@ int main(void)
     FIELD(TsCompileOptions, link_gbps);
     FIELD(TsCompileOptions, on_warning);
     FIELD(TsCompileOptions, warning_ctx);
+    FIELD(TsCompileOptions, auto_shard);
+    FIELD(TsCompileOptions, mesh);
+    FIELD(TsCompileOptions, profile);
     SIZE(TsGradOptions);
     FIELD(TsGradOptions, wrt);
     FIELD(TsGradOptions, loss);

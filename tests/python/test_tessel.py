@@ -284,23 +284,25 @@ class TestMlp(Case):
         self.assertClose(y, self.want, "parse_plan vs numpy")
 
     def test_compile_memory(self):
-        # tests/models/memfit/two_chains.hlo: 69636 bytes in its own order,
-        # 40964 reordered (worked out in the file), no order under 36864.
-        model = SRC / "tests" / "models" / "memfit" / "two_chains.hlo"
-        p = tessel.compile(model, memory=50000)
+        # tests/models/memfit/operand_order.hlo: 106500 bytes in the
+        # executor's order, 73732 reordered (worked out in the file), the least.
+        model = SRC / "tests" / "models" / "memfit" / "operand_order.hlo"
+        p = tessel.compile(model, memory=80000)
         fit = p.memory_fit
-        self.assertIn("estimated peak 69636 -> 40964 bytes", fit)
+        self.assertIn("estimated peak 106500 -> 73732 bytes", fit)
         self.assertIsNone(tessel.compile(model).memory_fit)
-        self.assertIsNone(tessel.compile(model, memory=70000).memory_fit)  # within: unchanged
+        self.assertIsNone(tessel.compile(model, memory=110000).memory_fit)  # within: unchanged
         x = np.linspace(-1, 1, 1024, dtype=np.float32)
         y, = p.run([x])
         plain, = tessel.compile(model).run([x])
         self.assertEqual(y.tobytes(), plain.tobytes())  # the same arithmetic, reordered
-        self.assertClose(y, 16 * x.astype(np.float64), "compile(memory=) vs numpy")
+        # out = x . y: x's 8 rows are p, y = 16 * -p (sums of 16 equal terms)
+        want = np.full((8, 1), -16 * np.sum(x.astype(np.float64) ** 2))
+        self.assertClose(y, want, "compile(memory=) vs numpy")
         with self.assertRaises(tessel.Error) as cm:
-            tessel.compile(model, memory=20000)
+            tessel.compile(model, memory=70000)
         self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
-        self.assertIn("needs at least 40964 bytes per device", str(cm.exception))
+        self.assertIn("needs at least 73732 bytes per device", str(cm.exception))
 
     def test_compile_forms(self):
         for model_arg in (tessel.load_module(MLP), MLP):  # a Module, a pathlib.Path
@@ -401,6 +403,30 @@ class TestOthers(Case):
         self.assertClose(outs[0], ref[0], "sgd steps=3 vs run_reference")
         one, = plan.run([x, w])[:1]
         self.assertFalse(np.allclose(one, outs[0]), "steps=3 gave what one step gives")
+
+    def test_auto_shard(self):
+        """auto_shard=True over a 2x2 mesh: every value sharded by the
+        cost model, the run equals NumPy, explain() says why; errors raise
+        EINPUT."""
+        text = re.sub(r", sharding=\{[^}]*\}", "", MLP.read_text())
+        plan = tessel.compile(text, auto_shard=True, mesh="data=2,model=2")
+        self.assertEqual(plan.num_partitions, 4)
+        rng = np.random.default_rng(3)
+        x = rng.standard_normal((8, 16)).astype(np.float32)
+        w1 = rng.standard_normal((16, 32)).astype(np.float32)
+        w2 = rng.standard_normal((32, 8)).astype(np.float32)
+        y, = plan.run([x, w1, w2])
+        self.assertClose(y, mlp_numpy(x, w1, w2), "auto-sharded mlp vs numpy")
+        why = plan.explain()
+        self.assertIn("over mesh data=2,model=2", why)
+        self.assertIn("  w1 = parameter", why)
+        self.assertIsNone(tessel.compile(text, num_partitions=2).explain())
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(text, auto_shard=True, mesh="2x", num_partitions=2)
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(text, auto_shard=True, mesh="3", num_partitions=2)
+        self.assertIn("--mesh x=3 has 3 devices", str(cm.exception))
 
     def test_grad(self):
         """tessel.grad: gradients, forward mode and an SGD step of a

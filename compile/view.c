@@ -1,5 +1,6 @@
 /*
- * plan_dump.c: the plan for people (text), for programs (JSON, written
+ * view.c: the plan views (what `tessel plan` prints): the compiled
+ * program's device layout for people (text), for programs (JSON, written
  * with jansson) and for Graphviz (DOT, the graph coloured by sharding,
  * collectives and fallbacks marked).
  */
@@ -118,6 +119,35 @@ static json_t *jsite(const SpmdSite *s)
     return o;
 }
 
+/* The memory estimate's breakdown (docs/plan.md "Memory"). */
+static json_t *jmemory(const PlanMemory *pm)
+{
+    json_t *mem = json_object();
+    json_object_set_new(mem, "peak_bytes_per_device", json_integer(pm->peak));
+    json_object_set_new(mem, "peak_instruction", pm->peak_instr ? json_string(pm->peak_instr) : json_null());
+    json_object_set_new(mem, "peak_step", json_integer(pm->peak_step));
+    json_t *by = json_object();
+    for (int k = 0; k < 4; k++)
+        json_object_set_new(by, mem_kind_name((MemKind)k), json_integer(pm->by_kind[k]));
+    json_object_set_new(by, "called_computation", json_integer(pm->callee));
+    json_object_set_new(mem, "at_peak", by);
+    json_t *vs = json_array();
+    for (int32_t k = 0; k < pm->nvalues; k++) {
+        json_t *v = json_object();
+        json_object_set_new(v, "name", json_string(pm->values[k].name));
+        json_object_set_new(v, "opcode", json_string(pm->values[k].opcode));
+        json_object_set_new(v, "bytes", json_integer(pm->values[k].bytes));
+        json_object_set_new(v, "kind", json_string(mem_kind_name(pm->values[k].kind)));
+        json_array_append_new(vs, v);
+    }
+    json_object_set_new(mem, "live_at_peak", vs);
+    json_t *steps = json_array();
+    for (int32_t k = 0; k < pm->nsteps; k++)
+        json_array_append_new(steps, json_integer(pm->live[k]));
+    json_object_set_new(mem, "live_bytes_by_step", steps);
+    return mem;
+}
+
 static json_t *jcluster(const Plan *p)
 {
     json_t *c = json_object();
@@ -176,9 +206,7 @@ static json_t *jcluster(const Plan *p)
         json_array_append_new(rs, o);
     }
     json_object_set_new(c, "reshards", rs);
-    json_t *mem = json_object();
-    json_object_set_new(mem, "peak_bytes_per_device", json_integer(p->peak_bytes_per_device));
-    json_object_set_new(c, "memory", mem);
+    json_object_set_new(c, "memory", jmemory(&p->memory));
     return c;
 }
 
@@ -458,6 +486,29 @@ static void out_header(IrStrBuf *o, const Plan *p)
     }
 }
 
+/* At most this many values live at the peak are listed in the text. */
+#define MEM_LISTED 12
+
+static void out_memory(IrStrBuf *o, const PlanMemory *pm)
+{
+    ir_sb_printf(o, "  peak memory per device: %lld bytes", (long long)pm->peak);
+    if (pm->peak_instr)
+        ir_sb_printf(o, ", at step %d of %d (%s)\n", (int)pm->peak_step + 1, (int)pm->nsteps, pm->peak_instr);
+    else
+        ir_sb_printf(o, ", before the first step (the parameters)\n");
+    ir_sb_printf(o, "    at the peak: parameters %lld, outputs %lld, collective buffers %lld, temporaries %lld",
+                 (long long)pm->by_kind[MEM_PARAMETER], (long long)pm->by_kind[MEM_OUTPUT],
+                 (long long)pm->by_kind[MEM_COLLECTIVE], (long long)pm->by_kind[MEM_TEMPORARY]);
+    if (pm->callee)
+        ir_sb_printf(o, ", inside the called computation %lld", (long long)pm->callee);
+    ir_sb_printf(o, " bytes\n    live at the peak, largest first:\n");
+    for (int32_t k = 0; k < pm->nvalues && k < MEM_LISTED; k++)
+        ir_sb_printf(o, "      %-24s %-20s %12lld bytes  %s\n", pm->values[k].name, pm->values[k].opcode,
+                     (long long)pm->values[k].bytes, mem_kind_name(pm->values[k].kind));
+    if (pm->nvalues > MEM_LISTED)
+        ir_sb_printf(o, "      ... and %d more (--format json lists all)\n", (int)(pm->nvalues - MEM_LISTED));
+}
+
 static void out_cluster(IrStrBuf *o, const Plan *p)
 {
     ir_sb_printf(o, "cluster %s:\n", p->cluster);
@@ -502,7 +553,7 @@ static void out_cluster(IrStrBuf *o, const Plan *p)
     }
     if (!p->report || p->report->ncoll == 0)
         ir_sb_printf(o, "    (none)\n");
-    ir_sb_printf(o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
+    out_memory(o, &p->memory);
 }
 
 static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res, const CompileResult *cr)
