@@ -36,14 +36,15 @@ def blocks(text):
     lines = text.split("\n")
     i = 0
     while i < len(lines):
-        m = re.match(r"^```(\S*)(.*)$", lines[i])
+        m = re.match(r"^( *)```(\S*)(.*)$", lines[i])  # indented: a block in a list item
         if not m:
             i += 1
             continue
-        start, lang, info, body = i + 1, m.group(1), m.group(2).split(), []
+        indent = len(m.group(1))
+        start, lang, info, body = i + 1, m.group(2), m.group(3).split(), []
         i += 1
-        while not lines[i].startswith("```"):
-            body.append(lines[i])
+        while not lines[i].strip().startswith("```"):
+            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
             i += 1
         out.append((start, lang, info, "\n".join(body) + "\n"))
         i += 1
