@@ -111,7 +111,8 @@ class TsTuning(ctypes.Structure):
                 ("fail_mpi_after", c_int64),
                 ("skip_collective_after", c_int64),
                 ("fail_one_rank", c_bool),
-                ("fail_rank", c_int32)]
+                ("fail_rank", c_int32),
+                ("openblas_num_threads_unset", c_bool)]
 
 
 class TsRunOptions(ctypes.Structure):
