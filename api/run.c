@@ -57,7 +57,8 @@ bool api_heartbeat_ok(double s)
 
 RtBindOptions api_bind_options(const TsRunOptions *o)
 {
-    return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed, o->process_local};
+    return (RtBindOptions){.ninputs = o->ninputs, .inputs = (const RtInput *)o->inputs, .random = o->random,
+                           .seed = o->seed, .zero_state = o->zero_state, .process_local = o->process_local};
 }
 
 CollTuning api_tuning(const TsRunOptions *o)
@@ -473,12 +474,12 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     API_CLEAR(out);
     API_NEED(p, d);
     API_NEED(out, d);
-    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
     double t[3] = {now(), 0, 0};
@@ -520,12 +521,12 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
 static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRunOptions *o, TsOutputs **out,
                               TsDiag *d)
 {
-    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
     double t[3] = {now(), 0, 0};

@@ -144,7 +144,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         o = &none;
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
-    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
+    dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     double t0 = now(), t1 = t0, t2 = t0;
     RtTransport *t = NULL;
     IrStatus st = rt_mpi_attach(mpi_comm, &t, &id);
@@ -181,9 +181,11 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         ; /* the heartbeat did not start: said at the agreement */
     else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                      p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d"
-                                     : "the plan is for %lld hosts, but the communicator has %d ranks",
-                      (long long)hosts, size);
+                      p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d: run it "
+                                       "with `mpirun -np %lld`, or compile it again with `tessel compile --hosts %d`"
+                                     : "the plan is for %lld hosts, but the communicator has %d ranks: run it on "
+                                       "%lld ranks, or set its layout to %d hosts (ts_plan_set_layout)",
+                      (long long)hosts, size, (long long)hosts, size);
     else if (l * hosts != ndev)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local "

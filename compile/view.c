@@ -119,6 +119,21 @@ static json_t *jsite(const SpmdSite *s)
     return o;
 }
 
+/* A collective's reason (docs/plan.md): kind, the instruction that asked
+ * and its position in the model, the conflict in words, the way out. */
+static json_t *jwhy(const SpmdCollective *c, const char *file)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(spmd_why_kind_name(c->why.kind)));
+    json_object_set_new(o, "instruction", c->site.source ? json_string(c->site.source) : json_null());
+    json_object_set_new(o, "file", file ? json_string(file) : json_null());
+    json_object_set_new(o, "line", c->site.pos.line > 0 ? json_integer(c->site.pos.line) : json_null());
+    json_object_set_new(o, "column", c->site.pos.line > 0 ? json_integer(c->site.pos.col) : json_null());
+    json_object_set_new(o, "text", c->why.text ? json_string(c->why.text) : json_null());
+    json_object_set_new(o, "avoid", c->why.avoid ? json_string(c->why.avoid) : json_null());
+    return o;
+}
+
 /* The memory estimate's breakdown (docs/plan.md "Memory"). */
 static json_t *jmemory(const PlanMemory *pm)
 {
@@ -193,6 +208,7 @@ static json_t *jcluster(const Plan *p)
         json_object_set_new(o, "replica_groups", json_string(sc->replica_groups));
         json_object_set_new(o, "bytes_per_device", json_integer(sc->bytes_per_device));
         json_object_set_new(o, "site", jsite(&sc->site));
+        json_object_set_new(o, "why", jwhy(sc, p->report->file));
         json_array_append_new(cs, o);
     }
     json_object_set_new(c, "collectives", cs);
@@ -550,6 +566,7 @@ static void out_cluster(IrStrBuf *o, const Plan *p)
         if (c->site.comp && p->cluster && strcmp(c->site.comp, p->cluster) != 0)
             ir_sb_printf(o, " (in %s)", c->site.comp);
         ir_sb_puts(o, "\n");
+        compile_why_lines(o, c, p->report->file, "      ");
     }
     if (!p->report || p->report->ncoll == 0)
         ir_sb_printf(o, "    (none)\n");
@@ -591,19 +608,6 @@ static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res
 
 
 /* ---- DOT ---- */
-
-/* A colour per distinct sharding text, stable for equal texts. */
-static const char *colour_for(const char *s)
-{
-    static const char *palette[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6",
-                                    "#ffff99", "#1f78b4", "#33a02c", "#e31a1c", "#ff7f00"};
-    if (!s || strcmp(s, "{replicated}") == 0)
-        return "#eeeeee";
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return palette[h % (sizeof palette / sizeof *palette)];
-}
 
 /* Text inside a DOT "..." string: quotes and backslashes escaped. */
 static void dot_str(IrStrBuf *o, const char *s)
@@ -658,6 +662,7 @@ typedef struct DotCtx {
     const IrModule *src;     /* the logical cluster (compiled plans) */
     const SpmdReport *rep;
     const PlanView *v;
+    const PlanColours *colours;
     int32_t k;               /* cluster number: node ids n-K-..., c-K-... */
 } DotCtx;
 
@@ -782,7 +787,7 @@ static void dot_src_computation(DotCtx *x, int32_t ci, const char *indent, int d
                 ir_sb_printf(x->o, ", %d collectives", (int)ncoll);
             ir_sb_puts(x->o, ")");
         }
-        ir_sb_printf(x->o, "\", fillcolor=\"%s\"%s%s];\n", colour_for(sd), fb ? ", color=red, penwidth=3" : "",
+        ir_sb_printf(x->o, "\", fillcolor=\"%s\"%s%s];\n", plan_colour(x->colours, ins->sharding), fb ? ", color=red, penwidth=3" : "",
                      folds(ins) ? ", shape=box3d" : "");
         ts_free(sd);
         ts_free(sh);
@@ -886,11 +891,11 @@ static void dot_spmd_computation(DotCtx *x, const IrModule *spmd, const char *in
                          (int)c->instr[i].opnd[k], (int)x->k, (int)spmd->entry, (int)i);
 }
 
-static void dot_cluster(IrStrBuf *o, const CompileResult *r, int32_t k, const PlanView *v)
+static void dot_cluster(IrStrBuf *o, const CompileResult *r, int32_t k, const PlanView *v, const PlanColours *pc)
 {
     const PlanCluster *c = &r->prog.cluster[k];
     const Plan *p = r->plans[k];
-    DotCtx x = {.o = o, .p = p, .src = c->src, .rep = &c->report, .v = v, .k = k};
+    DotCtx x = {.o = o, .p = p, .src = c->src, .rep = &c->report, .v = v, .colours = pc, .k = k};
     ir_sb_printf(o, "  subgraph \"cluster_%d\" {\n    label=\"", (int)k);
     dot_str(o, p->cluster);
     ir_sb_printf(o, " (%lld partitions x %lld replicas, peak %lld bytes per device)\";\n",
@@ -936,6 +941,23 @@ static void dot_host(IrStrBuf *o, const CompileResult *r)
         }
 }
 
+/* What each colour means: one box per distinct sharding, in words and
+ * in its canonical text. */
+static void dot_legend(IrStrBuf *o, const PlanColours *pc)
+{
+    if (pc->n == 0)
+        return;
+    ir_sb_puts(o, "  subgraph \"cluster_legend\" {\n    label=\"colours: shardings by meaning\";\n    style=dashed;\n");
+    for (int32_t j = 0; j < pc->n; j++) {
+        ir_sb_printf(o, "    legend_%d [id=\"legend-%d\", label=\"", (int)j, (int)j);
+        dot_str(o, pc->e[j].words);
+        ir_sb_puts(o, "\\n");
+        dot_str(o, pc->e[j].key);
+        ir_sb_printf(o, "\", fillcolor=\"%s\"];\n", pc->e[j].colour);
+    }
+    ir_sb_puts(o, "  }\n");
+}
+
 /* ---- the dumps of a compiled program ---- */
 
 char *compile_plan_text(const CompileResult *r)
@@ -958,8 +980,15 @@ char *compile_plan_dot(const CompileResult *r, const PlanView *v)
                    "  edge [fontname=\"monospace\", fontsize=9];\n");
     if (r->prog.host)
         dot_host(&o, r);
+    PlanColours pc;
+    if (!plan_colours_build(r, &pc)) {
+        ir_sb_free(&o);
+        return NULL;
+    }
     for (int32_t k = 0; k < r->prog.ncluster; k++)
-        dot_cluster(&o, r, k, v);
+        dot_cluster(&o, r, k, v, &pc);
+    dot_legend(&o, &pc);
+    plan_colours_free(&pc);
     ir_sb_puts(&o, "}\n");
     return ir_sb_take(&o);
 }

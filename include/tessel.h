@@ -115,6 +115,11 @@ void ts_free(void *p);
  * that exists and is not a regular file (a pipe, /dev/null) is written in
  * place. TS_ERUNTIME naming the path. */
 TsStatus ts_write_text(const char *path, const char *text, TsDiag *d);
+/* "Did you mean": of names[0..n) (NULL entries skipped) the one nearest
+ * to key by edit distance when it is a slip away (at most a third of the
+ * key's bytes, at least one, and not key itself), else NULL. The rule the
+ * library's own hints (opcodes, attributes, input names) follow. */
+const char *ts_nearest_name(const char *key, const char *const *names, int32_t n);
 /* The library version, e.g. "0.2.0". Static string. */
 const char *ts_version(void);
 /* Release the process-wide caches (the machine's topology, device
@@ -243,8 +248,10 @@ typedef struct TsCompileOptions {
     double link_gbps;
     /* Called with each warning of the compile (the text alone: no
      * "warning:" prefix, no newline; valid during the call): today, once,
-     * when a compile for several partitions finds no sharding it reads on
-     * any value. The library prints nothing. NULL: warnings are dropped. */
+     * when a compile for several partitions partitions nothing: no
+     * sharding it reads on any value, or shardings that split none (all
+     * replicated or maximal, or splitting host work only). The library
+     * prints nothing. NULL: warnings are dropped. */
     void (*on_warning)(void *ctx, const char *msg);
     void *warning_ctx;
     /* Shardings chosen for you (docs/auto-shard.md): every value of the
@@ -331,6 +338,15 @@ TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d
  * heap text (ts_free); TS_EINPUT when nothing has that name. */
 enum { TS_SHOW_ASCII = 1u, TS_SHOW_COLOUR = 2u };
 TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d);
+
+/* Why the collectives that produce or consume the value `name` (an
+ * instruction of a compiled plan's clusters, or a collective's own name)
+ * are there: each with its bytes per device, the instruction whose rule
+ * asked for it and that instruction's FILE:LINE:COL, the sharding
+ * conflict in words and, where one exists, the change that would make it
+ * local (docs/plan.md "Why a collective is there"). *out is heap text
+ * (ts_free); TS_EINPUT when the plan has nothing of that name. */
+TsStatus ts_plan_why(const TsPlan *p, const char *name, char **out, TsDiag *d);
 
 /* ts_plan_dump with more to say: `format` as there, or "html" (one
  * self-contained page: the graph, the instructions, collectives, sharding
@@ -443,6 +459,16 @@ typedef struct TsTuning {
     int64_t skip_collective_after;
     bool fail_one_rank;
     int32_t fail_rank;
+    /* OPENBLAS_NUM_THREADS is not set in this process's environment (the
+     * caller looked: the command line does, once; the library reads no
+     * variable). tessel may then set it while it loads OpenBLAS (once a
+     * process, at the first run), so that OpenBLAS's constructor starts
+     * only the threads the devices use (none beyond the caller's where
+     * devices share cores), and removes it again. false: the environment
+     * is left alone and OpenBLAS starts its own default pool (a thread a
+     * core, spinning ~0.1 s before it sleeps); the devices set the count
+     * afterwards either way. */
+    bool openblas_num_threads_unset;
 } TsTuning;
 
 typedef struct TsRunOptions {
@@ -507,6 +533,13 @@ typedef struct TsRunOptions {
      * part is the whole array: nothing changes. TS_EUNSUPPORTED for a
      * program with host work or a replay. */
     bool process_local;
+    /* Optimizer state starts at zero, as optimizers start: the unbound
+     * leaves of the parameters a training step marks as its state
+     * (`tessel grad --adam`'s m_P, v_P and t, marked
+     * frontend_attributes={tessel_state="zeros"}) are zeros; `random`
+     * fills what is still unbound. Without it such a leaf is unbound like
+     * any other (TS_EINPUT naming it and this option). */
+    bool zero_state;
 } TsRunOptions;
 
 

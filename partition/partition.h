@@ -6,6 +6,7 @@
  * Files of this layer:
  *   shd_ops.c     building and transforming shardings (transpose, dropping
  *                 and inserting dims, replication), shard shapes and offsets
+ *   shd_text.c    shardings in words and in one canonical text
  *   propagate.c   sharding propagation: a worklist over the module, a
  *                 table from op family to its rules
  *   prop_*.c      the forward and backward rules of one op family side by
@@ -113,6 +114,24 @@ bool shd_device_coords(const IrSharding *s, int64_t device, int64_t *coords);
 int64_t shd_device_at(const IrSharding *s, const int64_t *coords);
 
 /* ------------------------------------------------------------------ */
+/* shd_text.c                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Append sharding s (NULL: replicated) in words to b: "replicated",
+ * "tiled on dim 1 over 2 devices", "tiled on dims 0 and 1 (2x4) over 8
+ * devices, each tile on 2 devices", "whole on device 3 only (maximal)",
+ * "manual (each device holds its own value)"; a device order other than
+ * 0..n-1 is named; tuples as "(leaf; leaf)". Out of memory sets b->oom. */
+void shd_describe(IrStrBuf *b, const IrSharding *s);
+/* The same as a heap string (ts_free), NULL on OOM. */
+char *shd_describe_str(const IrSharding *s);
+/* The XLA text of s's normalised form with the devices listed (no iota
+ * form, metadata, shard group or {unknown}): two shardings that mean the
+ * same get the same text. NULL (s) is {replicated}. Heap string, NULL on
+ * OOM. */
+char *shd_canonical_str(const IrSharding *s);
+
+/* ------------------------------------------------------------------ */
 /* propagate.c                                                         */
 /* ------------------------------------------------------------------ */
 
@@ -181,7 +200,31 @@ typedef struct SpmdOptions {
 typedef struct SpmdSite {
     const char *comp, *source, *operand;
     bool output;
+    IrPos pos;                 /* source's position in the model (line 0: unknown) */
 } SpmdSite;
+
+/* Why a collective is there (the plan's reasons, docs/plan.md). */
+typedef enum SpmdWhyKind {
+    SPMD_WHY_UNKNOWN,          /* not recorded (a plan file without reasons) */
+    SPMD_WHY_OPERAND,          /* an operand's sharding is not what its user's rule needs */
+    SPMD_WHY_PARTIAL,          /* partial results of a sum (or max, ...) over a tiled dim combined */
+    SPMD_WHY_RESULT,           /* the rule computes the result under another sharding than the value's */
+    SPMD_WHY_OUTPUT,           /* a computation's root moved to the sharding its result must have */
+    SPMD_WHY_HALO,             /* a window reads rows of the neighbouring devices' shards */
+    SPMD_WHY_RULE,             /* the op's own rule needs it (a sort or scan along a tiled dim, ...) */
+} SpmdWhyKind;
+
+typedef struct SpmdWhy {
+    SpmdWhyKind kind;
+    const char *text;          /* the sharding conflict in words, ending in what the collective does */
+    const char *avoid;         /* the change that would make it local, or NULL where none is cheaper */
+} SpmdWhy;
+
+/* The name of a kind as the plan's JSON and plan files spell it
+ * ("operand", "partial", ...; "unknown"), and back (SPMD_WHY_UNKNOWN and
+ * false for a name that is none). */
+const char *spmd_why_kind_name(SpmdWhyKind k);
+bool spmd_why_kind_from_name(const char *s, size_t n, SpmdWhyKind *k);
 
 typedef struct SpmdCollective {
     const char *name;          /* instruction name in the partitioned module */
@@ -189,6 +232,7 @@ typedef struct SpmdCollective {
     const char *replica_groups;/* XLA text, e.g. "{{0,1},{2,3}}" */
     int64_t bytes_per_device;  /* bytes each device receives */
     SpmdSite site;
+    SpmdWhy why;
 } SpmdCollective;
 
 /* An operand whose sharding is not what its user needs (spmd_operand_as). */
@@ -199,6 +243,7 @@ typedef struct SpmdReshard {
 
 typedef struct SpmdReport {
     IrArena *arena;
+    const char *file;          /* the model's path, for the sites' positions (NULL: unknown) */
     int32_t nfallback;
     const char **fallback;     /* source instruction names computed by the fallback */
     int32_t ncoll;

@@ -113,7 +113,9 @@ int main(void)
     FIELD(TsTuning, skip_collective_after);
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
+    FIELD(TsTuning, openblas_num_threads_unset);
     FIELD(TsRunOptions, process_local);
+    FIELD(TsRunOptions, zero_state);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
