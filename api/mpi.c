@@ -7,7 +7,10 @@
  * The protocol, so that no rank ever waits for one that failed:
  *   1. each rank prepares (its shards of every input; the host program's
  *      inputs whole), then every rank agrees: if any failed, all return an
- *      error (the failing rank's own, said first through on_error);
+ *      error (the failing rank's own, said first through on_error); then
+ *      they agree that they run the same thing (agree.c: plan, model,
+ *      inputs, seed, steps, options; one all-gather): if not, every rank
+ *      returns the same error naming what differs and where;
  *   2. the devices run; a failure now ends the job (MPI_Abort), since the
  *      other ranks may be waiting for this one inside a collective; the
  *      results travel to rank 0 (the same), or with process_local each
@@ -154,7 +157,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
     int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
-    /* Rank 0's message shapes on every rank, before anything moves. */
+    /* Rank 0's tuning on every rank, before anything moves. */
     CollTuning tune = api_tuning(o);
     if (rt_mpi_tune(t, &tune, &id) != IR_OK)
         abort_job(o, t, &id); /* the others may be inside the same exchange */
@@ -212,6 +215,15 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         st = api_plan_step_hook(p, o, &sc, &hook, &id);
     t1 = now();
     st = agree(o, t, st, &id, "before running");
+    /* Every rank runs the same thing, or none does (agree.c): the same
+     * verdict on every rank, each saying it. */
+    if (st == IR_OK && !o->tuning.skip_agreement) {
+        st = api_agree(p, o, t, &id);
+        if (st != IR_OK && st != IR_EINPUT)
+            abort_job(o, t, &id); /* this rank could not take part: the others may be in the gather */
+        if (st != IR_OK)
+            say(o, &id, rank);
+    }
 
     /* 2. run; failures end the job */
     if (st == IR_OK && prog->host) {

@@ -71,6 +71,7 @@ enum {
 #define OPT_CHECKPOINT_DIR (UINT64_C(1) << 33) /* --checkpoint-dir DIR */
 #define OPT_RESUME         (UINT64_C(1) << 34) /* --resume DIR (continue from its last checkpoint) */
 #define OPT_LINK_GBPS      (UINT64_C(1) << 35) /* --link-gbps G (the cost model's links between hosts) */
+#define OPT_SIGN_KEY       (UINT64_C(1) << 36) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -101,6 +102,8 @@ typedef struct CliOptions {
     const char **expand;     /* --expand NAMEs (heap array, borrowed strings) */
     bool ascii, progress;    /* --ascii, --progress */
     const char *dump_dir;    /* --dump-dir DIR */
+    uint8_t *sign_key;       /* --sign-key FILE: its bytes (heap), or NULL */
+    size_t sign_key_len;
     const char *watch;       /* --watch NAME */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */
     double timeout;          /* --timeout SECONDS (0: none) */

@@ -56,6 +56,7 @@ static const char HELP[] =
     "  -o FILE                 write to FILE (default, or -: stdout)\n"
     "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L,\n"
     "  --link-gbps G           as for `tessel compile`\n"
+    "  --sign-key FILE         the plan must be signed with the key in FILE (as run)\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
     "                          of compile time; a failure there is tessel's bug\n"
@@ -234,6 +235,6 @@ const CliCommand cli_cmd_plan = {
     .summary = "dump the sharding plan (text, JSON, DOT, HTML, sharding grids)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT |
-               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS,
+               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_SIGN_KEY,
     .run = run_plan,
 };

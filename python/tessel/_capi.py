@@ -54,7 +54,9 @@ class TsCompileOptions(ctypes.Structure):
                 ("dump_dir", c_char_p),
                 ("link_gbps", ctypes.c_double),
                 ("on_warning", ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)),
-                ("warning_ctx", ctypes.c_void_p)]
+                ("warning_ctx", ctypes.c_void_p),
+                ("sign_key", ctypes.c_void_p),
+                ("sign_key_len", ctypes.c_size_t)]
 
 # The type of TsCompileOptions.on_warning.
 WarningFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)
@@ -108,7 +110,8 @@ class TsTuning(ctypes.Structure):
                 ("fail_mpi_after", c_int64),
                 ("skip_collective_after", c_int64),
                 ("fail_one_rank", c_bool),
-                ("fail_rank", c_int32)]
+                ("fail_rank", c_int32),
+                ("skip_agreement", c_bool)]
 
 
 class TsRunOptions(ctypes.Structure):
@@ -132,7 +135,9 @@ class TsRunOptions(ctypes.Structure):
                 ("limits", ctypes.POINTER(TsLimits)),
                 ("heartbeat_seconds", ctypes.c_double),
                 ("tuning", TsTuning),
-                ("process_local", c_bool)]
+                ("process_local", c_bool),
+                ("nagree", c_int32),
+                ("agree", c_void_p)]
 
 
 class TsStepInfo(ctypes.Structure):

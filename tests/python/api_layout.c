@@ -43,6 +43,8 @@ int main(void)
     FIELD(TsCompileOptions, link_gbps);
     FIELD(TsCompileOptions, on_warning);
     FIELD(TsCompileOptions, warning_ctx);
+    FIELD(TsCompileOptions, sign_key);
+    FIELD(TsCompileOptions, sign_key_len);
     SIZE(TsGradOptions);
     FIELD(TsGradOptions, wrt);
     FIELD(TsGradOptions, loss);
@@ -110,7 +112,10 @@ int main(void)
     FIELD(TsTuning, skip_collective_after);
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
+    FIELD(TsTuning, skip_agreement);
     FIELD(TsRunOptions, process_local);
+    FIELD(TsRunOptions, nagree);
+    FIELD(TsRunOptions, agree);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
