@@ -3,16 +3,20 @@
  * public handles are thin boxes around the layers' types; a TsDiag is an
  * IrDiag with public field names. May use every layer (DESIGN.md).
  *
- *   diag.c     diagnostics, versions, limits, ts_free, ts_shutdown
- *   module.c   TsModule: parse, verify, summary, print
- *   plan.c     TsPlan: compile, load, save, dump, layout, inputs/outputs
- *   run.c      TsOutputs; runs in process and of the reference
- *   replay.c   replays of SPMD programs: each device's inputs and outputs
- *   mpi.c      runs under MPI on the caller's communicator; TsMpiWorld
- *   agree.c    what the ranks of an MPI run agree on before any step
- *   devices.c  the local devices as text or JSON
- *   outdir.c   the output directory of a run: locked, all or nothing
- *   grad.c     ts_add_gradients, the public face of grad/
+ *   common.c         what every file shares: diagnostics, versions, limits,
+ *                    ts_free, ts_shutdown
+ *   module_handle.c  TsModule: parse, verify, summary, print
+ *   plan_handle.c    TsPlan, the handle on a compiled program (compiled
+ *                    here or loaded from a plan file): compile, load, save,
+ *                    view (`tessel plan`), host layout, inputs/outputs
+ *   run.c            TsOutputs; runs in process and of the reference
+ *   replay_bind.c    replays of SPMD programs: each device's inputs and outputs
+ *   run_mpi.c        runs under MPI on the caller's communicator; TsMpiWorld
+ *   agree.c          what the ranks of an MPI run agree on before any step
+ *   device_report.c  the local devices as text or JSON (`tessel devices`)
+ *   outdir.c         the output directory of a run: locked, all or nothing
+ *   grad.c           ts_add_gradients, the public face of grad/
+ *   profile.c        the cost model's rates read from a profile file (--profile)
  */
 #ifndef TESSEL_API_INTERNAL_H
 #define TESSEL_API_INTERNAL_H
@@ -105,6 +109,10 @@ typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, con
                              TsDiag *d);
 /* Read the file at `path` (api_read_file) and parse it with `parse`. */
 TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d);
+/* profile.c: the rates of the profile file at `path` into *c (fields it
+ * does not give stay 0: the defaults). IR_EINPUT naming the file and the
+ * field. */
+IrStatus api_profile_load(const char *path, AutoCost *c, IrDiag *d);
 /* The heartbeat of a run: 0 means the default, 60 s; < 0 none. */
 double api_heartbeat_seconds(double s);
 /* The while loop bound of a run (--limit trips; 0: unbounded). */

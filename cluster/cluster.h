@@ -29,7 +29,7 @@
  *     devices: parameter j of the cluster is call operand j
  *     (CluInput.operand), results come back as the root tuple's elements
  *     (CluOutput.index);
- *   - the plan dumps print CluResult: the clusters, what went into each,
+ *   - the plan views print CluResult: the clusters, what went into each,
  *     their inputs and outputs, the host instructions and the cut values.
  *
  * Files of this layer (the header reads as a table of contents):
@@ -220,7 +220,7 @@ typedef struct CluCut {
     int64_t bytes;           /* ir_shape_bytes of the value */
 } CluCut;
 
-/* What clu_extract decided, for the plan dumps and the runtime. Every
+/* What clu_extract decided, for the plan views and the runtime. Every
  * string and array lives in `arena` (freed by clu_result_free), so the
  * result outlives both modules. Orders are deterministic: clusters by
  * number; host instructions and cuts host computation by host computation

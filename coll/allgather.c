@@ -10,7 +10,7 @@
  *     d0, d1, d2:  [A | B | C]
  *
  * Across hosts, one device a host and each group on increasing hosts
- * (coll_direct_across, host.c): straight from the operand into the
+ * (coll_direct_across, steps.c): straight from the operand into the
  * result, one allgather_into (pipelined for large blocks):
  *
  *     h0: A   h1: B   h2: C   ->   h0, h1, h2: [A | B | C]

@@ -6,7 +6,7 @@
  *     d0, d1, d2:  A
  *
  * In a host each member copies the root's operand (coll_broadcast_part;
- * the members on one host share one result, host.c). Across hosts only
+ * the members on one host share one result, steps.c). Across hosts only
  * the root's operand travels, to the hosts holding members
  * (coll_p2p_operands, p2p.c):
  *

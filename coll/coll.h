@@ -5,14 +5,14 @@
  * host, in shared memory) and its across-hosts step (hierarchical: the
  * host's devices combined locally, one transport call a host, spread
  * locally), a comment drawing the data at each step; under them the
- * CollTransport interface (MPI: runtime/mpi.c; loopback: loopback.c).
+ * CollTransport interface (MPI: runtime/mpi_transport.c; loopback: loopback.c).
  * This header reads as a table of contents, one section per file:
  *
- *   options.c         the tuning of a run (CollTuning) with its defaults; the one
+ *   tuning.c          the tuning of a run (CollTuning) with its defaults; the one
  *                     file of the library that reads the environment (the MPI
  *                     launcher's variables only)
  *   (transport)       CollTransport, the interface to the other hosts
- *   host.c            a host's devices at one collective (CollHost, CollDevice):
+ *   steps.c           a host's devices at one collective (CollHost, CollDevice):
  *                     publish, barriers, the leader's across-hosts step, shared
  *                     results, the hooks a device's executor calls
  *   group.c           each device's group (replica_groups, modes), module checks
@@ -33,7 +33,7 @@
  *
  * Library code: never prints, never exits; errors are IrStatus with an
  * IrDiag. May use ir/ and device/ (values, reducers); never MPI (the MPI
- * transport is runtime/mpi.c).
+ * transport is runtime/mpi_transport.c).
  */
 #ifndef TESSEL_COLL_COLL_H
 #define TESSEL_COLL_COLL_H
@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 /* ------------------------------------------------------------------ */
-/* options.c                                                           */
+/* tuning.c                                                           */
 /* ------------------------------------------------------------------ */
 
 /* The tuning of a run: TsTuning (include/tessel.h) field for field, which
@@ -102,7 +102,7 @@ int coll_launcher_rank(void);
  * a time. A failure is returned; the caller must then end the job, since
  * the other hosts may wait in the same collective.
  *
- * Two implementations: MPI (runtime/mpi.c: one rank a host, pipelined
+ * Two implementations: MPI (runtime/mpi_transport.c: one rank a host, pipelined
  * point to point for large buffers, a heartbeat) and the loopback
  * (coll/loopback.c: simulated hosts as threads of one process, for tests). */
 typedef enum CollXferKind {
@@ -186,7 +186,7 @@ struct CollTransport {
 };
 
 /* ------------------------------------------------------------------ */
-/* host.c                                                             */
+/* steps.c                                                            */
 /* ------------------------------------------------------------------ */
 
 /* The devices of one run: N partitions x R replicas, and how results
@@ -262,7 +262,7 @@ void coll_host_free(CollHost *w);
 DevCollectives coll_device_start(CollDevice *dev);
 void coll_device_stop(CollDevice *dev);
 void coll_device_free(CollDevice *dev);
-/* One collective of device dev (all of the steps in host.c's header).
+/* One collective of device dev (all of the steps in steps.c's header).
  * Errors name the instruction; a failure aborts the host's run. */
 IrStatus coll_collective(CollDevice *dev, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                          DevValue **operands, DevValue **out, IrDiag *d);
@@ -350,7 +350,7 @@ IrStatus coll_result(const IrModule *m, const IrInstr *ins, const CollWorld *w, 
  * j computes part j (all-reduce: the j-th slice of the elements, reduced
  * over every member's operand in group order; all-gather: member j's
  * block) and writes it into every member's result (or into the one
- * result they share). host.c runs this when the whole group is on the
+ * result they share). steps.c runs this when the whole group is on the
  * host. */
 
 /* Does the split path apply to `ins` over this group (members in group
@@ -541,7 +541,7 @@ void coll_copy(void *const *dst, int32_t ndst, size_t doff, const void *src, siz
 /* async.c                                                            */
 /* ------------------------------------------------------------------ */
 
-/* A collective as host.c runs it for device ctx (blocking). */
+/* A collective as steps.c runs it for device ctx (blocking). */
 typedef IrStatus (*CollFn)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd, DevValue **operands,
                              DevValue **out, IrDiag *d);
 typedef struct CollAsync CollAsync;

@@ -5,11 +5,11 @@
  *   driver.c     compile_module: the passes in order (see its comment)
  *   plan_file.c  plan files: written, and loaded back with every line checked
  *   digest.c     SHA-256 (nettle) and the framing lines of a plan file
- *   plan_dump.c  the plan as text, JSON and DOT
- *   plan_grid.c  sharding grids: how an array is cut over the devices
- *   plan_html.c  the plan as one self-contained HTML page
+ *   view.c       the plan views (what `tessel plan` prints): text, JSON, DOT
+ *   view_grid.c  sharding grids: how an array is cut over the devices
+ *   view_html.c  the plan view as one self-contained HTML page
  *
- * May use ir/, cluster/ and partition/ (DESIGN.md's layer table); never
+ * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
  * is what the runtime executes.
  *
@@ -19,6 +19,7 @@
 #ifndef TESSEL_COMPILE_H
 #define TESSEL_COMPILE_H
 
+#include "../auto/auto.h"
 #include "../cluster/cluster.h"
 #include "../ir/ir.h"
 #include "../partition/partition.h"
@@ -34,6 +35,9 @@ typedef struct CompileOptions {
     int64_t max_devices;     /* 0: COMPILE_DEFAULT_MAX_DEVICES */
     bool no_verify;          /* skip the verifier after the rewriting passes */
     double link_gbps;        /* links between hosts, Gb/s (the cost model); 0: 10 */
+    /* Shardings chosen for the values the module leaves unsharded
+     * (auto/, before propagation); NULL: none. */
+    const AutoOptions *auto_shard;
     /* Called with the module after each pass (--dump-dir): `what` names
      * it ("after_propagate", "after_outline", "cluster_0.after_spmd_partition",
      * ...). A failure (the callback's, in d) ends the compile. May be NULL. */
@@ -52,6 +56,7 @@ typedef struct CompileResult {
     CluResult res;           /* clusters, host instructions, cuts (empty without host work) */
     Plan **plans;            /* prog.ncluster entries: trees, devices, islands */
     bool from_plan;          /* loaded from a plan file */
+    AutoReport autoshard;    /* what --auto-shard chose and why (explain NULL: not run) */
 } CompileResult;
 
 /* Compile `src` (a verified module; taken, also on failure): the passes
@@ -123,7 +128,7 @@ IrStatus compile_plan_check_frame(const char *path, const char *text, size_t len
  * ("host-op", "host-control-flow", "host-glue", "constant"). Can't fail. */
 const char *compile_place_name(CluPlace p);
 
-/* ---- plan_dump.c ---- */
+/* ---- view.c ---- */
 
 /* What the graph of a dump draws: computations drawn whole (by name, or
  * the name of an instruction calling them) instead of folded into their
@@ -143,13 +148,13 @@ char *compile_plan_dot(const CompileResult *r, const PlanView *v);
  * dump prints it (no newline). */
 void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
 
-/* ---- plan_html.c ---- */
+/* ---- view_html.c ---- */
 
 /* The plan as one self-contained HTML page (no network, no external
  * script: docs/plan.md). Heap text, NULL on OOM. */
 char *compile_plan_html(const CompileResult *r, const PlanView *v);
 
-/* ---- plan_grid.c ---- */
+/* ---- view_grid.c ---- */
 
 /* The 2-D view of an array's tiles: rows are tiles of dim `rowdim`,
  * columns of `coldim` (-1: one track), one page per tile of the further

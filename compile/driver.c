@@ -10,6 +10,11 @@
  *                          N x R within max_devices. With N > 1 and no
  *                          sharding on any value: one warning
  *                          (CompileOptions.warn) naming what was not read.
+ *   3a. auto-shard         with CompileOptions.auto_shard: auto_shard
+ *                          gives every value of the entry computation the
+ *                          user left unsharded a sharding chosen by the
+ *                          cost model over the mesh (auto/). Needs a
+ *                          verified module; establishes annotations only.
  *   3. propagate           scans made while loops first (shd_expand_scans;
  *                          verified after when there was one), then
  *                          shd_propagate once over the whole module. Needs
@@ -343,7 +348,8 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         ir_module_free(src);
         return st;
     }
-    warn_unsharded(src, n, &o);
+    if (!o.auto_shard)
+        warn_unsharded(src, n, &o);
     /* Shardings name partitions: a module annotated for 2 cannot run on 4
      * without rewriting its annotations. */
     src->num_partitions = n;
@@ -351,10 +357,15 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     p->num_partitions = n;
     p->num_replicas = r;
 
+    /* 3a. auto-shard */
+    if (o.auto_shard)
+        st = auto_shard(src, o.auto_shard, &out->autoshard, d);
+
     /* 3. propagate (scans first become loops: the loop rules partition them) */
     ShdPropagateOptions popt = {.num_devices = n};
     bool scans = has_op(src, OP_SCAN);
-    st = shd_expand_scans(src, d);
+    if (st == IR_OK)
+        st = shd_expand_scans(src, d);
     if (st == IR_OK && scans)
         st = verify_after("scan-expansion", src, &o, d);
     if (st == IR_OK)
@@ -431,5 +442,6 @@ void compile_result_free(CompileResult *r)
     ts_free(r->plans);
     plan_program_free(&r->prog);
     clu_result_free(&r->res);
+    auto_report_free(&r->autoshard);
     memset(r, 0, sizeof *r);
 }

@@ -242,6 +242,19 @@ typedef struct TsCompileOptions {
      * any value. The library prints nothing. NULL: warnings are dropped. */
     void (*on_warning)(void *ctx, const char *msg);
     void *warning_ctx;
+    /* Shardings chosen for you (docs/auto-shard.md): every value of the
+     * entry computation the module leaves unsharded gets the sharding that
+     * minimises the estimated step time over the device mesh `mesh`
+     * ("2x4" or "data=2,model=4"; NULL: one axis over all partitions),
+     * under limits->memory_bytes shared by a host's devices when set; the
+     * module's own shardings are constraints. num_partitions 0 takes the
+     * mesh's device count; any other must equal it. `profile` names a
+     * profile file (`tessel profile`) with the cost model's rates; NULL:
+     * the documented defaults. ts_plan_explain says what was chosen and
+     * why. */
+    bool auto_shard;
+    const char *mesh;
+    const char *profile;
     /* A key (sign_key_len bytes, at least 1; NULL: none) for the plan's
      * keyed signature (docs/plan.md, "Digest and signature"): a plan
      * compiled with it is saved signed (HMAC-SHA256 under the key), and a
@@ -267,6 +280,10 @@ TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsL
  * verified and compiled with `o`. */
 TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out, TsDiag *d);
 void ts_plan_free(TsPlan *p);
+/* Why the plan's shardings are what they are, when it was compiled with
+ * auto_shard: for each chosen sharding the alternatives and their
+ * estimated costs (heap text, ts_free). NULL otherwise (or on OOM). */
+char *ts_plan_explain(const TsPlan *p);
 
 /* Rebuild the host layout (hosts >= 1; local_devices 0: N*R/hosts).
  * TS_EINPUT when N*R is not hosts x local_devices. */

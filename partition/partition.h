@@ -1,7 +1,7 @@
 /*
  * partition.h: layer `partition/`: shardings as values to compute with,
  * sharding propagation, the SPMD partitioner, split/concat trees, device
- * assignment, replica islands and the plan.
+ * assignment, replica islands and the compiled program's data.
  *
  * Files of this layer:
  *   shd_ops.c     building and transforming shardings (transpose, dropping
@@ -16,13 +16,22 @@
  *   spmd_*.c      the builders and the handlers, one file per op family,
  *                 rule above each (listed in spmd_internal.h)
  *   reshard.c     resharding between any two shardings with collectives
- *   plan.c        the plan: split-node and concat trees, device
- *                 assignment, islands, the compile result lines
+ *   device_layout.c  a compiled program's device layout (Plan): split-node
+ *                 and concat trees, device assignment, replica islands,
+ *                 per-device shapes, the compile result lines; what the
+ *                 plan views show
  *   program.c     the compiled program the runtime executes (PlanCluster,
- *                 PlanProgram): data, no pass
+ *                 PlanProgram: the host program and its device clusters):
+ *                 data, no pass
  *
- * Depends on ir/ only; never executes anything. (The dumps of a plan are
- * compile/plan_dump.c's.)
+ * "Plan" means four things in tessel, each with its own name: the plan
+ * file (compile/plan_file.c, what `tessel compile` writes; TsPlan is its
+ * handle, api/plan_handle.c), the compiled program (program.c), its
+ * device layout (device_layout.c, the type Plan) and the plan views
+ * (compile/view*.c, what `tessel plan` prints).
+ *
+ * Depends on ir/ only; never executes anything. (The plan views are
+ * compile/view.c's.)
  */
 #ifndef TESSEL_PARTITION_H
 #define TESSEL_PARTITION_H
@@ -158,7 +167,7 @@ typedef struct SpmdOptions {
     double link_gbps;        /* links between hosts, Gb/s, for the cost model (spmd_dot.c); 0: 10 */
 } SpmdOptions;
 
-/* What the partitioner decided, for the plan dumps. Arrays are in the
+/* What the partitioner decided, for the plan views. Arrays are in the
  * report's own arena (freed by spmd_report_free). */
 /* Where a collective or a reshard sits in the source, for the graph of
  * the plan: emitted while partitioning instruction `source` of source
@@ -209,7 +218,7 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
 void spmd_report_free(SpmdReport *r);
 
 /* ------------------------------------------------------------------ */
-/* plan.c: split and concat trees, devices, hosts, the plan           */
+/* device_layout.c: split and concat trees, devices, hosts, islands  */
 /* ------------------------------------------------------------------ */
 
 /* A split-node tree cuts a tiled value into shards: each internal node

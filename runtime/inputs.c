@@ -2,26 +2,23 @@
  * inputs.c: the reference run without the command line. Binds user inputs
  * (.npy files by parameter index, INDEX.LEAF or name; deterministic random
  * fills for the rest) to the entry parameters, runs the entry computation
- * on one device, and writes or summarises the outputs.
+ * on one device (steps feeding aliased outputs back), and summarises the
+ * outputs (api/outdir.c writes them).
  *
  * Leaves are the unit everywhere: parameter p with a tuple shape has
  * ir_shape_leaf_count leaves, depth first, and each leaf is one .npy file
  * or one random fill; leaf k of the random inputs counts across all
- * parameters in order (DESIGN.md). Outputs are the leaves of the root,
- * depth first, as DIR/output_<i>.npy, written all-or-nothing.
+ * parameters in order (DESIGN.md).
  */
 #include <assert.h>
 #include "program.h"
 #include "transport.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static IrStatus fail(IrDiag *d, IrStatus st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -389,12 +386,6 @@ static IrStatus run_reference(const IrModule *m, const RtArgs *args, int64_t max
     return dev_execute(m, m->entry, args->nargs, args->args, &opt, out, d);
 }
 
-IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d)
-{
-    IrStatus st = rt_check_reference(m, d);
-    return st == IR_OK ? run_reference(m, args, 0, NULL, out, d) : st;
-}
-
 /* ---- steps: aliased outputs become the next step's parameters ---- */
 
 /* The shape at `idx` inside `s` (tuple element by element), or NULL. */
@@ -489,114 +480,6 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, 
         *out = NULL;
     }
     return st;
-}
-
-/* ---- outputs ---- */
-
-/* DIR/PREFIX_<i>.npy (or its temporary): PREFIX "output" for results,
- * "outfeed" for values the program gave the host. With `per` > 0 the
- * leaves are per devices, `per` each: DIR/PREFIX_<leaf>.device_<d>.npy. */
-static char *out_path(const char *dir, const char *prefix, int32_t per, int32_t i, bool tmp)
-{
-    size_t n = strlen(dir) + strlen(prefix) + 96;
-    char *p = ts_malloc(n);
-    char dev[40] = "";
-    if (per > 0)
-        snprintf(dev, sizeof dev, ".device_%d", (int)(i / per));
-    if (p)
-        snprintf(p, n, tmp ? "%s/%s_%d%s.npy.tmp.%ld" : "%s/%s_%d%s.npy", dir, prefix, (int)(per > 0 ? i % per : i),
-                 dev, (long)getpid());
-    return p;
-}
-
-/* Remove the files of outputs [0, n) (temporaries or finals). */
-static void remove_outputs(const char *dir, const char *prefix, int32_t per, int32_t n, bool tmp,
-                           const DevValue *result)
-{
-    for (int32_t i = 0; i < n; i++) {
-        if (dev_value_leaf((DevValue *)result, i)->shape.type == IR_TOKEN)
-            continue;
-        char *p = out_path(dir, prefix, per, i, tmp);
-        if (p)
-            remove(p);
-        ts_free(p);
-    }
-}
-
-/* Make `dir` if it does not exist; *made says whether we made it. */
-static IrStatus ensure_dir(const char *dir, bool *made, IrDiag *d)
-{
-    struct stat sb;
-    *made = false;
-    if (stat(dir, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode))
-            return ir_error(d, IR_EINPUT, dir, NULL, (IrPos){0, 0}, "not a directory");
-        return IR_OK;
-    }
-    if (mkdir(dir, 0777) != 0)
-        return ir_error(d, IR_ERUNTIME, dir, NULL, (IrPos){0, 0},
-                        "cannot create the output directory: %s", strerror(errno));
-    *made = true;
-    return IR_OK;
-}
-
-/* Rule: all or nothing. Phase 1 writes every leaf to its temporary name;
- * phase 2 renames them all. A failure in phase 1 removes the temporaries;
- * in phase 2 it removes the finals renamed so far and the temporaries
- * left. Token leaves have no file (their index is skipped). */
-static IrStatus write_leaves(const DevValue *result, const char *dir, const char *prefix, int32_t per,
-                             int32_t *nwritten, IrDiag *d)
-{
-    int32_t n = ir_shape_leaf_count(&result->shape);
-    bool made;
-    IrStatus st = ensure_dir(dir, &made, d);
-    if (st != IR_OK)
-        return st;
-    int32_t done = 0;
-    for (; st == IR_OK && done < n; done++) {
-        DevValue *leaf = dev_value_leaf((DevValue *)result, done);
-        if (leaf->shape.type == IR_TOKEN)
-            continue;
-        /* A bounded dynamic leaf is written at its run-time size. */
-        DevValue *w = dev_value_trimmed(leaf);
-        char *tmp = out_path(dir, prefix, per, done, true);
-        st = tmp && w ? rt_npy_write_file(tmp, &w->shape, w->data, d)
-                      : fail(d, IR_ENOMEM, "out of memory");
-        ts_free(tmp);
-        dev_value_unref(w);
-    }
-    if (st != IR_OK) {
-        remove_outputs(dir, prefix, per, done, true, result);
-    } else {
-        int32_t renamed = 0;
-        for (; st == IR_OK && renamed < n; renamed++) {
-            if (dev_value_leaf((DevValue *)result, renamed)->shape.type == IR_TOKEN)
-                continue;
-            char *tmp = out_path(dir, prefix, per, renamed, true),
-                 *fin = out_path(dir, prefix, per, renamed, false);
-            if (!tmp || !fin)
-                st = fail(d, IR_ENOMEM, "out of memory");
-            else if (rename(tmp, fin) != 0)
-                st = ir_error(d, IR_ERUNTIME, fin, NULL, (IrPos){0, 0}, "cannot rename: %s",
-                              strerror(errno));
-            ts_free(tmp);
-            ts_free(fin);
-            if (st != IR_OK) {
-                remove_outputs(dir, prefix, per, renamed, false, result);
-                remove_outputs(dir, prefix, per, n, true, result);
-            }
-        }
-    }
-    if (st != IR_OK && made)
-        rmdir(dir);
-    if (nwritten)
-        *nwritten = st == IR_OK ? n : 0;
-    return st;
-}
-
-IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d)
-{
-    return write_leaves(result, dir, "output", 0, nwritten, d);
 }
 
 /* ---- summaries ---- */

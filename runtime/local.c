@@ -523,8 +523,8 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     return st;
 }
 
-IrStatus rt_run_local_ex(const PlanCluster *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
-                         DevValue **out, IrDiag *d)
+IrStatus rt_run_local(const PlanCluster *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
+                      DevValue **out, IrDiag *d)
 {
     *out = NULL;
     int64_t ndev = c->num_partitions * c->num_replicas;
@@ -549,9 +549,4 @@ IrStatus rt_run_local_ex(const PlanCluster *c, const RtArgs *args, const RtRunOp
     ts_free(res);
     ts_free(shards);
     return st;
-}
-
-IrStatus rt_run_local(const PlanCluster *c, const RtArgs *args, DevValue **out, IrDiag *d)
-{
-    return rt_run_local_ex(c, args, NULL, NULL, out, d);
 }

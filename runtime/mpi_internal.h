@@ -1,11 +1,11 @@
 /*
  * mpi_internal.h: what the files of runtime/'s MPI transport share
- * (runtime-internal; only mpi.c, mpi_heartbeat.c, mpi_transport.c,
+ * (runtime-internal; only mpi_world.c, mpi_heartbeat.c, mpi_transport.c,
  * mpi_pipeline.c and mpi_agree.c include it): the transport's state, the checked-call
  * macros, the heartbeat's check-ins and the polling wait, the
  * communicators of groups of hosts.
  *
- *   mpi.c            the world: init, attach, end, the tuning from rank 0,
+ *   mpi_world.c      the world: init, attach, end, the tuning from rank 0,
  *                    agreement, gathers of outputs, statistics
  *   mpi_heartbeat.c  the heartbeat, check-ins, the polling wait, a watchdog
  *   mpi_transport.c  coll/'s CollTransport over MPI: all-gather, all-reduce

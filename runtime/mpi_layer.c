@@ -92,10 +92,10 @@ bool rt_mpi_skip_collective(void)
 
 /* ---- one MPI call at a time ---- */
 
-/* MPI_THREAD_SERIALIZED: the heartbeat thread (mpi.c) and the thread
+/* MPI_THREAD_SERIALIZED: the heartbeat thread (mpi_world.c) and the thread
  * running the devices' collectives both call MPI, never at once: every
  * wrapper holds this lock for its call. Collectives are non-blocking and
- * polled (mpi.c), so no call holds it for long. */
+ * polled (mpi_world.c), so no call holds it for long. */
 static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The call holding the lock: when it began (0: none) and its text. */
 static _Atomic double busy_since;

@@ -1,7 +1,7 @@
 /*
  * mpi_layer.h: the one door through which tessel calls MPI, so that a test
  * can make the Nth MPI call fail (runtime-internal; the MPI transport's
- * files, through mpi_internal.h, and api/mpi.c are its only users).
+ * files, through mpi_internal.h, and api/run_mpi.c are its only users).
  *
  * Every tmpi_* function is a thin wrapper with the arguments and the
  * return value of the MPI function it names (tmpi_iallreduce ->
@@ -12,8 +12,8 @@
  * calls) and asks the failure-injection hook whether this call is the one
  * to fail; if so it returns MPI_ERR_OTHER *without calling MPI*. For a
  * collective that means the failing rank never enters it while its peers
- * do: the runtime must then end the job (mpi.c's callers abort with
- * MPI_Abort after a failed collective; see mpi.c), never wait for it.
+ * do: the runtime must then end the job (mpi_world.c's callers abort with
+ * MPI_Abort after a failed collective; see mpi_world.c), never wait for it.
  *
  * Injection, in the style of ts_fail_alloc_after (ir/arena.c):
  *   rt_mpi_fail_after(n)   the n-th MPI call from now fails (n = 1: the
@@ -31,13 +31,13 @@
  *                          is R injects; else every rank does.
  *   .skip_collective_after = N (TESSEL_SKIP_COLLECTIVE_AFTER): the N-th
  *                          collective tessel makes (data moved between
- *                          hosts, agreements, gathers: mpi.c's count, 1 the
+ *                          hosts, agreements, gathers: mpi_world.c's count, 1 the
  *                          first) is skipped on this rank (fail_rank
  *                          selects it as above): it returns as if done
  *                          without entering MPI or checking in, a rank
  *                          whose control flow took another path. Its peers
  *                          must see the ranks diverge and end the job
- *                          (mpi.c's check-ins), never wait forever.
+ *                          (mpi_world.c's check-ins), never wait forever.
  * The injected call's name is kept (rt_mpi_injected_call) so messages can
  * say the failure was injected, and every call is counted
  * (rt_mpi_call_count) so a test can learn how many calls a clean run
@@ -87,7 +87,7 @@ int tmpi_comm_rank(MPI_Comm comm, int *rank);
 int tmpi_comm_size(MPI_Comm comm, int *size);
 int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out);
 int tmpi_comm_free(MPI_Comm *comm);
-/* Blocking (MPI has no non-blocking split): mpi.c calls it only after
+/* Blocking (MPI has no non-blocking split): mpi_world.c calls it only after
  * every rank has checked in at the split, so no rank waits in it for a
  * peer that is elsewhere. */
 int tmpi_comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out);
@@ -98,7 +98,7 @@ int tmpi_type_commit(MPI_Datatype *t);
 int tmpi_type_free(MPI_Datatype *t);
 int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op);
 int tmpi_op_free(MPI_Op *op);
-/* Collectives are non-blocking only (no call may block forever: mpi.c
+/* Collectives are non-blocking only (no call may block forever: mpi_world.c
  * polls them with tmpi_test), counted and injected under the names of the
  * MPI functions they stand for ("MPI_Allreduce"). */
 int tmpi_iallgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
@@ -114,7 +114,7 @@ int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, i
  * "MPI_Irecv", polled like the collectives). */
 int tmpi_isend_data(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
 int tmpi_irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *req);
-/* The heartbeat's calls (mpi.c), neither counted nor injected. */
+/* The heartbeat's calls (mpi_world.c), neither counted nor injected. */
 int tmpi_test(MPI_Request *req, int *done);
 int tmpi_isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
 /* A message from any rank with any tag on comm, if one is there (*got):

@@ -1,5 +1,5 @@
 /*
- * program.h: runtime/ section for host programs (host.c): the host program
+ * program.h: runtime/ section for host programs (host_program.c): the host program
  * of a PlanProgram (partition/partition.h) runs in the process, and each
  * of its cluster calls runs that cluster's SPMD program on the devices.
  * Part of the runtime layer's interface; includes runtime.h.

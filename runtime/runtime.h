@@ -4,7 +4,7 @@
  * random inputs, binding user inputs to entry parameters, writing outputs,
  * the MPI world and transport, the host program and compiled programs.
  * Every collective is coll/'s (coll/coll.h); runtime/ calls it from its
- * device threads (local.c) and gives it the MPI transport (mpi.c).
+ * device threads (local.c) and gives it the MPI transport (mpi_world.c).
  *
  * Files of this layer (the header reads as a table of contents; each file
  * has its own section below, or in the private header named):
@@ -14,7 +14,7 @@
  *   feed.c      --infeed files for infeed/recv, outfeed/send values kept
  *   random.c    the deterministic random inputs of DESIGN.md (splitmix64)
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
- *               reference executor, write/summarise outputs
+ *               reference executor, summarise outputs
  *   input_names.c  which parameter an input key names; the error listing the
  *               names that work (transport.h)
  *   local_data.c  a host's part of a sharded input or output, as
@@ -23,12 +23,12 @@
  *   shards.c    cutting a value into shards and putting them together
  *   shard_io.c  per-host input reads: only the boxes of the host's devices
  *   compare.c   the oracle's comparison of two results
- *   replay.c    each device's inputs when an SPMD program is replayed
- *   host.c      the host program: its instructions, the cluster calls
- *               (program.h)
+ *   replay_inputs.c  each device's inputs when an SPMD program is replayed
+ *   host_program.c   running the host program of a compiled program: its
+ *               instructions, the cluster calls (program.h)
  *   local.c     the devices of one host as threads: the world (barrier,
  *               abort), the device threads, steps; collectives go to coll/
- *   mpi.c       the MPI world: init, attach, end, the tuning from rank 0,
+ *   mpi_world.c the MPI world: init, attach, end, the tuning from rank 0,
  *               agreement on failures, gathers, statistics
  *               (transport.h; the files below share mpi_internal.h)
  *   mpi_agree.c the ranks agree on what they run, before any step
@@ -292,18 +292,8 @@ void rt_args_free(RtArgs *a);
  * collective exchanging data between them (groups absent, empty or of
  * more than one member; a collective-permute between two devices) would
  * give another answer than its devices: IR_EUNSUPPORTED at the collective.
- * rt_run_reference and rt_run_reference_steps check it first. */
+ * rt_run_reference_steps checks it first. */
 IrStatus rt_check_reference(const IrModule *m, IrDiag *d);
-/* Run the entry computation of `m` on one device with the reference
- * executor (dev_execute). On success *out is a new reference to the
- * result. */
-IrStatus rt_run_reference(const IrModule *m, const RtArgs *args, DevValue **out, IrDiag *d);
-
-/* Write the leaves of `result` (depth first) to DIR/output_<i>.npy. All
- * files are first written to temporary names and renamed only when every
- * one is complete; on any failure every file written by this call is
- * removed. *nwritten (may be NULL) receives the number of files. */
-IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwritten, IrDiag *d);
 
 /* A one-line summary of array value `v` for people:
  * "f32[4,8] min -1.2 max 3.4 mean 0.5 first [0.1, 0.2, 0.3, 0.4, ...]".
@@ -311,7 +301,7 @@ IrStatus rt_write_outputs(const DevValue *result, const char *dir, int32_t *nwri
 char *rt_value_summary(const DevValue *v);
 
 /* ------------------------------------------------------------------ */
-/* replay.c: the inputs of each device of a replayed SPMD program      */
+/* replay_inputs.c: each device's inputs of a replayed SPMD program    */
 /* ------------------------------------------------------------------ */
 
 /* The seed device `device` draws its random inputs from when every
@@ -365,17 +355,6 @@ IrStatus rt_unshard_value(const IrShape *full, const IrSharding *s, int64_t n,
                           DevValue *const *shard, DevValue **out, IrDiag *d);
 
 /* ------------------------------------------------------------------ */
-/* local.c: N x R devices as threads of one process                    */
-/* ------------------------------------------------------------------ */
-
-/* Run a compiled program on N x R devices, each a thread of this process,
- * with shared-memory collectives: the full arguments are cut into shards,
- * every device runs the SPMD program, the root's shards (of replica 0) are
- * put back together into *out. A failure on any device ends every device
- * (no thread waits forever) and is reported with the device that failed. */
-IrStatus rt_run_local(const PlanCluster *c, const RtArgs *args, DevValue **out, IrDiag *d);
-
-/* ------------------------------------------------------------------ */
 /* compare.c: the oracle's comparison                                  */
 /* ------------------------------------------------------------------ */
 
@@ -392,7 +371,7 @@ bool rt_values_match(const DevValue *ref, const DevValue *got, char **why);
 double rt_float_tolerance(IrType t);
 
 /* ------------------------------------------------------------------ */
-/* mpi.c: one MPI rank per host                                        */
+/* mpi_world.c: one MPI rank per host                                 */
 /* ------------------------------------------------------------------ */
 
 typedef struct RtTransport RtTransport;
@@ -410,7 +389,6 @@ IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTranspor
  * and leaves MPI running. `comm` is an MPI_Comm (mpi.h is kept out of
  * this header: pass its address). */
 IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d);
-void rt_mpi_finalize(RtTransport *t);
 /* Every rank calls it once after attaching, before any collective: the
  * tuning of `tune` (piece, chunk, pipeline and copies bytes, stream
  * bound, fusion and its block; NULL: the defaults) becomes rank 0's on
@@ -441,14 +419,14 @@ IrStatus rt_mpi_agree_fields(RtTransport *t, const RtAgreeField *f, int n, IrDia
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */
 IrStatus rt_mpi_release(RtTransport *t, IrDiag *d);
-/* Start t's heartbeat (mpi.c, RELIABILITY.md): a thread beats to every
+/* Start t's heartbeat (mpi_world.c, RELIABILITY.md): a thread beats to every
  * peer and a peer silent for `seconds` ends the job naming it; every
  * collective becomes a check-in compared across ranks. seconds <= 0 or
  * one rank: nothing. IR_ENOMEM / IR_ERUNTIME when it cannot start.
  * rt_mpi_heartbeat_stop joins the thread (rt_mpi_end calls it). */
 IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d);
 void rt_mpi_heartbeat_stop(RtTransport *t);
-/* rt_mpi_finalize with its failures reported: rt_mpi_release, the
+/* The end of a transport: rt_mpi_release, the
  * communicator freed, then MPI_Finalize when rt_mpi_init started MPI; t
  * is freed in every case (NULL: IR_OK). */
 IrStatus rt_mpi_end(RtTransport *t, IrDiag *d);

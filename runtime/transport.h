@@ -2,7 +2,7 @@
  * transport.h: the MPI world of a run beyond the collectives (runtime-
  * internal): gathers of results, check-ins, the byte counters, ending the
  * job. The collectives themselves go through coll/'s CollTransport
- * (rt_mpi_transport). mpi.c implements them over MPI, every
+ * (rt_mpi_transport). mpi_world.c implements them over MPI, every
  * call through the failure-injection layer of mpi_layer.h: a failure is
  * returned to the caller, which must then end the job (rt_transport_abort),
  * since the other hosts may be waiting in the same collective.
@@ -84,9 +84,14 @@ typedef struct RtRunStats {
 IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int64_t nlocal, CollTransport *t,
                         const RtRunOptions *o, RtRunStats *stats, DevValue **results, IrDiag *d);
 
-/* rt_run_local with options: the full arguments are cut into shards. */
-IrStatus rt_run_local_ex(const PlanCluster *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
-                         DevValue **out, IrDiag *d);
+/* Run a compiled program on N x R devices, each a thread of this process,
+ * with shared-memory collectives: the full arguments are cut into shards,
+ * every device runs the SPMD program, the root's shards (of replica 0) are
+ * put back together into *out. A failure on any device ends every device
+ * (no thread waits forever) and is reported with the device that failed.
+ * `o` and `stats` may be NULL. */
+IrStatus rt_run_local(const PlanCluster *c, const RtArgs *args, const RtRunOptions *o, RtRunStats *stats,
+                      DevValue **out, IrDiag *d);
 
 /* ---- inputs.c: parts shared with shard_io.c ---- */
 
@@ -120,14 +125,11 @@ IrStatus rt_check_aliases(const IrModule *m, IrDiag *d);
  * entries, references replaced) for the next step. Aliases must have
  * passed rt_check_aliases. */
 void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args);
-/* rt_run_reference `steps` times (< 2: once) with aliases fed between
+/* Run the entry computation of `m` on one device with the reference executor
+ * (dev_execute, unfused) `steps` times (< 2: once) with aliases fed between
  * steps, every while loop bounded by max_trips (0: unbounded); args->args are replaced by the fed values. */
 IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, int64_t max_trips,
                                 const DevHostTransfers *host, const RtStepHook *hook, DevValue **out, IrDiag *d);
-
-/* Remove DIR/output_<i>.npy and their temporaries for every leaf of
- * `result` (after a signal arrived while they were written). Can't fail. */
-void rt_remove_outputs(const DevValue *result, const char *dir);
 
 /* ---- input_names.c: which parameter an input key names ---- */
 

@@ -8,6 +8,9 @@ the list of a group of files in their own opening comment. This check
 fails when a .c file of a layer is named in neither, or when they name a
 .c file the folder does not have (a deleted or renamed file; files of
 another folder are written with it, runtime/local.c, and not checked).
+It also fails when two .c files of these folders share a base name
+(api/plan.c beside partition/plan.c): a name says what its file does, and
+a file is found, cited and merged by its name alone.
 
 Usage: check_headers.py [SOURCE_DIR] | --self-test   (default: the repository this
 script lives in). Exit 0 when every header is true, 1 otherwise, with one
@@ -21,6 +24,7 @@ import sys
 LAYERS = {
     "ir": "ir.h",
     "partition": "partition.h",
+    "auto": "auto.h",
     "cluster": "cluster.h",
     "device": "device.h",
     "compile": "compile.h",
@@ -70,7 +74,20 @@ def check(root):
         for c in sorted(n for n in named - set(files) if not re.search(r"[A-Z]{2}", n)):
             # Files of other folders are named with their folder (runtime/local.c).
             problems.append("%s: error: names %s, which %s/ does not have" % (rel, c, folder))
-    return problems
+    return problems + duplicate_names(root)
+
+
+def duplicate_names(root):
+    """One problem per .c base name found in more than one layer folder."""
+    where = {}
+    for folder in LAYERS:
+        d = os.path.join(root, folder)
+        if os.path.isdir(d):
+            for f in sorted(os.listdir(d)):
+                if f.endswith(".c"):
+                    where.setdefault(f, []).append(folder + "/" + f)
+    return ["%s: error: %s share a base name: name each file for what it does" % (paths[0], " and ".join(paths))
+            for name, paths in sorted(where.items()) if len(paths) > 1]
 
 
 def self_test():
@@ -78,12 +95,15 @@ def self_test():
     import tempfile
     with tempfile.TemporaryDirectory() as root:
         os.mkdir(os.path.join(root, "ir"))
-        for name, text in [("ir.h", "/*\n * a.c  one\n * gone.c  two\n */\n"), ("a.c", ""), ("b.c", "")]:
-            with open(os.path.join(root, "ir", name), "w", encoding="utf-8") as f:
+        os.mkdir(os.path.join(root, "cluster"))
+        for name, text in [("ir/ir.h", "/*\n * a.c  one\n * gone.c  two\n */\n"), ("ir/a.c", ""), ("ir/b.c", ""),
+                           ("cluster/cluster.h", "/*\n * a.c  the same name\n */\n"), ("cluster/a.c", "")]:
+            with open(os.path.join(root, name), "w", encoding="utf-8") as f:
                 f.write(text)
         got = check(root)
     want = ["ir/ir.h: error: ir/b.c is not named in its folder's header",
-            "ir/ir.h: error: names gone.c, which ir/ does not have"]
+            "ir/ir.h: error: names gone.c, which ir/ does not have",
+            "ir/a.c: error: ir/a.c and cluster/a.c share a base name: name each file for what it does"]
     if got != want:
         print("self-test failed: %r" % got)
         return 1

@@ -10,6 +10,7 @@ PACKAGES=(
     libopenmpi-dev openmpi-bin
     libhwloc-dev libcmocka-dev libopenblas-dev libjansson-dev
     libfftw3-dev     # fft (FFTW)
+    libglpk-dev      # the integer program of --auto-shard (auto/ilp.c; docs/auto-shard.md says why GLPK)
     nettle-dev       # SHA-256 of plan files and of outputs (compile/digest.c, api/outdir.c)
     python3-numpy    # tests check kernels against NumPy (Debian's /usr/bin/python3)
     python3-mpi4py   # tests/python/mpi_run.py: the Python module under mpirun (skipped without)

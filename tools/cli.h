@@ -71,7 +71,13 @@ enum {
 #define OPT_CHECKPOINT_DIR (UINT64_C(1) << 33) /* --checkpoint-dir DIR */
 #define OPT_RESUME         (UINT64_C(1) << 34) /* --resume DIR (continue from its last checkpoint) */
 #define OPT_LINK_GBPS      (UINT64_C(1) << 35) /* --link-gbps G (the cost model's links between hosts) */
-#define OPT_SIGN_KEY       (UINT64_C(1) << 36) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
+#define OPT_AUTO_SHARD     (UINT64_C(1) << 36) /* --auto-shard (shardings chosen by the cost model) */
+#define OPT_MESH           (UINT64_C(1) << 37) /* --mesh SPEC (2x4, data=2,model=4) */
+#define OPT_PROFILE        (UINT64_C(1) << 38) /* --profile FILE (the cost model's rates) */
+#define OPT_EXPLAIN        (UINT64_C(1) << 39) /* --explain (plan: why each chosen sharding) */
+#define OPT_SIGN_KEY       (UINT64_C(1) << 40) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
+/* The options of automatic sharding, for compile, plan and run. */
+#define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -109,6 +115,10 @@ typedef struct CliOptions {
     double timeout;          /* --timeout SECONDS (0: none) */
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
     double link_gbps;        /* --link-gbps G (0: the cost model's 10) */
+    bool auto_shard;         /* --auto-shard */
+    const char *mesh;        /* --mesh SPEC */
+    const char *profile;     /* --profile FILE */
+    bool explain;            /* --explain (plan) */
     int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
     const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */
     uint64_t given;          /* OPT_* bits of the options present */

@@ -11,6 +11,7 @@
 static const char HELP[] =
     "Usage: tessel compile MODEL.hlo [-o PLAN|-] [--num-partitions N] [--num-replicas R]\n"
     "                      [--hosts H] [--local-devices L] [--link-gbps G]\n"
+    "                      [--auto-shard [--mesh SPEC] [--profile FILE]]\n"
     "\n"
     "Compile a module for N partitions x R replicas on H hosts with L devices\n"
     "each, and write the plan: the partitioned SPMD program as HLO text that\n"
@@ -35,6 +36,14 @@ static const char HELP[] =
     "  --link-gbps G           the links between hosts, in Gb/s (default 10),\n"
     "                          for the cost model that decides which dots are\n"
     "                          windowed (docs/cli.md, Windowed dots)\n"
+    "  --auto-shard            choose a sharding for every value the module\n"
+    "                          leaves unsharded, minimising the estimated step\n"
+    "                          time over the mesh (docs/auto-shard.md); the\n"
+    "                          module's own shardings are kept\n"
+    "  --mesh SPEC             the device mesh of --auto-shard: 2x4 or\n"
+    "                          data=2,model=4 (default: one axis of N); sets N\n"
+    "  --profile FILE          the cost model's rates (tessel profile -o FILE;\n"
+    "                          default: documented defaults)\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
     "                          of compile time; a failure there is tessel's bug\n"
@@ -84,6 +93,6 @@ const CliCommand cli_cmd_compile = {
     .summary = "propagate shardings, partition, and write the plan",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY | OPT_DUMP_DIR |
-               OPT_LINK_GBPS | OPT_SIGN_KEY,
+               OPT_LINK_GBPS | OPT_AUTO | OPT_SIGN_KEY,
     .run = run_compile,
 };

@@ -4,7 +4,7 @@
  * each device's ordinal, cpuset (hwloc list syntax), cores, NUMA node and
  * its memory, and whether its executor thread could be bound. The devices
  * are really created (threads started and bound), so "bound" is what
- * happened, not what should happen. The work is in api/devices.c.
+ * happened, not what should happen. The work is in api/device_report.c.
  *
  * Text, on a 2-core machine with --local-devices 3:
  *   topology: hwloc 2.9.0, cpuset 0-1: 1 package, 2 cores, 2 PUs, 1 NUMA node (9.6 GiB)

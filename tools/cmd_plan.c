@@ -23,7 +23,7 @@ static const char HELP[] =
     "Usage: tessel plan MODEL.hlo|PLAN [--format text|json|dot|html] [-o FILE]\n"
     "                   [--show NAME ...] [--ascii] [--expand NAME ...] [--dump-dir DIR]\n"
     "                   [--num-partitions N] [--num-replicas R] [--hosts H] [--local-devices L]\n"
-    "                   [--link-gbps G]\n"
+    "                   [--link-gbps G] [--auto-shard [--mesh SPEC] [--profile FILE] [--explain]]\n"
     "\n"
     "Dump the sharding plan: every instruction's shape, sharding and per-device\n"
     "shape, the collectives the partitioner inserted (replica groups, bytes per\n"
@@ -55,7 +55,12 @@ static const char HELP[] =
     "                          repeatable (docs/cli.md, Limits)\n"
     "  -o FILE                 write to FILE (default, or -: stdout)\n"
     "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L,\n"
-    "  --link-gbps G           as for `tessel compile`\n"
+    "  --link-gbps G,\n"
+    "  --auto-shard, --mesh SPEC, --profile FILE\n"
+    "                          as for `tessel compile`\n"
+    "  --explain               with --auto-shard: print, for each chosen\n"
+    "                          sharding, the alternatives considered and their\n"
+    "                          estimated costs (the html page shows it too)\n"
     "  --sign-key FILE         the plan must be signed with the key in FILE (as run)\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
@@ -206,6 +211,22 @@ static int dump(const CliOptions *o, const TsPlan *p, const char *fmt)
     return rc;
 }
 
+/* --explain: why each chosen sharding (a plan compiled with --auto-shard). */
+static int explain(const CliOptions *o, const TsPlan *p)
+{
+    char *text = ts_plan_explain(p);
+    if (!text) {
+        if (ts_plan_from_file(p))
+            return cli_usage_error(&cli_cmd_plan, "--explain needs MODEL.hlo compiled here with --auto-shard: a "
+                                   "plan file keeps its shardings, not why they were chosen");
+        return cli_usage_error(&cli_cmd_plan, "--explain says why --auto-shard chose each sharding: give "
+                               "--auto-shard");
+    }
+    int rc = cli_write_text(o->out, text);
+    ts_free(text);
+    return rc;
+}
+
 static int run_plan(const CliOptions *o)
 {
     if (o->npos != 1)
@@ -216,6 +237,9 @@ static int run_plan(const CliOptions *o)
                                "(the html page holds the grids too)");
     if (o->ascii && !o->nshow)
         return cli_usage_error(&cli_cmd_plan, "--ascii applies to the grids of --show");
+    if (o->explain && (o->nshow || o->format))
+        return cli_usage_error(&cli_cmd_plan, "--explain prints why each sharding was chosen; give it alone "
+                               "(--format html shows the same on the page)");
     if (o->nexpand && strcmp(fmt, "dot") && strcmp(fmt, "html"))
         return cli_usage_error(&cli_cmd_plan, "--expand applies to --format dot and html");
     TsPlan *p = NULL;
@@ -224,6 +248,8 @@ static int run_plan(const CliOptions *o)
         rc = cli_layout(o, p);
     if (rc == CLI_OK && ts_plan_num_clusters(p) == 0)
         fprintf(stderr, "tessel: %s: no device work: nothing is partitioned\n", o->pos[0]);
+    else if (rc == CLI_OK && o->explain)
+        rc = explain(o, p);
     else if (rc == CLI_OK)
         rc = o->nshow ? show_grids(o, p) : dump(o, p, fmt);
     ts_plan_free(p);
@@ -235,6 +261,7 @@ const CliCommand cli_cmd_plan = {
     .summary = "dump the sharding plan (text, JSON, DOT, HTML, sharding grids)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT |
-               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_SIGN_KEY,
+               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_AUTO | OPT_EXPLAIN |
+               OPT_SIGN_KEY,
     .run = run_plan,
 };

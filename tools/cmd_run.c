@@ -38,6 +38,7 @@ static const char HELP[] =
     "                  [--watch NAME] [--progress] [--dump-dir DIR]\n"
     "                  [--timeout S] [--heartbeat S] [--checkpoint-every M\n"
     "                  --checkpoint-dir DIR] [--resume DIR] [--link-gbps G]\n"
+    "                  [--auto-shard [--mesh SPEC] [--profile FILE]]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -103,6 +104,8 @@ static const char HELP[] =
     "                          every device gets the same\n"
     "  --output-device D       with --spmd: only device D's outputs, written as\n"
     "                          DIR/output_<i>.npy\n"
+    "  --auto-shard, --mesh SPEC, --profile FILE\n"
+    "                          shardings chosen for you, as for `tessel compile`\n"
     "  --link-gbps G           the links between hosts, in Gb/s, for the\n"
     "                          compile's cost model (as `tessel compile`)\n"
     "  --sign-key FILE         the plan must be signed with the key in FILE\n"
@@ -755,7 +758,7 @@ const CliCommand cli_cmd_run = {
     .name = "run",
     .summary = "execute a module (--reference: unpartitioned, on one device)",
     .help = HELP,
-    .accepts = OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
+    .accepts = OPT_AUTO | OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
                OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
                OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME | OPT_LINK_GBPS |

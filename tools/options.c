@@ -58,6 +58,10 @@ static const OptSpec OPTS[] = {
     {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
     {"--resume", OPT_RESUME, true},
     {"--link-gbps", OPT_LINK_GBPS, true},
+    {"--auto-shard", OPT_AUTO_SHARD, false},
+    {"--mesh", OPT_MESH, true},
+    {"--profile", OPT_PROFILE, true},
+    {"--explain", OPT_EXPLAIN, false},
     {"--sign-key", OPT_SIGN_KEY, true},
 };
 
@@ -160,8 +164,9 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
     return (TsCompileOptions){.num_partitions = o->num_partitions, .num_replicas = o->num_replicas,
                               .hosts = o->hosts, .local_devices = o->local_devices, .limits = &o->limits,
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
-                              .link_gbps = o->link_gbps, .on_warning = cli_warning, .sign_key = o->sign_key,
-                              .sign_key_len = o->sign_key_len};
+                              .link_gbps = o->link_gbps, .on_warning = cli_warning,
+                              .auto_shard = o->auto_shard, .mesh = o->mesh, .profile = o->profile,
+                              .sign_key = o->sign_key, .sign_key_len = o->sign_key_len};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -391,6 +396,8 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         return CLI_OK;
     case OPT_WATCH: o->watch = v; return CLI_OK;
     case OPT_SIGN_KEY: return read_key(cmd, v, o);
+    case OPT_MESH: o->mesh = v; return CLI_OK;
+    case OPT_PROFILE: o->profile = v; return CLI_OK;
     default: return CLI_OK;
     }
 }
@@ -425,6 +432,10 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                 o->no_verify = true;
             else if (s->bit == OPT_SPMD)
                 o->spmd = true;
+            else if (s->bit == OPT_AUTO_SHARD)
+                o->auto_shard = true;
+            else if (s->bit == OPT_EXPLAIN)
+                o->explain = true;
             else if (s->bit == OPT_PER_DEVICE)
                 o->per_device = true;
             else if (s->bit == OPT_JVP)

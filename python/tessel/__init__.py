@@ -296,7 +296,7 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
-            name="<string>", spmd=False, link_gbps=0.0):
+            name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -306,7 +306,12 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     (`tessel run --spmd`; run() then takes "KEY@D" inputs, per_device and
     output_device). link_gbps: the links between hosts in Gb/s, for the
     cost model that decides which dots are windowed (0: 10; `tessel
-    compile --link-gbps`)."""
+    compile --link-gbps`). auto_shard=True: shardings chosen for every
+    value the model leaves unsharded, over the device mesh `mesh` ("2x4"
+    or "data=2,model=4"; None: one axis of all partitions), with the cost
+    model's rates from the profile file `profile` (None: the defaults);
+    Plan.explain() says why (`tessel compile --auto-shard`,
+    docs/auto-shard.md)."""
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
@@ -315,7 +320,9 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
         on_warning = _capi.WarningFn(lambda ctx, msg: warnings.warn("tessel: " + msg.decode(), stacklevel=3))
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
                                     ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
-                                    None, float(link_gbps), on_warning, None)
+                                    None, float(link_gbps), on_warning, None, bool(auto_shard),
+                                    mesh.encode() if mesh else None,
+                                    os.fsencode(profile) if profile else None)
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)
@@ -403,6 +410,13 @@ class Plan(_Handle):
     def text(self):
         """The plan file text (valid HLO text; docs/plan.md)."""
         return _take_string(_lib.ts_plan_file_text(self._handle()))
+
+    def explain(self):
+        """Why each sharding was chosen, for a plan compiled with
+        auto_shard=True (the alternatives and their estimated costs;
+        `tessel plan --explain`); None otherwise."""
+        ptr = _lib.ts_plan_explain(self._handle())
+        return _take_string(ptr) if ptr else None
 
     def save(self, path):
         """Write the plan file to `path` (atomically)."""

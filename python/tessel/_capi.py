@@ -55,6 +55,9 @@ class TsCompileOptions(ctypes.Structure):
                 ("link_gbps", ctypes.c_double),
                 ("on_warning", ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)),
                 ("warning_ctx", ctypes.c_void_p),
+                ("auto_shard", c_bool),
+                ("mesh", c_char_p),
+                ("profile", c_char_p),
                 ("sign_key", ctypes.c_void_p),
                 ("sign_key_len", ctypes.c_size_t)]
 
@@ -191,6 +194,7 @@ PROTOTYPES = {
     "ts_plan_num_clusters": (c_int32, [c_void_p]),
     "ts_plan_from_file": (c_bool, [c_void_p]),
     "ts_plan_file_text": (c_void_p, [c_void_p]),
+    "ts_plan_explain": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi_pipeline.sh: the direct and pipelined collectives across hosts
-# (runtime/mpi.c "pipelined all-reduce, reduce-scatter and all-gather",
-# coll/allreduce.c reduce_one_across and coll/host.c coll_direct_across).
+# (runtime/mpi_world.c "pipelined all-reduce, reduce-scatter and all-gather",
+# coll/allreduce.c reduce_one_across and coll/steps.c coll_direct_across).
 #  1. All-reduces (f32 add, f64 max, s32 add, uneven counts that no rank
 #     count divides), all-gather, reduce-scatter and all-to-all along dim
 #     0, over all 8 devices and over pairs of devices on different hosts,

@@ -43,6 +43,9 @@ int main(void)
     FIELD(TsCompileOptions, link_gbps);
     FIELD(TsCompileOptions, on_warning);
     FIELD(TsCompileOptions, warning_ctx);
+    FIELD(TsCompileOptions, auto_shard);
+    FIELD(TsCompileOptions, mesh);
+    FIELD(TsCompileOptions, profile);
     FIELD(TsCompileOptions, sign_key);
     FIELD(TsCompileOptions, sign_key_len);
     SIZE(TsGradOptions);

@@ -383,6 +383,30 @@ class TestOthers(Case):
         one, = plan.run([x, w])[:1]
         self.assertFalse(np.allclose(one, outs[0]), "steps=3 gave what one step gives")
 
+    def test_auto_shard(self):
+        """auto_shard=True over a 2x2 mesh: every value sharded by the
+        cost model, the run equals NumPy, explain() says why; errors raise
+        EINPUT."""
+        text = re.sub(r", sharding=\{[^}]*\}", "", MLP.read_text())
+        plan = tessel.compile(text, auto_shard=True, mesh="data=2,model=2")
+        self.assertEqual(plan.num_partitions, 4)
+        rng = np.random.default_rng(3)
+        x = rng.standard_normal((8, 16)).astype(np.float32)
+        w1 = rng.standard_normal((16, 32)).astype(np.float32)
+        w2 = rng.standard_normal((32, 8)).astype(np.float32)
+        y, = plan.run([x, w1, w2])
+        self.assertClose(y, mlp_numpy(x, w1, w2), "auto-sharded mlp vs numpy")
+        why = plan.explain()
+        self.assertIn("over mesh data=2,model=2", why)
+        self.assertIn("  w1 = parameter", why)
+        self.assertIsNone(tessel.compile(text, num_partitions=2).explain())
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(text, auto_shard=True, mesh="2x", num_partitions=2)
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(text, auto_shard=True, mesh="3", num_partitions=2)
+        self.assertIn("--mesh x=3 has 3 devices", str(cm.exception))
+
     def test_grad(self):
         """tessel.grad: gradients, forward mode and an SGD step of a
         least-squares loss equal NumPy's; a bad --wrt raises Error."""

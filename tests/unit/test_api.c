@@ -2,7 +2,8 @@
  * test_api.c: the public API (include/tessel.h) used as a library user
  * would: only tessel.h is included. Loads the while_loop example, runs it
  * with an input file and with random inputs, and checks the error paths
- * (a missing file, a syntax error with its position, a missing input).
+ * (a missing file, a syntax error with its position, a missing input);
+ * outputs are written all or nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tessel.h"
@@ -163,12 +165,102 @@ static void test_errors(void **state)
     ts_module_free(NULL);
 }
 
+/* ---- outputs written all or nothing (ts_outputs_write) ---- */
+
+/* Parameters "a" f32[4] and "t.1" (s32[], f32[4]); the root is the tuple
+ * of both: three output leaves. */
+static const char TUPLE_MODULE[] = "HloModule t\n\nENTRY main {\n  a = f32[4] parameter(0)\n"
+                                   "  t.1 = (s32[], f32[4]) parameter(1)\n"
+                                   "  ROOT r = (f32[4], (s32[], f32[4])) tuple(a, t.1)\n}\n";
+
+/* The names of DIR's entries that do not start with '.' (tessel's lock
+ * and temporaries do), sorted, one per line; "" when DIR is empty or
+ * missing. */
+static void list_dir(const char *d, char *out, size_t cap)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | sort", d);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    pclose(p);
+}
+
+/* The 4-byte payload of a .npy file of one s32 (version 1.0: the header
+ * length is bytes 8-9, little endian). */
+static int32_t read_npy_s32(const char *path)
+{
+    unsigned char b[256];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    assert_true(n >= 10);
+    size_t off = 10 + (size_t)(b[8] | b[9] << 8);
+    assert_int_equal(n, off + 4);
+    int32_t v;
+    memcpy(&v, b + off, 4);
+    return v;
+}
+
+static void test_outputs_all_or_nothing(void **state)
+{
+    (void)state;
+    TsDiag d = {0};
+    TsModule *m = NULL;
+    assert_int_equal(ts_module_parse("t.hlo", TUPLE_MODULE, strlen(TUPLE_MODULE), NULL, &m, &d), TS_OK);
+    /* DESIGN.md's random inputs, seed 7: leaf 0 (a) is f32 0.21878906
+     * 0.92670345 -0.41471335 -0.79984224, leaf 1 (t.1's s32[]) is element
+     * 0 of the s32 vector, 6. */
+    TsRunOptions ro = {.random = true, .seed = 7};
+    TsOutputs *res = NULL;
+    assert_int_equal(ts_run_reference(m, &ro, &res, &d), TS_OK);
+    assert_int_equal(ts_outputs_count(res), 3);
+    char *s = ts_outputs_summary(res);
+    assert_non_null(strstr(s, "output 0: f32[4] min -0.799842 max 0.926703 mean -0.0172658 first "
+                              "[0.218789, 0.926703, -0.414713, -0.799842]\n"
+                              "output 1: s32[] min 6 max 6 mean 6 first [6]\n"));
+    ts_free(s);
+    char out[128], path[192], got[512];
+    snprintf(out, sizeof out, "%s/tuple_out", dir);
+    assert_int_equal(ts_outputs_write(res, out, &d), TS_OK);
+    list_dir(out, got, sizeof got);
+    assert_string_equal(got, "output_0.npy\noutput_1.npy\noutput_2.npy\noutputs.json\n");
+    snprintf(path, sizeof path, "%s/output_1.npy", out);
+    assert_int_equal(read_npy_s32(path), 6);
+    /* output_2.npy is a directory: its rename fails, and neither the
+     * files renamed before it nor any temporary is left */
+    snprintf(out, sizeof out, "%s/o2", dir);
+    snprintf(path, sizeof path, "%s/output_2.npy", out);
+    assert_int_equal(mkdir(out, 0700), 0);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_not_equal(ts_outputs_write(res, out, &d), TS_OK);
+    assert_non_null(d.msg);
+    ts_diag_clear(&d);
+    list_dir(out, got, sizeof got);
+    assert_string_equal(got, "output_2.npy\n");
+    snprintf(path, sizeof path, "ls -A '%s' | grep -q tessel-tmp", out);
+    assert_int_not_equal(system(path), 0);
+    /* an output directory that is a file, and one whose parent is missing */
+    snprintf(path, sizeof path, "%s/tuple_out/output_0.npy", dir);
+    assert_int_equal(ts_outputs_write(res, path, &d), TS_EINPUT);
+    ts_diag_clear(&d);
+    snprintf(path, sizeof path, "%s/no/such", dir);
+    assert_int_not_equal(ts_outputs_write(res, path, &d), TS_OK);
+    assert_non_null(d.msg);
+    ts_diag_clear(&d);
+    ts_outputs_free(res);
+    ts_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_load_and_run),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_outputs_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,6 +1,6 @@
 /*
  * test_coll_split.c: the in-process reduce path of the collectives
- * (coll/kernels.c, coll/result.c's split parts, coll/host.c's split_result):
+ * (coll/kernels.c, coll/result.c's split parts, coll/steps.c's split_result):
  * a group's all-reduce (and all-gather) computed by all its members at
  * once, each its part, written into every member's result.
  *

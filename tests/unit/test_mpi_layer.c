@@ -1,6 +1,6 @@
 /*
  * test_mpi_layer.c: the MPI layer's failure injection (runtime/mpi_layer.h)
- * and mpi.c's handling of a failed call, in one process.
+ * and mpi_world.c's handling of a failed call, in one process.
  *
  * - Injection without MPI: an armed call returns MPI_ERR_OTHER without
  *   calling MPI (MPI is not initialized here, so a call that reached MPI

@@ -1,5 +1,6 @@
 /*
- * plan_dump.c: the plan for people (text), for programs (JSON, written
+ * view.c: the plan views (what `tessel plan` prints): the compiled
+ * program's device layout for people (text), for programs (JSON, written
  * with jansson) and for Graphviz (DOT, the graph coloured by sharding,
  * collectives and fallbacks marked).
  */

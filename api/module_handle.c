@@ -1,6 +1,6 @@
 /*
- * module.c: TsModule, a parsed and verified HLO module: from text or a
- * file, its one-line summary (what `tessel check` prints) and its text.
+ * module_handle.c: TsModule, a parsed and verified HLO module: from text or
+ * a file, its one-line summary (what `tessel check` prints) and its text.
  */
 #include "api_internal.h"
 

@@ -1,6 +1,6 @@
 /*
- * mpi.c: runs under MPI. ts_plan_run_mpi runs one rank's part of a plan on
- * the caller's communicator (tessel talks on a duplicate of it, never on
+ * run_mpi.c: runs under MPI. ts_plan_run_mpi runs one rank's part of a plan
+ * on the caller's communicator (tessel talks on a duplicate of it, never on
  * MPI_COMM_WORLD behind the caller's back); TsMpiWorld is the MPI of a
  * program that has none of its own (the command line under mpirun).
  *

@@ -1,10 +1,11 @@
 /*
- * plan.c: what a compiled program looks like to the runtime and to people:
- * split-node trees of the inputs and concat trees of the outputs, the
- * device assignment (replica x partition -> device -> host), per-host
- * replica islands, every instruction's sharding and per-device shape, and
- * the compile result lines TensorFlow's compiler prints (InputMapping,
- * XlaInputShape, XlaOutputShape).
+ * device_layout.c: a compiled program's device layout (Plan), what it looks
+ * like to the runtime and to people (the plan views): split-node trees of
+ * the inputs and concat trees of the outputs, the device assignment
+ * (replica x partition -> device -> host), per-host replica islands, every
+ * instruction's sharding and per-device shape, and the compile result lines
+ * TensorFlow's compiler prints (InputMapping, XlaInputShape,
+ * XlaOutputShape).
  *
  * Split tree example: f32[7,4] on {devices=[2,2]0,1,2,3}: the root splits
  * dim 0 into 2, each child splits dim 1 into 2; leaves in row-major order:

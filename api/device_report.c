@@ -1,9 +1,9 @@
 /*
- * devices.c: the local devices this process would run, as hwloc sees the
- * machine (`tessel devices`): each device's ordinal, cpuset (hwloc list
- * syntax), cores, NUMA node and its memory, and whether its executor
- * thread could be bound. The devices are really created (threads started
- * and bound), so "bound" is what happened, not what should happen.
+ * device_report.c: the local devices this process would run, as hwloc sees
+ * the machine (`tessel devices`): each device's ordinal, cpuset (hwloc list
+ * syntax), cores, NUMA node and its memory, and whether its executor thread
+ * could be bound. The devices are really created (threads started and
+ * bound), so "bound" is what happened, not what should happen.
  *
  * Text, on a 2-core machine with 3 local devices:
  *   topology: hwloc 2.9.0, cpuset 0-1: 1 package, 2 cores, 2 PUs, 1 NUMA node (9.6 GiB)

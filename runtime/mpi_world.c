@@ -1,8 +1,8 @@
 /*
- * mpi.c: one MPI rank per host: the world (init, attach, end), the run's
- * tuning from rank 0, agreement on failures before anything blocks,
- * gathering the outputs' shards to rank 0, and statistics across ranks.
- * The transport coll/'s leader devices use is mpi_transport.c and
+ * mpi_world.c: one MPI rank per host: the world (init, attach, end), the
+ * run's tuning from rank 0, agreement on failures before anything blocks,
+ * gathering the outputs' shards to rank 0, and statistics across ranks. The
+ * transport coll/'s leader devices use is mpi_transport.c and
  * mpi_pipeline.c; the heartbeat mpi_heartbeat.c (mpi_internal.h).
  *
  * Every MPI call goes through the thin layer of mpi_layer.h (so a test can
@@ -257,13 +257,6 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
             st = rtm_fail(d, rc, "MPI_Finalize", rank);
     }
     return st;
-}
-
-void rt_mpi_finalize(RtTransport *t)
-{
-    IrDiag d = {0};
-    rt_mpi_end(t, &d);
-    ir_diag_clear(&d);
 }
 
 /* ---- the run's tuning, rank 0's ---- */

@@ -1,5 +1,5 @@
 /*
- * plan_grid.c: how an array is cut over the devices, drawn as a grid of
+ * view_grid.c: how an array is cut over the devices, drawn as a grid of
  * boxes (as jax.debug.visualize_array_sharding does): one box per tile,
  * sized in proportion to the tile's extent (uneven tiles are visibly
  * smaller), holding the ids of the devices that hold it (several under
@@ -12,7 +12,7 @@
  * tiles of 8. The grid has 4 rows, the last about a third the height of
  * the others, and 2 columns; box (r, c) holds device 2r + c.
  *
- * The same layout (GridView) feeds the HTML report (plan_html.c), which
+ * The same layout (GridView) feeds the HTML report (view_html.c), which
  * draws it with CSS grid tracks in the same proportions.
  */
 #include "compile.h"

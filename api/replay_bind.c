@@ -1,8 +1,9 @@
 /*
- * replay.c: replays of SPMD programs (TsCompileOptions.spmd): each
+ * replay_bind.c: replays of SPMD programs (TsCompileOptions.spmd): each
  * device binds its own inputs to the module's entry parameters (its
  * per-device shapes) and keeps its own outputs. The runs themselves are
- * run.c's and mpi.c's; this file is what differs from a partitioned run.
+ * run.c's and run_mpi.c's; this file is what differs from a partitioned
+ * run.
  */
 #include "api_internal.h"
 #include "../coll/coll.h"

@@ -1,5 +1,5 @@
 /*
- * plan_html.c: the plan as one self-contained HTML page: nothing is
+ * view_html.c: the plan view as one self-contained HTML page: nothing is
  * fetched (a Content-Security-Policy forbids every source but the page's
  * own inline style and script), so the file can be mailed or attached to a
  * bug and opened anywhere.
@@ -10,7 +10,7 @@
  * that both show the same nodes and edges), the instructions with their
  * shardings and per-device shapes, the collectives with the bytes they
  * move, the reshards, the sharding grids of the inputs and outputs (CSS
- * grids in the proportions of plan_grid.c), memory per device, and the
+ * grids in the proportions of view_grid.c), memory per device, and the
  * split and concat trees. Clicking a node of the graph shows its row of
  * the tables (and clicking a row shows its node).
  */
@@ -687,6 +687,15 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
     }
     if (r->prog.host)
         host_html(&o, &r->res);
+    if (r->autoshard.explain) {
+        ir_sb_puts(&o, "<h2 id=\"auto-shard\">Why these shardings (--auto-shard)</h2>\n<p class=\"caption\">"
+                       "Each group of instructions that share one choice (a leader and the elementwise "
+                       "instructions that follow it): the sharding chosen per tensor dim (mesh axes; '-': none; "
+                       "+axis: replicated along it), its own estimated cost and that of its reshards, then the "
+                       "alternatives, each with its cost and the difference (docs/auto-shard.md).</p>\n<pre>");
+        esc(&o, r->autoshard.explain);
+        ir_sb_puts(&o, "</pre>\n");
+    }
     ir_sb_printf(&o, "<div id=\"info\"></div>\n<script>%s</script>\n</body></html>\n", SCRIPT);
     return ir_sb_take(&o);
 }

@@ -1,5 +1,5 @@
 /*
- * replay.c: the inputs of each device of a replayed SPMD program (a
+ * replay_inputs.c: the inputs of each device of a replayed SPMD program (a
  * module that is already one program per device, run as it is). XLA's
  * multihost runner offers the same three: every device the same random
  * values, every device its own, or files per device (KEY@DEVICE).

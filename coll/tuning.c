@@ -1,5 +1,5 @@
 /*
- * options.c: the collectives' tuning (CollTuning, the internal form of
+ * tuning.c: the collectives' tuning (CollTuning, the internal form of
  * TsTuning) with its defaults and limits, and the one place the library
  * reads the process environment: the MPI launcher's variables (was this
  * process started by mpirun, and which rank is it before MPI answers).

@@ -1,6 +1,6 @@
 /*
- * plan.c: TsPlan: a module compiled by compile/ (keeping the module, for
- * the reference run) or a plan file loaded back; saving it, dumping it,
+ * plan_handle.c: TsPlan: a module compiled by compile/ (keeping the module,
+ * for the reference run) or a plan file loaded back; saving it, dumping it,
  * changing its host layout, and describing its inputs and outputs.
  */
 #include "api_internal.h"
@@ -118,6 +118,38 @@ static bool set_key(TsPlan *p, const void *key, size_t len)
     return true;
 }
 
+/* The options of --auto-shard: the mesh (else one axis over the
+ * partitions), which sets N when the options do not; the profile; the
+ * memory limit per device. */
+static IrStatus auto_options(const IrModule *src, const TsCompileOptions *o, CompileOptions *co, AutoOptions *ao,
+                             IrDiag *d)
+{
+    memset(ao, 0, sizeof *ao);
+    if (!o->auto_shard)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "--mesh and --profile choose shardings: give them with --auto-shard");
+    if (o->spmd)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "--auto-shard chooses shardings for a module; an SPMD program (--spmd) has its own");
+    int64_t n = o->num_partitions ? o->num_partitions : (src->num_partitions > 0 ? src->num_partitions : 1);
+    char one[32];
+    snprintf(one, sizeof one, "x=%lld", (long long)n);
+    IrStatus st = auto_mesh_parse(o->mesh ? o->mesh : one, &ao->mesh, d);
+    if (st != IR_OK)
+        return st;
+    if (!o->num_partitions)
+        co->num_partitions = ao->mesh.ndevices;
+    if (o->profile && (st = api_profile_load(o->profile, &ao->cost, d)) != IR_OK)
+        return st;
+    int64_t nr = (co->num_partitions ? co->num_partitions : n) * (o->num_replicas ? o->num_replicas : 1);
+    int64_t hosts = o->hosts > 0 ? o->hosts : 1;
+    ao->local_devices = o->local_devices > 0 ? o->local_devices : (nr / hosts > 0 ? nr / hosts : 1);
+    ao->link_gbps = o->link_gbps;
+    if (o->limits && o->limits->memory_bytes > 0)
+        ao->mem_limit = o->limits->memory_bytes / ao->local_devices;
+    return IR_OK;
+}
+
 /* Compile `src` (taken), keeping `reference` (taken, may be NULL) for
  * ts_plan_run_reference. */
 static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompileOptions *o, TsPlan **out,
@@ -160,7 +192,12 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
                          .link_gbps = o->link_gbps, .warn = o->on_warning, .warn_ctx = o->warning_ctx};
     p->reference = reference;
     DumpDir dd;
+    AutoOptions ao;
     IrStatus st = rt_check_custom_calls(src, &id);
+    if (st == IR_OK && (o->auto_shard || o->mesh || o->profile)) {
+        st = auto_options(src, o, &co, &ao, &id);
+        co.auto_shard = &ao;
+    }
     if (st == IR_OK && o->dump_dir) {
         co.dump = dump_module;
         co.dump_ctx = &dd;
@@ -352,6 +389,11 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
     }
     ts_free(text);
     return st;
+}
+
+char *ts_plan_explain(const TsPlan *p)
+{
+    return p && p->r.autoshard.explain ? ts_strdup(p->r.autoshard.explain) : NULL;
 }
 
 void ts_plan_free(TsPlan *p)

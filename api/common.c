@@ -1,5 +1,5 @@
 /*
- * diag.c: what every part of the API shares: moving an IrDiag into a
+ * common.c: what every part of the API shares: moving an IrDiag into a
  * TsDiag, formatting and clearing it, the version, limits, reading files,
  * and releasing the process-wide caches.
  */

@@ -1,9 +1,10 @@
 /*
- * host.c: programs with host work. The module is split by cluster/ into a
- * host program and device clusters; every cluster is partitioned on its own
- * and, when the host program reaches its call, run on the devices: the
- * call's operands are cut by the cluster's split trees, its results put
- * back together by its concat trees. Host custom-calls run here.
+ * host_program.c: running the host program of a compiled program. The
+ * module is split by cluster/ into a host program and device clusters;
+ * every cluster is partitioned on its own and, when the host program
+ * reaches its call, run on the devices: the call's operands are cut by the
+ * cluster's split trees, its results put back together by its concat trees.
+ * Host custom-calls run here.
  *
  * Where the host program runs: in the process that runs the devices (one
  * process, or every rank under MPI: the host program is deterministic, so
@@ -293,7 +294,7 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
     RtRunOptions o = {.max_trips = h->max_trips, .tune = h->tune};
     if (!h->t) {
         RtArgs args = {.nargs = nopnd, .args = operands};
-        return rt_run_local_ex(&p->cluster[k], &args, &o, NULL, out, d);
+        return rt_run_local(&p->cluster[k], &args, &o, NULL, out, d);
     }
     rt_transport_checkin(h->t, k);
     return run_cluster_here(h, &p->cluster[k], nopnd, operands, &o, out, d);
@@ -356,7 +357,7 @@ IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t 
 {
     if (!p->host) { /* no host work: the program is cluster 0 */
         RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook, .tune = tune};
-        return rt_run_local_ex(&p->cluster[0], args, &o, NULL, out, d);
+        return rt_run_local(&p->cluster[0], args, &o, NULL, out, d);
     }
     HostRun h = {.p = p, .max_trips = max_trips, .tune = tune};
     RtHostCtx hc = {.silent = false, .saves = args->saves};

@@ -1,5 +1,5 @@
 /*
- * host.c: a host's devices at one collective (CollHost, CollDevice): the
+ * steps.c: a host's devices at one collective (CollHost, CollDevice): the
  * steps every collective shares, and the choice of each one's steps.
  *
  * Every device runs the same SPMD program, so every device reaches every

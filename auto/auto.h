@@ -1,0 +1,226 @@
+/*
+ * auto.h: layer `auto/`: shardings chosen for the user (--auto-shard). A
+ * pass over a verified module, before propagation, that gives every value
+ * of the entry computation without a sharding one chosen to minimise the
+ * estimated step time over a device mesh; what it writes are ordinary
+ * sharding annotations, so the propagation and the SPMD partitioner of
+ * partition/ do the rest (and the oracle holds as for any sharding).
+ *
+ * Files of this layer:
+ *   mesh.c      the mesh (`2x4`, `data=2,model=4`); a spec (mesh axis ->
+ *               tensor dim) made an IrSharding
+ *   cost.c      the cost model: compute from FLOPs and bytes at rates,
+ *               collectives alpha-beta per kind and group size, resharding
+ *               between two specs; its documented defaults
+ *   strategy.c  the strategies of one instruction: every assignment of the
+ *               mesh axes to its output dims and contracted dims that the
+ *               shapes divide, with operand specs and costs
+ *   graph.c     the graph the solver sees: instructions made nodes,
+ *               elementwise followers merged into their leader's group,
+ *               edges with resharding cost matrices
+ *   ilp.c       the integer program over the groups, solved with GLPK
+ *   explain.c   why: per chosen sharding the alternatives and their costs
+ *   shard.c     auto_shard, the pass: graph, solve, annotate, explain
+ *
+ * May use ir/, partition/ (shardings as values) and GLPK; never executes
+ * anything. Library code: never prints, never exits.
+ */
+#ifndef TESSEL_AUTO_H
+#define TESSEL_AUTO_H
+
+#include "../ir/ir.h"
+#include "../partition/partition.h"
+
+#define AUTO_MAX_AXES 4
+
+/* ---- mesh.c ---- */
+
+/* Named axes, major to minor, over devices 0..ndevices-1 in row-major
+ * order (device = sum of coordinate x stride). */
+typedef struct AutoMesh {
+    int32_t naxes;
+    int64_t size[AUTO_MAX_AXES];
+    char name[AUTO_MAX_AXES][24];
+    int64_t ndevices;
+} AutoMesh;
+
+/* Where each mesh axis goes in one array: dim[a] is the tensor dim axis a
+ * tiles, -1 when the array is replicated along it. Axes on one dim tile it
+ * major to minor in axis order. */
+typedef struct AutoSpec {
+    int8_t dim[AUTO_MAX_AXES];
+} AutoSpec;
+
+/* Parse SPEC: `2x4` (axes named x, y, z, w) or `data=2,model=4`. Sizes >= 1,
+ * at most AUTO_MAX_AXES axes, names distinct. IR_EINPUT naming what is
+ * wrong (the message starts "--mesh"). */
+IrStatus auto_mesh_parse(const char *spec, AutoMesh *out, IrDiag *d);
+/* "data=2,model=4" into buf (always terminated). */
+void auto_mesh_text(const AutoMesh *m, char *buf, size_t cap);
+/* The replicated spec (every axis -1). */
+AutoSpec auto_spec_replicated(void);
+/* Tiles of dim `d` under s (product of the sizes of the axes on it). */
+int64_t auto_spec_tiles(const AutoMesh *m, const AutoSpec *s, int32_t d);
+/* Devices sharing one shard under s (product of the unused axes). */
+int64_t auto_spec_replication(const AutoMesh *m, const AutoSpec *s);
+bool auto_spec_equal(const AutoSpec *a, const AutoSpec *b);
+/* The sharding of an array of `rank` dims under s, in arena a (NULL on
+ * OOM). */
+IrSharding *auto_spec_sharding(IrArena *a, const AutoMesh *m, const AutoSpec *s, int32_t rank);
+/* "[data,-]": per tensor dim its axes ("-": none), then "+model" for
+ * the axes it is replicated along; into buf (always terminated). */
+void auto_spec_text(const AutoMesh *m, const AutoSpec *s, int32_t rank, char *buf, size_t cap);
+
+/* ---- cost.c ---- */
+
+/* Kinds of collective the cost model prices. */
+typedef enum AutoColl {
+    AUTO_ALL_REDUCE,     /* 2(n-1)/n of the buffer */
+    AUTO_ALL_GATHER,     /* (n-1)/n of the result */
+    AUTO_REDUCE_SCATTER, /* (n-1)/n of the operand */
+    AUTO_ALL_TO_ALL,     /* (n-1)/n of the buffer */
+    AUTO_NCOLL
+} AutoColl;
+
+/* Rates of the cost model; scope 0 is a group inside one host, 1 one
+ * that crosses hosts. Zero fields take the defaults of auto_cost_default
+ * (auto_cost_fill). */
+typedef struct AutoCost {
+    double flops;                        /* dot FLOP/s of one device */
+    double bytes;                        /* bytes/s one device reads and writes elementwise */
+    double alpha[AUTO_NCOLL][2];         /* seconds per collective */
+    double beta[AUTO_NCOLL][2];          /* seconds per byte each device moves */
+} AutoCost;
+
+/* The documented defaults (docs/auto-shard.md): 20 GFLOP/s, 5 GB/s,
+ * alpha 20 us in a host and 50 us across, beta 1/(4 GB/s) in a host and
+ * 8/link_gbps ns per byte across (link_gbps 0: 10). */
+AutoCost auto_cost_default(double link_gbps);
+/* Zero fields of c from the defaults. */
+void auto_cost_fill(AutoCost *c, double link_gbps);
+/* Seconds of collective k over a group of n devices (scope 0/1) moving
+ * `bytes` (the buffer as the comment of AutoColl counts it). 0 for n < 2. */
+double auto_coll_seconds(const AutoCost *c, AutoColl k, int64_t n, int scope, double bytes);
+/* Does the group of mesh axes `axes` (bit mask) span more than one host
+ * of `local` devices each? */
+int auto_axes_scope(const AutoMesh *m, unsigned axes, int64_t local);
+/* Seconds to turn an array of `shape` held under `from` into `to`
+ * (all-to-all where an axis moves between dims, all-gather where one is
+ * dropped; adding an axis is a local slice, free). */
+double auto_reshard_seconds(const AutoCost *c, const AutoMesh *m, int64_t local, const IrShape *shape,
+                            const AutoSpec *from, const AutoSpec *to);
+
+/* ---- strategy.c ---- */
+
+/* One way to compute an instruction: its output spec, the spec each
+ * operand must arrive in (in[], nopnd entries; NULL for a leaf) and the
+ * estimated seconds of compute and of its own collectives. */
+typedef struct AutoStrategy {
+    AutoSpec out;
+    AutoSpec *in;
+    double compute, comm;
+    int64_t bytes;           /* per-device bytes of the output */
+} AutoStrategy;
+
+/* The strategies of instruction `i` of entry computation c, in arena a.
+ * *n 0: the instruction is opaque to the auto-sharder (left to
+ * propagation; its operands are priced as arriving replicated). The
+ * order is deterministic (replicated first). IR_ENOMEM only. */
+IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, int64_t local,
+                         const IrComputation *c, int32_t i, AutoStrategy **out, int32_t *n, IrDiag *d);
+/* The strategy of elementwise instruction `i` (auto_is_follower) whose
+ * output is `out`: every operand of its rank arrives as `out`. IR_ENOMEM
+ * only. */
+IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const IrComputation *c, int32_t i,
+                     const AutoSpec *out, AutoStrategy *s, IrDiag *d);
+/* May instruction i share the choice of an operand (elementwise, array
+ * operands)? */
+bool auto_is_follower(const IrComputation *c, int32_t i);
+
+/* ---- graph.c ---- */
+
+/* Groups of instructions that share one choice (an elementwise follower
+ * takes its leader's strategy index), with a unary cost per strategy and
+ * pairwise edges between groups. */
+typedef struct AutoEdge {
+    int32_t from, to;        /* groups */
+    double *cost;            /* [nstrat(from) x nstrat(to)], row-major */
+} AutoEdge;
+
+typedef struct AutoNode {
+    int32_t group;           /* -1: opaque or a tuple (not solved) */
+    AutoStrategy *strat;     /* the node's own strategies (nstrat of its group) */
+    int32_t nstrat;
+    bool fixed;              /* carries the user's sharding */
+} AutoNode;
+
+typedef struct AutoGroup {
+    int32_t leader;          /* instruction index */
+    int32_t nstrat;
+    double *unary;           /* nstrat: compute, own collectives, reshards inside the group */
+    double *mem;             /* nstrat: per-device bytes counted against the memory limit */
+} AutoGroup;
+
+typedef struct AutoGraph {
+    IrArena *arena;
+    const IrComputation *comp;
+    const char *file, *src; /* the module's, for errors */
+    AutoMesh mesh;
+    int64_t local;           /* devices per host */
+    AutoNode *node;          /* comp->ninstr entries */
+    int32_t ngroup, nedge;
+    AutoGroup *group;
+    AutoEdge *edge;
+    double mem_fixed;        /* bytes of the memory estimate no choice changes */
+} AutoGraph;
+
+/* Build the graph of m's entry computation (strategies, groups, edges).
+ * User shardings are constraints: a node that carries one keeps only the
+ * strategies giving it; one whose sharding names another device count
+ * than the mesh is IR_EINPUT. IR_ENOMEM, IR_EINPUT. */
+IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
+                          AutoGraph *g, IrDiag *d);
+void auto_graph_free(AutoGraph *g);
+/* The estimated seconds of choice[] (one strategy per group). */
+double auto_graph_cost(const AutoGraph *g, const int32_t *choice);
+
+/* ---- ilp.c ---- */
+
+/* Choose one strategy per group minimising unary plus edge costs with
+ * Σ mem <= mem_limit (0: none), by an integer program (GLPK):
+ * deterministic. IR_EINPUT when nothing fits the limit (the message says
+ * the smallest estimate); IR_EINTERNAL when the solver fails. */
+IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, IrDiag *d);
+
+/* ---- explain.c ---- */
+
+/* For each group: the chosen strategy and every alternative with its
+ * estimated seconds (its own costs and the edges to its neighbours'
+ * choices), cheapest first; as text (heap, ts_free; NULL on OOM). */
+char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module);
+
+/* ---- shard.c ---- */
+
+typedef struct AutoOptions {
+    AutoMesh mesh;
+    AutoCost cost;           /* zero fields: defaults */
+    int64_t local_devices;   /* devices per host (0: all of them) */
+    double link_gbps;        /* for the defaults */
+    int64_t mem_limit;       /* bytes per device; 0 none */
+} AutoOptions;
+
+typedef struct AutoReport {
+    char *explain;           /* heap (ts_free) */
+    double seconds;          /* the estimate of the chosen plan */
+    int32_t ngroups, nnodes;
+    double solve_seconds;
+} AutoReport;
+
+/* Choose shardings for m's entry computation over opt->mesh and write
+ * them on its instructions (those the user annotated are kept). The mesh
+ * must have m's partition count of devices (IR_EINPUT otherwise).
+ * IR_ENOMEM, IR_EINPUT (see auto_graph_build, auto_ilp_solve). */
+IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag *d);
+void auto_report_free(AutoReport *r);
+
+#endif /* TESSEL_AUTO_H */

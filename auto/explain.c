@@ -1,0 +1,112 @@
+/*
+ * explain.c: why each sharding was chosen. For every group (a leader and
+ * the elementwise instructions that follow it) the chosen strategy and the
+ * alternatives, each priced as the solver priced it with every other group
+ * at its choice: the group's own cost (compute, its collectives, reshards
+ * inside it) plus the reshards on the edges to its neighbours. The chosen
+ * one is the cheapest alone or, where it is not, the one that lets the
+ * neighbours be cheaper (the plan's total is the minimum, not each line).
+ *
+ *   h = dot f32[16,40] (+2 following): [-,y]+x  own 0.012 ms, reshard 0 ms
+ *       alternatives: [x,y] 0.019 ms (+0.007); [-,-]+x+y 0.041 ms (+0.029)
+ */
+#include "auto.h"
+
+#include <stdlib.h>
+
+typedef struct Alt {
+    int32_t s;
+    double own, edges;
+} Alt;
+
+static int by_cost(const void *a, const void *b)
+{
+    const Alt *x = a, *y = b;
+    double cx = x->own + x->edges, cy = y->own + y->edges;
+    if (cx != cy)
+        return cx < cy ? -1 : 1;
+    return x->s - y->s; /* deterministic */
+}
+
+/* Edge seconds of group k at strategy s, the others at their choice. */
+static double edges_at(const AutoGraph *g, const int32_t *choice, int32_t k, int32_t s)
+{
+    double t = 0;
+    for (int32_t e = 0; e < g->nedge; e++) {
+        const AutoEdge *ed = &g->edge[e];
+        size_t nt = (size_t)g->group[ed->to].nstrat;
+        if (ed->from == k)
+            t += ed->cost[(size_t)s * nt + (size_t)choice[ed->to]];
+        else if (ed->to == k)
+            t += ed->cost[(size_t)choice[ed->from] * nt + (size_t)s];
+    }
+    return t;
+}
+
+#define ALTERNATIVES 4
+
+static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, int32_t k, Alt *alt)
+{
+    const AutoGroup *gr = &g->group[k];
+    const IrInstr *x = &g->comp->instr[gr->leader];
+    const AutoNode *v = &g->node[gr->leader];
+    int32_t followers = 0;
+    for (int32_t i = 0; i < g->comp->ninstr; i++)
+        followers += g->node[i].group == k && i != gr->leader;
+    for (int32_t s = 0; s < gr->nstrat; s++)
+        alt[s] = (Alt){s, gr->unary[s], edges_at(g, choice, k, s)};
+    qsort(alt, (size_t)gr->nstrat, sizeof *alt, by_cost);
+    char spec[160];
+    auto_spec_text(&g->mesh, &v->strat[choice[k]].out, x->shape.rank, spec, sizeof spec);
+    ir_sb_printf(o, "  %s = %s%s", x->name, ir_op_name(x->op), v->fixed ? " (user's sharding)" : "");
+    if (followers)
+        ir_sb_printf(o, " (+%d following)", (int)followers);
+    double own = gr->unary[choice[k]], ed = edges_at(g, choice, k, choice[k]);
+    ir_sb_printf(o, ": %s  own %.4g ms, reshard %.4g ms\n", spec, own * 1e3, ed * 1e3);
+    int32_t shown = 0;
+    for (int32_t j = 0; j < gr->nstrat && shown < ALTERNATIVES; j++) {
+        if (alt[j].s == choice[k])
+            continue;
+        /* Skip an alternative whose output spec repeats a shown one. */
+        bool dup = auto_spec_equal(&v->strat[alt[j].s].out, &v->strat[choice[k]].out);
+        for (int32_t p = 0; p < j && !dup; p++)
+            dup = alt[p].s != choice[k] && auto_spec_equal(&v->strat[alt[p].s].out, &v->strat[alt[j].s].out);
+        if (dup)
+            continue;
+        auto_spec_text(&g->mesh, &v->strat[alt[j].s].out, x->shape.rank, spec, sizeof spec);
+        double t = alt[j].own + alt[j].edges;
+        ir_sb_printf(o, "%s%s %.4g ms (%+.4g)", shown ? "; " : "      alternatives: ", spec, t * 1e3,
+                     (t - own - ed) * 1e3);
+        shown++;
+    }
+    if (shown)
+        ir_sb_puts(o, "\n");
+}
+
+char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module)
+{
+    IrStrBuf o = {0};
+    char mesh[160];
+    auto_mesh_text(&g->mesh, mesh, sizeof mesh);
+    int32_t nodes = 0, opaque = 0, maxs = 1;
+    for (int32_t i = 0; i < g->comp->ninstr; i++) {
+        nodes += g->node[i].group >= 0;
+        opaque += g->node[i].group < 0;
+    }
+    for (int32_t k = 0; k < g->ngroup; k++)
+        maxs = g->group[k].nstrat > maxs ? g->group[k].nstrat : maxs;
+    ir_sb_printf(&o,
+                 "auto-shard of %s over mesh %s: %d instructions in %d groups (%d left to propagation), %d "
+                 "edges; estimated step %.4g ms\n",
+                 module ? module : "?", mesh, (int)nodes, (int)g->ngroup, (int)opaque, (int)g->nedge,
+                 auto_graph_cost(g, choice) * 1e3);
+    Alt *alt = ts_calloc((size_t)maxs, sizeof *alt);
+    if (!alt) {
+        ir_sb_free(&o);
+        return NULL;
+    }
+    for (int32_t k = 0; k < g->ngroup; k++)
+        one_group(&o, g, choice, k, alt);
+    ts_free(alt);
+    return ir_sb_take(&o);
+}

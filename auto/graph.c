@@ -1,0 +1,310 @@
+/*
+ * graph.c: the entry computation as the solver sees it.
+ *
+ * Every instruction with strategies (strategy.c) is a node; the others are
+ * opaque (gather, while, custom-calls, tuples: propagation shards them)
+ * and their operands are priced as arriving replicated. Reduction first,
+ * as Alpa does: an elementwise instruction whose operand of the same dims
+ * has strategies follows it: it joins that operand's group and takes, for
+ * the group's strategy k, the output spec of the leader's strategy k. So a
+ * chain dot -> add -> tanh -> convert is one group and one choice.
+ *
+ * Costs: a group's unary cost of strategy k sums its members' compute and
+ * collectives and the reshards between members; an edge between two
+ * groups holds, for each pair of strategies, the seconds to reshard each
+ * producer's output into what its user needs (auto_reshard_seconds); edges
+ * between the same two groups are summed into one; an edge to a group of
+ * one strategy becomes unary cost of the other end.
+ *
+ * Memory (for a limit): the values live at the peak of the unsharded
+ * program (definition order, a value live from its definition to its last
+ * use, as plan_peak_bytes counts) are charged their per-device bytes under
+ * each strategy; opaque ones their whole bytes (AutoGraph.mem_fixed).
+ */
+#include "auto.h"
+
+#include <string.h>
+
+static bool user_sharded(const IrInstr *x)
+{
+    return x->sharding && !x->sharding->unknown;
+}
+
+/* Keep the strategies of node v that give the user's sharding; none: the
+ * node stays as the user wrote it (opaque). */
+static IrStatus constrain(AutoGraph *g, int32_t i, IrDiag *d)
+{
+    const IrInstr *x = &g->comp->instr[i];
+    AutoNode *v = &g->node[i];
+    v->fixed = true;
+    const IrSharding *us = x->sharding;
+    if (us->kind == SHD_TILED && us->ndevices != g->mesh.ndevices)
+        return ir_error(d, IR_EINPUT, g->file, g->src, x->pos,
+                        "the sharding of %s names %lld devices, but --mesh has %lld: the user's shardings "
+                        "contradict the mesh",
+                        x->name, (long long)us->ndevices, (long long)g->mesh.ndevices);
+    if (x->shape.type == IR_TUPLE) {
+        v->nstrat = 0;
+        return IR_OK;
+    }
+    IrSharding *want = shd_normalize(g->arena, us);
+    if (!want)
+        return ir_oom(d, NULL);
+    int32_t k = 0;
+    for (int32_t s = 0; s < v->nstrat; s++) {
+        IrSharding *have = auto_spec_sharding(g->arena, &g->mesh, &v->strat[s].out, x->shape.rank);
+        if (!have)
+            return ir_oom(d, NULL);
+        if (ir_sharding_equal(have, want) || (shd_is_replicated(have) && shd_is_replicated(want)))
+            v->strat[k++] = v->strat[s];
+    }
+    v->nstrat = k;
+    return IR_OK;
+}
+
+/* The group's strategies for follower i of leader group gl. */
+static IrStatus follow(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t gl, IrDiag *d)
+{
+    AutoGroup *gr = &g->group[gl];
+    const AutoNode *lead = &g->node[gr->leader];
+    AutoNode *v = &g->node[i];
+    v->strat = ir_alloc_array(g->arena, (size_t)gr->nstrat, sizeof *v->strat);
+    if (!v->strat)
+        return ir_oom(d, NULL);
+    for (int32_t k = 0; k < gr->nstrat; k++) {
+        IrStatus st = auto_follow(g->arena, &g->mesh, cost, g->comp, i, &lead->strat[k].out, &v->strat[k], d);
+        if (st != IR_OK)
+            return st;
+    }
+    v->nstrat = gr->nstrat;
+    v->group = gl;
+    return IR_OK;
+}
+
+static IrStatus new_group(AutoGraph *g, int32_t i, IrDiag *d)
+{
+    AutoNode *v = &g->node[i];
+    AutoGroup *gr = &g->group[g->ngroup];
+    gr->leader = i;
+    gr->nstrat = v->nstrat;
+    gr->unary = ir_alloc_array(g->arena, (size_t)v->nstrat, sizeof *gr->unary);
+    gr->mem = ir_alloc_array(g->arena, (size_t)v->nstrat, sizeof *gr->mem);
+    if (!gr->unary || !gr->mem)
+        return ir_oom(d, NULL);
+    v->group = g->ngroup++;
+    return IR_OK;
+}
+
+/* The edge from group a to group b, made on first use. */
+static IrStatus edge(AutoGraph *g, int32_t a, int32_t b, int32_t *cap, double **out, IrDiag *d)
+{
+    for (int32_t e = 0; e < g->nedge; e++)
+        if (g->edge[e].from == a && g->edge[e].to == b) {
+            *out = g->edge[e].cost;
+            return IR_OK;
+        }
+    if (g->nedge == *cap) {
+        int32_t nc = *cap ? *cap * 2 : 64;
+        AutoEdge *ne = ir_alloc_array(g->arena, (size_t)nc, sizeof *ne);
+        if (!ne)
+            return ir_oom(d, NULL);
+        if (g->nedge)
+            memcpy(ne, g->edge, (size_t)g->nedge * sizeof *ne);
+        g->edge = ne;
+        *cap = nc;
+    }
+    AutoEdge *e = &g->edge[g->nedge++];
+    e->from = a;
+    e->to = b;
+    e->cost = ir_alloc_array(g->arena, (size_t)g->group[a].nstrat * (size_t)g->group[b].nstrat, sizeof *e->cost);
+    if (!e->cost)
+        return ir_oom(d, NULL);
+    *out = e->cost;
+    return IR_OK;
+}
+
+/* The costs of operand `o` (instruction u) reaching node i. */
+static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t o, int32_t *cap, IrDiag *d)
+{
+    const IrInstr *x = &g->comp->instr[i];
+    int32_t u = x->opnd[o];
+    const AutoNode *pv = &g->node[u], *v = &g->node[i];
+    const IrShape *shape = &g->comp->instr[u].shape;
+    if (pv->group < 0)
+        return IR_OK; /* from an opaque value: a local slice at most */
+    AutoGroup *gu = &g->group[pv->group];
+    AutoSpec rep = auto_spec_replicated();
+    if (v->group < 0) {
+        if (x->op == OP_TUPLE || i == g->comp->root)
+            return IR_OK; /* a result takes any sharding */
+        for (int32_t s = 0; s < gu->nstrat; s++)
+            gu->unary[s] += auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &rep);
+        return IR_OK;
+    }
+    AutoGroup *gv = &g->group[v->group];
+    if (pv->group == v->group) {
+        for (int32_t s = 0; s < gv->nstrat; s++)
+            gv->unary[s] += auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &v->strat[s].in[o]);
+        return IR_OK;
+    }
+    if (gu->nstrat == 1 || gv->nstrat == 1) {
+        for (int32_t s = 0; s < gu->nstrat; s++)
+            for (int32_t t = 0; t < gv->nstrat; t++) {
+                double r = auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &v->strat[t].in[o]);
+                if (gu->nstrat == 1)
+                    gv->unary[t] += r;
+                else
+                    gu->unary[s] += r;
+            }
+        return IR_OK;
+    }
+    double *m = NULL;
+    IrStatus st = edge(g, pv->group, v->group, cap, &m, d);
+    if (st != IR_OK)
+        return st;
+    for (int32_t s = 0; s < gu->nstrat; s++)
+        for (int32_t t = 0; t < gv->nstrat; t++)
+            m[(size_t)s * (size_t)gv->nstrat + (size_t)t] +=
+                auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &v->strat[t].in[o]);
+    return IR_OK;
+}
+
+/* Memory: the values live at the unsharded peak (see the file comment). */
+static IrStatus charge_memory(AutoGraph *g, const int32_t *order, IrDiag *d)
+{
+    const IrComputation *c = g->comp;
+    int32_t n = c->ninstr;
+    int32_t *pos = ts_calloc((size_t)n, sizeof *pos), *last = ts_calloc((size_t)n, sizeof *last);
+    if (!pos || !last) {
+        ts_free(pos);
+        ts_free(last);
+        return ir_oom(d, NULL);
+    }
+    for (int32_t k = 0; k < n; k++)
+        pos[order[k]] = k;
+    for (int32_t k = 0; k < n; k++) {
+        const IrInstr *x = &c->instr[order[k]];
+        last[order[k]] = order[k] == c->root ? n : k;
+        for (int32_t o = 0; o < x->nopnd; o++)
+            if (last[x->opnd[o]] < k)
+                last[x->opnd[o]] = k;
+    }
+    /* The peak position by a sweep of +bytes at definition, -bytes after
+     * the last use. */
+    double best = -1, live = 0;
+    int32_t peak = 0;
+    double *delta = ts_calloc((size_t)n + 2, sizeof *delta);
+    if (!delta) {
+        ts_free(pos);
+        ts_free(last);
+        return ir_oom(d, NULL);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const IrInstr *x = &c->instr[i];
+        if (x->op == OP_TUPLE || x->op == OP_GET_TUPLE_ELEMENT)
+            continue;
+        double b = (double)ir_shape_bytes(&x->shape);
+        delta[pos[i]] += b;
+        delta[last[i] + 1] -= b;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        live += delta[k];
+        if (live > best) {
+            best = live;
+            peak = k;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const IrInstr *x = &c->instr[i];
+        if (pos[i] > peak || last[i] < peak || x->op == OP_TUPLE || x->op == OP_GET_TUPLE_ELEMENT)
+            continue;
+        const AutoNode *v = &g->node[i];
+        if (v->group < 0) {
+            g->mem_fixed += (double)ir_shape_bytes(&x->shape);
+            continue;
+        }
+        for (int32_t s = 0; s < v->nstrat; s++)
+            g->group[v->group].mem[s] += (double)v->strat[s].bytes;
+    }
+    ts_free(delta);
+    ts_free(pos);
+    ts_free(last);
+    return IR_OK;
+}
+
+IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
+                          AutoGraph *g, IrDiag *d)
+{
+    memset(g, 0, sizeof *g);
+    const IrComputation *c = ir_entry(m);
+    g->comp = c;
+    g->file = m->file;
+    g->src = m->src;
+    g->mesh = *mesh;
+    g->local = local;
+    int32_t *order = NULL;
+    if (!(g->arena = ir_arena_new()))
+        return ir_oom(d, NULL);
+    IrStatus st = ir_topo_order(m, c, &order, d);
+    if (st != IR_OK)
+        return st;
+    g->node = ir_alloc_array(g->arena, (size_t)c->ninstr, sizeof *g->node);
+    g->group = ir_alloc_array(g->arena, (size_t)c->ninstr, sizeof *g->group);
+    if (!g->node || !g->group)
+        st = ir_oom(d, NULL);
+    /* Nodes and groups, operands first. */
+    for (int32_t k = 0; st == IR_OK && k < c->ninstr; k++) {
+        int32_t i = order[k];
+        const IrInstr *x = &c->instr[i];
+        AutoNode *v = &g->node[i];
+        v->group = -1;
+        int32_t lead = -1;
+        if (!user_sharded(x) && auto_is_follower(c, i))
+            for (int32_t o = 0; o < x->nopnd && lead < 0; o++)
+                if (g->node[x->opnd[o]].group >= 0 && ir_shape_same_dims(&c->instr[x->opnd[o]].shape, &x->shape))
+                    lead = g->node[x->opnd[o]].group;
+        if (lead >= 0) {
+            st = follow(g, cost, i, lead, d);
+            continue;
+        }
+        st = auto_strategies(g->arena, mesh, cost, local, c, i, &v->strat, &v->nstrat, d);
+        if (st == IR_OK && user_sharded(x))
+            st = constrain(g, i, d);
+        if (st == IR_OK && v->nstrat > 0)
+            st = new_group(g, i, d);
+    }
+    /* Unary costs, then the operands' edges. */
+    int32_t cap = 0;
+    for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++) {
+        const AutoNode *v = &g->node[i];
+        for (int32_t s = 0; v->group >= 0 && s < v->nstrat; s++)
+            g->group[v->group].unary[s] += v->strat[s].compute + v->strat[s].comm;
+    }
+    for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++)
+        for (int32_t o = 0; st == IR_OK && o < c->instr[i].nopnd; o++)
+            st = price_operand(g, cost, i, o, &cap, d);
+    if (st == IR_OK)
+        st = charge_memory(g, order, d);
+    ts_free(order);
+    if (st != IR_OK)
+        auto_graph_free(g);
+    return st;
+}
+
+void auto_graph_free(AutoGraph *g)
+{
+    ir_arena_free(g->arena);
+    memset(g, 0, sizeof *g);
+}
+
+double auto_graph_cost(const AutoGraph *g, const int32_t *choice)
+{
+    double t = 0;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        t += g->group[k].unary[choice[k]];
+    for (int32_t e = 0; e < g->nedge; e++) {
+        const AutoEdge *ed = &g->edge[e];
+        t += ed->cost[(size_t)choice[ed->from] * (size_t)g->group[ed->to].nstrat + (size_t)choice[ed->to]];
+    }
+    return t;
+}

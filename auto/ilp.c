@@ -1,0 +1,188 @@
+/*
+ * ilp.c: one strategy per group by an integer program (Alpa, OSDI 2022,
+ * section 4.2), solved with GLPK.
+ *
+ *   minimise   Σ_g Σ_k unary[g][k] x[g][k] + Σ_e Σ_st cost[e][s][t] y[e][s][t]
+ *   subject to Σ_k x[g][k] = 1                       (one choice per group)
+ *              Σ_t y[e][s][t] = x[from(e)][s]         (the edge variables are
+ *              Σ_s y[e][s][t] = x[to(e)][t]            the product x_s x_t,
+ *                                                      linearised)
+ *              Σ_g Σ_k mem[g][k] x[g][k] <= limit - fixed   (with a limit)
+ *              x binary, 0 <= y <= 1
+ *
+ * With x integral the two edge rows force y[e][s][t] = x_s x_t, so y
+ * needs no integrality. Costs are in microseconds (GLPK's tolerances are
+ * absolute). Why GLPK and not CBC: GLPK is a C library with a C API
+ * (CBC's is C++ with a C wrapper, coinor-libcbc-dev pulling in the COIN-OR
+ * stack), it is one Debian package (libglpk-dev), its GPL-3 licence is
+ * compatible with the project, and it is deterministic: the same program
+ * gives the same solution (docs/auto-shard.md).
+ */
+#include "auto.h"
+
+#include <glpk.h>
+#include <string.h>
+
+#define US 1e6
+
+/* Row and column counts and the matrix, as glp_load_matrix takes them
+ * (1-based). */
+typedef struct Lp {
+    glp_prob *p;
+    int *ia, *ja;
+    double *ar;
+    int nz, cap;
+} Lp;
+
+static void put(Lp *lp, int row, int col, double v)
+{
+    lp->nz++;
+    lp->ia[lp->nz] = row;
+    lp->ja[lp->nz] = col;
+    lp->ar[lp->nz] = v;
+}
+
+static IrStatus too_big(const AutoGraph *g, double limit, IrDiag *d)
+{
+    double least = g->mem_fixed;
+    for (int32_t k = 0; k < g->ngroup; k++) {
+        double m = g->group[k].mem[0];
+        for (int32_t s = 1; s < g->group[k].nstrat; s++)
+            m = g->group[k].mem[s] < m ? g->group[k].mem[s] : m;
+        least += m;
+    }
+    if (least <= limit)
+        return IR_OK;
+    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                    "no sharding over the mesh fits the memory limit: the smallest estimate is %.0f bytes per "
+                    "device, the limit %.0f (--limit memory, per device)",
+                    least, limit);
+}
+
+IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, IrDiag *d)
+{
+    memset(choice, 0, (size_t)g->ngroup * sizeof *choice);
+    if (mem_limit > 0) {
+        IrStatus st = too_big(g, mem_limit, d);
+        if (st != IR_OK)
+            return st;
+    }
+    if (g->ngroup == 0)
+        return IR_OK;
+    /* Columns: x of each group, then y of each edge. */
+    int *xcol = ts_calloc((size_t)g->ngroup, sizeof *xcol), *ycol = ts_calloc((size_t)g->nedge + 1, sizeof *ycol);
+    int ncol = 0;
+    size_t nz = 0;
+    if (!xcol || !ycol) {
+        ts_free(xcol);
+        ts_free(ycol);
+        return ir_oom(d, NULL);
+    }
+    for (int32_t k = 0; k < g->ngroup; k++) {
+        xcol[k] = ncol + 1;
+        ncol += g->group[k].nstrat;
+        nz += 2 * (size_t)g->group[k].nstrat;
+    }
+    for (int32_t e = 0; e < g->nedge; e++) {
+        size_t ns = (size_t)g->group[g->edge[e].from].nstrat, nt = (size_t)g->group[g->edge[e].to].nstrat;
+        ycol[e] = ncol + 1;
+        ncol += (int)(ns * nt);
+        nz += 2 * ns * nt + ns + nt;
+    }
+    Lp lp = {.p = glp_create_prob()};
+    lp.ia = ts_calloc(nz + 1, sizeof *lp.ia);
+    lp.ja = ts_calloc(nz + 1, sizeof *lp.ja);
+    lp.ar = ts_calloc(nz + 1, sizeof *lp.ar);
+    IrStatus st = IR_OK;
+    if (!lp.ia || !lp.ja || !lp.ar) {
+        st = ir_oom(d, NULL);
+        goto done;
+    }
+    glp_set_obj_dir(lp.p, GLP_MIN);
+    glp_add_cols(lp.p, ncol);
+    for (int32_t k = 0; k < g->ngroup; k++)
+        for (int32_t s = 0; s < g->group[k].nstrat; s++) {
+            glp_set_col_kind(lp.p, xcol[k] + s, GLP_BV);
+            glp_set_obj_coef(lp.p, xcol[k] + s, g->group[k].unary[s] * US);
+        }
+    for (int32_t e = 0; e < g->nedge; e++) {
+        int ns = g->group[g->edge[e].from].nstrat, nt = g->group[g->edge[e].to].nstrat;
+        for (int s = 0; s < ns; s++)
+            for (int t = 0; t < nt; t++) {
+                int col = ycol[e] + s * nt + t;
+                glp_set_col_bnds(lp.p, col, GLP_DB, 0.0, 1.0);
+                glp_set_obj_coef(lp.p, col, g->edge[e].cost[(size_t)s * (size_t)nt + (size_t)t] * US);
+            }
+    }
+    /* Rows: one choice per group. */
+    for (int32_t k = 0; k < g->ngroup; k++) {
+        int row = glp_add_rows(lp.p, 1);
+        glp_set_row_bnds(lp.p, row, GLP_FX, 1.0, 1.0);
+        for (int32_t s = 0; s < g->group[k].nstrat; s++)
+            put(&lp, row, xcol[k] + s, 1.0);
+    }
+    /* The edges' marginals. */
+    for (int32_t e = 0; e < g->nedge; e++) {
+        const AutoEdge *ed = &g->edge[e];
+        int ns = g->group[ed->from].nstrat, nt = g->group[ed->to].nstrat;
+        int rows = glp_add_rows(lp.p, ns + nt);
+        for (int s = 0; s < ns; s++) {
+            glp_set_row_bnds(lp.p, rows + s, GLP_FX, 0.0, 0.0);
+            put(&lp, rows + s, xcol[ed->from] + s, -1.0);
+            for (int t = 0; t < nt; t++)
+                put(&lp, rows + s, ycol[e] + s * nt + t, 1.0);
+        }
+        for (int t = 0; t < nt; t++) {
+            glp_set_row_bnds(lp.p, rows + ns + t, GLP_FX, 0.0, 0.0);
+            put(&lp, rows + ns + t, xcol[ed->to] + t, -1.0);
+            for (int s = 0; s < ns; s++)
+                put(&lp, rows + ns + t, ycol[e] + s * nt + t, 1.0);
+        }
+    }
+    if (mem_limit > 0) {
+        int row = glp_add_rows(lp.p, 1);
+        glp_set_row_bnds(lp.p, row, GLP_UP, 0.0, mem_limit - g->mem_fixed);
+        for (int32_t k = 0; k < g->ngroup; k++)
+            for (int32_t s = 0; s < g->group[k].nstrat; s++)
+                if (g->group[k].mem[s] != 0)
+                    put(&lp, row, xcol[k] + s, g->group[k].mem[s]);
+    }
+    glp_load_matrix(lp.p, lp.nz, lp.ia, lp.ja, lp.ar);
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.presolve = GLP_ON;
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.tm_lim = 60000;
+    parm.mip_gap = 1e-6;
+    int rc = glp_intopt(lp.p, &parm);
+    int ms = glp_mip_status(lp.p);
+    if (rc == GLP_ENOPFS || ms == GLP_NOFEAS) {
+        st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                      "no sharding over the mesh fits the memory limit of %.0f bytes per device (--limit memory)",
+                      mem_limit);
+        goto done;
+    }
+    if ((rc != 0 && rc != GLP_ETMLIM) || (ms != GLP_OPT && ms != GLP_FEAS)) {
+        st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
+                      "internal error: GLPK could not solve the sharding program (glp_intopt %d, status %d)", rc, ms);
+        goto done;
+    }
+    for (int32_t k = 0; k < g->ngroup; k++) {
+        double best = -1;
+        for (int32_t s = 0; s < g->group[k].nstrat; s++) {
+            double v = glp_mip_col_val(lp.p, xcol[k] + s);
+            if (v > best) {
+                best = v;
+                choice[k] = s;
+            }
+        }
+    }
+done:
+    glp_delete_prob(lp.p);
+    ts_free(lp.ia);
+    ts_free(lp.ja);
+    ts_free(lp.ar);
+    ts_free(xcol);
+    ts_free(ycol);
+    return st;
+}

@@ -1,0 +1,94 @@
+/*
+ * shard.c: auto_shard, the pass. Runs on a verified module before
+ * propagation (compile/driver.c, step 3a):
+ *
+ *   graph      strategies of every instruction of the entry computation,
+ *              followers merged, edges priced (graph.c); the user's
+ *              shardings are constraints
+ *   solve      one strategy per group (ilp.c)
+ *   annotate   every instruction of a group that the user did not shard
+ *              gets its chosen output sharding; opaque ones get none (the
+ *              propagation gives them one)
+ *   explain    the chosen strategies and their alternatives (explain.c)
+ *
+ * Establishes shardings the partitioner can execute: tiled on dims the
+ * shapes divide, partially replicated along the unused mesh axes. Breaks
+ * nothing: the module verifies as before.
+ */
+#include "auto.h"
+
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static IrStatus annotate(IrModule *m, const AutoGraph *g, const int32_t *choice, IrDiag *d)
+{
+    IrComputation *c = ir_entry(m);
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const AutoNode *v = &g->node[i];
+        if (v->group < 0 || v->fixed)
+            continue;
+        IrSharding *s = auto_spec_sharding(m->arena, &g->mesh, &v->strat[choice[v->group]].out, c->instr[i].shape.rank);
+        if (!s)
+            return ir_oom(d, NULL);
+        c->instr[i].sharding = s;
+    }
+    return IR_OK;
+}
+
+IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag *d)
+{
+    memset(rep, 0, sizeof *rep);
+    double t0 = now();
+    char mesh[160];
+    auto_mesh_text(&opt->mesh, mesh, sizeof mesh);
+    int64_t n = m->num_partitions > 0 ? m->num_partitions : 1;
+    if (opt->mesh.ndevices != n)
+        return ir_error(d, IR_EINPUT, m->file, NULL, (IrPos){0, 0},
+                        "--mesh %s has %lld devices, but the module is compiled for %lld partitions "
+                        "(--num-partitions must be the mesh's device count)",
+                        mesh, (long long)opt->mesh.ndevices, (long long)n);
+    AutoCost cost = opt->cost;
+    auto_cost_fill(&cost, opt->link_gbps);
+    int64_t local = opt->local_devices > 0 ? opt->local_devices : n;
+    AutoGraph g;
+    IrStatus st = auto_graph_build(m, &opt->mesh, &cost, local, &g, d);
+    if (st != IR_OK)
+        return st;
+    int32_t *choice = ts_calloc((size_t)(g.ngroup > 0 ? g.ngroup : 1), sizeof *choice);
+    if (!choice)
+        st = ir_oom(d, NULL);
+    if (st == IR_OK)
+        st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, d);
+    if (st == IR_OK)
+        st = annotate(m, &g, choice, d);
+    if (st == IR_OK) {
+        rep->explain = auto_explain_text(&g, choice, m->name);
+        if (!rep->explain)
+            st = ir_oom(d, NULL);
+    }
+    if (st == IR_OK) {
+        rep->seconds = auto_graph_cost(&g, choice);
+        rep->ngroups = g.ngroup;
+        for (int32_t i = 0; i < g.comp->ninstr; i++)
+            rep->nnodes += g.node[i].group >= 0;
+        rep->solve_seconds = now() - t0;
+    }
+    ts_free(choice);
+    auto_graph_free(&g);
+    if (st != IR_OK)
+        auto_report_free(rep);
+    return st;
+}
+
+void auto_report_free(AutoReport *r)
+{
+    ts_free(r->explain);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,347 @@
+/*
+ * strategy.c: the ways to shard one instruction.
+ *
+ * An instruction is described by its roles: its output dims, then the
+ * dims it contracts or reduces (a dot's contracting dims, a reduce's
+ * reduced dims, a convolution's input feature), each with a size; and for
+ * every operand which of its dims plays each role (-1: none, and the
+ * operand is then replicated along the axes of that role). A strategy
+ * gives every mesh axis one role or none; it is valid when each role's
+ * size (and each operand dim playing it) is divisible by its tiles. Axes
+ * on a contracted role leave partial sums: one all-reduce of the output
+ * shard over them. The dot of an MLP layer, x[16,24] . w[24,40] on mesh
+ * x=2,y=4:
+ *
+ *   roles  out0=16 (x dim 0)  out1=40 (w dim 1)  red0=24 (x dim 1, w dim 0)
+ *   x->out0, y->out1   x [x,-]+y  w [-,y]+x   out [x,y]    no collective
+ *   x->red0, y->out1   x [-,x]+y  w [x,y]     out [-,y]+x  all-reduce over x
+ *
+ * (Alpa enumerates a dot's strategies the same way; XLA's auto-sharding
+ * pass, dot_handler.cc, by mesh dims per batch, space and contracting dim.)
+ * Every strategy's operand specs are what the partitioner computes it
+ * from without moving data; other specs arriving are resharded (graph.c).
+ */
+#include "auto.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* The most roles an instruction may have to be sharded automatically,
+ * and the most strategies enumerated for one. */
+#define MAX_ROLES 16
+#define MAX_STRATEGIES 4096
+#define MAX_OPERANDS 8
+
+typedef struct Roles {
+    int32_t nout, nred, nopnd;
+    int64_t size[MAX_ROLES];
+    bool tileable[MAX_ROLES];
+    int8_t map[MAX_OPERANDS][MAX_ROLES]; /* operand dim playing each role, -1 none */
+    double flops;
+} Roles;
+
+static bool array(const IrShape *s)
+{
+    return s->type != IR_TUPLE && s->type != IR_TOKEN && s->rank <= MAX_ROLES && !ir_shape_is_dynamic(s);
+}
+
+static void out_roles(Roles *r, const IrShape *s)
+{
+    r->nout = s->rank;
+    for (int32_t d = 0; d < s->rank; d++) {
+        r->size[d] = s->dims[d];
+        r->tileable[d] = true;
+    }
+    memset(r->map, -1, sizeof r->map);
+}
+
+/* Operand dims of the same size where nothing else maps: the identity
+ * roles of slice, pad, concatenate (dims the op changes are untileable). */
+static void same_dims(Roles *r, const IrComputation *c, const IrInstr *x, const bool *changed)
+{
+    for (int32_t i = 0; i < x->nopnd && i < MAX_OPERANDS; i++) {
+        const IrShape *os = &c->instr[x->opnd[i]].shape;
+        if (os->rank != x->shape.rank)
+            continue;
+        for (int32_t d = 0; d < os->rank; d++)
+            if (!changed[d] && os->dims[d] == x->shape.dims[d])
+                r->map[i][d] = (int8_t)d;
+    }
+    for (int32_t d = 0; d < x->shape.rank; d++)
+        r->tileable[d] = !changed[d];
+}
+
+/* A reshape: dims of equal size in the same group map 1:1; the major
+ * dims of a group that splits or merges map to each other. */
+static bool reshape_roles(Roles *r, const IrShape *in, const IrShape *out)
+{
+    int32_t i = 0, o = 0;
+    while (i < in->rank && o < out->rank) {
+        if (in->dims[i] == 1 && out->dims[o] != 1) {
+            i++;
+            continue;
+        }
+        if (out->dims[o] == 1 && in->dims[i] != 1) {
+            o++;
+            continue;
+        }
+        int32_t i0 = i, o0 = o;
+        int64_t pi = in->dims[i++], po = out->dims[o++];
+        while (pi != po) {
+            if (pi < po && i < in->rank)
+                pi *= in->dims[i++];
+            else if (po < pi && o < out->rank)
+                po *= out->dims[o++];
+            else
+                return false;
+        }
+        if (pi > 1)
+            r->map[0][o0] = (int8_t)i0;
+    }
+    return true;
+}
+
+/* The roles of instruction x; false: opaque. */
+static bool describe(const IrComputation *c, const IrInstr *x, Roles *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!array(&x->shape) || x->nopnd > MAX_OPERANDS)
+        return false;
+    for (int32_t i = 0; i < x->nopnd; i++)
+        if (!array(&c->instr[x->opnd[i]].shape))
+            return false;
+    out_roles(r, &x->shape);
+    r->nopnd = x->nopnd;
+    const IrShape *s0 = x->nopnd ? &c->instr[x->opnd[0]].shape : NULL;
+    bool changed[MAX_ROLES] = {0};
+    switch (ir_op_family(x->op)) {
+    case FAM_PARAMETER:
+    case FAM_CONSTANT:
+    case FAM_IOTA:
+        r->nopnd = 0;
+        return true;
+    case FAM_ELEMENTWISE:
+        for (int32_t i = 0; i < x->nopnd; i++)
+            if (c->instr[x->opnd[i]].shape.rank == x->shape.rank)
+                for (int32_t d = 0; d < x->shape.rank; d++)
+                    r->map[i][d] = (int8_t)d;
+        return x->op != OP_MAP;
+    case FAM_BROADCAST:
+        for (int32_t k = 0; k < x->a.dimensions.n; k++)
+            if (x->a.dimensions.v[k] >= 0 && x->a.dimensions.v[k] < MAX_ROLES)
+                r->map[0][x->a.dimensions.v[k]] = (int8_t)k;
+        return true;
+    case FAM_TRANSPOSE:
+        for (int32_t k = 0; k < x->a.dimensions.n && k < MAX_ROLES; k++)
+            r->map[0][k] = (int8_t)x->a.dimensions.v[k];
+        return true;
+    case FAM_RESHAPE:
+        return reshape_roles(r, s0, &x->shape);
+    case FAM_SLICE:
+        if (x->op != OP_SLICE)
+            return false;
+        for (int32_t d = 0; d < x->shape.rank; d++)
+            changed[d] = x->shape.dims[d] != s0->dims[d];
+        same_dims(r, c, x, changed);
+        return true;
+    case FAM_PAD:
+        for (int32_t d = 0; d < x->shape.rank; d++)
+            changed[d] = x->shape.dims[d] != s0->dims[d];
+        same_dims(r, c, x, changed);
+        return true;
+    case FAM_CONCATENATE:
+        changed[x->a.dimensions.n ? x->a.dimensions.v[0] : 0] = true;
+        same_dims(r, c, x, changed);
+        return true;
+    case FAM_REDUCE: {
+        /* One array result: operands (input, init). */
+        if (x->nopnd != 2)
+            return false;
+        int32_t o = 0;
+        for (int32_t d = 0; d < s0->rank; d++) {
+            if (ir_list_has(&x->a.dimensions, d)) {
+                if (r->nout + r->nred >= MAX_ROLES)
+                    return false;
+                int32_t k = r->nout + r->nred++;
+                r->size[k] = s0->dims[d];
+                r->tileable[k] = true;
+                r->map[0][k] = (int8_t)d;
+            } else {
+                r->map[0][o++] = (int8_t)d;
+            }
+        }
+        r->flops = (double)ir_shape_elements(s0);
+        return true;
+    }
+    case FAM_DOT: {
+        const IrDotDnums *dn = &x->a.dot;
+        const IrShape *s1 = &c->instr[x->opnd[1]].shape;
+        int32_t o = 0;
+        if (x->shape.rank > MAX_ROLES || dn->lhs_batch.n != dn->rhs_batch.n)
+            return false;
+        for (int32_t k = 0; k < dn->lhs_batch.n && o < MAX_ROLES; k++, o++) {
+            r->map[0][o] = (int8_t)dn->lhs_batch.v[k];
+            r->map[1][o] = (int8_t)dn->rhs_batch.v[k];
+        }
+        for (int32_t d = 0; d < s0->rank && o < MAX_ROLES; d++)
+            if (!ir_list_has(&dn->lhs_batch, d) && !ir_list_has(&dn->lhs_contracting, d))
+                r->map[0][o++] = (int8_t)d;
+        for (int32_t d = 0; d < s1->rank && o < MAX_ROLES; d++)
+            if (!ir_list_has(&dn->rhs_batch, d) && !ir_list_has(&dn->rhs_contracting, d))
+                r->map[1][o++] = (int8_t)d;
+        if (o != x->shape.rank || r->nout + dn->lhs_contracting.n > MAX_ROLES)
+            return false;
+        double k_elems = 1;
+        for (int32_t k = 0; k < dn->lhs_contracting.n; k++) {
+            int32_t role = r->nout + r->nred++;
+            r->size[role] = s0->dims[dn->lhs_contracting.v[k]];
+            r->tileable[role] = true;
+            r->map[0][role] = (int8_t)dn->lhs_contracting.v[k];
+            r->map[1][role] = (int8_t)dn->rhs_contracting.v[k];
+            k_elems *= (double)r->size[role];
+        }
+        r->flops = 2.0 * (double)ir_shape_elements(&x->shape) * k_elems;
+        return true;
+    }
+    case FAM_CONVOLUTION: {
+        const IrConvDnums *cd = &ir_attrs_x(&x->a)->conv;
+        const IrAttrsX *ax = ir_attrs_x(&x->a);
+        if (x->nopnd != 2 || !cd->present || ax->feature_group_count > 1 || ax->batch_group_count > 1 ||
+            r->nout + 1 > MAX_ROLES)
+            return false;
+        for (int32_t d = 0; d < x->shape.rank; d++)
+            r->tileable[d] = d == cd->out_batch || d == cd->out_feature;
+        r->map[0][cd->out_batch] = (int8_t)cd->in_batch;
+        r->map[1][cd->out_feature] = (int8_t)cd->k_out_feature;
+        int32_t role = r->nout + r->nred++;
+        r->size[role] = s0->dims[cd->in_feature];
+        r->tileable[role] = true;
+        r->map[0][role] = (int8_t)cd->in_feature;
+        r->map[1][role] = (int8_t)cd->k_in_feature;
+        const IrShape *k = &c->instr[x->opnd[1]].shape;
+        r->flops = 2.0 * (double)ir_shape_elements(&x->shape) * (double)ir_shape_elements(k) /
+                   (double)(k->dims[cd->k_out_feature] > 0 ? k->dims[cd->k_out_feature] : 1);
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* Is the assignment role[] (per axis) valid for r and the operands? */
+static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const IrComputation *c, const IrInstr *x)
+{
+    for (int32_t k = 0; k < r->nout + r->nred; k++) {
+        int64_t t = 1;
+        for (int32_t a = 0; a < m->naxes; a++)
+            if (role[a] == k)
+                t *= m->size[a];
+        if (t == 1)
+            continue;
+        if (!r->tileable[k] || r->size[k] % t)
+            return false;
+        for (int32_t i = 0; i < r->nopnd; i++)
+            if (r->map[i][k] >= 0 && c->instr[x->opnd[i]].shape.dims[r->map[i][k]] % t)
+                return false;
+    }
+    return true;
+}
+
+/* The strategy of assignment role[]. */
+static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCost *cost, int64_t local,
+                     const IrInstr *x, const int32_t *role, AutoStrategy *s, IrDiag *d)
+{
+    s->out = auto_spec_replicated();
+    if (r->nopnd && !(s->in = ir_alloc_array(a, (size_t)r->nopnd, sizeof *s->in)))
+        return ir_oom(d, NULL);
+    for (int32_t i = 0; i < r->nopnd; i++)
+        s->in[i] = auto_spec_replicated();
+    double used = 1, bytes = (double)ir_shape_bytes(&x->shape);
+    int64_t nred = 1;
+    unsigned redmask = 0;
+    for (int32_t ax = 0; ax < m->naxes; ax++) {
+        int32_t k = role[ax];
+        if (k < 0)
+            continue;
+        used *= (double)m->size[ax];
+        if (k < r->nout) {
+            s->out.dim[ax] = (int8_t)k;
+            bytes /= (double)m->size[ax];
+        } else {
+            nred *= m->size[ax];
+            redmask |= 1u << ax;
+        }
+        for (int32_t i = 0; i < r->nopnd; i++)
+            s->in[i].dim[ax] = r->map[i][k];
+    }
+    s->bytes = (int64_t)bytes;
+    s->compute = r->flops / used / cost->flops + bytes / cost->bytes;
+    s->comm = auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, auto_axes_scope(m, redmask, local), bytes);
+    return IR_OK;
+}
+
+IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, int64_t local,
+                         const IrComputation *c, int32_t i, AutoStrategy **out, int32_t *n, IrDiag *d)
+{
+    *out = NULL;
+    *n = 0;
+    const IrInstr *x = &c->instr[i];
+    Roles r;
+    if (!describe(c, x, &r))
+        return IR_OK;
+    int32_t nroles = r.nout + r.nred;
+    int64_t total = 1;
+    for (int32_t ax = 0; ax < m->naxes; ax++)
+        if (m->size[ax] > 1 && (total *= nroles + 1) > MAX_STRATEGIES)
+            return IR_OK;
+    AutoStrategy *s = ir_alloc_array(a, (size_t)total, sizeof *s);
+    if (!s)
+        return ir_oom(d, NULL);
+    /* Odometer over the axes' roles, -1 first: replicated is strategy 0. */
+    int32_t role[AUTO_MAX_AXES];
+    for (int32_t ax = 0; ax < AUTO_MAX_AXES; ax++)
+        role[ax] = -1;
+    int32_t k = 0;
+    for (;;) {
+        if (valid(&r, m, role, c, x)) {
+            IrStatus st = make(a, &r, m, cost, local, x, role, &s[k], d);
+            if (st != IR_OK)
+                return st;
+            k++;
+        }
+        int32_t ax = m->naxes - 1;
+        for (; ax >= 0; ax--) {
+            if (m->size[ax] == 1)
+                continue;
+            if (++role[ax] < nroles)
+                break;
+            role[ax] = -1;
+        }
+        if (ax < 0)
+            break;
+    }
+    *out = s;
+    *n = k;
+    return IR_OK;
+}
+
+IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const IrComputation *c, int32_t i,
+                     const AutoSpec *out, AutoStrategy *s, IrDiag *d)
+{
+    const IrInstr *x = &c->instr[i];
+    int32_t role[AUTO_MAX_AXES];
+    for (int32_t ax = 0; ax < AUTO_MAX_AXES; ax++)
+        role[ax] = ax < m->naxes ? out->dim[ax] : -1;
+    Roles r;
+    bool ok = describe(c, x, &r);
+    (void)ok;
+    assert(ok && ir_op_family(x->op) == FAM_ELEMENTWISE);
+    return make(a, &r, m, cost, 0, x, role, s, d);
+}
+
+bool auto_is_follower(const IrComputation *c, int32_t i)
+{
+    Roles r;
+    const IrInstr *x = &c->instr[i];
+    return ir_op_family(x->op) == FAM_ELEMENTWISE && describe(c, x, &r);
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# auto_shard.sh: --auto-shard end to end. The quality bar on counted bytes
+# (auto_shard.py: an MLP, a transformer block, a conv net and a
+# mixture-of-experts training step on 2, 4 and 8 devices, each no worse
+# than 1.1x the best of data parallel, Megatron and FSDP, and equal to the
+# reference run); a 2-D mesh runs and equals the reference; --explain
+# names every choice with its alternatives; the same module gives the same
+# plan; and the errors: a mesh that is not the device count, a user
+# sharding that contradicts the mesh, a memory limit nothing fits, a bad
+# mesh, --mesh without --auto-shard (exit 2, each saying why).
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+"$PY" "$TESSEL_SRC/tests/e2e/auto_shard.py" "$TESSEL" "$WORK/q" >"$OUT" 2>"$ERR" || fail "auto_shard.py"
+cat "$OUT"
+S="$WORK/q/mlp.step.hlo"
+B="$WORK/q/transformer.step.hlo"
+
+# A 2-D mesh, named axes: the oracle holds.
+"$TESSEL" run "$B" --reference --random-inputs 4 --output-dir "$WORK/ref" >"$OUT" 2>"$ERR" || fail "reference"
+"$TESSEL" run "$B" --auto-shard --mesh data=2,model=4 --random-inputs 4 --output-dir "$WORK/m24" \
+    >"$OUT" 2>"$ERR" || fail "run on data=2,model=4"
+same_outputs "$WORK/ref" "$WORK/m24" "transformer step on data=2,model=4"
+"$TESSEL" run "$S" --reference --random-inputs 4 --output-dir "$WORK/sref" >"$OUT" 2>"$ERR" || fail "reference"
+"$TESSEL" run "$S" --auto-shard --mesh 2x2 --random-inputs 4 --output-dir "$WORK/s22" >"$OUT" 2>"$ERR" ||
+    fail "run on 2x2"
+same_outputs "$WORK/sref" "$WORK/s22" "mlp step on 2x2"
+
+# --explain: the header, every parameter, alternatives with costs.
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain
+expect_in "$OUT" "auto-shard of mlp over mesh data=2,model=2"
+expect_in "$OUT" "  w1 = parameter"
+expect_in "$OUT" "alternatives: "
+grep -q "ms (+" "$OUT" || fail "no alternative with its cost"
+# The html page carries it.
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh 4 --format html -o "$WORK/p.html"
+expect_in "$WORK/p.html" "auto-shard of mlp over mesh x=4"
+
+# Deterministic: the same module gives the same plan file.
+"$TESSEL" compile "$B" --auto-shard --mesh 2x4 -o "$WORK/a.plan" >"$OUT" 2>"$ERR" || fail "compile"
+"$TESSEL" compile "$B" --auto-shard --mesh 2x4 -o "$WORK/b.plan" >"$OUT" 2>"$ERR" || fail "compile"
+cmp -s "$WORK/a.plan" "$WORK/b.plan" || fail "two compiles of one module gave two plans"
+
+# Errors.
+expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 3 --num-partitions 4 -o -
+expect_in "$ERR" "--mesh x=3 has 3 devices, but the module is compiled for 4 partitions"
+sed 's/\(w1 = f32\[128,512\] parameter(1)\)/\1, sharding={devices=[2,1]0,1}/' "$S" >"$WORK/bad.hlo"
+expect_status 2 "$TESSEL" compile "$WORK/bad.hlo" --auto-shard --mesh 2x2 -o -
+expect_in "$ERR" "bad.hlo:17:3: error: the sharding of w1 names 2 devices, but --mesh has 4"
+expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=64K -o -
+expect_in "$ERR" "no sharding over the mesh fits the memory limit"
+expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=4M -o -
+expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh data=2,data=2 -o -
+expect_in "$ERR" "an axis name appears twice"
+expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x -o -
+expect_in "$ERR" "--mesh '2x'"
+expect_status 2 "$TESSEL" compile "$S" --mesh 4 -o -
+expect_in "$ERR" "give them with --auto-shard"
+expect_status 2 "$TESSEL" plan "$S" --explain
+expect_in "$ERR" "--explain says why --auto-shard chose"
+echo "auto_shard: ok"
