@@ -99,9 +99,11 @@ static void add_unknown(Fields *fs, const char *what)
     f->kind = RT_AGREE_UNKNOWN;
 }
 
-/* One input's source into c: a file's path and size, an array's type,
- * shape and bytes. False when a file is not there. */
-static bool hash_input(struct sha256_ctx *c, const TsInput *in, bool process_local)
+/* One input's source into c: a file's path and size (a missing file
+ * counts as such: reading it fails later, on the ranks where it is
+ * missing, with the reader's own error), an array's type, shape and
+ * bytes. */
+static void hash_input(struct sha256_ctx *c, const TsInput *in, bool process_local)
 {
     sha256_update(c, strlen(in->key) + 1, (const uint8_t *)in->key);
     char line[160];
@@ -110,22 +112,20 @@ static bool hash_input(struct sha256_ctx *c, const TsInput *in, bool process_loc
         int n = snprintf(line, sizeof line, "array %s rank %d:", a->dtype ? a->dtype : "?", (int)a->rank);
         sha256_update(c, (size_t)n, (const uint8_t *)line);
         if (process_local)
-            return true;
+            return;
         for (int32_t k = 0; a->dims && k < a->rank; k++)
             sha256_update(c, sizeof a->dims[k], (const uint8_t *)&a->dims[k]);
         if (a->data && a->nbytes)
             sha256_update(c, a->nbytes, a->data);
-        return true;
+        return;
     }
     /* A file by its path and size: each rank reads only its devices'
      * shards of it (shard_io.c), so its content is not read here. */
     struct stat sb;
-    if (stat(in->path, &sb) != 0)
-        return false;
-    int n = snprintf(line, sizeof line, "file of %" PRId64 " bytes at ", (int64_t)sb.st_size);
+    int n = stat(in->path, &sb) != 0 ? snprintf(line, sizeof line, "a missing file at ")
+                                      : snprintf(line, sizeof line, "file of %" PRId64 " bytes at ", (int64_t)sb.st_size);
     sha256_update(c, (size_t)n, (const uint8_t *)line);
     sha256_update(c, strlen(in->path), (const uint8_t *)in->path);
-    return true;
 }
 
 static void add_inputs(Fields *fs, const TsRunOptions *o)
@@ -135,10 +135,7 @@ static void add_inputs(Fields *fs, const TsRunOptions *o)
     sha256_init(&c);
     uint8_t dg[SHA256_DIGEST_SIZE];
     for (int32_t i = 0; i < o->ninputs; i++)
-        if (!hash_input(&c, &o->inputs[i], o->process_local)) {
-            add_unknown(fs, what);
-            return;
-        }
+        hash_input(&c, &o->inputs[i], o->process_local);
     sha256_digest(&c, sizeof dg, dg);
     add_digest(fs, what, dg);
 }
