@@ -167,5 +167,10 @@ IrStatus api_plan_step_hook(const TsPlan *p, const TsRunOptions *o, ApiSteps *ct
 
 /* The device binding and step lines of --stats. */
 void api_stats_binding(IrStrBuf *s, const RtRunStats *rs);
+/* The plan's per-device memory estimate (its first cluster's). */
+int64_t api_plan_estimate(const TsPlan *p);
+/* --stats: the estimate beside each local device's measured peak (devices
+ * numbered from `first`), and the process's peak RSS beyond them. */
+void api_stats_memory(IrStrBuf *s, const RtRunStats *rs, int64_t estimate, int64_t first);
 
 #endif /* TESSEL_API_INTERNAL_H */

@@ -694,3 +694,19 @@ TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **
     *out = compile_plan_show(&p->r, name, gf, &id);
     return *out ? TS_OK : api_give(id.status, &id, d);
 }
+
+TsStatus ts_plan_why(const TsPlan *p, const char *name, char **out, TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(name, d);
+    API_NEED(out, d);
+    IrDiag id = {0};
+    *out = NULL;
+    if (p->r.prog.ncluster == 0)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "--why %s: no device work: nothing is partitioned", name),
+                        &id, d);
+    *out = compile_plan_why(&p->r, name, &id);
+    return *out ? TS_OK : api_give(id.status, &id, d);
+}

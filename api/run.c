@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -227,6 +228,38 @@ void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
     if (rs->nsteps > 1)
         ir_sb_printf(s, "tessel: stats: steps: first %.3f ms, then median %.3f ms a step (%d timed)\n",
               rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (int)rs->nsteps);
+}
+
+int64_t api_plan_estimate(const TsPlan *p)
+{
+    if (p->r.prog.ncluster < 1)
+        return 0;
+    if (p->r.plans && p->r.plans[0])
+        return p->r.plans[0]->peak_bytes_per_device;
+    return plan_peak_bytes(p->r.prog.cluster[0].spmd);
+}
+
+void api_stats_memory(IrStrBuf *s, const RtRunStats *rs, int64_t estimate, int64_t first)
+{
+    ir_sb_printf(s, "tessel: stats: memory per device: plan estimate %lld bytes; measured peak", (long long)estimate);
+    int32_t n = rs->ndevices < RT_STATS_DEVICES ? rs->ndevices : RT_STATS_DEVICES;
+    for (int32_t k = 0; k < n && k < 8; k++)
+        ir_sb_printf(s, "%s device %lld %lld", k ? "," : "", (long long)(first + k), (long long)rs->device_peak[k]);
+    if (rs->ndevices > 8)
+        ir_sb_printf(s, ", ... (largest %lld)", (long long)rs->peak_max);
+    double ratio = estimate > 0 ? (double)rs->peak_max / (double)estimate : 0;
+    ir_sb_printf(s, " bytes (largest/estimate %.3f)\n", ratio);
+    /* The rest of the process: code, libraries, the host's whole inputs
+     * and outputs, the threads' buffer caches, collective staging. */
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        int64_t rss = (int64_t)ru.ru_maxrss * 1024, held = 0;
+        for (int32_t k = 0; k < n; k++)
+            held += rs->device_peak[k];
+        ir_sb_printf(s, "tessel: stats: process peak RSS %lld bytes: %lld beyond the devices' measured peaks "
+                        "(code, libraries, host-side inputs and outputs, buffer caches)\n",
+                     (long long)rss, (long long)(rss > held ? rss - held : 0));
+    }
 }
 
 /* ---- progress: a hook per step ---- */
@@ -482,6 +515,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
                   "from files, %lld random elements\n", run.coll_seconds * 1e3, (long long)rs.file_bytes,
                   (long long)rs.random_elems);
             api_stats_binding(&stats, &run);
+            api_stats_memory(&stats, &run, api_plan_estimate(p), 0);
         }
     }
     TsStatus ts = deliver(st, result, ndevices, &feed, &saves, p->sha256, o, ir_sb_take(&stats), out, &id, d);

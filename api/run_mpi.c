@@ -105,7 +105,7 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
 
 /* mine: the 6 phases, then this rank's bytes sent and received per
  * collective kind (rt_transport_bytes): 2 x COLL_XK_COUNT more. */
-static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const RtRunStats *run)
+static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const RtRunStats *run, int64_t estimate)
 {
     enum { NPH = 6 + 2 * COLL_XK_COUNT };
     double mn[NPH], md[NPH], mx[NPH];
@@ -128,8 +128,10 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
                                 dir ? "received" : "sent", coll_xfer_kind_name((CollXferKind)k), mn[j], md[j], mx[j]);
             }
     }
-    if (rt_mpi_rank(t) == 0)
+    if (rt_mpi_rank(t) == 0) {
         api_stats_binding(s, run);
+        api_stats_memory(s, run, estimate, 0);
+    }
 }
 
 TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
@@ -280,7 +282,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
                 mine[6 + 2 * k] = (double)sent;
                 mine[7 + 2 * k] = (double)received;
             }
-            stats_lines(&stats, t, mine, &run);
+            stats_lines(&stats, t, mine, &run, api_plan_estimate(p));
         }
     }
 

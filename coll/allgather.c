@@ -10,8 +10,9 @@
  *     d0, d1, d2:  [A | B | C]
  *
  * Across hosts, one device a host and each group on increasing hosts
- * (coll_direct_across, steps.c): straight from the operand into the
- * result, one allgather_into (pipelined for large blocks):
+ * (allgather_direct; the direct path of steps.c): straight from the
+ * operand into the result, one allgather_into (pipelined for large
+ * blocks):
  *
  *     h0: A   h1: B   h2: C   ->   h0, h1, h2: [A | B | C]
  *
@@ -134,11 +135,33 @@ IrStatus coll_allgather_operands(CollHost *w, const IrInstr *ins, const int32_t 
     return st;
 }
 
+/* Across hosts, one device a host and each group on increasing hosts
+ * (the direct path, steps.c): one allgather_into from the operand
+ * straight into the result, h0: A  h1: B  h2: C  ->  [A | B | C] on each.
+ * *done: it ran. */
+static IrStatus allgather_direct(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg,
+                                 bool *done, IrDiag *d)
+{
+    CollDirect c;
+    if (!coll_direct_operand(w, ins, hg, &c))
+        return IR_OK;
+    IrStatus st = coll_direct_group(w, m, ins, &c, d);
+    if (st != IR_OK || !coll_direct_fits(&c, c.ps->dims[c.dim] * c.size))
+        return st;
+    DevValue *v = dev_value_new_uninit(c.rs);
+    st = v ? w->t->allgather_into(w->t, hg->color, coll_xfer_kind(ins), c.x->data, (size_t)c.x->nbytes, v->data,
+                                  coll_stream_into(w->tune.stream_bound, &v, 1, v->nbytes), d)
+           : coll_oom(d);
+    return coll_direct_done(w, v, st, done);
+}
+
+/* The across-hosts step (the leader's): the direct path, else every
+ * operand of the color's hosts to each of them. */
 IrStatus coll_allgather_across(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg,
                                IrDiag *d)
 {
     bool done = false;
-    IrStatus st = coll_direct_across(w, m, ins, hg, &done, d);
+    IrStatus st = allgather_direct(w, m, ins, hg, &done, d);
     return st != IR_OK || done ? st : coll_allgather_operands(w, ins, hg->color, d);
 }
 

@@ -19,8 +19,8 @@
  *     h0 -> h1: a2 a3 b2 b3      h1 -> h0: c0 c1 e0 e1
  *     then each device picks its blocks as in a host
  *
- * One device a host (coll_direct_across): alltoall_in straight from the
- * operand into the result.
+ * One device a host (alltoall_direct; the direct path of steps.c):
+ * alltoall_in straight from the operand into the result.
  */
 #include "coll.h"
 
@@ -243,11 +243,38 @@ static IrStatus alltoall_across(CollHost *w, const IrModule *m, const IrInstr *i
     return st;
 }
 
+/* Across hosts, one device a host and each group on increasing hosts
+ * (the direct path, steps.c), an all-to-all along a dimension: one
+ * alltoall_in from the operand straight into the result,
+ *
+ *     h0: [a0 a1]   h1: [b0 b1]   ->   h0: [a0 b0]   h1: [a1 b1]
+ *
+ * *done: it ran. */
+static IrStatus alltoall_direct(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg,
+                                bool *done, IrDiag *d)
+{
+    CollDirect c;
+    if (ins->a.dimensions.n == 0 || !coll_direct_operand(w, ins, hg, &c))
+        return IR_OK;
+    IrStatus st = coll_direct_group(w, m, ins, &c, d);
+    int64_t n = st == IR_OK ? c.ps->dims[c.dim] : 0;
+    if (st != IR_OK || !coll_direct_fits(&c, n % c.size == 0 ? n : -1))
+        return st;
+    DevValue *v = dev_value_new_uninit(c.rs);
+    st = v ? w->t->alltoall_in(w->t, hg->color, coll_xfer_kind(ins), c.x->nbytes, c.x->data, v->data,
+                               (size_t)c.x->nbytes, coll_stream_into(w->tune.stream_bound, &v, 1, v->nbytes), d)
+           : coll_oom(d);
+    return coll_direct_done(w, v, st, done);
+}
+
+/* The across-hosts step (the leader's): the direct path, else blocks
+ * point to point between hosts (alltoall_across), else the operands
+ * travel. */
 IrStatus coll_alltoall_across(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg,
                               IrDiag *d)
 {
     bool done = false;
-    IrStatus st = coll_direct_across(w, m, ins, hg, &done, d);
+    IrStatus st = alltoall_direct(w, m, ins, hg, &done, d);
     if (st != IR_OK || done)
         return st;
     if (w->nops == 1 && w->ops[w->first][0]->shape.type != IR_TUPLE &&

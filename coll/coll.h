@@ -14,7 +14,8 @@
  *   (transport)       CollTransport, the interface to the other hosts
  *   steps.c           a host's devices at one collective (CollHost, CollDevice):
  *                     publish, barriers, the leader's across-hosts step, shared
- *                     results, the hooks a device's executor calls
+ *                     results, the hooks a device's executor calls; the checks
+ *                     of the direct path across hosts (one device a host)
  *   group.c           each device's group (replica_groups, modes), module checks
  *   result.c          one device's result from its group's operands; the split
  *                     path of a group wholly on the host
@@ -287,12 +288,28 @@ IrOpcode coll_transport_op(const CollHost *w, const IrModule *m, const IrInstr *
  * member (cross[], in order; ndev entries of room, members too). */
 IrStatus coll_cross_groups(CollHost *w, const IrModule *m, const IrInstr *ins, const int32_t *color, int64_t *members,
                            int64_t *cross, int64_t *ncross, IrDiag *d);
-/* One device a host and every group on increasing hosts: an all-gather,
- * reduce-scatter or all-to-all of one array whose blocks are contiguous
- * moves straight between the operand and the result (reduced[first]),
- * as MPI_Allgather / _Reduce_scatter_block / _Alltoall do. *done: it ran. */
-IrStatus coll_direct_across(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg, bool *done,
-                            IrDiag *d);
+/* The direct path across hosts (steps.c): one device a host and every
+ * group on increasing hosts, an all-gather, reduce-scatter or all-to-all
+ * of one array whose blocks are contiguous moves straight between the
+ * operand and the result (reduced[first]), as MPI_Allgather /
+ * _Reduce_scatter_block / _Alltoall do; each collective's file runs its
+ * own transfer. */
+typedef struct CollDirect {
+    const DevValue *x;       /* the host's one operand */
+    const IrShape *ps, *rs;  /* its shape, the result's */
+    int64_t dim;             /* the collective's dimension */
+    int32_t size;            /* the group's size (coll_direct_group) */
+} CollDirect;
+/* Whether ins may take the direct path as far as the layout of devices
+ * and the shapes tell (fills c but its size). Can't fail. */
+bool coll_direct_operand(const CollHost *w, const IrInstr *ins, const CollHostGroups *hg, CollDirect *c);
+/* c->size: the size of this host's device's group. */
+IrStatus coll_direct_group(CollHost *w, const IrModule *m, const IrInstr *ins, CollDirect *c, IrDiag *d);
+/* The result is the operand's shape with `want` along the dimension. */
+bool coll_direct_fits(const CollDirect *c, int64_t want);
+/* The transfer into v ended with st: on success v is the host device's
+ * result (reduced[first]) and *done is set; else v is released. Returns st. */
+IrStatus coll_direct_done(CollHost *w, DevValue *v, IrStatus st, bool *done);
 /* The scatter dimension of a one-operand reduce-scatter or all-to-all
  * whose groups (all of `size`) cut v evenly, or -1. */
 int64_t coll_even_dim(const IrInstr *ins, const DevValue *v, int32_t size);

@@ -17,8 +17,8 @@
  *     step 2: h0 receives blocks 0, 1 of p+q; h1 blocks 2, 3
  *     step 3: d0 takes block 0, d1 block 1, d2 block 2, d3 block 3
  *
- * One device a host (coll_direct_across): reduce_scatter_into straight
- * from the operand. Floats narrower than f32 and uneven groups: the
+ * One device a host (reduce_scatter_direct; the direct path of steps.c):
+ * reduce_scatter_into straight from the operand into the result. Floats narrower than f32 and uneven groups: the
  * operands travel (coll_allgather_operands) and each device combines in
  * group order.
  */
@@ -182,11 +182,40 @@ static bool order_sensitive(IrType t)
     return ir_type_is_float(t) && ir_type_size(t) < 4;
 }
 
+/* Across hosts, one device a host and each group on increasing hosts
+ * (the direct path, steps.c), a simple reducer the combine loops run:
+ * one reduce_scatter_into from the operand straight into the result,
+ *
+ *     h0: [a0 a1]   h1: [b0 b1]   ->   h0: a0+b0   h1: a1+b1
+ *
+ * *done: it ran. */
+static IrStatus reduce_scatter_direct(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg,
+                                      bool *done, IrDiag *d)
+{
+    CollDirect c;
+    if (!coll_direct_operand(w, ins, hg, &c))
+        return IR_OK;
+    IrOpcode op = ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
+    if (op == OP_COUNT || !coll_can_combine(op, c.ps->type))
+        return IR_OK;
+    IrStatus st = coll_direct_group(w, m, ins, &c, d);
+    int64_t n = st == IR_OK ? c.ps->dims[c.dim] : 0;
+    if (st != IR_OK || !coll_direct_fits(&c, n % c.size == 0 ? n / c.size : -1))
+        return st;
+    DevValue *v = dev_value_new_uninit(c.rs);
+    st = v ? w->t->reduce_scatter_into(w->t, hg->color, coll_xfer_kind(ins), c.x->nbytes, c.x->data, v->data,
+                                       dev_value_elements(c.x), c.ps->type, op, d)
+           : coll_oom(d);
+    return coll_direct_done(w, v, st, done);
+}
+
+/* The across-hosts step (the leader's): the direct path, else the
+ * per-host partials (scatter_across), else the operands travel. */
 IrStatus coll_reduce_scatter_across(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg,
                                     IrDiag *d)
 {
     bool done = false;
-    IrStatus st = coll_direct_across(w, m, ins, hg, &done, d);
+    IrStatus st = reduce_scatter_direct(w, m, ins, hg, &done, d);
     if (st != IR_OK || done)
         return st;
     IrOpcode op = coll_transport_op(w, m, ins);

@@ -154,6 +154,8 @@ IrStatus coll_cross_groups(CollHost *w, const IrModule *m, const IrInstr *ins, c
     return st;
 }
 
+/* ---- the direct path across hosts, one device a host ---- */
+
 /* One device per host, and every group's members on increasing hosts
  * (host_colors: each group is then one color, its hosts in group
  * order): an all-gather, reduce-scatter or all-to-all of one array whose
@@ -161,68 +163,53 @@ IrStatus coll_cross_groups(CollHost *w, const IrModule *m, const IrInstr *ins, c
  * size 1) moves straight between the operand and a new result, the
  * host's device's (w->reduced), with no packing and no copy of the
  * others' operands: the pattern of MPI_Allgather, MPI_Reduce_scatter_block
- * and MPI_Alltoall, pipelined (rt_transport_allgather_into,
- * rt_transport_reduce_scatter_into, rt_transport_alltoall_in). The decision
- * depends only on the program and the layout of devices, the same on
- * every host. *done: this path ran. */
-IrStatus coll_direct_across(CollHost *w, const IrModule *m, const IrInstr *ins, const CollHostGroups *hg, bool *done,
-                              IrDiag *d)
+ * and MPI_Alltoall, pipelined. Each collective's file draws and runs its
+ * own transfer (allgather.c, reduce_scatter.c, alltoall.c); these are the
+ * checks they share. The decision depends only on the program and the
+ * layout of devices, the same on every host. */
+bool coll_direct_operand(const CollHost *w, const IrInstr *ins, const CollHostGroups *hg, CollDirect *c)
 {
-    *done = false;
-    bool kind = ins->op == OP_ALL_GATHER || ins->op == OP_REDUCE_SCATTER ||
-                (ins->op == OP_ALL_TO_ALL && ins->a.dimensions.n > 0);
-    if (!kind || w->nlocal != 1 || !hg->ordered || w->nops != 1 || ins->shape.type == IR_TUPLE)
-        return IR_OK;
-    const DevValue *x = w->ops[w->first][0];
-    const IrShape *ps = &x->shape, *rs = &ins->shape;
-    int64_t dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
-    if (ps->type == IR_TUPLE || rs->type != ps->type || rs->rank != ps->rank || dim < 0 || dim >= ps->rank)
-        return IR_OK;
-    for (int32_t i = 0; i < dim; i++)
+    if (w->nlocal != 1 || !hg->ordered || w->nops != 1 || ins->shape.type == IR_TUPLE)
+        return false;
+    *c = (CollDirect){.x = w->ops[w->first][0], .rs = &ins->shape};
+    c->ps = &c->x->shape;
+    c->dim = ins->a.dimensions.n > 0 ? ins->a.dimensions.v[0] : 0;
+    const IrShape *ps = c->ps, *rs = c->rs;
+    if (ps->type == IR_TUPLE || rs->type != ps->type || rs->rank != ps->rank || c->dim < 0 || c->dim >= ps->rank)
+        return false;
+    for (int32_t i = 0; i < c->dim; i++)
         if (ps->dims[i] != 1)
-            return IR_OK;
-    IrOpcode op = ins->op == OP_REDUCE_SCATTER && ins->ncalled > 0 ? ir_simple_reducer(m, ins->called[0]) : OP_COUNT;
-    if (ins->op == OP_REDUCE_SCATTER && (op == OP_COUNT || !coll_can_combine(op, ps->type)))
-        return IR_OK;
+            return false;
+    return true;
+}
+
+IrStatus coll_direct_group(CollHost *w, const IrModule *m, const IrInstr *ins, CollDirect *c, IrDiag *d)
+{
     CollWorld cw = {w->n, w->r, w->tune.stream_bound};
     int64_t *members = ts_malloc((size_t)w->ndev * sizeof *members);
-    int32_t size = 0, mine = 0;
-    IrStatus st = members ? coll_group(m, ins, &cw, w->first, members, &size, &mine, d) : coll_oom(d);
-    /* The result shape the group gives (else the ordinary path says why). */
-    bool fits = st == IR_OK;
-    for (int32_t i = 0; fits && i < ps->rank; i++) {
-        int64_t want = ps->dims[i];
-        if (i == dim && ins->op == OP_ALL_GATHER)
-            want *= size;
-        else if (i == dim && ins->op == OP_REDUCE_SCATTER)
-            want = ps->dims[i] % size == 0 ? ps->dims[i] / size : -1;
-        else if (i == dim)
-            fits = ps->dims[i] % size == 0;
-        fits = fits && rs->dims[i] == want;
-    }
-    if (!fits) {
-        ts_free(members);
-        return st;
-    }
-    DevValue *v = dev_value_new_uninit(rs);
-    st = v ? IR_OK : coll_oom(d);
-    if (st == IR_OK && ins->op == OP_ALL_GATHER) {
-        st = w->t->allgather_into(w->t, hg->color, coll_xfer_kind(ins), x->data, (size_t)x->nbytes, v->data,
-                                         coll_stream_into(w->tune.stream_bound, &v, 1, v->nbytes), d);
-    } else if (st == IR_OK && ins->op == OP_REDUCE_SCATTER) {
-        st = w->t->reduce_scatter_into(w->t, hg->color, coll_xfer_kind(ins), x->nbytes, x->data, v->data,
-                                              dev_value_elements(x), ps->type, op, d);
-    } else if (st == IR_OK) {
-        st = w->t->alltoall_in(w->t, hg->color, coll_xfer_kind(ins), x->nbytes, x->data, v->data,
-                                      (size_t)x->nbytes, coll_stream_into(w->tune.stream_bound, &v, 1, v->nbytes), d);
-    }
+    int32_t mine = 0;
+    c->size = 0;
+    IrStatus st = members ? coll_group(m, ins, &cw, w->first, members, &c->size, &mine, d) : coll_oom(d);
+    ts_free(members);
+    return st;
+}
+
+bool coll_direct_fits(const CollDirect *c, int64_t want)
+{
+    for (int32_t i = 0; i < c->ps->rank; i++)
+        if (c->rs->dims[i] != (i == c->dim ? want : c->ps->dims[i]))
+            return false;
+    return true;
+}
+
+IrStatus coll_direct_done(CollHost *w, DevValue *v, IrStatus st, bool *done)
+{
     if (st == IR_OK) {
         w->reduced[w->first] = v;
         *done = true;
     } else {
         dev_value_unref(v);
     }
-    ts_free(members);
     return st;
 }
 

@@ -8,6 +8,10 @@
  *   view.c       the plan views (what `tessel plan` prints): text, JSON, DOT
  *   view_grid.c  sharding grids: how an array is cut over the devices
  *   view_html.c  the plan view as one self-contained HTML page
+ *   view_memory.c  its memory section: the peak broken down, the live
+ *                bytes over the execution order (inline SVG)
+ *   view_why.c   why each collective is there: the text view's lines, --why
+ *   view_colour.c the graph's colours by meaning, and their legend
  *
  * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
@@ -44,8 +48,9 @@ typedef struct CompileOptions {
     IrStatus (*dump)(void *ctx, const char *what, const IrModule *m, IrDiag *d);
     void *dump_ctx;
     /* Called with a warning's text (no "warning:" prefix, no newline):
-     * today, once, when a compile for several partitions finds no sharding
-     * on any value (driver.c). May be NULL. */
+     * today, once, when a compile for several partitions partitions
+     * nothing: no sharding on any value, or shardings that split none
+     * (all replicated or maximal; driver.c). May be NULL. */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
 } CompileOptions;
@@ -148,11 +153,53 @@ char *compile_plan_dot(const CompileResult *r, const PlanView *v);
  * dump prints it (no newline). */
 void compile_tree_leaf(IrStrBuf *o, const PlanTree *t);
 
+/* ---- view_why.c ---- */
+
+/* "FILE:LINE:COL" of a site (file may be NULL), or "an unknown position". */
+void compile_site_pos(IrStrBuf *o, const SpmdSite *s, const char *file);
+/* The reason of collective c as lines ("why: asked for by NAME at
+ * FILE:LINE:COL: TEXT", then "avoid: ..." where a change would make it
+ * local), each starting with `indent`; positions in `file`. */
+void compile_why_lines(IrStrBuf *o, const SpmdCollective *c, const char *file, const char *indent);
+/* `tessel plan --why NAME`: the collectives of r that produce or consume
+ * the value NAME (an instruction of a cluster, or a collective's own
+ * name), each with its reason. Heap text; NULL with IR_EINPUT when r has
+ * nothing of that name, or IR_ENOMEM, in d. */
+char *compile_plan_why(const CompileResult *r, const char *name, IrDiag *d);
+
+/* ---- view_colour.c ---- */
+
+typedef struct PlanColour {
+    char *key;               /* canonical sharding text (shd_canonical_str) */
+    char *words;             /* what it means (shd_describe) */
+    const char *colour;      /* "#rrggbb" */
+} PlanColour;
+
+typedef struct PlanColours {
+    int32_t n;
+    PlanColour *e;           /* sorted by key */
+} PlanColours;
+
+/* The colour table of every sharding in r's logical clusters (empty for a
+ * loaded plan). False on OOM (c empty). Free with plan_colours_free. */
+bool plan_colours_build(const CompileResult *r, PlanColours *c);
+void plan_colours_free(PlanColours *c);
+/* The colour of s (NULL, or not in the table: the replicated grey). */
+const char *plan_colour(const PlanColours *c, const IrSharding *s);
+
 /* ---- view_html.c ---- */
 
 /* The plan as one self-contained HTML page (no network, no external
  * script: docs/plan.md). Heap text, NULL on OOM. */
 char *compile_plan_html(const CompileResult *r, const PlanView *v);
+/* s with <, >, & and " escaped for HTML text and attributes (NULL: nothing). */
+void compile_html_esc(IrStrBuf *o, const char *s);
+
+/* ---- view_memory.c ---- */
+
+/* The memory section of a cluster (its estimate pm): the peak broken down,
+ * the values live there and an inline SVG of the live bytes per step. */
+void compile_memory_html(IrStrBuf *o, const PlanMemory *pm);
 
 /* ---- view_grid.c ---- */
 

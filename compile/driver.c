@@ -179,14 +179,14 @@ static void note_key(IrStrBuf *b, int *n, const char *key, size_t len)
  * sharding partitions nothing: said once, naming the frontend attributes
  * (of the module and its instructions) tessel did not read, which is where
  * a sharding in a form it does not know would be. */
-static void warn_unsharded(const IrModule *m, int64_t n, const CompileOptions *o)
+static bool warn_unsharded(const IrModule *m, int64_t n, const CompileOptions *o)
 {
     if (!o->warn || n <= 1)
-        return;
+        return false;
     for (int32_t c = 0; c < m->ncomp; c++)
         for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
             if (m->comp[c]->instr[i].sharding && !m->comp[c]->instr[i].sharding->unknown)
-                return;
+                return false;
     IrStrBuf b = {0};
     int k = 0;
     for (int32_t h = 0; h < m->nheader_attr; h++)
@@ -225,6 +225,77 @@ static void warn_unsharded(const IrModule *m, int64_t n, const CompileOptions *o
         o->warn(o->warn_ctx, msg);
     ts_free(msg);
     ir_sb_free(&b);
+    return true;
+}
+
+/* Does s (a leaf, or every leaf of a tuple) split a value or hand it to
+ * the user's own code (manual)? */
+static bool splits(const IrSharding *s)
+{
+    if (!s)
+        return false;
+    if (s->kind == SHD_TUPLE) {
+        for (int32_t k = 0; k < s->ntuple; k++)
+            if (splits(&s->tuple[k]))
+                return true;
+        return false;
+    }
+    return shd_is_manual(s) || shd_has_manual_subgroup(s) || shd_total_tiles(s) > 1;
+}
+
+/* What the user's shardings were, counted before the passes take the
+ * module (for warn_unsplit). */
+typedef struct GivenShardings {
+    int64_t given, maximal;
+    bool split;              /* some given sharding splits a value */
+    char *module;            /* heap copy of the module's name */
+} GivenShardings;
+
+static void count_given(const IrModule *src, GivenShardings *g)
+{
+    *g = (GivenShardings){0};
+    for (int32_t c = 0; c < src->ncomp; c++)
+        for (int32_t i = 0; i < src->comp[c]->ninstr; i++) {
+            const IrSharding *s = src->comp[c]->instr[i].sharding;
+            if (!s || s->unknown)
+                continue;
+            g->given++;
+            g->maximal += s->kind == SHD_MAXIMAL;
+            g->split |= splits(s);
+        }
+    g->module = ts_strdup(src->name ? src->name : "?");
+}
+
+/* Step 6b: shardings were given (warn_unsharded was silent) but no value
+ * of any cluster is split after propagation: every one replicated or on
+ * one device (maximal), or the split ones on the host. Said once, naming
+ * why and what to write instead. */
+static void warn_unsplit(const GivenShardings *g, const PlanProgram *p, int64_t n, const CompileOptions *o)
+{
+    if (!o->warn || n <= 1 || g->given == 0)
+        return;
+    for (int32_t k = 0; k < p->ncluster; k++) {
+        const IrModule *m = p->cluster[k].src;
+        for (int32_t c = 0; m && c < m->ncomp; c++)
+            for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+                if (splits(m->comp[c]->instr[i].sharding))
+                    return;
+    }
+    IrStrBuf w = {0};
+    ir_sb_printf(&w, "module %s: %lld value%s carr%s a sharding, but %s, so nothing is partitioned: each of the %lld "
+                 "partitions computes the whole module; a tiled sharding such as {devices=[%lld,1]<=[%lld]} splits "
+                 "a value (docs/hlo-text.md, Shardings)",
+                 g->module ? g->module : "?", (long long)g->given, g->given == 1 ? "" : "s",
+                 g->given == 1 ? "ies" : "y",
+                 g->split ? "the split ones are all host work, outside every device cluster"
+                 : g->maximal == g->given ? "every one puts its value whole on one device ({maximal})"
+                 : g->maximal ? "every one is replicated or puts its value whole on one device ({maximal})"
+                              : "every one is {replicated}",
+                 (long long)n, (long long)n, (long long)n);
+    char *msg = ir_sb_take(&w);
+    if (msg)
+        o->warn(o->warn_ctx, msg);
+    ts_free(msg);
 }
 
 /* Step 2: N and R from the options, else the header; within the bound. */
@@ -348,8 +419,10 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         ir_module_free(src);
         return st;
     }
-    if (!o.auto_shard)
-        warn_unsharded(src, n, &o);
+    /* (with --auto-shard the cost model chooses shardings: no warning) */
+    GivenShardings given = {0};
+    if (!o.auto_shard && !warn_unsharded(src, n, &o) && o.warn && n > 1)
+        count_given(src, &given);
     /* Shardings name partitions: a module annotated for 2 cannot run on 4
      * without rewriting its annotations. */
     src->num_partitions = n;
@@ -430,6 +503,9 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     /* 6. trees, devices, islands */
     if (st == IR_OK)
         st = compile_replan(out, o.hosts ? o.hosts : 1, o.local_devices, d);
+    if (st == IR_OK)
+        warn_unsplit(&given, p, n, &o);
+    ts_free(given.module);
     if (st != IR_OK)
         compile_result_free(out);
     return st;

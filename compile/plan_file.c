@@ -12,6 +12,7 @@
  *   // TesselInputSharding 1 {replicated}
  *   // TesselOutputSharding 0 {replicated}
  *   // TesselCollective all-reduce all-reduce 256 {{0,1}}
+ *   // TesselWhy partial 9 8 0 main y - dot y contracts dim 1 of a, which is ...: partial sums are all-reduced
  *   // TesselEnd
  *
  * A host program's plan holds several modules (each starts at a line
@@ -49,10 +50,47 @@ static void put_words(IrStrBuf *b, int n, const char *const *w)
     }
 }
 
+/* Text that fits the rest of one line (no newline). */
+static bool one_line(const char *s)
+{
+    return s && !strchr(s, '\n') && !strchr(s, '\r');
+}
+
+/* The reason of collective c (the line before): `// TesselWhy KIND LINE
+ * COL OUTPUT COMP SOURCE OPERAND|- TEXT`, then `// TesselAvoid TEXT` where
+ * there is a way out. Nothing for a reason without a site or text. */
+static void put_why(IrStrBuf *b, const SpmdCollective *c)
+{
+    const SpmdSite *s = &c->site;
+    if (!one_line(c->why.text) || !s->comp || !s->source || strchr(s->comp, ' ') || strchr(s->source, ' ') ||
+        (s->operand && strchr(s->operand, ' ')))
+        return;
+    ir_sb_printf(b, "// TesselWhy %s %d %d %d ", spmd_why_kind_name(c->why.kind), (int)s->pos.line,
+                 (int)s->pos.col, s->output ? 1 : 0);
+    ir_sb_puts(b, s->comp);
+    ir_sb_puts(b, " ");
+    ir_sb_puts(b, s->source);
+    ir_sb_puts(b, " ");
+    ir_sb_puts(b, s->operand ? s->operand : "-");
+    ir_sb_puts(b, " ");
+    ir_sb_puts(b, c->why.text);
+    ir_sb_puts(b, "\n");
+    if (one_line(c->why.avoid)) {
+        ir_sb_puts(b, "// TesselAvoid ");
+        ir_sb_puts(b, c->why.avoid);
+        ir_sb_puts(b, "\n");
+    }
+}
+
 /* What the partitioner reported: the dumps show it, so a loaded plan
  * carries it. Groups last: they are the rest of the line. */
 static void put_report(IrStrBuf *b, const SpmdReport *r)
 {
+    if (r->ncoll > 0 && one_line(r->file) && *r->file) {
+        ir_sb_puts(b, "// TesselWhyFile ");
+        ir_sb_puts(b, r->file);
+        ir_sb_puts(b, "\n");
+    }
     for (int32_t k = 0; k < r->nfallback; k++) {
         ir_sb_puts(b, "// TesselFallback ");
         ir_sb_puts(b, r->fallback[k]);
@@ -65,6 +103,7 @@ static void put_report(IrStrBuf *b, const SpmdReport *r)
         ir_sb_printf(b, " %s %lld ", ir_op_name(c->op), (long long)c->bytes_per_device);
         ir_sb_puts(b, c->replica_groups ? c->replica_groups : "");
         ir_sb_puts(b, "\n");
+        put_why(b, c);
     }
 }
 
@@ -441,6 +480,51 @@ static IrStatus check_input_mapping(Loader *L, const char *t, const char *le, in
     return IR_OK;
 }
 
+/* The rest of the line from p, copied (NULL and L->oom on OOM). */
+static const char *rest_str(Loader *L, const char *p, const char *le)
+{
+    char *c = ir_strndup(L->a, p, (size_t)(le - p));
+    L->oom |= !c;
+    return c;
+}
+
+/* `// TesselWhyFile PATH`, `// TesselWhy KIND LINE COL OUTPUT COMP
+ * SOURCE OPERAND|- TEXT` and `// TesselAvoid TEXT`: the reasons of the
+ * collective of the line before (put_why). Plans written before these
+ * lines existed load without reasons. */
+static IrStatus load_why_line(Loader *L, SpmdReport *r, const char *t, const char *le)
+{
+    if (starts(t, le, "TesselWhyFile ")) {
+        if (le - t <= 14 || !(r->file = rest_str(L, t + 14, le)))
+            return L->oom ? nomem(L) : bad(L, 18, "expected '// TesselWhyFile PATH'");
+        return IR_OK;
+    }
+    if (r->ncoll == 0)
+        return bad(L, 4, "a reason line before any '// TesselCollective' line");
+    SpmdCollective *c = &r->coll[r->ncoll - 1];
+    if (starts(t, le, "TesselAvoid ")) {
+        if (!c->why.text || c->why.avoid || le - t <= 12 || !(c->why.avoid = rest_str(L, t + 12, le)))
+            return L->oom ? nomem(L) : bad(L, 16, "expected '// TesselAvoid TEXT' once, after its TesselWhy line");
+        return IR_OK;
+    }
+    const char *p = t + 10, *kind, *comp, *source, *operand;
+    size_t nkind;
+    long long line, col, output;
+    SpmdWhyKind k;
+    if (!starts(t, le, "TesselWhy ") || c->why.text || !word(&p, le, &kind, &nkind) ||
+        !spmd_why_kind_from_name(kind, nkind, &k) || !word_num(&p, le, 0, INT32_MAX, &line) ||
+        !word_num(&p, le, 0, INT32_MAX, &col) || !word_num(&p, le, 0, 1, &output) ||
+        !(comp = word_str(L, &p, le)) || !(source = word_str(L, &p, le)) || !(operand = word_str(L, &p, le)) ||
+        p >= le)
+        return L->oom ? nomem(L)
+                      : bad(L, 14, "expected '// TesselWhy KIND LINE COL OUTPUT COMP SOURCE OPERAND TEXT' once, "
+                                   "after its TesselCollective line");
+    c->site = (SpmdSite){.comp = comp, .source = source, .operand = strcmp(operand, "-") ? operand : NULL,
+                         .output = output == 1, .pos = {(int32_t)line, (int32_t)col}};
+    c->why = (SpmdWhy){.kind = k, .text = rest_str(L, p, le)};
+    return c->why.text ? IR_OK : nomem(L);
+}
+
 /* `// TesselFallback NAME` and `// TesselCollective NAME OPCODE BYTES
  * GROUPS`: the report of the partitioner, kept in c->arena. */
 static IrStatus load_report_line(Loader *L, PlanCluster *c, const char *t, const char *le, int64_t *capfb)
@@ -455,6 +539,8 @@ static IrStatus load_report_line(Loader *L, PlanCluster *c, const char *t, const
         r->fallback[r->nfallback++] = name;
         return IR_OK;
     }
+    if (starts(t, le, "TesselWhy") || starts(t, le, "TesselAvoid "))
+        return load_why_line(L, r, t, le);
     const char *p = t + 17, *name = word_str(L, &p, le), *op;
     size_t nop;
     long long bytes;
@@ -656,7 +742,8 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 if (k != L->k || strcmp(name, L->kname) != 0)
                     return bad(L, 22, "expected cluster %d (%s) here", (int)L->k, L->kname);
                 have_cluster = true;
-            } else if (starts(t, le, "TesselFallback ") || starts(t, le, "TesselCollective ")) {
+            } else if (starts(t, le, "TesselFallback ") || starts(t, le, "TesselCollective ") ||
+                       starts(t, le, "TesselWhy") || starts(t, le, "TesselAvoid ")) {
                 if (!have_plan)
                     return bad(L, 4, "report line before TesselPlan");
                 IrStatus st = load_report_line(L, c, t, le, &capfb);

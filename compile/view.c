@@ -119,6 +119,50 @@ static json_t *jsite(const SpmdSite *s)
     return o;
 }
 
+/* A collective's reason (docs/plan.md): kind, the instruction that asked
+ * and its position in the model, the conflict in words, the way out. */
+static json_t *jwhy(const SpmdCollective *c, const char *file)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(spmd_why_kind_name(c->why.kind)));
+    json_object_set_new(o, "instruction", c->site.source ? json_string(c->site.source) : json_null());
+    json_object_set_new(o, "file", file ? json_string(file) : json_null());
+    json_object_set_new(o, "line", c->site.pos.line > 0 ? json_integer(c->site.pos.line) : json_null());
+    json_object_set_new(o, "column", c->site.pos.line > 0 ? json_integer(c->site.pos.col) : json_null());
+    json_object_set_new(o, "text", c->why.text ? json_string(c->why.text) : json_null());
+    json_object_set_new(o, "avoid", c->why.avoid ? json_string(c->why.avoid) : json_null());
+    return o;
+}
+
+/* The memory estimate's breakdown (docs/plan.md "Memory"). */
+static json_t *jmemory(const PlanMemory *pm)
+{
+    json_t *mem = json_object();
+    json_object_set_new(mem, "peak_bytes_per_device", json_integer(pm->peak));
+    json_object_set_new(mem, "peak_instruction", pm->peak_instr ? json_string(pm->peak_instr) : json_null());
+    json_object_set_new(mem, "peak_step", json_integer(pm->peak_step));
+    json_t *by = json_object();
+    for (int k = 0; k < 4; k++)
+        json_object_set_new(by, mem_kind_name((MemKind)k), json_integer(pm->by_kind[k]));
+    json_object_set_new(by, "called_computation", json_integer(pm->callee));
+    json_object_set_new(mem, "at_peak", by);
+    json_t *vs = json_array();
+    for (int32_t k = 0; k < pm->nvalues; k++) {
+        json_t *v = json_object();
+        json_object_set_new(v, "name", json_string(pm->values[k].name));
+        json_object_set_new(v, "opcode", json_string(pm->values[k].opcode));
+        json_object_set_new(v, "bytes", json_integer(pm->values[k].bytes));
+        json_object_set_new(v, "kind", json_string(mem_kind_name(pm->values[k].kind)));
+        json_array_append_new(vs, v);
+    }
+    json_object_set_new(mem, "live_at_peak", vs);
+    json_t *steps = json_array();
+    for (int32_t k = 0; k < pm->nsteps; k++)
+        json_array_append_new(steps, json_integer(pm->live[k]));
+    json_object_set_new(mem, "live_bytes_by_step", steps);
+    return mem;
+}
+
 static json_t *jcluster(const Plan *p)
 {
     json_t *c = json_object();
@@ -164,6 +208,7 @@ static json_t *jcluster(const Plan *p)
         json_object_set_new(o, "replica_groups", json_string(sc->replica_groups));
         json_object_set_new(o, "bytes_per_device", json_integer(sc->bytes_per_device));
         json_object_set_new(o, "site", jsite(&sc->site));
+        json_object_set_new(o, "why", jwhy(sc, p->report->file));
         json_array_append_new(cs, o);
     }
     json_object_set_new(c, "collectives", cs);
@@ -177,9 +222,7 @@ static json_t *jcluster(const Plan *p)
         json_array_append_new(rs, o);
     }
     json_object_set_new(c, "reshards", rs);
-    json_t *mem = json_object();
-    json_object_set_new(mem, "peak_bytes_per_device", json_integer(p->peak_bytes_per_device));
-    json_object_set_new(c, "memory", mem);
+    json_object_set_new(c, "memory", jmemory(&p->memory));
     return c;
 }
 
@@ -425,6 +468,29 @@ static void out_header(IrStrBuf *o, const Plan *p)
     }
 }
 
+/* At most this many values live at the peak are listed in the text. */
+#define MEM_LISTED 12
+
+static void out_memory(IrStrBuf *o, const PlanMemory *pm)
+{
+    ir_sb_printf(o, "  peak memory per device: %lld bytes", (long long)pm->peak);
+    if (pm->peak_instr)
+        ir_sb_printf(o, ", at step %d of %d (%s)\n", (int)pm->peak_step + 1, (int)pm->nsteps, pm->peak_instr);
+    else
+        ir_sb_printf(o, ", before the first step (the parameters)\n");
+    ir_sb_printf(o, "    at the peak: parameters %lld, outputs %lld, collective buffers %lld, temporaries %lld",
+                 (long long)pm->by_kind[MEM_PARAMETER], (long long)pm->by_kind[MEM_OUTPUT],
+                 (long long)pm->by_kind[MEM_COLLECTIVE], (long long)pm->by_kind[MEM_TEMPORARY]);
+    if (pm->callee)
+        ir_sb_printf(o, ", inside the called computation %lld", (long long)pm->callee);
+    ir_sb_printf(o, " bytes\n    live at the peak, largest first:\n");
+    for (int32_t k = 0; k < pm->nvalues && k < MEM_LISTED; k++)
+        ir_sb_printf(o, "      %-24s %-20s %12lld bytes  %s\n", pm->values[k].name, pm->values[k].opcode,
+                     (long long)pm->values[k].bytes, mem_kind_name(pm->values[k].kind));
+    if (pm->nvalues > MEM_LISTED)
+        ir_sb_printf(o, "      ... and %d more (--format json lists all)\n", (int)(pm->nvalues - MEM_LISTED));
+}
+
 static void out_cluster(IrStrBuf *o, const Plan *p)
 {
     ir_sb_printf(o, "cluster %s:\n", p->cluster);
@@ -466,10 +532,11 @@ static void out_cluster(IrStrBuf *o, const Plan *p)
         if (c->site.comp && p->cluster && strcmp(c->site.comp, p->cluster) != 0)
             ir_sb_printf(o, " (in %s)", c->site.comp);
         ir_sb_puts(o, "\n");
+        compile_why_lines(o, c, p->report->file, "      ");
     }
     if (!p->report || p->report->ncoll == 0)
         ir_sb_printf(o, "    (none)\n");
-    ir_sb_printf(o, "  peak memory per device: %lld bytes\n", (long long)p->peak_bytes_per_device);
+    out_memory(o, &p->memory);
 }
 
 static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res)
@@ -506,19 +573,6 @@ static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res
 
 
 /* ---- DOT ---- */
-
-/* A colour per distinct sharding text, stable for equal texts. */
-static const char *colour_for(const char *s)
-{
-    static const char *palette[] = {"#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6",
-                                    "#ffff99", "#1f78b4", "#33a02c", "#e31a1c", "#ff7f00"};
-    if (!s || strcmp(s, "{replicated}") == 0)
-        return "#eeeeee";
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return palette[h % (sizeof palette / sizeof *palette)];
-}
 
 /* Text inside a DOT "..." string: quotes and backslashes escaped. */
 static void dot_str(IrStrBuf *o, const char *s)
@@ -573,6 +627,7 @@ typedef struct DotCtx {
     const IrModule *src;     /* the logical cluster (compiled plans) */
     const SpmdReport *rep;
     const PlanView *v;
+    const PlanColours *colours;
     int32_t k;               /* cluster number: node ids n-K-..., c-K-... */
 } DotCtx;
 
@@ -697,7 +752,7 @@ static void dot_src_computation(DotCtx *x, int32_t ci, const char *indent, int d
                 ir_sb_printf(x->o, ", %d collectives", (int)ncoll);
             ir_sb_puts(x->o, ")");
         }
-        ir_sb_printf(x->o, "\", fillcolor=\"%s\"%s%s];\n", colour_for(sd), fb ? ", color=red, penwidth=3" : "",
+        ir_sb_printf(x->o, "\", fillcolor=\"%s\"%s%s];\n", plan_colour(x->colours, ins->sharding), fb ? ", color=red, penwidth=3" : "",
                      folds(ins) ? ", shape=box3d" : "");
         ts_free(sd);
         ts_free(sh);
@@ -801,11 +856,11 @@ static void dot_spmd_computation(DotCtx *x, const IrModule *spmd, const char *in
                          (int)c->instr[i].opnd[k], (int)x->k, (int)spmd->entry, (int)i);
 }
 
-static void dot_cluster(IrStrBuf *o, const CompileResult *r, int32_t k, const PlanView *v)
+static void dot_cluster(IrStrBuf *o, const CompileResult *r, int32_t k, const PlanView *v, const PlanColours *pc)
 {
     const PlanCluster *c = &r->prog.cluster[k];
     const Plan *p = r->plans[k];
-    DotCtx x = {.o = o, .p = p, .src = c->src, .rep = &c->report, .v = v, .k = k};
+    DotCtx x = {.o = o, .p = p, .src = c->src, .rep = &c->report, .v = v, .colours = pc, .k = k};
     ir_sb_printf(o, "  subgraph \"cluster_%d\" {\n    label=\"", (int)k);
     dot_str(o, p->cluster);
     ir_sb_printf(o, " (%lld partitions x %lld replicas, peak %lld bytes per device)\";\n",
@@ -851,6 +906,23 @@ static void dot_host(IrStrBuf *o, const CompileResult *r)
         }
 }
 
+/* What each colour means: one box per distinct sharding, in words and
+ * in its canonical text. */
+static void dot_legend(IrStrBuf *o, const PlanColours *pc)
+{
+    if (pc->n == 0)
+        return;
+    ir_sb_puts(o, "  subgraph \"cluster_legend\" {\n    label=\"colours: shardings by meaning\";\n    style=dashed;\n");
+    for (int32_t j = 0; j < pc->n; j++) {
+        ir_sb_printf(o, "    legend_%d [id=\"legend-%d\", label=\"", (int)j, (int)j);
+        dot_str(o, pc->e[j].words);
+        ir_sb_puts(o, "\\n");
+        dot_str(o, pc->e[j].key);
+        ir_sb_printf(o, "\", fillcolor=\"%s\"];\n", pc->e[j].colour);
+    }
+    ir_sb_puts(o, "  }\n");
+}
+
 /* ---- the dumps of a compiled program ---- */
 
 char *compile_plan_text(const CompileResult *r)
@@ -873,8 +945,15 @@ char *compile_plan_dot(const CompileResult *r, const PlanView *v)
                    "  edge [fontname=\"monospace\", fontsize=9];\n");
     if (r->prog.host)
         dot_host(&o, r);
+    PlanColours pc;
+    if (!plan_colours_build(r, &pc)) {
+        ir_sb_free(&o);
+        return NULL;
+    }
     for (int32_t k = 0; k < r->prog.ncluster; k++)
-        dot_cluster(&o, r, k, v);
+        dot_cluster(&o, r, k, v, &pc);
+    dot_legend(&o, &pc);
+    plan_colours_free(&pc);
     ir_sb_puts(&o, "}\n");
     return ir_sb_take(&o);
 }

@@ -33,6 +33,11 @@ static void esc(IrStrBuf *o, const char *s)
         }
 }
 
+void compile_html_esc(IrStrBuf *o, const char *s)
+{
+    esc(o, s);
+}
+
 static void esc_owned(IrStrBuf *o, char *s)
 {
     esc(o, s ? s : "?");
@@ -418,6 +423,29 @@ static void instr_table(IrStrBuf *o, const Plan *p, int32_t k)
     ir_sb_puts(o, "</table>\n");
 }
 
+/* A collective's reason: who asked, where, the conflict, the way out. */
+static void why_html(IrStrBuf *o, const SpmdCollective *c, const char *file)
+{
+    if (!c->why.text) {
+        ir_sb_puts(o, "not recorded");
+        return;
+    }
+    if (c->site.source) {
+        ir_sb_puts(o, "<b>");
+        esc(o, c->site.source);
+        ir_sb_puts(o, "</b> at <code>");
+        IrStrBuf pos = {0};
+        compile_site_pos(&pos, &c->site, file);
+        esc_owned(o, ir_sb_take(&pos));
+        ir_sb_puts(o, "</code>: ");
+    }
+    esc(o, c->why.text);
+    if (c->why.avoid) {
+        ir_sb_puts(o, "<br><i>avoid:</i> ");
+        esc(o, c->why.avoid);
+    }
+}
+
 static void collective_table(IrStrBuf *o, const Plan *p, const SpmdReport *rep, int32_t k, const char *entry)
 {
     ir_sb_puts(o, "<h3>Collectives</h3>\n");
@@ -427,7 +455,8 @@ static void collective_table(IrStrBuf *o, const Plan *p, const SpmdReport *rep, 
     }
     int64_t total = 0;
     ir_sb_puts(o, "<table class=\"collectives\"><tr><th>name</th><th>kind</th><th>groups</th>"
-                  "<th>bytes per device</th><th>bytes moved (all devices)</th><th>on the edge</th></tr>\n");
+                  "<th>bytes per device</th><th>bytes moved (all devices)</th><th>on the edge</th>"
+                  "<th>why (asked for by, at, the conflict; how to avoid it)</th></tr>\n");
     for (int32_t j = 0; j < rep->ncoll; j++) {
         const SpmdCollective *c = &rep->coll[j];
         int64_t nd = group_devices(c->replica_groups);
@@ -443,6 +472,8 @@ static void collective_table(IrStrBuf *o, const Plan *p, const SpmdReport *rep, 
         ir_sb_printf(o, "</td><td>%lld</td><td>%lld</td><td>", (long long)c->bytes_per_device,
                      (long long)(c->bytes_per_device * nd));
         site_text(o, &c->site, entry);
+        ir_sb_puts(o, "</td><td class=\"why\">");
+        why_html(o, c, rep->file);
         ir_sb_puts(o, "</td></tr>\n");
     }
     ir_sb_printf(o, "</table>\n<p>%d collectives move %lld bytes in all.</p>\n", (int)rep->ncoll, (long long)total);
@@ -647,6 +678,29 @@ static void host_html(IrStrBuf *o, const CluResult *res)
     ir_sb_puts(o, "</table>\n");
 }
 
+/* The graph's colours and what each means (the table the DOT graph uses). */
+static void legend_html(IrStrBuf *o, const CompileResult *r)
+{
+    PlanColours pc;
+    if (!plan_colours_build(r, &pc)) {
+        o->oom = true;
+        return;
+    }
+    if (pc.n) {
+        ir_sb_puts(o, "<h3>Colours</h3>\n<table class=\"legend\"><tr><th>colour</th><th>meaning</th>"
+                      "<th>sharding (canonical form)</th></tr>\n");
+        for (int32_t j = 0; j < pc.n; j++) {
+            ir_sb_printf(o, "<tr><td style=\"background:%s\">%s</td><td>", pc.e[j].colour, pc.e[j].colour);
+            esc(o, pc.e[j].words);
+            ir_sb_puts(o, "</td><td><code>");
+            esc(o, pc.e[j].key);
+            ir_sb_puts(o, "</code></td></tr>\n");
+        }
+        ir_sb_puts(o, "</table>\n");
+    }
+    plan_colours_free(&pc);
+}
+
 char *compile_plan_html(const CompileResult *r, const PlanView *v)
 {
     IrStrBuf o = {0};
@@ -658,7 +712,7 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
     ir_sb_printf(&o, "</title>\n<style>%s</style>\n</head><body>\n", STYLE);
     header_html(&o, r);
     ir_sb_puts(&o, "<h2>Graph</h2>\n<p class=\"caption\">Boxes are instructions (name, opcode, shape, per-device "
-                   "shape, sharding; colour by sharding, red border: computed by the fallback), octagons the "
+                   "shape, sharding; colour by what the sharding means, listed under Colours; red border: computed by the fallback), octagons the "
                    "collectives on the edges they serve, dashed orange edges reshards. Click a node to see its "
                    "row.</p>\n<div class=\"graph\" id=\"graph\">\n");
     if (v && v->graph_svg) {
@@ -672,6 +726,7 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
         ts_free(dot);
     }
     ir_sb_puts(&o, "</div>\n");
+    legend_html(&o, r);
     for (int32_t k = 0; k < r->prog.ncluster; k++) {
         const Plan *p = r->plans[k];
         const PlanCluster *c = &r->prog.cluster[k];
@@ -684,6 +739,7 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
         const IrModule *m = c->src ? c->src : c->spmd;
         collective_table(&o, p, &c->report, k, ir_entry(m)->name);
         values_html(&o, p);
+        compile_memory_html(&o, &p->memory);
     }
     if (r->prog.host)
         host_html(&o, &r->res);

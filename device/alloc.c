@@ -254,6 +254,29 @@ void dev_allocator_stats(DevAllocator *a, DevAllocStats *out)
     pthread_mutex_lock(&a->mu);
     *out = a->st;
     pthread_mutex_unlock(&a->mu);
+    out->value_bytes = __atomic_load_n(&a->st.value_bytes, __ATOMIC_ACQUIRE);
+    out->value_peak = __atomic_load_n(&a->st.value_peak, __ATOMIC_ACQUIRE);
+}
+
+/* value_bytes and value_peak change without the mutex: a value is made on
+ * every kernel's path (reducers make scalars per element), and the
+ * counters are all a charge touches. */
+void dev_alloc_charge(DevAllocator *a, int64_t delta)
+{
+    if (!a || delta == 0)
+        return;
+    int64_t now = __atomic_add_fetch(&a->st.value_bytes, delta, __ATOMIC_ACQ_REL);
+    int64_t peak = __atomic_load_n(&a->st.value_peak, __ATOMIC_ACQUIRE);
+    while (now > peak &&
+           !__atomic_compare_exchange_n(&a->st.value_peak, &peak, now, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        ;
+}
+
+void dev_alloc_reset_peak(DevAllocator *a)
+{
+    if (a)
+        __atomic_store_n(&a->st.value_peak, __atomic_load_n(&a->st.value_bytes, __ATOMIC_ACQUIRE),
+                         __ATOMIC_RELEASE);
 }
 
 /* ---- the allocator of this thread's tensors ---- */

@@ -82,6 +82,10 @@ typedef struct DevValue {
     /* The device allocator `data` came from (dev_alloc: its NUMA node),
      * NULL for ts_malloc memory. value.c's business. */
     struct DevAllocator *alloc;
+    /* The device whose memory counts this array's nbytes (the allocator
+     * current on the thread that made it, or the one dev_value_charge
+     * named; NULL: no device's), uncounted when the value is freed. */
+    struct DevAllocator *charged;
 } DevValue;
 
 /* A new array value of `shape` (must be an array or token), data zeroed.
@@ -104,6 +108,10 @@ DevValue *dev_value_ref(DevValue *v);
 void dev_value_unref(DevValue *v);
 /* A deep copy (fresh buffers). */
 DevValue *dev_value_clone(const DevValue *v);
+/* Count v's arrays (tuple leaves too) against device allocator a instead
+ * of whichever they counted against (DevValue.charged): the runtime hands
+ * a device the argument shards the host thread made. */
+void dev_value_charge(DevValue *v, struct DevAllocator *a);
 /* Free the large data buffers this thread keeps for reuse (value.c
  * recycles freed buffers of at least 256 KiB; they are also freed when
  * the thread exits). Can't fail. */
@@ -441,8 +449,6 @@ IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out);
  * async-start) and their -done side (with async-update). */
 bool dev_async_start_op(IrOpcode op);
 bool dev_async_done_op(IrOpcode op);
-/* Instructions that run even when the root does not use them, in order. */
-bool dev_side_effect_op(IrOpcode op);
 /* Reorder order[0..n) (a topological order of c's instructions, operands
  * first) so that each -start runs as soon as it can and each -done as late
  * as it can: the work between them overlaps the collective. Unchanged
@@ -671,6 +677,11 @@ typedef struct DevAllocStats {
     int64_t nlive;              /* buffers not yet freed */
     int64_t live_bytes;         /* their requested bytes */
     int64_t peak_bytes;         /* most live_bytes ever */
+    /* The values counted against the device (DevValue.charged), every
+     * size, wherever their buffers came from: what the device holds, the
+     * figure the memory estimate predicts (partition/memory.c). */
+    int64_t value_bytes;        /* now */
+    int64_t value_peak;         /* most value_bytes since dev_alloc_reset_peak */
     int32_t numa_node;          /* OS index of the node it binds to; -1 none */
     bool membind;               /* new allocations are bound to numa_node */
     int membind_errno;          /* binding was wanted but fell back: why (errno); else 0 */
@@ -692,6 +703,11 @@ void *dev_alloc(DevAllocator *a, size_t n);
 /* Free a buffer from dev_alloc (whichever allocator); NULL is a no-op. */
 void dev_alloc_free(void *p);
 void dev_allocator_stats(DevAllocator *a, DevAllocStats *out);
+/* Count delta bytes of values against a (negative: released); the
+ * high-water mark follows. Lock-free; a NULL a is a no-op. */
+void dev_alloc_charge(DevAllocator *a, int64_t delta);
+/* Start a new high-water mark of a's values at what it holds now. */
+void dev_alloc_reset_peak(DevAllocator *a);
 /* The allocator this thread's large tensors come from: a device's
  * executor sets its own (the runtime, before running the device's
  * program; NULL: ts_malloc memory, first touch). Values of at least

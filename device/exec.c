@@ -161,42 +161,18 @@ static void plan_free(Plan *p)
     }
 }
 
-/* Iterative depth-first post-order from `start`: each instruction after its
- * operands and control predecessors. state: 0 new, 1 on the path, 2 done.
- * Example: root = add(p0, mul(p0, p1)) gives p0, p1, mul, add. */
-static IrStatus post_order(const Exec *x, const IrComputation *c, int32_t start, uint8_t *state,
-                           int32_t *stack, int32_t *next, Plan *p)
+/* The order (ir_exec_order: post-order from the side effects, then the
+ * root), its failures worded as the executor's. */
+static IrStatus exec_order(const Exec *x, const IrComputation *c, Plan *p)
 {
-    if (state[start] == 2)
-        return IR_OK;
-    int32_t sp = 0;
-    stack[sp++] = start;
-    next[start] = 0;
-    state[start] = 1;
-    while (sp > 0) {
-        int32_t i = stack[sp - 1];
-        const IrInstr *ins = &c->instr[i];
-        int32_t k = next[i]++;
-        int32_t ncp = ins->a.x->control_predecessors.n;
-        if (k < ins->nopnd + ncp) {
-            int64_t o = k < ins->nopnd ? ins->opnd[k] : ins->a.x->control_predecessors.v[k - ins->nopnd];
-            if (o < 0 || o >= c->ninstr)
-                return instr_error(x, ins, IR_EINPUT, "operand %d is not an instruction of %s", k,
-                                   c->name);
-            if (state[o] == 1)
-                return instr_error(x, ins, IR_EINPUT, "cycle through %s", c->instr[o].name);
-            if (state[o] == 0) {
-                state[o] = 1;
-                next[o] = 0;
-                stack[sp++] = (int32_t)o;
-            }
-            continue;
-        }
-        state[i] = 2;
-        p->order[p->n++] = i;
-        sp--;
-    }
-    return IR_OK;
+    IrExecOrderError e;
+    IrStatus st = ir_exec_order(c, p->order, &p->n, &e);
+    if (st != IR_EINPUT)
+        return st;
+    const IrInstr *ins = &c->instr[e.at];
+    if (e.other < 0)
+        return instr_error(x, ins, IR_EINPUT, "operand %d is not an instruction of %s", e.k, c->name);
+    return instr_error(x, ins, IR_EINPUT, "cycle through %s", c->instr[e.other].name);
 }
 
 /* Operand references among the planned instructions; a fusion group's
@@ -242,20 +218,11 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
         return ir_error(x->d, IR_EINPUT, x->m->file, x->m->src, c->pos,
                         "computation %s has no root", c->name);
     Plan *p = ts_calloc(1, sizeof *p);
-    uint8_t *state = ts_calloc((size_t)n, 1);
-    int32_t *stack = ts_malloc((size_t)n * sizeof *stack);
-    int32_t *next = ts_malloc((size_t)n * sizeof *next);
     IrStatus st = IR_ENOMEM;
-    if (!p || !state || !stack || !next || !(p->order = ts_malloc((size_t)n * sizeof *p->order)) ||
+    if (!p || !(p->order = ts_malloc((size_t)n * sizeof *p->order)) ||
         !(p->uses = ts_calloc((size_t)n, sizeof *p->uses)))
         goto done;
-    st = IR_OK;
-    for (int32_t i = 0; i < n && st == IR_OK; i++)
-        if (dev_side_effect_op(c->instr[i].op))
-            st = post_order(x, c, i, state, stack, next, p);
-    if (st == IR_OK)
-        st = post_order(x, c, c->root, state, stack, next, p);
-    if (st != IR_OK)
+    if ((st = exec_order(x, c, p)) != IR_OK)
         goto done;
     for (int32_t k = 0; k < p->n; k++)
         p->nasync += dev_async_start_op(c->instr[p->order[k]].op);
@@ -269,9 +236,6 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
     if (p->fusion.ngroups > 0)
         fuse_order(c, p);
 done:
-    ts_free(state);
-    ts_free(stack);
-    ts_free(next);
     if (st != IR_OK) {
         plan_free(p);
         return st == IR_ENOMEM ? ir_error(x->d, st, NULL, NULL, (IrPos){0, 0}, "out of memory") : st;

@@ -36,17 +36,6 @@ bool dev_async_done_op(IrOpcode op)
            op == OP_ASYNC_DONE || op == OP_ASYNC_UPDATE;
 }
 
-bool dev_side_effect_op(IrOpcode op)
-{
-    switch (op) {
-    case OP_CUSTOM_CALL: case OP_OUTFEED: case OP_INFEED: case OP_SEND: case OP_SEND_DONE:
-    case OP_RECV: case OP_RECV_DONE: case OP_RNG_GET_AND_UPDATE_STATE:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* A min-heap of keys class * n + rank (class 0 starts, 1 the rest, 2
  * dones). */
 typedef struct Heap {
@@ -95,7 +84,7 @@ static int32_t preds_of(const IrComputation *c, const int32_t *rank, int32_t r, 
         out[n++] = rank[ins->opnd[j]];
     for (int32_t j = 0; j < ins->a.x->control_predecessors.n; j++)
         out[n++] = rank[ins->a.x->control_predecessors.v[j]];
-    if (dev_side_effect_op(ins->op) && prev_effect >= 0)
+    if (ir_op_has_side_effect(ins->op) && prev_effect >= 0)
         out[n++] = prev_effect;
     return n;
 }
@@ -127,7 +116,7 @@ IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
         for (int32_t j = 0; j < k; j++)
             first[p[j] + 1]++;
         p += k;
-        if (dev_side_effect_op(c->instr[order[r]].op))
+        if (ir_op_has_side_effect(c->instr[order[r]].op))
             prev = r;
     }
     for (int32_t r = 0; r < n; r++)

@@ -272,6 +272,8 @@ static DevValue *array_new(const IrShape *shape, bool zero)
     }
     v->nbytes = nbytes;
     v->refs = 1;
+    v->charged = dev_alloc_current();
+    dev_alloc_charge(v->charged, nbytes);
     return v;
 }
 
@@ -410,11 +412,25 @@ void dev_value_unref(DevValue *v)
         return;
     release_elems(v->nelems, v->elems);
     ts_free(v->elems);
+    dev_alloc_charge(v->charged, -v->nbytes);
     if (v->data && v->data != inline_data(v))
         cache_put(v->data, v->nbytes, v->alloc);
     shape_free(&v->shape);
     ts_free(v->sizes);
     ts_free(v);
+}
+
+void dev_value_charge(DevValue *v, DevAllocator *a)
+{
+    if (!v)
+        return;
+    for (int32_t k = 0; k < v->nelems; k++)
+        dev_value_charge(v->elems[k], a);
+    if (v->shape.type == IR_TUPLE || v->charged == a)
+        return;
+    dev_alloc_charge(v->charged, -v->nbytes);
+    v->charged = a;
+    dev_alloc_charge(a, v->nbytes);
 }
 
 DevValue *dev_value_clone(const DevValue *v)

@@ -238,8 +238,10 @@ typedef struct TsCompileOptions {
     double link_gbps;
     /* Called with each warning of the compile (the text alone: no
      * "warning:" prefix, no newline; valid during the call): today, once,
-     * when a compile for several partitions finds no sharding it reads on
-     * any value. The library prints nothing. NULL: warnings are dropped. */
+     * when a compile for several partitions partitions nothing: no
+     * sharding it reads on any value, or shardings that split none (all
+     * replicated or maximal, or splitting host work only). The library
+     * prints nothing. NULL: warnings are dropped. */
     void (*on_warning)(void *ctx, const char *msg);
     void *warning_ctx;
     /* Shardings chosen for you (docs/auto-shard.md): every value of the
@@ -327,6 +329,15 @@ TsStatus ts_plan_dump(const TsPlan *p, const char *format, char **out, TsDiag *d
  * heap text (ts_free); TS_EINPUT when nothing has that name. */
 enum { TS_SHOW_ASCII = 1u, TS_SHOW_COLOUR = 2u };
 TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d);
+
+/* Why the collectives that produce or consume the value `name` (an
+ * instruction of a compiled plan's clusters, or a collective's own name)
+ * are there: each with its bytes per device, the instruction whose rule
+ * asked for it and that instruction's FILE:LINE:COL, the sharding
+ * conflict in words and, where one exists, the change that would make it
+ * local (docs/plan.md "Why a collective is there"). *out is heap text
+ * (ts_free); TS_EINPUT when the plan has nothing of that name. */
+TsStatus ts_plan_why(const TsPlan *p, const char *name, char **out, TsDiag *d);
 
 /* ts_plan_dump with more to say: `format` as there, or "html" (one
  * self-contained page: the graph, the instructions, collectives, sharding

@@ -53,6 +53,7 @@
  *   infer_internal.h     what the infer*.c files share (private)
  *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
  *   topo.c      topological order of a computation
+ *   exec_order.c  the executor's order of a computation (device/exec.c runs it)
  *   prefault.c  a thread that faults in fresh memory ahead of its writer
  *
  * Depends on libc and POSIX: pthreads (parse_split.c, prefault.c, and the
@@ -1095,5 +1096,25 @@ IrStatus ir_verify_names_unique(const IrModule *m, const IrLimits *lim, IrDiag *
  * ones the root does not reach). *order is heap-allocated (ts_malloc). Fails
  * with IR_EINPUT naming an instruction on a cycle. */
 IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **order, IrDiag *d);
+
+/* ---- exec_order.c: the executor's order of one computation ---- */
+
+/* Does an instruction of this opcode have an effect besides its value
+ * (custom-call, infeed/outfeed, send/recv and their -done, rng state)?
+ * The executor runs every such instruction, used or not. */
+bool ir_op_has_side_effect(IrOpcode op);
+/* Where ir_exec_order stopped: instruction `at`'s predecessor number k
+ * (operands first, then control predecessors) is `other`, an instruction
+ * on the current path (a cycle), or -1 when out of range. */
+typedef struct IrExecOrderError {
+    int32_t at, k, other;
+} IrExecOrderError;
+/* The order device/exec.c runs c in: a depth-first post-order over
+ * operands and control predecessors from each side-effect instruction (in
+ * definition order), then from the root. order has room for c->ninstr
+ * entries; *n is set to the number of instructions that run (unreached
+ * ones are left out). IR_EINPUT with *err on a cycle or an out-of-range
+ * edge; IR_ENOMEM. Writes no diagnostic (the caller words it). */
+IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExecOrderError *err);
 
 #endif /* TESSEL_IR_H */

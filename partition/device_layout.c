@@ -105,36 +105,7 @@ static bool value_for(IrArena *a, PlanValue *v, int32_t index, const char *name,
 
 int64_t plan_peak_bytes(const IrModule *spmd)
 {
-    const IrComputation *c = ir_entry(spmd);
-    if (!c)
-        return 0;
-    int32_t *last = ts_malloc((size_t)(c->ninstr > 0 ? c->ninstr : 1) * sizeof(int32_t));
-    if (!last)
-        return -1;
-    for (int32_t i = 0; i < c->ninstr; i++)
-        last[i] = i == c->root ? c->ninstr : i;
-    for (int32_t i = 0; i < c->ninstr; i++)
-        for (int32_t k = 0; k < c->instr[i].nopnd; k++)
-            if (last[c->instr[i].opnd[k]] < i)
-                last[c->instr[i].opnd[k]] = i;
-    int64_t live = 0, peak = 0;
-    int64_t *freed_at = ts_calloc((size_t)c->ninstr + 1, sizeof(int64_t));
-    if (!freed_at) {
-        ts_free(last);
-        return -1;
-    }
-    for (int32_t i = 0; i < c->ninstr; i++) {
-        const IrInstr *ins = &c->instr[i];
-        int64_t b = ins->op == OP_TUPLE || ins->op == OP_GET_TUPLE_ELEMENT ? 0 : ir_shape_bytes(&ins->shape);
-        live += b > 0 ? b : 0;
-        if (live > peak)
-            peak = live;
-        freed_at[last[i]] += b > 0 ? b : 0;
-        live -= freed_at[i];
-    }
-    ts_free(freed_at);
-    ts_free(last);
-    return peak;
+    return mem_peak(spmd, NULL);
 }
 
 static IrStatus islands(Plan *p, IrDiag *d)
@@ -283,7 +254,9 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     ts_free(leaves);
     if (!describe_instrs(p, src, spmd, rep))
         goto nomem;
-    p->peak_bytes_per_device = plan_peak_bytes(spmd);
+    if (plan_memory(p->arena, spmd, &p->memory) != IR_OK)
+        return ir_oom(d, NULL);
+    p->peak_bytes_per_device = p->memory.peak;
     *out = p;
     return IR_OK;
 nomem:

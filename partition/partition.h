@@ -6,6 +6,7 @@
  * Files of this layer:
  *   shd_ops.c     building and transforming shardings (transpose, dropping
  *                 and inserting dims, replication), shard shapes and offsets
+ *   shd_text.c    shardings in words and in one canonical text
  *   propagate.c   sharding propagation: a worklist over the module, a
  *                 table from op family to its rules
  *   prop_*.c      the forward and backward rules of one op family side by
@@ -23,6 +24,9 @@
  *   program.c     the compiled program the runtime executes (PlanCluster,
  *                 PlanProgram: the host program and its device clusters):
  *                 data, no pass
+ *   memory.c      the memory a device needs: live bytes at each step of a
+ *                 computation's execution order, the peak and what is live
+ *                 there (mem_estimate)
  *
  * "Plan" means four things in tessel, each with its own name: the plan
  * file (compile/plan_file.c, what `tessel compile` writes; TsPlan is its
@@ -110,6 +114,24 @@ bool shd_device_coords(const IrSharding *s, int64_t device, int64_t *coords);
 int64_t shd_device_at(const IrSharding *s, const int64_t *coords);
 
 /* ------------------------------------------------------------------ */
+/* shd_text.c                                                          */
+/* ------------------------------------------------------------------ */
+
+/* Append sharding s (NULL: replicated) in words to b: "replicated",
+ * "tiled on dim 1 over 2 devices", "tiled on dims 0 and 1 (2x4) over 8
+ * devices, each tile on 2 devices", "whole on device 3 only (maximal)",
+ * "manual (each device holds its own value)"; a device order other than
+ * 0..n-1 is named; tuples as "(leaf; leaf)". Out of memory sets b->oom. */
+void shd_describe(IrStrBuf *b, const IrSharding *s);
+/* The same as a heap string (ts_free), NULL on OOM. */
+char *shd_describe_str(const IrSharding *s);
+/* The XLA text of s's normalised form with the devices listed (no iota
+ * form, metadata, shard group or {unknown}): two shardings that mean the
+ * same get the same text. NULL (s) is {replicated}. Heap string, NULL on
+ * OOM. */
+char *shd_canonical_str(const IrSharding *s);
+
+/* ------------------------------------------------------------------ */
 /* propagate.c                                                         */
 /* ------------------------------------------------------------------ */
 
@@ -178,7 +200,31 @@ typedef struct SpmdOptions {
 typedef struct SpmdSite {
     const char *comp, *source, *operand;
     bool output;
+    IrPos pos;                 /* source's position in the model (line 0: unknown) */
 } SpmdSite;
+
+/* Why a collective is there (the plan's reasons, docs/plan.md). */
+typedef enum SpmdWhyKind {
+    SPMD_WHY_UNKNOWN,          /* not recorded (a plan file without reasons) */
+    SPMD_WHY_OPERAND,          /* an operand's sharding is not what its user's rule needs */
+    SPMD_WHY_PARTIAL,          /* partial results of a sum (or max, ...) over a tiled dim combined */
+    SPMD_WHY_RESULT,           /* the rule computes the result under another sharding than the value's */
+    SPMD_WHY_OUTPUT,           /* a computation's root moved to the sharding its result must have */
+    SPMD_WHY_HALO,             /* a window reads rows of the neighbouring devices' shards */
+    SPMD_WHY_RULE,             /* the op's own rule needs it (a sort or scan along a tiled dim, ...) */
+} SpmdWhyKind;
+
+typedef struct SpmdWhy {
+    SpmdWhyKind kind;
+    const char *text;          /* the sharding conflict in words, ending in what the collective does */
+    const char *avoid;         /* the change that would make it local, or NULL where none is cheaper */
+} SpmdWhy;
+
+/* The name of a kind as the plan's JSON and plan files spell it
+ * ("operand", "partial", ...; "unknown"), and back (SPMD_WHY_UNKNOWN and
+ * false for a name that is none). */
+const char *spmd_why_kind_name(SpmdWhyKind k);
+bool spmd_why_kind_from_name(const char *s, size_t n, SpmdWhyKind *k);
 
 typedef struct SpmdCollective {
     const char *name;          /* instruction name in the partitioned module */
@@ -186,6 +232,7 @@ typedef struct SpmdCollective {
     const char *replica_groups;/* XLA text, e.g. "{{0,1},{2,3}}" */
     int64_t bytes_per_device;  /* bytes each device receives */
     SpmdSite site;
+    SpmdWhy why;
 } SpmdCollective;
 
 /* An operand whose sharding is not what its user needs (spmd_operand_as). */
@@ -196,6 +243,7 @@ typedef struct SpmdReshard {
 
 typedef struct SpmdReport {
     IrArena *arena;
+    const char *file;          /* the model's path, for the sites' positions (NULL: unknown) */
     int32_t nfallback;
     const char **fallback;     /* source instruction names computed by the fallback */
     int32_t ncoll;
@@ -216,6 +264,105 @@ typedef struct SpmdReport {
 IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **out,
                         SpmdReport *report, IrDiag *d);
 void spmd_report_free(SpmdReport *r);
+
+/* ------------------------------------------------------------------ */
+/* memory.c: per-device memory by liveness over the execution order     */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The contract (a scheduler may call this for every candidate order):
+ * a computation's steps are its instructions in the order they run;
+ * while step s runs, live[s] bytes are held: every parameter not donated
+ * (from before step 0 to the end), every result from its step to the
+ * step of its last use inclusive (the root's to the end), buffers shared
+ * by reference (tuple, get-tuple-element, copy, ...) counted once, and
+ * the peak of a computation the step calls beyond its parameters and
+ * result. The peak is the largest live[s] (or the parameters alone,
+ * before step 0). Bytes are of the module's shapes as they are: for an
+ * SPMD module, per device. See memory.c for the model.
+ */
+typedef enum MemKind {
+    MEM_PARAMETER,   /* an entry parameter (the caller's, or donated) */
+    MEM_OUTPUT,      /* part of the computation's result */
+    MEM_COLLECTIVE,  /* the result of a collective */
+    MEM_TEMPORARY,   /* any other intermediate value */
+} MemKind;
+
+typedef struct MemValue {
+    int32_t instr;   /* the instruction that made the buffer */
+    int64_t bytes;
+    MemKind kind;
+} MemValue;
+
+typedef struct MemOptions {
+    /* The order to estimate: norder instruction indices, each after its
+     * operands, each at most once (instructions left out do not run).
+     * NULL: the executor's order (ir_exec_order). */
+    const int32_t *order;
+    int32_t norder;
+    /* Per parameter number (nparams entries): the caller hands it over, so
+     * it dies at its last use instead of living to the end. NULL: none. */
+    const bool *donated;
+    int32_t nparams;
+} MemOptions;
+
+typedef struct MemEstimate {
+    int32_t comp;         /* the computation estimated */
+    int32_t n;            /* steps */
+    int32_t *order;       /* [n] the instruction run at each step */
+    int64_t *live;        /* [n] bytes live while step s runs */
+    int32_t *end;         /* [ninstr] last step each instruction's buffer lives in
+                           * (n: to the end; -1: does not run) */
+    int64_t *own;         /* [ninstr] bytes each instruction allocates (0: refers
+                           * to or reuses an operand's buffer) */
+    int64_t start_bytes;  /* live before step 0 (the parameters) */
+    int64_t peak;         /* max(start_bytes, live[s]) */
+    int32_t peak_step;    /* the first step reaching it; -1 before step 0 */
+    int64_t param_bytes;  /* all parameters */
+    int64_t output_bytes; /* results living to the end (root leaves), parameters apart */
+    int32_t nat_peak;
+    MemValue *at_peak;    /* [nat_peak] buffers live at the peak, largest first */
+    int64_t callee_at_peak; /* of the peak: a called computation's own values */
+} MemEstimate;
+
+/* The memory of a plan, per device (every device of an SPMD program runs
+ * the same shapes), for the dumps: the estimate's peak broken down. */
+typedef struct PlanMemValue {
+    const char *name;     /* the instruction that made the buffer */
+    const char *opcode;
+    int64_t bytes;
+    MemKind kind;
+} PlanMemValue;
+
+typedef struct PlanMemory {
+    int64_t peak;
+    const char *peak_instr;   /* the instruction running at the peak; NULL: before the first step */
+    int32_t peak_step;
+    /* Of the peak, by kind (MemKind) and a called computation's own values. */
+    int64_t by_kind[4], callee;
+    int32_t nvalues;
+    PlanMemValue *values;     /* live at the peak, largest first */
+    int32_t nsteps;
+    int64_t *live;            /* [nsteps] live bytes at each step, in execution order */
+    const char **step_instr;  /* [nsteps] the instruction of each step */
+} PlanMemory;
+
+/* Fill *out (in arena a) from the estimate of spmd's entry, nothing
+ * donated (a module without an entry: all zero). IR_ENOMEM. */
+IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out);
+
+/* Estimate computation `comp` of m (o may be NULL: the executor's order,
+ * nothing donated). On success *out owns its arrays (mem_estimate_free).
+ * IR_EINPUT (in d) for an order that is not one of comp's (an index out of
+ * range or repeated, a step before its operand's) or a cycle; IR_ENOMEM.
+ * Called computations are estimated in the executor's order. */
+IrStatus mem_estimate(const IrModule *m, int32_t comp, const MemOptions *o, MemEstimate *out, IrDiag *d);
+void mem_estimate_free(MemEstimate *e);
+/* The peak of m's entry (o as mem_estimate's); 0 without an entry or for a
+ * module the executor refuses; -1 when out of memory. */
+int64_t mem_peak(const IrModule *m, const MemOptions *o);
+/* "parameter", "output", "collective", "temporary". */
+const char *mem_kind_name(MemKind k);
 
 /* ------------------------------------------------------------------ */
 /* device_layout.c: split and concat trees, devices, hosts, islands  */
@@ -274,7 +421,8 @@ typedef struct Plan {
     PlanValue *outputs;      /* one per root leaf */
     PlanInstr *instrs;
     const SpmdReport *report;/* collectives and fallbacks (borrowed) */
-    int64_t peak_bytes_per_device;
+    int64_t peak_bytes_per_device;  /* memory.peak */
+    PlanMemory memory;       /* the per-device memory estimate of the SPMD entry */
 } Plan;
 
 /* Build the split tree of a value of `shape` under sharding `s` (NULL for
@@ -283,12 +431,10 @@ typedef struct Plan {
  * an arena of their own, and compiling stays independent of the device
  * count. */
 PlanTree *plan_split_tree(IrArena *a, const IrShape *shape, const IrSharding *s);
-/* The peak of live bytes over m's entry computation in definition order
- * (a value lives from its definition to its last use, the root to the
- * end; tuples and get-tuple-element hold nothing of their own): what a
- * plan's peak_bytes_per_device is of its SPMD module, and what --limit
- * memory holds a host program and a reference run to. -1 when out of
- * memory. */
+/* The peak of m's entry by liveness over the executor's order (memory.c,
+ * mem_peak, nothing donated): what a plan's peak_bytes_per_device is of
+ * its SPMD module, and what --limit memory holds a host program and a
+ * reference run to. -1 when out of memory. */
 int64_t plan_peak_bytes(const IrModule *m);
 /* The inputs and outputs of a compiled program: logical shapes and
  * shardings (names optional). */

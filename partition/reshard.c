@@ -456,9 +456,12 @@ int32_t spmd_reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding
     if (v < 0)
         return -1;
     if (full->type != IR_TUPLE) {
-        if (full->type == IR_TOKEN)
-            return v;
-        return reshard_array(pc, v, full, from, to);
+        if (full->type == IR_TOKEN || same(from, to))
+            return full->type == IR_TOKEN ? v : reshard_array(pc, v, full, from, to);
+        SpmdWhy why = spmd_why_result(pc, from, to);
+        int32_t r = reshard_array(pc, v, full, from, to);
+        spmd_why_restore(pc, why);
+        return r;
     }
     /* Tuples leaf by leaf, element by element. */
     bool all_same = true;
@@ -536,7 +539,9 @@ int32_t spmd_operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
     SpmdSite keep = pc->sp->site;
     pc->sp->site.operand = pc->sc->instr[o].name;
     note_reshard(pc, o, to);
+    SpmdWhy why = ir_sharding_equal(pc->shd[o], to) ? pc->sp->why : spmd_why_operand(pc, i, o, to);
     int32_t r = spmd_reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
+    spmd_why_restore(pc, why);
     pc->sp->site = keep;
     return r;
 }

@@ -201,7 +201,7 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
         ir_oom(sp->d, "while partitioning");
         return -1;
     }
-    PComp pc = {.sp = sp, .sc = sc, .dc = sp->dst->comp[ci], .pid = -1};
+    PComp pc = {.sp = sp, .sc = sc, .dc = sp->dst->comp[ci], .pid = -1, .cur = -1};
     /* A nested computation is partitioned inside its call site's handler:
      * the call site is what the report names again after it. */
     SpmdSite caller = sp->site;
@@ -235,7 +235,8 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
     if (ir_topo_order(sp->src, sc, &order, sp->d) != IR_OK)
         goto done;
     for (int32_t k = 0; k < sc->ninstr; k++) {
-        sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[order[k]].name};
+        sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[order[k]].name, .pos = sc->instr[order[k]].pos};
+        pc.cur = order[k];
         if (dispatch(&pc, order[k]) != IR_OK)
             goto done;
         if (sp->depth == 1)
@@ -246,8 +247,13 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
         ir_oom(sp->d, "while partitioning");
         goto done;
     }
-    sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[sc->root].name, .output = true};
+    sp->site = (SpmdSite){.comp = sc->name, .source = sc->instr[sc->root].name, .output = true,
+                          .pos = sc->instr[sc->root].pos};
+    pc.cur = sc->root;
+    SpmdWhy why = ir_sharding_equal(pc.shd[sc->root], want) ? sp->why
+                                                            : spmd_why_output(&pc, sc->root, pc.shd[sc->root], want);
     int32_t root = spmd_reshard(&pc, pc.val[sc->root], &sc->instr[sc->root].shape, pc.shd[sc->root], want);
+    spmd_why_restore(&pc, why);
     if (root < 0)
         goto done;
     pc.dc->root = root;
@@ -274,6 +280,8 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     if (sp.n < 1 || sp.r < 1)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "partition and replica counts must be >= 1");
     if (report && !report->arena && !(report->arena = ir_arena_new()))
+        return ir_oom(d, NULL);
+    if (report && src->file && !(report->file = ir_strdup(report->arena, src->file)))
         return ir_oom(d, NULL);
     sp.dst = ir_module_new(src->name);
     sp.tmp = ir_arena_new();

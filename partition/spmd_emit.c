@@ -660,7 +660,8 @@ SpmdSite spmd_site_copy(IrArena *a, const SpmdSite *s)
     return (SpmdSite){.comp = s->comp ? ir_strdup(a, s->comp) : NULL,
                       .source = s->source ? ir_strdup(a, s->source) : NULL,
                       .operand = s->operand ? ir_strdup(a, s->operand) : NULL,
-                      .output = s->output};
+                      .output = s->output,
+                      .pos = s->pos};
 }
 
 /* Record a collective for the plan: its groups as text and bytes received.
@@ -717,6 +718,7 @@ static int32_t note_collective(PComp *pc, int32_t r, int64_t bytes)
     c->replica_groups = txt;
     c->bytes_per_device = bytes;
     c->site = spmd_site_copy(rep->arena, &pc->sp->site);
+    c->why = spmd_why_of(pc, ins, bytes, rep->arena);
     return c->name ? r : spmd_oom_value(pc);
 }
 

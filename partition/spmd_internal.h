@@ -8,6 +8,7 @@
  *   spmd_emit.c     the instruction builders (spmd_emit_*), the collectives in
  *                   XLA's syntax, spmd_oom
  *   reshard.c       resharding between any two shardings
+ *   spmd_why.c      why each collective is there (Spmd.why, the plan's reasons)
  *   spmd_partial.c  partial results finished: all-reduce, or reduce-scatter
  *                   where the result ends sharded
  *   spmd_ops.c      elementwise ops, parameters, constants, iota, tuples,
@@ -48,6 +49,7 @@ typedef struct PComp {
     int32_t *val;              /* source instr -> destination instr (-1: not yet) */
     const IrSharding **shd;    /* effective sharding of each source instr */
     int32_t pid;               /* s32[] partition id in dc, -1 until first use */
+    int32_t cur;               /* source instr being partitioned (the root when finishing), -1 before */
 } PComp;
 
 /* The groups shd_groups_along computed for a sharding whose devices are the
@@ -78,6 +80,7 @@ struct Spmd {
     IrArena *tmp;              /* scratch of one entry instruction, see spmd_tmp */
     int32_t depth;             /* computations being partitioned (1: the entry) */
     SpmdSite site;             /* what is being partitioned, for the report */
+    SpmdWhy why;               /* why the collectives emitted now are (spmd_why.c; texts in tmp) */
     SpmdGroupsMemo *memo;      /* in the destination arena */
     int32_t nmemo;
     int64_t capmemo;
@@ -184,6 +187,26 @@ int32_t spmd_operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to);
  * `fill` (a dst instr of the element type): needed before reductions. */
 int32_t spmd_mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill);
 /* Identity element of a simple reducer for type t (sum 0, max -inf, ...). */
+
+/* ---- spmd_why.c: why each collective is there ---- */
+
+/* Each sets Spmd.why for the collectives emitted next (texts in the
+ * scratch arena) and returns the reason it replaces: the caller puts it
+ * back with spmd_why_restore when done. Out of memory leaves a reason
+ * without text (the plan then says less; the program is the same).
+ * spmd_why_operand: operand o of source instr i resharded to `to`;
+ * spmd_why_output: the root moved from `from` to the result sharding
+ * `to`; spmd_why_result: the handler's result of pc->cur moved from
+ * `from` to its sharding `to` (set only where no reason is set). */
+SpmdWhy spmd_why_operand(PComp *pc, int32_t i, int32_t o, const IrSharding *to);
+SpmdWhy spmd_why_output(PComp *pc, int32_t root, const IrSharding *from, const IrSharding *to);
+SpmdWhy spmd_why_result(PComp *pc, const IrSharding *from, const IrSharding *to);
+void spmd_why_restore(PComp *pc, SpmdWhy old);
+/* The reason of collective `coll` just emitted, moving `bytes` per device,
+ * with its texts in `arena`: Spmd.why finished with what the collective
+ * does, or where none is set the rule of pc->cur (partial results
+ * combined, a halo, a gather). */
+SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *arena);
 
 /* ---- spmd_partial.c: finishing partial results ---- */
 

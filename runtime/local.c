@@ -48,6 +48,7 @@ typedef struct Device {
     DevValue *result;
     IrDiag diag;
     IrStatus status;
+    int64_t peak;              /* the most bytes of values it held (its allocator's value_peak) */
     int32_t nstep_seconds;     /* the first STEP_SAMPLES steps' wall times */
     double step_seconds[STEP_SAMPLES];
 } Device;
@@ -264,9 +265,38 @@ static void device_main(Device *dev)
         device_finished(dev->w);
 }
 
+/* Run the device with allocator al (NULL: none could be had) counting
+ * what it holds: its arguments from the start, every value it makes; the
+ * most at once is its measured peak. */
+static void device_counted(Device *dev, DevAllocator *al)
+{
+    DevAllocStats before, after;
+    if (al) {
+        dev_allocator_stats(al, &before);
+        dev_alloc_reset_peak(al);
+        for (int32_t k = 0; k < dev->nargs; k++)
+            dev_value_charge(dev->args[k], al);
+    }
+    dev_alloc_use(al);
+    device_main(dev);
+    dev_alloc_use(NULL);
+    if (al) {
+        dev_allocator_stats(al, &after);
+        dev->peak = after.value_peak - before.value_bytes;
+    }
+}
+
+/* A plain thread (no hwloc devices): an unbound allocator of its own
+ * ordinal still counts what the device holds. */
 static void *device_thread(void *arg)
 {
-    device_main(arg);
+    Device *dev = arg;
+    DevAllocator *al = NULL;
+    IrDiag quiet = {0};
+    if (dev_allocator_get("cpu", (int32_t)(dev->cd.id - dev->w->coll.first), &al, &quiet) != IR_OK)
+        al = NULL;
+    ir_diag_clear(&quiet);
+    device_counted(dev, al);
     return NULL;
 }
 
@@ -281,9 +311,7 @@ static IrStatus device_job(DevDevice *dd, void *arg, IrDiag *d)
         al = NULL;
     ir_diag_clear(&quiet);
     (void)d;
-    dev_alloc_use(al);
-    device_main(arg);
-    dev_alloc_use(NULL);
+    device_counted(arg, al);
     return IR_OK; /* the device's own status is read from Device */
 }
 
@@ -510,6 +538,10 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
             if (devs[k].cd.coll_seconds > stats->coll_seconds)
                 stats->coll_seconds = devs[k].cd.coll_seconds;
             stats->coll_calls = devs[k].cd.coll_calls;
+            if (k < RT_STATS_DEVICES)
+                stats->device_peak[k] = devs[k].peak;
+            if (devs[k].peak > stats->peak_max)
+                stats->peak_max = devs[k].peak;
         }
     }
     if (st == IR_OK && stats && devs)

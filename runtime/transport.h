@@ -54,6 +54,8 @@ typedef struct RtRunOptions {
 } RtRunOptions;
 
 /* What a host's run measured, for --stats. */
+#define RT_STATS_DEVICES 64
+
 typedef struct RtRunStats {
     double coll_seconds;       /* the most time one local device spent inside collectives */
     int64_t coll_calls;        /* collective calls per device (summed over steps) */
@@ -69,6 +71,12 @@ typedef struct RtRunStats {
     double warm_step_seconds;  /* median of the other timed steps; 0 with one step */
     int32_t stream_bound;      /* the run's CollTuning.stream_bound */
     int8_t stream_verdict[COLL_PROBE_CLASSES]; /* what the probe decided (coll_stream_verdicts) */
+    /* Measured: the most bytes of values each local device held at once
+     * (its allocator's value_peak over the run, arguments included; the
+     * figure partition/memory.c estimates), the first RT_STATS_DEVICES
+     * devices apiece and the largest of all. */
+    int64_t device_peak[RT_STATS_DEVICES];
+    int64_t peak_max;
 } RtRunStats;
 
 /* Run devices [first, first + nlocal) of a compiled program on this host.

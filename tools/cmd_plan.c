@@ -1,8 +1,8 @@
 /*
  * cmd_plan.c: `tessel plan MODEL.hlo|PLAN [--format text|json|dot|html]
- * [--show NAME ...] [-o FILE]`: what the partitioner decided, for a person
- * (text, sharding grids, an HTML page), a program (JSON, see docs/plan.md)
- * or Graphviz (DOT). For HTML the graph is drawn by Graphviz's `dot` when
+ * [--show NAME ...] [--why NAME] [-o FILE]`: what the partitioner decided,
+ * for a person (text, sharding grids, why a value's collectives are there,
+ * an HTML page), a program (JSON, see docs/plan.md) or Graphviz (DOT). For HTML the graph is drawn by Graphviz's `dot` when
  * it is installed (run here, the library never starts a process), else by
  * tessel's own layout.
  */
@@ -21,7 +21,8 @@ extern char **environ;
 
 static const char HELP[] =
     "Usage: tessel plan MODEL.hlo|PLAN [--format text|json|dot|html] [-o FILE]\n"
-    "                   [--show NAME ...] [--ascii] [--expand NAME ...] [--dump-dir DIR]\n"
+    "                   [--show NAME ...] [--why NAME] [--ascii] [--expand NAME ...]\n"
+    "                   [--dump-dir DIR]\n"
     "                   [--num-partitions N] [--num-replicas R] [--hosts H] [--local-devices L]\n"
     "                   [--link-gbps G] [--auto-shard [--mesh SPEC] [--profile FILE] [--explain]]\n"
     "\n"
@@ -42,6 +43,11 @@ static const char HELP[] =
     "                          output) is cut over the devices: a box per tile,\n"
     "                          sized in proportion, with the devices holding it;\n"
     "                          repeatable; coloured when stdout is a terminal\n"
+    "  --why NAME              why each collective that produces or consumes NAME\n"
+    "                          (an instruction, or a collective's name) is there:\n"
+    "                          the instruction whose rule asked for it and its\n"
+    "                          FILE:LINE:COL, the sharding conflict in words, bytes\n"
+    "                          per device, and the change that would avoid it\n"
     "  --ascii                 draw the grids with + - | only\n"
     "  --expand NAME           DOT and html: draw the computation NAME (or the\n"
     "                          one the while/call/conditional/fusion NAME calls)\n"
@@ -188,6 +194,16 @@ static int show_grids(const CliOptions *o, const TsPlan *p)
     return rc;
 }
 
+static int why(const CliOptions *o, const TsPlan *p)
+{
+    TsDiag d = {0};
+    char *text = NULL;
+    TsStatus st = ts_plan_why(p, o->why, &text, &d);
+    int rc = st == TS_OK ? cli_write_text(o->out, text) : cli_report(st, &d);
+    ts_free(text);
+    return rc;
+}
+
 static int dump(const CliOptions *o, const TsPlan *p, const char *fmt)
 {
     TsDumpOptions dopt = {.format = fmt, .nexpand = o->nexpand, .expand = o->expand};
@@ -235,6 +251,9 @@ static int run_plan(const CliOptions *o)
     if (o->nshow && o->format)
         return cli_usage_error(&cli_cmd_plan, "--show draws sharding grids; --format chooses a dump: give one "
                                "(the html page holds the grids too)");
+    if (o->why && (o->nshow || o->format || o->explain))
+        return cli_usage_error(&cli_cmd_plan, "--why prints the reasons of one value's collectives; give it "
+                               "without --show, --format or --explain (every format carries the reasons of all)");
     if (o->ascii && !o->nshow)
         return cli_usage_error(&cli_cmd_plan, "--ascii applies to the grids of --show");
     if (o->explain && (o->nshow || o->format))
@@ -251,7 +270,7 @@ static int run_plan(const CliOptions *o)
     else if (rc == CLI_OK && o->explain)
         rc = explain(o, p);
     else if (rc == CLI_OK)
-        rc = o->nshow ? show_grids(o, p) : dump(o, p, fmt);
+        rc = o->nshow ? show_grids(o, p) : o->why ? why(o, p) : dump(o, p, fmt);
     ts_plan_free(p);
     return rc;
 }
@@ -262,6 +281,6 @@ const CliCommand cli_cmd_plan = {
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT |
                OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_AUTO | OPT_EXPLAIN |
-               OPT_SIGN_KEY,
+               OPT_WHY | OPT_SIGN_KEY,
     .run = run_plan,
 };

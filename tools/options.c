@@ -62,6 +62,7 @@ static const OptSpec OPTS[] = {
     {"--mesh", OPT_MESH, true},
     {"--profile", OPT_PROFILE, true},
     {"--explain", OPT_EXPLAIN, false},
+    {"--why", OPT_WHY, true},
     {"--sign-key", OPT_SIGN_KEY, true},
 };
 
@@ -398,6 +399,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_SIGN_KEY: return read_key(cmd, v, o);
     case OPT_MESH: o->mesh = v; return CLI_OK;
     case OPT_PROFILE: o->profile = v; return CLI_OK;
+    case OPT_WHY: o->why = v; return CLI_OK;
     default: return CLI_OK;
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_pipeline.sh: the direct and pipelined collectives across hosts
-# (runtime/mpi_world.c "pipelined all-reduce, reduce-scatter and all-gather",
-# coll/allreduce.c reduce_one_across and coll/steps.c coll_direct_across).
+# (runtime/mpi_pipeline.c "pipelined all-reduce, reduce-scatter and all-gather",
+# coll/allreduce.c reduce_one_across and the direct paths of coll/allgather.c,
+# reduce_scatter.c and alltoall.c).
 #  1. All-reduces (f32 add, f64 max, s32 add, uneven counts that no rank
 #     count divides), all-gather, reduce-scatter and all-to-all along dim
 #     0, over all 8 devices and over pairs of devices on different hosts,

@@ -1,0 +1,249 @@
+#!/usr/bin/python3
+"""peers.py: tessel against JAX and PyTorch on the same CPUs (issue 34),
+the lines of `bench/run peers`. One benchmark per call:
+
+    peers.py NAME [--quick] [--bin build/release]
+
+NAME is a workload of bench/peers_models.py: mlp, mlp-sgd, block-infer,
+block-tp, block-dp, convnet, moe. Each is written once in JAX; tessel runs
+the HLO JAX lowers it to (2 partitions), and five sides run it, 2 devices
+or ranks each, one thread a device:
+
+    tessel-2dev   `tessel run model.hlo --num-partitions 2` (2 devices, one
+                  process)
+    jax-1p        jax.jit on 2 devices in one process
+                  (--xla_force_host_platform_device_count=2)
+    tessel-mpi    `mpirun -np 2 tessel run PLAN` (`tessel compile --hosts 2`)
+    jax-2p        2 processes joined by jax.distributed.initialize, gloo
+    torch-2p      2 processes, torch.distributed gloo (DDP or Megatron by
+                  hand, bench/peers_torch.py)
+
+Each process runs STEPS steps on the same inputs; its figure is the median
+of its warm steps (all but the first: tessel's `--stats` `steps:` line,
+rank 0's under mpirun; the peers print the same line, the larger of the
+two ranks' medians). The five sides run interleaved, one warm-up round then
+REPS rounds; the line prints each side's median with min and max, the
+ratios tessel-2dev / jax-1p and tessel-mpi / each multi-process peer, and
+last `ratio R`: tessel over the faster peer, the worse of the in-process and
+the multi-process comparison. Outputs of the last round of every side are
+compared with JAX's reference (peers_jax.py gen), as the bench fails
+loudly on a mismatch. A peer that cannot be imported (no JAX venv, no
+python3-torch) is skipped, saying so.
+"""
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+VENV_PY = os.path.join(ROOT, "build", "jax-venv", "bin", "python")
+SYS_PY = "/usr/bin/python3"
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+NAMES = ("mlp", "mlp-sgd", "block-infer", "block-tp", "block-dp", "convnet", "moe")
+# Relative tolerances of the comparison with JAX's reference: a value's
+# error over the reference's largest magnitude; an updated parameter's
+# (the output minus the input it updates) over the largest update.
+TOL_VALUE, TOL_UPDATE = 1e-3, 1e-2
+
+
+class Failed(Exception):
+    pass
+
+
+def run(cmd, timeout=1800):
+    p = subprocess.run(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, timeout=timeout)
+    if p.returncode != 0:
+        raise Failed("%s exited %d: %s" % (" ".join(cmd[:5]), p.returncode, (p.stderr or p.stdout).strip()[-600:]))
+    return p
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def two_procs(make):
+    """Run make(rank) for ranks 0 and 1 at once; their outputs."""
+    ps = [subprocess.Popen(make(r), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=1800) for p in ps]
+    for r, (p, (out, err)) in enumerate(zip(ps, outs)):
+        if p.returncode != 0:
+            raise Failed("rank %d of %s exited %d: %s" % (r, " ".join(make(r)[:4]), p.returncode,
+                                                           (err or out).strip()[-600:]))
+    return [o + e for o, e in outs]
+
+
+STEPS_RE = re.compile(r"steps: first ([\d.]+) ms, then median ([\d.]+) ms")
+
+
+def warm(text):
+    m = STEPS_RE.findall(text)
+    if not m:
+        raise Failed("no per-step times: %s" % text.strip()[-300:])
+    return max(float(w) for _, w in m)
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def inputs_args(d):
+    args, k = [], 0
+    while os.path.exists(os.path.join(d, "in_%d.npy" % k)):
+        args += ["--input", "%d=%s" % (k, os.path.join(d, "in_%d.npy" % k))]
+        k += 1
+    return args
+
+
+def versions():
+    """The peers' versions, or why each is skipped: {side: text}."""
+    v = {}
+    if os.path.exists(VENV_PY):
+        p = subprocess.run([VENV_PY, "-c", "import jax, jaxlib; print(jax.__version__, jaxlib.__version__)"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        v["jax"] = ("jax %s jaxlib %s" % tuple(p.stdout.split()) if p.returncode == 0
+                    else "skipped: JAX does not import (%s)" % p.stderr.strip()[-120:])
+    else:
+        v["jax"] = "skipped: no %s (scripts/setup.sh makes it)" % VENV_PY
+    p = subprocess.run([SYS_PY, "-c", "import torch; print(torch.__version__)"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    v["torch"] = ("torch %s" % p.stdout.strip() if p.returncode == 0
+                  else "skipped: python3-torch does not import (bench/setup.sh installs it)")
+    return v
+
+
+def check(name, side, outdir, d, params):
+    """Compare every output in outdir with JAX's reference in d."""
+    i = 0
+    while os.path.exists(os.path.join(d, "ref_%d.npy" % i)):
+        ref = np.load(os.path.join(d, "ref_%d.npy" % i)).astype(np.float64)
+        f = os.path.join(outdir, "output_%d.npy" % i)
+        if not os.path.exists(f):
+            raise Failed("%s wrote no output %d" % (side, i))
+        got = np.load(f).astype(np.float64)
+        if got.shape != ref.shape:
+            raise Failed("%s output %d has shape %s, JAX's %s" % (side, i, got.shape, ref.shape))
+        if i in params:
+            base = np.load(os.path.join(d, "in_%d.npy" % params[i])).astype(np.float64)
+            scale, tol, what = np.max(np.abs(ref - base)), TOL_UPDATE, "update"
+        else:
+            scale, tol, what = np.max(np.abs(ref)), TOL_VALUE, "value"
+        err = np.max(np.abs(got - ref)) if ref.size else 0.0
+        if not err <= tol * max(scale, 1e-30):
+            raise Failed("%s output %d differs from JAX's: max error %.3g, %g of the largest %s %.3g"
+                         % (side, i, err, tol, what, scale))
+        i += 1
+    if i == 0:
+        raise Failed("no reference outputs in %s" % d)
+
+
+def bench(name, o):
+    quick = o["quick"]
+    steps, reps = (3, 1) if quick else (6, 3)
+    ver = versions()
+    if ver["jax"].startswith("skipped"):
+        # Without JAX there is no program for tessel either.
+        return "skipped (%s) ratio 0" % ver["jax"]
+    d = os.path.join(o["work"], "peers_%s%s" % (name, "_quick" if quick else ""))
+    if not os.path.exists(os.path.join(d, "params.json")):
+        run([VENV_PY, os.path.join(HERE, "peers_jax.py"), "gen", name, d] + (["--quick"] if quick else []))
+    plan = os.path.join(d, "model.plan")
+    hlo = os.path.join(d, "model.hlo")
+    run([o["tessel"], "compile", hlo, "--num-partitions", "2", "--hosts", "2", "-o", plan])
+    ins = inputs_args(d)
+    pj = os.path.join(HERE, "peers_jax.py")
+    pt = os.path.join(HERE, "peers_torch.py")
+    torch_ok = not ver["torch"].startswith("skipped")
+
+    def sides(out):
+        """side name -> function running it once (out: write outputs to out/SIDE)."""
+        def od(side):
+            return ["--out" if not side.startswith("tessel") else "--output-dir", os.path.join(out, side)] if out else []
+
+        s = {
+            "tessel-2dev": lambda: warm(run([o["tessel"], "run", hlo, "--num-partitions", "2", "--steps", str(steps),
+                                             "--stats"] + ins + od("tessel-2dev")).stderr),
+            "jax-1p": lambda: warm(run([VENV_PY, pj, "run", name, d, "--steps", str(steps)] + od("jax-1p")).stdout),
+            "tessel-mpi": lambda: warm(run(["mpirun", "-np", "2", "--oversubscribe", o["tessel"], "run", plan,
+                                            "--steps", str(steps), "--stats"] + ins + od("tessel-mpi")).stderr),
+        }
+        port = free_port()
+        s["jax-2p"] = lambda: warm("".join(two_procs(
+            lambda r: [VENV_PY, pj, "dist", name, d, "--steps", str(steps), "--rank", str(r), "--port", str(port)]
+            + od("jax-2p"))))
+        if torch_ok:
+            s["torch-2p"] = lambda: warm("".join(two_procs(
+                lambda r: [SYS_PY, pt, name, d, "--steps", str(steps), "--rank", str(r), "--port", str(port)]
+                + od("torch-2p"))))
+        return s
+
+    times = {}
+    outdir = os.path.join(d, "out")
+    os.makedirs(outdir, exist_ok=True)
+    for r in range(-1, reps):
+        last = r == reps - 1
+        for side, fn in sides(outdir if last else None).items():
+            ms = fn()
+            if r >= 0:
+                times.setdefault(side, []).append(ms)
+    with open(os.path.join(d, "params.json")) as fh:
+        params = {int(k): v for k, v in json.load(fh).items()}
+    for side in times:
+        check(name, side, os.path.join(outdir, side), d, params)
+
+    def fig(side):
+        v = times[side]
+        return "%s %.2f ms (min %.2f, max %.2f)" % (side, median(v), min(v), max(v))
+
+    t2, tm = median(times["tessel-2dev"]), median(times["tessel-mpi"])
+    j1, j2 = median(times["jax-1p"]), median(times["jax-2p"])
+    parts = [fig(s) for s in times]
+    ratios = ["tessel-2dev/jax-1p %.2f" % (t2 / j1), "tessel-mpi/jax-2p %.2f" % (tm / j2)]
+    multi = [j2]
+    if "torch-2p" in times:
+        tt = median(times["torch-2p"])
+        ratios.append("tessel-mpi/torch-2p %.2f" % (tm / tt))
+        multi.append(tt)
+    r = max(t2 / j1, tm / min(multi))
+    return ("%s; %s (%s; %s%s; warm step medians, %d steps a process, %d interleaved rounds; outputs match "
+            "JAX's) ratio %.2f"
+            % ("; ".join(parts), ", ".join(ratios), ver["jax"], ver["torch"],
+               "" if torch_ok else " (no torch-2p)", steps, reps, r))
+
+
+def main(argv):
+    args = [a for a in argv[1:] if a != "--quick"]
+    bin_dir = "build/release"
+    if "--bin" in args:
+        i = args.index("--bin")
+        bin_dir = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1 or args[0] not in NAMES:
+        sys.stderr.write("usage: peers.py %s [--quick] [--bin DIR]\n" % "|".join(NAMES))
+        return 2
+    name = args[0]
+    o = {"quick": "--quick" in argv, "tessel": os.path.abspath(os.path.join(bin_dir, "tessel")),
+         "work": os.path.abspath(os.path.join(bin_dir, "bench", "work"))}
+    os.makedirs(o["work"], exist_ok=True)
+    try:
+        line = bench(name, o)
+    except (Failed, subprocess.TimeoutExpired) as e:
+        print("bench peers-%s: FAILED %s" % (name, e))
+        return 1
+    print("bench peers-%s: %s" % (name, line))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

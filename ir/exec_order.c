@@ -1,0 +1,80 @@
+/*
+ * exec_order.c: the order in which the executor (device/exec.c) runs the
+ * instructions of one computation, so that the memory estimate
+ * (partition/memory.c) and a scheduler can reason about the same order the
+ * run takes.
+ *
+ * The order is a depth-first post-order over operands and control
+ * predecessors: first from each instruction with a side effect (in
+ * definition order: custom-calls, feeds, send/recv, rng state), then from
+ * the root. Only instructions reached run; each comes after its operands.
+ * Example: root = add(p0, mul(p0, p1)) gives p0, p1, mul, add; an unused
+ * instruction is not in the order.
+ */
+#include "ir.h"
+
+bool ir_op_has_side_effect(IrOpcode op)
+{
+    switch (op) {
+    case OP_CUSTOM_CALL: case OP_OUTFEED: case OP_INFEED: case OP_SEND: case OP_SEND_DONE:
+    case OP_RECV: case OP_RECV_DONE: case OP_RNG_GET_AND_UPDATE_STATE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Post-order from `start` (iterative: computations can be 100k deep).
+ * state: 0 new, 1 on the path, 2 done. */
+static IrStatus post_order(const IrComputation *c, int32_t start, uint8_t *state, int32_t *stack,
+                           int32_t *next, int32_t *order, int32_t *n, IrExecOrderError *err)
+{
+    if (state[start] == 2)
+        return IR_OK;
+    int32_t sp = 0;
+    stack[sp++] = start;
+    next[start] = 0;
+    state[start] = 1;
+    while (sp > 0) {
+        int32_t i = stack[sp - 1];
+        const IrInstr *ins = &c->instr[i];
+        int32_t k = next[i]++;
+        int32_t ncp = ins->a.x->control_predecessors.n;
+        if (k < ins->nopnd + ncp) {
+            int64_t o = k < ins->nopnd ? ins->opnd[k] : ins->a.x->control_predecessors.v[k - ins->nopnd];
+            if (o < 0 || o >= c->ninstr || state[o] == 1) {
+                *err = (IrExecOrderError){i, k, o < 0 || o >= c->ninstr ? -1 : (int32_t)o};
+                return IR_EINPUT;
+            }
+            if (state[o] == 0) {
+                state[o] = 1;
+                next[o] = 0;
+                stack[sp++] = (int32_t)o;
+            }
+            continue;
+        }
+        state[i] = 2;
+        order[(*n)++] = i;
+        sp--;
+    }
+    return IR_OK;
+}
+
+IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExecOrderError *err)
+{
+    *n = 0;
+    size_t cnt = (size_t)(c->ninstr > 0 ? c->ninstr : 1);
+    uint8_t *state = ts_calloc(cnt, 1);
+    int32_t *stack = ts_malloc(cnt * sizeof *stack);
+    int32_t *next = ts_malloc(cnt * sizeof *next);
+    IrStatus st = state && stack && next ? IR_OK : IR_ENOMEM;
+    for (int32_t i = 0; i < c->ninstr && st == IR_OK; i++)
+        if (ir_op_has_side_effect(c->instr[i].op))
+            st = post_order(c, i, state, stack, next, order, n, err);
+    if (st == IR_OK && c->root >= 0 && c->root < c->ninstr)
+        st = post_order(c, c->root, state, stack, next, order, n, err);
+    ts_free(state);
+    ts_free(stack);
+    ts_free(next);
+    return st;
+}

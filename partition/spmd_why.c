@@ -1,0 +1,254 @@
+/*
+ * spmd_why.c: why each collective is there. The partitioner keeps a
+ * reason (Spmd.why) while it emits collectives: resharding an operand for
+ * its user (spmd_operand_as), moving a computation's root to its result
+ * sharding, or a handler's result to the value's sharding (spmd_reshard).
+ * When a collective is recorded for the plan (note_collective) its
+ * reason is that one, finished with what the collective does to the
+ * value; a collective emitted with no reason set is the op's own rule:
+ * partial results combined (all-reduce, reduce-scatter), a halo exchanged
+ * (collective-permute under a windowed op), or a value gathered.
+ *
+ * Example, Megatron's MLP with w1 tiled on dim 1 and w2 on dim 0 over 2
+ * devices: dot.2 contracts dim 1 of h, which is tiled over 2 devices, so
+ * each device holds a partial sum of f32[8,16] and the all-reduce moves
+ * 2(n-1)/n of its 512 bytes: "dot dot.2 contracts dim 1 of h, which is
+ * tiled over 2 devices: partial sums are all-reduced".
+ */
+#include "spmd_internal.h"
+
+#include <string.h>
+
+static const char *const KIND_NAMES[] = {
+    [SPMD_WHY_UNKNOWN] = "unknown", [SPMD_WHY_OPERAND] = "operand", [SPMD_WHY_PARTIAL] = "partial",
+    [SPMD_WHY_RESULT] = "result",   [SPMD_WHY_OUTPUT] = "output",   [SPMD_WHY_HALO] = "halo",
+    [SPMD_WHY_RULE] = "rule",
+};
+
+const char *spmd_why_kind_name(SpmdWhyKind k)
+{
+    return (unsigned)k < sizeof KIND_NAMES / sizeof *KIND_NAMES ? KIND_NAMES[k] : "unknown";
+}
+
+bool spmd_why_kind_from_name(const char *s, size_t n, SpmdWhyKind *k)
+{
+    for (size_t j = 0; j < sizeof KIND_NAMES / sizeof *KIND_NAMES; j++)
+        if (strlen(KIND_NAMES[j]) == n && memcmp(KIND_NAMES[j], s, n) == 0) {
+            *k = (SpmdWhyKind)j;
+            return true;
+        }
+    *k = SPMD_WHY_UNKNOWN;
+    return false;
+}
+
+/* b's text in the scratch arena (NULL on OOM; b emptied). */
+static const char *scratch_text(PComp *pc, IrStrBuf *b)
+{
+    char *t = ir_sb_take(b);
+    const char *r = t ? ir_strdup(spmd_tmp(pc), t) : NULL;
+    ts_free(t);
+    return r;
+}
+
+/* Install a reason; the previous one is returned for the caller to put back. */
+static SpmdWhy install(PComp *pc, SpmdWhyKind k, IrStrBuf *text, IrStrBuf *avoid)
+{
+    SpmdWhy old = pc->sp->why;
+    pc->sp->why = (SpmdWhy){.kind = k, .text = scratch_text(pc, text), .avoid = avoid ? scratch_text(pc, avoid) : NULL};
+    return old;
+}
+
+static void instr_words(IrStrBuf *b, const IrInstr *ins)
+{
+    ir_sb_printf(b, "%s %s", ir_op_name(ins->op), ins->name);
+}
+
+SpmdWhy spmd_why_operand(PComp *pc, int32_t i, int32_t o, const IrSharding *to)
+{
+    const IrInstr *ins = &pc->sc->instr[i], *op = &pc->sc->instr[o];
+    IrStrBuf t = {0}, a = {0};
+    ir_sb_printf(&t, "operand %s is ", op->name);
+    shd_describe(&t, pc->shd[o]);
+    ir_sb_puts(&t, " but ");
+    instr_words(&t, ins);
+    ir_sb_puts(&t, " needs it ");
+    shd_describe(&t, to);
+    char *c = shd_canonical_str(to);
+    ir_sb_printf(&a, "%s with sharding=%s would make this edge local", op->name, c ? c : "?");
+    ts_free(c);
+    return install(pc, SPMD_WHY_OPERAND, &t, &a);
+}
+
+SpmdWhy spmd_why_output(PComp *pc, int32_t root, const IrSharding *from, const IrSharding *to)
+{
+    const IrInstr *ins = &pc->sc->instr[root];
+    IrStrBuf t = {0}, a = {0};
+    ir_sb_printf(&t, "%s's result %s is ", pc->sc->name, ins->name);
+    shd_describe(&t, from);
+    ir_sb_puts(&t, " but the result must be ");
+    shd_describe(&t, to);
+    char *c = shd_canonical_str(to);
+    ir_sb_printf(&a, "%s with sharding=%s would make the result local", ins->name, c ? c : "?");
+    ts_free(c);
+    return install(pc, SPMD_WHY_OUTPUT, &t, &a);
+}
+
+SpmdWhy spmd_why_result(PComp *pc, const IrSharding *from, const IrSharding *to)
+{
+    SpmdWhy old = pc->sp->why;
+    if (old.kind != SPMD_WHY_UNKNOWN || pc->cur < 0)
+        return old;
+    const IrInstr *ins = &pc->sc->instr[pc->cur];
+    IrStrBuf t = {0}, a = {0};
+    ir_sb_puts(&t, "the rule of ");
+    instr_words(&t, ins);
+    ir_sb_puts(&t, " computes it ");
+    shd_describe(&t, from);
+    ir_sb_puts(&t, " but its sharding is ");
+    shd_describe(&t, to);
+    char *c = shd_canonical_str(from);
+    ir_sb_printf(&a, "%s with sharding=%s would keep it local (if its users take it so)", ins->name,
+                 c ? c : "?");
+    ts_free(c);
+    return install(pc, SPMD_WHY_RESULT, &t, &a);
+}
+
+void spmd_why_restore(PComp *pc, SpmdWhy old)
+{
+    pc->sp->why = old;
+}
+
+static bool combining(IrOpcode op)
+{
+    return op == OP_ALL_REDUCE || op == OP_ALL_REDUCE_START || op == OP_REDUCE_SCATTER;
+}
+
+static bool windowed(IrOpcode op)
+{
+    return op == OP_CONVOLUTION || op == OP_REDUCE_WINDOW || op == OP_SELECT_AND_SCATTER;
+}
+
+/* The first of `dims` of source operand k of ins that its sharding tiles:
+ * *d and *t set, or false. */
+static bool tiled_dim(PComp *pc, const IrInstr *ins, int32_t k, const IrI64List *dims, int64_t *d, int64_t *t)
+{
+    if (k >= ins->nopnd)
+        return false;
+    const IrSharding *s = pc->shd[ins->opnd[k]];
+    for (int64_t j = 0; s && j < dims->n; j++)
+        if (shd_tiles(s, (int32_t)dims->v[j]) > 1) {
+            *d = dims->v[j];
+            *t = shd_tiles(s, (int32_t)dims->v[j]);
+            return true;
+        }
+    return false;
+}
+
+/* A dot's partial sums: which contracted dim is tiled, and whether
+ * gathering the contracted dims of both operands would move fewer bytes
+ * than `bytes` (then that is the cheaper form). */
+static void why_dot(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins, int64_t size, int64_t bytes)
+{
+    const IrDotDnums *dd = &ins->a.dot;
+    int64_t d = 0, n = 0;
+    int32_t k = tiled_dim(pc, ins, 0, &dd->lhs_contracting, &d, &n) ? 0
+                : tiled_dim(pc, ins, 1, &dd->rhs_contracting, &d, &n) ? 1 : -1;
+    instr_words(t, ins);
+    if (k >= 0)
+        ir_sb_printf(t, " contracts dim %lld of %s, which is tiled over %lld devices", (long long)d,
+                     pc->sc->instr[ins->opnd[k]].name, (long long)n);
+    else
+        ir_sb_printf(t, " contracts dims split over %lld devices", (long long)size);
+    int64_t alt = 0;
+    for (int32_t j = 0; j < 2 && j < ins->nopnd; j++) {
+        const IrInstr *o = &pc->sc->instr[ins->opnd[j]];
+        const IrI64List *cd = j == 0 ? &dd->lhs_contracting : &dd->rhs_contracting;
+        IrSharding *whole = shd_replicate_dims(spmd_tmp(pc), pc->shd[ins->opnd[j]], (int32_t)cd->n, cd->v);
+        if (!whole)
+            return;
+        alt += spmd_reshard_cost(&o->shape, pc->shd[ins->opnd[j]], whole);
+    }
+    if (k >= 0 && alt < bytes)
+        ir_sb_printf(a, "keeping the contracted dims of %s and %s whole would make the dot local and move %lld "
+                        "bytes per device instead of %lld",
+                     pc->sc->instr[ins->opnd[0]].name, pc->sc->instr[ins->opnd[1]].name, (long long)alt,
+                     (long long)bytes);
+}
+
+/* The reason of a combining collective emitted by ins's own rule. */
+static void why_partial(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins, int64_t size, int64_t bytes)
+{
+    int64_t d = 0, n = 0;
+    if (ins->op == OP_DOT) {
+        why_dot(pc, t, a, ins, size, bytes);
+    } else if (ins->op == OP_REDUCE && tiled_dim(pc, ins, 0, &ins->a.dimensions, &d, &n)) {
+        instr_words(t, ins);
+        ir_sb_printf(t, " reduces dim %lld of %s, which is tiled over %lld devices", (long long)d,
+                     pc->sc->instr[ins->opnd[0]].name, (long long)n);
+    } else if (ins->op == OP_CONVOLUTION) {
+        instr_words(t, ins);
+        ir_sb_printf(t, " sums over input features split over %lld devices", (long long)size);
+    } else {
+        instr_words(t, ins);
+        ir_sb_printf(t, " leaves a partial result on each of %lld devices", (long long)size);
+    }
+}
+
+static const char *verb(IrOpcode op, bool partial, bool sum)
+{
+    switch (op) {
+    case OP_ALL_GATHER:
+    case OP_ALL_GATHER_START: return "all-gathered";
+    case OP_ALL_REDUCE:
+    case OP_ALL_REDUCE_START:
+        return !partial ? "all-reduced" : sum ? "partial sums are all-reduced" : "partial results are all-reduced";
+    case OP_REDUCE_SCATTER:
+        return sum ? "partial sums are reduce-scattered" : "partial results are reduce-scattered";
+    case OP_ALL_TO_ALL: return "exchanged by all-to-all";
+    case OP_COLLECTIVE_PERMUTE:
+    case OP_COLLECTIVE_PERMUTE_START: return "moved by collective-permute";
+    default: return "moved";
+    }
+}
+
+SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *arena)
+{
+    SpmdWhy w = pc->sp->why;
+    const IrInstr *ins = pc->cur >= 0 ? &pc->sc->instr[pc->cur] : NULL;
+    IrStrBuf t = {0}, a = {0};
+    const IrReplicaGroups *g = coll->a.x ? &coll->a.x->replica_groups : NULL;
+    int64_t size = g && g->ngroups > 0 && g->group_size ? g->group_size[0]
+                   : g && g->iota && g->iota_shape.n == 2 ? g->iota_shape.v[1] : 0;
+    /* partial sums, or partial maxima, products, ...: the reducer's root */
+    const IrComputation *red = coll->ncalled > 0 ? pc->sp->dst->comp[coll->called[0]] : NULL;
+    bool sum = red && red->root >= 0 && red->instr[red->root].op == OP_ADD;
+    if (combining(coll->op) && ins && (w.kind == SPMD_WHY_UNKNOWN || w.kind == SPMD_WHY_RESULT)) {
+        why_partial(pc, &t, &a, ins, size, bytes);
+        w.kind = SPMD_WHY_PARTIAL;
+    } else if (w.kind != SPMD_WHY_UNKNOWN) {
+        ir_sb_puts(&t, w.text ? w.text : "?");
+        if (w.avoid)
+            ir_sb_puts(&a, w.avoid);
+    } else if (ins && windowed(ins->op) && (coll->op == OP_COLLECTIVE_PERMUTE)) {
+        instr_words(&t, ins);
+        ir_sb_puts(&t, "'s window reads rows of the neighbouring devices' shards (halo)");
+        w.kind = SPMD_WHY_HALO;
+    } else if (ins) {
+        ir_sb_puts(&t, "the rule of ");
+        instr_words(&t, ins);
+        ir_sb_puts(&t, " (");
+        shd_describe(&t, pc->shd[pc->cur]);
+        ir_sb_puts(&t, ") needs it");
+        w.kind = SPMD_WHY_RULE;
+    } else {
+        ir_sb_puts(&t, "the partitioner needs it");
+        w.kind = SPMD_WHY_RULE;
+    }
+    ir_sb_printf(&t, ": %s", verb(coll->op, w.kind == SPMD_WHY_PARTIAL, sum));
+    char *text = ir_sb_take(&t), *avoid = ir_sb_take(&a);
+    w.text = text ? ir_strdup(arena, text) : NULL;
+    w.avoid = avoid && *avoid ? ir_strdup(arena, avoid) : NULL;
+    ts_free(text);
+    ts_free(avoid);
+    return w;
+}

@@ -1,0 +1,192 @@
+/*
+ * test_memory.c: the per-device memory estimate (partition/memory.c).
+ * Every figure below is worked out by hand from the model in memory.c's
+ * opening comment: parameters live from before the first step (to the end
+ * unless donated), a result from its step to its last use, the root to
+ * the end; references hold nothing of their own; a called computation
+ * adds its peak beyond its parameters and result.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "partition/partition.h"
+
+static IrModule *parse(const char *text)
+{
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("m.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    return m;
+}
+
+static int32_t find(const IrModule *m, const char *name)
+{
+    const IrComputation *c = m->comp[m->entry];
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (strcmp(c->instr[i].name, name) == 0)
+            return i;
+    fail_msg("no instruction %s", name);
+    return -1;
+}
+
+#define CHAIN                                                                                                    \
+    "HloModule m\nENTRY e {\n p0 = f32[4] parameter(0)\n a = f32[4] exponential(p0)\n b = f32[4] add(a, p0)\n" \
+    " ROOT c = f32[4] negate(b)\n}\n"
+
+/* p0 16; a 32; b 48 (a dies after it); c 48 (b dies after it). */
+static void test_chain(void **state)
+{
+    (void)state;
+    IrModule *m = parse(CHAIN);
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.n, 4);
+    assert_int_equal(e.order[0], find(m, "p0"));
+    assert_int_equal(e.order[3], find(m, "c"));
+    assert_int_equal(e.start_bytes, 16);
+    assert_int_equal(e.live[0], 16);
+    assert_int_equal(e.live[1], 32);
+    assert_int_equal(e.live[2], 48);
+    assert_int_equal(e.live[3], 48);
+    assert_int_equal(e.peak, 48);
+    assert_int_equal(e.peak_step, 2);
+    assert_int_equal(e.param_bytes, 16);
+    assert_int_equal(e.output_bytes, 16);
+    /* At the peak: p0, a, b, 16 bytes each, by instruction order on ties. */
+    assert_int_equal(e.nat_peak, 3);
+    assert_int_equal(e.at_peak[0].instr, find(m, "p0"));
+    assert_int_equal(e.at_peak[0].kind, MEM_PARAMETER);
+    assert_int_equal(e.at_peak[1].instr, find(m, "a"));
+    assert_int_equal(e.at_peak[1].kind, MEM_TEMPORARY);
+    assert_int_equal(e.at_peak[2].bytes, 16);
+    assert_int_equal(mem_peak(m, NULL), 48);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
+/* Donated, p0 dies after b (its last use): c's step holds b and c only. */
+static void test_donated(void **state)
+{
+    (void)state;
+    IrModule *m = parse(CHAIN);
+    bool donated[1] = {true};
+    MemOptions o = {.donated = donated, .nparams = 1};
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, &o, &e, &d), IR_OK);
+    assert_int_equal(e.live[2], 48);
+    assert_int_equal(e.live[3], 32);
+    assert_int_equal(e.peak, 48);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
+/* A tuple and a copy refer to their operands: the result is a (32) and
+ * p0's own bytes; copy(a) adds nothing. */
+static void test_references(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nENTRY e {\n p0 = f32[8] parameter(0)\n a = f32[8] exponential(p0)\n"
+                        " k = f32[8] copy(a)\n ROOT t = (f32[8], f32[8]) tuple(k, p0)\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.peak, 64);
+    assert_int_equal(e.output_bytes, 32);
+    assert_int_equal(e.own[find(m, "k")], 0);
+    assert_int_equal(e.end[find(m, "a")], e.n); /* held by the result through k */
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
+/* A reshape of a value at its last use takes its buffer: p0 32 + a 32,
+ * then r (a's buffer) + n 32: 96. A reshape of the parameter the caller
+ * keeps makes a buffer of its own. */
+static void test_reshape_in_place(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nENTRY e {\n p0 = f32[8] parameter(0)\n a = f32[8] exponential(p0)\n"
+                        " r = f32[2,4] reshape(a)\n q = f32[2,4] reshape(p0)\n ROOT n = f32[2,4] add(r, q)\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.own[find(m, "r")], 0);
+    assert_int_equal(e.own[find(m, "q")], 32);
+    /* p0, a=r, q, n: 128 at n. */
+    assert_int_equal(e.peak, 128);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
+/* An order given by a scheduler: the large temporaries x1 and x2 (400
+ * bytes each) consumed one at a time keep the peak low; taking both
+ * first raises it. An order running a user before its operand is
+ * refused. */
+static void test_given_order(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nENTRY e {\n p = f32[100] parameter(0)\n z = f32[] constant(0)\n"
+                        " x1 = f32[100] exponential(p)\n"
+                        " s1 = f32[] reduce(x1, z), dimensions={0}, to_apply=add\n"
+                        " x2 = f32[100] log(p)\n s2 = f32[] reduce(x2, z), dimensions={0}, to_apply=add\n"
+                        " ROOT t = (f32[], f32[]) tuple(s1, s2)\n}\n"
+                        "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n");
+    int32_t low[] = {find(m, "p"), find(m, "z"), find(m, "x1"), find(m, "s1"), find(m, "x2"), find(m, "s2"),
+                     find(m, "t")};
+    int32_t high[] = {find(m, "p"), find(m, "z"), find(m, "x1"), find(m, "x2"), find(m, "s1"), find(m, "s2"),
+                      find(m, "t")};
+    MemOptions o = {.order = low, .norder = 7};
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, &o, &e, &d), IR_OK);
+    /* At s2: p 400 + z 4 + s1 4 + x2 400 + s2 4 (the reducer holds
+     * nothing beyond its parameters and result). */
+    assert_int_equal(e.peak, 812);
+    mem_estimate_free(&e);
+    o.order = high;
+    assert_int_equal(mem_estimate(m, m->entry, &o, &e, &d), IR_OK);
+    assert_int_equal(e.peak, 1208); /* p, z, x1, x2, s1 */
+    mem_estimate_free(&e);
+    int32_t bad[] = {find(m, "x1"), find(m, "p")};
+    o.order = bad;
+    o.norder = 2;
+    assert_int_equal(mem_estimate(m, m->entry, &o, &e, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "before its operand"));
+    ir_diag_clear(&d);
+    ir_module_free(m);
+}
+
+/* A call adds its callee's peak beyond its parameter and result: the
+ * callee holds q 16, f 16, g 16 at g: 16 beyond. The caller's step of the
+ * call: p0 16 + the call's result 16 + 16. */
+static void test_callee(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nf {\n q = f32[4] parameter(0)\n x = f32[4] exponential(q)\n"
+                        " ROOT g = f32[4] negate(x)\n}\n"
+                        "ENTRY e {\n p0 = f32[4] parameter(0)\n ROOT c = f32[4] call(p0), to_apply=f\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.peak, 48);
+    assert_int_equal(e.callee_at_peak, 16);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain),          cmocka_unit_test(test_donated),
+        cmocka_unit_test(test_references),     cmocka_unit_test(test_reshape_in_place),
+        cmocka_unit_test(test_given_order),    cmocka_unit_test(test_callee),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
