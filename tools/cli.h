@@ -75,10 +75,10 @@ enum {
 #define OPT_MESH           (UINT64_C(1) << 37) /* --mesh SPEC (2x4, data=2,model=4) */
 #define OPT_PROFILE        (UINT64_C(1) << 38) /* --profile FILE (the cost model's rates) */
 #define OPT_EXPLAIN        (UINT64_C(1) << 39) /* --explain (plan: why each chosen sharding) */
-#define OPT_SIGN_KEY       (UINT64_C(1) << 41) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 /* The options of automatic sharding, for compile, plan and run. */
 #define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
+#define OPT_SIGN_KEY       (UINT64_C(1) << 41) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
