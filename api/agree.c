@@ -13,7 +13,8 @@
  *                          an output manifest's model_sha256 is every
  *                          rank's model
  *   the layout             hosts x local devices
- *   the random inputs      "off" or the seed (and per-device)
+ *   the random inputs      "off" or the seed (and per-device); whether
+ *                          optimizer state starts at zero (zero_state)
  *   the inputs             each input's key and source: a file by its
  *                          path and size (each rank reads only its own
  *                          shards of it: hashing it whole would read it
@@ -157,6 +158,7 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDia
     else
         add_text(&fs, "random inputs' seed", "none (no random inputs)");
     add_inputs(&fs, o);
+    add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
     add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
     add_text(&fs, "statistics (stats)", "%s", o->stats ? "on" : "off");
     add_text(&fs, "process-local inputs and outputs", "%s", o->process_local ? "on" : "off");

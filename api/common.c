@@ -1,7 +1,8 @@
 /*
  * common.c: what every part of the API shares: moving an IrDiag into a
- * TsDiag, formatting and clearing it, the version, limits, reading files,
- * and releasing the process-wide caches.
+ * TsDiag, formatting and clearing it, the version, "did you mean" for a
+ * client's names, limits, reading files, and releasing the process-wide
+ * caches.
  */
 #include "api_internal.h"
 
@@ -31,6 +32,16 @@ _Static_assert(TS_MAX_RANK >= IR_MAX_RANK, "TsArrayInfo.dims holds every rank");
 const char *ts_version(void)
 {
     return TS_VERSION;
+}
+
+static const char *name_at(void *ctx, int32_t i)
+{
+    return ((const char *const *)ctx)[i];
+}
+
+const char *ts_nearest_name(const char *key, const char *const *names, int32_t n)
+{
+    return key && names && n > 0 ? ir_nearest(key, strlen(key), n, name_at, (void *)names) : NULL;
 }
 
 TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to)

@@ -63,7 +63,8 @@ bool api_heartbeat_ok(double s)
 
 RtBindOptions api_bind_options(const TsRunOptions *o)
 {
-    return (RtBindOptions){o->ninputs, (const RtInput *)o->inputs, o->random, o->seed, o->process_local};
+    return (RtBindOptions){.ninputs = o->ninputs, .inputs = (const RtInput *)o->inputs, .random = o->random,
+                           .seed = o->seed, .zero_state = o->zero_state, .process_local = o->process_local};
 }
 
 CollTuning api_tuning(const TsRunOptions *o)

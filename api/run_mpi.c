@@ -202,9 +202,11 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         ; /* the heartbeat did not start or the ranks differ: said at the agreement */
     else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                      p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d"
-                                     : "the plan is for %lld hosts, but the communicator has %d ranks",
-                      (long long)hosts, size);
+                      p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d: run it "
+                                       "with `mpirun -np %lld`, or compile it again with `tessel compile --hosts %d`"
+                                     : "the plan is for %lld hosts, but the communicator has %d ranks: run it on "
+                                       "%lld ranks, or set its layout to %d hosts (ts_plan_set_layout)",
+                      (long long)hosts, size, (long long)hosts, size);
     else if (l * hosts != ndev)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "%lld devices (%lld partitions x %lld replicas) do not split into %d hosts x %lld local "

@@ -7,14 +7,18 @@
  * cblas_sgemm call and one dev_execute of the module (which includes
  * allocating the result, as every real run does). After warm-up rounds it
  * reports the median of each (the side that runs first alternates):
- *     bench dot: tessel X ms blas Y ms (f32 MxKxN, median of R) ratio R
- * where R = X / Y is tessel's time over BLAS's (the target is R <= 1.10). Results are validated: tessel's and BLAS's outputs must agree
+ *     bench dot: tessel X ms blas Y ms (f32 MxKxN, median of R; tessel G
+ *     GFLOP/s, F of the peak P GFLOP/s of T threads) ratio R
+ * where R = X / Y is tessel's time over BLAS's (the target is R <= 1.10)
+ * and F tessel's rate over the peak bench_peak.h measures on one core
+ * times OpenBLAS's T threads (issue 34's target: at least 0.85). Results are validated: tessel's and BLAS's outputs must agree
  * within 1e-5 relative, and a sample of entries must match a
  * double-precision dot product computed here. A failed validation exits 1.
  *
  * Options: --quick, --size M,K,N, --reps R (timed rounds, default 7),
  * --max-ratio R (exit 1 when the ratio is above R; default: report only).
  */
+#include "bench_peak.h"
 #include "device/device.h"
 
 #include <cblas.h>
@@ -214,8 +218,14 @@ int main(int argc, char **argv)
                       (const float *)b->data, m, k, n);
     if (rc == 0) {
         double mt = median(tt, reps), mb = median(tb, reps), ratio = mt / mb;
-        printf("bench dot: tessel %.2f ms blas %.2f ms (f32 %lldx%lldx%lld, median of %d) ratio %.2f\n",
-               mt, mb, (long long)m, (long long)k, (long long)n, reps, ratio);
+        /* The peak of the cores the GEMM ran on: OpenBLAS's threads (the
+         * library tessel loads is the one linked here, already loaded). */
+        int lanes = 0, threads = openblas_get_num_threads();
+        double peak = bench_peak_gflops(&lanes) * threads, gf = 2.0 * (double)m * (double)k * (double)n / mt / 1e6;
+        printf("bench dot: tessel %.2f ms blas %.2f ms (f32 %lldx%lldx%lld, median of %d; tessel %.1f GFLOP/s, "
+               "%.2f of the peak %.1f GFLOP/s of %d thread%s) ratio %.2f\n",
+               mt, mb, (long long)m, (long long)k, (long long)n, reps, gf, peak > 0 ? gf / peak : 0.0, peak, threads,
+               threads == 1 ? "" : "s", ratio);
         if (max_ratio > 0 && ratio > max_ratio) {
             fprintf(stderr, "dot_bench: ratio %.2f above %.2f\n", ratio, max_ratio);
             rc = 1;

@@ -12,6 +12,11 @@
  * they would have anyway: when their devices are made (dev_devices_create
  * sets the thread count) or at the first GEMM, before any timed step.
  *
+ * The f32 GEMM (DevBlas.sgemm) comes from the library the build chose,
+ * TESSEL_SGEMM: OpenBLAS's cblas_sgemm by default, else BLIS's or oneDNN's
+ * behind the same signature (blas_sgemm.c); a chosen library that does not
+ * load is an error, as a missing OpenBLAS is (dev_blas_error).
+ *
  * The library is the one the build found (TESSEL_BLAS_PATH, the directory
  * pkg-config names and the library's soname: what the linked binary's
  * RUNPATH resolved to), else the soname on the loader's search path.
@@ -31,6 +36,9 @@
 #endif
 #ifndef TESSEL_BLAS_SONAME
 #define TESSEL_BLAS_SONAME "libopenblas.so.0"
+#endif
+#ifndef TESSEL_SGEMM
+#define TESSEL_SGEMM "openblas"
 #endif
 
 static DevBlas blas;
@@ -92,6 +100,16 @@ static void blas_load(void)
               sym(lib, "cungqr_", &b->cungqr) && sym(lib, "zungqr_", &b->zungqr) &&
               sym(lib, "openblas_get_num_threads", &b->get_num_threads) &&
               sym(lib, "openblas_set_num_threads", &b->set_num_threads);
+    if (ok && strcmp(TESSEL_SGEMM, "openblas") != 0) {
+        const char *why = "";
+        SgemmFn *g = dev_blas_sgemm_from(TESSEL_SGEMM, &why);
+        if (g)
+            b->sgemm = g;
+        else {
+            snprintf(blas_why, sizeof blas_why, "the build chose %s (TESSEL_SGEMM): %s", TESSEL_SGEMM, why);
+            ok = false;
+        }
+    }
     if (ok)
         blas_ok = b;
     /* A library that lacks a symbol stays loaded: unloading one whose

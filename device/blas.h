@@ -1,6 +1,7 @@
 /*
  * blas.h: OpenBLAS's entry points as device/ calls them (blas.c loads the
- * library on first use), for the files that call BLAS or LAPACK: k_dot.c,
+ * library on first use; blas_sgemm.c, the f32 GEMM of BLIS or oneDNN where
+ * the build chose one), for the files that call BLAS or LAPACK: k_dot.c,
  * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */
@@ -50,6 +51,13 @@ typedef struct DevBlas {
     __typeof__(openblas_set_num_threads) *set_num_threads;
 } DevBlas;
 const DevBlas *dev_blas(void);
+/* blas_sgemm.c: the f32 GEMM of `lib` ("blis" or "onednn") behind
+ * cblas_sgemm's signature, the library loaded on the first call (once);
+ * NULL, with *why saying why, when it cannot be loaded or lib is unknown.
+ * It runs on the calling thread alone. blas.c puts it in DevBlas.sgemm
+ * when the build chose it (TESSEL_SGEMM). Thread safe. */
+typedef __typeof__(cblas_sgemm) SgemmFn;
+SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why);
 /* dev_blas, loading the library (if not yet loaded) with a pool of n
  * threads rather than one a core (dev_blas_set_threads). */
 const DevBlas *dev_blas_for_threads(int n);

@@ -47,6 +47,8 @@
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
  *   blas.c        OpenBLAS, loaded on first use (dev_blas)
+ *   blas_sgemm.c  the f32 GEMM of BLIS or oneDNN where the build chose one
+ *                 (TESSEL_SGEMM), behind cblas_sgemm's signature
  *
  * Depends on ir/ and BLAS; never on MPI (collectives reach it through
  * DevCollectives, which the runtime provides).

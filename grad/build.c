@@ -263,6 +263,19 @@ int32_t gb_parameter(GB *b, int64_t number, const IrShape *shape)
     return gb_emit(b, OP_PARAMETER, &s, 0, NULL, &a, 0, NULL);
 }
 
+int32_t gb_parameter_named(GB *b, int64_t number, const IrShape *shape, const char *prefix, const char *of)
+{
+    int32_t i = gb_parameter(b, number, shape);
+    if (i < 0)
+        return -1;
+    const char *want = ir_sprintf(b->g->m->arena, "%s%s", prefix, of ? of : "");
+    const char *name = want ? ir_keep_name(b->g->m, want) : NULL;
+    if (!name)
+        return gb_oom(b->g), -1;
+    b->c->instr[i].name = name;
+    return i;
+}
+
 /* A computation (p0: T[], p1: T[]) -> OP(p0, p1) or compare(p0, p1), GE. */
 static int32_t scalar_comp(Grad *g, IrType t, IrOpcode op, const char *base)
 {

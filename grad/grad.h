@@ -133,6 +133,10 @@ int32_t gb_pad0(GB *b, int32_t x, const int64_t *lo, const int64_t *hi, const in
 int32_t gb_tuple(GB *b, int32_t n, const int32_t *elems);
 int32_t gb_gte(GB *b, int32_t t, int64_t index);
 int32_t gb_parameter(GB *b, int64_t number, const IrShape *shape);
+/* The same, named PREFIX followed by parameter `of`'s name ("m_" and w1.1
+ * give m_w1.1; an empty `of` gives PREFIX alone), kept as it is unless
+ * the module uses that name (ir_keep_name): the name a user binds it by. */
+int32_t gb_parameter_named(GB *b, int64_t number, const IrShape *shape, const char *prefix, const char *of);
 /* The scalar reducer computation `add` of type t (made once). */
 int32_t gb_sum_comp(Grad *g, IrType t);
 /* select-and-scatter's select computation `a >= b` of type t. */

@@ -8,13 +8,14 @@
  *   --sgd LR:   (forward outputs..., p - LR dL/dp ...), each updated p
  *               aliased to p (input_output_alias), so `--steps K` trains
  *   --adam LR:  (forward outputs..., p', m', v' for each p, t + 1) with
- *               moment parameters m_p, v_p and a step counter t appended
- *               to the entry (start them at zero), each aliased likewise:
+ *               moment parameters m_P, v_P (P the parameter's name) and a
+ *               step counter t appended to the entry (start them at zero:
+ *               `tessel run --init-state zeros`), each aliased likewise:
  *               m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2,
  *               p' = p - LR (m' / (1 - b1^(t+1))) / (sqrt(v' / (1 - b2^(t+1))) + eps)
  *               with b1 = 0.9, b2 = 0.999, eps = 1e-8 (Kingma and Ba)
  *   --jvp:      (forward outputs..., tangent of each output) with a
- *               tangent parameter per chosen p appended (forward.c)
+ *               tangent parameter tangent_P per chosen P appended (forward.c)
  *
  * Each gradient (and updated parameter) carries its parameter's sharding,
  * so that propagation partitions the backward pass like the forward one
@@ -218,6 +219,24 @@ static void adam(GB *b, const Adam *A, int32_t p, int32_t g, int32_t m, int32_t 
     out[2] = v1;
 }
 
+/* Mark parameter instruction i as optimizer state that starts at zero
+ * (frontend_attributes={tessel_state="zeros"}): what `tessel run
+ * --init-state zeros` fills, and what a missing input's error names. */
+static void mark_state(Grad *g, int32_t i)
+{
+    if (i < 0)
+        return;
+    IrInstr *ins = &ir_entry(g->m)->instr[i];
+    IrKeyValue *kv = ir_alloc(g->m->arena, sizeof *kv);
+    if (!kv) {
+        gb_oom(g);
+        return;
+    }
+    *kv = (IrKeyValue){"tessel_state", "zeros"};
+    ins->a.frontend = kv;
+    ins->a.nfrontend = 1;
+}
+
 static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src)
 {
     IrModule *m = g->m;
@@ -261,7 +280,8 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
         Adam A = {-1, -1};
         if (o->adam > 0) {
             IrShape ts = {.type = IR_F32};
-            A.t = gb_parameter(&b, np + 2 * nw, &ts);
+            A.t = gb_parameter_named(&b, np + 2 * nw, &ts, "t", "");
+            mark_state(g, A.t);
             A.t1 = gb_bin(&b, OP_ADD, A.t, gb_const(&b, IR_F32, 1));
         }
         for (int32_t k = 0; k < nw; k++) {
@@ -270,7 +290,11 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
             int32_t gr = rev_full(&r, p);
             if (o->adam > 0) {
                 IrShape ps = e->instr[p].shape;
-                int32_t mm = gb_parameter(&b, np + 2 * k, &ps), vv = gb_parameter(&b, np + 2 * k + 1, &ps);
+                const char *pn = e->instr[p].name;
+                int32_t mm = gb_parameter_named(&b, np + 2 * k, &ps, "m_", pn);
+                int32_t vv = gb_parameter_named(&b, np + 2 * k + 1, &ps, "v_", pn);
+                mark_state(g, mm);
+                mark_state(g, vv);
                 if (mm >= 0 && sh) {
                     IrSharding *cs = ir_alloc(m->arena, sizeof *cs);
                     if (cs && ir_sharding_copy(m->arena, cs, sh) == IR_OK)
@@ -323,7 +347,7 @@ static IrStatus tangents(Grad *g, const GradOptions *o)
     for (int32_t k = 0; k < nw; k++) {
         src[k] = e->param[wrt[k]];
         IrShape ps = e->instr[src[k]].shape;
-        tp[k] = gb_parameter(&b, np + k, &ps);
+        tp[k] = gb_parameter_named(&b, np + k, &ps, "tangent_", e->instr[src[k]].name);
         const IrSharding *sh = e->instr[src[k]].sharding;
         if (tp[k] >= 0 && sh) {
             IrSharding *cs = ir_alloc(m->arena, sizeof *cs);

@@ -115,6 +115,11 @@ void ts_free(void *p);
  * that exists and is not a regular file (a pipe, /dev/null) is written in
  * place. TS_ERUNTIME naming the path. */
 TsStatus ts_write_text(const char *path, const char *text, TsDiag *d);
+/* "Did you mean": of names[0..n) (NULL entries skipped) the one nearest
+ * to key by edit distance when it is a slip away (at most a third of the
+ * key's bytes, at least one, and not key itself), else NULL. The rule the
+ * library's own hints (opcodes, attributes, input names) follow. */
+const char *ts_nearest_name(const char *key, const char *const *names, int32_t n);
 /* The library version, e.g. "0.2.0". Static string. */
 const char *ts_version(void);
 /* Release the process-wide caches (the machine's topology, device
@@ -526,6 +531,13 @@ typedef struct TsRunOptions {
      * part is the whole array: nothing changes. TS_EUNSUPPORTED for a
      * program with host work or a replay. */
     bool process_local;
+    /* Optimizer state starts at zero, as optimizers start: the unbound
+     * leaves of the parameters a training step marks as its state
+     * (`tessel grad --adam`'s m_P, v_P and t, marked
+     * frontend_attributes={tessel_state="zeros"}) are zeros; `random`
+     * fills what is still unbound. Without it such a leaf is unbound like
+     * any other (TS_EINPUT naming it and this option). */
+    bool zero_state;
     /* Under MPI (ts_plan_run_mpi): before any step the ranks agree, in one
      * all-gather, that they run the same thing: the plan and the model's
      * SHA-256, the layout, the inputs (keys; files by path and size: each

@@ -12,6 +12,7 @@
  * Files of this layer (the header reads as a table of contents):
  *   arena.c     bump allocator, string interning helpers
  *   strbuf.c    the growable heap string (printers, dumps)
+ *   nearest.c   "did you mean": edit distance, the nearest of a list of names
  *   grow.c      growable heap arrays; membership in lists; name slots
  *   diag.c      error records with FILE:LINE:COL, the source line and a caret
  *   types.c     primitive types: names, sizes, classes
@@ -144,6 +145,20 @@ char *ts_strdup(const char *s);
 /* Fail the Nth allocation from now on (1 = the next one); 0 disables. */
 void ts_fail_alloc_after(long n);
 long ts_alloc_count(void);
+
+/* ------------------------------------------------------------------ */
+/* nearest.c                                                           */
+/* ------------------------------------------------------------------ */
+
+/* The Levenshtein distance of a[0..n) and b[0..m) (bytes; 255 when either
+ * is longer than 254). */
+int ir_edit_distance(const char *a, size_t n, const char *b, size_t m);
+/* "Did you mean": of the names name(ctx, 0..count) (NULL ones skipped),
+ * the one nearest to key[0..n) when it is a slip away (at most a third of
+ * the key's bytes, at least 1, and not the key itself); else NULL. The
+ * first of equally near names wins. */
+const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*name)(void *ctx, int32_t i),
+                       void *ctx);
 
 /* ------------------------------------------------------------------ */
 /* strbuf.c                                                            */

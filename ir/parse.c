@@ -552,6 +552,13 @@ static void prefetch_line_after(const Parser *P)
         prs_map_prefetch(&P->instrs, p, (size_t)(q - p));
 }
 
+/* The opcodes by number: for ir_nearest. */
+static const char *opcode_name(void *ctx, int32_t i)
+{
+    (void)ctx;
+    return ir_op_name((IrOpcode)i);
+}
+
 bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
 {
     Lexer *L = &P->L;
@@ -600,10 +607,13 @@ bool prs_parse_one(Parser *P, int32_t ci, bool nested, bool *saw_root)
         ok = lx_expected(L, "opcode");
     if (ok) {
         ins->op = ir_op_from_name(lx_text(L), lx_tlen(L));
-        if (ins->op == OP_COUNT && !prs_async_sugar(lx_text(L), lx_tlen(L), x))
-            ok = lx_fail(L, L->tok.pos, "unknown opcode %s", lx_describe(L, buf, sizeof buf));
-        else
+        if (ins->op == OP_COUNT && !prs_async_sugar(lx_text(L), lx_tlen(L), x)) {
+            const char *near = ir_nearest(lx_text(L), lx_tlen(L), OP_COUNT, opcode_name, NULL);
+            ok = lx_fail(L, L->tok.pos, "unknown opcode %s%s%s%s", lx_describe(L, buf, sizeof buf),
+                         near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+        } else {
             lx_next(L);
+        }
         P->nasync_sugar += ins->a.x->async_sugar && ins->op == OP_ASYNC_START;
         if (ins->op == OP_CONVOLUTION) {
             IrAttrsX *xs = prs_x(x);

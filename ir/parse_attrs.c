@@ -201,6 +201,13 @@ static AttrId attr_lookup(const Lexer *L)
     return ir_attr_from_name(lx_text(L), lx_tlen(L));
 }
 
+/* The attributes instruction ctx takes, by index: for ir_nearest. */
+static const char *attr_of(void *ctx, int32_t i)
+{
+    const IrInstr *ins = ctx;
+    return i < A_COUNT && attr_applies_to((AttrId)i, ins) ? ir_attr_info((AttrId)i)->name : NULL;
+}
+
 bool prs_parse_attribute(Parser *P, InstrCtx *x)
 {
     Lexer *L = &P->L;
@@ -211,8 +218,11 @@ bool prs_parse_attribute(Parser *P, InstrCtx *x)
     AttrId id = attr_lookup(L);
     char opbuf[64];
     const char *op = op_text(&x->ins, opbuf, sizeof opbuf);
-    if (id == A_COUNT)
-        return lx_fail(L, apos, "unknown attribute %s for %s", lx_describe(L, buf, sizeof buf), op);
+    if (id == A_COUNT) {
+        const char *near = ir_nearest(lx_text(L), lx_tlen(L), A_COUNT, attr_of, &x->ins);
+        return lx_fail(L, apos, "unknown attribute %s for %s%s%s%s", lx_describe(L, buf, sizeof buf), op,
+                       near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
     if (!attr_applies_to(id, &x->ins))
         return lx_fail(L, apos, "attribute %s does not apply to %s", lx_describe(L, buf, sizeof buf), op);
     if (x->seen[id])

@@ -56,8 +56,11 @@ int32_t spmd_emit_clone(PComp *pc, const IrInstr *src, const IrShape *shape, int
             return -1;
     IrInstr ins = *src;
     ins.sharding = NULL;
-    /* parameters keep their names: inputs bind by them (a plan's x.1 is the model's) */
-    ins.name = src->op == OP_PARAMETER ? ir_keep_name(pc->sp->dst, src->name) : ir_unique_name(pc->sp->dst, src->name);
+    /* Instructions keep the model's names where the program does not use
+     * them yet (a plan's dot.5 is the model's dot.5; a second clone of
+     * one source gets dot.N): parameters because inputs bind by them, the
+     * others so that a plan reads in the model's words. */
+    ins.name = ir_keep_name(pc->sp->dst, src->name);
     if (!ins.name || ir_shape_copy(a, &ins.shape, shape) != IR_OK)
         return spmd_oom_value(pc);
     ins.nopnd = nopnd;

@@ -146,31 +146,6 @@ static bool parse_index(const char *s, int64_t *p, int64_t *leaf)
 
 /* ---- the error for a key nothing accepts ---- */
 
-/* Levenshtein distance of a and b (bytes), capped at 255 for long names. */
-static int edit_distance(const char *a, const char *b)
-{
-    size_t n = strlen(a), m = strlen(b);
-    if (n > 254 || m > 254)
-        return 255;
-    int row[256];
-    for (size_t j = 0; j <= m; j++)
-        row[j] = (int)j;
-    for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= m; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    return row[m];
-}
-
 /* A name a parameter answers to, for the list in the error. */
 typedef struct Cand {
     char *name;              /* heap */
@@ -211,7 +186,7 @@ static bool cand_add(Cand *v, int32_t *n, char *name, int32_t p, const char *key
             ts_free(name);
             return true;
         }
-    v[*n] = (Cand){name, p, edit_distance(key, name), *n};
+    v[*n] = (Cand){name, p, ir_edit_distance(key, strlen(key), name, strlen(name)), *n};
     (*n)++;
     return true;
 }

@@ -64,6 +64,8 @@ static void leaves_free(Leaves *l)
     ts_free((void *)l->path);
     ts_free((void *)l->array);
     ts_free((void *)l->shape);
+    ts_free(l->zero);
+    l->zero = NULL;
     l->first = NULL;
     l->path = NULL;
     l->array = NULL;
@@ -85,7 +87,8 @@ static IrStatus leaves_init(const IrComputation *c, Leaves *l, IrDiag *d)
     l->path = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->path);
     l->array = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->array);
     l->shape = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->shape);
-    if (!l->path || !l->array || !l->shape)
+    l->zero = ts_calloc((size_t)l->first[c->nparam] + 1, sizeof *l->zero);
+    if (!l->path || !l->array || !l->shape || !l->zero)
         return fail(d, IR_ENOMEM, "out of memory");
     for (int32_t p = 0; p < c->nparam; p++)
         ir_shape_leaves(param_shape(c, p), l->shape + l->first[p]);
@@ -144,29 +147,54 @@ static char *leaf_desc(const IrComputation *c, int32_t p, int64_t leaf, bool wit
     return ts_strdup(buf);
 }
 
-/* Error listing every unbound, non-token leaf. */
+/* Whether parameter p is optimizer state that starts at zero (tessel
+ * grad --adam's m_P, v_P, t). */
+static bool is_state(const IrComputation *c, int32_t p)
+{
+    const char *v = ir_frontend_attr(&c->instr[c->param[p]], "tessel_state");
+    return v && strcmp(v, "zeros") == 0;
+}
+
+/* Error listing every unbound, non-token leaf: the model's inputs, then
+ * the optimizer state (whose remedy is another: it starts at zero). */
 static IrStatus report_missing(const IrComputation *c, const Leaves *l, IrDiag *d)
 {
-    IrStrBuf msg = {0};
-    int count = 0;
+    IrStrBuf msg[2] = {{0}, {0}};
+    int count[2] = {0, 0};
     for (int32_t p = 0; p < c->nparam; p++) {
+        int s = is_state(c, p);
         for (int64_t k = l->first[p]; k < l->first[p + 1]; k++) {
             const IrShape *ls = l->shape[k];
-            if (l->path[k] || l->array[k] || ls->type == IR_TOKEN)
+            if (l->path[k] || l->array[k] || l->zero[k] || ls->type == IR_TOKEN)
                 continue;
-            ir_sb_puts(&msg, count++ ? ", " : "");
-            ir_sb_put_owned(&msg, leaf_desc(c, p, k - l->first[p], true));
+            ir_sb_puts(&msg[s], count[s]++ ? ", " : "");
+            ir_sb_put_owned(&msg[s], leaf_desc(c, p, k - l->first[p], true));
         }
     }
-    char *names = ir_sb_take(&msg);
-    if (!names)
-        return fail(d, IR_ENOMEM, "out of memory");
-    IrStatus st = count == 0 ? IR_OK
-                             : fail(d, IR_EINPUT, "no input for %s; bind %s with --input "
-                                    "INDEX_OR_NAME=FILE.npy or use --random-inputs SEED",
-                                    names, count == 1 ? "it" : "them");
+    char *names = ir_sb_take(&msg[0]), *state = ir_sb_take(&msg[1]);
+    IrStatus st = IR_OK;
+    if ((count[0] && !names) || (count[1] && !state))
+        st = fail(d, IR_ENOMEM, "out of memory");
+    else if (count[0])
+        st = fail(d, IR_EINPUT, "no input for %s; bind %s with --input INDEX_OR_NAME=FILE.npy or use "
+                  "--random-inputs SEED%s%s%s", names, count[0] == 1 ? "it" : "them",
+                  count[1] ? " (the optimizer state " : "", count[1] ? state : "",
+                  count[1] ? " starts at zero with --init-state zeros)" : "");
+    else if (count[1])
+        st = fail(d, IR_EINPUT, "no input for the optimizer state %s; start it at zero with --init-state "
+                  "zeros (as an optimizer starts), or bind it with --input NAME=FILE.npy (a checkpoint's)",
+                  state);
     ts_free(names);
+    ts_free(state);
     return st;
+}
+
+/* --init-state zeros: the unbound leaves of the optimizer state. */
+static void mark_zero_state(const IrComputation *c, Leaves *l)
+{
+    for (int32_t p = 0; p < c->nparam; p++)
+        for (int64_t k = l->first[p]; is_state(c, p) && k < l->first[p + 1]; k++)
+            l->zero[k] = !l->path[k] && !l->array[k];
 }
 
 /* The value of one leaf: from its file, random, or an empty token. */
@@ -174,11 +202,13 @@ static IrStatus load_leaf(const IrComputation *c, const Leaves *l, int32_t p, in
                           const RtBindOptions *opt, DevValue **out, IrDiag *d)
 {
     const IrShape *ls = l->shape[k];
-    DevValue *v = ls->type == IR_TOKEN ? dev_value_new(ls) : dev_value_new_uninit(ls);
+    DevValue *v = ls->type == IR_TOKEN || l->zero[k] ? dev_value_new(ls) : dev_value_new_uninit(ls);
     if (!v)
         return fail(d, IR_ENOMEM, "out of memory for %s", ir_type_name(ls->type));
     IrStatus st = IR_OK;
-    if (ls->type != IR_TOKEN && (l->path[k] || l->array[k])) {
+    if (l->zero[k]) {
+        /* optimizer state at zero: dev_value_new's */
+    } else if (ls->type != IR_TOKEN && (l->path[k] || l->array[k])) {
         char *what = leaf_desc(c, p, k - l->first[p], false);
         int64_t zero[IR_MAX_RANK] = {0};
         st = !what       ? fail(d, IR_ENOMEM, "out of memory")
@@ -296,6 +326,8 @@ IrStatus rt_resolve_inputs(const IrModule *m, const RtBindOptions *opt, RtLeafBi
     IrStatus st = leaves_init(c, out, d);
     if (st == IR_OK)
         st = bind_keys(c, out, opt, d);
+    if (st == IR_OK && opt->zero_state)
+        mark_zero_state(c, out);
     if (st == IR_OK && !opt->random)
         st = report_missing(c, out, d);
     if (st != IR_OK)

@@ -235,6 +235,10 @@ typedef struct RtBindOptions {
     const RtInput *inputs;
     bool random;               /* fill unbound leaves with random inputs */
     uint64_t seed;             /* for random */
+    /* Unbound leaves of the parameters marked as optimizer state
+     * (frontend_attributes={tessel_state="zeros"}, written by `tessel grad
+     * --adam`) start at zero, before `random` fills the rest. */
+    bool zero_state;
     /* Arrays hold this host's part of their input, not the whole
      * (rt_local_layout; rt_read_shards only). */
     bool process_local;

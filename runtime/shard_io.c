@@ -102,6 +102,10 @@ static IrStatus fill_box(const Reader *r, int32_t p, int64_t li, int64_t leaf, c
         hi[k] = lo[k] + ext[k];
     const char *path = r->lb->path[leaf];
     const RtArray *array = r->lb->array[leaf];
+    if (r->lb->zero[leaf]) {
+        memset(out, 0, (size_t)(box_elems(full->rank, ext) * (int64_t)ir_type_size(full->type)));
+        return IR_OK;
+    }
     if (!path && !array) {
         if (r->rs)
             r->rs->random_elems += box_elems(full->rank, ext);

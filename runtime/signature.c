@@ -2,7 +2,8 @@
  * signature.c: a module with a compiled program's logical parameters, so
  * that user inputs (--input keys by index or name, random fills) bind to
  * a plan exactly as they bind to the model it was compiled from (the
- * parameters keep their names and metadata: JAX's op_name is a name).
+ * parameters keep their names and metadata: JAX's op_name is a name;
+ * and their frontend attributes: tessel_state marks optimizer state).
  */
 #include "runtime.h"
 
@@ -31,6 +32,18 @@ IrModule *rt_signature_module(const PlanCluster *c)
         /* the metadata too: its op_name is a name the input binds by (input_names.c) */
         if (src && src->a.metadata && !(ins.a.metadata = ir_strdup(m->arena, src->a.metadata)))
             goto oom;
+        /* and its frontend attributes: tessel_state marks optimizer state (--init-state) */
+        if (src && src->a.nfrontend) {
+            IrKeyValue *kv = ir_alloc_array(m->arena, (size_t)src->a.nfrontend, sizeof *kv);
+            if (!kv)
+                goto oom;
+            for (int32_t k = 0; k < src->a.nfrontend; k++)
+                if (!(kv[k].key = ir_strdup(m->arena, src->a.frontend[k].key)) ||
+                    !(kv[k].value = ir_strdup(m->arena, src->a.frontend[k].value)))
+                    goto oom;
+            ins.a.frontend = kv;
+            ins.a.nfrontend = src->a.nfrontend;
+        }
         /* the name as it is (ir_unique_name would renumber x.1): the
          * parameters of one computation have distinct names already */
         if (!(ins.name = src ? ir_strdup(m->arena, name) : ir_unique_name(m, name)) || ir_shape_copy(m->arena, &ins.shape, &c->param_shape[p]) != IR_OK ||

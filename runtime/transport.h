@@ -112,6 +112,8 @@ typedef struct RtLeafBinding {
     const char **path;         /* per leaf; borrowed from the RtBindOptions */
     const RtArray **array;     /* per leaf, when bound to an array in memory */
     const IrShape **shape;     /* per leaf, its shape (borrowed from the module) */
+    bool *zero;                /* per leaf: unbound optimizer state that starts at zero
+                                * (RtBindOptions.zero_state) */
 } RtLeafBinding;
 
 /* Resolve opt's keys as rt_bind_inputs does (unknown keys, leaves bound

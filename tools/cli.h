@@ -75,10 +75,11 @@ enum {
 #define OPT_MESH           (UINT64_C(1) << 37) /* --mesh SPEC (2x4, data=2,model=4) */
 #define OPT_PROFILE        (UINT64_C(1) << 38) /* --profile FILE (the cost model's rates) */
 #define OPT_EXPLAIN        (UINT64_C(1) << 39) /* --explain (plan: why each chosen sharding) */
+#define OPT_INIT_STATE     (UINT64_C(1) << 41) /* --init-state zeros (run: optimizer state starts at zero) */
 /* The options of automatic sharding, for compile, plan and run. */
 #define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
-#define OPT_SIGN_KEY       (UINT64_C(1) << 41) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
+#define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -89,6 +90,7 @@ typedef struct CliOptions {
     TsInput *inputs;         /* heap; keys point into a heap copy, see options.c */
     bool random;
     uint64_t seed;
+    bool zero_state;         /* --init-state zeros */
     int32_t ninfeeds;
     const char **infeeds;    /* heap array; the paths are borrowed from argv */
     const char *output_dir;

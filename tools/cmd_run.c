@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@
 
 static const char HELP[] =
     "Usage: tessel run MODEL.hlo|PLAN [--reference] [--input INDEX_OR_NAME=FILE.npy ...]\n"
-    "                  [--random-inputs SEED] [--output-dir DIR] [--stats]\n"
+    "                  [--random-inputs SEED] [--init-state zeros]\n"
+    "                  [--output-dir DIR] [--stats]\n"
     "                  [--num-partitions N] [--num-replicas R] [--hosts H]\n"
     "                  [--local-devices L] [--steps K] [--infeed FILE.npy ...]\n"
     "                  [--spmd [--per-device] [--output-device D]]\n"
@@ -56,6 +58,9 @@ static const char HELP[] =
     "                          \"Input names\").\n"
     "  --random-inputs SEED    fill every unbound leaf with tessel's\n"
     "                          deterministic random values (docs/cli.md)\n"
+    "  --init-state zeros      the optimizer state of a training step (`tessel\n"
+    "                          grad --adam`'s m_P, v_P, t) starts at zero, as\n"
+    "                          optimizers start, unless bound by --input\n"
     "  --infeed FILE.npy       a value for infeed / recv from the host, one\n"
     "                          file per array leaf, taken in order;\n"
     "                          repeatable (--reference or one device)\n"
@@ -92,6 +97,7 @@ static const char HELP[] =
     "  --checkpoint-every M, --checkpoint-dir DIR\n"
     "                          with --steps K: write the state the steps carry\n"
     "                          (input_output_alias) to DIR/step-S every M steps\n"
+    "                          (S counts the run's steps; a line says each one)\n"
     "  --resume DIR            continue from DIR's last complete checkpoint;\n"
     "                          bit-identical to an uninterrupted run\n"
     "  --spmd                  the module is already an SPMD program (XLA's dump\n"
@@ -117,7 +123,9 @@ static const char HELP[] =
     "                          (as `tessel compile --dump-dir`)\n"
     "  --watch NAME            show output NAME (a leaf number, or the instruction\n"
     "                          that is the result or a root tuple operand; one\n"
-    "                          element, a loss) on the progress line\n"
+    "                          element, a loss) on the progress line, with the\n"
+    "                          step it is the value of; under mpirun (no rank\n"
+    "                          sees the terminal) rank 0 prints it every step\n"
     "  --progress              a progress line per step on stderr also when it is\n"
     "                          not a terminal (on a terminal runs of several steps\n"
     "                          or of more than a second show one line, redrawn)\n"
@@ -178,12 +186,16 @@ typedef struct Progress {
     bool tty, lines;
     bool stats;              /* --stats with --watch: NAME after every step */
     char watch[80];          /* what the line calls the watched output */
-    double start, step_start, total;
-    int64_t step, steps;     /* steps done, of */
+    double start, step_start;
+    int64_t step, steps;     /* steps done in this chunk, of the chunk's */
+    int64_t base, total;     /* steps done before this chunk (checkpoints, --resume), of the run's K */
+    int64_t nrun;            /* steps this process ran, over every chunk (the summary's mean) */
+    double tsum;             /* and their seconds */
     double last;             /* the last step's seconds */
     bool has_w;
     double w;
     bool drawn;              /* a line is on the terminal */
+    bool started;            /* a run is under way (its first chunk has begun) */
     double delay;            /* a run of one step shows its line after this long */
 } Progress;
 
@@ -200,21 +212,23 @@ static void fmt_seconds(char *buf, size_t n, double s)
         snprintf(buf, n, "%.2f s", s);
 }
 
-/* The line as it stands, drawn over the previous one (under mu). */
+/* The line as it stands, drawn over the previous one (under mu): the
+ * last step done, counted over the whole run (checkpointed chunks and
+ * resumes included), with that step's watched value. */
 static void progress_draw(Progress *p, double t)
 {
-    char a[32], b[32], w[200] = "";
+    char a[32], b[32], w[256] = "";
     if (p->has_w && p->watch[0])
         snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
     if (p->step < p->steps) {
-        /* step p->step + 1 is running */
         fmt_seconds(a, sizeof a, t - p->step_start);
         fmt_seconds(b, sizeof b, p->last);
-        if (p->step == 0)
-            fprintf(stderr, "\r\033[Ktessel: step 1 of %lld, running %s", (long long)p->steps, a);
+        if (p->nrun == 0) /* nothing done yet: the first step is running */
+            fprintf(stderr, "\r\033[Ktessel: step %lld of %lld, running %s", (long long)(p->base + 1),
+                    (long long)p->total, a);
         else
-            fprintf(stderr, "\r\033[Ktessel: step %lld of %lld, %s a step%s", (long long)p->step + 1,
-                    (long long)p->steps, b, w);
+            fprintf(stderr, "\r\033[Ktessel: step %lld of %lld, %s a step%s", (long long)(p->base + p->step),
+                    (long long)p->total, b, w);
     }
     fflush(stderr);
     p->drawn = true;
@@ -249,46 +263,60 @@ static void on_step(void *ctx, const TsStepInfo *s)
     p->step = s->step;
     p->steps = s->steps;
     p->last = s->seconds;
-    p->total += s->seconds;
+    p->nrun++;
+    p->tsum += s->seconds;
     p->step_start = t;
     p->has_w = s->has_watched;
     p->w = s->watched;
+    long long g = (long long)(p->base + s->step), k = (long long)p->total; /* the run's step, of K */
     if (p->stats && s->has_watched && p->watch[0]) {
         /* A training step's loss, step by step (to 9 digits: a falling
          * loss is seen falling), above the redrawn line on a terminal. */
-        fprintf(stderr, "%stessel: stats: step %lld of %lld: %s %.9g\n", p->drawn ? "\r\033[K" : "",
-                (long long)s->step, (long long)s->steps, p->watch, s->watched);
+        fprintf(stderr, "%stessel: stats: step %lld of %lld: %s %.9g\n", p->drawn ? "\r\033[K" : "", g, k,
+                p->watch, s->watched);
         p->drawn = false;
     }
     if (p->lines) {
-        char a[32], w[200] = "";
+        char a[32], w[256] = "";
         fmt_seconds(a, sizeof a, s->seconds);
         if (s->has_watched && p->watch[0])
             snprintf(w, sizeof w, ", %s %.6g", p->watch, s->watched);
-        fprintf(stderr, "tessel: step %lld of %lld: %s%s\n", (long long)s->step, (long long)s->steps, a, w);
-    } else if (p->tty && (s->steps > 1 || t - p->start > p->delay) && s->step < s->steps) {
+        fprintf(stderr, "tessel: step %lld of %lld: %s%s\n", g, k, a, w);
+    } else if (p->tty && (p->total > 1 || t - p->start > p->delay) && s->step < s->steps) {
         progress_draw(p, t);
     }
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Set up before a run (speak: this process prints, rank 0 under MPI). */
-static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
+/* Set up before a run of the steps base+1 .. base+ro->steps of the run's
+ * `total` (speak: this process prints, rank 0 under MPI; mpi: under
+ * mpirun, whose ranks never see the terminal: --watch prints a line per
+ * step there, as --progress does). A checkpointed run calls this per
+ * chunk; the counters and the line go on across chunks. */
+static void progress_start(const CliOptions *o, bool speak, bool mpi, TsRunOptions *ro, int64_t base, int64_t total)
 {
     Progress *p = &g_progress;
-    /* Checkpointed runs come in chunks: each starts a line of its own. */
-    p->stop = p->drawn = p->has_w = false;
+    bool first = !p->started;
+    p->started = true;
+    p->stop = false;
     p->step = 0;
-    p->total = 0;
+    p->base = base;
+    p->total = total > 1 ? total : 1;
+    p->steps = ro->steps > 1 ? ro->steps : 1;
     const char *term = getenv("TERM");
     p->tty = speak && isatty(2) && !(term && strcmp(term, "dumb") == 0);
-    p->lines = speak && o->progress && !p->tty;
+    p->lines = speak && !p->tty && (o->progress || (mpi && o->watch && !o->stats));
     p->stats = speak && o->stats && o->watch;
     if (o->watch)
         snprintf(p->watch, sizeof p->watch, "%s%.64s",
                  strspn(o->watch, "0123456789") == strlen(o->watch) ? "output " : "", o->watch);
-    p->start = p->step_start = cli_now();
-    p->steps = o->steps > 1 ? o->steps : 1;
+    p->step_start = cli_now();
+    if (first) {
+        p->start = p->step_start;
+        p->drawn = p->has_w = false;
+        p->nrun = 0;
+        p->tsum = 0;
+    }
     /* TESSEL_PROGRESS_DELAY (seconds, default 1): when a long step's line
      * appears (docs/cli.md; the tests shorten it). */
     const char *dl = getenv("TESSEL_PROGRESS_DELAY");
@@ -304,9 +332,30 @@ static void progress_start(const CliOptions *o, bool speak, TsRunOptions *ro)
         p->ticking = pthread_create(&p->ticker, NULL, progress_ticker, p) == 0;
 }
 
-/* After a run: the ticker stopped; on a terminal the line becomes the
- * summary (steps, time per step, the last watched value). */
-static void progress_end(void)
+/* A line of its own (a checkpoint written, a resume) on the speaking
+ * rank, between chunks: over the redrawn line on a terminal, which the
+ * next step draws again below it. */
+static void progress_say(bool speak, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress_say(bool speak, const char *fmt, ...)
+{
+    if (!speak)
+        return;
+    Progress *p = &g_progress;
+    pthread_mutex_lock(&p->mu);
+    fputs(p->drawn ? "\r\033[Ktessel: " : "tessel: ", stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    p->drawn = false;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* After a chunk: the ticker stopped; at the run's end (the last chunk,
+ * or a failure) on a terminal the line becomes the summary (steps, time
+ * per step, the last watched value). */
+static void progress_end(bool last)
 {
     Progress *p = &g_progress;
     pthread_mutex_lock(&p->mu);
@@ -316,14 +365,17 @@ static void progress_end(void)
     if (p->ticking)
         pthread_join(p->ticker, NULL);
     p->ticking = false;
-    if (p->drawn) {
-        char a[32], w[200] = "";
-        fmt_seconds(a, sizeof a, p->step ? p->total / (double)p->step : 0);
+    if (p->drawn && last) {
+        char a[32], w[256] = "";
+        fmt_seconds(a, sizeof a, p->nrun ? p->tsum / (double)p->nrun : 0);
         if (p->has_w && p->watch[0])
             snprintf(w, sizeof w, ", %s %.6g", p->watch, p->w);
-        fprintf(stderr, "\r\033[Ktessel: %lld of %lld steps, %s a step%s\n", (long long)p->step, (long long)p->steps,
-                a, w);
+        fprintf(stderr, "\r\033[Ktessel: %lld of %lld steps, %s a step%s\n", (long long)(p->base + p->step),
+                (long long)p->total, a, w);
+        p->drawn = false;
     }
+    if (last)
+        p->started = false;
 }
 
 /* ---- --timeout ---- */
@@ -415,6 +467,7 @@ static int write_or_print(const CliOptions *o, const TsOutputs *out)
 static TsRunOptions run_options(const CliOptions *o, double load_seconds)
 {
     return (TsRunOptions){.ninputs = o->ninputs, .inputs = o->inputs, .random = o->random, .seed = o->seed,
+                          .zero_state = o->zero_state,
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
                           .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
                           .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device,
@@ -449,6 +502,19 @@ static void ckpt_stats(const CliOptions *o, const CliCkpt *ck)
                 ck->write_seconds * 1e3 / ck->nwritten);
 }
 
+/* The lines a checkpointed run says: where it resumed, each checkpoint. */
+static void say_resumed(bool speak, const CliCkpt *ck)
+{
+    progress_say(speak, "resumed from %s (step %lld of %lld)", ck->last, (long long)ck->done,
+                 (long long)ck->steps);
+}
+
+static void say_written(bool speak, const CliCkpt *ck)
+{
+    progress_say(speak, "checkpoint %s written (step %lld of %lld)", ck->last, (long long)ck->done,
+                 (long long)ck->steps);
+}
+
 /* ---- in this process ---- */
 
 static int run_reference(const CliOptions *o, double t0)
@@ -467,9 +533,9 @@ static int run_reference(const CliOptions *o, double t0)
         TsOutputs *out = NULL;
         TsDiag d = {0};
         TsRunOptions ro = run_options(o, cli_now() - t0);
-        progress_start(o, true, &ro);
+        progress_start(o, true, false, &ro, 0, ro.steps);
         TsStatus st = ts_run_reference(m, &ro, &out, &d);
-        progress_end();
+        progress_end(true);
         rc = finish(o, st, out, &d);
     }
     ts_module_free(m);
@@ -508,19 +574,24 @@ static int run_alone(const CliOptions *o, double t0)
         TsDiag d = {0};
         TsStatus st = TS_OK;
         rc = cli_ckpt_setup(o, p, &ck);
+        if (rc == CLI_OK && ck.done)
+            say_resumed(true, &ck);
         while (rc == CLI_OK) {
             TsRunOptions ro = run_options(o, cli_now() - t0);
             ro.steps = cli_ckpt_chunk(&ck);
             if ((rc = cli_ckpt_inputs(o, p, &ck, &ro)) != CLI_OK)
                 break;
-            progress_start(o, true, &ro);
+            progress_start(o, true, false, &ro, ck.done, ck.steps);
             st = ts_plan_run(p, &ro, &out, &d);
-            progress_end();
+            progress_end(st != TS_OK || ck.done + ro.steps >= ck.steps);
             if (st != TS_OK)
                 break;
             ck.done += ro.steps;
-            if (cli_ckpt_due(&ck) && (rc = cli_ckpt_write(&ck, out)) != CLI_OK)
-                break;
+            if (cli_ckpt_due(&ck)) {
+                if ((rc = cli_ckpt_write(&ck, out)) != CLI_OK)
+                    break;
+                say_written(true, &ck);
+            }
             if (ck.done >= ck.steps)
                 break;
             ts_outputs_free(out);
@@ -625,6 +696,8 @@ static int run_mpi(const CliOptions *o, double t0)
     memset(&ck, 0, sizeof ck);
     if (rc == CLI_OK)
         rc = cli_ckpt_setup(o, p, &ck);
+    if (rc == CLI_OK && ck.done)
+        say_resumed(rank == 0, &ck);
     int stop = agree_loaded(w, rc);
     if (stop >= 0) {
         cli_ckpt_free(&ck);
@@ -660,9 +733,9 @@ static int run_mpi(const CliOptions *o, double t0)
             st = TS_ERUNTIME;
             break;
         }
-        progress_start(o, rank == 0, &ro);
+        progress_start(o, rank == 0, true, &ro, ck.done, ck.steps);
         st = ts_plan_run_mpi(p, ts_mpi_comm(w), &ro, &out, &d);
-        progress_end();
+        progress_end(st != TS_OK || ck.done + ro.steps >= ck.steps);
         /* The failing rank said its error (say_error); the others return one
          * naming that rank, printed by rank 0 only. */
         if (st != TS_OK) {
@@ -682,6 +755,7 @@ static int run_mpi(const CliOptions *o, double t0)
                 st = TS_ERUNTIME;
                 break;
             }
+            say_written(rank == 0, &ck);
         }
         if (ck.done >= ck.steps)
             break;
@@ -762,6 +836,6 @@ const CliCommand cli_cmd_run = {
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
                OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
                OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME | OPT_LINK_GBPS |
-               OPT_SIGN_KEY,
+               OPT_INIT_STATE | OPT_SIGN_KEY,
     .run = run_run,
 };

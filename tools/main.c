@@ -68,9 +68,14 @@ int main(int argc, char **argv)
         return CLI_OK;
     }
     const CliCommand *cmd = find_command(a);
-    if (!cmd)
-        return cli_usage_error(NULL, a[0] == '-' ? "unknown option '%s'" : "unknown command '%s'",
-                               a);
+    if (!cmd) {
+        const char *names[NCOMMANDS];
+        for (int i = 0; i < NCOMMANDS; i++)
+            names[i] = COMMANDS[i]->name;
+        const char *near = a[0] == '-' ? NULL : ts_nearest_name(a, names, NCOMMANDS);
+        return cli_usage_error(NULL, "unknown %s '%s'%s%s%s", a[0] == '-' ? "option" : "command", a,
+                               near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
+    }
     CliOptions o;
     int rc = cli_parse(cmd, argc - 2, argv + 2, &o);
     if (rc == CLI_OK)

@@ -63,6 +63,7 @@ static const OptSpec OPTS[] = {
     {"--profile", OPT_PROFILE, true},
     {"--explain", OPT_EXPLAIN, false},
     {"--why", OPT_WHY, true},
+    {"--init-state", OPT_INIT_STATE, true},
     {"--sign-key", OPT_SIGN_KEY, true},
 };
 
@@ -400,6 +401,11 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_MESH: o->mesh = v; return CLI_OK;
     case OPT_PROFILE: o->profile = v; return CLI_OK;
     case OPT_WHY: o->why = v; return CLI_OK;
+    case OPT_INIT_STATE:
+        if (strcmp(v, "zeros"))
+            return cli_usage_error(cmd, "--init-state is zeros (the optimizer state starts at zero), not '%s'", v);
+        o->zero_state = true;
+        return CLI_OK;
     default: return CLI_OK;
     }
 }
@@ -456,7 +462,17 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
         }
         return set_value(cmd, o, s, v);
     }
-    return cli_usage_error(cmd, "unknown option '%s' for 'tessel %s'", arg, cmd->name);
+    /* The nearest option this command takes, for "did you mean". */
+    const char *names[sizeof OPTS / sizeof OPTS[0]];
+    int32_t nn = 0;
+    for (size_t k = 0; k < sizeof OPTS / sizeof OPTS[0]; k++)
+        if (cmd->accepts & OPTS[k].bit)
+            names[nn++] = OPTS[k].name;
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), arg);
+    const char *near = ts_nearest_name(key, names, nn);
+    return cli_usage_error(cmd, "unknown option '%s' for 'tessel %s'%s%s%s", arg, cmd->name,
+                           near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
 }
 
 int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o)

@@ -139,6 +139,7 @@ class TsRunOptions(ctypes.Structure):
                 ("heartbeat_seconds", ctypes.c_double),
                 ("tuning", TsTuning),
                 ("process_local", c_bool),
+                ("zero_state", c_bool),
                 ("nagree", c_int32),
                 ("agree", c_void_p)]
 

@@ -117,6 +117,7 @@ int main(void)
     FIELD(TsTuning, fail_rank);
     FIELD(TsTuning, skip_agreement);
     FIELD(TsRunOptions, process_local);
+    FIELD(TsRunOptions, zero_state);
     FIELD(TsRunOptions, nagree);
     FIELD(TsRunOptions, agree);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);

@@ -5,7 +5,9 @@
 # and compiles and runs examples/mlp.hlo on 2 devices against NumPy. Also
 # checks the installed files: bin/tessel, lib/libtessel.a, libtessel.so
 # with its soname link, include/tessel.h, lib/pkgconfig/tessel.pc and the
-# package in lib/python3/dist-packages/tessel (TESSEL_PYTHON_DIR's default).
+# package in lib/python3/dist-packages/tessel (TESSEL_PYTHON_DIR's default);
+# `pkg-config --cflags --libs tessel` names the prefix installed into, and
+# a C program compiles and links with those flags and runs.
 # Exits 77 (ctest: skipped) where PYTHON cannot import numpy. In sanitizer
 # builds python runs with LD_PRELOAD=$TESSEL_PRELOAD (the ASan runtime, which
 # an ASan library loaded by ctypes needs), or only the files are checked.
@@ -32,6 +34,26 @@ done
 soname=$(readelf -d "$P/$libdir/libtessel.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ -e "$P/$libdir/$soname" ] || fail "no $soname beside libtessel.so"
 echo "install: files in place ($libdir/libtessel.so, soname $soname, $libdir/python3/dist-packages/tessel)"
+
+# pkg-config finds the prefix the tree was installed under (not the one
+# configured), and a C program compiles and links against it
+flags=$(PKG_CONFIG_PATH="$P/$libdir/pkgconfig" pkg-config --cflags --libs tessel) || fail "pkg-config tessel"
+case " $flags " in
+*" -I$P/include "*" -L$P/$libdir -ltessel "*) ;;
+*) fail "pkg-config --cflags --libs tessel does not name the prefix installed into ($P): $flags" ;;
+esac
+cat >"$WORK/hello.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <tessel.h>
+int main(void) { printf("%s\n", ts_version()); return strlen(ts_version()) ? 0 : 1; }
+C
+SAN=()
+case "${TESSEL_SANITIZE:-}" in ON | 1 | TRUE | YES) SAN=(-fsanitize=address,undefined) ;; esac
+# shellcheck disable=SC2086 # the flags are words
+cc "${SAN[@]}" -o "$WORK/hello" "$WORK/hello.c" $flags || fail "a C program does not build with pkg-config's flags"
+ver=$(LD_LIBRARY_PATH="$P/$libdir" "$WORK/hello") || fail "the program linked against the installed library failed"
+echo "install: pkg-config tessel gives $flags; a C program built with it prints ts_version() $ver"
 
 PRELOAD=()
 case "${TESSEL_SANITIZE:-}" in

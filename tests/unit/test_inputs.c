@@ -112,7 +112,7 @@ static int teardown(void **state)
 
 static IrStatus bind(int32_t n, const RtInput *in, bool random, RtArgs *a, IrDiag *d)
 {
-    RtBindOptions o = {n, in, random, 7, false};
+    RtBindOptions o = {.ninputs = n, .inputs = in, .random = random, .seed = 7};
     return rt_bind_inputs(mod, &o, a, d);
 }
 

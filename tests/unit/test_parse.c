@@ -1147,6 +1147,35 @@ static void test_files(void **state)
     ir_diag_clear(&d);
 }
 
+/* "Did you mean": an unknown opcode or attribute a slip away from a known
+ * one names it (the nearest by edit distance, worked out by hand);
+ * nothing near, no hint. */
+static void test_did_you_mean(void **state)
+{
+    (void)state;
+    parse_err("HloModule m\nENTRY e {\n  p = f32[2] paramter(0)\n}\n",
+              "unknown opcode 'paramter'; did you mean parameter?", 3, 14);
+    parse_err("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] ad(p, p)\n}\n",
+              "unknown opcode 'ad'; did you mean add?", 4, 19);
+    parse_err("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] all-reduc(p)\n}\n",
+              "unknown opcode 'all-reduc'; did you mean all-reduce?", 4, 19);
+    parse_err("HloModule m\nENTRY e {\n  p = f32[4,2] parameter(0)\n"
+              "  ROOT x = f32[2,4] transpose(p), dimension={1,0}\n}\n",
+              "unknown attribute 'dimension' for transpose; did you mean dimensions?", 4, 35);
+    parse_err("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] frobnicate(p)\n}\n",
+              "unknown opcode 'frobnicate'", 4, 19);
+    IrModule *m = (IrModule *)1;
+    IrDiag d = {0};
+    const char *t = "HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] frobnicate(p)\n}\n";
+    assert_int_equal(ir_parse("bad.hlo", t, strlen(t), NULL, &m, &d), IR_EINPUT);
+    assert_null(strstr(d.msg, "did you mean"));
+    ir_diag_clear(&d);
+    /* the helper itself: Levenshtein distances by hand */
+    assert_int_equal(ir_edit_distance("kitten", 6, "sitting", 7), 3);
+    assert_int_equal(ir_edit_distance("", 0, "abc", 3), 3);
+    assert_int_equal(ir_edit_distance("dot", 3, "dot", 3), 0);
+}
+
 /* Big inputs parse in time linear in their size: 200k instructions, each
  * referring to the one defined after it (forward references all the way),
  * and 20k small computations called from the entry. */
@@ -1361,6 +1390,7 @@ int main(void)
         cmocka_unit_test(test_large_file_equals_text),
         cmocka_unit_test(test_parse_take),
         cmocka_unit_test(test_failure_injection),
+        cmocka_unit_test(test_did_you_mean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,7 +135,7 @@ static void test_boxes(void **state)
 
 static IrStatus read2(int32_t n, const RtInput *in, bool random, RtArgs *sh, RtReadStats *rs, IrDiag *d)
 {
-    RtBindOptions o = {n, in, random, 7, false};
+    RtBindOptions o = {.ninputs = n, .inputs = in, .random = random, .seed = 7};
     memset(sh, 0, 2 * sizeof *sh);
     return rt_read_shards(&comp, sig, &o, 0, 2, sh, rs, d);
 }
@@ -193,7 +193,7 @@ static void test_equals_cut_whole(void **state)
 {
     (void)state;
     RtInput in[] = {{"0", path_of("x.npy"), NULL}};
-    RtBindOptions o = {1, in, true, 7, false};
+    RtBindOptions o = {.ninputs = 1, .inputs = in, .random = true, .seed = 7};
     RtArgs sh[2], whole = {0};
     IrDiag d = {0};
     assert_int_equal(read2(1, in, true, sh, NULL, &d), IR_OK);
@@ -240,7 +240,7 @@ static void test_resolve(void **state)
 {
     (void)state;
     RtInput in[] = {{"t.1", "a.npy", NULL}, {"1", "b.npy", NULL}};
-    RtBindOptions o = {2, in, true, 0, false};
+    RtBindOptions o = {.ninputs = 2, .inputs = in, .random = true, .seed = 0};
     RtLeafBinding lb;
     IrDiag d = {0};
     assert_int_equal(rt_resolve_inputs(sig, &o, &lb, &d), IR_OK);
@@ -253,7 +253,7 @@ static void test_resolve(void **state)
     assert_string_equal(lb.path[3], "a.npy");
     rt_leaf_binding_free(&lb);
     RtInput twice[] = {{"w", "a.npy", NULL}, {"1", "b.npy", NULL}};
-    RtBindOptions o2 = {2, twice, true, 0, false};
+    RtBindOptions o2 = {.ninputs = 2, .inputs = twice, .random = true, .seed = 0};
     assert_int_equal(rt_resolve_inputs(sig, &o2, &lb, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "bound twice"));
     assert_null(lb.first);

@@ -1,0 +1,217 @@
+/*
+ * gemm_bench.c: the GEMM libraries tessel can call for its f32 dots
+ * (OpenBLAS, BLIS, oneDNN) against each other and the machine's peak, one
+ * thread, on tessel's dot shapes (issue 34).
+ *
+ * OpenBLAS is called as cblas_sgemm (one thread), BLIS and oneDNN as
+ * tessel calls them when a build chooses them (device/blas_sgemm.c: one
+ * thread, BLIS through bli_sgemm, oneDNN through dnnl_sgemm); a library
+ * that does not load is skipped, saying so (bench/setup.sh installs them). The peak is measured (bench_peak.h: an
+ * FMA loop in registers on the widest vectors), and printed with the clock
+ * /proc/cpuinfo reports and the FLOPs per cycle that makes.
+ *
+ * Shapes (row-major C[M,N] = A[M,K] B[K,N]): 1024^3, then the per-device
+ * dots of bench/peers_models.py on 2 devices: the Megatron MLP's two
+ * (512x1024x2048, 512x2048x1024), the GPT-2 block's projections and MLP
+ * over 1024 tokens (1024x768x384, 1024x384x768, 1024x768x1536,
+ * 1024x1536x768) and one head's attention (512x64x512, 512x512x64).
+ * --quick: 1024^3 and the first two. Each library's C is compared with
+ * OpenBLAS's (1e-4 of the largest magnitude) and 16 entries with a double
+ * dot product; a mismatch exits 1. Per shape, the libraries run
+ * interleaved, 2 warm-up and R timed rounds (7; 3 with --quick), medians.
+ * Prints a line per shape, then
+ *     bench gemm: ... best LIB F of peak at 1024^3 ratio F
+ * where F is the fastest library's fraction of the measured peak at 1024^3
+ * (issue 34's target: at least 0.85) and the line names the library a
+ * build should choose (cmake -DTESSEL_SGEMM=LIB; CMakeLists.txt).
+ */
+#include "bench_peak.h"
+#include "device/blas.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void openblas_set_num_threads(int);
+char *openblas_get_config(void);
+
+static SgemmFn *lib_gemm[3];
+static char blis_ver[64] = "", dnnl_ver[64] = "";
+static const char *blis_why = "", *dnnl_why = "";
+
+enum { LIB_OPENBLAS, LIB_BLIS, LIB_DNNL, NLIB };
+static const char *lib_name[NLIB] = {"openblas", "blis", "onednn"};
+
+/* OpenBLAS's cblas_sgemm (linked), and BLIS's and oneDNN's as tessel calls
+ * them (device/blas_sgemm.c); the versions from the libraries themselves,
+ * already loaded by then (RTLD_NOLOAD). */
+static void load_libs(void)
+{
+    lib_gemm[LIB_OPENBLAS] = cblas_sgemm;
+    lib_gemm[LIB_BLIS] = dev_blas_sgemm_from("blis", &blis_why);
+    lib_gemm[LIB_DNNL] = dev_blas_sgemm_from("onednn", &dnnl_why);
+    void *h = lib_gemm[LIB_BLIS] ? dlopen("libblis.so.4", RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *f = h ? dlsym(h, "bli_info_get_version_str") : NULL;
+    if (f) {
+        const char *(*ver)(void);
+        memcpy(&ver, &f, sizeof f);
+        snprintf(blis_ver, sizeof blis_ver, "%s", ver());
+    }
+    h = lib_gemm[LIB_DNNL] ? dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD) : NULL;
+    f = h ? dlsym(h, "dnnl_version") : NULL;
+    if (f) {
+        typedef struct {
+            int major, minor, patch;
+        } Ver; /* the head of dnnl_version_t */
+        const Ver *(*ver)(void);
+        memcpy(&ver, &f, sizeof f);
+        snprintf(dnnl_ver, sizeof dnnl_ver, "%d.%d.%d", ver()->major, ver()->minor, ver()->patch);
+    }
+}
+
+static void gemm(int lib, int64_t m, int64_t k, int64_t n, const float *a, const float *b, float *c)
+{
+    lib_gemm[lib](CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)n,
+                  0.0f, c, (int)n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void fill(float *f, int64_t n, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int64_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        f[i] = (float)((double)(x >> 11) * 0x1p-53 * 2 - 1);
+    }
+}
+
+/* c against the reference ref (OpenBLAS's) and 16 double dot products. */
+static int validate(const char *lib, const float *c, const float *ref, const float *a, const float *b, int64_t m,
+                    int64_t k, int64_t n)
+{
+    double maxabs = 0;
+    for (int64_t i = 0; i < m * n; i++)
+        maxabs = fmax(maxabs, fabs(ref[i]));
+    for (int64_t i = 0; i < m * n; i++)
+        if (!(fabs((double)c[i] - ref[i]) <= 1e-4 * maxabs)) {
+            fprintf(stderr, "gemm_bench: %s and openblas differ at %lld: %g vs %g\n", lib, (long long)i,
+                    (double)c[i], (double)ref[i]);
+            return 1;
+        }
+    for (int s = 0; s < 16; s++) {
+        int64_t i = (s * 7919) % m, j = (s * 104729) % n;
+        double want = 0;
+        for (int64_t kk = 0; kk < k; kk++)
+            want += (double)a[i * k + kk] * b[kk * n + j];
+        if (fabs(want - c[i * n + j]) > 1e-4 * (maxabs > 1 ? maxabs : 1)) {
+            fprintf(stderr, "gemm_bench: %s entry (%lld,%lld) is %g, expected %g\n", lib, (long long)i, (long long)j,
+                    (double)c[i * n + j], want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const int64_t shapes[][3] = {{1024, 1024, 1024}, {512, 1024, 2048}, {512, 2048, 1024},
+                                        {1024, 768, 384},   {1024, 384, 768},   {1024, 768, 1536},
+                                        {1024, 1536, 768},  {512, 64, 512},     {512, 512, 64}};
+    int nshapes = (int)(sizeof shapes / sizeof shapes[0]), reps = 7;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) {
+            nshapes = 3;
+            reps = 3;
+        } else {
+            fprintf(stderr, "usage: gemm_bench [--quick]\n");
+            return 2;
+        }
+    }
+    openblas_set_num_threads(1);
+    load_libs();
+    bool have[NLIB] = {true, lib_gemm[LIB_BLIS] != NULL, lib_gemm[LIB_DNNL] != NULL};
+    int lanes = 0;
+    double peak = bench_peak_gflops(&lanes), mhz = bench_cpu_mhz();
+    printf("gemm: peak %.1f GFLOP/s one core (FMA loop on %d f32 lanes; %.0f MHz in /proc/cpuinfo: %.1f FLOPs "
+           "a cycle)\n",
+           peak, lanes, mhz, mhz > 0 ? peak * 1e3 / mhz : 0.0);
+    printf("gemm: openblas (%s); blis %s; onednn %s (skipped where absent: bench/setup.sh)\n", openblas_get_config(),
+           have[LIB_BLIS] ? blis_ver : blis_why, have[LIB_DNNL] ? dnnl_ver : dnnl_why);
+    int rc = 0, best_lib = 0;
+    double best_frac = 0, frac1024[NLIB] = {0};
+    for (int s = 0; s < nshapes && rc == 0; s++) {
+        int64_t m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
+        float *a = malloc((size_t)(m * k) * sizeof *a), *b = malloc((size_t)(k * n) * sizeof *b);
+        float *c[NLIB];
+        double *t[NLIB];
+        for (int l = 0; l < NLIB; l++) {
+            c[l] = calloc((size_t)(m * n), sizeof **c);
+            t[l] = calloc((size_t)reps, sizeof **t);
+        }
+        fill(a, m * k, 1);
+        fill(b, k * n, 2);
+        for (int r = -2; r < reps; r++)
+            for (int j = 0; j < NLIB; j++) {
+                int l = (j + (r < 0 ? 0 : r)) % NLIB; /* who goes first rotates */
+                if (!have[l])
+                    continue;
+                double t0 = bench_peak_now();
+                gemm(l, m, k, n, a, b, c[l]);
+                if (r >= 0)
+                    t[l][r] = bench_peak_now() - t0;
+            }
+        printf("gemm %lldx%lldx%lld:", (long long)m, (long long)k, (long long)n);
+        for (int l = 0; l < NLIB; l++) {
+            if (!have[l])
+                continue;
+            if (l != LIB_OPENBLAS && validate(lib_name[l], c[l], c[LIB_OPENBLAS], a, b, m, k, n))
+                rc = 1;
+            double g = 2.0 * (double)m * (double)k * (double)n / median(t[l], reps) / 1e9;
+            printf(" %s %.1f GFLOP/s (%.2f of peak)", lib_name[l], g, peak > 0 ? g / peak : 0.0);
+            if (s == 0)
+                frac1024[l] = peak > 0 ? g / peak : 0.0;
+        }
+        printf("\n");
+        if (rc == 0 && validate("openblas", c[LIB_OPENBLAS], c[LIB_OPENBLAS], a, b, m, k, n))
+            rc = 1;
+        free(a);
+        free(b);
+        for (int l = 0; l < NLIB; l++) {
+            free(c[l]);
+            free(t[l]);
+        }
+    }
+    if (rc) {
+        printf("bench gemm: FAILED a library's result differs (stderr)\n");
+        return 1;
+    }
+    for (int l = 0; l < NLIB; l++)
+        if (have[l] && frac1024[l] > best_frac) {
+            best_frac = frac1024[l];
+            best_lib = l;
+        }
+    printf("bench gemm: 1024^3 f32 one thread: openblas %.2f", frac1024[LIB_OPENBLAS]);
+    for (int l = 1; l < NLIB; l++)
+        if (have[l])
+            printf(", %s %.2f", lib_name[l], frac1024[l]);
+        else
+            printf(", %s skipped", lib_name[l]);
+    printf(" of the peak %.1f GFLOP/s (median of %d) best %s ratio %.2f\n", peak, reps, lib_name[best_lib],
+           best_frac);
+    return 0;
+}
