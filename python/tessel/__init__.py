@@ -581,6 +581,9 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
     ro.stats = bool(stats)
     ro.per_device = bool(per_device)
     ro.process_local = bool(process_local)
+    # The library reads no environment variable: what it may do with
+    # OpenBLAS's (include/tessel.h, TsTuning) is said here.
+    ro.tuning.openblas_num_threads_unset = "OPENBLAS_NUM_THREADS" not in os.environ
     if output_device is not None:
         ro.one_device = True
         ro.output_device = int(output_device)

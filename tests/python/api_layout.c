@@ -115,6 +115,7 @@ int main(void)
     FIELD(TsTuning, skip_collective_after);
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
+    FIELD(TsTuning, openblas_num_threads_unset);
     FIELD(TsTuning, skip_agreement);
     FIELD(TsRunOptions, process_local);
     FIELD(TsRunOptions, zero_state);
