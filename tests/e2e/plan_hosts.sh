@@ -4,7 +4,7 @@
 # its devices, with the reference's results (examples/mlp.hlo: y =
 # tanh(x W1) W2, checked against NumPy); under mpirun with another number
 # of ranks every rank stops, status 2, saying what to do (mpirun -np 2, or
-# compile again with --hosts N).
+# compile again with --hosts N; for a model, --hosts against mpirun's count).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -31,6 +31,9 @@ if command -v mpirun >/dev/null 2>&1; then
     expect_status 2 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self -np 1 \
         "$TESSEL" run "$WORK/two.plan" "${IN[@]}" </dev/null
     expect_in "$ERR" 'the plan was compiled for 2 hosts, but mpirun started 1: run it with `mpirun -np 2`, or compile it again with `tessel compile --hosts 1`'
+    expect_status 2 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self -np 2 \
+        "$TESSEL" run "$MLP" --hosts 3 "${IN[@]}" </dev/null
+    expect_in "$ERR" 'rank 0: --hosts asks for 3 hosts, but mpirun started 2: run `mpirun -np 3`, or drop --hosts'
     expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self -np 2 \
         "$TESSEL" run "$WORK/two.plan" "${IN[@]}" --output-dir "$WORK/mpi" </dev/null
     same_outputs "$WORK/alone" "$WORK/mpi" "the 2-host plan under mpirun -np 2"
