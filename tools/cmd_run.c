@@ -671,8 +671,9 @@ static int run_mpi(const CliOptions *o, double t0)
         /* A model compiled here: its layout is mpirun's unless --hosts says */
         int64_t hosts = o->hosts ? o->hosts : size;
         if (hosts != size) {
-            fprintf(stderr, "tessel: error: rank %d: --hosts asks for %lld hosts, but mpirun started %d\n", rank,
-                    (long long)hosts, size);
+            fprintf(stderr, "tessel: error: rank %d: --hosts asks for %lld hosts, but mpirun started %d: run "
+                    "`mpirun -np %lld`, or drop --hosts (mpirun's count is the default)\n", rank, (long long)hosts,
+                    size, (long long)hosts);
             rc = CLI_USAGE;
         } else {
             st = ts_plan_set_layout(p, hosts, o->local_devices, &d);
