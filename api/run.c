@@ -474,12 +474,12 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     API_CLEAR(out);
     API_NEED(p, d);
     API_NEED(out, d);
-    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
     double t[3] = {now(), 0, 0};
@@ -521,12 +521,12 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
 static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRunOptions *o, TsOutputs **out,
                               TsDiag *d)
 {
-    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
     double t[3] = {now(), 0, 0};

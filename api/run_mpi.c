@@ -144,7 +144,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         o = &none;
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
-    dev_blas_preload(); /* before the clock starts, as a linked BLAS was */
+    dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     double t0 = now(), t1 = t0, t2 = t0;
     RtTransport *t = NULL;
     IrStatus st = rt_mpi_attach(mpi_comm, &t, &id);

@@ -43,6 +43,7 @@
 
 static DevBlas blas;
 static int blas_want;            /* threads the first user asks for; 0: OpenBLAS's default */
+static bool blas_set_env;        /* the first user saw OPENBLAS_NUM_THREADS unset (dev_blas_preload) */
 static const DevBlas *blas_ok;   /* &blas once every symbol resolved */
 static char blas_why[256];       /* why it did not, for messages */
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -67,13 +68,14 @@ static void blas_load(void)
     /* The constructor starts as many threads as OPENBLAS_NUM_THREADS says
      * (else one a core), and they spin before they sleep: told the count
      * the device set will use (1 where devices share cores: no pool at
-     * all), it starts no more. Set only for the load, only when the user
-     * has not set it; the thread count is set afterwards anyway. Once per
-     * process: glibc's first setenv copies the environment into a new
-     * array (readers of the old one, MPI's threads, are unaffected), and
-     * unsetenv only moves entries of it. */
+     * all), it starts no more. Set only for the load, only when the
+     * caller saw the variable unset (TsTuning.openblas_num_threads_unset:
+     * the library reads no environment variable); the thread count is set
+     * afterwards anyway. Once per process: glibc's first setenv copies the
+     * environment into a new array (readers of the old one, MPI's threads,
+     * are unaffected), and unsetenv only moves entries of it. */
     bool told = false;
-    if (blas_want > 0 && !getenv("OPENBLAS_NUM_THREADS")) {
+    if (blas_want > 0 && blas_set_env) {
         char n[16];
         snprintf(n, sizeof n, "%d", blas_want);
         told = setenv("OPENBLAS_NUM_THREADS", n, 0) == 0;
@@ -135,10 +137,17 @@ const DevBlas *dev_blas(void)
     return blas_ok;
 }
 
-void dev_blas_preload(void)
+void dev_blas_preload(bool env_unset)
 {
     /* A pool of one: no threads start, none spin; the device set raises
-     * the count where its policy wants more (OpenBLAS then starts them). */
+     * the count where its policy wants more (OpenBLAS then starts them).
+     * Like blas_want, only the first caller's word counts (read by
+     * blas_load inside pthread_once, after this store). */
+    static pthread_mutex_t env_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&env_lock);
+    if (blas_want == 0)
+        blas_set_env = env_unset;
+    pthread_mutex_unlock(&env_lock);
     (void)dev_blas_for_threads(1);
 }
 

@@ -626,9 +626,11 @@ const char *dev_blas_error(void);
 /* Load OpenBLAS now (once per process), before anything is timed, in a
  * process that is about to execute: loading it (a few ms) and its
  * constructor then cost nothing inside the run's phases. Starts no BLAS
- * threads (a pool of one; dev_blas_set_threads raises it). Cannot fail:
- * a library that cannot be loaded is reported by the kernels that need it. */
-void dev_blas_preload(void);
+ * threads (a pool of one; dev_blas_set_threads raises it) when env_unset
+ * (the caller saw OPENBLAS_NUM_THREADS unset: it is set for the load and
+ * removed after); else leaves the environment alone. Cannot fail: a
+ * library that cannot be loaded is reported by the kernels that need it. */
+void dev_blas_preload(bool env_unset);
 
 /* BLAS threads. dev_blas_threads_for: the policy value for a set,
  * max(1, fewest cores of a device). dev_blas_set_threads: set OpenBLAS's

@@ -447,6 +447,16 @@ typedef struct TsTuning {
     int64_t skip_collective_after;
     bool fail_one_rank;
     int32_t fail_rank;
+    /* OPENBLAS_NUM_THREADS is not set in this process's environment (the
+     * caller looked: the command line does, once; the library reads no
+     * variable). tessel may then set it while it loads OpenBLAS (once a
+     * process, at the first run), so that OpenBLAS's constructor starts
+     * only the threads the devices use (none beyond the caller's where
+     * devices share cores), and removes it again. false: the environment
+     * is left alone and OpenBLAS starts its own default pool (a thread a
+     * core, spinning ~0.1 s before it sleeps); the devices set the count
+     * afterwards either way. */
+    bool openblas_num_threads_unset;
 } TsTuning;
 
 typedef struct TsRunOptions {

@@ -8,7 +8,9 @@ passes: it must not call them (nor grad/'s transform, grad_module).
 MPI: only the MPI transport includes mpi.h (runtime/mpi_layer.h, the one
 door every MPI call goes through), and only the MPI transport's files and
 api/run_mpi.c (the caller's communicator) include that door; coll/ and device/
-never include MPI (coll/ reaches other hosts through CollTransport). Exits 1
+never include MPI (coll/ reaches other hosts through CollTransport). The
+library reads no environment variable: no getenv (nor environ) in any layer
+but tools/, except coll/tuning.c (the MPI launcher's variables). Exits 1
 listing every violation.
 
 usage: check_layers.py [SOURCE_DIR]      (default: the parent of scripts/)
@@ -34,6 +36,9 @@ ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
 # (with api/run_mpi.c, which takes the caller's MPI_Comm) that include its door.
 MPI_HEADER_FILES = {"runtime/mpi_layer.h"}
 MPI_DOOR_USERS = {"runtime/mpi_internal.h", "runtime/mpi_world.c", "runtime/mpi_layer.c", "api/run_mpi.c"}
+# The one file of the library that reads the environment (tools/ is the
+# command line, not the library).
+ENV_READERS = {"coll/tuning.c"}
 # Passes of the compile layers: runtime/ executes plans, it never compiles.
 PASSES = ["shd_propagate", "spmd_partition", "clu_extract", "clu_cluster_module", "clu_place", "plan_build",
           "compile_module", "compile_replan", "compile_plan_load", "grad_module"]
@@ -114,8 +119,14 @@ def main():
                     bad.append('%s: "%s" not found' % (where, m.group(2)))
                 elif target not in allowed:
                     bad.append('%s: "%s" is in %s/, which %s/ may not include' % (where, m.group(2), target, folder))
+            code = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
+            if folder != "tools" and "%s/%s" % (folder, name) not in ENV_READERS:
+                for n, line in enumerate(code.splitlines(), 1):
+                    if re.search(r"\b(secure_getenv|getenv)\s*\(|\benviron\b", line):
+                        bad.append("%s/%s: reads the environment (the library reads none but %s; the "
+                                   "command line fills options)" % (folder, name, ", ".join(sorted(ENV_READERS))))
+                        break
             if folder == "runtime":
-                code = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
                 for p in PASSES:
                     if re.search(r"\b%s\s*\(" % p, code):
                         bad.append("runtime/%s: calls %s, a compile pass (runtime/ executes plans)" % (name, p))

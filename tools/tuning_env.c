@@ -15,6 +15,8 @@
  *   TESSEL_FAIL_MPI_AFTER=N        fail_mpi_after (tests)
  *   TESSEL_FAIL_MPI_RANK=R         fail_one_rank, fail_rank (tests)
  *   TESSEL_SKIP_COLLECTIVE_AFTER=N skip_collective_after (tests)
+ *   OPENBLAS_NUM_THREADS           unset: openblas_num_threads_unset (tessel
+ *                                  may size OpenBLAS's pool at its load)
  *
  * A malformed value is a usage error naming the variable (exit 2).
  */
@@ -87,5 +89,6 @@ int cli_tuning_from_env(TsTuning *t)
     t->fusion = !fu ? TS_FUSION_DEFAULT : !strcmp(fu, "off") ? TS_FUSION_OFF : TS_FUSION_ALL;
     if (block_set && block == 0)
         return bad("TESSEL_FUSION_BLOCK", getenv("TESSEL_FUSION_BLOCK"), "a block of 1 to 1048576 elements");
+    t->openblas_num_threads_unset = getenv("OPENBLAS_NUM_THREADS") == NULL;
     return CLI_OK;
 }

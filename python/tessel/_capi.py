@@ -111,7 +111,8 @@ class TsTuning(ctypes.Structure):
                 ("fail_mpi_after", c_int64),
                 ("skip_collective_after", c_int64),
                 ("fail_one_rank", c_bool),
-                ("fail_rank", c_int32)]
+                ("fail_rank", c_int32),
+                ("openblas_num_threads_unset", c_bool)]
 
 
 class TsRunOptions(ctypes.Structure):
@@ -206,6 +207,11 @@ PROTOTYPES = {
     "ts_outputs_summary": (c_void_p, [c_void_p]),
     "ts_outputs_stats": (c_char_p, [c_void_p]),
     "ts_outputs_free": (None, [c_void_p]),
+    "ts_outputs_write": (ST, [c_void_p, c_char_p, PDIAG]),
+    "ts_outputs_verify": (ST, [c_char_p, c_char_p, PDIAG]),
+    "ts_plan_num_aliases": (c_int32, [c_void_p]),
+    "ts_plan_alias": (ST, [c_void_p, c_int32, ctypes.POINTER(c_int32), ctypes.POINTER(c_int32), PDIAG]),
+    "ts_plan_digest": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_run": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),
     "ts_plan_run_reference": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),
     "ts_run_reference": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),

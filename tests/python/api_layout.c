@@ -113,6 +113,7 @@ int main(void)
     FIELD(TsTuning, skip_collective_after);
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
+    FIELD(TsTuning, openblas_num_threads_unset);
     FIELD(TsRunOptions, process_local);
     FIELD(TsRunOptions, zero_state);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
