@@ -76,6 +76,23 @@ static void add_digest(Fields *fs, const char *what, const uint8_t *dg)
     memcpy(f->value, dg, SHA256_DIGEST_SIZE);
 }
 
+/* 64 hex digits to 32 bytes; false when hex is not that ("" unknown). */
+static bool unhex(const char *hex, uint8_t *out)
+{
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        int v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = hex[2 * i + k];
+            int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (x < 0)
+                return false;
+            v = v * 16 + x;
+        }
+        out[i] = (uint8_t)v;
+    }
+    return true;
+}
+
 static void add_text(Fields *fs, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static void add_text(Fields *fs, const char *what, const char *fmt, ...)
@@ -150,7 +167,11 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDia
     else
         add_unknown(&fs, "compiled program (plan text)");
     ts_free(text);
-    add_text(&fs, "model (its file's SHA-256)", "%s", p->sha256[0] ? p->sha256 : "unknown");
+    uint8_t model[SHA256_DIGEST_SIZE];
+    if (unhex(p->sha256, model))
+        add_digest(&fs, "model (its file's SHA-256)", model);
+    else
+        add_text(&fs, "model (its file's SHA-256)", "unknown");
     add_text(&fs, "layout", "%lld hosts x %lld local devices", (long long)ts_plan_hosts(p),
              (long long)ts_plan_local_devices(p));
     if (o->random)

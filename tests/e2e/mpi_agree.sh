@@ -4,7 +4,9 @@
 # `mpirun -np 1 A : -np 1 B` over TCP.
 #  1. The agreement before work (api/agree.c, runtime/mpi_agree.c): two
 #     models whose shardings order the devices differently, two that differ
-#     in one op, plans compiled from them, different --random-inputs seeds,
+#     in one op, two a comment apart (one program, but the output
+#     manifest's model_sha256 names every rank's model), plans compiled
+#     from them, different --random-inputs seeds,
 #     different input files under one key, --steps, --output-dir on one rank
 #     only (either rank): exit 2 on every rank, each naming the field and the
 #     rank, nothing written (the output directory is not left behind).
@@ -71,6 +73,12 @@ refused "device order (models)" "rank 1's compiled program (plan text) is SHA-25
 B=("$TESSEL" run "$WORK/op.hlo" "${R[@]}")
 pair A B
 refused "one op (models)" "rank 1's compiled program (plan text) is SHA-256"
+# One program from two model files (a comment apart): the manifest's
+# model_sha256 would be rank 0's alone, so the model's SHA-256 is agreed on.
+{ cat "$WORK/a.hlo"; echo "// a comment"; } >"$WORK/comment.hlo"
+B=("$TESSEL" run "$WORK/comment.hlo" "${R[@]}")
+pair A B
+refused "the model file" "rank 1's model (its file's SHA-256) is SHA-256"
 A=("$TESSEL" run "$WORK/a.plan" "${R[@]}") B=("$TESSEL" run "$WORK/order.plan" "${R[@]}")
 pair A B
 refused "device order (plans)" "rank 1's compiled program (plan text)"
