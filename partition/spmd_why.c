@@ -144,6 +144,19 @@ static bool tiled_dim(PComp *pc, const IrInstr *ins, int32_t k, const IrI64List 
     return false;
 }
 
+/* The first dim that source operand 0 of ins is tiled on. */
+static bool first_tiled(PComp *pc, const IrInstr *ins, int64_t *d, int64_t *t)
+{
+    const IrSharding *s = ins->nopnd > 0 ? pc->shd[ins->opnd[0]] : NULL;
+    for (int32_t k = 0; s && k < pc->sc->instr[ins->opnd[0]].shape.rank; k++)
+        if (shd_tiles(s, k) > 1) {
+            *d = k;
+            *t = shd_tiles(s, k);
+            return true;
+        }
+    return false;
+}
+
 /* A dot's partial sums: which contracted dim is tiled, and whether
  * gathering the contracted dims of both operands would move fewer bytes
  * than `bytes` (then that is the cheaper form). */
@@ -188,6 +201,15 @@ static void why_partial(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins,
     } else if (ins->op == OP_CONVOLUTION) {
         instr_words(t, ins);
         ir_sb_printf(t, " sums over input features split over %lld devices", (long long)size);
+    } else if ((ins->op == OP_GATHER || ins->op == OP_SCATTER) && first_tiled(pc, ins, &d, &n)) {
+        instr_words(t, ins);
+        ir_sb_printf(t, " %s operand %s, which is tiled on dim %lld over %lld devices (each device %s the part it "
+                        "holds)",
+                     ins->op == OP_GATHER ? "reads from" : "writes into", pc->sc->instr[ins->opnd[0]].name,
+                     (long long)d, (long long)n, ins->op == OP_GATHER ? "gathers from" : "scatters into");
+    } else if (ins->op == OP_BATCH_NORM_TRAINING || ins->op == OP_BATCH_NORM_GRAD) {
+        instr_words(t, ins);
+        ir_sb_printf(t, " sums its statistics over dims split over %lld devices", (long long)size);
     } else {
         instr_words(t, ins);
         ir_sb_printf(t, " leaves a partial result on each of %lld devices", (long long)size);
@@ -233,12 +255,29 @@ SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *aren
         instr_words(&t, ins);
         ir_sb_puts(&t, "'s window reads rows of the neighbouring devices' shards (halo)");
         w.kind = SPMD_WHY_HALO;
+    } else if (ins && ins->op == OP_REDUCE && coll->op == OP_ALL_GATHER) {
+        int64_t d = 0, n = 0;
+        instr_words(&t, ins);
+        if (tiled_dim(pc, ins, 0, &ins->a.dimensions, &d, &n))
+            ir_sb_printf(&t, " reduces dim %lld of %s, which is tiled over %lld devices, with a reducer of several "
+                             "values (every device reduces all the partial results again)",
+                         (long long)d, pc->sc->instr[ins->opnd[0]].name, (long long)n);
+        else
+            ir_sb_puts(&t, " reduces a tiled dim with a reducer of several values (every device reduces all the "
+                           "partial results again)");
+        w.kind = SPMD_WHY_RULE;
     } else if (ins) {
         ir_sb_puts(&t, "the rule of ");
         instr_words(&t, ins);
-        ir_sb_puts(&t, " (");
+        ir_sb_puts(&t, " needs it (");
+        if (ins->nopnd > 0) {
+            ir_sb_printf(&t, "operand %s is ", pc->sc->instr[ins->opnd[0]].name);
+            shd_describe(&t, pc->shd[ins->opnd[0]]);
+            ir_sb_puts(&t, ", ");
+        }
+        ir_sb_puts(&t, "its result ");
         shd_describe(&t, pc->shd[pc->cur]);
-        ir_sb_puts(&t, ") needs it");
+        ir_sb_puts(&t, ")");
         w.kind = SPMD_WHY_RULE;
     } else {
         ir_sb_puts(&t, "the partitioner needs it");

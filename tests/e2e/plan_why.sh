@@ -25,6 +25,14 @@ expect_in "$OUT" "why: asked for by y at mlp_megatron.hlo:12:8: dot y contracts 
 ! grep -q "avoid:" "$OUT" || fail "Megatron's all-reduce has no cheaper form, yet an avoid line is printed"
 [ "$(grep -c 'why:' "$OUT")" = 1 ] || fail "Megatron's MLP should have exactly one collective"
 
+# The README's examples/mlp.hlo, the same MLP smaller: act is f32[8,32]
+# tiled [1,2], the partial y f32[8,8] is 256 bytes, all-reduced: 256 per
+# device; "  ROOT %y" starts its name (with the %) at column 8 of line 13.
+expect_status 0 "$TESSEL" plan "$TESSEL_SRC/examples/mlp.hlo" --why y
+expect_in "$OUT" "y: 1 collective produces or consumes it"
+expect_in "$OUT" "all-reduce (all-reduce, 256 bytes per device, groups {{0,1}}) on y's value"
+expect_in "$OUT" "why: asked for by y at $TESSEL_SRC/examples/mlp.hlo:13:8: dot y contracts dim 1 of act, which is tiled over 2 devices: partial sums are all-reduced"
+
 # ---- a forced reshard (forced.hlo) ----
 # c = add(a, b) is tiled on dim 0 (line 6, col 3) but b is tiled on dim 1:
 # b's shard f32[8,3] (96 bytes) is exchanged all-to-all, keeping half:
