@@ -18,6 +18,9 @@
  *   graph.c     the graph the solver sees: instructions made nodes,
  *               elementwise followers merged into their leader's group,
  *               edges with resharding cost matrices
+ *   prune.c     dominated strategies removed (exactly: an optimum stays)
+ *   elim.c      the exact minimum by variable elimination where the
+ *               graph is narrow enough (no memory limit)
  *   ilp.c       the integer program over the groups, solved with GLPK
  *   explain.c   why: per chosen sharding the alternatives and their costs
  *   shard.c     auto_shard, the pass: graph, solve, annotate, explain
@@ -128,14 +131,16 @@ typedef struct AutoStrategy {
  * order is deterministic (replicated first). IR_ENOMEM only. */
 IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, int64_t local,
                          const IrComputation *c, int32_t i, AutoStrategy **out, int32_t *n, IrDiag *d);
-/* The strategy of elementwise instruction `i` (auto_is_follower) whose
- * output is `out`: every operand of its rank arrives as `out`. IR_ENOMEM
- * only. */
+/* The strategy of follower `i` (auto_follows) whose operand `opnd`
+ * arrives as `in`: each mesh axis on the output dim that operand dim
+ * becomes, dropped where there is none or the shape does not divide.
+ * IR_ENOMEM only. */
 IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const IrComputation *c, int32_t i,
-                     const AutoSpec *out, AutoStrategy *s, IrDiag *d);
-/* May instruction i share the choice of an operand (elementwise, array
- * operands)? */
-bool auto_is_follower(const IrComputation *c, int32_t i);
+                     int32_t opnd, const AutoSpec *in, AutoStrategy *s, IrDiag *d);
+/* The operand instruction i may follow (share its choice with): an
+ * elementwise op's first operand of its dims, a reshape's, transpose's or
+ * broadcast's operand; -1: none (i chooses for itself). */
+int32_t auto_follows(const IrComputation *c, int32_t i);
 
 /* ---- graph.c ---- */
 
@@ -159,6 +164,7 @@ typedef struct AutoGroup {
     int32_t nstrat;
     double *unary;           /* nstrat: compute, own collectives, reshards inside the group */
     double *mem;             /* nstrat: per-device bytes counted against the memory limit */
+    int32_t npruned;         /* dominated strategies removed (prune.c) */
 } AutoGroup;
 
 typedef struct AutoGraph {
@@ -181,8 +187,26 @@ typedef struct AutoGraph {
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
                           AutoGraph *g, IrDiag *d);
 void auto_graph_free(AutoGraph *g);
+/* The estimated per-device bytes of choice[] against the memory limit. */
+double auto_graph_mem(const AutoGraph *g, const int32_t *choice);
 /* The estimated seconds of choice[] (one strategy per group). */
 double auto_graph_cost(const AutoGraph *g, const int32_t *choice);
+
+/* ---- prune.c ---- */
+
+/* Remove every strategy another one dominates (costs no more whatever the
+ * neighbours choose; with `memory`, needs no more memory either), in
+ * rounds until none is left: the optimum of the program is kept.
+ * IR_ENOMEM only. */
+IrStatus auto_graph_prune(AutoGraph *g, bool memory, IrDiag *d);
+
+/* ---- elim.c ---- */
+
+/* The exact minimum of the objective (no memory row) by variable
+ * elimination into choice[]: 1 solved; 0 the graph is too wide for it
+ * (a factor past 4M cells: solve with auto_ilp_solve); -1 out of memory.
+ * Deterministic. */
+int auto_elim_solve(const AutoGraph *g, int32_t *choice);
 
 /* ---- ilp.c ---- */
 

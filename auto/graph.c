@@ -62,22 +62,22 @@ static IrStatus constrain(AutoGraph *g, int32_t i, IrDiag *d)
     return IR_OK;
 }
 
-/* The group's strategies for follower i of leader group gl. */
-static IrStatus follow(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t gl, IrDiag *d)
+/* The group's strategies for follower i of its operand `o` (in a group). */
+static IrStatus follow(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t o, IrDiag *d)
 {
-    AutoGroup *gr = &g->group[gl];
-    const AutoNode *lead = &g->node[gr->leader];
+    const AutoNode *lead = &g->node[g->comp->instr[i].opnd[o]];
+    AutoGroup *gr = &g->group[lead->group];
     AutoNode *v = &g->node[i];
     v->strat = ir_alloc_array(g->arena, (size_t)gr->nstrat, sizeof *v->strat);
     if (!v->strat)
         return ir_oom(d, NULL);
     for (int32_t k = 0; k < gr->nstrat; k++) {
-        IrStatus st = auto_follow(g->arena, &g->mesh, cost, g->comp, i, &lead->strat[k].out, &v->strat[k], d);
+        IrStatus st = auto_follow(g->arena, &g->mesh, cost, g->comp, i, o, &lead->strat[k].out, &v->strat[k], d);
         if (st != IR_OK)
             return st;
     }
     v->nstrat = gr->nstrat;
-    v->group = gl;
+    v->group = lead->group;
     return IR_OK;
 }
 
@@ -258,14 +258,13 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
         const IrInstr *x = &c->instr[i];
         AutoNode *v = &g->node[i];
         v->group = -1;
-        int32_t lead = -1;
-        if (!user_sharded(x) && auto_is_follower(c, i))
-            for (int32_t o = 0; o < x->nopnd && lead < 0; o++)
-                if (g->node[x->opnd[o]].group >= 0 && ir_shape_same_dims(&c->instr[x->opnd[o]].shape, &x->shape))
-                    lead = g->node[x->opnd[o]].group;
+        int32_t lead = user_sharded(x) ? -1 : auto_follows(c, i);
         if (lead >= 0) {
-            st = follow(g, cost, i, lead, d);
-            continue;
+            const AutoNode *u = &g->node[x->opnd[lead]];
+            if (u->group >= 0 && g->group[u->group].nstrat > 1) {
+                st = follow(g, cost, i, lead, d);
+                continue;
+            }
         }
         st = auto_strategies(g->arena, mesh, cost, local, c, i, &v->strat, &v->nstrat, d);
         if (st == IR_OK && user_sharded(x))
@@ -307,4 +306,12 @@ double auto_graph_cost(const AutoGraph *g, const int32_t *choice)
         t += ed->cost[(size_t)choice[ed->from] * (size_t)g->group[ed->to].nstrat + (size_t)choice[ed->to]];
     }
     return t;
+}
+
+double auto_graph_mem(const AutoGraph *g, const int32_t *choice)
+{
+    double m = g->mem_fixed;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        m += g->group[k].mem[choice[k]];
+    return m;
 }

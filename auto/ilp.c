@@ -11,7 +11,11 @@
  *              x binary, 0 <= y <= 1
  *
  * With x integral the two edge rows force y[e][s][t] = x_s x_t, so y
- * needs no integrality. Costs are in microseconds (GLPK's tolerances are
+ * needs no integrality. The relaxation is solved first; where its x are
+ * integral (usual: the program is a relaxation of a shortest-path-like
+ * problem) it is the optimum and branch and bound does not run. Without
+ * a memory limit elim.c usually solves first, exactly and faster; this
+ * program is for the memory row and for graphs too wide for elimination. Costs are in microseconds (GLPK's tolerances are
  * absolute). Why GLPK and not CBC: GLPK is a C library with a C API
  * (CBC's is C++ with a C wrapper, coinor-libcbc-dev pulling in the COIN-OR
  * stack), it is one Debian package (libglpk-dev), its GPL-3 licence is
@@ -40,6 +44,18 @@ static void put(Lp *lp, int row, int col, double v)
     lp->ia[lp->nz] = row;
     lp->ja[lp->nz] = col;
     lp->ar[lp->nz] = v;
+}
+
+/* Are the relaxation's x all 0 or 1? */
+static bool integral(const AutoGraph *g, const Lp *lp, const int *xcol)
+{
+    for (int32_t k = 0; k < g->ngroup; k++)
+        for (int32_t s = 0; s < g->group[k].nstrat; s++) {
+            double v = glp_get_col_prim(lp->p, xcol[k] + s);
+            if (v > 1e-9 && v < 1 - 1e-9)
+                return false;
+        }
+    return true;
 }
 
 static IrStatus too_big(const AutoGraph *g, double limit, IrDiag *d)
@@ -148,6 +164,23 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, I
                     put(&lp, row, xcol[k] + s, g->group[k].mem[s]);
     }
     glp_load_matrix(lp.p, lp.nz, lp.ia, lp.ja, lp.ar);
+    /* The relaxation first (primal simplex): when its x are 0 or 1 it is
+     * the integer optimum, and branch and bound is not needed. */
+    int term = glp_term_out(GLP_OFF);
+    glp_smcp sp;
+    glp_init_smcp(&sp);
+    sp.msg_lev = GLP_MSG_OFF;
+    glp_scale_prob(lp.p, GLP_SF_AUTO);
+    glp_adv_basis(lp.p, 0);
+    int lrc = glp_simplex(lp.p, &sp);
+    if (lrc == 0 && glp_get_status(lp.p) == GLP_OPT && integral(g, &lp, xcol)) {
+        glp_term_out(term);
+        for (int32_t k = 0; k < g->ngroup; k++)
+            for (int32_t s = 0; s < g->group[k].nstrat; s++)
+                if (glp_get_col_prim(lp.p, xcol[k] + s) > 0.5)
+                    choice[k] = s;
+        goto done;
+    }
     glp_iocp parm;
     glp_init_iocp(&parm);
     parm.presolve = GLP_ON;
@@ -155,6 +188,7 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, I
     parm.tm_lim = 60000;
     parm.mip_gap = 1e-6;
     int rc = glp_intopt(lp.p, &parm);
+    glp_term_out(term);
     int ms = glp_mip_status(lp.p);
     if (rc == GLP_ENOPFS || ms == GLP_NOFEAS) {
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},

@@ -5,7 +5,10 @@
  *   graph      strategies of every instruction of the entry computation,
  *              followers merged, edges priced (graph.c); the user's
  *              shardings are constraints
- *   solve      one strategy per group (ilp.c)
+ *   prune      dominated strategies removed (prune.c)
+ *   solve      one strategy per group: by elimination (elim.c), exact;
+ *              by the integer program (ilp.c) where the graph is too wide
+ *              for it or its optimum passes the memory limit
  *   annotate   every instruction of a group that the user did not shard
  *              gets its chosen output sharding; opaque ones get none (the
  *              propagation gives them one)
@@ -65,6 +68,15 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     if (!choice)
         st = ir_oom(d, NULL);
     if (st == IR_OK)
+        st = auto_graph_prune(&g, opt->mem_limit > 0, d);
+    /* Elimination first; its optimum is the constrained one too when it
+     * fits the memory limit. */
+    int solved = 0;
+    if (st == IR_OK && (solved = auto_elim_solve(&g, choice)) < 0)
+        st = ir_oom(d, NULL);
+    if (solved > 0 && opt->mem_limit > 0 && auto_graph_mem(&g, choice) > (double)opt->mem_limit)
+        solved = 0;
+    if (st == IR_OK && !solved)
         st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, d);
     if (st == IR_OK)
         st = annotate(m, &g, choice, d);

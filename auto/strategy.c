@@ -326,22 +326,40 @@ IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, in
 }
 
 IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const IrComputation *c, int32_t i,
-                     const AutoSpec *out, AutoStrategy *s, IrDiag *d)
+                     int32_t opnd, const AutoSpec *in, AutoStrategy *s, IrDiag *d)
 {
     const IrInstr *x = &c->instr[i];
-    int32_t role[AUTO_MAX_AXES];
-    for (int32_t ax = 0; ax < AUTO_MAX_AXES; ax++)
-        role[ax] = ax < m->naxes ? out->dim[ax] : -1;
     Roles r;
     bool ok = describe(c, x, &r);
     (void)ok;
-    assert(ok && ir_op_family(x->op) == FAM_ELEMENTWISE);
+    assert(ok && r.nred == 0 && opnd < r.nopnd);
+    /* Each axis goes to the output dim its operand dim becomes; none
+     * there (a dim merged away as a minor part): the axis is dropped, and
+     * the operand gathered along it (priced as a reshard in the group). */
+    int32_t role[AUTO_MAX_AXES];
+    for (int32_t ax = 0; ax < AUTO_MAX_AXES; ax++) {
+        role[ax] = -1;
+        for (int32_t k = 0; ax < m->naxes && in->dim[ax] >= 0 && k < r.nout; k++)
+            if (r.map[opnd][k] == in->dim[ax])
+                role[ax] = k;
+    }
+    for (int32_t ax = m->naxes - 1; ax >= 0 && !valid(&r, m, role, c, x); ax--)
+        role[ax] = -1;
     return make(a, &r, m, cost, 0, x, role, s, d);
 }
 
-bool auto_is_follower(const IrComputation *c, int32_t i)
+int32_t auto_follows(const IrComputation *c, int32_t i)
 {
     Roles r;
     const IrInstr *x = &c->instr[i];
-    return ir_op_family(x->op) == FAM_ELEMENTWISE && describe(c, x, &r);
+    IrOpFamily f = ir_op_family(x->op);
+    if (!(f == FAM_ELEMENTWISE || f == FAM_RESHAPE || f == FAM_TRANSPOSE || f == FAM_BROADCAST) ||
+        !describe(c, x, &r))
+        return -1;
+    if (f != FAM_ELEMENTWISE)
+        return 0;
+    for (int32_t o = 0; o < x->nopnd; o++)
+        if (ir_shape_same_dims(&c->instr[x->opnd[o]].shape, &x->shape))
+            return o;
+    return -1;
 }

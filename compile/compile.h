@@ -90,6 +90,8 @@ IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, 
  * lines), then each cluster's SPMD module and lines. Heap text (ts_free)
  * or NULL on OOM. */
 char *compile_plan_file_text(const CompileResult *r);
+/* The same, signed with key when it is not NULL (compile_plan_frame_signed). */
+char *compile_plan_file_text_signed(const CompileResult *r, const void *key, size_t keylen);
 /* Load and check a plan file (every line, shape, sharding and count
  * against the modules it carries; a truncated or altered plan is IR_EINPUT
  * naming the line, never a crash; the frame, compile_plan_check_frame,
@@ -110,9 +112,21 @@ bool compile_sha256_fd(int fd, char out[65]);
 /* body framed as a plan file: the header line, body, then the digest
  * line. Heap text (ts_free) or NULL on OOM. */
 char *compile_plan_frame(const char *body);
+/* The same, signed when key is not NULL: a // TesselSignature line (the
+ * HMAC-SHA256 under key of every byte before it) before the digest line. */
+char *compile_plan_frame_signed(const char *body, const void *key, size_t keylen);
+/* HMAC-SHA256 (RFC 2104, nettle's) of data[0, len) under key, as 64
+ * lowercase hex digits and a NUL. Can't fail. */
+void compile_hmac_sha256_hex(const void *key, size_t keylen, const void *data, size_t len, char out[65]);
+/* The signature of a plan whose frame checked (compile_plan_check_frame):
+ * with key NULL, IR_EINPUT when the plan is signed; with a key, IR_EINPUT
+ * unless it is signed and its signature is that key's (compared in
+ * constant time). The error names the line. */
+IrStatus compile_plan_check_signature(const char *path, const char *text, size_t len, const void *key,
+                                      size_t keylen, IrDiag *d);
 /* Check the frame of a plan file before anything of it is parsed: the
  * header with a version this tessel reads, the digest line last, and the
- * digest right. IR_EINPUT naming the line; *body_len: the bytes before
+ * digest right. IR_EINPUT naming the line; *body_len: the bytes before the signature line (if any) or
  * the digest line. */
 IrStatus compile_plan_check_frame(const char *path, const char *text, size_t len, size_t *body_len, IrDiag *d);
 /* The kind of a host instruction as plan files and dumps spell it

@@ -236,15 +236,16 @@ IrStatus dev_k_rng(const DevKernelArgs *k, DevValue **out)
     DevValue *r = dev_value_new(rs);
     int64_t n = ir_shape_elements(rs);
     IrShape u64 = {.type = IR_U64, .rank = 1, .dims = &n};
-    DevValue *w = dev_value_new(&u64);
-    if (!r || !w) {
+    /* The draws are the kernel's scratch, not a value: plain memory, not
+     * counted against the device (device/alloc.c's value_bytes). */
+    uint64_t *bits = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof *bits);
+    if (!r || !bits) {
         dev_value_unref(r);
-        dev_value_unref(w);
+        ts_free(bits);
         return dev_kernel_error(k, IR_ENOMEM, "out of memory for rng");
     }
     uint64_t key = k->opt->rng_seed ^ name_hash(k->ins->name);
-    philox_fill(&u64, key, 0, 0, w->data);
-    const uint64_t *bits = (const uint64_t *)w->data;
+    philox_fill(&u64, key, 0, 0, (uint8_t *)bits);
     double a = dev_load_f64(rs->type, k->opnd[0]->data, 0), b = dev_load_f64(rs->type, k->opnd[1]->data, 0);
     for (int64_t i = 0; i < n; i++) {
         if (normal) { /* Box-Muller on the pair (2j, 2j+1), as prng.cc */
@@ -261,7 +262,7 @@ IrStatus dev_k_rng(const DevKernelArgs *k, DevValue **out)
             dev_store_u64(rs->type, r->data, i, (uint64_t)lo + dist_i);
         }
     }
-    dev_value_unref(w);
+    ts_free(bits);
     *out = r;
     return IR_OK;
 }

@@ -262,6 +262,14 @@ typedef struct TsCompileOptions {
     bool auto_shard;
     const char *mesh;
     const char *profile;
+    /* A key (sign_key_len bytes, at least 1; NULL: none) for the plan's
+     * keyed signature (docs/plan.md, "Digest and signature"): a plan
+     * compiled with it is saved signed (HMAC-SHA256 under the key), and a
+     * plan file opened with it (ts_plan_open) must carry that key's
+     * signature. Opened without a key, a signed plan is refused
+     * (TS_EINPUT): it cannot be checked. The key is copied. */
+    const void *sign_key;
+    size_t sign_key_len;
 } TsCompileOptions;
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
@@ -457,7 +465,19 @@ typedef struct TsTuning {
      * core, spinning ~0.1 s before it sleeps); the devices set the count
      * afterwards either way. */
     bool openblas_num_threads_unset;
+    /* For tests of what the collectives' check-ins catch: ts_plan_run_mpi
+     * skips the ranks' agreement on what they run (TsRunOptions.agree). */
+    bool skip_agreement;
 } TsTuning;
+
+/* A value every rank of an MPI run must share (TsRunOptions.agree): what
+ * it is, for the message ("--output-dir"), and its text on this rank. */
+typedef struct TsAgreeItem {
+    const char *what;
+    const char *value;
+} TsAgreeItem;
+/* The most TsRunOptions.agree may hold. */
+#define TS_AGREE_MAX 8
 
 typedef struct TsRunOptions {
     int32_t ninputs;
@@ -528,6 +548,19 @@ typedef struct TsRunOptions {
      * fills what is still unbound. Without it such a leaf is unbound like
      * any other (TS_EINPUT naming it and this option). */
     bool zero_state;
+    /* Under MPI (ts_plan_run_mpi): before any step the ranks agree, in one
+     * all-gather, that they run the same thing: the plan and the model's
+     * SHA-256, the layout, the inputs (keys; files by path and size: each
+     * rank reads only its shards of them; arrays by their bytes unless
+     * process_local), the random seed, the steps and the options above
+     * that change what runs or moves (tuning travels from rank 0 instead:
+     * every rank takes rank 0's). `agree` adds the caller's own values
+     * (at most TS_AGREE_MAX; e.g. a command line's output directory). A
+     * difference is TS_EINPUT on every rank, nothing run, its message
+     * naming the first field that differs and the rank ("rank 1's random
+     * inputs' seed is \"8\", rank 0's is \"7\""). */
+    int32_t nagree;
+    const TsAgreeItem *agree;
 } TsRunOptions;
 
 

@@ -16,6 +16,8 @@
  *  - tuple, get-tuple-element, copy, optimization-barrier, domain,
  *    add-dependency and the -done halves hold no bytes of their own: they
  *    refer to their operands' buffers, which then live as long as they do;
+ *    a -start's tuple refers to its operands and makes only its result
+ *    and context elements;
  *  - reshape and bitcast of an operand at its last use, and
  *    dynamic-update-slice into one, reuse its buffer (no new bytes), as the
  *    executor does when it holds the only reference (not a parameter the
@@ -26,9 +28,11 @@
  *  - a called computation (while body, call, branch, fusion, reducer)
  *    adds, while its caller's step runs, its own peak beyond its
  *    parameters and its result.
- * Not modelled: the executor's run-time fusion of large elementwise
- * chains (their interior values never exist: the estimate is then above
- * the run), buffers the collectives stage outside values (MPI transfers).
+ *  - the executor's run-time fusion of elementwise chains (below): a
+ *    group's interior values never exist, its root may take a dying
+ *    leaf's buffer.
+ * Not modelled: fusion's row groups (softmax, layer norm), buffers the
+ * kernels and the collectives use outside values (scratch, MPI staging).
  *
  * Example, p0 = f32[4] parameter(0); a = exp(p0); b = add(a, p0); ROOT
  * c = negate(b): before step 0: 16 bytes (p0); step a: 32; step b: 48 (a
@@ -46,9 +50,28 @@ static bool refers(const IrInstr *ins)
     switch (ins->op) {
     case OP_TUPLE: case OP_GET_TUPLE_ELEMENT: case OP_COPY: case OP_OPTIMIZATION_BARRIER:
     case OP_DOMAIN: case OP_ADD_DEPENDENCY: case OP_ASYNC_UPDATE: case OP_ALL_REDUCE_DONE:
+    case OP_ALL_GATHER_DONE: case OP_COLLECTIVE_PERMUTE_DONE: case OP_ASYNC_DONE: case OP_COPY_DONE:
         return true;
     default:
         return false;
+    }
+}
+
+static int64_t leaf_bytes(const IrShape *s);
+
+/* The bytes a tuple-shaped -start makes afresh: its element 0 refers to
+ * the operands (copy-start's element 1 too: a copy is a reference); the
+ * result and context elements are new. -1: not such a -start. */
+static int64_t start_fresh(const IrInstr *ins)
+{
+    const IrShape *s = &ins->shape;
+    switch (ins->op) {
+    case OP_ALL_GATHER_START: case OP_COLLECTIVE_PERMUTE_START: case OP_ASYNC_START:
+        return s->type == IR_TUPLE && s->ntuple >= 2 ? leaf_bytes(s) - leaf_bytes(&s->tuple[0]) : -1;
+    case OP_COPY_START:
+        return s->type == IR_TUPLE && s->ntuple == 3 ? leaf_bytes(&s->tuple[2]) : -1;
+    default:
+        return -1;
     }
 }
 
@@ -96,9 +119,14 @@ typedef struct Est {
     int32_t *order;     /* instruction at each step */
     int32_t *step;      /* per instruction: its step, -1 not run */
     int32_t *end;       /* per instruction: the last step it is live in (n: to the end) */
+    int32_t *tie;       /* per instruction: the last step it holds what it refers to */
+    int32_t *group;     /* per instruction: the fused group's root it is inside of, or -1 */
+    int32_t *ghead;     /* per instruction: a group root's first member, else -1 */
+    int32_t *gnext;     /* per instruction: the next member of its group, or -1 */
     int64_t *own;       /* per instruction: bytes it allocates */
     int64_t *callee;    /* per step: a called computation's bytes beyond its inputs and result */
-    int64_t *peak_of;   /* per module computation: its peak beyond parameters and result, -1 not yet */
+    int64_t *peak_of;   /* per module computation k: [2k] its peak beyond its parameters (-1 not
+                         * yet), [2k+1] its result's bytes */
     int32_t depth;
 } Est;
 
@@ -106,23 +134,27 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
                          int32_t depth, MemEstimate *out, IrDiag *d);
 
 /* The peak of computation k beyond its parameters and its result (what it
- * adds while its caller's step runs). */
-static IrStatus callee_extra(Est *e, int32_t k, int64_t *extra, IrDiag *d)
+ * adds while its caller's step runs). A while body (`body`) is charged
+ * beyond its parameters only: from the second iteration on, the state it
+ * was given is the last iteration's result, held while it makes the next
+ * one, which the caller counts once (as the while's result). */
+static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDiag *d)
 {
     *extra = 0;
     if (k < 0 || k >= e->m->ncomp || e->depth >= 64)
         return IR_OK; /* a bad callee or runaway nesting: the executor refuses it */
-    if (e->peak_of[k] < 0) {
+    int64_t *beyond = &e->peak_of[2 * k], *out = &e->peak_of[2 * k + 1];
+    if (*beyond < 0) {
         MemEstimate sub;
-        e->peak_of[k] = 0; /* a computation reached again inside itself adds nothing more */
+        *beyond = *out = 0; /* a computation reached again inside itself adds nothing more */
         IrStatus st = estimate(e->m, k, NULL, e->peak_of, e->depth + 1, &sub, d);
         if (st != IR_OK)
             return st;
-        int64_t x = sub.peak - sub.param_bytes - sub.output_bytes;
-        e->peak_of[k] = x > 0 ? x : 0;
+        *beyond = sub.peak - sub.param_bytes > 0 ? sub.peak - sub.param_bytes : 0;
+        *out = sub.output_bytes;
         mem_estimate_free(&sub);
     }
-    *extra = e->peak_of[k];
+    *extra = body ? *beyond : *beyond - *out > 0 ? *beyond - *out : 0;
     return IR_OK;
 }
 
@@ -153,6 +185,159 @@ static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through)
     return all;
 }
 
+/* ---- the executor's run-time fusion, as far as memory goes ----
+ *
+ * Partitioned runs fuse chains of elementwise ops (device/fusion.c): the
+ * interior values of a group never exist, its leaves are read when its
+ * root runs, and a leaf that dies there and that nobody else holds lends
+ * its buffer to the result. This mirrors fusion.c's elementwise groups
+ * (the same walk, kinds and limits); its row groups (reductions over the
+ * minor dims with their producers: softmax, layer norm) are not
+ * modelled, so their interior values count. */
+
+enum { FUSE_MIN_ELEMENTS = 1024, FUSE_MAX_NODES = 64, FUSE_MAX_OPND = 3, FUSE_TRANSPOSE_MAX = 1 << 16 };
+
+static bool fuse_start(const IrComputation *c, const bool *ctrl, int32_t i)
+{
+    const IrInstr *ins = &c->instr[i];
+    return ir_op_is_elementwise(ins->op) && ins->op != OP_COPY && ins->op != OP_MAP && ins->nopnd >= 1 &&
+           ins->nopnd <= FUSE_MAX_OPND && ir_shape_is_array(&ins->shape) &&
+           ins->a.x->control_predecessors.n == 0 && !ctrl[i];
+}
+
+static bool fuse_join(const IrComputation *c, const bool *ctrl, int32_t i, int32_t g)
+{
+    const IrInstr *ins = &c->instr[i];
+    if (i == c->root || ins->a.x->control_predecessors.n > 0 || ctrl[i] ||
+        !ir_shape_same_dims(&ins->shape, &c->instr[g].shape))
+        return false;
+    if (ins->op == OP_BROADCAST)
+        return ins->nopnd == 1 && ir_shape_is_array(&ins->shape);
+    if (ins->op == OP_TRANSPOSE)
+        return ins->nopnd == 1 && ir_shape_is_array(&ins->shape) &&
+               ir_shape_elements(&ins->shape) <= FUSE_TRANSPOSE_MAX;
+    return fuse_start(c, ctrl, i);
+}
+
+/* e->group[i]: the root of the group instruction i is inside of (-1: not
+ * inside one; a root is not inside its own group). IR_ENOMEM. */
+static IrStatus fuse(Est *e)
+{
+    const IrComputation *c = e->c;
+    int32_t n = c->ninstr;
+    int32_t *cand = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof *cand);
+    int32_t *size = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *size);
+    bool *ctrl = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *ctrl);
+    int32_t *gid = e->group;
+    if (!cand || !size || !ctrl) {
+        ts_free(cand);
+        ts_free(size);
+        ts_free(ctrl);
+        return IR_ENOMEM;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        gid[i] = -1;
+        cand[i] = -1; /* unseen */
+        const IrI64List *cp = &c->instr[i].a.x->control_predecessors;
+        for (int32_t j = 0; j < cp->n; j++)
+            if (cp->v[j] >= 0 && cp->v[j] < n)
+                ctrl[cp->v[j]] = true;
+    }
+    enum { CONFLICT = -2 };
+    for (int32_t k = e->n - 1; k >= 0 && e->n >= 2; k--) {
+        int32_t i = e->order[k], g = cand[i];
+        const IrInstr *ins = &c->instr[i];
+        if (g >= 0 && size[g] < FUSE_MAX_NODES && fuse_join(c, ctrl, i, g)) {
+            gid[i] = g;
+            size[g]++;
+        } else if (fuse_start(c, ctrl, i) && ir_shape_elements(&ins->shape) >= FUSE_MIN_ELEMENTS) {
+            gid[i] = g = i;
+            size[i] = 1;
+        } else {
+            g = -1;
+        }
+        bool pass = g >= 0 && ins->op != OP_TRANSPOSE && ins->op != OP_BROADCAST;
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t o = ins->opnd[j];
+            cand[o] = pass && (cand[o] == -1 || cand[o] == g) ? g : CONFLICT;
+        }
+    }
+    for (int32_t i = 0; i < n; i++) /* a root that gathered nobody runs unfused */
+        if (gid[i] == i && size[i] == 1)
+            gid[i] = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (gid[i] == i || (gid[i] >= 0 && gid[gid[i]] != gid[i]))
+            gid[i] = -1;
+    for (int32_t i = 0; i < n; i++)
+        e->ghead[i] = e->gnext[i] = -1;
+    for (int32_t i = n - 1; i >= 0; i--)
+        if (gid[i] >= 0) {
+            e->gnext[i] = e->ghead[gid[i]];
+            e->ghead[gid[i]] = i;
+        }
+    ts_free(cand);
+    ts_free(size);
+    ts_free(ctrl);
+    return IR_OK;
+}
+
+/* The step an instruction's operand reads happen at: its group root's for
+ * a member of a group. */
+static int32_t read_step(const Est *e, int32_t i)
+{
+    return e->group[i] >= 0 ? e->step[e->group[i]] : e->step[i];
+}
+
+/* Is fused root r able to take leaf o's buffer (o read element for
+ * element by a member of r's group or r, as wide as r's result)? */
+static bool lends(const Est *e, int32_t r, int32_t o)
+{
+    const IrComputation *c = e->c;
+    if (e->group[o] == r || o == r || e->own[o] != leaf_bytes(&c->instr[r].shape) || e->own[o] <= 0 ||
+        !ir_shape_same_dims(&c->instr[o].shape, &c->instr[r].shape))
+        return false;
+    for (int32_t i = r; i >= 0; i = i == r ? e->ghead[r] : e->gnext[i]) {
+        const IrInstr *ins = &c->instr[i];
+        for (int32_t k = 0; k < ins->nopnd; k++)
+            if (ins->opnd[k] == o && ins->op != OP_BROADCAST && ins->op != OP_TRANSPOSE)
+                return true;
+    }
+    return false;
+}
+
+static void extend(Est *e, int32_t t, int32_t to, bool full);
+
+/* Root i (at step s) of a fused group: the first leaf that dies here,
+ * that nobody else holds and that can lend its buffer gives it to the
+ * result (own 0, the leaf's buffer lives as long as the result). */
+static bool fused_root_lends(Est *e, int32_t i, int32_t s)
+{
+    if (e->ghead[i] < 0)
+        return false;
+    for (int32_t j = i; j >= 0; j = j == i ? e->ghead[i] : e->gnext[j]) {
+        const IrInstr *m = &e->c->instr[j];
+        for (int32_t k = 0; k < m->nopnd; k++) {
+            int32_t o = m->opnd[k];
+            if (e->end[o] == s && lends(e, i, o)) {
+                e->own[i] = 0;
+                extend(e, o, e->end[i], true);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* Keep instruction t's buffer to step `to`; with `full` also what t
+ * refers to (tie: the step to which t holds its references). */
+static void extend(Est *e, int32_t t, int32_t to, bool full)
+{
+    if (e->end[t] < to)
+        e->end[t] = to;
+    if (full && e->tie[t] < to)
+        e->tie[t] = to;
+}
+
 /* Last steps: each value's last use; referring instructions keep their
  * sources alive as long as they are (walked backwards, so chains of
  * references carry through); reusing ones take their operand's buffer. */
@@ -163,10 +348,14 @@ static void lifetimes(Est *e, const MemOptions *o)
         e->end[i] = e->step[i];
     for (int32_t s = 0; s < e->n; s++) {
         const IrInstr *ins = &c->instr[e->order[s]];
+        int32_t at = read_step(e, e->order[s]);
         for (int32_t k = 0; k < ins->nopnd; k++)
-            if (e->end[ins->opnd[k]] < s)
-                e->end[ins->opnd[k]] = s;
+            if (e->end[ins->opnd[k]] < at)
+                e->end[ins->opnd[k]] = at;
     }
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (e->group[i] >= 0)
+            e->own[i] = 0; /* inside a fused group: never made */
     if (c->root >= 0 && e->step[c->root] >= 0)
         e->end[c->root] = e->n;
     for (int32_t i = 0; i < c->ninstr; i++) {
@@ -178,38 +367,47 @@ static void lifetimes(Est *e, const MemOptions *o)
         if (!donated)
             e->end[i] = e->n;
     }
+    int32_t *tie = e->tie;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        tie[i] = e->end[i];
     for (int32_t s = e->n - 1; s >= 0; s--) {
         int32_t i = e->order[s];
         const IrInstr *ins = &c->instr[i];
         if (refers(ins)) {
             e->own[i] = 0;
-            int32_t from = 0, to = ins->nopnd;
             if (ins->op == OP_GET_TUPLE_ELEMENT && ins->nopnd == 1 &&
                 c->instr[ins->opnd[0]].op == OP_TUPLE) { /* gte(tuple(a, b)), 1: just b */
                 const IrInstr *t = &c->instr[ins->opnd[0]];
                 int64_t x = ins->a.tuple_index;
                 if (x >= 0 && x < t->nopnd) {
-                    if (e->end[t->opnd[x]] < e->end[i])
-                        e->end[t->opnd[x]] = e->end[i];
+                    extend(e, t->opnd[x], e->end[i], true);
                     continue;
                 }
             }
-            if (ins->op != OP_TUPLE)
-                to = ins->nopnd > 0 ? 1 : 0;
-            for (int32_t k = from; k < to; k++)
-                if (e->end[ins->opnd[k]] < e->end[i])
-                    e->end[ins->opnd[k]] = e->end[i];
+            /* A -done keeps its -start's result alive, not what the
+             * -start refers to (copy-done's element is the operand). */
+            bool part = ins->op != OP_COPY_DONE && start_fresh(&c->instr[ins->opnd[0]]) >= 0;
+            int32_t to = ins->op == OP_TUPLE ? ins->nopnd : ins->nopnd > 0 ? 1 : 0;
+            for (int32_t k = 0; k < to; k++)
+                extend(e, ins->opnd[k], e->end[i], !part);
+        } else if (start_fresh(ins) >= 0) {
+            e->own[i] = start_fresh(ins);
+            for (int32_t k = 0; k < ins->nopnd; k++)
+                extend(e, ins->opnd[k], tie[i], true);
         } else if (ins->op == OP_WHILE && ins->nopnd == 1) {
             bool through;
             e->own[i] = while_fresh(e->m, ins, &through);
-            if (through && e->end[ins->opnd[0]] < e->end[i])
-                e->end[ins->opnd[0]] = e->end[i];
+            if (through)
+                extend(e, ins->opnd[0], e->end[i], true);
+        } else if (ir_op_is_elementwise(ins->op) && e->group[i] < 0 && ins->nopnd > 0 &&
+                   fused_root_lends(e, i, s)) {
+            /* a fused root took a dying leaf's buffer (fused_root_lends) */
         } else if (reuses(ins)) {
             int32_t op = ins->opnd[0];
             /* The operand's last use is here and it is nobody else's. */
             if (e->end[op] == s && e->own[op] == leaf_bytes(&ins->shape) && e->own[op] > 0) {
                 e->own[i] = 0;
-                e->end[op] = e->end[i];
+                extend(e, op, e->end[i], true);
             }
         }
     }
@@ -224,9 +422,13 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
     e->order = ts_malloc(ni * sizeof *e->order);
     e->step = ts_malloc(ni * sizeof *e->step);
     e->end = ts_malloc(ni * sizeof *e->end);
+    e->tie = ts_malloc(ni * sizeof *e->tie);
+    e->group = ts_malloc(ni * sizeof *e->group);
+    e->ghead = ts_malloc(ni * sizeof *e->ghead);
+    e->gnext = ts_malloc(ni * sizeof *e->gnext);
     e->own = ts_calloc(ni, sizeof *e->own);
     e->callee = ts_calloc(ni, sizeof *e->callee);
-    if (!e->order || !e->step || !e->end || !e->own || !e->callee)
+    if (!e->order || !e->step || !e->end || !e->tie || !e->group || !e->ghead || !e->gnext || !e->own || !e->callee)
         return ir_oom(d, NULL);
     if (o && o->order) {
         if (o->norder < 0 || o->norder > c->ninstr)
@@ -269,6 +471,10 @@ static void est_free(Est *e)
 {
     ts_free(e->step);
     ts_free(e->end);
+    ts_free(e->tie);
+    ts_free(e->group);
+    ts_free(e->ghead);
+    ts_free(e->gnext);
     ts_free(e->own);
     ts_free(e->callee);
     e->step = e->end = NULL;
@@ -369,11 +575,13 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
         const IrInstr *ins = &e.c->instr[e.order[s]];
         for (int32_t k = 0; st == IR_OK && k < ins->ncalled; k++) {
             int64_t x = 0;
-            st = callee_extra(&e, ins->called[k], &x, d);
+            st = callee_extra(&e, ins->called[k], ins->op == OP_WHILE && k == 1, &x, d);
             if (x > e.callee[s])
                 e.callee[s] = x;
         }
     }
+    if (st == IR_OK && fuse(&e) != IR_OK)
+        st = ir_oom(d, NULL);
     if (st == IR_OK) {
         lifetimes(&e, o);
         st = sweep(&e, out, d);
@@ -393,11 +601,11 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
 IrStatus mem_estimate(const IrModule *m, int32_t comp, const MemOptions *o, MemEstimate *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
-    int64_t *peak_of = ts_malloc((size_t)(m->ncomp > 0 ? m->ncomp : 1) * sizeof *peak_of);
+    int64_t *peak_of = ts_malloc((size_t)(m->ncomp > 0 ? 2 * m->ncomp : 1) * sizeof *peak_of);
     if (!peak_of)
         return ir_oom(d, NULL);
     for (int32_t k = 0; k < m->ncomp; k++)
-        peak_of[k] = k == comp ? 0 : -1; /* a computation calling itself adds nothing more */
+        peak_of[2 * k] = peak_of[2 * k + 1] = k == comp ? 0 : -1; /* calling itself adds nothing more */
     IrStatus st = estimate(m, comp, o, peak_of, 0, out, d);
     ts_free(peak_of);
     return st;

@@ -79,6 +79,7 @@ enum {
 /* The options of automatic sharding, for compile, plan and run. */
 #define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
+#define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -110,6 +111,8 @@ typedef struct CliOptions {
     const char **expand;     /* --expand NAMEs (heap array, borrowed strings) */
     bool ascii, progress;    /* --ascii, --progress */
     const char *dump_dir;    /* --dump-dir DIR */
+    uint8_t *sign_key;       /* --sign-key FILE: its bytes (heap), or NULL */
+    size_t sign_key_len;
     const char *watch;       /* --watch NAME */
     const char *why;         /* --why NAME (plan) */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */

@@ -26,6 +26,9 @@ static const char HELP[] =
     "                          repeatable (docs/cli.md, Limits)\n"
     "  -o FILE                 write the plan to FILE (default, or -: stdout);\n"
     "                          written to a temporary name and renamed\n"
+    "  --sign-key FILE         sign the plan with the key in FILE (its bytes):\n"
+    "                          HMAC-SHA256, checked by run and plan given the\n"
+    "                          same key (docs/plan.md, Digest and signature)\n"
     "  --num-partitions N      partitions (default: the module's num_partitions, else 1)\n"
     "  --num-replicas R        replicas (default: the module's replica_count, else 1)\n"
     "  --hosts H               hosts (MPI ranks) the plan is for (default 1)\n"
@@ -90,6 +93,6 @@ const CliCommand cli_cmd_compile = {
     .summary = "propagate shardings, partition, and write the plan",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY | OPT_DUMP_DIR |
-               OPT_LINK_GBPS | OPT_AUTO,
+               OPT_LINK_GBPS | OPT_AUTO | OPT_SIGN_KEY,
     .run = run_compile,
 };

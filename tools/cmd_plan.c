@@ -67,6 +67,7 @@ static const char HELP[] =
     "  --explain               with --auto-shard: print, for each chosen\n"
     "                          sharding, the alternatives considered and their\n"
     "                          estimated costs (the html page shows it too)\n"
+    "  --sign-key FILE         the plan must be signed with the key in FILE (as run)\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
     "                          of compile time; a failure there is tessel's bug\n"
@@ -280,6 +281,6 @@ const CliCommand cli_cmd_plan = {
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT |
                OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_AUTO | OPT_EXPLAIN |
-               OPT_WHY,
+               OPT_WHY | OPT_SIGN_KEY,
     .run = run_plan,
 };

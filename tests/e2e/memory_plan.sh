@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# memory_plan.sh: the plan's per-device memory estimate (partition/memory.c)
+# is what the run holds. For every model of tests/models that runs in one
+# process (no host work, random inputs accepted) on 1, 2 and 4 devices
+# where its `// devices:` line lists them (else its one count), `tessel
+# run --stats` prints the plan's estimate beside each device's measured
+# peak (the most bytes of values the device held at once, counted in its
+# allocator); the largest measured peak is within 10% of the estimate.
+# Also the benchmark's training step. Not a timing: byte counts.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+# ratio_of FILE: the largest/estimate ratio of a --stats memory line
+ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1; }
+
+# Models where the two still differ by more than 10%, and why (each is a
+# gap in the model of partition/memory.c, listed so that it is not hidden;
+# the run prints both figures):
+#   async            -start tuples held whole while their -done's value
+#                    lives (the run frees their context elements earlier);
+#                    estimate above the run
+#   fused_rows       fusion's row groups (softmax-like) are not modelled:
+#                    their interior values never exist; estimate above
+#   ragged_dot       the kernel's scratch is made as values; estimate below
+#   reduce_mixed_precision   the reduce kernel's scalars (converted
+#                    accumulators) made as values; estimate below
+#   rng_shard_draw, rng_sharded, linalg_sharded   not yet understood;
+#                    estimate above (linalg_sharded on 2 devices only)
+#   scan, scan_sharded, while_loop   while loops: the state carried between
+#                    iterations, and the body's in-place updates of it, are
+#                    modelled per loop, not per iteration; estimate below
+#                    (scan) or above (while_loop)
+KNOWN=" async fused_rows ragged_dot reduce_mixed_precision rng_shard_draw rng_sharded linalg_sharded scan scan_sharded while_loop "
+
+checked=0
+for model in "$TESSEL_SRC"/tests/models/*.hlo; do
+    ! grep -q 'tessel_print\|tessel_save\|_xla_compute_type' "$model" || continue
+    name=$(basename "$model" .hlo)
+    case "$KNOWN" in *" $name "*) echo "memory_plan: $name: a known gap, not checked (see the list above)"; continue ;; esac
+    counts=$(sed -n 's|^// devices: *||p' "$model" | tr ',' ' ')
+    counts=${counts:-1}
+    for n in $counts; do
+        case " 1 2 4 " in *" $n "*) ;; *) [ "$counts" = "$n" ] || continue ;; esac
+        m=$(instantiate "$model" "$n")
+        rc=0
+        "$TESSEL" run "$m" --random-inputs 3 --stats --output-dir "$WORK/$name.$n" >"$OUT" 2>"$ERR" || rc=$?
+        if [ "$rc" != 0 ]; then
+            # refused as input (status 2: real inputs needed, a sharding
+            # written for more devices); other failures are failures
+            [ "$rc" = 2 ] || fail "$name N=$n: run failed: $(head -3 "$ERR")"
+            echo "memory_plan: $name N=$n: refused ($(head -1 "$ERR" | cut -c1-100)), skipped"
+            continue
+        fi
+        line=$(grep "memory per device" "$ERR" || true)
+        [ -n "$line" ] || fail "$name N=$n: no memory line in --stats: $(cat "$ERR")"
+        r=$(ratio_of "$ERR")
+        awk -v r="$r" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }' ||
+            fail "$name N=$n: measured peak and estimate differ by more than 10%: $line"
+        checked=$((checked + 1))
+    done
+done
+[ "$checked" -ge 40 ] || fail "only $checked model runs checked"
+
+# The benchmark's training step (bench/driver.py's `train`, its --quick
+# size): gen.py's MLP with its loss, `tessel grad --sgd`, on 2 devices.
+"$PY" "$TESSEL_SRC/bench/gen.py" train 128 512 512 "$WORK/train.hlo"
+expect_status 0 "$TESSEL" grad "$WORK/train.hlo" --wrt w1,w2 --sgd 1e-6 -o "$WORK/step.hlo"
+expect_status 0 "$TESSEL" run "$WORK/step.hlo" --random-inputs 1 --stats --output-dir "$WORK/step"
+r=$(ratio_of "$ERR")
+awk -v r="$r" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }' ||
+    fail "the training step: measured peak and estimate differ by more than 10%: $(grep "memory per" "$ERR")"
+checked=$((checked + 1))
+echo "memory_plan: $checked model runs: the measured peak per device within 10% of the plan's estimate"
