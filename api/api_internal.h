@@ -12,6 +12,7 @@
  *   run.c            TsOutputs; runs in process and of the reference
  *   replay_bind.c    replays of SPMD programs: each device's inputs and outputs
  *   run_mpi.c        runs under MPI on the caller's communicator; TsMpiWorld
+ *   agree.c          what the ranks of an MPI run agree on before any step
  *   device_report.c  the local devices as text or JSON (`tessel devices`)
  *   outdir.c         the output directory of a run: locked, all or nothing
  *   grad.c           ts_add_gradients, the public face of grad/
@@ -42,6 +43,8 @@ struct TsPlan {
     IrLimits ref_limits;
     IrModule *signature;     /* the program's logical parameters (rt_bind_inputs binds to it) */
     char sha256[65];         /* SHA-256 of the model's or plan file's text ("" unknown) */
+    uint8_t *key;            /* TsCompileOptions.sign_key (heap copy) or NULL: plan files are signed with it */
+    size_t keylen;
 };
 
 /* A file's identity (st_dev, st_ino). */
@@ -127,6 +130,14 @@ RtBindOptions api_bind_options(const TsRunOptions *o);
 TsOutputs *api_outputs_new(DevValue *result, DevValue *outfeeds, char *stats);
 /* Move *saves into o (saves is left empty) and note the model's digest. */
 void api_outputs_adopt(TsOutputs *o, RtSaves *saves, const char *model_sha256);
+
+/* agree.c: before any step of ts_plan_run_mpi, the ranks agree that they
+ * run the same thing (tessel.h, TsRunOptions.agree): p's program and
+ * model, the layout, the inputs and seed, the steps and options of o, and
+ * o's own agree items, one all-gather (rt_mpi_agree_fields). IR_OK, or
+ * the same IR_EINPUT on every rank naming the field and the rank; other
+ * statuses: this rank could not take part (end the job). */
+IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDiag *d);
 
 /* Device g's bind options in a replay of plan p (rt_device_bind_options
  * of the run's). */

@@ -107,6 +107,17 @@ static IrStatus dump_module(void *ctx, const char *what, const IrModule *m, IrDi
     return dump_text(ctx, what, "hlo", ir_print_module(m), d);
 }
 
+/* Keep a copy of the signing key in p; false when out of memory. */
+static bool set_key(TsPlan *p, const void *key, size_t len)
+{
+    p->key = ts_malloc(len);
+    if (!p->key)
+        return false;
+    memcpy(p->key, key, len);
+    p->keylen = len;
+    return true;
+}
+
 /* The options of --auto-shard: the mesh (else one axis over the
  * partitions), which sets N when the options do not; the profile; the
  * memory limit per device. */
@@ -173,12 +184,22 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     }
     if (src->src) /* the model's text, for the outputs' manifest */
         compile_sha256_hex(src->src, strlen(src->src), p->sha256);
+    if (o->sign_key && (o->sign_key_len == 0 || !set_key(p, o->sign_key, o->sign_key_len))) {
+        ir_module_free(src);
+        ir_module_free(reference);
+        ts_free(p);
+        return api_give(o->sign_key_len ? ir_oom(&id, NULL)
+                                        : ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                                   "sign_key is empty (sign_key_len 0): a key needs bytes"),
+                        &id, d);
+    }
     int64_t maxdev = 0;
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
                          .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify,
                          .link_gbps = o->link_gbps, .warn = o->on_warning, .warn_ctx = o->warning_ctx,
-                         .donate_auto = o->donate == TS_DONATE_AUTO};
+                         .donate_auto = o->donate == TS_DONATE_AUTO,
+                         .memory_limit = o->limits && o->limits->memory_bytes > 0 ? o->limits->memory_bytes : 0};
     p->reference = reference;
     DumpDir dd;
     AutoOptions ao;
@@ -218,12 +239,11 @@ TsStatus ts_compile(const TsModule *m, const TsCompileOptions *o, TsPlan **out, 
     return compile_taken(src, ref, o, out, d);
 }
 
-TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsPlan **out,
-                       TsDiag *d)
+/* A plan from its text, its signature checked against key (NULL: none;
+ * compile_plan_check_signature), the key kept for saving it again. */
+static TsStatus plan_parse(const char *name, const char *text, size_t len, const TsLimits *lim, const void *key,
+                           size_t keylen, TsPlan **out, TsDiag *d)
 {
-    API_CLEAR(out);
-    API_NEED(text, d);
-    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsPlan *p = ts_calloc(1, sizeof *p);
@@ -234,8 +254,21 @@ TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsL
     compile_sha256_hex(text, len, p->sha256);
     IrStatus st = compile_plan_load(name, text, len, &il, &p->r, &id);
     if (st == IR_OK)
+        st = compile_plan_check_signature(name, text, len, key, keylen, &id);
+    if (st == IR_OK && key && !set_key(p, key, keylen))
+        st = ir_oom(&id, NULL);
+    if (st == IR_OK)
         st = check_targets(&p->r.prog, &id);
     return finish(p, st, out, &id, d);
+}
+
+TsStatus ts_plan_parse(const char *name, const char *text, size_t len, const TsLimits *lim, TsPlan **out,
+                       TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(text, d);
+    API_NEED(out, d);
+    return plan_parse(name, text, len, lim, NULL, 0, out, d);
 }
 
 static TsStatus parse_any(const char *name, const char *text, size_t len, const TsLimits *lim, void **out,
@@ -295,7 +328,15 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
         return api_give(id.status, &id, d);
     TsStatus st;
     size_t body = 0;
-    if (compile_is_plan_text(text, len) && compile_plan_check_frame(path, text, len, &body, &id) != IR_OK) {
+    if (o->sign_key && !o->sign_key_len) {
+        ts_free(text);
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "sign_key is empty (sign_key_len 0): a key needs bytes"),
+                        &id, d);
+    }
+    if (compile_is_plan_text(text, len) &&
+        (compile_plan_check_frame(path, text, len, &body, &id) != IR_OK ||
+         compile_plan_check_signature(path, text, len, o->sign_key, o->sign_key_len, &id) != IR_OK)) {
         /* Refused before anything else reads it, replays too. */
         ts_free(text);
         return api_give(id.status, &id, d);
@@ -309,7 +350,7 @@ TsStatus ts_plan_open(const char *path, const TsCompileOptions *o, TsPlan **out,
                         &id, d);
     }
     if (!o->spmd && compile_is_plan_text(text, len)) {
-        st = ts_plan_parse(path, text, len, o->limits, out, d);
+        st = plan_parse(path, text, len, o->limits, o->sign_key, o->sign_key_len, out, d);
         const TsPlan *p = *out;
         if (st == TS_OK && ((o->num_partitions && o->num_partitions != p->r.prog.num_partitions) ||
                             (o->num_replicas && o->num_replicas != p->r.prog.num_replicas))) {
@@ -374,6 +415,7 @@ void ts_plan_free(TsPlan *p)
     ts_free(p->ref_text);
     ts_free(p->ref_name);
     ir_module_free(p->signature);
+    ts_free(p->key);
     ts_free(p);
 }
 
@@ -406,7 +448,12 @@ char *ts_plan_file_text(const TsPlan *p)
 {
     if (!p)
         return NULL;
-    return compile_plan_file_text(&p->r);
+    return compile_plan_file_text_signed(&p->r, p->key, p->keylen);
+}
+
+char *ts_plan_memory_fit(const TsPlan *p)
+{
+    return p ? compile_fit_summary(&p->r) : NULL;
 }
 
 TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d)

@@ -32,11 +32,17 @@ IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
                       : o->ninfeeds > 0 && !o->infeeds   ? "infeeds is NULL with ninfeeds > 0"
                       : o->steps < 0                     ? "steps is negative (0 or 1: one step)"
                       : !api_heartbeat_ok(o->heartbeat_seconds) ? "heartbeat_seconds is below the minimum"
-                                                                : NULL;
+                      : o->nagree < 0 || o->nagree > TS_AGREE_MAX ? "nagree is outside [0, TS_AGREE_MAX]"
+                      : o->nagree > 0 && !o->agree                ? "agree is NULL with nagree > 0"
+                                                                  : NULL;
     for (int32_t i = 0; !bad && i < o->ninputs; i++)
         if (!o->inputs[i].key || !o->inputs[i].path == !o->inputs[i].array)
             return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                             "run options: input %d needs a key and exactly one of path and array", (int)i);
+    for (int32_t i = 0; !bad && i < o->nagree; i++)
+        if (!o->agree[i].what || !o->agree[i].value)
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: agree %d needs what and value",
+                            (int)i);
     for (int32_t i = 0; !bad && i < o->ninfeeds; i++)
         if (!o->infeeds[i])
             return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: infeed %d is NULL", (int)i);

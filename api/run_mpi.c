@@ -5,6 +5,10 @@
  * program that has none of its own (the command line under mpirun).
  *
  * The protocol, so that no rank ever waits for one that failed:
+ *   0. the ranks agree that they run the same thing (agree.c: plan,
+ *      model, inputs, seed, steps, options; one all-gather): if not, every
+ *      rank returns the same error naming what differs and where, said at
+ *      step 1's agreement, and nothing is read;
  *   1. each rank prepares (its shards of every input; the host program's
  *      inputs whole), then every rank agrees: if any failed, all return an
  *      error (the failing rank's own, said first through on_error);
@@ -156,7 +160,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
     int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
-    /* Rank 0's message shapes on every rank, before anything moves. */
+    /* Rank 0's tuning on every rank, before anything moves. */
     CollTuning tune = api_tuning(o);
     if (rt_mpi_tune(t, &tune, &id) != IR_OK)
         abort_job(o, t, &id); /* the others may be inside the same exchange */
@@ -176,9 +180,26 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     int64_t ndevices = 0;
     IrStrBuf stats = {0};
 
+    /* 0. every rank runs the same thing, or none does (agree.c): every
+     * rank takes part (one whose heartbeat failed too), reaches the same
+     * verdict and, when the ranks differ, says it at step 1's agreement,
+     * before anything is read. */
+    if (!o->tuning.skip_agreement) {
+        IrDiag ad = {0};
+        IrStatus ast = api_agree(p, o, t, &ad);
+        if (ast != IR_OK && ast != IR_EINPUT)
+            abort_job(o, t, &ad); /* this rank could not take part: the others may be in the gather */
+        if (st == IR_OK && ast != IR_OK) {
+            st = ast;
+            id = ad;
+        } else {
+            ir_diag_clear(&ad);
+        }
+    }
+
     /* 1. prepare, agree */
     if (st != IR_OK)
-        ; /* the heartbeat did not start: said at the agreement */
+        ; /* the heartbeat did not start or the ranks differ: said at the agreement */
     else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d: run it "

@@ -15,16 +15,30 @@
  * with the header, or ends with a digest line, is a plan, and must have
  * both, with the right digest. Anything else is a model, whatever its
  * comments say.
+ *
+ * The digest catches damage and mistakes, not intent: anyone can edit a
+ * plan and compute its SHA-256 again. A plan compiled with a key
+ * (--sign-key FILE) also carries, right before its digest line,
+ *
+ *   // TesselSignature hmac-sha256=9a1f...07 (64 hex digits)
+ *
+ * the HMAC-SHA256 (RFC 2104, nettle's) under that key of every byte
+ * before the signature line: only a holder of the key can make it. A
+ * loader given a key refuses a plan without a signature or with a wrong
+ * one; a loader given none refuses a signed plan (it cannot check it).
  */
 #include "compile.h"
 
 #include <errno.h>
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
 #include <nettle/sha2.h>
 #include <string.h>
 #include <unistd.h>
 
 static const char HEADER[] = "// TesselPlanFile format=tessel-plan version=";
 static const char DIGEST[] = "// TesselDigest sha256=";
+static const char SIGNATURE[] = "// TesselSignature hmac-sha256=";
 enum { FRAME_VERSION = 1, HEXLEN = 2 * SHA256_DIGEST_SIZE };
 
 /* 32 bytes of digest as 64 lowercase hex digits and a NUL. */
@@ -56,7 +70,28 @@ void compile_sha256_hex(const void *data, size_t len, char out[65])
     to_hex(dg, out);
 }
 
+void compile_hmac_sha256_hex(const void *key, size_t keylen, const void *data, size_t len, char out[65])
+{
+    struct hmac_sha256_ctx c;
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    hmac_sha256_set_key(&c, keylen, key);
+    const uint8_t *p = data;
+    while (len > 0) {
+        size_t k = len < ((size_t)1 << 30) ? len : (size_t)1 << 30;
+        hmac_sha256_update(&c, k, p);
+        p += k;
+        len -= k;
+    }
+    hmac_sha256_digest(&c, sizeof dg, dg);
+    to_hex(dg, out);
+}
+
 char *compile_plan_frame(const char *body)
+{
+    return compile_plan_frame_signed(body, NULL, 0);
+}
+
+char *compile_plan_frame_signed(const char *body, const void *key, size_t keylen)
 {
     IrStrBuf b = {0};
     size_t n = strlen(body);
@@ -68,6 +103,14 @@ char *compile_plan_frame(const char *body)
     if (!t)
         return NULL;
     char hex[HEXLEN + 1];
+    if (key) {
+        compile_hmac_sha256_hex(key, keylen, t, strlen(t), hex);
+        IrStrBuf s = {0};
+        ir_sb_put_owned(&s, t);
+        ir_sb_printf(&s, "%s%s\n", SIGNATURE, hex);
+        if (!(t = ir_sb_take(&s)))
+            return NULL;
+    }
     compile_sha256_hex(t, strlen(t), hex);
     IrStrBuf f = {0};
     ir_sb_put_owned(&f, t);
@@ -160,6 +203,37 @@ IrStatus compile_plan_check_frame(const char *path, const char *text, size_t len
         return ir_error(d, IR_EINPUT, path, NULL, (IrPos){line, (int32_t)strlen(DIGEST) + 1},
                         "the plan file's digest does not match its contents (SHA-256 of everything before "
                         "this line): it was altered or damaged; recompile the model");
-    *body_len = l;
+    /* A signature line is not part of the program either. */
+    size_t s = last_line(text, l);
+    *body_len = starts_with(text + s, l - s, SIGNATURE) ? s : l;
+    return IR_OK;
+}
+
+IrStatus compile_plan_check_signature(const char *path, const char *text, size_t len, const void *key,
+                                      size_t keylen, IrDiag *d)
+{
+    size_t l = last_line(text, len), s = last_line(text, l);
+    bool signed_ = starts_with(text + s, l - s, SIGNATURE);
+    int32_t line = line_of(text, s);
+    if (!key && signed_)
+        return ir_error(d, IR_EINPUT, path, NULL, (IrPos){line, 1},
+                        "the plan is signed with a key (// TesselSignature): give that key (--sign-key FILE) to "
+                        "load it");
+    if (!key)
+        return IR_OK;
+    if (!signed_)
+        return ir_error(d, IR_EINPUT, path, NULL, (IrPos){line_of(text, l), 1},
+                        "the plan is not signed, and a key was given (--sign-key): only a plan signed with that "
+                        "key loads (compile it with --sign-key FILE)");
+    const char *h = text + s + strlen(SIGNATURE);
+    size_t hl = l - (size_t)(h - text);
+    if (hl > 0 && h[hl - 1] == '\n')
+        hl--;
+    char want[HEXLEN + 1];
+    compile_hmac_sha256_hex(key, keylen, text, s, want);
+    if (hl != HEXLEN || !memeql_sec(h, want, HEXLEN))
+        return ir_error(d, IR_EINPUT, path, NULL, (IrPos){line, (int32_t)strlen(SIGNATURE) + 1},
+                        "the plan's signature does not match (HMAC-SHA256 of everything before this line under "
+                        "the key given): it was signed with another key, or edited after it was signed");
     return IR_OK;
 }

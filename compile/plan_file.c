@@ -1231,8 +1231,13 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
 
 char *compile_plan_file_text(const CompileResult *r)
 {
+    return compile_plan_file_text_signed(r, NULL, 0);
+}
+
+char *compile_plan_file_text_signed(const CompileResult *r, const void *key, size_t keylen)
+{
     char *body = r->prog.host ? host_plan_text(r) : cluster_plan_text(&r->prog.cluster[0], r->plans[0], -1, NULL);
-    char *t = body ? compile_plan_frame(body) : NULL;
+    char *t = body ? compile_plan_frame_signed(body, key, keylen) : NULL;
     ts_free(body);
     return t;
 }

@@ -62,26 +62,28 @@ bool dev_vmath_has(IrOpcode op)
         default: return NULL;                                                              \
         }                                                                                  \
     }                                                                                      \
-    static inline VM_T_##ISA VT vm_##ISA##_##EN##_apply(vm_##ISA##_##EN##_fn f, bool logistic, VT v)  \
+    static inline VM_T_##ISA VT vm_##ISA##_##EN##_apply(vm_##ISA##_##EN##_fn f, int kind, VT v) \
     {                                                                                      \
-        return logistic ? vm_##ISA##_##EN##_logistic(f(vm_##ISA##_##EN##_neg(v))) : f(v);  \
+        if (kind == 2)                                                                     \
+            return vm_##ISA##_##EN##_logistic(vm_##ISA##_##EN##_exp0(f, vm_##ISA##_##EN##_neg(v))); \
+        return kind == 1 ? vm_##ISA##_##EN##_exp0(f, v) : f(v);                           \
     }                                                                                      \
     static VM_T_##ISA bool vm_##ISA##_##EN(IrOpcode op, const ET *a, ET *r, int64_t n)                \
     {                                                                                      \
         vm_##ISA##_##EN##_fn f = vm_##ISA##_##EN##_pick(op);                               \
         if (!f)                                                                            \
             return false;                                                                  \
-        bool logistic = op == OP_LOGISTIC;                                                 \
+        int kind = op == OP_LOGISTIC ? 2 : op == OP_EXP ? 1 : 0; /* exp's underflow lanes */  \
         int64_t i = 0;                                                                     \
         for (; i + LANES <= n; i += LANES)                                                 \
             vm_##ISA##_##EN##_store(r + i,                                                 \
-                                    vm_##ISA##_##EN##_apply(f, logistic,                   \
+                                    vm_##ISA##_##EN##_apply(f, kind,                       \
                                                             vm_##ISA##_##EN##_load(a + i))); \
         if (i < n) {                                                                       \
             ET buf[LANES];                                                                 \
             memset(buf, 0, sizeof buf);                                                    \
             memcpy(buf, a + i, (size_t)(n - i) * sizeof(ET));                              \
-            vm_##ISA##_##EN##_store(buf, vm_##ISA##_##EN##_apply(f, logistic,              \
+            vm_##ISA##_##EN##_store(buf, vm_##ISA##_##EN##_apply(f, kind,                  \
                                                                  vm_##ISA##_##EN##_load(buf))); \
             memcpy(r + i, buf, (size_t)(n - i) * sizeof(ET));                              \
         }                                                                                  \
@@ -128,6 +130,46 @@ static inline VM_T_e __m512d vm_xor512_pd(__m512d a, __m512d b)
 {
     return _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(a), _mm512_castpd_si512(b)));
 }
+/* exp with its underflow lanes done here (issue 34): libmvec's exp sends
+ * every lane below its range (f32: about -87.3) to scalar libm, one call a
+ * lane, and a causal attention mask makes half a softmax's arguments
+ * -1e9. Below -104 (f32; -746 for f64) exp is +0 in libm too (the least
+ * subnormal's half is exp(-103.97), exp(-745.13)), so those lanes are set
+ * to 0 here and the vector goes through libmvec with 0 in their place:
+ * the same bits as before, without the calls. Lanes between the two
+ * bounds still take libm's path, as before. */
+static inline VM_T_e __m512 vm_e_f32_exp0(__m512 (*f)(__m512), __m512 v)
+{
+    __mmask16 under = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-104.0f), _CMP_LT_OQ);
+    if (!under)
+        return f(v);
+    return _mm512_maskz_mov_ps((__mmask16)~under, f(_mm512_maskz_mov_ps((__mmask16)~under, v)));
+}
+static inline VM_T_e __m512d vm_e_f64_exp0(__m512d (*f)(__m512d), __m512d v)
+{
+    __mmask8 under = _mm512_cmp_pd_mask(v, _mm512_set1_pd(-746.0), _CMP_LT_OQ);
+    if (!under)
+        return f(v);
+    return _mm512_maskz_mov_pd((__mmask8)~under, f(_mm512_maskz_mov_pd((__mmask8)~under, v)));
+}
+static inline VM_T_d __m256 vm_d_f32_exp0(__m256 (*f)(__m256), __m256 v)
+{
+    __m256 under = _mm256_cmp_ps(v, _mm256_set1_ps(-104.0f), _CMP_LT_OQ);
+    if (!_mm256_movemask_ps(under))
+        return f(v);
+    return _mm256_andnot_ps(under, f(_mm256_andnot_ps(under, v)));
+}
+static inline VM_T_d __m256d vm_d_f64_exp0(__m256d (*f)(__m256d), __m256d v)
+{
+    __m256d under = _mm256_cmp_pd(v, _mm256_set1_pd(-746.0), _CMP_LT_OQ);
+    if (!_mm256_movemask_pd(under))
+        return f(v);
+    return _mm256_andnot_pd(under, f(_mm256_andnot_pd(under, v)));
+}
+/* SSE2: as libmvec does it. */
+static inline __m128 vm_b_f32_exp0(__m128 (*f)(__m128), __m128 v) { return f(v); }
+static inline __m128d vm_b_f64_exp0(__m128d (*f)(__m128d), __m128d v) { return f(v); }
+
 VM_FUNCS(VM_DECLARE_f32_e)
 VM_FUNCS(VM_DECLARE_f64_e)
 VM_HELPERS(e, f32, float, __m512, _mm512_loadu_ps, _mm512_storeu_ps, -0.0f, vm_xor512_ps, _mm512_set1_ps,

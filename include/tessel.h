@@ -199,6 +199,11 @@ typedef struct TsGradOptions {
     bool jvp;                /* forward mode: tangent parameters appended, outputs then tangents */
     double sgd;              /* > 0: SGD step with this learning rate */
     double adam;             /* > 0: Adam step (moments and a step counter appended as parameters) */
+    /* Reverse mode: the checkpoint policy of the forward values the
+     * backward reads (jax.checkpoint's): "dots" saves dot outputs, "nothing"
+     * only the parameters, "names=a,b" those instructions; the rest is
+     * recomputed in the backward (copies NAME.remat). NULL: all saved. */
+    const char *remat;
 } TsGradOptions;
 
 /* On success *out is a new, verified module (ts_module_free). TS_EINPUT for
@@ -270,6 +275,14 @@ typedef struct TsCompileOptions {
      * hands every aliased parameter over: it is freed at its last read,
      * and the output may take its buffer. */
     int32_t donate;
+    /* A key (sign_key_len bytes, at least 1; NULL: none) for the plan's
+     * keyed signature (docs/plan.md, "Digest and signature"): a plan
+     * compiled with it is saved signed (HMAC-SHA256 under the key), and a
+     * plan file opened with it (ts_plan_open) must carry that key's
+     * signature. Opened without a key, a signed plan is refused
+     * (TS_EINPUT): it cannot be checked. The key is copied. */
+    const void *sign_key;
+    size_t sign_key_len;
 } TsCompileOptions;
 
 enum { TS_DONATE_DECLARED = 0, TS_DONATE_AUTO = 1 };
@@ -319,6 +332,13 @@ TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d);
 /* The plan file text (valid HLO text; docs/plan.md). Heap string (ts_free),
  * NULL on OOM. */
 char *ts_plan_file_text(const TsPlan *p);
+/* What compiling to a memory limit (TsCompileOptions.limits->memory_bytes)
+ * changed, one line per cluster it reordered, followed by a line per
+ * value it recomputes with its bytes and FLOPs (docs/plan.md, "Fitting a
+ * memory limit"): for the command line to print on stderr. NULL when the
+ * compile changed nothing (no limit, the peak already within it, a plan
+ * loaded from a file). Heap string (ts_free). */
+char *ts_plan_memory_fit(const TsPlan *p);
 /* Write the plan file to `path` atomically (a temporary name in the same
  * directory, then rename; a path that exists and is not a regular file, a
  * pipe or /dev/null, is written in place). TS_ERUNTIME naming the path. */
@@ -467,7 +487,19 @@ typedef struct TsTuning {
      * core, spinning ~0.1 s before it sleeps); the devices set the count
      * afterwards either way. */
     bool openblas_num_threads_unset;
+    /* For tests of what the collectives' check-ins catch: ts_plan_run_mpi
+     * skips the ranks' agreement on what they run (TsRunOptions.agree). */
+    bool skip_agreement;
 } TsTuning;
+
+/* A value every rank of an MPI run must share (TsRunOptions.agree): what
+ * it is, for the message ("--output-dir"), and its text on this rank. */
+typedef struct TsAgreeItem {
+    const char *what;
+    const char *value;
+} TsAgreeItem;
+/* The most TsRunOptions.agree may hold. */
+#define TS_AGREE_MAX 8
 
 typedef struct TsRunOptions {
     int32_t ninputs;
@@ -538,6 +570,19 @@ typedef struct TsRunOptions {
      * fills what is still unbound. Without it such a leaf is unbound like
      * any other (TS_EINPUT naming it and this option). */
     bool zero_state;
+    /* Under MPI (ts_plan_run_mpi): before any step the ranks agree, in one
+     * all-gather, that they run the same thing: the plan and the model's
+     * SHA-256, the layout, the inputs (keys; files by path and size: each
+     * rank reads only its shards of them; arrays by their bytes unless
+     * process_local), the random seed, the steps and the options above
+     * that change what runs or moves (tuning travels from rank 0 instead:
+     * every rank takes rank 0's). `agree` adds the caller's own values
+     * (at most TS_AGREE_MAX; e.g. a command line's output directory). A
+     * difference is TS_EINPUT on every rank, nothing run, its message
+     * naming the first field that differs and the rank ("rank 1's random
+     * inputs' seed is \"8\", rank 0's is \"7\""). */
+    int32_t nagree;
+    const TsAgreeItem *agree;
 } TsRunOptions;
 
 

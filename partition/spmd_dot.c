@@ -288,6 +288,29 @@ static int32_t first_lhs_free(const DotDims *dd, int32_t lhs_rank)
     return -1;
 }
 
+/* A dot of a narrow float type (f16 ...) whose contracting dims are
+ * tiled: each device's partial is a dot of its operands widened to f32
+ * (exact), the partials are summed in f32 and the result rounded to the
+ * type once, as the reference computes the whole dot (device/k_dot.c: f16
+ * and bf16 accumulate in f32) and XLA's CPU backend does (it upcasts f16
+ * dots to f32). Partials rounded to f16 on each device could overflow
+ * where the whole dot does not: x f16[1,4] = [60000, 60000, -60000,
+ * -60000] . ones over 2 devices was inf + -inf = NaN partitioned, 0 in
+ * the reference. Not windowed. Returns the result under shd[i]. */
+static int32_t wide_dot(PComp *pc, int32_t i, const int32_t ops[2], const IrShape *local, const IrSharding *partial,
+                        int32_t ng, int32_t size, const int64_t *groups)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrShape wl, wide;
+    if (ir_shape_copy(spmd_tmp(pc), &wl, local) != IR_OK || ir_shape_copy(spmd_tmp(pc), &wide, &ins->shape) != IR_OK)
+        return spmd_oom_value(pc);
+    wl.type = wide.type = IR_F32;
+    int32_t w[2] = {spmd_emit_convert(pc, ops[0], IR_F32), spmd_emit_convert(pc, ops[1], IR_F32)};
+    int32_t v = spmd_emit_clone(pc, ins, &wl, 2, w, 0, NULL);
+    v = finish_partial(pc, v, &wide, partial, OP_ADD, ng, size, groups, pc->shd[i]);
+    return v < 0 ? v : spmd_emit_convert(pc, v, ins->shape.type);
+}
+
 IrStatus spmd_dot(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
@@ -329,6 +352,11 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     int64_t *groups = NULL;
     if (best.reduce && !contracting_groups(pc, best.iter, &dd, &ng, &size, &groups))
         return spmd_set_val(pc, i, -1);
+    if (best.reduce && spmd_narrow_float(ins->shape.type) && l->shape.type == ins->shape.type &&
+        r->shape.type == ins->shape.type) {
+        int32_t ops[2] = {lv, rv};
+        return spmd_set_val(pc, i, wide_dot(pc, i, ops, &local, best.partial, ng, size, groups));
+    }
     /* Partial sums that end sharded are reduce-scattered, not windowed
      * (unless asked): half the bytes of the all-reduce windowing hides. */
     bool scatter = best.reduce && !ir_frontend_attr(ins, "_tessel_window_chunks") &&

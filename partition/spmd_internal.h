@@ -227,6 +227,13 @@ bool finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *p
 int64_t finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
                             const int64_t *groups, const IrSharding *to);
 
+/* ---- spmd_reduce.c ---- */
+
+/* f16, bf16 and the f8/f4 kinds: sums of them (a reduce with add, a dot
+ * whose contracting dims are tiled) carry each device's partial and the
+ * all-reduce in f32, and round to the type once. */
+bool spmd_narrow_float(IrType t);
+
 /* ---- spmd_conv.c: halo exchange along a windowed dim ---- */
 
 /* How one tiled dim of a windowed op's input is extended with its

@@ -301,9 +301,7 @@ static IrStatus reduce_any(PComp *pc, int32_t i, const int64_t *tiled, int32_t n
     return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, partials, pc->shd[i]));
 }
 
-/* f16, bf16 and the f8/f4 kinds: sums of them are carried in f32 across
- * devices (wide_sum). */
-static bool narrow_float(IrType t)
+bool spmd_narrow_float(IrType t)
 {
     return t == IR_F16 || t == IR_BF16 || ir_type_is_lowp_float(t);
 }
@@ -392,7 +390,7 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     if (!init_s)
         return spmd_oom(pc);
     int32_t init = spmd_operand_as(pc, i, 1, init_s);
-    if (nt > 0 && red == OP_ADD && narrow_float(t) && ins->shape.type == t)
+    if (nt > 0 && red == OP_ADD && spmd_narrow_float(t) && ins->shape.type == t)
         return spmd_set_val(pc, i, wide_sum(pc, i, v, init, tiled, nt, no, other, partial));
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init

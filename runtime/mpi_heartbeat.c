@@ -82,15 +82,51 @@ int64_t rtm_checkin_code(int kind, int64_t size)
     return ((int64_t)kind << 56) | (size & ((INT64_C(1) << 56) - 1));
 }
 
-static void checkin_text(int64_t code, char *buf, size_t n)
+int64_t rtm_checkin_detail(IrOpcode op, IrType ty)
 {
+    return ((int64_t)1 << 48) | ((int64_t)op << 16) | (int64_t)ty;
+}
+
+int64_t rtm_checkin_reducer(const CollReducer *red, IrType ty)
+{
+    /* FNV-1a over the reducer's instructions (opcodes and operands): two
+     * reducers that compute the same way match, others almost surely not. */
+    uint64_t h = 1469598103934665603ULL;
+    const IrComputation *c = red && red->m && red->comp >= 0 && red->comp < red->m->ncomp ? red->m->comp[red->comp]
+                                                                                           : NULL;
+    for (int32_t i = 0; c && i < c->ninstr; i++) {
+        h = (h ^ (uint64_t)c->instr[i].op) * 1099511628211ULL;
+        for (int32_t k = 0; k < c->instr[i].nopnd; k++)
+            h = (h ^ (uint64_t)c->instr[i].opnd[k]) * 1099511628211ULL;
+    }
+    return ((int64_t)2 << 48) | ((int64_t)(h & 0xffffffffu) << 16) | (int64_t)ty;
+}
+
+/* " with reducer R on T" for a reduction's detail, "" for none. */
+static void detail_text(int64_t detail, char *buf, size_t n)
+{
+    int64_t form = detail >> 48, mid = (detail >> 16) & 0xffffffff, ty = detail & 0xffff;
+    const char *tn = ty >= 0 && ty < IR_NTYPES ? ir_type_name((IrType)ty) : "?";
+    if (form == 1)
+        snprintf(buf, n, " reducing with %s on %s", mid >= 0 && mid < OP_COUNT ? ir_op_name((IrOpcode)mid) : "?", tn);
+    else if (form == 2)
+        snprintf(buf, n, " reducing with a computation (digest %08llx) on %s", (unsigned long long)mid, tn);
+    else
+        buf[0] = 0;
+}
+
+static void checkin_text(Checkin ck, char *buf, size_t n)
+{
+    int64_t code = ck.code;
     static const char *const kinds[] = {"?", "a device call", "an all-gather", "an all-reduce", "a gather",
                                         "an agreement on failures", "an agreement on the exit status",
                                         "a statistics gather", "a communicator split",
                                         "a point-to-point exchange", "a reduce-scatter"};
     int k = (int)(code >> 56);
-    snprintf(buf, n, "%s (%lld)", kinds[k >= 1 && k <= CK_REDUCE_SCATTER ? k : 0],
-             (long long)(code & ((INT64_C(1) << 56) - 1)));
+    char det[96];
+    detail_text(ck.detail, det, sizeof det);
+    snprintf(buf, n, "%s (%lld)%s", kinds[k >= 1 && k <= CK_REDUCE_SCATTER ? k : 0],
+             (long long)(code & ((INT64_C(1) << 56) - 1)), det);
 }
 
 /* End the job from wherever the heartbeat found the trouble (never returns). */
@@ -114,7 +150,7 @@ static void hb_end_job(RtTransport *t, const char *fmt, ...)
  * is the other side's business). A check-in must go: its slots are
  * waited for (a peer that never drains them is silent, and the
  * heartbeat thread ends the job). */
-static void hb_send(RtTransport *t, int r, int64_t seq, int64_t what)
+static void hb_send(RtTransport *t, int r, int64_t seq, Checkin what)
 {
     Heartbeat *h = &t->hb;
     for (;;) {
@@ -126,8 +162,9 @@ static void hb_send(RtTransport *t, int r, int64_t seq, int64_t what)
             if (!done)
                 continue;
             sl->msg[0] = seq;
-            sl->msg[1] = what;
-            if (tmpi_isend(sl->msg, 2, MPI_INT64_T, r, seq ? TAG_CHECKIN : TAG_BEAT, t->hb_comm, &sl->req) !=
+            sl->msg[1] = what.code;
+            sl->msg[2] = what.detail;
+            if (tmpi_isend(sl->msg, 3, MPI_INT64_T, r, seq ? TAG_CHECKIN : TAG_BEAT, t->hb_comm, &sl->req) !=
                 MPI_SUCCESS)
                 hb_end_job(t, "sending a heartbeat to rank %d failed", r);
             return;
@@ -155,14 +192,14 @@ void rtm_hb_compare(RtTransport *t)
         int64_t upto = h->rx_hi[r] < h->seq ? h->rx_hi[r] : h->seq;
         while (h->rx_checked[r] < upto) {
             int64_t j = ++h->rx_checked[r];
-            int64_t theirs = h->rx[(size_t)r * RING + (size_t)(j % RING)], mine = h->hist[j % RING];
-            if (theirs == mine)
+            Checkin theirs = h->rx[(size_t)r * RING + (size_t)(j % RING)], mine = h->hist[j % RING];
+            if (theirs.code == mine.code && theirs.detail == mine.detail)
                 continue;
-            char a[96], b[96];
+            char a[192], b[192];
             checkin_text(theirs, a, sizeof a);
             checkin_text(mine, b, sizeof b);
             hb_end_job(t, "at collective %lld rank %d checked in at %s, this rank at %s: the ranks diverged "
-                       "(one skipped a collective or took another path), a deadlock", (long long)j, r, a, b);
+                       "(one skipped a collective, took another path or runs another program)", (long long)j, r, a, b);
         }
     }
 }
@@ -172,10 +209,10 @@ void rtm_hb_drain(RtTransport *t)
 {
     Heartbeat *h = &t->hb;
     for (;;) {
-        int64_t msg[2];
+        int64_t msg[3];
         int got = 0;
         MPI_Status status;
-        if (tmpi_improbe_recv(msg, 2, MPI_INT64_T, t->hb_comm, &got, &status) != MPI_SUCCESS)
+        if (tmpi_improbe_recv(msg, 3, MPI_INT64_T, t->hb_comm, &got, &status) != MPI_SUCCESS)
             hb_end_job(t, "reading heartbeats failed");
         if (!got)
             break;
@@ -188,7 +225,7 @@ void rtm_hb_drain(RtTransport *t)
         if (msg[0] != h->rx_hi[r] + 1)
             hb_end_job(t, "rank %d sent check-in %lld after %lld", r, (long long)msg[0], (long long)h->rx_hi[r]);
         h->rx_hi[r] = msg[0];
-        h->rx[(size_t)r * RING + (size_t)(msg[0] % RING)] = msg[1];
+        h->rx[(size_t)r * RING + (size_t)(msg[0] % RING)] = (Checkin){msg[1], msg[2]};
     }
     rtm_hb_compare(t);
 }
@@ -210,11 +247,21 @@ static void *hb_main(void *arg)
     Heartbeat *h = &t->hb;
     pthread_mutex_lock(&h->mu);
     while (!h->stop) {
-        for (int r = 0; r < t->size; r++)
-            if (r != t->rank)
-                hb_send(t, r, 0, 0);
-        rtm_hb_drain(t);
-        hb_check_silence(t);
+        /* This rank stuck inside one MPI call (the others may be too: a
+         * collective that crossed) ends the job; while a call is merely
+         * long, beats wait (their sends would queue behind it). */
+        const char *call = NULL;
+        double busy = rt_mpi_busy_seconds(&call);
+        if (busy > h->seconds)
+            hb_end_job(t, "this rank has been inside %s for %.1f s (--heartbeat %g s): stuck inside MPI",
+                       call ? call : "an MPI call", busy, h->seconds);
+        if (busy <= h->period) {
+            for (int r = 0; r < t->size; r++)
+                if (r != t->rank)
+                    hb_send(t, r, 0, (Checkin){0, 0});
+            rtm_hb_drain(t);
+            hb_check_silence(t);
+        }
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         long ns = until.tv_nsec + (long)(h->period * 1e9);
@@ -304,31 +351,32 @@ void rt_mpi_heartbeat_stop(RtTransport *t)
     ts_free(h->rx_checked);
     ts_free(h->rx);
     h->heard = NULL;
-    h->rx_hi = h->rx_checked = h->rx = NULL;
+    h->rx_hi = h->rx_checked = NULL;
+    h->rx = NULL;
     h->slots = NULL;
     h->on = false;
 }
 
 /* This rank reached a collective or device call (`code` says which):
  * tell every peer. */
-void rtm_checkin(RtTransport *t, int64_t code)
+void rtm_checkin(RtTransport *t, int64_t code, int64_t detail)
 {
     Heartbeat *h = &t->hb;
     if (!h->on)
         return;
     pthread_mutex_lock(&h->mu);
     h->seq++;
-    h->hist[h->seq % RING] = code;
+    h->hist[h->seq % RING] = (Checkin){code, detail};
     for (int r = 0; r < t->size; r++)
         if (r != t->rank)
-            hb_send(t, r, h->seq, code);
+            hb_send(t, r, h->seq, h->hist[h->seq % RING]);
     rtm_hb_drain(t);
     pthread_mutex_unlock(&h->mu);
 }
 
 void rt_transport_checkin(RtTransport *t, int64_t cluster)
 {
-    rtm_checkin(t, rtm_checkin_code(CK_DEVICE_CALL, cluster));
+    rtm_checkin(t, rtm_checkin_code(CK_DEVICE_CALL, cluster), 0);
 }
 
 /* A waiting rank's turns without progress (reset `spins` to 0 when
@@ -362,9 +410,9 @@ int rtm_finish(RtTransport *t, MPI_Request *req)
 {
     Heartbeat *h = &t->hb;
     RtmBackoff b = {0};
-    int done = 0;
+    int done = 0, rc = MPI_SUCCESS;
     for (;;) {
-        int rc = tmpi_test(req, &done);
+        rc = tmpi_test(req, &done);
         if (rc != MPI_SUCCESS || done)
             break;
         if (h->on && b.spins % 16 == 15) {
@@ -374,7 +422,11 @@ int rtm_finish(RtTransport *t, MPI_Request *req)
         }
         rtm_backoff(&b);
     }
-    /* Everybody's check-in at this collective, compared. */
+    /* Everybody's check-in at this collective, compared. When MPI itself
+     * failed (a message truncated because the ranks crossed), the
+     * check-ins are given a few seconds to say why: a divergence ends the
+     * job naming both sides, which beats MPI's "message truncated". */
+    double until = rtm_now() + (h->on ? fmin(h->seconds, 5.0) : 0);
     while (h->on) {
         pthread_mutex_lock(&h->mu);
         rtm_hb_drain(t);
@@ -382,11 +434,11 @@ int rtm_finish(RtTransport *t, MPI_Request *req)
         for (int r = 0; r < t->size; r++)
             all = all && (r == t->rank || h->rx_hi[r] >= h->seq);
         pthread_mutex_unlock(&h->mu);
-        if (all)
+        if (all || (rc != MPI_SUCCESS && rtm_now() > until))
             break;
         rtm_backoff(&b);
     }
-    return done ? MPI_SUCCESS : MPI_ERR_OTHER;
+    return rc != MPI_SUCCESS ? rc : done ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
 

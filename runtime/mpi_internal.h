@@ -1,7 +1,7 @@
 /*
  * mpi_internal.h: what the files of runtime/'s MPI transport share
- * (runtime-internal; only mpi_world.c, mpi_heartbeat.c, mpi_transport.c and
- * mpi_pipeline.c include it): the transport's state, the checked-call
+ * (runtime-internal; only mpi_world.c, mpi_heartbeat.c, mpi_transport.c,
+ * mpi_pipeline.c and mpi_agree.c include it): the transport's state, the checked-call
  * macros, the heartbeat's check-ins and the polling wait, the
  * communicators of groups of hosts.
  *
@@ -13,6 +13,8 @@
  *                    point, pieces of any size, group communicators
  *   mpi_pipeline.c   large buffers point to point in chunks (all-reduce,
  *                    reduce-scatter, all-gather, all-to-all)
+ *   mpi_agree.c      the ranks agree on what they run (a record of named
+ *                    fields, all-gathered and compared with rank 0's)
  */
 #ifndef TESSEL_MPI_INTERNAL_H
 #define TESSEL_MPI_INTERNAL_H
@@ -29,9 +31,15 @@
  * in flight per peer. */
 enum { RING = 64, NSLOT = 32, TAG_BEAT = 1, TAG_CHECKIN = 2 };
 
+/* A check-in: what (kind and size: rtm_checkin_code) and its detail (the
+ * reducer and element type of a reduction: rtm_checkin_detail; 0 none). */
+typedef struct Checkin {
+    int64_t code, detail;
+} Checkin;
+
 typedef struct Slot {
     MPI_Request req;
-    int64_t msg[2];          /* {check-in number, what} ({0, 0}: a beat) */
+    int64_t msg[3];          /* {check-in number, code, detail} ({0, 0, 0}: a beat) */
 } Slot;
 
 /* The heartbeat of a transport (RELIABILITY.md, "Stuck jobs"). A thread
@@ -40,9 +48,10 @@ typedef struct Slot {
  * host lost) ends the job, naming it. Every collective is also a
  * check-in: its number and what it is (kind and size) go to every peer,
  * and a collective returns only when every peer has checked in at it
- * with the same thing, so a rank that skipped a collective or entered
- * another one ends the job (naming the two) instead of deadlocking or
- * mixing data. */
+ * with the same thing (kind, size, and for a reduction its reducer and
+ * element type), so a rank that skipped a collective, entered another one
+ * or reduces with another reducer ends the job (naming the two) instead
+ * of deadlocking or mixing data. */
 typedef struct Heartbeat {
     bool on;
     pthread_t thread;
@@ -52,9 +61,9 @@ typedef struct Heartbeat {
     double seconds, period;
     double *heard;           /* [size]: when each rank was last heard from */
     int64_t seq;             /* this rank's check-ins */
-    int64_t hist[RING];      /* what each of the last RING was */
+    Checkin hist[RING];      /* what each of the last RING was */
     int64_t *rx_hi, *rx_checked; /* [size]: highest received, highest compared */
-    int64_t *rx;             /* [size][RING]: what each peer's check-ins were */
+    Checkin *rx;             /* [size][RING]: what each peer's check-ins were */
     Slot *slots;             /* [size][NSLOT] */
 } Heartbeat;
 
@@ -123,8 +132,14 @@ double rtm_now(void);
 enum { CK_DEVICE_CALL = 1, CK_ALLGATHER, CK_ALLREDUCE, CK_GATHER, CK_AGREE, CK_MAX, CK_STATS, CK_SPLIT, CK_P2P,
        CK_REDUCE_SCATTER };
 int64_t rtm_checkin_code(int kind, int64_t size);
-/* This rank reached a collective (code says which): tell every peer. */
-void rtm_checkin(RtTransport *t, int64_t code);
+/* The detail of a reduction's check-in: its reducer (a built-in opcode)
+ * and element type; rtm_checkin_reducer for any other reducer (a digest
+ * of its computation's instructions). Never 0. */
+int64_t rtm_checkin_detail(IrOpcode op, IrType ty);
+int64_t rtm_checkin_reducer(const CollReducer *red, IrType ty);
+/* This rank reached a collective (code and detail say which): tell every
+ * peer. */
+void rtm_checkin(RtTransport *t, int64_t code, int64_t detail);
 /* Read what peers sent (heartbeat lock held). */
 void rtm_hb_drain(RtTransport *t);
 /* A waiting rank's turns without progress (backoff). */
@@ -140,13 +155,13 @@ void rtm_watchdog_arm(Watchdog *w, double seconds, int rank, const char *call);
 void rtm_watchdog_disarm(Watchdog *w);
 /* One collective: the check-in, the skip of skip_collective_after, the
  * call (`post`'s non-blocking one), then its wait. */
-#define COLLECTIVE(t, kind, size, rc, post)                                   \
+#define COLLECTIVE(t, kind, size, detail, rc, post)                           \
     do {                                                                      \
         if (rt_mpi_skip_collective()) {                                       \
             (rc) = MPI_SUCCESS;                                               \
             break;                                                            \
         }                                                                     \
-        rtm_checkin((t), rtm_checkin_code((kind), (size)));                   \
+        rtm_checkin((t), rtm_checkin_code((kind), (size)), (detail));         \
         MPI_Request req_ = MPI_REQUEST_NULL;                                  \
         (rc) = (post);                                                        \
         if ((rc) == MPI_SUCCESS)                                              \
@@ -154,7 +169,7 @@ void rtm_watchdog_disarm(Watchdog *w);
     } while (0)
 /* The check-in of a collective of several MPI calls, or false when it is
  * skipped (as COLLECTIVE). */
-bool rtm_begin_collective(RtTransport *t, int kind, int64_t size);
+bool rtm_begin_collective(RtTransport *t, int kind, int64_t size, int64_t detail);
 
 /* ---- mpi_transport.c ---- */
 /* The piece (coll_piece_bytes of the run's tuning, rank 0's). */

@@ -97,11 +97,32 @@ bool rt_mpi_skip_collective(void)
  * wrapper holds this lock for its call. Collectives are non-blocking and
  * polled (mpi_world.c), so no call holds it for long. */
 static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The call holding the lock: when it began (0: none) and its text. */
+static _Atomic double busy_since;
+static _Atomic(const char *) busy_call;
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double rt_mpi_busy_seconds(const char **call)
+{
+    double since = atomic_load(&busy_since);
+    if (call)
+        *call = atomic_load(&busy_call);
+    return since > 0 ? mono_now() - since : 0;
+}
 
 #define LOCKED(call)                                                          \
     do {                                                                      \
         pthread_mutex_lock(&mpi_mu);                                          \
+        atomic_store(&busy_call, #call);                                      \
+        atomic_store(&busy_since, mono_now());                                \
         int rc_ = (call);                                                     \
+        atomic_store(&busy_since, 0.0);                                       \
         pthread_mutex_unlock(&mpi_mu);                                        \
         return rc_;                                                           \
     } while (0)

@@ -58,6 +58,10 @@
 void rt_mpi_fail_after(long n);
 /* MPI calls made through the layer so far (failed ones included). */
 long rt_mpi_call_count(void);
+/* How long the MPI call in progress (another thread's, under the layer's
+ * lock) has run, in seconds, and its text in *call; 0 when none is. The
+ * heartbeat's way to see its rank stuck inside MPI. Can't fail. */
+double rt_mpi_busy_seconds(const char **call);
 /* How many calls from now the armed failure is (1: the next call), 0 when
  * none is armed. */
 long rt_mpi_fail_pending(void);

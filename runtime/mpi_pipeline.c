@@ -448,7 +448,7 @@ IrStatus rtm_allreduce_into(CollTransport *base, const int32_t *color, CollXferK
      * chunk itself); alone, that is the result. */
     if (!pipe)
         coll_combine(op, ty, &dst, 1, 0, src, nsrc, 0, count, false);
-    if (!rtm_begin_collective(t, CK_ALLREDUCE, what))
+    if (!rtm_begin_collective(t, CK_ALLREDUCE, what, rtm_checkin_detail(op, ty)))
         return IR_OK;
     if (pipe) {
         int64_t chunk = (int64_t)(pipe_chunk(true) / es);
@@ -489,7 +489,7 @@ IrStatus rtm_reduce_scatter_into(CollTransport *base, const int32_t *color, Coll
     if (st != IR_OK)
         return st;
     size_t es = ir_type_size(ty);
-    if (!rtm_begin_collective(t, CK_REDUCE_SCATTER, what))
+    if (!rtm_begin_collective(t, CK_REDUCE_SCATTER, what, rtm_checkin_detail(op, ty)))
         return IR_OK;
     if (comm == MPI_COMM_NULL) {
         memcpy(dst, src, (size_t)count * es);
@@ -538,7 +538,7 @@ IrStatus rtm_allgather_into(CollTransport *base, const int32_t *color, CollXferK
      * (the same everywhere), not on this host's color. */
     if (bytes < pipe_min())
         return rtm_allgather_in(&t->base, color, kind, send, bytes, recv, d);
-    if (!rtm_begin_collective(t, CK_ALLGATHER, (int64_t)bytes))
+    if (!rtm_begin_collective(t, CK_ALLGATHER, (int64_t)bytes, 0))
         return IR_OK;
     st = byte_pipeline(t, comm, PL_ALLGATHER, q, k, (int64_t)bytes * k, (int64_t)bytes, send, recv, bytes, stream, d);
     if (st != IR_OK || comm == MPI_COMM_NULL)
@@ -556,7 +556,7 @@ IrStatus rtm_alltoall_in(CollTransport *base, const int32_t *color, CollXferKind
     IrStatus st = pl_begin(t, color, &comm, &k, &q, d);
     if (st != IR_OK)
         return st;
-    if (!rtm_begin_collective(t, CK_P2P, what))
+    if (!rtm_begin_collective(t, CK_P2P, what, 0))
         return IR_OK;
     st = byte_pipeline(t, comm, PL_ALLTOALL, q, k, (int64_t)bytes, (int64_t)bytes / k, send, recv, bytes, stream, d);
     if (st != IR_OK || comm == MPI_COMM_NULL)

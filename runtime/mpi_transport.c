@@ -97,7 +97,7 @@ IrStatus rtm_gather_any_size(RtTransport *t, const void *send, size_t bytes, voi
         const uint8_t *s = (const uint8_t *)send + off;
         uint8_t *r = recv ? (uint8_t *)recv + off : NULL;
         int rc;
-        COLLECTIVE(t, kind, (int64_t)n, rc,
+        COLLECTIVE(t, kind, (int64_t)n, 0, rc,
                    root < 0 ? tmpi_iallgather(s, (int)n, MPI_BYTE, r, rcount, rtype, t->comm, &req_)
                             : tmpi_igather(s, (int)n, MPI_BYTE, r, rcount, rtype, root, t->comm, &req_));
         if (rtype != MPI_BYTE)
@@ -188,7 +188,7 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
     for (int64_t off = 0; off < count; off += piece) {
         int64_t n = count - off < piece ? count - off : piece;
         int rc;
-        COLLECTIVE(t, CK_ALLREDUCE, n * (int64_t)esize, rc,
+        COLLECTIVE(t, CK_ALLREDUCE, n * (int64_t)esize, rtm_checkin_detail(op, ty), rc,
                    tmpi_iallreduce(MPI_IN_PLACE, (uint8_t *)buf + (size_t)off * esize, (int)n, dt, mop, t->comm,
                                    &req_));
         MPI_TRY(d, t, "MPI_Allreduce", rc);
@@ -216,11 +216,11 @@ void rtm_count_bytes(RtTransport *t, CollXferKind kind, int64_t sent, int64_t re
 
 /* The check-in of a collective made of several MPI calls, or false when
  * TESSEL_SKIP_COLLECTIVE_AFTER skips it (as COLLECTIVE does). */
-bool rtm_begin_collective(RtTransport *t, int kind, int64_t size)
+bool rtm_begin_collective(RtTransport *t, int kind, int64_t size, int64_t detail)
 {
     if (rt_mpi_skip_collective())
         return false;
-    rtm_checkin(t, rtm_checkin_code(kind, size));
+    rtm_checkin(t, rtm_checkin_code(kind, size), detail);
     return true;
 }
 
@@ -263,7 +263,7 @@ IrStatus rtm_group_comm(RtTransport *t, const int32_t *color, MPI_Comm *comm, in
     memcpy(c, color, (size_t)t->size * sizeof *c);
     GroupComm *g = &t->gcomm[t->ngcomm++];
     *g = (GroupComm){.color = c, .comm = MPI_COMM_NULL};
-    if (rtm_begin_collective(t, CK_SPLIT, t->ngcomm)) {
+    if (rtm_begin_collective(t, CK_SPLIT, t->ngcomm, 0)) {
         MPI_Request none = MPI_REQUEST_NULL;
         rtm_finish(t, &none);
     }
@@ -297,7 +297,7 @@ IrStatus rtm_allgather_in(CollTransport *base, const int32_t *color, CollXferKin
         const uint8_t *s = (const uint8_t *)send + off;
         uint8_t *r = (uint8_t *)recv + off;
         int rc;
-        COLLECTIVE(t, CK_ALLGATHER, (int64_t)n, rc,
+        COLLECTIVE(t, CK_ALLGATHER, (int64_t)n, 0, rc,
                    comm == MPI_COMM_NULL ? MPI_SUCCESS
                                          : tmpi_iallgather(s, (int)n, MPI_BYTE, r, rcount, rtype, comm, &req_));
         if (rtype != MPI_BYTE)
@@ -327,7 +327,7 @@ IrStatus rtm_allreduce_in(CollTransport *base, const int32_t *color, CollXferKin
         return st;
     /* One check-in for the whole reduction: the colors' buffers differ in
      * size, so their pieces do too. */
-    if (!rtm_begin_collective(t, CK_ALLREDUCE, what))
+    if (!rtm_begin_collective(t, CK_ALLREDUCE, what, rtm_checkin_detail(op, ty)))
         return IR_OK;
     size_t esize = ir_type_size(ty);
     int64_t piece = (int64_t)(MPI_PIECE / (esize ? esize : 1));
@@ -384,7 +384,7 @@ IrStatus rtm_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXf
         }
     size_t esize = ir_type_size(ty);
     esize = esize ? esize : 1;
-    if (!rtm_begin_collective(t, CK_REDUCE_SCATTER, what)) {
+    if (!rtm_begin_collective(t, CK_REDUCE_SCATTER, what, rtm_checkin_detail(op, ty))) {
         ts_free(host);
         ts_free(rc_n);
         return IR_OK;
@@ -545,7 +545,7 @@ IrStatus rtm_allreduce_any_in(CollTransport *base, const int32_t *color, CollXfe
     IrStatus st = rtm_group_comm(t, color, &comm, &k, d);
     if (st != IR_OK)
         return st;
-    if (!rtm_begin_collective(t, CK_ALLREDUCE, what))
+    if (!rtm_begin_collective(t, CK_ALLREDUCE, what, rtm_checkin_reducer(red, ty)))
         return IR_OK;
     MPI_Op *op = &t->any[red->commute ? 1 : 0];
     if (*op == MPI_OP_NULL || !*op)
@@ -627,7 +627,7 @@ IrStatus rtm_exchange(CollTransport *base, CollXferKind kind, int64_t what, cons
                                const CollXfer *recvs, int32_t nrecv, IrDiag *d)
 {
     RtTransport *t = (RtTransport *)base;
-    if (!rtm_begin_collective(t, CK_P2P, what))
+    if (!rtm_begin_collective(t, CK_P2P, what, 0))
         return IR_OK;
     /* Every block in pieces of at most MPI_PIECE bytes (int counts); the
      * pieces of one pair arrive in order (one tag, one communicator). */

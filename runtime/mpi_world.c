@@ -261,25 +261,33 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
 
 /* ---- the run's tuning, rank 0's ---- */
 
-IrStatus rt_mpi_tune(RtTransport *t, const CollTuning *tune, IrDiag *d)
+IrStatus rt_mpi_tune(RtTransport *t, CollTuning *tune, IrDiag *d)
 {
-    int64_t mine[3] = {tune ? tune->piece_bytes : 0, tune ? tune->chunk_bytes : 0, tune ? tune->pipeline_bytes : 0};
+    enum { N = 7 };
+    CollTuning c = tune ? *tune : (CollTuning){0};
+    int64_t mine[N] = {c.piece_bytes, c.chunk_bytes, c.pipeline_bytes, c.copies_bytes, c.stream_bound, c.fusion,
+                       c.fusion_block};
     int64_t *all = ts_malloc((size_t)t->size * sizeof mine);
     if (!all)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
     /* Not a collective of the program: neither checked in nor skipped. */
     MPI_Request req = MPI_REQUEST_NULL;
-    int rc = tmpi_iallgather(mine, 3, MPI_INT64_T, all, 3, MPI_INT64_T, t->comm, &req);
+    int rc = tmpi_iallgather(mine, N, MPI_INT64_T, all, N, MPI_INT64_T, t->comm, &req);
     if (rc == MPI_SUCCESS)
         rc = rtm_finish(t, &req);
-    CollTuning c = tune ? *tune : (CollTuning){0};
     c.piece_bytes = all[0];
     c.chunk_bytes = all[1];
     c.pipeline_bytes = all[2];
+    c.copies_bytes = all[3];
+    c.stream_bound = (int32_t)all[4];
+    c.fusion = (int32_t)all[5];
+    c.fusion_block = (int32_t)all[6];
     ts_free(all);
     if (rc != MPI_SUCCESS)
         return rtm_fail(d, rc, "MPI_Allgather", t->rank);
     rtm_set_shapes(t, &c);
+    if (tune)
+        *tune = c;
     return IR_OK;
 }
 
@@ -301,7 +309,7 @@ void rt_transport_abort(RtTransport *t, const char *msg)
 int rt_mpi_agree(RtTransport *t, bool ok)
 {
     int mine = ok ? INT_MAX : t->rank, first = INT_MAX, rc;
-    COLLECTIVE(t, CK_AGREE, 1, rc, tmpi_iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm, &req_));
+    COLLECTIVE(t, CK_AGREE, 1, 0, rc, tmpi_iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm, &req_));
     if (rc != MPI_SUCCESS)
         rtm_fail_collective(t, rc, "MPI_Allreduce", "agreeing whether every rank is fine");
     return first == INT_MAX ? -1 : first;
@@ -310,7 +318,7 @@ int rt_mpi_agree(RtTransport *t, bool ok)
 int rt_mpi_max(RtTransport *t, int value)
 {
     int out = value, rc;
-    COLLECTIVE(t, CK_MAX, 1, rc, tmpi_iallreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm, &req_));
+    COLLECTIVE(t, CK_MAX, 1, 0, rc, tmpi_iallreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm, &req_));
     if (rc != MPI_SUCCESS)
         rtm_fail_collective(t, rc, "MPI_Allreduce", "agreeing on the exit status");
     return out;
@@ -441,7 +449,7 @@ bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *
         return false;
     }
     int rc;
-    COLLECTIVE(t, CK_STATS, nphase, rc, tmpi_igather(mine, nphase, MPI_DOUBLE, all, nphase, MPI_DOUBLE, 0, t->comm, &req_));
+    COLLECTIVE(t, CK_STATS, nphase, 0, rc, tmpi_igather(mine, nphase, MPI_DOUBLE, all, nphase, MPI_DOUBLE, 0, t->comm, &req_));
     if (rc != MPI_SUCCESS) {
         ts_free(all);
         rtm_fail_collective(t, rc, "MPI_Gather", "gathering statistics");

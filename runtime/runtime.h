@@ -28,9 +28,10 @@
  *               instructions, the cluster calls (program.h)
  *   local.c     the devices of one host as threads: the world (barrier,
  *               abort), the device threads, steps; collectives go to coll/
- *   mpi_world.c the MPI world: init, attach, end, the tuning's message
- *               shapes from rank 0, agreement, gathers, statistics
+ *   mpi_world.c the MPI world: init, attach, end, the tuning from rank 0,
+ *               agreement on failures, gathers, statistics
  *               (transport.h; the files below share mpi_internal.h)
+ *   mpi_agree.c the ranks agree on what they run, before any step
  *   mpi_transport.c  coll/'s CollTransport over MPI
  *   mpi_pipeline.c   large buffers point to point in chunks
  *   mpi_heartbeat.c  the heartbeat, check-ins, the polling wait
@@ -393,11 +394,31 @@ IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTranspor
  * this header: pass its address). */
 IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d);
 /* Every rank calls it once after attaching, before any collective: the
- * message shapes of `tune` (piece, chunk and pipeline bytes; NULL: the
- * defaults) become rank 0's on every rank, so ranks whose callers (or
- * environments) differ cut every message alike. IR_ERUNTIME when the
- * exchange fails (end the job: the others may be in it). */
-IrStatus rt_mpi_tune(RtTransport *t, const CollTuning *tune, IrDiag *d);
+ * tuning of `tune` (piece, chunk, pipeline and copies bytes, stream
+ * bound, fusion and its block; NULL: the defaults) becomes rank 0's on
+ * every rank, in *tune too (failure injection stays each rank's own), so
+ * ranks whose callers (or environments) differ cut every message and run
+ * every kernel alike. IR_ERUNTIME when the exchange fails (end the job:
+ * the others may be in it). */
+IrStatus rt_mpi_tune(RtTransport *t, CollTuning *tune, IrDiag *d);
+/* The ranks' agreement before work (mpi_agree.c): a fixed record of at
+ * most RT_AGREE_FIELDS named fields, each a short text or a SHA-256. */
+enum { RT_AGREE_FIELDS = 24, RT_AGREE_VALUE = 40 };
+enum { RT_AGREE_UNUSED, RT_AGREE_TEXT, RT_AGREE_DIGEST, RT_AGREE_UNKNOWN };
+typedef struct RtAgreeField {
+    const char *what;        /* for messages: "the random inputs' seed" */
+    uint8_t kind;            /* RT_AGREE_*: UNKNOWN when this rank could not work it out */
+    char value[RT_AGREE_VALUE]; /* TEXT: NUL-padded; DIGEST: 32 bytes */
+} RtAgreeField;
+/* Every rank passes its n fields (n <= RT_AGREE_FIELDS; the same names in
+ * the same order on every rank); one all-gather, then every rank compares
+ * every rank's record with rank 0's. IR_OK when all are equal; else the
+ * same IR_EINPUT on every rank naming the first field that differs, the
+ * lowest rank that differs and both values ("rank 1's random inputs'
+ * seed is \"8\", rank 0's is \"7\"") -- a field UNKNOWN on some rank
+ * fails too. IR_ENOMEM / IR_ERUNTIME when this rank cannot take part (end
+ * the job: the others may be in the gather). */
+IrStatus rt_mpi_agree_fields(RtTransport *t, const RtAgreeField *f, int n, IrDiag *d);
 /* Free the reduction ops and datatype rt_mpi_init created (after the last
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */

@@ -3,7 +3,8 @@
 # build the release and the asan (ASan+UBSan) presets, run every ctest
 # test on release and all but the JAX suite's long groups on asan, then
 # each libFuzzer target for TESSEL_FUZZ_SECONDS (default 30) from its seed
-# corpus. Fails on the first
+# corpus (tests/fuzz/corpus/<target>/, kept in the tree; what a run finds
+# stays in the build directory). Fails on the first
 # failing build, test run or fuzz finding.
 set -euo pipefail
 cd "$(dirname "$0")/.."

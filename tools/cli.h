@@ -79,7 +79,9 @@ enum {
 /* The options of automatic sharding, for compile, plan and run. */
 #define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
-#define OPT_DONATE         (UINT64_C(1) << 42) /* --donate auto|declared (input_output_alias pairs inferred) */
+#define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
+#define OPT_REMAT          (UINT64_C(1) << 43) /* --remat POLICY (grad: what the backward recomputes) */
+#define OPT_DONATE         (UINT64_C(1) << 44) /* --donate auto|declared (input_output_alias pairs inferred) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -106,11 +108,14 @@ typedef struct CliOptions {
     const char *wrt, *loss;  /* --wrt, --loss (grad) */
     double sgd, adam;        /* --sgd LR, --adam LR (grad; 0 when not given) */
     bool jvp;                /* --jvp (grad) */
+    const char *remat;       /* --remat POLICY (grad) */
     int32_t nshow, nexpand;
     const char **show;       /* --show NAMEs (heap array, borrowed strings) */
     const char **expand;     /* --expand NAMEs (heap array, borrowed strings) */
     bool ascii, progress;    /* --ascii, --progress */
     const char *dump_dir;    /* --dump-dir DIR */
+    uint8_t *sign_key;       /* --sign-key FILE: its bytes (heap), or NULL */
+    size_t sign_key_len;
     const char *watch;       /* --watch NAME */
     const char *why;         /* --why NAME (plan) */
     TsLimits limits;         /* what a model may declare: ts_limits_default(), then --limit */

@@ -23,9 +23,14 @@ static const char HELP[] =
     "                          array, default 2^34), rank (64), tuple (65536),\n"
     "                          depth (64: nesting of tuples and braces, and of\n"
     "                          calls), name (4096 bytes), instructions (2^22);\n"
-    "                          repeatable (docs/cli.md, Limits)\n"
-    "  -o FILE                 write the plan to FILE (default, or -: stdout);\n"
+    "                          repeatable (docs/cli.md, Limits); memory=BYTES\n"
+    "                          (K/M/G): fit the estimated peak per device,\n"
+    "                          reordering and recomputing values (stderr says\n"
+    "                          what; exit 2 naming the least peak reached)\n"    "  -o FILE                 write the plan to FILE (default, or -: stdout);\n"
     "                          written to a temporary name and renamed\n"
+    "  --sign-key FILE         sign the plan with the key in FILE (its bytes):\n"
+    "                          HMAC-SHA256, checked by run and plan given the\n"
+    "                          same key (docs/plan.md, Digest and signature)\n"
     "  --num-partitions N      partitions (default: the module's num_partitions, else 1)\n"
     "  --num-replicas R        replicas (default: the module's replica_count, else 1)\n"
     "  --hosts H               hosts (MPI ranks) the plan is for (default 1)\n"
@@ -97,6 +102,6 @@ const CliCommand cli_cmd_compile = {
     .summary = "propagate shardings, partition, and write the plan",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY | OPT_DUMP_DIR |
-               OPT_LINK_GBPS | OPT_AUTO | OPT_DONATE,
+               OPT_LINK_GBPS | OPT_AUTO | OPT_SIGN_KEY | OPT_DONATE,
     .run = run_compile,
 };

@@ -58,8 +58,10 @@ static const char HELP[] =
     "                          array, default 2^34), rank (64), tuple (65536),\n"
     "                          depth (64: nesting of tuples and braces, and of\n"
     "                          calls), name (4096 bytes), instructions (2^22);\n"
-    "                          repeatable (docs/cli.md, Limits)\n"
-    "  -o FILE                 write to FILE (default, or -: stdout)\n"
+    "                          repeatable (docs/cli.md, Limits); memory=BYTES\n"
+    "                          (K/M/G): fit the estimated peak per device,\n"
+    "                          reordering and recomputing values (stderr says\n"
+    "                          what; exit 2 naming the least peak reached)\n"    "  -o FILE                 write to FILE (default, or -: stdout)\n"
     "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L,\n"
     "  --donate auto           pair each parameter with an output of its shape,\n"
     "                          type and sharding written no earlier than its last\n"
@@ -74,6 +76,7 @@ static const char HELP[] =
     "  --explain               with --auto-shard: print, for each chosen\n"
     "                          sharding, the alternatives considered and their\n"
     "                          estimated costs (the html page shows it too)\n"
+    "  --sign-key FILE         the plan must be signed with the key in FILE (as run)\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
     "                          of compile time; a failure there is tessel's bug\n"
@@ -286,7 +289,7 @@ const CliCommand cli_cmd_plan = {
     .summary = "dump the sharding plan (text, JSON, DOT, HTML, sharding grids)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT |
-               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_AUTO | OPT_DONATE | OPT_EXPLAIN |
-               OPT_WHY,
+               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_AUTO | OPT_DONATE |
+               OPT_EXPLAIN | OPT_WHY | OPT_SIGN_KEY,
     .run = run_plan,
 };

@@ -89,7 +89,9 @@ static const char HELP[] =
     "                          Run limits: trips (of every while loop, default\n"
     "                          unbounded: exit 1 at the loop), memory (bytes,\n"
     "                          K/M/G: the plan's estimated peak on this process,\n"
-    "                          default the available memory: exit 2)\n"
+    "                          default the available memory: exit 2; a model\n"
+    "                          is first compiled to fit it, reordered and with\n"
+    "                          values recomputed, docs/plan.md)\n"
     "  --timeout SECONDS       end the run (every rank) after SECONDS: exit 1, no\n"
     "                          output (default: no timeout)\n"
     "  --heartbeat SECONDS     under mpirun: a rank not heard from for SECONDS\n"
@@ -121,6 +123,9 @@ static const char HELP[] =
     "                          module's pairs only\n"
     "  --link-gbps G           the links between hosts, in Gb/s, for the\n"
     "                          compile's cost model (as `tessel compile`)\n"
+    "  --sign-key FILE         the plan must be signed with the key in FILE\n"
+    "                          (`tessel compile --sign-key`); a signed plan\n"
+    "                          is refused without its key\n"
     "  --no-verify             skip the verifier after the compile passes\n"
     "                          that rewrite the module (about 5% of compile time)\n"
     "  --dump-dir DIR          write the module after each compile pass into DIR\n"
@@ -675,8 +680,9 @@ static int run_mpi(const CliOptions *o, double t0)
         /* A model compiled here: its layout is mpirun's unless --hosts says */
         int64_t hosts = o->hosts ? o->hosts : size;
         if (hosts != size) {
-            fprintf(stderr, "tessel: error: rank %d: --hosts asks for %lld hosts, but mpirun started %d\n", rank,
-                    (long long)hosts, size);
+            fprintf(stderr, "tessel: error: rank %d: --hosts asks for %lld hosts, but mpirun started %d: run "
+                    "`mpirun -np %lld`, or drop --hosts (mpirun's count is the default)\n", rank, (long long)hosts,
+                    size, (long long)hosts);
             rc = CLI_USAGE;
         } else {
             st = ts_plan_set_layout(p, hosts, o->local_devices, &d);
@@ -712,12 +718,23 @@ static int run_mpi(const CliOptions *o, double t0)
         return stop;
     }
     TsOutputs *out = NULL;
+    /* What every rank must share besides what the library compares. */
+    char steps[32], every[32];
+    snprintf(steps, sizeof steps, "%lld", (long long)o->steps);
+    snprintf(every, sizeof every, "%lld", (long long)o->checkpoint_every);
+    const TsAgreeItem same[] = {{"--output-dir (given or not)", o->output_dir ? "given" : "not given"},
+                                {"--steps of the whole run", steps},
+                                {"--checkpoint-every", every},
+                                {"--checkpoint-dir", o->checkpoint_dir ? o->checkpoint_dir : "none"},
+                                {"--resume", o->resume ? o->resume : "none"}};
     /* One run, or chunks between checkpoints: rank 0 writes each, every
      * rank agrees it is there, then each reads its shards of it. */
     while (rc == CLI_OK) {
         TsRunOptions ro = run_options(o, cli_now() - t0);
         ro.on_error = say_error;
         ro.on_error_ctx = &said;
+        ro.nagree = (int32_t)(sizeof same / sizeof same[0]);
+        ro.agree = same;
         ro.steps = cli_ckpt_chunk(&ck);
         int irc = cli_ckpt_inputs(o, p, &ck, &ro);
         int failed = ts_mpi_agree(w, irc == CLI_OK, irc, &stop);
@@ -829,6 +846,6 @@ const CliCommand cli_cmd_run = {
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
                OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
                OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME | OPT_LINK_GBPS |
-               OPT_INIT_STATE,
+               OPT_INIT_STATE | OPT_SIGN_KEY,
     .run = run_run,
 };

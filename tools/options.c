@@ -46,6 +46,7 @@ static const OptSpec OPTS[] = {
     {"--sgd", OPT_SGD, true},
     {"--adam", OPT_ADAM, true},
     {"--jvp", OPT_JVP, false},
+    {"--remat", OPT_REMAT, true},
     {"--show", OPT_SHOW, true},
     {"--ascii", OPT_ASCII, false},
     {"--expand", OPT_EXPAND, true},
@@ -65,6 +66,7 @@ static const OptSpec OPTS[] = {
     {"--explain", OPT_EXPLAIN, false},
     {"--why", OPT_WHY, true},
     {"--init-state", OPT_INIT_STATE, true},
+    {"--sign-key", OPT_SIGN_KEY, true},
 };
 
 int cli_usage_error(const CliCommand *cmd, const char *fmt, ...)
@@ -168,7 +170,7 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
                               .link_gbps = o->link_gbps, .on_warning = cli_warning,
                               .auto_shard = o->auto_shard, .mesh = o->mesh, .profile = o->profile,
-                              .donate = o->donate};
+                              .donate = o->donate, .sign_key = o->sign_key, .sign_key_len = o->sign_key_len};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -179,7 +181,14 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p)
      * compile's: a plan keeps what it was compiled for. */
     co.hosts = co.local_devices = 0;
     TsStatus st = ts_plan_open(path, &co, p, &d);
-    return st == TS_OK ? CLI_OK : cli_report(st, &d);
+    if (st != TS_OK)
+        return cli_report(st, &d);
+    /* What fitting --limit memory changed: said, as a compile's warnings are. */
+    char *fit = ts_plan_memory_fit(*p);
+    if (fit)
+        fprintf(stderr, "tessel: memory: %s", fit);
+    ts_free(fit);
+    return CLI_OK;
 }
 
 int cli_layout(const CliOptions *o, TsPlan *p)
@@ -315,6 +324,31 @@ static int add_name(const char ***list, int32_t *n, const char *v)
 
 /* --limit NAME=VALUE, one syntax for every limit: what a model may
  * declare and the run-time limits (ts_limits_set parses them all). */
+/* --sign-key FILE: the key is the file's bytes, as they are (1 byte to
+ * 64 KiB; a trailing newline is part of it). A repeated option replaces
+ * the key. */
+static int read_key(const CliCommand *cmd, const char *path, CliOptions *o)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return cli_usage_error(cmd, "--sign-key %s: %s", path, strerror(errno));
+    enum { MAX = 64 << 10 };
+    uint8_t *k = malloc(MAX + 1);
+    size_t n = k ? fread(k, 1, MAX + 1, f) : 0;
+    bool bad = ferror(f);
+    fclose(f);
+    if (!k || bad || n == 0 || n > MAX) {
+        free(k);
+        return cli_usage_error(cmd, "--sign-key %s: %s", path,
+                               !k ? "out of memory" : bad ? "cannot read it" : n == 0 ? "the file is empty: a key needs bytes"
+                                                                                      : "more than 64 KiB: not a key");
+    }
+    free(o->sign_key);
+    o->sign_key = k;
+    o->sign_key_len = n;
+    return CLI_OK;
+}
+
 static int set_limit(const CliCommand *cmd, CliOptions *o, const char *v)
 {
     TsDiag d = {0};
@@ -366,6 +400,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_OUT: o->out = v; return CLI_OK;
     case OPT_WRT: o->wrt = v; return CLI_OK;
     case OPT_LOSS: o->loss = v; return CLI_OK;
+    case OPT_REMAT: o->remat = v; return CLI_OK;
     case OPT_SGD: return parse_rate(cmd, s->name, v, &o->sgd);
     case OPT_ADAM: return parse_rate(cmd, s->name, v, &o->adam);
     case OPT_LIMIT: return set_limit(cmd, o, v);
@@ -378,6 +413,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         o->dump_dir = v;
         return CLI_OK;
     case OPT_WATCH: o->watch = v; return CLI_OK;
+    case OPT_SIGN_KEY: return read_key(cmd, v, o);
     case OPT_MESH: o->mesh = v; return CLI_OK;
     case OPT_PROFILE: o->profile = v; return CLI_OK;
     case OPT_WHY: o->why = v; return CLI_OK;
@@ -492,6 +528,7 @@ void cli_options_free(CliOptions *o)
         free((void *)o->inputs[i].key);
     free(o->inputs);
     free(o->infeeds);
+    free(o->sign_key);
     free(o->show);
     free(o->expand);
     free(o->pos);

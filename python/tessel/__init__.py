@@ -21,8 +21,12 @@ import atexit
 import collections
 import ctypes
 import enum
+import json
 import operator
 import os
+import re
+import shutil
+import tempfile
 import warnings
 
 import numpy as np
@@ -270,7 +274,7 @@ def _model(model, name, limits, what):
     raise TypeError("tessel.%s: model must be HLO text, a Module or a path, not %s" % (what, type(model).__name__))
 
 
-def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string>", limits=None):
+def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string>", limits=None, remat=None):
     """The gradient module of a forward model (ts_add_gradients, `tessel
     grad`), a new Module. `model`: HLO text, a Module or a path. `wrt`:
     the parameters (numbers or names, a list or "0,w1"; None: every
@@ -279,14 +283,17 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
     outputs, then dLoss/dP for each P. jvp=True: forward mode (a tangent
     parameter per P appended; outputs then their tangents). sgd=LR or
     adam=LR: a training step whose updated parameters are aliased to the
-    inputs (docs/cli.md, `tessel grad`)."""
+    inputs (docs/cli.md, `tessel grad`). remat: the checkpoint policy of
+    the forward values the backward keeps, "dots", "nothing" or
+    "names=a,b" (jax.checkpoint's dots_saveable, nothing_saveable,
+    save_only_these_names; `tessel grad --remat`)."""
     if wrt is not None and not isinstance(wrt, (str, bytes)):
         wrt = ",".join(str(w) for w in wrt)
     m, own = _model(model, name, limits, "grad")
     try:
         go = _capi.TsGradOptions(wrt.encode() if isinstance(wrt, str) else wrt,
                                  str(loss).encode() if loss is not None else None, bool(jvp), float(sgd),
-                                 float(adam))
+                                 float(adam), remat.encode() if remat else None)
         h = ctypes.c_void_p()
         _call(_lib.ts_add_gradients, m._handle(), ctypes.byref(go), ctypes.byref(h))
         return Module(h.value)
@@ -296,7 +303,8 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
-            name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None):
+            name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None,
+            memory=None):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -311,10 +319,17 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     or "data=2,model=4"; None: one axis of all partitions), with the cost
     model's rates from the profile file `profile` (None: the defaults);
     Plan.explain() says why (`tessel compile --auto-shard`,
-    docs/auto-shard.md)."""
+    docs/auto-shard.md). memory: bytes per device (an int, or text with
+    K, M or G) the compile fits the program into, reordering and
+    recomputing values (`--limit memory=`; Plan.memory_fit says what it
+    did); Error (status 2) naming the smallest peak reached when nothing
+    fits."""
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
+        if memory is not None:
+            lim = lim if lim is not None else _lib.ts_limits_default()
+            _call(_lib.ts_limits_set, ctypes.byref(lim), ("memory=%s" % memory).encode())
         # A compile's warnings (a module for several partitions with no
         # sharding on any value) become Python warnings.
         on_warning = _capi.WarningFn(lambda ctx, msg: warnings.warn("tessel: " + msg.decode(), stacklevel=3))
@@ -357,6 +372,7 @@ class Outputs(list):
     and device(d) is device d's list."""
     stats = ""
     summary = ""
+    history = ()  # with run(watch=...): the watched value after each step
     num_devices = 0
 
     def device(self, d):
@@ -411,6 +427,13 @@ class Plan(_Handle):
         """The plan file text (valid HLO text; docs/plan.md)."""
         return _take_string(_lib.ts_plan_file_text(self._handle()))
 
+    @property
+    def memory_fit(self):
+        """What compiling to a memory limit changed (the lines `tessel`
+        prints on stderr), or None when it changed nothing."""
+        h = _lib.ts_plan_memory_fit(self._handle())
+        return _take_string(h) if h else None
+
     def explain(self):
         """Why each sharding was chosen, for a plan compiled with
         auto_shard=True (the alternatives and their estimated costs;
@@ -429,8 +452,20 @@ class Plan(_Handle):
         _call(_lib.ts_plan_dump, self._handle(), format.encode(), ctypes.byref(out))
         return _take_string(out)
 
+    def why(self, name):
+        """Why the collectives that produce or consume the value `name` are
+        there (`tessel plan --why NAME`): each with its bytes per device,
+        the instruction that asked for it and its FILE:LINE:COL, the
+        sharding conflict in words, and the change that would avoid it; the
+        same reasons are in dump("json")'s collectives ("why"). Raises
+        Error (EINPUT) when the plan has nothing of that name."""
+        out = ctypes.c_void_p()
+        _call(_lib.ts_plan_why, self._handle(), name.encode(), ctypes.byref(out))
+        return _take_string(out)
+
     def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None, per_device=False,
-            output_device=None, process_local=False):
+            output_device=None, process_local=False, init_state=None, watch=None, on_step=None,
+            checkpoint_every=0, checkpoint_dir=None, resume=None):
         """Run the plan; returns Outputs (a list of NumPy arrays).
 
         inputs: a list or tuple (item k binds entry parameter k; None leaves
@@ -450,9 +485,26 @@ class Plan(_Handle):
         every array input and gets its own part of every output (every
         rank gets Outputs): the part its devices' shards cover, each
         dimension's distinct shard intervals laid end to end, as
-        jax.make_array_from_process_local_data takes it (docs/python.md)."""
+        jax.make_array_from_process_local_data takes it (docs/python.md).
+        init_state="zeros": the optimizer state of a training step (`tessel
+        grad --adam`'s m_P, v_P, t) starts at zero unless bound. watch:
+        an output (leaf number or instruction name, one element: a loss)
+        whose value after each step goes into Outputs.history and to
+        on_step. on_step: called after each step with a StepInfo (step,
+        steps, seconds, watched), steps counted over the whole run.
+        checkpoint_every=M, checkpoint_dir=DIR: every M steps the state
+        the steps carry goes to DIR/step-S as `tessel run --checkpoint-every`
+        writes it; resume=DIR continues from DIR's last checkpoint that
+        verifies (the command line's checkpoints too), bit-identical to
+        an uninterrupted run (one process: comm=None)."""
         options = dict(random=random, steps=steps, stats=stats, infeeds=infeeds, per_device=per_device,
-                       output_device=output_device, process_local=process_local)
+                       output_device=output_device, process_local=process_local, init_state=init_state,
+                       watch=watch, on_step=on_step)
+        if checkpoint_every or checkpoint_dir or resume:
+            if comm is not None:
+                raise Error(Status.EUNSUPPORTED, "checkpoints from Python run in one process (comm=None); "
+                            "under mpirun use `tessel run --checkpoint-every`")
+            return _checkpointed(self, inputs, options, checkpoint_every, checkpoint_dir, resume)
         if comm is None:
             return _run(_lib.ts_plan_run, self._handle(), self, inputs, options)
         from mpi4py import MPI
@@ -548,10 +600,161 @@ def _bind(plan, inputs):
     return arr, len(items), keep
 
 
-def _run(fn, handle, plan, inputs, options, may_be_empty=False):
-    """fn(handle, &TsRunOptions, &TsOutputs*, &diag) and the outputs as an
-    Outputs list (None when the library gave none and may_be_empty)."""
+def _binds(plan, key, param):
+    """Is input key a binding of parameter `param` (its index or name)?"""
+    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+        return int(key) == param
+    infos = plan.inputs
+    return param < len(infos) and infos[param].name == key
+
+
+def _checkpoint_text(step, steps, digest, osha, aliases):
+    """checkpoint.json as `tessel run --checkpoint-every` writes it
+    (tools/checkpoint.c)."""
+    return ('{"format": "tessel-checkpoint", "version": 2, "step": %d, "steps": %d, "digest": "%s", '
+            '"outputs_sha256": "%s", "aliases": [%s]}\n'
+            % (step, steps, digest, osha, ", ".join('{"output": %d, "parameter": %d}' % a for a in aliases)))
+
+
+def _write_checkpoint(out, ckdir, step, steps, digest, aliases):
+    """DIR/step-S from a run's outputs, written into a fresh temporary
+    directory renamed when complete (a killed run leaves whole
+    checkpoints only). Its path."""
+    os.makedirs(ckdir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".step-%d." % step, dir=ckdir)
+    final = os.path.join(ckdir, "step-%d" % step)
+    try:
+        _call(_lib.ts_outputs_write, out, os.fsencode(tmp))
+        osha = ctypes.create_string_buffer(65)
+        _call(_lib.ts_outputs_verify, os.fsencode(tmp), osha)
+        with open(os.path.join(tmp, "checkpoint.json"), "w") as f:
+            f.write(_checkpoint_text(step, steps, digest, osha.value.decode(), aliases))
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _last_checkpoint(ckdir, digest, steps):
+    """(step, path) of the last checkpoint of this program in ckdir that
+    verifies, by the command line's rules (docs/cli.md, --resume): those
+    that do not are named in a warning and passed over."""
+    best, other, bad = (0, None), False, 0
+    try:
+        names = os.listdir(ckdir)
+    except OSError as e:
+        raise Error(Status.EINPUT, "resume %s: %s" % (ckdir, e.strerror)) from None
+    for name in names:
+        m = re.fullmatch(r"step-([1-9][0-9]{0,17})", name)
+        sdir = os.path.join(ckdir, name)
+        try:
+            with open(os.path.join(sdir, "checkpoint.json")) as f:
+                ck = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if not m or not isinstance(ck, dict) or ck.get("format") != "tessel-checkpoint":
+            continue
+        if ck.get("digest") != digest:
+            other = True
+            continue
+        why = None
+        osha = ctypes.create_string_buffer(65)
+        d = _capi.TsDiag()
+        if ck.get("version") != 2 or "outputs_sha256" not in ck:
+            why = "checkpoint.json is not version 2 with the outputs' digest"
+        elif ck.get("step") != int(m.group(1)):
+            why = "checkpoint.json says step %s, its directory step %s" % (ck.get("step"), m.group(1))
+        elif _lib.ts_outputs_verify(os.fsencode(sdir), osha, ctypes.byref(d)) != Status.OK:
+            why = str(_error(Status.EINPUT, d))
+        elif osha.value.decode() != ck["outputs_sha256"]:
+            why = "its outputs.json is not the one checkpoint.json names (outputs_sha256)"
+        _lib.ts_diag_clear(ctypes.byref(d))
+        if why:
+            warnings.warn("tessel: resume: %s is not used: %s" % (sdir, why))
+            bad += 1
+        elif ck["step"] > best[0]:
+            best = (ck["step"], sdir)
+    if best[1] is None:
+        raise Error(Status.EINPUT, "resume %s: %s" % (ckdir, "no checkpoint there verifies" if bad else
+                    "its checkpoints belong to another program" if other else "no complete checkpoint there"))
+    if best[0] > steps:
+        raise Error(Status.EINPUT, "resume: the last checkpoint is at step %d, past steps %d" % (best[0], steps))
+    return best
+
+
+def _checkpointed(plan, inputs, options, every, ckdir, resume):
+    """Plan.run cut into chunks of `every` steps, each ending in a
+    checkpoint, from DIR's last checkpoint with resume (tools/checkpoint.c
+    does the same for the command line)."""
     options = dict(options)
+    steps = operator.index(options.pop("steps", 0) or 0) or 1
+    every = operator.index(every or 0)
+    if not resume and not (every and ckdir):
+        raise ValueError("tessel: checkpoints need both checkpoint_every=M and checkpoint_dir=DIR")
+    if every < 0:
+        raise ValueError("tessel: checkpoint_every must be >= 1, not %d" % every)
+    ckdir = os.fspath(ckdir or resume)
+    h = plan._handle()
+    aliases = []
+    for k in range(_lib.ts_plan_num_aliases(h)):
+        leaf, param = ctypes.c_int32(), ctypes.c_int32()
+        _call(_lib.ts_plan_alias, h, k, ctypes.byref(leaf), ctypes.byref(param))
+        aliases.append((leaf.value, param.value))
+    if not aliases:
+        raise Error(Status.EINPUT, "checkpoints keep the state steps carry (input_output_alias), and this "
+                    "module aliases no output to a parameter")
+    dg = ctypes.create_string_buffer(65)
+    _call(_lib.ts_plan_digest, h, dg)
+    digest = dg.value.decode()
+    done, last = _last_checkpoint(os.fspath(resume), digest, steps) if resume else (0, None)
+    if inputs is None:
+        given = {}
+    elif isinstance(inputs, dict):
+        given = dict(inputs)
+    else:
+        given = {k: v for k, v in enumerate(inputs) if v is not None}
+    history = []
+    while True:
+        chunk = steps - done
+        if every:
+            chunk = min(chunk, every - done % every)
+        ins = dict(given)
+        if last:  # the state from the checkpoint, not from the caller
+            for leaf, param in aliases:
+                for key in [k for k in ins if _binds(plan, k, param)]:
+                    del ins[key]
+                ins[param] = os.path.join(last, "output_%d.npy" % leaf)
+        res, out = _run(_lib.ts_plan_run, h, plan, ins, dict(options, steps=chunk), base=done, total=steps,
+                        keep_handle=True)
+        try:
+            done += chunk
+            history += res.history
+            if every and done % every == 0:
+                last = _write_checkpoint(out, ckdir, done, steps, digest, aliases)
+        finally:
+            _lib.ts_outputs_free(out)
+        if done >= steps:
+            res.history = history
+            return res
+
+
+StepInfo = collections.namedtuple("StepInfo", "step steps seconds watched")
+StepInfo.__doc__ = """One step done (Plan.run's on_step): step of steps, counted over the
+whole run (checkpoints and resumes included), its seconds, and the watched
+output's value after it (None without watch)."""
+
+
+def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0, keep_handle=False):
+    """fn(handle, &TsRunOptions, &TsOutputs*, &diag) and the outputs as an
+    Outputs list (None when the library gave none and may_be_empty). base,
+    total: the steps done before this call and the run's count, for
+    on_step. keep_handle: (Outputs, the TsOutputs handle, the caller's to
+    free)."""
+    options = dict(options)
+    init_state = options.pop("init_state", None)
+    watch = options.pop("watch", None)
+    on_step = options.pop("on_step", None)
     random = options.pop("random", None)
     steps = options.pop("steps", 0) or 0
     stats = options.pop("stats", False)
@@ -587,10 +790,36 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
     if output_device is not None:
         ro.one_device = True
         ro.output_device = int(output_device)
+    if init_state not in (None, "zeros"):
+        raise ValueError("tessel: init_state is None or \"zeros\", not %r" % (init_state,))
+    ro.zero_state = init_state == "zeros"
+    if watch is not None:
+        wb = str(watch).encode()
+        keep.append(wb)
+        ro.watch = wb
+    history, raised = [], []
+    if watch is not None or on_step is not None:
+        def hook(ctx, info):
+            try:
+                s = ctypes.cast(info, ctypes.POINTER(_capi.TsStepInfo)).contents
+                w = s.watched if s.has_watched else None
+                if watch is not None:
+                    history.append(w)
+                if on_step is not None and not raised:
+                    on_step(StepInfo(base + s.step, total or s.steps, s.seconds, w))
+            except BaseException as e:  # raised after the run: ctypes would only print it
+                raised.append(e)
+        cb = _capi.ON_STEP(hook)
+        keep.append(cb)
+        ro.on_step = cb
     out = ctypes.c_void_p()
     d = _capi.TsDiag()
     st = fn(handle, ctypes.byref(ro), ctypes.byref(out), ctypes.byref(d))
     del keep
+    if raised:
+        _lib.ts_outputs_free(out)
+        _lib.ts_diag_clear(ctypes.byref(d))
+        raise raised[0]
     if st != Status.OK:
         _lib.ts_outputs_free(out)
         raise _error(st, d)
@@ -599,8 +828,18 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False):
         if may_be_empty:
             return None
         raise Error(Status.EINTERNAL, "the library returned no outputs")
+    if keep_handle:
+        try:
+            res = _read_outputs(out)
+        except BaseException:
+            _lib.ts_outputs_free(out)
+            raise
+        res.history = history
+        return res, out
     try:
-        return _read_outputs(out)
+        res = _read_outputs(out)
+        res.history = history
+        return res
     finally:
         _lib.ts_outputs_free(out)
 

@@ -57,7 +57,9 @@ class TsCompileOptions(ctypes.Structure):
                 ("warning_ctx", ctypes.c_void_p),
                 ("auto_shard", c_bool),
                 ("mesh", c_char_p),
-                ("profile", c_char_p)]
+                ("profile", c_char_p),
+                ("sign_key", ctypes.c_void_p),
+                ("sign_key_len", ctypes.c_size_t)]
 
 # The type of TsCompileOptions.on_warning.
 WarningFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)
@@ -68,7 +70,8 @@ class TsGradOptions(ctypes.Structure):
                 ("loss", c_char_p),
                 ("jvp", c_bool),
                 ("sgd", ctypes.c_double),
-                ("adam", ctypes.c_double)]
+                ("adam", ctypes.c_double),
+                ("remat", c_char_p)]
 
 
 class TsArray(ctypes.Structure):
@@ -112,7 +115,8 @@ class TsTuning(ctypes.Structure):
                 ("skip_collective_after", c_int64),
                 ("fail_one_rank", c_bool),
                 ("fail_rank", c_int32),
-                ("openblas_num_threads_unset", c_bool)]
+                ("openblas_num_threads_unset", c_bool),
+                ("skip_agreement", c_bool)]
 
 
 class TsRunOptions(ctypes.Structure):
@@ -137,7 +141,9 @@ class TsRunOptions(ctypes.Structure):
                 ("heartbeat_seconds", ctypes.c_double),
                 ("tuning", TsTuning),
                 ("process_local", c_bool),
-                ("zero_state", c_bool)]
+                ("zero_state", c_bool),
+                ("nagree", c_int32),
+                ("agree", c_void_p)]
 
 
 class TsStepInfo(ctypes.Structure):
@@ -191,11 +197,13 @@ PROTOTYPES = {
     "ts_plan_num_clusters": (c_int32, [c_void_p]),
     "ts_plan_from_file": (c_bool, [c_void_p]),
     "ts_plan_file_text": (c_void_p, [c_void_p]),
+    "ts_plan_memory_fit": (c_void_p, [c_void_p]),
     "ts_plan_explain": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_show": (ST, [c_void_p, c_char_p, ctypes.c_uint, ctypes.POINTER(c_void_p), PDIAG]),
+    "ts_plan_why": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_num_inputs": (c_int32, [c_void_p]),
     "ts_plan_num_outputs": (c_int32, [c_void_p]),
     "ts_plan_input_info": (ST, [c_void_p, c_int32, ctypes.POINTER(TsArrayInfo), PDIAG]),
@@ -207,6 +215,11 @@ PROTOTYPES = {
     "ts_outputs_summary": (c_void_p, [c_void_p]),
     "ts_outputs_stats": (c_char_p, [c_void_p]),
     "ts_outputs_free": (None, [c_void_p]),
+    "ts_outputs_write": (ST, [c_void_p, c_char_p, PDIAG]),
+    "ts_outputs_verify": (ST, [c_char_p, c_char_p, PDIAG]),
+    "ts_plan_num_aliases": (c_int32, [c_void_p]),
+    "ts_plan_alias": (ST, [c_void_p, c_int32, ctypes.POINTER(c_int32), ctypes.POINTER(c_int32), PDIAG]),
+    "ts_plan_digest": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_run": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),
     "ts_plan_run_reference": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),
     "ts_run_reference": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),

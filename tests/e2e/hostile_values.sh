@@ -27,6 +27,7 @@ w = sys.argv[1]
 npy(w + "/op.npy", "<f4", (8, 4), "f", [float(i) for i in range(32)])
 npy(w + "/ix.npy", "<u8", (4, 1), "Q", [2**63, 2**64 - 1, 2**63 + 5, 1])
 npy(w + "/h.npy", "<f2", (2, 4), "e", [60000, 60000, -60000, -60000, 1, 2, 3, 4.5])
+npy(w + "/ones.npy", "<f2", (4, 1), "e", [1, 1, 1, 1])
 PY
 # rows 7, 7, 7 (clamped to 8 - 1) and 1
 WANT="<f4 4,4 28 29 30 31 28 29 30 31 28 29 30 31 4 5 6 7"
@@ -68,6 +69,26 @@ for how in --reference --num-partitions=2; do
         fail "f16 sum $how: $(npy_dump "$WORK/f16$how/output_0.npy")"
 done
 echo "hostile_values: an f16 sum whose partials overflow is the reference's, partitioned"
+# The same through a dot whose contracting dim is sharded: the partials
+# are f32 (as the reference's accumulator, and XLA's CPU backend, which
+# computes f16 dots in f32), the result rounded once. 60000 + 60000 -
+# 60000 - 60000 = 0; 1 + 2 + 3 + 4.5 = 10.5 (NaN partitioned before).
+cat >"$WORK/f16dot.hlo" <<'HLO'
+HloModule f16_dot, num_partitions=2
+
+ENTRY main {
+  x = f16[2,4] parameter(0), sharding={devices=[1,2]0,1}
+  w = f16[4,1] parameter(1), sharding={devices=[2,1]0,1}
+  ROOT d = f16[2,1] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+HLO
+for how in --reference --num-partitions=2; do
+    expect_status 0 "$TESSEL" run "$WORK/f16dot.hlo" ${how/=/ } --input 0="$WORK/h.npy" --input 1="$WORK/ones.npy" \
+        --output-dir "$WORK/f16dot$how"
+    [ "$(npy_dump "$WORK/f16dot$how/output_0.npy")" = "<f2 2,1 0 10.5" ] ||
+        fail "f16 dot $how: $(npy_dump "$WORK/f16dot$how/output_0.npy")"
+done
+echo "hostile_values: an f16 dot whose partials overflow is the reference's, partitioned"
 
 # ---- 3. a slice stride near INT64_MAX ----
 cat >"$WORK/slice.hlo" <<'HLO'

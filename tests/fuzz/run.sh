@@ -3,14 +3,14 @@
 # (default 60) from its seed corpus. Fails (exit 1) on any finding: a
 # crash, a sanitizer report, a leak, a timeout or an out-of-memory, whose
 # input libFuzzer leaves in $BUILD/artifacts/. The corpus accumulates:
-# each run starts from the seeds in the tree (tests/fuzz/corpus_<target>/)
+# each run starts from the seeds in the tree (tests/fuzz/corpus/<target>/)
 # and from $BUILD/work/<target>/, the copy grown by every earlier run in
 # that build directory, and adds what it finds there; the seeds in the
 # tree are never written by a run.
 #
 #   tests/fuzz/run.sh [SECONDS] [TARGET...]     (TARGET: parse sharding npy plan manifest)
 #   tests/fuzz/run.sh --merge [TARGET...]       by hand: minimise seeds + $BUILD/work/<target>
-#                                               into tests/fuzz/corpus_<target>/ (libFuzzer
+#                                               into tests/fuzz/corpus/<target>/ (libFuzzer
 #                                               -merge=1: the smallest set with the same
 #                                               coverage), to commit what runs have found
 #   TESSEL_FUZZ_BUILD=dir   build directory (default: build/fuzz in the tree)
@@ -43,17 +43,17 @@ if [ $merge = 1 ]; then
         mkdir -p "$build/work/$t"
         # Inputs larger than 4 KiB stay out: the seeds are kept small.
         "$build/tests/fuzz/fuzz_$t" -merge=1 -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-            "$new" "$here/corpus_$t" "$build/work/$t" >"$build/merge_$t.log" 2>&1
+            "$new" "$here/corpus/$t" "$build/work/$t" >"$build/merge_$t.log" 2>&1
         # What is already a seed stays as it is; the rest (named by libFuzzer) is new.
         for f in "$new"/*; do
             [ -e "$f" ] || continue
-            dup=$(for s in "$here/corpus_$t"/*; do cmp -s "$f" "$s" && echo "$s" && break; done)
+            dup=$(for s in "$here/corpus/$t"/*; do cmp -s "$f" "$s" && echo "$s" && break; done)
             [ -n "$dup" ] && rm "$f"
         done
         n=$(ls "$new" | wc -l)
-        mv "$new"/* "$here/corpus_$t/" 2>/dev/null || true
+        mv "$new"/* "$here/corpus/$t/" 2>/dev/null || true
         rmdir "$new"
-        echo "fuzz_$t: $n new seeds in tests/fuzz/corpus_$t (review and commit them)"
+        echo "fuzz_$t: $n new seeds in tests/fuzz/corpus/$t (review and commit them)"
     done
     exit 0
 fi
@@ -68,7 +68,7 @@ for t in "${targets[@]}"; do
     # -rss_limit_mb: a finding if one input needs more; -timeout: per input.
     if "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" "${dict[@]}" \
-        "$work" "$here/corpus_$t" >"$log" 2>&1; then
+        "$work" "$here/corpus/$t" >"$log" 2>&1; then
         grep -E '^stat::number_of_executed_units|^Done' "$log" | tr '\n' ' '
         echo
     else

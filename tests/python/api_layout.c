@@ -46,12 +46,15 @@ int main(void)
     FIELD(TsCompileOptions, auto_shard);
     FIELD(TsCompileOptions, mesh);
     FIELD(TsCompileOptions, profile);
+    FIELD(TsCompileOptions, sign_key);
+    FIELD(TsCompileOptions, sign_key_len);
     SIZE(TsGradOptions);
     FIELD(TsGradOptions, wrt);
     FIELD(TsGradOptions, loss);
     FIELD(TsGradOptions, jvp);
     FIELD(TsGradOptions, sgd);
     FIELD(TsGradOptions, adam);
+    FIELD(TsGradOptions, remat);
     SIZE(TsArray);
     FIELD(TsArray, dtype);
     FIELD(TsArray, rank);
@@ -114,8 +117,11 @@ int main(void)
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
     FIELD(TsTuning, openblas_num_threads_unset);
+    FIELD(TsTuning, skip_agreement);
     FIELD(TsRunOptions, process_local);
     FIELD(TsRunOptions, zero_state);
+    FIELD(TsRunOptions, nagree);
+    FIELD(TsRunOptions, agree);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;

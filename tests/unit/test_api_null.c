@@ -191,6 +191,18 @@ static void test_runs_and_outputs(void **state)
     EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: heartbeat_seconds must be 0 (60 s), negative (none) or "
                                         "from 1 to 3.16224e+07 seconds, not 1e-09");
     EXPECT(ts_mpi_heartbeat(NULL, 5, &d), "ts_mpi_heartbeat: w is NULL");
+    ro = (TsRunOptions){.random = true, .nagree = 1};
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: agree is NULL with nagree > 0");
+    ro.nagree = TS_AGREE_MAX + 1;
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: nagree is outside [0, TS_AGREE_MAX]");
+    TsAgreeItem same = {.what = "x", .value = NULL};
+    ro = (TsRunOptions){.random = true, .nagree = 1, .agree = &same};
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: agree 0 needs what and value");
+    /* a sign key of no bytes */
+    TsCompileOptions nokey = {.sign_key = "", .sign_key_len = 0};
+    TsPlan *q = (TsPlan *)0x1;
+    EXPECT(ts_compile(m, &nokey, &q, &d), "sign_key is empty (sign_key_len 0): a key needs bytes");
+    assert_null(q);
 
     /* outputs */
     ro = (TsRunOptions){.random = true, .seed = 1};

@@ -37,7 +37,7 @@
 
 static char *model_text;   /* mlp_megatron, @N and @D substituted */
 static size_t model_len;
-static char *plan_text;    /* tests/fuzz/corpus_plan/mlp_megatron_n2.plan */
+static char *plan_text;    /* tests/fuzz/corpus/plan/mlp_megatron_n2.plan */
 static size_t plan_len;
 
 /* ---- fixtures ---- */
@@ -87,7 +87,7 @@ static int setup(void **state)
     (void)state;
     size_t n;
     char *raw = read_file(TESSEL_SRC_DIR "/tests/models/mlp_megatron.hlo", &n);
-    plan_text = read_file(TESSEL_SRC_DIR "/tests/fuzz/corpus_plan/mlp_megatron_n2.plan", &plan_len);
+    plan_text = read_file(TESSEL_SRC_DIR "/tests/fuzz/corpus/plan/mlp_megatron_n2.plan", &plan_len);
     if (!raw || !plan_text)
         return -1;
     char *a = substitute(raw, "@N", "2");

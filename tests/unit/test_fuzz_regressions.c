@@ -1,7 +1,7 @@
 /*
  * test_fuzz_regressions.c: replays every input a fuzzer ever found a bug
  * with (tests/fuzz/regressions/TARGET-*), and every seed of the fuzz
- * corpora (every file of tests/fuzz/corpus_TARGET), through the same target bodies the
+ * corpora (every file of tests/fuzz/corpus/TARGET), through the same target bodies the
  * libFuzzer executables run (tests/fuzz/targets.h). Each input must give
  * IR_OK or a clean error (a known status with a message) and never crash;
  * leaks are caught by the ASan build and by valgrind.
@@ -136,7 +136,7 @@ static void test_corpora(void **state)
     (void)state;
     for (size_t i = 0; i < NTARGETS; i++) {
         char dir[512];
-        snprintf(dir, sizeof dir, "%s/corpus_%s", FUZZ_DIR, targets[i].name);
+        snprintf(dir, sizeof dir, "%s/corpus/%s", FUZZ_DIR, targets[i].name);
         int n = replay_dir(dir, targets[i].fn);
         if (n <= 0)
             fail_msg("%s: no seeds", dir);

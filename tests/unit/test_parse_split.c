@@ -133,7 +133,7 @@ static void test_corpora(void **state)
     int models = every_file(TESSEL_SRC_DIR "/tests/models", 2);
     assert_true(models > 20);
     assert_true(every_file(TESSEL_SRC_DIR "/examples", 2) >= 1);
-    assert_true(every_file(TESSEL_SRC_DIR "/tests/fuzz/corpus_parse", 2) > 10);
+    assert_true(every_file(TESSEL_SRC_DIR "/tests/fuzz/corpus/parse", 2) > 10);
     int wild = every_file(TESSEL_SHARED_DIR "/conformance/xla_wild/modules", 2);
     int spmd = every_file(TESSEL_SHARED_DIR "/conformance/xla_spmd/modules", 2);
     if (wild < 0 || spmd < 0)

@@ -235,6 +235,53 @@ static void test_position_independent(void **state)
     }
 }
 
+/* exp's arguments far below its range (a causal mask's -1e9 minus a row's
+ * maximum) among ordinary ones, in whole and partial vectors: below the
+ * underflow bound (f32 -103.98, f64 -745.14) exactly +0 (Annex F: the
+ * correctly rounded result underflows to zero), between that bound and
+ * libmvec's range libm's own bits (libmvec's lanes out of range are libm's
+ * scalar calls), the others within 4 ulp of the wider type's exp, and the
+ * logistic of +-1e9 exactly 1 and 0. */
+static void test_exp_underflow(void **state)
+{
+    (void)state;
+    if (!dev_vmath_has(OP_EXP))
+        skip();
+    const double xs[] = {-1e9, -1e30, -INFINITY, -104.5, -104.0, -103.99, -103.9, -100.0, -95.0, -88.0,
+                         -87.5, 1.0, -3.0, 0.5, -200.0, 2.0, -1e9, -0.25, 10.0, -1e9, -746.5, -745.0,
+                         -720.0, -1e9, 3.5, -1e9, -1e9, -20.0, -1e9, -1e9, -1e9, -1e9, -1e9, 7.0, -1e9};
+    enum { NX = sizeof xs / sizeof xs[0] };
+    float a[NX], r[NX];
+    double ad[NX], rd[NX];
+    for (int i = 0; i < NX; i++) {
+        a[i] = (float)xs[i];
+        ad[i] = xs[i];
+    }
+    for (int n = 1; n <= NX; n += 17 - (n % 5)) {
+        assert_true(dev_vmath_f32(OP_EXP, a, r, n));
+        assert_true(dev_vmath_f64(OP_EXP, ad, rd, n));
+        for (int i = 0; i < n; i++) {
+            if (a[i] < -103.98f) {
+                assert_true(r[i] == 0.0f && !signbit(r[i]));
+            } else if (a[i] < -87.4f) {
+                float want = expf(a[i]);
+                assert_memory_equal(&r[i], &want, sizeof want);
+            } else {
+                assert_true(ulps32(r[i], (float)exp((double)a[i])) <= 4);
+            }
+            if (ad[i] < -745.14) {
+                assert_true(rd[i] == 0.0 && !signbit(rd[i]));
+            } else if (ad[i] < -708.5) {
+                double want = exp(ad[i]);
+                assert_memory_equal(&rd[i], &want, sizeof want);
+            }
+        }
+    }
+    float big[3] = {1e9f, -1e9f, 200.0f}, lg[3];
+    assert_true(dev_vmath_f32(OP_LOGISTIC, big, lg, 3));
+    assert_true(lg[0] == 1.0f && lg[1] == 0.0f && lg[2] == 1.0f);
+}
+
 /* Ops without a vector function are refused and leave the result alone. */
 static void test_refused(void **state)
 {
@@ -257,7 +304,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accuracy_f32),       cmocka_unit_test(test_accuracy_f64),
         cmocka_unit_test(test_specials),           cmocka_unit_test(test_position_independent),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_refused),            cmocka_unit_test(test_exp_underflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,196 @@
+/*
+ * agree.c: what the ranks of ts_plan_run_mpi must share, as the fields of
+ * the runtime's agreement (runtime/mpi_agree.c): each a short text kept
+ * as it is (so a message can show both ranks' values: a seed, a step
+ * count) or the SHA-256 of a longer one (the plan, the inputs).
+ *
+ * The fields, in the order they are compared (the first that differs is
+ * the one named):
+ *   the compiled program   SHA-256 of its plan text (a model compiled on
+ *                          each rank with other options, or another model,
+ *                          or a plan edited on one host differs here)
+ *   the model              SHA-256 of the model's or plan file's text, so
+ *                          an output manifest's model_sha256 is every
+ *                          rank's model
+ *   the layout             hosts x local devices
+ *   the random inputs      "off" or the seed (and per-device); whether
+ *                          optimizer state starts at zero (zero_state)
+ *   the inputs             each input's key and source: a file by its
+ *                          path and size (each rank reads only its own
+ *                          shards of it: hashing it whole would read it
+ *                          all on every rank), an array by its type,
+ *                          shape and bytes (by type alone when
+ *                          process-local: each rank's part is its own)
+ *   steps, statistics, process-local outputs, the output device, the
+ *   watched output, the limits (trips, memory): the options that change
+ *   what runs or which collectives are made
+ *   the caller's own       TsRunOptions.agree, e.g. the command line's
+ *                          --output-dir and checkpoint options
+ * The tuning is not compared: rt_mpi_tune made it rank 0's on every rank.
+ */
+#include "api_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <nettle/sha2.h>
+
+typedef struct Fields {
+    RtAgreeField f[RT_AGREE_FIELDS];
+    int n;
+} Fields;
+
+/* A field from len bytes: the text itself when it fits, else its SHA-256
+ * (a text never passes for a digest: the kinds differ). */
+static void add_bytes(Fields *fs, const char *what, const void *bytes, size_t len)
+{
+    if (fs->n >= RT_AGREE_FIELDS)
+        return;
+    RtAgreeField *f = &fs->f[fs->n++];
+    memset(f, 0, sizeof *f);
+    f->what = what;
+    if (len <= RT_AGREE_VALUE && !memchr(bytes, 0, len)) {
+        f->kind = RT_AGREE_TEXT;
+        memcpy(f->value, bytes, len);
+        return;
+    }
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, len, bytes);
+    f->kind = RT_AGREE_DIGEST;
+    sha256_digest(&c, SHA256_DIGEST_SIZE, (uint8_t *)f->value);
+}
+
+/* A field that is the SHA-256 dg (32 bytes). */
+static void add_digest(Fields *fs, const char *what, const uint8_t *dg)
+{
+    if (fs->n >= RT_AGREE_FIELDS)
+        return;
+    RtAgreeField *f = &fs->f[fs->n++];
+    memset(f, 0, sizeof *f);
+    f->what = what;
+    f->kind = RT_AGREE_DIGEST;
+    memcpy(f->value, dg, SHA256_DIGEST_SIZE);
+}
+
+/* 64 hex digits to 32 bytes; false when hex is not that ("" unknown). */
+static bool unhex(const char *hex, uint8_t *out)
+{
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
+        int v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = hex[2 * i + k];
+            int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (x < 0)
+                return false;
+            v = v * 16 + x;
+        }
+        out[i] = (uint8_t)v;
+    }
+    return true;
+}
+
+static void add_text(Fields *fs, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void add_text(Fields *fs, const char *what, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    add_bytes(fs, what, buf, n < 0 ? 0 : (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+/* A field this rank could not work out: every rank's agreement fails on
+ * it (this rank's own error is said first by the caller). */
+static void add_unknown(Fields *fs, const char *what)
+{
+    if (fs->n >= RT_AGREE_FIELDS)
+        return;
+    RtAgreeField *f = &fs->f[fs->n++];
+    memset(f, 0, sizeof *f);
+    f->what = what;
+    f->kind = RT_AGREE_UNKNOWN;
+}
+
+/* One input's source into c: a file's path and size (a missing file
+ * counts as such: reading it fails later, on the ranks where it is
+ * missing, with the reader's own error), an array's type, shape and
+ * bytes. */
+static void hash_input(struct sha256_ctx *c, const TsInput *in, bool process_local)
+{
+    sha256_update(c, strlen(in->key) + 1, (const uint8_t *)in->key);
+    char line[160];
+    if (in->array) {
+        const TsArray *a = in->array;
+        int n = snprintf(line, sizeof line, "array %s rank %d:", a->dtype ? a->dtype : "?", (int)a->rank);
+        sha256_update(c, (size_t)n, (const uint8_t *)line);
+        if (process_local)
+            return;
+        for (int32_t k = 0; a->dims && k < a->rank; k++)
+            sha256_update(c, sizeof a->dims[k], (const uint8_t *)&a->dims[k]);
+        if (a->data && a->nbytes)
+            sha256_update(c, a->nbytes, a->data);
+        return;
+    }
+    /* A file by its path and size: each rank reads only its devices'
+     * shards of it (shard_io.c), so its content is not read here. */
+    struct stat sb;
+    int n = stat(in->path, &sb) != 0 ? snprintf(line, sizeof line, "a missing file at ")
+                                      : snprintf(line, sizeof line, "file of %" PRId64 " bytes at ", (int64_t)sb.st_size);
+    sha256_update(c, (size_t)n, (const uint8_t *)line);
+    sha256_update(c, strlen(in->path), (const uint8_t *)in->path);
+}
+
+static void add_inputs(Fields *fs, const TsRunOptions *o)
+{
+    const char *what = "inputs (keys; files by path and size, arrays by content)";
+    struct sha256_ctx c;
+    sha256_init(&c);
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    for (int32_t i = 0; i < o->ninputs; i++)
+        hash_input(&c, &o->inputs[i], o->process_local);
+    sha256_digest(&c, sizeof dg, dg);
+    add_digest(fs, what, dg);
+}
+
+IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDiag *d)
+{
+    Fields fs = {.n = 0};
+    char *text = ts_plan_file_text(p);
+    if (text)
+        add_bytes(&fs, "compiled program (plan text)", text, strlen(text) + 1);
+    else
+        add_unknown(&fs, "compiled program (plan text)");
+    ts_free(text);
+    uint8_t model[SHA256_DIGEST_SIZE];
+    if (unhex(p->sha256, model))
+        add_digest(&fs, "model (its file's SHA-256)", model);
+    else
+        add_text(&fs, "model (its file's SHA-256)", "unknown");
+    add_text(&fs, "layout", "%lld hosts x %lld local devices", (long long)ts_plan_hosts(p),
+             (long long)ts_plan_local_devices(p));
+    if (o->random)
+        add_text(&fs, "random inputs' seed", "%llu%s", (unsigned long long)o->seed, o->per_device ? " per device" : "");
+    else
+        add_text(&fs, "random inputs' seed", "none (no random inputs)");
+    add_inputs(&fs, o);
+    add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
+    add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
+    add_text(&fs, "statistics (stats)", "%s", o->stats ? "on" : "off");
+    add_text(&fs, "process-local inputs and outputs", "%s", o->process_local ? "on" : "off");
+    if (o->one_device)
+        add_text(&fs, "output device", "%lld", (long long)o->output_device);
+    else
+        add_text(&fs, "output device", "every device");
+    add_text(&fs, "watched output", "%s", o->watch ? o->watch : "none");
+    add_text(&fs, "limit on loop trips", "%lld", (long long)api_max_trips(o));
+    add_text(&fs, "limit on memory", "%lld", (long long)(o->limits ? o->limits->memory_bytes : 0));
+    for (int32_t k = 0; k < o->nagree; k++)
+        add_bytes(&fs, o->agree[k].what, o->agree[k].value, strlen(o->agree[k].value));
+    return rt_mpi_agree_fields(t, fs.f, fs.n, d);
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# mpi_agree.sh: ranks that would run different things stop before running
+# (issue 30), each rank's command line or environment differing under
+# `mpirun -np 1 A : -np 1 B` over TCP.
+#  1. The agreement before work (api/agree.c, runtime/mpi_agree.c): two
+#     models whose shardings order the devices differently, two that differ
+#     in one op, two a comment apart (one program, but the output
+#     manifest's model_sha256 names every rank's model), plans compiled
+#     from them, different --random-inputs seeds,
+#     different input files under one key, --steps, --output-dir on one rank
+#     only (either rank): exit 2 on every rank, each naming the field and the
+#     rank, nothing written (the output directory is not left behind).
+#  2. Tuning that differs (fusion, streaming stores, pieces and pipeline)
+#     is rank 0's everywhere: the run goes through, its files bit for bit
+#     the run in one process's.
+#  3. The check-ins (runtime/mpi_heartbeat.c), with the agreement skipped
+#     (TESSEL_SKIP_AGREEMENT=1): two --spmd modules whose all-reduces
+#     reduce with add on one rank and maximum on the other end the job
+#     naming both reducers, well before the heartbeat's 60 s (it used to
+#     hang Open MPI past the heartbeat, or mix data); and the same
+#     modules with the agreement on: exit 2 before running.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl=tcp,self
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
+unset TESSEL_MPI_PIECE_BYTES TESSEL_MPI_CHUNK_BYTES TESSEL_MPI_PIPELINE_BYTES TESSEL_COLL_STREAM_BOUND \
+    TESSEL_FUSION TESSEL_SKIP_AGREEMENT
+
+model() { # FILE ORDER OP
+    cat >"$1" <<HLO
+HloModule agree, num_partitions=2
+
+ENTRY main {
+  x = f32[4,8] parameter(0), sharding={devices=[2,1]$2}
+  w = f32[8,4] parameter(1), sharding={replicated}
+  d = f32[4,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[4,4] $3(d), sharding={devices=[2,1]$2}
+}
+HLO
+}
+model "$WORK/a.hlo" 0,1 tanh
+model "$WORK/order.hlo" 1,0 tanh
+model "$WORK/op.hlo" 0,1 exponential
+for m in a order op; do
+    expect_status 0 "$TESSEL" compile "$WORK/$m.hlo" --hosts 2 -o "$WORK/$m.plan"
+done
+
+# mpirun with rank 0's arguments, then rank 1's: two tessel command lines
+# (each an array name); the status in $got, the output in $OUT and $ERR.
+pair() { # A B
+    local -n a=$1 b=$2
+    got=0
+    env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun -np 1 "${a[@]}" : -np 1 "${b[@]}" >"$OUT" 2>"$ERR" || got=$?
+}
+# Both ranks say it (each prefixes its own rank), exit 2, nothing written.
+refused() { # NAME WHAT...
+    local name=$1
+    shift
+    [ "$got" = 2 ] || fail "$name: mpirun exited $got, expected 2"
+    for w in "$@"; do expect_in "$ERR" "$w"; done
+    expect_in "$ERR" "rank 0: the ranks do not run the same thing"
+    expect_in "$ERR" "rank 1: the ranks do not run the same thing"
+    expect_in "$ERR" "every rank stops, nothing written"
+    [ ! -e "$WORK/out" ] || fail "$name: $WORK/out was left behind"
+}
+
+# ---- 1. the agreement ----
+R=(--random-inputs 7 --output-dir "$WORK/out")
+A=("$TESSEL" run "$WORK/a.hlo" "${R[@]}") B=("$TESSEL" run "$WORK/order.hlo" "${R[@]}")
+pair A B
+refused "device order (models)" "rank 1's compiled program (plan text) is SHA-256"
+B=("$TESSEL" run "$WORK/op.hlo" "${R[@]}")
+pair A B
+refused "one op (models)" "rank 1's compiled program (plan text) is SHA-256"
+# One program from two model files (a comment apart): the manifest's
+# model_sha256 would be rank 0's alone, so the model's SHA-256 is agreed on.
+{ cat "$WORK/a.hlo"; echo "// a comment"; } >"$WORK/comment.hlo"
+B=("$TESSEL" run "$WORK/comment.hlo" "${R[@]}")
+pair A B
+refused "the model file" "rank 1's model (its file's SHA-256) is SHA-256"
+A=("$TESSEL" run "$WORK/a.plan" "${R[@]}") B=("$TESSEL" run "$WORK/order.plan" "${R[@]}")
+pair A B
+refused "device order (plans)" "rank 1's compiled program (plan text)"
+B=("$TESSEL" run "$WORK/op.plan" "${R[@]}")
+pair A B
+refused "one op (plans)" "rank 1's compiled program (plan text)"
+B=("$TESSEL" run "$WORK/a.plan" --random-inputs 8 --output-dir "$WORK/out")
+pair A B
+refused seed "rank 1's random inputs' seed is \"8\", rank 0's is \"7\""
+B=("$TESSEL" run "$WORK/a.plan" "${R[@]}" --steps 2)
+pair A B
+refused steps "rank 1's steps is \"2\", rank 0's is \"1\""
+npy_write "$WORK/x1.npy" '<f4' 4,8 $(seq 1 32)
+npy_write "$WORK/x2.npy" '<f4' 4,8 $(seq 2 33)
+A=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" "${R[@]}")
+B=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x2.npy" "${R[@]}")
+pair A B
+refused "input files" "rank 1's inputs (keys; files by path and size, arrays by content) is SHA-256"
+A=("$TESSEL" run "$WORK/a.plan" --random-inputs 7) B=("$TESSEL" run "$WORK/a.plan" "${R[@]}")
+pair A B
+refused "--output-dir on rank 1" "rank 1's --output-dir (given or not) is \"given\", rank 0's is \"not given\""
+pair B A
+refused "--output-dir on rank 0" "rank 1's --output-dir (given or not) is \"not given\", rank 0's is \"given\""
+# The same on both: runs.
+pair B B
+[ "$got" = 0 ] || fail "the same command line on both ranks exited $got"
+[ -f "$WORK/out/output_0.npy" ] || fail "no output_0.npy"
+mv "$WORK/out" "$WORK/same"
+
+# ---- 2. tuning: rank 0's on every rank ----
+expect_status 0 "$TESSEL" run "$WORK/a.plan" --random-inputs 7 --output-dir "$WORK/alone"
+A=(env TESSEL_FUSION=off TESSEL_COLL_STREAM_BOUND=1 TESSEL_MPI_PIECE_BYTES=13 TESSEL_MPI_PIPELINE_BYTES=0
+   "$TESSEL" run "$WORK/a.plan" --random-inputs 7 --output-dir "$WORK/tuned")
+B=(env TESSEL_FUSION=all TESSEL_COLL_STREAM_BOUND=0 TESSEL_MPI_CHUNK_BYTES=1000000
+   "$TESSEL" run "$WORK/a.plan" --random-inputs 7 --output-dir "$WORK/tuned")
+pair A B
+[ "$got" = 0 ] || fail "tuning that differs per rank: mpirun exited $got"
+cmp -s "$WORK/alone/output_0.npy" "$WORK/tuned/output_0.npy" || fail "tuned: output_0.npy differs from the run alone"
+cmp -s "$WORK/same/output_0.npy" "$WORK/tuned/output_0.npy" || fail "tuned: output_0.npy differs from the run alike"
+
+# ---- 3. the check-ins: reducers that differ ----
+reducer() { # FILE OP
+    cat >"$1" <<HLO
+HloModule reducers, num_partitions=2
+
+red {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] $2(a, b)
+}
+
+ENTRY main {
+  x = f32[64] parameter(0)
+  ROOT ar = f32[64] all-reduce(x), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=red
+}
+HLO
+}
+reducer "$WORK/add.hlo" add
+reducer "$WORK/max.hlo" maximum
+A=("$TESSEL" run "$WORK/add.hlo" --spmd --per-device --random-inputs 3 --heartbeat 60)
+B=("$TESSEL" run "$WORK/max.hlo" --spmd --per-device --random-inputs 3 --heartbeat 60)
+pair A B
+refused "reducers (agreement)" "rank 1's compiled program (plan text) is SHA-256"
+A=(env TESSEL_SKIP_AGREEMENT=1 "${A[@]}" --output-dir "$WORK/out")
+B=(env TESSEL_SKIP_AGREEMENT=1 "${B[@]}" --output-dir "$WORK/out")
+t0=$(date +%s)
+pair A B
+t1=$(date +%s)
+[ "$got" != 0 ] || fail "reducers that differ (no agreement): exit 0"
+[ "$got" != 124 ] || fail "reducers that differ (no agreement): a hang (timeout)"
+expect_in "$ERR" "reducing with add on f32"
+expect_in "$ERR" "reducing with maximum on f32"
+expect_in "$ERR" "the ranks diverged"
+[ $((t1 - t0)) -lt 30 ] || fail "reducers that differ: $((t1 - t0)) s, the heartbeat's time rather than the check-in's"
+[ ! -e "$WORK/out/output_0.npy" ] || fail "reducers that differ: an output was written"
+echo "mpi_agree: ok"
