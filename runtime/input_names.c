@@ -16,8 +16,9 @@
  *
  * A reading that names two parameters (JAX spells p['a.b'] and p['a b']
  * both p__a_b__) is an error naming both. A key no reading accepts is an
- * error listing the names that work, nearest first (Levenshtein distance),
- * so a typo shows its correction first.
+ * error listing the names that work, nearest first (Levenshtein distance,
+ * ir/nearest.c), so a typo shows its correction first, named in a "did
+ * you mean" when it is a slip away.
  */
 #include "transport.h"
 
@@ -239,6 +240,11 @@ static Cand *candidates(const IrComputation *c, const char *key, int32_t *n)
 /* How many names the error lists at most. */
 enum { NAMES_SHOWN = 12 };
 
+static const char *cand_name(void *ctx, int32_t i)
+{
+    return ((const Cand *)ctx)[i].name;
+}
+
 static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
 {
     int32_t n = 0;
@@ -246,6 +252,10 @@ static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
     if (!v)
         return ir_oom(d, NULL);
     IrStrBuf b = {0};
+    const char *near = ir_nearest(key, strlen(key), n, cand_name, v);
+    if (near)
+        ir_sb_printf(&b, "did you mean %s? ", near);
+    ir_sb_puts(&b, "the names that work, nearest first: ");
     for (int32_t i = 0; i < n && i < NAMES_SHOWN; i++) {
         const IrInstr *ins = param_instr(c, v[i].param);
         ir_sb_printf(&b, "%s%s%s (parameter %d)", i ? ", " : "", v[i].name, ins->shape.type == IR_TUPLE ? ".LEAF" : "",
@@ -260,8 +270,8 @@ static IrStatus unknown_key(const IrComputation *c, const char *key, IrDiag *d)
     if (!names)
         return ir_oom(d, NULL);
     IrStatus st = c->nparam == 0 ? ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "input %s: the entry computation has no parameters", key)
-                                 : ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "input %s: no entry parameter has this name or index; the names "
-                                        "that work, nearest first: %s; or an index 0..%d",
+                                 : ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "input %s: no entry parameter has this name or index; %s; "
+                                        "or an index 0..%d",
                                         key, names, (int)c->nparam - 1);
     ts_free(names);
     return st;

@@ -70,7 +70,8 @@ class TsGradOptions(ctypes.Structure):
                 ("loss", c_char_p),
                 ("jvp", c_bool),
                 ("sgd", ctypes.c_double),
-                ("adam", ctypes.c_double)]
+                ("adam", ctypes.c_double),
+                ("remat", c_char_p)]
 
 
 class TsArray(ctypes.Structure):
@@ -196,6 +197,7 @@ PROTOTYPES = {
     "ts_plan_num_clusters": (c_int32, [c_void_p]),
     "ts_plan_from_file": (c_bool, [c_void_p]),
     "ts_plan_file_text": (c_void_p, [c_void_p]),
+    "ts_plan_memory_fit": (c_void_p, [c_void_p]),
     "ts_plan_explain": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),

@@ -79,7 +79,7 @@ expect_status 0 "$TESSEL" run "$WORK/step.hlo" "${IN[@]}" --steps 3 --output-dir
 for i in 0 1 2 3 4; do cmp -s "$WORK/files/output_$i.npy" "$WORK/zeros/output_$i.npy" || fail "output $i: zero files and --init-state differ"; done
 # a typo in a state name: the nearest names first
 expect_status 2 "$TESSEL" run "$WORK/step.hlo" "${IN[@]}" --input m_w1="$WORK/z8.npy"
-expect_in "$ERR" "input m_w1: no entry parameter has this name or index; the names that work, nearest first: m_w (parameter 2), m_w.1 (parameter 2)"
+expect_in "$ERR" "input m_w1: no entry parameter has this name or index; did you mean m_w? the names that work, nearest first: m_w (parameter 2), m_w.1 (parameter 2)"
 if command -v mpirun >/dev/null 2>&1; then
     expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self -np 2 \
         "$TESSEL" run "$WORK/step.hlo" "${IN[@]}" --output-dir "$WORK/mpi" </dev/null

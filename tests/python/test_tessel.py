@@ -283,6 +283,27 @@ class TestMlp(Case):
         y, = again.run([self.x, self.w1, self.w2])
         self.assertClose(y, self.want, "parse_plan vs numpy")
 
+    def test_compile_memory(self):
+        # tests/models/memfit/operand_order.hlo: 106500 bytes in the
+        # executor's order, 73732 reordered (worked out in the file), the least.
+        model = SRC / "tests" / "models" / "memfit" / "operand_order.hlo"
+        p = tessel.compile(model, memory=80000)
+        fit = p.memory_fit
+        self.assertIn("estimated peak 106500 -> 73732 bytes", fit)
+        self.assertIsNone(tessel.compile(model).memory_fit)
+        self.assertIsNone(tessel.compile(model, memory=110000).memory_fit)  # within: unchanged
+        x = np.linspace(-1, 1, 1024, dtype=np.float32)
+        y, = p.run([x])
+        plain, = tessel.compile(model).run([x])
+        self.assertEqual(y.tobytes(), plain.tobytes())  # the same arithmetic, reordered
+        # out = x . y: x's 8 rows are p, y = 16 * -p (sums of 16 equal terms)
+        want = np.full((8, 1), -16 * np.sum(x.astype(np.float64) ** 2))
+        self.assertClose(y, want, "compile(memory=) vs numpy")
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(model, memory=70000)
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        self.assertIn("needs at least 73732 bytes per device", str(cm.exception))
+
     def test_compile_forms(self):
         for model_arg in (tessel.load_module(MLP), MLP):  # a Module, a pathlib.Path
             p = tessel.compile(model_arg, num_partitions=2)
