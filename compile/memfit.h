@@ -9,8 +9,9 @@
  * nodes outside it); a node's value lives from its position to its last
  * user's (the root's to the end; a referring user's, mf_refers, as long as
  * that user), the parameters throughout: the model of the plan's peak
- * estimate (partition/memory.c) without its buffer reuse and called
- * computations, which the final estimate then counts.
+ * estimate (partition/memory.c) without the executor's run-time fusion,
+ * its buffer reuse and called computations. It errs high; the fit's
+ * verdict is the estimate's own (plan_peak_bytes).
  */
 #ifndef TESSEL_COMPILE_MEMFIT_H
 #define TESSEL_COMPILE_MEMFIT_H
