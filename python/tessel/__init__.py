@@ -452,6 +452,17 @@ class Plan(_Handle):
         _call(_lib.ts_plan_dump, self._handle(), format.encode(), ctypes.byref(out))
         return _take_string(out)
 
+    def why(self, name):
+        """Why the collectives that produce or consume the value `name` are
+        there (`tessel plan --why NAME`): each with its bytes per device,
+        the instruction that asked for it and its FILE:LINE:COL, the
+        sharding conflict in words, and the change that would avoid it; the
+        same reasons are in dump("json")'s collectives ("why"). Raises
+        Error (EINPUT) when the plan has nothing of that name."""
+        out = ctypes.c_void_p()
+        _call(_lib.ts_plan_why, self._handle(), name.encode(), ctypes.byref(out))
+        return _take_string(out)
+
     def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None, per_device=False,
             output_device=None, process_local=False, init_state=None, watch=None, on_step=None,
             checkpoint_every=0, checkpoint_dir=None, resume=None):

@@ -203,6 +203,7 @@ PROTOTYPES = {
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_show": (ST, [c_void_p, c_char_p, ctypes.c_uint, ctypes.POINTER(c_void_p), PDIAG]),
+    "ts_plan_why": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_num_inputs": (c_int32, [c_void_p]),
     "ts_plan_num_outputs": (c_int32, [c_void_p]),
     "ts_plan_input_info": (ST, [c_void_p, c_int32, ctypes.POINTER(TsArrayInfo), PDIAG]),

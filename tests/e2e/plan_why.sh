@@ -160,6 +160,11 @@ PY
 expect_status 0 "$TESSEL" plan all_replicated.hlo
 expect_in "$ERR" "warning: module all_replicated: 2 values carry a sharding, but every one is {replicated}, so nothing is partitioned: each of the 4 partitions computes the whole module"
 expect_in "$ERR" "docs/hlo-text.md, Shardings"
+# every value on one device (maximal): said so
+sed 's/sharding={[^}]*}/sharding={maximal device=0}/' all_replicated.hlo >"$WORK/all_maximal.hlo"
+expect_status 0 "$TESSEL" plan "$WORK/all_maximal.hlo"
+expect_in "$ERR" "2 values carry a sharding, but every one puts its value whole on one device ({maximal}), so nothing is partitioned"
+expect_status 0 "$TESSEL" plan all_replicated.hlo
 # ... and once only; none when something is split
 [ "$(grep -c warning: "$ERR")" = 1 ] || fail "the warning is said more than once"
 expect_status 0 "$TESSEL" plan forced.hlo

@@ -263,6 +263,22 @@ class TestMlp(Case):
             self.plan.dump("yaml")
         self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
 
+    def test_why(self):
+        # examples/mlp.hlo: y = dot(act, w2) contracts dim 1 of act (f32[8,32]
+        # tiled over 2): the partial f32[8,8] (256 bytes) is all-reduced,
+        # 2*(2-1)/2*256 = 256 bytes per device; y's name at line 13, col 8
+        # (the file is what compile() was given a name for: here <string>).
+        text = self.plan.why("y")
+        self.assertIn("all-reduce (all-reduce, 256 bytes per device, groups {{0,1}}) on y's value", text)
+        self.assertIn(":13:8: dot y contracts dim 1 of act, which is tiled over 2 devices: "
+                      "partial sums are all-reduced", text)
+        why = json.loads(self.plan.dump("json"))["clusters"][0]["collectives"][0]["why"]
+        self.assertEqual((why["kind"], why["instruction"], why["line"], why["column"], why["avoid"]),
+                         ("partial", "y", 13, 8, None))
+        with self.assertRaises(tessel.Error) as cm:
+            self.plan.why("nosuch")
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+
     def test_truncated_plan(self):
         text = self.plan.text()
         lines = text.split("\n")
