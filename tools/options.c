@@ -179,7 +179,10 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p)
     TsCompileOptions co = cli_compile_options(o);
     /* The layout is the command's to decide (cli_layout), not the
      * compile's: a plan keeps what it was compiled for. */
-    co.hosts = co.local_devices = 0;
+    /* (--auto-shard keeps them: its cost model prices a group that
+     * crosses hosts by the links between them.) */
+    if (!o->auto_shard)
+        co.hosts = co.local_devices = 0;
     TsStatus st = ts_plan_open(path, &co, p, &d);
     if (st != TS_OK)
         return cli_report(st, &d);
