@@ -35,9 +35,9 @@ static void curve_svg(IrStrBuf *o, const PlanMemory *pm)
                  PAD, H - PAD, W - PAD, H - PAD, PAD, PAD, PAD, H - PAD);
     ir_sb_printf(o, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#c00\" stroke-dasharray=\"4 3\"/>\n", PAD,
                  PAD, W - PAD, PAD);
-    ir_sb_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%lld</text>"
+    ir_sb_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"11\">peak %lld bytes</text>"
                     "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">0</text>\n",
-                 PAD - 4, PAD + 4, (long long)pm->peak, PAD - 4, H - PAD + 4);
+                 PAD + 4, PAD - 6, (long long)pm->peak, PAD - 4, H - PAD + 4);
     ir_sb_printf(o, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">step (execution order, %d "
                     "instructions); bytes live per device</text>\n",
                  W / 2, H - 8, (int)n);
@@ -66,7 +66,7 @@ void compile_memory_html(IrStrBuf *o, const PlanMemory *pm)
     } else {
         ir_sb_puts(o, " before the first step (the parameters)");
     }
-    ir_sb_puts(o, "; liveness over the execution order (docs/plan.md, \"Memory\")</p>\n");
+    ir_sb_puts(o, "; liveness over the execution order (docs/plan.md, \"Memory per device\")</p>\n");
     ir_sb_puts(o, "<table class=\"memory\"><tr><th>at the peak</th><th>bytes</th></tr>\n");
     static const char *const what[4] = {"parameters", "outputs", "collective buffers", "temporaries"};
     for (int k = 0; k < 4; k++)
