@@ -18,7 +18,8 @@ TsStatus ts_add_gradients(const TsModule *m, const TsGradOptions *o, TsModule **
     TsGradOptions none = {0};
     if (!o)
         o = &none;
-    GradOptions go = {.wrt = o->wrt, .loss = o->loss, .jvp = o->jvp, .sgd = o->sgd, .adam = o->adam};
+    GradOptions go = {.wrt = o->wrt, .loss = o->loss, .jvp = o->jvp, .sgd = o->sgd, .adam = o->adam,
+                      .remat = o->remat};
     IrDiag id = {0};
     IrModule *g = NULL;
     IrStatus st = grad_module(m->ir, &go, &g, &id);

@@ -189,7 +189,8 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     (void)api_limits(o->limits, &maxdev);
     CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
                          .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify,
-                         .link_gbps = o->link_gbps, .warn = o->on_warning, .warn_ctx = o->warning_ctx};
+                         .link_gbps = o->link_gbps, .warn = o->on_warning, .warn_ctx = o->warning_ctx,
+                         .memory_limit = o->limits && o->limits->memory_bytes > 0 ? o->limits->memory_bytes : 0};
     p->reference = reference;
     DumpDir dd;
     AutoOptions ao;
@@ -439,6 +440,11 @@ char *ts_plan_file_text(const TsPlan *p)
     if (!p)
         return NULL;
     return compile_plan_file_text_signed(&p->r, p->key, p->keylen);
+}
+
+char *ts_plan_memory_fit(const TsPlan *p)
+{
+    return p ? compile_fit_summary(&p->r) : NULL;
 }
 
 TsStatus ts_plan_save(const TsPlan *p, const char *path, TsDiag *d)

@@ -4,7 +4,7 @@ the same run (python3, stdlib only). bench/run calls it once per benchmark:
 
     driver.py NAME [--quick] [--bin build/release]
 
-NAME is mlp, mlp-tcp, train, allreduce, allreduce-local, allgather,
+NAME is mlp, mlp-tcp, train, train-remat, allreduce, allreduce-local, allgather,
 allgather-local, reduce-scatter, reduce-scatter-local, alltoall,
 alltoall-local, elementwise, softmax, layernorm, compile, compile-devices,
 memory, parse or parse-wild (dot is the C program dot_bench). Every benchmark alternates tessel and its
@@ -28,6 +28,7 @@ raw MPI call on the same buffers; in one process (2 devices, 2 threads)
 it is the time the collective's memory traffic takes at the bandwidth
 bench/stream_base measures with 2 threads in the same run.
 """
+import json
 import math
 import os
 import re
@@ -159,6 +160,57 @@ def bench_train(o):
     return ("tessel %.2f ms a step (collectives %.2f) mpi+blas %.2f ms a step (first %.2f, warm %.2f) "
             "(x[%d,%d] W1[%d,%d], forward + backward + SGD, 2 ranks, %d steps a process, median of %d) "
             "ratio %.2f" % (t / STEPS, tc / STEPS, bt / STEPS, bc, bw, b, d, d, f, STEPS, REPS, t / bt))
+
+
+def bench_train_remat(o):
+    """The SGD step of a deep tanh MLP (gen.py deep: activations far
+    outweigh the weights) whose natural estimated peak per device is P,
+    compiled with --limit memory=P/2 (reordered, values recomputed:
+    docs/plan.md, "Fitting a memory limit"), against the unlimited step:
+    time per step (execute, slowest rank), the measured peak under the
+    limit (`--stats`, device 0), outputs bit for bit equal."""
+    layers, b, d = (16, 2048, 128) if not o["quick"] else (16, 512, 64)
+    fwd = gen("deep", [layers, b, d], os.path.join(o["work"], "deep_%d_%d_%d.hlo" % (layers, b, d)))
+    step = os.path.join(o["work"], "deep_step_%d_%d_%d.hlo" % (layers, b, d))
+    wrt = ",".join("w%d" % (k + 1) for k in range(layers))
+    run([o["tessel"], "grad", fwd, "--wrt", wrt, "--sgd", "1e-3", "-o", step])
+    plan = json.loads(run([o["tessel"], "plan", step, "--format", "json"]).stdout)
+    peak = plan["clusters"][0]["memory"]["peak_bytes_per_device"]
+    limit = peak // 2
+    fit = json.loads(run([o["tessel"], "plan", step, "--format", "json", "--limit", "memory=%d" % limit]).stdout)
+    fit = fit["clusters"][0]["memory"]["fit"]
+    times = {0: [], limit: []}
+    measured = 0
+    outs = {}
+    for r in range(-1, REPS):
+        last = r == REPS - 1
+        for lim in (0, limit):
+            cmd = [o["tessel"], "run", step, "--random-inputs", "7", "--stats", "--steps", str(STEPS)]
+            if lim:
+                cmd += ["--limit", "memory=%d" % lim]
+            if last:
+                outs[lim] = os.path.join(o["work"], "deep_out_%d" % lim)
+                cmd += ["--output-dir", outs[lim]]
+            p = run(mpirun(2, cmd))
+            if r >= 0:
+                times[lim].append(stat_mpi(p.stderr, "execute"))
+            if lim:
+                m = re.findall(r"measured peak device \d+ (\d+) bytes", p.stderr)
+                if not m:
+                    raise Failed("no measured peak in tessel's --stats: %s" % p.stderr.strip()[-300:])
+                measured = max([measured] + [int(x) for x in m])
+    if measured > limit:
+        raise Failed("measured peak %d bytes over the limit %d" % (measured, limit))
+    for f in sorted(os.listdir(outs[0])):
+        if f.endswith(".npy") and open(os.path.join(outs[0], f), "rb").read() != \
+                open(os.path.join(outs[limit], f), "rb").read():
+            raise Failed("%s differs under the limit" % f)
+    t0, t1 = median(times[0]) / STEPS, median(times[limit]) / STEPS
+    return ("unlimited %.2f ms a step, --limit memory=P/2 %.2f ms a step (estimated peak P %d -> %d bytes, "
+            "measured %d <= %d; %d values recomputed, %.3g extra FLOPs per device a step; outputs bit-equal) "
+            "(%d layers, x[%d,%d] over 2 ranks, %d steps a process, median of %d) ratio %.2f"
+            % (t0, t1, peak, fit["peak_after"], measured, limit, len(fit["recomputed"]), fit["extra_flops"],
+               layers, b, d, STEPS, REPS, t1 / t0))
 
 
 # The collective benchmarks: each process runs CSTEPS steps (tessel) or
@@ -602,7 +654,8 @@ def bench_parse_wild(o):
             % (mw, files[0][1] / 1e6, mt, files[1][1] / 1e6, REPS, mw / mt))
 
 
-BENCHES = {"mlp": bench_mlp, "mlp-tcp": bench_mlp_tcp, "train": bench_train, "allreduce": bench_allreduce,
+BENCHES = {"mlp": bench_mlp, "mlp-tcp": bench_mlp_tcp, "train": bench_train, "train-remat": bench_train_remat,
+           "allreduce": bench_allreduce,
            "allreduce-local": bench_allreduce_local, "allgather": bench_allgather,
            "allgather-local": bench_allgather_local, "reduce-scatter": bench_reduce_scatter,
            "reduce-scatter-local": bench_reduce_scatter_local, "alltoall": bench_alltoall,

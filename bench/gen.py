@@ -10,6 +10,9 @@
     gen.py train B D F OUT          the mlp with a loss, sum(y^2) / 2, as its
                                     root: `tessel grad --sgd` makes the
                                     training step of the `train` benchmark
+    gen.py deep L B D OUT           a deep tanh MLP (L layers of D x D, x[B,D]
+                                    split over 2 devices) with that loss: the
+                                    step of the `train-remat` benchmark
     gen.py allreduce N OUT          an explicit all-reduce over 2 partitions
                                     of a replicated f32[N]
     gen.py allgather N OUT          a per-device program (`tessel run --spmd`)
@@ -160,6 +163,26 @@ ENTRY main {
   ROOT l = f32[] multiply(s, half)
 }
 """ % {"b": b, "d": d, "f": f}
+
+
+def deep(layers, b, d):
+    """A deep tanh MLP with loss sum(y^2)/2, its batch x[b,d] split over 2
+    devices and its square weights replicated: activations (layers x b x d)
+    far outweigh the weights, so its SGD step is what rematerialization
+    fits to half its peak (BENCHMARKS.md, train-remat)."""
+    out = ["HloModule deep_bench, num_partitions=2", "", "add {", "  a = f32[] parameter(0)",
+           "  b = f32[] parameter(1)", "  ROOT s = f32[] add(a, b)", "}", "", "ENTRY main {",
+           "  h0 = f32[%d,%d] parameter(0), sharding={devices=[2,1]0,1}" % (b, d)]
+    for l in range(layers):
+        out.append("  w%d = f32[%d,%d] parameter(%d), sharding={replicated}" % (l + 1, d, d, l + 1))
+    for l in range(1, layers + 1):
+        out.append("  d%d = f32[%d,%d] dot(h%d, w%d), lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+                   % (l, b, d, l - 1, l))
+        out.append("  h%d = f32[%d,%d] tanh(d%d)" % (l, b, d, l))
+    out += ["  sq = f32[%d,%d] multiply(h%d, h%d)" % (b, d, layers, layers), "  z = f32[] constant(0)",
+            "  s = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add", "  half = f32[] constant(0.5)",
+            "  ROOT l = f32[] multiply(s, half)", "}", ""]
+    return "\n".join(out)
 
 
 def mlp_layers(layers, n, f):
@@ -321,7 +344,7 @@ ENTRY main {
 
 
 def main(argv):
-    kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "allreduce": (allreduce, 1),
+    kinds = {"transformer": (transformer, 1), "mlp": (mlp, 3), "train": (train, 3), "deep": (deep, 3), "allreduce": (allreduce, 1),
              "memory": (memory, 1), "elementwise": (elementwise, 1), "mlp_layers": (mlp_layers, 3), "softmax": (softmax, 2),
              "layernorm": (layernorm, 2),
              "allgather": (lambda n: spmd_collective("allgather", n), 1),

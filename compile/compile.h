@@ -12,6 +12,10 @@
  *                bytes over the execution order (inline SVG)
  *   view_why.c   why each collective is there: the text view's lines, --why
  *   view_colour.c the graph's colours by meaning, and their legend
+ *   memfit.c     compile_fit_memory: fit a memory limit (the driver of the
+ *                two below, memfit.h), compile_remat_list, what a fit did
+ *   memfit_schedule.c  an order with a lower peak (a list scheduler)
+ *   memfit_remat.c     rematerialization to a limit; FLOPs of an instruction
  *
  * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
@@ -42,6 +46,10 @@ typedef struct CompileOptions {
     /* Shardings chosen for the values the module leaves unsharded
      * (auto/, before propagation); NULL: none. */
     const AutoOptions *auto_shard;
+    /* > 0: fit each cluster's estimated peak per device (with what the
+     * host program holds) within this many bytes (compile_fit_memory);
+     * IR_EINPUT naming the smallest peak reached when nothing fits. */
+    int64_t memory_limit;
     /* Called with the module after each pass (--dump-dir): `what` names
      * it ("after_propagate", "after_outline", "cluster_0.after_spmd_partition",
      * ...). A failure (the callback's, in d) ends the compile. May be NULL. */
@@ -55,6 +63,22 @@ typedef struct CompileOptions {
     void *warn_ctx;
 } CompileOptions;
 
+/* What fitting a memory limit did to one cluster's SPMD program. */
+typedef struct CompileFit {
+    int64_t limit;           /* bytes per device asked for the cluster (0: no limit) */
+    int64_t before, after;   /* estimated peak per device before fitting, after */
+    int64_t least;           /* the least estimate of the orders tried (<= after) */
+    bool scheduled;          /* reordered (the module is is_scheduled=true) */
+    int32_t nremat;          /* instructions recomputed */
+    int64_t flops;           /* FLOPs the recomputations add per device per run */
+} CompileFit;
+
+/* One recomputation in an SPMD program (compile_remat_list). */
+typedef struct CompileRemat {
+    const char *name, *of;   /* the copy, the instruction it recomputes */
+    int64_t bytes, flops;    /* its value per device; its FLOPs per run */
+} CompileRemat;
+
 /* A compiled program and what the passes decided, for dumps. */
 typedef struct CompileResult {
     PlanProgram prog;        /* what the runtime executes */
@@ -62,6 +86,7 @@ typedef struct CompileResult {
     Plan **plans;            /* prog.ncluster entries: trees, devices, islands */
     bool from_plan;          /* loaded from a plan file */
     AutoReport autoshard;    /* what --auto-shard chose and why (explain NULL: not run) */
+    CompileFit *fit;         /* prog.ncluster entries when compiled with a memory limit, else NULL */
 } CompileResult;
 
 /* Compile `src` (a verified module; taken, also on failure): the passes
@@ -81,6 +106,31 @@ IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileRes
 /* Rebuild the plans of r for another host layout (hosts >= 1; local 0:
  * N*R/hosts). IR_EINPUT when N*R is not hosts x local. */
 IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, IrDiag *d);
+
+/* ---- memfit.c ---- */
+
+/* Fit the estimated peak per device of spmd's entry (plan_peak_bytes)
+ * within `limit` bytes (> 0): when over it, reorder the entry to lower
+ * the peak, then recompute values before their late uses (each copy an
+ * instruction NAME.remat with frontend attribute _tessel_remat="NAME"),
+ * and mark the module is_scheduled; results are unchanged (no
+ * reassociation). *fit says what it did; fit->after > limit when nothing
+ * fits (not an error here: the driver refuses). IR_ENOMEM, or IR_EINPUT
+ * for an entry with a cycle. */
+IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDiag *d);
+/* The recomputations of spmd's entry (marked as above), in order: up to
+ * cap into out; returns how many there are. Can't fail. */
+int32_t compile_remat_list(const IrModule *spmd, CompileRemat *out, int32_t cap);
+/* The memory fit of cluster k of r as the plan text prints it (lines
+ * starting with `indent`): the limit and the peak before and after (a
+ * fresh compile with a limit), whether the order is scheduled, and each
+ * recomputation with its bytes and FLOPs. Nothing for a cluster neither
+ * fitted nor scheduled. OOM is the buffer's. */
+void compile_fit_describe(IrStrBuf *o, const CompileResult *r, int32_t k, const char *indent);
+/* What fitting the limit did to each cluster it changed, for stderr
+ * (compile_fit_describe's lines after "cluster K "); NULL when it changed
+ * none (or on OOM). Heap text (ts_free). */
+char *compile_fit_summary(const CompileResult *r);
 
 /* ---- plan_file.c ---- */
 

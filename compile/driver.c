@@ -33,6 +33,13 @@
  *                          are those of step 3: no second propagation).
  *                          Establishes one SPMD program per cluster,
  *                          per-device shapes, collectives. Verified after.
+ *   5b. fit memory         with CompileOptions.memory_limit: each SPMD
+ *                          program whose estimated peak per device (with
+ *                          what the host program holds) is over it is
+ *                          reordered, then values are recomputed
+ *                          (compile_fit_memory, memfit.c); verified after;
+ *                          IR_EINPUT naming the smallest peak reached when
+ *                          nothing fits. Breaks nothing: same results.
  *   6. split/concat trees, device assignment, islands
  *                          plan_build per cluster for H hosts x L devices.
  *
@@ -113,9 +120,31 @@ static IrStatus dump(const CompileOptions *o, int32_t k, const char *pass, const
     return o->dump(o->dump_ctx, what, m, d);
 }
 
+/* Step 5b for cluster k: its SPMD program within `limit` bytes per
+ * device, what the host program holds (`host` bytes) taken off. */
+static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t host, int32_t k, CompileFit *fit,
+                           IrDiag *d)
+{
+    int64_t limit = opt->memory_limit - host;
+    IrStatus st = compile_fit_memory(c->spmd, limit > 0 ? limit : 1, fit, d);
+    if (st == IR_OK && fit->scheduled)
+        st = verify_after("memory fitting", c->spmd, opt, d);
+    if (st != IR_OK || fit->after <= limit)
+        return st;
+    char held[96] = "";
+    if (host > 0)
+        snprintf(held, sizeof held, " with the %lld bytes its host program holds", (long long)host);
+    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                    "cluster %d needs at least %lld bytes per device%s, more than --limit memory=%lld: the "
+                    "smallest estimated peak that reordering and rematerialization reached (%lld before); "
+                    "nothing was compiled (raise the limit or shard more)",
+                    (int)k, (long long)(fit->least + host), held, (long long)opt->memory_limit,
+                    (long long)(fit->before + host));
+}
+
 /* Steps 5 and 6 for one cluster module (taken). */
 static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64_t n, int64_t r, PlanCluster *c,
-                                  int32_t k, IrDiag *d)
+                                  int32_t k, int64_t host, CompileFit *fit, IrDiag *d)
 {
     assert(cm && ir_entry(cm) && n >= 1 && r >= 1);
     memset(c, 0, sizeof *c);
@@ -126,6 +155,8 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
     IrStatus st = spmd_partition(cm, &sopt, &c->spmd, &c->report, d);
     if (st == IR_OK)
         st = verify_after("spmd-partitioning", c->spmd, opt, d);
+    if (st == IR_OK && fit)
+        st = fit_memory(c, opt, host, k, fit, d);
     if (st == IR_OK)
         st = dump(opt, k, "after_spmd_partition", c->spmd, d);
     if (st == IR_OK)
@@ -483,15 +514,23 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         ir_module_free(src);
     }
 
-    /* 5. partition each cluster (taking its module) */
+    /* 5. partition each cluster (taking its module); 5b. fit memory */
+    int64_t host = 0;
     if (st == IR_OK) {
         p->cluster = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *p->cluster);
         if (!p->cluster)
             st = ir_oom(d, NULL);
     }
+    if (st == IR_OK && o.memory_limit > 0) {
+        host = p->host ? plan_peak_bytes(p->host) : 0;
+        out->fit = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *out->fit);
+        if (!out->fit || host < 0)
+            st = ir_oom(d, NULL);
+    }
     for (int32_t k = 0; k < ncl; k++) {
         if (st == IR_OK && p->cluster) {
-            st = partition_cluster(clusters[k], &o, n, r, &p->cluster[k], k, d);
+            st = partition_cluster(clusters[k], &o, n, r, &p->cluster[k], k, host, out->fit ? &out->fit[k] : NULL,
+                                   d);
             p->ncluster = k + 1;
         } else {
             ir_module_free(clusters[k]);
@@ -516,6 +555,7 @@ void compile_result_free(CompileResult *r)
     for (int32_t k = 0; r->plans && k < r->prog.ncluster; k++)
         plan_free(r->plans[k]);
     ts_free(r->plans);
+    ts_free(r->fit);
     plan_program_free(&r->prog);
     clu_result_free(&r->res);
     auto_report_free(&r->autoshard);

@@ -226,6 +226,39 @@ static json_t *jcluster(const Plan *p)
     return c;
 }
 
+/* The memory fit of cluster k (docs/plan.md): memory.fit, when the
+ * cluster was fitted to a limit or its order is scheduled. */
+static void jcluster_fit(json_t *mem, const CompileResult *r, int32_t k)
+{
+    const IrModule *spmd = r->prog.cluster[k].spmd;
+    const CompileFit *f = r->fit ? &r->fit[k] : NULL;
+    int32_t n = compile_remat_list(spmd, NULL, 0);
+    if (!mem || (!spmd->is_scheduled && n == 0 && !f))
+        return;
+    json_t *fit = json_object(), *rs = json_array();
+    if (f) {
+        json_object_set_new(fit, "limit_bytes", json_integer(f->limit));
+        json_object_set_new(fit, "peak_before", json_integer(f->before));
+        json_object_set_new(fit, "peak_after", json_integer(f->after));
+    }
+    json_object_set_new(fit, "scheduled", json_boolean(spmd->is_scheduled));
+    CompileRemat *v = ts_malloc((size_t)(n ? n : 1) * sizeof *v);
+    int64_t flops = 0;
+    for (int32_t j = 0; v && j < compile_remat_list(spmd, v, n); j++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "name", json_string(v[j].name));
+        json_object_set_new(e, "of", json_string(v[j].of));
+        json_object_set_new(e, "bytes", json_integer(v[j].bytes));
+        json_object_set_new(e, "flops", json_integer(v[j].flops));
+        json_array_append_new(rs, e);
+        flops += v[j].flops;
+    }
+    ts_free(v);
+    json_object_set_new(fit, "recomputed", rs);
+    json_object_set_new(fit, "extra_flops", json_integer(flops));
+    json_object_set_new(mem, "fit", fit);
+}
+
 static json_t *jstrings(int32_t n, const char *const *v)
 {
     json_t *a = json_array();
@@ -261,7 +294,7 @@ static void jcluster_source(json_t *c, const CluCluster *cc)
     json_object_set_new(c, "values_out", out);
 }
 
-static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res)
+static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res, const CompileResult *cr)
 {
     const Plan *p = plans[0];
     json_t *o = json_object();
@@ -286,6 +319,7 @@ static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res
     json_t *cl = json_array();
     for (int32_t k = 0; k < nplans; k++) {
         json_t *c = jcluster(plans[k]);
+        jcluster_fit(json_object_get(c, "memory"), cr, k);
         if (res && k < res->nclusters)
             jcluster_source(c, &res->clusters[k]);
         json_array_append_new(cl, c);
@@ -539,7 +573,7 @@ static void out_cluster(IrStrBuf *o, const Plan *p)
     out_memory(o, &p->memory);
 }
 
-static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res)
+static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res, const CompileResult *cr)
 {
     IrStrBuf o = {0};
     out_header(&o, plans[0]);
@@ -554,6 +588,7 @@ static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res
             ir_sb_printf(&o, "\n");
         }
         out_cluster(&o, plans[k]);
+        compile_fit_describe(&o, cr, k, "  ");
     }
     if (res) {
         ir_sb_printf(&o, "host instructions:\n");
@@ -638,8 +673,19 @@ static void dot_collective_node(DotCtx *x, int32_t j, const char *indent)
     dot_str(x->o, ir_op_name(c->op));
     ir_sb_puts(x->o, "\\ngroups ");
     dot_str(x->o, c->replica_groups);
-    ir_sb_printf(x->o, "\\n%lld bytes per device\", shape=octagon, fillcolor=\"#ff6666\"];\n",
+    ir_sb_printf(x->o, "\\n%lld bytes per device\", shape=octagon, fillcolor=\"#ff6666\"",
                  (long long)c->bytes_per_device);
+    if (c->why.text) {
+        /* the reason, shown on hover in Graphviz's SVG */
+        IrStrBuf w = {0};
+        compile_why_lines(&w, c, x->rep->file, "");
+        char *t = ir_sb_take(&w);
+        ir_sb_puts(x->o, ", tooltip=\"");
+        dot_str(x->o, t);
+        ir_sb_puts(x->o, "\"");
+        ts_free(t);
+    }
+    ir_sb_puts(x->o, "];\n");
 }
 
 /* The collectives of computation `comp` sited on (source, operand): an
@@ -927,12 +973,12 @@ static void dot_legend(IrStrBuf *o, const PlanColours *pc)
 
 char *compile_plan_text(const CompileResult *r)
 {
-    return plans_text(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL);
+    return plans_text(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL, r);
 }
 
 char *compile_plan_json(const CompileResult *r)
 {
-    return plans_json(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL);
+    return plans_json(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL, r);
 }
 
 char *compile_plan_dot(const CompileResult *r, const PlanView *v)

@@ -1,6 +1,7 @@
 /*
  * exec.c: the reference executor. It interprets one computation on one
- * device: instructions run in a topological order (operands first), each
+ * device: instructions run in a topological order (operands first; in a
+ * module marked is_scheduled=true, the order its text lists them), each
  * result is kept by instruction index, and a value is released as soon as
  * its last user has run (a count of remaining uses per instruction). The
  * root's value is the result.
@@ -161,12 +162,12 @@ static void plan_free(Plan *p)
     }
 }
 
-/* The order (ir_exec_order: post-order from the side effects, then the
- * root), its failures worded as the executor's. */
+/* The order (ir_exec_order_of: post-order from the side effects, then the
+ * root; a scheduled module's own), its failures worded as the executor's. */
 static IrStatus exec_order(const Exec *x, const IrComputation *c, Plan *p)
 {
     IrExecOrderError e;
-    IrStatus st = ir_exec_order(c, p->order, &p->n, &e);
+    IrStatus st = ir_exec_order_of(x->m, c, p->order, &p->n, &e);
     if (st != IR_EINPUT)
         return st;
     const IrInstr *ins = &c->instr[e.at];
@@ -226,8 +227,9 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
         goto done;
     for (int32_t k = 0; k < p->n; k++)
         p->nasync += dev_async_start_op(c->instr[p->order[k]].op);
-    /* Overlap only where the collectives can run asynchronously. */
-    if (p->nasync > 0 && x->opt->coll && x->opt->coll->start && x->opt->coll->wait &&
+    /* Overlap only where the collectives can run asynchronously, and
+     * never against the order a scheduled module fixes. */
+    if (p->nasync > 0 && !x->m->is_scheduled && x->opt->coll && x->opt->coll->start && x->opt->coll->wait &&
         (st = dev_schedule_overlap(c, p->order, p->n)) != IR_OK)
         goto done;
     count_uses(c, p);

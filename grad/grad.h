@@ -35,6 +35,8 @@
  *   forward.c           forward mode (--jvp): the driver and a rule per
  *                       op family, control flow included
  *   step.c              grad_module: options, SGD and Adam steps, aliases
+ *   remat_policy.c      checkpoint policies (--remat): forward values the
+ *                       backward recomputes instead of keeping
  *
  * Depends on ir/ only.
  */
@@ -62,6 +64,9 @@ typedef struct GradOptions {
     bool jvp;            /* forward mode: outputs, then tangents of the outputs */
     double sgd;          /* > 0: a training step w' = w - sgd * g */
     double adam;         /* > 0: an Adam step with this learning rate */
+    /* Reverse mode: the checkpoint policy (remat_policy.c); NULL or "": the
+     * backward reads every forward value as it was computed. */
+    const char *remat;
 } GradOptions;
 
 /* Write the gradient module of `m` (verified) into *out (a new module the
@@ -246,5 +251,16 @@ void fwd_free(Fwd *f);
 /* The tangent of forward instruction x as one value of x's shape (zeros
  * where none; integer leaves zeros of their type; tuples rebuilt). */
 int32_t fwd_full(Fwd *f, int32_t x);
+
+/* ------------------------------------------------------------------ */
+/* remat_policy.c: checkpoint policies                                 */
+/* ------------------------------------------------------------------ */
+
+/* Apply the checkpoint policy `policy` ("dots", "nothing", "names=A,B")
+ * to computation comp of g->m, whose instructions [0, n_fwd) are the
+ * forward pass and the rest its backward: every forward value the backward
+ * (not the root) reads and the policy does not save is recomputed there
+ * (remat_policy.c). IR_EINPUT for an unknown policy; IR_ENOMEM. */
+IrStatus grad_checkpoint(Grad *g, int32_t comp, int32_t n_fwd, const char *policy);
 
 #endif /* TESSEL_GRAD_H */

@@ -321,6 +321,8 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
         int32_t t = gb_tuple(&b, n, outs);
         if (t >= 0)
             e->root = t;
+        if (t >= 0 && o->remat && *o->remat)
+            grad_checkpoint(g, m->entry, n_fwd, o->remat);
     }
     rev_free(&r);
     ts_free(wrt), ts_free(seed), ts_free(src_i), ts_free(outs);
@@ -389,6 +391,9 @@ IrStatus grad_module(const IrModule *m, const GradOptions *o, IrModule **out, Ir
                         "grad: --jvp writes tangents of every output; it takes no --loss, --sgd or --adam");
     if (o->sgd > 0 && o->adam > 0)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "grad: --sgd and --adam exclude each other");
+    if (o->jvp && o->remat && *o->remat)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                        "grad: --remat is a policy of reverse mode (what its backward keeps); --jvp has none");
     if (m->nalias > 0 && (o->sgd > 0 || o->adam > 0))
         return ir_error(d, IR_EINPUT, m->file, NULL, (IrPos){0, 0},
                         "grad: the module already has an input_output_alias; a training step writes its own");

@@ -199,6 +199,11 @@ typedef struct TsGradOptions {
     bool jvp;                /* forward mode: tangent parameters appended, outputs then tangents */
     double sgd;              /* > 0: SGD step with this learning rate */
     double adam;             /* > 0: Adam step (moments and a step counter appended as parameters) */
+    /* Reverse mode: the checkpoint policy of the forward values the
+     * backward reads (jax.checkpoint's): "dots" saves dot outputs, "nothing"
+     * only the parameters, "names=a,b" those instructions; the rest is
+     * recomputed in the backward (copies NAME.remat). NULL: all saved. */
+    const char *remat;
 } TsGradOptions;
 
 /* On success *out is a new, verified module (ts_module_free). TS_EINPUT for
@@ -317,6 +322,13 @@ TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d);
 /* The plan file text (valid HLO text; docs/plan.md). Heap string (ts_free),
  * NULL on OOM. */
 char *ts_plan_file_text(const TsPlan *p);
+/* What compiling to a memory limit (TsCompileOptions.limits->memory_bytes)
+ * changed, one line per cluster it reordered, followed by a line per
+ * value it recomputes with its bytes and FLOPs (docs/plan.md, "Fitting a
+ * memory limit"): for the command line to print on stderr. NULL when the
+ * compile changed nothing (no limit, the peak already within it, a plan
+ * loaded from a file). Heap string (ts_free). */
+char *ts_plan_memory_fit(const TsPlan *p);
 /* Write the plan file to `path` atomically (a temporary name in the same
  * directory, then rename; a path that exists and is not a regular file, a
  * pipe or /dev/null, is written in place). TS_ERUNTIME naming the path. */

@@ -10,6 +10,10 @@
  * the root. Only instructions reached run; each comes after its operands.
  * Example: root = add(p0, mul(p0, p1)) gives p0, p1, mul, add; an unused
  * instruction is not in the order.
+ *
+ * A module marked is_scheduled=true (XLA's scheduled modules, and what
+ * fitting a memory limit writes, compile/memfit.c) runs the same
+ * instructions in the order its text lists them (ir_exec_order_of).
  */
 #include "ir.h"
 
@@ -77,4 +81,29 @@ IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExe
     ts_free(stack);
     ts_free(next);
     return st;
+}
+
+IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
+                          IrExecOrderError *err)
+{
+    IrStatus st = ir_exec_order(c, order, n, err);
+    if (st != IR_OK || !m || !m->is_scheduled)
+        return st;
+    int32_t *topo = NULL;
+    IrDiag d = {0};
+    uint8_t *ran = ts_calloc((size_t)(c->ninstr > 0 ? c->ninstr : 1), 1);
+    st = ran ? ir_topo_order(m, c, &topo, &d) : IR_ENOMEM;
+    ir_diag_clear(&d);
+    if (st == IR_OK) {
+        for (int32_t k = 0; k < *n; k++)
+            ran[order[k]] = 1;
+        int32_t j = 0;
+        for (int32_t k = 0; k < c->ninstr; k++)
+            if (ran[topo[k]])
+                order[j++] = topo[k];
+    }
+    ts_free(topo);
+    ts_free(ran);
+    /* A cycle among instructions that do not run: the post-order stands. */
+    return st == IR_ENOMEM ? st : IR_OK;
 }

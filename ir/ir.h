@@ -1131,5 +1131,12 @@ typedef struct IrExecOrderError {
  * ones are left out). IR_EINPUT with *err on a cycle or an out-of-range
  * edge; IR_ENOMEM. Writes no diagnostic (the caller words it). */
 IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExecOrderError *err);
+/* ir_exec_order of c, a computation of m (NULL: unscheduled); when m is
+ * marked is_scheduled=true, the same instructions in the order the
+ * module lists them (the stable topological order, ir_topo_order), as XLA
+ * runs a scheduled module. The order the executor and the memory
+ * estimate take. */
+IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
+                          IrExecOrderError *err);
 
 #endif /* TESSEL_IR_H */

@@ -1,6 +1,6 @@
 /*
  * memory.c: the memory a device needs to run one computation, by liveness
- * over the order the executor runs it in (ir_exec_order, or an order a
+ * over the order the executor runs it in (ir_exec_order_of, or an order a
  * scheduler proposes), and what is live at the peak. This is the estimate
  * `tessel plan` prints and `--limit memory` holds a run to; the runtime's
  * measured peak (`tessel run --stats`) counts the same bytes: every array
@@ -438,7 +438,7 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
         e->n = o->norder;
     } else {
         IrExecOrderError oe;
-        IrStatus st = ir_exec_order(c, e->order, &e->n, &oe);
+        IrStatus st = ir_exec_order_of(m, c, e->order, &e->n, &oe);
         if (st == IR_ENOMEM)
             return ir_oom(d, NULL);
         if (st != IR_OK)

@@ -13,6 +13,7 @@
  *   cmd_run.c      tessel run (alone or under mpirun)
  *   cmd_devices.c  tessel devices
  *   cmd_grad.c     tessel grad
+ *   cmd_profile.c  tessel profile (the rates of --auto-shard's cost model)
  *   checkpoint.c   run --checkpoint: steps resumed from a saved state
  *   tuning_env.c   the TESSEL_* tuning variables, read once into the run's options
  *
@@ -80,6 +81,7 @@ enum {
 #define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
 #define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
+#define OPT_REMAT          (UINT64_C(1) << 43) /* --remat POLICY (grad: what the backward recomputes) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -106,6 +108,7 @@ typedef struct CliOptions {
     const char *wrt, *loss;  /* --wrt, --loss (grad) */
     double sgd, adam;        /* --sgd LR, --adam LR (grad; 0 when not given) */
     bool jvp;                /* --jvp (grad) */
+    const char *remat;       /* --remat POLICY (grad) */
     int32_t nshow, nexpand;
     const char **show;       /* --show NAMEs (heap array, borrowed strings) */
     const char **expand;     /* --expand NAMEs (heap array, borrowed strings) */
@@ -144,6 +147,7 @@ extern const CliCommand cli_cmd_devices;
 extern const CliCommand cli_cmd_compile;
 extern const CliCommand cli_cmd_plan;
 extern const CliCommand cli_cmd_grad;
+extern const CliCommand cli_cmd_profile;
 
 /* checkpoint.c: --checkpoint-every, --checkpoint-dir, --resume */
 

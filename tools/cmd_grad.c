@@ -10,7 +10,7 @@
 
 static const char HELP[] =
     "Usage: tessel grad MODEL.hlo [--wrt PARAMS] [--loss OUTPUT] [--sgd LR | --adam LR]\n"
-    "                   [-o STEP.hlo] [--limit NAME=VALUE ...]\n"
+    "                   [--remat dots|nothing|names=A,B] [-o STEP.hlo] [--limit NAME=VALUE ...]\n"
     "       tessel grad MODEL.hlo --jvp [--wrt PARAMS] [-o JVP.hlo]\n"
     "\n"
     "Write the reverse-mode gradient module of a forward HLO module: its root is\n"
@@ -30,6 +30,11 @@ static const char HELP[] =
     "                 optimizer state ('tessel run --init-state zeros' starts\n"
     "                 them at zero); outputs P', m_P', v_P' for each P, then\n"
     "                 t + 1, all aliased\n"
+    "  --remat POLICY what the backward keeps of the forward values it reads, as\n"
+    "                 jax.checkpoint's policies: dots (dot outputs; the rest is\n"
+    "                 recomputed in the backward), nothing (only parameters),\n"
+    "                 names=A,B (those instructions); recomputations are named\n"
+    "                 NAME.remat (default: everything is kept)\n"
     "  --jvp          forward mode instead: a tangent parameter tangent_P per\n"
     "                 PARAMS entry P is appended; the outputs are the forward\n"
     "                 outputs, then the tangent of each output\n"
@@ -53,7 +58,8 @@ static int run_grad(const CliOptions *o)
     int rc = cli_load_model(o, o->pos[0], &m);
     if (rc != CLI_OK)
         return rc;
-    TsGradOptions go = {.wrt = o->wrt, .loss = o->loss, .jvp = o->jvp, .sgd = o->sgd, .adam = o->adam};
+    TsGradOptions go = {.wrt = o->wrt, .loss = o->loss, .jvp = o->jvp, .sgd = o->sgd, .adam = o->adam,
+                        .remat = o->remat};
     TsModule *g = NULL;
     TsDiag d = {0};
     TsStatus st = ts_add_gradients(m, &go, &g, &d);
@@ -78,6 +84,6 @@ const CliCommand cli_cmd_grad = {
     .name = "grad",
     .summary = "write the gradient module or a training step of a forward module",
     .help = HELP,
-    .accepts = OPT_OUT | OPT_LIMIT | OPT_WRT | OPT_LOSS | OPT_SGD | OPT_ADAM | OPT_JVP,
+    .accepts = OPT_OUT | OPT_LIMIT | OPT_WRT | OPT_LOSS | OPT_SGD | OPT_ADAM | OPT_JVP | OPT_REMAT,
     .run = run_grad,
 };

@@ -46,6 +46,7 @@ static const OptSpec OPTS[] = {
     {"--sgd", OPT_SGD, true},
     {"--adam", OPT_ADAM, true},
     {"--jvp", OPT_JVP, false},
+    {"--remat", OPT_REMAT, true},
     {"--show", OPT_SHOW, true},
     {"--ascii", OPT_ASCII, false},
     {"--expand", OPT_EXPAND, true},
@@ -179,7 +180,14 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p)
      * compile's: a plan keeps what it was compiled for. */
     co.hosts = co.local_devices = 0;
     TsStatus st = ts_plan_open(path, &co, p, &d);
-    return st == TS_OK ? CLI_OK : cli_report(st, &d);
+    if (st != TS_OK)
+        return cli_report(st, &d);
+    /* What fitting --limit memory changed: said, as a compile's warnings are. */
+    char *fit = ts_plan_memory_fit(*p);
+    if (fit)
+        fprintf(stderr, "tessel: memory: %s", fit);
+    ts_free(fit);
+    return CLI_OK;
 }
 
 int cli_layout(const CliOptions *o, TsPlan *p)
@@ -385,6 +393,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_OUT: o->out = v; return CLI_OK;
     case OPT_WRT: o->wrt = v; return CLI_OK;
     case OPT_LOSS: o->loss = v; return CLI_OK;
+    case OPT_REMAT: o->remat = v; return CLI_OK;
     case OPT_SGD: return parse_rate(cmd, s->name, v, &o->sgd);
     case OPT_ADAM: return parse_rate(cmd, s->name, v, &o->adam);
     case OPT_LIMIT: return set_limit(cmd, o, v);

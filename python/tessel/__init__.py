@@ -274,7 +274,7 @@ def _model(model, name, limits, what):
     raise TypeError("tessel.%s: model must be HLO text, a Module or a path, not %s" % (what, type(model).__name__))
 
 
-def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string>", limits=None):
+def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string>", limits=None, remat=None):
     """The gradient module of a forward model (ts_add_gradients, `tessel
     grad`), a new Module. `model`: HLO text, a Module or a path. `wrt`:
     the parameters (numbers or names, a list or "0,w1"; None: every
@@ -283,14 +283,17 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
     outputs, then dLoss/dP for each P. jvp=True: forward mode (a tangent
     parameter per P appended; outputs then their tangents). sgd=LR or
     adam=LR: a training step whose updated parameters are aliased to the
-    inputs (docs/cli.md, `tessel grad`)."""
+    inputs (docs/cli.md, `tessel grad`). remat: the checkpoint policy of
+    the forward values the backward keeps, "dots", "nothing" or
+    "names=a,b" (jax.checkpoint's dots_saveable, nothing_saveable,
+    save_only_these_names; `tessel grad --remat`)."""
     if wrt is not None and not isinstance(wrt, (str, bytes)):
         wrt = ",".join(str(w) for w in wrt)
     m, own = _model(model, name, limits, "grad")
     try:
         go = _capi.TsGradOptions(wrt.encode() if isinstance(wrt, str) else wrt,
                                  str(loss).encode() if loss is not None else None, bool(jvp), float(sgd),
-                                 float(adam))
+                                 float(adam), remat.encode() if remat else None)
         h = ctypes.c_void_p()
         _call(_lib.ts_add_gradients, m._handle(), ctypes.byref(go), ctypes.byref(h))
         return Module(h.value)
@@ -300,7 +303,8 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
-            name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None):
+            name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None,
+            memory=None):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -315,10 +319,17 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     or "data=2,model=4"; None: one axis of all partitions), with the cost
     model's rates from the profile file `profile` (None: the defaults);
     Plan.explain() says why (`tessel compile --auto-shard`,
-    docs/auto-shard.md)."""
+    docs/auto-shard.md). memory: bytes per device (an int, or text with
+    K, M or G) the compile fits the program into, reordering and
+    recomputing values (`--limit memory=`; Plan.memory_fit says what it
+    did); Error (status 2) naming the smallest peak reached when nothing
+    fits."""
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
+        if memory is not None:
+            lim = lim if lim is not None else _lib.ts_limits_default()
+            _call(_lib.ts_limits_set, ctypes.byref(lim), ("memory=%s" % memory).encode())
         # A compile's warnings (a module for several partitions with no
         # sharding on any value) become Python warnings.
         on_warning = _capi.WarningFn(lambda ctx, msg: warnings.warn("tessel: " + msg.decode(), stacklevel=3))
@@ -416,6 +427,13 @@ class Plan(_Handle):
         """The plan file text (valid HLO text; docs/plan.md)."""
         return _take_string(_lib.ts_plan_file_text(self._handle()))
 
+    @property
+    def memory_fit(self):
+        """What compiling to a memory limit changed (the lines `tessel`
+        prints on stderr), or None when it changed nothing."""
+        h = _lib.ts_plan_memory_fit(self._handle())
+        return _take_string(h) if h else None
+
     def explain(self):
         """Why each sharding was chosen, for a plan compiled with
         auto_shard=True (the alternatives and their estimated costs;
@@ -432,6 +450,17 @@ class Plan(_Handle):
         Graphviz ("dot"), as a str."""
         out = ctypes.c_void_p()
         _call(_lib.ts_plan_dump, self._handle(), format.encode(), ctypes.byref(out))
+        return _take_string(out)
+
+    def why(self, name):
+        """Why the collectives that produce or consume the value `name` are
+        there (`tessel plan --why NAME`): each with its bytes per device,
+        the instruction that asked for it and its FILE:LINE:COL, the
+        sharding conflict in words, and the change that would avoid it; the
+        same reasons are in dump("json")'s collectives ("why"). Raises
+        Error (EINPUT) when the plan has nothing of that name."""
+        out = ctypes.c_void_p()
+        _call(_lib.ts_plan_why, self._handle(), name.encode(), ctypes.byref(out))
         return _take_string(out)
 
     def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None, per_device=False,

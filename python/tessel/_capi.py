@@ -70,7 +70,8 @@ class TsGradOptions(ctypes.Structure):
                 ("loss", c_char_p),
                 ("jvp", c_bool),
                 ("sgd", ctypes.c_double),
-                ("adam", ctypes.c_double)]
+                ("adam", ctypes.c_double),
+                ("remat", c_char_p)]
 
 
 class TsArray(ctypes.Structure):
@@ -196,11 +197,13 @@ PROTOTYPES = {
     "ts_plan_num_clusters": (c_int32, [c_void_p]),
     "ts_plan_from_file": (c_bool, [c_void_p]),
     "ts_plan_file_text": (c_void_p, [c_void_p]),
+    "ts_plan_memory_fit": (c_void_p, [c_void_p]),
     "ts_plan_explain": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_show": (ST, [c_void_p, c_char_p, ctypes.c_uint, ctypes.POINTER(c_void_p), PDIAG]),
+    "ts_plan_why": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_num_inputs": (c_int32, [c_void_p]),
     "ts_plan_num_outputs": (c_int32, [c_void_p]),
     "ts_plan_input_info": (ST, [c_void_p, c_int32, ctypes.POINTER(TsArrayInfo), PDIAG]),

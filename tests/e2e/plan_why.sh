@@ -86,6 +86,10 @@ assert (w["kind"], w["instruction"], w["line"], w["column"], w["avoid"]) == ("pa
 assert w["text"] == "dot y contracts dim 1 of a, which is tiled over 2 devices: partial sums are all-reduced", w
 PY
 
+# DOT: each collective's reason is its node's tooltip (shown on hover in the SVG)
+expect_status 0 "$TESSEL" plan forced.hlo --format dot
+expect_in "$OUT" 'tooltip="why: asked for by c at forced.hlo:6:3: operand b is tiled on dim 1 over 2 devices'
+
 # ---- plan files keep the reasons; plans written before them still load ----
 expect_status 0 "$TESSEL" compile forced.hlo -o "$WORK/forced.plan"
 expect_in "$WORK/forced.plan" "// TesselWhyFile forced.hlo"
@@ -160,6 +164,11 @@ PY
 expect_status 0 "$TESSEL" plan all_replicated.hlo
 expect_in "$ERR" "warning: module all_replicated: 2 values carry a sharding, but every one is {replicated}, so nothing is partitioned: each of the 4 partitions computes the whole module"
 expect_in "$ERR" "docs/hlo-text.md, Shardings"
+# every value on one device (maximal): said so
+sed 's/sharding={[^}]*}/sharding={maximal device=0}/' all_replicated.hlo >"$WORK/all_maximal.hlo"
+expect_status 0 "$TESSEL" plan "$WORK/all_maximal.hlo"
+expect_in "$ERR" "2 values carry a sharding, but every one puts its value whole on one device ({maximal}), so nothing is partitioned"
+expect_status 0 "$TESSEL" plan all_replicated.hlo
 # ... and once only; none when something is split
 [ "$(grep -c warning: "$ERR")" = 1 ] || fail "the warning is said more than once"
 expect_status 0 "$TESSEL" plan forced.hlo

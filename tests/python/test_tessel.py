@@ -263,6 +263,22 @@ class TestMlp(Case):
             self.plan.dump("yaml")
         self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
 
+    def test_why(self):
+        # examples/mlp.hlo: y = dot(act, w2) contracts dim 1 of act (f32[8,32]
+        # tiled over 2): the partial f32[8,8] (256 bytes) is all-reduced,
+        # 2*(2-1)/2*256 = 256 bytes per device; y's name at line 13, col 8
+        # (the file is what compile() was given a name for: here <string>).
+        text = self.plan.why("y")
+        self.assertIn("all-reduce (all-reduce, 256 bytes per device, groups {{0,1}}) on y's value", text)
+        self.assertIn(":13:8: dot y contracts dim 1 of act, which is tiled over 2 devices: "
+                      "partial sums are all-reduced", text)
+        why = json.loads(self.plan.dump("json"))["clusters"][0]["collectives"][0]["why"]
+        self.assertEqual((why["kind"], why["instruction"], why["line"], why["column"], why["avoid"]),
+                         ("partial", "y", 13, 8, None))
+        with self.assertRaises(tessel.Error) as cm:
+            self.plan.why("nosuch")
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+
     def test_truncated_plan(self):
         text = self.plan.text()
         lines = text.split("\n")
@@ -282,6 +298,27 @@ class TestMlp(Case):
         again = tessel.parse_plan(text, name="mlp.plan")
         y, = again.run([self.x, self.w1, self.w2])
         self.assertClose(y, self.want, "parse_plan vs numpy")
+
+    def test_compile_memory(self):
+        # tests/models/memfit/operand_order.hlo: 106500 bytes in the
+        # executor's order, 73732 reordered (worked out in the file), the least.
+        model = SRC / "tests" / "models" / "memfit" / "operand_order.hlo"
+        p = tessel.compile(model, memory=80000)
+        fit = p.memory_fit
+        self.assertIn("estimated peak 106500 -> 73732 bytes", fit)
+        self.assertIsNone(tessel.compile(model).memory_fit)
+        self.assertIsNone(tessel.compile(model, memory=110000).memory_fit)  # within: unchanged
+        x = np.linspace(-1, 1, 1024, dtype=np.float32)
+        y, = p.run([x])
+        plain, = tessel.compile(model).run([x])
+        self.assertEqual(y.tobytes(), plain.tobytes())  # the same arithmetic, reordered
+        # out = x . y: x's 8 rows are p, y = 16 * -p (sums of 16 equal terms)
+        want = np.full((8, 1), -16 * np.sum(x.astype(np.float64) ** 2))
+        self.assertClose(y, want, "compile(memory=) vs numpy")
+        with self.assertRaises(tessel.Error) as cm:
+            tessel.compile(model, memory=70000)
+        self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        self.assertIn("needs at least 73732 bytes per device", str(cm.exception))
 
     def test_compile_forms(self):
         for model_arg in (tessel.load_module(MLP), MLP):  # a Module, a pathlib.Path

@@ -1,0 +1,354 @@
+/*
+ * memfit.c: fit a memory limit (`--limit memory=BYTES`, docs/plan.md,
+ * "Fitting a memory limit"). After partitioning, an SPMD program whose
+ * estimated peak per device is over the limit is first reordered to
+ * lower its peak (memfit_schedule.c), then values are recomputed near
+ * their late uses instead of being kept (memfit_remat.c), as XLA's
+ * memory-minimising schedulers and HloRematerialization do. The result
+ * is written back into the module in its new order, marked
+ * is_scheduled=true so that the executor runs that order (device/exec.c);
+ * each recomputation is a copy of its instruction named NAME.remat with
+ * the frontend attribute _tessel_remat="NAME", so a plan file says what
+ * was recomputed (compile_remat_list) without anything beside it.
+ *
+ * Example: y = exp(x) used at once and again at the end, with a large
+ * temporary between: y's copy runs just before the late use, y itself
+ * dies after the first, and the temporary's peak no longer holds y.
+ *
+ * Only the entry computation is fitted (a loop body's values are not in
+ * the estimate). Nothing changes when the peak is within the limit.
+ */
+#include "memfit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The attribute a recomputation carries: the name of what it recomputes. */
+#define REMAT_ATTR "_tessel_remat"
+
+/* Bytes of the array leaves of s (tokens: 0). */
+static int64_t shape_bytes(const IrShape *s)
+{
+    if (s->type == IR_TUPLE) {
+        int64_t b = 0;
+        for (int32_t k = 0; k < s->ntuple; k++)
+            b += shape_bytes(&s->tuple[k]);
+        return b;
+    }
+    int64_t b = s->type == IR_TOKEN ? 0 : ir_shape_bytes(s);
+    return b > 0 ? b : 0;
+}
+
+int64_t mf_value_bytes(const IrInstr *ins)
+{
+    return mf_refers(ins->op) ? 0 : shape_bytes(&ins->shape);
+}
+
+bool mf_refers(IrOpcode op)
+{
+    switch (op) {
+    case OP_TUPLE: case OP_GET_TUPLE_ELEMENT: case OP_COPY: case OP_OPTIMIZATION_BARRIER:
+    case OP_DOMAIN: case OP_ADD_DEPENDENCY: case OP_ASYNC_UPDATE: case OP_ALL_REDUCE_DONE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool mf_ordered(IrOpcode op)
+{
+    switch (op) {
+    case OP_SEND: case OP_SEND_DONE: case OP_RECV: case OP_RECV_DONE: case OP_INFEED: case OP_OUTFEED:
+    case OP_CUSTOM_CALL: case OP_RNG: case OP_RNG_GET_AND_UPDATE_STATE: case OP_ASYNC_START:
+    case OP_ASYNC_UPDATE: case OP_ASYNC_DONE: case OP_COPY_START: case OP_COPY_DONE: case OP_AFTER_ALL:
+        return true;
+    default:
+        return ir_op_family(op) == FAM_COLLECTIVE;
+    }
+}
+
+bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
+{
+    int32_t n = g->nnode;
+    int32_t *ps = pos ? pos : ts_malloc((size_t)(n ? n : 1) * sizeof *ps);
+    int32_t *ls = last ? last : ts_malloc((size_t)(n ? n : 1) * sizeof *ls);
+    int64_t *freed = ts_calloc((size_t)g->nseq + 1, sizeof *freed);
+    bool ok = ps && ls && freed;
+    if (ok) {
+        for (int32_t k = 0; k < g->nseq; k++)
+            ps[g->seq[k]] = ls[g->seq[k]] = k;
+        ls[g->root] = g->nseq;
+        /* Backwards: a referring user keeps its operands as long as itself. */
+        for (int32_t k = g->nseq - 1; k >= 0; k--) {
+            const MfNode *x = &g->node[g->seq[k]];
+            int32_t until = mf_refers(g->c->instr[x->src].op) ? ls[g->seq[k]] : k;
+            for (int32_t j = 0; j < x->nopnd; j++)
+                if (ls[x->opnd[j]] < until)
+                    ls[x->opnd[j]] = until;
+        }
+        int64_t live = g->start_bytes;
+        *p = (MfProfile){live, -1, 1};
+        for (int32_t k = 0; k < g->nseq; k++) {
+            const MfNode *x = &g->node[g->seq[k]];
+            live += x->bytes;
+            if (live > p->peak)
+                *p = (MfProfile){live, k, 0};
+            if (live == p->peak)
+                p->npeak++;
+            freed[ls[g->seq[k]]] += x->bytes;
+            live -= freed[k];
+        }
+    }
+    if (!pos)
+        ts_free(ps);
+    if (!last)
+        ts_free(ls);
+    ts_free(freed);
+    return ok;
+}
+
+/* The graph of c: a node per instruction, seq the executor's order
+ * (instructions it does not run are nodes outside seq). Parameters hold
+ * no bytes of their own: the caller holds them throughout (start_bytes).
+ * IR_OK, the order's IR_EINPUT (in d), or IR_ENOMEM (not in d). */
+static IrStatus graph_build(MfGraph *g, const IrModule *m, const IrComputation *c, IrDiag *d)
+{
+    memset(g, 0, sizeof *g);
+    g->m = m;
+    g->c = c;
+    int32_t n = c->ninstr;
+    g->arena = ir_arena_new();
+    g->capnode = n + 16;
+    g->node = g->arena ? ir_alloc_array(g->arena, (size_t)g->capnode, sizeof *g->node) : NULL;
+    g->seq = g->arena ? ir_alloc_array(g->arena, (size_t)g->capnode, sizeof *g->seq) : NULL;
+    if (!g->node || !g->seq)
+        return IR_ENOMEM;
+    IrExecOrderError e;
+    IrStatus st = ir_exec_order_of(m, c, g->seq, &g->nseq, &e);
+    if (st == IR_EINPUT)
+        return ir_error(d, st, m->file, m->src, c->instr[e.at].pos, "%s: a cycle or a bad operand",
+                        c->instr[e.at].name);
+    if (st != IR_OK)
+        return st;
+    for (int32_t i = 0; i < n; i++) {
+        const IrInstr *ins = &c->instr[i];
+        MfNode *x = &g->node[i];
+        bool param = ins->op == OP_PARAMETER;
+        *x = (MfNode){.src = i, .nopnd = ins->nopnd, .bytes = param ? 0 : mf_value_bytes(ins)};
+        g->start_bytes += param ? shape_bytes(&ins->shape) : 0;
+        x->opnd = ir_alloc_array(g->arena, (size_t)(ins->nopnd ? ins->nopnd : 1), sizeof *x->opnd);
+        if (!x->opnd)
+            return IR_ENOMEM;
+        if (ins->nopnd > 0)
+            memcpy(x->opnd, ins->opnd, (size_t)ins->nopnd * sizeof *x->opnd);
+    }
+    g->nnode = n;
+    g->root = c->root;
+    return IR_OK;
+}
+
+/* A copy of frontend attributes `a` with REMAT_ATTR=name added. */
+static bool mark_remat(IrArena *ar, IrAttrs *a, const char *name)
+{
+    IrKeyValue *kv = ir_alloc_array(ar, (size_t)a->nfrontend + 1, sizeof *kv);
+    if (!kv)
+        return false;
+    int32_t n = 0;
+    for (int32_t k = 0; k < a->nfrontend; k++)
+        if (strcmp(a->frontend[k].key, REMAT_ATTR) != 0)
+            kv[n++] = a->frontend[k];
+    kv[n].key = REMAT_ATTR;
+    kv[n].value = ir_strdup(ar, name);
+    a->frontend = kv;
+    a->nfrontend = n + 1;
+    return kv[n].value != NULL;
+}
+
+/* Write g back into its computation c: instructions in g's order, each
+ * recomputation a renamed copy. false when out of memory (c may then be
+ * half written: the caller drops the module). */
+static bool graph_commit(const MfGraph *g, IrModule *m, IrComputation *c)
+{
+    /* seq, then the instructions that do not run, in their own order
+     * (the stable topological order then lists seq first: the executor's
+     * order of the module marked is_scheduled, ir_exec_order_of). */
+    int32_t n = g->nseq;
+    int32_t *at = ts_malloc((size_t)g->nnode * sizeof *at);
+    int32_t *list = ts_malloc((size_t)g->nnode * sizeof *list);
+    bool ok = at && list;
+    for (int32_t x = 0; ok && x < g->nnode; x++)
+        at[x] = -1;
+    for (int32_t k = 0; ok && k < g->nseq; k++)
+        at[list[k] = g->seq[k]] = k;
+    for (int32_t i = 0; ok && i < c->ninstr; i++)
+        if (at[i] < 0)
+            at[list[n] = i] = n, n++;
+    IrInstr *out = ok ? ts_malloc((size_t)n * sizeof *out) : NULL;
+    ok = ok && out;
+    for (int32_t k = 0; ok && k < n; k++) {
+        const MfNode *x = &g->node[list[k]];
+        IrInstr ni = c->instr[x->src];
+        ni.opnd = ir_alloc_array(m->arena, (size_t)(x->nopnd ? x->nopnd : 1), sizeof *ni.opnd);
+        ok = ni.opnd != NULL;
+        for (int32_t j = 0; ok && j < x->nopnd; j++)
+            ni.opnd[j] = at[x->opnd[j]];
+        const IrI64List *cp = &ni.a.x->control_predecessors;
+        if (ok && cp->n > 0) {
+            IrAttrsX *ax = ir_attrs_x_edit(m->arena, &ni.a);
+            int64_t *v = ax ? ir_alloc_array(m->arena, (size_t)cp->n, sizeof *v) : NULL;
+            ok = v != NULL;
+            for (int32_t j = 0; ok && j < cp->n; j++)
+                v[j] = at[cp->v[j]];
+            if (ok)
+                ax->control_predecessors.v = v;
+        }
+        if (ok && x->clone) {
+            char base[512];
+            snprintf(base, sizeof base, "%s.remat", c->instr[x->src].name);
+            ni.name = ir_unique_name(m, base);
+            ok = ni.name && mark_remat(m->arena, &ni.a, c->instr[x->src].name);
+        }
+        if (ok)
+            out[k] = ni;
+    }
+    if (ok)
+        ok = ir_reserve_instrs(c, n) == IR_OK;
+    if (ok) {
+        memcpy(c->instr, out, (size_t)n * sizeof *out);
+        c->ninstr = n;
+        c->root = at[g->root];
+        for (int32_t i = 0; i < c->nparam; i++)
+            if (c->param[i] >= 0)
+                c->param[i] = at[c->param[i]];
+    }
+    ts_free(at);
+    ts_free(list);
+    ts_free(out);
+    return ok;
+}
+
+/* The verdict of the plan's estimate on an order of the graph. */
+typedef struct Verdict {
+    const IrModule *spmd;
+    int64_t limit;
+    int failed;      /* out of memory once: -1 from then on */
+    int64_t least;   /* the least estimate of the orders tried (-1: none) */
+} Verdict;
+
+/* Does g's order, written into a copy of the module, fit the limit by
+ * the estimate itself (partition/memory.c, whose run-time fusion and
+ * buffer reuse the graph's model leaves out)? 1 yes, 0 no, -1 out of
+ * memory. */
+static int estimate_fits(void *ctx, const MfGraph *g)
+{
+    Verdict *v = ctx;
+    if (v->failed)
+        return -1;
+    IrModule *m = ir_module_clone(v->spmd);
+    int r = -1;
+    if (m && graph_commit(g, m, ir_entry(m))) {
+        m->is_scheduled = true;
+        int64_t peak = plan_peak_bytes(m);
+        r = peak < 0 ? -1 : peak <= v->limit;
+        if (peak >= 0 && (v->least < 0 || peak < v->least))
+            v->least = peak;
+    }
+    ir_module_free(m);
+    if (r < 0)
+        v->failed = -1;
+    return r;
+}
+
+IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDiag *d)
+{
+    IrComputation *c = ir_entry(spmd);
+    *fit = (CompileFit){.limit = limit};
+    fit->before = fit->after = fit->least = plan_peak_bytes(spmd);
+    if (fit->before < 0)
+        return ir_oom(d, NULL);
+    if (limit <= 0 || !c || fit->before <= limit)
+        return IR_OK;
+    MfGraph g;
+    MfProfile pr;
+    IrStatus st = graph_build(&g, spmd, c, d);
+    if (st != IR_OK && st != IR_ENOMEM) {
+        ir_arena_free(g.arena);
+        return st;
+    }
+    Verdict v = {spmd, limit, 0, -1};
+    bool ok = st == IR_OK && mf_schedule(&g) && mf_profile(&g, &pr, NULL, NULL);
+    int fits = ok ? estimate_fits(&v, &g) : 0;
+    if (ok && fits == 0)
+        ok = mf_remat(&g, estimate_fits, &v);
+    ok = ok && fits >= 0;
+    ok = ok && graph_commit(&g, spmd, c);
+    ir_arena_free(g.arena);
+    if (!ok)
+        return ir_oom(d, NULL);
+    spmd->is_scheduled = true;
+    fit->scheduled = true;
+    fit->after = plan_peak_bytes(spmd);
+    if (fit->after < 0)
+        return ir_oom(d, NULL);
+    fit->least = v.least >= 0 && v.least < fit->after ? v.least : fit->after;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (ir_frontend_attr(&c->instr[i], REMAT_ATTR)) {
+            fit->nremat++;
+            fit->flops += mf_flops(spmd, c, &c->instr[i]);
+        }
+    return IR_OK;
+}
+
+int32_t compile_remat_list(const IrModule *spmd, CompileRemat *out, int32_t cap)
+{
+    const IrComputation *c = ir_entry(spmd);
+    int32_t n = 0;
+    for (int32_t i = 0; c && i < c->ninstr; i++) {
+        const char *of = ir_frontend_attr(&c->instr[i], REMAT_ATTR);
+        if (!of)
+            continue;
+        if (n < cap)
+            out[n] = (CompileRemat){c->instr[i].name, of, mf_value_bytes(&c->instr[i]),
+                                    mf_flops(spmd, c, &c->instr[i])};
+        n++;
+    }
+    return n;
+}
+
+void compile_fit_describe(IrStrBuf *o, const CompileResult *r, int32_t k, const char *indent)
+{
+    const IrModule *spmd = r->prog.cluster[k].spmd;
+    const CompileFit *f = r->fit ? &r->fit[k] : NULL;
+    int32_t n = compile_remat_list(spmd, NULL, 0);
+    if (!spmd->is_scheduled && n == 0 && !f)
+        return;
+    int64_t flops = 0;
+    for (int32_t i = 0; i < ir_entry(spmd)->ninstr; i++)
+        if (ir_frontend_attr(&ir_entry(spmd)->instr[i], REMAT_ATTR))
+            flops += mf_flops(spmd, ir_entry(spmd), &ir_entry(spmd)->instr[i]);
+    ir_sb_printf(o, "%smemory fit:", indent);
+    if (f)
+        ir_sb_printf(o, " limit %lld bytes per device for this cluster, estimated peak %lld -> %lld bytes;",
+                     (long long)f->limit, (long long)f->before, (long long)f->after);
+    ir_sb_printf(o, " %s; %d value%s recomputed, %lld extra FLOPs per device per run\n",
+                 spmd->is_scheduled ? "order scheduled (is_scheduled=true)" : "order unchanged", (int)n,
+                 n == 1 ? "" : "s", (long long)flops);
+    const IrComputation *c = ir_entry(spmd);
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const char *of = ir_frontend_attr(&c->instr[i], REMAT_ATTR);
+        if (of)
+            ir_sb_printf(o, "%s  recomputed %s of %s: %lld bytes, %lld FLOPs\n", indent, c->instr[i].name, of,
+                         (long long)mf_value_bytes(&c->instr[i]), (long long)mf_flops(spmd, c, &c->instr[i]));
+    }
+}
+
+char *compile_fit_summary(const CompileResult *r)
+{
+    IrStrBuf o = {0};
+    for (int32_t k = 0; r->fit && k < r->prog.ncluster; k++)
+        if (r->fit[k].scheduled) {
+            ir_sb_printf(&o, "cluster %d ", (int)k);
+            compile_fit_describe(&o, r, k, "");
+        }
+    return o.s ? ir_sb_take(&o) : NULL;
+}

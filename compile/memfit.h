@@ -1,0 +1,98 @@
+/*
+ * memfit.h: inside compile/, the graph that fitting a memory limit works
+ * on (memfit.c builds it from a computation and writes it back,
+ * memfit_schedule.c orders it, memfit_remat.c recomputes values in it).
+ *
+ * A node computes one instruction of the computation: the instruction
+ * itself or, after rematerialization, a copy of it placed later. seq is
+ * the order the nodes run in (instructions the executor does not run are
+ * nodes outside it); a node's value lives from its position to its last
+ * user's (the root's to the end; a referring user's, mf_refers, as long as
+ * that user), the parameters throughout: the model of the plan's peak
+ * estimate (partition/memory.c) without the executor's run-time fusion,
+ * its buffer reuse and called computations. It errs high; the fit's
+ * verdict is the estimate's own (plan_peak_bytes).
+ */
+#ifndef TESSEL_COMPILE_MEMFIT_H
+#define TESSEL_COMPILE_MEMFIT_H
+
+#include "compile.h"
+
+typedef struct MfNode {
+    int32_t src;          /* instruction of the computation it computes */
+    int32_t nopnd;
+    int32_t *opnd;        /* node ids (arena; replaced, never edited, when redirected) */
+    int64_t bytes;        /* what its value holds (mf_value_bytes) */
+    bool clone;           /* a recomputation (memfit_remat.c) */
+} MfNode;
+
+typedef struct MfGraph {
+    IrArena *arena;
+    const IrModule *m;
+    const IrComputation *c;
+    int32_t nnode, capnode;
+    MfNode *node;
+    int32_t nseq;         /* nodes that run (each once) */
+    int32_t *seq;         /* node ids in running order */
+    int32_t root;         /* the node of the computation's root */
+    int64_t start_bytes;  /* the parameters, held from before the first step */
+} MfGraph;
+
+/* Liveness of g's order: the peak of live bytes, the first position where
+ * it falls (-1: the parameters alone), and how many positions reach it. pos[] and last[] (nnode
+ * entries each, may be NULL) receive each node's position and the
+ * position of its last user (the root: nseq). */
+typedef struct MfProfile {
+    int64_t peak;
+    int32_t at, npeak;
+} MfProfile;
+
+/* ---- memfit.c ---- */
+
+/* The bytes a value of ins holds in the plan's estimate (its array
+ * leaves; a referring instruction, mf_refers, nothing of its own). */
+int64_t mf_value_bytes(const IrInstr *ins);
+/* Does an instruction of this opcode refer to its operands' buffers
+ * instead of making its own (tuple, get-tuple-element, copy, ...; as
+ * partition/memory.c counts them)? */
+bool mf_refers(IrOpcode op);
+/* Must ins keep its place among the ordered instructions (collectives,
+ * their -start/-done, send/recv, feeds, custom-calls, stateful rng)? */
+bool mf_ordered(IrOpcode op);
+/* g's profile (pos/last may be NULL); false when out of memory. */
+bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
+
+/* ---- memfit_schedule.c ---- */
+
+/* Reorder g->seq to lower the peak: a list scheduler over operands,
+ * control predecessors and the ordered instructions' original sequence
+ * (mf_ordered: the collectives keep their relative order, so every
+ * device issues them alike); parameters first. Greedy: of the ready
+ * instructions, the one whose run adds the fewest bytes (its value less
+ * the operands it is the last user of), ties to the earlier in the
+ * original order. Keeps the original order when that peaks lower.
+ * Deterministic. false when out of memory (g unchanged). */
+bool mf_schedule(MfGraph *g);
+
+/* ---- memfit_remat.c ---- */
+
+/* Recompute values of g until it fits (fits(ctx, g), below) or nothing
+ * more helps: a value live across the peak and not used there is
+ * computed again just before its first later use, which then reads the
+ * copy; cheapest recomputation per byte saved first (FLOPs, as XLA's cost
+ * analysis counts them, plus elements), each kept only when it lowers the
+ * peak (or the positions at the peak). Before each, fits(ctx, g) says
+ * whether the order fits by the plan's own estimate (1 yes: stop; 0 no;
+ * -1 out of memory), which counts what the graph's model does not. Never
+ * recomputes parameters,
+ * ordered instructions (mf_ordered), random draws, control flow or
+ * tuples; an operand no longer live at the copy is recomputed with it
+ * when it can be (else the value is not a candidate), parameters stay
+ * live. false when out of memory. */
+bool mf_remat(MfGraph *g, int (*fits)(void *ctx, const MfGraph *g), void *ctx);
+/* The FLOPs of one run of ins in c (dot, convolution: 2 per multiply-add;
+ * elementwise: one per element; reduce, reduce-window: one per input
+ * element combined; others 0). */
+int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins);
+
+#endif /* TESSEL_COMPILE_MEMFIT_H */

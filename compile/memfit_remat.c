@@ -1,0 +1,332 @@
+/*
+ * memfit_remat.c: rematerialization, the second step of fitting a memory
+ * limit (memfit.c), as XLA's HloRematerialization: a value live across
+ * the peak but not used there is not kept; a copy of its instruction
+ * runs again just before its first later use, and every later use reads
+ * the copy.
+ *
+ * One value at a time, at the order's (first) peak position P:
+ *   candidates  values defined before P, used after P, not used at P,
+ *               neither the root nor of an instruction that must not run
+ *               twice (can_remat: parameters, collectives and the other
+ *               ordered instructions, random draws, control flow, calls,
+ *               custom-calls, tuples);
+ *   operands    each operand of the copy must be live at the copy's
+ *               place, or a parameter (held anyway), or itself
+ *               recomputed there (the same rule, up to MAX_CHAIN deep);
+ *   choice      cheapest first: (FLOPs + elements of the copies) per
+ *               byte saved at P (the value less the parameters whose
+ *               lives the copy extends across P); the first of the
+ *               cheapest few that lowers the peak, or keeps it and
+ *               lowers the number of positions at it, is kept.
+ * It stops when the order fits the limit by the plan's own estimate
+ * (fits: the graph's model leaves out the executor's fusion) or no
+ * candidate lowers the model's peak.
+ *
+ * Worked example (f32[1024] = 4 KiB each): p; a = exp(p); t = big temp
+ * 16 KiB from p; u = reduce(t); out = a * broadcast(u). At t's peak a is
+ * live (4 KiB) for its use at the end: a's copy exp(p) runs after u, and
+ * the peak at t falls by 4 KiB for 1024 extra FLOPs.
+ */
+#include "memfit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CHAIN 3  /* operands recomputed with a value, levels deep */
+#define MAX_TRIES 24 /* candidates tried per step, cheapest first */
+
+int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
+{
+    (void)m;
+    int64_t out = ir_shape_elements(&ins->shape);
+    if (out < 0)
+        return 0;
+    const IrShape *a = ins->nopnd > 0 ? &c->instr[ins->opnd[0]].shape : NULL;
+    const IrShape *b = ins->nopnd > 1 ? &c->instr[ins->opnd[1]].shape : NULL;
+    if (ins->op == OP_DOT && a) {
+        int64_t k = 1;
+        for (int32_t j = 0; j < ins->a.dot.lhs_contracting.n; j++) {
+            int64_t dim = ins->a.dot.lhs_contracting.v[j];
+            k *= dim >= 0 && dim < a->rank ? a->dims[dim] : 1;
+        }
+        return 2 * out * k;
+    }
+    if (ins->op == OP_CONVOLUTION && b) {
+        const IrConvDnums *cv = &ins->a.x->conv;
+        int64_t k = cv->k_in_feature >= 0 && cv->k_in_feature < b->rank ? b->dims[cv->k_in_feature] : 1;
+        for (int32_t j = 0; j < cv->nspatial; j++)
+            k *= cv->k_spatial[j] >= 0 && cv->k_spatial[j] < b->rank ? b->dims[cv->k_spatial[j]] : 1;
+        return 2 * out * k;
+    }
+    if (ir_op_is_elementwise(ins->op))
+        return out;
+    if ((ins->op == OP_REDUCE || ins->op == OP_REDUCE_WINDOW) && a) {
+        int64_t in = ir_shape_elements(a);
+        return in > 0 ? in : 0;
+    }
+    return 0;
+}
+
+/* May ins run a second time with the same result and nothing else? */
+static bool can_remat(const IrInstr *ins)
+{
+    if (mf_ordered(ins->op) || ins->shape.type == IR_TUPLE || ins->a.x->control_predecessors.n > 0)
+        return false;
+    switch (ir_op_family(ins->op)) {
+    case FAM_PARAMETER: case FAM_TUPLE: case FAM_CONTROL: case FAM_CUSTOM_CALL: case FAM_RNG_BIT_GENERATOR:
+    case FAM_FUSION: case FAM_ASYNC: case FAM_SCAN: case FAM_COLLECTIVE:
+        return false;
+    case FAM_FALLBACK:
+        return ins->op == OP_PARTITION_ID || ins->op == OP_REPLICA_ID;
+    default:
+        return true;
+    }
+}
+
+typedef struct Cand {
+    int32_t node;
+    double price;  /* cost per byte saved */
+    int32_t pos;
+} Cand;
+
+typedef struct Remat {
+    MfGraph *g;
+    int32_t cap;                    /* entries of pos, last, next */
+    int32_t *pos, *last, *next;     /* next: first use after the peak (-1) */
+    int32_t *ins;                   /* copies to insert, in order */
+    int32_t nins;
+    /* undo */
+    int32_t nnode0, nseq0;
+    int32_t *seq0;
+    int32_t nundo;
+    int32_t *undo_node;
+    int32_t **undo_opnd;
+} Remat;
+
+static const IrInstr *src_of(const MfGraph *g, int32_t x)
+{
+    return &g->c->instr[g->node[x].src];
+}
+
+/* Can operand o be read by a copy placed just before position u, as it
+ * is, or recomputed there (depth levels so far)? */
+static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
+{
+    const IrInstr *ins = src_of(r->g, o);
+    if (r->last[o] >= u || ins->op == OP_PARAMETER)
+        return true;
+    if (depth >= MAX_CHAIN || !can_remat(ins))
+        return false;
+    for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
+        if (!reachable(r, r->g->node[o].opnd[j], u, depth + 1))
+            return false;
+    return true;
+}
+
+/* FLOPs + elements of recomputing o before u (0 when o is read as is). */
+static double cost_at(const Remat *r, int32_t o, int32_t u, bool top)
+{
+    const IrInstr *ins = src_of(r->g, o);
+    if (!top && (r->last[o] >= u || ins->op == OP_PARAMETER))
+        return 0;
+    int64_t e = ir_shape_elements(&ins->shape);
+    double c = (double)mf_flops(r->g->m, r->g->c, ins) + (double)(e > 0 ? e : 0);
+    for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
+        c += cost_at(r, r->g->node[o].opnd[j], u, false);
+    return c;
+}
+
+/* *p reallocated to n elements of `size` bytes; false (p kept) on OOM. */
+static bool grow(void **p, int32_t n, size_t size)
+{
+    void *q = ts_realloc(*p, (size_t)n * size);
+    if (q)
+        *p = q;
+    return q != NULL;
+}
+
+/* Grow the graph's node and sequence arrays for `more` nodes. */
+static bool room(Remat *r, int32_t more)
+{
+    MfGraph *g = r->g;
+    if (g->nnode + more > g->capnode) {
+        int32_t cap = (g->nnode + more) * 2;
+        MfNode *nn = ir_alloc_array(g->arena, (size_t)cap, sizeof *nn);
+        int32_t *ns = ir_alloc_array(g->arena, (size_t)cap, sizeof *ns);
+        if (!nn || !ns)
+            return false;
+        memcpy(nn, g->node, (size_t)g->nnode * sizeof *nn);
+        memcpy(ns, g->seq, (size_t)g->nseq * sizeof *ns);
+        g->node = nn;
+        g->seq = ns;
+        g->capnode = cap;
+    }
+    if (g->nnode + more > r->cap) {
+        int32_t cap = (g->nnode + more) * 2;
+        if (!grow((void **)&r->pos, cap, sizeof *r->pos) || !grow((void **)&r->last, cap, sizeof *r->last) ||
+            !grow((void **)&r->next, cap, sizeof *r->next) || !grow((void **)&r->ins, cap, sizeof *r->ins) ||
+            !grow((void **)&r->undo_node, cap, sizeof *r->undo_node) ||
+            !grow((void **)&r->undo_opnd, cap, sizeof *r->undo_opnd) ||
+            !grow((void **)&r->seq0, cap, sizeof *r->seq0))
+            return false;
+        r->cap = cap;
+    }
+    return true;
+}
+
+/* The node a copy placed before u reads for o: o itself, or a new copy
+ * of o (appended to r->ins after the copies of its operands); -1 on OOM. */
+static int32_t copy_for(Remat *r, int32_t o, int32_t u, bool top)
+{
+    MfGraph *g = r->g;
+    const IrInstr *ins = src_of(g, o);
+    if (!top && (r->last[o] >= u || ins->op == OP_PARAMETER))
+        return o;
+    int32_t n = g->node[o].nopnd;
+    int32_t *opnd = ir_alloc_array(g->arena, (size_t)(n ? n : 1), sizeof *opnd);
+    if (!opnd || !room(r, 1))
+        return -1;
+    for (int32_t j = 0; j < n; j++)
+        if ((opnd[j] = copy_for(r, g->node[o].opnd[j], u, false)) < 0)
+            return -1;
+    if (!room(r, 1))
+        return -1;
+    int32_t x = g->nnode++;
+    g->node[x] = (MfNode){.src = g->node[o].src, .nopnd = n, .opnd = opnd, .bytes = g->node[o].bytes,
+                          .clone = true};
+    r->ins[r->nins++] = x;
+    return x;
+}
+
+/* Recompute v before its first use after the peak; false on OOM. */
+static bool apply(Remat *r, int32_t v)
+{
+    MfGraph *g = r->g;
+    int32_t u = r->next[v];
+    r->nnode0 = g->nnode;
+    r->nseq0 = g->nseq;
+    r->nundo = 0;
+    r->nins = 0;
+    memcpy(r->seq0, g->seq, (size_t)g->nseq * sizeof *g->seq);
+    int32_t nv = copy_for(r, v, u, true);
+    if (nv < 0 || !room(r, 0))
+        return false;
+    /* Every later user reads the copy. */
+    for (int32_t k = u; k < g->nseq; k++) {
+        MfNode *x = &g->node[g->seq[k]];
+        bool uses = false;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            uses = uses || x->opnd[j] == v;
+        if (!uses)
+            continue;
+        int32_t *no = ir_alloc_array(g->arena, (size_t)x->nopnd, sizeof *no);
+        if (!no)
+            return false;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            no[j] = x->opnd[j] == v ? nv : x->opnd[j];
+        r->undo_node[r->nundo] = g->seq[k];
+        r->undo_opnd[r->nundo++] = x->opnd;
+        x->opnd = no;
+    }
+    memmove(g->seq + u + r->nins, g->seq + u, (size_t)(g->nseq - u) * sizeof *g->seq);
+    memcpy(g->seq + u, r->ins, (size_t)r->nins * sizeof *g->seq);
+    g->nseq += r->nins;
+    return true;
+}
+
+static void undo(Remat *r)
+{
+    MfGraph *g = r->g;
+    for (int32_t k = 0; k < r->nundo; k++)
+        g->node[r->undo_node[k]].opnd = r->undo_opnd[k];
+    g->nnode = r->nnode0;
+    g->nseq = r->nseq0;
+    memcpy(g->seq, r->seq0, (size_t)g->nseq * sizeof *g->seq);
+}
+
+static int by_price(const void *a, const void *b)
+{
+    const Cand *x = a, *y = b;
+    if (x->price != y->price)
+        return x->price < y->price ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* The candidates at the peak position `at`, cheapest first; -1 on OOM. */
+static int32_t candidates(Remat *r, int32_t at, Cand **out)
+{
+    MfGraph *g = r->g;
+    for (int32_t x = 0; x < g->nnode; x++)
+        r->next[x] = -1;
+    for (int32_t k = g->nseq - 1; k > at; k--) {
+        const MfNode *x = &g->node[g->seq[k]];
+        for (int32_t j = 0; j < x->nopnd; j++)
+            r->next[x->opnd[j]] = k;
+    }
+    const MfNode *here = &g->node[g->seq[at]];
+    Cand *c = ts_malloc((size_t)g->nseq * sizeof *c);
+    if (!c)
+        return -1;
+    int32_t n = 0;
+    for (int32_t k = 0; k < at; k++) {
+        int32_t v = g->seq[k];
+        bool used_here = false;
+        for (int32_t j = 0; j < here->nopnd; j++)
+            used_here = used_here || here->opnd[j] == v;
+        if (used_here || v == g->root || r->next[v] < 0 || g->node[v].bytes == 0 || !can_remat(src_of(g, v)))
+            continue;
+        int32_t u = r->next[v];
+        int64_t saved = g->node[v].bytes;
+        bool ok = true;
+        for (int32_t j = 0; ok && j < g->node[v].nopnd; j++) {
+            int32_t o = g->node[v].opnd[j];
+            ok = reachable(r, o, u, 1);
+            if (src_of(g, o)->op == OP_PARAMETER && r->last[o] < at)
+                saved -= g->node[o].bytes;
+        }
+        if (!ok || saved <= 0)
+            continue;
+        c[n++] = (Cand){v, cost_at(r, v, u, true) / (double)saved, k};
+    }
+    qsort(c, (size_t)n, sizeof *c, by_price);
+    *out = c;
+    return n;
+}
+
+bool mf_remat(MfGraph *g, int (*fits)(void *ctx, const MfGraph *g), void *ctx)
+{
+    Remat r = {.g = g};
+    bool ok = room(&r, 1);
+    int32_t steps = 4 * g->nnode + 64;
+    while (ok && steps-- > 0) {
+        MfProfile pr, np;
+        int f = fits(ctx, g);
+        ok = f >= 0 && room(&r, 0) && mf_profile(g, &pr, r.pos, r.last);
+        if (!ok || f > 0)
+            break;
+        Cand *c = NULL;
+        int32_t n = candidates(&r, pr.at, &c);
+        ok = n >= 0;
+        bool kept = false;
+        for (int32_t i = 0; ok && !kept && i < n && i < MAX_TRIES; i++) {
+            /* (undo restores what pos, last and next describe) */
+            ok = apply(&r, c[i].node) && mf_profile(g, &np, NULL, NULL);
+            if (ok && (np.peak < pr.peak || (np.peak == pr.peak && np.npeak < pr.npeak)))
+                kept = true;
+            else if (ok)
+                undo(&r);
+        }
+        ts_free(c);
+        if (!kept)
+            break;
+    }
+    ts_free(r.pos);
+    ts_free(r.last);
+    ts_free(r.next);
+    ts_free(r.ins);
+    ts_free(r.undo_node);
+    ts_free(r.undo_opnd);
+    ts_free(r.seq0);
+    return ok;
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# memfit.sh: fitting a memory limit (issue 32, docs/plan.md "Fitting a
+# memory limit"): `--limit memory=BYTES` on compile, plan and run reorders
+# the partitioned program and recomputes values until its estimated peak
+# per device fits, and refuses (status 2, the smallest peak reached) only
+# when nothing does. Checked: the hand-worked peaks of operand_order.hlo
+# (106500 bytes in the executor's order, 73732 reordered, the least any
+# order holds); the SGD step of a four-layer
+# MLP (tests/models/memfit/mlp_dp.hlo.in) on 1, 2 and 4 devices and under
+# mpirun -np 2, whose fitted plans equal the unfitted run bit for bit (the
+# same arithmetic in another order) and the reference run within the
+# oracle's tolerance; what the plan text, JSON and stderr say; plan files
+# keep the order and the recomputations. And `tessel grad --remat` (the
+# checkpoint policies dots, nothing, names=A,B): which forward values the
+# backward recomputes, on 1 and 2 devices, results bit for bit those
+# without a policy, and the bad policies.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPIRUN=(env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self)
+M="$TESSEL_SRC/tests/models/memfit"
+
+# The JSON plan's field of cluster 0's memory: peak, or fit.KEY.
+plan_field() { # plan_field PLAN_JSON KEY
+    "$PY" - "$1" "$2" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["clusters"][0]["memory"]
+for k in sys.argv[2].split("."):
+    m = m[k]
+print(len(m) if isinstance(m, list) else m)
+PY
+}
+
+# Every output of A equals B's bit for bit.
+same_bits() { # same_bits A B WHAT
+    for f in "$1"/output_*.npy; do
+        cmp -s "$f" "$2/$(basename "$f")" || fail "$3: $(basename "$f") differs"
+    done
+}
+
+# ---- hand-worked: a dot's operands, the one with the big temporary first ----
+T2="$M/operand_order.hlo"
+expect_status 0 "$TESSEL" plan "$T2" --format json -o "$WORK/t2.json"
+[ "$(plan_field "$WORK/t2.json" peak_bytes_per_device)" = 106500 ] || fail "operand_order: natural peak"
+expect_status 0 "$TESSEL" plan "$T2" --format json -o "$WORK/t2fit.json" --limit memory=80000
+[ "$(plan_field "$WORK/t2fit.json" peak_bytes_per_device)" = 73732 ] || fail "operand_order: fitted peak"
+[ "$(plan_field "$WORK/t2fit.json" fit.peak_before)" = 106500 ] || fail "operand_order: peak before"
+[ "$(plan_field "$WORK/t2fit.json" fit.scheduled)" = True ] || fail "operand_order: not scheduled"
+[ "$(plan_field "$WORK/t2fit.json" fit.recomputed)" = 0 ] || fail "operand_order: recomputed"
+expect_in "$ERR" "estimated peak 106500 -> 73732 bytes"
+# Under the limit already: nothing changes, nothing is said.
+expect_status 0 "$TESSEL" plan "$T2" --limit memory=110000
+[ ! -s "$ERR" ] || fail "operand_order: a fit under the limit said something"
+expect_in "$OUT" "peak memory per device: 106500 bytes"
+# No order fits 70000: refused, naming the smallest peak reached.
+for cmd in compile plan run; do
+    args=("$T2" --limit memory=70000)
+    [ "$cmd" = compile ] && args+=(-o "$WORK/t2.plan")
+    [ "$cmd" = run ] && args+=(--random-inputs 1 --output-dir "$WORK/t2.none")
+    expect_status 2 "$TESSEL" "$cmd" "${args[@]}"
+    expect_in "$ERR" "needs at least 73732 bytes per device, more than --limit memory=70000"
+done
+[ ! -e "$WORK/t2.plan" ] && [ ! -e "$WORK/t2.none" ] || fail "operand_order: a refused compile left output"
+expect_status 0 "$TESSEL" run "$T2" --random-inputs 3 --reference --output-dir "$WORK/t2.ref"
+expect_status 0 "$TESSEL" run "$T2" --random-inputs 3 --limit memory=80000 --output-dir "$WORK/t2.fit"
+same_bits "$WORK/t2.ref" "$WORK/t2.fit" "operand_order reordered"
+
+# ---- the SGD step of a four-layer MLP on 1, 2 and 4 devices ----
+step_for() { # step_for N: $WORK/stepN.hlo, the SGD step of mlp_dp on N devices
+    local s="{devices=[$1,1]$(seq -s, 0 $(($1 - 1)))}"
+    [ "$1" = 1 ] && s="{replicated}"
+    sed -e "s/@N/$1/g" -e "s/@S/$s/g" "$M/mlp_dp.hlo.in" >"$WORK/mlp$1.hlo"
+    expect_status 0 "$TESSEL" grad "$WORK/mlp$1.hlo" --sgd 0.01 -o "$WORK/step$1.hlo"
+}
+step_for 1
+expect_status 0 "$TESSEL" run "$WORK/step1.hlo" --reference --random-inputs 5 --output-dir "$WORK/ref"
+# Limits that need recomputation on 1 and 2 devices, reordering alone on
+# 4 (the natural peaks: 2686980, 1507332 and 917508 bytes).
+for nl in 1:1880000 2:1055000 4:800000; do
+    n=${nl%%:*} lim=${nl##*:}
+    step_for "$n"
+    step="$WORK/step$n.hlo"
+    expect_status 0 "$TESSEL" plan "$step" --format json -o "$WORK/fit$n.json" --limit memory="$lim"
+    peak=$(plan_field "$WORK/fit$n.json" peak_bytes_per_device)
+    [ "$peak" -le "$lim" ] || fail "N=$n: fitted peak $peak over $lim"
+    expect_in "$ERR" " recomputed, "
+    if [ "$n" != 4 ]; then
+        [ "$(plan_field "$WORK/fit$n.json" fit.recomputed)" -ge 1 ] || fail "N=$n: nothing recomputed"
+        [ "$(plan_field "$WORK/fit$n.json" fit.extra_flops)" -gt 0 ] || fail "N=$n: no FLOPs said"
+        expect_in "$ERR" ".remat of "
+    fi
+    expect_status 0 "$TESSEL" plan "$step" --limit memory="$lim"
+    expect_in "$OUT" "memory fit: limit $lim bytes per device"
+    expect_in "$OUT" "peak memory per device: $peak bytes"
+    # A plan file keeps the order and the copies; its run equals the
+    # unfitted one bit for bit, and the reference within tolerance.
+    expect_status 0 "$TESSEL" compile "$step" --limit memory="$lim" -o "$WORK/fit$n.plan"
+    expect_in "$WORK/fit$n.plan" "is_scheduled=true"
+    [ "$n" = 4 ] || expect_in "$WORK/fit$n.plan" '_tessel_remat="'
+    expect_status 0 "$TESSEL" plan "$WORK/fit$n.plan"
+    expect_in "$OUT" "order scheduled (is_scheduled=true)"
+    expect_status 0 "$TESSEL" run "$step" --random-inputs 5 --output-dir "$WORK/plain$n"
+    expect_status 0 "$TESSEL" run "$WORK/fit$n.plan" --random-inputs 5 --output-dir "$WORK/fit$n"
+    same_bits "$WORK/plain$n" "$WORK/fit$n" "N=$n fitted plan"
+    expect_status 0 "$TESSEL" run "$step" --random-inputs 5 --limit memory="$lim" --output-dir "$WORK/fitrun$n"
+    same_bits "$WORK/plain$n" "$WORK/fitrun$n" "N=$n run --limit memory"
+    same_outputs "$WORK/ref" "$WORK/fit$n" "N=$n fitted"
+done
+
+# ---- under mpirun: 2 ranks of 1 device, and 2 of 2 (whose reductions
+# cross ranks in another order than in one process: fitted against
+# unfitted under mpirun) ----
+expect_status 0 "$TESSEL" compile "$WORK/step2.hlo" --limit memory=1055000 --hosts 2 -o "$WORK/fit2mpi.plan"
+"${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/fit2mpi.plan" --random-inputs 5 --output-dir "$WORK/mpi2" \
+    >"$OUT" 2>"$ERR" || fail "mpirun -np 2 (2 devices)"
+same_bits "$WORK/plain2" "$WORK/mpi2" "mpirun -np 2, 2 devices"
+for lim in "" 800000; do
+    "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/step4.hlo" --random-inputs 5 ${lim:+--limit memory=$lim} \
+        --output-dir "$WORK/mpi4$lim" >"$OUT" 2>"$ERR" || fail "mpirun -np 2 (4 devices) $lim"
+done
+same_bits "$WORK/mpi4" "$WORK/mpi4800000" "mpirun -np 2, 4 devices"
+same_outputs "$WORK/ref" "$WORK/mpi4800000" "mpirun -np 2, 4 devices, fitted"
+# ---- tessel grad --remat: checkpoint policies ----
+# mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
+# gradients) and d4 (the loss's); the forward computes d1..d4 by dot.
+remats() { grep -o '[a-z0-9.]*\.remat = ' "$1" | sed 's/\.remat = //' | sort | tr '\n' ' '; }
+for n in 1 2; do
+    expect_status 0 "$TESSEL" run "$WORK/step$n.hlo" --random-inputs 7 --output-dir "$WORK/nopol$n"
+    for pol in dots nothing names=h2,d4; do
+        expect_status 0 "$TESSEL" grad "$WORK/mlp$n.hlo" --sgd 0.01 --remat "$pol" -o "$WORK/pol$n.hlo"
+        got=$(remats "$WORK/pol$n.hlo")
+        case $pol in
+            dots) want="h1 h2 h3 " ;;                   # tanh of the saved dots
+            nothing) want="d1 d2 d3 d4 h1 h2 h3 " ;;    # the whole forward from the parameters
+            names=h2,d4) want="d1 d3 h1 h3 " ;;         # h3 from d3 of the saved h2; h1 from x
+        esac
+        [ "$got" = "$want" ] || fail "--remat $pol on $n: recomputed '$got', expected '$want'"
+        expect_in "$WORK/pol$n.hlo" '_tessel_remat="h1"'
+        expect_status 0 "$TESSEL" plan "$WORK/pol$n.hlo"
+        expect_in "$OUT" "recomputed h1.remat of h1"
+        expect_status 0 "$TESSEL" run "$WORK/pol$n.hlo" --random-inputs 7 --output-dir "$WORK/pol$n.$pol"
+        same_bits "$WORK/nopol$n" "$WORK/pol$n.$pol" "--remat $pol on $n devices"
+    done
+done
+expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat everything
+expect_in "$ERR" "--remat takes dots, nothing or names=A,B"
+expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat names=
+expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --jvp --remat dots
+expect_in "$ERR" "--remat is a policy of reverse mode"
+echo "memfit: ok"
