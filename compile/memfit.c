@@ -139,7 +139,8 @@ static IrStatus graph_build(MfGraph *g, const IrModule *m, const IrComputation *
         x->opnd = ir_alloc_array(g->arena, (size_t)(ins->nopnd ? ins->nopnd : 1), sizeof *x->opnd);
         if (!x->opnd)
             return IR_ENOMEM;
-        memcpy(x->opnd, ins->opnd, (size_t)ins->nopnd * sizeof *x->opnd);
+        if (ins->nopnd > 0)
+            memcpy(x->opnd, ins->opnd, (size_t)ins->nopnd * sizeof *x->opnd);
     }
     g->nnode = n;
     g->root = c->root;
