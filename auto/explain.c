@@ -93,13 +93,17 @@ char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *m
         nodes += g->node[i].group >= 0;
         opaque += g->node[i].group < 0;
     }
-    for (int32_t k = 0; k < g->ngroup; k++)
+    int64_t kept = 0, pruned = 0;
+    for (int32_t k = 0; k < g->ngroup; k++) {
         maxs = g->group[k].nstrat > maxs ? g->group[k].nstrat : maxs;
+        kept += g->group[k].nstrat;
+        pruned += g->group[k].npruned;
+    }
     ir_sb_printf(&o,
                  "auto-shard of %s over mesh %s: %d instructions in %d groups (%d left to propagation), %d "
-                 "edges; estimated step %.4g ms\n",
+                 "edges, %lld strategies (%lld more dominated, not shown); estimated step %.4g ms\n",
                  module ? module : "?", mesh, (int)nodes, (int)g->ngroup, (int)opaque, (int)g->nedge,
-                 auto_graph_cost(g, choice) * 1e3);
+                 (long long)kept, (long long)pruned, auto_graph_cost(g, choice) * 1e3);
     Alt *alt = ts_calloc((size_t)maxs, sizeof *alt);
     if (!alt) {
         ir_sb_free(&o);

@@ -36,6 +36,8 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 
 import numpy as np
 
@@ -70,16 +72,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def two_procs(make):
-    """Run make(rank) for ranks 0 and 1 at once; their outputs."""
-    ps = [subprocess.Popen(make(r), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def two_procs(make, timeout=1800):
+    """Run make(rank) for ranks 0 and 1 at once; their outputs. A rank that
+    fails ends the other (which would wait for it until gloo's timeout)."""
+    logs = [tempfile.TemporaryFile(mode="w+") for _ in (0, 1)]
+    ps = [subprocess.Popen(make(r), env=ENV, stdout=logs[r], stderr=subprocess.STDOUT,
                            universal_newlines=True) for r in (0, 1)]
-    outs = [p.communicate(timeout=1800) for p in ps]
-    for r, (p, (out, err)) in enumerate(zip(ps, outs)):
+    t0 = time.time()
+    try:
+        while any(p.poll() is None for p in ps):
+            bad = [r for r, p in enumerate(ps) if p.returncode not in (None, 0)]
+            if bad or time.time() - t0 > timeout:
+                break
+            time.sleep(0.05)
+    finally:
+        for p in ps:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    outs = []
+    for r, (p, log) in enumerate(zip(ps, logs)):
+        log.seek(0)
+        outs.append(log.read())
+        log.close()
+    for r, p in enumerate(ps):
         if p.returncode != 0:
             raise Failed("rank %d of %s exited %d: %s" % (r, " ".join(make(r)[:4]), p.returncode,
-                                                           (err or out).strip()[-600:]))
-    return [o + e for o, e in outs]
+                                                           outs[r].strip()[-600:]))
+    return outs
 
 
 STEPS_RE = re.compile(r"steps: first ([\d.]+) ms, then median ([\d.]+) ms")

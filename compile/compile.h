@@ -67,6 +67,7 @@ typedef struct CompileOptions {
 typedef struct CompileFit {
     int64_t limit;           /* bytes per device asked for the cluster (0: no limit) */
     int64_t before, after;   /* estimated peak per device before fitting, after */
+    int64_t least;           /* the least estimate of the orders tried (<= after) */
     bool scheduled;          /* reordered (the module is is_scheduled=true) */
     int32_t nremat;          /* instructions recomputed */
     int64_t flops;           /* FLOPs the recomputations add per device per run */

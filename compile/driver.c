@@ -138,7 +138,7 @@ static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t ho
                     "cluster %d needs at least %lld bytes per device%s, more than --limit memory=%lld: the "
                     "smallest estimated peak that reordering and rematerialization reached (%lld before); "
                     "nothing was compiled (raise the limit or shard more)",
-                    (int)k, (long long)(fit->after + host), held, (long long)opt->memory_limit,
+                    (int)k, (long long)(fit->least + host), held, (long long)opt->memory_limit,
                     (long long)(fit->before + host));
 }
 

@@ -673,8 +673,19 @@ static void dot_collective_node(DotCtx *x, int32_t j, const char *indent)
     dot_str(x->o, ir_op_name(c->op));
     ir_sb_puts(x->o, "\\ngroups ");
     dot_str(x->o, c->replica_groups);
-    ir_sb_printf(x->o, "\\n%lld bytes per device\", shape=octagon, fillcolor=\"#ff6666\"];\n",
+    ir_sb_printf(x->o, "\\n%lld bytes per device\", shape=octagon, fillcolor=\"#ff6666\"",
                  (long long)c->bytes_per_device);
+    if (c->why.text) {
+        /* the reason, shown on hover in Graphviz's SVG */
+        IrStrBuf w = {0};
+        compile_why_lines(&w, c, x->rep->file, "");
+        char *t = ir_sb_take(&w);
+        ir_sb_puts(x->o, ", tooltip=\"");
+        dot_str(x->o, t);
+        ir_sb_puts(x->o, "\"");
+        ts_free(t);
+    }
+    ir_sb_puts(x->o, "];\n");
 }
 
 /* The collectives of computation `comp` sited on (source, operand): an

@@ -129,7 +129,8 @@ static int32_t recompute(Ckpt *k, int32_t v)
     IrKeyValue *kv = ir_alloc_array(m->arena, (size_t)ni.a.nfrontend + 1, sizeof *kv);
     if (!ni.name || !kv)
         return -1;
-    memcpy(kv, ni.a.frontend, (size_t)ni.a.nfrontend * sizeof *kv);
+    if (ni.a.nfrontend > 0)
+        memcpy(kv, ni.a.frontend, (size_t)ni.a.nfrontend * sizeof *kv);
     kv[ni.a.nfrontend] = (IrKeyValue){REMAT_ATTR, of};
     ni.a.frontend = kv;
     ni.a.nfrontend++;

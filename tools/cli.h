@@ -13,6 +13,7 @@
  *   cmd_run.c      tessel run (alone or under mpirun)
  *   cmd_devices.c  tessel devices
  *   cmd_grad.c     tessel grad
+ *   cmd_profile.c  tessel profile (the rates of --auto-shard's cost model)
  *   checkpoint.c   run --checkpoint: steps resumed from a saved state
  *   tuning_env.c   the TESSEL_* tuning variables, read once into the run's options
  *
@@ -146,6 +147,7 @@ extern const CliCommand cli_cmd_devices;
 extern const CliCommand cli_cmd_compile;
 extern const CliCommand cli_cmd_plan;
 extern const CliCommand cli_cmd_grad;
+extern const CliCommand cli_cmd_profile;
 
 /* checkpoint.c: --checkpoint-every, --checkpoint-dir, --resume */
 

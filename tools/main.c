@@ -16,6 +16,7 @@ static const CliCommand *const COMMANDS[] = {
     &cli_cmd_run,
     &cli_cmd_devices,
     &cli_cmd_grad,
+    &cli_cmd_profile,
 };
 enum { NCOMMANDS = sizeof COMMANDS / sizeof COMMANDS[0] };
 

@@ -22,14 +22,10 @@ import sys
 
 import numpy as np
 
-TESSEL, WORK = sys.argv[1], sys.argv[2]
+# Set by main() (bench/auto_shard.py imports the models and annotate()).
+TESSEL = WORK = None
 DEVICES = [2, 4, 8]
 ONLY = None
-for i, a in enumerate(sys.argv):
-    if a == "--devices":
-        DEVICES = [int(x) for x in sys.argv[i + 1].split(",")]
-    if a == "--models":
-        ONLY = sys.argv[i + 1].split(",")
 
 ADD = """add {
   a = f32[] parameter(0)
@@ -227,6 +223,13 @@ def same(a_dir, b_dir):
 
 
 def main():
+    global TESSEL, WORK, DEVICES, ONLY
+    TESSEL, WORK = sys.argv[1], sys.argv[2]
+    for i, a in enumerate(sys.argv):
+        if a == "--devices":
+            DEVICES = [int(x) for x in sys.argv[i + 1].split(",")]
+        if a == "--models":
+            ONLY = sys.argv[i + 1].split(",")
     failed = 0
     os.makedirs(WORK, exist_ok=True)
     for name, make in MODELS.items():

@@ -86,6 +86,10 @@ assert (w["kind"], w["instruction"], w["line"], w["column"], w["avoid"]) == ("pa
 assert w["text"] == "dot y contracts dim 1 of a, which is tiled over 2 devices: partial sums are all-reduced", w
 PY
 
+# DOT: each collective's reason is its node's tooltip (shown on hover in the SVG)
+expect_status 0 "$TESSEL" plan forced.hlo --format dot
+expect_in "$OUT" 'tooltip="why: asked for by c at forced.hlo:6:3: operand b is tiled on dim 1 over 2 devices'
+
 # ---- plan files keep the reasons; plans written before them still load ----
 expect_status 0 "$TESSEL" compile forced.hlo -o "$WORK/forced.plan"
 expect_in "$WORK/forced.plan" "// TesselWhyFile forced.hlo"

@@ -54,6 +54,7 @@ int main(void)
     FIELD(TsGradOptions, jvp);
     FIELD(TsGradOptions, sgd);
     FIELD(TsGradOptions, adam);
+    FIELD(TsGradOptions, remat);
     SIZE(TsArray);
     FIELD(TsArray, dtype);
     FIELD(TsArray, rank);

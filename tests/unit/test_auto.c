@@ -1,0 +1,160 @@
+/*
+ * test_auto.c: the auto-sharder's parts (auto/): the mesh parser, a spec
+ * made a sharding (device orders worked out by hand from the row-major
+ * mesh), the alpha-beta formula, and the two solvers agreeing: variable
+ * elimination and the GLPK program give the same optimum on an MLP, and
+ * under a memory limit that the unconstrained optimum passes the program
+ * finds a plan within it that costs no less.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "auto/auto.h"
+
+static void mesh_forms(void **state)
+{
+    (void)state;
+    AutoMesh m;
+    IrDiag d = {0};
+    assert_int_equal(auto_mesh_parse("2x4", &m, &d), IR_OK);
+    assert_int_equal(m.naxes, 2);
+    assert_int_equal(m.size[0], 2);
+    assert_int_equal(m.size[1], 4);
+    assert_string_equal(m.name[1], "y");
+    assert_int_equal(m.ndevices, 8);
+    assert_int_equal(auto_mesh_parse("data=2,model=4", &m, &d), IR_OK);
+    assert_string_equal(m.name[0], "data");
+    assert_string_equal(m.name[1], "model");
+    char buf[64];
+    auto_mesh_text(&m, buf, sizeof buf);
+    assert_string_equal(buf, "data=2,model=4");
+    const char *bad[] = {"", "2x", "0x2", "a=2,a=2", "a=2,4", "2x2x2x2x2", "x=", "2,4"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        assert_int_equal(auto_mesh_parse(bad[k], &m, &d), IR_EINPUT);
+        assert_non_null(strstr(d.msg, "--mesh"));
+        ir_diag_clear(&d);
+    }
+}
+
+/* The sharding of a spec, as XLA's text. */
+static void expect_sharding(const AutoMesh *m, AutoSpec s, int32_t rank, const char *want)
+{
+    IrArena *a = ir_arena_new();
+    IrSharding *sh = auto_spec_sharding(a, m, &s, rank);
+    assert_non_null(sh);
+    char *t = ir_sharding_str(sh);
+    assert_string_equal(t, want);
+    ts_free(t);
+    ir_arena_free(a);
+}
+
+static void spec_shardings(void **state)
+{
+    (void)state;
+    AutoMesh m;
+    IrDiag d = {0};
+    assert_int_equal(auto_mesh_parse("data=2,model=4", &m, &d), IR_OK);
+    AutoSpec s = auto_spec_replicated();
+    /* data on dim 0: tile (i, j) is device i*4 + j (model replicates). */
+    s.dim[0] = 0;
+    expect_sharding(&m, s, 2, "{devices=[2,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}");
+    /* model on dim 0: tile (i, j) is device j*4 + i (data replicates). */
+    s = auto_spec_replicated();
+    s.dim[1] = 0;
+    expect_sharding(&m, s, 2, "{devices=[4,1,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}");
+    /* both on dim 1, data major: device order 0..7. */
+    s.dim[0] = 1;
+    s.dim[1] = 1;
+    expect_sharding(&m, s, 2, "{devices=[1,8]0,1,2,3,4,5,6,7}");
+    /* model on dim 0, data on dim 1: tile (i, j) is device j*4 + i. */
+    s.dim[0] = 1;
+    s.dim[1] = 0;
+    expect_sharding(&m, s, 2, "{devices=[4,2]0,4,1,5,2,6,3,7}");
+    char buf[64];
+    auto_spec_text(&m, &s, 2, buf, sizeof buf);
+    assert_string_equal(buf, "[model,data]");
+    s.dim[0] = -1;
+    auto_spec_text(&m, &s, 2, buf, sizeof buf);
+    assert_string_equal(buf, "[model,-]+data");
+}
+
+static void alpha_beta(void **state)
+{
+    (void)state;
+    AutoCost c = auto_cost_default(0);
+    /* 20 us + 2*3/4 * 1e6 B / 4 GB/s = 20 + 375 us */
+    assert_true(fabs(auto_coll_seconds(&c, AUTO_ALL_REDUCE, 4, 0, 1e6) - 395e-6) < 1e-12);
+    /* all-gather: 20 us + 3/4 * 1e6 / 4e9 = 207.5 us */
+    assert_true(fabs(auto_coll_seconds(&c, AUTO_ALL_GATHER, 4, 0, 1e6) - 207.5e-6) < 1e-12);
+    /* across hosts at 10 Gb/s: 50 us + 1/2 * 1e6 * 0.8 ns = 450 us */
+    assert_true(fabs(auto_coll_seconds(&c, AUTO_ALL_TO_ALL, 2, 1, 1e6) - 450e-6) < 1e-12);
+    assert_true(auto_coll_seconds(&c, AUTO_ALL_REDUCE, 1, 0, 1e6) == 0);
+}
+
+static const char MLP[] = "HloModule mlp\n"
+                          "ENTRY main {\n"
+                          "  x = f32[64,128] parameter(0)\n"
+                          "  w1 = f32[128,512] parameter(1)\n"
+                          "  w2 = f32[512,128] parameter(2)\n"
+                          "  h = f32[64,512] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                          "  a = f32[64,512] tanh(h)\n"
+                          "  ROOT y = f32[64,128] dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                          "}\n";
+
+static void solvers_agree(void **state)
+{
+    (void)state;
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("mlp.hlo", MLP, strlen(MLP), &po, &m, &d), IR_OK);
+    AutoMesh mesh;
+    assert_int_equal(auto_mesh_parse("2x2", &mesh, &d), IR_OK);
+    AutoCost cost = auto_cost_default(0);
+    AutoGraph g;
+    assert_int_equal(auto_graph_build(m, &mesh, &cost, 4, &g, &d), IR_OK);
+    assert_int_equal(auto_graph_prune(&g, true, &d), IR_OK);
+    int32_t a[64], b[64];
+    assert_true(g.ngroup <= 64);
+    assert_int_equal(auto_elim_solve(&g, a), 1);
+    assert_int_equal(auto_ilp_solve(&g, 0, b, &d), IR_OK);
+    double ca = auto_graph_cost(&g, a), cb = auto_graph_cost(&g, b);
+    assert_true(fabs(ca - cb) <= 1e-9 * ca);
+    /* A limit between the least memory and the optimum's. */
+    double least = g.mem_fixed;
+    for (int32_t k = 0; k < g.ngroup; k++) {
+        double mn = g.group[k].mem[0];
+        for (int32_t s = 1; s < g.group[k].nstrat; s++)
+            mn = g.group[k].mem[s] < mn ? g.group[k].mem[s] : mn;
+        least += mn;
+    }
+    double mem = auto_graph_mem(&g, a);
+    if (least < mem) {
+        double limit = (least + mem) / 2;
+        assert_int_equal(auto_ilp_solve(&g, limit, b, &d), IR_OK);
+        assert_true(auto_graph_mem(&g, b) <= limit);
+        assert_true(auto_graph_cost(&g, b) >= ca * (1 - 1e-9));
+    }
+    assert_int_equal(auto_ilp_solve(&g, least / 2, b, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "no sharding over the mesh fits the memory limit"));
+    ir_diag_clear(&d);
+    auto_graph_free(&g);
+    ir_module_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(mesh_forms),
+        cmocka_unit_test(spec_shardings),
+        cmocka_unit_test(alpha_beta),
+        cmocka_unit_test(solvers_agree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
