@@ -46,6 +46,9 @@ typedef struct CompileOptions {
     /* Shardings chosen for the values the module leaves unsharded
      * (auto/, before propagation); NULL: none. */
     const AutoOptions *auto_shard;
+    /* Pair parameters with outputs where safe (partition/donate.c,
+     * plan_donate_auto) after partitioning each cluster. */
+    bool donate_auto;
     /* > 0: fit each cluster's estimated peak per device (with what the
      * host program holds) within this many bytes (compile_fit_memory);
      * IR_EINPUT naming the smallest peak reached when nothing fits. */
