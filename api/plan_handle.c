@@ -166,6 +166,14 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     TsCompileOptions none = {0};
     if (!o)
         o = &none;
+    if (o->donate != TS_DONATE_DECLARED && o->donate != TS_DONATE_AUTO) {
+        ir_module_free(src);
+        ir_module_free(reference);
+        ts_free(p);
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "donate must be TS_DONATE_DECLARED or TS_DONATE_AUTO, not %d", (int)o->donate),
+                        &id, d);
+    }
     if (!(o->link_gbps >= 0 && o->link_gbps <= 1e6)) { /* NaN too */
         ir_module_free(src);
         ir_module_free(reference);
@@ -190,6 +198,7 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     CompileOptions co = {.num_partitions = o->num_partitions, .num_replicas = o->num_replicas, .hosts = o->hosts,
                          .local_devices = o->local_devices, .max_devices = maxdev, .no_verify = o->no_verify,
                          .link_gbps = o->link_gbps, .warn = o->on_warning, .warn_ctx = o->warning_ctx,
+                         .donate_auto = o->donate == TS_DONATE_AUTO,
                          .memory_limit = o->limits && o->limits->memory_bytes > 0 ? o->limits->memory_bytes : 0};
     p->reference = reference;
     DumpDir dd;

@@ -46,6 +46,9 @@ typedef struct CompileOptions {
     /* Shardings chosen for the values the module leaves unsharded
      * (auto/, before propagation); NULL: none. */
     const AutoOptions *auto_shard;
+    /* Pair parameters with outputs where safe (partition/donate.c,
+     * plan_donate_auto) after partitioning each cluster. */
+    bool donate_auto;
     /* > 0: fit each cluster's estimated peak per device (with what the
      * host program holds) within this many bytes (compile_fit_memory);
      * IR_EINPUT naming the smallest peak reached when nothing fits. */
@@ -67,6 +70,7 @@ typedef struct CompileOptions {
 typedef struct CompileFit {
     int64_t limit;           /* bytes per device asked for the cluster (0: no limit) */
     int64_t before, after;   /* estimated peak per device before fitting, after */
+    int64_t least;           /* the least estimate of the orders tried (<= after) */
     bool scheduled;          /* reordered (the module is is_scheduled=true) */
     int32_t nremat;          /* instructions recomputed */
     int64_t flops;           /* FLOPs the recomputations add per device per run */

@@ -40,6 +40,9 @@
  *                          (compile_fit_memory, memfit.c); verified after;
  *                          IR_EINPUT naming the smallest peak reached when
  *                          nothing fits. Breaks nothing: same results.
+ *   5c. donate            with CompileOptions.donate_auto: plan_donate_auto
+ *                          pairs parameters with outputs where safe (the
+ *                          SPMD program's input_output_alias grows).
  *   6. split/concat trees, device assignment, islands
  *                          plan_build per cluster for H hosts x L devices.
  *
@@ -138,7 +141,7 @@ static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t ho
                     "cluster %d needs at least %lld bytes per device%s, more than --limit memory=%lld: the "
                     "smallest estimated peak that reordering and rematerialization reached (%lld before); "
                     "nothing was compiled (raise the limit or shard more)",
-                    (int)k, (long long)(fit->after + host), held, (long long)opt->memory_limit,
+                    (int)k, (long long)(fit->least + host), held, (long long)opt->memory_limit,
                     (long long)(fit->before + host));
 }
 
@@ -161,6 +164,9 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
         st = dump(opt, k, "after_spmd_partition", c->spmd, d);
     if (st == IR_OK)
         st = plan_cluster_record_io(c, d);
+    int32_t added = 0;
+    if (st == IR_OK && opt->donate_auto)
+        st = plan_donate_auto(c, &added, d);
     return st;
 }
 

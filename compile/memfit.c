@@ -167,7 +167,7 @@ static bool mark_remat(IrArena *ar, IrAttrs *a, const char *name)
 /* Write g back into its computation c: instructions in g's order, each
  * recomputation a renamed copy. false when out of memory (c may then be
  * half written: the caller drops the module). */
-static bool graph_commit(MfGraph *g, IrModule *m, IrComputation *c)
+static bool graph_commit(const MfGraph *g, IrModule *m, IrComputation *c)
 {
     /* seq, then the instructions that do not run, in their own order
      * (the stable topological order then lists seq first: the executor's
@@ -227,11 +227,43 @@ static bool graph_commit(MfGraph *g, IrModule *m, IrComputation *c)
     return ok;
 }
 
+/* The verdict of the plan's estimate on an order of the graph. */
+typedef struct Verdict {
+    const IrModule *spmd;
+    int64_t limit;
+    int failed;      /* out of memory once: -1 from then on */
+    int64_t least;   /* the least estimate of the orders tried (-1: none) */
+} Verdict;
+
+/* Does g's order, written into a copy of the module, fit the limit by
+ * the estimate itself (partition/memory.c, whose run-time fusion and
+ * buffer reuse the graph's model leaves out)? 1 yes, 0 no, -1 out of
+ * memory. */
+static int estimate_fits(void *ctx, const MfGraph *g)
+{
+    Verdict *v = ctx;
+    if (v->failed)
+        return -1;
+    IrModule *m = ir_module_clone(v->spmd);
+    int r = -1;
+    if (m && graph_commit(g, m, ir_entry(m))) {
+        m->is_scheduled = true;
+        int64_t peak = plan_peak_bytes(m);
+        r = peak < 0 ? -1 : peak <= v->limit;
+        if (peak >= 0 && (v->least < 0 || peak < v->least))
+            v->least = peak;
+    }
+    ir_module_free(m);
+    if (r < 0)
+        v->failed = -1;
+    return r;
+}
+
 IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDiag *d)
 {
     IrComputation *c = ir_entry(spmd);
     *fit = (CompileFit){.limit = limit};
-    fit->before = fit->after = plan_peak_bytes(spmd);
+    fit->before = fit->after = fit->least = plan_peak_bytes(spmd);
     if (fit->before < 0)
         return ir_oom(d, NULL);
     if (limit <= 0 || !c || fit->before <= limit)
@@ -243,9 +275,12 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
         ir_arena_free(g.arena);
         return st;
     }
+    Verdict v = {spmd, limit, 0, -1};
     bool ok = st == IR_OK && mf_schedule(&g) && mf_profile(&g, &pr, NULL, NULL);
-    if (ok && pr.peak > limit)
-        ok = mf_remat(&g, limit);
+    int fits = ok ? estimate_fits(&v, &g) : 0;
+    if (ok && fits == 0)
+        ok = mf_remat(&g, estimate_fits, &v);
+    ok = ok && fits >= 0;
     ok = ok && graph_commit(&g, spmd, c);
     ir_arena_free(g.arena);
     if (!ok)
@@ -255,6 +290,7 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
     fit->after = plan_peak_bytes(spmd);
     if (fit->after < 0)
         return ir_oom(d, NULL);
+    fit->least = v.least >= 0 && v.least < fit->after ? v.least : fit->after;
     for (int32_t i = 0; i < c->ninstr; i++)
         if (ir_frontend_attr(&c->instr[i], REMAT_ATTR)) {
             fit->nremat++;

@@ -76,17 +76,20 @@ bool mf_schedule(MfGraph *g);
 
 /* ---- memfit_remat.c ---- */
 
-/* Recompute values of g until its peak is at most `limit` or nothing
+/* Recompute values of g until it fits (fits(ctx, g), below) or nothing
  * more helps: a value live across the peak and not used there is
  * computed again just before its first later use, which then reads the
  * copy; cheapest recomputation per byte saved first (FLOPs, as XLA's cost
  * analysis counts them, plus elements), each kept only when it lowers the
- * peak (or the positions at the peak). Never recomputes parameters,
+ * peak (or the positions at the peak). Before each, fits(ctx, g) says
+ * whether the order fits by the plan's own estimate (1 yes: stop; 0 no;
+ * -1 out of memory), which counts what the graph's model does not. Never
+ * recomputes parameters,
  * ordered instructions (mf_ordered), random draws, control flow or
  * tuples; an operand no longer live at the copy is recomputed with it
  * when it can be (else the value is not a candidate), parameters stay
  * live. false when out of memory. */
-bool mf_remat(MfGraph *g, int64_t limit);
+bool mf_remat(MfGraph *g, int (*fits)(void *ctx, const MfGraph *g), void *ctx);
 /* The FLOPs of one run of ins in c (dot, convolution: 2 per multiply-add;
  * elementwise: one per element; reduce, reduce-window: one per input
  * element combined; others 0). */

@@ -19,7 +19,9 @@
  *               lives the copy extends across P); the first of the
  *               cheapest few that lowers the peak, or keeps it and
  *               lowers the number of positions at it, is kept.
- * It stops when the peak is within the limit or no candidate helps.
+ * It stops when the order fits the limit by the plan's own estimate
+ * (fits: the graph's model leaves out the executor's fusion) or no
+ * candidate lowers the model's peak.
  *
  * Worked example (f32[1024] = 4 KiB each): p; a = exp(p); t = big temp
  * 16 KiB from p; u = reduce(t); out = a * broadcast(u). At t's peak a is
@@ -292,15 +294,16 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
     return n;
 }
 
-bool mf_remat(MfGraph *g, int64_t limit)
+bool mf_remat(MfGraph *g, int (*fits)(void *ctx, const MfGraph *g), void *ctx)
 {
     Remat r = {.g = g};
     bool ok = room(&r, 1);
     int32_t steps = 4 * g->nnode + 64;
     while (ok && steps-- > 0) {
         MfProfile pr, np;
-        ok = room(&r, 0) && mf_profile(g, &pr, r.pos, r.last);
-        if (!ok || pr.peak <= limit)
+        int f = fits(ctx, g);
+        ok = f >= 0 && room(&r, 0) && mf_profile(g, &pr, r.pos, r.last);
+        if (!ok || f > 0)
             break;
         Cand *c = NULL;
         int32_t n = candidates(&r, pr.at, &c);

@@ -160,6 +160,21 @@ static json_t *jmemory(const PlanMemory *pm)
     for (int32_t k = 0; k < pm->nsteps; k++)
         json_array_append_new(steps, json_integer(pm->live[k]));
     json_object_set_new(mem, "live_bytes_by_step", steps);
+    json_t *ds = json_array();
+    for (int32_t k = 0; k < pm->ndonations; k++) {
+        const PlanDonation *pd = &pm->donations[k];
+        json_t *v = json_object();
+        json_object_set_new(v, "parameter", json_integer(pd->param));
+        json_object_set_new(v, "parameter_name", pd->param_name ? json_string(pd->param_name) : json_null());
+        json_object_set_new(v, "output", json_integer(pd->output));
+        json_object_set_new(v, "inferred", json_boolean(pd->inferred));
+        json_object_set_new(v, "last_read", pd->last_read ? json_string(pd->last_read) : json_null());
+        json_object_set_new(v, "read_step", json_integer(pd->read_step));
+        json_object_set_new(v, "written", pd->written ? json_string(pd->written) : json_null());
+        json_object_set_new(v, "write_step", json_integer(pd->write_step));
+        json_array_append_new(ds, v);
+    }
+    json_object_set_new(mem, "donations", ds);
     return mem;
 }
 
@@ -523,6 +538,24 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
                      (long long)pm->values[k].bytes, mem_kind_name(pm->values[k].kind));
     if (pm->nvalues > MEM_LISTED)
         ir_sb_printf(o, "      ... and %d more (--format json lists all)\n", (int)(pm->nvalues - MEM_LISTED));
+    if (pm->ndonations == 0)
+        return;
+    ir_sb_printf(o, "  donated (input_output_alias; the run frees each parameter at its last read):\n");
+    for (int32_t k = 0; k < pm->ndonations; k++) {
+        const PlanDonation *pd = &pm->donations[k];
+        ir_sb_printf(o, "    parameter %lld (%s) -> output %lld, %s: ", (long long)pd->param,
+                     pd->param_name ? pd->param_name : "?", (long long)pd->output,
+                     pd->inferred ? "inferred (--donate auto)" : "declared by the module");
+        if (pd->last_read)
+            ir_sb_printf(o, "last read at step %d (%s)", (int)pd->read_step + 1, pd->last_read);
+        else
+            ir_sb_printf(o, "never read");
+        if (pd->written)
+            ir_sb_printf(o, ", output written at step %d (%s)%s\n", (int)pd->write_step + 1, pd->written,
+                         pd->read_step <= pd->write_step ? "" : " (read after: the run keeps a copy)");
+        else
+            ir_sb_printf(o, "\n");
+    }
 }
 
 static void out_cluster(IrStrBuf *o, const Plan *p)

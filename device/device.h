@@ -311,6 +311,13 @@ typedef struct DevExecOptions {
     const DevHostTransfers *host; /* NULL: infeed, outfeed, host send/recv refused */
     /* Seed of `rng` (k_rng.c; docs/cli.md, "Random numbers of `rng`"). */
     uint64_t rng_seed;
+    /* Donated arguments of dev_execute (ndonated >= nargs, else none):
+     * donated[k] hands argument k's reference to the executor, which
+     * releases it at its parameter's last use and sets args[k] to NULL
+     * (an input_output_alias: a kernel may then write its output into the
+     * buffer). */
+    const bool *donated;
+    int32_t ndonated;
 } DevExecOptions;
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are

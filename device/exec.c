@@ -279,7 +279,7 @@ static void exec_release(Exec *x)
 /* ---- running a computation ---- */
 
 static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, bool consume,
-                         DevValue **out);
+                         const bool *donated, DevValue **out);
 
 /* Check a callee index given by `ins` and run it. With `consume` the
  * callee takes the references in args (see run_comp). */
@@ -298,7 +298,7 @@ static IrStatus run_callee(Exec *x, const IrInstr *ins, int32_t which, int32_t n
         return st;
     }
     x->depth++;
-    st = run_comp(x, ins->called[which], nargs, args, consume, out);
+    st = run_comp(x, ins->called[which], nargs, args, consume, NULL, out);
     x->depth--;
     return st;
 }
@@ -953,15 +953,19 @@ static bool try_async_start(const Exec *x, const IrComputation *c, const IrInstr
 }
 
 static IrStatus run_one(Exec *x, const IrComputation *c, const Plan *p, int32_t i, int32_t nargs,
-                        DevValue **args, bool consume, DevValue **vals, int32_t *rem, Pending *pend)
+                        DevValue **args, bool consume, const bool *donated, DevValue **vals, int32_t *rem,
+                        Pending *pend)
 {
     const IrInstr *ins = &c->instr[i];
     DevValue *r = NULL;
     IrStatus st;
     if (pend && (st = async_operands(x, c, p, i, pend, vals)) != IR_OK)
         return st;
-    if (ins->op == OP_PARAMETER)
-        return bind_parameter(x, ins, nargs, args, consume, &vals[i]);
+    if (ins->op == OP_PARAMETER) {
+        int64_t pn = ins->a.parameter_number;
+        bool mine = consume || (donated && pn >= 0 && pn < nargs && donated[pn]);
+        return bind_parameter(x, ins, nargs, args, mine, &vals[i]);
+    }
     if (p->fusion.group_of && p->fusion.group_of[i] >= 0)
         return run_group(x, c, &p->fusion.groups[p->fusion.group_of[i]], vals, rem);
     if (try_reshape_in_place(ins, vals, rem, &r)) {
@@ -997,9 +1001,10 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const Plan *p, int32_t 
 
 /* Run computation `comp` on `nargs` arguments. Without `consume` the
  * arguments are borrowed; with it, run_comp owns their references (moved
- * into the parameters' slots, released when unused or on failure). */
+ * into the parameters' slots, released when unused or on failure);
+ * donated[k] (NULL: none) does the same for argument k alone. */
 static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, bool consume,
-                         DevValue **out)
+                         const bool *donated, DevValue **out)
 {
     const Plan *p = NULL;
     IrStatus st = plan_get(x, comp, &p);
@@ -1027,7 +1032,7 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
     }
     for (int32_t k = 0; k < p->n && st == IR_OK; k++) {
         int32_t i = p->order[k];
-        st = run_one(x, c, p, i, nargs, args, consume, vals, rem, pend);
+        st = run_one(x, c, p, i, nargs, args, consume, donated, vals, rem, pend);
         if (st == IR_OK && rem[i] == 0 && pend && pend[i].handle) /* a dead -start still completes */
             st = async_finish(x, c, i, &pend[i], vals);
         if (st == IR_OK && rem[i] == 0) { /* dead value */
@@ -1052,10 +1057,11 @@ done:
     if (rem != rstack)
         ts_free(rem);
 release_args:
-    for (int32_t i = 0; consume && i < nargs; i++) {
-        dev_value_unref(args[i]);
-        args[i] = NULL;
-    }
+    for (int32_t i = 0; i < nargs; i++)
+        if (consume || (donated && donated[i])) {
+            dev_value_unref(args[i]);
+            args[i] = NULL;
+        }
     return st;
 }
 
@@ -1069,7 +1075,7 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
     Exec x = {m, opt ? opt : &default_options, d, NULL, 0, NULL};
     Exec *saved = current;
     current = &x;
-    IrStatus st = run_comp(&x, comp, nargs, args, false, out);
+    IrStatus st = run_comp(&x, comp, nargs, args, false, x.opt->ndonated >= nargs ? x.opt->donated : NULL, out);
     current = saved;
     exec_release(&x);
     return st;
@@ -1086,7 +1092,7 @@ IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue 
         if (x->depth >= MAX_DEPTH)
             return dev_kernel_error(k, IR_EINPUT, "computations nest deeper than %d", MAX_DEPTH);
         x->depth++;
-        IrStatus st = run_comp(x, comp, nargs, args, false, out);
+        IrStatus st = run_comp(x, comp, nargs, args, false, NULL, out);
         x->depth--;
         return st;
     }
@@ -1094,7 +1100,7 @@ IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue 
     Exec one = {k->m, k->opt ? k->opt : &default_options, k->d, NULL, 0, NULL};
     Exec *saved = current;
     current = &one;
-    IrStatus st = run_comp(&one, comp, nargs, args, false, out);
+    IrStatus st = run_comp(&one, comp, nargs, args, false, NULL, out);
     current = saved;
     exec_release(&one);
     return st;

@@ -267,6 +267,14 @@ typedef struct TsCompileOptions {
     bool auto_shard;
     const char *mesh;
     const char *profile;
+    /* Donation (docs/plan.md "Donation"): TS_DONATE_DECLARED (0) keeps the
+     * module's input_output_alias pairs only; TS_DONATE_AUTO adds pairs
+     * inferred where safe: an entry parameter whose last read comes no
+     * later than the writing of an output of the same shape, type and
+     * sharding is aliased to it (the module's own pairs are kept). A run
+     * hands every aliased parameter over: it is freed at its last read,
+     * and the output may take its buffer. */
+    int32_t donate;
     /* A key (sign_key_len bytes, at least 1; NULL: none) for the plan's
      * keyed signature (docs/plan.md, "Digest and signature"): a plan
      * compiled with it is saved signed (HMAC-SHA256 under the key), and a
@@ -276,6 +284,8 @@ typedef struct TsCompileOptions {
     const void *sign_key;
     size_t sign_key_len;
 } TsCompileOptions;
+
+enum { TS_DONATE_DECLARED = 0, TS_DONATE_AUTO = 1 };
 
 /* Compile a module (not modified; `o` may be NULL): place, cluster,
  * outline, propagate shardings, partition each cluster, trees, devices,

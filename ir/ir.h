@@ -925,6 +925,7 @@ typedef struct IrAlias {
     int64_t param_number;
     IrShapeIndex param_index;
     bool must_alias;
+    bool inferred;          /* added by --donate auto (partition/donate.c), not the module's */
 } IrAlias;
 
 typedef struct IrModule {
@@ -977,6 +978,11 @@ int32_t ir_add_simple(IrModule *m, IrComputation *c, IrOpcode op, const IrShape 
 int32_t ir_find_computation(const IrModule *m, const char *name);  /* -1 if absent */
 int32_t ir_find_instr(const IrComputation *c, const char *name);   /* -1 if absent */
 IrComputation *ir_entry(const IrModule *m);
+/* donated[p] (nparam entries) = whether m's input_output_alias names entry
+ * parameter p whole (an empty parameter index): what a run hands over to
+ * the executor (DevExecOptions.donated) and the memory estimate frees at
+ * its last use. Can't fail. */
+void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam);
 /* A name not used in the module, derived from `base` ("add" -> "add.7"). */
 const char *ir_unique_name(IrModule *m, const char *base);
 /* `name` itself when the module does not use it yet ("x.1" stays "x.1",

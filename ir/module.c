@@ -361,6 +361,17 @@ int32_t ir_find_instr(const IrComputation *c, const char *name)
     return -1;
 }
 
+void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam)
+{
+    for (int32_t p = 0; p < nparam; p++)
+        donated[p] = false;
+    for (int32_t k = 0; k < m->nalias; k++) {
+        const IrAlias *al = &m->alias[k];
+        if (al->param_index.n == 0 && al->param_number >= 0 && al->param_number < nparam)
+            donated[al->param_number] = true;
+    }
+}
+
 IrComputation *ir_entry(const IrModule *m)
 {
     return m->entry >= 0 ? m->comp[m->entry] : NULL;

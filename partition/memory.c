@@ -120,6 +120,7 @@ typedef struct Est {
     int32_t *step;      /* per instruction: its step, -1 not run */
     int32_t *end;       /* per instruction: the last step it is live in (n: to the end) */
     int32_t *tie;       /* per instruction: the last step it holds what it refers to */
+    int32_t *last_read; /* per instruction: its last reader's step (MemEstimate.last_read) */
     int32_t *group;     /* per instruction: the fused group's root it is inside of, or -1 */
     int32_t *ghead;     /* per instruction: a group root's first member, else -1 */
     int32_t *gnext;     /* per instruction: the next member of its group, or -1 */
@@ -353,9 +354,11 @@ static void lifetimes(Est *e, const MemOptions *o)
             if (e->end[ins->opnd[k]] < at)
                 e->end[ins->opnd[k]] = at;
     }
-    for (int32_t i = 0; i < c->ninstr; i++)
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        e->last_read[i] = e->end[i];
         if (e->group[i] >= 0)
             e->own[i] = 0; /* inside a fused group: never made */
+    }
     if (c->root >= 0 && e->step[c->root] >= 0)
         e->end[c->root] = e->n;
     for (int32_t i = 0; i < c->ninstr; i++) {
@@ -423,12 +426,14 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
     e->step = ts_malloc(ni * sizeof *e->step);
     e->end = ts_malloc(ni * sizeof *e->end);
     e->tie = ts_malloc(ni * sizeof *e->tie);
+    e->last_read = ts_malloc(ni * sizeof *e->last_read);
     e->group = ts_malloc(ni * sizeof *e->group);
     e->ghead = ts_malloc(ni * sizeof *e->ghead);
     e->gnext = ts_malloc(ni * sizeof *e->gnext);
     e->own = ts_calloc(ni, sizeof *e->own);
     e->callee = ts_calloc(ni, sizeof *e->callee);
-    if (!e->order || !e->step || !e->end || !e->tie || !e->group || !e->ghead || !e->gnext || !e->own || !e->callee)
+    if (!e->order || !e->step || !e->end || !e->tie || !e->last_read || !e->group || !e->ghead || !e->gnext ||
+        !e->own || !e->callee)
         return ir_oom(d, NULL);
     if (o && o->order) {
         if (o->norder < 0 || o->norder > c->ninstr)
@@ -479,6 +484,7 @@ static void est_free(Est *e)
     ts_free(e->callee);
     e->step = e->end = NULL;
     e->own = e->callee = NULL;
+    ts_free(e->last_read);
 }
 
 static int cmp_value(const void *a, const void *b)
@@ -590,8 +596,10 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
     out->order = e.order;
     out->end = e.end;
     out->own = e.own;
+    out->last_read = e.last_read;
     e.end = NULL;
     e.own = NULL;
+    e.last_read = NULL;
     est_free(&e);
     if (st != IR_OK)
         mem_estimate_free(out);
@@ -616,6 +624,7 @@ void mem_estimate_free(MemEstimate *e)
     ts_free(e->order);
     ts_free(e->end);
     ts_free(e->own);
+    ts_free(e->last_read);
     ts_free(e->live);
     ts_free(e->at_peak);
     memset(e, 0, sizeof *e);
@@ -681,6 +690,58 @@ static IrStatus fill(IrArena *a, const IrComputation *c, const MemEstimate *e, P
     return IR_OK;
 }
 
+/* Every input_output_alias pair of m's entry c, with the steps that make
+ * it safe (e: estimated with the pairs' parameters donated, so a
+ * parameter's end is its last read). */
+static IrStatus donations(IrArena *a, const IrModule *m, const IrComputation *c, const MemEstimate *e,
+                          PlanMemory *out)
+{
+    out->donations = ir_alloc_array(a, (size_t)(m->nalias > 0 ? m->nalias : 1), sizeof *out->donations);
+    if (!out->donations)
+        return IR_ENOMEM;
+    int32_t *step = ir_alloc_array(a, (size_t)(c->ninstr > 0 ? c->ninstr : 1), sizeof *step);
+    if (!step)
+        return IR_ENOMEM;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        step[i] = -1;
+    for (int32_t s = 0; s < e->n; s++)
+        step[e->order[s]] = s;
+    const IrInstr *root = c->root >= 0 ? &c->instr[c->root] : NULL;
+    for (int32_t k = 0; k < m->nalias; k++) {
+        const IrAlias *al = &m->alias[k];
+        PlanDonation *pd = &out->donations[out->ndonations++];
+        *pd = (PlanDonation){.param = al->param_number, .output = -1, .read_step = -1, .write_step = -1,
+                             .inferred = al->inferred};
+        int32_t pi = al->param_number >= 0 && al->param_number < c->nparam ? c->param[al->param_number] : -1;
+        if (pi >= 0) {
+            pd->param_name = c->instr[pi].name;
+            /* the last reader: the latest step reading the parameter */
+            for (int32_t s = e->n - 1; s >= 0 && !pd->last_read; s--) {
+                const IrInstr *ins = &c->instr[e->order[s]];
+                for (int32_t j = 0; j < ins->nopnd && !pd->last_read; j++)
+                    if (ins->opnd[j] == pi) {
+                        pd->last_read = ins->name;
+                        pd->read_step = s;
+                    }
+            }
+        }
+        int32_t w = -1;
+        if (root && al->output_index.n == 0 && root->op != OP_TUPLE) {
+            pd->output = 0;
+            w = c->root;
+        } else if (root && al->output_index.n == 1 && root->op == OP_TUPLE && al->output_index.v[0] >= 0 &&
+                   al->output_index.v[0] < root->nopnd) {
+            pd->output = al->output_index.v[0];
+            w = root->opnd[pd->output];
+        }
+        if (w >= 0) {
+            pd->written = c->instr[w].name;
+            pd->write_step = step[w];
+        }
+    }
+    return IR_OK;
+}
+
 IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out)
 {
     memset(out, 0, sizeof *out);
@@ -688,13 +749,21 @@ IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out)
     const IrComputation *c = ir_entry(spmd);
     if (!c)
         return IR_OK;
+    /* The run hands the aliased parameters over (runtime/local.c). */
+    bool *donated = ir_alloc_array(a, (size_t)(c->nparam > 0 ? c->nparam : 1), sizeof *donated);
+    if (!donated)
+        return IR_ENOMEM;
+    ir_alias_donated(spmd, donated, c->nparam);
+    MemOptions o = {.donated = donated, .nparams = c->nparam};
     MemEstimate e;
     IrDiag d = {0};
-    IrStatus st = mem_estimate(spmd, spmd->entry, NULL, &e, &d);
+    IrStatus st = mem_estimate(spmd, spmd->entry, &o, &e, &d);
     ir_diag_clear(&d);
     if (st != IR_OK) /* a module the executor refuses: it will say why when run */
         return st == IR_ENOMEM ? IR_ENOMEM : IR_OK;
     st = fill(a, c, &e, out);
+    if (st == IR_OK)
+        st = donations(a, spmd, c, &e, out);
     mem_estimate_free(&e);
     return st;
 }

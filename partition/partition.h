@@ -27,6 +27,7 @@
  *   memory.c      the memory a device needs: live bytes at each step of a
  *                 computation's execution order, the peak and what is live
  *                 there (mem_estimate)
+ *   donate.c      input_output_alias pairs inferred (--donate auto)
  *
  * "Plan" means four things in tessel, each with its own name: the plan
  * file (compile/plan_file.c, what `tessel compile` writes; TsPlan is its
@@ -315,6 +316,9 @@ typedef struct MemEstimate {
                            * (n: to the end; -1: does not run) */
     int64_t *own;         /* [ninstr] bytes each instruction allocates (0: refers
                            * to or reuses an operand's buffer) */
+    int32_t *last_read;   /* [ninstr] the step of the last read of each instruction's
+                           * value (a fused member's reads happen at its group's
+                           * root); its own step when unread; -1 does not run */
     int64_t start_bytes;  /* live before step 0 (the parameters) */
     int64_t peak;         /* max(start_bytes, live[s]) */
     int32_t peak_step;    /* the first step reaching it; -1 before step 0 */
@@ -334,6 +338,19 @@ typedef struct PlanMemValue {
     MemKind kind;
 } PlanMemValue;
 
+/* An input_output_alias pair of the SPMD entry and why it is safe: the
+ * parameter's last read comes at or before the step writing the output. */
+typedef struct PlanDonation {
+    int64_t param;            /* parameter number */
+    const char *param_name;
+    int64_t output;           /* output leaf (root tuple element; 0 for an array root); -1 nested */
+    const char *last_read;    /* the instruction reading the parameter last; NULL: never read */
+    int32_t read_step;        /* its step (-1 none) */
+    const char *written;      /* the instruction writing the output; NULL: not one of the root's */
+    int32_t write_step;
+    bool inferred;            /* --donate auto's, not the module's */
+} PlanDonation;
+
 typedef struct PlanMemory {
     int64_t peak;
     const char *peak_instr;   /* the instruction running at the peak; NULL: before the first step */
@@ -345,10 +362,13 @@ typedef struct PlanMemory {
     int32_t nsteps;
     int64_t *live;            /* [nsteps] live bytes at each step, in execution order */
     const char **step_instr;  /* [nsteps] the instruction of each step */
+    int32_t ndonations;
+    PlanDonation *donations;  /* every input_output_alias pair of the entry */
 } PlanMemory;
 
-/* Fill *out (in arena a) from the estimate of spmd's entry, nothing
- * donated (a module without an entry: all zero). IR_ENOMEM. */
+/* Fill *out (in arena a) from the estimate of spmd's entry, its aliased
+ * parameters donated, as the run hands them over (a module without an
+ * entry: all zero). IR_ENOMEM. */
 IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out);
 
 /* Estimate computation `comp` of m (o may be NULL: the executor's order,
@@ -495,6 +515,17 @@ const IrSharding *plan_root_sharding(const PlanCluster *c);
  * root of c->src into c (c->arena is created); of c->spmd, every one
  * {replicated}, for a replay. IR_ENOMEM only. */
 IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d);
+
+/* ---- donate.c: input_output_alias pairs inferred (--donate auto) ---- */
+
+/* Pair entry parameters of c's SPMD program with outputs of the same
+ * logical shape, type and sharding that are written (a buffer of their
+ * own, at a step of the executor's order) no earlier than the
+ * parameter's last read; pairs the module declares are kept and their
+ * parameters and outputs not paired again. Adds the pairs to
+ * c->spmd->alias (IrAlias.inferred); *added counts them. IR_ENOMEM, or the
+ * estimate's IR_EINPUT for a program the executor would refuse. */
+IrStatus plan_donate_auto(PlanCluster *c, int32_t *added, IrDiag *d);
 
 /* Every module is a host program calling one or more device clusters.
  * `host` is that program: its entry has the module's parameters and

@@ -242,6 +242,15 @@ static void device_main(Device *dev)
     };
     fusion_from_tuning(&dev->w->coll.tune, &opt);
     const IrModule *m = dev->c->spmd;
+    /* The aliased parameters are handed over (docs/plan.md "Donation"):
+     * the executor frees each at its last use, where the output can take
+     * its buffer; between steps the output comes back in its place. */
+    bool *donated = ts_calloc((size_t)(dev->nargs > 0 ? dev->nargs : 1), sizeof *donated);
+    if (donated) {
+        ir_alias_donated(m, donated, dev->nargs);
+        opt.donated = donated;
+        opt.ndonated = dev->nargs;
+    }
     int64_t steps = dev->steps > 1 ? dev->steps : 1;
     dev->status = IR_OK;
     for (int64_t s = 0; dev->status == IR_OK && s < steps; s++) {
@@ -258,6 +267,7 @@ static void device_main(Device *dev)
         else
             dev->result = r;
     }
+    ts_free(donated);
     coll_device_stop(&dev->cd);
     if (dev->status != IR_OK)
         world_abort_by(dev->w, dev->cd.id);

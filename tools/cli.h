@@ -82,6 +82,7 @@ enum {
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
 #define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 #define OPT_REMAT          (UINT64_C(1) << 43) /* --remat POLICY (grad: what the backward recomputes) */
+#define OPT_DONATE         (UINT64_C(1) << 44) /* --donate auto|declared (input_output_alias pairs inferred) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -122,6 +123,7 @@ typedef struct CliOptions {
     double timeout;          /* --timeout SECONDS (0: none) */
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
     double link_gbps;        /* --link-gbps G (0: the cost model's 10) */
+    int32_t donate;          /* --donate: TS_DONATE_DECLARED (default) or TS_DONATE_AUTO */
     bool auto_shard;         /* --auto-shard */
     const char *mesh;        /* --mesh SPEC */
     const char *profile;     /* --profile FILE */

@@ -10,7 +10,7 @@
 
 static const char HELP[] =
     "Usage: tessel compile MODEL.hlo [-o PLAN|-] [--num-partitions N] [--num-replicas R]\n"
-    "                      [--hosts H] [--local-devices L] [--link-gbps G]\n"
+    "                      [--hosts H] [--local-devices L] [--link-gbps G] [--donate auto]\n"
     "                      [--auto-shard [--mesh SPEC] [--profile FILE]]\n"
     "\n"
     "Compile a module for N partitions x R replicas on H hosts with L devices\n"
@@ -35,6 +35,13 @@ static const char HELP[] =
     "  --num-replicas R        replicas (default: the module's replica_count, else 1)\n"
     "  --hosts H               hosts (MPI ranks) the plan is for (default 1)\n"
     "  --local-devices L       devices per host (default N*R/H)\n"
+    "  --donate auto           pair each parameter with an output of its shape,\n"
+    "                          type and sharding written no earlier than its last\n"
+    "                          read (input_output_alias; the module's own pairs\n"
+    "                          are kept): the run frees it at its last read and\n"
+    "                          the output may take its buffer (docs/plan.md,\n"
+    "                          Donation); --donate declared (default): the\n"
+    "                          module's pairs only\n"
     "  --link-gbps G           the links between hosts, in Gb/s (default 10),\n"
     "                          for the cost model that decides which dots are\n"
     "                          windowed (docs/cli.md, Windowed dots)\n"
@@ -95,6 +102,6 @@ const CliCommand cli_cmd_compile = {
     .summary = "propagate shardings, partition, and write the plan",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_OUT | OPT_NO_VERIFY | OPT_DUMP_DIR |
-               OPT_LINK_GBPS | OPT_AUTO | OPT_SIGN_KEY,
+               OPT_LINK_GBPS | OPT_AUTO | OPT_SIGN_KEY | OPT_DONATE,
     .run = run_compile,
 };

@@ -63,6 +63,13 @@ static const char HELP[] =
     "                          reordering and recomputing values (stderr says\n"
     "                          what; exit 2 naming the least peak reached)\n"    "  -o FILE                 write to FILE (default, or -: stdout)\n"
     "  --num-partitions N, --num-replicas R, --hosts H, --local-devices L,\n"
+    "  --donate auto           pair each parameter with an output of its shape,\n"
+    "                          type and sharding written no earlier than its last\n"
+    "                          read (input_output_alias; the module's own pairs\n"
+    "                          are kept): the run frees it at its last read and\n"
+    "                          the output may take its buffer (docs/plan.md,\n"
+    "                          Donation); --donate declared (default): the\n"
+    "                          module's pairs only\n"
     "  --link-gbps G,\n"
     "  --auto-shard, --mesh SPEC, --profile FILE\n"
     "                          as for `tessel compile`\n"
@@ -282,7 +289,7 @@ const CliCommand cli_cmd_plan = {
     .summary = "dump the sharding plan (text, JSON, DOT, HTML, sharding grids)",
     .help = HELP,
     .accepts = OPT_LIMIT | OPT_PARTITIONS | OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_FORMAT | OPT_OUT |
-               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_AUTO | OPT_EXPLAIN |
-               OPT_WHY | OPT_SIGN_KEY,
+               OPT_NO_VERIFY | OPT_SHOW | OPT_ASCII | OPT_EXPAND | OPT_DUMP_DIR | OPT_LINK_GBPS | OPT_AUTO | OPT_DONATE |
+               OPT_EXPLAIN | OPT_WHY | OPT_SIGN_KEY,
     .run = run_plan,
 };

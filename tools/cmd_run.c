@@ -114,6 +114,13 @@ static const char HELP[] =
     "                          DIR/output_<i>.npy\n"
     "  --auto-shard, --mesh SPEC, --profile FILE\n"
     "                          shardings chosen for you, as for `tessel compile`\n"
+    "  --donate auto           pair each parameter with an output of its shape,\n"
+    "                          type and sharding written no earlier than its last\n"
+    "                          read (input_output_alias; the module's own pairs\n"
+    "                          are kept): the run frees it at its last read and\n"
+    "                          the output may take its buffer (docs/plan.md,\n"
+    "                          Donation); --donate declared (default): the\n"
+    "                          module's pairs only\n"
     "  --link-gbps G           the links between hosts, in Gb/s, for the\n"
     "                          compile's cost model (as `tessel compile`)\n"
     "  --sign-key FILE         the plan must be signed with the key in FILE\n"
@@ -835,7 +842,7 @@ const CliCommand cli_cmd_run = {
     .name = "run",
     .summary = "execute a module (--reference: unpartitioned, on one device)",
     .help = HELP,
-    .accepts = OPT_AUTO | OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
+    .accepts = OPT_AUTO | OPT_DONATE | OPT_LIMIT | OPT_INPUT | OPT_RANDOM | OPT_OUTPUT_DIR | OPT_REFERENCE | OPT_PARTITIONS |
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
                OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
                OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME | OPT_LINK_GBPS |

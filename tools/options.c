@@ -59,6 +59,7 @@ static const OptSpec OPTS[] = {
     {"--checkpoint-dir", OPT_CHECKPOINT_DIR, true},
     {"--resume", OPT_RESUME, true},
     {"--link-gbps", OPT_LINK_GBPS, true},
+    {"--donate", OPT_DONATE, true},
     {"--auto-shard", OPT_AUTO_SHARD, false},
     {"--mesh", OPT_MESH, true},
     {"--profile", OPT_PROFILE, true},
@@ -169,7 +170,7 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
                               .link_gbps = o->link_gbps, .on_warning = cli_warning,
                               .auto_shard = o->auto_shard, .mesh = o->mesh, .profile = o->profile,
-                              .sign_key = o->sign_key, .sign_key_len = o->sign_key_len};
+                              .donate = o->donate, .sign_key = o->sign_key, .sign_key_len = o->sign_key_len};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -178,7 +179,10 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p)
     TsCompileOptions co = cli_compile_options(o);
     /* The layout is the command's to decide (cli_layout), not the
      * compile's: a plan keeps what it was compiled for. */
-    co.hosts = co.local_devices = 0;
+    /* (--auto-shard keeps them: its cost model prices a group that
+     * crosses hosts by the links between them.) */
+    if (!o->auto_shard)
+        co.hosts = co.local_devices = 0;
     TsStatus st = ts_plan_open(path, &co, p, &d);
     if (st != TS_OK)
         return cli_report(st, &d);
@@ -368,6 +372,12 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_REPLICAS: return parse_count(cmd, s->name, v, &o->num_replicas);
     case OPT_HOSTS: return parse_count(cmd, s->name, v, &o->hosts);
     case OPT_LINK_GBPS: return parse_gbps(cmd, s->name, v, &o->link_gbps);
+    case OPT_DONATE:
+        if (strcmp(v, "auto") == 0 || strcmp(v, "declared") == 0) {
+            o->donate = strcmp(v, "auto") == 0 ? TS_DONATE_AUTO : TS_DONATE_DECLARED;
+            return CLI_OK;
+        }
+        return cli_usage_error(cmd, "--donate takes auto or declared, not '%s'", v);
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
     case OPT_STEPS: return parse_count(cmd, s->name, v, &o->steps);
     case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);

@@ -304,7 +304,7 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
             name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None,
-            memory=None):
+            memory=None, donate="declared"):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -323,7 +323,12 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     K, M or G) the compile fits the program into, reordering and
     recomputing values (`--limit memory=`; Plan.memory_fit says what it
     did); Error (status 2) naming the smallest peak reached when nothing
-    fits."""
+    fits. donate="auto": input_output_alias pairs inferred where safe (a
+    parameter read for the last time no later than an output of its
+    shape, type and sharding is written; `--donate auto`, docs/plan.md
+    "Donation"); "declared" (default): the module's own pairs only."""
+    if donate not in ("auto", "declared"):
+        raise ValueError("donate must be 'auto' or 'declared', not %r" % (donate,))
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
@@ -337,7 +342,7 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
                                     ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
                                     None, float(link_gbps), on_warning, None, bool(auto_shard),
                                     mesh.encode() if mesh else None,
-                                    os.fsencode(profile) if profile else None)
+                                    os.fsencode(profile) if profile else None, 1 if donate == "auto" else 0)
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)

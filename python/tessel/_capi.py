@@ -58,6 +58,7 @@ class TsCompileOptions(ctypes.Structure):
                 ("auto_shard", c_bool),
                 ("mesh", c_char_p),
                 ("profile", c_char_p),
+                ("donate", c_int32),
                 ("sign_key", ctypes.c_void_p),
                 ("sign_key_len", ctypes.c_size_t)]
 

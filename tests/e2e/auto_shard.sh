@@ -31,6 +31,20 @@ same_outputs "$WORK/ref" "$WORK/m24" "transformer step on data=2,model=4"
     fail "run on 2x2"
 same_outputs "$WORK/sref" "$WORK/s22" "mlp step on 2x2"
 
+# Two hosts: the cost model prices the data axis across them (another
+# estimate), and the plan runs under mpirun -np 2 equal to the reference.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain
+head -1 "$OUT" >"$WORK/h1"
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --hosts 2 --explain
+head -1 "$OUT" >"$WORK/h2"
+! cmp -s "$WORK/h1" "$WORK/h2" || fail "the estimate on 2 hosts is the one on 1: $(cat "$WORK/h1")"
+expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh data=2,model=2 --hosts 2 -o "$WORK/h2.plan"
+expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np 2 "$TESSEL" run "$WORK/h2.plan" \
+    --random-inputs 4 --output-dir "$WORK/h2.out"
+same_outputs "$WORK/sref" "$WORK/h2.out" "mlp step on data=2,model=2 over 2 hosts under mpirun"
+
 # --explain: the header, every parameter, alternatives with costs.
 expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain
 expect_in "$OUT" "auto-shard of mlp over mesh data=2,model=2"

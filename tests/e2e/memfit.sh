@@ -75,19 +75,21 @@ step_for() { # step_for N: $WORK/stepN.hlo, the SGD step of mlp_dp on N devices
 }
 step_for 1
 expect_status 0 "$TESSEL" run "$WORK/step1.hlo" --reference --random-inputs 5 --output-dir "$WORK/ref"
-# Limits that need recomputation on each count (the peak falls from
-# 3145732, 1703940, 983044 bytes).
-for nl in 1:2200000 2:1200000 4:840000; do
+# Limits that need recomputation on 1 and 2 devices, reordering alone on
+# 4 (the natural peaks: 2686980, 1507332 and 917508 bytes).
+for nl in 1:1880000 2:1055000 4:800000; do
     n=${nl%%:*} lim=${nl##*:}
     step_for "$n"
     step="$WORK/step$n.hlo"
     expect_status 0 "$TESSEL" plan "$step" --format json -o "$WORK/fit$n.json" --limit memory="$lim"
     peak=$(plan_field "$WORK/fit$n.json" peak_bytes_per_device)
     [ "$peak" -le "$lim" ] || fail "N=$n: fitted peak $peak over $lim"
-    [ "$(plan_field "$WORK/fit$n.json" fit.recomputed)" -ge 1 ] || fail "N=$n: nothing recomputed"
-    [ "$(plan_field "$WORK/fit$n.json" fit.extra_flops)" -gt 0 ] || fail "N=$n: no FLOPs said"
     expect_in "$ERR" " recomputed, "
-    expect_in "$ERR" ".remat of "
+    if [ "$n" != 4 ]; then
+        [ "$(plan_field "$WORK/fit$n.json" fit.recomputed)" -ge 1 ] || fail "N=$n: nothing recomputed"
+        [ "$(plan_field "$WORK/fit$n.json" fit.extra_flops)" -gt 0 ] || fail "N=$n: no FLOPs said"
+        expect_in "$ERR" ".remat of "
+    fi
     expect_status 0 "$TESSEL" plan "$step" --limit memory="$lim"
     expect_in "$OUT" "memory fit: limit $lim bytes per device"
     expect_in "$OUT" "peak memory per device: $peak bytes"
@@ -95,7 +97,7 @@ for nl in 1:2200000 2:1200000 4:840000; do
     # unfitted one bit for bit, and the reference within tolerance.
     expect_status 0 "$TESSEL" compile "$step" --limit memory="$lim" -o "$WORK/fit$n.plan"
     expect_in "$WORK/fit$n.plan" "is_scheduled=true"
-    expect_in "$WORK/fit$n.plan" '_tessel_remat="'
+    [ "$n" = 4 ] || expect_in "$WORK/fit$n.plan" '_tessel_remat="'
     expect_status 0 "$TESSEL" plan "$WORK/fit$n.plan"
     expect_in "$OUT" "order scheduled (is_scheduled=true)"
     expect_status 0 "$TESSEL" run "$step" --random-inputs 5 --output-dir "$WORK/plain$n"
@@ -109,16 +111,16 @@ done
 # ---- under mpirun: 2 ranks of 1 device, and 2 of 2 (whose reductions
 # cross ranks in another order than in one process: fitted against
 # unfitted under mpirun) ----
-expect_status 0 "$TESSEL" compile "$WORK/step2.hlo" --limit memory=1200000 --hosts 2 -o "$WORK/fit2mpi.plan"
+expect_status 0 "$TESSEL" compile "$WORK/step2.hlo" --limit memory=1055000 --hosts 2 -o "$WORK/fit2mpi.plan"
 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/fit2mpi.plan" --random-inputs 5 --output-dir "$WORK/mpi2" \
     >"$OUT" 2>"$ERR" || fail "mpirun -np 2 (2 devices)"
 same_bits "$WORK/plain2" "$WORK/mpi2" "mpirun -np 2, 2 devices"
-for lim in "" 840000; do
+for lim in "" 800000; do
     "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/step4.hlo" --random-inputs 5 ${lim:+--limit memory=$lim} \
         --output-dir "$WORK/mpi4$lim" >"$OUT" 2>"$ERR" || fail "mpirun -np 2 (4 devices) $lim"
 done
-same_bits "$WORK/mpi4" "$WORK/mpi4840000" "mpirun -np 2, 4 devices"
-same_outputs "$WORK/ref" "$WORK/mpi4840000" "mpirun -np 2, 4 devices, fitted"
+same_bits "$WORK/mpi4" "$WORK/mpi4800000" "mpirun -np 2, 4 devices"
+same_outputs "$WORK/ref" "$WORK/mpi4800000" "mpirun -np 2, 4 devices, fitted"
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
 # gradients) and d4 (the loss's); the forward computes d1..d4 by dot.

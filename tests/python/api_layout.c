@@ -46,6 +46,7 @@ int main(void)
     FIELD(TsCompileOptions, auto_shard);
     FIELD(TsCompileOptions, mesh);
     FIELD(TsCompileOptions, profile);
+    FIELD(TsCompileOptions, donate);
     FIELD(TsCompileOptions, sign_key);
     FIELD(TsCompileOptions, sign_key_len);
     SIZE(TsGradOptions);

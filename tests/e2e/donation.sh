@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# donation.sh: input_output_alias pairs handed over by the run and
+# inferred by `--donate auto` (docs/plan.md, "Donation").
+#  1. The training steps `tessel grad --sgd/--adam` write (the benchmark's
+#     MLP of bench/gen.py, its loss sum(y^2)/2) with their aliases
+#     stripped: `--donate auto` infers exactly the pairs tessel grad
+#     declares, and the plan says why each is safe.
+#  2. Measured (run --stats, the bytes each device held): the declared and
+#     the inferred pairs give the same peak; the Adam step's peak without
+#     pairs is above it by at least the parameters' size per device
+#     (w1 and w2, f32[256,256] each, split in 2: 2 x 131072 bytes, by hand);
+#     the SGD step's by more than nothing.
+#  3. The oracle: the donated SGD steps equal --reference, on 1, 2 and 4
+#     devices, for 1 and 3 steps (the parameters updated in place), and
+#     under mpirun -np 2 from a plan compiled with --donate auto.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+# peak_of FILE: the largest measured peak of a --stats memory line
+peak_of() { sed -n 's/ (largest\/estimate.*//; s/.*measured peak \(.*\)/\1/p' "$1" | sed "s/ bytes//" | tr ',' '\n' |
+    awk '{ v = $NF + 0; if (v > m) m = v } END { print m }'; }
+
+# The forward model on N devices: W1 column-sharded, W2 row-sharded.
+model() { # model N OUT
+    local n=$1 d one
+    d=$(seq -s, 0 $((n - 1)))
+    "$PY" "$TESSEL_SRC/bench/gen.py" train 64 256 256 "$WORK/fwd.hlo"
+    if [ "$n" = 1 ]; then
+        sed -e "s/num_partitions=2/num_partitions=1/" -e 's/sharding={devices=\[[0-9,]*\]0,1}/sharding={replicated}/g' \
+            "$WORK/fwd.hlo" >"$2"
+    else
+        sed -e "s/num_partitions=2/num_partitions=$n/" -e "s/devices=\[1,2\]0,1/devices=[1,$n]$d/" \
+            -e "s/devices=\[2,1\]0,1/devices=[$n,1]$d/" "$WORK/fwd.hlo" >"$2"
+    fi
+}
+
+model 2 "$WORK/fwd2.hlo"
+for opt in sgd adam; do
+    rate=1e-3
+    expect_status 0 "$TESSEL" grad "$WORK/fwd2.hlo" --wrt w1,w2 "--$opt" "$rate" -o "$WORK/$opt.hlo"
+    grep -q "input_output_alias=" "$WORK/$opt.hlo" || fail "tessel grad --$opt wrote no aliases"
+    sed '1s/input_output_alias={.*may-alias) }, //' "$WORK/$opt.hlo" >"$WORK/$opt.bare.hlo"
+    ! grep -q "input_output_alias=" "$WORK/$opt.bare.hlo" || fail "the aliases were not stripped"
+    # 1. the same pairs, inferred, and why
+    expect_status 0 "$TESSEL" plan "$WORK/$opt.hlo" --format json -o "$WORK/$opt.decl.json"
+    expect_status 0 "$TESSEL" plan "$WORK/$opt.bare.hlo" --donate auto --format json -o "$WORK/$opt.auto.json"
+    "$PY" - "$WORK/$opt.decl.json" "$WORK/$opt.auto.json" <<'PY' || fail "--$opt: --donate auto does not infer tessel grad's pairs"
+import json, sys
+def pairs(f, inferred):
+    ds = json.load(open(f))["clusters"][0]["memory"]["donations"]
+    for d in ds:
+        assert d["inferred"] == inferred, d
+        assert d["read_step"] <= d["write_step"], d  # read no later than written: safe
+    return sorted((d["parameter"], d["output"]) for d in ds)
+a, b = pairs(sys.argv[1], False), pairs(sys.argv[2], True)
+assert a and a == b, (a, b)
+PY
+    expect_status 0 "$TESSEL" plan "$WORK/$opt.bare.hlo" --donate auto
+    expect_in "$OUT" "inferred (--donate auto): last read at step"
+    # 2. measured peaks
+    expect_status 0 "$TESSEL" run "$WORK/$opt.hlo" --random-inputs 1 --stats --output-dir "$WORK/$opt.o1"
+    decl=$(peak_of "$ERR")
+    expect_status 0 "$TESSEL" run "$WORK/$opt.bare.hlo" --random-inputs 1 --stats --output-dir "$WORK/$opt.o2"
+    bare=$(peak_of "$ERR")
+    expect_status 0 "$TESSEL" run "$WORK/$opt.bare.hlo" --donate auto --random-inputs 1 --stats --output-dir "$WORK/$opt.o3"
+    auto=$(peak_of "$ERR")
+    [ "$decl" = "$auto" ] || fail "--$opt: declared pairs peak at $decl bytes, inferred at $auto"
+    want=1
+    [ "$opt" = adam ] && want=262144
+    [ $((bare - auto)) -ge "$want" ] ||
+        fail "--$opt: donation saves $((bare - auto)) bytes of the peak ($bare -> $auto), want at least $want"
+    echo "donation: --$opt: measured peak per device $bare bytes without pairs, $auto with them (declared or inferred)"
+    same_outputs "$WORK/$opt.o2" "$WORK/$opt.o3" "--$opt donated against undonated"
+done
+
+# 3. the oracle on 1, 2 and 4 devices, 1 and 3 steps, and under mpirun
+for n in 1 2 4; do
+    model "$n" "$WORK/fwd$n.hlo"
+    # SGD: Adam's update is lr * m / sqrt(v), about lr * sign(g) where a
+    # gradient is near 0, so a sum in another order may flip it: beyond
+    # the oracle's tolerance with or without donation.
+    expect_status 0 "$TESSEL" grad "$WORK/fwd$n.hlo" --wrt w1,w2 --sgd 1e-5 -o "$WORK/a$n.hlo"
+    sed '1s/input_output_alias={.*may-alias) }, //' "$WORK/a$n.hlo" >"$WORK/a$n.bare.hlo"
+    for steps in 1 3; do
+        expect_status 0 "$TESSEL" run "$WORK/a$n.hlo" --reference --random-inputs 2 --steps "$steps" \
+            --output-dir "$WORK/ref$n.$steps"
+        expect_status 0 "$TESSEL" run "$WORK/a$n.bare.hlo" --donate auto --random-inputs 2 --steps "$steps" \
+            --output-dir "$WORK/don$n.$steps"
+        same_outputs "$WORK/ref$n.$steps" "$WORK/don$n.$steps" "SGD step N=$n, $steps steps, --donate auto"
+    done
+done
+expect_status 0 "$TESSEL" compile "$WORK/a2.bare.hlo" --donate auto --hosts 2 -o "$WORK/a2.plan"
+grep -q "input_output_alias=" "$WORK/a2.plan" || fail "the plan file keeps no inferred pair"
+expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self -np 2 \
+    "$TESSEL" run "$WORK/a2.plan" --random-inputs 2 --steps 3 --output-dir "$WORK/mpi"
+same_outputs "$WORK/ref2.3" "$WORK/mpi" "SGD step N=2, 3 steps, --donate auto, mpirun -np 2"
+echo "donation: inferred pairs equal tessel grad's; donated runs equal --reference on 1, 2, 4 devices and under mpirun -np 2"
