@@ -25,6 +25,7 @@
  * (issue 34's target: at least 0.85) and the line names the library a
  * build should choose (cmake -DTESSEL_SGEMM=LIB; CMakeLists.txt).
  */
+#include "bench_common.h"
 #include "bench_peak.h"
 #include "device/blas.h"
 
@@ -79,25 +80,11 @@ static void gemm(int lib, int64_t m, int64_t k, int64_t n, const float *a, const
                   0.0f, c, (int)n);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
+/* Inputs in [-1, 1): tessel's deterministic random values (bench_common.h). */
 static void fill(float *f, int64_t n, uint64_t seed)
 {
-    uint64_t x = seed;
-    for (int64_t i = 0; i < n; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        f[i] = (float)((double)(x >> 11) * 0x1p-53 * 2 - 1);
-    }
+    for (int64_t i = 0; i < n; i++)
+        f[i] = bench_random_f32(seed, 0, (uint64_t)i);
 }
 
 /* c against the reference ref (OpenBLAS's) and 16 double dot products. */
@@ -181,7 +168,7 @@ int main(int argc, char **argv)
                 continue;
             if (l != LIB_OPENBLAS && validate(lib_name[l], c[l], c[LIB_OPENBLAS], a, b, m, k, n))
                 rc = 1;
-            double g = 2.0 * (double)m * (double)k * (double)n / median(t[l], reps) / 1e9;
+            double g = 2.0 * (double)m * (double)k * (double)n / bench_median(t[l], reps) / 1e9;
             printf(" %s %.1f GFLOP/s (%.2f of peak)", lib_name[l], g, peak > 0 ? g / peak : 0.0);
             if (s == 0)
                 frac1024[l] = peak > 0 ? g / peak : 0.0;

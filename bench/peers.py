@@ -42,6 +42,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from driver import Failed, median  # noqa: E402  (bench/driver.py: the other lines' driver)
+
 ROOT = os.path.dirname(HERE)
 VENV_PY = os.path.join(ROOT, "build", "jax-venv", "bin", "python")
 SYS_PY = "/usr/bin/python3"
@@ -52,10 +55,6 @@ NAMES = ("mlp", "mlp-sgd", "block-infer", "block-tp", "block-dp", "convnet", "mo
 # error over the reference's largest magnitude; an updated parameter's
 # (the output minus the input it updates) over the largest update.
 TOL_VALUE, TOL_UPDATE = 1e-3, 1e-2
-
-
-class Failed(Exception):
-    pass
 
 
 def run(cmd, timeout=1800):
@@ -110,12 +109,6 @@ def warm(text):
     if not m:
         raise Failed("no per-step times: %s" % text.strip()[-300:])
     return max(float(w) for _, w in m)
-
-
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 
 def inputs_args(d):

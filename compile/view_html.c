@@ -402,7 +402,9 @@ static int64_t group_devices(const char *g)
     return n;
 }
 
-static void instr_table(IrStrBuf *o, const Plan *p, int32_t k)
+/* The instructions; each sharding cell in its graph colour (pc, empty
+ * for a loaded plan: no colour). */
+static void instr_table(IrStrBuf *o, const Plan *p, int32_t k, const PlanColours *pc)
 {
     ir_sb_puts(o, "<h3>Instructions</h3>\n<table class=\"instrs\"><tr><th>#</th><th>name</th><th>opcode</th>"
                   "<th>shape</th><th>sharding</th><th>per device</th><th></th></tr>\n");
@@ -414,7 +416,10 @@ static void instr_table(IrStrBuf *o, const Plan *p, int32_t k)
         esc(o, pi->opcode);
         ir_sb_puts(o, "</td><td>");
         esc_owned(o, ir_shape_str(&pi->shape, false));
-        ir_sb_puts(o, "</td><td>");
+        if (pc->n)
+            ir_sb_printf(o, "</td><td style=\"background:%s\">", plan_colour(pc, pi->sharding));
+        else
+            ir_sb_puts(o, "</td><td>");
         esc_owned(o, ir_sharding_str(pi->sharding));
         ir_sb_puts(o, "</td><td>");
         esc_owned(o, ir_shape_str(&pi->device_shape, false));
@@ -679,26 +684,20 @@ static void host_html(IrStrBuf *o, const CluResult *res)
 }
 
 /* The graph's colours and what each means (the table the DOT graph uses). */
-static void legend_html(IrStrBuf *o, const CompileResult *r)
+static void legend_html(IrStrBuf *o, const PlanColours *c)
 {
-    PlanColours pc;
-    if (!plan_colours_build(r, &pc)) {
-        o->oom = true;
-        return;
-    }
-    if (pc.n) {
+    if (c->n) {
         ir_sb_puts(o, "<h3>Colours</h3>\n<table class=\"legend\"><tr><th>colour</th><th>meaning</th>"
                       "<th>sharding (canonical form)</th></tr>\n");
-        for (int32_t j = 0; j < pc.n; j++) {
-            ir_sb_printf(o, "<tr><td style=\"background:%s\">%s</td><td>", pc.e[j].colour, pc.e[j].colour);
-            esc(o, pc.e[j].words);
+        for (int32_t j = 0; j < c->n; j++) {
+            ir_sb_printf(o, "<tr><td style=\"background:%s\">%s</td><td>", c->e[j].colour, c->e[j].colour);
+            esc(o, c->e[j].words);
             ir_sb_puts(o, "</td><td><code>");
-            esc(o, pc.e[j].key);
+            esc(o, c->e[j].key);
             ir_sb_puts(o, "</code></td></tr>\n");
         }
         ir_sb_puts(o, "</table>\n");
     }
-    plan_colours_free(&pc);
 }
 
 char *compile_plan_html(const CompileResult *r, const PlanView *v)
@@ -726,7 +725,12 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
         ts_free(dot);
     }
     ir_sb_puts(&o, "</div>\n");
-    legend_html(&o, r);
+    PlanColours pc;
+    if (!plan_colours_build(r, &pc)) {
+        ir_sb_free(&o);
+        return NULL;
+    }
+    legend_html(&o, &pc);
     for (int32_t k = 0; k < r->prog.ncluster; k++) {
         const Plan *p = r->plans[k];
         const PlanCluster *c = &r->prog.cluster[k];
@@ -735,12 +739,13 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
         ir_sb_printf(&o, "</h2>\n<p>peak memory per device (estimate): %lld bytes%s</p>\n",
                      (long long)p->peak_bytes_per_device,
                      c->src ? "" : "; loaded from a plan file: the instructions are the SPMD program's");
-        instr_table(&o, p, k);
+        instr_table(&o, p, k, &pc);
         const IrModule *m = c->src ? c->src : c->spmd;
         collective_table(&o, p, &c->report, k, ir_entry(m)->name);
         values_html(&o, p);
         compile_memory_html(&o, &p->memory);
     }
+    plan_colours_free(&pc);
     if (r->prog.host)
         host_html(&o, &r->res);
     if (r->autoshard.explain) {

@@ -254,8 +254,10 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
     ts_free(leaves);
     if (!describe_instrs(p, src, spmd, rep))
         goto nomem;
-    if (plan_memory(p->arena, spmd, &p->memory) != IR_OK)
-        return ir_oom(d, NULL);
+    if (plan_memory(p->arena, spmd, &p->memory) != IR_OK) {
+        st = ir_oom(d, NULL);
+        goto fail; /* the arena holds p: freed with it */
+    }
     p->peak_bytes_per_device = p->memory.peak;
     *out = p;
     return IR_OK;

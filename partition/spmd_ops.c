@@ -99,7 +99,14 @@ IrStatus spmd_tuple(PComp *pc, int32_t i)
         if (!e)
             return spmd_oom(pc);
         int32_t g = spmd_emit_gte(pc, pc->val[o], idx);
-        return spmd_set_val(pc, i, spmd_reshard(pc, g, &ins->shape, e, pc->shd[i]));
+        int32_t r = spmd_reshard(pc, g, &ins->shape, e, pc->shd[i]);
+        if (r >= 0 && r == g) { /* the model's element, as it is: its name too (a plan keeps names) */
+            const char *name = ir_keep_name(pc->sp->dst, ins->name);
+            if (!name)
+                return spmd_oom(pc);
+            pc->dc->instr[g].name = name;
+        }
+        return spmd_set_val(pc, i, r);
     }
     if (ins->op == OP_OPTIMIZATION_BARRIER) {
         int32_t v = spmd_operand_as(pc, i, 0, pc->shd[i]);

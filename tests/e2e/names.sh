@@ -109,7 +109,11 @@ expect_status 0 "$TESSEL" run "$WORK/names.plan" --input Arg_0.1="$WORK/a.npy" -
 import numpy as np, sys
 a = np.arange(1, 9, dtype=np.float32).reshape(4, 2)
 assert np.allclose(np.load(sys.argv[1]), np.tanh(a), atol=1e-6)" "$WORK/nm/output_0.npy" || fail "tanh(a . I)"
-echo "names: a plan keeps dot.5, tanh.7; --input parameter.12=FILE binds it"
+# get-tuple-elements keep theirs too, in called computations as in the entry
+expect_status 0 "$TESSEL" compile "$TESSEL_SRC/examples/while_loop.hlo" -o "$WORK/while.plan"
+expect_in "$WORK/while.plan" "bacc = f32[4]{0} get-tuple-element(bs), index=1"
+expect_in "$WORK/while.plan" "acc = f32[4]{0} get-tuple-element(loop), index=1"
+echo "names: a plan keeps dot.5, tanh.7, bacc; --input parameter.12=FILE binds it"
 
 # ---- did you mean ----
 expect_status 2 "$TESSEL" run "$WORK/names.hlo" --stpes 3

@@ -153,6 +153,11 @@ for m in re.finditer(r'<g[^>]*id="n-0-(\d)"[^>]*>\s*<rect[^>]*fill="(#[0-9a-f]{6
     fills[int(m.group(1))] = m.group(2)
 assert fills and fills.get(1) == fills.get(3) == legend["tiled on dim 1 over 2 devices"], fills
 assert fills.get(2) == legend["tiled on dim 0 over 2 devices"], fills
+# the instruction table's sharding cells in the same colours
+cells = dict(re.findall(r'<tr id="row-0-\d+"><td>\d+</td><td>(\w+)</td><td>[^<]*</td><td>[^<]*</td>'
+                        r'<td style="background:(#[0-9a-f]{6})">', html))
+assert cells["w1"] == cells["h"] == cells["a"] == legend["tiled on dim 1 over 2 devices"], cells
+assert cells["w2"] == legend["tiled on dim 0 over 2 devices"] and cells["x"] == cells["y"] == "#eeeeee", cells
 # the collective's reason in its table row
 assert "contracts dim 1 of a, which is tiled over 2 devices: partial sums are all-reduced" in html
 assert "<code>mlp_megatron.hlo:12:8</code>" in html
