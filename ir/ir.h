@@ -150,8 +150,9 @@ long ts_alloc_count(void);
 /* nearest.c                                                           */
 /* ------------------------------------------------------------------ */
 
-/* The Levenshtein distance of a[0..n) and b[0..m) (bytes; 255 when either
- * is longer than 254). */
+/* The edit distance of a[0..n) and b[0..m): inserts, deletes, substitutions
+ * and swaps of neighbouring bytes, each one edit (optimal string alignment;
+ * bytes; 255 when either is longer than 254). */
 int ir_edit_distance(const char *a, size_t n, const char *b, size_t m);
 /* "Did you mean": of the names name(ctx, 0..count) (NULL ones skipped),
  * the one nearest to key[0..n) when it is a slip away (at most a third of

@@ -1,5 +1,5 @@
 /*
- * nearest.c: "did you mean": the Levenshtein distance of two names and
+ * nearest.c: "did you mean": the edit distance of two names (Levenshtein's, a swap of neighbours counted as one edit) and
  * the nearest of a list of names to a word nobody knows. The one helper
  * for every such hint: unknown opcodes and attributes (the parser), input
  * names (runtime/input_names.c, which also sorts its list by it), and the
@@ -11,25 +11,34 @@
 
 int ir_edit_distance(const char *a, size_t n, const char *b, size_t m)
 {
+    /* The optimal string alignment distance: Levenshtein's insert, delete
+     * and substitute, plus a swap of two neighbouring bytes as one edit, the
+     * commonest slip of a typist ("tahn" is one edit from tanh, two from
+     * tan). Three rows: the swap looks two rows back. */
     if (n > 254 || m > 254)
         return 255;
-    int row[256];
+    int rows[3][256];
+    int *back2 = rows[0], *back = rows[1], *row = rows[2];
     for (size_t j = 0; j <= m; j++)
-        row[j] = (int)j;
+        back[j] = (int)j;
     for (size_t i = 1; i <= n; i++) {
-        int diag = row[0];
         row[0] = (int)i;
         for (size_t j = 1; j <= m; j++) {
-            int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
+            int best = back[j - 1] + (a[i - 1] != b[j - 1]);
+            if (back[j] + 1 < best)
+                best = back[j] + 1;
             if (row[j - 1] + 1 < best)
                 best = row[j - 1] + 1;
-            diag = up;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && back2[j - 2] + 1 < best)
+                best = back2[j - 2] + 1;
             row[j] = best;
         }
+        int *t = back2;
+        back2 = back;
+        back = row;
+        row = t;
     }
-    return row[m];
+    return back[m];
 }
 
 const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*name)(void *ctx, int32_t i),
@@ -43,8 +52,12 @@ const char *ir_nearest(const char *key, size_t n, int32_t count, const char *(*n
         const char *s = name(ctx, i);
         if (!s)
             continue;
-        int d = ir_edit_distance(key, n, s, strlen(s));
-        if (d < best && d > 0) {
+        size_t len = strlen(s);
+        int d = ir_edit_distance(key, n, s, len);
+        /* A tie goes to the name as long as the word (a swap or a wrong
+         * byte is a likelier slip than a lost or an extra one). */
+        bool same_length_wins = d == best && pick && len == n && strlen(pick) != n;
+        if (d > 0 && (d < best || same_length_wins)) {
             best = d;
             pick = s;
         }

@@ -1174,6 +1174,16 @@ static void test_did_you_mean(void **state)
     assert_int_equal(ir_edit_distance("kitten", 6, "sitting", 7), 3);
     assert_int_equal(ir_edit_distance("", 0, "abc", 3), 3);
     assert_int_equal(ir_edit_distance("dot", 3, "dot", 3), 0);
+    /* a swap of neighbours is one edit (Levenshtein would count two):
+     * "tahn" -> tanh 1 (swap), -> tan 1 (delete h): a tie, which the hint
+     * breaks for the name of the same length; "ca" -> "abc" is 3 (optimal
+     * string alignment edits no substring twice) */
+    assert_int_equal(ir_edit_distance("tahn", 4, "tanh", 4), 1);
+    assert_int_equal(ir_edit_distance("tahn", 4, "tan", 3), 1);
+    assert_int_equal(ir_edit_distance("ab", 2, "ba", 2), 1);
+    assert_int_equal(ir_edit_distance("ca", 2, "abc", 3), 3);
+    parse_err("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT x = f32[2] tahn(p)\n}\n",
+              "unknown opcode 'tahn'; did you mean tanh?", 4, 19);
 }
 
 /* Big inputs parse in time linear in their size: 200k instructions, each
