@@ -304,7 +304,7 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
             name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None,
-            memory=None, donate="declared"):
+            memory=None, donate="declared", sign_key=None):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -326,9 +326,14 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     fits. donate="auto": input_output_alias pairs inferred where safe (a
     parameter read for the last time no later than an output of its
     shape, type and sharding is written; `--donate auto`, docs/plan.md
-    "Donation"); "declared" (default): the module's own pairs only."""
+    "Donation"); "declared" (default): the module's own pairs only.
+    sign_key: bytes (or str, UTF-8) of a key: Plan.save writes the plan
+    signed with HMAC-SHA256 under it (`tessel compile --sign-key FILE`;
+    load it with load_plan(path, sign_key=...); docs/plan.md, "Digest and
+    signature")."""
     if donate not in ("auto", "declared"):
         raise ValueError("donate must be 'auto' or 'declared', not %r" % (donate,))
+    key = _sign_key(sign_key)
     m, own = _model(model, name, limits, "compile")
     try:
         lim = _limits(limits)
@@ -342,7 +347,9 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
                                     ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
                                     None, float(link_gbps), on_warning, None, bool(auto_shard),
                                     mesh.encode() if mesh else None,
-                                    os.fsencode(profile) if profile else None, 1 if donate == "auto" else 0)
+                                    os.fsencode(profile) if profile else None, 1 if donate == "auto" else 0,
+                                    ctypes.cast(key, ctypes.c_void_p) if key is not None else None,
+                                    len(key) if key is not None else 0)
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)
@@ -351,12 +358,36 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
             m.close()
 
 
-def load_plan(path, limits=None):
+def _sign_key(key):
+    """A plan key as a ctypes buffer (None: no key); a key needs bytes."""
+    if key is None:
+        return None
+    if isinstance(key, str):
+        key = key.encode()
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise TypeError("sign_key must be bytes or str, not %s" % type(key).__name__)
+    key = bytes(key)
+    if not key:
+        raise ValueError("sign_key is empty: a key needs bytes")
+    return ctypes.create_string_buffer(key, len(key))
+
+
+def load_plan(path, limits=None, sign_key=None):
     """Load a plan file written by Plan.save or `tessel compile` (checked
-    whole: a truncated or altered plan raises Error naming the line)."""
+    whole: a truncated or altered plan raises Error naming the line).
+    sign_key: the key the plan was signed with (`--sign-key`); a signed
+    plan loaded without it, or with another key, raises Error."""
     lim = _limits(limits)
     h = ctypes.c_void_p()
-    _call(_lib.ts_plan_load, _path(path), _limits_ptr(lim), ctypes.byref(h))
+    key = _sign_key(sign_key)
+    if key is None:
+        _call(_lib.ts_plan_load, _path(path), _limits_ptr(lim), ctypes.byref(h))
+    else:
+        co = _capi.TsCompileOptions()
+        co.limits = ctypes.pointer(lim) if lim is not None else None
+        co.sign_key = ctypes.cast(key, ctypes.c_void_p)
+        co.sign_key_len = len(key)
+        _call(_lib.ts_plan_open, _path(path), ctypes.byref(co), ctypes.byref(h))
     return Plan(h.value)
 
 

@@ -189,6 +189,7 @@ PROTOTYPES = {
     "ts_compile": (ST, [c_void_p, ctypes.POINTER(TsCompileOptions), PP, PDIAG]),
     "ts_plan_load": (ST, [c_char_p, ctypes.POINTER(TsLimits), PP, PDIAG]),
     "ts_plan_parse": (ST, [c_char_p, c_char_p, c_size_t, ctypes.POINTER(TsLimits), PP, PDIAG]),
+    "ts_plan_open": (ST, [c_char_p, ctypes.POINTER(TsCompileOptions), PP, PDIAG]),
     "ts_plan_free": (None, [c_void_p]),
     "ts_plan_set_layout": (ST, [c_void_p, c_int64, c_int64, PDIAG]),
     "ts_plan_num_partitions": (c_int64, [c_void_p]),

@@ -192,6 +192,33 @@ class TestMlp(Case):
             loaded.run_reference([self.x, self.w1, self.w2])
         self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
 
+    def test_signed_plan(self):
+        """compile(sign_key=) saves the plan signed: the signature line is
+        Python's own hmac (RFC 2104) of every byte before it; load_plan
+        takes only the right key, and the signed plan runs."""
+        import hashlib
+        import hmac
+        key = b"k\x00ey of bytes"
+        plan = tessel.compile(MLP.read_text(), num_partitions=2, sign_key=key)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "mlp.plan")
+            plan.save(path)
+            data = open(path, "rb").read()
+            at = data.index(b"// TesselSignature hmac-sha256=")
+            line = data[at:data.index(b"\n", at)]
+            self.assertEqual(line.split(b"=")[1].decode(), hmac.new(key, data[:at], hashlib.sha256).hexdigest())
+            for kw in ({}, {"sign_key": b"another key"}):
+                with self.assertRaises(tessel.Error) as cm:
+                    tessel.load_plan(path, **kw)
+                self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+                self.assertIn("TesselSignature" if not kw else "signature", str(cm.exception))
+            loaded = tessel.load_plan(path, sign_key=key.decode("latin-1").encode("latin-1"))
+            y, = loaded.run([self.x, self.w1, self.w2])
+            self.assertClose(y, self.want, "signed plan vs numpy")
+        for bad, exc in ((b"", ValueError), (3, TypeError)):
+            with self.assertRaises(exc):
+                tessel.compile(MLP.read_text(), num_partitions=2, sign_key=bad)
+
     def test_input_forms(self):
         ref, = self.plan.run([self.x, self.w1, self.w2])
         # by name and by index, a non-contiguous view, a big-endian copy,
