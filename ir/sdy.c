@@ -798,7 +798,7 @@ static bool v3_ids(Lexer *L, IrSdyMesh *m)
         int64_t n = 1;
         int32_t p[IR_MAX_RANK];
         for (int32_t i = 0; ok && i < dims.n; i++) {
-            if (dims.v[i] < 1 || dims.n > IR_MAX_RANK || n * dims.v[i] > IR_MAX_DEVICES)
+            if (dims.v[i] < 1 || dims.n > IR_MAX_RANK || dims.v[i] > IR_MAX_DEVICES / n) /* n*v overflows */
                 ok = lx_fail(L, pos, "device_ids=(...) has a bad iota dimension");
             else
                 n *= dims.v[i];
