@@ -693,6 +693,16 @@ TsStatus ts_plan_output_info(const TsPlan *p, int32_t leaf, TsArrayInfo *info, T
     return TS_OK;
 }
 
+/* The error of --show and --why on a plan whose every instruction is host
+ * work: nothing was partitioned, so there is nothing to show. */
+static TsStatus no_device_work(const char *option, const char *name, TsDiag *d)
+{
+    IrDiag id = {0};
+    return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                             "%s %s: no device work: nothing is partitioned", option, name),
+                    &id, d);
+}
+
 TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **out, TsDiag *d)
 {
     API_CLEAR(out);
@@ -702,9 +712,7 @@ TsStatus ts_plan_show(const TsPlan *p, const char *name, unsigned flags, char **
     IrDiag id = {0};
     *out = NULL;
     if (p->r.prog.ncluster == 0)
-        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 "--show %s: no device work: nothing is partitioned", name),
-                        &id, d);
+        return no_device_work("--show", name, d);
     unsigned gf = (flags & TS_SHOW_ASCII ? GRID_ASCII : 0) | (flags & TS_SHOW_COLOUR ? GRID_COLOUR : 0);
     *out = compile_plan_show(&p->r, name, gf, &id);
     return *out ? TS_OK : api_give(id.status, &id, d);
@@ -719,9 +727,7 @@ TsStatus ts_plan_why(const TsPlan *p, const char *name, char **out, TsDiag *d)
     IrDiag id = {0};
     *out = NULL;
     if (p->r.prog.ncluster == 0)
-        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 "--why %s: no device work: nothing is partitioned", name),
-                        &id, d);
+        return no_device_work("--why", name, d);
     *out = compile_plan_why(&p->r, name, &id);
     return *out ? TS_OK : api_give(id.status, &id, d);
 }
