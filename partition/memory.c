@@ -389,6 +389,8 @@ static void lifetimes(Est *e, const MemOptions *o)
             }
             /* A -done keeps its -start's result alive, not what the
              * -start refers to (copy-done's element is the operand). */
+            if (ins->nopnd == 0)
+                continue; /* tuple(): refers to nothing */
             bool part = ins->op != OP_COPY_DONE && start_fresh(&c->instr[ins->opnd[0]]) >= 0;
             int32_t to = ins->op == OP_TUPLE ? ins->nopnd : ins->nopnd > 0 ? 1 : 0;
             for (int32_t k = 0; k < to; k++)

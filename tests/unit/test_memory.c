@@ -229,6 +229,25 @@ static void test_while_passthrough(void **state)
     ir_module_free(m);
 }
 
+/* An empty tuple refers to nothing (it crashed the estimate once: the
+ * reference walk read its operand 0). p0 16 live throughout; a 16 to the
+ * end (the root refers to it); t and the root hold nothing of their own. */
+static void test_empty_tuple(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nENTRY e {\n p0 = f32[4] parameter(0)\n a = f32[4] negate(p0)\n"
+                        " t = () tuple()\n ROOT r = (f32[4], ()) tuple(a, t)\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.own[find(m, "t")], 0);
+    assert_int_equal(e.peak, 32);
+    assert_int_equal(e.own[find(m, "r")], 0);
+    assert_int_equal(e.output_bytes, 16);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_references),     cmocka_unit_test(test_reshape_in_place),
         cmocka_unit_test(test_given_order),    cmocka_unit_test(test_callee),
         cmocka_unit_test(test_fusion),         cmocka_unit_test(test_while_passthrough),
+        cmocka_unit_test(test_empty_tuple),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
