@@ -50,6 +50,7 @@ expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain
 expect_in "$OUT" "auto-shard of mlp over mesh data=2,model=2"
 expect_in "$OUT" "  w1 = parameter"
 expect_in "$OUT" "alternatives: "
+expect_in "$OUT" "  by term: compute "
 grep -q "ms (+" "$OUT" || fail "no alternative with its cost"
 # The html page carries it.
 expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh 4 --format html -o "$WORK/p.html"
