@@ -134,8 +134,9 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
     }
 }
 
-TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
-                         TsDiag *d)
+/* ts_plan_run_mpi, with step 0 (the agreement) when agree_first. */
+static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out, TsDiag *d,
+                        bool agree_first)
 {
     API_CLEAR(out);
     API_NEED(p, d);
@@ -184,7 +185,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
      * rank takes part (one whose heartbeat failed too), reaches the same
      * verdict and, when the ranks differ, says it at step 1's agreement,
      * before anything is read. */
-    if (!o->tuning.skip_agreement) {
+    if (agree_first) {
         IrDiag ad = {0};
         IrStatus ast = api_agree(p, o, t, &ad);
         if (ast != IR_OK && ast != IR_EINPUT)
@@ -332,6 +333,18 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     ir_sb_free(&stats);
     dev_value_unref(result);
     return api_give(st, &id, d);
+}
+
+TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
+                         TsDiag *d)
+{
+    return run_mpi(p, mpi_comm, o, out, d, true);
+}
+
+TsStatus api_plan_run_mpi_unagreed(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
+                                   TsDiag *d)
+{
+    return run_mpi(p, mpi_comm, o, out, d, false);
 }
 
 /* ---- the world of a program without MPI of its own ---- */

@@ -487,9 +487,6 @@ typedef struct TsTuning {
      * core, spinning ~0.1 s before it sleeps); the devices set the count
      * afterwards either way. */
     bool openblas_num_threads_unset;
-    /* For tests of what the collectives' check-ins catch: ts_plan_run_mpi
-     * skips the ranks' agreement on what they run (TsRunOptions.agree). */
-    bool skip_agreement;
 } TsTuning;
 
 /* A value every rank of an MPI run must share (TsRunOptions.agree): what

@@ -116,8 +116,7 @@ class TsTuning(ctypes.Structure):
                 ("skip_collective_after", c_int64),
                 ("fail_one_rank", c_bool),
                 ("fail_rank", c_int32),
-                ("openblas_num_threads_unset", c_bool),
-                ("skip_agreement", c_bool)]
+                ("openblas_num_threads_unset", c_bool)]
 
 
 class TsRunOptions(ctypes.Structure):

@@ -13,19 +13,20 @@
 #  2. Tuning that differs (fusion, streaming stores, pieces and pipeline)
 #     is rank 0's everywhere: the run goes through, its files bit for bit
 #     the run in one process's.
-#  3. The check-ins (runtime/mpi_heartbeat.c), with the agreement skipped
-#     (TESSEL_SKIP_AGREEMENT=1): two --spmd modules whose all-reduces
-#     reduce with add on one rank and maximum on the other end the job
-#     naming both reducers, well before the heartbeat's 60 s (it used to
-#     hang Open MPI past the heartbeat, or mix data); and the same
-#     modules with the agreement on: exit 2 before running.
+#  3. The check-ins (runtime/mpi_heartbeat.c), past the agreement (which
+#     no option turns off: tests/unit/mpi_unagreed_main.c calls the
+#     library's internal api_plan_run_mpi_unagreed): two --spmd modules
+#     whose all-reduces reduce with add on one rank and maximum on the
+#     other end the job naming both reducers, well before the heartbeat's
+#     60 s (it used to hang Open MPI past the heartbeat, or mix data); and
+#     the same modules through the command line: exit 2 before running.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=tcp,self
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
 unset TESSEL_MPI_PIECE_BYTES TESSEL_MPI_CHUNK_BYTES TESSEL_MPI_PIPELINE_BYTES TESSEL_COLL_STREAM_BOUND \
-    TESSEL_FUSION TESSEL_SKIP_AGREEMENT
+    TESSEL_FUSION
 
 model() { # FILE ORDER OP
     cat >"$1" <<HLO
@@ -142,8 +143,11 @@ A=("$TESSEL" run "$WORK/add.hlo" --spmd --per-device --random-inputs 3 --heartbe
 B=("$TESSEL" run "$WORK/max.hlo" --spmd --per-device --random-inputs 3 --heartbeat 60)
 pair A B
 refused "reducers (agreement)" "rank 1's compiled program (plan text) is SHA-256"
-A=(env TESSEL_SKIP_AGREEMENT=1 "${A[@]}" --output-dir "$WORK/out")
-B=(env TESSEL_SKIP_AGREEMENT=1 "${B[@]}" --output-dir "$WORK/out")
+# Past the agreement (no option turns it off: tests/unit/mpi_unagreed_main.c
+# links the library's internal api_plan_run_mpi_unagreed), the check-ins.
+UNAGREED="$TESSEL_BUILD/tests/mpi_unagreed_main"
+[ -x "$UNAGREED" ] || fail "no $UNAGREED (built with the tests)"
+A=("$UNAGREED" "$WORK/add.hlo") B=("$UNAGREED" "$WORK/max.hlo")
 t0=$(date +%s)
 pair A B
 t1=$(date +%s)
@@ -153,5 +157,5 @@ expect_in "$ERR" "reducing with add on f32"
 expect_in "$ERR" "reducing with maximum on f32"
 expect_in "$ERR" "the ranks diverged"
 [ $((t1 - t0)) -lt 30 ] || fail "reducers that differ: $((t1 - t0)) s, the heartbeat's time rather than the check-in's"
-[ ! -e "$WORK/out/output_0.npy" ] || fail "reducers that differ: an output was written"
+! grep -q "the run returned status" "$ERR" || fail "reducers that differ: the run returned (the check-ins did not end the job)"
 echo "mpi_agree: ok"

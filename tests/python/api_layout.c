@@ -118,7 +118,6 @@ int main(void)
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
     FIELD(TsTuning, openblas_num_threads_unset);
-    FIELD(TsTuning, skip_agreement);
     FIELD(TsRunOptions, process_local);
     FIELD(TsRunOptions, zero_state);
     FIELD(TsRunOptions, nagree);
