@@ -26,7 +26,7 @@
  *   what runs or which collectives are made
  *   the caller's own       TsRunOptions.agree, e.g. the command line's
  *                          --output-dir and checkpoint options
- * The tuning is not compared: rt_mpi_tune made it rank 0's on every rank.
+ * The tuning is not compared: coll_mpi_tune made it rank 0's on every rank.
  */
 #include "api_internal.h"
 
@@ -158,7 +158,7 @@ static void add_inputs(Fields *fs, const TsRunOptions *o)
     add_digest(fs, what, dg);
 }
 
-IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDiag *d)
+IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d)
 {
     Fields fs = {.n = 0};
     char *text = ts_plan_file_text(p);
