@@ -8,7 +8,8 @@
  *   0. the ranks agree that they run the same thing (agree.c: plan,
  *      model, inputs, seed, steps, options; one all-gather): if not, every
  *      rank returns the same error naming what differs and where, said at
- *      step 1's agreement, and nothing is read;
+ *      step 1's agreement, and nothing is read; if so, the caller's
+ *      on_agreed runs (a command line's output directory is made there);
  *   1. each rank prepares (its shards of every input; the host program's
  *      inputs whole), then every rank agrees: if any failed, all return an
  *      error (the failing rank's own, said first through on_error);
@@ -90,6 +91,28 @@ static IrStatus agree(const TsRunOptions *o, RtTransport *t, IrStatus st, IrDiag
         return st;
     return ir_error(d, worst > 0 ? (IrStatus)worst : IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
                     "rank %d failed %s; every rank stops", failed, when);
+}
+
+/* The caller's on_agreed (the ranks agreed): its error as this rank's. */
+static IrStatus on_agreed(const TsRunOptions *o, IrDiag *d)
+{
+    if (!o->on_agreed)
+        return IR_OK;
+    TsDiag td = {0};
+    TsStatus ts = o->on_agreed(o->on_agreed_ctx, &td);
+    if (ts == TS_OK) {
+        ts_diag_clear(&td);
+        return IR_OK;
+    }
+    if (!td.msg) {
+        ts_diag_clear(&td);
+        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "the caller's on_agreed failed (status %d)",
+                        (int)ts);
+    }
+    ir_diag_clear(d);
+    *d = (IrDiag){.status = td.status != TS_OK ? (IrStatus)td.status : (IrStatus)ts, .file = td.file,
+                  .pos = {td.line, td.col}, .line_text = td.line_text, .msg = td.msg};
+    return d->status;
 }
 
 /* Step 1 for cluster 0 alone: this rank's shards of every input. */
@@ -198,9 +221,11 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
         }
     }
 
-    /* 1. prepare, agree */
+    /* 1. prepare, agree (the caller's on_agreed first: the ranks agreed) */
+    if (st == IR_OK)
+        st = on_agreed(o, &id);
     if (st != IR_OK)
-        ; /* the heartbeat did not start or the ranks differ: said at the agreement */
+        ; /* the heartbeat did not start, the ranks differ or on_agreed failed: said at the agreement */
     else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d: run it "

@@ -403,7 +403,7 @@ IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d);
 IrStatus rt_mpi_tune(RtTransport *t, CollTuning *tune, IrDiag *d);
 /* The ranks' agreement before work (mpi_agree.c): a fixed record of at
  * most RT_AGREE_FIELDS named fields, each a short text or a SHA-256. */
-enum { RT_AGREE_FIELDS = 24, RT_AGREE_VALUE = 40 };
+enum { RT_AGREE_FIELDS = 40, RT_AGREE_VALUE = 40 };
 enum { RT_AGREE_UNUSED, RT_AGREE_TEXT, RT_AGREE_DIGEST, RT_AGREE_UNKNOWN };
 typedef struct RtAgreeField {
     const char *what;        /* for messages: "the random inputs' seed" */
