@@ -16,10 +16,11 @@
  *   the random inputs      "off" or the seed (and per-device); whether
  *                          optimizer state starts at zero (zero_state)
  *   the inputs             each input's key and source: a file by the
- *                          SHA-256 of its content (read whole once on
- *                          every rank, before its shards are: two hosts'
- *                          files of one path and size but other bytes
- *                          differ here), an array by its type, shape and
+ *                          SHA-256 of its content (up to 64 MiB read
+ *                          whole once on every rank, before its shards
+ *                          are: two hosts' files of one path and size
+ *                          but other bytes differ here; larger ones by a
+ *                          1 MiB sample, hash_file), an array by its type, shape and
  *                          bytes (by type alone when process-local: each
  *                          rank's part is its own); the first eight
  *                          inputs a field each (a difference names the
@@ -33,6 +34,7 @@
  */
 #include "api_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -125,20 +127,59 @@ static void add_unknown(Fields *fs, const char *what)
  * share one. */
 enum { OWN_INPUTS = 8, NAME = 96 };
 
-/* A file's content into c: its SHA-256 (compile_sha256_fd), read once
- * here whole (pread, the page cache then serves the rank's shard reads),
- * or what it is when it cannot be read (missing, not a regular file: a
- * FIFO is never waited on): the reader says why on the ranks where it
- * fails. */
+/* Files up to this size are hashed whole; larger ones by a sample. */
+#define WHOLE_BYTES ((int64_t)64 << 20)
+enum { SAMPLES = 64, SAMPLE_BYTES = 16 << 10 };
+
+/* The SHA-256 of a large file's sample into c: its size, SAMPLES blocks
+ * of SAMPLE_BYTES evenly spaced from its first byte to its last (1 MiB
+ * read, whatever the size). false on a read error. */
+static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size)
+{
+    uint8_t buf[SAMPLE_BYTES];
+    sha256_update(c, sizeof size, (const uint8_t *)&size);
+    for (int k = 0; k < SAMPLES; k++) {
+        int64_t off = (size - SAMPLE_BYTES) / (SAMPLES - 1) * k;
+        for (size_t got = 0; got < sizeof buf;) {
+            ssize_t r = pread(fd, buf + got, sizeof buf - got, (off_t)(off + (int64_t)got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return false;
+            got += (size_t)r;
+        }
+        sha256_update(c, sizeof buf, buf);
+    }
+    return true;
+}
+
+/* A file's content into c: the SHA-256 of the whole file up to
+ * WHOLE_BYTES (compile_sha256_fd; the rank's own shard reads then come
+ * from the page cache), of a 1 MiB sample above (hash_sample: a sharded
+ * input of gigabytes is not read whole on every host, so two large files
+ * that differ only between the sampled blocks pass), or what it is when
+ * it cannot be read (missing, not a regular file: a FIFO is never waited
+ * on): the reader says why on the ranks where it fails. */
 static void hash_file(struct sha256_ctx *c, const char *path)
 {
     char line[96] = "a missing or unreadable file";
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
-    if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode))
+    if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         snprintf(line, sizeof line, "not a regular file");
-    else if (fd >= 0 && compile_sha256_fd(fd, line + 5))
+    } else if (fd >= 0 && (int64_t)sb.st_size > WHOLE_BYTES) {
+        struct sha256_ctx sc;
+        sha256_init(&sc);
+        if (hash_sample(&sc, fd, (int64_t)sb.st_size)) {
+            memcpy(line, "sampled ", 8);
+            sha256_digest(&sc, SHA256_DIGEST_SIZE, (uint8_t *)line + 8);
+            sha256_update(c, 8 + SHA256_DIGEST_SIZE, (const uint8_t *)line);
+            close(fd);
+            return;
+        }
+    } else if (fd >= 0 && compile_sha256_fd(fd, line + 5)) {
         memcpy(line, "file ", 5);
+    }
     if (fd >= 0)
         close(fd);
     sha256_update(c, strlen(line), (const uint8_t *)line);

@@ -157,14 +157,11 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
     }
 }
 
-/* ts_plan_run_mpi, with step 0 (the agreement) when agree_first. */
+/* ts_plan_run_mpi (its arguments checked), with step 0 (the agreement)
+ * when agree_first. */
 static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out, TsDiag *d,
                         bool agree_first)
 {
-    API_CLEAR(out);
-    API_NEED(p, d);
-    API_NEED(mpi_comm, d);
-    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
@@ -363,12 +360,20 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
 TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                          TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
     return run_mpi(p, mpi_comm, o, out, d, true);
 }
 
 TsStatus api_plan_run_mpi_unagreed(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                                    TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
     return run_mpi(p, mpi_comm, o, out, d, false);
 }
 
