@@ -30,7 +30,7 @@
  *   what runs or which collectives are made
  *   the caller's own       TsRunOptions.agree, e.g. the command line's
  *                          --output-dir and checkpoint options
- * The tuning is not compared: rt_mpi_tune made it rank 0's on every rank.
+ * The tuning is not compared: coll_mpi_tune made it rank 0's on every rank.
  */
 #include "api_internal.h"
 
@@ -233,7 +233,7 @@ static void add_inputs(Fields *fs, const TsRunOptions *o, char (*names)[NAME])
     add_digest(fs, "the number of inputs and those after the eighth (keys and content)", dg);
 }
 
-IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDiag *d)
+IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d)
 {
     Fields fs = {.n = 0};
     char names[OWN_INPUTS][NAME];

@@ -61,7 +61,7 @@ for name in softmax_reduced_dim reduce_init while_loop attention elementwise_une
 done
 oracle mesh_partial_replication 4 4 --mca btl tcp,self
 oracle iota_offsets 8 4
-# MPI counts are int: transfers over 2 GiB go in pieces (runtime/mpi_world.c).
+# MPI counts are int: transfers over 2 GiB go in pieces (coll/mpi_world.c).
 # Pieces of 13 bytes (uneven against every element size) run that path on
 # small arrays: all-gathers, all-reduces and the output gather.
 MPIRUN_WHOLE=("${MPIRUN[@]}")

@@ -13,7 +13,7 @@
 #  2. Tuning that differs (fusion, streaming stores, pieces and pipeline)
 #     is rank 0's everywhere: the run goes through, its files bit for bit
 #     the run in one process's.
-#  3. The check-ins (runtime/mpi_heartbeat.c), past the agreement (which
+#  3. The check-ins (coll/mpi_heartbeat.c), past the agreement (which
 #     no option turns off: tests/unit/mpi_unagreed_main.c calls the
 #     library's internal api_plan_run_mpi_unagreed): two --spmd modules
 #     whose all-reduces reduce with add on one rank and maximum on the

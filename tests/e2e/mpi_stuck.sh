@@ -2,7 +2,7 @@
 # mpi_stuck.sh: the heartbeat ends a rank stuck inside one MPI call
 # (issue 30), under `mpirun -np 2` over TCP. tests/unit/mpi_stuck_main.c
 # replays an SPMD all-reduce on 2 ranks with the N-th MPI_Iallreduce of
-# one rank never returning (rt_mpi_hang_in: it sleeps inside the MPI
+# one rank never returning (coll_mpi_hang_in: it sleeps inside the MPI
 # layer's lock, as a call stuck inside MPI would). Each case must end the
 # job, exit non-zero, in a few heartbeats, never hang (timeout 120 s):
 #  1. rank 1 stuck in the devices' all-reduce (its 3rd MPI_Iallreduce),

@@ -4,7 +4,7 @@
  * HEARTBEAT_OTHERS N` (tests/e2e/mpi_stuck.sh): every rank replays the
  * SPMD module (TsCompileOptions.spmd, one device each, per-device random
  * inputs of seed 3); on rank RANK the N-th MPI_Iallreduce never returns
- * (rt_mpi_hang_in, runtime/mpi_layer.h: it sleeps inside the MPI layer's
+ * (coll_mpi_hang_in, coll/mpi_layer.h: it sleeps inside the MPI layer's
  * lock, as a call stuck inside MPI would; no option of the library or the
  * command line reaches it). RANK's heartbeat is HEARTBEAT_RANK seconds,
  * the others' HEARTBEAT_OTHERS (the heartbeat is each rank's own
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 
 #include "tessel.h"
-#include "runtime/mpi_layer.h"
+#include "coll/mpi_layer.h"
 
 static int report(const char *what, TsDiag *d)
 {
@@ -49,7 +49,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (rank == stuck)
-        rt_mpi_hang_in("MPI_Iallreduce", atol(argv[5]));
+        coll_mpi_hang_in("MPI_Iallreduce", atol(argv[5]));
     TsRunOptions ro = {.random = true, .seed = 3, .per_device = true,
                        .heartbeat_seconds = atof(rank == stuck ? argv[3] : argv[4])};
     TsOutputs *out = NULL;

@@ -21,22 +21,22 @@ static _Atomic long call_count;
 static _Atomic(const char *) injected;     /* name of the call that was failed */
 static atomic_bool env_read;
 
-void rt_mpi_fail_after(long n)
+void coll_mpi_fail_after(long n)
 {
     atomic_store(&fail_after, n > 0 ? n : 0);
 }
 
-long rt_mpi_call_count(void)
+long coll_mpi_call_count(void)
 {
     return atomic_load(&call_count);
 }
 
-long rt_mpi_fail_pending(void)
+long coll_mpi_fail_pending(void)
 {
     return atomic_load(&fail_after);
 }
 
-const char *rt_mpi_injected_call(void)
+const char *coll_mpi_injected_call(void)
 {
     return atomic_load(&injected);
 }
@@ -62,7 +62,7 @@ static bool inject(const char *call)
             return MPI_ERR_OTHER;                                             \
     } while (0)
 
-void rt_mpi_inject(const CollTuning *tune, int launcher_rank)
+void coll_mpi_inject(const CollTuning *tune, int launcher_rank)
 {
     if (!tune || atomic_exchange(&env_read, true))
         return;
@@ -70,21 +70,21 @@ void rt_mpi_inject(const CollTuning *tune, int launcher_rank)
      * nothing: better no failure than one on the wrong rank. */
     bool here = !tune->fail_one_rank || tune->fail_rank == launcher_rank;
     if (here && tune->fail_mpi_after > 0)
-        rt_mpi_fail_after((long)tune->fail_mpi_after);
+        coll_mpi_fail_after((long)tune->fail_mpi_after);
     if (here && tune->skip_collective_after > 0)
-        rt_mpi_skip_collective_after((long)tune->skip_collective_after);
+        coll_mpi_skip_collective_after((long)tune->skip_collective_after);
 }
 
 /* ---- collectives skipped on purpose (a deadlock, injected) ---- */
 
 static _Atomic long skip_after; /* 0: never; N: the Nth collective from now is skipped */
 
-void rt_mpi_skip_collective_after(long n)
+void coll_mpi_skip_collective_after(long n)
 {
     atomic_store(&skip_after, n > 0 ? n : 0);
 }
 
-bool rt_mpi_skip_collective(void)
+bool coll_mpi_skip_collective(void)
 {
     long left = atomic_load(&skip_after);
     while (left > 0 && !atomic_compare_exchange_weak(&skip_after, &left, left - 1))
@@ -94,10 +94,10 @@ bool rt_mpi_skip_collective(void)
 
 /* ---- one MPI call at a time ---- */
 
-/* MPI_THREAD_SERIALIZED: the heartbeat thread (mpi_world.c) and the thread
+/* MPI_THREAD_SERIALIZED: the heartbeat thread (mpi_heartbeat.c) and the thread
  * running the devices' collectives both call MPI, never at once: every
  * wrapper holds this lock for its call. Collectives are non-blocking and
- * polled (mpi_world.c), so no call holds it for long. */
+ * polled (mpi_heartbeat.c), so no call holds it for long. */
 static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The call holding the lock: when it began (0: none) and its text. */
 static _Atomic double busy_since;
@@ -110,7 +110,7 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double rt_mpi_busy_seconds(const char **call)
+double coll_mpi_busy_seconds(const char **call)
 {
     double since = atomic_load(&busy_since);
     if (call)
@@ -120,12 +120,12 @@ double rt_mpi_busy_seconds(const char **call)
 
 /* ---- a watcher that never waits behind a stuck call ---- */
 
-/* The calling thread's limit (rt_mpi_watch_lock): 0, wait forever. */
+/* The calling thread's limit (coll_mpi_watch_lock): 0, wait forever. */
 static _Thread_local double watch_seconds;
 static _Thread_local void (*watch_stuck)(void *ctx);
 static _Thread_local void *watch_ctx;
 
-void rt_mpi_watch_lock(double seconds, void (*stuck)(void *ctx), void *ctx)
+void coll_mpi_watch_lock(double seconds, void (*stuck)(void *ctx), void *ctx)
 {
     watch_seconds = stuck ? seconds : 0;
     watch_stuck = stuck;
@@ -150,7 +150,7 @@ static void lock_mu(void)
         }
         if (pthread_mutex_timedlock(&mpi_mu, &until) == 0)
             return;
-        if (rt_mpi_busy_seconds(NULL) > watch_seconds)
+        if (coll_mpi_busy_seconds(NULL) > watch_seconds)
             watch_stuck(watch_ctx);
     }
 }
@@ -160,7 +160,7 @@ static void lock_mu(void)
 static _Atomic(const char *) hang_name; /* NULL: none armed */
 static _Atomic long hang_left;
 
-void rt_mpi_hang_in(const char *name, long n)
+void coll_mpi_hang_in(const char *name, long n)
 {
     atomic_store(&hang_left, n > 0 ? n : 0);
     atomic_store(&hang_name, n > 0 ? name : NULL);
