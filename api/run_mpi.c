@@ -8,7 +8,8 @@
  *   0. the ranks agree that they run the same thing (agree.c: plan,
  *      model, inputs, seed, steps, options; one all-gather): if not, every
  *      rank returns the same error naming what differs and where, said at
- *      step 1's agreement, and nothing is read;
+ *      step 1's agreement, and nothing is read; if so, the caller's
+ *      on_agreed runs (a command line's output directory is made there);
  *   1. each rank prepares (its shards of every input; the host program's
  *      inputs whole), then every rank agrees: if any failed, all return an
  *      error (the failing rank's own, said first through on_error);
@@ -92,6 +93,28 @@ static IrStatus agree(const TsRunOptions *o, CollMpi *t, IrStatus st, IrDiag *d,
                     "rank %d failed %s; every rank stops", failed, when);
 }
 
+/* The caller's on_agreed (the ranks agreed): its error as this rank's. */
+static IrStatus on_agreed(const TsRunOptions *o, IrDiag *d)
+{
+    if (!o->on_agreed)
+        return IR_OK;
+    TsDiag td = {0};
+    TsStatus ts = o->on_agreed(o->on_agreed_ctx, &td);
+    if (ts == TS_OK) {
+        ts_diag_clear(&td);
+        return IR_OK;
+    }
+    if (!td.msg) {
+        ts_diag_clear(&td);
+        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "the caller's on_agreed failed (status %d)",
+                        (int)ts);
+    }
+    ir_diag_clear(d);
+    *d = (IrDiag){.status = td.status != TS_OK ? (IrStatus)td.status : (IrStatus)ts, .file = td.file,
+                  .pos = {td.line, td.col}, .line_text = td.line_text, .msg = td.msg};
+    return d->status;
+}
+
 /* Step 1 for cluster 0 alone: this rank's shards of every input. */
 static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t first, int64_t l, RtArgs **shards,
                                 RtReadStats *rs, IrDiag *d)
@@ -134,14 +157,11 @@ static void stats_lines(IrStrBuf *s, CollMpi *t, const double *mine, const RtRun
     }
 }
 
-/* ts_plan_run_mpi, with step 0 (the agreement) when agree_first. */
+/* ts_plan_run_mpi (its arguments checked), with step 0 (the agreement)
+ * when agree_first. */
 static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out, TsDiag *d,
                         bool agree_first)
 {
-    API_CLEAR(out);
-    API_NEED(p, d);
-    API_NEED(mpi_comm, d);
-    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
@@ -198,9 +218,11 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
         }
     }
 
-    /* 1. prepare, agree */
+    /* 1. prepare, agree (the caller's on_agreed first: the ranks agreed) */
+    if (st == IR_OK)
+        st = on_agreed(o, &id);
     if (st != IR_OK)
-        ; /* the heartbeat did not start or the ranks differ: said at the agreement */
+        ; /* the heartbeat did not start, the ranks differ or on_agreed failed: said at the agreement */
     else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d: run it "
@@ -338,12 +360,20 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
 TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                          TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
     return run_mpi(p, mpi_comm, o, out, d, true);
 }
 
 TsStatus api_plan_run_mpi_unagreed(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                                    TsDiag *d)
 {
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
     return run_mpi(p, mpi_comm, o, out, d, false);
 }
 

@@ -241,20 +241,39 @@ static void hb_check_silence(CollMpi *t)
                        "lost its host", r, tnow - h->heard[r], h->seconds);
 }
 
+/* This rank has been inside one MPI call for longer than the heartbeat
+ * (hb.mu held): end the job naming the call and the collective of this
+ * rank's last check-in. */
+static void hb_stuck(void *arg)
+{
+    CollMpi *t = arg;
+    Heartbeat *h = &t->hb;
+    const char *call = NULL;
+    double busy = coll_mpi_busy_seconds(&call);
+    char at[160] = "";
+    if (h->seq > 0) {
+        char ck[128];
+        checkin_text(h->hist[h->seq % RING], ck, sizeof ck);
+        snprintf(at, sizeof at, " at collective %lld, %s,", (long long)h->seq, ck);
+    }
+    hb_end_job(t, "this rank has been inside %.*s%s for %.1f s (--heartbeat %g s): stuck inside MPI",
+               call ? (int)strcspn(call, "(") : 12, call ? call : "an MPI call", at, busy, h->seconds);
+}
+
 static void *hb_main(void *arg)
 {
     CollMpi *t = arg;
     Heartbeat *h = &t->hb;
+    /* Its own calls never wait behind a stuck one (a beat's MPI_Test would). */
+    coll_mpi_watch_lock(h->seconds, hb_stuck, t);
     pthread_mutex_lock(&h->mu);
     while (!h->stop) {
         /* This rank stuck inside one MPI call (the others may be too: a
          * collective that crossed) ends the job; while a call is merely
          * long, beats wait (their sends would queue behind it). */
-        const char *call = NULL;
-        double busy = coll_mpi_busy_seconds(&call);
+        double busy = coll_mpi_busy_seconds(NULL);
         if (busy > h->seconds)
-            hb_end_job(t, "this rank has been inside %s for %.1f s (--heartbeat %g s): stuck inside MPI",
-                       call ? call : "an MPI call", busy, h->seconds);
+            hb_stuck(t);
         if (busy <= h->period) {
             for (int r = 0; r < t->size; r++)
                 if (r != t->rank)

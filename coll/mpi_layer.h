@@ -63,6 +63,12 @@ long coll_mpi_call_count(void);
  * lock) has run, in seconds, and its text in *call; 0 when none is. The
  * heartbeat's way to see its rank stuck inside MPI. Can't fail. */
 double coll_mpi_busy_seconds(const char **call);
+/* For the calling thread only (the heartbeat's): its calls wait for the
+ * layer's lock only while the call holding it has run at most `seconds`;
+ * past that, stuck(ctx) is called, which must not return (it ends the
+ * job). So the thread watching for a stuck call never waits behind it
+ * forever. stuck NULL: wait forever (every thread's default). */
+void coll_mpi_watch_lock(double seconds, void (*stuck)(void *ctx), void *ctx);
 /* How many calls from now the armed failure is (1: the next call), 0 when
  * none is armed. */
 long coll_mpi_fail_pending(void);
@@ -77,6 +83,13 @@ void coll_mpi_inject(const CollTuning *tune, int launcher_rank);
  * collective is the one (counts it down). */
 void coll_mpi_skip_collective_after(long n);
 bool coll_mpi_skip_collective(void);
+/* The n-th call from now of the MPI function `name` ("MPI_Iallreduce",
+ * static text) never returns: it sleeps inside the layer's lock, as a
+ * call stuck inside MPI would (n <= 0: none). For the test of the
+ * heartbeat's end of a rank stuck inside one call
+ * (tests/unit/mpi_stuck_main.c); no option of the library or the
+ * command line reaches it. */
+void coll_mpi_hang_in(const char *name, long n);
 /* ---- the wrappers: same arguments and results as MPI_* ---- */
 
 int tmpi_init_thread(int *argc, char ***argv, int required, int *provided);

@@ -378,7 +378,7 @@ double rt_float_tolerance(IrType t);
 
 /* The ranks' agreement before work: a fixed record of at
  * most RT_AGREE_FIELDS named fields, each a short text or a SHA-256. */
-enum { RT_AGREE_FIELDS = 24, RT_AGREE_VALUE = 40 };
+enum { RT_AGREE_FIELDS = 40, RT_AGREE_VALUE = 40 };
 enum { RT_AGREE_UNUSED, RT_AGREE_TEXT, RT_AGREE_DIGEST, RT_AGREE_UNKNOWN };
 typedef struct RtAgreeField {
     const char *what;        /* for messages: "the random inputs' seed" */
