@@ -128,9 +128,9 @@ IrStatus api_check_memory(const TsPlan *p, const TsRunOptions *o, int64_t local,
 {
     (void)local;
     int64_t peak = 0;
-    for (int32_t k = 0; p->r.plans && k < p->r.prog.ncluster; k++)
-        if (p->r.plans[k] && p->r.plans[k]->peak_bytes_per_device > peak)
-            peak = p->r.plans[k]->peak_bytes_per_device;
+    for (int32_t k = 0; p->r.layouts && k < p->r.prog.ncluster; k++)
+        if (p->r.layouts[k] && p->r.layouts[k]->peak_bytes_per_device > peak)
+            peak = p->r.layouts[k]->peak_bytes_per_device;
     int64_t host = p->r.prog.host ? plan_peak_bytes(p->r.prog.host) : 0;
     if (host < 0)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
@@ -235,8 +235,8 @@ int64_t api_plan_estimate(const TsPlan *p)
 {
     if (p->r.prog.ncluster < 1)
         return 0;
-    if (p->r.plans && p->r.plans[0])
-        return p->r.plans[0]->peak_bytes_per_device;
+    if (p->r.layouts && p->r.layouts[0])
+        return p->r.layouts[0]->peak_bytes_per_device;
     return plan_peak_bytes(p->r.prog.cluster[0].spmd);
 }
 

@@ -86,7 +86,7 @@ typedef struct CompileRemat {
 typedef struct CompileResult {
     PlanProgram prog;        /* what the runtime executes */
     CluResult res;           /* clusters, host instructions, cuts (empty without host work) */
-    Plan **plans;            /* prog.ncluster entries: trees, devices, islands */
+    DeviceLayout **layouts;  /* prog.ncluster entries: each cluster's devices, hosts, islands */
     bool from_plan;          /* loaded from a plan file */
     AutoReport autoshard;    /* what --auto-shard chose and why (explain NULL: not run) */
     CompileFit *fit;         /* prog.ncluster entries when compiled with a memory limit, else NULL */
@@ -103,10 +103,10 @@ void compile_result_free(CompileResult *r);
  * SPMD program, one program per device as XLA prints it after
  * spmd-partitioning. No pass rewrites it: cluster 0 is m itself, replayed
  * (PlanCluster.replay) on the options' N x R devices (else the header's),
- * with the plans of the host layout. */
+ * with the device layouts of the host layout. */
 IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileResult *out, IrDiag *d);
 
-/* Rebuild the plans of r for another host layout (hosts >= 1; local 0:
+/* Rebuild the device layouts of r for another host layout (hosts >= 1; local 0:
  * N*R/hosts). IR_EINPUT when N*R is not hosts x local. */
 IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, IrDiag *d);
 

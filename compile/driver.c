@@ -44,7 +44,7 @@
  *                          pairs parameters with outputs where safe (the
  *                          SPMD program's input_output_alias grows).
  *   6. split/concat trees, device assignment, islands
- *                          plan_build per cluster for H hosts x L devices.
+ *                          device_layout_build per cluster for H hosts x L devices.
  *
  * With CompileOptions.dump the module is handed over after passes 3, 4
  * (the host program, then each cluster's module) and 5 (each cluster's
@@ -173,27 +173,27 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
 IrStatus compile_replan(CompileResult *r, int64_t hosts, int64_t local_devices, IrDiag *d)
 {
     int32_t n = r->prog.ncluster;
-    Plan **plans = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *plans);
-    if (!plans)
+    DeviceLayout **layouts = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *layouts);
+    if (!layouts)
         return ir_oom(d, NULL);
     IrStatus st = IR_OK;
     for (int32_t k = 0; st == IR_OK && k < n; k++) {
         const PlanCluster *c = &r->prog.cluster[k];
         PlanIo io = {c->nparam, c->param_shape, c->param_sharding, &c->out_shape, c->out_sharding};
-        st = plan_build(c->src, c->spmd, &c->report, &io, hosts, local_devices, &plans[k], d);
+        st = device_layout_build(c->src, c->spmd, &c->report, &io, hosts, local_devices, &layouts[k], d);
     }
     if (st != IR_OK) {
         for (int32_t k = 0; k < n; k++)
-            plan_free(plans[k]);
-        ts_free(plans);
+            device_layout_free(layouts[k]);
+        ts_free(layouts);
         return st;
     }
-    for (int32_t k = 0; r->plans && k < n; k++)
-        plan_free(r->plans[k]);
-    ts_free(r->plans);
-    r->plans = plans;
-    r->prog.hosts = n > 0 ? plans[0]->hosts : hosts;
-    r->prog.local_devices = n > 0 ? plans[0]->local_devices : local_devices;
+    for (int32_t k = 0; r->layouts && k < n; k++)
+        device_layout_free(r->layouts[k]);
+    ts_free(r->layouts);
+    r->layouts = layouts;
+    r->prog.hosts = n > 0 ? layouts[0]->hosts : hosts;
+    r->prog.local_devices = n > 0 ? layouts[0]->local_devices : local_devices;
     return IR_OK;
 }
 
@@ -558,9 +558,9 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
 
 void compile_result_free(CompileResult *r)
 {
-    for (int32_t k = 0; r->plans && k < r->prog.ncluster; k++)
-        plan_free(r->plans[k]);
-    ts_free(r->plans);
+    for (int32_t k = 0; r->layouts && k < r->prog.ncluster; k++)
+        device_layout_free(r->layouts[k]);
+    ts_free(r->layouts);
     ts_free(r->fit);
     plan_program_free(&r->prog);
     clu_result_free(&r->res);

@@ -110,13 +110,13 @@ static void put_report(IrStrBuf *b, const SpmdReport *r)
 /* The SPMD module of c and its lines. Cluster `k` of a host program
  * (named `name`) says which it is; k < 0 is a plan without host work, which
  * carries its source module. */
-static char *cluster_plan_text(const PlanCluster *c, const Plan *p, int32_t k, const char *name)
+static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int32_t k, const char *name)
 {
     IrStrBuf b = {0};
     /* The `//` lines first, then the module printed with them as its tail:
      * the megabytes of module text are written once into a buffer that
      * never moves. */
-    ir_sb_put_owned(&b, plan_compile_result(p));
+    ir_sb_put_owned(&b, device_layout_compile_result(p));
     int32_t nout = ir_shape_leaf_count(&c->out_shape);
     ir_sb_printf(&b,
          "// TesselPlan version=%d partitions=%lld replicas=%lld hosts=%lld local_devices=%lld inputs=%d "
@@ -231,7 +231,7 @@ static char *host_plan_text(const CompileResult *r)
     ir_sb_put_owned(&b, ir_print_module_then(r->prog.host, ls));
     ts_free(ls);
     for (int32_t k = 0; k < r->prog.ncluster; k++)
-        ir_sb_put_owned(&b, cluster_plan_text(&r->prog.cluster[k], r->plans[k], k, r->res.clusters[k].name));
+        ir_sb_put_owned(&b, cluster_plan_text(&r->prog.cluster[k], r->layouts[k], k, r->res.clusters[k].name));
     return ir_sb_take(&b);
 }
 
@@ -1236,7 +1236,7 @@ char *compile_plan_file_text(const CompileResult *r)
 
 char *compile_plan_file_text_signed(const CompileResult *r, const void *key, size_t keylen)
 {
-    char *body = r->prog.host ? host_plan_text(r) : cluster_plan_text(&r->prog.cluster[0], r->plans[0], -1, NULL);
+    char *body = r->prog.host ? host_plan_text(r) : cluster_plan_text(&r->prog.cluster[0], r->layouts[0], -1, NULL);
     char *t = body ? compile_plan_frame_signed(body, key, keylen) : NULL;
     ts_free(body);
     return t;

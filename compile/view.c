@@ -178,7 +178,7 @@ static json_t *jmemory(const PlanMemory *pm)
     return mem;
 }
 
-static json_t *jcluster(const Plan *p)
+static json_t *jcluster(const DeviceLayout *p)
 {
     json_t *c = json_object();
     json_object_set_new(c, "name", json_string(p->cluster));
@@ -309,9 +309,9 @@ static void jcluster_source(json_t *c, const CluCluster *cc)
     json_object_set_new(c, "values_out", out);
 }
 
-static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res, const CompileResult *cr)
+static char *plans_json(DeviceLayout *const *layouts, int32_t nlayouts, const CluResult *res, const CompileResult *cr)
 {
-    const Plan *p = plans[0];
+    const DeviceLayout *p = layouts[0];
     json_t *o = json_object();
     json_object_set_new(o, "module", json_string(p->module));
     json_object_set_new(o, "num_partitions", json_integer(p->num_partitions));
@@ -332,8 +332,8 @@ static char *plans_json(Plan *const *plans, int32_t nplans, const CluResult *res
     }
     json_object_set_new(o, "islands", is);
     json_t *cl = json_array();
-    for (int32_t k = 0; k < nplans; k++) {
-        json_t *c = jcluster(plans[k]);
+    for (int32_t k = 0; k < nlayouts; k++) {
+        json_t *c = jcluster(layouts[k]);
         jcluster_fit(json_object_get(c, "memory"), cr, k);
         if (res && k < res->nclusters)
             jcluster_source(c, &res->clusters[k]);
@@ -474,7 +474,7 @@ static void out_value(IrStrBuf *o, const PlanValue *v, bool input)
     ir_arena_free(ta);
 }
 
-static void out_header(IrStrBuf *o, const Plan *p)
+static void out_header(IrStrBuf *o, const DeviceLayout *p)
 {
     ir_sb_printf(o, "module %s: %lld partitions x %lld replicas on %lld hosts x %lld local devices\n", p->module,
          (long long)p->num_partitions, (long long)p->num_replicas, (long long)p->hosts,
@@ -558,10 +558,10 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
     }
 }
 
-static void out_cluster(IrStrBuf *o, const Plan *p)
+static void out_cluster(IrStrBuf *o, const DeviceLayout *p)
 {
     ir_sb_printf(o, "cluster %s:\n", p->cluster);
-    char *cr = plan_compile_result(p);
+    char *cr = device_layout_compile_result(p);
     if (cr) {
         for (char *line = cr; *line;) {
             char *nl = strchr(line, '\n');
@@ -606,11 +606,11 @@ static void out_cluster(IrStrBuf *o, const Plan *p)
     out_memory(o, &p->memory);
 }
 
-static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res, const CompileResult *cr)
+static char *plans_text(DeviceLayout *const *layouts, int32_t nlayouts, const CluResult *res, const CompileResult *cr)
 {
     IrStrBuf o = {0};
-    out_header(&o, plans[0]);
-    for (int32_t k = 0; k < nplans; k++) {
+    out_header(&o, layouts[0]);
+    for (int32_t k = 0; k < nlayouts; k++) {
         if (res && k < res->nclusters) {
             const CluCluster *c = &res->clusters[k];
             ir_sb_printf(&o, "cluster %s (called by %s; %d instructions, %d values in, %d out):\n", c->name, c->call,
@@ -620,7 +620,7 @@ static char *plans_text(Plan *const *plans, int32_t nplans, const CluResult *res
                 ir_sb_printf(&o, " %s", c->instrs[j]);
             ir_sb_printf(&o, "\n");
         }
-        out_cluster(&o, plans[k]);
+        out_cluster(&o, layouts[k]);
         compile_fit_describe(&o, cr, k, "  ");
     }
     if (res) {
@@ -691,7 +691,7 @@ static bool calls_comp(const IrModule *m, const IrInstr *ins, int32_t c, int dep
 /* What the graph of one cluster's plan needs. */
 typedef struct DotCtx {
     IrStrBuf *o;
-    const Plan *p;
+    const DeviceLayout *p;
     const IrModule *src;     /* the logical cluster (compiled plans) */
     const SpmdReport *rep;
     const PlanView *v;
@@ -938,7 +938,7 @@ static void dot_spmd_computation(DotCtx *x, const IrModule *spmd, const char *in
 static void dot_cluster(IrStrBuf *o, const CompileResult *r, int32_t k, const PlanView *v, const PlanColours *pc)
 {
     const PlanCluster *c = &r->prog.cluster[k];
-    const Plan *p = r->plans[k];
+    const DeviceLayout *p = r->layouts[k];
     DotCtx x = {.o = o, .p = p, .src = c->src, .rep = &c->report, .v = v, .colours = pc, .k = k};
     ir_sb_printf(o, "  subgraph \"cluster_%d\" {\n    label=\"", (int)k);
     dot_str(o, p->cluster);
@@ -1006,18 +1006,18 @@ static void dot_legend(IrStrBuf *o, const PlanColours *pc)
 
 char *compile_plan_text(const CompileResult *r)
 {
-    return plans_text(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL, r);
+    return plans_text(r->layouts, r->prog.ncluster, r->prog.host ? &r->res : NULL, r);
 }
 
 char *compile_plan_json(const CompileResult *r)
 {
-    return plans_json(r->plans, r->prog.ncluster, r->prog.host ? &r->res : NULL, r);
+    return plans_json(r->layouts, r->prog.ncluster, r->prog.host ? &r->res : NULL, r);
 }
 
 char *compile_plan_dot(const CompileResult *r, const PlanView *v)
 {
     IrStrBuf o = {0};
-    const char *name = r->prog.ncluster ? r->plans[0]->module : "plan";
+    const char *name = r->prog.ncluster ? r->layouts[0]->module : "plan";
     ir_sb_puts(&o, "digraph \"");
     dot_str(&o, name);
     ir_sb_puts(&o, "\" {\n  rankdir=TB;\n  node [shape=box, style=filled, fontname=\"monospace\", fontsize=10];\n"

@@ -439,7 +439,7 @@ IrStatus grid_text(IrStrBuf *o, const char *title, const IrShape *shape, const I
 
 /* The value `name` names in plan p: an input by name or as "input K", an
  * output as "output K", else (compiled plans) an instruction. */
-static bool find_value(const Plan *p, bool has_src, const char *name, const IrShape **shape,
+static bool find_value(const DeviceLayout *p, bool has_src, const char *name, const IrShape **shape,
                        const IrSharding **s, const char **what)
 {
     for (int32_t k = 0; k < p->ninputs; k++) {
@@ -475,7 +475,7 @@ static bool find_value(const Plan *p, bool has_src, const char *name, const IrSh
 static IrStatus show_one(IrStrBuf *o, const CompileResult *r, int32_t k, const char *name, unsigned flags,
                          bool *found)
 {
-    const Plan *p = r->plans[k];
+    const DeviceLayout *p = r->layouts[k];
     const IrShape *shape;
     const IrSharding *s;
     const char *what;
@@ -499,7 +499,7 @@ char *compile_plan_show(const CompileResult *r, const char *name, unsigned flags
     bool found = false, all = strcmp(name, "all") == 0;
     IrStatus st = IR_OK;
     for (int32_t k = 0; st == IR_OK && k < r->prog.ncluster; k++) {
-        const Plan *p = r->plans[k];
+        const DeviceLayout *p = r->layouts[k];
         if (!all) {
             st = show_one(&o, r, k, name, flags, &found);
             continue;

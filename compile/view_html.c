@@ -404,7 +404,7 @@ static int64_t group_devices(const char *g)
 
 /* The instructions; each sharding cell in its graph colour (pc, empty
  * for a loaded plan: no colour). */
-static void instr_table(IrStrBuf *o, const Plan *p, int32_t k, const PlanColours *pc)
+static void instr_table(IrStrBuf *o, const DeviceLayout *p, int32_t k, const PlanColours *pc)
 {
     ir_sb_puts(o, "<h3>Instructions</h3>\n<table class=\"instrs\"><tr><th>#</th><th>name</th><th>opcode</th>"
                   "<th>shape</th><th>sharding</th><th>per device</th><th></th></tr>\n");
@@ -451,7 +451,7 @@ static void why_html(IrStrBuf *o, const SpmdCollective *c, const char *file)
     }
 }
 
-static void collective_table(IrStrBuf *o, const Plan *p, const SpmdReport *rep, int32_t k, const char *entry)
+static void collective_table(IrStrBuf *o, const DeviceLayout *p, const SpmdReport *rep, int32_t k, const char *entry)
 {
     ir_sb_puts(o, "<h3>Collectives</h3>\n");
     if (!rep || rep->ncoll == 0) {
@@ -587,7 +587,7 @@ static void tree_html(IrStrBuf *o, const PlanValue *v)
     ir_arena_free(ta);
 }
 
-static void values_html(IrStrBuf *o, const Plan *p)
+static void values_html(IrStrBuf *o, const DeviceLayout *p)
 {
     int64_t ndev = p->num_partitions;
     ir_sb_puts(o, "<h3>Sharding grids</h3>\n");
@@ -640,7 +640,7 @@ static void values_html(IrStrBuf *o, const Plan *p)
 
 static void header_html(IrStrBuf *o, const CompileResult *r)
 {
-    const Plan *p = r->plans[0];
+    const DeviceLayout *p = r->layouts[0];
     ir_sb_puts(o, "<h1>tessel plan: ");
     esc(o, p->module);
     ir_sb_printf(o, "</h1>\n<p>%lld partitions &times; %lld replicas on %lld hosts &times; %lld local devices; "
@@ -703,7 +703,7 @@ static void legend_html(IrStrBuf *o, const PlanColours *c)
 char *compile_plan_html(const CompileResult *r, const PlanView *v)
 {
     IrStrBuf o = {0};
-    const Plan *p0 = r->plans[0];
+    const DeviceLayout *p0 = r->layouts[0];
     ir_sb_puts(&o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                    "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
                    "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n<title>tessel plan: ");
@@ -732,7 +732,7 @@ char *compile_plan_html(const CompileResult *r, const PlanView *v)
     }
     legend_html(&o, &pc);
     for (int32_t k = 0; k < r->prog.ncluster; k++) {
-        const Plan *p = r->plans[k];
+        const DeviceLayout *p = r->layouts[k];
         const PlanCluster *c = &r->prog.cluster[k];
         ir_sb_printf(&o, "<h2 id=\"cluster-%d\">Cluster %d: ", (int)k, (int)k);
         esc(&o, p->cluster);

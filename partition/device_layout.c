@@ -1,6 +1,6 @@
 /*
- * device_layout.c: a compiled program's device layout (Plan), what it looks
- * like to the runtime and to people (the plan views): split-node trees of
+ * device_layout.c: a compiled program's device layout (DeviceLayout), what
+ * it looks like to the runtime and to people (the plan views): split-node trees of
  * the inputs and concat trees of the outputs, the device assignment
  * (replica x partition -> device -> host), per-host replica islands, every
  * instruction's sharding and per-device shape, and the compile result lines
@@ -108,7 +108,7 @@ int64_t plan_peak_bytes(const IrModule *spmd)
     return mem_peak(spmd, NULL);
 }
 
-static IrStatus islands(Plan *p, IrDiag *d)
+static IrStatus islands(DeviceLayout *p, IrDiag *d)
 {
     IrArena *a = p->arena;
     int64_t n = p->num_partitions, r = p->num_replicas, l = p->local_devices;
@@ -159,7 +159,7 @@ static int cmp_str(const void *a, const void *b)
  * modules it describes, as it does their shardings and the report); a
  * per-device shape is made only where a dim is split. Fallbacks are looked
  * up in a sorted copy of the report's list: O((n + f) log f), not n * f. */
-static bool describe_instrs(Plan *p, const IrModule *src, const IrModule *spmd, const SpmdReport *rep)
+static bool describe_instrs(DeviceLayout *p, const IrModule *src, const IrModule *spmd, const SpmdReport *rep)
 {
     IrArena *a = p->arena;
     const IrComputation *e = ir_entry(src ? src : spmd);
@@ -193,8 +193,8 @@ static bool describe_instrs(Plan *p, const IrModule *src, const IrModule *spmd, 
     return true;
 }
 
-IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, const PlanIo *io,
-                    int64_t hosts, int64_t local_devices, Plan **out, IrDiag *d)
+IrStatus device_layout_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, const PlanIo *io,
+                             int64_t hosts, int64_t local_devices, DeviceLayout **out, IrDiag *d)
 {
     *out = NULL;
     int64_t n = spmd->num_partitions > 0 ? spmd->num_partitions : 1;
@@ -214,7 +214,7 @@ IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport 
                         (long long)hosts, (long long)local_devices, (long long)(n * r), (long long)n,
                         (long long)r);
     IrArena *a = ir_arena_new();
-    Plan *p = a ? ir_alloc(a, sizeof *p) : NULL;
+    DeviceLayout *p = a ? ir_alloc(a, sizeof *p) : NULL;
     if (!p) {
         ir_arena_free(a);
         return ir_oom(d, "while planning");
@@ -268,13 +268,13 @@ fail:
     return st;
 }
 
-void plan_free(Plan *p)
+void device_layout_free(DeviceLayout *p)
 {
     if (p)
         ir_arena_free(p->arena);
 }
 
-char *plan_compile_result(const Plan *p)
+char *device_layout_compile_result(const DeviceLayout *p)
 {
     IrStrBuf b = {0};
     ir_sb_puts(&b, "// InputMapping {");

@@ -17,7 +17,7 @@
  *   spmd_*.c      the builders and the handlers, one file per op family,
  *                 rule above each (listed in spmd_internal.h)
  *   reshard.c     resharding between any two shardings with collectives
- *   device_layout.c  a compiled program's device layout (Plan): split-node
+ *   device_layout.c  a compiled program's device layout (DeviceLayout): split-node
  *                 and concat trees, device assignment, replica islands,
  *                 per-device shapes, the compile result lines; what the
  *                 plan views show
@@ -32,7 +32,7 @@
  * "Plan" means four things in tessel, each with its own name: the plan
  * file (compile/plan_file.c, what `tessel compile` writes; TsPlan is its
  * handle, api/plan_handle.c), the compiled program (program.c), its
- * device layout (device_layout.c, the type Plan) and the plan views
+ * device layout (device_layout.c, the type DeviceLayout) and the plan views
  * (compile/view*.c, what `tessel plan` prints).
  *
  * Depends on ir/ only; never executes anything. (The plan views are
@@ -428,7 +428,7 @@ typedef struct PlanIsland {
     const int64_t *devices;  /* global device ids (read-only: may be ir_iota_table) */
 } PlanIsland;
 
-typedef struct Plan {
+typedef struct DeviceLayout {
     IrArena *arena;
     const char *module;
     const char *cluster;     /* the device function's name */
@@ -443,7 +443,7 @@ typedef struct Plan {
     const SpmdReport *report;/* collectives and fallbacks (borrowed) */
     int64_t peak_bytes_per_device;  /* memory.peak */
     PlanMemory memory;       /* the per-device memory estimate of the SPMD entry */
-} Plan;
+} DeviceLayout;
 
 /* Build the split tree of a value of `shape` under sharding `s` (NULL for
  * a tuple or when out of memory). A plan keeps no trees: one has a leaf
@@ -471,12 +471,12 @@ typedef struct PlanIo {
  * the partitioned module; `io` the inputs and outputs. hosts >= 1;
  * local_devices 0 means N*R/hosts. IR_EINPUT when N*R is not hosts x
  * local_devices. */
-IrStatus plan_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, const PlanIo *io,
-                    int64_t hosts, int64_t local_devices, Plan **out, IrDiag *d);
-void plan_free(Plan *p);
+IrStatus device_layout_build(const IrModule *src, const IrModule *spmd, const SpmdReport *rep, const PlanIo *io,
+                             int64_t hosts, int64_t local_devices, DeviceLayout **out, IrDiag *d);
+void device_layout_free(DeviceLayout *p);
 /* The compile result lines of DESIGN.md ("// InputMapping {0, 1}", one
  * "// XlaInputShape" per parameter, "// XlaOutputShape (...)"), heap text. */
-char *plan_compile_result(const Plan *p);
+char *device_layout_compile_result(const DeviceLayout *p);
 
 /* ------------------------------------------------------------------ */
 /* program.c: the compiled program, as the runtime receives it          */

@@ -46,7 +46,7 @@ MPI_CALL = re.compile(r"\b(P?MPI_[A-Z][a-z0-9_]*|tmpi_[a-z0-9_]+)\s*\(")
 # command line, not the library).
 ENV_READERS = {"coll/tuning.c"}
 # Passes of the compile layers: runtime/ executes plans, it never compiles.
-PASSES = ["shd_propagate", "spmd_partition", "clu_extract", "clu_cluster_module", "clu_place", "plan_build",
+PASSES = ["shd_propagate", "spmd_partition", "clu_extract", "clu_cluster_module", "clu_place", "device_layout_build",
           "compile_module", "compile_replan", "compile_plan_load", "grad_module"]
 
 

@@ -255,7 +255,7 @@ static void fuzz_plan_load(const uint8_t *data, size_t size)
             ir_module_free(sig);
         }
         compile_result_free(&r);
-    } else if (r.prog.cluster || r.prog.host || r.plans) {
+    } else if (r.prog.cluster || r.prog.host || r.layouts) {
         FUZZ_FAIL("compile_plan_load failed but left owned parts in *out");
     }
     ir_diag_clear(&d);

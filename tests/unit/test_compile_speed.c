@@ -362,7 +362,7 @@ static Run compile_model(int layers)
         print_error("compile: %s\n", d.msg ? d.msg : "?");
     assert_int_equal(st, IR_OK);
     const PlanCluster c = res.prog.cluster[0];
-    const Plan *plan = res.plans[0];
+    const DeviceLayout *plan = res.layouts[0];
     char *out = compile_plan_file_text(&res);
     assert_non_null(out);
     r.secs = (double)(clock() - t0) / CLOCKS_PER_SEC;

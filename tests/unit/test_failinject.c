@@ -291,7 +291,7 @@ static void compiled_empty(void *ctx)
     CompileResult *r = &((CompileCtx *)ctx)->r;
     assert_null(r->prog.cluster);
     assert_null(r->prog.host);
-    assert_null(r->plans);
+    assert_null(r->layouts);
     assert_int_equal(r->prog.ncluster, 0);
     memset(r, 0, sizeof *r);
 }
@@ -310,7 +310,7 @@ static void compiled_check(void *ctx)
 {
     CompileResult *r = &((CompileCtx *)ctx)->r;
     assert_int_equal(r->prog.ncluster, 1);
-    assert_non_null(r->plans[0]);
+    assert_non_null(r->layouts[0]);
     PlanCluster *c = &r->prog.cluster[0];
     assert_non_null(c->spmd);
     assert_int_equal(c->num_partitions, 2);
