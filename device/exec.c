@@ -47,13 +47,13 @@
  * counts one more: its value is the result). Instructions inside a fusion
  * group are not in the order: the group runs at its root, and the root's
  * uses are the group's leaves (fusion.h). */
-typedef struct Plan {
+typedef struct CompOrder {
     int32_t n;
     int32_t *order;
     int32_t *uses;
     int32_t nasync;  /* -start instructions in the order (schedule.c) */
     DevFusion fusion;
-} Plan;
+} CompOrder;
 
 /* A -start whose collective is in flight (DevCollectives.start): its
  * value is made when its first user (usually the -done) runs. */
@@ -76,13 +76,13 @@ typedef struct Exec {
     const IrModule *m;
     const DevExecOptions *opt;
     IrDiag *d;
-    Plan **plans; /* m->ncomp entries, built on demand */
+    CompOrder **orders; /* m->ncomp entries, built on demand */
     int32_t depth;
     RngState *rng;
 } Exec;
 
 /* The executor running on this thread, so that dev_call (which only gets
- * the kernel's arguments) finds the plan cache. Nested dev_execute calls
+ * the kernel's arguments) finds the orders built so far. Nested dev_execute calls
  * save and restore it. */
 static _Thread_local Exec *current;
 
@@ -150,9 +150,9 @@ static IrStatus shape_mismatch(const Exec *x, const IrInstr *ins, const char *wh
     return st;
 }
 
-/* ---- plans ---- */
+/* ---- each computation's order ---- */
 
-static void plan_free(Plan *p)
+static void comp_order_free(CompOrder *p)
 {
     if (p) {
         ts_free(p->order);
@@ -164,7 +164,7 @@ static void plan_free(Plan *p)
 
 /* The order (ir_exec_order_of: post-order from the side effects, then the
  * root; a scheduled module's own), its failures worded as the executor's. */
-static IrStatus exec_order(const Exec *x, const IrComputation *c, Plan *p)
+static IrStatus exec_order(const Exec *x, const IrComputation *c, CompOrder *p)
 {
     IrExecOrderError e;
     IrStatus st = ir_exec_order_of(x->m, c, p->order, &p->n, &e);
@@ -176,9 +176,9 @@ static IrStatus exec_order(const Exec *x, const IrComputation *c, Plan *p)
     return instr_error(x, ins, IR_EINPUT, "cycle through %s", c->instr[e.other].name);
 }
 
-/* Operand references among the planned instructions; a fusion group's
+/* Operand references among the ordered instructions; a fusion group's
  * root reads the group's leaves. */
-static void count_uses(const IrComputation *c, Plan *p)
+static void count_uses(const IrComputation *c, CompOrder *p)
 {
     const DevFusion *f = &p->fusion;
     memset(p->uses, 0, (size_t)c->ninstr * sizeof *p->uses);
@@ -199,7 +199,7 @@ static void count_uses(const IrComputation *c, Plan *p)
 
 /* Drop the groups' interior instructions from the order (they run inside
  * their root's loop) and count uses again. */
-static void fuse_order(const IrComputation *c, Plan *p)
+static void fuse_order(const IrComputation *c, CompOrder *p)
 {
     const DevFusion *f = &p->fusion;
     int32_t n = 0;
@@ -212,13 +212,13 @@ static void fuse_order(const IrComputation *c, Plan *p)
     count_uses(c, p);
 }
 
-static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
+static IrStatus comp_order_build(const Exec *x, const IrComputation *c, CompOrder **out)
 {
     int32_t n = c->ninstr;
     if (c->root < 0 || c->root >= n)
         return ir_error(x->d, IR_EINPUT, x->m->file, x->m->src, c->pos,
                         "computation %s has no root", c->name);
-    Plan *p = ts_calloc(1, sizeof *p);
+    CompOrder *p = ts_calloc(1, sizeof *p);
     IrStatus st = IR_ENOMEM;
     if (!p || !(p->order = ts_malloc((size_t)n * sizeof *p->order)) ||
         !(p->uses = ts_calloc((size_t)n, sizeof *p->uses)))
@@ -239,26 +239,26 @@ static IrStatus plan_build(const Exec *x, const IrComputation *c, Plan **out)
         fuse_order(c, p);
 done:
     if (st != IR_OK) {
-        plan_free(p);
+        comp_order_free(p);
         return st == IR_ENOMEM ? ir_error(x->d, st, NULL, NULL, (IrPos){0, 0}, "out of memory") : st;
     }
     *out = p;
     return IR_OK;
 }
 
-static IrStatus plan_get(Exec *x, int32_t comp, const Plan **out)
+static IrStatus comp_order_get(Exec *x, int32_t comp, const CompOrder **out)
 {
-    if (!x->plans) {
-        x->plans = ts_calloc((size_t)x->m->ncomp, sizeof *x->plans);
-        if (!x->plans)
+    if (!x->orders) {
+        x->orders = ts_calloc((size_t)x->m->ncomp, sizeof *x->orders);
+        if (!x->orders)
             return ir_oom(x->d, NULL);
     }
-    if (!x->plans[comp]) {
-        IrStatus st = plan_build(x, x->m->comp[comp], &x->plans[comp]);
+    if (!x->orders[comp]) {
+        IrStatus st = comp_order_build(x, x->m->comp[comp], &x->orders[comp]);
         if (st != IR_OK)
             return st;
     }
-    *out = x->plans[comp];
+    *out = x->orders[comp];
     return IR_OK;
 }
 
@@ -269,11 +269,11 @@ static void exec_release(Exec *x)
         ts_free(x->rng);
         x->rng = n;
     }
-    if (x->plans)
+    if (x->orders)
         for (int32_t i = 0; i < x->m->ncomp; i++)
-            plan_free(x->plans[i]);
-    ts_free(x->plans);
-    x->plans = NULL;
+            comp_order_free(x->orders[i]);
+    ts_free(x->orders);
+    x->orders = NULL;
 }
 
 /* ---- running a computation ---- */
@@ -908,7 +908,7 @@ static IrStatus async_finish(const Exec *x, const IrComputation *c, int32_t i, P
 }
 
 /* Every pending value instruction i reads (a fusion group: its leaves). */
-static IrStatus async_operands(const Exec *x, const IrComputation *c, const Plan *p, int32_t i, Pending *pend,
+static IrStatus async_operands(const Exec *x, const IrComputation *c, const CompOrder *p, int32_t i, Pending *pend,
                                DevValue **vals)
 {
     const IrInstr *ins = &c->instr[i];
@@ -952,7 +952,7 @@ static bool try_async_start(const Exec *x, const IrComputation *c, const IrInstr
     return *st != IR_EUNSUPPORTED || (x->d && x->d->status != IR_OK);
 }
 
-static IrStatus run_one(Exec *x, const IrComputation *c, const Plan *p, int32_t i, int32_t nargs,
+static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int32_t i, int32_t nargs,
                         DevValue **args, bool consume, const bool *donated, DevValue **vals, int32_t *rem,
                         Pending *pend)
 {
@@ -1006,8 +1006,8 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const Plan *p, int32_t 
 static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, bool consume,
                          const bool *donated, DevValue **out)
 {
-    const Plan *p = NULL;
-    IrStatus st = plan_get(x, comp, &p);
+    const CompOrder *p = NULL;
+    IrStatus st = comp_order_get(x, comp, &p);
     if (st != IR_OK)
         goto release_args;
     const IrComputation *c = x->m->comp[comp];
