@@ -6,7 +6,8 @@
 # in one thing. Each row is one of
 #   same      harmless: the value travels from rank 0 or changes nothing
 #             the ranks share; the run's output_0.npy equals the
-#             one-process run's bit for bit
+#             one-process run's bit for bit (the variables of this class
+#             differ all at once, in one run)
 #   stop      stopped before work: exit 2, every rank naming what differs
 #             (the row's text) and rank 1, nothing written (no --output-dir)
 #   fail      failure injection, acting on its rank alone: the job ends
@@ -110,9 +111,19 @@ split() {
     fi
 }
 
+# The variables of class same differ all at once, in one run (below).
+ENV_A=() ENV_B=() ENV_NAMES=""
 for row in "${ROWS[@]}"; do
     IFS='|' read -r name class a b text <<<"$row"
     [ "$class" != n/a ] || continue
+    if [ "$class" = same ] && [[ "$name" == TESSEL_* ]]; then
+        split "$a"
+        ENV_A+=("${ENVS[@]}")
+        split "$b"
+        ENV_B+=("${ENVS[@]}")
+        ENV_NAMES+=" $name"
+        continue
+    fi
     rm -rf "$WORK/out" "$WORK/out2" "$WORK/ck" "$WORK/dump"
     # seed 7 on both unless the row gives one
     seed=(--random-inputs 7)
@@ -146,6 +157,16 @@ for row in "${ROWS[@]}"; do
     esac
     echo "mpi_disagree: $name ($class): exit $got"
 done
+
+# the variables of class same, every one differing at once
+rm -rf "$WORK/out"
+got=0
+env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun -np 1 env "${ENV_A[@]}" "$TESSEL" run "$M" --random-inputs 7 \
+    --output-dir "$WORK/out" : -np 1 env "${ENV_B[@]}" "$TESSEL" run "$M" --random-inputs 7 --output-dir "$WORK/out" \
+    >"$OUT" 2>"$ERR" || got=$?
+[ "$got" = 0 ] || fail "$ENV_NAMES differing per rank: exit $got, expected the run"
+cmp -s "$REF" "$WORK/out/output_0.npy" || fail "$ENV_NAMES differing per rank: output_0.npy is not the one-process run's"
+echo "mpi_disagree:$ENV_NAMES (same, at once): exit 0"
 
 # ---- 4 ranks, rank 3 alone differs ----
 rm -rf "$WORK/out" "$WORK/out2" "$WORK/ck" "$WORK/dump"
