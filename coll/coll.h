@@ -45,6 +45,30 @@
  *   mpi_layer.c       every MPI call through one door, with failure injection
  *                     (mpi_layer.h)
  *
+ * The trip of one all-reduce from ts_plan_run (the others differ only in
+ * their file and transport function), in three places: the runtime's
+ * call site, the collective's file, the transport; between them steps.c
+ * (what every collective shares) and result.c (the in-host dispatch):
+ *
+ *   api/run.c ts_plan_run (api/run_mpi.c under mpirun, which passes
+ *     coll_mpi_transport) -> runtime/local.c rt_run_devices (directly,
+ *     or at each cluster call of runtime/host_program.c): one thread a
+ *     local device (device_main), each running dev_execute with the
+ *     hooks of coll_device_start (its DevExecOptions.coll)
+ *   the executor meets the all-reduce -> steps.c run_collective ->
+ *     coll_collective: publish the operands, barrier (every local device
+ *     is in the same collective)
+ *   only when the group spans hosts, the host's leader device:
+ *     steps.c leader_exchange -> allreduce.c coll_allreduce_across
+ *     (combine the host's members, then one transport call a host) ->
+ *     CollTransport.allreduce_into / allreduce_in / allreduce_any_in:
+ *     mpi_pipeline.c cmpi_allreduce_into, mpi_transport.c cmpi_allreduce_in
+ *     (under mpirun; loopback.c in tests); barrier
+ *   every device: steps.c group_result -> result.c coll_result ->
+ *     allreduce.c coll_allreduce_part (the loops of kernels.c), or the
+ *     split path when the whole group is on the host; a last barrier
+ *     before the operands may be freed
+ *
  * Library code: never prints, never exits (but coll_mpi_abort, which
  * ends the job); errors are IrStatus with an IrDiag. May use ir/ and
  * device/ (values, reducers); MPI in the mpi_*.c files only (the
