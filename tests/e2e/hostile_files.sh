@@ -17,6 +17,8 @@
 #     dim, truncated data, trailing data: status 2 naming the file.
 #  7. --reference with --checkpoint-every/--checkpoint-dir or --resume:
 #     refused (it wrote no checkpoint and said nothing before).
+#  8. A step-S directory with a checkpoint.json of another "format", or
+#     none: named in a warning and passed over (silently before).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -115,3 +117,19 @@ run2 2 "$SGD" --reference --random-inputs 3 --steps 4 --resume "$WORK/ck" --outp
 expect_in "$ERR" "tessel: error: --resume checkpoints a partitioned run"
 [ ! -e "$WORK/ck" ] && [ ! -e "$WORK/o7" ] || fail "a refused --reference run wrote checkpoints or outputs"
 echo "hostile_files: --reference refuses checkpoint options instead of ignoring them"
+
+# ---- 8. a checkpoint directory tessel did not write ----
+# step-6's checkpoint.json with another "format", and a step-9 directory
+# without one: each named in a warning (both were passed over silently),
+# the resume takes step 3 and equals the uninterrupted run bit for bit.
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --output-dir "$WORK/full"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 6 --checkpoint-every 3 --checkpoint-dir "$WORK/ck8" \
+    --output-dir "$WORK/part8"
+sed -i 's/"format": "tessel-checkpoint"/"format": "mine"/' "$WORK/ck8/step-6/checkpoint.json"
+mkdir "$WORK/ck8/step-9"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck8" --output-dir "$WORK/res8"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-6 is not used: checkpoint.json is not one tessel wrote (its \"format\", \"step\" or \"digest\" is missing or other): edited or corrupted"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-9 is not used: no readable checkpoint.json"
+expect_in "$ERR" "tessel: resumed from $WORK/ck8/step-3 (step 3 of 9)"
+cmp "$WORK/full/output_0.npy" "$WORK/res8/output_0.npy" || fail "resumed weights differ from the uninterrupted run's"
+echo "hostile_files: checkpoint directories tessel did not write are named and passed over"
