@@ -229,6 +229,11 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, I
  * estimated seconds (its own costs and the edges to its neighbours'
  * choices), cheapest first; as text (heap, ts_free; NULL on OOM). */
 char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module);
+/* The same as a JSON object: the mesh, the estimate and its terms, and per
+ * group its leader (name, op, line, column), followers, the chosen spec
+ * and sharding with its seconds, and every other strategy with its
+ * seconds, cheapest first (heap, ts_free; NULL on OOM). */
+char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *module);
 
 /* ---- shard.c ---- */
 
@@ -242,6 +247,7 @@ typedef struct AutoOptions {
 
 typedef struct AutoReport {
     char *explain;           /* heap (ts_free) */
+    char *explain_json;      /* the same as JSON (auto_explain_json); heap */
     double seconds;          /* the estimate of the chosen plan */
     int32_t ngroups, nnodes;
     double solve_seconds;

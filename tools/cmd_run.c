@@ -691,6 +691,8 @@ static int run_mpi(const CliOptions *o, double t0)
     TsPlan *p = NULL;
     TsCompileOptions co = cli_compile_options(o);
     co.hosts = co.local_devices = 0;
+    if (rank != 0)
+        co.on_warning = NULL; /* every rank compiles the same: rank 0 says its warnings once */
     st = ts_plan_open(o->pos[0], &co, &p, &d);
     int rc = CLI_OK;
     if (st == TS_OK && !ts_plan_from_file(p)) {
