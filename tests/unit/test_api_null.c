@@ -295,6 +295,7 @@ static void test_rest(void **state)
     EXPECT(ts_plan_why(NULL, "x", &s, &d), "ts_plan_why: p is NULL");
     assert_null(s);
     assert_null(ts_plan_explain(NULL));
+    assert_null(ts_plan_explain_json(NULL));
     assert_null(ts_plan_memory_fit(NULL));
     TsModule *m = module();
     TsPlan *p = NULL;
