@@ -836,6 +836,9 @@ static int run_run(const CliOptions *o)
         if (strchr(o->inputs[i].key, '@'))
             return cli_usage_error(&cli_cmd_run, "--input %s: KEY@DEVICE binds one device of a replay: add --spmd",
                                    o->inputs[i].key);
+    if (o->reference && (o->checkpoint_every || o->checkpoint_dir || o->resume))
+        return cli_usage_error(&cli_cmd_run, "%s checkpoints a partitioned run; --reference runs the steps without "
+                               "checkpoints", o->resume ? "--resume" : "--checkpoint-every/--checkpoint-dir");
     if (o->reference && (o->given & OPT_HEARTBEAT))
         return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
                                "alone");
