@@ -2,18 +2,17 @@
  * blas_sgemm.c: the f32 GEMM from another library than OpenBLAS, behind
  * cblas_sgemm's signature (issue 34).
  *
- * tessel's f32 dots call DevBlas.sgemm (k_dot.c). blas.c fills it from
- * OpenBLAS unless the build chose another library (the CMake cache
- * variable TESSEL_SGEMM: openblas, blis or onednn, chosen by measuring
- * them: `bench/run peers`, the gemm line, BENCHMARKS.md "The GEMM"); then
- * it asks here. BLIS is called through its typed API bli_sgemm, which takes
+ * tessel's f32 dots call DevBlas.sgemm (k_dot.c). blas_choice.c decides
+ * which library fills it (fixed by the caller's tuning, or measured) and
+ * asks here for BLIS's or oneDNN's. BLIS is called through its typed API bli_sgemm, which takes
  * a row and a column stride per matrix, so an order and a transpose are
  * strides; no other library exports that name, so the call cannot land in
  * OpenBLAS (BLIS's own cblas_sgemm would call sgemm_, which OpenBLAS, loaded
  * first, also defines). oneDNN's dnnl_sgemm is row-major; a column-major
  * product is the row-major product of the transposes, operands swapped.
- * Both run on the calling thread alone (tessel's devices are one thread
- * each): BLIS is told one thread once, oneDNN's OpenMP runtime before every
+ * Both run with the BLAS thread count the devices set (dev_blas_set_threads:
+ * one where devices share cores, as OpenBLAS): BLIS is told when the count
+ * changes (its setting is global), oneDNN's OpenMP runtime before every
  * call (omp_set_num_threads sets the calling thread's count only).
  *
  * The libraries are loaded once (pthread_once per library) and never
@@ -23,6 +22,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +37,9 @@ static BliSgemm bli_sgemm_fn;
 static DnnlSgemm dnnl_sgemm_fn;
 static void (*omp_set_threads_fn)(int);
 static char blis_why[200], dnnl_why[200];
+static atomic_int threads = 1;     /* the devices' BLAS thread count */
+static atomic_int blis_threads = 1; /* what BLIS was last told */
+static void (*blis_set_threads)(int64_t);
 static pthread_once_t blis_once = PTHREAD_ONCE_INIT, dnnl_once = PTHREAD_ONCE_INIT;
 
 /* dlsym into a function pointer (POSIX allows the conversion; C does not,
@@ -56,9 +59,8 @@ static void blis_load(void)
         snprintf(blis_why, sizeof blis_why, "BLIS (libblis.so.4) for f32 GEMMs: %s", e ? e : "dlopen failed");
         return;
     }
-    void (*set)(int64_t);
-    memcpy(&set, &t, sizeof t);
-    set(1);
+    memcpy(&blis_set_threads, &t, sizeof t);
+    blis_set_threads(1);
     memcpy(&bli_sgemm_fn, &g, sizeof g);
 }
 
@@ -93,6 +95,9 @@ static void strides(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE t, int ld, int6
 static void sgemm_blis(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                        float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
+    int nt = atomic_load(&threads);
+    if (atomic_exchange(&blis_threads, nt) != nt)
+        blis_set_threads(nt);
     int64_t rsa, csa, rsb, csb, rsc, csc;
     strides(order, ta, lda, &rsa, &csa);
     strides(order, tb, ldb, &rsb, &csb);
@@ -106,7 +111,7 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
 {
     char ca = ta == CblasNoTrans ? 'N' : 'T', cb = tb == CblasNoTrans ? 'N' : 'T';
     if (omp_set_threads_fn)
-        omp_set_threads_fn(1);
+        omp_set_threads_fn(atomic_load(&threads));
     if (order == CblasRowMajor)
         dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else /* C^T = op(B)^T op(A)^T, all row-major */
@@ -125,6 +130,16 @@ SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why)
         *why = dnnl_why;
         return dnnl_sgemm_fn ? sgemm_dnnl : NULL;
     }
-    *why = "unknown f32 GEMM library (TESSEL_SGEMM: openblas, blis or onednn)";
+    *why = "unknown f32 GEMM library (openblas, blis or onednn)";
     return NULL;
+}
+
+void dev_blas_sgemm_threads(int n)
+{
+    atomic_store(&threads, n < 1 ? 1 : n);
+}
+
+int dev_blas_sgemm_thread_count(void)
+{
+    return atomic_load(&threads);
 }
