@@ -100,6 +100,7 @@ static void blas_load(void)
               sym(lib, "openblas_get_num_threads", &b->get_num_threads) &&
               sym(lib, "openblas_set_num_threads", &b->set_num_threads);
     if (ok) {
+        dev_blas_sgemm_threads(b->get_num_threads(), true);
         const char *why = "";
         SgemmFn *g = dev_blas_sgemm_pick(b->sgemm, &why);
         if (g)

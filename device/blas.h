@@ -55,11 +55,13 @@ const DevBlas *dev_blas(void);
  * cblas_sgemm's signature, the library loaded on the first call (once);
  * NULL, with *why saying why, when it cannot be loaded or lib is unknown.
  * It runs with dev_blas_sgemm_threads' count (1 until told). Thread safe.
- * dev_blas_sgemm_threads: the devices' BLAS thread count (max(1, n));
- * dev_blas_sgemm_thread_count: the last one told. */
+ * dev_blas_sgemm_threads: the BLAS thread count (max(1, n)): the devices'
+ * (dev_blas_set_threads), or with unless_told OpenBLAS's at its load, which
+ * a process that makes no devices keeps (as OpenBLAS runs with its pool);
+ * dev_blas_sgemm_thread_count: the count in force. */
 typedef __typeof__(cblas_sgemm) SgemmFn;
 SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why);
-void dev_blas_sgemm_threads(int n);
+void dev_blas_sgemm_threads(int n, bool unless_told);
 int dev_blas_sgemm_thread_count(void);
 /* blas_choice.c: the function for DevBlas.sgemm, given OpenBLAS's, by the
  * choice dev_blas_choose_sgemm recorded: OpenBLAS's itself, BLIS's or

@@ -37,7 +37,7 @@ static BliSgemm bli_sgemm_fn;
 static DnnlSgemm dnnl_sgemm_fn;
 static void (*omp_set_threads_fn)(int);
 static char blis_why[200], dnnl_why[200];
-static atomic_int threads = 1;     /* the devices' BLAS thread count */
+static atomic_int threads;         /* the devices' BLAS thread count; 0: not told */
 static atomic_int blis_threads = 1; /* what BLIS was last told */
 static void (*blis_set_threads)(int64_t);
 static pthread_once_t blis_once = PTHREAD_ONCE_INIT, dnnl_once = PTHREAD_ONCE_INIT;
@@ -95,7 +95,7 @@ static void strides(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE t, int ld, int6
 static void sgemm_blis(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                        float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    int nt = atomic_load(&threads);
+    int nt = dev_blas_sgemm_thread_count();
     if (atomic_exchange(&blis_threads, nt) != nt)
         blis_set_threads(nt);
     int64_t rsa, csa, rsb, csb, rsc, csc;
@@ -111,7 +111,7 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
 {
     char ca = ta == CblasNoTrans ? 'N' : 'T', cb = tb == CblasNoTrans ? 'N' : 'T';
     if (omp_set_threads_fn)
-        omp_set_threads_fn(atomic_load(&threads));
+        omp_set_threads_fn(dev_blas_sgemm_thread_count());
     if (order == CblasRowMajor)
         dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else /* C^T = op(B)^T op(A)^T, all row-major */
@@ -134,12 +134,17 @@ SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why)
     return NULL;
 }
 
-void dev_blas_sgemm_threads(int n)
+void dev_blas_sgemm_threads(int n, bool unless_told)
 {
-    atomic_store(&threads, n < 1 ? 1 : n);
+    int none = 0;
+    if (unless_told)
+        atomic_compare_exchange_strong(&threads, &none, n < 1 ? 1 : n);
+    else
+        atomic_store(&threads, n < 1 ? 1 : n);
 }
 
 int dev_blas_sgemm_thread_count(void)
 {
-    return atomic_load(&threads);
+    int n = atomic_load(&threads);
+    return n < 1 ? 1 : n;
 }
