@@ -70,6 +70,11 @@ bool auto_spec_equal(const AutoSpec *a, const AutoSpec *b);
 /* The sharding of an array of `rank` dims under s, in arena a (NULL on
  * OOM). */
 IrSharding *auto_spec_sharding(IrArena *a, const AutoMesh *m, const AutoSpec *s, int32_t rank);
+/* The same with the axes on one dim (and the replicated ones) combined
+ * major to minor in `order` (naxes axis indices) instead of axis order:
+ * the shardings a mesh expresses when its axes are taken in any order. */
+IrSharding *auto_spec_sharding_order(IrArena *a, const AutoMesh *m, const AutoSpec *s, int32_t rank,
+                                     const int32_t *order);
 /* "[data,-]": per tensor dim its axes ("-": none), then "+model" for
  * the axes it is replicated along; into buf (always terminated). */
 void auto_spec_text(const AutoMesh *m, const AutoSpec *s, int32_t rank, char *buf, size_t cap);
@@ -183,7 +188,9 @@ typedef struct AutoGraph {
 /* Build the graph of m's entry computation (strategies, groups, edges).
  * User shardings are constraints: a node that carries one keeps only the
  * strategies giving it; one whose sharding names another device count
- * than the mesh is IR_EINPUT. IR_ENOMEM, IR_EINPUT. */
+ * than the mesh, is no tiling over the mesh's axes (in any order), or
+ * cuts a dim into more tiles than it has elements is IR_EINPUT, at the
+ * instruction. IR_ENOMEM, IR_EINPUT. */
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
                           AutoGraph *g, IrDiag *d);
 void auto_graph_free(AutoGraph *g);

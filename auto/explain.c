@@ -9,6 +9,11 @@
  *
  *   h = dot f32[16,40] (+2 following): [-,y]+x  own 0.012 ms, reshard 0 ms
  *       alternatives: [x,y] 0.019 ms (+0.007); [-,-]+x+y 0.041 ms (+0.029)
+ *
+ * Before the groups, the estimate by term: compute (dots and
+ * convolutions, reduces, everything else), the collectives of the chosen
+ * strategies (all-reduces of partial sums, gathers of a contraction), and
+ * the reshards between and inside groups.
  */
 #include "auto.h"
 
@@ -83,6 +88,33 @@ static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, in
         ir_sb_puts(o, "\n");
 }
 
+/* The estimate of choice[] by term (see the file comment). */
+static void by_term(IrStrBuf *o, const AutoGraph *g, const int32_t *choice)
+{
+    double dots = 0, reduces = 0, other = 0, comm = 0;
+    for (int32_t i = 0; i < g->comp->ninstr; i++) {
+        const AutoNode *v = &g->node[i];
+        if (v->group < 0)
+            continue;
+        const AutoStrategy *s = &v->strat[choice[v->group]];
+        IrOpFamily f = ir_op_family(g->comp->instr[i].op);
+        if (f == FAM_DOT || f == FAM_CONVOLUTION)
+            dots += s->compute;
+        else if (f == FAM_REDUCE)
+            reduces += s->compute;
+        else
+            other += s->compute;
+        comm += s->comm;
+    }
+    double total = auto_graph_cost(g, choice), reshard = total - dots - reduces - other - comm;
+    reshard = reshard > 1e-9 * total ? reshard : 0; /* rounding, not a reshard */
+    ir_sb_printf(o,
+                 "  by term: compute %.4g ms (dots %.4g, reduces %.4g, elementwise and data %.4g), "
+                 "collectives of the strategies %.4g ms, reshards %.4g ms\n",
+                 (dots + reduces + other) * 1e3, dots * 1e3, reduces * 1e3, other * 1e3, comm * 1e3,
+                 reshard * 1e3);
+}
+
 char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module)
 {
     IrStrBuf o = {0};
@@ -104,6 +136,7 @@ char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *m
                  "edges, %lld strategies (%lld more dominated, not shown); estimated step %.4g ms\n",
                  module ? module : "?", mesh, (int)nodes, (int)g->ngroup, (int)opaque, (int)g->nedge,
                  (long long)kept, (long long)pruned, auto_graph_cost(g, choice) * 1e3);
+    by_term(&o, g, choice);
     Alt *alt = ts_calloc((size_t)maxs, sizeof *alt);
     if (!alt) {
         ir_sb_free(&o);

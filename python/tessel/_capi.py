@@ -144,7 +144,9 @@ class TsRunOptions(ctypes.Structure):
                 ("process_local", c_bool),
                 ("zero_state", c_bool),
                 ("nagree", c_int32),
-                ("agree", c_void_p)]
+                ("agree", c_void_p),
+                ("on_agreed", c_void_p),
+                ("on_agreed_ctx", c_void_p)]
 
 
 class TsStepInfo(ctypes.Structure):
