@@ -9,9 +9,12 @@
  * it to the probe: at the process's first f32 GEMM of at least
  * PROBE_MIN_MACS multiply-adds (through DevBlas.sgemm, which blas.c points
  * here) the libraries present are timed on the same PROBE_N^3 row-major
- * product, at the BLAS thread count the devices set, one warm-up call each
- * and then PROBE_ROUNDS interleaved rounds; the fastest best time wins. A
- * library that does not load is skipped and the verdict says why. Smaller
+ * product on the device's thread, one warm-up call each and then
+ * PROBE_ROUNDS interleaved rounds; the fastest best time wins. A library
+ * that does not load is skipped and the verdict says why. Only where the
+ * BLAS runs one thread a device (every run whose devices share the cores):
+ * BLIS and oneDNN run on the calling thread alone (blas_sgemm.c), so where
+ * a device spans several cores OpenBLAS's pool keeps the work. Smaller
  * products always run in OpenBLAS: there a library's call overhead counts
  * more than its kernel, and the probe is not worth its cost, about 0.1 s
  * once a process (oneDNN generates its kernels at its first call: 80 ms on
@@ -75,6 +78,13 @@ static double timed(SgemmFn *f, const float *a, const float *b, float *c)
 
 static void probe(void)
 {
+    int nt = dev_blas_sgemm_thread_count();
+    if (nt > 1) {
+        chosen = openblas_fn;
+        snprintf(verdict, sizeof verdict, "openblas: %d BLAS threads a device (BLIS and oneDNN are measured and "
+                 "used where devices run one)", nt);
+        return;
+    }
     SgemmFn *fn[NLIBS] = {openblas_fn, NULL, NULL};
     const char *why[NLIBS] = {"", "", ""};
     for (int i = 1; i < NLIBS; i++)
@@ -107,8 +117,7 @@ static void probe(void)
         if (fn[i] && best[i] < best[win])
             win = i;
     chosen = fn[win];
-    int used = snprintf(verdict, sizeof verdict, "%s, measured (f32 %d^3, %d thread%s):", lib_name[win], PROBE_N,
-                        dev_blas_sgemm_thread_count(), dev_blas_sgemm_thread_count() == 1 ? "" : "s");
+    int used = snprintf(verdict, sizeof verdict, "%s, measured (f32 %d^3, one thread):", lib_name[win], PROBE_N);
     double flops = 2.0 * PROBE_N * PROBE_N * (double)PROBE_N;
     for (int i = 0; i < NLIBS && used > 0 && (size_t)used < sizeof verdict; i++) {
         if (fn[i])

@@ -10,10 +10,14 @@
  * OpenBLAS (BLIS's own cblas_sgemm would call sgemm_, which OpenBLAS, loaded
  * first, also defines). oneDNN's dnnl_sgemm is row-major; a column-major
  * product is the row-major product of the transposes, operands swapped.
- * Both run with the BLAS thread count the devices set (dev_blas_set_threads:
- * one where devices share cores, as OpenBLAS): BLIS is told when the count
- * changes (its setting is global), oneDNN's OpenMP runtime before every
- * call (omp_set_num_threads sets the calling thread's count only).
+ * Both run on the calling thread alone (tessel's devices are one thread
+ * each wherever devices share cores): BLIS is told one thread once,
+ * oneDNN's OpenMP runtime before every call (omp_set_num_threads sets the
+ * calling thread's count only). Where the BLAS runs more threads a device
+ * the probe keeps OpenBLAS (blas_choice.c), so no OpenMP pool starts
+ * beside OpenBLAS's (under load such pools spin at their barriers: a
+ * 2-thread BLIS ran 3x slower than OpenBLAS at load 16). The count is
+ * recorded here (dev_blas_sgemm_threads) for that decision.
  *
  * The libraries are loaded once (pthread_once per library) and never
  * unloaded; the pointers are read without a lock afterwards.
@@ -38,8 +42,7 @@ static DnnlSgemm dnnl_sgemm_fn;
 static void (*omp_set_threads_fn)(int);
 static char blis_why[200], dnnl_why[200];
 static atomic_int threads;         /* the devices' BLAS thread count; 0: not told */
-static atomic_int blis_threads = 1; /* what BLIS was last told */
-static void (*blis_set_threads)(int64_t);
+
 static pthread_once_t blis_once = PTHREAD_ONCE_INIT, dnnl_once = PTHREAD_ONCE_INIT;
 
 /* dlsym into a function pointer (POSIX allows the conversion; C does not,
@@ -59,8 +62,9 @@ static void blis_load(void)
         snprintf(blis_why, sizeof blis_why, "BLIS (libblis.so.4) for f32 GEMMs: %s", e ? e : "dlopen failed");
         return;
     }
-    memcpy(&blis_set_threads, &t, sizeof t);
-    blis_set_threads(1);
+    void (*set)(int64_t);
+    memcpy(&set, &t, sizeof t);
+    set(1);
     memcpy(&bli_sgemm_fn, &g, sizeof g);
 }
 
@@ -95,9 +99,6 @@ static void strides(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE t, int ld, int6
 static void sgemm_blis(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
                        float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    int nt = dev_blas_sgemm_thread_count();
-    if (atomic_exchange(&blis_threads, nt) != nt)
-        blis_set_threads(nt);
     int64_t rsa, csa, rsb, csb, rsc, csc;
     strides(order, ta, lda, &rsa, &csa);
     strides(order, tb, ldb, &rsb, &csb);
@@ -111,7 +112,7 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
 {
     char ca = ta == CblasNoTrans ? 'N' : 'T', cb = tb == CblasNoTrans ? 'N' : 'T';
     if (omp_set_threads_fn)
-        omp_set_threads_fn(dev_blas_sgemm_thread_count());
+        omp_set_threads_fn(1);
     if (order == CblasRowMajor)
         dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else /* C^T = op(B)^T op(A)^T, all row-major */
