@@ -306,6 +306,10 @@ void ts_plan_free(TsPlan *p);
  * auto_shard: for each chosen sharding the alternatives and their
  * estimated costs (heap text, ts_free). NULL otherwise (or on OOM). */
 char *ts_plan_explain(const TsPlan *p);
+/* The same as one JSON object (docs/auto-shard.md): every chosen sharding
+ * with all its alternatives and their estimated seconds (heap text,
+ * ts_free). NULL as ts_plan_explain. */
+char *ts_plan_explain_json(const TsPlan *p);
 
 /* Rebuild the host layout (hosts >= 1; local_devices 0: N*R/hosts).
  * TS_EINPUT when N*R is not hosts x local_devices. */

@@ -333,6 +333,11 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     signature")."""
     if donate not in ("auto", "declared"):
         raise ValueError("donate must be 'auto' or 'declared', not %r" % (donate,))
+    for what, v in (("num_partitions", num_partitions), ("num_replicas", num_replicas), ("hosts", hosts),
+                    ("local_devices", local_devices)):
+        v = operator.index(v)
+        if not 0 <= v < 2**63:  # ctypes would wrap 2**64+2 to 2 partitions
+            raise ValueError("tessel: %s must be from 0 (the default) to 2**63-1, not %d" % (what, v))
     key = _sign_key(sign_key)
     m, own = _model(model, name, limits, "compile")
     try:
@@ -470,10 +475,17 @@ class Plan(_Handle):
         h = _lib.ts_plan_memory_fit(self._handle())
         return _take_string(h) if h else None
 
-    def explain(self):
+    def explain(self, format="text"):
         """Why each sharding was chosen, for a plan compiled with
         auto_shard=True (the alternatives and their estimated costs;
-        `tessel plan --explain`); None otherwise."""
+        `tessel plan --explain`): a str, or with format="json" the dict of
+        `tessel plan --explain --format json` (docs/auto-shard.md); None
+        otherwise."""
+        if format not in ("text", "json"):
+            raise ValueError("explain: format is 'text' or 'json'")
+        if format == "json":
+            ptr = _lib.ts_plan_explain_json(self._handle())
+            return json.loads(_take_string(ptr)) if ptr else None
         ptr = _lib.ts_plan_explain(self._handle())
         return _take_string(ptr) if ptr else None
 

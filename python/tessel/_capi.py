@@ -203,6 +203,7 @@ PROTOTYPES = {
     "ts_plan_file_text": (c_void_p, [c_void_p]),
     "ts_plan_memory_fit": (c_void_p, [c_void_p]),
     "ts_plan_explain": (c_void_p, [c_void_p]),
+    "ts_plan_explain_json": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),

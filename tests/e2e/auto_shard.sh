@@ -4,13 +4,14 @@
 # mixture-of-experts training step on 2, 4 and 8 devices, each no worse
 # than 1.1x the best of data parallel, Megatron and FSDP, and equal to the
 # reference run); a 2-D mesh runs and equals the reference; --explain
-# names every choice with its alternatives; the same module gives the same
+# names every choice with its alternatives (as text and as JSON); the same module gives the same
 # plan; and the errors: a mesh that is not the device count, a user
 # sharding that contradicts the mesh (another device count, no tiling over
 # its axes, a dim cut into more tiles than elements), a memory limit
-# nothing fits, a bad
-# mesh, --mesh without --auto-shard (exit 2, each saying why); tessel
-# profile writes a profile --profile reads.
+# nothing fits, a bad mesh, --mesh without --auto-shard (exit 2, each
+# saying why); tessel profile writes a profile --profile reads, and under
+# mpirun -np 2 one with across-hosts figures (release build only: about
+# 40 s of collectives on a loaded machine).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -54,6 +55,35 @@ expect_in "$OUT" "  w1 = parameter"
 expect_in "$OUT" "alternatives: "
 expect_in "$OUT" "  by term: compute "
 grep -q "ms (+" "$OUT" || fail "no alternative with its cost"
+# --explain --format json: one object; the terms add up to the estimate;
+# every group has its chosen sharding and alternatives with their seconds;
+# the parameters' chosen shardings are the compiled plan's input shardings.
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain --format json -o "$WORK/ex.json"
+expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh data=2,model=2 -o "$WORK/ex.plan"
+"$PY" - "$WORK/ex.json" "$WORK/ex.plan" <<'PY' || fail "the JSON explanation"
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+assert j["tessel_auto_shard"] == 1 and j["module"] == "mlp", j.keys()
+assert [(a["name"], a["size"]) for a in j["mesh"]] == [("data", 2), ("model", 2)]
+t = j["by_term"]
+parts = t["dots"] + t["reduces"] + t["elementwise_and_data"] + t["collectives"] + t["reshards"]
+assert abs(parts - j["estimated_seconds"]) <= 1e-6 * j["estimated_seconds"], (parts, j["estimated_seconds"])
+plan = open(sys.argv[2]).read()
+params = dict(re.findall(r"^\s*(\S+) = \S+ parameter\((\d+)\)", plan.split("ENTRY", 1)[1], re.M))
+inputs = dict(re.findall(r"^// TesselInputSharding (\d+) (.*)$", plan, re.M))
+seen = 0
+for g in j["groups"]:
+    c = g["chosen"]
+    assert c["seconds"] >= 0 and g["line"] > 0 and g["column"] > 0
+    for a in g["alternatives"]:
+        assert a["seconds"] >= 0 and abs(a["seconds"] - a["own_seconds"] - a["reshard_seconds"]) <= 1e-5 * a["seconds"]
+    if g["op"] == "parameter" and g["leader"] in params:
+        assert inputs[params[g["leader"]]] == c["sharding"], (g["leader"], c["sharding"])
+        seen += 1
+assert seen == 3, seen
+PY
+expect_status 2 "$TESSEL" plan "$S" --auto-shard --mesh 4 --explain --format dot
+expect_in "$ERR" "--explain prints why each sharding was chosen, as text or with --format json"
 # The html page carries it.
 expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh 4 --format html -o "$WORK/p.html"
 expect_in "$WORK/p.html" "auto-shard of mlp over mesh x=4"
@@ -107,4 +137,25 @@ expect_status 2 "$TESSEL" compile "$S" --mesh 4 -o -
 expect_in "$ERR" "give them with --auto-shard"
 expect_status 2 "$TESSEL" plan "$S" --explain
 expect_in "$ERR" "--explain says why --auto-shard chose"
+# Under mpirun -np 2: the across-hosts figures too (sane: positive and
+# finite; their values are the machine's), read for a mesh over 2 hosts.
+case "${TESSEL_BUILD:-}" in */asan)
+    echo "auto_shard: ok (asan: no profile under mpirun)"
+    exit 0
+    ;;
+esac
+expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun --oversubscribe -np 2 "$TESSEL" profile \
+    -o "$WORK/prof2.json"
+"$PY" - "$WORK/prof2.json" <<'PY' || fail "the profile under mpirun has no sane across-hosts figures"
+import json, math, sys
+p = json.load(open(sys.argv[1]))
+assert p["tessel_profile"] == 1 and p["hosts"] == 2 and p["flops"] > 0 and p["bytes"] > 0
+for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+    for scope in ("local", "remote"):
+        for f in ("alpha", "beta"):
+            v = p["collectives"][k][scope][f]
+            assert v > 0 and math.isfinite(v), (k, scope, f, v)
+PY
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --hosts 2 --profile "$WORK/prof2.json" --explain
+expect_in "$OUT" "auto-shard of mlp over mesh data=2,model=2"
 echo "auto_shard: ok"
