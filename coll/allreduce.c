@@ -84,7 +84,7 @@ IrStatus coll_reduce_members(const IrModule *m, const IrInstr *ins, const CollWo
 
 /* reduce_across for a color with one group spanning hosts (the group of
  * device `first`; members[] has room for every device): the result is
- * allocated once for the host and rt_transport_allreduce_into reduces
+ * allocated once for the host and the transport's allreduce_into reduces
  * into it from the local members' operands, in group order. */
 static IrStatus reduce_one_across(CollHost *w, const IrModule *m, const IrInstr *ins, IrOpcode op, const int32_t *color,
                                   int64_t first, int64_t *members, IrDiag *d)
