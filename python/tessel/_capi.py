@@ -143,7 +143,9 @@ class TsRunOptions(ctypes.Structure):
                 ("process_local", c_bool),
                 ("zero_state", c_bool),
                 ("nagree", c_int32),
-                ("agree", c_void_p)]
+                ("agree", c_void_p),
+                ("on_agreed", c_void_p),
+                ("on_agreed_ctx", c_void_p)]
 
 
 class TsStepInfo(ctypes.Structure):
@@ -200,6 +202,7 @@ PROTOTYPES = {
     "ts_plan_file_text": (c_void_p, [c_void_p]),
     "ts_plan_memory_fit": (c_void_p, [c_void_p]),
     "ts_plan_explain": (c_void_p, [c_void_p]),
+    "ts_plan_explain_json": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),

@@ -122,6 +122,8 @@ int main(void)
     FIELD(TsRunOptions, zero_state);
     FIELD(TsRunOptions, nagree);
     FIELD(TsRunOptions, agree);
+    FIELD(TsRunOptions, on_agreed);
+    FIELD(TsRunOptions, on_agreed_ctx);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;
