@@ -11,7 +11,10 @@
  *   strided         a broadcast or transpose of a leaf: the row's part of
  *                   the result, read through strides (dev_broadcast_range);
  *   spread          a broadcast of an outer node along the outer dims: its
- *                   one element filled over the row;
+ *                   one element filled over the row (a broadcast of an
+ *                   outer node to an outer shape copies its element);
+ *   copy            a reshape of an outer value (f32[a,b] to f32[a,b,1]):
+ *                   its one element copied;
  *   reduce          folds its operand's row with the reducer: f32 and
  *                   f64 with add, multiply, maximum or minimum in 8
  *                   interleaved partial results in double (lane_fold;
@@ -43,6 +46,7 @@ typedef enum RowKind {
     RK_ELEMENTWISE, /* a range kernel */
     RK_STRIDED,     /* broadcast or transpose of a leaf */
     RK_SPREAD,      /* broadcast of an outer node over the row */
+    RK_COPY,        /* reshape of an outer value (node or leaf) */
     RK_REDUCE,      /* a reduce over the row dims */
 } RowKind;
 
@@ -85,11 +89,6 @@ static void rows_free(Rows *r)
     ts_free(r->scratch);
 }
 
-static bool outer_of(const IrShape *S, int32_t nouter, const IrShape *t)
-{
-    return t->type != IR_TUPLE && t->rank == nouter && ir_dims_equal(t->dims, S->dims, nouter);
-}
-
 /* The reduce node's domain, reducer and init (the finder has checked the
  * instruction; the values are checked here as k_reduce.c does). */
 static IrStatus reduce_setup(const DevKernelArgs *k, const IrShape *S, RowNode *n)
@@ -125,7 +124,7 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         return lst;
     for (int32_t l = 0; l < g->nleaves; l++) {
         const IrShape *ls = &r->lview[l].shape;
-        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : outer_of(S, g->nouter, ls) ? 1 : 0;
+        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : dev_fusion_is_outer(S, g->nouter, ls) ? 1 : 0;
     }
     for (int32_t k = 0; k < nn; k++) {
         const IrInstr *ins = &c->instr[g->nodes[k]];
@@ -151,6 +150,11 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
             st = r->node[at0].len == 1 && r->opnd[k * MAX_OPND]->shape.type == ins->shape.type
                      ? IR_OK
                      : dev_kernel_error(&r->k[k], IR_EINTERNAL, "fused rows: broadcast of a row");
+        } else if (ins->op == OP_RESHAPE) {
+            n->kind = RK_COPY;
+            st = n->len == 1 && r->opnd[k * MAX_OPND]->shape.type == ins->shape.type
+                     ? IR_OK
+                     : dev_kernel_error(&r->k[k], IR_EINTERNAL, "fused rows: reshape of a row");
         } else if (ins->op == OP_BROADCAST || ins->op == OP_TRANSPOSE) {
             n->kind = RK_STRIDED;
             n->src = r->opnd[k * MAX_OPND]->data;
@@ -301,6 +305,7 @@ static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t R, int64_t row
         }
         case RK_STRIDED: dev_broadcast_range(&ins->shape, n->sstr, n->src, row * n->len, n->len, v->data); break;
         case RK_SPREAD: spread(v->data, r->nview[n->from].data, n->len, n->w); break;
+        case RK_COPY: memcpy(v->data, r->opnd[k * MAX_OPND]->data, n->w); break;
         case RK_REDUCE: fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data, R, v->data); break;
         }
     }
