@@ -28,7 +28,8 @@
  * may carry dims of size 1 (f32[a,b,1] for outer dims [a,b]), and
  * reshapes and broadcasts between such shapes join as copies:
  * JAX writes softmax's z as reshape(broadcast(reshape(z))) to [a,b,1] and
- * back before the broadcast over the rows. A reduce over a
+ * back before the broadcast over the rows; a reduce of such a value over
+ * its dims of size 1 joins as an outer reduce. A reduce over a
  * major dim, or with any other reducer, stays outside. A group with no
  * node outside S is an elementwise group, however it was found.
  *
@@ -166,7 +167,9 @@ bool dev_fusion_is_outer(const IrShape *S, int32_t nouter, const IrShape *t)
 }
 
 /* A reduce of an S-shaped operand over exactly its minor dims from nouter
- * on, with a reducer the fast path knows (associative and commutative:
+ * on (a row reduce), or of an outer value over dims of size 1 only (an
+ * outer reduce: JAX's grad sums the softmax backward's reshaped row sum
+ * over its dim of size 1), with a reducer the fast path knows (associative and commutative:
  * add, multiply, maximum, minimum, and, or, xor), one input, a scalar
  * init and the operand's element type. Custom reducers keep their place. */
 static bool reduce_fits(const Find *f, int32_t i, const IrShape *S, int32_t nouter)
@@ -176,17 +179,26 @@ static bool reduce_fits(const Find *f, int32_t i, const IrShape *S, int32_t nout
         has_control(f->c, f->ctrl_succ, i) || !ir_shape_is_array(&ins->shape))
         return false;
     const IrShape *x = &f->c->instr[ins->opnd[0]].shape, *init = &f->c->instr[ins->opnd[1]].shape;
-    if (!ir_shape_same_dims(x, S) || x->type != ins->shape.type || init->type != ins->shape.type ||
-        init->rank != 0 || !dev_fusion_is_outer(S, nouter, &ins->shape) || !row_length_ok(f, S, nouter))
+    if (x->type != ins->shape.type || init->type != ins->shape.type || init->rank != 0 ||
+        !dev_fusion_is_outer(S, nouter, &ins->shape) || !row_length_ok(f, S, nouter))
         return false;
     const IrI64List *dm = &ins->a.dimensions;
-    bool seen[IR_MAX_RANK] = {false};
-    if (dm->n != S->rank - nouter)
-        return false;
-    for (int32_t j = 0; j < dm->n; j++) {
-        if (dm->v[j] < nouter || dm->v[j] >= S->rank || seen[dm->v[j]])
+    if (!ir_shape_same_dims(x, S)) {
+        /* An outer reduce: over dims of size 1 of an outer value. */
+        if (!dev_fusion_is_outer(S, nouter, x))
             return false;
-        seen[dm->v[j]] = true;
+        for (int32_t j = 0; j < dm->n; j++)
+            if (dm->v[j] < 0 || dm->v[j] >= x->rank || x->dims[dm->v[j]] != 1)
+                return false;
+    } else {
+        bool seen[IR_MAX_RANK] = {false};
+        if (dm->n != S->rank - nouter)
+            return false;
+        for (int32_t j = 0; j < dm->n; j++) {
+            if (dm->v[j] < nouter || dm->v[j] >= S->rank || seen[dm->v[j]])
+                return false;
+            seen[dm->v[j]] = true;
+        }
     }
     DevRedDom d;
     IrOpcode op = ir_simple_reducer(f->m, ins->called[0]);

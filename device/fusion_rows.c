@@ -15,7 +15,8 @@
  *                   outer node to an outer shape copies its element);
  *   copy            a reshape of an outer value (f32[a,b] to f32[a,b,1]):
  *                   its one element copied;
- *   reduce          folds its operand's row with the reducer: f32 and
+ *   reduce          folds its operand's row (one element for an outer
+ *                   reduce, over dims of size 1) with the reducer: f32 and
  *                   f64 with add, multiply, maximum or minimum in 8
  *                   interleaved partial results in double (lane_fold;
  *                   sums and products may then differ from the unfused
@@ -58,6 +59,7 @@ typedef struct RowNode {
     const uint8_t *src;     /* strided: the leaf's whole data */
     int32_t from;           /* spread: the node it spreads */
     DevRedDom dom;          /* reduce: domain, reducer, init */
+    int64_t fold;           /* reduce: elements folded a row (R, or 1) */
     IrOpcode op;
     DevAcc init;
 } RowNode;
@@ -89,14 +91,17 @@ static void rows_free(Rows *r)
     ts_free(r->scratch);
 }
 
-/* The reduce node's domain, reducer and init (the finder has checked the
- * instruction; the values are checked here as k_reduce.c does). */
-static IrStatus reduce_setup(const DevKernelArgs *k, const IrShape *S, RowNode *n)
+/* The reduce node's domain, reducer, init and fold length (the finder has
+ * checked the instruction; the values are checked here as k_reduce.c
+ * does). */
+static IrStatus reduce_setup(const DevKernelArgs *k, const DevFusionGroup *g, const IrShape *S, int64_t R,
+                             RowNode *n)
 {
     const DevValue *x = k->opnd[0], *init = k->opnd[1];
     n->op = ir_simple_reducer(k->m, k->ins->called[0]);
-    if (!ir_shape_same_dims(&x->shape, S) || x->shape.type != k->ins->shape.type || init->shape.rank != 0 ||
-        init->shape.type != k->ins->shape.type || !dev_red_dom(x->shape.type, &n->dom))
+    n->fold = ir_shape_same_dims(&x->shape, S) ? R : 1;
+    if ((n->fold == 1 && !dev_fusion_is_outer(S, g->nouter, &x->shape)) || x->shape.type != k->ins->shape.type ||
+        init->shape.rank != 0 || init->shape.type != k->ins->shape.type || !dev_red_dom(x->shape.type, &n->dom))
         return dev_kernel_error(k, IR_EINPUT, "reduce: operand 0 does not fit");
     n->init = dev_acc_load(n->dom, init->shape.type, init->data, 0);
     return IR_OK;
@@ -143,7 +148,7 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         IrStatus st;
         if (ins->op == OP_REDUCE) {
             n->kind = RK_REDUCE;
-            st = reduce_setup(&r->k[k], S, n);
+            st = reduce_setup(&r->k[k], g, S, R, n);
         } else if (ins->op == OP_BROADCAST && at0 >= 0) {
             n->kind = RK_SPREAD;
             n->from = at0;
@@ -284,7 +289,7 @@ static void fold_row(const RowNode *n, IrType t, const uint8_t *x, int64_t R, ui
 }
 
 /* Row `row` through every node; the root's row goes to out. */
-static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t R, int64_t row, uint8_t *out)
+static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t row, uint8_t *out)
 {
     const DevFusionGroup *g = r->g;
     for (int32_t l = 0; l < g->nleaves; l++)
@@ -306,7 +311,7 @@ static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t R, int64_t row
         case RK_STRIDED: dev_broadcast_range(&ins->shape, n->sstr, n->src, row * n->len, n->len, v->data); break;
         case RK_SPREAD: spread(v->data, r->nview[n->from].data, n->len, n->w); break;
         case RK_COPY: memcpy(v->data, r->opnd[k * MAX_OPND]->data, n->w); break;
-        case RK_REDUCE: fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data, R, v->data); break;
+        case RK_REDUCE: fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data, n->fold, v->data); break;
         }
     }
     return IR_OK;
@@ -330,7 +335,7 @@ IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const De
         st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory for the result",
                       root->name);
     for (int64_t row = 0; st == IR_OK && row < nrows; row++) /* R = 0: every reduce gives its init */
-        st = rows_one(&r, c, R, row, res->data);
+        st = rows_one(&r, c, row, res->data);
     rows_free(&r);
     if (st != IR_OK) {
         dev_value_unref(res);

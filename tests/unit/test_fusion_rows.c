@@ -4,7 +4,8 @@
  * broadcast consumers of the reduced row. Which instructions form a row
  * group (softmax, also as JAX writes it with reshapes to [..,1] and
  * back, layer norm, several minor dims, a group that ends in a reduce, a
- * transpose of a small operand, outer values with dims of size 1) and
+ * transpose of a small operand, outer values with dims of size 1, the
+ * softmax backward's reduce over such a dim) and
  * which must not (a reduce over a major dim, a reducer that is not
  * associative, a transpose of the outer dims); the values a
  * fused run gives against naive loops in double (rows not a multiple of
@@ -249,6 +250,54 @@ static void unit_dim_leaves(void **state)
     assert_near(got, want, 300, 1e-5);
     dev_value_unref(got);
     for (int a = 0; a < 3; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
+/* The softmax backward as JAX's grad writes it: the row sum of dy * p
+ * reshaped to [2,3,1], negated and summed over that dim of size 1 (an
+ * outer reduce) before the broadcast back: y = p * (dy - sum(dy * p)),
+ * one row group of 8 nodes; against double. */
+static void outer_reduce(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule sb\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  dy = f32[2,3,40] parameter(0)\n"
+                           "  p = f32[2,3,40] parameter(1)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  m = f32[2,3,40] multiply(dy, p)\n"
+                           "  s = f32[2,3] reduce(m, zero), dimensions={2}, to_apply=add\n"
+                           "  s1 = f32[2,3,1] reshape(s)\n"
+                           "  ns = f32[2,3,1] negate(s1)\n"
+                           "  t = f32[2,3] reduce(ns, zero), dimensions={2}, to_apply=add\n"
+                           "  tb = f32[2,3,40] broadcast(t), dimensions={0,1}\n"
+                           "  a = f32[2,3,40] add(dy, tb)\n"
+                           "  ROOT y = f32[2,3,40] multiply(a, p)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "y");
+    assert_int_equal(g->nnodes, 8); /* m, s, s1, ns, t, tb, a, y */
+    assert_int_equal(g->nleaves, 3);
+    dev_fusion_free(&f);
+    int64_t dims[] = {2, 3, 40};
+    DevValue *args[2] = {val(IR_F32, 3, dims, NULL), val(IR_F32, 3, dims, NULL)};
+    fill(args[0], 21);
+    fill(args[1], 22);
+    double want[240];
+    for (int r = 0; r < 6; r++) {
+        double s = 0;
+        for (int j = 0; j < 40; j++)
+            s += at(args[0], r * 40 + j) * at(args[1], r * 40 + j);
+        for (int j = 0; j < 40; j++)
+            want[r * 40 + j] = at(args[1], r * 40 + j) * (at(args[0], r * 40 + j) - s);
+    }
+    DevValue *got = run(m, 2, args, true), *plain = run(m, 2, args, false);
+    assert_near(got, want, 240, 1e-5);
+    assert_near(plain, want, 240, 1e-5);
+    dev_value_unref(got);
+    dev_value_unref(plain);
+    for (int a = 0; a < 2; a++)
         dev_value_unref(args[a]);
     ir_module_free(m);
 }
@@ -583,6 +632,7 @@ int main(void)
         cmocka_unit_test(softmax_rows),
         cmocka_unit_test(jax_softmax_rows),
         cmocka_unit_test(unit_dim_leaves),
+        cmocka_unit_test(outer_reduce),
         cmocka_unit_test(permuted_outer),
         cmocka_unit_test(layernorm_rows_f64),
         cmocka_unit_test(several_minor_dims),
