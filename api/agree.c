@@ -15,26 +15,32 @@
  *   the layout             hosts x local devices
  *   the random inputs      "off" or the seed (and per-device); whether
  *                          optimizer state starts at zero (zero_state)
- *   the inputs             each input's key and source: a file by its
- *                          path and size (each rank reads only its own
- *                          shards of it: hashing it whole would read it
- *                          all on every rank), an array by its type,
- *                          shape and bytes (by type alone when
- *                          process-local: each rank's part is its own)
+ *   the inputs             each input's key and source: a file by the
+ *                          SHA-256 of its content (up to 64 MiB read
+ *                          whole once on every rank, before its shards
+ *                          are: two hosts' files of one path and size
+ *                          but other bytes differ here; larger ones by a
+ *                          1 MiB sample, hash_file), an array by its type, shape and
+ *                          bytes (by type alone when process-local: each
+ *                          rank's part is its own); the first eight
+ *                          inputs a field each (a difference names the
+ *                          input), the count and the rest one more
  *   steps, statistics, process-local outputs, the output device, the
  *   watched output, the limits (trips, memory): the options that change
  *   what runs or which collectives are made
  *   the caller's own       TsRunOptions.agree, e.g. the command line's
  *                          --output-dir and checkpoint options
- * The tuning is not compared: rt_mpi_tune made it rank 0's on every rank.
+ * The tuning is not compared: coll_mpi_tune made it rank 0's on every rank.
  */
 #include "api_internal.h"
 
-#include <inttypes.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <nettle/sha2.h>
 
@@ -117,50 +123,120 @@ static void add_unknown(Fields *fs, const char *what)
     f->kind = RT_AGREE_UNKNOWN;
 }
 
-/* One input's source into c: a file's path and size (a missing file
- * counts as such: reading it fails later, on the ranks where it is
- * missing, with the reader's own error), an array's type, shape and
- * bytes. */
+/* Inputs with a field of their own (the first ones given); the others
+ * share one. */
+enum { OWN_INPUTS = 8, NAME = 96 };
+
+/* Files up to this size are hashed whole; larger ones by a sample. */
+#define WHOLE_BYTES ((int64_t)64 << 20)
+enum { SAMPLES = 64, SAMPLE_BYTES = 16 << 10 };
+
+/* The SHA-256 of a large file's sample into c: its size, SAMPLES blocks
+ * of SAMPLE_BYTES evenly spaced from its first byte to its last (1 MiB
+ * read, whatever the size). false on a read error. */
+static bool hash_sample(struct sha256_ctx *c, int fd, int64_t size)
+{
+    uint8_t buf[SAMPLE_BYTES];
+    sha256_update(c, sizeof size, (const uint8_t *)&size);
+    for (int k = 0; k < SAMPLES; k++) {
+        int64_t off = (size - SAMPLE_BYTES) / (SAMPLES - 1) * k;
+        for (size_t got = 0; got < sizeof buf;) {
+            ssize_t r = pread(fd, buf + got, sizeof buf - got, (off_t)(off + (int64_t)got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return false;
+            got += (size_t)r;
+        }
+        sha256_update(c, sizeof buf, buf);
+    }
+    return true;
+}
+
+/* A file's content into c: the SHA-256 of the whole file up to
+ * WHOLE_BYTES (compile_sha256_fd; the rank's own shard reads then come
+ * from the page cache), of a 1 MiB sample above (hash_sample: a sharded
+ * input of gigabytes is not read whole on every host, so two large files
+ * that differ only between the sampled blocks pass), or what it is when
+ * it cannot be read (missing, not a regular file: a FIFO is never waited
+ * on): the reader says why on the ranks where it fails. */
+static void hash_file(struct sha256_ctx *c, const char *path)
+{
+    char line[96] = "a missing or unreadable file";
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        snprintf(line, sizeof line, "not a regular file");
+    } else if (fd >= 0 && (int64_t)sb.st_size > WHOLE_BYTES) {
+        struct sha256_ctx sc;
+        sha256_init(&sc);
+        if (hash_sample(&sc, fd, (int64_t)sb.st_size)) {
+            memcpy(line, "sampled ", 8);
+            sha256_digest(&sc, SHA256_DIGEST_SIZE, (uint8_t *)line + 8);
+            sha256_update(c, 8 + SHA256_DIGEST_SIZE, (const uint8_t *)line);
+            close(fd);
+            return;
+        }
+    } else if (fd >= 0 && compile_sha256_fd(fd, line + 5)) {
+        memcpy(line, "file ", 5);
+    }
+    if (fd >= 0)
+        close(fd);
+    sha256_update(c, strlen(line), (const uint8_t *)line);
+}
+
+/* One input into c: its key, then a file's content or an array's type,
+ * shape and bytes (its type alone when process-local: each rank's part is
+ * its own). */
 static void hash_input(struct sha256_ctx *c, const TsInput *in, bool process_local)
 {
     sha256_update(c, strlen(in->key) + 1, (const uint8_t *)in->key);
-    char line[160];
-    if (in->array) {
-        const TsArray *a = in->array;
-        int n = snprintf(line, sizeof line, "array %s rank %d:", a->dtype ? a->dtype : "?", (int)a->rank);
-        sha256_update(c, (size_t)n, (const uint8_t *)line);
-        if (process_local)
-            return;
-        for (int32_t k = 0; a->dims && k < a->rank; k++)
-            sha256_update(c, sizeof a->dims[k], (const uint8_t *)&a->dims[k]);
-        if (a->data && a->nbytes)
-            sha256_update(c, a->nbytes, a->data);
+    if (!in->array) {
+        hash_file(c, in->path);
         return;
     }
-    /* A file by its path and size: each rank reads only its devices'
-     * shards of it (shard_io.c), so its content is not read here. */
-    struct stat sb;
-    int n = stat(in->path, &sb) != 0 ? snprintf(line, sizeof line, "a missing file at ")
-                                      : snprintf(line, sizeof line, "file of %" PRId64 " bytes at ", (int64_t)sb.st_size);
+    const TsArray *a = in->array;
+    char line[160];
+    int n = snprintf(line, sizeof line, "array %s rank %d:", a->dtype ? a->dtype : "?", (int)a->rank);
     sha256_update(c, (size_t)n, (const uint8_t *)line);
-    sha256_update(c, strlen(in->path), (const uint8_t *)in->path);
+    if (process_local)
+        return;
+    for (int32_t k = 0; a->dims && k < a->rank; k++)
+        sha256_update(c, sizeof a->dims[k], (const uint8_t *)&a->dims[k]);
+    if (a->data && a->nbytes)
+        sha256_update(c, a->nbytes, a->data);
 }
 
-static void add_inputs(Fields *fs, const TsRunOptions *o)
+/* The first OWN_INPUTS inputs a field each, named by their position and
+ * key ("input 0 'x' (a file, by content)"), so a difference names the
+ * input; the count and the rest in one more field. */
+static void add_inputs(Fields *fs, const TsRunOptions *o, char (*names)[NAME])
 {
-    const char *what = "inputs (keys; files by path and size, arrays by content)";
-    struct sha256_ctx c;
-    sha256_init(&c);
     uint8_t dg[SHA256_DIGEST_SIZE];
-    for (int32_t i = 0; i < o->ninputs; i++)
+    struct sha256_ctx c;
+    for (int32_t i = 0; i < o->ninputs && i < OWN_INPUTS; i++) {
+        const TsInput *in = &o->inputs[i];
+        snprintf(names[i], NAME, "input %d '%.40s' (%s)", (int)i, in->key,
+                 in->array ? "an array, by content" : "a file, by content");
+        sha256_init(&c);
+        hash_input(&c, in, o->process_local);
+        sha256_digest(&c, sizeof dg, dg);
+        add_digest(fs, names[i], dg);
+    }
+    sha256_init(&c);
+    char count[32];
+    int n = snprintf(count, sizeof count, "%d inputs", (int)o->ninputs);
+    sha256_update(&c, (size_t)n, (const uint8_t *)count);
+    for (int32_t i = OWN_INPUTS; i < o->ninputs; i++)
         hash_input(&c, &o->inputs[i], o->process_local);
     sha256_digest(&c, sizeof dg, dg);
-    add_digest(fs, what, dg);
+    add_digest(fs, "the number of inputs and those after the eighth (keys and content)", dg);
 }
 
-IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDiag *d)
+IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d)
 {
     Fields fs = {.n = 0};
+    char names[OWN_INPUTS][NAME];
     char *text = ts_plan_file_text(p);
     if (text)
         add_bytes(&fs, "compiled program (plan text)", text, strlen(text) + 1);
@@ -178,7 +254,7 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDia
         add_text(&fs, "random inputs' seed", "%llu%s", (unsigned long long)o->seed, o->per_device ? " per device" : "");
     else
         add_text(&fs, "random inputs' seed", "none (no random inputs)");
-    add_inputs(&fs, o);
+    add_inputs(&fs, o, names);
     add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
     add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
     add_text(&fs, "statistics (stats)", "%s", o->stats ? "on" : "off");

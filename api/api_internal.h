@@ -23,7 +23,7 @@
 
 #include "../compile/compile.h"
 #include "../runtime/program.h"
-#include "../runtime/transport.h"
+#include "../runtime/run_internal.h"
 #include "tessel.h"
 
 struct TsModule {
@@ -137,7 +137,14 @@ void api_outputs_adopt(TsOutputs *o, RtSaves *saves, const char *model_sha256);
  * o's own agree items, one all-gather (rt_mpi_agree_fields). IR_OK, or
  * the same IR_EINPUT on every rank naming the field and the rank; other
  * statuses: this rank could not take part (end the job). */
-IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, RtTransport *t, IrDiag *d);
+IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d);
+/* run_mpi.c: ts_plan_run_mpi without the agreement, for the test of what
+ * the collectives' check-ins catch when ranks run different programs
+ * (tests/unit/mpi_unagreed_main.c). Not in tessel.h, not exported by the
+ * shared library (tessel.map), reached by no option of the command line:
+ * no user can turn the agreement off. */
+TsStatus api_plan_run_mpi_unagreed(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
+                                   TsDiag *d);
 
 /* Device g's bind options in a replay of plan p (rt_device_bind_options
  * of the run's). */

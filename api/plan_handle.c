@@ -406,6 +406,11 @@ char *ts_plan_explain(const TsPlan *p)
     return p && p->r.autoshard.explain ? ts_strdup(p->r.autoshard.explain) : NULL;
 }
 
+char *ts_plan_explain_json(const TsPlan *p)
+{
+    return p && p->r.autoshard.explain_json ? ts_strdup(p->r.autoshard.explain_json) : NULL;
+}
+
 void ts_plan_free(TsPlan *p)
 {
     if (!p)

@@ -8,7 +8,8 @@
  *   0. the ranks agree that they run the same thing (agree.c: plan,
  *      model, inputs, seed, steps, options; one all-gather): if not, every
  *      rank returns the same error naming what differs and where, said at
- *      step 1's agreement, and nothing is read;
+ *      step 1's agreement, and nothing is read; if so, the caller's
+ *      on_agreed runs (a command line's output directory is made there);
  *   1. each rank prepares (its shards of every input; the host program's
  *      inputs whole), then every rank agrees: if any failed, all return an
  *      error (the failing rank's own, said first through on_error);
@@ -21,14 +22,14 @@
  *      output is written for a run some rank did not finish cleanly.
  */
 #include "api_internal.h"
-#include "../runtime/mpi_layer.h"
+#include "../coll/mpi_layer.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 struct TsMpiWorld {
-    RtTransport *t;          /* rt_mpi_init's: owns MPI */
+    CollMpi *t;          /* coll_mpi_init's: owns MPI */
     MPI_Comm world;          /* MPI_COMM_WORLD, as an object with an address */
     TsRunOptions say;        /* on_error / on_error_ctx for ts_mpi_finalize */
 };
@@ -67,29 +68,51 @@ static void say(const TsRunOptions *o, IrDiag *d, int rank)
 }
 
 /* This rank failed where the others may wait for it: end the job. */
-static void abort_job(const TsRunOptions *o, RtTransport *t, IrDiag *d)
+static void abort_job(const TsRunOptions *o, CollMpi *t, IrDiag *d)
 {
-    say(o, d, rt_mpi_rank(t));
+    say(o, d, coll_mpi_rank(t));
     char *msg = o->on_error ? NULL : ir_diag_format(d, "tessel");
-    rt_transport_abort(t, msg ? msg : (o->on_error ? NULL : "tessel: a rank failed\n"));
+    coll_mpi_abort(t, msg ? msg : (o->on_error ? NULL : "tessel: a rank failed\n"));
 }
 
 /* Step 1's and 3's agreement: IR_OK when every rank is fine; else this
  * rank's error (or one naming the failing rank), the same status class on
  * every rank. */
-static IrStatus agree(const TsRunOptions *o, RtTransport *t, IrStatus st, IrDiag *d, const char *when)
+static IrStatus agree(const TsRunOptions *o, CollMpi *t, IrStatus st, IrDiag *d, const char *when)
 {
-    int rank = rt_mpi_rank(t);
+    int rank = coll_mpi_rank(t);
     if (st != IR_OK)
         say(o, d, rank);
-    int failed = rt_mpi_agree(t, st == IR_OK);
-    int worst = rt_mpi_max(t, (int)st);
+    int failed = coll_mpi_agree(t, st == IR_OK);
+    int worst = coll_mpi_max(t, (int)st);
     if (failed < 0)
         return IR_OK;
     if (st != IR_OK)
         return st;
     return ir_error(d, worst > 0 ? (IrStatus)worst : IR_ERUNTIME, NULL, NULL, (IrPos){0, 0},
                     "rank %d failed %s; every rank stops", failed, when);
+}
+
+/* The caller's on_agreed (the ranks agreed): its error as this rank's. */
+static IrStatus on_agreed(const TsRunOptions *o, IrDiag *d)
+{
+    if (!o->on_agreed)
+        return IR_OK;
+    TsDiag td = {0};
+    TsStatus ts = o->on_agreed(o->on_agreed_ctx, &td);
+    if (ts == TS_OK) {
+        ts_diag_clear(&td);
+        return IR_OK;
+    }
+    if (!td.msg) {
+        ts_diag_clear(&td);
+        return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "the caller's on_agreed failed (status %d)",
+                        (int)ts);
+    }
+    ir_diag_clear(d);
+    *d = (IrDiag){.status = td.status != TS_OK ? (IrStatus)td.status : (IrStatus)ts, .file = td.file,
+                  .pos = {td.line, td.col}, .line_text = td.line_text, .msg = td.msg};
+    return d->status;
 }
 
 /* Step 1 for cluster 0 alone: this rank's shards of every input. */
@@ -104,15 +127,15 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
 }
 
 /* mine: the 6 phases, then this rank's bytes sent and received per
- * collective kind (rt_transport_bytes): 2 x COLL_XK_COUNT more. */
-static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const RtRunStats *run, int64_t estimate)
+ * collective kind (coll_mpi_bytes): 2 x COLL_XK_COUNT more. */
+static void stats_lines(IrStrBuf *s, CollMpi *t, const double *mine, const RtRunStats *run, int64_t estimate)
 {
     enum { NPH = 6 + 2 * COLL_XK_COUNT };
     double mn[NPH], md[NPH], mx[NPH];
     static const char *const names[6] = {"load+compile", "read inputs", "execute", "write outputs",
                                          "collectives"};
-    int hosts = rt_mpi_size(t);
-    if (rt_mpi_phase_stats(t, mine, NPH, mn, md, mx) && rt_mpi_rank(t) == 0) {
+    int hosts = coll_mpi_size(t);
+    if (coll_mpi_phase_stats(t, mine, NPH, mn, md, mx) && coll_mpi_rank(t) == 0) {
         for (int k = 0; k < 5; k++)
             if (k != 3)
                 ir_sb_printf(s, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
@@ -128,19 +151,17 @@ static void stats_lines(IrStrBuf *s, RtTransport *t, const double *mine, const R
                                 dir ? "received" : "sent", coll_xfer_kind_name((CollXferKind)k), mn[j], md[j], mx[j]);
             }
     }
-    if (rt_mpi_rank(t) == 0) {
+    if (coll_mpi_rank(t) == 0) {
         api_stats_binding(s, run);
         api_stats_memory(s, run, estimate, 0);
     }
 }
 
-TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
-                         TsDiag *d)
+/* ts_plan_run_mpi (its arguments checked), with step 0 (the agreement)
+ * when agree_first. */
+static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out, TsDiag *d,
+                        bool agree_first)
 {
-    API_CLEAR(out);
-    API_NEED(p, d);
-    API_NEED(mpi_comm, d);
-    API_NEED(out, d);
     IrDiag id = {0};
     *out = NULL;
     TsRunOptions none = {0};
@@ -150,8 +171,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         return api_give(id.status, &id, d);
     dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     double t0 = now(), t1 = t0, t2 = t0;
-    RtTransport *t = NULL;
-    IrStatus st = rt_mpi_attach(mpi_comm, &t, &id);
+    CollMpi *t = NULL;
+    IrStatus st = coll_mpi_attach(mpi_comm, &t, &id);
     if (st != IR_OK) {
         if (!t) { /* MPI is not there at all: nobody waits for this rank */
             say(o, &id, coll_launcher_rank());
@@ -159,13 +180,13 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         }
         abort_job(o, t, &id); /* the others may be inside the same MPI_Comm_dup */
     }
-    int rank = rt_mpi_rank(t), size = rt_mpi_size(t);
+    int rank = coll_mpi_rank(t), size = coll_mpi_size(t);
     /* Rank 0's tuning on every rank, before anything moves. */
     CollTuning tune = api_tuning(o);
-    if (rt_mpi_tune(t, &tune, &id) != IR_OK)
+    if (coll_mpi_tune(t, &tune, &id) != IR_OK)
         abort_job(o, t, &id); /* the others may be inside the same exchange */
     /* From here no rank waits forever for a silent or diverging one. */
-    st = rt_mpi_heartbeat_start(t, api_heartbeat_seconds(o->heartbeat_seconds), &id);
+    st = coll_mpi_heartbeat_start(t, api_heartbeat_seconds(o->heartbeat_seconds), &id);
     const PlanProgram *prog = &p->r.prog;
     int64_t ndev = prog->num_partitions * prog->num_replicas, hosts = ts_plan_hosts(p);
     int64_t l = ts_plan_local_devices(p), first = (int64_t)rank * l;
@@ -184,7 +205,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
      * rank takes part (one whose heartbeat failed too), reaches the same
      * verdict and, when the ranks differ, says it at step 1's agreement,
      * before anything is read. */
-    if (!o->tuning.skip_agreement) {
+    if (agree_first) {
         IrDiag ad = {0};
         IrStatus ast = api_agree(p, o, t, &ad);
         if (ast != IR_OK && ast != IR_EINPUT)
@@ -197,9 +218,11 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         }
     }
 
-    /* 1. prepare, agree */
+    /* 1. prepare, agree (the caller's on_agreed first: the ranks agreed) */
+    if (st == IR_OK)
+        st = on_agreed(o, &id);
     if (st != IR_OK)
-        ; /* the heartbeat did not start or the ranks differ: said at the agreement */
+        ; /* the heartbeat did not start, the ranks differ or on_agreed failed: said at the agreement */
     else if (hosts != size)
         st = ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       p->r.from_plan ? "the plan was compiled for %lld hosts, but mpirun started %d: run it "
@@ -255,8 +278,8 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_oom(&id, NULL);
-        rt_transport_checkin(t, 0);
-        if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, rt_mpi_transport(t), &ro, &run, local, &id) != IR_OK)
+        coll_mpi_checkin(t, 0);
+        if (!local || rt_run_devices(&prog->cluster[0], shards, first, l, coll_mpi_transport(t), &ro, &run, local, &id) != IR_OK)
             abort_job(o, t, &id);
         t2 = now();
         if (prog->cluster[0].replay) {
@@ -280,7 +303,7 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
                                                 (double)rs.file_bytes};
             for (int k = 0; k < COLL_XK_COUNT; k++) {
                 int64_t sent = 0, received = 0;
-                rt_transport_bytes(t, (CollXferKind)k, &sent, &received);
+                coll_mpi_bytes(t, (CollXferKind)k, &sent, &received);
                 mine[6 + 2 * k] = (double)sent;
                 mine[7 + 2 * k] = (double)received;
             }
@@ -290,11 +313,11 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
 
     /* 3. free tessel's MPI objects, agree that every rank is fine */
     if (st == IR_OK) {
-        IrStatus rel = rt_mpi_release(t, &id);
+        IrStatus rel = coll_mpi_release(t, &id);
         st = agree(o, t, rel, &id, "while finishing; no output written");
     }
     IrDiag ed = {0};
-    IrStatus end = rt_mpi_end(t, &ed);
+    IrStatus end = coll_mpi_end(t, &ed);
     if (st == IR_OK && end != IR_OK) {
         /* After the last agreement: this rank alone knows (the caller's
          * own agreement, e.g. ts_mpi_finalize's, must carry it on). */
@@ -334,6 +357,26 @@ TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptio
     return api_give(st, &id, d);
 }
 
+TsStatus ts_plan_run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
+                         TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
+    return run_mpi(p, mpi_comm, o, out, d, true);
+}
+
+TsStatus api_plan_run_mpi_unagreed(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
+                                   TsDiag *d)
+{
+    API_CLEAR(out);
+    API_NEED(p, d);
+    API_NEED(mpi_comm, d);
+    API_NEED(out, d);
+    return run_mpi(p, mpi_comm, o, out, d, false);
+}
+
 /* ---- the world of a program without MPI of its own ---- */
 
 double api_heartbeat_seconds(double s)
@@ -350,12 +393,12 @@ TsStatus ts_mpi_heartbeat(TsMpiWorld *w, double seconds, TsDiag *d)
                                  "the heartbeat must be 0 (60 s), negative (none) or from %g to %g seconds, not %g",
                                  TS_HEARTBEAT_MIN_SECONDS, TS_HEARTBEAT_MAX_SECONDS, seconds),
                         &id, d);
-    return api_give(rt_mpi_heartbeat_start(w->t, api_heartbeat_seconds(seconds), &id), &id, d);
+    return api_give(coll_mpi_heartbeat_start(w->t, api_heartbeat_seconds(seconds), &id), &id, d);
 }
 
 bool ts_mpi_launched(void)
 {
-    return rt_mpi_launched();
+    return coll_launched();
 }
 
 TsStatus ts_mpi_init(TsMpiWorld **out, TsDiag *d)
@@ -378,7 +421,7 @@ TsStatus ts_mpi_init_ex(const TsTuning *tune, TsMpiWorld **out, TsDiag *d)
     if (tune)
         ro.tuning = *tune;
     CollTuning ct = api_tuning(&ro);
-    IrStatus st = rt_mpi_init(NULL, NULL, tune ? &ct : NULL, &w->t, &id);
+    IrStatus st = coll_mpi_init(NULL, NULL, tune ? &ct : NULL, &w->t, &id);
     w->world = MPI_COMM_WORLD;
     if (st != IR_OK && !w->t) {
         ts_free(w);
@@ -407,14 +450,14 @@ int ts_mpi_rank(const TsMpiWorld *w)
 {
     if (!w)
         return 0;
-    return rt_mpi_rank(w->t);
+    return coll_mpi_rank(w->t);
 }
 
 int ts_mpi_size(const TsMpiWorld *w)
 {
     if (!w)
         return 1;
-    return rt_mpi_size(w->t);
+    return coll_mpi_size(w->t);
 }
 
 int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max)
@@ -424,8 +467,8 @@ int ts_mpi_agree(TsMpiWorld *w, bool ok, int status, int *status_max)
             *status_max = status;
         return ok ? -1 : 0;
     }
-    int failed = rt_mpi_agree(w->t, ok);
-    int m = rt_mpi_max(w->t, status);
+    int failed = coll_mpi_agree(w->t, ok);
+    int m = coll_mpi_max(w->t, status);
     if (status_max)
         *status_max = m;
     return failed;
@@ -436,16 +479,16 @@ TsStatus ts_mpi_finalize(TsMpiWorld *w, bool ok, TsDiag *d)
     if (!w)
         return TS_OK;
     IrDiag id = {0};
-    int rank = rt_mpi_rank(w->t);
+    int rank = coll_mpi_rank(w->t);
     /* Free the objects, agree, then end: a rank that failed to free its
      * objects makes every rank fail before any finalizes (and so before
      * rank 0 writes). */
-    IrStatus st = rt_mpi_release(w->t, &id);
+    IrStatus st = coll_mpi_release(w->t, &id);
     if (st != IR_OK)
         say(&w->say, &id, rank); /* before the others can end the job */
-    int failed = rt_mpi_agree(w->t, ok && st == IR_OK);
+    int failed = coll_mpi_agree(w->t, ok && st == IR_OK);
     IrDiag ed = {0};
-    IrStatus end = rt_mpi_end(w->t, &ed);
+    IrStatus end = coll_mpi_end(w->t, &ed);
     TsRunOptions said = w->say;
     ts_free(w);
     if (st == IR_OK && failed >= 0 && ok)
@@ -467,10 +510,10 @@ TsStatus ts_mpi_finalize(TsMpiWorld *w, bool ok, TsDiag *d)
 
 void ts_mpi_abort(TsMpiWorld *w, const char *msg)
 {
-    rt_transport_abort(w ? w->t : NULL, msg);
+    coll_mpi_abort(w ? w->t : NULL, msg);
 }
 
 long ts_mpi_calls(void)
 {
-    return rt_mpi_call_count();
+    return coll_mpi_call_count();
 }

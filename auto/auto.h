@@ -70,6 +70,11 @@ bool auto_spec_equal(const AutoSpec *a, const AutoSpec *b);
 /* The sharding of an array of `rank` dims under s, in arena a (NULL on
  * OOM). */
 IrSharding *auto_spec_sharding(IrArena *a, const AutoMesh *m, const AutoSpec *s, int32_t rank);
+/* The same with the axes on one dim (and the replicated ones) combined
+ * major to minor in `order` (naxes axis indices) instead of axis order:
+ * the shardings a mesh expresses when its axes are taken in any order. */
+IrSharding *auto_spec_sharding_order(IrArena *a, const AutoMesh *m, const AutoSpec *s, int32_t rank,
+                                     const int32_t *order);
 /* "[data,-]": per tensor dim its axes ("-": none), then "+model" for
  * the axes it is replicated along; into buf (always terminated). */
 void auto_spec_text(const AutoMesh *m, const AutoSpec *s, int32_t rank, char *buf, size_t cap);
@@ -183,7 +188,9 @@ typedef struct AutoGraph {
 /* Build the graph of m's entry computation (strategies, groups, edges).
  * User shardings are constraints: a node that carries one keeps only the
  * strategies giving it; one whose sharding names another device count
- * than the mesh is IR_EINPUT. IR_ENOMEM, IR_EINPUT. */
+ * than the mesh, is no tiling over the mesh's axes (in any order), or
+ * cuts a dim into more tiles than it has elements is IR_EINPUT, at the
+ * instruction. IR_ENOMEM, IR_EINPUT. */
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
                           AutoGraph *g, IrDiag *d);
 void auto_graph_free(AutoGraph *g);
@@ -222,6 +229,11 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, I
  * estimated seconds (its own costs and the edges to its neighbours'
  * choices), cheapest first; as text (heap, ts_free; NULL on OOM). */
 char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module);
+/* The same as a JSON object: the mesh, the estimate and its terms, and per
+ * group its leader (name, op, line, column), followers, the chosen spec
+ * and sharding with its seconds, and every other strategy with its
+ * seconds, cheapest first (heap, ts_free; NULL on OOM). */
+char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *module);
 
 /* ---- shard.c ---- */
 
@@ -235,6 +247,7 @@ typedef struct AutoOptions {
 
 typedef struct AutoReport {
     char *explain;           /* heap (ts_free) */
+    char *explain_json;      /* the same as JSON (auto_explain_json); heap */
     double seconds;          /* the estimate of the chosen plan */
     int32_t ngroups, nnodes;
     double solve_seconds;

@@ -9,6 +9,14 @@
  *
  *   h = dot f32[16,40] (+2 following): [-,y]+x  own 0.012 ms, reshard 0 ms
  *       alternatives: [x,y] 0.019 ms (+0.007); [-,-]+x+y 0.041 ms (+0.029)
+ *
+ * auto_explain_json gives the same as one JSON object, every alternative
+ * of every group (docs/auto-shard.md has the format).
+ *
+ * Before the groups, the estimate by term: compute (dots and
+ * convolutions, reduces, everything else), the collectives of the chosen
+ * strategies (all-reduces of partial sums, gathers of a contraction), and
+ * the reshards between and inside groups.
  */
 #include "auto.h"
 
@@ -83,6 +91,43 @@ static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, in
         ir_sb_puts(o, "\n");
 }
 
+typedef struct Terms {
+    double dots, reduces, other, comm, reshard, total;
+} Terms;
+
+/* The estimate of choice[] by term (see the file comment). */
+static Terms terms(const AutoGraph *g, const int32_t *choice)
+{
+    double dots = 0, reduces = 0, other = 0, comm = 0;
+    for (int32_t i = 0; i < g->comp->ninstr; i++) {
+        const AutoNode *v = &g->node[i];
+        if (v->group < 0)
+            continue;
+        const AutoStrategy *s = &v->strat[choice[v->group]];
+        IrOpFamily f = ir_op_family(g->comp->instr[i].op);
+        if (f == FAM_DOT || f == FAM_CONVOLUTION)
+            dots += s->compute;
+        else if (f == FAM_REDUCE)
+            reduces += s->compute;
+        else
+            other += s->compute;
+        comm += s->comm;
+    }
+    double total = auto_graph_cost(g, choice), reshard = total - dots - reduces - other - comm;
+    reshard = reshard > 1e-9 * total ? reshard : 0; /* rounding, not a reshard */
+    return (Terms){dots, reduces, other, comm, reshard, total};
+}
+
+static void by_term(IrStrBuf *o, const AutoGraph *g, const int32_t *choice)
+{
+    Terms t = terms(g, choice);
+    ir_sb_printf(o,
+                 "  by term: compute %.4g ms (dots %.4g, reduces %.4g, elementwise and data %.4g), "
+                 "collectives of the strategies %.4g ms, reshards %.4g ms\n",
+                 (t.dots + t.reduces + t.other) * 1e3, t.dots * 1e3, t.reduces * 1e3, t.other * 1e3,
+                 t.comm * 1e3, t.reshard * 1e3);
+}
+
 char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module)
 {
     IrStrBuf o = {0};
@@ -104,6 +149,7 @@ char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *m
                  "edges, %lld strategies (%lld more dominated, not shown); estimated step %.4g ms\n",
                  module ? module : "?", mesh, (int)nodes, (int)g->ngroup, (int)opaque, (int)g->nedge,
                  (long long)kept, (long long)pruned, auto_graph_cost(g, choice) * 1e3);
+    by_term(&o, g, choice);
     Alt *alt = ts_calloc((size_t)maxs, sizeof *alt);
     if (!alt) {
         ir_sb_free(&o);
@@ -112,5 +158,118 @@ char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *m
     for (int32_t k = 0; k < g->ngroup; k++)
         one_group(&o, g, choice, k, alt);
     ts_free(alt);
+    return ir_sb_take(&o);
+}
+
+/* ---- JSON ---- */
+
+/* A JSON string of s (quotes, backslashes and control characters escaped). */
+static void json_str(IrStrBuf *o, const char *s)
+{
+    ir_sb_puts(o, "\"");
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            ir_sb_printf(o, "\\%c", ch);
+        else if (ch < 0x20)
+            ir_sb_printf(o, "\\u%04x", ch);
+        else
+            ir_sb_printf(o, "%c", ch);
+    }
+    ir_sb_puts(o, "\"");
+}
+
+/* {"spec": "[-,x]", "sharding": "{devices=...}", ...} of strategy s of
+ * the group's leader. */
+static bool json_spec(IrStrBuf *o, const AutoGraph *g, const AutoNode *v, int32_t rank, int32_t s)
+{
+    char spec[160];
+    auto_spec_text(&g->mesh, &v->strat[s].out, rank, spec, sizeof spec);
+    IrSharding *sh = auto_spec_sharding(g->arena, &g->mesh, &v->strat[s].out, rank);
+    char *text = sh ? ir_sharding_str(sh) : NULL;
+    if (!text)
+        return false;
+    ir_sb_puts(o, "\"spec\": ");
+    json_str(o, spec);
+    ir_sb_puts(o, ", \"sharding\": ");
+    json_str(o, text);
+    ts_free(text);
+    return true;
+}
+
+static bool json_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, int32_t k, Alt *alt)
+{
+    const AutoGroup *gr = &g->group[k];
+    const IrInstr *x = &g->comp->instr[gr->leader];
+    const AutoNode *v = &g->node[gr->leader];
+    ir_sb_puts(o, "    {\"leader\": ");
+    json_str(o, x->name);
+    ir_sb_puts(o, ", \"op\": ");
+    json_str(o, ir_op_name(x->op));
+    ir_sb_printf(o, ", \"line\": %d, \"column\": %d, \"user\": %s, \"following\": [", (int)x->pos.line,
+                 (int)x->pos.col, v->fixed ? "true" : "false");
+    int32_t nf = 0;
+    for (int32_t i = 0; i < g->comp->ninstr; i++)
+        if (g->node[i].group == k && i != gr->leader) {
+            ir_sb_puts(o, nf++ ? ", " : "");
+            json_str(o, g->comp->instr[i].name);
+        }
+    double own = gr->unary[choice[k]], ed = edges_at(g, choice, k, choice[k]);
+    ir_sb_puts(o, "],\n     \"chosen\": {");
+    if (!json_spec(o, g, v, x->shape.rank, choice[k]))
+        return false;
+    ir_sb_printf(o, ", \"own_seconds\": %.6g, \"reshard_seconds\": %.6g, \"seconds\": %.6g},\n", own, ed,
+                 own + ed);
+    ir_sb_puts(o, "     \"alternatives\": [");
+    for (int32_t s = 0; s < gr->nstrat; s++)
+        alt[s] = (Alt){s, gr->unary[s], edges_at(g, choice, k, s)};
+    qsort(alt, (size_t)gr->nstrat, sizeof *alt, by_cost);
+    int32_t shown = 0;
+    for (int32_t j = 0; j < gr->nstrat; j++) {
+        if (alt[j].s == choice[k])
+            continue;
+        double t = alt[j].own + alt[j].edges;
+        ir_sb_puts(o, shown++ ? ",\n       {" : "\n       {");
+        if (!json_spec(o, g, v, x->shape.rank, alt[j].s))
+            return false;
+        ir_sb_printf(o, ", \"own_seconds\": %.6g, \"reshard_seconds\": %.6g, \"seconds\": %.6g, "
+                        "\"more_seconds\": %.6g}",
+                     alt[j].own, alt[j].edges, t, t - own - ed);
+    }
+    ir_sb_puts(o, "]}");
+    return true;
+}
+
+char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *module)
+{
+    IrStrBuf o = {0};
+    ir_sb_puts(&o, "{\"tessel_auto_shard\": 1, \"module\": ");
+    json_str(&o, module ? module : "");
+    ir_sb_puts(&o, ",\n \"mesh\": [");
+    for (int32_t a = 0; a < g->mesh.naxes; a++) {
+        ir_sb_puts(&o, a ? ", {\"name\": " : "{\"name\": ");
+        json_str(&o, g->mesh.name[a]);
+        ir_sb_printf(&o, ", \"size\": %lld}", (long long)g->mesh.size[a]);
+    }
+    Terms t = terms(g, choice);
+    ir_sb_printf(&o,
+                 "],\n \"estimated_seconds\": %.6g,\n \"by_term\": {\"dots\": %.6g, \"reduces\": %.6g, "
+                 "\"elementwise_and_data\": %.6g, \"collectives\": %.6g, \"reshards\": %.6g},\n \"groups\": [\n",
+                 t.total, t.dots, t.reduces, t.other, t.comm, t.reshard);
+    int32_t maxs = 1;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        maxs = g->group[k].nstrat > maxs ? g->group[k].nstrat : maxs;
+    Alt *alt = ts_calloc((size_t)maxs, sizeof *alt);
+    bool ok = alt != NULL;
+    for (int32_t k = 0; ok && k < g->ngroup; k++) {
+        ok = json_group(&o, g, choice, k, alt);
+        ir_sb_puts(&o, k + 1 < g->ngroup ? ",\n" : "\n");
+    }
+    ts_free(alt);
+    ir_sb_puts(&o, " ]}\n");
+    if (!ok) {
+        ir_sb_free(&o);
+        return NULL;
+    }
     return ir_sb_take(&o);
 }

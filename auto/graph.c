@@ -23,6 +23,7 @@
  */
 #include "auto.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool user_sharded(const IrInstr *x)
@@ -30,8 +31,119 @@ static bool user_sharded(const IrInstr *x)
     return x->sharding && !x->sharding->unknown;
 }
 
-/* Keep the strategies of node v that give the user's sharding; none: the
- * node stays as the user wrote it (opaque). */
+/* The next permutation of p[0..n) in lexicographic order; false after
+ * the last. */
+static bool next_order(int32_t *p, int32_t n)
+{
+    int32_t i = n - 2;
+    while (i >= 0 && p[i] >= p[i + 1])
+        i--;
+    if (i < 0)
+        return false;
+    int32_t j = n - 1;
+    while (p[j] <= p[i])
+        j--;
+    int32_t t = p[i];
+    p[i] = p[j];
+    p[j] = t;
+    for (int32_t a = i + 1, b = n - 1; a < b; a++, b--) {
+        t = p[a];
+        p[a] = p[b];
+        p[b] = t;
+    }
+    return true;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A copy of normalised sharding s whose replication groups (the trailing
+ * REPLICATED subgroup) list their devices in increasing order: the order
+ * inside a group says nothing. NULL on OOM. */
+static IrSharding *groups_sorted(IrArena *a, const IrSharding *s)
+{
+    IrSharding *c = ir_alloc_array(a, 1, sizeof *c);
+    if (!c || ir_sharding_copy(a, c, s) != IR_OK)
+        return NULL;
+    if (c->kind == SHD_TILED && c->nsubgroup == 1 && c->subgroup[0] == SUBGROUP_REPLICATED && c->devices) {
+        int64_t r = c->tile[c->ntile - 1];
+        for (int64_t k = 0; r > 1 && k + r <= c->ndevices; k += r)
+            qsort(c->devices + k, (size_t)r, sizeof *c->devices, by_id);
+    }
+    return c;
+}
+
+/* Is `want` the sharding of some spec over the mesh, its axes taken in
+ * any order (whatever the shape's divisibility)? Every assignment of the
+ * axes to the dims, (rank + 1)^naxes, in every order, naxes!. */
+static IrStatus expressible(AutoGraph *g, const IrSharding *want, int32_t rank, bool *yes, IrDiag *d)
+{
+    AutoSpec s = auto_spec_replicated();
+    *yes = false;
+    for (;;) {
+        int32_t order[AUTO_MAX_AXES] = {0, 1, 2, 3};
+        do {
+            IrSharding *have = auto_spec_sharding_order(g->arena, &g->mesh, &s, rank, order);
+            if (!have)
+                return ir_oom(d, NULL);
+            have = groups_sorted(g->arena, have);
+            if (!have)
+                return ir_oom(d, NULL);
+            if (ir_sharding_equal(have, want))
+                *yes = true;
+        } while (!*yes && next_order(order, g->mesh.naxes));
+        int32_t a = g->mesh.naxes - 1;
+        for (; a >= 0; a--) {
+            if (++s.dim[a] < rank)
+                break;
+            s.dim[a] = -1;
+        }
+        if (a < 0 || *yes)
+            return IR_OK;
+    }
+}
+
+/* A user's sharding that cuts a dim into more tiles than it has elements
+ * (devices holding nothing but padding), or that is no tiling over the
+ * mesh's axes in any order (its devices in an order no axes give): the
+ * user's shardings contradict the mesh. */
+static IrStatus contradicts(AutoGraph *g, const IrInstr *x, const IrSharding *want, IrDiag *d)
+{
+    const IrSharding *us = x->sharding;
+    char mesh[160];
+    auto_mesh_text(&g->mesh, mesh, sizeof mesh);
+    for (int32_t k = 0; us->kind == SHD_TILED && k < x->shape.rank; k++)
+        if (shd_tiles(us, k) > x->shape.dims[k])
+            return ir_error(d, IR_EINPUT, g->file, g->src, x->pos,
+                            "the sharding of %s cuts its dim %d, of %lld element%s, into %lld tiles: %lld of "
+                            "them would hold nothing but padding (shard a larger dim, or leave %s unsharded "
+                            "and --auto-shard chooses)",
+                            x->name, (int)k, (long long)x->shape.dims[k], x->shape.dims[k] == 1 ? "" : "s",
+                            (long long)shd_tiles(us, k), (long long)(shd_tiles(us, k) - x->shape.dims[k]),
+                            x->name);
+    bool yes = true;
+    if (!shd_is_replicated(want) && !(want = groups_sorted(g->arena, want)))
+        return ir_oom(d, NULL);
+    IrStatus st = shd_is_replicated(want) ? IR_OK : expressible(g, want, x->shape.rank, &yes, d);
+    if (st != IR_OK || yes)
+        return st;
+    char *text = ir_sharding_str(us);
+    st = ir_error(d, IR_EINPUT, g->file, g->src, x->pos,
+                  "the sharding of %s, %s, is no tiling over the axes of --mesh %s (each dim cut by whole "
+                  "axes, over the devices in the mesh's row-major order): the user's shardings contradict "
+                  "the mesh",
+                  x->name, text ? text : "?", mesh);
+    ts_free(text);
+    return st;
+}
+
+/* Keep the strategies of node v that give the user's sharding; none (a
+ * dim the mesh's axes do not divide: the partitioner pads it): the node
+ * stays as the user wrote it (opaque). A sharding that contradicts the
+ * mesh (contradicts) is IR_EINPUT. */
 static IrStatus constrain(AutoGraph *g, int32_t i, IrDiag *d)
 {
     const IrInstr *x = &g->comp->instr[i];
@@ -50,6 +162,11 @@ static IrStatus constrain(AutoGraph *g, int32_t i, IrDiag *d)
     IrSharding *want = shd_normalize(g->arena, us);
     if (!want)
         return ir_oom(d, NULL);
+    if (v->nstrat > 0) {
+        IrStatus st = contradicts(g, x, want, d);
+        if (st != IR_OK)
+            return st;
+    }
     int32_t k = 0;
     for (int32_t s = 0; s < v->nstrat; s++) {
         IrSharding *have = auto_spec_sharding(g->arena, &g->mesh, &v->strat[s].out, x->shape.rank);

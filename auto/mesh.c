@@ -129,6 +129,13 @@ bool auto_spec_equal(const AutoSpec *a, const AutoSpec *b)
 
 IrSharding *auto_spec_sharding(IrArena *a, const AutoMesh *m, const AutoSpec *s, int32_t rank)
 {
+    const int32_t order[AUTO_MAX_AXES] = {0, 1, 2, 3};
+    return auto_spec_sharding_order(a, m, s, rank, order);
+}
+
+IrSharding *auto_spec_sharding_order(IrArena *a, const AutoMesh *m, const AutoSpec *s, int32_t rank,
+                                     const int32_t *order)
+{
     int64_t tile[IR_MAX_RANK + 1];
     for (int32_t d = 0; d < rank; d++)
         tile[d] = auto_spec_tiles(m, s, d);
@@ -142,9 +149,11 @@ IrSharding *auto_spec_sharding(IrArena *a, const AutoMesh *m, const AutoSpec *s,
         int64_t pos = 0;
         for (int32_t d = 0; d <= rank; d++) {
             int64_t c = 0;
-            for (int32_t ax = 0; ax < m->naxes; ax++)
+            for (int32_t j = 0; j < m->naxes; j++) {
+                int32_t ax = order[j];
                 if (s->dim[ax] == (d < rank ? d : -1))
                     c = c * m->size[ax] + coord[ax];
+            }
             pos = pos * tile[d] + c;
         }
         dev[pos] = id;

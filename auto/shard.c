@@ -82,7 +82,8 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
         st = annotate(m, &g, choice, d);
     if (st == IR_OK) {
         rep->explain = auto_explain_text(&g, choice, m->name);
-        if (!rep->explain)
+        rep->explain_json = auto_explain_json(&g, choice, m->name);
+        if (!rep->explain || !rep->explain_json)
             st = ir_oom(d, NULL);
     }
     if (st == IR_OK) {
@@ -102,5 +103,6 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
 void auto_report_free(AutoReport *r)
 {
     ts_free(r->explain);
+    ts_free(r->explain_json);
     memset(r, 0, sizeof *r);
 }

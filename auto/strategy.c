@@ -247,9 +247,36 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
     return true;
 }
 
+/* Where a dot's or convolution's contracted role is tiled, the SPMD
+ * partitioner (partition/spmd_dot.c, spmd_conv.c) picks, by the bytes it
+ * counts, between the partial sums (a local dot, then an all-reduce: twice
+ * the output shard) and gathering both operands along the contracted axes
+ * first (each reshard counted as partition/reshard.c counts it: the bytes
+ * of the gathered shard, and half the operand more when that shard is
+ * still tiled); ties go to the gathers (the result's tiling is tried
+ * first). True when it gathers: the dot then runs whole along the
+ * contracted axes on every device. *gathered: the bytes of each operand's
+ * shard after the gather, summed. */
+static bool partitioner_gathers(const Roles *r, const AutoMesh *m, const IrComputation *c, const IrInstr *x,
+                                const int32_t *role, double out_shard, double *gathered)
+{
+    double gather_cost = 0;
+    *gathered = 0;
+    for (int32_t i = 0; i < r->nopnd; i++) {
+        const IrShape *os = &c->instr[x->opnd[i]].shape;
+        double full = (double)ir_shape_bytes(os), tiles = 1;
+        for (int32_t ax = 0; ax < m->naxes; ax++)
+            if (role[ax] >= 0 && role[ax] < r->nout && r->map[i][role[ax]] >= 0)
+                tiles *= (double)m->size[ax];
+        *gathered += full / tiles;
+        gather_cost += full / tiles + (tiles > 1 ? full / 2 : 0);
+    }
+    return gather_cost <= 2 * out_shard;
+}
+
 /* The strategy of assignment role[]. */
 static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCost *cost, int64_t local,
-                     const IrInstr *x, const int32_t *role, AutoStrategy *s, IrDiag *d)
+                     const IrComputation *c, const IrInstr *x, const int32_t *role, AutoStrategy *s, IrDiag *d)
 {
     s->out = auto_spec_replicated();
     if (r->nopnd && !(s->in = ir_alloc_array(a, (size_t)r->nopnd, sizeof *s->in)))
@@ -275,8 +302,20 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
             s->in[i].dim[ax] = r->map[i][k];
     }
     s->bytes = (int64_t)bytes;
+    int scope = auto_axes_scope(m, redmask, local);
+    IrOpFamily f = ir_op_family(x->op);
+    double gathered;
+    if (nred > 1 && (f == FAM_DOT || f == FAM_CONVOLUTION) &&
+        partitioner_gathers(r, m, c, x, role, bytes, &gathered)) {
+        /* What the partitioner will run: all-gathers, then the whole
+         * contraction on every device of the group. */
+        s->compute = r->flops / (used / (double)nred) / cost->flops + bytes / cost->bytes;
+        s->comm = auto_coll_seconds(cost, AUTO_ALL_GATHER, nred, scope, gathered) +
+                  (r->nopnd > 1 ? cost->alpha[AUTO_ALL_GATHER][scope ? 1 : 0] : 0);
+        return IR_OK;
+    }
     s->compute = r->flops / used / cost->flops + bytes / cost->bytes;
-    s->comm = auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, auto_axes_scope(m, redmask, local), bytes);
+    s->comm = auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
     return IR_OK;
 }
 
@@ -304,7 +343,7 @@ IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, in
     int32_t k = 0;
     for (;;) {
         if (valid(&r, m, role, c, x)) {
-            IrStatus st = make(a, &r, m, cost, local, x, role, &s[k], d);
+            IrStatus st = make(a, &r, m, cost, local, c, x, role, &s[k], d);
             if (st != IR_OK)
                 return st;
             k++;
@@ -345,7 +384,7 @@ IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const 
     }
     for (int32_t ax = m->naxes - 1; ax >= 0 && !valid(&r, m, role, c, x); ax--)
         role[ax] = -1;
-    return make(a, &r, m, cost, 0, x, role, s, d);
+    return make(a, &r, m, cost, 0, c, x, role, s, d);
 }
 
 int32_t auto_follows(const IrComputation *c, int32_t i)

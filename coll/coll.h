@@ -5,7 +5,8 @@
  * host, in shared memory) and its across-hosts step (hierarchical: the
  * host's devices combined locally, one transport call a host, spread
  * locally), a comment drawing the data at each step; under them the
- * CollTransport interface (MPI: runtime/mpi_transport.c; loopback: loopback.c).
+ * CollTransport interface with two implementations: MPI (mpi_*.c, one rank
+ * a host) and the loopback (loopback.c, simulated hosts for tests).
  * This header reads as a table of contents, one section per file:
  *
  *   tuning.c          the tuning of a run (CollTuning) with its defaults; the one
@@ -31,10 +32,48 @@
  *   kernels.c         the loops: combine, copy, streaming stores and their probe
  *   async.c           a device's -start/-done collectives on a thread of its own
  *   loopback.c        the loopback transport: simulated hosts as threads
+ *   (the MPI transport: the last section; its files share mpi_internal.h)
+ *   mpi_world.c       the world: init (or attach to the caller's communicator),
+ *                     end, the tuning from rank 0, agreement on failures,
+ *                     statistics across ranks, ending the job
+ *   mpi_transport.c   CollTransport over MPI: group communicators, all-gather,
+ *                     all-reduce (built-in and any reducer), reduce-scatter,
+ *                     point to point, gathers of any size
+ *   mpi_pipeline.c    large buffers point to point in chunks
+ *   mpi_heartbeat.c   the heartbeat, check-ins, the polling wait of every
+ *                     collective (watching calls stuck in MPI), a watchdog
+ *   mpi_layer.c       every MPI call through one door, with failure injection
+ *                     (mpi_layer.h)
  *
- * Library code: never prints, never exits; errors are IrStatus with an
- * IrDiag. May use ir/ and device/ (values, reducers); never MPI (the MPI
- * transport is runtime/mpi_transport.c).
+ * The trip of one all-reduce from ts_plan_run (the others differ only in
+ * their file and transport function), in three places: the runtime's
+ * call site, the collective's file, the transport; between them steps.c
+ * (what every collective shares) and result.c (the in-host dispatch):
+ *
+ *   api/run.c ts_plan_run (api/run_mpi.c under mpirun, which passes
+ *     coll_mpi_transport) -> runtime/local.c rt_run_devices (directly,
+ *     or at each cluster call of runtime/host_program.c): one thread a
+ *     local device (device_main), each running dev_execute with the
+ *     hooks of coll_device_start (its DevExecOptions.coll)
+ *   the executor meets the all-reduce -> steps.c run_collective ->
+ *     coll_collective: publish the operands, barrier (every local device
+ *     is in the same collective)
+ *   only when the group spans hosts, the host's leader device:
+ *     steps.c leader_exchange -> allreduce.c coll_allreduce_across
+ *     (combine the host's members, then one transport call a host) ->
+ *     CollTransport.allreduce_into / allreduce_in / allreduce_any_in:
+ *     mpi_pipeline.c cmpi_allreduce_into, mpi_transport.c cmpi_allreduce_in
+ *     (under mpirun; loopback.c in tests); barrier
+ *   every device: steps.c group_result -> result.c coll_result ->
+ *     allreduce.c coll_allreduce_part (the loops of kernels.c), or the
+ *     split path when the whole group is on the host; a last barrier
+ *     before the operands may be freed
+ *
+ * Library code: never prints, never exits (but coll_mpi_abort, which
+ * ends the job); errors are IrStatus with an IrDiag. May use ir/ and
+ * device/ (values, reducers); MPI in the mpi_*.c files only (the
+ * collectives reach other hosts through CollTransport, the runtime
+ * through the MPI transport's section below).
  */
 #ifndef TESSEL_COLL_COLL_H
 #define TESSEL_COLL_COLL_H
@@ -103,7 +142,7 @@ int coll_launcher_rank(void);
  * a time. A failure is returned; the caller must then end the job, since
  * the other hosts may wait in the same collective.
  *
- * Two implementations: MPI (runtime/mpi_transport.c: one rank a host, pipelined
+ * Two implementations: MPI (mpi_transport.c: one rank a host, pipelined
  * point to point for large buffers, a heartbeat) and the loopback
  * (coll/loopback.c: simulated hosts as threads of one process, for tests). */
 typedef enum CollXferKind {
@@ -592,5 +631,96 @@ CollLoopback *coll_loopback_new(int hosts);
 CollTransport *coll_loopback_host(CollLoopback *lb, int host);
 void coll_loopback_abort(CollLoopback *lb);
 void coll_loopback_free(CollLoopback *lb);
+
+/* ------------------------------------------------------------------ */
+/* The MPI transport: mpi_world.c, mpi_transport.c, mpi_pipeline.c,    */
+/* mpi_heartbeat.c, mpi_layer.c (mpi_internal.h, mpi_layer.h)          */
+/* ------------------------------------------------------------------ */
+
+/* One MPI rank a host: tessel's communicator (a duplicate of the world's
+ * or the caller's), its reduction ops, its heartbeat, its byte counters.
+ * The only code of the library that calls MPI (every call through
+ * mpi_layer.h's door, where a test can make the Nth one fail). A failure
+ * is returned to the caller, which must then end the job
+ * (coll_mpi_abort), since the other hosts may be waiting in the same
+ * collective; the agreements (coll_mpi_agree, _max, _phase_stats) end it
+ * themselves. */
+typedef struct CollMpi CollMpi;
+
+/* MPI_Init_thread(SERIALIZED), errors returned, then coll_mpi_attach to
+ * MPI_COMM_WORLD; coll_mpi_end finalizes MPI. The failure injection of
+ * `tune` (may be NULL) is armed first (mpi_layer.h). *out may be set on failure
+ * (then end the job with coll_mpi_abort). */
+IrStatus coll_mpi_init(int *argc, char ***argv, const CollTuning *tune, CollMpi **out, IrDiag *d);
+/* A transport on the caller's communicator (MPI already initialised with
+ * at least MPI_THREAD_SERIALIZED): tessel duplicates it and talks only on
+ * the duplicate, never on MPI_COMM_WORLD; coll_mpi_end frees the duplicate
+ * and leaves MPI running. `comm` is an MPI_Comm (mpi.h is kept out of
+ * this header: pass its address). */
+IrStatus coll_mpi_attach(const void *comm, CollMpi **out, IrDiag *d);
+/* Every rank calls it once after attaching, before any collective: the
+ * tuning of `tune` (piece, chunk, pipeline and copies bytes, stream
+ * bound, fusion and its block; NULL: the defaults) becomes rank 0's on
+ * every rank, in *tune too (failure injection stays each rank's own), so
+ * ranks whose callers (or environments) differ cut every message and run
+ * every kernel alike. IR_ERUNTIME when the exchange fails (end the job:
+ * the others may be in it). */
+IrStatus coll_mpi_tune(CollMpi *t, CollTuning *tune, IrDiag *d);
+/* Free the reduction ops and datatype coll_mpi_init created (after the last
+ * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
+ * and the MPI call when one fails (the others are still freed). */
+IrStatus coll_mpi_release(CollMpi *t, IrDiag *d);
+/* Start t's heartbeat (mpi_heartbeat.c, RELIABILITY.md): a thread beats to every
+ * peer and a peer silent for `seconds` ends the job naming it; every
+ * collective becomes a check-in compared across ranks. seconds <= 0 or
+ * one rank: nothing. IR_ENOMEM / IR_ERUNTIME when it cannot start.
+ * coll_mpi_heartbeat_stop joins the thread (coll_mpi_end calls it). */
+IrStatus coll_mpi_heartbeat_start(CollMpi *t, double seconds, IrDiag *d);
+void coll_mpi_heartbeat_stop(CollMpi *t);
+/* The end of a transport: coll_mpi_release, the
+ * communicator freed, then MPI_Finalize when coll_mpi_init started MPI; t
+ * is freed in every case (NULL: IR_OK). */
+IrStatus coll_mpi_end(CollMpi *t, IrDiag *d);
+int coll_mpi_rank(const CollMpi *t);
+int coll_mpi_size(const CollMpi *t);
+/* Every rank says whether it is fine; returns -1 when all are, else the
+ * lowest failing rank (the same on every rank). Never hangs on a rank that
+ * reached it; a rank that failed must still call it. When its MPI call
+ * fails it prints why (naming the rank) and ends the job (MPI_Abort). */
+int coll_mpi_agree(CollMpi *t, bool ok);
+/* The largest `value` over ranks (e.g. exit statuses, so every rank of a
+ * failed job exits with the failing rank's status). Ends the job as
+ * coll_mpi_agree when its MPI call fails. */
+int coll_mpi_max(CollMpi *t, int value);
+/* min / median / max over ranks of each of nphase timings (rank 0 gets
+ * them; false, on every rank, when rank 0 is out of memory). A failed
+ * gather ends the job as coll_mpi_agree. */
+bool coll_mpi_phase_stats(CollMpi *t, const double *mine, int nphase, double *min, double *median, double *max);
+/* Every host contributes `bytes` bytes; `recv` receives hosts * bytes, in
+ * host order. */
+IrStatus coll_mpi_allgather(CollMpi *t, const void *send, size_t bytes, void *recv, IrDiag *d);
+/* In place: buf[i] = op over hosts of buf[i], count elements of type ty.
+ * op is a simple reducer (add, multiply, maximum, minimum, and, or, xor). */
+IrStatus coll_mpi_allreduce(CollMpi *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d);
+/* The collectives between hosts: the CollTransport of coll/coll.h, which
+ * a CollMpi is (coll_mpi_transport). */
+CollTransport *coll_mpi_transport(CollMpi *t);
+/* Bytes this host sent and received in collectives of `kind` so far
+ * (all-gathers: its block to each peer of its color and theirs;
+ * all-reduces: 2 (k-1)/k of the buffer each way, what a bandwidth-optimal
+ * all-reduce among k hosts moves; point to point: the blocks). */
+void coll_mpi_bytes(const CollMpi *t, CollXferKind kind, int64_t *sent, int64_t *received);
+/* This host reaches device call `cluster` (a check-in every peer compares
+ * with its own; nothing without a heartbeat). Can't fail: a divergence
+ * ends the job. */
+void coll_mpi_checkin(CollMpi *t, int64_t cluster);
+/* A device of this host failed: end the whole job (never returns when the
+ * transport can stop the other hosts). */
+void coll_mpi_abort(CollMpi *t, const char *msg);
+/* Every rank's `bytes` (any size: cut in pieces) to rank `root`'s recv
+ * (size x bytes, in rank order; untouched elsewhere), or to every rank's
+ * with root -1 (an all-gather). A collective of the program: checked in,
+ * watched by the heartbeat. */
+IrStatus coll_mpi_gather(CollMpi *t, const void *send, size_t bytes, void *recv, int root, IrDiag *d);
 
 #endif /* TESSEL_COLL_COLL_H */

@@ -178,7 +178,7 @@ static IrStatus lb_reduce_scatter_in(CollTransport *t, const int32_t *color, Col
 }
 
 /* The types and simple reducers the MPI transport has an operation for
- * (runtime/mpi_world.c, mpi_op_for): the loopback takes the same, so the
+ * (coll/mpi_world.c, mpi_op_for): the loopback takes the same, so the
  * across-hosts steps choose the same paths under both. */
 static bool lb_builtin_op(CollTransport *t, IrType ty, IrOpcode op)
 {

@@ -61,7 +61,7 @@ bool coll_reads_one(const IrInstr *ins)
  * smallest host joined to h by a chain of groups (permute: pairs) with
  * members on several hosts, -1 for a host joined to none; every host
  * computes the same array (so every rank checks in at the same
- * collectives, transport.h). For permute and broadcast src[g] (ndev
+ * collectives: the MPI transport's heartbeat). For permute and broadcast src[g] (ndev
  * entries) is the device g reads, -1 none. *any: some group spans hosts. */
 static IrStatus host_colors(CollHost *w, const IrModule *m, const IrInstr *ins, int32_t *color, int64_t *src, bool *any,
                             bool *ordered, IrDiag *d)
@@ -115,7 +115,7 @@ static IrStatus host_colors(CollHost *w, const IrModule *m, const IrInstr *ins, 
     return st;
 }
 
-/* The byte counters' name for ins (transport.h). */
+/* The byte counters' name for ins (coll_mpi_bytes). */
 CollXferKind coll_xfer_kind(const IrInstr *ins)
 {
     switch (ins->op) {

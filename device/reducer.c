@@ -2,7 +2,7 @@
  * reducer.c: the algebra of the simple reducers (add, multiply, maximum,
  * minimum, and, or, xor: what ir_simple_reducer recognises), written once
  * for the reduce kernels (k_reduce.c), the in-process collectives
- * (runtime/local.c) and the MPI user operations (runtime/mpi_world.c), so that a
+ * (runtime/local.c) and the MPI user operations (coll/mpi_world.c), so that a
  * partitioned run combines exactly as the reference does.
  *
  * Values are combined in a 64-bit domain picked from the element type:

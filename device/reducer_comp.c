@@ -3,7 +3,7 @@
  * collectives whose to_apply is not one of the simple reducers of
  * reducer.c (an all-reduce of `multiply(a, b) + (a + b)`, of "the first
  * operand", ...): the in-process collectives (runtime/coll.c) and the
- * MPI user operation of runtime/mpi_world.c combine with it, so that a run
+ * MPI user operation of coll/mpi_world.c combine with it, so that a run
  * across hosts computes what one process does.
  *
  * The combination is the computation run as a `map` over the two arrays

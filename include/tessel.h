@@ -306,6 +306,10 @@ void ts_plan_free(TsPlan *p);
  * auto_shard: for each chosen sharding the alternatives and their
  * estimated costs (heap text, ts_free). NULL otherwise (or on OOM). */
 char *ts_plan_explain(const TsPlan *p);
+/* The same as one JSON object (docs/auto-shard.md): every chosen sharding
+ * with all its alternatives and their estimated seconds (heap text,
+ * ts_free). NULL as ts_plan_explain. */
+char *ts_plan_explain_json(const TsPlan *p);
 
 /* Rebuild the host layout (hosts >= 1; local_devices 0: N*R/hosts).
  * TS_EINPUT when N*R is not hosts x local_devices. */
@@ -487,9 +491,6 @@ typedef struct TsTuning {
      * core, spinning ~0.1 s before it sleeps); the devices set the count
      * afterwards either way. */
     bool openblas_num_threads_unset;
-    /* For tests of what the collectives' check-ins catch: ts_plan_run_mpi
-     * skips the ranks' agreement on what they run (TsRunOptions.agree). */
-    bool skip_agreement;
 } TsTuning;
 
 /* A value every rank of an MPI run must share (TsRunOptions.agree): what
@@ -572,9 +573,9 @@ typedef struct TsRunOptions {
     bool zero_state;
     /* Under MPI (ts_plan_run_mpi): before any step the ranks agree, in one
      * all-gather, that they run the same thing: the plan and the model's
-     * SHA-256, the layout, the inputs (keys; files by path and size: each
-     * rank reads only its shards of them; arrays by their bytes unless
-     * process_local), the random seed, the steps and the options above
+     * SHA-256, the layout, the inputs (keys; files by the SHA-256 of their
+     * content, each rank reading each file once more for it; arrays by
+     * their bytes unless process_local), the random seed, the steps and the options above
      * that change what runs or moves (tuning travels from rank 0 instead:
      * every rank takes rank 0's). `agree` adds the caller's own values
      * (at most TS_AGREE_MAX; e.g. a command line's output directory). A
@@ -583,6 +584,15 @@ typedef struct TsRunOptions {
      * inputs' seed is \"8\", rank 0's is \"7\""). */
     int32_t nagree;
     const TsAgreeItem *agree;
+    /* Under MPI (ts_plan_run_mpi): called on every rank once the ranks
+     * agreed (above), before anything is read or run; not called when
+     * they do not. Its failure (a status other than TS_OK, its error in
+     * *d) is that rank's error at the agreement that follows: every rank
+     * stops before running. For what must not be touched by ranks that
+     * disagree, e.g. a command line's output directory, created and
+     * locked here. May be NULL; not called by ts_plan_run. */
+    TsStatus (*on_agreed)(void *ctx, TsDiag *d);
+    void *on_agreed_ctx;
 } TsRunOptions;
 
 

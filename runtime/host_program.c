@@ -14,7 +14,7 @@
  */
 #include <assert.h>
 #include "program.h"
-#include "transport.h"
+#include "run_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,7 +194,7 @@ IrStatus rt_check_custom_calls(const IrModule *m, IrDiag *d)
  * or this rank's devices [first, first + nlocal) with the transport. */
 typedef struct HostRun {
     const PlanProgram *p;
-    RtTransport *t;
+    CollMpi *t;
     int64_t first, nlocal;
     int64_t max_trips;       /* while loop bound of every cluster run (0: none) */
     const CollTuning *tune;  /* the run's (NULL: defaults) */
@@ -222,7 +222,7 @@ static IrStatus allgather_results(const HostRun *h, const PlanCluster *c, DevVal
             o += (size_t)v->nbytes;
         }
     if (st == IR_OK)
-        st = rt_transport_allgather(h->t, send, b * (size_t)h->nlocal, recv, d);
+        st = coll_mpi_allgather(h->t, send, b * (size_t)h->nlocal, recv, d);
     for (int64_t q = 0; st == IR_OK && q < c->num_partitions; q++) {
         if (!(parts[q] = dev_value_clone(local[0]))) {
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
@@ -269,7 +269,7 @@ static IrStatus run_cluster_here(const HostRun *h, const PlanCluster *c, int32_t
                                 &shards[k].args[a], d);
     }
     if (st == IR_OK)
-        st = rt_run_devices(c, shards, h->first, h->nlocal, rt_mpi_transport(h->t), o, NULL, local, d);
+        st = rt_run_devices(c, shards, h->first, h->nlocal, coll_mpi_transport(h->t), o, NULL, local, d);
     if (st == IR_OK)
         st = allgather_results(h, c, local, out, d);
     for (int64_t k = 0; shards && k < h->nlocal; k++)
@@ -296,7 +296,7 @@ static IrStatus cluster_call(void *ctx, const IrModule *m, const IrInstr *ins, i
         RtArgs args = {.nargs = nopnd, .args = operands};
         return rt_run_local(&p->cluster[k], &args, &o, NULL, out, d);
     }
-    rt_transport_checkin(h->t, k);
+    coll_mpi_checkin(h->t, k);
     return run_cluster_here(h, &p->cluster[k], nopnd, operands, &o, out, d);
 }
 
@@ -369,14 +369,14 @@ IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t 
 
 IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
                             const RtStepHook *hook, const CollTuning *tune,
-                            RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d)
+                            CollMpi *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d)
 {
     HostRun h = {.p = p, .t = t, .first = first, .nlocal = nlocal, .max_trips = max_trips, .tune = tune};
     if (!p->host) {
         RtRunOptions o = {.steps = steps, .max_trips = max_trips, .on_step = hook, .tune = tune};
         return run_cluster_here(&h, &p->cluster[0], args->nargs, args->args, &o, out, d);
     }
-    RtHostCtx hc = {.silent = rt_mpi_rank(t) != 0, .saves = args->saves};
+    RtHostCtx hc = {.silent = coll_mpi_rank(t) != 0, .saves = args->saves};
     DevCustomCalls host = rt_host_calls(&hc);
     DevCustomCalls clusters = {.ctx = &h, .call = cluster_call};
     DevExecOptions opt = {.custom = &host, .cluster_calls = &clusters, .max_while_iterations = max_trips};

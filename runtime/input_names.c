@@ -20,7 +20,7 @@
  * ir/nearest.c), so a typo shows its correction first, named in a "did
  * you mean" when it is a slip away.
  */
-#include "transport.h"
+#include "run_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>

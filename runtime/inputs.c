@@ -12,7 +12,7 @@
  */
 #include <assert.h>
 #include "program.h"
-#include "transport.h"
+#include "run_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,7 +55,7 @@ int64_t rt_entry_leaf_count(const IrModule *m)
 }
 
 /* Where each parameter's leaves start in the flat leaf numbering, and
- * the file bound to each leaf (transport.h). */
+ * the file bound to each leaf (run_internal.h). */
 typedef RtLeafBinding Leaves;
 
 static void leaves_free(Leaves *l)

@@ -12,7 +12,7 @@
  * every waiter; a device waiting in a barrier, or arriving at one later,
  * returns an error instead of waiting. No thread waits forever.
  */
-#include "transport.h"
+#include "run_internal.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -12,7 +12,7 @@
  * being equal (a "non-uniform" one in JAX's words) has no compact part:
  * it stays whole. Replicated dimensions are whole as well.
  */
-#include "transport.h"
+#include "run_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -15,7 +15,7 @@
  *   rank 1: {plan ab12.., seed "8", steps "3", --output-dir "no"}
  *   every rank: "rank 1's random inputs' seed is 8, rank 0's is 7"
  */
-#include "mpi_internal.h"
+#include "runtime.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -77,21 +77,21 @@ static bool first_difference(const uint8_t *all, int size, int *field, int *rank
     return false;
 }
 
-IrStatus rt_mpi_agree_fields(RtTransport *t, const RtAgreeField *f, int n, IrDiag *d)
+IrStatus rt_mpi_agree_fields(CollMpi *t, const RtAgreeField *f, int n, IrDiag *d)
 {
     size_t one = (size_t)RT_AGREE_FIELDS * WIRE;
-    uint8_t *mine = ts_malloc(one), *all = ts_malloc(one * (size_t)t->size);
+    uint8_t *mine = ts_malloc(one), *all = ts_malloc(one * (size_t)coll_mpi_size(t));
     if (!mine || !all) { /* the others may be in the gather: the caller ends the job */
         ts_free(mine);
         ts_free(all);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", coll_mpi_rank(t));
     }
     for (int k = 0; k < RT_AGREE_FIELDS; k++)
         put(mine + (size_t)k * WIRE, k < n ? &f[k] : NULL);
-    IrStatus st = rtm_gather_any_size(t, mine, one, all, -1, d);
+    IrStatus st = coll_mpi_gather(t, mine, one, all, -1, d);
     ts_free(mine);
     int k = 0, r = 0;
-    if (st != IR_OK || !first_difference(all, t->size, &k, &r)) {
+    if (st != IR_OK || !first_difference(all, coll_mpi_size(t), &k, &r)) {
         ts_free(all);
         return st;
     }

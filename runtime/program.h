@@ -32,7 +32,7 @@ IrStatus rt_run_program_local(const PlanProgram *p, const RtArgs *args, int64_t 
  * aliased values). Every rank gets *out. */
 IrStatus rt_run_program_mpi(const PlanProgram *p, const RtArgs *args, int64_t steps, int64_t max_trips,
                             const RtStepHook *hook, const CollTuning *tune,
-                            RtTransport *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d);
+                            CollMpi *t, int64_t first, int64_t nlocal, DevValue **out, IrDiag *d);
 /* The host custom-call targets tessel registers: tessel_print prints a
  * summary of its operand to stdout (unless silent) and returns it;
  * tessel_save keeps its operand in `saves` under the name its

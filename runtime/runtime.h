@@ -2,9 +2,11 @@
  * runtime.h: layer `runtime/`: everything that runs a compiled or reference
  * program and moves tensors in and out of it: .npy files, deterministic
  * random inputs, binding user inputs to entry parameters, writing outputs,
- * the MPI world and transport, the host program and compiled programs.
- * Every collective is coll/'s (coll/coll.h); runtime/ calls it from its
- * device threads (local.c) and gives it the MPI transport (mpi_world.c).
+ * the host program and compiled programs. Every collective is coll/'s
+ * (coll/coll.h); runtime/ calls it from its device threads (local.c) with
+ * the transport its caller gives (coll/'s MPI transport under mpirun, none
+ * in one process). runtime/ never calls MPI itself: the ranks' agreement
+ * and the gathers of outputs go through coll/coll.h's coll_mpi_*.
  *
  * Files of this layer (the header reads as a table of contents; each file
  * has its own section below, or in the private header named):
@@ -16,9 +18,9 @@
  *   inputs.c    bind --input/--random-inputs to entry parameters, run the
  *               reference executor, summarise outputs
  *   input_names.c  which parameter an input key names; the error listing the
- *               names that work (transport.h)
+ *               names that work (run_internal.h)
  *   local_data.c  a host's part of a sharded input or output, as
- *               jax.make_array_from_process_local_data lays it out (transport.h)
+ *               jax.make_array_from_process_local_data lays it out (run_internal.h)
  *   signature.c a compiled program's logical parameters as a module
  *   shards.c    cutting a value into shards and putting them together
  *   shard_io.c  per-host input reads: only the boxes of the host's devices
@@ -28,14 +30,10 @@
  *               instructions, the cluster calls (program.h)
  *   local.c     the devices of one host as threads: the world (barrier,
  *               abort), the device threads, steps; collectives go to coll/
- *   mpi_world.c the MPI world: init, attach, end, the tuning from rank 0,
- *               agreement on failures, gathers, statistics
- *               (transport.h; the files below share mpi_internal.h)
  *   mpi_agree.c the ranks agree on what they run, before any step
- *   mpi_transport.c  coll/'s CollTransport over MPI
- *   mpi_pipeline.c   large buffers point to point in chunks
- *   mpi_heartbeat.c  the heartbeat, check-ins, the polling wait
- *   mpi_layer.c every MPI call, checked, with failure injection (mpi_layer.h)
+ *   mpi_gather.c  the outputs of every host to rank 0
+ *   (run_internal.h: what local.c, inputs.c, input_names.c, local_data.c
+ *   and shard_io.c share with each other and with api/)
  *
  * Library code: never prints, never exits; every function returns an
  * IrStatus and records the first error in an IrDiag (IR_EINPUT for bad
@@ -375,35 +373,12 @@ bool rt_values_match(const DevValue *ref, const DevValue *got, char **why);
 double rt_float_tolerance(IrType t);
 
 /* ------------------------------------------------------------------ */
-/* mpi_world.c: one MPI rank per host                                 */
+/* mpi_agree.c: the ranks agree on what they run                      */
 /* ------------------------------------------------------------------ */
 
-typedef struct RtTransport RtTransport;
-
-/* True when this process was started by mpirun (Open MPI / PMI env). */
-bool rt_mpi_launched(void);
-/* MPI_Init_thread(SERIALIZED), errors returned, then rt_mpi_attach to
- * MPI_COMM_WORLD; rt_mpi_end finalizes MPI. The failure injection of
- * `tune` (may be NULL) is armed first (mpi_layer.h). *out may be set on failure
- * (then end the job with rt_transport_abort). */
-IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTransport **out, IrDiag *d);
-/* A transport on the caller's communicator (MPI already initialised with
- * at least MPI_THREAD_SERIALIZED): tessel duplicates it and talks only on
- * the duplicate, never on MPI_COMM_WORLD; rt_mpi_end frees the duplicate
- * and leaves MPI running. `comm` is an MPI_Comm (mpi.h is kept out of
- * this header: pass its address). */
-IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d);
-/* Every rank calls it once after attaching, before any collective: the
- * tuning of `tune` (piece, chunk, pipeline and copies bytes, stream
- * bound, fusion and its block; NULL: the defaults) becomes rank 0's on
- * every rank, in *tune too (failure injection stays each rank's own), so
- * ranks whose callers (or environments) differ cut every message and run
- * every kernel alike. IR_ERUNTIME when the exchange fails (end the job:
- * the others may be in it). */
-IrStatus rt_mpi_tune(RtTransport *t, CollTuning *tune, IrDiag *d);
-/* The ranks' agreement before work (mpi_agree.c): a fixed record of at
+/* The ranks' agreement before work: a fixed record of at
  * most RT_AGREE_FIELDS named fields, each a short text or a SHA-256. */
-enum { RT_AGREE_FIELDS = 24, RT_AGREE_VALUE = 40 };
+enum { RT_AGREE_FIELDS = 40, RT_AGREE_VALUE = 40 };
 enum { RT_AGREE_UNUSED, RT_AGREE_TEXT, RT_AGREE_DIGEST, RT_AGREE_UNKNOWN };
 typedef struct RtAgreeField {
     const char *what;        /* for messages: "the random inputs' seed" */
@@ -418,48 +393,22 @@ typedef struct RtAgreeField {
  * seed is \"8\", rank 0's is \"7\"") -- a field UNKNOWN on some rank
  * fails too. IR_ENOMEM / IR_ERUNTIME when this rank cannot take part (end
  * the job: the others may be in the gather). */
-IrStatus rt_mpi_agree_fields(RtTransport *t, const RtAgreeField *f, int n, IrDiag *d);
-/* Free the reduction ops and datatype rt_mpi_init created (after the last
- * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
- * and the MPI call when one fails (the others are still freed). */
-IrStatus rt_mpi_release(RtTransport *t, IrDiag *d);
-/* Start t's heartbeat (mpi_world.c, RELIABILITY.md): a thread beats to every
- * peer and a peer silent for `seconds` ends the job naming it; every
- * collective becomes a check-in compared across ranks. seconds <= 0 or
- * one rank: nothing. IR_ENOMEM / IR_ERUNTIME when it cannot start.
- * rt_mpi_heartbeat_stop joins the thread (rt_mpi_end calls it). */
-IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d);
-void rt_mpi_heartbeat_stop(RtTransport *t);
-/* The end of a transport: rt_mpi_release, the
- * communicator freed, then MPI_Finalize when rt_mpi_init started MPI; t
- * is freed in every case (NULL: IR_OK). */
-IrStatus rt_mpi_end(RtTransport *t, IrDiag *d);
-int rt_mpi_rank(const RtTransport *t);
-int rt_mpi_size(const RtTransport *t);
-/* Every rank says whether it is fine; returns -1 when all are, else the
- * lowest failing rank (the same on every rank). Never hangs on a rank that
- * reached it; a rank that failed must still call it. When its MPI call
- * fails it prints why (naming the rank) and ends the job (MPI_Abort). */
-int rt_mpi_agree(RtTransport *t, bool ok);
-/* The largest `value` over ranks (e.g. exit statuses, so every rank of a
- * failed job exits with the failing rank's status). Ends the job as
- * rt_mpi_agree when its MPI call fails. */
-int rt_mpi_max(RtTransport *t, int value);
+IrStatus rt_mpi_agree_fields(CollMpi *t, const RtAgreeField *f, int n, IrDiag *d);
+/* ------------------------------------------------------------------ */
+/* mpi_gather.c: the outputs of every host to rank 0                  */
+/* ------------------------------------------------------------------ */
+
 /* Gather the roots of this host's nlocal devices to rank 0, where all[g]
  * receives device g's (nlocal x ranks entries, new references; all is
  * not touched elsewhere). Every device's root has one shape. With
  * `wanted` (every rank passes the same), only devices g with wanted[g]
  * travel (all[g] stays NULL for the others): a replicated output crosses
  * the network once, not once per device. */
-IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, const bool *wanted, DevValue **all,
+IrStatus rt_mpi_gather_devices(CollMpi *t, int64_t nlocal, DevValue **local, const bool *wanted, DevValue **all,
                                IrDiag *d);
 /* Gather the root shards of this host's nlocal devices to rank 0, where
  * *out receives the full output (NULL elsewhere). */
-IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,
+IrStatus rt_mpi_gather_results(CollMpi *t, const PlanCluster *c, int64_t nlocal, DevValue **local,
                                DevValue **out, IrDiag *d);
-/* min / median / max over ranks of each of nphase timings (rank 0 gets
- * them; false, on every rank, when rank 0 is out of memory). A failed
- * gather ends the job as rt_mpi_agree. */
-bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *min, double *median, double *max);
 
 #endif /* TESSEL_RUNTIME_H */

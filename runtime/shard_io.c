@@ -19,7 +19,7 @@
  * checked against its parameter, by every host that reads it, so a file
  * that is missing or wrong on one host fails on that host.
  */
-#include "transport.h"
+#include "run_internal.h"
 
 #include <stdio.h>
 #include <string.h>

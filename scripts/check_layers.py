@@ -5,10 +5,12 @@ of the same layer or of a layer the table allows; library headers (mpi.h,
 hwloc.h, cblas.h, fftw3.h, jansson.h) only where the table names them.
 runtime/ may use the data types of partition/ and cluster/, never their
 passes: it must not call them (nor grad/'s transform, grad_module).
-MPI: only the MPI transport includes mpi.h (runtime/mpi_layer.h, the one
+MPI: only coll/'s MPI transport includes mpi.h (coll/mpi_layer.h, the one
 door every MPI call goes through), and only the MPI transport's files and
-api/run_mpi.c (the caller's communicator) include that door; coll/ and device/
-never include MPI (coll/ reaches other hosts through CollTransport). The
+api/run_mpi.c (the caller's communicator) include that door; only the MPI
+transport's files (coll/mpi_*) call MPI (an MPI_Xxx( or tmpi_xxx( call):
+the collectives reach other hosts through CollTransport, the runtime
+through coll/coll.h's coll_mpi_* functions. The
 library reads no environment variable: no getenv (nor environ) in any layer
 but tools/, except coll/tuning.c (the MPI launcher's variables). Exits 1
 listing every violation.
@@ -34,8 +36,12 @@ LIBRARIES = {
 ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
 # The MPI transport: the only files that include mpi.h, and the only ones
 # (with api/run_mpi.c, which takes the caller's MPI_Comm) that include its door.
-MPI_HEADER_FILES = {"runtime/mpi_layer.h"}
-MPI_DOOR_USERS = {"runtime/mpi_internal.h", "runtime/mpi_world.c", "runtime/mpi_layer.c", "api/run_mpi.c"}
+MPI_HEADER_FILES = {"coll/mpi_layer.h"}
+MPI_DOOR_USERS = {"coll/mpi_internal.h", "coll/mpi_world.c", "coll/mpi_layer.c", "api/run_mpi.c"}
+# The files that may call MPI (MPI_Xxx( or the door's tmpi_xxx(): the MPI
+# transport's, coll/mpi_*.
+MPI_CALLERS = re.compile(r"coll/mpi_[a-z_]+\.[ch]$")
+MPI_CALL = re.compile(r"\b(P?MPI_[A-Z][a-z0-9_]*|tmpi_[a-z0-9_]+)\s*\(")
 # The one file of the library that reads the environment (tools/ is the
 # command line, not the library).
 ENV_READERS = {"coll/tuning.c"}
@@ -120,6 +126,13 @@ def main():
                 elif target not in allowed:
                     bad.append('%s: "%s" is in %s/, which %s/ may not include' % (where, m.group(2), target, folder))
             code = re.sub(r"/\*.*?\*/", "", src, flags=re.S)
+            if not MPI_CALLERS.match("%s/%s" % (folder, name)):
+                for n, line in enumerate(code.splitlines(), 1):
+                    m = MPI_CALL.search(line)
+                    if m:
+                        bad.append("%s/%s: calls %s outside coll/'s MPI transport (coll/mpi_*: the rest "
+                                   "reaches MPI through coll/coll.h)" % (folder, name, m.group(1)))
+                        break
             if folder != "tools" and "%s/%s" % (folder, name) not in ENV_READERS:
                 for n, line in enumerate(code.splitlines(), 1):
                     if re.search(r"\b(secure_getenv|getenv)\s*\(|\benviron\b", line):

@@ -75,7 +75,9 @@ static const char HELP[] =
     "                          as for `tessel compile`\n"
     "  --explain               with --auto-shard: print, for each chosen\n"
     "                          sharding, the alternatives considered and their\n"
-    "                          estimated costs (the html page shows it too)\n"
+    "                          estimated costs (the html page shows it too);\n"
+    "                          with --format json: as one JSON object, every\n"
+    "                          alternative of every choice (docs/auto-shard.md)\n"
     "  --sign-key FILE         the plan must be signed with the key in FILE (as run)\n"
     "  --no-verify             skip the verifier after the passes that rewrite\n"
     "                          the module (outlining, partitioning): about 5%\n"
@@ -239,7 +241,7 @@ static int dump(const CliOptions *o, const TsPlan *p, const char *fmt)
 /* --explain: why each chosen sharding (a plan compiled with --auto-shard). */
 static int explain(const CliOptions *o, const TsPlan *p)
 {
-    char *text = ts_plan_explain(p);
+    char *text = o->format ? ts_plan_explain_json(p) : ts_plan_explain(p);
     if (!text) {
         if (ts_plan_from_file(p))
             return cli_usage_error(&cli_cmd_plan, "--explain needs MODEL.hlo compiled here with --auto-shard: a "
@@ -265,9 +267,10 @@ static int run_plan(const CliOptions *o)
                                "without --show, --format or --explain (every format carries the reasons of all)");
     if (o->ascii && !o->nshow)
         return cli_usage_error(&cli_cmd_plan, "--ascii applies to the grids of --show");
-    if (o->explain && (o->nshow || o->format))
-        return cli_usage_error(&cli_cmd_plan, "--explain prints why each sharding was chosen; give it alone "
-                               "(--format html shows the same on the page)");
+    if (o->explain && (o->nshow || (o->format && strcmp(o->format, "json"))))
+        return cli_usage_error(&cli_cmd_plan, "--explain prints why each sharding was chosen, as text or with "
+                               "--format json; give it without --show or another --format (--format html shows "
+                               "the same on the page)");
     if (o->nexpand && strcmp(fmt, "dot") && strcmp(fmt, "html"))
         return cli_usage_error(&cli_cmd_plan, "--expand applies to --format dot and html");
     TsPlan *p = NULL;

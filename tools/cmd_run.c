@@ -441,6 +441,23 @@ static int hold_output_dir(const CliOptions *o)
     return st == TS_OK ? CLI_OK : cli_report(st, &d);
 }
 
+/* Under mpirun (TsRunOptions.on_agreed): rank 0 holds --output-dir once
+ * the ranks agreed, so ranks that disagree neither create nor lock it; a
+ * directory another run holds is rank 0's error at the agreement that
+ * follows, and every rank stops before running. */
+typedef struct HoldAgreed {
+    const CliOptions *o;
+    int rank;
+} HoldAgreed;
+
+static TsStatus hold_output_dir_agreed(void *ctx, TsDiag *d)
+{
+    const HoldAgreed *h = ctx;
+    if (g_outdir || !h->o->output_dir || h->rank != 0)
+        return TS_OK;
+    return ts_output_dir_open(h->o->output_dir, &g_outdir, d);
+}
+
 static void release_output_dir(void)
 {
     ts_output_dir_close(g_outdir);
@@ -695,13 +712,8 @@ static int run_mpi(const CliOptions *o, double t0)
         rc = cli_exit_status(st);
         ts_diag_clear(&d);
     }
-    /* Rank 0 writes the outputs: it holds the directory for the run, and
-     * a directory another run holds stops every rank before running. */
-    if (rc == CLI_OK && rank == 0 && o->output_dir && ts_output_dir_open(o->output_dir, &g_outdir, &d) != TS_OK) {
-        cli_print_ranked(&d, rank);
-        rc = cli_exit_status(d.status);
-        ts_diag_clear(&d);
-    }
+    /* Rank 0 writes the outputs: it holds the directory for the run once
+     * the ranks agreed (hold_output_dir_agreed), not before. */
     CliCkpt ck;
     memset(&ck, 0, sizeof ck);
     if (rc == CLI_OK)
@@ -727,6 +739,7 @@ static int run_mpi(const CliOptions *o, double t0)
                                 {"--checkpoint-every", every},
                                 {"--checkpoint-dir", o->checkpoint_dir ? o->checkpoint_dir : "none"},
                                 {"--resume", o->resume ? o->resume : "none"}};
+    HoldAgreed hold = {o, rank};
     /* One run, or chunks between checkpoints: rank 0 writes each, every
      * rank agrees it is there, then each reads its shards of it. */
     while (rc == CLI_OK) {
@@ -735,6 +748,8 @@ static int run_mpi(const CliOptions *o, double t0)
         ro.on_error_ctx = &said;
         ro.nagree = (int32_t)(sizeof same / sizeof same[0]);
         ro.agree = same;
+        ro.on_agreed = hold_output_dir_agreed;
+        ro.on_agreed_ctx = &hold;
         ro.steps = cli_ckpt_chunk(&ck);
         int irc = cli_ckpt_inputs(o, p, &ck, &ro);
         int failed = ts_mpi_agree(w, irc == CLI_OK, irc, &stop);

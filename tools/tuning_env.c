@@ -15,7 +15,6 @@
  *   TESSEL_FAIL_MPI_AFTER=N        fail_mpi_after (tests)
  *   TESSEL_FAIL_MPI_RANK=R         fail_one_rank, fail_rank (tests)
  *   TESSEL_SKIP_COLLECTIVE_AFTER=N skip_collective_after (tests)
- *   TESSEL_SKIP_AGREEMENT=1        skip_agreement (tests)
  *   OPENBLAS_NUM_THREADS           unset: openblas_num_threads_unset (tessel
  *                                  may size OpenBLAS's pool at its load)
  *
@@ -88,10 +87,6 @@ int cli_tuning_from_env(TsTuning *t)
     if (fu && strcmp(fu, "off") && strcmp(fu, "all"))
         return bad("TESSEL_FUSION", fu, "off or all");
     t->fusion = !fu ? TS_FUSION_DEFAULT : !strcmp(fu, "off") ? TS_FUSION_OFF : TS_FUSION_ALL;
-    const char *sa = getenv("TESSEL_SKIP_AGREEMENT");
-    if (sa && strcmp(sa, "0") && strcmp(sa, "1"))
-        return bad("TESSEL_SKIP_AGREEMENT", sa, "0 or 1");
-    t->skip_agreement = sa && sa[0] == '1';
     if (block_set && block == 0)
         return bad("TESSEL_FUSION_BLOCK", getenv("TESSEL_FUSION_BLOCK"), "a block of 1 to 1048576 elements");
     t->openblas_num_threads_unset = getenv("OPENBLAS_NUM_THREADS") == NULL;

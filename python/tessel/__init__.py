@@ -470,10 +470,17 @@ class Plan(_Handle):
         h = _lib.ts_plan_memory_fit(self._handle())
         return _take_string(h) if h else None
 
-    def explain(self):
+    def explain(self, format="text"):
         """Why each sharding was chosen, for a plan compiled with
         auto_shard=True (the alternatives and their estimated costs;
-        `tessel plan --explain`); None otherwise."""
+        `tessel plan --explain`): a str, or with format="json" the dict of
+        `tessel plan --explain --format json` (docs/auto-shard.md); None
+        otherwise."""
+        if format not in ("text", "json"):
+            raise ValueError("explain: format is 'text' or 'json'")
+        if format == "json":
+            ptr = _lib.ts_plan_explain_json(self._handle())
+            return json.loads(_take_string(ptr)) if ptr else None
         ptr = _lib.ts_plan_explain(self._handle())
         return _take_string(ptr) if ptr else None
 

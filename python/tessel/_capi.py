@@ -116,8 +116,7 @@ class TsTuning(ctypes.Structure):
                 ("skip_collective_after", c_int64),
                 ("fail_one_rank", c_bool),
                 ("fail_rank", c_int32),
-                ("openblas_num_threads_unset", c_bool),
-                ("skip_agreement", c_bool)]
+                ("openblas_num_threads_unset", c_bool)]
 
 
 class TsRunOptions(ctypes.Structure):
@@ -144,7 +143,9 @@ class TsRunOptions(ctypes.Structure):
                 ("process_local", c_bool),
                 ("zero_state", c_bool),
                 ("nagree", c_int32),
-                ("agree", c_void_p)]
+                ("agree", c_void_p),
+                ("on_agreed", c_void_p),
+                ("on_agreed_ctx", c_void_p)]
 
 
 class TsStepInfo(ctypes.Structure):
@@ -201,6 +202,7 @@ PROTOTYPES = {
     "ts_plan_file_text": (c_void_p, [c_void_p]),
     "ts_plan_memory_fit": (c_void_p, [c_void_p]),
     "ts_plan_explain": (c_void_p, [c_void_p]),
+    "ts_plan_explain_json": (c_void_p, [c_void_p]),
     "ts_plan_save": (ST, [c_void_p, c_char_p, PDIAG]),
     "ts_plan_dump": (ST, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), PDIAG]),
     "ts_plan_dump_ex": (ST, [c_void_p, ctypes.POINTER(TsDumpOptions), ctypes.POINTER(c_void_p), PDIAG]),

@@ -4,9 +4,11 @@
 # mixture-of-experts training step on 2, 4 and 8 devices, each no worse
 # than 1.1x the best of data parallel, Megatron and FSDP, and equal to the
 # reference run); a 2-D mesh runs and equals the reference; --explain
-# names every choice with its alternatives; the same module gives the same
+# names every choice with its alternatives (as text and as JSON); the same module gives the same
 # plan; and the errors: a mesh that is not the device count, a user
-# sharding that contradicts the mesh, a memory limit nothing fits, a bad
+# sharding that contradicts the mesh (another device count, no tiling over
+# its axes, a dim cut into more tiles than elements), a memory limit
+# nothing fits, a bad
 # mesh, --mesh without --auto-shard (exit 2, each saying why); tessel
 # profile writes a profile --profile reads.
 set -euo pipefail
@@ -50,7 +52,37 @@ expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain
 expect_in "$OUT" "auto-shard of mlp over mesh data=2,model=2"
 expect_in "$OUT" "  w1 = parameter"
 expect_in "$OUT" "alternatives: "
+expect_in "$OUT" "  by term: compute "
 grep -q "ms (+" "$OUT" || fail "no alternative with its cost"
+# --explain --format json: one object; the terms add up to the estimate;
+# every group has its chosen sharding and alternatives with their seconds;
+# the parameters' chosen shardings are the compiled plan's input shardings.
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain --format json -o "$WORK/ex.json"
+expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh data=2,model=2 -o "$WORK/ex.plan"
+"$PY" - "$WORK/ex.json" "$WORK/ex.plan" <<'PY' || fail "the JSON explanation"
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+assert j["tessel_auto_shard"] == 1 and j["module"] == "mlp", j.keys()
+assert [(a["name"], a["size"]) for a in j["mesh"]] == [("data", 2), ("model", 2)]
+t = j["by_term"]
+parts = t["dots"] + t["reduces"] + t["elementwise_and_data"] + t["collectives"] + t["reshards"]
+assert abs(parts - j["estimated_seconds"]) <= 1e-6 * j["estimated_seconds"], (parts, j["estimated_seconds"])
+plan = open(sys.argv[2]).read()
+params = dict(re.findall(r"^\s*(\S+) = \S+ parameter\((\d+)\)", plan.split("ENTRY", 1)[1], re.M))
+inputs = dict(re.findall(r"^// TesselInputSharding (\d+) (.*)$", plan, re.M))
+seen = 0
+for g in j["groups"]:
+    c = g["chosen"]
+    assert c["seconds"] >= 0 and g["line"] > 0 and g["column"] > 0
+    for a in g["alternatives"]:
+        assert a["seconds"] >= 0 and abs(a["seconds"] - a["own_seconds"] - a["reshard_seconds"]) <= 1e-5 * a["seconds"]
+    if g["op"] == "parameter" and g["leader"] in params:
+        assert inputs[params[g["leader"]]] == c["sharding"], (g["leader"], c["sharding"])
+        seen += 1
+assert seen == 3, seen
+PY
+expect_status 2 "$TESSEL" plan "$S" --auto-shard --mesh 4 --explain --format dot
+expect_in "$ERR" "--explain prints why each sharding was chosen, as text or with --format json"
 # The html page carries it.
 expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh 4 --format html -o "$WORK/p.html"
 expect_in "$WORK/p.html" "auto-shard of mlp over mesh x=4"
@@ -82,6 +114,17 @@ expect_in "$ERR" "--mesh x=3 has 3 devices, but the module is compiled for 4 par
 sed 's/\(w1 = f32\[128,512\] parameter(1)\)/\1, sharding={devices=[2,1]0,1}/' "$S" >"$WORK/bad.hlo"
 expect_status 2 "$TESSEL" compile "$WORK/bad.hlo" --auto-shard --mesh 2x2 -o -
 expect_in "$ERR" "bad.hlo:17:3: error: the sharding of w1 names 2 devices, but --mesh has 4"
+# A sharding that is no tiling over the mesh's axes; the axes in another
+# order are one; a dim cut into more tiles than it has elements.
+sed 's/\(w1 = f32\[128,512\] parameter(1)\)/\1, sharding={devices=[4,1]3,2,1,0}/' "$S" >"$WORK/bad.hlo"
+expect_status 2 "$TESSEL" compile "$WORK/bad.hlo" --auto-shard --mesh 2x2 -o -
+expect_in "$ERR" "bad.hlo:17:3: error: the sharding of w1, {devices=[4,1]3,2,1,0}, is no tiling over the axes of --mesh x=2,y=2"
+sed 's/\(w1 = f32\[128,512\] parameter(1)\)/\1, sharding={devices=[2,1,2]2,0,3,1 last_tile_dim_replicate}/' \
+    "$S" >"$WORK/yx.hlo"
+expect_status 0 "$TESSEL" compile "$WORK/yx.hlo" --auto-shard --mesh 2x2 -o "$WORK/yx.plan"
+printf 'HloModule one\nENTRY main {\n  p = f32[1,8] parameter(0), sharding={devices=[4,1]<=[4]}\n  q = f32[1,8] parameter(1)\n  ROOT a = f32[1,8] add(p, q)\n}\n' >"$WORK/one.hlo"
+expect_status 2 "$TESSEL" compile "$WORK/one.hlo" --auto-shard --mesh 4 -o -
+expect_in "$ERR" "one.hlo:3:3: error: the sharding of p cuts its dim 0, of 1 element, into 4 tiles: 3 of them would hold nothing but padding"
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=64K -o -
 expect_in "$ERR" "no sharding over the mesh fits the memory limit"
 expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=4M -o -

@@ -4,7 +4,7 @@
 # failure), a message naming the rank and the cause, no output file or
 # directory left, no process left running.
 #
-#  1. Injected MPI failures (runtime/mpi_layer.h): a clean run of
+#  1. Injected MPI failures (coll/mpi_layer.h): a clean run of
 #     tests/models/mlp_megatron.hlo (N=2, --stats) says how many MPI calls a
 #     rank makes (C); then for each rank R in 1, 0 and N = 1..C,
 #     TESSEL_FAIL_MPI_AFTER=N TESSEL_FAIL_MPI_RANK=R makes R's N-th MPI call

@@ -61,7 +61,7 @@ for name in softmax_reduced_dim reduce_init while_loop attention elementwise_une
 done
 oracle mesh_partial_replication 4 4 --mca btl tcp,self
 oracle iota_offsets 8 4
-# MPI counts are int: transfers over 2 GiB go in pieces (runtime/mpi_world.c).
+# MPI counts are int: transfers over 2 GiB go in pieces (coll/mpi_world.c).
 # Pieces of 13 bytes (uneven against every element size) run that path on
 # small arrays: all-gathers, all-reduces and the output gather.
 MPIRUN_WHOLE=("${MPIRUN[@]}")
@@ -119,15 +119,19 @@ expect_status 0 "$TESSEL" run "$WORK/big.hlo" --input 0="$WORK/bigx.npy" --stats
 expect_in "$ERR" "input read 262144 bytes from files"
 # strace: the bytes each rank's read(2) calls take from the file are its
 # half plus stdio's buffering (the header and at most a buffer per seek),
-# never the whole 262 KB file
+# never the whole 262 KB file; its pread64(2) calls are the ranks'
+# agreement hashing the file (api/agree.c: whole up to 64 MiB), once
 if command -v strace >/dev/null && strace -o /dev/null true 2>/dev/null; then
     rm -f "$WORK"/trace.*
     # LeakSanitizer cannot run under ptrace (strace): off for this job alone.
     expect_status 0 env ASAN_OPTIONS="$MPI_ASAN:detect_leaks=0" timeout 120 mpirun --oversubscribe -np 2 sh -c "exec strace -f -y -e trace=read,pread64 -o \"$WORK/trace.\$OMPI_COMM_WORLD_RANK\" \"$TESSEL\" run \"$WORK/big.hlo\" --input 0=\"$WORK/bigx.npy\""
+    size=$(stat -c %s "$WORK/bigx.npy")
     for r in 0 1; do
-        got=$(grep -F 'bigx.npy>' "$WORK/trace.$r" | awk -F'= ' '{s += $NF} END {print s + 0}')
+        got=$(grep -F 'bigx.npy>' "$WORK/trace.$r" | grep '^[0-9]* *read(' | awk -F'= ' '{s += $NF} END {print s + 0}')
         [ "$got" -ge 131072 ] && [ "$got" -le $((131072 + 3 * 4096)) ] ||
             fail "rank $r read $got bytes of bigx.npy; its shard is 131072"
+        hashed=$(grep -F 'bigx.npy>' "$WORK/trace.$r" | grep '^[0-9]* *pread64(' | awk -F'= ' '{s += $NF} END {print s + 0}')
+        [ "$hashed" = "$size" ] || fail "rank $r's agreement read $hashed bytes of bigx.npy to hash it, not its $size once"
     done
 else
     echo "mpi: strace unavailable; shard reads checked by the --stats counter only"

@@ -13,19 +13,20 @@
 #  2. Tuning that differs (fusion, streaming stores, pieces and pipeline)
 #     is rank 0's everywhere: the run goes through, its files bit for bit
 #     the run in one process's.
-#  3. The check-ins (runtime/mpi_heartbeat.c), with the agreement skipped
-#     (TESSEL_SKIP_AGREEMENT=1): two --spmd modules whose all-reduces
-#     reduce with add on one rank and maximum on the other end the job
-#     naming both reducers, well before the heartbeat's 60 s (it used to
-#     hang Open MPI past the heartbeat, or mix data); and the same
-#     modules with the agreement on: exit 2 before running.
+#  3. The check-ins (coll/mpi_heartbeat.c), past the agreement (which
+#     no option turns off: tests/unit/mpi_unagreed_main.c calls the
+#     library's internal api_plan_run_mpi_unagreed): two --spmd modules
+#     whose all-reduces reduce with add on one rank and maximum on the
+#     other end the job naming both reducers, well before the heartbeat's
+#     60 s (it used to hang Open MPI past the heartbeat, or mix data); and
+#     the same modules through the command line: exit 2 before running.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl=tcp,self
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
 unset TESSEL_MPI_PIECE_BYTES TESSEL_MPI_CHUNK_BYTES TESSEL_MPI_PIPELINE_BYTES TESSEL_COLL_STREAM_BOUND \
-    TESSEL_FUSION TESSEL_SKIP_AGREEMENT
+    TESSEL_FUSION
 
 model() { # FILE ORDER OP
     cat >"$1" <<HLO
@@ -96,13 +97,53 @@ npy_write "$WORK/x2.npy" '<f4' 4,8 $(seq 2 33)
 A=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" "${R[@]}")
 B=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x2.npy" "${R[@]}")
 pair A B
-refused "input files" "rank 1's inputs (keys; files by path and size, arrays by content) is SHA-256"
+refused "input files" "rank 1's input 0 '0' (a file, by content) is SHA-256"
+# One path, one size, other bytes: each rank in its own directory (as two
+# hosts' copies of a file), x.npy 4x8 f32 on both.
+mkdir -p "$WORK/h0" "$WORK/h1"
+cp "$WORK/x1.npy" "$WORK/h0/x.npy"
+cp "$WORK/x2.npy" "$WORK/h1/x.npy"
+A=(-wdir "$WORK/h0" "$TESSEL" run "$WORK/a.plan" --input 0=x.npy "${R[@]}")
+B=(-wdir "$WORK/h1" "$TESSEL" run "$WORK/a.plan" --input 0=x.npy "${R[@]}")
+pair A B
+refused "input files (one path and size, other bytes)" "rank 1's input 0 '0' (a file, by content) is SHA-256"
+# The second input differs while the first is alike: named as such.
+npy_write "$WORK/w1.npy" '<f4' 8,4 $(seq 1 32)
+npy_write "$WORK/w2.npy" '<f4' 8,4 $(seq 1 31) 0
+A=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" --input 1="$WORK/w1.npy" --output-dir "$WORK/out")
+B=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" --input 1="$WORK/w2.npy" --output-dir "$WORK/out")
+pair A B
+refused "the second input file" "rank 1's input 1 '1' (a file, by content) is SHA-256"
 A=("$TESSEL" run "$WORK/a.plan" --random-inputs 7) B=("$TESSEL" run "$WORK/a.plan" "${R[@]}")
 pair A B
 refused "--output-dir on rank 1" "rank 1's --output-dir (given or not) is \"given\", rank 0's is \"not given\""
 pair B A
 refused "--output-dir on rank 0" "rank 1's --output-dir (given or not) is \"not given\", rank 0's is \"given\""
+# 4. Ranks that disagree touch neither --checkpoint-dir nor --output-dir:
+# fresh ones do not exist afterwards, an existing output directory gets no
+# lock file (.tessel.lock) nor anything else.
+SGD="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
+CK=(--checkpoint-every 1 --checkpoint-dir "$WORK/ck" --output-dir "$WORK/out")
+A=("$TESSEL" run "$SGD" --random-inputs 7 --steps 2 "${CK[@]}")
+B=("$TESSEL" run "$SGD" --random-inputs 8 --steps 2 "${CK[@]}")
+pair A B
+refused "checkpoints (fresh directories)" "rank 1's random inputs' seed is \"8\", rank 0's is \"7\""
+[ ! -e "$WORK/ck" ] || fail "ranks that disagree: the checkpoint directory $WORK/ck was created"
+mkdir "$WORK/out"
+echo keep >"$WORK/out/mine.txt"
+pair A B
+[ "$got" = 2 ] || fail "checkpoints (existing output dir): mpirun exited $got, expected 2"
+[ "$(ls -A "$WORK/out")" = mine.txt ] || fail "ranks that disagree touched the output directory: $(ls -A "$WORK/out")"
+[ ! -e "$WORK/ck" ] || fail "ranks that disagree: the checkpoint directory $WORK/ck was created"
+rm -r "$WORK/out"
+# The same on both: checkpoints and outputs are written.
+pair A A
+[ "$got" = 0 ] || fail "checkpoints (ranks alike): mpirun exited $got"
+[ -d "$WORK/ck" ] && [ -f "$WORK/out/output_0.npy" ] || fail "checkpoints (ranks alike): nothing written"
+rm -r "$WORK/ck" "$WORK/out"
+
 # The same on both: runs.
+A=("$TESSEL" run "$WORK/a.plan" --random-inputs 7) B=("$TESSEL" run "$WORK/a.plan" "${R[@]}")
 pair B B
 [ "$got" = 0 ] || fail "the same command line on both ranks exited $got"
 [ -f "$WORK/out/output_0.npy" ] || fail "no output_0.npy"
@@ -142,8 +183,11 @@ A=("$TESSEL" run "$WORK/add.hlo" --spmd --per-device --random-inputs 3 --heartbe
 B=("$TESSEL" run "$WORK/max.hlo" --spmd --per-device --random-inputs 3 --heartbeat 60)
 pair A B
 refused "reducers (agreement)" "rank 1's compiled program (plan text) is SHA-256"
-A=(env TESSEL_SKIP_AGREEMENT=1 "${A[@]}" --output-dir "$WORK/out")
-B=(env TESSEL_SKIP_AGREEMENT=1 "${B[@]}" --output-dir "$WORK/out")
+# Past the agreement (no option turns it off: tests/unit/mpi_unagreed_main.c
+# links the library's internal api_plan_run_mpi_unagreed), the check-ins.
+UNAGREED="$TESSEL_BUILD/tests/mpi_unagreed_main"
+[ -x "$UNAGREED" ] || fail "no $UNAGREED (built with the tests)"
+A=("$UNAGREED" "$WORK/add.hlo") B=("$UNAGREED" "$WORK/max.hlo")
 t0=$(date +%s)
 pair A B
 t1=$(date +%s)
@@ -153,5 +197,5 @@ expect_in "$ERR" "reducing with add on f32"
 expect_in "$ERR" "reducing with maximum on f32"
 expect_in "$ERR" "the ranks diverged"
 [ $((t1 - t0)) -lt 30 ] || fail "reducers that differ: $((t1 - t0)) s, the heartbeat's time rather than the check-in's"
-[ ! -e "$WORK/out/output_0.npy" ] || fail "reducers that differ: an output was written"
+! grep -q "the run returned status" "$ERR" || fail "reducers that differ: the run returned (the check-ins did not end the job)"
 echo "mpi_agree: ok"

@@ -11,7 +11,7 @@
 #
 # The all-reduces include reducers MPI has no operation for, which cross
 # hosts as a user-defined MPI operation running the HLO computation
-# (runtime/mpi_world.c): `multiply(a, b) + (a + b)` on s32 (commutative, as
+# (coll/mpi_world.c): `multiply(a, b) + (a + b)` on s32 (commutative, as
 # device/reducer_comp.c proves), "the first operand" on s32 (not
 # commutative: rank order, or the operands travel where the group is not
 # in host order), complex add; and and/or on pred, multiply on s32, max

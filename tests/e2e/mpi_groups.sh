@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpi_groups.sh: collectives across hosts move data only among the hosts
-# their groups join (coll/steps.c host_colors, runtime/mpi_world.c's cached
+# their groups join (coll/steps.c host_colors, coll/mpi_world.c's cached
 # per-partition communicators), point to point for permute and broadcast.
 #  1. Every collective kind over 8 devices with groups inside one host,
 #     groups spanning hosts and uneven groups, replayed (--spmd) in one
@@ -76,7 +76,7 @@ for np in 2 4 8; do
         cmp -s "$f" "$WORK/mpi$np/$(basename "$f")" || fail "$(basename "$f") differs under mpirun -np $np"
     done
 done
-# pieces of 13 bytes (runtime/mpi_world.c, TESSEL_MPI_PIECE_BYTES): the split
+# pieces of 13 bytes (coll/mpi_world.c, TESSEL_MPI_PIECE_BYTES): the split
 # communicators' all-gathers and all-reduces and the point-to-point
 # blocks cut into many uneven pieces
 expect_status 0 mpi -np 4 -x TESSEL_MPI_PIECE_BYTES=13 "$TESSEL" run "$WORK/g.hlo" --spmd "${IN[@]}" --output-dir "$WORK/pieces"

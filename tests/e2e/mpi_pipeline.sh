@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # mpi_pipeline.sh: the direct and pipelined collectives across hosts
-# (runtime/mpi_pipeline.c "pipelined all-reduce, reduce-scatter and all-gather",
+# (coll/mpi_pipeline.c "pipelined all-reduce, reduce-scatter and all-gather",
 # coll/allreduce.c reduce_one_across and the direct paths of coll/allgather.c,
 # reduce_scatter.c and alltoall.c).
 #  1. All-reduces (f32 add, f64 max, s32 add, uneven counts that no rank

@@ -118,11 +118,12 @@ int main(void)
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
     FIELD(TsTuning, openblas_num_threads_unset);
-    FIELD(TsTuning, skip_agreement);
     FIELD(TsRunOptions, process_local);
     FIELD(TsRunOptions, zero_state);
     FIELD(TsRunOptions, nagree);
     FIELD(TsRunOptions, agree);
+    FIELD(TsRunOptions, on_agreed);
+    FIELD(TsRunOptions, on_agreed_ctx);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;

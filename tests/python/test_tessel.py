@@ -463,7 +463,11 @@ class TestOthers(Case):
         why = plan.explain()
         self.assertIn("over mesh data=2,model=2", why)
         self.assertIn("  w1 = parameter", why)
+        j = plan.explain("json")
+        self.assertEqual([a["name"] for a in j["mesh"]], ["data", "model"])
+        self.assertIn("w1", [g["leader"] for g in j["groups"]])
         self.assertIsNone(tessel.compile(text, num_partitions=2).explain())
+        self.assertIsNone(tessel.compile(text, num_partitions=2).explain("json"))
         with self.assertRaises(tessel.Error) as cm:
             tessel.compile(text, auto_shard=True, mesh="2x", num_partitions=2)
         self.assertEqual(cm.exception.status, tessel.Status.EINPUT)

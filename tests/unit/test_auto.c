@@ -4,7 +4,9 @@
  * mesh), the alpha-beta formula, and the two solvers agreeing: variable
  * elimination and the GLPK program give the same optimum on an MLP, and
  * under a memory limit that the unconstrained optimum passes the program
- * finds a plan within it that costs no less.
+ * finds a plan within it that costs no less; a dot whose contracting dim is
+ * tiled priced as the partitioner runs it (partial sums and an all-reduce,
+ * or, where its byte count says so, all-gathers and the whole dot).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -148,6 +150,66 @@ static void solvers_agree(void **state)
     ir_module_free(m);
 }
 
+/* The strategy of node i whose output spec is `out` and whose operand 0
+ * arrives with axis 0 on dim `dim0`. */
+static const AutoStrategy *find(const AutoStrategy *s, int32_t n, AutoSpec out, int8_t dim0)
+{
+    for (int32_t k = 0; k < n; k++)
+        if (auto_spec_equal(&s[k].out, &out) && s[k].in[0].dim[0] == dim0)
+            return &s[k];
+    return NULL;
+}
+
+static const char ATTN_OUT[] =
+    "HloModule o\n"
+    "ENTRY main {\n"
+    "  cr = f32[8,32,64] parameter(0)\n"
+    "  wo = f32[64,64] parameter(1)\n"
+    "  r = f32[8,32,256] parameter(2)\n"
+    "  w2 = f32[256,64] parameter(3)\n"
+    "  o0 = f32[8,32,64] dot(cr, wo), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
+    "  y0 = f32[8,32,64] dot(r, w2), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
+    "  ROOT t = (f32[8,32,64], f32[8,32,64]) tuple(o0, y0)\n"
+    "}\n";
+
+static void contracted_dots(void **state)
+{
+    (void)state;
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("o.hlo", ATTN_OUT, strlen(ATTN_OUT), &po, &m, &d), IR_OK);
+    AutoMesh mesh;
+    assert_int_equal(auto_mesh_parse("4", &mesh, &d), IR_OK);
+    AutoCost cost = auto_cost_default(0);
+    const IrComputation *c = ir_entry(m);
+    IrArena *a = ir_arena_new();
+    assert_non_null(a);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    AutoSpec rep = auto_spec_replicated();
+    /* o0 with its contracting dim (cr's dim 2) over 4 devices: the
+     * partitioner counts gathering cr and wo whole, 65536 + 16384 bytes,
+     * against twice the output, 131072: it gathers. Compute: the whole
+     * dot, 2*8*32*64*64 FLOPs at 20 GFLOP/s, and 65536 bytes at 5 GB/s;
+     * two all-gathers: 2 x 20 us + 3/4 x 81920 B / 4 GB/s. */
+    assert_int_equal(auto_strategies(a, &mesh, &cost, 4, c, 4, &s, &n, &d), IR_OK);
+    const AutoStrategy *g = find(s, n, rep, 2);
+    assert_non_null(g);
+    assert_true(fabs(g->compute - (2.0 * 8 * 32 * 64 * 64 / 20e9 + 65536 / 5e9)) < 1e-12);
+    assert_true(fabs(g->comm - (40e-6 + 0.75 * 81920 / 4e9)) < 1e-12);
+    /* y0 likewise: gathering r and w2 whole, 262144 + 65536 bytes, is more
+     * than 131072: partial sums, a quarter of the FLOPs each, and one
+     * all-reduce: 20 us + 2 x 3/4 x 65536 B / 4 GB/s. */
+    assert_int_equal(auto_strategies(a, &mesh, &cost, 4, c, 5, &s, &n, &d), IR_OK);
+    g = find(s, n, rep, 2);
+    assert_non_null(g);
+    assert_true(fabs(g->compute - (2.0 * 8 * 32 * 64 * 256 / 4 / 20e9 + 65536 / 5e9)) < 1e-12);
+    assert_true(fabs(g->comm - (20e-6 + 1.5 * 65536 / 4e9)) < 1e-12);
+    ir_arena_free(a);
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +217,7 @@ int main(void)
         cmocka_unit_test(spec_shardings),
         cmocka_unit_test(alpha_beta),
         cmocka_unit_test(solvers_agree),
+        cmocka_unit_test(contracted_dots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

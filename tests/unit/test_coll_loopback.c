@@ -7,8 +7,10 @@
  * operation for; s32, f32, f64, u8, pred; groups of everyone, of even and
  * odd devices, and uneven ones {0} {1..N-1}), an all-gather, a
  * reduce-scatter and an all-to-all in odd blocks of 3, a ring permute, a
- * permute with one pair (the others receive zeros) and a broadcast from
- * the last device. Each device's result is checked against a scalar
+ * permute with one pair (the others receive zeros), a broadcast from
+ * the last device and XLA's send/recv between devices (point to point:
+ * each device but the first sends its f64 operand to the one before, the
+ * last receives zeros). Each device's result is checked against a scalar
  * formula written here (sums of the inputs, blocks, the source's
  * operand), never against tessel. Inputs are small integers (as floats
  * too), so every order of adds gives the same bits.
@@ -26,7 +28,7 @@
 
 #include "api/api_internal.h"
 
-enum { S = 5, B = 3, NOUT = 12 };
+enum { S = 5, B = 3, NOUT = 13 };
 
 /* Input element i of device g for parameter k (small integers). */
 static int64_t x_at(int k, int64_t g, int64_t i)
@@ -69,7 +71,7 @@ static void groups_uneven(char *b, size_t n, int nd)
 
 static char *module_text(int nd)
 {
-    char all[512], par[512], une[512], ring[1024], last[512];
+    char all[512], par[512], une[512], ring[1024], last[512], back[1024];
     groups_all(all, sizeof all, nd);
     groups_parity(par, sizeof par, nd);
     groups_uneven(une, sizeof une, nd);
@@ -77,6 +79,11 @@ static char *module_text(int nd)
     for (int g = 0; g < nd; g++)
         o += (size_t)snprintf(ring + o, sizeof ring - o, "%s{%d,%d}", g ? "," : "", g, (g + 1) % nd);
     snprintf(ring + o, sizeof ring - o, "}");
+    /* send/recv: device g to g - 1 (one device: to itself) */
+    o = (size_t)snprintf(back, sizeof back, "{%s", nd == 1 ? "{0,0}" : "");
+    for (int g = 1; g < nd; g++)
+        o += (size_t)snprintf(back + o, sizeof back - o, "%s{%d,%d}", g > 1 ? "," : "", g, g - 1);
+    snprintf(back + o, sizeof back - o, "}");
     /* the broadcast's root: the last device, listed first */
     o = (size_t)snprintf(last, sizeof last, "{{%d", nd - 1);
     for (int g = 0; g < nd - 1; g++)
@@ -107,10 +114,18 @@ static char *module_text(int nd)
              "  pr = s32[%d] collective-permute(a), channel_id=10, source_target_pairs=%s\n"
              "  p1 = s32[%d] collective-permute(a), channel_id=11, source_target_pairs={{0,%d}}\n"
              "  bc = s32[%d] collective-broadcast(a), channel_id=12, replica_groups=%s\n"
+             "  t = token[] after-all()\n"
+             "  rv = (f64[%d], u32[], token[]) recv(t), channel_id=13,"
+             " frontend_attributes={_xla_send_recv_source_target_pairs=\"%s\"}\n"
+             "  sn = (f64[%d], u32[], token[]) send(e, t), channel_id=14,"
+             " frontend_attributes={_xla_send_recv_source_target_pairs=\"%s\"}, control-predecessors={rv}\n"
+             "  rd = (f64[%d], token[]) recv-done(rv), channel_id=13\n"
+             "  sd = token[] send-done(sn), channel_id=14\n"
+             "  pp = f64[%d] get-tuple-element(rd), index=0\n"
              "  ROOT r = (s32[%d], f32[%d], f64[%d], u8[%d], pred[%d], s32[%d], s32[%d], s32[%d], s32[%d], s32[%d],"
-             " s32[%d], s32[%d]) tuple(ar, am, ae, au, ap, ay, ag, rs, aa, pr, p1, bc)\n}\n",
+             " s32[%d], s32[%d], f64[%d]) tuple(ar, am, ae, au, ap, ay, ag, rs, aa, pr, p1, bc, pp)\n}\n",
              nd, S, S, S, S, S, nd * B, S, all, S, par, S, une, S, all, S, par, S, une, nd * S, all, B, all, nd * B,
-             all, S, ring, S, nd - 1, S, last, S, S, S, S, S, S, nd * S, B, nd * B, S, S, S);
+             all, S, ring, S, nd - 1, S, last, S, back, S, back, S, S, S, S, S, S, S, S, nd * S, B, nd * B, S, S, S, S);
     return t;
 }
 
@@ -172,6 +187,8 @@ static double want(int out, int nd, int g, int64_t i)
         return g == nd - 1 ? (double)x_at(0, 0, i) : 0;
     case 11: /* bc: the last device's */
         return (double)x_at(0, nd - 1, i);
+    case 12: /* pp: recv'd from device g + 1's e; the last device nothing (zeros), one device its own */
+        return nd == 1 ? (double)x_at(2, 0, i) : g == nd - 1 ? 0 : (double)x_at(2, g + 1, i);
     default:
         return 0;
     }

@@ -1,5 +1,5 @@
 /*
- * test_mpi_layer.c: the MPI layer's failure injection (runtime/mpi_layer.h)
+ * test_mpi_layer.c: the MPI layer's failure injection (coll/mpi_layer.h)
  * and mpi_world.c's handling of a failed call, in one process.
  *
  * - Injection without MPI: an armed call returns MPI_ERR_OTHER without
@@ -11,7 +11,7 @@
  *   whether they were accepted and how far away the armed failure is.
  * - A singleton MPI job (MPI_Init without mpirun, in a forked child that
  *   leaves with _exit: Open MPI's own allocations would otherwise be
- *   reported as leaks by the ASan build): rt_mpi_init whose
+ *   reported as leaks by the ASan build): coll_mpi_init whose
  *   MPI_Init_thread is failed, then a real one; agreement and collectives
  *   on one rank; injected failures of an all-reduce, an all-gather and an
  *   MPI_Op_free, each an IR_ERUNTIME naming rank 0 and the call; the
@@ -32,46 +32,46 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/mpi_layer.h"
-#include "runtime/transport.h"
+#include "coll/mpi_layer.h"
+#include "runtime/run_internal.h"
 
 /* ---- injection without MPI ---- */
 
 static void test_inject_without_mpi(void **state)
 {
     (void)state;
-    long c0 = rt_mpi_call_count();
-    assert_null(rt_mpi_injected_call());
-    rt_mpi_fail_after(1);
-    assert_int_equal(rt_mpi_fail_pending(), 1);
+    long c0 = coll_mpi_call_count();
+    assert_null(coll_mpi_injected_call());
+    coll_mpi_fail_after(1);
+    assert_int_equal(coll_mpi_fail_pending(), 1);
     int size = -7;
     assert_int_equal(tmpi_comm_size(MPI_COMM_WORLD, &size), MPI_ERR_OTHER);
     assert_int_equal(size, -7); /* MPI was not called */
-    assert_int_equal(rt_mpi_call_count(), c0 + 1);
-    assert_string_equal(rt_mpi_injected_call(), "MPI_Comm_size");
-    assert_int_equal(rt_mpi_fail_pending(), 0);
+    assert_int_equal(coll_mpi_call_count(), c0 + 1);
+    assert_string_equal(coll_mpi_injected_call(), "MPI_Comm_size");
+    assert_int_equal(coll_mpi_fail_pending(), 0);
     /* the third call from now; switched off again; negative is off */
-    rt_mpi_fail_after(3);
-    assert_int_equal(rt_mpi_fail_pending(), 3);
-    rt_mpi_fail_after(0);
-    assert_int_equal(rt_mpi_fail_pending(), 0);
-    rt_mpi_fail_after(-5);
-    assert_int_equal(rt_mpi_fail_pending(), 0);
+    coll_mpi_fail_after(3);
+    assert_int_equal(coll_mpi_fail_pending(), 3);
+    coll_mpi_fail_after(0);
+    assert_int_equal(coll_mpi_fail_pending(), 0);
+    coll_mpi_fail_after(-5);
+    assert_int_equal(coll_mpi_fail_pending(), 0);
     /* two armed calls in a row: the countdown takes one step per call */
-    rt_mpi_fail_after(2);
-    rt_mpi_fail_after(1);
+    coll_mpi_fail_after(2);
+    coll_mpi_fail_after(1);
     int rank = -7;
     assert_int_equal(tmpi_comm_rank(MPI_COMM_WORLD, &rank), MPI_ERR_OTHER);
     assert_int_equal(rank, -7);
-    assert_string_equal(rt_mpi_injected_call(), "MPI_Comm_rank");
-    assert_int_equal(rt_mpi_call_count(), c0 + 2);
+    assert_string_equal(coll_mpi_injected_call(), "MPI_Comm_rank");
+    assert_int_equal(coll_mpi_call_count(), c0 + 2);
 }
 
 /* ---- the tuning's injection and the launcher's rank, one forked child per case ---- */
 
 typedef struct EnvResult {
-    long pending;      /* rt_mpi_fail_pending after rt_mpi_inject */
-    long again_pending; /* after a second rt_mpi_inject (armed once: ignored) */
+    long pending;      /* coll_mpi_fail_pending after coll_mpi_inject */
+    long again_pending; /* after a second coll_mpi_inject (armed once: ignored) */
     int env_rank;      /* coll_launcher_rank */
 } EnvResult;
 
@@ -98,11 +98,11 @@ static EnvResult env_case(long after, int rank, const char *ompi_rank, const cha
         memset(&c, 0, sizeof c);
         CollTuning t = {.fail_mpi_after = after, .fail_one_rank = rank >= 0, .fail_rank = rank};
         c.env_rank = coll_launcher_rank();
-        rt_mpi_inject(&t, c.env_rank);
-        c.pending = rt_mpi_fail_pending();
+        coll_mpi_inject(&t, c.env_rank);
+        c.pending = coll_mpi_fail_pending();
         t.fail_mpi_after = 7;
-        rt_mpi_inject(&t, c.env_rank);
-        c.again_pending = rt_mpi_fail_pending();
+        coll_mpi_inject(&t, c.env_rank);
+        c.again_pending = coll_mpi_fail_pending();
         ssize_t w = write(fd[1], &c, sizeof c);
         _exit(w == (ssize_t)sizeof c ? 0 : 1);
     }
@@ -167,10 +167,10 @@ static void check_injected(IrStatus st, IrDiag *d, int rank, const char *call)
 static void singleton_job(void)
 {
     IrDiag d = {0};
-    RtTransport *t = NULL;
+    CollMpi *t = NULL;
     /* MPI_Init_thread failed: no transport, MPI never initialized */
-    rt_mpi_fail_after(1);
-    IrStatus st = rt_mpi_init(NULL, NULL, NULL, &t, &d);
+    coll_mpi_fail_after(1);
+    IrStatus st = coll_mpi_init(NULL, NULL, NULL, &t, &d);
     CHECK(st == IR_ERUNTIME && !t && d.msg);
     CHECK(strstr(d.msg, "MPI_Init_thread failed") && strstr(d.msg, "(injected: fail_mpi_after)"));
     ir_diag_clear(&d);
@@ -179,37 +179,37 @@ static void singleton_job(void)
     /* the real one: 16 calls (init, the world's errhandler, thread level,
      * the communicator's dup and errhandler, the heartbeat's dup, rank,
      * size, type x2, 6 ops) */
-    long c0 = rt_mpi_call_count();
-    CHECK(rt_mpi_init(NULL, NULL, NULL, &t, &d) == IR_OK && t);
-    CHECK(rt_mpi_call_count() - c0 == 16);
-    CHECK(rt_mpi_rank(t) == 0 && rt_mpi_size(t) == 1);
-    CHECK(rt_mpi_agree(t, true) == -1);
-    CHECK(rt_mpi_agree(t, false) == 0);
-    CHECK(rt_mpi_max(t, 5) == 5);
+    long c0 = coll_mpi_call_count();
+    CHECK(coll_mpi_init(NULL, NULL, NULL, &t, &d) == IR_OK && t);
+    CHECK(coll_mpi_call_count() - c0 == 16);
+    CHECK(coll_mpi_rank(t) == 0 && coll_mpi_size(t) == 1);
+    CHECK(coll_mpi_agree(t, true) == -1);
+    CHECK(coll_mpi_agree(t, false) == 0);
+    CHECK(coll_mpi_max(t, 5) == 5);
     /* one rank: a reduction is the identity on the buffer */
     float buf[3] = {1.5f, NAN, -2.0f};
-    CHECK(rt_transport_allreduce(t, buf, 3, IR_F32, OP_MAXIMUM, &d) == IR_OK);
+    CHECK(coll_mpi_allreduce(t, buf, 3, IR_F32, OP_MAXIMUM, &d) == IR_OK);
     CHECK(buf[0] == 1.5f && isnan(buf[1]) && buf[2] == -2.0f);
     /* injected: the buffer is untouched, the call named */
-    rt_mpi_fail_after(1);
-    st = rt_transport_allreduce(t, buf, 3, IR_F32, OP_ADD, &d);
+    coll_mpi_fail_after(1);
+    st = coll_mpi_allreduce(t, buf, 3, IR_F32, OP_ADD, &d);
     check_injected(st, &d, 0, "MPI_Allreduce");
     CHECK(buf[0] == 1.5f && buf[2] == -2.0f);
     int32_t send[2] = {7, 8}, recv[2] = {0, 0};
-    rt_mpi_fail_after(1);
-    check_injected(rt_transport_allgather(t, send, sizeof send, recv, &d), &d, 0, "MPI_Allgather");
+    coll_mpi_fail_after(1);
+    check_injected(coll_mpi_allgather(t, send, sizeof send, recv, &d), &d, 0, "MPI_Allgather");
     CHECK(recv[0] == 0 && recv[1] == 0);
-    CHECK(rt_transport_allgather(t, send, sizeof send, recv, &d) == IR_OK && recv[0] == 7 && recv[1] == 8);
+    CHECK(coll_mpi_allgather(t, send, sizeof send, recv, &d) == IR_OK && recv[0] == 7 && recv[1] == 8);
     /* the third MPI_Op_free fails; the other 5 ops and the type are still
      * freed: 7 calls, and MPI_Error_string for the message: 8; a second
      * release has nothing left to free; then the heartbeat's and tessel's
      * communicators are freed and MPI_Finalize: 11 */
-    c0 = rt_mpi_call_count();
-    rt_mpi_fail_after(3);
-    check_injected(rt_mpi_release(t, &d), &d, 0, "MPI_Op_free");
-    CHECK(rt_mpi_call_count() - c0 == 8);
-    CHECK(rt_mpi_release(t, &d) == IR_OK && rt_mpi_call_count() - c0 == 8);
-    CHECK(rt_mpi_end(t, &d) == IR_OK && rt_mpi_call_count() - c0 == 11);
+    c0 = coll_mpi_call_count();
+    coll_mpi_fail_after(3);
+    check_injected(coll_mpi_release(t, &d), &d, 0, "MPI_Op_free");
+    CHECK(coll_mpi_call_count() - c0 == 8);
+    CHECK(coll_mpi_release(t, &d) == IR_OK && coll_mpi_call_count() - c0 == 8);
+    CHECK(coll_mpi_end(t, &d) == IR_OK && coll_mpi_call_count() - c0 == 11);
     int fin = 0;
     CHECK(MPI_Finalized(&fin) == MPI_SUCCESS && fin);
     _exit(0);

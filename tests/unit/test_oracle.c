@@ -22,7 +22,7 @@
 
 #include "compile/compile.h"
 #include "runtime/program.h"
-#include "runtime/transport.h"
+#include "runtime/run_internal.h"
 
 /* The fusion of the partitioned runs (the suites' setups below). */
 static CollTuning g_tuning;

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "compile/compile.h"
-#include "runtime/transport.h"
+#include "runtime/run_internal.h"
 
 static const char MODEL[] =
     "HloModule m, num_partitions=2\n"

@@ -1,39 +1,15 @@
 /*
- * transport.h: the MPI world of a run beyond the collectives (runtime-
- * internal): gathers of results, check-ins, the byte counters, ending the
- * job. The collectives themselves go through coll/'s CollTransport
- * (rt_mpi_transport). mpi_world.c implements them over MPI, every
- * call through the failure-injection layer of mpi_layer.h: a failure is
- * returned to the caller, which must then end the job (rt_transport_abort),
- * since the other hosts may be waiting in the same collective.
+ * run_internal.h: what runtime/'s files share with each other and with
+ * api/ beyond runtime.h (runtime-internal): running a host's devices
+ * (local.c), the user's inputs resolved against a module (inputs.c,
+ * input_names.c), a host's part of a sharded array (local_data.c) and
+ * per-host input reads (shard_io.c). The MPI transport is coll/'s
+ * (coll/coll.h, "The MPI transport").
  */
-#ifndef TESSEL_TRANSPORT_H
-#define TESSEL_TRANSPORT_H
+#ifndef TESSEL_RUN_INTERNAL_H
+#define TESSEL_RUN_INTERNAL_H
 
 #include "runtime.h"
-
-/* Every host contributes `bytes` bytes; `recv` receives hosts * bytes, in
- * host order. */
-IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, void *recv, IrDiag *d);
-/* In place: buf[i] = op over hosts of buf[i], count elements of type ty.
- * op is a simple reducer (add, multiply, maximum, minimum, and, or, xor). */
-IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d);
-/* The collectives between hosts: the CollTransport of coll/coll.h, which
- * an RtTransport is (rt_mpi_transport). */
-CollTransport *rt_mpi_transport(RtTransport *t);
-/* Bytes this host sent and received in collectives of `kind` so far
- * (all-gathers: its block to each peer of its color and theirs;
- * all-reduces: 2 (k-1)/k of the buffer each way, what a bandwidth-optimal
- * all-reduce among k hosts moves; point to point: the blocks). */
-void rt_transport_bytes(const RtTransport *t, CollXferKind kind, int64_t *sent, int64_t *received);
-
-/* This host reaches device call `cluster` (a check-in every peer compares
- * with its own; nothing without a heartbeat). Can't fail: a divergence
- * ends the job. */
-void rt_transport_checkin(RtTransport *t, int64_t cluster);
-/* A device of this host failed: end the whole job (never returns when the
- * transport can stop the other hosts). */
-void rt_transport_abort(RtTransport *t, const char *msg);
 
 /* ---- local.c: a host's devices ---- */
 
@@ -203,4 +179,4 @@ typedef struct RtReadStats {
 IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindOptions *opt, int64_t first,
                         int64_t nlocal, RtArgs *shards, RtReadStats *rs, IrDiag *d);
 
-#endif /* TESSEL_TRANSPORT_H */
+#endif /* TESSEL_RUN_INTERNAL_H */

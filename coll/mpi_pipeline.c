@@ -50,7 +50,7 @@
  * (the host-order sum is a + b on both blocks, whichever host owns it).
  *
  * One check-in for the whole collective (the caller's); the requests are
- * polled as rtm_finish() polls (a peer that stops or diverges ends the job
+ * polled as cmpi_finish() polls (a peer that stops or diverges ends the job
  * through the heartbeat), spinning while data arrives (the receiver's
  * own MPI calls copy it) and yielding, then sleeping, when idle. */
 
@@ -63,7 +63,7 @@ enum { TAG_RS = 4, TAG_AG = 5, PL_DEPTH = 4 };
  * combined, half a core's L2: a chunk just received is still in cache
  * when it is combined; where nothing is combined, all-gather and
  * all-to-all, there is nothing to overlap: one message a piece). Both
- * rank 0's on every rank (rt_mpi_tune). */
+ * rank 0's on every rank (coll_mpi_tune). */
 #define pipe_min() (t->pipe_min)
 #define pipe_chunk(combine) ((combine) ? t->chunk_combine : t->chunk_plain)
 
@@ -83,7 +83,7 @@ typedef struct PlPeer {
 } PlPeer;
 
 typedef struct Pl {
-    RtTransport *t;
+    CollMpi *t;
     MPI_Comm comm;
     PlMode mode;
     int q, k;                  /* my rank in comm, hosts */
@@ -228,15 +228,15 @@ static int pl_arrived(Pl *p, int64_t c, bool *all)
 }
 
 /* A turn without progress: the heartbeat's messages read every 16,
- * then rtm_backoff()'s spin, yield and sleep. */
-static void pl_idle(RtTransport *t, RtmBackoff *b)
+ * then cmpi_backoff()'s spin, yield and sleep. */
+static void pl_idle(CollMpi *t, CmpiBackoff *b)
 {
     if (t->hb.on && b->spins % 16 == 15) {
         pthread_mutex_lock(&t->hb.mu);
-        rtm_hb_drain(t);
+        cmpi_hb_drain(t);
         pthread_mutex_unlock(&t->hb.mu);
     }
-    rtm_backoff(b);
+    cmpi_backoff(b);
 }
 
 static void pl_free(Pl *p)
@@ -263,7 +263,7 @@ static void pl_free(Pl *p)
  *             finished; all-gather: the operand, at once). */
 static IrStatus pipeline(Pl *p, IrDiag *d)
 {
-    RtTransport *t = p->t;
+    CollMpi *t = p->t;
     int k = p->k, q = p->q;
     bool combine = p->mode == PL_ALLREDUCE || p->mode == PL_REDUCE_SCATTER;
     bool contrib = p->mode != PL_ALLGATHER, gather = p->mode != PL_REDUCE_SCATTER;
@@ -353,7 +353,7 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
         void *d = pl_dst(p, pl_lo(p, q));
         coll_copy(&d, 1, 0, pl_src(p, pl_lo(p, q)), n, p->stream && coll_stream((int64_t)n));
     }
-    RtmBackoff idle = {0};
+    CmpiBackoff idle = {0};
     for (;;) {
         bool moved = false;
         /* Several devices: combine the next chunk of some peer's block
@@ -408,33 +408,33 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
     if (rc != MPI_SUCCESS) {
         /* Requests may still be posted (into the slots, which the
          * transport keeps): the caller ends the job. */
-        return rtm_fail(d, rc, p->call ? p->call : "MPI_Wait", t->rank);
+        return cmpi_fail(d, rc, p->call ? p->call : "MPI_Wait", t->rank);
     }
     pl_free(p);
-    /* Every peer's check-in at this collective, as rtm_finish() waits for. */
+    /* Every peer's check-in at this collective, as cmpi_finish() waits for. */
     MPI_Request none = MPI_REQUEST_NULL;
-    rtm_finish(t, &none);
+    cmpi_finish(t, &none);
     return IR_OK;
 }
 
-/* This host's communicator among its color (rtm_group_comm), the hosts in
+/* This host's communicator among its color (cmpi_group_comm), the hosts in
  * it (*k) and this host's rank there (*q: the split keeps host order). */
-static IrStatus pl_begin(RtTransport *t, const int32_t *color, MPI_Comm *comm, int *k, int *q, IrDiag *d)
+static IrStatus pl_begin(CollMpi *t, const int32_t *color, MPI_Comm *comm, int *k, int *q, IrDiag *d)
 {
     *q = 0;
     for (int r = 0; r < t->rank; r++)
         *q += color[r] == color[t->rank];
-    return rtm_group_comm(t, color, comm, k, d);
+    return cmpi_group_comm(t, color, comm, k, d);
 }
 
-IrStatus rtm_allreduce_into(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
+IrStatus cmpi_allreduce_into(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                      const void *const *src, int32_t nsrc, void *dst, int64_t count, IrType ty,
                                      IrOpcode op, IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Datatype dt;
     MPI_Op mop;
-    if (!rtm_op_for(t, ty, op, &dt, &mop) || !coll_can_combine(op, ty))
+    if (!cmpi_op_for(t, ty, op, &dt, &mop) || !coll_can_combine(op, ty))
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s",
                         t->rank, ir_op_name(op), ir_type_name(ty));
     MPI_Comm comm;
@@ -448,7 +448,7 @@ IrStatus rtm_allreduce_into(CollTransport *base, const int32_t *color, CollXferK
      * chunk itself); alone, that is the result. */
     if (!pipe)
         coll_combine(op, ty, &dst, 1, 0, src, nsrc, 0, count, false);
-    if (!rtm_begin_collective(t, CK_ALLREDUCE, what, rtm_checkin_detail(op, ty)))
+    if (!cmpi_begin_collective(t, CK_ALLREDUCE, what, cmpi_checkin_detail(op, ty)))
         return IR_OK;
     if (pipe) {
         int64_t chunk = (int64_t)(pipe_chunk(true) / es);
@@ -464,22 +464,22 @@ IrStatus rtm_allreduce_into(CollTransport *base, const int32_t *color, CollXferK
             MPI_Request req = MPI_REQUEST_NULL;
             int rc = tmpi_iallreduce(MPI_IN_PLACE, (uint8_t *)dst + (size_t)off * es, (int)n, dt, mop, comm, &req);
             if (rc == MPI_SUCCESS)
-                rc = rtm_finish(t, &req);
+                rc = cmpi_finish(t, &req);
             MPI_TRY(d, t, "MPI_Allreduce", rc);
         }
     }
     if (st != IR_OK)
         return st;
     int64_t moved = k > 1 ? 2 * (k - 1) * count * (int64_t)es / k : 0;
-    rtm_count_bytes(t, kind, moved, moved);
+    cmpi_count_bytes(t, kind, moved, moved);
     return IR_OK;
 }
 
-IrStatus rtm_reduce_scatter_into(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
+IrStatus cmpi_reduce_scatter_into(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                           const void *src, void *dst, int64_t count, IrType ty, IrOpcode op,
                                           IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     if (!coll_can_combine(op, ty))
         return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no reduction for %s on %s",
                         t->rank, ir_op_name(op), ir_type_name(ty));
@@ -489,7 +489,7 @@ IrStatus rtm_reduce_scatter_into(CollTransport *base, const int32_t *color, Coll
     if (st != IR_OK)
         return st;
     size_t es = ir_type_size(ty);
-    if (!rtm_begin_collective(t, CK_REDUCE_SCATTER, what, rtm_checkin_detail(op, ty)))
+    if (!cmpi_begin_collective(t, CK_REDUCE_SCATTER, what, cmpi_checkin_detail(op, ty)))
         return IR_OK;
     if (comm == MPI_COMM_NULL) {
         memcpy(dst, src, (size_t)count * es);
@@ -503,14 +503,14 @@ IrStatus rtm_reduce_scatter_into(CollTransport *base, const int32_t *color, Coll
     if (st != IR_OK)
         return st;
     int64_t moved = (k - 1) * (count / k) * (int64_t)es;
-    rtm_count_bytes(t, kind, moved, moved);
+    cmpi_count_bytes(t, kind, moved, moved);
     return IR_OK;
 }
 
 /* A byte pipeline (all-gather or all-to-all: no combine) of `count` bytes
  * into recv, `per` from each host, over comm; with no comm (one host) the
  * bytes this host sends are its result. */
-static IrStatus byte_pipeline(RtTransport *t, MPI_Comm comm, PlMode mode, int q, int k, int64_t count, int64_t per,
+static IrStatus byte_pipeline(CollMpi *t, MPI_Comm comm, PlMode mode, int q, int k, int64_t count, int64_t per,
                               const void *send, void *recv, size_t bytes, bool stream, IrDiag *d)
 {
     if (comm == MPI_COMM_NULL) {
@@ -525,10 +525,10 @@ static IrStatus byte_pipeline(RtTransport *t, MPI_Comm comm, PlMode mode, int q,
     return pipeline(&p, d);
 }
 
-IrStatus rtm_allgather_into(CollTransport *base, const int32_t *color, CollXferKind kind, const void *send,
+IrStatus cmpi_allgather_into(CollTransport *base, const int32_t *color, CollXferKind kind, const void *send,
                                      size_t bytes, void *recv, bool stream, IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Comm comm;
     int k = 1, q = 0;
     IrStatus st = pl_begin(t, color, &comm, &k, &q, d);
@@ -537,32 +537,32 @@ IrStatus rtm_allgather_into(CollTransport *base, const int32_t *color, CollXferK
     /* The same check-ins on every rank: the path depends on bytes alone
      * (the same everywhere), not on this host's color. */
     if (bytes < pipe_min())
-        return rtm_allgather_in(&t->base, color, kind, send, bytes, recv, d);
-    if (!rtm_begin_collective(t, CK_ALLGATHER, (int64_t)bytes, 0))
+        return cmpi_allgather_in(&t->base, color, kind, send, bytes, recv, d);
+    if (!cmpi_begin_collective(t, CK_ALLGATHER, (int64_t)bytes, 0))
         return IR_OK;
     st = byte_pipeline(t, comm, PL_ALLGATHER, q, k, (int64_t)bytes * k, (int64_t)bytes, send, recv, bytes, stream, d);
     if (st != IR_OK || comm == MPI_COMM_NULL)
         return st;
-    rtm_count_bytes(t, kind, (int64_t)bytes * (k - 1), (int64_t)bytes * (k - 1));
+    cmpi_count_bytes(t, kind, (int64_t)bytes * (k - 1), (int64_t)bytes * (k - 1));
     return IR_OK;
 }
 
-IrStatus rtm_alltoall_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
+IrStatus cmpi_alltoall_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                   const void *send, void *recv, size_t bytes, bool stream, IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Comm comm;
     int k = 1, q = 0;
     IrStatus st = pl_begin(t, color, &comm, &k, &q, d);
     if (st != IR_OK)
         return st;
-    if (!rtm_begin_collective(t, CK_P2P, what, 0))
+    if (!cmpi_begin_collective(t, CK_P2P, what, 0))
         return IR_OK;
     st = byte_pipeline(t, comm, PL_ALLTOALL, q, k, (int64_t)bytes, (int64_t)bytes / k, send, recv, bytes, stream, d);
     if (st != IR_OK || comm == MPI_COMM_NULL)
         return st;
     int64_t moved = (int64_t)(bytes / (size_t)k) * (k - 1);
-    rtm_count_bytes(t, kind, moved, moved);
+    cmpi_count_bytes(t, kind, moved, moved);
     return IR_OK;
 }
 

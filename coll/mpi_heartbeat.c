@@ -1,7 +1,7 @@
 /*
  * mpi_heartbeat.c: the heartbeat of the MPI transport (RELIABILITY.md,
  * "Stuck jobs"): beats to every peer, every collective a check-in compared
- * across ranks, the polling wait of every collective (rtm_finish), and a
+ * across ranks, the polling wait of every collective (cmpi_finish), and a
  * watchdog on MPI_Finalize.
  */
 #include "mpi_internal.h"
@@ -17,7 +17,7 @@
 
 /* ---- a deadline on one blocking call ---- */
 
-double rtm_now(void)
+double cmpi_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -50,7 +50,7 @@ static void *watchdog_main(void *arg)
 }
 
 /* seconds <= 0: no deadline. */
-void rtm_watchdog_arm(Watchdog *w, double seconds, int rank, const char *call)
+void cmpi_watchdog_arm(Watchdog *w, double seconds, int rank, const char *call)
 {
     *w = (Watchdog){.seconds = seconds, .rank = rank, .call = call};
     if (seconds <= 0)
@@ -60,7 +60,7 @@ void rtm_watchdog_arm(Watchdog *w, double seconds, int rank, const char *call)
     w->armed = pthread_create(&w->thread, NULL, watchdog_main, w) == 0;
 }
 
-void rtm_watchdog_disarm(Watchdog *w)
+void cmpi_watchdog_disarm(Watchdog *w)
 {
     if (!w->armed)
         return;
@@ -77,17 +77,17 @@ void rtm_watchdog_disarm(Watchdog *w)
 
 /* What a check-in is: a kind and a size, one 64-bit word. */
 
-int64_t rtm_checkin_code(int kind, int64_t size)
+int64_t cmpi_checkin_code(int kind, int64_t size)
 {
     return ((int64_t)kind << 56) | (size & ((INT64_C(1) << 56) - 1));
 }
 
-int64_t rtm_checkin_detail(IrOpcode op, IrType ty)
+int64_t cmpi_checkin_detail(IrOpcode op, IrType ty)
 {
     return ((int64_t)1 << 48) | ((int64_t)op << 16) | (int64_t)ty;
 }
 
-int64_t rtm_checkin_reducer(const CollReducer *red, IrType ty)
+int64_t cmpi_checkin_reducer(const CollReducer *red, IrType ty)
 {
     /* FNV-1a over the reducer's instructions (opcodes and operands): two
      * reducers that compute the same way match, others almost surely not. */
@@ -130,9 +130,9 @@ static void checkin_text(Checkin ck, char *buf, size_t n)
 }
 
 /* End the job from wherever the heartbeat found the trouble (never returns). */
-static void hb_end_job(RtTransport *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void hb_end_job(CollMpi *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void hb_end_job(RtTransport *t, const char *fmt, ...)
+static void hb_end_job(CollMpi *t, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -142,7 +142,7 @@ static void hb_end_job(RtTransport *t, const char *fmt, ...)
     va_end(ap);
     size_t len = strlen(msg);
     snprintf(msg + len, sizeof msg - len, "; ending the job, no output written\n");
-    rt_transport_abort(t, msg);
+    coll_mpi_abort(t, msg);
 }
 
 /* Send {seq, what} to rank r on a free slot (hb.mu held). A beat finds
@@ -150,7 +150,7 @@ static void hb_end_job(RtTransport *t, const char *fmt, ...)
  * is the other side's business). A check-in must go: its slots are
  * waited for (a peer that never drains them is silent, and the
  * heartbeat thread ends the job). */
-static void hb_send(RtTransport *t, int r, int64_t seq, Checkin what)
+static void hb_send(CollMpi *t, int r, int64_t seq, Checkin what)
 {
     Heartbeat *h = &t->hb;
     for (;;) {
@@ -180,7 +180,7 @@ static void hb_send(RtTransport *t, int r, int64_t seq, Checkin what)
 /* Compare every check-in received up to this rank's own count with this
  * rank's (hb.mu held): the same collective in the same place, or the
  * ranks diverged. */
-void rtm_hb_compare(RtTransport *t)
+void cmpi_hb_compare(CollMpi *t)
 {
     Heartbeat *h = &t->hb;
     for (int r = 0; r < t->size; r++) {
@@ -205,7 +205,7 @@ void rtm_hb_compare(RtTransport *t)
 }
 
 /* Read every beat and check-in that has arrived (hb.mu held). */
-void rtm_hb_drain(RtTransport *t)
+void cmpi_hb_drain(CollMpi *t)
 {
     Heartbeat *h = &t->hb;
     for (;;) {
@@ -219,7 +219,7 @@ void rtm_hb_drain(RtTransport *t)
         int r = status.MPI_SOURCE;
         if (r < 0 || r >= t->size)
             continue;
-        h->heard[r] = rtm_now();
+        h->heard[r] = cmpi_now();
         if (status.MPI_TAG != TAG_CHECKIN)
             continue;
         if (msg[0] != h->rx_hi[r] + 1)
@@ -227,39 +227,58 @@ void rtm_hb_drain(RtTransport *t)
         h->rx_hi[r] = msg[0];
         h->rx[(size_t)r * RING + (size_t)(msg[0] % RING)] = (Checkin){msg[1], msg[2]};
     }
-    rtm_hb_compare(t);
+    cmpi_hb_compare(t);
 }
 
 /* Any peer silent for longer than the heartbeat allows (hb.mu held). */
-static void hb_check_silence(RtTransport *t)
+static void hb_check_silence(CollMpi *t)
 {
     Heartbeat *h = &t->hb;
-    double tnow = rtm_now();
+    double tnow = cmpi_now();
     for (int r = 0; r < t->size; r++)
         if (r != t->rank && tnow - h->heard[r] > h->seconds)
             hb_end_job(t, "rank %d has not been heard from for %.1f s (--heartbeat %g s): it stopped, hung or "
                        "lost its host", r, tnow - h->heard[r], h->seconds);
 }
 
+/* This rank has been inside one MPI call for longer than the heartbeat
+ * (hb.mu held): end the job naming the call and the collective of this
+ * rank's last check-in. */
+static void hb_stuck(void *arg)
+{
+    CollMpi *t = arg;
+    Heartbeat *h = &t->hb;
+    const char *call = NULL;
+    double busy = coll_mpi_busy_seconds(&call);
+    char at[160] = "";
+    if (h->seq > 0) {
+        char ck[128];
+        checkin_text(h->hist[h->seq % RING], ck, sizeof ck);
+        snprintf(at, sizeof at, " at collective %lld, %s,", (long long)h->seq, ck);
+    }
+    hb_end_job(t, "this rank has been inside %.*s%s for %.1f s (--heartbeat %g s): stuck inside MPI",
+               call ? (int)strcspn(call, "(") : 12, call ? call : "an MPI call", at, busy, h->seconds);
+}
+
 static void *hb_main(void *arg)
 {
-    RtTransport *t = arg;
+    CollMpi *t = arg;
     Heartbeat *h = &t->hb;
+    /* Its own calls never wait behind a stuck one (a beat's MPI_Test would). */
+    coll_mpi_watch_lock(h->seconds, hb_stuck, t);
     pthread_mutex_lock(&h->mu);
     while (!h->stop) {
         /* This rank stuck inside one MPI call (the others may be too: a
          * collective that crossed) ends the job; while a call is merely
          * long, beats wait (their sends would queue behind it). */
-        const char *call = NULL;
-        double busy = rt_mpi_busy_seconds(&call);
+        double busy = coll_mpi_busy_seconds(NULL);
         if (busy > h->seconds)
-            hb_end_job(t, "this rank has been inside %s for %.1f s (--heartbeat %g s): stuck inside MPI",
-                       call ? call : "an MPI call", busy, h->seconds);
+            hb_stuck(t);
         if (busy <= h->period) {
             for (int r = 0; r < t->size; r++)
                 if (r != t->rank)
                     hb_send(t, r, 0, (Checkin){0, 0});
-            rtm_hb_drain(t);
+            cmpi_hb_drain(t);
             hb_check_silence(t);
         }
         struct timespec until;
@@ -274,7 +293,7 @@ static void *hb_main(void *arg)
     return NULL;
 }
 
-IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d)
+IrStatus coll_mpi_heartbeat_start(CollMpi *t, double seconds, IrDiag *d)
 {
     Heartbeat *h = &t->hb;
     if (h->on || seconds <= 0 || t->size < 2 || t->hb_comm == MPI_COMM_NULL)
@@ -293,7 +312,7 @@ IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d)
         ts_free(h->slots);
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
     }
-    double t0 = rtm_now();
+    double t0 = cmpi_now();
     for (size_t r = 0; r < n; r++)
         h->heard[r] = t0;
     for (size_t k = 0; k < n * NSLOT; k++)
@@ -316,7 +335,7 @@ IrStatus rt_mpi_heartbeat_start(RtTransport *t, double seconds, IrDiag *d)
     return IR_OK;
 }
 
-void rt_mpi_heartbeat_stop(RtTransport *t)
+void coll_mpi_heartbeat_stop(CollMpi *t)
 {
     Heartbeat *h = &t->hb;
     if (!h->on)
@@ -331,11 +350,11 @@ void rt_mpi_heartbeat_stop(RtTransport *t)
      * go with MPI_Request_free, and then its buffer must outlive it: the
      * slots are kept (NSLOT x ranks x 24 bytes, once). */
     bool pending = false;
-    double until = rtm_now() + 0.1;
+    double until = cmpi_now() + 0.1;
     for (size_t k = 0; k < (size_t)t->size * NSLOT; k++)
         while (h->slots[k].req != MPI_REQUEST_NULL) {
             int done = 0;
-            if (tmpi_test(&h->slots[k].req, &done) != MPI_SUCCESS || (!done && rtm_now() > until)) {
+            if (tmpi_test(&h->slots[k].req, &done) != MPI_SUCCESS || (!done && cmpi_now() > until)) {
                 tmpi_request_free(&h->slots[k].req);
                 pending = true;
             } else if (!done) {
@@ -359,7 +378,7 @@ void rt_mpi_heartbeat_stop(RtTransport *t)
 
 /* This rank reached a collective or device call (`code` says which):
  * tell every peer. */
-void rtm_checkin(RtTransport *t, int64_t code, int64_t detail)
+void cmpi_checkin(CollMpi *t, int64_t code, int64_t detail)
 {
     Heartbeat *h = &t->hb;
     if (!h->on)
@@ -370,13 +389,13 @@ void rtm_checkin(RtTransport *t, int64_t code, int64_t detail)
     for (int r = 0; r < t->size; r++)
         if (r != t->rank)
             hb_send(t, r, h->seq, h->hist[h->seq % RING]);
-    rtm_hb_drain(t);
+    cmpi_hb_drain(t);
     pthread_mutex_unlock(&h->mu);
 }
 
-void rt_transport_checkin(RtTransport *t, int64_t cluster)
+void coll_mpi_checkin(CollMpi *t, int64_t cluster)
 {
-    rtm_checkin(t, rtm_checkin_code(CK_DEVICE_CALL, cluster), 0);
+    cmpi_checkin(t, cmpi_checkin_code(CK_DEVICE_CALL, cluster), 0);
 }
 
 /* A waiting rank's turns without progress (reset `spins` to 0 when
@@ -389,11 +408,11 @@ void rt_transport_checkin(RtTransport *t, int64_t cluster)
  * 1 ms after 100 ms: a rank that waits long for a peer wakes about 1000
  * times a second. */
 
-void rtm_backoff(RtmBackoff *b)
+void cmpi_backoff(CmpiBackoff *b)
 {
     if (b->spins++ == 0)
-        b->since = rtm_now();
-    double waited = rtm_now() - b->since;
+        b->since = cmpi_now();
+    double waited = cmpi_now() - b->since;
     if (waited < 0.001)
         return;
     if (waited < 0.02) {
@@ -406,10 +425,10 @@ void rtm_backoff(RtmBackoff *b)
 
 /* Wait for `req` and for every peer's check-in at this collective (the
  * heartbeat's; without one just the request). Returns the MPI result. */
-int rtm_finish(RtTransport *t, MPI_Request *req)
+int cmpi_finish(CollMpi *t, MPI_Request *req)
 {
     Heartbeat *h = &t->hb;
-    RtmBackoff b = {0};
+    CmpiBackoff b = {0};
     int done = 0, rc = MPI_SUCCESS;
     for (;;) {
         rc = tmpi_test(req, &done);
@@ -417,26 +436,26 @@ int rtm_finish(RtTransport *t, MPI_Request *req)
             break;
         if (h->on && b.spins % 16 == 15) {
             pthread_mutex_lock(&h->mu);
-            rtm_hb_drain(t);
+            cmpi_hb_drain(t);
             pthread_mutex_unlock(&h->mu);
         }
-        rtm_backoff(&b);
+        cmpi_backoff(&b);
     }
     /* Everybody's check-in at this collective, compared. When MPI itself
      * failed (a message truncated because the ranks crossed), the
      * check-ins are given a few seconds to say why: a divergence ends the
      * job naming both sides, which beats MPI's "message truncated". */
-    double until = rtm_now() + (h->on ? fmin(h->seconds, 5.0) : 0);
+    double until = cmpi_now() + (h->on ? fmin(h->seconds, 5.0) : 0);
     while (h->on) {
         pthread_mutex_lock(&h->mu);
-        rtm_hb_drain(t);
+        cmpi_hb_drain(t);
         bool all = true;
         for (int r = 0; r < t->size; r++)
             all = all && (r == t->rank || h->rx_hi[r] >= h->seq);
         pthread_mutex_unlock(&h->mu);
-        if (all || (rc != MPI_SUCCESS && rtm_now() > until))
+        if (all || (rc != MPI_SUCCESS && cmpi_now() > until))
             break;
-        rtm_backoff(&b);
+        cmpi_backoff(&b);
     }
     return rc != MPI_SUCCESS ? rc : done ? MPI_SUCCESS : MPI_ERR_OTHER;
 }

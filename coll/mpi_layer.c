@@ -10,7 +10,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- the hook ---- */
 
@@ -19,22 +21,22 @@ static _Atomic long call_count;
 static _Atomic(const char *) injected;     /* name of the call that was failed */
 static atomic_bool env_read;
 
-void rt_mpi_fail_after(long n)
+void coll_mpi_fail_after(long n)
 {
     atomic_store(&fail_after, n > 0 ? n : 0);
 }
 
-long rt_mpi_call_count(void)
+long coll_mpi_call_count(void)
 {
     return atomic_load(&call_count);
 }
 
-long rt_mpi_fail_pending(void)
+long coll_mpi_fail_pending(void)
 {
     return atomic_load(&fail_after);
 }
 
-const char *rt_mpi_injected_call(void)
+const char *coll_mpi_injected_call(void)
 {
     return atomic_load(&injected);
 }
@@ -60,7 +62,7 @@ static bool inject(const char *call)
             return MPI_ERR_OTHER;                                             \
     } while (0)
 
-void rt_mpi_inject(const CollTuning *tune, int launcher_rank)
+void coll_mpi_inject(const CollTuning *tune, int launcher_rank)
 {
     if (!tune || atomic_exchange(&env_read, true))
         return;
@@ -68,21 +70,21 @@ void rt_mpi_inject(const CollTuning *tune, int launcher_rank)
      * nothing: better no failure than one on the wrong rank. */
     bool here = !tune->fail_one_rank || tune->fail_rank == launcher_rank;
     if (here && tune->fail_mpi_after > 0)
-        rt_mpi_fail_after((long)tune->fail_mpi_after);
+        coll_mpi_fail_after((long)tune->fail_mpi_after);
     if (here && tune->skip_collective_after > 0)
-        rt_mpi_skip_collective_after((long)tune->skip_collective_after);
+        coll_mpi_skip_collective_after((long)tune->skip_collective_after);
 }
 
 /* ---- collectives skipped on purpose (a deadlock, injected) ---- */
 
 static _Atomic long skip_after; /* 0: never; N: the Nth collective from now is skipped */
 
-void rt_mpi_skip_collective_after(long n)
+void coll_mpi_skip_collective_after(long n)
 {
     atomic_store(&skip_after, n > 0 ? n : 0);
 }
 
-bool rt_mpi_skip_collective(void)
+bool coll_mpi_skip_collective(void)
 {
     long left = atomic_load(&skip_after);
     while (left > 0 && !atomic_compare_exchange_weak(&skip_after, &left, left - 1))
@@ -92,10 +94,10 @@ bool rt_mpi_skip_collective(void)
 
 /* ---- one MPI call at a time ---- */
 
-/* MPI_THREAD_SERIALIZED: the heartbeat thread (mpi_world.c) and the thread
+/* MPI_THREAD_SERIALIZED: the heartbeat thread (mpi_heartbeat.c) and the thread
  * running the devices' collectives both call MPI, never at once: every
  * wrapper holds this lock for its call. Collectives are non-blocking and
- * polled (mpi_world.c), so no call holds it for long. */
+ * polled (mpi_heartbeat.c), so no call holds it for long. */
 static pthread_mutex_t mpi_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The call holding the lock: when it began (0: none) and its text. */
 static _Atomic double busy_since;
@@ -108,7 +110,7 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double rt_mpi_busy_seconds(const char **call)
+double coll_mpi_busy_seconds(const char **call)
 {
     double since = atomic_load(&busy_since);
     if (call)
@@ -116,11 +118,77 @@ double rt_mpi_busy_seconds(const char **call)
     return since > 0 ? mono_now() - since : 0;
 }
 
+/* ---- a watcher that never waits behind a stuck call ---- */
+
+/* The calling thread's limit (coll_mpi_watch_lock): 0, wait forever. */
+static _Thread_local double watch_seconds;
+static _Thread_local void (*watch_stuck)(void *ctx);
+static _Thread_local void *watch_ctx;
+
+void coll_mpi_watch_lock(double seconds, void (*stuck)(void *ctx), void *ctx)
+{
+    watch_seconds = stuck ? seconds : 0;
+    watch_stuck = stuck;
+    watch_ctx = ctx;
+}
+
+/* Take the layer's lock; a watching thread looks every 0.1 s whether the
+ * call holding it has run past its limit, and then calls its stuck(). */
+static void lock_mu(void)
+{
+    if (watch_seconds <= 0) {
+        pthread_mutex_lock(&mpi_mu);
+        return;
+    }
+    for (;;) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_mutex_timedlock(&mpi_mu, &until) == 0)
+            return;
+        if (coll_mpi_busy_seconds(NULL) > watch_seconds)
+            watch_stuck(watch_ctx);
+    }
+}
+
+/* ---- a call that never returns (a test of the heartbeat) ---- */
+
+static _Atomic(const char *) hang_name; /* NULL: none armed */
+static _Atomic long hang_left;
+
+void coll_mpi_hang_in(const char *name, long n)
+{
+    atomic_store(&hang_left, n > 0 ? n : 0);
+    atomic_store(&hang_name, n > 0 ? name : NULL);
+}
+
+/* The armed call (`text` starts with its name followed by '('), the n-th
+ * time: sleep here, under the layer's lock, until the process ends. */
+static void maybe_hang(const char *text)
+{
+    const char *name = atomic_load(&hang_name);
+    if (!name)
+        return;
+    size_t n = strlen(name);
+    if (strncmp(text, name, n) != 0 || text[n] != '(')
+        return;
+    long left = atomic_load(&hang_left);
+    while (left > 0 && !atomic_compare_exchange_weak(&hang_left, &left, left - 1))
+        ;
+    while (left == 1)
+        sleep(1);
+}
+
 #define LOCKED(call)                                                          \
     do {                                                                      \
-        pthread_mutex_lock(&mpi_mu);                                          \
+        lock_mu();                                                            \
         atomic_store(&busy_call, #call);                                      \
         atomic_store(&busy_since, mono_now());                                \
+        maybe_hang(#call);                                                    \
         int rc_ = (call);                                                     \
         atomic_store(&busy_since, 0.0);                                       \
         pthread_mutex_unlock(&mpi_mu);                                        \
@@ -292,7 +360,7 @@ int tmpi_isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, M
 
 int tmpi_improbe_recv(void *buf, int count, MPI_Datatype dt, MPI_Comm comm, int *got, MPI_Status *status)
 {
-    pthread_mutex_lock(&mpi_mu);
+    lock_mu();
     MPI_Message msg;
     int rc = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, got, &msg, status);
     if (rc == MPI_SUCCESS && *got)

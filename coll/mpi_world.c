@@ -1,9 +1,11 @@
 /*
  * mpi_world.c: one MPI rank per host: the world (init, attach, end), the
  * run's tuning from rank 0, agreement on failures before anything blocks,
- * gathering the outputs' shards to rank 0, and statistics across ranks. The
- * transport coll/'s leader devices use is mpi_transport.c and
- * mpi_pipeline.c; the heartbeat mpi_heartbeat.c (mpi_internal.h).
+ * and statistics across ranks. The transport coll/'s leader devices use is
+ * mpi_transport.c and mpi_pipeline.c; the heartbeat mpi_heartbeat.c
+ * (mpi_internal.h). What a run agrees on and gathers (its program, its
+ * outputs) is the runtime's: runtime/mpi_agree.c and mpi_gather.c, over
+ * coll_mpi_gather.
  *
  * Every MPI call goes through the thin layer of mpi_layer.h (so a test can
  * make the Nth one fail) and its result is checked (the communicator's
@@ -12,7 +14,7 @@
  *
  * A collective that fails on one rank leaves its peers waiting in it (or
  * in the next one): the job cannot go on. The functions here that return a
- * status leave ending the job to their caller (rt_transport_abort, as
+ * status leave ending the job to their caller (coll_mpi_abort, as
  * `tessel run` does after a failed run or gather); the agreement functions,
  * whose whole point is that every rank leaves them knowing the same thing,
  * end the job themselves when they cannot agree.
@@ -34,13 +36,13 @@
 /* "rank R: CALL failed: MPI's text for rc", marked when the failure was
  * injected (mpi_layer.h) so a test's message cannot be mistaken for a
  * real MPI error. */
-IrStatus rtm_fail(IrDiag *d, int rc, const char *call, int rank)
+IrStatus cmpi_fail(IrDiag *d, int rc, const char *call, int rank)
 {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     if (tmpi_error_string(rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "MPI error %d", rc);
-    const char *inj = rt_mpi_injected_call();
+    const char *inj = coll_mpi_injected_call();
     bool injected = inj && strcmp(inj, call) == 0;
     return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: %s failed: %s%s", rank, call, msg,
                     injected ? " (injected: fail_mpi_after)" : "");
@@ -51,28 +53,23 @@ IrStatus rtm_fail(IrDiag *d, int rc, const char *call, int rank)
     do {                                                                      \
         int rc_ = (call);                                                     \
         if (rc_ != MPI_SUCCESS)                                               \
-            return rtm_fail((d), rc_, (name), (t)->rank);                     \
+            return cmpi_fail((d), rc_, (name), (t)->rank);                     \
     } while (0)
 
 /* A collective failed where every rank must leave knowing the same thing:
  * say why and end the job (never returns). */
-void rtm_fail_collective(RtTransport *t, int rc, const char *call, const char *what)
+void cmpi_fail_collective(CollMpi *t, int rc, const char *call, const char *what)
 {
     IrDiag d = {0};
-    rtm_fail(&d, rc, call, t->rank);
+    cmpi_fail(&d, rc, call, t->rank);
     char line[MPI_MAX_ERROR_STRING + 256];
     snprintf(line, sizeof line, "tessel: error: %s (%s); ending the job\n", d.msg ? d.msg : call, what);
     ir_diag_clear(&d);
-    rt_transport_abort(t, line);
-}
-
-bool rt_mpi_launched(void)
-{
-    return coll_launched();
+    coll_mpi_abort(t, line);
 }
 
 /* The message shapes of tuning `c` (NULL: the defaults). */
-void rtm_set_shapes(RtTransport *t, const CollTuning *c)
+void cmpi_set_shapes(CollMpi *t, const CollTuning *c)
 {
     t->piece = coll_piece_bytes(c);
     t->pipe_min = coll_pipeline_bytes(c);
@@ -84,17 +81,17 @@ void rtm_set_shapes(RtTransport *t, const CollTuning *c)
  * its traffic never matches the caller's messages and its error handler
  * is its own), the reduction ops and datatype. `rank` names this process
  * in messages until MPI_Comm_rank answers. */
-static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out, IrDiag *d)
+static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, CollMpi **out, IrDiag *d)
 {
-    RtTransport *t = ts_calloc(1, sizeof *t);
+    CollMpi *t = ts_calloc(1, sizeof *t);
     if (!t)
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", rank);
     t->comm = t->hb_comm = MPI_COMM_NULL;
     t->abort_comm = comm;
     t->rank = rank;
     t->owns_mpi = owns_mpi;
-    rtm_set_shapes(t, NULL);
-    t->base = rtm_transport;
+    cmpi_set_shapes(t, NULL);
+    t->base = cmpi_transport;
     *out = t;
     int provided = 0;
     MPI_TRY(d, t, "MPI_Query_thread", tmpi_query_thread(&provided));
@@ -110,24 +107,24 @@ static IrStatus attach(MPI_Comm comm, int rank, bool owns_mpi, RtTransport **out
                         provided);
     MPI_TRY(d, t, "MPI_Type_contiguous", tmpi_type_contiguous(2, MPI_BYTE, &t->half));
     MPI_TRY(d, t, "MPI_Type_commit", tmpi_type_commit(&t->half));
-    MPI_User_function *hf[4] = {rtm_user_add, rtm_user_mul, rtm_user_max, rtm_user_min};
+    MPI_User_function *hf[4] = {cmpi_user_add, cmpi_user_mul, cmpi_user_max, cmpi_user_min};
     for (int k = 0; k < 4; k++)
         MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(hf[k], 1, &t->user[0][k]));
-    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(rtm_user_max, 1, &t->fmax));
-    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(rtm_user_min, 1, &t->fmin));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(cmpi_user_max, 1, &t->fmax));
+    MPI_TRY(d, t, "MPI_Op_create", tmpi_op_create(cmpi_user_min, 1, &t->fmin));
     return IR_OK;
 }
 
-IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTransport **out, IrDiag *d)
+IrStatus coll_mpi_init(int *argc, char ***argv, const CollTuning *tune, CollMpi **out, IrDiag *d)
 {
     *out = NULL;
     /* Until MPI_Comm_rank answers, messages use the launcher's rank. */
     int env_rank = coll_launcher_rank(), provided = 0;
-    rt_mpi_inject(tune, env_rank);
+    coll_mpi_inject(tune, env_rank);
     int rc = tmpi_init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) {
         /* MPI_Error_string is not allowed before MPI_Init (Open MPI aborts). */
-        const char *inj = rt_mpi_injected_call();
+        const char *inj = coll_mpi_injected_call();
         return ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: MPI_Init_thread failed: MPI error %d%s",
                         env_rank, rc, inj && strcmp(inj, "MPI_Init_thread") == 0 ? " (injected: fail_mpi_after)" : "");
     }
@@ -135,7 +132,7 @@ IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTranspor
      * (the dup included) must report, not abort. */
     rc = tmpi_comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
-        RtTransport *t = ts_calloc(1, sizeof *t);
+        CollMpi *t = ts_calloc(1, sizeof *t);
         if (t) {
             t->comm = t->hb_comm = MPI_COMM_NULL;
             t->abort_comm = MPI_COMM_WORLD;
@@ -143,12 +140,12 @@ IrStatus rt_mpi_init(int *argc, char ***argv, const CollTuning *tune, RtTranspor
             t->owns_mpi = true;
         }
         *out = t;
-        return rtm_fail(d, rc, "MPI_Comm_set_errhandler", env_rank);
+        return cmpi_fail(d, rc, "MPI_Comm_set_errhandler", env_rank);
     }
     return attach(MPI_COMM_WORLD, env_rank, true, out, d);
 }
 
-IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d)
+IrStatus coll_mpi_attach(const void *comm, CollMpi **out, IrDiag *d)
 {
     *out = NULL;
     int inited = 0;
@@ -159,34 +156,34 @@ IrStatus rt_mpi_attach(const void *comm, RtTransport **out, IrDiag *d)
     return attach(*(const MPI_Comm *)comm, coll_launcher_rank(), false, out, d);
 }
 
-CollTransport *rt_mpi_transport(RtTransport *t)
+CollTransport *coll_mpi_transport(CollMpi *t)
 {
     return t ? &t->base : NULL;
 }
 
-int rt_mpi_rank(const RtTransport *t)
+int coll_mpi_rank(const CollMpi *t)
 {
     return t->rank;
 }
 
-int rt_mpi_size(const RtTransport *t)
+int coll_mpi_size(const CollMpi *t)
 {
     return t->size;
 }
 
 /* Free one op / the datatype if it was created; the first failure is kept
  * in *st (later frees still run). */
-static void free_op(RtTransport *t, MPI_Op *op, IrStatus *st, IrDiag *d)
+static void free_op(CollMpi *t, MPI_Op *op, IrStatus *st, IrDiag *d)
 {
     if (*op == MPI_OP_NULL || !*op)
         return;
     int rc = tmpi_op_free(op);
     *op = MPI_OP_NULL;
     if (rc != MPI_SUCCESS && *st == IR_OK)
-        *st = rtm_fail(d, rc, "MPI_Op_free", t->rank);
+        *st = cmpi_fail(d, rc, "MPI_Op_free", t->rank);
 }
 
-IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
+IrStatus coll_mpi_release(CollMpi *t, IrDiag *d)
 {
     IrStatus st = IR_OK;
     for (int32_t k = 0; k < t->ngcomm; k++) {
@@ -195,7 +192,7 @@ IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
             int rc = tmpi_comm_free(&g->comm);
             g->comm = MPI_COMM_NULL;
             if (rc != MPI_SUCCESS && st == IR_OK)
-                st = rtm_fail(d, rc, "MPI_Comm_free", t->rank);
+                st = cmpi_fail(d, rc, "MPI_Comm_free", t->rank);
         }
         ts_free(g->color);
     }
@@ -215,17 +212,17 @@ IrStatus rt_mpi_release(RtTransport *t, IrDiag *d)
         int rc = tmpi_type_free(&t->half);
         t->half = MPI_DATATYPE_NULL;
         if (rc != MPI_SUCCESS && st == IR_OK)
-            st = rtm_fail(d, rc, "MPI_Type_free", t->rank);
+            st = cmpi_fail(d, rc, "MPI_Type_free", t->rank);
     }
     return st;
 }
 
-IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
+IrStatus coll_mpi_end(CollMpi *t, IrDiag *d)
 {
     if (!t)
         return IR_OK;
-    rt_mpi_heartbeat_stop(t);
-    IrStatus st = rt_mpi_release(t, d);
+    coll_mpi_heartbeat_stop(t);
+    IrStatus st = coll_mpi_release(t, d);
     int rank = t->rank;
     bool owns = t->owns_mpi;
     bool freed = true;
@@ -233,13 +230,13 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
         int rc = tmpi_comm_free(&t->hb_comm);
         freed = rc == MPI_SUCCESS;
         if (!freed && st == IR_OK)
-            st = rtm_fail(d, rc, "MPI_Comm_free", rank);
+            st = cmpi_fail(d, rc, "MPI_Comm_free", rank);
     }
     if (freed && t->comm != MPI_COMM_NULL) {
         int rc = tmpi_comm_free(&t->comm);
         freed = rc == MPI_SUCCESS;
         if (!freed && st == IR_OK)
-            st = rtm_fail(d, rc, "MPI_Comm_free", rank);
+            st = cmpi_fail(d, rc, "MPI_Comm_free", rank);
     }
     double guard = t->hb.seconds;
     ts_free(t);
@@ -248,20 +245,20 @@ IrStatus rt_mpi_end(RtTransport *t, IrDiag *d)
      * (so rank 0 never writes the outputs of a run that failed). */
     if (owns && freed) {
         /* MPI_Finalize waits for every rank, after the heartbeat stopped:
-         * a rank lost rtm_now must not hold the others forever. */
+         * a rank lost cmpi_now must not hold the others forever. */
         Watchdog w;
-        rtm_watchdog_arm(&w, guard, rank, "MPI_Finalize");
+        cmpi_watchdog_arm(&w, guard, rank, "MPI_Finalize");
         int rc = tmpi_finalize();
-        rtm_watchdog_disarm(&w);
+        cmpi_watchdog_disarm(&w);
         if (rc != MPI_SUCCESS && st == IR_OK)
-            st = rtm_fail(d, rc, "MPI_Finalize", rank);
+            st = cmpi_fail(d, rc, "MPI_Finalize", rank);
     }
     return st;
 }
 
 /* ---- the run's tuning, rank 0's ---- */
 
-IrStatus rt_mpi_tune(RtTransport *t, CollTuning *tune, IrDiag *d)
+IrStatus coll_mpi_tune(CollMpi *t, CollTuning *tune, IrDiag *d)
 {
     enum { N = 7 };
     CollTuning c = tune ? *tune : (CollTuning){0};
@@ -274,7 +271,7 @@ IrStatus rt_mpi_tune(RtTransport *t, CollTuning *tune, IrDiag *d)
     MPI_Request req = MPI_REQUEST_NULL;
     int rc = tmpi_iallgather(mine, N, MPI_INT64_T, all, N, MPI_INT64_T, t->comm, &req);
     if (rc == MPI_SUCCESS)
-        rc = rtm_finish(t, &req);
+        rc = cmpi_finish(t, &req);
     c.piece_bytes = all[0];
     c.chunk_bytes = all[1];
     c.pipeline_bytes = all[2];
@@ -284,14 +281,14 @@ IrStatus rt_mpi_tune(RtTransport *t, CollTuning *tune, IrDiag *d)
     c.fusion_block = (int32_t)all[6];
     ts_free(all);
     if (rc != MPI_SUCCESS)
-        return rtm_fail(d, rc, "MPI_Allgather", t->rank);
-    rtm_set_shapes(t, &c);
+        return cmpi_fail(d, rc, "MPI_Allgather", t->rank);
+    cmpi_set_shapes(t, &c);
     if (tune)
         *tune = c;
     return IR_OK;
 }
 
-void rt_transport_abort(RtTransport *t, const char *msg)
+void coll_mpi_abort(CollMpi *t, const char *msg)
 {
     if (msg)
         fprintf(stderr, "%s", msg);
@@ -306,131 +303,22 @@ void rt_transport_abort(RtTransport *t, const char *msg)
 
 /* A rank that cannot take part in an agreement cannot return an answer
  * the others share (they may be waiting in it): it ends the job. */
-int rt_mpi_agree(RtTransport *t, bool ok)
+int coll_mpi_agree(CollMpi *t, bool ok)
 {
     int mine = ok ? INT_MAX : t->rank, first = INT_MAX, rc;
     COLLECTIVE(t, CK_AGREE, 1, 0, rc, tmpi_iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm, &req_));
     if (rc != MPI_SUCCESS)
-        rtm_fail_collective(t, rc, "MPI_Allreduce", "agreeing whether every rank is fine");
+        cmpi_fail_collective(t, rc, "MPI_Allreduce", "agreeing whether every rank is fine");
     return first == INT_MAX ? -1 : first;
 }
 
-int rt_mpi_max(RtTransport *t, int value)
+int coll_mpi_max(CollMpi *t, int value)
 {
     int out = value, rc;
     COLLECTIVE(t, CK_MAX, 1, 0, rc, tmpi_iallreduce(&value, &out, 1, MPI_INT, MPI_MAX, t->comm, &req_));
     if (rc != MPI_SUCCESS)
-        rtm_fail_collective(t, rc, "MPI_Allreduce", "agreeing on the exit status");
+        cmpi_fail_collective(t, rc, "MPI_Allreduce", "agreeing on the exit status");
     return out;
-}
-
-IrStatus rt_mpi_gather_devices(RtTransport *t, int64_t nlocal, DevValue **local, const bool *wanted, DevValue **all,
-                               IrDiag *d)
-{
-    /* Every device's root has the same per-device shape (one program):
-     * serialize its leaves, gather the wanted devices at rank 0. Every
-     * rank knows which devices each rank holds (rank r: [r * nlocal,
-     * (r + 1) * nlocal)), so each sends its own wanted ones, padded to the
-     * most any rank sends (one gather of equal blocks). */
-    const IrShape *ds = &local[0]->shape;
-    int32_t nleaf = ir_shape_leaf_count(ds);
-    size_t b = 0;
-    for (int32_t l = 0; l < nleaf; l++)
-        b += (size_t)dev_value_leaf(local[0], l)->nbytes;
-    int64_t ndev = nlocal * t->size, most = 0;
-    for (int r = 0; r < t->size; r++) {
-        int64_t c = 0;
-        for (int64_t k = 0; k < nlocal; k++)
-            c += !wanted || wanted[r * nlocal + k];
-        most = c > most ? c : most;
-    }
-    uint8_t *send = ts_malloc(b * (size_t)most + 1);
-    uint8_t *recv = t->rank == 0 ? ts_malloc(b * (size_t)most * (size_t)t->size + 1) : NULL;
-    if (!send || (t->rank == 0 && !recv)) {
-        ts_free(send);
-        ts_free(recv);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
-    }
-    size_t o = 0;
-    for (int64_t k = 0; k < nlocal; k++) {
-        if (wanted && !wanted[t->rank * nlocal + k])
-            continue;
-        for (int32_t l = 0; l < nleaf; l++) {
-            DevValue *v = dev_value_leaf(local[k], l);
-            if (v->nbytes)
-                memcpy(send + o, v->data, (size_t)v->nbytes);
-            o += (size_t)v->nbytes;
-        }
-    }
-    if (o < b * (size_t)most)
-        memset(send + o, 0, b * (size_t)most - o);
-    IrStatus gst = rtm_gather_any_size(t, send, b * (size_t)most, recv, 0, d);
-    ts_free(send);
-    if (gst != IR_OK) {
-        ts_free(recv);
-        return gst;
-    }
-    if (t->rank != 0)
-        return IR_OK;
-    /* Device g's root from its bytes: the j-th wanted device of rank r is
-     * block r * most + j. */
-    IrStatus st = IR_OK;
-    int64_t j = 0;
-    for (int64_t g = 0; g < ndev; g++) {
-        if (g % nlocal == 0)
-            j = 0;
-        all[g] = NULL;
-        if (wanted && !wanted[g])
-            continue;
-        all[g] = dev_value_clone(local[0]);
-        if (!all[g]) {
-            st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-            break;
-        }
-        size_t off = ((size_t)(g / nlocal) * (size_t)most + (size_t)j++) * b;
-        for (int32_t l = 0; l < nleaf; l++) {
-            DevValue *v = dev_value_leaf(all[g], l);
-            if (v->nbytes)
-                memcpy(v->data, recv + off, (size_t)v->nbytes);
-            off += (size_t)v->nbytes;
-        }
-    }
-    for (int64_t g = 0; st != IR_OK && g < ndev; g++) {
-        dev_value_unref(all[g]);
-        all[g] = NULL;
-    }
-    ts_free(recv);
-    return st;
-}
-
-IrStatus rt_mpi_gather_results(RtTransport *t, const PlanCluster *c, int64_t nlocal, DevValue **local,
-                               DevValue **out, IrDiag *d)
-{
-    *out = NULL;
-    int64_t ndev = nlocal * t->size;
-    DevValue **all = t->rank == 0 ? ts_calloc((size_t)ndev, sizeof *all) : NULL;
-    if (t->rank == 0 && !all) /* the caller ends the job: the others wait in the gather */
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank 0: out of memory");
-    /* Replica 0's partitions hold the root; of them, the first holder of
-     * each tile is enough. Every rank computes the same set. */
-    bool *wanted = ts_calloc((size_t)ndev, sizeof *wanted);
-    if (!wanted || rt_unshard_needed(&c->out_shape, plan_root_sharding(c), c->num_partitions, wanted) != IR_OK) {
-        ts_free(wanted); /* the caller ends the job */
-        ts_free(all);
-        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
-    }
-    IrStatus st = rt_mpi_gather_devices(t, nlocal, local, wanted, all, d);
-    ts_free(wanted);
-    if (st != IR_OK || t->rank != 0) {
-        ts_free(all);
-        return st;
-    }
-    /* Replica 0's partitions hold the root. */
-    st = rt_unshard_value(&c->out_shape, plan_root_sharding(c), c->num_partitions, all, out, d);
-    for (int64_t g = 0; g < ndev; g++)
-        dev_value_unref(all[g]);
-    ts_free(all);
-    return st;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -441,10 +329,10 @@ static int cmp_double(const void *a, const void *b)
 
 /* Rank 0 may fail to allocate where the others cannot know it: agree
  * first, so that either every rank gathers or none does. */
-bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *min, double *median, double *max)
+bool coll_mpi_phase_stats(CollMpi *t, const double *mine, int nphase, double *min, double *median, double *max)
 {
     double *all = t->rank == 0 ? ts_malloc((size_t)nphase * (size_t)t->size * sizeof(double)) : NULL;
-    if (rt_mpi_agree(t, t->rank != 0 || all) >= 0) {
+    if (coll_mpi_agree(t, t->rank != 0 || all) >= 0) {
         ts_free(all);
         return false;
     }
@@ -452,7 +340,7 @@ bool rt_mpi_phase_stats(RtTransport *t, const double *mine, int nphase, double *
     COLLECTIVE(t, CK_STATS, nphase, 0, rc, tmpi_igather(mine, nphase, MPI_DOUBLE, all, nphase, MPI_DOUBLE, 0, t->comm, &req_));
     if (rc != MPI_SUCCESS) {
         ts_free(all);
-        rtm_fail_collective(t, rc, "MPI_Gather", "gathering statistics");
+        cmpi_fail_collective(t, rc, "MPI_Gather", "gathering statistics");
     }
     if (t->rank != 0) {
         ts_free(all);

@@ -39,10 +39,10 @@ static IrType user_type(const MPI_Datatype *dt)
     {                                                                         \
         dev_red_combine_array((OP), user_type(dt), inout, in, *len);          \
     }
-USER_OP(rtm_user_add, OP_ADD)
-USER_OP(rtm_user_mul, OP_MULTIPLY)
-USER_OP(rtm_user_max, OP_MAXIMUM)
-USER_OP(rtm_user_min, OP_MINIMUM)
+USER_OP(cmpi_user_add, OP_ADD)
+USER_OP(cmpi_user_mul, OP_MULTIPLY)
+USER_OP(cmpi_user_max, OP_MAXIMUM)
+USER_OP(cmpi_user_min, OP_MINIMUM)
 
 /* ---- the transport ---- */
 
@@ -55,10 +55,10 @@ USER_OP(rtm_user_min, OP_MINIMUM)
  * piece resized to an extent of `bytes`, so MPI places the pieces where
  * they belong with no staging buffer and no copy. */
 
-/* The piece (coll_piece_bytes of the run's tuning, rank 0's: rt_mpi_tune). */
+/* The piece (coll_piece_bytes of the run's tuning, rank 0's: coll_mpi_tune). */
 
 /* A piece of n bytes whose rank blocks are `stride` bytes apart. */
-IrStatus rtm_strided_piece(RtTransport *t, size_t n, size_t stride, MPI_Datatype *out, IrDiag *d)
+IrStatus cmpi_strided_piece(CollMpi *t, size_t n, size_t stride, MPI_Datatype *out, IrDiag *d)
 {
     MPI_Datatype piece;
     *out = MPI_DATATYPE_NULL;
@@ -66,11 +66,11 @@ IrStatus rtm_strided_piece(RtTransport *t, size_t n, size_t stride, MPI_Datatype
     int rc = tmpi_type_create_resized(piece, 0, (MPI_Aint)stride, out);
     tmpi_type_free(&piece);
     if (rc != MPI_SUCCESS)
-        return rtm_fail(d, rc, "MPI_Type_create_resized", t->rank);
+        return cmpi_fail(d, rc, "MPI_Type_create_resized", t->rank);
     rc = tmpi_type_commit(out);
     if (rc != MPI_SUCCESS) {
         tmpi_type_free(out);
-        return rtm_fail(d, rc, "MPI_Type_commit", t->rank);
+        return cmpi_fail(d, rc, "MPI_Type_commit", t->rank);
     }
     return IR_OK;
 }
@@ -79,7 +79,7 @@ IrStatus rtm_strided_piece(RtTransport *t, size_t n, size_t stride, MPI_Datatype
  * every rank (root < 0, MPI_Allgather) or at root (MPI_Gather). Each piece
  * is a collective of its own (its check-in included); every rank cuts the
  * same pieces. */
-IrStatus rtm_gather_any_size(RtTransport *t, const void *send, size_t bytes, void *recv, int root, IrDiag *d)
+IrStatus coll_mpi_gather(CollMpi *t, const void *send, size_t bytes, void *recv, int root, IrDiag *d)
 {
     const char *call = root < 0 ? "MPI_Allgather" : "MPI_Gather";
     int kind = root < 0 ? CK_ALLGATHER : CK_GATHER;
@@ -89,7 +89,7 @@ IrStatus rtm_gather_any_size(RtTransport *t, const void *send, size_t bytes, voi
         MPI_Datatype rtype = MPI_BYTE;
         int rcount = (int)n;
         if (bytes > MPI_PIECE) {
-            IrStatus st = rtm_strided_piece(t, n, bytes, &rtype, d);
+            IrStatus st = cmpi_strided_piece(t, n, bytes, &rtype, d);
             if (st != IR_OK)
                 return st;
             rcount = 1;
@@ -103,17 +103,17 @@ IrStatus rtm_gather_any_size(RtTransport *t, const void *send, size_t bytes, voi
         if (rtype != MPI_BYTE)
             tmpi_type_free(&rtype);
         if (rc != MPI_SUCCESS)
-            return rtm_fail(d, rc, call, t->rank);
+            return cmpi_fail(d, rc, call, t->rank);
     }
     return IR_OK;
 }
 
-IrStatus rt_transport_allgather(RtTransport *t, const void *send, size_t bytes, void *recv, IrDiag *d)
+IrStatus coll_mpi_allgather(CollMpi *t, const void *send, size_t bytes, void *recv, IrDiag *d)
 {
-    return rtm_gather_any_size(t, send, bytes, recv, -1, d);
+    return coll_mpi_gather(t, send, bytes, recv, -1, d);
 }
 /* The MPI datatype and op for a simple reducer on type ty. */
-bool rtm_op_for(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *mop)
+bool cmpi_op_for(CollMpi *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *mop)
 {
     int k = op == OP_ADD ? 0 : op == OP_MULTIPLY ? 1 : op == OP_MAXIMUM ? 2 : op == OP_MINIMUM ? 3 : -1;
     if (ty == IR_F16 || ty == IR_BF16) {
@@ -156,29 +156,29 @@ bool rtm_op_for(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op
     return !(fl && (op == OP_AND || op == OP_OR || op == OP_XOR));
 }
 
-bool rtm_builtin_op(CollTransport *base, IrType ty, IrOpcode op)
+bool cmpi_builtin_op(CollTransport *base, IrType ty, IrOpcode op)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Datatype dt;
     MPI_Op mop;
-    return op != OP_COUNT && rtm_op_for(t, ty, op, &dt, &mop);
+    return op != OP_COUNT && cmpi_op_for(t, ty, op, &dt, &mop);
 }
 
-/* The MPI datatype and operation of reducing `ty` with `op` (rtm_op_for),
+/* The MPI datatype and operation of reducing `ty` with `op` (cmpi_op_for),
  * or IR_EUNSUPPORTED naming the rank, the op and the type. */
-static IrStatus rtm_reduction(RtTransport *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *mop, IrDiag *d)
+static IrStatus cmpi_reduction(CollMpi *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *mop, IrDiag *d)
 {
-    if (rtm_op_for(t, ty, op, dt, mop))
+    if (cmpi_op_for(t, ty, op, dt, mop))
         return IR_OK;
     return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0}, "rank %d: no MPI reduction for %s on %s", t->rank,
                     ir_op_name(op), ir_type_name(ty));
 }
 
-IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d)
+IrStatus coll_mpi_allreduce(CollMpi *t, void *buf, int64_t count, IrType ty, IrOpcode op, IrDiag *d)
 {
     MPI_Datatype dt;
     MPI_Op mop;
-    IrStatus st = rtm_reduction(t, ty, op, &dt, &mop, d);
+    IrStatus st = cmpi_reduction(t, ty, op, &dt, &mop, d);
     if (st != IR_OK)
         return st;
     /* In place, so pieces of at most MPI_PIECE bytes simply follow each other. */
@@ -188,7 +188,7 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
     for (int64_t off = 0; off < count; off += piece) {
         int64_t n = count - off < piece ? count - off : piece;
         int rc;
-        COLLECTIVE(t, CK_ALLREDUCE, n * (int64_t)esize, rtm_checkin_detail(op, ty), rc,
+        COLLECTIVE(t, CK_ALLREDUCE, n * (int64_t)esize, cmpi_checkin_detail(op, ty), rc,
                    tmpi_iallreduce(MPI_IN_PLACE, (uint8_t *)buf + (size_t)off * esize, (int)n, dt, mop, t->comm,
                                    &req_));
         MPI_TRY(d, t, "MPI_Allreduce", rc);
@@ -199,14 +199,14 @@ IrStatus rt_transport_allreduce(RtTransport *t, void *buf, int64_t count, IrType
 /* ---- collectives over groups of hosts ---- */
 
 
-void rt_transport_bytes(const RtTransport *t, CollXferKind kind, int64_t *sent, int64_t *received)
+void coll_mpi_bytes(const CollMpi *t, CollXferKind kind, int64_t *sent, int64_t *received)
 {
     bool ok = kind >= 0 && kind < COLL_XK_COUNT;
     *sent = ok ? t->sent[kind] : 0;
     *received = ok ? t->received[kind] : 0;
 }
 
-void rtm_count_bytes(RtTransport *t, CollXferKind kind, int64_t sent, int64_t received)
+void cmpi_count_bytes(CollMpi *t, CollXferKind kind, int64_t sent, int64_t received)
 {
     if (kind >= 0 && kind < COLL_XK_COUNT) {
         t->sent[kind] += sent;
@@ -216,11 +216,11 @@ void rtm_count_bytes(RtTransport *t, CollXferKind kind, int64_t sent, int64_t re
 
 /* The check-in of a collective made of several MPI calls, or false when
  * TESSEL_SKIP_COLLECTIVE_AFTER skips it (as COLLECTIVE does). */
-bool rtm_begin_collective(RtTransport *t, int kind, int64_t size, int64_t detail)
+bool cmpi_begin_collective(CollMpi *t, int kind, int64_t size, int64_t detail)
 {
-    if (rt_mpi_skip_collective())
+    if (coll_mpi_skip_collective())
         return false;
-    rtm_checkin(t, rtm_checkin_code(kind, size), detail);
+    cmpi_checkin(t, cmpi_checkin_code(kind, size), detail);
     return true;
 }
 
@@ -230,7 +230,7 @@ bool rtm_begin_collective(RtTransport *t, int kind, int64_t size, int64_t detail
  * first time is split off (every rank meets it at the same collective:
  * one program) after every rank has checked in at the split, so the
  * blocking MPI_Comm_split never waits for a rank that is elsewhere. */
-IrStatus rtm_group_comm(RtTransport *t, const int32_t *color, MPI_Comm *comm, int *k, IrDiag *d)
+IrStatus cmpi_group_comm(CollMpi *t, const int32_t *color, MPI_Comm *comm, int *k, IrDiag *d)
 {
     int32_t mine = color[t->rank];
     *k = 0;
@@ -263,9 +263,9 @@ IrStatus rtm_group_comm(RtTransport *t, const int32_t *color, MPI_Comm *comm, in
     memcpy(c, color, (size_t)t->size * sizeof *c);
     GroupComm *g = &t->gcomm[t->ngcomm++];
     *g = (GroupComm){.color = c, .comm = MPI_COMM_NULL};
-    if (rtm_begin_collective(t, CK_SPLIT, t->ngcomm, 0)) {
+    if (cmpi_begin_collective(t, CK_SPLIT, t->ngcomm, 0)) {
         MPI_Request none = MPI_REQUEST_NULL;
-        rtm_finish(t, &none);
+        cmpi_finish(t, &none);
     }
     /* Split communicators inherit tessel's MPI_ERRORS_RETURN. */
     MPI_TRY(d, t, "MPI_Comm_split", tmpi_comm_split(t->comm, mine >= 0 ? mine : MPI_UNDEFINED, t->rank, &g->comm));
@@ -273,23 +273,23 @@ IrStatus rtm_group_comm(RtTransport *t, const int32_t *color, MPI_Comm *comm, in
     return IR_OK;
 }
 
-IrStatus rtm_allgather_in(CollTransport *base, const int32_t *color, CollXferKind kind, const void *send,
+IrStatus cmpi_allgather_in(CollTransport *base, const int32_t *color, CollXferKind kind, const void *send,
                                    size_t bytes, void *recv, IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Comm comm;
     int k = 1;
-    IrStatus st = rtm_group_comm(t, color, &comm, &k, d);
+    IrStatus st = cmpi_group_comm(t, color, &comm, &k, d);
     if (st != IR_OK)
         return st;
-    /* Pieces as rtm_gather_any_size: every rank cuts the same ones (bytes is
+    /* Pieces as coll_mpi_gather: every rank cuts the same ones (bytes is
      * the same everywhere: one program, nlocal devices per host). */
     for (size_t off = 0; off == 0 || off < bytes; off += MPI_PIECE) {
         size_t n = bytes - off < MPI_PIECE ? bytes - off : MPI_PIECE;
         MPI_Datatype rtype = MPI_BYTE;
         int rcount = (int)n;
         if (bytes > MPI_PIECE && comm != MPI_COMM_NULL) {
-            st = rtm_strided_piece(t, n, bytes, &rtype, d);
+            st = cmpi_strided_piece(t, n, bytes, &rtype, d);
             if (st != IR_OK)
                 return st;
             rcount = 1;
@@ -303,31 +303,31 @@ IrStatus rtm_allgather_in(CollTransport *base, const int32_t *color, CollXferKin
         if (rtype != MPI_BYTE)
             tmpi_type_free(&rtype);
         if (rc != MPI_SUCCESS)
-            return rtm_fail(d, rc, "MPI_Allgather", t->rank);
+            return cmpi_fail(d, rc, "MPI_Allgather", t->rank);
     }
     if (comm == MPI_COMM_NULL && bytes)
         memcpy(recv, send, bytes);
-    rtm_count_bytes(t, kind, (int64_t)bytes * (k - 1), (int64_t)bytes * (k - 1));
+    cmpi_count_bytes(t, kind, (int64_t)bytes * (k - 1), (int64_t)bytes * (k - 1));
     return IR_OK;
 }
 
-IrStatus rtm_allreduce_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what, void *buf,
+IrStatus cmpi_allreduce_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what, void *buf,
                                    int64_t count, IrType ty, IrOpcode op, IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Datatype dt;
     MPI_Op mop;
-    IrStatus st = rtm_reduction(t, ty, op, &dt, &mop, d);
+    IrStatus st = cmpi_reduction(t, ty, op, &dt, &mop, d);
     if (st != IR_OK)
         return st;
     MPI_Comm comm;
     int k = 1;
-    st = rtm_group_comm(t, color, &comm, &k, d);
+    st = cmpi_group_comm(t, color, &comm, &k, d);
     if (st != IR_OK)
         return st;
     /* One check-in for the whole reduction: the colors' buffers differ in
      * size, so their pieces do too. */
-    if (!rtm_begin_collective(t, CK_ALLREDUCE, what, rtm_checkin_detail(op, ty)))
+    if (!cmpi_begin_collective(t, CK_ALLREDUCE, what, cmpi_checkin_detail(op, ty)))
         return IR_OK;
     size_t esize = ir_type_size(ty);
     int64_t piece = (int64_t)(MPI_PIECE / (esize ? esize : 1));
@@ -337,27 +337,27 @@ IrStatus rtm_allreduce_in(CollTransport *base, const int32_t *color, CollXferKin
         MPI_Request req = MPI_REQUEST_NULL;
         int rc = tmpi_iallreduce(MPI_IN_PLACE, (uint8_t *)buf + (size_t)off * esize, (int)n, dt, mop, comm, &req);
         if (rc == MPI_SUCCESS)
-            rc = rtm_finish(t, &req);
+            rc = cmpi_finish(t, &req);
         MPI_TRY(d, t, "MPI_Allreduce", rc);
     }
     int64_t moved = k > 1 ? 2 * (k - 1) * count * (int64_t)esize / k : 0;
-    rtm_count_bytes(t, kind, moved, moved);
+    cmpi_count_bytes(t, kind, moved, moved);
     return IR_OK;
 }
 
-IrStatus rtm_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
+IrStatus cmpi_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                         const void *send, const int64_t *counts, void *recv, IrType ty, IrOpcode op,
                                         IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Datatype dt;
     MPI_Op mop;
-    IrStatus st = rtm_reduction(t, ty, op, &dt, &mop, d);
+    IrStatus st = cmpi_reduction(t, ty, op, &dt, &mop, d);
     if (st != IR_OK)
         return st;
     MPI_Comm comm;
     int k = 1;
-    st = rtm_group_comm(t, color, &comm, &k, d);
+    st = cmpi_group_comm(t, color, &comm, &k, d);
     if (st != IR_OK)
         return st;
     /* The color's hosts in host order: their ranks in comm (split by
@@ -384,7 +384,7 @@ IrStatus rtm_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXf
         }
     size_t esize = ir_type_size(ty);
     esize = esize ? esize : 1;
-    if (!rtm_begin_collective(t, CK_REDUCE_SCATTER, what, rtm_checkin_detail(op, ty))) {
+    if (!cmpi_begin_collective(t, CK_REDUCE_SCATTER, what, cmpi_checkin_detail(op, ty))) {
         ts_free(host);
         ts_free(rc_n);
         return IR_OK;
@@ -419,7 +419,7 @@ IrStatus rtm_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXf
         MPI_Request req = MPI_REQUEST_NULL;
         rc = tmpi_ireduce_scatter(src, (uint8_t *)recv + (size_t)(q * ph) * esize, rc_n, dt, mop, comm, &req);
         if (rc == MPI_SUCCESS)
-            rc = rtm_finish(t, &req);
+            rc = cmpi_finish(t, &req);
         if (one)
             break;
     }
@@ -427,11 +427,11 @@ IrStatus rtm_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXf
     ts_free(host);
     ts_free(rc_n);
     if (st == IR_OK && rc != MPI_SUCCESS)
-        st = rtm_fail(d, rc, "MPI_Reduce_scatter", t->rank);
+        st = cmpi_fail(d, rc, "MPI_Reduce_scatter", t->rank);
     /* What a direct reduce-scatter moves: every other host's segment of
      * this host's buffer out, this host's segment from each of them in. */
     if (st == IR_OK && k > 1)
-        rtm_count_bytes(t, kind, (total - own) * (int64_t)esize, own * (int64_t)(k - 1) * (int64_t)esize);
+        cmpi_count_bytes(t, kind, (total - own) * (int64_t)esize, own * (int64_t)(k - 1) * (int64_t)esize);
     return st;
 }
 
@@ -535,17 +535,17 @@ static void any_op(void *in, void *inout, int *len, MPI_Datatype *dt)
     }
 }
 
-IrStatus rtm_allreduce_any_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
+IrStatus cmpi_allreduce_any_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                        void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
                                        const CollReducer *red, IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
+    CollMpi *t = (CollMpi *)base;
     MPI_Comm comm;
     int k = 1;
-    IrStatus st = rtm_group_comm(t, color, &comm, &k, d);
+    IrStatus st = cmpi_group_comm(t, color, &comm, &k, d);
     if (st != IR_OK)
         return st;
-    if (!rtm_begin_collective(t, CK_ALLREDUCE, what, rtm_checkin_reducer(red, ty)))
+    if (!cmpi_begin_collective(t, CK_ALLREDUCE, what, cmpi_checkin_reducer(red, ty)))
         return IR_OK;
     MPI_Op *op = &t->any[red->commute ? 1 : 0];
     if (*op == MPI_OP_NULL || !*op)
@@ -593,7 +593,7 @@ IrStatus rtm_allreduce_any_in(CollTransport *base, const int32_t *color, CollXfe
         call = "MPI_Allreduce";
         rc = tmpi_iallreduce(MPI_IN_PLACE, recs + (size_t)off * rec, (int)n, dt, *op, comm, &req);
         if (rc == MPI_SUCCESS)
-            rc = rtm_finish(t, &req);
+            rc = cmpi_finish(t, &req);
     }
     AnyReg done = {.failed = false};
     if (slot >= 0)
@@ -601,7 +601,7 @@ IrStatus rtm_allreduce_any_in(CollTransport *base, const int32_t *color, CollXfe
     if (dt != MPI_DATATYPE_NULL)
         tmpi_type_free(&dt);
     if (rc != MPI_SUCCESS && st == IR_OK)
-        st = rtm_fail(d, rc, call, t->rank);
+        st = cmpi_fail(d, rc, call, t->rank);
     if (st == IR_OK && done.failed)
         st = ir_error(d, IR_ERUNTIME, NULL, NULL, (IrPos){0, 0}, "rank %d: the all-reduce's reducer failed: %s",
                       t->rank, done.msg);
@@ -617,17 +617,17 @@ IrStatus rtm_allreduce_any_in(CollTransport *base, const int32_t *color, CollXfe
     ts_free(recs);
     int64_t moved = k > 1 ? 2 * (k - 1) * nrec * (int64_t)rec / k : 0;
     if (st == IR_OK)
-        rtm_count_bytes(t, kind, moved, moved);
+        cmpi_count_bytes(t, kind, moved, moved);
     return st;
 }
 
 enum { TAG_DATA = 3 };
 
-IrStatus rtm_exchange(CollTransport *base, CollXferKind kind, int64_t what, const CollXfer *sends, int32_t nsend,
+IrStatus cmpi_exchange(CollTransport *base, CollXferKind kind, int64_t what, const CollXfer *sends, int32_t nsend,
                                const CollXfer *recvs, int32_t nrecv, IrDiag *d)
 {
-    RtTransport *t = (RtTransport *)base;
-    if (!rtm_begin_collective(t, CK_P2P, what, 0))
+    CollMpi *t = (CollMpi *)base;
+    if (!cmpi_begin_collective(t, CK_P2P, what, 0))
         return IR_OK;
     /* Every block in pieces of at most MPI_PIECE bytes (int counts); the
      * pieces of one pair arrive in order (one tag, one communicator). */
@@ -662,21 +662,21 @@ IrStatus rtm_exchange(CollTransport *base, CollXferKind kind, int64_t what, cons
     /* A failed post ends the job (the caller aborts): the posted ones are
      * left to it. */
     for (size_t j = 0; rc == MPI_SUCCESS && j < posted; j++) {
-        rc = rtm_finish(t, &req[j]);
+        rc = cmpi_finish(t, &req[j]);
         call = "MPI_Wait";
     }
     ts_free(req);
     if (rc != MPI_SUCCESS)
-        return rtm_fail(d, rc, call, t->rank);
-    rtm_count_bytes(t, kind, sent, received);
+        return cmpi_fail(d, rc, call, t->rank);
+    cmpi_count_bytes(t, kind, sent, received);
     return IR_OK;
 }
 
 
-const CollTransport rtm_transport = {
-    .allgather_in = rtm_allgather_in, .allreduce_in = rtm_allreduce_in,
-    .reduce_scatter_in = rtm_reduce_scatter_in, .builtin_op = rtm_builtin_op,
-    .allreduce_any_in = rtm_allreduce_any_in, .allreduce_into = rtm_allreduce_into,
-    .reduce_scatter_into = rtm_reduce_scatter_into, .allgather_into = rtm_allgather_into,
-    .alltoall_in = rtm_alltoall_in, .exchange = rtm_exchange,
+const CollTransport cmpi_transport = {
+    .allgather_in = cmpi_allgather_in, .allreduce_in = cmpi_allreduce_in,
+    .reduce_scatter_in = cmpi_reduce_scatter_in, .builtin_op = cmpi_builtin_op,
+    .allreduce_any_in = cmpi_allreduce_any_in, .allreduce_into = cmpi_allreduce_into,
+    .reduce_scatter_into = cmpi_reduce_scatter_into, .allgather_into = cmpi_allgather_into,
+    .alltoall_in = cmpi_alltoall_in, .exchange = cmpi_exchange,
 };

@@ -1,7 +1,8 @@
 /*
  * mpi_layer.h: the one door through which tessel calls MPI, so that a test
- * can make the Nth MPI call fail (runtime-internal; the MPI transport's
- * files, through mpi_internal.h, and api/run_mpi.c are its only users).
+ * can make the Nth MPI call fail (coll-internal; the MPI transport's
+ * files, through mpi_internal.h, and api/run_mpi.c, for the MPI_Comm type
+ * of the caller's communicator, are its only users).
  *
  * Every tmpi_* function is a thin wrapper with the arguments and the
  * return value of the MPI function it names (tmpi_iallreduce ->
@@ -12,18 +13,18 @@
  * calls) and asks the failure-injection hook whether this call is the one
  * to fail; if so it returns MPI_ERR_OTHER *without calling MPI*. For a
  * collective that means the failing rank never enters it while its peers
- * do: the runtime must then end the job (mpi_world.c's callers abort with
- * MPI_Abort after a failed collective; see mpi_world.c), never wait for it.
+ * do: the job must then end (coll_mpi_abort after a failed collective:
+ * coll.h, "The MPI transport"), never wait for it.
  *
  * Injection, in the style of ts_fail_alloc_after (ir/arena.c):
- *   rt_mpi_fail_after(n)   the n-th MPI call from now fails (n = 1: the
+ *   coll_mpi_fail_after(n)   the n-th MPI call from now fails (n = 1: the
  *                          next one); 0 switches injection off. One shot:
  *                          the calls after the failing one (the error
  *                          path's MPI_Error_string and MPI_Abort included)
  *                          go to MPI.
  *   CollTuning.fail_mpi_after = N (TsTuning; the command line's
  *                          TESSEL_FAIL_MPI_AFTER): the same, armed once by
- *                          rt_mpi_inject at the start of rt_mpi_init, so
+ *                          coll_mpi_inject at the start of coll_mpi_init, so
  *                          N = 1 fails MPI_Init_thread itself. For e2e
  *                          tests under mpirun.
  *   .fail_one_rank, .fail_rank = R (TESSEL_FAIL_MPI_RANK): only the
@@ -31,22 +32,22 @@
  *                          is R injects; else every rank does.
  *   .skip_collective_after = N (TESSEL_SKIP_COLLECTIVE_AFTER): the N-th
  *                          collective tessel makes (data moved between
- *                          hosts, agreements, gathers: mpi_world.c's count, 1 the
+ *                          hosts, agreements, gathers: mpi_internal.h's COLLECTIVE counts, 1 the
  *                          first) is skipped on this rank (fail_rank
  *                          selects it as above): it returns as if done
  *                          without entering MPI or checking in, a rank
  *                          whose control flow took another path. Its peers
  *                          must see the ranks diverge and end the job
- *                          (mpi_world.c's check-ins), never wait forever.
- * The injected call's name is kept (rt_mpi_injected_call) so messages can
+ *                          (mpi_heartbeat.c's check-ins), never wait forever.
+ * The injected call's name is kept (coll_mpi_injected_call) so messages can
  * say the failure was injected, and every call is counted
- * (rt_mpi_call_count) so a test can learn how many calls a clean run
+ * (coll_mpi_call_count) so a test can learn how many calls a clean run
  * makes and walk N over all of them.
  */
 #ifndef TESSEL_MPI_LAYER_H
 #define TESSEL_MPI_LAYER_H
 
-#include "../coll/coll.h"
+#include "coll.h"
 
 #include <mpi.h>
 #include <stdbool.h>
@@ -55,27 +56,40 @@
 
 /* The n-th MPI call from now returns MPI_ERR_OTHER without calling MPI
  * (n <= 0: never). Can't fail. */
-void rt_mpi_fail_after(long n);
+void coll_mpi_fail_after(long n);
 /* MPI calls made through the layer so far (failed ones included). */
-long rt_mpi_call_count(void);
+long coll_mpi_call_count(void);
 /* How long the MPI call in progress (another thread's, under the layer's
  * lock) has run, in seconds, and its text in *call; 0 when none is. The
  * heartbeat's way to see its rank stuck inside MPI. Can't fail. */
-double rt_mpi_busy_seconds(const char **call);
+double coll_mpi_busy_seconds(const char **call);
+/* For the calling thread only (the heartbeat's): its calls wait for the
+ * layer's lock only while the call holding it has run at most `seconds`;
+ * past that, stuck(ctx) is called, which must not return (it ends the
+ * job). So the thread watching for a stuck call never waits behind it
+ * forever. stuck NULL: wait forever (every thread's default). */
+void coll_mpi_watch_lock(double seconds, void (*stuck)(void *ctx), void *ctx);
 /* How many calls from now the armed failure is (1: the next call), 0 when
  * none is armed. */
-long rt_mpi_fail_pending(void);
+long coll_mpi_fail_pending(void);
 /* The name of the MPI function whose call was failed by injection
  * ("MPI_Allreduce"), or NULL when none was. Static text. */
-const char *rt_mpi_injected_call(void);
+const char *coll_mpi_injected_call(void);
 /* Arm the failure injection of `tune` (its fail_mpi_after,
  * skip_collective_after, and with fail_one_rank only where fail_rank is
  * `launcher_rank`) once per process; later calls and NULL do nothing. */
-void rt_mpi_inject(const CollTuning *tune, int launcher_rank);
+void coll_mpi_inject(const CollTuning *tune, int launcher_rank);
 /* The n-th collective from now is skipped (n <= 0: none); whether this
  * collective is the one (counts it down). */
-void rt_mpi_skip_collective_after(long n);
-bool rt_mpi_skip_collective(void);
+void coll_mpi_skip_collective_after(long n);
+bool coll_mpi_skip_collective(void);
+/* The n-th call from now of the MPI function `name` ("MPI_Iallreduce",
+ * static text) never returns: it sleeps inside the layer's lock, as a
+ * call stuck inside MPI would (n <= 0: none). For the test of the
+ * heartbeat's end of a rank stuck inside one call
+ * (tests/unit/mpi_stuck_main.c); no option of the library or the
+ * command line reaches it. */
+void coll_mpi_hang_in(const char *name, long n);
 /* ---- the wrappers: same arguments and results as MPI_* ---- */
 
 int tmpi_init_thread(int *argc, char ***argv, int required, int *provided);
@@ -87,7 +101,7 @@ int tmpi_comm_rank(MPI_Comm comm, int *rank);
 int tmpi_comm_size(MPI_Comm comm, int *size);
 int tmpi_comm_dup(MPI_Comm comm, MPI_Comm *out);
 int tmpi_comm_free(MPI_Comm *comm);
-/* Blocking (MPI has no non-blocking split): mpi_world.c calls it only after
+/* Blocking (MPI has no non-blocking split): mpi_transport.c calls it only after
  * every rank has checked in at the split, so no rank waits in it for a
  * peer that is elsewhere. */
 int tmpi_comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out);
@@ -98,7 +112,7 @@ int tmpi_type_commit(MPI_Datatype *t);
 int tmpi_type_free(MPI_Datatype *t);
 int tmpi_op_create(MPI_User_function *f, int commute, MPI_Op *op);
 int tmpi_op_free(MPI_Op *op);
-/* Collectives are non-blocking only (no call may block forever: mpi_world.c
+/* Collectives are non-blocking only (no call may block forever: mpi_heartbeat.c
  * polls them with tmpi_test), counted and injected under the names of the
  * MPI functions they stand for ("MPI_Allreduce"). */
 int tmpi_iallgather(const void *send, int scount, MPI_Datatype stype, void *recv, int rcount, MPI_Datatype rtype,
@@ -114,7 +128,7 @@ int tmpi_igather(const void *send, int scount, MPI_Datatype stype, void *recv, i
  * "MPI_Irecv", polled like the collectives). */
 int tmpi_isend_data(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
 int tmpi_irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm, MPI_Request *req);
-/* The heartbeat's calls (mpi_world.c), neither counted nor injected. */
+/* The heartbeat's calls (mpi_heartbeat.c), neither counted nor injected. */
 int tmpi_test(MPI_Request *req, int *done);
 int tmpi_isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req);
 /* A message from any rank with any tag on comm, if one is there (*got):
