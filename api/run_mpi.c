@@ -126,16 +126,37 @@ static IrStatus prepare_cluster(const TsPlan *p, const TsRunOptions *o, int64_t 
     return rt_read_shards(&p->r.prog.cluster[0], p->signature, &bo, first, l, *shards, rs, d);
 }
 
+/* A rank's measured peak with its rank in one double, so that the
+ * gathered maximum names the rank it is from: peak x ranks + rank (exact
+ * while the product stays below 2^53: 8 PiB over 8 ranks). */
+static double peak_key(int64_t peak, int rank, int ranks)
+{
+    return (double)peak * ranks + rank;
+}
+
+/* The line of every rank's measured peak (rank 0 prints it): the largest
+ * with its rank, the median and the smallest (keys from peak_key). */
+static void stats_peaks(IrStrBuf *s, double mn, double md, double mx, int ranks, int64_t estimate)
+{
+    int64_t top = (int64_t)mx / ranks, at = (int64_t)mx % ranks;
+    ir_sb_printf(s, "tessel: stats: memory per rank: measured peak largest %lld bytes (rank %lld), median %lld, "
+                    "smallest %lld over %d ranks (largest/estimate %.3f)\n",
+                 (long long)top, (long long)at, (long long)(md / ranks), (long long)((int64_t)mn / ranks), ranks,
+                 estimate > 0 ? (double)top / (double)estimate : 0);
+}
+
 /* mine: the 6 phases, then this rank's bytes sent and received per
- * collective kind (coll_mpi_bytes): 2 x COLL_XK_COUNT more. */
+ * collective kind (coll_mpi_bytes): 2 x COLL_XK_COUNT more, then its
+ * devices' largest measured peak (peak_key). */
 static void stats_lines(IrStrBuf *s, CollMpi *t, const double *mine, const RtRunStats *run, int64_t estimate)
 {
-    enum { NPH = 6 + 2 * COLL_XK_COUNT };
+    enum { NPH = 7 + 2 * COLL_XK_COUNT };
     double mn[NPH], md[NPH], mx[NPH];
     static const char *const names[6] = {"load+compile", "read inputs", "execute", "write outputs",
                                          "collectives"};
     int hosts = coll_mpi_size(t);
-    if (coll_mpi_phase_stats(t, mine, NPH, mn, md, mx) && coll_mpi_rank(t) == 0) {
+    bool gathered = coll_mpi_phase_stats(t, mine, NPH, mn, md, mx);
+    if (gathered && coll_mpi_rank(t) == 0) {
         for (int k = 0; k < 5; k++)
             if (k != 3)
                 ir_sb_printf(s, "tessel: stats: %-14s min %.3f ms  median %.3f ms  max %.3f ms  (%d ranks)\n",
@@ -154,6 +175,8 @@ static void stats_lines(IrStrBuf *s, CollMpi *t, const double *mine, const RtRun
     if (coll_mpi_rank(t) == 0) {
         api_stats_binding(s, run);
         api_stats_memory(s, run, estimate, 0);
+        if (gathered && hosts > 1)
+            stats_peaks(s, mn[NPH - 1], md[NPH - 1], mx[NPH - 1], hosts, estimate);
     }
 }
 
@@ -299,8 +322,9 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
             abort_job(o, t, &id); /* rank 0 may be waiting in the gather */
         }
         if (o->stats) {
-            double mine[6 + 2 * COLL_XK_COUNT] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds,
+            double mine[7 + 2 * COLL_XK_COUNT] = {o->load_seconds, t1 - t0, t2 - t1, 0, run.coll_seconds,
                                                 (double)rs.file_bytes};
+            mine[6 + 2 * COLL_XK_COUNT] = peak_key(run.peak_max, rank, size);
             for (int k = 0; k < COLL_XK_COUNT; k++) {
                 int64_t sent = 0, received = 0;
                 coll_mpi_bytes(t, (CollXferKind)k, &sent, &received);

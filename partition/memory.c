@@ -25,9 +25,13 @@
  *  - a while's state leaves that its body passes through unchanged stay
  *    in the initial state's buffers (which then live as long as the
  *    result); the others are new;
- *  - a called computation (while body, call, branch, fusion, reducer)
- *    adds, while its caller's step runs, its own peak beyond its
- *    parameters and its result.
+ *  - a called computation (call, branch, fusion, reducer, while
+ *    condition) adds, while its caller's step runs, its own peak beyond
+ *    its parameters and its result; a while body (while_body_extra) adds
+ *    the larger of its first iteration's peak (the initial state shared
+ *    with the caller) and a later one's (the state handed over: each
+ *    element dies at its last use, as the executor's run_while consumes
+ *    it), less the while's result, which the caller counts.
  *  - the executor's run-time fusion of elementwise chains (below): a
  *    group's interior values never exist, its root may take a dying
  *    leaf's buffer.
@@ -135,10 +139,9 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
                          int32_t depth, MemEstimate *out, IrDiag *d);
 
 /* The peak of computation k beyond its parameters and its result (what it
- * adds while its caller's step runs). A while body (`body`) is charged
- * beyond its parameters only: from the second iteration on, the state it
- * was given is the last iteration's result, held while it makes the next
- * one, which the caller counts once (as the while's result). */
+ * adds while its caller's step runs). A while body (`body`): its peak
+ * beyond its parameters, its result included (while_body_extra goes on
+ * from there). */
 static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDiag *d)
 {
     *extra = 0;
@@ -156,6 +159,33 @@ static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDia
         mem_estimate_free(&sub);
     }
     *extra = body ? *beyond : *beyond - *out > 0 ? *beyond - *out : 0;
+    return IR_OK;
+}
+
+static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through);
+
+/* What the while `ins`'s body adds at the while's step beyond the caller's
+ * live values and the while's fresh result bytes (while_fresh). The first
+ * iteration's body reads the initial state, which the caller holds: it
+ * adds its peak beyond its parameters (`beyond`, with the new state). A
+ * later iteration's state is the last one's result, handed over to the
+ * body: its estimate with the parameter donated, less the leaves passed
+ * through (they are the initial state's buffers, counted by the caller). */
+static IrStatus while_body_extra(Est *e, const IrInstr *ins, int64_t beyond, int64_t *extra, IrDiag *d)
+{
+    int32_t k = ins->called[1];
+    bool through;
+    int64_t fresh = while_fresh(e->m, ins, &through), all = leaf_bytes(&ins->shape);
+    bool donated[1] = {true};
+    MemOptions o = {.donated = donated, .nparams = 1};
+    MemEstimate sub;
+    IrStatus st = estimate(e->m, k, &o, e->peak_of, e->depth + 1, &sub, d);
+    if (st != IR_OK)
+        return st;
+    int64_t later = sub.peak - (all - fresh);
+    mem_estimate_free(&sub);
+    int64_t x = (beyond > later ? beyond : later) - fresh;
+    *extra = x > 0 ? x : 0;
     return IR_OK;
 }
 
@@ -583,7 +613,11 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
         const IrInstr *ins = &e.c->instr[e.order[s]];
         for (int32_t k = 0; st == IR_OK && k < ins->ncalled; k++) {
             int64_t x = 0;
-            st = callee_extra(&e, ins->called[k], ins->op == OP_WHILE && k == 1, &x, d);
+            bool body = ins->op == OP_WHILE && k == 1;
+            st = callee_extra(&e, ins->called[k], body, &x, d);
+            if (st == IR_OK && body && ins->nopnd == 1 && e.depth < 64 && ins->called[k] >= 0 &&
+                ins->called[k] < m->ncomp)
+                st = while_body_extra(&e, ins, x, &x, d);
             if (x > e.callee[s])
                 e.callee[s] = x;
         }

@@ -691,6 +691,8 @@ static int run_mpi(const CliOptions *o, double t0)
     TsPlan *p = NULL;
     TsCompileOptions co = cli_compile_options(o);
     co.hosts = co.local_devices = 0;
+    if (rank != 0)
+        co.on_warning = NULL; /* every rank compiles the same: rank 0 says its warnings once */
     st = ts_plan_open(o->pos[0], &co, &p, &d);
     int rc = CLI_OK;
     if (st == TS_OK && !ts_plan_from_file(p)) {
@@ -834,6 +836,9 @@ static int run_run(const CliOptions *o)
         if (strchr(o->inputs[i].key, '@'))
             return cli_usage_error(&cli_cmd_run, "--input %s: KEY@DEVICE binds one device of a replay: add --spmd",
                                    o->inputs[i].key);
+    if (o->reference && (o->checkpoint_every || o->checkpoint_dir || o->resume))
+        return cli_usage_error(&cli_cmd_run, "%s checkpoints a partitioned run; --reference runs the steps without "
+                               "checkpoints", o->resume ? "--resume" : "--checkpoint-every/--checkpoint-dir");
     if (o->reference && (o->given & OPT_HEARTBEAT))
         return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
                                "alone");

@@ -10,7 +10,8 @@
 # mpirun -np 2, whose fitted plans equal the unfitted run bit for bit (the
 # same arithmetic in another order) and the reference run within the
 # oracle's tolerance; what the plan text, JSON and stderr say; plan files
-# keep the order and the recomputations. And `tessel grad --remat` (the
+# keep the order and the recomputations; under mpirun, --stats's line over
+# every rank's peak and a compile warning printed once. And `tessel grad --remat` (the
 # checkpoint policies dots, nothing, names=A,B): which forward values the
 # backward recomputes, on 1 and 2 devices, results bit for bit those
 # without a policy, and the bad policies.
@@ -121,6 +122,22 @@ for lim in "" 800000; do
 done
 same_bits "$WORK/mpi4" "$WORK/mpi4800000" "mpirun -np 2, 4 devices"
 same_outputs "$WORK/ref" "$WORK/mpi4800000" "mpirun -np 2, 4 devices, fitted"
+# --stats under mpirun: rank 0 prints one line over every rank's measured
+# peak (the largest with its rank), within 10% of the estimate; a
+# compile's warning (scan.hlo carries no sharding) is printed once, by
+# rank 0, not by every rank.
+"${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/step4.hlo" --random-inputs 5 --limit memory=800000 --stats \
+    --output-dir "$WORK/mpi4s" >"$OUT" 2>"$ERR" || fail "mpirun -np 2 --stats: $(head -3 "$ERR")"
+[ "$(grep -c 'memory per rank: measured peak largest [0-9]* bytes (rank [01]), median [0-9]*, smallest [0-9]* over 2 ranks' "$ERR")" = 1 ] ||
+    fail "mpirun -np 2 --stats: no line (or more than one) over the ranks' peaks: $(grep memory "$ERR")"
+r=$(sed -n 's/.*memory per rank.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$ERR")
+awk -v r="$r" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }' ||
+    fail "mpirun -np 2 --stats: the largest rank's peak and the estimate differ by more than 10%: $(grep 'per rank' "$ERR")"
+m=$(instantiate "$TESSEL_SRC/tests/models/scan.hlo" 2)
+"${MPIRUN[@]}" -np 2 "$TESSEL" run "$m" --random-inputs 3 --output-dir "$WORK/mpiscan" >"$OUT" 2>"$ERR" ||
+    fail "mpirun -np 2 scan: $(head -3 "$ERR")"
+[ "$(grep -c 'tessel: warning: no value of module scan carries a sharding' "$ERR")" = 1 ] ||
+    fail "mpirun -np 2: the compile's warning is not printed once: $(grep -c warning "$ERR") lines"
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
 # gradients) and d4 (the loss's); the forward computes d1..d4 by dot.
