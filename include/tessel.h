@@ -588,8 +588,8 @@ typedef struct TsRunOptions {
     /* Under MPI (ts_plan_run_mpi): before any step the ranks agree, in one
      * all-gather, that they run the same thing: the plan and the model's
      * SHA-256, the layout, the inputs (keys; files by the SHA-256 of their
-     * content, each rank reading each file once more for it; arrays by
-     * their bytes unless process_local), the random seed, the steps and the options above
+     * content, each rank reading each file once more for it, above 64 MiB
+     * of a 1 MiB sample; arrays by their bytes unless process_local), the random seed, the steps and the options above
      * that change what runs or moves (tuning travels from rank 0 instead:
      * every rank takes rank 0's). `agree` adds the caller's own values
      * (at most TS_AGREE_MAX; e.g. a command line's output directory). A
