@@ -306,6 +306,19 @@ static void test_rest(void **state)
     assert_null(s);
     EXPECT(ts_plan_why(p, "y", NULL, &d), "ts_plan_why: out is NULL");
     ts_plan_free(p);
+    /* TsCompileOptions set directly to extremes: a negative count is named
+     * (it was reported as "-2 partitions x 1 replicas: at most 4096
+     * devices"), INT64_MAX is over the device limit */
+    TsCompileOptions bad = {.num_partitions = -2};
+    EXPECT(ts_compile(m, &bad, &p, &d), "num_partitions must be 1 or more (0: the module's), not -2");
+    bad = (TsCompileOptions){.num_replicas = INT64_MIN};
+    EXPECT(ts_compile(m, &bad, &p, &d),
+           "num_replicas must be 1 or more (0: the module's), not -9223372036854775808");
+    bad = (TsCompileOptions){.num_partitions = INT64_MAX, .num_replicas = INT64_MAX};
+    EXPECT(ts_compile(m, &bad, &p, &d),
+           "9223372036854775807 partitions x 9223372036854775807 replicas: at most 4096 devices "
+           "(--limit devices=N)");
+    assert_null(p);
     ts_module_free(m);
     const char *names[] = {NULL, "add", NULL};
     assert_null(ts_nearest_name(NULL, names, 3));
