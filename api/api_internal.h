@@ -87,11 +87,14 @@ TsStatus api_null(TsDiag *d, const char *fn, const char *arg);
 /* What a run's options must be before anything runs (IR_EINPUT naming the
  * field): inputs present when ninputs > 0, each with a key and one of
  * path/array, infeeds likewise, steps >= 0, a heartbeat of 0, < 0 or at
- * least TS_HEARTBEAT_MIN_SECONDS. NULL options are the defaults. */
+ * least TS_HEARTBEAT_MIN_SECONDS, a known tuning.sgemm. NULL options are the defaults. */
 IrStatus api_check_run(const TsRunOptions *o, IrDiag *d);
 /* Is s a heartbeat a run can have (0, < 0, or within the public bounds;
  * NaN is not)? */
 bool api_heartbeat_ok(double s);
+/* TsTuning.sgemm (a TsSgemm) as device/'s DEV_SGEMM_* (the probe for an
+ * unknown value, which api_check_run refuses). */
+int api_sgemm_lib(int32_t sgemm);
 /* Move the first error of `from` into `to` (keeping an earlier one) and
  * return st as a TsStatus; `from` is cleared. */
 TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to);

@@ -25,7 +25,10 @@
  * right), and a file it lists is removed only when it is a regular .npy
  * file whose bytes still have the SHA-256 the manifest gives, is not the
  * model this run ran (by content) and is not a file this run read
- * (TsOutputs.reads: its --input and --infeed files). A failure at any
+ * (TsOutputs.reads: its --input and --infeed files). A run whose file
+ * would replace (rename over) the model it ran, or a file it read that
+ * tessel did not write, is refused before anything is written
+ * (TS_EINPUT naming the file). A failure at any
  * step removes this run's temporaries (and the files it renamed), so the
  * directory keeps the earlier run's complete set. ts_outputs_verify
  * checks a directory against its manifest (a checkpoint before a resume).
@@ -560,6 +563,68 @@ static void remove_stale(const TsOutputs *o, const char *dir, const Set *s, json
         closedir(dd);
 }
 
+/* Does the regular file `path` begin as a .npy file does? (A model or
+ * plan never does, so only other files need their SHA-256 compared.) */
+static bool npy_magic(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    char m[6] = {0};
+    bool yes = fd >= 0 && read(fd, m, sizeof m) == (ssize_t)sizeof m && memcmp(m, "\x93NUMPY", 6) == 0;
+    if (fd >= 0)
+        close(fd);
+    return yes;
+}
+
+/* Does the trusted earlier manifest list DIR/name with the SHA-256 its
+ * bytes still have (a file tessel wrote, unchanged)? */
+static bool listed_unchanged(const json_t *earlier, const char *path, const char *name)
+{
+    json_t *files = json_object_get(earlier, "files");
+    for (size_t i = 0; json_is_array(files) && i < json_array_size(files); i++) {
+        json_t *f = json_array_get(files, i);
+        const char *n = json_string_value(json_object_get(f, "name"));
+        const char *sha = json_string_value(json_object_get(f, "sha256"));
+        struct stat sb;
+        char dg[65];
+        if (n && sha && !strcmp(n, name))
+            return file_sha256(path, &sb, dg) && !strcmp(dg, sha);
+    }
+    return false;
+}
+
+/* A file of the set would replace, by its rename, the model this run ran
+ * (by content) or a file it read (an --input or --infeed: by device and
+ * inode) that tessel did not write (no trusted earlier manifest lists it
+ * unchanged: feeding an output back into the next run into the same
+ * directory stays possible): refused before anything is written, so the
+ * user's file stays. */
+static IrStatus check_replace(const TsOutputs *o, const char *dir, const Set *s, const json_t *earlier, IrDiag *d)
+{
+    for (int32_t i = 0; i < s->n; i++) {
+        char *p = join(dir, s->e[i].name);
+        if (!p)
+            return ir_oom(d, NULL);
+        struct stat sb, sb2;
+        char dg[65];
+        const char *what = NULL;
+        if (lstat(p, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            if (read_by_run(o, &sb) && !listed_unchanged(earlier, p, s->e[i].name))
+                what = "a file this run reads (an --input or --infeed) that tessel did not write";
+            else if (o->model_sha256[0] && !npy_magic(p) && file_sha256(p, &sb2, dg) && !strcmp(dg, o->model_sha256))
+                what = "the model this run ran";
+        }
+        if (what) {
+            IrStatus st = ir_error(d, IR_EINPUT, p, NULL, (IrPos){0, 0},
+                                   "is %s; writing the %s %s would replace it: give another output directory", what,
+                                   s->e[i].kind, s->e[i].name);
+            ts_free(p);
+            return st;
+        }
+        ts_free(p);
+    }
+    return IR_OK;
+}
+
 static void undo(const char *dir, Set *s, char *mtmp)
 {
     for (int32_t i = 0; i < s->n; i++) {
@@ -587,7 +652,11 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
     }
     IrDiag id = {0};
     Set s;
+    const char *why = NULL;
+    json_t *earlier = trusted_manifest(od->dir, &why);
     IrStatus st = build_set(o, &s, &id);
+    if (st == IR_OK)
+        st = check_replace(o, od->dir, &s, earlier, &id);
     for (int32_t i = 0; st == IR_OK && i < s.n; i++)
         st = write_entry(od->dir, &s.e[i], &id);
     char *mtext = st == IR_OK ? manifest_text(o, &s) : NULL, *mtmp = NULL;
@@ -596,8 +665,6 @@ TsStatus ts_outputs_write_to(const TsOutputs *o, TsOutputDir *od, TsDiag *d)
     if (st == IR_OK)
         st = write_manifest(od->dir, mtext, &mtmp, &id);
     ts_free(mtext);
-    const char *why = NULL;
-    json_t *earlier = st == IR_OK ? trusted_manifest(od->dir, &why) : NULL;
     /* Every file is complete: rename them, the manifest last. */
     for (int32_t i = 0; st == IR_OK && i < s.n; i++) {
         char *fin = join(od->dir, s.e[i].name);

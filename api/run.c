@@ -34,6 +34,8 @@ IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
                       : !api_heartbeat_ok(o->heartbeat_seconds) ? "heartbeat_seconds is below the minimum"
                       : o->nagree < 0 || o->nagree > TS_AGREE_MAX ? "nagree is outside [0, TS_AGREE_MAX]"
                       : o->nagree > 0 && !o->agree                ? "agree is NULL with nagree > 0"
+                      : o->tuning.sgemm < TS_SGEMM_PROBE || o->tuning.sgemm > TS_SGEMM_ONEDNN
+                          ? "tuning.sgemm is not a TsSgemm"
                                                                   : NULL;
     for (int32_t i = 0; !bad && i < o->ninputs; i++)
         if (!o->inputs[i].key || !o->inputs[i].path == !o->inputs[i].array)
@@ -54,6 +56,16 @@ IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
                         "run options: heartbeat_seconds must be 0 (60 s), negative (none) or from %g to %g "
                         "seconds, not %g", TS_HEARTBEAT_MIN_SECONDS, TS_HEARTBEAT_MAX_SECONDS, o->heartbeat_seconds);
     return bad ? ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: %s", bad) : IR_OK;
+}
+
+int api_sgemm_lib(int32_t sgemm)
+{
+    switch (sgemm) {
+    case TS_SGEMM_OPENBLAS: return DEV_SGEMM_OPENBLAS;
+    case TS_SGEMM_BLIS: return DEV_SGEMM_BLIS;
+    case TS_SGEMM_ONEDNN: return DEV_SGEMM_ONEDNN;
+    default: return DEV_SGEMM_PROBE;
+    }
 }
 
 bool api_heartbeat_ok(double s)
@@ -211,6 +223,7 @@ void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
               rs->membind_errno ? strerror(rs->membind_errno) : "hwloc cannot bind memory here");
     ir_sb_printf(s, "tessel: stats: BLAS threads: %d; collective calls per device: %lld\n", rs->blas_threads,
           (long long)rs->coll_calls);
+    ir_sb_printf(s, "tessel: stats: f32 GEMM: %s\n", dev_blas_sgemm_verdict());
     /* The streaming-store probe decides by timing (coll_kernels.c): say
      * what it decided, or that the tuning fixed it. */
     if (rs->stream_bound == COLL_STREAM_ON || rs->stream_bound == COLL_STREAM_OFF) {
@@ -485,6 +498,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    dev_blas_choose_sgemm(api_sgemm_lib(o->tuning.sgemm));
     dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
@@ -532,6 +546,7 @@ static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRun
     TsRunOptions none = {0};
     if (!o)
         o = &none;
+    dev_blas_choose_sgemm(api_sgemm_lib(o->tuning.sgemm));
     dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);

@@ -192,6 +192,7 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
         o = &none;
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
+    dev_blas_choose_sgemm(api_sgemm_lib(o->tuning.sgemm));
     dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     double t0 = now(), t1 = t0, t2 = t0;
     CollMpi *t = NULL;

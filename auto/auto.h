@@ -21,6 +21,8 @@
  *   prune.c     dominated strategies removed (exactly: an optimum stays)
  *   elim.c      the exact minimum by variable elimination where the
  *               graph is narrow enough (no memory limit)
+ *   lagrange.c  a memory limit over elimination: the memory row priced
+ *               into the objective, the least price whose plan fits
  *   ilp.c       the integer program over the groups, solved with GLPK
  *   explain.c   why: per chosen sharding the alternatives and their costs
  *   shard.c     auto_shard, the pass: graph, solve, annotate, explain
@@ -214,6 +216,16 @@ IrStatus auto_graph_prune(AutoGraph *g, bool memory, IrDiag *d);
  * (a factor past 4M cells: solve with auto_ilp_solve); -1 out of memory.
  * Deterministic. */
 int auto_elim_solve(const AutoGraph *g, int32_t *choice);
+
+/* ---- lagrange.c ---- */
+
+/* A plan within mem_limit by a Lagrangian on the memory row over
+ * auto_elim_solve (the least price of memory whose optimum fits, the
+ * cheapest fitting plan seen): 1 found, into choice[]; 0 none (too wide
+ * for elimination, or nothing it tried fits: solve with auto_ilp_solve);
+ * -1 out of memory. The unary costs of g are as they were on return.
+ * Deterministic. */
+int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice);
 
 /* ---- ilp.c ---- */
 

@@ -7,8 +7,10 @@
  *              shardings are constraints
  *   prune      dominated strategies removed (prune.c)
  *   solve      one strategy per group: by elimination (elim.c), exact;
- *              by the integer program (ilp.c) where the graph is too wide
- *              for it or its optimum passes the memory limit
+ *              where its optimum passes the memory limit, by the
+ *              Lagrangian on memory over it (lagrange.c); by the integer
+ *              program (ilp.c) where the graph is too wide for elimination
+ *              or the Lagrangian finds no plan that fits
  *   annotate   every instruction of a group that the user did not shard
  *              gets its chosen output sharding; opaque ones get none (the
  *              propagation gives them one)
@@ -74,8 +76,11 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     int solved = 0;
     if (st == IR_OK && (solved = auto_elim_solve(&g, choice)) < 0)
         st = ir_oom(d, NULL);
-    if (solved > 0 && opt->mem_limit > 0 && auto_graph_mem(&g, choice) > (double)opt->mem_limit)
-        solved = 0;
+    /* Its optimum past the memory limit: the Lagrangian over elimination
+     * (lagrange.c) finds a plan that fits, in milliseconds per solve. */
+    if (solved > 0 && opt->mem_limit > 0 && auto_graph_mem(&g, choice) > (double)opt->mem_limit &&
+        (solved = auto_lagrange_solve(&g, (double)opt->mem_limit, choice)) < 0)
+        st = ir_oom(d, NULL);
     if (st == IR_OK && !solved)
         st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, d);
     if (st == IR_OK)

@@ -9,7 +9,8 @@
  * reports the median of each (the side that runs first alternates):
  *     bench dot: tessel X ms blas Y ms (f32 MxKxN, median of R; tessel G
  *     GFLOP/s, F of the peak P GFLOP/s of T threads) ratio R
- * where R = X / Y is tessel's time over BLAS's (the target is R <= 1.10)
+ * after a line naming the library of tessel's GEMM (its probe's verdict,
+ * device/blas_choice.c), where R = X / Y is tessel's time over BLAS's (the target is R <= 1.10)
  * and F tessel's rate over the peak bench_peak.h measures on one core
  * times OpenBLAS's T threads (issue 34's target: at least 0.85). Results are validated: tessel's and BLAS's outputs must agree
  * within 1e-5 relative, and a sample of entries must match a
@@ -222,6 +223,7 @@ int main(int argc, char **argv)
          * library tessel loads is the one linked here, already loaded). */
         int lanes = 0, threads = openblas_get_num_threads();
         double peak = bench_peak_gflops(&lanes) * threads, gf = 2.0 * (double)m * (double)k * (double)n / mt / 1e6;
+        printf("dot: tessel's f32 GEMM: %s\n", dev_blas_sgemm_verdict());
         printf("bench dot: tessel %.2f ms blas %.2f ms (f32 %lldx%lldx%lld, median of %d; tessel %.1f GFLOP/s, "
                "%.2f of the peak %.1f GFLOP/s of %d thread%s) ratio %.2f\n",
                mt, mb, (long long)m, (long long)k, (long long)n, reps, gf, peak > 0 ? gf / peak : 0.0, peak, threads,

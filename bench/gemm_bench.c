@@ -22,8 +22,9 @@
  * Prints a line per shape, then
  *     bench gemm: ... best LIB F of peak at 1024^3 ratio F
  * where F is the fastest library's fraction of the measured peak at 1024^3
- * (issue 34's target: at least 0.85) and the line names the library a
- * build should choose (cmake -DTESSEL_SGEMM=LIB; CMakeLists.txt).
+ * (issue 34's target: at least 0.85) and the line names the library
+ * tessel's probe should choose on this machine (device/blas_choice.c;
+ * `tessel run --stats` says what it chose).
  */
 #include "bench_common.h"
 #include "bench_peak.h"

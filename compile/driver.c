@@ -341,6 +341,11 @@ static IrStatus devices(const IrModule *src, const CompileOptions *o, int64_t *n
     *n = o->num_partitions ? o->num_partitions : (src->num_partitions > 0 ? src->num_partitions : 1);
     *r = o->num_replicas ? o->num_replicas : (src->replica_count > 0 ? src->replica_count : 1);
     int64_t maxdev = o->max_devices > 0 ? o->max_devices : COMPILE_DEFAULT_MAX_DEVICES;
+    if (o->num_partitions < 0 || o->num_replicas < 0)
+        return ir_error(d, IR_EINPUT, src->file, NULL, (IrPos){0, 0},
+                        "%s must be 1 or more (0: the module's), not %lld",
+                        o->num_partitions < 0 ? "num_partitions" : "num_replicas",
+                        (long long)(o->num_partitions < 0 ? o->num_partitions : o->num_replicas));
     if (*n < 1 || *r < 1 || *n > maxdev || *r > maxdev || *n * *r > maxdev)
         return ir_error(d, IR_EINPUT, src->file, NULL, (IrPos){0, 0},
                         "%lld partitions x %lld replicas: at most %lld devices (--limit devices=N)", (long long)*n,

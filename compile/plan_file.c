@@ -660,8 +660,10 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                     return bad(L, 4, "at most %d devices (partitions x replicas)", IR_MAX_DEVICES);
                 if (h < 1 || ld < 1 || h > IR_MAX_DEVICES || ld > IR_MAX_DEVICES || h * ld != np * nr)
                     return bad(L, 4, "hosts x local_devices must equal partitions x replicas");
-                if (ni != e->nparam || ni > 1 << 20 || no < 0 || no > 1 << 20)
+                if (ni != e->nparam || ni > 1 << 20)
                     return bad(L, 4, "inputs=%lld but the module's entry has %d parameters", ni, (int)e->nparam);
+                if (no < 0 || no > 1 << 20)
+                    return bad(L, 4, "outputs=%lld is out of range [0, %d]", no, 1 << 20);
                 if (have_plan)
                     return bad(L, 4, "a second TesselPlan line");
                 if (L->host && (np != L->host->np || nr != L->host->nr || h != L->host->hosts ||

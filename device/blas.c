@@ -12,10 +12,10 @@
  * they would have anyway: when their devices are made (dev_devices_create
  * sets the thread count) or at the first GEMM, before any timed step.
  *
- * The f32 GEMM (DevBlas.sgemm) comes from the library the build chose,
- * TESSEL_SGEMM: OpenBLAS's cblas_sgemm by default, else BLIS's or oneDNN's
- * behind the same signature (blas_sgemm.c); a chosen library that does not
- * load is an error, as a missing OpenBLAS is (dev_blas_error).
+ * The f32 GEMM (DevBlas.sgemm) is the one blas_choice.c picks: OpenBLAS's
+ * cblas_sgemm, BLIS's or oneDNN's behind the same signature (blas_sgemm.c),
+ * or the probe that measures them; a fixed library that does not load is
+ * an error, as a missing OpenBLAS is (dev_blas_error).
  *
  * The library is the one the build found (TESSEL_BLAS_PATH, the directory
  * pkg-config names and the library's soname: what the linked binary's
@@ -36,9 +36,6 @@
 #endif
 #ifndef TESSEL_BLAS_SONAME
 #define TESSEL_BLAS_SONAME "libopenblas.so.0"
-#endif
-#ifndef TESSEL_SGEMM
-#define TESSEL_SGEMM "openblas"
 #endif
 
 static DevBlas blas;
@@ -102,13 +99,14 @@ static void blas_load(void)
               sym(lib, "cungqr_", &b->cungqr) && sym(lib, "zungqr_", &b->zungqr) &&
               sym(lib, "openblas_get_num_threads", &b->get_num_threads) &&
               sym(lib, "openblas_set_num_threads", &b->set_num_threads);
-    if (ok && strcmp(TESSEL_SGEMM, "openblas") != 0) {
+    if (ok) {
+        dev_blas_sgemm_threads(b->get_num_threads(), true);
         const char *why = "";
-        SgemmFn *g = dev_blas_sgemm_from(TESSEL_SGEMM, &why);
+        SgemmFn *g = dev_blas_sgemm_pick(b->sgemm, &why);
         if (g)
             b->sgemm = g;
         else {
-            snprintf(blas_why, sizeof blas_why, "the build chose %s (TESSEL_SGEMM): %s", TESSEL_SGEMM, why);
+            snprintf(blas_why, sizeof blas_why, "the f32 GEMM's library (tuning): %s", why);
             ok = false;
         }
     }

@@ -1,7 +1,7 @@
 /*
  * blas.h: OpenBLAS's entry points as device/ calls them (blas.c loads the
- * library on first use; blas_sgemm.c, the f32 GEMM of BLIS or oneDNN where
- * the build chose one), for the files that call BLAS or LAPACK: k_dot.c,
+ * library on first use; blas_sgemm.c, the f32 GEMM of BLIS or oneDNN;
+ * blas_choice.c, which of them DevBlas.sgemm calls), for the files that call BLAS or LAPACK: k_dot.c,
  * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */
@@ -54,10 +54,22 @@ const DevBlas *dev_blas(void);
 /* blas_sgemm.c: the f32 GEMM of `lib` ("blis" or "onednn") behind
  * cblas_sgemm's signature, the library loaded on the first call (once);
  * NULL, with *why saying why, when it cannot be loaded or lib is unknown.
- * It runs on the calling thread alone. blas.c puts it in DevBlas.sgemm
- * when the build chose it (TESSEL_SGEMM). Thread safe. */
+ * It runs on the calling thread alone. Thread safe.
+ * dev_blas_sgemm_threads: record the BLAS thread count a device uses
+ * (max(1, n)): the devices' (dev_blas_set_threads), or with unless_told
+ * OpenBLAS's at its load, which a process that makes no devices keeps;
+ * dev_blas_sgemm_thread_count: the count recorded (the probe offers BLIS
+ * and oneDNN only at 1). */
 typedef __typeof__(cblas_sgemm) SgemmFn;
 SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why);
+void dev_blas_sgemm_threads(int n, bool unless_told);
+int dev_blas_sgemm_thread_count(void);
+/* blas_choice.c: the function for DevBlas.sgemm, given OpenBLAS's, by the
+ * choice dev_blas_choose_sgemm recorded: OpenBLAS's itself, BLIS's or
+ * oneDNN's (NULL, with *why, when it cannot be loaded), or under the probe
+ * a function that measures them at its first call and then forwards to
+ * the fastest. Called once, by blas.c's load. */
+SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why);
 /* dev_blas, loading the library (if not yet loaded) with a pool of n
  * threads rather than one a core (dev_blas_set_threads). */
 const DevBlas *dev_blas_for_threads(int n);

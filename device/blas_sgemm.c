@@ -2,19 +2,22 @@
  * blas_sgemm.c: the f32 GEMM from another library than OpenBLAS, behind
  * cblas_sgemm's signature (issue 34).
  *
- * tessel's f32 dots call DevBlas.sgemm (k_dot.c). blas.c fills it from
- * OpenBLAS unless the build chose another library (the CMake cache
- * variable TESSEL_SGEMM: openblas, blis or onednn, chosen by measuring
- * them: `bench/run peers`, the gemm line, BENCHMARKS.md "The GEMM"); then
- * it asks here. BLIS is called through its typed API bli_sgemm, which takes
+ * tessel's f32 dots call DevBlas.sgemm (k_dot.c). blas_choice.c decides
+ * which library fills it (fixed by the caller's tuning, or measured) and
+ * asks here for BLIS's or oneDNN's. BLIS is called through its typed API bli_sgemm, which takes
  * a row and a column stride per matrix, so an order and a transpose are
  * strides; no other library exports that name, so the call cannot land in
  * OpenBLAS (BLIS's own cblas_sgemm would call sgemm_, which OpenBLAS, loaded
  * first, also defines). oneDNN's dnnl_sgemm is row-major; a column-major
  * product is the row-major product of the transposes, operands swapped.
  * Both run on the calling thread alone (tessel's devices are one thread
- * each): BLIS is told one thread once, oneDNN's OpenMP runtime before every
- * call (omp_set_num_threads sets the calling thread's count only).
+ * each wherever devices share cores): BLIS is told one thread once,
+ * oneDNN's OpenMP runtime before every call (omp_set_num_threads sets the
+ * calling thread's count only). Where the BLAS runs more threads a device
+ * the probe keeps OpenBLAS (blas_choice.c), so no OpenMP pool starts
+ * beside OpenBLAS's (under load such pools spin at their barriers: a
+ * 2-thread BLIS ran 3x slower than OpenBLAS at load 16). The count is
+ * recorded here (dev_blas_sgemm_threads) for that decision.
  *
  * The libraries are loaded once (pthread_once per library) and never
  * unloaded; the pointers are read without a lock afterwards.
@@ -23,6 +26,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +41,8 @@ static BliSgemm bli_sgemm_fn;
 static DnnlSgemm dnnl_sgemm_fn;
 static void (*omp_set_threads_fn)(int);
 static char blis_why[200], dnnl_why[200];
+static atomic_int threads;         /* the devices' BLAS thread count; 0: not told */
+
 static pthread_once_t blis_once = PTHREAD_ONCE_INIT, dnnl_once = PTHREAD_ONCE_INIT;
 
 /* dlsym into a function pointer (POSIX allows the conversion; C does not,
@@ -125,6 +131,21 @@ SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why)
         *why = dnnl_why;
         return dnnl_sgemm_fn ? sgemm_dnnl : NULL;
     }
-    *why = "unknown f32 GEMM library (TESSEL_SGEMM: openblas, blis or onednn)";
+    *why = "unknown f32 GEMM library (openblas, blis or onednn)";
     return NULL;
+}
+
+void dev_blas_sgemm_threads(int n, bool unless_told)
+{
+    int none = 0;
+    if (unless_told)
+        atomic_compare_exchange_strong(&threads, &none, n < 1 ? 1 : n);
+    else
+        atomic_store(&threads, n < 1 ? 1 : n);
+}
+
+int dev_blas_sgemm_thread_count(void)
+{
+    int n = atomic_load(&threads);
+    return n < 1 ? 1 : n;
 }

@@ -828,6 +828,7 @@ void dev_blas_set_threads(int n)
 {
     if (n < 1)
         n = 1;
+    dev_blas_sgemm_threads(n, false);
     const DevBlas *b = dev_blas_for_threads(n);
     if (!b)
         return;

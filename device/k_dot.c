@@ -1155,6 +1155,98 @@ static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const 
     return st;
 }
 
+/* Are (batch, spatial..., feature) the dims 0, 1..ns, ns+1: the feature
+ * minor-most, the batch major (NHWC for 2-D, JAX's default layout)? */
+static bool channels_last(int64_t batch, int64_t feature, const int64_t *sp, int32_t ns)
+{
+    return batch == 0 && feature == ns + 1 && spatial_at(sp, ns, 1);
+}
+
+/* Rows [j0, j0 + n) of the channels-last im2col matrix Col[OB*OS, W*KI]:
+ * row (ob, os) is, for each window position w, the KI features of the
+ * input at that tap (contiguous in [IB, IS..., IF]), or zeros for padding
+ * and holes. */
+static void nhwc_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const int64_t *off, int64_t j0,
+                        int64_t n, uint8_t *col)
+{
+    size_t run = (size_t)p->ki * esz, rowb = (size_t)p->w * run;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t ob = (j0 + j) / p->os, os = (j0 + j) % p->os;
+        const uint8_t *plane = in + (size_t)(ob * p->is) * run;
+        uint8_t *row = col + (size_t)j * rowb;
+        for (int64_t w = 0; w < p->w; w++) {
+            int64_t o = off[w * p->os + os];
+            if (o < 0)
+                memset(row + (size_t)w * run, 0, run);
+            else
+                memcpy(row + (size_t)w * run, plane + (size_t)o * run, run);
+        }
+    }
+}
+
+/* The channels-last engine: input [IB, IS..., IF] and output [OB, OS...,
+ * OF] in the compute type, no feature or batch groups, f32/f64 with BLAS.
+ *     out[OB*OS, KO] = Col[OB*OS, W*KI] x Ker[W*KI, KO]
+ * so im2col copies runs of KI contiguous features and the GEMM writes the
+ * output's own layout: nothing packed on the way in, nothing transposed on
+ * the way out (the general engine makes both [.., F, S] and back). The
+ * kernel is read in place when it is [S..., I, O] (HWIO) unreversed, else
+ * packed so. Col is blocked by rows near CONV_COL_BYTES. *taken is false
+ * (nothing done) where the sparse engine should run instead (conv_run's
+ * rule) or a row of Col alone is too large to block well. */
+static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
+                          bool *taken)
+{
+    *taken = false;
+    size_t esz = ct_size(c);
+    int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->kk;
+    if (nr < CONV_MIN_COLS / 4 && nr < p->ncol)
+        return IR_OK;
+    int64_t *off = conv_offsets(k, p);
+    if (!off)
+        return oom(k);
+    int64_t nvalid = 0, total = p->w * p->os;
+    for (int64_t i = 0; i < total; i++)
+        nvalid += off[i] >= 0;
+    if (nvalid * 8 < total) {
+        ts_free(off);
+        return IR_OK;
+    }
+    *taken = true;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    const uint8_t *ker = data_of(k->opnd[1]);
+    uint8_t *ker_own = NULL;
+    if (!(ct_native(c, k->opnd[1]->shape.type) && !reversed(k, p) && cd->k_in_feature == p->ns &&
+          cd->k_out_feature == p->ns + 1 && spatial_at(cd->k_spatial, p->ns, 0))) {
+        View v; /* [W, KI, KO] */
+        ker_view(k, &v, cd->k_in_feature, cd->k_out_feature, true);
+        if (!(ker_own = scratch(view_elements(&v), esz))) {
+            ts_free(off);
+            return oom(k);
+        }
+        pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, ker_own);
+        ker = ker_own;
+    }
+    if (nr > p->ncol)
+        nr = p->ncol;
+    uint8_t *col = scratch(nr * p->kk, esz);
+    if (!col) {
+        ts_free(off);
+        ts_free(ker_own);
+        return oom(k);
+    }
+    Gemm g = {.c = c, .blas = true, .n = p->ko, .k = p->kk, .lda = p->kk, .ldb = p->ko, .ldc = p->ko};
+    for (int64_t j0 = 0; j0 < p->ncol; j0 += nr) {
+        g.m = p->ncol - j0 < nr ? p->ncol - j0 : nr;
+        nhwc_im2col(p, esz, in, off, j0, g.m, col);
+        gemm(&g, col, ker, outp + (size_t)(j0 * p->ko) * esz);
+    }
+    ts_free(col);
+    ts_free(ker_own);
+    ts_free(off);
+    return IR_OK;
+}
+
 /* View of s with dims in order (d0, d1, sp...); true when that order is the
  * identity, i.e. the view is s's own row-major layout. */
 static bool canon_view(View *v, const IrShape *s, int64_t d0, int64_t d1, int32_t ns,
@@ -1193,6 +1285,9 @@ static bool canon_view(View *v, const IrShape *s, int64_t d0, int64_t d1, int32_
  *   dense:  im2col + GEMM, out = Ker[OF, KI*W] x Col[KI*W, OB*OS], blocked
  *           by columns and rows (OpenBLAS for f32/f64);
  *   sparse: loops over the real taps only, for heavily base-dilated convs.
+ * Channels-last convolutions (input and output [B, S..., F], no groups,
+ * f32/f64 with BLAS) where the dense engine would run skip both layout
+ * changes: conv_nhwc.
  *
  * Inputs: two array operands. On success *out is a new array. Fails with
  * IR_EINPUT on inconsistent dimension numbers or sizes, IR_ENOMEM on OOM.
@@ -1216,6 +1311,20 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
         return IR_OK;
     }
     const DevValue *iv = k->opnd[0];
+    if (p.fgc == 1 && p.bgc == 1 && p.kk > 0 && use_blas(k) && (c == CT_F32 || c == CT_F64) &&
+        ct_native(c, iv->shape.type) && ct_native(c, os->type) &&
+        channels_last(cd->in_batch, cd->in_feature, cd->in_spatial, p.ns) &&
+        channels_last(cd->out_batch, cd->out_feature, cd->out_spatial, p.ns)) {
+        bool taken = false;
+        st = conv_nhwc(k, c, &p, data_of(iv), r->data, &taken);
+        if (st != IR_OK || taken) {
+            if (st != IR_OK)
+                dev_value_unref(r);
+            else
+                *out = r;
+            return st;
+        }
+    }
     View vi, vo;
     bool in_direct = canon_view(&vi, &iv->shape, cd->in_batch, cd->in_feature, p.ns, cd->in_spatial) &&
                      ct_native(c, iv->shape.type);

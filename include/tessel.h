@@ -460,6 +460,19 @@ typedef enum TsFusionMode {
     TS_FUSION_OFF = 1,       /* every instruction on its own */
     TS_FUSION_ALL = 2,       /* arrays of any size fused */
 } TsFusionMode;
+/* The library of the f32 GEMMs (tessel's f32 dots). TS_SGEMM_PROBE: at the
+ * process's first f32 GEMM, each library present is timed on one product
+ * and the fastest kept (a missing one is skipped; --stats says what was
+ * measured and chosen). A fixed library gives the same bits in every
+ * process; the probe's choice may differ between runs where two libraries
+ * are close. A fixed library that cannot be loaded fails the run. The
+ * first run of a process decides for the process. */
+typedef enum TsSgemm {
+    TS_SGEMM_PROBE = 0,      /* measured (the default) */
+    TS_SGEMM_OPENBLAS = 1,   /* OpenBLAS's cblas_sgemm */
+    TS_SGEMM_BLIS = 2,       /* BLIS (libblis.so.4) */
+    TS_SGEMM_ONEDNN = 3,     /* oneDNN (libdnnl.so.2) */
+} TsSgemm;
 typedef struct TsTuning {
     int64_t piece_bytes;     /* largest MPI message of a collective (0: 1 GiB, the most) */
     int64_t chunk_bytes;     /* chunks of a pipelined transfer (0: 512 KiB where combined, else a
@@ -491,6 +504,7 @@ typedef struct TsTuning {
      * core, spinning ~0.1 s before it sleeps); the devices set the count
      * afterwards either way. */
     bool openblas_num_threads_unset;
+    int32_t sgemm;           /* TsSgemm */
 } TsTuning;
 
 /* A value every rank of an MPI run must share (TsRunOptions.agree): what
@@ -574,8 +588,8 @@ typedef struct TsRunOptions {
     /* Under MPI (ts_plan_run_mpi): before any step the ranks agree, in one
      * all-gather, that they run the same thing: the plan and the model's
      * SHA-256, the layout, the inputs (keys; files by the SHA-256 of their
-     * content, each rank reading each file once more for it; arrays by
-     * their bytes unless process_local), the random seed, the steps and the options above
+     * content, each rank reading each file once more for it, above 64 MiB
+     * of a 1 MiB sample; arrays by their bytes unless process_local), the random seed, the steps and the options above
      * that change what runs or moves (tuning travels from rank 0 instead:
      * every rank takes rank 0's). `agree` adds the caller's own values
      * (at most TS_AGREE_MAX; e.g. a command line's output directory). A

@@ -482,11 +482,28 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
                      ? gathered_window(pc, lv, (int32_t)dn->in_spatial[k], &best->halo[k], best->iter, IT_S0 + k, zero)
                      : spmd_halo(pc, lv, best->lhs, (int32_t)dn->in_spatial[k], &best->halo[k], zero);
         }
-    IrShape local;
+    /* A narrow float (f16 ...) contracted across devices: each device's
+     * partial is the convolution of its operands widened to f32 (exact),
+     * the partials are summed in f32 and the result rounded to the type
+     * once, as the reference computes the whole convolution (device/k_dot.c
+     * accumulates f16 and bf16 in f32). Partials rounded to f16 could
+     * overflow where the whole sum does not: x f16[1,1,4] = [60000, 60000,
+     * -60000, -60000] (features) convolved with ones over 2 devices was
+     * inf + -inf = NaN partitioned, 0 in the reference. */
+    bool wide = best->reduce && spmd_narrow_float(ins->shape.type) && l->shape.type == ins->shape.type &&
+                r->shape.type == ins->shape.type;
+    IrShape local, full;
     int32_t v = -1;
+    if (ir_shape_copy(a, &full, &ins->shape) != IR_OK)
+        lv = spmd_oom_value(pc);
     if (lv >= 0 && rv >= 0 && shd_shard_shape(a, &ins->shape, best->partial, &local) == IR_OK) {
+        if (wide) {
+            lv = spmd_emit_convert(pc, lv, IR_F32);
+            rv = spmd_emit_convert(pc, rv, IR_F32);
+            local.type = full.type = IR_F32;
+        }
         int32_t ops[2] = {lv, rv};
-        v = spmd_emit_clone(pc, ins, &local, 2, ops, 0, NULL);
+        v = lv >= 0 && rv >= 0 ? spmd_emit_clone(pc, ins, &local, 2, ops, 0, NULL) : -1;
     }
     if (v >= 0)
         for (int32_t k = 0; k < cd.ns; k++)
@@ -500,5 +517,6 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
         v = spmd_oom_value(pc);
     IrSharding *partial = best->partial;
     ts_free(best);
-    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, partial, OP_ADD, ng, size, groups, pc->shd[i]));
+    v = finish_partial(pc, v, &full, partial, OP_ADD, ng, size, groups, pc->shd[i]);
+    return spmd_set_val(pc, i, wide && v >= 0 ? spmd_emit_convert(pc, v, ins->shape.type) : v);
 }

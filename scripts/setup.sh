@@ -9,6 +9,7 @@ PACKAGES=(
     gcc make cmake pkg-config
     libopenmpi-dev openmpi-bin
     libhwloc-dev libcmocka-dev libopenblas-dev libjansson-dev
+    libblis4-openmp libdnnl2   # f32 GEMMs: the probe times them beside OpenBLAS (device/blas_choice.c)
     libfftw3-dev     # fft (FFTW)
     libglpk-dev      # the integer program of --auto-shard (auto/ilp.c; docs/auto-shard.md says why GLPK)
     nettle-dev       # SHA-256 of plan files and of outputs (compile/digest.c, api/outdir.c)

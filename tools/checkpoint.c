@@ -95,16 +95,21 @@ static int64_t read_manifest(const char *dir, const char *name, const char *dige
     if (named < 0)
         return -1;
     FILE *f = fopen(path, "r");
-    if (!f)
+    if (!f) {
+        snprintf(why, nwhy, "no readable checkpoint.json");
         return -1;
+    }
     char text[8192];
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     text[n] = 0;
     char step[32], dg[80], fmt[40], ver[16], osha[80];
     if (!json_field(text, "format", fmt, sizeof fmt) || strcmp(fmt, "tessel-checkpoint") ||
-        !json_field(text, "step", step, sizeof step) || !json_field(text, "digest", dg, sizeof dg))
+        !json_field(text, "step", step, sizeof step) || !json_field(text, "digest", dg, sizeof dg)) {
+        snprintf(why, nwhy, "checkpoint.json is not one tessel wrote (its \"format\", \"step\" or \"digest\" is "
+                            "missing or other): edited or corrupted");
         return -1;
+    }
     if (strcmp(dg, digest)) {
         *other = true;
         return -1;

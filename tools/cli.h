@@ -83,6 +83,7 @@ enum {
 #define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 #define OPT_REMAT          (UINT64_C(1) << 43) /* --remat POLICY (grad: what the backward recomputes) */
 #define OPT_DONATE         (UINT64_C(1) << 44) /* --donate auto|declared (input_output_alias pairs inferred) */
+#define OPT_SGEMM          (UINT64_C(1) << 45) /* --sgemm openblas|blis|onednn|probe (run: the f32 GEMM's library) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -124,6 +125,7 @@ typedef struct CliOptions {
     double heartbeat;        /* --heartbeat SECONDS (0: the library's 60) */
     double link_gbps;        /* --link-gbps G (0: the cost model's 10) */
     int32_t donate;          /* --donate: TS_DONATE_DECLARED (default) or TS_DONATE_AUTO */
+    int32_t sgemm;           /* --sgemm: a TsSgemm (given: OPT_SGEMM) */
     bool auto_shard;         /* --auto-shard */
     const char *mesh;        /* --mesh SPEC */
     const char *profile;     /* --profile FILE */
@@ -222,6 +224,9 @@ double cli_now(void);
 /* tuning_env.c: TESSEL_* tuning variables read once into *t (zeroed
  * first); a malformed one is reported (exit status CLI_USAGE). */
 int cli_tuning_from_env(TsTuning *t);
+/* The TsSgemm that "openblas", "blis", "onednn" or "probe" names (--sgemm,
+ * TESSEL_SGEMM), or -1. */
+int cli_sgemm_parse(const char *v);
 /* Write text to `path` atomically, or to stdout when NULL or "-". */
 int cli_write_text(const char *path, const char *text);
 

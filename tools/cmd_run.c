@@ -41,6 +41,7 @@ static const char HELP[] =
     "                  [--timeout S] [--heartbeat S] [--checkpoint-every M\n"
     "                  --checkpoint-dir DIR] [--resume DIR] [--link-gbps G]\n"
     "                  [--auto-shard [--mesh SPEC] [--profile FILE]]\n"
+    "                  [--sgemm openblas|blis|onednn|probe]\n"
     "\n"
     "Execute a module (or a plan from `tessel compile`). The module is\n"
     "partitioned for N partitions x R replicas and run on N*R devices, each a\n"
@@ -102,6 +103,12 @@ static const char HELP[] =
     "                          (S counts the run's steps; a line says each one)\n"
     "  --resume DIR            continue from DIR's last complete checkpoint;\n"
     "                          bit-identical to an uninterrupted run\n"
+    "                          (with the same --sgemm library)\n"
+    "  --sgemm LIB             the library of f32 dots: openblas, blis, onednn,\n"
+    "                          or probe (default; TESSEL_SGEMM): time the ones\n"
+    "                          present at the first dot, keep the fastest\n"
+    "                          (--stats says). A fixed one repeats the same bits\n"
+    "                          in every process\n"
     "  --spmd                  the module is already an SPMD program (XLA's dump\n"
     "                          after spmd-partitioning, or a plan's text): replay\n"
     "                          it as it is on N*R devices, each with its own\n"
@@ -836,6 +843,9 @@ static int run_run(const CliOptions *o)
         if (strchr(o->inputs[i].key, '@'))
             return cli_usage_error(&cli_cmd_run, "--input %s: KEY@DEVICE binds one device of a replay: add --spmd",
                                    o->inputs[i].key);
+    if (o->reference && (o->checkpoint_every || o->checkpoint_dir || o->resume))
+        return cli_usage_error(&cli_cmd_run, "%s checkpoints a partitioned run; --reference runs the steps without "
+                               "checkpoints", o->resume ? "--resume" : "--checkpoint-every/--checkpoint-dir");
     if (o->reference && (o->given & OPT_HEARTBEAT))
         return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
                                "alone");
@@ -844,6 +854,8 @@ static int run_run(const CliOptions *o)
     int trc = cli_tuning_from_env(&tuned.tuning);
     if (trc != CLI_OK)
         return trc;
+    if (o->given & OPT_SGEMM)
+        tuned.tuning.sgemm = o->sgemm;
     o = &tuned;
     install_signals();
     start_timeout(o);
@@ -863,6 +875,6 @@ const CliCommand cli_cmd_run = {
                OPT_REPLICAS | OPT_HOSTS | OPT_LOCAL_DEVICES | OPT_STEPS | OPT_STATS | OPT_INFEED | OPT_NO_VERIFY |
                OPT_SPMD | OPT_PER_DEVICE | OPT_OUTPUT_DEVICE | OPT_WATCH | OPT_PROGRESS | OPT_DUMP_DIR | OPT_TIMEOUT |
                OPT_HEARTBEAT | OPT_CHECKPOINT_EVERY | OPT_CHECKPOINT_DIR | OPT_RESUME | OPT_LINK_GBPS |
-               OPT_INIT_STATE | OPT_SIGN_KEY,
+               OPT_INIT_STATE | OPT_SIGN_KEY | OPT_SGEMM,
     .run = run_run,
 };

@@ -66,6 +66,7 @@ static const OptSpec OPTS[] = {
     {"--explain", OPT_EXPLAIN, false},
     {"--why", OPT_WHY, true},
     {"--init-state", OPT_INIT_STATE, true},
+    {"--sgemm", OPT_SGEMM, true},
     {"--sign-key", OPT_SIGN_KEY, true},
 };
 
@@ -420,6 +421,10 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_MESH: o->mesh = v; return CLI_OK;
     case OPT_PROFILE: o->profile = v; return CLI_OK;
     case OPT_WHY: o->why = v; return CLI_OK;
+    case OPT_SGEMM:
+        if ((o->sgemm = cli_sgemm_parse(v)) < 0)
+            return cli_usage_error(cmd, "--sgemm is openblas, blis, onednn or probe, not '%s'", v);
+        return CLI_OK;
     case OPT_INIT_STATE:
         if (strcmp(v, "zeros"))
             return cli_usage_error(cmd, "--init-state is zeros (the optimizer state starts at zero), not '%s'", v);

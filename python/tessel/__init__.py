@@ -333,6 +333,11 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     signature")."""
     if donate not in ("auto", "declared"):
         raise ValueError("donate must be 'auto' or 'declared', not %r" % (donate,))
+    for what, v in (("num_partitions", num_partitions), ("num_replicas", num_replicas), ("hosts", hosts),
+                    ("local_devices", local_devices)):
+        v = operator.index(v)
+        if not 0 <= v < 2**63:  # ctypes would wrap 2**64+2 to 2 partitions
+            raise ValueError("tessel: %s must be from 0 (the default) to 2**63-1, not %d" % (what, v))
     key = _sign_key(sign_key)
     m, own = _model(model, name, limits, "compile")
     try:

@@ -116,7 +116,8 @@ class TsTuning(ctypes.Structure):
                 ("skip_collective_after", c_int64),
                 ("fail_one_rank", c_bool),
                 ("fail_rank", c_int32),
-                ("openblas_num_threads_unset", c_bool)]
+                ("openblas_num_threads_unset", c_bool),
+                ("sgemm", c_int32)]
 
 
 class TsRunOptions(ctypes.Structure):

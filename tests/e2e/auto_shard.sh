@@ -8,9 +8,10 @@
 # plan; and the errors: a mesh that is not the device count, a user
 # sharding that contradicts the mesh (another device count, no tiling over
 # its axes, a dim cut into more tiles than elements), a memory limit
-# nothing fits, a bad
-# mesh, --mesh without --auto-shard (exit 2, each saying why); tessel
-# profile writes a profile --profile reads.
+# nothing fits, a bad mesh, --mesh without --auto-shard (exit 2, each
+# saying why); tessel profile writes a profile --profile reads, and under
+# mpirun -np 2 one with across-hosts figures (release build only: about
+# 40 s of collectives on a loaded machine).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -136,4 +137,25 @@ expect_status 2 "$TESSEL" compile "$S" --mesh 4 -o -
 expect_in "$ERR" "give them with --auto-shard"
 expect_status 2 "$TESSEL" plan "$S" --explain
 expect_in "$ERR" "--explain says why --auto-shard chose"
+# Under mpirun -np 2: the across-hosts figures too (sane: positive and
+# finite; their values are the machine's), read for a mesh over 2 hosts.
+case "${TESSEL_BUILD:-}" in */asan)
+    echo "auto_shard: ok (asan: no profile under mpirun)"
+    exit 0
+    ;;
+esac
+expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 300 mpirun --oversubscribe -np 2 "$TESSEL" profile \
+    -o "$WORK/prof2.json"
+"$PY" - "$WORK/prof2.json" <<'PY' || fail "the profile under mpirun has no sane across-hosts figures"
+import json, math, sys
+p = json.load(open(sys.argv[1]))
+assert p["tessel_profile"] == 1 and p["hosts"] == 2 and p["flops"] > 0 and p["bytes"] > 0
+for k in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+    for scope in ("local", "remote"):
+        for f in ("alpha", "beta"):
+            v = p["collectives"][k][scope][f]
+            assert v > 0 and math.isfinite(v), (k, scope, f, v)
+PY
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --hosts 2 --profile "$WORK/prof2.json" --explain
+expect_in "$OUT" "auto-shard of mlp over mesh data=2,model=2"
 echo "auto_shard: ok"

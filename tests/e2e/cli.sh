@@ -161,6 +161,46 @@ grep -Eq "^tessel: stats: steps: first [0-9.]+ ms, then median [0-9.]+ ms a step
 expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --stats
 ! grep -q "stats: steps:" "$ERR" || fail "a per-step line for one step"
 
+# The f32 dots' library: --sgemm probe times the libraries present at the
+# first dot of 256^3 multiply-adds or more and --stats says what it chose
+# and measured (ctest fixes TESSEL_SGEMM=openblas, which the option
+# overrides); smaller dots stay in OpenBLAS without a probe; a fixed
+# library says "(tuning)" and gives OpenBLAS's result within the dot's
+# rounding (npy_match); unknown names are usage errors.
+cat >"$WORK/dot256.hlo" <<'HLO'
+HloModule dot256
+ENTRY main {
+  a = f32[256,256] parameter(0)
+  b = f32[256,256] parameter(1)
+  ROOT d = f32[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+HLO
+# (Where a device spans several cores, OpenBLAS keeps its threads: said so.)
+sed 's/256/512/g' "$WORK/dot256.hlo" >"$WORK/dot512.hlo"
+expect_status 0 "$TESSEL" run "$WORK/dot512.hlo" --random-inputs 1 --stats --sgemm probe --num-partitions 2
+grep -Eq "^tessel: stats: f32 GEMM: ((openblas|blis|onednn), measured \(f32 384\^3, one thread\): openblas [0-9.]+ GFLOP/s, blis ([0-9.]+ GFLOP/s|skipped \(.*\)), onednn ([0-9.]+ GFLOP/s|skipped \(.*\)); under 256\^3 multiply-adds: openblas|openblas: [0-9]+ BLAS threads a device \(BLIS and oneDNN are measured and used where devices run one\))$" "$ERR" ||
+    fail "no probe verdict: $(cat "$ERR")"
+expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --stats --sgemm probe
+expect_in "$ERR" "tessel: stats: f32 GEMM: openblas: no f32 GEMM of 256^3 multiply-adds or more"
+expect_status 0 env TESSEL_SGEMM=openblas "$TESSEL" run "$WORK/dot256.hlo" --random-inputs 5 --stats \
+    --output-dir "$WORK/sgemm.openblas"
+expect_in "$ERR" "tessel: stats: f32 GEMM: openblas (tuning)"
+for lib in blis:libblis.so.4 onednn:libdnnl.so.2; do
+    if [ "$(ldconfig -p 2>/dev/null | grep -cF "${lib#*:}")" = 0 ]; then # -c: grep reads all (pipefail)
+        echo "cli.sh: --sgemm ${lib%%:*} skipped: no ${lib#*:} (scripts/setup.sh installs it)"
+        continue
+    fi
+    expect_status 0 "$TESSEL" run "$WORK/dot256.hlo" --random-inputs 5 --stats --sgemm "${lib%%:*}" \
+        --output-dir "$WORK/sgemm.${lib%%:*}"
+    expect_in "$ERR" "tessel: stats: f32 GEMM: ${lib%%:*} (tuning)"
+    npy_match "$WORK/sgemm.openblas/output_0.npy" "$WORK/sgemm.${lib%%:*}/output_0.npy" ||
+        fail "--sgemm ${lib%%:*} differs from OpenBLAS beyond rounding"
+done
+expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --sgemm mkl
+expect_in "$ERR" "--sgemm is openblas, blis, onednn or probe, not 'mkl'"
+expect_status 2 env TESSEL_SGEMM=mkl "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1
+expect_in "$ERR" "TESSEL_SGEMM=mkl: expected openblas, blis, onednn or probe"
+
 # -o onto something that is not a regular file (a pipe here; /dev/null as
 # root) writes into it: renaming a temporary over it would replace it
 mkfifo "$WORK/pipe"

@@ -8,6 +8,9 @@
 #  2. An f16 sum whose per-device partials overflow: partials are carried
 #     in f32 (partition/spmd_reduce.c), so the partitioned run gives the
 #     reference's 1, not inf + -inf = NaN.
+#     The same for a convolution whose input features are sharded (f16 and
+#     bf16, partition/spmd_conv.c), on 2, 3 and 4 devices; a reduce-window
+#     computes each window on one device (halos), so it needs nothing.
 #  3. A slice stride near INT64_MAX takes one element (f32[1,4], as XLA
 #     infers); shape inference overflowed (UBSan) and inferred f32[0,4].
 set -euo pipefail
@@ -89,6 +92,42 @@ for how in --reference --num-partitions=2; do
         fail "f16 dot $how: $(npy_dump "$WORK/f16dot$how/output_0.npy")"
 done
 echo "hostile_values: an f16 dot whose partials overflow is the reference's, partitioned"
+
+# The same through a convolution whose input features are sharded: f32
+# partials, rounded once (NaN partitioned before). Row 0: 60000 + 60000 -
+# 60000 - 60000 = 0 (inf + -inf in f16 partials); row 1: 256 + 1 + 1 -
+# 256 = 2 (bf16 partials round 257 to 256: 1). The parameters are f32,
+# converted in the module, so the .npy files stay f32.
+"$PY" - "$WORK" <<'PY'
+import struct, sys
+hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1, 4), }"
+hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
+with open(sys.argv[1] + "/cx.npy", "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+    f.write(struct.pack("<8f", 60000, 60000, -60000, -60000, 256, 1, 1, -256))
+PY
+for T in f16 bf16; do
+    for N in 2 3 4; do
+        D=$(seq -s, 0 $((N - 1)))
+        cat >"$WORK/conv_$T$N.hlo" <<HLO
+HloModule conv_narrow, num_partitions=$N
+ENTRY main {
+  x32 = f32[2,1,4] parameter(0), sharding={devices=[1,1,$N]$D}
+  x = $T[2,1,4] convert(x32), sharding={devices=[1,1,$N]$D}
+  k = $T[1,4,1] constant({ { {1}, {1}, {1}, {1} } }), sharding={devices=[1,$N,1]$D}
+  c = $T[2,1,1] convolution(x, k), window={size=1}, dim_labels=b0f_0io->b0f, sharding={replicated}
+  ROOT r = f32[2,1,1] convert(c)
+}
+HLO
+        for how in --reference --num-partitions=$N; do
+            expect_status 0 "$TESSEL" run "$WORK/conv_$T$N.hlo" ${how/=/ } --input 0="$WORK/cx.npy" \
+                --output-dir "$WORK/conv_$T$N$how"
+            [ "$(npy_dump "$WORK/conv_$T$N$how/output_0.npy")" = "<f4 2,1,1 0 2" ] ||
+                fail "$T convolution on $N $how: $(npy_dump "$WORK/conv_$T$N$how/output_0.npy")"
+        done
+    done
+done
+echo "hostile_values: f16 and bf16 convolutions whose partials overflow or round are the reference's, partitioned"
 
 # ---- 3. a slice stride near INT64_MAX ----
 cat >"$WORK/slice.hlo" <<'HLO'

@@ -118,6 +118,7 @@ int main(void)
     FIELD(TsTuning, fail_one_rank);
     FIELD(TsTuning, fail_rank);
     FIELD(TsTuning, openblas_num_threads_unset);
+    FIELD(TsTuning, sgemm);
     FIELD(TsRunOptions, process_local);
     FIELD(TsRunOptions, zero_state);
     FIELD(TsRunOptions, nagree);

@@ -63,6 +63,28 @@ class Args(unittest.TestCase):
         y, = vec.run([np.array([1.5], np.float32)])
         self.assertEqual(y.tolist(), [3.0])
 
+    def test_device_counts(self):
+        # num_partitions=2**64+2 compiled for 2 partitions (ctypes wraps)
+        for what in ("num_partitions", "num_replicas", "hosts", "local_devices"):
+            for bad in (-1, 2**63, 2**64 + 2):
+                with self.assertRaises(ValueError) as cm:
+                    tessel.compile(SCALAR, **{what: bad})
+                self.assertIn("%s must be from 0 (the default) to 2**63-1, not %d" % (what, bad), str(cm.exception))
+        with self.assertRaises(TypeError):
+            tessel.compile(SCALAR, num_partitions=2.5)
+
+    def test_other_arrays(self):
+        vec = tessel.compile(tessel.parse_module(VECTOR))
+        # a strided view and a big-endian array are the values they hold
+        y, = vec.run([np.arange(2, dtype=np.float32)[::2]])
+        self.assertEqual(y.tolist(), [0.0])
+        y, = vec.run([np.array([1.5], ">f4")])
+        self.assertEqual(y.tolist(), [3.0])
+        for bad in (np.array([1.5]), np.array([1], np.int64), np.array([None], object)):
+            with self.assertRaises(tessel.Error) as cm:
+                vec.run([bad])
+            self.assertIn("expected <f4", str(cm.exception))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -11,7 +11,11 @@
  * Also: TsLimits fields set directly are clamped (a depth of 10^6 no longer
  * lets a deep module overflow the stack), steps < 0 and a heartbeat below
  * the minimum are refused.
+ * test_every_function reads include/tessel.h and this file: every function
+ * the header declares must be called here (outside comments and strings),
+ * so a new function without a NULL case fails this test.
  */
+#include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -281,6 +285,158 @@ static void test_limits_clamped(void **state)
     free(t);
 }
 
+/* The functions left: ts_plan_why's arguments, the value getters of a
+ * NULL plan, ts_nearest_name's NULLs and counts, and those without
+ * pointer arguments. */
+static void test_rest(void **state)
+{
+    (void)state;
+    char *s = (char *)0x1;
+    EXPECT(ts_plan_why(NULL, "x", &s, &d), "ts_plan_why: p is NULL");
+    assert_null(s);
+    assert_null(ts_plan_explain(NULL));
+    assert_null(ts_plan_explain_json(NULL));
+    assert_null(ts_plan_memory_fit(NULL));
+    TsModule *m = module();
+    TsPlan *p = NULL;
+    TsCompileOptions co = {.num_partitions = 2};
+    assert_int_equal(ts_compile(m, &co, &p, NULL), TS_OK);
+    s = (char *)0x1;
+    EXPECT(ts_plan_why(p, NULL, &s, &d), "ts_plan_why: name is NULL");
+    assert_null(s);
+    EXPECT(ts_plan_why(p, "y", NULL, &d), "ts_plan_why: out is NULL");
+    ts_plan_free(p);
+    /* TsCompileOptions set directly to extremes: a negative count is named
+     * (it was reported as "-2 partitions x 1 replicas: at most 4096
+     * devices"), INT64_MAX is over the device limit */
+    TsCompileOptions bad = {.num_partitions = -2};
+    EXPECT(ts_compile(m, &bad, &p, &d), "num_partitions must be 1 or more (0: the module's), not -2");
+    bad = (TsCompileOptions){.num_replicas = INT64_MIN};
+    EXPECT(ts_compile(m, &bad, &p, &d),
+           "num_replicas must be 1 or more (0: the module's), not -9223372036854775808");
+    bad = (TsCompileOptions){.num_partitions = INT64_MAX, .num_replicas = INT64_MAX};
+    EXPECT(ts_compile(m, &bad, &p, &d),
+           "9223372036854775807 partitions x 9223372036854775807 replicas: at most 4096 devices "
+           "(--limit devices=N)");
+    assert_null(p);
+    ts_module_free(m);
+    const char *names[] = {NULL, "add", NULL};
+    assert_null(ts_nearest_name(NULL, names, 3));
+    assert_null(ts_nearest_name("ad", NULL, 3));
+    assert_null(ts_nearest_name("ad", names, -1));
+    assert_null(ts_nearest_name("ad", names, INT32_MIN));
+    assert_string_equal(ts_nearest_name("ad", names, 3), "add");
+    assert_non_null(ts_version());
+    assert_true(ts_mpi_calls() >= 0);
+    assert_false(ts_mpi_launched());
+}
+
+/* Read a whole file (NUL-terminated) or fail the test. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *t = NULL;
+    size_t n = 0, cap = 0, got;
+    do {
+        if (n + 4096 + 1 > cap) {
+            cap = 2 * cap + 8192;
+            t = realloc(t, cap);
+            assert_non_null(t);
+        }
+        got = fread(t + n, 1, 4096, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    t[n] = 0;
+    return t;
+}
+
+/* Blank out C comments, string and character literals and preprocessor
+ * lines of t, in place. */
+static void blank_non_code(char *t)
+{
+    for (char *c = t; *c;) {
+        if (c[0] == '/' && c[1] == '*') {
+            char *e = strstr(c + 2, "*" "/");
+            char *end = e ? e + 2 : c + strlen(c);
+            memset(c, ' ', (size_t)(end - c));
+            c = end;
+        } else if ((c[0] == '/' && c[1] == '/') || (c[0] == '#' && (c == t || c[-1] == '\n'))) {
+            while (*c && *c != '\n')
+                *c++ = ' ';
+        } else if (*c == '"' || *c == '\'') {
+            char q = *c;
+            *c++ = ' ';
+            while (*c && *c != q) {
+                if (*c == '\\' && c[1])
+                    *c++ = ' ';
+                *c++ = ' ';
+            }
+            if (*c)
+                *c++ = ' ';
+        } else {
+            c++;
+        }
+    }
+}
+
+/* Does code (blanked) hold `name` followed by '(' as a whole identifier? */
+static bool calls(const char *code, const char *name, size_t len)
+{
+    for (const char *c = strstr(code, name); c; c = strstr(c + 1, name)) {
+        if (c > code && (isalnum((unsigned char)c[-1]) || c[-1] == '_'))
+            continue;
+        const char *e = c + len;
+        while (*e == ' ' || *e == '\n' || *e == '\t')
+            e++;
+        if (*e == '(')
+            return true;
+    }
+    return false;
+}
+
+/* Every function include/tessel.h declares (an identifier ts_... followed
+ * by '(' in its code) is called in this file. ts_mpi_abort alone is
+ * exempt: it never returns, and the header rules out a NULL world. */
+static void test_every_function(void **state)
+{
+    (void)state;
+    char *h = slurp(TESSEL_SRC_DIR "/include/tessel.h");
+    char *me = slurp(TESSEL_SRC_DIR "/tests/unit/test_api_null.c");
+    blank_non_code(h);
+    blank_non_code(me);
+    int found = 0, missing = 0;
+    for (char *c = h; (c = strstr(c, "ts_")) != NULL;) {
+        if (c > h && (isalnum((unsigned char)c[-1]) || c[-1] == '_')) {
+            c += 3;
+            continue;
+        }
+        size_t len = 3;
+        while (isalnum((unsigned char)c[len]) || c[len] == '_')
+            len++;
+        const char *e = c + len;
+        while (*e == ' ' || *e == '\n' || *e == '\t')
+            e++;
+        if (*e == '(') {
+            char name[128];
+            assert_true(len < sizeof name);
+            memcpy(name, c, len);
+            name[len] = 0;
+            found++;
+            if (strcmp(name, "ts_mpi_abort") != 0 && !calls(me, name, len)) {
+                fprintf(stderr, "test_api_null.c does not call %s (declared in include/tessel.h)\n", name);
+                missing++;
+            }
+        }
+        c += len;
+    }
+    assert_true(found >= 76);
+    assert_int_equal(missing, 0);
+    free(h);
+    free(me);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +444,8 @@ int main(void)
         cmocka_unit_test(test_plans),
         cmocka_unit_test(test_runs_and_outputs),
         cmocka_unit_test(test_limits_clamped),
+        cmocka_unit_test(test_rest),
+        cmocka_unit_test(test_every_function),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     ts_shutdown();

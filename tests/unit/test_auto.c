@@ -4,7 +4,8 @@
  * mesh), the alpha-beta formula, and the two solvers agreeing: variable
  * elimination and the GLPK program give the same optimum on an MLP, and
  * under a memory limit that the unconstrained optimum passes the program
- * finds a plan within it that costs no less; a dot whose contracting dim is
+ * and the Lagrangian over elimination find plans within it that cost no
+ * less (the Lagrangian no less than the program); a dot whose contracting dim is
  * tiled priced as the partitioner runs it (partial sums and an all-reduce,
  * or, where its byte count says so, all-gathers and the whole dot).
  */
@@ -137,12 +138,23 @@ static void solvers_agree(void **state)
         least += mn;
     }
     double mem = auto_graph_mem(&g, a);
-    if (least < mem) {
+    assert_true(least < mem); /* the limit between them binds */
+    {
         double limit = (least + mem) / 2;
         assert_int_equal(auto_ilp_solve(&g, limit, b, &d), IR_OK);
         assert_true(auto_graph_mem(&g, b) <= limit);
         assert_true(auto_graph_cost(&g, b) >= ca * (1 - 1e-9));
+        /* The Lagrangian over elimination: a plan within the limit, no
+         * cheaper than the program's optimum, the unary costs restored. */
+        int32_t l[64];
+        double before = auto_graph_cost(&g, a);
+        assert_int_equal(auto_lagrange_solve(&g, limit, l), 1);
+        assert_true(auto_graph_mem(&g, l) <= limit);
+        assert_true(auto_graph_cost(&g, l) >= auto_graph_cost(&g, b) * (1 - 1e-9));
+        assert_true(auto_graph_cost(&g, a) == before);
     }
+    int32_t none[64];
+    assert_int_equal(auto_lagrange_solve(&g, least / 2, none), 0);
     assert_int_equal(auto_ilp_solve(&g, least / 2, b, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "no sharding over the mesh fits the memory limit"));
     ir_diag_clear(&d);

@@ -1,15 +1,18 @@
 /*
  * test_blas_sgemm.c: the f32 GEMM of BLIS and oneDNN behind cblas_sgemm's
- * signature (device/blas_sgemm.c), the library a build can choose for
- * tessel's dots (TESSEL_SGEMM).
+ * signature (device/blas_sgemm.c), and the probe that chooses among them
+ * and OpenBLAS for tessel's dots (device/blas_choice.c).
  *
  * Every order (row- and column-major) and transpose of both operands, with
  * leading dimensions wider than the matrices, alpha and beta not 1 and 0,
  * against a triple loop in double computed here from cblas's definition:
  * C = alpha op(A) op(B) + beta C, element (i, j) of a matrix stored with
  * leading dimension ld at [i * ld + j] row-major, [j * ld + i] column-major.
- * A library that is not installed (bench/setup.sh installs both) is
- * skipped, saying so.
+ * A library that is not installed (scripts/setup.sh installs both) is
+ * skipped, saying so. The probe: DevBlas.sgemm, left to measure (the
+ * default), computes the same products, and afterwards its verdict names
+ * the library it chose and a rate or the reason for a skip for each of the
+ * three. (Which one wins is the machine's business: not asserted.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,14 +34,8 @@ static float at(const float *x, enum CBLAS_ORDER o, int ld, int i, int j)
     return o == CblasRowMajor ? x[i * ld + j] : x[j * ld + i];
 }
 
-static void check_lib(const char *lib)
+static void check_fn(const char *lib, SgemmFn *g)
 {
-    const char *why = "";
-    SgemmFn *g = dev_blas_sgemm_from(lib, &why);
-    if (!g) {
-        printf("test_blas_sgemm: %s skipped: %s\n", lib, why);
-        skip();
-    }
     float a[LD * LD], b[LD * LD], c[LD * LD], c0[LD * LD];
     for (int i = 0; i < LD * LD; i++) {
         a[i] = (float)((i * 7) % 13) - 6.0f;
@@ -74,6 +71,68 @@ static void check_lib(const char *lib)
             }
 }
 
+static void check_lib(const char *lib)
+{
+    const char *why = "";
+    SgemmFn *g = dev_blas_sgemm_from(lib, &why);
+    if (!g) {
+        printf("test_blas_sgemm: %s skipped: %s\n", lib, why);
+        skip();
+    }
+    check_fn(lib, g);
+}
+
+static void probed_sgemm(void **state)
+{
+    (void)state;
+    dev_blas_choose_sgemm(DEV_SGEMM_PROBE);
+    const DevBlas *b = dev_blas();
+    if (!b) {
+        printf("test_blas_sgemm: probe skipped: %s\n", dev_blas_error());
+        skip();
+    }
+    /* As devices that share the cores set it: one BLAS thread each. */
+    b->set_num_threads(1);
+    dev_blas_sgemm_threads(1, false);
+    /* Small products stay in OpenBLAS and measure nothing. */
+    check_fn("probe", b->sgemm);
+    assert_non_null(strstr(dev_blas_sgemm_verdict(), "openblas: no f32 GEMM of 256^3"));
+    /* A 256^3 product runs the probe, then in the library chosen: every
+     * element against a double dot of small integers (exact in f32). */
+    enum { P = 256 };
+    static float a[P * P], bm[P * P], c[P * P];
+    for (int i = 0; i < P * P; i++) {
+        a[i] = (float)((i * 7) % 13 - 6);
+        bm[i] = (float)((i * 5) % 11 - 5);
+    }
+    b->sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, P, P, P, 1.0f, a, P, bm, P, 0.0f, c, P);
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++) {
+            double want = 0;
+            for (int p = 0; p < P; p++)
+                want += (double)a[i * P + p] * bm[j * P + p];
+            if (c[i * P + j] != (float)want)
+                fail_msg("probed 256^3: C(%d,%d) = %g, expected %g", i, j, c[i * P + j], want);
+        }
+    const char *v = dev_blas_sgemm_verdict();
+    printf("test_blas_sgemm: f32 GEMM: %s\n", v);
+    assert_non_null(strstr(v, ", measured (f32 384^3, one thread): openblas "));
+    bool named = false;
+    for (int i = 0; i < 3; i++) {
+        static const char *const libs[3] = {"openblas", "blis", "onednn"};
+        char chose[32], rate[32], skipped[32];
+        snprintf(chose, sizeof chose, "%s, measured", libs[i]);
+        snprintf(rate, sizeof rate, " %s ", libs[i]);
+        snprintf(skipped, sizeof skipped, " %s skipped (", libs[i]);
+        named = named || strncmp(v, chose, strlen(chose)) == 0;
+        const char *at = strstr(v, rate);
+        assert_non_null(at);
+        assert_true(strstr(at, "GFLOP/s") || strstr(v, skipped));
+    }
+    assert_true(named);
+    assert_non_null(strstr(v, "; under 256^3 multiply-adds: openblas"));
+}
+
 static void blis_sgemm(void **state)
 {
     (void)state;
@@ -97,6 +156,7 @@ static void unknown_library(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(probed_sgemm),
         cmocka_unit_test(blis_sgemm),
         cmocka_unit_test(onednn_sgemm),
         cmocka_unit_test(unknown_library),

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# hostile_files.sh: files tessel did not write, in and around the output
+# directory (issue 30, "Files tessel did not write"): nothing of the
+# user's is replaced or deleted, refusals exit 2 naming the file, and
+# nothing is written by a refused run.
+#  1. output_0.npy and outputs.json planted as symlinks to a user's file:
+#     the link is replaced, the file it points to is untouched.
+#  2. --output-dir naming a regular file: status 2, "not a directory".
+#  3. A user's file named output_0.npy in the output directory, read by
+#     the run as its --input: status 2 naming it, the file unchanged, no
+#     manifest (the run replaced it with its output before).
+#  4. The model itself saved as DIR/output_0.npy (a model file or a plan):
+#     status 2, kept (it was replaced by the output before).
+#  5. Feeding tessel's own output back from the same directory still works
+#     (the earlier manifest lists it unchanged).
+#  6. .npy inputs that lie: 2^40 elements declared, 2^62 x 4, a negative
+#     dim, truncated data, trailing data: status 2 naming the file.
+#  7. --reference with --checkpoint-every/--checkpoint-dir or --resume:
+#     refused (it wrote no checkpoint and said nothing before).
+#  8. A step-S directory with a checkpoint.json of another "format", or
+#     none: named in a warning and passed over (silently before).
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+
+M="$WORK/m.hlo"
+cat >"$M" <<'HLO'
+HloModule double, num_partitions=2
+ENTRY main {
+  x = f32[4] parameter(0), sharding={devices=[2]0,1}
+  ROOT y = f32[4] add(x, x)
+}
+HLO
+npy_write "$WORK/a.npy" '<f4' 4 0 1 2 3
+run2() { expect_status "$1" "$TESSEL" run "${@:2}"; }
+
+# ---- 1. planted symlinks ----
+echo "victim" >"$WORK/victim.txt"
+mkdir "$WORK/o1" "$WORK/o2"
+ln -s ../victim.txt "$WORK/o1/output_0.npy"
+ln -s ../victim.txt "$WORK/o2/outputs.json"
+run2 0 "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$WORK/o1"
+run2 0 "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$WORK/o2"
+[ "$(cat "$WORK/victim.txt")" = victim ] || fail "a symlinked output or manifest wrote through to its target"
+for d in o1 o2; do
+    [ ! -L "$WORK/$d/output_0.npy" ] && [ ! -L "$WORK/$d/outputs.json" ] || fail "$d: a planted link is still there"
+    [ "$(npy_dump "$WORK/$d/output_0.npy")" = "<f4 4 0 2 4 6" ] || fail "$d: $(npy_dump "$WORK/$d/output_0.npy")"
+done
+echo "hostile_files: planted symlinks are replaced, their targets untouched"
+
+# ---- 2. the output directory is a file ----
+run2 2 "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$WORK/victim.txt"
+expect_in "$ERR" "tessel: $WORK/victim.txt: error: not a directory"
+[ "$(cat "$WORK/victim.txt")" = victim ] || fail "--output-dir FILE changed the file"
+
+# ---- 3. the input is a user's file under an output's name ----
+mkdir "$WORK/o3"
+cp "$WORK/a.npy" "$WORK/o3/output_0.npy"
+run2 2 "$M" --num-partitions 2 --input 0="$WORK/o3/output_0.npy" --output-dir "$WORK/o3"
+expect_in "$ERR" "tessel: $WORK/o3/output_0.npy: error: is a file this run reads (an --input or --infeed) that tessel did not write; writing the output output_0.npy would replace it: give another output directory"
+cmp "$WORK/a.npy" "$WORK/o3/output_0.npy" || fail "the input read from the output directory was replaced"
+[ ! -e "$WORK/o3/outputs.json" ] || fail "a refused run wrote its manifest"
+[ -z "$(find "$WORK/o3" -name '.tessel-tmp-*')" ] || fail "a refused run left temporaries"
+
+# ---- 4. the model (or plan) under an output's name ----
+mkdir "$WORK/o4"
+cp "$M" "$WORK/o4/output_0.npy"
+run2 2 "$WORK/o4/output_0.npy" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$WORK/o4"
+expect_in "$ERR" "tessel: $WORK/o4/output_0.npy: error: is the model this run ran; writing the output output_0.npy would replace it"
+cmp "$M" "$WORK/o4/output_0.npy" || fail "the model was replaced by the output"
+mkdir "$WORK/o4p"
+expect_status 0 "$TESSEL" compile "$M" --num-partitions 2 -o "$WORK/o4p/output_0.npy"
+cp "$WORK/o4p/output_0.npy" "$WORK/plan.keep"
+run2 2 "$WORK/o4p/output_0.npy" --input 0="$WORK/a.npy" --output-dir "$WORK/o4p"
+expect_in "$ERR" "is the model this run ran"
+cmp "$WORK/plan.keep" "$WORK/o4p/output_0.npy" || fail "the plan was replaced by the output"
+echo "hostile_files: an input or model under an output's name is refused and kept"
+
+# ---- 5. tessel's own output fed back into the same directory ----
+mkdir "$WORK/o5"
+run2 0 "$M" --num-partitions 2 --input 0="$WORK/a.npy" --output-dir "$WORK/o5"
+run2 0 "$M" --num-partitions 2 --input 0="$WORK/o5/output_0.npy" --output-dir "$WORK/o5"
+[ "$(npy_dump "$WORK/o5/output_0.npy")" = "<f4 4 0 4 8 12" ] || fail "fed back: $(npy_dump "$WORK/o5/output_0.npy")"
+echo "hostile_files: tessel's own output fed back from its directory still runs"
+
+# ---- 6. .npy headers that lie ----
+"$PY" - "$WORK" <<'PY'
+import struct, sys
+def npy(path, shape, data):
+    tup = "(" + "".join("%d, " % d for d in shape) + ")"
+    hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % tup
+    hdr += " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n"
+    open(sys.argv[1] + "/" + path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode() + data)
+npy("huge.npy", (2**40,), b"\0" * 16)
+npy("huge2.npy", (2**62, 4), b"\0" * 16)
+npy("neg.npy", (-4,), b"\0" * 16)
+npy("trunc.npy", (4,), b"\0" * 10)
+npy("long.npy", (4,), b"\0" * 20)
+PY
+check_npy() { # check_npy FILE MESSAGE
+    run2 2 "$M" --num-partitions 2 --input 0="$WORK/$1" --output-dir "$WORK/o6"
+    expect_in "$ERR" "tessel: $WORK/$1: error: $2"
+    [ ! -e "$WORK/o6" ] || fail "$1: a refused run made its output directory"
+}
+check_npy huge.npy "shape (1099511627776,) does not match parameter 0 f32[4]"
+check_npy huge2.npy "shape in .npy header is too large"
+check_npy neg.npy "bad .npy header: shape must be a tuple of non-negative integers"
+check_npy trunc.npy "truncated: 16 bytes of data expected, 10 found"
+check_npy long.npy "4 bytes of trailing data after the array"
+echo "hostile_files: .npy headers that lie are refused, naming the file"
+
+# ---- 7. checkpoints asked of the reference ----
+SGD="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
+run2 2 "$SGD" --reference --random-inputs 3 --steps 4 --checkpoint-every 2 --checkpoint-dir "$WORK/ck" \
+    --output-dir "$WORK/o7"
+expect_in "$ERR" "tessel: error: --checkpoint-every/--checkpoint-dir checkpoints a partitioned run; --reference runs the steps without checkpoints"
+run2 2 "$SGD" --reference --random-inputs 3 --steps 4 --resume "$WORK/ck" --output-dir "$WORK/o7"
+expect_in "$ERR" "tessel: error: --resume checkpoints a partitioned run"
+[ ! -e "$WORK/ck" ] && [ ! -e "$WORK/o7" ] || fail "a refused --reference run wrote checkpoints or outputs"
+echo "hostile_files: --reference refuses checkpoint options instead of ignoring them"
+
+# ---- 8. a checkpoint directory tessel did not write ----
+# step-6's checkpoint.json with another "format", and a step-9 directory
+# without one: each named in a warning (both were passed over silently),
+# the resume takes step 3 and equals the uninterrupted run bit for bit.
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --output-dir "$WORK/full"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 6 --checkpoint-every 3 --checkpoint-dir "$WORK/ck8" \
+    --output-dir "$WORK/part8"
+sed -i 's/"format": "tessel-checkpoint"/"format": "mine"/' "$WORK/ck8/step-6/checkpoint.json"
+mkdir "$WORK/ck8/step-9"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck8" --output-dir "$WORK/res8"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-6 is not used: checkpoint.json is not one tessel wrote (its \"format\", \"step\" or \"digest\" is missing or other): edited or corrupted"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-9 is not used: no readable checkpoint.json"
+expect_in "$ERR" "tessel: resumed from $WORK/ck8/step-3 (step 3 of 9)"
+cmp "$WORK/full/output_0.npy" "$WORK/res8/output_0.npy" || fail "resumed weights differ from the uninterrupted run's"
+echo "hostile_files: checkpoint directories tessel did not write are named and passed over"
