@@ -14,6 +14,8 @@
  */
 #include "spmd_internal.h"
 
+#include <string.h>
+
 static bool listed(const IrI64List *l, int64_t d)
 {
     for (int64_t j = 0; j < l->n; j++)
@@ -148,9 +150,13 @@ void spmd_why_need(const PComp *pc, IrStrBuf *b, const IrInstr *ins, int32_t o, 
         ir_sb_printf(b, "its rule takes dim %d %s", (int)d, wants > 1 ? "in fewer pieces" : "whole");
     else
         ir_sb_printf(b, "its rule splits dim %d over %lld devices", (int)d, (long long)wants);
+    /* "... dim 1, which is ..." where the words end on the dim, else a clause of its own */
+    bool on_dim = v && strlen(v) >= 2 && strcmp(v + strlen(v) - 2, "%d") == 0;
     if (v && has > wants)
-        ir_sb_printf(b, ", which is tiled over %lld devices", (long long)has);
+        ir_sb_printf(b, on_dim ? ", which is tiled over %lld devices" : "; here it is tiled over %lld devices",
+                     (long long)has);
     else if (v)
-        ir_sb_printf(b, ", which it needs split over %lld devices", (long long)wants);
+        ir_sb_printf(b, on_dim ? ", which it needs split over %lld devices" : "; it needs it split over %lld devices",
+                     (long long)wants);
     ir_sb_puts(b, ")");
 }
