@@ -335,6 +335,46 @@ static void warn_unsplit(const GivenShardings *g, const PlanProgram *p, int64_t 
     ts_free(msg);
 }
 
+/* The devices sharding s names (largest id + 1; 0 for replicated). */
+static int64_t sharding_devices(const IrSharding *s)
+{
+    int64_t n = 0;
+    if (!s)
+        return 0;
+    if (s->kind == SHD_MAXIMAL)
+        return s->device + 1;
+    if (s->kind == SHD_TUPLE) {
+        for (int32_t i = 0; i < s->ntuple; i++) {
+            int64_t t = sharding_devices(&s->tuple[i]);
+            n = t > n ? t : n;
+        }
+        return n;
+    }
+    for (int64_t i = 0; s->kind == SHD_TILED && s->devices && i < s->ndevices; i++)
+        n = s->devices[i] + 1 > n ? s->devices[i] + 1 : n;
+    return s->kind == SHD_TILED && !s->devices ? s->ndevices : n;
+}
+
+/* Step 2a: a module whose header names no partition count (JAX's lowered
+ * text leaves it to the compile options) and no option gives one, but whose
+ * shardings name devices: say what to pass rather than fail later, on the
+ * first sharding, with "device 1 is out of range [0, 1)". */
+static IrStatus check_count_given(const IrModule *src, const CompileOptions *o, IrDiag *d)
+{
+    if (!o->num_partitions && src->num_partitions <= 0)
+        for (int32_t c = 0; c < src->ncomp; c++)
+            for (int32_t i = 0; i < src->comp[c]->ninstr; i++) {
+                const IrInstr *ins = &src->comp[c]->instr[i];
+                int64_t k = sharding_devices(ins->sharding);
+                if (k > 1)
+                    return ir_error(d, IR_EINPUT, src->file, NULL, ins->pos,
+                                    "the sharding of %s names %lld devices but module %s sets no num_partitions: "
+                                    "pass --num-partitions %lld (or the device count it was lowered for)",
+                                    ins->name, (long long)k, src->name ? src->name : "?", (long long)k);
+            }
+    return IR_OK;
+}
+
 /* Step 2: N and R from the options, else the header; within the bound. */
 static IrStatus devices(const IrModule *src, const CompileOptions *o, int64_t *n, int64_t *r, IrDiag *d)
 {
@@ -456,7 +496,9 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
 
     /* 2. devices */
     int64_t n = 1, r = 1;
-    IrStatus st = devices(src, &o, &n, &r, d);
+    IrStatus st = check_count_given(src, &o, d);
+    if (st == IR_OK)
+        st = devices(src, &o, &n, &r, d);
     if (st != IR_OK) {
         ir_module_free(src);
         return st;

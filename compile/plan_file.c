@@ -13,6 +13,8 @@
  *   // TesselOutputSharding 0 {replicated}
  *   // TesselCollective all-reduce all-reduce 256 {{0,1}}
  *   // TesselWhy partial 9 8 0 main y - dot y contracts dim 1 of a, which is ...: partial sums are all-reduced
+ *   // TesselExplain auto-shard of mlp over mesh x=2: ...     (--auto-shard: one per line of the text)
+ *   // TesselExplainJson {"tessel_auto_shard": 1, ...}         (--auto-shard: the JSON on one line)
  *   // TesselEnd
  *
  * A host program's plan holds several modules (each starts at a line
@@ -110,7 +112,28 @@ static void put_report(IrStrBuf *b, const SpmdReport *r)
 /* The SPMD module of c and its lines. Cluster `k` of a host program
  * (named `name`) says which it is; k < 0 is a plan without host work, which
  * carries its source module. */
-static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int32_t k, const char *name)
+/* Why --auto-shard chose (a plan without host work): each line of the
+ * text, then the JSON on one line (its newlines are between tokens). */
+static void put_explain(IrStrBuf *b, const AutoReport *ar)
+{
+    if (!ar || !ar->explain || !ar->explain_json)
+        return;
+    for (const char *s = ar->explain; *s;) {
+        const char *nl = strchr(s, '\n');
+        size_t n = nl ? (size_t)(nl - s) : strlen(s);
+        ir_sb_puts(b, "// TesselExplain ");
+        ir_sb_printf(b, "%.*s\n", (int)n, s);
+        s += n + (nl ? 1 : 0);
+    }
+    ir_sb_puts(b, "// TesselExplainJson ");
+    for (const char *s = ar->explain_json; *s; s++)
+        if (*s != '\n')
+            ir_sb_printf(b, "%c", *s);
+    ir_sb_puts(b, "\n");
+}
+
+static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int32_t k, const char *name,
+                               const AutoReport *ar)
 {
     IrStrBuf b = {0};
     /* The `//` lines first, then the module printed with them as its tail:
@@ -139,6 +162,7 @@ static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int3
         ir_sb_puts(&b, "\n");
     }
     put_report(&b, &c->report);
+    put_explain(&b, ar);
     ir_sb_puts(&b, "// TesselEnd\n");
     char *lines = ir_sb_take(&b);
     char *text = lines ? ir_print_module_then(c->spmd, lines) : NULL;
@@ -231,7 +255,7 @@ static char *host_plan_text(const CompileResult *r)
     ir_sb_put_owned(&b, ir_print_module_then(r->prog.host, ls));
     ts_free(ls);
     for (int32_t k = 0; k < r->prog.ncluster; k++)
-        ir_sb_put_owned(&b, cluster_plan_text(&r->prog.cluster[k], r->layouts[k], k, r->res.clusters[k].name));
+        ir_sb_put_owned(&b, cluster_plan_text(&r->prog.cluster[k], r->layouts[k], k, r->res.clusters[k].name, NULL));
     return ir_sb_take(&b);
 }
 
@@ -660,8 +684,10 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                     return bad(L, 4, "at most %d devices (partitions x replicas)", IR_MAX_DEVICES);
                 if (h < 1 || ld < 1 || h > IR_MAX_DEVICES || ld > IR_MAX_DEVICES || h * ld != np * nr)
                     return bad(L, 4, "hosts x local_devices must equal partitions x replicas");
-                if (ni != e->nparam || ni > 1 << 20 || no < 0 || no > 1 << 20)
+                if (ni != e->nparam || ni > 1 << 20)
                     return bad(L, 4, "inputs=%lld but the module's entry has %d parameters", ni, (int)e->nparam);
+                if (no < 0 || no > 1 << 20)
+                    return bad(L, 4, "outputs=%lld is out of range [0, %d]", no, 1 << 20);
                 if (have_plan)
                     return bad(L, 4, "a second TesselPlan line");
                 if (L->host && (np != L->host->np || nr != L->host->nr || h != L->host->hosts ||
@@ -749,6 +775,11 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 IrStatus st = load_report_line(L, c, t, le, &capfb);
                 if (st != IR_OK)
                     return st;
+            } else if (starts(t, le, "TesselExplain ") || starts(t, le, "TesselExplainJson ")) {
+                /* Read by load_explain; checked there. */
+                if (!have_plan || L->host)
+                    return bad(L, 4, "a TesselExplain line %s", L->host ? "in a plan with a host program"
+                                                                        : "before TesselPlan");
             } else if (starts(t, le, "TesselEnd") && (le - t == 9 || (le - t == 10 && t[9] == '\r'))) {
                 have_end = true;
             } else if (starts(t, le, "Tessel")) {
@@ -1236,7 +1267,7 @@ char *compile_plan_file_text(const CompileResult *r)
 
 char *compile_plan_file_text_signed(const CompileResult *r, const void *key, size_t keylen)
 {
-    char *body = r->prog.host ? host_plan_text(r) : cluster_plan_text(&r->prog.cluster[0], r->layouts[0], -1, NULL);
+    char *body = r->prog.host ? host_plan_text(r) : cluster_plan_text(&r->prog.cluster[0], r->layouts[0], -1, NULL, &r->autoshard);
     char *t = body ? compile_plan_frame_signed(body, key, keylen) : NULL;
     ts_free(body);
     return t;
@@ -1280,6 +1311,48 @@ static IrStatus split_segments(const char *text, size_t len, Seg **out, int32_t 
     return IR_OK;
 }
 
+/* The explanation of --auto-shard (TesselExplain lines, their text; one
+ * TesselExplainJson line, an object that starts with its format's key)
+ * into ar; none: ar stays empty. */
+static IrStatus load_explain(const char *path, const char *text, size_t len, AutoReport *ar, IrDiag *d)
+{
+    IrStrBuf tx = {0}, js = {0};
+    int32_t line = 0, njson = 0, ntext = 0;
+    IrStatus st = IR_OK;
+    for (const char *s = text, *end = text + len; st == IR_OK && s < end;) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl : end;
+        line++;
+        if (le > s && le[-1] == '\r')
+            le--;
+        if (starts(s, le, "// TesselExplainJson ")) {
+            const char *j = s + 21;
+            static const char KEY[] = "{\"tessel_auto_shard\": 1,";
+            if (njson++ || (size_t)(le - j) < sizeof KEY || memcmp(j, KEY, sizeof KEY - 1) || le[-1] != '}')
+                st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){line, 4},
+                              "expected one '// TesselExplainJson {\"tessel_auto_shard\": 1, ...}'");
+            else
+                ir_sb_printf(&js, "%.*s\n", (int)(le - j), j);
+        } else if (starts(s, le, "// TesselExplain ")) {
+            ntext++;
+            ir_sb_printf(&tx, "%.*s\n", (int)(le - s - 17), s + 17);
+        }
+        s = nl ? nl + 1 : end;
+    }
+    if (st == IR_OK && (ntext > 0) != (njson > 0))
+        st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                      "a plan with TesselExplain lines has one TesselExplainJson line, and the other way round");
+    if (st == IR_OK && njson) {
+        ar->explain = ir_sb_take(&tx);
+        ar->explain_json = ir_sb_take(&js);
+        if (!ar->explain || !ar->explain_json)
+            st = ir_oom(d, NULL);
+    }
+    ir_sb_free(&tx);
+    ir_sb_free(&js);
+    return st;
+}
+
 IrStatus compile_plan_load(const char *path, const char *text, size_t len, const IrLimits *lim, CompileResult *out,
                            IrDiag *d)
 {
@@ -1305,11 +1378,12 @@ IrStatus compile_plan_load(const char *path, const char *text, size_t len, const
         st = p->cluster ? cluster_plan_load(path, text, len, 0, NULL, -1, NULL, lim, &p->cluster[0], d)
                         : ir_oom(d, NULL);
         if (st == IR_OK) {
-            p->ncluster = 1;
+            p->ncluster = 1; /* owned by out from here, freed with it on failure */
             p->num_partitions = p->cluster[0].num_partitions;
             p->num_replicas = p->cluster[0].num_replicas;
             p->hosts = p->cluster[0].hosts;
             p->local_devices = p->cluster[0].local_devices;
+            st = load_explain(path, text, len, &out->autoshard, d);
         }
     }
     ts_free(seg);

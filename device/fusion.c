@@ -24,7 +24,12 @@
  * are elsewhere starts a group of its own (a group that ends in a
  * reduction). Example, softmax: p = divide(e, broadcast(z)), z =
  * reduce(e, add) over dim 1, e = exp(subtract(x, broadcast(reduce(x,
- * max)))): one group of 7 nodes, leaf x (and the inits). A reduce over a
+ * max)))): one group of 7 nodes, leaf x (and the inits). An outer node
+ * may carry dims of size 1 (f32[a,b,1] for outer dims [a,b]), and
+ * reshapes and broadcasts between such shapes join as copies:
+ * JAX writes softmax's z as reshape(broadcast(reshape(z))) to [a,b,1] and
+ * back before the broadcast over the rows; a reduce of such a value over
+ * its dims of size 1 joins as an outer reduce. A reduce over a
  * major dim, or with any other reducer, stays outside. A group with no
  * node outside S is an elementwise group, however it was found.
  *
@@ -144,14 +149,27 @@ static bool row_length_ok(const Find *f, const IrShape *s, int32_t nouter)
     return nouter >= 0 && nouter < s->rank && r <= DEV_FUSION_ROW_MAX && (f->small || r >= DEV_FUSION_ROW_MIN);
 }
 
-/* Has t the outer dims of S (the first nouter)? */
-static bool is_outer(const IrShape *S, int32_t nouter, const IrShape *t)
+bool dev_fusion_is_outer(const IrShape *S, int32_t nouter, const IrShape *t)
 {
-    return ir_shape_is_array(t) && t->rank == nouter && ir_dims_equal(t->dims, S->dims, nouter);
+    if (!ir_shape_is_array(t))
+        return false;
+    int32_t a = 0, b = 0;
+    for (;;) {
+        while (a < t->rank && t->dims[a] == 1)
+            a++;
+        while (b < nouter && S->dims[b] == 1)
+            b++;
+        if (a == t->rank || b == nouter)
+            return a == t->rank && b == nouter;
+        if (t->dims[a++] != S->dims[b++])
+            return false;
+    }
 }
 
 /* A reduce of an S-shaped operand over exactly its minor dims from nouter
- * on, with a reducer the fast path knows (associative and commutative:
+ * on (a row reduce), or of an outer value over dims of size 1 only (an
+ * outer reduce: JAX's grad sums the softmax backward's reshaped row sum
+ * over its dim of size 1), with a reducer the fast path knows (associative and commutative:
  * add, multiply, maximum, minimum, and, or, xor), one input, a scalar
  * init and the operand's element type. Custom reducers keep their place. */
 static bool reduce_fits(const Find *f, int32_t i, const IrShape *S, int32_t nouter)
@@ -161,21 +179,47 @@ static bool reduce_fits(const Find *f, int32_t i, const IrShape *S, int32_t nout
         has_control(f->c, f->ctrl_succ, i) || !ir_shape_is_array(&ins->shape))
         return false;
     const IrShape *x = &f->c->instr[ins->opnd[0]].shape, *init = &f->c->instr[ins->opnd[1]].shape;
-    if (!ir_shape_same_dims(x, S) || x->type != ins->shape.type || init->type != ins->shape.type ||
-        init->rank != 0 || !is_outer(S, nouter, &ins->shape) || !row_length_ok(f, S, nouter))
+    if (x->type != ins->shape.type || init->type != ins->shape.type || init->rank != 0 ||
+        !dev_fusion_is_outer(S, nouter, &ins->shape) || !row_length_ok(f, S, nouter))
         return false;
     const IrI64List *dm = &ins->a.dimensions;
-    bool seen[IR_MAX_RANK] = {false};
-    if (dm->n != S->rank - nouter)
-        return false;
-    for (int32_t j = 0; j < dm->n; j++) {
-        if (dm->v[j] < nouter || dm->v[j] >= S->rank || seen[dm->v[j]])
+    if (!ir_shape_same_dims(x, S)) {
+        /* An outer reduce: over dims of size 1 of an outer value. */
+        if (!dev_fusion_is_outer(S, nouter, x))
             return false;
-        seen[dm->v[j]] = true;
+        for (int32_t j = 0; j < dm->n; j++)
+            if (dm->v[j] < 0 || dm->v[j] >= x->rank || x->dims[dm->v[j]] != 1)
+                return false;
+    } else {
+        bool seen[IR_MAX_RANK] = {false};
+        if (dm->n != S->rank - nouter)
+            return false;
+        for (int32_t j = 0; j < dm->n; j++) {
+            if (dm->v[j] < nouter || dm->v[j] >= S->rank || seen[dm->v[j]])
+                return false;
+            seen[dm->v[j]] = true;
+        }
     }
     DevRedDom d;
     IrOpcode op = ir_simple_reducer(f->m, ins->called[0]);
     return op != OP_COUNT && dev_red_dom(x->type, &d) && dev_red_has(d, op);
+}
+
+/* A reshape or a broadcast from and to shapes with the outer dims of S
+ * (up to dims of size 1): the same elements in the same order, one a
+ * row, copied. JAX writes a row's mean m[a,b] as
+ * reshape to [a,b,1], broadcast to the same shape, reshape back to [a,b]
+ * before it broadcasts it over the rows. */
+static bool outer_copy(const Find *f, int32_t i, const IrShape *S, int32_t nouter)
+{
+    const IrInstr *ins = &f->c->instr[i];
+    if ((ins->op != OP_RESHAPE && ins->op != OP_BROADCAST) || ins->nopnd != 1 || i == f->c->root ||
+        has_control(f->c, f->ctrl_succ, i))
+        return false;
+    /* A broadcast's dims ascend (ir/infer.c): it cannot permute. */
+    const IrShape *x = &f->c->instr[ins->opnd[0]].shape;
+    return x->type == ins->shape.type && dev_fusion_is_outer(S, nouter, &ins->shape) &&
+           dev_fusion_is_outer(S, nouter, x);
 }
 
 /* Can instruction i, all of whose users are in group g, join it? */
@@ -186,9 +230,10 @@ static bool joins(const Find *f, int32_t g, int32_t i)
     if (ir_shape_same_dims(&ins->shape, S))
         return can_join(f->c, f->ctrl_succ, i) || small_transpose(f->c, f->ctrl_succ, i);
     int32_t no = f->nouter[g];
-    if (no < 0 || !is_outer(S, no, &ins->shape))
+    if (no < 0 || !dev_fusion_is_outer(S, no, &ins->shape))
         return false;
-    return ins->op == OP_REDUCE ? reduce_fits(f, i, S, no) : can_join(f->c, f->ctrl_succ, i);
+    return ins->op == OP_REDUCE ? reduce_fits(f, i, S, no)
+                                : can_join(f->c, f->ctrl_succ, i) || outer_copy(f, i, S, no);
 }
 
 /* Broadcast b of group g spreads an outer value over the rows when it
@@ -209,11 +254,19 @@ static bool spreads(Find *f, int32_t g, int32_t b)
             return false;
     const IrInstr *oi = &f->c->instr[o];
     bool fits = oi->op == OP_REDUCE ? reduce_fits(f, o, S, no)
-                                     : oi->op != OP_BROADCAST && can_join(f->c, f->ctrl_succ, o) &&
-                                           is_outer(S, no, &oi->shape);
+                                     : outer_copy(f, o, S, no) ||
+                                           (oi->op != OP_BROADCAST && can_join(f->c, f->ctrl_succ, o) &&
+                                            dev_fusion_is_outer(S, no, &oi->shape));
     if (fits)
         f->nouter[g] = no;
     return fits;
+}
+
+/* Broadcast b, an outer node of group g, takes its operand in when it
+ * only copies it (outer_copy). */
+static bool copies(const Find *f, int32_t g, int32_t b)
+{
+    return f->nouter[g] >= 0 && outer_copy(f, b, &f->c->instr[f->space[g]].shape, f->nouter[g]);
 }
 
 void dev_fusion_free(DevFusion *f)
@@ -379,7 +432,7 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
             int32_t o = ins->opnd[j];
             bool pass = g >= 0 && (ins->op == OP_REDUCE ? j == 0
                                    : ins->op == OP_TRANSPOSE ? false
-                                   : ins->op == OP_BROADCAST ? spreads(&f, g, i)
+                                   : ins->op == OP_BROADCAST ? spreads(&f, g, i) || copies(&f, g, i)
                                    : true);
             cand[o] = pass && (cand[o] == UNSEEN || cand[o] == g) ? g : CONFLICT;
         }

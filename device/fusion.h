@@ -15,7 +15,8 @@
  * the group's shape S. Row nodes have S's dims, outer nodes have the outer
  * dims (one element a row); a reduce over exactly the row dims turns a
  * row node into an outer node, a broadcast along the outer dims turns an
- * outer node back into a row node. Softmax over the rows of x is one
+ * outer node back into a row node (outer nodes may carry dims of size 1,
+ * and reshapes between them are copies). Softmax over the rows of x is one
  * group: max, broadcast, subtract, exp, sum, broadcast, divide, run a row
  * at a time with every intermediate row in cache.
  */
@@ -84,6 +85,11 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
  * when absent. */
 int32_t dev_fusion_leaf_index(const DevFusionGroup *g, int32_t instr);
 int32_t dev_fusion_node_index(const DevFusionGroup *g, int32_t instr);
+
+/* fusion.c: has array shape t the outer dims of S (its first nouter),
+ * up to dims of size 1 (f32[4,1] and f32[4] for S f32[4,32] and nouter
+ * 1)? Such a value holds one element a row, in row order. */
+bool dev_fusion_is_outer(const IrShape *S, int32_t nouter, const IrShape *t);
 
 /* fusion.c: lview[l] = a borrowed view of leaf l's value (refs 1), lbase[l]
  * its data; IR_EINTERNAL (naming the leaf) when a leaf is not an array. */

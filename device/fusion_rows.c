@@ -11,8 +11,12 @@
  *   strided         a broadcast or transpose of a leaf: the row's part of
  *                   the result, read through strides (dev_broadcast_range);
  *   spread          a broadcast of an outer node along the outer dims: its
- *                   one element filled over the row;
- *   reduce          folds its operand's row with the reducer: f32 and
+ *                   one element filled over the row (a broadcast of an
+ *                   outer node to an outer shape copies its element);
+ *   copy            a reshape of an outer value (f32[a,b] to f32[a,b,1]):
+ *                   its one element copied;
+ *   reduce          folds its operand's row (one element for an outer
+ *                   reduce, over dims of size 1) with the reducer: f32 and
  *                   f64 with add, multiply, maximum or minimum in 8
  *                   interleaved partial results in double (lane_fold;
  *                   sums and products may then differ from the unfused
@@ -43,6 +47,7 @@ typedef enum RowKind {
     RK_ELEMENTWISE, /* a range kernel */
     RK_STRIDED,     /* broadcast or transpose of a leaf */
     RK_SPREAD,      /* broadcast of an outer node over the row */
+    RK_COPY,        /* reshape of an outer value (node or leaf) */
     RK_REDUCE,      /* a reduce over the row dims */
 } RowKind;
 
@@ -54,6 +59,7 @@ typedef struct RowNode {
     const uint8_t *src;     /* strided: the leaf's whole data */
     int32_t from;           /* spread: the node it spreads */
     DevRedDom dom;          /* reduce: domain, reducer, init */
+    int64_t fold;           /* reduce: elements folded a row (R, or 1) */
     IrOpcode op;
     DevAcc init;
 } RowNode;
@@ -85,19 +91,17 @@ static void rows_free(Rows *r)
     ts_free(r->scratch);
 }
 
-static bool outer_of(const IrShape *S, int32_t nouter, const IrShape *t)
-{
-    return t->type != IR_TUPLE && t->rank == nouter && ir_dims_equal(t->dims, S->dims, nouter);
-}
-
-/* The reduce node's domain, reducer and init (the finder has checked the
- * instruction; the values are checked here as k_reduce.c does). */
-static IrStatus reduce_setup(const DevKernelArgs *k, const IrShape *S, RowNode *n)
+/* The reduce node's domain, reducer, init and fold length (the finder has
+ * checked the instruction; the values are checked here as k_reduce.c
+ * does). */
+static IrStatus reduce_setup(const DevKernelArgs *k, const DevFusionGroup *g, const IrShape *S, int64_t R,
+                             RowNode *n)
 {
     const DevValue *x = k->opnd[0], *init = k->opnd[1];
     n->op = ir_simple_reducer(k->m, k->ins->called[0]);
-    if (!ir_shape_same_dims(&x->shape, S) || x->shape.type != k->ins->shape.type || init->shape.rank != 0 ||
-        init->shape.type != k->ins->shape.type || !dev_red_dom(x->shape.type, &n->dom))
+    n->fold = ir_shape_same_dims(&x->shape, S) ? R : 1;
+    if ((n->fold == 1 && !dev_fusion_is_outer(S, g->nouter, &x->shape)) || x->shape.type != k->ins->shape.type ||
+        init->shape.rank != 0 || init->shape.type != k->ins->shape.type || !dev_red_dom(x->shape.type, &n->dom))
         return dev_kernel_error(k, IR_EINPUT, "reduce: operand 0 does not fit");
     n->init = dev_acc_load(n->dom, init->shape.type, init->data, 0);
     return IR_OK;
@@ -125,7 +129,7 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         return lst;
     for (int32_t l = 0; l < g->nleaves; l++) {
         const IrShape *ls = &r->lview[l].shape;
-        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : outer_of(S, g->nouter, ls) ? 1 : 0;
+        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : dev_fusion_is_outer(S, g->nouter, ls) ? 1 : 0;
     }
     for (int32_t k = 0; k < nn; k++) {
         const IrInstr *ins = &c->instr[g->nodes[k]];
@@ -144,13 +148,18 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         IrStatus st;
         if (ins->op == OP_REDUCE) {
             n->kind = RK_REDUCE;
-            st = reduce_setup(&r->k[k], S, n);
+            st = reduce_setup(&r->k[k], g, S, R, n);
         } else if (ins->op == OP_BROADCAST && at0 >= 0) {
             n->kind = RK_SPREAD;
             n->from = at0;
             st = r->node[at0].len == 1 && r->opnd[k * MAX_OPND]->shape.type == ins->shape.type
                      ? IR_OK
                      : dev_kernel_error(&r->k[k], IR_EINTERNAL, "fused rows: broadcast of a row");
+        } else if (ins->op == OP_RESHAPE) {
+            n->kind = RK_COPY;
+            st = n->len == 1 && r->opnd[k * MAX_OPND]->shape.type == ins->shape.type
+                     ? IR_OK
+                     : dev_kernel_error(&r->k[k], IR_EINTERNAL, "fused rows: reshape of a row");
         } else if (ins->op == OP_BROADCAST || ins->op == OP_TRANSPOSE) {
             n->kind = RK_STRIDED;
             n->src = r->opnd[k * MAX_OPND]->data;
@@ -280,7 +289,7 @@ static void fold_row(const RowNode *n, IrType t, const uint8_t *x, int64_t R, ui
 }
 
 /* Row `row` through every node; the root's row goes to out. */
-static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t R, int64_t row, uint8_t *out)
+static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t row, uint8_t *out)
 {
     const DevFusionGroup *g = r->g;
     for (int32_t l = 0; l < g->nleaves; l++)
@@ -301,7 +310,8 @@ static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t R, int64_t row
         }
         case RK_STRIDED: dev_broadcast_range(&ins->shape, n->sstr, n->src, row * n->len, n->len, v->data); break;
         case RK_SPREAD: spread(v->data, r->nview[n->from].data, n->len, n->w); break;
-        case RK_REDUCE: fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data, R, v->data); break;
+        case RK_COPY: memcpy(v->data, r->opnd[k * MAX_OPND]->data, n->w); break;
+        case RK_REDUCE: fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data, n->fold, v->data); break;
         }
     }
     return IR_OK;
@@ -325,7 +335,7 @@ IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const De
         st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory for the result",
                       root->name);
     for (int64_t row = 0; st == IR_OK && row < nrows; row++) /* R = 0: every reduce gives its init */
-        st = rows_one(&r, c, R, row, res->data);
+        st = rows_one(&r, c, row, res->data);
     rows_free(&r);
     if (st != IR_OK) {
         dev_value_unref(res);

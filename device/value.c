@@ -12,11 +12,14 @@
  * Large buffers are recycled. A fresh buffer from the system costs a page
  * fault per page on first touch, which on a loaded machine is ~70 times
  * the cost of writing warm memory; an interpreter that allocates every
- * result anew would spend its time there. So each thread keeps a few
- * freed buffers of at least CACHE_MIN bytes (bounded in count and bytes)
- * and hands one back when a value of exactly that size is created: loops
- * and chains of same-shaped ops then ping-pong between warm buffers. The
- * cache is freed when its thread exits, or by dev_value_trim.
+ * result anew would spend its time there. So each thread keeps freed
+ * buffers of at least CACHE_MIN bytes (bounded in count and bytes) and
+ * hands one back when a value of exactly that size is created: loops and
+ * chains of same-shaped ops then ping-pong between warm buffers, and a
+ * training step finds the buffers of the step before. 64 of them: the
+ * GPT-2 block's training step (bench/ peers-block-dp) frees more than 16
+ * between two uses of a size, and with 16 took 48,000 fresh pages a step.
+ * The cache is freed when its thread exits, or by dev_value_trim.
  *
  * On a device's executor thread (dev_alloc_use) large buffers come from
  * the device's allocator, bound to its NUMA node (alloc.c); the cache
@@ -35,7 +38,7 @@
 /* ---- the buffer cache ---- */
 
 #define CACHE_MIN ((int64_t)256 << 10)   /* smaller buffers: malloc reuses them itself */
-#define CACHE_SLOTS 16
+#define CACHE_SLOTS 64
 #define CACHE_MAX_BYTES ((int64_t)1 << 30)
 
 typedef struct BufCache {

@@ -17,7 +17,11 @@
  *    add-dependency and the -done halves hold no bytes of their own: they
  *    refer to their operands' buffers, which then live as long as they do;
  *    a -start's tuple refers to its operands and makes only its result
- *    and context elements;
+ *    and context elements; its context elements die at its -done (the
+ *    executor's -done takes the result element out of the tuple, which
+ *    then dies), its result lives as long as the -done's value; a
+ *    collective over groups of one device each (alone) is the identity:
+ *    its result is its operands' buffers;
  *  - reshape and bitcast of an operand at its last use, and
  *    dynamic-update-slice into one, reuse its buffer (no new bytes), as the
  *    executor does when it holds the only reference (not a parameter the
@@ -79,6 +83,20 @@ static int64_t start_fresh(const IrInstr *ins)
     }
 }
 
+/* Of a -start's fresh bytes (start_fresh), those of its context elements
+ * (all but the result element, which its -done hands on): copy-start's
+ * u32[] context, the others' elements after the result (element 1). */
+static int64_t start_context(const IrInstr *ins)
+{
+    int64_t fresh = start_fresh(ins);
+    if (fresh < 0)
+        return 0;
+    if (ins->op == OP_COPY_START)
+        return fresh;
+    int64_t c = fresh - leaf_bytes(&ins->shape.tuple[1]);
+    return c > 0 ? c : 0;
+}
+
 /* Does instruction ins reuse operand 0's buffer when it is the operand's
  * last use and nobody else holds it? */
 static bool reuses(const IrInstr *ins)
@@ -98,6 +116,32 @@ static bool collective(IrOpcode op)
     default:
         return false;
     }
+}
+
+/* Is ins a collective over groups of one device each (replica_groups
+ * all of one member, or collective-permute pairs all from a device to
+ * itself)? The executor runs it as the identity: its result is its
+ * operands' buffers (a -start's context elements aside). */
+static bool alone(const IrInstr *ins)
+{
+    if (!collective(ins->op) || ins->op == OP_ALL_GATHER_DONE || ins->op == OP_COLLECTIVE_PERMUTE_DONE)
+        return false;
+    if (ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_PERMUTE_START) {
+        const IrI64List *p = &ins->a.x->source_target_pairs;
+        if (p->n < 2 || p->n % 2)
+            return false;
+        for (int32_t k = 0; k < p->n; k += 2)
+            if (p->v[k] != p->v[k + 1])
+                return false;
+        return true;
+    }
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
+    if (!g->present || g->ngroups < 1 || !g->group_size)
+        return false;
+    for (int32_t k = 0; k < g->ngroups; k++)
+        if (g->group_size[k] != 1)
+            return false;
+    return true;
 }
 
 /* Bytes of the array leaves of s (tokens and tuples of nothing: 0). */
@@ -129,6 +173,8 @@ typedef struct Est {
     int32_t *ghead;     /* per instruction: a group root's first member, else -1 */
     int32_t *gnext;     /* per instruction: the next member of its group, or -1 */
     int64_t *own;       /* per instruction: bytes it allocates */
+    int64_t *ctx;       /* per instruction: of own, a -start's context bytes (start_context) */
+    int32_t *ctx_end;   /* per instruction: the last step its context lives in (-1: none) */
     int64_t *callee;    /* per step: a called computation's bytes beyond its inputs and result */
     int64_t *peak_of;   /* per module computation k: [2k] its peak beyond its parameters (-1 not
                          * yet), [2k+1] its result's bytes */
@@ -421,12 +467,22 @@ static void lifetimes(Est *e, const MemOptions *o)
              * -start refers to (copy-done's element is the operand). */
             if (ins->nopnd == 0)
                 continue; /* tuple(): refers to nothing */
-            bool part = ins->op != OP_COPY_DONE && start_fresh(&c->instr[ins->opnd[0]]) >= 0;
+            const IrInstr *st = &c->instr[ins->opnd[0]];
+            bool part = ins->op != OP_COPY_DONE && start_fresh(st) >= 0 && !alone(st);
+            if (ins->op == OP_ASYNC_UPDATE && e->ctx_end[ins->opnd[0]] < e->last_read[i])
+                e->ctx_end[ins->opnd[0]] = e->last_read[i]; /* the context lives to the -done */
             int32_t to = ins->op == OP_TUPLE ? ins->nopnd : ins->nopnd > 0 ? 1 : 0;
             for (int32_t k = 0; k < to; k++)
                 extend(e, ins->opnd[k], e->end[i], !part);
+        } else if (alone(ins) && start_fresh(ins) < 0) {
+            e->own[i] = 0; /* the identity: its operands' buffers */
+            for (int32_t k = 0; k < ins->nopnd; k++)
+                extend(e, ins->opnd[k], e->end[i], true);
         } else if (start_fresh(ins) >= 0) {
-            e->own[i] = start_fresh(ins);
+            e->own[i] = alone(ins) ? start_context(ins) : start_fresh(ins);
+            e->ctx[i] = start_context(ins);
+            if (e->ctx_end[i] < e->last_read[i])
+                e->ctx_end[i] = e->last_read[i];
             for (int32_t k = 0; k < ins->nopnd; k++)
                 extend(e, ins->opnd[k], tie[i], true);
         } else if (ins->op == OP_WHILE && ins->nopnd == 1) {
@@ -464,6 +520,12 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
     e->gnext = ts_malloc(ni * sizeof *e->gnext);
     e->own = ts_calloc(ni, sizeof *e->own);
     e->callee = ts_calloc(ni, sizeof *e->callee);
+    e->ctx = ts_calloc(ni, sizeof *e->ctx);
+    e->ctx_end = ts_malloc(ni * sizeof *e->ctx_end);
+    if (!e->ctx || !e->ctx_end)
+        return ir_oom(d, NULL);
+    for (size_t i = 0; i < ni; i++)
+        e->ctx_end[i] = -1;
     if (!e->order || !e->step || !e->end || !e->tie || !e->last_read || !e->group || !e->ghead || !e->gnext ||
         !e->own || !e->callee)
         return ir_oom(d, NULL);
@@ -514,6 +576,10 @@ static void est_free(Est *e)
     ts_free(e->gnext);
     ts_free(e->own);
     ts_free(e->callee);
+    ts_free(e->ctx);
+    ts_free(e->ctx_end);
+    e->ctx = NULL;
+    e->ctx_end = NULL;
     e->step = e->end = NULL;
     e->own = e->callee = NULL;
     ts_free(e->last_read);
@@ -569,10 +635,13 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
         int32_t i = e->order[s];
         if (c->instr[i].op != OP_PARAMETER) {
             live += e->own[i];
+            int64_t ctx = e->ctx[i] > 0 && e->ctx_end[i] >= 0 && e->ctx_end[i] < e->end[i] ? e->ctx[i] : 0;
+            if (ctx > 0)
+                freed[e->ctx_end[i]] += ctx;
             if (e->end[i] < e->n)
-                freed[e->end[i]] += e->own[i];
+                freed[e->end[i]] += e->own[i] - ctx;
             else
-                out->output_bytes += e->own[i];
+                out->output_bytes += e->own[i] - ctx;
         }
         out->live[s] = live + e->callee[s];
         if (out->live[s] > out->peak) {
@@ -592,7 +661,8 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
     for (int32_t i = 0; i < c->ninstr; i++) {
         if (!live_at(e, i, ps))
             continue;
-        out->at_peak[out->nat_peak++] = (MemValue){i, e->own[i], kind_of(e, i)};
+        int64_t b = e->own[i] - (e->ctx_end[i] >= 0 && ps > e->ctx_end[i] ? e->ctx[i] : 0);
+        out->at_peak[out->nat_peak++] = (MemValue){i, b, kind_of(e, i)};
     }
     qsort(out->at_peak, (size_t)out->nat_peak, sizeof *out->at_peak, cmp_value);
     out->callee_at_peak = ps >= 0 ? e->callee[ps] : 0;

@@ -564,7 +564,7 @@ int64_t shd_shard_size(int64_t dim, int64_t tiles)
 {
     if (tiles <= 1)
         return dim;
-    return (dim + tiles - 1) / tiles;
+    return dim / tiles + (dim % tiles != 0); /* ceil without dim + tiles - 1 overflowing near INT64_MAX */
 }
 
 IrStatus shd_shard_shape(IrArena *a, const IrShape *shape, const IrSharding *s, IrShape *out)

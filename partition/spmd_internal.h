@@ -9,6 +9,7 @@
  *                   XLA's syntax, spmd_oom
  *   reshard.c       resharding between any two shardings
  *   spmd_why.c      why each collective is there (Spmd.why, the plan's reasons)
+ *   spmd_why_need.c what an op does with the operand dim it cannot take split
  *   spmd_partial.c  partial results finished: all-reduce, or reduce-scatter
  *                   where the result ends sharded
  *   spmd_ops.c      elementwise ops, parameters, constants, iota, tuples,
@@ -202,6 +203,12 @@ SpmdWhy spmd_why_operand(PComp *pc, int32_t i, int32_t o, const IrSharding *to);
 SpmdWhy spmd_why_output(PComp *pc, int32_t root, const IrSharding *from, const IrSharding *to);
 SpmdWhy spmd_why_result(PComp *pc, const IrSharding *from, const IrSharding *to);
 void spmd_why_restore(PComp *pc, SpmdWhy old);
+/* Append to b, in parentheses, what source instr ins does with the dim of
+ * its operand o (a source instr index) that pc->shd[o] splits and `to`
+ * does not: " (it sorts along dim 1, which is tiled over 4 devices)";
+ * nothing where the shardings are tuples or the operand a scalar
+ * (spmd_why_need.c). */
+void spmd_why_need(const PComp *pc, IrStrBuf *b, const IrInstr *ins, int32_t o, const IrSharding *to);
 /* The reason of collective `coll` just emitted, moving `bytes` per device,
  * with its texts in `arena`: Spmd.why finished with what the collective
  * does, or where none is set the rule of pc->cur (partial results

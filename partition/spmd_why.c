@@ -7,7 +7,13 @@
  * reason is that one, finished with what the collective does to the
  * value; a collective emitted with no reason set is the op's own rule:
  * partial results combined (all-reduce, reduce-scatter), a halo exchanged
- * (collective-permute under a windowed op), or a value gathered.
+ * (collective-permute under a windowed op), or a value gathered. An
+ * operand's reason says what its user does with the dim it cannot take
+ * split (spmd_why_need.c); the "avoid" line is costed by the same bytes
+ * model for every op: 0 bytes on the edge a resharded operand, result or
+ * output would not need, and for partial results the bytes of keeping the
+ * reduced dims whole (spmd_reshard_cost), given only where that is below
+ * the collective's.
  *
  * Example, Megatron's MLP with w1 tiled on dim 1 and w2 on dim 0 over 2
  * devices: dot.2 contracts dim 1 of h, which is tiled over 2 devices, so
@@ -73,8 +79,15 @@ SpmdWhy spmd_why_operand(PComp *pc, int32_t i, int32_t o, const IrSharding *to)
     instr_words(&t, ins);
     ir_sb_puts(&t, " needs it ");
     shd_describe(&t, to);
+    spmd_why_need(pc, &t, ins, o, to);
     char *c = shd_canonical_str(to);
     ir_sb_printf(&a, "%s with sharding=%s would make this edge local", op->name, c ? c : "?");
+    if (op->op == OP_PARAMETER)
+        ir_sb_printf(&a, " (a parameter: the caller can pass it so)");
+    else if (op->op == OP_CONSTANT || op->op == OP_IOTA)
+        ir_sb_printf(&a, " (%s %s: built so at no cost)", op->op == OP_IOTA ? "an" : "a", ir_op_name(op->op));
+    else
+        ir_sb_printf(&a, " (if %s %s can compute it so)", ir_op_name(op->op), op->name);
     ts_free(c);
     return install(pc, SPMD_WHY_OPERAND, &t, &a);
 }
@@ -144,17 +157,49 @@ static bool tiled_dim(PComp *pc, const IrInstr *ins, int32_t k, const IrI64List 
     return false;
 }
 
-/* The first dim that source operand 0 of ins is tiled on. */
-static bool first_tiled(PComp *pc, const IrInstr *ins, int64_t *d, int64_t *t)
+/* The first dim that source operand j of ins is tiled on. */
+static bool first_tiled_of(PComp *pc, const IrInstr *ins, int32_t j, int64_t *d, int64_t *t)
 {
-    const IrSharding *s = ins->nopnd > 0 ? pc->shd[ins->opnd[0]] : NULL;
-    for (int32_t k = 0; s && k < pc->sc->instr[ins->opnd[0]].shape.rank; k++)
+    const IrSharding *s = j < ins->nopnd ? pc->shd[ins->opnd[j]] : NULL;
+    for (int32_t k = 0; s && k < pc->sc->instr[ins->opnd[j]].shape.rank; k++)
         if (shd_tiles(s, k) > 1) {
             *d = k;
             *t = shd_tiles(s, k);
             return true;
         }
     return false;
+}
+
+static bool first_tiled(PComp *pc, const IrInstr *ins, int64_t *d, int64_t *t)
+{
+    return first_tiled_of(pc, ins, 0, d, t);
+}
+
+/* Bytes per device to make `dims` of operand k of ins whole (replicate
+ * them), by spmd_reshard_cost; -1 out of memory or no such operand. */
+static int64_t whole_cost(PComp *pc, const IrInstr *ins, int32_t k, const IrI64List *dims)
+{
+    if (k >= ins->nopnd)
+        return -1;
+    const IrSharding *s = pc->shd[ins->opnd[k]];
+    IrSharding *whole = shd_replicate_dims(spmd_tmp(pc), s, (int32_t)dims->n, dims->v);
+    return whole ? spmd_reshard_cost(&pc->sc->instr[ins->opnd[k]].shape, s, whole) : -1;
+}
+
+/* All dims of operand k of ins but `keep` (-1: all), in pc's scratch. */
+static const IrI64List *dims_but(PComp *pc, const IrInstr *ins, int32_t k, int64_t keep)
+{
+    IrI64List *l = ir_alloc(spmd_tmp(pc), sizeof *l);
+    int32_t r = k < ins->nopnd ? pc->sc->instr[ins->opnd[k]].shape.rank : 0;
+    int64_t *v = r ? ir_alloc_array(spmd_tmp(pc), (size_t)r, sizeof *v) : NULL;
+    if (!l || (r && !v))
+        return NULL;
+    l->n = 0;
+    l->v = v;
+    for (int32_t d = 0; d < r; d++)
+        if (d != keep)
+            v[l->n++] = d;
+    return l;
 }
 
 /* A dot's partial sums: which contracted dim is tiled, and whether
@@ -172,19 +217,28 @@ static void why_dot(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins, int
                      pc->sc->instr[ins->opnd[k]].name, (long long)n);
     else
         ir_sb_printf(t, " contracts dims split over %lld devices", (long long)size);
-    int64_t alt = 0;
-    for (int32_t j = 0; j < 2 && j < ins->nopnd; j++) {
-        const IrInstr *o = &pc->sc->instr[ins->opnd[j]];
-        const IrI64List *cd = j == 0 ? &dd->lhs_contracting : &dd->rhs_contracting;
-        IrSharding *whole = shd_replicate_dims(spmd_tmp(pc), pc->shd[ins->opnd[j]], (int32_t)cd->n, cd->v);
-        if (!whole)
-            return;
-        alt += spmd_reshard_cost(&o->shape, pc->shd[ins->opnd[j]], whole);
-    }
+    int64_t alt = whole_cost(pc, ins, 0, &dd->lhs_contracting);
+    int64_t alt1 = ins->nopnd > 1 ? whole_cost(pc, ins, 1, &dd->rhs_contracting) : 0;
+    if (alt < 0 || alt1 < 0)
+        return;
+    alt += alt1;
     if (k >= 0 && alt < bytes)
-        ir_sb_printf(a, "keeping the contracted dims of %s and %s whole would make the dot local and move %lld "
+        ir_sb_printf(a, "keeping the contracted dims of %s and %s whole would make the %s local and move %lld "
                         "bytes per device instead of %lld",
-                     pc->sc->instr[ins->opnd[0]].name, pc->sc->instr[ins->opnd[1]].name, (long long)alt,
+                     pc->sc->instr[ins->opnd[0]].name, pc->sc->instr[ins->opnd[1]].name, ir_op_name(ins->op),
+                     (long long)alt, (long long)bytes);
+}
+
+/* "keeping DIMS of X whole would make OP local ..." when that moves
+ * fewer bytes than the collective's `bytes`. */
+static void avoid_whole(PComp *pc, IrStrBuf *a, const IrInstr *ins, int32_t k, const IrI64List *dims,
+                        const char *what, int64_t bytes)
+{
+    int64_t alt = whole_cost(pc, ins, k, dims);
+    if (alt >= 0 && alt < bytes)
+        ir_sb_printf(a, "keeping %s of %s whole would make %s %s local and move %lld bytes per device instead of "
+                        "%lld",
+                     what, pc->sc->instr[ins->opnd[k]].name, ir_op_name(ins->op), ins->name, (long long)alt,
                      (long long)bytes);
 }
 
@@ -192,24 +246,54 @@ static void why_dot(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins, int
 static void why_partial(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins, int64_t size, int64_t bytes)
 {
     int64_t d = 0, n = 0;
-    if (ins->op == OP_DOT) {
+    if (ins->op == OP_DOT || ins->op == OP_RAGGED_DOT) {
         why_dot(pc, t, a, ins, size, bytes);
     } else if (ins->op == OP_REDUCE && tiled_dim(pc, ins, 0, &ins->a.dimensions, &d, &n)) {
         instr_words(t, ins);
         ir_sb_printf(t, " reduces dim %lld of %s, which is tiled over %lld devices", (long long)d,
                      pc->sc->instr[ins->opnd[0]].name, (long long)n);
-    } else if (ins->op == OP_CONVOLUTION) {
+        avoid_whole(pc, a, ins, 0, &ins->a.dimensions, "the reduced dims", bytes);
+    } else if (ins->op == OP_CONVOLUTION && ins->a.x) {
+        const IrConvDnums *dn = &ins->a.x->conv;
+        int64_t f = shd_tiles(pc->shd[ins->opnd[0]], (int32_t)dn->in_feature);
         instr_words(t, ins);
-        ir_sb_printf(t, " sums over input features split over %lld devices", (long long)size);
+        ir_sb_printf(t, " sums over input feature dim %lld of %s, which is tiled over %lld devices",
+                     (long long)dn->in_feature, pc->sc->instr[ins->opnd[0]].name,
+                     (long long)(f > 1 ? f : size));
+        IrI64List l0 = {.n = 1, .v = (int64_t *)&dn->in_feature}, l1 = {.n = 1, .v = (int64_t *)&dn->k_in_feature};
+        int64_t alt = whole_cost(pc, ins, 0, &l0), alt1 = whole_cost(pc, ins, 1, &l1);
+        if (alt >= 0 && alt1 >= 0 && alt + alt1 < bytes)
+            ir_sb_printf(a, "keeping the input feature dims of %s and %s whole would make the convolution local "
+                            "and move %lld bytes per device instead of %lld",
+                         pc->sc->instr[ins->opnd[0]].name, pc->sc->instr[ins->opnd[1]].name,
+                         (long long)(alt + alt1), (long long)bytes);
     } else if ((ins->op == OP_GATHER || ins->op == OP_SCATTER) && first_tiled(pc, ins, &d, &n)) {
         instr_words(t, ins);
         ir_sb_printf(t, " %s operand %s, which is tiled on dim %lld over %lld devices (each device %s the part it "
                         "holds)",
                      ins->op == OP_GATHER ? "reads from" : "writes into", pc->sc->instr[ins->opnd[0]].name,
                      (long long)d, (long long)n, ins->op == OP_GATHER ? "gathers from" : "scatters into");
-    } else if (ins->op == OP_BATCH_NORM_TRAINING || ins->op == OP_BATCH_NORM_GRAD) {
+        const IrI64List *all = dims_but(pc, ins, 0, -1);
+        if (all)
+            avoid_whole(pc, a, ins, 0, all, "all dims", bytes);
+    } else if (ins->op == OP_SCATTER && ins->nopnd >= 3 && first_tiled_of(pc, ins, ins->nopnd - 1, &d, &n)) {
         instr_words(t, ins);
-        ir_sb_printf(t, " sums its statistics over dims split over %lld devices", (long long)size);
+        ir_sb_printf(t, " writes updates %s, tiled on dim %lld over %lld devices, into a whole operand (each device "
+                        "scatters its part of the updates)",
+                     pc->sc->instr[ins->opnd[ins->nopnd - 1]].name, (long long)d, (long long)n);
+        const IrI64List *all = dims_but(pc, ins, ins->nopnd - 1, -1);
+        if (all)
+            avoid_whole(pc, a, ins, ins->nopnd - 1, all, "all dims", bytes);
+    } else if ((ins->op == OP_BATCH_NORM_TRAINING || ins->op == OP_BATCH_NORM_GRAD) && ins->a.x) {
+        const IrI64List *rest = dims_but(pc, ins, 0, ins->a.x->feature_index);
+        instr_words(t, ins);
+        if (rest && tiled_dim(pc, ins, 0, rest, &d, &n))
+            ir_sb_printf(t, " sums its statistics over dim %lld of %s, which is tiled over %lld devices",
+                         (long long)d, pc->sc->instr[ins->opnd[0]].name, (long long)n);
+        else
+            ir_sb_printf(t, " sums its statistics over dims split over %lld devices", (long long)size);
+        if (rest)
+            avoid_whole(pc, a, ins, 0, rest, "the dims but the feature dim", bytes);
     } else {
         instr_words(t, ins);
         ir_sb_printf(t, " leaves a partial result on each of %lld devices", (long long)size);
@@ -250,7 +334,7 @@ SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *aren
     } else if (w.kind != SPMD_WHY_UNKNOWN) {
         ir_sb_puts(&t, w.text ? w.text : "?");
         if (w.avoid)
-            ir_sb_puts(&a, w.avoid);
+            ir_sb_printf(&a, "%s: 0 bytes per device here instead of %lld", w.avoid, (long long)bytes);
     } else if (ins && windowed(ins->op) && (coll->op == OP_COLLECTIVE_PERMUTE)) {
         instr_words(&t, ins);
         ir_sb_puts(&t, "'s window reads rows of the neighbouring devices' shards (halo)");
@@ -258,11 +342,12 @@ SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *aren
     } else if (ins && ins->op == OP_REDUCE && coll->op == OP_ALL_GATHER) {
         int64_t d = 0, n = 0;
         instr_words(&t, ins);
-        if (tiled_dim(pc, ins, 0, &ins->a.dimensions, &d, &n))
+        if (tiled_dim(pc, ins, 0, &ins->a.dimensions, &d, &n)) {
             ir_sb_printf(&t, " reduces dim %lld of %s, which is tiled over %lld devices, with a reducer of several "
                              "values (every device reduces all the partial results again)",
                          (long long)d, pc->sc->instr[ins->opnd[0]].name, (long long)n);
-        else
+            avoid_whole(pc, &a, ins, 0, &ins->a.dimensions, "the reduced dims", bytes);
+        } else
             ir_sb_puts(&t, " reduces a tiled dim with a reducer of several values (every device reduces all the "
                            "partial results again)");
         w.kind = SPMD_WHY_RULE;

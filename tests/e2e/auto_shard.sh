@@ -82,6 +82,17 @@ for g in j["groups"]:
         seen += 1
 assert seen == 3, seen
 PY
+# The plan file keeps it: --explain of the plan prints the same text and
+# JSON; a plan compiled without --auto-shard has none.
+expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain --format json -o "$WORK/ex2.json"
+"$PY" -c 'import json, sys; assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))' \
+    "$WORK/ex.json" "$WORK/ex2.json" || fail "the plan file's JSON explanation is not the compile's"
+expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain -o "$WORK/ex.txt"
+expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain -o "$WORK/ex2.txt"
+cmp -s "$WORK/ex.txt" "$WORK/ex2.txt" || fail "the plan file's explanation is not the compile's"
+expect_status 0 "$TESSEL" compile "$S" --num-partitions 4 -o "$WORK/plain.plan"
+expect_status 2 "$TESSEL" plan "$WORK/plain.plan" --explain
+expect_in "$ERR" "--explain needs a plan compiled with --auto-shard"
 expect_status 2 "$TESSEL" plan "$S" --auto-shard --mesh 4 --explain --format dot
 expect_in "$ERR" "--explain prints why each sharding was chosen, as text or with --format json"
 # The html page carries it.

@@ -61,3 +61,27 @@ expect_status 2 "$TESSEL" run "$WORK/e.plan" --random-inputs 1
 expect_in "$ERR" "output 0 is input 0 as it came in, but TesselOutputSharding 0 is not its TesselInputSharding 0"
 expect_status 0 "$TESSEL" run "$WORK/pass.plan" --random-inputs 1
 echo "hostile_plan_lines: InputMapping, TesselCollective bytes and a contradicting TesselOutputSharding refused"
+
+# Extreme integers in a plan's lines (re-signed): an XlaInputShape of
+# INT64_MAX elements overflowed computing its shard size (UBSan, partition/
+# shd_ops.c), and outputs=-1 was reported as "inputs=1 but the module's
+# entry has 1 parameters".
+cat >"$WORK/ext.hlo" <<'HLO'
+HloModule ext, num_partitions=2
+ENTRY main {
+  x = f32[4] parameter(0), sharding={devices=[2]0,1}
+  ROOT y = f32[4] add(x, x), sharding={devices=[2]0,1}
+}
+HLO
+expect_status 0 "$TESSEL" compile "$WORK/ext.hlo" -o "$WORK/ext.plan"
+sed 's/^\/\/ XlaInputShape f32\[4\]$/\/\/ XlaInputShape f32[9223372036854775807]/' "$WORK/ext.plan" >"$WORK/e1.plan"
+grep -q 'XlaInputShape f32\[9223372036854775807\]' "$WORK/e1.plan" || fail "the edit did not apply"
+plan_resign "$WORK/e1.plan"
+expect_status 2 "$TESSEL" run "$WORK/e1.plan" --random-inputs 1
+expect_in "$ERR" "e1.plan:9:1: error: input 0: its shard under the sharding is f32[4611686018427387904] but the module's is f32[2]"
+sed 's/ outputs=1$/ outputs=-1/' "$WORK/ext.plan" >"$WORK/e2.plan"
+grep -q ' outputs=-1$' "$WORK/e2.plan" || fail "the edit did not apply"
+plan_resign "$WORK/e2.plan"
+expect_status 2 "$TESSEL" run "$WORK/e2.plan" --random-inputs 1
+expect_in "$ERR" "e2.plan:11:4: error: outputs=-1 is out of range [0, 1048576]"
+echo "hostile_plan_lines: an XlaInputShape of INT64_MAX elements and outputs=-1 refused, named"

@@ -16,9 +16,11 @@ ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1;
 # Models where the two still differ by more than 10%, and why (each is a
 # gap in the model of partition/memory.c, listed so that it is not hidden;
 # the run prints both figures):
-#   async            -start tuples held whole while their -done's value
-#                    lives (the run frees their context elements earlier);
-#                    estimate above the run
+#   async            the executor's elementwise add at the root writes
+#                    into a dying operand's buffer (the model does so only
+#                    for fused groups of 1024 elements and more), and it
+#                    runs abs-start before the first -done; estimate above
+#                    (0.875)
 #   fused_rows       fusion's row groups (softmax-like) are not modelled:
 #                    their interior values never exist; estimate above
 #   ragged_dot       the kernel's scratch is made as values; estimate below

@@ -41,11 +41,31 @@ expect_in "$OUT" "why: asked for by y at $TESSEL_SRC/examples/mlp.hlo:13:8: dot 
 # device: 96*(2-1) = 96 bytes per device.
 expect_status 0 "$TESSEL" plan forced.hlo
 expect_in "$OUT" "groups {{0,1}}, 48 bytes per device, on b -> c"
-expect_in "$OUT" "why: asked for by c at forced.hlo:6:3: operand b is tiled on dim 1 over 2 devices but add c needs it tiled on dim 0 over 2 devices: exchanged by all-to-all"
-expect_in "$OUT" "avoid: b with sharding={devices=[2,1]0,1} would make this edge local"
+expect_in "$OUT" "why: asked for by c at forced.hlo:6:3: operand b is tiled on dim 1 over 2 devices but add c needs it tiled on dim 0 over 2 devices (an elementwise op takes its operands sharded as its result): exchanged by all-to-all"
+expect_in "$OUT" "avoid: b with sharding={devices=[2,1]0,1} would make this edge local (a parameter: the caller can pass it so): 0 bytes per device here instead of 48"
 expect_in "$OUT" "groups {{0,1}}, 96 bytes per device, on c -> d"
-expect_in "$OUT" "why: asked for by d at forced.hlo:7:8: operand c is tiled on dim 0 over 2 devices but negate d needs it replicated: all-gathered"
-expect_in "$OUT" "avoid: c with sharding={replicated} would make this edge local"
+expect_in "$OUT" "why: asked for by d at forced.hlo:7:8: operand c is tiled on dim 0 over 2 devices but negate d needs it replicated (an elementwise op takes its operands sharded as its result): all-gathered"
+expect_in "$OUT" "avoid: c with sharding={replicated} would make this edge local (if add c can compute it so): 0 bytes per device here instead of 96"
+
+# ---- a sort along a tiled dim (sort_rows.hlo) ----
+# x f32[4,8] is tiled on dim 1 over 2 devices; sort s sorts along dim 1
+# (line 13, col 8), so its rule moves the tiles to dim 0: x's shard f32[4,4]
+# (64 bytes) is exchanged all-to-all, keeping half: 64*(2-1)/2 = 32 bytes
+# per device. x is a parameter: passed tiled on dim 0 it costs nothing.
+expect_status 0 "$TESSEL" plan sort_rows.hlo
+expect_in "$OUT" "groups {{0,1}}, 32 bytes per device, on x -> s"
+expect_in "$OUT" "why: asked for by s at sort_rows.hlo:13:8: operand x is tiled on dim 1 over 2 devices but sort s needs it tiled on dim 0 over 2 devices (it sorts along dim 1, which is tiled over 2 devices): exchanged by all-to-all"
+expect_in "$OUT" "avoid: x with sharding={devices=[2,1]0,1} would make this edge local (a parameter: the caller can pass it so): 0 bytes per device here instead of 32"
+
+# ---- a sum over a tiled dim (reduce_rows.hlo) ----
+# r sums dim 1 of x f32[2,64], tiled over 2 devices: each device holds a
+# partial f32[2] (8 bytes), all-reduced: 2*(2-1)/2*8 = 8 bytes per device.
+# Gathering dim 1 of x instead moves its shard f32[2,32] (256 bytes) from
+# the other device: 256 > 8, so no avoid line.
+expect_status 0 "$TESSEL" plan reduce_rows.hlo
+expect_in "$OUT" "groups {{0,1}}, 8 bytes per device, on r's value"
+expect_in "$OUT" "why: asked for by r at reduce_rows.hlo:14:8: reduce r reduces dim 1 of x, which is tiled over 2 devices: partial sums are all-reduced"
+! grep -q "avoid:" "$OUT" || fail "reduce_rows's all-reduce has no cheaper form, yet an avoid line is printed"
 
 # --why: the collectives that produce or consume one value
 expect_status 0 "$TESSEL" plan forced.hlo --why c
@@ -70,9 +90,10 @@ assert [x["opcode"] for x in c] == ["all-to-all", "all-gather"], c
 assert [x["bytes_per_device"] for x in c] == [48, 96], c
 w = c[0]["why"]
 assert w == {"kind": "operand", "instruction": "c", "file": "forced.hlo", "line": 6, "column": 3,
-             "text": "operand b is tiled on dim 1 over 2 devices but add c needs it tiled on dim 0 over 2 devices: "
-                     "exchanged by all-to-all",
-             "avoid": "b with sharding={devices=[2,1]0,1} would make this edge local"}, w
+             "text": "operand b is tiled on dim 1 over 2 devices but add c needs it tiled on dim 0 over 2 devices "
+                     "(an elementwise op takes its operands sharded as its result): exchanged by all-to-all",
+             "avoid": "b with sharding={devices=[2,1]0,1} would make this edge local (a parameter: the caller can "
+                      "pass it so): 0 bytes per device here instead of 48"}, w
 w = c[1]["why"]
 assert (w["kind"], w["instruction"], w["line"], w["column"]) == ("operand", "d", 7, 8), w
 PY
@@ -93,7 +114,7 @@ expect_in "$OUT" 'tooltip="why: asked for by c at forced.hlo:6:3: operand b is t
 # ---- plan files keep the reasons; plans written before them still load ----
 expect_status 0 "$TESSEL" compile forced.hlo -o "$WORK/forced.plan"
 expect_in "$WORK/forced.plan" "// TesselWhyFile forced.hlo"
-expect_in "$WORK/forced.plan" "// TesselWhy operand 6 3 0 main c b operand b is tiled on dim 1 over 2 devices but add c needs it tiled on dim 0 over 2 devices: exchanged by all-to-all"
+expect_in "$WORK/forced.plan" "// TesselWhy operand 6 3 0 main c b operand b is tiled on dim 1 over 2 devices but add c needs it tiled on dim 0 over 2 devices (an elementwise op takes its operands sharded as its result): exchanged by all-to-all"
 expect_in "$WORK/forced.plan" "// TesselAvoid b with sharding={devices=[2,1]0,1} would make this edge local"
 expect_status 0 "$TESSEL" plan "$WORK/forced.plan" --why c
 expect_in "$OUT" "why: asked for by c at forced.hlo:6:3: operand b is tiled on dim 1"

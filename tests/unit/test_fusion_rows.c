@@ -2,9 +2,12 @@
  * test_fusion_rows.c: row groups (device/fusion_rows.c): reductions over
  * the minor dims fused with their elementwise producers and the
  * broadcast consumers of the reduced row. Which instructions form a row
- * group (softmax, layer norm, several minor dims, a group that ends in a
- * reduce, a transpose of a small operand) and which must not (a reduce
- * over a major dim, a reducer that is not associative); the values a
+ * group (softmax, also as JAX writes it with reshapes to [..,1] and
+ * back, layer norm, several minor dims, a group that ends in a reduce, a
+ * transpose of a small operand, outer values with dims of size 1, the
+ * softmax backward's reduce over such a dim) and
+ * which must not (a reduce over a major dim, a reducer that is not
+ * associative, a transpose of the outer dims); the values a
  * fused run gives against naive loops in double (rows not a multiple of
  * the vector width, rows of length 1 and 0, max/min/add reducers, f32 and
  * f64); and clean allocation failures.
@@ -153,6 +156,188 @@ static void softmax_rows(void **state)
         dev_value_unref(x);
         ir_module_free(m);
     }
+}
+
+/* Softmax as JAX writes it: the max through maximum(m, -inf), and both
+ * reduced rows reshaped to [2,3,1], broadcast to the same shape and
+ * reshaped back before the broadcast over the rows. The copies join as
+ * outer nodes: one row group of 15 nodes; against double. */
+static void jax_softmax_rows(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule jsm\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[2,3,40] parameter(0)\n"
+                           "  ninf = f32[] constant(-inf)\n"
+                           "  m = f32[2,3] reduce(x, ninf), dimensions={2}, to_apply=max\n"
+                           "  nb = f32[2,3] broadcast(ninf), dimensions={}\n"
+                           "  mm = f32[2,3] maximum(m, nb)\n"
+                           "  m1 = f32[2,3,1] reshape(mm)\n"
+                           "  m2 = f32[2,3,1] broadcast(m1), dimensions={0,1,2}\n"
+                           "  m3 = f32[2,3] reshape(m2)\n"
+                           "  mb = f32[2,3,40] broadcast(m3), dimensions={0,1}\n"
+                           "  xm = f32[2,3,40] subtract(x, mb)\n"
+                           "  e = f32[2,3,40] exponential(xm)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  z = f32[2,3] reduce(e, zero), dimensions={2}, to_apply=add\n"
+                           "  z1 = f32[2,3,1] reshape(z)\n"
+                           "  z2 = f32[2,3,1] broadcast(z1), dimensions={0,1,2}\n"
+                           "  z3 = f32[2,3] reshape(z2)\n"
+                           "  zb = f32[2,3,40] broadcast(z3), dimensions={0,1}\n"
+                           "  ROOT p = f32[2,3,40] divide(e, zb)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "p");
+    assert_int_equal(g->nnodes, 15); /* all but x and the two constants */
+    assert_int_equal(g->nouter, 2);
+    assert_int_equal(g->nleaves, 3);
+    dev_fusion_free(&f);
+    int64_t dims[] = {2, 3, 40};
+    DevValue *x = val(IR_F32, 3, dims, NULL);
+    fill(x, 31);
+    double want[240];
+    softmax_ref(x, 6, 40, want);
+    DevValue *got = run(m, 1, &x, true), *plain = run(m, 1, &x, false);
+    assert_near(got, want, 240, 1e-6);
+    assert_near(plain, want, 240, 1e-6);
+    dev_value_unref(got);
+    dev_value_unref(plain);
+    dev_value_unref(x);
+    ir_module_free(m);
+}
+
+/* Outer values with a dim of size 1 from outside the group: a per-row
+ * divisor n f32[2,3,1] (a leaf read one element a row) and a per-row
+ * shift t f32[2,3] reshaped inside the group (a copy of a leaf's
+ * element); y = x - (sum(x)/n * t) over rows of 50; against double. */
+static void unit_dim_leaves(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule ud\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[2,3,50] parameter(0)\n"
+                           "  n = f32[2,3,1] parameter(1)\n"
+                           "  t = f32[2,3] parameter(2)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  s = f32[2,3] reduce(x, zero), dimensions={2}, to_apply=add\n"
+                           "  s1 = f32[2,3,1] reshape(s)\n"
+                           "  mu = f32[2,3,1] divide(s1, n)\n"
+                           "  t1 = f32[2,3,1] reshape(t)\n"
+                           "  mt = f32[2,3,1] multiply(mu, t1)\n"
+                           "  r = f32[2,3] reshape(mt)\n"
+                           "  rb = f32[2,3,50] broadcast(r), dimensions={0,1}\n"
+                           "  ROOT y = f32[2,3,50] subtract(x, rb)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "y");
+    assert_int_equal(g->nnodes, 8); /* s, s1, mu, t1, mt, r, rb, y */
+    assert_int_equal(g->nleaves, 4); /* x, n, t, zero */
+    dev_fusion_free(&f);
+    int64_t dx[] = {2, 3, 50}, dn[] = {2, 3, 1}, dt[] = {2, 3};
+    DevValue *args[3] = {val(IR_F32, 3, dx, NULL), val(IR_F32, 3, dn, NULL), val(IR_F32, 2, dt, NULL)};
+    for (int a = 0; a < 3; a++)
+        fill(args[a], 11u + (uint32_t)a);
+    double want[300];
+    for (int r = 0; r < 6; r++) {
+        double s = 0;
+        for (int j = 0; j < 50; j++)
+            s += at(args[0], r * 50 + j);
+        double sh = s / at(args[1], r) * at(args[2], r);
+        for (int j = 0; j < 50; j++)
+            want[r * 50 + j] = at(args[0], r * 50 + j) - sh;
+    }
+    DevValue *got = run(m, 3, args, true);
+    assert_near(got, want, 300, 1e-5);
+    dev_value_unref(got);
+    for (int a = 0; a < 3; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
+/* The softmax backward as JAX's grad writes it: the row sum of dy * p
+ * reshaped to [2,3,1], negated and summed over that dim of size 1 (an
+ * outer reduce) before the broadcast back: y = p * (dy - sum(dy * p)),
+ * one row group of 8 nodes; against double. */
+static void outer_reduce(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule sb\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  dy = f32[2,3,40] parameter(0)\n"
+                           "  p = f32[2,3,40] parameter(1)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  m = f32[2,3,40] multiply(dy, p)\n"
+                           "  s = f32[2,3] reduce(m, zero), dimensions={2}, to_apply=add\n"
+                           "  s1 = f32[2,3,1] reshape(s)\n"
+                           "  ns = f32[2,3,1] negate(s1)\n"
+                           "  t = f32[2,3] reduce(ns, zero), dimensions={2}, to_apply=add\n"
+                           "  tb = f32[2,3,40] broadcast(t), dimensions={0,1}\n"
+                           "  a = f32[2,3,40] add(dy, tb)\n"
+                           "  ROOT y = f32[2,3,40] multiply(a, p)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "y");
+    assert_int_equal(g->nnodes, 8); /* m, s, s1, ns, t, tb, a, y */
+    assert_int_equal(g->nleaves, 3);
+    dev_fusion_free(&f);
+    int64_t dims[] = {2, 3, 40};
+    DevValue *args[2] = {val(IR_F32, 3, dims, NULL), val(IR_F32, 3, dims, NULL)};
+    fill(args[0], 21);
+    fill(args[1], 22);
+    double want[240];
+    for (int r = 0; r < 6; r++) {
+        double s = 0;
+        for (int j = 0; j < 40; j++)
+            s += at(args[0], r * 40 + j) * at(args[1], r * 40 + j);
+        for (int j = 0; j < 40; j++)
+            want[r * 40 + j] = at(args[1], r * 40 + j) * (at(args[0], r * 40 + j) - s);
+    }
+    DevValue *got = run(m, 2, args, true), *plain = run(m, 2, args, false);
+    assert_near(got, want, 240, 1e-5);
+    assert_near(plain, want, 240, 1e-5);
+    dev_value_unref(got);
+    dev_value_unref(plain);
+    for (int a = 0; a < 2; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
+/* A transpose between two outer shapes (dims={1,0} of f32[3,3]) is no
+ * copy: the reduce stays outside the row group. y[i,j,k] = x[i,j,k] -
+ * sum_k x[j,i,k]; against double. */
+static void permuted_outer(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule pb\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[3,3,20] parameter(0)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  s = f32[3,3] reduce(x, zero), dimensions={2}, to_apply=add\n"
+                           "  st = f32[3,3] transpose(s), dimensions={1,0}\n"
+                           "  sb = f32[3,3,20] broadcast(st), dimensions={0,1}\n"
+                           "  ROOT y = f32[3,3,20] subtract(x, sb)\n"
+                           "}\n");
+    DevFusion f = find(m, 1);
+    assert_int_equal(f.group_of[instr_named(m, "s")], -1);
+    assert_int_equal(f.group_of[instr_named(m, "st")], -1);
+    dev_fusion_free(&f);
+    int64_t dims[] = {3, 3, 20};
+    DevValue *x = val(IR_F32, 3, dims, NULL);
+    fill(x, 3);
+    double want[180];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            double s = 0;
+            for (int k = 0; k < 20; k++)
+                s += at(x, (j * 3 + i) * 20 + k);
+            for (int k = 0; k < 20; k++)
+                want[(i * 3 + j) * 20 + k] = at(x, (i * 3 + j) * 20 + k) - s;
+        }
+    DevValue *got = run(m, 1, &x, true);
+    assert_near(got, want, 180, 1e-5);
+    dev_value_unref(got);
+    dev_value_unref(x);
+    ir_module_free(m);
 }
 
 /* Layer norm in f64 with scale and bias (broadcasts of small operands
@@ -445,6 +630,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(softmax_rows),
+        cmocka_unit_test(jax_softmax_rows),
+        cmocka_unit_test(unit_dim_leaves),
+        cmocka_unit_test(outer_reduce),
+        cmocka_unit_test(permuted_outer),
         cmocka_unit_test(layernorm_rows_f64),
         cmocka_unit_test(several_minor_dims),
         cmocka_unit_test(not_fused),

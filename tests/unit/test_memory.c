@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "partition/partition.h"
@@ -264,6 +265,36 @@ static void test_while_body(void **state)
     ir_module_free(m);
 }
 
+/* A collective-permute-start's tuple (operand, result, u32[] x 2): its
+ * context (8) dies at the -done, its result lives as long as the -done's
+ * value. Between two devices: p0 16; s 24 (result 16 + context 8); d
+ * 40; r 16 + 16 + 16 = 48 (the context gone). From each device to itself
+ * the executor's permute is the identity: s makes its context alone (8),
+ * its result is p0's buffer; r 16 + 16 = 32. */
+static void test_start_context(void **state)
+{
+    (void)state;
+    const char *text[2] = {"{{0,1},{1,0}}", "{{0,0},{1,1}}"};
+    const int64_t own[2] = {24, 8}, peak[2] = {48, 32};
+    for (int k = 0; k < 2; k++) {
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "HloModule m, num_partitions=2\nENTRY e {\n p0 = f32[4] parameter(0)\n"
+                 " s = (f32[4], f32[4], u32[], u32[]) collective-permute-start(p0), source_target_pairs=%s\n"
+                 " d = f32[4] collective-permute-done(s)\n ROOT r = f32[4] negate(d)\n}\n",
+                 text[k]);
+        IrModule *m = parse(buf);
+        MemEstimate e;
+        IrDiag d = {0};
+        assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+        assert_int_equal(e.own[find(m, "s")], own[k]);
+        assert_int_equal(e.peak, peak[k]);
+        assert_int_equal(e.order[e.peak_step], find(m, "r"));
+        mem_estimate_free(&e);
+        ir_module_free(m);
+    }
+}
+
 /* An empty tuple refers to nothing (it crashed the estimate once: the
  * reference walk read its operand 0). p0 16 live throughout; a 16 to the
  * end (the root refers to it); t and the root hold nothing of their own. */
@@ -291,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_given_order),    cmocka_unit_test(test_callee),
         cmocka_unit_test(test_fusion),         cmocka_unit_test(test_while_passthrough),
         cmocka_unit_test(test_empty_tuple),    cmocka_unit_test(test_while_body),
+        cmocka_unit_test(test_start_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

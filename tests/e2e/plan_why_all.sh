@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# plan_why_all.sh: no collective without its specific reason (issue 31).
+# Every model of tests/models and every module of the conformance corpora
+# (../shared; only tests/models where it is absent) is planned with `plan
+# --format json`; plan_why/why_all.py checks each collective's "why" (a
+# known kind, the instruction and line that asked for it, no generic
+# fallback text, what the op does with the dim it cannot take split, an
+# avoid line costed in bytes). About 20 s.
+set -euo pipefail
+source "$(dirname "$0")/lib.bash"
+"$PY" "$TESSEL_SRC/tests/e2e/plan_why/why_all.py" "$TESSEL" "$TESSEL_SRC" "${TESSEL_SHARED:-/nonexistent}" "$WORK" ||
+    fail "a collective without a specific reason (above)"
+echo "plan_why_all: ok"
