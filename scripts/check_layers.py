@@ -8,8 +8,8 @@ passes: it must not call them (nor grad/'s transform, grad_module).
 MPI: only coll/'s MPI transport includes mpi.h (coll/mpi_layer.h, the one
 door every MPI call goes through), and only the MPI transport's files and
 api/run_mpi.c (the caller's communicator) include that door; only the MPI
-transport's files (coll/mpi_*) call MPI (an MPI_Xxx( or tmpi_xxx( call):
-the collectives reach other hosts through CollTransport, the runtime
+transport's files (coll/mpi_*) call MPI (its MPI_ functions or the door's
+tmpi_ ones): the collectives reach other hosts through CollTransport, the runtime
 through coll/coll.h's coll_mpi_* functions. The
 library reads no environment variable: no getenv (nor environ) in any layer
 but tools/, except coll/tuning.c (the MPI launcher's variables). Exits 1
@@ -38,7 +38,7 @@ ALL_LIBRARY_HEADERS = set().union(*LIBRARIES.values())
 # (with api/run_mpi.c, which takes the caller's MPI_Comm) that include its door.
 MPI_HEADER_FILES = {"coll/mpi_layer.h"}
 MPI_DOOR_USERS = {"coll/mpi_internal.h", "coll/mpi_world.c", "coll/mpi_layer.c", "api/run_mpi.c"}
-# The files that may call MPI (MPI_Xxx( or the door's tmpi_xxx(): the MPI
+# The files that may call MPI (MPI_ functions or the door's tmpi_ ones): the MPI
 # transport's, coll/mpi_*.
 MPI_CALLERS = re.compile(r"coll/mpi_[a-z_]+\.[ch]$")
 MPI_CALL = re.compile(r"\b(P?MPI_[A-Z][a-z0-9_]*|tmpi_[a-z0-9_]+)\s*\(")

@@ -17,16 +17,8 @@
 #include <stdio.h>
 
 #include "tessel.h"
+#include "mpi_test_main.h"
 #include "api/api_internal.h"
-
-static int report(const char *what, TsDiag *d)
-{
-    char *s = ts_diag_format(d);
-    fprintf(stderr, "mpi_unagreed_main: %s: %s", what, s ? s : "(out of memory)\n");
-    ts_free(s);
-    ts_diag_clear(d);
-    return 1;
-}
 
 int main(int argc, char **argv)
 {
@@ -35,31 +27,13 @@ int main(int argc, char **argv)
         return 2;
     }
     TsDiag d = {0};
-    TsMpiWorld *w = NULL;
-    if (ts_mpi_init(&w, &d) != TS_OK) {
-        if (w)
-            ts_mpi_abort(w, "mpi_unagreed_main: ts_mpi_init failed\n");
-        return report("ts_mpi_init", &d);
-    }
-    TsModule *m = NULL;
-    TsPlan *plan = NULL;
-    TsCompileOptions co = {.spmd = true, .hosts = ts_mpi_size(w)};
-    if (ts_module_load(argv[1], &m, &d) != TS_OK || ts_compile(m, &co, &plan, &d) != TS_OK) {
-        report(argv[1], &d);
-        ts_mpi_abort(w, "mpi_unagreed_main: the module did not compile\n");
+    TsMpiWorld *w;
+    TsModule *m;
+    TsPlan *plan;
+    if (!mpi_test_start("mpi_unagreed_main", argv[1], &w, &m, &plan, &d))
         return 1;
-    }
     TsRunOptions ro = {.random = true, .seed = 3, .per_device = true, .heartbeat_seconds = 60};
     TsOutputs *out = NULL;
     TsStatus st = api_plan_run_mpi_unagreed(plan, ts_mpi_comm(w), &ro, &out, &d);
-    fprintf(stderr, "mpi_unagreed_main: rank %d: the run returned status %d (the check-ins should have ended the "
-                    "job)\n", ts_mpi_rank(w), (int)st);
-    if (st != TS_OK)
-        report("the run", &d);
-    ts_outputs_free(out);
-    ts_plan_free(plan);
-    ts_module_free(m);
-    ts_mpi_finalize(w, false, &d);
-    ts_diag_clear(&d);
-    return 1;
+    return mpi_test_returned("mpi_unagreed_main", "the check-ins", st, w, m, plan, out, &d);
 }
