@@ -48,14 +48,6 @@ IrStatus cmpi_fail(IrDiag *d, int rc, const char *call, int rank)
                     injected ? " (injected: fail_mpi_after)" : "");
 }
 
-/* Run an MPI call (a tmpi_* wrapper) named NAME; return its failure. */
-#define MPI_TRY(d, t, name, call)                                             \
-    do {                                                                      \
-        int rc_ = (call);                                                     \
-        if (rc_ != MPI_SUCCESS)                                               \
-            return cmpi_fail((d), rc_, (name), (t)->rank);                     \
-    } while (0)
-
 /* A collective failed where every rank must leave knowing the same thing:
  * say why and end the job (never returns). */
 void cmpi_fail_collective(CollMpi *t, int rc, const char *call, const char *what)

@@ -1133,6 +1133,18 @@ static IrStatus conv_sparse(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
     return IR_OK;
 }
 
+/* conv_offsets' table with its count of real taps (*nvalid of *total):
+ * NULL when out of memory. */
+static int64_t *conv_taps(const DevKernelArgs *k, const ConvPlan *p, int64_t *nvalid, int64_t *total)
+{
+    int64_t *off = conv_offsets(k, p);
+    *nvalid = 0;
+    *total = p->w * p->os;
+    for (int64_t i = 0; off && i < *total; i++)
+        *nvalid += off[i] >= 0;
+    return off;
+}
+
 /* Pick an engine. The im2col matrix has KI*W*OB*OS entries of which only
  * the fraction `density` of real taps is non-zero; base dilation (the
  * transposed convolutions of gradients) can make that tiny, e.g. 1/32.
@@ -1141,12 +1153,10 @@ static IrStatus conv_sparse(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
 static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
                          uint8_t *outc)
 {
-    int64_t *off = conv_offsets(k, p);
+    int64_t nvalid, total;
+    int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
         return oom(k);
-    int64_t nvalid = 0, total = p->w * p->os;
-    for (int64_t i = 0; i < total; i++)
-        nvalid += off[i] >= 0;
     bool blas = use_blas(k) && (c == CT_F32 || c == CT_F64);
     bool sparse = total > 0 && nvalid * (blas ? 8 : 2) < total;
     IrStatus st = sparse ? conv_sparse(k, c, p, in, off, nvalid, outc)
@@ -1202,12 +1212,10 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
     int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->kk;
     if (nr < CONV_MIN_COLS / 4 && nr < p->ncol)
         return IR_OK;
-    int64_t *off = conv_offsets(k, p);
+    int64_t nvalid, total;
+    int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
         return oom(k);
-    int64_t nvalid = 0, total = p->w * p->os;
-    for (int64_t i = 0; i < total; i++)
-        nvalid += off[i] >= 0;
     if (nvalid * 8 < total) {
         ts_free(off);
         return IR_OK;
