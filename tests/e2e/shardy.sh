@@ -4,6 +4,8 @@
 # shardings tessel partitions with: each model of tests/models/shardy runs
 # partitioned and equals the reference run (or, for a shard_map, NumPy),
 # and its plan shows the shardings and collectives worked out by hand.
+# test_oracle.c runs the others on 1 and 2 replicas (`// devices:`); the
+# shard_maps (`// not-oracle:`) run on 4 partitions x 2 replicas here.
 set -euo pipefail
 . "$(dirname "$0")/lib.bash"
 M="$TESSEL_SRC/tests/models/shardy"
@@ -81,6 +83,10 @@ a, b = draw(0, 64).reshape(8, 8), draw(1, 32).reshape(8, 4)
 got = np.load(sys.argv[1])
 np.testing.assert_allclose(got, a @ b, rtol=0, atol=1e-4 * np.abs(a @ b).max())
 PY
+# On 4 partitions x 2 replicas: the result NumPy checked, from each replica.
+expect_status 0 "$TESSEL" run "$M/shard_map_full.hlo" --num-partitions 4 --num-replicas 2 --random-inputs 5 \
+    --output-dir "$WORK/p2"
+same_outputs "$WORK/p" "$WORK/p2" "shard_map_full on 4 partitions x 2 replicas"
 
 # Partially manual (JAX 0.10.2: shard_map over x of a mesh x=2, y=2 with
 # axis_names={'x'}, psum over x of 2a): y stays automatic inside
@@ -106,6 +112,9 @@ def sm(x):
 a = np.array([np.float32(((sm(sm(sm(5) ^ 0) ^ i) >> 11) * 2.0 ** -53) * 2 - 1) for i in range(32)], np.float32).reshape(8, 4)
 np.testing.assert_allclose(np.load(sys.argv[1]), 2 * (a[:4] + a[4:]), rtol=0, atol=1e-6)
 PY
+expect_status 0 "$TESSEL" run "$M/shard_map_partial.hlo" --num-partitions 4 --num-replicas 2 --random-inputs 5 \
+    --output-dir "$WORK/q2"
+same_outputs "$WORK/q" "$WORK/q2" "shard_map_partial on 4 partitions x 2 replicas"
 
 # XLA's named (V3) sharding text: {@mesh<x=2,y=2>, [{y}, {}]} is y over
 # rows, replicated over x: {devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}.
