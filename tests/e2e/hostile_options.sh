@@ -9,6 +9,10 @@
 #     MPI run failed).
 #  3. A sharding whose last_tile_dims take every tile dimension says so,
 #     not just "tiles 0 dimensions".
+#  4. replica_groups naming a device out of range: `tessel check` refused
+#     nothing (exit 0) where run stopped on the first device; now check,
+#     compile and run give one error at the instruction, for the module's
+#     counts or --num-partitions/--num-replicas (with which it runs).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -50,3 +54,43 @@ HLO
 expect_status 2 "$TESSEL" check "$WORK/ltd.hlo"
 expect_in "$ERR" "ltd.hlo:3:28: error: sharding {devices=[2,2]0,1,2,3 last_tile_dims={replicated, manual}}: its 2 tile dimensions less 2 subgroup dimensions (last_tile_dims or last_tile_dim_replicate) tile 0 dimensions of the data, but shape f32[8] has rank 1"
 echo "hostile_options: last_tile_dims taking every tile dimension is named"
+
+# ---- 4. replica_groups out of range: one check for check, compile, run ----
+cat >"$WORK/rg.hlo" <<'HLO'
+HloModule rg, num_partitions=2
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0), sharding={replicated}
+  ROOT r = f32[4] all-reduce(x), replica_groups={{0,7}}, to_apply=add, sharding={replicated}
+}
+HLO
+want="rg.hlo:11:8: error: r: replica_groups names 7, but there are 1 replicas (--num-replicas, else the header's replica_count, else 1)"
+expect_status 2 "$TESSEL" check "$WORK/rg.hlo"
+expect_in "$ERR" "$want"
+expect_status 2 "$TESSEL" compile "$WORK/rg.hlo" -o "$WORK/rg.plan"
+expect_in "$ERR" "$want"
+[ ! -e "$WORK/rg.plan" ] || fail "a refused compile wrote a plan"
+expect_status 2 "$TESSEL" run "$WORK/rg.hlo" --random-inputs 1 --output-dir "$WORK/rg"
+expect_in "$ERR" "$want"
+expect_status 2 "$TESSEL" check "$WORK/rg.hlo" --num-replicas 7
+expect_in "$ERR" "replica_groups names 7, but there are 7 replicas"
+# with 8 replicas it is a valid module, and runs
+expect_status 0 "$TESSEL" check "$WORK/rg.hlo" --num-replicas 8
+expect_status 0 "$TESSEL" run "$WORK/rg.hlo" --num-replicas 8 --random-inputs 1 --output-dir "$WORK/rg8"
+# global ids (use_global_device_ids): partitions x replicas; permute pairs
+sed 's/replica_groups={{0,7}}, /replica_groups={{0,3}}, channel_id=1, use_global_device_ids=true, /' "$WORK/rg.hlo" >"$WORK/rgg.hlo"
+expect_status 2 "$TESSEL" check "$WORK/rgg.hlo"
+expect_in "$ERR" "rgg.hlo:11:8: error: r: replica_groups names 3, but there are 2 devices (partitions x replicas)"
+expect_status 0 "$TESSEL" check "$WORK/rgg.hlo" --num-replicas 2
+sed 's/all-reduce(x), replica_groups={{0,7}}, to_apply=add/collective-permute(x), source_target_pairs={{0,1},{1,0}}/' "$WORK/rg.hlo" >"$WORK/cp.hlo"
+expect_status 2 "$TESSEL" check "$WORK/cp.hlo"
+expect_in "$ERR" "cp.hlo:11:8: error: r: source_target_pairs names 1, but there are 1 replicas"
+expect_status 0 "$TESSEL" check "$WORK/cp.hlo" --num-replicas 2
+expect_status 2 "$TESSEL" check "$WORK/rg.hlo" --num-replicas -1
+echo "hostile_options: replica_groups out of range are one error in check, compile and run"
