@@ -31,6 +31,10 @@
  *   the caller's own       TsRunOptions.agree, e.g. the command line's
  *                          --output-dir and checkpoint options
  * The tuning is not compared: coll_mpi_tune made it rank 0's on every rank.
+ *
+ * ts_input_sha256 gives one input's value digest whatever its source (a
+ * checkpoint records the inputs it was taken with by it: a resume may give
+ * a file where the first run gave the array), ts_sha256 any bytes'.
  */
 #include "api_internal.h"
 
@@ -38,6 +42,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -231,6 +236,90 @@ static void add_inputs(Fields *fs, const TsRunOptions *o, char (*names)[NAME])
         hash_input(&c, &o->inputs[i], o->process_local);
     sha256_digest(&c, sizeof dg, dg);
     add_digest(fs, "the number of inputs and those after the eighth (keys and content)", dg);
+}
+
+/* An input's value into c, whatever its source: the dtype text, the dims
+ * and the array bytes, of a .npy file (its header parsed, the data read
+ * whole) or of a TsArray alike, so a file and the same array saved with
+ * numpy.save give one digest. A file that cannot be read as a .npy array
+ * gives what it is (its reader names the problem when the run binds it). */
+static void hash_value(struct sha256_ctx *c, const TsInput *in)
+{
+    char line[160];
+    if (in->array) {
+        const TsArray *a = in->array;
+        int n = snprintf(line, sizeof line, "%s %d:", a->dtype ? a->dtype : "?", (int)a->rank);
+        sha256_update(c, (size_t)n, (const uint8_t *)line);
+        for (int32_t k = 0; a->dims && k < a->rank; k++)
+            sha256_update(c, sizeof a->dims[k], (const uint8_t *)&a->dims[k]);
+        if (a->data && a->nbytes)
+            sha256_update(c, a->nbytes, a->data);
+        return;
+    }
+    int fd = open(in->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    uint8_t *head = malloc(RT_NPY_MAX_HEADER);
+    RtNpyHeader h;
+    IrDiag d = {0};
+    ssize_t got = head && fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? pread(fd, head, RT_NPY_MAX_HEADER, 0)
+                                                                                : -1;
+    bool ok = got > 0 && rt_npy_parse_header(head, (size_t)got, in->path, &h, &d) == IR_OK &&
+              h.data_offset + h.data_bytes == (int64_t)sb.st_size;
+    ir_diag_clear(&d);
+    free(head);
+    if (ok) {
+        int n = snprintf(line, sizeof line, "%s %d:", h.descr, (int)h.rank);
+        sha256_update(c, (size_t)n, (const uint8_t *)line);
+        for (int32_t k = 0; k < h.rank; k++)
+            sha256_update(c, sizeof h.dims[k], (const uint8_t *)&h.dims[k]);
+        uint8_t buf[1 << 16];
+        for (int64_t off = 0; ok && off < h.data_bytes;) {
+            size_t want = (size_t)(h.data_bytes - off < (int64_t)sizeof buf ? h.data_bytes - off : (int64_t)sizeof buf);
+            ssize_t r = pread(fd, buf, want, (off_t)(h.data_offset + off));
+            if (r < 0 && errno == EINTR)
+                continue;
+            ok = r > 0;
+            if (ok) {
+                sha256_update(c, (size_t)r, buf);
+                off += r;
+            }
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (!ok) {
+        const char *what = "a missing, unreadable or not a .npy file";
+        sha256_update(c, strlen(what), (const uint8_t *)what);
+    }
+}
+
+TsStatus ts_input_sha256(const TsInput *in, char out[65], TsDiag *d)
+{
+    if (out)
+        out[0] = 0;
+    API_NEED(in, d);
+    API_NEED(in->key, d);
+    API_NEED(out, d);
+    if (!in->array && !in->path)
+        return api_null(d, __func__, "in->path (and in->array)");
+    struct sha256_ctx c;
+    uint8_t dg[SHA256_DIGEST_SIZE];
+    sha256_init(&c);
+    hash_value(&c, in);
+    sha256_digest(&c, sizeof dg, dg);
+    compile_digest_hex(dg, out);
+    return TS_OK;
+}
+
+TsStatus ts_sha256(const void *bytes, size_t n, char out[65], TsDiag *d)
+{
+    if (out)
+        out[0] = 0;
+    API_NEED(out, d);
+    if (n > 0)
+        API_NEED(bytes, d);
+    compile_sha256_hex(n ? bytes : "", n, out);
+    return TS_OK;
 }
 
 IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d)

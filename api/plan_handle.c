@@ -645,12 +645,7 @@ TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d)
     sha256_update(&c, strlen(text), (const uint8_t *)text);
     sha256_digest(&c, sizeof dg, dg);
     ts_free(text);
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
-        out[2 * i] = hex[dg[i] >> 4];
-        out[2 * i + 1] = hex[dg[i] & 15];
-    }
-    out[64] = 0;
+    compile_digest_hex(dg, out);
     return TS_OK;
 }
 

@@ -159,6 +159,8 @@ IrStatus compile_plan_load(const char *path, const char *text, size_t len, const
 bool compile_is_plan_text(const char *text, size_t len);
 /* The SHA-256 of data[0, len) as 64 lowercase hex digits and a NUL. */
 void compile_sha256_hex(const void *data, size_t len, char out[65]);
+/* 32 bytes of digest (nettle's) as 64 lowercase hex digits and a NUL. */
+void compile_digest_hex(const uint8_t dg[32], char out[65]);
 /* The SHA-256 of the whole file open at fd (read with pread from offset
  * 0, the file offset untouched); false on a read error. */
 bool compile_sha256_fd(int fd, char out[65]);

@@ -41,8 +41,7 @@ static const char DIGEST[] = "// TesselDigest sha256=";
 static const char SIGNATURE[] = "// TesselSignature hmac-sha256=";
 enum { FRAME_VERSION = 1, HEXLEN = 2 * SHA256_DIGEST_SIZE };
 
-/* 32 bytes of digest as 64 lowercase hex digits and a NUL. */
-static void to_hex(const uint8_t *dg, char out[65])
+void compile_digest_hex(const uint8_t dg[32], char out[65])
 {
     static const char hex[] = "0123456789abcdef";
     for (int i = 0; i < SHA256_DIGEST_SIZE; i++) {
@@ -67,7 +66,7 @@ void compile_sha256_hex(const void *data, size_t len, char out[65])
         len -= k;
     }
     sha256_digest(&c, sizeof dg, dg);
-    to_hex(dg, out);
+    compile_digest_hex(dg, out);
 }
 
 void compile_hmac_sha256_hex(const void *key, size_t keylen, const void *data, size_t len, char out[65])
@@ -83,7 +82,7 @@ void compile_hmac_sha256_hex(const void *key, size_t keylen, const void *data, s
         len -= k;
     }
     hmac_sha256_digest(&c, sizeof dg, dg);
-    to_hex(dg, out);
+    compile_digest_hex(dg, out);
 }
 
 char *compile_plan_frame(const char *body)
@@ -151,7 +150,7 @@ bool compile_sha256_fd(int fd, char out[65])
     }
     uint8_t dg[SHA256_DIGEST_SIZE];
     sha256_digest(&c, sizeof dg, dg);
-    to_hex(dg, out);
+    compile_digest_hex(dg, out);
     return true;
 }
 

@@ -432,6 +432,18 @@ typedef struct TsInput {
     const TsArray *array;
 } TsInput;
 
+/* The SHA-256 of one input's value, 64 lowercase hex digits and a NUL: its
+ * dtype, dims and bytes, from a .npy file (read whole) or an array alike,
+ * so a file and the same array give one digest (the key is not part of
+ * it; a file that is not a readable .npy array digests as such). A
+ * checkpoint records the inputs it was taken with by it, so a resume with
+ * other inputs is refused. TS_EINPUT for a NULL in, key or out, or an
+ * input with neither path nor array. */
+TsStatus ts_input_sha256(const TsInput *in, char out[65], TsDiag *d);
+/* The SHA-256 of n bytes (bytes may be NULL when n is 0), 64 lowercase
+ * hex digits and a NUL. TS_EINPUT for a NULL out or bytes. */
+TsStatus ts_sha256(const void *bytes, size_t n, char out[65], TsDiag *d);
+
 /* What TsRunOptions.on_step receives. */
 typedef struct TsStepInfo {
     int64_t step;            /* 1..steps */

@@ -11,10 +11,21 @@
  * A checkpoint is a directory DIR/step-<S> (S: steps done) holding
  * output_<i>.npy and checkpoint.json:
  *
- *   {"format": "tessel-checkpoint", "version": 2, "step": 100,
+ *   {"format": "tessel-checkpoint", "version": 3, "step": 100,
  *    "steps": 400, "digest": "<SHA-256 of the plan file>",
  *    "outputs_sha256": "<outputs.json's manifest_sha256>",
- *    "aliases": [{"output": 0, "parameter": 1}]}
+ *    "aliases": [{"output": 0, "parameter": 1}],
+ *    "random_inputs": "7", "inputs": [{"key": "x", "sha256": "<...>"}],
+ *    "checkpoint_sha256": "<SHA-256 of the text before this member>"}
+ *
+ * "random_inputs" is the --random-inputs seed ("none" without), "inputs"
+ * each --input but the state's (which the checkpoint replaces) by the
+ * parameter it binds (its key when none answers) and ts_input_sha256 (its
+ * value, from a file or an array alike): a resume whose seed or inputs differ is
+ * refused, naming the difference (its steps would go on from other data).
+ * "checkpoint_sha256" makes an edit of any other member (a "digest" made
+ * another program's, so the checkpoint would be passed over unnamed) a
+ * checkpoint that does not verify.
  *
  * It is written into a fresh directory DIR/.step-<S>.XXXXXX (mkdtemp:
  * created exclusively, unpredictable, never a symlink followed) and
@@ -70,6 +81,80 @@ static bool json_field(const char *text, const char *key, char *buf, size_t n)
     return k > 0;
 }
 
+static const char SELF_KEY[] = ", \"checkpoint_sha256\": \"";
+
+/* key with '"', '\\' and control bytes as \u00XX: a JSON string's content
+ * that never holds SELF_KEY. */
+static void json_escape(char *out, size_t n, const char *key)
+{
+    size_t k = 0;
+    for (const unsigned char *c = (const unsigned char *)key; *c && k + 7 < n; c++)
+        if (*c == '"' || *c == '\\' || *c < 0x20)
+            k += (size_t)snprintf(out + k, n - k, "\\u%04x", *c);
+        else
+            out[k++] = (char)*c;
+    out[k] = 0;
+}
+
+/* Is key a binding of parameter `param` (its index or, for plans whose
+ * leaves are their parameters, its name)? */
+static bool binds(const TsPlan *p, const char *key, int32_t param)
+{
+    char idx[16];
+    snprintf(idx, sizeof idx, "%d", (int)param);
+    if (strcmp(key, idx) == 0)
+        return true;
+    TsArrayInfo info;
+    TsDiag d = {0};
+    bool named = ts_plan_input_info(p, param, &info, &d) == TS_OK && info.name && strcmp(info.name, key) == 0;
+    ts_diag_clear(&d);
+    return named;
+}
+
+/* c->taken_with from the options: the seed and each input that does not
+ * bind the state, by its key and content. */
+static int record_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c)
+{
+    size_t n = 128 + (size_t)o->ninputs * (64 + 6 * 256 + 80);
+    char *r = malloc(n);
+    if (!r) {
+        fputs("tessel: error: out of memory\n", stderr);
+        return CLI_FAIL;
+    }
+    size_t used = o->random ? (size_t)snprintf(r, n, "\"random_inputs\": \"%llu\", \"inputs\": [",
+                                               (unsigned long long)o->seed)
+                            : (size_t)snprintf(r, n, "\"random_inputs\": \"none\", \"inputs\": [");
+    int nin = 0;
+    for (int32_t i = 0; i < o->ninputs; i++) {
+        bool state = false;
+        for (int32_t k = 0; k < c->nalias && !state; k++)
+            state = binds(p, o->inputs[i].key, c->param[k]);
+        char sha[65], key[6 * 256 + 1];
+        TsDiag d = {0};
+        if (state)
+            continue;
+        if (ts_input_sha256(&o->inputs[i], sha, &d) != TS_OK) {
+            free(r);
+            return cli_report(d.status, &d);
+        }
+        /* by the parameter it binds, so "x" and "0" are one input */
+        const char *k = o->inputs[i].key;
+        char idx[16];
+        for (int32_t j = 0; j < ts_plan_num_inputs(p); j++)
+            if (binds(p, k, j)) {
+                snprintf(idx, sizeof idx, "%d", (int)j);
+                k = idx;
+                break;
+            }
+        json_escape(key, sizeof key, k);
+        used += (size_t)snprintf(r + used, n - used, "%s{\"key\": \"%s\", \"sha256\": \"%s\"}", nin++ ? ", " : "",
+                                 key, sha);
+    }
+    snprintf(r + used, n - used, "]");
+    c->taken_with = r;
+    return CLI_OK;
+}
+
 /* The S of a directory named step-S (S >= 1, decimal, no sign or
  * leading zero), or -1. */
 static int64_t step_of_name(const char *name)
@@ -81,47 +166,95 @@ static int64_t step_of_name(const char *name)
     return strtoll(p, NULL, 10);
 }
 
+/* Where SELF_KEY (its last occurrence) starts when the text before it has
+ * the SHA-256 that follows it and only '"}' and a newline follow that;
+ * NULL otherwise (an edit, a cut, a NUL byte). */
+static const char *self_digest_at(const char *text, size_t n)
+{
+    const char *at = NULL;
+    for (const char *q = strstr(text, SELF_KEY); q; q = strstr(q + 1, SELF_KEY))
+        at = q;
+    if (!at || strlen(text) != n)
+        return NULL;
+    const char *hex = at + strlen(SELF_KEY);
+    char want[65];
+    TsDiag d = {0};
+    if (ts_sha256(text, (size_t)(at - text), want, &d) != TS_OK) {
+        ts_diag_clear(&d);
+        return NULL;
+    }
+    return strncmp(hex, want, 64) == 0 && strcmp(hex + 64, "\"}\n") == 0 ? at : NULL;
+}
+
+/* The most a checkpoint.json may hold (its inputs' list grows with
+ * --input: 1 MiB is thousands). */
+#define MANIFEST_MAX ((size_t)1 << 20)
+
 /* DIR/step-S/checkpoint.json read and checked against this plan: its
- * step, or -1. *other set when it belongs to another program; *why (when
- * not NULL) says why a checkpoint of this program is not used. */
+ * step, or -1. *other set when it belongs to another program; *why says
+ * why a checkpoint of this program is not used; *taken (heap, when the
+ * step is returned) what its inputs were (c->taken_with's form). */
 static int64_t read_manifest(const char *dir, const char *name, const char *digest, bool *other, char *why,
-                             size_t nwhy)
+                             size_t nwhy, char **taken)
 {
     char path[4200], sdir[4096];
     snprintf(sdir, sizeof sdir, "%s/%s", dir, name);
     snprintf(path, sizeof path, "%s/checkpoint.json", sdir);
     *why = 0;
+    *taken = NULL;
     int64_t named = step_of_name(name);
     if (named < 0)
         return -1;
     FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(why, nwhy, "no readable checkpoint.json");
+    char *text = f ? malloc(MANIFEST_MAX + 1) : NULL;
+    if (!text) {
+        if (f)
+            fclose(f);
+        snprintf(why, nwhy, f ? "out of memory reading checkpoint.json" : "no readable checkpoint.json");
         return -1;
     }
-    char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    size_t n = fread(text, 1, MANIFEST_MAX + 1, f);
     fclose(f);
+    if (n > MANIFEST_MAX) {
+        free(text);
+        snprintf(why, nwhy, "checkpoint.json is larger than tessel writes one (1 MiB)");
+        return -1;
+    }
     text[n] = 0;
     char step[32], dg[80], fmt[40], ver[16], osha[80];
     if (!json_field(text, "format", fmt, sizeof fmt) || strcmp(fmt, "tessel-checkpoint") ||
         !json_field(text, "step", step, sizeof step) || !json_field(text, "digest", dg, sizeof dg)) {
         snprintf(why, nwhy, "checkpoint.json is not one tessel wrote (its \"format\", \"step\" or \"digest\" is "
                             "missing or other): edited or corrupted");
+        free(text);
+        return -1;
+    }
+    if (!json_field(text, "version", ver, sizeof ver) || strcmp(ver, "3")) {
+        snprintf(why, nwhy, "checkpoint.json is not version 3 (an older tessel's, or edited)");
+        free(text);
+        return -1;
+    }
+    /* Its own digest first: an edited "digest" is named, not taken for
+     * another program's checkpoint and passed over silently. */
+    const char *self = self_digest_at(text, n);
+    if (!self) {
+        snprintf(why, nwhy, "checkpoint.json's \"checkpoint_sha256\" is not the SHA-256 of its content (its "
+                            "\"digest\", \"step\" or another member was edited, or it was cut short)");
+        free(text);
         return -1;
     }
     if (strcmp(dg, digest)) {
         *other = true;
+        free(text);
         return -1;
     }
     char *end;
     long long s = strtoll(step, &end, 10);
     TsDiag d = {0};
     char got[65];
-    if (!json_field(text, "version", ver, sizeof ver) || strcmp(ver, "2") ||
-        !json_field(text, "outputs_sha256", osha, sizeof osha))
-        snprintf(why, nwhy, "checkpoint.json is not version 2 with the outputs' digest (an older tessel's, or "
-                            "edited)");
+    const char *rec = strstr(text, "\"random_inputs\": ");
+    if (!json_field(text, "outputs_sha256", osha, sizeof osha) || !rec || rec > self)
+        snprintf(why, nwhy, "checkpoint.json lacks the outputs' digest or the inputs it was taken with: edited");
     else if (*end || s != named)
         snprintf(why, nwhy, "checkpoint.json says step %s, its directory step %lld: edited or corrupted", step,
                  (long long)named);
@@ -129,8 +262,76 @@ static int64_t read_manifest(const char *dir, const char *name, const char *dige
         snprintf(why, nwhy, "%s%s%s", d.file ? d.file : "", d.file ? ": " : "", d.msg ? d.msg : "out of memory");
     else if (strcmp(got, osha))
         snprintf(why, nwhy, "its outputs.json is not the one checkpoint.json names (outputs_sha256)");
+    else if (!(*taken = strndup(rec, (size_t)(self - rec))))
+        snprintf(why, nwhy, "out of memory");
     ts_diag_clear(&d);
+    free(text);
     return *why ? -1 : s;
+}
+
+#define SHA_SEP "\", \"sha256\": \""
+
+/* The item of list (an "inputs" array's text) whose key member is
+ * `"key": "K"` as given (K escaped), or NULL. */
+static const char *find_item(const char *list, const char *keyed)
+{
+    for (const char *q = strstr(list, keyed); q; q = strstr(q + 1, keyed))
+        if (q > list && q[-1] == '{')
+            return q;
+    return NULL;
+}
+
+/* Name in msg (size n) the first input whose digest differs or that only
+ * one of a (the checkpoint's "inputs") and b (this run's) has. */
+static void name_input_difference(const char *a, const char *b, char *msg, size_t n)
+{
+    for (int side = 0; side < 2; side++) {
+        const char *from = side ? a : b, *other = side ? b : a;
+        for (const char *q = strstr(from, "{\"key\": \""); q; q = strstr(q + 1, "{\"key\": \"")) {
+            const char *ke = strstr(q + 9, SHA_SEP);
+            if (!ke)
+                break;
+            /* keys are recorded by parameter number where one answers */
+            bool digits = strspn(q + 9, "0123456789") == (size_t)(ke - q - 9);
+            char keyed[2048];
+            snprintf(keyed, sizeof keyed, "%.*s" SHA_SEP, (int)(ke - q - 1), q + 1);
+            const char *o = find_item(other, keyed);
+            if (!o) {
+                snprintf(msg, n, "%s%.*s%s %s", digits ? "parameter " : "input '", (int)(ke - q - 9), q + 9,
+                         digits ? "'s input" : "'",
+                         side ? "was given then and is not now" : "is given now and was not then");
+                return;
+            }
+            if (strncmp(o + strlen(keyed), ke + strlen(SHA_SEP), 64)) {
+                snprintf(msg, n, "%s%.*s%s has other content (SHA-256 %.12s..., then %.12s...)",
+                         digits ? "parameter " : "input '", (int)(ke - q - 9), q + 9, digits ? "'s input" : "'", side ? o + strlen(keyed) : ke + strlen(SHA_SEP), side ? ke + strlen(SHA_SEP) : o + strlen(keyed));
+                return;
+            }
+        }
+    }
+    snprintf(msg, n, "the inputs are listed otherwise");
+}
+
+/* The chosen checkpoint (c->last) was taken with the inputs this run
+ * gives (taken: its record), else an error naming the difference: its
+ * steps would go on from other data, a result neither run's. */
+static int same_inputs(const CliCkpt *c, const char *taken)
+{
+    if (taken && strcmp(taken, c->taken_with) == 0)
+        return CLI_OK;
+    char then[32] = "?", now[32] = "?", msg[2400];
+    json_field(taken ? taken : "", "random_inputs", then, sizeof then);
+    json_field(c->taken_with, "random_inputs", now, sizeof now);
+    if (strcmp(then, now))
+        snprintf(msg, sizeof msg, "it was taken with %s%s, this run gives %s%s",
+                 strcmp(then, "none") ? "--random-inputs " : "no --random-inputs", strcmp(then, "none") ? then : "",
+                 strcmp(now, "none") ? "--random-inputs " : "no --random-inputs", strcmp(now, "none") ? now : "");
+    else
+        name_input_difference(taken ? strstr(taken, "\"inputs\"") : "", strstr(c->taken_with, "\"inputs\""), msg,
+                              sizeof msg);
+    fprintf(stderr, "tessel: error: --resume %s: %s; resume with the inputs the checkpoint was taken with (the "
+                    "state comes from it)\n", c->last, msg);
+    return CLI_USAGE;
 }
 
 /* The last complete checkpoint of this program in dir (c->done, c->last)
@@ -143,12 +344,13 @@ static int find_last(CliCkpt *c, const char *dir)
     struct dirent *e;
     bool other = false;
     int nbad = 0;
+    char *taken = NULL;
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "step-", 5))
             continue;
         bool bad = false;
-        char why[1024];
-        int64_t s = read_manifest(dir, e->d_name, c->digest, &bad, why, sizeof why);
+        char why[1024], *t = NULL;
+        int64_t s = read_manifest(dir, e->d_name, c->digest, &bad, why, sizeof why, &t);
         other = other || bad;
         if (*why) {
             fprintf(stderr, "tessel: warning: --resume: %s/%s is not used: %s\n", dir, e->d_name, why);
@@ -157,9 +359,19 @@ static int find_last(CliCkpt *c, const char *dir)
         if (s > c->done) {
             c->done = s;
             snprintf(c->last, sizeof c->last, "%s/%s", dir, e->d_name);
+            free(taken);
+            taken = t;
+        } else {
+            free(t);
         }
     }
     closedir(d);
+    if (c->done > 0) {
+        int rc = same_inputs(c, taken);
+        free(taken);
+        if (rc != CLI_OK)
+            return rc;
+    }
     if (c->done == 0)
         return ckpt_error(nbad  ? "--resume %s: no checkpoint there verifies (warnings above)%s"
                           : other ? "--resume %s: its checkpoints belong to another program (another model, "
@@ -211,6 +423,9 @@ int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c)
     TsStatus st = ts_plan_digest(p, c->digest, &d);
     if (st != TS_OK)
         return cli_report(st, &d);
+    int rc = record_inputs(o, p, c);
+    if (rc != CLI_OK)
+        return rc;
     if (o->resume)
         return find_last(c, o->resume);
     return CLI_OK;
@@ -226,6 +441,7 @@ void cli_ckpt_free(CliCkpt *c)
     for (int32_t k = 0; k < c->ninputs; k++)
         free((void *)c->inputs[k].key);
     free(c->inputs);
+    free(c->taken_with);
     memset(c, 0, sizeof *c);
 }
 
@@ -236,21 +452,6 @@ int64_t cli_ckpt_chunk(const CliCkpt *c)
         return left;
     int64_t to_next = c->every - c->done % c->every;
     return to_next < left ? to_next : left;
-}
-
-/* Is key a binding of parameter `param` (its index or, for plans whose
- * leaves are their parameters, its name)? */
-static bool binds(const TsPlan *p, const char *key, int32_t param)
-{
-    char idx[16];
-    snprintf(idx, sizeof idx, "%d", (int)param);
-    if (strcmp(key, idx) == 0)
-        return true;
-    TsArrayInfo info;
-    TsDiag d = {0};
-    bool named = ts_plan_input_info(p, param, &info, &d) == TS_OK && info.name && strcmp(info.name, key) == 0;
-    ts_diag_clear(&d);
-    return named;
 }
 
 int cli_ckpt_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c, TsRunOptions *ro)
@@ -323,10 +524,10 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
     if (st == TS_OK) /* read back: what a resume will check */
         st = ts_outputs_verify(tmp, osha, &d);
     if (st == TS_OK) {
-        size_t n = 360 + (size_t)c->nalias * 48;
+        size_t n = 460 + (size_t)c->nalias * 48 + strlen(c->taken_with);
         json = malloc(n);
         size_t used = json ? (size_t)snprintf(json, n,
-                                              "{\"format\": \"tessel-checkpoint\", \"version\": 2, \"step\": %lld, "
+                                              "{\"format\": \"tessel-checkpoint\", \"version\": 3, \"step\": %lld, "
                                               "\"steps\": %lld, \"digest\": \"%s\", \"outputs_sha256\": \"%s\", "
                                               "\"aliases\": [",
                                               (long long)c->done, (long long)c->steps, c->digest, osha)
@@ -334,11 +535,17 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
         for (int32_t k = 0; json && k < c->nalias; k++)
             used += (size_t)snprintf(json + used, n - used, "%s{\"output\": %d, \"parameter\": %d}", k ? ", " : "",
                                      (int)c->leaf[k], (int)c->param[k]);
-        if (json)
-            snprintf(json + used, n - used, "]}\n");
+        char self[65];
+        if (json) {
+            used += (size_t)snprintf(json + used, n - used, "], %s", c->taken_with);
+            st = ts_sha256(json, used, self, &d);
+        }
+        if (json && st == TS_OK)
+            snprintf(json + used, n - used, "%s%s\"}\n", SELF_KEY, self);
         char mpath[4200];
         snprintf(mpath, sizeof mpath, "%s/checkpoint.json", tmp);
-        st = json ? ts_write_text(mpath, json, &d) : TS_ENOMEM;
+        if (st == TS_OK)
+            st = json ? ts_write_text(mpath, json, &d) : TS_ENOMEM;
     }
     free(json);
     if (st == TS_OK && rename(tmp, final) != 0) {

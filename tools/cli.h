@@ -160,6 +160,8 @@ typedef struct CliCkpt {
     int64_t every, steps;    /* M and K */
     int64_t done;            /* steps done so far (from --resume, then per chunk) */
     char digest[65];         /* the plan's SHA-256 */
+    char *taken_with;        /* what the inputs were (checkpoint.json's "random_inputs"
+                              * and "inputs" members; heap): a resume must give the same */
     int32_t nalias;
     int32_t *leaf, *param;   /* alias k: output leaf -> parameter */
     char last[4096];         /* the newest checkpoint directory ("" before one) */

@@ -656,15 +656,63 @@ def _binds(plan, key, param):
     return param < len(infos) and infos[param].name == key
 
 
-def _checkpoint_text(step, steps, digest, osha, aliases):
+_SELF_KEY = ', "checkpoint_sha256": "'
+
+
+def _sha256(text):
+    """The library's SHA-256 of text (ts_sha256), 64 hex digits."""
+    b = text.encode()
+    out = ctypes.create_string_buffer(65)
+    _call(_lib.ts_sha256, b, len(b), out)
+    return out.value.decode()
+
+
+def _json_key(key):
+    """key as tools/checkpoint.c writes it in a JSON string: '"', '\\' and
+    control characters as \\u00XX, everything else as it is."""
+    return "".join("\\u%04x" % ord(ch) if ch in '"\\' or ord(ch) < 0x20 else ch for ch in key)
+
+
+def _taken_with(plan, given, random, aliases):
+    """checkpoint.json's "random_inputs" and "inputs" members, as
+    tools/checkpoint.c's record_inputs writes them: the seed and each input
+    that does not bind the state, by the parameter it binds and the SHA-256
+    of its value (ts_input_sha256: a file and the same array are one)."""
+    items = []
+    for key, value in given.items():
+        if any(_binds(plan, key, param) for _, param in aliases):
+            continue
+        k = str(key)
+        for j in range(len(plan.inputs)):
+            if _binds(plan, key, j):
+                k = str(j)
+                break
+        arr, n, keep = _bind(plan, {key: value})
+        out = ctypes.create_string_buffer(65)
+        _call(_lib.ts_input_sha256, arr, out)
+        del keep
+        items.append('{"key": "%s", "sha256": "%s"}' % (_json_key(k), out.value.decode()))
+    seed = "none" if random is None or random is False else str(operator.index(random))
+    return '"random_inputs": "%s", "inputs": [%s]' % (seed, ", ".join(items))
+
+
+def _checkpoint_text(step, steps, digest, osha, aliases, taken_with):
     """checkpoint.json as `tessel run --checkpoint-every` writes it
-    (tools/checkpoint.c)."""
-    return ('{"format": "tessel-checkpoint", "version": 2, "step": %d, "steps": %d, "digest": "%s", '
-            '"outputs_sha256": "%s", "aliases": [%s]}\n'
-            % (step, steps, digest, osha, ", ".join('{"output": %d, "parameter": %d}' % a for a in aliases)))
+    (tools/checkpoint.c): version 3, ending in its own SHA-256."""
+    body = ('{"format": "tessel-checkpoint", "version": 3, "step": %d, "steps": %d, "digest": "%s", '
+            '"outputs_sha256": "%s", "aliases": [%s], %s'
+            % (step, steps, digest, osha, ", ".join('{"output": %d, "parameter": %d}' % a for a in aliases),
+               taken_with))
+    return body + _SELF_KEY + _sha256(body) + '"}\n'
 
 
-def _write_checkpoint(out, ckdir, step, steps, digest, aliases):
+def _self_digest_ok(text):
+    """checkpoint.json's checkpoint_sha256 is the SHA-256 of what precedes it."""
+    at = text.rfind(_SELF_KEY)
+    return at >= 0 and text[at + len(_SELF_KEY):] == _sha256(text[:at]) + '"}\n'
+
+
+def _write_checkpoint(out, ckdir, step, steps, digest, aliases, taken_with):
     """DIR/step-S from a run's outputs, written into a fresh temporary
     directory renamed when complete (a killed run leaves whole
     checkpoints only). Its path."""
@@ -676,7 +724,7 @@ def _write_checkpoint(out, ckdir, step, steps, digest, aliases):
         osha = ctypes.create_string_buffer(65)
         _call(_lib.ts_outputs_verify, os.fsencode(tmp), osha)
         with open(os.path.join(tmp, "checkpoint.json"), "w") as f:
-            f.write(_checkpoint_text(step, steps, digest, osha.value.decode(), aliases))
+            f.write(_checkpoint_text(step, steps, digest, osha.value.decode(), aliases, taken_with))
         os.rename(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -685,10 +733,10 @@ def _write_checkpoint(out, ckdir, step, steps, digest, aliases):
 
 
 def _last_checkpoint(ckdir, digest, steps):
-    """(step, path) of the last checkpoint of this program in ckdir that
-    verifies, by the command line's rules (docs/cli.md, --resume): those
-    that do not are named in a warning and passed over."""
-    best, other, bad = (0, None), False, 0
+    """(step, path, inputs record) of the last checkpoint of this program in
+    ckdir that verifies, by the command line's rules (docs/cli.md,
+    --resume): those that do not are named in a warning and passed over."""
+    best, other, bad = (0, None, None), False, 0
     try:
         names = os.listdir(ckdir)
     except OSError as e:
@@ -698,19 +746,27 @@ def _last_checkpoint(ckdir, digest, steps):
         sdir = os.path.join(ckdir, name)
         try:
             with open(os.path.join(sdir, "checkpoint.json")) as f:
-                ck = json.load(f)
+                text = f.read(1 << 20)
+            ck = json.loads(text)
         except (OSError, ValueError):
             continue
         if not m or not isinstance(ck, dict) or ck.get("format") != "tessel-checkpoint":
             continue
-        if ck.get("digest") != digest:
+        why = None
+        if ck.get("version") != 3:
+            why = "checkpoint.json is not version 3 (an older tessel's, or edited)"
+        elif not _self_digest_ok(text):
+            why = ("checkpoint.json's \"checkpoint_sha256\" is not the SHA-256 of its content (its \"digest\", "
+                   "\"step\" or another member was edited, or it was cut short)")
+        elif ck.get("digest") != digest:
             other = True
             continue
-        why = None
         osha = ctypes.create_string_buffer(65)
         d = _capi.TsDiag()
-        if ck.get("version") != 2 or "outputs_sha256" not in ck:
-            why = "checkpoint.json is not version 2 with the outputs' digest"
+        if why:
+            pass
+        elif "outputs_sha256" not in ck or "random_inputs" not in ck:
+            why = "checkpoint.json lacks the outputs' digest or the inputs it was taken with: edited"
         elif ck.get("step") != int(m.group(1)):
             why = "checkpoint.json says step %s, its directory step %s" % (ck.get("step"), m.group(1))
         elif _lib.ts_outputs_verify(os.fsencode(sdir), osha, ctypes.byref(d)) != Status.OK:
@@ -722,7 +778,7 @@ def _last_checkpoint(ckdir, digest, steps):
             warnings.warn("tessel: resume: %s is not used: %s" % (sdir, why))
             bad += 1
         elif ck["step"] > best[0]:
-            best = (ck["step"], sdir)
+            best = (ck["step"], sdir, text[text.index('"random_inputs": '):text.rindex(_SELF_KEY)])
     if best[1] is None:
         raise Error(Status.EINPUT, "resume %s: %s" % (ckdir, "no checkpoint there verifies" if bad else
                     "its checkpoints belong to another program" if other else "no complete checkpoint there"))
@@ -755,13 +811,27 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
     dg = ctypes.create_string_buffer(65)
     _call(_lib.ts_plan_digest, h, dg)
     digest = dg.value.decode()
-    done, last = _last_checkpoint(os.fspath(resume), digest, steps) if resume else (0, None)
+    done, last, taken = _last_checkpoint(os.fspath(resume), digest, steps) if resume else (0, None, None)
     if inputs is None:
         given = {}
     elif isinstance(inputs, dict):
         given = dict(inputs)
     else:
         given = {k: v for k, v in enumerate(inputs) if v is not None}
+    taken_with = _taken_with(plan, given, options.get("random"), aliases)
+    if last and taken != taken_with:
+        then, now = json.loads("{%s}" % taken), json.loads("{%s}" % taken_with)
+        if then["random_inputs"] != now["random_inputs"]:
+            what = "it was taken with random=%s, this run gives random=%s" % (
+                then["random_inputs"], now["random_inputs"])
+        else:
+            a = {i["key"]: i["sha256"] for i in then["inputs"]}
+            b = {i["key"]: i["sha256"] for i in now["inputs"]}
+            k = sorted(set(a) ^ set(b) | {k for k in a if k in b and a[k] != b[k]})[0]
+            what = "input %s %s" % (k, "has other content" if k in a and k in b else
+                                    "was given then and is not now" if k in a else "is given now and was not then")
+        raise Error(Status.EINPUT, "resume %s: %s; resume with the inputs the checkpoint was taken with (the "
+                    "state comes from it)" % (last, what))
     history = []
     while True:
         chunk = steps - done
@@ -779,7 +849,7 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
             done += chunk
             history += res.history
             if every and done % every == 0:
-                last = _write_checkpoint(out, ckdir, done, steps, digest, aliases)
+                last = _write_checkpoint(out, ckdir, done, steps, digest, aliases, taken_with)
         finally:
             _lib.ts_outputs_free(out)
         if done >= steps:

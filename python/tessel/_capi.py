@@ -225,6 +225,8 @@ PROTOTYPES = {
     "ts_plan_num_aliases": (c_int32, [c_void_p]),
     "ts_plan_alias": (ST, [c_void_p, c_int32, ctypes.POINTER(c_int32), ctypes.POINTER(c_int32), PDIAG]),
     "ts_plan_digest": (ST, [c_void_p, c_char_p, PDIAG]),
+    "ts_input_sha256": (ST, [ctypes.POINTER(TsInput), c_char_p, PDIAG]),
+    "ts_sha256": (ST, [c_char_p, c_size_t, c_char_p, PDIAG]),
     "ts_plan_run": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),
     "ts_plan_run_reference": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),
     "ts_run_reference": (ST, [c_void_p, ctypes.POINTER(TsRunOptions), PP, PDIAG]),

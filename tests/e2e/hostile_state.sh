@@ -13,9 +13,28 @@
 #     from the last one that verifies and its result is bit for bit the
 #     uninterrupted run's. With none left: status 2. On main the flipped
 #     and edited ones resumed with exit 0 and other weights.
+#  3. checkpoint.json carries its own SHA-256 (checkpoint_sha256): an
+#     edited "digest" is named and passed over (it was taken for another
+#     program's checkpoint and skipped silently); a "step" edited and
+#     re-signed is still caught by the directory's name.
+#  4. A resume gives the inputs the checkpoint was taken with: another
+#     --random-inputs seed, none, or another file for a parameter that is
+#     not the state is refused naming it, exit 2, nothing written (on main
+#     each resumed with exit 0 from other data).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
+# resign_ckpt FILE: give checkpoint.json the checkpoint_sha256 tessel would
+# (what a forger who read tools/checkpoint.c could do).
+resign_ckpt() {
+    "$PY" - "$1" <<'PY'
+import hashlib, sys
+t = open(sys.argv[1]).read()
+k = ', "checkpoint_sha256": "'
+body = t[:t.rindex(k)]
+open(sys.argv[1], "w").write(body + k + hashlib.sha256(body.encode()).hexdigest() + '"}\n')
+PY
+}
 sha() { "$PY" -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' "$1"; }
 # resign DIR: give DIR/outputs.json the digest tessel would (what a forger
 # who read the docs can do: cleanup must still hold).
@@ -110,7 +129,7 @@ SGD="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
 expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --output-dir "$WORK/full"
 expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --checkpoint-every 3 --checkpoint-dir "$WORK/ck" \
     --output-dir "$WORK/part"
-expect_in "$WORK/ck/step-9/checkpoint.json" '"version": 2, "step": 9'
+expect_in "$WORK/ck/step-9/checkpoint.json" '"version": 3, "step": 9'
 expect_in "$WORK/ck/step-9/checkpoint.json" "\"outputs_sha256\": \"$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifest_sha256"])' "$WORK/ck/step-9/outputs.json")\""
 # a bit flipped in step 9's weights; "step" edited in step 6's checkpoint.json
 "$PY" - "$WORK/ck/step-9/output_0.npy" <<'PY'
@@ -118,6 +137,7 @@ import sys
 b = bytearray(open(sys.argv[1], "rb").read()); b[-3] ^= 1; open(sys.argv[1], "wb").write(b)
 PY
 sed -i 's/"step": 6,/"step": 7,/' "$WORK/ck/step-6/checkpoint.json"
+resign_ckpt "$WORK/ck/step-6/checkpoint.json"
 expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --resume "$WORK/ck" --output-dir "$WORK/res"
 expect_in "$ERR" "tessel: warning: --resume: $WORK/ck/step-9 is not used: $WORK/ck/step-9/output_0.npy: its SHA-256 is"
 expect_in "$ERR" "that outputs.json gives: the file was changed or corrupted"
@@ -132,3 +152,51 @@ expect_in "$ERR" "step-3/outputs.json: not a manifest tessel wrote: its \"manife
 expect_in "$ERR" "tessel: error: --resume $WORK/ck: no checkpoint there verifies (warnings above)"
 [ ! -e "$WORK/res2" ] || fail "a refused resume wrote outputs"
 echo "hostile_state: corrupted checkpoints named and passed over; the resume is bit for bit the uninterrupted run"
+
+# ---- 3. an edited "digest" is named, not taken for another program's ----
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --checkpoint-every 3 --checkpoint-dir "$WORK/ck3" \
+    --output-dir "$WORK/part3"
+sed -i 's/"digest": "./"digest": "0/' "$WORK/ck3/step-9/checkpoint.json"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --resume "$WORK/ck3" --output-dir "$WORK/res3"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck3/step-9 is not used: checkpoint.json's \"checkpoint_sha256\" is not the SHA-256 of its content"
+expect_in "$ERR" "tessel: warning: --resume: resuming from $WORK/ck3/step-6, the last checkpoint that verifies"
+cmp "$WORK/full/output_0.npy" "$WORK/res3/output_0.npy" || fail "resumed weights differ from the uninterrupted run's"
+# every checkpoint's digest edited: each named, status 2 (not "another program's")
+for s in 3 6; do sed -i 's/"digest": "./"digest": "0/' "$WORK/ck3/step-$s/checkpoint.json"; done
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 12 --resume "$WORK/ck3" --output-dir "$WORK/res3b"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck3/step-3 is not used: checkpoint.json's \"checkpoint_sha256\""
+expect_in "$ERR" "tessel: error: --resume $WORK/ck3: no checkpoint there verifies (warnings above)"
+[ ! -e "$WORK/res3b" ] || fail "a refused resume wrote outputs"
+echo "hostile_state: an edited checkpoint digest is named and passed over"
+
+# ---- 4. a resume with other inputs than the checkpoint's is refused ----
+"$PY" -c "
+import numpy as np
+np.save('$WORK/x1.npy', np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4))
+np.save('$WORK/x2.npy', np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)[::-1].copy())"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 6 --checkpoint-every 3 --checkpoint-dir "$WORK/ck4" \
+    --output-dir "$WORK/part4"
+expect_in "$WORK/ck4/step-6/checkpoint.json" '"random_inputs": "3", "inputs": []'
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 4 --steps 9 --resume "$WORK/ck4" --output-dir "$WORK/res4"
+expect_in "$ERR" "tessel: error: --resume $WORK/ck4/step-6: it was taken with --random-inputs 3, this run gives --random-inputs 4; resume with the inputs the checkpoint was taken with"
+expect_status 2 "$TESSEL" run "$SGD" --input x="$WORK/x1.npy" --input w="$WORK/x1.npy" --steps 9 --resume "$WORK/ck4" \
+    --output-dir "$WORK/res4"
+expect_in "$ERR" "it was taken with --random-inputs 3, this run gives no --random-inputs"
+[ ! -e "$WORK/res4" ] || fail "a refused resume wrote outputs"
+# x (not the state) from a file: another file, or none, is refused; the
+# same file resumes, and the state's own binding (w) may differ (the
+# checkpoint replaces it)
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --input x="$WORK/x1.npy" --steps 9 --output-dir "$WORK/full4"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --input x="$WORK/x1.npy" --steps 6 --checkpoint-every 3 \
+    --checkpoint-dir "$WORK/ck5" --output-dir "$WORK/part5"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --input x="$WORK/x2.npy" --steps 9 --resume "$WORK/ck5" \
+    --output-dir "$WORK/res5"
+expect_in "$ERR" "tessel: error: --resume $WORK/ck5/step-6: parameter 0's input has other content (SHA-256 "
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck5" --output-dir "$WORK/res5"
+expect_in "$ERR" "tessel: error: --resume $WORK/ck5/step-6: parameter 0's input was given then and is not now"
+[ ! -e "$WORK/res5" ] || fail "a refused resume wrote outputs"
+# x given by its index now, by its name then: the same input
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --input 0="$WORK/x1.npy" --input w="$WORK/x2.npy" --steps 9 \
+    --resume "$WORK/ck5" --output-dir "$WORK/res5"
+cmp "$WORK/full4/output_0.npy" "$WORK/res5/output_0.npy" || fail "resumed weights differ from the uninterrupted run's"
+echo "hostile_state: a resume with another seed or other inputs than its checkpoint's is refused, naming the difference"

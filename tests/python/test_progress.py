@@ -62,6 +62,32 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
         c = plan.run(ins, steps=300, init_state="zeros", resume=cl)
         assert all(np.array_equal(u, v) for u, v in zip(full, c)), "the command line's checkpoint resumed differs"
         print("test_progress: the command line's checkpoint resumed from Python: bit-identical")
+    # issue 30: a resume with other inputs than the checkpoint's is refused
+    # naming the input (it resumed from other data); an edited "digest" in
+    # checkpoint.json is named and passed over (it was skipped silently).
+    try:
+        plan.run(dict(ins, x=x[::-1].copy()), steps=300, init_state="zeros", resume=ck)
+        raise AssertionError("a resume with another x was accepted")
+    except tessel.Error as e:
+        assert "step-200: input 0 has other content" in str(e), str(e)
+    try:
+        plan.run(ins, steps=300, init_state="zeros", resume=ck, random=5)
+        raise AssertionError("a resume with another seed was accepted")
+    except tessel.Error as e:
+        assert "it was taken with random=none, this run gives random=5" in str(e), str(e)
+    cj = os.path.join(ck, "step-200", "checkpoint.json")
+    with open(cj) as f:
+        text = f.read()
+    with open(cj, "w") as f:
+        f.write(text.replace('"digest": "', '"digest": "0', 1))
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = plan.run(ins, steps=300, init_state="zeros", resume=ck)
+    assert any("step-200 is not used: checkpoint.json's \"checkpoint_sha256\"" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]
+    assert all(np.array_equal(u, v) for u, v in zip(full, d)), "resumed from step 100 != uninterrupted"
+    print("test_progress: other inputs on resume refused; an edited checkpoint digest named and passed over")
     try:
         plan.run(ins, init_state="ones")
         raise AssertionError("init_state='ones' accepted")

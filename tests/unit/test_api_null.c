@@ -80,6 +80,21 @@ static void test_modules_and_text(void **state)
     EXPECT(ts_add_gradients(m, NULL, NULL, &d), "ts_add_gradients: out is NULL");
     ts_module_free(m);
 
+    char dg[65] = "x";
+    EXPECT(ts_input_sha256(NULL, dg, &d), "ts_input_sha256: in is NULL");
+    assert_string_equal(dg, "");
+    TsInput none = {0}, nokey = {.path = "/tmp/never"}, keyonly = {.key = "x"};
+    EXPECT(ts_input_sha256(&none, dg, &d), "ts_input_sha256: in->key is NULL");
+    EXPECT(ts_input_sha256(&nokey, dg, &d), "ts_input_sha256: in->key is NULL");
+    EXPECT(ts_input_sha256(&keyonly, dg, &d), "ts_input_sha256: in->path (and in->array) is NULL");
+    EXPECT(ts_input_sha256(&keyonly, NULL, &d), "ts_input_sha256: out is NULL");
+    assert_int_equal(ts_input_sha256(NULL, NULL, NULL), TS_EINPUT);
+    EXPECT(ts_sha256("ab", 2, NULL, &d), "ts_sha256: out is NULL");
+    EXPECT(ts_sha256(NULL, 2, dg, &d), "ts_sha256: bytes is NULL");
+    assert_string_equal(dg, "");
+    /* n = 0 needs no bytes: the SHA-256 of nothing */
+    assert_int_equal(ts_sha256(NULL, 0, dg, NULL), TS_OK);
+    assert_string_equal(dg, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     EXPECT(ts_write_text(NULL, "x", &d), "ts_write_text: path is NULL");
     EXPECT(ts_write_text("/tmp/never", NULL, &d), "ts_write_text: text is NULL");
     EXPECT(ts_limits_set(NULL, "depth=3", &d), "ts_limits_set: l is NULL");
