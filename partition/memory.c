@@ -23,7 +23,8 @@
  *    collective over groups of one device each (alone) is the identity:
  *    its result is its operands' buffers;
  *  - reshape and bitcast of an operand at its last use, and
- *    dynamic-update-slice into one, reuse its buffer (no new bytes), as the
+ *    dynamic-update-slice into one, cholesky of one and triangular-solve
+ *    for one (b), reuse its buffer (no new bytes), as the
  *    executor does when it holds the only reference (not a parameter the
  *    caller keeps);
  *  - a while's state leaves that its body passes through unchanged stay
@@ -97,12 +98,23 @@ static int64_t start_context(const IrInstr *ins)
     return c > 0 ? c : 0;
 }
 
-/* Does instruction ins reuse operand 0's buffer when it is the operand's
- * last use and nobody else holds it? */
-static bool reuses(const IrInstr *ins)
+/* The operand whose buffer instruction ins reuses when it is that
+ * operand's last use and nobody else holds it, or -1: reshape, bitcast
+ * and dynamic-update-slice take operand 0's; the linalg kernels write
+ * their result over the matrix they factor or solve for (k_linalg.c's
+ * writable_copy): cholesky's operand 0, triangular-solve's b (1). */
+static int32_t reused_operand(const IrInstr *ins)
 {
-    return (ins->op == OP_RESHAPE || ins->op == OP_BITCAST || ins->op == OP_DYNAMIC_UPDATE_SLICE) &&
-           ins->nopnd >= 1 && ins->shape.type != IR_TUPLE;
+    if (ins->shape.type == IR_TUPLE)
+        return -1;
+    switch (ins->op) {
+    case OP_RESHAPE: case OP_BITCAST: case OP_DYNAMIC_UPDATE_SLICE: case OP_CHOLESKY:
+        return ins->nopnd >= 1 ? 0 : -1;
+    case OP_TRIANGULAR_SOLVE:
+        return ins->nopnd == 2 ? 1 : -1;
+    default:
+        return -1;
+    }
 }
 
 static bool collective(IrOpcode op)
@@ -175,6 +187,8 @@ typedef struct Est {
     int64_t *own;       /* per instruction: bytes it allocates */
     int64_t *ctx;       /* per instruction: of own, a -start's context bytes (start_context) */
     int32_t *ctx_end;   /* per instruction: the last step its context lives in (-1: none) */
+    int32_t *eoff;      /* per instruction: a fresh tuple's first element in eend (split), else -1 */
+    int32_t *eend;      /* per element of a split tuple: the last step a get-tuple-element holds it */
     int64_t *callee;    /* per step: a called computation's bytes beyond its inputs and result */
     int64_t *peak_of;   /* per module computation k: [2k] its peak beyond its parameters (-1 not
                          * yet), [2k+1] its result's bytes */
@@ -384,6 +398,50 @@ static bool lends(const Est *e, int32_t r, int32_t o)
 
 static void extend(Est *e, int32_t t, int32_t to, bool full);
 
+/* Is instruction i a tuple whose elements are buffers of its own, each
+ * freed on its own (the executor's tuple value holds a reference to each
+ * element; a get-tuple-element takes one, and an element nobody took dies
+ * with the tuple): an rng-bit-generator's state and bits, a sort's or a
+ * reduce's several results. Referring ones, -starts and whiles (parts
+ * of their state are their operands') are not. */
+static bool splits(const Est *e, int32_t i)
+{
+    const IrInstr *ins = &e->c->instr[i];
+    return ins->shape.type == IR_TUPLE && ins->shape.ntuple > 0 && ins->op != OP_PARAMETER &&
+           ins->op != OP_WHILE && !refers(ins) && start_fresh(ins) < 0 && !alone(ins) &&
+           e->own[i] == leaf_bytes(&ins->shape);
+}
+
+/* The last step element k of tuple i lives in. */
+static int32_t elem_end(const Est *e, int32_t i, int32_t k)
+{
+    int32_t x = e->eend[e->eoff[i] + k];
+    return x > e->end[i] ? x : e->end[i];
+}
+
+/* The last step any of instruction i's bytes live in. */
+static int32_t last_end(const Est *e, int32_t i)
+{
+    int32_t to = e->end[i];
+    for (int32_t k = 0; e->eoff[i] >= 0 && k < e->c->instr[i].shape.ntuple; k++)
+        if (elem_end(e, i, k) > to)
+            to = elem_end(e, i, k);
+    return to;
+}
+
+/* The bytes instruction i holds while step s runs (its elements alive
+ * then, for a split tuple). */
+static int64_t bytes_at(const Est *e, int32_t i, int32_t s)
+{
+    if (e->eoff[i] < 0)
+        return e->own[i];
+    int64_t b = 0;
+    for (int32_t k = 0; k < e->c->instr[i].shape.ntuple; k++)
+        if (elem_end(e, i, k) >= s)
+            b += leaf_bytes(&e->c->instr[i].shape.tuple[k]);
+    return b;
+}
+
 /* Root i (at step s) of a fused group: the first leaf that dies here,
  * that nobody else holds and that can lend its buffer gives it to the
  * result (own 0, the leaf's buffer lives as long as the result). */
@@ -449,6 +507,11 @@ static void lifetimes(Est *e, const MemOptions *o)
     int32_t *tie = e->tie;
     for (int32_t i = 0; i < c->ninstr; i++)
         tie[i] = e->end[i];
+    for (int32_t i = 0, at = 0; i < c->ninstr; i++) {
+        e->eoff[i] = e->step[i] >= 0 && splits(e, i) ? at : -1;
+        for (int32_t k = 0; e->eoff[i] >= 0 && k < c->instr[i].shape.ntuple; k++)
+            e->eend[at++] = -1;
+    }
     for (int32_t s = e->n - 1; s >= 0; s--) {
         int32_t i = e->order[s];
         const IrInstr *ins = &c->instr[i];
@@ -462,6 +525,13 @@ static void lifetimes(Est *e, const MemOptions *o)
                     extend(e, t->opnd[x], e->end[i], true);
                     continue;
                 }
+            }
+            if (ins->op == OP_GET_TUPLE_ELEMENT && ins->nopnd == 1 && e->eoff[ins->opnd[0]] >= 0) {
+                int64_t x = ins->a.tuple_index; /* just the element taken */
+                int32_t *ee = &e->eend[e->eoff[ins->opnd[0]]];
+                if (x >= 0 && x < c->instr[ins->opnd[0]].shape.ntuple && ee[x] < e->end[i])
+                    ee[x] = e->end[i];
+                continue;
             }
             /* A -done keeps its -start's result alive, not what the
              * -start refers to (copy-done's element is the operand). */
@@ -493,8 +563,8 @@ static void lifetimes(Est *e, const MemOptions *o)
         } else if (ir_op_is_elementwise(ins->op) && e->group[i] < 0 && ins->nopnd > 0 &&
                    fused_root_lends(e, i, s)) {
             /* a fused root took a dying leaf's buffer (fused_root_lends) */
-        } else if (reuses(ins)) {
-            int32_t op = ins->opnd[0];
+        } else if (reused_operand(ins) >= 0) {
+            int32_t op = ins->opnd[reused_operand(ins)];
             /* The operand's last use is here and it is nobody else's. */
             if (e->end[op] == s && e->own[op] == leaf_bytes(&ins->shape) && e->own[op] > 0) {
                 e->own[i] = 0;
@@ -522,10 +592,15 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
     e->callee = ts_calloc(ni, sizeof *e->callee);
     e->ctx = ts_calloc(ni, sizeof *e->ctx);
     e->ctx_end = ts_malloc(ni * sizeof *e->ctx_end);
-    if (!e->ctx || !e->ctx_end)
+    e->eoff = ts_malloc(ni * sizeof *e->eoff);
+    size_t nel = 1;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        nel += c->instr[i].shape.type == IR_TUPLE && c->instr[i].shape.ntuple > 0 ? (size_t)c->instr[i].shape.ntuple : 0;
+    e->eend = ts_malloc(nel * sizeof *e->eend);
+    if (!e->ctx || !e->ctx_end || !e->eoff || !e->eend)
         return ir_oom(d, NULL);
     for (size_t i = 0; i < ni; i++)
-        e->ctx_end[i] = -1;
+        e->ctx_end[i] = e->eoff[i] = -1;
     if (!e->order || !e->step || !e->end || !e->tie || !e->last_read || !e->group || !e->ghead || !e->gnext ||
         !e->own || !e->callee)
         return ir_oom(d, NULL);
@@ -578,6 +653,9 @@ static void est_free(Est *e)
     ts_free(e->callee);
     ts_free(e->ctx);
     ts_free(e->ctx_end);
+    ts_free(e->eoff);
+    ts_free(e->eend);
+    e->eoff = e->eend = NULL;
     e->ctx = NULL;
     e->ctx_end = NULL;
     e->step = e->end = NULL;
@@ -598,7 +676,7 @@ static MemKind kind_of(const Est *e, int32_t i)
     const IrInstr *ins = &e->c->instr[i];
     if (ins->op == OP_PARAMETER)
         return MEM_PARAMETER;
-    if (e->end[i] == e->n)
+    if (last_end(e, i) == e->n)
         return MEM_OUTPUT;
     return collective(ins->op) ? MEM_COLLECTIVE : MEM_TEMPORARY;
 }
@@ -608,7 +686,8 @@ static MemKind kind_of(const Est *e, int32_t i)
 static bool live_at(const Est *e, int32_t i, int32_t s)
 {
     bool param = e->c->instr[i].op == OP_PARAMETER;
-    return e->step[i] >= 0 && e->own[i] > 0 && (param || e->step[i] <= s) && e->end[i] >= s;
+    return e->step[i] >= 0 && bytes_at(e, i, s) > 0 && (param || e->step[i] <= s) &&
+           (e->end[i] >= s || e->eoff[i] >= 0);
 }
 
 /* The live bytes of every step, the peak, and what is live there. */
@@ -638,10 +717,15 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
             int64_t ctx = e->ctx[i] > 0 && e->ctx_end[i] >= 0 && e->ctx_end[i] < e->end[i] ? e->ctx[i] : 0;
             if (ctx > 0)
                 freed[e->ctx_end[i]] += ctx;
-            if (e->end[i] < e->n)
-                freed[e->end[i]] += e->own[i] - ctx;
-            else
-                out->output_bytes += e->own[i] - ctx;
+            int32_t nel = e->eoff[i] >= 0 ? c->instr[i].shape.ntuple : 1; /* a split tuple: each element */
+            for (int32_t k = 0; k < nel; k++) {
+                int64_t b = e->eoff[i] >= 0 ? leaf_bytes(&c->instr[i].shape.tuple[k]) : e->own[i] - ctx;
+                int32_t to = e->eoff[i] >= 0 ? elem_end(e, i, k) : e->end[i];
+                if (to < e->n)
+                    freed[to] += b;
+                else
+                    out->output_bytes += b;
+            }
         }
         out->live[s] = live + e->callee[s];
         if (out->live[s] > out->peak) {
@@ -661,7 +745,7 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
     for (int32_t i = 0; i < c->ninstr; i++) {
         if (!live_at(e, i, ps))
             continue;
-        int64_t b = e->own[i] - (e->ctx_end[i] >= 0 && ps > e->ctx_end[i] ? e->ctx[i] : 0);
+        int64_t b = bytes_at(e, i, ps) - (e->ctx_end[i] >= 0 && ps > e->ctx_end[i] ? e->ctx[i] : 0);
         out->at_peak[out->nat_peak++] = (MemValue){i, b, kind_of(e, i)};
     }
     qsort(out->at_peak, (size_t)out->nat_peak, sizeof *out->at_peak, cmp_value);
@@ -697,6 +781,8 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
     if (st == IR_OK) {
         lifetimes(&e, o);
         st = sweep(&e, out, d);
+        for (int32_t i = 0; st == IR_OK && i < e.c->ninstr; i++)
+            e.end[i] = last_end(&e, i); /* a split tuple's: its last element's */
     }
     out->n = e.n;
     out->order = e.order;

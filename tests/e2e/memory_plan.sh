@@ -26,13 +26,11 @@ ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1;
 #   ragged_dot       the kernel's scratch is made as values; estimate below
 #   reduce_mixed_precision   the reduce kernel's scalars (converted
 #                    accumulators) made as values; estimate below
-#   rng_shard_draw, rng_sharded, linalg_sharded   not yet understood;
-#                    estimate above (linalg_sharded on 2 devices only)
 #   scan, scan_sharded   scans expanded into while loops: the body's
 #                    call results (tuples of one value twice) and the
 #                    first iteration's copy of the shared initial state
 #                    under a dynamic-update-slice; estimate below
-KNOWN=" async fused_rows ragged_dot reduce_mixed_precision rng_shard_draw rng_sharded linalg_sharded scan scan_sharded "
+KNOWN=" async fused_rows ragged_dot reduce_mixed_precision scan scan_sharded "
 
 checked=0
 for model in "$TESSEL_SRC"/tests/models/*.hlo; do
