@@ -138,8 +138,12 @@ TsStatus ts_module_check_devices(const TsModule *mod, int64_t num_partitions, in
                                  num_partitions < 0 ? "num_partitions" : "num_replicas",
                                  (long long)(num_partitions < 0 ? num_partitions : num_replicas)),
                         &id, d);
-    int64_t n = num_partitions ? num_partitions : m->num_partitions > 0 ? m->num_partitions : 1;
-    int64_t r = num_replicas ? num_replicas : m->replica_count > 0 ? m->replica_count : 1;
+    /* A count neither the call nor the header gives is not known yet (XLA's
+     * test strings and PyTorch/XLA's dumps leave them to the compile
+     * options, and a header's num_partitions=1 may be run on 2 replicas):
+     * what it numbers is not checked here; compiling checks it. */
+    int64_t n = num_partitions ? num_partitions : m->num_partitions > 0 ? m->num_partitions : 0;
+    int64_t r = num_replicas ? num_replicas : m->replica_count > 0 ? m->replica_count : 0;
     if (ir_verify_groups(m, n, r, &id) != IR_OK)
         return api_give(id.status, &id, d);
     return TS_OK;

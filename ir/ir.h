@@ -1108,7 +1108,8 @@ IrStatus ir_infer_shape(const IrModule *m, const IrComputation *c, const IrInstr
  * instruction's position. */
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d);
 /* Every id a collective's replica_groups or a collective-permute's pairs
- * name is within a world of n partitions x r replicas (by ir_group_mode):
+ * name is within a world of n partitions x r replicas (by ir_group_mode;
+ * a count of 0 is not known: what it numbers is not checked):
  * the compile driver checks the module it is given before anything else,
  * `tessel check` (ts_module_check_devices) the same, with the same error at
  * the instruction (the run found it on the first device). */

@@ -784,7 +784,7 @@ static int64_t group_domain(const IrInstr *ins, int64_t n, int64_t r, const char
 {
     IrGroupMode mode = ir_group_mode(ins);
     *what = mode == IR_GROUPS_GLOBAL ? "devices" : mode == IR_GROUPS_PARTITION ? "partitions" : "replicas";
-    return mode == IR_GROUPS_GLOBAL ? world_devices(n, r) : mode == IR_GROUPS_PARTITION ? n : r;
+    return mode == IR_GROUPS_GLOBAL ? (n > 0 && r > 0 ? world_devices(n, r) : 0) : mode == IR_GROUPS_PARTITION ? n : r;
 }
 
 static bool is_grouped_collective(IrOpcode op)
@@ -802,15 +802,17 @@ IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d)
             const IrInstr *ins = &m->comp[c]->instr[i];
             const char *what;
             int64_t domain = group_domain(ins, n, r, &what);
+            if (domain <= 0) /* a count not known yet (0) */
+                continue;
             if (ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_PERMUTE_START) {
                 /* coll/group.c's rule: partition-mode pairs may also be
                  * global ids (a permute across replicas). */
                 const IrI64List *p = &ins->a.x->source_target_pairs;
                 bool global_ok = ir_group_mode(ins) == IR_GROUPS_PARTITION;
                 for (int32_t k = 0; k < p->n; k++)
-                    if (p->v[k] < 0 || (p->v[k] >= domain && !(global_ok && p->v[k] < world_devices(n, r))))
-                        return verr(&v, ins->pos, "%s: source_target_pairs names %lld, but there are %lld %s",
-                                    ins->name, (long long)p->v[k], (long long)domain, what);
+                    if (p->v[k] < 0 || (p->v[k] >= domain && !(global_ok && (r <= 0 || p->v[k] < world_devices(n, r)))))
+                        return verr(&v, ins->pos, "%s: source_target_pairs: id %lld is out of range (there are %lld %s)",
+                                    ir_op_name(ins->op), (long long)p->v[k], (long long)domain, what);
                 continue;
             }
             if (!is_grouped_collective(ins->op))

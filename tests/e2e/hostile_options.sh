@@ -57,7 +57,7 @@ echo "hostile_options: last_tile_dims taking every tile dimension is named"
 
 # ---- 4. replica_groups out of range: one check for check, compile, run ----
 cat >"$WORK/rg.hlo" <<'HLO'
-HloModule rg, num_partitions=2
+HloModule rg, num_partitions=2, replica_count=1
 
 add {
   a = f32[] parameter(0)
@@ -90,7 +90,19 @@ expect_in "$ERR" "rgg.hlo:11:8: error: r: replica_groups names 3, but there are 
 expect_status 0 "$TESSEL" check "$WORK/rgg.hlo" --num-replicas 2
 sed 's/all-reduce(x), replica_groups={{0,7}}, to_apply=add/collective-permute(x), source_target_pairs={{0,1},{1,0}}/' "$WORK/rg.hlo" >"$WORK/cp.hlo"
 expect_status 2 "$TESSEL" check "$WORK/cp.hlo"
-expect_in "$ERR" "cp.hlo:11:8: error: r: source_target_pairs names 1, but there are 1 replicas"
-expect_status 0 "$TESSEL" check "$WORK/cp.hlo" --num-replicas 2
+expect_in "$ERR" "cp.hlo:11:8: error: collective-permute: source_target_pairs: id 1 is out of range"
+sed 's/, replica_count=1//' "$WORK/cp.hlo" >"$WORK/cpn.hlo"
+expect_status 2 "$TESSEL" run "$WORK/cpn.hlo" --random-inputs 1
+expect_in "$ERR" "cpn.hlo:11:8: error: collective-permute: source_target_pairs: id 1 is out of range (there are 1 replicas)"
+expect_status 0 "$TESSEL" check "$WORK/cpn.hlo" --num-replicas 2
+expect_status 0 "$TESSEL" run "$WORK/cpn.hlo" --num-replicas 2 --random-inputs 1
 expect_status 2 "$TESSEL" check "$WORK/rg.hlo" --num-replicas -1
+# a header without replica_count leaves the replicas to the compile: check
+# passes the module, and run (1 replica) refuses it with the same error
+sed 's/, replica_count=1//' "$WORK/rg.hlo" >"$WORK/rgn.hlo"
+expect_status 0 "$TESSEL" check "$WORK/rgn.hlo"
+expect_status 2 "$TESSEL" check "$WORK/rgn.hlo" --num-replicas 1
+expect_in "$ERR" "rgn.hlo:11:8: error: r: replica_groups names 7, but there are 1 replicas"
+expect_status 2 "$TESSEL" run "$WORK/rgn.hlo" --random-inputs 1
+expect_in "$ERR" "rgn.hlo:11:8: error: r: replica_groups names 7, but there are 1 replicas"
 echo "hostile_options: replica_groups out of range are one error in check, compile and run"
