@@ -95,6 +95,11 @@ bool api_heartbeat_ok(double s);
 /* TsTuning.sgemm (a TsSgemm) as device/'s DEV_SGEMM_* (the probe for an
  * unknown value, which api_check_run refuses). */
 int api_sgemm_lib(int32_t sgemm);
+/* Under the GEMM probe, measure the f32 GEMM libraries now, before a run's
+ * clock starts, when the largest f32 dot of prog's device programs or of m
+ * (either may be NULL) is one the probe times for (dev_blas_sgemm_prepare);
+ * call after dev_blas_preload. */
+void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m);
 /* Move the first error of `from` into `to` (keeping an earlier one) and
  * return st as a TsStatus; `from` is cleared. */
 TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to);

@@ -68,6 +68,43 @@ int api_sgemm_lib(int32_t sgemm)
     }
 }
 
+/* The largest f32 dot of m (every computation), in multiply-adds: the
+ * result's elements times the lhs's contracted sizes. */
+static int64_t largest_f32_dot(const IrModule *m)
+{
+    int64_t most = 0;
+    for (int32_t c = 0; m && c < m->ncomp; c++) {
+        const IrComputation *comp = m->comp[c];
+        for (int32_t i = 0; i < comp->ninstr; i++) {
+            const IrInstr *ins = &comp->instr[i];
+            if (ins->op != OP_DOT || ins->shape.type != IR_F32 || ins->nopnd < 1)
+                continue;
+            const IrShape *lhs = &comp->instr[ins->opnd[0]].shape;
+            int64_t macs = ir_shape_elements(&ins->shape);
+            const IrI64List *con = &ins->a.dot.lhs_contracting;
+            for (int32_t k = 0; k < con->n && macs > 0; k++) {
+                int64_t dim = con->v[k];
+                int64_t size = dim >= 0 && dim < lhs->rank ? lhs->dims[dim] : 1;
+                macs = size > 0 && macs <= INT64_MAX / size ? macs * size : INT64_MAX;
+            }
+            if (macs > most)
+                most = macs;
+        }
+    }
+    return most;
+}
+
+void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m)
+{
+    int64_t most = largest_f32_dot(m);
+    for (int32_t k = 0; prog && k < prog->ncluster; k++) {
+        int64_t c = largest_f32_dot(prog->cluster[k].spmd);
+        if (c > most)
+            most = c;
+    }
+    dev_blas_sgemm_prepare(most);
+}
+
 bool api_heartbeat_ok(double s)
 {
     return s <= 0 || (s >= TS_HEARTBEAT_MIN_SECONDS && s <= TS_HEARTBEAT_MAX_SECONDS);
@@ -502,6 +539,7 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
     dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
+    api_sgemm_prepare(&p->r.prog, NULL);
     double t[3] = {now(), 0, 0};
     RtRunStats run = {0};
     RtReadStats rs = {0};
@@ -550,6 +588,7 @@ static TsStatus run_reference(const IrModule *m, const char *sha256, const TsRun
     dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
     if (api_check_run(o, &id) != IR_OK)
         return api_give(id.status, &id, d);
+    api_sgemm_prepare(NULL, m);
     double t[3] = {now(), 0, 0};
     RtFeed feed;
     rt_feed_init(&feed, o->ninfeeds, o->infeeds);

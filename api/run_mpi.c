@@ -194,6 +194,7 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
         return api_give(id.status, &id, d);
     dev_blas_choose_sgemm(api_sgemm_lib(o->tuning.sgemm));
     dev_blas_preload(o->tuning.openblas_num_threads_unset); /* before the clock starts, as a linked BLAS was */
+    api_sgemm_prepare(&p->r.prog, NULL);
     double t0 = now(), t1 = t0, t2 = t0;
     CollMpi *t = NULL;
     IrStatus st = coll_mpi_attach(mpi_comm, &t, &id);

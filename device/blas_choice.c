@@ -17,11 +17,15 @@
  * a device spans several cores OpenBLAS's pool keeps the work. Smaller
  * products always run in OpenBLAS: there a library's call overhead counts
  * more than its kernel, and the probe is not worth its cost, about 0.1 s
- * once a process (oneDNN generates its kernels at its first call: 80 ms on
- * the AMD machine under load; the timed calls take about 20 ms), paid in
- * the first step (which every timed run already treats as a warm-up). The
- * other executor threads wait for it in pthread_once, so it measures with
- * their cores idle.
+ * once a process (oneDNN generates its kernels at its first call: 40 to 65
+ * ms on the AMD machine; the timed calls take 20 to 40 ms). A run that
+ * knows its program has such a product measures before its clock starts
+ * (dev_blas_sgemm_prepare, as it loads the library: bench's `mlp` line
+ * counts the first step, and the probe made it 0.1 s slower); otherwise
+ * the first step pays it. The other executor threads wait for it in
+ * pthread_once, so it measures with their cores idle. A choice measured at
+ * one BLAS thread is kept only while the devices run one: where a device
+ * set made afterwards runs more, OpenBLAS's pool takes the products again.
  *
  * The choice is read by every executor thread afterwards without a lock:
  * it is written once, inside pthread_once, before any call is forwarded.
@@ -55,8 +59,21 @@ void dev_blas_choose_sgemm(int lib)
     atomic_compare_exchange_strong(&want, &none, lib);
 }
 
+/* Where the probe chose BLIS or oneDNN (at one thread) and the devices now
+ * run several BLAS threads each: OpenBLAS, whose pool uses them. */
+static bool threads_overrule(void)
+{
+    return chosen && chosen != openblas_fn && dev_blas_sgemm_thread_count() > 1;
+}
+
 const char *dev_blas_sgemm_verdict(void)
 {
+    if (threads_overrule()) { /* the probe's own words for the case (a buffer per caller's thread) */
+        static _Thread_local char many[160];
+        snprintf(many, sizeof many, "openblas: %d BLAS threads a device (BLIS and oneDNN are measured and used "
+                 "where devices run one)", dev_blas_sgemm_thread_count());
+        return many;
+    }
     return verdict;
 }
 
@@ -142,7 +159,19 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         return;
     }
     pthread_once(&probe_once, probe);
-    chosen(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    SgemmFn *f = threads_overrule() ? openblas_fn : chosen;
+    f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void dev_blas_sgemm_prepare(int64_t largest_macs)
+{
+    /* After the load (inside dev_blas's pthread_once), openblas_fn is set
+     * exactly when the probe is the choice. Several BLAS threads a device
+     * (OPENBLAS_NUM_THREADS told so at the load): the devices may still
+     * lower it, so the first large product decides, as without this call. */
+    if (largest_macs < PROBE_MIN_MACS || !dev_blas() || !openblas_fn || dev_blas_sgemm_thread_count() > 1)
+        return;
+    pthread_once(&probe_once, probe);
 }
 
 SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why)

@@ -50,7 +50,8 @@
  *   blas_sgemm.c  the f32 GEMM of BLIS or oneDNN behind cblas_sgemm's
  *                 signature
  *   blas_choice.c which library computes f32 GEMMs: fixed by the caller or
- *                 measured at the first one (dev_blas_choose_sgemm)
+ *                 measured before a run or at the first large one
+ *                 (dev_blas_choose_sgemm, dev_blas_sgemm_prepare)
  *
  * Depends on ir/ and BLAS; never on MPI (collectives reach it through
  * DevCollectives, which the runtime provides).
@@ -641,17 +642,25 @@ const char *dev_blas_error(void);
  * library that cannot be loaded is reported by the kernels that need it. */
 void dev_blas_preload(bool env_unset);
 /* The f32 GEMM's library (blas_choice.c): DEV_SGEMM_PROBE times the
- * libraries present at the process's first f32 GEMM and keeps the fastest;
+ * libraries present at the process's first large f32 GEMM (or before a
+ * run: dev_blas_sgemm_prepare) and keeps the fastest;
  * the others fix one (a fixed BLIS or oneDNN that cannot be loaded makes
  * dev_blas_error say so). dev_blas_choose_sgemm: call before the library is
  * loaded (dev_blas_preload); only the first caller's word counts, later
  * ones are ignored. dev_blas_sgemm_verdict: a line saying what was chosen
  * and, when measured, the rates ("onednn, measured: openblas 96.1, ..."),
- * or that no f32 GEMM has run yet; a static string, stable once a GEMM ran.
- * Thread safe. */
+ * or that no f32 GEMM has run yet, or that the devices' BLAS threads (more
+ * than one) keep OpenBLAS; a static or thread-local string, stable once a
+ * GEMM ran. Thread safe. */
 enum { DEV_SGEMM_PROBE = 0, DEV_SGEMM_OPENBLAS = 1, DEV_SGEMM_BLIS = 2, DEV_SGEMM_ONEDNN = 3 };
 void dev_blas_choose_sgemm(int lib);
 const char *dev_blas_sgemm_verdict(void);
+/* Under the probe, measure now (loading the library first) when the
+ * program's largest f32 GEMM, largest_macs multiply-adds on one device, is
+ * one the probe times for (256^3 or more) and the BLAS runs one thread:
+ * before a run's clock starts, as dev_blas_preload. Otherwise nothing (the
+ * first large product measures, as before). Thread safe. */
+void dev_blas_sgemm_prepare(int64_t largest_macs);
 
 /* BLAS threads. dev_blas_threads_for: the policy value for a set,
  * max(1, fewest cores of a device). dev_blas_set_threads: set OpenBLAS's

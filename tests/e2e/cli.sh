@@ -161,8 +161,9 @@ grep -Eq "^tessel: stats: steps: first [0-9.]+ ms, then median [0-9.]+ ms a step
 expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --stats
 ! grep -q "stats: steps:" "$ERR" || fail "a per-step line for one step"
 
-# The f32 dots' library: --sgemm probe times the libraries present at the
-# first dot of 256^3 multiply-adds or more and --stats says what it chose
+# The f32 dots' library: --sgemm probe times the libraries present before
+# a run whose program has a dot of 256^3 multiply-adds or more on a device
+# (else at the first such dot) and --stats says what it chose
 # and measured (ctest fixes TESSEL_SGEMM=openblas, which the option
 # overrides); smaller dots stay in OpenBLAS without a probe; a fixed
 # library says "(tuning)" and gives OpenBLAS's result within the dot's

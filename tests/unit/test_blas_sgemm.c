@@ -12,7 +12,10 @@
  * skipped, saying so. The probe: DevBlas.sgemm, left to measure (the
  * default), computes the same products, and afterwards its verdict names
  * the library it chose and a rate or the reason for a skip for each of the
- * three. (Which one wins is the machine's business: not asserted.)
+ * three. (Which one wins is the machine's business: not asserted.) Told
+ * of a large product before any (dev_blas_sgemm_prepare, as a run does
+ * before its clock starts), it measures then, and only then; a device set
+ * of several BLAS threads a device gives the products back to OpenBLAS.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,23 +100,42 @@ static void probed_sgemm(void **state)
     /* Small products stay in OpenBLAS and measure nothing. */
     check_fn("probe", b->sgemm);
     assert_non_null(strstr(dev_blas_sgemm_verdict(), "openblas: no f32 GEMM of 256^3"));
-    /* A 256^3 product runs the probe, then in the library chosen: every
-     * element against a double dot of small integers (exact in f32). */
+    /* Told before a run of a program whose GEMMs are all small, or while
+     * the BLAS runs several threads a device, the probe measures nothing;
+     * told of a 256^3 one at one thread, it measures before any product. */
     enum { P = 256 };
+    dev_blas_sgemm_prepare((int64_t)P * P * P - 1);
+    assert_non_null(strstr(dev_blas_sgemm_verdict(), "openblas: no f32 GEMM of 256^3"));
+    dev_blas_sgemm_threads(2, false);
+    dev_blas_sgemm_prepare((int64_t)P * P * P);
+    assert_non_null(strstr(dev_blas_sgemm_verdict(), "openblas: no f32 GEMM of 256^3"));
+    dev_blas_sgemm_threads(1, false);
+    dev_blas_sgemm_prepare((int64_t)P * P * P);
+    assert_non_null(strstr(dev_blas_sgemm_verdict(), ", measured (f32 384^3, one thread): openblas "));
+    /* A 256^3 product runs in the library chosen: every element against a
+     * double dot of small integers (exact in f32); again where the devices
+     * run two BLAS threads each, which gives the products back to OpenBLAS. */
     static float a[P * P], bm[P * P], c[P * P];
     for (int i = 0; i < P * P; i++) {
         a[i] = (float)((i * 7) % 13 - 6);
         bm[i] = (float)((i * 5) % 11 - 5);
     }
-    b->sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, P, P, P, 1.0f, a, P, bm, P, 0.0f, c, P);
-    for (int i = 0; i < P; i++)
-        for (int j = 0; j < P; j++) {
-            double want = 0;
-            for (int p = 0; p < P; p++)
-                want += (double)a[i * P + p] * bm[j * P + p];
-            if (c[i * P + j] != (float)want)
-                fail_msg("probed 256^3: C(%d,%d) = %g, expected %g", i, j, c[i * P + j], want);
-        }
+    for (int threads = 2; threads >= 1; threads--) {
+        dev_blas_sgemm_threads(threads, false);
+        if (threads > 1)
+            assert_int_equal(strncmp(dev_blas_sgemm_verdict(), "openblas", 8), 0);
+        memset(c, 0, sizeof c);
+        b->sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, P, P, P, 1.0f, a, P, bm, P, 0.0f, c, P);
+        for (int i = 0; i < P; i++)
+            for (int j = 0; j < P; j++) {
+                double want = 0;
+                for (int p = 0; p < P; p++)
+                    want += (double)a[i * P + p] * bm[j * P + p];
+                if (c[i * P + j] != (float)want)
+                    fail_msg("probed 256^3 at %d threads: C(%d,%d) = %g, expected %g", threads, i, j,
+                             c[i * P + j], want);
+            }
+    }
     const char *v = dev_blas_sgemm_verdict();
     printf("test_blas_sgemm: f32 GEMM: %s\n", v);
     assert_non_null(strstr(v, ", measured (f32 384^3, one thread): openblas "));
