@@ -1,7 +1,7 @@
 /*
  * blas.h: OpenBLAS's entry points as device/ calls them (blas.c loads the
  * library on first use; blas_sgemm.c, the f32 GEMM of BLIS or oneDNN;
- * blas_choice.c, which of them DevBlas.sgemm calls), for the files that call BLAS or LAPACK: k_dot.c,
+ * blas_choice.c, which of them DevBlas.sgemm calls), for the files that call BLAS or LAPACK: contract.c,
  * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */

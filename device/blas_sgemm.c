@@ -2,7 +2,7 @@
  * blas_sgemm.c: the f32 GEMM from another library than OpenBLAS, behind
  * cblas_sgemm's signature (issue 34).
  *
- * tessel's f32 dots call DevBlas.sgemm (k_dot.c). blas_choice.c decides
+ * tessel's f32 dots call DevBlas.sgemm (contract.c). blas_choice.c decides
  * which library fills it (fixed by the caller's tuning, or measured) and
  * asks here for BLIS's or oneDNN's. BLIS is called through its typed API bli_sgemm, which takes
  * a row and a column stride per matrix, so an order and a transpose are

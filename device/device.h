@@ -26,7 +26,11 @@
  *   k_data.c      constant, iota, broadcast, reshape, bitcast, transpose,
  *                 slice, dynamic-slice, dynamic-update-slice, pad,
  *                 concatenate, reverse, copy
- *   k_dot.c       dot (OpenBLAS GEMM for f32/f64, loops otherwise), convolution
+ *   contract.c    what dot and convolution share (contract.h): compute
+ *                 types, packed views, the GEMM (OpenBLAS for f32/f64,
+ *                 loops otherwise)
+ *   k_dot.c       dot
+ *   k_conv.c      convolution: im2col + GEMM, channels-last and sparse paths
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
@@ -404,6 +408,7 @@ IrStatus dev_k_concatenate(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_reverse(const DevKernelArgs *k, DevValue **out);
 /* k_dot.c */
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out);
+/* k_conv.c */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out);
 /* k_reduce.c */
 IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out);

@@ -485,7 +485,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
     /* A narrow float (f16 ...) contracted across devices: each device's
      * partial is the convolution of its operands widened to f32 (exact),
      * the partials are summed in f32 and the result rounded to the type
-     * once, as the reference computes the whole convolution (device/k_dot.c
+     * once, as the reference computes the whole convolution (device/k_conv.c
      * accumulates f16 and bf16 in f32). Partials rounded to f16 could
      * overflow where the whole sum does not: x f16[1,1,4] = [60000, 60000,
      * -60000, -60000] (features) convolved with ones over 2 devices was

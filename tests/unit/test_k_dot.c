@@ -1,5 +1,5 @@
 /*
- * test_k_dot.c: the dot and convolution kernels (device/k_dot.c), run as
+ * test_k_dot.c: the dot and convolution kernels (device/k_dot.c, device/k_conv.c), run as
  * HLO text through dev_execute.
  *
  * Expected values are worked out by hand in comments, or computed here by

@@ -1,0 +1,697 @@
+/*
+ * k_conv.c: convolution, as im2col + GEMM in the compute type of the result
+ * (contract.h); see the comment above dev_k_convolution for the engines.
+ */
+#include "contract.h"
+
+#include <complex.h>
+#include <string.h>
+
+/* Everything about a convolution's geometry, with the operands in the
+ * canonical orders used below:
+ *   input  [IB, IF, IS...]   kernel [KO, KI, W...]   output [OF, OB, OS...] */
+typedef struct ConvPlan {
+    int32_t ns;
+    int64_t ib, if_, ki, ko, ob, of, fgc, bgc;
+    int64_t isz[IR_MAX_RANK], wsz[IR_MAX_RANK], osz[IR_MAX_RANK];
+    int64_t is, w, os;   /* products of isz, wsz, osz */
+    int64_t kk, ncol;    /* GEMM sizes: KI*W rows, OB*OS columns */
+} ConvPlan;
+
+/* Do the given dims form a permutation of 0..rank-1? */
+static bool is_permutation(int32_t rank, int64_t a, int64_t b, int32_t ns, const int64_t *sp)
+{
+    bool seen[IR_MAX_RANK] = {false};
+    if (ns + 2 != rank)
+        return false;
+    int64_t all[IR_MAX_RANK];
+    all[0] = a;
+    all[1] = b;
+    for (int32_t i = 0; i < ns; i++)
+        all[i + 2] = sp[i];
+    for (int32_t i = 0; i < rank; i++) {
+        if (all[i] < 0 || all[i] >= rank || seen[all[i]])
+            return false;
+        seen[all[i]] = true;
+    }
+    return true;
+}
+
+static IrStatus conv_plan(const DevKernelArgs *k, ConvPlan *p)
+{
+    const IrShape *in = &k->opnd[0]->shape, *ker = &k->opnd[1]->shape, *os = &k->ins->shape;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    const IrWindow *win = &k->ins->a.x->window;
+    int32_t ns = cd->nspatial;
+    p->ns = ns;
+    if (!cd->present || os->type == IR_TUPLE ||
+        !is_permutation(in->rank, cd->in_batch, cd->in_feature, ns, cd->in_spatial) ||
+        !is_permutation(ker->rank, cd->k_out_feature, cd->k_in_feature, ns, cd->k_spatial) ||
+        !is_permutation(os->rank, cd->out_batch, cd->out_feature, ns, cd->out_spatial) ||
+        (win->rank != ns && !(win->rank == 0 && ns == 0)))
+        return dev_kernel_error(k, IR_EINPUT, "convolution: bad dim_labels or window");
+    p->fgc = k->ins->a.x->feature_group_count > 0 ? k->ins->a.x->feature_group_count : 1;
+    p->bgc = k->ins->a.x->batch_group_count > 0 ? k->ins->a.x->batch_group_count : 1;
+    p->ib = in->dims[cd->in_batch];
+    p->if_ = in->dims[cd->in_feature];
+    p->ki = ker->dims[cd->k_in_feature];
+    p->ko = ker->dims[cd->k_out_feature];
+    p->ob = os->dims[cd->out_batch];
+    p->of = os->dims[cd->out_feature];
+    if (p->if_ != p->ki * p->fgc || p->ko % p->fgc != 0 || p->ko % p->bgc != 0 ||
+        p->ib % p->bgc != 0 || p->ob != p->ib / p->bgc || p->of != p->ko)
+        return dev_kernel_error(k, IR_EINPUT,
+                                "convolution: feature/batch sizes do not agree with "
+                                "feature_group_count=%lld batch_group_count=%lld",
+                                (long long)p->fgc, (long long)p->bgc);
+    p->is = p->w = p->os = 1;
+    for (int32_t s = 0; s < ns; s++) {
+        const IrWindowDim *wd = &win->dim[s];
+        p->isz[s] = in->dims[cd->in_spatial[s]];
+        p->wsz[s] = ker->dims[cd->k_spatial[s]];
+        p->osz[s] = os->dims[cd->out_spatial[s]];
+        if (wd->size != p->wsz[s] || wd->stride < 1 || wd->lhs_dilate < 1 || wd->rhs_dilate < 1)
+            return dev_kernel_error(k, IR_EINPUT, "convolution: bad window in dimension %d",
+                                    (int)s);
+        if (!ct_mul_ok(p->is, p->isz[s], &p->is) || !ct_mul_ok(p->w, p->wsz[s], &p->w) ||
+            !ct_mul_ok(p->os, p->osz[s], &p->os))
+            return dev_kernel_error(k, IR_EINPUT, "convolution: size overflow");
+    }
+    if (!ct_mul_ok(p->ki, p->w, &p->kk) || !ct_mul_ok(p->ob, p->os, &p->ncol))
+        return dev_kernel_error(k, IR_EINPUT, "convolution: size overflow");
+    return IR_OK;
+}
+
+/* Input coordinate read by output position o and window position w of one
+ * spatial dim, or -1 when it falls into padding or a base-dilation hole:
+ *     u = o*stride - pad_lo + w*rhs_dilation;  coordinate = u / lhs_dilation
+ * e.g. stride 1, pad_lo 1, lhs dilation 2: o=0,w=1 -> u=0 -> input 0;
+ * o=0,w=2 -> u=1 -> a hole (-1). Window reversal is applied to the kernel. */
+static int64_t conv_coord(const IrWindowDim *wd, int64_t isz, int64_t o, int64_t w)
+{
+    int64_t u = o * wd->stride - wd->pad_lo + w * wd->rhs_dilate;
+    if (wd->lhs_dilate > 1) {
+        if (u % wd->lhs_dilate != 0)
+            return -1;
+        u /= wd->lhs_dilate;
+    }
+    return u >= 0 && u < isz ? u : -1;
+}
+
+/* The offset table: off[w * OS + os] = offset inside one canonical input
+ * plane [IS...] read by output position os at window position w, or -1. */
+static int64_t *conv_offsets(const DevKernelArgs *k, const ConvPlan *p)
+{
+    int64_t n;
+    if (!ct_mul_ok(p->w, p->os, &n))
+        return NULL;
+    int64_t *off = ct_scratch(n, sizeof *off);
+    if (!off)
+        return NULL;
+    int64_t istr[IR_MAX_RANK];
+    for (int32_t s = p->ns - 1, st = 1; s >= 0; s--) {
+        istr[s] = st;
+        st *= p->isz[s];
+    }
+    int64_t oi[IR_MAX_RANK] = {0}, wi[IR_MAX_RANK];
+    for (int64_t o = 0; o < p->os; o++) {
+        memset(wi, 0, sizeof wi);
+        for (int64_t w = 0; w < p->w; w++) {
+            int64_t sum = 0;
+            for (int32_t s = 0; s < p->ns && sum >= 0; s++) {
+                int64_t u = conv_coord(&k->ins->a.x->window.dim[s], p->isz[s], oi[s], wi[s]);
+                sum = u < 0 ? -1 : sum + u * istr[s];
+            }
+            off[w * p->os + o] = sum;
+            for (int32_t s = p->ns - 1; s >= 0 && ++wi[s] == p->wsz[s]; s--)
+                wi[s] = 0;
+        }
+        for (int32_t s = p->ns - 1; s >= 0 && ++oi[s] == p->osz[s]; s--)
+            oi[s] = 0;
+    }
+    return off;
+}
+
+/* The runs of output features sharing one feature group g and one batch
+ * group bg: [of0, of1). With fgc = bgc = 1 there is one run, all of OF. */
+typedef struct OfRun {
+    int64_t of0, of1, g, bg;
+} OfRun;
+
+static bool next_run(const ConvPlan *p, OfRun *r)
+{
+    if (r->of1 >= p->of)
+        return false;
+    int64_t ofgs = p->ko / p->fgc;                        /* outputs per feature group */
+    int64_t dmul = p->bgc > 1 ? p->ko / p->bgc : p->ko;   /* outputs per batch group */
+    r->of0 = r->of1;
+    r->g = r->of0 / ofgs;
+    r->bg = r->of0 / dmul;
+    int64_t e1 = (r->g + 1) * ofgs, e2 = (r->bg + 1) * dmul;
+    r->of1 = e1 < e2 ? e1 : e2;
+    return true;
+}
+
+/* The first element of input plane (batch ob + bg*OB, feature g*KI + ki). */
+static const uint8_t *conv_plane(const ConvPlan *p, size_t esz, const uint8_t *in, int64_t ob,
+                                 const OfRun *r, int64_t ki)
+{
+    return in + (size_t)(((ob + r->bg * p->ob) * p->if_ + r->g * p->ki + ki) * p->is) * esz;
+}
+
+/* dst[t] = o[t] < 0 ? 0 : src[o[t]] for t < n (elements of esz bytes). */
+static void gather_offsets(size_t esz, const uint8_t *src, const int64_t *o, int64_t n, uint8_t *dst)
+{
+#define GATHER(T)                                            \
+    for (int64_t t = 0; t < n; t++)                          \
+        ((T *)dst)[t] = o[t] < 0 ? 0 : ((const T *)src)[o[t]]; \
+    return
+    switch (esz) {
+    case 1: GATHER(uint8_t);
+    case 4: GATHER(uint32_t);
+    case 8: GATHER(uint64_t);
+    default:
+        for (int64_t t = 0; t < n; t++) {
+            if (o[t] < 0)
+                memset(dst + (size_t)t * esz, 0, esz);
+            else
+                memcpy(dst + (size_t)t * esz, src + (size_t)o[t] * esz, esz);
+        }
+    }
+#undef GATHER
+}
+
+/* How the dense engine reads the kernel as the GEMM's A = Ker[KO, KI*W].
+ * Row k of the KI*W reduction dim is (ki, w) = (k / W, k % W), or with
+ * wmajor (w, ki) = (k / KI, k % KI); im2col builds its rows to match. The
+ * kernel operand is used in place when it already is such a matrix or its
+ * transpose (layouts OI01, O01I, I01O and 01IO with spatial dims in order,
+ * no reversal, compute type); otherwise it is packed as OI01. */
+typedef struct KerMat {
+    const uint8_t *a;
+    uint8_t *owned;
+    bool trans;    /* stored as [KI*W, KO] */
+    bool wmajor;
+    int64_t lda;
+} KerMat;
+
+/* sp[s] == first + s for every spatial dim? */
+static bool spatial_at(const int64_t *sp, int32_t ns, int64_t first)
+{
+    for (int32_t s = 0; s < ns; s++)
+        if (sp[s] != first + s)
+            return false;
+    return true;
+}
+
+static bool reversed(const DevKernelArgs *k, const ConvPlan *p)
+{
+    for (int32_t s = 0; s < p->ns; s++)
+        if (k->ins->a.x->window.dim[s].reversal && p->wsz[s] > 1)
+            return true;
+    return false;
+}
+
+/* The kernel operand as a view in order (d0 | d1 | spatial...) or
+ * (spatial... | d0 | d1), with reversed spatial dims walked backwards. */
+static void ker_view(const DevKernelArgs *k, CtView *v, int64_t d0, int64_t d1, bool spatial_first)
+{
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    int32_t ns = cd->nspatial, sp0 = spatial_first ? 0 : 2;
+    int64_t order[IR_MAX_RANK];
+    order[spatial_first ? ns : 0] = d0;
+    order[spatial_first ? ns + 1 : 1] = d1;
+    for (int32_t s = 0; s < ns; s++)
+        order[sp0 + s] = cd->k_spatial[s];
+    ct_view_of(v, &k->opnd[1]->shape, ns + 2, order);
+    for (int32_t s = 0; s < ns; s++)
+        if (k->ins->a.x->window.dim[s].reversal && v->dims[sp0 + s] > 1) {
+            v->base += (v->dims[sp0 + s] - 1) * v->stride[sp0 + s];
+            v->stride[sp0 + s] = -v->stride[sp0 + s];
+        }
+}
+
+static IrStatus ker_matrix(const DevKernelArgs *k, Ct c, const ConvPlan *p, KerMat *km)
+{
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    const DevValue *kv = k->opnd[1];
+    int64_t o = cd->k_out_feature, i = cd->k_in_feature;
+    int32_t ns = cd->nspatial;
+    memset(km, 0, sizeof *km);
+    if (ct_native(c, kv->shape.type) && !reversed(k, p)) {
+        km->a = ct_data_of(kv);
+        if (o == 0 && i == 1 && spatial_at(cd->k_spatial, ns, 2)) {
+            km->lda = p->kk;
+            return IR_OK;
+        }
+        if (o == 0 && i == ns + 1 && spatial_at(cd->k_spatial, ns, 1)) {
+            km->wmajor = true;
+            km->lda = p->kk;
+            return IR_OK;
+        }
+        if (i == 0 && o == ns + 1 && spatial_at(cd->k_spatial, ns, 1)) {
+            km->trans = true;
+            km->lda = p->ko;
+            return IR_OK;
+        }
+        if (i == ns && o == ns + 1 && spatial_at(cd->k_spatial, ns, 0)) {
+            km->trans = km->wmajor = true;
+            km->lda = p->ko;
+            return IR_OK;
+        }
+    }
+    CtView v;
+    ker_view(k, &v, o, i, false);
+    if (!(km->owned = ct_scratch(ct_view_elements(&v), ct_size(c))))
+        return ct_oom(k);
+    ct_pack(c, kv->shape.type, kv->data, &v, km->owned);
+    km->a = km->owned;
+    km->lda = p->kk;
+    return IR_OK;
+}
+
+/* One block of the im2col matrix: rows [k0, k0 + nk) of the KI*W rows,
+ * columns [c0, c0 + nc) of the OB*OS columns. Row (ki, w), column
+ * j = (ob, os) holds input[ob + bg*OB, g*KI + ki, position(os, w)], 0 for
+ * padding and holes. */
+typedef struct ColBlock {
+    int64_t c0, nc, k0, nk;
+} ColBlock;
+
+static void conv_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const int64_t *off,
+                        const ColBlock *b, const OfRun *run, bool wmajor, uint8_t *col)
+{
+    for (int64_t r = 0; r < b->nk; r++) {
+        int64_t kr = b->k0 + r;
+        int64_t ki = wmajor ? kr % p->ki : kr / p->w, w = wmajor ? kr / p->ki : kr % p->w;
+        const int64_t *offw = off + w * p->os;
+        uint8_t *row = col + (size_t)(r * b->nc) * esz;
+        int64_t ob = b->c0 / p->os, os = b->c0 % p->os;
+        for (int64_t j = 0; j < b->nc; ob++, os = 0) {
+            int64_t n = p->os - os < b->nc - j ? p->os - os : b->nc - j;
+            gather_offsets(esz, conv_plane(p, esz, in, ob, run, ki), offw + os, n,
+                           row + (size_t)j * esz);
+            j += n;
+        }
+    }
+}
+
+/* The im2col matrix is kept near this many bytes; it is blocked by columns
+ * and, when KI*W alone is too large (weight gradients have windows as big
+ * as the image), by rows too, with at least CONV_MIN_COLS columns. */
+#define CONV_COL_BYTES ((int64_t)8 << 20)
+#define CONV_MIN_COLS 256
+
+static void conv_blocks(const ConvPlan *p, size_t esz, int64_t *nb, int64_t *kc)
+{
+    int64_t budget = CONV_COL_BYTES / (int64_t)esz;   /* elements */
+    int64_t n = p->kk > 0 ? budget / p->kk : p->ncol;
+    if (n >= CONV_MIN_COLS || n >= p->ncol) {
+        *nb = n < 1 ? 1 : n > p->ncol ? p->ncol : n;
+        *kc = p->kk;
+        return;
+    }
+    *nb = p->ncol < CONV_MIN_COLS ? p->ncol : CONV_MIN_COLS;
+    *kc = budget / *nb;
+}
+
+/* The dense engine: out[OF, OB*OS] = Ker[OF, KI*W] x Col[KI*W, OB*OS], one
+ * GEMM per column block, output-feature run and row block (row blocks
+ * accumulate). */
+static IrStatus conv_dense(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
+                           const int64_t *off, uint8_t *outc)
+{
+    size_t esz = ct_size(c);
+    KerMat km;
+    IrStatus st = ker_matrix(k, c, p, &km);
+    if (st != IR_OK)
+        return st;
+    int64_t nb, kc;
+    conv_blocks(p, esz, &nb, &kc);
+    uint8_t *col = ct_scratch(kc * nb, esz);
+    if (!col) {
+        ts_free(km.owned);
+        return ct_oom(k);
+    }
+    CtGemm g = {.c = c, .blas = ct_use_blas(k), .ta = km.trans, .lda = km.lda, .ldc = p->ncol};
+    for (int64_t c0 = 0; c0 < p->ncol; c0 += nb) {
+        int64_t ncb = p->ncol - c0 < nb ? p->ncol - c0 : nb;
+        OfRun run = {0};
+        while (next_run(p, &run)) {
+            int64_t k0 = 0;
+            do { /* at least once: KI*W = 0 still zeroes the output */
+                ColBlock b = {.c0 = c0, .nc = ncb, .k0 = k0, .nk = p->kk - k0 < kc ? p->kk - k0 : kc};
+                conv_im2col(p, esz, in, off, &b, &run, km.wmajor, col);
+                g.m = run.of1 - run.of0;
+                g.n = g.ldb = ncb;
+                g.k = b.nk;
+                g.acc = k0 > 0;
+                int64_t aoff = km.trans ? k0 * km.lda + run.of0 : run.of0 * km.lda + k0;
+                ct_gemm(&g, km.a + (size_t)aoff * esz, col, outc + (size_t)(run.of0 * p->ncol + c0) * esz);
+                k0 += b.nk;
+            } while (k0 < p->kk);
+        }
+    }
+    ts_free(col);
+    ts_free(km.owned);
+    return IR_OK;
+}
+
+/* The taps of each output position: the window positions that read real
+ * input (not padding or a hole), as CSR: taps of os are
+ * w[start[os] .. start[os+1]) with input offsets off[...]. */
+typedef struct ConvTaps {
+    int64_t *start, *w, *off;
+} ConvTaps;
+
+static void taps_free(ConvTaps *t)
+{
+    ts_free(t->start);
+    ts_free(t->w);
+    ts_free(t->off);
+}
+
+static bool taps_new(const ConvPlan *p, const int64_t *off, int64_t nvalid, ConvTaps *t)
+{
+    t->start = ct_scratch(p->os + 1, sizeof(int64_t));
+    t->w = ct_scratch(nvalid, sizeof(int64_t));
+    t->off = ct_scratch(nvalid, sizeof(int64_t));
+    if (!t->start || !t->w || !t->off) {
+        taps_free(t);
+        return false;
+    }
+    int64_t e = 0;
+    for (int64_t os = 0; os < p->os; os++) {
+        t->start[os] = e;
+        for (int64_t w = 0; w < p->w; w++)
+            if (off[w * p->os + os] >= 0) {
+                t->w[e] = w;
+                t->off[e++] = off[w * p->os + os];
+            }
+    }
+    t->start[p->os] = e;
+    return true;
+}
+
+/* The sparse engine, one loop kernel per compute type: for each output
+ * column (ob, os) and feature run, acc[m] = sum over the taps of os and
+ * over ki of kerT[w][ki][of0 + m] * input(ki, tap), with kerT the kernel
+ * as [W, KI, KO] so that the innermost loop runs over contiguous output
+ * features. Work is proportional to the real taps only. */
+#define CONV_SPARSE(NAME, T, ZERO, MAC)                                                  \
+    static void NAME(const ConvPlan *p, const ConvTaps *t, const OfRun *r, const T *in,  \
+                     const T *kert, T *acc, T *out)                                      \
+    {                                                                                    \
+        int64_t m = r->of1 - r->of0;                                                     \
+        for (int64_t j = 0; j < p->ncol; j++) {                                          \
+            int64_t ob = j / p->os, os = j % p->os;                                      \
+            for (int64_t x = 0; x < m; x++)                                              \
+                acc[x] = ZERO;                                                           \
+            const T *plane = in + ((ob + r->bg * p->ob) * p->if_ + r->g * p->ki) * p->is; \
+            for (int64_t e = t->start[os]; e < t->start[os + 1]; e++) {                  \
+                const T *kw = kert + t->w[e] * p->ki * p->ko + r->of0;                   \
+                for (int64_t ki = 0; ki < p->ki; ki++) {                                 \
+                    T v = plane[ki * p->is + t->off[e]];                                 \
+                    const T *kr = kw + ki * p->ko;                                       \
+                    for (int64_t x = 0; x < m; x++)                                      \
+                        MAC(acc[x], kr[x], v);                                           \
+                }                                                                        \
+            }                                                                            \
+            for (int64_t x = 0; x < m; x++)                                              \
+                out[(r->of0 + x) * p->ncol + j] = acc[x];                                \
+        }                                                                                \
+    }
+
+CONV_SPARSE(sparse_f32, float, 0.0f, MAC_ADD)
+CONV_SPARSE(sparse_f64, double, 0.0, MAC_ADD)
+CONV_SPARSE(sparse_c64, float complex, 0.0f, MAC_ADD)
+CONV_SPARSE(sparse_c128, double complex, 0.0, MAC_ADD)
+CONV_SPARSE(sparse_int, uint64_t, 0u, MAC_ADD)
+CONV_SPARSE(sparse_pred, uint8_t, 0u, MAC_OR)
+
+static IrStatus conv_sparse(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
+                            const int64_t *off, int64_t nvalid, uint8_t *outc)
+{
+    size_t esz = ct_size(c);
+    ConvTaps t = {0};
+    CtView v; /* kerT[w][ki][o] straight from the kernel operand */
+    ker_view(k, &v, k->ins->a.x->conv.k_in_feature, k->ins->a.x->conv.k_out_feature, true);
+    uint8_t *kert = ct_scratch(ct_view_elements(&v), esz), *acc = ct_scratch(p->of, esz);
+    if (!kert || !acc || !taps_new(p, off, nvalid, &t)) {
+        ts_free(kert);
+        ts_free(acc);
+        return ct_oom(k);
+    }
+    ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, kert);
+    OfRun run = {0};
+    while (next_run(p, &run)) {
+        const void *x = in, *kt = kert;
+        void *a = acc, *o = outc;
+        switch (c) {
+        case CT_F32: sparse_f32(p, &t, &run, x, kt, a, o); break;
+        case CT_F64: sparse_f64(p, &t, &run, x, kt, a, o); break;
+        case CT_C64: sparse_c64(p, &t, &run, x, kt, a, o); break;
+        case CT_C128: sparse_c128(p, &t, &run, x, kt, a, o); break;
+        case CT_INT: sparse_int(p, &t, &run, x, kt, a, o); break;
+        case CT_PRED: sparse_pred(p, &t, &run, x, kt, a, o); break;
+        }
+    }
+    taps_free(&t);
+    ts_free(kert);
+    ts_free(acc);
+    return IR_OK;
+}
+
+/* conv_offsets' table with its count of real taps (*nvalid of *total):
+ * NULL when out of memory. */
+static int64_t *conv_taps(const DevKernelArgs *k, const ConvPlan *p, int64_t *nvalid, int64_t *total)
+{
+    int64_t *off = conv_offsets(k, p);
+    *nvalid = 0;
+    *total = p->w * p->os;
+    for (int64_t i = 0; off && i < *total; i++)
+        *nvalid += off[i] >= 0;
+    return off;
+}
+
+/* Pick an engine. The im2col matrix has KI*W*OB*OS entries of which only
+ * the fraction `density` of real taps is non-zero; base dilation (the
+ * transposed convolutions of gradients) can make that tiny, e.g. 1/32.
+ * Below 1/8 (1/2 without BLAS, whose GEMM loops are no faster than the
+ * sparse loops) the sparse engine does the real taps only. */
+static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
+                         uint8_t *outc)
+{
+    int64_t nvalid, total;
+    int64_t *off = conv_taps(k, p, &nvalid, &total);
+    if (!off)
+        return ct_oom(k);
+    bool blas = ct_use_blas(k) && (c == CT_F32 || c == CT_F64);
+    bool sparse = total > 0 && nvalid * (blas ? 8 : 2) < total;
+    IrStatus st = sparse ? conv_sparse(k, c, p, in, off, nvalid, outc)
+                         : conv_dense(k, c, p, in, off, outc);
+    ts_free(off);
+    return st;
+}
+
+/* Are (batch, spatial..., feature) the dims 0, 1..ns, ns+1: the feature
+ * minor-most, the batch major (NHWC for 2-D, JAX's default layout)? */
+static bool channels_last(int64_t batch, int64_t feature, const int64_t *sp, int32_t ns)
+{
+    return batch == 0 && feature == ns + 1 && spatial_at(sp, ns, 1);
+}
+
+/* Rows [j0, j0 + n) of the channels-last im2col matrix Col[OB*OS, W*KI]:
+ * row (ob, os) is, for each window position w, the KI features of the
+ * input at that tap (contiguous in [IB, IS..., IF]), or zeros for padding
+ * and holes. */
+static void nhwc_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const int64_t *off, int64_t j0,
+                        int64_t n, uint8_t *col)
+{
+    size_t run = (size_t)p->ki * esz, rowb = (size_t)p->w * run;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t ob = (j0 + j) / p->os, os = (j0 + j) % p->os;
+        const uint8_t *plane = in + (size_t)(ob * p->is) * run;
+        uint8_t *row = col + (size_t)j * rowb;
+        for (int64_t w = 0; w < p->w; w++) {
+            int64_t o = off[w * p->os + os];
+            if (o < 0)
+                memset(row + (size_t)w * run, 0, run);
+            else
+                memcpy(row + (size_t)w * run, plane + (size_t)o * run, run);
+        }
+    }
+}
+
+/* The channels-last engine: input [IB, IS..., IF] and output [OB, OS...,
+ * OF] in the compute type, no feature or batch groups, f32/f64 with BLAS.
+ *     out[OB*OS, KO] = Col[OB*OS, W*KI] x Ker[W*KI, KO]
+ * so im2col copies runs of KI contiguous features and the GEMM writes the
+ * output's own layout: nothing packed on the way in, nothing transposed on
+ * the way out (the general engine makes both [.., F, S] and back). The
+ * kernel is read in place when it is [S..., I, O] (HWIO) unreversed, else
+ * packed so. Col is blocked by rows near CONV_COL_BYTES. *taken is false
+ * (nothing done) where the sparse engine should run instead (conv_run's
+ * rule) or a row of Col alone is too large to block well. */
+static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
+                          bool *taken)
+{
+    *taken = false;
+    size_t esz = ct_size(c);
+    int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->kk;
+    if (nr < CONV_MIN_COLS / 4 && nr < p->ncol)
+        return IR_OK;
+    int64_t nvalid, total;
+    int64_t *off = conv_taps(k, p, &nvalid, &total);
+    if (!off)
+        return ct_oom(k);
+    if (nvalid * 8 < total) {
+        ts_free(off);
+        return IR_OK;
+    }
+    *taken = true;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    const uint8_t *ker = ct_data_of(k->opnd[1]);
+    uint8_t *ker_own = NULL;
+    if (!(ct_native(c, k->opnd[1]->shape.type) && !reversed(k, p) && cd->k_in_feature == p->ns &&
+          cd->k_out_feature == p->ns + 1 && spatial_at(cd->k_spatial, p->ns, 0))) {
+        CtView v; /* [W, KI, KO] */
+        ker_view(k, &v, cd->k_in_feature, cd->k_out_feature, true);
+        if (!(ker_own = ct_scratch(ct_view_elements(&v), esz))) {
+            ts_free(off);
+            return ct_oom(k);
+        }
+        ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, ker_own);
+        ker = ker_own;
+    }
+    if (nr > p->ncol)
+        nr = p->ncol;
+    uint8_t *col = ct_scratch(nr * p->kk, esz);
+    if (!col) {
+        ts_free(off);
+        ts_free(ker_own);
+        return ct_oom(k);
+    }
+    CtGemm g = {.c = c, .blas = true, .n = p->ko, .k = p->kk, .lda = p->kk, .ldb = p->ko, .ldc = p->ko};
+    for (int64_t j0 = 0; j0 < p->ncol; j0 += nr) {
+        g.m = p->ncol - j0 < nr ? p->ncol - j0 : nr;
+        nhwc_im2col(p, esz, in, off, j0, g.m, col);
+        ct_gemm(&g, col, ker, outp + (size_t)(j0 * p->ko) * esz);
+    }
+    ts_free(col);
+    ts_free(ker_own);
+    ts_free(off);
+    return IR_OK;
+}
+
+/* CtView of s with dims in order (d0, d1, sp...); true when that order is the
+ * identity, i.e. the view is s's own row-major layout. */
+static bool canon_view(CtView *v, const IrShape *s, int64_t d0, int64_t d1, int32_t ns,
+                       const int64_t *sp)
+{
+    int64_t order[IR_MAX_RANK];
+    order[0] = d0;
+    order[1] = d1;
+    if (ns > 0)
+        memcpy(order + 2, sp, (size_t)ns * sizeof *order);
+    ct_view_of(v, s, ns + 2, order);
+    bool ident = true;
+    for (int32_t i = 0; i < ns + 2; i++)
+        ident = ident && order[i] == i;
+    return ident;
+}
+
+/*
+ * convolution, as XLA defines it (HloEvaluator's rule).
+ *
+ * For output (ob, of, os...): feature group g = of / (KO/fgc), batch group
+ * bg = of / (KO/bgc) (0 when bgc = 1), and
+ *   out[ob, of, os] = sum over ki < KI and window position w of
+ *       in[ob + bg*OB, g*KI + ki, pos(os, w)] * ker[of, ki, w']
+ * where pos() applies stride, padding (negative too) and lhs/rhs dilation per
+ * spatial dim (conv_coord; padding and holes contribute 0) and w' is w or,
+ * with window reversal, size-1-w. With no spatial dims this is a matmul.
+ *
+ * Example (1-D, no groups): in [1,1,4] = {1,2,3,4}, ker [1,1,2] = {1,10},
+ * stride 1, no padding: out = {1+20, 2+30, 3+40} = {21, 32, 43}.
+ *
+ * The input is brought to [IB, IF, IS] in the compute type (in place when
+ * it already is), and the result is computed as [OF, OB*OS], then
+ * transposed into the output's dim_labels order and rounded to its element
+ * type. Two engines (conv_run picks by the share of real taps):
+ *   dense:  im2col + GEMM, out = Ker[OF, KI*W] x Col[KI*W, OB*OS], blocked
+ *           by columns and rows (OpenBLAS for f32/f64);
+ *   sparse: loops over the real taps only, for heavily base-dilated convs.
+ * Channels-last convolutions (input and output [B, S..., F], no groups,
+ * f32/f64 with BLAS) where the dense engine would run skip both layout
+ * changes: conv_nhwc.
+ *
+ * Inputs: two array operands. On success *out is a new array. Fails with
+ * IR_EINPUT on inconsistent dimension numbers or sizes, IR_ENOMEM on OOM.
+ */
+IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
+{
+    if (k->nopnd != 2 || !ct_is_array(k->opnd[0]) || !ct_is_array(k->opnd[1]))
+        return dev_kernel_error(k, IR_EINPUT, "convolution takes two arrays");
+    ConvPlan p = {0};
+    IrStatus st = conv_plan(k, &p);
+    if (st != IR_OK)
+        return st;
+    const IrShape *os = &k->ins->shape;
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    Ct c = ct_of(os->type);
+    DevValue *r = dev_value_new_uninit(os);
+    if (!r)
+        return ct_oom(k);
+    if (ir_shape_elements(os) == 0) {
+        *out = r;
+        return IR_OK;
+    }
+    const DevValue *iv = k->opnd[0];
+    if (p.fgc == 1 && p.bgc == 1 && p.kk > 0 && ct_use_blas(k) && (c == CT_F32 || c == CT_F64) &&
+        ct_native(c, iv->shape.type) && ct_native(c, os->type) &&
+        channels_last(cd->in_batch, cd->in_feature, cd->in_spatial, p.ns) &&
+        channels_last(cd->out_batch, cd->out_feature, cd->out_spatial, p.ns)) {
+        bool taken = false;
+        st = conv_nhwc(k, c, &p, ct_data_of(iv), r->data, &taken);
+        if (st != IR_OK || taken) {
+            if (st != IR_OK)
+                dev_value_unref(r);
+            else
+                *out = r;
+            return st;
+        }
+    }
+    CtView vi, vo;
+    bool in_direct = canon_view(&vi, &iv->shape, cd->in_batch, cd->in_feature, p.ns, cd->in_spatial) &&
+                     ct_native(c, iv->shape.type);
+    bool out_direct = canon_view(&vo, os, cd->out_feature, cd->out_batch, p.ns, cd->out_spatial) &&
+                      ct_native(c, os->type);
+    const uint8_t *in = ct_data_of(iv);
+    uint8_t *in_own = NULL, *out_own = NULL;
+    if (!in_direct) {
+        if (!(in_own = ct_scratch(ct_view_elements(&vi), ct_size(c)))) {
+            st = ct_oom(k);
+            goto done;
+        }
+        ct_pack(c, iv->shape.type, iv->data, &vi, in_own);
+        in = in_own;
+    }
+    if (!out_direct && !(out_own = ct_scratch(ir_shape_elements(os), ct_size(c)))) {
+        st = ct_oom(k);
+        goto done;
+    }
+    if ((st = conv_run(k, c, &p, in, out_direct ? r->data : out_own)) != IR_OK)
+        goto done;
+    if (!out_direct)
+        ct_unpack(c, os->type, out_own, &vo, r->data);
+done:
+    ts_free(in_own);
+    ts_free(out_own);
+    if (st != IR_OK) {
+        dev_value_unref(r);
+        return st;
+    }
+    *out = r;
+    return IR_OK;
+}
