@@ -90,6 +90,24 @@ expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain --format json -o "$WORK
 expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain -o "$WORK/ex.txt"
 expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain -o "$WORK/ex2.txt"
 cmp -s "$WORK/ex.txt" "$WORK/ex2.txt" || fail "the plan file's explanation is not the compile's"
+# A plan with host work keeps it too (in the host program's lines): the
+# same text and JSON, and the plan still runs equal to the reference.
+sed 's/@N/2/g; s/@D/<=[2]/g' "$TESSEL_SRC/tests/models/host_ops_chain.hlo" >"$WORK/host.hlo"
+expect_status 0 "$TESSEL" compile "$WORK/host.hlo" --auto-shard --mesh 2 -o "$WORK/host.plan"
+expect_in "$WORK/host.plan" "// TesselHost "
+expect_status 0 "$TESSEL" plan "$WORK/host.hlo" --auto-shard --mesh 2 --explain -o "$WORK/hx.txt"
+expect_status 0 "$TESSEL" plan "$WORK/host.plan" --explain -o "$WORK/hx2.txt"
+cmp -s "$WORK/hx.txt" "$WORK/hx2.txt" || fail "the host-work plan file's explanation is not the compile's"
+expect_in "$WORK/hx2.txt" "auto-shard of host_chain over mesh x=2"
+expect_status 0 "$TESSEL" plan "$WORK/host.hlo" --auto-shard --mesh 2 --explain --format json -o "$WORK/hx.json"
+expect_status 0 "$TESSEL" plan "$WORK/host.plan" --explain --format json -o "$WORK/hx2.json"
+"$PY" -c 'import json, sys; assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))' \
+    "$WORK/hx.json" "$WORK/hx2.json" || fail "the host-work plan file's JSON explanation is not the compile's"
+"$TESSEL" run "$WORK/host.hlo" --reference --random-inputs 3 --output-dir "$WORK/href" >"$OUT" 2>"$ERR" ||
+    fail "host-work reference"
+"$TESSEL" run "$WORK/host.plan" --random-inputs 3 --output-dir "$WORK/hplan" >"$OUT" 2>"$ERR" ||
+    fail "host-work plan run"
+same_outputs "$WORK/href" "$WORK/hplan" "host-work auto-shard plan"
 expect_status 0 "$TESSEL" compile "$S" --num-partitions 4 -o "$WORK/plain.plan"
 expect_status 2 "$TESSEL" plan "$WORK/plain.plan" --explain
 expect_in "$ERR" "--explain needs a plan compiled with --auto-shard"
