@@ -40,6 +40,10 @@
  *  - the executor's run-time fusion of elementwise chains (below): a
  *    group's interior values never exist, its root may take a dying
  *    leaf's buffer.
+ *  - the values a kernel makes beside its result while it runs:
+ *    operands converted (a mixed-precision reduce's, scaled-dot's
+ *    dequantized ones) and a reducer's scalar arguments and results when
+ *    it is called element by element (calls_per_element).
  * Not modelled: fusion's row groups (softmax, layer norm), buffers the
  * kernels and the collectives use outside values (scratch, MPI staging).
  *
@@ -245,10 +249,16 @@ static IrType converted_to(const IrModule *m, const IrComputation *c, const IrIn
     return ps->type;
 }
 
-/* The bytes of ins's operands converted for its kernel (converted_to). */
+/* The bytes of ins's operands converted for its kernel while it runs:
+ * a reduce's mixed-precision operands (converted_to), scaled-dot's lhs
+ * and rhs dequantized to f32 (k_ragged.c). */
 static int64_t converted_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
     int64_t b = 0;
+    if (ins->op == OP_SCALED_DOT && ins->nopnd == 4)
+        for (int32_t i = 0; i < 2; i++)
+            if (ir_shape_is_array(&c->instr[ins->opnd[i]].shape))
+                b += ir_shape_elements(&c->instr[ins->opnd[i]].shape) * (int64_t)ir_type_size(IR_F32);
     for (int32_t i = 0; i < ins->nopnd; i++) {
         IrType t = converted_to(m, c, ins, i);
         if (t != IR_TUPLE)
@@ -864,14 +874,13 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
             if (st == IR_OK && k == 0 && calls_per_element(m, e.c, ins) && ins->called[0] >= 0 &&
                 ins->called[0] < m->ncomp)
                 x = e.peak_of[2 * ins->called[0]] + param_bytes_of(m, ins->called[0]); /* its slots too */
-            if (st == IR_OK && k == 0)
-                x += converted_bytes(m, e.c, ins);
             if (st == IR_OK && body && ins->nopnd == 1 && e.depth < 64 && ins->called[k] >= 0 &&
                 ins->called[k] < m->ncomp)
                 st = while_body_extra(&e, ins, x, &x, d);
             if (x > e.callee[s])
                 e.callee[s] = x;
         }
+        e.callee[s] += converted_bytes(m, e.c, ins); /* its kernel's converted operands */
     }
     if (st == IR_OK && fuse(&e) != IR_OK)
         st = ir_oom(d, NULL);

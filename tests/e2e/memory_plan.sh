@@ -24,12 +24,11 @@ ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1;
 #                    (0.875)
 #   fused_rows       fusion's row groups (softmax-like) are not modelled:
 #                    their interior values never exist; estimate above
-#   ragged_dot       the kernel's scratch is made as values; estimate below
 #   scan, scan_sharded   scans expanded into while loops: the body's
 #                    call results (tuples of one value twice) and the
 #                    first iteration's copy of the shared initial state
 #                    under a dynamic-update-slice; estimate below
-KNOWN=" async fused_rows ragged_dot scan scan_sharded "
+KNOWN=" async fused_rows scan scan_sharded "
 
 checked=0
 for model in "$TESSEL_SRC"/tests/models/*.hlo; do
