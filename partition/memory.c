@@ -503,17 +503,40 @@ static int32_t passed(const Est *e, int32_t i, int32_t k)
     return r->op == OP_PARAMETER && pn >= 0 && pn < ins->nopnd ? (int32_t)pn : -1;
 }
 
-/* The bytes element k of split tuple i makes (0: passed through). */
-static int64_t elem_bytes(const Est *e, int32_t i, int32_t k)
+/* The earlier element of a call's tuple i that element k is the same
+ * buffer as (its callee's root tuple names one value twice: the executor
+ * hands back two references to it), or -1. */
+static int32_t same_as(const Est *e, int32_t i, int32_t k)
 {
-    return passed(e, i, k) >= 0 ? 0 : leaf_bytes(&e->c->instr[i].shape.tuple[k]);
+    const IrInstr *ins = &e->c->instr[i];
+    if (ins->op != OP_CALL || ins->ncalled < 1 || ins->called[0] < 0 || ins->called[0] >= e->m->ncomp)
+        return -1;
+    const IrComputation *b = e->m->comp[ins->called[0]];
+    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != ins->shape.ntuple)
+        return -1;
+    const IrInstr *r = &b->instr[b->root];
+    for (int32_t j = 0; j < k; j++)
+        if (r->opnd[j] == r->opnd[k])
+            return j;
+    return -1;
 }
 
-/* The last step element k of tuple i lives in. */
+/* The bytes element k of split tuple i makes (0: passed through, or the
+ * same buffer as an earlier element). */
+static int64_t elem_bytes(const Est *e, int32_t i, int32_t k)
+{
+    return passed(e, i, k) >= 0 || same_as(e, i, k) >= 0 ? 0 : leaf_bytes(&e->c->instr[i].shape.tuple[k]);
+}
+
+/* The last step element k of tuple i lives in (held by any element that
+ * is the same buffer). */
 static int32_t elem_end(const Est *e, int32_t i, int32_t k)
 {
-    int32_t x = e->eend[e->eoff[i] + k];
-    return x > e->end[i] ? x : e->end[i];
+    int32_t x = e->end[i];
+    for (int32_t j = k; j < e->c->instr[i].shape.ntuple; j++)
+        if ((j == k || same_as(e, i, j) == k) && e->eend[e->eoff[i] + j] > x)
+            x = e->eend[e->eoff[i] + j];
+    return x;
 }
 
 /* The last step any of instruction i's bytes live in. */
@@ -616,6 +639,8 @@ static void lifetimes(Est *e, const MemOptions *o)
             if (passed(e, i, k) >= 0) { /* the caller's operand, held as long as the element */
                 e->own[i] -= leaf_bytes(&ins->shape.tuple[k]);
                 extend(e, ins->opnd[passed(e, i, k)], elem_end(e, i, k), true);
+            } else if (same_as(e, i, k) >= 0) {
+                e->own[i] -= leaf_bytes(&ins->shape.tuple[k]); /* an earlier element's buffer */
             }
         if (refers(ins)) {
             e->own[i] = 0;

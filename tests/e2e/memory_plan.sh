@@ -24,10 +24,10 @@ ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1;
 #                    (0.875)
 #   fused_rows       fusion's row groups (softmax-like) are not modelled:
 #                    their interior values never exist; estimate above
-#   scan, scan_sharded   scans expanded into while loops: the body's
-#                    call results (tuples of one value twice) and the
-#                    first iteration's copy of the shared initial state
-#                    under a dynamic-update-slice; estimate below
+#   scan, scan_sharded   scans expanded into while loops inside a call:
+#                    not yet understood (the body's call results, tuples
+#                    of one value twice, are modelled now); estimate
+#                    below (1.25, 1.6)
 KNOWN=" async fused_rows scan scan_sharded "
 
 checked=0
