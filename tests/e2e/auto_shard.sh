@@ -158,6 +158,29 @@ expect_in "$ERR" "one.hlo:3:3: error: the sharding of p cuts its dim 0, of 1 ele
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=64K -o -
 expect_in "$ERR" "no sharding over the mesh fits the memory limit"
 expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=4M -o -
+# --limit memory means with --auto-shard what it means without it (per
+# device, partition/memory.c's estimate): a limit between the smallest
+# estimate and the unlimited plan's peak binds, and the chosen plan's
+# measured peak on every device (--stats) is within it; the run equals the
+# reference.
+"$TESSEL" plan "$B" --auto-shard --mesh data=2,model=4 >"$OUT" 2>"$ERR" || fail "plan of the transformer step"
+free_peak=$(sed -n 's/.*peak memory per device: \([0-9]*\) bytes.*/\1/p' "$OUT" | head -1)
+expect_status 2 "$TESSEL" compile "$B" --auto-shard --mesh data=2,model=4 --limit memory=1 -o -
+least=$(sed -n 's/.*the smallest estimate is \([0-9]*\) bytes per device.*/\1/p' "$ERR")
+[ -n "$free_peak" ] && [ -n "$least" ] && [ "$least" -lt "$free_peak" ] ||
+    fail "expected the smallest estimate ($least) under the unlimited plan's peak ($free_peak)"
+limit=$(((least + free_peak) / 2))
+"$TESSEL" run "$B" --auto-shard --mesh data=2,model=4 --limit memory="$limit" --random-inputs 4 --stats \
+    --output-dir "$WORK/lim" >"$OUT" 2>"$ERR" || fail "run within --limit memory=$limit"
+same_outputs "$WORK/ref" "$WORK/lim" "transformer step within --limit memory=$limit"
+"$PY" - "$ERR" "$limit" <<'PY' || fail "the measured peak passes --limit memory=$limit"
+import re, sys
+text, limit = open(sys.argv[1]).read(), int(sys.argv[2])
+m = re.search(r"measured peak ((?:device \d+ \d+,? ?)+) bytes", text)
+assert m, "no measured peak in --stats"
+peaks = [int(v) for v in re.findall(r"device \d+ (\d+)", m.group(1))]
+assert len(peaks) == 8 and max(peaks) <= limit, (peaks, limit)
+PY
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh data=2,data=2 -o -
 expect_in "$ERR" "an axis name appears twice"
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x -o -
