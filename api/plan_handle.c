@@ -146,7 +146,7 @@ static IrStatus auto_options(const IrModule *src, const TsCompileOptions *o, Com
     ao->local_devices = o->local_devices > 0 ? o->local_devices : (nr / hosts > 0 ? nr / hosts : 1);
     ao->link_gbps = o->link_gbps;
     if (o->limits && o->limits->memory_bytes > 0)
-        ao->mem_limit = o->limits->memory_bytes / ao->local_devices;
+        ao->mem_limit = o->limits->memory_bytes; /* per device, as compile's fitting reads it */
     return IR_OK;
 }
 

@@ -17,9 +17,12 @@
  * one strategy becomes unary cost of the other end.
  *
  * Memory (for a limit): the values live at the peak of the unsharded
- * program (definition order, a value live from its definition to its last
- * use, as plan_peak_bytes counts) are charged their per-device bytes under
- * each strategy; opaque ones their whole bytes (AutoGraph.mem_fixed).
+ * program by partition/memory.c's model (mem_estimate: the executor's
+ * order, parameters live to the end, buffers shared or reused counted
+ * once, elementwise chains fused as the executor runs them) are charged
+ * their per-device bytes under each strategy; opaque ones their whole
+ * bytes, and so does what a called computation holds at the peak
+ * (AutoGraph.mem_fixed).
  */
 #include "auto.h"
 
@@ -287,65 +290,49 @@ static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int
 }
 
 /* Memory: the values live at the unsharded peak (see the file comment). */
-static IrStatus charge_memory(AutoGraph *g, const int32_t *order, IrDiag *d)
+static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
 {
     const IrComputation *c = g->comp;
-    int32_t n = c->ninstr;
-    int32_t *pos = ts_calloc((size_t)n, sizeof *pos), *last = ts_calloc((size_t)n, sizeof *last);
-    if (!pos || !last) {
-        ts_free(pos);
-        ts_free(last);
+    MemEstimate e;
+    IrStatus st = mem_estimate(m, m->entry, NULL, &e, d);
+    if (st != IR_OK)
+        return st;
+    int32_t *step = ts_malloc((size_t)(c->ninstr > 0 ? c->ninstr : 1) * sizeof *step);
+    if (!step) {
+        mem_estimate_free(&e);
         return ir_oom(d, NULL);
     }
-    for (int32_t k = 0; k < n; k++)
-        pos[order[k]] = k;
-    for (int32_t k = 0; k < n; k++) {
-        const IrInstr *x = &c->instr[order[k]];
-        last[order[k]] = order[k] == c->root ? n : k;
-        for (int32_t o = 0; o < x->nopnd; o++)
-            if (last[x->opnd[o]] < k)
-                last[x->opnd[o]] = k;
-    }
-    /* The peak position by a sweep of +bytes at definition, -bytes after
-     * the last use. */
-    double best = -1, live = 0;
-    int32_t peak = 0;
-    double *delta = ts_calloc((size_t)n + 2, sizeof *delta);
-    if (!delta) {
-        ts_free(pos);
-        ts_free(last);
-        return ir_oom(d, NULL);
-    }
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = 0; i < c->ninstr; i++)
+        step[i] = -1;
+    for (int32_t k = 0; k < e.n; k++)
+        step[e.order[k]] = k;
+    /* What a called computation holds at the peak beyond its parameters
+     * and result: charged whole (it is not partitioned by these choices,
+     * and erring high keeps the plan within the limit). */
+    g->mem_fixed += (double)e.callee_at_peak;
+    for (int32_t i = 0; i < c->ninstr; i++) {
         const IrInstr *x = &c->instr[i];
-        if (x->op == OP_TUPLE || x->op == OP_GET_TUPLE_ELEMENT)
-            continue;
-        double b = (double)ir_shape_bytes(&x->shape);
-        delta[pos[i]] += b;
-        delta[last[i] + 1] -= b;
-    }
-    for (int32_t k = 0; k < n; k++) {
-        live += delta[k];
-        if (live > best) {
-            best = live;
-            peak = k;
-        }
-    }
-    for (int32_t i = 0; i < n; i++) {
-        const IrInstr *x = &c->instr[i];
-        if (pos[i] > peak || last[i] < peak || x->op == OP_TUPLE || x->op == OP_GET_TUPLE_ELEMENT)
+        bool param = x->op == OP_PARAMETER;
+        /* A parameter is live from before step 0 wherever the order
+         * puts its step. */
+        bool live = step[i] >= 0 && e.own[i] > 0 && e.peak_step <= e.end[i] &&
+                    (param || (step[i] <= e.peak_step && e.peak_step >= 0));
+        if (!live)
             continue;
         const AutoNode *v = &g->node[i];
-        if (v->group < 0) {
-            g->mem_fixed += (double)ir_shape_bytes(&x->shape);
+        double full = (double)ir_shape_bytes(&x->shape);
+        if (v->group < 0 || full <= 0) {
+            g->mem_fixed += (double)e.own[i];
             continue;
         }
+        /* own is all of the value or a part of it (a tuple's leaves of its
+         * own): the same part of each strategy's per-device bytes. */
+        double part = (double)e.own[i] / full;
         for (int32_t s = 0; s < v->nstrat; s++)
-            g->group[v->group].mem[s] += (double)v->strat[s].bytes;
+            g->group[v->group].mem[s] += (double)v->strat[s].bytes * part;
     }
-    ts_free(delta);
-    ts_free(pos);
-    ts_free(last);
+    ts_free(step);
+    mem_estimate_free(&e);
     return IR_OK;
 }
 
@@ -400,7 +387,7 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
         for (int32_t o = 0; st == IR_OK && o < c->instr[i].nopnd; o++)
             st = price_operand(g, cost, i, o, &cap, d);
     if (st == IR_OK)
-        st = charge_memory(g, order, d);
+        st = charge_memory(g, m, d);
     ts_free(order);
     if (st != IR_OK)
         auto_graph_free(g);

@@ -33,16 +33,18 @@
  *                          are those of step 3: no second propagation).
  *                          Establishes one SPMD program per cluster,
  *                          per-device shapes, collectives. Verified after.
- *   5b. fit memory         with CompileOptions.memory_limit: each SPMD
+ *   5b. donate            with CompileOptions.donate_auto: plan_donate_auto
+ *                          pairs parameters with outputs where safe (the
+ *                          SPMD program's input_output_alias grows); again
+ *                          after 5c when the fit reordered the program.
+ *   5c. fit memory         with CompileOptions.memory_limit: each SPMD
  *                          program whose estimated peak per device (with
- *                          what the host program holds) is over it is
- *                          reordered, then values are recomputed
+ *                          what the host program holds, the donated
+ *                          parameters freed at their last read) is over it
+ *                          is reordered, then values are recomputed
  *                          (compile_fit_memory, memfit.c); verified after;
  *                          IR_EINPUT naming the smallest peak reached when
  *                          nothing fits. Breaks nothing: same results.
- *   5c. donate            with CompileOptions.donate_auto: plan_donate_auto
- *                          pairs parameters with outputs where safe (the
- *                          SPMD program's input_output_alias grows).
  *   6. split/concat trees, device assignment, islands
  *                          device_layout_build per cluster for H hosts x L devices.
  *
@@ -158,15 +160,20 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
     IrStatus st = spmd_partition(cm, &sopt, &c->spmd, &c->report, d);
     if (st == IR_OK)
         st = verify_after("spmd-partitioning", c->spmd, opt, d);
-    if (st == IR_OK && fit)
-        st = fit_memory(c, opt, host, k, fit, d);
-    if (st == IR_OK)
-        st = dump(opt, k, "after_spmd_partition", c->spmd, d);
     if (st == IR_OK)
         st = plan_cluster_record_io(c, d);
+    /* Donation first: the fit counts a donated parameter as freed at its
+     * last read (as the run does); pairs its new order makes safe are
+     * added after it. */
     int32_t added = 0;
     if (st == IR_OK && opt->donate_auto)
         st = plan_donate_auto(c, &added, d);
+    if (st == IR_OK && fit)
+        st = fit_memory(c, opt, host, k, fit, d);
+    if (st == IR_OK && opt->donate_auto && fit && fit->scheduled)
+        st = plan_donate_auto(c, &added, d);
+    if (st == IR_OK)
+        st = dump(opt, k, "after_spmd_partition", c->spmd, d);
     return st;
 }
 

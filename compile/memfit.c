@@ -235,6 +235,24 @@ typedef struct Verdict {
     int64_t least;   /* the least estimate of the orders tried (-1: none) */
 } Verdict;
 
+/* The estimated peak of m's entry with the parameters its
+ * input_output_alias pairs donate freed at their last read, as the run
+ * does and the plan prints (plan_memory): what the fit holds to the
+ * limit. -1 when out of memory. */
+static int64_t fit_peak(const IrModule *m)
+{
+    const IrComputation *c = ir_entry(m);
+    int32_t np = c ? c->nparam : 0;
+    bool *donated = ts_calloc((size_t)(np > 0 ? np : 1), sizeof *donated);
+    if (!donated)
+        return -1;
+    ir_alias_donated(m, donated, np);
+    MemOptions o = {.donated = donated, .nparams = np};
+    int64_t p = mem_peak(m, &o);
+    ts_free(donated);
+    return p;
+}
+
 /* Does g's order, written into a copy of the module, fit the limit by
  * the estimate itself (partition/memory.c, whose run-time fusion and
  * buffer reuse the graph's model leaves out)? 1 yes, 0 no, -1 out of
@@ -248,7 +266,7 @@ static int estimate_fits(void *ctx, const MfGraph *g)
     int r = -1;
     if (m && graph_commit(g, m, ir_entry(m))) {
         m->is_scheduled = true;
-        int64_t peak = plan_peak_bytes(m);
+        int64_t peak = fit_peak(m);
         r = peak < 0 ? -1 : peak <= v->limit;
         if (peak >= 0 && (v->least < 0 || peak < v->least))
             v->least = peak;
@@ -263,7 +281,7 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
 {
     IrComputation *c = ir_entry(spmd);
     *fit = (CompileFit){.limit = limit};
-    fit->before = fit->after = fit->least = plan_peak_bytes(spmd);
+    fit->before = fit->after = fit->least = fit_peak(spmd);
     if (fit->before < 0)
         return ir_oom(d, NULL);
     if (limit <= 0 || !c || fit->before <= limit)
@@ -287,7 +305,7 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
         return ir_oom(d, NULL);
     spmd->is_scheduled = true;
     fit->scheduled = true;
-    fit->after = plan_peak_bytes(spmd);
+    fit->after = fit_peak(spmd);
     if (fit->after < 0)
         return ir_oom(d, NULL);
     fit->least = v.least >= 0 && v.least < fit->after ? v.least : fit->after;

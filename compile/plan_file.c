@@ -109,11 +109,11 @@ static void put_report(IrStrBuf *b, const SpmdReport *r)
     }
 }
 
-/* The SPMD module of c and its lines. Cluster `k` of a host program
- * (named `name`) says which it is; k < 0 is a plan without host work, which
- * carries its source module. */
-/* Why --auto-shard chose (a plan without host work): each line of the
- * text, then the JSON on one line (its newlines are between tokens). */
+/* Why --auto-shard chose: each line of the text, then the JSON on one
+ * line (its newlines are between tokens). A plan without host work has
+ * them in its cluster's lines; a host program's plan in the host lines,
+ * since auto-shard chose over the whole module before it was cut into
+ * clusters. */
 static void put_explain(IrStrBuf *b, const AutoReport *ar)
 {
     if (!ar || !ar->explain || !ar->explain_json)
@@ -132,6 +132,9 @@ static void put_explain(IrStrBuf *b, const AutoReport *ar)
     ir_sb_puts(b, "\n");
 }
 
+/* The SPMD module of c and its lines. Cluster `k` of a host program
+ * (named `name`) says which it is; k < 0 is a plan without host work, which
+ * carries its source module. */
 static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int32_t k, const char *name,
                                const AutoReport *ar)
 {
@@ -240,6 +243,7 @@ static void put_host_lines(IrStrBuf *b, const CompileResult *r)
             ir_sb_printf(b, " %lld\n", (long long)o->bytes);
         }
     }
+    put_explain(b, &r->autoshard);
     ir_sb_puts(b, "// TesselHostEnd\n");
 }
 
@@ -1112,6 +1116,8 @@ static IrStatus load_host_lines(Loader *L, const IrModule *h, CluResult *res, Ho
             res->nclusters++;
         } else if (starts(t, le, "TesselCluster")) {
             st = load_cluster_item(L, t, le, res->nclusters - 1, hh->ncl, cur, &f);
+        } else if (starts(t, le, "TesselExplain ") || starts(t, le, "TesselExplainJson ")) {
+            /* Read by load_explain; checked there. */
         } else if (starts(t, le, "TesselHostEnd") && (le - t == 13 || (le - t == 14 && t[13] == '\r'))) {
             have_end = true;
         } else {
@@ -1203,6 +1209,48 @@ typedef struct Seg {
     int32_t line;
 } Seg;
 
+/* The explanation of --auto-shard (TesselExplain lines, their text; one
+ * TesselExplainJson line, an object that starts with its format's key)
+ * into ar; none: ar stays empty. */
+static IrStatus load_explain(const char *path, const char *text, size_t len, AutoReport *ar, IrDiag *d)
+{
+    IrStrBuf tx = {0}, js = {0};
+    int32_t line = 0, njson = 0, ntext = 0;
+    IrStatus st = IR_OK;
+    for (const char *s = text, *end = text + len; st == IR_OK && s < end;) {
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl ? nl : end;
+        line++;
+        if (le > s && le[-1] == '\r')
+            le--;
+        if (starts(s, le, "// TesselExplainJson ")) {
+            const char *j = s + 21;
+            static const char KEY[] = "{\"tessel_auto_shard\": 1,";
+            if (njson++ || (size_t)(le - j) < sizeof KEY || memcmp(j, KEY, sizeof KEY - 1) || le[-1] != '}')
+                st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){line, 4},
+                              "expected one '// TesselExplainJson {\"tessel_auto_shard\": 1, ...}'");
+            else
+                ir_sb_printf(&js, "%.*s\n", (int)(le - j), j);
+        } else if (starts(s, le, "// TesselExplain ")) {
+            ntext++;
+            ir_sb_printf(&tx, "%.*s\n", (int)(le - s - 17), s + 17);
+        }
+        s = nl ? nl + 1 : end;
+    }
+    if (st == IR_OK && (ntext > 0) != (njson > 0))
+        st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                      "a plan with TesselExplain lines has one TesselExplainJson line, and the other way round");
+    if (st == IR_OK && njson) {
+        ar->explain = ir_sb_take(&tx);
+        ar->explain_json = ir_sb_take(&js);
+        if (!ar->explain || !ar->explain_json)
+            st = ir_oom(d, NULL);
+    }
+    ir_sb_free(&tx);
+    ir_sb_free(&js);
+    return st;
+}
+
 static IrStatus host_plan_load(const char *path, const char *text, const Seg *seg, int32_t nseg, const IrLimits *lim,
                                CompileResult *out, IrDiag *d)
 {
@@ -1223,6 +1271,8 @@ static IrStatus host_plan_load(const char *path, const char *text, const Seg *se
     Loader L = {.file = path, .text = copy, .len = n0, .d = d, .a = res->arena};
     if (st == IR_OK)
         st = load_host_lines(&L, p->host, res, &hh);
+    if (st == IR_OK)
+        st = load_explain(path, copy, n0, &out->autoshard, d);
     ts_free(copy);
     if (st != IR_OK)
         return st;
@@ -1309,48 +1359,6 @@ static IrStatus split_segments(const char *text, size_t len, Seg **out, int32_t 
     *out = seg;
     *nseg = n - 1; /* the last entry is the end */
     return IR_OK;
-}
-
-/* The explanation of --auto-shard (TesselExplain lines, their text; one
- * TesselExplainJson line, an object that starts with its format's key)
- * into ar; none: ar stays empty. */
-static IrStatus load_explain(const char *path, const char *text, size_t len, AutoReport *ar, IrDiag *d)
-{
-    IrStrBuf tx = {0}, js = {0};
-    int32_t line = 0, njson = 0, ntext = 0;
-    IrStatus st = IR_OK;
-    for (const char *s = text, *end = text + len; st == IR_OK && s < end;) {
-        const char *nl = memchr(s, '\n', (size_t)(end - s));
-        const char *le = nl ? nl : end;
-        line++;
-        if (le > s && le[-1] == '\r')
-            le--;
-        if (starts(s, le, "// TesselExplainJson ")) {
-            const char *j = s + 21;
-            static const char KEY[] = "{\"tessel_auto_shard\": 1,";
-            if (njson++ || (size_t)(le - j) < sizeof KEY || memcmp(j, KEY, sizeof KEY - 1) || le[-1] != '}')
-                st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){line, 4},
-                              "expected one '// TesselExplainJson {\"tessel_auto_shard\": 1, ...}'");
-            else
-                ir_sb_printf(&js, "%.*s\n", (int)(le - j), j);
-        } else if (starts(s, le, "// TesselExplain ")) {
-            ntext++;
-            ir_sb_printf(&tx, "%.*s\n", (int)(le - s - 17), s + 17);
-        }
-        s = nl ? nl + 1 : end;
-    }
-    if (st == IR_OK && (ntext > 0) != (njson > 0))
-        st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0},
-                      "a plan with TesselExplain lines has one TesselExplainJson line, and the other way round");
-    if (st == IR_OK && njson) {
-        ar->explain = ir_sb_take(&tx);
-        ar->explain_json = ir_sb_take(&js);
-        if (!ar->explain || !ar->explain_json)
-            st = ir_oom(d, NULL);
-    }
-    ir_sb_free(&tx);
-    ir_sb_free(&js);
-    return st;
 }
 
 IrStatus compile_plan_load(const char *path, const char *text, size_t len, const IrLimits *lim, CompileResult *out,

@@ -22,6 +22,9 @@
 #include "device.h"
 
 #include <string.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
@@ -340,10 +343,49 @@ IrStatus dev_k_broadcast(const DevKernelArgs *k, DevValue **out)
 
 #define TILE 32
 
+#if defined(__SSE__)
+/* 4-byte elements (f32, s32, u32 alike: the shuffles move bits, never
+ * read them as numbers) in 4 x 4 blocks, four 16-byte loads and stores:
+ * twice the element loop's rate on an 8 MiB f32 matrix (8.3 against 4.1
+ * GB/s on the AMD machine; the weight gradients of an MLP's SGD step). */
+static void transpose2d_4(uint32_t *r, const uint32_t *a, int64_t rows, int64_t cols)
+{
+    for (int64_t i0 = 0; i0 < rows; i0 += TILE)
+        for (int64_t j0 = 0; j0 < cols; j0 += TILE) {
+            int64_t i1 = i0 + TILE < rows ? i0 + TILE : rows;
+            int64_t j1 = j0 + TILE < cols ? j0 + TILE : cols;
+            int64_t i4 = i0 + ((i1 - i0) & ~(int64_t)3), j4 = j0 + ((j1 - j0) & ~(int64_t)3);
+            for (int64_t i = i0; i < i4; i += 4)
+                for (int64_t j = j0; j < j4; j += 4) {
+                    const float *s = (const float *)(a + i * cols + j);
+                    __m128 x0 = _mm_loadu_ps(s), x1 = _mm_loadu_ps(s + cols);
+                    __m128 x2 = _mm_loadu_ps(s + 2 * cols), x3 = _mm_loadu_ps(s + 3 * cols);
+                    _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+                    float *d = (float *)(r + j * rows + i);
+                    _mm_storeu_ps(d, x0);
+                    _mm_storeu_ps(d + rows, x1);
+                    _mm_storeu_ps(d + 2 * rows, x2);
+                    _mm_storeu_ps(d + 3 * rows, x3);
+                }
+            /* The tile's ragged edges: rows past i4 of the first j4
+             * columns, then every row of the columns past j4. */
+            for (int64_t j = j0; j < j1; j++)
+                for (int64_t i = j < j4 ? i4 : i0; i < i1; i++)
+                    r[j * rows + i] = a[i * cols + j];
+        }
+}
+#endif
+
 /* r[j][i] = a[i][j] for a of rows x cols, in TILE x TILE blocks so both
  * sides stay in cache. */
 static void transpose2d(uint8_t *r, const uint8_t *a, int64_t rows, int64_t cols, size_t w)
 {
+#if defined(__SSE__)
+    if (w == 4) {
+        transpose2d_4((uint32_t *)r, (const uint32_t *)a, rows, cols);
+        return;
+    }
+#endif
 #define T2D(T)                                                                     \
     for (int64_t i0 = 0; i0 < rows; i0 += TILE)                                    \
         for (int64_t j0 = 0; j0 < cols; j0 += TILE) {                             \

@@ -40,6 +40,10 @@
  *  - the executor's run-time fusion of elementwise chains (below): a
  *    group's interior values never exist, its root may take a dying
  *    leaf's buffer.
+ *  - the values a kernel makes beside its result while it runs:
+ *    operands converted (a mixed-precision reduce's, scaled-dot's
+ *    dequantized ones) and a reducer's scalar arguments and results when
+ *    it is called element by element (calls_per_element).
  * Not modelled: fusion's row groups (softmax, layer norm), buffers the
  * kernels and the collectives use outside values (scratch, MPI staging).
  *
@@ -223,6 +227,77 @@ static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDia
 }
 
 static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through);
+
+/* The type operand i of reduce or reduce-window ins is converted to
+ * before its kernel runs (k_reduce.c's mixed precision: a float operand
+ * feeding a reducer parameter of another float type takes the
+ * parameter's), or IR_TUPLE: none. */
+static IrType converted_to(const IrModule *m, const IrComputation *c, const IrInstr *ins, int32_t i)
+{
+    int32_t n = ins->nopnd / 2, k = ins->ncalled >= 1 ? ins->called[0] : -1;
+    if ((ins->op != OP_REDUCE && ins->op != OP_REDUCE_WINDOW) || ins->nopnd < 2 || ins->nopnd % 2 || k < 0 ||
+        k >= m->ncomp)
+        return IR_TUPLE;
+    const IrComputation *r = m->comp[k];
+    int32_t p = i < n ? n + i : i - n;
+    if (p >= r->nparam || r->param[p] < 0 || r->param[p] >= r->ninstr)
+        return IR_TUPLE;
+    const IrShape *ps = &r->instr[r->param[p]].shape, *v = &c->instr[ins->opnd[i]].shape;
+    if (ps->type == IR_TUPLE || ps->rank != 0 || !ir_shape_is_array(v) || ps->type == v->type ||
+        !ir_type_is_float(ps->type) || !ir_type_is_float(v->type))
+        return IR_TUPLE;
+    return ps->type;
+}
+
+/* The bytes of ins's operands converted for its kernel while it runs:
+ * a reduce's mixed-precision operands (converted_to), scaled-dot's lhs
+ * and rhs dequantized to f32 (k_ragged.c). */
+static int64_t converted_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins)
+{
+    int64_t b = 0;
+    if (ins->op == OP_SCALED_DOT && ins->nopnd == 4)
+        for (int32_t i = 0; i < 2; i++)
+            if (ir_shape_is_array(&c->instr[ins->opnd[i]].shape))
+                b += ir_shape_elements(&c->instr[ins->opnd[i]].shape) * (int64_t)ir_type_size(IR_F32);
+    for (int32_t i = 0; i < ins->nopnd; i++) {
+        IrType t = converted_to(m, c, ins, i);
+        if (t != IR_TUPLE)
+            b += ir_shape_elements(&c->instr[ins->opnd[i]].shape) * (int64_t)ir_type_size(t);
+    }
+    return b;
+}
+
+/* Does the kernel of reduce or reduce-window ins call its reducer element
+ * by element with scalar values of its own (k_reduce.c's general path:
+ * argument slots for the accumulators and inputs, and each call's
+ * result)? Not when it takes the fast path: one input of its result's
+ * type (once converted: converted_to), a simple reducer
+ * (ir_simple_reducer) the type's accumulator domain has (bitwise ones not
+ * on floats; nor on complex types, which have no domain). */
+static bool calls_per_element(const IrModule *m, const IrComputation *c, const IrInstr *ins)
+{
+    if ((ins->op != OP_REDUCE && ins->op != OP_REDUCE_WINDOW) || ins->ncalled < 1 || ins->nopnd < 2)
+        return false;
+    if (ins->nopnd != 2 || ins->shape.type == IR_TUPLE)
+        return true; /* several inputs */
+    IrOpcode op = ir_simple_reducer(m, ins->called[0]);
+    IrType t = converted_to(m, c, ins, 0);
+    t = t != IR_TUPLE ? t : c->instr[ins->opnd[0]].shape.type;
+    bool dom = ir_type_is_float(t) || ir_type_is_signed_int(t) || ir_type_is_unsigned_int(t) || t == IR_PRED;
+    bool bitwise = op == OP_AND || op == OP_OR || op == OP_XOR;
+    return op == OP_COUNT || t != ins->shape.type || !dom || !ir_op_is_reducer(op) ||
+           (ir_type_is_float(t) && bitwise);
+}
+
+/* The bytes of computation k's parameters. */
+static int64_t param_bytes_of(const IrModule *m, int32_t k)
+{
+    int64_t b = 0;
+    for (int32_t i = 0; i < m->comp[k]->ninstr; i++)
+        if (m->comp[k]->instr[i].op == OP_PARAMETER)
+            b += leaf_bytes(&m->comp[k]->instr[i].shape);
+    return b;
+}
 
 /* What the while `ins`'s body adds at the while's step beyond the caller's
  * live values and the while's fresh result bytes (while_fresh). The first
@@ -412,11 +487,56 @@ static bool splits(const Est *e, int32_t i)
            e->own[i] == leaf_bytes(&ins->shape);
 }
 
-/* The last step element k of tuple i lives in. */
+/* The operand whose buffer element k of a call's tuple i is (its
+ * callee's root tuple hands back that parameter: the executor passes the
+ * caller's value through), or -1: an element of its own. */
+static int32_t passed(const Est *e, int32_t i, int32_t k)
+{
+    const IrInstr *ins = &e->c->instr[i];
+    if (ins->op != OP_CALL || ins->ncalled < 1 || ins->called[0] < 0 || ins->called[0] >= e->m->ncomp)
+        return -1;
+    const IrComputation *b = e->m->comp[ins->called[0]];
+    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != ins->shape.ntuple)
+        return -1;
+    const IrInstr *r = &b->instr[b->instr[b->root].opnd[k]];
+    int64_t pn = r->a.parameter_number;
+    return r->op == OP_PARAMETER && pn >= 0 && pn < ins->nopnd ? (int32_t)pn : -1;
+}
+
+/* The earlier element of a call's tuple i that element k is the same
+ * buffer as (its callee's root tuple names one value twice: the executor
+ * hands back two references to it), or -1. */
+static int32_t same_as(const Est *e, int32_t i, int32_t k)
+{
+    const IrInstr *ins = &e->c->instr[i];
+    if (ins->op != OP_CALL || ins->ncalled < 1 || ins->called[0] < 0 || ins->called[0] >= e->m->ncomp)
+        return -1;
+    const IrComputation *b = e->m->comp[ins->called[0]];
+    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != ins->shape.ntuple)
+        return -1;
+    const IrInstr *r = &b->instr[b->root];
+    for (int32_t j = 0; j < k; j++)
+        if (r->opnd[j] == r->opnd[k])
+            return j;
+    return -1;
+}
+
+/* The bytes element k of split tuple i makes (0: passed through, or the
+ * same buffer as an earlier element). */
+static int64_t elem_bytes(const Est *e, int32_t i, int32_t k)
+{
+    return passed(e, i, k) >= 0 || same_as(e, i, k) >= 0 ? 0 : leaf_bytes(&e->c->instr[i].shape.tuple[k]);
+}
+
+/* The last step element k of tuple i lives in (held by any element that
+ * is the same buffer). */
 static int32_t elem_end(const Est *e, int32_t i, int32_t k)
 {
-    int32_t x = e->eend[e->eoff[i] + k];
-    return x > e->end[i] ? x : e->end[i];
+    int32_t x = e->end[i];
+    for (int32_t j = k; j < e->c->instr[i].shape.ntuple; j++)
+        if ((j == k || same_as(e, i, j) == k) && e->eend[e->eoff[i] + j] > x)
+            x = e->eend[e->eoff[i] + j];
+    return x;
 }
 
 /* The last step any of instruction i's bytes live in. */
@@ -438,7 +558,7 @@ static int64_t bytes_at(const Est *e, int32_t i, int32_t s)
     int64_t b = 0;
     for (int32_t k = 0; k < e->c->instr[i].shape.ntuple; k++)
         if (elem_end(e, i, k) >= s)
-            b += leaf_bytes(&e->c->instr[i].shape.tuple[k]);
+            b += elem_bytes(e, i, k);
     return b;
 }
 
@@ -515,6 +635,13 @@ static void lifetimes(Est *e, const MemOptions *o)
     for (int32_t s = e->n - 1; s >= 0; s--) {
         int32_t i = e->order[s];
         const IrInstr *ins = &c->instr[i];
+        for (int32_t k = 0; e->eoff[i] >= 0 && k < ins->shape.ntuple; k++)
+            if (passed(e, i, k) >= 0) { /* the caller's operand, held as long as the element */
+                e->own[i] -= leaf_bytes(&ins->shape.tuple[k]);
+                extend(e, ins->opnd[passed(e, i, k)], elem_end(e, i, k), true);
+            } else if (same_as(e, i, k) >= 0) {
+                e->own[i] -= leaf_bytes(&ins->shape.tuple[k]); /* an earlier element's buffer */
+            }
         if (refers(ins)) {
             e->own[i] = 0;
             if (ins->op == OP_GET_TUPLE_ELEMENT && ins->nopnd == 1 &&
@@ -719,7 +846,7 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
                 freed[e->ctx_end[i]] += ctx;
             int32_t nel = e->eoff[i] >= 0 ? c->instr[i].shape.ntuple : 1; /* a split tuple: each element */
             for (int32_t k = 0; k < nel; k++) {
-                int64_t b = e->eoff[i] >= 0 ? leaf_bytes(&c->instr[i].shape.tuple[k]) : e->own[i] - ctx;
+                int64_t b = e->eoff[i] >= 0 ? elem_bytes(e, i, k) : e->own[i] - ctx;
                 int32_t to = e->eoff[i] >= 0 ? elem_end(e, i, k) : e->end[i];
                 if (to < e->n)
                     freed[to] += b;
@@ -769,12 +896,16 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
             int64_t x = 0;
             bool body = ins->op == OP_WHILE && k == 1;
             st = callee_extra(&e, ins->called[k], body, &x, d);
+            if (st == IR_OK && k == 0 && calls_per_element(m, e.c, ins) && ins->called[0] >= 0 &&
+                ins->called[0] < m->ncomp)
+                x = e.peak_of[2 * ins->called[0]] + param_bytes_of(m, ins->called[0]); /* its slots too */
             if (st == IR_OK && body && ins->nopnd == 1 && e.depth < 64 && ins->called[k] >= 0 &&
                 ins->called[k] < m->ncomp)
                 st = while_body_extra(&e, ins, x, &x, d);
             if (x > e.callee[s])
                 e.callee[s] = x;
         }
+        e.callee[s] += converted_bytes(m, e.c, ins); /* its kernel's converted operands */
     }
     if (st == IR_OK && fuse(&e) != IR_OK)
         st = ir_oom(d, NULL);

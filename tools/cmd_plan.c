@@ -244,9 +244,8 @@ static int explain(const CliOptions *o, const TsPlan *p)
     char *text = o->format ? ts_plan_explain_json(p) : ts_plan_explain(p);
     if (!text) {
         if (ts_plan_from_file(p))
-            return cli_usage_error(&cli_cmd_plan, "--explain needs a plan compiled with --auto-shard (a plan "
-                                   "file keeps why, except one with host work): give MODEL.hlo with "
-                                   "--auto-shard");
+            return cli_usage_error(&cli_cmd_plan, "--explain needs a plan compiled with --auto-shard: give "
+                                   "MODEL.hlo with --auto-shard, or a plan file compiled with it");
         return cli_usage_error(&cli_cmd_plan, "--explain says why --auto-shard chose each sharding: give "
                                "--auto-shard");
     }

@@ -90,6 +90,24 @@ expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain --format json -o "$WORK
 expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain -o "$WORK/ex.txt"
 expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain -o "$WORK/ex2.txt"
 cmp -s "$WORK/ex.txt" "$WORK/ex2.txt" || fail "the plan file's explanation is not the compile's"
+# A plan with host work keeps it too (in the host program's lines): the
+# same text and JSON, and the plan still runs equal to the reference.
+sed 's/@N/2/g; s/@D/<=[2]/g' "$TESSEL_SRC/tests/models/host_ops_chain.hlo" >"$WORK/host.hlo"
+expect_status 0 "$TESSEL" compile "$WORK/host.hlo" --auto-shard --mesh 2 -o "$WORK/host.plan"
+expect_in "$WORK/host.plan" "// TesselHost "
+expect_status 0 "$TESSEL" plan "$WORK/host.hlo" --auto-shard --mesh 2 --explain -o "$WORK/hx.txt"
+expect_status 0 "$TESSEL" plan "$WORK/host.plan" --explain -o "$WORK/hx2.txt"
+cmp -s "$WORK/hx.txt" "$WORK/hx2.txt" || fail "the host-work plan file's explanation is not the compile's"
+expect_in "$WORK/hx2.txt" "auto-shard of host_chain over mesh x=2"
+expect_status 0 "$TESSEL" plan "$WORK/host.hlo" --auto-shard --mesh 2 --explain --format json -o "$WORK/hx.json"
+expect_status 0 "$TESSEL" plan "$WORK/host.plan" --explain --format json -o "$WORK/hx2.json"
+"$PY" -c 'import json, sys; assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))' \
+    "$WORK/hx.json" "$WORK/hx2.json" || fail "the host-work plan file's JSON explanation is not the compile's"
+"$TESSEL" run "$WORK/host.hlo" --reference --random-inputs 3 --output-dir "$WORK/href" >"$OUT" 2>"$ERR" ||
+    fail "host-work reference"
+"$TESSEL" run "$WORK/host.plan" --random-inputs 3 --output-dir "$WORK/hplan" >"$OUT" 2>"$ERR" ||
+    fail "host-work plan run"
+same_outputs "$WORK/href" "$WORK/hplan" "host-work auto-shard plan"
 expect_status 0 "$TESSEL" compile "$S" --num-partitions 4 -o "$WORK/plain.plan"
 expect_status 2 "$TESSEL" plan "$WORK/plain.plan" --explain
 expect_in "$ERR" "--explain needs a plan compiled with --auto-shard"
@@ -140,6 +158,29 @@ expect_in "$ERR" "one.hlo:3:3: error: the sharding of p cuts its dim 0, of 1 ele
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=64K -o -
 expect_in "$ERR" "no sharding over the mesh fits the memory limit"
 expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=4M -o -
+# --limit memory means with --auto-shard what it means without it (per
+# device, partition/memory.c's estimate): a limit between the smallest
+# estimate and the unlimited plan's peak binds, and the chosen plan's
+# measured peak on every device (--stats) is within it; the run equals the
+# reference.
+"$TESSEL" plan "$B" --auto-shard --mesh data=2,model=4 >"$OUT" 2>"$ERR" || fail "plan of the transformer step"
+free_peak=$(sed -n 's/.*peak memory per device: \([0-9]*\) bytes.*/\1/p' "$OUT" | head -1)
+expect_status 2 "$TESSEL" compile "$B" --auto-shard --mesh data=2,model=4 --limit memory=1 -o -
+least=$(sed -n 's/.*the smallest estimate is \([0-9]*\) bytes per device.*/\1/p' "$ERR")
+[ -n "$free_peak" ] && [ -n "$least" ] && [ "$least" -lt "$free_peak" ] ||
+    fail "expected the smallest estimate ($least) under the unlimited plan's peak ($free_peak)"
+limit=$(((least + free_peak) / 2))
+"$TESSEL" run "$B" --auto-shard --mesh data=2,model=4 --limit memory="$limit" --random-inputs 4 --stats \
+    --output-dir "$WORK/lim" >"$OUT" 2>"$ERR" || fail "run within --limit memory=$limit"
+same_outputs "$WORK/ref" "$WORK/lim" "transformer step within --limit memory=$limit"
+"$PY" - "$ERR" "$limit" <<'PY' || fail "the measured peak passes --limit memory=$limit"
+import re, sys
+text, limit = open(sys.argv[1]).read(), int(sys.argv[2])
+m = re.search(r"measured peak ((?:device \d+ \d+,? ?)+) bytes", text)
+assert m, "no measured peak in --stats"
+peaks = [int(v) for v in re.findall(r"device \d+ (\d+)", m.group(1))]
+assert len(peaks) == 8 and max(peaks) <= limit, (peaks, limit)
+PY
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh data=2,data=2 -o -
 expect_in "$ERR" "an axis name appears twice"
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x -o -

@@ -9,7 +9,9 @@
 #     the inferred pairs give the same peak; the Adam step's peak without
 #     pairs is above it by at least the parameters' size per device
 #     (w1 and w2, f32[256,256] each, split in 2: 2 x 131072 bytes, by hand);
-#     the SGD step's by more than nothing.
+#     the SGD step's by more than nothing; --limit memory at the donated
+#     estimate is met as it is, declared or inferred (the fit counts the
+#     donated parameters freed at their last read).
 #  3. The oracle: the donated SGD steps equal --reference, on 1, 2 and 4
 #     devices, for 1 and 3 steps (the parameters updated in place), and
 #     under mpirun -np 2 from a plan compiled with --donate auto.
@@ -73,6 +75,18 @@ PY
         fail "--$opt: donation saves $((bare - auto)) bytes of the peak ($bare -> $auto), want at least $want"
     echo "donation: --$opt: measured peak per device $bare bytes without pairs, $auto with them (declared or inferred)"
     same_outputs "$WORK/$opt.o2" "$WORK/$opt.o3" "--$opt donated against undonated"
+    # --limit memory holds the donated estimate (the parameters freed at
+    # their last read, as the run does): the declared pairs' and the
+    # inferred ones' peak is a limit they meet as they are (the fit once
+    # counted the parameters held to the end and refused it)
+    expect_status 0 "$TESSEL" plan "$WORK/$opt.hlo"
+    est=$(sed -n 's/.*peak memory per device: \([0-9]*\) bytes.*/\1/p' "$OUT" | head -1)
+    [ -n "$est" ] && [ "$est" -lt "$bare" ] || fail "--$opt: the plan's donated estimate '$est' is not below $bare"
+    expect_status 0 "$TESSEL" plan "$WORK/$opt.hlo" --limit memory="$est"
+    expect_status 0 "$TESSEL" run "$WORK/$opt.bare.hlo" --donate auto --limit memory="$est" --random-inputs 1 \
+        --stats --output-dir "$WORK/$opt.o4"
+    [ "$(peak_of "$ERR")" -le "$est" ] || fail "--$opt: measured $(peak_of "$ERR") over the limit $est"
+    same_outputs "$WORK/$opt.o3" "$WORK/$opt.o4" "--$opt --donate auto under --limit memory=$est"
 done
 
 # 3. the oracle on 1, 2 and 4 devices, 1 and 3 steps, and under mpirun

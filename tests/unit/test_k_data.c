@@ -306,6 +306,34 @@ static void test_transpose(void **state)
         for (int i = 0; i < 67; i++)
             assert_int_equal(((int32_t *)r->data)[j * 67 + i], i * 45 + j);
     dev_value_unref(r);
+    /* 4-byte elements go through 4 x 4 blocks: every pairing of widths
+     * below, at and past a block and a 32-wide tile, batched too, moves
+     * each f32's bits (a NaN's payload, -0) to r[b][j][i] = a[b][i][j]. */
+    static const int64_t sizes[] = {1, 3, 4, 5, 32, 33, 70};
+    for (int si = 0; si < 7; si++)
+        for (int sj = 0; sj < 7; sj++) {
+            int64_t rows = sizes[si], cols = sizes[sj], nb = si == sj ? 2 : 1;
+            int64_t din[] = {nb, rows, cols}, dout[] = {nb, cols, rows}, p021[] = {0, 2, 1};
+            ins.shape = (IrShape){.type = IR_F32, .rank = 3, .dims = dout};
+            ins.a.dimensions = list(3, p021);
+            o[0] = val(IR_F32, 3, din, NULL);
+            static uint32_t a[2 * 70 * 70]; /* the operand's bits, kept: run_ok releases it */
+            for (int64_t e = 0; e < nb * rows * cols; e++)
+                a[e] = e % 7 == 3 ? 0x7fc12345u + (uint32_t)e : e % 7 == 5 ? 0x80000000u : (uint32_t)e * 2654435761u;
+            memcpy(o[0]->data, a, (size_t)(nb * rows * cols) * sizeof *a);
+            r = run_ok(&ins, 1, o);
+            const uint32_t *got = (const uint32_t *)r->data;
+            for (int64_t b = 0; b < nb; b++)
+                for (int64_t j = 0; j < cols; j++)
+                    for (int64_t i = 0; i < rows; i++) {
+                        uint32_t want = a[(b * rows + i) * cols + j], g = got[(b * cols + j) * rows + i];
+                        if (g != want)
+                            fail_msg("f32 transpose of [%lld,%lld,%lld]: r[%lld][%lld][%lld] = 0x%08x, expected "
+                                     "0x%08x", (long long)nb, (long long)rows, (long long)cols, (long long)b,
+                                     (long long)j, (long long)i, g, want);
+                    }
+            dev_value_unref(r);
+        }
     /* Rank 3, perm {2,0,1}: r[k][i][j] = a[i][j][k] for a of [2,3,4]. */
     int64_t d234[] = {2, 3, 4}, d423[] = {4, 2, 3}, p201[] = {2, 0, 1};
     ins.shape = (IrShape){.type = IR_S32, .rank = 3, .dims = d423};

@@ -356,6 +356,26 @@ static void test_linalg_in_place(void **state)
     ir_module_free(m);
 }
 
+/* A call whose callee's root names one value twice hands back two
+ * references to one buffer: c makes 1024 bytes, not 2048, and both
+ * elements' holders (a, b) keep it. */
+static void test_call_same_value(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nf {\n x = f32[256] parameter(0)\n e = f32[256] exponential(x)\n"
+                        " ROOT t = (f32[256], f32[256]) tuple(e, e)\n}\n"
+                        "ENTRY e {\n p = f32[256] parameter(0)\n c = (f32[256], f32[256]) call(p), to_apply=f\n"
+                        " a = f32[256] get-tuple-element(c), index=0\n b = f32[256] get-tuple-element(c), index=1\n"
+                        " n = f32[256] negate(a)\n ROOT r = f32[256] add(n, b)\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.own[find(m, "c")], 1024);
+    assert_int_equal(e.peak, 4096); /* at r: p, c (b holds it), n and r (as measured by the run) */
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,7 +385,7 @@ int main(void)
         cmocka_unit_test(test_fusion),         cmocka_unit_test(test_while_passthrough),
         cmocka_unit_test(test_empty_tuple),    cmocka_unit_test(test_while_body),
         cmocka_unit_test(test_start_context),  cmocka_unit_test(test_split_tuple),
-        cmocka_unit_test(test_linalg_in_place),
+        cmocka_unit_test(test_linalg_in_place), cmocka_unit_test(test_call_same_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
