@@ -13,6 +13,9 @@
 #     nothing (exit 0) where run stopped on the first device; now check,
 #     compile and run give one error at the instruction, for the module's
 #     counts or --num-partitions/--num-replicas (with which it runs).
+#  5. --random-inputs 010 is seed 10: it was read as octal (strtoull's base
+#     0), seed 8, silently; 0x10 stays hex; 2^64 and signs are refused
+#     saying the range.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -106,3 +109,18 @@ expect_in "$ERR" "rgn.hlo:11:8: error: r: replica_groups names 7, but there are 
 expect_status 2 "$TESSEL" run "$WORK/rgn.hlo" --random-inputs 1
 expect_in "$ERR" "rgn.hlo:11:8: error: r: replica_groups names 7, but there are 1 replicas"
 echo "hostile_options: replica_groups out of range are one error in check, compile and run"
+
+# ---- 5. a seed with leading zeros is decimal ----
+S="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
+for seed in 010 10 0x0a 8; do
+    expect_status 0 "$TESSEL" run "$S" --random-inputs "$seed" --output-dir "$WORK/seed_$seed"
+done
+cmp -s "$WORK/seed_010/output_0.npy" "$WORK/seed_10/output_0.npy" || fail "--random-inputs 010 is not seed 10"
+cmp -s "$WORK/seed_0x0a/output_0.npy" "$WORK/seed_10/output_0.npy" || fail "--random-inputs 0x0a is not seed 10"
+cmp -s "$WORK/seed_010/output_0.npy" "$WORK/seed_8/output_0.npy" && fail "--random-inputs 010 is seed 8 (octal)"
+for bad in 18446744073709551616 -1 +1 0x 08x 0x-1; do
+    expect_status 2 "$TESSEL" run "$S" --random-inputs "$bad"
+    expect_in "$ERR" "--random-inputs needs a seed from 0 to 18446744073709551615 (decimal, or hexadecimal after 0x), not '$bad'"
+done
+expect_status 0 "$TESSEL" run "$S" --random-inputs 18446744073709551615
+echo "hostile_options: seeds are decimal (leading zeros too) or 0x hex, within 64 bits"
