@@ -127,6 +127,28 @@ char *ts_module_summary(const TsModule *mod)
     return s;
 }
 
+TsStatus ts_module_check_devices(const TsModule *mod, int64_t num_partitions, int64_t num_replicas, TsDiag *d)
+{
+    API_NEED(mod, d);
+    IrDiag id = {0};
+    const IrModule *m = mod->ir;
+    if (num_partitions < 0 || num_replicas < 0)
+        return api_give(ir_error(&id, IR_EINPUT, m->file, NULL, (IrPos){0, 0},
+                                 "%s must be 1 or more (0: the module's), not %lld",
+                                 num_partitions < 0 ? "num_partitions" : "num_replicas",
+                                 (long long)(num_partitions < 0 ? num_partitions : num_replicas)),
+                        &id, d);
+    /* A count neither the call nor the header gives is not known yet (XLA's
+     * test strings and PyTorch/XLA's dumps leave them to the compile
+     * options, and a header's num_partitions=1 may be run on 2 replicas):
+     * what it numbers is not checked here; compiling checks it. */
+    int64_t n = num_partitions ? num_partitions : m->num_partitions > 0 ? m->num_partitions : 0;
+    int64_t r = num_replicas ? num_replicas : m->replica_count > 0 ? m->replica_count : 0;
+    if (ir_verify_groups(m, n, r, &id) != IR_OK)
+        return api_give(id.status, &id, d);
+    return TS_OK;
+}
+
 char *ts_module_text(const TsModule *m)
 {
     if (!m)

@@ -506,6 +506,8 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     IrStatus st = check_count_given(src, &o, d);
     if (st == IR_OK)
         st = devices(src, &o, &n, &r, d);
+    if (st == IR_OK)
+        st = ir_verify_groups(src, n, r, d);
     if (st != IR_OK) {
         ir_module_free(src);
         return st;

@@ -584,7 +584,86 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
     return IR_OK;
 }
 
-/* CtView of s with dims in order (d0, d1, sp...); true when that order is the
+/* Is this the weight gradient of a channels-last convolution as JAX writes
+ * it: input f01b (the data batch as the contracted feature, the channels
+ * as the batch), kernel i01o (the output gradient, NHWC), output 01bf (the
+ * filter gradient, HWIO)? In ConvPlan's terms the conv's output positions
+ * OS are the filter's taps and its window W runs over the image. */
+static bool wgrad_layout(const IrConvDnums *cd, int32_t ns)
+{
+    return cd->in_feature == 0 && spatial_at(cd->in_spatial, ns, 1) && cd->in_batch == ns + 1 &&
+           cd->k_in_feature == 0 && spatial_at(cd->k_spatial, ns, 1) && cd->k_out_feature == ns + 1 &&
+           spatial_at(cd->out_spatial, ns, 0) && cd->out_batch == ns && cd->out_feature == ns + 1;
+}
+
+/* Rows [r0, r0 + n) of the weight gradient's Col[IF*W, OS*IB]: row (f, w)
+ * holds, for each output position (tap) os, the IB contiguous channels of
+ * input (f, position(os, w)), or zeros for padding and holes. */
+static void wgrad_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const int64_t *off, int64_t r0,
+                         int64_t n, uint8_t *col)
+{
+    size_t run = (size_t)p->ib * esz, rowb = (size_t)p->os * run;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t f = (r0 + r) / p->w, w = (r0 + r) % p->w;
+        const uint8_t *plane = in + (size_t)(f * p->is) * run;
+        uint8_t *row = col + (size_t)r * rowb;
+        for (int64_t os = 0; os < p->os; os++) {
+            int64_t o = off[w * p->os + os];
+            if (o < 0)
+                memset(row + (size_t)os * run, 0, run);
+            else
+                memcpy(row + (size_t)os * run, plane + (size_t)o * run, run);
+        }
+    }
+}
+
+/* The weight-gradient engine (wgrad_layout; no groups, no reversal, f32/f64
+ * with BLAS, operands and result in the compute type):
+ *     out[OS*IB, KO] = Col[IF*W, OS*IB]^T x Ker[IF*W, KO]
+ * where Ker is the kernel operand as it lies and out the result's own
+ * layout, so only Col is built, from runs of IB contiguous channels; the
+ * general engine would transpose the input to [IB, IF, IS] and gather Col
+ * one element at a time. Col is blocked by rows near CONV_COL_BYTES, the
+ * blocks' products accumulating. *taken as conv_nhwc's. */
+static IrStatus conv_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
+                           bool *taken)
+{
+    *taken = false;
+    size_t esz = ct_size(c);
+    int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->ncol;
+    if (nr < CONV_MIN_COLS / 4 && nr < p->kk)
+        return IR_OK;
+    int64_t nvalid, total;
+    int64_t *off = conv_taps(k, p, &nvalid, &total);
+    if (!off)
+        return ct_oom(k);
+    if (nvalid * 8 < total) {
+        ts_free(off);
+        return IR_OK;
+    }
+    *taken = true;
+    if (nr > p->kk)
+        nr = p->kk;
+    uint8_t *col = ct_scratch(nr * p->ncol, esz);
+    if (!col) {
+        ts_free(off);
+        return ct_oom(k);
+    }
+    const uint8_t *ker = ct_data_of(k->opnd[1]);
+    CtGemm g = {.c = c, .blas = true, .ta = true, .m = p->ncol, .n = p->ko, .lda = p->ncol, .ldb = p->ko,
+                .ldc = p->ko};
+    for (int64_t r0 = 0; r0 < p->kk; r0 += nr) {
+        g.k = p->kk - r0 < nr ? p->kk - r0 : nr;
+        g.acc = r0 > 0;
+        wgrad_im2col(p, esz, in, off, r0, g.k, col);
+        ct_gemm(&g, col, ker + (size_t)(r0 * p->ko) * esz, outp);
+    }
+    ts_free(col);
+    ts_free(off);
+    return IR_OK;
+}
+
+/* View of s with dims in order (d0, d1, sp...); true when that order is the
  * identity, i.e. the view is s's own row-major layout. */
 static bool canon_view(CtView *v, const IrShape *s, int64_t d0, int64_t d1, int32_t ns,
                        const int64_t *sp)
@@ -624,7 +703,8 @@ static bool canon_view(CtView *v, const IrShape *s, int64_t d0, int64_t d1, int3
  *   sparse: loops over the real taps only, for heavily base-dilated convs.
  * Channels-last convolutions (input and output [B, S..., F], no groups,
  * f32/f64 with BLAS) where the dense engine would run skip both layout
- * changes: conv_nhwc.
+ * changes: conv_nhwc; so do their weight gradients (f01b_i01o->01bf, as
+ * JAX writes them): conv_wgrad.
  *
  * Inputs: two array operands. On success *out is a new array. Fails with
  * IR_EINPUT on inconsistent dimension numbers or sizes, IR_ENOMEM on OOM.
@@ -654,6 +734,19 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
         channels_last(cd->out_batch, cd->out_feature, cd->out_spatial, p.ns)) {
         bool taken = false;
         st = conv_nhwc(k, c, &p, ct_data_of(iv), r->data, &taken);
+        if (st != IR_OK || taken) {
+            if (st != IR_OK)
+                dev_value_unref(r);
+            else
+                *out = r;
+            return st;
+        }
+    }
+    if (p.fgc == 1 && p.bgc == 1 && p.kk > 0 && ct_use_blas(k) && (c == CT_F32 || c == CT_F64) &&
+        ct_native(c, iv->shape.type) && ct_native(c, k->opnd[1]->shape.type) && ct_native(c, os->type) &&
+        !reversed(k, &p) && wgrad_layout(cd, p.ns)) {
+        bool taken = false;
+        st = conv_wgrad(k, c, &p, ct_data_of(iv), r->data, &taken);
         if (st != IR_OK || taken) {
             if (st != IR_OK)
                 dev_value_unref(r);

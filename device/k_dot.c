@@ -107,10 +107,10 @@ static bool dims_in_order(const IrShape *s, const int64_t *batch, int32_t nb, co
     return pos == s->rank;
 }
 
-/* One GEMM operand: in place in the value's buffer or packed to ct_scratch. */
+/* One GEMM operand: in place in the value's buffer or packed to scratch. */
 typedef struct DotOperand {
     const uint8_t *data;
-    uint8_t *owned;   /* ct_scratch to free, or NULL */
+    uint8_t *owned;   /* scratch to free, or NULL */
     bool trans;
 } DotOperand;
 

@@ -180,6 +180,14 @@ int32_t ts_module_num_parameters(const TsModule *m);
  * instructions, entry main (2 parameters -> f32[4,8]), num_partitions=1
  * replica_count=1". Heap string (ts_free), NULL on OOM. */
 char *ts_module_summary(const TsModule *m);
+/* The module's collectives name only devices of num_partitions x
+ * num_replicas (each 0: the module's header's; a count given by neither is
+ * not known, and what it numbers is not checked: compiling checks it with
+ * the counts it compiles for): every id of a replica_groups or a
+ * collective-permute's pairs in range, the check compiling runs first
+ * with the counts it compiles for, with its error (`tessel check`).
+ * TS_EINPUT naming the instruction, or for a NULL m or a negative count. */
+TsStatus ts_module_check_devices(const TsModule *m, int64_t num_partitions, int64_t num_replicas, TsDiag *d);
 /* True when the module's text is a plan file (a module with // TesselPlan
  * lines): it holds a partitioned program, not a model. */
 bool ts_module_is_plan(const TsModule *m);

@@ -1107,6 +1107,13 @@ IrStatus ir_infer_shape(const IrModule *m, const IrComputation *c, const IrInstr
  * num_partitions*replica_count, limits. The first error is reported at the
  * instruction's position. */
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d);
+/* Every id a collective's replica_groups or a collective-permute's pairs
+ * name is within a world of n partitions x r replicas (by ir_group_mode;
+ * a count of 0 is not known: what it numbers is not checked):
+ * the compile driver checks the module it is given before anything else,
+ * `tessel check` (ts_module_check_devices) the same, with the same error at
+ * the instruction (the run found it on the first device). */
+IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d);
 /* ir_verify for a module whose names are known to be unique in their
  * scopes (`names_unique`: the parser's tables refuse a duplicate as it is
  * read): the duplicate-name hashing, a cache miss per instruction, is

@@ -62,6 +62,9 @@ typedef struct Tensor {
     int32_t rank;
     DimSharding *dim;
     IrPos pos;
+    AxisRef rep[SDY_MAX_AXES]; /* replicated={...}: checked against the dims' axes */
+    int32_t nrep;
+    IrPos rep_pos;
 } Tensor;
 
 /* ---- small lexer helpers ---- */
@@ -334,9 +337,9 @@ static bool dim_sharding(Lexer *L, bool v3, const IrSdyMesh *m, DimSharding *d)
     return true;
 }
 
-/* '{' axis (',' axis)* '}' after replicated= or unreduced=: checked, kept
- * as a count. */
-static bool axis_set(Lexer *L, bool v3, const IrSdyMesh *m, int32_t *n)
+/* '{' axis (',' axis)* '}' after replicated= or unreduced=: checked,
+ * counted, and the first SDY_MAX_AXES kept in out (when not NULL). */
+static bool axis_set(Lexer *L, bool v3, const IrSdyMesh *m, int32_t *n, AxisRef *out)
 {
     *n = 0;
     if (!lx_expect(L, LX_LBRACE, "'{' to start the axes"))
@@ -345,6 +348,8 @@ static bool axis_set(Lexer *L, bool v3, const IrSdyMesh *m, int32_t *n)
         AxisRef r;
         if (!axis_ref(L, v3, m, &r))
             return false;
+        if (out && *n < SDY_MAX_AXES)
+            out[*n] = r;
         (*n)++;
         if (!lx_eat(L, LX_COMMA))
             break;
@@ -417,13 +422,15 @@ static bool tensor(Lexer *L, const IrSdyMeshes *ms, Tensor *t)
         if (lx_is_attr(L) && lx_is_word(L, "replicated")) {
             lx_next(L);
             lx_next(L);
-            if (!axis_set(L, false, t->mesh, &nrep))
+            t->rep_pos = pos;
+            if (!axis_set(L, false, t->mesh, &nrep, t->rep))
                 return false;
+            t->nrep = nrep < SDY_MAX_AXES ? nrep : SDY_MAX_AXES;
         } else if (lx_is_attr(L) && lx_is_word(L, "unreduced")) {
             lx_next(L);
             lx_next(L);
             upos = pos;
-            if (!axis_set(L, false, t->mesh, &nunreduced))
+            if (!axis_set(L, false, t->mesh, &nunreduced, NULL))
                 return false;
         } else {
             return lx_expected(L, "replicated={...} or unreduced={...}");
@@ -564,10 +571,39 @@ static bool same_ref(AxisRef a, AxisRef b)
  * (indices, nmanual of them) that are manual (a shard_map body): a manual
  * axis a dimension names is left out of it (the local shape is already
  * cut along it), and the manual axes make the manual subgroup. */
+/* Do a and b (axis refs: sub-axis pre:size of one axis) share devices? */
+static bool refs_overlap(AxisRef a, AxisRef b)
+{
+    return a.axis == b.axis && a.pre < b.pre * b.size && b.pre < a.pre * a.size;
+}
+
+/* Shardy's rule: an axis is used once in a sharding, so replicated={...}
+ * names no axis (or part of one) that a dimension is sharded by, nor one
+ * twice. */
+static bool check_replicated(Lexer *L, const Tensor *t)
+{
+    for (int32_t i = 0; i < t->nrep; i++) {
+        AxisRef r = t->rep[i];
+        bool dup = false;
+        for (int32_t j = 0; j < i && !dup; j++)
+            dup = refs_overlap(r, t->rep[j]);
+        for (int32_t d = 0; d < t->rank && !dup; d++)
+            for (int32_t k = 0; k < t->dim[d].n && !dup; k++)
+                dup = refs_overlap(r, t->dim[d].ax[k]);
+        if (dup)
+            return lx_fail(L, t->rep_pos, "duplicate axis ref: \"%s\" (replicated={...} names an axis that a "
+                           "dimension is sharded by, or one twice: each axis is used once in a sharding)",
+                           t->mesh->axis[r.axis]);
+    }
+    return true;
+}
+
 static bool convert(Lexer *L, const Tensor *t, const int32_t *manual, int32_t nmanual, IrSharding *s)
 {
     const IrSdyMesh *m = t->mesh;
     memset(s, 0, sizeof *s);
+    if (!check_replicated(L, t))
+        return false;
     if (m->naxis == 0) { /* maximal mesh, or the empty one */
         s->kind = m->device_ids ? SHD_MAXIMAL : SHD_REPLICATED;
         s->device = m->device_ids ? m->device_ids[0] : 0;
@@ -888,12 +924,14 @@ bool ir_sdy_v3_parse_lx(Lexer *L, IrSharding *out)
         if (lx_is_attr(L) && lx_is_word(L, "replicated")) {
             lx_next(L);
             lx_next(L);
-            if (!axis_set(L, true, m, &k))
+            t.rep_pos = pos;
+            if (!axis_set(L, true, m, &k, t.rep))
                 return false;
+            t.nrep = k < SDY_MAX_AXES ? k : SDY_MAX_AXES;
         } else if (lx_is_attr(L) && lx_is_word(L, "unreduced")) {
             lx_next(L);
             lx_next(L);
-            if (!axis_set(L, true, m, &k))
+            if (!axis_set(L, true, m, &k, NULL))
                 return false;
             if (k > 0)
                 return lx_fail(L, pos,

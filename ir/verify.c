@@ -18,6 +18,9 @@
  *                ignored); constant literals of the right size; shardings
  *                valid for the shape and num_partitions;
  *                all-reduce in partly manual code within one manual subgroup
+ *   groups       ir_verify_groups, for a given world (the compile driver's
+ *                counts, `tessel check`'s): every id a collective's
+ *                replica_groups or a permute's pairs name is in range
  *
  * Nothing is quadratic in the module size: names go through a hash set,
  * parameter numbers through a per-computation array, cycles through Kahn's
@@ -767,6 +770,68 @@ static IrStatus check_entry_layout(Verifier *v, const IrComputation *e)
 /* Verify module m against lim (NULL: the defaults). Returns IR_OK, or
  * IR_EINPUT with the first problem in d at its FILE:LINE:COL, or IR_ENOMEM.
  * Reads m only; allocates nothing that outlives the call. */
+/* n x r, INT64_MAX when it would overflow (counts from an API caller are
+ * not bounded yet). */
+static int64_t world_devices(int64_t n, int64_t r)
+{
+    int64_t g;
+    return __builtin_mul_overflow(n, r, &g) ? INT64_MAX : g;
+}
+
+/* What a collective's groups (or a permute's pairs) number, in a world of
+ * n partitions x r replicas (ir_group_mode), and what that is called. */
+static int64_t group_domain(const IrInstr *ins, int64_t n, int64_t r, const char **what)
+{
+    IrGroupMode mode = ir_group_mode(ins);
+    *what = mode == IR_GROUPS_GLOBAL ? "devices" : mode == IR_GROUPS_PARTITION ? "partitions" : "replicas";
+    return mode == IR_GROUPS_GLOBAL ? (n > 0 && r > 0 ? world_devices(n, r) : 0) : mode == IR_GROUPS_PARTITION ? n : r;
+}
+
+static bool is_grouped_collective(IrOpcode op)
+{
+    return op == OP_ALL_REDUCE || op == OP_ALL_GATHER || op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL ||
+           op == OP_COLLECTIVE_BROADCAST || op == OP_COLLECTIVE_REDUCE || op == OP_RAGGED_ALL_TO_ALL ||
+           op == OP_ALL_REDUCE_START || op == OP_ALL_GATHER_START;
+}
+
+IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d)
+{
+    Verifier v = {.m = m, .d = d};
+    for (int32_t c = 0; c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
+            const IrInstr *ins = &m->comp[c]->instr[i];
+            const char *what;
+            int64_t domain = group_domain(ins, n, r, &what);
+            if (domain <= 0) /* a count not known yet (0) */
+                continue;
+            if (ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_PERMUTE_START) {
+                /* coll/group.c's rule: partition-mode pairs may also be
+                 * global ids (a permute across replicas). */
+                const IrI64List *p = &ins->a.x->source_target_pairs;
+                bool global_ok = ir_group_mode(ins) == IR_GROUPS_PARTITION;
+                for (int32_t k = 0; k < p->n; k++)
+                    if (p->v[k] < 0 || (p->v[k] >= domain && !(global_ok && (r <= 0 || p->v[k] < world_devices(n, r)))))
+                        return verr(&v, ins->pos, "%s: source_target_pairs: id %lld is out of range (there are %lld %s)",
+                                    ir_op_name(ins->op), (long long)p->v[k], (long long)domain, what);
+                continue;
+            }
+            if (!is_grouped_collective(ins->op))
+                continue;
+            const IrReplicaGroups *g = &ins->a.x->replica_groups;
+            for (int32_t k = 0; g->present && k < g->ngroups; k++)
+                for (int32_t j = 0; j < g->group_size[k]; j++) {
+                    int64_t id = g->groups[k][j];
+                    if (id < 0 || id >= domain)
+                        return verr(&v, ins->pos, "%s: replica_groups names %lld, but there are %lld %s%s", ins->name,
+                                    (long long)id, (long long)domain, what,
+                                    what[0] == 'r' ? " (--num-replicas, else the header's replica_count, else 1)"
+                                    : what[0] == 'p' ? " (--num-partitions, else the header's num_partitions, else 1)"
+                                                     : " (partitions x replicas)");
+                }
+        }
+    return IR_OK;
+}
+
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d)
 {
     return ir_verify_names_unique(m, lim, d, false);

@@ -13,6 +13,7 @@
 
 static const char HELP[] =
     "Usage: tessel check MODEL.hlo [--print] [--stats] [--limit NAME=VALUE ...]\n"
+    "                    [--num-partitions N] [--num-replicas R]\n"
     "\n"
     "Parse and verify an HLO text module (XLA's syntax) and print a one-line\n"
     "summary: module name, computations, instructions, the entry computation's\n"
@@ -22,6 +23,10 @@ static const char HELP[] =
     "  --print     print the parsed module as HLO text (XLA's syntax) instead\n"
     "              of the summary; the text parses back to the same module\n"
     "  --stats     print the time spent parsing and verifying (to stderr)\n"
+    "  --num-partitions N, --num-replicas R\n"
+    "              the devices the collectives' replica_groups and pairs may\n"
+    "              name (default: the module's header, else 1), as compile\n"
+    "              and run check them\n"
     "  --limit NAME=VALUE\n"
     "              refuse models declaring more: NAME elements (per array,\n"
     "              default 2^34), rank (64), tuple (65536), depth (64: nesting\n"
@@ -58,6 +63,14 @@ static int run_check(const CliOptions *o)
     if (rc != CLI_OK)
         return rc;
     double t1 = cli_now();
+    /* The devices its collectives name: compile's first check, the same
+     * error (run found it on the first device; check passed it). */
+    TsDiag d = {0};
+    if (ts_module_check_devices(m, o->num_partitions, o->num_replicas, &d) != TS_OK) {
+        rc = cli_report(d.status, &d);
+        ts_module_free(m);
+        return rc;
+    }
     if (o->print) {
         rc = print_module(m);
     } else {
@@ -79,6 +92,6 @@ const CliCommand cli_cmd_check = {
     .name = "check",
     .summary = "parse and verify an HLO module; print a one-line summary",
     .help = HELP,
-    .accepts = OPT_STATS | OPT_LIMIT | OPT_PRINT,
+    .accepts = OPT_STATS | OPT_LIMIT | OPT_PRINT | OPT_PARTITIONS | OPT_REPLICAS,
     .run = run_check,
 };

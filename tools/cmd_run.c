@@ -743,7 +743,9 @@ static int run_mpi(const CliOptions *o, double t0)
     char steps[32], every[32];
     snprintf(steps, sizeof steps, "%lld", (long long)o->steps);
     snprintf(every, sizeof every, "%lld", (long long)o->checkpoint_every);
-    const TsAgreeItem same[] = {{"--output-dir (given or not)", o->output_dir ? "given" : "not given"},
+    /* --output-dir as given: only rank 0 writes, so a rank naming another
+     * directory (or none) would expect files that never come there. */
+    const TsAgreeItem same[] = {{"--output-dir", o->output_dir ? o->output_dir : "not given"},
                                 {"--steps of the whole run", steps},
                                 {"--checkpoint-every", every},
                                 {"--checkpoint-dir", o->checkpoint_dir ? o->checkpoint_dir : "none"},

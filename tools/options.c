@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -250,16 +251,20 @@ static int parse_heartbeat(const CliCommand *cmd, const char *opt, const char *v
     return r;
 }
 
-/* A seed: an unsigned 64-bit decimal or 0x-hex number. */
+/* A seed: an unsigned 64-bit decimal or 0x-hex number. Decimal even with
+ * leading zeros: strtoull's base 0 read "010" as octal, seed 8. */
 static int parse_seed(const CliCommand *cmd, const char *v, uint64_t *out)
 {
     char *end;
     errno = 0;
-    if (*v == '-' || *v == '+' || *v == ' ' || *v == 0)
-        return cli_usage_error(cmd, "--random-inputs needs a seed >= 0, not '%s'", v);
-    unsigned long long x = strtoull(v, &end, 0);
+    bool hex = v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+    if (!(hex ? isxdigit((unsigned char)v[2]) : isdigit((unsigned char)v[0])))
+        return cli_usage_error(cmd, "--random-inputs needs a seed from 0 to 18446744073709551615 (decimal, or "
+                               "hexadecimal after 0x), not '%s'", v);
+    unsigned long long x = strtoull(hex ? v + 2 : v, &end, hex ? 16 : 10);
     if (errno || *end)
-        return cli_usage_error(cmd, "--random-inputs needs a seed >= 0, not '%s'", v);
+        return cli_usage_error(cmd, "--random-inputs needs a seed from 0 to 18446744073709551615 (decimal, or "
+                               "hexadecimal after 0x), not '%s'", v);
     *out = x;
     return CLI_OK;
 }

@@ -105,6 +105,18 @@ def _call(fn, *args):
     _lib.ts_diag_clear(ctypes.byref(d))
 
 
+def _int(what, v):
+    """v as an int for option `what`: an int or an integer NumPy scalar,
+    never a bool (True would be 1: steps=True ran one step, random=True
+    seed 0) nor a float (operator.index refuses it): TypeError."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError("tessel: %s must be an int, not a bool (%r)" % (what, v))
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError("tessel: %s must be an int, not %s (%r)" % (what, type(v).__name__, v)) from None
+
+
 def _path(p):
     return os.fsencode(p)
 
@@ -335,7 +347,7 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
         raise ValueError("donate must be 'auto' or 'declared', not %r" % (donate,))
     for what, v in (("num_partitions", num_partitions), ("num_replicas", num_replicas), ("hosts", hosts),
                     ("local_devices", local_devices)):
-        v = operator.index(v)
+        v = _int(what, v)
         if not 0 <= v < 2**63:  # ctypes would wrap 2**64+2 to 2 partitions
             raise ValueError("tessel: %s must be from 0 (the default) to 2**63-1, not %d" % (what, v))
     key = _sign_key(sign_key)
@@ -692,7 +704,7 @@ def _taken_with(plan, given, random, aliases):
         _call(_lib.ts_input_sha256, arr, out)
         del keep
         items.append('{"key": "%s", "sha256": "%s"}' % (_json_key(k), out.value.decode()))
-    seed = "none" if random is None or random is False else str(operator.index(random))
+    seed = "none" if random is None else str(_int("random", random))
     return '"random_inputs": "%s", "inputs": [%s]' % (seed, ", ".join(items))
 
 
@@ -792,8 +804,9 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
     checkpoint, from DIR's last checkpoint with resume (tools/checkpoint.c
     does the same for the command line)."""
     options = dict(options)
-    steps = operator.index(options.pop("steps", 0) or 0) or 1
-    every = operator.index(every or 0)
+    steps = options.pop("steps", 0)
+    steps = _int("steps", 0 if steps is None else steps) or 1
+    every = _int("checkpoint_every", every if every is not None else 0)
     if not resume and not (every and ckdir):
         raise ValueError("tessel: checkpoints need both checkpoint_every=M and checkpoint_dir=DIR")
     if every < 0:
@@ -874,7 +887,8 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0,
     watch = options.pop("watch", None)
     on_step = options.pop("on_step", None)
     random = options.pop("random", None)
-    steps = options.pop("steps", 0) or 0
+    steps = options.pop("steps", 0)
+    steps = 0 if steps is None else steps
     stats = options.pop("stats", False)
     infeeds = options.pop("infeeds", None) or []
     per_device = options.pop("per_device", False)
@@ -887,13 +901,13 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0,
     ro = _capi.TsRunOptions()
     ro.ninputs = n
     ro.inputs = arr
-    if random is not None and random is not False:
+    if random is not None:
         ro.random = True
-        seed = 0 if random is True else operator.index(random)
+        seed = _int("random", random)
         if not 0 <= seed < 2**64:  # ctypes would wrap 2**64+3 to 3 and -1 to 2**64-1
             raise ValueError("tessel: random must be a seed from 0 to 2**64-1, not %d" % seed)
         ro.seed = seed
-    steps = operator.index(steps)
+    steps = _int("steps", steps)
     if not 0 <= steps < 2**63:  # 0 and 1: one step; a negative count is no count
         raise ValueError("tessel: steps must be from 0 (one step) to 2**63-1, not %d" % steps)
     ro.steps = steps
@@ -906,8 +920,11 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0,
     # OpenBLAS's (include/tessel.h, TsTuning) is said here.
     ro.tuning.openblas_num_threads_unset = "OPENBLAS_NUM_THREADS" not in os.environ
     if output_device is not None:
+        dev = _int("output_device", output_device)
+        if not 0 <= dev < 2**63:  # ctypes would wrap 2**64+3 to device 3
+            raise ValueError("tessel: output_device must be from 0 to 2**63-1, not %d" % dev)
         ro.one_device = True
-        ro.output_device = int(output_device)
+        ro.output_device = dev
     if init_state not in (None, "zeros"):
         raise ValueError("tessel: init_state is None or \"zeros\", not %r" % (init_state,))
     ro.zero_state = init_state == "zeros"

@@ -187,6 +187,7 @@ PROTOTYPES = {
     "ts_module_summary": (c_void_p, [c_void_p]),
     "ts_module_text": (c_void_p, [c_void_p]),
     "ts_module_is_plan": (c_bool, [c_void_p]),
+    "ts_module_check_devices": (ST, [c_void_p, c_int64, c_int64, PDIAG]),
     "ts_add_gradients": (ST, [c_void_p, ctypes.POINTER(TsGradOptions), PP, PDIAG]),
     "ts_compile": (ST, [c_void_p, ctypes.POINTER(TsCompileOptions), PP, PDIAG]),
     "ts_plan_load": (ST, [c_char_p, ctypes.POINTER(TsLimits), PP, PDIAG]),

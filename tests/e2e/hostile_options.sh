@@ -9,6 +9,13 @@
 #     MPI run failed).
 #  3. A sharding whose last_tile_dims take every tile dimension says so,
 #     not just "tiles 0 dimensions".
+#  4. replica_groups naming a device out of range: `tessel check` refused
+#     nothing (exit 0) where run stopped on the first device; now check,
+#     compile and run give one error at the instruction, for the module's
+#     counts or --num-partitions/--num-replicas (with which it runs).
+#  5. --random-inputs 010 is seed 10: it was read as octal (strtoull's base
+#     0), seed 8, silently; 0x10 stays hex; 2^64 and signs are refused
+#     saying the range.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -50,3 +57,70 @@ HLO
 expect_status 2 "$TESSEL" check "$WORK/ltd.hlo"
 expect_in "$ERR" "ltd.hlo:3:28: error: sharding {devices=[2,2]0,1,2,3 last_tile_dims={replicated, manual}}: its 2 tile dimensions less 2 subgroup dimensions (last_tile_dims or last_tile_dim_replicate) tile 0 dimensions of the data, but shape f32[8] has rank 1"
 echo "hostile_options: last_tile_dims taking every tile dimension is named"
+
+# ---- 4. replica_groups out of range: one check for check, compile, run ----
+cat >"$WORK/rg.hlo" <<'HLO'
+HloModule rg, num_partitions=2, replica_count=1
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[4] parameter(0), sharding={replicated}
+  ROOT r = f32[4] all-reduce(x), replica_groups={{0,7}}, to_apply=add, sharding={replicated}
+}
+HLO
+want="rg.hlo:11:8: error: r: replica_groups names 7, but there are 1 replicas (--num-replicas, else the header's replica_count, else 1)"
+expect_status 2 "$TESSEL" check "$WORK/rg.hlo"
+expect_in "$ERR" "$want"
+expect_status 2 "$TESSEL" compile "$WORK/rg.hlo" -o "$WORK/rg.plan"
+expect_in "$ERR" "$want"
+[ ! -e "$WORK/rg.plan" ] || fail "a refused compile wrote a plan"
+expect_status 2 "$TESSEL" run "$WORK/rg.hlo" --random-inputs 1 --output-dir "$WORK/rg"
+expect_in "$ERR" "$want"
+expect_status 2 "$TESSEL" check "$WORK/rg.hlo" --num-replicas 7
+expect_in "$ERR" "replica_groups names 7, but there are 7 replicas"
+# with 8 replicas it is a valid module, and runs
+expect_status 0 "$TESSEL" check "$WORK/rg.hlo" --num-replicas 8
+expect_status 0 "$TESSEL" run "$WORK/rg.hlo" --num-replicas 8 --random-inputs 1 --output-dir "$WORK/rg8"
+# global ids (use_global_device_ids): partitions x replicas; permute pairs
+sed 's/replica_groups={{0,7}}, /replica_groups={{0,3}}, channel_id=1, use_global_device_ids=true, /' "$WORK/rg.hlo" >"$WORK/rgg.hlo"
+expect_status 2 "$TESSEL" check "$WORK/rgg.hlo"
+expect_in "$ERR" "rgg.hlo:11:8: error: r: replica_groups names 3, but there are 2 devices (partitions x replicas)"
+expect_status 0 "$TESSEL" check "$WORK/rgg.hlo" --num-replicas 2
+sed 's/all-reduce(x), replica_groups={{0,7}}, to_apply=add/collective-permute(x), source_target_pairs={{0,1},{1,0}}/' "$WORK/rg.hlo" >"$WORK/cp.hlo"
+expect_status 2 "$TESSEL" check "$WORK/cp.hlo"
+expect_in "$ERR" "cp.hlo:11:8: error: collective-permute: source_target_pairs: id 1 is out of range"
+sed 's/, replica_count=1//' "$WORK/cp.hlo" >"$WORK/cpn.hlo"
+expect_status 2 "$TESSEL" run "$WORK/cpn.hlo" --random-inputs 1
+expect_in "$ERR" "cpn.hlo:11:8: error: collective-permute: source_target_pairs: id 1 is out of range (there are 1 replicas)"
+expect_status 0 "$TESSEL" check "$WORK/cpn.hlo" --num-replicas 2
+expect_status 0 "$TESSEL" run "$WORK/cpn.hlo" --num-replicas 2 --random-inputs 1
+expect_status 2 "$TESSEL" check "$WORK/rg.hlo" --num-replicas -1
+# a header without replica_count leaves the replicas to the compile: check
+# passes the module, and run (1 replica) refuses it with the same error
+sed 's/, replica_count=1//' "$WORK/rg.hlo" >"$WORK/rgn.hlo"
+expect_status 0 "$TESSEL" check "$WORK/rgn.hlo"
+expect_status 2 "$TESSEL" check "$WORK/rgn.hlo" --num-replicas 1
+expect_in "$ERR" "rgn.hlo:11:8: error: r: replica_groups names 7, but there are 1 replicas"
+expect_status 2 "$TESSEL" run "$WORK/rgn.hlo" --random-inputs 1
+expect_in "$ERR" "rgn.hlo:11:8: error: r: replica_groups names 7, but there are 1 replicas"
+echo "hostile_options: replica_groups out of range are one error in check, compile and run"
+
+# ---- 5. a seed with leading zeros is decimal ----
+S="$TESSEL_SRC/tests/e2e/sgd_step.hlo"
+for seed in 010 10 0x0a 8; do
+    expect_status 0 "$TESSEL" run "$S" --random-inputs "$seed" --output-dir "$WORK/seed_$seed"
+done
+cmp -s "$WORK/seed_010/output_0.npy" "$WORK/seed_10/output_0.npy" || fail "--random-inputs 010 is not seed 10"
+cmp -s "$WORK/seed_0x0a/output_0.npy" "$WORK/seed_10/output_0.npy" || fail "--random-inputs 0x0a is not seed 10"
+cmp -s "$WORK/seed_010/output_0.npy" "$WORK/seed_8/output_0.npy" && fail "--random-inputs 010 is seed 8 (octal)"
+for bad in 18446744073709551616 -1 +1 0x 08x 0x-1; do
+    expect_status 2 "$TESSEL" run "$S" --random-inputs "$bad"
+    expect_in "$ERR" "--random-inputs needs a seed from 0 to 18446744073709551615 (decimal, or hexadecimal after 0x), not '$bad'"
+done
+expect_status 0 "$TESSEL" run "$S" --random-inputs 18446744073709551615
+echo "hostile_options: seeds are decimal (leading zeros too) or 0x hex, within 64 bits"

@@ -8,7 +8,8 @@
 #     manifest's model_sha256 names every rank's model), plans compiled
 #     from them, different --random-inputs seeds,
 #     different input files under one key, --steps, --output-dir on one rank
-#     only (either rank): exit 2 on every rank, each naming the field and the
+#     only (either rank) or another on each (only rank 0 writes: rank 1's
+#     would stay empty): exit 2 on every rank, each naming the field and the
 #     rank, nothing written (the output directory is not left behind).
 #  2. Tuning that differs (fusion, streaming stores, pieces and pipeline)
 #     is rank 0's everywhere: the run goes through, its files bit for bit
@@ -116,9 +117,17 @@ pair A B
 refused "the second input file" "rank 1's input 1 '1' (a file, by content) is SHA-256"
 A=("$TESSEL" run "$WORK/a.plan" --random-inputs 7) B=("$TESSEL" run "$WORK/a.plan" "${R[@]}")
 pair A B
-refused "--output-dir on rank 1" "rank 1's --output-dir (given or not) is \"given\", rank 0's is \"not given\""
+refused "--output-dir on rank 1" "rank 1's --output-dir is \"$WORK/out\", rank 0's is \"not given\""
 pair B A
-refused "--output-dir on rank 0" "rank 1's --output-dir (given or not) is \"not given\", rank 0's is \"given\""
+refused "--output-dir on rank 0" "rank 1's --output-dir is \"not given\", rank 0's is \"$WORK/out\""
+# Each rank its own --output-dir: only rank 0 writes, so rank 1's would
+# stay empty (it was accepted, rank 0's used): refused naming both paths,
+# neither directory made.
+A=("$TESSEL" run "$WORK/a.plan" --random-inputs 7 --output-dir "$WORK/out")
+B=("$TESSEL" run "$WORK/a.plan" --random-inputs 7 --output-dir "$WORK/out1")
+pair A B
+refused "--output-dir per rank" "rank 1's --output-dir is \"$WORK/out1\", rank 0's is \"$WORK/out\""
+[ ! -e "$WORK/out1" ] || fail "--output-dir per rank: $WORK/out1 was made"
 # 4. Ranks that disagree touch neither --checkpoint-dir nor --output-dir:
 # fresh ones do not exist afterwards, an existing output directory gets no
 # lock file (.tessel.lock) nor anything else.

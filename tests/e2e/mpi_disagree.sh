@@ -62,7 +62,7 @@ ROWS=(
 "--random-inputs|stop|--random-inputs 7|--random-inputs 8|rank 1's random inputs' seed is \"8\", rank 0's is \"7\""
 "--input|stop|--input 0=\$WORK/x1.npy|--input 0=\$WORK/x2.npy|rank 1's input 0 '0' (a file, by content)"
 "--steps|stop||--steps 2|rank 1's steps is \"2\""
-"--output-dir|same|--output-dir \$WORK/out|--output-dir \$WORK/out2|"
+"--output-dir|stop|--output-dir \$WORK/out|--output-dir \$WORK/out2|/out2\", rank 0's is \""
 "--stats|stop||--stats|rank 1's statistics (stats) is \"on\""
 "--limit|stop||--limit trips=1000|rank 1's limit on loop trips"
 "--watch|stop||--watch t|rank 1"

@@ -134,4 +134,26 @@ expect_status 0 "$TESSEL" plan "$M/unsharded.hlo" --num-partitions 1
 expect_status 0 "$TESSEL" run "$M/params.hlo" --num-partitions 2 --random-inputs 1 --output-dir "$WORK/w"
 [ ! -s "$ERR" ] || fail "params: a warning where the shardings were read"
 
+# replicated={"x"} with "x" sharding a dim (or part of it, or named twice)
+# is Shardy's "duplicate axis ref" at the attribute (it was accepted);
+# disjoint sub-axes of one axis are fine.
+sdy_param() { # sdy_param FILE SHARDING: a module whose parameter carries it
+    printf '%s\n' 'HloModule r, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["x"=4, "y"=2]>}}' '' \
+        'ENTRY main {' "  a = f32[8,4]{1,0} parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, $2>\"}" \
+        '  ROOT n = f32[8,4]{1,0} negate(a)' '}' >"$1"
+}
+for bad in '[{\"x\"}, {}], replicated={\"x\"}' '[{\"x\":(1)2}, {}], replicated={\"x\"}' \
+    '[{}, {}], replicated={\"y\", \"y\"}'; do
+    sdy_param "$WORK/rep.hlo" "$bad"
+    expect_status 2 "$TESSEL" check "$WORK/rep.hlo"
+    expect_in "$ERR" "rep.hlo:4:"
+    expect_in "$ERR" "error: in xla.sdy.sharding: duplicate axis ref: "
+done
+sdy_param "$WORK/rep.hlo" '[{\"x\":(1)2}, {}], replicated={\"x\":(2)2, \"y\"}'
+expect_status 0 "$TESSEL" check "$WORK/rep.hlo"
+printf '%s\n' 'HloModule v' '' 'ENTRY main {' '  a = f32[8,4]{1,0} parameter(0), sharding={@mesh<x=2,y=2>, [{x}, {}], replicated={x}}' \
+    '  ROOT n = f32[8,4]{1,0} negate(a)' '}' >"$WORK/v3rep.hlo"
+expect_status 2 "$TESSEL" check "$WORK/v3rep.hlo"
+expect_in "$ERR" 'v3rep.hlo:4:72: error: duplicate axis ref: "x"'
+
 echo "shardy: Shardy parameters, FuncResultSharding, disagreement, shard_map and V3 as worked out"

@@ -52,6 +52,22 @@ class Args(unittest.TestCase):
                 self.plan.run([np.float32(1)], steps=bad)
             self.assertIn("steps must be from 0 (one step) to 2**63-1, not %d" % bad, str(cm.exception))
 
+    def test_int_types(self):
+        # steps=True ran one step and random=True drew seed 0 (a bool is an
+        # int to operator.index); steps=False and steps=0.0 were "one step"
+        # through `or 0`: every non-int is a TypeError naming the option
+        for what, bad in (("steps", True), ("steps", False), ("steps", 2.0), ("steps", 0.0), ("steps", "3"),
+                          ("random", True), ("random", False), ("random", 1.5), ("random", np.bool_(True))):
+            with self.assertRaises(TypeError) as cm:
+                self.plan.run([np.float32(1)], **{what: bad})
+            self.assertIn("tessel: %s must be an int, not " % what, str(cm.exception))
+        with self.assertRaises(TypeError):
+            tessel.compile(SCALAR, num_partitions=True)
+        # integer NumPy scalars are ints
+        y, = self.plan.run([np.float32(1)], steps=np.int64(2))
+        self.assertEqual(float(y), 2.0)
+        y, = self.plan.run(random=np.uint64(3))
+
     def test_zero_d(self):
         y, = self.plan.run([np.array(1.5, np.float32)])
         self.assertEqual(y.shape, ())

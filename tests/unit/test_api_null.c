@@ -72,12 +72,17 @@ static void test_modules_and_text(void **state)
     assert_null(ts_module_summary(NULL));
     assert_null(ts_module_text(NULL));
     assert_false(ts_module_is_plan(NULL));
+    EXPECT(ts_module_check_devices(NULL, 0, 0, &d), "ts_module_check_devices: mod is NULL");
     ts_module_free(NULL);
     TsModule *g = (TsModule *)0x1;
     EXPECT(ts_add_gradients(NULL, NULL, &g, &d), "ts_add_gradients: m is NULL");
     assert_null(g);
     m = module();
     EXPECT(ts_add_gradients(m, NULL, NULL, &d), "ts_add_gradients: out is NULL");
+    assert_int_equal(ts_module_check_devices(m, 0, 0, NULL), TS_OK);
+    assert_int_equal(ts_module_check_devices(m, INT64_MAX, INT64_MAX, NULL), TS_OK);
+    assert_int_equal(ts_module_check_devices(m, -1, 0, NULL), TS_EINPUT);
+    assert_int_equal(ts_module_check_devices(m, 0, INT64_MIN, NULL), TS_EINPUT);
     ts_module_free(m);
 
     char dg[65] = "x";

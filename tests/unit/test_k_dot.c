@@ -713,6 +713,12 @@ static void test_conv_random_configs(void **state)
         /* batch groups (weight gradient shape). */
         {"f01b_i01o->01bf", 2, 4, 3, 6, 1, 2, {5, 4}, {2, 3}, ONES3, ZEROS3, {1, 0}, ONES3, ONES3, ZEROS3},
         {"bf0_oi0->bf0", 1, 6, 1, 3, 1, 3, {7}, {4}, {1}, {1}, {1}, {1}, {2}, {0}},
+        /* channels-last weight gradients (conv_wgrad): plain, the stride-2
+         * forward's (rhs dilation), 1-D, and reversed (the general engine). */
+        {"f01b_i01o->01bf", 2, 3, 4, 5, 1, 1, {7, 6}, {5, 4}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
+        {"f01b_i01o->01bf", 2, 2, 3, 4, 1, 1, {8, 7}, {4, 3}, ONES3, {1, 1}, {0, 2}, ONES3, {2, 2}, ZEROS3},
+        {"f0b_i0o->0bf", 1, 5, 2, 3, 1, 1, {9}, {4}, {2}, {1}, {0}, {1}, {1}, {0}},
+        {"f01b_i01o->01bf", 2, 3, 4, 5, 1, 1, {7, 6}, {5, 4}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, {1, 0}},
         /* no spatial dims: a matmul. */
         {"bf_io->bf", 0, 5, 7, 3, 1, 1, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}},
         /* three spatial dims. */
@@ -738,7 +744,9 @@ static void test_conv_random_configs(void **state)
  *  - a weight-gradient shape whose 9*32*32 = 9216 rows need row blocks
  *    (the GEMMs accumulate);
  *  - base dilation 4x4 (1/16 of the im2col entries are real taps), which
- *    takes the sparse engine with and without BLAS. */
+ *    takes the sparse engine with and without BLAS;
+ *  - a channels-last weight gradient (conv_wgrad) whose 32*16*16 = 8192
+ *    Col rows need two row blocks. */
 static void test_conv_larger(void **state)
 {
     (void)state;
@@ -751,6 +759,8 @@ static void test_conv_larger(void **state)
          * scaled down: stride 7 with lhs_dilate 8 (1/8 of the taps real). */
         {"012bf_012oi->012bf", 3, 3, 4, 2, 1, 1, {8, 5, 5}, {8, 3, 3}, {7, 1, 1}, ZEROS3, ZEROS3,
          {8, 1, 1}, ONES3, ZEROS3},
+        {"f01b_i01o->01bf", 2, 32, 32, 8, 1, 1, {32, 32}, {16, 16}, ONES3, {1, 1}, {0, 0}, ONES3, {2, 2},
+         ZEROS3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         conv_random_case(&cases[i]);
