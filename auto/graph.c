@@ -2,7 +2,7 @@
  * graph.c: the entry computation as the solver sees it.
  *
  * Every instruction with strategies (strategy.c) is a node; the others are
- * opaque (gather, while, custom-calls, tuples: propagation shards them)
+ * opaque (scatter, while, custom-calls, tuples: propagation shards them)
  * and their operands are priced as arriving replicated. Reduction first,
  * as Alpa does: an elementwise instruction whose operand of the same dims
  * has strategies follows it: it joins that operand's group and takes, for

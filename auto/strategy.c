@@ -102,6 +102,52 @@ static bool reshape_roles(Roles *r, const IrShape *in, const IrShape *out)
 }
 
 /* The roles of instruction x; false: opaque. */
+/* A gather of rows (an embedding lookup: one collapsed operand dim, the
+ * one the indices address, every other operand dim taken whole): its
+ * output's batch dims are the indices' own, its offset dims the operand's
+ * other dims, and the addressed dim is a role of its own that, tiled,
+ * leaves each device the rows it holds and zeros elsewhere: partial sums,
+ * one all-reduce of the output, as partition/spmd_gather*.c runs a table
+ * sharded on its vocabulary. */
+static bool gather_roles(Roles *r, const IrComputation *c, const IrInstr *x)
+{
+    if (x->op != OP_GATHER || x->nopnd != 2 || !x->a.x)
+        return false;
+    const IrGatherDnums *g = &x->a.x->gather;
+    const IrShape *op = &c->instr[x->opnd[0]].shape, *ix = &c->instr[x->opnd[1]].shape;
+    const IrI64List *sz = &x->a.x->slice_sizes;
+    if (g->collapsed_slice_dims.n != 1 || g->start_index_map.n != 1 || g->operand_batching_dims.n ||
+        g->start_indices_batching_dims.n || g->collapsed_slice_dims.v[0] != g->start_index_map.v[0] ||
+        sz->n != op->rank || r->nout + 1 > MAX_ROLES)
+        return false;
+    int64_t row = g->collapsed_slice_dims.v[0];
+    if (g->index_vector_dim < ix->rank && ix->dims[g->index_vector_dim] != 1)
+        return false;
+    for (int32_t d = 0; d < op->rank; d++)
+        if (d != row && sz->v[d] != op->dims[d])
+            return false;
+    if (g->offset_dims.n != op->rank - 1)
+        return false;
+    int32_t od = 0, bd = 0;
+    for (int32_t d = 0; d < x->shape.rank; d++) {
+        if (ir_list_has(&g->offset_dims, d)) {
+            if (od == row)
+                od++;
+            r->map[0][d] = (int8_t)od++;
+        } else {
+            if (bd == g->index_vector_dim)
+                bd++;
+            r->map[1][d] = (int8_t)bd++;
+        }
+    }
+    int32_t role = r->nout + r->nred++;
+    r->size[role] = op->dims[row];
+    r->tileable[role] = true;
+    r->map[0][role] = (int8_t)row;
+    r->flops = (double)ir_shape_elements(&x->shape);
+    return true;
+}
+
 static bool describe(const IrComputation *c, const IrInstr *x, Roles *r)
 {
     memset(r, 0, sizeof *r);
@@ -223,6 +269,8 @@ static bool describe(const IrComputation *c, const IrInstr *x, Roles *r)
                    (double)(k->dims[cd->k_out_feature] > 0 ? k->dims[cd->k_out_feature] : 1);
         return true;
     }
+    case FAM_GATHER:
+        return gather_roles(r, c, x);
     default:
         return false;
     }

@@ -523,6 +523,140 @@ static void nhwc_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const 
     }
 }
 
+/* The phases of a base-dilated (transposed) channels-last convolution:
+ * with lhs dilation d in a spatial dim, whether window position w reads
+ * an input or a hole depends only on the output coordinate's phase
+ * (o*stride - pad_lo) mod d, so the output positions fall into at most
+ * prod d classes, each of which reads a fixed subset of the taps. Per
+ * class q: out rows of q = Col_q[rows, T_q*KI] x Ker_q[T_q*KI, KO], with
+ * Ker_q the kernel blocks of q's taps; the GEMMs skip the holes the dense
+ * im2col would multiply (3/4 of them for the stride-2 input gradient).
+ * Rows of one class are computed into a buffer and copied to their places
+ * in the output. phase[os] is the class of output position os. */
+typedef struct Phases {
+    int64_t n;            /* classes */
+    int64_t *phase;       /* [OS] */
+    int64_t *taps;        /* [n][W]: q's taps, ntaps[q] of them */
+    int64_t *ntaps;       /* [n] */
+} Phases;
+
+#define CONV_MAX_PHASES 64
+
+static void phases_free(Phases *ph)
+{
+    ts_free(ph->phase);
+    ts_free(ph->taps);
+    ts_free(ph->ntaps);
+}
+
+/* Fill ph; false when out of memory, or with one class (no base
+ * dilation) or too many. */
+static bool phases_new(const DevKernelArgs *k, const ConvPlan *p, Phases *ph)
+{
+    const IrWindowDim *wd = k->ins->a.x->window.dim;
+    memset(ph, 0, sizeof *ph);
+    ph->n = 1;
+    for (int32_t s = 0; s < p->ns; s++)
+        if ((ph->n *= wd[s].lhs_dilate) > CONV_MAX_PHASES)
+            return false;
+    if (ph->n == 1) /* no base dilation: the dense engine */
+        return false;
+    ph->phase = ct_scratch(p->os, sizeof(int64_t));
+    ph->taps = ct_scratch(ph->n * p->w, sizeof(int64_t));
+    ph->ntaps = ct_scratch(ph->n, sizeof(int64_t));
+    if (!ph->phase || !ph->taps || !ph->ntaps) {
+        phases_free(ph);
+        return false;
+    }
+    int64_t oi[IR_MAX_RANK] = {0};
+    for (int64_t os = 0; os < p->os; os++) {
+        int64_t q = 0;
+        for (int32_t s = 0; s < p->ns; s++) {
+            int64_t d = wd[s].lhs_dilate, r = (oi[s] * wd[s].stride - wd[s].pad_lo) % d;
+            q = q * d + (r < 0 ? r + d : r);
+        }
+        ph->phase[os] = q;
+        for (int32_t s = p->ns - 1; s >= 0 && ++oi[s] == p->osz[s]; s--)
+            oi[s] = 0;
+    }
+    for (int64_t q = 0; q < ph->n; q++) {
+        int64_t phs[IR_MAX_RANK], rem = q, wi[IR_MAX_RANK] = {0};
+        for (int32_t s = p->ns - 1; s >= 0; s--) {
+            phs[s] = rem % wd[s].lhs_dilate;
+            rem /= wd[s].lhs_dilate;
+        }
+        ph->ntaps[q] = 0;
+        for (int64_t w = 0; w < p->w; w++) {
+            bool real = true;
+            for (int32_t s = 0; s < p->ns; s++)
+                real = real && (phs[s] + wi[s] * wd[s].rhs_dilate) % wd[s].lhs_dilate == 0;
+            if (real)
+                ph->taps[q * p->w + ph->ntaps[q]++] = w;
+            for (int32_t s = p->ns - 1; s >= 0 && ++wi[s] == p->wsz[s]; s--)
+                wi[s] = 0;
+        }
+    }
+    return true;
+}
+
+/* conv_nhwc by phases (above); ker is [W, KI, KO]. */
+static IrStatus nhwc_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, const Phases *ph,
+                            const uint8_t *in, const uint8_t *ker, const int64_t *off, uint8_t *outp)
+{
+    size_t esz = ct_size(c), run = (size_t)p->ki * esz, orow = (size_t)p->ko * esz;
+    int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->kk;
+    if (nr < 1)
+        nr = 1;
+    if (nr > p->ncol)
+        nr = p->ncol;
+    uint8_t *kq = ct_scratch(p->kk * p->ko, esz), *col = ct_scratch(nr * p->kk, esz),
+            *res = ct_scratch(nr * p->ko, esz);
+    int64_t *rows = ct_scratch(nr, sizeof(int64_t));
+    IrStatus st = IR_OK;
+    if (!kq || !col || !res || !rows) {
+        st = ct_oom(k);
+        goto done;
+    }
+    for (int64_t q = 0; q < ph->n; q++) {
+        const int64_t *tq = ph->taps + q * p->w;
+        int64_t nt = ph->ntaps[q];
+        size_t blk = (size_t)(p->ki * p->ko) * esz;
+        for (int64_t t = 0; t < nt; t++)
+            memcpy(kq + (size_t)t * blk, ker + (size_t)tq[t] * blk, blk);
+        CtGemm g = {.c = c, .blas = true, .n = p->ko, .k = nt * p->ki, .lda = nt * p->ki, .ldb = p->ko,
+                    .ldc = p->ko};
+        int64_t j = 0;
+        while (j < p->ncol) {
+            int64_t m = 0;
+            for (; j < p->ncol && m < nr; j++) /* the next rows of class q */
+                if (ph->phase[j % p->os] == q)
+                    rows[m++] = j;
+            for (int64_t r = 0; r < m; r++) {
+                int64_t ob = rows[r] / p->os, os = rows[r] % p->os;
+                const uint8_t *plane = in + (size_t)(ob * p->is) * run;
+                uint8_t *row = col + (size_t)(r * nt) * run;
+                for (int64_t t = 0; t < nt; t++) {
+                    int64_t o = off[tq[t] * p->os + os];
+                    if (o < 0)
+                        memset(row + (size_t)t * run, 0, run);
+                    else
+                        memcpy(row + (size_t)t * run, plane + (size_t)o * run, run);
+                }
+            }
+            g.m = m;
+            ct_gemm(&g, col, kq, res); /* k = 0 (no real tap) zeroes res */
+            for (int64_t r = 0; r < m; r++)
+                memcpy(outp + (size_t)rows[r] * orow, res + (size_t)r * orow, orow);
+        }
+    }
+done:
+    ts_free(kq);
+    ts_free(col);
+    ts_free(res);
+    ts_free(rows);
+    return st;
+}
+
 /* The channels-last engine: input [IB, IS..., IF] and output [OB, OS...,
  * OF] in the compute type, no feature or batch groups, f32/f64 with BLAS.
  *     out[OB*OS, KO] = Col[OB*OS, W*KI] x Ker[W*KI, KO]
@@ -563,6 +697,14 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
         }
         ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, ker_own);
         ker = ker_own;
+    }
+    Phases ph;
+    if (nvalid * 2 < total && phases_new(k, p, &ph)) {
+        IrStatus st = nhwc_phases(k, c, p, &ph, in, ker, off, outp);
+        phases_free(&ph);
+        ts_free(ker_own);
+        ts_free(off);
+        return st;
     }
     if (nr > p->ncol)
         nr = p->ncol;
@@ -703,7 +845,8 @@ static bool canon_view(CtView *v, const IrShape *s, int64_t d0, int64_t d1, int3
  *   sparse: loops over the real taps only, for heavily base-dilated convs.
  * Channels-last convolutions (input and output [B, S..., F], no groups,
  * f32/f64 with BLAS) where the dense engine would run skip both layout
- * changes: conv_nhwc; so do their weight gradients (f01b_i01o->01bf, as
+ * changes: conv_nhwc (base-dilated ones by phases, real taps only:
+ * nhwc_phases); so do their weight gradients (f01b_i01o->01bf, as
  * JAX writes them): conv_wgrad.
  *
  * Inputs: two array operands. On success *out is a new array. Fails with

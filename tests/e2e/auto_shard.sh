@@ -90,6 +90,28 @@ expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain --format json -o "$WORK
 expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh data=2,model=2 --explain -o "$WORK/ex.txt"
 expect_status 0 "$TESSEL" plan "$WORK/ex.plan" --explain -o "$WORK/ex2.txt"
 cmp -s "$WORK/ex.txt" "$WORK/ex2.txt" || fail "the plan file's explanation is not the compile's"
+# An embedding lookup (a gather of rows) has strategies of its own: the
+# explanation lists them, and whichever is chosen runs equal to the
+# reference on 2 and 4 devices.
+cat >"$WORK/emb.hlo" <<'HLO'
+HloModule emb
+ENTRY main {
+  ids = s32[8,4,1] parameter(0)
+  table = f32[64,16] parameter(1)
+  w = f32[16,16] parameter(2)
+  x = f32[8,4,16] gather(table, ids), offset_dims={2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=2, slice_sizes={1,16}
+  ROOT y = f32[8,4,16] dot(x, w), lhs_contracting_dims={2}, rhs_contracting_dims={0}
+}
+HLO
+"$TESSEL" run "$WORK/emb.hlo" --reference --random-inputs 3 --output-dir "$WORK/eref" >"$OUT" 2>"$ERR" ||
+    fail "embedding reference"
+for n in 2 4; do
+    expect_status 0 "$TESSEL" plan "$WORK/emb.hlo" --auto-shard --mesh "$n" --explain
+    expect_in "$OUT" "x = gather: "
+    "$TESSEL" run "$WORK/emb.hlo" --auto-shard --mesh "$n" --random-inputs 3 --output-dir "$WORK/e$n" >"$OUT" \
+        2>"$ERR" || fail "embedding on $n"
+    same_outputs "$WORK/eref" "$WORK/e$n" "embedding lookup auto-sharded on $n"
+done
 # A plan with host work keeps it too (in the host program's lines): the
 # same text and JSON, and the plan still runs equal to the reference.
 sed 's/@N/2/g; s/@D/<=[2]/g' "$TESSEL_SRC/tests/models/host_ops_chain.hlo" >"$WORK/host.hlo"

@@ -713,6 +713,14 @@ static void test_conv_random_configs(void **state)
         /* batch groups (weight gradient shape). */
         {"f01b_i01o->01bf", 2, 4, 3, 6, 1, 2, {5, 4}, {2, 3}, ONES3, ZEROS3, {1, 0}, ONES3, ONES3, ZEROS3},
         {"bf0_oi0->bf0", 1, 6, 1, 3, 1, 3, {7}, {4}, {1}, {1}, {1}, {1}, {2}, {0}},
+        /* channels-last base-dilated convolutions (conv_nhwc by phases): the
+         * stride-2 input gradient as JAX writes it, odd sizes, lhs dilation
+         * 3 in 1-D, in one dim only, with stride and reversal. */
+        {"b01f_01oi->b01f", 2, 2, 5, 3, 1, 1, {4, 5}, {3, 3}, ONES3, {1, 1}, {2, 2}, {2, 2}, ONES3, ZEROS3},
+        {"b01f_01io->b01f", 2, 3, 4, 5, 1, 1, {5, 3}, {3, 2}, ONES3, {2, 1}, {1, 0}, {2, 2}, ONES3, ZEROS3},
+        {"b0f_0io->b0f", 1, 2, 3, 2, 1, 1, {5}, {4}, {1}, {2}, {3}, {3}, {1}, {0}},
+        {"b01f_01io->b01f", 2, 1, 3, 4, 1, 1, {6, 4}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, {2, 1}, ONES3, {1, 1}},
+        {"b01f_01io->b01f", 2, 2, 2, 3, 1, 1, {4, 4}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {2, 2}, {1, 2}, ZEROS3},
         /* channels-last weight gradients (conv_wgrad): plain, the stride-2
          * forward's (rhs dilation), 1-D, and reversed (the general engine). */
         {"f01b_i01o->01bf", 2, 3, 4, 5, 1, 1, {7, 6}, {5, 4}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
@@ -761,6 +769,8 @@ static void test_conv_larger(void **state)
          {8, 1, 1}, ONES3, ZEROS3},
         {"f01b_i01o->01bf", 2, 32, 32, 8, 1, 1, {32, 32}, {16, 16}, ONES3, {1, 1}, {0, 0}, ONES3, {2, 2},
          ZEROS3},
+        /* the net's input gradient by phases, rows in several blocks. */
+        {"b01f_01oi->b01f", 2, 8, 64, 32, 1, 1, {16, 16}, {3, 3}, ONES3, {1, 1}, {2, 2}, {2, 2}, ONES3, ZEROS3},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         conv_random_case(&cases[i]);
