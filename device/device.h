@@ -364,6 +364,9 @@ typedef struct DevKernelArgs {
 /* Report a run-time kernel error at the instruction's position. */
 IrStatus dev_kernel_error(const DevKernelArgs *k, IrStatus st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The kernels' one out-of-memory error: "out of memory in WHAT" (WHAT
+ * NULL: the instruction's opcode), IR_ENOMEM. */
+IrStatus dev_kernel_oom(const DevKernelArgs *k, const char *what);
 
 /* k_rng.c: rng-bit-generator (ThreeFry, Philox as XLA), rng, stochastic-convert */
 IrStatus dev_k_rng_bit_generator(const DevKernelArgs *k, DevValue **out);

@@ -119,6 +119,11 @@ IrStatus dev_kernel_error(const DevKernelArgs *k, IrStatus st, const char *fmt, 
                     known ? " (from " : "", from, known ? ")" : "");
 }
 
+IrStatus dev_kernel_oom(const DevKernelArgs *k, const char *what)
+{
+    return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", what ? what : ir_op_name(k->ins->op));
+}
+
 /* Make sure a failing status has a diagnostic (kernels may return
  * IR_ENOMEM without recording one). */
 static IrStatus ensure_diag(const Exec *x, const IrInstr *ins, IrStatus st)

@@ -32,12 +32,6 @@
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static IrStatus oom(const DevKernelArgs *k)
-{
-    return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", ir_op_name(k->ins->op));
-}
-
-/* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -261,7 +255,7 @@ IrStatus dev_k_gather(const DevKernelArgs *k, DevValue **out)
         return st;
     DevValue *r = dev_value_new_uninit(&k->ins->shape);
     if (!r)
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     const DevValue *x = k->opnd[0], *idx = k->opnd[1];
     const IrGatherDnums *g = &k->ins->a.x->gather;
     const int64_t *ss = k->ins->a.x->slice_sizes.v;
@@ -339,11 +333,11 @@ static IrStatus scatter_prepare(ScatterRun *r)
     r->mode = SCAT_CALL;
     if (!(r->slot = ts_calloc((size_t)(2 * r->n), sizeof *r->slot)) ||
         !(r->tmp = ts_malloc((size_t)r->n * 16)))
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     for (int32_t i = 0; i < 2 * r->n; i++) {
         IrShape sh = {.type = i < r->n ? r->res[i]->shape.type : r->upd[i - r->n]->shape.type};
         if (!(r->slot[i] = dev_value_new(&sh)))
-            return oom(k);
+            return dev_kernel_oom(k, NULL);
     }
     return IR_OK;
 }
@@ -557,10 +551,10 @@ IrStatus dev_k_scatter(const DevKernelArgs *k, DevValue **out)
         return st;
     ScatterRun r = {.k = k, .n = n, .upd = (const DevValue *const *)(k->opnd + n + 1)};
     if (!(r.res = ts_calloc((size_t)n, sizeof *r.res)))
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     for (int32_t i = 0; i < n && st == IR_OK; i++)
         if (!(r.res[i] = dev_value_clone(k->opnd[i])))
-            st = oom(k);
+            st = dev_kernel_oom(k, NULL);
     if (st == IR_OK && (st = scatter_prepare(&r)) == IR_OK)
         st = scatter_loop(&r, &p);
     scatter_run_free(&r);
@@ -572,7 +566,7 @@ IrStatus dev_k_scatter(const DevKernelArgs *k, DevValue **out)
     if (st == IR_OK) {
         *out = dev_value_tuple(&k->ins->shape, n, r.res);
         ts_free(r.res);
-        return *out ? IR_OK : oom(k);
+        return *out ? IR_OK : dev_kernel_oom(k, NULL);
     }
     for (int32_t i = 0; i < n; i++)
         dev_value_unref(r.res[i]);

@@ -33,12 +33,6 @@
 /* Small shared helpers                                                */
 /* ------------------------------------------------------------------ */
 
-static IrStatus oom(const DevKernelArgs *k)
-{
-    return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", ir_op_name(k->ins->op));
-}
-
-/* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -92,7 +86,7 @@ static IrStatus finish_results(const DevKernelArgs *k, int32_t n, DevValue **res
     }
     *out = dev_value_tuple(&k->ins->shape, n, res);
     ts_free(res);
-    return *out ? IR_OK : oom(k);
+    return *out ? IR_OK : dev_kernel_oom(k, NULL);
 }
 
 /* Is the instruction's shape n arrays (a tuple of n when tuple)? */
@@ -275,7 +269,7 @@ static IrStatus reduce_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode op, co
     int64_t nout = ir_shape_elements(&res->shape), nin = ir_shape_elements(in);
     DevAcc *acc = ts_malloc((size_t)(nout > 0 ? nout : 1) * sizeof *acc);
     if (!acc)
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     DevAcc init = dev_acc_load(d, k->opnd[1]->shape.type, k->opnd[1]->data, 0);
     for (int64_t i = 0; i < nout; i++)
         acc[i] = init;
@@ -370,7 +364,7 @@ static IrStatus reduce_general(const DevKernelArgs *k, int32_t n, const bool *re
     }
     Slots s;
     if (!slots_for_reducer(&s, k, n))
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     IrStatus st2 = IR_OK;
     int64_t nout = odo_count(&kept), nred = odo_count(&rd);
     odo_reset(&kept);
@@ -414,7 +408,7 @@ static IrStatus reduce_impl(const DevKernelArgs *k, DevValue **out)
         return st;
     DevValue **res;
     if (!new_results(k, n, &res))
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     IrOpcode op = ir_simple_reducer(k->m, k->ins->called[0]);
     DevRedDom d;
     IrType t = k->opnd[0]->shape.type;
@@ -475,7 +469,7 @@ static IrStatus wintab_new(const DevKernelArgs *k, WinTab *t, const IrShape *in,
         if (__builtin_mul_overflow(t->wsz[d], t->osz[d], &n) || (uint64_t)n > SIZE_MAX / 8 ||
             !(t->tab[d] = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t)))) {
             wintab_free(t);
-            return oom(k);
+            return dev_kernel_oom(k, NULL);
         }
         for (int64_t o = 0; o < t->osz[d]; o++)
             for (int64_t j = 0; j < t->wsz[d]; j++) {
@@ -656,7 +650,7 @@ static IrStatus reduce_window_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode
     cap = wall < cap ? wall : cap;
     DevAcc *buf = (uint64_t)cap < SIZE_MAX / sizeof(DevAcc) ? ts_malloc((size_t)(cap > 0 ? cap : 1) * sizeof(DevAcc)) : NULL;
     if (!buf)
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     DevAcc init = dev_acc_load(d, k->opnd[1]->shape.type, k->opnd[1]->data, 0);
     const int64_t *rows[IR_MAX_RANK];
     for (int64_t o = 0; o < nout; o++, winiter_next_output(it)) {
@@ -674,7 +668,7 @@ static IrStatus reduce_window_general(const DevKernelArgs *k, int32_t n, WinIter
 {
     Slots s;
     if (!slots_for_reducer(&s, k, n))
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     IrStatus st = IR_OK;
     int64_t nout = ir_shape_elements(&res[0]->shape);
     for (int64_t o = 0; o < nout && st == IR_OK; o++, winiter_next_output(it)) {
@@ -720,7 +714,7 @@ static IrStatus reduce_window_impl(const DevKernelArgs *k, DevValue **out)
     DevValue **res;
     if (!new_results(k, n, &res)) {
         wintab_free(&t);
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     }
     WinIter it;
     winiter_init(&it, &t, &k->opnd[0]->shape);
@@ -894,10 +888,10 @@ static IrStatus sas_prepare(SasRun *r)
                    dev_red_has(r->scat_dom, r->scat_op);
     if (!r->fast_sel &&
         (!slots_alloc(&r->sel, 2) || !slot_make(&r->sel, 0, xt) || !slot_make(&r->sel, 1, xt)))
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     if (!r->fast_scat &&
         (!slots_alloc(&r->scat, 2) || !slot_make(&r->scat, 0, rt) || !slot_make(&r->scat, 1, st)))
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     return IR_OK;
 }
 
@@ -933,7 +927,7 @@ IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out)
         return st;
     if (!(r.res = dev_value_new_uninit(&k->ins->shape))) {
         wintab_free(&t);
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     }
     size_t esz = ir_type_size(r.res->shape.type);
     int64_t nres = ir_shape_elements(&r.res->shape);
@@ -996,7 +990,7 @@ static IrStatus with_converted_operands(const DevKernelArgs *k,
         return impl(k, out);
     DevValue **opnd = ts_calloc((size_t)k->nopnd, sizeof *opnd);
     if (!opnd)
-        return oom(k);
+        return dev_kernel_oom(k, NULL);
     IrStatus st = IR_OK;
     for (int32_t i = 0; i < k->nopnd && st == IR_OK; i++) {
         const DevValue *v = k->opnd[i];
@@ -1010,7 +1004,7 @@ static IrStatus with_converted_operands(const DevKernelArgs *k,
         conv.has_layout = false;
         opnd[i] = dev_value_new_uninit(&conv);
         if (!opnd[i]) {
-            st = oom(k);
+            st = dev_kernel_oom(k, NULL);
             break;
         }
         int64_t ne = dev_value_elements(v);

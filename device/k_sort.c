@@ -36,12 +36,6 @@
 #include <math.h>
 #include <string.h>
 
-static IrStatus oom(const DevKernelArgs *k)
-{
-    return dev_kernel_error(k, IR_ENOMEM, "out of memory in sort");
-}
-
-/* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
 static bool is_array_value(const DevValue *v)
 {
     return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
@@ -250,7 +244,7 @@ static bool analyse(SortRun *r, Analysis *a, IrStatus *st)
     a->leaf_of = ts_malloc((size_t)n * sizeof *a->leaf_of);
     a->node_of = ts_malloc((size_t)n * sizeof *a->node_of);
     if (!a->dep || !a->reach || !a->lift || !a->leaf_of || !a->node_of) {
-        *st = oom(r->k);
+        *st = dev_kernel_oom(r->k, "sort");
         return false;
     }
     for (int32_t j = 0; j < n; j++) {
@@ -282,7 +276,7 @@ static bool classify(SortRun *r, Analysis *a, IrStatus *st)
     r->leaf = ts_calloc((size_t)n, sizeof *r->leaf);
     r->node = ts_calloc((size_t)n, sizeof *r->node);
     if (!r->leaf || !r->node) {
-        *st = oom(r->k);
+        *st = dev_kernel_oom(r->k, "sort");
         return false;
     }
     for (int32_t j = 0; j < n; j++) {
@@ -442,11 +436,11 @@ static IrStatus bind_leaves(SortRun *r, const Analysis *a)
     if (nlifted > 0) {
         IrModule *m2 = lift_module(r, a, &nlifted);
         if (!m2)
-            return oom(r->k);
+            return dev_kernel_oom(r->k, "sort");
         DevValue **args = ts_malloc((size_t)(2 * r->n) * sizeof *args);
         if (!args) {
             ir_module_free(m2);
-            return oom(r->k);
+            return dev_kernel_oom(r->k, "sort");
         }
         for (int32_t p = 0; p < 2 * r->n; p++)
             args[p] = r->k->opnd[p / 2];
@@ -464,10 +458,10 @@ static IrStatus bind_leaves(SortRun *r, const Analysis *a)
         lf->src = a->lift[lf->instr] ? r->lifted->elems[j++]
                                      : r->k->opnd[ins->a.parameter_number / 2];
         if (!(lf->row = ts_malloc((size_t)(r->len > 0 ? r->len : 1) * sizeof *lf->row)))
-            return oom(r->k);
+            return dev_kernel_oom(r->k, "sort");
     }
     if (!(r->vals = ts_malloc((size_t)r->nnode * sizeof *r->vals)))
-        return oom(r->k);
+        return dev_kernel_oom(r->k, "sort");
     return IR_OK;
 }
 
@@ -587,11 +581,11 @@ static bool native_before(SortRun *r, int64_t a, int64_t b)
 static IrStatus general_prepare(SortRun *r)
 {
     if (!(r->slot = ts_calloc((size_t)(2 * r->n), sizeof *r->slot)))
-        return oom(r->k);
+        return dev_kernel_oom(r->k, "sort");
     for (int32_t i = 0; i < 2 * r->n; i++) {
         IrShape sh = {.type = r->k->opnd[i / 2]->shape.type};
         if (!(r->slot[i] = dev_value_new(&sh)))
-            return oom(r->k);
+            return dev_kernel_oom(r->k, "sort");
     }
     return IR_OK;
 }
@@ -708,7 +702,7 @@ static IrStatus sort_rows(SortRun *r, int64_t d, DevValue **res)
             rows *= s->dims[i];
     int64_t *perm = ts_malloc((size_t)(r->len > 0 ? r->len : 1) * 2 * sizeof *perm);
     if (!perm)
-        return oom(r->k);
+        return dev_kernel_oom(r->k, "sort");
     int64_t idx[IR_MAX_RANK] = {0};
     for (int64_t row = 0; row < rows && r->len > 0 && r->st == IR_OK; row++) {
         for (int64_t j = 0; j < r->len; j++)
@@ -762,10 +756,10 @@ IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out)
     SortRun r = {.k = k, .n = n, .len = k->opnd[0]->shape.dims[d], .stride = strides[d]};
     DevValue **res = ts_calloc((size_t)n, sizeof *res);
     if (!res)
-        return oom(k);
+        return dev_kernel_oom(k, "sort");
     for (int32_t i = 0; i < n && st == IR_OK; i++)
         if (!(res[i] = dev_value_new_uninit(&k->opnd[i]->shape)))
-            st = oom(k);
+            st = dev_kernel_oom(k, "sort");
     if (st == IR_OK && ir_shape_elements(&k->opnd[0]->shape) > 0) {
         if ((st = native_prepare(&r)) == IR_OK && !r.native)
             st = general_prepare(&r);
@@ -783,7 +777,7 @@ IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out)
         *out = res[0];
     } else if (!(*out = dev_value_tuple(&k->ins->shape, n, res))) {
         ts_free(res);
-        return oom(k);
+        return dev_kernel_oom(k, "sort");
     }
     ts_free(res);
     return IR_OK;
