@@ -317,8 +317,6 @@ IrStatus coll_oom(IrDiag *d);
 /* "INS: msg" at the instruction; the error of a barrier that gave up. */
 IrStatus coll_error(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus st, const char *msg);
 IrStatus coll_aborted(const CollHost *w, const IrModule *m, const IrInstr *ins, IrDiag *d);
-/* Permute and broadcast: each device reads one other device's operands. */
-bool coll_reads_one(const IrInstr *ins);
 /* The byte counters' name for ins. */
 CollXferKind coll_xfer_kind(const IrInstr *ins);
 /* The simple reducer of ins the transport runs itself, or OP_COUNT. */
@@ -445,7 +443,6 @@ typedef struct CollPtrs {
     void **p;
     void *stack[COLL_PTRS_ON_STACK];
 } CollPtrs;
-void **coll_ptrs_get(CollPtrs *l, int32_t n);
 void coll_ptrs_free(CollPtrs *l);
 const void *const *coll_member_data(CollPtrs *l, DevValue *const *const *ops, const int64_t *members, int32_t size,
                                     int32_t k);

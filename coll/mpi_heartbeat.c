@@ -180,7 +180,7 @@ static void hb_send(CollMpi *t, int r, int64_t seq, Checkin what)
 /* Compare every check-in received up to this rank's own count with this
  * rank's (hb.mu held): the same collective in the same place, or the
  * ranks diverged. */
-void cmpi_hb_compare(CollMpi *t)
+static void cmpi_hb_compare(CollMpi *t)
 {
     Heartbeat *h = &t->hb;
     for (int r = 0; r < t->size; r++) {

@@ -182,8 +182,6 @@ void cmpi_count_bytes(CollMpi *t, CollXferKind kind, int64_t sent, int64_t recei
 IrStatus cmpi_group_comm(CollMpi *t, const int32_t *color, MPI_Comm *comm, int *k, IrDiag *d);
 IrStatus cmpi_allgather_in(CollTransport *base, const int32_t *color, CollXferKind kind, const void *send,
                           size_t bytes, void *recv, IrDiag *d);
-IrStatus cmpi_allreduce_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what, void *buf,
-                          int64_t count, IrType ty, IrOpcode op, IrDiag *d);
 
 /* ---- mpi_pipeline.c ---- */
 IrStatus cmpi_allreduce_into(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,

@@ -58,7 +58,7 @@ USER_OP(cmpi_user_min, OP_MINIMUM)
 /* The piece (coll_piece_bytes of the run's tuning, rank 0's: coll_mpi_tune). */
 
 /* A piece of n bytes whose rank blocks are `stride` bytes apart. */
-IrStatus cmpi_strided_piece(CollMpi *t, size_t n, size_t stride, MPI_Datatype *out, IrDiag *d)
+static IrStatus cmpi_strided_piece(CollMpi *t, size_t n, size_t stride, MPI_Datatype *out, IrDiag *d)
 {
     MPI_Datatype piece;
     *out = MPI_DATATYPE_NULL;
@@ -143,20 +143,22 @@ bool cmpi_op_for(CollMpi *t, IrType ty, IrOpcode op, MPI_Datatype *dt, MPI_Op *m
         return false;
     *dt = map[ty];
     bool fl = ir_type_is_float(ty);
-    switch (dev_red_canonical(ty, op)) {
-    case OP_ADD: *mop = MPI_SUM; break;
-    case OP_MULTIPLY: *mop = MPI_PROD; break;
-    case OP_MAXIMUM: *mop = fl ? t->fmax : MPI_MAX; break;
-    case OP_MINIMUM: *mop = fl ? t->fmin : MPI_MIN; break;
-    case OP_AND: *mop = MPI_BAND; break;
-    case OP_OR: *mop = MPI_BOR; break;
-    case OP_XOR: *mop = MPI_BXOR; break;
-    default: return false;
+    /* The reducer's MPI column (hlo_op_sem.def); floating max/min take
+     * the NaN-propagating user operations the column's comment asks for. */
+    switch (ir_op_mpi(dev_red_canonical(ty, op))) {
+    case IR_MPI_SUM: *mop = MPI_SUM; break;
+    case IR_MPI_PROD: *mop = MPI_PROD; break;
+    case IR_MPI_MAX: *mop = fl ? t->fmax : MPI_MAX; break;
+    case IR_MPI_MIN: *mop = fl ? t->fmin : MPI_MIN; break;
+    case IR_MPI_BAND: *mop = MPI_BAND; break;
+    case IR_MPI_BOR: *mop = MPI_BOR; break;
+    case IR_MPI_BXOR: *mop = MPI_BXOR; break;
+    case IR_MPI_NONE: return false;
     }
     return !(fl && (op == OP_AND || op == OP_OR || op == OP_XOR));
 }
 
-bool cmpi_builtin_op(CollTransport *base, IrType ty, IrOpcode op)
+static bool cmpi_builtin_op(CollTransport *base, IrType ty, IrOpcode op)
 {
     CollMpi *t = (CollMpi *)base;
     MPI_Datatype dt;
@@ -311,7 +313,7 @@ IrStatus cmpi_allgather_in(CollTransport *base, const int32_t *color, CollXferKi
     return IR_OK;
 }
 
-IrStatus cmpi_allreduce_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what, void *buf,
+static IrStatus cmpi_allreduce_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what, void *buf,
                                    int64_t count, IrType ty, IrOpcode op, IrDiag *d)
 {
     CollMpi *t = (CollMpi *)base;
@@ -345,7 +347,7 @@ IrStatus cmpi_allreduce_in(CollTransport *base, const int32_t *color, CollXferKi
     return IR_OK;
 }
 
-IrStatus cmpi_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
+static IrStatus cmpi_reduce_scatter_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                         const void *send, const int64_t *counts, void *recv, IrType ty, IrOpcode op,
                                         IrDiag *d)
 {
@@ -535,7 +537,7 @@ static void any_op(void *in, void *inout, int *len, MPI_Datatype *dt)
     }
 }
 
-IrStatus cmpi_allreduce_any_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
+static IrStatus cmpi_allreduce_any_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                                        void *buf, int64_t nslice, int64_t count, const bool *present, IrType ty,
                                        const CollReducer *red, IrDiag *d)
 {
@@ -623,8 +625,8 @@ IrStatus cmpi_allreduce_any_in(CollTransport *base, const int32_t *color, CollXf
 
 enum { TAG_DATA = 3 };
 
-IrStatus cmpi_exchange(CollTransport *base, CollXferKind kind, int64_t what, const CollXfer *sends, int32_t nsend,
-                               const CollXfer *recvs, int32_t nrecv, IrDiag *d)
+static IrStatus cmpi_exchange(CollTransport *base, CollXferKind kind, int64_t what, const CollXfer *sends,
+                              int32_t nsend, const CollXfer *recvs, int32_t nrecv, IrDiag *d)
 {
     CollMpi *t = (CollMpi *)base;
     if (!cmpi_begin_collective(t, CK_P2P, what, 0))

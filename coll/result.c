@@ -29,7 +29,7 @@ bool coll_dims_equal(const IrShape *a, const IrShape *b)
     return a->type == b->type && a->rank == b->rank && ir_dims_equal(a->dims, b->dims, a->rank);
 }
 
-void **coll_ptrs_get(CollPtrs *l, int32_t n)
+static void **coll_ptrs_get(CollPtrs *l, int32_t n)
 {
     l->p = n <= COLL_PTRS_ON_STACK ? l->stack : ts_malloc((size_t)n * sizeof *l->p);
     return l->p;

@@ -52,7 +52,7 @@ static int64_t find_root(int32_t *parent, int64_t h)
 /* Collectives whose devices each read one other device's operand
  * (permute: its source; broadcast: its group's first member): point to
  * point between the hosts that hold the two. */
-bool coll_reads_one(const IrInstr *ins)
+static bool coll_reads_one(const IrInstr *ins)
 {
     return ins->op == OP_COLLECTIVE_PERMUTE || ins->op == OP_COLLECTIVE_BROADCAST;
 }

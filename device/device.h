@@ -50,7 +50,8 @@
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
  *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
- *   blas.c        OpenBLAS, loaded on first use (dev_blas)
+ *   blas.c        OpenBLAS, loaded on first use (dev_blas); blas.h, its
+ *                 entry points for the files that call BLAS or LAPACK
  *   blas_sgemm.c  the f32 GEMM of BLIS or oneDNN behind cblas_sgemm's
  *                 signature
  *   blas_choice.c which library computes f32 GEMMs: fixed by the caller or

@@ -25,7 +25,7 @@
  *               vector path) and hlo_attrs.def (which ops take which
  *               attribute, in print order); the annotation custom-call
  *               targets
- *   lex.c       the HLO text lexer
+ *   lex.c       the HLO text lexer (its interface, private to ir/: lex.h)
  *   parse.c     the HLO text parser: modules, computations, instructions,
  *               operands, the entry points; its parts (parse_internal.h):
  *   parse_shape.c   shapes, layouts, signatures; shapes the text omits

@@ -5,7 +5,8 @@ Each layer folder has one header whose opening comment lists its files
 (STYLE.md: "the header reads as a table of contents"). A folder's private
 headers that this comment names (partition/prop_internal.h, ...) may hold
 the list of a group of files in their own opening comment. This check
-fails when a .c file of a layer is named in neither, or when they name a
+fails when a .c file, a private .h header or a .def table of a layer is
+named in neither, or when they name a
 .c file the folder does not have (a deleted or renamed file; files of
 another folder are written with it, runtime/local.c, and not checked).
 It also fails when two .c files of these folders share a base name
@@ -70,6 +71,11 @@ def check(root):
         for c in files:
             if c not in named:
                 problems.append("%s: error: %s/%s is not named in its folder's header" % (rel, folder, c))
+        # The folder's private headers and op tables are files too.
+        parts = set(re.findall(NAME % "h", text)) | set(re.findall(NAME % "def", text))
+        for h in sorted(f for f in os.listdir(d) if f.endswith((".h", ".def")) and f != header):
+            if h not in parts:
+                problems.append("%s: error: %s/%s is not named in its folder's header" % (rel, folder, h))
         # A placeholder such as prop_FAMILY.c names no file.
         for c in sorted(n for n in named - set(files) if not re.search(r"[A-Z]{2}", n)):
             # Files of other folders are named with their folder (runtime/local.c).
@@ -91,17 +97,19 @@ def duplicate_names(root):
 
 
 def self_test():
-    """The check catches a file without its line and a line without its file."""
+    """The check catches a file (or private header) without its line and a line without its file."""
     import tempfile
     with tempfile.TemporaryDirectory() as root:
         os.mkdir(os.path.join(root, "ir"))
         os.mkdir(os.path.join(root, "cluster"))
         for name, text in [("ir/ir.h", "/*\n * a.c  one\n * gone.c  two\n */\n"), ("ir/a.c", ""), ("ir/b.c", ""),
-                           ("cluster/cluster.h", "/*\n * a.c  the same name\n */\n"), ("cluster/a.c", "")]:
+                           ("ir/hidden.h", ""), ("cluster/cluster.h", "/*\n * a.c  the same name\n */\n"),
+                           ("cluster/a.c", "")]:
             with open(os.path.join(root, name), "w", encoding="utf-8") as f:
                 f.write(text)
         got = check(root)
     want = ["ir/ir.h: error: ir/b.c is not named in its folder's header",
+            "ir/ir.h: error: ir/hidden.h is not named in its folder's header",
             "ir/ir.h: error: names gone.c, which ir/ does not have",
             "ir/a.c: error: ir/a.c and cluster/a.c share a base name: name each file for what it does"]
     if got != want:
