@@ -154,9 +154,6 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
 TsStatus api_plan_run_mpi_unagreed(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out,
                                    TsDiag *d);
 
-/* Device g's bind options in a replay of plan p (rt_device_bind_options
- * of the run's). */
-IrStatus api_device_bind(const TsPlan *p, const TsRunOptions *o, int64_t g, RtBindOptions *out, IrDiag *d);
 /* Bind the inputs of devices [first, first + n) of a replay into args[]. */
 IrStatus api_bind_devices(const TsPlan *p, const TsRunOptions *o, int64_t first, int64_t n, RtArgs *args, IrDiag *d);
 /* The outputs of a replay from every device's result (res[0..ndev),

@@ -10,7 +10,9 @@
 
 #include <string.h>
 
-IrStatus api_device_bind(const TsPlan *p, const TsRunOptions *o, int64_t g, RtBindOptions *out, IrDiag *d)
+/* Device g's bind options in a replay of plan p (rt_device_bind_options
+ * of the run's). */
+static IrStatus api_device_bind(const TsPlan *p, const TsRunOptions *o, int64_t g, RtBindOptions *out, IrDiag *d)
 {
     RtBindOptions all = api_bind_options(o);
     int64_t ndev = p->r.prog.num_partitions * p->r.prog.num_replicas;

@@ -29,7 +29,6 @@ typedef struct CluStrSet {
     size_t cap, n;
 } CluStrSet;
 bool clu_strset_has(const CluStrSet *s, const char *k);
-bool clu_strset_add(CluStrSet *s, const char *k);  /* false on OOM */
 
 /* A growable array of `elem`-byte records (ts_realloc; free v). */
 typedef struct CluVec {

@@ -38,7 +38,8 @@ bool clu_strset_has(const CluStrSet *s, const char *k)
     return false;
 }
 
-bool clu_strset_add(CluStrSet *s, const char *k)
+/* Add k to s; false on OOM. */
+static bool clu_strset_add(CluStrSet *s, const char *k)
 {
     if (2 * (s->n + 1) > s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;

@@ -314,9 +314,8 @@ void coll_abort(CollHost *w);
 bool coll_on_host(const CollHost *w, int64_t g);
 int64_t coll_host_of(const CollHost *w, int64_t g);
 IrStatus coll_oom(IrDiag *d);
-/* "INS: msg" at the instruction; the error of a barrier that gave up. */
+/* "INS: msg" at the instruction. */
 IrStatus coll_error(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus st, const char *msg);
-IrStatus coll_aborted(const CollHost *w, const IrModule *m, const IrInstr *ins, IrDiag *d);
 /* The byte counters' name for ins. */
 CollXferKind coll_xfer_kind(const IrInstr *ins);
 /* The simple reducer of ins the transport runs itself, or OP_COUNT. */

@@ -345,7 +345,7 @@ IrStatus coll_error(const IrModule *m, const IrInstr *ins, IrDiag *d, IrStatus s
 }
 
 /* A coll_barrier of collective ins gave up: why. */
-IrStatus coll_aborted(const CollHost *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
+static IrStatus coll_aborted(const CollHost *w, const IrModule *m, const IrInstr *ins, IrDiag *d)
 {
     return coll_error(m, ins, d, IR_ERUNTIME, w->stray ? "the other devices finished their program without reaching "
                                                          "this collective (they took another branch or trip count: "

@@ -38,7 +38,8 @@ IrStatus spmd_set_val(PComp *pc, int32_t i, int32_t v)
     return IR_OK;
 }
 
-void spmd_note_fallback(PComp *pc, int32_t i)
+/* Mark source instruction i as computed by the fallback (for the plan). */
+static void spmd_note_fallback(PComp *pc, int32_t i)
 {
     SpmdReport *r = pc->sp->report;
     if (!r)

@@ -303,7 +303,5 @@ int32_t spmd_partition_computation(Spmd *sp, int32_t comp, const IrSharding *con
 
 /* Record the result of source instr i (the value under shd[i]). */
 IrStatus spmd_set_val(PComp *pc, int32_t i, int32_t v);
-/* Mark source instruction i as computed by the fallback (for the plan). */
-void spmd_note_fallback(PComp *pc, int32_t i);
 
 #endif /* TESSEL_SPMD_INTERNAL_H */

@@ -32,7 +32,8 @@ uint64_t rt_splitmix64(uint64_t x)
     return z ^ (z >> 31);
 }
 
-double rt_random_unit(uint64_t h)
+/* The double in [-1, 1) drawn for floating types: ((h >> 11) * 2^-53) * 2 - 1. */
+static double rt_random_unit(uint64_t h)
 {
     /* (h >> 11) has 53 bits, so the product and the affine map are exact. */
     return ((double)(h >> 11) * 0x1p-53) * 2.0 - 1.0;

@@ -166,8 +166,6 @@ DevValue *rt_feed_outfeeds(const RtFeed *f);
  * rt_splitmix64(0) == 0xe220a8397b1dcdaf. */
 uint64_t rt_splitmix64(uint64_t x);
 
-/* The double in [-1, 1) drawn for floating types: ((h >> 11) * 2^-53) * 2 - 1. */
-double rt_random_unit(uint64_t h);
 
 /* Store the value for bits `h` as element `j` of `out` (type t):
  * floats rounded to nearest even in the type from the double above,
