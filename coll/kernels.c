@@ -218,27 +218,28 @@ typedef void (*CombineFn)(void *const *dst, int32_t ndst, int64_t doff, const vo
 #define VFMAX(MV, V) SEL(MV, V, (x != x) | (x >= y), x, y)
 #define VFMIN(MV, V) SEL(MV, V, (x != x) | (x <= y), x, y)
 
-KERNEL(f32_add, float, int32_t, x + y, x + y)
-KERNEL(f32_mul, float, int32_t, x * y, x * y)
+KERNEL(f32_add, float, int32_t, DEV_ADD(x, y), DEV_ADD(x, y))
+KERNEL(f32_mul, float, int32_t, DEV_MUL(x, y), DEV_MUL(x, y))
 KERNEL(f32_max, float, int32_t, DEV_FMAX(x, y), VFMAX(MV, V))
 KERNEL(f32_min, float, int32_t, DEV_FMIN(x, y), VFMIN(MV, V))
-KERNEL(f64_add, double, int64_t, x + y, x + y)
-KERNEL(f64_mul, double, int64_t, x * y, x * y)
+KERNEL(f64_add, double, int64_t, DEV_ADD(x, y), DEV_ADD(x, y))
+KERNEL(f64_mul, double, int64_t, DEV_MUL(x, y), DEV_MUL(x, y))
 KERNEL(f64_max, double, int64_t, DEV_FMAX(x, y), VFMAX(MV, V))
 KERNEL(f64_min, double, int64_t, DEV_FMIN(x, y), VFMIN(MV, V))
 
 /* Integers: add and multiply wrap (unsigned arithmetic), bitwise ops,
- * max and min in the type's signedness (the left on a tie). */
+ * max and min in the type's signedness (the left on a tie). The scalar
+ * arithmetic is arith.h's (through float_ops.h), as the device kernels'. */
 #define INT_KERNELS(P, U, S)                                                           \
-    KERNEL(P##_add, U, S, (U)(x + y), x + y)                                           \
-    KERNEL(P##_mul, U, S, (U)(x * y), x * y)                                           \
-    KERNEL(P##_and, U, S, (U)(x & y), x & y)                                           \
-    KERNEL(P##_or, U, S, (U)(x | y), x | y)                                            \
-    KERNEL(P##_xor, U, S, (U)(x ^ y), x ^ y)                                           \
-    KERNEL(P##_smax, S, S, x >= y ? x : y, SEL(MV, V, x >= y, x, y))                   \
-    KERNEL(P##_smin, S, S, x <= y ? x : y, SEL(MV, V, x <= y, x, y))                   \
-    KERNEL(P##_umax, U, S, x >= y ? x : y, SEL(MV, V, x >= y, x, y))                   \
-    KERNEL(P##_umin, U, S, x <= y ? x : y, SEL(MV, V, x <= y, x, y))
+    KERNEL(P##_add, U, S, (U)DEV_ADD(x, y), DEV_ADD(x, y))                             \
+    KERNEL(P##_mul, U, S, (U)DEV_MUL(x, y), DEV_MUL(x, y))                             \
+    KERNEL(P##_and, U, S, (U)DEV_AND(x, y), DEV_AND(x, y))                             \
+    KERNEL(P##_or, U, S, (U)DEV_OR(x, y), DEV_OR(x, y))                                \
+    KERNEL(P##_xor, U, S, (U)DEV_XOR(x, y), DEV_XOR(x, y))                             \
+    KERNEL(P##_smax, S, S, DEV_IMAX(x, y), SEL(MV, V, x >= y, x, y))                   \
+    KERNEL(P##_smin, S, S, DEV_IMIN(x, y), SEL(MV, V, x <= y, x, y))                   \
+    KERNEL(P##_umax, U, S, DEV_IMAX(x, y), SEL(MV, V, x >= y, x, y))                   \
+    KERNEL(P##_umin, U, S, DEV_IMIN(x, y), SEL(MV, V, x <= y, x, y))
 
 INT_KERNELS(i8, uint8_t, int8_t)
 INT_KERNELS(i16, uint16_t, int16_t)
