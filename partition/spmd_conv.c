@@ -517,6 +517,6 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
         v = spmd_oom_value(pc);
     IrSharding *partial = best->partial;
     ts_free(best);
-    v = finish_partial(pc, v, &full, partial, OP_ADD, ng, size, groups, pc->shd[i]);
+    v = spmd_finish_partial(pc, v, &full, partial, OP_ADD, ng, size, groups, pc->shd[i]);
     return spmd_set_val(pc, i, wide && v >= 0 ? spmd_emit_convert(pc, v, ins->shape.type) : v);
 }

@@ -145,7 +145,7 @@ static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, 
         return false;
     p->cost = spmd_reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
               spmd_reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
-              finish_partial_cost(pc, &ins->shape, p->partial, ng, size, groups, pc->shd[i]);
+              spmd_finish_partial_cost(pc, &ins->shape, p->partial, ng, size, groups, pc->shd[i]);
     return true;
 }
 
@@ -307,7 +307,7 @@ static int32_t wide_dot(PComp *pc, int32_t i, const int32_t ops[2], const IrShap
     wl.type = wide.type = IR_F32;
     int32_t w[2] = {spmd_emit_convert(pc, ops[0], IR_F32), spmd_emit_convert(pc, ops[1], IR_F32)};
     int32_t v = spmd_emit_clone(pc, ins, &wl, 2, w, 0, NULL);
-    v = finish_partial(pc, v, &wide, partial, OP_ADD, ng, size, groups, pc->shd[i]);
+    v = spmd_finish_partial(pc, v, &wide, partial, OP_ADD, ng, size, groups, pc->shd[i]);
     return v < 0 ? v : spmd_emit_convert(pc, v, ins->shape.type);
 }
 
@@ -360,7 +360,7 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     /* Partial sums that end sharded are reduce-scattered, not windowed
      * (unless asked): half the bytes of the all-reduce windowing hides. */
     bool scatter = best.reduce && !ir_frontend_attr(ins, "_tessel_window_chunks") &&
-                   finish_partial_scatters(pc, &ins->shape, best.partial, ng, size, groups, pc->shd[i]);
+                   spmd_finish_partial_scatters(pc, &ins->shape, best.partial, ng, size, groups, pc->shd[i]);
     int32_t ldim = best.reduce && !scatter ? first_lhs_free(&dd, l->shape.rank) : -1;
     int64_t rhs_bytes = rv >= 0 ? ir_shape_bytes(&pc->dc->instr[rv].shape) : 0;
     int64_t chunks = window_chunks(pc, ins, &local, ldim >= 0 ? dd.nb : -1, rhs_bytes, size);
@@ -370,6 +370,6 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     }
     int32_t ops[2] = {lv, rv};
     int32_t v = spmd_emit_clone(pc, ins, &local, 2, ops, 0, NULL);
-    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, OP_ADD, best.reduce ? ng : 0,
+    return spmd_set_val(pc, i, spmd_finish_partial(pc, v, &ins->shape, best.partial, OP_ADD, best.reduce ? ng : 0,
                                          best.reduce ? size : 1, groups, pc->shd[i]));
 }

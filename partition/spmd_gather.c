@@ -413,7 +413,7 @@ IrStatus spmd_gather(PComp *pc, int32_t i)
         if (!shd_groups_along(pc, best.iter, g.nx, cdims, &ng, &size, &groups))
             return spmd_oom(pc);
     }
-    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, local.type == IR_PRED ? OP_OR : OP_ADD,
+    return spmd_set_val(pc, i, spmd_finish_partial(pc, v, &ins->shape, best.partial, local.type == IR_PRED ? OP_OR : OP_ADD,
                                          ng, size, groups, pc->shd[i]));
 }
 
@@ -637,5 +637,5 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
     int64_t *groups = NULL;
     if (best.reduce && !shd_groups_along(pc, best.iter, s.nb, bdims, &ng, &size, &groups))
         return spmd_oom(pc);
-    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, best.partial, red, ng, size, groups, pc->shd[i]));
+    return spmd_set_val(pc, i, spmd_finish_partial(pc, v, &ins->shape, best.partial, red, ng, size, groups, pc->shd[i]));
 }

@@ -224,14 +224,14 @@ SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *aren
  * reduce-scatters (and an all-reduce over copies) where `to` cuts each
  * group's tile among its members, else an all-reduce and a reshard. -1 on
  * error (recorded). */
-int32_t finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrSharding *partial, IrOpcode red,
+int32_t spmd_finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrSharding *partial, IrOpcode red,
                        int32_t ng, int32_t size, const int64_t *groups, const IrSharding *to);
-/* Would finish_partial use reduce-scatters? */
-bool finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
+/* Would spmd_finish_partial use reduce-scatters? */
+bool spmd_finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
                              const int64_t *groups, const IrSharding *to);
-/* Estimated bytes a device receives in finish_partial: exact for the
+/* Estimated bytes a device receives in spmd_finish_partial: exact for the
  * reduce-scatters; an all-reduce counts 2x its buffer, plus spmd_reshard_cost. */
-int64_t finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
+int64_t spmd_finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
                             const int64_t *groups, const IrSharding *to);
 
 /* ---- spmd_reduce.c ---- */

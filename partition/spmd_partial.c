@@ -195,7 +195,7 @@ static int32_t add_copies(PComp *pc, int32_t v, IrOpcode red, const PartialPlan 
     return spmd_emit_all_reduce(pc, v, red, (int32_t)(pl->ng * pl->K), (int32_t)pl->R, groups);
 }
 
-int32_t finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrSharding *partial, IrOpcode red,
+int32_t spmd_finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrSharding *partial, IrOpcode red,
                        int32_t ng, int32_t size, const int64_t *groups, const IrSharding *to)
 {
     if (v < 0)
@@ -214,14 +214,14 @@ int32_t finish_partial(PComp *pc, int32_t v, const IrShape *full, const IrShardi
     return pl.R > 1 && v >= 0 ? add_copies(pc, v, red, &pl) : v;
 }
 
-bool finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
+bool spmd_finish_partial_scatters(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
                              const int64_t *groups, const IrSharding *to)
 {
     PartialPlan pl;
     return plan_partial(spmd_tmp(pc), full, partial, ng, size, groups, to, &pl);
 }
 
-int64_t finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
+int64_t spmd_finish_partial_cost(PComp *pc, const IrShape *full, const IrSharding *partial, int32_t ng, int32_t size,
                             const int64_t *groups, const IrSharding *to)
 {
     IrShape local;

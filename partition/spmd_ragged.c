@@ -74,7 +74,7 @@ static IrStatus contracting(PComp *pc, int32_t i)
     int64_t *groups;
     if (!shd_groups_along(pc, lsh, 1, &lc, &ng, &size, &groups))
         return spmd_oom(pc);
-    return spmd_set_val(pc, i, finish_partial(pc, v, &ins->shape, &repl_sharding, OP_ADD, ng, size, groups, pc->shd[i]));
+    return spmd_set_val(pc, i, spmd_finish_partial(pc, v, &ins->shape, &repl_sharding, OP_ADD, ng, size, groups, pc->shd[i]));
 }
 
 IrStatus spmd_ragged_dot(PComp *pc, int32_t i)

@@ -335,8 +335,8 @@ static int32_t wide_sum(PComp *pc, int32_t i, int32_t v, int32_t init, const int
     int64_t *groups;
     if (!shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
         return spmd_oom_value(pc);
-    bool scatter = finish_partial_scatters(pc, &wide, partial, ng, size, groups, pc->shd[i]);
-    r = scatter ? finish_partial(pc, r, &wide, partial, OP_ADD, ng, size, groups, pc->shd[i])
+    bool scatter = spmd_finish_partial_scatters(pc, &wide, partial, ng, size, groups, pc->shd[i]);
+    r = scatter ? spmd_finish_partial(pc, r, &wide, partial, OP_ADD, ng, size, groups, pc->shd[i])
                 : spmd_emit_all_reduce(pc, r, OP_ADD, ng, size, groups);
     if (r < 0 || ir_shape_copy(spmd_tmp(pc), &local, spmd_val_shape(pc, r)) != IR_OK)
         return r < 0 ? -1 : spmd_oom_value(pc);
@@ -414,5 +414,5 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     int64_t *groups = NULL;
     if (nt > 0 && !shd_groups_along(pc, in, nt, tiled, &ng, &size, &groups))
         return spmd_oom(pc);
-    return spmd_set_val(pc, i, finish_partial(pc, r, &ins->shape, partial, red, ng, size, groups, pc->shd[i]));
+    return spmd_set_val(pc, i, spmd_finish_partial(pc, r, &ins->shape, partial, red, ng, size, groups, pc->shd[i]));
 }
