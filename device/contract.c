@@ -394,14 +394,3 @@ const uint8_t *ct_data_of(const DevValue *v)
 {
     return v->data ? v->data : empty_data;
 }
-
-/* Equal dims, rank entries each (rank-0 shapes may have NULL dims). */
-bool ct_is_array(const DevValue *v)
-{
-    return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
-}
-
-IrStatus ct_oom(const DevKernelArgs *k)
-{
-    return dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", ir_op_name(k->ins->op));
-}

@@ -88,9 +88,5 @@ void *ct_scratch(int64_t n, size_t esz);
 /* v's data, or a stand-in for the NULL buffer of an empty array, so that
  * offset arithmetic on it stays defined (never read). */
 const uint8_t *ct_data_of(const DevValue *v);
-/* Is v an array (not a tuple or token)? */
-bool ct_is_array(const DevValue *v);
-/* The out-of-memory error of the kernel k. */
-IrStatus ct_oom(const DevKernelArgs *k);
 
 #endif /* TESSEL_DEVICE_CONTRACT_H */

@@ -118,6 +118,8 @@ DevValue *dev_value_ref(DevValue *v);
 void dev_value_unref(DevValue *v);
 /* A deep copy (fresh buffers). */
 DevValue *dev_value_clone(const DevValue *v);
+/* Is v an array (not NULL, a tuple or a token)? The kernels' operand check. */
+bool dev_value_is_array(const DevValue *v);
 /* Count v's arrays (tuple leaves too) against device allocator a instead
  * of whichever they counted against (DevValue.charged): the runtime hands
  * a device the argument shards the host thread made. */

@@ -263,7 +263,7 @@ static IrStatus ker_matrix(const DevKernelArgs *k, Ct c, const ConvPlan *p, KerM
     CtView v;
     ker_view(k, &v, o, i, false);
     if (!(km->owned = ct_scratch(ct_view_elements(&v), ct_size(c))))
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     ct_pack(c, kv->shape.type, kv->data, &v, km->owned);
     km->a = km->owned;
     km->lda = p->kk;
@@ -331,7 +331,7 @@ static IrStatus conv_dense(const DevKernelArgs *k, Ct c, const ConvPlan *p, cons
     uint8_t *col = ct_scratch(kc * nb, esz);
     if (!col) {
         ts_free(km.owned);
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     }
     CtGemm g = {.c = c, .blas = ct_use_blas(k), .ta = km.trans, .lda = km.lda, .ldc = p->ncol};
     for (int64_t c0 = 0; c0 < p->ncol; c0 += nb) {
@@ -440,7 +440,7 @@ static IrStatus conv_sparse(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
     if (!kert || !acc || !taps_new(p, off, nvalid, &t)) {
         ts_free(kert);
         ts_free(acc);
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     }
     ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, kert);
     OfRun run = {0};
@@ -485,7 +485,7 @@ static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const 
     int64_t nvalid, total;
     int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     bool blas = ct_use_blas(k) && (c == CT_F32 || c == CT_F64);
     bool sparse = total > 0 && nvalid * (blas ? 8 : 2) < total;
     IrStatus st = sparse ? conv_sparse(k, c, p, in, off, nvalid, outc)
@@ -614,7 +614,7 @@ static IrStatus nhwc_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
     int64_t *rows = ct_scratch(nr, sizeof(int64_t));
     IrStatus st = IR_OK;
     if (!kq || !col || !res || !rows) {
-        st = ct_oom(k);
+        st = dev_kernel_oom(k, NULL);
         goto done;
     }
     for (int64_t q = 0; q < ph->n; q++) {
@@ -678,7 +678,7 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
     int64_t nvalid, total;
     int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     if (nvalid * 8 < total) {
         ts_free(off);
         return IR_OK;
@@ -693,7 +693,7 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
         ker_view(k, &v, cd->k_in_feature, cd->k_out_feature, true);
         if (!(ker_own = ct_scratch(ct_view_elements(&v), esz))) {
             ts_free(off);
-            return ct_oom(k);
+            return dev_kernel_oom(k, NULL);
         }
         ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, ker_own);
         ker = ker_own;
@@ -712,7 +712,7 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
     if (!col) {
         ts_free(off);
         ts_free(ker_own);
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     }
     CtGemm g = {.c = c, .blas = true, .n = p->ko, .k = p->kk, .lda = p->kk, .ldb = p->ko, .ldc = p->ko};
     for (int64_t j0 = 0; j0 < p->ncol; j0 += nr) {
@@ -778,7 +778,7 @@ static IrStatus conv_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, cons
     int64_t nvalid, total;
     int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     if (nvalid * 8 < total) {
         ts_free(off);
         return IR_OK;
@@ -789,7 +789,7 @@ static IrStatus conv_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, cons
     uint8_t *col = ct_scratch(nr * p->ncol, esz);
     if (!col) {
         ts_free(off);
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     }
     const uint8_t *ker = ct_data_of(k->opnd[1]);
     CtGemm g = {.c = c, .blas = true, .ta = true, .m = p->ncol, .n = p->ko, .lda = p->ncol, .ldb = p->ko,
@@ -854,7 +854,7 @@ static bool canon_view(CtView *v, const IrShape *s, int64_t d0, int64_t d1, int3
  */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
 {
-    if (k->nopnd != 2 || !ct_is_array(k->opnd[0]) || !ct_is_array(k->opnd[1]))
+    if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "convolution takes two arrays");
     ConvPlan p = {0};
     IrStatus st = conv_plan(k, &p);
@@ -865,7 +865,7 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
     Ct c = ct_of(os->type);
     DevValue *r = dev_value_new_uninit(os);
     if (!r)
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     if (ir_shape_elements(os) == 0) {
         *out = r;
         return IR_OK;
@@ -907,14 +907,14 @@ IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out)
     uint8_t *in_own = NULL, *out_own = NULL;
     if (!in_direct) {
         if (!(in_own = ct_scratch(ct_view_elements(&vi), ct_size(c)))) {
-            st = ct_oom(k);
+            st = dev_kernel_oom(k, NULL);
             goto done;
         }
         ct_pack(c, iv->shape.type, iv->data, &vi, in_own);
         in = in_own;
     }
     if (!out_direct && !(out_own = ct_scratch(ir_shape_elements(os), ct_size(c)))) {
-        st = ct_oom(k);
+        st = dev_kernel_oom(k, NULL);
         goto done;
     }
     if ((st = conv_run(k, c, &p, in, out_direct ? r->data : out_own)) != IR_OK)

@@ -146,7 +146,7 @@ static IrStatus dot_operand(const DevKernelArgs *k, Ct c, const DevValue *v, con
     CtView view;
     ct_view_of(&view, s, r, order);
     if (!(op->owned = ct_scratch(ct_view_elements(&view), ct_size(c))))
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     ct_pack(c, s->type, v->data, &view, op->owned);
     op->data = op->owned;
     return IR_OK;
@@ -179,7 +179,7 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
  */
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
 {
-    if (k->nopnd != 2 || !ct_is_array(k->opnd[0]) || !ct_is_array(k->opnd[1]))
+    if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
     DotPlan p = {0};
     IrStatus st = dot_plan(k, &p);
@@ -190,7 +190,7 @@ IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
     Ct c = ct_of(os->type);
     DevValue *r = dev_value_new_uninit(os);
     if (!r)
-        return ct_oom(k);
+        return dev_kernel_oom(k, NULL);
     int64_t total = p.b * p.m * p.n;
     if (total == 0) {
         *out = r;
@@ -205,7 +205,7 @@ IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
         goto done;
     bool direct = ct_native(c, os->type);
     if (!direct && !(cbuf = ct_scratch(total, ct_size(c)))) {
-        st = ct_oom(k);
+        st = dev_kernel_oom(k, NULL);
         goto done;
     }
     dot_run(k, c, &p, &a, &b, direct ? r->data : cbuf);

@@ -32,11 +32,6 @@
 /* Helpers                                                             */
 /* ------------------------------------------------------------------ */
 
-static bool is_array_value(const DevValue *v)
-{
-    return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
-}
-
 /* Entries of l are distinct and in [0, rank). */
 static bool valid_dims(const IrI64List *l, int32_t rank)
 {
@@ -246,7 +241,7 @@ static void gather_slice(const GatherPlan *p, size_t esz, const uint8_t *in, int
  */
 IrStatus dev_k_gather(const DevKernelArgs *k, DevValue **out)
 {
-    if (k->nopnd != 2 || !is_array_value(k->opnd[0]) || !is_array_value(k->opnd[1]) ||
+    if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]) ||
         !ir_type_is_int(k->opnd[1]->shape.type) || k->ins->shape.type != k->opnd[0]->shape.type)
         return dev_kernel_error(k, IR_EINPUT, "gather: bad operands");
     GatherPlan p;
@@ -464,7 +459,7 @@ static IrStatus scatter_plan(const DevKernelArgs *k, int32_t n, ScatterPlan *p)
     for (int32_t i = 0; i < n; i++) {
         const DevValue *xi = k->opnd[i], *ui = k->opnd[n + 1 + i];
         const IrShape *ri = k->ins->shape.type == IR_TUPLE ? &k->ins->shape.tuple[i] : &k->ins->shape;
-        if (!is_array_value(xi) || !is_array_value(ui) || !ir_shape_equal(&xi->shape, ri) ||
+        if (!dev_value_is_array(xi) || !dev_value_is_array(ui) || !ir_shape_equal(&xi->shape, ri) ||
             xi->shape.rank != in->rank || ui->shape.rank != us->rank ||
             !ir_dims_equal(xi->shape.dims, in->dims, in->rank) ||
             !ir_dims_equal(ui->shape.dims, us->dims, us->rank))
@@ -539,11 +534,11 @@ IrStatus dev_k_scatter(const DevKernelArgs *k, DevValue **out)
 {
     int32_t n = (k->nopnd - 1) / 2;
     if (k->nopnd < 3 || k->nopnd % 2 == 0 || k->ins->ncalled < 1 ||
-        !is_array_value(k->opnd[n]) || !ir_type_is_int(k->opnd[n]->shape.type) ||
+        !dev_value_is_array(k->opnd[n]) || !ir_type_is_int(k->opnd[n]->shape.type) ||
         (k->ins->shape.type == IR_TUPLE ? k->ins->shape.ntuple != n : n != 1))
         return dev_kernel_error(k, IR_EINPUT, "scatter: bad operands");
     for (int32_t i = 0; i < n; i++)
-        if (!is_array_value(k->opnd[i]) || !is_array_value(k->opnd[n + 1 + i]))
+        if (!dev_value_is_array(k->opnd[i]) || !dev_value_is_array(k->opnd[n + 1 + i]))
             return dev_kernel_error(k, IR_EINPUT, "scatter: bad operands");
     ScatterPlan p;
     IrStatus st = scatter_plan(k, n, &p);

@@ -33,14 +33,9 @@
 /* Small shared helpers                                                */
 /* ------------------------------------------------------------------ */
 
-static bool is_array_value(const DevValue *v)
-{
-    return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
-}
-
 static bool is_scalar_value(const DevValue *v)
 {
-    return is_array_value(v) && v->shape.rank == 0;
+    return dev_value_is_array(v) && v->shape.rank == 0;
 }
 
 /* Shape of result leaf i (the instruction's shape when not a tuple). */
@@ -241,7 +236,7 @@ static IrStatus reduce_check(const DevKernelArgs *k, int32_t n, const bool *red)
     const IrShape *in = &k->opnd[0]->shape;
     for (int32_t i = 0; i < n; i++) {
         const DevValue *x = k->opnd[i], *init = k->opnd[n + i];
-        if (!is_array_value(x) || x->shape.rank != in->rank ||
+        if (!dev_value_is_array(x) || x->shape.rank != in->rank ||
             !ir_dims_equal(x->shape.dims, in->dims, in->rank) ||
             !is_scalar_value(init) || init->shape.type != result_leaf(k, i)->type)
             return dev_kernel_error(k, IR_EINPUT, "reduce: operand %d does not fit", (int)i);
@@ -398,7 +393,7 @@ static IrStatus reduce_impl(const DevKernelArgs *k, DevValue **out)
 {
     int32_t n = k->nopnd / 2;
     if (k->nopnd < 2 || k->nopnd % 2 || k->ins->ncalled < 1 || !result_has_leaves(k, n) ||
-        !is_array_value(k->opnd[0]))
+        !dev_value_is_array(k->opnd[0]))
         return dev_kernel_error(k, IR_EINPUT, "reduce: bad operands or result shape");
     bool red[IR_MAX_RANK];
     if (!reduce_mask(&k->opnd[0]->shape, &k->ins->a.dimensions, red))
@@ -565,7 +560,7 @@ static IrStatus reduce_window_check(const DevKernelArgs *k, int32_t n)
     for (int32_t i = 0; i < n; i++) {
         const DevValue *x = k->opnd[i], *init = k->opnd[n + i];
         const IrShape *rs = result_leaf(k, i);
-        if (!is_array_value(x) || x->shape.rank != in->rank ||
+        if (!dev_value_is_array(x) || x->shape.rank != in->rank ||
             !ir_dims_equal(x->shape.dims, in->dims, in->rank) ||
             !is_scalar_value(init) || init->shape.type != rs->type || rs->rank != in->rank ||
             !ir_dims_equal(rs->dims, r0->dims, in->rank))
@@ -703,7 +698,7 @@ static IrStatus reduce_window_impl(const DevKernelArgs *k, DevValue **out)
 {
     int32_t n = k->nopnd / 2;
     if (k->nopnd < 2 || k->nopnd % 2 || k->ins->ncalled < 1 || !result_has_leaves(k, n) ||
-        !is_array_value(k->opnd[0]))
+        !dev_value_is_array(k->opnd[0]))
         return dev_kernel_error(k, IR_EINPUT, "reduce-window: bad operands or result shape");
     IrStatus st = reduce_window_check(k, n);
     if (st != IR_OK)
@@ -914,8 +909,8 @@ static IrStatus sas_prepare(SasRun *r)
  */
 IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out)
 {
-    if (k->nopnd != 3 || k->ins->ncalled < 2 || !is_array_value(k->opnd[0]) ||
-        !is_array_value(k->opnd[1]) || !is_scalar_value(k->opnd[2]) ||
+    if (k->nopnd != 3 || k->ins->ncalled < 2 || !dev_value_is_array(k->opnd[0]) ||
+        !dev_value_is_array(k->opnd[1]) || !is_scalar_value(k->opnd[2]) ||
         k->ins->shape.type != k->opnd[2]->shape.type || k->ins->shape.rank != k->opnd[0]->shape.rank ||
         k->opnd[1]->shape.rank != k->opnd[0]->shape.rank ||
         !ir_dims_equal(k->ins->shape.dims, k->opnd[0]->shape.dims, k->opnd[0]->shape.rank))
@@ -970,7 +965,7 @@ static const IrShape *reducer_param(const DevKernelArgs *k, int32_t n, int32_t i
         return NULL;
     const IrShape *ps = &c->instr[c->param[p]].shape;
     const DevValue *v = k->opnd[i];
-    if (!is_array_value(v) || ps->type == IR_TUPLE || ps->rank != 0 || ps->type == v->shape.type ||
+    if (!dev_value_is_array(v) || ps->type == IR_TUPLE || ps->rank != 0 || ps->type == v->shape.type ||
         !ir_type_is_float(ps->type) || !ir_type_is_float(v->shape.type))
         return NULL;
     return ps;

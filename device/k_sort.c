@@ -36,11 +36,6 @@
 #include <math.h>
 #include <string.h>
 
-static bool is_array_value(const DevValue *v)
-{
-    return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
-}
-
 /* ------------------------------------------------------------------ */
 /* Scalar values of the native evaluator                               */
 /* ------------------------------------------------------------------ */
@@ -670,7 +665,7 @@ static IrStatus sort_check(const DevKernelArgs *k, int32_t n, int64_t *dim)
     for (int32_t i = 0; i < n; i++) {
         const DevValue *x = k->opnd[i];
         const IrShape *ri = rs->type == IR_TUPLE ? &rs->tuple[i] : rs;
-        if (!is_array_value(x) || x->shape.rank != s0->rank ||
+        if (!dev_value_is_array(x) || x->shape.rank != s0->rank ||
             !ir_dims_equal(x->shape.dims, s0->dims, s0->rank) || !ir_shape_equal(&x->shape, ri))
             return dev_kernel_error(k, IR_EINPUT, "sort: operand %d does not match", (int)i);
     }
@@ -745,7 +740,7 @@ static IrStatus sort_rows(SortRun *r, int64_t d, DevValue **res)
 IrStatus dev_k_sort(const DevKernelArgs *k, DevValue **out)
 {
     int32_t n = k->nopnd;
-    if (n < 1 || !is_array_value(k->opnd[0]))
+    if (n < 1 || !dev_value_is_array(k->opnd[0]))
         return dev_kernel_error(k, IR_EINPUT, "sort: bad operands");
     int64_t d = 0;
     IrStatus st = sort_check(k, n, &d);

@@ -436,6 +436,11 @@ void dev_value_charge(DevValue *v, DevAllocator *a)
     dev_alloc_charge(a, v->nbytes);
 }
 
+bool dev_value_is_array(const DevValue *v)
+{
+    return v && v->shape.type != IR_TUPLE && ir_type_is_array(v->shape.type);
+}
+
 DevValue *dev_value_clone(const DevValue *v)
 {
     if (!v)
