@@ -15,6 +15,11 @@
  * device is in at most one collective at a time and its collectives run
  * in program order.
  *
+ * The thread takes its device's allocator (dev_alloc_use): a result a
+ * job makes is the device's value, counted in its measured peak
+ * (`--stats`) as the executor's own are (partition/memory.c's estimate
+ * counts it).
+ *
  * Why this cannot deadlock: every device issues the same sequence of
  * starts, waits and blocking collectives (one program, one schedule). A
  * device blocked at the wait for collective k has queued every start
@@ -55,6 +60,7 @@ struct CollAsync {
     int64_t inflight;          /* started, not yet done */
     bool thread_on, stop;
     pthread_t thread;
+    DevAllocator *alloc;       /* the starting thread's (its device's) allocator */
 };
 
 static void run_job(CollAsync *a, Job *j)
@@ -68,6 +74,7 @@ static void run_job(CollAsync *a, Job *j)
 static void *comm_main(void *arg)
 {
     CollAsync *a = arg;
+    dev_alloc_use(a->alloc);
     pthread_mutex_lock(&a->mu);
     for (;;) {
         while (!a->head && !a->stop)
@@ -122,8 +129,10 @@ IrStatus coll_async_start(CollAsync *a, const IrModule *m, const IrInstr *ins, i
         opnd[k] = dev_value_ref(operands[k]);
     *j = (Job){.ins = *ins, .m = m, .nopnd = nopnd, .opnd = opnd};
     pthread_mutex_lock(&a->mu);
-    if (!a->thread_on)
+    if (!a->thread_on) {
+        a->alloc = dev_alloc_current();
         a->thread_on = pthread_create(&a->thread, NULL, comm_main, a) == 0;
+    }
     bool queued = a->thread_on;
     if (queued) {
         if (a->tail)

@@ -168,6 +168,17 @@ static IrStatus one_part(const IrModule *m, const IrInstr *ins, const CollWorld 
         if (!coll_dims_equal(&ops[members[j]][k]->shape, ps))
             return coll_fail(m, ins, d, IR_EINPUT, "device %lld gives an operand of another shape",
                              (long long)members[j]);
+    /* A group of this device alone (and a permute from itself): the
+     * result is its operand, shared (a value is not written while
+     * shared), not a copy; the executor runs such groups as the identity
+     * without a runtime too (exec.c's run_collective_alone), and the
+     * memory plan counts no bytes for them (partition/memory.c). */
+    bool self = ins->op == OP_COLLECTIVE_PERMUTE ? coll_permute_source(ins, w, me) == me
+                                                 : size == 1 && members[0] == me;
+    if (self && coll_dims_equal(ps, rs)) {
+        *out = dev_value_ref(ops[me][k]);
+        return IR_OK;
+    }
     switch (ins->op) {
     case OP_ALL_REDUCE:
     case OP_COLLECTIVE_REDUCE: return coll_allreduce_part(m, ins, w, ops, members, size, k, ps, rs, out, d);

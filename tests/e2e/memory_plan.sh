@@ -17,18 +17,13 @@ ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1;
 # Models where the two still differ by more than 10%, and why (each is a
 # gap in the model of partition/memory.c, listed so that it is not hidden;
 # the run prints both figures):
-#   async            the executor's elementwise add at the root writes
-#                    into a dying operand's buffer (the model does so only
-#                    for fused groups of 1024 elements and more), and it
-#                    runs abs-start before the first -done; estimate above
-#                    (0.875)
 #   fused_rows       fusion's row groups (softmax-like) are not modelled:
 #                    their interior values never exist; estimate above
 #   scan, scan_sharded   scans expanded into while loops inside a call:
 #                    not yet understood (the body's call results, tuples
 #                    of one value twice, are modelled now); estimate
 #                    below (1.25, 1.6)
-KNOWN=" async fused_rows scan scan_sharded "
+KNOWN=" fused_rows scan scan_sharded "
 
 checked=0
 for model in "$TESSEL_SRC"/tests/models/*.hlo; do
