@@ -7,6 +7,9 @@
  * partition/ do the rest (and the oracle holds as for any sharding).
  *
  * Files of this layer:
+ *   inline.c    the entry's calls inlined first (JAX lowers take,
+ *               log_softmax and their gradients as calls): the graph
+ *               prices and shards what they compute
  *   mesh.c      the mesh (`2x4`, `data=2,model=4`); a spec (mesh axis ->
  *               tensor dim) made an IrSharding
  *   cost.c      the cost model: compute from FLOPs and bytes at rates,
@@ -37,6 +40,16 @@
 #include "../partition/partition.h"
 
 #define AUTO_MAX_AXES 4
+
+/* ---- inline.c ---- */
+
+/* Inline the calls of m's entry computation (and the calls inside what is
+ * inlined) whose callee has no side effects, where nothing carries control
+ * predecessors and the call no sharding of the user's; a get-tuple-element
+ * of a tuple becomes its operand, inlined values nothing uses go.
+ * *ninlined: the calls inlined. IR_ENOMEM (the module is then unusable),
+ * IR_EINPUT (a cycle). */
+IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d);
 
 /* ---- mesh.c ---- */
 

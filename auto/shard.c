@@ -2,6 +2,8 @@
  * shard.c: auto_shard, the pass. Runs on a verified module before
  * propagation (compile/driver.c, step 3a):
  *
+ *   inline     the entry's calls inlined (inline.c): what they compute
+ *              is priced and sharded like the rest
  *   graph      strategies of every instruction of the entry computation,
  *              followers merged, edges priced (graph.c); the user's
  *              shardings are constraints
@@ -18,7 +20,7 @@
  *
  * Establishes shardings the partitioner can execute: tiled on dims the
  * shapes divide, partially replicated along the unused mesh axes. Breaks
- * nothing: the module verifies as before.
+ * nothing: the module verifies as before (with its calls inlined).
  */
 #include "auto.h"
 
@@ -62,8 +64,12 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     AutoCost cost = opt->cost;
     auto_cost_fill(&cost, opt->link_gbps);
     int64_t local = opt->local_devices > 0 ? opt->local_devices : n;
+    int32_t ninlined;
+    IrStatus st = auto_inline_calls(m, &ninlined, d);
+    if (st != IR_OK)
+        return st;
     AutoGraph g;
-    IrStatus st = auto_graph_build(m, &opt->mesh, &cost, local, &g, d);
+    st = auto_graph_build(m, &opt->mesh, &cost, local, &g, d);
     if (st != IR_OK)
         return st;
     int32_t *choice = ts_calloc((size_t)(g.ngroup > 0 ? g.ngroup : 1), sizeof *choice);

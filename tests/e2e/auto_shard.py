@@ -2,12 +2,17 @@
 """auto_shard.py: the quality bar of --auto-shard, on counted bytes.
 
 For a training step (forward, loss, gradients, SGD update: `tessel grad
---sgd`) of an MLP, a transformer block, a conv net and a mixture-of-experts
-layer, on 2, 4 and 8 devices: the plan --auto-shard chooses moves no more
+--sgd`) of an MLP, a transformer block, a conv net, a mixture-of-experts
+layer, and of a language model JAX lowered (tests/e2e/auto_lm: an
+embedding gather over a vocabulary table, two MLP layers, an output
+projection, softmax cross entropy; untied, its step as JAX writes it with
+value_and_grad, and tied, `tessel grad --sgd` of JAX's loss), on 2, 4 and
+8 devices: the plan --auto-shard chooses moves no more
 collective bytes per device, and needs no more peak memory per device,
 than 1.1x the best hand-written plan (data parallel, Megatron tensor
 parallel, FSDP: each compiled here from the same step with its parameters
-annotated). Best: the hand-written plan with the fewest bytes, then the
+annotated; for the language model also Megatron's vocabulary-parallel
+embedding and output projection). Best: the hand-written plan with the fewest bytes, then the
 least memory. Bytes and memory are the plan's own counts (tessel plan
 --format json), not times. Every auto-sharded plan runs and equals the
 reference run (the oracle's f32 tolerance, 1e-4 of the largest magnitude).
@@ -176,7 +181,38 @@ ENTRY main {{
     return text, "w1,w2", hand
 
 
-MODELS = {"mlp": mlp, "transformer": transformer, "convnet": convnet, "moe": moe}
+LM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "auto_lm")
+
+
+def lm_hand(params, tied):
+    """The hand plans of the language model (parameter names params)."""
+    table, layers, out, tokens, labels = params[0], params[1:5], params[5:-2], params[-2], params[-1]
+    megatron = {table: [0], layers[0]: [1], layers[1]: [0], layers[2]: [1], layers[3]: [0]}
+    if not tied:
+        megatron[out[0]] = [1]
+    return {
+        "data-parallel": {tokens: [0], labels: [0]},
+        "megatron": megatron,
+        "fsdp": dict({p: [0] for p in params[:-2]}, **{tokens: [0], labels: [0]}),
+    }
+
+
+def lm():
+    """The untied language model's SGD step as JAX lowers it (no grad here)."""
+    text = open(os.path.join(LM_DIR, "lm_step.hlo")).read()
+    params = [f"args_{i}_.1" for i in range(8)]
+    return text, None, lm_hand(params, False)
+
+
+def lm_tied():
+    """The tied language model's loss as JAX lowers it (tessel grad writes the step)."""
+    text = open(os.path.join(LM_DIR, "lm_tied_fwd.hlo")).read()
+    params = [f"params_{i}_.1" for i in range(5)] + ["tokens.1", "labels.1"]
+    return text, ",".join(params[:5]), lm_hand(params, True)
+
+
+MODELS = {"mlp": mlp, "transformer": transformer, "convnet": convnet, "moe": moe, "lm": lm,
+          "lm_tied": lm_tied}
 
 
 def run(*args, check=True):
@@ -239,7 +275,10 @@ def main():
         fwd = os.path.join(WORK, name + ".hlo")
         open(fwd, "w").write(text)
         step_path = os.path.join(WORK, name + ".step.hlo")
-        run("grad", fwd, "--wrt", wrt, "--sgd", "0.01", "-o", step_path)
+        if wrt is None:
+            step_path = fwd
+        else:
+            run("grad", fwd, "--wrt", wrt, "--sgd", "0.01", "-o", step_path)
         step = open(step_path).read()
         ref = os.path.join(WORK, name + ".ref")
         run("run", step_path, "--reference", "--random-inputs", "3", "--output-dir", ref)

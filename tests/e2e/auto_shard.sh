@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # auto_shard.sh: --auto-shard end to end. The quality bar on counted bytes
-# (auto_shard.py: an MLP, a transformer block, a conv net and a
-# mixture-of-experts training step on 2, 4 and 8 devices, each no worse
-# than 1.1x the best of data parallel, Megatron and FSDP, and equal to the
-# reference run); a 2-D mesh runs and equals the reference; --explain
+# (auto_shard.py: an MLP, a transformer block, a conv net, a
+# mixture-of-experts and a JAX-lowered language model's training step on
+# 2, 4 and 8 devices, each no worse than 1.1x the best of data parallel,
+# Megatron and FSDP, and equal to the reference run); a 2-D mesh runs and equals the reference; --explain
 # names every choice with its alternatives (as text and as JSON); the same module gives the same
 # plan; and the errors: a mesh that is not the device count, a user
 # sharding that contradicts the mesh (another device count, no tiling over

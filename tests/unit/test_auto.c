@@ -7,7 +7,10 @@
  * and the Lagrangian over elimination find plans within it that cost no
  * less (the Lagrangian no less than the program); a dot whose contracting dim is
  * tiled priced as the partitioner runs it (partial sums and an all-reduce,
- * or, where its byte count says so, all-gathers and the whole dot).
+ * or, where its byte count says so, all-gathers and the whole dot); the
+ * entry's calls inlined (nested ones too, a tuple's elements read
+ * directly, unused inlined values gone, a side-effecting callee and a
+ * user-sharded call kept).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -222,6 +225,81 @@ static void contracted_dots(void **state)
     ir_module_free(m);
 }
 
+/* JAX's shape: a call returning a tuple, read by get-tuple-element, whose
+ * callee calls another; a call of a side-effecting callee; a call the user
+ * sharded. */
+static const char CALLS[] =
+    "HloModule calls\n"
+    "sq {\n"
+    "  a = f32[8] parameter(0)\n"
+    "  ROOT m = f32[8] multiply(a, a)\n"
+    "}\n"
+    "pair {\n"
+    "  x = f32[8] parameter(0)\n"
+    "  y = f32[8] parameter(1)\n"
+    "  s = f32[8] call(x), to_apply=sq\n"
+    "  unused = f32[8] negate(y)\n"
+    "  add = f32[8] add(s, y)\n"
+    "  ROOT t = (f32[8], f32[8]) tuple(add, x)\n"
+    "}\n"
+    "effect {\n"
+    "  e = f32[8] parameter(0)\n"
+    "  ROOT c = f32[8] custom-call(e), custom_call_target=\"x\", custom_call_has_side_effect=true\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  p = f32[8] parameter(0)\n"
+    "  q = f32[8] parameter(1)\n"
+    "  r = (f32[8], f32[8]) call(p, q), to_apply=pair\n"
+    "  r0 = f32[8] get-tuple-element(r), index=0\n"
+    "  r1 = f32[8] get-tuple-element(r), index=1\n"
+    "  k = f32[8] call(r0), to_apply=effect\n"
+    "  u = f32[8] call(r1), to_apply=sq, sharding={replicated}\n"
+    "  ROOT o = f32[8] add(k, u)\n"
+    "}\n";
+
+static int32_t count_op(const IrComputation *c, IrOpcode op)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        n += c->instr[i].op == op;
+    return n;
+}
+
+static void inline_calls(void **state)
+{
+    (void)state;
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("calls.hlo", CALLS, strlen(CALLS), &po, &m, &d), IR_OK);
+    int32_t n = -1;
+    assert_int_equal(auto_inline_calls(m, &n, &d), IR_OK);
+    assert_int_equal(n, 2); /* pair and the sq inside it */
+    const IrComputation *c = ir_entry(m);
+    IrLimits lim = ir_default_limits();
+    assert_int_equal(ir_verify(m, &lim, &d), IR_OK);
+    /* p, q, m (sq's multiply), add, k (effect kept), u (sharded, kept),
+     * o; r's tuple, its get-tuple-elements and the unused negate gone. */
+    assert_int_equal(c->ninstr, 7);
+    assert_int_equal(count_op(c, OP_CALL), 2);
+    assert_int_equal(count_op(c, OP_TUPLE) + count_op(c, OP_GET_TUPLE_ELEMENT) + count_op(c, OP_NEGATE), 0);
+    /* add(multiply(p, p), q) feeds the side-effecting call; p, unchanged
+     * through the tuple, the sharded one. */
+    const IrInstr *o = &c->instr[c->root];
+    assert_string_equal(o->name, "o");
+    const IrInstr *k = &c->instr[o->opnd[0]], *u = &c->instr[o->opnd[1]];
+    assert_int_equal(k->op, OP_CALL);
+    assert_non_null(u->sharding);
+    assert_int_equal(u->opnd[0], c->param[0]);
+    const IrInstr *add = &c->instr[k->opnd[0]];
+    assert_int_equal(add->op, OP_ADD);
+    assert_int_equal(add->opnd[1], c->param[1]);
+    assert_int_equal(c->instr[add->opnd[0]].op, OP_MULTIPLY);
+    assert_int_equal(c->instr[add->opnd[0]].opnd[0], c->param[0]);
+    assert_string_equal(c->instr[c->param[1]].name, "q");
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +308,7 @@ int main(void)
         cmocka_unit_test(alpha_beta),
         cmocka_unit_test(solvers_agree),
         cmocka_unit_test(contracted_dots),
+        cmocka_unit_test(inline_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

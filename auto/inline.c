@@ -1,0 +1,207 @@
+/*
+ * inline.c: the entry computation's calls inlined before the auto-sharder
+ * builds its graph.
+ *
+ * JAX lowers every jnp.take, log_softmax, take_along_axis and their
+ * transposes as a `call` of a small computation; the graph sees only the
+ * entry computation, where a call is opaque: its operands were priced as
+ * arriving replicated and nothing inside it (the gather of an embedding
+ * lookup, the reduces of a softmax, the scatter-add of its gradient) had a
+ * choice. XLA runs its CallInliner before SPMD partitioning for the same
+ * reason. Inlined, the callee's instructions are entry instructions like
+ * any other: priced by their sharded contents, and given shardings.
+ *
+ * A call is inlined when neither it nor its callee says otherwise: no
+ * sharding on the call (the user's constraint on its result stays where
+ * it was written), no instruction with side effects or control
+ * predecessors in the callee, and none in the entry with control
+ * predecessors (they name instruction indices this renumbers). Calls
+ * inside an inlined callee are inlined too. A get-tuple-element of a tuple
+ * (the callee's tuple root, read by the caller) becomes the tuple's
+ * operand; an inlined instruction nothing uses is dropped. The callee
+ * computations stay in the module (other instructions may call them).
+ *
+ * Requires a verified module; keeps it verified and its values: the same
+ * instructions compute the same results, renamed where names clash.
+ */
+#include "auto.h"
+
+#include <string.h>
+
+/* Nesting of calls inside inlined callees followed at most (the verifier
+ * rules out cycles; this bounds the C stack). */
+#define MAX_DEPTH 64
+
+typedef struct Inliner {
+    IrModule *m;
+    IrInstr *out;     /* the new entry, in topological order */
+    bool *inlined;    /* out[k] came from a callee (droppable when unused) */
+    int32_t n;
+    int64_t cap, capb;
+    int32_t ninlined; /* calls inlined */
+    IrDiag *d;
+} Inliner;
+
+static bool has_control_predecessors(const IrComputation *c)
+{
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (ir_attrs_x(&c->instr[i].a)->control_predecessors.n > 0)
+            return true;
+    return false;
+}
+
+static bool inlinable(const IrModule *m, const IrInstr *x)
+{
+    if (x->op != OP_CALL || x->ncalled != 1 || x->called[0] < 0 || x->called[0] >= m->ncomp ||
+        (x->sharding && !x->sharding->unknown))
+        return false;
+    const IrComputation *callee = m->comp[x->called[0]];
+    if (callee->root < 0 || has_control_predecessors(callee))
+        return false;
+    for (int32_t i = 0; i < callee->ninstr; i++) {
+        const IrInstr *y = &callee->instr[i];
+        if (ir_op_has_side_effect(y->op) || ir_attrs_x(&y->a)->custom_call_has_side_effect)
+            return false;
+    }
+    return true;
+}
+
+/* Append x (its operands already new indices) to the new entry. */
+static IrStatus emit(Inliner *in, const IrInstr *x, bool inlined, int32_t *at)
+{
+    if (!IR_GROW(in->out, in->cap, in->n + 1) || !IR_GROW(in->inlined, in->capb, in->n + 1))
+        return ir_oom(in->d, NULL);
+    in->out[in->n] = *x;
+    in->inlined[in->n] = inlined;
+    *at = in->n++;
+    return IR_OK;
+}
+
+/* Computation c's instructions into the new entry, with map[] (c->ninstr
+ * entries) taking c's indices to the new ones; a callee's parameters are
+ * args[]. */
+static IrStatus copy_computation(Inliner *in, const IrComputation *c, const int32_t *args, int32_t *map,
+                                 int depth);
+
+/* Call x (operands already mapped into args) inlined: *at is the new index
+ * of its callee's root. */
+static IrStatus inline_call(Inliner *in, const IrInstr *x, const int32_t *args, int depth, int32_t *at)
+{
+    const IrComputation *callee = in->m->comp[x->called[0]];
+    int32_t *map = ts_malloc((size_t)callee->ninstr * sizeof *map);
+    if (!map)
+        return ir_oom(in->d, NULL);
+    IrStatus st = copy_computation(in, callee, args, map, depth + 1);
+    if (st == IR_OK)
+        *at = map[callee->root];
+    ts_free(map);
+    in->ninlined++;
+    return st;
+}
+
+static IrStatus copy_computation(Inliner *in, const IrComputation *c, const int32_t *args, int32_t *map,
+                                 int depth)
+{
+    int32_t *order = NULL;
+    IrStatus st = ir_topo_order(in->m, c, &order, in->d);
+    if (st != IR_OK)
+        return st;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        map[i] = -1;
+    for (int32_t k = 0; st == IR_OK && k < c->ninstr; k++) {
+        int32_t i = order[k];
+        const IrInstr *x = &c->instr[i];
+        if (args && x->op == OP_PARAMETER) {
+            map[i] = args[x->a.parameter_number];
+            continue;
+        }
+        int32_t *opnd = x->nopnd ? ir_alloc_array(in->m->arena, (size_t)x->nopnd, sizeof *opnd) : NULL;
+        if (x->nopnd && !opnd) {
+            st = ir_oom(in->d, NULL);
+            break;
+        }
+        for (int32_t o = 0; o < x->nopnd; o++)
+            opnd[o] = map[x->opnd[o]];
+        const IrInstr *src = x->nopnd ? &in->out[opnd[0]] : NULL;
+        if (x->op == OP_GET_TUPLE_ELEMENT && src->op == OP_TUPLE && !(x->sharding && !x->sharding->unknown) &&
+            x->a.tuple_index >= 0 && x->a.tuple_index < src->nopnd) {
+            map[i] = src->opnd[x->a.tuple_index];
+            continue;
+        }
+        if (depth < MAX_DEPTH && inlinable(in->m, x)) {
+            st = inline_call(in, x, opnd, depth, &map[i]);
+            continue;
+        }
+        IrInstr y = *x;
+        y.opnd = opnd;
+        if (args && !(y.name = ir_unique_name(in->m, x->name))) {
+            st = ir_oom(in->d, NULL);
+            break;
+        }
+        st = emit(in, &y, args != NULL, &map[i]);
+    }
+    ts_free(order);
+    return st;
+}
+
+/* The new entry into c: inlined instructions nothing uses dropped. */
+static IrStatus install(Inliner *in, IrComputation *c, int32_t root)
+{
+    int32_t *uses = ts_calloc((size_t)in->n, sizeof *uses), *renum = ts_malloc((size_t)in->n * sizeof *renum);
+    if (!uses || !renum) {
+        ts_free(uses);
+        ts_free(renum);
+        return ir_oom(in->d, NULL);
+    }
+    uses[root]++;
+    for (int32_t k = 0; k < in->n; k++)
+        for (int32_t o = 0; o < in->out[k].nopnd; o++)
+            uses[in->out[k].opnd[o]]++;
+    /* Topological order: users come after their operands, so one pass
+     * from the end frees whole dead chains. */
+    for (int32_t k = in->n - 1; k >= 0; k--)
+        if (in->inlined[k] && !uses[k]) {
+            uses[k] = -1;
+            for (int32_t o = 0; o < in->out[k].nopnd; o++)
+                uses[in->out[k].opnd[o]]--;
+        }
+    c->ninstr = 0;
+    c->nparam = 0;
+    IrStatus st = IR_OK;
+    for (int32_t k = 0; st == IR_OK && k < in->n; k++) {
+        if (uses[k] < 0)
+            continue;
+        IrInstr *x = &in->out[k];
+        for (int32_t o = 0; o < x->nopnd; o++)
+            x->opnd[o] = renum[x->opnd[o]];
+        if ((renum[k] = ir_add_instr(in->m, c, x)) < 0)
+            st = ir_oom(in->d, NULL);
+    }
+    if (st == IR_OK)
+        c->root = renum[root];
+    ts_free(uses);
+    ts_free(renum);
+    return st;
+}
+
+IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
+{
+    *ninlined = 0;
+    IrComputation *c = ir_entry(m);
+    bool any = false;
+    for (int32_t i = 0; i < c->ninstr && !any; i++)
+        any = inlinable(m, &c->instr[i]);
+    if (!any || has_control_predecessors(c))
+        return IR_OK;
+    Inliner in = {.m = m, .d = d};
+    int32_t *map = ts_malloc((size_t)c->ninstr * sizeof *map);
+    IrStatus st = map ? copy_computation(&in, c, NULL, map, 0) : ir_oom(d, NULL);
+    if (st == IR_OK)
+        st = install(&in, c, map[c->root]);
+    if (st == IR_OK)
+        *ninlined = in.ninlined;
+    ts_free(map);
+    ts_free(in.out);
+    ts_free(in.inlined);
+    return st;
+}
