@@ -219,6 +219,13 @@ IrOpcode dev_red_canonical(IrType t, IrOpcode op);
 void dev_red_load_run(DevRedDom d, IrType t, const uint8_t *base, int64_t i0, int64_t n, DevAcc *x);
 void dev_red_fold_run(DevRedDom d, IrOpcode op, DevAcc *acc, int64_t astride, const DevAcc *x, int64_t n);
 DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int64_t n);
+/* Column folds: acc[j] = op(acc[j], x[r][j]) for r < rows and j < n, the
+ * rows n consecutive elements of base (type t) from i0, folded row by row
+ * (each accumulator takes its column in order): the sums over outer dims
+ * of a reduce whose kept dims are innermost (batch norm over NHWC), with
+ * f32 and f64 floats in vector loops instead of one run per row. */
+void dev_red_fold_cols(DevRedDom d, IrOpcode op, IrType t, const uint8_t *base, int64_t i0, int64_t rows,
+                       int64_t n, DevAcc *acc);
 /* out[k] = op(out[k], in[k]) for n elements of type t, rounded to t each
  * element (collectives); false, nothing written, if op is no reducer of t. */
 bool dev_red_combine_array(IrOpcode op, IrType t, void *out, const void *in, int64_t n);

@@ -255,7 +255,11 @@ static IrStatus reduce_check(const DevKernelArgs *k, int32_t n, const bool *red)
  * row-major order; dims of size 1 are dropped and neighbouring dims of the
  * same kind (kept or reduced) merged, so the inner loop is as long as
  * possible. Example: f32[4,5,6] reducing {1,2} is [4 kept][30 reduced]:
- * four runs of 30 folded into one accumulator each. */
+ * four runs of 30 folded into one accumulator each. With the kept dims
+ * innermost the rows of the reduced dim before them are column folds:
+ * f32[16,32,32,32] reducing {0,1,2} (batch norm's sums over NHWC) is
+ * [16384 reduced][32 kept], 16384 rows of 32 added into the same 32
+ * accumulators by dev_red_fold_cols, each still in its input order. */
 static IrStatus reduce_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode op, const bool *red,
                             DevValue *res)
 {
@@ -286,15 +290,21 @@ static IrStatus reduce_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode op, co
             s *= md[i];
     }
     int64_t inner = nm > 0 ? md[nm - 1] : 1, istr = nm > 0 ? ostr[nm - 1] : 0;
+    /* Kept dims innermost (then the merged dim before them is reduced):
+     * its rows fold into the same accumulators, a block at a time. */
+    int64_t rows = nm >= 2 && istr == 1 ? md[nm - 2] : 1;
+    int32_t outer = rows > 1 ? nm - 3 : nm - 2;
     int64_t idx[IR_MAX_RANK] = {0}, ooff = 0;
     DevAcc buf[256];
-    for (int64_t off = 0; nin > 0 && off < nin; off += inner) {
-        for (int64_t j = 0; j < inner; j += 256) {
+    for (int64_t off = 0; nin > 0 && off < nin; off += inner * rows) {
+        if (rows > 1)
+            dev_red_fold_cols(d, op, in->type, x->data, off, rows, inner, acc + ooff);
+        for (int64_t j = 0; rows == 1 && j < inner; j += 256) {
             int64_t len = inner - j < 256 ? inner - j : 256;
             dev_red_load_run(d, in->type, x->data, off + j, len, buf);
             dev_red_fold_run(d, op, acc + ooff + j * istr, istr, buf, len);
         }
-        for (int32_t i = nm - 2; i >= 0; i--) {
+        for (int32_t i = outer; i >= 0; i--) {
             ooff += ostr[i];
             if (++idx[i] < md[i])
                 break;

@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "arith.h"
+#include "float_ops.h"
 
 /* The domain of element type t; false for types without a fast path. */
 bool dev_red_dom(IrType t, DevRedDom *d)
@@ -208,6 +209,71 @@ void dev_red_fold_run(DevRedDom d, IrOpcode op, DevAcc *acc, int64_t astride, co
         *acc = dev_red_fold_one(d, op, *acc, x, n);
     else
         fold_into(d, op, acc, x, n);
+}
+
+/* Columns a block of the column folds: their accumulators are copied to a
+ * double array on the stack (the vector loops need plain doubles, not
+ * DevAcc's union) and back. */
+enum { COLS_CHUNK = 256 };
+
+/* The float column folds: a[j] = op(a[j], x[r * stride + j]) for rows
+ * r < rows in order, j < n <= COLS_CHUNK, one loop per reducer and element
+ * type, compiled for the vector width at hand. */
+#define FLOAT_COLS(NAME, T)                                                                       \
+    DEV_VECTOR_CLONES static bool NAME(IrOpcode op, const T *restrict x, int64_t stride, int64_t rows, \
+                                       int64_t n, double *restrict a)                             \
+    {                                                                                             \
+        switch (op) {                                                                             \
+            DEV_FLOAT_REDUCERS(COLS_CASE)                                                         \
+        default: return false;                                                                    \
+        }                                                                                         \
+    }
+#define COLS_CASE(OPC, F)                              \
+    case OPC:                                          \
+        for (int64_t r = 0; r < rows; r++, x += stride) \
+            for (int64_t j = 0; j < n; j++)            \
+                a[j] = F(a[j], (double)x[j]);          \
+        return true;
+FLOAT_COLS(cols_f32, float)
+FLOAT_COLS(cols_f64, double)
+#undef COLS_CASE
+#undef FLOAT_COLS
+
+/* dev_red_fold_cols for f32 and f64 floats; false (nothing done) for
+ * other types and reducers. */
+static bool fold_cols_float(IrOpcode op, IrType t, const uint8_t *base, int64_t i0, int64_t rows, int64_t n,
+                            DevAcc *acc)
+{
+    if (t != IR_F32 && t != IR_F64)
+        return false;
+    double a[COLS_CHUNK];
+    for (int64_t j0 = 0; j0 < n; j0 += COLS_CHUNK) {
+        int64_t len = n - j0 < COLS_CHUNK ? n - j0 : COLS_CHUNK;
+        for (int64_t j = 0; j < len; j++)
+            a[j] = acc[j0 + j].f;
+        bool ok = t == IR_F32 ? cols_f32(op, (const float *)base + i0 + j0, n, rows, len, a)
+                              : cols_f64(op, (const double *)base + i0 + j0, n, rows, len, a);
+        if (!ok)
+            return false;
+        for (int64_t j = 0; j < len; j++)
+            acc[j0 + j].f = a[j];
+    }
+    return true;
+}
+
+void dev_red_fold_cols(DevRedDom d, IrOpcode op, IrType t, const uint8_t *base, int64_t i0, int64_t rows,
+                       int64_t n, DevAcc *acc)
+{
+    assert(dev_red_has(d, op) && rows >= 0 && n >= 0);
+    if (d == DEV_RED_F && fold_cols_float(op, t, base, i0, rows, n, acc))
+        return;
+    DevAcc x[COLS_CHUNK];
+    for (int64_t r = 0; r < rows; r++, i0 += n)
+        for (int64_t j = 0; j < n; j += COLS_CHUNK) {
+            int64_t len = n - j < COLS_CHUNK ? n - j : COLS_CHUNK;
+            dev_red_load_run(d, t, base, i0 + j, len, x);
+            fold_into(d, op, acc + j, x, len);
+        }
 }
 
 DevAcc dev_red_identity(DevRedDom d, IrType t, IrOpcode op)

@@ -308,6 +308,101 @@ static void test_reduce_fast_vs_general(void **state)
     }
 }
 
+/* The column folds (kept dims innermost: batch norm's and the mean
+ * pool's sums over NHWC) against a naive fold in the fast path's own
+ * arithmetic, so exactly: each output starts at the init and takes its
+ * inputs in increasing row-major order in double, rounded once. f32 and
+ * f64 random values with NaNs, [3,4,5,C] reducing {0,1,2}, {1,2} and {0}
+ * (C = 7, and 37 for the vector loops' remainders), add, max, min and
+ * multiply; f64 values in an f64 reduce. */
+static double naive_comb(const char *comp, double a, double b)
+{
+    if (!strcmp(comp, "add"))
+        return a + b;
+    if (!strcmp(comp, "mul"))
+        return a * b;
+    if (isnan(a) || isnan(b))
+        return isnan(a) ? a : b;
+    return !strcmp(comp, "max") ? (a >= b ? a : b) : (a <= b ? a : b);
+}
+
+static void test_reduce_column_folds(void **state)
+{
+    (void)state;
+    const char *comps[][2] = {{"add", "0.5"}, {"max", "-inf"}, {"min", "inf"}, {"mul", "1"}};
+    const char *sets[][2] = {{"0,1,2", "%d"}, {"1,2", "3,%d"}, {"0", "4,5,%d"}};
+    const bool red[][4] = {{1, 1, 1, 0}, {0, 1, 1, 0}, {1, 0, 0, 0}};
+    for (int wide = 0; wide < 2; wide++)
+        for (int c = 7; c <= 37; c += 30)
+            for (size_t s = 0; s < 3; s++)
+                for (size_t o = 0; o < 4; o++) {
+                    const char *ty = wide ? "f64" : "f32";
+                    int64_t dims[4] = {3, 4, 5, c}, n = 60 * c;
+                    double *x = malloc((size_t)n * sizeof *x), *want = malloc((size_t)n * sizeof *want);
+                    float *xf = malloc((size_t)n * sizeof *xf);
+                    assert_non_null(x);
+                    assert_non_null(want);
+                    assert_non_null(xf);
+                    for (int64_t i = 0; i < n; i++) {
+                        x[i] = rnd_int(-1000000, 1000000) / 999983.0;
+                        if (!strcmp(comps[o][0], "mul"))
+                            x[i] = 1 + x[i] / 64;
+                        if (rnd_int(0, 150) == 0)
+                            x[i] = NAN;
+                        xf[i] = (float)x[i];
+                        if (!wide)
+                            x[i] = xf[i];
+                    }
+                    double init = strtod(comps[o][1], NULL);
+                    int64_t nout = 0;
+                    for (int64_t i = 0; i < n; i++) { /* output index of input i */
+                        int64_t rem = i, co[4], k = 0;
+                        for (int d = 3; d >= 0; d--)
+                            co[d] = rem % dims[d], rem /= dims[d];
+                        for (int d = 0; d < 4; d++)
+                            if (!red[s][d])
+                                k = k * dims[d] + co[d];
+                        if (k >= nout) {
+                            for (int64_t j = nout; j <= k; j++)
+                                want[j] = init;
+                            nout = k + 1;
+                        }
+                        want[k] = naive_comb(comps[o][0], want[k], x[i]);
+                    }
+                    char shape[32], tmpl[2048], txt[4096];
+                    snprintf(shape, sizeof shape, sets[s][1], c);
+                    snprintf(tmpl, sizeof tmpl,
+                             "HloModule m\n" COMPS("@")
+                             "mul {\n  a = @[] parameter(0)\n  b = @[] parameter(1)\n"
+                             "  ROOT r = @[] multiply(a, b)\n}\n"
+                             "ENTRY e {\n  x = @[3,4,5,%d] parameter(0)\n  z = @[] constant(%s)\n"
+                             "  ROOT r = @[%s] reduce(x, z), dimensions={%s}, to_apply=%s\n}\n",
+                             c, comps[o][1], shape, sets[s][0], comps[o][0]);
+                    size_t at = 0;
+                    for (const char *q = tmpl; *q && at + 4 < sizeof txt; q++) /* @ -> the type */
+                        if (*q == '@')
+                            at += (size_t)snprintf(txt + at, sizeof txt - at, "%s", ty);
+                        else
+                            txt[at++] = *q;
+                    txt[at] = 0;
+                    DevValue *r = run1(txt, val(wide ? IR_F64 : IR_F32, 4, dims, wide ? (void *)x : (void *)xf));
+                    assert_int_equal(dev_value_elements(r), nout);
+                    for (int64_t j = 0; j < nout; j++) {
+                        double got = wide ? ((const double *)r->data)[j] : ((const float *)r->data)[j];
+                        double w = wide ? want[j] : (float)want[j];
+                        if (isnan(w) ? !isnan(got) : got != w) {
+                            print_message("%s %s {%s} C=%d element %lld: got %.17g want %.17g\n", ty,
+                                          comps[o][0], sets[s][0], c, (long long)j, got, w);
+                            fail();
+                        }
+                    }
+                    dev_value_unref(r);
+                    free(x);
+                    free(xf);
+                    free(want);
+                }
+}
+
 /* ------------------------------------------------------------------ */
 /* reduce-window                                                       */
 /* ------------------------------------------------------------------ */
@@ -622,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_reduce_f16_wide_accumulator),
         cmocka_unit_test(test_reduce_variadic_argmax),
         cmocka_unit_test(test_reduce_fast_vs_general),
+        cmocka_unit_test(test_reduce_column_folds),
         cmocka_unit_test(test_reduce_window_1d),
         cmocka_unit_test(test_reduce_window_maxpool),
         cmocka_unit_test(test_reduce_window_dilation_padding),
