@@ -501,6 +501,28 @@ static bool channels_last(int64_t batch, int64_t feature, const int64_t *sp, int
     return batch == 0 && feature == ns + 1 && spatial_at(sp, ns, 1);
 }
 
+/* n runs of `run` bytes into dst: run t is the one at offset off[t * ostr]
+ * (in runs) of plane, or zeros where that offset is negative (padding,
+ * holes). Runs that lie next to each other in the input, and holes next
+ * to holes, are one memcpy or memset: a stride-1 3x3 window's row of taps
+ * over 3 channels is one copy of 36 bytes rather than three of 12. */
+static void copy_runs(const uint8_t *plane, const int64_t *off, int64_t ostr, int64_t n, size_t run,
+                      uint8_t *dst)
+{
+    for (int64_t t = 0, e; t < n; t = e) {
+        int64_t o = off[t * ostr];
+        if (o < 0) {
+            for (e = t + 1; e < n && off[e * ostr] < 0; e++)
+                ;
+            memset(dst + (size_t)t * run, 0, (size_t)(e - t) * run);
+        } else {
+            for (e = t + 1; e < n && off[e * ostr] == o + (e - t); e++)
+                ;
+            memcpy(dst + (size_t)t * run, plane + (size_t)o * run, (size_t)(e - t) * run);
+        }
+    }
+}
+
 /* Rows [j0, j0 + n) of the channels-last im2col matrix Col[OB*OS, W*KI]:
  * row (ob, os) is, for each window position w, the KI features of the
  * input at that tap (contiguous in [IB, IS..., IF]), or zeros for padding
@@ -511,15 +533,7 @@ static void nhwc_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const 
     size_t run = (size_t)p->ki * esz, rowb = (size_t)p->w * run;
     for (int64_t j = 0; j < n; j++) {
         int64_t ob = (j0 + j) / p->os, os = (j0 + j) % p->os;
-        const uint8_t *plane = in + (size_t)(ob * p->is) * run;
-        uint8_t *row = col + (size_t)j * rowb;
-        for (int64_t w = 0; w < p->w; w++) {
-            int64_t o = off[w * p->os + os];
-            if (o < 0)
-                memset(row + (size_t)w * run, 0, run);
-            else
-                memcpy(row + (size_t)w * run, plane + (size_t)o * run, run);
-        }
+        copy_runs(in + (size_t)(ob * p->is) * run, off + os, p->os, p->w, run, col + (size_t)j * rowb);
     }
 }
 
@@ -611,37 +625,35 @@ static IrStatus nhwc_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
         nr = p->ncol;
     uint8_t *kq = ct_scratch(p->kk * p->ko, esz), *col = ct_scratch(nr * p->kk, esz),
             *res = ct_scratch(nr * p->ko, esz);
-    int64_t *rows = ct_scratch(nr, sizeof(int64_t));
+    int64_t *rows = ct_scratch(nr, sizeof(int64_t)), *members = ct_scratch(p->os, sizeof(int64_t)),
+            *offq = ct_scratch(p->w * p->os, sizeof(int64_t));
     IrStatus st = IR_OK;
-    if (!kq || !col || !res || !rows) {
+    if (!kq || !col || !res || !rows || !members || !offq) {
         st = dev_kernel_oom(k, NULL);
         goto done;
     }
     for (int64_t q = 0; q < ph->n; q++) {
         const int64_t *tq = ph->taps + q * p->w;
-        int64_t nt = ph->ntaps[q];
+        int64_t nt = ph->ntaps[q], nm = 0;
         size_t blk = (size_t)(p->ki * p->ko) * esz;
         for (int64_t t = 0; t < nt; t++)
             memcpy(kq + (size_t)t * blk, ker + (size_t)tq[t] * blk, blk);
+        /* q's output positions, and their taps' offsets [os][t]. */
+        for (int64_t os = 0; os < p->os; os++)
+            if (ph->phase[os] == q) {
+                for (int64_t t = 0; t < nt; t++)
+                    offq[nm * nt + t] = off[tq[t] * p->os + os];
+                members[nm++] = os;
+            }
         CtGemm g = {.c = c, .blas = true, .n = p->ko, .k = nt * p->ki, .lda = nt * p->ki, .ldb = p->ko,
                     .ldc = p->ko};
-        int64_t j = 0;
-        while (j < p->ncol) {
-            int64_t m = 0;
-            for (; j < p->ncol && m < nr; j++) /* the next rows of class q */
-                if (ph->phase[j % p->os] == q)
-                    rows[m++] = j;
-            for (int64_t r = 0; r < m; r++) {
-                int64_t ob = rows[r] / p->os, os = rows[r] % p->os;
-                const uint8_t *plane = in + (size_t)(ob * p->is) * run;
-                uint8_t *row = col + (size_t)(r * nt) * run;
-                for (int64_t t = 0; t < nt; t++) {
-                    int64_t o = off[tq[t] * p->os + os];
-                    if (o < 0)
-                        memset(row + (size_t)t * run, 0, run);
-                    else
-                        memcpy(row + (size_t)t * run, plane + (size_t)o * run, run);
-                }
+        for (int64_t e = 0; e < p->ob * nm;) { /* rows (ob, members[i]) at e = ob*nm + i */
+            int64_t m = p->ob * nm - e < nr ? p->ob * nm - e : nr;
+            for (int64_t r = 0; r < m; r++, e++) {
+                int64_t ob = e / nm, i = e % nm;
+                rows[r] = ob * p->os + members[i];
+                copy_runs(in + (size_t)(ob * p->is) * run, offq + i * nt, 1, nt, run,
+                          col + (size_t)(r * nt) * run);
             }
             g.m = m;
             ct_gemm(&g, col, kq, res); /* k = 0 (no real tap) zeroes res */
@@ -654,6 +666,8 @@ done:
     ts_free(col);
     ts_free(res);
     ts_free(rows);
+    ts_free(members);
+    ts_free(offq);
     return st;
 }
 
@@ -747,15 +761,7 @@ static void wgrad_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const
     size_t run = (size_t)p->ib * esz, rowb = (size_t)p->os * run;
     for (int64_t r = 0; r < n; r++) {
         int64_t f = (r0 + r) / p->w, w = (r0 + r) % p->w;
-        const uint8_t *plane = in + (size_t)(f * p->is) * run;
-        uint8_t *row = col + (size_t)r * rowb;
-        for (int64_t os = 0; os < p->os; os++) {
-            int64_t o = off[w * p->os + os];
-            if (o < 0)
-                memset(row + (size_t)os * run, 0, run);
-            else
-                memcpy(row + (size_t)os * run, plane + (size_t)o * run, run);
-        }
+        copy_runs(in + (size_t)(f * p->is) * run, off + w * p->os, 1, p->os, run, col + (size_t)r * rowb);
     }
 }
 
