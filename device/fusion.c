@@ -33,6 +33,13 @@
  * major dim, or with any other reducer, stays outside. A group with no
  * node outside S is an elementwise group, however it was found.
  *
+ * Dot-transpose pairs. A dot whose one use is a transpose that swaps its
+ * lhs and rhs free dims (JAX writes weight gradients as
+ * transpose(dot(g, x))) is a group of two, {dot, transpose}, whose
+ * leaves are the dot's operands: the dot writes the transposed result
+ * itself (k_dot.c), so the dot's own result is never made and the
+ * transpose moves nothing.
+ *
  * Running a group. Output elements go a block at a time: every node
  * computes the block into its scratch buffer (the root into the result),
  * through the same range kernels the unfused path uses, so the result is
@@ -269,6 +276,42 @@ static bool copies(const Find *f, int32_t g, int32_t b)
     return f->nouter[g] >= 0 && outer_copy(f, b, &f->c->instr[f->space[g]].shape, f->nouter[g]);
 }
 
+/* A dot whose one use is a transpose that swaps its free dims
+ * (dev_dot_transpose_swaps; JAX writes weight gradients so) forms a group
+ * of two with it, run as the dot writing its result transposed (k_dot.c):
+ * its leaves are the dot's operands, and the dot's own result is never
+ * made. False on OOM. */
+static bool dot_transpose_pairs(const IrComputation *c, const bool *ctrl_succ, const int32_t *order,
+                                int32_t norder, int32_t *gid, int32_t *size, Find *f, int32_t *nroots)
+{
+    int32_t *uses = ts_calloc((size_t)c->ninstr, sizeof *uses);
+    if (!uses)
+        return false;
+    for (int32_t k = 0; k < norder; k++) {
+        const IrInstr *ins = &c->instr[order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (ins->opnd[j] >= 0 && ins->opnd[j] < c->ninstr)
+                uses[ins->opnd[j]]++;
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        const IrInstr *ins = &c->instr[i];
+        if (ins->op != OP_TRANSPOSE || gid[i] >= 0 || has_control(c, ctrl_succ, i) ||
+            !dev_dot_transpose_swaps(c, ins))
+            continue;
+        int32_t o = ins->opnd[0];
+        if (uses[o] != 1 || o == c->root || gid[o] >= 0 || has_control(c, ctrl_succ, o))
+            continue;
+        gid[i] = gid[o] = i;
+        size[i] = 2;
+        f->space[i] = i;
+        f->nouter[i] = -1;
+        (*nroots)++;
+    }
+    ts_free(uses);
+    return true;
+}
+
 void dev_fusion_free(DevFusion *f)
 {
     for (int32_t g = 0; g < f->ngroups; g++) {
@@ -441,6 +484,8 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
     for (int32_t i = 0; i < n; i++)
         if (gid[i] == i && size[i] == 1)
             gid[i] = -1;
+    if (!dot_transpose_pairs(c, ctrl_succ, order, norder, gid, size, &f, &nroots))
+        goto done;
     st = IR_OK;
     if (nroots == 0)
         goto done;
@@ -473,7 +518,8 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
         DevFusionGroup *g = &out->groups[k];
         if (!row_group(c, g))
             g->nouter = -1;
-        g->chunked = g->nouter < 0 && chunkable(c, g);
+        g->dot_transposed = c->instr[g->root].op == OP_TRANSPOSE;
+        g->chunked = g->nouter < 0 && !g->dot_transposed && chunkable(c, g);
     }
     st = IR_OK;
 done:
@@ -1033,6 +1079,12 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
     if (g->nouter >= 0)
         return dev_fusion_run_rows(m, c, g, opt, d, vals, out);
     const IrInstr *root = &c->instr[g->root];
+    if (g->dot_transposed) {
+        const IrInstr *dot = &c->instr[g->nodes[0]];
+        DevValue *opnd[2] = {vals[dot->opnd[0]], vals[dot->opnd[1]]};
+        DevKernelArgs k = {m, c, dot, 2, opnd, opt, d};
+        return dev_k_dot_transposed(&k, &root->shape, out);
+    }
     Run r = {.g = g};
     DevValue *res = NULL;
     IrStatus st = run_setup(&r, m, c, opt, d, vals);

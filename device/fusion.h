@@ -19,6 +19,10 @@
  * and reshapes between them are copies). Softmax over the rows of x is one
  * group: max, broadcast, subtract, exp, sum, broadcast, divide, run a row
  * at a time with every intermediate row in cache.
+ *
+ * A dot-transpose pair (dot_transposed) is a dot and the transpose that
+ * is its one use, swapping its free dims: the dot writes its result
+ * transposed (dev_k_dot_transposed).
  */
 #ifndef TESSEL_DEVICE_FUSION_H
 #define TESSEL_DEVICE_FUSION_H
@@ -56,6 +60,8 @@ typedef struct DevFusionGroup {
     int32_t nouter;      /* a row group: the number of outer dims of its
                           * shape (the dims of `space`); -1 otherwise */
     int32_t space;       /* a row group: an instruction of shape S */
+    bool dot_transposed; /* nodes {dot, transpose}: the dot writes its result
+                          * transposed (fusion.c's dot_transpose_pairs) */
 } DevFusionGroup;
 
 typedef struct DevFusion {

@@ -9,6 +9,11 @@
  * otherwise it is copied once, converted, into [batch, free, contracting]
  * (lhs) or [batch, contracting, free] (rhs). One GEMM per batch element;
  * the result [batch, lhs free, rhs free] is the GEMM output itself.
+ *
+ * A dot whose one user is a transpose to [batch, rhs free, lhs free]
+ * (fusion.c groups the pair; JAX writes weight gradients so) writes that
+ * layout directly: C^T = op(B)^T op(A)^T, the same GEMM with the operands
+ * swapped, instead of a full-size result moved again by the transpose.
  */
 #include "contract.h"
 
@@ -152,19 +157,30 @@ static IrStatus dot_operand(const DevKernelArgs *k, Ct c, const DevValue *v, con
     return IR_OK;
 }
 
-/* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute type). */
+/* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute
+ * type; transposed: [B, N, M], each C^T computed as op(B)^T op(A)^T). */
 static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOperand *a,
-                    const DotOperand *b, uint8_t *c_out)
+                    const DotOperand *b, bool transposed, uint8_t *c_out)
 {
     CtGemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = ct_use_blas(k),
               .m = p->m, .n = p->n, .k = p->k};
     g.lda = a->trans ? p->m : p->k;
     g.ldb = b->trans ? p->k : p->n;
     g.ldc = p->n;
+    const DotOperand *first = a, *second = b;
+    int64_t first_size = p->m * p->k, second_size = p->k * p->n;
+    if (transposed) {
+        g = (CtGemm){.c = c, .ta = !b->trans, .tb = !a->trans, .blas = g.blas, .m = p->n, .n = p->m,
+                     .k = p->k, .lda = g.ldb, .ldb = g.lda, .ldc = p->m};
+        first = b;
+        second = a;
+        first_size = p->k * p->n;
+        second_size = p->m * p->k;
+    }
     size_t esz = ct_size(c);
     for (int64_t i = 0; i < p->b; i++)
-        ct_gemm(&g, a->data + (size_t)(i * p->m * p->k) * esz, b->data + (size_t)(i * p->k * p->n) * esz,
-             c_out + (size_t)(i * p->m * p->n) * esz);
+        ct_gemm(&g, first->data + (size_t)(i * first_size) * esz, second->data + (size_t)(i * second_size) * esz,
+                c_out + (size_t)(i * p->m * p->n) * esz);
 }
 
 /*
@@ -177,7 +193,7 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
  * Inputs: two array operands. On success *out is a new array. Fails with
  * IR_EINPUT on inconsistent dimension numbers, IR_ENOMEM on OOM.
  */
-IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
+static IrStatus dot_into(const DevKernelArgs *k, const IrShape *tshape, DevValue **out)
 {
     if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
@@ -188,7 +204,10 @@ IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
     const IrShape *os = &k->ins->shape;
     const IrDotDnums *dn = &k->ins->a.dot;
     Ct c = ct_of(os->type);
-    DevValue *r = dev_value_new_uninit(os);
+    if (tshape && (tshape->type != os->type || tshape->rank != os->rank ||
+                   ir_shape_elements(tshape) != ir_shape_elements(os)))
+        return dev_kernel_error(k, IR_EINTERNAL, "dot: the transposed result's shape does not fit");
+    DevValue *r = dev_value_new_uninit(tshape ? tshape : os);
     if (!r)
         return dev_kernel_oom(k, NULL);
     int64_t total = p.b * p.m * p.n;
@@ -208,7 +227,7 @@ IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
         st = dev_kernel_oom(k, NULL);
         goto done;
     }
-    dot_run(k, c, &p, &a, &b, direct ? r->data : cbuf);
+    dot_run(k, c, &p, &a, &b, tshape != NULL, direct ? r->data : cbuf);
     if (!direct) {
         CtView v = {.rank = 1, .dims = {total}, .stride = {1}};
         ct_unpack(c, os->type, cbuf, &v, r->data);
@@ -223,4 +242,39 @@ done:
     }
     *out = r;
     return IR_OK;
+}
+
+IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
+{
+    return dot_into(k, NULL, out);
+}
+
+IrStatus dev_k_dot_transposed(const DevKernelArgs *k, const IrShape *tshape, DevValue **out)
+{
+    return dot_into(k, tshape, out);
+}
+
+bool dev_dot_transpose_swaps(const IrComputation *c, const IrInstr *transpose)
+{
+    if (transpose->op != OP_TRANSPOSE || transpose->nopnd != 1 || transpose->opnd[0] < 0 ||
+        transpose->opnd[0] >= c->ninstr)
+        return false;
+    const IrInstr *dot = &c->instr[transpose->opnd[0]];
+    if (dot->op != OP_DOT || dot->nopnd != 2 || dot->opnd[0] < 0 || dot->opnd[0] >= c->ninstr ||
+        !ir_shape_is_array(&dot->shape))
+        return false;
+    const IrDotDnums *dn = &dot->a.dot;
+    const IrI64List *perm = &transpose->a.dimensions;
+    int32_t rank = dot->shape.rank, nb = dn->lhs_batch.n;
+    int32_t nlf = c->instr[dot->opnd[0]].shape.rank - nb - dn->lhs_contracting.n;
+    int32_t nrf = rank - nb - nlf;
+    if (perm->n != rank || nlf < 1 || nrf < 1)
+        return false;
+    /* [batch, lhs free, rhs free] -> [batch, rhs free, lhs free] */
+    for (int32_t d = 0; d < rank; d++) {
+        int64_t want = d < nb ? d : d < nb + nrf ? nb + nlf + (d - nb) : nb + (d - nb - nrf);
+        if (perm->v[d] != want)
+            return false;
+    }
+    return true;
 }

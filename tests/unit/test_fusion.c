@@ -308,6 +308,136 @@ static void boundaries(void **state)
     ir_module_free(m);
 }
 
+/* A dot whose one use is a transpose swapping its free dims pairs with
+ * it (JAX's weight gradients, transpose(dot(g, x))); other transposes of
+ * dots do not. */
+static void dot_transpose_pairs(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule p\n"
+                           "ENTRY main {\n"
+                           "  g = f32[4,3] parameter(0)\n"
+                           "  x = f32[4,5] parameter(1)\n"
+                           "  d = f32[3,5] dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                           "  ROOT t = f32[5,3] transpose(d), dimensions={1,0}\n"
+                           "}\n");
+    DevFusion f = find(m, 0);
+    assert_int_equal(f.ngroups, 1);
+    const DevFusionGroup *g = &f.groups[0];
+    assert_true(g->dot_transposed);
+    assert_false(g->chunked);
+    assert_int_equal(g->root, instr_named(m, "t"));
+    assert_int_equal(g->nnodes, 2);
+    assert_int_equal(g->nodes[0], instr_named(m, "d"));
+    assert_int_equal(g->nleaves, 2);
+    assert_int_equal(g->leaves[0], instr_named(m, "g"));
+    assert_int_equal(g->leaves[1], instr_named(m, "x"));
+    dev_fusion_free(&f);
+    ir_module_free(m);
+    /* Not paired: the dot has another use; a batched dot's transpose
+     * that moves the batch dim; with no_fusion. */
+    m = parse_ok("HloModule q\n"
+                 "ENTRY main {\n"
+                 "  a = f32[3,4] parameter(0)\n"
+                 "  b = f32[4,5] parameter(1)\n"
+                 "  d = f32[3,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                 "  t = f32[5,3] transpose(d), dimensions={1,0}\n"
+                 "  ROOT r = (f32[5,3], f32[3,5]) tuple(t, d)\n"
+                 "}\n");
+    f = find(m, 0);
+    assert_int_equal(f.ngroups, 0);
+    ir_module_free(m);
+    m = parse_ok("HloModule q\n"
+                 "ENTRY main {\n"
+                 "  a = f32[2,3,4] parameter(0)\n"
+                 "  b = f32[2,4,5] parameter(1)\n"
+                 "  d = f32[2,3,5] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+                 "  ROOT t = f32[5,3,2] transpose(d), dimensions={2,1,0}\n"
+                 "}\n");
+    f = find(m, 0);
+    assert_int_equal(f.ngroups, 0);
+    DevExecOptions opt = {.no_fusion = true};
+    const IrComputation *c = ir_entry(m);
+    int32_t order[4] = {0, 1, 2, 3};
+    IrDiag d = {0};
+    assert_int_equal(dev_fusion_find(m, c, order, 4, &opt, &f, &d), IR_OK);
+    assert_int_equal(f.ngroups, 0);
+    ir_module_free(m);
+}
+
+/* The transposed dot against dot then transpose, bit for bit (small
+ * integers: every sum exact in every type and GEMM): plain and
+ * transposed operands, batch dims with several free dims each, f64,
+ * s32 (the loops), f16 (computed in f32 and converted back); and one
+ * product by hand. */
+static void dot_transposed_equals_unfused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *hlo;
+        IrType t[2];
+        int32_t rank[2];
+        int64_t dims[2][4];
+    } cases[] = {
+        {"HloModule a\nENTRY main {\n  g = f32[37,19] parameter(0)\n  x = f32[37,23] parameter(1)\n"
+         "  d = f32[19,23] dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+         "  ROOT t = f32[23,19] transpose(d), dimensions={1,0}\n}\n",
+         {IR_F32, IR_F32}, {2, 2}, {{37, 19}, {37, 23}}},
+        {"HloModule b\nENTRY main {\n  a = f32[19,37] parameter(0)\n  b = f32[23,37] parameter(1)\n"
+         "  d = f32[19,23] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+         "  ROOT t = f32[23,19] transpose(d), dimensions={1,0}\n}\n",
+         {IR_F32, IR_F32}, {2, 2}, {{19, 37}, {23, 37}}},
+        {"HloModule c\nENTRY main {\n  a = f64[2,3,4,5] parameter(0)\n  b = f64[2,5,6] parameter(1)\n"
+         "  d = f64[2,3,4,6] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+         "  ROOT t = f64[2,6,3,4] transpose(d), dimensions={0,3,1,2}\n}\n",
+         {IR_F64, IR_F64}, {4, 3}, {{2, 3, 4, 5}, {2, 5, 6}}},
+        {"HloModule d\nENTRY main {\n  a = s32[3,7,2] parameter(0)\n  b = s32[7,5] parameter(1)\n"
+         "  d = s32[3,2,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+         "  ROOT t = s32[5,3,2] transpose(d), dimensions={2,0,1}\n}\n",
+         {IR_S32, IR_S32}, {3, 2}, {{3, 7, 2}, {7, 5}}},
+        {"HloModule e\nENTRY main {\n  a = f16[9,6] parameter(0)\n  b = f16[6,11] parameter(1)\n"
+         "  d = f16[9,11] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+         "  ROOT t = f16[11,9] transpose(d), dimensions={1,0}\n}\n",
+         {IR_F16, IR_F16}, {2, 2}, {{9, 6}, {6, 11}}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        IrModule *m = parse_ok(cases[i].hlo);
+        DevFusion f = find(m, 0);
+        assert_int_equal(f.ngroups, 1);
+        assert_true(f.groups[0].dot_transposed);
+        dev_fusion_free(&f);
+        DevValue *args[2];
+        uint32_t s = 777u + (uint32_t)i;
+        for (int a = 0; a < 2; a++) {
+            args[a] = val(cases[i].t[a], cases[i].rank[a], cases[i].dims[a], NULL);
+            int64_t n = ir_shape_elements(&args[a]->shape);
+            for (int64_t e = 0; e < n; e++) {
+                s = s * 1664525u + 1013904223u;
+                int v = (int)(s >> 28) - 8; /* -8..7 */
+                dev_store_f64(cases[i].t[a], args[a]->data, e, v);
+            }
+        }
+        assert_fused_is_unfused(m, 2, args, false);
+        ir_module_free(m);
+    }
+    /* By hand: g = [[1,2],[3,4]] (k x m), x = [[5,6,7],[8,9,10]] (k x n);
+     * d = g^T x = [[29,33,37],[42,48,54]]; t = d^T. */
+    IrModule *m = parse_ok("HloModule h\nENTRY main {\n  g = f32[2,2] parameter(0)\n"
+                           "  x = f32[2,3] parameter(1)\n"
+                           "  d = f32[2,3] dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                           "  ROOT t = f32[3,2] transpose(d), dimensions={1,0}\n}\n");
+    int64_t d22[] = {2, 2}, d23[] = {2, 3};
+    float gv[] = {1, 2, 3, 4}, xv[] = {5, 6, 7, 8, 9, 10}, want[] = {29, 42, 33, 48, 37, 54};
+    DevValue *args[2] = {val(IR_F32, 2, d22, gv), val(IR_F32, 2, d23, xv)}, *out = NULL;
+    IrDiag d = {0};
+    assert_int_equal(run(m, 2, args, true, 0, &out, &d), IR_OK);
+    assert_f32(out, want, 6);
+    dev_value_unref(out);
+    dev_value_unref(args[0]);
+    dev_value_unref(args[1]);
+    ir_module_free(m);
+}
+
 /* A dying, solely owned operand lends its buffer to the result. */
 static void in_place(void **state)
 {
@@ -681,6 +811,8 @@ int main(void)
         cmocka_unit_test(broadcasts_fuse),
         cmocka_unit_test(mixed_types),
         cmocka_unit_test(boundaries),
+        cmocka_unit_test(dot_transpose_pairs),
+        cmocka_unit_test(dot_transposed_equals_unfused),
         cmocka_unit_test(in_place),
         cmocka_unit_test(errors_as_unfused),
         cmocka_unit_test(random_equals_unfused),
