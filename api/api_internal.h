@@ -17,6 +17,7 @@
  *   outdir.c         the output directory of a run: locked, all or nothing
  *   grad.c           ts_add_gradients, the public face of grad/
  *   profile.c        the cost model's rates read from a profile file (--profile)
+ *   stats_ops.c      the per-instruction times of a run as --stats=ops prints them
  */
 #ifndef TESSEL_API_INTERNAL_H
 #define TESSEL_API_INTERNAL_H
@@ -184,5 +185,10 @@ int64_t api_plan_estimate(const TsPlan *p);
 /* --stats: the estimate beside each local device's measured peak (devices
  * numbered from `first`), and the process's peak RSS beyond them. */
 void api_stats_memory(IrStrBuf *s, const RtRunStats *rs, int64_t estimate, int64_t first);
+/* TsRunOptions.stats_ops: each local device's table (devices numbered
+ * from `first`), its `rows` costliest instructions, the rest in one line,
+ * the time no instruction took in another. Nothing when the run kept no
+ * tables. */
+void api_stats_ops(IrStrBuf *s, const RtRunStats *rs, int32_t rows, int64_t first);
 
 #endif /* TESSEL_API_INTERNAL_H */

@@ -36,6 +36,7 @@ IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
                       : o->nagree > 0 && !o->agree                ? "agree is NULL with nagree > 0"
                       : o->tuning.sgemm < TS_SGEMM_PROBE || o->tuning.sgemm > TS_SGEMM_ONEDNN
                           ? "tuning.sgemm is not a TsSgemm"
+                      : o->stats_ops < 0 ? "stats_ops is negative (0: no per-instruction times)"
                                                                   : NULL;
     for (int32_t i = 0; !bad && i < o->ninputs; i++)
         if (!o->inputs[i].key || !o->inputs[i].path == !o->inputs[i].array)
@@ -416,7 +417,7 @@ static IrStatus run_cluster_local(const TsPlan *p, const TsRunOptions *o, RtFeed
         st = api_plan_step_hook(p, o, &sc, &hook, d);
     CollTuning tune = api_tuning(o);
     RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o),
-                       .tune = &tune};
+                       .tune = &tune, .op_times = o->stats && o->stats_ops > 0};
     if (st == IR_OK)
         st = rt_run_devices(c, shards, 0, ndev, NULL, &ro, run, res, d);
     /* Replica 0's partitions hold the result. */
@@ -450,7 +451,7 @@ static IrStatus run_replay_local(const TsPlan *p, const TsRunOptions *o, RtFeed 
         st = api_plan_step_hook(p, o, &sc, &hook, d);
     CollTuning tune = api_tuning(o);
     RtRunOptions ro = {.steps = o->steps, .host = &feed->hooks, .on_step = &hook, .max_trips = api_max_trips(o),
-                       .tune = &tune};
+                       .tune = &tune, .op_times = o->stats && o->stats_ops > 0};
     if (st == IR_OK)
         st = rt_run_devices(c, args, 0, ndev, NULL, &ro, run, res, d);
     if (st == IR_OK)
@@ -569,8 +570,13 @@ TsStatus ts_plan_run(const TsPlan *p, const TsRunOptions *o, TsOutputs **out, Ts
                   (long long)rs.random_elems);
             api_stats_binding(&stats, &run);
             api_stats_memory(&stats, &run, api_plan_estimate(p), 0);
+            api_stats_ops(&stats, &run, o->stats_ops, 0);
+        } else if (o->stats_ops > 0) {
+            ir_sb_printf(&stats, "tessel: stats: ops: not timed (a program with host work: the per-instruction "
+                         "times are of a partitioned program's devices)\n");
         }
     }
+    rt_run_stats_free(&run);
     TsStatus ts = deliver(st, result, ndevices, &feed, &saves, p->sha256, o, ir_sb_take(&stats), out, &id, d);
     rt_feed_free(&feed);
     return ts;

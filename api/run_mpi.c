@@ -299,7 +299,7 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
     } else if (st == IR_OK) {
         /* Device 0 (on rank 0) gives the run its outfeeds (local.c). */
         RtRunOptions ro = {.steps = o->steps, .host = &feed.hooks, .on_step = &hook, .max_trips = api_max_trips(o),
-                           .tune = &tune};
+                           .tune = &tune, .op_times = o->stats && o->stats_ops > 0};
         local = ts_calloc((size_t)(l > 0 ? l : 1), sizeof *local);
         if (!local)
             ir_oom(&id, NULL);
@@ -334,6 +334,8 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
                 mine[7 + 2 * k] = (double)received;
             }
             stats_lines(&stats, t, mine, &run, api_plan_estimate(p));
+            if (rank == 0 && o->stats_ops > 0)
+                api_stats_ops(&stats, &run, o->stats_ops, first);
         }
     }
 
@@ -379,6 +381,7 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
     dev_value_unref(outfeeds);
     rt_feed_free(&feed);
     ir_sb_free(&stats);
+    rt_run_stats_free(&run);
     dev_value_unref(result);
     return api_give(st, &id, d);
 }

@@ -283,6 +283,8 @@ typedef struct CollDevice {
     int64_t id;                /* global device id: replica * n + partition */
     CollAsync *async;          /* -start collectives (async.c); NULL: none */
     double coll_seconds;       /* time inside collectives, summed */
+    double wait_seconds;       /*   of it, waiting: for the host's other devices to arrive at a
+                                *   collective, and for an asynchronous one in a -done */
     int64_t coll_calls;
     int32_t nsent;             /* sends between devices not yet received: */
     const IrInstr **sent_by;   /*   the send instructions */

@@ -490,19 +490,32 @@ static IrStatus group_result(CollDevice *dev, const IrModule *m, const IrInstr *
     return st;
 }
 
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Two barriers around the data movement (local.c's header): publish the
  * operands, let the leader bring other hosts' in, compute this device's
  * result from the group's operands (coll.c), wait until everyone has
- * read before the operands may be freed. */
-IrStatus coll_collective(CollDevice *dev, const IrModule *m, const IrInstr *ins, int32_t nopnd,
-                                DevValue **operands, DevValue **out, IrDiag *d)
+ * read before the operands may be freed. *arrival (NULL: not measured)
+ * gets the time the first barrier took: the wait for the host's other
+ * devices to reach the collective. */
+static IrStatus collective_body(CollDevice *dev, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                                DevValue **operands, DevValue **out, double *arrival, IrDiag *d)
 {
     CollHost *w = dev->w;
     *out = NULL;
     w->ops[dev->id] = operands;
     w->nops = nopnd;
     w->at[dev->id - w->first] = ins->name;
-    if (!coll_barrier(w))
+    double t0 = arrival ? now_seconds() : 0;
+    bool arrived = coll_barrier(w);
+    if (arrival)
+        *arrival = now_seconds() - t0;
+    if (!arrived)
         return coll_aborted(w, m, ins, d);
     /* Every local device must be in this collective (one program). */
     for (int64_t k = 0; k < w->nlocal; k++)
@@ -557,23 +570,26 @@ IrStatus coll_collective(CollDevice *dev, const IrModule *m, const IrInstr *ins,
     return st;
 }
 
-static double now_seconds(void)
+IrStatus coll_collective(CollDevice *dev, const IrModule *m, const IrInstr *ins, int32_t nopnd,
+                         DevValue **operands, DevValue **out, IrDiag *d)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return collective_body(dev, m, ins, nopnd, operands, out, NULL, d);
 }
 
 /* A collective, timed: --stats reports the time devices spend in them
- * (waiting for the others included: that is what a collective costs). */
+ * (waiting for the others included: that is what a collective costs),
+ * and of it the wait (for the collectives still in flight before it, and
+ * for the host's other devices to arrive). */
 static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                                DevValue **operands, DevValue **out, IrDiag *d)
 {
     CollDevice *dev = ctx;
-    double t0 = now_seconds();
+    double t0 = now_seconds(), arrival = 0;
     coll_async_drain(dev->async); /* one collective at a time, in program order */
-    IrStatus st = coll_collective(dev, m, ins, nopnd, operands, out, d);
+    double t1 = now_seconds();
+    IrStatus st = collective_body(dev, m, ins, nopnd, operands, out, &arrival, d);
     dev->coll_seconds += now_seconds() - t0;
+    dev->wait_seconds += t1 - t0 + arrival;
     dev->coll_calls++;
     return st;
 }
@@ -599,7 +615,9 @@ static IrStatus wait_collective(void *ctx, void *handle, DevValue **out, IrDiag 
     CollDevice *dev = ctx;
     double t0 = now_seconds();
     IrStatus st = coll_async_wait(dev->async, handle, out, d);
-    dev->coll_seconds += now_seconds() - t0;
+    double waited = now_seconds() - t0; /* all of it waiting: the transfer runs on another thread */
+    dev->coll_seconds += waited;
+    dev->wait_seconds += waited;
     dev->coll_calls++;
     return st;
 }

@@ -23,6 +23,7 @@
  *                 the AVX-512 register path
  *   fusion_rows.c row groups (fusion.h) run one row at a time
  *   schedule.c    the order of a computation with asynchronous pairs
+ *   op_times.c    per-instruction times (DevOpTimes), for `--stats=ops`
  *   k_data.c      constant, iota, broadcast, reshape, bitcast, transpose,
  *                 slice, dynamic-slice, dynamic-update-slice, pad,
  *                 concatenate, reverse, copy
@@ -275,6 +276,46 @@ typedef struct DevCollectives {
     IrStatus (*wait)(void *ctx, void *handle, DevValue **out, IrDiag *d);
 } DevCollectives;
 
+/* Per-instruction times (op_times.c; `tessel run --stats=ops`): while
+ * `on`, the executor reads a monotonic clock around every instruction it
+ * runs (a fusion group at its root, a while or call around its body) and
+ * adds the time to the instruction's entry. A call, while or conditional
+ * keeps its self time: what its body's timed instructions took is theirs,
+ * so the entries of one step add up to the step less the executor's own
+ * bookkeeping. Computations a kernel runs per element (reducers,
+ * comparators, fusion bodies through dev_call) are not timed: they are in
+ * their kernel's time. Off (DevExecOptions.op_times NULL, or !on), the
+ * executor reads no clock. */
+typedef struct DevOpTime {
+    const IrInstr *ins;
+    int32_t fused;            /* the instructions of the fusion group it is the root of (0: none) */
+    int64_t calls;
+    double seconds;           /* self time, summed over calls */
+    double wait_seconds;      /* of it, waited in collectives (*DevOpTimes.waited's growth) */
+} DevOpTime;
+typedef struct DevOpTimes {
+    const IrModule *m;
+    bool on;                  /* record now (the runtime: over the steps it counts) */
+    const double *waited;     /* seconds the device has waited for its peers in collectives so
+                               * far, kept by the collectives' runtime; NULL: none */
+    int32_t *first;           /* m->ncomp + 1 entries: computation k's instructions are
+                               * entries first[k] .. first[k+1]-1 of t */
+    DevOpTime *t;
+    double nested;            /* the executor's: time of the running instruction's timed callees */
+    double nested_wait;       /*   and what they waited */
+} DevOpTimes;
+
+/* An empty table for module m's instructions (every entry at 0 calls).
+ * IR_ENOMEM (t left empty, safe to free). */
+IrStatus dev_op_times_init(DevOpTimes *t, const IrModule *m);
+void dev_op_times_free(DevOpTimes *t);
+/* The entry of instruction i of computation comp. */
+DevOpTime *dev_op_time(DevOpTimes *t, int32_t comp, int32_t i);
+/* The entries that ran (calls > 0), most seconds first (ties: module
+ * order), into rows (room for max); returns how many there are in all
+ * (more than max: the rest left out). Can't fail. */
+int32_t dev_op_times_top(const DevOpTimes *t, DevOpTime *rows, int32_t max);
+
 /* Custom-call targets registered by the runtime (host targets such as
  * tessel_print); NULL or a target the callback does not know: the executor
  * reports "unknown custom-call target NAME". */
@@ -335,6 +376,8 @@ typedef struct DevExecOptions {
      * buffer). */
     const bool *donated;
     int32_t ndonated;
+    /* Per-instruction times (above); NULL: none, no clock read. */
+    DevOpTimes *op_times;
 } DevExecOptions;
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are

@@ -37,6 +37,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* Nesting of call/while/conditional/dev_call before we call it runaway
  * recursion (a computation that calls itself). */
@@ -79,6 +80,7 @@ typedef struct Exec {
     CompOrder **orders; /* m->ncomp entries, built on demand */
     int32_t depth;
     RngState *rng;
+    int32_t untimed;    /* > 0: inside a computation a kernel runs (dev_call): not timed */
 } Exec;
 
 /* The executor running on this thread, so that dev_call (which only gets
@@ -1004,6 +1006,52 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int
     return IR_OK;
 }
 
+/* ---- per-instruction times (DevOpTimes, device.h) ---- */
+
+/* The table to fill now, or NULL: none, off, or inside a computation a
+ * kernel runs per element (its time is the kernel's). */
+static DevOpTimes *op_timing(const Exec *x)
+{
+    DevOpTimes *t = x->opt->op_times;
+    return t && t->on && x->untimed == 0 && t->m == x->m ? t : NULL;
+}
+
+static double clock_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Where an instruction's timing starts: the clock, the collectives' wait
+ * so far, and the callee time of the instruction around it (set aside:
+ * this one's callees count afresh). */
+typedef struct OpClock {
+    double t0, w0, outer, outer_wait;
+} OpClock;
+
+static OpClock op_clock_start(DevOpTimes *t)
+{
+    OpClock c = {0, t->waited ? *t->waited : 0, t->nested, t->nested_wait};
+    t->nested = t->nested_wait = 0;
+    c.t0 = clock_seconds();
+    return c;
+}
+
+/* Instruction i of comp ran since c: its self time (less its timed
+ * callees') to its entry; its whole time to the instruction around it. */
+static void op_clock_stop(DevOpTimes *t, const OpClock *c, const CompOrder *p, int32_t comp, int32_t i)
+{
+    double dt = clock_seconds() - c->t0, dw = t->waited ? *t->waited - c->w0 : 0;
+    DevOpTime *e = dev_op_time(t, comp, i);
+    e->fused = p->fusion.group_of && p->fusion.group_of[i] >= 0 ? p->fusion.groups[p->fusion.group_of[i]].nnodes : 0;
+    e->calls++;
+    e->seconds += dt - t->nested;
+    e->wait_seconds += dw - t->nested_wait;
+    t->nested = c->outer + dt;
+    t->nested_wait = c->outer_wait + dw;
+}
+
 /* Run computation `comp` on `nargs` arguments. Without `consume` the
  * arguments are borrowed; with it, run_comp owns their references (moved
  * into the parameters' slots, released when unused or on failure);
@@ -1035,8 +1083,12 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
         st = ir_error(x->d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
         goto done;
     }
+    DevOpTimes *times = op_timing(x);
     for (int32_t k = 0; k < p->n && st == IR_OK; k++) {
         int32_t i = p->order[k];
+        OpClock clock = {0};
+        if (times)
+            clock = op_clock_start(times);
         st = run_one(x, c, p, i, nargs, args, consume, donated, vals, rem, pend);
         if (st == IR_OK && rem[i] == 0 && pend && pend[i].handle) /* a dead -start still completes */
             st = async_finish(x, c, i, &pend[i], vals);
@@ -1044,6 +1096,8 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
             dev_value_unref(vals[i]);
             vals[i] = NULL;
         }
+        if (times)
+            op_clock_stop(times, &clock, p, comp, i);
     }
     if (st == IR_OK && pend && pend[c->root].handle)
         st = async_finish(x, c, c->root, &pend[c->root], vals);
@@ -1077,7 +1131,7 @@ IrStatus dev_execute(const IrModule *m, int32_t comp, int32_t nargs, DevValue **
     if (!m || comp < 0 || comp >= m->ncomp || nargs < 0 || (nargs > 0 && !args))
         return ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                         "dev_execute: no computation %d", (int)comp);
-    Exec x = {m, opt ? opt : &default_options, d, NULL, 0, NULL};
+    Exec x = {m, opt ? opt : &default_options, d, NULL, 0, NULL, 0};
     Exec *saved = current;
     current = &x;
     IrStatus st = run_comp(&x, comp, nargs, args, false, x.opt->ndonated >= nargs ? x.opt->donated : NULL, out);
@@ -1097,12 +1151,14 @@ IrStatus dev_call(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue 
         if (x->depth >= MAX_DEPTH)
             return dev_kernel_error(k, IR_EINPUT, "computations nest deeper than %d", MAX_DEPTH);
         x->depth++;
+        x->untimed++;
         IrStatus st = run_comp(x, comp, nargs, args, false, NULL, out);
+        x->untimed--;
         x->depth--;
         return st;
     }
     /* Called outside dev_execute (a kernel test): a one-off executor. */
-    Exec one = {k->m, k->opt ? k->opt : &default_options, k->d, NULL, 0, NULL};
+    Exec one = {k->m, k->opt ? k->opt : &default_options, k->d, NULL, 0, NULL, 1};
     Exec *saved = current;
     current = &one;
     IrStatus st = run_comp(&one, comp, nargs, args, false, NULL, out);

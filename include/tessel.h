@@ -627,6 +627,15 @@ typedef struct TsRunOptions {
      * locked here. May be NULL; not called by ts_plan_run. */
     TsStatus (*on_agreed)(void *ctx, TsDiag *d);
     void *on_agreed_ctx;
+    /* With stats, on a partitioned program or a replay (not the
+     * reference, nor a program with host work): every instruction each
+     * device runs is timed with a monotonic clock over the steps after
+     * the first (with one step, that one), and the stats end with, per
+     * local device (under MPI rank 0's), the stats_ops instructions that
+     * took the most time: name, opcode, shape, calls, total ms, share of
+     * the steps' time, and of a collective the ms it waited (docs/cli.md,
+     * `--stats=ops`). 0: none, and no clock is read per instruction. */
+    int32_t stats_ops;
 } TsRunOptions;
 
 

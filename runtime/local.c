@@ -51,6 +51,7 @@ typedef struct Device {
     int64_t peak;              /* the most bytes of values it held (its allocator's value_peak) */
     int32_t nstep_seconds;     /* the first STEP_SAMPLES steps' wall times */
     double step_seconds[STEP_SAMPLES];
+    RtOpTimes *ops;            /* RtRunOptions.op_times: its per-instruction times; else NULL */
 } Device;
 
 /* Device `id` failed on its own (-1: the world is aborted for another
@@ -252,12 +253,24 @@ static void device_main(Device *dev)
         opt.ndonated = dev->nargs;
     }
     int64_t steps = dev->steps > 1 ? dev->steps : 1;
+    if (dev->ops) {
+        opt.op_times = &dev->ops->times;
+        dev->ops->times.waited = &dev->cd.wait_seconds;
+    }
     dev->status = IR_OK;
     for (int64_t s = 0; dev->status == IR_OK && s < steps; s++) {
         DevValue *r = NULL;
+        /* The first step pays for first touches: timed only when alone. */
+        bool timed = dev->ops && (s > 0 || steps == 1);
+        if (dev->ops)
+            dev->ops->times.on = timed;
         double t0 = now_seconds();
         dev->status = dev_execute(m, m->entry, dev->nargs, dev->args, &opt, &r, &dev->diag);
         double t1 = now_seconds();
+        if (timed) {
+            dev->ops->steps++;
+            dev->ops->seconds += t1 - t0;
+        }
         if (dev->nstep_seconds < STEP_SAMPLES)
             dev->step_seconds[dev->nstep_seconds++] = t1 - t0;
         if (dev->status == IR_OK && dev->on_step && dev->on_step->fn)
@@ -471,6 +484,32 @@ static void step_stats(const Device *devs, int64_t nlocal, RtRunStats *stats)
     }
 }
 
+/* RtRunOptions.op_times: a table per local device, owned by the stats
+ * (the devices fill them). */
+static IrStatus op_tables(const PlanCluster *c, Device *devs, int64_t nlocal, RtRunStats *stats, IrDiag *d)
+{
+    if (!(stats->ops = ts_calloc((size_t)nlocal, sizeof *stats->ops)))
+        return ir_oom(d, NULL);
+    stats->nops = (int32_t)nlocal;
+    for (int64_t k = 0; k < nlocal; k++) {
+        if (dev_op_times_init(&stats->ops[k].times, c->spmd) != IR_OK)
+            return ir_oom(d, NULL);
+        devs[k].ops = &stats->ops[k];
+    }
+    return IR_OK;
+}
+
+void rt_run_stats_free(RtRunStats *s)
+{
+    for (int32_t k = 0; s && k < s->nops; k++)
+        dev_op_times_free(&s->ops[k].times);
+    if (s) {
+        ts_free(s->ops);
+        s->ops = NULL;
+        s->nops = 0;
+    }
+}
+
 static void free_device(Device *dev)
 {
     for (int32_t k = 0; k < dev->nargs && dev->args; k++)
@@ -490,7 +529,9 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     if (stats)
         *stats = (RtRunStats){0};
     IrStatus st = IR_OK;
-    if (ndev < 1 || ndev > IR_MAX_DEVICES || nlocal < 1 || first < 0 || first + nlocal > ndev ||
+    if (o && o->op_times && !stats)
+        st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0}, "op times asked for without stats to hold them");
+    else if (ndev < 1 || ndev > IR_MAX_DEVICES || nlocal < 1 || first < 0 || first + nlocal > ndev ||
         (!t && nlocal != ndev))
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "devices [%lld, %lld) of %lld: out of range",
                       (long long)first, (long long)(first + nlocal), (long long)ndev);
@@ -519,6 +560,8 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
     }
     for (int64_t k = 0; !devs && k < nlocal; k++)
         rt_args_free(&shards[k]);
+    if (st == IR_OK && o && o->op_times && stats)
+        st = op_tables(c, devs, nlocal, stats, d);
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     if (st == IR_OK)

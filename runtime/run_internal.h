@@ -27,7 +27,17 @@ typedef struct RtRunOptions {
     const DevHostTransfers *host;
     const RtStepHook *on_step;     /* may be NULL */
     const CollTuning *tune;        /* NULL: the defaults */
+    bool op_times;                 /* time every instruction (RtRunStats.ops; --stats=ops) */
 } RtRunOptions;
+
+/* One device's per-instruction times (RtRunOptions.op_times): the steps
+ * after the first (the first pays for first touches; with one step, that
+ * one), and what those steps took on this device in all. */
+typedef struct RtOpTimes {
+    DevOpTimes times;
+    int64_t steps;
+    double seconds;
+} RtOpTimes;
 
 /* What a host's run measured, for --stats. */
 #define RT_STATS_DEVICES 64
@@ -53,7 +63,14 @@ typedef struct RtRunStats {
      * devices apiece and the largest of all. */
     int64_t device_peak[RT_STATS_DEVICES];
     int64_t peak_max;
+    /* RtRunOptions.op_times: each local device's (nops of them; heap,
+     * rt_run_stats_free), else NULL. */
+    RtOpTimes *ops;
+    int32_t nops;
 } RtRunStats;
+
+/* Free what a run left in s (its op times); s is then empty. NULL: nothing. */
+void rt_run_stats_free(RtRunStats *s);
 
 /* Run devices [first, first + nlocal) of a compiled program on this host.
  * shards[k] holds device first+k's shards of the arguments; its

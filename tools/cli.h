@@ -101,6 +101,7 @@ typedef struct CliOptions {
     bool reference;
     int64_t num_partitions, num_replicas, hosts, local_devices, steps;
     bool stats;
+    int32_t stats_ops;       /* --stats=ops: CLI_STATS_OPS (the rows a device's table shows); else 0 */
     bool print;              /* --print */
     bool no_verify;          /* --no-verify */
     bool spmd, per_device;   /* --spmd, --per-device */
@@ -221,6 +222,9 @@ int cli_open(const CliOptions *o, const char *path, TsPlan **p);
 /* Apply --hosts / --local-devices to the plan's layout (a loaded plan
  * keeps its own when neither is given). */
 int cli_layout(const CliOptions *o, TsPlan *p);
+/* The instructions of each device `--stats=ops` lists (the rest in one line). */
+#define CLI_STATS_OPS 20
+
 /* Seconds on a monotonic clock, for --stats. */
 double cli_now(void);
 /* tuning_env.c: TESSEL_* tuning variables read once into *t (zeroed

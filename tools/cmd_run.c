@@ -33,7 +33,7 @@
 static const char HELP[] =
     "Usage: tessel run MODEL.hlo|PLAN [--reference] [--input INDEX_OR_NAME=FILE.npy ...]\n"
     "                  [--random-inputs SEED] [--init-state zeros]\n"
-    "                  [--output-dir DIR] [--stats]\n"
+    "                  [--output-dir DIR] [--stats[=ops]]\n"
     "                  [--num-partitions N] [--num-replicas R] [--hosts H]\n"
     "                  [--local-devices L] [--steps K] [--infeed FILE.npy ...]\n"
     "                  [--spmd [--per-device] [--output-device D]]\n"
@@ -149,6 +149,11 @@ static const char HELP[] =
     "                          the bytes of input read and the device binding\n"
     "                          (to stderr); with --watch NAME, NAME after every\n"
     "                          step (a training step's loss)\n"
+    "  --stats=ops             --stats, and per device (rank 0's under mpirun)\n"
+    "                          the 20 instructions that took the most time over\n"
+    "                          the steps after the first: name, opcode, shape,\n"
+    "                          calls, total ms, share of the step; a\n"
+    "                          collective's wait and transfer\n"
     "  -h, --help              show this help\n"
     "\n"
     "Exit status: 0 success; 1 a failure while running; 2 bad usage or bad\n"
@@ -502,7 +507,8 @@ static TsRunOptions run_options(const CliOptions *o, double load_seconds)
     return (TsRunOptions){.ninputs = o->ninputs, .inputs = o->inputs, .random = o->random, .seed = o->seed,
                           .zero_state = o->zero_state,
                           .steps = o->steps, .ninfeeds = o->ninfeeds, .infeeds = o->infeeds,
-                          .stats = o->stats, .load_seconds = load_seconds, .per_device = o->per_device,
+                          .stats = o->stats, .stats_ops = o->stats_ops, .load_seconds = load_seconds,
+                          .per_device = o->per_device,
                           .one_device = (o->given & OPT_OUTPUT_DEVICE) != 0, .output_device = o->output_device,
                           .watch = o->watch, .limits = &o->limits, .heartbeat_seconds = o->heartbeat,
                           .tuning = o->tuning};
@@ -848,6 +854,9 @@ static int run_run(const CliOptions *o)
     if (o->reference && (o->checkpoint_every || o->checkpoint_dir || o->resume))
         return cli_usage_error(&cli_cmd_run, "%s checkpoints a partitioned run; --reference runs the steps without "
                                "checkpoints", o->resume ? "--resume" : "--checkpoint-every/--checkpoint-dir");
+    if (o->reference && o->stats_ops)
+        return cli_usage_error(&cli_cmd_run, "--stats=ops times the devices of a partitioned run; --reference runs "
+                               "unpartitioned: use --stats, or drop --reference");
     if (o->reference && (o->given & OPT_HEARTBEAT))
         return cli_usage_error(&cli_cmd_run, "--heartbeat watches the ranks of an mpirun job; --reference runs "
                                "alone");

@@ -439,6 +439,24 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     }
 }
 
+/* --stats=ops (`tessel run`): --stats, and the CLI_STATS_OPS instructions
+ * of each device that took the most time. The value is attached (`--stats
+ * ops` would read ops as the model). */
+static int stats_value(const CliCommand *cmd, const char *v, CliOptions *o)
+{
+    if (strcmp(v, "ops"))
+        return cli_usage_error(cmd, "--stats takes no value, or =ops (per-instruction times), not '%s'", v);
+    if (strcmp(cmd->name, "run"))
+        return cli_usage_error(cmd, "--stats=ops times the instructions of a run: 'tessel run', not 'tessel %s'",
+                               cmd->name);
+    if (o->given & OPT_STATS)
+        return cli_usage_error(cmd, "option --stats given twice");
+    o->given |= OPT_STATS;
+    o->stats = true;
+    o->stats_ops = CLI_STATS_OPS;
+    return CLI_OK;
+}
+
 /* Match argv[*i] against the table; consume its value. */
 static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, CliOptions *o)
 {
@@ -452,6 +470,8 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
         if (!(cmd->accepts & s->bit))
             return cli_usage_error(cmd, "option %s does not apply to 'tessel %s'", s->name,
                                    cmd->name);
+        if (s->bit == OPT_STATS && eq && arg[1] == '-')
+            return stats_value(cmd, eq + 1, o);
         if (!s->has_arg && eq && arg[1] == '-')
             return cli_usage_error(cmd, "option %s takes no value", s->name);
         if ((o->given & s->bit) && s->bit != OPT_INPUT && s->bit != OPT_LIMIT &&

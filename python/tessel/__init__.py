@@ -417,6 +417,10 @@ def parse_plan(text, name="<string>", limits=None):
     return Plan(h.value)
 
 
+# The instructions of each device stats="ops" lists (as `tessel run --stats=ops`).
+_STATS_OPS = 20
+
+
 class Outputs(list):
     """The output leaves of a run, depth first, as NumPy arrays (a list),
     with `stats` (the "tessel: stats: ..." lines when run with stats=True,
@@ -913,7 +917,10 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0,
     ro.steps = steps
     ro.ninfeeds = len(infeeds)
     ro.infeeds = feeds
+    if stats not in (False, True, None, "ops"):
+        raise ValueError("tessel: stats is True, False or \"ops\" (per-instruction times), not %r" % (stats,))
     ro.stats = bool(stats)
+    ro.stats_ops = _STATS_OPS if stats == "ops" else 0
     ro.per_device = bool(per_device)
     ro.process_local = bool(process_local)
     # The library reads no environment variable: what it may do with

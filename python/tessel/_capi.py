@@ -146,7 +146,8 @@ class TsRunOptions(ctypes.Structure):
                 ("nagree", c_int32),
                 ("agree", c_void_p),
                 ("on_agreed", c_void_p),
-                ("on_agreed_ctx", c_void_p)]
+                ("on_agreed_ctx", c_void_p),
+                ("stats_ops", c_int32)]
 
 
 class TsStepInfo(ctypes.Structure):

@@ -125,6 +125,7 @@ int main(void)
     FIELD(TsRunOptions, agree);
     FIELD(TsRunOptions, on_agreed);
     FIELD(TsRunOptions, on_agreed_ctx);
+    FIELD(TsRunOptions, stats_ops);
     printf("TS_MAX_RANK %d\n", TS_MAX_RANK);
     printf("TS_ERUNTIME %d\n", (int)TS_ERUNTIME);
     return 0;

@@ -238,6 +238,13 @@ class TestMlp(Case):
         self.assertIn("tessel: stats: ", outs.stats)
         self.assertTrue(outs.summary.startswith("output 0: f32[8,8] "), outs.summary)
         self.assertEqual(self.plan.run([self.x, self.w1, self.w2]).stats, "")
+        # stats="ops": each device's instructions over the steps after the first
+        outs = self.plan.run((self.x, self.w1, self.w2), stats="ops", steps=3)
+        self.assertTrue(np.array_equal(outs[0], ref))
+        self.assertIn("tessel: stats: ops of device 0: 2 steps timed", outs.stats)
+        self.assertRegex(outs.stats, r"tessel: stats:   hidden +dot +f32\[8,16\] +2 ")
+        with self.assertRaises(ValueError):
+            self.plan.run((self.x, self.w1, self.w2), stats="op")
 
     def test_random(self):
         # DESIGN.md's test vector first, then the model on random inputs
