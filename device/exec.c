@@ -336,10 +336,12 @@ static bool scalar_int(const DevValue *v, int64_t *out)
  * takes the state over (its parameter is then the only owner of the
  * tuple), so once the body has read the elements out, they have one owner
  * and a dynamic-update-slice on them works in place: a scan filling a
- * buffer costs O(N), not O(N^2). */
-static IrStatus run_while(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue **out)
+ * buffer costs O(N), not O(N^2). `state` is a reference run_while owns:
+ * at the operand's last use it is the caller's own (run_one), so the
+ * first iteration too works in place and the initial state is not held
+ * beside the loop's (partition/memory.c's while_body_extra). */
+static IrStatus run_while(Exec *x, const IrInstr *ins, DevValue *state, DevValue **out)
 {
-    DevValue *state = dev_value_ref(opnd[0]);
     int64_t max = x->opt->max_while_iterations;
     IrStatus st = IR_OK;
     for (int64_t it = 0;; it++) {
@@ -643,7 +645,7 @@ static IrStatus run_instr(Exec *x, const IrComputation *c, const IrInstr *ins, D
                 return st;
         }
         return run_callee(x, ins, 0, n, opnd, false, out);
-    case OP_WHILE: return run_while(x, ins, opnd, out);
+    case OP_WHILE: return run_while(x, ins, dev_value_ref(opnd[0]), out);
     case OP_CONDITIONAL: return n < 1 ? instr_error(x, ins, IR_EINPUT, "needs a selector")
                                       : run_conditional(x, ins, opnd, out);
     case OP_PARTITION_ID:
@@ -977,6 +979,12 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int
         return run_group(x, c, &p->fusion.groups[p->fusion.group_of[i]], vals, rem);
     if (try_reshape_in_place(ins, vals, rem, &r)) {
         st = r ? IR_OK : IR_ENOMEM;
+    } else if (ins->op == OP_WHILE && ins->nopnd == 1 && rem[ins->opnd[0]] == 1) {
+        /* the operand's last use: the loop takes the executor's reference */
+        DevValue *state = vals[ins->opnd[0]];
+        vals[ins->opnd[0]] = NULL;
+        rem[ins->opnd[0]] = 0;
+        st = run_while(x, ins, state, &r);
     } else {
         DevValue *stack[8];
         DevValue **opnd = ins->nopnd <= 8 ? stack : ts_malloc((size_t)ins->nopnd * sizeof *opnd);

@@ -227,6 +227,8 @@ static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDia
 }
 
 static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through);
+static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64_t *held, int64_t *held_through);
+static bool passes_through(const IrModule *m, const IrInstr *ins, int32_t k);
 
 /* The type operand i of reduce or reduce-window ins is converted to
  * before its kernel runs (k_reduce.c's mixed precision: a float operand
@@ -299,14 +301,21 @@ static int64_t param_bytes_of(const IrModule *m, int32_t k)
     return b;
 }
 
-/* What the while `ins`'s body adds at the while's step beyond the caller's
- * live values and the while's fresh result bytes (while_fresh). The first
- * iteration's body reads the initial state, which the caller holds: it
- * adds its peak beyond its parameters (`beyond`, with the new state). A
- * later iteration's state is the last one's result, handed over to the
- * body: its estimate with the parameter donated, less the leaves passed
- * through (they are the initial state's buffers, counted by the caller). */
-static IrStatus while_body_extra(Est *e, const IrInstr *ins, int64_t beyond, int64_t *extra, IrDiag *d)
+/* What the while `ins` (at step s) adds at its step beyond the caller's
+ * live values and the while's fresh result bytes (while_fresh). When the
+ * caller holds the initial state through the loop, the first
+ * iteration's body reads it: it adds its peak beyond its parameters
+ * (`beyond`, with the new state). A later iteration's state is the last
+ * one's result, handed over to the body: its estimate with the parameter
+ * donated, less the leaves passed through (they are the initial state's
+ * buffers, counted by the caller). When the loop takes the initial state
+ * over (while_takes_state) every iteration is a later one and only the
+ * initial leaves others keep are held beside it: the caller's count of the operand and the
+ * fresh result is then more than the loop holds, and the extra can be
+ * negative (down to -fresh): `cond` is the condition's peak beyond its
+ * parameter, run on the state alone. */
+static IrStatus while_body_extra(Est *e, int32_t s, const IrInstr *ins, int64_t beyond, int64_t cond,
+                                 int64_t *extra, IrDiag *d)
 {
     int32_t k = ins->called[1];
     bool through;
@@ -317,10 +326,18 @@ static IrStatus while_body_extra(Est *e, const IrInstr *ins, int64_t beyond, int
     IrStatus st = estimate(e->m, k, &o, e->peak_of, e->depth + 1, &sub, d);
     if (st != IR_OK)
         return st;
-    int64_t later = sub.peak - (all - fresh);
+    int64_t later = sub.peak - (all - fresh), held = sub.peak - all;
     mem_estimate_free(&sub);
+    int64_t kept, kept_through;
+    if (while_takes_state(e, s, ins, &kept, &kept_through)) {
+        /* the loop holds the larger of the state with the condition's
+         * values and the body's donated peak beside the leaves others keep */
+        int64_t body = held + kept - kept_through;
+        *extra = (cond > body ? cond : body) - fresh;
+        return IR_OK;
+    }
     int64_t x = (beyond > later ? beyond : later) - fresh;
-    *extra = x > 0 ? x : 0;
+    *extra = x > cond ? x : cond;
     return IR_OK;
 }
 
@@ -332,23 +349,73 @@ static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through)
 {
     *through = false;
     int64_t all = leaf_bytes(&ins->shape);
-    if (ins->op != OP_WHILE || ins->ncalled < 2 || ins->shape.type != IR_TUPLE)
-        return all;
-    int32_t bi = ins->called[1];
-    if (bi < 0 || bi >= m->ncomp)
-        return all;
-    const IrComputation *b = m->comp[bi];
-    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != ins->shape.ntuple)
-        return all;
-    const IrInstr *root = &b->instr[b->root];
-    for (int32_t k = 0; k < root->nopnd; k++) {
-        const IrInstr *g = &b->instr[root->opnd[k]];
-        if (g->op == OP_GET_TUPLE_ELEMENT && g->a.tuple_index == k && b->instr[g->opnd[0]].op == OP_PARAMETER) {
+    for (int32_t k = 0; ins->shape.type == IR_TUPLE && k < ins->shape.ntuple; k++)
+        if (passes_through(m, ins, k)) {
             all -= leaf_bytes(&ins->shape.tuple[k]);
             *through = true;
         }
-    }
     return all;
+}
+
+/* Does the body of while ins pass element k of its state through
+ * unchanged (its root tuple's operand k is get-tuple-element(parameter,
+ * k))? */
+static bool passes_through(const IrModule *m, const IrInstr *ins, int32_t k)
+{
+    if (ins->op != OP_WHILE || ins->ncalled < 2 || ins->shape.type != IR_TUPLE || ins->called[1] < 0 ||
+        ins->called[1] >= m->ncomp)
+        return false;
+    const IrComputation *b = m->comp[ins->called[1]];
+    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != ins->shape.ntuple ||
+        k < 0 || k >= ins->shape.ntuple)
+        return false;
+    const IrInstr *g = &b->instr[b->instr[b->root].opnd[k]];
+    return g->op == OP_GET_TUPLE_ELEMENT && g->a.tuple_index == k && b->instr[g->opnd[0]].op == OP_PARAMETER;
+}
+
+/* Is value v held by somebody after step s: the root, a parameter (the
+ * caller's), or read by a later step? */
+static bool held_after(const Est *e, int32_t v, int32_t s)
+{
+    const IrComputation *c = e->c;
+    if (v == c->root || c->instr[v].op == OP_PARAMETER)
+        return true;
+    for (int32_t t = s + 1; t < e->n; t++) {
+        const IrInstr *r = &c->instr[e->order[t]];
+        for (int32_t k = 0; k < r->nopnd; k++)
+            if (r->opnd[k] == v)
+                return true;
+    }
+    return false;
+}
+
+/* Does the while ins at step s take its state over? The executor hands
+ * the loop its reference at the operand's last use (device/exec.c's
+ * run_one), so the leaves of the initial state that nobody else holds
+ * die inside the first iteration as a later state's do, instead of
+ * being kept beside the loop. *held: the bytes of the leaves somebody
+ * else does hold (a parameter, a value read after s, a reference to
+ * another value's buffer), which stay; *held_through: of those, the
+ * leaves the body passes through (the loop's state then shares them). */
+static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64_t *held, int64_t *held_through)
+{
+    *held = *held_through = 0;
+    if (ins->op != OP_WHILE || ins->nopnd != 1 || held_after(e, ins->opnd[0], s))
+        return false;
+    const IrInstr *o = &e->c->instr[ins->opnd[0]];
+    if (o->op != OP_TUPLE)
+        return !refers(o) && o->op != OP_CALL;
+    if (o->nopnd != ins->shape.ntuple)
+        return false;
+    for (int32_t k = 0; k < o->nopnd; k++) {
+        const IrInstr *t = &e->c->instr[o->opnd[k]];
+        if (held_after(e, o->opnd[k], s) || refers(t) || t->op == OP_CALL || t->shape.type == IR_TUPLE) {
+            int64_t b = leaf_bytes(&ins->shape.tuple[k]);
+            *held += b;
+            *held_through += passes_through(e->m, ins, k) ? b : 0;
+        }
+    }
+    return true;
 }
 
 /* ---- the executor's run-time fusion, as far as memory goes ----
@@ -685,8 +752,14 @@ static void lifetimes(Est *e, const MemOptions *o)
         } else if (ins->op == OP_WHILE && ins->nopnd == 1) {
             bool through;
             e->own[i] = while_fresh(e->m, ins, &through);
-            if (through)
+            const IrInstr *init = &c->instr[ins->opnd[0]];
+            if (through && init->op == OP_TUPLE && init->nopnd == ins->shape.ntuple) {
+                for (int32_t k = 0; k < init->nopnd; k++) /* just the leaves passed through */
+                    if (passes_through(e->m, ins, k))
+                        extend(e, init->opnd[k], e->end[i], true);
+            } else if (through) {
                 extend(e, ins->opnd[0], e->end[i], true);
+            }
         } else if (ir_op_is_elementwise(ins->op) && e->group[i] < 0 && ins->nopnd > 0 &&
                    fused_root_lends(e, i, s)) {
             /* a fused root took a dying leaf's buffer (fused_root_lends) */
@@ -900,8 +973,11 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
                 ins->called[0] < m->ncomp)
                 x = e.peak_of[2 * ins->called[0]] + param_bytes_of(m, ins->called[0]); /* its slots too */
             if (st == IR_OK && body && ins->nopnd == 1 && e.depth < 64 && ins->called[k] >= 0 &&
-                ins->called[k] < m->ncomp)
-                st = while_body_extra(&e, ins, x, &x, d);
+                ins->called[k] < m->ncomp) {
+                st = while_body_extra(&e, s, ins, x, e.callee[s], &x, d);
+                e.callee[s] = x; /* the condition's part is in it; it may be negative */
+                continue;
+            }
             if (x > e.callee[s])
                 e.callee[s] = x;
         }
