@@ -145,11 +145,12 @@ typedef struct AutoStrategy {
     int64_t bytes;           /* per-device bytes of the output */
 } AutoStrategy;
 
-/* The strategies of instruction `i` of entry computation c, in arena a.
+/* The strategies of instruction `i` of entry computation c of module mod
+ * (its callees: a scatter's combiner), in arena a.
  * *n 0: the instruction is opaque to the auto-sharder (left to
  * propagation; its operands are priced as arriving replicated). The
  * order is deterministic (replicated first). IR_ENOMEM only. */
-IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, int64_t local,
+IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, int64_t local, const IrModule *mod,
                          const IrComputation *c, int32_t i, AutoStrategy **out, int32_t *n, IrDiag *d);
 /* The strategy of follower `i` (auto_follows) whose operand `opnd`
  * arrives as `in`: each mesh axis on the output dim that operand dim

@@ -2,7 +2,7 @@
  * graph.c: the entry computation as the solver sees it.
  *
  * Every instruction with strategies (strategy.c) is a node; the others are
- * opaque (scatter, while, custom-calls, tuples: propagation shards them)
+ * opaque (while, custom-calls, tuples: propagation shards them)
  * and their operands are priced as arriving replicated. Reduction first,
  * as Alpa does: an elementwise instruction whose operand of the same dims
  * has strategies follows it: it joins that operand's group and takes, for
@@ -370,7 +370,7 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
                 continue;
             }
         }
-        st = auto_strategies(g->arena, mesh, cost, local, c, i, &v->strat, &v->nstrat, d);
+        st = auto_strategies(g->arena, mesh, cost, local, m, c, i, &v->strat, &v->nstrat, d);
         if (st == IR_OK && user_sharded(x))
             st = constrain(g, i, d);
         if (st == IR_OK && v->nstrat > 0)

@@ -148,7 +148,63 @@ static bool gather_roles(Roles *r, const IrComputation *c, const IrInstr *x)
     return true;
 }
 
-static bool describe(const IrComputation *c, const IrInstr *x, Roles *r)
+/* A scatter into one operand, as partition/spmd_gather.c's handler runs
+ * it: the output dims are the operand's; a passthrough dim (the updates'
+ * window spans it whole) tiles the operand and that window dim alike; a
+ * trivially indexed dim (window size 1: the vocabulary of an embedding's
+ * gradient) tiles the operand alone, each device shifting the indices
+ * into its rows and the others' updates falling out of bounds, no
+ * collective. With a simple combiner (add, max, ...) each indices batch
+ * dim, with its updates scatter dim, is a contracted role: each device
+ * scatters its own updates and one all-reduce merges them (or, where its
+ * byte count prefers it, the partitioner gathers the indices and updates:
+ * partitioner_gathers). Batching dims (take_along_axis's) are left to
+ * propagation, as the handler leaves them to its fallback. */
+static bool scatter_roles(Roles *r, const IrModule *mod, const IrComputation *c, const IrInstr *x)
+{
+    if (!mod || x->op != OP_SCATTER || x->nopnd != 3 || x->ncalled < 1)
+        return false;
+    const IrScatterDnums *dn = &ir_attrs_x(&x->a)->scatter;
+    const IrShape *op = &c->instr[x->opnd[0]].shape, *ix = &c->instr[x->opnd[1]].shape;
+    const IrShape *up = &c->instr[x->opnd[2]].shape;
+    if (dn->input_batching_dims.n || dn->scatter_indices_batching_dims.n)
+        return false;
+    int32_t w = 0;
+    for (int32_t d = 0; d < op->rank; d++) {
+        r->map[0][d] = (int8_t)d;
+        int64_t ud = -1;
+        if (!ir_list_has(&dn->inserted_window_dims, d)) {
+            if (w >= dn->update_window_dims.n)
+                return false;
+            ud = dn->update_window_dims.v[w++];
+        }
+        bool pass = ud >= 0 && up->dims[ud] == op->dims[d];
+        bool trivial = !pass && ir_list_has(&dn->scatter_dims_to_operand_dims, d) && (ud < 0 || up->dims[ud] == 1);
+        r->tileable[d] = pass || trivial;
+        if (pass)
+            r->map[2][d] = (int8_t)ud;
+    }
+    if (ir_simple_reducer(mod, x->called[0]) != OP_COUNT) {
+        int32_t u = 0;
+        for (int32_t d = 0; d < ix->rank; d++) {
+            if (d == dn->index_vector_dim)
+                continue;
+            while (u < up->rank && ir_list_has(&dn->update_window_dims, u))
+                u++;
+            if (u >= up->rank || r->nout + r->nred >= MAX_ROLES)
+                return false;
+            int32_t role = r->nout + r->nred++;
+            r->size[role] = ix->dims[d];
+            r->tileable[role] = true;
+            r->map[1][role] = (int8_t)d;
+            r->map[2][role] = (int8_t)u++;
+        }
+    }
+    r->flops = (double)ir_shape_elements(up);
+    return true;
+}
+
+static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr *x, Roles *r)
 {
     memset(r, 0, sizeof *r);
     if (!array(&x->shape) || x->nopnd > MAX_OPERANDS)
@@ -271,6 +327,8 @@ static bool describe(const IrComputation *c, const IrInstr *x, Roles *r)
     }
     case FAM_GATHER:
         return gather_roles(r, c, x);
+    case FAM_SCATTER:
+        return scatter_roles(r, mod, c, x);
     default:
         return false;
     }
@@ -304,13 +362,19 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
  * still tiled); ties go to the gathers (the result's tiling is tried
  * first). True when it gathers: the dot then runs whole along the
  * contracted axes on every device. *gathered: the bytes of each operand's
- * shard after the gather, summed. */
+ * shard after the gather, summed. Operands no contracted role tiles (a
+ * scatter's operand) are not gathered. */
 static bool partitioner_gathers(const Roles *r, const AutoMesh *m, const IrComputation *c, const IrInstr *x,
                                 const int32_t *role, double out_shard, double *gathered)
 {
     double gather_cost = 0;
     *gathered = 0;
     for (int32_t i = 0; i < r->nopnd; i++) {
+        bool contracted = false;
+        for (int32_t ax = 0; ax < m->naxes; ax++)
+            contracted |= role[ax] >= r->nout && r->map[i][role[ax]] >= 0;
+        if (!contracted)
+            continue;
         const IrShape *os = &c->instr[x->opnd[i]].shape;
         double full = (double)ir_shape_bytes(os), tiles = 1;
         for (int32_t ax = 0; ax < m->naxes; ax++)
@@ -353,7 +417,7 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     int scope = auto_axes_scope(m, redmask, local);
     IrOpFamily f = ir_op_family(x->op);
     double gathered;
-    if (nred > 1 && (f == FAM_DOT || f == FAM_CONVOLUTION) &&
+    if (nred > 1 && (f == FAM_DOT || f == FAM_CONVOLUTION || f == FAM_SCATTER) &&
         partitioner_gathers(r, m, c, x, role, bytes, &gathered)) {
         /* What the partitioner will run: all-gathers, then the whole
          * contraction on every device of the group. */
@@ -367,14 +431,14 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     return IR_OK;
 }
 
-IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, int64_t local,
+IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, int64_t local, const IrModule *mod,
                          const IrComputation *c, int32_t i, AutoStrategy **out, int32_t *n, IrDiag *d)
 {
     *out = NULL;
     *n = 0;
     const IrInstr *x = &c->instr[i];
     Roles r;
-    if (!describe(c, x, &r))
+    if (!describe(mod, c, x, &r))
         return IR_OK;
     int32_t nroles = r.nout + r.nred;
     int64_t total = 1;
@@ -417,7 +481,7 @@ IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const 
 {
     const IrInstr *x = &c->instr[i];
     Roles r;
-    bool ok = describe(c, x, &r);
+    bool ok = describe(NULL, c, x, &r);
     (void)ok;
     assert(ok && r.nred == 0 && opnd < r.nopnd);
     /* Each axis goes to the output dim its operand dim becomes; none
@@ -441,7 +505,7 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
     const IrInstr *x = &c->instr[i];
     IrOpFamily f = ir_op_family(x->op);
     if (!(f == FAM_ELEMENTWISE || f == FAM_RESHAPE || f == FAM_TRANSPOSE || f == FAM_BROADCAST) ||
-        !describe(c, x, &r))
+        !describe(NULL, c, x, &r))
         return -1;
     if (f != FAM_ELEMENTWISE)
         return 0;

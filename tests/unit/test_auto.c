@@ -8,6 +8,8 @@
  * less (the Lagrangian no less than the program); a dot whose contracting dim is
  * tiled priced as the partitioner runs it (partial sums and an all-reduce,
  * or, where its byte count says so, all-gathers and the whole dot); the
+ * scatter-add of an embedding's gradient has its three ways (vocabulary,
+ * hidden dim, the updates' rows) priced as the partitioner runs them; the
  * entry's calls inlined (nested ones too, a tuple's elements read
  * directly, unused inlined values gone, a side-effecting callee and a
  * user-sharded call kept).
@@ -187,19 +189,40 @@ static const char ATTN_OUT[] =
     "  ROOT t = (f32[8,32,64], f32[8,32,64]) tuple(o0, y0)\n"
     "}\n";
 
+/* A module parsed, over mesh `4` at the default rates, and an arena for
+ * strategies. */
+typedef struct OnFour {
+    IrModule *m;
+    const IrComputation *c;
+    AutoMesh mesh;
+    AutoCost cost;
+    IrArena *a;
+    IrDiag d;
+} OnFour;
+
+static void on_four(OnFour *f, const char *text)
+{
+    IrParseOptions po = ir_default_parse_options();
+    memset(f, 0, sizeof *f);
+    assert_int_equal(ir_parse("t.hlo", text, strlen(text), &po, &f->m, &f->d), IR_OK);
+    assert_int_equal(auto_mesh_parse("4", &f->mesh, &f->d), IR_OK);
+    f->cost = auto_cost_default(0);
+    f->c = ir_entry(f->m);
+    f->a = ir_arena_new();
+    assert_non_null(f->a);
+}
+
+static void on_four_free(OnFour *f)
+{
+    ir_arena_free(f->a);
+    ir_module_free(f->m);
+}
+
 static void contracted_dots(void **state)
 {
     (void)state;
-    IrParseOptions po = ir_default_parse_options();
-    IrModule *m = NULL;
-    IrDiag d = {0};
-    assert_int_equal(ir_parse("o.hlo", ATTN_OUT, strlen(ATTN_OUT), &po, &m, &d), IR_OK);
-    AutoMesh mesh;
-    assert_int_equal(auto_mesh_parse("4", &mesh, &d), IR_OK);
-    AutoCost cost = auto_cost_default(0);
-    const IrComputation *c = ir_entry(m);
-    IrArena *a = ir_arena_new();
-    assert_non_null(a);
+    OnFour f;
+    on_four(&f, ATTN_OUT);
     AutoStrategy *s = NULL;
     int32_t n = 0;
     AutoSpec rep = auto_spec_replicated();
@@ -208,7 +231,7 @@ static void contracted_dots(void **state)
      * against twice the output, 131072: it gathers. Compute: the whole
      * dot, 2*8*32*64*64 FLOPs at 20 GFLOP/s, and 65536 bytes at 5 GB/s;
      * two all-gathers: 2 x 20 us + 3/4 x 81920 B / 4 GB/s. */
-    assert_int_equal(auto_strategies(a, &mesh, &cost, 4, c, 4, &s, &n, &d), IR_OK);
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, 4, &s, &n, &f.d), IR_OK);
     const AutoStrategy *g = find(s, n, rep, 2);
     assert_non_null(g);
     assert_true(fabs(g->compute - (2.0 * 8 * 32 * 64 * 64 / 20e9 + 65536 / 5e9)) < 1e-12);
@@ -216,13 +239,83 @@ static void contracted_dots(void **state)
     /* y0 likewise: gathering r and w2 whole, 262144 + 65536 bytes, is more
      * than 131072: partial sums, a quarter of the FLOPs each, and one
      * all-reduce: 20 us + 2 x 3/4 x 65536 B / 4 GB/s. */
-    assert_int_equal(auto_strategies(a, &mesh, &cost, 4, c, 5, &s, &n, &d), IR_OK);
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, 5, &s, &n, &f.d), IR_OK);
     g = find(s, n, rep, 2);
     assert_non_null(g);
     assert_true(fabs(g->compute - (2.0 * 8 * 32 * 64 * 256 / 4 / 20e9 + 65536 / 5e9)) < 1e-12);
     assert_true(fabs(g->comm - (20e-6 + 1.5 * 65536 / 4e9)) < 1e-12);
-    ir_arena_free(a);
-    ir_module_free(m);
+    on_four_free(&f);
+}
+
+/* An embedding's gradient: 12 rows of updates added into a 16-row table
+ * at ids; and a scatter whose combiner is no simple one. */
+static const char SCATTER[] =
+    "HloModule s\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "second {\n"
+    "  a = f32[] parameter(0)\n"
+    "  ROOT b = f32[] parameter(1)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  z = f32[16,8] parameter(0)\n"
+    "  ids = s32[12,1] parameter(1)\n"
+    "  upd = f32[12,8] parameter(2)\n"
+    "  g = f32[16,8] scatter(z, ids, upd), update_window_dims={1}, inserted_window_dims={0}, "
+    "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+    "  h = f32[16,8] scatter(z, ids, upd), update_window_dims={1}, inserted_window_dims={0}, "
+    "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=second\n"
+    "  ROOT t = (f32[16,8], f32[16,8]) tuple(g, h)\n"
+    "}\n";
+
+static const AutoStrategy *find_out(const AutoStrategy *s, int32_t n, int8_t out_dim, int8_t ids_dim)
+{
+    for (int32_t k = 0; k < n; k++)
+        if (s[k].out.dim[0] == out_dim && s[k].in[1].dim[0] == ids_dim)
+            return &s[k];
+    return NULL;
+}
+
+static void scatter_strategies(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, SCATTER);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "g"), &s, &n, &f.d), IR_OK);
+    /* replicated; the vocabulary; the hidden dim; the updates' rows */
+    assert_int_equal(n, 4);
+    /* The table's rows over 4: ids and updates whole on every device, each
+     * keeps its rows (no collective). */
+    const AutoStrategy *v = find_out(s, n, 0, -1);
+    assert_non_null(v);
+    assert_int_equal(v->in[0].dim[0], 0);
+    assert_int_equal(v->in[2].dim[0], -1);
+    assert_true(v->comm == 0);
+    assert_int_equal(v->bytes, 16 * 8 * 4 / 4);
+    /* The hidden dim: the table's and the updates' columns. */
+    const AutoStrategy *h = find_out(s, n, 1, -1);
+    assert_non_null(h);
+    assert_int_equal(h->in[2].dim[0], 1);
+    assert_true(h->comm == 0);
+    /* The updates' rows: partial tables and an all-reduce of 512 bytes
+     * (twice, 1024, by the partitioner's count) against gathering ids and
+     * updates, 48 + 384 = 432 bytes: it gathers; two all-gathers,
+     * 2 x 20 us + 3/4 x 432 B / 4 GB/s, and the whole scatter. */
+    const AutoStrategy *r = find_out(s, n, -1, 0);
+    assert_non_null(r);
+    assert_int_equal(r->in[2].dim[0], 0);
+    assert_true(fabs(r->comm - (40e-6 + 0.75 * 432 / 4e9)) < 1e-12);
+    assert_true(fabs(r->compute - (12.0 * 8 / 20e9 + 512 / 5e9)) < 1e-12);
+    /* Another combiner: no partial tables to merge, so no rows role. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "h"), &s, &n, &f.d), IR_OK);
+    assert_int_equal(n, 3);
+    assert_null(find_out(s, n, -1, 0));
+    on_four_free(&f);
 }
 
 /* JAX's shape: a call returning a tuple, read by get-tuple-element, whose
@@ -308,6 +401,7 @@ int main(void)
         cmocka_unit_test(alpha_beta),
         cmocka_unit_test(solvers_agree),
         cmocka_unit_test(contracted_dots),
+        cmocka_unit_test(scatter_strategies),
         cmocka_unit_test(inline_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
