@@ -67,6 +67,29 @@ bool mf_ordered(IrOpcode op)
     }
 }
 
+bool mf_sequenced(IrOpcode op)
+{
+    return mf_ordered(op) && ir_op_family(op) != FAM_COLLECTIVE;
+}
+
+/* The bytes node x at position k takes from an operand of its own size
+ * that dies there (last[] its last user's position): an elementwise
+ * result written over that operand, as the executor's fused groups and
+ * the estimate's model do; 0 when none. A held parameter is no candidate
+ * (the caller keeps it). */
+static int64_t reused_bytes(const MfGraph *g, const MfNode *x, int32_t k, const int32_t *last)
+{
+    if (!ir_op_is_elementwise(g->c->instr[x->src].op) || x->bytes == 0)
+        return 0;
+    for (int32_t j = 0; j < x->nopnd; j++) {
+        const MfNode *o = &g->node[x->opnd[j]];
+        if (last[x->opnd[j]] == k && !o->held && o->bytes == x->bytes &&
+            !mf_refers(g->c->instr[o->src].op))
+            return x->bytes;
+    }
+    return 0;
+}
+
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
 {
     int32_t n = g->nnode;
@@ -90,13 +113,14 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
         *p = (MfProfile){live, -1, 1};
         for (int32_t k = 0; k < g->nseq; k++) {
             const MfNode *x = &g->node[g->seq[k]];
-            live += x->bytes;
+            int64_t reused = reused_bytes(g, x, k, ls);
+            live += x->bytes - reused;
             if (live > p->peak)
                 *p = (MfProfile){live, k, 0};
             if (live == p->peak)
                 p->npeak++;
             freed[ls[g->seq[k]]] += x->bytes;
-            live -= freed[k];
+            live -= freed[k] - reused;
         }
     }
     if (!pos)
@@ -109,8 +133,10 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
 
 /* The graph of c: a node per instruction, seq the executor's order
  * (instructions it does not run are nodes outside seq). Parameters hold
- * no bytes of their own: the caller holds them throughout (start_bytes).
- * IR_OK, the order's IR_EINPUT (in d), or IR_ENOMEM (not in d). */
+ * no bytes of their own: the caller holds them throughout (start_bytes),
+ * but for those its input_output_alias pairs donate, which die at their
+ * last read like any value. IR_OK, the order's IR_EINPUT (in d), or
+ * IR_ENOMEM (not in d). */
 static IrStatus graph_build(MfGraph *g, const IrModule *m, const IrComputation *c, IrDiag *d)
 {
     memset(g, 0, sizeof *g);
@@ -130,18 +156,29 @@ static IrStatus graph_build(MfGraph *g, const IrModule *m, const IrComputation *
                         c->instr[e.at].name);
     if (st != IR_OK)
         return st;
+    bool *donated = ts_calloc((size_t)(c->nparam > 0 ? c->nparam : 1), sizeof *donated);
+    if (!donated)
+        return IR_ENOMEM;
+    if (c == ir_entry(m))
+        ir_alias_donated(m, donated, c->nparam);
     for (int32_t i = 0; i < n; i++) {
         const IrInstr *ins = &c->instr[i];
         MfNode *x = &g->node[i];
+        int64_t pn = ins->a.parameter_number;
         bool param = ins->op == OP_PARAMETER;
-        *x = (MfNode){.src = i, .nopnd = ins->nopnd, .bytes = param ? 0 : mf_value_bytes(ins)};
-        g->start_bytes += param ? shape_bytes(&ins->shape) : 0;
+        bool held = param && !(pn >= 0 && pn < c->nparam && donated[pn]);
+        int64_t bytes = held ? 0 : param ? shape_bytes(&ins->shape) : mf_value_bytes(ins);
+        *x = (MfNode){.src = i, .nopnd = ins->nopnd, .bytes = bytes, .held = held};
+        g->start_bytes += held ? shape_bytes(&ins->shape) : 0;
         x->opnd = ir_alloc_array(g->arena, (size_t)(ins->nopnd ? ins->nopnd : 1), sizeof *x->opnd);
-        if (!x->opnd)
+        if (!x->opnd) {
+            ts_free(donated);
             return IR_ENOMEM;
+        }
         if (ins->nopnd > 0)
             memcpy(x->opnd, ins->opnd, (size_t)ins->nopnd * sizeof *x->opnd);
     }
+    ts_free(donated);
     g->nnode = n;
     g->root = c->root;
     return IR_OK;
@@ -233,6 +270,7 @@ typedef struct Verdict {
     int64_t limit;
     int failed;      /* out of memory once: -1 from then on */
     int64_t least;   /* the least estimate of the orders tried (-1: none) */
+    int64_t last;    /* the estimate of the last order tried */
 } Verdict;
 
 /* The estimated peak of m's entry with the parameters its
@@ -268,6 +306,7 @@ static int estimate_fits(void *ctx, const MfGraph *g)
         m->is_scheduled = true;
         int64_t peak = fit_peak(m);
         r = peak < 0 ? -1 : peak <= v->limit;
+        v->last = peak;
         if (peak >= 0 && (v->least < 0 || peak < v->least))
             v->least = peak;
     }
@@ -275,6 +314,20 @@ static int estimate_fits(void *ctx, const MfGraph *g)
     if (r < 0)
         v->failed = -1;
     return r;
+}
+
+/* One attempt: g built afresh, ordered by schedule variant `variant`,
+ * then recomputed until it fits; v->last receives its estimate. false
+ * when out of memory. IR_EINPUT of the order goes to d (*st). */
+static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, Verdict *v, IrStatus *st, IrDiag *d)
+{
+    *st = graph_build(g, spmd, ir_entry(spmd), d);
+    if (*st != IR_OK)
+        return *st != IR_ENOMEM;
+    int fits = mf_schedule(g, variant) ? estimate_fits(v, g) : -1;
+    if (fits == 0 && (!mf_remat(g, estimate_fits, v) || (fits = estimate_fits(v, g)) < 0))
+        return false;
+    return fits >= 0;
 }
 
 IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDiag *d)
@@ -286,21 +339,31 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
         return ir_oom(d, NULL);
     if (limit <= 0 || !c || fit->before <= limit)
         return IR_OK;
-    MfGraph g;
-    MfProfile pr;
-    IrStatus st = graph_build(&g, spmd, c, d);
+    /* Each order the scheduler proposes, recomputed on top, until one
+     * fits; else the one whose estimate came lowest. */
+    MfGraph best = {0};
+    int64_t best_peak = -1;
+    Verdict v = {spmd, limit, 0, -1, -1};
+    IrStatus st = IR_OK;
+    bool ok = true;
+    for (int32_t variant = 0; ok && variant < MF_SCHEDULES && (best_peak < 0 || best_peak > limit); variant++) {
+        MfGraph g;
+        ok = attempt(&g, spmd, variant, &v, &st, d);
+        if (ok && st == IR_OK && (best_peak < 0 || v.last < best_peak)) {
+            ir_arena_free(best.arena);
+            best = g;
+            best_peak = v.last;
+        } else {
+            ir_arena_free(g.arena);
+        }
+        ok = ok && st == IR_OK;
+    }
     if (st != IR_OK && st != IR_ENOMEM) {
-        ir_arena_free(g.arena);
+        ir_arena_free(best.arena);
         return st;
     }
-    Verdict v = {spmd, limit, 0, -1};
-    bool ok = st == IR_OK && mf_schedule(&g) && mf_profile(&g, &pr, NULL, NULL);
-    int fits = ok ? estimate_fits(&v, &g) : 0;
-    if (ok && fits == 0)
-        ok = mf_remat(&g, estimate_fits, &v);
-    ok = ok && fits >= 0;
-    ok = ok && graph_commit(&g, spmd, c);
-    ir_arena_free(g.arena);
+    ok = ok && best_peak >= 0 && graph_commit(&best, spmd, c);
+    ir_arena_free(best.arena);
     if (!ok)
         return ir_oom(d, NULL);
     spmd->is_scheduled = true;

@@ -8,7 +8,9 @@
  * the order the nodes run in (instructions the executor does not run are
  * nodes outside it); a node's value lives from its position to its last
  * user's (the root's to the end; a referring user's, mf_refers, as long as
- * that user), the parameters throughout: the model of the plan's peak
+ * that user; an elementwise user may take the buffer of an operand of its
+ * size that dies there), the parameters throughout unless donated (then
+ * to their last read, as the run frees them): the model of the plan's peak
  * estimate (partition/memory.c) without the executor's run-time fusion,
  * its buffer reuse and called computations. It errs high; the fit's
  * verdict is the estimate's own (plan_peak_bytes).
@@ -22,8 +24,11 @@ typedef struct MfNode {
     int32_t src;          /* instruction of the computation it computes */
     int32_t nopnd;
     int32_t *opnd;        /* node ids (arena; replaced, never edited, when redirected) */
-    int64_t bytes;        /* what its value holds (mf_value_bytes) */
+    int64_t bytes;        /* what its value holds (mf_value_bytes; a held parameter: 0) */
     bool clone;           /* a recomputation (memfit_remat.c) */
+    bool held;            /* a parameter the caller holds throughout (in start_bytes); a
+                           * donated one (input_output_alias) is a value that dies at its
+                           * last read, as the run frees it */
 } MfNode;
 
 typedef struct MfGraph {
@@ -35,7 +40,7 @@ typedef struct MfGraph {
     int32_t nseq;         /* nodes that run (each once) */
     int32_t *seq;         /* node ids in running order */
     int32_t root;         /* the node of the computation's root */
-    int64_t start_bytes;  /* the parameters, held from before the first step */
+    int64_t start_bytes;  /* the held parameters, from before the first step to the end */
 } MfGraph;
 
 /* Liveness of g's order: the peak of live bytes, the first position where
@@ -56,23 +61,35 @@ int64_t mf_value_bytes(const IrInstr *ins);
  * instead of making its own (tuple, get-tuple-element, copy, ...; as
  * partition/memory.c counts them)? */
 bool mf_refers(IrOpcode op);
-/* Must ins keep its place among the ordered instructions (collectives,
+/* Must ins run exactly once, where the program puts it (collectives,
  * their -start/-done, send/recv, feeds, custom-calls, stateful rng)? */
 bool mf_ordered(IrOpcode op);
+/* Must ins keep its place in the sequence of such instructions (all of
+ * them but the collectives over device groups, whose order is free: every
+ * device runs the one scheduled program, so each issues them alike)? */
+bool mf_sequenced(IrOpcode op);
 /* g's profile (pos/last may be NULL); false when out of memory. */
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
 
 /* ---- memfit_schedule.c ---- */
 
-/* Reorder g->seq to lower the peak: a list scheduler over operands,
+/* The orders mf_schedule proposes (its `variant`). */
+#define MF_SCHEDULES 3
+
+/* Reorder g->seq to lower the peak. Variant 0: a list scheduler over operands,
  * control predecessors and the ordered instructions' original sequence
  * (mf_ordered: the collectives keep their relative order, so every
  * device issues them alike); parameters first. Greedy: of the ready
  * instructions, the one whose run adds the fewest bytes (its value less
  * the operands it is the last user of), ties to the earlier in the
  * original order. Keeps the original order when that peaks lower.
- * Deterministic. false when out of memory (g unchanged). */
-bool mf_schedule(MfGraph *g);
+ * Variants 1 and 2: a depth-first post-order from the root, its
+ * operands visited last to first (1: a training step's updates run as
+ * soon as their gradients exist) or first to last (2), parameters first.
+ * Recomputation may do better on one than on another of them, whatever
+ * their own peaks: memfit.c tries each in turn. Deterministic. false
+ * when out of memory (g unchanged). */
+bool mf_schedule(MfGraph *g, int32_t variant);
 
 /* ---- memfit_remat.c ---- */
 

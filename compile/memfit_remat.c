@@ -33,7 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CHAIN 3  /* operands recomputed with a value, levels deep */
+#define MAX_CHAIN 64 /* operands recomputed with a value, levels deep (a chain
+                      * back to a checkpoint over many layers) */
 #define MAX_TRIES 24 /* candidates tried per step, cheapest first */
 
 int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
@@ -114,7 +115,7 @@ static const IrInstr *src_of(const MfGraph *g, int32_t x)
 static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
 {
     const IrInstr *ins = src_of(r->g, o);
-    if (r->last[o] >= u || ins->op == OP_PARAMETER)
+    if (r->last[o] >= u || r->g->node[o].held)
         return true;
     if (depth >= MAX_CHAIN || !can_remat(ins))
         return false;
@@ -128,7 +129,7 @@ static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
 static double cost_at(const Remat *r, int32_t o, int32_t u, bool top)
 {
     const IrInstr *ins = src_of(r->g, o);
-    if (!top && (r->last[o] >= u || ins->op == OP_PARAMETER))
+    if (!top && (r->last[o] >= u || r->g->node[o].held))
         return 0;
     int64_t e = ir_shape_elements(&ins->shape);
     double c = (double)mf_flops(r->g->m, r->g->c, ins) + (double)(e > 0 ? e : 0);
@@ -180,8 +181,7 @@ static bool room(Remat *r, int32_t more)
 static int32_t copy_for(Remat *r, int32_t o, int32_t u, bool top)
 {
     MfGraph *g = r->g;
-    const IrInstr *ins = src_of(g, o);
-    if (!top && (r->last[o] >= u || ins->op == OP_PARAMETER))
+    if (!top && (r->last[o] >= u || g->node[o].held))
         return o;
     int32_t n = g->node[o].nopnd;
     int32_t *opnd = ir_alloc_array(g->arena, (size_t)(n ? n : 1), sizeof *opnd);
@@ -282,7 +282,7 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
         for (int32_t j = 0; ok && j < g->node[v].nopnd; j++) {
             int32_t o = g->node[v].opnd[j];
             ok = reachable(r, o, u, 1);
-            if (src_of(g, o)->op == OP_PARAMETER && r->last[o] < at)
+            if (src_of(g, o)->op == OP_PARAMETER && !g->node[o].held && r->last[o] < at)
                 saved -= g->node[o].bytes;
         }
         if (!ok || saved <= 0)

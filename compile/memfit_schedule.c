@@ -1,14 +1,18 @@
 /*
  * memfit_schedule.c: an order of a computation's instructions with a
  * lower peak of live bytes (the first step of fitting a memory limit,
- * memfit.c), a list scheduler as XLA's memory-minimising ones.
+ * memfit.c), as XLA's memory-minimising schedulers: a list scheduler
+ * (variant 0) and two depth-first post-orders (variants 1, 2).
  *
- * Kahn's algorithm over three kinds of edges: operands, control
- * predecessors, and the sequence of the ordered instructions (mf_ordered:
- * collectives, their -start/-done, send/recv, feeds, custom-calls,
- * stateful rng) in their original order, so that the collectives keep
- * the relative order the partitioner gave them (every device runs the
- * same program, so every rank issues them alike). Parameters come first
+ * The edges: operands, control predecessors, the sequence of the
+ * instructions that keep their place (mf_sequenced: send/recv, feeds,
+ * custom-calls, stateful rng, -start/-done of async ops) in their
+ * original order, and each donated parameter's other readers before the
+ * output that writes over it (donated_edges). Collectives are free to
+ * move: every device runs the one scheduled program, so every rank still
+ * issues them alike.
+ *
+ * The list scheduler is Kahn's algorithm over them. Parameters come first
  * (the caller holds them from the start anyway). Then, of the ready
  * instructions, the one whose run adds the fewest bytes: its value less
  * the values it is the last user of; ties go to the earlier in the
@@ -36,22 +40,36 @@ typedef struct Sched {
     uint8_t *runs;            /* in g->seq (the others are not scheduled) */
 } Sched;
 
+/* Edges beside operands and control predecessors (npreds, pred_at). */
+typedef struct Preds {
+    int32_t *prev;            /* the previous sequenced node (mf_sequenced; -1: none) */
+    int32_t *mstart, *more;   /* readers of a donated parameter before its writer */
+} Preds;
+
 /* The predecessor edges p -> x of node x: its operands, its control
- * predecessors, and the previous ordered node prev_ordered[x] (-1: none). */
-static int32_t npreds(const MfGraph *g, const int32_t *prev_ordered, int32_t x)
+ * predecessors, the previous sequenced node prev[x] (-1: none), and the
+ * other readers of a donated parameter x writes over (more[mstart[x] ..
+ * mstart[x + 1])). */
+static int32_t npreds(const MfGraph *g, const Preds *pe, int32_t x)
 {
     const IrInstr *ins = &g->c->instr[g->node[x].src];
-    return g->node[x].nopnd + (int32_t)ins->a.x->control_predecessors.n + (prev_ordered[x] >= 0);
+    return g->node[x].nopnd + (int32_t)ins->a.x->control_predecessors.n + (pe->prev[x] >= 0) +
+           pe->mstart[x + 1] - pe->mstart[x];
 }
 
-static int32_t pred_at(const MfGraph *g, const int32_t *prev_ordered, int32_t x, int32_t k)
+static int32_t pred_at(const MfGraph *g, const Preds *pe, int32_t x, int32_t k)
 {
     const MfNode *nd = &g->node[x];
     if (k < nd->nopnd)
         return nd->opnd[k];
     k -= nd->nopnd;
     const IrI64List *cp = &g->c->instr[nd->src].a.x->control_predecessors;
-    return k < cp->n ? (int32_t)cp->v[k] : prev_ordered[x];
+    if (k < cp->n)
+        return (int32_t)cp->v[k];
+    k -= (int32_t)cp->n;
+    if (pe->prev[x] >= 0 && k-- == 0)
+        return pe->prev[x];
+    return pe->more[pe->mstart[x] + k];
 }
 
 /* References to o by the nodes chain[0..n). */
@@ -85,7 +103,7 @@ static int64_t freed_by(const Sched *s, int32_t x, const int32_t *chain, int32_t
 }
 
 /* Is y ready once chain[0..n) has run? */
-static bool ready_after(const Sched *s, const int32_t *prev, int32_t y, const int32_t *chain, int32_t n)
+static bool ready_after(const Sched *s, const Preds *prev, int32_t y, const int32_t *chain, int32_t n)
 {
     int32_t left = s->indeg[y];
     for (int32_t k = 0; k < npreds(s->g, prev, y); k++) {
@@ -100,7 +118,7 @@ static bool ready_after(const Sched *s, const int32_t *prev, int32_t y, const in
  * over x and up to `depth` - 1 of what it makes ready, each step the
  * user of the last that adds least (a chain such as broadcast, multiply,
  * subtract that frees two values only at its end is worth starting). */
-static int64_t priority(const Sched *s, const int32_t *prev, int32_t x, int depth)
+static int64_t priority(const Sched *s, const Preds *prev, int32_t x, int depth)
 {
     int32_t chain[MAX_DEPTH];
     chain[0] = x;
@@ -141,7 +159,7 @@ static void run(Sched *s, int32_t x, int32_t *out, int32_t *nout)
 
 /* The greedy order of g->seq's nodes into out, looking `depth` steps
  * ahead; false on a cycle. Consumes s's counts. */
-static bool greedy(Sched *s, const int32_t *prev, int depth, bool gains_only, int32_t *out)
+static bool greedy(Sched *s, const Preds *prev, int depth, bool gains_only, int32_t *out)
 {
     const MfGraph *g = s->g;
     int32_t nout = 0;
@@ -175,8 +193,61 @@ static bool greedy(Sched *s, const int32_t *prev, int depth, bool gains_only, in
     return nout == g->nseq;
 }
 
+/* A depth-first post-order of g->seq's nodes into out, as XLA's
+ * DFS/post-order memory schedulers: parameters first, then from the root
+ * (then from every node of seq not reached, in order) each node after
+ * its predecessors, a node's operands visited last to first when
+ * `reverse`. A training step's root lists the updated parameters first
+ * to last and the backward makes their gradients last to first: visiting
+ * the root's operands in reverse runs each update as soon as its
+ * gradient exists, before the backward goes on (the gradients do not pile
+ * up, and a donated parameter's buffer is free for its update at once).
+ * false on a cycle (out undefined). */
+static bool post_order(const Sched *s, const Preds *prev, bool reverse, int32_t *out, int32_t *stack,
+                       int32_t *next, uint8_t *state)
+{
+    const MfGraph *g = s->g;
+    int32_t nout = 0;
+    memset(state, 0, (size_t)s->n);
+    for (int32_t k = 0; k < g->nseq; k++) {
+        int32_t x = g->seq[k];
+        if (g->c->instr[g->node[x].src].op == OP_PARAMETER && npreds(g, prev, x) == 0) {
+            state[x] = 2;
+            out[nout++] = x;
+        }
+    }
+    for (int32_t k = -1; k < g->nseq; k++) {
+        int32_t start = k < 0 ? g->root : g->seq[k];
+        if (!s->runs[start] || state[start])
+            continue;
+        int32_t sp = 0;
+        stack[sp++] = start;
+        state[start] = 1;
+        next[start] = 0;
+        while (sp > 0) {
+            int32_t x = stack[sp - 1], np = npreds(g, prev, x);
+            if (next[x] < np) {
+                int32_t j = next[x]++;
+                int32_t y = pred_at(g, prev, x, reverse && j < g->node[x].nopnd ? g->node[x].nopnd - 1 - j : j);
+                if (y < 0 || !s->runs[y] || state[y] == 2)
+                    continue;
+                if (state[y] == 1)
+                    return false;
+                state[y] = 1;
+                next[y] = 0;
+                stack[sp++] = y;
+            } else {
+                state[x] = 2;
+                out[nout++] = x;
+                sp--;
+            }
+        }
+    }
+    return nout == g->nseq;
+}
+
 /* Counts of s afresh for a new greedy pass. */
-static void reset(Sched *s, const int32_t *prev)
+static void reset(Sched *s, const Preds *prev)
 {
     const MfGraph *g = s->g;
     memset(s->remaining, 0, (size_t)s->n * sizeof *s->remaining);
@@ -193,12 +264,112 @@ static void reset(Sched *s, const int32_t *prev)
             s->ready[s->nready++] = g->seq[k];
 }
 
-bool mf_schedule(MfGraph *g)
+/* Does y depend on x (a path of operand and control edges from x to y)?
+ * seen: n bytes of scratch. */
+static bool depends(const MfGraph *g, int32_t x, int32_t y, uint8_t *seen, int32_t *stack)
+{
+    memset(seen, 0, (size_t)g->nnode);
+    int32_t sp = 0;
+    stack[sp++] = y;
+    seen[y] = 1;
+    while (sp > 0) {
+        int32_t v = stack[--sp];
+        if (v == x)
+            return true;
+        const IrI64List *cp = &g->c->instr[g->node[v].src].a.x->control_predecessors;
+        for (int32_t j = 0; j < g->node[v].nopnd + cp->n; j++) {
+            int32_t w = j < g->node[v].nopnd ? g->node[v].opnd[j] : (int32_t)cp->v[j - g->node[v].nopnd];
+            if (w >= 0 && w < g->nnode && !seen[w]) {
+                seen[w] = 1;
+                stack[sp++] = w;
+            }
+        }
+    }
+    return false;
+}
+
+/* The writer of donated parameter p: its reader that is an output (an
+ * operand of the root tuple, or the root) of p's size, which the run
+ * writes over p's buffer once every other reader is done; -1: none. */
+static int32_t writer_of(const MfGraph *g, int32_t p, const uint8_t *runs)
+{
+    const MfNode *r = &g->node[g->root];
+    bool tuple = g->c->instr[r->src].op == OP_TUPLE;
+    for (int32_t k = 0; k < (tuple ? r->nopnd : 1); k++) {
+        int32_t w = tuple ? r->opnd[k] : g->root;
+        if (!runs[w] || g->node[w].bytes != g->node[p].bytes || !ir_op_is_elementwise(g->c->instr[g->node[w].src].op))
+            continue;
+        for (int32_t j = 0; j < g->node[w].nopnd; j++)
+            if (g->node[w].opnd[j] == p)
+                return w;
+    }
+    return -1;
+}
+
+/* pe->mstart, pe->more: for each donated parameter's writer, its other
+ * readers run first (so that the writer is its last reader and takes its
+ * buffer, as the estimate and the run do), unless one depends on the
+ * writer. false when out of memory. */
+static bool donated_edges(const MfGraph *g, const uint8_t *runs, Preds *pe)
+{
+    int32_t n = g->nnode;
+    int32_t *writer = ts_malloc((size_t)n * sizeof *writer);
+    int32_t *stack = ts_malloc((size_t)n * sizeof *stack);
+    uint8_t *seen = ts_malloc((size_t)n);
+    pe->mstart = ts_calloc((size_t)n + 1, sizeof *pe->mstart);
+    bool ok = writer && stack && seen && pe->mstart;
+    int32_t total = 0;
+    for (int32_t x = 0; ok && x < n; x++) {
+        const MfNode *nd = &g->node[x];
+        writer[x] = -1;
+        if (runs[x] && !nd->held && nd->bytes > 0 && g->c->instr[nd->src].op == OP_PARAMETER)
+            writer[x] = writer_of(g, x, runs);
+    }
+    /* Two passes over the readers: count, then fill. */
+    for (int pass = 0; ok && pass < 2; pass++) {
+        if (pass == 1) {
+            for (int32_t x = 0; x < n; x++)
+                pe->mstart[x + 1] += pe->mstart[x];
+            pe->more = ts_malloc((size_t)(total ? total : 1) * sizeof *pe->more);
+            ok = pe->more != NULL;
+        }
+        for (int32_t k = 0; ok && k < g->nseq; k++) {
+            int32_t u = g->seq[k];
+            for (int32_t j = 0; j < g->node[u].nopnd; j++) {
+                int32_t p = g->node[u].opnd[j], w = writer[p];
+                bool first = true;
+                for (int32_t i = 0; i < j; i++)
+                    first = first && g->node[u].opnd[i] != p;
+                if (w < 0 || w == u || !first || depends(g, w, u, seen, stack))
+                    continue;
+                if (pass == 0) {
+                    pe->mstart[w + 1]++;
+                    total++;
+                } else {
+                    pe->more[pe->mstart[w]++] = u;
+                }
+            }
+        }
+    }
+    /* The fill advanced each start to the next one's: shift back. */
+    if (ok) {
+        for (int32_t x = n; x > 0; x--)
+            pe->mstart[x] = pe->mstart[x - 1];
+        pe->mstart[0] = 0;
+    }
+    ts_free(writer);
+    ts_free(stack);
+    ts_free(seen);
+    return ok;
+}
+
+bool mf_schedule(MfGraph *g, int32_t variant)
 {
     int32_t n = g->nnode;
     size_t sz = (size_t)(n ? n : 1);
     Sched s = {.g = g, .n = n};
-    int32_t *prev = ts_malloc(sz * sizeof *prev);
+    Preds pe = {0};
+    int32_t *prev = pe.prev = ts_malloc(sz * sizeof *prev);
     int32_t *out = ts_malloc(sz * sizeof *out);
     int32_t *best = ts_malloc(sz * sizeof *best);
     s.start = ts_calloc(sz + 1, sizeof *s.start);
@@ -206,7 +377,7 @@ bool mf_schedule(MfGraph *g)
     s.remaining = ts_calloc(sz, sizeof *s.remaining);
     s.rank = ts_malloc(sz * sizeof *s.rank);
     s.ready = ts_malloc(sz * sizeof *s.ready);
-    s.runs = ts_calloc(sz, 1);
+    s.runs = ts_calloc(2 * sz, 1); /* and post_order's states */
     bool ok = prev && out && best && s.start && s.indeg && s.remaining && s.rank && s.ready && s.runs;
     int64_t nedge = 0;
     for (int32_t x = 0; ok && x < n; x++)
@@ -215,17 +386,18 @@ bool mf_schedule(MfGraph *g)
         int32_t x = g->seq[k];
         s.rank[x] = k;
         s.runs[x] = 1;
-        if (mf_ordered(g->c->instr[g->node[x].src].op)) {
+        if (mf_sequenced(g->c->instr[g->node[x].src].op)) {
             prev[x] = last;
             last = x;
         }
     }
+    ok = ok && donated_edges(g, s.runs, &pe);
     for (int32_t x = 0; ok && x < n; x++) {
         if (!s.runs[x])
             continue;
-        for (int32_t k = 0; k < npreds(g, prev, x); k++)
-            s.start[pred_at(g, prev, x, k) + 1]++;
-        nedge += npreds(g, prev, x);
+        for (int32_t k = 0; k < npreds(g, &pe, x); k++)
+            s.start[pred_at(g, &pe, x, k) + 1]++;
+        nedge += npreds(g, &pe, x);
     }
     s.users = ok ? ts_malloc((size_t)(nedge ? nedge : 1) * sizeof *s.users) : NULL;
     int32_t *fill = ok ? ts_malloc(sz * sizeof *fill) : NULL;
@@ -235,20 +407,19 @@ bool mf_schedule(MfGraph *g)
             s.start[x + 1] += s.start[x];
         memcpy(fill, s.start, sz * sizeof *fill);
         for (int32_t x = 0; x < n; x++)
-            for (int32_t k = 0; s.runs[x] && k < npreds(g, prev, x); k++)
-                s.users[fill[pred_at(g, prev, x, k)]++] = x;
+            for (int32_t k = 0; s.runs[x] && k < npreds(g, &pe, x); k++)
+                s.users[fill[pred_at(g, &pe, x, k)]++] = x;
     }
-    /* The original order, then each greedy depth: the lowest peak wins
-     * (the earlier on ties). */
+    /* Variant 0: the original order, then each greedy depth: the lowest
+     * peak wins (the earlier on ties). Variants 1, 2: the post-order. */
     MfProfile pr;
     ok = ok && mf_profile(g, &pr, NULL, NULL);
     int64_t low = pr.peak;
     bool better = false;
     static const int depths[] = {1, 2, 4, MAX_DEPTH};
-    for (size_t v = 0; ok && v < 2 * sizeof depths / sizeof *depths; v++) {
-        int depth = depths[v / 2];
-        reset(&s, prev);
-        if (!greedy(&s, prev, depth, v % 2 == 1, out))
+    for (size_t v = 0; ok && variant == 0 && v < 2 * sizeof depths / sizeof *depths; v++) {
+        reset(&s, &pe);
+        if (!greedy(&s, &pe, depths[v / 2], v % 2 == 1, out))
             break; /* a cycle: the order stays */
         int32_t *orig = g->seq;
         g->seq = out;
@@ -260,10 +431,14 @@ bool mf_schedule(MfGraph *g)
             memcpy(best, out, sz * sizeof *out);
         }
     }
+    if (ok && variant > 0 && post_order(&s, &pe, variant == 1, best, s.ready, s.indeg, s.runs + n))
+        better = true;
     if (ok && better)
         memcpy(g->seq, best, (size_t)g->nseq * sizeof *best);
     ts_free(fill);
     ts_free(prev);
+    ts_free(pe.mstart);
+    ts_free(pe.more);
     ts_free(out);
     ts_free(best);
     ts_free(s.start);

@@ -14,7 +14,9 @@
 # every rank's peak and a compile warning printed once. And `tessel grad --remat` (the
 # checkpoint policies dots, nothing, names=A,B): which forward values the
 # backward recomputes, on 1 and 2 devices, results bit for bit those
-# without a policy, and the bad policies.
+# without a policy, and the bad policies. And the 8-layer MLP's step at
+# half its peak on 1, 2 and 4 devices and under mpirun (multi-level
+# recomputation, updates moved up to their gradients).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -138,6 +140,46 @@ m=$(instantiate "$TESSEL_SRC/tests/models/scan.hlo" 2)
     fail "mpirun -np 2 scan: $(head -3 "$ERR")"
 [ "$(grep -c 'tessel: warning: no value of module scan carries a sharding' "$ERR")" = 1 ] ||
     fail "mpirun -np 2: the compile's warning is not printed once: $(grep -c warning "$ERR") lines"
+# ---- multi-level recomputation: the SGD step of an 8-layer tanh MLP
+# (bench/gen.py deep 8 512 64, its batch split over N devices) fits half
+# its natural peak P on 1, 2 and 4 devices: values recomputed from values
+# themselves recomputed (on 2 and 4 devices a dot of a recomputed tanh),
+# the updates and their all-reduces moved up to their gradients; outputs
+# bit for bit the unlimited run's, and the reference's within tolerance;
+# under mpirun -np 2 (2 devices) too. ----
+"$PY" "$TESSEL_SRC/bench/gen.py" deep 8 512 64 "$WORK/deep.hlo" >/dev/null
+for n in 1 2 4; do
+    if [ "$n" = 1 ]; then
+        sed -e 's/num_partitions=2/num_partitions=1/' -e 's/sharding={devices=\[2,1\]0,1}/sharding={replicated}/' \
+            "$WORK/deep.hlo" >"$WORK/deep$n.hlo"
+    else
+        sed -e "s/num_partitions=2/num_partitions=$n/" -e "s/devices=\[2,1\]0,1/devices=[$n,1]$(seq -s, 0 $((n - 1)))/" \
+            "$WORK/deep.hlo" >"$WORK/deep$n.hlo"
+    fi
+    expect_status 0 "$TESSEL" grad "$WORK/deep$n.hlo" --wrt w1,w2,w3,w4,w5,w6,w7,w8 --sgd 1e-3 -o "$WORK/dstep$n.hlo"
+    expect_status 0 "$TESSEL" plan "$WORK/dstep$n.hlo" --format json -o "$WORK/dnat$n.json"
+    P=$(plan_field "$WORK/dnat$n.json" peak_bytes_per_device)
+    lim=$((P / 2))
+    [ "$n" = 2 ] && dlim2=$lim
+    expect_status 0 "$TESSEL" compile "$WORK/dstep$n.hlo" --limit memory=$lim -o "$WORK/dfit$n.plan"
+    expect_status 0 "$TESSEL" plan "$WORK/dfit$n.plan" --format json -o "$WORK/dfit$n.json"
+    peak=$(plan_field "$WORK/dfit$n.json" peak_bytes_per_device)
+    [ "$peak" -le "$lim" ] || fail "deep N=$n: fitted peak $peak over P/2 = $lim"
+    [ "$n" = 1 ] || grep -q 'd[0-9]*\.remat[0-9.]* = f32\[[0-9,]*\] dot(h[0-9]*\.remat' "$WORK/dfit$n.plan" ||
+        fail "deep N=$n: no value recomputed from a recomputed one"
+    expect_status 0 "$TESSEL" run "$WORK/dstep$n.hlo" --random-inputs 9 --output-dir "$WORK/dplain$n"
+    expect_status 0 "$TESSEL" run "$WORK/dfit$n.plan" --random-inputs 9 --stats --output-dir "$WORK/dfitrun$n"
+    m=$(sed -n 's/.*measured peak device 0 \([0-9]*\).*/\1/p' "$ERR")
+    [ -n "$m" ] && [ "$m" -le "$lim" ] || fail "deep N=$n: measured peak '$m' over P/2 = $lim"
+    same_bits "$WORK/dplain$n" "$WORK/dfitrun$n" "deep N=$n at P/2"
+    [ "$n" = 1 ] && expect_status 0 "$TESSEL" run "$WORK/dstep1.hlo" --reference --random-inputs 9 --output-dir "$WORK/dref"
+    same_outputs "$WORK/dref" "$WORK/dfitrun$n" "deep N=$n at P/2 against the reference"
+done
+# Each rank fits the step itself: the same order on both.
+"${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/dstep2.hlo" --limit memory=$dlim2 --random-inputs 9 --output-dir "$WORK/dmpi2" \
+    >"$OUT" 2>"$ERR" || fail "mpirun -np 2 deep at P/2: $(head -3 "$ERR")"
+same_bits "$WORK/dplain2" "$WORK/dmpi2" "mpirun -np 2, deep at P/2"
+
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
 # gradients) and d4 (the loss's); the forward computes d1..d4 by dot.
