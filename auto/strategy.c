@@ -308,21 +308,25 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
     case FAM_CONVOLUTION: {
         const IrConvDnums *cd = &ir_attrs_x(&x->a)->conv;
         const IrAttrsX *ax = ir_attrs_x(&x->a);
-        if (x->nopnd != 2 || !cd->present || ax->feature_group_count > 1 || ax->batch_group_count > 1 ||
-            r->nout + 1 > MAX_ROLES)
+        if (x->nopnd != 2 || !cd->present || ax->batch_group_count > 1 || r->nout + 1 > MAX_ROLES)
             return false;
+        /* Feature groups tie each output feature to its group of input
+         * features: only the batch tiles (partition/spmd_conv.c). */
+        bool grouped = ax->feature_group_count > 1;
         for (int32_t d = 0; d < x->shape.rank; d++)
-            r->tileable[d] = d == cd->out_batch || d == cd->out_feature;
+            r->tileable[d] = d == cd->out_batch || (d == cd->out_feature && !grouped);
         r->map[0][cd->out_batch] = (int8_t)cd->in_batch;
         r->map[1][cd->out_feature] = (int8_t)cd->k_out_feature;
+        const IrShape *k = &c->instr[x->opnd[1]].shape;
+        r->flops = 2.0 * (double)ir_shape_elements(&x->shape) * (double)ir_shape_elements(k) /
+                   (double)(k->dims[cd->k_out_feature] > 0 ? k->dims[cd->k_out_feature] : 1);
+        if (grouped)
+            return true;
         int32_t role = r->nout + r->nred++;
         r->size[role] = s0->dims[cd->in_feature];
         r->tileable[role] = true;
         r->map[0][role] = (int8_t)cd->in_feature;
         r->map[1][role] = (int8_t)cd->k_in_feature;
-        const IrShape *k = &c->instr[x->opnd[1]].shape;
-        r->flops = 2.0 * (double)ir_shape_elements(&x->shape) * (double)ir_shape_elements(k) /
-                   (double)(k->dims[cd->k_out_feature] > 0 ? k->dims[cd->k_out_feature] : 1);
         return true;
     }
     case FAM_GATHER:

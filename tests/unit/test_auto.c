@@ -9,7 +9,8 @@
  * tiled priced as the partitioner runs it (partial sums and an all-reduce,
  * or, where its byte count says so, all-gathers and the whole dot); the
  * scatter-add of an embedding's gradient has its three ways (vocabulary,
- * hidden dim, the updates' rows) priced as the partitioner runs them; the
+ * hidden dim, the updates' rows) priced as the partitioner runs them; a
+ * depthwise convolution tiles its batch alone; the
  * entry's calls inlined (nested ones too, a tuple's elements read
  * directly, unused inlined values gone, a side-effecting callee and a
  * user-sharded call kept).
@@ -318,6 +319,42 @@ static void scatter_strategies(void **state)
     on_four_free(&f);
 }
 
+/* A depthwise convolution (8 feature groups) and a plain one. */
+static const char CONVS[] =
+    "HloModule c\n"
+    "ENTRY main {\n"
+    "  x = f32[8,6,6,8] parameter(0)\n"
+    "  kd = f32[3,3,1,8] parameter(1)\n"
+    "  k = f32[3,3,8,8] parameter(2)\n"
+    "  d = f32[8,6,6,8] convolution(x, kd), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, "
+    "feature_group_count=8\n"
+    "  c = f32[8,6,6,8] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+    "  ROOT t = (f32[8,6,6,8], f32[8,6,6,8]) tuple(d, c)\n"
+    "}\n";
+
+static void grouped_convolution(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, CONVS);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    /* Feature groups: replicated, or the batch over 4 (the kernel whole);
+     * 2 x 8*6*6*8 outputs x 9 taps FLOPs, a quarter each. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "d"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(s[1].out.dim[0], 0);
+    assert_int_equal(s[1].in[0].dim[0], 0);
+    assert_int_equal(s[1].in[1].dim[0], -1);
+    assert_true(fabs(s[1].compute - (2.0 * 8 * 6 * 6 * 8 * 9 / 4 / 20e9 + 8 * 6 * 6 * 8 * 4 / 4 / 5e9)) < 1e-12);
+    /* Without groups: the output feature and the input feature too. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "c"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 4);
+    on_four_free(&f);
+}
+
 /* JAX's shape: a call returning a tuple, read by get-tuple-element, whose
  * callee calls another; a call of a side-effecting callee; a call the user
  * sharded. */
@@ -402,6 +439,7 @@ int main(void)
         cmocka_unit_test(solvers_agree),
         cmocka_unit_test(contracted_dots),
         cmocka_unit_test(scatter_strategies),
+        cmocka_unit_test(grouped_convolution),
         cmocka_unit_test(inline_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
