@@ -33,6 +33,8 @@
  *   k_dot.c       dot
  *   k_conv.c      convolution: im2col + GEMM, channels-last and sparse paths
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
+ *   reduce_columns.c  reduce with a reducer of exact scalar ops (argmax),
+ *                 run over blocks of outputs at once
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
  *   k_fft.c       fft (FFT, IFFT, RFFT, IRFFT) with FFTW
@@ -476,6 +478,14 @@ bool dev_dot_transpose_swaps(const IrComputation *c, const IrInstr *transpose);
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out);
 /* k_reduce.c */
 IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out);
+/* reduce_columns.c: reduce k (n inputs, the reduced dims red, checked by
+ * dev_k_reduce) whose reducer dev_reduce_columns_fit accepts: 2n scalar
+ * parameters, scalar compares, selects, logic and exactly rounded
+ * arithmetic; the results (res, n arrays of the result's leaves) are the
+ * element-by-element evaluation's bit for bit. IR_ENOMEM, or the kernels'
+ * errors. */
+bool dev_reduce_columns_fit(const DevKernelArgs *k, int32_t n);
+IrStatus dev_reduce_columns(const DevKernelArgs *k, int32_t n, const bool *red, DevValue **res);
 IrStatus dev_k_reduce_window(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out);
 /* k_gather.c */

@@ -419,6 +419,8 @@ static IrStatus reduce_impl(const DevKernelArgs *k, DevValue **out)
     IrType t = k->opnd[0]->shape.type;
     if (n == 1 && op != OP_COUNT && t == res[0]->shape.type && dev_red_dom(t, &d) && dev_red_has(d, op))
         st = reduce_fast(k, d, op, red, res[0]);
+    else if (dev_reduce_columns_fit(k, n))
+        st = dev_reduce_columns(k, n, red, res);
     else
         st = reduce_general(k, n, red, res);
     if (st != IR_OK) {

@@ -268,6 +268,71 @@ static void test_reduce_variadic_argmax(void **state)
     dev_value_unref(args[1]);
 }
 
+/* JAX's argmax reducer (jnp.argmax lowers to it: NaN wins, ties keep
+ * the lower index) run over blocks of outputs (reduce_columns.c) against
+ * a plain loop of those rules: f32[1500,3] along dim 1 (1500 outputs: a
+ * block of 1024 and a shorter one) and along dim 0 (strided inputs), with
+ * NaNs and ties. */
+static void argmax_naive(const float *x, int64_t nout, int64_t nred, int64_t ostr, int64_t rstr, float *v,
+                         int32_t *i)
+{
+    for (int64_t o = 0; o < nout; o++) {
+        float bv = -INFINITY;
+        int32_t bi = 0;
+        for (int64_t r = 0; r < nred; r++) {
+            float c = x[o * ostr + r * rstr];
+            bool take = isnan(bv) ? false : isnan(c) || c > bv;
+            if (take) {
+                bv = c;
+                bi = (int32_t)r;
+            }
+        }
+        v[o] = bv;
+        i[o] = bi;
+    }
+}
+
+static void test_reduce_argmax_columns(void **state)
+{
+    (void)state;
+    const char *fmt =
+        "HloModule m\nargmax {\n  a = f32[] parameter(0)\n  b = s32[] parameter(1)\n"
+        "  c = f32[] parameter(2)\n  d = s32[] parameter(3)\n"
+        "  gt = pred[] compare(a, c), direction=GT\n  ne = pred[] compare(a, a), direction=NE\n"
+        "  or1 = pred[] or(gt, ne)\n  v = f32[] select(or1, a, c)\n"
+        "  eq = pred[] compare(a, c), direction=EQ\n  lt = pred[] compare(b, d), direction=LT\n"
+        "  and1 = pred[] and(eq, lt)\n  or2 = pred[] or(or1, and1)\n  i = s32[] select(or2, b, d)\n"
+        "  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n"
+        "ENTRY e {\n  x = f32[1500,3] parameter(0)\n  y = s32[1500,3] iota(), iota_dimension=%d\n"
+        "  m = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
+        "  ROOT r = (f32[%d], s32[%d]) reduce(x, y, m, z), dimensions={%d}, to_apply=argmax\n}\n";
+    float *x = malloc(4500 * sizeof *x);
+    float *wv = malloc(1500 * sizeof *wv);
+    int32_t *wi = malloc(1500 * sizeof *wi);
+    assert_non_null(x);
+    assert_non_null(wv);
+    assert_non_null(wi);
+    for (int i = 0; i < 4500; i++)
+        x[i] = (float)((i * 37) % 11) - 5; /* many ties */
+    x[7] = NAN, x[9] = NAN, x[10] = NAN, x[3001] = NAN;
+    for (int dim = 1; dim >= 0; dim--) {
+        char txt[2048];
+        int nout = dim == 1 ? 1500 : 3;
+        snprintf(txt, sizeof txt, fmt, dim, nout, nout, dim);
+        DevValue *r = run1(txt, val(IR_F32, 2, (int64_t[]){1500, 3}, x));
+        if (dim == 1)
+            argmax_naive(x, 1500, 3, 3, 1, wv, wi);
+        else
+            argmax_naive(x, 3, 1500, 1, 3, wv, wi);
+        expect_f32(r->elems[0], wv, nout);
+        expect_s32(r->elems[1], wi, nout);
+        dev_value_unref(r);
+    }
+    free(x);
+    free(wv);
+    free(wi);
+}
+
 /* Fast path vs general path on random s32 data (exact), reducing several
  * dim sets of a [3,4,5,2] array; and a naive sum for one of them. */
 static void test_reduce_fast_vs_general(void **state)
@@ -716,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_reduce_pred),
         cmocka_unit_test(test_reduce_f16_wide_accumulator),
         cmocka_unit_test(test_reduce_variadic_argmax),
+        cmocka_unit_test(test_reduce_argmax_columns),
         cmocka_unit_test(test_reduce_fast_vs_general),
         cmocka_unit_test(test_reduce_column_folds),
         cmocka_unit_test(test_reduce_window_1d),
