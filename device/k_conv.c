@@ -6,6 +6,7 @@
 
 #include <complex.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Everything about a convolution's geometry, with the operands in the
  * canonical orders used below:
@@ -296,11 +297,49 @@ static void conv_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const 
     }
 }
 
-/* The im2col matrix is kept near this many bytes; it is blocked by columns
- * and, when KI*W alone is too large (weight gradients have windows as big
- * as the image), by rows too, with at least CONV_MIN_COLS columns. */
+/* The general engine's im2col matrix is kept near this many bytes; it is
+ * blocked by columns and, when KI*W alone is too large (weight gradients
+ * have windows as big as the image), by rows too, with at least
+ * CONV_MIN_COLS columns. The channels-last engines leave to it the
+ * convolutions whose CONV_MIN_COLS / 4 rows of Col would exceed it. */
 #define CONV_COL_BYTES ((int64_t)8 << 20)
 #define CONV_MIN_COLS 256
+
+/* The channels-last engines build their im2col matrix a block of rows at
+ * a time, each multiplied while it is still in the core's L2 cache: near
+ * the L2's size (the system's figure; 1 MiB where it gives none), within
+ * [512 KiB, CONV_COL_BYTES], and at least CONV_MIN_COLS / 4 rows. The
+ * 8 MiB blocks of before went to L3 and back: measured here (1 MiB of L2
+ * a core; BENCHMARKS.md, conv34) the net's convolutions took BLOCK_GAIN
+ * of their CPU time with 1 MiB blocks. */
+static int64_t block_rows(size_t esz, int64_t row_len, int64_t nrows)
+{
+    static int64_t bytes;
+    int64_t b = __atomic_load_n(&bytes, __ATOMIC_RELAXED);
+    if (b == 0) {
+        long l2 = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+        l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+        b = l2 > 0 ? (int64_t)l2 : (int64_t)1 << 20;
+        b = b < (512 << 10) ? 512 << 10 : b > CONV_COL_BYTES ? CONV_COL_BYTES : b;
+        __atomic_store_n(&bytes, b, __ATOMIC_RELAXED);
+    }
+    int64_t r = b / (int64_t)esz / (row_len > 0 ? row_len : 1);
+    r = r < CONV_MIN_COLS / 4 ? CONV_MIN_COLS / 4 : r;
+    return r < nrows ? r : nrows;
+}
+
+/* The sparse engine runs where fewer than 1 in CONV_SPARSE_BELOW of the
+ * im2col entries are real taps (with BLAS). Measured (BENCHMARKS.md,
+ * conv34): f32[16,64,S,S] NCHW base-dilated into [16,32,32,32] by a 3x3
+ * window, CPU time of the sparse engine over the dense one's: 0.96 at
+ * density 1/4 (dilation 2x2), 0.57 at 1/6 (2x3), 0.54 at 1/9 (3x3). The
+ * channels-last engines, whose dense products skip the packing both
+ * general engines pay, leave a convolution to the sparse one below 1/8
+ * (CONV_NHWC_SPARSE_BELOW; not measured) where they cannot phase it. */
+#define CONV_SPARSE_BELOW 4
+#define CONV_NHWC_SPARSE_BELOW 8
 
 static void conv_blocks(const ConvPlan *p, size_t esz, int64_t *nb, int64_t *kc)
 {
@@ -477,8 +516,9 @@ static int64_t *conv_taps(const DevKernelArgs *k, const ConvPlan *p, int64_t *nv
 /* Pick an engine. The im2col matrix has KI*W*OB*OS entries of which only
  * the fraction `density` of real taps is non-zero; base dilation (the
  * transposed convolutions of gradients) can make that tiny, e.g. 1/32.
- * Below 1/8 (1/2 without BLAS, whose GEMM loops are no faster than the
- * sparse loops) the sparse engine does the real taps only. */
+ * Below 1/CONV_SPARSE_BELOW (1/2 without BLAS, whose GEMM loops are no
+ * faster than the sparse loops) the sparse engine does the real taps
+ * only. */
 static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in,
                          uint8_t *outc)
 {
@@ -487,7 +527,7 @@ static IrStatus conv_run(const DevKernelArgs *k, Ct c, const ConvPlan *p, const 
     if (!off)
         return dev_kernel_oom(k, NULL);
     bool blas = ct_use_blas(k) && (c == CT_F32 || c == CT_F64);
-    bool sparse = total > 0 && nvalid * (blas ? 8 : 2) < total;
+    bool sparse = total > 0 && nvalid * (blas ? CONV_SPARSE_BELOW : 2) < total;
     IrStatus st = sparse ? conv_sparse(k, c, p, in, off, nvalid, outc)
                          : conv_dense(k, c, p, in, off, outc);
     ts_free(off);
@@ -618,11 +658,7 @@ static IrStatus nhwc_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
                             const uint8_t *in, const uint8_t *ker, const int64_t *off, uint8_t *outp)
 {
     size_t esz = ct_size(c), run = (size_t)p->ki * esz, orow = (size_t)p->ko * esz;
-    int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->kk;
-    if (nr < 1)
-        nr = 1;
-    if (nr > p->ncol)
-        nr = p->ncol;
+    int64_t nr = block_rows(esz, p->kk, p->ncol);
     uint8_t *kq = ct_scratch(p->kk * p->ko, esz), *col = ct_scratch(nr * p->kk, esz),
             *res = ct_scratch(nr * p->ko, esz);
     int64_t *rows = ct_scratch(nr, sizeof(int64_t)), *members = ct_scratch(p->os, sizeof(int64_t)),
@@ -678,7 +714,7 @@ done:
  * output's own layout: nothing packed on the way in, nothing transposed on
  * the way out (the general engine makes both [.., F, S] and back). The
  * kernel is read in place when it is [S..., I, O] (HWIO) unreversed, else
- * packed so. Col is blocked by rows near CONV_COL_BYTES. *taken is false
+ * packed so. Col is blocked by rows (block_rows). *taken is false
  * (nothing done) where the sparse engine should run instead (conv_run's
  * rule) or a row of Col alone is too large to block well. */
 static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
@@ -693,7 +729,12 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
     int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
         return dev_kernel_oom(k, NULL);
-    if (nvalid * 8 < total) {
+    /* Phases from half the taps holes down (measured: at 1/2 phases and
+     * the dense product tie; at 1/9 phases take 0.22 of the time the
+     * sparse engine does, so they come before conv_run's sparse rule). */
+    Phases ph;
+    bool phased = nvalid * 2 < total && phases_new(k, p, &ph);
+    if (!phased && nvalid * CONV_NHWC_SPARSE_BELOW < total) {
         ts_free(off);
         return IR_OK;
     }
@@ -706,22 +747,22 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
         CtView v; /* [W, KI, KO] */
         ker_view(k, &v, cd->k_in_feature, cd->k_out_feature, true);
         if (!(ker_own = ct_scratch(ct_view_elements(&v), esz))) {
+            if (phased)
+                phases_free(&ph);
             ts_free(off);
             return dev_kernel_oom(k, NULL);
         }
         ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, ker_own);
         ker = ker_own;
     }
-    Phases ph;
-    if (nvalid * 2 < total && phases_new(k, p, &ph)) {
+    if (phased) {
         IrStatus st = nhwc_phases(k, c, p, &ph, in, ker, off, outp);
         phases_free(&ph);
         ts_free(ker_own);
         ts_free(off);
         return st;
     }
-    if (nr > p->ncol)
-        nr = p->ncol;
+    nr = block_rows(esz, p->kk, p->ncol);
     uint8_t *col = ct_scratch(nr * p->kk, esz);
     if (!col) {
         ts_free(off);
@@ -771,7 +812,7 @@ static void wgrad_im2col(const ConvPlan *p, size_t esz, const uint8_t *in, const
  * where Ker is the kernel operand as it lies and out the result's own
  * layout, so only Col is built, from runs of IB contiguous channels; the
  * general engine would transpose the input to [IB, IF, IS] and gather Col
- * one element at a time. Col is blocked by rows near CONV_COL_BYTES, the
+ * one element at a time. Col is blocked by rows (block_rows), the
  * blocks' products accumulating. *taken as conv_nhwc's. */
 static IrStatus conv_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
                            bool *taken)
@@ -785,13 +826,12 @@ static IrStatus conv_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, cons
     int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
         return dev_kernel_oom(k, NULL);
-    if (nvalid * 8 < total) {
+    if (nvalid * CONV_NHWC_SPARSE_BELOW < total) {
         ts_free(off);
         return IR_OK;
     }
     *taken = true;
-    if (nr > p->kk)
-        nr = p->kk;
+    nr = block_rows(esz, p->ncol, p->kk);
     uint8_t *col = ct_scratch(nr * p->ncol, esz);
     if (!col) {
         ts_free(off);
