@@ -71,6 +71,8 @@ typedef struct CompileFit {
     int64_t limit;           /* bytes per device asked for the cluster (0: no limit) */
     int64_t before, after;   /* estimated peak per device before fitting, after */
     int64_t least;           /* the least estimate of the orders tried (<= after) */
+    int64_t floor;           /* the entry's parameters' bytes, all live before the first
+                              * step: no order or recomputation goes below it */
     bool scheduled;          /* reordered (the module is is_scheduled=true) */
     int32_t nremat;          /* instructions recomputed */
     int64_t flops;           /* FLOPs the recomputations add per device per run */

@@ -136,15 +136,20 @@ static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t ho
         st = verify_after("memory fitting", c->spmd, opt, d);
     if (st != IR_OK || fit->after <= limit)
         return st;
-    char held[96] = "";
+    char held[96] = "", floor[224] = "";
     if (host > 0)
         snprintf(held, sizeof held, " with the %lld bytes its host program holds", (long long)host);
+    if (fit->floor > limit)
+        snprintf(floor, sizeof floor,
+                 "; its parameters alone (optimizer state included) hold %lld bytes per device before "
+                 "the first step, so no order or recomputation can fit",
+                 (long long)(fit->floor + host));
     return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                     "cluster %d needs at least %lld bytes per device%s, more than --limit memory=%lld: the "
-                    "smallest estimated peak that reordering and rematerialization reached (%lld before); "
+                    "smallest estimated peak that reordering and rematerialization reached (%lld before)%s; "
                     "nothing was compiled (raise the limit or shard more)",
                     (int)k, (long long)(fit->least + host), held, (long long)opt->memory_limit,
-                    (long long)(fit->before + host));
+                    (long long)(fit->before + host), floor);
 }
 
 /* Steps 5 and 6 for one cluster module (taken). */

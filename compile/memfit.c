@@ -335,6 +335,8 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
     IrComputation *c = ir_entry(spmd);
     *fit = (CompileFit){.limit = limit};
     fit->before = fit->after = fit->least = fit_peak(spmd);
+    for (int32_t i = 0; c && i < c->nparam; i++)
+        fit->floor += c->param[i] >= 0 ? shape_bytes(&c->instr[c->param[i]].shape) : 0;
     if (fit->before < 0)
         return ir_oom(d, NULL);
     if (limit <= 0 || !c || fit->before <= limit)
@@ -361,6 +363,10 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
     if (st != IR_OK && st != IR_ENOMEM) {
         ir_arena_free(best.arena);
         return st;
+    }
+    if (ok && best_peak >= fit->before) { /* no better than as it was: left as it was */
+        ir_arena_free(best.arena);
+        return IR_OK;
     }
     ok = ok && best_peak >= 0 && graph_commit(&best, spmd, c);
     ir_arena_free(best.arena);

@@ -74,7 +74,7 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
 /* ---- memfit_schedule.c ---- */
 
 /* The orders mf_schedule proposes (its `variant`). */
-#define MF_SCHEDULES 3
+#define MF_SCHEDULES 5
 
 /* Reorder g->seq to lower the peak. Variant 0: a list scheduler over operands,
  * control predecessors and the ordered instructions' original sequence
@@ -85,7 +85,10 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
  * original order. Keeps the original order when that peaks lower.
  * Variants 1 and 2: a depth-first post-order from the root, its
  * operands visited last to first (1: a training step's updates run as
- * soon as their gradients exist) or first to last (2), parameters first.
+ * soon as their gradients exist) or first to last (2), parameters first;
+ * variants 3, 4: as 1, but the root's operands by the size of their
+ * cones (4: of what is left of them), smallest first (an Adam step's root
+ * groups its outputs by kind, not by layer).
  * Recomputation may do better on one than on another of them, whatever
  * their own peaks: memfit.c tries each in turn. Deterministic. false
  * when out of memory (g unchanged). */

@@ -193,6 +193,42 @@ static bool greedy(Sched *s, const Preds *prev, int depth, bool gains_only, int3
     return nout == g->nseq;
 }
 
+/* The root's operand not made yet (state[] 2: run) with the fewest
+ * instructions before it (left_only: that have not run), the first on
+ * ties: the output post_order makes next when it picks them by cones. An output whose inputs exist is made
+ * at once (an Adam step's root lists every parameter's update, then every
+ * first moment's, then every second moment's: a layer's three come
+ * together, the last layer's first, as its gradient comes first). */
+static int32_t nearest_output(const MfGraph *g, const uint8_t *state, bool left_only, uint8_t *seen, int32_t *stack)
+{
+    const MfNode *r = &g->node[g->root];
+    int32_t best = 0, least = -1;
+    for (int32_t k = 0; k < r->nopnd; k++) {
+        if (state[r->opnd[k]] == 2)
+            continue;
+        memset(seen, 0, (size_t)g->nnode);
+        int32_t sp = 0, left = 0;
+        stack[sp++] = r->opnd[k];
+        seen[r->opnd[k]] = 1;
+        while (sp > 0) {
+            int32_t v = stack[--sp];
+            left++;
+            for (int32_t j = 0; j < g->node[v].nopnd; j++) {
+                int32_t w = g->node[v].opnd[j];
+                if (!seen[w] && (!left_only || state[w] != 2)) {
+                    seen[w] = 1;
+                    stack[sp++] = w;
+                }
+            }
+        }
+        if (least < 0 || left < least) {
+            least = left;
+            best = k;
+        }
+    }
+    return best;
+}
+
 /* A depth-first post-order of g->seq's nodes into out, as XLA's
  * DFS/post-order memory schedulers: parameters first, then from the root
  * (then from every node of seq not reached, in order) each node after
@@ -202,12 +238,21 @@ static bool greedy(Sched *s, const Preds *prev, int depth, bool gains_only, int3
  * the root's operands in reverse runs each update as soon as its
  * gradient exists, before the backward goes on (the gradients do not pile
  * up, and a donated parameter's buffer is free for its update at once).
+ * by_cone (1: whole cones, 2: what is left of them; 0: no): the root's
+ * operands in the order nearest_output picks them.
  * false on a cycle (out undefined). */
-static bool post_order(const Sched *s, const Preds *prev, bool reverse, int32_t *out, int32_t *stack,
-                       int32_t *next, uint8_t *state)
+static bool post_order(const Sched *s, const Preds *prev, bool reverse, int by_cone, int32_t *out,
+                       int32_t *stack, int32_t *next, uint8_t *state)
 {
     const MfGraph *g = s->g;
     int32_t nout = 0;
+    int32_t *scratch = by_cone ? ts_malloc((size_t)s->n * sizeof *scratch) : NULL;
+    uint8_t *seen = by_cone ? ts_malloc((size_t)s->n) : NULL;
+    if (by_cone && (!scratch || !seen)) {
+        ts_free(scratch);
+        ts_free(seen);
+        return false;
+    }
     memset(state, 0, (size_t)s->n);
     for (int32_t k = 0; k < g->nseq; k++) {
         int32_t x = g->seq[k];
@@ -216,7 +261,7 @@ static bool post_order(const Sched *s, const Preds *prev, bool reverse, int32_t 
             out[nout++] = x;
         }
     }
-    for (int32_t k = -1; k < g->nseq; k++) {
+    for (int32_t k = -1; nout >= 0 && k < g->nseq; k++) {
         int32_t start = k < 0 ? g->root : g->seq[k];
         if (!s->runs[start] || state[start])
             continue;
@@ -228,11 +273,16 @@ static bool post_order(const Sched *s, const Preds *prev, bool reverse, int32_t 
             int32_t x = stack[sp - 1], np = npreds(g, prev, x);
             if (next[x] < np) {
                 int32_t j = next[x]++;
-                int32_t y = pred_at(g, prev, x, reverse && j < g->node[x].nopnd ? g->node[x].nopnd - 1 - j : j);
+                if (j < g->node[x].nopnd)
+                    j = x == g->root && by_cone ? nearest_output(g, state, by_cone == 2, seen, scratch)
+                        : reverse ? g->node[x].nopnd - 1 - j : j;
+                int32_t y = pred_at(g, prev, x, j);
                 if (y < 0 || !s->runs[y] || state[y] == 2)
                     continue;
-                if (state[y] == 1)
-                    return false;
+                if (state[y] == 1) {
+                    nout = -1;
+                    break;
+                }
                 state[y] = 1;
                 next[y] = 0;
                 stack[sp++] = y;
@@ -243,6 +293,8 @@ static bool post_order(const Sched *s, const Preds *prev, bool reverse, int32_t 
             }
         }
     }
+    ts_free(scratch);
+    ts_free(seen);
     return nout == g->nseq;
 }
 
@@ -431,7 +483,7 @@ bool mf_schedule(MfGraph *g, int32_t variant)
             memcpy(best, out, sz * sizeof *out);
         }
     }
-    if (ok && variant > 0 && post_order(&s, &pe, variant == 1, best, s.ready, s.indeg, s.runs + n))
+    if (ok && variant > 0 && post_order(&s, &pe, variant != 2, variant >= 3 ? variant - 2 : 0, best, s.ready, s.indeg, s.runs + n))
         better = true;
     if (ok && better)
         memcpy(g->seq, best, (size_t)g->nseq * sizeof *best);

@@ -16,7 +16,8 @@
 # backward recomputes, on 1 and 2 devices, results bit for bit those
 # without a policy, and the bad policies. And the 8-layer MLP's step at
 # half its peak on 1, 2 and 4 devices and under mpirun (multi-level
-# recomputation, updates moved up to their gradients).
+# recomputation, updates moved up to their gradients), its Adam step at
+# half its peak, and an Adam step whose state alone is over P/2 refused.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -179,6 +180,28 @@ done
 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/dstep2.hlo" --limit memory=$dlim2 --random-inputs 9 --output-dir "$WORK/dmpi2" \
     >"$OUT" 2>"$ERR" || fail "mpirun -np 2 deep at P/2: $(head -3 "$ERR")"
 same_bits "$WORK/dplain2" "$WORK/dmpi2" "mpirun -np 2, deep at P/2"
+
+# ---- Adam: the 8-layer MLP's Adam step (tessel grad --adam, its
+# parameters, moments and step donated) fits half its peak on 2 devices,
+# bit for bit the unlimited run; the benchmark's MLP (bench/gen.py train
+# 64 256 256), whose parameters and moments alone (851972 bytes per
+# device: x 65536, w1, w2 and their two moments 131072 each, t 4) exceed
+# P/2, is refused naming that figure. ----
+expect_status 0 "$TESSEL" grad "$WORK/deep2.hlo" --wrt w1,w2,w3,w4,w5,w6,w7,w8 --adam 1e-3 -o "$WORK/adam2.hlo"
+expect_status 0 "$TESSEL" plan "$WORK/adam2.hlo" --format json -o "$WORK/anat.json"
+alim=$(($(plan_field "$WORK/anat.json" peak_bytes_per_device) / 2))
+expect_status 0 "$TESSEL" plan "$WORK/adam2.hlo" --limit memory=$alim --format json -o "$WORK/afit.json"
+[ "$(plan_field "$WORK/afit.json" peak_bytes_per_device)" -le "$alim" ] || fail "adam: fitted peak over P/2"
+expect_status 0 "$TESSEL" run "$WORK/adam2.hlo" --random-inputs 4 --init-state zeros --output-dir "$WORK/aplain"
+expect_status 0 "$TESSEL" run "$WORK/adam2.hlo" --random-inputs 4 --init-state zeros --limit memory=$alim \
+    --output-dir "$WORK/afit"
+same_bits "$WORK/aplain" "$WORK/afit" "adam at P/2"
+"$PY" "$TESSEL_SRC/bench/gen.py" train 64 256 256 "$WORK/train.hlo" >/dev/null
+expect_status 0 "$TESSEL" grad "$WORK/train.hlo" --wrt w1,w2 --adam 1e-3 -o "$WORK/tadam.hlo"
+expect_status 0 "$TESSEL" plan "$WORK/tadam.hlo" --format json -o "$WORK/tnat.json"
+tlim=$(($(plan_field "$WORK/tnat.json" peak_bytes_per_device) / 2))
+expect_status 2 "$TESSEL" plan "$WORK/tadam.hlo" --limit memory=$tlim
+expect_in "$ERR" "its parameters alone (optimizer state included) hold 851972 bytes per device before the first step, so no order or recomputation can fit"
 
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
