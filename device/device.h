@@ -468,12 +468,9 @@ IrStatus dev_k_reverse(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out);
 /* The dot k->ins with its result written transposed, free dims of the rhs
  * before those of the lhs ([batch, rhs free, lhs free], the shape tshape
- * of a transpose that dev_dot_transpose_swaps accepts): the value that
+ * of a transpose that ir_dot_transpose_swaps accepts): the value that
  * transpose would give, without the dot's own result. */
 IrStatus dev_k_dot_transposed(const DevKernelArgs *k, const IrShape *tshape, DevValue **out);
-/* Is `transpose` (of computation c) a transpose of a dot that swaps its
- * lhs and rhs free dims, keeping the batch dims in front? */
-bool dev_dot_transpose_swaps(const IrComputation *c, const IrInstr *transpose);
 /* k_conv.c */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out);
 /* k_reduce.c */

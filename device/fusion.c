@@ -277,7 +277,7 @@ static bool copies(const Find *f, int32_t g, int32_t b)
 }
 
 /* A dot whose one use is a transpose that swaps its free dims
- * (dev_dot_transpose_swaps; JAX writes weight gradients so) forms a group
+ * (ir_dot_transpose_swaps; JAX writes weight gradients so) forms a group
  * of two with it, run as the dot writing its result transposed (k_dot.c):
  * its leaves are the dot's operands, and the dot's own result is never
  * made. False on OOM. */
@@ -297,7 +297,7 @@ static bool dot_transpose_pairs(const IrComputation *c, const bool *ctrl_succ, c
         int32_t i = order[k];
         const IrInstr *ins = &c->instr[i];
         if (ins->op != OP_TRANSPOSE || gid[i] >= 0 || has_control(c, ctrl_succ, i) ||
-            !dev_dot_transpose_swaps(c, ins))
+            !ir_dot_transpose_swaps(c, ins))
             continue;
         int32_t o = ins->opnd[0];
         if (uses[o] != 1 || o == c->root || gid[o] >= 0 || has_control(c, ctrl_succ, o))

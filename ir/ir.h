@@ -1006,6 +1006,12 @@ IrModule *ir_module_clone(const IrModule *m);
  * parameters (in either order): returns OP_ADD, OP_MULTIPLY, OP_MAXIMUM,
  * OP_MINIMUM, OP_AND, OP_OR or OP_XOR, else OP_COUNT. */
 IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
+/* Is `transpose` (an instruction of c) a transpose of a dot that swaps the
+ * dot's lhs and rhs free dims, keeping its batch dims in front
+ * ([batch, lhs free, rhs free] -> [batch, rhs free, lhs free])? The
+ * executor runs such a pair as one dot writing its result transposed
+ * (device/fusion.c), and the memory estimate counts it so. */
+bool ir_dot_transpose_swaps(const IrComputation *c, const IrInstr *transpose);
 
 /* Whose ids a collective's replica_groups (or source_target_pairs) list,
  * as XLA's CollectiveOpGroupMode says (infer_collective.c):

@@ -721,3 +721,28 @@ IrStatus ir_attrs_copy(IrArena *a, IrAttrs *dst, const IrAttrs *src)
     *dst = *src;
     return dup_attrs(a, dst) ? IR_OK : IR_ENOMEM;
 }
+
+bool ir_dot_transpose_swaps(const IrComputation *c, const IrInstr *transpose)
+{
+    if (transpose->op != OP_TRANSPOSE || transpose->nopnd != 1 || transpose->opnd[0] < 0 ||
+        transpose->opnd[0] >= c->ninstr)
+        return false;
+    const IrInstr *dot = &c->instr[transpose->opnd[0]];
+    if (dot->op != OP_DOT || dot->nopnd != 2 || dot->opnd[0] < 0 || dot->opnd[0] >= c->ninstr ||
+        !ir_shape_is_array(&dot->shape))
+        return false;
+    const IrDotDnums *dn = &dot->a.dot;
+    const IrI64List *perm = &transpose->a.dimensions;
+    int32_t rank = dot->shape.rank, nb = dn->lhs_batch.n;
+    int32_t nlf = c->instr[dot->opnd[0]].shape.rank - nb - dn->lhs_contracting.n;
+    int32_t nrf = rank - nb - nlf;
+    if (perm->n != rank || nlf < 1 || nrf < 1)
+        return false;
+    /* [batch, lhs free, rhs free] -> [batch, rhs free, lhs free] */
+    for (int32_t d = 0; d < rank; d++) {
+        int64_t want = d < nb ? d : d < nb + nrf ? nb + nlf + (d - nb) : nb + (d - nb - nrf);
+        if (perm->v[d] != want)
+            return false;
+    }
+    return true;
+}

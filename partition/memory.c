@@ -424,7 +424,8 @@ static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64
  * interior values of a group never exist, its leaves are read when its
  * root runs, and a leaf that dies there and that nobody else holds lends
  * its buffer to the result. This mirrors fusion.c's elementwise groups
- * (the same walk, kinds and limits); its row groups (reductions over the
+ * (the same walk, kinds and limits) and its dot-transpose pairs (the
+ * dot's result never exists); its row groups (reductions over the
  * minor dims with their producers: softmax, layer norm) are not
  * modelled, so their interior values count. */
 
@@ -498,6 +499,21 @@ static IrStatus fuse(Est *e)
     for (int32_t i = 0; i < n; i++) /* a root that gathered nobody runs unfused */
         if (gid[i] == i && size[i] == 1)
             gid[i] = -1;
+    /* A dot whose one use is a transpose swapping its free dims runs
+     * inside it (fusion.c's dot-transpose pairs): the dot's result never
+     * exists. size[] counts the uses here, its job above done. */
+    memset(size, 0, (size_t)n * sizeof *size);
+    for (int32_t k = 0; k < e->n; k++)
+        for (int32_t j = 0; j < c->instr[e->order[k]].nopnd; j++)
+            if (c->instr[e->order[k]].opnd[j] >= 0 && c->instr[e->order[k]].opnd[j] < n)
+                size[c->instr[e->order[k]].opnd[j]]++;
+    for (int32_t k = 0; k < e->n && e->n >= 2; k++) {
+        int32_t i = e->order[k], o = c->instr[i].nopnd == 1 ? c->instr[i].opnd[0] : -1;
+        if (c->instr[i].op == OP_TRANSPOSE && gid[i] < 0 && !ctrl[i] && c->instr[i].a.x->control_predecessors.n == 0 &&
+            ir_dot_transpose_swaps(c, &c->instr[i]) && size[o] == 1 && o != c->root && gid[o] < 0 && !ctrl[o] &&
+            c->instr[o].a.x->control_predecessors.n == 0)
+            gid[i] = gid[o] = i;
+    }
     for (int32_t i = 0; i < n; i++)
         if (gid[i] == i || (gid[i] >= 0 && gid[gid[i]] != gid[i]))
             gid[i] = -1;
@@ -526,6 +542,8 @@ static int32_t read_step(const Est *e, int32_t i)
 static bool lends(const Est *e, int32_t r, int32_t o)
 {
     const IrComputation *c = e->c;
+    if (c->instr[r].op == OP_TRANSPOSE) /* a dot-transpose pair: the dot makes a new buffer */
+        return false;
     if (e->group[o] == r || o == r || e->own[o] != leaf_bytes(&c->instr[r].shape) || e->own[o] <= 0 ||
         !ir_shape_same_dims(&c->instr[o].shape, &c->instr[r].shape))
         return false;
