@@ -174,29 +174,41 @@ static bool eliminate(Elim *e, int32_t v, const int32_t *var, int32_t n)
         }
         held[nh++] = i;
     }
+    /* Per held factor, the index of the current assignment with v at 0
+     * (base), moved with the odometer; v's sums per strategy, added
+     * factor by factor in the order held (the same additions as one sum
+     * per strategy: the result does not change with this order of loops). */
+    int64_t *base = ok ? ts_calloc((size_t)nh + 1, sizeof *base) : NULL;
+    double *sum = ok ? ts_calloc((size_t)nv, sizeof *sum) : NULL;
+    ok = ok && base && sum;
     if (ok) {
         int32_t coord[8] = {0};
         for (int64_t c = 0; c < size; c++) {
-            double best = 0;
+            for (int32_t x = 0; x < nv; x++)
+                sum[x] = 0;
+            for (int32_t h = 0; h < nh; h++) {
+                const double *ft = e->f[held[h]].t + base[h];
+                int64_t vs = vstride[h];
+                for (int32_t x = 0; x < nv; x++)
+                    sum[x] += ft[x * vs];
+            }
+            double best = sum[0];
             int32_t bi = 0;
-            for (int32_t x = 0; x < nv; x++) {
-                double sum = 0;
-                for (int32_t h = 0; h < nh; h++) {
-                    int64_t idx = x * vstride[h];
-                    for (int32_t j = 0; j < n; j++)
-                        idx += coord[j] * stride[h][j];
-                    sum += e->f[held[h]].t[idx];
-                }
-                if (x == 0 || sum < best) {
-                    best = sum;
+            for (int32_t x = 1; x < nv; x++)
+                if (sum[x] < best) {
+                    best = sum[x];
                     bi = x;
                 }
-            }
             t[c] = best;
             arg[c] = bi;
             for (int32_t j = n - 1; j >= 0; j--) {
-                if (++coord[j] < g->group[var[j]].nstrat)
+                if (++coord[j] < g->group[var[j]].nstrat) {
+                    for (int32_t h = 0; h < nh; h++)
+                        base[h] += stride[h][j];
                     break;
+                }
+                for (int32_t h = 0; h < nh; h++)
+                    base[h] -= (int64_t)(coord[j] - 1) * stride[h][j];
                 coord[j] = 0;
             }
         }
@@ -219,6 +231,8 @@ static bool eliminate(Elim *e, int32_t v, const int32_t *var, int32_t n)
     ts_free(held);
     ts_free(stride);
     ts_free(vstride);
+    ts_free(base);
+    ts_free(sum);
     return ok;
 }
 
