@@ -904,6 +904,23 @@ static IrStatus run_compare(const DevKernelArgs *k, int64_t n, DevValue *r)
 }
 
 /* select(pred, on_true, on_false): copies element bytes. */
+/* o[i] = p[i] ? a[i] : b[i] for elements of 1, 2, 4, 8 bytes. Both sides
+ * are read, so the choice is a blend the compiler vectorises rather than
+ * a branch: a relu's mask (the backward pass's select) is a coin toss,
+ * which a branch mispredicts half the time (peers-convnet: the selects'
+ * branchy loop was the top function of the step, 13-17% of the samples). */
+#define DEF_SELECT(T)                                                                       \
+    DEV_VECTOR_CLONES static void select_##T(const uint8_t *p, const T *a, const T *b, T *o, \
+                                             int64_t n)                                     \
+    {                                                                                       \
+        LOOP(T x = a[i]; T y = b[i]; o[i] = p[i] ? x : y)                                   \
+    }
+DEF_SELECT(uint8_t)
+DEF_SELECT(uint16_t)
+DEF_SELECT(uint32_t)
+DEF_SELECT(uint64_t)
+#undef DEF_SELECT
+
 static IrStatus run_select(const DevKernelArgs *k, int64_t n, DevValue *r)
 {
     IrType t = r->shape.type;
@@ -923,10 +940,10 @@ static IrStatus run_select(const DevKernelArgs *k, int64_t n, DevValue *r)
         return IR_OK;
     }
     switch (w) {
-    case 1: LOOP(o[i] = p[i] ? a[i] : b[i]) break;
-    case 2: LOOP(((uint16_t *)o)[i] = p[i] ? ((const uint16_t *)a)[i] : ((const uint16_t *)b)[i]) break;
-    case 4: LOOP(((uint32_t *)o)[i] = p[i] ? ((const uint32_t *)a)[i] : ((const uint32_t *)b)[i]) break;
-    case 8: LOOP(((uint64_t *)o)[i] = p[i] ? ((const uint64_t *)a)[i] : ((const uint64_t *)b)[i]) break;
+    case 1: select_uint8_t(p, a, b, o, n); break;
+    case 2: select_uint16_t(p, (const uint16_t *)a, (const uint16_t *)b, (uint16_t *)o, n); break;
+    case 4: select_uint32_t(p, (const uint32_t *)a, (const uint32_t *)b, (uint32_t *)o, n); break;
+    case 8: select_uint64_t(p, (const uint64_t *)a, (const uint64_t *)b, (uint64_t *)o, n); break;
     default: LOOP(memcpy(o + i * w, (p[i] ? a : b) + i * w, w)) break;
     }
     return IR_OK;
