@@ -77,17 +77,59 @@ bool mf_sequenced(IrOpcode op)
  * result written over that operand, as the executor's fused groups and
  * the estimate's model do; 0 when none. A held parameter is no candidate
  * (the caller keeps it). */
-static int64_t reused_bytes(const MfGraph *g, const MfNode *x, int32_t k, const int32_t *last)
+static int64_t reused_bytes(const MfGraph *g, const MfNode *x, int32_t k, const int32_t *last,
+                            const uint8_t *interior)
 {
     if (!ir_op_is_elementwise(g->c->instr[x->src].op) || x->bytes == 0)
         return 0;
     for (int32_t j = 0; j < x->nopnd; j++) {
         const MfNode *o = &g->node[x->opnd[j]];
-        if (last[x->opnd[j]] == k && !o->held && o->bytes == x->bytes &&
+        if (last[x->opnd[j]] == k && !o->held && !interior[x->opnd[j]] && o->bytes == x->bytes &&
             !mf_refers(g->c->instr[o->src].op))
             return x->bytes;
     }
     return 0;
+}
+
+/* May ins be a member of one of the executor's fused elementwise groups
+ * (device/fusion.c; partition/memory.c's model of it): an elementwise op
+ * of one to three operands, a broadcast, a small transpose? */
+static bool fusable(const IrInstr *ins, bool as_root)
+{
+    if (!ir_shape_is_array(&ins->shape) || ins->a.x->control_predecessors.n > 0)
+        return false;
+    if (!as_root && ins->op == OP_BROADCAST)
+        return ins->nopnd == 1;
+    if (!as_root && ins->op == OP_TRANSPOSE)
+        return ins->nopnd == 1 && ir_shape_elements(&ins->shape) <= 1 << 16;
+    return ir_op_is_elementwise(ins->op) && ins->op != OP_COPY && ins->op != OP_MAP && ins->nopnd >= 1 &&
+           ins->nopnd <= 3 && (!as_root || ir_shape_elements(&ins->shape) >= 1024);
+}
+
+/* interior[x]: is node x inside a fused group (its one user an
+ * elementwise op of its dims, which reads it as it runs): its value never
+ * exists, its operands are read when that user runs. sole: scratch. */
+static void fused_interior(const MfGraph *g, int32_t *sole, uint8_t *interior)
+{
+    for (int32_t x = 0; x < g->nnode; x++) {
+        sole[x] = -1;
+        interior[x] = 0;
+    }
+    for (int32_t k = 0; k < g->nseq; k++) {
+        int32_t u = g->seq[k];
+        for (int32_t j = 0; j < g->node[u].nopnd; j++) {
+            int32_t o = g->node[u].opnd[j];
+            sole[o] = sole[o] == -1 || sole[o] == u ? u : -2;
+        }
+    }
+    for (int32_t k = 0; k < g->nseq; k++) {
+        int32_t x = g->seq[k], u = sole[x];
+        const IrInstr *xi = &g->c->instr[g->node[x].src];
+        if (u < 0 || x == g->root || g->node[x].held || xi->op == OP_PARAMETER || !fusable(xi, false))
+            continue;
+        const IrInstr *ui = &g->c->instr[g->node[u].src];
+        interior[x] = fusable(ui, true) && ir_shape_same_dims(&xi->shape, &ui->shape);
+    }
 }
 
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
@@ -96,15 +138,22 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
     int32_t *ps = pos ? pos : ts_malloc((size_t)(n ? n : 1) * sizeof *ps);
     int32_t *ls = last ? last : ts_malloc((size_t)(n ? n : 1) * sizeof *ls);
     int64_t *freed = ts_calloc((size_t)g->nseq + 1, sizeof *freed);
-    bool ok = ps && ls && freed;
+    int32_t *sole = ts_malloc((size_t)(n ? n : 1) * sizeof *sole);
+    uint8_t *interior = ts_malloc((size_t)(n ? n : 1));
+    bool ok = ps && ls && freed && sole && interior;
     if (ok) {
+        fused_interior(g, sole, interior);
+        if (!g->fusion)
+            memset(interior, 0, (size_t)n);
         for (int32_t k = 0; k < g->nseq; k++)
             ps[g->seq[k]] = ls[g->seq[k]] = k;
         ls[g->root] = g->nseq;
-        /* Backwards: a referring user keeps its operands as long as itself. */
+        /* Backwards: a referring user, or one inside a fused group, keeps
+         * its operands as long as itself. */
         for (int32_t k = g->nseq - 1; k >= 0; k--) {
             const MfNode *x = &g->node[g->seq[k]];
-            int32_t until = mf_refers(g->c->instr[x->src].op) ? ls[g->seq[k]] : k;
+            bool refers = mf_refers(g->c->instr[x->src].op) || interior[g->seq[k]];
+            int32_t until = refers ? ls[g->seq[k]] : k;
             for (int32_t j = 0; j < x->nopnd; j++)
                 if (ls[x->opnd[j]] < until)
                     ls[x->opnd[j]] = until;
@@ -113,13 +162,14 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
         *p = (MfProfile){live, -1, 1};
         for (int32_t k = 0; k < g->nseq; k++) {
             const MfNode *x = &g->node[g->seq[k]];
-            int64_t reused = reused_bytes(g, x, k, ls);
-            live += x->bytes - reused;
+            int64_t bytes = interior[g->seq[k]] ? 0 : x->bytes;
+            int64_t reused = reused_bytes(g, x, k, ls, interior);
+            live += bytes - reused;
             if (live > p->peak)
                 *p = (MfProfile){live, k, 0};
             if (live == p->peak)
                 p->npeak++;
-            freed[ls[g->seq[k]]] += x->bytes;
+            freed[ls[g->seq[k]]] += bytes;
             live -= freed[k] - reused;
         }
     }
@@ -128,6 +178,8 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last)
     if (!last)
         ts_free(ls);
     ts_free(freed);
+    ts_free(sole);
+    ts_free(interior);
     return ok;
 }
 
@@ -316,15 +368,19 @@ static int estimate_fits(void *ctx, const MfGraph *g)
     return r;
 }
 
-/* One attempt: g built afresh, ordered by schedule variant `variant`,
- * then recomputed until it fits; v->last receives its estimate. false
+/* One attempt: g built afresh, ordered by schedule variant `variant`
+ * (modulo MF_SCHEDULES; the first MF_SCHEDULES with the model of fused
+ * groups, the others without: the two models of the estimate lead the
+ * search apart, and either may come lower), then recomputed until it
+ * fits; v->last receives its estimate. false
  * when out of memory. IR_EINPUT of the order goes to d (*st). */
 static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, Verdict *v, IrStatus *st, IrDiag *d)
 {
     *st = graph_build(g, spmd, ir_entry(spmd), d);
     if (*st != IR_OK)
         return *st != IR_ENOMEM;
-    int fits = mf_schedule(g, variant) ? estimate_fits(v, g) : -1;
+    g->fusion = variant < MF_SCHEDULES;
+    int fits = mf_schedule(g, variant % MF_SCHEDULES) ? estimate_fits(v, g) : -1;
     if (fits == 0 && (!mf_remat(g, estimate_fits, v) || (fits = estimate_fits(v, g)) < 0))
         return false;
     return fits >= 0;
@@ -348,7 +404,7 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
     Verdict v = {spmd, limit, 0, -1, -1};
     IrStatus st = IR_OK;
     bool ok = true;
-    for (int32_t variant = 0; ok && variant < MF_SCHEDULES && (best_peak < 0 || best_peak > limit); variant++) {
+    for (int32_t variant = 0; ok && variant < 2 * MF_SCHEDULES && (best_peak < 0 || best_peak > limit); variant++) {
         MfGraph g;
         ok = attempt(&g, spmd, variant, &v, &st, d);
         if (ok && st == IR_OK && (best_peak < 0 || v.last < best_peak)) {

@@ -41,6 +41,7 @@ typedef struct MfGraph {
     int32_t *seq;         /* node ids in running order */
     int32_t root;         /* the node of the computation's root */
     int64_t start_bytes;  /* the held parameters, from before the first step to the end */
+    bool fusion;          /* model the executor's fused elementwise groups (mf_profile) */
 } MfGraph;
 
 /* Liveness of g's order: the peak of live bytes, the first position where
