@@ -12,6 +12,9 @@
 #     the SGD step's by more than nothing; --limit memory at the donated
 #     estimate is met as it is, declared or inferred (the fit counts the
 #     donated parameters freed at their last read).
+#     Fitted to 557064 bytes, the donated SGD step meets it measured (its
+#     updates moved up to their gradients) while the undonated one is
+#     refused (its floor, the parameters and their updates, is 589828).
 #  3. The oracle: the donated SGD steps equal --reference, on 1, 2 and 4
 #     devices, for 1 and 3 steps (the parameters updated in place), and
 #     under mpirun -np 2 from a plan compiled with --donate auto.
@@ -88,6 +91,27 @@ PY
     [ "$(peak_of "$ERR")" -le "$est" ] || fail "--$opt: measured $(peak_of "$ERR") over the limit $est"
     same_outputs "$WORK/$opt.o3" "$WORK/$opt.o4" "--$opt --donate auto under --limit memory=$est"
 done
+
+# 2b. the SGD step fitted to a limit (docs/plan.md, "Fitting a memory
+# limit"): donated, the scheduler runs w2's update as soon as its gradient
+# exists (w2's buffer takes it) and the step fits 557064 bytes per device,
+# measured; undonated, no order goes below x + w1 + w2 + their two
+# updates, 65536 + 4 x 131072 = 589828 bytes (by hand; the updates live
+# to the end beside the parameters the caller keeps), so the same limit
+# is refused. What donation can save on this step is bounded by that
+# floor less what the donated step must hold while w1's gradient is made
+# (x, w1, w2's update, the gradient, 131072 each but x: 491520 bytes):
+# 98308 bytes, not the weights' 262144 (the gradient is a value of its
+# own, then the update writes over w).
+expect_status 0 "$TESSEL" run "$WORK/sgd.hlo" --limit memory=557064 --random-inputs 1 --stats \
+    --output-dir "$WORK/sgd.fit"
+[ "$(peak_of "$ERR")" -le 557064 ] || fail "SGD at 557064: measured $(peak_of "$ERR")"
+same_outputs "$WORK/sgd.o1" "$WORK/sgd.fit" "SGD donated, fitted to 557064 bytes"
+expect_status 2 "$TESSEL" plan "$WORK/sgd.bare.hlo" --limit memory=557064
+expect_in "$ERR" "needs at least "
+least=$(sed -n 's/.*needs at least \([0-9]*\) bytes.*/\1/p' "$ERR")
+[ "$least" -ge 589828 ] || fail "SGD undonated: reached $least, below the hand-derived floor 589828"
+echo "donation: SGD fitted: donated 557064 bytes measured, undonated refused at $least (floor 589828)"
 
 # 3. the oracle on 1, 2 and 4 devices, 1 and 3 steps, and under mpirun
 for n in 1 2 4; do
