@@ -478,7 +478,7 @@ IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out);
 /* reduce_columns.c: reduce k (n inputs, the reduced dims red, checked by
  * dev_k_reduce) whose reducer dev_reduce_columns_fit accepts: 2n scalar
  * parameters, scalar compares, selects, logic and exactly rounded
- * arithmetic; the results (res, n arrays of the result's leaves) are the
+ * arithmetic, and 64 outputs or more; the results (res, n arrays of the result's leaves) are the
  * element-by-element evaluation's bit for bit. IR_ENOMEM, or the kernels'
  * errors. */
 bool dev_reduce_columns_fit(const DevKernelArgs *k, int32_t n);

@@ -29,6 +29,10 @@
 
 /* Outputs a block: the reducer's arrays stay in the caches. */
 #define BLOCK 1024
+/* Fewer outputs take the general path: it costs little there, and the
+ * block's arrays (a value per reducer instruction) would outweigh the
+ * reduce's own (the plan's memory estimate leaves them out). */
+#define MIN_OUTPUTS 64
 
 /* The ops whose elementwise kernel gives, on an array, exactly what it
  * gives on each scalar alone. */
@@ -206,7 +210,9 @@ static IrStatus constants(Columns *cl)
 bool dev_reduce_columns_fit(const DevKernelArgs *k, int32_t n)
 {
     int32_t comp = k->ins->called[0];
-    return n >= 1 && n <= 2 * IR_MAX_RANK && comp >= 0 && comp < k->m->ncomp &&
+    const IrShape *r = k->ins->shape.type == IR_TUPLE ? &k->ins->shape.tuple[0] : &k->ins->shape;
+    return n >= 1 && n <= 2 * IR_MAX_RANK && r->type != IR_TUPLE && ir_shape_elements(r) >= MIN_OUTPUTS && comp >= 0 &&
+           comp < k->m->ncomp &&
            reducer_fits(k, k->m->comp[comp], n);
 }
 

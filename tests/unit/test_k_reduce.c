@@ -270,9 +270,9 @@ static void test_reduce_variadic_argmax(void **state)
 
 /* JAX's argmax reducer (jnp.argmax lowers to it: NaN wins, ties keep
  * the lower index) run over blocks of outputs (reduce_columns.c) against
- * a plain loop of those rules: f32[1500,3] along dim 1 (1500 outputs: a
- * block of 1024 and a shorter one) and along dim 0 (strided inputs), with
- * NaNs and ties. */
+ * a plain loop of those rules: f32[1500,3] along dim 1 and f32[3,1500]
+ * along dim 0 (strided inputs), 1500 outputs each (a block of 1024 and a
+ * shorter one), with NaNs and ties. */
 static void argmax_naive(const float *x, int64_t nout, int64_t nred, int64_t ostr, int64_t rstr, float *v,
                          int32_t *i)
 {
@@ -303,9 +303,9 @@ static void test_reduce_argmax_columns(void **state)
         "  eq = pred[] compare(a, c), direction=EQ\n  lt = pred[] compare(b, d), direction=LT\n"
         "  and1 = pred[] and(eq, lt)\n  or2 = pred[] or(or1, and1)\n  i = s32[] select(or2, b, d)\n"
         "  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n"
-        "ENTRY e {\n  x = f32[1500,3] parameter(0)\n  y = s32[1500,3] iota(), iota_dimension=%d\n"
+        "ENTRY e {\n  x = f32[%d,%d] parameter(0)\n  y = s32[%d,%d] iota(), iota_dimension=%d\n"
         "  m = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
-        "  ROOT r = (f32[%d], s32[%d]) reduce(x, y, m, z), dimensions={%d}, to_apply=argmax\n}\n";
+        "  ROOT r = (f32[1500], s32[1500]) reduce(x, y, m, z), dimensions={%d}, to_apply=argmax\n}\n";
     float *x = malloc(4500 * sizeof *x);
     float *wv = malloc(1500 * sizeof *wv);
     int32_t *wi = malloc(1500 * sizeof *wi);
@@ -317,15 +317,15 @@ static void test_reduce_argmax_columns(void **state)
     x[7] = NAN, x[9] = NAN, x[10] = NAN, x[3001] = NAN;
     for (int dim = 1; dim >= 0; dim--) {
         char txt[2048];
-        int nout = dim == 1 ? 1500 : 3;
-        snprintf(txt, sizeof txt, fmt, dim, nout, nout, dim);
-        DevValue *r = run1(txt, val(IR_F32, 2, (int64_t[]){1500, 3}, x));
+        int rows = dim == 1 ? 1500 : 3, cols = dim == 1 ? 3 : 1500;
+        snprintf(txt, sizeof txt, fmt, rows, cols, rows, cols, dim, dim);
+        DevValue *r = run1(txt, val(IR_F32, 2, (int64_t[]){rows, cols}, x));
         if (dim == 1)
             argmax_naive(x, 1500, 3, 3, 1, wv, wi);
         else
-            argmax_naive(x, 3, 1500, 1, 3, wv, wi);
-        expect_f32(r->elems[0], wv, nout);
-        expect_s32(r->elems[1], wi, nout);
+            argmax_naive(x, 1500, 3, 1, 1500, wv, wi);
+        expect_f32(r->elems[0], wv, 1500);
+        expect_s32(r->elems[1], wi, 1500);
         dev_value_unref(r);
     }
     free(x);
