@@ -14,7 +14,9 @@
  *   (spmd_partial.c: half the bytes).
  * Candidate tilings come from the result's sharding, from the lhs's and
  * from the rhs's; the handler picks the one whose resharding and
- * all-reduce move the fewest bytes (ties: result, lhs, rhs).
+ * all-reduce move the fewest bytes, with the local dot's multiply-adds
+ * counted in bytes too (work_cost: a tiling that computes the whole dot
+ * on every device pays for it), ties: result, lhs, rhs.
  *
  * Example (Megatron MLP, 2 devices): h = x . W1 with x replicated, W1
  * {devices=[1,2]0,1}, h {devices=[1,2]0,1}: from the result, lhs is
@@ -110,6 +112,43 @@ typedef struct DotPlan {
     int64_t cost;
 } DotPlan;
 
+/* The multiply-adds of one device's local dot under iteration tiling
+ * `iter`: the product of the iteration dims' extents, each divided
+ * (rounded up) by its tiles. */
+static double local_macs(const IrInstr *ins, const IrShape *lhs, const DotDims *dd, const IrSharding *iter)
+{
+    double macs = 1;
+    for (int32_t k = 0; k < dd->iter_rank; k++) {
+        int64_t extent = k < dd->out_rank ? ins->shape.dims[k]
+                                           : lhs->dims[ins->a.dot.lhs_contracting.v[k - dd->out_rank]];
+        int64_t t = shd_tiles(iter, k);
+        macs *= (double)((extent + t - 1) / (t > 0 ? t : 1));
+    }
+    return macs;
+}
+
+/* The local dot's work in the unit of the plans' cost, bytes moved: a
+ * multiply-add weighs what the link moves while a device does one at
+ * DOT_MACS_US. Without it the byte count alone prefers gathering both
+ * operands of a dot whose contracted dim both tile (and computing the
+ * whole dot on every device) to one all-reduce of a result about as large
+ * as the operands: the out-projection of attention with the heads
+ * sharded (f32[2,12,512,64] . f32[12,64,768] contracting heads and head
+ * dim: operands of 3 and 2.4 MB, a result of 3 MB; 0.3 G multiply-adds
+ * more a device), and a data-parallel weight gradient (f32[2,512,3072] .
+ * f32[2,512,768] contracting the batch, which both tile: operands of 12.6
+ * and 3.1 MB, a result of 9.4 MB; 1.2 G more). The rate is high on
+ * purpose (50 G multiply-adds a second, above one core's sgemm on the
+ * machines of BENCHMARKS.md), so that work counts only where it is far
+ * more than the bytes: at the default 10 Gb/s a multiply-add weighs 1/40
+ * byte, and the extra work of those two dots 7.5 MB and 30 MB. */
+#define DOT_MACS_US 50000.0
+
+static int64_t work_cost(const PComp *pc, double macs)
+{
+    return (int64_t)(macs * pc->sp->link_bytes_us / DOT_MACS_US);
+}
+
 /* The groups of devices that differ only in their contracting tiles. */
 static bool contracting_groups(PComp *pc, const IrSharding *iter, const DotDims *dd, int32_t *ng, int32_t *size,
                                int64_t **groups)
@@ -145,7 +184,8 @@ static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, 
         return false;
     p->cost = spmd_reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
               spmd_reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
-              spmd_finish_partial_cost(pc, &ins->shape, p->partial, ng, size, groups, pc->shd[i]);
+              spmd_finish_partial_cost(pc, &ins->shape, p->partial, ng, size, groups, pc->shd[i]) +
+              work_cost(pc, local_macs(ins, &l->shape, dd, iter));
     return true;
 }
 

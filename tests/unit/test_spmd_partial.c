@@ -5,7 +5,8 @@
  * Hand-made modules whose partial sums (a dot's sharded contracting dim, a
  * reduce over a sharded dim) end sharded: the plan's collectives, their
  * kinds, replica groups and bytes per device, each worked out by hand in
- * the comment above its test; and the cases that stay an all-reduce. The
+ * the comment above its test; the cases that stay an all-reduce; and the
+ * dot's choice between gathering its operands and summing partials. The
  * oracle runs of the same shapes (partitioned equals --reference, on 2 to 8
  * devices and under mpirun) are tests/e2e/reduce_scatter.sh.
  */
@@ -233,6 +234,29 @@ static void test_stays_all_reduce(void **state)
         assert_int_not_equal(o.c[k].op, OP_REDUCE_SCATTER);
 }
 
+/* The local dot's work counts (spmd_dot.c, work_cost). y[512,512] =
+ * a[512,384] . b[384,512], the contracted dim tiled on both sides, y
+ * replicated: gathering both operands moves 786,432 + 786,432 bytes and
+ * computes all of y on each device (100.7 M multiply-adds); the local dot
+ * (50.3 M) and one all-reduce of its 1 MiB partial sums cost 2 MiB, less
+ * once the 50.3 M multiply-adds saved weigh 1.26 MB (1/40 byte each at 10
+ * Gb/s). Bytes alone chose the gathers. A small dot keeps them:
+ * y[64,64] = a[64,32] . b[32,64], gathers of 16 KiB against an
+ * all-reduce of 32 KiB, 65,536 multiply-adds weighing 1.6 KB. */
+static void test_dot_work_counts(void **state)
+{
+    (void)state;
+    Outcome o = dot(2, 512, 384, 512, "{devices=[1,2]0,1}", "{devices=[2,1]0,1}", "{replicated}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 1);
+    expect(&o, 0, OP_ALL_REDUCE, "{{0,1}}", 512 * 512 * 4);
+    o = dot(2, 64, 32, 64, "{devices=[1,2]0,1}", "{devices=[2,1]0,1}", "{replicated}");
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.ncoll, 2);
+    assert_int_equal(o.c[0].op, OP_ALL_GATHER);
+    assert_int_equal(o.c[1].op, OP_ALL_GATHER);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_dot_uneven),
         cmocka_unit_test(test_reduce_to_finer),
         cmocka_unit_test(test_stays_all_reduce),
+        cmocka_unit_test(test_dot_work_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
