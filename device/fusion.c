@@ -12,7 +12,8 @@
  * Example: t = tanh(add(dot, broadcast(bias))) is one group {broadcast,
  * add, tanh} with leaves dot and bias; in u = add(x, y), v = multiply(u,
  * u), w = max(v, u), u joins {v, w}; a value also used outside stays a
- * leaf.
+ * leaf. A broadcast read by members of several groups runs inside each
+ * of them instead of as an array they all read (share_broadcasts).
  *
  * Row groups (fusion_rows.c runs them). A group's shape S may split into
  * outer dims and row dims: a broadcast along the leading dims of S whose
@@ -85,6 +86,8 @@
 /* cand[] marks while finding groups. */
 #define UNSEEN (-1)
 #define CONFLICT (-2)
+/* gid[] of a broadcast that runs inside each group reading it. */
+#define SHARED (-3)
 
 /* ---- finding groups ---- */
 
@@ -391,8 +394,86 @@ static bool row_group(const IrComputation *c, const DevFusionGroup *g)
     return false;
 }
 
+/* Shared broadcasts. A broadcast whose users are in several groups (the
+ * constant 0.5 of GELU's backward, broadcast once and multiplied in three
+ * places; Adam's b1 over a weight's shape) would be the leaf of each, an
+ * array written whole and read back by every group. Instead it runs as a
+ * node inside every group that reads it, each computing its own blocks
+ * from the broadcast's operand (a strided read, in cache): it joins when
+ * every user is an elementwise member of a group whose shape it has, with
+ * room left. A group root that gathered nobody gains it as a node (and
+ * runs fused). Its gid becomes SHARED; the groups' sizes count it. */
+static bool share_broadcasts(const Find *f, const int32_t *order, int32_t norder, int32_t *gid, int32_t *size,
+                             int32_t *nroots)
+{
+    const IrComputation *c = f->c;
+    int32_t n = c->ninstr, nref = 0;
+    /* Each candidate's readers (first[b] .. first[b + 1] in reader[]). */
+    int32_t *first = ts_calloc((size_t)n + 1, sizeof *first), *reader = NULL;
+    bool *fits = ts_calloc((size_t)n, sizeof *fits);
+    if (!first || !fits)
+        goto oom;
+    for (int32_t i = 0; i < n; i++) {
+        const IrInstr *bi = &c->instr[i];
+        fits[i] = bi->op == OP_BROADCAST && gid[i] == -1 && can_join(c, f->ctrl_succ, i);
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k], g = gid[u];
+        const IrInstr *ins = &c->instr[u];
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t b = ins->opnd[j];
+            if (c->instr[b].op != OP_BROADCAST)
+                continue;
+            fits[b] = fits[b] && g >= 0 && ir_op_is_elementwise(ins->op) && !strided(ins) &&
+                      ir_shape_same_dims(&c->instr[b].shape, &c->instr[f->space[g]].shape);
+            first[b + 1]++;
+            nref++;
+        }
+    }
+    for (int32_t i = 0; i < n; i++)
+        first[i + 1] += first[i];
+    if (!(reader = ts_malloc((size_t)(nref > 0 ? nref : 1) * sizeof *reader)))
+        goto oom;
+    for (int32_t k = norder - 1; k >= 0; k--) { /* fills each list from its end */
+        const IrInstr *ins = &c->instr[order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (c->instr[ins->opnd[j]].op == OP_BROADCAST)
+                reader[--first[ins->opnd[j] + 1]] = order[k];
+    }
+    /* The lists now start at first[b + 1]; each broadcast, with its
+     * distinct groups, joins when all have room. */
+    for (int32_t b = 0; b < n; b++) {
+        int32_t seen[DEV_FUSION_MAX_NODES], ng = 0;
+        bool room = fits[b];
+        for (int32_t q = first[b + 1]; room && q < (b + 2 <= n ? first[b + 2] : nref); q++) {
+            int32_t g = gid[reader[q]], t = 0;
+            while (t < ng && seen[t] != g)
+                t++;
+            if (t == ng && (ng == DEV_FUSION_MAX_NODES || size[g] >= DEV_FUSION_MAX_NODES))
+                room = false;
+            else if (t == ng)
+                seen[ng++] = g;
+        }
+        if (!room || ng == 0)
+            continue;
+        gid[b] = SHARED;
+        for (int32_t t = 0; t < ng; t++)
+            if (size[seen[t]]++ == 1)
+                (*nroots)++;
+    }
+    ts_free(first);
+    ts_free(fits);
+    ts_free(reader);
+    return true;
+oom:
+    ts_free(first);
+    ts_free(fits);
+    return false;
+}
+
 /* Members into their groups' node lists (operands first: the order's)
- * and the values they read from outside into the leaf lists. */
+ * and the values they read from outside into the leaf lists. A shared
+ * broadcast goes into each group before its first reader there. */
 static void collect(const IrComputation *c, const int32_t *order, int32_t norder, const int32_t *gid,
                     DevFusion *f)
 {
@@ -402,11 +483,20 @@ static void collect(const IrComputation *c, const int32_t *order, int32_t norder
             continue;
         int32_t g = f->group_of[gid[i]];
         DevFusionGroup *grp = &f->groups[g];
+        const IrInstr *ins = &c->instr[i];
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t b = ins->opnd[j];
+            if (gid[b] != SHARED || dev_fusion_node_index(grp, b) >= 0)
+                continue;
+            grp->nodes[grp->nnodes++] = b;
+            if (f->group_of[b] < 0)
+                f->group_of[b] = g;
+            add_leaf(grp, c, &c->instr[b], c->instr[b].opnd[0]);
+        }
         grp->nodes[grp->nnodes++] = i;
         f->group_of[i] = g;
-        const IrInstr *ins = &c->instr[i];
         for (int32_t j = 0; j < ins->nopnd; j++)
-            if (gid[ins->opnd[j]] != gid[i])
+            if (gid[ins->opnd[j]] != gid[i] && gid[ins->opnd[j]] != SHARED)
                 add_leaf(grp, c, ins, ins->opnd[j]);
     }
 }
@@ -480,6 +570,8 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
             cand[o] = pass && (cand[o] == UNSEEN || cand[o] == g) ? g : CONFLICT;
         }
     }
+    if (!share_broadcasts(&f, order, norder, gid, size, &nroots))
+        goto done;
     /* Roots that gathered nobody run unfused. */
     for (int32_t i = 0; i < n; i++)
         if (gid[i] == i && size[i] == 1)

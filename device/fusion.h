@@ -67,7 +67,8 @@ typedef struct DevFusionGroup {
 typedef struct DevFusion {
     int32_t ngroups;
     DevFusionGroup *groups;
-    int32_t *group_of;   /* per instruction of the computation: its group, or -1 */
+    int32_t *group_of;   /* per instruction of the computation: its group, or -1
+                          * (a broadcast run inside several groups: the first) */
 } DevFusion;
 
 /* Find the groups of computation c. order/norder: the instructions that

@@ -424,8 +424,9 @@ static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64
  * interior values of a group never exist, its leaves are read when its
  * root runs, and a leaf that dies there and that nobody else holds lends
  * its buffer to the result. This mirrors fusion.c's elementwise groups
- * (the same walk, kinds and limits) and its dot-transpose pairs (the
- * dot's result never exists); its row groups (reductions over the
+ * (the same walk, kinds and limits), its dot-transpose pairs (the dot's
+ * result never exists) and its broadcasts shared by several groups
+ * (never made); its row groups (reductions over the
  * minor dims with their producers: softmax, layer norm) are not
  * modelled, so their interior values count. */
 
@@ -451,6 +452,40 @@ static bool fuse_join(const IrComputation *c, const bool *ctrl, int32_t i, int32
         return ins->nopnd == 1 && ir_shape_is_array(&ins->shape) &&
                ir_shape_elements(&ins->shape) <= FUSE_TRANSPOSE_MAX;
     return fuse_start(c, ctrl, i);
+}
+
+/* A broadcast all of whose readers are elementwise members (or roots) of
+ * groups of its shape runs inside each of them (fusion.c's shared
+ * broadcasts): it joins the first reader's group here, so it is never
+ * made, and a lone root that reads it is a group. at[]: scratch. */
+static void share_broadcasts(const Est *e, const bool *ctrl, int32_t *gid, int32_t *size, int32_t *at)
+{
+    const IrComputation *c = e->c;
+    enum { UNSEEN = -1, NO = -2 };
+    for (int32_t i = 0; i < c->ninstr; i++)
+        at[i] = UNSEEN;
+    for (int32_t pass = 0; pass < 2; pass++)
+        for (int32_t k = 0; k < e->n; k++) {
+            int32_t u = e->order[k], g = gid[u];
+            const IrInstr *ui = &c->instr[u];
+            for (int32_t j = 0; j < ui->nopnd; j++) {
+                int32_t b = ui->opnd[j];
+                const IrInstr *bi = &c->instr[b];
+                if (bi->op != OP_BROADCAST || gid[b] != -1 || b == c->root)
+                    continue;
+                if (pass == 1) {
+                    if (at[b] >= 0 && size[g] == 1)
+                        size[g] = 2;
+                    continue;
+                }
+                bool ok = g >= 0 && fuse_join(c, ctrl, b, g) && ui->op != OP_BROADCAST && ui->op != OP_TRANSPOSE &&
+                          size[g] < FUSE_MAX_NODES;
+                at[b] = !ok || at[b] == NO ? NO : at[b] == UNSEEN ? g : at[b];
+            }
+        }
+    for (int32_t b = 0; b < c->ninstr; b++)
+        if (at[b] >= 0)
+            gid[b] = at[b];
 }
 
 /* e->group[i]: the root of the group instruction i is inside of (-1: not
@@ -496,6 +531,7 @@ static IrStatus fuse(Est *e)
             cand[o] = pass && (cand[o] == -1 || cand[o] == g) ? g : CONFLICT;
         }
     }
+    share_broadcasts(e, ctrl, gid, size, cand);
     for (int32_t i = 0; i < n; i++) /* a root that gathered nobody runs unfused */
         if (gid[i] == i && size[i] == 1)
             gid[i] = -1;

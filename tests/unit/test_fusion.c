@@ -2,7 +2,8 @@
  * test_fusion.c: fused elementwise loops (device/fusion.c). Which
  * instructions form a group, the values a fused run gives (worked out by
  * hand, with blocks that do not divide the array), that they equal the
- * unfused path bit for bit on larger random arrays, that a dying operand
+ * unfused path bit for bit on larger random arrays, that a broadcast read
+ * by several groups runs inside each of them, that a dying operand
  * lends its buffer, that errors name the same instruction as unfused, and
  * that every allocation failure is clean.
  */
@@ -206,6 +207,83 @@ static void broadcasts_fuse(void **state)
     dev_value_unref(out);
     for (int i = 0; i < 3; i++)
         dev_value_unref(args[i]);
+    ir_module_free(m);
+}
+
+/* A broadcast read by two groups (Adam's constants, GELU backward's):
+ * b is used by u (a group with v, whose other use keeps it a root) and by
+ * w (a lone multiply): it runs inside both, never as an array of its
+ * own, and w, which gathered nobody else, runs fused with it. */
+static const char *shared_hlo =
+    "HloModule shared\n"
+    "ENTRY main {\n"
+    "  x = f32[2,5] parameter(0)\n"
+    "  c = f32[] constant(0.5)\n"
+    "  b = f32[2,5] broadcast(c), dimensions={}\n"
+    "  u = f32[2,5] multiply(x, b)\n"
+    "  v = f32[2,5] add(u, x)\n"
+    "  w = f32[2,5] multiply(v, b)\n"
+    "  ROOT r = (f32[2,5], f32[2,5]) tuple(v, w)\n"
+    "}\n";
+
+static void shared_broadcast(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(shared_hlo);
+    DevFusion f = find(m, 4);
+    int32_t b = instr_named(m, "b"), c = instr_named(m, "c");
+    assert_int_equal(f.ngroups, 2);
+    for (int32_t g = 0; g < 2; g++) {
+        const DevFusionGroup *grp = &f.groups[g];
+        assert_int_equal(grp->root, instr_named(m, g == 0 ? "v" : "w"));
+        assert_int_equal(grp->nnodes, g == 0 ? 3 : 2); /* b u v; b w */
+        assert_int_equal(grp->nodes[0], b);            /* before its readers */
+        assert_true(dev_fusion_node_index(grp, b) >= 0);
+        assert_int_equal(dev_fusion_leaf_index(grp, b), -1);
+        assert_true(dev_fusion_leaf_index(grp, c) >= 0);
+    }
+    assert_int_equal(f.group_of[b], 0); /* skipped by the executor */
+    dev_fusion_free(&f);
+
+    int64_t d[] = {2, 5};
+    float xs[10];
+    for (int i = 0; i < 10; i++)
+        xs[i] = (float)i - 4; /* v = 1.5 x, w = 0.75 x: exact */
+    float wv[10], ww[10];
+    for (int i = 0; i < 10; i++) {
+        wv[i] = 1.5f * xs[i];
+        ww[i] = 0.75f * xs[i];
+    }
+    DevValue *args[1] = {val(IR_F32, 2, d, xs)};
+    int32_t blocks[] = {3, 10, 0};
+    for (size_t k = 0; k < sizeof blocks / sizeof *blocks; k++) {
+        DevValue *out = NULL;
+        IrDiag dg = {0};
+        assert_int_equal(blocks[k] ? run(m, 1, args, true, blocks[k], &out, &dg) : run_chunked(m, 1, args, &out, &dg),
+                         IR_OK);
+        assert_f32(out->elems[0], wv, 10);
+        assert_f32(out->elems[1], ww, 10);
+        dev_value_unref(out);
+    }
+    dev_value_unref(args[0]);
+    ir_module_free(m);
+
+    /* A reader outside every group (a dot) keeps the broadcast an array. */
+    m = parse_ok("HloModule kept\n"
+                 "ENTRY main {\n"
+                 "  x = f32[4,4] parameter(0)\n"
+                 "  c = f32[] constant(2)\n"
+                 "  b = f32[4,4] broadcast(c), dimensions={}\n"
+                 "  u = f32[4,4] multiply(x, b)\n"
+                 "  v = f32[4,4] add(u, x)\n"
+                 "  t = f32[4,4] dot(b, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                 "  ROOT r = (f32[4,4], f32[4,4]) tuple(v, t)\n"
+                 "}\n");
+    f = find(m, 4);
+    assert_int_equal(f.ngroups, 1);
+    assert_int_equal(f.group_of[instr_named(m, "b")], -1);
+    assert_true(dev_fusion_leaf_index(&f.groups[0], instr_named(m, "b")) >= 0);
+    dev_fusion_free(&f);
     ir_module_free(m);
 }
 
@@ -809,6 +887,7 @@ int main(void)
         cmocka_unit_test(chain_is_one_group),
         cmocka_unit_test(chain_values),
         cmocka_unit_test(broadcasts_fuse),
+        cmocka_unit_test(shared_broadcast),
         cmocka_unit_test(mixed_types),
         cmocka_unit_test(boundaries),
         cmocka_unit_test(dot_transpose_pairs),

@@ -244,6 +244,28 @@ static void test_dot_transpose_pair(void **state)
     ir_module_free(m);
 }
 
+/* A broadcast read by two groups runs inside both (fusion.c's shared
+ * broadcasts): b is never made, nor u (inside v's group). Peak at w: x
+ * 4096 + v 4096 + w 4096 = 12288 (c is last read by v's group; b made
+ * would add 4096). */
+static void test_shared_broadcast(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nENTRY e {\n x = f32[1024] parameter(0)\n c = f32[] constant(0.5)\n"
+                        " b = f32[1024] broadcast(c), dimensions={}\n u = f32[1024] multiply(x, b)\n"
+                        " v = f32[1024] add(u, x)\n w = f32[1024] multiply(v, b)\n"
+                        " ROOT r = (f32[1024], f32[1024]) tuple(v, w)\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.own[find(m, "b")], 0);
+    assert_int_equal(e.own[find(m, "u")], 0);
+    assert_int_equal(e.own[find(m, "w")], 4096);
+    assert_int_equal(e.peak, 12288);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
 /* A while whose body passes its f32[64] through and makes a new s32[]:
  * the result makes 4 bytes afresh; the f32[64] stays in the initial
  * state's buffer (w's). */
@@ -424,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_empty_tuple),    cmocka_unit_test(test_while_body),
         cmocka_unit_test(test_start_context),  cmocka_unit_test(test_split_tuple),
         cmocka_unit_test(test_linalg_in_place), cmocka_unit_test(test_call_same_value),
+        cmocka_unit_test(test_shared_broadcast),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
