@@ -363,13 +363,16 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
  * the output shard) and gathering both operands along the contracted axes
  * first (each reshard counted as partition/reshard.c counts it: the bytes
  * of the gathered shard, and half the operand more when that shard is
- * still tiled); ties go to the gathers (the result's tiling is tried
- * first). True when it gathers: the dot then runs whole along the
- * contracted axes on every device. *gathered: the bytes of each operand's
- * shard after the gather, summed. Operands no contracted role tiles (a
- * scatter's operand) are not gathered. */
+ * still tiled) and, for a dot, each side's multiply-adds a device
+ * weighed as bytes (spmd_dot_mac_bytes, at the default link: the gathers
+ * compute nred times the partial sums' work); ties go to the gathers (the
+ * result's tiling is tried first). True when it gathers: the dot then
+ * runs whole along the contracted axes on every device. *gathered: the
+ * bytes of each operand's shard after the gather, summed. Operands no
+ * contracted role tiles (a scatter's operand) are not gathered. */
 static bool partitioner_gathers(const Roles *r, const AutoMesh *m, const IrComputation *c, const IrInstr *x,
-                                const int32_t *role, double out_shard, double *gathered)
+                                const int32_t *role, double out_shard, double used, int64_t nred,
+                                double *gathered)
 {
     double gather_cost = 0;
     *gathered = 0;
@@ -387,7 +390,8 @@ static bool partitioner_gathers(const Roles *r, const AutoMesh *m, const IrCompu
         *gathered += full / tiles;
         gather_cost += full / tiles + (tiles > 1 ? full / 2 : 0);
     }
-    return gather_cost <= 2 * out_shard;
+    double macs = ir_op_family(x->op) == FAM_DOT ? r->flops / 2 / used : 0, mac = spmd_dot_mac_bytes(0);
+    return gather_cost + macs * (double)nred * mac <= 2 * out_shard + macs * mac;
 }
 
 /* The strategy of assignment role[]. */
@@ -422,7 +426,7 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     IrOpFamily f = ir_op_family(x->op);
     double gathered;
     if (nred > 1 && (f == FAM_DOT || f == FAM_CONVOLUTION || f == FAM_SCATTER) &&
-        partitioner_gathers(r, m, c, x, role, bytes, &gathered)) {
+        partitioner_gathers(r, m, c, x, role, bytes, used, nred, &gathered)) {
         /* What the partitioner will run: all-gathers, then the whole
          * contraction on every device of the group. */
         s->compute = r->flops / (used / (double)nred) / cost->flops + bytes / cost->bytes;

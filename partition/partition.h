@@ -184,6 +184,12 @@ bool shd_ragged_dot_maps(const IrInstr *x, const IrShape *lhs, const IrShape *rh
 /* The links between hosts the cost model assumes when not told. */
 #define SPMD_LINK_GBPS 10.0
 
+/* spmd_dot.c: what one multiply-add of a device's local dot weighs in the
+ * bytes the dot's cost model counts, over links of link_gbps Gb/s (0:
+ * SPMD_LINK_GBPS): 1/40 byte at 10 Gb/s. The auto-sharder's mirror of
+ * the dot's choice (auto/strategy.c) uses it too. Can't fail. */
+double spmd_dot_mac_bytes(double link_gbps);
+
 typedef struct SpmdOptions {
     int64_t num_partitions;  /* N >= 1 */
     int64_t num_replicas;    /* R >= 1 */

@@ -144,6 +144,11 @@ static double local_macs(const IrInstr *ins, const IrShape *lhs, const DotDims *
  * byte, and the extra work of those two dots 7.5 MB and 30 MB. */
 #define DOT_MACS_US 50000.0
 
+double spmd_dot_mac_bytes(double link_gbps)
+{
+    return (link_gbps > 0 ? link_gbps : SPMD_LINK_GBPS) * 125.0 / DOT_MACS_US;
+}
+
 static int64_t work_cost(const PComp *pc, double macs)
 {
     return (int64_t)(macs * pc->sp->link_bytes_us / DOT_MACS_US);
