@@ -41,6 +41,13 @@ same_outputs "$WORK/ref" "$WORK/m24" "transformer step on data=2,model=4"
 "$TESSEL" run "$S" --auto-shard --mesh 2x2 --random-inputs 4 --output-dir "$WORK/s22" >"$OUT" 2>"$ERR" ||
     fail "run on 2x2"
 same_outputs "$WORK/sref" "$WORK/s22" "mlp step on 2x2"
+# The JAX language model's step (its calls inlined, its scatter-adds
+# chosen for) on the 2-D mesh.
+L="$TESSEL_SRC/tests/e2e/auto_lm/lm_step.hlo"
+"$TESSEL" run "$L" --reference --random-inputs 4 --output-dir "$WORK/lref" >"$OUT" 2>"$ERR" || fail "reference"
+"$TESSEL" run "$L" --auto-shard --mesh data=2,model=4 --random-inputs 4 --output-dir "$WORK/l24" \
+    >"$OUT" 2>"$ERR" || fail "lm step on data=2,model=4"
+same_outputs "$WORK/lref" "$WORK/l24" "lm step on data=2,model=4"
 
 # Two hosts: the cost model prices the data axis across them (another
 # estimate), and the plan runs under mpirun -np 2 equal to the reference.
