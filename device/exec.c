@@ -289,9 +289,10 @@ static IrStatus run_comp(Exec *x, int32_t comp, int32_t nargs, DevValue **args, 
                          const bool *donated, DevValue **out);
 
 /* Check a callee index given by `ins` and run it. With `consume` the
- * callee takes the references in args (see run_comp). */
-static IrStatus run_callee(Exec *x, const IrInstr *ins, int32_t which, int32_t nargs,
-                           DevValue **args, bool consume, DevValue **out)
+ * callee takes the references in args (see run_comp); donated[k] (NULL:
+ * none) the same for argument k alone. */
+static IrStatus run_callee_donating(Exec *x, const IrInstr *ins, int32_t which, int32_t nargs, DevValue **args,
+                                    bool consume, const bool *donated, DevValue **out)
 {
     IrStatus st = IR_OK;
     if (which >= ins->ncalled || ins->called[which] < 0 || ins->called[which] >= x->m->ncomp)
@@ -300,14 +301,21 @@ static IrStatus run_callee(Exec *x, const IrInstr *ins, int32_t which, int32_t n
         st = instr_error(x, ins, IR_EINPUT, "computations nest deeper than %d (recursion?)",
                          MAX_DEPTH);
     if (st != IR_OK) {
-        for (int32_t i = 0; consume && i < nargs; i++)
-            dev_value_unref(args[i]);
+        for (int32_t i = 0; i < nargs; i++)
+            if (consume || (donated && donated[i]))
+                dev_value_unref(args[i]);
         return st;
     }
     x->depth++;
-    st = run_comp(x, ins->called[which], nargs, args, consume, NULL, out);
+    st = run_comp(x, ins->called[which], nargs, args, consume, donated, out);
     x->depth--;
     return st;
+}
+
+static IrStatus run_callee(Exec *x, const IrInstr *ins, int32_t which, int32_t nargs,
+                           DevValue **args, bool consume, DevValue **out)
+{
+    return run_callee_donating(x, ins, which, nargs, args, consume, NULL, out);
 }
 
 /* A scalar of type t from an int64. */
@@ -961,6 +969,41 @@ static bool try_async_start(const Exec *x, const IrComputation *c, const IrInstr
     return *st != IR_EUNSUPPORTED || (x->d && x->d->status != IR_OK);
 }
 
+/* A call (not a device cluster's) with an operand at its last use: that
+ * operand moves into the callee's parameter (donated), so the callee's
+ * kernels may write into it. JAX wraps small functions in calls
+ * (jit_relu_ around an expert dot's f32[2,2048,1536]): the relu then runs
+ * in place instead of filling a second buffer the size of the dot's. */
+static bool call_moves(const Exec *x, const IrInstr *ins, const int32_t *rem)
+{
+    if (ins->op != OP_CALL || (x->opt->cluster_calls && ir_frontend_attr(ins, "_tessel_cluster")))
+        return false;
+    for (int32_t j = 0; j < ins->nopnd; j++)
+        if (rem[ins->opnd[j]] == 1)
+            return true;
+    return false;
+}
+
+static IrStatus run_call_moving(Exec *x, const IrInstr *ins, DevValue **opnd, DevValue **vals, int32_t *rem,
+                                DevValue **out)
+{
+    bool stack[8];
+    bool *donated = ins->nopnd <= 8 ? stack : ts_malloc((size_t)ins->nopnd * sizeof *donated);
+    if (!donated)
+        return IR_ENOMEM;
+    for (int32_t j = 0; j < ins->nopnd; j++) {
+        int32_t o = ins->opnd[j];
+        if ((donated[j] = rem[o] == 1)) { /* the reference is the callee's now */
+            vals[o] = NULL;
+            rem[o] = 0;
+        }
+    }
+    IrStatus st = run_callee_donating(x, ins, 0, ins->nopnd, opnd, false, donated, out);
+    if (donated != stack)
+        ts_free(donated);
+    return st;
+}
+
 static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int32_t i, int32_t nargs,
                         DevValue **args, bool consume, const bool *donated, DevValue **vals, int32_t *rem,
                         Pending *pend)
@@ -992,8 +1035,11 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int
             return ensure_diag(x, ins, IR_ENOMEM);
         for (int32_t j = 0; j < ins->nopnd; j++)
             opnd[j] = vals[ins->opnd[j]];
-        bool async = try_async_start(x, c, ins, opnd, pend ? &pend[i] : NULL, &st);
-        if (!async) {
+        bool moving = call_moves(x, ins, rem);
+        bool async = !moving && try_async_start(x, c, ins, opnd, pend ? &pend[i] : NULL, &st);
+        if (moving) {
+            st = run_call_moving(x, ins, opnd, vals, rem, &r);
+        } else if (!async) {
             pin_live_operands(ins, opnd, rem, true);
             st = run_instr(x, c, ins, opnd, &r);
             pin_live_operands(ins, opnd, rem, false);

@@ -979,6 +979,50 @@ static int32_t S32(const DevValue *v, int64_t i)
     return ((const int32_t *)v->data)[i];
 }
 
+/* A call whose operand is at its last use takes it over (exec.c,
+ * call_moves): the callee's fused relu writes into the operand's buffer
+ * (the probes see the same data before the call and after it). Used
+ * again after the call, the operand is only lent: the relu gets a buffer
+ * of its own and the operand keeps its values. */
+static void test_call_moves_last_use(void **state)
+{
+    (void)state;
+    const char *head =
+        "HloModule m\nrelu {\n  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n"
+        "  zb = f32[4] broadcast(z), dimensions={}\n  ROOT m = f32[4] maximum(p, zb)\n}\n"
+        "ENTRY e {\n  x = f32[4] parameter(0)\n  n = f32[4] negate(x)\n"
+        "  a = f32[4] custom-call(n), custom_call_target=\"probe\"\n"
+        "  c = f32[4] call(a), to_apply=relu\n";
+    char moved[1024], lent[1024];
+    snprintf(moved, sizeof moved, "%s  ROOT r = f32[4] custom-call(c), custom_call_target=\"probe\"\n}\n", head);
+    snprintf(lent, sizeof lent,
+             "%s  q = f32[4] custom-call(c), custom_call_target=\"probe\"\n"
+             "  ROOT t = (f32[4], f32[4]) tuple(q, a)\n}\n", head);
+    DevCustomCalls hooks = {NULL, custom};
+    DevExecOptions opt = {.custom = &hooks, .fuse_small = true};
+    float x[] = {1, -2, 3, -4};
+    DevValue *arg = f32v(4, x), *out = NULL;
+    IrDiag d = {0};
+    nprobe = 0;
+    assert_int_equal(run_text(moved, 1, &arg, &opt, &out, &d), IR_OK);
+    assert_int_equal(nprobe, 2);
+    assert_ptr_equal(probe_data[0], probe_data[1]);
+    for (int i = 0; i < 4; i++)
+        assert_true(F(out, i) == (x[i] < 0 ? -x[i] : 0));
+    dev_value_unref(out);
+    nprobe = 0;
+    assert_int_equal(run_text(lent, 1, &arg, &opt, &out, &d), IR_OK);
+    assert_int_equal(nprobe, 2);
+    assert_ptr_not_equal(probe_data[0], probe_data[1]);
+    for (int i = 0; i < 4; i++) {
+        assert_true(F(out->elems[0], i) == (x[i] < 0 ? -x[i] : 0));
+        assert_true(F(out->elems[1], i) == -x[i]);
+    }
+    dev_value_unref(out);
+    dev_value_unref(arg);
+    ir_diag_clear(&d);
+}
+
 /* A scan: while loop over a counter that fills a buffer with
  * dynamic-update-slice, then the sum of squares through a reduce-free
  * chain; values worked out by hand. */
@@ -1358,6 +1402,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_value_basics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_buffer_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hlo_while_scan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_call_moves_last_use, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hlo_conditionals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hlo_data_ops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hlo_constants_and_map, setup, teardown),
