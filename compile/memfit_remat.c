@@ -9,7 +9,8 @@
  *   candidates  values defined before P, used after P, not used at P,
  *               neither the root nor of an instruction that must not run
  *               twice (can_remat: parameters, collectives and the other
- *               ordered instructions, random draws, control flow, calls,
+ *               ordered instructions, random draws, control flow, calls
+ *               but those of computations recomputable throughout,
  *               custom-calls, tuples);
  *   operands    each operand of the copy must be live at the copy's
  *               place, or a parameter (held anyway), or itself
@@ -69,11 +70,27 @@ int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
     return 0;
 }
 
-/* May ins run a second time with the same result and nothing else? */
-static bool can_remat(const IrInstr *ins)
+/* May ins of module m run a second time with the same result and
+ * nothing else? A call does when every instruction of its callee does
+ * (`depth` calls deep at most: JAX outlines relu as a call). */
+static bool can_remat(const IrModule *m, const IrInstr *ins, int depth)
 {
-    if (mf_ordered(ins->op) || ins->shape.type == IR_TUPLE || ins->a.x->control_predecessors.n > 0)
+    if (mf_ordered(ins->op) || ins->shape.type == IR_TUPLE || ins->a.x->control_predecessors.n > 0 ||
+        ir_op_has_side_effect(ins->op))
         return false;
+    if (ins->op == OP_CALL) {
+        if (depth >= 4 || ins->ncalled != 1 || ins->called[0] < 0 || ins->called[0] >= m->ncomp)
+            return false;
+        const IrComputation *c = m->comp[ins->called[0]];
+        for (int32_t i = 0; i < c->ninstr; i++) {
+            const IrInstr *x = &c->instr[i];
+            bool inner = x->op == OP_PARAMETER || (x->op == OP_TUPLE && i == c->root) ||
+                         (x->shape.type != IR_TUPLE && can_remat(m, x, depth + 1));
+            if (!inner)
+                return false;
+        }
+        return true;
+    }
     switch (ir_op_family(ins->op)) {
     case FAM_PARAMETER: case FAM_TUPLE: case FAM_CONTROL: case FAM_CUSTOM_CALL: case FAM_RNG_BIT_GENERATOR:
     case FAM_FUSION: case FAM_ASYNC: case FAM_SCAN: case FAM_COLLECTIVE:
@@ -117,7 +134,7 @@ static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
     const IrInstr *ins = src_of(r->g, o);
     if (r->last[o] >= u || r->g->node[o].held)
         return true;
-    if (depth >= MAX_CHAIN || !can_remat(ins))
+    if (depth >= MAX_CHAIN || !can_remat(r->g->m, ins, 0))
         return false;
     for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
         if (!reachable(r, r->g->node[o].opnd[j], u, depth + 1))
@@ -274,7 +291,7 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
         bool used_here = false;
         for (int32_t j = 0; j < here->nopnd; j++)
             used_here = used_here || here->opnd[j] == v;
-        if (used_here || v == g->root || r->next[v] < 0 || g->node[v].bytes == 0 || !can_remat(src_of(g, v)))
+        if (used_here || v == g->root || r->next[v] < 0 || g->node[v].bytes == 0 || !can_remat(g->m, src_of(g, v), 0))
             continue;
         int32_t u = r->next[v];
         int64_t saved = g->node[v].bytes;
