@@ -14,8 +14,19 @@
  * A module marked is_scheduled=true (XLA's scheduled modules, and what
  * fitting a memory limit writes, compile/memfit.c) runs the same
  * instructions in the order its text lists them (ir_exec_order_of).
+ *
+ * In either order a parameter's get-tuple-elements run right after the
+ * parameter (hoist_parameter_reads): the parameter's tuple then dies at
+ * once and each element has one owner, its get-tuple-element. A while
+ * body's parameter is the loop's state; were a get-tuple-element of one
+ * buffer reached only after a dynamic-update-slice of another, the tuple
+ * would still hold the updated buffer and the update would copy it in
+ * every iteration (a scan filling two buffers: O(N^2)). Reading an
+ * element earlier holds no byte the tuple did not hold already.
  */
 #include "ir.h"
+
+#include <string.h>
 
 bool ir_op_has_side_effect(IrOpcode op)
 {
@@ -83,7 +94,57 @@ IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExe
     return st;
 }
 
-IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
+/* A get-tuple-element of a parameter, with no other predecessor: it can
+ * run as soon as the parameter has. */
+static bool parameter_read(const IrComputation *c, int32_t i)
+{
+    const IrInstr *ins = &c->instr[i];
+    return ins->op == OP_GET_TUPLE_ELEMENT && ins->nopnd == 1 && ins->a.x->control_predecessors.n == 0 &&
+           ins->opnd[0] >= 0 && ins->opnd[0] < c->ninstr && c->instr[ins->opnd[0]].op == OP_PARAMETER;
+}
+
+/* Move each parameter's get-tuple-elements (those of order) right after
+ * the parameter, keeping their relative order and everything else's. */
+static IrStatus hoist_parameter_reads(const IrComputation *c, int32_t *order, int32_t n)
+{
+    int32_t nread = 0;
+    for (int32_t k = 0; k < n; k++)
+        nread += parameter_read(c, order[k]);
+    if (nread == 0)
+        return IR_OK;
+    /* first[p]: p's first read in order; next[i]: the read after i. */
+    size_t cnt = (size_t)c->ninstr;
+    int32_t *first = ts_malloc(cnt * sizeof *first), *next = ts_malloc(cnt * sizeof *next);
+    int32_t *out = ts_malloc((size_t)n * sizeof *out);
+    IrStatus st = first && next && out ? IR_OK : IR_ENOMEM;
+    if (st == IR_OK) {
+        for (int32_t k = 0; k < n; k++)
+            first[order[k]] = -1;
+        for (int32_t k = n - 1; k >= 0; k--)
+            if (parameter_read(c, order[k])) {
+                int32_t p = (int32_t)c->instr[order[k]].opnd[0];
+                next[order[k]] = first[p];
+                first[p] = order[k];
+            }
+        int32_t m = 0;
+        for (int32_t k = 0; k < n; k++) {
+            int32_t i = order[k];
+            if (parameter_read(c, i))
+                continue;
+            out[m++] = i;
+            if (c->instr[i].op == OP_PARAMETER)
+                for (int32_t r = first[i]; r >= 0; r = next[r])
+                    out[m++] = r;
+        }
+        memcpy(order, out, (size_t)n * sizeof *order);
+    }
+    ts_free(first);
+    ts_free(next);
+    ts_free(out);
+    return st;
+}
+
+static IrStatus exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
                           IrExecOrderError *err)
 {
     IrStatus st = ir_exec_order(c, order, n, err);
@@ -106,4 +167,11 @@ IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *or
     ts_free(ran);
     /* A cycle among instructions that do not run: the post-order stands. */
     return st == IR_ENOMEM ? st : IR_OK;
+}
+
+IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
+                          IrExecOrderError *err)
+{
+    IrStatus st = exec_order_of(m, c, order, n, err);
+    return st == IR_OK ? hoist_parameter_reads(c, order, *n) : st;
 }

@@ -1154,8 +1154,9 @@ IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExe
 /* ir_exec_order of c, a computation of m (NULL: unscheduled); when m is
  * marked is_scheduled=true, the same instructions in the order the
  * module lists them (the stable topological order, ir_topo_order), as XLA
- * runs a scheduled module. The order the executor and the memory
- * estimate take. */
+ * runs a scheduled module. In both, each parameter's get-tuple-elements
+ * come right after the parameter (the tuple dies at once; exec_order.c).
+ * The order the executor and the memory estimate take. */
 IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
                           IrExecOrderError *err);
 

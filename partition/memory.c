@@ -598,13 +598,15 @@ static void extend(Est *e, int32_t t, int32_t to, bool full);
  * freed on its own (the executor's tuple value holds a reference to each
  * element; a get-tuple-element takes one, and an element nobody took dies
  * with the tuple): an rng-bit-generator's state and bits, a sort's or a
- * reduce's several results. Referring ones, -starts and whiles (parts
- * of their state are their operands') are not. */
+ * reduce's several results, a tuple parameter (a while body's state: the
+ * executor reads its elements first, ir_exec_order_of, so a donated one
+ * dies at once and each element lives as long as its reads). Referring
+ * ones, -starts and whiles (parts of their state are their operands')
+ * are not. */
 static bool splits(const Est *e, int32_t i)
 {
     const IrInstr *ins = &e->c->instr[i];
-    return ins->shape.type == IR_TUPLE && ins->shape.ntuple > 0 && ins->op != OP_PARAMETER &&
-           ins->op != OP_WHILE && !refers(ins) && start_fresh(ins) < 0 && !alone(ins) &&
+    return ins->shape.type == IR_TUPLE && ins->shape.ntuple > 0 && ins->op != OP_WHILE && !refers(ins) && start_fresh(ins) < 0 && !alone(ins) &&
            e->own[i] == leaf_bytes(&ins->shape);
 }
 
@@ -959,8 +961,13 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
         if (e->step[i] >= 0 && c->instr[i].op == OP_PARAMETER) {
             live += e->own[i];
             out->param_bytes += e->own[i];
-            if (e->end[i] < e->n)
-                freed[e->end[i]] += e->own[i];
+            int32_t nel = e->eoff[i] >= 0 ? c->instr[i].shape.ntuple : 1; /* a split tuple: each element */
+            for (int32_t k = 0; k < nel; k++) {
+                int64_t b = e->eoff[i] >= 0 ? elem_bytes(e, i, k) : e->own[i];
+                int32_t to = e->eoff[i] >= 0 ? elem_end(e, i, k) : e->end[i];
+                if (to < e->n)
+                    freed[to] += b;
+            }
         }
     out->start_bytes = out->peak = live;
     out->peak_step = -1;

@@ -19,13 +19,7 @@ ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1;
 # the run prints both figures):
 #   fused_rows       fusion's row groups (softmax-like) are not modelled:
 #                    their interior values never exist; estimate above
-#   scan_sharded     the executor copies a scan's output buffer at a
-#                    dynamic-update-slice in every iteration (the body's
-#                    parameter tuple still holds it when the first of two
-#                    updates runs: a get-tuple-element of the other buffer
-#                    comes later), which the model does not count;
-#                    estimate below (1.20)
-KNOWN=" fused_rows scan_sharded "
+KNOWN=" fused_rows "
 
 checked=0
 for model in "$TESSEL_SRC"/tests/models/*.hlo; do
