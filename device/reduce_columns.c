@@ -9,7 +9,7 @@
  *
  * k_reduce.c's general path calls it 4096 times through the interpreter
  * (a value allocated per scalar instruction); here each of the reducer's
- * instructions runs once a reduced position on arrays of up to BLOCK
+ * instructions runs once a reduced position on arrays of up to IR_REDUCER_BLOCK
  * outputs (its elementwise kernel), with the accumulators as arrays:
  *
  *   acc = inits (broadcast over the block)
@@ -26,56 +26,6 @@
 #include "device.h"
 
 #include <string.h>
-
-/* Outputs a block: the reducer's arrays stay in the caches. */
-#define BLOCK 1024
-/* Fewer outputs take the general path: it costs little there, and the
- * block's arrays (a value per reducer instruction) would outweigh the
- * reduce's own (the plan's memory estimate leaves them out). */
-#define MIN_OUTPUTS 64
-
-/* The ops whose elementwise kernel gives, on an array, exactly what it
- * gives on each scalar alone. */
-static bool exact_op(IrOpcode op)
-{
-    switch (op) {
-    case OP_COMPARE: case OP_SELECT: case OP_AND: case OP_OR: case OP_XOR: case OP_NOT:
-    case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE: case OP_MAXIMUM: case OP_MINIMUM:
-    case OP_NEGATE: case OP_ABS: case OP_CONVERT: case OP_CLAMP:
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Does reducer c over n inputs fit: 2n scalar parameters typed like the
- * accumulators and inputs, scalar exact ops and constants, a root that is
- * the new accumulators (a tuple of n, or one scalar when n is 1)? */
-static bool reducer_fits(const DevKernelArgs *k, const IrComputation *c, int32_t n)
-{
-    if (c->nparam != 2 * n || c->root < 0)
-        return false;
-    for (int32_t p = 0; p < 2 * n; p++) {
-        const DevValue *v = k->opnd[p < n ? n + p : p - n];
-        if (c->param[p] < 0 || c->instr[c->param[p]].shape.type != v->shape.type)
-            return false;
-    }
-    for (int32_t i = 0; i < c->ninstr; i++) {
-        const IrInstr *ins = &c->instr[i];
-        if (ins->op == OP_TUPLE && i == c->root && n > 1 && ins->nopnd == n) {
-            for (int32_t j = 0; j < n; j++)
-                if (c->instr[ins->opnd[j]].shape.type != k->opnd[n + j]->shape.type ||
-                    c->instr[ins->opnd[j]].shape.rank != 0)
-                    return false;
-            continue;
-        }
-        if (ins->shape.type == IR_TUPLE || ins->shape.rank != 0 || ins->ncalled > 0)
-            return false;
-        if (ins->op != OP_PARAMETER && ins->op != OP_CONSTANT && !exact_op(ins->op))
-            return false;
-    }
-    return n > 1 || c->instr[c->root].shape.type == k->opnd[1]->shape.type;
-}
 
 /* A value of type t over the block, every element the scalar at src. */
 static DevValue *splat(IrType t, int64_t *dims, const void *src)
@@ -209,11 +159,12 @@ static IrStatus constants(Columns *cl)
 
 bool dev_reduce_columns_fit(const DevKernelArgs *k, int32_t n)
 {
-    int32_t comp = k->ins->called[0];
-    const IrShape *r = k->ins->shape.type == IR_TUPLE ? &k->ins->shape.tuple[0] : &k->ins->shape;
-    return n >= 1 && n <= 2 * IR_MAX_RANK && r->type != IR_TUPLE && ir_shape_elements(r) >= MIN_OUTPUTS && comp >= 0 &&
-           comp < k->m->ncomp &&
-           reducer_fits(k, k->m->comp[comp], n);
+    if (n < 1 || n > 2 * IR_MAX_RANK || k->nopnd != 2 * n)
+        return false;
+    IrType types[4 * IR_MAX_RANK];
+    for (int32_t i = 0; i < 2 * n; i++)
+        types[i] = k->opnd[i]->shape.type;
+    return ir_reduce_is_blockwise(k->m, k->ins, types);
 }
 
 IrStatus dev_reduce_columns(const DevKernelArgs *k, int32_t n, const bool *red, DevValue **res)
@@ -244,8 +195,8 @@ IrStatus dev_reduce_columns(const DevKernelArgs *k, int32_t n, const bool *red, 
         offsets(nk, kd, ks, nout, kept);
         offsets(nr, rdims, rs, nred, rd);
     }
-    for (int64_t first = 0; st == IR_OK && first < nout; first += BLOCK) {
-        int64_t b = nout - first < BLOCK ? nout - first : BLOCK;
+    for (int64_t first = 0; st == IR_OK && first < nout; first += IR_REDUCER_BLOCK) {
+        int64_t b = nout - first < IR_REDUCER_BLOCK ? nout - first : IR_REDUCER_BLOCK;
         if (b != cl.dims[0]) { /* the first block, or the last shorter one: constants of its size */
             for (int32_t i = 0; i < c->ninstr; i++) {
                 dev_value_unref(cl.val[i]);

@@ -1006,6 +1006,23 @@ IrModule *ir_module_clone(const IrModule *m);
  * parameters (in either order): returns OP_ADD, OP_MULTIPLY, OP_MAXIMUM,
  * OP_MINIMUM, OP_AND, OP_OR or OP_XOR, else OP_COUNT. */
 IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
+/* Does the executor run reduce `ins` blockwise (device/reduce_columns.c):
+ * IR_REDUCER_MIN_OUTPUTS outputs or more (fewer cost little one call of the
+ * reducer an element, and the block's arrays would outweigh the reduce), a
+ * reducer of exact scalar operations only (compares, selects, logic,
+ * + - * /, max, min, negate, abs, convert, clamp; parameters, constants)
+ * whose 2n scalar parameters are typed like types[] (the n inputs' then
+ * the n inits' types, as the kernel receives them), its root the n new
+ * accumulators? k_reduce.c's fast path (one input, a simple reducer) is
+ * tried before it. */
+bool ir_reduce_is_blockwise(const IrModule *m, const IrInstr *ins, const IrType *types);
+/* The bytes such a reduce holds at once beside its operands and results:
+ * the accumulators and inputs of a block of IR_REDUCER_BLOCK outputs (or
+ * all of them, when fewer) and every value of the reducer over it (its
+ * constants splatted), each an array of the block. */
+int64_t ir_reduce_block_bytes(const IrModule *m, const IrInstr *ins, const IrType *types);
+#define IR_REDUCER_BLOCK 1024      /* outputs a block: the reducer's arrays stay in the caches */
+#define IR_REDUCER_MIN_OUTPUTS 64
 /* Is `transpose` (an instruction of c) a transpose of a dot that swaps the
  * dot's lhs and rhs free dims, keeping its batch dims in front
  * ([batch, lhs free, rhs free] -> [batch, rhs free, lhs free])? The

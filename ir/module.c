@@ -716,6 +716,71 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp)
     return OP_COUNT;
 }
 
+/* The ops whose elementwise kernel gives, on an array, exactly what it
+ * gives on each scalar alone (exactly rounded, or no arithmetic at all). */
+static bool exact_elementwise_op(IrOpcode op)
+{
+    switch (op) {
+    case OP_COMPARE: case OP_SELECT: case OP_AND: case OP_OR: case OP_XOR: case OP_NOT:
+    case OP_ADD: case OP_SUBTRACT: case OP_MULTIPLY: case OP_DIVIDE: case OP_MAXIMUM: case OP_MINIMUM:
+    case OP_NEGATE: case OP_ABS: case OP_CONVERT: case OP_CLAMP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The reduce's output elements (its first result's, when a tuple). */
+static int64_t reduce_outputs(const IrInstr *ins)
+{
+    const IrShape *r = ins->shape.type == IR_TUPLE ? (ins->shape.ntuple > 0 ? &ins->shape.tuple[0] : NULL) : &ins->shape;
+    return r && r->type != IR_TUPLE ? ir_shape_elements(r) : -1;
+}
+
+bool ir_reduce_is_blockwise(const IrModule *m, const IrInstr *ins, const IrType *types)
+{
+    int32_t n = ins->nopnd / 2;
+    if (ins->op != OP_REDUCE || ins->ncalled < 1 || n < 1 || n > 2 * IR_MAX_RANK || ins->nopnd != 2 * n ||
+        reduce_outputs(ins) < IR_REDUCER_MIN_OUTPUTS)
+        return false;
+    int32_t comp = ins->called[0];
+    if (comp < 0 || comp >= m->ncomp || !m->comp[comp])
+        return false;
+    const IrComputation *c = m->comp[comp];
+    if (c->nparam != 2 * n || c->root < 0)
+        return false;
+    /* parameters: the n accumulators (the inits' types), then the n inputs */
+    for (int32_t p = 0; p < 2 * n; p++)
+        if (c->param[p] < 0 || c->instr[c->param[p]].shape.type != types[p < n ? n + p : p - n])
+            return false;
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const IrInstr *x = &c->instr[i];
+        if (x->op == OP_TUPLE && i == c->root && n > 1 && x->nopnd == n) {
+            for (int32_t j = 0; j < n; j++)
+                if (c->instr[x->opnd[j]].shape.type != types[n + j] || c->instr[x->opnd[j]].shape.rank != 0)
+                    return false;
+            continue;
+        }
+        if (x->shape.type == IR_TUPLE || x->shape.rank != 0 || x->ncalled > 0)
+            return false;
+        if (x->op != OP_PARAMETER && x->op != OP_CONSTANT && !exact_elementwise_op(x->op))
+            return false;
+    }
+    return n > 1 || c->instr[c->root].shape.type == types[1];
+}
+
+int64_t ir_reduce_block_bytes(const IrModule *m, const IrInstr *ins, const IrType *types)
+{
+    const IrComputation *c = m->comp[ins->called[0]];
+    int64_t per = 0, outputs = reduce_outputs(ins);
+    for (int32_t j = 0; j < ins->nopnd; j++) /* the accumulators and the inputs' block */
+        per += (int64_t)ir_type_size(types[j]);
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (c->instr[i].op != OP_PARAMETER && c->instr[i].op != OP_TUPLE)
+            per += (int64_t)ir_type_size(c->instr[i].shape.type);
+    return per * (outputs < IR_REDUCER_BLOCK ? outputs : IR_REDUCER_BLOCK);
+}
+
 IrStatus ir_attrs_copy(IrArena *a, IrAttrs *dst, const IrAttrs *src)
 {
     *dst = *src;

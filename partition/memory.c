@@ -291,6 +291,23 @@ static bool calls_per_element(const IrModule *m, const IrComputation *c, const I
            (ir_type_is_float(t) && bitwise);
 }
 
+/* What a reduce that calls its reducer holds beside its operands and
+ * results: the block arrays of device/reduce_columns.c when it runs
+ * blockwise (ir_reduce_is_blockwise, on the operands' types as its kernel
+ * receives them: converted_to), else `per_call`, one call's values and
+ * argument slots (k_reduce.c's general path). */
+static int64_t blockwise_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins, int64_t per_call)
+{
+    IrType types[4 * IR_MAX_RANK];
+    if (ins->op != OP_REDUCE || ins->nopnd > 4 * IR_MAX_RANK)
+        return per_call;
+    for (int32_t i = 0; i < ins->nopnd; i++) {
+        IrType t = converted_to(m, c, ins, i);
+        types[i] = t != IR_TUPLE ? t : c->instr[ins->opnd[i]].shape.type;
+    }
+    return ir_reduce_is_blockwise(m, ins, types) ? ir_reduce_block_bytes(m, ins, types) : per_call;
+}
+
 /* The bytes of computation k's parameters. */
 static int64_t param_bytes_of(const IrModule *m, int32_t k)
 {
@@ -1032,7 +1049,7 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
             st = callee_extra(&e, ins->called[k], body, &x, d);
             if (st == IR_OK && k == 0 && calls_per_element(m, e.c, ins) && ins->called[0] >= 0 &&
                 ins->called[0] < m->ncomp)
-                x = e.peak_of[2 * ins->called[0]] + param_bytes_of(m, ins->called[0]); /* its slots too */
+                x = blockwise_bytes(m, e.c, ins, e.peak_of[2 * ins->called[0]] + param_bytes_of(m, ins->called[0]));
             if (st == IR_OK && body && ins->nopnd == 1 && e.depth < 64 && ins->called[k] >= 0 &&
                 ins->called[k] < m->ncomp) {
                 st = while_body_extra(&e, s, ins, x, e.callee[s], &x, d);
