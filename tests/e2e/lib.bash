@@ -160,11 +160,13 @@ PY
 # instantiate FILE N: a model template of tests/models with @N (the device
 # count) and @D (the device list 0,...,N-1) filled in, as $WORK/NAME.N.hlo
 # (its path is printed). One device: a tile assignment of one device is
-# spelled {replicated}, as test_oracle.c's instantiate does.
+# spelled {replicated}, as test_oracle.c's instantiate does, both as an
+# instruction's sharding={devices=[..]0} and as an element of a tuple's
+# sharding={{devices=[..]0}, ...}.
 instantiate() {
     local name one=""
     name=$(basename "$1" .hlo)
-    [ "$2" != 1 ] || one='s/sharding={devices=\[[0-9,]*\]0}/sharding={replicated}/g'
+    [ "$2" != 1 ] || one='s/{devices=\[[0-9,]*\]0}/{replicated}/g'
     sed -e "s/@N/$2/g" -e "s/@D/$(seq -s, 0 $(($2 - 1)))/g" -e "${one:-s/^\$//}" "$1" >"$WORK/$name.$2.hlo"
     echo "$WORK/$name.$2.hlo"
 }
