@@ -672,20 +672,24 @@ static int64_t elem_bytes(const Est *e, int32_t i, int32_t k)
  * is the same buffer). */
 static int32_t elem_end(const Est *e, int32_t i, int32_t k)
 {
-    int32_t x = e->end[i];
-    for (int32_t j = k; j < e->c->instr[i].shape.ntuple; j++)
-        if ((j == k || same_as(e, i, j) == k) && e->eend[e->eoff[i] + j] > x)
+    int32_t x = e->end[i] > e->eend[e->eoff[i] + k] ? e->end[i] : e->eend[e->eoff[i] + k];
+    if (e->c->instr[i].op != OP_CALL)
+        return x; /* only a call's elements can be one buffer (same_as): no scan of the others */
+    for (int32_t j = k + 1; j < e->c->instr[i].shape.ntuple; j++)
+        if (same_as(e, i, j) == k && e->eend[e->eoff[i] + j] > x)
             x = e->eend[e->eoff[i] + j];
     return x;
 }
 
-/* The last step any of instruction i's bytes live in. */
+/* The last step any of instruction i's bytes live in: its elements' own
+ * ends are enough (an element sharing another's buffer ends no later than
+ * the buffer's last holder, which is itself an element). */
 static int32_t last_end(const Est *e, int32_t i)
 {
     int32_t to = e->end[i];
     for (int32_t k = 0; e->eoff[i] >= 0 && k < e->c->instr[i].shape.ntuple; k++)
-        if (elem_end(e, i, k) > to)
-            to = elem_end(e, i, k);
+        if (e->eend[e->eoff[i] + k] > to)
+            to = e->eend[e->eoff[i] + k];
     return to;
 }
 
