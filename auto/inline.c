@@ -18,8 +18,11 @@
  * predecessors (they name instruction indices this renumbers). Calls
  * inside an inlined callee are inlined too. A get-tuple-element of a tuple
  * (the callee's tuple root, read by the caller) becomes the tuple's
- * operand; an inlined instruction nothing uses is dropped. The callee
- * computations stay in the module (other instructions may call them).
+ * operand; an inlined instruction nothing uses is dropped. A callee
+ * inlined that nothing calls any more (from the entry, directly or
+ * through what it calls) is removed from the module: the plan and the
+ * module printed hold only what runs; one still called elsewhere (a
+ * reduce's to_apply, a call left whole) stays.
  *
  * Requires a verified module; keeps it verified and its values: the same
  * instructions compute the same results, renamed where names clash.
@@ -39,6 +42,7 @@ typedef struct Inliner {
     int32_t n;
     int64_t cap, capb;
     int32_t ninlined; /* calls inlined */
+    bool *callee;     /* per computation: some call of it was inlined */
     IrDiag *d;
 } Inliner;
 
@@ -88,6 +92,7 @@ static IrStatus copy_computation(Inliner *in, const IrComputation *c, const int3
 static IrStatus inline_call(Inliner *in, const IrInstr *x, const int32_t *args, int depth, int32_t *at)
 {
     const IrComputation *callee = in->m->comp[x->called[0]];
+    in->callee[x->called[0]] = true;
     int32_t *map = ts_malloc((size_t)callee->ninstr * sizeof *map);
     if (!map)
         return ir_oom(in->d, NULL);
@@ -184,6 +189,58 @@ static IrStatus install(Inliner *in, IrComputation *c, int32_t root)
     return st;
 }
 
+/* Mark computation k and what it calls, transitively, in reached[]. */
+static void reach(const IrModule *m, int32_t k, bool *reached, int32_t *stack)
+{
+    int32_t top = 0;
+    reached[k] = true;
+    stack[top++] = k;
+    while (top > 0) {
+        const IrComputation *c = m->comp[stack[--top]];
+        for (int32_t i = 0; i < c->ninstr; i++)
+            for (int32_t j = 0; j < c->instr[i].ncalled; j++) {
+                int32_t t = c->instr[i].called[j];
+                if (t >= 0 && t < m->ncomp && !reached[t]) {
+                    reached[t] = true;
+                    stack[top++] = t;
+                }
+            }
+    }
+}
+
+/* The inlined callees nothing reaches from the entry taken out of m's
+ * computations, the others renumbered in every instruction that calls
+ * them (their order kept). */
+static IrStatus drop_inlined_callees(IrModule *m, const bool *callee, IrDiag *d)
+{
+    bool *reached = ts_calloc((size_t)m->ncomp, sizeof *reached);
+    int32_t *renum = ts_malloc((size_t)m->ncomp * sizeof *renum);
+    if (!reached || !renum) {
+        ts_free(reached);
+        ts_free(renum);
+        return ir_oom(d, NULL);
+    }
+    reach(m, m->entry, reached, renum); /* renum as the stack first */
+    int32_t n = 0;
+    for (int32_t k = 0; k < m->ncomp; k++) {
+        renum[k] = callee[k] && !reached[k] ? -1 : n;
+        if (renum[k] >= 0)
+            m->comp[n++] = m->comp[k];
+    }
+    for (int32_t k = 0; k < n; k++) {
+        IrComputation *c = m->comp[k];
+        for (int32_t i = 0; i < c->ninstr; i++)
+            for (int32_t j = 0; j < c->instr[i].ncalled; j++)
+                if (c->instr[i].called[j] >= 0 && c->instr[i].called[j] < m->ncomp)
+                    c->instr[i].called[j] = renum[c->instr[i].called[j]];
+    }
+    m->entry = renum[m->entry];
+    m->ncomp = n;
+    ts_free(reached);
+    ts_free(renum);
+    return IR_OK;
+}
+
 IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
 {
     *ninlined = 0;
@@ -193,14 +250,17 @@ IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
         any = inlinable(m, &c->instr[i]);
     if (!any || has_control_predecessors(c))
         return IR_OK;
-    Inliner in = {.m = m, .d = d};
+    Inliner in = {.m = m, .d = d, .callee = ts_calloc((size_t)m->ncomp, sizeof(bool))};
     int32_t *map = ts_malloc((size_t)c->ninstr * sizeof *map);
-    IrStatus st = map ? copy_computation(&in, c, NULL, map, 0) : ir_oom(d, NULL);
+    IrStatus st = map && in.callee ? copy_computation(&in, c, NULL, map, 0) : ir_oom(d, NULL);
     if (st == IR_OK)
         st = install(&in, c, map[c->root]);
     if (st == IR_OK)
+        st = drop_inlined_callees(m, in.callee, d);
+    if (st == IR_OK)
         *ninlined = in.ninlined;
     ts_free(map);
+    ts_free(in.callee);
     ts_free(in.out);
     ts_free(in.inlined);
     return st;
