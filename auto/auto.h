@@ -46,7 +46,8 @@
 /* Inline the calls of m's entry computation (and the calls inside what is
  * inlined) whose callee has no side effects, where nothing carries control
  * predecessors and the call no sharding of the user's; a get-tuple-element
- * of a tuple becomes its operand, inlined values nothing uses go.
+ * of a tuple becomes its operand, inlined values nothing uses go, and so
+ * do the inlined callees nothing calls any more (computations renumbered).
  * *ninlined: the calls inlined. IR_ENOMEM (the module is then unusable),
  * IR_EINPUT (a cycle). */
 IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d);
@@ -160,7 +161,8 @@ IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const 
                      int32_t opnd, const AutoSpec *in, AutoStrategy *s, IrDiag *d);
 /* The operand instruction i may follow (share its choice with): an
  * elementwise op's first operand of its dims, a reshape's, transpose's or
- * broadcast's operand; -1: none (i chooses for itself). */
+ * broadcast's operand
+ * (not a broadcast of a parameter that adds dims); -1: none (i chooses for itself). */
 int32_t auto_follows(const IrComputation *c, int32_t i);
 
 /* ---- graph.c ---- */

@@ -7,7 +7,10 @@
  * every operand which of its dims plays each role (-1: none, and the
  * operand is then replicated along the axes of that role). A strategy
  * gives every mesh axis one role or none; it is valid when each role's
- * size (and each operand dim playing it) is divisible by its tiles. Axes
+ * size (and each operand dim playing it) is divisible by its tiles, or,
+ * for an output dim of an op the partitioner pads (elementwise, leaves,
+ * broadcast, transpose, a reduce's kept dims, a dot's output dims), at
+ * least as large as its tiles: the last tiles are padded. Axes
  * on a contracted role leave partial sums: one all-reduce of the output
  * shard over them. The dot of an MLP layer, x[16,24] . w[24,40] on mesh
  * x=2,y=4:
@@ -38,6 +41,7 @@ typedef struct Roles {
     bool tileable[MAX_ROLES];
     int8_t map[MAX_OPERANDS][MAX_ROLES]; /* operand dim playing each role, -1 none */
     double flops;
+    bool uneven; /* output dims may be cut into unequal tiles (padded) */
 } Roles;
 
 static bool array(const IrShape *s)
@@ -221,19 +225,23 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
     case FAM_CONSTANT:
     case FAM_IOTA:
         r->nopnd = 0;
+        r->uneven = true;
         return true;
     case FAM_ELEMENTWISE:
+        r->uneven = true;
         for (int32_t i = 0; i < x->nopnd; i++)
             if (c->instr[x->opnd[i]].shape.rank == x->shape.rank)
                 for (int32_t d = 0; d < x->shape.rank; d++)
                     r->map[i][d] = (int8_t)d;
         return x->op != OP_MAP;
     case FAM_BROADCAST:
+        r->uneven = true;
         for (int32_t k = 0; k < x->a.dimensions.n; k++)
             if (x->a.dimensions.v[k] >= 0 && x->a.dimensions.v[k] < MAX_ROLES)
                 r->map[0][x->a.dimensions.v[k]] = (int8_t)k;
         return true;
     case FAM_TRANSPOSE:
+        r->uneven = true;
         for (int32_t k = 0; k < x->a.dimensions.n && k < MAX_ROLES; k++)
             r->map[0][k] = (int8_t)x->a.dimensions.v[k];
         return true;
@@ -259,6 +267,7 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         /* One array result: operands (input, init). */
         if (x->nopnd != 2)
             return false;
+        r->uneven = true;
         int32_t o = 0;
         for (int32_t d = 0; d < s0->rank; d++) {
             if (ir_list_has(&x->a.dimensions, d)) {
@@ -281,6 +290,7 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         int32_t o = 0;
         if (x->shape.rank > MAX_ROLES || dn->lhs_batch.n != dn->rhs_batch.n)
             return false;
+        r->uneven = true;
         for (int32_t k = 0; k < dn->lhs_batch.n && o < MAX_ROLES; k++, o++) {
             r->map[0][o] = (int8_t)dn->lhs_batch.v[k];
             r->map[1][o] = (int8_t)dn->rhs_batch.v[k];
@@ -348,11 +358,16 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
                 t *= m->size[a];
         if (t == 1)
             continue;
-        if (!r->tileable[k] || r->size[k] % t)
+        /* Unequal tiles: an output dim of an op the partitioner pads,
+         * never fewer elements than tiles (a tile of padding alone). */
+        bool uneven = r->uneven && k < r->nout;
+        if (!r->tileable[k] || r->size[k] < t || (r->size[k] % t && !uneven))
             return false;
-        for (int32_t i = 0; i < r->nopnd; i++)
-            if (r->map[i][k] >= 0 && c->instr[x->opnd[i]].shape.dims[r->map[i][k]] % t)
+        for (int32_t i = 0; i < r->nopnd; i++) {
+            int64_t od = r->map[i][k] >= 0 ? c->instr[x->opnd[i]].shape.dims[r->map[i][k]] : t;
+            if (od < t || (od % t && !uneven))
                 return false;
+        }
     }
     return true;
 }
@@ -413,13 +428,18 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
         used *= (double)m->size[ax];
         if (k < r->nout) {
             s->out.dim[ax] = (int8_t)k;
-            bytes /= (double)m->size[ax];
         } else {
             nred *= m->size[ax];
             redmask |= 1u << ax;
         }
         for (int32_t i = 0; i < r->nopnd; i++)
             s->in[i].dim[ax] = r->map[i][k];
+    }
+    /* A tiled output dim's shard is its largest (padded) tile. */
+    for (int32_t k = 0; k < r->nout; k++) {
+        int64_t t = auto_spec_tiles(m, &s->out, k);
+        if (t > 1 && r->size[k] > 0)
+            bytes *= (double)((r->size[k] + t - 1) / t) / (double)r->size[k];
     }
     s->bytes = (int64_t)bytes;
     int scope = auto_axes_scope(m, redmask, local);
@@ -514,6 +534,15 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
     IrOpFamily f = ir_op_family(x->op);
     if (!(f == FAM_ELEMENTWISE || f == FAM_RESHAPE || f == FAM_TRANSPOSE || f == FAM_BROADCAST) ||
         !describe(NULL, c, x, &r))
+        return -1;
+    /* A broadcast of a parameter that adds dims (a bias or a scale
+     * broadcast over the rows of a row-tiled activation) leads a group of
+     * its own: its result may be tiled on a new dim where the parameter is
+     * replicated; following it, the result would be held whole on every
+     * device. A computed value's broadcast (a softmax's row maximum) keeps
+     * following: its rows are the operand's. */
+    if (f == FAM_BROADCAST && x->shape.rank > c->instr[x->opnd[0]].shape.rank &&
+        ir_op_family(c->instr[x->opnd[0]].op) == FAM_PARAMETER)
         return -1;
     if (f != FAM_ELEMENTWISE)
         return 0;

@@ -355,6 +355,63 @@ static void grouped_convolution(void **state)
     on_four_free(&f);
 }
 
+/* Shapes 4 devices do not divide: rows of 7 and 10. */
+static const char UNEVEN[] =
+    "HloModule uneven\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  x = f32[7,10] parameter(0)\n"
+    "  g = f32[10] parameter(1)\n"
+    "  gb = f32[7,10] broadcast(g), dimensions={1}\n"
+    "  e = f32[7,10] multiply(x, gb)\n"
+    "  z = f32[] constant(0)\n"
+    "  r = f32[10] reduce(e, z), dimensions={0}, to_apply=add\n"
+    "  s = f32[3,4] slice(x), slice={[0:3], [0:4]}\n"
+    "  ROOT t = (f32[10], f32[3,4]) tuple(r, s)\n"
+    "}\n";
+
+/* An output dim the partitioner pads may be cut into unequal tiles (7
+ * rows over 4: tiles of 2, the last one row of padding), priced at its
+ * largest tile; a contracted dim, or an op the partitioner does not pad
+ * (slice), only where the tiles divide; never more tiles than elements.
+ * A broadcast of a parameter leads its own group (its rows may be tiled
+ * where the parameter is not). */
+static void uneven_tiles(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, UNEVEN);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    /* e: replicated, rows over 4 (7 = 2+2+2+1), columns over 4 (10 = 3+3+3+1). */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "e"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(s[1].out.dim[0], 0);
+    assert_int_equal(s[1].bytes, 2 * 10 * 4);
+    assert_int_equal(s[1].in[0].dim[0], 0);
+    assert_int_equal(s[2].out.dim[0], 1);
+    assert_int_equal(s[2].bytes, 7 * 3 * 4);
+    /* r: the reduced rows (7) do not divide: replicated or its 10 outputs. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "r"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(s[1].out.dim[0], 0);
+    assert_int_equal(s[1].bytes, 3 * 4);
+    assert_true(s[1].comm == 0);
+    /* s: a slice is not padded: 3 rows and 4 columns, only 4 divides. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "s"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "gb")), -1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "e")), 0);
+    on_four_free(&f);
+}
+
 /* JAX's shape: a call returning a tuple, read by get-tuple-element, whose
  * callee calls another; a call of a side-effecting callee; a call the user
  * sharded. */
@@ -427,6 +484,14 @@ static void inline_calls(void **state)
     assert_int_equal(c->instr[add->opnd[0]].op, OP_MULTIPLY);
     assert_int_equal(c->instr[add->opnd[0]].opnd[0], c->param[0]);
     assert_string_equal(c->instr[c->param[1]].name, "q");
+    /* pair, inlined and called no more, is gone; sq (the sharded call's)
+     * and effect stay, the calls renumbered to them. */
+    assert_int_equal(m->ncomp, 3);
+    for (int32_t k = 0; k < m->ncomp; k++)
+        assert_string_not_equal(m->comp[k]->name, "pair");
+    assert_string_equal(m->comp[k->called[0]]->name, "effect");
+    assert_string_equal(m->comp[u->called[0]]->name, "sq");
+    assert_ptr_equal(m->comp[m->entry], c);
     ir_module_free(m);
 }
 
@@ -441,6 +506,7 @@ int main(void)
         cmocka_unit_test(scatter_strategies),
         cmocka_unit_test(grouped_convolution),
         cmocka_unit_test(inline_calls),
+        cmocka_unit_test(uneven_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
