@@ -229,7 +229,7 @@ IrStatus auto_graph_prune(AutoGraph *g, bool memory, IrDiag *d);
 
 /* The exact minimum of the objective (no memory row) by variable
  * elimination into choice[]: 1 solved; 0 the graph is too wide for it
- * (a factor past 4M cells: solve with auto_ilp_solve); -1 out of memory.
+ * (a factor past 8M cells: solve with auto_ilp_solve); -1 out of memory.
  * Deterministic. */
 int auto_elim_solve(const AutoGraph *g, int32_t *choice);
 
