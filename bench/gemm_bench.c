@@ -1,11 +1,12 @@
 /*
  * gemm_bench.c: the GEMM libraries tessel can call for its f32 dots
  * (OpenBLAS, BLIS, oneDNN) against each other and the machine's peak, one
- * thread, on tessel's dot shapes (issue 34).
+ * thread (or --threads T), on tessel's dot shapes (issue 34).
  *
- * OpenBLAS is called as cblas_sgemm (one thread), BLIS and oneDNN as
- * tessel calls them when a build chooses them (device/blas_sgemm.c: one
- * thread, BLIS through bli_sgemm, oneDNN through dnnl_sgemm); a library
+ * OpenBLAS is called as cblas_sgemm (its pool set to T threads), BLIS and
+ * oneDNN as tessel calls them when the probe chooses them
+ * (device/blas_sgemm.c: through bli_sgemm and dnnl_sgemm, the calling
+ * thread alone at T = 1, an OpenMP team of T otherwise); a library
  * that does not load is skipped, saying so (bench/setup.sh installs them). The peak is measured (bench_peak.h: an
  * FMA loop in registers on the widest vectors), and printed with the clock
  * /proc/cpuinfo reports and the FLOPs per cycle that makes.
@@ -18,8 +19,12 @@
  * --quick: 1024^3 and the first two. Each library's C is compared with
  * OpenBLAS's (1e-4 of the largest magnitude) and 16 entries with a double
  * dot product; a mismatch exits 1. Per shape, the libraries run
- * interleaved, 2 warm-up and R timed rounds (7; 3 with --quick), medians.
- * Prints a line per shape, then
+ * interleaved, 2 warm-up and R timed rounds (7; 3 with --quick), medians;
+ * at T > 1 in turns instead (each library's warm-up and timed rounds
+ * together): a library's threads spin a while after its call (OpenMP's
+ * without yielding), which slowed the next library's T-thread call when
+ * interleaved (device/blas_choice.c). The peak at T threads is T times
+ * the one-core peak. Prints a line per shape, then
  *     bench gemm: ... best LIB F of peak at 1024^3 ratio F
  * where F is the fastest library's fraction of the measured peak at 1024^3
  * (issue 34's target: at least 0.85) and the line names the library
@@ -120,24 +125,33 @@ int main(int argc, char **argv)
     static const int64_t shapes[][3] = {{1024, 1024, 1024}, {512, 1024, 2048}, {512, 2048, 1024},
                                         {1024, 768, 384},   {1024, 384, 768},   {1024, 768, 1536},
                                         {1024, 1536, 768},  {512, 64, 512},     {512, 512, 64}};
-    int nshapes = (int)(sizeof shapes / sizeof shapes[0]), reps = 7;
+    int nshapes = (int)(sizeof shapes / sizeof shapes[0]), reps = 7, threads = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) {
             nshapes = 3;
             reps = 3;
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc && atoi(argv[i + 1]) >= 1) {
+            threads = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: gemm_bench [--quick]\n");
+            fprintf(stderr, "usage: gemm_bench [--quick] [--threads T]\n");
             return 2;
         }
     }
-    openblas_set_num_threads(1);
+    openblas_set_num_threads(threads);
+    dev_blas_sgemm_threads(threads, false); /* BLIS's and oneDNN's count, as a device's */
     load_libs();
     bool have[NLIB] = {true, lib_gemm[LIB_BLIS] != NULL, lib_gemm[LIB_DNNL] != NULL};
     int lanes = 0;
-    double peak = bench_peak_gflops(&lanes), mhz = bench_cpu_mhz();
+    double peak1 = bench_peak_gflops(&lanes), mhz = bench_cpu_mhz(), peak = peak1 * threads;
     printf("gemm: peak %.1f GFLOP/s one core (FMA loop on %d f32 lanes; %.0f MHz in /proc/cpuinfo: %.1f FLOPs "
-           "a cycle)\n",
-           peak, lanes, mhz, mhz > 0 ? peak * 1e3 / mhz : 0.0);
+           "a cycle)",
+           peak1, lanes, mhz, mhz > 0 ? peak1 * 1e3 / mhz : 0.0);
+    char nthreads[24] = "one thread";
+    if (threads > 1) {
+        snprintf(nthreads, sizeof nthreads, "%d threads", threads);
+        printf(", %.1f GFLOP/s %s", peak, nthreads);
+    }
+    printf("\n");
     printf("gemm: openblas (%s); blis %s; onednn %s (skipped where absent: bench/setup.sh)\n", openblas_get_config(),
            have[LIB_BLIS] ? blis_ver : blis_why, have[LIB_DNNL] ? dnnl_ver : dnnl_why);
     int rc = 0, best_lib = 0;
@@ -153,16 +167,18 @@ int main(int argc, char **argv)
         }
         fill(a, m * k, 1);
         fill(b, k * n, 2);
-        for (int r = -2; r < reps; r++)
-            for (int j = 0; j < NLIB; j++) {
-                int l = (j + (r < 0 ? 0 : r)) % NLIB; /* who goes first rotates */
-                if (!have[l])
-                    continue;
-                double t0 = bench_peak_now();
-                gemm(l, m, k, n, a, b, c[l]);
-                if (r >= 0)
-                    t[l][r] = bench_peak_now() - t0;
-            }
+        for (int x = 0; x < (reps + 2) * NLIB; x++) {
+            /* One thread: round r, library j (who goes first rotates); more:
+             * library j's rounds in turn. */
+            int r = threads > 1 ? x % (reps + 2) - 2 : x / NLIB - 2, j = threads > 1 ? x / (reps + 2) : x % NLIB;
+            int l = (j + (r < 0 || threads > 1 ? 0 : r)) % NLIB;
+            if (!have[l])
+                continue;
+            double t0 = bench_peak_now();
+            gemm(l, m, k, n, a, b, c[l]);
+            if (r >= 0)
+                t[l][r] = bench_peak_now() - t0;
+        }
         printf("gemm %lldx%lldx%lld:", (long long)m, (long long)k, (long long)n);
         for (int l = 0; l < NLIB; l++) {
             if (!have[l])
@@ -193,7 +209,7 @@ int main(int argc, char **argv)
             best_frac = frac1024[l];
             best_lib = l;
         }
-    printf("bench gemm: 1024^3 f32 one thread: openblas %.2f", frac1024[LIB_OPENBLAS]);
+    printf("bench gemm: 1024^3 f32 %s: openblas %.2f", nthreads, frac1024[LIB_OPENBLAS]);
     for (int l = 1; l < NLIB; l++)
         if (have[l])
             printf(", %s %.2f", lib_name[l], frac1024[l]);
