@@ -10,7 +10,11 @@
  *     bench dot: tessel X ms blas Y ms (f32 MxKxN, median of R; tessel G
  *     GFLOP/s, F of the peak P GFLOP/s of T threads) ratio R
  * after a line naming the library of tessel's GEMM (its probe's verdict,
- * device/blas_choice.c), where R = X / Y is tessel's time over BLAS's (the target is R <= 1.10)
+ * device/blas_choice.c, measured at the device's 2 BLAS threads on a
+ * machine of 2 cores), where R = X / Y is tessel's time over BLAS's (the
+ * target is R <= 1.10; where tessel's GEMM is an OpenMP library, its team
+ * spins a while after each call and slows the OpenBLAS call that follows,
+ * so R flatters tessel: F below is tessel's time alone)
  * and F tessel's rate over the peak bench_peak.h measures on one core
  * times OpenBLAS's T threads (issue 34's target: at least 0.85). Results are validated: tessel's and BLAS's outputs must agree
  * within 1e-5 relative, and a sample of entries must match a

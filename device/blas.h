@@ -54,12 +54,13 @@ const DevBlas *dev_blas(void);
 /* blas_sgemm.c: the f32 GEMM of `lib` ("blis" or "onednn") behind
  * cblas_sgemm's signature, the library loaded on the first call (once);
  * NULL, with *why saying why, when it cannot be loaded or lib is unknown.
- * It runs on the calling thread alone. Thread safe.
+ * It runs as many threads as dev_blas_sgemm_thread_count says (the
+ * calling thread alone at 1, else an OpenMP team). Thread safe.
  * dev_blas_sgemm_threads: record the BLAS thread count a device uses
  * (max(1, n)): the devices' (dev_blas_set_threads), or with unless_told
  * OpenBLAS's at its load, which a process that makes no devices keeps;
- * dev_blas_sgemm_thread_count: the count recorded (the probe offers BLIS
- * and oneDNN only at 1). */
+ * dev_blas_sgemm_thread_count: the count recorded (the probe measures at
+ * it). */
 typedef __typeof__(cblas_sgemm) SgemmFn;
 SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why);
 void dev_blas_sgemm_threads(int n, bool unless_told);

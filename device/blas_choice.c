@@ -8,27 +8,36 @@
  * (dev_blas_choose_sgemm: TsTuning.sgemm, `tessel run --sgemm`) or leaves
  * it to the probe: at the process's first f32 GEMM of at least
  * PROBE_MIN_MACS multiply-adds (through DevBlas.sgemm, which blas.c points
- * here) the libraries present are timed on the same PROBE_N^3 row-major
- * product on the device's thread, one warm-up call each and then
- * PROBE_ROUNDS interleaved rounds; the fastest best time wins. A library
- * that does not load is skipped and the verdict says why. Only where the
- * BLAS runs one thread a device (every run whose devices share the cores):
- * BLIS and oneDNN run on the calling thread alone (blas_sgemm.c), so where
- * a device spans several cores OpenBLAS's pool keeps the work. Smaller
- * products always run in OpenBLAS: there a library's call overhead counts
+ * here) the libraries present are timed on the same row-major product on
+ * the device's thread, at the devices' BLAS thread count T (one thread
+ * where devices share the cores; OpenBLAS's pool or an OpenMP team of T
+ * where one device spans T cores: blas_sgemm.c), PROBE_N^3 at one thread
+ * and as many multiply-adds a thread at T (probe_size). Each library runs
+ * in turn a warm-up call and PROBE_ROUNDS / 2 timed ones, twice (the
+ * second pass in the opposite order); the fastest best time wins. In
+ * turns, not interleaved call by call: after a call, OpenBLAS's pool and
+ * OpenMP's team spin for a while before they sleep, and a team spinning
+ * on the other core (OpenMP's threads do not yield) slowed the next
+ * library's 2-thread call by up to 3x; the warm-up call absorbs that. A
+ * library that does not load is skipped and the verdict says why.
+ * Smaller products always run in OpenBLAS: there a library's call overhead counts
  * more than its kernel, and the probe is not worth its cost, about 0.1 s
  * once a process (oneDNN generates its kernels at its first call: 40 to 65
  * ms on the AMD machine; the timed calls take 20 to 40 ms). A run that
  * knows its program has such a product measures before its clock starts
  * (dev_blas_sgemm_prepare, as it loads the library: bench's `mlp` line
  * counts the first step, and the probe made it 0.1 s slower); otherwise
- * the first step pays it. The other executor threads wait for it in
- * pthread_once, so it measures with their cores idle. A choice measured at
- * one BLAS thread is kept only while the devices run one: where a device
- * set made afterwards runs more, OpenBLAS's pool takes the products again.
+ * the first step pays it. The other executor threads wait for it on the
+ * probe's lock, so it measures with their cores idle. A choice holds for
+ * the thread count it was measured at: where the devices' count changes
+ * afterwards, the next large product measures again at the new one. (A
+ * run measures before its devices exist, at the one thread a device that
+ * dev_blas_preload leaves: where its one device then spans several cores,
+ * its first step measures again: 60 ms at 2 threads on an idle machine,
+ * more under load.)
  *
- * The choice is read by every executor thread afterwards without a lock:
- * it is written once, inside pthread_once, before any call is forwarded.
+ * The choice and its count are atomics, read by every executor thread
+ * without a lock; the probe writes them under the lock, the count last.
  */
 #include "blas.h"
 
@@ -46,10 +55,11 @@ static const char *const lib_name[NLIBS] = {"openblas", "blis", "onednn"};
 
 static atomic_int want = -1;             /* DEV_SGEMM_*; -1: nobody said (the probe) */
 static SgemmFn *openblas_fn;             /* OpenBLAS's cblas_sgemm (dev_blas_sgemm_pick) */
-static SgemmFn *chosen;                  /* what the probe chose */
+static _Atomic(SgemmFn *) chosen;        /* what the probe chose */
+static atomic_int chosen_threads;        /* the BLAS thread count it measured at; 0: none yet */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER; /* the probe and the verdict */
 static char verdict[320] = "openblas: no f32 GEMM of 256^3 multiply-adds or more (which the probe would time the "
                            "libraries for) has run";
-static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
 void dev_blas_choose_sgemm(int lib)
 {
@@ -59,22 +69,14 @@ void dev_blas_choose_sgemm(int lib)
     atomic_compare_exchange_strong(&want, &none, lib);
 }
 
-/* Where the probe chose BLIS or oneDNN (at one thread) and the devices now
- * run several BLAS threads each: OpenBLAS, whose pool uses them. */
-static bool threads_overrule(void)
-{
-    return chosen && chosen != openblas_fn && dev_blas_sgemm_thread_count() > 1;
-}
-
 const char *dev_blas_sgemm_verdict(void)
 {
-    if (threads_overrule()) { /* the probe's own words for the case (a buffer per caller's thread) */
-        static _Thread_local char many[160];
-        snprintf(many, sizeof many, "openblas: %d BLAS threads a device (BLIS and oneDNN are measured and used "
-                 "where devices run one)", dev_blas_sgemm_thread_count());
-        return many;
-    }
-    return verdict;
+    /* A copy per caller's thread: a probe may rewrite the verdict. */
+    static _Thread_local char copy[sizeof verdict];
+    pthread_mutex_lock(&probe_lock);
+    memcpy(copy, verdict, sizeof copy);
+    pthread_mutex_unlock(&probe_lock);
+    return copy;
 }
 
 static double now_s(void)
@@ -84,58 +86,67 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* One timed product of the probe's operands. */
-static double timed(SgemmFn *f, const float *a, const float *b, float *c)
+/* One timed n^3 product of the probe's operands. */
+static double timed(SgemmFn *f, int n, const float *a, const float *b, float *c)
 {
     double t0 = now_s();
-    f(CblasRowMajor, CblasNoTrans, CblasNoTrans, PROBE_N, PROBE_N, PROBE_N, 1.0f, a, PROBE_N, b, PROBE_N, 0.0f, c,
-      PROBE_N);
+    f(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     return now_s() - t0;
 }
 
-static void probe(void)
+/* The probe's n at nt threads: PROBE_N at one, else the smallest multiple
+ * of 64 whose n^3 gives each thread at least PROBE_N^3 multiply-adds (512
+ * at 2: a product split over threads has their start and join to pay
+ * too, which a product of one thread's size would overweigh). */
+static int probe_size(int nt)
 {
-    int nt = dev_blas_sgemm_thread_count();
-    if (nt > 1) {
-        chosen = openblas_fn;
-        snprintf(verdict, sizeof verdict, "openblas: %d BLAS threads a device (BLIS and oneDNN are measured and "
-                 "used where devices run one)", nt);
-        return;
-    }
+    int n = PROBE_N;
+    while ((int64_t)n * n * n < (int64_t)PROBE_N * PROBE_N * PROBE_N * nt)
+        n += 64;
+    return n;
+}
+
+/* Times the libraries at nt threads, under probe_lock; sets the verdict
+ * and returns the fastest. */
+static SgemmFn *probe(int nt)
+{
+    int pn = probe_size(nt);
     SgemmFn *fn[NLIBS] = {openblas_fn, NULL, NULL};
     const char *why[NLIBS] = {"", "", ""};
     for (int i = 1; i < NLIBS; i++)
         fn[i] = dev_blas_sgemm_from(lib_name[i], &why[i]);
-    size_t n = (size_t)PROBE_N * PROBE_N;
+    size_t n = (size_t)pn * pn;
     float *a = malloc(3 * n * sizeof *a);
     if (!a) { /* no memory to measure with: OpenBLAS, as before the probe */
-        chosen = openblas_fn;
         snprintf(verdict, sizeof verdict, "openblas (no memory for the probe)");
-        return;
+        return openblas_fn;
     }
     float *b = a + n, *c = b + n;
     for (size_t i = 0; i < 2 * n; i++) /* small exact values: no denormals, no overflow */
         a[i] = (float)((int)(i % 17) - 8) * 0.125f;
-    double best[NLIBS];
-    for (int i = 0; i < NLIBS; i++)
-        best[i] = fn[i] ? timed(fn[i], a, b, c) : 0; /* warm-up (oneDNN generates its kernel here) */
-    for (int r = 0; r < PROBE_ROUNDS; r++)
+    double best[NLIBS] = {0};
+    for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < NLIBS; k++) {
-            int i = (k + r) % NLIBS; /* each library in each position once in a while */
+            int i = pass ? NLIBS - 1 - k : k; /* the second pass in the opposite order */
             if (!fn[i])
                 continue;
-            double t = timed(fn[i], a, b, c);
-            if (r == 0 || t < best[i])
-                best[i] = t;
+            (void)timed(fn[i], pn, a, b, c); /* warm-up (oneDNN generates its kernel at its first) */
+            for (int r = 0; r < PROBE_ROUNDS / 2; r++) {
+                double t = timed(fn[i], pn, a, b, c);
+                if ((pass == 0 && r == 0) || t < best[i])
+                    best[i] = t;
+            }
         }
     free(a);
     int win = 0;
     for (int i = 1; i < NLIBS; i++)
         if (fn[i] && best[i] < best[win])
             win = i;
-    chosen = fn[win];
-    int used = snprintf(verdict, sizeof verdict, "%s, measured (f32 %d^3, one thread):", lib_name[win], PROBE_N);
-    double flops = 2.0 * PROBE_N * PROBE_N * (double)PROBE_N;
+    char threads[24] = "one thread";
+    if (nt > 1)
+        snprintf(threads, sizeof threads, "%d threads", nt);
+    int used = snprintf(verdict, sizeof verdict, "%s, measured (f32 %d^3, %s):", lib_name[win], pn, threads);
+    double flops = 2.0 * pn * pn * (double)pn;
     for (int i = 0; i < NLIBS && used > 0 && (size_t)used < sizeof verdict; i++) {
         if (fn[i])
             used += snprintf(verdict + used, sizeof verdict - (size_t)used, "%s %s %.1f GFLOP/s", i ? "," : "",
@@ -146,10 +157,30 @@ static void probe(void)
     }
     if (used > 0 && (size_t)used < sizeof verdict)
         snprintf(verdict + used, sizeof verdict - (size_t)used, "; under 256^3 multiply-adds: openblas");
+    return fn[win];
+}
+
+/* The choice at the devices' current BLAS thread count: the one measured
+ * at it, or measured now (once per count change: the first caller
+ * measures, the others wait on the lock and then find it made). */
+static SgemmFn *choice(void)
+{
+    int nt = dev_blas_sgemm_thread_count();
+    if (atomic_load(&chosen_threads) == nt)
+        return atomic_load(&chosen);
+    pthread_mutex_lock(&probe_lock);
+    if (atomic_load(&chosen_threads) != nt) {
+        atomic_store(&chosen, probe(nt));
+        atomic_store(&chosen_threads, nt);
+    }
+    SgemmFn *f = atomic_load(&chosen);
+    pthread_mutex_unlock(&probe_lock);
+    return f;
 }
 
 /* DevBlas.sgemm under the probe: small products to OpenBLAS; the first
- * large one measures, then every large one goes to the fastest. */
+ * large one at a thread count measures, then every large one at it goes
+ * to the fastest. */
 static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
                          int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc)
@@ -158,8 +189,7 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         openblas_fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    pthread_once(&probe_once, probe);
-    SgemmFn *f = threads_overrule() ? openblas_fn : chosen;
+    SgemmFn *f = choice();
     f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -168,10 +198,11 @@ void dev_blas_sgemm_prepare(int64_t largest_macs)
     /* After the load (inside dev_blas's pthread_once), openblas_fn is set
      * exactly when the probe is the choice. Several BLAS threads a device
      * (OPENBLAS_NUM_THREADS told so at the load): the devices may still
-     * lower it, so the first large product decides, as without this call. */
+     * lower it, so the first large product measures, at the devices'
+     * count, as without this call. */
     if (largest_macs < PROBE_MIN_MACS || !dev_blas() || !openblas_fn || dev_blas_sgemm_thread_count() > 1)
         return;
-    pthread_once(&probe_once, probe);
+    (void)choice();
 }
 
 SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why)

@@ -10,14 +10,17 @@
  * OpenBLAS (BLIS's own cblas_sgemm would call sgemm_, which OpenBLAS, loaded
  * first, also defines). oneDNN's dnnl_sgemm is row-major; a column-major
  * product is the row-major product of the transposes, operands swapped.
- * Both run on the calling thread alone (tessel's devices are one thread
- * each wherever devices share cores): BLIS is told one thread once,
- * oneDNN's OpenMP runtime before every call (omp_set_num_threads sets the
- * calling thread's count only). Where the BLAS runs more threads a device
- * the probe keeps OpenBLAS (blas_choice.c), so no OpenMP pool starts
- * beside OpenBLAS's (under load such pools spin at their barriers: a
- * 2-thread BLIS ran 3x slower than OpenBLAS at load 16). The count is
- * recorded here (dev_blas_sgemm_threads) for that decision.
+ * Both run as many threads as a device's BLAS runs (dev_blas_sgemm_threads
+ * records the devices' count): the calling thread alone wherever devices
+ * share the cores, an OpenMP team of that many (the caller and the
+ * runtime's threads) where one device spans several cores. BLIS is told
+ * the count when it differs from the one it was last told (its setting is
+ * global; every device of a set runs the same count), oneDNN's OpenMP
+ * runtime before every call (omp_set_num_threads sets the calling
+ * thread's count only). Whether a team beats OpenBLAS's pool is the
+ * probe's business (blas_choice.c): under load OpenMP's threads spin at
+ * their barriers (a 2-thread BLIS once ran 3x slower than OpenBLAS at load
+ * 16), idle oneDNN's team was the fastest here (BENCHMARKS.md, "The GEMM").
  *
  * The libraries are loaded once (pthread_once per library) and never
  * unloaded; the pointers are read without a lock afterwards.
@@ -38,10 +41,12 @@ typedef int (*DnnlSgemm)(char transa, char transb, int64_t m, int64_t n, int64_t
                          int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 static BliSgemm bli_sgemm_fn;
+static void (*bli_set_threads_fn)(int64_t);
 static DnnlSgemm dnnl_sgemm_fn;
 static void (*omp_set_threads_fn)(int);
 static char blis_why[200], dnnl_why[200];
 static atomic_int threads;         /* the devices' BLAS thread count; 0: not told */
+static atomic_int blis_threads;    /* the count BLIS was last told */
 
 static pthread_once_t blis_once = PTHREAD_ONCE_INIT, dnnl_once = PTHREAD_ONCE_INIT;
 
@@ -62,9 +67,9 @@ static void blis_load(void)
         snprintf(blis_why, sizeof blis_why, "BLIS (libblis.so.4) for f32 GEMMs: %s", e ? e : "dlopen failed");
         return;
     }
-    void (*set)(int64_t);
-    memcpy(&set, &t, sizeof t);
-    set(1);
+    memcpy(&bli_set_threads_fn, &t, sizeof t);
+    bli_set_threads_fn(1);
+    atomic_store(&blis_threads, 1);
     memcpy(&bli_sgemm_fn, &g, sizeof g);
 }
 
@@ -103,6 +108,9 @@ static void sgemm_blis(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
     strides(order, ta, lda, &rsa, &csa);
     strides(order, tb, ldb, &rsb, &csb);
     strides(order, CblasNoTrans, ldc, &rsc, &csc);
+    int nt = dev_blas_sgemm_thread_count();
+    if (atomic_exchange(&blis_threads, nt) != nt)
+        bli_set_threads_fn(nt);
     /* 0: BLIS_NO_TRANSPOSE; the transposes are in the strides. */
     bli_sgemm_fn(0, 0, m, n, k, &alpha, a, rsa, csa, b, rsb, csb, &beta, c, rsc, csc);
 }
@@ -112,7 +120,7 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
 {
     char ca = ta == CblasNoTrans ? 'N' : 'T', cb = tb == CblasNoTrans ? 'N' : 'T';
     if (omp_set_threads_fn)
-        omp_set_threads_fn(1);
+        omp_set_threads_fn(dev_blas_sgemm_thread_count());
     if (order == CblasRowMajor)
         dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else /* C^T = op(B)^T op(A)^T, all row-major */

@@ -14,8 +14,11 @@
  * the library it chose and a rate or the reason for a skip for each of the
  * three. (Which one wins is the machine's business: not asserted.) Told
  * of a large product before any (dev_blas_sgemm_prepare, as a run does
- * before its clock starts), it measures then, and only then; a device set
- * of several BLAS threads a device gives the products back to OpenBLAS.
+ * before its clock starts), it measures then, and only then; where the
+ * devices' BLAS thread count changes, the next large product measures
+ * again at the new count (512^3 at 2 threads). BLIS and
+ * oneDNN also at two threads a device (an OpenMP team): the orders and
+ * transposes, and a 256^3 product of small integers exactly.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -74,6 +77,34 @@ static void check_fn(const char *lib, SgemmFn *g)
             }
 }
 
+enum { P = 256 };
+
+/* A P^3 product of small integers (exact in f32: every element equal to a
+ * double dot), B transposed, through g at `threads` BLAS threads a device. */
+static void check_exact(const char *what, SgemmFn *g, int threads)
+{
+    static float a[P * P], bm[P * P], c[P * P];
+    for (int i = 0; i < P * P; i++) {
+        a[i] = (float)((i * 7) % 13 - 6);
+        bm[i] = (float)((i * 5) % 11 - 5);
+    }
+    dev_blas_sgemm_threads(threads, false);
+    memset(c, 0, sizeof c);
+    g(CblasRowMajor, CblasNoTrans, CblasTrans, P, P, P, 1.0f, a, P, bm, P, 0.0f, c, P);
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++) {
+            double want = 0;
+            for (int p = 0; p < P; p++)
+                want += (double)a[i * P + p] * bm[j * P + p];
+            if (c[i * P + j] != (float)want)
+                fail_msg("%s %d^3 at %d threads: C(%d,%d) = %g, expected %g", what, P, threads, i, j,
+                         c[i * P + j], want);
+        }
+}
+
+/* A library at one BLAS thread a device (the calling thread) and at two
+ * (an OpenMP team, as where one device spans two cores); the count goes
+ * back to one afterwards. */
 static void check_lib(const char *lib)
 {
     const char *why = "";
@@ -82,7 +113,12 @@ static void check_lib(const char *lib)
         printf("test_blas_sgemm: %s skipped: %s\n", lib, why);
         skip();
     }
-    check_fn(lib, g);
+    for (int threads = 1; threads <= 2; threads++) {
+        dev_blas_sgemm_threads(threads, false);
+        check_fn(lib, g);
+        check_exact(lib, g, threads);
+    }
+    dev_blas_sgemm_threads(1, false);
 }
 
 static void probed_sgemm(void **state)
@@ -103,7 +139,6 @@ static void probed_sgemm(void **state)
     /* Told before a run of a program whose GEMMs are all small, or while
      * the BLAS runs several threads a device, the probe measures nothing;
      * told of a 256^3 one at one thread, it measures before any product. */
-    enum { P = 256 };
     dev_blas_sgemm_prepare((int64_t)P * P * P - 1);
     assert_non_null(strstr(dev_blas_sgemm_verdict(), "openblas: no f32 GEMM of 256^3"));
     dev_blas_sgemm_threads(2, false);
@@ -114,27 +149,15 @@ static void probed_sgemm(void **state)
     assert_non_null(strstr(dev_blas_sgemm_verdict(), ", measured (f32 384^3, one thread): openblas "));
     /* A 256^3 product runs in the library chosen: every element against a
      * double dot of small integers (exact in f32); again where the devices
-     * run two BLAS threads each, which gives the products back to OpenBLAS. */
-    static float a[P * P], bm[P * P], c[P * P];
-    for (int i = 0; i < P * P; i++) {
-        a[i] = (float)((i * 7) % 13 - 6);
-        bm[i] = (float)((i * 5) % 11 - 5);
-    }
+     * run two BLAS threads each, which the probe measures first (OpenBLAS's
+     * pool and OpenMP teams of 2), and at one again, measured again. */
     for (int threads = 2; threads >= 1; threads--) {
-        dev_blas_sgemm_threads(threads, false);
-        if (threads > 1)
-            assert_int_equal(strncmp(dev_blas_sgemm_verdict(), "openblas", 8), 0);
-        memset(c, 0, sizeof c);
-        b->sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, P, P, P, 1.0f, a, P, bm, P, 0.0f, c, P);
-        for (int i = 0; i < P; i++)
-            for (int j = 0; j < P; j++) {
-                double want = 0;
-                for (int p = 0; p < P; p++)
-                    want += (double)a[i * P + p] * bm[j * P + p];
-                if (c[i * P + j] != (float)want)
-                    fail_msg("probed 256^3 at %d threads: C(%d,%d) = %g, expected %g", threads, i, j,
-                             c[i * P + j], want);
-            }
+        check_exact("probed", b->sgemm, threads);
+        if (threads > 1) {
+            const char *v2 = dev_blas_sgemm_verdict();
+            printf("test_blas_sgemm: f32 GEMM at 2 threads: %s\n", v2);
+            assert_non_null(strstr(v2, ", measured (f32 512^3, 2 threads): openblas "));
+        }
     }
     const char *v = dev_blas_sgemm_verdict();
     printf("test_blas_sgemm: f32 GEMM: %s\n", v);
