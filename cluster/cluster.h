@@ -274,7 +274,9 @@ void clu_result_free(CluResult *res);
 
 /* A standalone module holding cluster `k` of `res` (computed from `out`):
  * its entry is a copy of the cluster computation (with the computations it
- * calls), its header num_partitions and replica_count those of `out`. What
+ * calls), its header num_partitions and replica_count those of `out`, its
+ * buffer_donor the parameters that receive a donor of `out`'s entry which
+ * the host program reads nowhere else (numbered as the cluster's). What
  * the partitioner takes. *mod is NULL on failure (IR_EINPUT for a bad k,
  * IR_ENOMEM). */
 IrStatus clu_cluster_module(const IrModule *out, const CluResult *res, int32_t k, IrModule **mod,

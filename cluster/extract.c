@@ -181,6 +181,8 @@ static IrStatus copy_header(Extract *x)
             return clu_nomem(x);
     }
     o->nalias = in->nalias;
+    if (ir_set_donors(o, in->donor, in->ndonor) != IR_OK)
+        return clu_nomem(x);
     if (in->nheader_attr > 0 &&
         !(o->header_attr = ir_alloc_array(a, (size_t)in->nheader_attr, sizeof(IrKeyValue))))
         return clu_nomem(x);
@@ -415,6 +417,46 @@ IrStatus clu_extract(const IrModule *in, const CluOptions *opt, IrModule **out, 
     return IR_OK;
 }
 
+/* How many times the entry's instruction i is an operand (the root counts
+ * once more: the caller gets it). */
+static int32_t uses(const IrComputation *e, int32_t i)
+{
+    int32_t n = e->root == i;
+    for (int32_t j = 0; j < e->ninstr; j++)
+        for (int32_t o = 0; o < e->instr[j].nopnd; o++)
+            n += e->instr[j].opnd[o] == i;
+    return n;
+}
+
+/* Cluster k's buffer donors (into mod): its parameter j is one when the
+ * call in the entry of `out` hands it entry parameter p whole, p is a
+ * buffer_donor of `out`, and nothing else in the host program reads p (the
+ * cluster may then write over it). A cluster called from host control
+ * flow, or given a donor the host reads again, gets none of it. */
+static IrStatus map_donors(const IrModule *out, const CluCluster *cl, IrModule *mod)
+{
+    const IrComputation *e = ir_entry(out);
+    int32_t call = e && cl->host_comp == out->entry && cl->call ? ir_find_instr(e, cl->call) : -1;
+    if (call < 0 || out->ndonor == 0)
+        return IR_OK;
+    const IrInstr *ci = &e->instr[call];
+    IrDonor *v = ts_calloc((size_t)ci->nopnd + 1, sizeof *v);
+    if (!v)
+        return IR_ENOMEM;
+    int32_t n = 0;
+    for (int32_t j = 0; j < ci->nopnd; j++) {
+        const IrInstr *op = &e->instr[ci->opnd[j]];
+        if (op->op != OP_PARAMETER || uses(e, ci->opnd[j]) != 1)
+            continue;
+        for (int32_t k = 0; k < out->ndonor; k++)
+            if (out->donor[k].param_number == op->a.parameter_number && out->donor[k].param_index.n == 0)
+                v[n++] = (IrDonor){.param_number = j, .pos = out->donor[k].pos};
+    }
+    IrStatus st = ir_set_donors(mod, v, n);
+    ts_free(v);
+    return st;
+}
+
 IrStatus clu_cluster_module(const IrModule *out, const CluResult *res, int32_t k, IrModule **mod,
                             IrDiag *d)
 {
@@ -439,6 +481,10 @@ IrStatus clu_cluster_module(const IrModule *out, const CluResult *res, int32_t k
     m->comp[ci]->is_entry = true;
     m->num_partitions = out->num_partitions;
     m->replica_count = out->replica_count;
+    if (map_donors(out, &res->clusters[k], m) != IR_OK) {
+        ir_module_free(m);
+        return ir_oom(d, NULL);
+    }
     *mod = m;
     return IR_OK;
 }

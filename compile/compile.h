@@ -47,7 +47,8 @@ typedef struct CompileOptions {
      * (auto/, before propagation); NULL: none. */
     const AutoOptions *auto_shard;
     /* Pair parameters with outputs where safe (partition/donate.c,
-     * plan_donate_auto) after partitioning each cluster. */
+     * plan_donate) after partitioning each cluster; a module's buffer_donor
+     * is paired without it. */
     bool donate_auto;
     /* > 0: fit each cluster's estimated peak per device (with what the
      * host program holds) within this many bytes (compile_fit_memory);

@@ -33,10 +33,14 @@
  *                          are those of step 3: no second propagation).
  *                          Establishes one SPMD program per cluster,
  *                          per-device shapes, collectives. Verified after.
- *   5b. donate            with CompileOptions.donate_auto: plan_donate_auto
- *                          pairs parameters with outputs where safe (the
- *                          SPMD program's input_output_alias grows); again
- *                          after 5c when the fit reordered the program.
+ *   5b. donate            plan_donate pairs the cluster's buffer donors
+ *                          (the module's buffer_donor, JAX's
+ *                          donate_argnums; clu_cluster_module maps them to
+ *                          a cluster's parameters) with outputs of the same
+ *                          shard, and with CompileOptions.donate_auto any
+ *                          parameter where safe (the SPMD program's
+ *                          input_output_alias grows); again after 5c when
+ *                          the fit reordered the program.
  *   5c. fit memory         with CompileOptions.memory_limit: each SPMD
  *                          program whose estimated peak per device (with
  *                          what the host program holds, the donated
@@ -171,12 +175,12 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
      * last read (as the run does); pairs its new order makes safe are
      * added after it. */
     int32_t added = 0;
-    if (st == IR_OK && opt->donate_auto)
-        st = plan_donate_auto(c, &added, d);
+    if (st == IR_OK)
+        st = plan_donate(c, opt->donate_auto, &added, d);
     if (st == IR_OK && fit)
         st = fit_memory(c, opt, host, k, fit, d);
-    if (st == IR_OK && opt->donate_auto && fit && fit->scheduled)
-        st = plan_donate_auto(c, &added, d);
+    if (st == IR_OK && fit && fit->scheduled)
+        st = plan_donate(c, opt->donate_auto, &added, d);
     if (st == IR_OK)
         st = dump(opt, k, "after_spmd_partition", c->spmd, d);
     return st;

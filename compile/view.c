@@ -168,6 +168,7 @@ static json_t *jmemory(const PlanMemory *pm)
         json_object_set_new(v, "parameter_name", pd->param_name ? json_string(pd->param_name) : json_null());
         json_object_set_new(v, "output", json_integer(pd->output));
         json_object_set_new(v, "inferred", json_boolean(pd->inferred));
+        json_object_set_new(v, "buffer_donor", json_boolean(pd->from_donor));
         json_object_set_new(v, "last_read", pd->last_read ? json_string(pd->last_read) : json_null());
         json_object_set_new(v, "read_step", json_integer(pd->read_step));
         json_object_set_new(v, "written", pd->written ? json_string(pd->written) : json_null());
@@ -239,6 +240,49 @@ static json_t *jcluster(const DeviceLayout *p)
     json_object_set_new(c, "reshards", rs);
     json_object_set_new(c, "memory", jmemory(&p->memory));
     return c;
+}
+
+/* Cluster k's buffer donors no output took (partition/donate.c), each
+ * with its parameter's name and why: memory.unpaired_donors (JSON) or
+ * lines of text. */
+static const char *donor_name(const PlanCluster *c, const IrDonor *dn)
+{
+    const IrComputation *e = ir_entry(c->spmd);
+    int64_t p = dn->param_number;
+    return e && p >= 0 && p < e->nparam && e->param[p] >= 0 ? e->instr[e->param[p]].name : "?";
+}
+
+static void jcluster_donors(json_t *mem, const CompileResult *r, int32_t k)
+{
+    const PlanCluster *c = &r->prog.cluster[k];
+    json_t *ds = json_array();
+    for (int32_t j = 0; mem && j < c->spmd->ndonor; j++) {
+        const IrDonor *dn = &c->spmd->donor[j];
+        char why[256];
+        plan_donor_unpaired(c, dn, why, sizeof why);
+        json_t *v = json_object();
+        json_object_set_new(v, "parameter", json_integer(dn->param_number));
+        json_object_set_new(v, "parameter_name", json_string(donor_name(c, dn)));
+        json_object_set_new(v, "why", json_string(why));
+        json_array_append_new(ds, v);
+    }
+    if (mem)
+        json_object_set_new(mem, "unpaired_donors", ds);
+    else
+        json_decref(ds);
+}
+
+static void out_donors(IrStrBuf *o, const CompileResult *r, int32_t k)
+{
+    const PlanCluster *c = &r->prog.cluster[k];
+    if (c->spmd->ndonor > 0)
+        ir_sb_printf(o, "  buffer donors left unpaired (the caller keeps each to the end):\n");
+    for (int32_t j = 0; j < c->spmd->ndonor; j++) {
+        char why[256];
+        plan_donor_unpaired(c, &c->spmd->donor[j], why, sizeof why);
+        ir_sb_printf(o, "    parameter %lld (%s): %s\n", (long long)c->spmd->donor[j].param_number,
+                     donor_name(c, &c->spmd->donor[j]), why);
+    }
 }
 
 /* The memory fit of cluster k (docs/plan.md): memory.fit, when the
@@ -335,6 +379,7 @@ static char *plans_json(DeviceLayout *const *layouts, int32_t nlayouts, const Cl
     for (int32_t k = 0; k < nlayouts; k++) {
         json_t *c = jcluster(layouts[k]);
         jcluster_fit(json_object_get(c, "memory"), cr, k);
+        jcluster_donors(json_object_get(c, "memory"), cr, k);
         if (res && k < res->nclusters)
             jcluster_source(c, &res->clusters[k]);
         json_array_append_new(cl, c);
@@ -545,7 +590,9 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
         const PlanDonation *pd = &pm->donations[k];
         ir_sb_printf(o, "    parameter %lld (%s) -> output %lld, %s: ", (long long)pd->param,
                      pd->param_name ? pd->param_name : "?", (long long)pd->output,
-                     pd->inferred ? "inferred (--donate auto)" : "declared by the module");
+                     pd->inferred     ? "inferred (--donate auto)"
+                     : pd->from_donor ? "a buffer_donor paired by shape, type and shard"
+                                      : "declared by the module");
         if (pd->last_read)
             ir_sb_printf(o, "last read at step %d (%s)", (int)pd->read_step + 1, pd->last_read);
         else
@@ -621,6 +668,7 @@ static char *plans_text(DeviceLayout *const *layouts, int32_t nlayouts, const Cl
             ir_sb_printf(&o, "\n");
         }
         out_cluster(&o, layouts[k]);
+        out_donors(&o, cr, k);
         compile_fit_describe(&o, cr, k, "  ");
     }
     if (res) {

@@ -927,7 +927,18 @@ typedef struct IrAlias {
     IrShapeIndex param_index;
     bool must_alias;
     bool inferred;          /* added by --donate auto (partition/donate.c), not the module's */
+    bool from_donor;        /* a buffer_donor parameter paired by partition/donate.c */
 } IrAlias;
+
+/* buffer_donor={ (0, {}), (1, {}) }: a parameter (or a leaf of a tuple
+ * parameter) the caller gives up without naming the output that may take
+ * its buffer, as JAX writes donate_argnums where it leaves the output
+ * shardings to the compiler; partition/donate.c pairs it with one. */
+typedef struct IrDonor {
+    int64_t param_number;
+    IrShapeIndex param_index;
+    IrPos pos;              /* its '(' in the header, for errors */
+} IrDonor;
 
 typedef struct IrModule {
     IrArena *arena;
@@ -942,6 +953,8 @@ typedef struct IrModule {
     const char *entry_computation_layout; /* raw text inside {...} */
     int32_t nalias;
     IrAlias *alias;
+    int32_t ndonor;
+    IrDonor *donor;          /* buffer_donor, each (param, index) once, none also aliased */
     int32_t nheader_attr;
     IrKeyValue *header_attr; /* other accepted header attributes, kept raw */
     const char *file;        /* source file name for diagnostics, may be NULL */
@@ -984,6 +997,9 @@ IrComputation *ir_entry(const IrModule *m);
  * the executor (DevExecOptions.donated) and the memory estimate frees at
  * its last use. Can't fail. */
 void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam);
+/* m's buffer_donor becomes a copy of v[0..n) (in m's arena; n = 0: none).
+ * IR_ENOMEM leaves m's list as it was. */
+IrStatus ir_set_donors(IrModule *m, const IrDonor *v, int32_t n);
 /* A name not used in the module, derived from `base` ("add" -> "add.7"). */
 const char *ir_unique_name(IrModule *m, const char *base);
 /* `name` itself when the module does not use it yet ("x.1" stays "x.1",

@@ -372,6 +372,26 @@ void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam)
     }
 }
 
+IrStatus ir_set_donors(IrModule *m, const IrDonor *v, int32_t n)
+{
+    IrDonor *d = n > 0 ? ir_alloc_array(m->arena, (size_t)n, sizeof *d) : NULL;
+    if (n > 0 && !d)
+        return IR_ENOMEM;
+    for (int32_t k = 0; k < n; k++) {
+        d[k] = v[k];
+        if (d[k].param_index.n > 0) {
+            int64_t *ix = ir_alloc_array(m->arena, (size_t)d[k].param_index.n, sizeof *ix);
+            if (!ix)
+                return IR_ENOMEM;
+            memcpy(ix, v[k].param_index.v, (size_t)d[k].param_index.n * sizeof *ix);
+            d[k].param_index.v = ix;
+        }
+    }
+    m->donor = d;
+    m->ndonor = n;
+    return IR_OK;
+}
+
 IrComputation *ir_entry(const IrModule *m)
 {
     return m->entry >= 0 ? m->comp[m->entry] : NULL;
@@ -675,6 +695,8 @@ IrModule *ir_module_clone(const IrModule *m)
                 goto oom;
         }
     }
+    if (ir_set_donors(d, m->donor, m->ndonor) != IR_OK)
+        goto oom;
     d->nheader_attr = m->nheader_attr;
     if (m->nheader_attr > 0) {
         d->header_attr = ir_alloc_array(d->arena, (size_t)m->nheader_attr, sizeof(IrKeyValue));

@@ -895,7 +895,8 @@ static bool parse_module(Parser *P)
             return lx_nomem(L);
         m->name = n;
     }
-    return prs_name_inline(P) && resolve_callees(P) && prs_wrap_async_ops(P) && prs_infer_deferred(P) && prs_check_signatures(P);
+    return prs_name_inline(P) && resolve_callees(P) && prs_wrap_async_ops(P) && prs_infer_deferred(P) && prs_check_signatures(P) &&
+           prs_check_donors(P);
 }
 
 /* ---- entry points ---- */

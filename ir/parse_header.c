@@ -1,7 +1,8 @@
 /*
  * parse_header.c: the module header in the HLO text parser (see parse.c):
- * 'HloModule' name (',' header_attr)*, with input_output_alias, the
- * attributes kept raw for printing, and the stack frame tables newer XLA
+ * 'HloModule' name (',' header_attr)*, with input_output_alias,
+ * buffer_donor (checked against the entry once it is parsed:
+ * prs_check_donors), the attributes kept raw for printing, and the stack frame tables newer XLA
  * prints after it.
  */
 #include "parse_internal.h"
@@ -60,9 +61,90 @@ static bool parse_aliases(Parser *P)
     return ok;
 }
 
+/* buffer_donor={ (0, {}), (1, {0}) }: each entry a parameter number and
+ * a shape index inside it, kept with its position; prs_check_donors checks
+ * them against the entry once it is parsed. */
+static bool parse_donors(Parser *P)
+{
+    Lexer *L = &P->L;
+    IrDonor *v = NULL;
+    int32_t n = 0;
+    int64_t cap = 0;
+    bool ok = lx_expect(L, LX_LBRACE, "'{' to start buffer_donor");
+    while (ok && !lx_is(L, LX_RBRACE)) {
+        if (n >= INT32_MAX / 4) {
+            ok = lx_fail(L, L->tok.pos, "too many buffer donors");
+            break;
+        }
+        if (!IR_GROW(v, cap, n + 1)) {
+            ok = lx_nomem(L);
+            break;
+        }
+        IrDonor *dn = &v[n++];
+        memset(dn, 0, sizeof *dn);
+        dn->pos = L->tok.pos;
+        ok = lx_expect(L, LX_LPAREN, "'(' to start a buffer donor (parameter, {index})") &&
+             lx_int(L, &dn->param_number, "parameter number") &&
+             lx_expect(L, LX_COMMA, "',' after the parameter number") &&
+             lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &dn->param_index, "parameter shape index") &&
+             lx_expect(L, LX_RPAREN, "')' to end the buffer donor");
+        if (ok && !lx_eat(L, LX_COMMA))
+            break;
+    }
+    ok = ok && lx_expect(L, LX_RBRACE, "'}' to end buffer_donor");
+    if (ok && n > 0) {
+        P->m->donor = ir_alloc_array(P->m->arena, (size_t)n, sizeof(IrDonor));
+        if (!P->m->donor)
+            ok = lx_nomem(L);
+        else
+            memcpy(P->m->donor, v, (size_t)n * sizeof(IrDonor));
+        P->m->ndonor = n;
+    }
+    ts_free(v);
+    return ok;
+}
+
+static bool same_index(const IrShapeIndex *a, const IrShapeIndex *b)
+{
+    return a->n == b->n && (a->n == 0 || memcmp(a->v, b->v, (size_t)a->n * sizeof *a->v) == 0);
+}
+
+/* Each buffer donor names a parameter of the entry and an index inside
+ * its shape, once, and is not also one of input_output_alias's parameters
+ * (XLA's verifier refuses both: the alias already says where it goes). */
+bool prs_check_donors(Parser *P)
+{
+    Lexer *L = &P->L;
+    const IrModule *m = P->m;
+    const IrComputation *e = ir_entry(m);
+    for (int32_t k = 0; e && k < m->ndonor; k++) {
+        const IrDonor *dn = &m->donor[k];
+        int64_t p = dn->param_number;
+        if (p < 0 || p >= e->nparam || e->param[p] < 0)
+            return lx_fail(L, dn->pos, "buffer_donor: the entry computation %s has no parameter %lld (it has %d)",
+                           e->name, (long long)p, (int)e->nparam);
+        const IrShape *s = &e->instr[e->param[p]].shape;
+        for (int32_t j = 0; j < dn->param_index.n; j++) {
+            int64_t i = dn->param_index.v[j];
+            if (s->type != IR_TUPLE || i < 0 || i >= s->ntuple)
+                return lx_fail(L, dn->pos, "buffer_donor: parameter %lld has no leaf at index %lld of its "
+                               "shape index", (long long)p, (long long)i);
+            s = &s->tuple[i];
+        }
+        for (int32_t j = 0; j < k; j++)
+            if (m->donor[j].param_number == p && same_index(&m->donor[j].param_index, &dn->param_index))
+                return lx_fail(L, dn->pos, "buffer_donor: parameter %lld is named twice", (long long)p);
+        for (int32_t j = 0; j < m->nalias; j++)
+            if (m->alias[j].param_number == p && same_index(&m->alias[j].param_index, &dn->param_index))
+                return lx_fail(L, dn->pos, "buffer_donor: parameter %lld is also in input_output_alias (a "
+                               "parameter is aliased or donated, not both)", (long long)p);
+    }
+    return true;
+}
+
 /* Module attributes that do not change meaning, kept raw for printing. */
 static const char *const kept_header_attrs[] = {
-    "buffer_donor", "alias_passthrough_params", "frontend_attributes",
+    "alias_passthrough_params", "frontend_attributes",
     "allow_spmd_sharding_propagation_to_parameters", "allow_spmd_sharding_propagation_to_output",
     "origin_recovery_table", "debug_attributes", NULL,
 };
@@ -76,7 +158,7 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
         return lx_expected(L, "module attribute name=value");
     IrPos pos = L->tok.pos;
     static const char *const known[] = {"is_scheduled", "replica_count", "num_partitions",
-                                        "entry_computation_layout", "input_output_alias", NULL};
+                                        "entry_computation_layout", "input_output_alias", "buffer_donor", NULL};
     int k = -1;
     for (int i = 0; known[i]; i++)
         if (lx_is_word(L, known[i]))
@@ -112,6 +194,8 @@ static bool parse_header_attr(Parser *P, uint32_t *seen, int *nseen_kept)
         return prs_raw_braces(P, &m->entry_computation_layout, true, "'{' after entry_computation_layout=");
     case 4:
         return parse_aliases(P);
+    case 5:
+        return parse_donors(P);
     default:
         break;
     }

@@ -379,5 +379,8 @@ bool prs_wrap_async_ops(Parser *P);
 bool prs_parse_header(Parser *P);
 /* The FileNames ... StackFrames tables, kept raw. */
 bool prs_skip_stack_frames(Parser *P);
+/* buffer_donor against the parsed entry (each a parameter and a leaf of
+ * it, once, not also aliased): false with the error at the donor. */
+bool prs_check_donors(Parser *P);
 
 #endif

@@ -1113,6 +1113,18 @@ static void put_aliases(IrStrBuf *b, const IrModule *m)
     ir_sb_puts(b, " }");
 }
 
+/* buffer_donor={ (0, {}), (1, {}) } */
+static void put_donors(IrStrBuf *b, const IrModule *m)
+{
+    ir_sb_puts(b, ", buffer_donor={ ");
+    for (int32_t i = 0; i < m->ndonor; i++) {
+        ir_sb_printf(b, "%s(%lld, ", i ? ", " : "", (long long)m->donor[i].param_number);
+        put_shape_index(b, &m->donor[i].param_index);
+        ir_sb_puts(b, ")");
+    }
+    ir_sb_puts(b, " }");
+}
+
 static void put_header(IrStrBuf *b, const IrModule *m)
 {
     ir_sb_puts(b, "HloModule ");
@@ -1121,6 +1133,8 @@ static void put_header(IrStrBuf *b, const IrModule *m)
         ir_sb_puts(b, ", is_scheduled=true");
     if (m->nalias > 0)
         put_aliases(b, m);
+    if (m->ndonor > 0)
+        put_donors(b, m);
     if (m->entry_computation_layout) {
         ir_sb_puts(b, ", entry_computation_layout={");
         ir_sb_puts(b, m->entry_computation_layout);

@@ -1192,7 +1192,7 @@ static IrStatus donations(IrArena *a, const IrModule *m, const IrComputation *c,
         const IrAlias *al = &m->alias[k];
         PlanDonation *pd = &out->donations[out->ndonations++];
         *pd = (PlanDonation){.param = al->param_number, .output = -1, .read_step = -1, .write_step = -1,
-                             .inferred = al->inferred};
+                             .inferred = al->inferred, .from_donor = al->from_donor};
         int32_t pi = al->param_number >= 0 && al->param_number < c->nparam ? c->param[al->param_number] : -1;
         if (pi >= 0) {
             pd->param_name = c->instr[pi].name;

@@ -355,6 +355,7 @@ typedef struct PlanDonation {
     const char *written;      /* the instruction writing the output; NULL: not one of the root's */
     int32_t write_step;
     bool inferred;            /* --donate auto's, not the module's */
+    bool from_donor;          /* the module's buffer_donor, paired by plan_donate */
 } PlanDonation;
 
 typedef struct PlanMemory {
@@ -522,16 +523,24 @@ const IrSharding *plan_root_sharding(const PlanCluster *c);
  * {replicated}, for a replay. IR_ENOMEM only. */
 IrStatus plan_cluster_record_io(PlanCluster *c, IrDiag *d);
 
-/* ---- donate.c: input_output_alias pairs inferred (--donate auto) ---- */
+/* ---- donate.c: input_output_alias pairs for buffer donors and inferred (--donate auto) ---- */
 
 /* Pair entry parameters of c's SPMD program with outputs of the same
- * logical shape, type and sharding that are written (a buffer of their
- * own, at a step of the executor's order) no earlier than the
- * parameter's last read; pairs the module declares are kept and their
- * parameters and outputs not paired again. Adds the pairs to
- * c->spmd->alias (IrAlias.inferred); *added counts them. IR_ENOMEM, or the
- * estimate's IR_EINPUT for a program the executor would refuse. */
-IrStatus plan_donate_auto(PlanCluster *c, int32_t *added, IrDiag *d);
+ * logical shape, type and sharding (the same shard on every device) that
+ * are written as a buffer of their own: first the donors of c->src
+ * (buffer_donor, whole parameters; XLA's OptimizeInputOutputBufferAlias),
+ * those read last no later than the output is written, then the others in
+ * any order; then, with auto_all, any parameter read last no later than
+ * the output is written (--donate auto). Pairs the module declares are
+ * kept and their parameters and outputs not paired again. Adds the pairs
+ * to c->spmd->alias (IrAlias.from_donor, .inferred) and leaves in
+ * c->spmd->donor the donors no pair took; *added counts the pairs.
+ * IR_ENOMEM, or the estimate's IR_EINPUT for a program the executor would
+ * refuse. */
+IrStatus plan_donate(PlanCluster *c, bool auto_all, int32_t *added, IrDiag *d);
+/* Why plan_donate left donor dn of c unpaired, a phrase into buf (n
+ * bytes). Can't fail (a shorter phrase when out of memory). */
+void plan_donor_unpaired(const PlanCluster *c, const IrDonor *dn, char *buf, size_t n);
 
 /* Every module is a host program calling one or more device clusters.
  * `host` is that program: its entry has the module's parameters and

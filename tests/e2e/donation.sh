@@ -18,6 +18,14 @@
 #  3. The oracle: the donated SGD steps equal --reference, on 1, 2 and 4
 #     devices, for 1 and 3 steps (the parameters updated in place), and
 #     under mpirun -np 2 from a plan compiled with --donate auto.
+#  4. buffer_donor (what JAX writes for donate_argnums when it leaves the
+#     output shardings open; tests/jax/test_donate.py runs JAX's steps): a
+#     donor is paired without --donate auto, one with no output of its
+#     shard is listed unpaired with why; with host work the cluster's
+#     parameters are numbered apart from the entry's (entry parameter 2
+#     is not the cluster's 2) and a donor the host program also reads is
+#     not the cluster's; the donated runs equal --reference; bad
+#     buffer_donor text is an error at its line and column, status 2.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -145,3 +153,75 @@ expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe 
     "$TESSEL" run "$WORK/a2.plan" --random-inputs 2 --steps 3 --output-dir "$WORK/mpi"
 same_outputs "$WORK/ref2.3" "$WORK/mpi" "SGD step N=2, 3 steps, --donate auto, mpirun -np 2"
 echo "donation: inferred pairs equal tessel grad's; donated runs equal --reference on 1, 2, 4 devices and under mpirun -np 2"
+
+# 4. buffer_donor
+cat >"$WORK/donor.hlo" <<'EOF'
+HloModule donor, num_partitions=2, buffer_donor={ (0, {}), (1, {}) }
+
+ENTRY main {
+  w = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}
+  x = f32[8] parameter(1), sharding={devices=[2]0,1}
+  xb = f32[8,4] broadcast(x), dimensions={0}
+  w1 = f32[8,4] subtract(w, xb)
+  r = f32[] constant(0)
+  s = f32[] reduce(w1, r), dimensions={0,1}, to_apply=add
+  ROOT t = (f32[8,4], f32[]) tuple(w1, s)
+}
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+EOF
+expect_status 0 "$TESSEL" plan "$WORK/donor.hlo"
+expect_in "$OUT" "parameter 0 (w) -> output 0, a buffer_donor paired by shape, type and shard: last read at step"
+expect_in "$OUT" "buffer donors left unpaired (the caller keeps each to the end):"
+expect_in "$OUT" "parameter 1 (x): no output is a f32[8]"
+expect_status 0 "$TESSEL" run "$WORK/donor.hlo" --random-inputs 4 --output-dir "$WORK/donor.o"
+expect_status 0 "$TESSEL" run "$WORK/donor.hlo" --reference --random-inputs 4 --output-dir "$WORK/donor.r"
+same_outputs "$WORK/donor.r" "$WORK/donor.o" "buffer_donor pair"
+# --steps feeds the output a donor was paired with back into it, as a
+# declared pair would be (the reference knows only declared pairs)
+sed '1s/buffer_donor={ (0, {}), (1, {}) }/input_output_alias={ {0}: (0, {}, may-alias) }/' "$WORK/donor.hlo" \
+    >"$WORK/donor_decl.hlo"
+expect_status 0 "$TESSEL" run "$WORK/donor.hlo" --random-inputs 4 --steps 3 --output-dir "$WORK/donor.o3"
+expect_status 0 "$TESSEL" run "$WORK/donor_decl.hlo" --reference --random-inputs 4 --steps 3 \
+    --output-dir "$WORK/donor.r3"
+same_outputs "$WORK/donor.r3" "$WORK/donor.o3" "buffer_donor pair, 3 steps, against the pair declared"
+cat >"$WORK/host_donor.hlo" <<'EOF'
+HloModule host_donor, num_partitions=2, buffer_donor={ (2, {}), (0, {}) }
+
+ENTRY main {
+  s = f32[8] parameter(0), sharding={devices=[2]0,1}
+  x = f32[8] parameter(1), sharding={devices=[2]0,1}
+  w = f32[8,4] parameter(2), sharding={devices=[2,1]0,1}
+  h = f32[8] negate(x), frontend_attributes={_xla_compute_type="host"}
+  hs = f32[8] negate(s), frontend_attributes={_xla_compute_type="host"}
+  hb = f32[8,4] broadcast(h), dimensions={0}
+  w1 = f32[8,4] subtract(w, hb)
+  s1 = f32[8] multiply(s, hs)
+  ROOT t = (f32[8,4], f32[8]) tuple(w1, s1)
+}
+EOF
+expect_status 0 "$TESSEL" plan "$WORK/host_donor.hlo" --format json -o "$WORK/host_donor.json"
+"$PY" - "$WORK/host_donor.json" <<'PY' || fail "host work: the entry's donors are not mapped to the cluster's parameters"
+import json, sys
+c = json.load(open(sys.argv[1]))["clusters"][0]
+names = [i["name"] for i in c["inputs"]]
+ds = [(d["parameter"], d["parameter_name"], d["output"], d["buffer_donor"]) for d in c["memory"]["donations"]]
+# w (entry parameter 2) is the cluster's parameter names.index("w"); s is
+# also read by the host program (hs), so it is no donor of the cluster
+assert ds == [(names.index("w"), "w", 0, True)], (names, ds)
+assert names.index("w") != 2 and not c["memory"]["unpaired_donors"], (names, c["memory"])
+PY
+expect_status 0 "$TESSEL" run "$WORK/host_donor.hlo" --random-inputs 5 --output-dir "$WORK/host_donor.o"
+expect_status 0 "$TESSEL" run "$WORK/host_donor.hlo" --reference --random-inputs 5 --output-dir "$WORK/host_donor.r"
+same_outputs "$WORK/host_donor.r" "$WORK/host_donor.o" "buffer_donor with host work"
+sed '1s/buffer_donor={ (0, {}), (1, {}) }/buffer_donor={ (0, {}), (7, {}) }/' "$WORK/donor.hlo" >"$WORK/bad_donor.hlo"
+expect_status 2 "$TESSEL" check "$WORK/bad_donor.hlo"
+expect_in "$ERR" "bad_donor.hlo:1:60: error: buffer_donor: the entry computation main has no parameter 7 (it has 2)"
+sed '1s/buffer_donor={ (0, {}), (1, {}) }/buffer_donor={ (0 {}) }/' "$WORK/donor.hlo" >"$WORK/bad_donor2.hlo"
+expect_status 2 "$TESSEL" check "$WORK/bad_donor2.hlo"
+expect_in "$ERR" "bad_donor2.hlo:1:54: error: expected ',' after the parameter number"
+echo "donation: buffer_donor paired without --donate auto (with host work: mapped to the cluster's parameters), unpaired donors said why, bad text refused at line:col"

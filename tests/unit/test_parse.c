@@ -119,7 +119,7 @@ static void test_header(void **state)
         "  input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {0}, must-alias), {}: (2, {}) },\n"
         "  num_partitions=4, replica_count=2, frontend_attributes={a=\"b\"},\n"
         "  allow_spmd_sharding_propagation_to_output={true}, allow_spmd_sharding_propagation_to_parameters={false,true},\n"
-        "  buffer_donor={ (0, {}) }, alias_passthrough_params=true\n"
+        "  alias_passthrough_params=true\n"
         "\n"
         "ENTRY e {\n"
         "  p = f32[2] parameter(0)\n"
@@ -142,11 +142,11 @@ static void test_header(void **state)
     assert_int_equal(m->alias[2].output_index.n, 0);
     assert_int_equal(m->alias[2].param_number, 2);
     assert_false(m->alias[2].must_alias);
-    assert_int_equal(m->nheader_attr, 5);
+    assert_int_equal(m->nheader_attr, 4);
     const char *keys[] = {"frontend_attributes", "allow_spmd_sharding_propagation_to_output",
-                          "allow_spmd_sharding_propagation_to_parameters", "buffer_donor", "alias_passthrough_params"};
-    const char *vals[] = {"{a=\"b\"}", "{true}", "{false,true}", "{ (0, {}) }", "true"};
-    for (int i = 0; i < 5; i++) {
+                          "allow_spmd_sharding_propagation_to_parameters", "alias_passthrough_params"};
+    const char *vals[] = {"{a=\"b\"}", "{true}", "{false,true}", "true"};
+    for (int i = 0; i < 4; i++) {
         assert_string_equal(m->header_attr[i].key, keys[i]);
         assert_string_equal(m->header_attr[i].value, vals[i]);
     }
@@ -172,6 +172,50 @@ static void test_header(void **state)
               "expected may-alias or must-alias, found 'maybe'", 1, 48);
     parse_err("HloModule m\n", "expected a computation after the module header, found end of input", 2, 1);
     parse_err("", "expected HloModule or a computation, found end of input", 1, 1);
+}
+
+/* buffer_donor (JAX's donate_argnums where it leaves the output shardings
+ * open): each (parameter, {index}) kept with its position; one that names
+ * no parameter or leaf, twice, or also aliased is an error at its '('. */
+static void test_buffer_donor(void **state)
+{
+    (void)state;
+    const char *body = "ENTRY e {\n  p = f32[2] parameter(0)\n  q = (f32[2], s32[]) parameter(1)\n"
+                       "  ROOT t = (f32[2], f32[2]) tuple(p, p)\n}\n";
+    char text[512];
+    snprintf(text, sizeof text, "HloModule m, buffer_donor={ (0, {}), (1, {1}) }\n%s", body);
+    IrModule *m = parse_ok(text);
+    assert_int_equal(m->ndonor, 2);
+    assert_int_equal(m->donor[0].param_number, 0);
+    assert_int_equal(m->donor[0].param_index.n, 0);
+    assert_int_equal(m->donor[0].pos.line, 1);
+    assert_int_equal(m->donor[0].pos.col, 29);
+    assert_int_equal(m->donor[1].param_number, 1);
+    assert_list(&m->donor[1].param_index, LIST(1));
+    assert_int_equal(m->nheader_attr, 0); /* not kept raw: printed from donor[] */
+    ir_module_free(m);
+    m = parse_ok("HloModule m, buffer_donor={}\nENTRY e { ROOT c = f32[] constant(1) }");
+    assert_int_equal(m->ndonor, 0);
+    ir_module_free(m);
+    snprintf(text, sizeof text, "HloModule m, buffer_donor={ (0, {}), (2, {}) }\n%s", body);
+    parse_err(text, "buffer_donor: the entry computation e has no parameter 2 (it has 2)", 1, 38);
+    snprintf(text, sizeof text, "HloModule m, buffer_donor={ (1, {2}) }\n%s", body);
+    parse_err(text, "buffer_donor: parameter 1 has no leaf at index 2", 1, 29);
+    snprintf(text, sizeof text, "HloModule m, buffer_donor={ (0, {0}) }\n%s", body);
+    parse_err(text, "buffer_donor: parameter 0 has no leaf at index 0", 1, 29);
+    snprintf(text, sizeof text, "HloModule m, buffer_donor={ (0, {}), (0, {}) }\n%s", body);
+    parse_err(text, "buffer_donor: parameter 0 is named twice", 1, 38);
+    snprintf(text, sizeof text, "HloModule m, input_output_alias={ {0}: (0, {}) }, buffer_donor={ (0, {}) }\n%s",
+             body);
+    parse_err(text, "buffer_donor: parameter 0 is also in input_output_alias", 1, 66);
+    parse_err("HloModule m, buffer_donor={ 0 }\nENTRY e { ROOT c = f32[] constant(1) }",
+              "expected '(' to start a buffer donor (parameter, {index}), found '0'", 1, 29);
+    parse_err("HloModule m, buffer_donor={ (0) }\nENTRY e { ROOT c = f32[] constant(1) }",
+              "expected ',' after the parameter number, found ')'", 1, 31);
+    parse_err("HloModule m, buffer_donor={ (0, {}) \nENTRY e { ROOT c = f32[] constant(1) }",
+              "expected '}' to end buffer_donor", 2, 1);
+    parse_err("HloModule m, buffer_donor={ (x, {}) }\nENTRY e { ROOT c = f32[] constant(1) }",
+              "expected parameter number, found 'x'", 1, 30);
 }
 
 /* ---- computations ---- */
@@ -1378,6 +1422,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_header),
+        cmocka_unit_test(test_buffer_donor),
         cmocka_unit_test(test_computations),
         cmocka_unit_test(test_root_rules),
         cmocka_unit_test(test_operands_and_comments),

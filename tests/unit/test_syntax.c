@@ -260,10 +260,12 @@ static void test_header_and_structure(void **state)
         "  big = f32[2,3] constant({...})\n"
         "  u = f32[4] custom-call(p), custom_call_target=\"Sharding\", sharding={unreduced}\n"
         "  ROOT t = (f32[4], f32[4]) tuple(u, /*index=1*/q)\n}\n";
+    /* buffer_donor where XLA prints it: after input_output_alias */
     const char *want =
         "HloModule m, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias) }, "
+        "buffer_donor={ (1, {}) }, "
         "entry_computation_layout={(f32[4]{0}, f32[4]{0})->(f32[4]{0}, f32[4]{0})}, "
-        "buffer_donor={ (1, {}) }, alias_passthrough_params=true, "
+        "alias_passthrough_params=true, "
         "allow_spmd_sharding_propagation_to_parameters={true,false}, "
         "allow_spmd_sharding_propagation_to_output={true}, frontend_attributes={k=\"v\"}\n"
         "\n"
@@ -286,6 +288,8 @@ static void test_header_and_structure(void **state)
     assert_int_equal(m->nalias, 1);
     IrModule *k = ir_module_clone(m);
     assert_non_null(k);
+    assert_int_equal(k->ndonor, 1);
+    assert_int_equal(k->donor[0].param_number, 1);
     assert_string_equal(k->stack_frames, m->stack_frames);
     assert_string_equal(k->comp[ir_find_computation(k, "side")]->execution_thread, "other");
     ir_module_free(k);
