@@ -706,9 +706,10 @@ PROGRAMS = [
     # block_adam on every mesh: tessel's outputs are the same on 1, 2, 4 and 2x2 devices, and so are JAX's.
     # On other inputs (test_donate's seed 5) the moments of w1 and w2 differ from JAX's in 1 and 5 of 4096
     # elements (m of w2 by 4.1e-4 of its largest magnitude; 8 other moment tensors and every parameter
-    # bit for bit, on every mesh of both): a single bf16 rounding in the FFN (w1, w2) falling the other way
-    # (which intermediate is not traced yet), not Adam's epsilon, bias correction or a reduction order,
-    # which would move every moment tensor and differ between meshes.
+    # bit for bit, on every mesh of both): a single bf16 rounding in the FFN (w1, w2) falling the other way,
+    # not Adam's epsilon, bias correction or a reduction order, which would move every moment tensor and
+    # differ between meshes. Traced: each of those elements' gradients (g = (m1 - 0.9 m) / 0.1) is exactly
+    # one bf16 step from JAX's; test_donate.py's compare_adam derives the tolerance from it.
     Program("block_adam", block_adam, ((1,), (2,), (4,), (2, 2)), block_adam_specs, block_adam_inputs,
             doc="one Adam step of the transformer block"),
     Program("convnet", convnet, MESHES, convnet_specs, convnet_inputs,
