@@ -14,6 +14,8 @@
  *   view_colour.c the graph's colours by meaning, and their legend
  *   memfit.c     compile_fit_memory: fit a memory limit (the driver of the
  *                two below, memfit.h), compile_remat_list, what a fit did
+ *   memfit_bound.c     the bytes no order or recomputation goes below, and
+ *                      the values that must coexist there (a refusal's proof)
  *   memfit_schedule.c  an order with a lower peak (a list scheduler)
  *   memfit_remat.c     rematerialization to a limit; FLOPs of an instruction
  *
@@ -67,6 +69,13 @@ typedef struct CompileOptions {
     void *warn_ctx;
 } CompileOptions;
 
+/* A value that coexists with the others at the bound (CompileFit.bound_v). */
+typedef struct CompileBoundValue {
+    const char *name;        /* the instruction (the module's string) */
+    const char *why;         /* why it must be live there ("its operand", ...) */
+    int64_t bytes;
+} CompileBoundValue;
+
 /* What fitting a memory limit did to one cluster's SPMD program. */
 typedef struct CompileFit {
     int64_t limit;           /* bytes per device asked for the cluster (0: no limit) */
@@ -74,6 +83,15 @@ typedef struct CompileFit {
     int64_t least;           /* the least estimate of the orders tried (<= after) */
     int64_t floor;           /* the entry's parameters' bytes, all live before the first
                               * step: no order or recomputation goes below it */
+    /* A proof that no order or recomputation goes below `bound` (>= floor;
+     * memfit_bound.c): at instruction bound_at (NULL: before the first
+     * step, the parameters alone) the nbound values of bound_v (largest
+     * first; the module's arena) coexist under every schedule. Set when
+     * the estimate was over the limit. */
+    int64_t bound;
+    const char *bound_at;
+    int32_t nbound;
+    CompileBoundValue *bound_v;
     bool scheduled;          /* reordered (the module is is_scheduled=true) */
     int32_t nremat;          /* instructions recomputed */
     int64_t flops;           /* FLOPs the recomputations add per device per run */
@@ -137,6 +155,10 @@ void compile_fit_describe(IrStrBuf *o, const CompileResult *r, int32_t k, const 
  * (compile_fit_describe's lines after "cluster K "); NULL when it changed
  * none (or on OOM). Heap text (ts_free). */
 char *compile_fit_summary(const CompileResult *r);
+/* f's lower bound (f->bound > 0) in words, `host` bytes added: "no plan
+ * under N bytes per device: at instruction X, these must coexist: NAME
+ * BYTES (WHY), ..." (the largest eight), or the parameters alone. */
+void compile_fit_bound(IrStrBuf *o, const CompileFit *f, int64_t host);
 
 /* ---- plan_file.c ---- */
 

@@ -140,20 +140,33 @@ static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t ho
         st = verify_after("memory fitting", c->spmd, opt, d);
     if (st != IR_OK || fit->after <= limit)
         return st;
-    char held[96] = "", floor[224] = "";
+    char held[96] = "";
     if (host > 0)
         snprintf(held, sizeof held, " with the %lld bytes its host program holds", (long long)host);
+    /* The proof, or what tessel can prove when it is under the limit. */
+    IrStrBuf why = {0};
     if (fit->floor > limit)
-        snprintf(floor, sizeof floor,
-                 "; its parameters alone (optimizer state included) hold %lld bytes per device before "
-                 "the first step, so no order or recomputation can fit",
-                 (long long)(fit->floor + host));
-    return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                    "cluster %d needs at least %lld bytes per device%s, more than --limit memory=%lld: the "
-                    "smallest estimated peak that reordering and rematerialization reached (%lld before)%s; "
-                    "nothing was compiled (raise the limit or shard more)",
-                    (int)k, (long long)(fit->least + host), held, (long long)opt->memory_limit,
-                    (long long)(fit->before + host), floor);
+        ir_sb_printf(&why, "; its parameters alone (optimizer state included) hold %lld bytes per device before "
+                           "the first step, so no order or recomputation can fit",
+                     (long long)(fit->floor + host));
+    if (fit->bound > limit && fit->bound_at) {
+        ir_sb_puts(&why, "; ");
+        compile_fit_bound(&why, fit, host);
+        ir_sb_puts(&why, "; so no order or recomputation can fit");
+    } else if (fit->bound <= limit) {
+        ir_sb_printf(&why, "; the least peak tessel can prove is %lld bytes per device (%s%s), under the limit: "
+                           "an order or recomputation it did not find may fit",
+                     (long long)(fit->bound + host), fit->bound_at ? "at " : "the parameters alone",
+                     fit->bound_at ? fit->bound_at : "");
+    }
+    st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                  "cluster %d needs at least %lld bytes per device%s, more than --limit memory=%lld: the "
+                  "smallest estimated peak that reordering and rematerialization reached (%lld before)%s; "
+                  "nothing was compiled (raise the limit or shard more)",
+                  (int)k, (long long)(fit->least + host), held, (long long)opt->memory_limit,
+                  (long long)(fit->before + host), why.s ? why.s : "");
+    ts_free(why.s);
+    return st;
 }
 
 /* Steps 5 and 6 for one cluster module (taken). */

@@ -397,6 +397,8 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
         return ir_oom(d, NULL);
     if (limit <= 0 || !c || fit->before <= limit)
         return IR_OK;
+    if (!mf_bound(spmd, spmd->arena, fit))
+        return ir_oom(d, NULL);
     /* Each order the scheduler proposes, recomputed on top, until one
      * fits; else the one whose estimate came lowest. */
     MfGraph best = {0};
@@ -483,6 +485,33 @@ void compile_fit_describe(IrStrBuf *o, const CompileResult *r, int32_t k, const 
             ir_sb_printf(o, "%s  recomputed %s of %s: %lld bytes, %lld FLOPs\n", indent, c->instr[i].name, of,
                          (long long)mf_value_bytes(&c->instr[i]), (long long)mf_flops(spmd, c, &c->instr[i]));
     }
+    if (f && f->bound > 0) {
+        ir_sb_printf(o, "%s  lower bound: ", indent);
+        compile_fit_bound(o, f, 0);
+        ir_sb_puts(o, "\n");
+    }
+}
+
+void compile_fit_bound(IrStrBuf *o, const CompileFit *f, int64_t host)
+{
+    if (!f->bound_at) {
+        ir_sb_printf(o, "no plan under %lld bytes per device: its parameters alone (optimizer state included) "
+                        "hold them before the first step", (long long)(f->bound + host));
+        return;
+    }
+    ir_sb_printf(o, "no plan under %lld bytes per device: at %s, these must coexist:",
+                 (long long)(f->bound + host), f->bound_at);
+    int32_t shown = f->nbound < 8 ? f->nbound : 8;
+    int64_t rest = f->bound;
+    for (int32_t k = 0; k < shown; k++) {
+        ir_sb_printf(o, "%s %s %lld (%s)", k ? "," : "", f->bound_v[k].name, (long long)f->bound_v[k].bytes,
+                     f->bound_v[k].why);
+        rest -= f->bound_v[k].bytes;
+    }
+    if (shown < f->nbound)
+        ir_sb_printf(o, " and %d more of %lld bytes", (int)(f->nbound - shown), (long long)rest);
+    if (host > 0)
+        ir_sb_printf(o, ", with the %lld bytes its host program holds", (long long)host);
 }
 
 char *compile_fit_summary(const CompileResult *r)

@@ -72,6 +72,15 @@ bool mf_sequenced(IrOpcode op);
 /* g's profile (pos/last may be NULL); false when out of memory. */
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
 
+/* ---- memfit_bound.c ---- */
+
+/* fit->bound, bound_at, nbound and bound_v of m's entry (fit->floor
+ * set): the largest of the parameters alone and, at each collective over
+ * groups of two devices or more, the bytes that must coexist there under
+ * every order and recomputation; the values' list in `ar`. false when out
+ * of memory. */
+bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit);
+
 /* ---- memfit_schedule.c ---- */
 
 /* The orders mf_schedule proposes (its `variant`). */

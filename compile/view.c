@@ -299,6 +299,20 @@ static void jcluster_fit(json_t *mem, const CompileResult *r, int32_t k)
         json_object_set_new(fit, "limit_bytes", json_integer(f->limit));
         json_object_set_new(fit, "peak_before", json_integer(f->before));
         json_object_set_new(fit, "peak_after", json_integer(f->after));
+        if (f->bound > 0) { /* the proof: no order or recomputation goes below it */
+            json_t *b = json_object(), *vs = json_array();
+            json_object_set_new(b, "bytes", json_integer(f->bound));
+            json_object_set_new(b, "at", f->bound_at ? json_string(f->bound_at) : json_null());
+            for (int32_t j = 0; j < f->nbound; j++) {
+                json_t *e = json_object();
+                json_object_set_new(e, "name", json_string(f->bound_v[j].name));
+                json_object_set_new(e, "bytes", json_integer(f->bound_v[j].bytes));
+                json_object_set_new(e, "why", json_string(f->bound_v[j].why));
+                json_array_append_new(vs, e);
+            }
+            json_object_set_new(b, "values", vs);
+            json_object_set_new(fit, "bound", b);
+        }
     }
     json_object_set_new(fit, "scheduled", json_boolean(spmd->is_scheduled));
     CompileRemat *v = ts_malloc((size_t)(n ? n : 1) * sizeof *v);

@@ -286,6 +286,55 @@ tlim=$(($(plan_field "$WORK/tnat.json" peak_bytes_per_device) / 2))
 expect_status 2 "$TESSEL" plan "$WORK/tadam.hlo" --limit memory=$tlim
 expect_in "$ERR" "its parameters alone (optimizer state included) hold 851972 bytes per device before the first step, so no order or recomputation can fit"
 
+# ---- the refusal's proof (compile/memfit_bound.c): a data-parallel step
+# whose weight gradient's all-reduce, by hand, must hold x (f32[128,64]
+# a device, 32768, held), w (16384, donated: its update reads it after),
+# the dot's partial gradient g and the all-reduce's result (16384 each):
+# 81920 bytes; and at the dot g itself, x, w, its operand y (32768) and g:
+# 98304 (no fused group takes y, the dot makes g new). The executor's
+# order holds the learning rate's constant there too (98308); reordered,
+# the fit reaches 98304, the bound: tight. A limit below is refused with
+# that proof. ----
+cat >"$WORK/lin.hlo" <<'HLO'
+HloModule lin_sgd, num_partitions=2, input_output_alias={ {}: (1, {}, may-alias) }
+
+ENTRY main {
+  x = f32[256,64] parameter(0), sharding={devices=[2,1]0,1}
+  w = f32[64,64] parameter(1), sharding={replicated}
+  y = f32[256,64] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[2,1]0,1}
+  g = f32[64,64] dot(x, y), lhs_contracting_dims={0}, rhs_contracting_dims={0}, sharding={replicated}
+  lr = f32[] constant(0.001)
+  lrb = f32[64,64] broadcast(lr), dimensions={}
+  s = f32[64,64] multiply(lrb, g)
+  ROOT w1 = f32[64,64] subtract(w, s), sharding={replicated}
+}
+HLO
+expect_status 0 "$TESSEL" plan "$WORK/lin.hlo" --format json -o "$WORK/lin.json"
+[ "$(plan_field "$WORK/lin.json" peak_bytes_per_device)" = 98308 ] || fail "lin: natural peak"
+expect_status 0 "$TESSEL" plan "$WORK/lin.hlo" --limit memory=98306 --format json -o "$WORK/linfit.json"
+[ "$(plan_field "$WORK/linfit.json" peak_bytes_per_device)" = 98304 ] || fail "lin: fitted peak"
+[ "$(plan_field "$WORK/linfit.json" fit.bound.bytes)" = 98304 ] || fail "lin: the bound"
+[ "$(plan_field "$WORK/linfit.json" fit.bound.at)" = "instruction g" ] || fail "lin: where the bound holds"
+expect_status 2 "$TESSEL" plan "$WORK/lin.hlo" --limit memory=90000
+expect_in "$ERR" "needs at least 98304 bytes per device"
+expect_in "$ERR" "no plan under 98304 bytes per device: at instruction g, these must coexist: x 32768 (parameter, held), y 32768 (its operand), g 16384 (its result), w 16384 (donated, read after it); so no order or recomputation can fit"
+# The 10-layer MLP's SGD step lowered by JAX (256x256 weights donated, x
+# f32[256,256] split over 2 devices), held out of the fit's tuning: no
+# update can run before the first of the ten weight gradients'
+# all-reduces, so there all ten weights (2621440), x (131072) and that
+# all-reduce's operand and result (524288) coexist: 3276800 bytes, over
+# P/2 (2883584), which is refused with that proof; the plan at a limit it
+# meets prints the bound too (text and JSON).
+cp "$M/mlp10_sgd_jax.hlo" "$WORK/mlp10.hlo"
+expect_status 2 "$TESSEL" plan "$WORK/mlp10.hlo" --num-partitions 2 --limit memory=2883584
+expect_in "$ERR" "no plan under 3276800 bytes per device: at whichever runs first of the 10 collectives whose result and operands hold 524288 bytes or more"
+expect_in "$ERR" "ws_0_.1 262144 (donated, read after it)"
+expect_status 0 "$TESSEL" plan "$WORK/mlp10.hlo" --num-partitions 2 --limit memory=3500000 --format json -o "$WORK/m10.json"
+[ "$(plan_field "$WORK/m10.json" fit.bound.bytes)" = 3276800 ] || fail "mlp10: the plan's bound"
+[ "$(plan_field "$WORK/m10.json" fit.bound.values)" = 12 ] || fail "mlp10: the bound's values"
+expect_status 0 "$TESSEL" plan "$WORK/mlp10.hlo" --num-partitions 2 --limit memory=3500000
+expect_in "$OUT" "lower bound: no plan under 3276800 bytes per device"
+
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
 # gradients) and d4 (the loss's); the forward computes d1..d4 by dot.

@@ -1,0 +1,252 @@
+"""test_memfit_heldout.py: `--limit memory=P/2` on training steps the fit
+was not tuned on (issue 32, docs/plan.md "Fitting a memory limit"), P
+being `tessel plan`'s natural peak per device.
+
+Each step is written here: MLPs of other depths and widths (JAX-lowered,
+SGD and Adam, their state donated as jax.jit(donate_argnums=) declares
+it), a transformer block and a conv net with batch norm (bench/peers_models.py's,
+at other shapes), and `tessel grad --sgd/--adam` steps of bench/gen.py's
+deep MLP; on 1 and 2 devices. Each must end one of two ways:
+  fits:    the plan at P/2 holds at most P/2; `tessel run --limit
+           memory=P/2 --stats` measures the devices' peaks at most N x P/2
+           together (memfit.sh's within_limit) and its outputs equal the
+           unlimited run's bit for bit;
+  refused: status 2, and the refusal proves it: "no plan under B bytes per
+           device" with B > P/2 (compile/memfit_bound.c).
+A step that is neither fails the test (KNOWN lists those whose bound
+tessel cannot yet prove, each with why; they are reported, not failed).
+
+    test_memfit_heldout.py            the fixed sample (under a minute)
+    test_memfit_heldout.py --all      the whole sweep (label memfit_sweep)
+
+Prints a line a step: name, devices, P, what happened and the ratio to P.
+Exit 0 when all hold, 1 otherwise (77: JAX missing).
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+SRC = HERE.parent.parent
+sys.dont_write_bytecode = True
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+try:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+except ImportError as e:  # pragma: no cover
+    print("SKIP: %s" % e)
+    sys.exit(77)
+sys.path.insert(0, str(SRC / "bench"))
+import peers_models as pm  # noqa: E402
+
+TESSEL = os.environ.get("TESSEL_BIN") or str(SRC / "build/release/tessel")
+F32 = jnp.float32
+
+
+def mlp_loss(ws, x):
+    h = x
+    for w in ws[:-1]:
+        h = jnp.tanh(h @ w)
+    y = h @ ws[-1]
+    return jnp.sum(y * y) / 2
+
+
+def mlp_sgd(ws, x):
+    loss, g = jax.value_and_grad(mlp_loss)(ws, x)
+    return [w - 1e-3 * d for w, d in zip(ws, g)], loss
+
+
+def mlp_adam(ws, ms, vs, t, x):
+    loss, g = jax.value_and_grad(mlp_loss)(ws, x)
+    t1 = t + 1.0
+    c1, c2 = 1 - 0.9 ** t1, 1 - 0.999 ** t1
+    nw, nm, nv = [], [], []
+    for w, d, m, v in zip(ws, g, ms, vs):
+        m1 = 0.9 * m + 0.1 * d
+        v1 = 0.999 * v + 0.001 * d * d
+        nw.append(w - 1e-3 * (m1 / c1) / (jnp.sqrt(v1 / c2) + 1e-8))
+        nm.append(m1)
+        nv.append(v1)
+    return nw, nm, nv, t1, loss
+
+
+def jax_mlp(opt, depth, batch, width, n):
+    """The HLO of an MLP step lowered by JAX on n devices, batch split."""
+    mesh = Mesh(np.array(jax.devices()[:n]), ("x",))
+    rep, dp = NamedSharding(mesh, P()), NamedSharding(mesh, P("x"))
+    ws = [jax.ShapeDtypeStruct((width, width), F32)] * depth
+    x = jax.ShapeDtypeStruct((batch, width), F32)
+    if opt == "sgd":
+        f = jax.jit(mlp_sgd, in_shardings=([rep] * depth, dp), out_shardings=([rep] * depth, rep),
+                    donate_argnums=(0,))
+        return f.lower(ws, x).as_text("hlo")
+    f = jax.jit(mlp_adam, in_shardings=([rep] * depth,) * 3 + (rep, dp),
+                out_shardings=([rep] * depth,) * 3 + (rep, rep), donate_argnums=(0, 1, 2, 3))
+    return f.lower(ws, ws, ws, jax.ShapeDtypeStruct((), F32), x).as_text("hlo")
+
+
+def jax_workload(name, shapes, n):
+    """bench/peers_models.py's workload at other shapes (its shape function
+    replaced), lowered on n devices with its updated inputs donated."""
+    w = pm.WORKLOADS[name]
+    setter = {"block-dp": "block_shapes", "block-tp": "block_shapes", "convnet": "convnet_shapes"}[name]
+    saved = getattr(pm, setter)
+    setattr(pm, setter, lambda quick: shapes)
+    try:
+        args = w.inputs(np.random.default_rng(0), True)
+    finally:
+        setattr(pm, setter, saved)
+    mesh = Mesh(np.array(jax.devices()[:n]), ("x",))
+    ins, outs = w.specs
+    si = tuple(NamedSharding(mesh, s) for s in ins)
+    so = NamedSharding(mesh, outs) if isinstance(outs, P) else tuple(NamedSharding(mesh, s) for s in outs)
+    f = jax.jit(w.fn, in_shardings=si, out_shardings=so, donate_argnums=tuple(sorted(w.params)))
+    structs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in args]
+    return f.lower(*structs).as_text("hlo")
+
+
+def grad_mlp(opt, depth, batch, width, n, d):
+    """`tessel grad --sgd/--adam` of bench/gen.py's deep MLP on n devices."""
+    raw = d / "deep.hlo"
+    subprocess.run([sys.executable, str(SRC / "bench/gen.py"), "deep", str(depth), str(batch), str(width),
+                    str(raw)], check=True, capture_output=True)
+    text = raw.read_text().replace("num_partitions=2", "num_partitions=%d" % n)
+    if n == 1:
+        text = text.replace("sharding={devices=[2,1]0,1}", "sharding={replicated}")
+    raw.write_text(text)
+    out = d / "step.hlo"
+    ws = ",".join("w%d" % (k + 1) for k in range(depth))
+    run(["grad", str(raw), "--wrt", ws, "--" + opt, "1e-3", "-o", str(out)], 0)
+    return out.read_text()
+
+
+# (name, devices, how): the fixed sample first; --all adds the rest.
+SAMPLE = [
+    ("jax-mlp5-sgd-512x64", 2, ("jax", "sgd", 5, 512, 64)),
+    ("jax-mlp10-sgd-256x256", 2, ("jax", "sgd", 10, 256, 256)),
+    ("jax-mlp6-adam-1024x256", 2, ("jax", "adam", 6, 1024, 256)),
+    ("grad-mlp9-sgd-64x256", 1, ("grad", "sgd", 9, 64, 256)),
+    ("jax-convnet-sgd", 2, ("wl", "convnet", (16, 8, 3, 8, 16, 10))),
+    ("jax-block-adam-dp", 2, ("wl", "block-dp", (4, 32, 64, 4, 256))),
+]
+REST = [
+    ("jax-mlp3-sgd-2048x128", 2, ("jax", "sgd", 3, 2048, 128)),
+    ("jax-mlp3-adam-1024x64", 1, ("jax", "adam", 3, 1024, 64)),
+    ("jax-mlp5-adam-512x64", 2, ("jax", "adam", 5, 512, 64)),
+    ("jax-mlp9-sgd-1024x256", 2, ("jax", "sgd", 9, 1024, 256)),
+    ("jax-mlp9-adam-1024x256", 2, ("jax", "adam", 9, 1024, 256)),
+    ("jax-mlp6-adam-2048x128", 2, ("jax", "adam", 6, 2048, 128)),
+    ("jax-mlp3-sgd-2048x512", 2, ("jax", "sgd", 3, 2048, 512)),
+    ("grad-mlp5-adam-256x128", 2, ("grad", "adam", 5, 256, 128)),
+    ("grad-mlp3-sgd-512x512", 2, ("grad", "sgd", 3, 512, 512)),
+    ("jax-convnet-sgd-1", 1, ("wl", "convnet", (16, 8, 3, 8, 16, 10))),
+    ("jax-block-adam-tp", 2, ("wl", "block-tp", (4, 32, 64, 4, 256))),
+]
+# Steps neither fitted nor proved impossible at P/2, and why (reported).
+KNOWN = {
+    "jax-convnet-sgd": "batch norm's statistics are all-reduced over the batch: the bound sees no "
+                       "collective that every update follows, and reaches 0.26 P",
+    "jax-mlp3-sgd-2048x128": "the bound (a forward dot's, 0.45 P) misses that the first weight update "
+                             "needs the backward's activations while the others' weights are live",
+    "jax-mlp3-adam-1024x64": "1 device, no collective: the bound (a forward dot's, 0.47 P) is not over P/2",
+    "jax-mlp5-adam-512x64": "the bound (a forward dot's, 0.45 P) is not over P/2; the fit reaches 0.52 P",
+    "jax-mlp9-adam-1024x256": "the bound is exactly P/2 (a forward dot's), not over it; the fit reaches 0.55 P",
+    "jax-mlp3-sgd-2048x512": "the bound is exactly P/2 (a forward dot's), not over it; the fit reaches 0.61 P",
+    "jax-block-adam-tp": "heads split: the bound (0.42 P) counts no activation the backward needs",
+}
+
+
+def run(args, want, cwd=None):
+    p = subprocess.run([TESSEL] + [str(a) for a in args], capture_output=True, text=True, timeout=600, cwd=cwd)
+    if want is not None and p.returncode != want:
+        sys.exit("FAIL: tessel %s: exit %d, expected %d\n%s" % (" ".join(map(str, args[:4])), p.returncode, want,
+                                                                 p.stderr[-3000:]))
+    return p
+
+
+def peak_of(path):
+    return json.loads(pathlib.Path(path).read_text())["clusters"][0]["memory"]["peak_bytes_per_device"]
+
+
+def measured_sum(stderr):
+    """The devices' measured peaks together (--stats)."""
+    m = re.search(r"measured peak (.*?) bytes \(largest", stderr)
+    if not m:
+        sys.exit("FAIL: no memory line in --stats:\n" + stderr[-2000:])
+    return sum(int(part.split()[-1]) for part in m.group(1).split(","))
+
+
+def same_bits(a, b):
+    outs = sorted(pathlib.Path(a).glob("output_*.npy"))
+    return bool(outs) and all((pathlib.Path(b) / o.name).read_bytes() == o.read_bytes() for o in outs)
+
+
+def check(name, n, how, root):
+    d = root / name
+    d.mkdir()
+    if how[0] == "jax":
+        text = jax_mlp(how[1], how[2], how[3], how[4], n)
+    elif how[0] == "grad":
+        text = grad_mlp(how[1], how[2], how[3], how[4], n, d)
+    else:
+        text = jax_workload(how[1], how[2], n)
+    step = d / "step.hlo"
+    step.write_text(text)
+    nparts = ["--num-partitions", n]
+    run(["plan", step, *nparts, "--format", "json", "-o", d / "nat.json"], 0)
+    peak = peak_of(d / "nat.json")
+    lim = peak // 2
+    p = run(["plan", step, *nparts, "--limit", "memory=%d" % lim, "--format", "json", "-o", d / "fit.json"], None)
+    init = ["--init-state", "zeros"] if "adam" in name else []
+    if p.returncode == 0:
+        got = peak_of(d / "fit.json")
+        assert got <= lim, "%s: fitted peak %d over P/2 = %d" % (name, got, lim)
+        run(["run", step, *nparts, "--random-inputs", 4, *init, "--output-dir", d / "plain"], 0)
+        r = run(["run", step, *nparts, "--random-inputs", 4, *init, "--limit", "memory=%d" % lim, "--stats",
+                 "--output-dir", d / "fit"], 0)
+        total = measured_sum(r.stderr)
+        ok = total <= n * lim and same_bits(d / "plain", d / "fit")
+        what = "fits %d (%.2f P), measured %d together on %d, outputs %s" % (
+            got, got / peak, total, n, "bit for bit" if same_bits(d / "plain", d / "fit") else "DIFFER")
+        if total > n * lim:
+            what += " OVER %d x P/2" % n
+        return ok, "%-26s n=%d P=%-9d %s" % (name, n, peak, what)
+    m = re.search(r"needs at least (\d+) bytes", p.stderr)
+    b = re.search(r"no plan under (\d+) bytes per device", p.stderr)
+    if p.returncode != 2 or not m:
+        sys.exit("FAIL: %s: plan --limit exit %d\n%s" % (name, p.returncode, p.stderr[-2000:]))
+    bound = int(b.group(1)) if b else 0
+    proved = bound > lim
+    what = "refused: reached %d (%.2f P), %s" % (
+        int(m.group(1)), int(m.group(1)) / peak,
+        "proved: no plan under %d (%.2f P)" % (bound, bound / peak) if proved else
+        "NOT proved (%s)" % re.search(r"least peak tessel can prove is (\d+)", p.stderr).group(0))
+    return proved, "%-26s n=%d P=%-9d %s" % (name, n, peak, what)
+
+
+def main():
+    cases = SAMPLE + (REST if "--all" in sys.argv else [])
+    bad = []
+    with tempfile.TemporaryDirectory() as t:
+        for name, n, how in cases:
+            ok, line = check(name, n, how, pathlib.Path(t))
+            known = name in KNOWN and not ok
+            print(line + ("  [known: %s]" % KNOWN[name] if known else ""), flush=True)
+            if not ok and not known:
+                bad.append(name)
+    if bad:
+        print("FAIL: neither fitted at P/2 nor proved impossible: %s" % ", ".join(bad))
+        return 1
+    print("memfit held-out: ok (%d steps)" % len(cases))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
