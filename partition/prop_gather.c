@@ -6,7 +6,9 @@
  *     dot (prop_dot.c);
  *   scatter: the result (each result of a variadic scatter) and the
  *     operands alike; an update's passthrough window dims take the
- *     result's tiles and give theirs to it.
+ *     result's tiles and give theirs to it, and so do the indices' and the
+ *     updates' batching dims (scatter_indices_batching_dims and the
+ *     updates dims along them) with the operand's input_batching_dims.
  */
 #include "prop_internal.h"
 
@@ -61,15 +63,48 @@ static bool gather_maps(const IrInstr *x, const IrShape *op, const IrShape *idx,
     return true;
 }
 
+/* Scatter: indices dim -> operand dim for the batching dims
+ * (scatter_indices_batching_dims[k] runs along input_batching_dims[k]);
+ * false when there are none (the indices then give and take nothing). */
+static bool scatter_indices_map(const IrInstr *x, const IrShape *op, const IrShape *idx, int64_t *idx_to_op)
+{
+    const IrScatterDnums *sd = &x->a.x->scatter;
+    for (int32_t i = 0; i < idx->rank; i++)
+        idx_to_op[i] = -1;
+    for (int32_t k = 0; k < sd->scatter_indices_batching_dims.n && k < sd->input_batching_dims.n; k++) {
+        int64_t i = sd->scatter_indices_batching_dims.v[k], d = sd->input_batching_dims.v[k];
+        if (i >= 0 && i < idx->rank && d >= 0 && d < op->rank)
+            idx_to_op[i] = d;
+    }
+    return sd->scatter_indices_batching_dims.n > 0;
+}
+
 /* Scatter: update dim u -> operand dim for passthrough window dims
  * (update_window_dims in order match the operand dims that are neither
- * inserted nor batching, and the sizes are equal). */
+ * inserted nor batching, and the sizes are equal) and for the scatter dims
+ * along a batching dim (the k-th scatter dim of the updates is the k-th
+ * indices dim other than index_vector_dim). Example (take_along_axis's
+ * gradient): operand f32[8,10], indices s32[8,1,1], updates f32[8,1],
+ * update_window_dims={}, input_batching_dims={0},
+ * scatter_indices_batching_dims={0}, index_vector_dim=2: updates dim 0 is
+ * indices dim 0, so operand dim 0. */
 static bool scatter_update_map(const IrInstr *x, const IrShape *op, const IrShape *upd,
                                int64_t *upd_to_op)
 {
     const IrScatterDnums *sd = &x->a.x->scatter;
     for (int32_t i = 0; i < upd->rank; i++)
         upd_to_op[i] = -1;
+    int64_t ix = 0;
+    for (int32_t u = 0; u < upd->rank; u++) {
+        if (prop_has(&sd->update_window_dims, u))
+            continue;
+        if (ix == sd->index_vector_dim)
+            ix++;
+        int32_t k = ir_list_index(&sd->scatter_indices_batching_dims, ix++);
+        if (k >= 0 && k < sd->input_batching_dims.n && sd->input_batching_dims.v[k] >= 0 &&
+            sd->input_batching_dims.v[k] < op->rank)
+            upd_to_op[u] = sd->input_batching_dims.v[k];
+    }
     int32_t j = 0;
     for (int32_t d = 0; d < op->rank; d++) {
         if (prop_has(&sd->inserted_window_dims, d) || prop_has(&sd->input_batching_dims, d))
@@ -105,7 +140,17 @@ static IrStatus scatter_fwd(Prop *p, int32_t g, int32_t k, const IrSharding *s, 
     int32_t n = (x->nopnd - 1) / 2;
     if (k < n)
         return prop_emit(p, g, out_array ? 0 : k, s, os);
-    if (k <= n || k > 2 * n)
+    if (k == n) { /* the indices: every result along the batching dims */
+        const IrShape *base = &prop_ins(p, prop_opnd(p, g, 0))->shape;
+        if (!scatter_indices_map(x, base, os, map))
+            return IR_OK;
+        prop_invert(map, os->rank, map2, base->rank);
+        NEED(t = shd_project(p->tmp, s, base->rank, map2));
+        for (int32_t j = 0; j < n; j++)
+            TRY(prop_emit(p, g, out_array ? 0 : j, t, os));
+        return IR_OK;
+    }
+    if (k > 2 * n)
         return IR_OK;
     int32_t j = k - n - 1;
     const IrShape *base = &prop_ins(p, prop_opnd(p, g, j))->shape;
@@ -126,7 +171,13 @@ static IrStatus scatter_bwd(Prop *p, int32_t u, int32_t k, int32_t g, const IrSh
     int32_t n = (x->nopnd - 1) / 2;
     if (k < n)
         return prop_emit(p, g, 0, s, us);
-    if (k <= n || k > 2 * n)
+    if (k == n) {
+        if (!scatter_indices_map(x, us, gs, map))
+            return IR_OK;
+        NEED(t = shd_project(p->tmp, s, gs->rank, map));
+        return prop_emit(p, g, 0, t, us);
+    }
+    if (k > 2 * n)
         return IR_OK;
     if (!scatter_update_map(x, us, gs, map))
         return IR_OK;
@@ -134,11 +185,12 @@ static IrStatus scatter_bwd(Prop *p, int32_t u, int32_t k, int32_t g, const IrSh
     return prop_emit(p, g, 0, t, us);
 }
 
-/* Base i and update i correspond to result i; the indices to none. */
+/* Base i and update i correspond to result i; the indices to result 0
+ * (every result has the same batching dims). */
 static int32_t scatter_slot(const Prop *p, int32_t u, int32_t k)
 {
     int32_t n = (prop_ins(p, u)->nopnd - 1) / 2;
-    return k < n ? k : k > n ? k - n - 1 : -1;
+    return k < n ? k : k > n ? k - n - 1 : 0;
 }
 
 const PropRule prop_rule_gather = {.fwd = gather_fwd, .bwd = gather_bwd};

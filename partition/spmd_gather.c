@@ -28,9 +28,20 @@
  * Tiled batch dims (indices and updates split by scatter position) need a
  * simple combiner: partial results, merged by an all-reduce.
  *
+ * Batching dims (operand_batching_dims / start_indices_batching_dims of a
+ * gather, input_batching_dims / scatter_indices_batching_dims of a
+ * scatter: what JAX lowers take_along_axis, vmap'd indexing and their
+ * gradients to) pair an operand dim with an indices dim (and an updates
+ * dim): position b of the indices reads or writes position b of the
+ * operand. Tiled alike in all of them, each device runs the op on its own
+ * positions with no collective, as XLA's partitioner does: a gather's
+ * batch dim carries the operand dim too (the output dim's tiles go to
+ * both), a scatter's indices and updates dims join the operand dim's
+ * iteration dim. Uneven tiles line up: padding positions read or write
+ * only padding.
+ *
  * Dims that fit none of these are resharded to replicated for the local
- * op; operand_batching_dims and partially manual shardings go through the
- * fallback.
+ * op; partially manual shardings go through the fallback.
  */
 #include "spmd_internal.h"
 
@@ -200,15 +211,19 @@ typedef struct GatherDims {
     int64_t op_to_out[IR_MAX_RANK]; /* operand dim -> output offset dim, -1 */
     int64_t ix_to_out[IR_MAX_RANK]; /* indices dim -> output batch dim, -1 for ivd */
     int64_t out_to_ix[IR_MAX_RANK]; /* output batch dim -> indices dim, -1 */
-    int64_t out_to_op[IR_MAX_RANK]; /* output offset dim -> passthrough operand dim, -1 */
-    bool pass[IR_MAX_RANK];         /* operand dim is passthrough (sliced whole) */
+    /* output offset dim -> passthrough operand dim, output batch dim ->
+     * operand batching dim, -1 */
+    int64_t out_to_op[IR_MAX_RANK];
+    int64_t op_to_batch[IR_MAX_RANK]; /* operand batching dim -> output batch dim, -1 */
+    bool pass[IR_MAX_RANK];           /* operand dim is passthrough (sliced whole) */
     int64_t xdim[IR_MAX_RANK];      /* trivially indexed operand dims (iteration dims outrank+k) */
 } GatherDims;
 
 static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix, GatherDims *g)
 {
     const IrGatherDnums *dn = &ins->a.x->gather;
-    if (dn->operand_batching_dims.n > 0 || op->rank > IR_MAX_RANK || ix->rank > IR_MAX_RANK ||
+    if (dn->operand_batching_dims.n != dn->start_indices_batching_dims.n || op->rank > IR_MAX_RANK ||
+        ix->rank > IR_MAX_RANK ||
         ins->shape.rank > IR_MAX_RANK || ins->a.x->slice_sizes.n != op->rank ||
         (dn->index_vector_dim == ix->rank && ix->rank + 1 > IR_MAX_RANK)) /* explicit_indices */
         return false;
@@ -221,10 +236,10 @@ static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix
     int32_t w = 0;
     g->nx = 0;
     for (int32_t d = 0; d < op->rank; d++) {
-        g->op_to_out[d] = -1;
+        g->op_to_out[d] = g->op_to_batch[d] = -1;
         g->pass[d] = false;
         bool indexed = ir_list_index(&dn->start_index_map, d) >= 0;
-        if (ir_list_index(&dn->collapsed_slice_dims, d) < 0) {
+        if (ir_list_index(&dn->collapsed_slice_dims, d) < 0 && ir_list_index(&dn->operand_batching_dims, d) < 0) {
             if (w >= dn->offset_dims.n)
                 return false;
             g->op_to_out[d] = dn->offset_dims.v[w++];
@@ -250,6 +265,15 @@ static bool gather_dims(const IrInstr *ins, const IrShape *op, const IrShape *ix
         g->ix_to_out[d] = b;
         g->out_to_ix[b++] = d;
     }
+    /* Operand batching dim k runs along indices dim k (its output batch
+     * dim); the verifier has checked the two lists. */
+    for (int32_t k = 0; k < dn->operand_batching_dims.n; k++) {
+        int64_t od = dn->operand_batching_dims.v[k], id = dn->start_indices_batching_dims.v[k];
+        if (od < 0 || od >= op->rank || id < 0 || id >= ix->rank || g->ix_to_out[id] < 0)
+            return false;
+        g->op_to_batch[od] = g->ix_to_out[id];
+        g->out_to_op[g->ix_to_out[id]] = od;
+    }
     return g->outrank + g->nx <= IR_MAX_RANK;
 }
 
@@ -268,7 +292,7 @@ static bool gather_plan(PComp *pc, int32_t i, const GatherDims *g, IrSharding *i
         return false;
     int64_t om[IR_MAX_RANK], xm[IR_MAX_RANK], ident[IR_MAX_RANK];
     for (int32_t d = 0; d < g->orank; d++)
-        om[d] = g->pass[d] ? g->op_to_out[d] : -1;
+        om[d] = g->pass[d] ? g->op_to_out[d] : g->op_to_batch[d];
     for (int32_t k = 0; k < g->nx; k++)
         om[g->xdim[k]] = g->outrank + k;
     for (int32_t d = 0; d < g->irank; d++)
@@ -425,7 +449,9 @@ typedef struct ScatterDims {
     int64_t op_to_upd[IR_MAX_RANK]; /* operand window dim -> updates dim, -1 */
     bool pass[IR_MAX_RANK];         /* passthrough operand dim */
     bool trivial[IR_MAX_RANK];      /* indexed operand dim with window size 1 */
-    /* Iteration dims: the operand's dims, then one per indices batch dim. */
+    bool batching[IR_MAX_RANK];     /* operand batching dim (input_batching_dims) */
+    /* Iteration dims: the operand's dims, then one per indices batch dim
+     * other than a batching dim (that one runs along its operand dim). */
     int64_t upd_to_it[IR_MAX_RANK]; /* updates dim -> iteration dim, -1 */
     int64_t ix_to_it[IR_MAX_RANK];  /* indices dim -> iteration dim, -1 for ivd */
 } ScatterDims;
@@ -434,7 +460,8 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
                          ScatterDims *s)
 {
     const IrScatterDnums *dn = &ins->a.x->scatter;
-    if (dn->input_batching_dims.n > 0 || op->rank > IR_MAX_RANK || upd->rank > IR_MAX_RANK ||
+    if (dn->input_batching_dims.n != dn->scatter_indices_batching_dims.n || op->rank > IR_MAX_RANK ||
+        upd->rank > IR_MAX_RANK ||
         ix->rank > IR_MAX_RANK || (dn->index_vector_dim == ix->rank && ix->rank + 1 > IR_MAX_RANK))
         return false;
     s->orank = op->rank;
@@ -446,7 +473,8 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
     int32_t w = 0;
     for (int32_t d = 0; d < op->rank; d++) {
         s->op_to_upd[d] = -1;
-        if (ir_list_index(&dn->inserted_window_dims, d) < 0) {
+        s->batching[d] = ir_list_index(&dn->input_batching_dims, d) >= 0;
+        if (ir_list_index(&dn->inserted_window_dims, d) < 0 && !s->batching[d]) {
             if (w >= dn->update_window_dims.n)
                 return false;
             s->op_to_upd[d] = dn->update_window_dims.v[w++];
@@ -460,7 +488,8 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
         if (s->pass[d])
             s->upd_to_it[s->op_to_upd[d]] = d;
     }
-    /* k-th indices batch dim <-> k-th updates scatter dim. */
+    /* k-th indices batch dim <-> k-th updates scatter dim; a batching one
+     * <-> its operand dim too. */
     s->nb = 0;
     int32_t u = 0;
     for (int32_t d = 0; d < ix->rank; d++) {
@@ -471,8 +500,11 @@ static bool scatter_dims(const IrInstr *ins, const IrShape *op, const IrShape *i
             u++;
         if (u >= upd->rank)
             return false;
-        s->ix_to_it[d] = s->orank + s->nb;
-        s->upd_to_it[u++] = s->orank + s->nb++;
+        int64_t k = ir_list_index(&dn->scatter_indices_batching_dims, d);
+        int64_t od = k >= 0 ? dn->input_batching_dims.v[k] : -1;
+        if (k >= 0 && (od < 0 || od >= op->rank))
+            return false;
+        s->ix_to_it[d] = s->upd_to_it[u++] = k >= 0 ? od : s->orank + s->nb++;
     }
     return s->orank + s->nb <= IR_MAX_RANK;
 }
@@ -493,7 +525,7 @@ static bool scatter_plan(PComp *pc, int32_t i, const ScatterDims *s, IrSharding 
         return false;
     int64_t om[IR_MAX_RANK];
     for (int32_t d = 0; d < s->orank; d++)
-        om[d] = s->pass[d] || s->trivial[d] ? d : -1;
+        om[d] = s->pass[d] || s->trivial[d] || s->batching[d] ? d : -1;
     p->iter = iter;
     p->op = shd_project(a, iter, s->orank, om);
     p->ix = shd_project(a, iter, s->irank, s->ix_to_it);
@@ -571,7 +603,7 @@ IrStatus spmd_scatter(PComp *pc, int32_t i)
     int32_t it = s.orank + s.nb;
     int64_t from_out[IR_MAX_RANK], from_ix[IR_MAX_RANK], from_upd[IR_MAX_RANK];
     for (int32_t j = 0; j < it; j++) {
-        from_out[j] = j < s.orank && (s.pass[j] || s.trivial[j]) ? j : -1;
+        from_out[j] = j < s.orank && (s.pass[j] || s.trivial[j] || s.batching[j]) ? j : -1;
         from_ix[j] = from_upd[j] = -1;
     }
     for (int32_t d = 0; d < s.irank; d++)
