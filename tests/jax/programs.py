@@ -681,6 +681,59 @@ def loops_loss_inputs(rng):
     return (w, x)
 
 
+# ------------------------------------------------------ batched indexing
+# What JAX lowers to gathers and scatters with batching dims
+# (operand_batching_dims, input_batching_dims; issue 33): take_along_axis
+# (cross entropy's label pick) over log-probabilities whose vocabulary is
+# split over "y" on a 2-D mesh, vmap'd dynamic indexing (a row, a
+# dynamic_slice window) and a vmap'd .at[].add, the batch over "x". With
+# operand and indices tiled alike on the batch, XLA's partitioner runs them
+# with no collective, and so does tessel's.
+
+def batched_index(logits, labels, x, idx, upd):
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    pick = jnp.take_along_axis(logp, labels[:, None], axis=-1)[:, 0]
+    row = jax.vmap(lambda r, i: r[i])(x, idx)
+    win = jax.vmap(lambda r, i: lax.dynamic_slice(r, (i, 0), (2, r.shape[1])))(x, idx)
+    acc = jax.vmap(lambda r, i, u: r.at[i].add(u))(x, idx, upd)
+    return pick, row, win, acc
+
+
+def _batch_split(axes):
+    """(batch axis, model axis): "x" carries the batch on every mesh, "y"
+    the model on a 2-D one (nothing on a 1-D one)."""
+    return axes[0], (axes[1] if len(axes) == 2 else None)
+
+
+def batched_index_specs(axes):
+    dp, mp = _batch_split(axes)
+    return ((P(dp, mp), P(dp), P(dp, None, mp), P(dp), P(dp, mp)),
+            (P(dp), P(dp, mp), P(dp, None, mp), P(dp, None, mp)))
+
+
+def batched_index_inputs(rng):
+    return (_normal(rng, (8, 12)), rng.integers(0, 12, size=(8,), dtype=np.int32),
+            _normal(rng, (8, 6, 4)), rng.integers(-6, 6, size=(8,), dtype=np.int32),
+            _normal(rng, (8, 4)))
+
+
+# the cross entropy of integer labels: its gradient scatter-adds into the
+# log-probabilities along the batch (a scatter with input_batching_dims)
+def batched_index_loss(w, x, labels):
+    logp = jax.nn.log_softmax(jnp.tanh(x @ w), axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
+
+
+def batched_index_loss_specs(axes):
+    dp, mp = _batch_split(axes)
+    return ((P(None, mp), P(dp, None), P(dp)), P())
+
+
+def batched_index_loss_inputs(rng):
+    return (_normal(rng, (16, 12), scale=0.5), _normal(rng, (8, 16)),
+            rng.integers(0, 12, size=(8,), dtype=np.int32))
+
+
 ALL_1D = ((1,), (2,), (4,), (8,))
 DEPTHWISE_GRAD = (
     "XLA's SPMD partitioner (jaxlib 0.10.2) doubles the kernel gradient of a depthwise convolution "
@@ -735,11 +788,16 @@ PROGRAMS = [
             doc="7 rows and 10 columns over 2, 4 and 8"),
     Program("random", rand, MESHES, rand_specs, rand_inputs,
             doc="jax.random threefry: dropout, bits, normal"),
+    Program("batched_index", batched_index, MESHES_ALL, batched_index_specs, batched_index_inputs,
+            doc="take_along_axis, vmap'd indexing and .at[].add: batching-dim gathers and scatters"),
+    Program("batched_index_loss", batched_index_loss, MESHES_ALL, batched_index_loss_specs,
+            batched_index_loss_inputs, grad_wrt=(0, 1),
+            doc="cross entropy of integer labels, for tessel grad (a batched scatter-add)"),
 ]
 
 _GROUPS = {"mlp": "mlp mlp_loss mlp_sgd mlp_adam", "block": "block block_loss", "train": "block_sgd block_adam",
            "nets": "convnet convnet_loss rnn rnn_loss moe", "lm": "lm_loss loops loops_loss",
-           "ops": "topk uneven random array_ops"}
+           "ops": "topk uneven random array_ops batched_index batched_index_loss"}
 _GROUP_OF = {n: g for g, names in _GROUPS.items() for n in names.split()}
 assert sorted(_GROUP_OF) == sorted(p.name for p in PROGRAMS), "each program in one ctest group"
 GROUPS = tuple(_GROUPS)
