@@ -487,6 +487,66 @@ static void test_scatter(void **state)
     ir_module_free(m);
 }
 
+/* Batching dims (take_along_axis and its gradient): operand dim 0 and
+ * indices dim 0 are one batch, so a tiling of either, or of the result,
+ * reaches the other two; the gathered (collapsed) dim 1 takes none. */
+static void test_gather_batching(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule t, num_partitions=2\n"
+                      "ENTRY e {\n"
+                      "  lp = f32[8,10] parameter(0), sharding={devices=[2,1]0,1}\n"
+                      "  lb = s32[8,1,1] parameter(1)\n"
+                      "  g = f32[8,1] gather(lp, lb), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=2, slice_sizes={1,1}\n"
+                      "  lp2 = f32[10,8] parameter(2)\n"
+                      "  lb2 = s32[8,1] parameter(3)\n"
+                      "  g2 = f32[8] gather(lp2, lb2), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, operand_batching_dims={1}, start_indices_batching_dims={0}, index_vector_dim=1, slice_sizes={1,1}, sharding={devices=[2]0,1}\n"
+                      "  ROOT o = (f32[8,1], f32[8]) tuple(g, g2)\n"
+                      "}\n",
+                      2);
+    expect(m, "g", "{devices=[2,1]0,1}");   /* operand batching dim -> result batch dim */
+    expect(m, "lb", "{devices=[2,1,1]0,1}"); /* and on to the indices' batching dim */
+    expect(m, "lp2", "{devices=[1,2]0,1}"); /* result -> operand batching dim 1 */
+    expect(m, "lb2", "{devices=[2,1]0,1}");
+    ir_module_free(m);
+}
+
+static void test_scatter_batching(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule t, num_partitions=2\n"
+                      "add {\n"
+                      "  a = f32[] parameter(0)\n"
+                      "  b = f32[] parameter(1)\n"
+                      "  ROOT s = f32[] add(a, b)\n"
+                      "}\n"
+                      "ENTRY e {\n"
+                      "  z = f32[] constant(0)\n"
+                      "  op = f32[8,10] broadcast(z), dimensions={}\n"
+                      "  ix = s32[8,1,1] parameter(0), sharding={devices=[2,1,1]0,1}\n"
+                      "  up = f32[8,1] parameter(1)\n"
+                      "  sc = f32[8,10] scatter(op, ix, up), update_window_dims={}, inserted_window_dims={1}, scatter_dims_to_operand_dims={1}, input_batching_dims={0}, scatter_indices_batching_dims={0}, index_vector_dim=2, to_apply=add\n"
+                      "  op2 = f32[10,8] parameter(2)\n"
+                      "  ix2 = s32[8,1] parameter(3)\n"
+                      "  up2 = f32[8] parameter(4), sharding={devices=[2]0,1}\n"
+                      "  sc2 = f32[10,8] scatter(op2, ix2, up2), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, input_batching_dims={1}, scatter_indices_batching_dims={0}, index_vector_dim=1, to_apply=add\n"
+                      "  op3 = f32[10,8] parameter(5)\n"
+                      "  ix3 = s32[8,1] parameter(6)\n"
+                      "  up3 = f32[8] parameter(7)\n"
+                      "  sc3 = f32[10,8] scatter(op3, ix3, up3), update_window_dims={}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, input_batching_dims={1}, scatter_indices_batching_dims={0}, index_vector_dim=1, to_apply=add, sharding={devices=[1,2]0,1}\n"
+                      "  ROOT o = (f32[8,10], f32[10,8], f32[10,8]) tuple(sc, sc2, sc3)\n"
+                      "}\n",
+                      2);
+    expect(m, "sc", "{devices=[2,1]0,1}");   /* indices batching dim -> result's */
+    expect(m, "up", "{devices=[2,1]0,1}");   /* and back to the updates' */
+    expect(m, "sc2", "{devices=[1,2]0,1}");  /* updates' scatter dim along operand dim 1 */
+    expect(m, "ix2", "{devices=[2,1]0,1}");
+    expect(m, "op3", "{devices=[1,2]0,1}");  /* the result's tiles reach all three */
+    expect(m, "ix3", "{devices=[2,1]0,1}");
+    expect(m, "up3", "{devices=[2]0,1}");
+    ir_module_free(m);
+}
+
 /* ---- slice, pad, concatenate, dynamic slices, sort ---- */
 
 /* p [2,2] over {0,1 | 2,3}: untiling dim 1 keeps the device order and
@@ -1384,6 +1444,8 @@ int main(void)
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_gather_merge),
         cmocka_unit_test(test_scatter),
+        cmocka_unit_test(test_gather_batching),
+        cmocka_unit_test(test_scatter_batching),
         cmocka_unit_test(test_slicing_ops),
         cmocka_unit_test(test_iota_constant_backward),
         cmocka_unit_test(test_while),
