@@ -34,6 +34,15 @@
  * major dim, or with any other reducer, stays outside. A group with no
  * node outside S is an elementwise group, however it was found.
  *
+ * Multi-output groups (merge_outputs). A group whose root is read by
+ * members of one other group, of the same dims, and otherwise only by
+ * instructions after that group's root, runs inside it: its root becomes
+ * an extra output, made whole beside the group's root. Adam's m' and v'
+ * (returned, and read by the parameter's update) join the update: one
+ * pass reads g, m, v and w and writes m', v' and w', where three passes
+ * wrote m' and v' and read them back and read g twice (XLA's CPU
+ * backend makes the same multi-output loop fusion).
+ *
  * Dot-transpose pairs. A dot whose one use is a transpose that swaps its
  * lhs and rhs free dims (JAX writes weight gradients as
  * transpose(dot(g, x))) is a group of two, {dot, transpose}, whose
@@ -44,7 +53,10 @@
  * Running a group. Output elements go a block at a time: every node
  * computes the block into its scratch buffer (the root into the result),
  * through the same range kernels the unfused path uses, so the result is
- * bit for bit the unfused one.
+ * bit for bit the unfused one. An extra output is copied out of its
+ * node's block (the chunk interpreter writes it in place where no leaf
+ * lent it its buffer); each output may take a different dying leaf's
+ * buffer.
  *
  * The common case, f32 arithmetic and math functions (float_ops.h) and
  * broadcasts, runs through a chunk interpreter instead: chunks of
@@ -56,7 +68,7 @@
  * ms for the chunk interpreter, 17 ms for blocks, 6 ms for STREAM triad).
  * The expressions come from float_ops.h, the same the kernels expand.
  * Groups of only the simplest ops (add, subtract, multiply, divide,
- * maximum, minimum, negate, abs) go through AVX-512 registers instead,
+ * maximum, minimum, negate, abs, sqrt) go through AVX-512 registers instead,
  * where the CPU has them (the register path, below the interpreter).
  * The block is sized so that the scratch of
  * all nodes stays within SCRATCH_BUDGET bytes (in L1/L2). A leaf that
@@ -322,6 +334,7 @@ void dev_fusion_free(DevFusion *f)
         ts_free(f->groups[g].leaves);
         ts_free(f->groups[g].leaf_refs);
         ts_free(f->groups[g].leaf_direct);
+        ts_free(f->groups[g].extra);
     }
     ts_free(f->groups);
     ts_free(f->group_of);
@@ -471,11 +484,107 @@ oom:
     return false;
 }
 
+/* Multi-output groups. A group A whose root a is read by members of one
+ * other group B (Adam's m' = b1 m + (1 - b1) g, read by the parameter's
+ * update w - lr m'' / (sqrt(v'') + eps) and returned) runs inside B: one
+ * pass reads A's and B's leaves once and writes a whole as an extra
+ * output beside B's root, where two passes wrote a and read it back (and
+ * read a leaf they share, g, twice). Both are elementwise groups of the
+ * same dims (no row space fixed, not a dot-transpose pair) with room
+ * for both; a's readers in B read it element for element (not through a
+ * broadcast's strides). The merged group runs at B's root, so every
+ * reader of a member of A outside A must be in B or come after B's root
+ * in the order. Merges chain (A into B, then B into C) in the order's
+ * direction. extra[i]: member i of a group is read outside it (the
+ * group makes it whole). False on OOM. */
+static bool merge_outputs(const Find *f, const int32_t *order, int32_t norder, int32_t *gid, int32_t *size,
+                          int32_t *nroots, bool *extra)
+{
+    const IrComputation *c = f->c;
+    int32_t n = c->ninstr, nref = 0;
+    int32_t *pos = ts_malloc((size_t)n * sizeof *pos), *first = ts_calloc((size_t)n + 2, sizeof *first);
+    int32_t *head = ts_malloc((size_t)n * sizeof *head), *next = ts_malloc((size_t)n * sizeof *next);
+    int32_t *tail = ts_malloc((size_t)n * sizeof *tail), *user = NULL;
+    bool ok = false;
+    if (!pos || !first || !head || !next || !tail)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        pos[i] = head[i] = next[i] = tail[i] = -1;
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        const IrInstr *ins = &c->instr[i];
+        pos[i] = k;
+        for (int32_t j = 0; j < ins->nopnd; j++, nref++)
+            first[ins->opnd[j] + 1]++;
+        if (gid[i] >= 0) { /* member lists in the order's order */
+            int32_t g = gid[i];
+            if (tail[g] < 0)
+                head[g] = i;
+            else
+                next[tail[g]] = i;
+            tail[g] = i;
+        }
+    }
+    for (int32_t i = 0; i <= n; i++)
+        first[i + 1] += first[i];
+    if (!(user = ts_malloc((size_t)(nref > 0 ? nref : 1) * sizeof *user)))
+        goto done;
+    for (int32_t k = norder - 1; k >= 0; k--) { /* fills each list from its end */
+        const IrInstr *ins = &c->instr[order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            user[--first[ins->opnd[j] + 1]] = order[k];
+    }
+    /* Users of i: user[first[i + 1] .. first[i + 2]). */
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t a = order[k], b = -1;
+        if (gid[a] != a || f->nouter[a] >= 0 || c->instr[a].op == OP_TRANSPOSE)
+            continue;
+        for (int32_t q = first[a + 1]; q < first[a + 2]; q++) {
+            int32_t g = gid[user[q]];
+            if (g >= 0 && g != a)
+                b = b < 0 || b == g ? g : -2;
+        }
+        if (b < 0 || f->nouter[b] >= 0 || c->instr[b].op == OP_TRANSPOSE || size[a] + size[b] > DEV_FUSION_MAX_NODES ||
+            !ir_shape_same_dims(&c->instr[a].shape, &c->instr[b].shape))
+            continue;
+        bool fits = true;
+        for (int32_t x = head[a]; fits && x >= 0; x = next[x])
+            for (int32_t q = first[x + 1]; fits && q < first[x + 2]; q++) {
+                int32_t u = user[q];
+                fits = gid[u] == a || (gid[u] == b && !strided(&c->instr[u])) ||
+                       (gid[u] != SHARED && pos[u] > pos[b]);
+            }
+        if (!fits)
+            continue;
+        for (int32_t x = head[a]; x >= 0; x = next[x])
+            gid[x] = b;
+        next[tail[a]] = head[b]; /* A's members, then B's */
+        head[b] = head[a];
+        size[b] += size[a];
+        (*nroots)--;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (gid[i] < 0 || gid[i] == i)
+            continue;
+        for (int32_t q = first[i + 1]; q < first[i + 2]; q++)
+            extra[i] = extra[i] || gid[user[q]] != gid[i];
+    }
+    ok = true;
+done:
+    ts_free(pos);
+    ts_free(first);
+    ts_free(head);
+    ts_free(next);
+    ts_free(tail);
+    ts_free(user);
+    return ok;
+}
+
 /* Members into their groups' node lists (operands first: the order's)
  * and the values they read from outside into the leaf lists. A shared
  * broadcast goes into each group before its first reader there. */
 static void collect(const IrComputation *c, const int32_t *order, int32_t norder, const int32_t *gid,
-                    DevFusion *f)
+                    const bool *extra, DevFusion *f)
 {
     for (int32_t k = 0; k < norder; k++) {
         int32_t i = order[k];
@@ -494,6 +603,8 @@ static void collect(const IrComputation *c, const int32_t *order, int32_t norder
             add_leaf(grp, c, &c->instr[b], c->instr[b].opnd[0]);
         }
         grp->nodes[grp->nnodes++] = i;
+        if (extra[i])
+            grp->extra[grp->nextra++] = i;
         f->group_of[i] = g;
         for (int32_t j = 0; j < ins->nopnd; j++)
             if (gid[ins->opnd[j]] != gid[i] && gid[ins->opnd[j]] != SHARED)
@@ -515,10 +626,11 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
     int32_t *cand = ts_malloc((size_t)n * sizeof *cand);
     int32_t *size = ts_calloc((size_t)n, sizeof *size);
     bool *ctrl_succ = ts_calloc((size_t)n, sizeof *ctrl_succ);
+    bool *extra = ts_calloc((size_t)n, sizeof *extra);
     Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
               opt->fusion_block > 0 || opt->fuse_small};
     IrStatus st = IR_ENOMEM;
-    if (!gid || !cand || !size || !ctrl_succ || !f.space || !f.nouter)
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !f.space || !f.nouter)
         goto done;
     for (int32_t i = 0; i < n; i++) {
         gid[i] = -1;
@@ -576,7 +688,8 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
     for (int32_t i = 0; i < n; i++)
         if (gid[i] == i && size[i] == 1)
             gid[i] = -1;
-    if (!dot_transpose_pairs(c, ctrl_succ, order, norder, gid, size, &f, &nroots))
+    if (!dot_transpose_pairs(c, ctrl_succ, order, norder, gid, size, &f, &nroots) ||
+        !merge_outputs(&f, order, norder, gid, size, &nroots, extra))
         goto done;
     st = IR_OK;
     if (nroots == 0)
@@ -602,10 +715,11 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
         if (!(g->nodes = ts_malloc((size_t)nn * sizeof *g->nodes)) ||
             !(g->leaves = ts_malloc((size_t)nl * sizeof *g->leaves)) ||
             !(g->leaf_refs = ts_malloc((size_t)nl * sizeof *g->leaf_refs)) ||
-            !(g->leaf_direct = ts_malloc((size_t)nl * sizeof *g->leaf_direct)))
+            !(g->leaf_direct = ts_malloc((size_t)nl * sizeof *g->leaf_direct)) ||
+            !(g->extra = ts_malloc((size_t)nn * sizeof *g->extra)))
             goto done;
     }
-    collect(c, order, norder, gid, out);
+    collect(c, order, norder, gid, extra, out);
     for (int32_t k = 0; k < out->ngroups; k++) {
         DevFusionGroup *g = &out->groups[k];
         if (!row_group(c, g))
@@ -619,6 +733,7 @@ done:
     ts_free(cand);
     ts_free(size);
     ts_free(ctrl_succ);
+    ts_free(extra);
     ts_free(f.space);
     ts_free(f.nouter);
     if (st != IR_OK) {
@@ -643,6 +758,10 @@ typedef struct Run {
     uint8_t **lbase;       /* [nleaves] each leaf's data */
     uint8_t **scratch;     /* [nn] block buffers */
     uint8_t *arena;        /* all scratch */
+    int32_t nx;            /* extra outputs (g->extra): */
+    int32_t xnode[DEV_FUSION_MAX_NODES]; /* each one's node index, */
+    uint8_t *xout[DEV_FUSION_MAX_NODES]; /* its whole array, */
+    bool xlent[DEV_FUSION_MAX_NODES];    /* lent by a leaf (read in the same chunk) */
 } Run;
 
 static void run_free(Run *r)
@@ -767,14 +886,15 @@ static IrStatus run_scratch(Run *r, const IrComputation *c, int64_t block, IrDia
 }
 
 /* A leaf at its last use whose buffer nobody else holds, read element for
- * element and as wide as the result's elements: -1 if none. */
-static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *root, DevValue **vals,
-                             const int32_t *rem)
+ * element and as wide as the output's elements, not taken by another
+ * output: -1 if none. */
+static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *output, DevValue **vals,
+                             const int32_t *rem, const bool *taken)
 {
-    int64_t nbytes = ir_shape_bytes(&root->shape);
+    int64_t nbytes = ir_shape_bytes(&output->shape);
     for (int32_t l = 0; nbytes > 0 && l < g->nleaves; l++) {
         const DevValue *v = vals[g->leaves[l]];
-        if (g->leaf_direct[l] && rem[g->leaves[l]] == g->leaf_refs[l] && v &&
+        if (!taken[l] && g->leaf_direct[l] && rem[g->leaves[l]] == g->leaf_refs[l] && v &&
             __atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) == 1 && v->nbytes == nbytes &&
             v->shape.type != IR_TUPLE)
             return l;
@@ -785,7 +905,7 @@ static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *root, DevVa
 /* One block [first, first + n) through every node. With `direct` the root
  * writes straight into the result; otherwise (the result is a leaf's
  * buffer, read in the same block) into its own buffer, copied out after
- * the block. */
+ * the block, as the extra outputs always are. */
 static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t n, uint8_t *out,
                           bool direct)
 {
@@ -806,6 +926,10 @@ static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t
         IrStatus st = dev_k_elementwise_range(&r->k[k], n, v);
         if (st != IR_OK)
             return st;
+    }
+    for (int32_t e = 0; e < r->nx; e++) {
+        const DevValue *v = &r->nview[r->xnode[e]];
+        memcpy(r->xout[e] + (size_t)first * ir_type_size(v->shape.type), v->data, (size_t)v->nbytes);
     }
     const DevValue *root = &r->nview[r->nn - 1];
     if (!direct)
@@ -894,7 +1018,8 @@ DEV_VECTOR_CLONES static void fast_chunk(const FastNode *prog, int32_t nn, const
  * same IEEE operation as float_ops.h's expression (the reducers' vector
  * forms are arith.h's dev_v16_*, maximum and minimum with their NaN and
  * tie rule; the ops taken are the VECTOR column of ir/hlo_op_sem.def;
- * negate and abs on the sign bit, as the compiler does for -a and fabs),
+ * negate and abs on the sign bit, as the compiler does for -a and fabs;
+ * sqrt correctly rounded, as sqrtf is),
  * so results are bit for bit the interpreter's. Partial chunks, other
  * ops, and CPUs without AVX-512 take the interpreter. */
 #define REG_VECS (FAST_CHUNK / 16)
@@ -982,6 +1107,7 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
         case OP_MINIMUM: REG_BIN(dev_v16_min); break;
         case OP_NEGATE: REG_UN(reg_neg); break;
         case OP_ABS: REG_UN(reg_abs); break;
+        case OP_SQRT: REG_UN(_mm512_sqrt_ps); break;
         default: assert(!"reg_op admits only the ops above"); break;
         }
         if (k == n - 1 && to) {
@@ -1094,7 +1220,9 @@ static void stream_fence(void)
 /* The whole group, chunk by chunk. Broadcasts of a scalar are filled
  * once; others are cut per chunk. With `direct` the root writes straight
  * into the result; otherwise (the result is a leaf's buffer, read in the
- * same chunk) into its own buffer, copied out after the chunk. */
+ * same chunk) into its own buffer, copied out after the chunk. So do the
+ * extra outputs, each by whether a leaf lent it its buffer; streamed ones
+ * go through their chunks, as the result does. */
 static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *out, bool direct)
 {
     const DevFusionGroup *g = r->g;
@@ -1133,6 +1261,9 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
     RegNode rprog[DEV_FUSION_MAX_NODES];
     int32_t nr = 0;
     bool regs = reg_cpu() && reg_program(prog, nn, nl, rprog, &nr);
+    for (int32_t t = 0; regs && t < nr; t++) /* the extra outputs are copied out of their chunks */
+        for (int32_t e = 0; e < r->nx; e++)
+            rprog[t].spill = rprog[t].spill || rprog[t].k == r->xnode[e];
     /* Streamed: the root's chunk goes through its scratch (in L1) and on
      * with non-temporal stores. */
     bool stream = total * 4 >= stream_min_bytes() && (uintptr_t)out % 16 == 0;
@@ -1150,17 +1281,46 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
                                     first, m, r->scratch[k]);
         if (direct && !stream)
             res[nn - 1] = (float *)out + first;
-        if (regs && m == FAST_CHUNK) {
+        for (int32_t e = 0; e < r->nx; e++) /* an extra output's node writes into it, read back from there */
+            if (!r->xlent[e] && !stream)
+                slot[nl + r->xnode[e]] = res[r->xnode[e]] = (float *)r->xout[e] + first;
+        bool in_regs = regs && m == FAST_CHUNK;
+        if (in_regs)
             reg_chunk(rprog, nr, slot, res, reg_stream ? (float *)out + first : NULL);
-            if (reg_stream)
-                continue;
-        } else
+        else
             fast_chunk(prog, nn, slot, res, m);
+        for (int32_t e = 0; e < r->nx; e++) {
+            float *to = (float *)r->xout[e] + first;
+            if ((r->xlent[e] || stream) && !(stream && stream_f32(to, res[r->xnode[e]], m)))
+                memcpy(to, res[r->xnode[e]], (size_t)m * 4);
+        }
+        if (in_regs && reg_stream)
+            continue;
         if ((!direct || stream) && !(stream && stream_f32((float *)out + first, res[nn - 1], m)))
             memcpy(out + first * 4, (const uint8_t *)res[nn - 1], (size_t)m * 4);
     }
     if (stream)
         stream_fence();
+}
+
+/* Extra output e's value: lent by its leaf xlend (taken out of the
+ * executor's hands) or new; its data into r->xout[e]. */
+static IrStatus extra_output(Run *r, const IrModule *m, const IrComputation *c, int32_t e, int32_t xlend,
+                             DevValue **vals, int32_t *rem, IrDiag *d, DevValue **xv)
+{
+    const DevFusionGroup *g = r->g;
+    const IrInstr *ins = &c->instr[g->extra[e]];
+    r->xnode[e] = dev_fusion_node_index(g, g->extra[e]);
+    if (xlend >= 0) {
+        *xv = vals[g->leaves[xlend]];
+        vals[g->leaves[xlend]] = NULL;
+        rem[g->leaves[xlend]] = 0;
+    } else if (!(*xv = dev_value_new_uninit(&ins->shape))) {
+        return ir_error(d, IR_ENOMEM, m->file, m->src, ins->pos, "%s: out of memory for the result", ins->name);
+    }
+    r->xout[e] = (*xv)->data;
+    r->xlent[e] = xlend >= 0;
+    return IR_OK;
 }
 
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
@@ -1177,10 +1337,19 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
         DevKernelArgs k = {m, c, dot, 2, opnd, opt, d};
         return dev_k_dot_transposed(&k, &root->shape, out);
     }
-    Run r = {.g = g};
-    DevValue *res = NULL;
+    Run r = {.g = g, .nx = g->nextra};
+    DevValue *res = NULL, *xv[DEV_FUSION_MAX_NODES] = {NULL};
+    bool taken[DEV_FUSION_MAX_NODES * MAX_OPND] = {false};
+    int32_t xlend[DEV_FUSION_MAX_NODES];
+    for (int32_t e = 0; e < g->nextra; e++)
+        xlend[e] = -1;
     IrStatus st = run_setup(&r, m, c, opt, d, vals);
-    int32_t lend = st == IR_OK ? in_place_leaf(g, root, vals, rem) : -1;
+    int32_t lend = st == IR_OK ? in_place_leaf(g, root, vals, rem, taken) : -1;
+    if (lend >= 0)
+        taken[lend] = true;
+    for (int32_t e = 0; st == IR_OK && e < g->nextra; e++)
+        if ((xlend[e] = in_place_leaf(g, &c->instr[g->extra[e]], vals, rem, taken)) >= 0)
+            taken[xlend[e]] = true;
     bool chunks = g->chunked && opt->fusion_block <= 0;
     int64_t block = st != IR_OK ? 0 : chunks ? FAST_CHUNK : block_elements(&r, c, opt);
     if (st == IR_OK)
@@ -1194,6 +1363,8 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
         st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory for the result",
                       root->name);
     }
+    for (int32_t e = 0; st == IR_OK && e < g->nextra; e++)
+        st = extra_output(&r, m, c, e, xlend[e], vals, rem, d, &xv[e]);
     int64_t total = st == IR_OK ? ir_shape_elements(&root->shape) : 0;
     if (st == IR_OK && chunks)
         run_chunks(&r, c, total, res->data, lend < 0);
@@ -1202,10 +1373,19 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
     run_free(&r);
     if (st == IR_OK && lend >= 0 && !(res = dev_value_reshaped(res, &root->shape)))
         st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory", root->name);
+    for (int32_t e = 0; e < g->nextra; e++) {
+        const IrInstr *ins = &c->instr[g->extra[e]];
+        if (st == IR_OK && xlend[e] >= 0 && !(xv[e] = dev_value_reshaped(xv[e], &ins->shape)))
+            st = ir_error(d, IR_ENOMEM, m->file, m->src, ins->pos, "%s: out of memory", ins->name);
+    }
     if (st != IR_OK) {
         dev_value_unref(res);
+        for (int32_t e = 0; e < g->nextra; e++)
+            dev_value_unref(xv[e]);
         return st;
     }
+    for (int32_t e = 0; e < g->nextra; e++)
+        vals[g->extra[e]] = xv[e];
     *out = res;
     return IR_OK;
 }

@@ -20,6 +20,11 @@
  * group: max, broadcast, subtract, exp, sum, broadcast, divide, run a row
  * at a time with every intermediate row in cache.
  *
+ * A multi-output group also makes some interior values whole (extra): a
+ * group whose root is read by one other group runs inside it (Adam's m'
+ * and v', each read by the parameter's update, one pass over g, m, v and
+ * w writing m', v' and w').
+ *
  * A dot-transpose pair (dot_transposed) is a dot and the transpose that
  * is its one use, swapping its free dims: the dot writes its result
  * transposed (dev_k_dot_transposed).
@@ -62,6 +67,10 @@ typedef struct DevFusionGroup {
     int32_t space;       /* a row group: an instruction of shape S */
     bool dot_transposed; /* nodes {dot, transpose}: the dot writes its result
                           * transposed (fusion.c's dot_transpose_pairs) */
+    int32_t nextra;
+    int32_t *extra;      /* a multi-output group (fusion.c's merge_outputs): the
+                          * nodes besides the root whose values are read outside
+                          * the group too, made whole when the group runs */
 } DevFusionGroup;
 
 typedef struct DevFusion {
@@ -81,9 +90,10 @@ void dev_fusion_free(DevFusion *f);
 
 /* Run group g of computation c. vals: the computation's values by
  * instruction (the leaves are present); rem: their remaining uses. When a
- * leaf is at its last use and solely owned, its buffer becomes the result:
- * it is then taken out of vals (NULL) and rem (0). Kernel errors name the
- * node's instruction, as unfused. On success *out is a new reference. */
+ * leaf is at its last use and solely owned, its buffer becomes the result
+ * (or an extra output's): it is then taken out of vals (NULL) and rem (0).
+ * Kernel errors name the node's instruction, as unfused. On success *out
+ * is a new reference, and so is vals[x] for each extra output x. */
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out);

@@ -3,8 +3,9 @@
  * instructions form a group, the values a fused run gives (worked out by
  * hand, with blocks that do not divide the array), that they equal the
  * unfused path bit for bit on larger random arrays, that a broadcast read
- * by several groups runs inside each of them, that a dying operand
- * lends its buffer, that errors name the same instruction as unfused, and
+ * by several groups runs inside each of them, that a group read by
+ * another runs inside it as an extra output (Adam's m' and v'), that a
+ * dying operand lends its buffer (to each output its own), that errors name the same instruction as unfused, and
  * that every allocation failure is clean.
  */
 #include <setjmp.h>
@@ -211,9 +212,10 @@ static void broadcasts_fuse(void **state)
 }
 
 /* A broadcast read by two groups (Adam's constants, GELU backward's):
- * b is used by u (a group with v, whose other use keeps it a root) and by
- * w (a lone multiply): it runs inside both, never as an array of its
- * own, and w, which gathered nobody else, runs fused with it. */
+ * b is used by u (a group with v) and by w (a lone multiply): it runs
+ * inside both, never as an array of its own, and w, which gathered nobody
+ * else, runs fused with it. (Were w to read v, v's group would run inside
+ * w's: multi_output.) */
 static const char *shared_hlo =
     "HloModule shared\n"
     "ENTRY main {\n"
@@ -222,7 +224,7 @@ static const char *shared_hlo =
     "  b = f32[2,5] broadcast(c), dimensions={}\n"
     "  u = f32[2,5] multiply(x, b)\n"
     "  v = f32[2,5] add(u, x)\n"
-    "  w = f32[2,5] multiply(v, b)\n"
+    "  w = f32[2,5] multiply(x, b)\n"
     "  ROOT r = (f32[2,5], f32[2,5]) tuple(v, w)\n"
     "}\n";
 
@@ -248,11 +250,11 @@ static void shared_broadcast(void **state)
     int64_t d[] = {2, 5};
     float xs[10];
     for (int i = 0; i < 10; i++)
-        xs[i] = (float)i - 4; /* v = 1.5 x, w = 0.75 x: exact */
+        xs[i] = (float)i - 4; /* v = 1.5 x, w = 0.5 x: exact */
     float wv[10], ww[10];
     for (int i = 0; i < 10; i++) {
         wv[i] = 1.5f * xs[i];
-        ww[i] = 0.75f * xs[i];
+        ww[i] = 0.5f * xs[i];
     }
     DevValue *args[1] = {val(IR_F32, 2, d, xs)};
     int32_t blocks[] = {3, 10, 0};
@@ -618,6 +620,159 @@ static void errors_as_unfused(void **state)
     ir_module_free(m);
 }
 
+/* Adam's update (multi-output): m' and v' are returned and read by the
+ * parameter's update, so their groups run inside the update's, one group
+ * with two extra outputs; r reads m' before the update's root, which
+ * keeps m2's group apart. */
+static const char *adam_hlo =
+    "HloModule adam\n"
+    "ENTRY main {\n"
+    "  g = f32[3,300] parameter(0)\n"
+    "  m = f32[3,300] parameter(1)\n"
+    "  v = f32[3,300] parameter(2)\n"
+    "  w = f32[3,300] parameter(3)\n"
+    "  c = f32[] constant(0.9)\n"
+    "  b = f32[3,300] broadcast(c), dimensions={}\n"
+    "  m1 = f32[3,300] multiply(m, b)\n"
+    "  mn = f32[3,300] add(m1, g)\n"
+    "  g2 = f32[3,300] multiply(g, g)\n"
+    "  vn = f32[3,300] add(v, g2)\n"
+    "  sq = f32[3,300] sqrt(vn)\n"
+    "  q = f32[3,300] divide(mn, sq)\n"
+    "  wn = f32[3,300] subtract(w, q)\n"
+    "  m2 = f32[3,300] multiply(w, b)\n"
+    "  n2 = f32[3,300] add(m2, g)\n"
+    "  r = f32[3,300] reverse(n2), dimensions={0}\n"
+    "  u = f32[3,300] multiply(r, n2)\n"
+    "  ROOT t = (f32[3,300], f32[3,300], f32[3,300], f32[3,300]) tuple(wn, mn, vn, u)\n"
+    "}\n";
+
+static void adam_args(DevValue **args)
+{
+    int64_t d2[] = {3, 300};
+    uint32_t s = 7;
+    for (int a = 0; a < 4; a++) {
+        args[a] = val(IR_F32, 2, d2, NULL);
+        for (int64_t i = 0; i < 900; i++) {
+            s = s * 1664525u + 1013904223u;
+            float x = (float)((int32_t)s >> 8) / (float)(1 << 20);
+            ((float *)args[a]->data)[i] = i % 17 == 0 ? NAN : x; /* v < 0 too: sqrt's NaN */
+        }
+    }
+}
+
+static void multi_output(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(adam_hlo);
+    DevFusion f = find(m, 4); /* a block: arrays of any size fuse */
+    int32_t wn = instr_named(m, "wn"), g = f.group_of[wn];
+    assert_true(g >= 0);
+    const DevFusionGroup *grp = &f.groups[g];
+    assert_int_equal(grp->root, wn);
+    assert_int_equal(grp->nnodes, 8); /* b m1 mn g2 vn sq q wn */
+    assert_int_equal(grp->nextra, 2);
+    assert_int_equal(grp->extra[0], instr_named(m, "mn"));
+    assert_int_equal(grp->extra[1], instr_named(m, "vn"));
+    assert_int_equal(f.group_of[instr_named(m, "mn")], g);
+    assert_int_equal(f.group_of[instr_named(m, "m1")], g);
+    assert_int_equal(dev_fusion_leaf_index(grp, instr_named(m, "mn")), -1);
+    assert_true(dev_fusion_leaf_index(grp, instr_named(m, "g")) >= 0);
+    assert_int_equal(grp->nleaves, 5); /* g m v w c */
+    assert_true(grp->chunked);
+    /* n2 is read by r, outside and before u: it stays its own root. */
+    int32_t n2 = instr_named(m, "n2");
+    assert_true(f.group_of[n2] >= 0);
+    assert_int_equal(f.groups[f.group_of[n2]].root, n2);
+    assert_int_equal(f.groups[f.group_of[n2]].nextra, 0);
+    dev_fusion_free(&f);
+
+    /* Every output bit for bit the unfused run's: the register path
+     * (full chunks), the interpreter (the last, partial one) and blocks. */
+    DevValue *args[4];
+    adam_args(args);
+    DevValue *plain = NULL;
+    IrDiag d = {0};
+    assert_int_equal(run(m, 4, args, false, 0, &plain, &d), IR_OK);
+    for (int32_t block = -1; block <= 7; block += 4) {
+        DevValue *fused = NULL;
+        assert_int_equal(block < 0 ? run_chunked(m, 4, args, &fused, &d) : run(m, 4, args, true, block, &fused, &d),
+                         IR_OK);
+        for (int e = 0; e < 4; e++)
+            assert_memory_equal(fused->elems[e]->data, plain->elems[e]->data, 900 * 4);
+        dev_value_unref(fused);
+    }
+    dev_value_unref(plain);
+    for (int a = 0; a < 4; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
+/* The extra outputs, as the root, take the buffers of leaves that die in
+ * the group (m' m's, v' v's: Adam's state donated), each a different one;
+ * the values are the unfused run's. */
+static void multi_output_in_place(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok(adam_hlo);
+    const IrComputation *c = ir_entry(m);
+    DevFusion f = find(m, 4);
+    const DevFusionGroup *g = &f.groups[f.group_of[instr_named(m, "wn")]];
+    DevValue *args[4], *plain = NULL;
+    adam_args(args);
+    IrDiag d = {0};
+    assert_int_equal(run(m, 4, args, false, 0, &plain, &d), IR_OK);
+    DevValue *vals[32] = {0};
+    int32_t rem[32] = {0};
+    assert_true(c->ninstr <= 32);
+    const char *leaf[] = {"g", "m", "v", "w"};
+    uint8_t *data[4];
+    for (int a = 0; a < 4; a++) {
+        int32_t i = instr_named(m, leaf[a]);
+        vals[i] = dev_value_ref(args[a]);
+        data[a] = args[a]->data;
+        rem[i] = dev_fusion_leaf_index(g, i) >= 0 ? g->leaf_refs[dev_fusion_leaf_index(g, i)] : 1;
+    }
+    rem[instr_named(m, "g")] += 1; /* g is read by n2's group later: not lent */
+    int32_t ci = instr_named(m, "c");
+    vals[ci] = dev_value_new_uninit(&c->instr[ci].shape);
+    *(float *)vals[ci]->data = 0.9f;
+    rem[ci] = 2;
+    for (int a = 1; a < 4; a++) /* m, v, w: the group's references are the only ones */
+        dev_value_unref(args[a]);
+    DevExecOptions opt = {.fuse_small = true};
+    DevValue *out = NULL;
+    assert_int_equal(dev_fusion_run(m, c, g, &opt, &d, vals, rem, &out), IR_OK);
+    DevValue *mn = vals[instr_named(m, "mn")], *vn = vals[instr_named(m, "vn")];
+    assert_non_null(mn);
+    assert_non_null(vn);
+    /* Three outputs in the three dying leaves' buffers, each its own. */
+    uint8_t *got[3] = {out->data, mn->data, vn->data};
+    for (int k = 0; k < 3; k++) {
+        int hits = 0;
+        for (int a = 1; a < 4; a++)
+            hits += got[k] == data[a];
+        assert_int_equal(hits, 1);
+        for (int j = 0; j < k; j++)
+            assert_ptr_not_equal(got[j], got[k]);
+    }
+    assert_null(vals[instr_named(m, "m")]);
+    assert_int_equal(rem[instr_named(m, "v")], 0);
+    assert_non_null(vals[instr_named(m, "g")]);
+    assert_memory_equal(out->data, plain->elems[0]->data, 900 * 4);
+    assert_memory_equal(mn->data, plain->elems[1]->data, 900 * 4);
+    assert_memory_equal(vn->data, plain->elems[2]->data, 900 * 4);
+    dev_value_unref(out);
+    dev_value_unref(mn);
+    dev_value_unref(vn);
+    dev_value_unref(vals[instr_named(m, "g")]);
+    dev_value_unref(vals[ci]);
+    dev_value_unref(args[0]);
+    dev_value_unref(plain);
+    dev_fusion_free(&f);
+    ir_module_free(m);
+}
+
 /* Larger arrays with the default block: every op family the range
  * kernels have, fused and unfused, bit for bit (uneven size, NaNs and
  * zeros included). */
@@ -879,6 +1034,31 @@ static void allocation_failures(void **state)
     for (int i = 0; i < 3; i++)
         dev_value_unref(args[i]);
     ir_module_free(m);
+
+    /* A multi-output group: merge_outputs' lists, the extra outputs. */
+    m = parse_ok(adam_hlo);
+    DevValue *adam[4];
+    adam_args(adam);
+    failures = 0;
+    for (long n = 1; n < 2000; n++) {
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        ts_fail_alloc_after(n);
+        IrStatus st = run(m, 4, adam, true, 4, &out, &d);
+        ts_fail_alloc_after(0);
+        if (st == IR_OK) {
+            dev_value_unref(out);
+            break;
+        }
+        assert_int_equal(st, IR_ENOMEM);
+        assert_null(out);
+        ir_diag_clear(&d);
+        failures++;
+    }
+    assert_true(failures > 10);
+    for (int i = 0; i < 4; i++)
+        dev_value_unref(adam[i]);
+    ir_module_free(m);
 }
 
 int main(void)
@@ -893,6 +1073,8 @@ int main(void)
         cmocka_unit_test(dot_transpose_pairs),
         cmocka_unit_test(dot_transposed_equals_unfused),
         cmocka_unit_test(in_place),
+        cmocka_unit_test(multi_output),
+        cmocka_unit_test(multi_output_in_place),
         cmocka_unit_test(errors_as_unfused),
         cmocka_unit_test(random_equals_unfused),
         cmocka_unit_test(chunks_equal_unfused),
