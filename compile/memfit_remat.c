@@ -14,10 +14,12 @@
  *               custom-calls, tuples);
  *   operands    each operand of the copy must be live at the copy's
  *               place, or a parameter (held anyway), or itself
- *               recomputed there (the same rule, up to MAX_CHAIN deep);
+ *               recomputed there (the same rule, up to MAX_CHAIN deep),
+ *               or kept alive to it (keepable: a collective's result,
+ *               which cannot run twice, or a value MAX_CHAIN down);
  *   choice      cheapest first: (FLOPs + elements of the copies) per
- *               byte saved at P (the value less the parameters whose
- *               lives the copy extends across P); the first of the
+ *               byte saved at P (the value less the parameters and kept
+ *               values whose lives the copy extends across P); the first of the
  *               cheapest few that lowers the peak, or keeps it and
  *               lowers the number of positions at it, is kept.
  * It stops when the order fits the limit by the plan's own estimate
@@ -127,12 +129,49 @@ static const IrInstr *src_of(const MfGraph *g, int32_t x)
     return &g->c->instr[g->node[x].src];
 }
 
+/* May o, dead before a copy that reads it, be kept alive to it instead of
+ * recomputed: a value that must run once (a collective's result, a random
+ * draw) or one at the end of the chain's depth, never a parameter (a
+ * donated one is written over by its update) nor a referring instruction
+ * (its buffer is another's)? A batch norm's statistics, all-reduced over
+ * the batch: the normalized activation is made again from the
+ * convolution and the kept mean, as XLA's rematerialization keeps a
+ * collective's output while recomputing across it. */
+static bool keepable(const MfGraph *g, int32_t o)
+{
+    const IrInstr *ins = src_of(g, o);
+    return ins->op != OP_PARAMETER && ins->shape.type != IR_TUPLE && !mf_refers(ins->op);
+}
+
+/* Is o read as it is by a copy placed just before position u (live there,
+ * held, or kept alive to it), not recomputed (depth levels so far)? */
+static bool read_as_is(const Remat *r, int32_t o, int32_t u, int depth)
+{
+    if (r->last[o] >= u || r->g->node[o].held)
+        return true;
+    return (depth >= MAX_CHAIN || !can_remat(r->g->m, src_of(r->g, o), 0)) && keepable(r->g, o);
+}
+
+/* The bytes of the values a copy placed before u keeps alive past their
+ * last use (read_as_is), not live at position `at` now (the peak). */
+static int64_t kept_bytes(const Remat *r, int32_t o, int32_t u, int32_t at, int depth)
+{
+    if (r->last[o] >= u || r->g->node[o].held)
+        return 0;
+    if (read_as_is(r, o, u, depth))
+        return r->last[o] < at ? r->g->node[o].bytes : 0;
+    int64_t b = 0;
+    for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
+        b += kept_bytes(r, r->g->node[o].opnd[j], u, at, depth + 1);
+    return b;
+}
+
 /* Can operand o be read by a copy placed just before position u, as it
  * is, or recomputed there (depth levels so far)? */
 static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
 {
     const IrInstr *ins = src_of(r->g, o);
-    if (r->last[o] >= u || r->g->node[o].held)
+    if (read_as_is(r, o, u, depth))
         return true;
     if (depth >= MAX_CHAIN || !can_remat(r->g->m, ins, 0))
         return false;
@@ -143,15 +182,15 @@ static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
 }
 
 /* FLOPs + elements of recomputing o before u (0 when o is read as is). */
-static double cost_at(const Remat *r, int32_t o, int32_t u, bool top)
+static double cost_at(const Remat *r, int32_t o, int32_t u, int depth)
 {
     const IrInstr *ins = src_of(r->g, o);
-    if (!top && (r->last[o] >= u || r->g->node[o].held))
+    if (depth > 0 && read_as_is(r, o, u, depth))
         return 0;
     int64_t e = ir_shape_elements(&ins->shape);
     double c = (double)mf_flops(r->g->m, r->g->c, ins) + (double)(e > 0 ? e : 0);
     for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
-        c += cost_at(r, r->g->node[o].opnd[j], u, false);
+        c += cost_at(r, r->g->node[o].opnd[j], u, depth + 1);
     return c;
 }
 
@@ -195,17 +234,17 @@ static bool room(Remat *r, int32_t more)
 
 /* The node a copy placed before u reads for o: o itself, or a new copy
  * of o (appended to r->ins after the copies of its operands); -1 on OOM. */
-static int32_t copy_for(Remat *r, int32_t o, int32_t u, bool top)
+static int32_t copy_for(Remat *r, int32_t o, int32_t u, int depth)
 {
     MfGraph *g = r->g;
-    if (!top && (r->last[o] >= u || g->node[o].held))
+    if (depth > 0 && read_as_is(r, o, u, depth))
         return o;
     int32_t n = g->node[o].nopnd;
     int32_t *opnd = ir_alloc_array(g->arena, (size_t)(n ? n : 1), sizeof *opnd);
     if (!opnd || !room(r, 1))
         return -1;
     for (int32_t j = 0; j < n; j++)
-        if ((opnd[j] = copy_for(r, g->node[o].opnd[j], u, false)) < 0)
+        if ((opnd[j] = copy_for(r, g->node[o].opnd[j], u, depth + 1)) < 0)
             return -1;
     if (!room(r, 1))
         return -1;
@@ -226,7 +265,7 @@ static bool apply(Remat *r, int32_t v)
     r->nundo = 0;
     r->nins = 0;
     memcpy(r->seq0, g->seq, (size_t)g->nseq * sizeof *g->seq);
-    int32_t nv = copy_for(r, v, u, true);
+    int32_t nv = copy_for(r, v, u, 0);
     if (nv < 0 || !room(r, 0))
         return false;
     /* Every later user reads the copy. */
@@ -301,10 +340,12 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
             ok = reachable(r, o, u, 1);
             if (src_of(g, o)->op == OP_PARAMETER && !g->node[o].held && r->last[o] < at)
                 saved -= g->node[o].bytes;
+            else if (ok)
+                saved -= kept_bytes(r, o, u, at, 1);
         }
         if (!ok || saved <= 0)
             continue;
-        c[n++] = (Cand){v, cost_at(r, v, u, true) / (double)saved, k};
+        c[n++] = (Cand){v, cost_at(r, v, u, 0) / (double)saved, k};
     }
     qsort(c, (size_t)n, sizeof *c, by_price);
     *out = c;

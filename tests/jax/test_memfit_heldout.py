@@ -151,8 +151,6 @@ REST = [
 ]
 # Steps neither fitted nor proved impossible at P/2, and why (reported).
 KNOWN = {
-    "jax-convnet-sgd": "batch norm's statistics are all-reduced over the batch: the bound sees no "
-                       "collective that every update follows, and reaches 0.26 P",
     "jax-mlp3-sgd-2048x128": "the bound (a forward dot's, 0.45 P) misses that the first weight update "
                              "needs the backward's activations while the others' weights are live",
     "jax-mlp3-adam-1024x64": "1 device, no collective: the bound (a forward dot's, 0.47 P) is not over P/2",
