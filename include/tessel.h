@@ -276,7 +276,10 @@ typedef struct TsCompileOptions {
     const char *mesh;
     const char *profile;
     /* Donation (docs/plan.md "Donation"): TS_DONATE_DECLARED (0) keeps the
-     * module's input_output_alias pairs only; TS_DONATE_AUTO adds pairs
+     * module's input_output_alias pairs and pairs each of its buffer_donor
+     * parameters with an output of the same shape, type and sharding (JAX's
+     * donate_argnums with the output shardings left open); TS_DONATE_AUTO
+     * adds pairs
      * inferred where safe: an entry parameter whose last read comes no
      * later than the writing of an output of the same shape, type and
      * sharding is aliased to it (the module's own pairs are kept). A run

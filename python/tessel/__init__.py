@@ -338,7 +338,9 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     fits. donate="auto": input_output_alias pairs inferred where safe (a
     parameter read for the last time no later than an output of its
     shape, type and sharding is written; `--donate auto`, docs/plan.md
-    "Donation"); "declared" (default): the module's own pairs only.
+    "Donation"); "declared" (default): the module's own pairs, and each
+    buffer_donor parameter paired with an output of its shape, type and
+    sharding.
     sign_key: bytes (or str, UTF-8) of a key: Plan.save writes the plan
     signed with HMAC-SHA256 under it (`tessel compile --sign-key FILE`;
     load it with load_plan(path, sign_key=...); docs/plan.md, "Digest and
