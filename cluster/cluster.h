@@ -279,6 +279,11 @@ void clu_result_free(CluResult *res);
  * the host program reads nowhere else (numbered as the cluster's). What
  * the partitioner takes. *mod is NULL on failure (IR_EINPUT for a bad k,
  * IR_ENOMEM). */
+/* Why buffer donor dn of the host program `out` (clu_extract's) reaches
+ * no cluster, a static phrase (a tuple leaf, read by a host instruction or
+ * more than once), or NULL when the cluster its call hands it to takes it
+ * as a donor of its own (clu_cluster_module). Can't fail. */
+const char *clu_donor_held(const IrModule *out, const IrDonor *dn);
 IrStatus clu_cluster_module(const IrModule *out, const CluResult *res, int32_t k, IrModule **mod,
                             IrDiag *d);
 

@@ -428,11 +428,29 @@ static int32_t uses(const IrComputation *e, int32_t i)
     return n;
 }
 
+const char *clu_donor_held(const IrModule *out, const IrDonor *dn)
+{
+    const IrComputation *e = ir_entry(out);
+    int64_t p = dn->param_number;
+    if (dn->param_index.n > 0)
+        return "a leaf inside a tuple parameter: tessel pairs whole parameters";
+    if (!e || p < 0 || p >= e->nparam || e->param[p] < 0)
+        return "no parameter of the entry";
+    int32_t pi = e->param[p], n = uses(e, pi);
+    for (int32_t j = 0; n == 1 && j < e->ninstr; j++)
+        for (int32_t o = 0; o < e->instr[j].nopnd; o++)
+            if (e->instr[j].opnd[o] == pi)
+                return e->instr[j].op == OP_CALL && ir_frontend_attr(&e->instr[j], "_tessel_cluster")
+                           ? NULL
+                           : "read by a host instruction, not handed to a cluster";
+    return n == 0 ? "never read" : "read more than once in the host program";
+}
+
 /* Cluster k's buffer donors (into mod): its parameter j is one when the
  * call in the entry of `out` hands it entry parameter p whole, p is a
  * buffer_donor of `out`, and nothing else in the host program reads p (the
- * cluster may then write over it). A cluster called from host control
- * flow, or given a donor the host reads again, gets none of it. */
+ * cluster may then write over it: clu_donor_held is NULL). A cluster
+ * called from host control flow gets none of it. */
 static IrStatus map_donors(const IrModule *out, const CluCluster *cl, IrModule *mod)
 {
     const IrComputation *e = ir_entry(out);
@@ -446,10 +464,10 @@ static IrStatus map_donors(const IrModule *out, const CluCluster *cl, IrModule *
     int32_t n = 0;
     for (int32_t j = 0; j < ci->nopnd; j++) {
         const IrInstr *op = &e->instr[ci->opnd[j]];
-        if (op->op != OP_PARAMETER || uses(e, ci->opnd[j]) != 1)
+        if (op->op != OP_PARAMETER)
             continue;
         for (int32_t k = 0; k < out->ndonor; k++)
-            if (out->donor[k].param_number == op->a.parameter_number && out->donor[k].param_index.n == 0)
+            if (out->donor[k].param_number == op->a.parameter_number && !clu_donor_held(out, &out->donor[k]))
                 v[n++] = (IrDonor){.param_number = j, .pos = out->donor[k].pos};
     }
     IrStatus st = ir_set_donors(mod, v, n);

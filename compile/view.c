@@ -252,6 +252,42 @@ static const char *donor_name(const PlanCluster *c, const IrDonor *dn)
     return e && p >= 0 && p < e->nparam && e->param[p] >= 0 ? e->instr[e->param[p]].name : "?";
 }
 
+/* The host program's buffer donors no cluster takes (clu_donor_held):
+ * JSON host_unpaired_donors, or text lines. */
+static json_t *jhost_donors(const IrModule *host)
+{
+    json_t *ds = json_array();
+    const IrComputation *e = ir_entry(host);
+    for (int32_t j = 0; e && j < host->ndonor; j++) {
+        const IrDonor *dn = &host->donor[j];
+        const char *why = clu_donor_held(host, dn);
+        if (!why)
+            continue;
+        json_t *v = json_object();
+        json_object_set_new(v, "parameter", json_integer(dn->param_number));
+        json_object_set_new(v, "parameter_name", json_string(e->instr[e->param[dn->param_number]].name));
+        json_object_set_new(v, "why", json_string(why));
+        json_array_append_new(ds, v);
+    }
+    return ds;
+}
+
+static void out_host_donors(IrStrBuf *o, const IrModule *host)
+{
+    const IrComputation *e = ir_entry(host);
+    bool first = true;
+    for (int32_t j = 0; e && j < host->ndonor; j++) {
+        const char *why = clu_donor_held(host, &host->donor[j]);
+        if (!why)
+            continue;
+        if (first)
+            ir_sb_printf(o, "buffer donors the host program keeps (no cluster may write over them):\n");
+        first = false;
+        ir_sb_printf(o, "  parameter %lld (%s): %s\n", (long long)host->donor[j].param_number,
+                     e->instr[e->param[host->donor[j].param_number]].name, why);
+    }
+}
+
 static void jcluster_donors(json_t *mem, const CompileResult *r, int32_t k)
 {
     const PlanCluster *c = &r->prog.cluster[k];
@@ -420,6 +456,8 @@ static char *plans_json(DeviceLayout *const *layouts, int32_t nlayouts, const Cl
         json_object_set_new(o, "host_instructions", h);
         json_object_set_new(o, "cuts", cuts);
     }
+    if (cr && cr->prog.host)
+        json_object_set_new(o, "host_unpaired_donors", jhost_donors(cr->prog.host));
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (!s)
@@ -698,6 +736,8 @@ static char *plans_text(DeviceLayout *const *layouts, int32_t nlayouts, const Cl
                  (long long)res->cuts[k].bytes);
         }
     }
+    if (cr && cr->prog.host)
+        out_host_donors(&o, cr->prog.host);
     return ir_sb_take(&o);
 }
 

@@ -24,7 +24,7 @@
 #     shard is listed unpaired with why; with host work the cluster's
 #     parameters are numbered apart from the entry's (entry parameter 2
 #     is not the cluster's 2) and a donor the host program also reads is
-#     not the cluster's; the donated runs equal --reference; bad
+#     not the cluster's (the plan says the host keeps it); the donated runs equal --reference; bad
 #     buffer_donor text is an error at its line and column, status 2.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
@@ -214,7 +214,12 @@ ds = [(d["parameter"], d["parameter_name"], d["output"], d["buffer_donor"]) for 
 # also read by the host program (hs), so it is no donor of the cluster
 assert ds == [(names.index("w"), "w", 0, True)], (names, ds)
 assert names.index("w") != 2 and not c["memory"]["unpaired_donors"], (names, c["memory"])
+held = json.load(open(sys.argv[1]))["host_unpaired_donors"]
+assert held == [{"parameter": 0, "parameter_name": "s", "why": "read more than once in the host program"}], held
 PY
+expect_status 0 "$TESSEL" plan "$WORK/host_donor.hlo"
+expect_in "$OUT" "buffer donors the host program keeps (no cluster may write over them):"
+expect_in "$OUT" "parameter 0 (s): read more than once in the host program"
 expect_status 0 "$TESSEL" run "$WORK/host_donor.hlo" --random-inputs 5 --output-dir "$WORK/host_donor.o"
 expect_status 0 "$TESSEL" run "$WORK/host_donor.hlo" --reference --random-inputs 5 --output-dir "$WORK/host_donor.r"
 same_outputs "$WORK/host_donor.r" "$WORK/host_donor.o" "buffer_donor with host work"
