@@ -884,7 +884,7 @@ static void chunks_equal_unfused(void **state)
 
 /* The register path (fusion.c, AVX-512 where the CPU has it) against
  * the unfused kernels: every op it runs (add, subtract, multiply, divide,
- * maximum, minimum, negate, abs), every operand kind (the value just
+ * maximum, minimum, negate, abs, sqrt: of negatives too), every operand kind (the value just
  * computed on either side or both, a leaf, a broadcast, an earlier node
  * read again, which must have been stored), NaNs, infinities and signed
  * zeros; 3x400 is 4 full chunks and a partial one (the interpreter's). */
@@ -908,12 +908,13 @@ static void registers_equal_unfused(void **state)
                            "  n = f32[3,400] negate(a)\n"
                            "  ab = f32[3,400] abs(n)\n"
                            "  p = f32[3,400] add(mn, ab)\n"
-                           "  q = f32[3,400] maximum(p, s)\n"
+                           "  sr = f32[3,400] sqrt(s)\n"
+                           "  q = f32[3,400] maximum(p, sr)\n"
                            "  ny = f32[3,400] negate(y)\n"
                            "  w = f32[3,400] minimum(q, ny)\n"
                            "  ROOT r = f32[3,400] minimum(w, n)\n"
                            "}\n");
-    assert_one_chunked_group(m, 15);
+    assert_one_chunked_group(m, 16);
     int64_t d2[] = {3, 400}, dv[] = {400};
     DevValue *args[3] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, dv, NULL)};
     static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
