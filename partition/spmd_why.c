@@ -157,22 +157,35 @@ static bool tiled_dim(PComp *pc, const IrInstr *ins, int32_t k, const IrI64List 
     return false;
 }
 
-/* The first dim that source operand j of ins is tiled on. */
-static bool first_tiled_of(PComp *pc, const IrInstr *ins, int32_t j, int64_t *d, int64_t *t)
+/* The dims whose tiling leaves a gather or scatter partial results: the
+ * operand's indexed dims (operand 0), or the updates' scatter dims that
+ * are not along a batching dim (operand ins->nopnd - 1); a batching dim
+ * tiled alike everywhere is local (spmd_gather.c). */
+static const IrI64List *partial_dims(PComp *pc, const IrInstr *ins, bool updates)
 {
-    const IrSharding *s = j < ins->nopnd ? pc->shd[ins->opnd[j]] : NULL;
-    for (int32_t k = 0; s && k < pc->sc->instr[ins->opnd[j]].shape.rank; k++)
-        if (shd_tiles(s, k) > 1) {
-            *d = k;
-            *t = shd_tiles(s, k);
-            return true;
-        }
-    return false;
-}
-
-static bool first_tiled(PComp *pc, const IrInstr *ins, int64_t *d, int64_t *t)
-{
-    return first_tiled_of(pc, ins, 0, d, t);
+    if (!ins->a.x)
+        return NULL;
+    if (!updates)
+        return ins->op == OP_GATHER ? &ins->a.x->gather.start_index_map
+                                    : &ins->a.x->scatter.scatter_dims_to_operand_dims;
+    const IrScatterDnums *dn = &ins->a.x->scatter;
+    int32_t r = pc->sc->instr[ins->opnd[ins->nopnd - 1]].shape.rank;
+    IrI64List *l = ir_alloc(spmd_tmp(pc), sizeof *l);
+    int64_t *v = r ? ir_alloc_array(spmd_tmp(pc), (size_t)r, sizeof *v) : NULL;
+    if (!l || (r && !v))
+        return NULL;
+    l->n = 0;
+    l->v = v;
+    int64_t ix = 0; /* the k-th scatter dim of the updates runs along the k-th indices dim but index_vector_dim */
+    for (int32_t u = 0; u < r; u++) {
+        if (ir_list_index(&dn->update_window_dims, u) >= 0)
+            continue;
+        if (ix == dn->index_vector_dim)
+            ix++;
+        if (ir_list_index(&dn->scatter_indices_batching_dims, ix++) < 0)
+            l->v[l->n++] = u;
+    }
+    return l;
 }
 
 /* Bytes per device to make `dims` of operand k of ins whole (replicate
@@ -246,6 +259,7 @@ static void avoid_whole(PComp *pc, IrStrBuf *a, const IrInstr *ins, int32_t k, c
 static void why_partial(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins, int64_t size, int64_t bytes)
 {
     int64_t d = 0, n = 0;
+    const IrI64List *dl = NULL;
     if (ins->op == OP_DOT || ins->op == OP_RAGGED_DOT) {
         why_dot(pc, t, a, ins, size, bytes);
     } else if (ins->op == OP_REDUCE && tiled_dim(pc, ins, 0, &ins->a.dimensions, &d, &n)) {
@@ -267,7 +281,8 @@ static void why_partial(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins,
                             "and move %lld bytes per device instead of %lld",
                          pc->sc->instr[ins->opnd[0]].name, pc->sc->instr[ins->opnd[1]].name,
                          (long long)(alt + alt1), (long long)bytes);
-    } else if ((ins->op == OP_GATHER || ins->op == OP_SCATTER) && first_tiled(pc, ins, &d, &n)) {
+    } else if ((ins->op == OP_GATHER || ins->op == OP_SCATTER) && (dl = partial_dims(pc, ins, false)) &&
+               tiled_dim(pc, ins, 0, dl, &d, &n)) {
         instr_words(t, ins);
         ir_sb_printf(t, " %s operand %s, which is tiled on dim %lld over %lld devices (each device %s the part it "
                         "holds)",
@@ -276,7 +291,8 @@ static void why_partial(PComp *pc, IrStrBuf *t, IrStrBuf *a, const IrInstr *ins,
         const IrI64List *all = dims_but(pc, ins, 0, -1);
         if (all)
             avoid_whole(pc, a, ins, 0, all, "all dims", bytes);
-    } else if (ins->op == OP_SCATTER && ins->nopnd >= 3 && first_tiled_of(pc, ins, ins->nopnd - 1, &d, &n)) {
+    } else if (ins->op == OP_SCATTER && ins->nopnd >= 3 && (dl = partial_dims(pc, ins, true)) &&
+               tiled_dim(pc, ins, ins->nopnd - 1, dl, &d, &n)) {
         instr_words(t, ins);
         ir_sb_printf(t, " writes updates %s, tiled on dim %lld over %lld devices, into a whole operand (each device "
                         "scatters its part of the updates)",

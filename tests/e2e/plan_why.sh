@@ -67,6 +67,15 @@ expect_in "$OUT" "groups {{0,1}}, 8 bytes per device, on r's value"
 expect_in "$OUT" "why: asked for by r at reduce_rows.hlo:14:8: reduce r reduces dim 1 of x, which is tiled over 2 devices: partial sums are all-reduced"
 ! grep -q "avoid:" "$OUT" || fail "reduce_rows's all-reduce has no cheaper form, yet an avoid line is printed"
 
+# ---- batching dims next to the dims that need a merge (batching_mesh.hlo) ----
+# m2 (take_along_axis) and s3 (its gradient) have their batching dim 0
+# tiled over the first mesh axis, where they are local; each all-reduce
+# is caused by the other axis: m2's looked-up dim 1 of logp, s3's updates
+# g3 split on their scatter dim 1. The reasons name those dims, not dim 0.
+expect_status 0 "$TESSEL" plan "$TESSEL_SRC/tests/models/batching_mesh.hlo"
+expect_in "$OUT" "gather m2 reads from operand logp, which is tiled on dim 1 over 2 devices (each device gathers from the part it holds): partial sums are all-reduced"
+expect_in "$OUT" "scatter s3 writes updates g3, tiled on dim 1 over 2 devices, into a whole operand (each device scatters its part of the updates): partial sums are all-reduced"
+
 # --why: the collectives that produce or consume one value
 expect_status 0 "$TESSEL" plan forced.hlo --why c
 expect_in "$OUT" "c: 2 collectives produce or consume it"
