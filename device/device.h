@@ -466,11 +466,15 @@ IrStatus dev_k_concatenate(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_reverse(const DevKernelArgs *k, DevValue **out);
 /* k_dot.c */
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out);
-/* The dot k->ins with its result written transposed, free dims of the rhs
- * before those of the lhs ([batch, rhs free, lhs free], the shape tshape
- * of a transpose that ir_dot_transpose_swaps accepts): the value that
- * transpose would give, without the dot's own result. */
-IrStatus dev_k_dot_transposed(const DevKernelArgs *k, const IrShape *tshape, DevValue **out);
+/* The dot k->ins as a fusion group runs it (fusion.c): operand j is
+ * k->opnd[j] read transposed by perm[j] (a transpose's dimensions, NULL:
+ * as it is), through strides where its matrices allow, without the
+ * transpose's array; with tshape non-NULL the result is written
+ * transposed, free dims of the rhs before those of the lhs ([batch, rhs
+ * free, lhs free], the shape tshape of a transpose that
+ * ir_dot_transpose_swaps accepts), without the dot's own result. */
+IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
+                         DevValue **out);
 /* k_conv.c */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out);
 /* k_reduce.c */

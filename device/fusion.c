@@ -48,7 +48,10 @@
  * transpose(dot(g, x))) is a group of two, {dot, transpose}, whose
  * leaves are the dot's operands: the dot writes the transposed result
  * itself (k_dot.c), so the dot's own result is never made and the
- * transpose moves nothing.
+ * transpose moves nothing. A transpose whose every reader is a dot
+ * (unfused or such a pair's) runs inside each of them
+ * (transposes_into_dots): the dot reads the transpose's operand through
+ * strides, so the transposed array is never made.
  *
  * Running a group. Output elements go a block at a time: every node
  * computes the block into its scratch buffer (the root into the result),
@@ -324,6 +327,74 @@ static bool dot_transpose_pairs(const IrComputation *c, const bool *ctrl_succ, c
         (*nroots)++;
     }
     ts_free(uses);
+    return true;
+}
+
+/* Can dot u take in transpose t as a node? u runs unfused or as the dot
+ * of a dot-transpose pair (gid[u] its transpose). */
+static bool dot_takes(const IrComputation *c, const bool *ctrl_succ, const int32_t *gid, int32_t u)
+{
+    const IrInstr *ui = &c->instr[u];
+    return ui->op == OP_DOT && ui->nopnd == 2 && !has_control(c, ctrl_succ, u) &&
+           (gid[u] < 0 || (gid[u] != u && c->instr[gid[u]].op == OP_TRANSPOSE));
+}
+
+/* A transpose read only by dots (JAX's q/k/v heads, [B,S,H,D] written as
+ * transpose(dot) to [B,H,S,D] for the attention's batched dots) runs
+ * inside each of them: the dot reads the transpose's operand through
+ * strides (k_dot.c), so the transposed array is never made. A dot that
+ * ran alone becomes a group root. Its gid becomes SHARED (as a shared
+ * broadcast's); the groups' sizes count it. False on OOM. */
+static bool transposes_into_dots(const IrComputation *c, const bool *ctrl_succ, const int32_t *order,
+                                 int32_t norder, int32_t *gid, int32_t *size, Find *f, int32_t *nroots)
+{
+    bool *fits = ts_calloc((size_t)c->ninstr, sizeof *fits);
+    if (!fits)
+        return false;
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t t = order[k];
+        const IrInstr *ti = &c->instr[t];
+        fits[t] = ti->op == OP_TRANSPOSE && ti->nopnd == 1 && gid[t] == -1 && t != c->root &&
+                  !has_control(c, ctrl_succ, t) && ir_shape_is_array(&ti->shape);
+    }
+    bool *read = ts_calloc((size_t)c->ninstr, sizeof *read);
+    if (!read) {
+        ts_free(fits);
+        return false;
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        const IrInstr *ui = &c->instr[u];
+        for (int32_t j = 0; j < ui->nopnd; j++) {
+            int32_t t = ui->opnd[j];
+            if (t >= 0 && t < c->ninstr && fits[t]) {
+                fits[t] = dot_takes(c, ctrl_succ, gid, u);
+                read[t] = true;
+            }
+        }
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        const IrInstr *ui = &c->instr[u];
+        for (int32_t j = 0; j < ui->nopnd; j++) {
+            int32_t t = ui->opnd[j];
+            if (t < 0 || t >= c->ninstr || !fits[t] || !read[t] || (j == 1 && ui->opnd[0] == t))
+                continue;
+            if (gid[u] < 0) {
+                gid[u] = u;
+                size[u] = 1;
+                f->space[u] = u;
+                f->nouter[u] = -1;
+                (*nroots)++;
+            }
+            size[gid[u]]++;
+        }
+    }
+    for (int32_t t = 0; t < c->ninstr; t++)
+        if (fits[t] && read[t])
+            gid[t] = SHARED;
+    ts_free(fits);
+    ts_free(read);
     return true;
 }
 
@@ -689,7 +760,8 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
         if (gid[i] == i && size[i] == 1)
             gid[i] = -1;
     if (!dot_transpose_pairs(c, ctrl_succ, order, norder, gid, size, &f, &nroots) ||
-        !merge_outputs(&f, order, norder, gid, size, &nroots, extra))
+        !merge_outputs(&f, order, norder, gid, size, &nroots, extra) ||
+        !transposes_into_dots(c, ctrl_succ, order, norder, gid, size, &f, &nroots))
         goto done;
     st = IR_OK;
     if (nroots == 0)
@@ -725,7 +797,11 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
         if (!row_group(c, g))
             g->nouter = -1;
         g->dot_transposed = c->instr[g->root].op == OP_TRANSPOSE;
-        g->chunked = g->nouter < 0 && !g->dot_transposed && chunkable(c, g);
+        g->dot = -1;
+        for (int32_t j = 0; j < g->nnodes; j++)
+            if (c->instr[g->nodes[j]].op == OP_DOT)
+                g->dot = j;
+        g->chunked = g->nouter < 0 && g->dot < 0 && chunkable(c, g);
     }
     st = IR_OK;
 done:
@@ -1331,11 +1407,22 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
     if (g->nouter >= 0)
         return dev_fusion_run_rows(m, c, g, opt, d, vals, out);
     const IrInstr *root = &c->instr[g->root];
-    if (g->dot_transposed) {
-        const IrInstr *dot = &c->instr[g->nodes[0]];
-        DevValue *opnd[2] = {vals[dot->opnd[0]], vals[dot->opnd[1]]};
-        DevKernelArgs k = {m, c, dot, 2, opnd, opt, d};
-        return dev_k_dot_transposed(&k, &root->shape, out);
+    if (g->dot >= 0) {
+        /* The dot reads its transposed operands' sources; it may write
+         * its result transposed. */
+        const IrInstr *dot = &c->instr[g->nodes[g->dot]];
+        DevValue *opnd[2] = {NULL, NULL};
+        const IrI64List *perm[2] = {NULL, NULL};
+        for (int32_t j = 0; j < 2 && j < dot->nopnd; j++) {
+            int32_t o = dot->opnd[j];
+            if (dev_fusion_node_index(g, o) >= 0) {
+                perm[j] = &c->instr[o].a.dimensions;
+                o = c->instr[o].opnd[0];
+            }
+            opnd[j] = vals[o];
+        }
+        DevKernelArgs k = {m, c, dot, dot->nopnd, opnd, opt, d};
+        return dev_k_dot_fused(&k, perm, g->dot_transposed ? &root->shape : NULL, out);
     }
     Run r = {.g = g, .nx = g->nextra};
     DevValue *res = NULL, *xv[DEV_FUSION_MAX_NODES] = {NULL};

@@ -27,7 +27,8 @@
  *
  * A dot-transpose pair (dot_transposed) is a dot and the transpose that
  * is its one use, swapping its free dims: the dot writes its result
- * transposed (dev_k_dot_transposed).
+ * transposed (dev_k_dot_fused). A transpose read only by dots runs inside
+ * each of them: the dot reads the transpose's operand through strides.
  */
 #ifndef TESSEL_DEVICE_FUSION_H
 #define TESSEL_DEVICE_FUSION_H
@@ -71,6 +72,9 @@ typedef struct DevFusionGroup {
     int32_t *extra;      /* a multi-output group (fusion.c's merge_outputs): the
                           * nodes besides the root whose values are read outside
                           * the group too, made whole when the group runs */
+    int32_t dot;         /* the node that is a dot (a dot-transpose pair's, or
+                          * one reading transposes in place:
+                          * transposes_into_dots), else -1 */
 } DevFusionGroup;
 
 typedef struct DevFusion {

@@ -3,12 +3,23 @@
  *     C[M,N] = op(A)[M,K] * op(B)[K,N]          (op: optional transpose)
  * in the compute type of the result (contract.h).
  *
- * An operand is used in place when its dims are already in GEMM order,
- * [batch, free, contracting] or [batch, contracting, free] (a transpose flag
- * covers the second), and when its element type is the compute type;
- * otherwise it is copied once, converted, into [batch, free, contracting]
- * (lhs) or [batch, contracting, free] (rhs). One GEMM per batch element;
- * the result [batch, lhs free, rhs free] is the GEMM output itself.
+ * An operand is used in place when its element type is the compute type
+ * and each batch element's matrix is one strided GEMM operand: its free
+ * dims form one run of memory and its contracting dims another (each
+ * dim's stride the next one's times its size), one of the two runs of
+ * stride 1 (a transpose flag covers the contracting run inside), the
+ * other's stride the row stride (lda/ldb); the batch dims may sit anywhere
+ * with any strides. Otherwise it is copied once, converted, into [batch,
+ * free, contracting] (lhs) or [batch, contracting, free] (rhs). One GEMM
+ * per batch element; the result [batch, lhs free, rhs free] is the GEMM
+ * output itself.
+ *
+ * A dot may read an operand as a transpose of a value (fusion.c runs a
+ * transpose read only by dots inside them): the dimension numbers then
+ * name the transposed dims, mapped through the permutation onto the
+ * value's. JAX's attention reads its q/k/v heads so: [H,D,B,S] transposed
+ * to [B,H,S,D], each (b, h) matrix [S,D] in place with row stride B*S and
+ * the transpose flag, no copy made.
  *
  * A dot whose one user is a transpose to [batch, rhs free, lhs free]
  * (fusion.c groups the pair; JAX writes weight gradients so) writes that
@@ -56,9 +67,9 @@ static int64_t dims_product(const IrShape *s, const int64_t *dims, int32_t n)
     return p;
 }
 
-static IrStatus dot_plan(const DevKernelArgs *k, DotPlan *p)
+static IrStatus dot_plan(const DevKernelArgs *k, const IrShape *ls, const IrShape *rs, DotPlan *p)
 {
-    const IrShape *ls = &k->opnd[0]->shape, *rs = &k->opnd[1]->shape, *os = &k->ins->shape;
+    const IrShape *os = &k->ins->shape;
     const IrDotDnums *dn = &k->ins->a.dot;
     if (dn->lhs_batch.n != dn->rhs_batch.n || dn->lhs_contracting.n != dn->rhs_contracting.n ||
         !free_dims(ls, &dn->lhs_batch, &dn->lhs_contracting, p->lfree, &p->nlf) ||
@@ -95,66 +106,126 @@ static IrStatus dot_plan(const DevKernelArgs *k, DotPlan *p)
     return IR_OK;
 }
 
-/* Dims of s in the order batch, x, y? */
-static bool dims_in_order(const IrShape *s, const int64_t *batch, int32_t nb, const int64_t *x,
-                          int32_t nx, const int64_t *y, int32_t ny)
+/* Dims d[0..n) of s (strides st) as one run of len elements, the last
+ * dim's stride *stride, each dim's stride the next one's times its size
+ * (dims of size 1 skipped; none left: *stride 0). False when they do not
+ * form such a run. */
+static bool dims_run(const IrShape *s, const int64_t *st, const int64_t *d, int32_t n, int64_t *stride,
+                     int64_t *len)
 {
-    int32_t pos = 0;
-    for (int32_t i = 0; i < nb; i++)
-        if (batch[i] != pos++)
+    int64_t next = 0, l = 1;
+    *stride = 0;
+    for (int32_t i = n - 1; i >= 0; i--) {
+        int64_t size = s->dims[d[i]];
+        l *= size;
+        if (size == 1)
+            continue;
+        if (*stride == 0)
+            *stride = st[d[i]];
+        else if (st[d[i]] != next)
             return false;
-    for (int32_t i = 0; i < nx; i++)
-        if (x[i] != pos++)
-            return false;
-    for (int32_t i = 0; i < ny; i++)
-        if (y[i] != pos++)
-            return false;
-    return pos == s->rank;
+        next = st[d[i]] * size;
+    }
+    *len = l;
+    return true;
 }
 
-/* One GEMM operand: in place in the value's buffer or packed to scratch. */
+/* One GEMM operand: the matrix [x, y] of each batch element, in place in
+ * the value's buffer (through strides) or packed to scratch. Batch element
+ * i (row-major over batch.dims) starts at element offset(i) of data. */
 typedef struct DotOperand {
     const uint8_t *data;
     uint8_t *owned;   /* scratch to free, or NULL */
-    bool trans;
+    bool trans;       /* stored [y, x] */
+    int64_t ld;       /* the stored matrix's row stride, in elements */
+    CtView batch;     /* the batch dims' sizes and strides */
 } DotOperand;
 
-/* Prepare one dot operand. For the lhs, x = free and y = contracting (GEMM
- * A = [M, K]); for the rhs, x = contracting and y = free (B = [K, N]). The
- * swapped order is accepted in place with the transpose flag. */
-static IrStatus dot_operand(const DevKernelArgs *k, Ct c, const DevValue *v, const int64_t *batch,
-                            int32_t nb, const int64_t *x, int32_t nx, const int64_t *y, int32_t ny,
-                            DotOperand *op)
+/* Can the matrices [x, y] of s be read in place, each a row-major [x, y]
+ * (or, trans, [y, x]) with row stride ld? Their batch dims may have any
+ * strides (a head dim between the rows, JAX's q/k/v). */
+static bool in_place(const IrShape *s, const int64_t *x, int32_t nx, const int64_t *y, int32_t ny,
+                     DotOperand *op)
+{
+    int64_t st[IR_MAX_RANK], sx, sy, lx, ly;
+    ir_shape_strides(s, st);
+    if (!dims_run(s, st, x, nx, &sx, &lx) || !dims_run(s, st, y, ny, &sy, &ly))
+        return false;
+    int64_t wx = lx > 1 ? lx : 1, wy = ly > 1 ? ly : 1;
+    if (sy <= 1) { /* rows x, columns y */
+        op->trans = false;
+        op->ld = sx > 0 ? sx : wy;
+        return op->ld >= wy;
+    }
+    if (sx <= 1) { /* rows y, columns x */
+        op->trans = true;
+        op->ld = sy;
+        return op->ld >= wx;
+    }
+    return false;
+}
+
+/* Prepare one dot operand, v read as the transpose of it by perm (NULL:
+ * v itself; logical dim i is dim perm[i] of v). For the lhs, x = free and
+ * y = contracting (GEMM A = [M, K]); for the rhs, x = contracting and y =
+ * free (B = [K, N]); the lists name logical dims. In place when v's
+ * elements are compute-type values whose matrices in_place reads; else
+ * packed into [batch, x, y]. */
+static IrStatus dot_operand(const DevKernelArgs *k, Ct c, const DevValue *v, const int64_t *perm,
+                            const int64_t *batch, int32_t nb, const int64_t *x, int32_t nx, const int64_t *y,
+                            int32_t ny, DotOperand *op)
 {
     const IrShape *s = &v->shape;
-    op->owned = NULL;
-    op->trans = false;
-    if (ct_native(c, s->type)) {
-        if (dims_in_order(s, batch, nb, x, nx, y, ny)) {
-            op->data = ct_data_of(v);
-            return IR_OK;
-        }
-        if (dims_in_order(s, batch, nb, y, ny, x, nx)) {
-            op->data = ct_data_of(v);
-            op->trans = true;
-            return IR_OK;
-        }
-    }
-    int64_t order[IR_MAX_RANK];
+    int64_t order[IR_MAX_RANK], st[IR_MAX_RANK];
     int32_t r = 0;
     for (int32_t i = 0; i < nb; i++)
-        order[r++] = batch[i];
+        order[r++] = perm ? perm[batch[i]] : batch[i];
     for (int32_t i = 0; i < nx; i++)
-        order[r++] = x[i];
+        order[r++] = perm ? perm[x[i]] : x[i];
     for (int32_t i = 0; i < ny; i++)
-        order[r++] = y[i];
+        order[r++] = perm ? perm[y[i]] : y[i];
+    op->owned = NULL;
+    ir_shape_strides(s, st);
+    op->batch.rank = nb;
+    op->batch.base = 0;
+    for (int32_t i = 0; i < nb; i++) {
+        op->batch.dims[i] = s->dims[order[i]];
+        op->batch.stride[i] = st[order[i]];
+    }
+    if (ct_native(c, s->type) && in_place(s, order + nb, nx, order + nb + nx, ny, op)) {
+        op->data = ct_data_of(v);
+        return IR_OK;
+    }
     CtView view;
     ct_view_of(&view, s, r, order);
-    if (!(op->owned = ct_scratch(ct_view_elements(&view), ct_size(c))))
+    int64_t total = ct_view_elements(&view), rows = 1, cols = 1;
+    for (int32_t i = 0; i < nx; i++)
+        rows *= view.dims[nb + i];
+    for (int32_t i = 0; i < ny; i++)
+        cols *= view.dims[nb + nx + i];
+    if (!(op->owned = ct_scratch(total, ct_size(c))))
         return dev_kernel_oom(k, NULL);
     ct_pack(c, s->type, v->data, &view, op->owned);
     op->data = op->owned;
+    op->trans = false;
+    op->ld = cols;
+    /* Packed row-major: each batch dim's stride is the elements after it. */
+    for (int32_t i = nb - 1, after = rows * cols; i >= 0; i--) {
+        op->batch.stride[i] = after;
+        after *= op->batch.dims[i];
+    }
     return IR_OK;
+}
+
+/* The element offset of batch element i (row-major over v's dims). */
+static int64_t batch_offset(const CtView *v, int64_t i)
+{
+    int64_t off = 0;
+    for (int32_t d = v->rank - 1; d >= 0; d--) {
+        off += (i % v->dims[d]) * v->stride[d];
+        i /= v->dims[d];
+    }
+    return off;
 }
 
 /* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute
@@ -163,23 +234,18 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
                     const DotOperand *b, bool transposed, uint8_t *c_out)
 {
     CtGemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = ct_use_blas(k),
-              .m = p->m, .n = p->n, .k = p->k};
-    g.lda = a->trans ? p->m : p->k;
-    g.ldb = b->trans ? p->k : p->n;
-    g.ldc = p->n;
+              .m = p->m, .n = p->n, .k = p->k, .lda = a->ld, .ldb = b->ld, .ldc = p->n};
     const DotOperand *first = a, *second = b;
-    int64_t first_size = p->m * p->k, second_size = p->k * p->n;
     if (transposed) {
         g = (CtGemm){.c = c, .ta = !b->trans, .tb = !a->trans, .blas = g.blas, .m = p->n, .n = p->m,
-                     .k = p->k, .lda = g.ldb, .ldb = g.lda, .ldc = p->m};
+                     .k = p->k, .lda = b->ld, .ldb = a->ld, .ldc = p->m};
         first = b;
         second = a;
-        first_size = p->k * p->n;
-        second_size = p->m * p->k;
     }
     size_t esz = ct_size(c);
     for (int64_t i = 0; i < p->b; i++)
-        ct_gemm(&g, first->data + (size_t)(i * first_size) * esz, second->data + (size_t)(i * second_size) * esz,
+        ct_gemm(&g, first->data + (size_t)batch_offset(&first->batch, i) * esz,
+                second->data + (size_t)batch_offset(&second->batch, i) * esz,
                 c_out + (size_t)(i * p->m * p->n) * esz);
 }
 
@@ -193,12 +259,42 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
  * Inputs: two array operands. On success *out is a new array. Fails with
  * IR_EINPUT on inconsistent dimension numbers, IR_ENOMEM on OOM.
  */
-static IrStatus dot_into(const DevKernelArgs *k, const IrShape *tshape, DevValue **out)
+/* The shape operand v is read as: v transposed by perm (dims[i] = v's
+ * dims[perm[i]], in dims[]), or v's own (perm NULL). False when perm is
+ * not a permutation of v's dims. */
+static bool read_shape(const DevValue *v, const int64_t *perm, int32_t nperm, IrShape *s, int64_t *dims)
+{
+    *s = v->shape;
+    if (!perm)
+        return true;
+    s->dims = dims;
+    s->has_layout = false;
+    s->minor_to_major = NULL;
+    bool seen[IR_MAX_RANK] = {false};
+    if (nperm != v->shape.rank)
+        return false;
+    for (int32_t i = 0; i < nperm; i++) {
+        if (perm[i] < 0 || perm[i] >= nperm || seen[perm[i]])
+            return false;
+        seen[perm[i]] = true;
+        s->dims[i] = v->shape.dims[perm[i]];
+    }
+    return true;
+}
+
+static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
+                         DevValue **out)
 {
     if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
+    IrShape ls, rs;
+    int64_t ldims[IR_MAX_RANK], rdims[IR_MAX_RANK];
+    const int64_t *lp = perm[0] ? perm[0]->v : NULL, *rp = perm[1] ? perm[1]->v : NULL;
+    if (!read_shape(k->opnd[0], lp, perm[0] ? perm[0]->n : 0, &ls, ldims) ||
+        !read_shape(k->opnd[1], rp, perm[1] ? perm[1]->n : 0, &rs, rdims))
+        return dev_kernel_error(k, IR_EINPUT, "dot: an operand's transpose is not a permutation of its dims");
     DotPlan p = {0};
-    IrStatus st = dot_plan(k, &p);
+    IrStatus st = dot_plan(k, &ls, &rs, &p);
     if (st != IR_OK)
         return st;
     const IrShape *os = &k->ins->shape;
@@ -217,9 +313,9 @@ static IrStatus dot_into(const DevKernelArgs *k, const IrShape *tshape, DevValue
     }
     DotOperand a = {0}, b = {0};
     uint8_t *cbuf = NULL;
-    if ((st = dot_operand(k, c, k->opnd[0], dn->lhs_batch.v, p.nb, p.lfree, p.nlf,
+    if ((st = dot_operand(k, c, k->opnd[0], lp, dn->lhs_batch.v, p.nb, p.lfree, p.nlf,
                           dn->lhs_contracting.v, p.nc, &a)) != IR_OK ||
-        (st = dot_operand(k, c, k->opnd[1], dn->rhs_batch.v, p.nb, dn->rhs_contracting.v, p.nc,
+        (st = dot_operand(k, c, k->opnd[1], rp, dn->rhs_batch.v, p.nb, dn->rhs_contracting.v, p.nc,
                           p.rfree, p.nrf, &b)) != IR_OK)
         goto done;
     bool direct = ct_native(c, os->type);
@@ -246,10 +342,12 @@ done:
 
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
 {
-    return dot_into(k, NULL, out);
+    const IrI64List *none[2] = {NULL, NULL};
+    return dot_into(k, none, NULL, out);
 }
 
-IrStatus dev_k_dot_transposed(const DevKernelArgs *k, const IrShape *tshape, DevValue **out)
+IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
+                         DevValue **out)
 {
-    return dot_into(k, tshape, out);
+    return dot_into(k, perm, tshape, out);
 }

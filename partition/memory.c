@@ -442,8 +442,8 @@ static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64
  * root runs, and a leaf that dies there and that nobody else holds lends
  * its buffer to the result. This mirrors fusion.c's elementwise groups
  * (the same walk, kinds and limits), its dot-transpose pairs (the dot's
- * result never exists) and its broadcasts shared by several groups
- * (never made); its row groups (reductions over the
+ * result never exists), its transposes read in place by dots and its
+ * broadcasts shared by several groups (never made); its row groups (reductions over the
  * minor dims with their producers: softmax, layer norm) are not
  * modelled, so their interior values count. */
 
@@ -567,6 +567,31 @@ static IrStatus fuse(Est *e)
             c->instr[o].a.x->control_predecessors.n == 0)
             gid[i] = gid[o] = i;
     }
+    /* A transpose read only by dots (each alone or a pair's) runs inside
+     * each of them (fusion.c's transposes_into_dots): never made, its
+     * operand read when the last of them runs. cand[t]: that dot's
+     * group root so far, -1 unseen, -2 not so. */
+    for (int32_t i = 0; i < n; i++)
+        cand[i] = -1;
+    for (int32_t k = 0; k < e->n; k++) {
+        int32_t u = e->order[k];
+        const IrInstr *ui = &c->instr[u];
+        bool dot = ui->op == OP_DOT && ui->nopnd == 2 && !ctrl[u] && ui->a.x->control_predecessors.n == 0 &&
+                   (gid[u] < 0 || (gid[u] != u && c->instr[gid[u]].op == OP_TRANSPOSE));
+        for (int32_t j = 0; j < ui->nopnd; j++) {
+            int32_t t = ui->opnd[j];
+            const IrInstr *ti = &c->instr[t];
+            bool fits = dot && cand[t] != -2 && ti->op == OP_TRANSPOSE && ti->nopnd == 1 && gid[t] < 0 &&
+                        t != c->root && !ctrl[t] && ti->a.x->control_predecessors.n == 0 &&
+                        ir_shape_is_array(&ti->shape);
+            cand[t] = fits ? (gid[u] >= 0 ? gid[u] : u) : -2;
+        }
+    }
+    for (int32_t t = 0; t < n; t++)
+        if (cand[t] >= 0) {
+            gid[t] = cand[t];
+            gid[cand[t]] = cand[t];
+        }
     for (int32_t i = 0; i < n; i++)
         if (gid[i] == i || (gid[i] >= 0 && gid[gid[i]] != gid[i]))
             gid[i] = -1;

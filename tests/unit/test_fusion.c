@@ -518,6 +518,177 @@ static void dot_transposed_equals_unfused(void **state)
     ir_module_free(m);
 }
 
+/* A transpose read only by dots runs inside each of them (JAX's
+ * attention: q and k, [H,D,B,S] from their projections, transposed to
+ * [B,H,S,D] for the scores' batched dot, v for the second dot); one with
+ * another reader does not, one read by two dots is a node of both, and a
+ * dot-transpose pair's dot takes one in too. */
+static void transposes_into_dots(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule a\n"
+                           "ENTRY main {\n"
+                           "  q = f32[3,4,2,5] parameter(0)\n"
+                           "  k = f32[3,4,2,5] parameter(1)\n"
+                           "  v = f32[3,4,2,5] parameter(2)\n"
+                           "  tq = f32[2,3,5,4] transpose(q), dimensions={2,0,3,1}\n"
+                           "  tk = f32[2,3,5,4] transpose(k), dimensions={2,0,3,1}\n"
+                           "  s = f32[2,3,5,5] dot(tq, tk), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
+                           "  tv = f32[2,3,5,4] transpose(v), dimensions={2,0,3,1}\n"
+                           "  ROOT o = f32[2,3,5,4] dot(s, tv), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}\n"
+                           "}\n");
+    DevFusion f = find(m, 0);
+    assert_int_equal(f.ngroups, 2);
+    const DevFusionGroup *g = &f.groups[0];
+    assert_int_equal(g->root, instr_named(m, "s"));
+    assert_false(g->dot_transposed);
+    assert_false(g->chunked);
+    assert_int_equal(g->nnodes, 3);
+    assert_int_equal(g->nodes[0], instr_named(m, "tq"));
+    assert_int_equal(g->nodes[1], instr_named(m, "tk"));
+    assert_int_equal(g->dot, 2);
+    assert_int_equal(g->nleaves, 2);
+    assert_int_equal(g->leaves[0], instr_named(m, "q"));
+    assert_int_equal(g->leaves[1], instr_named(m, "k"));
+    g = &f.groups[1];
+    assert_int_equal(g->root, instr_named(m, "o"));
+    assert_int_equal(g->nnodes, 2);
+    assert_int_equal(g->nodes[0], instr_named(m, "tv"));
+    assert_int_equal(g->nleaves, 2);
+    assert_int_equal(g->leaves[0], instr_named(m, "v"));
+    assert_int_equal(g->leaves[1], instr_named(m, "s"));
+    dev_fusion_free(&f);
+    ir_module_free(m);
+    /* tb also feeds a negate: stays; ta feeds two dots: a node of both. */
+    m = parse_ok("HloModule b\n"
+                 "ENTRY main {\n"
+                 "  a = f32[4,3] parameter(0)\n"
+                 "  b = f32[5,4] parameter(1)\n"
+                 "  ta = f32[3,4] transpose(a), dimensions={1,0}\n"
+                 "  tb = f32[4,5] transpose(b), dimensions={1,0}\n"
+                 "  d1 = f32[3,5] dot(ta, tb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                 "  d2 = f32[3,3] dot(ta, ta), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+                 "  n = f32[4,5] negate(tb)\n"
+                 "  ROOT r = (f32[3,5], f32[3,3], f32[4,5]) tuple(d1, d2, n)\n"
+                 "}\n");
+    f = find(m, 0);
+    assert_int_equal(f.ngroups, 2);
+    for (int32_t i = 0; i < 2; i++) {
+        g = &f.groups[i];
+        assert_int_equal(g->root, instr_named(m, i == 0 ? "d1" : "d2"));
+        assert_int_equal(g->nnodes, 2);
+        assert_int_equal(g->nodes[0], instr_named(m, "ta"));
+        assert_int_equal(g->leaves[0], instr_named(m, "a"));
+        assert_int_equal(g->nleaves, i == 0 ? 2 : 1);
+    }
+    assert_int_equal(f.groups[0].leaves[1], instr_named(m, "tb"));
+    assert_int_equal(f.group_of[instr_named(m, "tb")], -1);
+    dev_fusion_free(&f);
+    ir_module_free(m);
+    /* A transposed lhs into a dot whose result is transposed: one group. */
+    m = parse_ok("HloModule c\n"
+                 "ENTRY main {\n"
+                 "  a = f32[4,3] parameter(0)\n"
+                 "  b = f32[4,5] parameter(1)\n"
+                 "  ta = f32[3,4] transpose(a), dimensions={1,0}\n"
+                 "  d = f32[3,5] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                 "  ROOT t = f32[5,3] transpose(d), dimensions={1,0}\n"
+                 "}\n");
+    f = find(m, 0);
+    assert_int_equal(f.ngroups, 1);
+    g = &f.groups[0];
+    assert_true(g->dot_transposed);
+    assert_int_equal(g->nnodes, 3);
+    assert_int_equal(g->nodes[0], instr_named(m, "ta"));
+    assert_int_equal(g->nodes[g->dot], instr_named(m, "d"));
+    assert_int_equal(g->root, instr_named(m, "t"));
+    dev_fusion_free(&f);
+    ir_module_free(m);
+}
+
+/* Dots reading transposes in place against the transposes made first, bit
+ * for bit (small integers: every sum exact): the attention's heads (f32,
+ * in place through strides: a batch dim between the rows), the same in
+ * f64, f16 and s32 (packed, converted; the loops), a transpose whose
+ * contracted dims are not one run (packed), one read by two dots, one
+ * into a transposed result; and one by hand. */
+static void transposed_operands_equal_unfused(void **state)
+{
+    (void)state;
+    static const char *const hlo[] = {
+        "HloModule a\nENTRY main {\n  q = f32[3,8,2,5] parameter(0)\n  k = f32[3,8,2,5] parameter(1)\n"
+        "  tq = f32[2,3,5,8] transpose(q), dimensions={2,0,3,1}\n"
+        "  tk = f32[2,3,5,8] transpose(k), dimensions={2,0,3,1}\n"
+        "  s = f32[2,3,5,5] dot(tq, tk), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
+        "  tv = f32[2,3,5,8] transpose(k), dimensions={2,0,3,1}\n"
+        "  ROOT o = f32[2,3,5,8] dot(s, tv), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}\n}\n",
+        "HloModule b\nENTRY main {\n  q = f64[3,8,2,5] parameter(0)\n  k = f64[3,8,2,5] parameter(1)\n"
+        "  tq = f64[2,3,5,8] transpose(q), dimensions={2,0,3,1}\n"
+        "  ROOT s = f64[2,3,5,5] dot(tq, k), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={2,0}, rhs_contracting_dims={1}\n}\n",
+        "HloModule c\nENTRY main {\n  q = f16[3,8,2,5] parameter(0)\n  k = f16[3,8,2,5] parameter(1)\n"
+        "  tq = f16[2,3,5,8] transpose(q), dimensions={2,0,3,1}\n"
+        "  tk = f16[2,3,5,8] transpose(k), dimensions={2,0,3,1}\n"
+        "  ROOT s = f16[2,3,5,5] dot(tq, tk), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n}\n",
+        "HloModule d\nENTRY main {\n  q = s32[3,8,2,5] parameter(0)\n  k = s32[3,8,2,5] parameter(1)\n"
+        "  tq = s32[2,3,5,8] transpose(q), dimensions={2,0,3,1}\n"
+        "  tk = s32[2,3,5,8] transpose(k), dimensions={2,0,3,1}\n"
+        "  ROOT s = s32[2,3,5,5] dot(tq, tk), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n}\n",
+        "HloModule e\nENTRY main {\n  a = f32[6,7,4] parameter(0)\n  b = f32[4,6,7] parameter(1)\n"
+        "  ta = f32[4,7,6] transpose(a), dimensions={2,1,0}\n"
+        "  ROOT d = f32[4,4] dot(ta, b), lhs_contracting_dims={1,2}, rhs_contracting_dims={2,1}\n}\n",
+        "HloModule f\nENTRY main {\n  a = f32[9,6] parameter(0)\n  b = f32[6,9] parameter(1)\n"
+        "  ta = f32[6,9] transpose(a), dimensions={1,0}\n"
+        "  d1 = f32[6,6] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+        "  d2 = f32[9,9] dot(ta, ta), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+        "  ROOT r = (f32[6,6], f32[9,9]) tuple(d1, d2)\n}\n",
+        "HloModule g\nENTRY main {\n  a = f32[7,3,4] parameter(0)\n  b = f32[3,4,5] parameter(1)\n"
+        "  ta = f32[3,7,4] transpose(a), dimensions={1,0,2}\n"
+        "  d = f32[3,7,5] dot(ta, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+        "  ROOT t = f32[3,5,7] transpose(d), dimensions={0,2,1}\n}\n",
+    };
+    for (size_t i = 0; i < sizeof hlo / sizeof *hlo; i++) {
+        IrModule *m = parse_ok(hlo[i]);
+        DevFusion f = find(m, 0);
+        assert_true(f.ngroups >= 1);
+        for (int32_t j = 0; j < f.ngroups; j++)
+            assert_true(f.groups[j].dot >= 0);
+        dev_fusion_free(&f);
+        const IrComputation *c = ir_entry(m);
+        DevValue *args[2];
+        uint32_t s = 4242u + (uint32_t)i;
+        for (int a = 0; a < 2; a++) {
+            const IrShape *ps = &c->instr[c->param[a]].shape;
+            args[a] = val(ps->type, ps->rank, ps->dims, NULL);
+            int64_t n = ir_shape_elements(ps);
+            for (int64_t e = 0; e < n; e++) {
+                s = s * 1664525u + 1013904223u;
+                dev_store_f64(ps->type, args[a]->data, e, (int)(s >> 29) - 4); /* -4..3 */
+            }
+        }
+        assert_fused_is_unfused(m, 2, args, false);
+        ir_module_free(m);
+    }
+    /* By hand: a = [[1,2,3],[4,5,6]] (f32[2,3]), ta = a^T (f32[3,2]);
+     * dot(ta, b) with b = [[1,0],[0,1]] contracting ta's dim 1: ta. */
+    IrModule *m = parse_ok("HloModule h\nENTRY main {\n  a = f32[2,3] parameter(0)\n"
+                           "  b = f32[2,2] parameter(1)\n"
+                           "  ta = f32[3,2] transpose(a), dimensions={1,0}\n"
+                           "  ROOT d = f32[3,2] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    int64_t d23[] = {2, 3}, d22[] = {2, 2};
+    float av[] = {1, 2, 3, 4, 5, 6}, bv[] = {1, 0, 0, 1}, want[] = {1, 4, 2, 5, 3, 6};
+    DevValue *args[2] = {val(IR_F32, 2, d23, av), val(IR_F32, 2, d22, bv)}, *out = NULL;
+    IrDiag d = {0};
+    for (int blas = 0; blas < 2; blas++) {
+        DevExecOptions opt = {.no_blas = !blas};
+        assert_int_equal(dev_execute(m, m->entry, 2, args, &opt, &out, &d), IR_OK);
+        assert_f32(out, want, 6);
+        dev_value_unref(out);
+    }
+    dev_value_unref(args[0]);
+    dev_value_unref(args[1]);
+    ir_module_free(m);
+}
+
 /* A dying, solely owned operand lends its buffer to the result. */
 static void in_place(void **state)
 {
@@ -1073,6 +1244,8 @@ int main(void)
         cmocka_unit_test(boundaries),
         cmocka_unit_test(dot_transpose_pairs),
         cmocka_unit_test(dot_transposed_equals_unfused),
+        cmocka_unit_test(transposes_into_dots),
+        cmocka_unit_test(transposed_operands_equal_unfused),
         cmocka_unit_test(in_place),
         cmocka_unit_test(multi_output),
         cmocka_unit_test(multi_output_in_place),
