@@ -326,6 +326,13 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     }
     sp.dst->entry = ci;
     sp.dst->comp[ci]->is_entry = true;
+    for (int32_t k = 0; k < sp.dst->ncomp; k++) {
+        int32_t moved;
+        if (spmd_sink_transposes(sp.dst->comp[k], &moved) != IR_OK) {
+            st = ir_oom(d, NULL);
+            goto done;
+        }
+    }
     /* Aliases refer to parameters and outputs, which keep their numbering. */
     if (src->nalias > 0) {
         sp.dst->alias = ir_alloc_array(sp.dst->arena, (size_t)src->nalias, sizeof(IrAlias));

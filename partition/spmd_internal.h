@@ -12,6 +12,8 @@
  *   spmd_why_need.c what an op does with the operand dim it cannot take split
  *   spmd_partial.c  partial results finished: all-reduce, or reduce-scatter
  *                   where the result ends sharded
+ *   spmd_sink.c     transpose(all-reduce(dot)) made all-reduce(transpose(dot)),
+ *                   which the executor runs as one GEMM and the all-reduce
  *   spmd_ops.c      elementwise ops, parameters, constants, iota, tuples,
  *                   the data-movement ops (broadcast ... sort)
  *   spmd_dot.c      dot
@@ -214,6 +216,14 @@ void spmd_why_need(const PComp *pc, IrStrBuf *b, const IrInstr *ins, int32_t o, 
  * does, or where none is set the rule of pc->cur (partial results
  * combined, a halo, a gather). */
 SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *arena);
+
+/* ---- spmd_sink.c: transposes before the all-reduces they read ---- */
+
+/* In computation c of the partitioned module, each transpose whose
+ * operand is an all-reduce (its one use) of a dot (its one use) whose
+ * free dims it swaps trades places with the all-reduce (*moved: how many);
+ * IR_ENOMEM. */
+IrStatus spmd_sink_transposes(IrComputation *c, int32_t *moved);
 
 /* ---- spmd_partial.c: finishing partial results ---- */
 

@@ -5,8 +5,10 @@
  * Hand-made modules whose partial sums (a dot's sharded contracting dim, a
  * reduce over a sharded dim) end sharded: the plan's collectives, their
  * kinds, replica groups and bytes per device, each worked out by hand in
- * the comment above its test; the cases that stay an all-reduce; and the
- * dot's choice between gathering its operands and summing partials. The
+ * the comment above its test; the cases that stay an all-reduce; the
+ * dot's choice between gathering its operands and summing partials; and
+ * a transpose of a finished dot moved before its all-reduce
+ * (spmd_sink.c). The
  * oracle runs of the same shapes (partitioned equals --reference, on 2 to 8
  * devices and under mpirun) are tests/e2e/reduce_scatter.sh.
  */
@@ -257,6 +259,71 @@ static void test_dot_work_counts(void **state)
     assert_int_equal(o.c[1].op, OP_ALL_GATHER);
 }
 
+/* The entry of text partitioned for 2 devices; the opcodes of the root's
+ * operand `leaf` (the root itself when -1) and the chain of first
+ * operands below it, into ops[0..3). */
+static void chain_below(const char *text, int32_t leaf, IrOpcode ops[3])
+{
+    IrDiag d = {0};
+    IrModule *m = NULL, *out = NULL;
+    IrParseOptions po = ir_default_parse_options();
+    po.verify = true;
+    assert_int_equal(ir_parse("t.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    ShdPropagateOptions popt = {.num_devices = 2};
+    SpmdOptions opt = {.num_partitions = 2, .num_replicas = 1};
+    assert_int_equal(shd_propagate(m, &popt, &d), IR_OK);
+    assert_int_equal(spmd_partition(m, &opt, &out, NULL, &d), IR_OK);
+    IrLimits lim = ir_default_limits();
+    assert_int_equal(ir_verify(out, &lim, &d), IR_OK);
+    const IrComputation *c = ir_entry(out);
+    int32_t i = leaf < 0 ? c->root : c->instr[c->root].opnd[leaf];
+    for (int k = 0; k < 3; k++) {
+        ops[k] = c->instr[i].op;
+        i = c->instr[i].nopnd > 0 ? c->instr[i].opnd[0] : i;
+    }
+    ir_diag_clear(&d);
+    ir_module_free(out);
+    ir_module_free(m);
+}
+
+/* JAX's weight gradient transpose(dot(g, x)) with the batch (contracted)
+ * sharded: the all-reduce of the partial sums comes after the transpose
+ * (spmd_sink.c), so the executor runs transpose(dot) as one GEMM. Not when
+ * the dot is used again (the transpose would not fold) or the transpose
+ * does not swap the dot's free dims. */
+static void test_transpose_before_all_reduce(void **state)
+{
+    (void)state;
+    IrOpcode ops[3];
+    chain_below("HloModule m\nENTRY e {\n"
+                "  g = f32[256,12] parameter(0), sharding={devices=[2,1]0,1}\n"
+                "  x = f32[256,16] parameter(1), sharding={devices=[2,1]0,1}\n"
+                "  dw = f32[12,16] dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                "  ROOT tw = f32[16,12] transpose(dw), dimensions={1,0}, sharding={replicated}\n}\n",
+                -1, ops);
+    assert_int_equal(ops[0], OP_ALL_REDUCE);
+    assert_int_equal(ops[1], OP_TRANSPOSE);
+    assert_int_equal(ops[2], OP_DOT);
+    chain_below("HloModule m\nENTRY e {\n"
+                "  g = f32[256,12] parameter(0), sharding={devices=[2,1]0,1}\n"
+                "  x = f32[256,16] parameter(1), sharding={devices=[2,1]0,1}\n"
+                "  dw = f32[12,16] dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                "  tw = f32[16,12] transpose(dw), dimensions={1,0}\n"
+                "  ROOT r = (f32[16,12], f32[12,16]) tuple(tw, dw), sharding={{replicated}, {replicated}}\n}\n",
+                0, ops);
+    assert_int_equal(ops[0], OP_TRANSPOSE);
+    assert_int_equal(ops[1], OP_ALL_REDUCE);
+    assert_int_equal(ops[2], OP_DOT);
+    chain_below("HloModule m\nENTRY e {\n"
+                "  g = f32[256,2,6] parameter(0), sharding={devices=[2,1,1]0,1}\n"
+                "  x = f32[256,16] parameter(1), sharding={devices=[2,1]0,1}\n"
+                "  dw = f32[2,6,16] dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                "  ROOT tw = f32[6,2,16] transpose(dw), dimensions={1,0,2}, sharding={replicated}\n}\n",
+                -1, ops);
+    assert_int_equal(ops[0], OP_TRANSPOSE);
+    assert_int_equal(ops[1], OP_ALL_REDUCE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_reduce_to_finer),
         cmocka_unit_test(test_stays_all_reduce),
         cmocka_unit_test(test_dot_work_counts),
+        cmocka_unit_test(test_transpose_before_all_reduce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
