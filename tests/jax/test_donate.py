@@ -34,8 +34,9 @@ mlp_adam, mlp_sgd) and the transformer block's SGD and Adam steps
      the shapes and the mesh) and at most U - A (check_donor), equal to it
      for the SGD steps (0 for mlp_sgd), more than nothing for the others;
      the outputs
-     equal JAX's and `tessel run --reference`; the 2-device Adam step again
-     under mpirun -np 2.
+     equal JAX's and `tessel run --reference`; the 2-device Adam and wide
+     SGD steps again under mpirun -np 2 (each rank's peak within 10% of
+     the donated estimate).
 Exit 0 when all hold, 1 otherwise (77: JAX missing).
 """
 import dataclasses
@@ -295,7 +296,7 @@ def check_donor(name, n, root, twin=None):
     tessel("run", str(donated), *np_, "--reference", "--output-dir", str(d / "ref"), *args)
     compare_all(read_outputs(d / "ref", len(want_out)), read_outputs(d / "donated", len(want_out)))
     mpi = ""
-    if n == 2 and name == "mlp_adam":
+    if n == 2 and name in ("mlp_adam", "mlp_sgd_wide"):
         plan = d / "donated.plan"
         tessel("compile", str(donated), *np_, "--hosts", "2", "-o", str(plan))
         p = subprocess.run(MPIRUN + [TESSEL, "run", str(plan), "--stats", "--output-dir", str(d / "mpi"), *args],
