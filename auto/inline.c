@@ -209,35 +209,22 @@ static void reach(const IrModule *m, int32_t k, bool *reached, int32_t *stack)
 }
 
 /* The inlined callees nothing reaches from the entry taken out of m's
- * computations, the others renumbered in every instruction that calls
- * them (their order kept). */
+ * computations (ir_drop_computations renumbers the others). */
 static IrStatus drop_inlined_callees(IrModule *m, const bool *callee, IrDiag *d)
 {
     bool *reached = ts_calloc((size_t)m->ncomp, sizeof *reached);
-    int32_t *renum = ts_malloc((size_t)m->ncomp * sizeof *renum);
-    if (!reached || !renum) {
+    int32_t *stack = ts_malloc((size_t)m->ncomp * sizeof *stack);
+    if (!reached || !stack) {
         ts_free(reached);
-        ts_free(renum);
+        ts_free(stack);
         return ir_oom(d, NULL);
     }
-    reach(m, m->entry, reached, renum); /* renum as the stack first */
-    int32_t n = 0;
-    for (int32_t k = 0; k < m->ncomp; k++) {
-        renum[k] = callee[k] && !reached[k] ? -1 : n;
-        if (renum[k] >= 0)
-            m->comp[n++] = m->comp[k];
-    }
-    for (int32_t k = 0; k < n; k++) {
-        IrComputation *c = m->comp[k];
-        for (int32_t i = 0; i < c->ninstr; i++)
-            for (int32_t j = 0; j < c->instr[i].ncalled; j++)
-                if (c->instr[i].called[j] >= 0 && c->instr[i].called[j] < m->ncomp)
-                    c->instr[i].called[j] = renum[c->instr[i].called[j]];
-    }
-    m->entry = renum[m->entry];
-    m->ncomp = n;
+    reach(m, m->entry, reached, stack);
+    for (int32_t k = 0; k < m->ncomp; k++)
+        reached[k] = callee[k] && !reached[k]; /* now: drop k */
+    ir_drop_computations(m, reached);
     ts_free(reached);
-    ts_free(renum);
+    ts_free(stack);
     return IR_OK;
 }
 

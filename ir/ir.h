@@ -979,6 +979,12 @@ IrModule *ir_module_new(const char *name);   /* NULL on OOM */
 void ir_module_free(IrModule *m);
 /* Add an empty computation; returns its index or -1 on OOM. */
 int32_t ir_add_computation(IrModule *m, const char *name);
+/* Remove the computations with drop[k] set (never the entry), their
+ * instructions freed, the others kept in order and renumbered in every
+ * instruction that calls them and in m->entry. The caller makes sure
+ * nothing left calls a dropped one. Without memory for the renumbering,
+ * nothing is removed. */
+void ir_drop_computations(IrModule *m, const bool *drop);
 /* Append an instruction (copied shallowly: pointed-to arrays must live in
  * the module's arena); returns its index or -1 on OOM. */
 int32_t ir_add_instr(IrModule *m, IrComputation *c, const IrInstr *ins);

@@ -161,6 +161,41 @@ void ir_module_free(IrModule *m)
     ir_arena_free(m->arena);
 }
 
+void ir_drop_computations(IrModule *m, const bool *drop)
+{
+    int32_t *renum = ts_malloc((size_t)(m->ncomp > 0 ? m->ncomp : 1) * sizeof *renum);
+    /* Without room for the renumbering nothing is dropped: the module
+     * stays as it was, only larger. */
+    if (!renum)
+        return;
+    int32_t n = 0;
+    for (int32_t k = 0; k < m->ncomp; k++) {
+        IrComputation *c = m->comp[k];
+        renum[k] = drop[k] && k != m->entry ? -1 : n;
+        if (renum[k] >= 0) {
+            m->comp[n++] = c;
+            continue;
+        }
+        if (big_array(c))
+            ir_big_free(c->instr);
+        else
+            ts_free(c->instr);
+        c->instr = NULL;
+        c->ninstr = c->cap = 0;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        IrComputation *c = m->comp[k];
+        for (int32_t i = 0; i < c->ninstr; i++)
+            for (int32_t j = 0; j < c->instr[i].ncalled; j++)
+                if (c->instr[i].called[j] >= 0 && c->instr[i].called[j] < m->ncomp)
+                    c->instr[i].called[j] = renum[c->instr[i].called[j]];
+    }
+    if (m->entry >= 0)
+        m->entry = renum[m->entry];
+    m->ncomp = n;
+    ts_free(renum);
+}
+
 int32_t ir_add_computation(IrModule *m, const char *name)
 {
     if (!IR_GROW(m->comp, m->capcomp, m->ncomp + 1))
