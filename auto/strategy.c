@@ -247,6 +247,17 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         return true;
     case FAM_RESHAPE:
         return reshape_roles(r, s0, &x->shape);
+    case FAM_CUSTOM_CALL:
+        /* The identities the partitioner runs shard by shard (XLA's memory
+         * annotations: MoveToHost, Pin, ...; partition/spmd_control.c):
+         * as an elementwise op of one operand. Any other custom-call is
+         * opaque. */
+        if (!shd_identity_custom_call(x, NULL) || !ir_shape_equal(s0, &x->shape))
+            return false;
+        for (int32_t d = 0; d < x->shape.rank; d++)
+            r->map[0][d] = (int8_t)d;
+        r->uneven = true;
+        return true;
     case FAM_SLICE:
         if (x->op != OP_SLICE)
             return false;
@@ -532,9 +543,12 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
     Roles r;
     const IrInstr *x = &c->instr[i];
     IrOpFamily f = ir_op_family(x->op);
-    if (!(f == FAM_ELEMENTWISE || f == FAM_RESHAPE || f == FAM_TRANSPOSE || f == FAM_BROADCAST) ||
+    if (!(f == FAM_ELEMENTWISE || f == FAM_RESHAPE || f == FAM_TRANSPOSE || f == FAM_BROADCAST ||
+          f == FAM_CUSTOM_CALL) ||
         !describe(NULL, c, x, &r))
         return -1;
+    if (f == FAM_CUSTOM_CALL)
+        return 0;
     /* A broadcast of a parameter that adds dims (a bias or a scale
      * broadcast over the rows of a row-tiled activation) leads a group of
      * its own: its result may be tiled on a new dim where the parameter is

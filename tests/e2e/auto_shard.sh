@@ -42,6 +42,38 @@ L="$TESSEL_SRC/tests/e2e/auto_lm/lm_step.hlo"
     >"$OUT" 2>"$ERR" || fail "lm step on data=2,model=4"
 same_outputs "$WORK/lref" "$WORK/l24" "lm step on data=2,model=4"
 
+# XLA's memory annotations (MoveToHost, MoveToDevice,
+# annotate_device_placement: identities the partitioner runs shard by
+# shard) follow their operand: none is left to propagation, the tiled
+# values stay tiled through them, and the run equals the reference.
+cat >"$WORK/cc.hlo" <<'EOF'
+HloModule cc
+
+ENTRY main {
+  x = f32[16,8] parameter(0)
+  w = f32[8,32] parameter(1)
+  h = f32[16,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  m = f32[16,32] custom-call(h), custom_call_target="MoveToHost"
+  d = f32[16,32] custom-call(m), custom_call_target="MoveToDevice"
+  t = f32[16,32] tanh(d)
+  p = f32[16,32] custom-call(t), custom_call_target="annotate_device_placement"
+  ROOT y = f32[16,32] add(p, h)
+}
+EOF
+expect_status 0 "$TESSEL" plan "$WORK/cc.hlo" --auto-shard --mesh 4 --explain
+expect_in "$OUT" "8 instructions in 3 groups (0 left to propagation)"
+expect_status 0 "$TESSEL" plan "$WORK/cc.hlo" --auto-shard --mesh 4 --format json -o "$WORK/cc.json"
+"$PY" - "$WORK/cc.json" <<'PY' || fail "the annotations' plan holds whole arrays"
+import json, sys
+peak = max(c["memory"]["peak_bytes_per_device"] for c in json.load(open(sys.argv[1]))["clusters"])
+# Replicated, h, t and y (16x32 f32, 2048 bytes each) alone would hold 6144.
+assert peak <= 6144 // 2, peak
+PY
+"$TESSEL" run "$WORK/cc.hlo" --reference --random-inputs 3 --output-dir "$WORK/ccref" >"$OUT" 2>"$ERR" || fail "reference"
+"$TESSEL" run "$WORK/cc.hlo" --auto-shard --mesh 4 --random-inputs 3 --output-dir "$WORK/cc4" >"$OUT" 2>"$ERR" ||
+    fail "run of the memory annotations on 4"
+same_outputs "$WORK/ccref" "$WORK/cc4" "memory annotations on 4"
+
 # Two hosts: the cost model prices the data axis across them (another
 # estimate), and the plan runs under mpirun -np 2 equal to the reference.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

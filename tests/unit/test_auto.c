@@ -412,6 +412,38 @@ static void uneven_tiles(void **state)
     on_four_free(&f);
 }
 
+/* XLA's memory annotations are identities the partitioner runs shard by
+ * shard: strategies as an elementwise op, following the operand; another
+ * custom-call is opaque. */
+static const char ANNOTATIONS[] =
+    "HloModule ann\n"
+    "ENTRY main {\n"
+    "  x = f32[8,6] parameter(0)\n"
+    "  h = f32[8,6] custom-call(x), custom_call_target=\"MoveToHost\"\n"
+    "  o = f32[8,6] custom-call(h), custom_call_target=\"my_kernel\"\n"
+    "  ROOT t = (f32[8,6], f32[8,6]) tuple(h, o)\n"
+    "}\n";
+
+static void identity_custom_calls(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, ANNOTATIONS);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    int32_t h = ir_find_instr(f.c, "h"), o = ir_find_instr(f.c, "o");
+    /* Replicated, the rows over 4, the columns over 4 (6: tiles of 2, the last padding). */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, h, &s, &n, &f.d), IR_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(s[1].out.dim[0], 0);
+    assert_int_equal(s[1].in[0].dim[0], 0);
+    assert_int_equal(auto_follows(f.c, h), 0);
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, o, &s, &n, &f.d), IR_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(auto_follows(f.c, o), -1);
+    on_four_free(&f);
+}
+
 /* JAX's shape: a call returning a tuple, read by get-tuple-element, whose
  * callee calls another; a call of a side-effecting callee; a call the user
  * sharded. */
@@ -507,6 +539,7 @@ int main(void)
         cmocka_unit_test(grouped_convolution),
         cmocka_unit_test(inline_calls),
         cmocka_unit_test(uneven_tiles),
+        cmocka_unit_test(identity_custom_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
