@@ -168,9 +168,9 @@ static IrStatus reduce_across(CollHost *w, const IrModule *m, const IrInstr *ins
                                            any, d);
     else if (st == IR_OK)
         st = w->t->allreduce_in(w->t, color, coll_xfer_kind(ins), (int64_t)b, buf, count * ncross, t, op, d);
-    /* One value per group, shared by reference by its local members: a
-     * kernel writes in place only into a value it alone holds (refs ==
-     * 1), so sharing is safe. */
+    /* One value per group, shared by its local members (each takes a
+     * share of it, result.c): a kernel writes in place only into a value
+     * it alone holds (dev_value_sole), so sharing is safe. */
     for (int64_t j = 0; st == IR_OK && j < ncross; j++) {
         DevValue *v = dev_value_new_uninit(&mine->shape);
         int32_t idx = 0, size = 0;

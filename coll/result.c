@@ -215,7 +215,10 @@ IrStatus coll_result(const IrModule *m, const IrInstr *ins, const CollWorld *w, 
     } else if (ins->op == OP_ALL_TO_ALL && ins->a.dimensions.n == 0) {
         st = coll_alltoall_tuple(m, ins, ops, members, size, mine, nopnd, out, d);
     } else if (reduced && !tuple) {
-        *out = dev_value_ref(reduced);
+        /* The leader's one value for the group's members here: each
+         * takes a share, counted against its own device. */
+        if (!(*out = dev_value_share(reduced, dev_alloc_current())))
+            st = coll_fail(m, ins, d, IR_ENOMEM, "out of memory");
     } else if (!tuple || nopnd == 1) {
         st = one_part(m, ins, w, me, ops, members, size, mine, 0, tuple ? &ins->shape.tuple[0] : &ins->shape, out, d);
         if (st == IR_OK && tuple) {

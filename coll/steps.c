@@ -426,15 +426,28 @@ static IrStatus split_result(CollDevice *dev, const IrModule *m, const IrInstr *
         *out = v; /* coll_collective frees it after the closing coll_barrier */
         return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
     }
-    /* v (own, or the representative's shared result) is this device's
-     * reference already; the other members take one of the shared. */
-    *out = v ? v : dev_value_ref(w->shared[rep - w->first]);
+    if (own) {
+        *out = v; /* this member's own buffer */
+        return IR_OK;
+    }
+    /* One result for the group: every member, the representative too,
+     * takes a share of it counted against its own device (the
+     * representative's reference keeps it alive until the closing
+     * coll_barrier, its share after that). */
+    DevValue *mine_share = dev_value_share(w->shared[rep - w->first], dev_alloc_current());
+    if (!mine_share) {
+        *out = v;
+        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    }
+    dev_value_unref(v);
+    *out = mine_share;
     return IR_OK;
 }
 
 /* This device's result. Values are immutable, so where every member of a
  * group gets the same array (all-gather, all-reduce, broadcast) the group's
- * first member on this host computes it and the others take a reference:
+ * first member on this host computes it and every member takes a share
+ * (dev_value_share: a reference counted against its own device):
  * one buffer per group and host instead of one per device (a replicated
  * 1.6 GB result on 8 devices is 1.6 GB, not 13), and the work is done
  * once. A member that finds no shared result (its representative failed)
@@ -475,6 +488,15 @@ static IrStatus group_result(CollDevice *dev, const IrModule *m, const IrInstr *
     w->shared[dev->id - w->first] = NULL;
     if (rep == dev->id) {
         st = coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
+        /* The representative holds a share too, the one it publishes: the
+         * others take shares of it (of its arrays) after the coll_barrier,
+         * while it keeps it until the closing one. (A share cannot be had:
+         * the result itself, which the others' shares then uncount.) */
+        DevValue *share = st == IR_OK ? dev_value_share(*out, dev_alloc_current()) : NULL;
+        if (share) {
+            dev_value_unref(*out);
+            *out = share;
+        }
         w->shared[dev->id - w->first] = st == IR_OK ? *out : NULL;
     }
     if (!coll_barrier(w)) {
@@ -482,12 +504,17 @@ static IrStatus group_result(CollDevice *dev, const IrModule *m, const IrInstr *
         *out = NULL;
         return coll_aborted(w, m, ins, d);
     }
-    if (rep != dev->id) {
-        DevValue *v = w->shared[rep - w->first];
-        st = v ? ((*out = dev_value_ref(v)), IR_OK)
-               : coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
-    }
-    return st;
+    if (rep == dev->id)
+        return st;
+    /* The others take shares of the representative's: each device counts
+     * what it holds, as under mpirun, and no device counts what only the
+     * others still hold. */
+    DevValue *v = w->shared[rep - w->first];
+    if (!v)
+        return coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
+    if (!(*out = dev_value_share(v, dev_alloc_current())))
+        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    return IR_OK;
 }
 
 static double now_seconds(void)

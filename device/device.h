@@ -99,6 +99,9 @@ typedef struct DevValue {
      * current on the thread that made it, or the one dev_value_charge
      * named; NULL: no device's), uncounted when the value is freed. */
     struct DevAllocator *charged;
+    /* A share (dev_value_share): `data` is this array's buffer, which it
+     * holds a reference to and never frees; NULL: the value owns `data`. */
+    struct DevValue *base;
 } DevValue;
 
 /* A new array value of `shape` (must be an array or token), data zeroed.
@@ -127,6 +130,27 @@ bool dev_value_is_array(const DevValue *v);
  * of whichever they counted against (DevValue.charged): the runtime hands
  * a device the argument shards the host thread made. */
 void dev_value_charge(DevValue *v, struct DevAllocator *a);
+/* A new reference to v's contents counted against device allocator a as
+ * if a held them alone: each array becomes a share, a value of its own
+ * (its own count and charge) whose data is the array's, which it keeps
+ * alive; the array itself is then counted against no device (its holders'
+ * shares count it). Devices of one process that take a value another made
+ * (a collective's result, a replicated argument) hold shares, so each
+ * device's measured peak is what it holds, as under mpirun where each has
+ * its own copy. NULL on OOM. */
+DevValue *dev_value_share(DevValue *v, struct DevAllocator *a);
+/* Count *v against device allocator a as a device holding it alone
+ * would: an array only *v holds is charged to a (dev_value_charge), a
+ * shared one is replaced by a share (the reference *v released), a tuple
+ * only *v holds keeps its elements, each held so. Can't fail: where a
+ * share cannot be allocated the value is charged to a as it is. The
+ * runtime hands each device its arguments so (a replicated input is one
+ * array for the process's devices). */
+void dev_value_hold(DevValue **v, struct DevAllocator *a);
+/* May a kernel write into v (the in-place rule below)? Its reference is
+ * the only one, and when it is a share, the share is its array's only
+ * holder. */
+bool dev_value_sole(const DevValue *v);
 /* Free the large data buffers this thread keeps for reuse (value.c
  * recycles freed buffers of at least 256 KiB; they are also freed when
  * the thread exits). Can't fail. */
@@ -400,7 +424,8 @@ bool dev_builtin_target(const char *target);
 /* reference to its result into *out. `k->ins` gives shape and attributes. */
 /* ------------------------------------------------------------------ */
 
-/* In-place rule: during a kernel call, an operand with refs == 1 is at its
+/* In-place rule: during a kernel call, an operand that is sole
+ * (dev_value_sole: refs == 1, its buffer shared with no one) is at its
  * last use and owned by nobody else (the executor pins operands it still
  * needs), so a kernel may return it (a new reference) with its data
  * updated, e.g. dynamic-update-slice. Otherwise operands are read-only. */

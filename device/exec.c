@@ -778,7 +778,7 @@ static bool try_reshape_in_place(const IrInstr *ins, DevValue **vals, int32_t *r
         return false;
     int32_t o = ins->opnd[0];
     DevValue *v = vals[o];
-    if (rem[o] != 1 || v->refs != 1 || v->shape.type == IR_TUPLE || ins->shape.type == IR_TUPLE)
+    if (rem[o] != 1 || !dev_value_sole(v) || v->shape.type == IR_TUPLE || ins->shape.type == IR_TUPLE)
         return false;
     /* A bitcast between different layouts permutes; leave it to the kernel. */
     if (ins->op == OP_BITCAST && (v->shape.has_layout || ins->shape.has_layout))

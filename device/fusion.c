@@ -971,7 +971,7 @@ static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *output, Dev
     for (int32_t l = 0; nbytes > 0 && l < g->nleaves; l++) {
         const DevValue *v = vals[g->leaves[l]];
         if (!taken[l] && g->leaf_direct[l] && rem[g->leaves[l]] == g->leaf_refs[l] && v &&
-            __atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) == 1 && v->nbytes == nbytes &&
+            dev_value_sole(v) && v->nbytes == nbytes &&
             v->shape.type != IR_TUPLE)
             return l;
     }

@@ -767,8 +767,8 @@ IrStatus dev_k_dynamic_update_slice(const DevKernelArgs *k, DevValue **out)
     for (int32_t j = 0; j < os->rank; j++)
         off += start[j] * ost[j];
     DevValue *r;
-    if (k->opnd[0]->refs == 1) {
-        /* The executor guarantees refs == 1 only at the operand's last use
+    if (dev_value_sole(k->opnd[0])) {
+        /* The executor lets an operand be sole only at the operand's last use
          * (exec.c pins operands used later): update it in place. */
         r = dev_value_ref(k->opnd[0]);
     } else {

@@ -59,7 +59,7 @@ static IrStatus square_batch(const DevKernelArgs *k, const IrShape *s, const cha
 /* The result: a fresh copy of `v`, or v itself when this is its last use. */
 static DevValue *writable_copy(DevValue *v)
 {
-    if (v->refs == 1)
+    if (dev_value_sole(v))
         return dev_value_ref(v);
     DevValue *r = dev_value_new_uninit(&v->shape);
     if (r && v->nbytes > 0)

@@ -9,6 +9,14 @@
  * Reference counts are updated atomically: the runtime hands values between
  * device threads (collectives, outputs).
  *
+ * Each array counts its bytes against one device (DevValue.charged: what
+ * --stats measures per device). Where the devices of one process hold one
+ * array (a collective's result, a replicated argument), each holds a
+ * share instead (dev_value_share): a value of its own, counted against
+ * its device, whose data is the array's (kept alive by a reference); the
+ * array then counts against none. A kernel writes into a share only when
+ * it is the array's one holder (dev_value_sole).
+ *
  * Large buffers are recycled. A fresh buffer from the system costs a page
  * fault per page on first touch, which on a loaded machine is ~70 times
  * the cost of writing warm memory; an interpreter that allocates every
@@ -317,7 +325,7 @@ DevValue *dev_value_reshaped(DevValue *v, const IrShape *shape)
         dev_value_unref(v);
         return NULL;
     }
-    if (__atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) == 1) {
+    if (dev_value_sole(v)) {
         /* Sole owner: keep the buffer, swap the shape. */
         IrShape s;
         if (!shape_dup(&s, shape)) {
@@ -416,11 +424,41 @@ void dev_value_unref(DevValue *v)
     release_elems(v->nelems, v->elems);
     ts_free(v->elems);
     dev_alloc_charge(v->charged, -v->nbytes);
-    if (v->data && v->data != inline_data(v))
+    if (v->base)
+        dev_value_unref(v->base);
+    else if (v->data && v->data != inline_data(v))
         cache_put(v->data, v->nbytes, v->alloc);
     shape_free(&v->shape);
     ts_free(v->sizes);
     ts_free(v);
+}
+
+/* A tuple of v's shape whose elements are each(element, a) (a new
+ * reference each); NULL on OOM. */
+static DevValue *tuple_of_each(const DevValue *v, DevValue *(*each)(DevValue *, DevAllocator *), DevAllocator *a)
+{
+    DevValue *stack[8];
+    DevValue **el = v->nelems <= 8 ? stack : ts_malloc((size_t)v->nelems * sizeof *el);
+    if (!el)
+        return NULL;
+    int32_t i = 0;
+    for (; i < v->nelems; i++)
+        if (!(el[i] = each(v->elems[i], a)))
+            break;
+    DevValue *r = NULL;
+    if (i == v->nelems)
+        r = dev_value_tuple(&v->shape, v->nelems, el);
+    else
+        release_elems(i, el);
+    if (el != stack)
+        ts_free(el);
+    return r;
+}
+
+static DevValue *clone_each(DevValue *v, DevAllocator *a)
+{
+    (void)a;
+    return dev_value_clone(v);
 }
 
 void dev_value_charge(DevValue *v, DevAllocator *a)
@@ -429,11 +467,70 @@ void dev_value_charge(DevValue *v, DevAllocator *a)
         return;
     for (int32_t k = 0; k < v->nelems; k++)
         dev_value_charge(v->elems[k], a);
-    if (v->shape.type == IR_TUPLE || v->charged == a)
+    if (v->shape.type == IR_TUPLE)
         return;
-    dev_alloc_charge(v->charged, -v->nbytes);
-    v->charged = a;
+    /* Atomic: the devices sharing an array each move its charge to no
+     * one (dev_value_share), some at the same time; one of them uncounts
+     * it where it was. */
+    DevAllocator *was = __atomic_exchange_n(&v->charged, a, __ATOMIC_ACQ_REL);
+    if (was == a)
+        return;
+    dev_alloc_charge(was, -v->nbytes);
     dev_alloc_charge(a, v->nbytes);
+}
+
+DevValue *dev_value_share(DevValue *v, DevAllocator *a)
+{
+    if (!v)
+        return NULL;
+    if (v->shape.type == IR_TUPLE)
+        return tuple_of_each(v, dev_value_share, a);
+    /* A share of a share is a share of its array: one level, so that
+     * dev_value_sole sees every holder of the buffer. */
+    DevValue *base = v->base ? v->base : v;
+    DevValue *r = ts_calloc(1, sizeof *r);
+    if (!r || !shape_dup(&r->shape, &v->shape) || (v->sizes && dev_value_set_sizes(r, v->sizes) != IR_OK)) {
+        if (r)
+            shape_free(&r->shape);
+        ts_free(r);
+        return NULL;
+    }
+    r->data = base->data;
+    r->nbytes = base->nbytes;
+    r->base = dev_value_ref(base);
+    r->refs = 1;
+    dev_value_charge(base, NULL);
+    r->charged = a;
+    dev_alloc_charge(a, r->nbytes);
+    return r;
+}
+
+void dev_value_hold(DevValue **pv, DevAllocator *a)
+{
+    DevValue *v = *pv;
+    if (!v)
+        return;
+    if (__atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) > 1) {
+        DevValue *r = dev_value_share(v, a);
+        if (r) {
+            dev_value_unref(v);
+            *pv = r;
+            return;
+        }
+    }
+    if (v->shape.type != IR_TUPLE || __atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) > 1) {
+        dev_value_charge(v, a); /* (a share's allocation failed: counted here, whoever else holds it) */
+        return;
+    }
+    /* The tuple is a's alone; its elements may be shared. */
+    for (int32_t k = 0; k < v->nelems; k++)
+        dev_value_hold(&v->elems[k], a);
+}
+
+bool dev_value_sole(const DevValue *v)
+{
+    return __atomic_load_n(&v->refs, __ATOMIC_ACQUIRE) == 1 &&
+           (!v->base || __atomic_load_n(&v->base->refs, __ATOMIC_ACQUIRE) == 1);
 }
 
 bool dev_value_is_array(const DevValue *v)
@@ -455,22 +552,7 @@ DevValue *dev_value_clone(const DevValue *v)
         }
         return r;
     }
-    DevValue *stack[8];
-    DevValue **el = v->nelems <= 8 ? stack : ts_malloc((size_t)v->nelems * sizeof *el);
-    if (!el)
-        return NULL;
-    int32_t i = 0;
-    for (; i < v->nelems; i++)
-        if (!(el[i] = dev_value_clone(v->elems[i])))
-            break;
-    DevValue *r = NULL;
-    if (i == v->nelems)
-        r = dev_value_tuple(&v->shape, v->nelems, el);
-    else
-        release_elems(i, el);
-    if (el != stack)
-        ts_free(el);
-    return r;
+    return tuple_of_each(v, clone_each, NULL);
 }
 
 int64_t dev_value_elements(const DevValue *v)

@@ -289,8 +289,9 @@ static void device_main(Device *dev)
 }
 
 /* Run the device with allocator al (NULL: none could be had) counting
- * what it holds: its arguments from the start, every value it makes; the
- * most at once is its measured peak. */
+ * what it holds: its arguments from the start (a replicated one, which
+ * the devices share, as a share of its own: dev_value_hold), every value
+ * it makes; the most at once is its measured peak. */
 static void device_counted(Device *dev, DevAllocator *al)
 {
     DevAllocStats before, after;
@@ -298,7 +299,7 @@ static void device_counted(Device *dev, DevAllocator *al)
         dev_allocator_stats(al, &before);
         dev_alloc_reset_peak(al);
         for (int32_t k = 0; k < dev->nargs; k++)
-            dev_value_charge(dev->args[k], al);
+            dev_value_hold(&dev->args[k], al);
     }
     dev_alloc_use(al);
     device_main(dev);

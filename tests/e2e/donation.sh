@@ -35,15 +35,10 @@ MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 peak_of() { sed -n 's/ (largest\/estimate.*//; s/.*measured peak \(.*\)/\1/p' "$1" | sed "s/ bytes//" | tr ',' '\n' |
     awk '{ v = $NF + 0; if (v > m) m = v } END { print m }'; }
 
-# within_limit FILE LIM: the devices' measured peaks of a --stats memory
-# line hold at most (devices) x LIM together. In one process a device's
-# own count depends on which thread allocated a shared buffer and which
-# dropped it last (tests/e2e/memfit.sh says more): one device can read a
-# few per cent over its share while another reads as much under.
-within_limit() {
-    grep 'memory per device' "$1" | grep -o 'device [0-9]* [0-9]*' |
-        awk -v lim="$2" '{ s += $3; n++ } END { exit !(n > 0 && s <= n * lim) }'
-}
+# within_limit FILE LIM: every device's measured peak of a --stats memory
+# line at most LIM (in one process each device counts what it holds, as
+# under mpirun: device/value.c dev_value_share)
+within_limit() { [ "$(peak_of "$1")" -le "$2" ]; }
 
 # The forward model on N devices: W1 column-sharded, W2 row-sharded.
 model() { # model N OUT

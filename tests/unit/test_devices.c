@@ -694,6 +694,73 @@ static void test_alloc_device_tensors(void **state)
     shutdown_ok();
 }
 
+/* Shares (dev_value_share): each holder of one array counts it against
+ * its own device, from taking it to dropping it; the array counts against
+ * none while shared; a share is sole (writable) only as the array's one
+ * holder. dev_value_hold charges an array only it holds, shares one held
+ * elsewhere too, and holds a tuple's elements so. */
+static int64_t held_bytes(DevAllocator *a)
+{
+    DevAllocStats st;
+    dev_allocator_stats(a, &st);
+    return st.value_bytes;
+}
+
+static void test_value_shares(void **state)
+{
+    (void)state;
+    DevAllocator *a0 = NULL, *a1 = NULL;
+    IrDiag d = {0};
+    assert_int_equal(dev_allocator_get("shares", 0, &a0, &d), IR_OK);
+    assert_int_equal(dev_allocator_get("shares", 1, &a1, &d), IR_OK);
+    int64_t dims[1] = {100};
+    IrShape s = {.type = IR_F32, .rank = 1, .dims = dims};
+    dev_alloc_use(a0);
+    DevValue *v = dev_value_new(&s);
+    dev_alloc_use(NULL);
+    assert_non_null(v);
+    ((float *)v->data)[7] = 3.5f;
+    assert_int_equal(held_bytes(a0), 400);
+    assert_true(dev_value_sole(v));
+    DevValue *s1 = dev_value_share(v, a1);
+    assert_non_null(s1);
+    assert_ptr_equal(s1->data, v->data);
+    assert_int_equal(held_bytes(a1), 400);
+    assert_int_equal(held_bytes(a0), 0); /* the array counts against none */
+    DevValue *s0 = dev_value_share(s1, a0); /* a share of a share: of the array */
+    assert_ptr_equal(s0->base, v);
+    assert_int_equal(held_bytes(a0), 400);
+    dev_value_unref(v);
+    assert_int_equal(held_bytes(a0), 400);
+    assert_false(dev_value_sole(s0)); /* s1 holds the array too */
+    assert_float_equal(((float *)s0->data)[7], 3.5f, 0.0f);
+    dev_value_unref(s1);
+    assert_int_equal(held_bytes(a1), 0);
+    assert_true(dev_value_sole(s0));
+    dev_value_unref(s0);
+    assert_int_equal(held_bytes(a0), 0);
+
+    /* hold: a tuple only it holds keeps its elements, a shared element
+     * becomes a share, a sole one is charged */
+    DevValue *x = dev_value_new(&s), *y = dev_value_new(&s);
+    DevValue *keep = dev_value_ref(x); /* x is shared with "another device" */
+    DevValue *el[2] = {x, y};
+    DevValue *t = dev_value_tuple(NULL, 2, el);
+    dev_value_hold(&t, a1);
+    assert_int_equal(held_bytes(a1), 800);
+    assert_ptr_equal(t->elems[0]->base, x);
+    assert_ptr_equal(t->elems[1], y);
+    dev_value_hold(&keep, a0); /* the other holder: its own share */
+    assert_int_equal(held_bytes(a0), 400);
+    assert_int_equal(held_bytes(a1), 800);
+    dev_value_unref(t);
+    assert_int_equal(held_bytes(a1), 0);
+    assert_true(dev_value_sole(keep));
+    dev_value_unref(keep);
+    assert_int_equal(held_bytes(a0), 0);
+    shutdown_ok();
+}
+
 static void test_alloc_plain(void **state)
 {
     (void)state;
@@ -1029,6 +1096,7 @@ int main(void)
         cmocka_unit_test(test_alloc_synthetic_falls_back),
         cmocka_unit_test(test_alloc_bind_refused_falls_back),
         cmocka_unit_test(test_alloc_device_tensors),
+        cmocka_unit_test(test_value_shares),
         cmocka_unit_test(test_allocator_cache),
         cmocka_unit_test(test_allocator_threads),
         cmocka_unit_test(test_hwloc_failure_injection),
