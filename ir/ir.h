@@ -1025,7 +1025,9 @@ IrAttrsX *ir_attrs_x_edit(IrArena *ar, IrAttrs *a);
 /* Deep copy of a whole module. */
 IrModule *ir_module_clone(const IrModule *m);
 /* Recognise a reducer computation `ROOT op(p0, p1)` over two scalar
- * parameters (in either order): returns OP_ADD, OP_MULTIPLY, OP_MAXIMUM,
+ * parameters (in either order), the root perhaps wrapped in annotation
+ * custom-calls (ir_annotation_target: JAX's shard_map psum roots its
+ * reducer in a Sharding marker): returns OP_ADD, OP_MULTIPLY, OP_MAXIMUM,
  * OP_MINIMUM, OP_AND, OP_OR or OP_XOR, else OP_COUNT. */
 IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
 /* Does the executor run reduce `ins` blockwise (device/reduce_columns.c):

@@ -763,6 +763,12 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp)
     if (c->nparam != 2 || c->root < 0 || c->param[0] < 0 || c->param[1] < 0)
         return OP_COUNT;
     const IrInstr *r = &c->instr[c->root];
+    /* JAX's psum under shard_map roots its reducer in a Sharding marker
+     * (an identity): the op is what the marker passes on. */
+    for (int32_t hops = 0; hops < c->ninstr && r->op == OP_CUSTOM_CALL && r->nopnd == 1 &&
+                           ir_annotation_target(r->a.x->custom_call_target);
+         hops++)
+        r = &c->instr[r->opnd[0]];
     if (!ir_op_is_reducer(r->op))
         return OP_COUNT;
     if (r->nopnd != 2 || r->shape.type == IR_TUPLE || r->shape.rank != 0)

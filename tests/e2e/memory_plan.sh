@@ -5,14 +5,24 @@
 # where its `// devices:` line lists them (else its one count), `tessel
 # run --stats` prints the plan's estimate beside each device's measured
 # peak (the most bytes of values the device held at once, counted in its
-# allocator); the largest measured peak is within 10% of the estimate.
+# allocator); every device's measured peak is within 10% of the estimate
+# (in one process a device counts what it holds as under mpirun: a value
+# the devices share, a collective's result or a replicated argument, is
+# counted by each holder, device/value.c dev_value_share).
 # Also the models of tests/models' subfolders on their one count, and the
 # benchmark's training step. Not a timing: byte counts.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
-# ratio_of FILE: the largest/estimate ratio of a --stats memory line
-ratio_of() { sed -n 's/.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$1" | head -1; }
+# each_within FILE: every device's measured peak of the --stats memory
+# line within 10% of the plan's estimate (and a line there at all)
+each_within() {
+    grep -m1 'memory per device' "$1" | sed 's/.*plan estimate \([0-9]*\) bytes; measured peak/\1/' |
+        grep -o '^[0-9]*\|device [0-9]* [0-9]*' | awk '
+            NR == 1 { est = $1; next }
+            { n++; r = $3 / est; if (r < 0.9 || r > 1.1) bad++ }
+            END { exit !(est > 0 && n > 0 && !bad) }'
+}
 
 # Models where the two still differ by more than 10%, and why (each is a
 # gap in the model of partition/memory.c, listed so that it is not hidden;
@@ -42,9 +52,7 @@ for model in "$TESSEL_SRC"/tests/models/*.hlo; do
         fi
         line=$(grep "memory per device" "$ERR" || true)
         [ -n "$line" ] || fail "$name N=$n: no memory line in --stats: $(cat "$ERR")"
-        r=$(ratio_of "$ERR")
-        awk -v r="$r" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }' ||
-            fail "$name N=$n: measured peak and estimate differ by more than 10%: $line"
+        each_within "$ERR" || fail "$name N=$n: a device's measured peak and the estimate differ by more than 10%: $line"
         checked=$((checked + 1))
     done
 done
@@ -70,9 +78,7 @@ for model in "$TESSEL_SRC"/tests/models/{grad,memfit,shardy,fed}/*.hlo; do
     fi
     line=$(grep "memory per device" "$ERR" || true)
     [ -n "$line" ] || fail "$name: no memory line in --stats: $(cat "$ERR")"
-    r=$(ratio_of "$ERR")
-    awk -v r="$r" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }' ||
-        fail "$name: measured peak and estimate differ by more than 10%: $line"
+    each_within "$ERR" || fail "$name: a device's measured peak and the estimate differ by more than 10%: $line"
     checked=$((checked + 1))
 done
 
@@ -81,8 +87,7 @@ done
 "$PY" "$TESSEL_SRC/bench/gen.py" train 128 512 512 "$WORK/train.hlo"
 expect_status 0 "$TESSEL" grad "$WORK/train.hlo" --wrt w1,w2 --sgd 1e-6 -o "$WORK/step.hlo"
 expect_status 0 "$TESSEL" run "$WORK/step.hlo" --random-inputs 1 --stats --output-dir "$WORK/step"
-r=$(ratio_of "$ERR")
-awk -v r="$r" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }' ||
+each_within "$ERR" ||
     fail "the training step: measured peak and estimate differ by more than 10%: $(grep "memory per" "$ERR")"
 checked=$((checked + 1))
 echo "memory_plan: $checked model runs: the measured peak per device within 10% of the plan's estimate"
