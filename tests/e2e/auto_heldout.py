@@ -68,6 +68,11 @@ KNOWN_DOMINATED = {
     ("fft_sharded.hlo", 2): "an fft is opaque to the auto-sharder: its real() user takes a tiling of the "
                             "transformed dim that propagation carries back into the fft, which gathers",
     ("fft_sharded.hlo", 4): "as on 2",
+    # ../shared/conformance/xla_spmd (auto_heldout_wide.sh)
+    ("DeviceMaximalTupleSort.hlo", 2): "the hand plan runs the sort on device 0 alone (maximal); the sort is "
+                                       "opaque to the auto-sharder, and propagation's sharding of it moves bytes",
+    ("GatherParallelIndexAndOperand.hlo", 8): "a gather with parallel index dims (not a row lookup) is opaque "
+                                              "to the auto-sharder: propagation's sharding of it gathers",
 }
 
 
