@@ -120,27 +120,33 @@ static bool gather_roles(Roles *r, const IrComputation *c, const IrInstr *x)
     const IrGatherDnums *g = &x->a.x->gather;
     const IrShape *op = &c->instr[x->opnd[0]].shape, *ix = &c->instr[x->opnd[1]].shape;
     const IrI64List *sz = &x->a.x->slice_sizes;
-    if (g->collapsed_slice_dims.n != 1 || g->start_index_map.n != 1 || g->operand_batching_dims.n ||
-        g->start_indices_batching_dims.n || g->collapsed_slice_dims.v[0] != g->start_index_map.v[0] ||
-        sz->n != op->rank || r->nout + 1 > MAX_ROLES)
+    const IrI64List *ob = &g->operand_batching_dims, *ib = &g->start_indices_batching_dims;
+    if (g->collapsed_slice_dims.n != 1 || g->start_index_map.n != 1 || ob->n != ib->n ||
+        g->collapsed_slice_dims.v[0] != g->start_index_map.v[0] || sz->n != op->rank || r->nout + 1 > MAX_ROLES)
         return false;
     int64_t row = g->collapsed_slice_dims.v[0];
     if (g->index_vector_dim < ix->rank && ix->dims[g->index_vector_dim] != 1)
         return false;
     for (int32_t d = 0; d < op->rank; d++)
-        if (d != row && sz->v[d] != op->dims[d])
+        if (d != row && !ir_list_has(ob, d) && sz->v[d] != op->dims[d])
             return false;
-    if (g->offset_dims.n != op->rank - 1)
+    if (g->offset_dims.n != op->rank - 1 - ob->n)
         return false;
+    /* Batching dims (take_along_axis's): an indices batching dim and its
+     * operand batching dim play its output dim together, tiled alike
+     * they need no collective (partition/spmd_gather.c). */
     int32_t od = 0, bd = 0;
     for (int32_t d = 0; d < x->shape.rank; d++) {
         if (ir_list_has(&g->offset_dims, d)) {
-            if (od == row)
+            while (od == row || ir_list_has(ob, od))
                 od++;
             r->map[0][d] = (int8_t)od++;
         } else {
             if (bd == g->index_vector_dim)
                 bd++;
+            for (int32_t k = 0; k < ib->n; k++)
+                if (ib->v[k] == bd)
+                    r->map[0][d] = (int8_t)ob->v[k];
             r->map[1][d] = (int8_t)bd++;
         }
     }
@@ -162,8 +168,9 @@ static bool gather_roles(Roles *r, const IrComputation *c, const IrInstr *x)
  * dim, with its updates scatter dim, is a contracted role: each device
  * scatters its own updates and one all-reduce merges them (or, where its
  * byte count prefers it, the partitioner gathers the indices and updates:
- * partitioner_gathers). Batching dims (take_along_axis's) are left to
- * propagation, as the handler leaves them to its fallback. */
+ * partitioner_gathers). A batching dim (take_along_axis's gradient) is
+ * the operand's output dim, played by its indices batching dim and their
+ * updates scatter dim too: tiled alike, no collective. */
 static bool scatter_roles(Roles *r, const IrModule *mod, const IrComputation *c, const IrInstr *x)
 {
     if (!mod || x->op != OP_SCATTER || x->nopnd != 3 || x->ncalled < 1)
@@ -171,12 +178,40 @@ static bool scatter_roles(Roles *r, const IrModule *mod, const IrComputation *c,
     const IrScatterDnums *dn = &ir_attrs_x(&x->a)->scatter;
     const IrShape *op = &c->instr[x->opnd[0]].shape, *ix = &c->instr[x->opnd[1]].shape;
     const IrShape *up = &c->instr[x->opnd[2]].shape;
-    if (dn->input_batching_dims.n || dn->scatter_indices_batching_dims.n)
+    const IrI64List *ob = &dn->input_batching_dims, *ib = &dn->scatter_indices_batching_dims;
+    if (ob->n != ib->n)
+        return false;
+    /* The updates' scatter dim of each indices dim (-1: the index vector). */
+    int32_t scatter_dim[MAX_ROLES];
+    for (int32_t d = 0, u = 0; d < ix->rank && d < MAX_ROLES; d++) {
+        scatter_dim[d] = -1;
+        if (d == dn->index_vector_dim)
+            continue;
+        while (u < up->rank && ir_list_has(&dn->update_window_dims, u))
+            u++;
+        scatter_dim[d] = u < up->rank ? u++ : -1;
+    }
+    if (ix->rank > MAX_ROLES)
         return false;
     int32_t w = 0;
     for (int32_t d = 0; d < op->rank; d++) {
         r->map[0][d] = (int8_t)d;
         int64_t ud = -1;
+        int32_t k = 0;
+        while (k < ob->n && ob->v[k] != d)
+            k++;
+        if (k < ob->n) {
+            /* A batching dim (take_along_axis's gradient): the operand's,
+             * the indices' and the updates' tiled alike, no collective
+             * (partition/spmd_gather.c). */
+            int32_t sd = scatter_dim[ib->v[k]];
+            if (sd < 0 || up->dims[sd] != op->dims[d] || ix->dims[ib->v[k]] != op->dims[d])
+                return false;
+            r->tileable[d] = true;
+            r->map[1][d] = (int8_t)ib->v[k];
+            r->map[2][d] = (int8_t)sd;
+            continue;
+        }
         if (!ir_list_has(&dn->inserted_window_dims, d)) {
             if (w >= dn->update_window_dims.n)
                 return false;
@@ -195,6 +230,10 @@ static bool scatter_roles(Roles *r, const IrModule *mod, const IrComputation *c,
                 continue;
             while (u < up->rank && ir_list_has(&dn->update_window_dims, u))
                 u++;
+            if (ir_list_has(ib, d)) { /* an output role above */
+                u++;
+                continue;
+            }
             if (u >= up->rank || r->nout + r->nred >= MAX_ROLES)
                 return false;
             int32_t role = r->nout + r->nred++;

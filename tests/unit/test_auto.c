@@ -444,6 +444,61 @@ static void identity_custom_calls(void **state)
     on_four_free(&f);
 }
 
+/* take_along_axis as JAX lowers it: a gather and a scatter-add with
+ * batching dims, each batching dim an output role of the operand, its
+ * indices and updates alike (partition/spmd_gather.c runs them per
+ * shard, no collective). */
+static const char BATCHING[] =
+    "HloModule take\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  x = f32[8,4,16] parameter(0)\n"
+    "  i = s32[8,4,1,1] parameter(1)\n"
+    "  g = f32[8,4,1] gather(x, i), offset_dims={}, collapsed_slice_dims={2}, start_index_map={2}, "
+    "operand_batching_dims={0,1}, start_indices_batching_dims={0,1}, index_vector_dim=3, slice_sizes={1,1,1}\n"
+    "  z = f32[8,4,16] parameter(2)\n"
+    "  s = f32[8,4,16] scatter(z, i, g), update_window_dims={}, inserted_window_dims={2}, "
+    "scatter_dims_to_operand_dims={2}, input_batching_dims={0,1}, scatter_indices_batching_dims={0,1}, "
+    "index_vector_dim=3, to_apply=add\n"
+    "  ROOT t = (f32[8,4,1], f32[8,4,16]) tuple(g, s)\n"
+    "}\n";
+
+static void batching_dims(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, BATCHING);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "g"), &s, &n, &f.d),
+                     IR_OK);
+    /* Output dim 0 over 4: the operand's and the indices' dim 0 with it, no collective. */
+    const AutoStrategy *b = NULL;
+    for (int32_t k = 0; k < n; k++)
+        if (s[k].out.dim[0] == 0)
+            b = &s[k];
+    assert_non_null(b);
+    assert_int_equal(b->in[0].dim[0], 0);
+    assert_int_equal(b->in[1].dim[0], 0);
+    assert_true(b->comm == 0);
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "s"), &s, &n, &f.d),
+                     IR_OK);
+    b = NULL;
+    for (int32_t k = 0; k < n; k++)
+        if (s[k].out.dim[0] == 1)
+            b = &s[k];
+    assert_non_null(b);
+    assert_int_equal(b->in[0].dim[0], 1);
+    assert_int_equal(b->in[1].dim[0], 1);
+    assert_int_equal(b->in[2].dim[0], 1);
+    assert_true(b->comm == 0);
+    on_four_free(&f);
+}
+
 /* JAX's shape: a call returning a tuple, read by get-tuple-element, whose
  * callee calls another; a call of a side-effecting callee; a call the user
  * sharded. */
@@ -540,6 +595,7 @@ int main(void)
         cmocka_unit_test(inline_calls),
         cmocka_unit_test(uneven_tiles),
         cmocka_unit_test(identity_custom_calls),
+        cmocka_unit_test(batching_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
