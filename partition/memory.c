@@ -32,7 +32,9 @@
  *    result); the others are new;
  *  - a called computation (call, branch, fusion, reducer, while
  *    condition) adds, while its caller's step runs, its own peak beyond
- *    its parameters and its result; a while body (while_body_extra) adds
+ *    its parameters and its result; a call at its operands' last use
+ *    takes them over (call_moved_extra: the callee runs with them
+ *    donated, its relu writing into its operand's buffer); a while body (while_body_extra) adds
  *    the larger of its first iteration's peak (the initial state shared
  *    with the caller) and a later one's (the state handed over: each
  *    element dies at its last use, as the executor's run_while consumes
@@ -194,8 +196,9 @@ typedef struct Est {
     int32_t *eoff;      /* per instruction: a fresh tuple's first element in eend (split), else -1 */
     int32_t *eend;      /* per element of a split tuple: the last step a get-tuple-element holds it */
     int64_t *callee;    /* per step: a called computation's bytes beyond its inputs and result */
-    int64_t *peak_of;   /* per module computation k: [2k] its peak beyond its parameters (-1 not
-                         * yet), [2k+1] its result's bytes */
+    int64_t *peak_of;   /* per module computation k: [3k] its peak beyond its parameters (-1 not
+                         * yet), [3k+1] its result's bytes, [3k+2] its peak beyond its parameters
+                         * when they are donated (call_moved_extra; -1 not yet) */
     int32_t depth;
 } Est;
 
@@ -211,7 +214,7 @@ static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDia
     *extra = 0;
     if (k < 0 || k >= e->m->ncomp || e->depth >= 64)
         return IR_OK; /* a bad callee or runaway nesting: the executor refuses it */
-    int64_t *beyond = &e->peak_of[2 * k], *out = &e->peak_of[2 * k + 1];
+    int64_t *beyond = &e->peak_of[3 * k], *out = &e->peak_of[3 * k + 1];
     if (*beyond < 0) {
         MemEstimate sub;
         *beyond = *out = 0; /* a computation reached again inside itself adds nothing more */
@@ -224,6 +227,60 @@ static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDia
     }
     *extra = body ? *beyond : *beyond - *out > 0 ? *beyond - *out : 0;
     return IR_OK;
+}
+
+/* A call (not a device cluster's) each of whose operands is at its last
+ * use there and nobody else's (an array the caller made: not a parameter,
+ * the root, a reference to another value's buffer or a call's result,
+ * which may be one) moves them into its callee's parameters
+ * (device/exec.c's call_moves): the callee runs with them donated, its
+ * kernels may write into them (JAX's jit_relu_ then runs in place). What
+ * the call adds beyond the caller's count of its operands and its result,
+ * which may be negative: the callee's donated peak beyond its parameters
+ * less the result bytes the caller counts. False: it does not apply
+ * (*extra untouched), or *st is an error. last_use: per instruction, its
+ * last reader's step. */
+static bool call_moved_extra(Est *e, int32_t s, const IrInstr *ins, const int32_t *last_use, int64_t *extra,
+                             IrStatus *st, IrDiag *d)
+{
+    *st = IR_OK;
+    int32_t k = ins->ncalled == 1 ? ins->called[0] : -1;
+    if (ins->op != OP_CALL || k < 0 || k >= e->m->ncomp || e->depth >= 64 || ins->nopnd < 1 ||
+        ir_frontend_attr(ins, "_tessel_cluster") || e->m->comp[k]->nparam != ins->nopnd)
+        return false;
+    for (int32_t j = 0; j < ins->nopnd; j++) {
+        int32_t o = ins->opnd[j];
+        const IrInstr *oi = &e->c->instr[o];
+        if (last_use[o] != s || o == e->c->root || oi->op == OP_PARAMETER || refers(oi) ||
+            oi->op == OP_CALL || !ir_shape_is_array(&oi->shape) || e->own[o] != leaf_bytes(&oi->shape))
+            return false;
+        for (int32_t i = 0; i < j; i++)
+            if (ins->opnd[i] == o)
+                return false; /* read twice: not moved */
+    }
+    int64_t *moved = &e->peak_of[3 * k + 2];
+    if (*moved < 0) {
+        bool stack[8];
+        bool *donated = ins->nopnd <= 8 ? stack : ts_malloc((size_t)ins->nopnd * sizeof *donated);
+        if (!donated) {
+            *st = ir_oom(d, NULL);
+            return false;
+        }
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            donated[j] = true;
+        MemOptions o = {.donated = donated, .nparams = ins->nopnd};
+        MemEstimate sub;
+        *moved = 0; /* reached again inside itself: adds nothing more */
+        *st = estimate(e->m, k, &o, e->peak_of, e->depth + 1, &sub, d);
+        if (donated != stack)
+            ts_free(donated);
+        if (*st != IR_OK)
+            return false;
+        *moved = sub.peak - sub.param_bytes > 0 ? sub.peak - sub.param_bytes : 0;
+        mem_estimate_free(&sub);
+    }
+    *extra = *moved - e->own[e->order[s]];
+    return true;
 }
 
 static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through);
@@ -1070,6 +1127,14 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "no computation %d", (int)comp);
     Est e = {.peak_of = peak_of, .depth = depth};
     IrStatus st = setup(&e, m, comp, o, d);
+    int32_t *last_use = st == IR_OK ? ts_malloc((size_t)(e.c->ninstr > 0 ? e.c->ninstr : 1) * sizeof *last_use) : NULL;
+    if (st == IR_OK && !last_use)
+        st = ir_oom(d, NULL);
+    for (int32_t i = 0; st == IR_OK && i < e.c->ninstr; i++)
+        last_use[i] = -1;
+    for (int32_t s = 0; st == IR_OK && s < e.n; s++)
+        for (int32_t j = 0; j < e.c->instr[e.order[s]].nopnd; j++)
+            last_use[e.c->instr[e.order[s]].opnd[j]] = s;
     for (int32_t s = 0; st == IR_OK && s < e.n; s++) {
         const IrInstr *ins = &e.c->instr[e.order[s]];
         for (int32_t k = 0; st == IR_OK && k < ins->ncalled; k++) {
@@ -1078,7 +1143,7 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
             st = callee_extra(&e, ins->called[k], body, &x, d);
             if (st == IR_OK && k == 0 && calls_per_element(m, e.c, ins) && ins->called[0] >= 0 &&
                 ins->called[0] < m->ncomp)
-                x = blockwise_bytes(m, e.c, ins, e.peak_of[2 * ins->called[0]] + param_bytes_of(m, ins->called[0]));
+                x = blockwise_bytes(m, e.c, ins, e.peak_of[3 * ins->called[0]] + param_bytes_of(m, ins->called[0]));
             if (st == IR_OK && body && ins->nopnd == 1 && e.depth < 64 && ins->called[k] >= 0 &&
                 ins->called[k] < m->ncomp) {
                 st = while_body_extra(&e, s, ins, x, e.callee[s], &x, d);
@@ -1088,8 +1153,12 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
             if (x > e.callee[s])
                 e.callee[s] = x;
         }
+        int64_t moved;
+        if (st == IR_OK && call_moved_extra(&e, s, ins, last_use, &moved, &st, d) && moved < e.callee[s])
+            e.callee[s] = moved; /* its operands moved in: may be negative */
         e.callee[s] += converted_bytes(m, e.c, ins); /* its kernel's converted operands */
     }
+    ts_free(last_use);
     if (st == IR_OK && fuse(&e) != IR_OK)
         st = ir_oom(d, NULL);
     if (st == IR_OK) {
@@ -1115,11 +1184,11 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
 IrStatus mem_estimate(const IrModule *m, int32_t comp, const MemOptions *o, MemEstimate *out, IrDiag *d)
 {
     memset(out, 0, sizeof *out);
-    int64_t *peak_of = ts_malloc((size_t)(m->ncomp > 0 ? 2 * m->ncomp : 1) * sizeof *peak_of);
+    int64_t *peak_of = ts_malloc((size_t)(m->ncomp > 0 ? 3 * m->ncomp : 1) * sizeof *peak_of);
     if (!peak_of)
         return ir_oom(d, NULL);
     for (int32_t k = 0; k < m->ncomp; k++)
-        peak_of[2 * k] = peak_of[2 * k + 1] = k == comp ? 0 : -1; /* calling itself adds nothing more */
+        peak_of[3 * k] = peak_of[3 * k + 1] = peak_of[3 * k + 2] = k == comp ? 0 : -1; /* calling itself adds nothing more */
     IrStatus st = estimate(m, comp, o, peak_of, 0, out, d);
     ts_free(peak_of);
     return st;
