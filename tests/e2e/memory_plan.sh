@@ -5,7 +5,8 @@
 # where its `// devices:` line lists them (else its one count), `tessel
 # run --stats` prints the plan's estimate beside each device's measured
 # peak (the most bytes of values the device held at once, counted in its
-# allocator); every device's measured peak is within 10% of the estimate
+# allocator); every device's measured peak is within 10% of the estimate,
+# and every rank's under mpirun for a few models (at the end)
 # (in one process a device counts what it holds as under mpirun: a value
 # the devices share, a collective's result or a replicated argument, is
 # counted by each holder, device/value.c dev_value_share).
@@ -93,4 +94,32 @@ expect_status 0 "$TESSEL" run "$WORK/step.hlo" --random-inputs 1 --stats --outpu
 each_within "$ERR" ||
     fail "the training step: measured peak and estimate differ by more than 10%: $(grep "memory per" "$ERR")"
 checked=$((checked + 1))
+
+# Under mpirun (one device a rank): every rank's measured peak within 10%
+# of the estimate, its smallest and its largest (rank 0's --stats line
+# over every rank), on models whose devices hold different things: a
+# replicated input beside sharded weights (mlp_megatron), a shard_map's
+# psum over a mesh axis (shard_map_partial), a call that takes its
+# operand over (call_moved); and the training step on 2.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+ranks_within() { # ranks_within FILE: the smallest and largest rank over the estimate, within 10%
+    local est
+    est=$(sed -n 's/.*memory per device: plan estimate \([0-9]*\) bytes.*/\1/p' "$1" | head -1)
+    sed -n 's/.*memory per rank: measured peak largest \([0-9]*\) bytes.*smallest \([0-9]*\) over.*/\1 \2/p' "$1" |
+        awk -v est="${est:-0}" '{ n++; if ($1 / est > 1.1 || $2 / est < 0.9) bad++ } END { exit !(est > 0 && n == 1 && !bad) }'
+}
+for spec in mlp_megatron:4 call_moved:4 shardy/shard_map_partial:4 step:2; do
+    name=${spec%:*} n=${spec#*:}
+    case $name in
+    step) m="$WORK/step.hlo" ;;
+    shardy/*) m="$TESSEL_SRC/tests/models/$name.hlo" ;;
+    *) m=$(instantiate "$TESSEL_SRC/tests/models/$name.hlo" "$n") ;;
+    esac
+    env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self -np "$n" \
+        "$TESSEL" run "$m" --num-partitions "$n" --random-inputs 3 --stats --output-dir "$WORK/mpi.$n" >"$OUT" 2>"$ERR" ||
+        fail "mpirun -np $n $name: $(head -3 "$ERR")"
+    ranks_within "$ERR" || fail "mpirun -np $n $name: a rank's measured peak and the estimate differ by more than 10%: $(grep 'memory per' "$ERR")"
+    checked=$((checked + 1))
+done
 echo "memory_plan: $checked model runs: the measured peak per device within 10% of the plan's estimate"
