@@ -26,6 +26,8 @@
  *               graph is narrow enough (no memory limit)
  *   lagrange.c  a memory limit over elimination: the memory row priced
  *               into the objective, the least price whose plan fits
+ *   tiebreak.c  among plans within 2% of the fastest estimate, the one
+ *               that communicates least
  *   ilp.c       the integer program over the groups, solved with GLPK
  *   explain.c   why: per chosen sharding the alternatives and their costs
  *   shard.c     auto_shard, the pass: graph, solve, annotate, explain
@@ -160,8 +162,8 @@ IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, in
 IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const IrComputation *c, int32_t i,
                      int32_t opnd, const AutoSpec *in, AutoStrategy *s, IrDiag *d);
 /* The operand instruction i may follow (share its choice with): an
- * elementwise op's first operand of its dims, a reshape's, transpose's or
- * broadcast's operand
+ * elementwise op's first computed operand of its dims (never a
+ * parameter), a reshape's, transpose's or broadcast's operand
  * (not a broadcast of a parameter that adds dims); -1: none (i chooses for itself). */
 int32_t auto_follows(const IrComputation *c, int32_t i);
 
@@ -242,6 +244,17 @@ int auto_elim_solve(const AutoGraph *g, int32_t *choice);
  * -1 out of memory. The unary costs of g are as they were on return.
  * Deterministic. */
 int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice);
+
+/* ---- tiebreak.c ---- */
+
+/* choice[] an optimum of g by elimination: replace it with the plan of
+ * least communication among those whose estimated seconds are within 2%
+ * of it (time + mu x communication solved again, mu making the optimum's
+ * communication worth 2% of its step: the plan found is at most 2% slower
+ * and communicates no more). Under mem_limit (> 0) kept only where it
+ * fits. 1 done (choice[] unchanged where elimination is too wide); -1 out
+ * of memory. The costs of g are as they were on return. Deterministic. */
+int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice);
 
 /* ---- ilp.c ---- */
 

@@ -4,10 +4,13 @@
  * Every instruction with strategies (strategy.c) is a node; the others are
  * opaque (while, custom-calls, tuples: propagation shards them)
  * and their operands are priced as arriving replicated. Reduction first,
- * as Alpa does: an elementwise instruction whose operand of the same dims
- * has strategies follows it: it joins that operand's group and takes, for
- * the group's strategy k, the output spec of the leader's strategy k. So a
- * chain dot -> add -> tanh -> convert is one group and one choice.
+ * as Alpa does: an elementwise instruction whose computed operand of the
+ * same dims has strategies follows it: it joins that operand's group and
+ * takes, for the group's strategy k, the output spec of the leader's
+ * strategy k. So a chain dot -> add -> tanh -> convert is one group and
+ * one choice. A parameter is not followed (an SGD update runs where its
+ * gradient is) unless the output is declared aliased to it: the update
+ * then leaves the step sharded as the parameter came in.
  *
  * Costs: a group's unary cost of strategy k sums its members' compute and
  * collectives and the reshards between members; an edge between two
@@ -32,6 +35,38 @@
 static bool user_sharded(const IrInstr *x)
 {
     return x->sharding && !x->sharding->unknown;
+}
+
+/* The operand of instruction i that is the entry parameter whose buffer
+ * output i takes (input_output_alias, a whole parameter to a whole output,
+ * the same dims): -1 where there is none. An update written over its
+ * parameter (w - lr * g, declared aliased) must leave the step sharded as
+ * the parameter came in, or the next step could not take it back
+ * (`tessel run --steps`): it follows the parameter. */
+static int32_t updates_aliased_parameter(const IrModule *m, const IrComputation *c, int32_t i)
+{
+    const IrInstr *x = &c->instr[i];
+    const IrInstr *root = &c->instr[c->root];
+    if (ir_op_family(x->op) != FAM_ELEMENTWISE)
+        return -1;
+    for (int32_t k = 0; k < m->nalias; k++) {
+        const IrAlias *al = &m->alias[k];
+        if (al->param_index.n != 0)
+            continue;
+        bool out = root->op == OP_TUPLE ? al->output_index.n == 1 && al->output_index.v[0] >= 0 &&
+                                              al->output_index.v[0] < root->nopnd &&
+                                              root->opnd[al->output_index.v[0]] == i
+                                        : al->output_index.n == 0 && c->root == i;
+        if (!out)
+            continue;
+        for (int32_t o = 0; o < x->nopnd; o++) {
+            const IrInstr *p = &c->instr[x->opnd[o]];
+            if (p->op == OP_PARAMETER && p->a.parameter_number == al->param_number &&
+                ir_shape_same_dims(&p->shape, &x->shape))
+                return o;
+        }
+    }
+    return -1;
 }
 
 /* The next permutation of p[0..n) in lexicographic order; false after
@@ -362,7 +397,9 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
         const IrInstr *x = &c->instr[i];
         AutoNode *v = &g->node[i];
         v->group = -1;
-        int32_t lead = user_sharded(x) ? -1 : auto_follows(c, i);
+        int32_t lead = -1;
+        if (!user_sharded(x) && (lead = updates_aliased_parameter(m, c, i)) < 0)
+            lead = auto_follows(c, i);
         if (lead >= 0) {
             const AutoNode *u = &g->node[x->opnd[lead]];
             if (u->group >= 0 && g->group[u->group].nstrat > 1) {

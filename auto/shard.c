@@ -13,6 +13,8 @@
  *              Lagrangian on memory over it (lagrange.c); by the integer
  *              program (ilp.c) where the graph is too wide for elimination
  *              or the Lagrangian finds no plan that fits
+ *   tie-break  among elimination's plans within 2% of its estimate, the
+ *              one that communicates least (tiebreak.c)
  *   annotate   every instruction of a group that the user did not shard
  *              gets its chosen output sharding; opaque ones get none (the
  *              propagation gives them one)
@@ -86,6 +88,10 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
      * (lagrange.c) finds a plan that fits, in milliseconds per solve. */
     if (solved > 0 && opt->mem_limit > 0 && auto_graph_mem(&g, choice) > (double)opt->mem_limit &&
         (solved = auto_lagrange_solve(&g, (double)opt->mem_limit, choice)) < 0)
+        st = ir_oom(d, NULL);
+    /* An elimination plan: among the plans as fast, the one that
+     * communicates least. */
+    if (solved > 0 && auto_tiebreak_solve(&g, (double)opt->mem_limit, choice) < 0)
         st = ir_oom(d, NULL);
     if (st == IR_OK && !solved)
         st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, d);

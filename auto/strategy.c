@@ -599,8 +599,16 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
         return -1;
     if (f != FAM_ELEMENTWISE)
         return 0;
+    /* An elementwise op follows a computed operand of its dims, never a
+     * parameter: following the weight, an SGD update w - lr * g runs where
+     * the weight lies, replicated under data parallelism, where on its own
+     * it may run on the gradient's shard (left so: a result takes any
+     * sharding). With the parameter leading such groups the JAX language model's
+     * auto plan moved 1.14-1.30x data parallel's bytes while data parallel
+     * itself was estimated faster: the reduction had cut it out. */
     for (int32_t o = 0; o < x->nopnd; o++)
         if (ir_shape_same_dims(&c->instr[x->opnd[o]].shape, &x->shape))
-            return o;
+            if (ir_op_family(c->instr[x->opnd[o]].op) != FAM_PARAMETER)
+                return o;
     return -1;
 }

