@@ -29,18 +29,6 @@
 
 #define NEAR 0.02 /* plans within 2% of the fastest estimate are ties */
 
-/* Communication seconds of strategy s of group k: its unary cost less
- * its members' compute. */
-static double unary_comm(const AutoGraph *g, int32_t k, int32_t s)
-{
-    double compute = 0;
-    for (int32_t i = 0; i < g->comp->ninstr; i++)
-        if (g->node[i].group == k)
-            compute += g->node[i].strat[s].compute;
-    double c = g->group[k].unary[s] - compute;
-    return c > 0 ? c : 0;
-}
-
 static size_t edge_cells(const AutoGraph *g, const AutoEdge *e)
 {
     return (size_t)g->group[e->from].nstrat * (size_t)g->group[e->to].nstrat;
@@ -57,23 +45,37 @@ int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice)
     double *comm = ts_calloc(nu ? nu : 1, sizeof *comm);
     double *edge0 = ts_calloc(ne ? ne : 1, sizeof *edge0);
     int32_t *cur = ts_calloc((size_t)(g->ngroup > 0 ? g->ngroup : 1), sizeof *cur);
-    if (!unary0 || !comm || !edge0 || !cur) {
+    int32_t *first = ts_calloc((size_t)(g->ngroup > 0 ? g->ngroup : 1), sizeof *first); /* group -> offset */
+    if (!unary0 || !comm || !edge0 || !cur || !first) {
         ts_free(unary0);
         ts_free(comm);
         ts_free(edge0);
         ts_free(cur);
+        ts_free(first);
         return -1;
     }
+    /* A strategy's communication: its unary cost less its members'
+     * compute (one pass over the nodes gathers the compute). */
+    for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++)
+        first[k] = off;
+    for (int32_t i = 0; i < g->comp->ninstr; i++) {
+        const AutoNode *v = &g->node[i];
+        for (int32_t s = 0; v->group >= 0 && s < g->group[v->group].nstrat; s++)
+            comm[first[v->group] + s] -= v->strat[s].compute;
+    }
+    ts_free(first);
     double t0 = 0, c0 = 0;
     for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++) {
         for (int32_t s = 0; s < g->group[k].nstrat; s++) {
             unary0[off + s] = g->group[k].unary[s];
-            comm[off + s] = unary_comm(g, k, s);
+            comm[off + s] += g->group[k].unary[s];
+            if (comm[off + s] < 0)
+                comm[off + s] = 0;
         }
         t0 += g->group[k].unary[choice[k]];
         c0 += comm[off + choice[k]];
     }
-    for (int32_t e = 0, off = 0; e < g->nedge; off += (int32_t)edge_cells(g, &g->edge[e]), e++) {
+    for (size_t e = 0, off = 0; e < (size_t)g->nedge; off += edge_cells(g, &g->edge[e]), e++) {
         const AutoEdge *ed = &g->edge[e];
         memcpy(edge0 + off, ed->cost, edge_cells(g, ed) * sizeof *edge0);
         double c = ed->cost[(size_t)choice[ed->from] * (size_t)g->group[ed->to].nstrat + (size_t)choice[ed->to]];
@@ -94,7 +96,7 @@ int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice)
         r = auto_elim_solve(g, cur);
         for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++)
             memcpy(g->group[k].unary, unary0 + off, (size_t)g->group[k].nstrat * sizeof *unary0);
-        for (int32_t e = 0, off = 0; e < g->nedge; off += (int32_t)edge_cells(g, &g->edge[e]), e++)
+        for (size_t e = 0, off = 0; e < (size_t)g->nedge; off += edge_cells(g, &g->edge[e]), e++)
             memcpy(g->edge[e].cost, edge0 + off, edge_cells(g, &g->edge[e]) * sizeof *edge0);
         /* Too wide for elimination (0): the optimum stays. */
         if (r > 0 && (mem_limit <= 0 || auto_graph_mem(g, cur) <= mem_limit))
