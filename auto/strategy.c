@@ -24,25 +24,10 @@
  * Every strategy's operand specs are what the partitioner computes it
  * from without moving data; other specs arriving are resharded (graph.c).
  */
-#include "auto.h"
+#include "strategy_internal.h"
 
 #include <assert.h>
 #include <string.h>
-
-/* The most roles an instruction may have to be sharded automatically,
- * and the most strategies enumerated for one. */
-#define MAX_ROLES 16
-#define MAX_STRATEGIES 4096
-#define MAX_OPERANDS 8
-
-typedef struct Roles {
-    int32_t nout, nred, nopnd;
-    int64_t size[MAX_ROLES];
-    bool tileable[MAX_ROLES];
-    int8_t map[MAX_OPERANDS][MAX_ROLES]; /* operand dim playing each role, -1 none */
-    double flops;
-    bool uneven; /* output dims may be cut into unequal tiles (padded) */
-} Roles;
 
 static bool array(const IrShape *s)
 {
@@ -389,6 +374,11 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         r->map[1][role] = (int8_t)cd->k_in_feature;
         return true;
     }
+    case FAM_REDUCE_WINDOW:
+        return auto_window_roles(r, mod, c, x);
+    case FAM_FFT:
+    case FAM_LINALG:
+        return auto_local_roles(r, c, x);
     case FAM_GATHER:
         return gather_roles(r, c, x);
     case FAM_SCATTER:
@@ -412,6 +402,8 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
          * never fewer elements than tiles (a tile of padding alone). */
         bool uneven = r->uneven && k < r->nout;
         if (!r->tileable[k] || r->size[k] < t || (r->size[k] % t && !uneven))
+            return false;
+        if (ir_op_family(x->op) == FAM_REDUCE_WINDOW && !auto_window_tiles_ok(c, x, k, t))
             return false;
         for (int32_t i = 0; i < r->nopnd; i++) {
             int64_t od = r->map[i][k] >= 0 ? c->instr[x->opnd[i]].shape.dims[r->map[i][k]] : t;
@@ -506,6 +498,8 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     }
     s->compute = r->flops / used / cost->flops + bytes / cost->bytes;
     s->comm = auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
+    if (x->op == OP_REDUCE_WINDOW)
+        s->comm += auto_window_halo_seconds(m, cost, local, c, x, &s->out);
     return IR_OK;
 }
 

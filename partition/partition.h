@@ -190,6 +190,15 @@ bool shd_ragged_dot_maps(const IrInstr *x, const IrShape *lhs, const IrShape *rh
  * the dot's choice (auto/strategy.c) uses it too. Can't fail. */
 double spmd_dot_mac_bytes(double link_gbps);
 
+/* spmd_conv.c: the rows a device takes from its neighbours when a
+ * windowed op's dim (input size `in`, output `out`) is tiled `t` ways
+ * under window dim w, as the partitioner's halo exchange runs it: *lo
+ * from the left, *hi from the right (one collective-permute each where
+ * not 0). False where no halo does it (base dilation, a window wider
+ * than a neighbour's shard). The auto-sharder prices reduce-window's
+ * tiled windows with it (auto/strategy_window.c). Can't fail. */
+bool spmd_halo_rows(int64_t in, int64_t out, int64_t t, const IrWindowDim *w, int64_t *lo, int64_t *hi);
+
 typedef struct SpmdOptions {
     int64_t num_partitions;  /* N >= 1 */
     int64_t num_replicas;    /* R >= 1 */

@@ -95,6 +95,17 @@ bool spmd_halo_plan(int64_t in, int64_t out, int64_t t, const IrWindowDim *w, Sp
     return true;
 }
 
+bool spmd_halo_rows(int64_t in, int64_t out, int64_t t, const IrWindowDim *w, int64_t *lo, int64_t *hi)
+{
+    SpmdHalo h;
+    *lo = *hi = 0;
+    if (!spmd_halo_plan(in, out, t, w, &h))
+        return false;
+    *lo = h.lo_ex;
+    *hi = h.hi_ex;
+    return true;
+}
+
 /* A window wider than a neighbour's shard (a halo plan fails: rhs
  * dilation, large padding): gather the whole dim, pad it by the window's
  * padding (and enough rows after it that every device's rows exist), and

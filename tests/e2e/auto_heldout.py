@@ -65,9 +65,6 @@ def unsharded(text):
 
 # (module, devices): why its auto-sharded plan is over the hand plan on both counts.
 KNOWN_DOMINATED = {
-    ("fft_sharded.hlo", 2): "an fft is opaque to the auto-sharder: its real() user takes a tiling of the "
-                            "transformed dim that propagation carries back into the fft, which gathers",
-    ("fft_sharded.hlo", 4): "as on 2",
     # ../shared/conformance/xla_spmd (auto_heldout_wide.sh)
     ("DeviceMaximalTupleSort.hlo", 2): "the hand plan runs the sort on device 0 alone (maximal); the sort is "
                                        "opaque to the auto-sharder, and propagation's sharding of it moves bytes",

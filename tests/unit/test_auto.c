@@ -447,6 +447,58 @@ static void identity_custom_calls(void **state)
     on_four_free(&f);
 }
 
+/* A max-pool and an fft (auto/strategy_window.c, strategy_local.c): the
+ * pool's one-row dims tile alone, its window dim with a halo; the fft's
+ * batch dims tile, the transformed dim never. */
+static const char WINDOWS[] =
+    "HloModule pool\n"
+    "max {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT m = f32[] maximum(a, b)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  x = f32[8,16,6] parameter(0)\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  p = f32[8,8,6] reduce-window(x, ninf), window={size=1x3x1 stride=1x2x1 pad=0_0x1_0x0_0}, to_apply=max\n"
+    "  c = c64[8,4,6] parameter(1)\n"
+    "  f = c64[8,4,6] fft(c), fft_type=FFT, fft_length={6}\n"
+    "  ROOT t = (f32[8,8,6], c64[8,4,6]) tuple(p, f)\n"
+    "}\n";
+
+static void windows_and_ffts(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, WINDOWS);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    AutoSpec rows = auto_spec_replicated(), win = rows;
+    rows.dim[0] = 0;
+    win.dim[0] = 1;
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "p"), &s, &n, &f.d),
+                     IR_OK);
+    /* Replicated and each dim over 4 (dim 2, 6 over 4: padded tiles). */
+    assert_int_equal(n, 4);
+    const AutoStrategy *r = find(s, n, rows, 0), *w = find(s, n, win, 1);
+    assert_non_null(r);
+    assert_non_null(w);
+    assert_true(r->comm == 0);
+    assert_int_equal(w->in[0].dim[0], 1);
+    /* 16 rows over 4 (4 each), 8 windows (2 each) of 3 at stride 2 from
+     * row -1: each device takes one row from its left neighbour, 8 x 6
+     * floats = 192 bytes: alpha + 192 B / 4 GB/s. */
+    assert_true(fabs(w->comm - (20e-6 + 192 / 4e9)) < 1e-12);
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "f"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 3); /* replicated, dim 0, dim 1: never the transformed dim 2 */
+    for (int32_t k = 0; k < n; k++) {
+        assert_true(s[k].out.dim[0] != 2 && s[k].comm == 0);
+        assert_true(auto_spec_equal(&s[k].in[0], &s[k].out));
+    }
+    on_four_free(&f);
+}
+
 /* take_along_axis as JAX lowers it: a gather and a scatter-add with
  * batching dims, each batching dim an output role of the operand, its
  * indices and updates alike (partition/spmd_gather.c runs them per
@@ -599,6 +651,7 @@ int main(void)
         cmocka_unit_test(uneven_tiles),
         cmocka_unit_test(identity_custom_calls),
         cmocka_unit_test(batching_dims),
+        cmocka_unit_test(windows_and_ffts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,55 @@
+/*
+ * strategy_internal.h: the roles of one instruction (strategy.c), shared
+ * with the files that describe the roles of an op family of their own:
+ *   strategy_window.c  reduce-window: batch and feature dims tiled alone,
+ *                      spatial dims with the partitioner's halo exchange
+ *   strategy_local.c   fft, cholesky, triangular-solve: batch dims tiled,
+ *                      the dims they work on whole (partition/spmd_local.c)
+ */
+#ifndef TESSEL_AUTO_STRATEGY_INTERNAL_H
+#define TESSEL_AUTO_STRATEGY_INTERNAL_H
+
+#include "auto.h"
+
+/* The most roles an instruction may have to be sharded automatically,
+ * and the most strategies enumerated for one. */
+#define MAX_ROLES 16
+#define MAX_STRATEGIES 4096
+#define MAX_OPERANDS 8
+
+/* An instruction's roles (strategy.c's file comment): its output dims,
+ * then the dims it contracts or reduces, each with a size, whether it may
+ * be tiled, and which dim of each operand plays it. */
+typedef struct Roles {
+    int32_t nout, nred, nopnd;
+    int64_t size[MAX_ROLES];
+    bool tileable[MAX_ROLES];
+    int8_t map[MAX_OPERANDS][MAX_ROLES]; /* operand dim playing each role, -1 none */
+    double flops;
+    bool uneven; /* output dims may be cut into unequal tiles (padded) */
+} Roles;
+
+/* ---- strategy_window.c ---- */
+
+/* The roles of reduce-window x (one operand and its init; r's output
+ * roles already set, nothing mapped): false where the partitioner would
+ * not run it sharded (several operands, a window of another rank).
+ * Select-and-scatter (operand, source, init) too. */
+bool auto_window_roles(Roles *r, const IrModule *mod, const IrComputation *c, const IrInstr *x);
+/* May reduce-window or select-and-scatter x tile its dim d `t` ways
+ * (a one-row window; for reduce-window a halo the partitioner plans, the
+ * dim divided evenly)? */
+bool auto_window_tiles_ok(const IrComputation *c, const IrInstr *x, int32_t d, int64_t t);
+/* Seconds of the halo exchange reduce-window x runs with its output
+ * under `out` (0: every tiled dim has a window of one row). */
+double auto_window_halo_seconds(const AutoMesh *m, const AutoCost *cost, int64_t local, const IrComputation *c,
+                                const IrInstr *x, const AutoSpec *out);
+
+/* ---- strategy_local.c ---- */
+
+/* The roles of an fft, cholesky or triangular-solve x (r's output roles
+ * set, nothing mapped): its batch dims, every operand's alike; false for
+ * another op. */
+bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * strategy_local.c: the roles of the ops that work on whole trailing dims
+ * and treat every leading index alone, as partition/spmd_local.c runs
+ * them: an fft (its fft_length dims transformed), cholesky and
+ * triangular-solve (the two matrix dims). Every other dim is a batch dim:
+ * tiled like an elementwise op's (each device transforms or factors its
+ * own rows, nothing exchanged; an uneven batch dim's padding rows stay
+ * rows of their own); the dims they work on stay whole. Each operand has
+ * the result's rank and batch dims. Example: f = c64[6,5,8] fft(c),
+ * fft_length={8}, on 4 devices: dims 0 and 1 tile ([x,-,-] over 2x2 as
+ * [x,y,-]), dim 2 never. (topk is a tuple, left to propagation.)
+ */
+#include "strategy_internal.h"
+
+#include <math.h>
+
+bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
+{
+    const IrShape *s = &x->shape;
+    int32_t whole;
+    double work = (double)ir_shape_elements(s);
+    if (x->op == OP_FFT && x->a.x && x->a.x->fft_length.n > 0) {
+        whole = s->rank - x->a.x->fft_length.n;
+        double n = 1;
+        for (int32_t k = 0; k < x->a.x->fft_length.n; k++)
+            n *= (double)(x->a.x->fft_length.v[k] > 1 ? x->a.x->fft_length.v[k] : 1);
+        work *= 5 * log2(n > 1 ? n : 2); /* the radix-2 count, 5 N log2 N */
+    } else if (x->op == OP_CHOLESKY || x->op == OP_TRIANGULAR_SOLVE) {
+        whole = s->rank - 2;
+        /* m^3/3 a cholesky, m^2 n a solve: the elements times m (/3). */
+        const IrShape *a = &c->instr[x->opnd[0]].shape;
+        work *= (double)(a->rank >= 1 ? a->dims[a->rank - 1] : 1) / (x->op == OP_CHOLESKY ? 3 : 1);
+    } else {
+        return false;
+    }
+    if (whole < 0)
+        return false;
+    for (int32_t i = 0; i < x->nopnd; i++)
+        if (c->instr[x->opnd[i]].shape.rank != s->rank)
+            return false;
+    for (int32_t d = 0; d < s->rank; d++) {
+        r->tileable[d] = d < whole;
+        for (int32_t i = 0; i < x->nopnd && d < whole; i++)
+            r->map[i][d] = (int8_t)d;
+    }
+    r->uneven = true;
+    r->flops = work;
+    return true;
+}
