@@ -9,7 +9,8 @@
  *   view_grid.c  sharding grids: how an array is cut over the devices
  *   view_html.c  the plan view as one self-contained HTML page
  *   view_memory.c  its memory section: the peak broken down, the live
- *                bytes over the execution order (inline SVG)
+ *                bytes over the execution order (inline SVG), the donated
+ *                pairs and where each comes from
  *   view_why.c   why each collective is there: the text view's lines, --why
  *   view_colour.c the graph's colours by meaning, and their legend
  *   memfit.c     compile_fit_memory: fit a memory limit (the driver of the
@@ -280,6 +281,9 @@ void compile_html_esc(IrStrBuf *o, const char *s);
 /* The memory section of a cluster (its estimate pm): the peak broken down,
  * the values live there and an inline SVG of the live bytes per step. */
 void compile_memory_html(IrStrBuf *o, const PlanMemory *pm);
+/* Where donation pair pd comes from, a phrase: --donate auto's, a paired
+ * buffer_donor, or the module's own input_output_alias. */
+const char *compile_donation_source(const PlanDonation *pd);
 
 /* ---- view_grid.c ---- */
 

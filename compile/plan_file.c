@@ -11,6 +11,8 @@
  *   // TesselInputSharding 0 {devices=[2,1]0,1}
  *   // TesselInputSharding 1 {replicated}
  *   // TesselOutputSharding 0 {replicated}
+ *   // TesselDonation 0 buffer_donor          (input_output_alias pair 0 is a paired buffer_donor;
+ *                                                `inferred`: --donate auto's; declared pairs have none)
  *   // TesselCollective all-reduce all-reduce 256 {{0,1}}
  *   // TesselWhy partial 9 8 0 main y - dot y contracts dim 1 of a, which is ...: partial sums are all-reduced
  *   // TesselExplain auto-shard of mlp over mesh x=2: ...     (--auto-shard: one per line of the text)
@@ -164,6 +166,12 @@ static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int3
         ir_sb_put_owned(&b, ir_sharding_str(shd_leaf(c->out_sharding, &c->out_shape, j)));
         ir_sb_puts(&b, "\n");
     }
+    /* The pairs plan_donate added are printed with the module's own in
+     * input_output_alias; this keeps them apart for the dumps. */
+    for (int32_t j = 0; j < c->spmd->nalias; j++)
+        if (c->spmd->alias[j].from_donor || c->spmd->alias[j].inferred)
+            ir_sb_printf(&b, "// TesselDonation %d %s\n", (int)j,
+                         c->spmd->alias[j].from_donor ? "buffer_donor" : "inferred");
     put_report(&b, &c->report);
     put_explain(&b, ar);
     ir_sb_puts(&b, "// TesselEnd\n");
@@ -772,6 +780,23 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                 if (k != L->k || strcmp(name, L->kname) != 0)
                     return bad(L, 22, "expected cluster %d (%s) here", (int)L->k, L->kname);
                 have_cluster = true;
+            } else if (starts(t, le, "TesselDonation ")) {
+                const char *p = t + 15, *w;
+                size_t n;
+                long long k;
+                if (!have_plan || !word_num(&p, le, 0, INT32_MAX, &k) || !word(&p, le, &w, &n) || p != le)
+                    return bad(L, 4, "expected '// TesselDonation K buffer_donor|inferred' after TesselPlan");
+                if (k >= c->spmd->nalias)
+                    return bad(L, 19, "TesselDonation %lld: the module's input_output_alias has %d pairs", k,
+                               (int)c->spmd->nalias);
+                IrAlias *al = &c->spmd->alias[k];
+                bool donor = n == 12 && memcmp(w, "buffer_donor", 12) == 0;
+                if (!donor && !(n == 8 && memcmp(w, "inferred", 8) == 0))
+                    return bad(L, (int32_t)(w - s) + 1, "TesselDonation: expected buffer_donor or inferred");
+                if (al->from_donor || al->inferred)
+                    return bad(L, 19, "a second TesselDonation line for pair %lld", k);
+                al->from_donor = donor;
+                al->inferred = !donor;
             } else if (starts(t, le, "TesselFallback ") || starts(t, le, "TesselCollective ") ||
                        starts(t, le, "TesselWhy") || starts(t, le, "TesselAvoid ")) {
                 if (!have_plan)

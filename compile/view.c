@@ -642,9 +642,7 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
         const PlanDonation *pd = &pm->donations[k];
         ir_sb_printf(o, "    parameter %lld (%s) -> output %lld, %s: ", (long long)pd->param,
                      pd->param_name ? pd->param_name : "?", (long long)pd->output,
-                     pd->inferred     ? "inferred (--donate auto)"
-                     : pd->from_donor ? "a buffer_donor paired by shape, type and shard"
-                                      : "declared by the module");
+                     compile_donation_source(pd));
         if (pd->last_read)
             ir_sb_printf(o, "last read at step %d (%s)", (int)pd->read_step + 1, pd->last_read);
         else

@@ -9,6 +9,10 @@
  * order), y the bytes live while it runs, 0 at the bottom; a red dot and
  * a dashed line mark the peak. Hovering a point shows its step,
  * instruction and bytes (an SVG <title>).
+ *
+ * Then the donated pairs, each with where it comes from: the module's own
+ * input_output_alias, a buffer_donor tessel paired, or --donate auto's
+ * (a plan file keeps them apart with its TesselDonation lines).
  */
 #include "compile.h"
 
@@ -55,6 +59,34 @@ static void curve_svg(IrStrBuf *o, const PlanMemory *pm)
     ir_sb_puts(o, "</svg>\n");
 }
 
+const char *compile_donation_source(const PlanDonation *pd)
+{
+    return pd->inferred     ? "inferred (--donate auto)"
+           : pd->from_donor ? "a buffer_donor paired by shape, type and shard"
+                            : "declared by the module";
+}
+
+static void donations_html(IrStrBuf *o, const PlanMemory *pm)
+{
+    if (pm->ndonations == 0)
+        return;
+    ir_sb_puts(o, "<table class=\"donations\"><tr><th>donated parameter</th><th>output</th><th>from</th>"
+                  "<th>last read at step</th><th>written at step</th></tr>\n");
+    for (int32_t k = 0; k < pm->ndonations; k++) {
+        const PlanDonation *pd = &pm->donations[k];
+        ir_sb_printf(o, "<tr><td>%lld (", (long long)pd->param);
+        compile_html_esc(o, pd->param_name ? pd->param_name : "?");
+        ir_sb_printf(o, ")</td><td>%lld</td><td>%s</td><td>", (long long)pd->output, compile_donation_source(pd));
+        if (pd->last_read)
+            ir_sb_printf(o, "%d", (int)pd->read_step + 1);
+        ir_sb_puts(o, "</td><td>");
+        if (pd->written)
+            ir_sb_printf(o, "%d", (int)pd->write_step + 1);
+        ir_sb_puts(o, "</td></tr>\n");
+    }
+    ir_sb_puts(o, "</table>\n");
+}
+
 void compile_memory_html(IrStrBuf *o, const PlanMemory *pm)
 {
     ir_sb_puts(o, "<h3>Memory per device (estimate)</h3>\n<p>peak ");
@@ -82,4 +114,5 @@ void compile_memory_html(IrStrBuf *o, const PlanMemory *pm)
                      (long long)pm->values[k].bytes, mem_kind_name(pm->values[k].kind));
     }
     ir_sb_puts(o, "</table>\n");
+    donations_html(o, pm);
 }

@@ -25,7 +25,10 @@
 #     parameters are numbered apart from the entry's (entry parameter 2
 #     is not the cluster's 2) and a donor the host program also reads is
 #     not the cluster's (the plan says the host keeps it); the donated runs equal --reference; bad
-#     buffer_donor text is an error at its line and column, status 2.
+#     buffer_donor text is an error at its line and column, status 2. A
+#     saved plan keeps the paired donors and --donate auto's pairs apart
+#     from declared ones (text, JSON, HTML); a bad TesselDonation line is
+#     refused, status 2.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -184,6 +187,34 @@ expect_status 0 "$TESSEL" run "$WORK/donor.hlo" --random-inputs 4 --steps 3 --ou
 expect_status 0 "$TESSEL" run "$WORK/donor_decl.hlo" --reference --random-inputs 4 --steps 3 \
     --output-dir "$WORK/donor.r3"
 same_outputs "$WORK/donor.r3" "$WORK/donor.o3" "buffer_donor pair, 3 steps, against the pair declared"
+# A saved plan keeps the pairs apart (TesselDonation lines): the paired
+# donor is no declared alias when the plan file is dumped, in text, JSON
+# and HTML, and --donate auto's pairs stay inferred; a bad line is refused
+expect_status 0 "$TESSEL" compile "$WORK/donor.hlo" -o "$WORK/donor.plan"
+grep -qx '// TesselDonation 0 buffer_donor' "$WORK/donor.plan" || fail "the plan file marks no buffer_donor pair"
+expect_status 0 "$TESSEL" plan "$WORK/donor.plan"
+expect_in "$OUT" "parameter 0 (w) -> output 0, a buffer_donor paired by shape, type and shard: last read at step"
+expect_status 0 "$TESSEL" plan "$WORK/donor.plan" --format html -o "$WORK/donor.html"
+grep -q '<tr><td>0 (w)</td><td>0</td><td>a buffer_donor paired by shape, type and shard</td>' "$WORK/donor.html" ||
+    fail "the HTML page does not say the pair is a buffer_donor's"
+expect_status 0 "$TESSEL" compile "$WORK/sgd.bare.hlo" --donate auto -o "$WORK/sgd.auto.plan"
+for f in "$WORK/donor.plan" "$WORK/sgd.auto.plan" "$WORK/sgd.hlo"; do
+    expect_status 0 "$TESSEL" plan "$f" --format json -o "$WORK/saved.json"
+    "$PY" - "$WORK/saved.json" "$(basename "$f")" <<'PY' || fail "$(basename "$f"): pairs not kept apart in the saved plan"
+import json, sys
+ds = json.load(open(sys.argv[1]))["clusters"][0]["memory"]["donations"]
+want = {"donor.plan": (False, True), "sgd.auto.plan": (True, False), "sgd.hlo": (False, False)}[sys.argv[2]]
+assert ds and all((d["inferred"], d["buffer_donor"]) == want for d in ds), ds
+PY
+done
+sed 's|^// TesselDonation 0 buffer_donor|// TesselDonation 0 donor|' "$WORK/donor.plan" >"$WORK/bad_don.plan"
+plan_resign "$WORK/bad_don.plan"
+expect_status 2 "$TESSEL" plan "$WORK/bad_don.plan"
+expect_in "$ERR" "error: TesselDonation: expected buffer_donor or inferred"
+sed 's|^// TesselDonation 0 buffer_donor|// TesselDonation 5 buffer_donor|' "$WORK/donor.plan" >"$WORK/bad_don.plan"
+plan_resign "$WORK/bad_don.plan"
+expect_status 2 "$TESSEL" plan "$WORK/bad_don.plan"
+expect_in "$ERR" "error: TesselDonation 5: the module's input_output_alias has 1 pairs"
 cat >"$WORK/host_donor.hlo" <<'EOF'
 HloModule host_donor, num_partitions=2, buffer_donor={ (2, {}), (0, {}) }
 
