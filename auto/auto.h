@@ -190,6 +190,7 @@ typedef struct AutoGroup {
     int32_t leader;          /* instruction index */
     int32_t nstrat;
     double *unary;           /* nstrat: compute, own collectives, reshards inside the group */
+    double *compute;         /* nstrat: the members' compute alone (unary less it: communication) */
     double *mem;             /* nstrat: per-device bytes counted against the memory limit */
     int32_t npruned;         /* dominated strategies removed (prune.c) */
 } AutoGroup;
@@ -224,8 +225,9 @@ double auto_graph_cost(const AutoGraph *g, const int32_t *choice);
 /* ---- prune.c ---- */
 
 /* Remove every strategy another one dominates (costs no more whatever the
- * neighbours choose; with `memory`, needs no more memory either), in
- * rounds until none is left: the optimum of the program is kept.
+ * neighbours choose, and communicates no more either: with `memory`, needs
+ * no more memory too), in rounds until none is left: the optimum of the
+ * program is kept, and so is the tie-break's (tiebreak.c).
  * IR_ENOMEM only. */
 IrStatus auto_graph_prune(AutoGraph *g, bool memory, IrDiag *d);
 
@@ -251,10 +253,10 @@ int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice);
 
 /* choice[] an optimum of g by elimination: replace it with the plan of
  * least communication among those whose estimated seconds are within 2%
- * of it (time + mu x communication solved again, mu making the optimum's
- * communication worth 2% of its step: the plan found is at most 2% slower
- * and communicates no more). Under mem_limit (> 0) kept only where it
- * fits. 1 done (choice[] unchanged where elimination is too wide); -1 out
+ * of it (time + mu x communication solved again, mu from the one making
+ * the optimum's communication worth 2% of its step, doubled while the
+ * plan stays within 2%, then bisected: a Lagrangian, exact where the
+ * bound binds at some mu). Under mem_limit (> 0) only plans that fit. 1 done (choice[] unchanged where elimination is too wide); -1 out
  * of memory. The costs of g are as they were on return. Deterministic. */
 int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice);
 

@@ -244,7 +244,8 @@ static IrStatus new_group(AutoGraph *g, int32_t i, IrDiag *d)
     gr->nstrat = v->nstrat;
     gr->unary = ir_alloc_array(g->arena, (size_t)v->nstrat, sizeof *gr->unary);
     gr->mem = ir_alloc_array(g->arena, (size_t)v->nstrat, sizeof *gr->mem);
-    if (!gr->unary || !gr->mem)
+    gr->compute = ir_alloc_array(g->arena, (size_t)v->nstrat, sizeof *gr->compute);
+    if (!gr->unary || !gr->mem || !gr->compute)
         return ir_oom(d, NULL);
     v->group = g->ngroup++;
     return IR_OK;
@@ -417,8 +418,10 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
     int32_t cap = 0;
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++) {
         const AutoNode *v = &g->node[i];
-        for (int32_t s = 0; v->group >= 0 && s < v->nstrat; s++)
+        for (int32_t s = 0; v->group >= 0 && s < v->nstrat; s++) {
             g->group[v->group].unary[s] += v->strat[s].compute + v->strat[s].comm;
+            g->group[v->group].compute[s] += v->strat[s].compute;
+        }
     }
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++)
         for (int32_t o = 0; st == IR_OK && o < c->instr[i].nopnd; o++)

@@ -212,12 +212,7 @@ def lm_tied():
 
 
 # Lines over the bar, each with its reason (docs/auto-shard.md, "Quality"); their oracle still holds.
-KNOWN = {
-    ("lm_tied", 8): "1.19x data parallel's bytes: the tied table's SGD update follows the table (the step "
-                    "declares it aliased: it must leave as it came in), and the data-parallel plan is "
-                    "estimated 1.2% slower but communicates less; the tie-break (auto/tiebreak.c) weighs "
-                    "2% of the step against the optimum's communication and keeps the faster plan",
-}
+KNOWN = {}
 
 MODELS = {"mlp": mlp, "transformer": transformer, "convnet": convnet, "moe": moe, "lm": lm,
           "lm_tied": lm_tied}

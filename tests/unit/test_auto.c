@@ -168,6 +168,37 @@ static void solvers_agree(void **state)
     ir_module_free(m);
 }
 
+/* The tie-break (tiebreak.c) on one group of three strategies, its
+ * seconds (compute + communication): 90 + 10 the fastest; 96.5 + 5, 1.5%
+ * slower and half the communication; 110 + 0, 10% slower. The plan
+ * within 2% that communicates least is the second. Pruning on time alone
+ * removed it (the first costs less whatever the neighbours do), and the
+ * weight mu0 = 0.02 x 100 / 10 alone kept the first (100 + 0.2 x 10 <
+ * 101.5 + 0.2 x 5). */
+static void tiebreak_least_communication(void **state)
+{
+    (void)state;
+    IrComputation comp = {0};
+    AutoGroup gr = {0};
+    double unary[3] = {100, 101.5, 110}, compute[3] = {90, 96.5, 110}, mem[3] = {0};
+    gr.nstrat = 3;
+    gr.unary = unary;
+    gr.compute = compute;
+    gr.mem = mem;
+    AutoGraph g = {.comp = &comp, .ngroup = 1, .group = &gr};
+    assert_non_null(g.arena = ir_arena_new());
+    IrDiag d = {0};
+    assert_int_equal(auto_graph_prune(&g, false, &d), IR_OK);
+    assert_int_equal(gr.nstrat, 3); /* none dominates another in time and communication both */
+    int32_t choice[1];
+    assert_int_equal(auto_elim_solve(&g, choice), 1);
+    assert_int_equal(choice[0], 0);
+    assert_int_equal(auto_tiebreak_solve(&g, 0, choice), 1);
+    assert_int_equal(choice[0], 1);
+    assert_true(unary[0] == 100 && unary[1] == 101.5); /* the costs put back */
+    ir_arena_free(g.arena);
+}
+
 /* The strategy of node i whose output spec is `out` and whose operand 0
  * arrives with axis 0 on dim `dim0`. */
 static const AutoStrategy *find(const AutoStrategy *s, int32_t n, AutoSpec out, int8_t dim0)
@@ -652,6 +683,7 @@ int main(void)
         cmocka_unit_test(identity_custom_calls),
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(windows_and_ffts),
+        cmocka_unit_test(tiebreak_least_communication),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
