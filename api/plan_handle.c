@@ -145,6 +145,7 @@ static IrStatus auto_options(const IrModule *src, const TsCompileOptions *o, Com
     int64_t hosts = o->hosts > 0 ? o->hosts : 1;
     ao->local_devices = o->local_devices > 0 ? o->local_devices : (nr / hosts > 0 ? nr / hosts : 1);
     ao->link_gbps = o->link_gbps;
+    ao->donate_auto = o->donate == TS_DONATE_AUTO;
     if (o->limits && o->limits->memory_bytes > 0)
         ao->mem_limit = o->limits->memory_bytes; /* per device, as compile's fitting reads it */
     return IR_OK;

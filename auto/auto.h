@@ -215,7 +215,7 @@ typedef struct AutoGraph {
  * cuts a dim into more tiles than it has elements is IR_EINPUT, at the
  * instruction. IR_ENOMEM, IR_EINPUT. */
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
-                          AutoGraph *g, IrDiag *d);
+                          bool donate_auto, AutoGraph *g, IrDiag *d);
 void auto_graph_free(AutoGraph *g);
 /* The estimated per-device bytes of choice[] against the memory limit. */
 double auto_graph_mem(const AutoGraph *g, const int32_t *choice);
@@ -288,6 +288,7 @@ typedef struct AutoOptions {
     int64_t local_devices;   /* devices per host (0: all of them) */
     double link_gbps;        /* for the defaults */
     int64_t mem_limit;       /* bytes per device; 0 none */
+    bool donate_auto;        /* --donate auto: every parameter may give its buffer to an update */
 } AutoOptions;
 
 typedef struct AutoReport {

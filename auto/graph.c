@@ -9,8 +9,9 @@
  * takes, for the group's strategy k, the output spec of the leader's
  * strategy k. So a chain dot -> add -> tanh -> convert is one group and
  * one choice. A parameter is not followed (an SGD update runs where its
- * gradient is) unless the output is declared aliased to it: the update
- * then leaves the step sharded as the parameter came in.
+ * gradient is) unless the output takes its buffer (declared aliased, a
+ * buffer_donor, or --donate auto's pair, tie_updates): the update then
+ * leaves the step sharded as the parameter came in.
  *
  * Costs: a group's unary cost of strategy k sums its members' compute and
  * collectives and the reshards between members; an edge between two
@@ -37,36 +38,112 @@ static bool user_sharded(const IrInstr *x)
     return x->sharding && !x->sharding->unknown;
 }
 
-/* The operand of instruction i that is the entry parameter whose buffer
- * output i takes (input_output_alias, a whole parameter to a whole output,
- * the same dims): -1 where there is none. An update written over its
- * parameter (w - lr * g, declared aliased) must leave the step sharded as
- * the parameter came in, or the next step could not take it back
- * (`tessel run --steps`): it follows the parameter. */
-static int32_t updates_aliased_parameter(const IrModule *m, const IrComputation *c, int32_t i)
+/* The parameter (number) each output of the entry takes the buffer of,
+ * pair[k] for root tuple element k (k = 0 for an array root), -1 for
+ * none: the module's input_output_alias (a whole parameter to a whole
+ * output), then its buffer_donor parameters, then with `donate_auto`
+ * every parameter, each round by partition/donate.c's rule less the
+ * sharding (the sharding is what is being chosen): outputs in order, each
+ * with the first parameter of its type and dims no pair took yet. */
+static void donation_pairs(const IrModule *m, const IrComputation *c, bool donate_auto, int32_t *pair,
+                           bool *taken, int32_t nout)
 {
-    const IrInstr *x = &c->instr[i];
     const IrInstr *root = &c->instr[c->root];
-    if (ir_op_family(x->op) != FAM_ELEMENTWISE)
-        return -1;
-    for (int32_t k = 0; k < m->nalias; k++) {
-        const IrAlias *al = &m->alias[k];
-        if (al->param_index.n != 0)
-            continue;
-        bool out = root->op == OP_TUPLE ? al->output_index.n == 1 && al->output_index.v[0] >= 0 &&
-                                              al->output_index.v[0] < root->nopnd &&
-                                              root->opnd[al->output_index.v[0]] == i
-                                        : al->output_index.n == 0 && c->root == i;
-        if (!out)
-            continue;
-        for (int32_t o = 0; o < x->nopnd; o++) {
-            const IrInstr *p = &c->instr[x->opnd[o]];
-            if (p->op == OP_PARAMETER && p->a.parameter_number == al->param_number &&
-                ir_shape_same_dims(&p->shape, &x->shape))
-                return o;
+    bool tuple = root->op == OP_TUPLE;
+    for (int32_t k = 0; k < nout; k++)
+        pair[k] = -1;
+    for (int32_t p = 0; p < c->nparam; p++)
+        taken[p] = false;
+    for (int32_t j = 0; j < m->nalias; j++) {
+        const IrAlias *al = &m->alias[j];
+        int64_t k = tuple ? (al->output_index.n == 1 ? al->output_index.v[0] : -1) : (al->output_index.n ? -1 : 0);
+        if (al->param_index.n == 0 && k >= 0 && k < nout && al->param_number >= 0 && al->param_number < c->nparam) {
+            pair[k] = (int32_t)al->param_number;
+            taken[al->param_number] = true;
         }
     }
-    return -1;
+    for (int round = 0; round < (donate_auto ? 2 : 1); round++)
+        for (int32_t k = 0; k < nout; k++) {
+            const IrShape *os = tuple ? &c->instr[root->opnd[k]].shape : &root->shape;
+            for (int32_t p = 0; pair[k] < 0 && p < c->nparam; p++) {
+                bool donor = round == 1;
+                for (int32_t j = 0; !donor && j < m->ndonor; j++)
+                    donor = m->donor[j].param_number == p && m->donor[j].param_index.n == 0;
+                const IrShape *ps = c->param[p] >= 0 ? &c->instr[c->param[p]].shape : NULL;
+                if (donor && ps && !taken[p] && ps->type == os->type && ps->type != IR_TUPLE &&
+                    ir_shape_same_dims(ps, os)) {
+                    pair[k] = p;
+                    taken[p] = true;
+                }
+            }
+        }
+}
+
+/* Does value j reach parameter p through elementwise ops of its dims
+ * (depth at most `depth` below j)? */
+static bool reaches_parameter(const IrComputation *c, int32_t j, int64_t p, int depth)
+{
+    const IrInstr *x = &c->instr[j];
+    if (x->op == OP_PARAMETER)
+        return x->a.parameter_number == p;
+    if (depth == 0 || ir_op_family(x->op) != FAM_ELEMENTWISE)
+        return false;
+    for (int32_t o = 0; o < x->nopnd; o++)
+        if (ir_shape_same_dims(&c->instr[x->opnd[o]].shape, &x->shape) &&
+            reaches_parameter(c, x->opnd[o], p, depth - 1))
+            return true;
+    return false;
+}
+
+enum { TIE_DEPTH = 8 }; /* an Adam moment: add(multiply(m, 0.9), ...), a bf16 weight's converts */
+
+/* tie[i] (c->ninstr entries): the operand instruction i follows so that
+ * an update leaves the step sharded as the parameter whose buffer it
+ * takes came in, -1 where none. An update written over its parameter
+ * (w - lr * g, declared aliased, a buffer_donor or --donate auto's pair)
+ * must, or the pair could not be made (partition/donate.c pairs only a
+ * shard of the same sharding) nor the next step take it back (`tessel run
+ * --steps`): the output's writer follows, through elementwise ops of its
+ * dims, the operand chain that reaches the parameter, each link its
+ * operand's group (a moment's 0.9 m + 0.1 g: the add follows 0.9 m, which
+ * follows m). IR_ENOMEM only. */
+static IrStatus tie_updates(const IrModule *m, const IrComputation *c, bool donate_auto, int32_t *tie, IrDiag *d)
+{
+    for (int32_t i = 0; i < c->ninstr; i++)
+        tie[i] = -1;
+    const IrInstr *root = c->root >= 0 ? &c->instr[c->root] : NULL;
+    if (!root)
+        return IR_OK;
+    bool tuple = root->op == OP_TUPLE;
+    int32_t nout = tuple ? root->nopnd : 1;
+    int32_t *pair = ts_malloc((size_t)(nout > 0 ? nout : 1) * sizeof *pair);
+    bool *taken = ts_malloc((size_t)(c->nparam > 0 ? c->nparam : 1) * sizeof *taken);
+    if (!pair || !taken) {
+        ts_free(pair);
+        ts_free(taken);
+        return ir_oom(d, NULL);
+    }
+    donation_pairs(m, c, donate_auto, pair, taken, nout);
+    for (int32_t k = 0; k < nout; k++) {
+        int32_t cur = tuple ? root->opnd[k] : c->root;
+        for (int depth = TIE_DEPTH; pair[k] >= 0 && depth > 0 && tie[cur] < 0; depth--) {
+            const IrInstr *x = &c->instr[cur];
+            if (ir_op_family(x->op) != FAM_ELEMENTWISE)
+                break;
+            int32_t next = -1;
+            for (int32_t o = 0; o < x->nopnd && next < 0; o++)
+                if (ir_shape_same_dims(&c->instr[x->opnd[o]].shape, &x->shape) &&
+                    reaches_parameter(c, x->opnd[o], pair[k], depth - 1))
+                    next = o;
+            if (next < 0)
+                break;
+            tie[cur] = next;
+            cur = x->opnd[next];
+        }
+    }
+    ts_free(pair);
+    ts_free(taken);
+    return IR_OK;
 }
 
 /* The next permutation of p[0..n) in lexicographic order; false after
@@ -373,7 +450,7 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
 }
 
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
-                          AutoGraph *g, IrDiag *d)
+                          bool donate_auto, AutoGraph *g, IrDiag *d)
 {
     memset(g, 0, sizeof *g);
     const IrComputation *c = ir_entry(m);
@@ -388,6 +465,8 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
     IrStatus st = ir_topo_order(m, c, &order, d);
     if (st != IR_OK)
         return st;
+    int32_t *tie = ts_malloc((size_t)(c->ninstr > 0 ? c->ninstr : 1) * sizeof *tie);
+    st = tie ? tie_updates(m, c, donate_auto, tie, d) : ir_oom(d, NULL);
     g->node = ir_alloc_array(g->arena, (size_t)c->ninstr, sizeof *g->node);
     g->group = ir_alloc_array(g->arena, (size_t)c->ninstr, sizeof *g->group);
     if (!g->node || !g->group)
@@ -399,7 +478,7 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
         AutoNode *v = &g->node[i];
         v->group = -1;
         int32_t lead = -1;
-        if (!user_sharded(x) && (lead = updates_aliased_parameter(m, c, i)) < 0)
+        if (!user_sharded(x) && (lead = tie[i]) < 0)
             lead = auto_follows(c, i);
         if (lead >= 0) {
             const AutoNode *u = &g->node[x->opnd[lead]];
@@ -429,6 +508,7 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
     if (st == IR_OK)
         st = charge_memory(g, m, d);
     ts_free(order);
+    ts_free(tie);
     if (st != IR_OK)
         auto_graph_free(g);
     return st;

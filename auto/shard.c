@@ -71,7 +71,7 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     if (st != IR_OK)
         return st;
     AutoGraph g;
-    st = auto_graph_build(m, &opt->mesh, &cost, local, &g, d);
+    st = auto_graph_build(m, &opt->mesh, &cost, local, opt->donate_auto, &g, d);
     if (st != IR_OK)
         return st;
     int32_t *choice = ts_calloc((size_t)(g.ngroup > 0 ? g.ngroup : 1), sizeof *choice);

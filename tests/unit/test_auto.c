@@ -127,7 +127,7 @@ static void solvers_agree(void **state)
     assert_int_equal(auto_mesh_parse("2x2", &mesh, &d), IR_OK);
     AutoCost cost = auto_cost_default(0);
     AutoGraph g;
-    assert_int_equal(auto_graph_build(m, &mesh, &cost, 4, &g, &d), IR_OK);
+    assert_int_equal(auto_graph_build(m, &mesh, &cost, 4, false, &g, &d), IR_OK);
     assert_int_equal(auto_graph_prune(&g, true, &d), IR_OK);
     int32_t a[64], b[64];
     assert_true(g.ngroup <= 64);
