@@ -163,6 +163,10 @@ IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, in
  * IR_ENOMEM only. */
 IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const IrComputation *c, int32_t i,
                      int32_t opnd, const AutoSpec *in, AutoStrategy *s, IrDiag *d);
+/* The array whose dims stand for x's result (strategy_tuple.c): x's own
+ * shape, or, for a reduce of several inputs (a tuple of arrays of one
+ * dims), its first element; NULL for another tuple. */
+const IrShape *auto_result_dims(const IrInstr *x);
 /* The operand instruction i may follow (share its choice with): an
  * elementwise op's first computed operand of its dims (never a
  * parameter), a reshape's, transpose's or broadcast's operand

@@ -65,7 +65,7 @@ static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, in
         alt[s] = (Alt){s, gr->unary[s], edges_at(g, choice, k, s)};
     qsort(alt, (size_t)gr->nstrat, sizeof *alt, by_cost);
     char spec[160];
-    auto_spec_text(&g->mesh, &v->strat[choice[k]].out, x->shape.rank, spec, sizeof spec);
+    auto_spec_text(&g->mesh, &v->strat[choice[k]].out, auto_result_dims(x)->rank, spec, sizeof spec);
     ir_sb_printf(o, "  %s = %s%s", x->name, ir_op_name(x->op), v->fixed ? " (user's sharding)" : "");
     if (followers)
         ir_sb_printf(o, " (+%d following)", (int)followers);
@@ -81,7 +81,7 @@ static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, in
             dup = alt[p].s != choice[k] && auto_spec_equal(&v->strat[alt[p].s].out, &v->strat[alt[j].s].out);
         if (dup)
             continue;
-        auto_spec_text(&g->mesh, &v->strat[alt[j].s].out, x->shape.rank, spec, sizeof spec);
+        auto_spec_text(&g->mesh, &v->strat[alt[j].s].out, auto_result_dims(x)->rank, spec, sizeof spec);
         double t = alt[j].own + alt[j].edges;
         ir_sb_printf(o, "%s%s %.4g ms (%+.4g)", shown ? "; " : "      alternatives: ", spec, t * 1e3,
                      (t - own - ed) * 1e3);
@@ -216,7 +216,7 @@ static bool json_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, i
         }
     double own = gr->unary[choice[k]], ed = edges_at(g, choice, k, choice[k]);
     ir_sb_puts(o, "],\n     \"chosen\": {");
-    if (!json_spec(o, g, v, x->shape.rank, choice[k]))
+    if (!json_spec(o, g, v, auto_result_dims(x)->rank, choice[k]))
         return false;
     ir_sb_printf(o, ", \"own_seconds\": %.6g, \"reshard_seconds\": %.6g, \"seconds\": %.6g},\n", own, ed,
                  own + ed);
@@ -230,7 +230,7 @@ static bool json_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, i
             continue;
         double t = alt[j].own + alt[j].edges;
         ir_sb_puts(o, shown++ ? ",\n       {" : "\n       {");
-        if (!json_spec(o, g, v, x->shape.rank, alt[j].s))
+        if (!json_spec(o, g, v, auto_result_dims(x)->rank, alt[j].s))
             return false;
         ir_sb_printf(o, ", \"own_seconds\": %.6g, \"reshard_seconds\": %.6g, \"seconds\": %.6g, "
                         "\"more_seconds\": %.6g}",

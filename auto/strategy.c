@@ -235,12 +235,15 @@ static bool scatter_roles(Roles *r, const IrModule *mod, const IrComputation *c,
 static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr *x, Roles *r)
 {
     memset(r, 0, sizeof *r);
-    if (!array(&x->shape) || x->nopnd > MAX_OPERANDS)
+    const IrShape *xs = auto_result_dims(x);
+    if (!xs || !array(xs) || x->nopnd > MAX_OPERANDS)
         return false;
-    for (int32_t i = 0; i < x->nopnd; i++)
-        if (!array(&c->instr[x->opnd[i]].shape))
+    for (int32_t i = 0; i < x->nopnd; i++) {
+        const IrShape *os = auto_result_dims(&c->instr[x->opnd[i]]);
+        if (!os || !array(os))
             return false;
-    out_roles(r, &x->shape);
+    }
+    out_roles(r, xs);
     r->nopnd = x->nopnd;
     const IrShape *s0 = x->nopnd ? &c->instr[x->opnd[0]].shape : NULL;
     bool changed[MAX_ROLES] = {0};
@@ -299,24 +302,32 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         same_dims(r, c, x, changed);
         return true;
     case FAM_REDUCE: {
-        /* One array result: operands (input, init). */
-        if (x->nopnd != 2)
+        /* Operands (inputs, inits): every input alike (a tuple result's
+         * elements share one dims: strategy_tuple.c). */
+        int32_t nin = x->nopnd / 2;
+        if (x->nopnd < 2 || x->nopnd % 2 || (nin > 1 && x->shape.type != IR_TUPLE) || x->ncalled != 1)
             return false;
+        for (int32_t k = 1; k < nin; k++)
+            if (!ir_shape_same_dims(&c->instr[x->opnd[k]].shape, s0))
+                return false;
+        r->gathers_partials = nin > 1 || !mod || ir_simple_reducer(mod, x->called[0]) == OP_COUNT;
         r->uneven = true;
         int32_t o = 0;
         for (int32_t d = 0; d < s0->rank; d++) {
+            int32_t k = o;
             if (ir_list_has(&x->a.dimensions, d)) {
                 if (r->nout + r->nred >= MAX_ROLES)
                     return false;
-                int32_t k = r->nout + r->nred++;
+                k = r->nout + r->nred++;
                 r->size[k] = s0->dims[d];
                 r->tileable[k] = true;
-                r->map[0][k] = (int8_t)d;
             } else {
-                r->map[0][o++] = (int8_t)d;
+                o++;
             }
+            for (int32_t i = 0; i < nin; i++)
+                r->map[i][k] = (int8_t)d;
         }
-        r->flops = (double)ir_shape_elements(s0);
+        r->flops = (double)ir_shape_elements(s0) * nin;
         return true;
     }
     case FAM_DOT: {
@@ -379,6 +390,8 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
     case FAM_FFT:
     case FAM_LINALG:
         return auto_local_roles(r, c, x);
+    case FAM_TUPLE:
+        return auto_gte_roles(r, c, x);
     case FAM_GATHER:
         return gather_roles(r, c, x);
     case FAM_SCATTER:
@@ -406,7 +419,7 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
         if (ir_op_family(x->op) == FAM_REDUCE_WINDOW && !auto_window_tiles_ok(c, x, k, t))
             return false;
         for (int32_t i = 0; i < r->nopnd; i++) {
-            int64_t od = r->map[i][k] >= 0 ? c->instr[x->opnd[i]].shape.dims[r->map[i][k]] : t;
+            int64_t od = r->map[i][k] >= 0 ? auto_result_dims(&c->instr[x->opnd[i]])->dims[r->map[i][k]] : t;
             if (od < t || (od % t && !uneven))
                 return false;
         }
@@ -497,7 +510,8 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
         return IR_OK;
     }
     s->compute = r->flops / used / cost->flops + bytes / cost->bytes;
-    s->comm = auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
+    s->comm = r->gathers_partials && nred > 1 ? auto_partials_gather_seconds(cost, x, nred, scope, bytes)
+                                              : auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
     if (x->op == OP_REDUCE_WINDOW)
         s->comm += auto_window_halo_seconds(m, cost, local, c, x, &s->out);
     return IR_OK;
@@ -577,10 +591,10 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
     const IrInstr *x = &c->instr[i];
     IrOpFamily f = ir_op_family(x->op);
     if (!(f == FAM_ELEMENTWISE || f == FAM_RESHAPE || f == FAM_TRANSPOSE || f == FAM_BROADCAST ||
-          f == FAM_CUSTOM_CALL) ||
+          f == FAM_CUSTOM_CALL || f == FAM_TUPLE) ||
         !describe(NULL, c, x, &r))
         return -1;
-    if (f == FAM_CUSTOM_CALL)
+    if (f == FAM_CUSTOM_CALL || f == FAM_TUPLE)
         return 0;
     /* A broadcast of a parameter that adds dims (a bias or a scale
      * broadcast over the rows of a row-tiled activation) leads a group of

@@ -5,6 +5,8 @@
  *                      spatial dims with the partitioner's halo exchange
  *   strategy_local.c   fft, cholesky, triangular-solve: batch dims tiled,
  *                      the dims they work on whole (partition/spmd_local.c)
+ *   strategy_tuple.c   a reduce of several inputs (argmax) and its
+ *                      get-tuple-elements: one spec for the tuple's elements
  */
 #ifndef TESSEL_AUTO_STRATEGY_INTERNAL_H
 #define TESSEL_AUTO_STRATEGY_INTERNAL_H
@@ -27,6 +29,7 @@ typedef struct Roles {
     int8_t map[MAX_OPERANDS][MAX_ROLES]; /* operand dim playing each role, -1 none */
     double flops;
     bool uneven; /* output dims may be cut into unequal tiles (padded) */
+    bool gathers_partials; /* a reduced dim tiled: partials all-gathered (strategy_tuple.c), not all-reduced */
 } Roles;
 
 /* ---- strategy_window.c ---- */
@@ -51,5 +54,15 @@ double auto_window_halo_seconds(const AutoMesh *m, const AutoCost *cost, int64_t
  * set, nothing mapped): its batch dims, every operand's alike; false for
  * another op. */
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);
+
+/* ---- strategy_tuple.c ---- */
+
+/* The roles of a get-tuple-element of a reduce of several inputs (r's
+ * output roles set, nothing mapped): its dims the reduce's; false for
+ * another get-tuple-element. */
+bool auto_gte_roles(Roles *r, const IrComputation *c, const IrInstr *x);
+/* Seconds of the all-gathers of reduce x's partial results (each element
+ * and the valid flags) over a group of nred, its output shard `bytes`. */
+double auto_partials_gather_seconds(const AutoCost *cost, const IrInstr *x, int64_t nred, int scope, double bytes);
 
 #endif

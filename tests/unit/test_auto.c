@@ -530,6 +530,58 @@ static void windows_and_ffts(void **state)
     on_four_free(&f);
 }
 
+/* argmax, a reduce of two inputs (auto/strategy_tuple.c): one spec for
+ * both results; its rows tile with no collective; its reduced dim tiled
+ * leaves partial results the partitioner all-gathers (values, indices and
+ * valid flags: three gathers) and reduces again; a get-tuple-element
+ * follows it. */
+static const char ARGMAX[] =
+    "HloModule argmax\n"
+    "argmax {\n"
+    "  av = f32[] parameter(0)\n"
+    "  ai = s32[] parameter(1)\n"
+    "  bv = f32[] parameter(2)\n"
+    "  bi = s32[] parameter(3)\n"
+    "  gt = pred[] compare(av, bv), direction=GT\n"
+    "  v = f32[] select(gt, av, bv)\n"
+    "  i = s32[] select(gt, ai, bi)\n"
+    "  ROOT r = (f32[], s32[]) tuple(v, i)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  x = f32[8,16] parameter(0)\n"
+    "  idx = s32[8,16] iota(), iota_dimension=1\n"
+    "  ninf = f32[] constant(-inf)\n"
+    "  z = s32[] constant(0)\n"
+    "  am = (f32[8], s32[8]) reduce(x, idx, ninf, z), dimensions={1}, to_apply=argmax\n"
+    "  ROOT mi = s32[8] get-tuple-element(am), index=1\n"
+    "}\n";
+
+static void variadic_reduce(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, ARGMAX);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    int32_t am = ir_find_instr(f.c, "am"), mi = ir_find_instr(f.c, "mi");
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, am, &s, &n, &f.d), IR_OK);
+    assert_int_equal(n, 3); /* replicated, the rows, the reduced dim */
+    AutoSpec rows = auto_spec_replicated();
+    rows.dim[0] = 0;
+    const AutoStrategy *r = find(s, n, rows, 0), *p = find(s, n, auto_spec_replicated(), 1);
+    assert_non_null(r);
+    assert_non_null(p);
+    assert_true(r->comm == 0 && r->in[1].dim[0] == 0);
+    assert_int_equal(p->in[1].dim[0], 1);
+    /* Partials: f32[8] + s32[8], 64 bytes, and 8 flags, from each of 4:
+     * 288 bytes gathered, 3/4 of them moved, three gathers' alpha. */
+    assert_true(fabs(p->comm - (3 * 20e-6 + 0.75 * 288 / 4e9)) < 1e-12);
+    assert_int_equal(auto_follows(f.c, mi), 0);
+    assert_non_null(auto_result_dims(&f.c->instr[am]));
+    assert_int_equal(auto_result_dims(&f.c->instr[am])->rank, 1);
+    on_four_free(&f);
+}
+
 /* take_along_axis as JAX lowers it: a gather and a scatter-add with
  * batching dims, each batching dim an output role of the operand, its
  * indices and updates alike (partition/spmd_gather.c runs them per
@@ -684,6 +736,7 @@ int main(void)
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(windows_and_ffts),
         cmocka_unit_test(tiebreak_least_communication),
+        cmocka_unit_test(variadic_reduce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
