@@ -388,6 +388,7 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
     case FAM_REDUCE_WINDOW:
         return auto_window_roles(r, mod, c, x);
     case FAM_FFT:
+    case FAM_TOPK:
     case FAM_LINALG:
         return auto_local_roles(r, c, x);
     case FAM_TUPLE:

@@ -3,10 +3,11 @@
  * with the files that describe the roles of an op family of their own:
  *   strategy_window.c  reduce-window: batch and feature dims tiled alone,
  *                      spatial dims with the partitioner's halo exchange
- *   strategy_local.c   fft, cholesky, triangular-solve: batch dims tiled,
+ *   strategy_local.c   fft, topk, cholesky, triangular-solve: batch dims tiled,
  *                      the dims they work on whole (partition/spmd_local.c)
- *   strategy_tuple.c   a reduce of several inputs (argmax) and its
- *                      get-tuple-elements: one spec for the tuple's elements
+ *   strategy_tuple.c   a reduce of several inputs (argmax), a topk, and
+ *                      their get-tuple-elements: one spec for the tuple's
+ *                      elements
  */
 #ifndef TESSEL_AUTO_STRATEGY_INTERNAL_H
 #define TESSEL_AUTO_STRATEGY_INTERNAL_H
@@ -50,7 +51,7 @@ double auto_window_halo_seconds(const AutoMesh *m, const AutoCost *cost, int64_t
 
 /* ---- strategy_local.c ---- */
 
-/* The roles of an fft, cholesky or triangular-solve x (r's output roles
+/* The roles of an fft, topk, cholesky or triangular-solve x (r's output roles
  * set, nothing mapped): its batch dims, every operand's alike; false for
  * another op. */
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);

@@ -2,13 +2,15 @@
  * strategy_local.c: the roles of the ops that work on whole trailing dims
  * and treat every leading index alone, as partition/spmd_local.c runs
  * them: an fft (its fft_length dims transformed), cholesky and
- * triangular-solve (the two matrix dims). Every other dim is a batch dim:
+ * triangular-solve (the two matrix dims), a topk (the last dim: its
+ * values and indices, a tuple of one dims, take one spec:
+ * strategy_tuple.c). Every other dim is a batch dim:
  * tiled like an elementwise op's (each device transforms or factors its
  * own rows, nothing exchanged; an uneven batch dim's padding rows stay
  * rows of their own); the dims they work on stay whole. Each operand has
  * the result's rank and batch dims. Example: f = c64[6,5,8] fft(c),
  * fft_length={8}, on 4 devices: dims 0 and 1 tile ([x,-,-] over 2x2 as
- * [x,y,-]), dim 2 never. (topk is a tuple, left to propagation.)
+ * [x,y,-]), dim 2 never.
  */
 #include "strategy_internal.h"
 
@@ -16,7 +18,7 @@
 
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
-    const IrShape *s = &x->shape;
+    const IrShape *s = auto_result_dims(x);
     int32_t whole;
     double work = (double)ir_shape_elements(s);
     if (x->op == OP_FFT && x->a.x && x->a.x->fft_length.n > 0) {
@@ -25,6 +27,11 @@ bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
         for (int32_t k = 0; k < x->a.x->fft_length.n; k++)
             n *= (double)(x->a.x->fft_length.v[k] > 1 ? x->a.x->fft_length.v[k] : 1);
         work *= 5 * log2(n > 1 ? n : 2); /* the radix-2 count, 5 N log2 N */
+    } else if (x->op == OP_TOPK && s) {
+        whole = s->rank - 1;
+        /* A pass over each row's operand elements. */
+        const IrShape *in = &c->instr[x->opnd[0]].shape;
+        work = (double)ir_shape_elements(in);
     } else if (x->op == OP_CHOLESKY || x->op == OP_TRIANGULAR_SOLVE) {
         whole = s->rank - 2;
         /* m^3/3 a cholesky, m^2 n a solve: the elements times m (/3). */

@@ -1,7 +1,9 @@
 /*
  * strategy_tuple.c: a reduce of several inputs (argmax's values and
  * indices), whose result is a tuple of arrays of one dims, and the
- * get-tuple-elements that read it, as partition/spmd_reduce.c runs them.
+ * get-tuple-elements that read it (and a topk's: its values and indices
+ * share their dims too; its roles are strategy_local.c's), as
+ * partition/spmd_reduce.c runs them.
  *
  * The tuple's dims are its elements' (they share them), so one spec
  * stands for every element: the reduce is sharded as a reduce of one
@@ -21,10 +23,12 @@
  */
 #include "strategy_internal.h"
 
-/* Is x a reduce of several inputs whose results share one dims? */
-static bool variadic_reduce(const IrInstr *x)
+/* Is x a reduce of several inputs, or a topk, whose results share one
+ * dims? */
+static bool tuple_of_one_dims(const IrInstr *x)
 {
-    if (x->op != OP_REDUCE || x->shape.type != IR_TUPLE || x->shape.ntuple < 2 || x->nopnd != 2 * x->shape.ntuple)
+    if ((x->op != OP_REDUCE && x->op != OP_TOPK) || x->shape.type != IR_TUPLE || x->shape.ntuple < 2 ||
+        (x->op == OP_REDUCE && x->nopnd != 2 * x->shape.ntuple))
         return false;
     for (int32_t k = 1; k < x->shape.ntuple; k++)
         if (!ir_shape_same_dims(&x->shape.tuple[k], &x->shape.tuple[0]))
@@ -36,12 +40,12 @@ const IrShape *auto_result_dims(const IrInstr *x)
 {
     if (x->shape.type != IR_TUPLE)
         return &x->shape;
-    return variadic_reduce(x) ? &x->shape.tuple[0] : NULL;
+    return tuple_of_one_dims(x) ? &x->shape.tuple[0] : NULL;
 }
 
 bool auto_gte_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
-    if (x->op != OP_GET_TUPLE_ELEMENT || x->nopnd != 1 || !variadic_reduce(&c->instr[x->opnd[0]]))
+    if (x->op != OP_GET_TUPLE_ELEMENT || x->nopnd != 1 || !tuple_of_one_dims(&c->instr[x->opnd[0]]))
         return false;
     for (int32_t d = 0; d < x->shape.rank; d++)
         r->map[0][d] = (int8_t)d;

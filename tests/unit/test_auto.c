@@ -478,9 +478,10 @@ static void identity_custom_calls(void **state)
     on_four_free(&f);
 }
 
-/* A max-pool and an fft (auto/strategy_window.c, strategy_local.c): the
- * pool's one-row dims tile alone, its window dim with a halo; the fft's
- * batch dims tile, the transformed dim never. */
+/* A max-pool, an fft and a topk (auto/strategy_window.c,
+ * strategy_local.c): the pool's one-row dims tile alone, its window dim
+ * with a halo; the fft's and the topk's batch dims tile, the transformed
+ * dim and the topk's rows never; the topk's indices follow it. */
 static const char WINDOWS[] =
     "HloModule pool\n"
     "max {\n"
@@ -494,7 +495,10 @@ static const char WINDOWS[] =
     "  p = f32[8,8,6] reduce-window(x, ninf), window={size=1x3x1 stride=1x2x1 pad=0_0x1_0x0_0}, to_apply=max\n"
     "  c = c64[8,4,6] parameter(1)\n"
     "  f = c64[8,4,6] fft(c), fft_type=FFT, fft_length={6}\n"
-    "  ROOT t = (f32[8,8,6], c64[8,4,6]) tuple(p, f)\n"
+    "  y = f32[8,6] parameter(2)\n"
+    "  tk = (f32[8,2], s32[8,2]) topk(y), k=2, largest=true\n"
+    "  ti = s32[8,2] get-tuple-element(tk), index=1\n"
+    "  ROOT t = (f32[8,8,6], c64[8,4,6], s32[8,2]) tuple(p, f, ti)\n"
     "}\n";
 
 static void windows_and_ffts(void **state)
@@ -527,6 +531,11 @@ static void windows_and_ffts(void **state)
         assert_true(s[k].out.dim[0] != 2 && s[k].comm == 0);
         assert_true(auto_spec_equal(&s[k].in[0], &s[k].out));
     }
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "tk"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 2); /* replicated, dim 0 */
+    assert_true(s[1].out.dim[0] == 0 && s[1].in[0].dim[0] == 0 && s[1].comm == 0);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "ti")), 0);
     on_four_free(&f);
 }
 
