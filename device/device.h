@@ -378,7 +378,7 @@ typedef struct DevExecOptions {
      * per block through the range kernels for every group, and every
      * array is fused however small (tests use uneven small blocks); 0: f32
      * groups run in the chunk interpreter, others in blocks sized to a
-     * cache budget, and only arrays of at least DEV_FUSION_MIN_ELEMENTS
+     * cache budget, and only arrays of at least IR_FUSION_MIN_ELEMENTS
      * are fused, unless fuse_small (tests). Results are the same bit for
      * bit every way: the same expressions run, a block at a time; except
      * float sums and products of fused row reductions (fusion_rows.c),

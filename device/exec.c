@@ -164,7 +164,7 @@ static void comp_order_free(CompOrder *p)
     if (p) {
         ts_free(p->order);
         ts_free(p->uses);
-        dev_fusion_free(&p->fusion);
+        ir_fusion_free(&p->fusion);
         ts_free(p);
     }
 }

@@ -1,6 +1,8 @@
 /*
  * fusion.h: fused elementwise loops, private to the device layer (exec.c
- * finds and runs them, fusion.c implements them).
+ * runs them, fusion.c and fusion_rows.c implement them). The groups are
+ * found on the IR (ir/fusion_find.c), by the same finder the memory
+ * estimate counts them with.
  *
  * A fusion group is a tree of elementwise instructions (and broadcasts
  * feeding them) whose interior values are used only inside the tree: the
@@ -35,62 +37,17 @@
 
 #include "device.h"
 
-/* Smaller arrays run unfused: the loop's set-up would cost more than the
- * memory traffic it saves (and reducers, which run per element, stay on
- * the cheapest path). */
-#define DEV_FUSION_MIN_ELEMENTS 1024
-/* Nodes per group, bounding scratch memory and set-up. */
-#define DEV_FUSION_MAX_NODES 64
-/* Row groups: the row length (elements) bounds the scratch (one row per
- * node, at most DEV_FUSION_MAX_NODES * 8 * DEV_FUSION_ROW_MAX bytes);
- * shorter rows than DEV_FUSION_ROW_MIN cost more in per-row set-up than
- * fusion saves (unless fuse_small or fusion_block, for tests). */
-#define DEV_FUSION_ROW_MAX 16384
-#define DEV_FUSION_ROW_MIN 128
-/* Transposes join a group only with an operand this small (elements): it
- * is read through strides, in cache. */
-#define DEV_FUSION_TRANSPOSE_MAX (1 << 16)
+/* The groups (IrFusionGroup, ir/fusion_find.c) as the executor runs them. */
+typedef IrFusionGroup DevFusionGroup;
+typedef IrFusion DevFusion;
 
-typedef struct DevFusionGroup {
-    int32_t root;        /* instruction whose value the group produces */
-    int32_t nnodes;
-    int32_t *nodes;      /* instruction indices, operands first, root last */
-    int32_t nleaves;
-    int32_t *leaves;     /* distinct instructions read from outside the group */
-    int32_t *leaf_refs;  /* operand references to each leaf from the nodes */
-    bool *leaf_direct;   /* every reference reads it element for element (not a
-                          * broadcast's source, not a scalar operand): its
-                          * buffer may take the result */
-    bool chunked;        /* all f32, every op in float_ops.h's lists or a
-                          * broadcast: runs in the chunk interpreter */
-    int32_t nouter;      /* a row group: the number of outer dims of its
-                          * shape (the dims of `space`); -1 otherwise */
-    int32_t space;       /* a row group: an instruction of shape S */
-    bool dot_transposed; /* nodes {dot, transpose}: the dot writes its result
-                          * transposed (fusion.c's dot_transpose_pairs) */
-    int32_t nextra;
-    int32_t *extra;      /* a multi-output group (fusion.c's merge_outputs): the
-                          * nodes besides the root whose values are read outside
-                          * the group too, made whole when the group runs */
-    int32_t dot;         /* the node that is a dot (a dot-transpose pair's, or
-                          * one reading transposes in place:
-                          * transposes_into_dots), else -1 */
-} DevFusionGroup;
-
-typedef struct DevFusion {
-    int32_t ngroups;
-    DevFusionGroup *groups;
-    int32_t *group_of;   /* per instruction of the computation: its group, or -1
-                          * (a broadcast run inside several groups: the first) */
-} DevFusion;
-
-/* Find the groups of computation c. order/norder: the instructions that
- * run, operands first (every user of an instruction is among them). With opt->no_fusion, or when nothing fuses,
- * *out is empty (group_of NULL). Fails only on OOM (IR_ENOMEM, recorded in
- * d). */
+/* ir_fusion_find with the executor's options: none with opt->no_fusion;
+ * arrays and rows of any size with opt->fuse_small or a fusion_block. */
 IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_t *order,
                          int32_t norder, const DevExecOptions *opt, DevFusion *out, IrDiag *d);
-void dev_fusion_free(DevFusion *f);
+/* Does group g run in the chunk interpreter (an elementwise group, all
+ * f32, every node an op of float_ops.h's lists or a broadcast)? */
+bool dev_fusion_chunked(const IrComputation *c, const DevFusionGroup *g);
 
 /* Run group g of computation c. vals: the computation's values by
  * instruction (the leaves are present); rem: their remaining uses. When a
@@ -101,16 +58,6 @@ void dev_fusion_free(DevFusion *f);
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out);
-
-/* fusion.c: positions of an instruction among g's leaves and nodes, -1
- * when absent. */
-int32_t dev_fusion_leaf_index(const DevFusionGroup *g, int32_t instr);
-int32_t dev_fusion_node_index(const DevFusionGroup *g, int32_t instr);
-
-/* fusion.c: has array shape t the outer dims of S (its first nouter),
- * up to dims of size 1 (f32[4,1] and f32[4] for S f32[4,32] and nouter
- * 1)? Such a value holds one element a row, in row order. */
-bool dev_fusion_is_outer(const IrShape *S, int32_t nouter, const IrShape *t);
 
 /* fusion.c: lview[l] = a borrowed view of leaf l's value (refs 1), lbase[l]
  * its data; IR_EINTERNAL (naming the leaf) when a leaf is not an array. */

@@ -100,7 +100,7 @@ static IrStatus reduce_setup(const DevKernelArgs *k, const DevFusionGroup *g, co
     const DevValue *x = k->opnd[0], *init = k->opnd[1];
     n->op = ir_simple_reducer(k->m, k->ins->called[0]);
     n->fold = ir_shape_same_dims(&x->shape, S) ? R : 1;
-    if ((n->fold == 1 && !dev_fusion_is_outer(S, g->nouter, &x->shape)) || x->shape.type != k->ins->shape.type ||
+    if ((n->fold == 1 && !ir_fusion_is_outer(S, g->nouter, &x->shape)) || x->shape.type != k->ins->shape.type ||
         init->shape.rank != 0 || init->shape.type != k->ins->shape.type || !dev_red_dom(x->shape.type, &n->dom))
         return dev_kernel_error(k, IR_EINPUT, "reduce: operand 0 does not fit");
     n->init = dev_acc_load(n->dom, init->shape.type, init->data, 0);
@@ -129,7 +129,7 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         return lst;
     for (int32_t l = 0; l < g->nleaves; l++) {
         const IrShape *ls = &r->lview[l].shape;
-        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : dev_fusion_is_outer(S, g->nouter, ls) ? 1 : 0;
+        r->lstep[l] = ir_shape_same_dims(ls, S) ? R : ir_fusion_is_outer(S, g->nouter, ls) ? 1 : 0;
     }
     for (int32_t k = 0; k < nn; k++) {
         const IrInstr *ins = &c->instr[g->nodes[k]];
@@ -137,10 +137,10 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         r->nview[k] = (DevValue){.shape = ins->shape, .refs = 1};
         int32_t at0 = -1;
         for (int32_t j = 0; j < ins->nopnd && j < MAX_OPND; j++) {
-            int32_t o = ins->opnd[j], at = dev_fusion_node_index(g, o);
+            int32_t o = ins->opnd[j], at = ir_fusion_node_index(g, o);
             if (j == 0)
                 at0 = at;
-            r->opnd[k * MAX_OPND + j] = at >= 0 && at < k ? &r->nview[at] : &r->lview[dev_fusion_leaf_index(g, o)];
+            r->opnd[k * MAX_OPND + j] = at >= 0 && at < k ? &r->nview[at] : &r->lview[ir_fusion_leaf_index(g, o)];
         }
         r->k[k] = (DevKernelArgs){m, c, ins, ins->nopnd, &r->opnd[k * MAX_OPND], opt, d};
         n->len = ir_shape_same_dims(&ins->shape, S) ? R : 1;
@@ -178,7 +178,7 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
 /* One row buffer for every node but the root (which writes the result). */
 static IrStatus rows_scratch(Rows *r, const IrComputation *c, IrDiag *d)
 {
-    size_t total = 0, at[DEV_FUSION_MAX_NODES];
+    size_t total = 0, at[IR_FUSION_MAX_NODES];
     for (int32_t k = 0; k + 1 < r->nn; k++) {
         at[k] = total;
         total += (((size_t)r->node[k].len * r->node[k].w + 63) & ~(size_t)63) + STAGGER;

@@ -55,6 +55,9 @@
  *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
  *   topo.c      topological order of a computation
  *   exec_order.c  the executor's order of a computation (device/exec.c runs it)
+ *   fusion_find.c the groups the executor runs fused (elementwise chains, row
+ *               groups, multi-output groups, dot-transpose pairs): device/
+ *               runs them, the memory estimate counts only what they make
  *   prefault.c  a thread that faults in fresh memory ahead of its writer
  *
  * Depends on libc and POSIX: pthreads (parse_split.c, prefault.c, and the
@@ -1200,5 +1203,81 @@ IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExe
  * The order the executor and the memory estimate take. */
 IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
                           IrExecOrderError *err);
+
+/* ------------------------------------------------------------------ */
+/* fusion_find.c: the groups device/exec.c runs fused                  */
+
+/* Smaller arrays run unfused: the loop's set-up would cost more than the
+ * memory traffic it saves (and reducers, which run per element, stay on
+ * the cheapest path). */
+#define IR_FUSION_MIN_ELEMENTS 1024
+/* Nodes per group, bounding scratch memory and set-up. */
+#define IR_FUSION_MAX_NODES 64
+/* Row groups: the row length (elements) bounds the scratch (one row per
+ * node, at most IR_FUSION_MAX_NODES * 8 * IR_FUSION_ROW_MAX bytes);
+ * shorter rows than IR_FUSION_ROW_MIN cost more in per-row set-up than
+ * fusion saves (unless small, for tests). */
+#define IR_FUSION_ROW_MAX 16384
+#define IR_FUSION_ROW_MIN 128
+/* Transposes join a group only with an operand this small (elements): it
+ * is read through strides, in cache. */
+#define IR_FUSION_TRANSPOSE_MAX (1 << 16)
+
+typedef struct IrFusionGroup {
+    int32_t root;        /* instruction whose value the group produces */
+    int32_t nnodes;
+    int32_t *nodes;      /* instruction indices, operands first, root last */
+    int32_t nleaves;
+    int32_t *leaves;     /* distinct instructions read from outside the group */
+    int32_t *leaf_refs;  /* operand references to each leaf from the nodes */
+    bool *leaf_direct;   /* every reference reads it element for element (not a
+                          * broadcast's source, not a scalar operand): its
+                          * buffer may take the result */
+    int32_t nouter;      /* a row group: the number of outer dims of its
+                          * shape (the dims of `space`); -1 otherwise */
+    int32_t space;       /* a row group: an instruction of shape S */
+    bool dot_transposed; /* nodes {dot, transpose}: the dot writes its result
+                          * transposed */
+    int32_t nextra;
+    int32_t *extra;      /* a multi-output group (merge_outputs): the nodes
+                          * besides the root whose values are read outside
+                          * the group too, made whole when the group runs */
+    int32_t dot;         /* the node that is a dot (a dot-transpose pair's, or
+                          * one reading transposes in place), else -1 */
+} IrFusionGroup;
+
+typedef struct IrFusion {
+    int32_t ngroups;
+    IrFusionGroup *groups;
+    int32_t *group_of;   /* per instruction of the computation: its group, or -1
+                          * (a broadcast run inside several groups: the first) */
+} IrFusion;
+
+typedef struct IrFusionOptions {
+    bool off;   /* no groups */
+    bool small; /* arrays and rows of any size fuse (tests) */
+} IrFusionOptions;
+
+/* The groups of computation c (of m). order/norder: the instructions that
+ * run, operands first (every user of an instruction is among them). With
+ * opt NULL or opt->off, or when nothing fuses, *out is empty (group_of
+ * NULL). Fails only on OOM (IR_ENOMEM, recorded in d). */
+IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t *order, int32_t norder,
+                        const IrFusionOptions *opt, IrFusion *out, IrDiag *d);
+void ir_fusion_free(IrFusion *f);
+/* Positions of an instruction among g's leaves and nodes, -1 when absent. */
+int32_t ir_fusion_leaf_index(const IrFusionGroup *g, int32_t instr);
+int32_t ir_fusion_node_index(const IrFusionGroup *g, int32_t instr);
+/* Has array shape t the outer dims of S (its first nouter), up to dims of
+ * size 1 (f32[4,1] and f32[4] for S f32[4,32] and nouter 1)? Such a value
+ * holds one element a row, in row order. */
+bool ir_fusion_is_outer(const IrShape *S, int32_t nouter, const IrShape *t);
+/* Does node ins read its operand (a leaf) through strides (a broadcast or
+ * a transpose)? */
+bool ir_fusion_strided(const IrInstr *ins);
+/* Does the reduce kernel's fast path fold values of type t with simple
+ * reducer op (ir_simple_reducer) in one accumulator domain: float, signed,
+ * unsigned or pred, and no bitwise reducer on floats? */
+bool ir_reducer_folds(IrType t, IrOpcode op);
 
 #endif /* TESSEL_IR_H */

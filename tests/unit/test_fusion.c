@@ -54,9 +54,9 @@ static void assert_one_chunked_group(const IrModule *m, int32_t nnodes)
 {
     DevFusion f = find(m, 0);
     assert_int_equal(f.ngroups, 1);
-    assert_true(f.groups[0].chunked);
+    assert_true(dev_fusion_chunked(ir_entry(m), &f.groups[0]));
     assert_int_equal(f.groups[0].nnodes, nnodes);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
 }
 
 /* The entry fused (the default paths: `chunked` for arrays of any size)
@@ -108,8 +108,8 @@ static void chain_is_one_group(void **state)
     assert_int_equal(g->leaf_refs[1], 3); /* t1, t3, t6 */
     assert_int_equal(f.group_of[instr_named(m, "x")], -1);
     assert_int_equal(f.group_of[instr_named(m, "t4")], 0);
-    assert_true(g->chunked); /* all f32, ops of float_ops.h */
-    dev_fusion_free(&f);
+    assert_true(dev_fusion_chunked(ir_entry(m), g)); /* all f32, ops of float_ops.h */
+    ir_fusion_free(&f);
     ir_module_free(m);
 }
 
@@ -180,8 +180,8 @@ static void broadcasts_fuse(void **state)
     assert_int_equal(f.groups[0].nleaves, 4); /* x, bias, row, c */
     for (int32_t l = 0; l < f.groups[0].nleaves; l++)
         assert_int_equal(f.groups[0].leaf_direct[l], f.groups[0].leaves[l] == instr_named(m, "x"));
-    assert_true(f.groups[0].chunked);
-    dev_fusion_free(&f);
+    assert_true(dev_fusion_chunked(ir_entry(m), &f.groups[0]));
+    ir_fusion_free(&f);
 
     int64_t xd[] = {3, 5}, bd[] = {5}, rd[] = {3};
     float xs[15], bias[] = {0, 1, 2, 3, 4}, row[] = {1, -1, 2};
@@ -240,12 +240,12 @@ static void shared_broadcast(void **state)
         assert_int_equal(grp->root, instr_named(m, g == 0 ? "v" : "w"));
         assert_int_equal(grp->nnodes, g == 0 ? 3 : 2); /* b u v; b w */
         assert_int_equal(grp->nodes[0], b);            /* before its readers */
-        assert_true(dev_fusion_node_index(grp, b) >= 0);
-        assert_int_equal(dev_fusion_leaf_index(grp, b), -1);
-        assert_true(dev_fusion_leaf_index(grp, c) >= 0);
+        assert_true(ir_fusion_node_index(grp, b) >= 0);
+        assert_int_equal(ir_fusion_leaf_index(grp, b), -1);
+        assert_true(ir_fusion_leaf_index(grp, c) >= 0);
     }
     assert_int_equal(f.group_of[b], 0); /* skipped by the executor */
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
 
     int64_t d[] = {2, 5};
     float xs[10];
@@ -284,8 +284,8 @@ static void shared_broadcast(void **state)
     f = find(m, 4);
     assert_int_equal(f.ngroups, 1);
     assert_int_equal(f.group_of[instr_named(m, "b")], -1);
-    assert_true(dev_fusion_leaf_index(&f.groups[0], instr_named(m, "b")) >= 0);
-    dev_fusion_free(&f);
+    assert_true(ir_fusion_leaf_index(&f.groups[0], instr_named(m, "b")) >= 0);
+    ir_fusion_free(&f);
     ir_module_free(m);
 }
 
@@ -319,8 +319,8 @@ static void mixed_types(void **state)
     DevFusion f = find(m, 4);
     assert_int_equal(f.ngroups, 1);
     assert_int_equal(f.groups[0].nnodes, 10); /* b2 gt neg s1 bf s2 cl f bh r */
-    assert_false(f.groups[0].chunked);
-    dev_fusion_free(&f);
+    assert_false(dev_fusion_chunked(ir_entry(m), &f.groups[0]));
+    ir_fusion_free(&f);
 
     int64_t d6[] = {6};
     int32_t xs[] = {-3, 0, 1, 2, 3, 7};
@@ -368,8 +368,8 @@ static void boundaries(void **state)
     assert_int_equal(f.groups[0].nleaves, 1);
     assert_int_equal(f.groups[0].leaves[0], instr_named(m, "t"));
     assert_int_equal(f.groups[0].leaf_refs[0], 2);
-    dev_fusion_free(&f);
-    /* Default options: 4 elements are below DEV_FUSION_MIN_ELEMENTS. */
+    ir_fusion_free(&f);
+    /* Default options: 4 elements are below IR_FUSION_MIN_ELEMENTS. */
     f = find(m, 0);
     assert_int_equal(f.ngroups, 0);
     assert_null(f.group_of);
@@ -405,14 +405,14 @@ static void dot_transpose_pairs(void **state)
     assert_int_equal(f.ngroups, 1);
     const DevFusionGroup *g = &f.groups[0];
     assert_true(g->dot_transposed);
-    assert_false(g->chunked);
+    assert_false(dev_fusion_chunked(ir_entry(m), g));
     assert_int_equal(g->root, instr_named(m, "t"));
     assert_int_equal(g->nnodes, 2);
     assert_int_equal(g->nodes[0], instr_named(m, "d"));
     assert_int_equal(g->nleaves, 2);
     assert_int_equal(g->leaves[0], instr_named(m, "g"));
     assert_int_equal(g->leaves[1], instr_named(m, "x"));
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     ir_module_free(m);
     /* Not paired: the dot has another use; a batched dot's transpose
      * that moves the batch dim; with no_fusion. */
@@ -485,7 +485,7 @@ static void dot_transposed_equals_unfused(void **state)
         DevFusion f = find(m, 0);
         assert_int_equal(f.ngroups, 1);
         assert_true(f.groups[0].dot_transposed);
-        dev_fusion_free(&f);
+        ir_fusion_free(&f);
         DevValue *args[2];
         uint32_t s = 777u + (uint32_t)i;
         for (int a = 0; a < 2; a++) {
@@ -542,7 +542,7 @@ static void transposes_into_dots(void **state)
     const DevFusionGroup *g = &f.groups[0];
     assert_int_equal(g->root, instr_named(m, "s"));
     assert_false(g->dot_transposed);
-    assert_false(g->chunked);
+    assert_false(dev_fusion_chunked(ir_entry(m), g));
     assert_int_equal(g->nnodes, 3);
     assert_int_equal(g->nodes[0], instr_named(m, "tq"));
     assert_int_equal(g->nodes[1], instr_named(m, "tk"));
@@ -557,7 +557,7 @@ static void transposes_into_dots(void **state)
     assert_int_equal(g->nleaves, 2);
     assert_int_equal(g->leaves[0], instr_named(m, "v"));
     assert_int_equal(g->leaves[1], instr_named(m, "s"));
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     ir_module_free(m);
     /* tb also feeds a negate: stays; ta feeds two dots: a node of both. */
     m = parse_ok("HloModule b\n"
@@ -583,7 +583,7 @@ static void transposes_into_dots(void **state)
     }
     assert_int_equal(f.groups[0].leaves[1], instr_named(m, "tb"));
     assert_int_equal(f.group_of[instr_named(m, "tb")], -1);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     ir_module_free(m);
     /* A transposed lhs into a dot whose result is transposed: one group. */
     m = parse_ok("HloModule c\n"
@@ -602,7 +602,7 @@ static void transposes_into_dots(void **state)
     assert_int_equal(g->nodes[0], instr_named(m, "ta"));
     assert_int_equal(g->nodes[g->dot], instr_named(m, "d"));
     assert_int_equal(g->root, instr_named(m, "t"));
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     ir_module_free(m);
 }
 
@@ -652,7 +652,7 @@ static void transposed_operands_equal_unfused(void **state)
         assert_true(f.ngroups >= 1);
         for (int32_t j = 0; j < f.ngroups; j++)
             assert_true(f.groups[j].dot >= 0);
-        dev_fusion_free(&f);
+        ir_fusion_free(&f);
         const IrComputation *c = ir_entry(m);
         DevValue *args[2];
         uint32_t s = 4242u + (uint32_t)i;
@@ -740,7 +740,7 @@ static void in_place(void **state)
     dev_value_unref(extra);
     dev_value_unref(vals[ri]);
     dev_value_unref(vals[xi]);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
 
     /* Through the executor: the reverse dies in the group. */
     DevValue *arg = val(IR_S32, 1, d5, xs);
@@ -847,16 +847,16 @@ static void multi_output(void **state)
     assert_int_equal(grp->extra[1], instr_named(m, "vn"));
     assert_int_equal(f.group_of[instr_named(m, "mn")], g);
     assert_int_equal(f.group_of[instr_named(m, "m1")], g);
-    assert_int_equal(dev_fusion_leaf_index(grp, instr_named(m, "mn")), -1);
-    assert_true(dev_fusion_leaf_index(grp, instr_named(m, "g")) >= 0);
+    assert_int_equal(ir_fusion_leaf_index(grp, instr_named(m, "mn")), -1);
+    assert_true(ir_fusion_leaf_index(grp, instr_named(m, "g")) >= 0);
     assert_int_equal(grp->nleaves, 5); /* g m v w c */
-    assert_true(grp->chunked);
+    assert_true(dev_fusion_chunked(ir_entry(m), grp));
     /* n2 is read by r, outside and before u: it stays its own root. */
     int32_t n2 = instr_named(m, "n2");
     assert_true(f.group_of[n2] >= 0);
     assert_int_equal(f.groups[f.group_of[n2]].root, n2);
     assert_int_equal(f.groups[f.group_of[n2]].nextra, 0);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
 
     /* Every output bit for bit the unfused run's: the register path
      * (full chunks), the interpreter (the last, partial one) and blocks. */
@@ -902,7 +902,7 @@ static void multi_output_in_place(void **state)
         int32_t i = instr_named(m, leaf[a]);
         vals[i] = dev_value_ref(args[a]);
         data[a] = args[a]->data;
-        rem[i] = dev_fusion_leaf_index(g, i) >= 0 ? g->leaf_refs[dev_fusion_leaf_index(g, i)] : 1;
+        rem[i] = ir_fusion_leaf_index(g, i) >= 0 ? g->leaf_refs[ir_fusion_leaf_index(g, i)] : 1;
     }
     rem[instr_named(m, "g")] += 1; /* g is read by n2's group later: not lent */
     int32_t ci = instr_named(m, "c");
@@ -940,7 +940,7 @@ static void multi_output_in_place(void **state)
     dev_value_unref(vals[ci]);
     dev_value_unref(args[0]);
     dev_value_unref(plain);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     ir_module_free(m);
 }
 
@@ -971,7 +971,7 @@ static void random_equals_unfused(void **state)
     DevFusion f = find(m, 0);
     assert_int_equal(f.ngroups, 1);
     assert_int_equal(f.groups[0].nnodes, 11);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t d2[] = {3, 3337}, d1[] = {3337};
     DevValue *args[3] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, d1, NULL)};
     uint32_t s = 12345;

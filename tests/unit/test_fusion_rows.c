@@ -137,8 +137,8 @@ static void softmax_rows(void **state)
         assert_int_equal(g->nnodes, 7); /* m, mb, xm, e, z, zb, p */
         assert_int_equal(g->nouter, 1);
         assert_int_equal(g->nleaves, 3); /* x, ninf, zero */
-        assert_false(g->chunked);
-        dev_fusion_free(&f);
+        assert_false(dev_fusion_chunked(ir_entry(m), g));
+        ir_fusion_free(&f);
         int64_t dims[] = {rows, len};
         DevValue *x = val(IR_F32, 2, dims, NULL);
         fill(x, (uint32_t)len);
@@ -191,7 +191,7 @@ static void jax_softmax_rows(void **state)
     assert_int_equal(g->nnodes, 15); /* all but x and the two constants */
     assert_int_equal(g->nouter, 2);
     assert_int_equal(g->nleaves, 3);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t dims[] = {2, 3, 40};
     DevValue *x = val(IR_F32, 3, dims, NULL);
     fill(x, 31);
@@ -232,7 +232,7 @@ static void unit_dim_leaves(void **state)
     const DevFusionGroup *g = row_group(&f, m, "y");
     assert_int_equal(g->nnodes, 8); /* s, s1, mu, t1, mt, r, rb, y */
     assert_int_equal(g->nleaves, 4); /* x, n, t, zero */
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t dx[] = {2, 3, 50}, dn[] = {2, 3, 1}, dt[] = {2, 3};
     DevValue *args[3] = {val(IR_F32, 3, dx, NULL), val(IR_F32, 3, dn, NULL), val(IR_F32, 2, dt, NULL)};
     for (int a = 0; a < 3; a++)
@@ -279,7 +279,7 @@ static void outer_reduce(void **state)
     const DevFusionGroup *g = row_group(&f, m, "y");
     assert_int_equal(g->nnodes, 8); /* m, s, s1, ns, t, tb, a, y */
     assert_int_equal(g->nleaves, 3);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t dims[] = {2, 3, 40};
     DevValue *args[2] = {val(IR_F32, 3, dims, NULL), val(IR_F32, 3, dims, NULL)};
     fill(args[0], 21);
@@ -320,7 +320,7 @@ static void permuted_outer(void **state)
     DevFusion f = find(m, 1);
     assert_int_equal(f.group_of[instr_named(m, "s")], -1);
     assert_int_equal(f.group_of[instr_named(m, "st")], -1);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t dims[] = {3, 3, 20};
     DevValue *x = val(IR_F32, 3, dims, NULL);
     fill(x, 3);
@@ -375,7 +375,7 @@ static void layernorm_rows_f64(void **state)
     DevFusion f;
     const DevFusionGroup *g = row_group(&f, m, "y");
     assert_int_equal(g->nnodes, 17); /* everything but the parameters and constants */
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t d2[] = {6, 33}, d1[] = {33};
     DevValue *args[3] = {val(IR_F64, 2, d2, NULL), val(IR_F64, 1, d1, NULL), val(IR_F64, 1, d1, NULL)};
     for (int a = 0; a < 3; a++)
@@ -427,11 +427,11 @@ static void several_minor_dims(void **state)
     const DevFusionGroup *g = row_group(&f, m, "out_d");
     assert_int_equal(g->nnodes, 7); /* mx, mxb, d, a, mn, mnb, out_d */
     assert_int_equal(g->nouter, 1);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     g = row_group(&f, m, "s");
     assert_int_equal(g->nnodes, 2); /* e, s: ends in the reduction */
     assert_int_equal(f.group_of[instr_named(m, "e")], f.group_of[instr_named(m, "s")]);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t dims[] = {3, 4, 5};
     DevValue *x = val(IR_F32, 3, dims, NULL);
     fill(x, 99);
@@ -480,7 +480,7 @@ static void not_fused(void **state)
         assert_int_equal(f.groups[g].nouter, -1);
     assert_int_equal(f.group_of[instr_named(m, "c")], -1);
     assert_int_equal(f.group_of[instr_named(m, "k")], -1);
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t dims[] = {4, 24};
     DevValue *x = val(IR_F32, 2, dims, NULL);
     fill(x, 5);
@@ -526,7 +526,7 @@ static void transposes(void **state)
     DevFusion f;
     const DevFusionGroup *g = row_group(&f, m, "o");
     assert_int_equal(g->nnodes, 5); /* wt, a, s, sb, o */
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     int64_t dims[] = {20, 20};
     DevValue *args[2] = {val(IR_F32, 2, dims, NULL), val(IR_F32, 2, dims, NULL)};
     fill(args[0], 1);
@@ -555,12 +555,12 @@ static void transposes(void **state)
                  "}\n");
     f = find(m, 0);
     assert_int_equal(f.ngroups, 0); /* 400 elements: under the default size */
-    dev_fusion_free(&f);
+    ir_fusion_free(&f);
     f = find(m, 1);
     assert_int_equal(f.ngroups, 1);
     assert_int_equal(f.groups[0].nnodes, 2); /* wt, a (wn is a leaf: read through strides) */
-    assert_true(f.groups[0].chunked);
-    dev_fusion_free(&f);
+    assert_true(dev_fusion_chunked(ir_entry(m), &f.groups[0]));
+    ir_fusion_free(&f);
     for (int k = 0; k < 400; k++)
         want[k] = at(args[0], k) - at(args[1], (k % 20) * 20 + k / 20);
     got = run(m, 2, args, true);

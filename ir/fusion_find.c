@@ -1,0 +1,766 @@
+/*
+ * fusion_find.c: the groups of instructions device/exec.c runs fused
+ * (device/fusion.c and fusion_rows.c run them), found on the IR alone so
+ * that the memory estimate (partition/memory.c) counts the values the run
+ * makes and no others: a group's interior values never exist.
+ *
+ * A fusion group is a tree of elementwise instructions (and broadcasts
+ * feeding them) whose interior values are used only inside the tree: the
+ * executor skips the interior instructions and, at the root, runs the
+ * whole tree a block of output elements at a time.
+ *
+ * Finding groups. The executor's order puts operands first, so walking it
+ * backwards meets every user of a value before the value. An instruction
+ * joins a group when all its users are members of that group, it has the
+ * members' dimensions, and it is elementwise, a broadcast or a transpose
+ * of a small array; otherwise an elementwise instruction starts a group of
+ * its own. A broadcast or transpose joins as a node but takes no operands
+ * in with it (it reads them through strides).
+ * Example: t = tanh(add(dot, broadcast(bias))) is one group {broadcast,
+ * add, tanh} with leaves dot and bias; in u = add(x, y), v = multiply(u,
+ * u), w = max(v, u), u joins {v, w}; a value also used outside stays a
+ * leaf. A broadcast read by members of several groups runs inside each
+ * of them instead of as an array they all read (share_broadcasts).
+ *
+ * Row groups. A group's shape S may split into
+ * outer dims and row dims: a broadcast along the leading dims of S whose
+ * operand could be an outer node (a reduce over exactly the remaining
+ * minor dims, with a reducer ir_simple_reducer knows, or an elementwise op
+ * over the outer dims) takes that operand in, and fixes the split; then
+ * reduces over the row dims and elementwise ops over the outer dims join
+ * too, and a reduce's input follows it in. A fitting reduce whose users
+ * are elsewhere starts a group of its own (a group that ends in a
+ * reduction). Example, softmax: p = divide(e, broadcast(z)), z =
+ * reduce(e, add) over dim 1, e = exp(subtract(x, broadcast(reduce(x,
+ * max)))): one group of 7 nodes, leaf x (and the inits). An outer node
+ * may carry dims of size 1 (f32[a,b,1] for outer dims [a,b]), and
+ * reshapes and broadcasts between such shapes join as copies:
+ * JAX writes softmax's z as reshape(broadcast(reshape(z))) to [a,b,1] and
+ * back before the broadcast over the rows; a reduce of such a value over
+ * its dims of size 1 joins as an outer reduce. A reduce over a
+ * major dim, or with any other reducer, stays outside. A group with no
+ * node outside S is an elementwise group, however it was found.
+ *
+ * Multi-output groups (merge_outputs). A group whose root is read by
+ * members of one other group, of the same dims, and otherwise only by
+ * instructions after that group's root, runs inside it: its root becomes
+ * an extra output, made whole beside the group's root. Adam's m' and v'
+ * (returned, and read by the parameter's update) join the update: one
+ * pass reads g, m, v and w and writes m', v' and w', where three passes
+ * wrote m' and v' and read them back and read g twice (XLA's CPU
+ * backend makes the same multi-output loop fusion).
+ *
+ * Dot-transpose pairs. A dot whose one use is a transpose that swaps its
+ * lhs and rhs free dims (JAX writes weight gradients as
+ * transpose(dot(g, x))) is a group of two, {dot, transpose}, whose
+ * leaves are the dot's operands: the dot writes the transposed result
+ * itself (k_dot.c), so the dot's own result is never made and the
+ * transpose moves nothing. A transpose whose every reader is a dot
+ * (unfused or such a pair's) runs inside each of them
+ * (transposes_into_dots): the dot reads the transpose's operand through
+ * strides, so the transposed array is never made.
+ */
+#include "ir.h"
+
+/* Elementwise ops have at most 3 operands (select, clamp). */
+#define MAX_OPND 3
+/* cand[] marks while finding groups. */
+#define UNSEEN (-1)
+#define CONFLICT (-2)
+/* gid[] of a broadcast that runs inside each group reading it. */
+#define SHARED (-3)
+
+bool ir_reducer_folds(IrType t, IrOpcode op)
+{
+    bool domain = ir_type_is_float(t) || ir_type_is_signed_int(t) || ir_type_is_unsigned_int(t) || t == IR_PRED;
+    bool bitwise = op == OP_AND || op == OP_OR || op == OP_XOR;
+    return domain && ir_op_is_reducer(op) && !(ir_type_is_float(t) && bitwise);
+}
+
+/* Instructions with control edges keep their own place in the order. */
+static bool has_control(const IrComputation *c, const bool *ctrl_succ, int32_t i)
+{
+    return c->instr[i].a.x->control_predecessors.n > 0 || ctrl_succ[i];
+}
+
+static bool can_start(const IrComputation *c, const bool *ctrl_succ, int32_t i)
+{
+    const IrInstr *ins = &c->instr[i];
+    return ir_op_is_elementwise(ins->op) && ins->op != OP_COPY && ins->op != OP_MAP &&
+           ins->nopnd >= 1 && ins->nopnd <= MAX_OPND && ir_shape_is_array(&ins->shape) &&
+           !has_control(c, ctrl_succ, i);
+}
+
+/* The kinds of instruction that can join a group: elementwise ops with a
+ * range kernel, and broadcasts. */
+static bool can_join(const IrComputation *c, const bool *ctrl_succ, int32_t o)
+{
+    const IrInstr *op = &c->instr[o];
+    if (o == c->root || has_control(c, ctrl_succ, o))
+        return false;
+    if (op->op == OP_BROADCAST)
+        return op->nopnd == 1 && ir_shape_is_array(&op->shape);
+    return can_start(c, ctrl_succ, o);
+}
+
+bool ir_fusion_strided(const IrInstr *ins)
+{
+    return ins->op == OP_BROADCAST || ins->op == OP_TRANSPOSE;
+}
+
+/* A transpose of a small array joins as a strided read of its operand. */
+static bool small_transpose(const IrComputation *c, const bool *ctrl_succ, int32_t o)
+{
+    const IrInstr *op = &c->instr[o];
+    return op->op == OP_TRANSPOSE && op->nopnd == 1 && o != c->root && !has_control(c, ctrl_succ, o) &&
+           ir_shape_is_array(&op->shape) && ir_shape_elements(&op->shape) <= IR_FUSION_TRANSPOSE_MAX;
+}
+
+/* ---- row spaces ---- */
+
+/* While finding groups: per group (by its root), the instruction whose
+ * shape is the group's S and its number of outer dims (-1: not known
+ * yet; it is fixed by the first reduce or outer broadcast that joins). */
+typedef struct Find {
+    const IrModule *m;
+    const IrComputation *c;
+    const bool *ctrl_succ;
+    int32_t *space;
+    int32_t *nouter;
+    bool small; /* fuse rows however short (tests) */
+} Find;
+
+static int64_t row_length(const IrShape *s, int32_t nouter)
+{
+    int64_t r = 1;
+    for (int32_t d = nouter; d < s->rank; d++)
+        r *= s->dims[d];
+    return r;
+}
+
+static bool row_length_ok(const Find *f, const IrShape *s, int32_t nouter)
+{
+    int64_t r = row_length(s, nouter);
+    return nouter >= 0 && nouter < s->rank && r <= IR_FUSION_ROW_MAX && (f->small || r >= IR_FUSION_ROW_MIN);
+}
+
+bool ir_fusion_is_outer(const IrShape *S, int32_t nouter, const IrShape *t)
+{
+    if (!ir_shape_is_array(t))
+        return false;
+    int32_t a = 0, b = 0;
+    for (;;) {
+        while (a < t->rank && t->dims[a] == 1)
+            a++;
+        while (b < nouter && S->dims[b] == 1)
+            b++;
+        if (a == t->rank || b == nouter)
+            return a == t->rank && b == nouter;
+        if (t->dims[a++] != S->dims[b++])
+            return false;
+    }
+}
+
+/* A reduce of an S-shaped operand over exactly its minor dims from nouter
+ * on (a row reduce), or of an outer value over dims of size 1 only (an
+ * outer reduce: JAX's grad sums the softmax backward's reshaped row sum
+ * over its dim of size 1), with a reducer the fast path knows (associative and commutative:
+ * add, multiply, maximum, minimum, and, or, xor), one input, a scalar
+ * init and the operand's element type. Custom reducers keep their place. */
+static bool reduce_fits(const Find *f, int32_t i, const IrShape *S, int32_t nouter)
+{
+    const IrInstr *ins = &f->c->instr[i];
+    if (ins->op != OP_REDUCE || ins->nopnd != 2 || ins->ncalled < 1 || i == f->c->root ||
+        has_control(f->c, f->ctrl_succ, i) || !ir_shape_is_array(&ins->shape))
+        return false;
+    const IrShape *x = &f->c->instr[ins->opnd[0]].shape, *init = &f->c->instr[ins->opnd[1]].shape;
+    if (x->type != ins->shape.type || init->type != ins->shape.type || init->rank != 0 ||
+        !ir_fusion_is_outer(S, nouter, &ins->shape) || !row_length_ok(f, S, nouter))
+        return false;
+    const IrI64List *dm = &ins->a.dimensions;
+    if (!ir_shape_same_dims(x, S)) {
+        /* An outer reduce: over dims of size 1 of an outer value. */
+        if (!ir_fusion_is_outer(S, nouter, x))
+            return false;
+        for (int32_t j = 0; j < dm->n; j++)
+            if (dm->v[j] < 0 || dm->v[j] >= x->rank || x->dims[dm->v[j]] != 1)
+                return false;
+    } else {
+        bool seen[IR_MAX_RANK] = {false};
+        if (dm->n != S->rank - nouter)
+            return false;
+        for (int32_t j = 0; j < dm->n; j++) {
+            if (dm->v[j] < nouter || dm->v[j] >= S->rank || seen[dm->v[j]])
+                return false;
+            seen[dm->v[j]] = true;
+        }
+    }
+    return ir_reducer_folds(x->type, ir_simple_reducer(f->m, ins->called[0]));
+}
+
+/* A reshape or a broadcast from and to shapes with the outer dims of S
+ * (up to dims of size 1): the same elements in the same order, one a
+ * row, copied. JAX writes a row's mean m[a,b] as
+ * reshape to [a,b,1], broadcast to the same shape, reshape back to [a,b]
+ * before it broadcasts it over the rows. */
+static bool outer_copy(const Find *f, int32_t i, const IrShape *S, int32_t nouter)
+{
+    const IrInstr *ins = &f->c->instr[i];
+    if ((ins->op != OP_RESHAPE && ins->op != OP_BROADCAST) || ins->nopnd != 1 || i == f->c->root ||
+        has_control(f->c, f->ctrl_succ, i))
+        return false;
+    /* A broadcast's dims ascend (ir/infer.c): it cannot permute. */
+    const IrShape *x = &f->c->instr[ins->opnd[0]].shape;
+    return x->type == ins->shape.type && ir_fusion_is_outer(S, nouter, &ins->shape) &&
+           ir_fusion_is_outer(S, nouter, x);
+}
+
+/* Can instruction i, all of whose users are in group g, join it? */
+static bool joins(const Find *f, int32_t g, int32_t i)
+{
+    const IrInstr *ins = &f->c->instr[i];
+    const IrShape *S = &f->c->instr[f->space[g]].shape;
+    if (ir_shape_same_dims(&ins->shape, S))
+        return can_join(f->c, f->ctrl_succ, i) || small_transpose(f->c, f->ctrl_succ, i);
+    int32_t no = f->nouter[g];
+    if (no < 0 || !ir_fusion_is_outer(S, no, &ins->shape))
+        return false;
+    return ins->op == OP_REDUCE ? reduce_fits(f, i, S, no)
+                                : can_join(f->c, f->ctrl_succ, i) || outer_copy(f, i, S, no);
+}
+
+/* Broadcast b of group g spreads an outer value over the rows when it
+ * maps its operand o onto the leading dims of S and o could be an outer
+ * node (a fitting reduce, or elementwise with the outer dims): then o's
+ * users are followed into the group like an elementwise operand's, and
+ * the group's row space is fixed. */
+static bool spreads(Find *f, int32_t g, int32_t b)
+{
+    const IrInstr *ins = &f->c->instr[b];
+    const IrShape *S = &f->c->instr[f->space[g]].shape;
+    int32_t o = ins->opnd[0], no = f->c->instr[o].shape.rank;
+    if (!ir_shape_same_dims(&ins->shape, S) || ins->a.dimensions.n != no ||
+        (f->nouter[g] >= 0 && f->nouter[g] != no) || !row_length_ok(f, S, no))
+        return false;
+    for (int32_t j = 0; j < no; j++)
+        if (ins->a.dimensions.v[j] != j)
+            return false;
+    const IrInstr *oi = &f->c->instr[o];
+    bool fits = oi->op == OP_REDUCE ? reduce_fits(f, o, S, no)
+                                     : outer_copy(f, o, S, no) ||
+                                           (oi->op != OP_BROADCAST && can_join(f->c, f->ctrl_succ, o) &&
+                                            ir_fusion_is_outer(S, no, &oi->shape));
+    if (fits)
+        f->nouter[g] = no;
+    return fits;
+}
+
+/* Broadcast b, an outer node of group g, takes its operand in when it
+ * only copies it (outer_copy). */
+static bool copies(const Find *f, int32_t g, int32_t b)
+{
+    return f->nouter[g] >= 0 && outer_copy(f, b, &f->c->instr[f->space[g]].shape, f->nouter[g]);
+}
+
+/* A dot whose one use is a transpose that swaps its free dims
+ * (ir_dot_transpose_swaps; JAX writes weight gradients so) forms a group
+ * of two with it, run as the dot writing its result transposed (k_dot.c):
+ * its leaves are the dot's operands, and the dot's own result is never
+ * made. False on OOM. */
+static bool dot_transpose_pairs(const IrComputation *c, const bool *ctrl_succ, const int32_t *order,
+                                int32_t norder, int32_t *gid, int32_t *size, Find *f, int32_t *nroots)
+{
+    int32_t *uses = ts_calloc((size_t)c->ninstr, sizeof *uses);
+    if (!uses)
+        return false;
+    for (int32_t k = 0; k < norder; k++) {
+        const IrInstr *ins = &c->instr[order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (ins->opnd[j] >= 0 && ins->opnd[j] < c->ninstr)
+                uses[ins->opnd[j]]++;
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        const IrInstr *ins = &c->instr[i];
+        if (ins->op != OP_TRANSPOSE || gid[i] >= 0 || has_control(c, ctrl_succ, i) ||
+            !ir_dot_transpose_swaps(c, ins))
+            continue;
+        int32_t o = ins->opnd[0];
+        if (uses[o] != 1 || o == c->root || gid[o] >= 0 || has_control(c, ctrl_succ, o))
+            continue;
+        gid[i] = gid[o] = i;
+        size[i] = 2;
+        f->space[i] = i;
+        f->nouter[i] = -1;
+        (*nroots)++;
+    }
+    ts_free(uses);
+    return true;
+}
+
+/* Can dot u take in transpose t as a node? u runs unfused or as the dot
+ * of a dot-transpose pair (gid[u] its transpose). */
+static bool dot_takes(const IrComputation *c, const bool *ctrl_succ, const int32_t *gid, int32_t u)
+{
+    const IrInstr *ui = &c->instr[u];
+    return ui->op == OP_DOT && ui->nopnd == 2 && !has_control(c, ctrl_succ, u) &&
+           (gid[u] < 0 || (gid[u] != u && c->instr[gid[u]].op == OP_TRANSPOSE));
+}
+
+/* A transpose read only by dots (JAX's q/k/v heads, [B,S,H,D] written as
+ * transpose(dot) to [B,H,S,D] for the attention's batched dots) runs
+ * inside each of them: the dot reads the transpose's operand through
+ * strides (k_dot.c), so the transposed array is never made. A dot that
+ * ran alone becomes a group root. Its gid becomes SHARED (as a shared
+ * broadcast's); the groups' sizes count it. False on OOM. */
+static bool transposes_into_dots(const IrComputation *c, const bool *ctrl_succ, const int32_t *order,
+                                 int32_t norder, int32_t *gid, int32_t *size, Find *f, int32_t *nroots)
+{
+    bool *fits = ts_calloc((size_t)c->ninstr, sizeof *fits);
+    if (!fits)
+        return false;
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t t = order[k];
+        const IrInstr *ti = &c->instr[t];
+        fits[t] = ti->op == OP_TRANSPOSE && ti->nopnd == 1 && gid[t] == -1 && t != c->root &&
+                  !has_control(c, ctrl_succ, t) && ir_shape_is_array(&ti->shape);
+    }
+    bool *read = ts_calloc((size_t)c->ninstr, sizeof *read);
+    if (!read) {
+        ts_free(fits);
+        return false;
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        const IrInstr *ui = &c->instr[u];
+        for (int32_t j = 0; j < ui->nopnd; j++) {
+            int32_t t = ui->opnd[j];
+            if (t >= 0 && t < c->ninstr && fits[t]) {
+                fits[t] = dot_takes(c, ctrl_succ, gid, u);
+                read[t] = true;
+            }
+        }
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        const IrInstr *ui = &c->instr[u];
+        for (int32_t j = 0; j < ui->nopnd; j++) {
+            int32_t t = ui->opnd[j];
+            if (t < 0 || t >= c->ninstr || !fits[t] || !read[t] || (j == 1 && ui->opnd[0] == t))
+                continue;
+            if (gid[u] < 0) {
+                gid[u] = u;
+                size[u] = 1;
+                f->space[u] = u;
+                f->nouter[u] = -1;
+                (*nroots)++;
+            }
+            size[gid[u]]++;
+        }
+    }
+    for (int32_t t = 0; t < c->ninstr; t++)
+        if (fits[t] && read[t])
+            gid[t] = SHARED;
+    ts_free(fits);
+    ts_free(read);
+    return true;
+}
+
+void ir_fusion_free(IrFusion *f)
+{
+    for (int32_t g = 0; g < f->ngroups; g++) {
+        ts_free(f->groups[g].nodes);
+        ts_free(f->groups[g].leaves);
+        ts_free(f->groups[g].leaf_refs);
+        ts_free(f->groups[g].leaf_direct);
+        ts_free(f->groups[g].extra);
+    }
+    ts_free(f->groups);
+    ts_free(f->group_of);
+    *f = (IrFusion){0};
+}
+
+/* Add one reference to leaf l of group g (from node `ins`). */
+static void add_leaf(IrFusionGroup *g, const IrComputation *c, const IrInstr *ins, int32_t l)
+{
+    int32_t k = 0;
+    while (k < g->nleaves && g->leaves[k] != l)
+        k++;
+    if (k == g->nleaves) {
+        g->leaves[k] = l;
+        g->leaf_refs[k] = 0;
+        g->leaf_direct[k] = true;
+        g->nleaves++;
+    }
+    g->leaf_refs[k]++;
+    if (ir_fusion_strided(ins) || !ir_shape_same_dims(&c->instr[l].shape, &ins->shape))
+        g->leaf_direct[k] = false;
+}
+
+/* A group is a row group when some node has not S's dims (an outer node:
+ * a reduce, or what follows one); otherwise it is elementwise, however it
+ * was found. */
+static bool row_group(const IrComputation *c, const IrFusionGroup *g)
+{
+    if (g->nouter < 0)
+        return false;
+    for (int32_t k = 0; k < g->nnodes; k++)
+        if (!ir_shape_same_dims(&c->instr[g->nodes[k]].shape, &c->instr[g->space].shape))
+            return true;
+    return false;
+}
+
+/* Shared broadcasts. A broadcast whose users are in several groups (the
+ * constant 0.5 of GELU's backward, broadcast once and multiplied in three
+ * places; Adam's b1 over a weight's shape) would be the leaf of each, an
+ * array written whole and read back by every group. Instead it runs as a
+ * node inside every group that reads it, each computing its own blocks
+ * from the broadcast's operand (a strided read, in cache): it joins when
+ * every user is an elementwise member of a group whose shape it has, with
+ * room left. A group root that gathered nobody gains it as a node (and
+ * runs fused). Its gid becomes SHARED; the groups' sizes count it. */
+static bool share_broadcasts(const Find *f, const int32_t *order, int32_t norder, int32_t *gid, int32_t *size,
+                             int32_t *nroots)
+{
+    const IrComputation *c = f->c;
+    int32_t n = c->ninstr, nref = 0;
+    /* Each candidate's readers (first[b] .. first[b + 1] in reader[]). */
+    int32_t *first = ts_calloc((size_t)n + 1, sizeof *first), *reader = NULL;
+    bool *fits = ts_calloc((size_t)n, sizeof *fits);
+    if (!first || !fits)
+        goto oom;
+    for (int32_t i = 0; i < n; i++) {
+        const IrInstr *bi = &c->instr[i];
+        fits[i] = bi->op == OP_BROADCAST && gid[i] == -1 && can_join(c, f->ctrl_succ, i);
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k], g = gid[u];
+        const IrInstr *ins = &c->instr[u];
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t b = ins->opnd[j];
+            if (c->instr[b].op != OP_BROADCAST)
+                continue;
+            fits[b] = fits[b] && g >= 0 && ir_op_is_elementwise(ins->op) && !ir_fusion_strided(ins) &&
+                      ir_shape_same_dims(&c->instr[b].shape, &c->instr[f->space[g]].shape);
+            first[b + 1]++;
+            nref++;
+        }
+    }
+    for (int32_t i = 0; i < n; i++)
+        first[i + 1] += first[i];
+    if (!(reader = ts_malloc((size_t)(nref > 0 ? nref : 1) * sizeof *reader)))
+        goto oom;
+    for (int32_t k = norder - 1; k >= 0; k--) { /* fills each list from its end */
+        const IrInstr *ins = &c->instr[order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (c->instr[ins->opnd[j]].op == OP_BROADCAST)
+                reader[--first[ins->opnd[j] + 1]] = order[k];
+    }
+    /* The lists now start at first[b + 1]; each broadcast, with its
+     * distinct groups, joins when all have room. */
+    for (int32_t b = 0; b < n; b++) {
+        int32_t seen[IR_FUSION_MAX_NODES], ng = 0;
+        bool room = fits[b];
+        for (int32_t q = first[b + 1]; room && q < (b + 2 <= n ? first[b + 2] : nref); q++) {
+            int32_t g = gid[reader[q]], t = 0;
+            while (t < ng && seen[t] != g)
+                t++;
+            if (t == ng && (ng == IR_FUSION_MAX_NODES || size[g] >= IR_FUSION_MAX_NODES))
+                room = false;
+            else if (t == ng)
+                seen[ng++] = g;
+        }
+        if (!room || ng == 0)
+            continue;
+        gid[b] = SHARED;
+        for (int32_t t = 0; t < ng; t++)
+            if (size[seen[t]]++ == 1)
+                (*nroots)++;
+    }
+    ts_free(first);
+    ts_free(fits);
+    ts_free(reader);
+    return true;
+oom:
+    ts_free(first);
+    ts_free(fits);
+    return false;
+}
+
+/* Multi-output groups. A group A whose root a is read by members of one
+ * other group B (Adam's m' = b1 m + (1 - b1) g, read by the parameter's
+ * update w - lr m'' / (sqrt(v'') + eps) and returned) runs inside B: one
+ * pass reads A's and B's leaves once and writes a whole as an extra
+ * output beside B's root, where two passes wrote a and read it back (and
+ * read a leaf they share, g, twice). Both are elementwise groups of the
+ * same dims (no row space fixed, not a dot-transpose pair) with room
+ * for both; a's readers in B read it element for element (not through a
+ * broadcast's strides). The merged group runs at B's root, so every
+ * reader of a member of A outside A must be in B or come after B's root
+ * in the order. Merges chain (A into B, then B into C) in the order's
+ * direction. extra[i]: member i of a group is read outside it (the
+ * group makes it whole). False on OOM. */
+static bool merge_outputs(const Find *f, const int32_t *order, int32_t norder, int32_t *gid, int32_t *size,
+                          int32_t *nroots, bool *extra)
+{
+    const IrComputation *c = f->c;
+    int32_t n = c->ninstr, nref = 0;
+    int32_t *pos = ts_malloc((size_t)n * sizeof *pos), *first = ts_calloc((size_t)n + 2, sizeof *first);
+    int32_t *head = ts_malloc((size_t)n * sizeof *head), *next = ts_malloc((size_t)n * sizeof *next);
+    int32_t *tail = ts_malloc((size_t)n * sizeof *tail), *user = NULL;
+    bool ok = false;
+    if (!pos || !first || !head || !next || !tail)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        pos[i] = head[i] = next[i] = tail[i] = -1;
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        const IrInstr *ins = &c->instr[i];
+        pos[i] = k;
+        for (int32_t j = 0; j < ins->nopnd; j++, nref++)
+            first[ins->opnd[j] + 1]++;
+        if (gid[i] >= 0) { /* member lists in the order's order */
+            int32_t g = gid[i];
+            if (tail[g] < 0)
+                head[g] = i;
+            else
+                next[tail[g]] = i;
+            tail[g] = i;
+        }
+    }
+    for (int32_t i = 0; i <= n; i++)
+        first[i + 1] += first[i];
+    if (!(user = ts_malloc((size_t)(nref > 0 ? nref : 1) * sizeof *user)))
+        goto done;
+    for (int32_t k = norder - 1; k >= 0; k--) { /* fills each list from its end */
+        const IrInstr *ins = &c->instr[order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            user[--first[ins->opnd[j] + 1]] = order[k];
+    }
+    /* Users of i: user[first[i + 1] .. first[i + 2]). */
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t a = order[k], b = -1;
+        if (gid[a] != a || f->nouter[a] >= 0 || c->instr[a].op == OP_TRANSPOSE)
+            continue;
+        for (int32_t q = first[a + 1]; q < first[a + 2]; q++) {
+            int32_t g = gid[user[q]];
+            if (g >= 0 && g != a)
+                b = b < 0 || b == g ? g : -2;
+        }
+        if (b < 0 || f->nouter[b] >= 0 || c->instr[b].op == OP_TRANSPOSE || size[a] + size[b] > IR_FUSION_MAX_NODES ||
+            !ir_shape_same_dims(&c->instr[a].shape, &c->instr[b].shape))
+            continue;
+        bool fits = true;
+        for (int32_t x = head[a]; fits && x >= 0; x = next[x])
+            for (int32_t q = first[x + 1]; fits && q < first[x + 2]; q++) {
+                int32_t u = user[q];
+                fits = gid[u] == a || (gid[u] == b && !ir_fusion_strided(&c->instr[u])) ||
+                       (gid[u] != SHARED && pos[u] > pos[b]);
+            }
+        if (!fits)
+            continue;
+        for (int32_t x = head[a]; x >= 0; x = next[x])
+            gid[x] = b;
+        next[tail[a]] = head[b]; /* A's members, then B's */
+        head[b] = head[a];
+        size[b] += size[a];
+        (*nroots)--;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (gid[i] < 0 || gid[i] == i)
+            continue;
+        for (int32_t q = first[i + 1]; q < first[i + 2]; q++)
+            extra[i] = extra[i] || gid[user[q]] != gid[i];
+    }
+    ok = true;
+done:
+    ts_free(pos);
+    ts_free(first);
+    ts_free(head);
+    ts_free(next);
+    ts_free(tail);
+    ts_free(user);
+    return ok;
+}
+
+/* Members into their groups' node lists (operands first: the order's)
+ * and the values they read from outside into the leaf lists. A shared
+ * broadcast goes into each group before its first reader there. */
+static void collect(const IrComputation *c, const int32_t *order, int32_t norder, const int32_t *gid,
+                    const bool *extra, IrFusion *f)
+{
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        if (gid[i] < 0)
+            continue;
+        int32_t g = f->group_of[gid[i]];
+        IrFusionGroup *grp = &f->groups[g];
+        const IrInstr *ins = &c->instr[i];
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t b = ins->opnd[j];
+            if (gid[b] != SHARED || ir_fusion_node_index(grp, b) >= 0)
+                continue;
+            grp->nodes[grp->nnodes++] = b;
+            if (f->group_of[b] < 0)
+                f->group_of[b] = g;
+            add_leaf(grp, c, &c->instr[b], c->instr[b].opnd[0]);
+        }
+        grp->nodes[grp->nnodes++] = i;
+        if (extra[i])
+            grp->extra[grp->nextra++] = i;
+        f->group_of[i] = g;
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (gid[ins->opnd[j]] != gid[i] && gid[ins->opnd[j]] != SHARED)
+                add_leaf(grp, c, ins, ins->opnd[j]);
+    }
+}
+
+IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t *order,
+                         int32_t norder, const IrFusionOptions *opt,
+                         IrFusion *out, IrDiag *d)
+{
+    *out = (IrFusion){0};
+    if (!opt || opt->off || norder < 2)
+        return IR_OK;
+    int32_t n = c->ninstr;
+    int64_t min_elems = opt->small ? 1 : IR_FUSION_MIN_ELEMENTS;
+    int32_t *gid = ts_malloc((size_t)n * sizeof *gid);
+    int32_t *cand = ts_malloc((size_t)n * sizeof *cand);
+    int32_t *size = ts_calloc((size_t)n, sizeof *size);
+    bool *ctrl_succ = ts_calloc((size_t)n, sizeof *ctrl_succ);
+    bool *extra = ts_calloc((size_t)n, sizeof *extra);
+    Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
+              opt->small};
+    IrStatus st = IR_ENOMEM;
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !f.space || !f.nouter)
+        goto done;
+    for (int32_t i = 0; i < n; i++) {
+        gid[i] = -1;
+        cand[i] = UNSEEN;
+        const IrI64List *cp = &c->instr[i].a.x->control_predecessors;
+        for (int32_t j = 0; j < cp->n; j++)
+            if (cp->v[j] >= 0 && cp->v[j] < n)
+                ctrl_succ[cp->v[j]] = true;
+    }
+    /* Consumers before operands. By the time the walk reaches o, every
+     * user of o has marked it (cand): with the one group they all belong
+     * to, or CONFLICT. o joins that group if it can (its row space, a kind
+     * that fuses, room left), else it may start its own: an elementwise
+     * op over its own dims, or a reduce over minor dims (a group that
+     * ends in a reduction). */
+    int32_t nroots = 0;
+    for (int32_t k = norder - 1; k >= 0; k--) {
+        int32_t i = order[k];
+        const IrInstr *ins = &c->instr[i];
+        int32_t g = cand[i];
+        if (g >= 0 && size[g] < IR_FUSION_MAX_NODES && joins(&f, g, i)) {
+            gid[i] = g;
+            if (size[g]++ == 1)
+                nroots++;
+        } else if (can_start(c, ctrl_succ, i) && ir_shape_elements(&ins->shape) >= min_elems) {
+            gid[i] = g = i;
+            size[i] = 1;
+            f.space[i] = i;
+            f.nouter[i] = -1;
+        } else if (ins->op == OP_REDUCE && ins->nopnd == 2 &&
+                   ir_shape_elements(&c->instr[ins->opnd[0]].shape) >= min_elems &&
+                   reduce_fits(&f, i, &c->instr[ins->opnd[0]].shape, ins->shape.rank)) {
+            gid[i] = g = i;
+            size[i] = 1;
+            f.space[i] = ins->opnd[0];
+            f.nouter[i] = ins->shape.rank;
+        } else {
+            g = -1;
+        }
+        /* Strided reads (broadcasts, transposes) take their operand as a
+         * leaf, except a broadcast that spreads an outer value over the
+         * rows; a reduce takes its input in, not its init. */
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t o = ins->opnd[j];
+            bool pass = g >= 0 && (ins->op == OP_REDUCE ? j == 0
+                                   : ins->op == OP_TRANSPOSE ? false
+                                   : ins->op == OP_BROADCAST ? spreads(&f, g, i) || copies(&f, g, i)
+                                   : true);
+            cand[o] = pass && (cand[o] == UNSEEN || cand[o] == g) ? g : CONFLICT;
+        }
+    }
+    if (!share_broadcasts(&f, order, norder, gid, size, &nroots))
+        goto done;
+    /* Roots that gathered nobody run unfused. */
+    for (int32_t i = 0; i < n; i++)
+        if (gid[i] == i && size[i] == 1)
+            gid[i] = -1;
+    if (!dot_transpose_pairs(c, ctrl_succ, order, norder, gid, size, &f, &nroots) ||
+        !merge_outputs(&f, order, norder, gid, size, &nroots, extra) ||
+        !transposes_into_dots(c, ctrl_succ, order, norder, gid, size, &f, &nroots))
+        goto done;
+    st = IR_OK;
+    if (nroots == 0)
+        goto done;
+    st = IR_ENOMEM;
+    out->group_of = ts_malloc((size_t)n * sizeof *out->group_of);
+    out->groups = ts_calloc((size_t)nroots, sizeof *out->groups);
+    if (!out->group_of || !out->groups)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        out->group_of[i] = -1;
+    /* Number the groups by their roots' order, then size their lists. */
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t i = order[k];
+        if (gid[i] != i)
+            continue;
+        IrFusionGroup *g = &out->groups[out->ngroups];
+        int32_t nn = size[i], nl = nn * MAX_OPND;
+        g->root = i;
+        g->space = f.space[i];
+        g->nouter = f.nouter[i];
+        out->group_of[i] = out->ngroups++;
+        if (!(g->nodes = ts_malloc((size_t)nn * sizeof *g->nodes)) ||
+            !(g->leaves = ts_malloc((size_t)nl * sizeof *g->leaves)) ||
+            !(g->leaf_refs = ts_malloc((size_t)nl * sizeof *g->leaf_refs)) ||
+            !(g->leaf_direct = ts_malloc((size_t)nl * sizeof *g->leaf_direct)) ||
+            !(g->extra = ts_malloc((size_t)nn * sizeof *g->extra)))
+            goto done;
+    }
+    collect(c, order, norder, gid, extra, out);
+    for (int32_t k = 0; k < out->ngroups; k++) {
+        IrFusionGroup *g = &out->groups[k];
+        if (!row_group(c, g))
+            g->nouter = -1;
+        g->dot_transposed = c->instr[g->root].op == OP_TRANSPOSE;
+        g->dot = -1;
+        for (int32_t j = 0; j < g->nnodes; j++)
+            if (c->instr[g->nodes[j]].op == OP_DOT)
+                g->dot = j;
+    }
+    st = IR_OK;
+done:
+    ts_free(gid);
+    ts_free(cand);
+    ts_free(size);
+    ts_free(ctrl_succ);
+    ts_free(extra);
+    ts_free(f.space);
+    ts_free(f.nouter);
+    if (st != IR_OK) {
+        ir_fusion_free(out);
+        return ir_error(d, st, NULL, NULL, c->pos, "out of memory");
+    }
+    return IR_OK;
+}
+
+int32_t ir_fusion_leaf_index(const IrFusionGroup *g, int32_t instr)
+{
+    for (int32_t k = 0; k < g->nleaves; k++)
+        if (g->leaves[k] == instr)
+            return k;
+    return -1;
+}
+
+int32_t ir_fusion_node_index(const IrFusionGroup *g, int32_t instr)
+{
+    for (int32_t k = 0; k < g->nnodes; k++)
+        if (g->nodes[k] == instr)
+            return k;
+    return -1;
+}
