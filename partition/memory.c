@@ -39,15 +39,18 @@
  *    with the caller) and a later one's (the state handed over: each
  *    element dies at its last use, as the executor's run_while consumes
  *    it), less the while's result, which the caller counts.
- *  - the executor's run-time fusion of elementwise chains (below): a
- *    group's interior values never exist, its root may take a dying
- *    leaf's buffer.
+ *  - the executor's run-time fusion (below: the groups ir/fusion_find.c
+ *    finds for device/, elementwise chains, row groups such as softmax
+ *    and layer norm, multi-output groups such as Adam's update, dots
+ *    writing transposed): a group's interior values never exist, its
+ *    extra outputs are made at its root's step, an elementwise group's
+ *    outputs may take dying leaves' buffers.
  *  - the values a kernel makes beside its result while it runs:
  *    operands converted (a mixed-precision reduce's, scaled-dot's
  *    dequantized ones) and a reducer's scalar arguments and results when
  *    it is called element by element (calls_per_element).
- * Not modelled: fusion's row groups (softmax, layer norm), buffers the
- * kernels and the collectives use outside values (scratch, MPI staging).
+ * Not modelled: buffers the kernels and the collectives use outside
+ * values (fusion's scratch rows and blocks, MPI staging).
  *
  * Example, p0 = f32[4] parameter(0); a = exp(p0); b = add(a, p0); ROOT
  * c = negate(b): before step 0: 16 bytes (p0); step a: 32; step b: 48 (a
@@ -187,9 +190,9 @@ typedef struct Est {
     int32_t *end;       /* per instruction: the last step it is live in (n: to the end) */
     int32_t *tie;       /* per instruction: the last step it holds what it refers to */
     int32_t *last_read; /* per instruction: its last reader's step (MemEstimate.last_read) */
+    IrFusion fusion;    /* the groups the executor runs fused (fuse) */
     int32_t *group;     /* per instruction: the fused group's root it is inside of, or -1 */
-    int32_t *ghead;     /* per instruction: a group root's first member, else -1 */
-    int32_t *gnext;     /* per instruction: the next member of its group, or -1 */
+    bool *whole;        /* per instruction: an extra output of its group (made whole) */
     int64_t *own;       /* per instruction: bytes it allocates */
     int64_t *ctx;       /* per instruction: of own, a -start's context bytes (start_context) */
     int32_t *ctx_end;   /* per instruction: the last step its context lives in (-1: none) */
@@ -339,13 +342,9 @@ static bool calls_per_element(const IrModule *m, const IrComputation *c, const I
         return false;
     if (ins->nopnd != 2 || ins->shape.type == IR_TUPLE)
         return true; /* several inputs */
-    IrOpcode op = ir_simple_reducer(m, ins->called[0]);
     IrType t = converted_to(m, c, ins, 0);
     t = t != IR_TUPLE ? t : c->instr[ins->opnd[0]].shape.type;
-    bool dom = ir_type_is_float(t) || ir_type_is_signed_int(t) || ir_type_is_unsigned_int(t) || t == IR_PRED;
-    bool bitwise = op == OP_AND || op == OP_OR || op == OP_XOR;
-    return op == OP_COUNT || t != ins->shape.type || !dom || !ir_op_is_reducer(op) ||
-           (ir_type_is_float(t) && bitwise);
+    return t != ins->shape.type || !ir_reducer_folds(t, ir_simple_reducer(m, ins->called[0]));
 }
 
 /* What a reduce that calls its reducer holds beside its operands and
@@ -494,201 +493,64 @@ static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64
 
 /* ---- the executor's run-time fusion, as far as memory goes ----
  *
- * Partitioned runs fuse chains of elementwise ops (device/fusion.c): the
- * interior values of a group never exist, its leaves are read when its
- * root runs, and a leaf that dies there and that nobody else holds lends
- * its buffer to the result. This mirrors fusion.c's elementwise groups
- * (the same walk, kinds and limits), its dot-transpose pairs (the dot's
- * result never exists), its transposes read in place by dots and its
- * broadcasts shared by several groups (never made); its row groups (reductions over the
- * minor dims with their producers: softmax, layer norm) are not
- * modelled, so their interior values count. */
+ * The executor runs groups of instructions fused (ir/fusion_find.c finds
+ * them, device/fusion.c and fusion_rows.c run them); the estimate takes
+ * the same groups from the same finder over the same order:
+ *  - a group's nodes run at its root's step, reading its leaves there;
+ *    their values never exist (own 0), save a multi-output group's extra
+ *    outputs (Adam's m' and v' beside w'), made whole at the root's step
+ *    and living to their last readers;
+ *  - an elementwise group's root, then each extra output in turn, takes
+ *    the buffer of a leaf that dies there, that nobody else holds, read
+ *    element for element (leaf_direct) and as wide as the output
+ *    (device/fusion.c's in_place_leaf), one leaf an output;
+ *  - a row group (softmax, layer norm: reductions over the minor dims
+ *    with their producers) and a dot's group (a dot-transpose pair, a
+ *    transpose read in place by dots) write a new buffer; a row group's
+ *    scratch rows are not values.
+ * A node run inside several groups (a broadcast shared by them, a
+ * transpose read by several dots) is read by each: its operands live to
+ * the last of their steps. */
 
-enum { FUSE_MIN_ELEMENTS = 1024, FUSE_MAX_NODES = 64, FUSE_MAX_OPND = 3, FUSE_TRANSPOSE_MAX = 1 << 16 };
-
-static bool fuse_start(const IrComputation *c, const bool *ctrl, int32_t i)
-{
-    const IrInstr *ins = &c->instr[i];
-    return ir_op_is_elementwise(ins->op) && ins->op != OP_COPY && ins->op != OP_MAP && ins->nopnd >= 1 &&
-           ins->nopnd <= FUSE_MAX_OPND && ir_shape_is_array(&ins->shape) &&
-           ins->a.x->control_predecessors.n == 0 && !ctrl[i];
-}
-
-static bool fuse_join(const IrComputation *c, const bool *ctrl, int32_t i, int32_t g)
-{
-    const IrInstr *ins = &c->instr[i];
-    if (i == c->root || ins->a.x->control_predecessors.n > 0 || ctrl[i] ||
-        !ir_shape_same_dims(&ins->shape, &c->instr[g].shape))
-        return false;
-    if (ins->op == OP_BROADCAST)
-        return ins->nopnd == 1 && ir_shape_is_array(&ins->shape);
-    if (ins->op == OP_TRANSPOSE)
-        return ins->nopnd == 1 && ir_shape_is_array(&ins->shape) &&
-               ir_shape_elements(&ins->shape) <= FUSE_TRANSPOSE_MAX;
-    return fuse_start(c, ctrl, i);
-}
-
-/* A broadcast all of whose readers are elementwise members (or roots) of
- * groups of its shape runs inside each of them (fusion.c's shared
- * broadcasts): it joins the first reader's group here, so it is never
- * made, and a lone root that reads it is a group. at[]: scratch. */
-static void share_broadcasts(const Est *e, const bool *ctrl, int32_t *gid, int32_t *size, int32_t *at)
+/* e->fusion: the groups; e->group[i]: the root of the group node i runs
+ * inside of (the last to run, for a node of several groups), -1 for a
+ * root or an unfused instruction; e->whole[i]: i is an extra output. */
+static IrStatus fuse(Est *e, IrDiag *d)
 {
     const IrComputation *c = e->c;
-    enum { UNSEEN = -1, NO = -2 };
-    for (int32_t i = 0; i < c->ninstr; i++)
-        at[i] = UNSEEN;
-    for (int32_t pass = 0; pass < 2; pass++)
-        for (int32_t k = 0; k < e->n; k++) {
-            int32_t u = e->order[k], g = gid[u];
-            const IrInstr *ui = &c->instr[u];
-            for (int32_t j = 0; j < ui->nopnd; j++) {
-                int32_t b = ui->opnd[j];
-                const IrInstr *bi = &c->instr[b];
-                if (bi->op != OP_BROADCAST || gid[b] != -1 || b == c->root)
-                    continue;
-                if (pass == 1) {
-                    if (at[b] >= 0 && size[g] == 1)
-                        size[g] = 2;
-                    continue;
-                }
-                bool ok = g >= 0 && fuse_join(c, ctrl, b, g) && ui->op != OP_BROADCAST && ui->op != OP_TRANSPOSE &&
-                          size[g] < FUSE_MAX_NODES;
-                at[b] = !ok || at[b] == NO ? NO : at[b] == UNSEEN ? g : at[b];
-            }
-        }
-    for (int32_t b = 0; b < c->ninstr; b++)
-        if (at[b] >= 0)
-            gid[b] = at[b];
-}
-
-/* e->group[i]: the root of the group instruction i is inside of (-1: not
- * inside one; a root is not inside its own group). IR_ENOMEM. */
-static IrStatus fuse(Est *e)
-{
-    const IrComputation *c = e->c;
-    int32_t n = c->ninstr;
-    int32_t *cand = ts_malloc((size_t)(n > 0 ? n : 1) * sizeof *cand);
-    int32_t *size = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *size);
-    bool *ctrl = ts_calloc((size_t)(n > 0 ? n : 1), sizeof *ctrl);
-    int32_t *gid = e->group;
-    if (!cand || !size || !ctrl) {
-        ts_free(cand);
-        ts_free(size);
-        ts_free(ctrl);
-        return IR_ENOMEM;
+    IrFusionOptions fo = {0}; /* the run's defaults (runtime/local.c) */
+    IrStatus st = ir_fusion_find(e->m, c, e->order, e->n, &fo, &e->fusion, d);
+    if (st != IR_OK)
+        return st;
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        e->group[i] = -1;
+        e->whole[i] = false;
     }
-    for (int32_t i = 0; i < n; i++) {
-        gid[i] = -1;
-        cand[i] = -1; /* unseen */
-        const IrI64List *cp = &c->instr[i].a.x->control_predecessors;
-        for (int32_t j = 0; j < cp->n; j++)
-            if (cp->v[j] >= 0 && cp->v[j] < n)
-                ctrl[cp->v[j]] = true;
+    for (int32_t k = 0; k < e->fusion.ngroups; k++) {
+        const IrFusionGroup *g = &e->fusion.groups[k];
+        for (int32_t j = 0; j < g->nnodes; j++) {
+            int32_t x = g->nodes[j];
+            if (x != g->root && (e->group[x] < 0 || e->step[g->root] > e->step[e->group[x]]))
+                e->group[x] = g->root;
+        }
+        for (int32_t j = 0; j < g->nextra; j++)
+            e->whole[g->extra[j]] = true;
     }
-    enum { CONFLICT = -2 };
-    for (int32_t k = e->n - 1; k >= 0 && e->n >= 2; k--) {
-        int32_t i = e->order[k], g = cand[i];
-        const IrInstr *ins = &c->instr[i];
-        if (g >= 0 && size[g] < FUSE_MAX_NODES && fuse_join(c, ctrl, i, g)) {
-            gid[i] = g;
-            size[g]++;
-        } else if (fuse_start(c, ctrl, i) && ir_shape_elements(&ins->shape) >= FUSE_MIN_ELEMENTS) {
-            gid[i] = g = i;
-            size[i] = 1;
-        } else {
-            g = -1;
-        }
-        bool pass = g >= 0 && ins->op != OP_TRANSPOSE && ins->op != OP_BROADCAST;
-        for (int32_t j = 0; j < ins->nopnd; j++) {
-            int32_t o = ins->opnd[j];
-            cand[o] = pass && (cand[o] == -1 || cand[o] == g) ? g : CONFLICT;
-        }
-    }
-    share_broadcasts(e, ctrl, gid, size, cand);
-    for (int32_t i = 0; i < n; i++) /* a root that gathered nobody runs unfused */
-        if (gid[i] == i && size[i] == 1)
-            gid[i] = -1;
-    /* A dot whose one use is a transpose swapping its free dims runs
-     * inside it (fusion.c's dot-transpose pairs): the dot's result never
-     * exists. size[] counts the uses here, its job above done. */
-    memset(size, 0, (size_t)n * sizeof *size);
-    for (int32_t k = 0; k < e->n; k++)
-        for (int32_t j = 0; j < c->instr[e->order[k]].nopnd; j++)
-            if (c->instr[e->order[k]].opnd[j] >= 0 && c->instr[e->order[k]].opnd[j] < n)
-                size[c->instr[e->order[k]].opnd[j]]++;
-    for (int32_t k = 0; k < e->n && e->n >= 2; k++) {
-        int32_t i = e->order[k], o = c->instr[i].nopnd == 1 ? c->instr[i].opnd[0] : -1;
-        if (c->instr[i].op == OP_TRANSPOSE && gid[i] < 0 && !ctrl[i] && c->instr[i].a.x->control_predecessors.n == 0 &&
-            ir_dot_transpose_swaps(c, &c->instr[i]) && size[o] == 1 && o != c->root && gid[o] < 0 && !ctrl[o] &&
-            c->instr[o].a.x->control_predecessors.n == 0)
-            gid[i] = gid[o] = i;
-    }
-    /* A transpose read only by dots (each alone or a pair's) runs inside
-     * each of them (fusion.c's transposes_into_dots): never made, its
-     * operand read when the last of them runs. cand[t]: that dot's
-     * group root so far, -1 unseen, -2 not so. */
-    for (int32_t i = 0; i < n; i++)
-        cand[i] = -1;
-    for (int32_t k = 0; k < e->n; k++) {
-        int32_t u = e->order[k];
-        const IrInstr *ui = &c->instr[u];
-        bool dot = ui->op == OP_DOT && ui->nopnd == 2 && !ctrl[u] && ui->a.x->control_predecessors.n == 0 &&
-                   (gid[u] < 0 || (gid[u] != u && c->instr[gid[u]].op == OP_TRANSPOSE));
-        for (int32_t j = 0; j < ui->nopnd; j++) {
-            int32_t t = ui->opnd[j];
-            const IrInstr *ti = &c->instr[t];
-            bool fits = dot && cand[t] != -2 && ti->op == OP_TRANSPOSE && ti->nopnd == 1 && gid[t] < 0 &&
-                        t != c->root && !ctrl[t] && ti->a.x->control_predecessors.n == 0 &&
-                        ir_shape_is_array(&ti->shape);
-            cand[t] = fits ? (gid[u] >= 0 ? gid[u] : u) : -2;
-        }
-    }
-    for (int32_t t = 0; t < n; t++)
-        if (cand[t] >= 0) {
-            gid[t] = cand[t];
-            gid[cand[t]] = cand[t];
-        }
-    for (int32_t i = 0; i < n; i++)
-        if (gid[i] == i || (gid[i] >= 0 && gid[gid[i]] != gid[i]))
-            gid[i] = -1;
-    for (int32_t i = 0; i < n; i++)
-        e->ghead[i] = e->gnext[i] = -1;
-    for (int32_t i = n - 1; i >= 0; i--)
-        if (gid[i] >= 0) {
-            e->gnext[i] = e->ghead[gid[i]];
-            e->ghead[gid[i]] = i;
-        }
-    ts_free(cand);
-    ts_free(size);
-    ts_free(ctrl);
     return IR_OK;
 }
 
-/* The step an instruction's operand reads happen at: its group root's for
- * a member of a group. */
+/* The step an instruction's operand reads happen at, and an extra
+ * output is made at: its group root's for a member of a group. */
 static int32_t read_step(const Est *e, int32_t i)
 {
     return e->group[i] >= 0 ? e->step[e->group[i]] : e->step[i];
 }
 
-/* Is fused root r able to take leaf o's buffer (o read element for
- * element by a member of r's group or r, as wide as r's result)? */
-static bool lends(const Est *e, int32_t r, int32_t o)
+/* The group whose root is i, or NULL. */
+static const IrFusionGroup *group_rooted_at(const Est *e, int32_t i)
 {
-    const IrComputation *c = e->c;
-    if (c->instr[r].op == OP_TRANSPOSE) /* a dot-transpose pair: the dot makes a new buffer */
-        return false;
-    if (e->group[o] == r || o == r || e->own[o] != leaf_bytes(&c->instr[r].shape) || e->own[o] <= 0 ||
-        !ir_shape_same_dims(&c->instr[o].shape, &c->instr[r].shape))
-        return false;
-    for (int32_t i = r; i >= 0; i = i == r ? e->ghead[r] : e->gnext[i]) {
-        const IrInstr *ins = &c->instr[i];
-        for (int32_t k = 0; k < ins->nopnd; k++)
-            if (ins->opnd[k] == o && ins->op != OP_BROADCAST && ins->op != OP_TRANSPOSE)
-                return true;
-    }
-    return false;
+    int32_t k = e->fusion.group_of ? e->fusion.group_of[i] : -1;
+    return k >= 0 && e->fusion.groups[k].root == i ? &e->fusion.groups[k] : NULL;
 }
 
 static void extend(Est *e, int32_t t, int32_t to, bool full);
@@ -788,25 +650,42 @@ static int64_t bytes_at(const Est *e, int32_t i, int32_t s)
     return b;
 }
 
-/* Root i (at step s) of a fused group: the first leaf that dies here,
- * that nobody else holds and that can lend its buffer gives it to the
- * result (own 0, the leaf's buffer lives as long as the result). */
-static bool fused_root_lends(Est *e, int32_t i, int32_t s)
+/* Output x of group g (its root or an extra output) takes the buffer of
+ * a leaf that dies at step s, nobody else's, read element for element
+ * and as wide as x, not taken by another output (device/fusion.c's
+ * in_place_leaf): own 0, the leaf's buffer lives as long as x. */
+static void output_takes_leaf(Est *e, const IrFusionGroup *g, int32_t x, int32_t s, bool *taken)
 {
-    if (e->ghead[i] < 0)
-        return false;
-    for (int32_t j = i; j >= 0; j = j == i ? e->ghead[i] : e->gnext[j]) {
-        const IrInstr *m = &e->c->instr[j];
-        for (int32_t k = 0; k < m->nopnd; k++) {
-            int32_t o = m->opnd[k];
-            if (e->end[o] == s && lends(e, i, o)) {
-                e->own[i] = 0;
-                extend(e, o, e->end[i], true);
-                return true;
-            }
+    int64_t bytes = leaf_bytes(&e->c->instr[x].shape);
+    for (int32_t l = 0; bytes > 0 && l < g->nleaves; l++) {
+        int32_t o = g->leaves[l];
+        if (!taken[l] && g->leaf_direct[l] && e->end[o] == s && e->own[o] == bytes &&
+            ir_shape_is_array(&e->c->instr[o].shape)) {
+            taken[l] = true;
+            e->own[x] = 0;
+            extend(e, o, e->end[x], true);
+            return;
         }
     }
-    return false;
+}
+
+/* Root i (at step s) of a fused group: an elementwise group's outputs
+ * take dying leaves' buffers (output_takes_leaf), the root's first; a row
+ * group's or a dot's root makes its own. False: i is no group's root. */
+static bool fused_root(Est *e, int32_t i, int32_t s)
+{
+    const IrFusionGroup *g = group_rooted_at(e, i);
+    if (!g)
+        return false;
+    if (g->nouter >= 0 || g->dot >= 0)
+        return true;
+    bool taken[IR_FUSION_MAX_NODES * 3] = {false};
+    if (g->nleaves > IR_FUSION_MAX_NODES * 3)
+        return true;
+    output_takes_leaf(e, g, i, s, taken);
+    for (int32_t j = 0; j < g->nextra; j++)
+        output_takes_leaf(e, g, g->extra[j], s, taken);
+    return true;
 }
 
 /* Keep instruction t's buffer to step `to`; with `full` also what t
@@ -836,7 +715,7 @@ static void lifetimes(Est *e, const MemOptions *o)
     }
     for (int32_t i = 0; i < c->ninstr; i++) {
         e->last_read[i] = e->end[i];
-        if (e->group[i] >= 0)
+        if (e->group[i] >= 0 && !e->whole[i])
             e->own[i] = 0; /* inside a fused group: never made */
     }
     if (c->root >= 0 && e->step[c->root] >= 0)
@@ -919,9 +798,8 @@ static void lifetimes(Est *e, const MemOptions *o)
             } else if (through) {
                 extend(e, ins->opnd[0], e->end[i], true);
             }
-        } else if (ir_op_is_elementwise(ins->op) && e->group[i] < 0 && ins->nopnd > 0 &&
-                   fused_root_lends(e, i, s)) {
-            /* a fused root took a dying leaf's buffer (fused_root_lends) */
+        } else if (fused_root(e, i, s)) {
+            /* a fused group's outputs took dying leaves' buffers, or made their own */
         } else if (reused_operand(ins) >= 0) {
             int32_t op = ins->opnd[reused_operand(ins)];
             /* The operand's last use is here and it is nobody else's. */
@@ -945,8 +823,7 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
     e->tie = ts_malloc(ni * sizeof *e->tie);
     e->last_read = ts_malloc(ni * sizeof *e->last_read);
     e->group = ts_malloc(ni * sizeof *e->group);
-    e->ghead = ts_malloc(ni * sizeof *e->ghead);
-    e->gnext = ts_malloc(ni * sizeof *e->gnext);
+    e->whole = ts_malloc(ni * sizeof *e->whole);
     e->own = ts_calloc(ni, sizeof *e->own);
     e->callee = ts_calloc(ni, sizeof *e->callee);
     e->ctx = ts_calloc(ni, sizeof *e->ctx);
@@ -960,7 +837,7 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
         return ir_oom(d, NULL);
     for (size_t i = 0; i < ni; i++)
         e->ctx_end[i] = e->eoff[i] = -1;
-    if (!e->order || !e->step || !e->end || !e->tie || !e->last_read || !e->group || !e->ghead || !e->gnext ||
+    if (!e->order || !e->step || !e->end || !e->tie || !e->last_read || !e->group || !e->whole ||
         !e->own || !e->callee)
         return ir_oom(d, NULL);
     if (o && o->order) {
@@ -1006,8 +883,8 @@ static void est_free(Est *e)
     ts_free(e->end);
     ts_free(e->tie);
     ts_free(e->group);
-    ts_free(e->ghead);
-    ts_free(e->gnext);
+    ts_free(e->whole);
+    ir_fusion_free(&e->fusion);
     ts_free(e->own);
     ts_free(e->callee);
     ts_free(e->ctx);
@@ -1045,8 +922,28 @@ static MemKind kind_of(const Est *e, int32_t i)
 static bool live_at(const Est *e, int32_t i, int32_t s)
 {
     bool param = e->c->instr[i].op == OP_PARAMETER;
-    return e->step[i] >= 0 && bytes_at(e, i, s) > 0 && (param || e->step[i] <= s) &&
+    return e->step[i] >= 0 && bytes_at(e, i, s) > 0 && (param || read_step(e, i) <= s) &&
            (e->end[i] >= s || e->eoff[i] >= 0);
+}
+
+/* The bytes instruction i makes at its step; when they are freed goes
+ * into freed[] (per step), what lives to the end into the output bytes. */
+static int64_t allocated(const Est *e, int32_t i, int64_t *freed, MemEstimate *out)
+{
+    const IrComputation *c = e->c;
+    int64_t ctx = e->ctx[i] > 0 && e->ctx_end[i] >= 0 && e->ctx_end[i] < e->end[i] ? e->ctx[i] : 0;
+    if (ctx > 0)
+        freed[e->ctx_end[i]] += ctx;
+    int32_t nel = e->eoff[i] >= 0 ? c->instr[i].shape.ntuple : 1; /* a split tuple: each element */
+    for (int32_t k = 0; k < nel; k++) {
+        int64_t b = e->eoff[i] >= 0 ? elem_bytes(e, i, k) : e->own[i] - ctx;
+        int32_t to = e->eoff[i] >= 0 ? elem_end(e, i, k) : e->end[i];
+        if (to < e->n)
+            freed[to] += b;
+        else
+            out->output_bytes += b;
+    }
+    return e->own[i];
 }
 
 /* The live bytes of every step, the peak, and what is live there. */
@@ -1076,21 +973,11 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
     out->peak_step = -1;
     for (int32_t s = 0; s < e->n; s++) {
         int32_t i = e->order[s];
-        if (c->instr[i].op != OP_PARAMETER) {
-            live += e->own[i];
-            int64_t ctx = e->ctx[i] > 0 && e->ctx_end[i] >= 0 && e->ctx_end[i] < e->end[i] ? e->ctx[i] : 0;
-            if (ctx > 0)
-                freed[e->ctx_end[i]] += ctx;
-            int32_t nel = e->eoff[i] >= 0 ? c->instr[i].shape.ntuple : 1; /* a split tuple: each element */
-            for (int32_t k = 0; k < nel; k++) {
-                int64_t b = e->eoff[i] >= 0 ? elem_bytes(e, i, k) : e->own[i] - ctx;
-                int32_t to = e->eoff[i] >= 0 ? elem_end(e, i, k) : e->end[i];
-                if (to < e->n)
-                    freed[to] += b;
-                else
-                    out->output_bytes += b;
-            }
-        }
+        if (c->instr[i].op != OP_PARAMETER && !e->whole[i])
+            live += allocated(e, i, freed, out);
+        const IrFusionGroup *g = group_rooted_at(e, i);
+        for (int32_t x = 0; g && x < g->nextra; x++) /* made whole at the root's step */
+            live += allocated(e, g->extra[x], freed, out);
         out->live[s] = live + e->callee[s];
         if (out->live[s] > out->peak) {
             out->peak = out->live[s];
@@ -1159,8 +1046,8 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
         e.callee[s] += converted_bytes(m, e.c, ins); /* its kernel's converted operands */
     }
     ts_free(last_use);
-    if (st == IR_OK && fuse(&e) != IR_OK)
-        st = ir_oom(d, NULL);
+    if (st == IR_OK)
+        st = fuse(&e, d);
     if (st == IR_OK) {
         lifetimes(&e, o);
         st = sweep(&e, out, d);
