@@ -301,6 +301,12 @@ void api_stats_memory(IrStrBuf *s, const RtRunStats *rs, int64_t estimate, int64
         ir_sb_printf(s, ", ... (largest %lld)", (long long)rs->peak_max);
     double ratio = estimate > 0 ? (double)rs->peak_max / (double)estimate : 0;
     ir_sb_printf(s, " bytes (largest/estimate %.3f)\n", ratio);
+    /* The allocators' own figures: kept buffers are not live (not in the
+     * peaks above) but are memory the process holds. */
+    ir_sb_printf(s, "tessel: stats: device buffers: %lld handed out, %lld of them freed ones reused; "
+                    "at the end %lld bytes live, %lld bytes kept for reuse\n",
+                 (long long)rs->buf_allocs, (long long)rs->buf_reused, (long long)rs->buf_live_bytes,
+                 (long long)rs->buf_kept_bytes);
     /* The rest of the process: code, libraries, the host's whole inputs
      * and outputs, the threads' buffer caches, collective staging. */
     struct rusage ru;

@@ -14,6 +14,19 @@
  * first touch. On a machine of one NUMA node the binding is to that node
  * (still made, and reported by hwloc, so the path is tested everywhere).
  *
+ * Freed buffers of at least DEV_KEEP_MIN bytes are kept for reuse, not
+ * given back to the system: a fresh mmap is page-faulted and zero-filled
+ * by the kernel on first touch (27% of an Adam update's time when its
+ * outputs were fresh each step), and a program allocates the same sizes
+ * every step, as XLA assigns its temporaries once. A kept buffer serves a
+ * request of its allocator that it holds with at most an eighth to spare
+ * (the tightest such), on the binding it was made with. The bound: live
+ * and kept bytes together never pass the most bytes the allocator ever
+ * had live (peak_bytes), so what a run holds is what its peak held; the
+ * oldest kept buffers go back first. dev_alloc_trim and dev_shutdown give
+ * them all back. Under AddressSanitizer a kept buffer is poisoned, so a
+ * use after dev_alloc_free is still reported.
+ *
  * Every buffer starts with a 64-byte header in front of the pointer handed
  * out, naming its allocator and how to free it, so dev_alloc_free needs
  * only the pointer:
@@ -31,6 +44,7 @@
 enum { HDR = 64, ALIGN = 64 };
 
 #define BUF_MAGIC 0x7e55e1a110c8b0f5ull
+#define KEPT_MAGIC 0x7e55e1a110c8cee9ull /* freed, kept for reuse */
 
 typedef struct BufHeader {
     uint64_t magic;
@@ -39,7 +53,8 @@ typedef struct BufHeader {
     void *base;          /* what to free */
     size_t len;          /* bytes at base (hwloc_free needs it) */
     size_t size;         /* bytes asked for */
-    bool bound;          /* base came from dev_hw_alloc_bound */
+    struct BufHeader *next; /* kept: the next older kept buffer */
+    int32_t node;        /* bound (from dev_hw_alloc_bound): its logical NUMA node; else -1 */
 } BufHeader;
 
 _Static_assert(sizeof(BufHeader) <= HDR, "buffer header must fit in HDR bytes");
@@ -51,11 +66,162 @@ struct DevAllocator {
     pthread_mutex_t mu;        /* guards everything below */
     DevTopology *topo;         /* NULL: plain memory only */
     int32_t numa_index;        /* logical node to bind to; -1 none */
+    BufHeader *kept;           /* freed buffers kept for reuse, newest first */
     DevAllocStats st;
 };
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static DevAllocator *cache;    /* guarded by cache_lock */
+
+/* ---- counting, and freed buffers kept for reuse ---- */
+
+/* Count a buffer of n bytes handed out. The caller holds a->mu. */
+static void count_alloc(DevAllocator *a, size_t n, bool bound)
+{
+    a->st.nallocs++;
+    a->st.nbound += bound;
+    a->st.nlive++;
+    a->st.live_bytes += (int64_t)n;
+    if (a->st.live_bytes > a->st.peak_bytes)
+        a->st.peak_bytes = a->st.live_bytes;
+}
+
+/* Write the header in front of the 64-aligned data inside [base, base+len). */
+static void *finish(DevAllocator *a, void *base, size_t len, size_t n, bool bound)
+{
+    uintptr_t data = ((uintptr_t)base + HDR + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
+    BufHeader *h = (BufHeader *)(data - HDR);
+    *h = (BufHeader){BUF_MAGIC, a, bound ? a->topo : NULL, base, len, n, NULL, bound ? a->numa_index : -1};
+    count_alloc(a, n, bound);
+    return (void *)data;
+}
+
+/* The bytes a buffer holds: what was asked for when its block was made
+ * (a plain block's alignment slack aside). */
+static size_t capacity(const BufHeader *h)
+{
+    return h->len - HDR - (h->node >= 0 ? 0 : ALIGN - 1);
+}
+
+/* Give a buffer back to the system (not its allocator's business). */
+static void release_block(BufHeader *h)
+{
+    ir_unpoison((char *)h + HDR, capacity(h));
+    h->magic = 0;
+    if (h->node >= 0)
+        dev_hw_free_bound(h->topo, h->base, h->len);
+    else
+        ts_free(h->base);
+}
+
+static void release_list(BufHeader *h)
+{
+    while (h) {
+        BufHeader *next = h->next;
+        release_block(h);
+        h = next;
+    }
+}
+
+/* Detach every kept buffer of `a` (to release once a->mu is let go). The
+ * caller holds a->mu. */
+static BufHeader *kept_detach_all(DevAllocator *a)
+{
+    BufHeader *all = a->kept;
+    a->kept = NULL;
+    a->st.nkept = 0;
+    a->st.kept_bytes = 0;
+    return all;
+}
+
+/* A kept buffer for n bytes on a's present binding, taken off the list,
+ * or NULL: the tightest that holds n with at most n/8 to spare. The
+ * caller holds a->mu. */
+static void *kept_take(DevAllocator *a, size_t n)
+{
+    if ((int64_t)n < DEV_KEEP_MIN || !a->kept)
+        return NULL;
+    int32_t node = a->st.membind && a->topo ? a->numa_index : -1;
+    BufHeader **best = NULL;
+    size_t best_cap = 0;
+    for (BufHeader **pp = &a->kept; *pp; pp = &(*pp)->next) {
+        BufHeader *h = *pp;
+        size_t c = capacity(h);
+        if (h->node != node || (node >= 0 && h->topo != a->topo) || c < n || c - n > n / 8)
+            continue;
+        if (!best || c < best_cap) {
+            best = pp;
+            best_cap = c;
+        }
+        if (c == n)
+            break;
+    }
+    if (!best)
+        return NULL;
+    BufHeader *h = *best;
+    *best = h->next;
+    a->st.nkept--;
+    a->st.kept_bytes -= (int64_t)best_cap;
+    a->st.nreused++;
+    h->magic = BUF_MAGIC;
+    h->size = n;
+    h->next = NULL;
+    /* The spare bytes past n stay poisoned: an overrun is still reported. */
+    ir_unpoison((char *)h + HDR, n);
+    count_alloc(a, n, h->node >= 0);
+    return (char *)h + HDR;
+}
+
+/* Keep the newest kept buffers of `a` that fit in `room` bytes together;
+ * detach the rest (the first that does not fit and everything older) and
+ * return them, to release once a->mu is let go. The caller holds a->mu. */
+static BufHeader *kept_fit(DevAllocator *a, int64_t room)
+{
+    if (a->st.kept_bytes <= room)
+        return NULL;
+    int64_t sum = 0, n = 0;
+    BufHeader **pp = &a->kept;
+    while (*pp && sum + (int64_t)capacity(*pp) <= room) {
+        sum += (int64_t)capacity(*pp);
+        n++;
+        pp = &(*pp)->next;
+    }
+    BufHeader *cut = *pp;
+    *pp = NULL;
+    a->st.nkept = n;
+    a->st.kept_bytes = sum;
+    return cut;
+}
+
+/* Keep freed buffer h (already uncounted from the live bytes) when live
+ * and kept bytes stay within the peak; older kept buffers make room
+ * (those pushed out go to *evicted, to release once a->mu is let go).
+ * false: h is not kept (small, or larger than the peak allows). The
+ * caller holds a->mu. */
+static bool kept_put(DevAllocator *a, BufHeader *h, BufHeader **evicted)
+{
+    *evicted = NULL;
+    int64_t c = (int64_t)capacity(h);
+    int64_t room = a->st.peak_bytes - a->st.live_bytes;
+    if (c < DEV_KEEP_MIN || c > room)
+        return false;
+    *evicted = kept_fit(a, room - c);
+    h->magic = KEPT_MAGIC;
+    h->next = a->kept;
+    a->kept = h;
+    a->st.nkept++;
+    a->st.kept_bytes += c;
+    ir_poison((char *)h + HDR, (size_t)c);
+    return true;
+}
+
+void dev_alloc_trim(DevAllocator *a)
+{
+    pthread_mutex_lock(&a->mu);
+    BufHeader *all = kept_detach_all(a);
+    pthread_mutex_unlock(&a->mu);
+    release_list(all);
+}
 
 /* ---- the cache ---- */
 
@@ -115,6 +281,8 @@ IrStatus dev_allocator_get(const char *backend, int32_t ordinal, DevAllocator **
 static void bind_to(DevAllocator *a, const DevDevice *dev)
 {
     pthread_mutex_lock(&a->mu);
+    /* Buffers kept on another binding would serve no request now. */
+    BufHeader *stale = a->topo != dev->topo || a->numa_index != dev->numa_index ? kept_detach_all(a) : NULL;
     const DevTopologyInfo *in = dev_topology_info(dev->topo);
     a->topo = dev->topo;
     a->numa_index = dev->numa_index;
@@ -122,6 +290,7 @@ static void bind_to(DevAllocator *a, const DevDevice *dev)
     a->st.membind = in->membind && dev->numa_index >= 0;
     a->st.membind_errno = a->st.membind ? 0 : ENOSYS;
     pthread_mutex_unlock(&a->mu);
+    release_list(stale);
 }
 
 IrStatus dev_device_allocator(const DevDevice *dev, const char *backend, DevAllocator **out,
@@ -153,6 +322,7 @@ IrStatus dev_allocators_release(IrDiag *d)
     while (cache) {
         DevAllocator *a = cache;
         cache = a->next;
+        release_list(kept_detach_all(a));
         pthread_mutex_destroy(&a->mu);
         ts_free(a->backend);
         ts_free(a);
@@ -186,25 +356,10 @@ static void *alloc_bound(DevAllocator *a, size_t len, bool *fallback)
     return p;
 }
 
-/* Write the header in front of the 64-aligned data inside [base, base+len). */
-static void *finish(DevAllocator *a, void *base, size_t len, size_t n, bool bound)
-{
-    uintptr_t data = ((uintptr_t)base + HDR + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
-    BufHeader *h = (BufHeader *)(data - HDR);
-    *h = (BufHeader){BUF_MAGIC, a, bound ? a->topo : NULL, base, len, n, bound};
-    a->st.nallocs++;
-    a->st.nbound += bound;
-    a->st.nlive++;
-    a->st.live_bytes += (int64_t)n;
-    if (a->st.live_bytes > a->st.peak_bytes)
-        a->st.peak_bytes = a->st.live_bytes;
-    return (void *)data;
-}
-
-/* Bound when the allocator binds and hwloc agrees, else plain. The caller
- * holds a->mu (allocations of one device are serialised: cheap next to the
- * mmap or malloc of a buffer). */
-static void *alloc_locked(DevAllocator *a, size_t n)
+/* A fresh block: bound when the allocator binds and hwloc agrees, else
+ * plain. The caller holds a->mu (allocations of one device are
+ * serialised: cheap next to the mmap or malloc of a buffer). */
+static void *alloc_fresh(DevAllocator *a, size_t n)
 {
     if (a->st.membind && a->topo) {
         bool fallback;
@@ -221,11 +376,15 @@ static void *alloc_locked(DevAllocator *a, size_t n)
 void *dev_alloc(DevAllocator *a, size_t n)
 {
     bool fits = n <= SIZE_MAX - HDR - ALIGN && n <= (size_t)INT64_MAX / 2;
+    BufHeader *evicted = NULL;
     pthread_mutex_lock(&a->mu);
-    void *p = fits ? alloc_locked(a, n) : NULL;
+    void *p = fits ? kept_take(a, n) : NULL;
+    if (!p && fits && (p = alloc_fresh(a, n)) != NULL)
+        evicted = kept_fit(a, a->st.peak_bytes - a->st.live_bytes); /* live and kept within the peak */
     if (!p)
         a->st.nfailed++;
     pthread_mutex_unlock(&a->mu);
+    release_list(evicted);
     return p;
 }
 
@@ -236,17 +395,16 @@ void dev_alloc_free(void *p)
     BufHeader *h = (BufHeader *)((char *)p - HDR);
     if (h->magic != BUF_MAGIC)
         __builtin_trap(); /* not from dev_alloc, or freed twice: a bug */
-    BufHeader hd = *h;
-    DevAllocator *a = hd.owner;
-    h->magic = 0;
+    DevAllocator *a = h->owner;
+    BufHeader *evicted = NULL;
     pthread_mutex_lock(&a->mu);
     a->st.nlive--;
-    a->st.live_bytes -= (int64_t)hd.size;
+    a->st.live_bytes -= (int64_t)h->size;
+    bool kept = kept_put(a, h, &evicted);
     pthread_mutex_unlock(&a->mu);
-    if (hd.bound)
-        dev_hw_free_bound(hd.topo, hd.base, hd.len);
-    else
-        ts_free(hd.base);
+    release_list(evicted);
+    if (!kept)
+        release_block(h);
 }
 
 void dev_allocator_stats(DevAllocator *a, DevAllocStats *out)
@@ -306,7 +464,7 @@ int32_t dev_alloc_node_of(const void *p, size_t n)
     if (!p)
         return -1;
     const BufHeader *h = (const BufHeader *)((const char *)p - HDR);
-    if (h->magic != BUF_MAGIC || !h->bound)
+    if (h->magic != BUF_MAGIC || h->node < 0)
         return -1;
     (void)n;
     return dev_hw_area_node(h->topo, h->base, h->len);

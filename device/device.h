@@ -803,9 +803,21 @@ IrStatus dev_shutdown(IrDiag *d);
  * Allocators are created on demand, cached per (backend name, ordinal) for
  * the life of the process (dev_shutdown frees them) and thread-safe.
  * Every allocation counts against ts_fail_alloc_after (bound ones too),
- * and bound ones against dev_hw_fail_after as well. Buffers are 64-byte
- * aligned.
+ * and bound ones against dev_hw_fail_after as well (a kept buffer reused
+ * against neither). Buffers are 64-byte aligned.
+ *
+ * Freed buffers of DEV_KEEP_MIN bytes and more are kept for reuse, not
+ * unmapped (fresh pages cost a fault and the kernel's zeroing each): a
+ * request its allocator gets later, on the same NUMA binding, that a kept
+ * buffer holds with at most an eighth to spare takes it. Live and kept
+ * bytes together stay within the most bytes the allocator ever had live
+ * (peak_bytes); the oldest kept go back to the system first, all of them
+ * at dev_alloc_trim and dev_shutdown. Under AddressSanitizer kept buffers
+ * are poisoned (a use after free is reported).
  */
+
+/* Freed buffers smaller than this go back at once (malloc reuses them). */
+#define DEV_KEEP_MIN ((int64_t)256 << 10)
 
 typedef struct DevAllocator DevAllocator;
 
@@ -816,6 +828,12 @@ typedef struct DevAllocStats {
     int64_t nlive;              /* buffers not yet freed */
     int64_t live_bytes;         /* their requested bytes */
     int64_t peak_bytes;         /* most live_bytes ever */
+    /* Freed buffers kept for reuse (of DEV_KEEP_MIN bytes and more; not
+     * live, not in live_bytes): how many, the bytes they can hold, and
+     * how many of nallocs one served. */
+    int64_t nkept;
+    int64_t kept_bytes;
+    int64_t nreused;
     /* The values counted against the device (DevValue.charged), every
      * size, wherever their buffers came from: what the device holds, the
      * figure the memory estimate predicts (partition/memory.c). */
@@ -839,8 +857,11 @@ IrStatus dev_device_allocator(const DevDevice *dev, const char *backend, DevAllo
 /* `n` bytes, 64-byte aligned, uninitialised; dev_alloc(a, 0) is a unique
  * pointer. NULL when memory is refused or n is too large. */
 void *dev_alloc(DevAllocator *a, size_t n);
-/* Free a buffer from dev_alloc (whichever allocator); NULL is a no-op. */
+/* Free a buffer from dev_alloc (whichever allocator): kept for reuse, or
+ * given back; NULL is a no-op. Thread-safe. */
 void dev_alloc_free(void *p);
+/* Give every buffer `a` keeps for reuse back to the system. */
+void dev_alloc_trim(DevAllocator *a);
 void dev_allocator_stats(DevAllocator *a, DevAllocStats *out);
 /* Count delta bytes of values against a (negative: released); the
  * high-water mark follows. Lock-free; a NULL a is a no-op. */

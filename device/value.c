@@ -34,7 +34,11 @@
  * keeps each buffer with its allocator and hands it only to a value of
  * the same allocator, and a bound buffer freed on another thread goes
  * back to its allocator at once (so no thread's cache holds a device's
- * memory past the device).
+ * memory past the device). The allocator keeps it in turn for the
+ * device's next request of about that size (alloc.c): a step's outputs
+ * dropped by the host, and a thread's cache when its thread exits (each
+ * run of a plan from the API starts new executor threads), come back
+ * warm.
  */
 #include "device.h"
 

@@ -123,7 +123,9 @@ const char *ts_nearest_name(const char *key, const char *const *names, int32_t n
 /* The library version, e.g. "0.2.0". Static string. */
 const char *ts_version(void);
 /* Release the process-wide caches (the machine's topology, device
- * allocators). Safe to call at any time no run is in progress. */
+ * allocators, and the freed device buffers they keep between runs for
+ * the next run's reuse: up to each device's peak). Safe to call at any
+ * time no run is in progress. */
 void ts_shutdown(void);
 
 /* ------------------------------------------------------------------ */

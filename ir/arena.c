@@ -177,6 +177,16 @@ void ir_big_free(void *p)
 #define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
+void ir_poison(const void *p, size_t n)
+{
+    POISON(p, n);
+}
+
+void ir_unpoison(const void *p, size_t n)
+{
+    UNPOISON(p, n);
+}
+
 /* Blocks are chained; a request larger than a quarter of the current block
  * size gets a block of its own, so huge literals do not waste a whole
  * block. Blocks grow geometrically (64 KiB, 128 KiB, ... 16 MiB): a small

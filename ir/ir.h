@@ -105,6 +105,11 @@ void ir_hint_huge(void *p, size_t n);
  * ts_free. NULL on OOM (failure injection counts it as one allocation). */
 void *ir_big_alloc(size_t n);
 void ir_big_free(void *p);   /* NULL is fine */
+/* Under AddressSanitizer, mark [p, p+n) unaddressable (memory an
+ * allocator keeps but nobody may use: a use is reported) or addressable
+ * again; nothing in other builds. */
+void ir_poison(const void *p, size_t n);
+void ir_unpoison(const void *p, size_t n);
 
 /* A thread that populates fresh memory ahead of the one that will write it
  * (ir/prefault.c): for a builder that knows how much it is about to write
@@ -132,7 +137,8 @@ void ir_arena_adopt(IrArena *to, IrArena *from);
  *   ir_arena_* (arena.c)              -> ir_arena_free, all at once: the IR
  *   ir_big_alloc (arena.c)            -> ir_big_free  large arrays that live long
  *   dev_alloc (device/alloc.c)        -> dev_alloc_free  a device's tensors, on
- *                                        its NUMA node
+ *                                        its NUMA node (large freed ones kept
+ *                                        for the device's reuse)
  * ir_big_free and dev_alloc_free check a magic word in front of the block
  * and trap on a pointer of another kind (or a double free). Huge pages are
  * decided in one place, ir_hint_huge (blocks of 2 MiB and more); the

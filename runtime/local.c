@@ -49,6 +49,7 @@ typedef struct Device {
     IrDiag diag;
     IrStatus status;
     int64_t peak;              /* the most bytes of values it held (its allocator's value_peak) */
+    DevAllocStats buf_before, buf_after; /* its allocator around the run (kept buffers, reuse) */
     int32_t nstep_seconds;     /* the first STEP_SAMPLES steps' wall times */
     double step_seconds[STEP_SAMPLES];
     RtOpTimes *ops;            /* RtRunOptions.op_times: its per-instruction times; else NULL */
@@ -294,7 +295,7 @@ static void device_main(Device *dev)
  * it makes; the most at once is its measured peak. */
 static void device_counted(Device *dev, DevAllocator *al)
 {
-    DevAllocStats before, after;
+    DevAllocStats before = {0}, after = {0};
     if (al) {
         dev_allocator_stats(al, &before);
         dev_alloc_reset_peak(al);
@@ -308,6 +309,8 @@ static void device_counted(Device *dev, DevAllocator *al)
         dev_allocator_stats(al, &after);
         dev->peak = after.value_peak - before.value_bytes;
     }
+    dev->buf_before = before;
+    dev->buf_after = after;
 }
 
 /* A plain thread (no hwloc devices): an unbound allocator of its own
@@ -596,6 +599,11 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
                 stats->device_peak[k] = devs[k].peak;
             if (devs[k].peak > stats->peak_max)
                 stats->peak_max = devs[k].peak;
+            const DevAllocStats *b = &devs[k].buf_before, *e = &devs[k].buf_after;
+            stats->buf_allocs += e->nallocs - b->nallocs;
+            stats->buf_reused += e->nreused - b->nreused;
+            stats->buf_live_bytes += e->live_bytes;
+            stats->buf_kept_bytes += e->kept_bytes;
         }
     }
     if (st == IR_OK && stats && devs)

@@ -63,6 +63,10 @@ typedef struct RtRunStats {
      * devices apiece and the largest of all. */
     int64_t device_peak[RT_STATS_DEVICES];
     int64_t peak_max;
+    /* The local devices' allocators over their runs, summed (device/alloc.c):
+     * buffers handed out, of them freed ones reused, and at each device's
+     * end the bytes live and kept for reuse. */
+    int64_t buf_allocs, buf_reused, buf_live_bytes, buf_kept_bytes;
     /* RtRunOptions.op_times: each local device's (nops of them; heap,
      * rt_run_stats_free), else NULL. */
     RtOpTimes *ops;
