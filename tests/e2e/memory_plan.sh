@@ -10,8 +10,8 @@
 # (in one process a device counts what it holds as under mpirun: a value
 # the devices share, a collective's result or a replicated argument, is
 # counted by each holder, device/value.c dev_value_share).
-# Also the models of tests/models' subfolders on their one count, and the
-# benchmark's training step. Not a timing: byte counts.
+# Also the models of tests/models' subfolders on their one count (memory/:
+# held-out JAX programs), and the benchmark's training step. Not a timing: byte counts.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -60,12 +60,14 @@ for model in "$TESSEL_SRC"/tests/models/*.hlo; do
 done
 [ "$checked" -ge 40 ] || fail "only $checked model runs checked"
 
-# The subfolders' models (grad, memfit, shardy, fed) are written for one
-# partition count (their `// devices:` line, else 1) and name it
+# The subfolders' models (grad, memfit, shardy, fed, and memory: JAX's
+# lowerings of softmax, layer norm, GELU and Adam held out from the
+# estimate's tuning, uneven splits on 1, 2 and 4 devices) are written for
+# one partition count (their `// devices:` line, else 1) and name it
 # themselves: run on that count; those that need a host or more devices
 # are refused (status 2) and skipped as above.
 sub=0
-for model in "$TESSEL_SRC"/tests/models/{grad,memfit,shardy,fed}/*.hlo; do
+for model in "$TESSEL_SRC"/tests/models/{grad,memfit,shardy,fed,memory}/*.hlo; do
     ! grep -q 'tessel_print\|tessel_save\|_xla_compute_type' "$model" || continue
     name=$(basename "$(dirname "$model")")/$(basename "$model" .hlo)
     n=$(sed -n 's|^// devices: *\([0-9]*\).*|\1|p' "$model" | head -1)
