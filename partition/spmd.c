@@ -328,7 +328,8 @@ IrStatus spmd_partition(const IrModule *src, const SpmdOptions *opt, IrModule **
     sp.dst->comp[ci]->is_entry = true;
     for (int32_t k = 0; k < sp.dst->ncomp; k++) {
         int32_t moved;
-        if (spmd_sink_transposes(sp.dst->comp[k], &moved) != IR_OK) {
+        if (spmd_sink_transposes(sp.dst->comp[k], &moved) != IR_OK ||
+            spmd_swap_dots(sp.dst->arena, sp.dst->comp[k], &moved) != IR_OK) {
             st = ir_oom(d, NULL);
             goto done;
         }

@@ -14,6 +14,8 @@
  *                   where the result ends sharded
  *   spmd_sink.c     transpose(all-reduce(dot)) made all-reduce(transpose(dot)),
  *                   which the executor runs as one GEMM and the all-reduce
+ *   spmd_swap.c     a dot read only through transposes, its operands swapped
+ *                   where both were transposed GEMM operands (q/k/v)
  *   spmd_ops.c      elementwise ops, parameters, constants, iota, tuples,
  *                   the data-movement ops (broadcast ... sort)
  *   spmd_dot.c      dot
@@ -224,6 +226,14 @@ SpmdWhy spmd_why_of(PComp *pc, const IrInstr *coll, int64_t bytes, IrArena *aren
  * free dims it swaps trades places with the all-reduce (*moved: how many);
  * IR_ENOMEM. */
 IrStatus spmd_sink_transposes(IrComputation *c, int32_t *moved);
+
+/* ---- spmd_swap.c: dots read only through transposes, operands swapped ---- */
+
+/* In computation c of the partitioned module (arena: its module's), each
+ * dot whose every use is a transpose and whose GEMM would read both
+ * operands transposed computes dot(rhs, lhs) instead, its users' permutations
+ * composed with the swap (*swapped: how many); IR_ENOMEM. */
+IrStatus spmd_swap_dots(IrArena *arena, IrComputation *c, int32_t *swapped);
 
 /* ---- spmd_partial.c: finishing partial results ---- */
 

@@ -8,7 +8,8 @@
  * the comment above its test; the cases that stay an all-reduce; the
  * dot's choice between gathering its operands and summing partials; and
  * a transpose of a finished dot moved before its all-reduce
- * (spmd_sink.c). The
+ * (spmd_sink.c), and a dot read only through transposes with its operands
+ * swapped (spmd_swap.c). The
  * oracle runs of the same shapes (partitioned equals --reference, on 2 to 8
  * devices and under mpirun) are tests/e2e/reduce_scatter.sh.
  */
@@ -262,26 +263,32 @@ static void test_dot_work_counts(void **state)
 /* The entry of text partitioned for 2 devices; the opcodes of the root's
  * operand `leaf` (the root itself when -1) and the chain of first
  * operands below it, into ops[0..3). */
-static void chain_below(const char *text, int32_t leaf, IrOpcode ops[3])
+/* text parsed into *m and partitioned on 2 devices into *out (verified). */
+static const IrComputation *partition2(const char *text, IrModule **m, IrModule **out)
 {
     IrDiag d = {0};
-    IrModule *m = NULL, *out = NULL;
     IrParseOptions po = ir_default_parse_options();
     po.verify = true;
-    assert_int_equal(ir_parse("t.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    assert_int_equal(ir_parse("t.hlo", text, strlen(text), &po, m, &d), IR_OK);
     ShdPropagateOptions popt = {.num_devices = 2};
     SpmdOptions opt = {.num_partitions = 2, .num_replicas = 1};
-    assert_int_equal(shd_propagate(m, &popt, &d), IR_OK);
-    assert_int_equal(spmd_partition(m, &opt, &out, NULL, &d), IR_OK);
+    assert_int_equal(shd_propagate(*m, &popt, &d), IR_OK);
+    assert_int_equal(spmd_partition(*m, &opt, out, NULL, &d), IR_OK);
     IrLimits lim = ir_default_limits();
-    assert_int_equal(ir_verify(out, &lim, &d), IR_OK);
-    const IrComputation *c = ir_entry(out);
+    assert_int_equal(ir_verify(*out, &lim, &d), IR_OK);
+    ir_diag_clear(&d);
+    return ir_entry(*out);
+}
+
+static void chain_below(const char *text, int32_t leaf, IrOpcode ops[3])
+{
+    IrModule *m = NULL, *out = NULL;
+    const IrComputation *c = partition2(text, &m, &out);
     int32_t i = leaf < 0 ? c->root : c->instr[c->root].opnd[leaf];
     for (int k = 0; k < 3; k++) {
         ops[k] = c->instr[i].op;
         i = c->instr[i].nopnd > 0 ? c->instr[i].opnd[0] : i;
     }
-    ir_diag_clear(&d);
     ir_module_free(out);
     ir_module_free(m);
 }
@@ -324,10 +331,107 @@ static void test_transpose_before_all_reduce(void **state)
     assert_int_equal(ops[1], OP_ALL_REDUCE);
 }
 
+/* Partition text on 2 devices; in the entry, the instruction named `name`
+ * copied out (its operands' names in opnd[2], its dims in dims, its
+ * dimensions= list in perm; ranks at most 4). */
+typedef struct Seen {
+    IrOpcode op;
+    char opnd[2][32];
+    int32_t rank, nperm;
+    int64_t dims[4], perm[4];
+} Seen;
+
+static void seen_after(const char *text, const char *const names[], int32_t n, Seen *out)
+{
+    IrModule *m = NULL, *res = NULL;
+    const IrComputation *c = partition2(text, &m, &res);
+    for (int32_t k = 0; k < n; k++) {
+        int32_t i = 0;
+        while (i < c->ninstr && strcmp(c->instr[i].name, names[k]) != 0)
+            i++;
+        assert_true(i < c->ninstr);
+        const IrInstr *ins = &c->instr[i];
+        Seen *s = &out[k];
+        memset(s, 0, sizeof *s);
+        s->op = ins->op;
+        for (int32_t j = 0; j < ins->nopnd && j < 2; j++)
+            snprintf(s->opnd[j], sizeof s->opnd[j], "%s", c->instr[ins->opnd[j]].name);
+        assert_true(ins->shape.rank <= 4 && ins->a.dimensions.n <= 4);
+        s->rank = ins->shape.rank;
+        memcpy(s->dims, ins->shape.dims, (size_t)s->rank * sizeof *s->dims);
+        s->nperm = ins->a.dimensions.n;
+        if (s->nperm > 0)
+            memcpy(s->perm, ins->a.dimensions.v, (size_t)s->nperm * sizeof *s->perm);
+    }
+    ir_module_free(res);
+    ir_module_free(m);
+}
+
+/* JAX's q projection, dot(wq[D,H,Dh], x[B,S,D]) to [H,Dh,B,S] read by a
+ * transpose to [B,H,S,Dh], heads sharded: both GEMM operands would be
+ * transposed, so the dot computes dot(x, wq) to [B,S,H/2,Dh] and the
+ * transpose's {2,0,3,1} becomes {0,2,1,3} (spmd_swap.c). Not when the dot
+ * is also read whole, nor when its GEMM reads x plain (x's contracted dim
+ * not its innermost), nor when a transpose swaps its free dims. */
+static void test_dot_swapped_for_transposes(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"q", "tq"};
+    Seen s[2];
+    seen_after("HloModule m\nENTRY e {\n"
+               "  x = f32[2,8,16] parameter(0), sharding={replicated}\n"
+               "  wq = f32[16,4,4] parameter(1), sharding={devices=[1,2,1]0,1}\n"
+               "  q = f32[4,4,2,8] dot(wq, x), lhs_contracting_dims={0}, rhs_contracting_dims={2}\n"
+               "  ROOT tq = f32[2,4,8,4] transpose(q), dimensions={2,0,3,1}, sharding={devices=[1,2,1,1]0,1}\n}\n",
+               names, 2, s);
+    assert_int_equal(s[0].op, OP_DOT);
+    assert_string_equal(s[0].opnd[0], "x");
+    assert_string_equal(s[0].opnd[1], "wq");
+    assert_int_equal(s[0].rank, 4);
+    const int64_t dims[4] = {2, 8, 2, 4}, perm[4] = {0, 2, 1, 3};
+    assert_memory_equal(s[0].dims, dims, sizeof dims);
+    assert_int_equal(s[1].op, OP_TRANSPOSE);
+    assert_int_equal(s[1].nperm, 4);
+    assert_memory_equal(s[1].perm, perm, sizeof perm);
+    /* Read whole too: unchanged. */
+    seen_after("HloModule m\nENTRY e {\n"
+               "  x = f32[2,8,16] parameter(0), sharding={replicated}\n"
+               "  wq = f32[16,4,4] parameter(1), sharding={replicated}\n"
+               "  q = f32[4,4,2,8] dot(wq, x), lhs_contracting_dims={0}, rhs_contracting_dims={2}\n"
+               "  tq = f32[2,4,8,4] transpose(q), dimensions={2,0,3,1}\n"
+               "  ROOT r = (f32[2,4,8,4], f32[4,4,2,8]) tuple(tq, q), sharding={{replicated}, {replicated}}\n}\n",
+               names, 2, s);
+    assert_string_equal(s[0].opnd[0], "wq");
+    const int64_t perm0[4] = {2, 0, 3, 1};
+    assert_memory_equal(s[1].perm, perm0, sizeof perm0);
+    /* x read as x^T [16, 2*8] (contracted dim first): the GEMM's rhs is
+     * plain, so nothing is gained by swapping. */
+    seen_after("HloModule m\nENTRY e {\n"
+               "  x = f32[16,2,8] parameter(0), sharding={replicated}\n"
+               "  wq = f32[16,4,4] parameter(1), sharding={replicated}\n"
+               "  q = f32[4,4,2,8] dot(wq, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+               "  ROOT tq = f32[2,4,8,4] transpose(q), dimensions={2,0,3,1}, sharding={replicated}\n}\n",
+               names, 2, s);
+    assert_string_equal(s[0].opnd[0], "wq");
+    assert_memory_equal(s[1].perm, perm0, sizeof perm0);
+    /* A transpose that swaps the free dims: the executor's dot-transpose
+     * pair runs it as the swapped GEMM already; unchanged. */
+    seen_after("HloModule m\nENTRY e {\n"
+               "  x = f32[2,8,16] parameter(0), sharding={replicated}\n"
+               "  wq = f32[16,4,4] parameter(1), sharding={replicated}\n"
+               "  q = f32[4,4,2,8] dot(wq, x), lhs_contracting_dims={0}, rhs_contracting_dims={2}\n"
+               "  ROOT tq = f32[2,8,4,4] transpose(q), dimensions={2,3,0,1}, sharding={replicated}\n}\n",
+               names, 2, s);
+    assert_string_equal(s[0].opnd[0], "wq");
+    const int64_t pair[4] = {2, 3, 0, 1};
+    assert_memory_equal(s[1].perm, pair, sizeof pair);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dot_contracting_to_rows),
+        cmocka_unit_test(test_dot_swapped_for_transposes),
         cmocka_unit_test(test_dot_reversed_order),
         cmocka_unit_test(test_dot_2d_mesh),
         cmocka_unit_test(test_dot_partially_replicated_result),
