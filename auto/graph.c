@@ -363,8 +363,8 @@ static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int
     int32_t u = x->opnd[o];
     const AutoNode *pv = &g->node[u], *v = &g->node[i];
     const IrShape *shape = &g->comp->instr[u].shape;
-    if (pv->group < 0)
-        return IR_OK; /* from an opaque value: a local slice at most */
+    if (pv->group < 0 || auto_reads_replicated_element(g->comp, x))
+        return IR_OK; /* from an opaque value: a local slice at most; an rng's state: replicated */
     AutoGroup *gu = &g->group[pv->group];
     AutoSpec rep = auto_spec_replicated();
     if (v->group < 0) {

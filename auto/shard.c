@@ -43,11 +43,7 @@ static IrStatus annotate(IrModule *m, const AutoGraph *g, const int32_t *choice,
         const AutoNode *v = &g->node[i];
         if (v->group < 0 || v->fixed)
             continue;
-        /* A tuple (a reduce of several inputs): the spec on every element. */
-        const IrShape *dims = auto_result_dims(&c->instr[i]);
-        IrSharding *s = auto_spec_sharding(m->arena, &g->mesh, &v->strat[choice[v->group]].out, dims->rank);
-        if (s && c->instr[i].shape.type == IR_TUPLE)
-            s = shd_broadcast_to_shape(m->arena, s, &c->instr[i].shape);
+        IrSharding *s = auto_result_sharding(m->arena, &g->mesh, &c->instr[i], &v->strat[choice[v->group]].out);
         if (!s)
             return ir_oom(d, NULL);
         c->instr[i].sharding = s;

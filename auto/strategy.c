@@ -393,6 +393,8 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         return auto_local_roles(r, c, x);
     case FAM_TUPLE:
         return auto_gte_roles(r, c, x);
+    case FAM_RNG_BIT_GENERATOR:
+        return auto_rng_roles(r, x);
     case FAM_GATHER:
         return gather_roles(r, c, x);
     case FAM_SCATTER:
@@ -510,7 +512,9 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
                   (r->nopnd > 1 ? cost->alpha[AUTO_ALL_GATHER][scope ? 1 : 0] : 0);
         return IR_OK;
     }
-    s->compute = r->flops / used / cost->flops + bytes / cost->bytes;
+    /* An rng-bit-generator tiled past dim 0 draws the whole array. */
+    double drawn = auto_rng_draws_whole(m, x, &s->out) ? r->flops : r->flops / used;
+    s->compute = drawn / cost->flops + bytes / cost->bytes;
     s->comm = r->gathers_partials && nred > 1 ? auto_partials_gather_seconds(cost, x, nred, scope, bytes)
                                               : auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
     if (x->op == OP_REDUCE_WINDOW)

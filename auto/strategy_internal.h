@@ -5,9 +5,9 @@
  *                      spatial dims with the partitioner's halo exchange
  *   strategy_local.c   fft, topk, cholesky, triangular-solve: batch dims tiled,
  *                      the dims they work on whole (partition/spmd_local.c)
- *   strategy_tuple.c   a reduce of several inputs (argmax), a topk, and
- *                      their get-tuple-elements: one spec for the tuple's
- *                      elements
+ *   strategy_tuple.c   a reduce of several inputs (argmax), a topk, an
+ *                      rng-bit-generator, and their get-tuple-elements:
+ *                      one spec for the tuple's elements (the bits')
  */
 #ifndef TESSEL_AUTO_STRATEGY_INTERNAL_H
 #define TESSEL_AUTO_STRATEGY_INTERNAL_H
@@ -62,6 +62,13 @@ bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);
  * output roles set, nothing mapped): its dims the reduce's; false for
  * another get-tuple-element. */
 bool auto_gte_roles(Roles *r, const IrComputation *c, const IrInstr *x);
+/* The roles of rng-bit-generator x of (state, bits) (r's output roles
+ * the bits', nothing mapped: the state replicated); false for another
+ * shape. */
+bool auto_rng_roles(Roles *r, const IrInstr *x);
+/* Does rng-bit-generator x with its bits under `out` draw the whole
+ * array on each device (a dim other than 0 tiled)? False for other ops. */
+bool auto_rng_draws_whole(const AutoMesh *m, const IrInstr *x, const AutoSpec *out);
 /* Seconds of the all-gathers of reduce x's partial results (each element
  * and the valid flags) over a group of nred, its output shard `bytes`. */
 double auto_partials_gather_seconds(const AutoCost *cost, const IrInstr *x, int64_t nred, int scope, double bytes);

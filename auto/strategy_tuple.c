@@ -16,6 +16,12 @@
  * shard times the group. A reduce of one input whose reducer is not a
  * simple op (add, max, ...) runs the same way. A get-tuple-element of
  * such a reduce follows it (its element under the reduce's spec).
+ * An rng-bit-generator's tuple is its state and its bits: the bits take
+ * the spec, any dim tiled, and the state stays replicated, as
+ * partition/spmd_rng.c runs it, bit for bit the unpartitioned draw: with
+ * dim 0 alone tiled each device draws its own range of the counter
+ * stream, with another dim tiled each draws the whole array and cuts its
+ * shard out (priced so). Only its bits' get-tuple-element follows it.
  * Example: am = (f32[300], s32[300]) reduce(x f32[300,13], idx, -inf, 0),
  * dimensions={1}, on 4 devices: the rows over 4, both results [x], no
  * collective; the 13 columns, a reduced dim, are never tiled (4 does not
@@ -36,16 +42,56 @@ static bool tuple_of_one_dims(const IrInstr *x)
     return true;
 }
 
+/* Is x an rng-bit-generator of (state, bits)? */
+static bool rng(const IrInstr *x)
+{
+    return x->op == OP_RNG_BIT_GENERATOR && x->shape.type == IR_TUPLE && x->shape.ntuple == 2 &&
+           x->shape.tuple[1].type != IR_TUPLE;
+}
+
 const IrShape *auto_result_dims(const IrInstr *x)
 {
     if (x->shape.type != IR_TUPLE)
         return &x->shape;
+    if (rng(x))
+        return &x->shape.tuple[1];
     return tuple_of_one_dims(x) ? &x->shape.tuple[0] : NULL;
+}
+
+IrSharding *auto_result_sharding(IrArena *a, const AutoMesh *m, const IrInstr *x, const AutoSpec *spec)
+{
+    IrSharding *s = auto_spec_sharding(a, m, spec, auto_result_dims(x)->rank);
+    if (!s || x->shape.type != IR_TUPLE)
+        return s;
+    IrSharding *t = shd_broadcast_to_shape(a, s, &x->shape);
+    if (t && rng(x) && t->kind == SHD_TUPLE && t->ntuple == 2)
+        t->tuple[0] = (IrSharding){.kind = SHD_REPLICATED};
+    return t;
+}
+
+bool auto_rng_roles(Roles *r, const IrInstr *x)
+{
+    if (!rng(x) || x->nopnd != 1)
+        return false;
+    /* Every bits dim (the last tiles padded: a device draws its rows of
+     * the whole draw); the state is no role's. */
+    r->flops = (double)ir_shape_elements(&x->shape.tuple[1]);
+    r->uneven = true;
+    return true;
+}
+
+bool auto_rng_draws_whole(const AutoMesh *m, const IrInstr *x, const AutoSpec *out)
+{
+    for (int32_t d = 1; x->op == OP_RNG_BIT_GENERATOR && d < auto_result_dims(x)->rank; d++)
+        if (auto_spec_tiles(m, out, d) > 1)
+            return true;
+    return false;
 }
 
 bool auto_gte_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
-    if (x->op != OP_GET_TUPLE_ELEMENT || x->nopnd != 1 || !tuple_of_one_dims(&c->instr[x->opnd[0]]))
+    const IrInstr *t = x->op == OP_GET_TUPLE_ELEMENT && x->nopnd == 1 ? &c->instr[x->opnd[0]] : NULL;
+    if (!t || !(tuple_of_one_dims(t) || (rng(t) && x->a.tuple_index == 1)))
         return false;
     for (int32_t d = 0; d < x->shape.rank; d++)
         r->map[0][d] = (int8_t)d;
@@ -62,4 +108,9 @@ double auto_partials_gather_seconds(const AutoCost *cost, const IrInstr *x, int6
     int32_t n = x->shape.type == IR_TUPLE ? x->shape.ntuple : 1;
     return auto_coll_seconds(cost, AUTO_ALL_GATHER, nred, scope, (double)nred * (bytes + elems)) +
            n * cost->alpha[AUTO_ALL_GATHER][scope ? 1 : 0];
+}
+
+bool auto_reads_replicated_element(const IrComputation *c, const IrInstr *x)
+{
+    return x->op == OP_GET_TUPLE_ELEMENT && x->nopnd == 1 && rng(&c->instr[x->opnd[0]]) && x->a.tuple_index == 0;
 }

@@ -591,6 +591,51 @@ static void variadic_reduce(void **state)
     on_four_free(&f);
 }
 
+/* An rng-bit-generator (auto/strategy_tuple.c): its bits take the spec,
+ * any dim, its state stays replicated; tiled past dim 0 each device draws
+ * the whole array (partition/spmd_rng.c), priced so; the bits'
+ * get-tuple-element follows it, the state's does not. */
+static const char RNG[] = "HloModule rng\n"
+                          "ENTRY main {\n"
+                          "  s = u64[2] parameter(0)\n"
+                          "  r = (u64[2], u32[8,6]) rng-bit-generator(s), algorithm=rng_philox\n"
+                          "  st = u64[2] get-tuple-element(r), index=0\n"
+                          "  b = u32[8,6] get-tuple-element(r), index=1\n"
+                          "  ROOT t = (u64[2], u32[8,6]) tuple(st, b)\n"
+                          "}\n";
+
+static void rng_bits(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, RNG);
+    AutoStrategy *s = NULL;
+    int32_t n = 0, r = ir_find_instr(f.c, "r");
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, r, &s, &n, &f.d), IR_OK);
+    assert_int_equal(n, 3); /* replicated, the rows, the columns (6 over 4: padded) */
+    const AutoStrategy *rows = NULL, *cols = NULL;
+    for (int32_t k = 0; k < n; k++) {
+        assert_int_equal(s[k].in[0].dim[0], -1); /* the state replicated */
+        if (s[k].out.dim[0] == 0)
+            rows = &s[k];
+        if (s[k].out.dim[0] == 1)
+            cols = &s[k];
+    }
+    assert_non_null(rows);
+    assert_non_null(cols);
+    /* 48 draws: a quarter of them with the rows tiled, all with the
+     * columns; the tuple's 208 bytes a quarter and 2/6 (tiles of 2 columns). */
+    assert_true(fabs((cols->compute - rows->compute) - 0.75 * 48 / 20e9 - (208.0 * 2 / 6 - 208.0 / 4) / 5e9) < 1e-15);
+    IrSharding *sh = auto_result_sharding(f.a, &f.mesh, &f.c->instr[r], &rows->out);
+    assert_non_null(sh);
+    assert_int_equal(sh->kind, SHD_TUPLE);
+    assert_true(shd_is_replicated(&sh->tuple[0]) && !shd_is_replicated(&sh->tuple[1]));
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "b")), 0);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "st")), -1);
+    assert_true(auto_reads_replicated_element(f.c, &f.c->instr[ir_find_instr(f.c, "st")]));
+    on_four_free(&f);
+}
+
 /* take_along_axis as JAX lowers it: a gather and a scatter-add with
  * batching dims, each batching dim an output role of the operand, its
  * indices and updates alike (partition/spmd_gather.c runs them per
@@ -746,6 +791,7 @@ int main(void)
         cmocka_unit_test(windows_and_ffts),
         cmocka_unit_test(tiebreak_least_communication),
         cmocka_unit_test(variadic_reduce),
+        cmocka_unit_test(rng_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
