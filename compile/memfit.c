@@ -92,8 +92,10 @@ static int64_t reused_bytes(const MfGraph *g, const MfNode *x, int32_t k, const 
 }
 
 /* May ins be a member of one of the executor's fused elementwise groups
- * (device/fusion.c; partition/memory.c's model of it): an elementwise op
- * of one to three operands, a broadcast, a small transpose? */
+ * (ir/fusion_find.c, whose groups partition/memory.c counts; a quick
+ * approximation of them here, on the graph's remat clones too): an
+ * elementwise op of one to three operands, a broadcast, a small
+ * transpose? */
 static bool fusable(const IrInstr *ins, bool as_root)
 {
     if (!ir_shape_is_array(&ins->shape) || ins->a.x->control_predecessors.n > 0)
