@@ -389,6 +389,8 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         return auto_window_roles(r, mod, c, x);
     case FAM_FFT:
     case FAM_TOPK:
+    case FAM_SORT:
+    case FAM_REVERSE:
     case FAM_LINALG:
         return auto_local_roles(r, c, x);
     case FAM_TUPLE:

@@ -3,8 +3,10 @@
  * with the files that describe the roles of an op family of their own:
  *   strategy_window.c  reduce-window: batch and feature dims tiled alone,
  *                      spatial dims with the partitioner's halo exchange
- *   strategy_local.c   fft, topk, cholesky, triangular-solve: batch dims tiled,
- *                      the dims they work on whole (partition/spmd_local.c)
+ *   strategy_local.c   fft, topk, sort, reverse, cholesky, triangular-solve:
+ *                      batch dims tiled,
+ *                      the dims they work on whole (partition/spmd_local.c,
+ *                      spmd_ops.c)
  *   strategy_tuple.c   a reduce of several inputs (argmax), a topk, an
  *                      rng-bit-generator, and their get-tuple-elements:
  *                      one spec for the tuple's elements (the bits')
@@ -51,7 +53,7 @@ double auto_window_halo_seconds(const AutoMesh *m, const AutoCost *cost, int64_t
 
 /* ---- strategy_local.c ---- */
 
-/* The roles of an fft, topk, cholesky or triangular-solve x (r's output roles
+/* The roles of an fft, topk, sort, reverse, cholesky or triangular-solve x (r's output roles
  * set, nothing mapped): its batch dims, every operand's alike; false for
  * another op. */
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);

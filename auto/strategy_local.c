@@ -4,7 +4,8 @@
  * them: an fft (its fft_length dims transformed), cholesky and
  * triangular-solve (the two matrix dims), a topk (the last dim: its
  * values and indices, a tuple of one dims, take one spec:
- * strategy_tuple.c). Every other dim is a batch dim:
+ * strategy_tuple.c), a sort (its sorted dim; its operands and results
+ * alike) and a reverse (its reversed dims: partition/spmd_ops.c). Every other dim is a batch dim:
  * tiled like an elementwise op's (each device transforms or factors its
  * own rows, nothing exchanged; an uneven batch dim's padding rows stay
  * rows of their own); the dims they work on stay whole. Each operand has
@@ -21,6 +22,9 @@ bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
     const IrShape *s = auto_result_dims(x);
     int32_t whole;
     double work = (double)ir_shape_elements(s);
+    bool kept[MAX_ROLES]; /* dims a sort or a reverse works on */
+    for (int32_t d = 0; d < MAX_ROLES; d++)
+        kept[d] = false;
     if (x->op == OP_FFT && x->a.x && x->a.x->fft_length.n > 0) {
         whole = s->rank - x->a.x->fft_length.n;
         double n = 1;
@@ -32,6 +36,15 @@ bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
         /* A pass over each row's operand elements. */
         const IrShape *in = &c->instr[x->opnd[0]].shape;
         work = (double)ir_shape_elements(in);
+    } else if ((x->op == OP_SORT || x->op == OP_REVERSE) && s->rank <= MAX_ROLES) {
+        whole = s->rank;
+        for (int32_t k = 0; k < x->a.dimensions.n; k++)
+            if (x->a.dimensions.v[k] >= 0 && x->a.dimensions.v[k] < s->rank)
+                kept[x->a.dimensions.v[k]] = true;
+        if (x->op == OP_SORT) { /* n log2 n compares along the sorted dim */
+            int64_t n = x->a.dimensions.n ? s->dims[x->a.dimensions.v[0]] : 1;
+            work *= log2(n > 1 ? (double)n : 2);
+        }
     } else if (x->op == OP_CHOLESKY || x->op == OP_TRIANGULAR_SOLVE) {
         whole = s->rank - 2;
         /* m^3/3 a cholesky, m^2 n a solve: the elements times m (/3). */
@@ -46,8 +59,8 @@ bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
         if (c->instr[x->opnd[i]].shape.rank != s->rank)
             return false;
     for (int32_t d = 0; d < s->rank; d++) {
-        r->tileable[d] = d < whole;
-        for (int32_t i = 0; i < x->nopnd && d < whole; i++)
+        r->tileable[d] = d < whole && !kept[d];
+        for (int32_t i = 0; i < x->nopnd && r->tileable[d]; i++)
             r->map[i][d] = (int8_t)d;
     }
     r->uneven = true;

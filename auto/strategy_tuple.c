@@ -29,12 +29,13 @@
  */
 #include "strategy_internal.h"
 
-/* Is x a reduce of several inputs, or a topk, whose results share one
- * dims? */
+/* Is x a reduce of several inputs, a topk or a sort of several
+ * operands, whose results share one dims? */
 static bool tuple_of_one_dims(const IrInstr *x)
 {
-    if ((x->op != OP_REDUCE && x->op != OP_TOPK) || x->shape.type != IR_TUPLE || x->shape.ntuple < 2 ||
-        (x->op == OP_REDUCE && x->nopnd != 2 * x->shape.ntuple))
+    if ((x->op != OP_REDUCE && x->op != OP_TOPK && x->op != OP_SORT) || x->shape.type != IR_TUPLE ||
+        x->shape.ntuple < 2 || (x->op == OP_REDUCE && x->nopnd != 2 * x->shape.ntuple) ||
+        (x->op == OP_SORT && x->nopnd != x->shape.ntuple))
         return false;
     for (int32_t k = 1; k < x->shape.ntuple; k++)
         if (!ir_shape_same_dims(&x->shape.tuple[k], &x->shape.tuple[0]))

@@ -478,16 +478,21 @@ static void identity_custom_calls(void **state)
     on_four_free(&f);
 }
 
-/* A max-pool, an fft and a topk (auto/strategy_window.c,
+/* A max-pool, an fft, a topk, a sort and a reverse (auto/strategy_window.c,
  * strategy_local.c): the pool's one-row dims tile alone, its window dim
- * with a halo; the fft's and the topk's batch dims tile, the transformed
- * dim and the topk's rows never; the topk's indices follow it. */
+ * with a halo; the others' batch dims tile, the dims they work on never;
+ * the topk's indices follow it. */
 static const char WINDOWS[] =
     "HloModule pool\n"
     "max {\n"
     "  a = f32[] parameter(0)\n"
     "  b = f32[] parameter(1)\n"
     "  ROOT m = f32[] maximum(a, b)\n"
+    "}\n"
+    "lt {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT c = pred[] compare(a, b), direction=LT\n"
     "}\n"
     "ENTRY main {\n"
     "  x = f32[8,16,6] parameter(0)\n"
@@ -498,7 +503,9 @@ static const char WINDOWS[] =
     "  y = f32[8,6] parameter(2)\n"
     "  tk = (f32[8,2], s32[8,2]) topk(y), k=2, largest=true\n"
     "  ti = s32[8,2] get-tuple-element(tk), index=1\n"
-    "  ROOT t = (f32[8,8,6], c64[8,4,6], s32[8,2]) tuple(p, f, ti)\n"
+    "  so = f32[8,6] sort(y), dimensions={1}, to_apply=lt\n"
+    "  rv = f32[8,6] reverse(so), dimensions={1}\n"
+    "  ROOT t = (f32[8,8,6], c64[8,4,6], s32[8,2], f32[8,6]) tuple(p, f, ti, rv)\n"
     "}\n";
 
 static void windows_and_ffts(void **state)
@@ -536,6 +543,14 @@ static void windows_and_ffts(void **state)
     assert_int_equal(n, 2); /* replicated, dim 0 */
     assert_true(s[1].out.dim[0] == 0 && s[1].in[0].dim[0] == 0 && s[1].comm == 0);
     assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "ti")), 0);
+    /* A sort and a reverse along dim 1: dim 0 alone tiles. */
+    const char *along1[] = {"so", "rv"};
+    for (int32_t k = 0; k < 2; k++) {
+        assert_int_equal(
+            auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, along1[k]), &s, &n, &f.d), IR_OK);
+        assert_int_equal(n, 2);
+        assert_true(s[1].out.dim[0] == 0 && s[1].in[0].dim[0] == 0 && s[1].comm == 0);
+    }
     on_four_free(&f);
 }
 
