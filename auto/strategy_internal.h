@@ -6,7 +6,7 @@
  *   strategy_local.c   fft, topk, sort, reverse, cholesky, triangular-solve:
  *                      batch dims tiled,
  *                      the dims they work on whole (partition/spmd_local.c,
- *                      spmd_ops.c)
+ *                      partition/spmd_ops.c)
  *   strategy_tuple.c   a reduce of several inputs (argmax), a topk, an
  *                      rng-bit-generator, and their get-tuple-elements:
  *                      one spec for the tuple's elements (the bits')

@@ -5,8 +5,9 @@
  * triangular-solve (the two matrix dims), a topk (the last dim: its
  * values and indices, a tuple of one dims, take one spec:
  * strategy_tuple.c), a sort (its sorted dim; its operands and results
- * alike) and a reverse (its reversed dims: partition/spmd_ops.c). Every other dim is a batch dim:
- * tiled like an elementwise op's (each device transforms or factors its
+ * alike) and a reverse (its reversed dims: partition/spmd_ops.c runs
+ * both locally). Every other dim is a batch dim: tiled like an
+ * elementwise op's (each device transforms or factors its
  * own rows, nothing exchanged; an uneven batch dim's padding rows stay
  * rows of their own); the dims they work on stay whole. Each operand has
  * the result's rank and batch dims. Example: f = c64[6,5,8] fft(c),
