@@ -9,7 +9,7 @@
  * each count runs with 1 and 2 replicas (`// replicas: R,...` lists
  * others), and `// expect-collectives:
  * all-reduce=1 all-gather=0` checks what the partitioner inserted (for N>1).
- * The subfolders shardy, grad and memfit run too (test_model_subfolders),
+ * The subfolders shardy, grad, memfit and memory run too (test_model_subfolders),
  * each model on its `// devices:` x 1 and 2 replicas.
  */
 #include <dirent.h>
@@ -457,7 +457,7 @@ static void test_models(void **state)
 static void test_model_subfolders(void **state)
 {
     (void)state;
-    static const char *const SUB[] = {"shardy", "grad", "memfit"};
+    static const char *const SUB[] = {"shardy", "grad", "memfit", "memory"};
     const char *only = getenv("TESSEL_MODELS_ONLY");
     int failures = 0, runs = 0, skipped = 0;
     for (size_t f = 0; f < sizeof SUB / sizeof *SUB; f++) {
