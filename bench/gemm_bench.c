@@ -16,7 +16,13 @@
  * (512x1024x2048, 512x2048x1024), the GPT-2 block's projections and MLP
  * over 1024 tokens (1024x768x384, 1024x384x768, 1024x768x1536,
  * 1024x1536x768) and one head's attention (512x64x512, 512x512x64).
- * --quick: 1024^3 and the first two. Each library's C is compared with
+ * --quick: 1024^3 and the first two. --layouts: instead, the GPT-2 block's
+ * attention GEMMs as tessel calls them, transposes and row strides
+ * included, in the layout JAX's lowering gives them and in the one
+ * partition/spmd_swap.c makes (the q/k/v projection 384x768x1024 with both
+ * operands transposed against 1024x768x384 plain; one head's scores and
+ * P.V, 12 calls each, reading q/k/v from [H,Dh,B,S] against [B,S,H,Dh]).
+ * Each library's C is compared with
  * OpenBLAS's (1e-4 of the largest magnitude) and 16 entries with a double
  * dot product; a mismatch exits 1. Per shape, the libraries run
  * interleaved, 2 warm-up and R timed rounds (7; 3 with --quick), medians;
@@ -120,20 +126,98 @@ static int validate(const char *lib, const float *c, const float *ref, const flo
     return 0;
 }
 
+/* One GEMM call as tessel's dot makes it (device/k_dot.c), `calls` times
+ * per round (one head each: the operands advance by their head strides). */
+typedef struct Call {
+    const char *what;
+    bool ta, tb;
+    int m, n, k, lda, ldb, calls;
+    int64_t a_step, b_step;
+} Call;
+
+/* --layouts: each call of the list in each library, interleaved as the
+ * shapes are, and its result against OpenBLAS's (1e-4 of the largest). */
+static int layouts(const bool *have, int reps, double peak)
+{
+    /* x [2*512, 768] and w [768, 384] (this device's 6 heads of 64); q/k/v
+     * as JAX lays them out, [6,64,2,512], and as spmd_swap.c does,
+     * [2,512,6,64]; head (b, h) of [6,64,2,512] starts at h*64*1024 + b*512,
+     * of [2,512,6,64] at b*512*384 + h*64 (calls step over h, b = 0). */
+    static const Call calls[] = {
+        {"q/k/v projection, both transposed", true, true, 384, 1024, 768, 384, 768, 1, 0, 0},
+        {"q/k/v projection, swapped: plain", false, false, 1024, 384, 768, 768, 384, 1, 0, 0},
+        {"scores q k^T from [H,Dh,B,S] (TN)", true, false, 512, 512, 64, 1024, 1024, 12, 65536, 65536},
+        {"scores q k^T from [B,S,H,Dh] (NT)", false, true, 512, 512, 64, 384, 384, 12, 64, 64},
+        {"P.v, v from [H,Dh,B,S] (NT)", false, true, 512, 64, 512, 512, 1024, 12, 262144, 65536},
+        {"P.v, v from [B,S,H,Dh] (NN)", false, false, 512, 64, 512, 512, 384, 12, 262144, 64},
+    };
+    size_t big = (size_t)4 << 20; /* elements: every operand above fits */
+    float *a = malloc(big * sizeof *a), *b = malloc(big * sizeof *b), *c[NLIB];
+    for (int l = 0; l < NLIB; l++)
+        c[l] = calloc(big, sizeof **c);
+    fill(a, (int64_t)big, 1);
+    fill(b, (int64_t)big, 2);
+    int rc = 0;
+    for (size_t s = 0; s < sizeof calls / sizeof calls[0] && rc == 0; s++) {
+        const Call *x = &calls[s];
+        double t[NLIB][16];
+        for (int r = -2; r < reps; r++)
+            for (int j = 0; j < NLIB; j++) {
+                int l = (j + (r < 0 ? 0 : r)) % NLIB;
+                if (!have[l])
+                    continue;
+                double t0 = bench_peak_now();
+                for (int h = 0; h < x->calls; h++)
+                    lib_gemm[l](CblasRowMajor, x->ta ? CblasTrans : CblasNoTrans, x->tb ? CblasTrans : CblasNoTrans,
+                                x->m, x->n, x->k, 1.0f, a + h * x->a_step, x->lda, b + h * x->b_step, x->ldb, 0.0f,
+                                c[l] + (size_t)h * (size_t)(x->m * x->n), x->n);
+                if (r >= 0)
+                    t[l][r] = bench_peak_now() - t0;
+            }
+        printf("gemm %s, %dx%dx%d x%d:", x->what, x->m, x->k, x->n, x->calls);
+        size_t total = (size_t)x->calls * (size_t)(x->m * x->n);
+        double maxabs = 0;
+        for (size_t i = 0; i < total; i++)
+            maxabs = fmax(maxabs, fabs(c[LIB_OPENBLAS][i]));
+        for (int l = 0; l < NLIB; l++) {
+            if (!have[l])
+                continue;
+            for (size_t i = 0; i < total && rc == 0; i++)
+                if (!(fabs((double)c[l][i] - c[LIB_OPENBLAS][i]) <= 1e-4 * maxabs)) {
+                    fprintf(stderr, "gemm_bench: %s and openblas differ at %zu\n", lib_name[l], i);
+                    rc = 1;
+                }
+            double g = 2.0 * x->m * x->k * x->n * x->calls / bench_median(t[l], reps) / 1e9;
+            printf(" %s %.1f GFLOP/s (%.2f of peak)", lib_name[l], g, peak > 0 ? g / peak : 0.0);
+        }
+        printf("\n");
+    }
+    free(a);
+    free(b);
+    for (int l = 0; l < NLIB; l++)
+        free(c[l]);
+    if (rc)
+        printf("bench gemm: FAILED a library's result differs (stderr)\n");
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const int64_t shapes[][3] = {{1024, 1024, 1024}, {512, 1024, 2048}, {512, 2048, 1024},
                                         {1024, 768, 384},   {1024, 384, 768},   {1024, 768, 1536},
                                         {1024, 1536, 768},  {512, 64, 512},     {512, 512, 64}};
     int nshapes = (int)(sizeof shapes / sizeof shapes[0]), reps = 7, threads = 1;
+    bool layout_calls = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) {
+        if (!strcmp(argv[i], "--layouts")) {
+            layout_calls = true;
+        } else if (!strcmp(argv[i], "--quick")) {
             nshapes = 3;
             reps = 3;
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc && atoi(argv[i + 1]) >= 1) {
             threads = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: gemm_bench [--quick] [--threads T]\n");
+            fprintf(stderr, "usage: gemm_bench [--quick] [--threads T] [--layouts]\n");
             return 2;
         }
     }
@@ -154,6 +238,8 @@ int main(int argc, char **argv)
     printf("\n");
     printf("gemm: openblas (%s); blis %s; onednn %s (skipped where absent: bench/setup.sh)\n", openblas_get_config(),
            have[LIB_BLIS] ? blis_ver : blis_why, have[LIB_DNNL] ? dnnl_ver : dnnl_why);
+    if (layout_calls)
+        return layouts(have, reps, peak);
     int rc = 0, best_lib = 0;
     double best_frac = 0, frac1024[NLIB] = {0};
     for (int s = 0; s < nshapes && rc == 0; s++) {
