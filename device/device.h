@@ -465,6 +465,12 @@ IrStatus dev_k_elementwise(const DevKernelArgs *k, DevValue **out); /* unary/bin
  * stay scalars). copy and map have no range kernel. */
 IrStatus dev_k_elementwise_check(const DevKernelArgs *k);
 IrStatus dev_k_elementwise_range(const DevKernelArgs *k, int64_t n, DevValue *r);
+/* The kernel written over operand j's buffer, which must have the
+ * result's dims and bytes (its last use, the caller's alone: exec.c's
+ * elementwise_in_place); the caller then gives that value the result's
+ * shape (dev_value_reshaped). The operand's data is the result's on
+ * IR_OK, undefined on failure. Not for copy or map. */
+IrStatus dev_k_elementwise_over(const DevKernelArgs *k, int32_t j);
 IrStatus dev_k_bitcast_convert(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_map(const DevKernelArgs *k, DevValue **out);
 /* k_data.c */

@@ -792,6 +792,55 @@ static bool try_reshape_in_place(const IrInstr *ins, DevValue **vals, int32_t *r
     return true;
 }
 
+/* A lone elementwise op (a fusion group's root lends itself a dying
+ * leaf: fusion.c's in_place_leaf) of IR_FUSION_MIN_ELEMENTS or more
+ * elements, at the last use of an operand of its result's dims and bytes
+ * that nobody else holds (not a parameter the caller keeps, not an
+ * output, not another device's or value's too), writes its result over
+ * that operand's buffer, as XLA's buffer assignment lets an elementwise
+ * op share a dying operand's buffer: the two never coexist (a tanh
+ * between two dots holds one activation, not two). partition/memory.c's
+ * estimate models the same rule (lone_lends). The operand's index in
+ * ins, or -1. */
+static int32_t elementwise_in_place(const IrInstr *ins, DevValue **vals, const int32_t *rem)
+{
+    if (!ir_op_is_elementwise(ins->op) || ins->op == OP_COPY || ins->op == OP_MAP || ins->nopnd > 3 ||
+        !ir_shape_is_array(&ins->shape))
+        return -1;
+    int64_t nbytes = ir_shape_bytes(&ins->shape);
+    if (ir_shape_elements(&ins->shape) < IR_FUSION_MIN_ELEMENTS) /* as groups: small ones save nothing */
+        return -1;
+    for (int32_t j = 0; j < ins->nopnd && nbytes > 0; j++) {
+        int32_t o = ins->opnd[j], reads = 0;
+        for (int32_t q = 0; q < ins->nopnd; q++)
+            reads += ins->opnd[q] == o;
+        const DevValue *v = vals[o];
+        if (v && rem[o] == reads && v->shape.type != IR_TUPLE && v->nbytes == nbytes &&
+            ir_shape_same_dims(&v->shape, &ins->shape) && dev_value_sole(v))
+            return j;
+    }
+    return -1;
+}
+
+/* Run ins over operand j's buffer (elementwise_in_place), which becomes
+ * the result: the executor's reference moves to it. */
+static IrStatus run_elementwise_over(const Exec *x, const IrComputation *c, const IrInstr *ins, int32_t j,
+                                     DevValue **vals, int32_t *rem, DevValue **out)
+{
+    DevValue *opnd[3];
+    for (int32_t q = 0; q < ins->nopnd; q++)
+        opnd[q] = vals[ins->opnd[q]];
+    DevKernelArgs k = {x->m, c, ins, ins->nopnd, opnd, x->opt, x->d};
+    IrStatus st = dev_k_elementwise_over(&k, j);
+    if (st != IR_OK)
+        return st;
+    int32_t o = ins->opnd[j];
+    *out = dev_value_reshaped(vals[o], &ins->shape);
+    vals[o] = NULL;
+    rem[o] = 0;
+    return *out ? IR_OK : IR_ENOMEM;
+}
+
 /* Kernels may update an operand in place when they hold its only
  * reference (refs == 1). That must mean "this is its last use", so an
  * operand that is used again later is pinned with an extra reference for
@@ -1011,6 +1060,7 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int
     const IrInstr *ins = &c->instr[i];
     DevValue *r = NULL;
     IrStatus st;
+    int32_t lend;
     if (pend && (st = async_operands(x, c, p, i, pend, vals)) != IR_OK)
         return st;
     if (ins->op == OP_PARAMETER) {
@@ -1022,6 +1072,8 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int
         return run_group(x, c, &p->fusion.groups[p->fusion.group_of[i]], vals, rem);
     if (try_reshape_in_place(ins, vals, rem, &r)) {
         st = r ? IR_OK : IR_ENOMEM;
+    } else if ((lend = elementwise_in_place(ins, vals, rem)) >= 0) {
+        st = run_elementwise_over(x, c, ins, lend, vals, rem, &r);
     } else if (ins->op == OP_WHILE && ins->nopnd == 1 && rem[ins->opnd[0]] == 1) {
         /* the operand's last use: the loop takes the executor's reference */
         DevValue *state = vals[ins->opnd[0]];

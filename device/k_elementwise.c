@@ -1142,6 +1142,56 @@ IrStatus dev_k_elementwise(const DevKernelArgs *k, DevValue **out)
     return IR_OK;
 }
 
+/* Written over an operand (dev_k_elementwise_over): each block of the
+ * result goes to a scratch buffer of this many bytes, then over the
+ * operand's block, which has been read by then; later blocks read only
+ * later elements, so no element is read after it is overwritten, and no
+ * range kernel sees its output alias an input (they take restrict
+ * pointers). 16 KiB stays in L1 with the block's operands. */
+#define OVER_BLOCK_BYTES (16 << 10)
+
+IrStatus dev_k_elementwise_over(const DevKernelArgs *k, int32_t j)
+{
+    const IrShape *rs = &k->ins->shape;
+    IrOpcode op = k->ins->op;
+    if (op == OP_COPY || op == OP_MAP || k->nopnd > 3 || j < 0 || j >= k->nopnd)
+        return dev_kernel_error(k, IR_EINTERNAL, "%s cannot be written over operand %d", ir_op_name(op), (int)j);
+    IrStatus st = dev_k_elementwise_check(k);
+    if (st != IR_OK)
+        return st;
+    if (k->opnd[j]->nbytes != ir_shape_bytes(rs) || !ir_shape_same_dims(&k->opnd[j]->shape, rs))
+        return dev_kernel_error(k, IR_EINTERNAL, "%s: operand %d is not the result's size", ir_op_name(op), (int)j);
+    size_t w = ir_type_size(rs->type);
+    int64_t total = ir_shape_elements(rs), block = w > 0 ? OVER_BLOCK_BYTES / (int64_t)w : total;
+    size_t need = (size_t)(total < block ? total : block) * w;
+    _Alignas(64) uint8_t small[256]; /* small arrays (a reducer's scalars) allocate nothing */
+    uint8_t *scratch = need <= sizeof small ? small : ts_malloc(need);
+    if (!scratch)
+        return dev_kernel_error(k, IR_ENOMEM, "out of memory for %s's block", ir_op_name(op));
+    DevValue view[3], *views[3], res = {.shape = *rs, .refs = 1};
+    DevKernelArgs kb = *k;
+    kb.opnd = views;
+    for (int64_t first = 0; st == IR_OK && first < total; first += block) {
+        int64_t n = total - first < block ? total - first : block;
+        for (int32_t i = 0; i < k->nopnd; i++) {
+            view[i] = *k->opnd[i]; /* a shallow copy: shape and data borrowed */
+            size_t wi = ir_type_size(view[i].shape.type);
+            if (view[i].shape.rank > 0) { /* scalar operands (select, clamp) stay put */
+                view[i].data += (size_t)first * wi;
+                view[i].nbytes = n * (int64_t)wi;
+            }
+            views[i] = &view[i];
+        }
+        res.data = scratch;
+        res.nbytes = n * (int64_t)w;
+        if ((st = dev_k_elementwise_range(&kb, n, &res)) == IR_OK)
+            memcpy(k->opnd[j]->data + (size_t)first * w, scratch, (size_t)n * w);
+    }
+    if (scratch != small)
+        ts_free(scratch);
+    return st;
+}
+
 /* ------------------------------------------------------------------ */
 /* bitcast-convert                                                     */
 /* ------------------------------------------------------------------ */

@@ -44,7 +44,9 @@
  *    and layer norm, multi-output groups such as Adam's update, dots
  *    writing transposed): a group's interior values never exist, its
  *    extra outputs are made at its root's step, an elementwise group's
- *    outputs may take dying leaves' buffers.
+ *    outputs may take dying leaves' buffers; an elementwise op outside
+ *    any group writes over an operand of its size that dies there
+ *    (lone_lends).
  *  - the values a kernel makes beside its result while it runs:
  *    operands converted (a mixed-precision reduce's, scaled-dot's
  *    dequantized ones) and a reducer's scalar arguments and results when
@@ -688,6 +690,35 @@ static bool fused_root(Est *e, int32_t i, int32_t s)
     return true;
 }
 
+/* A lone elementwise op i (in no fused group; at step s) of
+ * IR_FUSION_MIN_ELEMENTS or more elements writes its result over an operand of
+ * its dims and bytes that dies here and that nobody else holds
+ * (device/exec.c's elementwise_in_place, as XLA's buffer assignment
+ * shares a dying operand's buffer): own 0, the operand's buffer lives as
+ * long as the result. A parameter the caller holds lives to the end, so
+ * never dies here. Example: d = dot(x, w); t = tanh(d); r = dot(t, w2):
+ * d and t are one buffer, at t and at r. */
+static bool lone_lends(Est *e, int32_t i, int32_t s)
+{
+    const IrComputation *c = e->c;
+    const IrInstr *ins = &c->instr[i];
+    int64_t bytes = leaf_bytes(&ins->shape);
+    if (!ir_op_is_elementwise(ins->op) || ins->op == OP_COPY || ins->op == OP_MAP || ins->nopnd > 3 ||
+        !ir_shape_is_array(&ins->shape) || e->group[i] >= 0 || group_rooted_at(e, i) || bytes <= 0 ||
+        ir_shape_elements(&ins->shape) < IR_FUSION_MIN_ELEMENTS)
+        return false;
+    for (int32_t k = 0; k < ins->nopnd; k++) {
+        int32_t o = ins->opnd[k];
+        if (e->end[o] == s && e->own[o] == bytes && ir_shape_is_array(&c->instr[o].shape) &&
+            ir_shape_same_dims(&c->instr[o].shape, &ins->shape)) {
+            e->own[i] = 0;
+            extend(e, o, e->end[i], true);
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Keep instruction t's buffer to step `to`; with `full` also what t
  * refers to (tie: the step to which t holds its references). */
 static void extend(Est *e, int32_t t, int32_t to, bool full)
@@ -800,6 +831,8 @@ static void lifetimes(Est *e, const MemOptions *o)
             }
         } else if (fused_root(e, i, s)) {
             /* a fused group's outputs took dying leaves' buffers, or made their own */
+        } else if (lone_lends(e, i, s)) {
+            /* a lone elementwise op wrote over a dying operand */
         } else if (reused_operand(ins) >= 0) {
             int32_t op = ins->opnd[reused_operand(ins)];
             /* The operand's last use is here and it is nobody else's. */

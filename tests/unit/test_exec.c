@@ -710,6 +710,61 @@ static void test_reshape_in_place(void **state)
     dev_value_unref(a);
 }
 
+/* A lone elementwise op (no fusion group: its operand is a custom-call's)
+ * at the last use of an operand of its size writes over that operand's
+ * buffer (exec.c's elementwise_in_place): clamp with scalar bounds over
+ * 5000 elements (two blocks of dev_k_elementwise_over), convert f32 to
+ * s32 (the same bytes, another type). An operand used again later keeps
+ * its buffer: the result is a new one. */
+static void test_elementwise_in_place(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    IrShape v = vec_shape(IR_F32, N), vi = vec_shape(IR_S32, N);
+    DevCustomCalls hooks = {NULL, custom};
+    DevExecOptions opt = {.custom = &hooks};
+    float x[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i % 7) - 3.25f;
+    DevValue *a = f32v(N, x);
+    int32_t e = comp("clamp");
+    int32_t p = param(e, 0, v);
+    int32_t pr = cc(e, "probe", v, op(e, OP_NEGATE, v, 1, p));
+    root(e, op(e, OP_CLAMP, v, 3, const_f32(e, -0.5f), pr, const_f32(e, 2.0f)));
+    nprobe = 0;
+    DevValue *r = exec_ok(e, 1, &a, &opt);
+    assert_ptr_equal(r->data, probe_data[0]);
+    for (int i = 0; i < N; i++)
+        assert_true(F(r, i) == (-x[i] < -0.5f ? -0.5f : -x[i] > 2.0f ? 2.0f : -x[i]));
+    dev_value_unref(r);
+    int32_t e2 = comp("convert");
+    int32_t p2 = param(e2, 0, v);
+    root(e2, op(e2, OP_CONVERT, vi, 1, cc(e2, "probe", v, op(e2, OP_NEGATE, v, 1, p2))));
+    nprobe = 0;
+    r = exec_ok(e2, 1, &a, &opt);
+    assert_ptr_equal(r->data, probe_data[0]);
+    assert_int_equal(r->shape.type, IR_S32);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(((const int32_t *)r->data)[i], (int32_t)-x[i]);
+    dev_value_unref(r);
+    int32_t e3 = comp("kept");
+    int32_t p3 = param(e3, 0, v);
+    int32_t pr3 = cc(e3, "probe", v, op(e3, OP_NEGATE, v, 1, p3));
+    int32_t t3 = op(e3, OP_ABS, v, 1, pr3);
+    IrShape el[2] = {v, v};
+    root(e3, op(e3, OP_TUPLE, tup(2, el), 2, t3, pr3));
+    nprobe = 0;
+    r = exec_ok(e3, 1, &a, &opt);
+    assert_ptr_not_equal(r->elems[0]->data, probe_data[0]);
+    assert_ptr_equal(r->elems[1]->data, probe_data[0]);
+    assert_true(F(r->elems[1], 3) == -x[3] && F(r->elems[0], 3) == 0.25f);
+    dev_value_unref(r);
+    assert_int_equal(a->refs, 1); /* the caller's argument is never written over */
+    for (int i = 0; i < N; i++)
+        assert_true(F(a, i) == x[i]);
+    dev_value_unref(a);
+}
+
 /* ---- collectives ---- */
 
 static int coll_calls;
@@ -1396,6 +1451,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_custom_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_liveness, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reshape_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_elementwise_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collectives, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_in_execution, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_injection, setup, teardown),

@@ -127,6 +127,40 @@ static void test_reshape_in_place(void **state)
     ir_module_free(m);
 }
 
+/* A lone elementwise op writes over an operand of its size that dies
+ * there (memory.c's lone_lends; device/exec.c's elementwise_in_place): t
+ * = tanh(d) between two dots takes d's buffer: t's step holds no more
+ * than the step before it. u = exp(w) does not
+ * take the held parameter's buffer, nor v = negate(t2) that of t2, read
+ * again by the root. */
+static void test_lone_in_place(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nENTRY e {\n w = f32[32,32] parameter(0)\n"
+                        " d = f32[32,32] dot(w, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                        " t = f32[32,32] tanh(d)\n"
+                        " r = f32[32,32] dot(t, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                        " u = f32[32,32] exponential(w)\n"
+                        " t2 = f32[32,32] dot(u, r), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                        " v = f32[32,32] negate(t2)\n"
+                        " ROOT o = f32[32,32] dot(v, t2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.own[find(m, "t")], 0);
+    assert_int_equal(e.end[find(m, "d")], e.end[find(m, "t")]);
+    assert_int_equal(e.own[find(m, "u")], 4096);
+    assert_int_equal(e.own[find(m, "v")], 4096);
+    /* t adds nothing to the step before it (whichever order u takes);
+     * w, r, u and t2 at t2 (t dies at r); w, t2, v and o at o: 16384. */
+    for (int32_t k = 1; k < e.n; k++)
+        if (e.order[k] == find(m, "t"))
+            assert_int_equal(e.live[k], e.live[k - 1]);
+    assert_int_equal(e.peak, 16384);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
+
 /* An order given by a scheduler: the large temporaries x1 and x2 (400
  * bytes each) consumed one at a time keep the peak low; taking both
  * first raises it. An order running a user before its operand is
@@ -564,7 +598,7 @@ int main(void)
         cmocka_unit_test(test_start_context),  cmocka_unit_test(test_split_tuple),
         cmocka_unit_test(test_linalg_in_place), cmocka_unit_test(test_call_same_value),
         cmocka_unit_test(test_shared_broadcast), cmocka_unit_test(test_call_moved),
-        cmocka_unit_test(test_row_group),
+        cmocka_unit_test(test_row_group), cmocka_unit_test(test_lone_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
