@@ -18,8 +18,13 @@
  *  - a collective's result that X depends on and that X, an instruction
  *    depending on X, or the entry's result reads: it ran before X (its
  *    one run) and is read after.
- * Their sum is a bound at X; the largest over the collectives (and the
- * parameters alone, before the first step) is the bound of the program.
+ * Their sum is a bound at X; the same holds at a dot or a convolution.
+ * Two more kinds of value are counted where they are proved live: the
+ * least link of a chain from another dot to an instruction that reads
+ * both (pairs, below), and a donated parameter's state chain (its buffer
+ * passed on to an output: state_chains). The largest over the places
+ * (and the parameters alone, before the first step) is the bound of the
+ * program.
  * What is left out (values that may be recomputed, buffers a referring
  * instruction passes on, async collectives, control edges) only lowers
  * it, so it stays a proof.
@@ -39,6 +44,8 @@
 /* Work above this many visited edges is not started (the bound is then
  * the largest of the collectives reached so far: still a bound). */
 #define BOUND_WORK (1 << 26)
+/* Links followed back along a chain (pairs, state chains). */
+#define CHAIN_DEPTH 8
 
 /* Is ins a collective whose result is a buffer of its own, run once: a
  * synchronous one of an array, over groups all of two devices or more
@@ -68,6 +75,16 @@ static bool makes_whole(const IrInstr *ins)
 {
     return (ins->op == OP_DOT || ins->op == OP_CONVOLUTION) && ir_shape_is_array(&ins->shape) &&
            ins->a.x->control_predecessors.n == 0;
+}
+
+/* May ins be a link of a chain: pass on a buffer made from its operand,
+ * whatever else it reads (an elementwise op, a reshape, bitcast or
+ * transpose)? */
+static bool link_op(const IrInstr *ins)
+{
+    return ir_shape_is_array(&ins->shape) &&
+           ((ir_op_is_elementwise(ins->op) && ins->op != OP_MAP) || ins->op == OP_RESHAPE ||
+            ins->op == OP_BITCAST || ins->op == OP_TRANSPOSE);
 }
 
 /* The users of each instruction, as one array (CSR: user[first[i] ..
@@ -170,8 +187,17 @@ static bool read_after(const IrComputation *c, const Users *u, const uint8_t *ma
 }
 
 /* What at_collective reads beside the marks. */
+/* A donated parameter's state chain: links from it to a leaf of the
+ * entry's result (state_chains). */
+typedef struct StateChain {
+    int32_t n;             /* 0: none */
+    int32_t link[CHAIN_DEPTH];
+    int64_t least;         /* the bytes of its least link */
+} StateChain;
+
 typedef struct Facts {
     const bool *donated;   /* by parameter number */
+    const StateChain *state; /* by parameter number */
     const uint8_t *dep;    /* dep[i]: i is a donated parameter or depends on one */
     const uint8_t *feeds;  /* feeds[i]: i is an operand of a collective over groups */
     uint8_t *seen;         /* scratch, all 0 between calls */
@@ -226,6 +252,73 @@ static bool needed_after(const IrComputation *c, const Users *u, const uint8_t *
     return need;
 }
 
+/* Is no link of state chain ch instruction x (< 0: none) or an operand
+ * of it, which are counted as such? */
+static bool clear_of(const IrComputation *c, const StateChain *ch, int32_t x)
+{
+    for (int32_t k = 0; x >= 0 && k < ch->n; k++) {
+        if (ch->link[k] == x)
+            return false;
+        for (int32_t j = 0; j < c->instr[x].nopnd; j++)
+            if (c->instr[x].opnd[j] == ch->link[k])
+                return false;
+    }
+    return true;
+}
+
+/* State chains. A donated parameter p whose buffer is passed on, link by
+ * link (link_op), to a leaf o of the entry's result holds at every step
+ * one link of that chain: p is live from before the first step until
+ * the link made from it is, each link until the next is made from it
+ * (recomputed or not: every copy reads a copy of the one before), and o
+ * to the end. So where p itself is not read after a place, the chain
+ * still holds its least link there (an Adam step's w, m and v: written
+ * over by w', m' and v' or not, three buffers a layer throughout). The
+ * chains share no link; none is a collective or a collective's operand
+ * (counted as such), nor, for a place, its instruction or an operand of
+ * it (clear_of). Found back from each leaf of the result, the first to
+ * reach a donated parameter that has none yet. */
+static bool state_back(const IrComputation *c, const Facts *f, int32_t v, uint8_t *used, StateChain *cur,
+                       StateChain *state)
+{
+    const IrInstr *ins = &c->instr[v];
+    if (used[v] || cur->n >= CHAIN_DEPTH || !ir_shape_is_array(&ins->shape) || f->feeds[v] ||
+        ir_op_family(ins->op) == FAM_COLLECTIVE)
+        return false;
+    int64_t pn = ins->a.parameter_number, b = ir_shape_bytes(&ins->shape);
+    cur->link[cur->n++] = v;
+    int64_t least = cur->least;
+    if (cur->n == 1 || b < cur->least)
+        cur->least = b;
+    bool found = false;
+    if (ins->op == OP_PARAMETER) {
+        found = pn >= 0 && pn < c->nparam && f->donated[pn] && state[pn].n == 0;
+        if (found) {
+            state[pn] = *cur;
+            for (int32_t k = 0; k < cur->n; k++)
+                used[cur->link[k]] = 1;
+        }
+    } else if (link_op(ins)) {
+        for (int32_t j = 0; j < ins->nopnd && !found; j++)
+            found = state_back(c, f, ins->opnd[j], used, cur, state);
+    }
+    cur->n--;
+    cur->least = least;
+    return found;
+}
+
+static void state_chains(const IrComputation *c, const Facts *f, uint8_t *used, StateChain *state)
+{
+    if (c->root < 0)
+        return;
+    const IrInstr *r = &c->instr[c->root];
+    int32_t n = r->op == OP_TUPLE ? r->nopnd : 1;
+    for (int32_t k = 0; k < n; k++) {
+        StateChain cur = {0};
+        state_back(c, f, r->op == OP_TUPLE ? r->opnd[k] : c->root, used, &cur, state);
+    }
+}
+
 typedef struct Sum {
     int64_t bytes;
     int32_t n;
@@ -260,6 +353,8 @@ static void at_collective(const IrComputation *c, const Users *u, const uint8_t 
                 add(s, ins, bytes, "parameter, held");
             else if (needed_after(c, u, mark, f, i))
                 add(s, ins, bytes, "donated, read after it");
+            else if (f->state[pn].n > 0 && clear_of(c, &f->state[pn], x))
+                add(s, ins, f->state[pn].least, "donated, or the output made from it: one of them is live");
         } else if (i == x) {
             add(s, ins, bytes, "its result");
         } else if (x < 0 && i == -x - 1) {
@@ -292,6 +387,10 @@ static int by_cost_down(const void *a, const void *b)
 typedef struct Place {
     int32_t at;
     int64_t least;
+    int32_t user;       /* a pair (pair_place): the instruction reading both values; -1: none */
+    int32_t other;      /* its other dot */
+    int32_t link;       /* the least link of the other's chain, live at `at` */
+    int64_t link_bytes;
 } Place;
 
 typedef struct Work {
@@ -301,6 +400,7 @@ typedef struct Work {
     int32_t *stack;
     Facts f;
     int64_t *cost;     /* own_bytes of each own collective (else -1) */
+    const uint8_t *in_state; /* a link of a state chain (state_chains) */
     int64_t edges;     /* visited so far */
 } Work;
 
@@ -309,6 +409,14 @@ static int32_t mark_place(Work *w, Place p)
 {
     const IrComputation *c = w->c;
     memset(w->mark, 0, (size_t)c->ninstr);
+    if (p.user >= 0) { /* a pair: "after" is at or after the reader's first run, and the dot itself */
+        w->edges += flood(c, &w->u, p.user, 1, AFTER, w->mark, w->stack);
+        w->mark[p.at] |= AFTER;
+        w->edges += flood(c, &w->u, p.at, 0, BEFORE, w->mark, w->stack);
+        for (int32_t j = 0; j < c->instr[p.at].nopnd; j++)
+            w->mark[c->instr[p.at].opnd[j]] |= OPERAND;
+        return p.at;
+    }
     if (p.at >= 0) {
         w->edges += flood(c, &w->u, p.at, 1, AFTER, w->mark, w->stack);
         w->edges += flood(c, &w->u, p.at, 0, BEFORE, w->mark, w->stack);
@@ -333,7 +441,128 @@ static int64_t place_bytes(Work *w, Place p)
     int32_t x = mark_place(w, p);
     at_collective(w->c, &w->u, w->mark, &w->f, x, &s);
     w->edges += w->c->ninstr;
-    return s.bytes;
+    return s.bytes + (p.user >= 0 ? p.link_bytes : 0);
+}
+
+/* ---- two values one instruction reads ----
+ *
+ * An instruction U that reads two values, each made from a dot or a
+ * convolution through a chain of links that pass a buffer on
+ * (elementwise ops, reshapes, bitcasts, transposes): A from dot a, B
+ * from dot b. Every run of U reads a copy of each, made by a run of a
+ * and a run of b before it; from that run of b to U's, some link of B's
+ * chain is live (each lives until the next is made from it, or its
+ * buffer becomes the next's). Take U's first run and the runs of a and
+ * b that fed it: at whichever of the two came later, say a's, B's chain
+ * holds at least its least link, beside what coexists at any run of a
+ * before U's first: a's result and operands, the parameters held, the
+ * donated ones read by a or by U or anything depending on U (all of
+ * whose runs come after U's first), and the collectives a depends on
+ * (run once, before it) read by U or after it. The bound of the pair is
+ * the lesser of the two ways round; what the two chains hold is counted
+ * once each (their links share nothing, and none is an operand of the
+ * other dot: each live link is a buffer of its own).
+ *
+ * Example, an SGD step of a 3-layer tanh MLP: U = (dL/dh3) * (1 - h3^2)
+ * reads dot12 = dL/dh3 (a dot of the next layer's gradient) and h3 =
+ * tanh(dot9). Keeping dot12 while h3 is remade holds it at dot9, beside
+ * dot9's operand h2 and x; keeping h3 holds it at dot12, beside its
+ * operand and x: four activations either way, where one dot sees three. */
+
+#define CHAINS_MAX 8    /* chains kept per operand */
+
+typedef struct Chain {
+    int32_t root;       /* the dot or convolution it starts from */
+    int32_t n;
+    int32_t link[CHAIN_DEPTH];
+    int32_t least;      /* its link of least bytes */
+    int64_t least_bytes;
+} Chain;
+
+/* The chains back from value v (cur: the links so far), into out. */
+static void chains_of(const IrComputation *c, int32_t v, Chain *cur, Chain *out, int32_t *nout)
+{
+    const IrInstr *ins = &c->instr[v];
+    if (*nout >= CHAINS_MAX || cur->n >= CHAIN_DEPTH || !ir_shape_is_array(&ins->shape))
+        return;
+    Chain saved = *cur;
+    int64_t b = ir_shape_bytes(&ins->shape);
+    cur->link[cur->n++] = v;
+    if (cur->least < 0 || b < cur->least_bytes)
+        cur->least = v, cur->least_bytes = b;
+    if (makes_whole(ins)) {
+        cur->root = v;
+        out[(*nout)++] = *cur;
+    } else if (link_op(ins)) {
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            chains_of(c, ins->opnd[j], cur, out, nout);
+    }
+    *cur = saved;
+}
+
+static bool in_chain(const Chain *ch, int32_t v)
+{
+    for (int32_t k = 0; k < ch->n; k++)
+        if (ch->link[k] == v)
+            return true;
+    return false;
+}
+
+/* Do chains a and b share no link, and is neither's link an operand of
+ * the other's dot? */
+static bool apart(const IrComputation *c, const Chain *a, const Chain *b)
+{
+    for (int32_t k = 0; k < a->n; k++)
+        if (in_chain(b, a->link[k]))
+            return false;
+    for (int32_t j = 0; j < c->instr[a->root].nopnd; j++)
+        if (in_chain(b, c->instr[a->root].opnd[j]))
+            return false;
+    for (int32_t j = 0; j < c->instr[b->root].nopnd; j++)
+        if (in_chain(a, c->instr[b->root].opnd[j]))
+            return false;
+    return true;
+}
+
+/* The pair place of U reading chains a and b: the lesser way round. */
+static Place pair_place(Work *w, int32_t u, const Chain *a, const Chain *b, int64_t *bytes)
+{
+    Place pa = {a->root, 0, u, b->root, b->least, b->least_bytes};
+    Place pb = {b->root, 0, u, a->root, a->least, a->least_bytes};
+    int64_t ba = place_bytes(w, pa), bb = place_bytes(w, pb);
+    *bytes = ba < bb ? ba : bb;
+    return ba < bb ? pa : pb;
+}
+
+/* Every instruction reading two such values: the largest pair bound
+ * into *best when it beats top. */
+static int64_t best_pair(Work *w, int64_t top, Place *best)
+{
+    const IrComputation *c = w->c;
+    Chain ca[CHAINS_MAX], cb[CHAINS_MAX];
+    for (int32_t u = 0; u < c->ninstr && w->edges < BOUND_WORK; u++) {
+        const IrInstr *ui = &c->instr[u];
+        for (int32_t p = 0; p < ui->nopnd; p++)
+            for (int32_t q = p + 1; q < ui->nopnd; q++) {
+                if (ui->opnd[p] == ui->opnd[q])
+                    continue;
+                int32_t na = 0, nb = 0;
+                Chain cur = {-1, 0, {0}, -1, 0};
+                chains_of(c, ui->opnd[p], &cur, ca, &na);
+                chains_of(c, ui->opnd[q], &cur, cb, &nb);
+                for (int32_t i = 0; i < na; i++)
+                    for (int32_t j = 0; j < nb && w->edges < BOUND_WORK; j++) {
+                        if (ca[i].root == cb[j].root || !apart(c, &ca[i], &cb[j]) || w->in_state[ca[i].least] ||
+                            w->in_state[cb[j].least])
+                            continue;
+                        int64_t b;
+                        Place pl = pair_place(w, u, &ca[i], &cb[j], &b);
+                        if (b > top)
+                            top = b, *best = pl;
+                    }
+            }
+    }
+    return top;
 }
 
 /* Every place: each collective alone, and the first to run of those of
@@ -357,7 +586,7 @@ static int64_t best_place(Work *w, int64_t floor, Place *best)
     for (int32_t k = 0; k < ncost && w->edges < BOUND_WORK; k++) {
         if (k > 0 && sizes[k] == sizes[k - 1])
             continue;
-        Place p = {-1, sizes[k]};
+        Place p = {-1, sizes[k], -1, -1, -1, 0};
         int64_t b = place_bytes(w, p);
         if (b > top)
             top = b, *best = p;
@@ -365,13 +594,13 @@ static int64_t best_place(Work *w, int64_t floor, Place *best)
     for (int32_t x = 0; x < c->ninstr && w->edges < BOUND_WORK; x++) {
         if (w->cost[x] < 0 && !makes_whole(&c->instr[x]))
             continue;
-        Place p = {x, 0};
+        Place p = {x, 0, -1, -1, -1, 0};
         int64_t b = place_bytes(w, p);
         if (b > top)
             top = b, *best = p;
     }
     ts_free(sizes);
-    return top;
+    return best_pair(w, top, best);
 }
 
 bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
@@ -391,8 +620,12 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
     bool *donated = ts_calloc((size_t)(c->nparam > 0 ? c->nparam : 1), sizeof *donated);
     uint8_t *dep = ts_calloc((size_t)n, 1), *feeds = ts_calloc((size_t)n, 1), *seen = ts_calloc((size_t)n, 1);
     int32_t *list = ts_malloc((size_t)n * sizeof *list), norder = 0;
-    w.f = (Facts){donated, dep, feeds, seen, list};
-    bool ok = w.mark && w.stack && w.cost && donated && dep && feeds && seen && list && users_build(c, &w.u);
+    StateChain *state = ts_calloc((size_t)(c->nparam > 0 ? c->nparam : 1), sizeof *state);
+    uint8_t *in_state = ts_calloc((size_t)n, 1);
+    w.f = (Facts){donated, state, dep, feeds, seen, list};
+    w.in_state = in_state;
+    bool ok = w.mark && w.stack && w.cost && donated && dep && feeds && seen && list && state && in_state &&
+              users_build(c, &w.u);
     IrExecOrderError e;
     ok = ok && ir_exec_order_of(m, c, w.stack, &norder, &e) == IR_OK;
     if (ok)
@@ -406,16 +639,24 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
             feeds[ins->opnd[j]] |= own_collective(ins);
         }
     }
-    Place best = {-1, -1};
+    if (ok)
+        state_chains(c, &w.f, in_state, state);
+    Place best = {-1, -1, -1, -1, -1, 0};
     int64_t top = ok ? best_place(&w, fit->floor, &best) : -1;
     ok = top >= 0;
     if (ok && (best.at >= 0 || best.least >= 0)) {
         Sum s = {0};
         int32_t x = mark_place(&w, best);
         at_collective(c, &w.u, w.mark, &w.f, x, &s);
+        s.n += best.user >= 0;
         s.v = ir_alloc_array(ar, (size_t)s.n, sizeof *s.v);
         char where[256];
-        if (best.at >= 0) {
+        if (best.user >= 0) {
+            snprintf(where, sizeof where,
+                     "instruction %s or %s, whichever runs later (%s reads a value made from each, so the other's "
+                     "is live then; the lesser way round)",
+                     c->instr[best.at].name, c->instr[best.other].name, c->instr[best.user].name);
+        } else if (best.at >= 0) {
             snprintf(where, sizeof where, "instruction %s", c->instr[best.at].name);
         } else {
             int32_t nk = 0;
@@ -432,6 +673,19 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
             s.n = 0;
             s.bytes = 0;
             at_collective(c, &w.u, w.mark, &w.f, x, &s);
+            if (best.user >= 0) { /* the other chain's least link */
+                char why[256];
+                if (best.link == best.other)
+                    snprintf(why, sizeof why, "the other dot's result, read by %s: it or a value made from it is live",
+                             c->instr[best.user].name);
+                else
+                    snprintf(why, sizeof why, "made from %s, read by %s: it or a value between them is live",
+                             c->instr[best.other].name, c->instr[best.user].name);
+                const char *text = ir_strdup(ar, why);
+                ok = text != NULL;
+                if (ok)
+                    add(&s, &c->instr[best.link], best.link_bytes, text);
+            }
             qsort(s.v, (size_t)s.n, sizeof *s.v, by_bytes);
             fit->bound = s.bytes;
             fit->nbound = s.n;
@@ -448,5 +702,7 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
     ts_free(feeds);
     ts_free(seen);
     ts_free(list);
+    ts_free(state);
+    ts_free(in_state);
     return ok;
 }

@@ -354,6 +354,24 @@ expect_status 0 "$TESSEL" plan "$WORK/mlp10.hlo" --num-partitions 2 --limit memo
 [ "$(plan_field "$WORK/m10.json" fit.bound.values)" = 12 ] || fail "mlp10: the bound's values"
 expect_status 0 "$TESSEL" plan "$WORK/mlp10.hlo" --num-partitions 2 --limit memory=3500000
 expect_in "$OUT" "lower bound: no plan under 3276800 bytes per device"
+# Two values one instruction reads, and state chains (memfit_bound.c):
+# the 3-layer tanh MLP's SGD step lowered by JAX (128x128 weights
+# donated, x f32[2048,128] split over 2 devices: an activation is 524288
+# bytes a device). mul.11 = dot_general.12 * (1 - tanh(dot_general.9))
+# reads a value made from each of two dots: at whichever runs later the
+# other's is live, beside that dot's result and operand and x: four
+# activations; ws_0 and ws_1 are read after mul.11 or by dot_general.9,
+# and ws_2, or the update written over it, is live throughout: 2293760
+# bytes, over P/2 = 1966080 (one dot alone proves three activations).
+# The fit reaches 2293768 (the loss and a constant beside): tight.
+cp "$M/mlp3_sgd_jax.hlo" "$WORK/mlp3.hlo"
+expect_status 0 "$TESSEL" plan "$WORK/mlp3.hlo" --num-partitions 2 --format json -o "$WORK/m3.json"
+[ "$(plan_field "$WORK/m3.json" peak_bytes_per_device)" = 3932160 ] || fail "mlp3: natural peak"
+expect_status 2 "$TESSEL" plan "$WORK/mlp3.hlo" --num-partitions 2 --limit memory=1966080
+expect_in "$ERR" "needs at least 2293768 bytes per device"
+expect_in "$ERR" "no plan under 2293760 bytes per device: at instruction dot_general.9 or dot_general.12, whichever runs later (mul.11 reads a value made from each"
+expect_in "$ERR" "dot_general.12 524288 (the other dot's result, read by mul.11: it or a value made from it is live), dot_general.9 524288 (its result), tanh.2 524288 (its operand), x.1 524288 (parameter, held)"
+expect_in "$ERR" "ws_2_.1 65536 (donated, or the output made from it: one of them is live)"
 
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
