@@ -148,11 +148,14 @@ REST = [
     ("grad-mlp3-sgd-512x512", 2, ("grad", "sgd", 3, 512, 512)),
     ("jax-convnet-sgd-1", 1, ("wl", "convnet", (16, 8, 3, 8, 16, 10))),
     ("jax-block-adam-tp", 2, ("wl", "block-tp", (4, 32, 64, 4, 256))),
+    # Added with the pair and state-chain bounds, not looked at before:
+    ("jax-mlp4-sgd-1536x96", 1, ("jax", "sgd", 4, 1536, 96)),
+    ("grad-mlp6-adam-128x160", 2, ("grad", "adam", 6, 128, 160)),
 ]
 # Steps neither fitted nor proved impossible at P/2, and why (reported).
 # The narrow MLPs that were here (their fit's peak holds x and three
-# activations, the bound saw x and two) are proved now, within a few
-# bytes of the fit: compile/memfit_bound.c's pairs (two values one
+# activations, the bound saw x and two) are proved now, four of them
+# within a few bytes of the fit: compile/memfit_bound.c's pairs (two values one
 # instruction reads, each made from a dot: at the later dot the other's
 # is live, a third activation) and state chains (an Adam step's w, m and
 # v, or the outputs written over them, live throughout).
