@@ -10,6 +10,10 @@
  *   inline.c    the entry's calls inlined first (JAX lowers take,
  *               log_softmax and their gradients as calls): the graph
  *               prices and shards what they compute
+ *   loop.c      while loops in the graph: each state element one choice
+ *               (the while, its body's parameter and root, its
+ *               condition's parameter, its result), the body's
+ *               instructions priced per iteration times the trip count
  *   mesh.c      the mesh (`2x4`, `data=2,model=4`); a spec (mesh axis ->
  *               tensor dim) made an IrSharding
  *   cost.c      the cost model: compute from FLOPs and bytes at rates,
@@ -208,9 +212,43 @@ typedef struct AutoGroup {
     int32_t npruned;         /* dominated strategies removed (prune.c) */
 } AutoGroup;
 
+/* ---- loop.c (the view) ---- */
+
+/* A reshard the graph prices besides operands: value `from`'s output spec
+ * into state node `to`'s, `weight` times a step. */
+typedef struct AutoLink {
+    int32_t from, to;
+    double weight;
+} AutoLink;
+
+/* A while of the entry taken into the view. */
+typedef struct AutoLoop {
+    int32_t instr;           /* the while, an entry index */
+    int32_t first_state;     /* view index of its state element 0 */
+    int32_t nstate;
+    double trips;            /* iterations (1 where not known) */
+    bool trips_known;
+} AutoLoop;
+
+/* The computation the graph is built over: the entry's instructions at
+ * their own indices, then per loop its state nodes (parameter-like
+ * leaves) and its body's instructions; get-tuple-elements of a body's
+ * parameter and of the while's result made copies of their state node. */
+typedef struct AutoView {
+    IrComputation comp;
+    int32_t nentry;
+    int32_t *where_comp, *where_instr; /* the real instruction; -1: a state node */
+    double *weight;          /* times it runs in a step (a body's: the trips) */
+    AutoLink *link;
+    int32_t nlink;
+    AutoLoop *loop;
+    int32_t nloop;
+} AutoView;
+
 typedef struct AutoGraph {
     IrArena *arena;
-    const IrComputation *comp;
+    AutoView view;
+    const IrComputation *comp; /* &view.comp */
     const char *file, *src; /* the module's, for errors */
     AutoMesh mesh;
     int64_t local;           /* devices per host */
@@ -234,6 +272,18 @@ void auto_graph_free(AutoGraph *g);
 double auto_graph_mem(const AutoGraph *g, const int32_t *choice);
 /* The estimated seconds of choice[] (one strategy per group). */
 double auto_graph_cost(const AutoGraph *g, const int32_t *choice);
+
+/* ---- loop.c ---- */
+
+/* The view of m (its entry and the loops it takes in: a while of the
+ * entry whose state is a flat tuple of arrays its body reads only by
+ * get-tuple-element, whose body and condition nothing else calls, with no
+ * sharding of the user's on the state), in arena a. IR_ENOMEM only. */
+IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d);
+/* Each loop's state sharding (its state nodes' chosen specs, replicated
+ * where a node has no strategy) written on the while, its operand tuple,
+ * its body's parameter and root, its condition's parameter. */
+IrStatus auto_loop_annotate(IrModule *m, const AutoGraph *g, const int32_t *choice, IrDiag *d);
 
 /* ---- prune.c ---- */
 

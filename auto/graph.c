@@ -146,6 +146,15 @@ static IrStatus tie_updates(const IrModule *m, const IrComputation *c, bool dona
     return IR_OK;
 }
 
+/* Is view instruction i a loop state's identity (a get-tuple-element of
+ * a body's parameter or of a while's result, loop.c)? It follows the
+ * state node: one choice. */
+static bool state_identity(const AutoGraph *g, int32_t i)
+{
+    const IrInstr *x = &g->comp->instr[i];
+    return x->op == OP_COPY && x->nopnd == 1 && g->view.where_comp[x->opnd[0]] < 0;
+}
+
 /* The next permutation of p[0..n) in lexicographic order; false after
  * the last. */
 static bool next_order(int32_t *p, int32_t n)
@@ -356,34 +365,48 @@ static IrStatus edge(AutoGraph *g, int32_t a, int32_t b, int32_t *cap, double **
     return IR_OK;
 }
 
+static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int32_t i, int32_t o, double w,
+                              int32_t *cap, IrDiag *d);
+
 /* The costs of operand `o` (instruction u) reaching node i. */
 static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t o, int32_t *cap, IrDiag *d)
 {
     const IrInstr *x = &g->comp->instr[i];
     int32_t u = x->opnd[o];
+    const AutoNode *v = &g->node[i];
+    if (v->group < 0 && (x->op == OP_TUPLE || i == g->comp->root))
+        return IR_OK; /* a result takes any sharding */
+    return price_reshard(g, cost, u, i, o, g->view.weight[i], cap, d);
+}
+
+/* The seconds, `w` times, to reshard value u's output into what node i
+ * needs: its operand `o`'s spec, or (o < 0) its own output spec (a loop's
+ * state node, loop.c). */
+static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int32_t i, int32_t o, double w,
+                              int32_t *cap, IrDiag *d)
+{
     const AutoNode *pv = &g->node[u], *v = &g->node[i];
     const IrShape *shape = &g->comp->instr[u].shape;
-    if (pv->group < 0 || auto_reads_replicated_element(g->comp, x))
+    if (pv->group < 0 || w == 0 || auto_reads_replicated_element(g->comp, &g->comp->instr[i]))
         return IR_OK; /* from an opaque value: a local slice at most; an rng's state: replicated */
     AutoGroup *gu = &g->group[pv->group];
     AutoSpec rep = auto_spec_replicated();
     if (v->group < 0) {
-        if (x->op == OP_TUPLE || i == g->comp->root)
-            return IR_OK; /* a result takes any sharding */
         for (int32_t s = 0; s < gu->nstrat; s++)
-            gu->unary[s] += auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &rep);
+            gu->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &rep);
         return IR_OK;
     }
     AutoGroup *gv = &g->group[v->group];
+#define NEED(t) (o >= 0 ? &v->strat[t].in[o] : &v->strat[t].out)
     if (pv->group == v->group) {
         for (int32_t s = 0; s < gv->nstrat; s++)
-            gv->unary[s] += auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &v->strat[s].in[o]);
+            gv->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, NEED(s));
         return IR_OK;
     }
     if (gu->nstrat == 1 || gv->nstrat == 1) {
         for (int32_t s = 0; s < gu->nstrat; s++)
             for (int32_t t = 0; t < gv->nstrat; t++) {
-                double r = auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &v->strat[t].in[o]);
+                double r = w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, NEED(t));
                 if (gu->nstrat == 1)
                     gv->unary[t] += r;
                 else
@@ -398,7 +421,8 @@ static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int
     for (int32_t s = 0; s < gu->nstrat; s++)
         for (int32_t t = 0; t < gv->nstrat; t++)
             m[(size_t)s * (size_t)gv->nstrat + (size_t)t] +=
-                auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &v->strat[t].in[o]);
+                w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, NEED(t));
+#undef NEED
     return IR_OK;
 }
 
@@ -453,7 +477,7 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
                           bool donate_auto, AutoGraph *g, IrDiag *d)
 {
     memset(g, 0, sizeof *g);
-    const IrComputation *c = ir_entry(m);
+    const IrComputation *c = &g->view.comp;
     g->comp = c;
     g->file = m->file;
     g->src = m->src;
@@ -462,7 +486,9 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
     int32_t *order = NULL;
     if (!(g->arena = ir_arena_new()))
         return ir_oom(d, NULL);
-    IrStatus st = ir_topo_order(m, c, &order, d);
+    IrStatus st = auto_loop_view(g->arena, m, &g->view, d);
+    if (st == IR_OK)
+        st = ir_topo_order(m, c, &order, d);
     if (st != IR_OK)
         return st;
     int32_t *tie = ts_malloc((size_t)(c->ninstr > 0 ? c->ninstr : 1) * sizeof *tie);
@@ -478,7 +504,9 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
         AutoNode *v = &g->node[i];
         v->group = -1;
         int32_t lead = -1;
-        if (!user_sharded(x) && (lead = tie[i]) < 0)
+        if (state_identity(g, i))
+            lead = 0;
+        else if (!user_sharded(x) && (lead = tie[i]) < 0)
             lead = auto_follows(c, i);
         if (lead >= 0) {
             const AutoNode *u = &g->node[x->opnd[lead]];
@@ -493,7 +521,16 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
         if (st == IR_OK && v->nstrat > 0)
             st = new_group(g, i, d);
     }
-    /* Unary costs, then the operands' edges. */
+    /* A loop body's instructions run once an iteration; a state's
+     * identities (get-tuple-elements) move nothing. */
+    for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++) {
+        double w = state_identity(g, i) ? 0 : g->view.weight[i];
+        for (int32_t s = 0; w != 1 && s < g->node[i].nstrat; s++) {
+            g->node[i].strat[s].compute *= w;
+            g->node[i].strat[s].comm *= w;
+        }
+    }
+    /* Unary costs, then the operands' edges and the loops' links. */
     int32_t cap = 0;
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++) {
         const AutoNode *v = &g->node[i];
@@ -505,6 +542,10 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++)
         for (int32_t o = 0; st == IR_OK && o < c->instr[i].nopnd; o++)
             st = price_operand(g, cost, i, o, &cap, d);
+    for (int32_t k = 0; st == IR_OK && k < g->view.nlink; k++) {
+        const AutoLink *l = &g->view.link[k];
+        st = price_reshard(g, cost, l->from, l->to, -1, l->weight, &cap, d);
+    }
     if (st == IR_OK)
         st = charge_memory(g, m, d);
     ts_free(order);

@@ -228,27 +228,58 @@ static IrStatus drop_inlined_callees(IrModule *m, const bool *callee, IrDiag *d)
     return IR_OK;
 }
 
-IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
+/* The calls of computation c inlined into it (callee[] marks the callees
+ * inlined; *ninlined counts the calls). */
+static IrStatus inline_into(IrModule *m, IrComputation *c, bool *callee, int32_t *ninlined, IrDiag *d)
 {
-    *ninlined = 0;
-    IrComputation *c = ir_entry(m);
     bool any = false;
     for (int32_t i = 0; i < c->ninstr && !any; i++)
         any = inlinable(m, &c->instr[i]);
     if (!any || has_control_predecessors(c))
         return IR_OK;
-    Inliner in = {.m = m, .d = d, .callee = ts_calloc((size_t)m->ncomp, sizeof(bool))};
+    Inliner in = {.m = m, .d = d, .callee = callee};
     int32_t *map = ts_malloc((size_t)c->ninstr * sizeof *map);
-    IrStatus st = map && in.callee ? copy_computation(&in, c, NULL, map, 0) : ir_oom(d, NULL);
+    IrStatus st = map ? copy_computation(&in, c, NULL, map, 0) : ir_oom(d, NULL);
     if (st == IR_OK)
         st = install(&in, c, map[c->root]);
     if (st == IR_OK)
-        st = drop_inlined_callees(m, in.callee, d);
-    if (st == IR_OK)
-        *ninlined = in.ninlined;
+        *ninlined += in.ninlined;
     ts_free(map);
-    ts_free(in.callee);
     ts_free(in.out);
     ts_free(in.inlined);
+    return st;
+}
+
+/* Does the body of a while of the entry (called by nothing else: it is
+ * changed in place) take part in the graph (auto/loop.c)? */
+static bool loop_body(const IrModule *m, const IrInstr *x, const int32_t *calls)
+{
+    return x->op == OP_WHILE && x->ncalled == 2 && x->called[1] >= 0 && x->called[1] < m->ncomp &&
+           calls[x->called[1]] == 1 && m->comp[x->called[1]]->root >= 0;
+}
+
+IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
+{
+    *ninlined = 0;
+    bool *callee = ts_calloc((size_t)m->ncomp, sizeof(bool));
+    int32_t *calls = ts_calloc((size_t)m->ncomp, sizeof *calls);
+    IrStatus st = callee && calls ? inline_into(m, ir_entry(m), callee, ninlined, d) : ir_oom(d, NULL);
+    /* Then the bodies of the entry's loops, which the graph sees too
+     * (JAX's scan bodies call their slicing and their layer). */
+    for (int32_t k = 0; st == IR_OK && k < m->ncomp; k++)
+        for (int32_t i = 0; i < m->comp[k]->ninstr; i++)
+            for (int32_t j = 0; j < m->comp[k]->instr[i].ncalled; j++) {
+                int32_t t = m->comp[k]->instr[i].called[j];
+                if (t >= 0 && t < m->ncomp)
+                    calls[t]++;
+            }
+    const IrComputation *entry = ir_entry(m);
+    for (int32_t i = 0; st == IR_OK && i < entry->ninstr; i++)
+        if (loop_body(m, &entry->instr[i], calls))
+            st = inline_into(m, m->comp[entry->instr[i].called[1]], callee, ninlined, d);
+    if (st == IR_OK && *ninlined)
+        st = drop_inlined_callees(m, callee, d);
+    ts_free(callee);
+    ts_free(calls);
     return st;
 }

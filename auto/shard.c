@@ -38,17 +38,17 @@ static double now(void)
 
 static IrStatus annotate(IrModule *m, const AutoGraph *g, const int32_t *choice, IrDiag *d)
 {
-    IrComputation *c = ir_entry(m);
-    for (int32_t i = 0; i < c->ninstr; i++) {
+    for (int32_t i = 0; i < g->comp->ninstr; i++) {
         const AutoNode *v = &g->node[i];
-        if (v->group < 0 || v->fixed)
+        if (v->group < 0 || v->fixed || g->view.where_comp[i] < 0)
             continue;
-        IrSharding *s = auto_result_sharding(m->arena, &g->mesh, &c->instr[i], &v->strat[choice[v->group]].out);
+        IrInstr *x = &m->comp[g->view.where_comp[i]]->instr[g->view.where_instr[i]];
+        IrSharding *s = auto_result_sharding(m->arena, &g->mesh, x, &v->strat[choice[v->group]].out);
         if (!s)
             return ir_oom(d, NULL);
-        c->instr[i].sharding = s;
+        x->sharding = s;
     }
-    return IR_OK;
+    return auto_loop_annotate(m, g, choice, d);
 }
 
 IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag *d)

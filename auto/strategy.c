@@ -292,6 +292,21 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
             changed[d] = x->shape.dims[d] != s0->dims[d];
         same_dims(r, c, x, changed);
         return true;
+    case FAM_DYNAMIC_SLICE: {
+        /* A dim the slice or the update spans whole tiles with the
+         * operand (and the update); the one indexed (a scan's layer dim)
+         * is never tiled: the partitioner runs it shard by shard where
+         * every tiled dim is untouched (partition/spmd_ops.c). The start
+         * indices are scalars, replicated. */
+        const IrShape *part = x->op == OP_DYNAMIC_UPDATE_SLICE && x->nopnd > 1 ? &c->instr[x->opnd[1]].shape
+                                                                              : &x->shape;
+        if (part->rank != s0->rank)
+            return false;
+        for (int32_t d = 0; d < x->shape.rank; d++)
+            changed[d] = part->dims[d] != s0->dims[d];
+        same_dims(r, c, x, changed);
+        return true;
+    }
     case FAM_PAD:
         for (int32_t d = 0; d < x->shape.rank; d++)
             changed[d] = x->shape.dims[d] != s0->dims[d];

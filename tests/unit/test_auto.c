@@ -13,7 +13,11 @@
  * depthwise convolution tiles its batch alone; the
  * entry's calls inlined (nested ones too, a tuple's elements read
  * directly, unused inlined values gone, a side-effecting callee and a
- * user-sharded call kept).
+ * user-sharded call kept); a scan's while: its state one choice per
+ * element (the body's and the result's get-tuple-elements follow it), its
+ * body priced four times (the trip count of JAX's pattern, of XLA's
+ * known_trip_count, once where neither), a dynamic-slice never tiled on
+ * the dim it indexes, the state's sharding written on the while's parts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +26,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "auto/auto.h"
@@ -789,6 +794,170 @@ static void inline_calls(void **state)
     ir_module_free(m);
 }
 
+/* A scan over stacked weights as JAX lowers it: the counter compared with
+ * a constant, a dynamic-slice of the layer's weight, the layer a call. */
+static const char SCAN[] =
+    "HloModule scan\n"
+    "cond {\n"
+    "  p = (s32[], f32[16,8], f32[4,8,8]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n"
+    "  n = s32[] constant(4)\n"
+    "  ROOT lt = pred[] compare(i, n), direction=LT\n"
+    "}\n"
+    "layer {\n"
+    "  h = f32[16,8] parameter(0)\n"
+    "  w = f32[8,8] parameter(1)\n"
+    "  d = f32[16,8] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT t = f32[16,8] tanh(d)\n"
+    "}\n"
+    "body {\n"
+    "  p = (s32[], f32[16,8], f32[4,8,8]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(p), index=0\n"
+    "  h = f32[16,8] get-tuple-element(p), index=1\n"
+    "  ws = f32[4,8,8] get-tuple-element(p), index=2\n"
+    "  z = s32[] constant(0)\n"
+    "  ds = f32[1,8,8] dynamic-slice(ws, i, z, z), dynamic_slice_sizes={1,8,8}\n"
+    "  w = f32[8,8] reshape(ds)\n"
+    "  y = f32[16,8] call(h, w), to_apply=layer\n"
+    "  one = s32[] constant(1)\n"
+    "  j = s32[] add(i, one)\n"
+    "  ROOT r = (s32[], f32[16,8], f32[4,8,8]) tuple(j, y, ws)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  ws = f32[4,8,8] parameter(0)\n"
+    "  x = f32[16,8] parameter(1)\n"
+    "  z = s32[] constant(0)\n"
+    "  init = (s32[], f32[16,8], f32[4,8,8]) tuple(z, x, ws)\n"
+    "  loop = (s32[], f32[16,8], f32[4,8,8]) while(init), condition=cond, body=body%s\n"
+    "  ROOT out = f32[16,8] get-tuple-element(loop), index=1\n"
+    "}\n";
+
+static const IrComputation *named(const IrModule *m, const char *name)
+{
+    for (int32_t k = 0; k < m->ncomp; k++)
+        if (strcmp(m->comp[k]->name, name) == 0)
+            return m->comp[k];
+    return NULL;
+}
+
+/* The view of SCAN with `attrs` after the while and the counter's start
+ * `start`: its one loop's trip count. */
+static double scan_trips(const char *attrs, const char *start, bool *known)
+{
+    char text[4096];
+    snprintf(text, sizeof text, SCAN, attrs);
+    char *zero = strstr(text, "ENTRY");
+    zero = strstr(zero, "constant(0)");
+    memcpy(zero + 9, start, 1);
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("scan.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    IrArena *a = ir_arena_new();
+    AutoView v;
+    assert_int_equal(auto_loop_view(a, m, &v, &d), IR_OK);
+    assert_int_equal(v.nloop, 1);
+    double trips = v.loop[0].trips;
+    *known = v.loop[0].trips_known;
+    ir_arena_free(a);
+    ir_module_free(m);
+    return trips;
+}
+
+static void loops(void **state)
+{
+    (void)state;
+    char text[4096];
+    snprintf(text, sizeof text, SCAN, "");
+    OnFour f;
+    on_four(&f, text);
+    int32_t n = -1;
+    assert_int_equal(auto_inline_calls(f.m, &n, &f.d), IR_OK);
+    assert_int_equal(n, 1); /* the layer, inside the body */
+    const IrComputation *body = named(f.m, "body");
+    assert_non_null(body);
+    assert_int_equal(count_op(body, OP_CALL), 0);
+    AutoGraph g;
+    assert_int_equal(auto_graph_build(f.m, &f.mesh, &f.cost, 4, false, &g, &f.d), IR_OK);
+    assert_int_equal(g.view.nloop, 1);
+    const AutoLoop *L = &g.view.loop[0];
+    assert_true(L->trips_known);
+    assert_true(L->trips == 4);
+    assert_int_equal(L->nstate, 3);
+    /* One choice per state element: the body's get-tuple-element of h and
+     * the while's result `out` follow state[1]. */
+    int32_t h = -1, out = -1, dot = -1, ds = -1;
+    for (int32_t i = 0; i < g.comp->ninstr; i++) {
+        const char *nm = g.comp->instr[i].name;
+        bool in_body = g.view.where_comp[i] >= 0 && f.m->comp[g.view.where_comp[i]] == body;
+        if (in_body && strcmp(nm, "h") == 0)
+            h = i;
+        if (in_body && g.comp->instr[i].op == OP_DOT)
+            dot = i;
+        if (in_body && strcmp(nm, "ds") == 0)
+            ds = i;
+        if (!in_body && strcmp(nm, "out") == 0)
+            out = i;
+    }
+    assert_true(h >= 0 && out >= 0 && dot >= 0 && ds >= 0);
+    int32_t s1 = g.node[L->first_state + 1].group;
+    assert_true(s1 >= 0);
+    assert_int_equal(g.node[h].group, s1);
+    assert_int_equal(g.node[out].group, s1);
+    /* The body is priced: its dot has strategies, costs four iterations. */
+    assert_true(g.node[dot].group >= 0);
+    assert_true(g.view.weight[dot] == 4);
+    /* The dynamic-slice tiles the dims it takes whole (8 and 8 over 4),
+     * never the layer dim it indexes: replicated and two tilings. */
+    assert_int_equal(g.node[ds].nstrat, 3);
+    for (int32_t k = 0; k < g.node[ds].nstrat; k++)
+        assert_int_not_equal(g.node[ds].strat[k].out.dim[0], 0);
+    auto_graph_free(&g);
+    on_four_free(&f);
+
+    /* The whole pass: the state's sharding written on the while, its
+     * operand, its body's parameter and root and its condition's
+     * parameter, one sharding. */
+    on_four(&f, text);
+    f.m->num_partitions = 4;
+    AutoOptions opt = {.mesh = f.mesh};
+    AutoReport rep;
+    assert_int_equal(auto_shard(f.m, &opt, &rep, &f.d), IR_OK);
+    const IrComputation *c = ir_entry(f.m);
+    const IrSharding *ws = c->instr[ir_find_instr(c, "loop")].sharding;
+    assert_non_null(ws);
+    assert_int_equal(ws->kind, SHD_TUPLE);
+    body = named(f.m, "body");
+    assert_true(ir_sharding_equal(body->instr[body->root].sharding, ws));
+    assert_true(ir_sharding_equal(body->instr[body->param[0]].sharding, ws));
+    const IrComputation *cond = named(f.m, "cond");
+    assert_true(ir_sharding_equal(cond->instr[cond->param[0]].sharding, ws));
+    assert_non_null(strstr(rep.explain, "loop.state[1] = parameter"));
+    auto_report_free(&rep);
+    on_four_free(&f);
+
+    /* Trip counts: the pattern from a start of 1 (3 iterations); XLA's
+     * known_trip_count; neither (the counter starts at a parameter): once. */
+    bool known;
+    assert_true(scan_trips("", "1", &known) == 3 && known);
+    assert_true(scan_trips(", backend_config={\"known_trip_count\":{\"n\":\"7\"}}", "0", &known) == 7 && known);
+    snprintf(text, sizeof text, SCAN, "");
+    char *z = strstr(strstr(text, "ENTRY"), "s32[] constant(0)");
+    memcpy(z, "s32[] parameter(2) ", 19);
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("scan.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    IrArena *a = ir_arena_new();
+    AutoView v;
+    assert_int_equal(auto_loop_view(a, m, &v, &d), IR_OK);
+    assert_int_equal(v.nloop, 1);
+    assert_false(v.loop[0].trips_known);
+    assert_true(v.loop[0].trips == 1);
+    ir_arena_free(a);
+    ir_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -807,6 +976,7 @@ int main(void)
         cmocka_unit_test(tiebreak_least_communication),
         cmocka_unit_test(variadic_reduce),
         cmocka_unit_test(rng_bits),
+        cmocka_unit_test(loops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
