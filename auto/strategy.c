@@ -402,6 +402,7 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
     }
     case FAM_REDUCE_WINDOW:
         return auto_window_roles(r, mod, c, x);
+    case FAM_BATCH_NORM:
     case FAM_FFT:
     case FAM_TOPK:
     case FAM_SORT:

@@ -3,7 +3,8 @@
  * with the files that describe the roles of an op family of their own:
  *   strategy_window.c  reduce-window: batch and feature dims tiled alone,
  *                      spatial dims with the partitioner's halo exchange
- *   strategy_local.c   fft, topk, sort, reverse, cholesky, triangular-solve:
+ *   strategy_local.c   fft, topk, sort, reverse, cholesky, triangular-solve,
+ *                      batch-norm-inference:
  *                      batch dims tiled,
  *                      the dims they work on whole (partition/spmd_local.c,
  *                      partition/spmd_ops.c)
@@ -53,9 +54,10 @@ double auto_window_halo_seconds(const AutoMesh *m, const AutoCost *cost, int64_t
 
 /* ---- strategy_local.c ---- */
 
-/* The roles of an fft, topk, sort, reverse, cholesky or triangular-solve x (r's output roles
- * set, nothing mapped): its batch dims, every operand's alike; false for
- * another op. */
+/* The roles of an fft, topk, sort, reverse, cholesky or triangular-solve x
+ * (r's output roles set, nothing mapped): its batch dims, every operand's
+ * alike; of a batch-norm-inference: every dim, its vectors along the
+ * feature dim; false for another op. */
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);
 
 /* ---- strategy_tuple.c ---- */

@@ -18,8 +18,33 @@
 
 #include <math.h>
 
+/* batch-norm-inference(x, scale, offset, mean, variance) of a float x:
+ * every dim tiles (each device normalises its own elements, no statistics
+ * computed: partition/spmd_norm.c runs it locally whatever the sharding),
+ * the four per-feature vectors along the feature dim. (Training and its
+ * gradient sum over the other dims and return tuples of other dims: left
+ * to propagation.) */
+static bool norm_inference_roles(Roles *r, const IrComputation *c, const IrInstr *x)
+{
+    int64_t fi = x->a.x ? x->a.x->feature_index : -1;
+    if (x->nopnd != 5 || fi < 0 || fi >= x->shape.rank || !ir_type_is_float(x->shape.type))
+        return false;
+    for (int32_t i = 1; i < 5; i++)
+        if (c->instr[x->opnd[i]].shape.rank != 1)
+            return false;
+    for (int32_t d = 0; d < x->shape.rank; d++)
+        r->map[0][d] = (int8_t)d;
+    for (int32_t i = 1; i < 5; i++)
+        r->map[i][fi] = 0;
+    r->uneven = true;
+    r->flops = 4.0 * (double)ir_shape_elements(&x->shape);
+    return true;
+}
+
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
+    if (x->op == OP_BATCH_NORM_INFERENCE)
+        return norm_inference_roles(r, c, x);
     const IrShape *s = auto_result_dims(x);
     int32_t whole;
     double work = (double)ir_shape_elements(s);

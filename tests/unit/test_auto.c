@@ -483,10 +483,11 @@ static void identity_custom_calls(void **state)
     on_four_free(&f);
 }
 
-/* A max-pool, an fft, a topk, a sort and a reverse (auto/strategy_window.c,
- * strategy_local.c): the pool's one-row dims tile alone, its window dim
- * with a halo; the others' batch dims tile, the dims they work on never;
- * the topk's indices follow it. */
+/* A max-pool, an fft, a topk, a sort, a reverse and a batch-norm-inference
+ * (auto/strategy_window.c, strategy_local.c): the pool's one-row dims tile
+ * alone, its window dim with a halo; the others' batch dims tile, the dims
+ * they work on never (the batch-norm's every dim); the topk's indices
+ * follow it. */
 static const char WINDOWS[] =
     "HloModule pool\n"
     "max {\n"
@@ -510,7 +511,9 @@ static const char WINDOWS[] =
     "  ti = s32[8,2] get-tuple-element(tk), index=1\n"
     "  so = f32[8,6] sort(y), dimensions={1}, to_apply=lt\n"
     "  rv = f32[8,6] reverse(so), dimensions={1}\n"
-    "  ROOT t = (f32[8,8,6], c64[8,4,6], s32[8,2], f32[8,6]) tuple(p, f, ti, rv)\n"
+    "  sc = f32[6] parameter(3)\n"
+    "  bn = f32[8,6] batch-norm-inference(rv, sc, sc, sc, sc), epsilon=0.001, feature_index=1\n"
+    "  ROOT t = (f32[8,8,6], c64[8,4,6], s32[8,2], f32[8,6]) tuple(p, f, ti, bn)\n"
     "}\n";
 
 static void windows_and_ffts(void **state)
@@ -556,6 +559,13 @@ static void windows_and_ffts(void **state)
         assert_int_equal(n, 2);
         assert_true(s[1].out.dim[0] == 0 && s[1].in[0].dim[0] == 0 && s[1].comm == 0);
     }
+    /* batch-norm-inference: every dim; the features over 4, the vectors with them. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "bn"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 3);
+    assert_true(s[2].out.dim[0] == 1 && s[2].in[0].dim[0] == 1 && s[2].comm == 0);
+    for (int32_t i = 1; i < 5; i++)
+        assert_int_equal(s[2].in[i].dim[0], 0);
     on_four_free(&f);
 }
 
