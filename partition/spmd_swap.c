@@ -23,13 +23,14 @@
  * Rule: a dot (two array operands, no control edge, not the root) whose
  * every use is a transpose, whose lhs' innermost dim of size > 1 is one of
  * its free dims and whose rhs' innermost such dim is one of its contracted
- * dims (both GEMM operands transposed), and whose operand_precision (if
- * any) names the same precision twice, and none of those transposes
- * swaps the dot's free dims (the executor already runs such a pair as
- * the swapped GEMM, ir/fusion_find.c). The dot keeps its name, slot and
- * attributes; its operands, dimension numbers and result dims trade
- * places ([batch, rhs free, lhs free]); its users' permutations map
- * through the swap. Bits: the same products, summed over the same
+ * dims (both GEMM operands transposed), whose result has no bounded
+ * dynamic dim, whose operand_precision (if any) names the same precision
+ * twice, and none of whose transposes swaps its free dims (the executor
+ * already runs such a pair as the swapped GEMM, ir/fusion_find.c; swapped
+ * here, the transpose would become an identity copy). The dot keeps its
+ * name, slot and attributes; its operands, dimension numbers and result
+ * dims trade places ([batch, rhs free, lhs free]); its users'
+ * permutations map through the swap. Bits: the same products, summed over the same
  * contracted dim, but the GEMM library may block the sum differently for
  * the two layouts: the result is within rounding of the unswapped one
  * (the oracle's tolerance), bit for bit where the library sums each
@@ -69,7 +70,8 @@ static bool swaps(const IrComputation *c, const int32_t *uses, const int32_t *tr
     const IrInstr *xi = &c->instr[x];
     if (xi->op != OP_DOT || xi->nopnd != 2 || x == c->root || ctrl[x] || xi->a.x->control_predecessors.n > 0 ||
         !ir_shape_is_array(&xi->shape) || uses[x] == 0 || transposes[x] != uses[x] ||
-        !precision_symmetric(xi->a.precision_config))
+        !precision_symmetric(xi->a.precision_config) || xi->shape.dynamic || xi->opnd[0] < 0 ||
+        xi->opnd[0] >= c->ninstr || xi->opnd[1] < 0 || xi->opnd[1] >= c->ninstr)
         return false;
     const IrInstr *l = &c->instr[xi->opnd[0]], *r = &c->instr[xi->opnd[1]];
     if (!ir_shape_is_array(&l->shape) || !ir_shape_is_array(&r->shape) || l->shape.rank == 0 ||
