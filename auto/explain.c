@@ -53,6 +53,30 @@ static double edges_at(const AutoGraph *g, const int32_t *choice, int32_t k, int
 
 #define ALTERNATIVES 4
 
+/* What view instruction i is, as the reader knows it: a loop's state
+ * element (auto/loop.c), a get-tuple-element made its identity, or its
+ * op. */
+static const char *op_text(const AutoGraph *g, int32_t i)
+{
+    const IrInstr *x = &g->comp->instr[i];
+    if (g->view.where_comp[i] < 0)
+        return "while state";
+    if (x->op == OP_COPY && x->nopnd == 1 && g->view.where_comp[x->opnd[0]] < 0)
+        return "get-tuple-element";
+    return ir_op_name(x->op);
+}
+
+/* One line per loop in the graph: its trips and state. */
+static void loops_text(IrStrBuf *o, const AutoGraph *g)
+{
+    for (int32_t l = 0; l < g->view.nloop; l++) {
+        const AutoLoop *L = &g->view.loop[l];
+        ir_sb_printf(o, "  loop %s: %d state elements; %sits body priced at %.0f iteration%s\n",
+                     g->comp->instr[L->instr].name, (int)L->nstate, L->trips_known ? "" : "trip count unknown: ",
+                     L->trips, L->trips == 1 ? "" : "s");
+    }
+}
+
 static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, int32_t k, Alt *alt)
 {
     const AutoGroup *gr = &g->group[k];
@@ -66,7 +90,7 @@ static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, in
     qsort(alt, (size_t)gr->nstrat, sizeof *alt, by_cost);
     char spec[160];
     auto_spec_text(&g->mesh, &v->strat[choice[k]].out, auto_result_dims(x)->rank, spec, sizeof spec);
-    ir_sb_printf(o, "  %s = %s%s", x->name, ir_op_name(x->op), v->fixed ? " (user's sharding)" : "");
+    ir_sb_printf(o, "  %s = %s%s", x->name, op_text(g, gr->leader), v->fixed ? " (user's sharding)" : "");
     if (followers)
         ir_sb_printf(o, " (+%d following)", (int)followers);
     double own = gr->unary[choice[k]], ed = edges_at(g, choice, k, choice[k]);
@@ -150,6 +174,7 @@ char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *m
                  module ? module : "?", mesh, (int)nodes, (int)g->ngroup, (int)opaque, (int)g->nedge,
                  (long long)kept, (long long)pruned, auto_graph_cost(g, choice) * 1e3);
     by_term(&o, g, choice);
+    loops_text(&o, g);
     Alt *alt = ts_calloc((size_t)maxs, sizeof *alt);
     if (!alt) {
         ir_sb_free(&o);
@@ -205,7 +230,7 @@ static bool json_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, i
     ir_sb_puts(o, "    {\"leader\": ");
     json_str(o, x->name);
     ir_sb_puts(o, ", \"op\": ");
-    json_str(o, ir_op_name(x->op));
+    json_str(o, op_text(g, gr->leader));
     ir_sb_printf(o, ", \"line\": %d, \"column\": %d, \"user\": %s, \"following\": [", (int)x->pos.line,
                  (int)x->pos.col, v->fixed ? "true" : "false");
     int32_t nf = 0;
@@ -254,8 +279,16 @@ char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *m
     Terms t = terms(g, choice);
     ir_sb_printf(&o,
                  "],\n \"estimated_seconds\": %.6g,\n \"by_term\": {\"dots\": %.6g, \"reduces\": %.6g, "
-                 "\"elementwise_and_data\": %.6g, \"collectives\": %.6g, \"reshards\": %.6g},\n \"groups\": [\n",
+                 "\"elementwise_and_data\": %.6g, \"collectives\": %.6g, \"reshards\": %.6g},\n \"loops\": [",
                  t.total, t.dots, t.reduces, t.other, t.comm, t.reshard);
+    for (int32_t l = 0; l < g->view.nloop; l++) {
+        const AutoLoop *L = &g->view.loop[l];
+        ir_sb_puts(&o, l ? ", {\"while\": " : "{\"while\": ");
+        json_str(&o, g->comp->instr[L->instr].name);
+        ir_sb_printf(&o, ", \"state\": %d, \"iterations\": %.0f, \"known\": %s}", (int)L->nstate, L->trips,
+                     L->trips_known ? "true" : "false");
+    }
+    ir_sb_puts(&o, "],\n \"groups\": [\n");
     int32_t maxs = 1;
     for (int32_t k = 0; k < g->ngroup; k++)
         maxs = g->group[k].nstrat > maxs ? g->group[k].nstrat : maxs;

@@ -14,7 +14,7 @@ tuple. Each program here is lowered by JAX and, on 2, 4 and 8 devices:
     weights' output dim, FSDP; the fewest bytes, then the least memory),
     each compiled here from the same module with its parameters annotated;
   - two compiles give the same plan, and --explain lists the loop's
-    state (`while.N.state[k]`).
+    state (`while.N.state[k] = while state`) and its L iterations.
 
 Programs: mlp_scan (the loss of an L-layer tanh MLP as lax.scan),
 mlp_scan_sgd (its SGD step from jax.grad: a forward scan saving the
@@ -181,8 +181,9 @@ def check(name, fn, shapes, hand, root):
             why.append("over 1.1x the best hand plan")
         if e1 != e2:
             why.append("two compiles explain different plans")
-        if not re.search(r"while[.\w]*\.state\[\d+\] = ", e1):
-            why.append("--explain lists no loop state")
+        if not re.search(r"while[.\w]*\.state\[\d+\] = while state", e1) or \
+                not re.search(r"loop while[.\w]*: \d+ state elements; its body priced at %d iterations" % L, e1):
+            why.append("--explain lists no loop state, or not its %d iterations" % L)
         print("%s %s on %d: auto %d bytes %d peak; best hand-written %s %d bytes %d peak; equal to the "
               "reference and to JAX (relative error %.3g)%s" %
               ("FAIL" if why else "ok", name, n, ab, am, best[0], best[1], best[2], err,

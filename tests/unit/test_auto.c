@@ -942,7 +942,9 @@ static void loops(void **state)
     assert_true(ir_sharding_equal(body->instr[body->param[0]].sharding, ws));
     const IrComputation *cond = named(f.m, "cond");
     assert_true(ir_sharding_equal(cond->instr[cond->param[0]].sharding, ws));
-    assert_non_null(strstr(rep.explain, "loop.state[1] = parameter"));
+    assert_non_null(strstr(rep.explain, "loop.state[1] = while state"));
+    assert_non_null(strstr(rep.explain, "loop loop: 3 state elements; its body priced at 4 iterations"));
+    assert_non_null(strstr(rep.explain_json, "\"loops\": [{\"while\": \"loop\", \"state\": 3, \"iterations\": 4, \"known\": true}]"));
     auto_report_free(&rep);
     on_four_free(&f);
 
