@@ -38,6 +38,7 @@
  *   extract.c   clu_extract: the driver, CluResult
  *   form.c      levels, cluster formation, the host program's order
  *   outline.c   cluster computations and host computations
+ *   host_pairs.c a cluster's donation pairs made the host program's (--steps)
  * (cluster_internal.h: the state the last three share.)
  *
  * Depends on ir/ only; never executes anything.
@@ -286,5 +287,15 @@ void clu_result_free(CluResult *res);
 const char *clu_donor_held(const IrModule *out, const IrDonor *dn);
 IrStatus clu_cluster_module(const IrModule *out, const CluResult *res, int32_t k, IrModule **mod,
                             IrDiag *d);
+
+/* ---- host_pairs.c ---- */
+
+/* The pairs cluster cl's SPMD program `spmd` made (IrAlias.from_donor,
+ * .inferred: partition/donate.c) added to the host program `host` (the
+ * entry of clu_extract's *out), each where the cluster's call hands it a
+ * whole entry parameter and the host returns the cluster's output as it
+ * came out, the flags kept; a host parameter or output already paired is
+ * left alone, and a donor paired leaves host->donor. IR_ENOMEM only. */
+IrStatus clu_host_pairs(IrModule *host, const CluCluster *cl, const IrModule *spmd);
 
 #endif /* TESSEL_CLUSTER_H */

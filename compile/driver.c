@@ -49,6 +49,12 @@
  *                          (compile_fit_memory, memfit.c); verified after;
  *                          IR_EINPUT naming the smallest peak reached when
  *                          nothing fits. Breaks nothing: same results.
+ *   5d. host pairs         with a host program, clu_host_pairs adds each
+ *                          cluster's pairs from 5b to the host module's
+ *                          input_output_alias where the host hands the
+ *                          cluster a whole parameter and returns its
+ *                          output (flags kept), so that `run --steps`
+ *                          feeds them as the module's own.
  *   6. split/concat trees, device assignment, islands
  *                          device_layout_build per cluster for H hosts x L devices.
  *
@@ -622,6 +628,10 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     }
     ts_free(clusters);
     assert(st != IR_OK || p->host || p->ncluster == 1);
+    /* 5d. the clusters' donation pairs made the host program's (--steps) */
+    for (int32_t k = 0; st == IR_OK && p->host && k < p->ncluster; k++)
+        if (clu_host_pairs(p->host, &out->res.clusters[k], p->cluster[k].spmd) != IR_OK)
+            st = ir_oom(d, NULL);
 
     /* 6. trees, devices, islands */
     if (st == IR_OK)

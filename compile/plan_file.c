@@ -12,7 +12,8 @@
  *   // TesselInputSharding 1 {replicated}
  *   // TesselOutputSharding 0 {replicated}
  *   // TesselDonation 0 buffer_donor          (input_output_alias pair 0 is a paired buffer_donor;
- *                                                `inferred`: --donate auto's; declared pairs have none)
+ *                                                `inferred`: --donate auto's; declared pairs have none;
+ *                                                a host program's, clu_host_pairs, in its host lines)
  *   // TesselCollective all-reduce all-reduce 256 {{0,1}}
  *   // TesselWhy partial 9 8 0 main y - dot y contracts dim 1 of a, which is ...: partial sums are all-reduced
  *   // TesselExplain auto-shard of mlp over mesh x=2: ...     (--auto-shard: one per line of the text)
@@ -137,6 +138,17 @@ static void put_explain(IrStrBuf *b, const AutoReport *ar)
 /* The SPMD module of c and its lines. Cluster `k` of a host program
  * (named `name`) says which it is; k < 0 is a plan without host work, which
  * carries its source module. */
+/* The pairs tessel made (plan_donate's in a cluster, clu_host_pairs's in
+ * the host program) are printed with the module's own in
+ * input_output_alias; these lines keep them apart for the dumps and say
+ * where each comes from. */
+static void put_donations(IrStrBuf *b, const IrModule *m)
+{
+    for (int32_t j = 0; j < m->nalias; j++)
+        if (m->alias[j].from_donor || m->alias[j].inferred)
+            ir_sb_printf(b, "// TesselDonation %d %s\n", (int)j, m->alias[j].from_donor ? "buffer_donor" : "inferred");
+}
+
 static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int32_t k, const char *name,
                                const AutoReport *ar)
 {
@@ -166,12 +178,7 @@ static char *cluster_plan_text(const PlanCluster *c, const DeviceLayout *p, int3
         ir_sb_put_owned(&b, ir_sharding_str(shd_leaf(c->out_sharding, &c->out_shape, j)));
         ir_sb_puts(&b, "\n");
     }
-    /* The pairs plan_donate added are printed with the module's own in
-     * input_output_alias; this keeps them apart for the dumps. */
-    for (int32_t j = 0; j < c->spmd->nalias; j++)
-        if (c->spmd->alias[j].from_donor || c->spmd->alias[j].inferred)
-            ir_sb_printf(&b, "// TesselDonation %d %s\n", (int)j,
-                         c->spmd->alias[j].from_donor ? "buffer_donor" : "inferred");
+    put_donations(&b, c->spmd);
     put_report(&b, &c->report);
     put_explain(&b, ar);
     ir_sb_puts(&b, "// TesselEnd\n");
@@ -251,6 +258,7 @@ static void put_host_lines(IrStrBuf *b, const CompileResult *r)
             ir_sb_printf(b, " %lld\n", (long long)o->bytes);
         }
     }
+    put_donations(b, h);
     put_explain(b, &r->autoshard);
     ir_sb_puts(b, "// TesselHostEnd\n");
 }
@@ -659,6 +667,28 @@ static int32_t root_param(const IrComputation *e, bool tuple_root, int32_t o)
     return -1;
 }
 
+/* `// TesselDonation K buffer_donor|inferred` (t after "// ", s the line's
+ * start): pair K of m's input_output_alias is tessel's (put_donations). */
+static IrStatus load_donation(Loader *L, IrModule *m, const char *t, const char *le, const char *s)
+{
+    const char *p = t + 15, *w;
+    size_t n;
+    long long k;
+    if (!word_num(&p, le, 0, INT32_MAX, &k) || !word(&p, le, &w, &n) || p != le)
+        return bad(L, 4, "expected '// TesselDonation K buffer_donor|inferred'");
+    if (k >= m->nalias)
+        return bad(L, 19, "TesselDonation %lld: the module's input_output_alias has %d pairs", k, (int)m->nalias);
+    IrAlias *al = &m->alias[k];
+    bool donor = n == 12 && memcmp(w, "buffer_donor", 12) == 0;
+    if (!donor && !(n == 8 && memcmp(w, "inferred", 8) == 0))
+        return bad(L, (int32_t)(w - s) + 1, "TesselDonation: expected buffer_donor or inferred");
+    if (al->from_donor || al->inferred)
+        return bad(L, 19, "a second TesselDonation line for pair %lld", k);
+    al->from_donor = donor;
+    al->inferred = !donor;
+    return IR_OK;
+}
+
 static IrStatus load_lines(Loader *L, PlanCluster *c)
 {
     const IrComputation *e = ir_entry(c->spmd);
@@ -781,22 +811,11 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
                     return bad(L, 22, "expected cluster %d (%s) here", (int)L->k, L->kname);
                 have_cluster = true;
             } else if (starts(t, le, "TesselDonation ")) {
-                const char *p = t + 15, *w;
-                size_t n;
-                long long k;
-                if (!have_plan || !word_num(&p, le, 0, INT32_MAX, &k) || !word(&p, le, &w, &n) || p != le)
-                    return bad(L, 4, "expected '// TesselDonation K buffer_donor|inferred' after TesselPlan");
-                if (k >= c->spmd->nalias)
-                    return bad(L, 19, "TesselDonation %lld: the module's input_output_alias has %d pairs", k,
-                               (int)c->spmd->nalias);
-                IrAlias *al = &c->spmd->alias[k];
-                bool donor = n == 12 && memcmp(w, "buffer_donor", 12) == 0;
-                if (!donor && !(n == 8 && memcmp(w, "inferred", 8) == 0))
-                    return bad(L, (int32_t)(w - s) + 1, "TesselDonation: expected buffer_donor or inferred");
-                if (al->from_donor || al->inferred)
-                    return bad(L, 19, "a second TesselDonation line for pair %lld", k);
-                al->from_donor = donor;
-                al->inferred = !donor;
+                if (!have_plan)
+                    return bad(L, 4, "a TesselDonation line before TesselPlan");
+                IrStatus st = load_donation(L, c->spmd, t, le, s);
+                if (st != IR_OK)
+                    return st;
             } else if (starts(t, le, "TesselFallback ") || starts(t, le, "TesselCollective ") ||
                        starts(t, le, "TesselWhy") || starts(t, le, "TesselAvoid ")) {
                 if (!have_plan)
@@ -1098,7 +1117,7 @@ static IrStatus load_host_item(Loader *L, const char *t, const char *le, const H
 
 /* The host program's lines: the header, then what cluster/ decided,
  * rebuilt into res (its strings in res->arena). */
-static IrStatus load_host_lines(Loader *L, const IrModule *h, CluResult *res, HostHdr *hh)
+static IrStatus load_host_lines(Loader *L, IrModule *h, CluResult *res, HostHdr *hh)
 {
     int32_t nlines = count_lines(L->text, L->len);
     bool have_hdr = false, have_end = false;
@@ -1143,6 +1162,8 @@ static IrStatus load_host_lines(Loader *L, const IrModule *h, CluResult *res, Ho
             st = load_cluster_item(L, t, le, res->nclusters - 1, hh->ncl, cur, &f);
         } else if (starts(t, le, "TesselExplain ") || starts(t, le, "TesselExplainJson ")) {
             /* Read by load_explain; checked there. */
+        } else if (starts(t, le, "TesselDonation ")) {
+            st = load_donation(L, h, t, le, t - 3);
         } else if (starts(t, le, "TesselHostEnd") && (le - t == 13 || (le - t == 14 && t[13] == '\r'))) {
             have_end = true;
         } else {

@@ -1012,6 +1012,11 @@ IrComputation *ir_entry(const IrModule *m);
  * the executor (DevExecOptions.donated) and the memory estimate frees at
  * its last use. Can't fail. */
 void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam);
+/* Append to m's input_output_alias the pair of whole entry parameter
+ * `param` and root tuple element `output` (-1: the whole result), may-alias,
+ * flagged as given (tessel's pairs: partition/donate.c, cluster/host_pairs.c).
+ * IR_ENOMEM leaves m's list as it was. */
+IrStatus ir_add_alias(IrModule *m, int64_t param, int64_t output, bool inferred, bool from_donor);
 /* m's buffer_donor becomes a copy of v[0..n) (in m's arena; n = 0: none).
  * IR_ENOMEM leaves m's list as it was. */
 IrStatus ir_set_donors(IrModule *m, const IrDonor *v, int32_t n);

@@ -407,6 +407,23 @@ void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam)
     }
 }
 
+IrStatus ir_add_alias(IrModule *m, int64_t param, int64_t output, bool inferred, bool from_donor)
+{
+    IrAlias *al = ir_alloc_array(m->arena, (size_t)m->nalias + 1, sizeof *al);
+    int64_t *idx = output >= 0 ? ir_alloc_array(m->arena, 1, sizeof *idx) : NULL;
+    if (!al || (output >= 0 && !idx))
+        return IR_ENOMEM;
+    if (m->nalias > 0)
+        memcpy(al, m->alias, (size_t)m->nalias * sizeof *al);
+    if (idx)
+        idx[0] = output;
+    al[m->nalias] = (IrAlias){.output_index = {.n = idx ? 1 : 0, .v = idx}, .param_number = param,
+                              .inferred = inferred, .from_donor = from_donor};
+    m->alias = al;
+    m->nalias++;
+    return IR_OK;
+}
+
 IrStatus ir_set_donors(IrModule *m, const IrDonor *v, int32_t n)
 {
     IrDonor *d = n > 0 ? ir_alloc_array(m->arena, (size_t)n, sizeof *d) : NULL;

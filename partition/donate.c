@@ -22,7 +22,6 @@
 #include "partition.h"
 
 #include <stdio.h>
-#include <string.h>
 
 /* The instruction that writes output leaf `k` of the root (the root
  * itself for an array root), or -1 for a nested tuple. */
@@ -82,23 +81,6 @@ static bool same_kind(IrArena *a, const PlanCluster *c, int32_t p, int32_t k, bo
     return ir_sharding_equal(plan_param_sharding(c, p), osh);
 }
 
-static IrStatus add_pair(IrModule *m, int64_t p, int32_t k, bool tuple, bool from_donor)
-{
-    IrAlias *al = ir_alloc_array(m->arena, (size_t)m->nalias + 1, sizeof *al);
-    int64_t *idx = tuple ? ir_alloc_array(m->arena, 1, sizeof *idx) : NULL;
-    if (!al || (tuple && !idx))
-        return IR_ENOMEM;
-    if (m->nalias > 0)
-        memcpy(al, m->alias, (size_t)m->nalias * sizeof *al);
-    if (idx)
-        idx[0] = k;
-    al[m->nalias] = (IrAlias){.output_index = {.n = tuple ? 1 : 0, .v = idx}, .param_number = p,
-                               .inferred = !from_donor, .from_donor = from_donor};
-    m->alias = al;
-    m->nalias++;
-    return IR_OK;
-}
-
 /* What one call pairs: the estimate of the entry with every candidate
  * donated (so end[] of a parameter is its last read) and its order. */
 typedef struct Pairing {
@@ -127,7 +109,7 @@ static IrStatus pair_round(Pairing *g, const bool *allowed, bool any_order, bool
             if (!allowed[p] || pi < 0 || param_taken(g->m, p) ||
                 (!any_order && g->est.last_read[pi] > g->wstep[k]) || !same_kind(g->a, g->c, p, k, g->tuple))
                 continue;
-            if (add_pair(g->m, p, k, g->tuple, from_donor) != IR_OK)
+            if (ir_add_alias(g->m, p, g->tuple ? k : -1, !from_donor, from_donor) != IR_OK)
                 return ir_oom(d, NULL);
             g->added++;
             break;

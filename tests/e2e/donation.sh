@@ -249,6 +249,14 @@ expect_in "$OUT" "parameter 0 (s): read more than once in the host program"
 expect_status 0 "$TESSEL" run "$WORK/host_donor.hlo" --random-inputs 5 --output-dir "$WORK/host_donor.o"
 expect_status 0 "$TESSEL" run "$WORK/host_donor.hlo" --reference --random-inputs 5 --output-dir "$WORK/host_donor.r"
 same_outputs "$WORK/host_donor.r" "$WORK/host_donor.o" "buffer_donor with host work"
+# with host work --steps feeds the cluster's donor pair too (compile/driver.c
+# carries it up to the host program: w -> output 0), as the pair declared
+sed '1s/buffer_donor={ (2, {}), (0, {}) }/input_output_alias={ {0}: (2, {}, may-alias) }/' "$WORK/host_donor.hlo" \
+    >"$WORK/host_donor_decl.hlo"
+expect_status 0 "$TESSEL" run "$WORK/host_donor.hlo" --random-inputs 5 --steps 3 --output-dir "$WORK/host_donor.o3"
+expect_status 0 "$TESSEL" run "$WORK/host_donor_decl.hlo" --reference --random-inputs 5 --steps 3 \
+    --output-dir "$WORK/host_donor.r3"
+same_outputs "$WORK/host_donor.r3" "$WORK/host_donor.o3" "buffer_donor with host work, 3 steps, against the pair declared"
 sed '1s/buffer_donor={ (0, {}), (1, {}) }/buffer_donor={ (0, {}), (7, {}) }/' "$WORK/donor.hlo" >"$WORK/bad_donor.hlo"
 expect_status 2 "$TESSEL" check "$WORK/bad_donor.hlo"
 expect_in "$ERR" "bad_donor.hlo:1:60: error: buffer_donor: the entry computation main has no parameter 7 (it has 2)"

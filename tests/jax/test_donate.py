@@ -46,6 +46,16 @@ mlp_adam, mlp_sgd) and the transformer block's SGD and Adam steps
      and could leave sharded unlike its weight: Adam's weights went
      unpaired and their moments took the weights' outputs); the outputs
      equal JAX's and the reference.
+  6. --steps 4 (docs/cli.md): the MLP's SGD and Adam steps lowered with
+     donate_argnums on 2 devices (buffer_donor) run 4 steps equal JAX
+     running the same 4 steps, each step's updates fed back as the next
+     step's arguments; so do the same steps with host work (the loss
+     scaled on the host, compute_on("device_host"): a host program calling
+     the cluster, whose donor pairs compile/driver.c carries up to the
+     host's input_output_alias; before, every step ran on the first step's
+     weights), with buffer_donor and, lowered without donate_argnums,
+     under --donate auto; the SGD step with host work again from a saved
+     plan under mpirun -np 2.
 Exit 0 when all hold, 1 otherwise (77: JAX missing).
 """
 import dataclasses
@@ -359,6 +369,57 @@ def check_auto(name, root):
                   name, n, nstate, err))
 
 
+def on_host_loss(prog):
+    """prog with its loss (the last output) doubled on the host: the step
+    becomes a host program calling one device cluster."""
+    from jax.experimental.compute_on import compute_on
+
+    def step(*args):
+        out = prog.fn(*args)
+        with compute_on("device_host"):
+            loss = jax.jit(lambda v: v * 2.0)(out[-1])
+        return out[:-1] + (loss,)
+    return dataclasses.replace(prog, name=prog.name + "_host", fn=step)
+
+
+def check_steps(name, root, host, donate_auto=False, mpi=False, steps=4):
+    """Part 6 for program `name` on 2 devices."""
+    prog = registry.BY_NAME[name]
+    if host:
+        prog = on_host_loss(prog)
+    inputs = prog.make_inputs(np.random.default_rng(5))
+    nstate = len(inputs) - 2
+    d = root / ("%s_steps%s" % (prog.name, "_auto" if donate_auto else ""))
+    d.mkdir()
+    text = lower_donated(prog, SHAPE, inputs, nstate)
+    if not DONOR.search(text) or ("_xla_compute_type=\"host\"" in text) != host:
+        sys.exit("FAIL: %s: JAX wrote no buffer_donor, or host work where none was asked" % prog.name)
+    if donate_auto:
+        text = DONOR.sub("", text, count=1)
+    f = d / "step.hlo"
+    f.write_text(text)
+    args = write_inputs(d, inputs)
+    extra = ("--donate", "auto") if donate_auto else ()
+    tessel("run", str(f), *NP, *extra, "--steps", str(steps), "--output-dir", str(d / "o"), *args)
+    cur = list(inputs)
+    for _ in range(steps):
+        want = prog.execute(SHAPE, tuple(cur))
+        cur[:nstate] = want[:nstate]
+    err = compare_all(read_outputs(d / "o", len(want)), want)
+    how = "in one process"
+    if mpi:
+        plan = d / "step.plan"
+        tessel("compile", str(f), *NP, *extra, "--hosts", "2", "-o", str(plan))
+        p = subprocess.run(MPIRUN + [TESSEL, "run", str(plan), "--steps", str(steps), "--output-dir", str(d / "mpi"),
+                                     *args], capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            sys.exit("FAIL: %s under mpirun: exit %d\n%s" % (prog.name, p.returncode, p.stderr[-2000:]))
+        compare_all(read_outputs(d / "mpi", len(want)), want)
+        how += " and from a saved plan under mpirun -np 2"
+    print("ok %s%s --steps %d on 2 devices: equal to JAX's %d steps %s (worst relative error %.2g)" % (
+        prog.name, " --donate auto" if donate_auto else " (buffer_donor)", steps, steps, how, err))
+
+
 def main():
     root = pathlib.Path(tempfile.mkdtemp(prefix="tessel-donate-"))
     for name in ("mlp_sgd", "mlp_adam", "block_sgd", "block_adam"):
@@ -369,6 +430,10 @@ def main():
         check_donor(name, 1, root, twin)
     for name in ("mlp_sgd", "mlp_adam"):
         check_auto(name, root)
+    check_steps("mlp_adam", root, host=False)
+    check_steps("mlp_sgd", root, host=True, mpi=True)
+    check_steps("mlp_adam", root, host=True)
+    check_steps("mlp_adam", root, host=True, donate_auto=True)
     return 0
 
 
