@@ -139,9 +139,7 @@ static IrStatus pairing_start(Pairing *g, PlanCluster *c, bool *all, IrDiag *d)
         g->wstep[k] = -1;
         if (w < 0 || g->est.end[w] < 0 || !writes(&g->e->instr[w]))
             continue; /* not written here as a buffer of its own */
-        for (int32_t s = 0; s < g->est.n && g->wstep[k] < 0; s++)
-            if (g->est.order[s] == w)
-                g->wstep[k] = s;
+        g->wstep[k] = g->est.made[w]; /* a fused extra output is made at its group's root */
     }
     return st;
 }

@@ -1092,6 +1092,10 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
     out->end = e.end;
     out->own = e.own;
     out->last_read = e.last_read;
+    if (st == IR_OK && !(out->made = ts_malloc((size_t)(e.c->ninstr > 0 ? e.c->ninstr : 1) * sizeof *out->made)))
+        st = ir_oom(d, NULL);
+    for (int32_t i = 0; st == IR_OK && i < e.c->ninstr; i++)
+        out->made[i] = e.step[i] >= 0 ? read_step(&e, i) : -1;
     e.end = NULL;
     e.own = NULL;
     e.last_read = NULL;
@@ -1120,6 +1124,7 @@ void mem_estimate_free(MemEstimate *e)
     ts_free(e->end);
     ts_free(e->own);
     ts_free(e->last_read);
+    ts_free(e->made);
     ts_free(e->live);
     ts_free(e->at_peak);
     memset(e, 0, sizeof *e);

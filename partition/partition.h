@@ -334,6 +334,9 @@ typedef struct MemEstimate {
     int32_t *last_read;   /* [ninstr] the step of the last read of each instruction's
                            * value (a fused member's reads happen at its group's
                            * root); its own step when unread; -1 does not run */
+    int32_t *made;        /* [ninstr] the step each instruction's value is made at: its
+                           * own, or its fusion group root's for a fused member (an
+                           * extra output such as Adam's m' beside w'); -1 does not run */
     int64_t start_bytes;  /* live before step 0 (the parameters) */
     int64_t peak;         /* max(start_bytes, live[s]) */
     int32_t peak_step;    /* the first step reaching it; -1 before step 0 */
