@@ -176,6 +176,8 @@ static json_t *jmemory(const PlanMemory *pm)
         json_array_append_new(ds, v);
     }
     json_object_set_new(mem, "donations", ds);
+    if (pm->undonated_peak > 0)
+        json_object_set_new(mem, "undonated_peak", json_integer(pm->undonated_peak));
     return mem;
 }
 
@@ -638,6 +640,9 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
     if (pm->ndonations == 0)
         return;
     ir_sb_printf(o, "  donated (input_output_alias; the run frees each parameter at its last read):\n");
+    if (pm->undonated_peak > 0)
+        ir_sb_printf(o, "    the pairs lower the peak by %lld bytes (%lld with nothing donated)\n",
+                     (long long)(pm->undonated_peak - pm->peak), (long long)pm->undonated_peak);
     for (int32_t k = 0; k < pm->ndonations; k++) {
         const PlanDonation *pd = &pm->donations[k];
         ir_sb_printf(o, "    parameter %lld (%s) -> output %lld, %s: ", (long long)pd->param,

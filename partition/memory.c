@@ -1265,5 +1265,13 @@ IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out)
     if (st == IR_OK)
         st = donations(a, spmd, c, &e, out);
     mem_estimate_free(&e);
+    if (st == IR_OK && out->ndonations > 0) {
+        MemEstimate u;
+        if ((st = mem_estimate(spmd, spmd->entry, NULL, &u, &d)) == IR_OK)
+            out->undonated_peak = u.peak;
+        ir_diag_clear(&d);
+        mem_estimate_free(&u);
+        st = st == IR_ENOMEM ? IR_ENOMEM : IR_OK;
+    }
     return st;
 }

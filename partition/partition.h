@@ -383,6 +383,10 @@ typedef struct PlanMemory {
     const char **step_instr;  /* [nsteps] the instruction of each step */
     int32_t ndonations;
     PlanDonation *donations;  /* every input_output_alias pair of the entry */
+    /* The peak with nothing donated (the same order), where there are
+     * pairs: peak less it is what the pairs save, the estimate's exact
+     * drop (docs/plan.md, "Donation"); 0 without pairs. */
+    int64_t undonated_peak;
 } PlanMemory;
 
 /* Fill *out (in arena a) from the estimate of spmd's entry, its aliased
