@@ -52,7 +52,8 @@
  *   k_rng.c       rng-bit-generator, rng, stochastic-convert
  *   devices.c     local devices from hwloc: topology, cpusets, executor
  *                 threads, BLAS thread policy, the dev_hw_* hwloc layer
- *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound
+ *   alloc.c       allocators cached per (backend, device ordinal), NUMA-bound;
+ *                 large freed buffers kept for the device's reuse
  *   blas.c        OpenBLAS, loaded on first use (dev_blas); blas.h, its
  *                 entry points for the files that call BLAS or LAPACK
  *   blas_sgemm.c  the f32 GEMM of BLIS or oneDNN behind cblas_sgemm's
