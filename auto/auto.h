@@ -14,6 +14,8 @@
  *               (the while, its body's parameter and root, its
  *               condition's parameter, its result), the body's
  *               instructions priced per iteration times the trip count
+ *   loop_memory.c  a loop's memory under a limit: its state and its
+ *               body's part of the peak charged at their chosen shardings
  *   mesh.c      the mesh (`2x4`, `data=2,model=4`); a spec (mesh axis ->
  *               tensor dim) made an IrSharding
  *   cost.c      the cost model: compute from FLOPs and bytes at rates,
@@ -284,6 +286,18 @@ IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d);
  * where a node has no strategy) written on the while, its operand tuple,
  * its body's parameter and root, its condition's parameter. */
 IrStatus auto_loop_annotate(IrModule *m, const AutoGraph *g, const int32_t *choice, IrDiag *d);
+
+/* ---- loop_memory.c ---- */
+
+/* The loop of the view whose while is entry instruction i; NULL: none. */
+const AutoLoop *auto_loop_of(const AutoGraph *g, int32_t entry_instr);
+/* The `own` bytes of loop L's state (the while's result made afresh, live
+ * at the peak) charged at each fresh state element's chosen sharding. */
+void auto_loop_charge_state(AutoGraph *g, const IrModule *m, const AutoLoop *L, double own);
+/* What L's body holds at the peak beyond its state (`held`, counted once,
+ * not per iteration) charged at the chosen shardings of the body's values
+ * live at the body's own peak. IR_ENOMEM. */
+IrStatus auto_loop_charge_body(AutoGraph *g, const IrModule *m, const AutoLoop *L, double held, IrDiag *d);
 
 /* ---- prune.c ---- */
 

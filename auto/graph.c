@@ -26,7 +26,9 @@
  * once, elementwise chains fused as the executor runs them) are charged
  * their per-device bytes under each strategy; opaque ones their whole
  * bytes, and so does what a called computation holds at the peak
- * (AutoGraph.mem_fixed).
+ * (AutoGraph.mem_fixed), except a loop in the view: its state and its
+ * body's part of the peak at the shardings chosen for them
+ * (loop_memory.c).
  */
 #include "auto.h"
 
@@ -446,8 +448,12 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
     /* What a called computation holds at the peak beyond its parameters
      * and result: charged whole (it is not partitioned by these choices,
      * and erring high keeps the plan within the limit). */
-    g->mem_fixed += (double)e.callee_at_peak;
-    for (int32_t i = 0; i < c->ninstr; i++) {
+    const AutoLoop *at_peak = e.peak_step >= 0 ? auto_loop_of(g, e.order[e.peak_step]) : NULL;
+    if (at_peak)
+        st = auto_loop_charge_body(g, m, at_peak, (double)e.callee_at_peak, d);
+    else
+        g->mem_fixed += (double)e.callee_at_peak;
+    for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++) {
         const IrInstr *x = &c->instr[i];
         bool param = x->op == OP_PARAMETER;
         /* A parameter is live from before step 0 wherever the order
@@ -458,6 +464,11 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
             continue;
         const AutoNode *v = &g->node[i];
         double full = (double)ir_shape_bytes(&x->shape);
+        const AutoLoop *loop = i < g->view.nentry ? auto_loop_of(g, i) : NULL;
+        if (loop) {
+            auto_loop_charge_state(g, m, loop, (double)e.own[i]);
+            continue;
+        }
         if (v->group < 0 || full <= 0) {
             g->mem_fixed += (double)e.own[i];
             continue;
@@ -470,7 +481,7 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
     }
     ts_free(step);
     mem_estimate_free(&e);
-    return IR_OK;
+    return st;
 }
 
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
