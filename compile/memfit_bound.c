@@ -19,12 +19,13 @@
  *    depending on X, or the entry's result reads: it ran before X (its
  *    one run) and is read after.
  * Their sum is a bound at X; the same holds at a dot or a convolution.
- * Two more kinds of value are counted where they are proved live: the
+ * Three more kinds of value are counted where they are proved live: the
  * least link of a chain from another dot to an instruction that reads
- * both (pairs, below), and a donated parameter's state chain (its buffer
- * passed on to an output: state_chains). The largest over the places
- * (and the parameters alone, before the first step) is the bound of the
- * program.
+ * both (pairs, below), a donated parameter's state chain (its buffer
+ * passed on to an output: state_chains), and a value made from a
+ * collective that ran before and read after (carried, below). The
+ * largest over the places (and the parameters alone, before the first
+ * step) is the bound of the program.
  * What is left out (values that may be recomputed, buffers a referring
  * instruction passes on, async collectives, control edges) only lowers
  * it, so it stays a proof.
@@ -140,7 +141,7 @@ static int64_t flood(const IrComputation *c, const Users *u, int32_t x, int dir,
     return work;
 }
 
-enum { AFTER = 1, BEFORE = 2, OPERAND = 4 };
+enum { AFTER = 1, BEFORE = 2, OPERAND = 4, DESC = 8, ANC = 16, OTHERS = 32 };
 
 /* The bytes of an operand of a collective that are its own (not a
  * parameter's, counted apart, nor a buffer another instruction makes or
@@ -402,6 +403,9 @@ typedef struct Work {
     int64_t *cost;     /* own_bytes of each own collective (else -1) */
     const uint8_t *in_state; /* a link of a state chain (state_chains) */
     int64_t edges;     /* visited so far */
+    int32_t *pos;      /* each instruction's place in an execution order */
+    int64_t *width;    /* carried(): the widest line from C to each value */
+    int64_t *keys;     /* scratch: (place << 32 | instruction) to sort by */
 } Work;
 
 /* mark[] for place p; the instruction argument of at_collective. */
@@ -435,13 +439,134 @@ static int32_t mark_place(Work *w, Place p)
     return -least - 1;
 }
 
+/* ---- a collective's result, carried across the place ----
+ *
+ * A collective C that the place's instruction X depends on ran once,
+ * before X; an instruction R that runs after X (marked AFTER) and reads
+ * a value v made from C reads, on every run, an instance made from C's
+ * one result through the values between C and v (those made from C that
+ * v is made from: S, C and v included). Along that line of instances one
+ * was made before X ran and is read after: a value of S is live at X.
+ * It is a buffer apart from every other counted value when S holds
+ * none of them: nothing marked AFTER (v not AFTER: none of S is, and so
+ * X's result is not in S), no operand of X, nothing made from the pair's
+ * other dot (its live link), no other collective (counted on its own),
+ * no link of a state chain, and C is not counted itself (read after X)
+ * and depends on a donated parameter (so no image of one, counted as
+ * "donated, read after it", is made from C). Then S's least value is
+ * live at X beside the rest: the largest such over the collectives and
+ * their values v is added (one, so nothing is counted twice).
+ *
+ * Example, the Adam step of a transformer block with its heads and its
+ * MLP split over 2 devices: the MLP's all-reduce feeds the loss's
+ * gradient g, which the backward reads twice: at the MLP's second dot
+ * (g W2^T) and at the residual sum after the MLP's backward all-reduce.
+ * Where the MLP's two f32[4,32,128] values meet (its pair), g or a value
+ * between the all-reduce and g is live too: 32768 bytes more. */
+
+static int by_key(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x != y ? (x < y ? -1 : 1) : 0;
+}
+
+/* Mark S (ANC) from v back over the values made from C (DESC); is it
+ * clear of everything counted (see above)? *least: its least bytes. */
+static bool cut_clear(Work *w, int32_t cut_of, int32_t v, int64_t *least, int32_t *least_at, int32_t *nlist)
+{
+    const IrComputation *c = w->c;
+    int32_t top = 0, n = 0;
+    bool clear = true;
+    *least = -1;
+    w->mark[v] |= ANC;
+    w->stack[top++] = v;
+    while (top > 0) {
+        int32_t i = w->stack[--top];
+        const IrInstr *ins = &c->instr[i];
+        w->f.list[n++] = i;
+        uint8_t m = w->mark[i];
+        if ((m & (AFTER | OPERAND | OTHERS)) || w->in_state[i] || !ir_shape_is_array(&ins->shape) ||
+            (i != cut_of && own_collective(ins)))
+            clear = false;
+        w->edges += ins->nopnd;
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t o = ins->opnd[j];
+            if ((w->mark[o] & DESC) && !(w->mark[o] & ANC)) {
+                w->mark[o] |= ANC;
+                w->stack[top++] = o;
+            }
+        }
+    }
+    *nlist = n;
+    if (!clear)
+        return false;
+    /* Any one line from C to v holds a live value, so the widest line
+     * bounds it: each value's width is the least of its bytes and its
+     * widest operand's in S (operands first, by execution order). */
+    for (int32_t k = 0; k < n; k++)
+        w->keys[k] = (int64_t)w->pos[w->f.list[k]] << 32 | w->f.list[k];
+    qsort(w->keys, (size_t)n, sizeof *w->keys, by_key);
+    for (int32_t k = 0; k < n; k++)
+        w->f.list[k] = (int32_t)(w->keys[k] & 0xffffffff);
+    w->edges += n;
+    for (int32_t k = 0; k < n; k++) {
+        int32_t i = w->f.list[k];
+        const IrInstr *ins = &c->instr[i];
+        int64_t in = i == cut_of ? INT64_MAX : 0;
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (w->mark[ins->opnd[j]] & ANC && w->width[ins->opnd[j]] > in)
+                in = w->width[ins->opnd[j]];
+        int64_t b = ir_shape_bytes(&ins->shape);
+        w->width[i] = b < in ? b : in;
+    }
+    *least = w->width[v];
+    *least_at = v;
+    return true;
+}
+
+/* The largest carried value at place p (marked; x: at_collective's
+ * argument), its bytes (0: none) and the value into *at. */
+static int64_t carried(Work *w, Place p, int32_t x, int32_t *at)
+{
+    const IrComputation *c = w->c;
+    int64_t top = 0;
+    if (x < 0)
+        return 0;
+    if (p.user >= 0)
+        w->edges += flood(c, &w->u, p.other, 1, OTHERS, w->mark, w->stack);
+    for (int32_t k = 0; k < c->ninstr && w->edges < BOUND_WORK; k++) {
+        const IrInstr *ck = &c->instr[k];
+        if (!own_collective(ck) || !(w->mark[k] & BEFORE) || !w->f.dep[k] || (w->mark[k] & OPERAND) ||
+            read_after(c, &w->u, w->mark, k, 0))
+            continue;
+        for (int32_t i = 0; i < c->ninstr; i++)
+            w->mark[i] &= (uint8_t)~DESC;
+        w->edges += flood(c, &w->u, k, 1, DESC, w->mark, w->stack) + c->ninstr;
+        for (int32_t v = 0; v < c->ninstr && w->edges < BOUND_WORK; v++) {
+            if (!(w->mark[v] & DESC) || (w->mark[v] & AFTER) || !read_after(c, &w->u, w->mark, v, 0) ||
+                v == c->root)
+                continue;
+            int64_t least;
+            int32_t least_at = -1, nlist = 0;
+            bool clear = cut_clear(w, k, v, &least, &least_at, &nlist);
+            for (int32_t j = 0; j < nlist; j++)
+                w->mark[w->f.list[j]] &= (uint8_t)~ANC;
+            if (clear && least > top)
+                top = least, *at = least_at;
+        }
+    }
+    for (int32_t i = 0; i < c->ninstr; i++)
+        w->mark[i] &= (uint8_t)~(DESC | OTHERS);
+    return top;
+}
+
 static int64_t place_bytes(Work *w, Place p)
 {
     Sum s = {0};
-    int32_t x = mark_place(w, p);
+    int32_t x = mark_place(w, p), at = -1;
     at_collective(w->c, &w->u, w->mark, &w->f, x, &s);
     w->edges += w->c->ninstr;
-    return s.bytes + (p.user >= 0 ? p.link_bytes : 0);
+    return s.bytes + (p.user >= 0 ? p.link_bytes : 0) + carried(w, p, x, &at);
 }
 
 /* ---- two values one instruction reads ----
@@ -617,6 +742,9 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
     w.mark = ts_malloc((size_t)n);
     w.stack = ts_malloc((size_t)n * sizeof *w.stack);
     w.cost = ts_malloc((size_t)n * sizeof *w.cost);
+    w.pos = ts_malloc((size_t)n * sizeof *w.pos);
+    w.width = ts_malloc((size_t)n * sizeof *w.width);
+    w.keys = ts_malloc((size_t)n * sizeof *w.keys);
     bool *donated = ts_calloc((size_t)(c->nparam > 0 ? c->nparam : 1), sizeof *donated);
     uint8_t *dep = ts_calloc((size_t)n, 1), *feeds = ts_calloc((size_t)n, 1), *seen = ts_calloc((size_t)n, 1);
     int32_t *list = ts_malloc((size_t)n * sizeof *list), norder = 0;
@@ -624,12 +752,16 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
     uint8_t *in_state = ts_calloc((size_t)n, 1);
     w.f = (Facts){donated, state, dep, feeds, seen, list};
     w.in_state = in_state;
-    bool ok = w.mark && w.stack && w.cost && donated && dep && feeds && seen && list && state && in_state &&
-              users_build(c, &w.u);
+    bool ok = w.mark && w.stack && w.cost && w.pos && w.width && w.keys && donated && dep && feeds && seen && list &&
+              state && in_state && users_build(c, &w.u);
     IrExecOrderError e;
     ok = ok && ir_exec_order_of(m, c, w.stack, &norder, &e) == IR_OK;
     if (ok)
         ir_alias_donated(m, donated, c->nparam);
+    for (int32_t i = 0; ok && i < n; i++)
+        w.pos[i] = n; /* not in the order: after all */
+    for (int32_t k = 0; ok && k < norder; k++)
+        w.pos[w.stack[k]] = k;
     for (int32_t k = 0; ok && k < norder; k++) {  /* operands first */
         const IrInstr *ins = &c->instr[w.stack[k]];
         int64_t pn = ins->a.parameter_number;
@@ -648,7 +780,9 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
         Sum s = {0};
         int32_t x = mark_place(&w, best);
         at_collective(c, &w.u, w.mark, &w.f, x, &s);
-        s.n += best.user >= 0;
+        int32_t carried_at = -1;
+        int64_t carried_bytes = carried(&w, best, x, &carried_at);
+        s.n += (best.user >= 0) + (carried_bytes > 0);
         s.v = ir_alloc_array(ar, (size_t)s.n, sizeof *s.v);
         char where[256];
         if (best.user >= 0) {
@@ -686,6 +820,9 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
                 if (ok)
                     add(&s, &c->instr[best.link], best.link_bytes, text);
             }
+            if (ok && carried_bytes > 0)
+                add(&s, &c->instr[carried_at], carried_bytes,
+                    "made from a collective that ran before, read after: it or a value between them is live");
             qsort(s.v, (size_t)s.n, sizeof *s.v, by_bytes);
             fit->bound = s.bytes;
             fit->nbound = s.n;
@@ -697,6 +834,9 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
     ts_free(w.mark);
     ts_free(w.stack);
     ts_free(w.cost);
+    ts_free(w.pos);
+    ts_free(w.width);
+    ts_free(w.keys);
     ts_free(donated);
     ts_free(dep);
     ts_free(feeds);
