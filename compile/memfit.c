@@ -330,37 +330,62 @@ typedef struct Verdict {
 /* The estimated peak of m's entry with the parameters its
  * input_output_alias pairs donate freed at their last read, as the run
  * does and the plan prints (plan_memory): what the fit holds to the
- * limit. -1 when out of memory. */
-static int64_t fit_peak(const IrModule *m)
+ * limit. *at (may be NULL) receives the entry's instruction running at
+ * it (-1: before the first step). -1 when out of memory. */
+static int64_t fit_peak_at(const IrModule *m, int32_t *at)
 {
     const IrComputation *c = ir_entry(m);
     int32_t np = c ? c->nparam : 0;
+    if (at)
+        *at = -1;
+    if (!c)
+        return 0;
     bool *donated = ts_calloc((size_t)(np > 0 ? np : 1), sizeof *donated);
     if (!donated)
         return -1;
     ir_alias_donated(m, donated, np);
     MemOptions o = {.donated = donated, .nparams = np};
-    int64_t p = mem_peak(m, &o);
+    MemEstimate e;
+    IrDiag d = {0};
+    IrStatus st = mem_estimate(m, m->entry, &o, &e, &d);
+    ir_diag_clear(&d);
     ts_free(donated);
+    if (st != IR_OK)
+        return st == IR_ENOMEM ? -1 : 0;
+    int64_t p = e.peak;
+    if (at && e.peak_step >= 0 && e.peak_step < e.n)
+        *at = e.order[e.peak_step];
+    mem_estimate_free(&e);
     return p;
+}
+
+static int64_t fit_peak(const IrModule *m)
+{
+    return fit_peak_at(m, NULL);
 }
 
 /* Does g's order, written into a copy of the module, fit the limit by
  * the estimate itself (partition/memory.c, whose run-time fusion and
  * buffer reuse the graph's model leaves out)? 1 yes, 0 no, -1 out of
- * memory. */
-static int estimate_fits(void *ctx, const MfGraph *g)
+ * memory; *peak receives the estimate, *at the position in g->seq of the
+ * step at it (-1 none: the written module lists seq first, so an
+ * instruction's index there is its position). */
+static int estimate_fits(void *ctx, const MfGraph *g, int64_t *peak_out, int32_t *at)
 {
     Verdict *v = ctx;
+    *at = -1;
+    *peak_out = -1;
     if (v->failed)
         return -1;
     IrModule *m = ir_module_clone(v->spmd);
     int r = -1;
     if (m && graph_commit(g, m, ir_entry(m))) {
         m->is_scheduled = true;
-        int64_t peak = fit_peak(m);
+        int32_t i = -1;
+        int64_t peak = fit_peak_at(m, &i);
         r = peak < 0 ? -1 : peak <= v->limit;
-        v->last = peak;
+        v->last = *peak_out = peak;
+        *at = i >= 0 && i < g->nseq ? i : -1;
         if (peak >= 0 && (v->least < 0 || peak < v->least))
             v->least = peak;
     }
@@ -382,8 +407,10 @@ static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, Verdict *v, IrS
     if (*st != IR_OK)
         return *st != IR_ENOMEM;
     g->fusion = variant < MF_SCHEDULES;
-    int fits = mf_schedule(g, variant % MF_SCHEDULES) ? estimate_fits(v, g) : -1;
-    if (fits == 0 && (!mf_remat(g, estimate_fits, v) || (fits = estimate_fits(v, g)) < 0))
+    int64_t peak;
+    int32_t at;
+    int fits = mf_schedule(g, variant % MF_SCHEDULES) ? estimate_fits(v, g, &peak, &at) : -1;
+    if (fits == 0 && (!mf_remat(g, estimate_fits, v) || (fits = estimate_fits(v, g, &peak, &at)) < 0))
         return false;
     return fits >= 0;
 }

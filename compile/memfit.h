@@ -118,8 +118,13 @@ bool mf_schedule(MfGraph *g, int32_t variant);
  * ordered instructions (mf_ordered), random draws, control flow or
  * tuples; an operand no longer live at the copy is recomputed with it
  * when it can be (else the value is not a candidate), parameters stay
- * live. false when out of memory. */
-bool mf_remat(MfGraph *g, int (*fits)(void *ctx, const MfGraph *g), void *ctx);
+ * live. Where nothing lowers the model's peak, the values across the
+ * estimate's own peak (fits' `at`) are tried, each kept when the
+ * estimate falls. false when out of memory. */
+/* fits(ctx, g, &peak, &at): 1 fits, 0 not, -1 out of memory; peak gets
+ * the estimate, at the position in g->seq of its peak (-1 none). */
+typedef int (*MfFits)(void *ctx, const MfGraph *g, int64_t *peak, int32_t *at);
+bool mf_remat(MfGraph *g, MfFits fits, void *ctx);
 /* The FLOPs of one run of ins in c (dot, convolution: 2 per multiply-add;
  * elementwise: one per element; reduce, reduce-window: one per input
  * element combined; others 0). */

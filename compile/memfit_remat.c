@@ -22,9 +22,13 @@
  *               values whose lives the copy extends across P); the first of the
  *               cheapest few that lowers the peak, or keeps it and
  *               lowers the number of positions at it, is kept.
+ * Where no candidate lowers the model's peak, the candidates at the
+ * estimate's own peak are tried (the model leaves out the executor's
+ * fusion and buffer reuse, so the two peaks can fall at different
+ * steps: a tensor-parallel block's at the MLP's all-reduce, the
+ * model's in the backward), each kept when the estimate falls.
  * It stops when the order fits the limit by the plan's own estimate
- * (fits: the graph's model leaves out the executor's fusion) or no
- * candidate lowers the model's peak.
+ * (fits) or neither lowers its peak.
  *
  * Worked example (f32[1024] = 4 KiB each): p; a = exp(p); t = big temp
  * 16 KiB from p; u = reduce(t); out = a * broadcast(u). At t's peak a is
@@ -352,30 +356,57 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
     return n;
 }
 
-bool mf_remat(MfGraph *g, int (*fits)(void *ctx, const MfGraph *g), void *ctx)
+/* One step at position `at`: the first of the cheapest candidates there
+ * that lowers the model's peak (or its positions at it) or, by_estimate,
+ * the estimate's own peak below `peak` (fits, ctx); *kept says whether
+ * one was. false when out of memory. */
+static bool step_at(Remat *r, int32_t at, const MfProfile *pr, bool by_estimate, int64_t peak, MfFits fits,
+                    void *ctx, bool *kept)
+{
+    Cand *c = NULL;
+    int32_t n = candidates(r, at, &c);
+    bool ok = n >= 0;
+    *kept = false;
+    for (int32_t i = 0; ok && !*kept && i < n && i < MAX_TRIES; i++) {
+        /* (undo restores what pos, last and next describe) */
+        MfProfile np;
+        ok = apply(r, c[i].node) && mf_profile(r->g, &np, NULL, NULL);
+        if (ok && by_estimate) {
+            int64_t now;
+            int32_t where;
+            ok = fits(ctx, r->g, &now, &where) >= 0;
+            *kept = ok && now < peak;
+        } else if (ok) {
+            *kept = np.peak < pr->peak || (np.peak == pr->peak && np.npeak < pr->npeak);
+        }
+        if (ok && !*kept)
+            undo(r);
+    }
+    ts_free(c);
+    return ok;
+}
+
+bool mf_remat(MfGraph *g, MfFits fits, void *ctx)
 {
     Remat r = {.g = g};
     bool ok = room(&r, 1);
     int32_t steps = 4 * g->nnode + 64;
     while (ok && steps-- > 0) {
-        MfProfile pr, np;
-        int f = fits(ctx, g);
+        MfProfile pr;
+        int64_t peak;
+        int32_t at;
+        int f = fits(ctx, g, &peak, &at);
         ok = f >= 0 && room(&r, 0) && mf_profile(g, &pr, r.pos, r.last);
         if (!ok || f > 0)
             break;
-        Cand *c = NULL;
-        int32_t n = candidates(&r, pr.at, &c);
-        ok = n >= 0;
         bool kept = false;
-        for (int32_t i = 0; ok && !kept && i < n && i < MAX_TRIES; i++) {
-            /* (undo restores what pos, last and next describe) */
-            ok = apply(&r, c[i].node) && mf_profile(g, &np, NULL, NULL);
-            if (ok && (np.peak < pr.peak || (np.peak == pr.peak && np.npeak < pr.npeak)))
-                kept = true;
-            else if (ok)
-                undo(&r);
-        }
-        ts_free(c);
+        ok = step_at(&r, pr.at, &pr, false, 0, fits, ctx, &kept);
+        /* The model's peak is not the estimate's (it leaves out the
+         * executor's fusion and buffer reuse): where the model has
+         * nothing left to drop, the values across the estimate's own peak
+         * are tried, each kept when the estimate falls. */
+        if (ok && !kept && at >= 0 && at != pr.at && room(&r, 0) && mf_profile(g, &pr, r.pos, r.last))
+            ok = step_at(&r, at, &pr, true, peak, fits, ctx, &kept);
         if (!kept)
             break;
     }
