@@ -547,8 +547,15 @@ IrStatus dev_k_scatter(const DevKernelArgs *k, DevValue **out)
     ScatterRun r = {.k = k, .n = n, .upd = (const DevValue *const *)(k->opnd + n + 1)};
     if (!(r.res = ts_calloc((size_t)n, sizeof *r.res)))
         return dev_kernel_oom(k, NULL);
+    /* One operand at its last use (the executor lets a value be sole only
+     * there: exec.c pins operands used later) is updated in place, as
+     * dynamic-update-slice is: the gradient of a gather scatters into a
+     * zero table that then never coexists with its result
+     * (partition/memory.c's reused_operand models it). */
+    if (n == 1 && dev_value_sole(k->opnd[0]))
+        r.res[0] = dev_value_ref(k->opnd[0]);
     for (int32_t i = 0; i < n && st == IR_OK; i++)
-        if (!(r.res[i] = dev_value_clone(k->opnd[i])))
+        if (!r.res[i] && !(r.res[i] = dev_value_clone(k->opnd[i])))
             st = dev_kernel_oom(k, NULL);
     if (st == IR_OK && (st = scatter_prepare(&r)) == IR_OK)
         st = scatter_loop(&r, &p);

@@ -110,10 +110,11 @@ static int64_t start_context(const IrInstr *ins)
 }
 
 /* The operand whose buffer instruction ins reuses when it is that
- * operand's last use and nobody else holds it, or -1: reshape, bitcast
- * and dynamic-update-slice take operand 0's; the linalg kernels write
- * their result over the matrix they factor or solve for (k_linalg.c's
- * writable_copy): cholesky's operand 0, triangular-solve's b (1). */
+ * operand's last use and nobody else holds it, or -1: reshape, bitcast,
+ * dynamic-update-slice and a scatter of one array (k_gather.c) take
+ * operand 0's; the linalg kernels write their result over the matrix
+ * they factor or solve for (k_linalg.c's writable_copy): cholesky's
+ * operand 0, triangular-solve's b (1). */
 static int32_t reused_operand(const IrInstr *ins)
 {
     if (ins->shape.type == IR_TUPLE)
@@ -121,6 +122,8 @@ static int32_t reused_operand(const IrInstr *ins)
     switch (ins->op) {
     case OP_RESHAPE: case OP_BITCAST: case OP_DYNAMIC_UPDATE_SLICE: case OP_CHOLESKY:
         return ins->nopnd >= 1 ? 0 : -1;
+    case OP_SCATTER: /* read again as its indices or updates, it is copied */
+        return ins->nopnd == 3 && ins->opnd[1] != ins->opnd[0] && ins->opnd[2] != ins->opnd[0] ? 0 : -1;
     case OP_TRIANGULAR_SOLVE:
         return ins->nopnd == 2 ? 1 : -1;
     default:

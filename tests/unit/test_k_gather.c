@@ -212,6 +212,33 @@ static void test_scatter_scalar_updates(void **state)
     }
 }
 
+/* A scatter at its operand's last use updates it in place (k_gather.c,
+ * as dynamic-update-slice; partition/memory.c's reused_operand): n dies
+ * at s. An operand read again (n2, in the result) keeps its values and
+ * the scatter writes a copy. x = {1,2,3,4}; rows 1 and 3 get 10 and 20
+ * added: {-1, 8, -3, 16}. */
+static void test_scatter_in_place(void **state)
+{
+    (void)state;
+    DevValue *a[3] = {val(IR_F32, 1, (int64_t[]){4}, (float[]){1, 2, 3, 4}),
+                      val(IR_S32, 2, (int64_t[]){2, 1}, (int32_t[]){1, 3}),
+                      val(IR_F32, 1, (int64_t[]){2}, (float[]){10, 20})};
+    DevValue *r = run("HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+                      " ROOT s = f32[] add(a, b) }\n"
+                      "ENTRY e {\n x = f32[4] parameter(0)\n i = s32[2,1] parameter(1)\n"
+                      " u = f32[2] parameter(2)\n n = f32[4] negate(x)\n"
+                      " s = f32[4] scatter(n, i, u), update_window_dims={}, inserted_window_dims={0},"
+                      " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+                      " n2 = f32[4] negate(x)\n"
+                      " s2 = f32[4] scatter(n2, i, u), update_window_dims={}, inserted_window_dims={0},"
+                      " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+                      " ROOT t = (f32[4], f32[4], f32[4]) tuple(s, s2, n2)\n}\n",
+                      3, a);
+    expect_f32(r->elems[0], (float[]){-1, 8, -3, 16}, 4);
+    expect_f32(r->elems[1], (float[]){-1, 8, -3, 16}, 4);
+    expect_f32(r->elems[2], (float[]){-1, -2, -3, -4}, 4);
+    dev_value_unref(r);
+}
 /* Windows that do not fit are dropped whole: operand s32[6] {0..5},
  * windows of 3 at {1, 4, -1} (implicit index vector dim) with updates
  * {{10,20,30},{40,50,60},{70,80,90}}: only the first lands ->
@@ -422,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_gather_naive),
         cmocka_unit_test(test_gather_empty),
         cmocka_unit_test(test_scatter_scalar_updates),
+        cmocka_unit_test(test_scatter_in_place),
         cmocka_unit_test(test_scatter_window_out_of_bounds),
         cmocka_unit_test(test_scatter_rows_max),
         cmocka_unit_test(test_scatter_variadic),

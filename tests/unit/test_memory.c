@@ -127,6 +127,37 @@ static void test_reshape_in_place(void **state)
     ir_module_free(m);
 }
 
+
+/* A scatter of one array at its operand's last use updates it in place
+ * (memory.c's reused_operand; device/k_gather.c): the embedding
+ * gradient's zero table z and its scatter g are one buffer, at g and at
+ * the update. g2 scatters into the held parameter w: a buffer of its
+ * own. */
+static void test_scatter_in_place(void **state)
+{
+    (void)state;
+    IrModule *m = parse("HloModule m\nadd { a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+                        " ROOT s = f32[] add(a, b) }\n"
+                        "ENTRY e {\n w = f32[32,8] parameter(0)\n ids = s32[16,1] parameter(1)\n"
+                        " upd = f32[16,8] parameter(2)\n c = f32[] constant(0)\n"
+                        " z = f32[32,8] broadcast(c), dimensions={}\n"
+                        " g = f32[32,8] scatter(z, ids, upd), update_window_dims={1}, inserted_window_dims={0},"
+                        " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+                        " g2 = f32[32,8] scatter(w, ids, upd), update_window_dims={1}, inserted_window_dims={0},"
+                        " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+                        " ROOT r = f32[32,8] subtract(g2, g)\n}\n");
+    MemEstimate e;
+    IrDiag d = {0};
+    assert_int_equal(mem_estimate(m, m->entry, NULL, &e, &d), IR_OK);
+    assert_int_equal(e.own[find(m, "g")], 0);
+    assert_true(e.end[find(m, "z")] >= e.end[find(m, "g")]);
+    assert_int_equal(e.own[find(m, "g2")], 1024);
+    for (int32_t k = 1; k < e.n; k++) /* g adds nothing to the step before it (z) */
+        if (e.order[k] == find(m, "g"))
+            assert_true(e.live[k] <= e.live[k - 1]);
+    mem_estimate_free(&e);
+    ir_module_free(m);
+}
 /* A lone elementwise op writes over an operand of its size that dies
  * there (memory.c's lone_lends; device/exec.c's elementwise_in_place): t
  * = tanh(d) between two dots takes d's buffer: t's step holds no more
@@ -599,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_linalg_in_place), cmocka_unit_test(test_call_same_value),
         cmocka_unit_test(test_shared_broadcast), cmocka_unit_test(test_call_moved),
         cmocka_unit_test(test_row_group), cmocka_unit_test(test_lone_in_place),
+        cmocka_unit_test(test_scatter_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
