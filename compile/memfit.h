@@ -127,7 +127,7 @@ typedef int (*MfFits)(void *ctx, const MfGraph *g, int64_t *peak, int32_t *at);
 bool mf_remat(MfGraph *g, MfFits fits, void *ctx);
 /* The FLOPs of one run of ins in c (dot, convolution: 2 per multiply-add;
  * elementwise: one per element; reduce, reduce-window: one per input
- * element combined; others 0). */
+ * element combined; a call: its callee's; others 0). */
 int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins);
 
 #endif /* TESSEL_COMPILE_MEMFIT_H */

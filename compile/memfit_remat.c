@@ -10,7 +10,8 @@
  *               neither the root nor of an instruction that must not run
  *               twice (can_remat: parameters, collectives and the other
  *               ordered instructions, random draws, control flow, calls
- *               but those of computations recomputable throughout,
+ *               but those of computations recomputable throughout
+ *               (whose result may be a tuple),
  *               custom-calls, tuples);
  *   operands    each operand of the copy must be live at the copy's
  *               place, or a parameter (held anyway), or itself
@@ -46,7 +47,17 @@
 
 int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 {
-    (void)m;
+    if (ins->op == OP_CALL) {
+        /* (HLO's calls form no cycle: this ends) */
+        int64_t f = 0;
+        for (int32_t k = 0; k < ins->ncalled; k++) {
+            const IrComputation *callee =
+                ins->called[k] >= 0 && ins->called[k] < m->ncomp ? m->comp[ins->called[k]] : NULL;
+            for (int32_t i = 0; callee && i < callee->ninstr; i++)
+                f += mf_flops(m, callee, &callee->instr[i]);
+        }
+        return f;
+    }
     int64_t out = ir_shape_elements(&ins->shape);
     if (out < 0)
         return 0;
@@ -78,11 +89,13 @@ int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
 
 /* May ins of module m run a second time with the same result and
  * nothing else? A call does when every instruction of its callee does
- * (`depth` calls deep at most: JAX outlines relu as a call). */
+ * (`depth` calls deep at most: JAX outlines relu as a call), a tuple of
+ * results too (jnp.where's JVP: the selected values and the mask its
+ * backward reads). */
 static bool can_remat(const IrModule *m, const IrInstr *ins, int depth)
 {
-    if (mf_ordered(ins->op) || ins->shape.type == IR_TUPLE || ins->a.x->control_predecessors.n > 0 ||
-        ir_op_has_side_effect(ins->op))
+    bool tuple = ins->shape.type == IR_TUPLE && ins->op != OP_CALL;
+    if (mf_ordered(ins->op) || tuple || ins->a.x->control_predecessors.n > 0 || ir_op_has_side_effect(ins->op))
         return false;
     if (ins->op == OP_CALL) {
         if (depth >= 4 || ins->ncalled != 1 || ins->called[0] < 0 || ins->called[0] >= m->ncomp)
