@@ -451,6 +451,33 @@ static void uneven_tiles(void **state)
     on_four_free(&f);
 }
 
+/* A causal mask broadcast over the batch: select(mask, scores, -inf)
+ * follows the scores, not the mask's broadcast, whose group (led by the
+ * [8,8] mask) has no batch dim to tile; a scalar's broadcast is not skipped. */
+static const char MASKED[] =
+    "HloModule masked\n"
+    "ENTRY main {\n"
+    "  x = f32[4,8,8] parameter(0)\n"
+    "  i0 = s32[8,8] iota(), iota_dimension=0\n"
+    "  i1 = s32[8,8] iota(), iota_dimension=1\n"
+    "  m = pred[8,8] compare(i0, i1), direction=GE\n"
+    "  mb = pred[4,8,8] broadcast(m), dimensions={1,2}\n"
+    "  s = f32[4,8,8] exponential(x)\n"
+    "  c = f32[] constant(-1e9)\n"
+    "  cb = f32[4,8,8] broadcast(c), dimensions={}\n"
+    "  ROOT r = f32[4,8,8] select(mb, s, cb)\n"
+    "}\n";
+
+static void mask_broadcast_followed_last(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, MASKED);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "r")), 1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "mb")), 0);
+    on_four_free(&f);
+}
+
 /* XLA's memory annotations are identities the partitioner runs shard by
  * shard: strategies as an elementwise op, following the operand; another
  * custom-call is opaque. */
@@ -983,6 +1010,7 @@ int main(void)
         cmocka_unit_test(inline_calls),
         cmocka_unit_test(uneven_tiles),
         cmocka_unit_test(identity_custom_calls),
+        cmocka_unit_test(mask_broadcast_followed_last),
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(windows_and_ffts),
         cmocka_unit_test(tiebreak_least_communication),
