@@ -140,10 +140,29 @@ static int32_t recompute(Ckpt *k, int32_t v)
     return c;
 }
 
+/* Does every name of a names= policy name a forward instruction of c (the
+ * first n_fwd)? A misspelt one would otherwise save nothing, silently. */
+static IrStatus names_exist(const Policy *p, const IrComputation *c, int32_t n_fwd, IrDiag *d)
+{
+    for (const char *s = p->kind == SAVE_NAMES ? p->names : ""; *s;) {
+        const char *e = strchr(s, ',');
+        int len = (int)(e ? (size_t)(e - s) : strlen(s));
+        int32_t i = 0;
+        while (i < n_fwd && !(strlen(c->instr[i].name) == (size_t)len && strncmp(c->instr[i].name, s, len) == 0))
+            i++;
+        if (i == n_fwd)
+            return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                            "grad: --remat names=%s: '%.*s' is no instruction of computation %s", p->names, len, s,
+                            c->name);
+        s = e ? e + 1 : s + len;
+    }
+    return IR_OK;
+}
+
 IrStatus grad_checkpoint(Grad *g, int32_t comp, int32_t n_fwd, const char *policy)
 {
     Ckpt k = {.g = g, .e = g->m->comp[comp]};
-    if (parse_policy(policy, &k.pol, g->d) != IR_OK)
+    if (parse_policy(policy, &k.pol, g->d) != IR_OK || names_exist(&k.pol, k.e, n_fwd, g->d) != IR_OK)
         return g->d->status;
     k.copy = ts_malloc((size_t)(n_fwd > 0 ? n_fwd : 1) * sizeof *k.copy);
     if (!k.copy)

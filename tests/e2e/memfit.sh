@@ -398,6 +398,9 @@ done
 expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat everything
 expect_in "$ERR" "--remat takes dots, nothing or names=A,B"
 expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat names=
+expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --sgd 0.01 --remat names=h1,hl -o "$WORK/typo.hlo"
+expect_in "$ERR" "'hl' is no instruction of computation"
+[ ! -e "$WORK/typo.hlo" ] || fail "--remat names= with a misspelt name wrote $WORK/typo.hlo"
 expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --jvp --remat dots
 expect_in "$ERR" "--remat is a policy of reverse mode"
 echo "memfit: ok"
