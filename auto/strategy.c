@@ -608,6 +608,20 @@ IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const 
     return make(a, &r, m, cost, 0, c, x, role, s, d);
 }
 
+/* The instruction i reshapes: back through reshapes and broadcasts that
+ * add no dim (JAX's bias b -> [1,N] -> [N] before it meets the rows). */
+static int32_t reshaped_from(const IrComputation *c, int32_t i)
+{
+    for (;;) {
+        const IrInstr *x = &c->instr[i];
+        IrOpFamily f = ir_op_family(x->op);
+        if (x->nopnd < 1 || !(f == FAM_RESHAPE || (f == FAM_BROADCAST &&
+                                                   x->shape.rank == c->instr[x->opnd[0]].shape.rank)))
+            return i;
+        i = x->opnd[0];
+    }
+}
+
 int32_t auto_follows(const IrComputation *c, int32_t i)
 {
     Roles r;
@@ -626,7 +640,7 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
      * device. A computed value's broadcast (a softmax's row maximum) keeps
      * following: its rows are the operand's. */
     if (f == FAM_BROADCAST && x->shape.rank > c->instr[x->opnd[0]].shape.rank &&
-        ir_op_family(c->instr[x->opnd[0]].op) == FAM_PARAMETER)
+        ir_op_family(c->instr[reshaped_from(c, x->opnd[0])].op) == FAM_PARAMETER)
         return -1;
     if (f != FAM_ELEMENTWISE)
         return 0;
