@@ -78,6 +78,18 @@ static bool makes_whole(const IrInstr *ins)
            ins->a.x->control_predecessors.n == 0;
 }
 
+/* Is ins a scatter of one array (device/k_gather.c)? Every run reads its
+ * indices and updates whole while it writes its result, which may be its
+ * operand 0's buffer updated in place (partition/memory.c's
+ * reused_operand): its result, indices and updates coexist. Its updates
+ * exist even as a broadcast (JAX's embedding gradient broadcasts the
+ * rows' gradient over the bag): ir/fusion_find.c runs a broadcast inside
+ * elementwise readers only, and no fused group takes a scatter in. */
+static bool scatters(const IrInstr *ins)
+{
+    return ins->op == OP_SCATTER && ir_shape_is_array(&ins->shape) && ins->nopnd == 3;
+}
+
 /* May ins be a link of a chain: pass on a buffer made from its operand,
  * whatever else it reads (an elementwise op, a reshape, bitcast or
  * transpose)? */
@@ -253,6 +265,24 @@ static bool needed_after(const IrComputation *c, const Users *u, const uint8_t *
     return need;
 }
 
+/* Is v a donated parameter or an image of one (passes_on, link by link
+ * back)? Its bytes may be the parameter's own buffer (an elementwise op
+ * or a reshape at the parameter's last read takes it over), which the
+ * parameter's line counts: as an operand of a place it is not counted
+ * again. */
+static bool donated_image(const IrComputation *c, const Facts *f, int32_t v, int depth)
+{
+    const IrInstr *ins = &c->instr[v];
+    int64_t pn = ins->a.parameter_number;
+    if (ins->op == OP_PARAMETER)
+        return pn >= 0 && pn < c->nparam && f->donated[pn];
+    for (int32_t j = 0; depth < CHAIN_DEPTH && j < ins->nopnd; j++)
+        if (f->dep[ins->opnd[j]] && passes_on(c, f, ins->opnd[j], v) &&
+            donated_image(c, f, ins->opnd[j], depth + 1))
+            return true;
+    return false;
+}
+
 /* Is no link of state chain ch instruction x (< 0: none) or an operand
  * of it, which are counted as such? */
 static bool clear_of(const IrComputation *c, const StateChain *ch, int32_t x)
@@ -360,7 +390,12 @@ static void at_collective(const IrComputation *c, const Users *u, const uint8_t 
             add(s, ins, bytes, "its result");
         } else if (x < 0 && i == -x - 1) {
             add(s, ins, own_bytes(c, i), "the first one's result and operands, at least");
-        } else if (mark[i] & OPERAND && x >= 0) {
+        } else if (mark[i] & OPERAND && x >= 0 && scatters(&c->instr[x])) {
+            const IrInstr *sc = &c->instr[x];
+            bool own = i != sc->opnd[0] && ins->op == OP_BROADCAST && ir_shape_is_array(&ins->shape);
+            bool apart = i != sc->opnd[0] && !donated_image(c, f, i, 0);
+            add(s, ins, !apart ? 0 : own ? bytes : operand_bytes(ins), "its operand");
+        } else if (mark[i] & OPERAND && x >= 0 && !donated_image(c, f, i, 0)) {
             add(s, ins, operand_bytes(ins), "its operand");
         } else if (x >= 0 && own_collective(ins) && mark[i] & BEFORE && read_after(c, u, mark, i, 0)) {
             add(s, ins, bytes, "a collective's result, made before it, read after");
@@ -717,7 +752,7 @@ static int64_t best_place(Work *w, int64_t floor, Place *best)
             top = b, *best = p;
     }
     for (int32_t x = 0; x < c->ninstr && w->edges < BOUND_WORK; x++) {
-        if (w->cost[x] < 0 && !makes_whole(&c->instr[x]))
+        if (w->cost[x] < 0 && !makes_whole(&c->instr[x]) && !scatters(&c->instr[x]))
             continue;
         Place p = {x, 0, -1, -1, -1, 0};
         int64_t b = place_bytes(w, p);
