@@ -171,17 +171,23 @@ IrStatus auto_follow(IrArena *a, const AutoMesh *m, const AutoCost *cost, const 
                      int32_t opnd, const AutoSpec *in, AutoStrategy *s, IrDiag *d);
 /* The array whose dims stand for x's result (strategy_tuple.c): x's own
  * shape, or, for a reduce of several inputs (a tuple of arrays of one
- * dims), its first element, an rng-bit-generator's bits; NULL for
+ * dims), its first element, an rng-bit-generator's bits, a
+ * batch-norm-training's or -grad's first element (x's dims); NULL for
  * another tuple. */
 const IrShape *auto_result_dims(const IrInstr *x);
 /* The sharding of x's result with `spec` on its dims (every element of a
- * tuple of one dims; an rng-bit-generator's bits, its state replicated),
+ * tuple of one dims; an rng-bit-generator's bits, its state replicated;
+ * a batch-norm's first element, its vectors on the feature dim's axes),
  * in arena a (NULL on OOM). */
 IrSharding *auto_result_sharding(IrArena *a, const AutoMesh *m, const IrInstr *x, const AutoSpec *spec);
-/* Does get-tuple-element x of c read an element every strategy of its
- * tuple leaves replicated (an rng-bit-generator's state)? Reading it
- * moves nothing. */
-bool auto_reads_replicated_element(const IrComputation *c, const IrInstr *x);
+/* Does get-tuple-element x of c read an element its tuple's `spec` does
+ * not stand for as it is: an rng-bit-generator's state (replicated
+ * whatever the spec), a batch-norm-training's or -grad's per-feature
+ * vector (the spec's axes on the feature dim alone)? Then *elem is the
+ * element's spec in the tuple's dims and *shape (its dims in `dims`, at
+ * least IR_MAX_RANK) a shape of those dims with the element's bytes. */
+bool auto_element_spec(const IrComputation *c, const IrInstr *x, const AutoSpec *spec, AutoSpec *elem,
+                       IrShape *shape, int64_t *dims);
 /* The operand instruction i may follow (share its choice with): an
  * elementwise op's first computed operand of its dims (never a
  * parameter), a reshape's, transpose's or broadcast's operand

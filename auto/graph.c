@@ -381,6 +381,15 @@ static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int
     return price_reshard(g, cost, u, i, o, g->view.weight[i], cap, d);
 }
 
+/* The spec `out`, a strategy of node i's operand, leaves where i reads
+ * it: an element's own where i is a get-tuple-element of one its tuple's
+ * spec does not stand for (auto_element_spec; *el its shape), else out. */
+static const AutoSpec *arriving(const AutoGraph *g, int32_t i, const AutoSpec *out, AutoSpec *buf, IrShape *el,
+                                int64_t *dims)
+{
+    return auto_element_spec(g->comp, &g->comp->instr[i], out, buf, el, dims) ? buf : out;
+}
+
 /* The seconds, `w` times, to reshard value u's output into what node i
  * needs: its operand `o`'s spec, or (o < 0) its own output spec (a loop's
  * state node, loop.c). */
@@ -389,26 +398,34 @@ static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int
 {
     const AutoNode *pv = &g->node[u], *v = &g->node[i];
     const IrShape *shape = &g->comp->instr[u].shape;
-    if (pv->group < 0 || w == 0 || auto_reads_replicated_element(g->comp, &g->comp->instr[i]))
-        return IR_OK; /* from an opaque value: a local slice at most; an rng's state: replicated */
+    if (pv->group < 0 || w == 0)
+        return IR_OK; /* from an opaque value: a local slice at most */
+    /* An element its tuple's spec does not stand for (an rng's state, a
+     * batch-norm's statistics): what arrives is the element's own spec. */
+    IrShape el;
+    int64_t el_dims[IR_MAX_RANK];
+    AutoSpec el_spec;
+    if (auto_element_spec(g->comp, &g->comp->instr[i], &pv->strat[0].out, &el_spec, &el, el_dims))
+        shape = &el;
+#define HAVE(s) arriving(g, i, &pv->strat[s].out, &el_spec, &el, el_dims)
     AutoGroup *gu = &g->group[pv->group];
     AutoSpec rep = auto_spec_replicated();
     if (v->group < 0) {
         for (int32_t s = 0; s < gu->nstrat; s++)
-            gu->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, &rep);
+            gu->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), &rep);
         return IR_OK;
     }
     AutoGroup *gv = &g->group[v->group];
 #define NEED(t) (o >= 0 ? &v->strat[t].in[o] : &v->strat[t].out)
     if (pv->group == v->group) {
         for (int32_t s = 0; s < gv->nstrat; s++)
-            gv->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, NEED(s));
+            gv->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), NEED(s));
         return IR_OK;
     }
     if (gu->nstrat == 1 || gv->nstrat == 1) {
         for (int32_t s = 0; s < gu->nstrat; s++)
             for (int32_t t = 0; t < gv->nstrat; t++) {
-                double r = w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, NEED(t));
+                double r = w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), NEED(t));
                 if (gu->nstrat == 1)
                     gv->unary[t] += r;
                 else
@@ -423,8 +440,9 @@ static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int
     for (int32_t s = 0; s < gu->nstrat; s++)
         for (int32_t t = 0; t < gv->nstrat; t++)
             m[(size_t)s * (size_t)gv->nstrat + (size_t)t] +=
-                w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, &pv->strat[s].out, NEED(t));
+                w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), NEED(t));
 #undef NEED
+#undef HAVE
     return IR_OK;
 }
 

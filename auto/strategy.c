@@ -537,6 +537,7 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
                                               : auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
     if (x->op == OP_REDUCE_WINDOW)
         s->comm += auto_window_halo_seconds(m, cost, local, c, x, &s->out);
+    s->comm += auto_norm_stats_seconds(m, cost, local, x, &s->out);
     return IR_OK;
 }
 

@@ -3,14 +3,17 @@
  * with the files that describe the roles of an op family of their own:
  *   strategy_window.c  reduce-window: batch and feature dims tiled alone,
  *                      spatial dims with the partitioner's halo exchange
- *   strategy_local.c   fft, topk, sort, reverse, cholesky, triangular-solve,
- *                      batch-norm-inference:
+ *   strategy_local.c   fft, topk, sort, reverse, cholesky, triangular-solve:
  *                      batch dims tiled,
  *                      the dims they work on whole (partition/spmd_local.c,
- *                      partition/spmd_ops.c)
+ *                      partition/spmd_ops.c); batch-norm (inference,
+ *                      training, grad): every dim, the statistics'
+ *                      all-reduces priced (partition/spmd_norm.c)
  *   strategy_tuple.c   a reduce of several inputs (argmax), a topk, an
- *                      rng-bit-generator, and their get-tuple-elements:
- *                      one spec for the tuple's elements (the bits')
+ *                      rng-bit-generator, a batch-norm's training or grad,
+ *                      and their get-tuple-elements: one spec for the
+ *                      tuple's elements (the bits'; x's, the vectors
+ *                      taking its feature dim's axes)
  */
 #ifndef TESSEL_AUTO_STRATEGY_INTERNAL_H
 #define TESSEL_AUTO_STRATEGY_INTERNAL_H
@@ -56,9 +59,14 @@ double auto_window_halo_seconds(const AutoMesh *m, const AutoCost *cost, int64_t
 
 /* The roles of an fft, topk, sort, reverse, cholesky or triangular-solve x
  * (r's output roles set, nothing mapped): its batch dims, every operand's
- * alike; of a batch-norm-inference: every dim, its vectors along the
- * feature dim; false for another op. */
+ * alike; of a batch-norm (inference, training, grad): every dim, its
+ * vectors along the feature dim; false for another op. */
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);
+/* Seconds of the all-reduces that complete a batch-norm-training's or
+ * -grad's per-feature sums where `out` tiles a dim other than the
+ * feature (0 otherwise, and for other ops). */
+double auto_norm_stats_seconds(const AutoMesh *m, const AutoCost *cost, int64_t local, const IrInstr *x,
+                               const AutoSpec *out);
 
 /* ---- strategy_tuple.c ---- */
 

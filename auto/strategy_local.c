@@ -18,33 +18,66 @@
 
 #include <math.h>
 
-/* batch-norm-inference(x, scale, offset, mean, variance) of a float x:
- * every dim tiles (each device normalises its own elements, no statistics
- * computed: partition/spmd_norm.c runs it locally whatever the sharding),
- * the four per-feature vectors along the feature dim. (Training and its
- * gradient sum over the other dims and return tuples of other dims: left
- * to propagation.) */
-static bool norm_inference_roles(Roles *r, const IrComputation *c, const IrInstr *x)
+/* A batch-norm of a float x: inference(x, scale, offset, mean, variance),
+ * training(x, scale, offset) -> (y, mean, variance) and grad(x, scale,
+ * mean, variance, dy) -> (dx, dscale, doffset). Every dim tiles, the
+ * per-feature vectors (operands and results) along the feature dim alone
+ * (partition/spmd_norm.c: the vectors take x's sharding projected onto
+ * the feature dim). Inference computes no statistics: local whatever the
+ * sharding. Training and grad sum over every dim but the feature: with
+ * one of those tiled each device sums its shard and two all-reduces of
+ * the vectors' shard complete the sums (auto_norm_stats_seconds); with
+ * the feature dim alone tiled they run locally. */
+static bool norm_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
+    int32_t want = x->op == OP_BATCH_NORM_TRAINING ? 3 : 5;
+    const IrShape *s = auto_result_dims(x);
     int64_t fi = x->a.x ? x->a.x->feature_index : -1;
-    if (x->nopnd != 5 || fi < 0 || fi >= x->shape.rank || !ir_type_is_float(x->shape.type))
+    if (!s || x->nopnd != want || fi < 0 || fi >= s->rank || !ir_type_is_float(s->type))
         return false;
-    for (int32_t i = 1; i < 5; i++)
-        if (c->instr[x->opnd[i]].shape.rank != 1)
+    for (int32_t i = 0; i < x->nopnd; i++) {
+        bool like_x = i == 0 || (x->op == OP_BATCH_NORM_GRAD && i == 4);
+        const IrShape *os = &c->instr[x->opnd[i]].shape;
+        if (like_x ? !ir_shape_same_dims(os, s) : os->rank != 1 || os->dims[0] != s->dims[fi])
             return false;
-    for (int32_t d = 0; d < x->shape.rank; d++)
-        r->map[0][d] = (int8_t)d;
-    for (int32_t i = 1; i < 5; i++)
-        r->map[i][fi] = 0;
+        if (like_x)
+            for (int32_t d = 0; d < s->rank; d++)
+                r->map[i][d] = (int8_t)d;
+        else
+            r->map[i][fi] = 0;
+    }
     r->uneven = true;
-    r->flops = 4.0 * (double)ir_shape_elements(&x->shape);
+    /* Inference: a multiply-add and a scale an element; training and
+     * grad: their passes over x (the sums, the centring, the output). */
+    r->flops = (x->op == OP_BATCH_NORM_INFERENCE ? 4.0 : 8.0) * (double)ir_shape_elements(s);
     return true;
+}
+
+double auto_norm_stats_seconds(const AutoMesh *m, const AutoCost *cost, int64_t local, const IrInstr *x,
+                               const AutoSpec *out)
+{
+    if (x->op != OP_BATCH_NORM_TRAINING && x->op != OP_BATCH_NORM_GRAD)
+        return 0;
+    const IrShape *s = auto_result_dims(x);
+    int64_t fi = x->a.x->feature_index, n = 1;
+    unsigned axes = 0;
+    for (int32_t a = 0; a < m->naxes; a++)
+        if (out->dim[a] >= 0 && out->dim[a] != fi) {
+            n *= m->size[a];
+            axes |= 1u << a;
+        }
+    if (n == 1)
+        return 0;
+    /* The sums are in f32 (f64 stays f64), a vector's shard each. */
+    int64_t ft = auto_spec_tiles(m, out, (int32_t)fi);
+    double bytes = (double)((s->dims[fi] + ft - 1) / ft) * (s->type == IR_F64 ? 8 : 4);
+    return 2 * auto_coll_seconds(cost, AUTO_ALL_REDUCE, n, auto_axes_scope(m, axes, local), bytes);
 }
 
 bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
-    if (x->op == OP_BATCH_NORM_INFERENCE)
-        return norm_inference_roles(r, c, x);
+    if (ir_op_family(x->op) == FAM_BATCH_NORM)
+        return norm_roles(r, c, x);
     const IrShape *s = auto_result_dims(x);
     int32_t whole;
     double work = (double)ir_shape_elements(s);

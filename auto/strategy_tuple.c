@@ -22,6 +22,12 @@
  * dim 0 alone tiled each device draws its own range of the counter
  * stream, with another dim tiled each draws the whole array and cuts its
  * shard out (priced so). Only its bits' get-tuple-element follows it.
+ * A batch-norm-training's (y, mean, variance) and a batch-norm-grad's
+ * (dx, dscale, doffset) take x's spec: y (dx) under it, the two
+ * per-feature vectors under its projection onto the feature dim (the
+ * axes on it, every other axis replicated), as partition/spmd_norm.c
+ * leaves them; their get-tuple-elements follow it, the vectors' reading
+ * the projection (auto_element_spec).
  * Example: am = (f32[300], s32[300]) reduce(x f32[300,13], idx, -inf, 0),
  * dimensions={1}, on 4 devices: the rows over 4, both results [x], no
  * collective; the 13 columns, a reduced dim, are never tiled (4 does not
@@ -50,12 +56,35 @@ static bool rng(const IrInstr *x)
            x->shape.tuple[1].type != IR_TUPLE;
 }
 
+/* Is x a batch-norm-training or -grad of (x-shaped, vector, vector)? */
+static bool norm_tuple(const IrInstr *x)
+{
+    return (x->op == OP_BATCH_NORM_TRAINING || x->op == OP_BATCH_NORM_GRAD) && x->a.x &&
+           x->shape.type == IR_TUPLE && x->shape.ntuple == 3 && x->shape.tuple[0].type != IR_TUPLE &&
+           x->a.x->feature_index >= 0 && x->a.x->feature_index < x->shape.tuple[0].rank &&
+           x->shape.tuple[1].rank == 1 && ir_shape_same_dims(&x->shape.tuple[1], &x->shape.tuple[2]) &&
+           x->shape.tuple[1].dims[0] == x->shape.tuple[0].dims[x->a.x->feature_index];
+}
+
+/* The vectors' spec of a batch-norm under x's `spec`, in x's dims: the
+ * axes on the feature dim, the others replicated. */
+static AutoSpec feature_spec(const IrInstr *x, const AutoSpec *spec)
+{
+    AutoSpec f = auto_spec_replicated();
+    for (int32_t a = 0; a < AUTO_MAX_AXES; a++)
+        if (spec->dim[a] == x->a.x->feature_index)
+            f.dim[a] = spec->dim[a];
+    return f;
+}
+
 const IrShape *auto_result_dims(const IrInstr *x)
 {
     if (x->shape.type != IR_TUPLE)
         return &x->shape;
     if (rng(x))
         return &x->shape.tuple[1];
+    if (norm_tuple(x))
+        return &x->shape.tuple[0];
     return tuple_of_one_dims(x) ? &x->shape.tuple[0] : NULL;
 }
 
@@ -64,6 +93,13 @@ IrSharding *auto_result_sharding(IrArena *a, const AutoMesh *m, const IrInstr *x
     IrSharding *s = auto_spec_sharding(a, m, spec, auto_result_dims(x)->rank);
     if (!s || x->shape.type != IR_TUPLE)
         return s;
+    if (norm_tuple(x)) {
+        AutoSpec f = feature_spec(x, spec);
+        int64_t fi = x->a.x->feature_index;
+        IrSharding *v = shd_project(a, auto_spec_sharding(a, m, &f, auto_result_dims(x)->rank), 1, &fi);
+        IrSharding *el[3] = {s, v, v};
+        return v ? shd_tuple(a, 3, el) : NULL;
+    }
     IrSharding *t = shd_broadcast_to_shape(a, s, &x->shape);
     if (t && rng(x) && t->kind == SHD_TUPLE && t->ntuple == 2)
         t->tuple[0] = (IrSharding){.kind = SHD_REPLICATED};
@@ -92,8 +128,14 @@ bool auto_rng_draws_whole(const AutoMesh *m, const IrInstr *x, const AutoSpec *o
 bool auto_gte_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
     const IrInstr *t = x->op == OP_GET_TUPLE_ELEMENT && x->nopnd == 1 ? &c->instr[x->opnd[0]] : NULL;
-    if (!t || !(tuple_of_one_dims(t) || (rng(t) && x->a.tuple_index == 1)))
+    if (!t || !(tuple_of_one_dims(t) || (rng(t) && x->a.tuple_index == 1) || norm_tuple(t)))
         return false;
+    if (norm_tuple(t) && x->a.tuple_index > 0) {
+        /* A vector: its dim is x's feature dim. */
+        r->map[0][0] = (int8_t)t->a.x->feature_index;
+        r->uneven = true;
+        return true;
+    }
     for (int32_t d = 0; d < x->shape.rank; d++)
         r->map[0][d] = (int8_t)d;
     r->uneven = true;
@@ -111,7 +153,24 @@ double auto_partials_gather_seconds(const AutoCost *cost, const IrInstr *x, int6
            n * cost->alpha[AUTO_ALL_GATHER][scope ? 1 : 0];
 }
 
-bool auto_reads_replicated_element(const IrComputation *c, const IrInstr *x)
+bool auto_element_spec(const IrComputation *c, const IrInstr *x, const AutoSpec *spec, AutoSpec *elem,
+                       IrShape *shape, int64_t *dims)
 {
-    return x->op == OP_GET_TUPLE_ELEMENT && x->nopnd == 1 && rng(&c->instr[x->opnd[0]]) && x->a.tuple_index == 0;
+    const IrInstr *t = x->op == OP_GET_TUPLE_ELEMENT && x->nopnd == 1 ? &c->instr[x->opnd[0]] : NULL;
+    if (t && rng(t) && x->a.tuple_index == 0) {
+        *elem = auto_spec_replicated();
+        *shape = x->shape;
+        return true;
+    }
+    if (!t || !norm_tuple(t) || x->a.tuple_index == 0)
+        return false;
+    /* x's dims, every one but the feature of size 1: the vector's bytes. */
+    *elem = feature_spec(t, spec);
+    *shape = t->shape.tuple[0];
+    shape->dynamic = NULL;
+    shape->has_layout = false;
+    for (int32_t d = 0; d < shape->rank && d < IR_MAX_RANK; d++)
+        dims[d] = d == t->a.x->feature_index ? shape->dims[d] : 1;
+    shape->dims = dims;
+    return shape->rank <= IR_MAX_RANK;
 }

@@ -605,6 +605,75 @@ static void windows_and_ffts(void **state)
     on_four_free(&f);
 }
 
+/* A batch-norm-training and its grad (auto/strategy_local.c,
+ * strategy_tuple.c): every dim of x tiles; with the rows tiled the
+ * per-feature sums are completed by two all-reduces of the vectors, with
+ * the features tiled nothing moves; the tuple's vectors take the feature
+ * dim's axes alone, and their get-tuple-elements read that projection. */
+static const char NORM_TRAINING[] =
+    "HloModule bn\n"
+    "ENTRY main {\n"
+    "  x = f32[16,8] parameter(0)\n"
+    "  sc = f32[8] parameter(1)\n"
+    "  of = f32[8] parameter(2)\n"
+    "  tr = (f32[16,8], f32[8], f32[8]) batch-norm-training(x, sc, of), epsilon=0.001, feature_index=1\n"
+    "  y = f32[16,8] get-tuple-element(tr), index=0\n"
+    "  mu = f32[8] get-tuple-element(tr), index=1\n"
+    "  va = f32[8] get-tuple-element(tr), index=2\n"
+    "  gr = (f32[16,8], f32[8], f32[8]) batch-norm-grad(x, sc, mu, va, y), epsilon=0.001, feature_index=1\n"
+    "  ROOT dx = f32[16,8] get-tuple-element(gr), index=0\n"
+    "}\n";
+
+static void norm_training(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, NORM_TRAINING);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    AutoSpec rows = auto_spec_replicated(), feats = rows;
+    rows.dim[0] = 0;
+    feats.dim[0] = 1;
+    const char *ops[] = {"tr", "gr"};
+    for (int32_t k = 0; k < 2; k++) {
+        int32_t i = ir_find_instr(f.c, ops[k]);
+        assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, i, &s, &n, &f.d), IR_OK);
+        assert_int_equal(n, 3); /* replicated, the rows, the features */
+        const AutoStrategy *r = find(s, n, rows, 0), *c = find(s, n, feats, 1);
+        assert_non_null(r);
+        assert_non_null(c);
+        /* Two all-reduces of the 8 sums (32 bytes) over 4:
+         * 2 x (20 us + 2 x 3/4 x 32 B / 4 GB/s). */
+        assert_true(fabs(r->comm - 2 * (20e-6 + 1.5 * 32 / 4e9)) < 1e-15);
+        assert_true(c->comm == 0);
+        assert_int_equal(r->in[0].dim[0], 0);
+        assert_int_equal(r->in[1].dim[0], -1); /* the vectors whole */
+        assert_int_equal(c->in[1].dim[0], 0);  /* along the features */
+        /* The result: x's rows tiled, the vectors replicated. */
+        IrSharding *sh = auto_result_sharding(f.a, &f.mesh, &f.c->instr[i], &r->out);
+        assert_non_null(sh);
+        assert_int_equal(sh->kind, SHD_TUPLE);
+        assert_true(!shd_is_replicated(&sh->tuple[0]) && shd_is_replicated(&sh->tuple[1]) &&
+                    shd_is_replicated(&sh->tuple[2]));
+        sh = auto_result_sharding(f.a, &f.mesh, &f.c->instr[i], &c->out);
+        assert_true(sh && !shd_is_replicated(&sh->tuple[1]) && shd_tiles(&sh->tuple[1], 0) == 4);
+    }
+    /* The mean follows the training, reading the feature projection:
+     * none under the rows' spec, 8 floats' shape in x's dims. */
+    int32_t mu = ir_find_instr(f.c, "mu");
+    assert_int_equal(auto_follows(f.c, mu), 0);
+    AutoSpec el;
+    IrShape es;
+    int64_t dims[IR_MAX_RANK];
+    assert_true(auto_element_spec(f.c, &f.c->instr[mu], &rows, &el, &es, dims));
+    assert_true(auto_spec_equal(&el, &(AutoSpec){{-1, -1, -1, -1}}));
+    assert_int_equal(ir_shape_bytes(&es), 32);
+    assert_true(auto_element_spec(f.c, &f.c->instr[mu], &feats, &el, &es, dims));
+    assert_true(auto_spec_equal(&el, &feats));
+    assert_false(auto_element_spec(f.c, &f.c->instr[ir_find_instr(f.c, "y")], &rows, &el, &es, dims));
+    on_four_free(&f);
+}
+
 /* argmax, a reduce of two inputs (auto/strategy_tuple.c): one spec for
  * both results; its rows tile with no collective; its reduced dim tiled
  * leaves partial results the partitioner all-gathers (values, indices and
@@ -698,7 +767,11 @@ static void rng_bits(void **state)
     assert_true(shd_is_replicated(&sh->tuple[0]) && !shd_is_replicated(&sh->tuple[1]));
     assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "b")), 0);
     assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "st")), -1);
-    assert_true(auto_reads_replicated_element(f.c, &f.c->instr[ir_find_instr(f.c, "st")]));
+    AutoSpec el;
+    IrShape es;
+    int64_t dims[IR_MAX_RANK];
+    assert_true(auto_element_spec(f.c, &f.c->instr[ir_find_instr(f.c, "st")], &rows->out, &el, &es, dims));
+    assert_true(auto_spec_equal(&el, &(AutoSpec){{-1, -1, -1, -1}})); /* the state: replicated */
     on_four_free(&f);
 }
 
@@ -1021,6 +1094,7 @@ int main(void)
         cmocka_unit_test(identity_custom_calls),
         cmocka_unit_test(mask_broadcast_followed_last),
         cmocka_unit_test(batching_dims),
+        cmocka_unit_test(norm_training),
         cmocka_unit_test(windows_and_ffts),
         cmocka_unit_test(tiebreak_least_communication),
         cmocka_unit_test(variadic_reduce),
