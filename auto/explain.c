@@ -16,7 +16,11 @@
  * Before the groups, the estimate by term: compute (dots and
  * convolutions, reduces, everything else), the collectives of the chosen
  * strategies (all-reduces of partial sums, gathers of a contraction), and
- * the reshards between and inside groups.
+ * the reshards between and inside groups. After them, each instruction
+ * that computes and was given no strategy, held whole (left to
+ * propagation, its operands priced as arriving replicated), with why:
+ *
+ *   held whole: r3 = ragged-dot (line 23): its ragged dim is contracted ...
  */
 #include "auto.h"
 
@@ -115,6 +119,60 @@ static void one_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, in
         ir_sb_puts(o, "\n");
 }
 
+/* Is view instruction i plumbing rather than work (a tuple, a
+ * get-tuple-element, a tuple parameter, a token)? Not listed as held. */
+static bool plumbing(const AutoGraph *g, int32_t i)
+{
+    const IrInstr *x = &g->comp->instr[i];
+    IrOpFamily f = ir_op_family(x->op);
+    return g->view.where_comp[i] < 0 || f == FAM_TUPLE || x->op == OP_AFTER_ALL ||
+           x->shape.type == IR_TOKEN || ((f == FAM_PARAMETER || f == FAM_CONSTANT) && x->shape.type == IR_TUPLE);
+}
+
+/* Why view instruction i, which has no strategy, is held whole. */
+static const char *held_why(const AutoGraph *g, int32_t i)
+{
+    const IrInstr *x = &g->comp->instr[i];
+    if (x->op == OP_WHILE)
+        return g->view.where_comp[i] != g->view.where_comp[0]
+                   ? "a while inside a loop body: nested loops are not in the graph (auto/loop.c)"
+                   : "a while the graph does not take in (its state not a flat tuple of arrays, a user's "
+                     "sharding on it, side effects in its body, or its body called elsewhere: auto/loop.c)";
+    switch (ir_op_family(x->op)) {
+    case FAM_CONTROL:
+        return x->op == OP_CONDITIONAL ? "a conditional: its branches are not in the graph; propagation shards it"
+                                       : "control flow not in the graph";
+    case FAM_RAGGED_DOT:
+        return "a ragged-dot whose groups cut a contracted dim, or of another shape: partition/spmd_ragged.c "
+               "runs it whole";
+    case FAM_ASYNC:
+        return "an async wrapper: the graph does not look inside it; propagation shards the wrapped op";
+    case FAM_CUSTOM_CALL:
+        return "a custom-call the partitioner runs whole on gathered operands (partition/spmd_control.c)";
+    case FAM_COLLECTIVE:
+        return "a collective of the module's own: its groups are written for the devices as they are";
+    case FAM_FUSION:
+        return "a fusion: its computation is not in the graph";
+    default:
+        break;
+    }
+    if (x->shape.type == IR_TUPLE || ir_shape_is_dynamic(&x->shape))
+        return "a result the strategies do not describe (a tuple of other dims, or dynamic dims)";
+    return "no strategy for this op or its operands' shapes (auto/strategy*.c)";
+}
+
+/* One line per instruction held whole (see the file comment). */
+static void held_text(IrStrBuf *o, const AutoGraph *g)
+{
+    for (int32_t i = 0; i < g->comp->ninstr; i++) {
+        const IrInstr *x = &g->comp->instr[i];
+        if (g->node[i].group >= 0 || plumbing(g, i) || (x->sharding && !x->sharding->unknown))
+            continue;
+        ir_sb_printf(o, "  held whole: %s = %s (line %d): %s\n", x->name, ir_op_name(x->op), (int)x->pos.line,
+                     held_why(g, i));
+    }
+}
+
 typedef struct Terms {
     double dots, reduces, other, comm, reshard, total;
 } Terms;
@@ -183,6 +241,7 @@ char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *m
     for (int32_t k = 0; k < g->ngroup; k++)
         one_group(&o, g, choice, k, alt);
     ts_free(alt);
+    held_text(&o, g);
     return ir_sb_take(&o);
 }
 
@@ -299,7 +358,21 @@ char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *m
         ir_sb_puts(&o, k + 1 < g->ngroup ? ",\n" : "\n");
     }
     ts_free(alt);
-    ir_sb_puts(&o, " ]}\n");
+    ir_sb_puts(&o, " ],\n \"held_whole\": [");
+    int32_t nh = 0;
+    for (int32_t i = 0; i < g->comp->ninstr; i++) {
+        const IrInstr *x = &g->comp->instr[i];
+        if (g->node[i].group >= 0 || plumbing(g, i) || (x->sharding && !x->sharding->unknown))
+            continue;
+        ir_sb_puts(&o, nh++ ? ",\n   {\"name\": " : "\n   {\"name\": ");
+        json_str(&o, x->name);
+        ir_sb_puts(&o, ", \"op\": ");
+        json_str(&o, ir_op_name(x->op));
+        ir_sb_printf(&o, ", \"line\": %d, \"why\": ", (int)x->pos.line);
+        json_str(&o, held_why(g, i));
+        ir_sb_puts(&o, "}");
+    }
+    ir_sb_puts(&o, "]}\n");
     if (!ok) {
         ir_sb_free(&o);
         return NULL;
