@@ -25,7 +25,8 @@
  *               mesh axes to its output dims and contracted dims that the
  *               shapes divide, with operand specs and costs; the roles
  *               of some op families in files of their own, which
- *               strategy_internal.h lists (reduce-window, fft, ...)
+ *               strategy_internal.h lists (reduce-window, fft,
+ *               ragged-dot, ...)
  *   graph.c     the graph the solver sees: instructions made nodes,
  *               elementwise followers merged into their leader's group,
  *               edges with resharding cost matrices

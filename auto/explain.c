@@ -143,7 +143,7 @@ static const char *held_why(const AutoGraph *g, int32_t i)
         return x->op == OP_CONDITIONAL ? "a conditional: its branches are not in the graph; propagation shards it"
                                        : "control flow not in the graph";
     case FAM_RAGGED_DOT:
-        return "a ragged-dot whose groups cut a contracted dim, or of another shape: partition/spmd_ragged.c "
+        return "a ragged-dot whose ragged dim is contracted (the groups cut the sum): partition/spmd_ragged.c "
                "runs it whole";
     case FAM_ASYNC:
         return "an async wrapper: the graph does not look inside it; propagation shards the wrapped op";
@@ -153,6 +153,8 @@ static const char *held_why(const AutoGraph *g, int32_t i)
         return "a collective of the module's own: its groups are written for the devices as they are";
     case FAM_FUSION:
         return "a fusion: its computation is not in the graph";
+    case FAM_FALLBACK:
+        return "an op the partitioner has no rule for: it runs whole on gathered operands";
     default:
         break;
     }

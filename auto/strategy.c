@@ -413,6 +413,8 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         return auto_gte_roles(r, c, x);
     case FAM_RNG_BIT_GENERATOR:
         return auto_rng_roles(r, x);
+    case FAM_RAGGED_DOT:
+        return auto_ragged_roles(r, c, x);
     case FAM_GATHER:
         return gather_roles(r, c, x);
     case FAM_SCATTER:
@@ -425,6 +427,8 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
 /* Is the assignment role[] (per axis) valid for r and the operands? */
 static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const IrComputation *c, const IrInstr *x)
 {
+    if (!auto_ragged_tiles_ok(r, x, role, m->naxes))
+        return false;
     for (int32_t k = 0; k < r->nout + r->nred; k++) {
         int64_t t = 1;
         for (int32_t a = 0; a < m->naxes; a++)

@@ -9,6 +9,8 @@
  *                      partition/spmd_ops.c); batch-norm (inference,
  *                      training, grad): every dim, the statistics'
  *                      all-reduces priced (partition/spmd_norm.c)
+ *   strategy_ragged.c  ragged-dot: the output dims an operand dim gives,
+ *                      or its contracting dim alone (partial sums)
  *   strategy_tuple.c   a reduce of several inputs (argmax), a topk, an
  *                      rng-bit-generator, a batch-norm's training or grad,
  *                      and their get-tuple-elements: one spec for the
@@ -67,6 +69,17 @@ bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x);
  * feature (0 otherwise, and for other ops). */
 double auto_norm_stats_seconds(const AutoMesh *m, const AutoCost *cost, int64_t local, const IrInstr *x,
                                const AutoSpec *out);
+
+/* ---- strategy_ragged.c ---- */
+
+/* The roles of ragged-dot x (r's output roles set, nothing mapped): the
+ * output dims an operand dim plays, its contracting dim; false where the
+ * partitioner runs it whole (the ragged dim contracted). */
+bool auto_ragged_roles(Roles *r, const IrComputation *c, const IrInstr *x);
+/* May ragged-dot x take the assignment role[] (a contracted role tiled
+ * alone: the partitioner computes the whole result from partial sums)?
+ * True for other ops. */
+bool auto_ragged_tiles_ok(const Roles *r, const IrInstr *x, const int32_t *role, int32_t naxes);
 
 /* ---- strategy_tuple.c ---- */
 

@@ -674,6 +674,51 @@ static void norm_training(void **state)
     on_four_free(&f);
 }
 
+/* A ragged-dot (auto/strategy_ragged.c): its columns (from the rhs) tile
+ * with no collective, its contracting dim alone with an all-reduce of the
+ * whole result; its ragged rows never; a ragged dim that is contracted has
+ * no strategy. */
+static const char RAGGED[] =
+    "HloModule ragged\n"
+    "ENTRY main {\n"
+    "  l = f32[64,16] parameter(0)\n"
+    "  w = f32[4,16,32] parameter(1)\n"
+    "  g = s32[4] parameter(2)\n"
+    "  r = f32[64,32] ragged-dot(l, w, g), lhs_contracting_dims={1}, rhs_contracting_dims={1}, "
+    "lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+    "  w5 = f32[16,32] parameter(3)\n"
+    "  r3 = f32[4,64,32] ragged-dot(l, w5, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+    "lhs_ragged_dims={1}\n"
+    "  ROOT t = (f32[64,32], f32[4,64,32]) tuple(r, r3)\n"
+    "}\n";
+
+static void ragged_dot(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, RAGGED);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "r"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 3); /* replicated, the columns, the contracting dim */
+    AutoSpec cols = auto_spec_replicated();
+    cols.dim[0] = 1;
+    const AutoStrategy *c = find(s, n, cols, -1), *k = find(s, n, auto_spec_replicated(), 1);
+    assert_non_null(c);
+    assert_non_null(k);
+    assert_true(c->comm == 0 && c->in[0].dim[0] == -1 && c->in[1].dim[0] == 2 && c->in[2].dim[0] == -1);
+    assert_true(k->in[0].dim[0] == 1 && k->in[1].dim[0] == 1);
+    /* The whole result, 8192 bytes, all-reduced over 4. */
+    assert_true(fabs(k->comm - (20e-6 + 1.5 * 8192 / 4e9)) < 1e-15);
+    for (int32_t j = 0; j < n; j++)
+        assert_true(s[j].out.dim[0] != 0); /* never the ragged rows */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "r3"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 0);
+    on_four_free(&f);
+}
+
 /* argmax, a reduce of two inputs (auto/strategy_tuple.c): one spec for
  * both results; its rows tile with no collective; its reduced dim tiled
  * leaves partial results the partitioner all-gathers (values, indices and
@@ -1095,6 +1140,7 @@ int main(void)
         cmocka_unit_test(mask_broadcast_followed_last),
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(norm_training),
+        cmocka_unit_test(ragged_dot),
         cmocka_unit_test(windows_and_ffts),
         cmocka_unit_test(tiebreak_least_communication),
         cmocka_unit_test(variadic_reduce),
