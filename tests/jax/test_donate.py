@@ -59,13 +59,20 @@ mlp_adam, mlp_sgd) and the transformer block's SGD and Adam steps
      weights), with buffer_donor and, lowered without donate_argnums,
      under --donate auto; the SGD step with host work again from a saved
      plan under mpirun -np 2.
-Exit 0 when all hold, 1 otherwise (77: JAX missing).
+Exit 0 when all hold, 1 otherwise (77: JAX missing). The work directory
+(tempfile's, tessel-donate-*) is removed on every way out: success, a
+failed check, an exception, SIGTERM, SIGHUP or SIGINT (ctest's timeout
+and a shell's Ctrl-C); `--keep DIR` works in DIR instead and leaves it
+(tests/jax/test_donate_cleanup.py holds the cleanup).
 """
+import argparse
 import dataclasses
 import json
 import os
 import pathlib
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -431,8 +438,32 @@ def check_steps(name, root, host, donate_auto=False, mpi=False, steps=4):
         prog.name, " --donate auto" if donate_auto else " (buffer_donor)", steps, steps, how, err))
 
 
+def exit_on_signal(signum, _frame):
+    """A termination signal becomes SystemExit, so main's finally runs and
+    subprocess.run kills the tessel or mpirun it waits on."""
+    sys.exit("FAIL: %s" % signal.Signals(signum).name)
+
+
 def main():
-    root = pathlib.Path(tempfile.mkdtemp(prefix="tessel-donate-"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--keep", metavar="DIR", help="work in DIR (emptied first) and leave it there")
+    a = ap.parse_args()
+    for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(s, exit_on_signal)
+    if a.keep:
+        shutil.rmtree(a.keep, ignore_errors=True)
+        pathlib.Path(a.keep).mkdir(parents=True)
+        return run_all(pathlib.Path(a.keep))
+    root = None
+    try:  # made inside: a signal between mkdtemp and the try would leave it
+        root = pathlib.Path(tempfile.mkdtemp(prefix="tessel-donate-"))
+        return run_all(root)
+    finally:
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run_all(root):
     for name in ("mlp_sgd", "mlp_adam", "block_sgd", "block_adam"):
         check(name, root)
     for name in ("mlp_sgd", "mlp_sgd_wide", "mlp_adam"):
