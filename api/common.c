@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,27 +135,39 @@ IrLimits api_limits(const TsLimits *l, int64_t *max_devices)
     return r;
 }
 
+/* What limit_value read. */
+typedef enum LimitRead {
+    LIMIT_OK,
+    LIMIT_BAD,       /* not a whole number >= 1 (with its suffix) */
+    LIMIT_TOO_LARGE  /* a whole number, above max (or above what int64 holds) */
+} LimitRead;
+
 /* A --limit value: a decimal integer from 1 to max; with `suffixes`
- * (memory) a K, M or G after it multiplies by 1024, 1024^2, 1024^3. */
-static bool limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
+ * (memory) a K, M or G after it multiplies by 1024, 1024^2, 1024^3. Too
+ * large is told apart (memory=99999999999999999999999 said "needs a
+ * number >= 1": strtoll's overflow was read as a bad number). */
+static LimitRead limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
 {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (errno || end == v || x < 1 || *v == '+' || *v == ' ')
-        return false;
+    bool overflow = errno == ERANGE && x == LLONG_MAX;
+    if ((errno && !overflow) || end == v || x < 1 || *v == '+' || *v == ' ')
+        return LIMIT_BAD;
     int shift = 0;
     if (suffixes && *end && !end[1]) {
         const char *units = "KMG", *u = strchr(units, *end);
         if (!u)
-            return false;
+            return LIMIT_BAD;
         shift = 10 * (int)(u - units + 1);
         end++;
     }
-    if (*end || x > (max >> shift))
-        return false;
+    if (*end)
+        return LIMIT_BAD;
+    if (overflow || x > (max >> shift))
+        return LIMIT_TOO_LARGE;
     *out = (int64_t)x << shift;
-    return true;
+    return LIMIT_OK;
 }
 
 /* NAME=VALUE, the syntax of every --limit: a limit can be lowered or
@@ -184,7 +197,18 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
                                  "devices, trips, memory or instructions, not '%s'", spec ? spec : ""),
                         &id, d);
     int64_t x = 0;
-    if (!limit_value(eq + 1, k == MEMORY, names[k].max, &x))
+    LimitRead r = limit_value(eq + 1, k == MEMORY, names[k].max, &x);
+    if (r == LIMIT_TOO_LARGE && k == MEMORY)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "--limit memory=%s is too large: the largest is %lld bytes (%lldG)", eq + 1,
+                                 (long long)names[k].max, (long long)(names[k].max >> 30)),
+                        &id, d);
+    if (r == LIMIT_TOO_LARGE)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "--limit %s=%s is too large: the largest is %lld", names[k].name, eq + 1,
+                                 (long long)names[k].max),
+                        &id, d);
+    if (r == LIMIT_BAD)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                                  k == MEMORY ? "--limit memory needs a number of bytes >= 1 (K, M or G: "
                                                "times 1024, 1024^2, 1024^3), not '%s'"

@@ -26,20 +26,27 @@ static IrStatus mesh_error(IrDiag *d, const char *spec, const char *why)
                     "--mesh '%s': %s (a mesh is sizes like 2x4, or named axes like data=2,model=4)", spec, why);
 }
 
-/* A size: a decimal integer in [1, IR_MAX_DEVICES]; *end after it. */
-static bool parse_size(const char *p, const char **end, int64_t *out)
+/* What parse_size read. */
+typedef enum SizeRead { SIZE_OK, SIZE_BAD, SIZE_TOO_LARGE } SizeRead;
+
+/* A size: a decimal integer in [1, IR_MAX_DEVICES]; *end after it (its
+ * digits all read, so a size too large is told apart from a bad one). */
+static SizeRead parse_size(const char *p, const char **end, int64_t *out)
 {
     if (!isdigit((unsigned char)*p))
-        return false;
+        return SIZE_BAD;
     int64_t v = 0;
+    bool large = false;
     while (isdigit((unsigned char)*p)) {
         v = v * 10 + (*p++ - '0');
-        if (v > IR_MAX_DEVICES)
-            return false;
+        if (v > IR_MAX_DEVICES) {
+            large = true;
+            v = IR_MAX_DEVICES + 1; /* kept small: 20 digits would overflow */
+        }
     }
     *end = p;
     *out = v;
-    return v >= 1;
+    return large ? SIZE_TOO_LARGE : v >= 1 ? SIZE_OK : SIZE_BAD;
 }
 
 IrStatus auto_mesh_parse(const char *spec, AutoMesh *out, IrDiag *d)
@@ -67,7 +74,10 @@ IrStatus auto_mesh_parse(const char *spec, AutoMesh *out, IrDiag *d)
             snprintf(name, sizeof out->name[0], "%s", DEFAULT_NAMES[out->naxes]);
         }
         const char *e;
-        if (!parse_size(p, &e, &out->size[out->naxes]))
+        SizeRead r = parse_size(p, &e, &out->size[out->naxes]);
+        if (r == SIZE_TOO_LARGE)
+            return mesh_error(d, spec, "a size is too large: the largest is 65536");
+        if (r == SIZE_BAD)
             return mesh_error(d, spec, "a size is a whole number from 1 to 65536");
         for (int32_t a = 0; a < out->naxes; a++)
             if (strcmp(out->name[a], name) == 0)

@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -207,12 +208,21 @@ int cli_layout(const CliOptions *o, TsPlan *p)
     return st == TS_OK ? CLI_OK : cli_report(st, &d);
 }
 
-/* A count option: a decimal integer >= 1. */
+/* Did strtoll or strtoull overflow upwards (a whole number too large for
+ * it, which is not a malformed one)? */
+static bool read_too_large(const char *v, const char *end, bool at_max)
+{
+    return errno == ERANGE && at_max && end != v && *v != '-' && !*end;
+}
+
+/* A count option: a decimal integer >= 1 and <= INT64_MAX. */
 static int parse_count(const CliCommand *cmd, const char *opt, const char *v, int64_t *out)
 {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
+    if (read_too_large(v, end, x == LLONG_MAX))
+        return cli_usage_error(cmd, "%s %s is too large: the largest is %lld", opt, v, LLONG_MAX);
     if (errno || end == v || *end || x < 1)
         return cli_usage_error(cmd, "%s needs a whole number >= 1, not '%s'", opt, v);
     *out = x;
@@ -227,7 +237,9 @@ static int parse_positive(const CliCommand *cmd, const char *opt, const char *v,
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x > 0) || x > max)
+    if (end != v && !*end && x > max) /* 1e999 too: strtod's HUGE_VAL */
+        return cli_usage_error(cmd, "%s %s is too large: the largest is %.15g", opt, v, max);
+    if (errno || end == v || *end || !(x > 0))
         return cli_usage_error(cmd, "%s needs %s, not '%s'", opt, what, v);
     *out = x;
     return CLI_OK;
@@ -262,6 +274,9 @@ static int parse_seed(const CliCommand *cmd, const char *v, uint64_t *out)
         return cli_usage_error(cmd, "--random-inputs needs a seed from 0 to 18446744073709551615 (decimal, or "
                                "hexadecimal after 0x), not '%s'", v);
     unsigned long long x = strtoull(hex ? v + 2 : v, &end, hex ? 16 : 10);
+    if (read_too_large(v, end, x == ULLONG_MAX))
+        return cli_usage_error(cmd, "--random-inputs %s is too large: the largest seed is 18446744073709551615 "
+                               "(0xffffffffffffffff)", v);
     if (errno || *end)
         return cli_usage_error(cmd, "--random-inputs needs a seed from 0 to 18446744073709551615 (decimal, or "
                                "hexadecimal after 0x), not '%s'", v);
@@ -396,6 +411,8 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         char *end;
         errno = 0;
         long long x = strtoll(v, &end, 10);
+        if (read_too_large(v, end, x == LLONG_MAX))
+            return cli_usage_error(cmd, "--output-device %s is too large: the largest is %lld", v, LLONG_MAX);
         if (errno || end == v || *end || x < 0)
             return cli_usage_error(cmd, "--output-device needs a device number >= 0, not '%s'", v);
         o->output_device = x;

@@ -55,6 +55,11 @@ static int count_var(const char *name, long long max, int64_t *out, bool *set)
     if (!v)
         return CLI_OK;
     long long x = env_count(v, max);
+    if (x < 0 && *v >= '0' && *v <= '9' && strspn(v, "0123456789") == strlen(v)) {
+        /* digits only: a number too large, not a malformed one */
+        fprintf(stderr, "tessel: error: %s=%s: too large: the largest is %lld\n", name, v, max);
+        return CLI_USAGE;
+    }
     if (x < 0)
         return bad(name, v, "a non-negative integer");
     *out = x;

@@ -19,7 +19,7 @@ HLO
 expect_status 2 "$TESSEL" compile "$WORK/big.hlo" -o "$WORK/big.plan"
 expect_in "$ERR" "8192 partitions x 1 replicas: at most 4096 devices (--limit devices=N)"
 expect_status 2 "$TESSEL" compile "$WORK/big.hlo" --limit devices=65537 -o "$WORK/big.plan"
-expect_in "$ERR" "--limit devices needs a whole number from 1 to 65536, not '65537'"
+expect_in "$ERR" "--limit devices=65537 is too large: the largest is 65536"
 expect_status 0 "$TESSEL" compile "$WORK/big.hlo" --limit devices=8192 --hosts 4 -o "$WORK/big.plan"
 expect_status 0 "$TESSEL" plan "$WORK/big.plan"
 expect_in "$OUT" "module big: 8192 partitions x 1 replicas on 4 hosts x 2048 local devices"

@@ -46,7 +46,7 @@ done
 # Raising the limit does not open the door past what the passes can walk.
 refused "nested more than 200 levels deep" "$TESSEL" run --limit depth=200 --random-inputs 1 "$WORK/deep.hlo"
 expect_status 2 "$TESSEL" check --limit depth=201 "$WORK/deep.hlo"
-expect_in "$ERR" "--limit depth needs a whole number from 1 to 200"
+expect_in "$ERR" "--limit depth=201 is too large: the largest is 200"
 
 # The edge: 199 computations below the entry are 200 levels.
 chain "$WORK/deep200.hlo" 199

@@ -16,6 +16,13 @@
 #  5. --random-inputs 010 is seed 10: it was read as octal (strtoull's base
 #     0), seed 8, silently; 0x10 stays hex; 2^64 and signs are refused
 #     saying the range.
+#  6. A number too large for its option says so and names the largest
+#     (issue 32: --limit memory=99999999999999999999999 said "needs a
+#     number of bytes >= 1", as if it were malformed): --limit (memory in
+#     bytes and with a suffix, the other names at their bounds), --mesh,
+#     the counts (--num-partitions, --steps, ...), --output-device, the
+#     durations, and the tuning variables; malformed ones keep their
+#     message, exit 2 everywhere.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -118,9 +125,54 @@ done
 cmp -s "$WORK/seed_010/output_0.npy" "$WORK/seed_10/output_0.npy" || fail "--random-inputs 010 is not seed 10"
 cmp -s "$WORK/seed_0x0a/output_0.npy" "$WORK/seed_10/output_0.npy" || fail "--random-inputs 0x0a is not seed 10"
 cmp -s "$WORK/seed_010/output_0.npy" "$WORK/seed_8/output_0.npy" && fail "--random-inputs 010 is seed 8 (octal)"
-for bad in 18446744073709551616 -1 +1 0x 08x 0x-1; do
+for bad in -1 +1 0x 08x 0x-1; do
     expect_status 2 "$TESSEL" run "$S" --random-inputs "$bad"
     expect_in "$ERR" "--random-inputs needs a seed from 0 to 18446744073709551615 (decimal, or hexadecimal after 0x), not '$bad'"
 done
 expect_status 0 "$TESSEL" run "$S" --random-inputs 18446744073709551615
+for big in 18446744073709551616 0x10000000000000000; do
+    expect_status 2 "$TESSEL" run "$S" --random-inputs "$big"
+    expect_in "$ERR" "--random-inputs $big is too large: the largest seed is 18446744073709551615 (0xffffffffffffffff)"
+done
 echo "hostile_options: seeds are decimal (leading zeros too) or 0x hex, within 64 bits"
+
+# ---- 6. numbers too large say so, and name the largest ----
+too_large() { # too_large MESSAGE ARGS...: exit 2 and MESSAGE
+    local want=$1
+    shift
+    expect_status 2 "$@"
+    expect_in "$ERR" "tessel: error: $want"
+}
+M1="$TESSEL_SRC/examples/mlp.hlo"
+too_large "--limit memory=99999999999999999999999 is too large: the largest is 9223372036854775807 bytes (8589934591G)" \
+    "$TESSEL" plan "$M1" --limit memory=99999999999999999999999
+too_large "--limit memory=8589934592G is too large: the largest is 9223372036854775807 bytes (8589934591G)" \
+    "$TESSEL" plan "$M1" --limit memory=8589934592G
+expect_status 0 "$TESSEL" plan "$M1" --limit memory=8589934591G
+too_large "--limit memory needs a number of bytes >= 1" "$TESSEL" plan "$M1" --limit memory=-99999999999999999999999
+too_large "--limit instructions=99999999999999999999 is too large: the largest is 2147483647" \
+    "$TESSEL" compile "$M1" --limit instructions=99999999999999999999 -o "$WORK/big.plan"
+too_large "--limit trips=9223372036854775808 is too large: the largest is 9223372036854775807" \
+    "$TESSEL" run "$M1" --limit trips=9223372036854775808 --random-inputs 1
+too_large "--mesh '99999999999999999999x2': a size is too large: the largest is 65536" \
+    "$TESSEL" plan "$M1" --auto-shard --mesh 99999999999999999999x2
+too_large "--mesh 'data=65537': a size is too large: the largest is 65536" "$TESSEL" plan "$M1" --auto-shard --mesh data=65537
+too_large "--mesh '0x2': a size is a whole number from 1 to 65536" "$TESSEL" plan "$M1" --auto-shard --mesh 0x2
+for opt in --num-partitions --num-replicas --hosts --local-devices; do
+    too_large "$opt 99999999999999999999 is too large: the largest is 9223372036854775807" \
+        "$TESSEL" plan "$M1" "$opt" 99999999999999999999
+done
+too_large "--num-partitions needs a whole number >= 1, not '-99999999999999999999'" \
+    "$TESSEL" plan "$M1" --num-partitions -99999999999999999999
+too_large "--steps 9223372036854775808 is too large: the largest is 9223372036854775807" \
+    "$TESSEL" run "$M1" --random-inputs 1 --steps 9223372036854775808
+too_large "--output-device 99999999999999999999 is too large: the largest is 9223372036854775807" \
+    "$TESSEL" run "$M1" --random-inputs 1 --output-device 99999999999999999999
+for t in 1e10 1e999; do
+    too_large "--timeout $t is too large: the largest is 31622400" "$TESSEL" run "$M1" --random-inputs 1 --timeout "$t"
+done
+too_large "--link-gbps 2000000 is too large: the largest is 1000000" "$TESSEL" plan "$M1" --link-gbps 2000000
+too_large "TESSEL_FUSION_BLOCK=99999999999999999999: too large: the largest is 1048576" \
+    env TESSEL_FUSION_BLOCK=99999999999999999999 "$TESSEL" run "$M1" --random-inputs 1
+too_large "TESSEL_FUSION_BLOCK=1x: expected a non-negative integer" env TESSEL_FUSION_BLOCK=1x "$TESSEL" run "$M1" --random-inputs 1
+echo "hostile_options: numbers too large for --limit, --mesh, the counts and durations say so and name the largest"
