@@ -1,7 +1,8 @@
 /*
  * blas.h: OpenBLAS's entry points as device/ calls them (blas.c loads the
  * library on first use; blas_sgemm.c, the f32 GEMM of BLIS or oneDNN;
- * blas_choice.c, which of them DevBlas.sgemm calls), for the files that call BLAS or LAPACK: contract.c,
+ * blas_choice.c, which of them DevBlas.sgemm calls; blas_watch.c, the
+ * check of that choice on the program's calls), for the files that call BLAS or LAPACK: contract.c,
  * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */
@@ -71,6 +72,32 @@ int dev_blas_sgemm_thread_count(void);
  * a function that measures them at its first call and then forwards to
  * the fastest. Called once, by blas.c's load. */
 SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why);
+/* blas_watch.c: the probe's choice held against the program's first
+ * large calls (the libraries indexed openblas, blis, onednn).
+ * sgemm_watch_start: the probe's rates (FLOP/s; 0: the library is absent)
+ * and its choice; then `use` names the library for the next call, and
+ * sgemm_watch_record takes each call's FLOPs and seconds (a call made in
+ * another library than `use`, or after the watch is done, is ignored)
+ * and returns true once the watch is done: `use`
+ * keeps the calls from then on and `note` (empty when the choice held)
+ * says why it changed, for the verdict. sgemm_watch_median: the median
+ * rate of a library's recorded calls (0: none). Not thread safe: the
+ * caller holds a lock. */
+enum { SGEMM_LIBS = 3, WATCH_CALLS = 3 };
+enum { WATCH_CHECK, WATCH_TRY, WATCH_DONE };
+typedef struct SgemmWatch {
+    double probed[SGEMM_LIBS];             /* the probe's FLOP/s per library; 0: absent */
+    int chosen;                            /* the probe's choice */
+    int use;                               /* the library for the next call */
+    int stage;                             /* WATCH_CHECK, WATCH_TRY or WATCH_DONE */
+    int calls[SGEMM_LIBS];                 /* the program's calls timed per library */
+    bool ended[SGEMM_LIBS];                /* its turn is over (WATCH_CALLS, or cut short) */
+    double rates[SGEMM_LIBS][WATCH_CALLS]; /* their FLOP/s */
+    char note[200];                        /* why the choice changed; "" when it held */
+} SgemmWatch;
+void sgemm_watch_start(SgemmWatch *w, const double probed[SGEMM_LIBS], int chosen);
+bool sgemm_watch_record(SgemmWatch *w, int lib, double flops, double seconds);
+double sgemm_watch_median(const SgemmWatch *w, int lib);
 /* dev_blas, loading the library (if not yet loaded) with a pool of n
  * threads rather than one a core (dev_blas_set_threads). */
 const DevBlas *dev_blas_for_threads(int n);

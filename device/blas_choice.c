@@ -36,8 +36,16 @@
  * its first step measures again: 60 ms at 2 threads on an idle machine,
  * more under load.)
  *
+ * The probe's choice is then held against the program's first large
+ * products (blas_watch.c): they are timed, and where they run at less
+ * than half the rate the probe measured (another library's threads
+ * spinning beside the chosen one's: the dot line's 0.29 of the peak, a
+ * competing process), the other libraries take a few calls each and the
+ * fastest on the program's own calls keeps the rest; the verdict says so.
+ *
  * The choice and its count are atomics, read by every executor thread
- * without a lock; the probe writes them under the lock, the count last.
+ * without a lock; the probe writes them under the lock, the count last,
+ * and so does the watch when it ends (`watched`, last).
  */
 #include "blas.h"
 
@@ -48,7 +56,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { PROBE_N = 384, PROBE_ROUNDS = 6, NLIBS = 3 };
+enum { PROBE_N = 384, PROBE_ROUNDS = 6, NLIBS = SGEMM_LIBS, VERDICT_LEN = 640 };
 #define PROBE_MIN_MACS ((int64_t)256 * 256 * 256)
 
 static const char *const lib_name[NLIBS] = {"openblas", "blis", "onednn"};
@@ -57,8 +65,12 @@ static atomic_int want = -1;             /* DEV_SGEMM_*; -1: nobody said (the pr
 static SgemmFn *openblas_fn;             /* OpenBLAS's cblas_sgemm (dev_blas_sgemm_pick) */
 static _Atomic(SgemmFn *) chosen;        /* what the probe chose */
 static atomic_int chosen_threads;        /* the BLAS thread count it measured at; 0: none yet */
+static SgemmFn *lib_fn[NLIBS];           /* the libraries the probe timed (NULL: absent) */
+static SgemmWatch watch;                 /* the choice held against the first calls (blas_watch.c) */
+static atomic_bool watched;              /* the watch is done: calls go to `chosen` untimed */
+static char probe_verdict[VERDICT_LEN];  /* the verdict as the probe wrote it */
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER; /* the probe and the verdict */
-static char verdict[320] = "openblas: no f32 GEMM of 256^3 multiply-adds or more (which the probe would time the "
+static char verdict[VERDICT_LEN] = "openblas: no f32 GEMM of 256^3 multiply-adds or more (which the probe would time the "
                            "libraries for) has run";
 
 void dev_blas_choose_sgemm(int lib)
@@ -111,7 +123,8 @@ static int probe_size(int nt)
 static SgemmFn *probe(int nt)
 {
     int pn = probe_size(nt);
-    SgemmFn *fn[NLIBS] = {openblas_fn, NULL, NULL};
+    SgemmFn **fn = lib_fn;
+    fn[0] = openblas_fn;
     const char *why[NLIBS] = {"", "", ""};
     for (int i = 1; i < NLIBS; i++)
         fn[i] = dev_blas_sgemm_from(lib_name[i], &why[i]);
@@ -119,6 +132,7 @@ static SgemmFn *probe(int nt)
     float *a = malloc(3 * n * sizeof *a);
     if (!a) { /* no memory to measure with: OpenBLAS, as before the probe */
         snprintf(verdict, sizeof verdict, "openblas (no memory for the probe)");
+        atomic_store(&watched, true);
         return openblas_fn;
     }
     float *b = a + n, *c = b + n;
@@ -157,6 +171,12 @@ static SgemmFn *probe(int nt)
     }
     if (used > 0 && (size_t)used < sizeof verdict)
         snprintf(verdict + used, sizeof verdict - (size_t)used, "; under 256^3 multiply-adds: openblas");
+    memcpy(probe_verdict, verdict, sizeof probe_verdict);
+    double rate[NLIBS] = {0};
+    for (int i = 0; i < NLIBS; i++)
+        rate[i] = fn[i] && best[i] > 0 ? flops / best[i] : 0;
+    sgemm_watch_start(&watch, rate, win);
+    atomic_store(&watched, false);
     return fn[win];
 }
 
@@ -178,9 +198,37 @@ static SgemmFn *choice(void)
     return f;
 }
 
+/* One of the watch's calls (blas_watch.c): in the library it names, timed,
+ * the rate recorded; when the watch is done, its library becomes the
+ * choice and its note joins the verdict. The call itself runs outside the
+ * lock (devices that share the cores call at once). */
+static void sgemm_watched(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
+                          int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                          int ldc)
+{
+    pthread_mutex_lock(&probe_lock);
+    int lib = watch.use, nt = atomic_load(&chosen_threads);
+    SgemmFn *f = lib_fn[lib] ? lib_fn[lib] : atomic_load(&chosen);
+    pthread_mutex_unlock(&probe_lock);
+    double t0 = now_s();
+    f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    double seconds = now_s() - t0;
+    pthread_mutex_lock(&probe_lock);
+    /* A probe at another thread count since: this call is not its. */
+    if (!atomic_load(&watched) && atomic_load(&chosen_threads) == nt &&
+        sgemm_watch_record(&watch, lib, 2.0 * m * n * (double)k, seconds)) {
+        atomic_store(&chosen, lib_fn[watch.use]);
+        if (watch.note[0])
+            snprintf(verdict, sizeof verdict, "%s, on the program's calls: %.380s%.200s", lib_name[watch.use],
+                     probe_verdict, watch.note);
+        atomic_store(&watched, true);
+    }
+    pthread_mutex_unlock(&probe_lock);
+}
+
 /* DevBlas.sgemm under the probe: small products to OpenBLAS; the first
- * large one at a thread count measures, then every large one at it goes
- * to the fastest. */
+ * large one at a thread count measures, the next ones are watched, then
+ * every large one at it goes to the library that was fastest. */
 static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
                          int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc)
@@ -190,7 +238,10 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         return;
     }
     SgemmFn *f = choice();
-    f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (!atomic_load(&watched))
+        sgemm_watched(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+        f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void dev_blas_sgemm_prepare(int64_t largest_macs)

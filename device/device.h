@@ -61,6 +61,8 @@
  *   blas_choice.c which library computes f32 GEMMs: fixed by the caller or
  *                 measured before a run or at the first large one
  *                 (dev_blas_choose_sgemm, dev_blas_sgemm_prepare)
+ *   blas_watch.c  the measured choice held against the program's first
+ *                 large GEMMs, given to a faster library where they run slow
  *
  * Depends on ir/ and BLAS; never on MPI (collectives reach it through
  * DevCollectives, which the runtime provides).
@@ -761,9 +763,12 @@ void dev_blas_preload(bool env_unset);
  * loaded (dev_blas_preload); only the first caller's word counts, later
  * ones are ignored. dev_blas_sgemm_verdict: a line saying what was chosen
  * and, when measured, the rates ("onednn, measured: openblas 96.1, ..."),
- * or that no f32 GEMM has run yet, or that the devices' BLAS threads (more
- * than one) keep OpenBLAS; a static or thread-local string, stable once a
- * GEMM ran. Thread safe. */
+ * and where the program's first large GEMMs ran far slower than measured,
+ * the library that took them over and why ("openblas, on the program's
+ * calls: onednn, measured ...; onednn's first 3 calls ran 69.3 GFLOP/s
+ * (0.35 of its probe), then ..."), or that no f32 GEMM has run yet; a
+ * static or thread-local string, stable once the first few large GEMMs
+ * ran. Thread safe. */
 enum { DEV_SGEMM_PROBE = 0, DEV_SGEMM_OPENBLAS = 1, DEV_SGEMM_BLIS = 2, DEV_SGEMM_ONEDNN = 3 };
 void dev_blas_choose_sgemm(int lib);
 const char *dev_blas_sgemm_verdict(void);

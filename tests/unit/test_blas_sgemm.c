@@ -18,7 +18,16 @@
  * devices' BLAS thread count changes, the next large product measures
  * again at the new count (512^3 at 2 threads). BLIS and
  * oneDNN also at two threads a device (an OpenMP team): the orders and
- * transposes, and a 256^3 product of small integers exactly.
+ * transposes, and a 256^3 product of small integers exactly. The watch of
+ * the probe's choice (device/blas_watch.c), fed made-up rates (no clock):
+ * a choice whose first calls run as probed holds; a library slow on its
+ * first calls (another library's threads spinning beside it) gives the
+ * rest to the library whose calls ran fastest, the others tried fastest
+ * in the probe first, an absent one never, one whose call runs under half
+ * the best so far cut short after it; one slow call of three does not
+ * count; calls made while another library was on trial, or after the
+ * watch, are ignored. Through DevBlas.sgemm, the watched calls compute the
+ * same products and the verdict afterwards still names a library.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -159,6 +168,9 @@ static void probed_sgemm(void **state)
             assert_non_null(strstr(v2, ", measured (f32 512^3, 2 threads): openblas "));
         }
     }
+    /* The watch's calls (three per library at most) compute the same. */
+    for (int call = 0; call < 3 * SGEMM_LIBS; call++)
+        check_exact("watched", b->sgemm, 1);
     const char *v = dev_blas_sgemm_verdict();
     printf("test_blas_sgemm: f32 GEMM: %s\n", v);
     assert_non_null(strstr(v, ", measured (f32 384^3, one thread): openblas "));
@@ -170,12 +182,103 @@ static void probed_sgemm(void **state)
         snprintf(rate, sizeof rate, " %s ", libs[i]);
         snprintf(skipped, sizeof skipped, " %s skipped (", libs[i]);
         named = named || strncmp(v, chose, strlen(chose)) == 0;
+        snprintf(chose, sizeof chose, "%s, on the program's calls: ", libs[i]);
+        named = named || strncmp(v, chose, strlen(chose)) == 0;
         const char *at = strstr(v, rate);
         assert_non_null(at);
         assert_true(strstr(at, "GFLOP/s") || strstr(v, skipped));
     }
     assert_true(named);
     assert_non_null(strstr(v, "; under 256^3 multiply-adds: openblas"));
+}
+
+/* The watch fed `n` calls of `lib` at `gflops` (2e9 FLOPs each, so the
+ * seconds are 2 / gflops); returns what the last record returned. */
+static bool feed(SgemmWatch *w, int lib, int n, double gflops)
+{
+    bool done = false;
+    for (int i = 0; i < n; i++)
+        done = sgemm_watch_record(w, lib, 2e9, 2.0 / gflops);
+    return done;
+}
+
+enum { OPENBLAS, BLIS, ONEDNN };
+
+static void watch_holds(void **state)
+{
+    (void)state;
+    SgemmWatch w;
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    assert_int_equal(w.use, ONEDNN);
+    assert_false(feed(&w, ONEDNN, WATCH_CALLS - 1, 140));
+    assert_true(feed(&w, ONEDNN, 1, 140)); /* 0.93 of the probe's */
+    assert_int_equal(w.use, ONEDNN);
+    assert_int_equal(w.stage, WATCH_DONE);
+    assert_string_equal(w.note, "");
+    /* Later calls change nothing. */
+    assert_true(feed(&w, ONEDNN, 5, 1));
+    assert_int_equal(w.use, ONEDNN);
+    /* One call of three at a tenth (the first after a switch, paying the
+     * other library's spinning): the median holds. */
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    feed(&w, ONEDNN, 1, 15);
+    assert_true(feed(&w, ONEDNN, WATCH_CALLS - 1, 150));
+    assert_int_equal(w.use, ONEDNN);
+    assert_string_equal(w.note, "");
+}
+
+static void watch_switches(void **state)
+{
+    (void)state;
+    /* oneDNN chosen at 150, its first calls at 30 (0.2): BLIS (120 in the
+     * probe) is tried next, then OpenBLAS; OpenBLAS's calls ran fastest. */
+    SgemmWatch w;
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    assert_false(feed(&w, ONEDNN, WATCH_CALLS, 30));
+    assert_int_equal(w.stage, WATCH_TRY);
+    assert_int_equal(w.use, BLIS);
+    /* A oneDNN call that started before the switch is not BLIS's. */
+    assert_false(feed(&w, ONEDNN, 1, 500));
+    assert_int_equal(w.calls[BLIS], 0);
+    assert_false(feed(&w, BLIS, WATCH_CALLS, 80));
+    assert_int_equal(w.use, OPENBLAS);
+    assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 100));
+    assert_int_equal(w.use, OPENBLAS);
+    assert_int_equal(w.stage, WATCH_DONE);
+    assert_true(fabs(sgemm_watch_median(&w, ONEDNN) - 30e9) < 1e3);
+    assert_string_equal(w.note, "; onednn's first 3 calls ran 30.0 GFLOP/s (0.20 of its probe), then openblas "
+                                "100.0 blis 80.0: openblas");
+    /* Slow everywhere (a loaded machine): the chosen one keeps the calls
+     * when the others ran slower still. */
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    feed(&w, ONEDNN, WATCH_CALLS, 40);
+    feed(&w, BLIS, WATCH_CALLS, 10);
+    assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 35));
+    assert_int_equal(w.use, ONEDNN);
+    assert_non_null(strstr(w.note, ": onednn"));
+    /* A library on trial whose call runs under half the best median so
+     * far is out after one call. */
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    feed(&w, ONEDNN, WATCH_CALLS, 40);
+    assert_int_equal(w.use, BLIS);
+    assert_false(feed(&w, BLIS, 1, 19));
+    assert_int_equal(w.calls[BLIS], 1);
+    assert_int_equal(w.use, OPENBLAS);
+    assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 35));
+    assert_int_equal(w.use, ONEDNN);
+    assert_string_equal(w.note, "; onednn's first 3 calls ran 40.0 GFLOP/s (0.27 of its probe), then openblas "
+                                "35.0 blis 19.0 (cut short): onednn");
+    /* A library the probe could not load is never tried. */
+    sgemm_watch_start(&w, (double[]){100e9, 0, 150e9}, ONEDNN);
+    feed(&w, ONEDNN, WATCH_CALLS, 30);
+    assert_int_equal(w.use, OPENBLAS);
+    assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 90));
+    assert_int_equal(w.calls[BLIS], 0);
+    assert_int_equal(w.use, OPENBLAS);
+    /* The only library present: slow, tried nowhere else, kept. */
+    sgemm_watch_start(&w, (double[]){100e9, 0, 0}, OPENBLAS);
+    assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 10));
+    assert_int_equal(w.use, OPENBLAS);
 }
 
 static void blis_sgemm(void **state)
@@ -202,6 +305,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(probed_sgemm),
+        cmocka_unit_test(watch_holds),
+        cmocka_unit_test(watch_switches),
         cmocka_unit_test(blis_sgemm),
         cmocka_unit_test(onednn_sgemm),
         cmocka_unit_test(unknown_library),
