@@ -5,18 +5,23 @@
  * For an M x K by K x N product (1024^3 by default, 512^3 with --quick) it
  * builds a one-instruction module `dot(a, b)` and times, interleaved, one
  * cblas_sgemm call and one dev_execute of the module (which includes
- * allocating the result, as every real run does). After warm-up rounds it
- * reports the median of each (the side that runs first alternates):
+ * allocating the result, as every real run does), each after QUIET_MS of
+ * sleep: after a call OpenBLAS's pool spins in sched_yield for about 0.1 s
+ * and an OpenMP team (BLIS's, oneDNN's) spins too, and the other side's
+ * call, run at once, measured that spinning: tessel's oneDNN at 2 threads
+ * ran 31 ms instead of 10.7 for long stretches of rounds after OpenBLAS's
+ * calls (0.29 of the peak in one bench/run), OpenBLAS 20 ms instead of 13
+ * after oneDNN's (device/blas_watch.c). After warm-up rounds (enough for
+ * the probe's watch to try every library on three calls each) it reports
+ * the median of each (the side that runs first alternates):
  *     bench dot: tessel X ms blas Y ms (f32 MxKxN, median of R; tessel G
  *     GFLOP/s, F of the peak P GFLOP/s of T threads) ratio R
  * after a line naming the library of tessel's GEMM (its probe's verdict,
  * device/blas_choice.c, measured at the device's 2 BLAS threads on a
  * machine of 2 cores), where R = X / Y is tessel's time over BLAS's (the
- * target is R <= 1.10; where tessel's GEMM is an OpenMP library, its team
- * spins a while after each call and slows the OpenBLAS call that follows,
- * so R flatters tessel: F below is tessel's time alone)
- * and F tessel's rate over the peak bench_peak.h measures on one core
- * times OpenBLAS's T threads (issue 34's target: at least 0.85). Results are validated: tessel's and BLAS's outputs must agree
+ * target is R <= 1.10) and F tessel's rate over the peak bench_peak.h
+ * measures on one core times OpenBLAS's T threads (issue 34's target: at
+ * least 0.85). Results are validated: tessel's and BLAS's outputs must agree
  * within 1e-5 relative, and a sample of entries must match a
  * double-precision dot product computed here. A failed validation exits 1.
  *
@@ -32,6 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* Longer than OpenBLAS's spin after a call (2^28 cycles: 0.1 s at 2.6 GHz). */
+enum { QUIET_MS = 150, WARMUP_ROUNDS = 2 + 3 * 3 };
 
 static double now_ms(void)
 {
@@ -191,12 +199,13 @@ int main(int argc, char **argv)
     DevExecOptions opt = {0};
     IrDiag d = {0};
     int rc = 0;
-    /* Two warm-up rounds, then timed ones; which side runs first alternates
+    /* Warm-up rounds, then timed ones; which side runs first alternates
      * so that neither always inherits the other's cache state. */
-    for (int r = -2; r < reps && rc == 0; r++) {
+    for (int r = -WARMUP_ROUNDS; r < reps && rc == 0; r++) {
         double t_blas = 0, t_tessel = 0;
         for (int side = 0; side < 2 && rc == 0; side++) {
             bool blas_now = (side == 0) == (r % 2 == 0);
+            nanosleep(&(struct timespec){0, QUIET_MS * 1000000L}, NULL);
             double t0 = now_ms();
             if (blas_now) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
