@@ -19,6 +19,8 @@
  *                      the values that must coexist there (a refusal's proof)
  *   memfit_schedule.c  an order with a lower peak (a list scheduler)
  *   memfit_remat.c     rematerialization to a limit; FLOPs of an instruction
+ *   memfit_mask.c      masks kept apart: a comparison out of its reader's
+ *                      fused group, so its wider operand may die early
  *
  * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),

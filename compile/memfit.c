@@ -401,7 +401,7 @@ static int estimate_fits(void *ctx, const MfGraph *g, int64_t *peak_out, int32_t
  * search apart, and either may come lower), then recomputed until it
  * fits; v->last receives its estimate. false
  * when out of memory. IR_EINPUT of the order goes to d (*st). */
-static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, Verdict *v, IrStatus *st, IrDiag *d)
+static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, Verdict *v, IrStatus *st, IrDiag *d)
 {
     *st = graph_build(g, spmd, ir_entry(spmd), d);
     if (*st != IR_OK)
@@ -409,10 +409,34 @@ static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, Verdict *v, IrS
     g->fusion = variant < MF_SCHEDULES;
     int64_t peak;
     int32_t at;
-    int fits = mf_schedule(g, variant % MF_SCHEDULES) ? estimate_fits(v, g, &peak, &at) : -1;
+    bool ordered = mf_schedule(g, variant % MF_SCHEDULES) && (!masks || mf_hoist_masks(g));
+    int fits = ordered ? estimate_fits(v, g, &peak, &at) : -1;
     if (fits == 0 && (!mf_remat(g, estimate_fits, v) || (fits = estimate_fits(v, g, &peak, &at)) < 0))
         return false;
     return fits >= 0;
+}
+
+/* Each order the scheduler proposes for m, recomputed on top, until one
+ * fits; else the one whose estimate came lowest: into *best (its arena
+ * the caller's) and *best_peak. false when out of memory; an IR_EINPUT
+ * of the order into *st and d. */
+static bool search(IrModule *m, bool masks, Verdict *v, MfGraph *best, int64_t *best_peak, IrStatus *st, IrDiag *d)
+{
+    bool ok = true;
+    for (int32_t variant = 0; ok && variant < 2 * MF_SCHEDULES && (*best_peak < 0 || *best_peak > v->limit);
+         variant++) {
+        MfGraph g;
+        ok = attempt(&g, m, variant, masks, v, st, d);
+        if (ok && *st == IR_OK && (*best_peak < 0 || v->last < *best_peak)) {
+            ir_arena_free(best->arena);
+            *best = g;
+            *best_peak = v->last;
+        } else {
+            ir_arena_free(g.arena);
+        }
+        ok = ok && *st == IR_OK;
+    }
+    return ok;
 }
 
 IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDiag *d)
@@ -428,24 +452,31 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
         return IR_OK;
     if (!mf_bound(spmd, spmd->arena, fit))
         return ir_oom(d, NULL);
-    /* Each order the scheduler proposes, recomputed on top, until one
-     * fits; else the one whose estimate came lowest. */
     MfGraph best = {0};
     int64_t best_peak = -1;
     Verdict v = {spmd, limit, 0, -1, -1};
     IrStatus st = IR_OK;
-    bool ok = true;
-    for (int32_t variant = 0; ok && variant < 2 * MF_SCHEDULES && (best_peak < 0 || best_peak > limit); variant++) {
-        MfGraph g;
-        ok = attempt(&g, spmd, variant, &v, &st, d);
-        if (ok && st == IR_OK && (best_peak < 0 || v.last < best_peak)) {
+    bool ok = search(spmd, false, &v, &best, &best_peak, &st, d);
+    if (ok && st == IR_OK && best_peak > limit) { /* again with the masks kept apart */
+        IrModule *alt = ir_module_clone(spmd);
+        int32_t nmask = alt ? mf_keep_masks(alt, ir_entry(alt)) : -1;
+        ok = nmask >= 0;
+        MfGraph best_alt = {0};
+        int64_t alt_peak = -1;
+        Verdict va = {alt, limit, 0, -1, -1};
+        if (ok && nmask > 0)
+            ok = search(alt, true, &va, &best_alt, &alt_peak, &st, d);
+        if (ok && st == IR_OK && alt_peak >= 0 && alt_peak < best_peak) {
+            ok = mf_keep_masks(spmd, c) == nmask; /* the same copies: best_alt's nodes are c's then */
             ir_arena_free(best.arena);
-            best = g;
-            best_peak = v.last;
+            best = best_alt;
+            best_peak = alt_peak;
         } else {
-            ir_arena_free(g.arena);
+            ir_arena_free(best_alt.arena);
         }
-        ok = ok && st == IR_OK;
+        if (va.least >= 0 && (v.least < 0 || va.least < v.least))
+            v.least = va.least;
+        ir_module_free(alt);
     }
     if (st != IR_OK && st != IR_ENOMEM) {
         ir_arena_free(best.arena);
@@ -513,6 +544,12 @@ void compile_fit_describe(IrStrBuf *o, const CompileResult *r, int32_t k, const 
         if (of)
             ir_sb_printf(o, "%s  recomputed %s of %s: %lld bytes, %lld FLOPs\n", indent, c->instr[i].name, of,
                          (long long)mf_value_bytes(&c->instr[i]), (long long)mf_flops(spmd, c, &c->instr[i]));
+    }
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const char *of = ir_frontend_attr(&c->instr[i], MF_APART_ATTR);
+        if (of && !ir_frontend_attr(&c->instr[i], REMAT_ATTR))
+            ir_sb_printf(o, "%s  kept apart: %s reads %s through a copy (no bytes), so %s is made at its own place, "
+                         "not inside its reader's fused group\n", indent, c->instr[i].name, of, of);
     }
     if (f && f->bound > 0) {
         ir_sb_printf(o, "%s  lower bound: ", indent);

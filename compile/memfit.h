@@ -81,6 +81,25 @@ bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
  * of memory. */
 bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit);
 
+/* ---- memfit_mask.c ---- */
+
+/* The attribute of a copy memfit_mask.c adds: the name of what it reads. */
+#define MF_APART_ATTR "_tessel_apart"
+
+/* Put a copy (a reference) between each comparison and its one reader
+ * when that reader, an elementwise op of its dims, would run it inside
+ * its fused group, so that the comparison's mask is made apart and its
+ * wider operands may die before the reader runs. The number of copies
+ * added to c (appended, c's order otherwise unchanged), -1 when out of
+ * memory (c may then hold some). */
+int32_t mf_keep_masks(IrModule *m, IrComputation *c);
+
+/* Move each such mask (its comparison, the copy, and the broadcasts of
+ * constants and constants it reads that run after its other operands)
+ * to just after its last other operand in g's order: made as soon as it
+ * can be, the wider operand may die there. false when out of memory. */
+bool mf_hoist_masks(MfGraph *g);
+
 /* ---- memfit_schedule.c ---- */
 
 /* The orders mf_schedule proposes (its `variant`). */

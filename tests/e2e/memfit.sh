@@ -373,6 +373,35 @@ expect_in "$ERR" "no plan under 2293760 bytes per device: at instruction dot_gen
 expect_in "$ERR" "dot_general.12 524288 (the other dot's result, read by mul.11: it or a value made from it is live), dot_general.9 524288 (its result), tanh.2 524288 (its operand), x.1 524288 (parameter, held)"
 expect_in "$ERR" "ws_2_.1 65536 (donated, or the output made from it: one of them is live)"
 
+# A scatter (memfit_bound.c): the embedding bag's SGD step on 1 device
+# (P 101572) scatters the rows' gradient, broadcast over the bag
+# (f32[36,9,24]), into zeros that become the table's gradient; at the
+# scatter its updates, its result and the table (read after by its
+# update) coexist with the held ids and y: 92928 bytes, 8 under what the
+# fit reaches; P/2 is refused with that proof.
+cp "$M/emb_sgd_jax.hlo" "$WORK/emb.hlo"
+expect_status 2 "$TESSEL" plan "$WORK/emb.hlo" --limit memory=50786
+expect_in "$ERR" "needs at least 92936 bytes per device"
+expect_in "$ERR" "no plan under 92928 bytes per device: at instruction scatter-add.5, these must coexist: broadcast_in_dim.9 31104 (its operand), p_0_.1 28896 (donated, read after it), scatter-add.5 28896 (its result), broadcast_in_dim.7 1296 (its operand)"
+# Masks kept apart (memfit_mask.c): the relu MLP's momentum step on 2
+# devices (P 377888) holds each relu's f32 pre-activation, or makes it
+# again, for the mask its gradient's select reads, which the run fuses
+# into the select: reordering and recomputation reach 242300 bytes. A
+# copy takes each mask out of the select's group, so it is made (a pred,
+# a quarter of the bytes) as soon as its operand exists: 226642. 230000
+# fits, measured under it on each device, the outputs the unlimited run's
+# bit for bit.
+cp "$M/relu_mom_jax.hlo" "$WORK/mom.hlo"
+expect_status 2 "$TESSEL" plan "$WORK/mom.hlo" --num-partitions 2 --limit memory=200000
+expect_in "$ERR" "needs at least 226642 bytes per device"
+expect_in "$ERR" "no plan under 212972 bytes per device"
+expect_status 0 "$TESSEL" plan "$WORK/mom.hlo" --num-partitions 2 --limit memory=230000
+expect_in "$OUT" "kept apart: gt.3.mask reads gt.3 through a copy (no bytes)"
+expect_status 0 "$TESSEL" run "$WORK/mom.hlo" --num-partitions 2 --random-inputs 5 --output-dir "$WORK/mom.plain"
+expect_status 0 "$TESSEL" run "$WORK/mom.hlo" --num-partitions 2 --random-inputs 5 --limit memory=230000 --stats \
+    --output-dir "$WORK/mom.fit"
+within_limit "$ERR" 2 230000 || fail "momentum: measured peaks over 230000: $(grep 'memory per' "$ERR")"
+same_bits "$WORK/mom.plain" "$WORK/mom.fit" "momentum with masks kept apart"
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
 # gradients) and d4 (the loss's); the forward computes d1..d4 by dot.
