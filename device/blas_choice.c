@@ -69,6 +69,11 @@ static SgemmFn *lib_fn[NLIBS];           /* the libraries the probe timed (NULL:
 static SgemmWatch watch;                 /* the choice held against the first calls (blas_watch.c) */
 static atomic_bool watched;              /* the watch is done: calls go to `chosen` untimed */
 static char probe_verdict[VERDICT_LEN];  /* the verdict as the probe wrote it */
+static double probe_end;                 /* when it ended (now_s) */
+/* The watch counts no call that starts sooner after the probe: the last
+ * library the probe timed may still spin (OpenBLAS's pool for about 0.1 s,
+ * 2^28 cycles) and slow the first calls of the one it chose. */
+#define WATCH_AFTER_PROBE_S 0.15
 static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER; /* the probe and the verdict */
 static char verdict[VERDICT_LEN] = "openblas: no f32 GEMM of 256^3 multiply-adds or more (which the probe would time the "
                            "libraries for) has run";
@@ -176,6 +181,7 @@ static SgemmFn *probe(int nt)
     for (int i = 0; i < NLIBS; i++)
         rate[i] = fn[i] && best[i] > 0 ? flops / best[i] : 0;
     sgemm_watch_start(&watch, rate, win);
+    probe_end = now_s();
     atomic_store(&watched, false);
     return fn[win];
 }
@@ -209,8 +215,13 @@ static void sgemm_watched(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum 
     pthread_mutex_lock(&probe_lock);
     int lib = watch.use, nt = atomic_load(&chosen_threads);
     SgemmFn *f = lib_fn[lib] ? lib_fn[lib] : atomic_load(&chosen);
-    pthread_mutex_unlock(&probe_lock);
     double t0 = now_s();
+    bool counts = t0 - probe_end >= WATCH_AFTER_PROBE_S;
+    pthread_mutex_unlock(&probe_lock);
+    if (!counts) {
+        atomic_load(&chosen)(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
     f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     double seconds = now_s() - t0;
     pthread_mutex_lock(&probe_lock);

@@ -15,8 +15,9 @@
  * process can do the same to one team more than to another (an OpenMP
  * team spins at its barriers where OpenBLAS's pool yields).
  *
- * So the first WATCH_CALLS large products after a probe are timed (their
- * rate, 2mnk / seconds, is known after each call). Where their median
+ * So the first WATCH_CALLS large products from WATCH_AFTER_PROBE_S after
+ * a probe (blas_choice.c) are timed (their rate, 2mnk / seconds, is known
+ * after each call). Where their median
  * rate is at least WATCH_SLOW of the probe's for the library chosen, the
  * choice holds. Otherwise each other library present, the fastest in the
  * probe first, takes the next WATCH_CALLS calls, and the library whose
