@@ -5,15 +5,17 @@
  * For an M x K by K x N product (1024^3 by default, 512^3 with --quick) it
  * builds a one-instruction module `dot(a, b)` and times, interleaved, one
  * cblas_sgemm call and one dev_execute of the module (which includes
- * allocating the result, as every real run does), each after QUIET_MS of
- * sleep: after a call OpenBLAS's pool spins in sched_yield for about 0.1 s
- * and an OpenMP team (BLIS's, oneDNN's) spins too, and the other side's
- * call, run at once, measured that spinning: tessel's oneDNN at 2 threads
- * ran 31 ms instead of 10.7 for long stretches of rounds after OpenBLAS's
- * calls (0.29 of the peak in one bench/run), OpenBLAS 20 ms instead of 13
- * after oneDNN's (device/blas_watch.c). After warm-up rounds (enough for
- * the probe's watch to try every library on three calls each) it reports
- * the median of each (the side that runs first alternates):
+ * allocating the result, as every real run does), each the last of calls
+ * of its side run back to back for SETTLE_MS: after a call OpenBLAS's pool
+ * spins in sched_yield for about 0.1 s, and the other side's call, run at
+ * once, measured that spinning (tessel's oneDNN at 2 threads ran 31 ms
+ * instead of 10.7 for long stretches of rounds after OpenBLAS's calls,
+ * 0.29 of the peak in one bench/run; OpenBLAS 20 ms instead of 13 after
+ * oneDNN's). Not a pause instead: an OpenMP team's thread that slept
+ * through 150 ms of quiet came back at 30-40 ms a call for stretches
+ * under load, where back to back it ran 10-14 (device/blas_watch.c).
+ * After warm-up rounds it reports the median of each (the side that runs
+ * first alternates):
  *     bench dot: tessel X ms blas Y ms (f32 MxKxN, median of R; tessel G
  *     GFLOP/s, F of the peak P GFLOP/s of T threads) ratio R
  * after a line naming the library of tessel's GEMM (its probe's verdict,
@@ -39,7 +41,7 @@
 #include <time.h>
 
 /* Longer than OpenBLAS's spin after a call (2^28 cycles: 0.1 s at 2.6 GHz). */
-enum { QUIET_MS = 150, WARMUP_ROUNDS = 2 + 3 * 3 };
+enum { SETTLE_MS = 150, WARMUP_ROUNDS = 2 };
 
 static double now_ms(void)
 {
@@ -205,22 +207,29 @@ int main(int argc, char **argv)
         double t_blas = 0, t_tessel = 0;
         for (int side = 0; side < 2 && rc == 0; side++) {
             bool blas_now = (side == 0) == (r % 2 == 0);
-            nanosleep(&(struct timespec){0, QUIET_MS * 1000000L}, NULL);
-            double t0 = now_ms();
-            if (blas_now) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
-                            (const float *)a->data, (int)k, (const float *)b->data, (int)n, 0.0f, cb,
-                            (int)n);
-                t_blas = now_ms() - t0;
-                continue;
+            double start = now_ms(), t = 0;
+            bool timed = false;
+            while (rc == 0 && !timed) { /* the call that starts after SETTLE_MS is timed */
+                timed = now_ms() - start >= SETTLE_MS;
+                double t0 = now_ms();
+                if (blas_now) {
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
+                                (const float *)a->data, (int)k, (const float *)b->data, (int)n, 0.0f, cb,
+                                (int)n);
+                } else {
+                    dev_value_unref(out);
+                    out = NULL;
+                    if (dev_execute(mod, mod->entry, 2, args, &opt, &out, &d) != IR_OK) {
+                        fprintf(stderr, "dot_bench: %s\n", d.msg ? d.msg : "dev_execute failed");
+                        rc = 1;
+                    }
+                }
+                t = now_ms() - t0;
             }
-            dev_value_unref(out);
-            out = NULL;
-            if (dev_execute(mod, mod->entry, 2, args, &opt, &out, &d) != IR_OK) {
-                fprintf(stderr, "dot_bench: %s\n", d.msg ? d.msg : "dev_execute failed");
-                rc = 1;
-            }
-            t_tessel = now_ms() - t0;
+            if (blas_now)
+                t_blas = t;
+            else
+                t_tessel = t;
         }
         if (r >= 0) {
             tb[r] = t_blas;
