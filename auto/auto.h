@@ -230,9 +230,9 @@ typedef struct AutoLink {
     double weight;
 } AutoLink;
 
-/* A while of the entry taken into the view. */
+/* A while taken into the view (of the entry, or of a body taken in). */
 typedef struct AutoLoop {
-    int32_t instr;           /* the while, an entry index */
+    int32_t instr;           /* the while, a view index (an entry's: its entry index) */
     int32_t first_state;     /* view index of its state element 0 */
     int32_t nstate;
     double trips;            /* iterations (1 where not known) */
@@ -285,7 +285,7 @@ double auto_graph_cost(const AutoGraph *g, const int32_t *choice);
 /* ---- loop.c ---- */
 
 /* The view of m (its entry and the loops it takes in: a while of the
- * entry whose state is a flat tuple of arrays its body reads only by
+ * entry, or of a body taken in, whose state is a flat tuple of arrays its body reads only by
  * get-tuple-element, whose body and condition nothing else calls, with no
  * sharding of the user's on the state), in arena a. IR_ENOMEM only. */
 IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d);

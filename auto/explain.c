@@ -125,6 +125,9 @@ static bool plumbing(const AutoGraph *g, int32_t i)
 {
     const IrInstr *x = &g->comp->instr[i];
     IrOpFamily f = ir_op_family(x->op);
+    for (int32_t l = 0; l < g->view.nloop; l++)
+        if (g->view.loop[l].instr == i)
+            return true; /* a loop in the graph: its state elements are */
     return g->view.where_comp[i] < 0 || f == FAM_TUPLE || x->op == OP_AFTER_ALL ||
            x->shape.type == IR_TOKEN || ((f == FAM_PARAMETER || f == FAM_CONSTANT) && x->shape.type == IR_TUPLE);
 }
@@ -134,10 +137,8 @@ static const char *held_why(const AutoGraph *g, int32_t i)
 {
     const IrInstr *x = &g->comp->instr[i];
     if (x->op == OP_WHILE)
-        return g->view.where_comp[i] != g->view.where_comp[0]
-                   ? "a while inside a loop body: nested loops are not in the graph (auto/loop.c)"
-                   : "a while the graph does not take in (its state not a flat tuple of arrays, a user's "
-                     "sharding on it, side effects in its body, or its body called elsewhere: auto/loop.c)";
+        return "a while the graph does not take in (its state not a flat tuple of arrays, a user's sharding "
+               "on it, side effects in its body, its body called elsewhere, or nested over 8 deep: auto/loop.c)";
     switch (ir_op_family(x->op)) {
     case FAM_CONTROL:
         return x->op == OP_CONDITIONAL ? "a conditional: its branches are not in the graph; propagation shards it"

@@ -258,14 +258,33 @@ static bool loop_body(const IrModule *m, const IrInstr *x, const int32_t *calls)
            calls[x->called[1]] == 1 && m->comp[x->called[1]]->root >= 0;
 }
 
+/* The calls in the bodies of c's loops inlined, and in their loops'
+ * bodies (a scan inside a fori_loop: auto/loop.c takes nested loops in). */
+static IrStatus inline_loop_bodies(IrModule *m, int32_t c, bool *callee, int32_t *ninlined, const int32_t *calls,
+                                   int32_t depth, IrDiag *d)
+{
+    IrStatus st = IR_OK;
+    for (int32_t i = 0; st == IR_OK && depth < MAX_DEPTH && i < m->comp[c]->ninstr; i++) {
+        const IrInstr *x = &m->comp[c]->instr[i];
+        if (!loop_body(m, x, calls))
+            continue;
+        int32_t body = x->called[1];
+        st = inline_into(m, m->comp[body], callee, ninlined, d);
+        if (st == IR_OK)
+            st = inline_loop_bodies(m, body, callee, ninlined, calls, depth + 1, d);
+    }
+    return st;
+}
+
 IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
 {
     *ninlined = 0;
     bool *callee = ts_calloc((size_t)m->ncomp, sizeof(bool));
     int32_t *calls = ts_calloc((size_t)m->ncomp, sizeof *calls);
     IrStatus st = callee && calls ? inline_into(m, ir_entry(m), callee, ninlined, d) : ir_oom(d, NULL);
-    /* Then the bodies of the entry's loops, which the graph sees too
-     * (JAX's scan bodies call their slicing and their layer). */
+    /* Then the bodies of the entry's loops and of theirs, which the
+     * graph sees too (JAX's scan bodies call their slicing and their
+     * layer). */
     for (int32_t k = 0; st == IR_OK && k < m->ncomp; k++)
         for (int32_t i = 0; i < m->comp[k]->ninstr; i++)
             for (int32_t j = 0; j < m->comp[k]->instr[i].ncalled; j++) {
@@ -273,10 +292,8 @@ IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
                 if (t >= 0 && t < m->ncomp)
                     calls[t]++;
             }
-    const IrComputation *entry = ir_entry(m);
-    for (int32_t i = 0; st == IR_OK && i < entry->ninstr; i++)
-        if (loop_body(m, &entry->instr[i], calls))
-            st = inline_into(m, m->comp[entry->instr[i].called[1]], callee, ninlined, d);
+    if (st == IR_OK)
+        st = inline_loop_bodies(m, m->entry, callee, ninlined, calls, 0, d);
     if (st == IR_OK && *ninlined)
         st = drop_inlined_callees(m, callee, d);
     ts_free(callee);

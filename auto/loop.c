@@ -26,13 +26,18 @@
  * emits (the condition compares an element with a constant, LT, the body
  * adds 1 to it, the while starts it at a constant); otherwise once. The
  * condition stays out of the view: its counter is a scalar (replicated).
- * A body's own whiles stay opaque.
+ * A body's own whiles are taken in the same way (nested loops: JAX's scans
+ * inside a fori_loop), their bodies weighted by both trip counts, their
+ * operand's reshards by the outer one's.
  */
 #include "auto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Loops nested deeper than this stay opaque (a bound on the recursion). */
+#define MAX_LOOP_DEPTH 8
 
 static bool user_sharded(const IrInstr *x)
 {
@@ -94,13 +99,13 @@ static bool gte_of(const IrComputation *c, int32_t t, int32_t param, int32_t k)
 
 /* The pattern JAX emits for a counted loop: cond root `compare(gte(p, k),
  * constant N), direction=LT`, the body's root element k `add(gte(p, k),
- * constant 1)`, the while's operand a tuple whose element k is a
- * constant S: N - S iterations. */
-static bool counted(const IrModule *m, const IrComputation *entry, const IrInstr *w, int64_t *n)
+ * constant 1)`, the while's operand (in `parent`, the computation holding
+ * the while) a tuple whose element k is a constant S: N - S iterations. */
+static bool counted(const IrModule *m, const IrComputation *parent, const IrInstr *w, int64_t *n)
 {
     const IrComputation *cond = m->comp[w->called[0]], *body = m->comp[w->called[1]];
     const IrInstr *cmp = &cond->instr[cond->root];
-    const IrInstr *init = &entry->instr[w->opnd[0]];
+    const IrInstr *init = &parent->instr[w->opnd[0]];
     const IrInstr *root = &body->instr[body->root];
     if (cmp->op != OP_COMPARE || cmp->a.direction != CMP_LT || cond->nparam != 1 || body->nparam != 1 ||
         init->op != OP_TUPLE || root->op != OP_TUPLE)
@@ -111,7 +116,7 @@ static bool counted(const IrModule *m, const IrComputation *entry, const IrInstr
         !scalar_int(&cond->instr[cmp->opnd[1]], &limit))
         return false;
     int32_t k = (int32_t)ctr->a.tuple_index;
-    if (k < 0 || k >= init->nopnd || k >= root->nopnd || !scalar_int(&entry->instr[init->opnd[k]], &start))
+    if (k < 0 || k >= init->nopnd || k >= root->nopnd || !scalar_int(&parent->instr[init->opnd[k]], &start))
         return false;
     const IrInstr *inc = &body->instr[root->opnd[k]];
     if (inc->op != OP_ADD)
@@ -125,11 +130,12 @@ static bool counted(const IrModule *m, const IrComputation *entry, const IrInstr
     return true;
 }
 
-/* Is while w (of the entry) one the view takes in? */
-static bool takes(const IrModule *m, const IrComputation *entry, const IrInstr *w, const int32_t *calls)
+/* Is while w (of `parent`: the entry, or the body of a loop taken in)
+ * one the view takes in? */
+static bool takes(const IrModule *m, const IrComputation *parent, const IrInstr *w, const int32_t *calls)
 {
     if (w->op != OP_WHILE || w->nopnd != 1 || w->ncalled != 2 || w->shape.type != IR_TUPLE ||
-        user_sharded(w) || user_sharded(&entry->instr[w->opnd[0]]))
+        user_sharded(w) || user_sharded(&parent->instr[w->opnd[0]]))
         return false;
     for (int32_t j = 0; j < 2; j++)
         if (w->called[j] < 0 || w->called[j] >= m->ncomp || calls[w->called[j]] != 1)
@@ -215,23 +221,38 @@ static IrStatus identity_of(IrArena *a, IrInstr *x, int32_t s, IrDiag *d)
     return IR_OK;
 }
 
-/* While w (entry index wi) into the view: its state nodes and body. */
-static IrStatus add_loop(IrArena *a, const IrModule *m, AutoView *v, int32_t wi, int32_t *cap, int32_t *lcap,
+/* The loops the view takes in within computation c: its whiles taken in
+ * and, in their bodies, theirs (nested loops). */
+static int32_t count_loops(const IrModule *m, const IrComputation *c, const int32_t *calls, int32_t depth)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; depth < MAX_LOOP_DEPTH && i < c->ninstr; i++)
+        if (takes(m, c, &c->instr[i], calls))
+            n += 1 + count_loops(m, m->comp[c->instr[i].called[1]], calls, depth + 1);
+    return n;
+}
+
+/* While wi of computation `pc` (its instructions at view indices pfirst
+ * on, each run `outer` times a step) into the view: its state nodes, its
+ * body (each instruction run outer x trips times), and the whiles the
+ * body holds, the same way. */
+static IrStatus add_loop(IrArena *a, const IrModule *m, AutoView *v, int32_t pc, int32_t pfirst, int32_t wi,
+                         double outer, const int32_t *calls, int32_t depth, int32_t *cap, int32_t *lcap,
                          IrDiag *d)
 {
-    const IrComputation *entry = ir_entry(m);
-    const IrInstr *w = &entry->instr[wi];
+    const IrComputation *parent = m->comp[pc];
+    const IrInstr *w = &parent->instr[wi];
     const IrComputation *body = m->comp[w->called[1]];
     AutoLoop *L = &v->loop[v->nloop++];
-    L->instr = wi;
+    L->instr = pfirst + wi;
     L->trips = 1;
     int64_t n;
-    L->trips_known = known_trip_count(w, &n) || counted(m, entry, w, &n);
+    L->trips_known = known_trip_count(w, &n) || counted(m, parent, w, &n);
     if (L->trips_known)
         L->trips = (double)n;
     L->nstate = w->shape.ntuple;
     L->first_state = v->comp.ninstr;
-    double trips = L->trips > 0 ? L->trips : 0;
+    double trips = (L->trips > 0 ? L->trips : 0) * outer;
     for (int32_t k = 0; k < L->nstate; k++) {
         IrInstr s;
         memset(&s, 0, sizeof s);
@@ -249,10 +270,11 @@ static IrStatus add_loop(IrArena *a, const IrModule *m, AutoView *v, int32_t wi,
         if (st != IR_OK)
             return st;
     }
-    /* The while's operand's elements reshard into the state once. */
-    const IrInstr *init = &entry->instr[w->opnd[0]];
+    /* The while's operand's elements reshard into the state once each
+     * time the while runs. */
+    const IrInstr *init = &parent->instr[w->opnd[0]];
     for (int32_t k = 0; init->op == OP_TUPLE && k < init->nopnd && k < L->nstate; k++) {
-        IrStatus st = link(a, v, lcap, init->opnd[k], L->first_state + k, 1, d);
+        IrStatus st = link(a, v, lcap, pfirst + init->opnd[k], L->first_state + k, outer, d);
         if (st != IR_OK)
             return st;
     }
@@ -283,15 +305,22 @@ static IrStatus add_loop(IrArena *a, const IrModule *m, AutoView *v, int32_t wi,
             return st;
     }
     /* The while's result: its elements are the state's. */
-    for (int32_t i = 0; i < entry->ninstr; i++) {
+    for (int32_t i = pfirst; i < pfirst + parent->ninstr; i++) {
         IrInstr *x = &v->comp.instr[i];
-        if (x->op == OP_GET_TUPLE_ELEMENT && x->opnd[0] == wi && !user_sharded(x) && x->a.tuple_index >= 0 &&
-            x->a.tuple_index < L->nstate) {
+        if (x->op == OP_GET_TUPLE_ELEMENT && x->opnd[0] == pfirst + wi && !user_sharded(x) &&
+            x->a.tuple_index >= 0 && x->a.tuple_index < L->nstate) {
             IrStatus st = identity_of(a, x, L->first_state + (int32_t)x->a.tuple_index, d);
             if (st != IR_OK)
                 return st;
         }
     }
+    /* Loops in the body (a scan inside a fori_loop). */
+    for (int32_t i = 0; depth + 1 < MAX_LOOP_DEPTH && i < body->ninstr; i++)
+        if (takes(m, body, &body->instr[i], calls)) {
+            IrStatus st = add_loop(a, m, v, w->called[1], first, i, trips, calls, depth + 1, cap, lcap, d);
+            if (st != IR_OK)
+                return st;
+        }
     return IR_OK;
 }
 
@@ -306,7 +335,6 @@ IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
     int32_t *calls = ts_calloc((size_t)(m->ncomp > 0 ? m->ncomp : 1), sizeof *calls);
     if (!calls)
         return ir_oom(d, NULL);
-    int32_t nloop = 0;
     for (int32_t c = 0; c < m->ncomp; c++)
         for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
             for (int32_t j = 0; j < m->comp[c]->instr[i].ncalled; j++) {
@@ -314,8 +342,7 @@ IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
                 if (t >= 0 && t < m->ncomp)
                     calls[t]++;
             }
-    for (int32_t i = 0; i < entry->ninstr; i++)
-        nloop += takes(m, entry, &entry->instr[i], calls);
+    int32_t nloop = count_loops(m, entry, calls, 0);
     int32_t cap = 0, lcap = 0;
     IrStatus st = IR_OK;
     /* The entry's instructions at their own indices (copied: the loops'
@@ -328,7 +355,7 @@ IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
         st = ir_oom(d, NULL);
     for (int32_t i = 0; st == IR_OK && i < entry->ninstr; i++)
         if (takes(m, entry, &entry->instr[i], calls))
-            st = add_loop(a, m, v, i, &cap, &lcap, d);
+            st = add_loop(a, m, v, m->entry, 0, i, 1, calls, 0, &cap, &lcap, d);
     ts_free(calls);
     return st;
 }
@@ -348,10 +375,10 @@ static IrSharding *state_sharding(IrArena *a, const AutoGraph *g, const int32_t 
 IrStatus auto_loop_annotate(IrModule *m, const AutoGraph *g, const int32_t *choice, IrDiag *d)
 {
     const AutoView *v = &g->view;
-    IrComputation *entry = ir_entry(m);
     for (int32_t l = 0; l < v->nloop; l++) {
         const AutoLoop *L = &v->loop[l];
-        IrInstr *w = &entry->instr[L->instr];
+        IrComputation *parent = m->comp[v->where_comp[L->instr]];
+        IrInstr *w = &parent->instr[v->where_instr[L->instr]];
         IrSharding **el = ir_alloc_array(m->arena, (size_t)(L->nstate > 0 ? L->nstate : 1), sizeof *el);
         if (!el)
             return ir_oom(d, NULL);
@@ -363,8 +390,8 @@ IrStatus auto_loop_annotate(IrModule *m, const AutoGraph *g, const int32_t *choi
             return ir_oom(d, NULL);
         IrComputation *cond = m->comp[w->called[0]], *body = m->comp[w->called[1]];
         w->sharding = t;
-        if (entry->instr[w->opnd[0]].op == OP_TUPLE)
-            entry->instr[w->opnd[0]].sharding = t;
+        if (parent->instr[w->opnd[0]].op == OP_TUPLE)
+            parent->instr[w->opnd[0]].sharding = t;
         body->instr[body->param[0]].sharding = t;
         body->instr[body->root].sharding = t;
         cond->instr[cond->param[0]].sharding = t;
