@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # auto_heldout.sh: --auto-shard on modules it was not tuned on. Every module
-# of tests/models and tests/models/grad, its shardings taken out,
-# auto-sharded on 2, 4 and 8 devices, equals the reference run; where the
+# of tests/models and its grad, memfit, memory and shardy folders, its
+# shardings taken out, auto-sharded on 2, 4 and 8 devices (and on 4 over a
+# 2x2 mesh), equals the reference run (none crashes: a clear exit 2 fails
+# the module too); where the
 # module has shardings of its own (its hand-written plan), the auto plan's
 # collective bytes per device and peak memory are compared with that
 # plan's, and no plan is over it on both counts but the ones
@@ -14,7 +16,7 @@ source "$(dirname "$0")/lib.bash"
 # Under the asan build (about 8x slower) 4 devices alone.
 DEVICES=2,4,8
 case "${TESSEL_BUILD:-}" in */asan) DEVICES=4 ;; esac
-"$PY" "$TESSEL_SRC/tests/e2e/auto_heldout.py" "$TESSEL" "$WORK/held" --devices "$DEVICES" --hand >"$OUT" 2>"$ERR" ||
+"$PY" "$TESSEL_SRC/tests/e2e/auto_heldout.py" "$TESSEL" "$WORK/held" --devices "$DEVICES" --hand --mesh2x2 >"$OUT" 2>"$ERR" ||
     fail "auto_heldout.py: $(grep -v ': ok' "$OUT" | head -5)"
 grep -c "vs the hand plan" "$OUT" >/dev/null || fail "no module was compared with its hand plan"
 tail -1 "$OUT"
