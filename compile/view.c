@@ -176,8 +176,18 @@ static json_t *jmemory(const PlanMemory *pm)
         json_array_append_new(ds, v);
     }
     json_object_set_new(mem, "donations", ds);
-    if (pm->undonated_peak > 0)
+    if (pm->undonated_peak > 0) {
         json_object_set_new(mem, "undonated_peak", json_integer(pm->undonated_peak));
+        json_t *b = json_object();
+        char why[640];
+        plan_donation_why(pm, why, sizeof why);
+        json_object_set_new(b, "donated_bytes", json_integer(pm->donated_bytes));
+        json_object_set_new(b, "first_read_step", json_integer(pm->first_read_step));
+        json_object_set_new(b, "held_before_first_read", json_integer(pm->held_before_first_read));
+        json_object_set_new(b, "held_before_step", json_integer(pm->held_before_step));
+        json_object_set_new(b, "why", json_string(why));
+        json_object_set_new(mem, "donation_bound", b);
+    }
     return mem;
 }
 
@@ -640,9 +650,14 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
     if (pm->ndonations == 0)
         return;
     ir_sb_printf(o, "  donated (input_output_alias; the run frees each parameter at its last read):\n");
-    if (pm->undonated_peak > 0)
-        ir_sb_printf(o, "    the pairs lower the peak by %lld bytes (%lld with nothing donated)\n",
-                     (long long)(pm->undonated_peak - pm->peak), (long long)pm->undonated_peak);
+    if (pm->undonated_peak > 0) {
+        char why[640];
+        plan_donation_why(pm, why, sizeof why);
+        ir_sb_printf(o, "    the pairs lower the peak by %lld bytes (%lld with nothing donated)%s\n",
+                     (long long)(pm->undonated_peak - pm->peak), (long long)pm->undonated_peak, why[0] ? ":" : "");
+        if (why[0])
+            ir_sb_printf(o, "      %s\n", why);
+    }
     for (int32_t k = 0; k < pm->ndonations; k++) {
         const PlanDonation *pd = &pm->donations[k];
         ir_sb_printf(o, "    parameter %lld (%s) -> output %lld, %s: ", (long long)pd->param,

@@ -70,9 +70,17 @@ static void donations_html(IrStrBuf *o, const PlanMemory *pm)
 {
     if (pm->ndonations == 0)
         return;
-    if (pm->undonated_peak > 0)
-        ir_sb_printf(o, "<p>the donated pairs lower the peak by %lld bytes (%lld with nothing donated)</p>\n",
+    if (pm->undonated_peak > 0) {
+        char why[640];
+        plan_donation_why(pm, why, sizeof why);
+        ir_sb_printf(o, "<p>the donated pairs lower the peak by %lld bytes (%lld with nothing donated)",
                      (long long)(pm->undonated_peak - pm->peak), (long long)pm->undonated_peak);
+        if (why[0]) {
+            ir_sb_puts(o, ": ");
+            compile_html_esc(o, why);
+        }
+        ir_sb_puts(o, "</p>\n");
+    }
     ir_sb_puts(o, "<table class=\"donations\"><tr><th>donated parameter</th><th>output</th><th>from</th>"
                   "<th>last read at step</th><th>written at step</th></tr>\n");
     for (int32_t k = 0; k < pm->ndonations; k++) {

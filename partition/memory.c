@@ -60,6 +60,7 @@
  */
 #include "partition.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1245,6 +1246,64 @@ static IrStatus donations(IrArena *a, const IrModule *m, const IrComputation *c,
     return IR_OK;
 }
 
+/* The bound of what the pairs can save (PlanMemory.donated_bytes ..): D,
+ * s0 and A over the donated estimate e (before s0 its live bytes are the
+ * undonated ones: nothing donated is freed yet). */
+static void donation_bound(const IrComputation *c, const MemEstimate *e, PlanMemory *out)
+{
+    out->first_read_step = out->held_before_step = -1;
+    bool unread = false;
+    for (int32_t k = 0; k < out->ndonations; k++) {
+        const PlanDonation *pd = &out->donations[k];
+        int32_t pi = pd->param >= 0 && pd->param < c->nparam ? c->param[pd->param] : -1;
+        if (pi >= 0)
+            out->donated_bytes += e->own[pi];
+        unread |= pi >= 0 && !pd->last_read;
+        if (pd->last_read && (out->first_read_step < 0 || pd->read_step < out->first_read_step)) {
+            out->first_read_step = pd->read_step;
+            out->first_read_param = pd->param_name;
+            out->first_read_instr = pd->last_read;
+        }
+    }
+    if (unread) /* one is freed before step 0: no bound to explain */
+        out->first_read_step = -1;
+    int32_t s0 = out->first_read_step < 0 ? 0 : out->first_read_step;
+    out->held_before_first_read = e->start_bytes;
+    for (int32_t s = 0; s < s0; s++)
+        if (e->live[s] > out->held_before_first_read) {
+            out->held_before_first_read = e->live[s];
+            out->held_before_step = s;
+        }
+    if (out->held_before_step >= 0)
+        out->held_before_instr = out->step_instr[out->held_before_step];
+}
+
+void plan_donation_why(const PlanMemory *pm, char *buf, size_t n)
+{
+    buf[0] = 0;
+    int64_t drop = pm->undonated_peak - pm->peak;
+    if (pm->ndonations == 0 || pm->undonated_peak <= 0 || drop >= pm->donated_bytes)
+        return;
+    if (pm->first_read_step < 0)
+        return;
+    char held[200];
+    if (pm->peak_step < pm->first_read_step)
+        snprintf(held, sizeof held, "the donated peak itself falls before it (step %d, %s: %lld bytes)",
+                 (int)pm->peak_step + 1, pm->peak_instr ? pm->peak_instr : "the parameters", (long long)pm->peak);
+    else if (pm->held_before_step >= 0)
+        snprintf(held, sizeof held, "a step before it (step %d, %s) holds %lld bytes already",
+                 (int)pm->held_before_step + 1, pm->held_before_instr ? pm->held_before_instr : "?",
+                 (long long)pm->held_before_first_read);
+    else
+        snprintf(held, sizeof held, "the parameters alone hold %lld bytes", (long long)pm->held_before_first_read);
+    snprintf(buf, n,
+             "of the %lld bytes donated at most %lld can come off (U - A): the run frees no donated buffer before "
+             "step %d (%s), where the first donated parameter (%s) is last read, and %s",
+             (long long)pm->donated_bytes, (long long)(pm->undonated_peak - pm->held_before_first_read),
+             (int)pm->first_read_step + 1, pm->first_read_instr, pm->first_read_param ? pm->first_read_param : "?",
+             held);
+}
+
 IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out)
 {
     memset(out, 0, sizeof *out);
@@ -1267,6 +1326,8 @@ IrStatus plan_memory(IrArena *a, const IrModule *spmd, PlanMemory *out)
     st = fill(a, c, &e, out);
     if (st == IR_OK)
         st = donations(a, spmd, c, &e, out);
+    if (st == IR_OK)
+        donation_bound(c, &e, out);
     mem_estimate_free(&e);
     if (st == IR_OK && out->ndonations > 0) {
         MemEstimate u;

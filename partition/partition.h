@@ -387,7 +387,24 @@ typedef struct PlanMemory {
      * pairs: peak less it is what the pairs save, the estimate's exact
      * drop (docs/plan.md, "Donation"); 0 without pairs. */
     int64_t undonated_peak;
+    /* Why the pairs save what they save (docs/plan.md, "What donation can
+     * save"), where there are pairs: the donated parameters' bytes D; the
+     * first step at which one of them is last read, s0 (-1: none is read),
+     * and that parameter and instruction; A, the most bytes live at a
+     * step before s0 (or the parameters alone), and that step (-1: before
+     * step 0). No donated buffer is freed before s0, so the pairs lower
+     * the peak by at most min(U - A, D), U the undonated peak. */
+    int64_t donated_bytes, held_before_first_read;
+    int32_t first_read_step, held_before_step;
+    const char *first_read_param, *first_read_instr, *held_before_instr;
 } PlanMemory;
+
+/* Why the pairs of pm lower the peak by less than the donated bytes, in
+ * words (the text, JSON and HTML views print it): the peak falls before
+ * any donated parameter is last read, or the steps before the first such
+ * read hold A bytes already. Empty when the pairs save D or more, or
+ * there are none. */
+void plan_donation_why(const PlanMemory *pm, char *buf, size_t n);
 
 /* Fill *out (in arena a) from the estimate of spmd's entry, its aliased
  * parameters donated, as the run hands them over (a module without an
