@@ -298,4 +298,11 @@ IrStatus clu_cluster_module(const IrModule *out, const CluResult *res, int32_t k
  * left alone, and a donor paired leaves host->donor. IR_ENOMEM only. */
 IrStatus clu_host_pairs(IrModule *host, const CluCluster *cl, const IrModule *spmd);
 
+/* Why pair al of the cluster whose computation in host is named `cluster`
+ * (its SPMD program's pair: a paired buffer_donor or --donate auto's) is
+ * not a pair of the host program, so `--steps` does not feed it, in
+ * words; NULL when it is, or al is the cluster's declared pair. Reads the
+ * host program alone (a plan read back gives the same). Can't fail. */
+const char *clu_host_pair_why(const IrModule *host, const char *cluster, const IrAlias *al);
+
 #endif /* TESSEL_CLUSTER_H */

@@ -20,9 +20,15 @@
  * and b1.1, the cluster's parameter 2 -> output 1, is the host's 1 -> 1.
  * A host parameter or output a pair already names is left alone; a donor
  * the pair comes from leaves the host's buffer_donor (a parameter is
- * aliased or a donor, not both: ir/parse_header.c).
+ * aliased or a donor, not both: ir/parse_header.c). A pair that is not
+ * carried (a cluster called inside host control flow, a leaf of a tuple,
+ * an operand the host computes, an output the host changes or does not
+ * return) stays the cluster's: the call still writes in place, but
+ * `--steps` cannot feed it, and the plan says why (clu_host_pair_why).
  */
 #include "cluster.h"
+
+#include <string.h>
 
 /* The host entry's output that is cluster output k of call `call`: its
  * root tuple's element (or the root itself) reading it as it came out.
@@ -46,6 +52,7 @@ static int32_t host_output(const IrComputation *e, int32_t call, int64_t k, bool
     return -1;
 }
 
+/* Is host parameter p or output o (the root itself: whole) paired? */
 static bool host_names(const IrModule *h, int64_t p, int32_t o, bool whole)
 {
     for (int32_t j = 0; j < h->nalias; j++) {
@@ -56,25 +63,100 @@ static bool host_names(const IrModule *h, int64_t p, int32_t o, bool whole)
     return false;
 }
 
+/* Is p -> o (whole: the root) one of the host's pairs? */
+static bool host_has(const IrModule *h, int64_t p, int32_t o, bool whole)
+{
+    for (int32_t j = 0; j < h->nalias; j++) {
+        const IrAlias *al = &h->alias[j];
+        if (al->param_number == p && al->param_index.n == 0 &&
+            (whole ? al->output_index.n == 0 : al->output_index.n == 1 && al->output_index.v[0] == o))
+            return true;
+    }
+    return false;
+}
+
+/* Why cluster pair al, of the cluster called by instruction `call` of
+ * host computation `comp`, is not the host's pair, in words; NULL when it
+ * is (*p -> *o, *whole: the root), or is already. */
+static const char *carry(const IrModule *host, int32_t comp, int32_t call, const IrAlias *al, int64_t *p,
+                         int32_t *o, bool *whole)
+{
+    const IrComputation *e = ir_entry(host);
+    if (!e || e->root < 0)
+        return "the host program has no entry";
+    if (comp != host->entry)
+        return "the cluster is called inside host control flow (not by the host program's entry): its outputs are "
+               "not the step's";
+    const IrInstr *ci = &e->instr[call];
+    bool cluster_tuple = ci->shape.type == IR_TUPLE;
+    if (al->param_index.n != 0 || al->output_index.n > 1 || (al->output_index.n == 1) != cluster_tuple)
+        return "a leaf inside a tuple: --steps feeds whole parameters";
+    if (al->param_number < 0 || al->param_number >= ci->nopnd)
+        return "no operand of the cluster's call";
+    const IrInstr *op = &e->instr[ci->opnd[al->param_number]];
+    if (op->op != OP_PARAMETER)
+        return op->op == OP_GET_TUPLE_ELEMENT ? "the host program hands the cluster a leaf of a tuple (not a whole "
+                                                "entry parameter): --steps feeds whole parameters"
+                                              : "the host program computes what it hands the cluster (not an entry "
+                                                "parameter): no parameter of the step to feed";
+    *p = op->a.parameter_number;
+    *o = host_output(e, call, al->output_index.n ? al->output_index.v[0] : 0, cluster_tuple, whole);
+    if (*o < 0)
+        return "the host program does not return the cluster's output as it came out (host work changes it, or "
+               "it is no output of the step)";
+    if (host_has(host, *p, *o, *whole))
+        return NULL;
+    if (host_names(host, *p, *o, *whole))
+        return "the host program pairs the parameter or the output otherwise";
+    if (!ir_shape_equal(&op->shape, &e->instr[*whole ? e->root : e->instr[e->root].opnd[*o]].shape))
+        return "the host's output is not the parameter's shape";
+    return NULL;
+}
+
+/* The call of cluster computation `name` in host, and the computation
+ * holding it (-1: none). */
+static int32_t find_call(const IrModule *host, const char *name, int32_t *comp)
+{
+    for (int32_t c = 0; c < host->ncomp; c++) {
+        const IrComputation *hc = host->comp[c];
+        for (int32_t i = 0; hc && i < hc->ninstr; i++) {
+            const IrInstr *ins = &hc->instr[i];
+            if (ins->op == OP_CALL && ins->ncalled == 1 && ir_frontend_attr(ins, "_tessel_cluster") &&
+                ins->called[0] >= 0 && ins->called[0] < host->ncomp && strcmp(host->comp[ins->called[0]]->name, name) == 0) {
+                *comp = c;
+                return i;
+            }
+        }
+    }
+    return -1;
+}
+
+const char *clu_host_pair_why(const IrModule *host, const char *cluster, const IrAlias *al)
+{
+    int32_t comp = -1, call = host && cluster ? find_call(host, cluster, &comp) : -1;
+    int64_t p = -1;
+    int32_t o = -1;
+    bool whole = false;
+    if (!(al->from_donor || al->inferred))
+        return NULL; /* the cluster's own declared pair: not tessel's to carry */
+    if (call < 0)
+        return "the host program does not call the cluster";
+    return carry(host, comp, call, al, &p, &o, &whole);
+}
+
 IrStatus clu_host_pairs(IrModule *host, const CluCluster *cl, const IrModule *spmd)
 {
     const IrComputation *e = ir_entry(host);
     int32_t call = e && e->root >= 0 && cl->host_comp == host->entry && cl->call ? ir_find_instr(e, cl->call) : -1;
     if (call < 0)
         return IR_OK;
-    const IrInstr *ci = &e->instr[call];
-    bool cluster_tuple = ci->shape.type == IR_TUPLE;
     for (int32_t j = 0; j < spmd->nalias; j++) {
         const IrAlias *al = &spmd->alias[j];
-        if (!(al->from_donor || al->inferred) || al->param_index.n != 0 || al->output_index.n > 1 ||
-            (al->output_index.n == 1) != cluster_tuple || al->param_number < 0 || al->param_number >= ci->nopnd)
-            continue;
-        const IrInstr *op = &e->instr[ci->opnd[al->param_number]];
+        int64_t p = -1;
+        int32_t o = -1;
         bool whole = false;
-        int32_t o = host_output(e, call, al->output_index.n ? al->output_index.v[0] : 0, cluster_tuple, &whole);
-        int64_t p = op->a.parameter_number;
-        if (op->op != OP_PARAMETER || o < 0 || host_names(host, p, o, whole) ||
-            !ir_shape_equal(&op->shape, &e->instr[whole ? e->root : e->instr[e->root].opnd[o]].shape))
+        if (!(al->from_donor || al->inferred) || carry(host, host->entry, call, al, &p, &o, &whole) ||
+            host_has(host, p, o, whole))
             continue;
         if (ir_add_alias(host, p, whole ? -1 : o, al->inferred, al->from_donor) != IR_OK)
             return IR_ENOMEM;

@@ -300,6 +300,61 @@ static void out_host_donors(IrStrBuf *o, const IrModule *host)
     }
 }
 
+/* The clusters' pairs (paired donors, --donate auto's) the host program
+ * does not carry (clu_host_pair_why: --steps cannot feed them; each call
+ * still writes in place): JSON host_uncarried_pairs, or text lines. */
+static const char *spmd_param_name(const IrModule *spmd, int64_t p)
+{
+    const IrComputation *e = ir_entry(spmd);
+    return e && p >= 0 && p < e->nparam && e->param[p] >= 0 ? e->instr[e->param[p]].name : "?";
+}
+
+/* The next pair the host does not carry after cluster *k's pair *j (start
+ * at *k = 0, *j = -1), with why; NULL when there is none left. */
+static const IrAlias *next_uncarried(const PlanProgram *prog, int32_t *k, int32_t *j, const char **why)
+{
+    for (; *k < prog->ncluster; (*k)++, *j = -1) {
+        const IrModule *spmd = prog->cluster[*k].spmd;
+        while (++*j < spmd->nalias)
+            if ((*why = clu_host_pair_why(prog->host, spmd->name, &spmd->alias[*j])))
+                return &spmd->alias[*j];
+    }
+    return NULL;
+}
+
+static json_t *jhost_uncarried(const PlanProgram *prog)
+{
+    json_t *ps = json_array();
+    const char *why;
+    const IrAlias *al;
+    for (int32_t k = 0, j = -1; (al = next_uncarried(prog, &k, &j, &why));) {
+        const IrModule *spmd = prog->cluster[k].spmd;
+        json_t *v = json_object();
+        json_object_set_new(v, "cluster", json_string(spmd->name));
+        json_object_set_new(v, "parameter", json_integer(al->param_number));
+        json_object_set_new(v, "parameter_name", json_string(spmd_param_name(spmd, al->param_number)));
+        json_object_set_new(v, "output", json_integer(al->output_index.n ? al->output_index.v[0] : 0));
+        json_object_set_new(v, "why", json_string(why));
+        json_array_append_new(ps, v);
+    }
+    return ps;
+}
+
+static void out_host_uncarried(IrStrBuf *o, const PlanProgram *prog)
+{
+    const char *why;
+    const IrAlias *al;
+    for (int32_t k = 0, j = -1, n = 0; (al = next_uncarried(prog, &k, &j, &why)); n++) {
+        const IrModule *spmd = prog->cluster[k].spmd;
+        if (n == 0)
+            ir_sb_printf(o, "cluster pairs the host program does not carry (each call writes in place; "
+                            "--steps does not feed them back):\n");
+        ir_sb_printf(o, "  %s parameter %lld (%s) -> output %lld: %s\n", spmd->name, (long long)al->param_number,
+                     spmd_param_name(spmd, al->param_number),
+                     (long long)(al->output_index.n ? al->output_index.v[0] : 0), why);
+    }
+}
+
 static void jcluster_donors(json_t *mem, const CompileResult *r, int32_t k)
 {
     const PlanCluster *c = &r->prog.cluster[k];
@@ -468,8 +523,10 @@ static char *plans_json(DeviceLayout *const *layouts, int32_t nlayouts, const Cl
         json_object_set_new(o, "host_instructions", h);
         json_object_set_new(o, "cuts", cuts);
     }
-    if (cr && cr->prog.host)
+    if (cr && cr->prog.host) {
         json_object_set_new(o, "host_unpaired_donors", jhost_donors(cr->prog.host));
+        json_object_set_new(o, "host_uncarried_pairs", jhost_uncarried(&cr->prog));
+    }
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (!s)
@@ -754,8 +811,10 @@ static char *plans_text(DeviceLayout *const *layouts, int32_t nlayouts, const Cl
                  (long long)res->cuts[k].bytes);
         }
     }
-    if (cr && cr->prog.host)
+    if (cr && cr->prog.host) {
         out_host_donors(&o, cr->prog.host);
+        out_host_uncarried(&o, &cr->prog);
+    }
     return ir_sb_take(&o);
 }
 

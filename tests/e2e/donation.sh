@@ -35,6 +35,13 @@
 #     first donated parameter's last read) and the step holding A, or that
 #     the donated peak itself falls before s0. Checked against the module
 #     with its pairs stripped (its own curve gives A and U), D by hand.
+#  6. Host pairs (cluster/host_pairs.c): of a cluster's --donate auto
+#     pairs, the host program carries the one whose call gets a whole
+#     entry parameter and whose output it returns as it came out (w); the
+#     plan says why it carries not the others (v's update the host changes
+#     before returning it, mh the host computes), from the module and from
+#     a saved plan (text, JSON host_uncarried_pairs); --steps 3 feeds w
+#     alone, equal to --reference with that pair declared.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -312,3 +319,51 @@ expect_in "$OUT" "where the first donated parameter (ws_0_.1) is last read, and 
 expect_status 0 "$TESSEL" plan "$M3" --num-partitions 2 --format html -o "$WORK/mlp3.html"
 grep -q "of the 196608 bytes donated at most 0 can come off" "$WORK/mlp3.html" || fail "the HTML page does not say why"
 echo "donation: the plan says why donation lowers the peak by less than the donated bytes (U - A, s0, the peak before it)"
+
+# ---- 6. host pairs: carried where the host hands and returns them whole, else why ----
+cat >"$WORK/host_pairs.hlo" <<'EOF'
+HloModule host_pairs, num_partitions=2
+
+ENTRY main {
+  x = f32[8] parameter(0), sharding={devices=[2]0,1}
+  w = f32[8,4] parameter(1), sharding={devices=[2,1]0,1}
+  v = f32[8,4] parameter(2), sharding={devices=[2,1]0,1}
+  m = f32[8,4] parameter(3), sharding={devices=[2,1]0,1}
+  h = f32[8] negate(x), frontend_attributes={_xla_compute_type="host"}
+  mh = f32[8,4] multiply(m, m), frontend_attributes={_xla_compute_type="host"}
+  hb = f32[8,4] broadcast(h), dimensions={0}
+  w1 = f32[8,4] subtract(w, hb)
+  v1 = f32[8,4] add(v, hb)
+  m2 = f32[8,4] subtract(mh, hb)
+  v2 = f32[8,4] negate(v1), frontend_attributes={_xla_compute_type="host"}
+  ROOT t = (f32[8,4], f32[8,4], f32[8,4]) tuple(w1, v2, m2)
+}
+EOF
+V_WHY="the host program does not return the cluster's output as it came out (host work changes it, or it is no output of the step)"
+MH_WHY="the host program computes what it hands the cluster (not an entry parameter): no parameter of the step to feed"
+expect_status 0 "$TESSEL" compile "$WORK/host_pairs.hlo" --donate auto -o "$WORK/host_pairs.plan"
+grep -q '^HloModule host_pairs, input_output_alias={ {0}: (1, {}, may-alias) }' "$WORK/host_pairs.plan" ||
+    fail "host pairs: the host program does not carry w -> output 0 alone"
+for src in "$WORK/host_pairs.hlo --donate auto" "$WORK/host_pairs.plan"; do
+    # shellcheck disable=SC2086
+    expect_status 0 "$TESSEL" plan $src
+    expect_in "$OUT" "cluster pairs the host program does not carry (each call writes in place; --steps does not feed them back):"
+    expect_in "$OUT" "  cluster_0 parameter 1 (v) -> output 1: $V_WHY"
+    expect_in "$OUT" "  cluster_0 parameter 3 (mh) -> output 2: $MH_WHY"
+    # shellcheck disable=SC2086
+    expect_status 0 "$TESSEL" plan $src --format json -o "$WORK/host_pairs.json"
+    "$PY" - "$WORK/host_pairs.json" "$V_WHY" "$MH_WHY" <<'PY' || fail "host pairs: JSON host_uncarried_pairs"
+import json, sys
+p = json.load(open(sys.argv[1]))
+got = [(x["cluster"], x["parameter"], x["parameter_name"], x["output"], x["why"]) for x in p["host_uncarried_pairs"]]
+assert got == [("cluster_0", 1, "v", 1, sys.argv[2]), ("cluster_0", 3, "mh", 2, sys.argv[3])], got
+ds = sorted((d["parameter_name"], d["output"]) for d in p["clusters"][0]["memory"]["donations"])
+assert ds == [("mh", 2), ("v", 1), ("w", 0)], ds  # the cluster pairs all three
+PY
+done
+sed '1s/HloModule host_pairs,/HloModule host_pairs, input_output_alias={ {0}: (1, {}, may-alias) },/' "$WORK/host_pairs.hlo" \
+    >"$WORK/host_pairs_decl.hlo"
+expect_status 0 "$TESSEL" run "$WORK/host_pairs.hlo" --donate auto --random-inputs 5 --steps 3 --output-dir "$WORK/hp.o3"
+expect_status 0 "$TESSEL" run "$WORK/host_pairs_decl.hlo" --reference --random-inputs 5 --steps 3 --output-dir "$WORK/hp.r3"
+same_outputs "$WORK/hp.r3" "$WORK/hp.o3" "host pairs: --donate auto --steps 3 against w -> output 0 declared"
+echo "donation: the host program carries the cluster pairs it can (w), and the plan says why not the others"
