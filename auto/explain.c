@@ -147,13 +147,14 @@ static const char *held_why(const AutoGraph *g, int32_t i)
         return "a ragged-dot whose ragged dim is contracted (the groups cut the sum): partition/spmd_ragged.c "
                "runs it whole";
     case FAM_ASYNC:
-        return "an async wrapper: the graph does not look inside it; propagation shards the wrapped op";
+        return "an async pair not inlined (the user's sharding on it, side effects in its wrapper, or a start "
+               "read by more than its done): propagation shards the wrapped op";
     case FAM_CUSTOM_CALL:
         return "a custom-call the partitioner runs whole on gathered operands (partition/spmd_control.c)";
     case FAM_COLLECTIVE:
         return "a collective of the module's own: its groups are written for the devices as they are";
     case FAM_FUSION:
-        return "a fusion: its computation is not in the graph";
+        return "a fusion not inlined (the user's sharding on it, or side effects in its computation)";
     case FAM_FALLBACK:
         return "an op the partitioner has no rule for: it runs whole on gathered operands";
     default:

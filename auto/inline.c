@@ -54,12 +54,47 @@ static bool has_control_predecessors(const IrComputation *c)
     return false;
 }
 
+static bool user_sharded(const IrInstr *x)
+{
+    return x->sharding && !x->sharding->unknown;
+}
+
+/* The async-start an async-done reads in the new entry (through its
+ * async-updates), where no step of the chain carries the user's
+ * sharding; -1 otherwise. */
+static int32_t async_start_of(const Inliner *in, int32_t v)
+{
+    for (int32_t hops = 0; v >= 0 && hops < 64; hops++) {
+        const IrInstr *y = &in->out[v];
+        if (user_sharded(y))
+            return -1;
+        if (y->op == OP_ASYNC_START)
+            return v;
+        if (y->op != OP_ASYNC_UPDATE || y->nopnd != 1)
+            return -1;
+        v = y->opnd[0];
+    }
+    return -1;
+}
+
+/* A call, a fusion, or an async-done (its start's wrapped computation run
+ * where the done is: an async pair is a call split in two) whose callee
+ * may be inlined. */
+static bool callee_inlinable(const IrModule *m, int32_t k);
+
 static bool inlinable(const IrModule *m, const IrInstr *x)
 {
-    if (x->op != OP_CALL || x->ncalled != 1 || x->called[0] < 0 || x->called[0] >= m->ncomp ||
-        (x->sharding && !x->sharding->unknown))
+    if ((x->op != OP_CALL && x->op != OP_FUSION && x->op != OP_ASYNC_DONE) || x->ncalled != 1 || user_sharded(x))
         return false;
-    const IrComputation *callee = m->comp[x->called[0]];
+    return callee_inlinable(m, x->called[0]);
+}
+
+/* Computation k: no side effects, no control predecessors, a root. */
+static bool callee_inlinable(const IrModule *m, int32_t k)
+{
+    if (k < 0 || k >= m->ncomp)
+        return false;
+    const IrComputation *callee = m->comp[k];
     if (callee->root < 0 || has_control_predecessors(callee))
         return false;
     for (int32_t i = 0; i < callee->ninstr; i++) {
@@ -87,12 +122,12 @@ static IrStatus emit(Inliner *in, const IrInstr *x, bool inlined, int32_t *at)
 static IrStatus copy_computation(Inliner *in, const IrComputation *c, const int32_t *args, int32_t *map,
                                  int depth);
 
-/* Call x (operands already mapped into args) inlined: *at is the new index
- * of its callee's root. */
-static IrStatus inline_call(Inliner *in, const IrInstr *x, const int32_t *args, int depth, int32_t *at)
+/* Computation k called with args (new indices) inlined: *at is the new
+ * index of its root. A call's, a fusion's, an async pair's wrapper. */
+static IrStatus inline_callee(Inliner *in, int32_t k, const int32_t *args, int depth, int32_t *at)
 {
-    const IrComputation *callee = in->m->comp[x->called[0]];
-    in->callee[x->called[0]] = true;
+    const IrComputation *callee = in->m->comp[k];
+    in->callee[k] = true;
     int32_t *map = ts_malloc((size_t)callee->ninstr * sizeof *map);
     if (!map)
         return ir_oom(in->d, NULL);
@@ -133,8 +168,21 @@ static IrStatus copy_computation(Inliner *in, const IrComputation *c, const int3
             map[i] = src->opnd[x->a.tuple_index];
             continue;
         }
-        if (depth < MAX_DEPTH && inlinable(in->m, x)) {
-            st = inline_call(in, x, opnd, depth, &map[i]);
+        if (depth < MAX_DEPTH && inlinable(in->m, x) && x->op != OP_ASYNC_DONE) {
+            st = inline_callee(in, x->called[0], opnd, depth, &map[i]);
+            continue;
+        }
+        /* A sugared OP-done names no computation: its start's wrapper. */
+        int32_t start = x->op == OP_ASYNC_DONE && x->nopnd == 1 && !user_sharded(x) ? async_start_of(in, opnd[0]) : -1;
+        int32_t wrapped = start >= 0 && in->out[start].ncalled == 1 ? in->out[start].called[0] : -1;
+        if (depth < MAX_DEPTH && wrapped >= 0 && (x->ncalled == 0 || x->called[0] == wrapped) &&
+            callee_inlinable(in->m, wrapped)) {
+            /* The start and its updates go where nothing else reads
+             * them (install drops them). */
+            for (int32_t v = opnd[0]; v != start; v = in->out[v].opnd[0])
+                in->inlined[v] = true;
+            in->inlined[start] = true;
+            st = inline_callee(in, wrapped, in->out[start].opnd, depth, &map[i]);
             continue;
         }
         IrInstr y = *x;
@@ -234,7 +282,7 @@ static IrStatus inline_into(IrModule *m, IrComputation *c, bool *callee, int32_t
 {
     bool any = false;
     for (int32_t i = 0; i < c->ninstr && !any; i++)
-        any = inlinable(m, &c->instr[i]);
+        any = inlinable(m, &c->instr[i]) || c->instr[i].op == OP_ASYNC_DONE;
     if (!any || has_control_predecessors(c))
         return IR_OK;
     Inliner in = {.m = m, .d = d, .callee = callee};

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""auto_held_whole.py: the ops --auto-shard once held whole, given strategies (issue 33).
+"""auto_held_whole.py: the ops --auto-shard once held whole, given strategies or inlined (issue 33).
 
 Each module of MODULES (tests/models), its shardings taken out, auto-sharded
 on 2, 4 and 8 devices and on a 2x2 mesh, must run and equal the reference
@@ -30,6 +30,9 @@ MODULES = {
     "batch_norm_net.hlo": (["batch-norm-training", "batch-norm-grad"], True),
     "batch_norm.hlo": (["batch-norm-training", "batch-norm-grad", "batch-norm-inference"], False),
     "ragged_moe.hlo": (["ragged-dot"], True),
+    # async pairs and fusions, inlined as calls (auto/inline.c)
+    "fusion_async_sharded.hlo": (["async-start", "async-done", "fusion"], False),
+    "async.hlo": (["async-start", "async-done"], False),
     # r3's ragged dim is contracted: the partitioner runs it whole (named so in --explain).
     "ragged_dot.hlo": ([], False),
 }

@@ -915,6 +915,61 @@ static int32_t count_op(const IrComputation *c, IrOpcode op)
     return n;
 }
 
+/* An async pair (explicit and sugared) and a fusion are calls split or
+ * wrapped: inlined like a call, the start, its update and the done gone;
+ * one whose done the user sharded stays. */
+static const char ASYNCS[] =
+    "HloModule asyncs\n"
+    "sq {\n"
+    "  p = f32[8,4] parameter(0)\n"
+    "  ROOT m = f32[8,4] multiply(p, p)\n"
+    "}\n"
+    "fused {\n"
+    "  a = f32[8,4] parameter(0)\n"
+    "  b = f32[8,4] parameter(1)\n"
+    "  ROOT s = f32[8,4] subtract(a, b)\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[8,4] parameter(0)\n"
+    "  s = ((f32[8,4]), f32[8,4], s32[]) async-start(x), calls=sq\n"
+    "  u = ((f32[8,4]), f32[8,4], s32[]) async-update(s), calls=sq\n"
+    "  d = f32[8,4] async-done(u), calls=sq\n"
+    "  as = ((f32[8,4]), f32[8,4], s32[]) abs-start(d)\n"
+    "  a = f32[8,4] abs-done(as)\n"
+    "  f = f32[8,4] fusion(a, x), kind=kLoop, calls=fused\n"
+    "  ks = ((f32[8,4]), f32[8,4], s32[]) negate-start(f)\n"
+    "  k = f32[8,4] negate-done(ks), sharding={devices=[2,1]0,1}\n"
+    "  ROOT t = (f32[8,4], f32[8,4]) tuple(f, k)\n"
+    "}\n";
+
+static void inline_asyncs(void **state)
+{
+    (void)state;
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("asyncs.hlo", ASYNCS, strlen(ASYNCS), &po, &m, &d), IR_OK);
+    int32_t n = -1;
+    assert_int_equal(auto_inline_calls(m, &n, &d), IR_OK);
+    assert_int_equal(n, 3); /* sq's pair, abs's, the fusion */
+    IrLimits lim = ir_default_limits();
+    assert_int_equal(ir_verify(m, &lim, &d), IR_OK);
+    const IrComputation *c = ir_entry(m);
+    assert_int_equal(count_op(c, OP_FUSION), 0);
+    assert_int_equal(count_op(c, OP_ASYNC_UPDATE), 0);
+    assert_int_equal(count_op(c, OP_ASYNC_START), 1); /* the sharded negate's */
+    assert_int_equal(count_op(c, OP_ASYNC_DONE), 1);
+    /* subtract(abs(multiply(x, x)), x) */
+    const IrInstr *f = &c->instr[c->instr[c->root].opnd[0]];
+    assert_int_equal(f->op, OP_SUBTRACT);
+    assert_int_equal(f->opnd[1], c->param[0]);
+    const IrInstr *ab = &c->instr[f->opnd[0]];
+    assert_int_equal(ab->op, OP_ABS);
+    assert_int_equal(c->instr[ab->opnd[0]].op, OP_MULTIPLY);
+    assert_int_equal(c->instr[ab->opnd[0]].opnd[0], c->param[0]);
+    ir_module_free(m);
+}
+
 static void inline_calls(void **state)
 {
     (void)state;
@@ -1141,6 +1196,7 @@ int main(void)
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(norm_training),
         cmocka_unit_test(ragged_dot),
+        cmocka_unit_test(inline_asyncs),
         cmocka_unit_test(windows_and_ffts),
         cmocka_unit_test(tiebreak_least_communication),
         cmocka_unit_test(variadic_reduce),
