@@ -20,8 +20,11 @@
  * on the other core (OpenMP's threads do not yield) slowed the next
  * library's 2-thread call by up to 3x; the warm-up call absorbs that. A
  * library that does not load is skipped and the verdict says why.
- * Smaller products always run in OpenBLAS: there a library's call overhead counts
- * more than its kernel, and the probe is not worth its cost, about 0.1 s
+ * Smaller products run in OpenBLAS: there a library's call overhead counts
+ * more than its kernel (except, at several threads with another library
+ * chosen, those from 64^3 on, where OpenBLAS would wake its pool, whose
+ * spinning slows the chosen team: those go to it), and the probe is not
+ * worth its cost, about 0.1 s
  * once a process (oneDNN generates its kernels at its first call: 40 to 65
  * ms on the AMD machine; the timed calls take 20 to 40 ms). A run that
  * knows its program has such a product measures before its clock starts
@@ -56,8 +59,12 @@
 #include <string.h>
 #include <time.h>
 
-enum { PROBE_N = 384, PROBE_ROUNDS = 6, NLIBS = SGEMM_LIBS, VERDICT_LEN = 640 };
+enum { PROBE_N = 384, PROBE_ROUNDS = 6, NLIBS = SGEMM_LIBS, VERDICT_LEN = 768 };
 #define PROBE_MIN_MACS ((int64_t)256 * 256 * 256)
+/* OpenBLAS runs an f32 GEMM of fewer multiply-adds on the calling thread
+ * alone (SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4, interface/
+ * gemm.c); from there on it wakes its pool. */
+#define OPENBLAS_POOL_MACS ((int64_t)65536 * 4)
 
 static const char *const lib_name[NLIBS] = {"openblas", "blis", "onednn"};
 
@@ -68,7 +75,7 @@ static atomic_int chosen_threads;        /* the BLAS thread count it measured at
 static SgemmFn *lib_fn[NLIBS];           /* the libraries the probe timed (NULL: absent) */
 static SgemmWatch watch;                 /* the choice held against the first calls (blas_watch.c) */
 static atomic_bool watched;              /* the watch is done: calls go to `chosen` untimed */
-static char probe_verdict[VERDICT_LEN];  /* the verdict as the probe wrote it */
+static char probe_verdict[VERDICT_LEN];  /* the probe's measurements, for the verdict */
 static double probe_end;                 /* when it ended (now_s) */
 /* The watch counts no call that starts sooner after the probe: the last
  * library the probe timed may still spin (OpenBLAS's pool for about 0.1 s,
@@ -123,6 +130,20 @@ static int probe_size(int nt)
     return n;
 }
 
+/* The verdict's last clause, appended: where the products under
+ * PROBE_MIN_MACS go when `lib` takes the large ones at nt threads
+ * (sgemm_probed). */
+static void small_clause(int lib, int nt)
+{
+    size_t used = strlen(verdict);
+    if (nt > 1 && lib != 0)
+        snprintf(verdict + used, sizeof verdict - used,
+                 "; under 256^3 multiply-adds: %s from 64^3 (OpenBLAS's pool would wake), openblas below",
+                 lib_name[lib]);
+    else
+        snprintf(verdict + used, sizeof verdict - used, "; under 256^3 multiply-adds: openblas");
+}
+
 /* Times the libraries at nt threads, under probe_lock; sets the verdict
  * and returns the fastest. */
 static SgemmFn *probe(int nt)
@@ -174,9 +195,8 @@ static SgemmFn *probe(int nt)
             used += snprintf(verdict + used, sizeof verdict - (size_t)used, "%s %s skipped (%s)", i ? "," : "",
                              lib_name[i], why[i]);
     }
-    if (used > 0 && (size_t)used < sizeof verdict)
-        snprintf(verdict + used, sizeof verdict - (size_t)used, "; under 256^3 multiply-adds: openblas");
     memcpy(probe_verdict, verdict, sizeof probe_verdict);
+    small_clause(win, nt);
     double rate[NLIBS] = {0};
     for (int i = 0; i < NLIBS; i++)
         rate[i] = fn[i] && best[i] > 0 ? flops / best[i] : 0;
@@ -229,9 +249,11 @@ static void sgemm_watched(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum 
     if (!atomic_load(&watched) && atomic_load(&chosen_threads) == nt &&
         sgemm_watch_record(&watch, lib, 2.0 * m * n * (double)k, seconds)) {
         atomic_store(&chosen, lib_fn[watch.use]);
-        if (watch.note[0])
+        if (watch.note[0]) {
             snprintf(verdict, sizeof verdict, "%s, on the program's calls: %.380s%.200s", lib_name[watch.use],
                      probe_verdict, watch.note);
+            small_clause(watch.use, nt);
+        }
         atomic_store(&watched, true);
     }
     pthread_mutex_unlock(&probe_lock);
@@ -244,8 +266,18 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
                          int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc)
 {
-    if ((int64_t)m * n * k < PROBE_MIN_MACS) {
-        openblas_fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    int64_t macs = (int64_t)m * n * k;
+    if (macs < PROBE_MIN_MACS) {
+        /* Where another library's team was chosen at several threads, the
+         * products that would wake OpenBLAS's pool go to it too: the pool
+         * spins ~0.1 s after a call, beside the team (one device over 2
+         * cores, a 1024^3 and a 128^3 dot a step: 10.5-13.6 ms a step
+         * against 9.8-10.5 with every dot in oneDNN). */
+        int nt = dev_blas_sgemm_thread_count();
+        SgemmFn *f = openblas_fn;
+        if (nt > 1 && macs >= OPENBLAS_POOL_MACS && atomic_load(&chosen_threads) == nt)
+            f = atomic_load(&chosen);
+        f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     SgemmFn *f = choice();

@@ -27,7 +27,8 @@
  * the best so far cut short after it; one slow call of three does not
  * count; calls made while another library was on trial, or after the
  * watch, are ignored. Through DevBlas.sgemm, the watched calls compute the
- * same products and the verdict afterwards still names a library.
+ * same products and the verdict afterwards still names a library; at 2
+ * threads, products of 48^3 (OpenBLAS) and 128^3 (the chosen library) too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,9 +89,10 @@ static void check_fn(const char *lib, SgemmFn *g)
 
 enum { P = 256 };
 
-/* A P^3 product of small integers (exact in f32: every element equal to a
- * double dot), B transposed, through g at `threads` BLAS threads a device. */
-static void check_exact(const char *what, SgemmFn *g, int threads)
+/* An n^3 product (n <= P) of small integers (exact in f32: every element
+ * equal to a double dot), B transposed, through g at `threads` BLAS
+ * threads a device. */
+static void check_exact_n(const char *what, SgemmFn *g, int threads, int n)
 {
     static float a[P * P], bm[P * P], c[P * P];
     for (int i = 0; i < P * P; i++) {
@@ -99,16 +101,21 @@ static void check_exact(const char *what, SgemmFn *g, int threads)
     }
     dev_blas_sgemm_threads(threads, false);
     memset(c, 0, sizeof c);
-    g(CblasRowMajor, CblasNoTrans, CblasTrans, P, P, P, 1.0f, a, P, bm, P, 0.0f, c, P);
-    for (int i = 0; i < P; i++)
-        for (int j = 0; j < P; j++) {
+    g(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, P, bm, P, 0.0f, c, P);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
             double want = 0;
-            for (int p = 0; p < P; p++)
+            for (int p = 0; p < n; p++)
                 want += (double)a[i * P + p] * bm[j * P + p];
             if (c[i * P + j] != (float)want)
-                fail_msg("%s %d^3 at %d threads: C(%d,%d) = %g, expected %g", what, P, threads, i, j,
+                fail_msg("%s %d^3 at %d threads: C(%d,%d) = %g, expected %g", what, n, threads, i, j,
                          c[i * P + j], want);
         }
+}
+
+static void check_exact(const char *what, SgemmFn *g, int threads)
+{
+    check_exact_n(what, g, threads, P);
 }
 
 /* A library at one BLAS thread a device (the calling thread) and at two
@@ -162,6 +169,11 @@ static void probed_sgemm(void **state)
      * pool and OpenMP teams of 2), and at one again, measured again. */
     for (int threads = 2; threads >= 1; threads--) {
         check_exact("probed", b->sgemm, threads);
+        /* At 2 threads, products between OpenBLAS's pool threshold (64^3)
+         * and 256^3 go to the library chosen there, smaller ones stay in
+         * OpenBLAS: both exact. */
+        check_exact_n("probed, pool-sized", b->sgemm, threads, 128);
+        check_exact_n("probed, small", b->sgemm, threads, 48);
         if (threads > 1) {
             const char *v2 = dev_blas_sgemm_verdict();
             printf("test_blas_sgemm: f32 GEMM at 2 threads: %s\n", v2);
