@@ -155,6 +155,9 @@ static const char *held_why(const AutoGraph *g, int32_t i)
         return "a collective of the module's own: its groups are written for the devices as they are";
     case FAM_FUSION:
         return "a fusion not inlined (the user's sharding on it, or side effects in its computation)";
+    case FAM_SCAN:
+        return "a scan op: partition/expand_scan.c makes it a while loop after the choice is made, so its body "
+               "is not in the graph";
     case FAM_FALLBACK:
         return "an op the partitioner has no rule for: it runs whole on gathered operands";
     default:
@@ -172,8 +175,9 @@ static void held_text(IrStrBuf *o, const AutoGraph *g)
         const IrInstr *x = &g->comp->instr[i];
         if (g->node[i].group >= 0 || plumbing(g, i) || (x->sharding && !x->sharding->unknown))
             continue;
-        ir_sb_printf(o, "  held whole: %s = %s (line %d): %s\n", x->name, ir_op_name(x->op), (int)x->pos.line,
-                     held_why(g, i));
+        const char *target = x->op == OP_CUSTOM_CALL ? ir_attrs_x(&x->a)->custom_call_target : NULL;
+        ir_sb_printf(o, "  held whole: %s = %s%s%s%s (line %d): %s\n", x->name, ir_op_name(x->op),
+                     target ? " \"" : "", target ? target : "", target ? "\"" : "", (int)x->pos.line, held_why(g, i));
     }
 }
 
