@@ -166,6 +166,7 @@ static json_t *jmemory(const PlanMemory *pm)
         json_t *v = json_object();
         json_object_set_new(v, "parameter", json_integer(pd->param));
         json_object_set_new(v, "parameter_name", pd->param_name ? json_string(pd->param_name) : json_null());
+        json_object_set_new(v, "parameter_index", pd->leaf ? json_string(pd->leaf) : json_null());
         json_object_set_new(v, "output", json_integer(pd->output));
         json_object_set_new(v, "inferred", json_boolean(pd->inferred));
         json_object_set_new(v, "buffer_donor", json_boolean(pd->from_donor));
@@ -717,9 +718,14 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
     }
     for (int32_t k = 0; k < pm->ndonations; k++) {
         const PlanDonation *pd = &pm->donations[k];
-        ir_sb_printf(o, "    parameter %lld (%s) -> output %lld, %s: ", (long long)pd->param,
-                     pd->param_name ? pd->param_name : "?", (long long)pd->output,
-                     compile_donation_source(pd));
+        ir_sb_printf(o, "    parameter %lld (%s)%s%s -> output %lld, %s: ", (long long)pd->param,
+                     pd->param_name ? pd->param_name : "?", pd->leaf ? " " : "", pd->leaf ? pd->leaf : "",
+                     (long long)pd->output, compile_donation_source(pd));
+        if (pd->leaf) {
+            ir_sb_printf(o, "a leaf of a tuple parameter: the run keeps it to the end (it hands over whole "
+                            "parameters), so the pair saves nothing\n");
+            continue;
+        }
         if (pd->last_read)
             ir_sb_printf(o, "last read at step %d (%s)", (int)pd->read_step + 1, pd->last_read);
         else

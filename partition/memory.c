@@ -1194,6 +1194,18 @@ static IrStatus fill(IrArena *a, const IrComputation *c, const MemEstimate *e, P
     return IR_OK;
 }
 
+/* "{1,0}": a parameter index as XLA's pairs write it, in arena a. */
+static const char *leaf_text(IrArena *a, const IrShapeIndex *ix)
+{
+    char buf[160];
+    size_t n = 0;
+    buf[n++] = '{';
+    for (int32_t k = 0; k < ix->n && n + 24 < sizeof buf; k++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%lld", k ? "," : "", (long long)ix->v[k]);
+    snprintf(buf + n, sizeof buf - n, "}");
+    return ir_strdup(a, buf);
+}
+
 /* Every input_output_alias pair of m's entry c, with the steps that make
  * it safe (e: estimated with the pairs' parameters donated, so a
  * parameter's end is its last read). */
@@ -1216,6 +1228,8 @@ static IrStatus donations(IrArena *a, const IrModule *m, const IrComputation *c,
         PlanDonation *pd = &out->donations[out->ndonations++];
         *pd = (PlanDonation){.param = al->param_number, .output = -1, .read_step = -1, .write_step = -1,
                              .inferred = al->inferred, .from_donor = al->from_donor};
+        if (al->param_index.n > 0 && !(pd->leaf = leaf_text(a, &al->param_index)))
+            return IR_ENOMEM;
         int32_t pi = al->param_number >= 0 && al->param_number < c->nparam ? c->param[al->param_number] : -1;
         if (pi >= 0) {
             pd->param_name = c->instr[pi].name;
@@ -1256,6 +1270,8 @@ static void donation_bound(const IrComputation *c, const MemEstimate *e, PlanMem
     for (int32_t k = 0; k < out->ndonations; k++) {
         const PlanDonation *pd = &out->donations[k];
         int32_t pi = pd->param >= 0 && pd->param < c->nparam ? c->param[pd->param] : -1;
+        if (pd->leaf) /* kept to the end: donates nothing */
+            continue;
         if (pi >= 0)
             out->donated_bytes += e->own[pi];
         unread |= pi >= 0 && !pd->last_read;

@@ -42,6 +42,11 @@
 #     before returning it, mh the host computes), from the module and from
 #     a saved plan (text, JSON host_uncarried_pairs); --steps 3 feeds w
 #     alone, equal to --reference with that pair declared.
+#  7. A declared pair naming a leaf of a tuple parameter ({0}: (0, {1})):
+#     the run hands over whole parameters only, so the plan lists it as
+#     kept to the end, saving nothing (it read "last read at step 3", as
+#     if freed there, and counted the tuple's bytes as donated once per
+#     leaf); JSON parameter_index; the run equals --reference.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -367,3 +372,35 @@ expect_status 0 "$TESSEL" run "$WORK/host_pairs.hlo" --donate auto --random-inpu
 expect_status 0 "$TESSEL" run "$WORK/host_pairs_decl.hlo" --reference --random-inputs 5 --steps 3 --output-dir "$WORK/hp.r3"
 same_outputs "$WORK/hp.r3" "$WORK/hp.o3" "host pairs: --donate auto --steps 3 against w -> output 0 declared"
 echo "donation: the host program carries the cluster pairs it can (w), and the plan says why not the others"
+
+# ---- 7. a pair naming a leaf of a tuple parameter: listed as kept, not as freed ----
+cat >"$WORK/leaf_pairs.hlo" <<'EOF'
+HloModule leaf_pairs, num_partitions=2, input_output_alias={ {0}: (0, {0}, may-alias), {1}: (0, {1}, may-alias) }
+
+ENTRY main {
+  p = (f32[8,4], f32[8,4]) parameter(0), sharding={{devices=[2,1]0,1}, {devices=[2,1]0,1}}
+  x = f32[8,4] parameter(1), sharding={devices=[2,1]0,1}
+  w = f32[8,4] get-tuple-element(p), index=0
+  m = f32[8,4] get-tuple-element(p), index=1
+  g = f32[8,4] multiply(w, x), sharding={devices=[2,1]0,1}
+  m1 = f32[8,4] add(m, g), sharding={devices=[2,1]0,1}
+  w1 = f32[8,4] subtract(w, m1), sharding={devices=[2,1]0,1}
+  ROOT t = (f32[8,4], f32[8,4]) tuple(w1, m1)
+}
+EOF
+LEAF_WHY="a leaf of a tuple parameter: the run keeps it to the end (it hands over whole parameters), so the pair saves nothing"
+expect_status 0 "$TESSEL" plan "$WORK/leaf_pairs.hlo"
+expect_in "$OUT" "    parameter 0 (p) {0} -> output 0, declared by the module: $LEAF_WHY"
+expect_in "$OUT" "    parameter 0 (p) {1} -> output 1, declared by the module: $LEAF_WHY"
+expect_in "$OUT" "    the pairs lower the peak by 0 bytes (320 with nothing donated)"
+expect_status 0 "$TESSEL" plan "$WORK/leaf_pairs.hlo" --format json -o "$WORK/leaf_pairs.json"
+"$PY" - "$WORK/leaf_pairs.json" <<'PY' || fail "leaf pairs: JSON parameter_index, or the leaves counted as donated"
+import json, sys
+m = json.load(open(sys.argv[1]))["clusters"][0]["memory"]
+assert [(d["parameter"], d["parameter_index"], d["output"]) for d in m["donations"]] == [(0, "{0}", 0), (0, "{1}", 1)], m
+assert m["donation_bound"]["donated_bytes"] == 0 and m["donation_bound"]["why"] == "", m["donation_bound"]
+PY
+expect_status 0 "$TESSEL" run "$WORK/leaf_pairs.hlo" --random-inputs 5 --output-dir "$WORK/leaf.o"
+expect_status 0 "$TESSEL" run "$WORK/leaf_pairs.hlo" --reference --random-inputs 5 --output-dir "$WORK/leaf.r"
+same_outputs "$WORK/leaf.r" "$WORK/leaf.o" "leaf pairs: the run against --reference"
+echo "donation: a pair naming a leaf of a tuple parameter is listed as kept by the run (it saves nothing), not as freed"
