@@ -30,7 +30,8 @@
  *   contract.c    what dot and convolution share (contract.h): compute
  *                 types, packed views, the GEMM (OpenBLAS for f32/f64,
  *                 loops otherwise)
- *   k_dot.c       dot
+ *   k_dot.c       dot (a causal mask's scores: only the tiles it keeps; products
+ *                 over an operand's zero triangle without it)
  *   k_conv.c      convolution: im2col + GEMM, channels-last and sparse paths
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   reduce_columns.c  reduce with a reducer of exact scalar ops (argmax),
@@ -506,9 +507,11 @@ IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out);
  * transpose's array; with tshape non-NULL the result is written
  * transposed, free dims of the rhs before those of the lhs ([batch, rhs
  * free, lhs free], the shape tshape of a transpose that
- * ir_dot_transpose_swaps accepts), without the dot's own result. */
+ * ir_dot_transpose_swaps accepts), without the dot's own result. lower:
+ * the result is read only on and below the diagonal of its last two dims
+ * (ir_dot_reads_lower): the tiles above it are not computed, and hold 0. */
 IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
-                         DevValue **out);
+                         bool lower, DevValue **out);
 /* k_conv.c */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out);
 /* k_reduce.c */

@@ -686,7 +686,7 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
             opnd[j] = vals[o];
         }
         DevKernelArgs k = {m, c, dot, dot->nopnd, opnd, opt, d};
-        return dev_k_dot_fused(&k, perm, g->dot_transposed ? &root->shape : NULL, out);
+        return dev_k_dot_fused(&k, perm, g->dot_transposed ? &root->shape : NULL, g->dot_lower, out);
     }
     Run r = {.g = g, .nx = g->nextra};
     DevValue *res = NULL, *xv[IR_FUSION_MAX_NODES] = {NULL};

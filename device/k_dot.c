@@ -25,6 +25,22 @@
  * (fusion.c groups the pair; JAX writes weight gradients so) writes that
  * layout directly: C^T = op(B)^T op(A)^T, the same GEMM with the operands
  * swapped, instead of a full-size result moved again by the transpose.
+ *
+ * Causal attention (issue 34). A dot whose result a causal mask reads only
+ * on and below the diagonal (ir/causal.c proves it on the IR; the fusion
+ * group says dot_lower) computes, per block of 64 rows [r0, r1), only the
+ * columns [0, r1): the scores' upper tiles, which the select replaces, are
+ * written 0, never multiplied. The same bits as computing them: each kept
+ * element is the same sum over the contracted dim. And a product whose
+ * square operand is zero on one side of its diagonal (the probabilities P
+ * of a causal softmax, exactly 0 where exp(-1e9 - max) underflows, and
+ * the backward's dS) multiplies each block only over the k range the
+ * triangle leaves: P.V and dQ = dS K (A[m,k] = 0 for k > m), dK = dS^T Q
+ * (k < m), dV^T = dO^T P (B[k,n] = 0 for k < n). That is checked on the
+ * values, not assumed: the skipped region must be all zeros (a full
+ * matrix fails at its first element) and what it would have multiplied
+ * finite (0 * inf is NaN), else the GEMM runs whole. Values equal; the
+ * sums' order changes with the shorter k (not bit for bit).
  */
 #include "contract.h"
 
@@ -228,10 +244,145 @@ static int64_t batch_offset(const CtView *v, int64_t i)
     return off;
 }
 
+/* Rows (or columns) of a block of the triangular products below. */
+#define TRI_TILE 64
+
+/* Element (i, j) of op(X) (X stored [rows, ld], or transposed). */
+static const uint8_t *at(const uint8_t *x, bool t, int64_t ld, int64_t i, int64_t j, size_t esz)
+{
+    return x + (size_t)(t ? j * ld + i : i * ld + j) * esz;
+}
+
+/* One batch element's C[M,N] = op(A) op(B) whose result is read only on
+ * and below the diagonal (a causal mask's scores, ir_dot_reads_lower):
+ * per block of TRI_TILE rows [r0, r1), the columns [0, r1) only; the rest
+ * of the rows is written 0 (a defined value the mask discards). */
+static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint8_t *b, uint8_t *c)
+{
+    for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
+        int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, n1 = r1 < g->n ? r1 : g->n;
+        CtGemm s = *g;
+        s.m = r1 - r0;
+        s.n = n1;
+        ct_gemm(&s, at(a, g->ta, g->lda, r0, 0, esz), b, c + (size_t)(r0 * g->ldc) * esz);
+        for (int64_t r = r0; r < r1 && n1 < g->n; r++)
+            memset(c + (size_t)(r * g->ldc + n1) * esz, 0, (size_t)(g->n - n1) * esz);
+    }
+}
+
+/* The zero triangles a dot's operand may have (probabilities computed
+ * under a causal mask, and their gradients): op(A)[m,k] == 0 for k > m
+ * (P.V, dQ = dS K), for k < m (dK = dS^T Q); op(B)[k,n] == 0 for k < n
+ * (dV^T = dO^T P), for k > n. A block of rows of A (columns of B) then
+ * needs only a range of k. */
+typedef enum Tri { TRI_A_LOWER, TRI_A_UPPER, TRI_B_UPPER, TRI_B_LOWER, TRI_KINDS } Tri;
+
+/* The k range [*k0, *k1) block [f0, f1) of the free dim needs. */
+static void tri_range(Tri t, int64_t f0, int64_t f1, int64_t k, int64_t *k0, int64_t *k1)
+{
+    bool upper = t == TRI_A_UPPER || t == TRI_B_UPPER;
+    *k0 = upper ? (f0 < k ? f0 : k) : 0;
+    *k1 = upper ? k : (f1 < k ? f1 : k);
+}
+
+/* Are the f32 elements (i, j) of op(X), i in [i0,i1), j in [j0,j1), all
+ * zero (either sign; zero = true) or all finite (zero = false)? */
+static bool region_is(bool zero, const float *x, bool t, int64_t ld, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
+{
+    if (t) { /* stored transposed: element (i, j) at j * ld + i */
+        int64_t s = i0;
+        i0 = j0, j0 = s, s = i1, i1 = j1, j1 = s;
+    }
+    uint32_t mask = zero ? 0x7fffffffu : 0x7f800000u;
+    for (int64_t i = i0; i < i1; i++) {
+        uint32_t any = 0;
+        const float *row = x + i * ld;
+        for (int64_t j = j0; j < j1; j++) {
+            uint32_t u;
+            memcpy(&u, &row[j], sizeof u);
+            any |= zero ? u & mask : (uint32_t)((u & mask) == mask);
+        }
+        if (any)
+            return false;
+    }
+    return true;
+}
+
+/* Has this batch element's op(A) or op(B) the zero triangle t, exactly,
+ * and is what it would multiply finite (0 * inf is not 0)? Checked
+ * block by block, so that a full matrix fails at its first element. */
+static bool tri_holds(Tri t, const CtGemm *g, const float *a, const float *b)
+{
+    bool on_a = t == TRI_A_LOWER || t == TRI_A_UPPER;
+    int64_t nf = on_a ? g->m : g->n, first_end = TRI_TILE < nf ? TRI_TILE : nf, last0 = (nf - 1) / TRI_TILE * TRI_TILE;
+    for (int64_t f0 = 0; f0 < nf; f0 += TRI_TILE) {
+        int64_t f1 = f0 + TRI_TILE < nf ? f0 + TRI_TILE : nf, k0, k1;
+        tri_range(t, f0, f1, g->k, &k0, &k1);
+        bool ok = on_a ? region_is(true, a, g->ta, g->lda, f0, f1, 0, k0) &&
+                         region_is(true, a, g->ta, g->lda, f0, f1, k1, g->k)
+                       : region_is(true, b, g->tb, g->ldb, 0, k0, f0, f1) &&
+                         region_is(true, b, g->tb, g->ldb, k1, g->k, f0, f1);
+        if (!ok)
+            return false;
+    }
+    /* The other operand's rows (columns) some block skips. */
+    bool upper = t == TRI_A_UPPER || t == TRI_B_UPPER;
+    int64_t s0 = upper ? 0 : first_end, s1 = upper ? (last0 < g->k ? last0 : g->k) : g->k;
+    return on_a ? region_is(false, b, g->tb, g->ldb, s0, s1, 0, g->n)
+                : region_is(false, a, g->ta, g->lda, 0, g->m, s0, s1);
+}
+
+/* C = op(A) op(B) over the k ranges triangle t leaves, block by block. */
+static void gemm_tri(Tri t, const CtGemm *g, size_t esz, const uint8_t *a, const uint8_t *b, uint8_t *c)
+{
+    bool on_a = t == TRI_A_LOWER || t == TRI_A_UPPER;
+    int64_t nf = on_a ? g->m : g->n;
+    for (int64_t f0 = 0; f0 < nf; f0 += TRI_TILE) {
+        int64_t f1 = f0 + TRI_TILE < nf ? f0 + TRI_TILE : nf, k0, k1;
+        tri_range(t, f0, f1, g->k, &k0, &k1);
+        CtGemm s = *g;
+        s.k = k1 - k0;
+        if (on_a)
+            s.m = f1 - f0;
+        else
+            s.n = f1 - f0;
+        const uint8_t *ab = on_a ? at(a, g->ta, g->lda, f0, k0, esz) : at(a, g->ta, g->lda, 0, k0, esz);
+        const uint8_t *bb = on_a ? at(b, g->tb, g->ldb, k0, 0, esz) : at(b, g->tb, g->ldb, k0, f0, esz);
+        uint8_t *cb = c + (size_t)(on_a ? f0 * g->ldc : f0) * esz;
+        if (s.k > 0) {
+            ct_gemm(&s, ab, bb, cb);
+        } else {
+            for (int64_t r = 0; r < s.m; r++)
+                memset(cb + (size_t)(r * g->ldc) * esz, 0, (size_t)s.n * esz);
+        }
+    }
+}
+
+/* One batch element's GEMM: the causal scores' tiles (lower), a product
+ * over an operand's zero triangle without it, else whole. */
+static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, uint8_t *c)
+{
+    size_t esz = ct_size(g->c);
+    if (lower && g->m > TRI_TILE) {
+        gemm_lower(g, esz, a, b, c);
+        return;
+    }
+    if (g->c == CT_F32 && !g->acc && g->k >= 2 * TRI_TILE)
+        for (Tri t = TRI_A_LOWER; t < TRI_KINDS; t++) {
+            bool on_a = t == TRI_A_LOWER || t == TRI_A_UPPER;
+            if ((on_a ? g->m : g->n) == g->k && tri_holds(t, g, (const float *)a, (const float *)b)) {
+                gemm_tri(t, g, esz, a, b, c);
+                return;
+            }
+        }
+    ct_gemm(g, a, b, c);
+}
+
 /* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute
- * type; transposed: [B, N, M], each C^T computed as op(B)^T op(A)^T). */
+ * type; transposed: [B, N, M], each C^T computed as op(B)^T op(A)^T).
+ * lower: the result is read only on and below its diagonal. */
 static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOperand *a,
-                    const DotOperand *b, bool transposed, uint8_t *c_out)
+                    const DotOperand *b, bool transposed, bool lower, uint8_t *c_out)
 {
     CtGemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = ct_use_blas(k),
               .m = p->m, .n = p->n, .k = p->k, .lda = a->ld, .ldb = b->ld, .ldc = p->n};
@@ -241,12 +392,13 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
                      .k = p->k, .lda = b->ld, .ldb = a->ld, .ldc = p->m};
         first = b;
         second = a;
+        lower = false;
     }
     size_t esz = ct_size(c);
     for (int64_t i = 0; i < p->b; i++)
-        ct_gemm(&g, first->data + (size_t)batch_offset(&first->batch, i) * esz,
-                second->data + (size_t)batch_offset(&second->batch, i) * esz,
-                c_out + (size_t)(i * p->m * p->n) * esz);
+        gemm_one(&g, lower, first->data + (size_t)batch_offset(&first->batch, i) * esz,
+                 second->data + (size_t)batch_offset(&second->batch, i) * esz,
+                 c_out + (size_t)(i * p->m * p->n) * esz);
 }
 
 /*
@@ -283,7 +435,7 @@ static bool read_shape(const DevValue *v, const int64_t *perm, int32_t nperm, Ir
 }
 
 static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
-                         DevValue **out)
+                         bool lower, DevValue **out)
 {
     if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
@@ -323,7 +475,7 @@ static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2],
         st = dev_kernel_oom(k, NULL);
         goto done;
     }
-    dot_run(k, c, &p, &a, &b, tshape != NULL, direct ? r->data : cbuf);
+    dot_run(k, c, &p, &a, &b, tshape != NULL, lower && p.nlf == 1 && p.nrf == 1, direct ? r->data : cbuf);
     if (!direct) {
         CtView v = {.rank = 1, .dims = {total}, .stride = {1}};
         ct_unpack(c, os->type, cbuf, &v, r->data);
@@ -343,11 +495,11 @@ done:
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
 {
     const IrI64List *none[2] = {NULL, NULL};
-    return dot_into(k, none, NULL, out);
+    return dot_into(k, none, NULL, false, out);
 }
 
 IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
-                         DevValue **out)
+                         bool lower, DevValue **out)
 {
-    return dot_into(k, perm, tshape, out);
+    return dot_into(k, perm, tshape, lower, out);
 }

@@ -58,7 +58,10 @@
  * transpose moves nothing. A transpose whose every reader is a dot
  * (unfused or such a pair's) runs inside each of them
  * (transposes_into_dots): the dot reads the transpose's operand through
- * strides, so the transposed array is never made.
+ * strides, so the transposed array is never made. A dot whose result a
+ * causal mask reads only on and below the diagonal (causal.c) is marked
+ * dot_lower (a group of one if it had none): k_dot.c computes only the
+ * tiles the mask keeps.
  */
 #include "ir.h"
 
@@ -364,6 +367,24 @@ static bool transposes_into_dots(const IrComputation *c, const bool *ctrl_succ, 
     ts_free(fits);
     ts_free(read);
     return true;
+}
+
+/* A dot that runs alone and whose result is read only below a causal
+ * mask's diagonal (ir_dot_reads_lower) becomes a group of one, so that
+ * the executor learns it (IrFusionGroup.dot_lower). */
+static void lower_dots(const Find *f, const int32_t *order, int32_t norder, int32_t *gid, int32_t *size,
+                       int32_t *nroots)
+{
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        if (gid[u] != -1 || !dot_takes(f->c, f->ctrl_succ, gid, u) || !ir_dot_reads_lower(f->m, f->c, u))
+            continue;
+        gid[u] = u;
+        size[u] = 1;
+        f->space[u] = u;
+        f->nouter[u] = -1;
+        (*nroots)++;
+    }
 }
 
 void ir_fusion_free(IrFusion *f)
@@ -694,6 +715,7 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         !merge_outputs(&f, order, norder, gid, size, &nroots, extra) ||
         !transposes_into_dots(c, ctrl_succ, order, norder, gid, size, &f, &nroots))
         goto done;
+    lower_dots(&f, order, norder, gid, size, &nroots);
     st = IR_OK;
     if (nroots == 0)
         goto done;
@@ -732,6 +754,7 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         for (int32_t j = 0; j < g->nnodes; j++)
             if (c->instr[g->nodes[j]].op == OP_DOT)
                 g->dot = j;
+        g->dot_lower = g->dot >= 0 && !g->dot_transposed && ir_dot_reads_lower(m, c, g->nodes[g->dot]);
     }
     st = IR_OK;
 done:

@@ -58,6 +58,8 @@
  *   fusion_find.c the groups the executor runs fused (elementwise chains, row
  *               groups, multi-output groups, dot-transpose pairs): device/
  *               runs them, the memory estimate counts only what they make
+ *   causal.c    is a dot's result read only below a causal mask's diagonal
+ *               (its tiles above are not computed)
  *   prefault.c  a thread that faults in fresh memory ahead of its writer
  *
  * Depends on libc and POSIX: pthreads (parse_split.c, prefault.c, and the
@@ -1255,6 +1257,10 @@ typedef struct IrFusionGroup {
                           * the group too, made whole when the group runs */
     int32_t dot;         /* the node that is a dot (a dot-transpose pair's, or
                           * one reading transposes in place), else -1 */
+    bool dot_lower;      /* the dot's result is read only on and below the
+                          * diagonal of its last two dims (a causal mask's
+                          * scores, ir_dot_reads_lower): the rest is not
+                          * computed */
 } IrFusionGroup;
 
 typedef struct IrFusion {
@@ -1290,5 +1296,11 @@ bool ir_fusion_strided(const IrInstr *ins);
  * reducer op (ir_simple_reducer) in one accumulator domain: float, signed,
  * unsigned or pred, and no bitwise reducer on floats? */
 bool ir_reducer_folds(IrType t, IrOpcode op);
+
+/* causal.c: is dot instruction `dot` of c (one free dim each side) read
+ * only where its result's last index is at most the one before, every
+ * reader a select over a causal mask (compare of iotas) or an elementwise
+ * op passing it on, through calls? */
+bool ir_dot_reads_lower(const IrModule *m, const IrComputation *c, int32_t dot);
 
 #endif /* TESSEL_IR_H */

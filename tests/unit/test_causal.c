@@ -1,0 +1,343 @@
+/*
+ * test_causal.c: causal attention computes only what the mask keeps.
+ *
+ * ir/causal.c: which dots' results are read only on and below the
+ * diagonal (JAX's causal mask, inside its `_where` call or not, GE, a
+ * strict LT with the operands swapped, and'ed with a sliding window), and
+ * which are not (a mask with an offset, an arbitrary mask, the upper
+ * triangle, the scores also returned or reduced whole). device/k_dot.c:
+ * such a dot's tiles above the diagonal are skipped and the attention's
+ * output is bit for bit the unfused run's (which computes them all), at
+ * sequence lengths that no tile divides; a product over an operand's zero
+ * triangle (P.V and the backward's dQ, dK, dV shapes) equals a naive
+ * product in double, and a non-finite value that the skipped zeros would
+ * have multiplied still reaches the result (0 * inf is NaN).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/device.h"
+#include "device/fusion.h"
+#include "kernel_test.h"
+#include "fusion_test.h"
+
+/* text with every '@' replaced by the decimal s (into a static buffer). */
+static char *subst(const char *text, int s)
+{
+    static char buf[4][8192];
+    static int turn;
+    char *out = buf[turn++ % 4], num[16];
+    int nl = snprintf(num, sizeof num, "%d", s);
+    size_t o = 0;
+    for (const char *p = text; *p && o + 16 < sizeof buf[0]; p++) {
+        if (*p == '@') {
+            memcpy(out + o, num, (size_t)nl);
+            o += (size_t)nl;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* An attention over S positions, 2 x 3 heads of 4: scores q k^T / 2,
+ * masked by `mask` (text defining pred[S,S] `ge` from i0, i1: iotas along
+ * dims 0 and 1; '@' stands for S), softmax, then P v. in_call: JAX's
+ * form, the select inside a call to _where. */
+static char *attention(int s, const char *mask, bool in_call)
+{
+    static char buf[8192];
+    const char *sel = in_call ? "  sm = f32[2,3,@,@] call(ge, sc, c), to_apply=_where\n"
+                              : "  mb = pred[2,3,@,@] broadcast(ge), dimensions={2,3}\n"
+                                "  cb = f32[2,3,@,@] broadcast(c), dimensions={}\n"
+                                "  sm = f32[2,3,@,@] select(mb, sc, cb)\n";
+    snprintf(buf, sizeof buf, "%s%s%s%s",
+             subst("HloModule attn\n"
+                   "_where {\n"
+                   "  p0 = pred[@,@] parameter(0)\n"
+                   "  b0 = pred[2,3,@,@] broadcast(p0), dimensions={2,3}\n"
+                   "  p1 = f32[2,3,@,@] parameter(1)\n"
+                   "  p2 = f32[] parameter(2)\n"
+                   "  b2 = f32[2,3,@,@] broadcast(p2), dimensions={}\n"
+                   "  ROOT r = f32[2,3,@,@] select(b0, p1, b2)\n"
+                   "}\n"
+                   "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, b)\n}\n"
+                   "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n"
+                   "ENTRY main {\n"
+                   "  q = f32[2,3,@,4] parameter(0)\n"
+                   "  k = f32[2,3,@,4] parameter(1)\n"
+                   "  v = f32[2,3,@,4] parameter(2)\n"
+                   "  s = f32[2,3,@,@] dot(q, k), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
+                   "  two = f32[] constant(2)\n"
+                   "  twob = f32[2,3,@,@] broadcast(two), dimensions={}\n"
+                   "  sc = f32[2,3,@,@] divide(s, twob)\n"
+                   "  i0 = s32[@,@] iota(), iota_dimension=0\n"
+                   "  i1 = s32[@,@] iota(), iota_dimension=1\n", s),
+             subst(mask, s), subst(sel, s),
+             subst("  c = f32[] constant(-1e9)\n"
+                   "  ninf = f32[] constant(-inf)\n"
+                   "  zero = f32[] constant(0)\n"
+                   "  mx = f32[2,3,@] reduce(sm, ninf), dimensions={3}, to_apply=max\n"
+                   "  mxb = f32[2,3,@,@] broadcast(mx), dimensions={0,1,2}\n"
+                   "  d = f32[2,3,@,@] subtract(sm, mxb)\n"
+                   "  e = f32[2,3,@,@] exponential(d)\n"
+                   "  z = f32[2,3,@] reduce(e, zero), dimensions={3}, to_apply=add\n"
+                   "  zb = f32[2,3,@,@] broadcast(z), dimensions={0,1,2}\n"
+                   "  p = f32[2,3,@,@] divide(e, zb)\n"
+                   "  ROOT o = f32[2,3,@,4] dot(p, v), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}\n"
+                   "}\n", s));
+    return buf;
+}
+
+#define CAUSAL_GE "  ge = pred[@,@] compare(i0, i1), direction=GE\n"
+
+static bool scores_lower(const char *txt)
+{
+    IrModule *m = parse_ok(txt);
+    const IrComputation *c = ir_entry(m);
+    int32_t s = instr_named(m, "s");
+    bool lower = ir_dot_reads_lower(m, c, s);
+    /* The executor's groups say the same: the scores' group is dot_lower. */
+    DevFusion f = find(m, 0);
+    int32_t g = f.group_of ? f.group_of[s] : -1;
+    assert_true(lower == (g >= 0 && f.groups[g].dot_lower));
+    if (g >= 0 && lower)
+        assert_int_equal(f.groups[g].nodes[f.groups[g].dot], s);
+    ir_fusion_free(&f);
+    ir_module_free(m);
+    return lower;
+}
+
+/* The masks that keep nothing above the diagonal are recognised: JAX's
+ * (GE, in its _where call and not), a strict one written the other way
+ * (LT with the iotas swapped), a sliding window (GE and'ed with another
+ * compare), iotas broadcast from one dimension. */
+static void causal_masks_recognised(void **state)
+{
+    (void)state;
+    assert_true(scores_lower(attention(6, CAUSAL_GE, true)));
+    assert_true(scores_lower(attention(6, CAUSAL_GE, false)));
+    assert_true(scores_lower(attention(6, "  ge = pred[@,@] compare(i1, i0), direction=LT\n", true)));
+    assert_true(scores_lower(attention(
+        6, "  w = s32[] constant(3)\n"
+                     "  wb = s32[@,@] broadcast(w), dimensions={}\n"
+                     "  lo = s32[@,@] subtract(i0, wb)\n"
+                     "  win = pred[@,@] compare(i1, lo), direction=GT\n"
+                     "  causal = pred[@,@] compare(i0, i1), direction=GE\n"
+                     "  ge = pred[@,@] and(win, causal)\n",
+        true)));
+    assert_true(scores_lower(attention(
+        6, "  r = s32[@] iota(), iota_dimension=0\n"
+                     "  rr = s32[@,@] broadcast(r), dimensions={0}\n"
+                     "  rc = s32[@,@] broadcast(r), dimensions={1}\n"
+                     "  ge = pred[@,@] compare(rr, rc), direction=GE\n",
+        false)));
+}
+
+/* Masks that keep a position above the diagonal, or that are not iotas'
+ * own indices, are not: an offset (i0 + 1 >= i1), the upper triangle, an
+ * arbitrary mask (a constant), a window alone (or'ed). */
+static void other_masks_not(void **state)
+{
+    (void)state;
+    assert_false(scores_lower(attention(6, "  one = s32[] constant(1)\n"
+                                                     "  oneb = s32[@,@] broadcast(one), dimensions={}\n"
+                                                     "  i0p = s32[@,@] add(i0, oneb)\n"
+                                                     "  ge = pred[@,@] compare(i0p, i1), direction=GE\n",
+                                        true)));
+    assert_false(scores_lower(attention(6, "  ge = pred[@,@] compare(i0, i1), direction=LE\n", true)));
+    assert_false(scores_lower(attention(6, "  t = pred[] constant(true)\n"
+                                                     "  ge = pred[@,@] broadcast(t), dimensions={}\n",
+                                        false)));
+    assert_false(scores_lower(attention(6, "  a = pred[@,@] compare(i0, i1), direction=GE\n"
+                                                     "  b = pred[@,@] compare(i0, i1), direction=LT\n"
+                                                     "  ge = pred[@,@] or(a, b)\n",
+                                        true)));
+    /* The upper triangle written as GE with the iotas swapped. */
+    assert_false(scores_lower(attention(6, "  ge = pred[@,@] compare(i1, i0), direction=GE\n", false)));
+}
+
+/* The scores read elsewhere too: returned beside the output, or reduced
+ * whole; then every tile is computed. */
+static void scores_read_elsewhere(void **state)
+{
+    (void)state;
+    char txt[8192], *at;
+    /* Returned: the root becomes a tuple of the output and the scores. */
+    snprintf(txt, sizeof txt, "%s", attention(6, CAUSAL_GE, true));
+    assert_non_null(at = strstr(txt, "  ROOT o = "));
+    memmove(at + 2, at + 7, strlen(at + 7) + 1); /* "  ROOT o" -> "  o" */
+    at = strrchr(txt, '}');
+    snprintf(at, sizeof txt - (size_t)(at - txt), "  ROOT t = (f32[2,3,6,4], f32[2,3,6,6]) tuple(o, sc)\n}\n");
+    assert_false(scores_lower(txt));
+    /* Reduced whole beside the mask (a reader outside it, though dead). */
+    snprintf(txt, sizeof txt, "%s", attention(6, CAUSAL_GE, false));
+    at = strrchr(txt, '}');
+    snprintf(at, sizeof txt - (size_t)(at - txt),
+             "  whole = f32[2,3,6] reduce(s, zero), dimensions={3}, to_apply=add\n}\n");
+    assert_false(scores_lower(txt));
+}
+
+static void fill(float *x, int64_t n, uint32_t seed)
+{
+    uint32_t h = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n; i++) {
+        h = h * 1664525u + 1013904223u;
+        x[i] = (float)((h >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+
+static DevValue *run_fused(const IrModule *m, DevValue **args, bool fuse)
+{
+    DevExecOptions opt = {.no_fusion = !fuse};
+    DevValue *out = NULL;
+    IrDiag d = {0};
+    assert_int_equal(dev_execute(m, m->entry, 3, args, &opt, &out, &d), IR_OK);
+    return out;
+}
+
+/* At sequence lengths 130 and 300 (tiles of 64 that do not divide them),
+ * the attention with its scores' upper tiles skipped is the unfused run's
+ * (every tile computed), bit for bit; and a softmax row is what the
+ * masked scores give (checked against a double-precision attention). */
+static void skipped_tiles_change_nothing(void **state)
+{
+    (void)state;
+    int lens[] = {130, 300};
+    for (size_t t = 0; t < sizeof lens / sizeof *lens; t++) {
+        int s = lens[t];
+        for (int in_call = 0; in_call < 2; in_call++) {
+            IrModule *m = parse_ok(attention(s, CAUSAL_GE, in_call));
+            int64_t dims[] = {2, 3, s, 4}, n = 2 * 3 * (int64_t)s * 4;
+            float *x[3];
+            DevValue *args[3];
+            for (int a = 0; a < 3; a++) {
+                x[a] = malloc((size_t)n * sizeof(float));
+                fill(x[a], n, (uint32_t)(a + 1 + 10 * s));
+                args[a] = val(IR_F32, 4, dims, x[a]);
+            }
+            DevValue *fused = run_fused(m, args, true), *plain = run_fused(m, args, false);
+            assert_int_equal(fused->nbytes, n * 4);
+            assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
+            /* Independent: head (1, 2), a few rows, in double. */
+            const float *o = (const float *)fused->data;
+            int64_t head = (1 * 3 + 2) * (int64_t)s * 4;
+            int rows[] = {0, 63, 64, s - 1};
+            for (size_t ri = 0; ri < 4; ri++) {
+                int r = rows[ri];
+                double w[512], mx = -INFINITY, z = 0;
+                for (int j = 0; j <= r; j++) {
+                    double dot = 0;
+                    for (int e = 0; e < 4; e++)
+                        dot += (double)x[0][head + r * 4 + e] * x[1][head + j * 4 + e];
+                    w[j] = dot / 2;
+                    mx = fmax(mx, w[j]);
+                }
+                for (int j = 0; j <= r; j++)
+                    z += (w[j] = exp(w[j] - mx));
+                for (int e = 0; e < 4; e++) {
+                    double want = 0;
+                    for (int j = 0; j <= r; j++)
+                        want += w[j] / z * x[2][head + j * 4 + e];
+                    assert_true(fabs(o[head + r * 4 + e] - want) < 1e-5);
+                }
+            }
+            dev_value_unref(fused);
+            dev_value_unref(plain);
+            for (int a = 0; a < 3; a++) {
+                dev_value_unref(args[a]);
+                free(x[a]);
+            }
+            ir_module_free(m);
+        }
+    }
+}
+
+/* C = A B of one [n,n] operand with a zero triangle and one [n,w] (or
+ * [w,n]) operand, against a naive product in double. kind: 0 A lower
+ * (A[m,k] = 0 for k > m: P.V, dQ), 1 A upper (k < m: dK), 2 B upper
+ * (B[k,n] = 0 for k < n: dV^T = dO^T P), 3 B lower. nan_at >= 0 puts a
+ * NaN in the dense operand at that row (A kinds) or column (B kinds):
+ * the result must be NaN wherever the naive product is. */
+static void tri_case(int kind, int n, int w, int nan_at)
+{
+    bool on_a = kind < 2;
+    char txt[1024];
+    int ar = on_a ? n : w, ac = n, br = n, bc = on_a ? w : n;
+    snprintf(txt, sizeof txt,
+             "HloModule tri\nENTRY main {\n  a = f32[%d,%d] parameter(0)\n  b = f32[%d,%d] parameter(1)\n"
+             "  ROOT c = f32[%d,%d] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+             ar, ac, br, bc, ar, bc);
+    IrModule *m = parse_ok(txt);
+    float *a = malloc((size_t)ar * ac * 4), *b = malloc((size_t)br * bc * 4);
+    fill(a, (int64_t)ar * ac, 7);
+    fill(b, (int64_t)br * bc, 8);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            bool zero = kind == 0 ? j > i : kind == 1 ? j < i : kind == 2 ? i < j : i > j;
+            if (zero && on_a)
+                a[i * ac + j] = 0;
+            if (zero && !on_a)
+                b[i * bc + j] = 0;
+        }
+    if (nan_at >= 0) {
+        if (on_a)
+            b[nan_at * bc] = NAN;
+        else
+            a[nan_at] = NAN;
+    }
+    int64_t ad[] = {ar, ac}, bd[] = {br, bc};
+    DevValue *args[2] = {val(IR_F32, 2, ad, a), val(IR_F32, 2, bd, b)}, *out = NULL;
+    IrDiag d = {0};
+    assert_int_equal(exec_module(m, 2, args, &out, &d), IR_OK);
+    const float *c = (const float *)out->data;
+    for (int i = 0; i < ar; i++)
+        for (int j = 0; j < bc; j++) {
+            double want = 0;
+            for (int k = 0; k < ac; k++)
+                want += (double)a[i * ac + k] * b[k * bc + j];
+            if (isnan(want))
+                assert_true(isnan(c[i * bc + j]));
+            else if (fabs(c[i * bc + j] - want) > 1e-4)
+                fail_msg("kind %d n %d: c[@,@] = %g, want %g", kind, n, i, j, c[i * bc + j], want);
+        }
+    dev_value_unref(out);
+    dev_value_unref(args[0]);
+    dev_value_unref(args[1]);
+    free(a);
+    free(b);
+    ir_module_free(m);
+}
+
+static void zero_triangles(void **state)
+{
+    (void)state;
+    for (int kind = 0; kind < 4; kind++) {
+        tri_case(kind, 130, 8, -1);
+        tri_case(kind, 300, 5, -1);
+        /* NaN where a skipped zero would meet it: at the end (A lower, B
+         * lower skip the high k) or the start (the upper kinds). */
+        tri_case(kind, 200, 3, kind == 0 || kind == 3 ? 199 : 0);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(causal_masks_recognised),
+        cmocka_unit_test(other_masks_not),
+        cmocka_unit_test(scores_read_elsewhere),
+        cmocka_unit_test(skipped_tiles_change_nothing),
+        cmocka_unit_test(zero_triangles),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
