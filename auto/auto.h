@@ -15,7 +15,8 @@
  *               condition's parameter, its result), the body's
  *               instructions priced per iteration times the trip count
  *   loop_memory.c  a loop's memory under a limit: its state and its
- *               body's part of the peak charged at their chosen shardings
+ *               body's part of the peak charged at their chosen shardings,
+ *               a state resharded from its operand with both buffers
  *   mesh.c      the mesh (`2x4`, `data=2,model=4`); a spec (mesh axis ->
  *               tensor dim) made an IrSharding
  *   cost.c      the cost model: compute from FLOPs and bytes at rates,
@@ -36,7 +37,8 @@
  *   lagrange.c  a memory limit over elimination: the memory row priced
  *               into the objective, the least price whose plan fits
  *   tiebreak.c  among plans within 2% of the fastest estimate, the one
- *               that communicates least
+ *               that communicates least, then of those as communicating
+ *               the one that holds least at the peak
  *   ilp.c       the integer program over the groups, solved with GLPK
  *   explain.c   why: per chosen sharding the alternatives and their costs
  *   shard.c     auto_shard, the pass: graph, solve, annotate, explain
@@ -203,6 +205,9 @@ int32_t auto_follows(const IrComputation *c, int32_t i);
 typedef struct AutoEdge {
     int32_t from, to;        /* groups */
     double *cost;            /* [nstrat(from) x nstrat(to)], row-major */
+    double *mem;             /* NULL, or the same cells: per-device bytes the pair of choices
+                                holds at the peak beyond the groups' own (a loop's state
+                                resharded from its operand holds both buffers) */
 } AutoEdge;
 
 typedef struct AutoNode {
@@ -266,6 +271,7 @@ typedef struct AutoGraph {
     AutoGroup *group;
     AutoEdge *edge;
     double mem_fixed;        /* bytes of the memory estimate no choice changes */
+    int32_t edge_cap;        /* edge[] entries allocated */
 } AutoGraph;
 
 /* Build the graph of m's entry computation (strategies, groups, edges).
@@ -277,6 +283,12 @@ typedef struct AutoGraph {
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
                           bool donate_auto, AutoGraph *g, IrDiag *d);
 void auto_graph_free(AutoGraph *g);
+/* Charge the pair of value u and node i (a loop's state element and the
+ * operand it is resharded from): while the loop runs both are held, so
+ * where i's spec differs from u's, i's per-device bytes more (on the
+ * edge between their groups, or on one group's memory where the other
+ * has one strategy or they share one). IR_ENOMEM. */
+IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d);
 /* The estimated per-device bytes of choice[] against the memory limit. */
 double auto_graph_mem(const AutoGraph *g, const int32_t *choice);
 /* The estimated seconds of choice[] (one strategy per group). */
@@ -305,6 +317,11 @@ void auto_loop_charge_state(AutoGraph *g, const IrModule *m, const AutoLoop *L, 
  * not per iteration) charged at the chosen shardings of the body's values
  * live at the body's own peak. IR_ENOMEM. */
 IrStatus auto_loop_charge_body(AutoGraph *g, const IrModule *m, const AutoLoop *L, double held, IrDiag *d);
+/* Each state element of L the body passes through unchanged (its buffer
+ * the operand's where their shardings agree) charged as a pair with its
+ * operand (auto_graph_charge_pair): resharded, the loop holds both.
+ * IR_ENOMEM. */
+IrStatus auto_loop_charge_pairs(AutoGraph *g, const IrModule *m, const AutoLoop *L, IrDiag *d);
 
 /* ---- prune.c ---- */
 
@@ -340,7 +357,9 @@ int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice);
  * of it (time + mu x communication solved again, mu from the one making
  * the optimum's communication worth 2% of its step, doubled while the
  * plan stays within 2%, then bisected: a Lagrangian, exact where the
- * bound binds at some mu). Under mem_limit (> 0) only plans that fit. 1 done (choice[] unchanged where elimination is too wide); -1 out
+ * bound binds at some mu), then with the plan that holds least at the
+ * peak (auto_graph_mem) among those within 2% of the optimum's seconds
+ * and of that plan's communication (lambda x memory added likewise). Under mem_limit (> 0) only plans that fit. 1 done (choice[] unchanged where elimination is too wide); -1 out
  * of memory. The costs of g are as they were on return. Deterministic. */
 int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice);
 

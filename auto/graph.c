@@ -20,15 +20,16 @@
  * between the same two groups are summed into one; an edge to a group of
  * one strategy becomes unary cost of the other end.
  *
- * Memory (for a limit): the values live at the peak of the unsharded
- * program by partition/memory.c's model (mem_estimate: the executor's
- * order, parameters live to the end, buffers shared or reused counted
- * once, elementwise chains fused as the executor runs them) are charged
- * their per-device bytes under each strategy; opaque ones their whole
- * bytes, and so does what a called computation holds at the peak
- * (AutoGraph.mem_fixed), except a loop in the view: its state and its
- * body's part of the peak at the shardings chosen for them
- * (loop_memory.c).
+ * Memory (for a limit, and the tie-break's last search): the values live
+ * at the peak of the unsharded program by partition/memory.c's model
+ * (mem_estimate: the executor's order, parameters live to the end,
+ * buffers shared or reused counted once, elementwise chains fused as the
+ * executor runs them) are charged their per-device bytes under each
+ * strategy; opaque ones their whole bytes, and so does what a called
+ * computation holds at the peak (AutoGraph.mem_fixed), except a loop in
+ * the view: its state and its body's part of the peak at the shardings
+ * chosen for them, and a state resharded from its operand with both
+ * buffers, on their edge (loop_memory.c, auto_graph_charge_pair).
  */
 #include "auto.h"
 
@@ -340,13 +341,14 @@ static IrStatus new_group(AutoGraph *g, int32_t i, IrDiag *d)
 }
 
 /* The edge from group a to group b, made on first use. */
-static IrStatus edge(AutoGraph *g, int32_t a, int32_t b, int32_t *cap, double **out, IrDiag *d)
+static IrStatus edge(AutoGraph *g, int32_t a, int32_t b, AutoEdge **out, IrDiag *d)
 {
     for (int32_t e = 0; e < g->nedge; e++)
         if (g->edge[e].from == a && g->edge[e].to == b) {
-            *out = g->edge[e].cost;
+            *out = &g->edge[e];
             return IR_OK;
         }
+    int32_t *cap = &g->edge_cap;
     if (g->nedge == *cap) {
         int32_t nc = *cap ? *cap * 2 : 64;
         AutoEdge *ne = ir_alloc_array(g->arena, (size_t)nc, sizeof *ne);
@@ -363,22 +365,22 @@ static IrStatus edge(AutoGraph *g, int32_t a, int32_t b, int32_t *cap, double **
     e->cost = ir_alloc_array(g->arena, (size_t)g->group[a].nstrat * (size_t)g->group[b].nstrat, sizeof *e->cost);
     if (!e->cost)
         return ir_oom(d, NULL);
-    *out = e->cost;
+    *out = e;
     return IR_OK;
 }
 
 static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int32_t i, int32_t o, double w,
-                              int32_t *cap, IrDiag *d);
+                              IrDiag *d);
 
 /* The costs of operand `o` (instruction u) reaching node i. */
-static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t o, int32_t *cap, IrDiag *d)
+static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t o, IrDiag *d)
 {
     const IrInstr *x = &g->comp->instr[i];
     int32_t u = x->opnd[o];
     const AutoNode *v = &g->node[i];
     if (v->group < 0 && (x->op == OP_TUPLE || i == g->comp->root))
         return IR_OK; /* a result takes any sharding */
-    return price_reshard(g, cost, u, i, o, g->view.weight[i], cap, d);
+    return price_reshard(g, cost, u, i, o, g->view.weight[i], d);
 }
 
 /* The spec `out`, a strategy of node i's operand, leaves where i reads
@@ -394,7 +396,7 @@ static const AutoSpec *arriving(const AutoGraph *g, int32_t i, const AutoSpec *o
  * needs: its operand `o`'s spec, or (o < 0) its own output spec (a loop's
  * state node, loop.c). */
 static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int32_t i, int32_t o, double w,
-                              int32_t *cap, IrDiag *d)
+                              IrDiag *d)
 {
     const AutoNode *pv = &g->node[u], *v = &g->node[i];
     const IrShape *shape = &g->comp->instr[u].shape;
@@ -433,16 +435,61 @@ static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int
             }
         return IR_OK;
     }
-    double *m = NULL;
-    IrStatus st = edge(g, pv->group, v->group, cap, &m, d);
+    AutoEdge *ed = NULL;
+    IrStatus st = edge(g, pv->group, v->group, &ed, d);
     if (st != IR_OK)
         return st;
+    double *m = ed->cost;
     for (int32_t s = 0; s < gu->nstrat; s++)
         for (int32_t t = 0; t < gv->nstrat; t++)
             m[(size_t)s * (size_t)gv->nstrat + (size_t)t] +=
                 w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), NEED(t));
 #undef NEED
 #undef HAVE
+    return IR_OK;
+}
+
+/* The bytes the pair (u under spec a, node i under its strategy t) holds
+ * beyond u's own: i's where the specs differ (auto_graph_charge_pair). */
+static double pair_bytes(const AutoNode *v, int32_t t, const AutoSpec *a)
+{
+    return auto_spec_equal(a, &v->strat[t].out) ? 0 : (double)v->strat[t].bytes;
+}
+
+IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d)
+{
+    const AutoNode *pv = &g->node[u], *v = &g->node[i];
+    if (v->group < 0)
+        return IR_OK; /* i is whole: propagation gives the state the operand's sharding */
+    AutoGroup *gv = &g->group[v->group];
+    AutoSpec rep = auto_spec_replicated();
+    if (pv->group < 0) { /* an opaque operand, held whole */
+        for (int32_t t = 0; t < gv->nstrat; t++)
+            gv->mem[t] += pair_bytes(v, t, &rep);
+        return IR_OK;
+    }
+    AutoGroup *gu = &g->group[pv->group];
+    if (pv->group == v->group) {
+        for (int32_t t = 0; t < gv->nstrat; t++)
+            gv->mem[t] += pair_bytes(v, t, &pv->strat[t].out);
+        return IR_OK;
+    }
+    if (gu->nstrat == 1 || gv->nstrat == 1) {
+        for (int32_t s = 0; s < gu->nstrat; s++)
+            for (int32_t t = 0; t < gv->nstrat; t++)
+                *(gu->nstrat == 1 ? &gv->mem[t] : &gu->mem[s]) += pair_bytes(v, t, &pv->strat[s].out);
+        return IR_OK;
+    }
+    AutoEdge *ed = NULL;
+    IrStatus st = edge(g, pv->group, v->group, &ed, d);
+    if (st != IR_OK)
+        return st;
+    size_t nt = (size_t)gv->nstrat;
+    if (!ed->mem && !(ed->mem = ir_alloc_array(g->arena, (size_t)gu->nstrat * nt, sizeof *ed->mem)))
+        return ir_oom(d, NULL);
+    for (int32_t s = 0; s < gu->nstrat; s++)
+        for (size_t t = 0; t < nt; t++)
+            ed->mem[(size_t)s * nt + t] += pair_bytes(v, (int32_t)t, &pv->strat[s].out);
     return IR_OK;
 }
 
@@ -485,6 +532,7 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
         const AutoLoop *loop = i < g->view.nentry ? auto_loop_of(g, i) : NULL;
         if (loop) {
             auto_loop_charge_state(g, m, loop, (double)e.own[i]);
+            st = auto_loop_charge_pairs(g, m, loop, d);
             continue;
         }
         if (v->group < 0 || full <= 0) {
@@ -560,7 +608,6 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
         }
     }
     /* Unary costs, then the operands' edges and the loops' links. */
-    int32_t cap = 0;
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++) {
         const AutoNode *v = &g->node[i];
         for (int32_t s = 0; v->group >= 0 && s < v->nstrat; s++) {
@@ -570,10 +617,10 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
     }
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++)
         for (int32_t o = 0; st == IR_OK && o < c->instr[i].nopnd; o++)
-            st = price_operand(g, cost, i, o, &cap, d);
+            st = price_operand(g, cost, i, o, d);
     for (int32_t k = 0; st == IR_OK && k < g->view.nlink; k++) {
         const AutoLink *l = &g->view.link[k];
-        st = price_reshard(g, cost, l->from, l->to, -1, l->weight, &cap, d);
+        st = price_reshard(g, cost, l->from, l->to, -1, l->weight, d);
     }
     if (st == IR_OK)
         st = charge_memory(g, m, d);
@@ -607,5 +654,10 @@ double auto_graph_mem(const AutoGraph *g, const int32_t *choice)
     double m = g->mem_fixed;
     for (int32_t k = 0; k < g->ngroup; k++)
         m += g->group[k].mem[choice[k]];
+    for (int32_t e = 0; e < g->nedge; e++) {
+        const AutoEdge *ed = &g->edge[e];
+        if (ed->mem)
+            m += ed->mem[(size_t)choice[ed->from] * (size_t)g->group[ed->to].nstrat + (size_t)choice[ed->to]];
+    }
     return m;
 }

@@ -7,7 +7,8 @@
  *              Σ_t y[e][s][t] = x[from(e)][s]         (the edge variables are
  *              Σ_s y[e][s][t] = x[to(e)][t]            the product x_s x_t,
  *                                                      linearised)
- *              Σ_g Σ_k mem[g][k] x[g][k] <= limit - fixed   (with a limit)
+ *              Σ_g Σ_k mem[g][k] x[g][k] + Σ_e Σ_st mem[e][s][t] y[e][s][t]
+ *                   <= limit - fixed   (with a limit)
  *              x binary, 0 <= y <= 1
  *
  * With x integral the two edge rows force y[e][s][t] = x_s x_t, so y
@@ -103,7 +104,7 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, I
         size_t ns = (size_t)g->group[g->edge[e].from].nstrat, nt = (size_t)g->group[g->edge[e].to].nstrat;
         ycol[e] = ncol + 1;
         ncol += (int)(ns * nt);
-        nz += 2 * ns * nt + ns + nt;
+        nz += (g->edge[e].mem ? 3 : 2) * ns * nt + ns + nt; /* a pair's memory: its row's cells */
     }
     Lp lp = {.p = glp_create_prob()};
     lp.ia = ts_calloc(nz + 1, sizeof *lp.ia);
@@ -162,6 +163,15 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, I
             for (int32_t s = 0; s < g->group[k].nstrat; s++)
                 if (g->group[k].mem[s] != 0)
                     put(&lp, row, xcol[k] + s, g->group[k].mem[s]);
+        /* A pair's memory (auto_graph_charge_pair) on its edge's cells. */
+        for (int32_t e = 0; e < g->nedge; e++) {
+            const AutoEdge *ed = &g->edge[e];
+            int nt = g->group[ed->to].nstrat;
+            for (int s = 0; ed->mem && s < g->group[ed->from].nstrat; s++)
+                for (int t = 0; t < nt; t++)
+                    if (ed->mem[s * nt + t] != 0)
+                        put(&lp, row, ycol[e] + s * nt + t, ed->mem[s * nt + t]);
+        }
     }
     glp_load_matrix(lp.p, lp.nz, lp.ia, lp.ja, lp.ar);
     /* The relaxation first (primal simplex): when its x are 0 or 1 it is

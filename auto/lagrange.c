@@ -5,7 +5,8 @@
  * cannot hold: its factors are local, the row sums over every group. Moved
  * into the objective with a price lambda (seconds per byte),
  *
- *   minimise  Σ unary[g][k] + lambda x mem[g][k]  +  Σ edges
+ *   minimise  Σ unary[g][k] + lambda x mem[g][k]  +  Σ edges (+ lambda x
+ *             the memory of an edge's pair: a loop state and its operand)
  *
  * is again a sum of local factors, solved exactly by elimination for any
  * lambda. The plan of a lambda uses no more memory than that of a smaller
@@ -26,15 +27,28 @@
 #define BRACKET_STEPS 24 /* lambda up to 4^24 times the first price */
 #define HALVINGS 16
 
-/* Elimination with unary + lambda x mem; 1 solved, 0 too wide, -1 OOM. */
-static int solve_at(AutoGraph *g, const double *unary0, double lambda, int32_t *choice)
+static size_t edge_cells(const AutoGraph *g, const AutoEdge *e)
+{
+    return (size_t)g->group[e->from].nstrat * (size_t)g->group[e->to].nstrat;
+}
+
+/* Elimination with lambda x mem added to each cost (unary, and the
+ * edges that hold memory: a loop state's pair, auto_graph_charge_pair);
+ * 1 solved, 0 too wide, -1 OOM. The costs put back after. */
+static int solve_at(AutoGraph *g, const double *unary0, const double *edge0, double lambda, int32_t *choice)
 {
     for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++)
         for (int32_t s = 0; s < g->group[k].nstrat; s++)
             g->group[k].unary[s] = unary0[off + s] + lambda * g->group[k].mem[s];
+    for (int32_t e = 0; e < g->nedge; e++)
+        for (size_t j = 0, n = edge_cells(g, &g->edge[e]); g->edge[e].mem && j < n; j++)
+            g->edge[e].cost[j] += lambda * g->edge[e].mem[j];
     int r = auto_elim_solve(g, choice);
     for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++)
         memcpy(g->group[k].unary, unary0 + off, (size_t)g->group[k].nstrat * sizeof *unary0);
+    for (size_t e = 0, off = 0; e < (size_t)g->nedge; off += edge_cells(g, &g->edge[e]), e++)
+        if (g->edge[e].mem)
+            memcpy(g->edge[e].cost, edge0 + off, edge_cells(g, &g->edge[e]) * sizeof *edge0);
     return r;
 }
 
@@ -55,17 +69,23 @@ int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice)
     size_t n = 0;
     for (int32_t k = 0; k < g->ngroup; k++)
         n += (size_t)g->group[k].nstrat;
-    double *unary0 = ts_calloc(n ? n : 1, sizeof *unary0);
+    size_t ne = 0;
+    for (int32_t e = 0; e < g->nedge; e++)
+        ne += edge_cells(g, &g->edge[e]);
+    double *unary0 = ts_calloc(n ? n : 1, sizeof *unary0), *edge0 = ts_calloc(ne ? ne : 1, sizeof *edge0);
     int32_t *cur = ts_calloc((size_t)(g->ngroup > 0 ? g->ngroup : 1), sizeof *cur);
-    if (!unary0 || !cur) {
+    if (!unary0 || !edge0 || !cur) {
         ts_free(unary0);
+        ts_free(edge0);
         ts_free(cur);
         return -1;
     }
+    for (size_t e = 0, off = 0; e < (size_t)g->nedge; off += edge_cells(g, &g->edge[e]), e++)
+        memcpy(edge0 + off, g->edge[e].cost, edge_cells(g, &g->edge[e]) * sizeof *edge0);
     for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++)
         memcpy(unary0 + off, g->group[k].unary, (size_t)g->group[k].nstrat * sizeof *unary0);
     double best_cost = -1;
-    int r = solve_at(g, unary0, 0, cur);
+    int r = solve_at(g, unary0, edge0, 0, cur);
     double mem0 = r > 0 ? auto_graph_mem(g, cur) : 0, cost0 = r > 0 ? auto_graph_cost(g, cur) : 0;
     if (r > 0)
         keep(g, mem_limit, cur, choice, &best_cost);
@@ -73,7 +93,7 @@ int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice)
     double lo = 0, hi = mem0 > 0 && cost0 > 0 ? cost0 / mem0 : 1e-12;
     bool fits = best_cost >= 0;
     for (int32_t step = 0; r > 0 && !fits && step < BRACKET_STEPS; step++) {
-        if ((r = solve_at(g, unary0, hi, cur)) <= 0)
+        if ((r = solve_at(g, unary0, edge0, hi, cur)) <= 0)
             break;
         if (auto_graph_mem(g, cur) <= mem_limit) {
             keep(g, mem_limit, cur, choice, &best_cost);
@@ -85,7 +105,7 @@ int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice)
     }
     for (int32_t step = 0; r > 0 && fits && lo > 0 && step < HALVINGS; step++) {
         double mid = (lo + hi) / 2;
-        if ((r = solve_at(g, unary0, mid, cur)) <= 0)
+        if ((r = solve_at(g, unary0, edge0, mid, cur)) <= 0)
             break;
         if (auto_graph_mem(g, cur) <= mem_limit) {
             keep(g, mem_limit, cur, choice, &best_cost);
@@ -95,6 +115,7 @@ int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice)
         }
     }
     ts_free(unary0);
+    ts_free(edge0);
     ts_free(cur);
     if (r < 0)
         return -1;

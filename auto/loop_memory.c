@@ -107,3 +107,18 @@ IrStatus auto_loop_charge_body(AutoGraph *g, const IrModule *m, const AutoLoop *
     mem_estimate_free(&e);
     return IR_OK;
 }
+
+IrStatus auto_loop_charge_pairs(AutoGraph *g, const IrModule *m, const AutoLoop *L, IrDiag *d)
+{
+    const IrComputation *entry = ir_entry(m);
+    const IrInstr *w = &entry->instr[L->instr];
+    const IrComputation *body = m->comp[w->called[1]];
+    const IrInstr *init = &entry->instr[w->opnd[0]];
+    for (int32_t k = 0; init->op == OP_TUPLE && k < init->nopnd && k < L->nstate; k++)
+        if (passed_through(body, k)) {
+            IrStatus st = auto_graph_charge_pair(g, init->opnd[k], L->first_state + k, d);
+            if (st != IR_OK)
+                return st;
+        }
+    return IR_OK;
+}

@@ -6,7 +6,8 @@
  *
  *   unary[s] - unary[s'] >= Σ_edges max_t (cost[s'][t] - cost[s][t])
  *
- * (and, under a memory limit, mem[s'] <= mem[s]), and its communication
+ * (and, with memory, mem[s] - mem[s'] >= Σ_edges max_t (edge mem[s'][t] -
+ * edge mem[s][t]): it holds no more either), and its communication
  * alone (unary less the members' compute, and the edges) costs at least
  * as much too: so s is dominated under time + mu x comm for every mu >= 0,
  * the tie-break's objectives (tiebreak.c), and not only under time. (With
@@ -49,23 +50,27 @@ static IrStatus incidence(const AutoGraph *g, Incidence *in, IrDiag *d)
     return IR_OK;
 }
 
-/* max_t (cost[b][t] - cost[a][t]) summed over the edges of group k. */
-static double worst_gain(const AutoGraph *g, const Incidence *in, int32_t k, int32_t a, int32_t b)
+/* max_t (cell[b][t] - cell[a][t]) summed over the edges of group k, of
+ * their costs, or (memory) of their memory (an edge without: 0). */
+static double worst_gain(const AutoGraph *g, const Incidence *in, int32_t k, int32_t a, int32_t b, bool memory)
 {
     double sum = 0;
     for (int32_t j = in->first[k]; j < in->first[k + 1]; j++) {
         const AutoEdge *ed = &g->edge[in->inc[j]];
+        const double *cell = memory ? ed->mem : ed->cost;
+        if (!cell)
+            continue;
         size_t nt = (size_t)g->group[ed->to].nstrat;
         double mx = -1e300;
         if (ed->from == k) {
             for (size_t t = 0; t < nt; t++) {
-                double v = ed->cost[(size_t)b * nt + t] - ed->cost[(size_t)a * nt + t];
+                double v = cell[(size_t)b * nt + t] - cell[(size_t)a * nt + t];
                 mx = v > mx ? v : mx;
             }
         } else if (ed->to == k) {
             size_t ns = (size_t)g->group[ed->from].nstrat;
             for (size_t s = 0; s < ns; s++) {
-                double v = ed->cost[s * nt + (size_t)b] - ed->cost[s * nt + (size_t)a];
+                double v = cell[s * nt + (size_t)b] - cell[s * nt + (size_t)a];
                 mx = v > mx ? v : mx;
             }
         } else {
@@ -80,9 +85,9 @@ static double worst_gain(const AutoGraph *g, const Incidence *in, int32_t k, int
 static bool dominates(const AutoGraph *g, const Incidence *in, int32_t k, int32_t a, int32_t b, bool memory)
 {
     const AutoGroup *gr = &g->group[k];
-    if (memory && gr->mem[b] > gr->mem[a])
+    if (memory && gr->mem[a] - gr->mem[b] < worst_gain(g, in, k, a, b, true))
         return false;
-    double gain = worst_gain(g, in, k, a, b) - 1e-15;
+    double gain = worst_gain(g, in, k, a, b, false) - 1e-15;
     double comm_gap = (gr->unary[a] - gr->compute[a]) - (gr->unary[b] - gr->compute[b]);
     return gr->unary[a] - gr->unary[b] >= gain && comm_gap >= gain;
 }
@@ -102,15 +107,20 @@ static IrStatus compress(AutoGraph *g, const Incidence *in, int32_t k, const boo
         size_t ns = (size_t)g->group[ed->from].nstrat, nt = (size_t)g->group[ed->to].nstrat;
         size_t ms = ed->from == k ? (size_t)nkeep : ns, mt = ed->to == k ? (size_t)nkeep : nt;
         double *c = ir_alloc_array(g->arena, ms * mt, sizeof *c);
-        if (!c)
+        double *mem = ed->mem ? ir_alloc_array(g->arena, ms * mt, sizeof *mem) : NULL;
+        if (!c || (ed->mem && !mem))
             return ir_oom(d, NULL);
         for (size_t s = 0; s < ns; s++)
             for (size_t t = 0; t < nt; t++) {
                 long rs = ed->from == k ? map[s] : (long)s, rt = ed->to == k ? map[t] : (long)t;
-                if (rs >= 0 && rt >= 0)
+                if (rs >= 0 && rt >= 0) {
                     c[(size_t)rs * mt + (size_t)rt] = ed->cost[s * nt + t];
+                    if (mem)
+                        mem[(size_t)rs * mt + (size_t)rt] = ed->mem[s * nt + t];
+                }
             }
         ed->cost = c;
+        ed->mem = mem;
     }
     for (int32_t i = 0; i < g->comp->ninstr; i++) {
         AutoNode *v = &g->node[i];

@@ -78,7 +78,7 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     if (!choice)
         st = ir_oom(d, NULL);
     if (st == IR_OK)
-        st = auto_graph_prune(&g, opt->mem_limit > 0, d);
+        st = auto_graph_prune(&g, true, d);
     /* Elimination first; its optimum is the constrained one too when it
      * fits the memory limit. */
     int solved = 0;

@@ -30,8 +30,22 @@
  * on 8 devices: 8.19 ms against 8.10, 0.70 ms of communication against
  * 0.88) loses to the optimum, mu0 x 0.18 ms being less than 0.09 ms.
  * It is the constrained optimum where the bound binds at some mu, else
- * within the duality gap of it. Under a memory limit only plans that fit
- * are kept. Deterministic.
+ * within the duality gap of it.
+ *
+ * Then memory: plans equal in time and communication were told apart by
+ * nothing (the first found was kept). Among the plans within the time
+ * bound whose communication is within NEAR of the kept plan's, the one
+ * that holds least at the peak (auto_graph_mem, the memory row of a
+ * limit):
+ *
+ *   minimise mem   subject to   time <= (1 + NEAR) T*,  comm <= (1 + NEAR) C
+ *
+ * by the same Lagrangian with lambda x mem added to the kept plan's
+ * objective (its mu), lambda from the price at which its memory is worth
+ * NEAR of the step, doubled while within both bounds, then bisected. The
+ * transformer block's SGD step on 2x4: 429,064 bytes at the peak for
+ * 445,448, with the same communication. Under a memory limit only plans
+ * that fit are kept. Deterministic.
  */
 #include "auto.h"
 
@@ -40,6 +54,7 @@
 #define NEAR 0.02    /* plans within 2% of the fastest estimate are ties */
 #define DOUBLINGS 12 /* mu up to 4096 x mu0: communication alone, in effect */
 #define HALVINGS 8
+#define MEMORY_HALVINGS 4 /* lambda to within 1/16 of the bracket: each solve costs a whole elimination */
 
 static size_t edge_cells(const AutoGraph *g, const AutoEdge *e)
 {
@@ -66,17 +81,18 @@ static double comm_of(const AutoGraph *g, const Saved *sv, const int32_t *x)
     return c;
 }
 
-/* Solve time + mu x comm into sv->cur (the costs put back after): 1, 0
- * too wide, -1 out of memory. */
-static int solve_at(AutoGraph *g, const Saved *sv, double mu)
+/* Solve time + mu x comm + lambda x mem into sv->cur (the costs put
+ * back after): 1, 0 too wide, -1 out of memory. */
+static int solve_at(AutoGraph *g, const Saved *sv, double mu, double lambda)
 {
     for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++)
         for (int32_t s = 0; s < g->group[k].nstrat; s++)
-            g->group[k].unary[s] = sv->unary[off + s] + mu * sv->comm[off + s];
+            g->group[k].unary[s] = sv->unary[off + s] + mu * sv->comm[off + s] + lambda * g->group[k].mem[s];
     for (int32_t e = 0; e < g->nedge; e++) {
         size_t n = edge_cells(g, &g->edge[e]);
+        const double *mem = g->edge[e].mem;
         for (size_t j = 0; j < n; j++)
-            g->edge[e].cost[j] *= 1 + mu;
+            g->edge[e].cost[j] = g->edge[e].cost[j] * (1 + mu) + (mem ? lambda * mem[j] : 0);
     }
     int r = auto_elim_solve(g, sv->cur);
     for (int32_t k = 0, off = 0; k < g->ngroup; off += g->group[k].nstrat, k++)
@@ -86,21 +102,114 @@ static int solve_at(AutoGraph *g, const Saved *sv, double mu)
     return r;
 }
 
+/* The plan kept so far and the weight of communication in the solve
+ * that found it. */
+typedef struct Best {
+    double comm, time, mem, mu;
+} Best;
+
 /* Is sv->cur within the time bound and the memory limit, and does it
  * communicate less than the best so far (or as much in less time)? Then
- * it becomes the best. Returns whether it was within. */
-static bool consider(const AutoGraph *g, const Saved *sv, double bound, double mem_limit, int32_t *best,
-                     double *best_comm, double *best_time)
+ * it becomes the best (found at weight mu). Returns whether it was
+ * within. */
+static bool consider(const AutoGraph *g, const Saved *sv, double bound, double mem_limit, double mu, int32_t *best,
+                     Best *b)
 {
     double t = auto_graph_cost(g, sv->cur), c = comm_of(g, sv, sv->cur);
     if (t > bound || (mem_limit > 0 && auto_graph_mem(g, sv->cur) > mem_limit))
         return false;
-    if (c < *best_comm || (c == *best_comm && t < *best_time)) {
+    if (c < b->comm || (c == b->comm && t < b->time)) {
         memcpy(best, sv->cur, (size_t)g->ngroup * sizeof *best);
-        *best_comm = c;
-        *best_time = t;
+        b->comm = c;
+        b->time = t;
+        b->mu = mu;
     }
     return true;
+}
+
+/* Is sv->cur within the time bound, the communication bound and the
+ * memory limit, and does it hold less at the peak than the best so far
+ * (or as much and communicates less)? Then it becomes the best. Returns
+ * whether it was within. */
+static bool consider_memory(const AutoGraph *g, const Saved *sv, double bound, double comm_bound, double mem_limit,
+                            int32_t *best, Best *b)
+{
+    double t = auto_graph_cost(g, sv->cur), c = comm_of(g, sv, sv->cur), m = auto_graph_mem(g, sv->cur);
+    if (t > bound || c > comm_bound || (mem_limit > 0 && m > mem_limit))
+        return false;
+    if (m < b->mem || (m == b->mem && c < b->comm)) {
+        memcpy(best, sv->cur, (size_t)g->ngroup * sizeof *best);
+        b->comm = c;
+        b->time = t;
+        b->mem = m;
+    }
+    return true;
+}
+
+/* The plan of least communication within the time bound (the file
+ * comment) into choice[]. 1, 0 too wide, -1 out of memory. */
+static int least_communication(AutoGraph *g, const Saved *sv, double t0, double bound, double mem_limit,
+                               int32_t *choice, Best *b)
+{
+    int r = 1;
+    double lo = NEAR * t0 / b->comm, hi = 0;
+    /* Up while within the bound, then bisect [lo, hi). */
+    for (int k = 0; k < DOUBLINGS; k++) {
+        double mu = k == 0 ? lo : 2 * lo;
+        if ((r = solve_at(g, sv, mu, 0)) <= 0)
+            return r;
+        if (!consider(g, sv, bound, mem_limit, mu, choice, b)) {
+            hi = mu;
+            break;
+        }
+        lo = mu;
+        if (comm_of(g, sv, sv->cur) <= 0)
+            break;
+    }
+    for (int k = 0; k < HALVINGS && hi > 0; k++) {
+        double mu = (lo + hi) / 2;
+        if ((r = solve_at(g, sv, mu, 0)) <= 0)
+            return r;
+        if (consider(g, sv, bound, mem_limit, mu, choice, b))
+            lo = mu;
+        else
+            hi = mu;
+    }
+    return r;
+}
+
+/* Among the plans within the time bound that communicate no more than
+ * the kept one (within NEAR of it), the one that holds least at the
+ * peak, into choice[]: time + mu x comm + lambda x mem solved (mu the
+ * kept plan's weight) from lambda0, at which the kept plan's memory is
+ * worth NEAR of the step, lambda doubled while the plan stays within
+ * both bounds, then bisected. 1, 0 too wide, -1 out of memory. */
+static int least_memory(AutoGraph *g, const Saved *sv, double t0, double bound, double mem_limit, int32_t *choice,
+                        Best *b)
+{
+    int r = 1;
+    double comm_bound = b->comm * (1 + NEAR), lambda = NEAR * t0 / b->mem, lo = 0, hi = 0;
+    /* Up while within both bounds, then bisect [lo, hi) (lo 0: the kept
+     * plan). */
+    for (int k = 0; k < DOUBLINGS; k++, lambda *= 2) {
+        if ((r = solve_at(g, sv, b->mu, lambda)) <= 0)
+            return r;
+        if (!consider_memory(g, sv, bound, comm_bound, mem_limit, choice, b)) {
+            hi = lambda;
+            break;
+        }
+        lo = lambda;
+    }
+    for (int k = 0; k < MEMORY_HALVINGS && hi > 0; k++) {
+        double lambda = (lo + hi) / 2;
+        if ((r = solve_at(g, sv, b->mu, lambda)) <= 0)
+            return r;
+        if (consider_memory(g, sv, bound, comm_bound, mem_limit, choice, b))
+            lo = lambda;
+        else
+            hi = lambda;
+    }
+    return r;
 }
 
 int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice)
@@ -122,33 +231,16 @@ int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice)
         }
     for (size_t e = 0, off = 0; r > 0 && e < (size_t)g->nedge; off += edge_cells(g, &g->edge[e]), e++)
         memcpy(sv.edge + off, g->edge[e].cost, edge_cells(g, &g->edge[e]) * sizeof *sv.edge);
-    double t0 = r > 0 ? auto_graph_cost(g, choice) : 0, c0 = r > 0 ? comm_of(g, &sv, choice) : 0;
-    if (r > 0 && c0 > 0 && t0 > 0) {
-        double bound = (1 + NEAR) * t0, best_comm = c0, best_time = t0;
-        double lo = NEAR * t0 / c0, hi = 0;
-        /* Up while within the bound, then bisect [lo, hi). Too wide for
-         * elimination (0): the optimum stays. */
-        for (int k = 0; k < DOUBLINGS && r > 0; k++) {
-            double mu = k == 0 ? lo : 2 * lo;
-            if ((r = solve_at(g, &sv, mu)) <= 0)
-                break;
-            if (!consider(g, &sv, bound, mem_limit, choice, &best_comm, &best_time)) {
-                hi = mu;
-                break;
-            }
-            lo = mu;
-            if (comm_of(g, &sv, sv.cur) <= 0)
-                break;
-        }
-        for (int k = 0; k < HALVINGS && r > 0 && hi > 0; k++) {
-            double mu = (lo + hi) / 2;
-            if ((r = solve_at(g, &sv, mu)) <= 0)
-                break;
-            if (consider(g, &sv, bound, mem_limit, choice, &best_comm, &best_time))
-                lo = mu;
-            else
-                hi = mu;
-        }
+    double t0 = r > 0 ? auto_graph_cost(g, choice) : 0;
+    /* Too wide for elimination (0): the plan found so far stays. */
+    if (r > 0 && t0 > 0) {
+        double bound = (1 + NEAR) * t0;
+        Best b = {comm_of(g, &sv, choice), t0, 0, 0};
+        if (b.comm > 0)
+            r = least_communication(g, &sv, t0, bound, mem_limit, choice, &b);
+        b.mem = auto_graph_mem(g, choice);
+        if (r > 0 && b.mem > 0)
+            r = least_memory(g, &sv, t0, bound, mem_limit, choice, &b);
     }
     ts_free(sv.unary);
     ts_free(sv.comm);

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""test_auto_quality.py: --auto-shard on held-out JAX programs against hand plans (issue 33).
+
+Seven small programs lowered by JAX, none tuned on: a 3-layer MLP, a GPT
+block (layer norms, causal attention over 3 heads, a GELU MLP, residuals;
+batch 4), a conv net (two convolutions, max and average pooling, a dense
+layer), a top-2 mixture of experts, an embedding classifier (an embedding
+lookup averaged over 5 tokens, a softmax classifier: its loss and its
+probabilities), a lax.scan of 6 tanh layers with a per-layer sum, and an
+Adam step of a 2-layer MLP from jax.value_and_grad. On 2, 4 and 8 devices:
+
+  - the auto-sharded plan's run equals the reference run and JAX's result;
+  - its collective bytes per device in one step (a collective in a loop
+    body counted once an iteration) and its peak memory per device are no
+    more than 1.1x those of the best hand-written plan (data parallel on
+    the batch, Megatron on the weights, FSDP, expert parallel, the
+    vocabulary-parallel embedding; the fewest bytes, then the least
+    memory), each compiled from the same module with its parameters
+    annotated;
+  - a line over the bar is in KNOWN with its reason (a KNOWN line that
+    meets the bar fails: the list stays true); such a line is planned again
+    under --limit memory of the best hand plan's peak x 1.1, which must fit
+    and equal the reference, and the bytes it then moves are printed (the
+    scan's fit since a loop state resharded from its operand is charged
+    both buffers: auto/loop_memory.c).
+
+The default run checks the four programs the review found over the bar
+(embcls, adam, scan, gpt); --all adds the MLP, the conv net and the MoE.
+Exit 0 when all hold, 1 otherwise (77: JAX missing).
+"""
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True
+
+try:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+except ImportError as e:  # pragma: no cover
+    print("SKIP: %s" % e)
+    sys.exit(77)
+
+from test_oracle import TESSEL, compare_all, read_outputs, write_inputs  # noqa: E402
+
+DEVICES = (2, 4, 8)
+SCAN_LAYERS = 6
+
+
+def mlp3(x, w1, b1, w2, b2, w3, b3):
+    h = jax.nn.relu(x @ w1 + b1)
+    h = jax.nn.relu(h @ w2 + b2)
+    return h @ w3 + b3
+
+
+def layer_norm(x):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) * lax.rsqrt(v + 1e-5)
+
+
+def gpt(x, wqkv, wo, w1, w2):
+    b, t, d = x.shape
+    heads = 3
+    hd = d // heads
+    q, k, v = jnp.split(layer_norm(x) @ wqkv, 3, -1)
+    q, k, v = (a.reshape(b, t, heads, hd) for a in (q, k, v))
+    s = jnp.einsum("bthd,bshd->bhts", q, k) / np.sqrt(hd)
+    s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -1e9)
+    a = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(s, -1), v).reshape(b, t, d)
+    x = x + a @ wo
+    return x + jax.nn.gelu(layer_norm(x) @ w1) @ w2
+
+
+def conv(x, k1, k2, wd):
+    dn = ("NHWC", "HWIO", "NHWC")
+    h = jax.nn.relu(lax.conv_general_dilated(x, k1, (1, 1), "SAME", dimension_numbers=dn))
+    h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    h = jax.nn.relu(lax.conv_general_dilated(h, k2, (1, 1), "SAME", dimension_numbers=dn))
+    h = lax.reduce_window(h, 0., lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4
+    return h.reshape(h.shape[0], -1) @ wd
+
+
+def moe(x, wg, we1, we2):
+    g = jax.nn.softmax(x @ wg, -1)
+    top, idx = lax.top_k(g, 2)
+    top = top / top.sum(-1, keepdims=True)
+    gate = (jax.nn.one_hot(idx, wg.shape[1]) * top[..., None]).sum(1)
+    h = jax.nn.relu(jnp.einsum("nd,edf->enf", x, we1))
+    return jnp.einsum("ne,end->nd", gate, jnp.einsum("enf,efd->end", h, we2))
+
+
+def embcls(ids, emb, w, labels):
+    logits = emb[ids].mean(1) @ w
+    lp = jax.nn.log_softmax(logits, -1)
+    return -jnp.take_along_axis(lp, labels[:, None], 1).mean(), jax.nn.softmax(logits, -1)
+
+
+def scan(x, ws, bs):
+    def body(h, wb):
+        w, b = wb
+        return jnp.tanh(h @ w + b), (h * h).sum()
+    return lax.scan(body, x, (ws, bs))
+
+
+def adam(w1, w2, m1, m2, v1, v2, x, y):
+    def loss(w1, w2):
+        return ((jnp.tanh(x @ w1) @ w2 - y) ** 2).mean()
+    l, (g1, g2) = jax.value_and_grad(loss, (0, 1))(w1, w2)
+    outs = [l]
+    for w, m, v, g in ((w1, m1, v1, g1), (w2, m2, v2, g2)):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        outs += [w - 0.01 * m / (jnp.sqrt(v) + 1e-8), m, v]
+    return tuple(outs)
+
+
+def inputs_of(name):
+    rng = np.random.default_rng(7)
+
+    def r(*s, scale=0.3):
+        return (rng.standard_normal(s) * scale).astype(np.float32)
+
+    return {
+        "mlp3": lambda: [r(16, 24), r(24, 40), r(40), r(40, 32), r(32), r(32, 8), r(8)],
+        "gpt": lambda: [r(4, 8, 48), r(48, 144), r(48, 48), r(48, 96), r(96, 48)],
+        "conv": lambda: [r(8, 8, 8, 3), r(3, 3, 3, 8), r(3, 3, 8, 16), r(2 * 2 * 16, 10)],
+        "moe": lambda: [r(16, 24), r(24, 4), r(4, 24, 32), r(4, 32, 24)],
+        "embcls": lambda: [rng.integers(0, 50, (16, 5)).astype(np.int32), r(50, 32), r(32, 12),
+                           rng.integers(0, 12, (16,)).astype(np.int32)],
+        "scan": lambda: [r(8, 16), r(SCAN_LAYERS, 16, 16), r(SCAN_LAYERS, 16)],
+        "adam": lambda: [r(16, 32), r(32, 8), r(16, 32, scale=.01), r(32, 8, scale=.01),
+                         np.abs(r(16, 32, scale=.01)), np.abs(r(32, 8, scale=.01)), r(32, 16), r(32, 8)],
+    }[name]()
+
+
+# name -> (function, hand plans: plan -> {parameter number: the dim it tiles})
+PROGRAMS = {
+    "embcls": (embcls, {"data-parallel": {0: 0, 3: 0}, "vocabulary": {1: 0}}),
+    "adam": (adam, {"data-parallel": {6: 0, 7: 0}, "fsdp": {k: 0 for k in range(6)}}),
+    "scan": (scan, {"data-parallel": {0: 0}}),
+    "gpt": (gpt, {"data-parallel": {0: 0}, "megatron": {1: 1, 2: 0, 3: 1, 4: 0}}),
+    "mlp3": (mlp3, {"data-parallel": {0: 0}, "megatron": {1: 1, 2: 0, 3: 0}}),
+    "conv": (conv, {"data-parallel": {0: 0}}),
+    "moe": (moe, {"data-parallel": {0: 0}, "expert": {2: 0, 3: 0}}),
+}
+SAMPLE = ("embcls", "adam", "scan", "gpt")
+
+# Lines over the bar, with their reasons (docs/auto-shard.md, "Memory without a limit").
+FASTER = ("replicated, it moves no bytes and is estimated %s the hand plan's step, which pays a "
+          "collective's latency (20 us) on a step of microseconds")
+KNOWN = {
+    ("embcls", 2): FASTER % "1/3 of",
+    ("embcls", 4): FASTER % "1/3 of",
+    ("embcls", 8): FASTER % "1/3 of",
+    ("adam", 2): FASTER % "1/4 of",
+    ("adam", 4): FASTER % "1/6 of",
+    ("adam", 8): FASTER % "1/7 of",
+    ("scan", 4): FASTER % "1/3 of",
+    ("scan", 8): FASTER % "1/3 of",
+    ("gpt", 8): ("data parallel cuts the batch of 4 into 8 tiles, 4 of them padding, which --auto-shard "
+                 "never does; every plan it has with a lower peak moves bytes"),
+}
+
+
+def tessel(*args, check=True):
+    p = subprocess.run([TESSEL] + [str(a) for a in args], capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        sys.exit("FAIL: tessel %s: exit %d\n%s" % (" ".join(map(str, args[:3])), p.returncode, p.stderr[-2000:]))
+    return p
+
+
+def annotate(text, tiles, n):
+    """The module with entry parameter k tiled on dim tiles[k] over n devices."""
+    head, entry = text.split("\nENTRY ", 1)
+    out = []
+    for line in entry.splitlines():
+        m = re.match(r"\s*(\S+) = (\w+)\[([0-9,]*)\]\S* parameter\((\d+)\)", line)
+        if m and int(m.group(4)) in tiles and "sharding=" not in line:
+            tile = ["1"] * (m.group(3).count(",") + 1)
+            tile[tiles[int(m.group(4))]] = str(n)
+            line = line.rstrip() + ", sharding={devices=[%s]<=[%d]}" % (",".join(tile), n)
+        out.append(line)
+    return head + "\nENTRY " + "\n".join(out) + "\n"
+
+
+def counts(plan_json, entry):
+    """Collective bytes per device in one step (a loop body's once an
+    iteration) and the peak memory per device."""
+    j = json.loads(plan_json)
+    b = m = 0
+    for c in j["clusters"]:
+        for x in c["collectives"]:
+            comp = (x.get("site") or {}).get("computation", entry)
+            b += x["bytes_per_device"] * (1 if comp == entry else SCAN_LAYERS)
+        m = max(m, c["memory"]["peak_bytes_per_device"])
+    return b, m
+
+
+def within(b, m, best):
+    return b <= 1.1 * best[1] and m <= 1.1 * best[2]
+
+
+def check(name, root):
+    fn, hand = PROGRAMS[name]
+    inputs = inputs_of(name)
+    d = root / name
+    d.mkdir()
+    text = jax.jit(fn).lower(*inputs).as_text(dialect="hlo")
+    entry = text.split("\nENTRY ", 1)[1].split(" ", 1)[0]
+    hlo = d / "bare.hlo"
+    hlo.write_text(text)
+    want = [np.asarray(w) for w in jax.tree_util.tree_leaves(jax.jit(fn)(*inputs))]
+    args = write_inputs(d, inputs)
+    tessel("run", hlo, "--reference", "--output-dir", d / "ref", *args)
+    compare_all(read_outputs(d / "ref", len(want)), want)
+    failed = 0
+    for n in DEVICES:
+        best = None
+        for hname, tiles in hand.items():
+            hp = d / ("%s.%d.hlo" % (hname, n))
+            hp.write_text(annotate(text, tiles, n))
+            b, m = counts(tessel("plan", hp, "--num-partitions", n, "--format", "json").stdout, entry)
+            if best is None or (b, m) < best[1:]:
+                best = (hname, b, m)
+        ab, am = counts(tessel("plan", hlo, "--auto-shard", "--mesh", n, "--format", "json").stdout, entry)
+        out = d / ("auto.%d" % n)
+        tessel("run", hlo, "--auto-shard", "--mesh", n, "--output-dir", out, *args)
+        got = read_outputs(out, len(want))
+        compare_all(got, read_outputs(d / "ref", len(want)))
+        err = compare_all(got, want)
+        ok = within(ab, am, best)
+        verdict = "ok" if ok else "FAIL: over 1.1x the best hand plan"
+        if (name, n) in KNOWN:
+            verdict = "FAIL: listed as known but meets the bar" if ok else "known: " + KNOWN[(name, n)]
+            ok = not ok
+        print("%s on %d: auto %d bytes %d peak; best hand-written %s %d bytes %d peak; equal to the reference "
+              "and to JAX (relative error %.3g): %s" % (name, n, ab, am, best[0], best[1], best[2], err, verdict))
+        failed += not ok
+        if (name, n) in KNOWN and ok:
+            failed += check_limit(name, hlo, args, d, n, entry, best, len(want))
+    return failed
+
+
+def check_limit(name, hlo, args, d, n, entry, best, nout):
+    """Under --limit memory of the best hand plan's peak x 1.1: the plan
+    fits and equals the reference; its bytes are printed."""
+    lim = int(best[2] * 1.1)
+    flags = ["--auto-shard", "--mesh", n, "--limit", "memory=%d" % lim]
+    p = tessel("plan", hlo, *flags, "--format", "json", check=False)
+    if p.returncode != 0:
+        print("FAIL %s on %d under --limit memory=%d: refused: %s" % (name, n, lim, p.stderr.strip()[-300:]))
+        return 1
+    b, m = counts(p.stdout, entry)
+    out = d / ("limit.%d" % n)
+    tessel("run", hlo, *flags, "--output-dir", out, *args)
+    compare_all(read_outputs(out, nout), read_outputs(d / "ref", nout))
+    print("  under --limit memory=%d: %d bytes (%s) %d peak, equal to the reference: %s" %
+          (lim, b, "%.3gx" % (b / best[1]) if best[1] else "hand 0", m, "ok" if m <= lim else "FAIL: over the limit"))
+    return m > lim
+
+
+def main():
+    names = list(PROGRAMS) if "--all" in sys.argv else list(SAMPLE)
+    failed = 0
+    with tempfile.TemporaryDirectory() as t:
+        for name in names:
+            failed += check(name, pathlib.Path(t))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
