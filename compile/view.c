@@ -721,11 +721,6 @@ static void out_memory(IrStrBuf *o, const PlanMemory *pm)
         ir_sb_printf(o, "    parameter %lld (%s)%s%s -> output %lld, %s: ", (long long)pd->param,
                      pd->param_name ? pd->param_name : "?", pd->leaf ? " " : "", pd->leaf ? pd->leaf : "",
                      (long long)pd->output, compile_donation_source(pd));
-        if (pd->leaf) {
-            ir_sb_printf(o, "a leaf of a tuple parameter: the run keeps it to the end (it hands over whole "
-                            "parameters), so the pair saves nothing\n");
-            continue;
-        }
         if (pd->last_read)
             ir_sb_printf(o, "last read at step %d (%s)", (int)pd->read_step + 1, pd->last_read);
         else

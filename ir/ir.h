@@ -1010,9 +1010,14 @@ int32_t ir_find_computation(const IrModule *m, const char *name);  /* -1 if abse
 int32_t ir_find_instr(const IrComputation *c, const char *name);   /* -1 if absent */
 IrComputation *ir_entry(const IrModule *m);
 /* donated[p] (nparam entries) = whether m's input_output_alias names entry
- * parameter p whole (an empty parameter index): what a run hands over to
- * the executor (DevExecOptions.donated) and the memory estimate frees at
- * its last use. Can't fail. */
+ * parameter p, whole or a leaf of it ({0}: (0, {1})): what a run hands
+ * over to the executor (DevExecOptions.donated) and the memory estimate
+ * frees at its last use. A tuple with a leaf paired is handed over whole:
+ * the executor holds each leaf only while its get-tuple-elements live, so
+ * the paired leaf's output may take its buffer (the executor writes in
+ * place only over a value it holds alone), and the leaves no pair names
+ * are freed at their last reads too, which a single step never misses
+ * (`--steps` refuses leaf pairs: runtime/inputs.c). Can't fail. */
 void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam);
 /* Append to m's input_output_alias the pair of whole entry parameter
  * `param` and root tuple element `output` (-1: the whole result), may-alias,

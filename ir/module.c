@@ -402,7 +402,7 @@ void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam)
         donated[p] = false;
     for (int32_t k = 0; k < m->nalias; k++) {
         const IrAlias *al = &m->alias[k];
-        if (al->param_index.n == 0 && al->param_number >= 0 && al->param_number < nparam)
+        if (al->param_number >= 0 && al->param_number < nparam)
             donated[al->param_number] = true;
     }
 }

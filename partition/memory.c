@@ -1194,6 +1194,19 @@ static IrStatus fill(IrArena *a, const IrComputation *c, const MemEstimate *e, P
     return IR_OK;
 }
 
+/* Does ins, through its operand o, read the leaf of tuple parameter pi
+ * that al names: o is that leaf's get-tuple-element, or o is pi and ins
+ * reads the tuple whole (not one of its get-tuple-elements)? A deeper
+ * index counts every read of its outermost leaf. */
+static bool reads_leaf(const IrComputation *c, const IrInstr *ins, int32_t o, int32_t pi, const IrAlias *al)
+{
+    if (o == pi)
+        return ins->op != OP_GET_TUPLE_ELEMENT;
+    const IrInstr *g = &c->instr[o];
+    return g->op == OP_GET_TUPLE_ELEMENT && g->nopnd == 1 && g->opnd[0] == pi &&
+           g->a.tuple_index == al->param_index.v[0];
+}
+
 /* "{1,0}": a parameter index as XLA's pairs write it, in arena a. */
 static const char *leaf_text(IrArena *a, const IrShapeIndex *ix)
 {
@@ -1233,11 +1246,12 @@ static IrStatus donations(IrArena *a, const IrModule *m, const IrComputation *c,
         int32_t pi = al->param_number >= 0 && al->param_number < c->nparam ? c->param[al->param_number] : -1;
         if (pi >= 0) {
             pd->param_name = c->instr[pi].name;
-            /* the last reader: the latest step reading the parameter */
+            /* the last reader: the latest step reading the parameter
+             * (a leaf: reading its get-tuple-element, or the tuple whole) */
             for (int32_t s = e->n - 1; s >= 0 && !pd->last_read; s--) {
                 const IrInstr *ins = &c->instr[e->order[s]];
                 for (int32_t j = 0; j < ins->nopnd && !pd->last_read; j++)
-                    if (ins->opnd[j] == pi) {
+                    if (al->param_index.n == 0 ? ins->opnd[j] == pi : reads_leaf(c, ins, ins->opnd[j], pi, al)) {
                         pd->last_read = ins->name;
                         pd->read_step = s;
                     }
@@ -1270,9 +1284,10 @@ static void donation_bound(const IrComputation *c, const MemEstimate *e, PlanMem
     for (int32_t k = 0; k < out->ndonations; k++) {
         const PlanDonation *pd = &out->donations[k];
         int32_t pi = pd->param >= 0 && pd->param < c->nparam ? c->param[pd->param] : -1;
-        if (pd->leaf) /* kept to the end: donates nothing */
-            continue;
-        if (pi >= 0)
+        bool counted = false; /* a tuple with two leaves paired is handed over once */
+        for (int32_t q = 0; q < k; q++)
+            counted |= out->donations[q].param == pd->param;
+        if (pi >= 0 && !counted)
             out->donated_bytes += e->own[pi];
         unread |= pi >= 0 && !pd->last_read;
         if (pd->last_read && (out->first_read_step < 0 || pd->read_step < out->first_read_step)) {

@@ -368,9 +368,9 @@ typedef struct PlanDonation {
     int32_t write_step;
     bool inferred;            /* --donate auto's, not the module's */
     bool from_donor;          /* the module's buffer_donor, paired by plan_donate */
-    /* A leaf of a tuple parameter ("{1}"), as XLA's pairs may name: the
-     * run hands over whole parameters only, so it keeps this one to the
-     * end (the estimate too); NULL: the whole parameter. */
+    /* A leaf of a tuple parameter ("{1}"), as XLA's pairs may name (the
+     * run hands the whole tuple over: ir_alias_donated; last_read is the
+     * leaf's); NULL: the whole parameter. */
     const char *leaf;
 } PlanDonation;
 

@@ -42,11 +42,13 @@
 #     before returning it, mh the host computes), from the module and from
 #     a saved plan (text, JSON host_uncarried_pairs); --steps 3 feeds w
 #     alone, equal to --reference with that pair declared.
-#  7. A declared pair naming a leaf of a tuple parameter ({0}: (0, {1})):
-#     the run hands over whole parameters only, so the plan lists it as
-#     kept to the end, saving nothing (it read "last read at step 3", as
-#     if freed there, and counted the tuple's bytes as donated once per
-#     leaf); JSON parameter_index; the run equals --reference.
+#  7. Declared pairs naming leaves of a tuple parameter ({0}: (0, {1})),
+#     as XLA writes them, run in place: the tuple is handed over whole, its
+#     leaves freed at their last reads (measured 5 S -> 3 S per device, by
+#     hand, on 1, 2 and 4 devices and under mpirun -np 2; before, the run
+#     kept the tuple to the end and measured 5 S where the plan estimated
+#     3 S); the plan lists each leaf with its last read (JSON
+#     parameter_index); outputs equal --reference.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -373,34 +375,59 @@ expect_status 0 "$TESSEL" run "$WORK/host_pairs_decl.hlo" --reference --random-i
 same_outputs "$WORK/hp.r3" "$WORK/hp.o3" "host pairs: --donate auto --steps 3 against w -> output 0 declared"
 echo "donation: the host program carries the cluster pairs it can (w), and the plan says why not the others"
 
-# ---- 7. a pair naming a leaf of a tuple parameter: listed as kept, not as freed ----
-cat >"$WORK/leaf_pairs.hlo" <<'EOF'
-HloModule leaf_pairs, num_partitions=2, input_output_alias={ {0}: (0, {0}, may-alias), {1}: (0, {1}, may-alias) }
+# ---- 7. pairs naming leaves of a tuple parameter run in place ----
+# leaf_model N OUT: w, m (a tuple) and x, f32[512,256] each, split in N rows
+leaf_model() {
+    local n=$1 sh
+    if [ "$n" = 1 ]; then sh="{replicated}"; else sh="{devices=[$n,1]$(seq -s, 0 $((n - 1)))}"; fi
+    cat >"$2" <<EOF
+HloModule leaf_pairs, num_partitions=$n, input_output_alias={ {0}: (0, {0}, may-alias), {1}: (0, {1}, may-alias) }
 
 ENTRY main {
-  p = (f32[8,4], f32[8,4]) parameter(0), sharding={{devices=[2,1]0,1}, {devices=[2,1]0,1}}
-  x = f32[8,4] parameter(1), sharding={devices=[2,1]0,1}
-  w = f32[8,4] get-tuple-element(p), index=0
-  m = f32[8,4] get-tuple-element(p), index=1
-  g = f32[8,4] multiply(w, x), sharding={devices=[2,1]0,1}
-  m1 = f32[8,4] add(m, g), sharding={devices=[2,1]0,1}
-  w1 = f32[8,4] subtract(w, m1), sharding={devices=[2,1]0,1}
-  ROOT t = (f32[8,4], f32[8,4]) tuple(w1, m1)
+  p = (f32[512,256], f32[512,256]) parameter(0), sharding={$sh, $sh}
+  x = f32[512,256] parameter(1), sharding=$sh
+  w = f32[512,256] get-tuple-element(p), index=0
+  m = f32[512,256] get-tuple-element(p), index=1
+  g = f32[512,256] multiply(w, x), sharding=$sh
+  m1 = f32[512,256] add(m, g), sharding=$sh
+  w1 = f32[512,256] subtract(w, m1), sharding=$sh
+  ROOT t = (f32[512,256], f32[512,256]) tuple(w1, m1)
 }
 EOF
-LEAF_WHY="a leaf of a tuple parameter: the run keeps it to the end (it hands over whole parameters), so the pair saves nothing"
-expect_status 0 "$TESSEL" plan "$WORK/leaf_pairs.hlo"
-expect_in "$OUT" "    parameter 0 (p) {0} -> output 0, declared by the module: $LEAF_WHY"
-expect_in "$OUT" "    parameter 0 (p) {1} -> output 1, declared by the module: $LEAF_WHY"
-expect_in "$OUT" "    the pairs lower the peak by 0 bytes (320 with nothing donated)"
-expect_status 0 "$TESSEL" plan "$WORK/leaf_pairs.hlo" --format json -o "$WORK/leaf_pairs.json"
-"$PY" - "$WORK/leaf_pairs.json" <<'PY' || fail "leaf pairs: JSON parameter_index, or the leaves counted as donated"
+}
+for n in 1 2 4; do
+    leaf_model "$n" "$WORK/leaf$n.hlo"
+    sed '1s/, input_output_alias=.*$//' "$WORK/leaf$n.hlo" >"$WORK/leaf$n.bare.hlo"
+    expect_status 0 "$TESSEL" run "$WORK/leaf$n.hlo" --random-inputs 5 --stats --output-dir "$WORK/leaf$n.o"
+    cp "$ERR" "$WORK/leaf$n.stats"
+    expect_status 0 "$TESSEL" run "$WORK/leaf$n.bare.hlo" --random-inputs 5 --stats --output-dir "$WORK/leaf$n.b"
+    cp "$ERR" "$WORK/leaf$n.bare.stats"
+    expect_status 0 "$TESSEL" run "$WORK/leaf$n.hlo" --reference --random-inputs 5 --output-dir "$WORK/leaf$n.r"
+    same_outputs "$WORK/leaf$n.r" "$WORK/leaf$n.o" "leaf pairs on $n device(s)"
+    same_outputs "$WORK/leaf$n.r" "$WORK/leaf$n.b" "leaf pairs stripped on $n device(s)"
+    # By hand, per device (S = 512 x 256 x 4 / n bytes, a shard of one
+    # value): without the pairs the run holds w, m, x and the two outputs
+    # (5 S); with them each output is written over its leaf (3 S: the
+    # tuple handed over, its leaves freed at their last reads).
+    S=$((512 * 256 * 4 / n))
+    [ "$(peak_of "$WORK/leaf$n.stats")" = $((3 * S)) ] || fail "leaf pairs on $n: measured $(peak_of "$WORK/leaf$n.stats"), want 3 x $S"
+    [ "$(peak_of "$WORK/leaf$n.bare.stats")" = $((5 * S)) ] ||
+        fail "leaf pairs stripped on $n: measured $(peak_of "$WORK/leaf$n.bare.stats"), want 5 x $S"
+    grep -q "plan estimate $((3 * S)) bytes" "$WORK/leaf$n.stats" || fail "leaf pairs on $n: the estimate is not 3 x $S"
+done
+expect_status 0 "$TESSEL" plan "$WORK/leaf2.hlo"
+expect_in "$OUT" "    parameter 0 (p) {0} -> output 0, declared by the module: last read at step 7 (w1), output written at step 7 (w1)"
+expect_in "$OUT" "    parameter 0 (p) {1} -> output 1, declared by the module: last read at step 6 (m1), output written at step 6 (m1)"
+expect_status 0 "$TESSEL" plan "$WORK/leaf2.hlo" --format json -o "$WORK/leaf2.json"
+"$PY" - "$WORK/leaf2.json" <<'PY' || fail "leaf pairs: JSON parameter_index, or the tuple's bytes counted twice"
 import json, sys
 m = json.load(open(sys.argv[1]))["clusters"][0]["memory"]
 assert [(d["parameter"], d["parameter_index"], d["output"]) for d in m["donations"]] == [(0, "{0}", 0), (0, "{1}", 1)], m
-assert m["donation_bound"]["donated_bytes"] == 0 and m["donation_bound"]["why"] == "", m["donation_bound"]
+assert m["donation_bound"]["donated_bytes"] == 2 * 262144, m["donation_bound"]  # the tuple once: two shards
 PY
-expect_status 0 "$TESSEL" run "$WORK/leaf_pairs.hlo" --random-inputs 5 --output-dir "$WORK/leaf.o"
-expect_status 0 "$TESSEL" run "$WORK/leaf_pairs.hlo" --reference --random-inputs 5 --output-dir "$WORK/leaf.r"
-same_outputs "$WORK/leaf.r" "$WORK/leaf.o" "leaf pairs: the run against --reference"
-echo "donation: a pair naming a leaf of a tuple parameter is listed as kept by the run (it saves nothing), not as freed"
+expect_status 0 "$TESSEL" compile "$WORK/leaf2.hlo" --hosts 2 -o "$WORK/leaf2.plan"
+expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe --mca btl tcp,self -np 2 \
+    "$TESSEL" run "$WORK/leaf2.plan" --random-inputs 5 --stats --output-dir "$WORK/leaf2.mpi"
+same_outputs "$WORK/leaf2.r" "$WORK/leaf2.mpi" "leaf pairs under mpirun -np 2"
+[ "$(peak_of "$ERR")" = $((3 * 262144)) ] || fail "leaf pairs under mpirun: measured $(peak_of "$ERR") per rank"
+echo "donation: pairs naming leaves of a tuple parameter run in place (5 S -> 3 S measured on 1, 2, 4 devices and under mpirun -np 2), equal to --reference"
