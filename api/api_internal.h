@@ -119,9 +119,10 @@ typedef TsStatus (*ApiParse)(const char *name, const char *text, size_t len, con
 /* Read the file at `path` (api_read_file) and parse it with `parse`. */
 TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d);
 /* profile.c: the rates of the profile file at `path` into *c (fields it
- * does not give stay 0: the defaults). IR_EINPUT naming the file and the
+ * does not give stay 0: the defaults), and the cores its devices shared
+ * into *host_cores (0: not given). IR_EINPUT naming the file and the
  * field. */
-IrStatus api_profile_load(const char *path, AutoCost *c, IrDiag *d);
+IrStatus api_profile_load(const char *path, AutoCost *c, int64_t *host_cores, IrDiag *d);
 /* The heartbeat of a run: 0 means the default, 60 s; < 0 none. */
 double api_heartbeat_seconds(double s);
 /* The while loop bound of a run (--limit trips; 0: unbounded). */

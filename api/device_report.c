@@ -169,6 +169,15 @@ static char *json_of(const DevTopologyInfo *in, const DevDevices *set)
     return ir_sb_take(&s);
 }
 
+int32_t ts_host_cores(void)
+{
+    IrDiag id = {0};
+    DevTopology *t = NULL;
+    int32_t n = dev_topology_load(&t, &id) == IR_OK ? dev_topology_info(t)->ncores : 0;
+    ir_diag_clear(&id);
+    return n > 0 ? n : 0;
+}
+
 TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **out, TsDiag *d)
 {
     API_CLEAR(out);

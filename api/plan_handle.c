@@ -127,7 +127,7 @@ static IrStatus auto_options(const IrModule *src, const TsCompileOptions *o, Com
     memset(ao, 0, sizeof *ao);
     if (!o->auto_shard)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                        "--mesh and --profile choose shardings: give them with --auto-shard");
+                        "--mesh, --profile and --host-cores choose shardings: give them with --auto-shard");
     if (o->spmd)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                         "--auto-shard chooses shardings for a module; an SPMD program (--spmd) has its own");
@@ -139,12 +139,14 @@ static IrStatus auto_options(const IrModule *src, const TsCompileOptions *o, Com
         return st;
     if (!o->num_partitions)
         co->num_partitions = ao->mesh.ndevices;
-    if (o->profile && (st = api_profile_load(o->profile, &ao->cost, d)) != IR_OK)
+    int64_t profile_cores = 0;
+    if (o->profile && (st = api_profile_load(o->profile, &ao->cost, &profile_cores, d)) != IR_OK)
         return st;
     int64_t nr = (co->num_partitions ? co->num_partitions : n) * (o->num_replicas ? o->num_replicas : 1);
     int64_t hosts = o->hosts > 0 ? o->hosts : 1;
     ao->local_devices = o->local_devices > 0 ? o->local_devices : (nr / hosts > 0 ? nr / hosts : 1);
     ao->link_gbps = o->link_gbps;
+    ao->host_cores = o->host_cores > 0 ? o->host_cores : profile_cores;
     ao->donate_auto = o->donate == TS_DONATE_AUTO;
     if (o->limits && o->limits->memory_bytes > 0)
         ao->mem_limit = o->limits->memory_bytes; /* per device, as compile's fitting reads it */
@@ -183,6 +185,15 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
                                  "link_gbps must be 0 (the default, 10) or a bandwidth in Gb/s up to 1000000"),
                         &id, d);
     }
+    if (o->host_cores < 0) {
+        ir_module_free(src);
+        ir_module_free(reference);
+        ts_free(p);
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "host_cores must be 0 (a core per device) or a count of cores, not %lld",
+                                 (long long)o->host_cores),
+                        &id, d);
+    }
     if (src->src) /* the model's text, for the outputs' manifest */
         compile_sha256_hex(src->src, strlen(src->src), p->sha256);
     if (o->sign_key && (o->sign_key_len == 0 || !set_key(p, o->sign_key, o->sign_key_len))) {
@@ -205,7 +216,7 @@ static TsStatus compile_taken(IrModule *src, IrModule *reference, const TsCompil
     DumpDir dd;
     AutoOptions ao;
     IrStatus st = rt_check_custom_calls(src, &id);
-    if (st == IR_OK && (o->auto_shard || o->mesh || o->profile)) {
+    if (st == IR_OK && (o->auto_shard || o->mesh || o->profile || o->host_cores)) {
         st = auto_options(src, o, &co, &ao, &id);
         co.auto_shard = &ao;
     }

@@ -7,7 +7,9 @@
  *                                   "remote": {"alpha": 5e-5, "beta": 8e-10}},
  *                    "all-gather": {...}, "reduce-scatter": {...}, "all-to-all": {...}}}
  *
- * Seconds and seconds per byte; FLOP/s and bytes/s. Every field is
+ * Seconds and seconds per byte; FLOP/s and bytes/s; "host_cores": the
+ * cores the measured devices shared (the compile's host_cores, where it
+ * gives none). Every field is
  * optional (what was not measured keeps the default); a field of the
  * wrong type or a negative or non-finite number is an error naming it.
  */
@@ -39,9 +41,10 @@ static IrStatus number(const char *path, json_t *obj, const char *key, const cha
     return IR_OK;
 }
 
-IrStatus api_profile_load(const char *path, AutoCost *c, IrDiag *d)
+IrStatus api_profile_load(const char *path, AutoCost *c, int64_t *host_cores, IrDiag *d)
 {
     memset(c, 0, sizeof *c);
+    *host_cores = 0;
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root)
@@ -55,6 +58,13 @@ IrStatus api_profile_load(const char *path, AutoCost *c, IrDiag *d)
         st = number(path, root, "flops", "flops", &c->flops, d);
     if (st == IR_OK)
         st = number(path, root, "bytes", "bytes", &c->bytes, d);
+    double cores = 0;
+    if (st == IR_OK && (st = number(path, root, "host_cores", "host_cores", &cores, d)) == IR_OK && cores > 0) {
+        if (cores != floor(cores) || cores > 1e6)
+            st = ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0},
+                          "profile: host_cores must be a whole count of cores (docs/auto-shard.md gives the format)");
+        *host_cores = (int64_t)cores;
+    }
     json_t *coll = st == IR_OK ? json_object_get(root, "collectives") : NULL;
     for (int k = 0; coll && st == IR_OK && k < AUTO_NCOLL; k++) {
         json_t *kind = json_object_get(coll, KIND[k]);

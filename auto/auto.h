@@ -390,6 +390,7 @@ typedef struct AutoOptions {
     AutoCost cost;           /* zero fields: defaults */
     int64_t local_devices;   /* devices per host (0: all of them) */
     double link_gbps;        /* for the defaults */
+    int64_t host_cores;      /* cores of a host (0: one per device): more devices share them */
     int64_t mem_limit;       /* bytes per device; 0 none */
     bool donate_auto;        /* --donate auto: every parameter may give its buffer to an update */
 } AutoOptions;

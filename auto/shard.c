@@ -63,9 +63,11 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
                         "--mesh %s has %lld devices, but the module is compiled for %lld partitions "
                         "(--num-partitions must be the mesh's device count)",
                         mesh, (long long)opt->mesh.ndevices, (long long)n);
+    int64_t local = opt->local_devices > 0 ? opt->local_devices : n;
+    /* Do a host's devices share its cores? */
+    bool shared = opt->host_cores > 0 && local > opt->host_cores;
     AutoCost cost = opt->cost;
     auto_cost_fill(&cost, opt->link_gbps);
-    int64_t local = opt->local_devices > 0 ? opt->local_devices : n;
     int32_t ninlined;
     IrStatus st = auto_inline_calls(m, &ninlined, d);
     if (st != IR_OK)
@@ -90,8 +92,12 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
         (solved = auto_lagrange_solve(&g, (double)opt->mem_limit, choice)) < 0)
         st = ir_oom(d, NULL);
     /* An elimination plan: among the plans as fast, the one that
-     * communicates least. */
-    if (solved > 0 && auto_tiebreak_solve(&g, (double)opt->mem_limit, choice) < 0)
+     * communicates least; not where devices share cores: there a
+     * collective's rendezvous hides behind the work of the devices still
+     * computing on the same core, and the plans the tie-break took, a few
+     * tenths of a percent slower by the estimate, ran 11-16% slower
+     * (docs/auto-shard.md, "Ties"). */
+    if (solved > 0 && !shared && auto_tiebreak_solve(&g, (double)opt->mem_limit, choice) < 0)
         st = ir_oom(d, NULL);
     if (st == IR_OK && !solved)
         st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, d);

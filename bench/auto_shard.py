@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """auto_shard.py: the bench line of --auto-shard (issue 33).
 
-    auto_shard.py [--quick] [--bin build/release]
+    auto_shard.py [--quick] [--bin build/release] [--profile FILE]
 
 1. Step time: the training steps of tests/e2e/auto_shard.py (an MLP and a
    transformer block, `tessel grad --sgd`) on 4 devices (quick: 2), the
@@ -10,6 +10,10 @@
    --stats` in turn (A B C D, A B C D, ...), 5 rounds (quick: 3) after one
    warm-up round; the figure is the median of tessel's own per-step
    medians. Ratio: auto over the best hand-written, target <= 1.05.
+   The auto plan is compiled for this machine: `--host-cores` its cores
+   (`tessel devices`), so 4 devices on 2 cores are known to share them;
+   with --profile FILE (`tessel profile --num-partitions 4`) the
+   profile's rates instead of the defaults.
 2. Compile time: `tessel compile --auto-shard --mesh 2x4` of a 24-layer
    transformer (769 instructions, unsharded; quick: 12 layers), median
    of 5 wall times minus `tessel --version`'s; target < 2 s.
@@ -18,6 +22,7 @@ Prints `bench auto-shard: ... ratio R` last (R: the step ratio); exits 1
 when a run fails.
 """
 import importlib.util
+import json
 import os
 import re
 import statistics
@@ -30,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 QUICK = "--quick" in sys.argv
 BIN = sys.argv[sys.argv.index("--bin") + 1] if "--bin" in sys.argv else os.path.join(HERE, "..", "build", "release")
 TESSEL = os.path.join(BIN, "tessel")
+PROFILE = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else None
 
 spec = importlib.util.spec_from_file_location("auto_models", os.path.join(HERE, "..", "tests", "e2e", "auto_shard.py"))
 models = importlib.util.module_from_spec(spec)
@@ -90,6 +96,11 @@ def layers(n, B=8, S=128, E=256, NH=8, F=1024):
     return "\n".join(out) + "\n"
 
 
+def host_cores():
+    """This machine's cores, as hwloc finds them (tessel devices)."""
+    return json.loads(tessel("devices", "--format", "json").stdout)["topology"]["cores"]
+
+
 def step_ms(plan):
     err = tessel("run", plan, "--random-inputs", "1", "--steps", "8", "--stats", "--output-dir",
                  plan + ".out").stderr
@@ -110,7 +121,8 @@ def steps(work, n):
         step = os.path.join(work, name + ".step.hlo")
         tessel("grad", fwd, "--wrt", wrt, "--sgd", "0.01", "-o", step)
         plans = {"auto": os.path.join(work, f"{name}.auto.plan")}
-        tessel("compile", step, "--auto-shard", "--mesh", str(n), "-o", plans["auto"])
+        tessel("compile", step, "--auto-shard", "--mesh", str(n), "--host-cores", str(host_cores()), "-o",
+               plans["auto"], *(["--profile", PROFILE] if PROFILE else []))
         body = open(step).read()
         for h, sh in hand.items():
             src = os.path.join(work, f"{name}.{h}.hlo")
@@ -150,7 +162,8 @@ def main():
     parts = [f"{m} on {n}: auto {a:.2f} ms, best hand-written {b} {bm:.2f} ms (x{a / bm:.3f})"
              for m, a, b, bm in rows]
     ratio = max(a / bm for _, a, _, bm in rows)
-    print(f"bench auto-shard: {'; '.join(parts)}; compile of a {nl}-layer transformer with --auto-shard "
+    prof = f"with --profile {os.path.basename(PROFILE)}: " if PROFILE else ""
+    print(f"bench auto-shard: {prof}{'; '.join(parts)}; compile of a {nl}-layer transformer with --auto-shard "
           f"--mesh 2x4: {comp:.3f} s (process start subtracted; median of 5; target < 2 s) ratio {ratio:.3f}")
     return 0
 

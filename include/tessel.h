@@ -296,6 +296,13 @@ typedef struct TsCompileOptions {
      * (TS_EINPUT): it cannot be checked. The key is copied. */
     const void *sign_key;
     size_t sign_key_len;
+    /* The cores of a host, for --auto-shard (docs/auto-shard.md, "Ties"):
+     * where a host's devices outnumber them (4 devices on 2 cores), the
+     * tie-break toward less communication is off (the plans it took there,
+     * estimated a few tenths of a percent slower, ran 11-16% slower).
+     * 0: the profile's "host_cores" (`tessel profile` writes the cores its
+     * devices shared), else a core per device. */
+    int64_t host_cores;
 } TsCompileOptions;
 
 enum { TS_DONATE_DECLARED = 0, TS_DONATE_AUTO = 1 };
@@ -783,6 +790,9 @@ long ts_mpi_calls(void);
 /* The local devices hwloc finds for `local_devices` devices (0: one per
  * core), their cpusets, cores and NUMA nodes, as "text" or "json". */
 TsStatus ts_devices_describe(int32_t local_devices, const char *format, char **out, TsDiag *d);
+/* The cores of this machine hwloc finds in the process's cpuset (PUs
+ * where it finds no cores); 0 when it cannot tell. */
+int32_t ts_host_cores(void);
 
 #ifdef __cplusplus
 }

@@ -78,12 +78,13 @@ enum {
 #define OPT_EXPLAIN        (UINT64_C(1) << 39) /* --explain (plan: why each chosen sharding) */
 #define OPT_INIT_STATE     (UINT64_C(1) << 41) /* --init-state zeros (run: optimizer state starts at zero) */
 /* The options of automatic sharding, for compile, plan and run. */
-#define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE)
+#define OPT_AUTO (OPT_AUTO_SHARD | OPT_MESH | OPT_PROFILE | OPT_HOST_CORES)
 #define OPT_WHY            (UINT64_C(1) << 40) /* --why NAME (plan: the collectives of one value and why) */
 #define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 #define OPT_REMAT          (UINT64_C(1) << 43) /* --remat POLICY (grad: what the backward recomputes) */
 #define OPT_DONATE         (UINT64_C(1) << 44) /* --donate auto|declared (input_output_alias pairs inferred) */
 #define OPT_SGEMM          (UINT64_C(1) << 45) /* --sgemm openblas|blis|onednn|probe (run: the f32 GEMM's library) */
+#define OPT_HOST_CORES     (UINT64_C(1) << 46) /* --host-cores C (--auto-shard: cores a host's devices share) */
 
 /* Everything a command line said. Numbers are 0 when not given (the
  * module header or 1 then decides). */
@@ -130,6 +131,7 @@ typedef struct CliOptions {
     bool auto_shard;         /* --auto-shard */
     const char *mesh;        /* --mesh SPEC */
     const char *profile;     /* --profile FILE */
+    int64_t host_cores;      /* --host-cores C (0: a core per device) */
     bool explain;            /* --explain (plan) */
     int64_t checkpoint_every;/* --checkpoint-every M (0: no checkpoints) */
     const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume DIR */

@@ -65,6 +65,7 @@ static const OptSpec OPTS[] = {
     {"--auto-shard", OPT_AUTO_SHARD, false},
     {"--mesh", OPT_MESH, true},
     {"--profile", OPT_PROFILE, true},
+    {"--host-cores", OPT_HOST_CORES, true},
     {"--explain", OPT_EXPLAIN, false},
     {"--why", OPT_WHY, true},
     {"--init-state", OPT_INIT_STATE, true},
@@ -173,7 +174,8 @@ TsCompileOptions cli_compile_options(const CliOptions *o)
                               .no_verify = o->no_verify, .spmd = o->spmd, .dump_dir = o->dump_dir,
                               .link_gbps = o->link_gbps, .on_warning = cli_warning,
                               .auto_shard = o->auto_shard, .mesh = o->mesh, .profile = o->profile,
-                              .donate = o->donate, .sign_key = o->sign_key, .sign_key_len = o->sign_key_len};
+                              .donate = o->donate, .sign_key = o->sign_key, .sign_key_len = o->sign_key_len,
+                              .host_cores = o->host_cores};
 }
 
 int cli_open(const CliOptions *o, const char *path, TsPlan **p)
@@ -442,6 +444,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_SIGN_KEY: return read_key(cmd, v, o);
     case OPT_MESH: o->mesh = v; return CLI_OK;
     case OPT_PROFILE: o->profile = v; return CLI_OK;
+    case OPT_HOST_CORES: return parse_count(cmd, s->name, v, &o->host_cores);
     case OPT_WHY: o->why = v; return CLI_OK;
     case OPT_SGEMM:
         if ((o->sgemm = cli_sgemm_parse(v)) < 0)

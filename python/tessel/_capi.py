@@ -60,7 +60,8 @@ class TsCompileOptions(ctypes.Structure):
                 ("profile", c_char_p),
                 ("donate", c_int32),
                 ("sign_key", ctypes.c_void_p),
-                ("sign_key_len", ctypes.c_size_t)]
+                ("sign_key_len", ctypes.c_size_t),
+                ("host_cores", c_int64)]
 
 # The type of TsCompileOptions.on_warning.
 WarningFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, c_char_p)

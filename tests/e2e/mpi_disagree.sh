@@ -91,6 +91,7 @@ ROWS=(
 "--progress|same||--progress|"
 "--adam|n/a|||an option of tessel grad the run usage lists for --init-state: run refuses it (usage error on every rank alike)"
 "--profile|n/a|||read with --auto-shard only: a rank with another profile compiles another program, the --auto-shard row"
+"--host-cores|n/a|||read with --auto-shard only: a rank with another count may compile another program (the tie-break off), the --auto-shard row"
 "--reference|n/a|||runs one process without MPI: mpirun of a rank that never joins ends as a failed launch"
 "--help|n/a|||prints the usage"
 )

@@ -49,6 +49,7 @@ int main(void)
     FIELD(TsCompileOptions, donate);
     FIELD(TsCompileOptions, sign_key);
     FIELD(TsCompileOptions, sign_key_len);
+    FIELD(TsCompileOptions, host_cores);
     SIZE(TsGradOptions);
     FIELD(TsGradOptions, wrt);
     FIELD(TsGradOptions, loss);
