@@ -12,7 +12,12 @@
  * the devices along a replicated dim of a partially replicated one) share
  * one read-only value: a replicated embedding table of 2 GiB is read or
  * drawn once per host, not once per device. Kernels update a value in
- * place only when they hold its only reference, so sharing is safe.
+ * place only when they hold its only reference, so sharing is safe. A
+ * donated input (input_output_alias) is not shared: each device gets its
+ * own, as from the second step on (the outputs fed back are its own), so
+ * its output can take its buffer at its last read, as the plan's memory
+ * estimate counts (a momentum MLP on 4 devices measured 1.021 of its
+ * fitted estimate with the parameters shared).
  *
  * Keys are resolved by inputs.c (rt_resolve_inputs), so --input means the
  * same here as for the reference run. Every file is opened, and its header
@@ -42,6 +47,7 @@ typedef struct Reader {
     int64_t nboxes, capboxes;
     int64_t *head;             /* per leaf: its last box, -1 */
     int64_t first, nlocal;     /* this host's devices (process-local arrays) */
+    bool *donated;             /* per parameter: handed over to the program (never shared) */
 } Reader;
 
 /* Elements of a box; 0 if any extent is 0. */
@@ -180,7 +186,7 @@ static IrStatus read_leaf(Reader *r, int32_t p, int64_t li, int64_t leaf, const 
     }
     int64_t off[IR_MAX_RANK] = {0}, ext[IR_MAX_RANK] = {0}, size[IR_MAX_RANK] = {0};
     rt_shard_box(full, s, part, off, ext, size);
-    bool share = shares_boxes(r, s);
+    bool share = !r->donated[p] && shares_boxes(r, s);
     DevValue *seen = share ? box_seen(r, leaf, full->rank, off, ext) : NULL;
     if (seen) {
         *out = dev_value_ref(seen);
@@ -281,9 +287,13 @@ IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindO
     if (st == IR_OK && lb.nparam != c->nparam)
         st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                       "the signature has %d parameters, the program %d", (int)lb.nparam, (int)c->nparam);
-    Reader r = {c, sig, opt, &lb, rs, NULL, NULL, 0, 0, NULL, first, nlocal};
+    Reader r = {c, sig, opt, &lb, rs, NULL, NULL, 0, 0, NULL, first, nlocal, NULL};
     if (st == IR_OK && !(r.arena = ir_arena_new()))
         st = ir_oom(d, NULL);
+    if (st == IR_OK && !(r.donated = ts_calloc((size_t)(c->nparam > 0 ? c->nparam : 1), sizeof *r.donated)))
+        st = ir_oom(d, NULL);
+    if (st == IR_OK && c->spmd)
+        ir_alias_donated(c->spmd, r.donated, c->nparam);
     int64_t nleaves = st == IR_OK ? lb.first[lb.nparam] : 0;
     if (st == IR_OK && !(r.head = ts_malloc((size_t)(nleaves > 0 ? nleaves : 1) * sizeof *r.head)))
         st = ir_oom(d, NULL);
@@ -298,6 +308,7 @@ IrStatus rt_read_shards(const PlanCluster *c, const IrModule *sig, const RtBindO
         dev_value_unref(r.boxes[k].v);
     ts_free(r.boxes);
     ts_free(r.head);
+    ts_free(r.donated);
     ir_arena_free(r.arena);
     rt_leaf_binding_free(&lb);
     return st;

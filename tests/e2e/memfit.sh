@@ -21,7 +21,10 @@
 # conv net at half its peak (recomputed across the statistics'
 # all-reduces), the Adam step at half its peak, an Adam step whose state
 # alone is over P/2 refused, and the proof a refusal gives (the bound no
-# plan goes under, tight on a data-parallel step).
+# plan goes under, tight on a data-parallel step). And the run under the
+# estimate it was fitted to: an update read through a copy of an output
+# (tests/models/memfit/copied_momentum.hlo), the momentum step on 4
+# devices with its replicated parameters donated.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -402,6 +405,29 @@ expect_status 0 "$TESSEL" run "$WORK/mom.hlo" --num-partitions 2 --random-inputs
     --output-dir "$WORK/mom.fit"
 within_limit "$ERR" 2 230000 || fail "momentum: measured peaks over 230000: $(grep 'memory per' "$ERR")"
 same_bits "$WORK/mom.plain" "$WORK/mom.fit" "momentum with masks kept apart"
+# ---- fitted at the estimate, the run under it: the estimate is never
+# under what the run holds (issue 32) ----
+# copied_momentum.hlo: the parameter's update reads the new velocity (an
+# output) through a copy, a reference to the output's buffer, which the
+# update cannot write over: 106496 bytes (worked out in the model), and
+# that as the limit holds the run.
+C="$M/copied_momentum.hlo"
+expect_status 0 "$TESSEL" plan "$C" --format json -o "$WORK/cm.json"
+[ "$(plan_field "$WORK/cm.json" peak_bytes_per_device)" = 106496 ] || fail "copied_momentum: estimate"
+expect_status 0 "$TESSEL" run "$C" --random-inputs 3 --limit memory=106496 --stats --output-dir "$WORK/cm"
+within_limit "$ERR" 1 106496 || fail "copied_momentum: measured over its estimate: $(grep 'memory per' "$ERR")"
+# The momentum step on 4 devices fitted to 163417 bytes: each layer's
+# fused update writes p' and v' over the dying momentum and the weight
+# gradient's all-reduce, as the estimate counts, because each device is
+# handed its own donated (replicated) parameters (runtime/shard_io.c;
+# shared by the devices they were not the update's to write: 166809
+# measured on each).
+sed 's/devices=\[2,1\]<=\[2\]/devices=[4,1]<=[4]/g; s/"x"=2/"x"=4/' "$M/relu_mom_jax.hlo" >"$WORK/mom4.hlo"
+expect_status 0 "$TESSEL" run "$WORK/mom4.hlo" --num-partitions 4 --random-inputs 5 --output-dir "$WORK/mom4.plain"
+expect_status 0 "$TESSEL" run "$WORK/mom4.hlo" --num-partitions 4 --random-inputs 5 --limit memory=163417 --stats \
+    --output-dir "$WORK/mom4.fit"
+within_limit "$ERR" 4 163417 || fail "momentum on 4: measured peaks over 163417: $(grep 'memory per' "$ERR")"
+same_bits "$WORK/mom4.plain" "$WORK/mom4.fit" "momentum on 4 fitted to 163417"
 # ---- tessel grad --remat: checkpoint policies ----
 # mlp_dp's backward reads h1, h2, h3 (tanh's derivative and the weight
 # gradients) and d4 (the loss's); the forward computes d1..d4 by dot.

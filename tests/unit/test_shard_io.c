@@ -3,7 +3,8 @@
  * of inputs.c they share: the shard boxes (rt_shard_box) worked out by
  * hand, a device's shards of a .npy file read box by box (values by hand,
  * padding zero), random shards equal to cutting the whole random input,
- * keys resolved as rt_bind_inputs resolves them, the errors (missing file,
+ * keys resolved as rt_bind_inputs resolves them, a replicated input shared
+ * by the devices but a donated one each device's own, the errors (missing file,
  * wrong shape, unknown key) leaving nothing behind, the --steps aliases
  * (checked, and fed without copying), and every allocation failing in turn.
  *
@@ -162,9 +163,14 @@ static void test_file_boxes(void **state)
     assert_true(b[0] == 4 && b[1] == 5 && b[2] == 0);
     /* 5 elements of 4 bytes read in all (3 + 2), never 2 x 5 */
     assert_int_equal(rs.file_bytes, 20);
-    /* random, valid elements only: w 3 and t.0 1 (replicated: drawn once,
-     * shared by both devices), t.1 2x2 + 2x1 */
-    assert_int_equal(rs.random_elems, 10);
+    /* random, valid elements only: w 3 for each device (replicated but
+     * donated: each its own, which the program may write over), t.0 1
+     * (replicated: drawn once, shared by both devices), t.1 2x2 + 2x1 */
+    assert_int_equal(rs.random_elems, 13);
+    assert_ptr_not_equal(sh[0].args[1], sh[1].args[1]);
+    assert_true(dev_value_sole(sh[0].args[1]) && dev_value_sole(sh[1].args[1]));
+    assert_memory_equal(sh[0].args[1]->data, sh[1].args[1]->data, 3 * sizeof(float));
+    assert_ptr_equal(sh[0].args[2]->elems[0], sh[1].args[2]->elems[0]);
     /* t's f32 leaf: device 1 holds column 2 and a zero column */
     DevValue *t1 = sh[1].args[2]->elems[1];
     assert_int_equal(t1->shape.dims[0], 2);
