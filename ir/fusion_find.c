@@ -131,6 +131,7 @@ typedef struct Find {
     int32_t *space;
     int32_t *nouter;
     bool small; /* fuse rows however short (tests) */
+    IrCausal *causal; /* readers indexed once for every dot asked about */
 } Find;
 
 static int64_t row_length(const IrShape *s, int32_t nouter)
@@ -377,7 +378,7 @@ static void lower_dots(const Find *f, const int32_t *order, int32_t norder, int3
 {
     for (int32_t k = 0; k < norder; k++) {
         int32_t u = order[k];
-        if (gid[u] != -1 || !dot_takes(f->c, f->ctrl_succ, gid, u) || !ir_dot_reads_lower(f->m, f->c, u))
+        if (gid[u] != -1 || !dot_takes(f->c, f->ctrl_succ, gid, u) || !ir_causal_dot_reads_lower(f->causal, f->c, u))
             continue;
         gid[u] = u;
         size[u] = 1;
@@ -651,9 +652,9 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
     bool *ctrl_succ = ts_calloc((size_t)n, sizeof *ctrl_succ);
     bool *extra = ts_calloc((size_t)n, sizeof *extra);
     Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
-              opt->small};
+              opt->small, ir_causal_new(m)};
     IrStatus st = IR_ENOMEM;
-    if (!gid || !cand || !size || !ctrl_succ || !extra || !f.space || !f.nouter)
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !f.space || !f.nouter || !f.causal)
         goto done;
     for (int32_t i = 0; i < n; i++) {
         gid[i] = -1;
@@ -754,7 +755,7 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         for (int32_t j = 0; j < g->nnodes; j++)
             if (c->instr[g->nodes[j]].op == OP_DOT)
                 g->dot = j;
-        g->dot_lower = g->dot >= 0 && !g->dot_transposed && ir_dot_reads_lower(m, c, g->nodes[g->dot]);
+        g->dot_lower = g->dot >= 0 && !g->dot_transposed && ir_causal_dot_reads_lower(f.causal, c, g->nodes[g->dot]);
     }
     st = IR_OK;
 done:
@@ -765,6 +766,7 @@ done:
     ts_free(extra);
     ts_free(f.space);
     ts_free(f.nouter);
+    ir_causal_free(f.causal);
     if (st != IR_OK) {
         ir_fusion_free(out);
         return ir_error(d, st, NULL, NULL, c->pos, "out of memory");

@@ -1307,5 +1307,11 @@ bool ir_reducer_folds(IrType t, IrOpcode op);
  * reader a select over a causal mask (compare of iotas) or an elementwise
  * op passing it on, through calls? */
 bool ir_dot_reads_lower(const IrModule *m, const IrComputation *c, int32_t dot);
+/* The same for many dots of one module: the computations' readers are
+ * indexed once (ir_causal_new; NULL where memory ran out). */
+typedef struct IrCausal IrCausal;
+IrCausal *ir_causal_new(const IrModule *m);
+bool ir_causal_dot_reads_lower(IrCausal *k, const IrComputation *c, int32_t dot);
+void ir_causal_free(IrCausal *k);
 
 #endif /* TESSEL_IR_H */

@@ -349,6 +349,8 @@ static void test_rest(void **state)
     assert_non_null(ts_version());
     assert_true(ts_mpi_calls() >= 0);
     assert_false(ts_mpi_launched());
+    /* hwloc's count, or 0 where it cannot tell: never negative. */
+    assert_true(ts_host_cores() >= 0);
 }
 
 /* Read a whole file (NUL-terminated) or fail the test. */
