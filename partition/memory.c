@@ -676,6 +676,32 @@ static int32_t copied(const IrComputation *c, int32_t i)
  * a value still live after s (an output, or read later) is never counted
  * as a free buffer (a copy of a momentum output read by the update
  * written over it measured 106496 bytes against 98304 estimated). */
+/* get-tuple-element o (dying at step s) of a while's result: the
+ * element is the body's own last value (while_fresh counts it fresh, not
+ * one it passes through from the initial state), and the loop's tuple is
+ * held by nobody else at s (every other reader of it done before): the
+ * executor's reference is then the element's only one, and a writer at s
+ * takes its buffer (a scan's carried activations squared in place). */
+static bool while_element_lendable(const Est *e, int32_t o, int32_t s, int64_t bytes)
+{
+    const IrComputation *c = e->c;
+    int32_t t = c->instr[o].opnd[0];
+    const IrInstr *w = &c->instr[t];
+    int64_t k = c->instr[o].a.tuple_index;
+    if (t == c->root || w->shape.type != IR_TUPLE || k < 0 || k >= w->shape.ntuple ||
+        leaf_bytes(&w->shape.tuple[k]) != bytes || passes_through(e->m, w, (int32_t)k))
+        return false;
+    for (int32_t j = 0; j < c->ninstr; j++) {
+        if (j == o)
+            continue;
+        const IrInstr *r = &c->instr[j];
+        for (int32_t q = 0; q < r->nopnd; q++)
+            if (r->opnd[q] == t && e->end[j] >= s)
+                return false;
+    }
+    return true;
+}
+
 static bool lendable(const Est *e, int32_t o, int32_t s, int64_t bytes)
 {
     const IrComputation *c = e->c;
@@ -696,6 +722,8 @@ static bool lendable(const Est *e, int32_t o, int32_t s, int64_t bytes)
         }
         return true;
     }
+    if (ins->op == OP_GET_TUPLE_ELEMENT && ins->nopnd == 1 && c->instr[ins->opnd[0]].op == OP_WHILE)
+        return while_element_lendable(e, o, s, bytes);
     if (ins->op != OP_COPY)
         return e->own[o] == bytes;
     int32_t b = copied(c, o);
