@@ -29,7 +29,9 @@
  * computation holds at the peak (AutoGraph.mem_fixed), except a loop in
  * the view: its state and its body's part of the peak at the shardings
  * chosen for them, and a state resharded from its operand with both
- * buffers, on their edge (loop_memory.c, auto_graph_charge_pair).
+ * buffers, on their edge (loop_memory.c, auto_graph_charge_pair); and
+ * where a dot runs at the peak, each operand gathered or
+ * exchanged for it its new shard too (charge_reshard_at_peak).
  */
 #include "auto.h"
 
@@ -493,6 +495,77 @@ IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d)
     return IR_OK;
 }
 
+/* Per-device bytes of `shape` under spec s, a tiled dim's largest
+ * (padded) tile. */
+static double spec_bytes(const AutoMesh *mesh, const IrShape *shape, const AutoSpec *s)
+{
+    double b = (double)ir_shape_bytes(shape);
+    for (int32_t d = 0; d < shape->rank; d++) {
+        int64_t t = auto_spec_tiles(mesh, s, d);
+        if (t > 1 && shape->dims[d] > 0)
+            b *= (double)((shape->dims[d] + t - 1) / t) / (double)shape->dims[d];
+    }
+    return b;
+}
+
+/* The bytes of operand `o` of node i resharded for it by a collective
+ * (the operand u under strategy s, i under t): where an axis of u's spec
+ * leaves its dim (an all-gather, an all-to-all), the partitioner makes
+ * the new shard beside u's own while i runs, so where i runs at the peak
+ * it is held there too. The estimate of the sharded program counts it
+ * (partition/memory.c: collective buffers); left out, a plan that
+ * gathers at the peak passed the limit and the fitting step refused it
+ * (tests/models/ragged_moe.hlo on 2 and 4). An axis only added is a
+ * local slice: not charged. */
+static double reshard_bytes(const AutoGraph *g, int32_t u, int32_t i, int32_t o, int32_t s, int32_t t)
+{
+    const AutoSpec *need = &g->node[i].strat[t].in[o], *have = &g->node[u].strat[s].out;
+    bool moves = false;
+    for (int32_t a = 0; a < g->mesh.naxes; a++)
+        moves |= g->mesh.size[a] > 1 && have->dim[a] >= 0 && have->dim[a] != need->dim[a];
+    return moves ? spec_bytes(&g->mesh, &g->comp->instr[u].shape, need) : 0;
+}
+
+/* Charge operand `o` of node i, a dot run at the peak, its reshard's buffer
+ * (reshard_bytes): on the edge between the groups, or on one group's
+ * memory where the other has one strategy or they share one. IR_ENOMEM. */
+static IrStatus charge_reshard_at_peak(AutoGraph *g, int32_t i, int32_t o, IrDiag *d)
+{
+    int32_t u = g->comp->instr[i].opnd[o];
+    const AutoNode *pv = &g->node[u], *v = &g->node[i];
+    IrShape el;
+    int64_t el_dims[IR_MAX_RANK];
+    AutoSpec el_spec;
+    /* An opaque end, or an element its tuple's spec does not stand for:
+     * not charged (held whole, or priced by its own rule). */
+    if (pv->group < 0 || v->group < 0 ||
+        auto_element_spec(g->comp, &g->comp->instr[i], &pv->strat[0].out, &el_spec, &el, el_dims))
+        return IR_OK;
+    AutoGroup *gu = &g->group[pv->group], *gv = &g->group[v->group];
+    if (pv->group == v->group) {
+        for (int32_t t = 0; t < gv->nstrat; t++)
+            gv->mem[t] += reshard_bytes(g, u, i, o, t, t);
+        return IR_OK;
+    }
+    if (gu->nstrat == 1 || gv->nstrat == 1) {
+        for (int32_t s = 0; s < gu->nstrat; s++)
+            for (int32_t t = 0; t < gv->nstrat; t++)
+                *(gu->nstrat == 1 ? &gv->mem[t] : &gu->mem[s]) += reshard_bytes(g, u, i, o, s, t);
+        return IR_OK;
+    }
+    AutoEdge *ed = NULL;
+    IrStatus st = edge(g, pv->group, v->group, &ed, d);
+    if (st != IR_OK)
+        return st;
+    size_t nt = (size_t)gv->nstrat;
+    if (!ed->mem && !(ed->mem = ir_alloc_array(g->arena, (size_t)gu->nstrat * nt, sizeof *ed->mem)))
+        return ir_oom(d, NULL);
+    for (int32_t s = 0; s < gu->nstrat; s++)
+        for (size_t t = 0; t < nt; t++)
+            ed->mem[(size_t)s * nt + t] += reshard_bytes(g, u, i, o, s, (int32_t)t);
+    return IR_OK;
+}
+
 /* Memory: the values live at the unsharded peak (see the file comment). */
 static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
 {
@@ -545,6 +618,19 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
         for (int32_t s = 0; s < v->nstrat; s++)
             g->group[v->group].mem[s] += (double)v->strat[s].bytes * part;
     }
+    /* The instruction run at the peak: its operands' reshards, where the
+     * partitioner reshards a dot's operands to its strategy's
+     * (partition/spmd_dot.c). Not a reduce's: it reduces the shard it has
+     * and gathers the partial results (charged the operand,
+     * reduce_general.hlo on 8 fitted no limit its plan of 541 bytes met);
+     * nor a convolution's: a spatial dim tiled, it exchanges halos
+     * (conv_out_feature.hlo on 8 likewise, 3180 bytes). */
+    int32_t at = e.peak_step >= 0 ? e.order[e.peak_step] : -1;
+    IrOpFamily fam = at >= 0 && at < c->ninstr ? ir_op_family(c->instr[at].op) : FAM_PARAMETER;
+    bool contracts = fam == FAM_DOT || fam == FAM_RAGGED_DOT;
+    if (contracts && !at_peak && g->node[at].group >= 0)
+        for (int32_t o = 0; st == IR_OK && o < c->instr[at].nopnd; o++)
+            st = charge_reshard_at_peak(g, at, o, d);
     ts_free(step);
     mem_estimate_free(&e);
     return st;

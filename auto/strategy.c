@@ -61,9 +61,15 @@ static void same_dims(Roles *r, const IrComputation *c, const IrInstr *x, const 
 }
 
 /* A reshape: dims of equal size in the same group map 1:1; the major
- * dims of a group that splits or merges map to each other. */
+ * dims of a group that splits or merges map to each other. A 1:1 dim may
+ * be cut into unequal tiles (the partitioner keeps its padded shard, as
+ * propagation maps it: partition/prop_reshape.c); a merged or split one
+ * only evenly. Held even, JAX's softmax [6,130] -> [6,130,1] over 4
+ * devices gathered its row maximum and sum and held the broadcasts whole
+ * (tests/models/memory/attn_softmax_u.hlo: 2.93x the batch plan's peak). */
 static bool reshape_roles(Roles *r, const IrShape *in, const IrShape *out)
 {
+    r->uneven = true;
     int32_t i = 0, o = 0;
     while (i < in->rank && o < out->rank) {
         if (in->dims[i] == 1 && out->dims[o] != 1) {
@@ -86,6 +92,7 @@ static bool reshape_roles(Roles *r, const IrShape *in, const IrShape *out)
         }
         if (pi > 1)
             r->map[0][o0] = (int8_t)i0;
+        r->regrouped[o0] = i - i0 > 1 || o - o0 > 1;
     }
     return true;
 }
@@ -438,7 +445,7 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
             continue;
         /* Unequal tiles: an output dim of an op the partitioner pads,
          * never fewer elements than tiles (a tile of padding alone). */
-        bool uneven = r->uneven && k < r->nout;
+        bool uneven = r->uneven && k < r->nout && !r->regrouped[k];
         if (!r->tileable[k] || r->size[k] < t || (r->size[k] % t && !uneven))
             return false;
         if (ir_op_family(x->op) == FAM_REDUCE_WINDOW && !auto_window_tiles_ok(c, x, k, t))

@@ -38,6 +38,7 @@ typedef struct Roles {
     int8_t map[MAX_OPERANDS][MAX_ROLES]; /* operand dim playing each role, -1 none */
     double flops;
     bool uneven; /* output dims may be cut into unequal tiles (padded) */
+    bool regrouped[MAX_ROLES]; /* a reshape's dim that merges or splits: even tiles only, uneven or not */
     bool gathers_partials; /* a reduced dim tiled: partials all-gathered (strategy_tuple.c), not all-reduced */
 } Roles;
 

@@ -38,14 +38,7 @@ MODULES = {
 }
 
 # (module, mesh): why its auto plan is over 1.1x the hand plan, known.
-KNOWN_OVER = {
-    ("ragged_moe.hlo", mesh): "the unlimited plan computes the up-projection whole on every device (its "
-                              "weight replicated, no collective: estimated faster than the hand plan's "
-                              "all-reduce); under the limit the solver tiles both projections' columns, "
-                              "gathering the activations between them, and that gather's buffer beside its "
-                              "operand is not in the solver's memory row, so the fitting step refuses the plan"
-    for mesh in ("2", "4")
-}
+KNOWN_OVER = {}
 
 
 def plan_counts(tessel, path, n, *extra):

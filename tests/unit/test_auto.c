@@ -545,6 +545,45 @@ static void identity_custom_calls(void **state)
     on_four_free(&f);
 }
 
+/* A reshape keeps a dim that maps one to one in unequal tiles, as the
+ * partitioner pads it (JAX's softmax row maximum [6,130] -> [6,130,1] over
+ * 4 devices: 2,2,2,0); a dim that merges others only in equal ones. */
+static const char UNEVEN_RESHAPES[] =
+    "HloModule reshapes\n"
+    "ENTRY main {\n"
+    "  x = f32[6,10] parameter(0)\n"
+    "  e = f32[6,10] exponential(x)\n"
+    "  r = f32[6,10,1] reshape(e)\n"
+    "  m = f32[60] reshape(e)\n"
+    "  ROOT t = (f32[6,10,1], f32[60]) tuple(r, m)\n"
+    "}\n";
+
+static void uneven_reshape_dims(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, UNEVEN_RESHAPES);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    int32_t r = ir_find_instr(f.c, "r"), m = ir_find_instr(f.c, "m");
+    /* Replicated, the 6 rows over 4 (tiles of 2, the last padding), the 10 columns over 4. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, r, &s, &n, &f.d), IR_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(s[1].out.dim[0], 0);
+    assert_int_equal(s[1].in[0].dim[0], 0);
+    assert_int_equal(s[2].out.dim[0], 1);
+    /* [6,10] merged into [60]: its rows do not split into 4 equal tiles. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, m, &s, &n, &f.d), IR_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(s[0].out.dim[0], -1);
+    /* Following the row-tiled exponential, the reshape keeps its rows tiled. */
+    AutoSpec rows = {{0, -1, -1, -1}};
+    AutoStrategy follow;
+    assert_int_equal(auto_follow(f.a, &f.mesh, &f.cost, f.c, r, 0, &rows, &follow, &f.d), IR_OK);
+    assert_int_equal(follow.out.dim[0], 0);
+    on_four_free(&f);
+}
+
 /* A max-pool, an fft, a topk, a sort, a reverse and a batch-norm-inference
  * (auto/strategy_window.c, strategy_local.c): the pool's one-row dims tile
  * alone, its window dim with a halo; the others' batch dims tile, the dims
@@ -1109,6 +1148,46 @@ static double scan_trips(const char *attrs, const char *start, bool *known)
     return trips;
 }
 
+/* The dot at the peak reads x resharded: the partitioner's new shard of
+ * x (here x whole, gathered from its rows) is held beside x's own while
+ * the dot runs, so the memory row charges it (auto/graph.c
+ * charge_reshard_at_peak): x tiled saves 768 of its 1024 bytes, and its
+ * gather for a dot that needs it whole costs 1024. */
+static const char RESHARD_AT_PEAK[] =
+    "HloModule peak\n"
+    "ENTRY main {\n"
+    "  x = f32[16,16] parameter(0)\n"
+    "  w = f32[16,16] parameter(1)\n"
+    "  ROOT y = f32[16,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n";
+
+static void reshard_held_at_peak(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, RESHARD_AT_PEAK);
+    AutoGraph g;
+    assert_int_equal(auto_graph_build(f.m, &f.mesh, &f.cost, 4, false, &g, &f.d), IR_OK);
+    int32_t x = ir_find_instr(f.c, "x"), y = ir_find_instr(f.c, "y");
+    int32_t gx = g.node[x].group, gy = g.node[y].group;
+    assert_true(gx >= 0 && gy >= 0 && gx != gy && g.ngroup <= 8);
+    AutoSpec whole = auto_spec_replicated();
+    int32_t rows = -1, reads_whole = -1, pick[8] = {0};
+    for (int32_t k = 0; k < g.node[x].nstrat; k++)
+        if (g.node[x].strat[k].out.dim[0] == 0)
+            rows = k;
+    for (int32_t k = 0; k < g.node[y].nstrat; k++)
+        if (auto_spec_equal(&g.node[y].strat[k].in[0], &whole))
+            reads_whole = k;
+    assert_true(rows >= 0 && reads_whole >= 0 && auto_spec_equal(&g.node[x].strat[0].out, &whole));
+    pick[gy] = reads_whole;
+    double held = auto_graph_mem(&g, pick);
+    pick[gx] = rows;
+    assert_true(auto_graph_mem(&g, pick) - held == 256);
+    auto_graph_free(&g);
+    on_four_free(&f);
+}
+
 static void loops(void **state)
 {
     (void)state;
@@ -1236,6 +1315,7 @@ int main(void)
         cmocka_unit_test(inline_calls),
         cmocka_unit_test(uneven_tiles),
         cmocka_unit_test(identity_custom_calls),
+        cmocka_unit_test(uneven_reshape_dims),
         cmocka_unit_test(mask_broadcast_followed_last),
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(norm_training),
@@ -1247,6 +1327,7 @@ int main(void)
         cmocka_unit_test(variadic_reduce),
         cmocka_unit_test(rng_bits),
         cmocka_unit_test(loops),
+        cmocka_unit_test(reshard_held_at_peak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
