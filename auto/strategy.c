@@ -496,6 +496,29 @@ static bool partitioner_gathers(const Roles *r, const AutoMesh *m, const IrCompu
     return gather_cost + macs * (double)nred * mac <= 2 * out_shard + macs * mac;
 }
 
+/* The bytes of output shard `bytes` an instruction writes. A
+ * dynamic-update-slice whose operand it is the only use of (a scan's
+ * stacked state, the body owning it: device/exec.c's run_while) updates
+ * it in place (device/k_data.c): it writes its update's share of the
+ * shard, a layer, not the stack, each iteration. Charged the whole shard,
+ * a replicated stack of a weight's gradients cost its L layers' bytes at
+ * every iteration, and the solver tiled it to gather it after the loop.
+ * A parameter (the caller's value) is copied. */
+static double written_bytes(const IrComputation *c, const IrInstr *x, double bytes)
+{
+    if (x->op != OP_DYNAMIC_UPDATE_SLICE || x->nopnd < 2 || !ir_shape_elements(&x->shape))
+        return bytes;
+    int32_t stack = x->opnd[0], uses = 0;
+    if (stack == c->root || c->instr[stack].op == OP_PARAMETER)
+        return bytes;
+    for (int32_t i = 0; i < c->ninstr && uses < 2; i++)
+        for (int32_t k = 0; k < c->instr[i].nopnd; k++)
+            uses += c->instr[i].opnd[k] == stack;
+    if (uses != 1)
+        return bytes;
+    return bytes * (double)ir_shape_elements(&c->instr[x->opnd[1]].shape) / (double)ir_shape_elements(&x->shape);
+}
+
 /* The strategy of assignment role[]. */
 static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCost *cost, int64_t local,
                      const IrComputation *c, const IrInstr *x, const int32_t *role, AutoStrategy *s, IrDiag *d)
@@ -543,7 +566,7 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     }
     /* An rng-bit-generator tiled past dim 0 draws the whole array. */
     double drawn = auto_rng_draws_whole(m, x, &s->out) ? r->flops : r->flops / used;
-    s->compute = drawn / cost->flops + bytes / cost->bytes;
+    s->compute = drawn / cost->flops + written_bytes(c, x, bytes) / cost->bytes;
     s->comm = r->gathers_partials && nred > 1 ? auto_partials_gather_seconds(cost, x, nred, scope, bytes)
                                               : auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
     if (x->op == OP_REDUCE_WINDOW)

@@ -139,15 +139,27 @@ PROGRAMS = [
     ("scan_in_fori", scan_in_fori, [(L, D, D), (B, D)], STACK),
 ]
 # Programs whose auto plan moves more than 1.1x the best hand plan's bytes,
-# known, with the ratio they must stay under: scan_in_fori's update of the
-# fori_loop's weights gathers their gradient (tiled on a weight's rows by
-# the backward scan) where data parallel all-reduces it, the same bytes,
-# and the backward scan's dot of each layer's weight gradient gathers its
-# activations at every iteration (6,144 bytes on 4 devices, the
-# partitioner's choice, not the estimate's): 1.50x, 1.62x, 1.56x data
-# parallel's bytes on 2, 4, 8 at 1.00x, 0.85x, 0.76x its peak (before
-# nested loops were in the graph, the scans opaque: 23.7x, 22.2x, 1.94x).
-KNOWN_BYTES = {"scan_in_fori": 1.7}
+# known, with the ratio they must stay under: scan_in_fori on 4 and 8
+# (1.50x data parallel's bytes at 0.45x and 0.34x its peak; 1.00x on 2).
+# Data parallel's backward dot of each layer's weight gradient gathers
+# both its operands, then runs whole on every device; the auto plan tiles
+# the weights on their output dim, gathers each layer's input in the
+# forward scan and all-reduces each layer's input gradient in the
+# backward one. Both run 24 collectives a step, estimated alike (at alpha
+# 20 us a few kilobytes cost their alpha: 43 and 44.5 us an iteration);
+# the auto plan's dots run on a shard, so it is estimated faster, though
+# its all-reduces move twice a gather's bytes.
+# Before the in-place dynamic-update-slice was priced (strategy.c's
+# written_bytes) the stack of weight gradients was tiled to be gathered
+# after the backward scan: 1.50x, 1.62x, 1.56x on 2, 4, 8.
+KNOWN_BYTES = {"scan_in_fori": 1.55}
+# (program, devices) whose auto plan holds more than 1.1x the best hand
+# plan's peak, known, with the ratio it must stay under: scan_in_fori on
+# 2 (1.12x data parallel's peak at 1.00x its bytes): its writes of the
+# saved activations priced in place, their stacks cost alike replicated
+# or tiled, and the plan runs the forward scan replicated, its stacks
+# whole; nothing but a --limit asks for less memory.
+KNOWN_PEAK = {("scan_in_fori", 2): 1.15}
 # Iterations of a loop by its depth (the entry's loops 0): the fori_loop's T, its scans' L.
 TRIPS = {"scan_in_fori": (T, L)}
 
@@ -250,8 +262,9 @@ def check(name, fn, shapes, hand, root):
         e1 = tessel("plan", hlo, "--auto-shard", "--mesh", n, "--explain").stdout
         e2 = tessel("plan", hlo, "--auto-shard", "--mesh", n, "--explain").stdout
         why = []
-        if ab > KNOWN_BYTES.get(name, 1.1) * best[1] or am > 1.1 * best[2]:
-            why.append("over %gx the best hand plan's bytes or 1.1x its peak" % KNOWN_BYTES.get(name, 1.1))
+        peak_bar = KNOWN_PEAK.get((name, n), 1.1)
+        if ab > KNOWN_BYTES.get(name, 1.1) * best[1] or am > peak_bar * best[2]:
+            why.append("over %gx the best hand plan's bytes or %gx its peak" % (KNOWN_BYTES.get(name, 1.1), peak_bar))
         if e1 != e2:
             why.append("two compiles explain different plans")
         if not re.search(r"while[.\w]*\.state\[\d+\] = while state", e1) or \
