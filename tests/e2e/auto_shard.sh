@@ -19,7 +19,11 @@ source "$(dirname "$0")/lib.bash"
 
 # Under the asan build (about 8x slower) the bar is checked on 4 devices alone.
 DEVICES=2,4,8
-case "${TESSEL_BUILD:-}" in */asan) DEVICES=4 ;; esac
+# The transformer step's plans on 2x4 take ~100 s each under ASan: there it
+# is checked through auto_shard.py on 4 devices alone, and the 2x4 runs
+# (its oracle, determinism, --limit memory) are the release build's.
+ASAN=0
+case "${TESSEL_BUILD:-}" in */asan) DEVICES=4 ASAN=1 ;; esac
 "$PY" "$TESSEL_SRC/tests/e2e/auto_shard.py" "$TESSEL" "$WORK/q" --devices "$DEVICES" >"$OUT" 2>"$ERR" ||
     fail "auto_shard.py"
 cat "$OUT"
@@ -27,10 +31,12 @@ S="$WORK/q/mlp.step.hlo"
 B="$WORK/q/transformer.step.hlo"
 
 # A 2-D mesh, named axes: the oracle holds.
-"$TESSEL" run "$B" --reference --random-inputs 4 --output-dir "$WORK/ref" >"$OUT" 2>"$ERR" || fail "reference"
-"$TESSEL" run "$B" --auto-shard --mesh data=2,model=4 --random-inputs 4 --output-dir "$WORK/m24" \
-    >"$OUT" 2>"$ERR" || fail "run on data=2,model=4"
-same_outputs "$WORK/ref" "$WORK/m24" "transformer step on data=2,model=4"
+if [ "$ASAN" = 0 ]; then
+    "$TESSEL" run "$B" --reference --random-inputs 4 --output-dir "$WORK/ref" >"$OUT" 2>"$ERR" || fail "reference"
+    "$TESSEL" run "$B" --auto-shard --mesh data=2,model=4 --random-inputs 4 --output-dir "$WORK/m24" \
+        >"$OUT" 2>"$ERR" || fail "run on data=2,model=4"
+    same_outputs "$WORK/ref" "$WORK/m24" "transformer step on data=2,model=4"
+fi
 "$TESSEL" run "$S" --reference --random-inputs 4 --output-dir "$WORK/sref" >"$OUT" 2>"$ERR" || fail "reference"
 "$TESSEL" run "$S" --auto-shard --mesh 2x2 --random-inputs 4 --output-dir "$WORK/s22" >"$OUT" 2>"$ERR" ||
     fail "run on 2x2"
@@ -181,8 +187,10 @@ expect_status 0 "$TESSEL" plan "$S" --auto-shard --mesh 4 --format html -o "$WOR
 expect_in "$WORK/p.html" "auto-shard of mlp over mesh x=4"
 
 # Deterministic: the same module gives the same plan file.
-"$TESSEL" compile "$B" --auto-shard --mesh 2x4 -o "$WORK/a.plan" >"$OUT" 2>"$ERR" || fail "compile"
-"$TESSEL" compile "$B" --auto-shard --mesh 2x4 -o "$WORK/b.plan" >"$OUT" 2>"$ERR" || fail "compile"
+D="$B"
+[ "$ASAN" = 0 ] || D="$S"
+"$TESSEL" compile "$D" --auto-shard --mesh 2x4 -o "$WORK/a.plan" >"$OUT" 2>"$ERR" || fail "compile"
+"$TESSEL" compile "$D" --auto-shard --mesh 2x4 -o "$WORK/b.plan" >"$OUT" 2>"$ERR" || fail "compile"
 cmp -s "$WORK/a.plan" "$WORK/b.plan" || fail "two compiles of one module gave two plans"
 
 # Errors.
@@ -210,6 +218,7 @@ expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=4M
 # estimate and the unlimited plan's peak binds, and the chosen plan's
 # measured peak on every device (--stats) is within it; the run equals the
 # reference.
+if [ "$ASAN" = 0 ]; then
 "$TESSEL" plan "$B" --auto-shard --mesh data=2,model=4 >"$OUT" 2>"$ERR" || fail "plan of the transformer step"
 free_peak=$(sed -n 's/.*peak memory per device: \([0-9]*\) bytes.*/\1/p' "$OUT" | head -1)
 expect_status 2 "$TESSEL" compile "$B" --auto-shard --mesh data=2,model=4 --limit memory=1 -o -
@@ -228,6 +237,7 @@ assert m, "no measured peak in --stats"
 peaks = [int(v) for v in re.findall(r"device \d+ (\d+)", m.group(1))]
 assert len(peaks) == 8 and max(peaks) <= limit, (peaks, limit)
 PY
+fi
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh data=2,data=2 -o -
 expect_in "$ERR" "an axis name appears twice"
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x -o -
