@@ -451,11 +451,54 @@ static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int
     return IR_OK;
 }
 
+/* A pair cost in bytes: operand group ug's strategy s with node group vg's
+ * strategy t (charge_pair_memory). */
+typedef double PairBytes(const AutoGraph *g, const void *ctx, int32_t s, int32_t t);
+
+/* Adds bytes(s, t) to the memory rows: one group's where the pair shares a
+ * group (s = t) or the other has one strategy, else the edge's table
+ * between them. IR_ENOMEM. */
+static IrStatus charge_pair_memory(AutoGraph *g, int32_t ug, int32_t vg, PairBytes *bytes, const void *ctx,
+                                   IrDiag *d)
+{
+    AutoGroup *gu = &g->group[ug], *gv = &g->group[vg];
+    if (ug == vg) {
+        for (int32_t t = 0; t < gv->nstrat; t++)
+            gv->mem[t] += bytes(g, ctx, t, t);
+        return IR_OK;
+    }
+    if (gu->nstrat == 1 || gv->nstrat == 1) {
+        for (int32_t s = 0; s < gu->nstrat; s++)
+            for (int32_t t = 0; t < gv->nstrat; t++)
+                *(gu->nstrat == 1 ? &gv->mem[t] : &gu->mem[s]) += bytes(g, ctx, s, t);
+        return IR_OK;
+    }
+    AutoEdge *ed = NULL;
+    IrStatus st = edge(g, ug, vg, &ed, d);
+    if (st != IR_OK)
+        return st;
+    size_t nt = (size_t)gv->nstrat;
+    if (!ed->mem && !(ed->mem = ir_alloc_array(g->arena, (size_t)gu->nstrat * nt, sizeof *ed->mem)))
+        return ir_oom(d, NULL);
+    for (int32_t s = 0; s < gu->nstrat; s++)
+        for (size_t t = 0; t < nt; t++)
+            ed->mem[(size_t)s * nt + t] += bytes(g, ctx, s, (int32_t)t);
+    return IR_OK;
+}
+
 /* The bytes the pair (u under spec a, node i under its strategy t) holds
  * beyond u's own: i's where the specs differ (auto_graph_charge_pair). */
 static double pair_bytes(const AutoNode *v, int32_t t, const AutoSpec *a)
 {
     return auto_spec_equal(a, &v->strat[t].out) ? 0 : (double)v->strat[t].bytes;
+}
+
+/* pair_bytes of a loop state's pair: ctx is {the operand's node, i's}. */
+static double state_pair_bytes(const AutoGraph *g, const void *ctx, int32_t s, int32_t t)
+{
+    (void)g;
+    const AutoNode *const *ends = ctx;
+    return pair_bytes(ends[1], t, &ends[0]->strat[s].out);
 }
 
 IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d)
@@ -470,29 +513,8 @@ IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d)
             gv->mem[t] += pair_bytes(v, t, &rep);
         return IR_OK;
     }
-    AutoGroup *gu = &g->group[pv->group];
-    if (pv->group == v->group) {
-        for (int32_t t = 0; t < gv->nstrat; t++)
-            gv->mem[t] += pair_bytes(v, t, &pv->strat[t].out);
-        return IR_OK;
-    }
-    if (gu->nstrat == 1 || gv->nstrat == 1) {
-        for (int32_t s = 0; s < gu->nstrat; s++)
-            for (int32_t t = 0; t < gv->nstrat; t++)
-                *(gu->nstrat == 1 ? &gv->mem[t] : &gu->mem[s]) += pair_bytes(v, t, &pv->strat[s].out);
-        return IR_OK;
-    }
-    AutoEdge *ed = NULL;
-    IrStatus st = edge(g, pv->group, v->group, &ed, d);
-    if (st != IR_OK)
-        return st;
-    size_t nt = (size_t)gv->nstrat;
-    if (!ed->mem && !(ed->mem = ir_alloc_array(g->arena, (size_t)gu->nstrat * nt, sizeof *ed->mem)))
-        return ir_oom(d, NULL);
-    for (int32_t s = 0; s < gu->nstrat; s++)
-        for (size_t t = 0; t < nt; t++)
-            ed->mem[(size_t)s * nt + t] += pair_bytes(v, (int32_t)t, &pv->strat[s].out);
-    return IR_OK;
+    const AutoNode *ends[2] = {pv, v};
+    return charge_pair_memory(g, pv->group, v->group, state_pair_bytes, ends, d);
 }
 
 /* Per-device bytes of `shape` under spec s, a tiled dim's largest
@@ -526,6 +548,13 @@ static double reshard_bytes(const AutoGraph *g, int32_t u, int32_t i, int32_t o,
     return moves ? spec_bytes(&g->mesh, &g->comp->instr[u].shape, need) : 0;
 }
 
+/* reshard_bytes of operand uio[2] (node uio[0]) of node uio[1]. */
+static double reshard_pair_bytes(const AutoGraph *g, const void *ctx, int32_t s, int32_t t)
+{
+    const int32_t *uio = ctx;
+    return reshard_bytes(g, uio[0], uio[1], uio[2], s, t);
+}
+
 /* Charge operand `o` of node i, a dot run at the peak, its reshard's buffer
  * (reshard_bytes): on the edge between the groups, or on one group's
  * memory where the other has one strategy or they share one. IR_ENOMEM. */
@@ -541,29 +570,8 @@ static IrStatus charge_reshard_at_peak(AutoGraph *g, int32_t i, int32_t o, IrDia
     if (pv->group < 0 || v->group < 0 ||
         auto_element_spec(g->comp, &g->comp->instr[i], &pv->strat[0].out, &el_spec, &el, el_dims))
         return IR_OK;
-    AutoGroup *gu = &g->group[pv->group], *gv = &g->group[v->group];
-    if (pv->group == v->group) {
-        for (int32_t t = 0; t < gv->nstrat; t++)
-            gv->mem[t] += reshard_bytes(g, u, i, o, t, t);
-        return IR_OK;
-    }
-    if (gu->nstrat == 1 || gv->nstrat == 1) {
-        for (int32_t s = 0; s < gu->nstrat; s++)
-            for (int32_t t = 0; t < gv->nstrat; t++)
-                *(gu->nstrat == 1 ? &gv->mem[t] : &gu->mem[s]) += reshard_bytes(g, u, i, o, s, t);
-        return IR_OK;
-    }
-    AutoEdge *ed = NULL;
-    IrStatus st = edge(g, pv->group, v->group, &ed, d);
-    if (st != IR_OK)
-        return st;
-    size_t nt = (size_t)gv->nstrat;
-    if (!ed->mem && !(ed->mem = ir_alloc_array(g->arena, (size_t)gu->nstrat * nt, sizeof *ed->mem)))
-        return ir_oom(d, NULL);
-    for (int32_t s = 0; s < gu->nstrat; s++)
-        for (size_t t = 0; t < nt; t++)
-            ed->mem[(size_t)s * nt + t] += reshard_bytes(g, u, i, o, s, (int32_t)t);
-    return IR_OK;
+    const int32_t uio[3] = {u, i, o};
+    return charge_pair_memory(g, pv->group, v->group, reshard_pair_bytes, uio, d);
 }
 
 /* Memory: the values live at the unsharded peak (see the file comment). */
