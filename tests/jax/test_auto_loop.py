@@ -199,16 +199,16 @@ def loop_runs(text, entry, trips):
             continue
         for kind, callee in re.findall(r"\b(body|calls|to_apply|condition)=(%?[\w.]+)", line):
             calls[name].append((callee.lstrip("%"), kind == "body"))
-    runs, depth, todo = {entry: 1}, {entry: 0}, [entry]
-    while todo:
-        c = todo.pop()
+    runs, depth, pending = {entry: 1}, {entry: 0}, [entry]
+    while pending:
+        c = pending.pop()
         for callee, loop in calls.get(c, []):
             if callee in runs:
                 continue
             k = depth[c]
             runs[callee] = runs[c] * (trips[min(k, len(trips) - 1)] if loop else 1)
             depth[callee] = k + (1 if loop else 0)
-            todo.append(callee)
+            pending.append(callee)
     return runs
 
 
