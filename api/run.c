@@ -31,6 +31,7 @@ IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
                       : o->ninfeeds < 0                  ? "ninfeeds is negative"
                       : o->ninfeeds > 0 && !o->infeeds   ? "infeeds is NULL with ninfeeds > 0"
                       : o->steps < 0                     ? "steps is negative (0 or 1: one step)"
+                      : o->steps > TS_MAX_STEPS          ? "steps is too large"
                       : !api_heartbeat_ok(o->heartbeat_seconds) ? "heartbeat_seconds is below the minimum"
                       : o->nagree < 0 || o->nagree > TS_AGREE_MAX ? "nagree is outside [0, TS_AGREE_MAX]"
                       : o->nagree > 0 && !o->agree                ? "agree is NULL with nagree > 0"
@@ -52,6 +53,9 @@ IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
     if (bad && o->steps < 0)
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: steps must be >= 0 (0: one step), "
                         "not %lld", (long long)o->steps);
+    if (bad && o->steps > TS_MAX_STEPS)
+        return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "run options: steps %lld is too large: the largest "
+                        "is %lld", (long long)o->steps, (long long)TS_MAX_STEPS);
     if (bad && !api_heartbeat_ok(o->heartbeat_seconds))
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                         "run options: heartbeat_seconds must be 0 (60 s), negative (none) or from %g to %g "
@@ -278,8 +282,8 @@ void api_stats_binding(IrStrBuf *s, const RtRunStats *rs)
     /* The first step pays for first touches of fresh memory; later steps
      * reuse the buffers the first one freed. */
     if (rs->nsteps > 1)
-        ir_sb_printf(s, "tessel: stats: steps: first %.3f ms, then median %.3f ms a step (%d timed)\n",
-              rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (int)rs->nsteps);
+        ir_sb_printf(s, "tessel: stats: steps: first %.3f ms, then median %.3f ms a step (of the %lld after it)\n",
+              rs->first_step_seconds * 1e3, rs->warm_step_seconds * 1e3, (long long)rs->nsteps - 1);
 }
 
 int64_t api_plan_estimate(const TsPlan *p)

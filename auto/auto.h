@@ -41,6 +41,9 @@
  *               the one that holds least at the peak
  *   ilp.c       the integer program over the groups, solved with GLPK
  *   explain.c   why: per chosen sharding the alternatives and their costs
+ *   per_device.c  what is already per-device (partition-id, a collective
+ *               between partitions, outside a manual region): held
+ *               replicated where that keeps device 0's answer, else refused
  *   shard.c     auto_shard, the pass: graph, solve, annotate, explain
  *
  * May use ir/, partition/ (shardings as values) and GLPK; never executes
@@ -53,6 +56,16 @@
 #include "../partition/partition.h"
 
 #define AUTO_MAX_AXES 4
+
+/* ---- per_device.c ---- */
+
+/* Where m holds, outside a manual region, an instruction whose value is
+ * each device's own on n partitions: a collective between partitions whose
+ * value reaches its computation's result is IR_EINPUT at it (the answer
+ * would depend on the device count: no sharding makes it equal the
+ * one-device reference); what partition-id reaches in the entry is held
+ * replicated (device 0's answer, the reference's), else IR_EINPUT. */
+IrStatus auto_per_device(IrModule *m, int64_t n, IrDiag *d);
 
 /* ---- inline.c ---- */
 

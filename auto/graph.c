@@ -235,8 +235,10 @@ static IrStatus expressible(AutoGraph *g, const IrSharding *want, int32_t rank, 
     }
 }
 
-/* A user's sharding that cuts a dim into more tiles than it has elements
- * (devices holding nothing but padding), or that is no tiling over the
+/* A user's sharding that cuts a dim of one element into tiles (every
+ * device but one holding nothing but padding, none holding less than the
+ * whole; a larger dim cut into more tiles than it has elements is a plan
+ * the auto-sharder makes too: strategy.c), or that is no tiling over the
  * mesh's axes in any order (its devices in an order no axes give): the
  * user's shardings contradict the mesh. */
 static IrStatus contradicts(AutoGraph *g, const IrInstr *x, const IrSharding *want, IrDiag *d)
@@ -245,7 +247,7 @@ static IrStatus contradicts(AutoGraph *g, const IrInstr *x, const IrSharding *wa
     char mesh[160];
     auto_mesh_text(&g->mesh, mesh, sizeof mesh);
     for (int32_t k = 0; us->kind == SHD_TILED && k < x->shape.rank; k++)
-        if (shd_tiles(us, k) > x->shape.dims[k])
+        if (x->shape.dims[k] == 1 && shd_tiles(us, k) > 1)
             return ir_error(d, IR_EINPUT, g->file, g->src, x->pos,
                             "the sharding of %s cuts its dim %d, of %lld element%s, into %lld tiles: %lld of "
                             "them would hold nothing but padding (shard a larger dim, or leave %s unsharded "
@@ -627,15 +629,18 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
             g->group[v->group].mem[s] += (double)v->strat[s].bytes * part;
     }
     /* The instruction run at the peak: its operands' reshards, where the
-     * partitioner reshards a dot's operands to its strategy's
-     * (partition/spmd_dot.c). Not a reduce's: it reduces the shard it has
-     * and gathers the partial results (charged the operand,
-     * reduce_general.hlo on 8 fitted no limit its plan of 541 bytes met);
-     * nor a convolution's: a spatial dim tiled, it exchanges halos
-     * (conv_out_feature.hlo on 8 likewise, 3180 bytes). */
+     * partitioner reshards a dot's or a convolution's operands to its
+     * strategy's (partition/spmd_dot.c, spmd_conv.c). Not a reduce's: it
+     * reduces the shard it has and gathers the partial results (charged
+     * the operand, reduce_general.hlo on 8 fitted no limit its plan of 541
+     * bytes met). A convolution's were not charged while the auto-sharder
+     * cut no dim into more tiles than elements (conv_out_feature.hlo on 8
+     * then fitted no limit); uncharged, conv_in_feature.hlo on 8 under
+     * 1.1x its hand plan's peak took its image gathered for the output
+     * features' tiles to fit, and it needed 8272 bytes, not 4628. */
     int32_t at = e.peak_step >= 0 ? e.order[e.peak_step] : -1;
     IrOpFamily fam = at >= 0 && at < c->ninstr ? ir_op_family(c->instr[at].op) : FAM_PARAMETER;
-    bool contracts = fam == FAM_DOT || fam == FAM_RAGGED_DOT;
+    bool contracts = fam == FAM_DOT || fam == FAM_RAGGED_DOT || fam == FAM_CONVOLUTION;
     if (contracts && !at_peak && g->node[at].group >= 0)
         for (int32_t o = 0; st == IR_OK && o < c->instr[at].nopnd; o++)
             st = charge_reshard_at_peak(g, at, o, d);

@@ -63,13 +63,16 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
                         "--mesh %s has %lld devices, but the module is compiled for %lld partitions "
                         "(--num-partitions must be the mesh's device count)",
                         mesh, (long long)opt->mesh.ndevices, (long long)n);
+    IrStatus st = auto_per_device(m, n, d);
+    if (st != IR_OK)
+        return st;
     int64_t local = opt->local_devices > 0 ? opt->local_devices : n;
     /* Do a host's devices share its cores? */
     bool shared = opt->host_cores > 0 && local > opt->host_cores;
     AutoCost cost = opt->cost;
     auto_cost_fill(&cost, opt->link_gbps);
     int32_t ninlined;
-    IrStatus st = auto_inline_calls(m, &ninlined, d);
+    st = auto_inline_calls(m, &ninlined, d);
     if (st != IR_OK)
         return st;
     AutoGraph g;

@@ -147,6 +147,7 @@ static bool gather_roles(Roles *r, const IrComputation *c, const IrInstr *x)
     r->tileable[role] = true;
     r->map[0][role] = (int8_t)row;
     r->flops = (double)ir_shape_elements(&x->shape);
+    r->uneven = true; /* its output dims padded (tests/models/gather_batch.hlo: 7 columns over 2, 4) */
     return true;
 }
 
@@ -236,6 +237,7 @@ static bool scatter_roles(Roles *r, const IrModule *mod, const IrComputation *c,
         }
     }
     r->flops = (double)ir_shape_elements(up);
+    r->uneven = true; /* the operand's dims padded (tests/models/scatter_sharded.hlo: 7 rows over 4) */
     return true;
 }
 
@@ -281,11 +283,23 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         return true;
     case FAM_RESHAPE:
         return reshape_roles(r, s0, &x->shape);
+    case FAM_BITCAST_CONVERT:
+        /* Elementwise at equal widths; else the narrower side's minor dim
+         * (one element's bytes) stays whole, the shared dims tile as the
+         * partitioner runs them (partition/spmd_ops.c). */
+        r->uneven = true;
+        for (int32_t d = 0; d < x->shape.rank && d < s0->rank; d++)
+            r->map[0][d] = (int8_t)d;
+        if (x->shape.rank > s0->rank)
+            r->tileable[x->shape.rank - 1] = false;
+        return x->shape.rank - s0->rank <= 1 && s0->rank - x->shape.rank <= 1;
     case FAM_CUSTOM_CALL:
         /* The identities the partitioner runs shard by shard (XLA's memory
          * annotations: MoveToHost, Pin, ...; partition/spmd_control.c):
-         * as an elementwise op of one operand. Any other custom-call is
-         * opaque. */
+         * as an elementwise op of one operand; XLA's TopK as the topk op
+         * (strategy_local.c). Any other custom-call is opaque. */
+        if (ir_is_topk(x))
+            return auto_local_roles(r, c, x);
         if (!shd_identity_custom_call(x, NULL) || !ir_shape_equal(s0, &x->shape))
             return false;
         for (int32_t d = 0; d < x->shape.rank; d++)
@@ -389,7 +403,10 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         if (x->nopnd != 2 || !cd->present || ax->batch_group_count > 1 || r->nout + 1 > MAX_ROLES)
             return false;
         /* Feature groups tie each output feature to its group of input
-         * features: only the batch tiles (partition/spmd_conv.c). */
+         * features: only the batch tiles (partition/spmd_conv.c), which,
+         * as the output features, the partitioner pads (4 images over 3
+         * devices: tests/models/conv_batch.hlo). */
+        r->uneven = true;
         bool grouped = ax->feature_group_count > 1;
         for (int32_t d = 0; d < x->shape.rank; d++)
             r->tileable[d] = d == cd->out_batch || (d == cd->out_feature && !grouped);
@@ -431,6 +448,16 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
     }
 }
 
+/* May a dim of `size` elements be cut into t tiles: evenly, or, where
+ * the partitioner pads it (`uneven`), into unequal ones, the last of
+ * padding alone where t passes size (never a dim of one element)? */
+static bool fits_tiles(int64_t size, int64_t t, bool uneven)
+{
+    if (uneven)
+        return size >= t || size > 1;
+    return size >= t && size % t == 0;
+}
+
 /* Is the assignment role[] (per axis) valid for r and the operands? */
 static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const IrComputation *c, const IrInstr *x)
 {
@@ -444,15 +471,18 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
         if (t == 1)
             continue;
         /* Unequal tiles: an output dim of an op the partitioner pads,
-         * never fewer elements than tiles (a tile of padding alone). */
+         * even into more tiles than it has elements (a batch of 4 over 8
+         * devices: tiles of one row, four of padding alone, as hand plans
+         * cut it), priced at its padded tile (make); never a dim of one
+         * element, whose every tile would hold it whole or nothing. */
         bool uneven = r->uneven && k < r->nout && !r->regrouped[k];
-        if (!r->tileable[k] || r->size[k] < t || (r->size[k] % t && !uneven))
+        if (!r->tileable[k] || !fits_tiles(r->size[k], t, uneven))
             return false;
         if (ir_op_family(x->op) == FAM_REDUCE_WINDOW && !auto_window_tiles_ok(c, x, k, t))
             return false;
         for (int32_t i = 0; i < r->nopnd; i++) {
             int64_t od = r->map[i][k] >= 0 ? auto_result_dims(&c->instr[x->opnd[i]])->dims[r->map[i][k]] : t;
-            if (od < t || (od % t && !uneven))
+            if (!fits_tiles(od, t, uneven))
                 return false;
         }
     }
@@ -545,11 +575,17 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
         for (int32_t i = 0; i < r->nopnd; i++)
             s->in[i].dim[ax] = r->map[i][k];
     }
-    /* A tiled output dim's shard is its largest (padded) tile. */
+    /* A tiled output dim's shard is its largest (padded) tile, and each
+     * device computes that tile: `used` counts the devices the work
+     * spreads over as if even (7 rows over 8 devices: tiles of one row,
+     * the work over 7; 4 rows over 8: over 4). */
     for (int32_t k = 0; k < r->nout; k++) {
         int64_t t = auto_spec_tiles(m, &s->out, k);
-        if (t > 1 && r->size[k] > 0)
-            bytes *= (double)((r->size[k] + t - 1) / t) / (double)r->size[k];
+        if (t > 1 && r->size[k] > 0) {
+            int64_t tile = (r->size[k] + t - 1) / t;
+            bytes *= (double)tile / (double)r->size[k];
+            used *= (double)r->size[k] / (double)(tile * t);
+        }
     }
     s->bytes = (int64_t)bytes;
     int scope = auto_axes_scope(m, redmask, local);
@@ -664,7 +700,7 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
     IrOpFamily f = ir_op_family(x->op);
     if (!(f == FAM_ELEMENTWISE || f == FAM_RESHAPE || f == FAM_TRANSPOSE || f == FAM_BROADCAST ||
           f == FAM_CUSTOM_CALL || f == FAM_TUPLE) ||
-        !describe(NULL, c, x, &r))
+        ir_is_topk(x) || !describe(NULL, c, x, &r))
         return -1;
     if (f == FAM_CUSTOM_CALL || f == FAM_TUPLE)
         return 0;

@@ -90,7 +90,7 @@ bool auto_local_roles(Roles *r, const IrComputation *c, const IrInstr *x)
         for (int32_t k = 0; k < x->a.x->fft_length.n; k++)
             n *= (double)(x->a.x->fft_length.v[k] > 1 ? x->a.x->fft_length.v[k] : 1);
         work *= 5 * log2(n > 1 ? n : 2); /* the radix-2 count, 5 N log2 N */
-    } else if (x->op == OP_TOPK && s) {
+    } else if (ir_is_topk(x) && s) {
         whole = s->rank - 1;
         /* A pass over each row's operand elements. */
         const IrShape *in = &c->instr[x->opnd[0]].shape;

@@ -36,6 +36,9 @@ bool auto_ragged_roles(Roles *r, const IrComputation *c, const IrInstr *x)
         r->map[0][d] = (int8_t)fl[d];
         r->map[1][d] = (int8_t)fr[d];
     }
+    /* Its output dims padded where they do not divide (6 columns, 5
+     * batches over 4: tests/models/ragged_dot_sharded.hlo). */
+    r->uneven = true;
     int32_t role = r->nout + r->nred++;
     r->size[role] = ls->dims[dn->lhs_contracting.v[0]];
     r->tileable[role] = true;

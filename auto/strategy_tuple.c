@@ -39,7 +39,7 @@
  * operands, whose results share one dims? */
 static bool tuple_of_one_dims(const IrInstr *x)
 {
-    if ((x->op != OP_REDUCE && x->op != OP_TOPK && x->op != OP_SORT) || x->shape.type != IR_TUPLE ||
+    if ((x->op != OP_REDUCE && !ir_is_topk(x) && x->op != OP_SORT) || x->shape.type != IR_TUPLE ||
         x->shape.ntuple < 2 || (x->op == OP_REDUCE && x->nopnd != 2 * x->shape.ntuple) ||
         (x->op == OP_SORT && x->nopnd != x->shape.ntuple))
         return false;

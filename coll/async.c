@@ -1,6 +1,6 @@
 /*
  * coll_async.c: a device's collectives in the background, for the
- * -start/-done pairs (DevCollectives.start and .wait; device/schedule.c
+ * -start/-done pairs (DevCollectives.start and .wait; ir/schedule_overlap.c
  * puts independent work between them).
  *
  * Each device gets one communication thread, made at its first -start

@@ -15,6 +15,11 @@
  *                          user left unsharded a sharding chosen by the
  *                          cost model over the mesh (auto/). Needs a
  *                          verified module; establishes annotations only.
+ *                          Under a memory limit that the partitioned plan
+ *                          passes at 5c, the whole pipeline runs again on
+ *                          a copy of the module kept before 3a, the
+ *                          auto-sharder's own limit lowered (at most 3
+ *                          times: compile_module).
  *   3. propagate           scans made while loops first (shd_expand_scans;
  *                          verified after when there was one), then
  *                          shd_propagate once over the whole module. Needs
@@ -138,7 +143,7 @@ static IrStatus dump(const CompileOptions *o, int32_t k, const char *pass, const
 /* Step 5b for cluster k: its SPMD program within `limit` bytes per
  * device, what the host program holds (`host` bytes) taken off. */
 static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t host, int32_t k, CompileFit *fit,
-                           IrDiag *d)
+                           int64_t *over, IrDiag *d)
 {
     int64_t limit = opt->memory_limit - host;
     IrStatus st = compile_fit_memory(c->spmd, limit > 0 ? limit : 1, fit, d);
@@ -165,6 +170,8 @@ static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t ho
                      (long long)(fit->bound + host), fit->bound_at ? "at " : "the parameters alone",
                      fit->bound_at ? fit->bound_at : "");
     }
+    if (over)
+        *over = fit->least + host;
     st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                   "cluster %d needs at least %lld bytes per device%s, more than --limit memory=%lld: the "
                   "smallest estimated peak that reordering and rematerialization reached (%lld before)%s; "
@@ -177,7 +184,7 @@ static IrStatus fit_memory(PlanCluster *c, const CompileOptions *opt, int64_t ho
 
 /* Steps 5 and 6 for one cluster module (taken). */
 static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64_t n, int64_t r, PlanCluster *c,
-                                  int32_t k, int64_t host, CompileFit *fit, IrDiag *d)
+                                  int32_t k, int64_t host, CompileFit *fit, int64_t *over, IrDiag *d)
 {
     assert(cm && ir_entry(cm) && n >= 1 && r >= 1);
     memset(c, 0, sizeof *c);
@@ -197,7 +204,7 @@ static IrStatus partition_cluster(IrModule *cm, const CompileOptions *opt, int64
     if (st == IR_OK)
         st = plan_donate(c, opt->donate_auto, &added, d);
     if (st == IR_OK && fit)
-        st = fit_memory(c, opt, host, k, fit, d);
+        st = fit_memory(c, opt, host, k, fit, over, d);
     if (st == IR_OK && fit && fit->scheduled)
         st = plan_donate(c, opt->donate_auto, &added, d);
     if (st == IR_OK)
@@ -523,7 +530,11 @@ IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileRes
     return st;
 }
 
-IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult *out, IrDiag *d)
+/* The pipeline once (compile_module). *over: where step 5c found no
+ * order that fits the memory limit, the least peak it reached (with the
+ * host program's bytes); else left as it is. */
+static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileResult *out, int64_t *over,
+                             IrDiag *d)
 {
     memset(out, 0, sizeof *out);
     CompileOptions o = opt ? *opt : (CompileOptions){0};
@@ -620,7 +631,7 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     for (int32_t k = 0; k < ncl; k++) {
         if (st == IR_OK && p->cluster) {
             st = partition_cluster(clusters[k], &o, n, r, &p->cluster[k], k, host, out->fit ? &out->fit[k] : NULL,
-                                   d);
+                                   over, d);
             p->ncluster = k + 1;
         } else {
             ir_module_free(clusters[k]);
@@ -642,6 +653,62 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
     if (st != IR_OK)
         compile_result_free(out);
     return st;
+}
+
+/* The error of `from` into d (emptied), unless d holds one already (the
+ * first error is the one kept); its status. */
+static IrStatus hand_over(IrDiag *d, IrDiag *from)
+{
+    IrStatus st = from->status;
+    if (d && d->status == IR_OK) {
+        *d = *from;
+        memset(from, 0, sizeof *from);
+    }
+    return st;
+}
+
+/* Plans the auto-sharder makes again under a lower limit of its own when
+ * the partitioned program it chose does not fit (compile_module). */
+#define AUTO_FIT_TRIES 3
+
+/* With --auto-shard under --limit memory the auto-sharder chooses by its
+ * own estimate of each plan's peak (auto/graph.c's memory rows), which
+ * may be under the partitioner's (partition/memory.c, step 5c): a plan it
+ * takes to fit may not. Then it plans again with its limit lowered by the
+ * ratio of the limit to the peak that was reached (at most AUTO_FIT_TRIES
+ * times), as a plan under the lower estimate holds less where the
+ * estimates differ alike; where none fits, the first plan's error is the
+ * one reported. tests/models/conv_in_feature.hlo on 8 devices under 1.1x
+ * its hand plan's peak: the first plan estimated under the limit needed
+ * 1.8x it. */
+IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult *out, IrDiag *d)
+{
+    if (!opt || !opt->auto_shard || opt->memory_limit <= 0 || opt->auto_shard->mem_limit <= 0)
+        return compile_once(src, opt, out, NULL, d);
+    CompileOptions o = *opt;
+    AutoOptions ao = *opt->auto_shard;
+    o.auto_shard = &ao;
+    IrDiag first = {0};
+    for (int32_t tries = 0;; tries++) {
+        IrModule *again = tries < AUTO_FIT_TRIES ? ir_module_clone(src) : NULL;
+        int64_t over = 0;
+        IrDiag mine = {0};
+        IrStatus st = compile_once(src, &o, out, &over, &mine);
+        if (st == IR_OK || over <= 0 || !again) {
+            ir_module_free(again);
+            if (st != IR_OK && (first.status != IR_OK || mine.status != IR_OK))
+                st = hand_over(d, first.status != IR_OK ? &first : &mine);
+            ir_diag_clear(&first);
+            ir_diag_clear(&mine);
+            return st;
+        }
+        if (first.status == IR_OK)
+            first = mine;
+        else
+            ir_diag_clear(&mine);
+        ao.mem_limit = (int64_t)((double)ao.mem_limit * (double)opt->memory_limit / (double)over);
+        src = again;
+    }
 }
 
 void compile_result_free(CompileResult *r)

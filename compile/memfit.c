@@ -411,7 +411,8 @@ static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, Ver
     int32_t at;
     bool ordered = mf_schedule(g, variant % MF_SCHEDULES) && (!masks || mf_hoist_masks(g));
     int fits = ordered ? estimate_fits(v, g, &peak, &at) : -1;
-    if (fits == 0 && (!mf_remat(g, estimate_fits, v) || (fits = estimate_fits(v, g, &peak, &at)) < 0))
+    if (fits == 0 && (!mf_remat(g, estimate_fits, v) || !mf_sink_writers(g, estimate_fits, v) ||
+                      (fits = estimate_fits(v, g, &peak, &at)) < 0))
         return false;
     return fits >= 0;
 }

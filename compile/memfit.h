@@ -144,6 +144,14 @@ bool mf_schedule(MfGraph *g, int32_t variant);
  * the estimate, at the position in g->seq of its peak (-1 none). */
 typedef int (*MfFits)(void *ctx, const MfGraph *g, int64_t *peak, int32_t *at);
 bool mf_remat(MfGraph *g, MfFits fits, void *ctx);
+/* After recomputation (memfit_schedule.c): a donated parameter that a
+ * copy still reads after its update wrote the output (the run then keeps
+ * the parameter and gives the update a buffer of its own) has that update,
+ * what depends on it up to the copy and what only it reads, moved to just
+ * after the copy's read: the update is the last reader again and takes
+ * the buffer. Each move kept when the estimate (fits) falls; stops once
+ * it fits. false when out of memory. */
+bool mf_sink_writers(MfGraph *g, MfFits fits, void *ctx);
 /* The FLOPs of one run of ins in c (dot, convolution: 2 per multiply-add;
  * elementwise: one per element; reduce, reduce-window: one per input
  * element combined; a call: its callee's; others 0). */

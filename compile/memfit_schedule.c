@@ -502,3 +502,107 @@ bool mf_schedule(MfGraph *g, int32_t variant)
     ts_free(s.runs);
     return ok;
 }
+
+/* Move the writer at position wp, with what depends on it up to position
+ * `after` and what only it reads (its update's scaled step, which the run
+ * fuses into it), to just after `after` (their order kept); false when
+ * that cannot be (`after` depends on it, or an instruction that keeps its
+ * place would move). mark: nnode bytes; tmp: nseq ids; refs, moved:
+ * nnode counts (scratch). */
+static bool sink(MfGraph *g, int32_t wp, int32_t after, uint8_t *mark, int32_t *tmp, int32_t *refs, int32_t *moved)
+{
+    memset(mark, 0, (size_t)g->nnode);
+    memset(refs, 0, (size_t)g->nnode * sizeof *refs);
+    memset(moved, 0, (size_t)g->nnode * sizeof *moved);
+    for (int32_t k = 0; k < g->nseq; k++)
+        for (int32_t j = 0; j < g->node[g->seq[k]].nopnd; j++)
+            refs[g->node[g->seq[k]].opnd[j]]++;
+    int32_t w = g->seq[wp], first = wp;
+    mark[w] = 1;
+    for (int32_t j = 0; j < g->node[w].nopnd; j++)
+        moved[g->node[w].opnd[j]]++;
+    /* Back from the writer: a value read only by what moves moves too. */
+    for (int32_t k = wp - 1; k >= 0; k--) {
+        int32_t x = g->seq[k];
+        const IrInstr *ins = &g->c->instr[g->node[x].src];
+        if (refs[x] == 0 || moved[x] < refs[x] || ins->op == OP_PARAMETER || mf_ordered(ins->op) ||
+            ins->a.x->control_predecessors.n > 0)
+            continue;
+        mark[x] = 1;
+        first = k;
+        for (int32_t j = 0; j < g->node[x].nopnd; j++)
+            moved[g->node[x].opnd[j]]++;
+    }
+    int32_t nmove = 0, nstay = 0;
+    for (int32_t k = first; k <= after; k++) {
+        int32_t x = g->seq[k];
+        const IrInstr *ins = &g->c->instr[g->node[x].src];
+        for (int32_t j = 0; k > wp && j < g->node[x].nopnd; j++)
+            mark[x] = mark[x] | mark[g->node[x].opnd[j]];
+        if (mark[x] && (k == after || mf_ordered(ins->op) || ins->a.x->control_predecessors.n > 0))
+            return false;
+        if (!mark[x])
+            g->seq[first + nstay++] = x;
+        else
+            tmp[nmove++] = x;
+    }
+    memcpy(g->seq + first + nstay, tmp, (size_t)nmove * sizeof *tmp);
+    return true;
+}
+
+bool mf_sink_writers(MfGraph *g, MfFits fits, void *ctx)
+{
+    int32_t n = g->nnode;
+    size_t sz = (size_t)(n ? n : 1);
+    uint8_t *runs = ts_calloc(sz, 1), *mark = ts_malloc(sz);
+    int32_t *refs = ts_malloc(sz * sizeof *refs), *moved = ts_malloc(sz * sizeof *moved);
+    int32_t *tmp = ts_malloc(sz * sizeof *tmp);
+    int32_t *saved = ts_malloc((size_t)(g->nseq ? g->nseq : 1) * sizeof *saved);
+    bool ok = runs && mark && refs && moved && tmp && saved;
+    int64_t peak = -1;
+    int32_t at;
+    int f = 0;
+    for (int32_t k = 0; ok && k < g->nseq; k++)
+        runs[g->seq[k]] = 1;
+    for (int32_t p = 0; ok && f == 0 && p < n; p++) {
+        const MfNode *nd = &g->node[p];
+        if (!runs[p] || nd->held || nd->bytes == 0 || g->c->instr[nd->src].op != OP_PARAMETER)
+            continue;
+        int32_t w = writer_of(g, p, runs);
+        if (w < 0)
+            continue;
+        /* The last reader of p but the root, and the writer's place. */
+        int32_t last = -1, wp = -1;
+        for (int32_t k = 0; k < g->nseq; k++) {
+            int32_t x = g->seq[k];
+            for (int32_t j = 0; x != g->root && j < g->node[x].nopnd; j++)
+                last = g->node[x].opnd[j] == p ? k : last;
+            wp = x == w ? k : wp;
+        }
+        if (wp < 0 || last <= wp)
+            continue;
+        if (peak < 0) { /* the estimate as it is, once there is a move to weigh */
+            f = fits(ctx, g, &peak, &at);
+            ok = f >= 0;
+            if (f != 0)
+                break;
+        }
+        memcpy(saved, g->seq, (size_t)g->nseq * sizeof *saved);
+        int64_t now = peak;
+        if (sink(g, wp, last, mark, tmp, refs, moved)) {
+            f = fits(ctx, g, &now, &at);
+            ok = f >= 0;
+        }
+        if (ok && now < peak)
+            peak = now;
+        else
+            memcpy(g->seq, saved, (size_t)g->nseq * sizeof *saved);
+    }
+    ts_free(runs);
+    ts_free(mark);
+    ts_free(refs);
+    ts_free(moved);
+    ts_free(tmp);
+    ts_free(saved);
+    return ok;
+}

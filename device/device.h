@@ -22,7 +22,6 @@
  *   fusion.c      elementwise chains as one blocked loop (fusion.h);
  *                 the AVX-512 register path
  *   fusion_rows.c row groups (fusion.h) run one row at a time
- *   schedule.c    the order of a computation with asynchronous pairs
  *   op_times.c    per-instruction times (DevOpTimes), for `--stats=ops`
  *   k_data.c      constant, iota, broadcast, reshape, bitcast, transpose,
  *                 slice, dynamic-slice, dynamic-update-slice, pad,
@@ -233,6 +232,8 @@ bool dev_red_has(DevRedDom d, IrOpcode op);
  * (rounded or wrapped to t). */
 DevAcc dev_acc_load(DevRedDom d, IrType t, const void *base, int64_t i);
 void dev_acc_store(DevRedDom d, IrType t, void *base, int64_t i, DevAcc a);
+/* dev_acc_store of acc[0..n) into elements 0..n of base: the same values. */
+void dev_acc_store_run(DevRedDom d, IrType t, void *base, const DevAcc *acc, int64_t n);
 /* op(a, b): NaN propagates through maximum/minimum (a's when both are
  * NaN), ties keep a, integers wrap, pred add/max = or, multiply/min = and. */
 DevAcc dev_red_combine(DevRedDom d, IrOpcode op, DevAcc a, DevAcc b);
@@ -257,6 +258,12 @@ DevAcc dev_red_fold_one(DevRedDom d, IrOpcode op, DevAcc a, const DevAcc *x, int
  * f32 and f64 floats in vector loops instead of one run per row. */
 void dev_red_fold_cols(DevRedDom d, IrOpcode op, IrType t, const uint8_t *base, int64_t i0, int64_t rows,
                        int64_t n, DevAcc *acc);
+/* *acc = op(...op(*acc, x[0])..., x[n-1]) for the n f32 or f64 elements x
+ * of base from i0 and a floating reducer, folded in 8 interleaved partial
+ * results in double (not in element order: a sum's last bits may differ
+ * from dev_red_fold_one's); false, nothing done, for other types and
+ * reducers. The reduce of a row, fused or not. */
+bool dev_red_fold_lanes(IrOpcode op, IrType t, const uint8_t *base, int64_t i0, int64_t n, double *acc);
 /* out[k] = op(out[k], in[k]) for n elements of type t, rounded to t each
  * element (collectives); false, nothing written, if op is no reducer of t. */
 bool dev_red_combine_array(IrOpcode op, IrType t, void *out, const void *in, int64_t n);
@@ -292,7 +299,7 @@ typedef struct DevCollectives {
      * is_host_transfer); NULL: refused. Same contract as run. */
     IrStatus (*p2p)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                     DevValue **operands, DevValue **out, IrDiag *d);
-    /* Asynchronous collectives (the -start/-done pairs, schedule.c): start
+    /* Asynchronous collectives (the -start/-done pairs, ir/schedule_overlap.c): start
      * begins collective `ins` (the base op: all-reduce, all-gather, ...;
      * copied, so it may be a temporary) on new references to the operands
      * and returns at once with *handle; wait(handle) blocks until it is
@@ -573,17 +580,6 @@ const IrInstr *dev_async_wrapped_collective(const DevKernelArgs *k, int32_t *arg
 IrStatus dev_k_tuple_part(const DevKernelArgs *k, int32_t i, DevValue **out);
 IrStatus dev_k_copy_start(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_scan(const DevKernelArgs *k, DevValue **out);
-/* schedule.c: overlap of asynchronous pairs */
-/* -start ops (all-reduce-start, all-gather-start, collective-permute-start,
- * async-start) and their -done side (with async-update). */
-bool dev_async_start_op(IrOpcode op);
-bool dev_async_done_op(IrOpcode op);
-/* Reorder order[0..n) (a topological order of c's instructions, operands
- * first) so that each -start runs as soon as it can and each -done as late
- * as it can: the work between them overlaps the collective. Unchanged
- * when there is no -start. Deterministic (every device of a program gets
- * one order). Fails only for memory (IR_ENOMEM, order unchanged). */
-IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n);
 /* k_dynamic.c: set-dimension-size, dynamic-reshape (get-dimension-size is
  * exec.c's) */
 IrStatus dev_k_set_dimension_size(const DevKernelArgs *k, DevValue **out);

@@ -233,11 +233,11 @@ static IrStatus comp_order_build(const Exec *x, const IrComputation *c, CompOrde
     if ((st = exec_order(x, c, p)) != IR_OK)
         goto done;
     for (int32_t k = 0; k < p->n; k++)
-        p->nasync += dev_async_start_op(c->instr[p->order[k]].op);
+        p->nasync += ir_async_start_op(c->instr[p->order[k]].op);
     /* Overlap only where the collectives can run asynchronously, and
      * never against the order a scheduled module fixes. */
     if (p->nasync > 0 && !x->m->is_scheduled && x->opt->coll && x->opt->coll->start && x->opt->coll->wait &&
-        (st = dev_schedule_overlap(c, p->order, p->n)) != IR_OK)
+        (st = ir_schedule_overlap(c, p->order, p->n)) != IR_OK)
         goto done;
     count_uses(c, p);
     if ((st = dev_fusion_find(x->m, c, p->order, p->n, x->opt, &p->fusion, x->d)) != IR_OK)
@@ -1011,7 +1011,7 @@ static void async_drain(const Exec *x, int32_t n, Pending *pend)
 static bool try_async_start(const Exec *x, const IrComputation *c, const IrInstr *ins, DevValue **opnd,
                             Pending *pd, IrStatus *st)
 {
-    if (!pd || !dev_async_start_op(ins->op))
+    if (!pd || !ir_async_start_op(ins->op))
         return false;
     DevKernelArgs k = {x->m, c, ins, ins->nopnd, opnd, x->opt, x->d};
     *st = async_begin(x, &k, pd);

@@ -18,10 +18,10 @@
  *   reduce          folds its operand's row (one element for an outer
  *                   reduce, over dims of size 1) with the reducer: f32 and
  *                   f64 with add, multiply, maximum or minimum in 8
- *                   interleaved partial results in double (lane_fold;
- *                   sums and products may then differ from the unfused
- *                   reduce's in the last bits), everything else exactly
- *                   as k_reduce.c's fast path does (from the init, in
+ *                   interleaved partial results in double, as the
+ *                   unfused reduce of a row (reducer.c's
+ *                   dev_red_fold_lanes), everything else exactly as
+ *                   k_reduce.c's fast path does (from the init, in
  *                   increasing order, in the reducer's 64-bit domain).
  * The root writes its row straight into the result. Example, softmax of
  * x f32[4096,4096] over dim 1: per row, m = max(x row), fill, subtract,
@@ -210,73 +210,12 @@ static void spread(uint8_t *dst, const uint8_t *src, int64_t n, size_t w)
     }
 }
 
-/* Floating reductions of a row in LANES interleaved partial results
- * (double), combined in lane order after the init: lane j folds elements
- * j, j + LANES, j + 2 LANES, ... and the tail after the last full round
- * goes to the total. One sequential accumulator would wait on every add
- * (4 cycles each: 16 us for a row of 4096); LANES of them fill a vector
- * register and the fold costs about one cycle per LANES elements. The
- * order differs from the unfused reduce's (which folds in element
- * order), so sums may differ from it in the last bits of the double
- * before rounding: within the oracle's tolerance, and nearly always the
- * same f32. max and min give the same value either way (up to the sign
- * of a zero). */
-#define LANES 8
-
-#define LANE_FOLD(NAME, T, EXPR)                                      \
-    DEV_VECTOR_CLONES static double NAME(const T *x, int64_t n, double init) \
-    {                                                                 \
-        double a = init, b, acc[LANES];                               \
-        int64_t i = 0;                                                \
-        if (n >= 2 * LANES) {                                         \
-            for (int32_t j = 0; j < LANES; j++)                       \
-                acc[j] = x[j];                                        \
-            for (i = LANES; i + LANES <= n; i += LANES)               \
-                for (int32_t j = 0; j < LANES; j++) {                 \
-                    double p = acc[j], q = x[i + j];                  \
-                    acc[j] = EXPR(p, q);                              \
-                }                                                     \
-            for (int32_t j = 0; j < LANES; j++) {                     \
-                b = acc[j];                                           \
-                a = EXPR(a, b);                                       \
-            }                                                         \
-        }                                                             \
-        for (; i < n; i++) {                                          \
-            b = x[i];                                                 \
-            a = EXPR(a, b);                                           \
-        }                                                             \
-        return a;                                                     \
-    }
-/* One fold per floating reducer of arith.h and type: fold_<F>_f32/_f64. */
-#define FOLDS(OPC, F)                   \
-    LANE_FOLD(fold_##F##_f32, float, F) \
-    LANE_FOLD(fold_##F##_f64, double, F)
-DEV_FLOAT_REDUCERS(FOLDS)
-#undef FOLDS
-
-/* *out = the lane fold of x[0..n) for f32/f64 and a floating reducer;
- * false for the rest. */
-static bool lane_fold(IrType t, IrOpcode op, const uint8_t *x, int64_t n, double init, double *out)
-{
-#define PICK(F32, F64) (t == IR_F32 ? F32((const float *)(const void *)x, n, init) \
-                                       : F64((const double *)(const void *)x, n, init))
-    if (t != IR_F32 && t != IR_F64)
-        return false;
-#define CASE(OPC, F) case OPC: *out = PICK(fold_##F##_f32, fold_##F##_f64); return true;
-    switch (op) {
-        DEV_FLOAT_REDUCERS(CASE)
-    default: return false;
-    }
-#undef CASE
-#undef PICK
-}
-
 /* The reduce of one row of R elements at x: floats through the lanes,
  * other types in k_reduce.c's order and domain. */
 static void fold_row(const RowNode *n, IrType t, const uint8_t *x, int64_t R, uint8_t *res)
 {
     DevAcc acc = n->init, buf[FOLD_RUN];
-    if (n->dom == DEV_RED_F && lane_fold(t, n->op, x, R, n->init.f, &acc.f)) {
+    if (n->dom == DEV_RED_F && dev_red_fold_lanes(n->op, t, x, 0, R, &acc.f)) {
         dev_acc_store(n->dom, t, res, 0, acc);
         return;
     }

@@ -19,7 +19,10 @@
  *
  * Reduction order (fast and general paths alike): every output element
  * starts from its init value and combines the input elements it reduces in
- * increasing row-major order of the input. Windows skip padding and
+ * increasing row-major order of the input; except that the fast path folds
+ * a reduced innermost run of f32 or f64 (a row) in 8 interleaved partial
+ * results (reducer.c's dev_red_fold_lanes, as a fused row group does), so
+ * a float sum's last bits may differ from the sequential fold's. Windows skip padding and
  * base-dilation holes (the init value is applied once, not per padded
  * position), which is what XLA's evaluator and CPU backend do; with an
  * identity init this equals "padding with the init value".
@@ -299,7 +302,11 @@ static IrStatus reduce_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode op, co
     for (int64_t off = 0; nin > 0 && off < nin; off += inner * rows) {
         if (rows > 1)
             dev_red_fold_cols(d, op, in->type, x->data, off, rows, inner, acc + ooff);
-        for (int64_t j = 0; rows == 1 && j < inner; j += 256) {
+        /* A reduced innermost run of f32 or f64 (a row: softmax's sums)
+         * folds in lanes, not through one accumulator's chain of adds. */
+        bool lanes = rows == 1 && istr == 0 && d == DEV_RED_F &&
+                     dev_red_fold_lanes(op, in->type, x->data, off, inner, &acc[ooff].f);
+        for (int64_t j = 0; rows == 1 && !lanes && j < inner; j += 256) {
             int64_t len = inner - j < 256 ? inner - j : 256;
             dev_red_load_run(d, in->type, x->data, off + j, len, buf);
             dev_red_fold_run(d, op, acc + ooff + j * istr, istr, buf, len);
@@ -312,8 +319,7 @@ static IrStatus reduce_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode op, co
             idx[i] = 0;
         }
     }
-    for (int64_t i = 0; i < nout; i++)
-        dev_acc_store(d, res->shape.type, res->data, i, acc[i]);
+    dev_acc_store_run(d, res->shape.type, res->data, acc, nout);
     ts_free(acc);
     return IR_OK;
 }

@@ -254,8 +254,9 @@ static IrStatus differentiate(Grad *g, const GradOptions *o, const IrModule *src
     if ((o->sgd > 0 || o->adam > 0))
         for (int32_t k = 0; k < nw; k++)
             if (e->instr[e->param[wrt[k]]].shape.type == IR_TUPLE) {
+                IrPos pos = e->instr[e->param[wrt[k]]].pos; /* read before wrt is freed */
                 ts_free(wrt);
-                return ir_error(g->d, IR_EUNSUPPORTED, src->file, src->src, e->instr[e->param[wrt[k]]].pos,
+                return ir_error(g->d, IR_EUNSUPPORTED, src->file, src->src, pos,
                                 "grad: --sgd/--adam update array parameters only, not a tuple");
             }
     int32_t root = e->root;

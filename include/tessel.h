@@ -554,7 +554,7 @@ typedef struct TsRunOptions {
     bool random;             /* fill unbound leaves with the deterministic random inputs */
     uint64_t seed;
     int64_t steps;           /* run K times, aliased outputs fed back (input_output_alias); 0: 1;
-                              * negative: TS_EINPUT */
+                              * negative or over TS_MAX_STEPS: TS_EINPUT */
     int32_t ninfeeds;        /* .npy files for infeed / recv from the host, in order (one device) */
     const char *const *infeeds;
     bool stats;              /* measure (ts_outputs_stats) */
@@ -650,6 +650,12 @@ typedef struct TsRunOptions {
     int32_t stats_ops;
 } TsRunOptions;
 
+
+/* The most steps a run takes (TsRunOptions.steps, `--steps`): 10^12, a
+ * count no run reaches (the fastest step, a scalar add, takes ~1 us:
+ * 10^12 of them are 11 days), so 2^63-1 is a typo refused, not a run
+ * that never ends. */
+#define TS_MAX_STEPS 1000000000000LL
 
 /* The bounds of TsRunOptions.heartbeat_seconds and ts_mpi_heartbeat. */
 #define TS_HEARTBEAT_MIN_SECONDS 1.0

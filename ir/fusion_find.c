@@ -579,6 +579,14 @@ static bool merge_outputs(const Find *f, const int32_t *order, int32_t norder, i
                 fits = gid[u] == a || (gid[u] == b && !ir_fusion_strided(&c->instr[u])) ||
                        (gid[u] != SHARED && pos[u] > pos[b]);
             }
+        /* A scheduled order (the memory fit's, compile/memfit.c) that put
+         * other work between the two keeps them apart: merged, A would be
+         * made at B's step, its leaves held until then. */
+        for (int32_t k2 = pos[a] + 1; fits && f->m->is_scheduled && k2 < pos[b]; k2++) {
+            int32_t x = order[k2];
+            IrOpcode op = c->instr[x].op;
+            fits = gid[x] == a || gid[x] == b || op == OP_CONSTANT || op == OP_BROADCAST || op == OP_PARAMETER;
+        }
         if (!fits)
             continue;
         for (int32_t x = head[a]; x >= 0; x = next[x])

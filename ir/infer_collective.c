@@ -28,33 +28,32 @@ IrGroupMode ir_group_mode(const IrInstr *ins)
     }
 }
 
-/* The number of participants in each group, as XLA counts it:
- * no channel_id: replicas (groups list replicas); channel_id without
- * use_global_device_ids: replicas in a group times all partitions
- * (all-to-all and collective-permute: partitions); use_global_device_ids:
- * the group as listed. Returns 0 when unknown (empty groups and no counts
- * in the module header). */
+int64_t ir_group_size(const IrInstr *ins, int64_t n, int64_t r)
+{
+    const IrReplicaGroups *g = &ins->a.x->replica_groups;
+    int64_t listed = g->ngroups ? g->group_size[0] : -1; /* -1: empty groups, everyone takes part */
+    int64_t size;
+    switch (ir_group_mode(ins)) {
+    case IR_GROUPS_REPLICA: size = listed >= 0 ? listed : r; break;
+    case IR_GROUPS_PARTITION: size = listed >= 0 ? listed : n; break;
+    case IR_GROUPS_GLOBAL: size = listed >= 0 ? listed : (r > 0 && n > 0 ? r * n : 0); break;
+    default: size = (listed >= 0 ? listed : r) * n; break;
+    }
+    return size > 0 ? size : 0;
+}
+
+/* The number of participants in each group, as XLA counts it
+ * (ir_group_size) in the module header's world; the groups must all have
+ * one size. 0 when unknown (empty groups and no counts in the header). */
 static IrStatus group_size(Ctx *x, int64_t *size)
 {
-    const IrAttrs *at = &x->ins->a;
-    const IrReplicaGroups *g = &at->x->replica_groups;
-    int64_t R = x->m->replica_count, P = x->m->num_partitions;
-    int64_t gs = 0;
-    for (int32_t i = 0; i < g->ngroups; i++) {
-        if (i > 0 && g->group_size[i] != gs)
+    const IrReplicaGroups *g = &x->ins->a.x->replica_groups;
+    *size = 0;
+    for (int32_t i = 1; i < g->ngroups; i++)
+        if (g->group_size[i] != g->group_size[0])
             return infer_fail(x, "replica groups must all have the same size, got %lld and %d",
-                        (long long)gs, (int)g->group_size[i]);
-        gs = g->group_size[i];
-    }
-    int64_t listed = g->ngroups ? gs : -1; /* -1: empty groups, everyone takes part */
-    switch (ir_group_mode(x->ins)) {
-    case IR_GROUPS_REPLICA: *size = listed >= 0 ? listed : R; break;
-    case IR_GROUPS_PARTITION: *size = listed >= 0 ? listed : P; break;
-    case IR_GROUPS_GLOBAL: *size = listed >= 0 ? listed : (R > 0 && P > 0 ? R * P : 0); break;
-    default: *size = (listed >= 0 ? listed : R) * P; break;
-    }
-    if (*size < 0)
-        *size = 0;
+                        (long long)g->group_size[0], (int)g->group_size[i]);
+    *size = ir_group_size(x->ins, x->m->num_partitions, x->m->replica_count);
     return IR_OK;
 }
 

@@ -55,6 +55,8 @@
  *   verify.c    the verifier (operands, attributes, callees, cycles, limits)
  *   topo.c      topological order of a computation
  *   exec_order.c  the executor's order of a computation (device/exec.c runs it)
+ *   schedule_overlap.c  that order with each asynchronous -start issued early
+ *               and its -done late, as a run with collectives takes it
  *   fusion_find.c the groups the executor runs fused (elementwise chains, row
  *               groups, multi-output groups, dot-transpose pairs): device/
  *               runs them, the memory estimate counts only what they make
@@ -425,7 +427,7 @@ typedef enum IrOpFamily {
     FAM_SCATTER, FAM_SORT, FAM_DOT, FAM_CONVOLUTION, FAM_REDUCE,
     FAM_REDUCE_WINDOW, FAM_COLLECTIVE, FAM_CUSTOM_CALL, FAM_FFT, FAM_TOPK,
     FAM_LINALG, FAM_BATCH_NORM, FAM_RNG_BIT_GENERATOR, FAM_RAGGED_DOT,
-    FAM_FUSION, FAM_ASYNC, FAM_SCAN, FAM_FALLBACK,
+    FAM_FUSION, FAM_ASYNC, FAM_SCAN, FAM_BITCAST_CONVERT, FAM_FALLBACK,
 } IrOpFamily;
 
 typedef enum IrOpcode {
@@ -1024,6 +1026,13 @@ void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam);
  * flagged as given (tessel's pairs: partition/donate.c, cluster/host_pairs.c).
  * IR_ENOMEM leaves m's list as it was. */
 IrStatus ir_add_alias(IrModule *m, int64_t param, int64_t output, bool inferred, bool from_donor);
+/* The same for any pair: leaf `param_index` of entry parameter `param`
+ * (NULL or empty: the whole parameter) and the output at `output_index`
+ * (NULL or empty: the whole result; {0,1}: element 1 of the root's
+ * element 0), both copied into m's arena (partition/donate.c's tuple
+ * leaves). IR_ENOMEM leaves m's list as it was. */
+IrStatus ir_add_alias_at(IrModule *m, int64_t param, const IrShapeIndex *param_index,
+                         const IrShapeIndex *output_index, bool inferred, bool from_donor);
 /* m's buffer_donor becomes a copy of v[0..n) (in m's arena; n = 0: none).
  * IR_ENOMEM leaves m's list as it was. */
 IrStatus ir_set_donors(IrModule *m, const IrDonor *v, int32_t n);
@@ -1051,6 +1060,10 @@ IrModule *ir_module_clone(const IrModule *m);
  * reducer in a Sharding marker): returns OP_ADD, OP_MULTIPLY, OP_MAXIMUM,
  * OP_MINIMUM, OP_AND, OP_OR or OP_XOR, else OP_COUNT. */
 IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
+/* Is ins a topk: the topk op, or XLA's TopK custom-call of one operand and
+ * a (values, indices) result, which the executor runs alike
+ * (device/k_topk.c) and the partitioner too (partition/spmd_local.c)? */
+bool ir_is_topk(const IrInstr *ins);
 /* Does the executor run reduce `ins` blockwise (device/reduce_columns.c):
  * IR_REDUCER_MIN_OUTPUTS outputs or more (fewer cost little one call of the
  * reducer an element, and the block's arrays would outweigh the reduce), a
@@ -1091,6 +1104,12 @@ typedef enum IrGroupMode {
     IR_GROUPS_GLOBAL,
 } IrGroupMode;
 IrGroupMode ir_group_mode(const IrInstr *ins);
+/* How many take part in each of a collective's groups in a world of n
+ * partitions x r replicas, as XLA's verifier counts them (GetSubgroupSize):
+ * the first group's size, else (empty groups: everyone) r, n, n x r or
+ * r x n by ir_group_mode, times n in replica-and-partition mode; 0 when a
+ * count it needs is 0 (not known yet). */
+int64_t ir_group_size(const IrInstr *ins, int64_t n, int64_t r);
 /* Look up a frontend attribute; NULL if absent. */
 const char *ir_frontend_attr(const IrInstr *ins, const char *key);
 /* The source-target pairs of a send or recv between devices, as XLA
@@ -1177,8 +1196,10 @@ IrStatus ir_infer_shape(const IrModule *m, const IrComputation *c, const IrInstr
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d);
 /* Every id a collective's replica_groups or a collective-permute's pairs
  * name is within a world of n partitions x r replicas (by ir_group_mode;
- * a count of 0 is not known: what it numbers is not checked):
- * the compile driver checks the module it is given before anything else,
+ * a count of 0 is not known: what it numbers is not checked), and an
+ * all-gather's, reduce-scatter's or all-to-all's shapes agree with the size
+ * of its groups there (ir_group_size; inference read a size the header did
+ * not give off the declared shape): the compile driver checks the module it is given before anything else,
  * `tessel check` (ts_module_check_devices) the same, with the same error at
  * the instruction (the run found it on the first device). */
 IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d);
@@ -1221,6 +1242,21 @@ IrStatus ir_exec_order(const IrComputation *c, int32_t *order, int32_t *n, IrExe
  * The order the executor and the memory estimate take. */
 IrStatus ir_exec_order_of(const IrModule *m, const IrComputation *c, int32_t *order, int32_t *n,
                           IrExecOrderError *err);
+
+/* ---- schedule_overlap.c: asynchronous pairs overlapping other work ---- */
+/* -start ops (all-reduce-start, all-gather-start, collective-permute-start,
+ * async-start) and their -done side (with async-update). */
+bool ir_async_start_op(IrOpcode op);
+bool ir_async_done_op(IrOpcode op);
+/* Reorder order[0..n) (a topological order of c's instructions, operands
+ * first) so that each -start runs as soon as it can and each -done as late
+ * as it can: the work between them overlaps the collective. The executor
+ * runs an unscheduled computation with collectives in this order
+ * (device/exec.c), and the memory estimate follows it (partition/memory.c).
+ * Unchanged when there is no -start. Deterministic (every device of a
+ * program gets one order). Fails only for memory (IR_ENOMEM, order
+ * unchanged). */
+IrStatus ir_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n);
 
 /* ------------------------------------------------------------------ */
 /* fusion_find.c: the groups device/exec.c runs fused                  */

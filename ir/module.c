@@ -407,21 +407,39 @@ void ir_alias_donated(const IrModule *m, bool *donated, int32_t nparam)
     }
 }
 
-IrStatus ir_add_alias(IrModule *m, int64_t param, int64_t output, bool inferred, bool from_donor)
+/* A copy of ix in m's arena (the empty index: no array). */
+static bool index_copy(IrModule *m, const IrShapeIndex *ix, IrShapeIndex *out)
+{
+    *out = (IrShapeIndex){0};
+    if (!ix || ix->n <= 0)
+        return true;
+    if (!(out->v = ir_alloc_array(m->arena, (size_t)ix->n, sizeof *out->v)))
+        return false;
+    memcpy(out->v, ix->v, (size_t)ix->n * sizeof *out->v);
+    out->n = ix->n;
+    return true;
+}
+
+IrStatus ir_add_alias_at(IrModule *m, int64_t param, const IrShapeIndex *param_index,
+                         const IrShapeIndex *output_index, bool inferred, bool from_donor)
 {
     IrAlias *al = ir_alloc_array(m->arena, (size_t)m->nalias + 1, sizeof *al);
-    int64_t *idx = output >= 0 ? ir_alloc_array(m->arena, 1, sizeof *idx) : NULL;
-    if (!al || (output >= 0 && !idx))
+    IrShapeIndex o, pi;
+    if (!al || !index_copy(m, output_index, &o) || !index_copy(m, param_index, &pi))
         return IR_ENOMEM;
     if (m->nalias > 0)
         memcpy(al, m->alias, (size_t)m->nalias * sizeof *al);
-    if (idx)
-        idx[0] = output;
-    al[m->nalias] = (IrAlias){.output_index = {.n = idx ? 1 : 0, .v = idx}, .param_number = param,
+    al[m->nalias] = (IrAlias){.output_index = o, .param_number = param, .param_index = pi,
                               .inferred = inferred, .from_donor = from_donor};
     m->alias = al;
     m->nalias++;
     return IR_OK;
+}
+
+IrStatus ir_add_alias(IrModule *m, int64_t param, int64_t output, bool inferred, bool from_donor)
+{
+    IrShapeIndex o = {.n = output >= 0 ? 1 : 0, .v = &output};
+    return ir_add_alias_at(m, param, NULL, &o, inferred, from_donor);
 }
 
 IrStatus ir_set_donors(IrModule *m, const IrDonor *v, int32_t n)
@@ -770,6 +788,15 @@ oom:
     ts_free(map);
     ir_module_free(d);
     return NULL;
+}
+
+bool ir_is_topk(const IrInstr *ins)
+{
+    if (ins->op == OP_TOPK)
+        return true;
+    const char *t = ins->op == OP_CUSTOM_CALL ? ir_attrs_x(&ins->a)->custom_call_target : NULL;
+    return t && strcmp(t, "TopK") == 0 && ins->nopnd == 1 && ins->shape.type == IR_TUPLE &&
+           ins->shape.ntuple == 2;
 }
 
 IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp)

@@ -794,9 +794,74 @@ static bool is_grouped_collective(IrOpcode op)
            op == OP_ALL_REDUCE_START || op == OP_ALL_GATHER_START;
 }
 
-IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d)
+/* Who a collective's groups hold when the world is known, for its errors. */
+static const char *groups_meaning(const IrInstr *ins)
 {
-    Verifier v = {.m = m, .d = d};
+    if (ins->a.x->replica_groups.ngroups)
+        return "as its replica_groups list them";
+    switch (ir_group_mode(ins)) {
+    case IR_GROUPS_REPLICA:
+        return "replica_groups={} with no channel_id is every replica (--num-replicas, else the header's "
+               "replica_count, else 1)";
+    case IR_GROUPS_PARTITION:
+        return "replica_groups={} is every partition (--num-partitions, else the header's num_partitions, else 1)";
+    case IR_GROUPS_GLOBAL: return "replica_groups={} is every device (partitions x replicas)";
+    default:
+        return "replica_groups={} with a channel_id is every replica times every partition (--num-replicas x "
+               "--num-partitions, else the header's counts, else 1)";
+    }
+}
+
+/* An all-gather multiplies dimensions={d} by its group size, a
+ * reduce-scatter divides it, an all-to-all splits it: shape inference reads
+ * a size the module header does not give off the declared shape (as XLA's
+ * parser tests leave the counts to their config), so once the world is
+ * known the shapes must agree with it, as XLA's verifier checks them with
+ * the module's config (GetSubgroupSize). Else the partitioned program would
+ * not verify. */
+static IrStatus check_group_shapes(Verifier *v, const IrComputation *c, const IrInstr *ins, int64_t n, int64_t r)
+{
+    bool gather = ins->op == OP_ALL_GATHER || ins->op == OP_ALL_GATHER_START;
+    if (!gather && ins->op != OP_REDUCE_SCATTER && ins->op != OP_ALL_TO_ALL)
+        return IR_OK;
+    int64_t gs = ir_group_size(ins, n, r);
+    if (gs <= 0 || ins->a.dimensions.n != 1)
+        return IR_OK;
+    int64_t dim = ins->a.dimensions.v[0];
+    const IrShape *res = &ins->shape;
+    if (ins->op == OP_ALL_GATHER_START) { /* (inputs, gathered) */
+        if (res->type != IR_TUPLE || res->ntuple != 2)
+            return IR_OK;
+        res = &res->tuple[1];
+    }
+    for (int32_t k = 0; k < ins->nopnd; k++) {
+        const IrShape *in = &c->instr[ins->opnd[k]].shape;
+        const IrShape *out = ins->nopnd > 1 && res->type == IR_TUPLE ? (k < res->ntuple ? &res->tuple[k] : NULL) : res;
+        if (!out || !ir_shape_is_array(in) || !ir_shape_is_array(out) || in->rank != out->rank || dim < 0 ||
+            dim >= in->rank)
+            continue; /* shape inference reports these */
+        int64_t a = in->dims[dim], b = out->dims[dim];
+        if (ins->op == OP_ALL_TO_ALL) {
+            if (a % gs != 0)
+                return verr(v, ins->pos, "%s: all-to-all splits dimension %lld of size %lld among groups of %lld, "
+                            "which do not divide it: %s", ins->name, (long long)dim, (long long)a, (long long)gs,
+                            groups_meaning(ins));
+            continue;
+        }
+        if (gather ? b == a * gs : a == b * gs)
+            continue;
+        int64_t says = gather ? (a > 0 ? b / a : 0) : (b > 0 ? a / b : 0);
+        return verr(v, ins->pos, "%s: this %s's shapes say %lld take part (%s to %s along dimension %lld), but its "
+                    "groups have %lld: %s", ins->name, ir_op_name(ins->op), (long long)says, shape_text(v, in),
+                    shape_text(v, out), (long long)dim, (long long)gs, groups_meaning(ins));
+    }
+    return IR_OK;
+}
+
+/* ir_verify_groups, with v's scratch arena for its messages. */
+static IrStatus check_groups(Verifier *v, int64_t n, int64_t r)
+{
+    const IrModule *m = v->m;
     for (int32_t c = 0; c < m->ncomp; c++)
         for (int32_t i = 0; i < m->comp[c]->ninstr; i++) {
             const IrInstr *ins = &m->comp[c]->instr[i];
@@ -811,7 +876,7 @@ IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d)
                 bool global_ok = ir_group_mode(ins) == IR_GROUPS_PARTITION;
                 for (int32_t k = 0; k < p->n; k++)
                     if (p->v[k] < 0 || (p->v[k] >= domain && !(global_ok && (r <= 0 || p->v[k] < world_devices(n, r)))))
-                        return verr(&v, ins->pos, "%s: source_target_pairs: id %lld is out of range (there are %lld %s)",
+                        return verr(v, ins->pos, "%s: source_target_pairs: id %lld is out of range (there are %lld %s)",
                                     ir_op_name(ins->op), (long long)p->v[k], (long long)domain, what);
                 continue;
             }
@@ -822,14 +887,27 @@ IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d)
                 for (int32_t j = 0; j < g->group_size[k]; j++) {
                     int64_t id = g->groups[k][j];
                     if (id < 0 || id >= domain)
-                        return verr(&v, ins->pos, "%s: replica_groups names %lld, but there are %lld %s%s", ins->name,
+                        return verr(v, ins->pos, "%s: replica_groups names %lld, but there are %lld %s%s", ins->name,
                                     (long long)id, (long long)domain, what,
                                     what[0] == 'r' ? " (--num-replicas, else the header's replica_count, else 1)"
                                     : what[0] == 'p' ? " (--num-partitions, else the header's num_partitions, else 1)"
                                                      : " (partitions x replicas)");
                 }
+            IrStatus st = check_group_shapes(v, m->comp[c], ins, n, r);
+            if (st != IR_OK)
+                return st;
         }
     return IR_OK;
+}
+
+IrStatus ir_verify_groups(const IrModule *m, int64_t n, int64_t r, IrDiag *d)
+{
+    Verifier v = {.m = m, .d = d, .scratch = ir_arena_new()};
+    if (!v.scratch)
+        return vnomem(&v);
+    IrStatus st = check_groups(&v, n, r);
+    ir_arena_free(v.scratch);
+    return st;
 }
 
 IrStatus ir_verify(const IrModule *m, const IrLimits *lim, IrDiag *d)

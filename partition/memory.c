@@ -7,9 +7,9 @@
  * value a device holds.
  *
  * The model follows the executor (device/exec.c) value for value:
- *  - parameters are live before the first step; the caller holds them to
- *    the end unless donated (MemOptions.donated), then they die at their
- *    last use;
+ *  - parameters (read or not) are live before the first step; the caller
+ *    holds them to the end unless donated (MemOptions.donated), then they
+ *    die at their last use;
  *  - every other instruction's result is allocated at its step and freed
  *    after the step of its last use (an unused one right after its own
  *    step); the root's leaves live to the end (the result);
@@ -968,11 +968,17 @@ static IrStatus setup(Est *e, const IrModule *m, int32_t comp, const MemOptions 
     } else {
         IrExecOrderError oe;
         IrStatus st = ir_exec_order_of(m, c, e->order, &e->n, &oe);
-        if (st == IR_ENOMEM)
-            return ir_oom(d, NULL);
-        if (st != IR_OK)
+        if (st != IR_OK && st != IR_ENOMEM)
             return ir_error(d, st, m->file, m->src, c->instr[oe.at].pos, "%s: a cycle or a bad operand",
                             c->instr[oe.at].name);
+        /* A run with collectives issues each -start early and each -done
+         * late (device/exec.c): a -start's context lives across the work
+         * between them, as an abs-start's s32[] does across a topk's
+         * gather (fusion_async_sharded: 4 bytes over the estimate). */
+        if (st == IR_OK && !m->is_scheduled)
+            st = ir_schedule_overlap(c, e->order, e->n);
+        if (st == IR_ENOMEM)
+            return ir_oom(d, NULL);
     }
     for (int32_t i = 0; i < c->ninstr; i++)
         e->step[i] = -1;
@@ -1077,7 +1083,14 @@ static IrStatus sweep(Est *e, MemEstimate *out, IrDiag *d)
         return ir_oom(d, NULL);
     int64_t live = 0;
     for (int32_t i = 0; i < c->ninstr; i++)
-        if (e->step[i] >= 0 && c->instr[i].op == OP_PARAMETER) {
+        if (e->step[i] < 0 && c->instr[i].op == OP_PARAMETER) {
+            /* Nothing reads it, so the order leaves it out; but the
+             * caller handed it over and the run holds it to the end (a
+             * module with an unread weight measured its bytes over the
+             * estimate). */
+            live += leaf_bytes(&c->instr[i].shape);
+            out->param_bytes += leaf_bytes(&c->instr[i].shape);
+        } else if (e->step[i] >= 0 && c->instr[i].op == OP_PARAMETER) {
             live += e->own[i];
             out->param_bytes += e->own[i];
             int32_t nel = e->eoff[i] >= 0 ? c->instr[i].shape.ntuple : 1; /* a split tuple: each element */
@@ -1301,6 +1314,34 @@ static const char *leaf_text(IrArena *a, const IrShapeIndex *ix)
     return ir_strdup(a, buf);
 }
 
+/* The instruction writing the output at index ix of c's root, following
+ * the root's tuple instructions down (-1: a tuple, or an element no tuple
+ * instruction names), and its leaf number depth first (output_<K>.npy;
+ * -1 where ix names no array leaf). */
+static int32_t output_writer(const IrComputation *c, const IrShapeIndex *ix, int64_t *leaf)
+{
+    const IrShape *s = &c->instr[c->root].shape;
+    int32_t w = c->root;
+    *leaf = 0;
+    for (int32_t k = 0; k < ix->n; k++) {
+        int64_t e = ix->v[k];
+        if (s->type != IR_TUPLE || e < 0 || e >= s->ntuple) {
+            *leaf = -1;
+            return -1;
+        }
+        for (int64_t q = 0; q < e; q++)
+            *leaf += ir_shape_leaf_count(&s->tuple[q]);
+        const IrInstr *t = w >= 0 ? &c->instr[w] : NULL;
+        w = t && t->op == OP_TUPLE && e < t->nopnd ? t->opnd[e] : -1;
+        s = &s->tuple[e];
+    }
+    if (s->type == IR_TUPLE) {
+        *leaf = -1;
+        return -1;
+    }
+    return w;
+}
+
 /* Every input_output_alias pair of m's entry c, with the steps that make
  * it safe (e: estimated with the pairs' parameters donated, so a
  * parameter's end is its last read). */
@@ -1339,15 +1380,7 @@ static IrStatus donations(IrArena *a, const IrModule *m, const IrComputation *c,
                     }
             }
         }
-        int32_t w = -1;
-        if (root && al->output_index.n == 0 && root->op != OP_TUPLE) {
-            pd->output = 0;
-            w = c->root;
-        } else if (root && al->output_index.n == 1 && root->op == OP_TUPLE && al->output_index.v[0] >= 0 &&
-                   al->output_index.v[0] < root->nopnd) {
-            pd->output = al->output_index.v[0];
-            w = root->opnd[pd->output];
-        }
+        int32_t w = root ? output_writer(c, &al->output_index, &pd->output) : -1;
         if (w >= 0) {
             pd->written = c->instr[w].name;
             pd->write_step = step[w];

@@ -361,7 +361,7 @@ typedef struct PlanMemValue {
 typedef struct PlanDonation {
     int64_t param;            /* parameter number */
     const char *param_name;
-    int64_t output;           /* output leaf (root tuple element; 0 for an array root); -1 nested */
+    int64_t output;           /* output leaf, depth first (output_<K>.npy; 0 for an array root); -1 a tuple */
     const char *last_read;    /* the instruction reading the parameter last; NULL: never read */
     int32_t read_step;        /* its step (-1 none) */
     const char *written;      /* the instruction writing the output; NULL: not one of the root's */

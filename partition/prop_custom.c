@@ -14,6 +14,8 @@
  *     to its operands, but not to the full-shape side of these two (the
  *     operand of FullToShard, the result of ShardToFull), and nothing else
  *     crosses them;
+ *   TopK (ir_is_topk) is the topk op: its rows pass both ways, the last
+ *     dim untiled (prop_local.c's rule);
  *   any other custom-call: nothing crosses it.
  */
 #include "prop_internal.h"
@@ -90,6 +92,8 @@ static IrStatus custom_bwd_first(Prop *p, int32_t u, int32_t k, int32_t g, bool 
 static IrStatus custom_fwd(Prop *p, int32_t g, int32_t k, const IrSharding *s, const IrShape *os)
 {
     IrInstr *x = prop_ins(p, g);
+    if (ir_is_topk(x))
+        return prop_rule_local.fwd(p, g, k, s, os);
     if ((passes_sharding(x) || barrier_allows(x, true)) && ir_shape_is_array(&x->shape) &&
         os->rank == x->shape.rank && k == 0)
         return prop_emit(p, g, 0, s, os);
@@ -100,12 +104,22 @@ static IrStatus custom_bwd(Prop *p, int32_t u, int32_t k, int32_t g, const IrSha
                            const IrShape *us)
 {
     const IrInstr *x = prop_ins(p, u);
+    if (ir_is_topk(x))
+        return prop_rule_local.bwd(p, u, k, g, s, us);
     if ((passes_sharding(x) || barrier_allows(x, false)) && k == 0 && us->rank == prop_ins(p, g)->shape.rank)
         return prop_emit(p, g, 0, s, us);
     return IR_OK;
 }
 
+/* A TopK's one operand corresponds to its values (slot 0); no other
+ * custom-call of several results passes a sharding back. */
+static int32_t custom_slot(const Prop *p, int32_t u, int32_t k)
+{
+    return ir_is_topk(prop_ins(p, u)) ? prop_rule_local.slot(p, u, k) : -1;
+}
+
 const PropRule prop_rule_custom_call = {.fwd_first = custom_fwd_first,
                                         .bwd_first = custom_bwd_first,
                                         .fwd = custom_fwd,
-                                        .bwd = custom_bwd};
+                                        .bwd = custom_bwd,
+                                        .slot = custom_slot};

@@ -12,7 +12,7 @@
  *
  * Files:
  *   prop_elementwise.c  elementwise ops and reverse: the same sharding both ways
- *   prop_reshape.c      broadcast, reshape/bitcast, transpose
+ *   prop_reshape.c      broadcast, reshape/bitcast, transpose, bitcast-convert
  *   prop_slice.c        slice, dynamic-slice/-update-slice, pad, concatenate
  *   prop_dot.c          dot, and the two-operand rules dot, convolution and gather share
  *   prop_conv.c         convolution
@@ -236,7 +236,7 @@ typedef struct PropRule {
 /* prop_elementwise.c */
 extern const PropRule prop_rule_elementwise;
 /* prop_reshape.c */
-extern const PropRule prop_rule_broadcast, prop_rule_reshape, prop_rule_transpose;
+extern const PropRule prop_rule_broadcast, prop_rule_reshape, prop_rule_transpose, prop_rule_bitcast_convert;
 /* prop_slice.c */
 extern const PropRule prop_rule_slice;
 /* prop_dot.c */

@@ -1,6 +1,6 @@
 /*
- * prop_local.c: sharding propagation through fft, topk, cholesky and
- * triangular-solve, the ops that need some trailing dims whole (the fft's
+ * prop_local.c: sharding propagation through fft, topk (and XLA's TopK
+ * custom-call: prop_custom.c hands it here), cholesky and triangular-solve, the ops that need some trailing dims whole (the fft's
  * transformed dims, topk's last dim, the two matrix dims) and treat the
  * leading dims as a batch (spmd_local.c partitions them so).
  *
@@ -14,11 +14,9 @@
 /* The first whole dim of x, whose result (first element) has rank r. */
 static int32_t first_whole(const IrInstr *x, int32_t r)
 {
-    switch (x->op) {
-    case OP_FFT: return r - x->a.x->fft_length.n;
-    case OP_TOPK: return r - 1;
-    default: return r - 2;
-    }
+    if (ir_is_topk(x))
+        return r - 1;
+    return x->op == OP_FFT ? r - x->a.x->fft_length.n : r - 2;
 }
 
 /* s with dims [first_whole, rank) untiled, or NULL (*t) when the shape

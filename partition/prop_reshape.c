@@ -1,6 +1,6 @@
 /*
  * prop_reshape.c: sharding propagation through the ops that move dims
- * around: broadcast, reshape (and bitcast), transpose.
+ * around: broadcast, reshape (and bitcast), transpose, bitcast-convert.
  *
  *   broadcast f32[8] {devices=[2]0,1} dimensions={0} -> f32[8,4]:
  *     forward {devices=[2,1]0,1} (the new dims untiled; only in the second
@@ -9,7 +9,12 @@
  *     tiles join the replication);
  *   reshape: the tiles that cross the reshape (reshape_map), both ways;
  *   transpose dimensions={1,0} of {devices=[2,1]0,1}: {devices=[1,2]0,1},
- *     backward through the inverse permutation.
+ *     backward through the inverse permutation;
+ *   bitcast-convert: the same sharding where the widths are equal (f32 ->
+ *     s32: elementwise); to a narrower type the result's new minor dim is
+ *     untiled (f32[8] {devices=[2]0,1} -> u8[8,4] {devices=[2,1]0,1}), to
+ *     a wider one the operand's minor dim is dropped, its tiles joining the
+ *     replication; backward the same the other way.
  */
 #include "prop_internal.h"
 
@@ -144,6 +149,43 @@ static IrStatus transpose_bwd(Prop *p, int32_t u, int32_t k, int32_t g, const Ir
     return prop_emit(p, g, 0, t, us);
 }
 
+/* bitcast-convert: s of a value of rank `from` for one of rank `to`, the
+ * leading dims shared, a trailing dim added untiled or dropped (see the
+ * file comment). */
+static IrStatus bitcast_convert_emit(Prop *p, int32_t g, const IrSharding *s, const IrShape *src, int32_t from,
+                                     int32_t to)
+{
+    int64_t map[IR_MAX_RANK];
+    const IrSharding *t = s;
+    if (from > IR_MAX_RANK || to > IR_MAX_RANK || from - to > 1 || to - from > 1)
+        return IR_OK;
+    for (int32_t d = 0; d < IR_MAX_RANK; d++)
+        map[d] = d;
+    if (to > from)
+        NEED(t = shd_insert_dims(p->tmp, s, to, map));
+    else if (to < from)
+        NEED(t = shd_project(p->tmp, s, to, map));
+    return prop_emit(p, g, 0, t, src);
+}
+
+static IrStatus bitcast_convert_fwd(Prop *p, int32_t g, int32_t k, const IrSharding *s, const IrShape *os)
+{
+    (void)k;
+    IrInstr *x = prop_ins(p, g);
+    if (!ir_shape_is_array(&x->shape))
+        return IR_OK;
+    return bitcast_convert_emit(p, g, s, os, os->rank, x->shape.rank);
+}
+
+static IrStatus bitcast_convert_bwd(Prop *p, int32_t u, int32_t k, int32_t g, const IrSharding *s,
+                                    const IrShape *us)
+{
+    (void)u;
+    (void)k;
+    return bitcast_convert_emit(p, g, s, us, us->rank, prop_ins(p, g)->shape.rank);
+}
+
 const PropRule prop_rule_broadcast = {.fwd = broadcast_fwd, .bwd = broadcast_bwd};
 const PropRule prop_rule_reshape = {.fwd = reshape_fwd, .bwd = reshape_bwd};
 const PropRule prop_rule_transpose = {.fwd = transpose_fwd, .bwd = transpose_bwd};
+const PropRule prop_rule_bitcast_convert = {.fwd = bitcast_convert_fwd, .bwd = bitcast_convert_bwd};

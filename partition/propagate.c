@@ -179,6 +179,7 @@ static const PropRule *const rules[] = {
     [FAM_BROADCAST] = &prop_rule_broadcast,
     [FAM_RESHAPE] = &prop_rule_reshape,
     [FAM_TRANSPOSE] = &prop_rule_transpose,
+    [FAM_BITCAST_CONVERT] = &prop_rule_bitcast_convert,
     [FAM_SLICE] = &prop_rule_slice,
     [FAM_DYNAMIC_SLICE] = &prop_rule_slice,
     [FAM_PAD] = &prop_rule_slice,

@@ -167,6 +167,7 @@ static IrStatus dispatch(PComp *pc, int32_t i)
     case FAM_BROADCAST: return spmd_broadcast(pc, i);
     case FAM_TRANSPOSE: return spmd_transpose(pc, i);
     case FAM_RESHAPE: return spmd_reshape(pc, i);
+    case FAM_BITCAST_CONVERT: return spmd_bitcast_convert(pc, i);
     case FAM_SLICE: return spmd_slice(pc, i);
     case FAM_PAD: return spmd_pad(pc, i);
     case FAM_CONCATENATE: return spmd_concatenate(pc, i);

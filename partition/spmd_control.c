@@ -133,6 +133,8 @@ IrStatus spmd_custom_call(PComp *pc, int32_t i)
     }
     const IrSharding *s = pc->shd[i];
     bool manual = s->kind == SHD_TUPLE ? (s->ntuple > 0 && shd_is_manual(&s->tuple[0])) : shd_is_manual(s);
+    if (ir_is_topk(ins) && !manual)
+        return spmd_local_batch(pc, i); /* XLA's TopK: as the topk op, rows on their devices */
     if (manual) {
         int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
         int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];

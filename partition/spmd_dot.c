@@ -30,7 +30,7 @@
  * Windowed einsum (XLA's collective matmul): when the local dot's partial
  * sums are all-reduced (not reduce-scattered), the dot may be cut along the first lhs free dim
  * into chunks, each all-reduced with its own all-reduce-start/-done pair,
- * and the dones concatenated: the executor (device/schedule.c) starts
+ * and the dones concatenated: the executor (ir/schedule_overlap.c) starts
  * chunk i's all-reduce before it runs chunk i+1's dot, so the
  * communication of all chunks but the last overlaps the compute. Example
  * (2 devices, 3 chunks): y[7,4] = a[7,8] . w[8,4] with the contracting

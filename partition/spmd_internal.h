@@ -17,7 +17,7 @@
  *   spmd_swap.c     a dot read only through transposes, its operands swapped
  *                   where both were transposed GEMM operands (q/k/v)
  *   spmd_ops.c      elementwise ops, parameters, constants, iota, tuples,
- *                   the data-movement ops (broadcast ... sort)
+ *                   the data-movement ops (broadcast ... sort), bitcast-convert
  *   spmd_dot.c      dot
  *   spmd_conv.c     convolution, and the halo exchange reduce-window shares
  *   spmd_window.c   reduce-window, select-and-scatter
@@ -296,6 +296,7 @@ IrStatus spmd_tuple(PComp *pc, int32_t i);
 IrStatus spmd_broadcast(PComp *pc, int32_t i);
 IrStatus spmd_transpose(PComp *pc, int32_t i);
 IrStatus spmd_reshape(PComp *pc, int32_t i);
+IrStatus spmd_bitcast_convert(PComp *pc, int32_t i);
 IrStatus spmd_slice(PComp *pc, int32_t i);
 IrStatus spmd_pad(PComp *pc, int32_t i);
 IrStatus spmd_concatenate(PComp *pc, int32_t i);

@@ -1,7 +1,7 @@
 /*
  * spmd_local.c: handlers for the ops that work on whole trailing
- * dimensions and treat every leading index alone: fft, topk, cholesky and
- * triangular-solve.
+ * dimensions and treat every leading index alone: fft, topk (the op and
+ * XLA's TopK custom-call), cholesky and triangular-solve.
  *
  * The common rule: the op's "whole" dims (the transformed dims of an fft,
  * the last dim of a topk, the two matrix dims of cholesky and
@@ -48,9 +48,13 @@ static IrStatus run_local(PComp *pc, int32_t i, const IrSharding *t)
     if (!rs || shd_shard_shape(a, &ins->shape, rs, &local) != IR_OK)
         return spmd_oom(pc);
     int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    int32_t called[ins->ncalled > 0 ? ins->ncalled : 1]; /* a TopK custom-call's comparator */
     for (int32_t k = 0; k < ins->nopnd; k++)
         ops[k] = spmd_operand_as(pc, i, k, t);
-    int32_t v = spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, 0, NULL);
+    for (int32_t k = 0; k < ins->ncalled; k++)
+        if ((called[k] = spmd_scalar_comp(pc->sp, ins->called[k])) < 0)
+            return spmd_oom(pc);
+    int32_t v = spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, ins->ncalled, called);
     return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, rs, pc->shd[i]));
 }
 
@@ -58,11 +62,9 @@ static IrStatus run_local(PComp *pc, int32_t i, const IrSharding *t)
 static int32_t first_whole_dim(const IrInstr *ins)
 {
     const IrShape *s = ins->shape.type == IR_TUPLE ? &ins->shape.tuple[0] : &ins->shape;
-    switch (ins->op) {
-    case OP_FFT: return s->rank - ins->a.x->fft_length.n;
-    case OP_TOPK: return s->rank - 1;
-    default: return s->rank - 2; /* cholesky, triangular-solve */
-    }
+    if (ir_is_topk(ins))
+        return s->rank - 1;
+    return ins->op == OP_FFT ? s->rank - ins->a.x->fft_length.n : s->rank - 2; /* cholesky, triangular-solve */
 }
 
 /* fft: the last fft_length dims whole, leading dims local. Example:

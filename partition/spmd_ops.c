@@ -1,7 +1,8 @@
 /*
  * spmd_ops.c: handlers for elementwise ops, parameters, constants, iota,
  * tuples and the data-movement ops (broadcast, transpose, reshape, slice,
- * pad, concatenate, reverse, dynamic-slice, dynamic-update-slice, sort).
+ * pad, concatenate, reverse, dynamic-slice, dynamic-update-slice, sort,
+ * bitcast-convert).
  *
  * The common rule: find the operand sharding under which the op can run on
  * each device's shard alone, reshard the operands to it, emit the op with
@@ -321,6 +322,41 @@ IrStatus spmd_pad(PComp *pc, int32_t i)
         return keep_untouched_partitioned(pc, i, touched, spmd_pad);
     int32_t ops[2] = {spmd_operand_as(pc, i, 0, pc->shd[i]), spmd_operand_as(pc, i, 1, &repl_sharding)};
     return emit_local(pc, i, ops);
+}
+
+/* bitcast-convert: each device converts its shard. At equal widths it is
+ * elementwise (any tiling, uneven included: a padded shard's padding is
+ * bits like any other). To a narrower type the result gains a minor dim
+ * (f32[8,6] -> u8[8,6,4]) and to a wider one the operand loses it
+ * (u8[8,6,4] -> f32[8,6]): that dim is the bytes of one element, so it is
+ * computed whole (where the result's is tiled, the op runs with it
+ * replicated and each device keeps its part); the other dims keep their
+ * tiles. Example on 2 devices: u8[8,6,4] {devices=[2,1,1]0,1} ->
+ * f32[8,6] {devices=[2,1]0,1}: each device turns its u8[4,6,4] into
+ * f32[4,6], no communication. */
+IrStatus spmd_bitcast_convert(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    const IrSharding *s = pc->shd[i];
+    const IrShape *in = &pc->sc->instr[ins->opnd[0]].shape;
+    int32_t rank = ins->shape.rank;
+    if (s->kind != SHD_TILED || in->rank == rank)
+        return spmd_elementwise(pc, i);
+    if (in->rank > rank + 1 || rank > in->rank + 1 || shd_has_manual_subgroup(s))
+        return spmd_fallback(pc, i);
+    bool touched[IR_MAX_RANK] = {0};
+    touched[rank - 1] = rank > in->rank; /* the narrower result's new minor dim */
+    if (!tiled_dims_untouched(s, rank, touched))
+        return keep_untouched_partitioned(pc, i, touched, spmd_bitcast_convert);
+    int64_t map[IR_MAX_RANK];
+    for (int32_t d = 0; d < IR_MAX_RANK; d++)
+        map[d] = d;
+    IrSharding *os = rank > in->rank ? shd_project(spmd_tmp(pc), s, in->rank, map)
+                                     : shd_insert_dims(spmd_tmp(pc), s, in->rank, map);
+    if (!os)
+        return spmd_oom(pc);
+    int32_t v = spmd_operand_as(pc, i, 0, os);
+    return emit_local(pc, i, &v);
 }
 
 /* concatenate: local when the concatenated dim is not tiled. */

@@ -394,13 +394,17 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
         return spmd_set_val(pc, i, wide_sum(pc, i, v, init, tiled, nt, no, other, partial));
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init
-         * value is used by the first device of each group only. */
+         * value is used by the first device of each group only. The init
+         * may be of another float type than the input (a mixed-precision
+         * reduce: infer_reducer_param_type), so each gets its own. */
         IrSharding *only = shd_replicate_dims(a, in, no, other);
+        IrType init_t = pc->sc->instr[ins->opnd[1]].shape.type;
         int32_t ident = spmd_emit_identity_const(pc, t, red);
+        int32_t init_ident = init_t == t ? ident : spmd_emit_identity_const(pc, init_t, red);
         if (!only)
             return spmd_oom(pc);
         v = spmd_mask_padding(pc, v, ishape, only, ident);
-        init = spmd_emit_select(pc, first_in_group(pc, in, nt, tiled), init, ident);
+        init = spmd_emit_select(pc, first_in_group(pc, in, nt, tiled), init, init_ident);
     }
     IrShape local;
     if (shd_shard_shape(a, &ins->shape, partial, &local) != IR_OK)

@@ -217,18 +217,23 @@ static bool read_too_large(const char *v, const char *end, bool at_max)
     return errno == ERANGE && at_max && end != v && *v != '-' && !*end;
 }
 
-/* A count option: a decimal integer >= 1 and <= INT64_MAX. */
-static int parse_count(const CliCommand *cmd, const char *opt, const char *v, int64_t *out)
+/* A count option: a decimal integer >= 1 and <= max. */
+static int parse_count_to(const CliCommand *cmd, const char *opt, const char *v, long long max, int64_t *out)
 {
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (read_too_large(v, end, x == LLONG_MAX))
-        return cli_usage_error(cmd, "%s %s is too large: the largest is %lld", opt, v, LLONG_MAX);
+    if (read_too_large(v, end, x == LLONG_MAX) || (!errno && end != v && !*end && x > max))
+        return cli_usage_error(cmd, "%s %s is too large: the largest is %lld", opt, v, max);
     if (errno || end == v || *end || x < 1)
         return cli_usage_error(cmd, "%s needs a whole number >= 1, not '%s'", opt, v);
     *out = x;
     return CLI_OK;
+}
+
+static int parse_count(const CliCommand *cmd, const char *opt, const char *v, int64_t *out)
+{
+    return parse_count_to(cmd, opt, v, LLONG_MAX, out);
 }
 
 /* A number > 0 and <= max (decimals allowed); `what` names it in the
@@ -402,7 +407,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
         }
         return cli_usage_error(cmd, "--donate takes auto or declared, not '%s'", v);
     case OPT_LOCAL_DEVICES: return parse_count(cmd, s->name, v, &o->local_devices);
-    case OPT_STEPS: return parse_count(cmd, s->name, v, &o->steps);
+    case OPT_STEPS: return parse_count_to(cmd, s->name, v, TS_MAX_STEPS, &o->steps);
     case OPT_TIMEOUT: return parse_seconds(cmd, s->name, v, &o->timeout);
     case OPT_HEARTBEAT: return parse_heartbeat(cmd, s->name, v, &o->heartbeat);
     case OPT_CHECKPOINT_EVERY: return parse_count(cmd, s->name, v, &o->checkpoint_every);

@@ -316,7 +316,7 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
 
 def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, limits=None, verify=True,
             name="<string>", spmd=False, link_gbps=0.0, auto_shard=False, mesh=None, profile=None,
-            memory=None, donate="declared", sign_key=None):
+            memory=None, donate="declared", sign_key=None, host_cores=0):
     """Compile a model into a Plan (ts_compile). `model`: HLO text (str or
     bytes), a Module, or a path (os.PathLike, e.g. pathlib.Path). 0 takes
     the default: the module header's num_partitions / replica_count (else
@@ -331,7 +331,10 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     or "data=2,model=4"; None: one axis of all partitions), with the cost
     model's rates from the profile file `profile` (None: the defaults);
     Plan.explain() says why (`tessel compile --auto-shard`,
-    docs/auto-shard.md). memory: bytes per device (an int, or text with
+    docs/auto-shard.md). host_cores: the cores of a host, for auto_shard
+    (`--host-cores`): where a host's devices outnumber them, no tie-break
+    toward less communication (0: the profile's "host_cores", else a core
+    per device). memory: bytes per device (an int, or text with
     K, M or G) the compile fits the program into, reordering and
     recomputing values (`--limit memory=`; Plan.memory_fit says what it
     did); Error (status 2) naming the smallest peak reached when nothing
@@ -348,7 +351,7 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     if donate not in ("auto", "declared"):
         raise ValueError("donate must be 'auto' or 'declared', not %r" % (donate,))
     for what, v in (("num_partitions", num_partitions), ("num_replicas", num_replicas), ("hosts", hosts),
-                    ("local_devices", local_devices)):
+                    ("local_devices", local_devices), ("host_cores", host_cores)):
         v = _int(what, v)
         if not 0 <= v < 2**63:  # ctypes would wrap 2**64+2 to 2 partitions
             raise ValueError("tessel: %s must be from 0 (the default) to 2**63-1, not %d" % (what, v))
@@ -368,7 +371,7 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
                                     mesh.encode() if mesh else None,
                                     os.fsencode(profile) if profile else None, 1 if donate == "auto" else 0,
                                     ctypes.cast(key, ctypes.c_void_p) if key is not None else None,
-                                    len(key) if key is not None else 0)
+                                    len(key) if key is not None else 0, host_cores)
         h = ctypes.c_void_p()
         _call(_lib.ts_compile, m._handle(), ctypes.byref(co), ctypes.byref(h))
         return Plan(h.value)
@@ -914,8 +917,8 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0,
             raise ValueError("tessel: random must be a seed from 0 to 2**64-1, not %d" % seed)
         ro.seed = seed
     steps = _int("steps", steps)
-    if not 0 <= steps < 2**63:  # 0 and 1: one step; a negative count is no count
-        raise ValueError("tessel: steps must be from 0 (one step) to 2**63-1, not %d" % steps)
+    if not 0 <= steps <= _capi.TS_MAX_STEPS:  # 0 and 1: one step; a negative count is no count
+        raise ValueError("tessel: steps must be from 0 (one step) to %d, not %d" % (_capi.TS_MAX_STEPS, steps))
     ro.steps = steps
     ro.ninfeeds = len(infeeds)
     ro.infeeds = feeds

@@ -13,6 +13,7 @@ import ctypes.util
 import os
 
 TS_MAX_RANK = 64
+TS_MAX_STEPS = 10**12  # include/tessel.h
 
 c_int32 = ctypes.c_int32
 c_int64 = ctypes.c_int64

@@ -30,6 +30,10 @@ MODULES = {
     "batch_norm_net.hlo": (["batch-norm-training", "batch-norm-grad"], True),
     "batch_norm.hlo": (["batch-norm-training", "batch-norm-grad", "batch-norm-inference"], False),
     "ragged_moe.hlo": (["ragged-dot"], True),
+    "dropout_bits.hlo": (["bitcast-convert"], True),
+    "bitcast_convert_sharded.hlo": (["bitcast-convert"], False),
+    # XLA's TopK custom-call, as the topk op beside it
+    "topk_sharded.hlo": (["custom-call", "topk"], False),
     # async pairs and fusions, inlined as calls (auto/inline.c)
     "fusion_async_sharded.hlo": (["async-start", "async-done", "fusion"], False),
     "async.hlo": (["async-start", "async-done"], False),

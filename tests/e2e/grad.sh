@@ -341,6 +341,30 @@ sed 's/ROOT l = f64\[\] reduce(q, z), dimensions={0,1}/ROOT l = f64[10] reduce(q
     "$M/embedding.hlo" >"$WORK/vec.hlo"
 expect_status 2 "$TESSEL" grad "$WORK/vec.hlo"
 expect_in "$ERR" "error: grad: the loss must be a floating scalar, not f64[10]"
+# a tuple parameter is refused by --sgd/--adam at its line (the error read
+# the freed parameter list: a crash, or a wrong position)
+cat >"$WORK/tuple_param.hlo" <<'EOF'
+HloModule tuple_param
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+ENTRY main {
+  p = (f32[4], f32[4]) parameter(0)
+  a = f32[4] get-tuple-element(p), index=0
+  b = f32[4] get-tuple-element(p), index=1
+  c = f32[4] multiply(a, b)
+  z = f32[] constant(0)
+  ROOT l = f32[] reduce(c, z), dimensions={0}, to_apply=add
+}
+EOF
+for opt in "--sgd 0.1" "--adam 0.1"; do
+    expect_status 2 "$TESSEL" grad "$WORK/tuple_param.hlo" $opt -o "$WORK/never.hlo"
+    expect_in "$ERR" "tuple_param.hlo:10:3: error: grad: --sgd/--adam update array parameters only, not a tuple"
+done
 expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --sgd -1
 expect_in "$ERR" "--sgd needs a learning rate > 0"
 expect_status 2 "$TESSEL" grad "$M/mlp.hlo" --loss 0

@@ -20,7 +20,7 @@
 #     (issue 32: --limit memory=99999999999999999999999 said "needs a
 #     number of bytes >= 1", as if it were malformed): --limit (memory in
 #     bytes and with a suffix, the other names at their bounds), --mesh,
-#     the counts (--num-partitions, --steps, ...), --output-device, the
+#     the counts (--num-partitions, --steps to 10^12, ...), --output-device, the
 #     durations, and the tuning variables; malformed ones keep their
 #     message, exit 2 everywhere.
 set -euo pipefail
@@ -164,8 +164,14 @@ for opt in --num-partitions --num-replicas --hosts --local-devices; do
 done
 too_large "--num-partitions needs a whole number >= 1, not '-99999999999999999999'" \
     "$TESSEL" plan "$M1" --num-partitions -99999999999999999999
-too_large "--steps 9223372036854775808 is too large: the largest is 9223372036854775807" \
-    "$TESSEL" run "$M1" --random-inputs 1 --steps 9223372036854775808
+# --steps stops at TS_MAX_STEPS (10^12): 2^63-1 started a run no one can
+# wait for; 2^63 overflows strtoll and says the same
+for s in 9223372036854775808 9223372036854775807 1000000000001; do
+    too_large "--steps $s is too large: the largest is 1000000000000" \
+        "$TESSEL" run "$M1" --random-inputs 1 --steps "$s"
+done
+too_large "--steps needs a whole number >= 1, not '-99999999999999999999'" \
+    "$TESSEL" run "$M1" --random-inputs 1 --steps -99999999999999999999
 too_large "--output-device 99999999999999999999 is too large: the largest is 9223372036854775807" \
     "$TESSEL" run "$M1" --random-inputs 1 --output-device 99999999999999999999
 for t in 1e10 1e999; do

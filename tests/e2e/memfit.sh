@@ -366,12 +366,13 @@ expect_in "$OUT" "lower bound: no plan under 3276800 bytes per device"
 # activations; ws_0 and ws_1 are read after mul.11 or by dot_general.9,
 # and ws_2, or the update written over it, is live throughout: 2293760
 # bytes, over P/2 = 1966080 (one dot alone proves three activations).
-# The fit reaches 2293768 (the loss and a constant beside): tight.
+# The fit reaches 2293764 (a constant beside; 2293768 with the loss before
+# a copy could read a donated weight after its update): tight.
 cp "$M/mlp3_sgd_jax.hlo" "$WORK/mlp3.hlo"
 expect_status 0 "$TESSEL" plan "$WORK/mlp3.hlo" --num-partitions 2 --format json -o "$WORK/m3.json"
 [ "$(plan_field "$WORK/m3.json" peak_bytes_per_device)" = 3932160 ] || fail "mlp3: natural peak"
 expect_status 2 "$TESSEL" plan "$WORK/mlp3.hlo" --num-partitions 2 --limit memory=1966080
-expect_in "$ERR" "needs at least 2293768 bytes per device"
+expect_in "$ERR" "needs at least 2293764 bytes per device"
 expect_in "$ERR" "no plan under 2293760 bytes per device: at instruction dot_general.9 or dot_general.12, whichever runs later (mul.11 reads a value made from each"
 expect_in "$ERR" "dot_general.12 524288 (the other dot's result, read by mul.11: it or a value made from it is live), dot_general.9 524288 (its result), tanh.2 524288 (its operand), x.1 524288 (parameter, held)"
 expect_in "$ERR" "ws_2_.1 65536 (donated, or the output made from it: one of them is live)"
@@ -391,19 +392,22 @@ expect_in "$ERR" "no plan under 92928 bytes per device: at instruction scatter-a
 # again, for the mask its gradient's select reads, which the run fuses
 # into the select: reordering and recomputation reach 242300 bytes. A
 # copy takes each mask out of the select's group, so it is made (a pred,
-# a quarter of the bytes) as soon as its operand exists: 226642. 230000
+# a quarter of the bytes) as soon as its operand exists: 226642, and
+# 226448 since a copy may read a donated weight after its update, 212976
+# (4 bytes over the bound) since that update moves after the copy (without
+# the masks kept apart it reaches 216000-217000). 215000
 # fits, measured under it on each device, the outputs the unlimited run's
 # bit for bit.
 cp "$M/relu_mom_jax.hlo" "$WORK/mom.hlo"
 expect_status 2 "$TESSEL" plan "$WORK/mom.hlo" --num-partitions 2 --limit memory=200000
-expect_in "$ERR" "needs at least 226642 bytes per device"
+expect_in "$ERR" "needs at least 212976 bytes per device"
 expect_in "$ERR" "no plan under 212972 bytes per device"
-expect_status 0 "$TESSEL" plan "$WORK/mom.hlo" --num-partitions 2 --limit memory=230000
+expect_status 0 "$TESSEL" plan "$WORK/mom.hlo" --num-partitions 2 --limit memory=215000
 expect_in "$OUT" "kept apart: gt.3.mask reads gt.3 through a copy (no bytes)"
 expect_status 0 "$TESSEL" run "$WORK/mom.hlo" --num-partitions 2 --random-inputs 5 --output-dir "$WORK/mom.plain"
-expect_status 0 "$TESSEL" run "$WORK/mom.hlo" --num-partitions 2 --random-inputs 5 --limit memory=230000 --stats \
+expect_status 0 "$TESSEL" run "$WORK/mom.hlo" --num-partitions 2 --random-inputs 5 --limit memory=215000 --stats \
     --output-dir "$WORK/mom.fit"
-within_limit "$ERR" 2 230000 || fail "momentum: measured peaks over 230000: $(grep 'memory per' "$ERR")"
+within_limit "$ERR" 2 215000 || fail "momentum: measured peaks over 215000: $(grep 'memory per' "$ERR")"
 same_bits "$WORK/mom.plain" "$WORK/mom.fit" "momentum with masks kept apart"
 # ---- fitted at the estimate, the run under it: the estimate is never
 # under what the run holds (issue 32) ----

@@ -5,7 +5,8 @@
 # `// TesselFallback` line in its plan, and the plans show the collectives
 # each rule is meant to emit: batch-norm's statistics all-reduce,
 # ragged-dot's sharded contracting dim reduce-scatters into its sharded
-# result, rng-bit-generator moves nothing.
+# result, rng-bit-generator moves nothing, bitcast-convert moves only
+# what its users' shardings ask.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -19,9 +20,30 @@ plan() { # MODEL: the plan of tests/models/MODEL.hlo on 3 devices, in $WORK/MODE
 }
 
 for m in batch_norm_sharded fft_sharded topk_sharded linalg_sharded ragged_dot_sharded \
-         rng_sharded fusion_async_sharded; do
+         rng_sharded fusion_async_sharded bitcast_convert_sharded; do
     plan "$m"
 done
+# bitcast_convert_sharded: the two all-gathers are the reshard of its
+# bytes from rows to columns (the add's sharding), none for a bitcast-convert.
+[ "$(grep -c '^// TesselCollective' "$WORK/bitcast_convert_sharded.plan")" = 2 ] ||
+    fail "bitcast_convert_sharded: expected the 2 all-gathers of the rows-to-columns reshard"
+# A narrowing bitcast-convert whose result tiles its new minor dim (the
+# bytes of one element) as well as its rows: each device converts its rows
+# whole and keeps its half of the bytes, no collective, the reference's bits.
+cat >"$WORK/bc_minor.hlo" <<'HLO'
+HloModule s, num_partitions=4
+
+ENTRY e {
+  x = f32[4,6] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}
+  ROOT b = u8[4,6,4] bitcast-convert(x), sharding={devices=[2,1,2]0,1,2,3}
+}
+HLO
+expect_status 0 "$TESSEL" compile "$WORK/bc_minor.hlo" -o "$WORK/bc_minor.plan"
+grep -q '^// TesselFallback' "$WORK/bc_minor.plan" && fail "bc_minor: a fallback"
+grep -q '^// TesselCollective' "$WORK/bc_minor.plan" && fail "bc_minor: a collective"
+expect_status 0 "$TESSEL" run "$WORK/bc_minor.hlo" --reference --random-inputs 4 --output-dir "$WORK/bcr"
+expect_status 0 "$TESSEL" run "$WORK/bc_minor.hlo" --random-inputs 4 --output-dir "$WORK/bcp"
+npy_match "$WORK/bcr/output_0.npy" "$WORK/bcp/output_0.npy" || fail "bc_minor partitioned differs"
 [ "$(grep -c '^// TesselCollective .* all-reduce ' "$WORK/batch_norm_sharded.plan")" = 4 ] ||
     fail "batch_norm_sharded: expected 4 all-reduces of statistics"
 expect_in "$WORK/ragged_dot_sharded.plan" ' reduce-scatter('

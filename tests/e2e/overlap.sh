@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # overlap.sh: the -start/-done pairs of a replayed SPMD program run
-# asynchronously (runtime/coll_async.c, device/schedule.c), with
+# asynchronously (runtime/coll_async.c, ir/schedule_overlap.c), with
 # independent work, a blocking all-reduce and other pairs between each
 # start and its done: every device's outputs are bit-equal to the same
 # program written with blocking collectives, in one process on 1, 2, 4

@@ -47,10 +47,10 @@ class Args(unittest.TestCase):
         self.plan.run(random=2**64 - 1)
 
     def test_steps_range(self):
-        for bad in (-1, -7, 2**63):
+        for bad in (-1, -7, 10**12 + 1, 2**63 - 1, 2**63):
             with self.assertRaises(ValueError) as cm:
                 self.plan.run([np.float32(1)], steps=bad)
-            self.assertIn("steps must be from 0 (one step) to 2**63-1, not %d" % bad, str(cm.exception))
+            self.assertIn("steps must be from 0 (one step) to 1000000000000, not %d" % bad, str(cm.exception))
 
     def test_int_types(self):
         # steps=True ran one step and random=True drew seed 0 (a bool is an

@@ -482,6 +482,39 @@ class TestOthers(Case):
             tessel.compile(text, auto_shard=True, mesh="3", num_partitions=2)
         self.assertIn("--mesh x=3 has 3 devices", str(cm.exception))
 
+    def test_auto_shard_host_cores(self):
+        """host_cores (--host-cores): the transformer step of
+        tests/e2e/auto_shard.py on 4 devices of 2 cores keeps the optimum,
+        the plan a profile saying host_cores 2 gives, estimated faster than
+        the tie-break's, which a core a device (4) keeps; it runs equal to
+        the reference; a negative count, or one without auto_shard, raises
+        EINPUT."""
+        sys.path.insert(0, str(SRC / "tests" / "e2e"))
+        import auto_shard
+        text, wrt, _ = auto_shard.transformer()
+        step = tessel.grad(text, wrt=wrt.split(","), sgd=0.01)
+
+        def estimate(plan):
+            return plan.explain("json")["estimated_seconds"]
+
+        tie = tessel.compile(step, auto_shard=True, mesh="4")
+        self.assertEqual(estimate(tessel.compile(step, auto_shard=True, mesh="4", host_cores=4)), estimate(tie))
+        shared = tessel.compile(step, auto_shard=True, mesh="4", host_cores=2)
+        self.assertLess(estimate(shared), estimate(tie))
+        with tempfile.TemporaryDirectory() as d:
+            prof = pathlib.Path(d) / "cores2.json"
+            prof.write_text('{"tessel_profile": 1, "host_cores": 2}')
+            self.assertEqual(estimate(tessel.compile(step, auto_shard=True, mesh="4", profile=prof)),
+                             estimate(shared))
+        for got, want in zip(shared.run(random=4), shared.run_reference(random=4)):
+            self.assertClose(got, want, "host_cores=2 plan vs its reference")
+        for bad in ({"auto_shard": True, "host_cores": -1}, {"host_cores": 2, "num_partitions": 4}):
+            with self.assertRaises((tessel.Error, ValueError)) as cm:
+                tessel.compile(step, **bad)
+            if isinstance(cm.exception, tessel.Error):
+                self.assertEqual(cm.exception.status, tessel.Status.EINPUT)
+        step.close()
+
     def test_grad(self):
         """tessel.grad: gradients, forward mode and an SGD step of a
         least-squares loss equal NumPy's; a bad --wrt raises Error."""

@@ -211,6 +211,10 @@ static void test_runs_and_outputs(void **state)
     ro = (TsRunOptions){.random = true, .steps = -7};
     EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: steps must be >= 0 (0: one step), not -7");
     EXPECT(ts_run_reference(m, &ro, &o, &d), "run options: steps must be >= 0 (0: one step), not -7");
+    ro.steps = TS_MAX_STEPS + 1;
+    EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: steps 1000000000001 is too large: the largest is 1000000000000");
+    EXPECT(ts_run_reference(m, &ro, &o, &d), "run options: steps 1000000000001 is too large: the largest is "
+                                             "1000000000000");
     ro = (TsRunOptions){.random = true, .heartbeat_seconds = 1e-9};
     EXPECT(ts_plan_run(p, &ro, &o, &d), "run options: heartbeat_seconds must be 0 (60 s), negative (none) or "
                                         "from 1 to 3.16224e+07 seconds, not 1e-09");

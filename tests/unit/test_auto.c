@@ -433,13 +433,18 @@ static const char UNEVEN[] =
     "  z = f32[] constant(0)\n"
     "  r = f32[10] reduce(e, z), dimensions={0}, to_apply=add\n"
     "  s = f32[3,4] slice(x), slice={[0:3], [0:4]}\n"
-    "  ROOT t = (f32[10], f32[3,4]) tuple(r, s)\n"
+    "  u = f32[3,4] negate(s)\n"
+    "  o = f32[1,3] parameter(2)\n"
+    "  ROOT t = (f32[10], f32[3,4]) tuple(r, u)\n"
     "}\n";
 
 /* An output dim the partitioner pads may be cut into unequal tiles (7
  * rows over 4: tiles of 2, the last one row of padding), priced at its
  * largest tile; a contracted dim, or an op the partitioner does not pad
- * (slice), only where the tiles divide; never more tiles than elements.
+ * (slice), only where the tiles divide. A padded dim may take more tiles
+ * than it has elements (3 rows over 4: one of padding alone, as hand plans
+ * cut a batch of 4 over 8), priced at its padded tile; a dim of one
+ * element never.
  * A broadcast of a parameter leads its own group (its rows may be tiled
  * where the parameter is not); an elementwise op follows a computed
  * operand, never a parameter. */
@@ -470,6 +475,21 @@ static void uneven_tiles(void **state)
     assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "s"), &s, &n, &f.d),
                      IR_OK);
     assert_int_equal(n, 1);
+    /* u = -s: replicated, its 3 rows over 4 (tiles of one row, the last
+     * padding: 4 elements a device), its 4 columns over 4 (3 elements). */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "u"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(s[1].out.dim[0], 0);
+    assert_int_equal(s[1].bytes, 1 * 4 * 4);
+    assert_int_equal(s[2].out.dim[0], 1);
+    assert_int_equal(s[2].bytes, 3 * 1 * 4);
+    assert_true(s[1].compute > s[2].compute);
+    /* o f32[1,3]: its 3 columns over 4, its one row never. */
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "o"), &s, &n, &f.d),
+                     IR_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(s[1].out.dim[0], 1);
     assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "gb")), -1);
     /* e = x * gb follows gb, not the parameter x: an elementwise op over a
      * parameter (an SGD update) may run where the parameter is not. */

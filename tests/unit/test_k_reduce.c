@@ -391,6 +391,45 @@ static double naive_comb(const char *comp, double a, double b)
     return !strcmp(comp, "max") ? (a >= b ? a : b) : (a <= b ? a : b);
 }
 
+/* reduce(x, init) of f32 or f64 (ty) shape in_shape to out_shape over
+ * dims with reducer comp (add, max, min or mul), run; x is released. */
+static DevValue *reduce_float(const char *ty, const char *comp, const char *init, const char *in_shape,
+                              const char *out_shape, const char *dims, DevValue *x)
+{
+    char tmpl[2048], txt[4096];
+    snprintf(tmpl, sizeof tmpl,
+             "HloModule m\n" COMPS("@")
+             "mul {\n  a = @[] parameter(0)\n  b = @[] parameter(1)\n"
+             "  ROOT r = @[] multiply(a, b)\n}\n"
+             "ENTRY e {\n  x = @[%s] parameter(0)\n  z = @[] constant(%s)\n"
+             "  ROOT r = @[%s] reduce(x, z), dimensions={%s}, to_apply=%s\n}\n",
+             in_shape, init, out_shape, dims, comp);
+    size_t at = 0;
+    for (const char *q = tmpl; *q && at + 4 < sizeof txt; q++) /* @ -> the type */
+        if (*q == '@')
+            at += (size_t)snprintf(txt + at, sizeof txt - at, "%s", ty);
+        else
+            txt[at++] = *q;
+    txt[at] = 0;
+    return run1(txt, x);
+}
+
+/* r holds want's nout values exactly (rounded to f32 unless wide), NaN
+ * where want is; what names the case in a failure. r is released. */
+static void expect_float_exact(DevValue *r, bool wide, const double *want, int64_t nout, const char *what)
+{
+    assert_int_equal(dev_value_elements(r), nout);
+    for (int64_t j = 0; j < nout; j++) {
+        double got = wide ? ((const double *)r->data)[j] : ((const float *)r->data)[j];
+        double w = wide ? want[j] : (float)want[j];
+        if (isnan(w) ? !isnan(got) : got != w) {
+            print_message("%s element %lld: got %.17g want %.17g\n", what, (long long)j, got, w);
+            fail();
+        }
+    }
+    dev_value_unref(r);
+}
+
 static void test_reduce_column_folds(void **state)
 {
     (void)state;
@@ -434,38 +473,101 @@ static void test_reduce_column_folds(void **state)
                         }
                         want[k] = naive_comb(comps[o][0], want[k], x[i]);
                     }
-                    char shape[32], tmpl[2048], txt[4096];
+                    char shape[32], in[32], what[128];
                     snprintf(shape, sizeof shape, sets[s][1], c);
-                    snprintf(tmpl, sizeof tmpl,
-                             "HloModule m\n" COMPS("@")
-                             "mul {\n  a = @[] parameter(0)\n  b = @[] parameter(1)\n"
-                             "  ROOT r = @[] multiply(a, b)\n}\n"
-                             "ENTRY e {\n  x = @[3,4,5,%d] parameter(0)\n  z = @[] constant(%s)\n"
-                             "  ROOT r = @[%s] reduce(x, z), dimensions={%s}, to_apply=%s\n}\n",
-                             c, comps[o][1], shape, sets[s][0], comps[o][0]);
-                    size_t at = 0;
-                    for (const char *q = tmpl; *q && at + 4 < sizeof txt; q++) /* @ -> the type */
-                        if (*q == '@')
-                            at += (size_t)snprintf(txt + at, sizeof txt - at, "%s", ty);
-                        else
-                            txt[at++] = *q;
-                    txt[at] = 0;
-                    DevValue *r = run1(txt, val(wide ? IR_F64 : IR_F32, 4, dims, wide ? (void *)x : (void *)xf));
-                    assert_int_equal(dev_value_elements(r), nout);
-                    for (int64_t j = 0; j < nout; j++) {
-                        double got = wide ? ((const double *)r->data)[j] : ((const float *)r->data)[j];
-                        double w = wide ? want[j] : (float)want[j];
-                        if (isnan(w) ? !isnan(got) : got != w) {
-                            print_message("%s %s {%s} C=%d element %lld: got %.17g want %.17g\n", ty,
-                                          comps[o][0], sets[s][0], c, (long long)j, got, w);
-                            fail();
-                        }
-                    }
-                    dev_value_unref(r);
+                    snprintf(in, sizeof in, "3,4,5,%d", c);
+                    snprintf(what, sizeof what, "%s %s {%s} C=%d", ty, comps[o][0], sets[s][0], c);
+                    DevValue *xv = val(wide ? IR_F64 : IR_F32, 4, dims, wide ? (void *)x : (void *)xf);
+                    expect_float_exact(reduce_float(ty, comps[o][0], comps[o][1], in, shape, sets[s][0], xv), wide,
+                                       want, nout, what);
                     free(x);
                     free(xf);
                     free(want);
                 }
+}
+
+/* A reduced innermost run of f32 or f64 (a row: softmax's sums) folds in
+ * 8 interleaved lanes (reducer.c's dev_red_fold_lanes), as the fused row
+ * group does: lane j takes elements j, j + 8, ... of a run of 16 or more
+ * from the first 8, the lanes then fold into the accumulator in lane
+ * order and the tail after the last full round follows. Checked exactly
+ * against that order written out here, on random values with NaNs:
+ * [3,5,C] reducing {2} (a run a row), {0,2} (three runs into each
+ * output, each continuing from the last), {1,2} and {0,1,2} (one long
+ * run), C = 7 (under 16: in order), 37 (a tail) and 512, add, max, min and
+ * multiply, f32 and f64. The sums must differ from a sequential fold
+ * somewhere (else this would not test the order). */
+static double lanes_ref(const char *comp, double a, const double *x, int64_t n)
+{
+    int64_t i = 0;
+    if (n >= 16) {
+        double acc[8];
+        for (int j = 0; j < 8; j++)
+            acc[j] = x[j];
+        for (i = 8; i + 8 <= n; i += 8)
+            for (int j = 0; j < 8; j++)
+                acc[j] = naive_comb(comp, acc[j], x[i + j]);
+        for (int j = 0; j < 8; j++)
+            a = naive_comb(comp, a, acc[j]);
+    }
+    for (; i < n; i++)
+        a = naive_comb(comp, a, x[i]);
+    return a;
+}
+
+static void test_reduce_row_lanes(void **state)
+{
+    (void)state;
+    const char *comps[][2] = {{"add", "0.5"}, {"max", "-inf"}, {"min", "inf"}, {"mul", "1"}};
+    const char *sets[][2] = {{"2", "3,5"}, {"0,2", "5"}, {"1,2", "3"}, {"0,1,2", ""}};
+    const int cs[] = {7, 37, 512};
+    int sums_differ = 0;
+    for (int wide = 0; wide < 2; wide++)
+        for (size_t ci = 0; ci < 3; ci++)
+            for (size_t s = 0; s < 4; s++)
+                for (size_t o = 0; o < 4; o++) {
+                    const char *ty = wide ? "f64" : "f32";
+                    int c = cs[ci];
+                    int64_t dims[3] = {3, 5, c}, n = 15 * c;
+                    double *x = malloc((size_t)n * sizeof *x), want[15], seq[15];
+                    float *xf = malloc((size_t)n * sizeof *xf);
+                    assert_non_null(x);
+                    assert_non_null(xf);
+                    for (int64_t i = 0; i < n; i++) {
+                        x[i] = rnd_int(-1000000, 1000000) / 999983.0;
+                        if (!strcmp(comps[o][0], "mul"))
+                            x[i] = 1 + x[i] / 1024;
+                        if (rnd_int(0, 600) == 0)
+                            x[i] = NAN;
+                        xf[i] = (float)x[i];
+                        if (!wide)
+                            x[i] = xf[i];
+                    }
+                    double init = strtod(comps[o][1], NULL);
+                    /* The runs in input order, each into its output. */
+                    int64_t run = s == 0 || s == 1 ? c : s == 2 ? 5 * c : 15 * c;
+                    int64_t nout = s == 0 ? 15 : s == 1 ? 5 : s == 2 ? 3 : 1;
+                    for (int64_t k = 0; k < nout; k++)
+                        want[k] = seq[k] = init;
+                    for (int64_t r0 = 0; r0 < n; r0 += run) {
+                        int64_t k = s == 1 ? (r0 / c) % 5 : r0 / run;
+                        want[k] = lanes_ref(comps[o][0], want[k], x + r0, run);
+                        for (int64_t i = 0; i < run; i++)
+                            seq[k] = naive_comb(comps[o][0], seq[k], x[r0 + i]);
+                    }
+                    char in[32], what[128];
+                    snprintf(in, sizeof in, "3,5,%d", c);
+                    snprintf(what, sizeof what, "%s %s {%s} C=%d", ty, comps[o][0], sets[s][0], c);
+                    for (int64_t j = 0; j < nout; j++)
+                        if (wide && !strcmp(comps[o][0], "add") && !isnan(want[j]) && want[j] != seq[j])
+                            sums_differ++;
+                    DevValue *xv = val(wide ? IR_F64 : IR_F32, 3, dims, wide ? (void *)x : (void *)xf);
+                    expect_float_exact(reduce_float(ty, comps[o][0], comps[o][1], in, sets[s][1], sets[s][0], xv),
+                                       wide, want, nout, what);
+                    free(x);
+                    free(xf);
+                }
+    assert_true(sums_differ > 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -784,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_reduce_argmax_columns),
         cmocka_unit_test(test_reduce_fast_vs_general),
         cmocka_unit_test(test_reduce_column_folds),
+        cmocka_unit_test(test_reduce_row_lanes),
         cmocka_unit_test(test_reduce_window_1d),
         cmocka_unit_test(test_reduce_window_maxpool),
         cmocka_unit_test(test_reduce_window_dilation_padding),

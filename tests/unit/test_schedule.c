@@ -1,5 +1,5 @@
 /*
- * test_schedule.c: the overlap schedule (device/schedule.c). Each case
+ * test_schedule.c: the overlap schedule (ir/schedule_overlap.c). Each case
  * gives the instructions in the order written (a topological order, as
  * the executor's post-order is) and checks the reordering worked out by
  * hand: -starts as early as they can, -dones as late as they can, other
@@ -30,7 +30,7 @@ static void check(const char *text, const char *want)
     assert_true(c->ninstr <= 64);
     for (int32_t i = 0; i < c->ninstr; i++)
         order[i] = i;
-    assert_int_equal(dev_schedule_overlap(c, order, c->ninstr), IR_OK);
+    assert_int_equal(ir_schedule_overlap(c, order, c->ninstr), IR_OK);
     char got[512] = "";
     for (int32_t i = 0; i < c->ninstr; i++) {
         if (i)

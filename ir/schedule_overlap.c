@@ -1,5 +1,5 @@
 /*
- * schedule.c: the order in which a computation with asynchronous pairs
+ * schedule_overlap.c: the order in which a computation with asynchronous pairs
  * runs, so that their communication overlaps independent work.
  *
  * The executor's plain order is a depth-first post-order from the root:
@@ -20,17 +20,17 @@
  * every device of an SPMD program issues its collectives in one order,
  * which the runtime's collectives need.
  */
-#include "device.h"
+#include "ir.h"
 
 #include <string.h>
 
-bool dev_async_start_op(IrOpcode op)
+bool ir_async_start_op(IrOpcode op)
 {
     return op == OP_ALL_REDUCE_START || op == OP_ALL_GATHER_START || op == OP_COLLECTIVE_PERMUTE_START ||
            op == OP_ASYNC_START;
 }
 
-bool dev_async_done_op(IrOpcode op)
+bool ir_async_done_op(IrOpcode op)
 {
     return op == OP_ALL_REDUCE_DONE || op == OP_ALL_GATHER_DONE || op == OP_COLLECTIVE_PERMUTE_DONE ||
            op == OP_ASYNC_DONE || op == OP_ASYNC_UPDATE;
@@ -89,11 +89,11 @@ static int32_t preds_of(const IrComputation *c, const int32_t *rank, int32_t r, 
     return n;
 }
 
-IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
+IrStatus ir_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
 {
     int32_t nasync = 0;
     for (int32_t r = 0; r < n; r++)
-        nasync += dev_async_start_op(c->instr[order[r]].op);
+        nasync += ir_async_start_op(c->instr[order[r]].op);
     if (nasync == 0)
         return IR_OK;
     int64_t nedge = 0;
@@ -129,7 +129,7 @@ IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
             succ[fill[*p++]++] = r;
     for (int32_t r = 0; r < n; r++) {
         IrOpcode op = c->instr[order[r]].op;
-        int64_t cls = dev_async_start_op(op) ? 0 : dev_async_done_op(op) ? 2 : 1;
+        int64_t cls = ir_async_start_op(op) ? 0 : ir_async_done_op(op) ? 2 : 1;
         if (indeg[r] == 0)
             heap_push(&h, cls * n + r);
     }
@@ -140,7 +140,7 @@ IrStatus dev_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
         for (int32_t e = first[r]; e < first[r + 1]; e++) {
             int32_t s = succ[e];
             IrOpcode op = c->instr[order[s]].op;
-            int64_t cls = dev_async_start_op(op) ? 0 : dev_async_done_op(op) ? 2 : 1;
+            int64_t cls = ir_async_start_op(op) ? 0 : ir_async_done_op(op) ? 2 : 1;
             if (--indeg[s] == 0)
                 heap_push(&h, cls * n + s);
         }
