@@ -39,13 +39,6 @@ typedef struct CluVec {
 } CluVec;
 void *clu_vec_push(CluVec *v);                     /* a zeroed new record, NULL on OOM */
 
-/* A binary min-heap of distinct int32 keys over a caller's array. */
-typedef struct CluHeap {
-    int32_t *v;
-    int32_t n;
-} CluHeap;
-void clu_heap_push(CluHeap *h, int32_t x);
-int32_t clu_heap_pop(CluHeap *h);
 int clu_cmp_i32(const void *a, const void *b);     /* for qsort / bsearch */
 
 /* ---- the state of one extraction ---- */

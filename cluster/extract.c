@@ -3,7 +3,7 @@
  * of one extraction, runs the passes (form.c: analyse every host
  * computation and number the clusters; outline.c: build the output
  * module), and turns what they decided into a CluResult. Also the small
- * containers the passes share (a string set, a growable array, a heap)
+ * containers the passes share (a string set, a growable array)
  * and their error helpers.
  *
  * Memory: the analysis lives in one scratch arena freed at the end; the
@@ -76,35 +76,6 @@ void *clu_vec_push(CluVec *v)
     return p;
 }
 
-
-void clu_heap_push(CluHeap *h, int32_t x)
-{
-    int32_t i = h->n++;
-    while (i > 0 && h->v[(i - 1) / 2] > x) {
-        h->v[i] = h->v[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->v[i] = x;
-}
-
-int32_t clu_heap_pop(CluHeap *h)
-{
-    int32_t top = h->v[0], x = h->v[--h->n], i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && h->v[c + 1] < h->v[c])
-            c++;
-        if (h->v[c] >= x)
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n > 0)
-        h->v[i] = x;
-    return top;
-}
 
 int clu_cmp_i32(const void *a, const void *b)
 {

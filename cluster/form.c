@@ -222,9 +222,9 @@ static IrStatus plan_nodes(Extract *x, HostComp *h)
     int32_t n = h->n, nu = n + h->ncl, next = 0;
     int32_t *indeg = clu_salloc(x, nu, sizeof(int32_t));
     int32_t *unit_at = clu_salloc(x, n, sizeof(int32_t)); /* key -> unit */
-    CluHeap heap = {clu_salloc(x, nu, sizeof(int32_t)), 0};
+    IrHeap heap = {clu_salloc(x, nu, sizeof(int64_t)), 0};
     h->node = clu_salloc(x, n, sizeof(int32_t));
-    if (!indeg || !unit_at || !heap.v || !h->node)
+    if (!indeg || !unit_at || !heap.k || !h->node)
         return clu_nomem(x);
     for (int32_t i = 0; i < n; i++) {
         if (h->place[i] == CLU_CONST)
@@ -240,10 +240,10 @@ static IrStatus plan_nodes(Extract *x, HostComp *h)
         int32_t i = h->order[p];
         if (h->place[i] != CLU_CONST && indeg[plan_unit(h, i)] == 0 &&
             plan_key(h, plan_unit(h, i)) == p)
-            clu_heap_push(&heap, p);
+            ir_heap_push(&heap, p);
     }
     while (heap.n > 0) {
-        int32_t un = unit_at[clu_heap_pop(&heap)];
+        int32_t un = unit_at[ir_heap_pop(&heap)];
         const int32_t *mem = un < n ? &un : h->cls[un - n].mem;
         int32_t nmem = un < n ? 1 : h->cls[un - n].nmem;
         for (int32_t j = 0; j < nmem; j++) {
@@ -252,7 +252,7 @@ static IrStatus plan_nodes(Extract *x, HostComp *h)
             for (int32_t k = h->uoff[i]; k < h->uoff[i + 1]; k++) {
                 int32_t w = plan_unit(h, h->use[k]);
                 if (w != un && --indeg[w] == 0)
-                    clu_heap_push(&heap, plan_key(h, w));
+                    ir_heap_push(&heap, plan_key(h, w));
             }
         }
     }
@@ -312,9 +312,9 @@ static IrStatus order_units(Extract *x, HostComp *h, CluCycles *g, const int32_t
     int32_t *key = clu_salloc(x, n, sizeof(int32_t));     /* node -> key, -1: not a unit */
     int32_t *unit = clu_salloc(x, n, sizeof(int32_t));    /* node -> h->unit entry */
     int32_t *indeg = clu_salloc(x, n, sizeof(int32_t));
-    CluHeap heap = {clu_salloc(x, n, sizeof(int32_t)), 0};
+    IrHeap heap = {clu_salloc(x, n, sizeof(int64_t)), 0};
     h->unit = clu_salloc(x, n, sizeof(int32_t));
-    if (!node_at || !key || !unit || !indeg || !heap.v || !h->unit)
+    if (!node_at || !key || !unit || !indeg || !heap.k || !h->unit)
         return clu_nomem(x);
     for (int32_t v = 0; v < n; v++)
         key[v] = -1;
@@ -334,15 +334,15 @@ static IrStatus order_units(Extract *x, HostComp *h, CluCycles *g, const int32_t
         node_at[key[v]] = v;
         clu_cycles_pred(g, v, &indeg[v]);
         if (indeg[v] == 0)
-            clu_heap_push(&heap, key[v]);
+            ir_heap_push(&heap, key[v]);
     }
     while (heap.n > 0) {
-        int32_t v = node_at[clu_heap_pop(&heap)], ns;
+        int32_t v = node_at[ir_heap_pop(&heap)], ns;
         h->unit[h->nunit++] = unit[v];
         const int32_t *succ = clu_cycles_succ(g, v, &ns);
         for (int32_t k = 0; k < ns; k++)
             if (--indeg[succ[k]] == 0)
-                clu_heap_push(&heap, key[succ[k]]);
+                ir_heap_push(&heap, key[succ[k]]);
     }
     if (h->nunit != expect)
         return clu_internal(x, "the contracted graph has a cycle", clu_src(x, h)->name);

@@ -14,6 +14,7 @@
  *   strbuf.c    the growable heap string (printers, dumps)
  *   nearest.c   "did you mean": edit distance, the nearest of a list of names
  *   grow.c      growable heap arrays; membership in lists; name slots
+ *   heap.c      a binary min-heap of int64 keys (the topological walks' ready sets)
  *   diag.c      error records with FILE:LINE:COL, the source line and a caret
  *   types.c     primitive types: names, sizes, classes
  *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
@@ -198,6 +199,20 @@ void ir_sb_put_owned(IrStrBuf *b, char *s);
  * NULL after an OOM. Either way b is empty again. */
 char *ir_sb_take(IrStrBuf *b);
 void ir_sb_free(IrStrBuf *b);
+
+/* ------------------------------------------------------------------ */
+/* heap.c                                                              */
+/* ------------------------------------------------------------------ */
+
+/* A binary min-heap of int64 keys in k[0 .. n), over an array the caller
+ * allocates (as many entries as keys it will hold at once) and frees. Pop
+ * only when n > 0. */
+typedef struct IrHeap {
+    int64_t *k;
+    int32_t n;
+} IrHeap;
+void ir_heap_push(IrHeap *h, int64_t key);
+int64_t ir_heap_pop(IrHeap *h);
 
 /* ------------------------------------------------------------------ */
 /* grow.c                                                              */

@@ -36,43 +36,6 @@ bool ir_async_done_op(IrOpcode op)
            op == OP_ASYNC_DONE || op == OP_ASYNC_UPDATE;
 }
 
-/* A min-heap of keys class * n + rank (class 0 starts, 1 the rest, 2
- * dones). */
-typedef struct Heap {
-    int64_t *k;
-    int32_t n;
-} Heap;
-
-static void heap_push(Heap *h, int64_t key)
-{
-    int32_t i = h->n++;
-    while (i > 0 && h->k[(i - 1) / 2] > key) {
-        h->k[i] = h->k[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->k[i] = key;
-}
-
-static int64_t heap_pop(Heap *h)
-{
-    int64_t top = h->k[0], last = h->k[--h->n];
-    int32_t i = 0;
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && h->k[c + 1] < h->k[c])
-            c++;
-        if (h->k[c] >= last)
-            break;
-        h->k[i] = h->k[c];
-        i = c;
-    }
-    if (h->n > 0)
-        h->k[i] = last;
-    return top;
-}
-
 /* Edges: every predecessor of order[r] among the scheduled instructions
  * (operands, control predecessors, the previous side effect), as ranks. */
 static int32_t preds_of(const IrComputation *c, const int32_t *rank, int32_t r, const int32_t *order,
@@ -102,7 +65,9 @@ IrStatus ir_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
     int32_t *rank = ts_malloc((size_t)c->ninstr * sizeof *rank), *indeg = ts_calloc((size_t)n, sizeof *indeg);
     int32_t *first = ts_calloc((size_t)n + 1, sizeof *first), *succ = ts_malloc((size_t)nedge * sizeof *succ);
     int32_t *tmp = ts_malloc((size_t)nedge * sizeof *tmp), *out = ts_malloc((size_t)n * sizeof *out);
-    Heap h = {ts_malloc((size_t)n * sizeof *h.k), 0};
+    /* Ready instructions keyed class * n + rank (class 0 starts, 1 the
+     * rest, 2 dones): starts as early and dones as late as they can go. */
+    IrHeap h = {ts_malloc((size_t)n * sizeof *h.k), 0};
     IrStatus st = rank && indeg && first && succ && tmp && out && h.k ? IR_OK : IR_ENOMEM;
     if (st != IR_OK)
         goto done;
@@ -131,18 +96,18 @@ IrStatus ir_schedule_overlap(const IrComputation *c, int32_t *order, int32_t n)
         IrOpcode op = c->instr[order[r]].op;
         int64_t cls = ir_async_start_op(op) ? 0 : ir_async_done_op(op) ? 2 : 1;
         if (indeg[r] == 0)
-            heap_push(&h, cls * n + r);
+            ir_heap_push(&h, cls * n + r);
     }
     int32_t m = 0;
     while (h.n > 0) {
-        int32_t r = (int32_t)(heap_pop(&h) % n);
+        int32_t r = (int32_t)(ir_heap_pop(&h) % n);
         out[m++] = order[r];
         for (int32_t e = first[r]; e < first[r + 1]; e++) {
             int32_t s = succ[e];
             IrOpcode op = c->instr[order[s]].op;
             int64_t cls = ir_async_start_op(op) ? 0 : ir_async_done_op(op) ? 2 : 1;
             if (--indeg[s] == 0)
-                heap_push(&h, cls * n + s);
+                ir_heap_push(&h, cls * n + s);
         }
     }
     /* The post-order is a topological order, so every instruction is

@@ -14,49 +14,6 @@
 
 #include <string.h>
 
-/* A binary min-heap of instruction indices. */
-typedef struct Heap {
-    int32_t *v;
-    int32_t n;
-} Heap;
-
-static void heap_push(Heap *h, int32_t x)
-{
-    int32_t i = h->n++;
-    while (i > 0) {
-        int32_t p = (i - 1) / 2;
-        if (h->v[p] <= x)
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = x;
-}
-
-static int32_t heap_pop(Heap *h)
-{
-    int32_t top = h->v[0];
-    int32_t x = h->v[--h->n];
-    int32_t i = 0;
-    for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, s = i;
-        int32_t sv = x;
-        if (l < h->n && h->v[l] < sv) {
-            s = l;
-            sv = h->v[l];
-        }
-        if (r < h->n && h->v[r] < sv)
-            s = r;
-        if (s == i)
-            break;
-        h->v[i] = h->v[s];
-        i = s;
-    }
-    if (h->n > 0)
-        h->v[i] = x;
-    return top;
-}
-
 /* Number of predecessor edges of instruction i (operands + control). */
 static int32_t npred(const IrInstr *ins)
 {
@@ -157,9 +114,9 @@ IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **orde
     int32_t *indeg = ts_calloc(n ? n : 1, sizeof *indeg);
     int32_t *start = ts_calloc(n + 1, sizeof *start);        /* users CSR offsets */
     int32_t *users = ts_malloc((size_t)(nedge ? nedge : 1) * sizeof *users);
-    int32_t *heapv = ts_malloc((n ? n : 1) * sizeof *heapv);
+    IrHeap h = {ts_malloc((n ? n : 1) * sizeof *h.k), 0};
     uint8_t *seen = NULL;
-    if (!out || !indeg || !start || !users || !heapv) {
+    if (!out || !indeg || !start || !users || !h.k) {
         st = ir_oom(d, NULL);
         goto done;
     }
@@ -172,24 +129,23 @@ IrStatus ir_topo_order(const IrModule *m, const IrComputation *c, int32_t **orde
     }
     for (size_t i = 0; i < n; i++)
         start[i + 1] += start[i];
-    int32_t *fill = heapv; /* reuse as a cursor array before the heap is needed */
+    int32_t *fill = out; /* borrowed as a cursor array until the walk fills it */
     memcpy(fill, start, n * sizeof *fill);
     for (int32_t i = 0; i < c->ninstr; i++) {
         const IrInstr *ins = &c->instr[i];
         for (int32_t k = 0; k < npred(ins); k++)
             users[fill[pred_at(ins, k)]++] = i;
     }
-    Heap h = {heapv, 0};
     for (int32_t i = 0; i < c->ninstr; i++)
         if (indeg[i] == 0)
-            heap_push(&h, i);
+            ir_heap_push(&h, i);
     size_t placed = 0;
     while (h.n > 0) {
-        int32_t x = heap_pop(&h);
+        int32_t x = (int32_t)ir_heap_pop(&h);
         out[placed++] = x;
         for (int32_t k = start[x]; k < start[x + 1]; k++)
             if (--indeg[users[k]] == 0)
-                heap_push(&h, users[k]);
+                ir_heap_push(&h, users[k]);
     }
     if (placed < n) {
         seen = ts_calloc(n, 1);
@@ -212,7 +168,7 @@ done:
     ts_free(indeg);
     ts_free(start);
     ts_free(users);
-    ts_free(heapv);
+    ts_free(h.k);
     ts_free(seen);
     return st;
 }
