@@ -35,6 +35,18 @@ enum {
     CLI_USAGE = 2,  /* bad usage or bad input */
 };
 
+/* The help text of --donate, which compile, plan and run take alike. */
+#define CLI_HELP_DONATE                                                              \
+    "  --donate auto           pair each parameter with an output of its shape,\n"   \
+    "                          type and sharding written no earlier than its last\n" \
+    "                          read (input_output_alias; the module's own pairs\n"   \
+    "                          are kept): the run frees it at its last read and\n"   \
+    "                          the output may take its buffer (docs/plan.md,\n"      \
+    "                          Donation); --donate declared (default): the\n"        \
+    "                          module's pairs, and each buffer_donor parameter\n"    \
+    "                          paired with an output of its shape, type and\n"       \
+    "                          sharding\n"
+
 /* Options, as bits a command sets in CliCommand.accepts. */
 #define OPT_INPUT          (UINT64_C(1) << 0) /* --input INDEX_OR_NAME=FILE.npy (repeatable) */
 #define OPT_RANDOM         (UINT64_C(1) << 1) /* --random-inputs SEED */
