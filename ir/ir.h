@@ -956,6 +956,7 @@ typedef struct IrAlias {
     bool must_alias;
     bool inferred;          /* added by --donate auto (partition/donate.c), not the module's */
     bool from_donor;        /* a buffer_donor parameter paired by partition/donate.c */
+    IrPos pos;              /* its output index's '{' in the header, for errors ({0, 0}: made by a pass) */
 } IrAlias;
 
 /* buffer_donor={ (0, {}), (1, {}) }: a parameter (or a leaf of a tuple

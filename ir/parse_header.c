@@ -30,6 +30,7 @@ static bool parse_aliases(Parser *P)
         }
         IrAlias *al = &v[n++];
         memset(al, 0, sizeof *al);
+        al->pos = L->tok.pos;
         ok = lx_int_list(L, LX_LBRACE, LX_RBRACE, LX_COMMA, &al->output_index, "output shape index") &&
              lx_expect(L, LX_COLON, "':' after the output index") &&
              lx_expect(L, LX_LPAREN, "'(' to start the aliased parameter") &&

@@ -331,17 +331,22 @@ static IrStatus run_host_steps(const PlanProgram *p, const RtArgs *args, int64_t
         return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
     for (int32_t k = 0; k < args->nargs; k++)
         cur[k] = dev_value_ref(args->args[k]);
+    RtKept kept = {0};
     for (int64_t s = 0; st == IR_OK && s < steps; s++) {
         DevValue *r = NULL;
+        if (s + 1 < steps)
+            st = rt_keep_unaliased(p->host, cur, args->nargs, &kept, d);
         double t0 = seconds_now();
-        st = dev_execute(p->host, p->host->entry, args->nargs, cur, opt, &r, d);
+        if (st == IR_OK)
+            st = dev_execute(p->host, p->host->entry, args->nargs, cur, opt, &r, d);
         if (st == IR_OK && hook && hook->fn)
             hook->fn(hook->ctx, s + 1, steps, seconds_now() - t0, r);
         if (st == IR_OK && s + 1 < steps)
-            rt_feed_aliases(p->host, r, cur);
+            st = rt_feed_aliases(p->host, r, cur, &kept, d);
         else
             *out = r;
     }
+    rt_kept_release(&kept);
     for (int32_t k = 0; k < args->nargs; k++)
         dev_value_unref(cur[k]);
     ts_free(cur);

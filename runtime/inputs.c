@@ -428,6 +428,47 @@ static const IrShape *shape_at(const IrShape *s, const IrShapeIndex *idx)
     return s;
 }
 
+/* Is a a prefix of b (or equal)? {1} is a prefix of {1,0} and of {1}. */
+static bool index_prefix(const IrShapeIndex *a, const IrShapeIndex *b)
+{
+    if (a->n > b->n)
+        return false;
+    for (int32_t k = 0; k < a->n; k++)
+        if (a->v[k] != b->v[k])
+            return false;
+    return true;
+}
+
+/* "{0,1}" into buf (cut short when it does not fit). */
+static const char *index_str(const IrShapeIndex *ix, char *buf, size_t cap)
+{
+    size_t k = (size_t)snprintf(buf, cap, "{");
+    for (int32_t j = 0; j < ix->n && k < cap; j++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", j ? "," : "", (long long)ix->v[j]);
+    if (k < cap)
+        snprintf(buf + k, cap - k, "}");
+    return buf;
+}
+
+/* An error at alias al: at its place in m's header when the parser saw it. */
+static IrStatus alias_fail(IrDiag *d, const IrModule *m, const IrAlias *al, IrStatus st, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static IrStatus alias_fail(IrDiag *d, const IrModule *m, const IrAlias *al, IrStatus st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    bool placed = al->pos.line > 0;
+    ir_verror(d, st, placed ? m->file : NULL, placed ? m->src : NULL, placed ? al->pos : (IrPos){0, 0}, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Rule (XLA's, for a tuple parameter): an alias may name the parameter
+ * whole ({}) or a value inside it ({1}, {1,0}); the output at its index
+ * has that value's shape, and no two aliases name one value or one inside
+ * the other. Example: p = (w, m) with {0}: (0, {0}) and {1}: (0, {1}) is
+ * well formed; {0}: (0, {}) beside {1}: (0, {1}) names m twice. */
 IrStatus rt_check_aliases(const IrModule *m, IrDiag *d)
 {
     const IrComputation *c = ir_entry(m);
@@ -439,51 +480,230 @@ IrStatus rt_check_aliases(const IrModule *m, IrDiag *d)
         int64_t p = al->param_number;
         const IrShape *ps = p >= 0 && p < c->nparam ? param_shape(c, (int32_t)p) : NULL;
         const IrShape *os = shape_at(root, &al->output_index);
+        char pi[64], oi[64];
+        index_str(&al->param_index, pi, sizeof pi);
+        index_str(&al->output_index, oi, sizeof oi);
         if (!ps)
-            return fail(d, IR_EINPUT, "input_output_alias: parameter %lld does not exist", (long long)p);
-        if (al->param_index.n > 0)
-            return fail(d, IR_EUNSUPPORTED, "input_output_alias: parameter %lld: aliasing a leaf "
-                        "inside a tuple parameter is not supported by --steps", (long long)p);
+            return alias_fail(d, m, al, IR_EINPUT, "input_output_alias: parameter %lld does not exist", (long long)p);
+        const IrShape *ls = shape_at(ps, &al->param_index);
+        if (!ls) {
+            char *b = ir_shape_str(ps, false);
+            IrStatus st = alias_fail(d, m, al, IR_EINPUT, "input_output_alias: parameter %lld (%s) has no value at "
+                                     "index %s", (long long)p, b ? b : "?", pi);
+            ts_free(b);
+            return st;
+        }
         if (!os)
-            return fail(d, IR_EINPUT, "input_output_alias: the result has no output at index %d of "
-                        "this alias", (int)k);
-        if (!ir_shape_equal(os, ps)) {
-            char *a = ir_shape_str(os, false), *b = ir_shape_str(ps, false);
-            IrStatus st = fail(d, IR_EINPUT, "input_output_alias: an output of shape %s cannot be "
-                               "parameter %lld of shape %s in the next step", a ? a : "?",
-                               (long long)p, b ? b : "?");
+            return alias_fail(d, m, al, IR_EINPUT, "input_output_alias: the result has no output at index %s "
+                              "(alias %d)", oi, (int)k);
+        if (!ir_shape_equal(os, ls)) {
+            char *a = ir_shape_str(os, false), *b = ir_shape_str(ls, false);
+            IrStatus st = alias_fail(d, m, al, IR_EINPUT, "input_output_alias: the output at %s, of shape %s, "
+                                     "cannot be parameter %lld%s%s, of shape %s, in the next step", oi,
+                                     a ? a : "?", (long long)p, al->param_index.n ? " at " : "",
+                                     al->param_index.n ? pi : "", b ? b : "?");
             ts_free(a);
             ts_free(b);
             return st;
         }
-        for (int32_t j = 0; j < k; j++)
-            if (m->alias[j].param_number == p)
-                return fail(d, IR_EINPUT, "input_output_alias: parameter %lld is aliased twice",
-                            (long long)p);
+        for (int32_t j = 0; j < k; j++) {
+            const IrAlias *bl = &m->alias[j];
+            if (bl->param_number == p &&
+                (index_prefix(&bl->param_index, &al->param_index) || index_prefix(&al->param_index, &bl->param_index)))
+                return alias_fail(d, m, al, IR_EINPUT, "input_output_alias: parameter %lld is aliased twice "
+                                  "(at %s, and by alias %d at %s)", (long long)p, pi, (int)j,
+                                  index_str(&bl->param_index, oi, sizeof oi));
+        }
     }
     return IR_OK;
 }
 
-/* Rule: after step s, parameter p of step s+1 is the output aliased to it
- * (a new reference to the same buffer: moved, never copied); parameters
- * without an alias keep their values. Example: w' = w - 0.1*g(x, w) with
- * {0}: (1, {}) runs step 2 on (x, w'). */
-void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args)
+/* Does an alias name a value inside parameter p (not p whole)? */
+static bool has_leaf_alias(const IrModule *m, int64_t p)
+{
+    for (int32_t k = 0; k < m->nalias; k++)
+        if (m->alias[k].param_number == p && m->alias[k].param_index.n > 0)
+            return true;
+    return false;
+}
+
+/* The alias naming parameter p at exactly `path` (-1: none); with
+ * `within`, also one naming a value around it (a prefix of path). */
+static int32_t alias_at(const IrModule *m, int64_t p, const IrShapeIndex *path, bool within)
 {
     for (int32_t k = 0; k < m->nalias; k++) {
         const IrAlias *al = &m->alias[k];
-        DevValue *v = result;
-        /* rt_check_aliases proved every index in range */
-        assert(al->param_number >= 0 && al->param_number < ir_entry(m)->nparam);
-        for (int32_t j = 0; j < al->output_index.n; j++) {
-            assert(v->shape.type == IR_TUPLE && al->output_index.v[j] < v->nelems);
-            v = v->elems[al->output_index.v[j]];
+        if (al->param_number == p && index_prefix(&al->param_index, path) &&
+            (within || al->param_index.n == path->n))
+            return k;
+    }
+    return -1;
+}
+
+static int32_t shape_depth(const IrShape *s)
+{
+    int32_t d = 0;
+    for (int32_t i = 0; s->type == IR_TUPLE && i < s->ntuple; i++) {
+        int32_t e = shape_depth(&s->tuple[i]);
+        d = e > d ? e : d;
+    }
+    return s->type == IR_TUPLE ? d + 1 : 0;
+}
+
+/* Keep, in k->leaf[*at ..), a reference to each leaf of v (parameter p's
+ * value at `path`, depth first) that no alias of p names. */
+static void keep_leaves(const IrModule *m, int64_t p, DevValue *v, IrShapeIndex *path, RtKept *k, int32_t *at)
+{
+    if (v->shape.type != IR_TUPLE) {
+        if (alias_at(m, p, path, true) < 0 && *at < k->n && !k->leaf[*at])
+            k->leaf[*at] = dev_value_ref(v);
+        (*at)++;
+        return;
+    }
+    for (int32_t i = 0; i < v->nelems; i++) {
+        path->v[path->n++] = i;
+        keep_leaves(m, p, v->elems[i], path, k, at);
+        path->n--;
+    }
+}
+
+/* Rule (JAX's for a donated pytree, XLA's for a tuple parameter): the
+ * leaves of a tuple parameter that no alias names are the same inputs at
+ * every step. A donated tuple is handed over whole and the executor frees
+ * each leaf at its last read, so the step loop keeps a reference to those
+ * leaves before each step (which also keeps the executor from writing
+ * into them) and rt_feed_aliases puts them back. */
+IrStatus rt_keep_unaliased(const IrModule *m, DevValue *const *args, int32_t nargs, RtKept *k, IrDiag *d)
+{
+    const IrComputation *c = ir_entry(m);
+    if (!c)
+        return fail(d, IR_EINPUT, "the module has no entry computation");
+    int32_t n = 0, depth = 0;
+    bool any = false;
+    for (int32_t p = 0; p < c->nparam && p < nargs; p++) {
+        const IrShape *ps = param_shape(c, p);
+        n += ps ? ir_shape_leaf_count(ps) : 1;
+        if (ps && has_leaf_alias(m, p)) {
+            any = true;
+            int32_t e = shape_depth(ps);
+            depth = e > depth ? e : depth;
         }
-        DevValue *moved = dev_value_ref(v);
+    }
+    if (!any)
+        return IR_OK;
+    if (!k->leaf && !(k->leaf = ts_calloc((size_t)n, sizeof *k->leaf)))
+        return ir_oom(d, NULL);
+    k->n = n;
+    int64_t *pv = ts_malloc((size_t)(depth > 0 ? depth : 1) * sizeof *pv);
+    if (!pv)
+        return ir_oom(d, NULL);
+    int32_t at = 0;
+    for (int32_t p = 0; p < c->nparam && p < nargs; p++) {
+        const IrShape *ps = param_shape(c, p);
+        int32_t nleaf = ps ? ir_shape_leaf_count(ps) : 1;
+        IrShapeIndex path = {.n = 0, .v = pv};
+        int32_t first = at;
+        if (ps && args[p] && has_leaf_alias(m, p))
+            keep_leaves(m, p, args[p], &path, k, &at);
+        at = first + nleaf;
+    }
+    ts_free(pv);
+    return IR_OK;
+}
+
+void rt_kept_release(RtKept *k)
+{
+    for (int32_t i = 0; k->leaf && i < k->n; i++)
+        dev_value_unref(k->leaf[i]);
+    ts_free(k->leaf);
+    *k = (RtKept){0};
+}
+
+/* The value inside `v` at `idx` (rt_check_aliases proved it there). */
+static DevValue *value_at(DevValue *v, const IrShapeIndex *idx)
+{
+    for (int32_t j = 0; j < idx->n; j++) {
+        assert(v->shape.type == IR_TUPLE && idx->v[j] < v->nelems);
+        v = v->elems[idx->v[j]];
+    }
+    return v;
+}
+
+/* Parameter p's value of shape s at `path` for the next step: the output
+ * an alias names there, else a tuple of its elements so built, else the
+ * leaf kept at k->leaf[*at] (moved out). NULL on OOM. */
+static DevValue *next_value(const IrModule *m, int64_t p, const IrShape *s, IrShapeIndex *path, DevValue *result,
+                            RtKept *k, int32_t *at)
+{
+    int32_t a = alias_at(m, p, path, false);
+    if (a >= 0) {
+        *at += ir_shape_leaf_count(s);
+        return dev_value_ref(value_at(result, &m->alias[a].output_index));
+    }
+    if (s->type != IR_TUPLE) {
+        assert(*at < k->n && k->leaf[*at]); /* rt_keep_unaliased kept it */
+        DevValue *v = *at < k->n ? k->leaf[*at] : NULL;
+        if (*at < k->n)
+            k->leaf[*at] = NULL;
+        (*at)++;
+        return v;
+    }
+    DevValue **el = ts_calloc((size_t)(s->ntuple > 0 ? s->ntuple : 1), sizeof *el);
+    if (!el)
+        return NULL;
+    for (int32_t i = 0; i < s->ntuple; i++) {
+        path->v[path->n++] = i;
+        el[i] = next_value(m, p, &s->tuple[i], path, result, k, at);
+        path->n--;
+    }
+    DevValue *t = dev_value_tuple(s, s->ntuple, el); /* releases el's references on failure */
+    ts_free(el);
+    return t;
+}
+
+/* Rule: after step s, parameter p of step s+1 is the output aliased to it
+ * (a new reference to the same buffer: moved, never copied); a tuple
+ * parameter whose leaves are aliased is rebuilt from those outputs and its
+ * kept leaves (rt_keep_unaliased); parameters without an alias keep their
+ * values. Example: w' = w - 0.1*g(x, w) with {0}: (1, {}) runs step 2 on
+ * (x, w'); p = (w, m, lr) with {0}: (0, {0}) and {1}: (0, {1}) runs step 2
+ * on ((w', m', lr), x). */
+IrStatus rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args, RtKept *k, IrDiag *d)
+{
+    const IrComputation *c = ir_entry(m);
+    IrStatus st = IR_OK;
+    for (int32_t j = 0; j < m->nalias; j++) {
+        const IrAlias *al = &m->alias[j];
+        /* rt_check_aliases proved every index in range */
+        assert(al->param_number >= 0 && al->param_number < c->nparam);
+        if (al->param_index.n > 0)
+            continue;
+        DevValue *moved = dev_value_ref(value_at(result, &al->output_index));
         dev_value_unref(args[al->param_number]);
         args[al->param_number] = moved;
     }
+    int32_t at = 0;
+    for (int32_t p = 0; p < c->nparam && st == IR_OK; p++) {
+        const IrShape *ps = param_shape(c, p);
+        int32_t first = at;
+        if (ps && has_leaf_alias(m, p)) {
+            int64_t *pv = ts_malloc((size_t)(shape_depth(ps) + 1) * sizeof *pv);
+            IrShapeIndex path = {.n = 0, .v = pv};
+            DevValue *v = pv ? next_value(m, p, ps, &path, result, k, &at) : NULL;
+            ts_free(pv);
+            if (!v)
+                st = ir_oom(d, "feeding a tuple parameter to the next step");
+            dev_value_unref(args[p]);
+            args[p] = v;
+        }
+        at = first + (ps ? ir_shape_leaf_count(ps) : 1);
+    }
+    for (int32_t i = 0; k && k->leaf && i < k->n; i++) { /* what was kept and not fed (none when all went well) */
+        dev_value_unref(k->leaf[i]);
+        k->leaf[i] = NULL;
+    }
     dev_value_unref(result);
+    return st;
 }
 
 IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, int64_t max_trips,
@@ -493,20 +713,25 @@ IrStatus rt_run_reference_steps(const IrModule *m, RtArgs *args, int64_t steps, 
     IrStatus st = rt_check_reference(m, d);
     if (st == IR_OK && steps > 1)
         st = rt_check_aliases(m, d);
+    RtKept kept = {0};
     for (int64_t s = 0; st == IR_OK && s < (steps > 1 ? steps : 1); s++) {
         DevValue *r = NULL;
         struct timespec t0, t1;
+        if (s + 1 < steps)
+            st = rt_keep_unaliased(m, args->args, args->nargs, &kept, d);
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        st = run_reference(m, args, max_trips, host, &r, d);
+        if (st == IR_OK)
+            st = run_reference(m, args, max_trips, host, &r, d);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if (st == IR_OK && hook && hook->fn)
             hook->fn(hook->ctx, s + 1, steps > 1 ? steps : 1,
                      (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9, r);
         if (st == IR_OK && s + 1 < steps)
-            rt_feed_aliases(m, r, args->args);
+            st = rt_feed_aliases(m, r, args->args, &kept, d);
         else
             *out = r;
     }
+    rt_kept_release(&kept);
     if (st != IR_OK) {
         dev_value_unref(*out);
         *out = NULL;

@@ -259,8 +259,11 @@ static void device_main(Device *dev)
         dev->ops->times.waited = &dev->cd.wait_seconds;
     }
     dev->status = IR_OK;
+    RtKept kept = {0};
     for (int64_t s = 0; dev->status == IR_OK && s < steps; s++) {
         DevValue *r = NULL;
+        if (s + 1 < steps && (dev->status = rt_keep_unaliased(m, dev->args, dev->nargs, &kept, &dev->diag)) != IR_OK)
+            break;
         /* The first step pays for first touches: timed only when alone. */
         bool timed = dev->ops && (s > 0 || steps == 1);
         if (dev->ops)
@@ -277,10 +280,11 @@ static void device_main(Device *dev)
         if (dev->status == IR_OK && dev->on_step && dev->on_step->fn)
             dev->on_step->fn(dev->on_step->ctx, s + 1, steps, t1 - t0, r);
         if (dev->status == IR_OK && s + 1 < steps)
-            rt_feed_aliases(m, r, dev->args);
+            dev->status = rt_feed_aliases(m, r, dev->args, &kept, &dev->diag);
         else
             dev->result = r;
     }
+    rt_kept_release(&kept);
     ts_free(donated);
     coll_device_stop(&dev->cd);
     if (dev->status != IR_OK)
@@ -357,40 +361,57 @@ static IrStatus shard_args(const PlanCluster *c, const RtArgs *args, int64_t p, 
     return IR_OK;
 }
 
+/* The sharding of the value at idx inside a value of `shape` sharded sh
+ * (NULL: no such value, *valid false; or OOM, *valid true). */
+static const IrSharding *sharding_at(IrArena *a, const IrSharding *sh, const IrShape *shape, const IrShapeIndex *idx,
+                                     bool *valid)
+{
+    *valid = true;
+    for (int32_t j = 0; sh && j < idx->n; j++) {
+        int64_t e = idx->v[j];
+        if (!(*valid = shape->type == IR_TUPLE && e >= 0 && e < shape->ntuple))
+            return NULL;
+        sh = shd_tuple_element(a, sh, shape, (int32_t)e);
+        shape = &shape->tuple[e];
+    }
+    return sh;
+}
+
 /* --steps: the SPMD module's aliases must be moveable shard for shard:
  * shapes checked by rt_check_aliases on the per-device program, shardings
- * here (an output sharded unlike its parameter would need a reshard
- * through the whole value: refused, naming both). */
+ * here (an output sharded unlike its parameter, or the value inside a
+ * tuple parameter it names, would need a reshard through the whole value:
+ * refused, naming both). */
 static IrStatus check_step_aliases(const PlanCluster *c, IrDiag *d)
 {
     IrArena *a = ir_arena_new();
     IrStatus st = a ? IR_OK : ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
-    /* Shardings first: a mismatch also makes the shard shapes differ, and
-     * the shardings say why. Bad indices are left to rt_check_aliases. */
+    /* The logical shapes first (the module's own, when the plan has it),
+     * then the shardings: a mismatch also makes the shard shapes differ,
+     * and the shardings say why. Bad indices are left to rt_check_aliases. */
+    if (st == IR_OK && c->src)
+        st = rt_check_aliases(c->src, d);
     for (int32_t k = 0; st == IR_OK && k < c->spmd->nalias; k++) {
         const IrAlias *al = &c->spmd->alias[k];
-        const IrSharding *os = plan_root_sharding(c);
-        const IrShape *shape = &c->out_shape;
-        bool valid = al->param_number >= 0 && al->param_number < c->nparam;
-        for (int32_t j = 0; valid && os && j < al->output_index.n; j++) {
-            int64_t e = al->output_index.v[j];
-            valid = shape->type == IR_TUPLE && e >= 0 && e < shape->ntuple;
-            if (valid) {
-                os = shd_tuple_element(a, os, shape, (int32_t)e);
-                shape = &shape->tuple[e];
-            }
-        }
-        if (!valid)
+        bool valid = al->param_number >= 0 && al->param_number < c->nparam, pvalid = valid;
+        if (!valid || !c->param_shape)
             continue;
-        const IrSharding *ps = plan_param_sharding(c, (int32_t)al->param_number);
-        if (!os) {
+        const IrSharding *os = sharding_at(a, plan_root_sharding(c), &c->out_shape, &al->output_index, &valid);
+        const IrSharding *ps = sharding_at(a, plan_param_sharding(c, (int32_t)al->param_number),
+                                           &c->param_shape[al->param_number], &al->param_index, &pvalid);
+        if (!valid || !pvalid)
+            continue;
+        if (!os || !ps) {
             st = ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "out of memory");
         } else if (!ir_sharding_equal(os, ps)) {
             char *x = ir_sharding_str(os), *y = ir_sharding_str(ps);
-            st = ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                          "--steps: the output aliased to parameter %lld is sharded %s but the parameter %s; "
+            bool placed = al->pos.line > 0; /* at the alias in the header, when parsed */
+            st = ir_error(d, IR_EUNSUPPORTED, placed ? c->spmd->file : NULL, placed ? c->spmd->src : NULL,
+                          placed ? al->pos : (IrPos){0, 0},
+                          "--steps: the output aliased to parameter %lld%s is sharded %s but the parameter %s; "
                           "the partitioned program cannot feed it to the next step without a reshard",
-                          (long long)al->param_number, x ? x : "?", y ? y : "?");
+                          (long long)al->param_number, al->param_index.n ? " (a value inside it)" : "",
+                          x ? x : "?", y ? y : "?");
             ts_free(x);
             ts_free(y);
         }

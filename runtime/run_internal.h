@@ -124,14 +124,33 @@ void rt_leaf_binding_free(RtLeafBinding *b);
 char *rt_input_leaf_desc(const IrModule *m, int32_t p, int64_t leaf);
 
 /* The module's input_output_alias checked for --steps: each alias names an
- * existing parameter (whole, not a leaf of a tuple parameter: that is
- * IR_EUNSUPPORTED), an existing output of the same shape, and no parameter
- * twice (IR_EINPUT). */
+ * existing parameter, whole or a value inside a tuple parameter ({1}), an
+ * existing output of that value's shape, and no value twice (one alias at
+ * {}, another at {1} of the same parameter: twice). IR_EINPUT at the
+ * alias's place in the header (file:line:col when the parser saw it). */
 IrStatus rt_check_aliases(const IrModule *m, IrDiag *d);
+/* What a step may free that the next one needs again: a reference to each
+ * leaf of a tuple parameter that no alias names, when another leaf of it
+ * is aliased (a donated tuple is handed over whole; its unaliased leaves
+ * are the same inputs at every step). leaf: one slot per parameter leaf,
+ * depth first across the parameters, NULL where nothing is kept. */
+typedef struct RtKept {
+    DevValue **leaf;
+    int32_t n;
+} RtKept;
+/* Before a step that rt_feed_aliases will follow: keep those leaves of
+ * args (nargs entries) in k (zeroed at first, reused across steps).
+ * IR_ENOMEM. Aliases must have passed rt_check_aliases. */
+IrStatus rt_keep_unaliased(const IrModule *m, DevValue *const *args, int32_t nargs, RtKept *k, IrDiag *d);
+/* Release what k holds (the step loop's end, or a failure). */
+void rt_kept_release(RtKept *k);
 /* Move the aliased outputs of `result` (consumed) into args (nparam
- * entries, references replaced) for the next step. Aliases must have
- * passed rt_check_aliases. */
-void rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args);
+ * entries, references replaced) for the next step; a tuple parameter with
+ * aliased leaves becomes a new tuple of those outputs and k's kept leaves
+ * (moved out of k; k is empty after). Aliases must have passed
+ * rt_check_aliases, k filled by rt_keep_unaliased before the step.
+ * IR_ENOMEM (the parameter is then NULL). */
+IrStatus rt_feed_aliases(const IrModule *m, DevValue *result, DevValue **args, RtKept *k, IrDiag *d);
 /* Run the entry computation of `m` on one device with the reference executor
  * (dev_execute, unfused) `steps` times (< 2: once) with aliases fed between
  * steps, every while loop bounded by max_trips (0: unbounded); args->args are replaced by the fed values. */

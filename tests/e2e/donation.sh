@@ -48,7 +48,8 @@
 #     hand, on 1, 2 and 4 devices and under mpirun -np 2; before, the run
 #     kept the tuple to the end and measured 5 S where the plan estimated
 #     3 S); the plan lists each leaf with its last read (JSON
-#     parameter_index); outputs equal --reference.
+#     parameter_index); outputs equal --reference; --steps 3 feeds the
+#     tuple back leaf by leaf and measures 3 S too.
 #  8. --donate auto infers pairs at tuple leaves: a step returning its
 #     parameters as a nested tuple beside the loss, and one taking its
 #     state as a tuple parameter, measured 5 S -> 3 S (the parameters'
@@ -436,7 +437,13 @@ expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe 
     "$TESSEL" run "$WORK/leaf2.plan" --random-inputs 5 --stats --output-dir "$WORK/leaf2.mpi"
 same_outputs "$WORK/leaf2.r" "$WORK/leaf2.mpi" "leaf pairs under mpirun -np 2"
 [ "$(peak_of "$ERR")" = $((3 * 262144)) ] || fail "leaf pairs under mpirun: measured $(peak_of "$ERR") per rank"
-echo "donation: pairs naming leaves of a tuple parameter run in place (5 S -> 3 S measured on 1, 2, 4 devices and under mpirun -np 2), equal to --reference"
+# --steps 3 (issue 32): the tuple is fed back leaf by leaf (docs/cli.md,
+# --steps) and each step still runs in place: 3 S measured, as one step
+expect_status 0 "$TESSEL" run "$WORK/leaf2.hlo" --steps 3 --random-inputs 5 --stats --output-dir "$WORK/leaf2.s3"
+[ "$(peak_of "$ERR")" = $((3 * 262144)) ] || fail "leaf pairs, --steps 3: measured $(peak_of "$ERR"), want 3 x 262144"
+expect_status 0 "$TESSEL" run "$WORK/leaf2.hlo" --reference --steps 3 --random-inputs 5 --output-dir "$WORK/leaf2.r3"
+same_outputs "$WORK/leaf2.r3" "$WORK/leaf2.s3" "leaf pairs, --steps 3 on 2 devices"
+echo "donation: pairs naming leaves of a tuple parameter run in place (5 S -> 3 S measured on 1, 2, 4 devices and under mpirun -np 2, and for each of 3 steps), equal to --reference"
 
 # ---- 8. --donate auto infers pairs at tuple leaves ----
 # A training step returning ((w1', w2'), loss), nested as a step returning

@@ -3,7 +3,9 @@
  * the ir builders (parameters "a" f32[4] and "t.1" (s32[], f32[4]), root
  * the tuple of both), bound by index, name, INDEX.LEAF, NAME.LEAF and
  * random fills; the errors; summaries; and every allocation failing in
- * turn without a leak. (Runs and outputs written all or nothing are the
+ * turn without a leak; --steps with a pair at a leaf of the tuple
+ * parameter (rt_run_reference_steps), also under failing allocations.
+ * (Runs and outputs written all or nothing are the
  * public API's: tests/unit/test_api.c, test_failinject.c.)
  */
 #include <setjmp.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "runtime/runtime.h"
+#include "runtime/run_internal.h"
 
 static char dir[64];
 static IrModule *mod;
@@ -252,6 +255,65 @@ static void test_summary_forms(void **state)
     dev_value_unref(v);
 }
 
+/* 3 steps of (a, t.1) -> (a, t.1) with the pair {0}: (1, {1}): a feeds
+ * t.1's leaf 1, t.1's leaf 0 (no pair's) is the same input at every step:
+ * step 1 returns t.1 as bound ((42, x), x drawn), steps 2 and 3 (42, a). */
+static IrStatus run_steps(int64_t steps, DevValue **out, IrDiag *d)
+{
+    RtInput in[] = {{"a", path_of("v.npy"), NULL}, {"1.0", path_of("k.npy"), NULL}};
+    RtArgs a;
+    *out = NULL;
+    IrStatus st = bind(2, in, true, &a, d);
+    if (st == IR_OK)
+        st = rt_run_reference_steps(mod, &a, steps, 0, NULL, NULL, out, d);
+    rt_args_free(&a);
+    return st;
+}
+
+static void test_steps_tuple_leaf(void **state)
+{
+    (void)state;
+    int64_t zero = 0, one = 1, two = 2;
+    IrShapeIndex out0 = {.n = 1, .v = &zero}, leaf1 = {.n = 1, .v = &one};
+    assert_int_equal(ir_add_alias_at(mod, 1, &leaf1, &out0, false, false), IR_OK);
+    IrDiag d = {0};
+    DevValue *r = NULL;
+    assert_int_equal(run_steps(1, &r, &d), IR_OK);
+    assert_true(((const float *)(const void *)r->elems[1]->elems[1]->data)[0] != 1.0f); /* drawn */
+    dev_value_unref(r);
+    assert_int_equal(run_steps(3, &r, &d), IR_OK);
+    const float *f = (const float *)(const void *)r->elems[1]->elems[1]->data;
+    assert_true(f[0] == 1 && f[1] == 2 && f[2] == 3 && f[3] == 4);
+    assert_int_equal(*(const int32_t *)(const void *)r->elems[1]->elems[0]->data, 42);
+    dev_value_unref(r);
+    bool ok = false;
+    for (long n = 1; n < 400 && !ok; n++) {
+        ts_fail_alloc_after(n);
+        IrStatus st = run_steps(3, &r, &d);
+        ts_fail_alloc_after(0);
+        ok = st == IR_OK;
+        if (st != IR_OK && st != IR_ENOMEM)
+            fail_msg("allocation %ld: status %d: %s", n, st, d.msg ? d.msg : "");
+        if (ok)
+            assert_int_equal(*(const int32_t *)(const void *)r->elems[1]->elems[0]->data, 42);
+        dev_value_unref(r);
+        ir_diag_clear(&d);
+    }
+    assert_true(ok);
+    /* an index t.1 does not have; then t.1 whole beside its leaf: twice */
+    mod->alias[0].param_index.v = &two;
+    assert_int_equal(run_steps(2, &r, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "parameter 1 ((s32[], f32[4])) has no value at index {2}"));
+    ir_diag_clear(&d);
+    mod->alias[0].param_index.v = &one;
+    IrShapeIndex whole = {0}, out1 = {.n = 1, .v = &one};
+    assert_int_equal(ir_add_alias_at(mod, 1, &whole, &out1, false, false), IR_OK);
+    assert_int_equal(run_steps(2, &r, &d), IR_EINPUT);
+    assert_non_null(strstr(d.msg, "parameter 1 is aliased twice (at {}, and by alias 0 at {1})"));
+    ir_diag_clear(&d);
+    mod->nalias = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_bind_errors),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_summary_forms),
+        cmocka_unit_test(test_steps_tuple_leaf),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
