@@ -22,6 +22,19 @@
  * their barriers (a 2-thread BLIS once ran 3x slower than OpenBLAS at load
  * 16), idle oneDNN's team was the fastest here (BENCHMARKS.md, "The GEMM").
  *
+ * One product goes to oneDNN's matmul primitive instead of dnnl_sgemm:
+ * B transposed (row-major NT, as dh = g W^T of a backward pass), at most
+ * MM_MAX_M rows of C, alpha 1, beta 0, one thread. There its brgemm
+ * kernel ran 1-11 % faster than dnnl_sgemm's on every such shape timed
+ * here (512 x 1024 x 2048: 107.6 against 101.6 GFLOP/s, one core;
+ * BENCHMARKS.md, "The MLP lines across processes"); with more rows the two
+ * were even or dnnl_sgemm ahead, and without a transposed B dnnl_sgemm
+ * was ahead. The primitive is made once per shape and thread
+ * (mm_cache_of: a cache per thread, in a list that keeps it reachable,
+ * reused by a later thread once its thread has ended); where oneDNN is not
+ * a 2.x library (its C API of memory descriptors by value), or any call
+ * fails, the product goes to dnnl_sgemm.
+ *
  * The libraries are loaded once (pthread_once per library) and never
  * unloaded; the pointers are read without a lock afterwards.
  */
@@ -29,6 +42,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +53,66 @@ typedef void (*BliSgemm)(int transa, int transb, int64_t m, int64_t n, int64_t k
                          const float *beta, float *c, int64_t rsc, int64_t csc);
 typedef int (*DnnlSgemm)(char transa, char transb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                          int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* oneDNN 2.x's C API for the matmul primitive (dnnl.h, not needed to
+ * build): handles are pointers, a memory descriptor (696 bytes in 2.6)
+ * and a matmul descriptor (2800) are structs the library fills, kept here
+ * in storage of MM_MD_BYTES and MM_OP_BYTES. */
+typedef struct {
+    int major, minor, patch;
+    const char *hash;
+} DnnlVersion;
+typedef struct {
+    int arg;
+    void *memory;
+} DnnlArg;
+enum {
+    MM_MAX_M = 512,     /* rows of C up to which B^T products take the matmul */
+    MM_SLOTS = 8,       /* shapes a thread keeps */
+    MM_MD_BYTES = 2048, /* room for a dnnl_memory_desc_t */
+    MM_OP_BYTES = 8192, /* room for a dnnl_matmul_desc_t */
+    DNNL_CPU = 1, DNNL_F32 = 3, DNNL_STREAM_DEFAULT = 1,
+    DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33,
+};
+typedef struct DnnlApi {
+    const DnnlVersion *(*version)(void);
+    int (*engine_create)(void **engine, int kind, size_t index);
+    int (*stream_create)(void **stream, void *engine, unsigned flags);
+    int (*md_init_by_strides)(void *md, int ndims, const int64_t *dims, int type, const int64_t *strides);
+    int (*matmul_desc_init)(void *op, const void *src, const void *weights, const void *bias, const void *dst);
+    int (*pd_create)(void **pd, const void *op, const void *attr, void *engine, const void *hint);
+    int (*pd_destroy)(void *pd);
+    int (*primitive_create)(void **prim, const void *pd);
+    int (*primitive_destroy)(void *prim);
+    int (*memory_create)(void **mem, const void *md, void *engine, void *handle);
+    int (*memory_destroy)(void *mem);
+    int (*memory_set_handle)(void *mem, void *handle);
+    int (*execute)(const void *prim, void *stream, int nargs, const DnnlArg *args);
+    int (*stream_wait)(void *stream);
+} DnnlApi;
+
+/* One shape's primitive, its memory objects (their data pointed at the
+ * call's matrices each time) and the stream it runs on. */
+typedef struct MmSlot {
+    int64_t m, n, k, lda, ldb, ldc; /* m == 0: empty */
+    bool failed;                    /* oneDNN refused it: dnnl_sgemm */
+    void *prim, *a, *b, *c;
+} MmSlot;
+
+/* A thread's shapes, on the list `mm_all` from its making on. */
+typedef struct MmCache {
+    struct MmCache *next;
+    atomic_bool owned;  /* a live thread uses it */
+    void *stream;
+    int nslots, next_slot;
+    MmSlot slot[MM_SLOTS];
+} MmCache;
+
+static DnnlApi mm;            /* all set, or mm.execute NULL */
+static void *mm_engine;
+static _Atomic(MmCache *) mm_all;
+static pthread_key_t mm_key;  /* the thread's MmCache, released at its end */
+static _Thread_local MmCache *mm_mine;
 
 static BliSgemm bli_sgemm_fn;
 static void (*bli_set_threads_fn)(int64_t);
@@ -73,6 +147,131 @@ static void blis_load(void)
     memcpy(&bli_sgemm_fn, &g, sizeof g);
 }
 
+/* A thread's end: its cache goes to the next thread that asks. */
+static void mm_release(void *p)
+{
+    atomic_store(&((MmCache *)p)->owned, false);
+}
+
+/* The matmul API of a oneDNN 2.x library, its CPU engine, the thread key;
+ * anything missing leaves mm.execute NULL (every product in dnnl_sgemm). */
+static void mm_load(void *lib)
+{
+    DnnlApi f;
+    void *p[14] = {sym_of(lib, "dnnl_version"), sym_of(lib, "dnnl_engine_create"),
+                   sym_of(lib, "dnnl_stream_create"), sym_of(lib, "dnnl_memory_desc_init_by_strides"),
+                   sym_of(lib, "dnnl_matmul_desc_init"), sym_of(lib, "dnnl_primitive_desc_create"),
+                   sym_of(lib, "dnnl_primitive_desc_destroy"), sym_of(lib, "dnnl_primitive_create"),
+                   sym_of(lib, "dnnl_primitive_destroy"), sym_of(lib, "dnnl_memory_create"),
+                   sym_of(lib, "dnnl_memory_destroy"), sym_of(lib, "dnnl_memory_set_data_handle"),
+                   sym_of(lib, "dnnl_primitive_execute"), sym_of(lib, "dnnl_stream_wait")};
+    _Static_assert(sizeof f == sizeof p, "one symbol per DnnlApi member");
+    for (int i = 0; i < 14; i++)
+        if (!p[i])
+            return;
+    memcpy(&f, p, sizeof f);
+    const DnnlVersion *v = f.version();
+    if (!v || v->major != 2 || f.engine_create(&mm_engine, DNNL_CPU, 0) != 0 ||
+        pthread_key_create(&mm_key, mm_release) != 0)
+        return;
+    mm = f;
+}
+
+/* The calling thread's cache: its own, else one a finished thread left,
+ * else a new one (NULL: out of memory, or no stream). */
+static MmCache *mm_cache_of(void)
+{
+    if (mm_mine)
+        return mm_mine;
+    MmCache *c = atomic_load(&mm_all);
+    for (; c; c = c->next) {
+        bool idle = false;
+        if (atomic_compare_exchange_strong(&c->owned, &idle, true))
+            break;
+    }
+    if (!c) {
+        c = ts_calloc(1, sizeof *c);
+        if (!c)
+            return NULL;
+        atomic_init(&c->owned, true);
+        if (mm.stream_create(&c->stream, mm_engine, DNNL_STREAM_DEFAULT) != 0) {
+            ts_free(c);
+            return NULL;
+        }
+        c->next = atomic_load(&mm_all);
+        while (!atomic_compare_exchange_weak(&mm_all, &c->next, c))
+            ;
+    }
+    if (pthread_setspecific(mm_key, c) != 0) {
+        atomic_store(&c->owned, false);
+        return NULL;
+    }
+    return mm_mine = c;
+}
+
+/* A slot's oneDNN objects destroyed; the slot empty. */
+static void mm_clear(MmSlot *s)
+{
+    void *mem[3] = {s->a, s->b, s->c};
+    for (int i = 0; i < 3; i++)
+        if (mem[i])
+            mm.memory_destroy(mem[i]);
+    if (s->prim)
+        mm.primitive_destroy(s->prim);
+    *s = (MmSlot){0};
+}
+
+/* The primitive for C[m,n] = A[m,k] B[n,k]^T, row-major with leading
+ * dimensions lda, ldb, ldc: made at its shape's first call into the next
+ * slot (a full cache replaces its oldest, destroyed: a shape that falls
+ * out and comes back costs its making again, a few milliseconds). */
+static MmSlot *mm_slot(MmCache *c, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+                       const float *a, const float *b, float *cm)
+{
+    for (int i = 0; i < c->nslots; i++) {
+        MmSlot *s = &c->slot[i];
+        if (s->m == m && s->n == n && s->k == k && s->lda == lda && s->ldb == ldb && s->ldc == ldc)
+            return s->failed ? NULL : s;
+    }
+    MmSlot *s = &c->slot[c->next_slot];
+    c->next_slot = (c->next_slot + 1) % MM_SLOTS;
+    if (c->nslots < MM_SLOTS)
+        c->nslots++;
+    mm_clear(s);
+    *s = (MmSlot){.m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .failed = true};
+    alignas(16) unsigned char md[3][MM_MD_BYTES], op[MM_OP_BYTES];
+    const int64_t da[2] = {m, k}, sa[2] = {lda, 1}, db[2] = {k, n}, sb[2] = {1, ldb}, dc[2] = {m, n},
+                  sc[2] = {ldc, 1};
+    void *pd = NULL;
+    bool ok = mm.md_init_by_strides(md[0], 2, da, DNNL_F32, sa) == 0 &&
+              mm.md_init_by_strides(md[1], 2, db, DNNL_F32, sb) == 0 &&
+              mm.md_init_by_strides(md[2], 2, dc, DNNL_F32, sc) == 0 &&
+              mm.matmul_desc_init(op, md[0], md[1], NULL, md[2]) == 0 &&
+              mm.pd_create(&pd, op, NULL, mm_engine, NULL) == 0 && mm.primitive_create(&s->prim, pd) == 0 &&
+              mm.memory_create(&s->a, md[0], mm_engine, (void *)a) == 0 &&
+              mm.memory_create(&s->b, md[1], mm_engine, (void *)b) == 0 &&
+              mm.memory_create(&s->c, md[2], mm_engine, cm) == 0;
+    if (pd)
+        mm.pd_destroy(pd);
+    s->failed = !ok;
+    return ok ? s : NULL;
+}
+
+/* C = A B^T through the matmul primitive (row-major; the caller checked
+ * the case: MM_MAX_M rows at most, alpha 1, beta 0, one thread). False
+ * where it did not run: the caller calls dnnl_sgemm. */
+static bool mm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                  float *cm, int64_t ldc)
+{
+    MmCache *c = mm.execute ? mm_cache_of() : NULL;
+    MmSlot *s = c ? mm_slot(c, m, n, k, lda, ldb, ldc, a, b, cm) : NULL;
+    if (!s || mm.memory_set_handle(s->a, (void *)a) != 0 || mm.memory_set_handle(s->b, (void *)b) != 0 ||
+        mm.memory_set_handle(s->c, cm) != 0)
+        return false;
+    const DnnlArg args[3] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c}};
+    return mm.execute(s->prim, c->stream, 3, args) == 0 && mm.stream_wait(c->stream) == 0;
+}
+
 static void dnnl_load(void)
 {
     void *lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
@@ -85,6 +284,7 @@ static void dnnl_load(void)
     if (o) /* an OpenMP build; a sequential or TBB one has no such symbol */
         memcpy(&omp_set_threads_fn, &o, sizeof o);
     memcpy(&dnnl_sgemm_fn, &g, sizeof g);
+    mm_load(lib);
 }
 
 /* The (row, column) strides of op(X) for X stored with leading dimension
@@ -119,12 +319,27 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
                        float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     char ca = ta == CblasNoTrans ? 'N' : 'T', cb = tb == CblasNoTrans ? 'N' : 'T';
+    int nt = dev_blas_sgemm_thread_count();
     if (omp_set_threads_fn)
-        omp_set_threads_fn(dev_blas_sgemm_thread_count());
-    if (order == CblasRowMajor)
-        dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else /* C^T = op(B)^T op(A)^T, all row-major */
-        dnnl_sgemm_fn(cb, ca, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+        omp_set_threads_fn(nt);
+    if (order != CblasRowMajor) { /* C^T = op(B)^T op(A)^T, all row-major */
+        char t = ca;
+        ca = cb;
+        cb = t;
+        int ti = m;
+        m = n;
+        n = ti;
+        ti = lda;
+        lda = ldb;
+        ldb = ti;
+        const float *tp = a;
+        a = b;
+        b = tp;
+    }
+    if (ca == 'N' && cb == 'T' && m <= MM_MAX_M && alpha == 1.0f && beta == 0.0f && nt == 1 &&
+        mm_nt(m, n, k, a, lda, b, ldb, c, ldc))
+        return;
+    dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why)

@@ -4,8 +4,10 @@
  * and OpenBLAS for tessel's dots (device/blas_choice.c).
  *
  * Every order (row- and column-major) and transpose of both operands, with
- * leading dimensions wider than the matrices, alpha and beta not 1 and 0,
- * against a triple loop in double computed here from cblas's definition:
+ * leading dimensions wider than the matrices, alpha and beta 1.5 and 0.5
+ * and 1 and 0 (oneDNN's B^T products of up to 512 rows at one thread go
+ * to its matmul primitive: more shapes than its cache per thread keeps,
+ * on one thread, on a second after it, on two at once, exactly), against a triple loop in double computed here from cblas's definition:
  * C = alpha op(A) op(B) + beta C, element (i, j) of a matrix stored with
  * leading dimension ld at [i * ld + j] row-major, [j * ld + i] column-major.
  * A library that is not installed (scripts/setup.sh installs both) is
@@ -39,6 +41,7 @@
 #include "device/blas.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,7 +53,7 @@ static float at(const float *x, enum CBLAS_ORDER o, int ld, int i, int j)
     return o == CblasRowMajor ? x[i * ld + j] : x[j * ld + i];
 }
 
-static void check_fn(const char *lib, SgemmFn *g)
+static void check_fn_ab(const char *lib, SgemmFn *g, float alpha, float beta)
 {
     float a[LD * LD], b[LD * LD], c[LD * LD], c0[LD * LD];
     for (int i = 0; i < LD * LD; i++) {
@@ -65,14 +68,14 @@ static void check_fn(const char *lib, SgemmFn *g)
             for (int bi = 0; bi < 2; bi++) {
                 enum CBLAS_ORDER o = orders[oi];
                 memcpy(c, c0, sizeof c);
-                g(o, ts[ai], ts[bi], M, N, K, 1.5f, a, LD, b, LD, 0.5f, c, LD);
+                g(o, ts[ai], ts[bi], M, N, K, alpha, a, LD, b, LD, beta, c, LD);
                 for (int i = 0; i < M; i++)
                     for (int j = 0; j < N; j++) {
-                        double want = 0.5 * at(c0, o, LD, i, j);
+                        double want = beta * at(c0, o, LD, i, j);
                         for (int p = 0; p < K; p++) {
                             double x = ai ? at(a, o, LD, p, i) : at(a, o, LD, i, p);
                             double y = bi ? at(b, o, LD, j, p) : at(b, o, LD, p, j);
-                            want += 1.5 * x * y;
+                            want += alpha * x * y;
                         }
                         double got = at(c, o, LD, i, j);
                         if (fabs(got - want) > 1e-4 * (1 + fabs(want)))
@@ -85,6 +88,61 @@ static void check_fn(const char *lib, SgemmFn *g)
                         if ((oi == 0 && (i >= M || j >= N)) || (oi == 1 && (j >= M || i >= N)))
                             assert_true(c[i * LD + j] == c0[i * LD + j]);
             }
+}
+
+/* alpha 1.5, beta 0.5; and alpha 1, beta 0 (oneDNN's B^T products of
+ * one thread take its matmul primitive there: blas_sgemm.c). */
+static void check_fn(const char *lib, SgemmFn *g)
+{
+    check_fn_ab(lib, g, 1.5f, 0.5f);
+    check_fn_ab(lib, g, 1.0f, 0.0f);
+}
+
+/* B^T products of 12 shapes (more than a thread's cache of oneDNN
+ * primitives keeps: the oldest are replaced), twice over, every element
+ * against a double dot of small integers (exact in f32). */
+static void *check_shapes(void *arg)
+{
+    SgemmFn *g;
+    memcpy(&g, &arg, sizeof g);
+    enum { S = 40 };
+    static _Thread_local float a[S * S], bm[S * S], c[S * S];
+    for (int i = 0; i < S * S; i++) {
+        a[i] = (float)((i * 7) % 13 - 6);
+        bm[i] = (float)((i * 5) % 11 - 5);
+    }
+    for (int round = 0; round < 2; round++)
+        for (int s = 0; s < 12; s++) {
+            int m = 3 + s, n = 20 - s, k = 5 + 2 * s;
+            memset(c, 0, sizeof c);
+            g(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, S, bm, S, 0.0f, c, S);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    double want = 0;
+                    for (int p = 0; p < k; p++)
+                        want += (double)a[i * S + p] * bm[j * S + p];
+                    if (c[i * S + j] != (float)want)
+                        fail_msg("B^T %dx%dx%d: C(%d,%d) = %g, expected %g", m, k, n, i, j, c[i * S + j], want);
+                }
+        }
+    return NULL;
+}
+
+/* check_shapes on threads of their own: one, then another after it (which
+ * takes over the first's cache), then two at once. */
+static void check_threads(SgemmFn *g)
+{
+    pthread_t t[2];
+    void *arg;
+    memcpy(&arg, &g, sizeof g);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(pthread_create(&t[0], NULL, check_shapes, arg), 0);
+        assert_int_equal(pthread_join(t[0], NULL), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, check_shapes, arg), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(t[i], NULL), 0);
 }
 
 enum { P = 256 };
@@ -135,6 +193,7 @@ static void check_lib(const char *lib)
         check_exact(lib, g, threads);
     }
     dev_blas_sgemm_threads(1, false);
+    check_threads(g);
 }
 
 static void probed_sgemm(void **state)
