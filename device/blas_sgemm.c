@@ -26,10 +26,10 @@
  * B transposed (row-major NT, as dh = g W^T of a backward pass), at most
  * MM_MAX_M rows of C, alpha 1, beta 0, one thread. There its brgemm
  * kernel ran 1-11 % faster than dnnl_sgemm's on every such shape timed
- * here (512 x 1024 x 2048: 107.6 against 101.6 GFLOP/s, one core;
- * BENCHMARKS.md, "The MLP lines across processes"); with more rows the two
- * were even or dnnl_sgemm ahead, and without a transposed B dnnl_sgemm
- * was ahead. The primitive is made once per shape and thread
+ * here (512 x 1024 x 2048: 107.4 against 102.4 GFLOP/s, medians of 5, one
+ * core; BENCHMARKS.md, "The MLP lines across processes"); with more rows
+ * the two were even or dnnl_sgemm ahead, and without a transposed B
+ * dnnl_sgemm was ahead. The primitive is made once per shape and thread
  * (mm_cache_of: a cache per thread, in a list that keeps it reachable,
  * reused by a later thread once its thread has ended); where oneDNN is not
  * a 2.x library (its C API of memory descriptors by value), or any call
