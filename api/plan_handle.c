@@ -607,39 +607,135 @@ int32_t ts_plan_num_aliases(const TsPlan *p)
     return m ? m->nalias : 0;
 }
 
+/* Alias k (*al) and its output value, whose first leaf (depth first) is
+ * *leaf: the leaves of the elements before it, at every level. NULL after
+ * an error in id. */
+static const IrShape *alias_output(const TsPlan *p, int32_t k, const IrAlias **al, int32_t *leaf, IrDiag *id)
+{
+    const IrModule *m = alias_module(p);
+    const IrShape *s = root_shape(p);
+    if (!m || k < 0 || k >= m->nalias || !s) {
+        ir_error(id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "no alias %d (there are %d)", (int)k,
+                 (int)ts_plan_num_aliases(p));
+        return NULL;
+    }
+    *al = &m->alias[k];
+    *leaf = 0;
+    for (int32_t j = 0; j < (*al)->output_index.n; j++) {
+        int64_t e = (*al)->output_index.v[j];
+        if (s->type != IR_TUPLE || e < 0 || e >= s->ntuple) {
+            ir_error(id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "alias %d names no output of the program", (int)k);
+            return NULL;
+        }
+        for (int64_t q = 0; q < e; q++)
+            *leaf += ir_shape_leaf_count(&s->tuple[q]);
+        s = &s->tuple[e];
+    }
+    return s;
+}
+
 TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d)
 {
     API_NEED(p, d);
     API_NEED(output_leaf, d);
     API_NEED(param, d);
     IrDiag id = {0};
-    const IrModule *m = alias_module(p);
-    const IrShape *s = root_shape(p);
-    if (!m || k < 0 || k >= m->nalias || !s)
-        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "no alias %d (there are %d)", (int)k,
-                                 (int)ts_plan_num_aliases(p)),
-                        &id, d);
-    const IrAlias *al = &m->alias[k];
-    /* The leaf number of the output index: the leaves of the elements
-     * before it, at every level. */
+    const IrAlias *al = NULL;
     int32_t leaf = 0;
-    for (int32_t j = 0; j < al->output_index.n; j++) {
-        int64_t e = al->output_index.v[j];
-        if (s->type != IR_TUPLE || e < 0 || e >= s->ntuple)
-            return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                     "alias %d names no output of the program", (int)k),
-                            &id, d);
-        for (int64_t q = 0; q < e; q++)
-            leaf += ir_shape_leaf_count(&s->tuple[q]);
-        s = &s->tuple[e];
-    }
+    const IrShape *s = alias_output(p, k, &al, &leaf, &id);
+    if (!s)
+        return api_give(id.status, &id, d);
     if (s->type == IR_TUPLE || al->param_index.n)
         return api_give(ir_error(&id, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
-                                 "alias %d moves a tuple or a leaf of a tuple parameter; checkpoints keep whole "
-                                 "array parameters", (int)k),
+                                 "alias %d moves a tuple or a leaf of a tuple parameter, not one array "
+                                 "parameter (ts_plan_alias_leaves gives its leaves)", (int)k),
                         &id, d);
     *output_leaf = leaf;
     *param = (int32_t)al->param_number;
+    return TS_OK;
+}
+
+/* The shape of entry parameter `param` of the module m, or NULL when it
+ * has none. */
+static const IrShape *param_shape_of(const IrModule *m, int64_t param)
+{
+    const IrComputation *e = m ? ir_entry(m) : NULL;
+    return e && param >= 0 && param < e->nparam ? &e->instr[e->param[param]].shape : NULL;
+}
+
+TsStatus ts_plan_alias_leaves(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, int32_t *param_leaf,
+                              int32_t *count, TsDiag *d)
+{
+    API_NEED(p, d);
+    API_NEED(output_leaf, d);
+    API_NEED(param, d);
+    API_NEED(param_leaf, d);
+    API_NEED(count, d);
+    IrDiag id = {0};
+    const IrAlias *al = NULL;
+    int32_t leaf = 0;
+    const IrShape *os = alias_output(p, k, &al, &leaf, &id);
+    if (!os)
+        return api_give(id.status, &id, d);
+    /* the run's own check first: a bad pair is refused at its place in the
+     * header (FILE:LINE:COL), as --steps refuses it */
+    if (rt_check_aliases(alias_module(p), &id) != IR_OK)
+        return api_give(id.status, &id, d);
+    const IrShape *ps = param_shape_of(alias_module(p), al->param_number);
+    if (!ps)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "alias %d names parameter %lld, which the program does not have", (int)k,
+                                 (long long)al->param_number),
+                        &id, d);
+    bool tuple = ps->type == IR_TUPLE;
+    int32_t first = 0;
+    for (int32_t j = 0; j < al->param_index.n; j++) {
+        int64_t e = al->param_index.v[j];
+        if (ps->type != IR_TUPLE || e < 0 || e >= ps->ntuple)
+            return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                     "alias %d names no value of parameter %lld", (int)k,
+                                     (long long)al->param_number),
+                            &id, d);
+        for (int64_t q = 0; q < e; q++)
+            first += ir_shape_leaf_count(&ps->tuple[q]);
+        ps = &ps->tuple[e];
+    }
+    int32_t n = ir_shape_leaf_count(os);
+    if (n != ir_shape_leaf_count(ps))
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "alias %d: its output has %d leaves, the value of parameter %lld it names %d",
+                                 (int)k, (int)n, (long long)al->param_number, (int)ir_shape_leaf_count(ps)),
+                        &id, d);
+    *output_leaf = leaf;
+    *param = (int32_t)al->param_number;
+    *param_leaf = tuple ? first : -1;
+    *count = n;
+    return TS_OK;
+}
+
+TsStatus ts_plan_input_key(const TsPlan *p, const char *key, int32_t *param, int32_t *leaf, TsDiag *d)
+{
+    API_NEED(p, d);
+    API_NEED(key, d);
+    API_NEED(param, d);
+    API_NEED(leaf, d);
+    IrDiag id = {0};
+    const IrModule *sig = signature(p);
+    const IrComputation *e = sig ? ir_entry(sig) : NULL;
+    int64_t pn = -1, lf = -1;
+    if (!e)
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "the program has no entry"), &id, d);
+    if (rt_input_key_resolve(e, key, &pn, &lf, &id) != IR_OK)
+        return api_give(id.status, &id, d);
+    const IrShape *ps = param_shape_of(sig, pn);
+    int32_t n = ps ? ir_shape_leaf_count(ps) : 0;
+    bool tuple = ps && ps->type == IR_TUPLE;
+    if (!ps || (tuple && (lf < 0 || lf >= n)) || (!tuple && lf > 0))
+        return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                 "input %s names no parameter or leaf of one", key),
+                        &id, d);
+    *param = (int32_t)pn;
+    *leaf = tuple ? (int32_t)lf : -1;
     return TS_OK;
 }
 

@@ -347,9 +347,24 @@ bool ts_plan_from_file(const TsPlan *p);
  * the device program's): alias k moves output leaf *output_leaf (depth
  * first) into entry parameter *param for the next step. TS_EINPUT for no
  * such alias; TS_EUNSUPPORTED when it moves a tuple or a leaf of a tuple
- * parameter. */
+ * parameter (ts_plan_alias_leaves, below, gives every alias as leaves). */
 int32_t ts_plan_num_aliases(const TsPlan *p);
 TsStatus ts_plan_alias(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, TsDiag *d);
+/* Alias k as the leaves it moves, whatever it names (an array parameter,
+ * a leaf or a sub-tuple of a tuple parameter, `{0}: (0, {1})`): output
+ * leaves [*output_leaf, *output_leaf + *count) (depth first) go into
+ * parameter *param's leaves from *param_leaf on (depth first inside it;
+ * -1 when the parameter is an array, its one leaf). TS_EINPUT for no
+ * such alias, a parameter or index the program lacks, or an output of
+ * another leaf count. */
+TsStatus ts_plan_alias_leaves(const TsPlan *p, int32_t k, int32_t *output_leaf, int32_t *param, int32_t *param_leaf,
+                              int32_t *count, TsDiag *d);
+/* What an input key (TsInput.key; docs/cli.md, "Input names") binds:
+ * parameter *param and, in a tuple parameter, leaf *leaf (-1 for an
+ * array parameter). TS_EINPUT for a key nothing answers to (listing the
+ * names that work), two parameters answer to, or that names a tuple
+ * whole or a leaf the parameter lacks. */
+TsStatus ts_plan_input_key(const TsPlan *p, const char *key, int32_t *param, int32_t *leaf, TsDiag *d);
 /* The SHA-256 of the plan file text, 64 lowercase hex digits and a NUL:
  * names the program a checkpoint belongs to. TS_ENOMEM only. */
 TsStatus ts_plan_digest(const TsPlan *p, char out[65], TsDiag *d);

@@ -14,9 +14,17 @@
  *   {"format": "tessel-checkpoint", "version": 3, "step": 100,
  *    "steps": 400, "digest": "<SHA-256 of the plan file>",
  *    "outputs_sha256": "<outputs.json's manifest_sha256>",
- *    "aliases": [{"output": 0, "parameter": 1}],
+ *    "aliases": [{"output": 0, "parameter": 1}, {"output": 1, "parameter": 0, "leaf": 1}],
  *    "random_inputs": "7", "inputs": [{"key": "x", "sha256": "<...>"}],
  *    "checkpoint_sha256": "<SHA-256 of the text before this member>"}
+ *
+ * "aliases" lists every leaf the state is made of: an alias naming a
+ * value inside a tuple parameter ({1}: (0, {1})) moves that leaf ("leaf":
+ * depth first inside the parameter), a tuple one each of its leaves. The
+ * tuple's other leaves are no state: every step is given them again as the
+ * run's inputs give them, so the next chunk and a resume bind them from
+ * those inputs (their digests are in "inputs", or the seed), and the state
+ * leaves, as "P.L", from the checkpoint's outputs.
  *
  * "random_inputs" is the --random-inputs seed ("none" without), "inputs"
  * each --input but the state's (which the checkpoint replaces) by the
@@ -111,6 +119,43 @@ static bool binds(const TsPlan *p, const char *key, int32_t param)
     return named;
 }
 
+/* Does key bind a leaf the checkpoint holds (the state)? By the rule of
+ * TsInput.key (ts_plan_input_key): "0", "x", "0.1" and "p.1" alike. A key
+ * nothing answers to binds none (the run names it). */
+static bool binds_state(const TsPlan *p, const CliCkpt *c, const char *key)
+{
+    int32_t param = -1, leaf = -1;
+    TsDiag d = {0};
+    TsStatus st = ts_plan_input_key(p, key, &param, &leaf, &d);
+    ts_diag_clear(&d);
+    for (int32_t k = 0; st == TS_OK && k < c->nalias; k++)
+        if (c->param[k] == param && c->pleaf[k] == leaf)
+            return true;
+    return false;
+}
+
+/* The key an input is recorded by (into buf, or key itself): "P.L" for a
+ * leaf of a tuple parameter (whatever name bound it); for an array
+ * parameter its index when key is that or its HLO name, else key as given
+ * (as python/tessel's _taken_with records it). */
+static const char *record_key(const TsPlan *p, const char *key, char *buf, size_t n)
+{
+    int32_t param = -1, leaf = -1;
+    TsDiag d = {0};
+    TsStatus st = ts_plan_input_key(p, key, &param, &leaf, &d);
+    ts_diag_clear(&d);
+    if (st == TS_OK && leaf >= 0) {
+        snprintf(buf, n, "%d.%d", (int)param, (int)leaf);
+        return buf;
+    }
+    for (int32_t j = 0; j < ts_plan_num_inputs(p); j++)
+        if (binds(p, key, j)) {
+            snprintf(buf, n, "%d", (int)j);
+            return buf;
+        }
+    return key;
+}
+
 /* c->taken_with from the options: the seed and each input that does not
  * bind the state, by its key and content. */
 static int record_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c)
@@ -126,27 +171,16 @@ static int record_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c)
                             : (size_t)snprintf(r, n, "\"random_inputs\": \"none\", \"inputs\": [");
     int nin = 0;
     for (int32_t i = 0; i < o->ninputs; i++) {
-        bool state = false;
-        for (int32_t k = 0; k < c->nalias && !state; k++)
-            state = binds(p, o->inputs[i].key, c->param[k]);
-        char sha[65], key[6 * 256 + 1];
+        char sha[65], key[6 * 256 + 1], idx[32];
         TsDiag d = {0};
-        if (state)
+        if (binds_state(p, c, o->inputs[i].key))
             continue;
         if (ts_input_sha256(&o->inputs[i], sha, &d) != TS_OK) {
             free(r);
             return cli_report(d.status, &d);
         }
         /* by the parameter it binds, so "x" and "0" are one input */
-        const char *k = o->inputs[i].key;
-        char idx[16];
-        for (int32_t j = 0; j < ts_plan_num_inputs(p); j++)
-            if (binds(p, k, j)) {
-                snprintf(idx, sizeof idx, "%d", (int)j);
-                k = idx;
-                break;
-            }
-        json_escape(key, sizeof key, k);
+        json_escape(key, sizeof key, record_key(p, o->inputs[i].key, idx, sizeof idx));
         used += (size_t)snprintf(r + used, n - used, "%s{\"key\": \"%s\", \"sha256\": \"%s\"}", nin++ ? ", " : "",
                                  key, sha);
     }
@@ -389,6 +423,45 @@ static int find_last(CliCkpt *c, const char *dir)
     return CLI_OK;
 }
 
+/* c->leaf, c->param, c->pleaf: every leaf the aliases move, an alias of
+ * a tuple (or of a sub-tuple of a tuple parameter) leaf by leaf. The
+ * other leaves of a tuple parameter are not state: each step gets them
+ * again as given (rt_feed_aliases), so the chunks after a checkpoint and
+ * a resume bind them from the run's inputs, whose digests checkpoint.json
+ * records (record_inputs) like any input's: a checkpoint holds what the
+ * steps changed, once. */
+static int alias_leaves(const TsPlan *p, CliCkpt *c)
+{
+    int32_t n = ts_plan_num_aliases(p), total = 0;
+    TsDiag d = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t k = 0; k < n; k++) {
+            int32_t out = 0, param = 0, pl = 0, count = 0;
+            TsStatus st = ts_plan_alias_leaves(p, k, &out, &param, &pl, &count, &d);
+            if (st != TS_OK)
+                return cli_report(st, &d);
+            for (int32_t j = 0; pass && j < count; j++, c->nalias++) {
+                c->leaf[c->nalias] = out + j;
+                c->param[c->nalias] = param;
+                c->pleaf[c->nalias] = pl < 0 ? -1 : pl + j;
+            }
+            total += pass ? 0 : count;
+        }
+        if (pass)
+            break;
+        size_t m = (size_t)(total > 0 ? total : 1);
+        c->leaf = calloc(m, sizeof *c->leaf);
+        c->param = calloc(m, sizeof *c->param);
+        c->pleaf = calloc(m, sizeof *c->pleaf);
+        c->paths = calloc(m, sizeof *c->paths);
+        if (!c->leaf || !c->param || !c->pleaf || !c->paths) {
+            fputs("tessel: error: out of memory\n", stderr);
+            return CLI_FAIL;
+        }
+    }
+    return CLI_OK;
+}
+
 int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c)
 {
     memset(c, 0, sizeof *c);
@@ -404,27 +477,16 @@ int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c)
                                "checkpoints");
     TsDiag d = {0};
     int32_t n = ts_plan_num_aliases(p);
-    c->nalias = n;
-    c->leaf = calloc((size_t)(n > 0 ? n : 1), sizeof *c->leaf);
-    c->param = calloc((size_t)(n > 0 ? n : 1), sizeof *c->param);
-    c->paths = calloc((size_t)(n > 0 ? n : 1), sizeof *c->paths);
-    if (!c->leaf || !c->param || !c->paths) {
-        fputs("tessel: error: out of memory\n", stderr);
-        return CLI_FAIL;
-    }
-    for (int32_t k = 0; k < n; k++) {
-        TsStatus st = ts_plan_alias(p, k, &c->leaf[k], &c->param[k], &d);
-        if (st != TS_OK)
-            return cli_report(st, &d);
-    }
+    int rc = alias_leaves(p, c);
+    if (rc != CLI_OK)
+        return rc;
     if (n == 0)
         return cli_usage_error(&cli_cmd_run, "checkpoints keep the state steps carry (input_output_alias), and "
                                "this module aliases no output to a parameter");
     TsStatus st = ts_plan_digest(p, c->digest, &d);
     if (st != TS_OK)
         return cli_report(st, &d);
-    int rc = record_inputs(o, p, c);
-    if (rc != CLI_OK)
+    if ((rc = record_inputs(o, p, c)) != CLI_OK)
         return rc;
     if (o->resume)
         return find_last(c, o->resume);
@@ -435,6 +497,7 @@ void cli_ckpt_free(CliCkpt *c)
 {
     free(c->leaf);
     free(c->param);
+    free(c->pleaf);
     for (int32_t k = 0; c->paths && k < c->nalias; k++)
         free(c->paths[k]);
     free(c->paths);
@@ -472,17 +535,17 @@ int cli_ckpt_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c, TsRunOptio
     /* The user's bindings, but not of the state: that comes from the
      * checkpoint (the keys are copied: they are freed with c). */
     for (int32_t i = 0; i < o->ninputs; i++) {
-        bool state = false;
-        for (int32_t k = 0; k < c->nalias && !state; k++)
-            state = binds(p, o->inputs[i].key, c->param[k]);
-        if (!state) {
+        if (!binds_state(p, c, o->inputs[i].key)) {
             c->inputs[c->ninputs] = o->inputs[i];
             c->inputs[c->ninputs++].key = strdup(o->inputs[i].key);
         }
     }
     for (int32_t k = 0; k < c->nalias; k++) {
-        char key[16];
-        snprintf(key, sizeof key, "%d", (int)c->param[k]);
+        char key[32]; /* "P" binds an array parameter, "P.L" a leaf of a tuple */
+        if (c->pleaf[k] < 0)
+            snprintf(key, sizeof key, "%d", (int)c->param[k]);
+        else
+            snprintf(key, sizeof key, "%d.%d", (int)c->param[k], (int)c->pleaf[k]);
         size_t n = strlen(c->last) + 32;
         free(c->paths[k]);
         if ((c->paths[k] = malloc(n)))
@@ -524,7 +587,7 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
     if (st == TS_OK) /* read back: what a resume will check */
         st = ts_outputs_verify(tmp, osha, &d);
     if (st == TS_OK) {
-        size_t n = 460 + (size_t)c->nalias * 48 + strlen(c->taken_with);
+        size_t n = 460 + (size_t)c->nalias * 64 + strlen(c->taken_with);
         json = malloc(n);
         size_t used = json ? (size_t)snprintf(json, n,
                                               "{\"format\": \"tessel-checkpoint\", \"version\": 3, \"step\": %lld, "
@@ -532,9 +595,13 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
                                               "\"aliases\": [",
                                               (long long)c->done, (long long)c->steps, c->digest, osha)
                              : 0;
-        for (int32_t k = 0; json && k < c->nalias; k++)
-            used += (size_t)snprintf(json + used, n - used, "%s{\"output\": %d, \"parameter\": %d}", k ? ", " : "",
+        for (int32_t k = 0; json && k < c->nalias; k++) {
+            used += (size_t)snprintf(json + used, n - used, "%s{\"output\": %d, \"parameter\": %d", k ? ", " : "",
                                      (int)c->leaf[k], (int)c->param[k]);
+            if (c->pleaf[k] >= 0) /* a leaf of a tuple parameter */
+                used += (size_t)snprintf(json + used, n - used, ", \"leaf\": %d", (int)c->pleaf[k]);
+            used += (size_t)snprintf(json + used, n - used, "}");
+        }
         char self[65];
         if (json) {
             used += (size_t)snprintf(json + used, n - used, "], %s", c->taken_with);

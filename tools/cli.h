@@ -177,8 +177,9 @@ typedef struct CliCkpt {
     char digest[65];         /* the plan's SHA-256 */
     char *taken_with;        /* what the inputs were (checkpoint.json's "random_inputs"
                               * and "inputs" members; heap): a resume must give the same */
-    int32_t nalias;
-    int32_t *leaf, *param;   /* alias k: output leaf -> parameter */
+    int32_t nalias;          /* the leaves the aliases move (a tuple's each) */
+    int32_t *leaf, *param;   /* leaf k: output leaf -> parameter */
+    int32_t *pleaf;          /* ... its leaf there (-1: an array parameter, whole) */
     char last[4096];         /* the newest checkpoint directory ("" before one) */
     char **paths;            /* [nalias]: its files the next chunk reads (heap) */
     int32_t ninputs;

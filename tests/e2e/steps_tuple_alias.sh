@@ -21,30 +21,9 @@
 #     sharded unlike its output.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/tuple_alias.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-
-# step_model N OUT: f32[64,32] values split in N rows
-step_model() {
-    local n=$1 sh
-    if [ "$n" = 1 ]; then sh="{replicated}"; else sh="{devices=[$n,1]$(seq -s, 0 $((n - 1)))}"; fi
-    cat >"$2" <<HLO
-HloModule tuple_steps, num_partitions=$n, input_output_alias={ {0}: (0, {0}, may-alias), {1}: (0, {1}, may-alias) }
-
-ENTRY main {
-  p = (f32[64,32], f32[64,32], f32[64,32]) parameter(0), sharding={$sh, $sh, $sh}
-  x = f32[64,32] parameter(1), sharding=$sh
-  w = f32[64,32] get-tuple-element(p), index=0
-  m = f32[64,32] get-tuple-element(p), index=1
-  c = f32[64,32] get-tuple-element(p), index=2
-  g = f32[64,32] multiply(w, x), sharding=$sh
-  m1 = f32[64,32] add(m, g), sharding=$sh
-  cm = f32[64,32] multiply(c, m1), sharding=$sh
-  w1 = f32[64,32] subtract(w, cm), sharding=$sh
-  ROOT t = (f32[64,32], f32[64,32], f32[64,32]) tuple(w1, m1, g)
-}
-HLO
-}
 
 # The inputs and NumPy's 3 steps (elementwise f32: no reduction order).
 "$PY" - "$WORK" <<'PY'
@@ -91,13 +70,7 @@ same_outputs "$WORK/hand3" "$WORK/mpi" "--steps 3 under mpirun -np 2"
 echo "steps_tuple_alias: leaf pairs of a tuple parameter, c unaliased: 3 steps on 1, 2, 4 devices and mpirun -np 2 equal 3 reference steps by hand and NumPy"
 
 # 2. the inner tuple of p = ((w, m), c) aliased whole
-sed -e 's/{ {0}: (0, {0}, may-alias), {1}: (0, {1}, may-alias) }/{ {0}: (0, {0}, may-alias) }/' \
-    -e 's/p = (f32\[64,32\], f32\[64,32\], f32\[64,32\]) parameter(0), sharding={\(.*\), \(.*\), \(.*\)}/p = ((f32[64,32], f32[64,32]), f32[64,32]) parameter(0), sharding={\1, \2, \3}/' \
-    -e 's/w = f32\[64,32\] get-tuple-element(p), index=0/wm = (f32[64,32], f32[64,32]) get-tuple-element(p), index=0\n  w = f32[64,32] get-tuple-element(wm), index=0/' \
-    -e 's/m = f32\[64,32\] get-tuple-element(p), index=1/m = f32[64,32] get-tuple-element(wm), index=1/' \
-    -e 's/c = f32\[64,32\] get-tuple-element(p), index=2/c = f32[64,32] get-tuple-element(p), index=1/' \
-    -e 's/ROOT t = .*/wm1 = (f32[64,32], f32[64,32]) tuple(w1, m1)\n  ROOT t = ((f32[64,32], f32[64,32]), f32[64,32]) tuple(wm1, g)/' \
-    "$WORK/s2.hlo" >"$WORK/nested.hlo"
+nested_model "$WORK/s2.hlo" "$WORK/nested.hlo"
 expect_status 0 "$TESSEL" run "$WORK/nested.hlo" --steps 3 "${IN[@]}" --output-dir "$WORK/nested"
 same_outputs "$WORK/hand3" "$WORK/nested" "the inner tuple aliased whole, --steps 3 on 2 devices"
 expect_status 0 "$TESSEL" run "$WORK/nested.hlo" --reference --steps 3 "${IN[@]}" --output-dir "$WORK/nested.r"

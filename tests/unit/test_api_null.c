@@ -147,6 +147,9 @@ static void test_plans(void **state)
     char *s = (char *)0x1;
     TsArrayInfo info;
     EXPECT(ts_plan_alias(NULL, 0, &a, &b, &d), "ts_plan_alias: p is NULL");
+    int32_t c2, e2;
+    EXPECT(ts_plan_alias_leaves(NULL, 0, &a, &b, &c2, &e2, &d), "ts_plan_alias_leaves: p is NULL");
+    EXPECT(ts_plan_input_key(NULL, "0", &a, &b, &d), "ts_plan_input_key: p is NULL");
     EXPECT(ts_plan_digest(NULL, dg, &d), "ts_plan_digest: p is NULL");
     EXPECT(ts_plan_save(NULL, "x", &d), "ts_plan_save: p is NULL");
     EXPECT(ts_plan_dump(NULL, "text", &s, &d), "ts_plan_dump: p is NULL");
@@ -159,6 +162,8 @@ static void test_plans(void **state)
     TsCompileOptions co = {.num_partitions = 2};
     assert_int_equal(ts_compile(m, &co, &p, NULL), TS_OK);
     EXPECT(ts_plan_alias(p, 0, NULL, &b, &d), "ts_plan_alias: output_leaf is NULL");
+    EXPECT(ts_plan_alias_leaves(p, 0, &a, &b, &c2, NULL, &d), "ts_plan_alias_leaves: count is NULL");
+    EXPECT(ts_plan_input_key(p, NULL, &a, &b, &d), "ts_plan_input_key: key is NULL");
     EXPECT(ts_plan_digest(p, NULL, &d), "ts_plan_digest: out is NULL");
     EXPECT(ts_plan_save(p, NULL, &d), "ts_plan_save: path is NULL");
     EXPECT(ts_plan_dump(p, "text", NULL, &d), "ts_plan_dump: out is NULL");

@@ -8,7 +8,9 @@
  * written here, within the oracle's f32 tolerance (DESIGN.md: 1e-4 of the
  * largest magnitude). Then the error paths: a truncated plan file is
  * TS_EINPUT naming the file and a line; an input array of the wrong shape,
- * or whose nbytes disagree with its shape, is TS_EINPUT.
+ * or whose nbytes disagree with its shape, is TS_EINPUT. Last, aliases
+ * as leaves and input keys as leaves (ts_plan_alias_leaves,
+ * ts_plan_input_key) on a tuple parameter.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -307,12 +309,78 @@ static void test_truncated_plan(void **state)
     ts_module_free(m);
 }
 
+/* Aliases as leaves (ts_plan_alias_leaves) and input keys as (parameter,
+ * leaf) (ts_plan_input_key), what `tessel run --checkpoint-every` binds a
+ * tuple parameter's state leaves by: a sub-tuple of p = ((a, b), c) and
+ * the array x. */
+static void test_alias_leaves(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "HloModule al, input_output_alias={ {0}: (1, {0}, may-alias), {1}: (0, {}, may-alias) }\n\n"
+        "ENTRY main {\n"
+        "  x = f32[4] parameter(0)\n"
+        "  p = ((f32[4], f32[4]), f32[4]) parameter(1)\n"
+        "  ab = (f32[4], f32[4]) get-tuple-element(p), index=0\n"
+        "  a = f32[4] get-tuple-element(ab), index=0\n"
+        "  b = f32[4] get-tuple-element(ab), index=1\n"
+        "  c = f32[4] get-tuple-element(p), index=1\n"
+        "  a1 = f32[4] add(a, c)\n"
+        "  b1 = f32[4] add(b, x)\n"
+        "  ab1 = (f32[4], f32[4]) tuple(a1, b1)\n"
+        "  x1 = f32[4] multiply(x, c)\n"
+        "  ROOT r = ((f32[4], f32[4]), f32[4]) tuple(ab1, x1)\n"
+        "}\n";
+    TsDiag d = {0};
+    TsModule *m = NULL;
+    TsPlan *p = NULL;
+    ok(ts_module_parse("al.hlo", text, strlen(text), NULL, &m, &d), &d);
+    ok(ts_compile(m, NULL, &p, &d), &d);
+    assert_int_equal(ts_plan_num_aliases(p), 2);
+    int32_t out = -9, param = -9, leaf = -9, count = -9;
+    ok(ts_plan_alias_leaves(p, 0, &out, &param, &leaf, &count, &d), &d);
+    assert_int_equal(out, 0); /* output {0}: leaves 0 and 1 ... */
+    assert_int_equal(param, 1);
+    assert_int_equal(leaf, 0); /* ... into p's leaves 0 (a) and 1 (b) */
+    assert_int_equal(count, 2);
+    ok(ts_plan_alias_leaves(p, 1, &out, &param, &leaf, &count, &d), &d);
+    assert_int_equal(out, 2);
+    assert_int_equal(param, 0);
+    assert_int_equal(leaf, -1); /* x is an array */
+    assert_int_equal(count, 1);
+    assert_int_equal(ts_plan_alias_leaves(p, 2, &out, &param, &leaf, &count, &d), TS_EINPUT);
+    ts_diag_clear(&d);
+    /* the whole-array form refuses the tuple's, and gives x's */
+    assert_int_equal(ts_plan_alias(p, 0, &out, &param, &d), TS_EUNSUPPORTED);
+    ts_diag_clear(&d);
+    ok(ts_plan_alias(p, 1, &out, &param, &d), &d);
+    assert_int_equal(out, 2);
+    assert_int_equal(param, 0);
+    static const struct {
+        const char *key;
+        int32_t param, leaf;
+    } keys[] = {{"x", 0, -1}, {"0", 0, -1}, {"0.0", 0, -1}, {"1.1", 1, 1}, {"p.2", 1, 2}, {"p.0", 1, 0}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        ok(ts_plan_input_key(p, keys[i].key, &param, &leaf, &d), &d);
+        assert_int_equal(param, keys[i].param);
+        assert_int_equal(leaf, keys[i].leaf);
+    }
+    static const char *const bad[] = {"p", "1", "1.3", "0.1", "nope"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(ts_plan_input_key(p, bad[i], &param, &leaf, &d), TS_EINPUT);
+        ts_diag_clear(&d);
+    }
+    ts_plan_free(p);
+    ts_module_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_example),
         cmocka_unit_test(test_mlp_megatron),
         cmocka_unit_test(test_truncated_plan),
+        cmocka_unit_test(test_alias_leaves),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
