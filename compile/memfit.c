@@ -11,6 +11,11 @@
  * the frontend attribute _tessel_remat="NAME", so a plan file says what
  * was recomputed (compile_remat_list) without anything beside it.
  *
+ * When nothing fits, the search is made again with the instructions that
+ * compute the same value merged (memfit_merge.c) and a recomputable
+ * call's tuple elements recomputed, then with masks kept apart
+ * (memfit_mask.c).
+ *
  * Example: y = exp(x) used at once and again at the end, with a large
  * temporary between: y's copy runs just before the late use, y itself
  * dies after the first, and the temporary's peak no longer holds y.
@@ -238,18 +243,17 @@ static IrStatus graph_build(MfGraph *g, const IrModule *m, const IrComputation *
     return IR_OK;
 }
 
-/* A copy of frontend attributes `a` with REMAT_ATTR=name added. */
-static bool mark_remat(IrArena *ar, IrAttrs *a, const char *name)
+bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value)
 {
     IrKeyValue *kv = ir_alloc_array(ar, (size_t)a->nfrontend + 1, sizeof *kv);
     if (!kv)
         return false;
     int32_t n = 0;
     for (int32_t k = 0; k < a->nfrontend; k++)
-        if (strcmp(a->frontend[k].key, REMAT_ATTR) != 0)
+        if (strcmp(a->frontend[k].key, key) != 0)
             kv[n++] = a->frontend[k];
-    kv[n].key = REMAT_ATTR;
-    kv[n].value = ir_strdup(ar, name);
+    kv[n].key = key;
+    kv[n].value = ir_strdup(ar, value);
     a->frontend = kv;
     a->nfrontend = n + 1;
     return kv[n].value != NULL;
@@ -297,7 +301,7 @@ static bool graph_commit(const MfGraph *g, IrModule *m, IrComputation *c)
             char base[512];
             snprintf(base, sizeof base, "%s.remat", c->instr[x->src].name);
             ni.name = ir_unique_name(m, base);
-            ok = ni.name && mark_remat(m->arena, &ni.a, c->instr[x->src].name);
+            ok = ni.name && mf_mark(m->arena, &ni.a, REMAT_ATTR, c->instr[x->src].name);
         }
         if (ok)
             out[k] = ni;
@@ -401,12 +405,14 @@ static int estimate_fits(void *ctx, const MfGraph *g, int64_t *peak_out, int32_t
  * search apart, and either may come lower), then recomputed until it
  * fits; v->last receives its estimate. false
  * when out of memory. IR_EINPUT of the order goes to d (*st). */
-static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, Verdict *v, IrStatus *st, IrDiag *d)
+static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, bool elements, Verdict *v,
+                    IrStatus *st, IrDiag *d)
 {
     *st = graph_build(g, spmd, ir_entry(spmd), d);
     if (*st != IR_OK)
         return *st != IR_ENOMEM;
     g->fusion = variant < MF_SCHEDULES;
+    g->elements = elements;
     int64_t peak;
     int32_t at;
     bool ordered = mf_schedule(g, variant % MF_SCHEDULES) && (!masks || mf_hoist_masks(g));
@@ -421,13 +427,14 @@ static bool attempt(MfGraph *g, IrModule *spmd, int32_t variant, bool masks, Ver
  * fits; else the one whose estimate came lowest: into *best (its arena
  * the caller's) and *best_peak. false when out of memory; an IR_EINPUT
  * of the order into *st and d. */
-static bool search(IrModule *m, bool masks, Verdict *v, MfGraph *best, int64_t *best_peak, IrStatus *st, IrDiag *d)
+static bool search(IrModule *m, bool masks, bool elements, Verdict *v, MfGraph *best, int64_t *best_peak,
+                   IrStatus *st, IrDiag *d)
 {
     bool ok = true;
     for (int32_t variant = 0; ok && variant < 2 * MF_SCHEDULES && (*best_peak < 0 || *best_peak > v->limit);
          variant++) {
         MfGraph g;
-        ok = attempt(&g, m, variant, masks, v, st, d);
+        ok = attempt(&g, m, variant, masks, elements, v, st, d);
         if (ok && *st == IR_OK && (*best_peak < 0 || v->last < *best_peak)) {
             ir_arena_free(best->arena);
             *best = g;
@@ -437,6 +444,52 @@ static bool search(IrModule *m, bool masks, Verdict *v, MfGraph *best, int64_t *
         }
         ok = ok && *st == IR_OK;
     }
+    return ok;
+}
+
+/* The search again on a copy of spmd changed by `change` (the number of
+ * changes it made; 0: none, nothing to search unless `elements`: the
+ * attempts then recompute the elements of a recomputable call's tuple,
+ * g->elements): when it comes lower than
+ * *best, the same change is made to spmd itself (deterministic: the same
+ * instructions, so best's nodes are spmd's) and its graph kept. With
+ * `fit`, the bound of the changed program is taken when lower (a true
+ * lower bound of either program), or no higher when that program is
+ * kept (it names what runs). v->least takes the lesser least.
+ * false when out of memory. */
+static bool search_changed(IrModule *spmd, int32_t (*change)(IrModule *, IrComputation *), bool elements,
+                           CompileFit *fit, Verdict *v, MfGraph *best, int64_t *best_peak, IrStatus *st, IrDiag *d)
+{
+    IrModule *alt = ir_module_clone(spmd);
+    int32_t nchange = alt ? change(alt, ir_entry(alt)) : -1;
+    bool ok = nchange >= 0;
+    MfGraph best_alt = {0};
+    int64_t alt_peak = -1;
+    Verdict va = {alt, v->limit, 0, -1, -1};
+    CompileFit fb = fit ? *fit : (CompileFit){0};
+    if (ok && nchange > 0 && fit) {
+        ok = mf_bound(alt, spmd->arena, &fb);
+        for (int32_t k = 0; ok && k < fb.nbound; k++)
+            ok = (fb.bound_v[k].name = ir_strdup(spmd->arena, fb.bound_v[k].name)) != NULL;
+    }
+    if (ok && (nchange > 0 || elements))
+        ok = search(alt, change == mf_keep_masks, elements, &va, &best_alt, &alt_peak, st, d);
+    bool adopt = ok && *st == IR_OK && alt_peak >= 0 && alt_peak < *best_peak;
+    if (adopt) {
+        ok = change(spmd, ir_entry(spmd)) == nchange;
+        ir_arena_free(best->arena);
+        *best = best_alt;
+        *best_peak = alt_peak;
+    } else {
+        ir_arena_free(best_alt.arena);
+    }
+    /* the changed program's bound when it is kept (naming what runs) or
+     * lower */
+    if (ok && fit && nchange > 0 && (fb.bound < fit->bound || (adopt && fb.bound == fit->bound)))
+        *fit = fb;
+    if (va.least >= 0 && (v->least < 0 || va.least < v->least))
+        v->least = va.least;
+    ir_module_free(alt);
     return ok;
 }
 
@@ -457,28 +510,14 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
     int64_t best_peak = -1;
     Verdict v = {spmd, limit, 0, -1, -1};
     IrStatus st = IR_OK;
-    bool ok = search(spmd, false, &v, &best, &best_peak, &st, d);
-    if (ok && st == IR_OK && best_peak > limit) { /* again with the masks kept apart */
-        IrModule *alt = ir_module_clone(spmd);
-        int32_t nmask = alt ? mf_keep_masks(alt, ir_entry(alt)) : -1;
-        ok = nmask >= 0;
-        MfGraph best_alt = {0};
-        int64_t alt_peak = -1;
-        Verdict va = {alt, limit, 0, -1, -1};
-        if (ok && nmask > 0)
-            ok = search(alt, true, &va, &best_alt, &alt_peak, &st, d);
-        if (ok && st == IR_OK && alt_peak >= 0 && alt_peak < best_peak) {
-            ok = mf_keep_masks(spmd, c) == nmask; /* the same copies: best_alt's nodes are c's then */
-            ir_arena_free(best.arena);
-            best = best_alt;
-            best_peak = alt_peak;
-        } else {
-            ir_arena_free(best_alt.arena);
-        }
-        if (va.least >= 0 && (v.least < 0 || va.least < v.least))
-            v.least = va.least;
-        ir_module_free(alt);
-    }
+    bool ok = search(spmd, false, false, &v, &best, &best_peak, &st, d);
+    /* again with identical instructions merged and the elements of a
+     * recomputable call's tuple recomputed, then with the masks kept apart
+     * (each on the program the last kept) */
+    if (ok && st == IR_OK && best_peak > limit)
+        ok = search_changed(spmd, mf_merge_same, true, fit, &v, &best, &best_peak, &st, d);
+    if (ok && st == IR_OK && best_peak > limit)
+        ok = search_changed(spmd, mf_keep_masks, false, NULL, &v, &best, &best_peak, &st, d);
     if (st != IR_OK && st != IR_ENOMEM) {
         ir_arena_free(best.arena);
         return st;
@@ -551,6 +590,12 @@ void compile_fit_describe(IrStrBuf *o, const CompileResult *r, int32_t k, const 
         if (of && !ir_frontend_attr(&c->instr[i], REMAT_ATTR))
             ir_sb_printf(o, "%s  kept apart: %s reads %s through a copy (no bytes), so %s is made at its own place, "
                          "not inside its reader's fused group\n", indent, c->instr[i].name, of, of);
+    }
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const char *of = ir_frontend_attr(&c->instr[i], MF_SAME_ATTR);
+        if (of)
+            ir_sb_printf(o, "%s  merged: %s computes what %s does (the same instruction on the same operands); "
+                            "its readers read %s, and it no longer runs\n", indent, c->instr[i].name, of, of);
     }
     if (f && f->bound > 0) {
         ir_sb_printf(o, "%s  lower bound: ", indent);

@@ -42,6 +42,8 @@ typedef struct MfGraph {
     int32_t root;         /* the node of the computation's root */
     int64_t start_bytes;  /* the held parameters, from before the first step to the end */
     bool fusion;          /* model the executor's fused elementwise groups (mf_profile) */
+    bool elements;        /* recompute a get-tuple-element of a recomputable call (with
+                           * the call): memfit_remat.c */
 } MfGraph;
 
 /* Liveness of g's order: the peak of live bytes, the first position where
@@ -69,6 +71,9 @@ bool mf_ordered(IrOpcode op);
  * them but the collectives over device groups, whose order is free: every
  * device runs the one scheduled program, so each issues them alike)? */
 bool mf_sequenced(IrOpcode op);
+/* Frontend attributes `a` replaced by a copy (in ar) with key=value set;
+ * false when out of memory. */
+bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value);
 /* g's profile (pos/last may be NULL); false when out of memory. */
 bool mf_profile(const MfGraph *g, MfProfile *p, int32_t *pos, int32_t *last);
 
@@ -99,6 +104,19 @@ int32_t mf_keep_masks(IrModule *m, IrComputation *c);
  * to just after its last other operand in g's order: made as soon as it
  * can be, the wider operand may die there. false when out of memory. */
 bool mf_hoist_masks(MfGraph *g);
+
+/* ---- memfit_merge.c ---- */
+
+/* The attribute of an instruction merged with an earlier one computing
+ * the same value: that one's name (the plan says what it merged). */
+#define MF_SAME_ATTR "_tessel_same"
+
+/* Merge the instructions of c (m's entry) that compute the same value
+ * (the same line but for their names, operands merged first, each
+ * mf_can_remat): every use of a later one reads the first, and the later
+ * one, read by nothing, no longer runs. The number merged, -1 when out
+ * of memory (c may then hold some). */
+int32_t mf_merge_same(IrModule *m, IrComputation *c);
 
 /* ---- memfit_schedule.c ---- */
 
@@ -152,6 +170,11 @@ bool mf_remat(MfGraph *g, MfFits fits, void *ctx);
  * the buffer. Each move kept when the estimate (fits) falls; stops once
  * it fits. false when out of memory. */
 bool mf_sink_writers(MfGraph *g, MfFits fits, void *ctx);
+/* May ins, an instruction of m's entry, run a second time with the same
+ * result and nothing else (no parameter, collective or other ordered
+ * instruction, random draw, control flow or edge, custom-call, tuple;
+ * a call whose callee is all such, and a get-tuple-element of one)? */
+bool mf_can_remat(const IrModule *m, const IrInstr *ins);
 /* The FLOPs of one run of ins in c (dot, convolution: 2 per multiply-add;
  * elementwise: one per element; reduce, reduce-window: one per input
  * element combined; a call: its callee's; others 0). */

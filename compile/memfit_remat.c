@@ -11,7 +11,8 @@
  *               twice (can_remat: parameters, collectives and the other
  *               ordered instructions, random draws, control flow, calls
  *               but those of computations recomputable throughout
- *               (whose result may be a tuple),
+ *               (whose result may be a tuple; with g->elements, a
+ *               get-tuple-element of one too, with its call),
  *               custom-calls, tuples);
  *   operands    each operand of the copy must be live at the copy's
  *               place, or a parameter (held anyway; a donated one read
@@ -93,8 +94,11 @@ int64_t mf_flops(const IrModule *m, const IrComputation *c, const IrInstr *ins)
  * nothing else? A call does when every instruction of its callee does
  * (`depth` calls deep at most: JAX outlines relu as a call), a tuple of
  * results too (jnp.where's JVP: the selected values and the mask its
- * backward reads). */
-static bool can_remat(const IrModule *m, const IrInstr *ins, int depth)
+ * backward reads); with `elements`, a get-tuple-element of such a call
+ * of the entry, recomputed with it (the softmax's exp, made from the
+ * where's values: the attention's scores are then made again in the
+ * backward instead of kept across it). */
+static bool can_remat(const IrModule *m, const IrInstr *ins, int depth, bool elements)
 {
     bool tuple = ins->shape.type == IR_TUPLE && ins->op != OP_CALL;
     if (mf_ordered(ins->op) || tuple || ins->a.x->control_predecessors.n > 0 || ir_op_has_side_effect(ins->op))
@@ -106,11 +110,19 @@ static bool can_remat(const IrModule *m, const IrInstr *ins, int depth)
         for (int32_t i = 0; i < c->ninstr; i++) {
             const IrInstr *x = &c->instr[i];
             bool inner = x->op == OP_PARAMETER || (x->op == OP_TUPLE && i == c->root) ||
-                         (x->shape.type != IR_TUPLE && can_remat(m, x, depth + 1));
+                         (x->shape.type != IR_TUPLE && can_remat(m, x, depth + 1, false));
             if (!inner)
                 return false;
         }
         return true;
+    }
+    if (ins->op == OP_GET_TUPLE_ELEMENT && depth == 0 && elements) {
+        /* of the entry's call recomputable throughout: a reference into
+         * the call's copy (jnp.where's JVP, values and mask) */
+        const IrComputation *e = ir_entry(m);
+        const IrInstr *t = ins->nopnd == 1 && ins->opnd[0] >= 0 && ins->opnd[0] < e->ninstr ? &e->instr[ins->opnd[0]]
+                                                                                         : NULL;
+        return t && t->op == OP_CALL && can_remat(m, t, 0, false);
     }
     switch (ir_op_family(ins->op)) {
     case FAM_PARAMETER: case FAM_TUPLE: case FAM_CONTROL: case FAM_CUSTOM_CALL: case FAM_RNG_BIT_GENERATOR:
@@ -121,6 +133,11 @@ static bool can_remat(const IrModule *m, const IrInstr *ins, int depth)
     default:
         return true;
     }
+}
+
+bool mf_can_remat(const IrModule *m, const IrInstr *ins)
+{
+    return can_remat(m, ins, 0, true);
 }
 
 typedef struct Cand {
@@ -176,7 +193,7 @@ static bool read_as_is(const Remat *r, int32_t o, int32_t u, int depth)
 {
     if (r->last[o] >= u || r->g->node[o].held || src_of(r->g, o)->op == OP_PARAMETER)
         return true;
-    return (depth >= MAX_CHAIN || !can_remat(r->g->m, src_of(r->g, o), 0)) && keepable(r->g, o);
+    return (depth >= MAX_CHAIN || !can_remat(r->g->m, src_of(r->g, o), 0, r->g->elements)) && keepable(r->g, o);
 }
 
 /* The bytes of the values a copy placed before u keeps alive past their
@@ -200,7 +217,7 @@ static bool reachable(const Remat *r, int32_t o, int32_t u, int depth)
     const IrInstr *ins = src_of(r->g, o);
     if (read_as_is(r, o, u, depth))
         return true;
-    if (depth >= MAX_CHAIN || !can_remat(r->g->m, ins, 0))
+    if (depth >= MAX_CHAIN || !can_remat(r->g->m, ins, 0, r->g->elements))
         return false;
     for (int32_t j = 0; j < r->g->node[o].nopnd; j++)
         if (!reachable(r, r->g->node[o].opnd[j], u, depth + 1))
@@ -357,7 +374,8 @@ static int32_t candidates(Remat *r, int32_t at, Cand **out)
         bool used_here = false;
         for (int32_t j = 0; j < here->nopnd; j++)
             used_here = used_here || here->opnd[j] == v;
-        if (used_here || v == g->root || r->next[v] < 0 || g->node[v].bytes == 0 || !can_remat(g->m, src_of(g, v), 0))
+        if (used_here || v == g->root || r->next[v] < 0 || g->node[v].bytes == 0 ||
+            !can_remat(g->m, src_of(g, v), 0, g->elements))
             continue;
         int32_t u = r->next[v];
         int64_t saved = g->node[v].bytes;

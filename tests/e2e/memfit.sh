@@ -24,7 +24,8 @@
 # plan goes under, tight on a data-parallel step). And the run under the
 # estimate it was fitted to: an update read through a copy of an output
 # (tests/models/memfit/copied_momentum.hlo), the momentum step on 4
-# devices with its replicated parameters donated.
+# devices with its replicated parameters donated. And two instructions
+# computing the same value merged (tests/models/memfit/merge_same.hlo).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -88,6 +89,31 @@ done
 expect_status 0 "$TESSEL" run "$T2" --random-inputs 3 --reference --output-dir "$WORK/t2.ref"
 expect_status 0 "$TESSEL" run "$T2" --random-inputs 3 --limit memory=80000 --output-dir "$WORK/t2.fit"
 same_bits "$WORK/t2.ref" "$WORK/t2.fit" "operand_order reordered"
+
+# ---- two instructions computing the same value, merged (memfit_merge.c):
+# no order or recomputation of the two fits 425000; merged they do, with
+# the unfitted run's outputs bit for bit (the reference's within
+# tolerance: one sum over 256 there, two of 128 and an all-reduce here),
+# measured at the estimate ----
+MS="$M/merge_same.hlo"
+expect_status 0 "$TESSEL" plan "$MS" --format json -o "$WORK/ms.json" --limit memory=425000
+[ "$(plan_field "$WORK/ms.json" peak_bytes_per_device)" = 418820 ] || fail "merge_same: fitted peak"
+expect_in "$ERR" "estimated peak 434176 -> 418820 bytes"
+expect_in "$ERR" "merged: a computes what b does"
+expect_status 0 "$TESSEL" compile "$MS" --limit memory=425000 -o "$WORK/ms.plan"
+expect_in "$WORK/ms.plan" '_tessel_same="b"'
+expect_status 0 "$TESSEL" plan "$WORK/ms.plan"
+expect_in "$OUT" "merged: a computes what b does"
+# The bound is the merged program's (b, not a, is the dot's operand).
+expect_status 2 "$TESSEL" plan "$MS" --limit memory=410000
+expect_in "$ERR" "no plan under 417792 bytes per device: at instruction o"
+expect_in "$ERR" "b 16384 (its operand)"
+expect_status 0 "$TESSEL" run "$MS" --random-inputs 3 --output-dir "$WORK/ms.plain"
+expect_status 0 "$TESSEL" run "$MS" --random-inputs 3 --limit memory=425000 --stats --output-dir "$WORK/ms.fit"
+within_limit "$ERR" 2 418820 || fail "merge_same: measured peaks over 418820: $(grep 'memory per' "$ERR")"
+same_bits "$WORK/ms.plain" "$WORK/ms.fit" "merge_same fitted to 425000"
+expect_status 0 "$TESSEL" run "$MS" --random-inputs 3 --reference --output-dir "$WORK/ms.ref"
+same_outputs "$WORK/ms.ref" "$WORK/ms.fit" "merge_same fitted against the reference"
 
 # ---- the SGD step of a four-layer MLP on 1, 2 and 4 devices ----
 step_for() { # step_for N: $WORK/stepN.hlo, the SGD step of mlp_dp on N devices
