@@ -68,7 +68,7 @@ typedef struct {
 } DnnlArg;
 enum {
     MM_MAX_M = 512,     /* rows of C up to which B^T products take the matmul */
-    MM_SLOTS = 8,       /* shapes a thread keeps */
+    MM_SLOTS = 32,      /* shapes a thread keeps */
     MM_MD_BYTES = 2048, /* room for a dnnl_memory_desc_t */
     MM_OP_BYTES = 8192, /* room for a dnnl_matmul_desc_t */
     DNNL_CPU = 1, DNNL_F32 = 3, DNNL_STREAM_DEFAULT = 1,
@@ -95,6 +95,7 @@ typedef struct DnnlApi {
  * call's matrices each time) and the stream it runs on. */
 typedef struct MmSlot {
     int64_t m, n, k, lda, ldb, ldc; /* m == 0: empty */
+    uint64_t used;                  /* the cache's clock at its last call */
     bool failed;                    /* oneDNN refused it: dnnl_sgemm */
     void *prim, *a, *b, *c;
 } MmSlot;
@@ -104,7 +105,7 @@ typedef struct MmCache {
     struct MmCache *next;
     atomic_bool owned;  /* a live thread uses it */
     void *stream;
-    int nslots, next_slot;
+    uint64_t clock;     /* calls so far (MmSlot.used) */
     MmSlot slot[MM_SLOTS];
 } MmCache;
 
@@ -222,23 +223,28 @@ static void mm_clear(MmSlot *s)
 }
 
 /* The primitive for C[m,n] = A[m,k] B[n,k]^T, row-major with leading
- * dimensions lda, ldb, ldc: made at its shape's first call into the next
- * slot (a full cache replaces its oldest, destroyed: a shape that falls
- * out and comes back costs its making again, a few milliseconds). */
+ * dimensions lda, ldb, ldc: made at its shape's first call into an empty
+ * slot, else the one used longest ago (destroyed: a shape that falls out
+ * and comes back costs its making again). A block's step calls 8 to 12
+ * such shapes a device (the causal scores' 8 row tiles among them): with
+ * fewer slots than a step's shapes, every shape would be made again every
+ * step. */
 static MmSlot *mm_slot(MmCache *c, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
                        const float *a, const float *b, float *cm)
 {
-    for (int i = 0; i < c->nslots; i++) {
-        MmSlot *s = &c->slot[i];
-        if (s->m == m && s->n == n && s->k == k && s->lda == lda && s->ldb == ldb && s->ldc == ldc)
-            return s->failed ? NULL : s;
+    MmSlot *s = &c->slot[0];
+    c->clock++;
+    for (int i = 0; i < MM_SLOTS; i++) {
+        MmSlot *e = &c->slot[i];
+        if (e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldb == ldb && e->ldc == ldc) {
+            e->used = c->clock;
+            return e->failed ? NULL : e;
+        }
+        if (e->used < s->used)
+            s = e;
     }
-    MmSlot *s = &c->slot[c->next_slot];
-    c->next_slot = (c->next_slot + 1) % MM_SLOTS;
-    if (c->nslots < MM_SLOTS)
-        c->nslots++;
     mm_clear(s);
-    *s = (MmSlot){.m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .failed = true};
+    *s = (MmSlot){.m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .used = c->clock, .failed = true};
     alignas(16) unsigned char md[3][MM_MD_BYTES], op[MM_OP_BYTES];
     const int64_t da[2] = {m, k}, sa[2] = {lda, 1}, db[2] = {k, n}, sb[2] = {1, ldb}, dc[2] = {m, n},
                   sc[2] = {ldc, 1};
@@ -336,8 +342,8 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
         a = b;
         b = tp;
     }
-    if (ca == 'N' && cb == 'T' && m <= MM_MAX_M && alpha == 1.0f && beta == 0.0f && nt == 1 &&
-        mm_nt(m, n, k, a, lda, b, ldb, c, ldc))
+    bool nt_case = ca == 'N' && cb == 'T' && m > 0 && m <= MM_MAX_M && n > 0 && k > 0;
+    if (nt_case && alpha == 1.0f && beta == 0.0f && nt == 1 && mm_nt(m, n, k, a, lda, b, ldb, c, ldc))
         return;
     dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -98,9 +98,9 @@ static void check_fn(const char *lib, SgemmFn *g)
     check_fn_ab(lib, g, 1.0f, 0.0f);
 }
 
-/* B^T products of 12 shapes (more than a thread's cache of oneDNN
- * primitives keeps: the oldest are replaced), twice over, every element
- * against a double dot of small integers (exact in f32). */
+/* B^T products of 40 shapes (more than the 32 a thread's cache of oneDNN
+ * primitives keeps: the least recently used are replaced), twice over,
+ * every element against a double dot of small integers (exact in f32). */
 static void *check_shapes(void *arg)
 {
     SgemmFn *g;
@@ -112,8 +112,8 @@ static void *check_shapes(void *arg)
         bm[i] = (float)((i * 5) % 11 - 5);
     }
     for (int round = 0; round < 2; round++)
-        for (int s = 0; s < 12; s++) {
-            int m = 3 + s, n = 20 - s, k = 5 + 2 * s;
+        for (int s = 0; s < S; s++) {
+            int m = 1 + s, n = S - s, k = 1 + (s * 3) % (S - 3);
             memset(c, 0, sizeof c);
             g(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, S, bm, S, 0.0f, c, S);
             for (int i = 0; i < m; i++)
