@@ -16,6 +16,7 @@
  *    "outputs_sha256": "<outputs.json's manifest_sha256>",
  *    "aliases": [{"output": 0, "parameter": 1}, {"output": 1, "parameter": 0, "leaf": 1}],
  *    "random_inputs": "7", "inputs": [{"key": "x", "sha256": "<...>"}],
+ *    "init_state": "zeros",
  *    "checkpoint_sha256": "<SHA-256 of the text before this member>"}
  *
  * "aliases" lists every leaf the state is made of: an alias naming a
@@ -29,8 +30,12 @@
  * "random_inputs" is the --random-inputs seed ("none" without), "inputs"
  * each --input but the state's (which the checkpoint replaces) by the
  * parameter it binds (its key when none answers) and ts_input_sha256 (its
- * value, from a file or an array alike): a resume whose seed or inputs differ is
- * refused, naming the difference (its steps would go on from other data).
+ * value, from a file or an array alike), "init_state" --init-state ("zeros",
+ * or "none" without: the parameters marked tessel_state="zeros" that no
+ * alias names are inputs too, zeros with it and random or bound without;
+ * a checkpoint without the member, an older tessel's, counts as "none"):
+ * a resume whose seed, inputs or --init-state differ is refused, naming
+ * the difference (its steps would go on from other data).
  * "checkpoint_sha256" makes an edit of any other member (a "digest" made
  * another program's, so the checkpoint would be passed over unnamed) a
  * checkpoint that does not verify.
@@ -104,21 +109,6 @@ static void json_escape(char *out, size_t n, const char *key)
     out[k] = 0;
 }
 
-/* Is key a binding of parameter `param` (its index or, for plans whose
- * leaves are their parameters, its name)? */
-static bool binds(const TsPlan *p, const char *key, int32_t param)
-{
-    char idx[16];
-    snprintf(idx, sizeof idx, "%d", (int)param);
-    if (strcmp(key, idx) == 0)
-        return true;
-    TsArrayInfo info;
-    TsDiag d = {0};
-    bool named = ts_plan_input_info(p, param, &info, &d) == TS_OK && info.name && strcmp(info.name, key) == 0;
-    ts_diag_clear(&d);
-    return named;
-}
-
 /* Does key bind a leaf the checkpoint holds (the state)? By the rule of
  * TsInput.key (ts_plan_input_key): "0", "x", "0.1" and "p.1" alike. A key
  * nothing answers to binds none (the run names it). */
@@ -134,30 +124,28 @@ static bool binds_state(const TsPlan *p, const CliCkpt *c, const char *key)
     return false;
 }
 
-/* The key an input is recorded by (into buf, or key itself): "P.L" for a
- * leaf of a tuple parameter (whatever name bound it); for an array
- * parameter its index when key is that or its HLO name, else key as given
- * (as python/tessel's _taken_with records it). */
+/* The key an input is recorded by (into buf, or key itself): what it
+ * binds by the rule of TsInput.key (ts_plan_input_key), "P" for an array
+ * parameter and "P.L" for a leaf of a tuple, whatever name bound it ("x"
+ * and "1" are one input, in a plan with tuples too); key as given when
+ * nothing answers (as python/tessel's _taken_with records it). */
 static const char *record_key(const TsPlan *p, const char *key, char *buf, size_t n)
 {
     int32_t param = -1, leaf = -1;
     TsDiag d = {0};
     TsStatus st = ts_plan_input_key(p, key, &param, &leaf, &d);
     ts_diag_clear(&d);
-    if (st == TS_OK && leaf >= 0) {
+    if (st != TS_OK)
+        return key;
+    if (leaf >= 0)
         snprintf(buf, n, "%d.%d", (int)param, (int)leaf);
-        return buf;
-    }
-    for (int32_t j = 0; j < ts_plan_num_inputs(p); j++)
-        if (binds(p, key, j)) {
-            snprintf(buf, n, "%d", (int)j);
-            return buf;
-        }
-    return key;
+    else
+        snprintf(buf, n, "%d", (int)param);
+    return buf;
 }
 
-/* c->taken_with from the options: the seed and each input that does not
- * bind the state, by its key and content. */
+/* c->taken_with from the options: the seed, each input that does not
+ * bind the state, by its key and content, and --init-state. */
 static int record_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c)
 {
     size_t n = 128 + (size_t)o->ninputs * (64 + 6 * 256 + 80);
@@ -184,7 +172,7 @@ static int record_inputs(const CliOptions *o, const TsPlan *p, CliCkpt *c)
         used += (size_t)snprintf(r + used, n - used, "%s{\"key\": \"%s\", \"sha256\": \"%s\"}", nin++ ? ", " : "",
                                  key, sha);
     }
-    snprintf(r + used, n - used, "]");
+    snprintf(r + used, n - used, "], \"init_state\": \"%s\"", o->zero_state ? "zeros" : "none");
     c->taken_with = r;
     return CLI_OK;
 }
@@ -223,6 +211,10 @@ static const char *self_digest_at(const char *text, size_t n)
 /* The most a checkpoint.json may hold (its inputs' list grows with
  * --input: 1 MiB is thousands). */
 #define MANIFEST_MAX ((size_t)1 << 20)
+
+/* What a checkpoint without "init_state" was taken with (keys are
+ * escaped: no input's holds the member's name). */
+static const char INIT_NONE[] = ", \"init_state\": \"none\"";
 
 /* DIR/step-S/checkpoint.json read and checked against this plan: its
  * step, or -1. *other set when it belongs to another program; *why says
@@ -296,8 +288,15 @@ static int64_t read_manifest(const char *dir, const char *name, const char *dige
         snprintf(why, nwhy, "%s%s%s", d.file ? d.file : "", d.file ? ": " : "", d.msg ? d.msg : "out of memory");
     else if (strcmp(got, osha))
         snprintf(why, nwhy, "its outputs.json is not the one checkpoint.json names (outputs_sha256)");
-    else if (!(*taken = strndup(rec, (size_t)(self - rec))))
+    else if (!(*taken = malloc((size_t)(self - rec) + sizeof INIT_NONE)))
         snprintf(why, nwhy, "out of memory");
+    else {
+        /* an older tessel's checkpoint has no "init_state": not given */
+        memcpy(*taken, rec, (size_t)(self - rec));
+        (*taken)[self - rec] = 0;
+        if (!strstr(*taken, "\"init_state\": "))
+            strcat(*taken, INIT_NONE);
+    }
     ts_diag_clear(&d);
     free(text);
     return *why ? -1 : s;
@@ -353,10 +352,16 @@ static int same_inputs(const CliCkpt *c, const char *taken)
 {
     if (taken && strcmp(taken, c->taken_with) == 0)
         return CLI_OK;
-    char then[32] = "?", now[32] = "?", msg[2400];
+    char then[32] = "?", now[32] = "?", zthen[16] = "?", znow[16] = "?", msg[2400];
     json_field(taken ? taken : "", "random_inputs", then, sizeof then);
     json_field(c->taken_with, "random_inputs", now, sizeof now);
-    if (strcmp(then, now))
+    json_field(taken ? taken : "", "init_state", zthen, sizeof zthen);
+    json_field(c->taken_with, "init_state", znow, sizeof znow);
+    if (strcmp(zthen, znow)) /* the unaliased state would start otherwise */
+        snprintf(msg, sizeof msg, "it was taken with %s, this run gives %s",
+                 strcmp(zthen, "zeros") ? "no --init-state" : "--init-state zeros",
+                 strcmp(znow, "zeros") ? "no --init-state" : "--init-state zeros");
+    else if (strcmp(then, now))
         snprintf(msg, sizeof msg, "it was taken with %s%s, this run gives %s%s",
                  strcmp(then, "none") ? "--random-inputs " : "no --random-inputs", strcmp(then, "none") ? then : "",
                  strcmp(now, "none") ? "--random-inputs " : "no --random-inputs", strcmp(now, "none") ? now : "");

@@ -669,14 +669,6 @@ def _bind(plan, inputs):
     return arr, len(items), keep
 
 
-def _binds(plan, key, param):
-    """Is input key a binding of parameter `param` (its index or name)?"""
-    if isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
-        return int(key) == param
-    infos = plan.inputs
-    return param < len(infos) and infos[param].name == key
-
-
 _SELF_KEY = ', "checkpoint_sha256": "'
 
 
@@ -694,27 +686,38 @@ def _json_key(key):
     return "".join("\\u%04x" % ord(ch) if ch in '"\\' or ord(ch) < 0x20 else ch for ch in key)
 
 
-def _taken_with(plan, given, random, aliases):
-    """checkpoint.json's "random_inputs" and "inputs" members, as
-    tools/checkpoint.c's record_inputs writes them: the seed and each input
-    that does not bind the state, by the parameter it binds and the SHA-256
-    of its value (ts_input_sha256: a file and the same array are one)."""
+def _input_key(plan, key):
+    """(parameter, leaf) input key binds (ts_plan_input_key: leaf -1 for an
+    array parameter), or None when nothing answers to it."""
+    param, leaf, d = ctypes.c_int32(-1), ctypes.c_int32(-1), _capi.TsDiag()
+    st = _lib.ts_plan_input_key(plan._handle(), str(key).encode(), ctypes.byref(param), ctypes.byref(leaf),
+                                ctypes.byref(d))
+    _lib.ts_diag_clear(ctypes.byref(d))
+    return (param.value, leaf.value) if st == Status.OK else None
+
+
+def _taken_with(plan, given, random, aliases, init_state):
+    """checkpoint.json's "random_inputs", "inputs" and "init_state"
+    members, as tools/checkpoint.c's record_inputs writes them: the seed,
+    each input that does not bind the state (a leaf an alias names), by
+    what it binds ("P", "P.L" for a leaf of a tuple) and the SHA-256 of
+    its value (ts_input_sha256: a file and the same array are one), and
+    init_state ("none" when not given)."""
+    state = {(param, pleaf) for _, param, pleaf in aliases}
     items = []
     for key, value in given.items():
-        if any(_binds(plan, key, param) for _, param in aliases):
+        pk = _input_key(plan, key)
+        if pk in state:
             continue
-        k = str(key)
-        for j in range(len(plan.inputs)):
-            if _binds(plan, key, j):
-                k = str(j)
-                break
+        k = str(key) if pk is None else "%d.%d" % pk if pk[1] >= 0 else str(pk[0])
         arr, n, keep = _bind(plan, {key: value})
         out = ctypes.create_string_buffer(65)
         _call(_lib.ts_input_sha256, arr, out)
         del keep
         items.append('{"key": "%s", "sha256": "%s"}' % (_json_key(k), out.value.decode()))
     seed = "none" if random is None else str(_int("random", random))
-    return '"random_inputs": "%s", "inputs": [%s]' % (seed, ", ".join(items))
+    return '"random_inputs": "%s", "inputs": [%s], "init_state": "%s"' % (
+        seed, ", ".join(items), "zeros" if init_state == "zeros" else "none")
 
 
 def _checkpoint_text(step, steps, digest, osha, aliases, taken_with):
@@ -722,8 +725,9 @@ def _checkpoint_text(step, steps, digest, osha, aliases, taken_with):
     (tools/checkpoint.c): version 3, ending in its own SHA-256."""
     body = ('{"format": "tessel-checkpoint", "version": 3, "step": %d, "steps": %d, "digest": "%s", '
             '"outputs_sha256": "%s", "aliases": [%s], %s'
-            % (step, steps, digest, osha, ", ".join('{"output": %d, "parameter": %d}' % a for a in aliases),
-               taken_with))
+            % (step, steps, digest, osha,
+               ", ".join('{"output": %d, "parameter": %d' % (o, p) + (', "leaf": %d}' % pl if pl >= 0 else "}")
+                         for o, p, pl in aliases), taken_with))
     return body + _SELF_KEY + _sha256(body) + '"}\n'
 
 
@@ -799,7 +803,10 @@ def _last_checkpoint(ckdir, digest, steps):
             warnings.warn("tessel: resume: %s is not used: %s" % (sdir, why))
             bad += 1
         elif ck["step"] > best[0]:
-            best = (ck["step"], sdir, text[text.index('"random_inputs": '):text.rindex(_SELF_KEY)])
+            taken = text[text.index('"random_inputs": '):text.rindex(_SELF_KEY)]
+            if "init_state" not in ck:  # an older tessel's: not given
+                taken += ', "init_state": "none"'
+            best = (ck["step"], sdir, taken)
     if best[1] is None:
         raise Error(Status.EINPUT, "resume %s: %s" % (ckdir, "no checkpoint there verifies" if bad else
                     "its checkpoints belong to another program" if other else "no complete checkpoint there"))
@@ -822,11 +829,13 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
         raise ValueError("tessel: checkpoint_every must be >= 1, not %d" % every)
     ckdir = os.fspath(ckdir or resume)
     h = plan._handle()
-    aliases = []
+    aliases = []  # (output leaf, parameter, its leaf or -1): every leaf the aliases move
     for k in range(_lib.ts_plan_num_aliases(h)):
-        leaf, param = ctypes.c_int32(), ctypes.c_int32()
-        _call(_lib.ts_plan_alias, h, k, ctypes.byref(leaf), ctypes.byref(param))
-        aliases.append((leaf.value, param.value))
+        out, param, pleaf, count = (ctypes.c_int32() for _ in range(4))
+        _call(_lib.ts_plan_alias_leaves, h, k, ctypes.byref(out), ctypes.byref(param), ctypes.byref(pleaf),
+              ctypes.byref(count))
+        aliases += [(out.value + j, param.value, pleaf.value + j if pleaf.value >= 0 else -1)
+                    for j in range(count.value)]
     if not aliases:
         raise Error(Status.EINPUT, "checkpoints keep the state steps carry (input_output_alias), and this "
                     "module aliases no output to a parameter")
@@ -840,10 +849,13 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
         given = dict(inputs)
     else:
         given = {k: v for k, v in enumerate(inputs) if v is not None}
-    taken_with = _taken_with(plan, given, options.get("random"), aliases)
+    taken_with = _taken_with(plan, given, options.get("random"), aliases, options.get("init_state"))
     if last and taken != taken_with:
         then, now = json.loads("{%s}" % taken), json.loads("{%s}" % taken_with)
-        if then["random_inputs"] != now["random_inputs"]:
+        if then["init_state"] != now["init_state"]:
+            what = "it was taken with init_state=%s, this run gives init_state=%s" % tuple(
+                '"zeros"' if z == "zeros" else "None" for z in (then["init_state"], now["init_state"]))
+        elif then["random_inputs"] != now["random_inputs"]:
             what = "it was taken with random=%s, this run gives random=%s" % (
                 then["random_inputs"], now["random_inputs"])
         else:
@@ -861,10 +873,11 @@ def _checkpointed(plan, inputs, options, every, ckdir, resume):
             chunk = min(chunk, every - done % every)
         ins = dict(given)
         if last:  # the state from the checkpoint, not from the caller
-            for leaf, param in aliases:
-                for key in [k for k in ins if _binds(plan, k, param)]:
+            for leaf, param, pleaf in aliases:
+                for key in [k for k in ins if _input_key(plan, k) == (param, pleaf)]:
                     del ins[key]
-                ins[param] = os.path.join(last, "output_%d.npy" % leaf)
+                ins["%d.%d" % (param, pleaf) if pleaf >= 0 else str(param)] = \
+                    os.path.join(last, "output_%d.npy" % leaf)
         res, out = _run(_lib.ts_plan_run, h, plan, ins, dict(options, steps=chunk), base=done, total=steps,
                         keep_handle=True)
         try:

@@ -19,6 +19,12 @@
 #  5. Bad resume directories, status 2 naming the file: a state leaf's file
 #     missing; one of another shape (its manifests re-signed, as a forger
 #     who read the docs could).
+#  6. p marked tessel_state="zeros": c, the leaf no alias names, is zeros
+#     with --init-state zeros and random without (--random-inputs 7), so
+#     the option is recorded ("init_state") and a resume that differs in it
+#     is refused naming it (it went on with a random c: another result, no
+#     error); a checkpoint without the member (an older tessel's, re-signed
+#     here) counts as taken without it.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/tuple_alias.bash"
@@ -144,3 +150,39 @@ expect_status 2 "$TESSEL" run "$WORK/s2.hlo" --steps 5 "${IN[@]}" --resume "$WOR
 expect_in "$ERR" "$WORK/shape/step-2/output_1.npy"
 [ ! -e "$WORK/bad1" ] && [ ! -e "$WORK/bad2" ] || fail "a refused resume wrote outputs"
 echo "checkpoint_tuple_alias: a state leaf's file missing, or of another shape: status 2 naming it"
+
+# ---- 6. --init-state recorded: a resume without it (c random, not zeros) refused ----
+sed 's/\(p = .* parameter(0), sharding={.*}\)$/\1, frontend_attributes={tessel_state="zeros"}/' "$WORK/s2.hlo" \
+    >"$WORK/zs.hlo"
+expect_in "$WORK/zs.hlo" 'frontend_attributes={tessel_state="zeros"}'
+ZIN=(--input p.0="$WORK/w.npy" --input p.1="$WORK/m.npy" --random-inputs 7)
+expect_status 0 "$TESSEL" run "$WORK/zs.hlo" --steps 5 "${ZIN[@]}" --init-state zeros --output-dir "$WORK/zstraight"
+expect_status 0 "$TESSEL" run "$WORK/zs.hlo" --steps 5 "${ZIN[@]}" --output-dir "$WORK/zrandom"
+! cmp -s "$WORK/zstraight/output_0.npy" "$WORK/zrandom/output_0.npy" || fail "c zeros and c random gave one w"
+expect_status 0 "$TESSEL" run "$WORK/zs.hlo" --steps 3 "${ZIN[@]}" --init-state zeros --checkpoint-every 2 \
+    --checkpoint-dir "$WORK/zck" --output-dir "$WORK/zthree"
+expect_in "$WORK/zck/step-2/checkpoint.json" '"random_inputs": "7", "inputs": [], "init_state": "zeros", "checkpoint_sha256"'
+expect_status 2 "$TESSEL" run "$WORK/zs.hlo" --steps 5 "${ZIN[@]}" --resume "$WORK/zck" --output-dir "$WORK/zbad"
+expect_in "$ERR" "--resume $WORK/zck/step-2: it was taken with --init-state zeros, this run gives no --init-state"
+[ ! -e "$WORK/zbad" ] || fail "a refused resume wrote outputs"
+expect_status 0 "$TESSEL" run "$WORK/zs.hlo" --steps 5 "${ZIN[@]}" --init-state zeros --resume "$WORK/zck" \
+    --output-dir "$WORK/zresumed"
+bit_equal "$WORK/zstraight" "$WORK/zresumed" "--init-state zeros: stopped at 3, resumed at 2 for 5"
+# a checkpoint without "init_state" (re-signed as before it was recorded): taken without it
+expect_status 0 "$TESSEL" run "$WORK/zs.hlo" --steps 3 "${ZIN[@]}" --checkpoint-every 2 --checkpoint-dir "$WORK/zold" \
+    --output-dir "$WORK/zthree2"
+"$PY" - "$WORK/zold/step-2/checkpoint.json" <<'PY'
+import hashlib, sys
+t = open(sys.argv[1]).read()
+k = ', "checkpoint_sha256": "'
+body = t[:t.rindex(k)]
+assert body.endswith(', "init_state": "none"'), body
+body = body[:-len(', "init_state": "none"')]
+open(sys.argv[1], "w").write(body + k + hashlib.sha256(body.encode()).hexdigest() + '"}\n')
+PY
+expect_status 2 "$TESSEL" run "$WORK/zs.hlo" --steps 5 "${ZIN[@]}" --init-state zeros --resume "$WORK/zold" \
+    --output-dir "$WORK/zbad"
+expect_in "$ERR" "--resume $WORK/zold/step-2: it was taken with no --init-state, this run gives --init-state zeros"
+expect_status 0 "$TESSEL" run "$WORK/zs.hlo" --steps 5 "${ZIN[@]}" --resume "$WORK/zold" --output-dir "$WORK/zoldres"
+bit_equal "$WORK/zrandom" "$WORK/zoldres" "a checkpoint without init_state, resumed without --init-state"
+echo "checkpoint_tuple_alias: --init-state recorded; a resume differing in it refused naming it; an older checkpoint counts as without"

@@ -5,6 +5,10 @@ on_step gets a StepInfo per step counted over the whole run, init_state=
 "zeros" starts Adam's state, and a run checkpointed every 100 steps then
 resumed equals an uninterrupted one bit for bit, its steps going on from
 201; the command line's checkpoints of the same plan file resume here.
+Issue 32: a step whose aliases name leaves of a tuple parameter
+checkpoints and resumes bit-equal to a straight run, with the command
+line's checkpoint.json; init_state is recorded in it, and a resume that
+differs in it is refused naming it.
 """
 import sanitize  # noqa: F401  (first: an ASan build restarts with the runtime)
 import os
@@ -93,4 +97,86 @@ with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
         raise AssertionError("init_state='ones' accepted")
     except ValueError:
         pass
+
+# issue 32: p = (w, m, c), w and m aliased back ({0}: (0, {0}), {1}: (0,
+# {1})), c a leaf no alias names (tests/e2e/tuple_alias.bash's step); p is
+# marked tessel_state="zeros" for the init_state case.
+TUPLE = """HloModule tuple_steps, num_partitions=2, input_output_alias={ {0}: (0, {0}, may-alias), {1}: (0, {1}, may-alias) }
+
+ENTRY main {
+  p = (f32[64,32], f32[64,32], f32[64,32]) parameter(0), sharding={{devices=[2,1]0,1}, {devices=[2,1]0,1}, {devices=[2,1]0,1}}STATE
+  x = f32[64,32] parameter(1), sharding={devices=[2,1]0,1}
+  w = f32[64,32] get-tuple-element(p), index=0
+  m = f32[64,32] get-tuple-element(p), index=1
+  c = f32[64,32] get-tuple-element(p), index=2
+  g = f32[64,32] multiply(w, x), sharding={devices=[2,1]0,1}
+  m1 = f32[64,32] add(m, g), sharding={devices=[2,1]0,1}
+  cm = f32[64,32] multiply(c, m1), sharding={devices=[2,1]0,1}
+  w1 = f32[64,32] subtract(w, cm), sharding={devices=[2,1]0,1}
+  ROOT t = (f32[64,32], f32[64,32], f32[64,32]) tuple(w1, m1, g)
+}
+"""
+r = np.random.default_rng(32)
+w, m, c, xx = (r.uniform(-0.5, 0.5, (64, 32)).astype(np.float32) for _ in range(4))
+with tempfile.TemporaryDirectory(prefix="tessel-progress.") as work:
+    tp = tessel.compile(TUPLE.replace("STATE", ""))
+    tin = {"p.0": w, "p.1": m, "0.2": c, "x": xx}
+    full = tp.run(tin, steps=5)
+    ck = os.path.join(work, "tck")
+    tp.run(tin, steps=3, checkpoint_every=2, checkpoint_dir=ck)
+    assert sorted(os.listdir(ck)) == ["step-2"], os.listdir(ck)
+    with open(os.path.join(ck, "step-2", "checkpoint.json")) as f:
+        text = f.read()
+    assert ('"aliases": [{"output": 0, "parameter": 0, "leaf": 0}, {"output": 1, "parameter": 0, "leaf": 1}], '
+            '"random_inputs": "none", "inputs": [{"key": "0.2", "sha256": ') in text, text
+    b = tp.run(tin, steps=5, resume=ck)
+    assert all(np.array_equal(u, v) for u, v in zip(full, b)), "tuple leaves: resumed != straight"
+    try:
+        tp.run(dict(tin, **{"0.2": xx}), steps=5, resume=ck)
+        raise AssertionError("a resume with another c was accepted")
+    except tessel.Error as e:
+        assert "step-2: input 0.2 has other content" in str(e), str(e)
+    print("test_progress: aliases naming tuple leaves p.0, p.1: stopped at 3, resumed at 2 for 5 == straight")
+    if TESSEL:  # the command line's checkpoint of this plan resumes here, and Python's there
+        tp.save(os.path.join(work, "tuple.plan"))
+        for k, v in (("w", w), ("m", m), ("c", c), ("x", xx)):
+            np.save(os.path.join(work, k + ".npy"), v)
+        cin = sum((["--input", "%s=%s" % (k, os.path.join(work, f + ".npy"))]
+                   for k, f in (("p.0", "w"), ("p.1", "m"), ("0.2", "c"), ("x", "x"))), [])
+        cl = os.path.join(work, "tcl")
+        subprocess.run([TESSEL, "run", os.path.join(work, "tuple.plan"), "--steps", "3", "--checkpoint-every", "2",
+                        "--checkpoint-dir", cl, "--output-dir", os.path.join(work, "o3")] + cin,
+                       check=True, capture_output=True)
+        with open(os.path.join(cl, "step-2", "checkpoint.json")) as f:
+            cli_text = f.read()
+        assert cli_text[:cli_text.index('"digest"')] == text[:text.index('"digest"')]
+        assert cli_text[cli_text.index('"aliases"'):cli_text.index('"checkpoint_sha256"')] == \
+            text[text.index('"aliases"'):text.index('"checkpoint_sha256"')], (cli_text, text)
+        cres = tp.run(tin, steps=5, resume=cl)
+        assert all(np.array_equal(u, v) for u, v in zip(full, cres)), "the command line's tuple checkpoint differs"
+        subprocess.run([TESSEL, "run", os.path.join(work, "tuple.plan"), "--steps", "5", "--resume", ck,
+                        "--output-dir", os.path.join(work, "o5")] + cin, check=True, capture_output=True)
+        assert all(np.array_equal(np.load(os.path.join(work, "o5", "output_%d.npy" % i)), full[i]) for i in range(3))
+        print("test_progress: the tuple-leaf checkpoints of the command line and of Python resume in each other")
+
+    # init_state="zeros" starts c at zero (p is marked), random=7 draws it
+    # otherwise: recorded, and a resume that differs in it is refused.
+    zp = tessel.compile(TUPLE.replace("STATE", ', frontend_attributes={tessel_state="zeros"}'))
+    zin = {"p.0": w, "p.1": m, "x": xx}
+    zfull = zp.run(zin, steps=5, random=7, init_state="zeros")
+    assert not np.array_equal(zfull[0], zp.run(zin, steps=5, random=7)[0]), "c zeros and c random gave one w"
+    zk = os.path.join(work, "zck")
+    zp.run(zin, steps=3, random=7, init_state="zeros", checkpoint_every=2, checkpoint_dir=zk)
+    with open(os.path.join(zk, "step-2", "checkpoint.json")) as f:
+        assert '"inputs": [{"key": "1", "sha256": ' in f.read()
+    with open(os.path.join(zk, "step-2", "checkpoint.json")) as f:
+        assert '], "init_state": "zeros", "checkpoint_sha256": "' in f.read()
+    try:
+        zp.run(zin, steps=5, random=7, resume=zk)
+        raise AssertionError("a resume without init_state was accepted")
+    except tessel.Error as e:
+        assert 'step-2: it was taken with init_state="zeros", this run gives init_state=None' in str(e), str(e)
+    zres = zp.run(zin, steps=5, random=7, init_state="zeros", resume=zk)
+    assert all(np.array_equal(u, v) for u, v in zip(zfull, zres)), "init_state zeros: resumed != straight"
+    print("test_progress: init_state recorded; a resume without it refused naming it, with it == straight")
 print("test_progress: ok")
