@@ -517,8 +517,20 @@ IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out);
  * ir_dot_transpose_swaps accepts), without the dot's own result. lower:
  * the result is read only on and below the diagonal of its last two dims
  * (ir_dot_reads_lower): the tiles above it are not computed, and hold 0. */
+/* A dot epilogue (ir/fusion_find.c's dot_epilogues): each element r of
+ * the f32 result [batch..., M, N] becomes r / scale or r * scale (where
+ * scaled), then (mask[i,j] != 0) == keep ? r : fill
+ * where mask is a pred [M,N] (NULL: no select), applied to a block of rows
+ * while it is in cache. */
+typedef struct DevDotEpilogue {
+    bool scaled, divide; /* r / scale (divide) or r * scale, where scaled */
+    float scale;
+    const uint8_t *mask;
+    bool keep;
+    float fill;
+} DevDotEpilogue;
 IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
-                         bool lower, DevValue **out);
+                         bool lower, const DevDotEpilogue *epi, DevValue **out);
 /* k_conv.c */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out);
 /* k_reduce.c */

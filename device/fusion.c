@@ -663,6 +663,69 @@ static IrStatus extra_output(Run *r, const IrModule *m, const IrComputation *c, 
     return IR_OK;
 }
 
+/* The f32 scalar value v (rank 0), or false. */
+static bool scalar_f32(const DevValue *v, float *x)
+{
+    if (!v || !dev_value_is_array(v) || v->shape.type != IR_F32 || v->shape.rank != 0)
+        return false;
+    memcpy(x, v->data, sizeof *x);
+    return true;
+}
+
+/* Group g's dot epilogue (ir/fusion_find.c's dot_epilogues) from its
+ * leaves: the scale's scalar; the select's mask (pred [M,N]), which side
+ * keeps the dot's value, and the fill, in this computation or, for a call
+ * of `_where`, its callee's parameters mapped onto the call's operands. */
+static IrStatus dot_epilogue(const IrModule *m, const IrComputation *c, const DevFusionGroup *g, DevValue **vals,
+                             DevDotEpilogue *e)
+{
+    *e = (DevDotEpilogue){0};
+    int32_t prev = g->nodes[g->dot];
+    if (g->dot_scale >= 0) {
+        const IrInstr *si = &c->instr[g->dot_scale];
+        int32_t b = si->opnd[0] == prev ? si->opnd[1] : si->opnd[0];
+        e->scaled = true;
+        e->divide = si->op == OP_DIVIDE;
+        if (!scalar_f32(vals[c->instr[b].opnd[0]], &e->scale))
+            return IR_EINTERNAL;
+        prev = g->dot_scale;
+    }
+    const IrInstr *s = &c->instr[g->dot_select];
+    const IrComputation *sc = c;
+    int32_t mask, fill, keep_slot;
+    DevValue *mv, *fv;
+    if (s->op == OP_CALL) {
+        sc = m->comp[s->called[0]];
+        const IrInstr *sel = &sc->instr[sc->root];
+        int32_t pn = -1;
+        for (int32_t j = 0; j < s->nopnd; j++)
+            if (s->opnd[j] == prev)
+                pn = j;
+        keep_slot = sc->instr[sel->opnd[1]].op == OP_PARAMETER && sc->instr[sel->opnd[1]].a.parameter_number == pn ? 1 : 2;
+        mask = sc->instr[sel->opnd[0]].opnd[0];
+        fill = sc->instr[sel->opnd[3 - keep_slot]].opnd[0];
+        int64_t mp = sc->instr[mask].a.parameter_number, fp = sc->instr[fill].a.parameter_number;
+        if (mp < 0 || mp >= s->nopnd || fp < 0 || fp >= s->nopnd)
+            return IR_EINTERNAL;
+        mv = vals[s->opnd[mp]];
+        fv = vals[s->opnd[fp]];
+    } else {
+        keep_slot = s->opnd[1] == prev ? 1 : 2;
+        mask = c->instr[s->opnd[0]].opnd[0];
+        fill = c->instr[s->opnd[3 - keep_slot]].opnd[0];
+        mv = vals[mask];
+        fv = vals[fill];
+    }
+    const IrShape *rs = &c->instr[g->root].shape;
+    if (!scalar_f32(fv, &e->fill) || !mv || !dev_value_is_array(mv) || mv->shape.type != IR_PRED ||
+        mv->shape.rank != 2 || rs->rank < 2 || mv->shape.dims[0] != rs->dims[rs->rank - 2] ||
+        mv->shape.dims[1] != rs->dims[rs->rank - 1])
+        return IR_EINTERNAL;
+    e->mask = mv->data;
+    e->keep = keep_slot == 1;
+    return IR_OK;
+}
+
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out)
@@ -686,7 +749,14 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
             opnd[j] = vals[o];
         }
         DevKernelArgs k = {m, c, dot, dot->nopnd, opnd, opt, d};
-        return dev_k_dot_fused(&k, perm, g->dot_transposed ? &root->shape : NULL, g->dot_lower, out);
+        DevDotEpilogue epi;
+        if (g->dot_select >= 0) {
+            IrStatus st = dot_epilogue(m, c, g, vals, &epi);
+            if (st != IR_OK)
+                return dev_kernel_error(&k, st, "dot epilogue: %s does not fit", c->instr[g->dot_select].name);
+        }
+        return dev_k_dot_fused(&k, perm, g->dot_transposed ? &root->shape : NULL, g->dot_lower,
+                               g->dot_select >= 0 ? &epi : NULL, out);
     }
     Run r = {.g = g, .nx = g->nextra};
     DevValue *res = NULL, *xv[IR_FUSION_MAX_NODES] = {NULL};

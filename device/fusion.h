@@ -31,6 +31,12 @@
  * is its one use, swapping its free dims: the dot writes its result
  * transposed (dev_k_dot_fused). A transpose read only by dots runs inside
  * each of them: the dot reads the transpose's operand through strides.
+ *
+ * A dot epilogue (IrFusionGroup.dot_select) is a dot, the scale by a
+ * scalar that is its one reader and the select under a pred [M,N] mask
+ * that reads that (attention's masked scores, JAX's `_where` call taken
+ * in whole): the group is rooted at the select or the call, and k_dot.c
+ * scales and masks each block of the GEMM's rows while it is in cache.
  */
 #ifndef TESSEL_DEVICE_FUSION_H
 #define TESSEL_DEVICE_FUSION_H

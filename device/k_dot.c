@@ -46,6 +46,8 @@
 
 #include <string.h>
 
+#include "float_ops.h" /* DEV_VECTOR_CLONES */
+
 /* The dims of a dot, classified. Result = [batch..., lhs free..., rhs free...]. */
 typedef struct DotPlan {
     int32_t nb, nc, nlf, nrf;
@@ -253,11 +255,38 @@ static const uint8_t *at(const uint8_t *x, bool t, int64_t ld, int64_t i, int64_
     return x + (size_t)(t ? j * ld + i : i * ld + j) * esz;
 }
 
+/* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
+ * element's f32 C (row stride n): the scale, then the select. The same
+ * IEEE operations as the unfused divide (multiply) and select. */
+DEV_VECTOR_CLONES static void epilogue_rows(const DevDotEpilogue *e, float *c, int64_t r0, int64_t r1, int64_t n)
+{
+    float s = e->scale, fill = e->fill;
+    for (int64_t r = r0; r < r1; r++) {
+        float *row = c + r * n;
+        if (e->scaled && e->divide)
+            for (int64_t j = 0; j < n; j++)
+                row[j] = row[j] / s;
+        else if (e->scaled)
+            for (int64_t j = 0; j < n; j++)
+                row[j] = row[j] * s;
+        if (!e->mask)
+            continue;
+        const uint8_t *m = e->mask + r * n;
+        if (e->keep)
+            for (int64_t j = 0; j < n; j++)
+                row[j] = m[j] ? row[j] : fill;
+        else
+            for (int64_t j = 0; j < n; j++)
+                row[j] = m[j] ? fill : row[j];
+    }
+}
+
 /* One batch element's C[M,N] = op(A) op(B) whose result is read only on
  * and below the diagonal (a causal mask's scores, ir_dot_reads_lower):
  * per block of TRI_TILE rows [r0, r1), the columns [0, r1) only; the rest
  * of the rows is written 0 (a defined value the mask discards). */
-static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint8_t *b, uint8_t *c)
+static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint8_t *b, uint8_t *c,
+                       const DevDotEpilogue *epi)
 {
     for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
         int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, n1 = r1 < g->n ? r1 : g->n;
@@ -267,6 +296,8 @@ static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint
         ct_gemm(&s, at(a, g->ta, g->lda, r0, 0, esz), b, c + (size_t)(r0 * g->ldc) * esz);
         for (int64_t r = r0; r < r1 && n1 < g->n; r++)
             memset(c + (size_t)(r * g->ldc + n1) * esz, 0, (size_t)(g->n - n1) * esz);
+        if (epi)
+            epilogue_rows(epi, (float *)(void *)c, r0, r1, g->n);
     }
 }
 
@@ -360,29 +391,35 @@ static void gemm_tri(Tri t, const CtGemm *g, size_t esz, const uint8_t *a, const
 
 /* One batch element's GEMM: the causal scores' tiles (lower), a product
  * over an operand's zero triangle without it, else whole. */
-static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, uint8_t *c)
+static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, uint8_t *c,
+                     const DevDotEpilogue *epi)
 {
     size_t esz = ct_size(g->c);
     if (lower && g->m > TRI_TILE) {
-        gemm_lower(g, esz, a, b, c);
+        gemm_lower(g, esz, a, b, c, epi);
         return;
     }
+    bool done = false;
     if (g->c == CT_F32 && !g->acc && g->k >= 2 * TRI_TILE)
-        for (Tri t = TRI_A_LOWER; t < TRI_KINDS; t++) {
+        for (Tri t = TRI_A_LOWER; t < TRI_KINDS && !done; t++) {
             bool on_a = t == TRI_A_LOWER || t == TRI_A_UPPER;
             if ((on_a ? g->m : g->n) == g->k && tri_holds(t, g, (const float *)a, (const float *)b)) {
                 gemm_tri(t, g, esz, a, b, c);
-                return;
+                done = true;
             }
         }
-    ct_gemm(g, a, b, c);
+    if (!done)
+        ct_gemm(g, a, b, c);
+    for (int64_t r0 = 0; epi && r0 < g->m; r0 += TRI_TILE)
+        epilogue_rows(epi, (float *)(void *)c, r0, r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);
 }
 
 /* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute
  * type; transposed: [B, N, M], each C^T computed as op(B)^T op(A)^T).
  * lower: the result is read only on and below its diagonal. */
 static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOperand *a,
-                    const DotOperand *b, bool transposed, bool lower, uint8_t *c_out)
+                    const DotOperand *b, bool transposed, bool lower, const DevDotEpilogue *epi,
+                    uint8_t *c_out)
 {
     CtGemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = ct_use_blas(k),
               .m = p->m, .n = p->n, .k = p->k, .lda = a->ld, .ldb = b->ld, .ldc = p->n};
@@ -398,7 +435,7 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
     for (int64_t i = 0; i < p->b; i++)
         gemm_one(&g, lower, first->data + (size_t)batch_offset(&first->batch, i) * esz,
                  second->data + (size_t)batch_offset(&second->batch, i) * esz,
-                 c_out + (size_t)(i * p->m * p->n) * esz);
+                 c_out + (size_t)(i * p->m * p->n) * esz, epi);
 }
 
 /*
@@ -435,7 +472,7 @@ static bool read_shape(const DevValue *v, const int64_t *perm, int32_t nperm, Ir
 }
 
 static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
-                         bool lower, DevValue **out)
+                         bool lower, const DevDotEpilogue *epi, DevValue **out)
 {
     if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]))
         return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
@@ -471,11 +508,15 @@ static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2],
                           p.rfree, p.nrf, &b)) != IR_OK)
         goto done;
     bool direct = ct_native(c, os->type);
+    if (epi && (c != CT_F32 || !direct || tshape || p.nlf != 1 || p.nrf != 1)) {
+        st = dev_kernel_error(k, IR_EINTERNAL, "dot: an epilogue on a result that is not f32 [batch, M, N]");
+        goto done;
+    }
     if (!direct && !(cbuf = ct_scratch(total, ct_size(c)))) {
         st = dev_kernel_oom(k, NULL);
         goto done;
     }
-    dot_run(k, c, &p, &a, &b, tshape != NULL, lower && p.nlf == 1 && p.nrf == 1, direct ? r->data : cbuf);
+    dot_run(k, c, &p, &a, &b, tshape != NULL, lower && p.nlf == 1 && p.nrf == 1, epi, direct ? r->data : cbuf);
     if (!direct) {
         CtView v = {.rank = 1, .dims = {total}, .stride = {1}};
         ct_unpack(c, os->type, cbuf, &v, r->data);
@@ -495,11 +536,11 @@ done:
 IrStatus dev_k_dot(const DevKernelArgs *k, DevValue **out)
 {
     const IrI64List *none[2] = {NULL, NULL};
-    return dot_into(k, none, NULL, false, out);
+    return dot_into(k, none, NULL, false, NULL, out);
 }
 
 IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
-                         bool lower, DevValue **out)
+                         bool lower, const DevDotEpilogue *epi, DevValue **out)
 {
-    return dot_into(k, perm, tshape, lower, out);
+    return dot_into(k, perm, tshape, lower, epi, out);
 }

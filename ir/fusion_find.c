@@ -61,7 +61,10 @@
  * strides, so the transposed array is never made. A dot whose result a
  * causal mask reads only on and below the diagonal (causal.c) is marked
  * dot_lower (a group of one if it had none): k_dot.c computes only the
- * tiles the mask keeps.
+ * tiles the mask keeps. A dot whose result is only scaled by a scalar and
+ * masked by a select (attention's scores: dot_epilogues, below) takes the
+ * two in as its epilogue, the group rooted at the select or at the call
+ * of JAX's `_where` that holds it.
  */
 #include "ir.h"
 
@@ -388,6 +391,203 @@ static void lower_dots(const Find *f, const int32_t *order, int32_t norder, int3
     }
 }
 
+/* ---- dot epilogues ----
+ *
+ * Attention's scores: JAX writes s = select(mask, dot(q, k) / 8, -1e9)
+ * (the select often inside a call to `_where`, the mask pred[S,S]
+ * broadcast over batch and heads). Unfused, the divide and the select
+ * each read and write the [B,H,S,S] scores once more. A dot whose one
+ * reader is an elementwise scale by a scalar (divide by, or multiply with,
+ * a broadcast rank-0 f32), whose one reader in turn (or the dot's, with
+ * no scale) is a select of it against a broadcast scalar under a pred
+ * [M,N] broadcast over the result's batch dims (in the same computation,
+ * or as a call whose callee's root is that select of its parameters),
+ * runs as one group rooted at the select (or the call): k_dot.c applies
+ * the scale and the select to each block of rows while it is in cache
+ * (IrFusionGroup.dot_scale, dot_select). The same operations on the same
+ * values, element by element: the result is bit for bit the unfused one.
+ * The dot has one free dim a side (its result [batch..., M, N]) and f32
+ * operands and result, and is not a dot-transpose pair's. */
+
+/* The one instruction among order[] that reads i, or -1 (none, several,
+ * or i read twice by it). */
+static int32_t sole_reader(const int32_t *nuse, const int32_t *reader, int32_t i)
+{
+    return nuse[i] == 1 ? reader[i] : -1;
+}
+
+/* Is instruction b a broadcast of a rank-0 value of type t (dims {})? */
+static bool scalar_broadcast(const IrComputation *c, int32_t b, IrType t)
+{
+    const IrInstr *bi = &c->instr[b];
+    return bi->op == OP_BROADCAST && bi->nopnd == 1 && bi->shape.type == t && bi->a.dimensions.n == 0 &&
+           c->instr[bi->opnd[0]].shape.rank == 0 && c->instr[bi->opnd[0]].shape.type == t;
+}
+
+/* Is instruction b of computation c a broadcast of a pred [M,N] over the
+ * leading dims of shape s ([..., M, N])? */
+static bool mask_broadcast(const IrComputation *c, int32_t b, const IrShape *s)
+{
+    const IrInstr *bi = &c->instr[b];
+    if (bi->op != OP_BROADCAST || bi->nopnd != 1 || bi->a.dimensions.n != 2 || s->rank < 2)
+        return false;
+    const IrShape *p = &c->instr[bi->opnd[0]].shape;
+    return p->type == IR_PRED && p->rank == 2 && bi->a.dimensions.v[0] == s->rank - 2 &&
+           bi->a.dimensions.v[1] == s->rank - 1 && p->dims[0] == s->dims[s->rank - 2] &&
+           p->dims[1] == s->dims[s->rank - 1];
+}
+
+/* Is select instruction si of computation c (of shape s) a select of its
+ * operand slot v (1 or 2) against a broadcast scalar under a broadcast
+ * mask? In a callee (param), the mask's and the scalar's sources must be
+ * parameters. */
+static bool epilogue_select(const IrComputation *c, int32_t si, int32_t v, bool param)
+{
+    const IrInstr *s = &c->instr[si];
+    if (s->op != OP_SELECT || s->nopnd != 3 || s->shape.type != IR_F32 || (v != 1 && v != 2))
+        return false;
+    int32_t fill = s->opnd[3 - v], mask = s->opnd[0];
+    if (!scalar_broadcast(c, fill, IR_F32) || !mask_broadcast(c, mask, &s->shape))
+        return false;
+    return !param || (c->instr[c->instr[fill].opnd[0]].op == OP_PARAMETER &&
+                      c->instr[c->instr[mask].opnd[0]].op == OP_PARAMETER);
+}
+
+bool ir_fusion_epilogue_call(const IrModule *m, const IrInstr *call, int32_t operand)
+{
+    if (call->op != OP_CALL || call->ncalled != 1 || call->called[0] < 0 || call->called[0] >= m->ncomp)
+        return false;
+    const IrComputation *b = m->comp[call->called[0]];
+    if (b->root < 0 || b->instr[b->root].op != OP_SELECT)
+        return false;
+    const IrInstr *s = &b->instr[b->root];
+    for (int32_t v = 1; v <= 2; v++) {
+        const IrInstr *p = &b->instr[s->opnd[v]];
+        if (p->op == OP_PARAMETER && p->a.parameter_number == operand && epilogue_select(b, b->root, v, true))
+            return true;
+    }
+    return false;
+}
+
+/* Do the groups r[0..nr) (roots, -1: none) hold only instructions in
+ * allowed[0..n)? */
+static bool groups_only(const IrComputation *c, const int32_t *gid, const int32_t *r, int32_t nr,
+                        const int32_t *allowed, int32_t n)
+{
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        bool in = false, ok = false;
+        for (int32_t j = 0; j < nr; j++)
+            in = in || (r[j] >= 0 && gid[i] == r[j]);
+        for (int32_t j = 0; in && j < n; j++)
+            ok = ok || allowed[j] == i;
+        if (in && !ok)
+            return false;
+    }
+    return true;
+}
+
+/* Does dot u give [batch..., M, N] from f32 operands? */
+static bool epilogue_dot(const IrComputation *c, int32_t u)
+{
+    const IrInstr *d = &c->instr[u];
+    if (d->op != OP_DOT || d->nopnd != 2 || d->shape.type != IR_F32)
+        return false;
+    const IrShape *l = &c->instr[d->opnd[0]].shape, *r = &c->instr[d->opnd[1]].shape;
+    const IrDotDnums *dn = &d->a.dot;
+    return l->type == IR_F32 && r->type == IR_F32 && l->rank - dn->lhs_batch.n - dn->lhs_contracting.n == 1 &&
+           r->rank - dn->rhs_batch.n - dn->rhs_contracting.n == 1 && d->shape.rank == dn->lhs_batch.n + 2;
+}
+
+static void dot_epilogues(const Find *f, const int32_t *order, int32_t norder, int32_t *gid, int32_t *size,
+                          int32_t *escale, int32_t *eselect)
+{
+    const IrComputation *c = f->c;
+    int32_t n = c->ninstr;
+    int32_t *nuse = ts_calloc((size_t)n, sizeof *nuse), *reader = ts_malloc((size_t)n * sizeof *reader);
+    if (!nuse || !reader)
+        goto done; /* no epilogues: the groups stay as they are */
+    for (int32_t k = 0; k < norder; k++) {
+        const IrInstr *ins = &c->instr[order[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++)
+            if (ins->opnd[j] >= 0 && ins->opnd[j] < n) {
+                nuse[ins->opnd[j]]++;
+                reader[ins->opnd[j]] = order[k];
+            }
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        if (!epilogue_dot(c, u) || u == c->root || has_control(c, f->ctrl_succ, u) || (gid[u] >= 0 && gid[u] != u))
+            continue;
+        /* allowed: the instructions the scale's and the select's groups may
+         * hold (they may be one group: the divide joins the select's); the
+         * broadcasts must run inside them (or be shared), so that their
+         * sources are the new group's leaves. */
+        int32_t e = sole_reader(nuse, reader, u), prev = u, sc = -1, allowed[5], na = 0, roots[3] = {-1, -1, -1};
+        if (e < 0)
+            continue;
+        const IrInstr *ei = &c->instr[e];
+        int32_t bsc = -1;
+        if ((ei->op == OP_DIVIDE || ei->op == OP_MULTIPLY) && ei->nopnd == 2 && ei->shape.type == IR_F32 &&
+            e != c->root && !has_control(c, f->ctrl_succ, e) && gid[e] >= 0 &&
+            ((ei->opnd[0] == u && scalar_broadcast(c, ei->opnd[1], IR_F32)) ||
+             (ei->op == OP_MULTIPLY && ei->opnd[1] == u && scalar_broadcast(c, ei->opnd[0], IR_F32)))) {
+            bsc = ei->opnd[0] == u ? ei->opnd[1] : ei->opnd[0];
+            sc = prev = e;
+            allowed[na++] = e;
+            allowed[na++] = bsc;
+            roots[1] = gid[e];
+        }
+        int32_t s = sole_reader(nuse, reader, prev);
+        if (s < 0 || has_control(c, f->ctrl_succ, s) || !ir_shape_same_dims(&c->instr[s].shape, &c->instr[u].shape))
+            continue;
+        const IrInstr *si = &c->instr[s];
+        bool fits = false;
+        int32_t bm = -1, bf = -1;
+        if (si->op == OP_SELECT && gid[s] == s) {
+            bm = si->opnd[0];
+            bf = si->opnd[si->opnd[1] == prev ? 2 : 1];
+            fits = (epilogue_select(c, s, 1, false) && si->opnd[1] == prev) ||
+                   (epilogue_select(c, s, 2, false) && si->opnd[2] == prev);
+            allowed[na++] = bm;
+            allowed[na++] = bf;
+            roots[2] = s;
+        } else if (si->op == OP_CALL && gid[s] == -1 && si->shape.type == IR_F32) {
+            for (int32_t j = 0; j < si->nopnd; j++)
+                if (si->opnd[j] == prev)
+                    fits = ir_fusion_epilogue_call(f->m, si, j);
+        }
+        allowed[na++] = s;
+        int32_t bcast[3] = {bsc, bm, bf};
+        for (int32_t j = 0; j < 3; j++)
+            fits = fits && (bcast[j] < 0 || gid[bcast[j]] == SHARED ||
+                            (gid[bcast[j]] >= 0 && (gid[bcast[j]] == roots[1] || gid[bcast[j]] == roots[2])));
+        if (sc >= 0 && roots[1] != sc && roots[1] != roots[2])
+            fits = false; /* the scale's group is its own, or the select's */
+        if (!fits || !groups_only(c, gid, roots + 1, 2, allowed, na))
+            continue;
+        roots[0] = gid[u] == u ? u : -1;
+        int32_t total = roots[0] >= 0 ? size[u] : 1;
+        for (int32_t j = 1; j < 3; j++)
+            if (roots[j] >= 0 && (j == 1 || roots[2] != roots[1]))
+                total += size[roots[j]];
+        if (roots[2] < 0)
+            total++; /* the call */
+        if (total > IR_FUSION_MAX_NODES)
+            continue;
+        for (int32_t i = 0; i < n; i++)
+            if (i == u || i == s || (gid[i] >= 0 && (gid[i] == roots[0] || gid[i] == roots[1] || gid[i] == roots[2])))
+                gid[i] = s;
+        size[s] = total;
+        f->space[s] = s;
+        f->nouter[s] = -1;
+        escale[s] = sc;
+        eselect[s] = s;
+    }
+done:
+    ts_free(nuse);
+    ts_free(reader);
+}
+
 void ir_fusion_free(IrFusion *f)
 {
     for (int32_t g = 0; g < f->ngroups; g++) {
@@ -659,10 +859,11 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
     int32_t *size = ts_calloc((size_t)n, sizeof *size);
     bool *ctrl_succ = ts_calloc((size_t)n, sizeof *ctrl_succ);
     bool *extra = ts_calloc((size_t)n, sizeof *extra);
+    int32_t *escale = ts_malloc((size_t)n * sizeof *escale), *eselect = ts_malloc((size_t)n * sizeof *eselect);
     Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
               opt->small, ir_causal_new(m)};
     IrStatus st = IR_ENOMEM;
-    if (!gid || !cand || !size || !ctrl_succ || !extra || !f.space || !f.nouter || !f.causal)
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !f.space || !f.nouter || !f.causal)
         goto done;
     for (int32_t i = 0; i < n; i++) {
         gid[i] = -1;
@@ -725,6 +926,12 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         !transposes_into_dots(c, ctrl_succ, order, norder, gid, size, &f, &nroots))
         goto done;
     lower_dots(&f, order, norder, gid, size, &nroots);
+    for (int32_t i = 0; i < n; i++)
+        escale[i] = eselect[i] = -1;
+    dot_epilogues(&f, order, norder, gid, size, escale, eselect);
+    nroots = 0;
+    for (int32_t i = 0; i < n; i++)
+        nroots += gid[i] == i;
     st = IR_OK;
     if (nroots == 0)
         goto done;
@@ -764,6 +971,8 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
             if (c->instr[g->nodes[j]].op == OP_DOT)
                 g->dot = j;
         g->dot_lower = g->dot >= 0 && !g->dot_transposed && ir_causal_dot_reads_lower(f.causal, c, g->nodes[g->dot]);
+        g->dot_scale = escale[g->root];
+        g->dot_select = eselect[g->root];
     }
     st = IR_OK;
 done:
@@ -772,6 +981,8 @@ done:
     ts_free(size);
     ts_free(ctrl_succ);
     ts_free(extra);
+    ts_free(escale);
+    ts_free(eselect);
     ts_free(f.space);
     ts_free(f.nouter);
     ir_causal_free(f.causal);

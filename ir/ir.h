@@ -1318,6 +1318,12 @@ typedef struct IrFusionGroup {
                           * diagonal of its last two dims (a causal mask's
                           * scores, ir_dot_reads_lower): the rest is not
                           * computed */
+    int32_t dot_scale;   /* a dot epilogue (fusion_find.c): the divide or
+                          * multiply by a broadcast scalar applied to the
+                          * dot's result, or -1 */
+    int32_t dot_select;  /* the select (or the call of a select) of the
+                          * (scaled) dot's result against a broadcast scalar
+                          * under a broadcast pred [M,N]: the root, or -1 */
 } IrFusionGroup;
 
 typedef struct IrFusion {
@@ -1353,6 +1359,10 @@ bool ir_fusion_strided(const IrInstr *ins);
  * reducer op (ir_simple_reducer) in one accumulator domain: float, signed,
  * unsigned or pred, and no bitwise reducer on floats? */
 bool ir_reducer_folds(IrType t, IrOpcode op);
+/* Is call's callee a select of its parameter `operand` against a
+ * broadcast scalar parameter under a broadcast pred [M,N] parameter (JAX's
+ * `_where`), as a dot epilogue takes it in? */
+bool ir_fusion_epilogue_call(const IrModule *m, const IrInstr *call, int32_t operand);
 
 /* causal.c: is dot instruction `dot` of c (one free dim each side) read
  * only where its result's last index is at most the one before, every

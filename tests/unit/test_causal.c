@@ -330,6 +330,140 @@ static void zero_triangles(void **state)
     }
 }
 
+/* text with its first occurrence of `from` replaced by `to` (S
+ * substituted in both), into a static buffer. */
+static char *swap_line(const char *text, const char *from, const char *to, int s)
+{
+    static char buf[2][8192];
+    static int turn;
+    char *out = buf[turn++ % 2], f[512], t[512];
+    snprintf(f, sizeof f, "%s", subst(from, s));
+    snprintf(t, sizeof t, "%s", subst(to, s));
+    const char *at = strstr(text, f);
+    assert_non_null(at);
+    snprintf(out, sizeof buf[0], "%.*s%s%s", (int)(at - text), text, t, at + strlen(f));
+    return out;
+}
+
+/* The attention of txt over S s: the scores' group is a dot epilogue
+ * (root sm, the select or the call; scale `sc` where scaled) when fuses,
+ * and not otherwise; either way the fused run is the unfused one bit for
+ * bit. nargs 4: a pred [S,S] mask parameter (alternating rows of true). */
+static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool scaled)
+{
+    IrModule *m = parse_ok(txt);
+    int32_t dot = instr_named(m, "s");
+    DevFusion f = find(m, 1); /* arrays of any size fuse, as fuse_small below */
+    int32_t g = f.group_of ? f.group_of[dot] : -1;
+    if (fuses) {
+        assert_true(g >= 0);
+        assert_int_equal(f.groups[g].root, instr_named(m, "sm"));
+        assert_int_equal(f.groups[g].dot_select, instr_named(m, "sm"));
+        assert_int_equal(f.groups[g].dot_scale, scaled ? instr_named(m, "sc") : -1);
+        assert_int_equal(f.groups[g].nodes[f.groups[g].dot], dot);
+    } else {
+        assert_true(g < 0 || f.groups[g].dot_select < 0);
+    }
+    ir_fusion_free(&f);
+    int64_t dims[] = {2, 3, s, 4}, n = 2 * 3 * (int64_t)s * 4, mdims[] = {s, s};
+    float *x[3];
+    uint8_t *mask = malloc((size_t)s * s);
+    DevValue *args[4];
+    for (int a = 0; a < 3; a++) {
+        x[a] = malloc((size_t)n * sizeof(float));
+        fill(x[a], n, (uint32_t)(a + 5 + 10 * s));
+        args[a] = val(IR_F32, 4, dims, x[a]);
+    }
+    for (int i = 0; i < s * s; i++)
+        mask[i] = (uint8_t)((i / s + i % 3) % 2);
+    args[3] = val(IR_PRED, 2, mdims, mask);
+    DevExecOptions on = {.fuse_small = true}, off = {.no_fusion = true};
+    DevValue *fused = NULL, *plain = NULL;
+    IrDiag d = {0};
+    assert_int_equal(dev_execute(m, m->entry, nargs, args, &on, &fused, &d), IR_OK);
+    assert_int_equal(dev_execute(m, m->entry, nargs, args, &off, &plain, &d), IR_OK);
+    assert_int_equal(fused->nelems, plain->nelems);
+    for (int32_t e = 0; e < (fused->nelems > 0 ? fused->nelems : 1); e++) {
+        const DevValue *a = fused->nelems > 0 ? fused->elems[e] : fused, *b = plain->nelems > 0 ? plain->elems[e] : plain;
+        assert_int_equal(a->nbytes, b->nbytes);
+        assert_memory_equal(a->data, b->data, (size_t)b->nbytes);
+    }
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < 4; a++)
+        dev_value_unref(args[a]);
+    for (int a = 0; a < 3; a++)
+        free(x[a]);
+    free(mask);
+    ir_module_free(m);
+}
+
+/* The attention with the masked scores returned beside its output: in
+ * the entry, a select read only by the softmax joins its row group
+ * (fusion_rows.c) rather than the dot; read twice, it stays the dot's. */
+static char *returned(const char *txt, int s)
+{
+    static char buf[8192];
+    const char *t = swap_line(txt, "  ROOT o = ", "  o = ", s);
+    snprintf(buf, sizeof buf, "%.*s%s", (int)(strrchr(t, '}') - t), t,
+             subst("  ROOT t = (f32[2,3,@,4], f32[2,3,@,@]) tuple(o, sm)\n}\n", s));
+    return buf;
+}
+
+#define SCALE_LINE "  sc = f32[2,3,@,@] divide(s, twob)\n"
+#define SELECT_LINE "  sm = f32[2,3,@,@] select(mb, sc, cb)\n"
+
+/* Dot epilogues (ir/fusion_find.c, k_dot.c): the scores' scale and mask
+ * run on the GEMM's blocks of rows, in JAX's form (the select in its
+ * `_where` call) and in the entry, at S 6 (one block) and 130 (tiled,
+ * causal: the upper tiles skipped too); a multiply by the scalar on
+ * either side; no scale; the value kept on the select's false side; an
+ * arbitrary mask (a parameter). Not taken in: a scale by a row vector, the
+ * dot as the divisor, a mask broadcast from a [3,S,S], scores read
+ * twice. Each bit for bit the unfused run. */
+static void dot_epilogues(void **state)
+{
+    (void)state;
+    int lens[] = {6, 130};
+    for (size_t t = 0; t < 2; t++) {
+        int s = lens[t];
+        epilogue_case(attention(s, CAUSAL_GE, true), s, 3, true, true);
+        epilogue_case(returned(attention(s, CAUSAL_GE, false), s), s, 3, true, true);
+        epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  two = f32[] constant(2)\n  twob = f32[2,3,@,@] broadcast(two), dimensions={}\n" SCALE_LINE,
+                                "  two = f32[] constant(0.3)\n  twob = f32[2,3,@,@] broadcast(two), dimensions={}\n"
+                                "  sc = f32[2,3,@,@] multiply(twob, s)\n", s),
+                      s, 3, true, true);
+        epilogue_case(swap_line(attention(s, CAUSAL_GE, true), SCALE_LINE, "  sc = f32[2,3,@,@] multiply(s, twob)\n", s),
+                      s, 3, true, true);
+        epilogue_case(swap_line(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE, "", s), SELECT_LINE,
+                                "  sm = f32[2,3,@,@] select(mb, s, cb)\n", s),
+                      s, 3, true, false);
+        epilogue_case(swap_line(returned(attention(s, "  ge = pred[@,@] compare(i0, i1), direction=LT\n", false), s), SELECT_LINE,
+                                "  sm = f32[2,3,@,@] select(mb, cb, sc)\n", s),
+                      s, 3, true, true);
+        epilogue_case(attention(s, "  ge = pred[@,@] parameter(3)\n", true), s, 4, true, true);
+        /* Not taken in. */
+        epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE,
+                                "  row = f32[@] iota(), iota_dimension=0\n  rowb = f32[2,3,@,@] broadcast(row), dimensions={3}\n"
+                                "  sc = f32[2,3,@,@] divide(s, rowb)\n", s),
+                      s, 3, false, false);
+        epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE, "  sc = f32[2,3,@,@] divide(twob, s)\n", s),
+                      s, 3, false, false);
+        epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  mb = pred[2,3,@,@] broadcast(ge), dimensions={2,3}\n",
+                                "  mt = pred[@,@] transpose(ge), dimensions={1,0}\n"
+                                "  mb = pred[2,3,@,@] broadcast(mt), dimensions={2,3}\n", s),
+                      s, 3, true, true); /* a transposed mask is still a pred [S,S] */
+        epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  mb = pred[2,3,@,@] broadcast(ge), dimensions={2,3}\n",
+                                "  g3 = pred[3,@,@] broadcast(ge), dimensions={1,2}\n"
+                                "  mb = pred[2,3,@,@] broadcast(g3), dimensions={1,2,3}\n", s),
+                      s, 3, false, false);
+        epilogue_case(swap_line(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  ROOT t = ",
+                                          "  twice = f32[2,3,@,@] add(sc, sc)\n  ROOT t = ", s),
+                                "f32[2,3,@,@]) tuple(o, sm)", "f32[2,3,@,@], f32[2,3,@,@]) tuple(o, sm, twice)", s),
+                      s, 3, false, false);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +472,7 @@ int main(void)
         cmocka_unit_test(scores_read_elsewhere),
         cmocka_unit_test(skipped_tiles_change_nothing),
         cmocka_unit_test(zero_triangles),
+        cmocka_unit_test(dot_epilogues),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
