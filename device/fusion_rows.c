@@ -42,6 +42,11 @@
 /* Scratch rows start 64-byte aligned and staggered by 5 cache lines (see
  * fusion.c's STAGGER: rows of power-of-two size would 4K-alias). */
 #define STAGGER 320
+/* Elements of a row node a pass: rows of fewer run several at a time
+ * (softmax over rows of 512: 8 a pass), so that each node's kernel call
+ * and the outer nodes' one-element steps are paid once per 8 rows, and a
+ * pass's rows still sit in L2 (16 KiB a row node). */
+#define ROWS_BLOCK 4096
 
 typedef enum RowKind {
     RK_ELEMENTWISE, /* a range kernel */
@@ -76,6 +81,7 @@ typedef struct Rows {
     int64_t *lstep;      /* [nleaves] a leaf's elements a row: R, 1, or 0 (stays put) */
     uint8_t *arena;
     uint8_t **scratch;   /* [nn] */
+    int64_t nb;          /* rows a pass (ROWS_BLOCK elements, at least 1 row) */
 } Rows;
 
 static void rows_free(Rows *r)
@@ -175,13 +181,14 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
     return IR_OK;
 }
 
-/* One row buffer for every node but the root (which writes the result). */
+/* One buffer of r->nb rows for every node but the root (which writes the
+ * result). */
 static IrStatus rows_scratch(Rows *r, const IrComputation *c, IrDiag *d)
 {
     size_t total = 0, at[IR_FUSION_MAX_NODES];
     for (int32_t k = 0; k + 1 < r->nn; k++) {
         at[k] = total;
-        total += (((size_t)r->node[k].len * r->node[k].w + 63) & ~(size_t)63) + STAGGER;
+        total += (((size_t)(r->node[k].len * r->nb) * r->node[k].w + 63) & ~(size_t)63) + STAGGER;
     }
     if (!(r->arena = ts_malloc(total + 64)))
         return ir_error(d, IR_ENOMEM, NULL, NULL, c->pos, "out of memory");
@@ -210,11 +217,49 @@ static void spread(uint8_t *dst, const uint8_t *src, int64_t n, size_t w)
     }
 }
 
+/* The largest (max) or smallest of init and x[0..n) with DEV_FMAX's
+ * (DEV_FMIN's) rule, in FAST_LANES independent f32 accumulators: a NaN
+ * reaches the result. Where the result is neither a NaN nor a zero it is
+ * the one value the row holds at the extreme, whatever the order, so it
+ * is what dev_red_fold_lanes gives (the order decides only between +0
+ * and -0, and which NaN). */
+#define FAST_LANES 64
+DEV_VECTOR_CLONES static float extreme_f32(const float *x, int64_t n, float init, bool max)
+{
+    float acc[FAST_LANES], a = init;
+    int64_t i = 0;
+    for (int32_t j = 0; j < FAST_LANES; j++)
+        acc[j] = init;
+    if (max)
+        for (; i + FAST_LANES <= n; i += FAST_LANES)
+            for (int32_t j = 0; j < FAST_LANES; j++)
+                acc[j] = DEV_FMAX(acc[j], x[i + j]);
+    else
+        for (; i + FAST_LANES <= n; i += FAST_LANES)
+            for (int32_t j = 0; j < FAST_LANES; j++)
+                acc[j] = DEV_FMIN(acc[j], x[i + j]);
+    for (int32_t j = 0; j < FAST_LANES; j++)
+        a = max ? DEV_FMAX(a, acc[j]) : DEV_FMIN(a, acc[j]);
+    for (; i < n; i++)
+        a = max ? DEV_FMAX(a, x[i]) : DEV_FMIN(a, x[i]);
+    return a;
+}
+
 /* The reduce of one row of R elements at x: floats through the lanes,
- * other types in k_reduce.c's order and domain. */
+ * other types in k_reduce.c's order and domain. An f32 max or min runs
+ * extreme_f32 first (the lanes' fold is one chain of compares a lane:
+ * softmax's max was a third of its row group's time), and the lanes only
+ * where that gives a zero or a NaN. */
 static void fold_row(const RowNode *n, IrType t, const uint8_t *x, int64_t R, uint8_t *res)
 {
     DevAcc acc = n->init, buf[FOLD_RUN];
+    if (n->dom == DEV_RED_F && t == IR_F32 && (n->op == OP_MAXIMUM || n->op == OP_MINIMUM)) {
+        float v = extreme_f32((const float *)(const void *)x, R, (float)acc.f, n->op == OP_MAXIMUM);
+        if (v == v && v != 0) {
+            memcpy(res, &v, sizeof v);
+            return;
+        }
+    }
     if (n->dom == DEV_RED_F && dev_red_fold_lanes(n->op, t, x, 0, R, &acc.f)) {
         dev_acc_store(n->dom, t, res, 0, acc);
         return;
@@ -227,8 +272,10 @@ static void fold_row(const RowNode *n, IrType t, const uint8_t *x, int64_t R, ui
     dev_acc_store(n->dom, t, res, 0, acc);
 }
 
-/* Row `row` through every node; the root's row goes to out. */
-static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t row, uint8_t *out)
+/* Rows [row, row + nb) through every node, each node over all nb rows
+ * at once (its rows lie one after another, in the scratch as in the
+ * leaves and the result); the root's rows go to out. */
+static IrStatus rows_block(Rows *r, const IrComputation *c, int64_t row, int64_t nb, uint8_t *out)
 {
     const DevFusionGroup *g = r->g;
     for (int32_t l = 0; l < g->nleaves; l++)
@@ -238,19 +285,27 @@ static IrStatus rows_one(Rows *r, const IrComputation *c, int64_t row, uint8_t *
         const IrInstr *ins = &c->instr[g->nodes[k]];
         RowNode *n = &r->node[k];
         DevValue *v = &r->nview[k];
+        int64_t len = n->len * nb;
         v->data = k == r->nn - 1 ? out + (size_t)(row * n->len) * n->w : r->scratch[k];
-        v->nbytes = n->len * (int64_t)n->w;
+        v->nbytes = len * (int64_t)n->w;
         switch (n->kind) {
         case RK_ELEMENTWISE: {
-            IrStatus st = dev_k_elementwise_range(&r->k[k], n->len, v);
+            IrStatus st = dev_k_elementwise_range(&r->k[k], len, v);
             if (st != IR_OK)
                 return st;
             break;
         }
-        case RK_STRIDED: dev_broadcast_range(&ins->shape, n->sstr, n->src, row * n->len, n->len, v->data); break;
-        case RK_SPREAD: spread(v->data, r->nview[n->from].data, n->len, n->w); break;
-        case RK_COPY: memcpy(v->data, r->opnd[k * MAX_OPND]->data, n->w); break;
-        case RK_REDUCE: fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data, n->fold, v->data); break;
+        case RK_STRIDED: dev_broadcast_range(&ins->shape, n->sstr, n->src, row * n->len, len, v->data); break;
+        case RK_SPREAD:
+            for (int64_t b = 0; b < nb; b++)
+                spread(v->data + (size_t)(b * n->len) * n->w, r->nview[n->from].data + (size_t)b * n->w, n->len, n->w);
+            break;
+        case RK_COPY: memcpy(v->data, r->opnd[k * MAX_OPND]->data, (size_t)nb * n->w); break;
+        case RK_REDUCE:
+            for (int64_t b = 0; b < nb; b++)
+                fold_row(n, ins->shape.type, r->opnd[k * MAX_OPND]->data + (size_t)(b * n->fold) * n->w, n->fold,
+                         v->data + (size_t)b * n->w);
+            break;
         }
     }
     return IR_OK;
@@ -265,7 +320,9 @@ IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const De
     int64_t R = 1, nrows = 1;
     for (int32_t i = 0; i < S->rank; i++)
         *(i < g->nouter ? &nrows : &R) *= S->dims[i];
-    Rows r = {.g = g};
+    Rows r = {.g = g, .nb = R > 0 && R < ROWS_BLOCK ? ROWS_BLOCK / R : 1};
+    if (r.nb > nrows)
+        r.nb = nrows > 0 ? nrows : 1;
     DevValue *res = NULL;
     IrStatus st = rows_setup(&r, m, c, opt, d, vals, R);
     if (st == IR_OK)
@@ -273,8 +330,8 @@ IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const De
     if (st == IR_OK && !(res = dev_value_new_uninit(&root->shape)))
         st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory for the result",
                       root->name);
-    for (int64_t row = 0; st == IR_OK && row < nrows; row++) /* R = 0: every reduce gives its init */
-        st = rows_one(&r, c, row, res->data);
+    for (int64_t row = 0; st == IR_OK && row < nrows; row += r.nb) /* R = 0: every reduce gives its init */
+        st = rows_block(&r, c, row, nrows - row < r.nb ? nrows - row : r.nb, res->data);
     rows_free(&r);
     if (st != IR_OK) {
         dev_value_unref(res);
