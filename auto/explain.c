@@ -156,8 +156,8 @@ static const char *held_why(const AutoGraph *g, int32_t i)
     case FAM_FUSION:
         return "a fusion not inlined (the user's sharding on it, or side effects in its computation)";
     case FAM_SCAN:
-        return "a scan op: partition/expand_scan.c makes it a while loop after the choice is made, so its body "
-               "is not in the graph";
+        return "a scan op partition/expand_scan.c leaves as it is (an input that is a tuple, or no single "
+               "scanned dim): propagation shards it";
     case FAM_FALLBACK:
         return "an op the partitioner has no rule for: it runs whole on gathered operands";
     default:

@@ -329,12 +329,19 @@ IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
     *ninlined = 0;
     bool *callee = ts_calloc((size_t)m->ncomp, sizeof(bool));
     int32_t *calls = ts_calloc((size_t)m->ncomp, sizeof *calls);
-    IrStatus st = callee && calls ? inline_into(m, ir_entry(m), callee, ninlined, d) : ir_oom(d, NULL);
+    bool *reached = ts_calloc((size_t)m->ncomp, sizeof *reached);
+    int32_t *stack = ts_malloc((size_t)m->ncomp * sizeof *stack);
+    IrStatus st = callee && calls && reached && stack ? inline_into(m, ir_entry(m), callee, ninlined, d)
+                                                      : ir_oom(d, NULL);
     /* Then the bodies of the entry's loops and of theirs, which the
      * graph sees too (JAX's scan bodies call their slicing and their
-     * layer). */
+     * layer). Their calls counted from what the entry still reaches: a
+     * callee inlined (a scan's expansion, whose while is now the entry's)
+     * calls the same body until it is dropped. */
+    if (st == IR_OK)
+        reach(m, m->entry, reached, stack);
     for (int32_t k = 0; st == IR_OK && k < m->ncomp; k++)
-        for (int32_t i = 0; i < m->comp[k]->ninstr; i++)
+        for (int32_t i = 0; reached[k] && i < m->comp[k]->ninstr; i++)
             for (int32_t j = 0; j < m->comp[k]->instr[i].ncalled; j++) {
                 int32_t t = m->comp[k]->instr[i].called[j];
                 if (t >= 0 && t < m->ncomp)
@@ -346,5 +353,7 @@ IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d)
         st = drop_inlined_callees(m, callee, d);
     ts_free(callee);
     ts_free(calls);
+    ts_free(reached);
+    ts_free(stack);
     return st;
 }
