@@ -9,7 +9,8 @@
  * gives every mesh axis one role or none; it is valid when each role's
  * size (and each operand dim playing it) is divisible by its tiles, or,
  * for an output dim of an op the partitioner pads (elementwise, leaves,
- * broadcast, transpose, a reduce's kept dims, a dot's output dims), at
+ * broadcast, transpose, a reduce's kept dims, a dot's output dims, the
+ * dims a slice, pad or concatenate leaves alone), at
  * least as large as its tiles: the last tiles are padded. Axes
  * on a contracted role leave partial sums: one all-reduce of the output
  * shard over them. The dot of an MLP layer, x[16,24] . w[24,40] on mesh
@@ -45,7 +46,12 @@ static void out_roles(Roles *r, const IrShape *s)
 }
 
 /* Operand dims of the same size where nothing else maps: the identity
- * roles of slice, pad, concatenate (dims the op changes are untileable). */
+ * roles of slice, pad, concatenate, dynamic-slice and -update-slice (dims
+ * the op changes are untileable). The dims left alone may be cut into
+ * unequal tiles: the partitioner runs the op on each padded shard
+ * (partition/spmd_ops.c, local where every tiled dim is untouched), as it
+ * runs the hand plans' (tests/models/scan_sharded.hlo's expanded scans: 5
+ * rows over 4 devices, each step's dynamic-slice of a column on its rows). */
 static void same_dims(Roles *r, const IrComputation *c, const IrInstr *x, const bool *changed)
 {
     for (int32_t i = 0; i < x->nopnd && i < MAX_OPERANDS; i++) {
@@ -58,6 +64,7 @@ static void same_dims(Roles *r, const IrComputation *c, const IrInstr *x, const 
     }
     for (int32_t d = 0; d < x->shape.rank; d++)
         r->tileable[d] = !changed[d];
+    r->uneven = true;
 }
 
 /* A reshape: dims of equal size in the same group map 1:1; the major
@@ -98,13 +105,20 @@ static bool reshape_roles(Roles *r, const IrShape *in, const IrShape *out)
 }
 
 /* The roles of instruction x; false: opaque. */
-/* A gather of rows (an embedding lookup: one collapsed operand dim, the
- * one the indices address, every other operand dim taken whole): its
- * output's batch dims are the indices' own, its offset dims the operand's
- * other dims, and the addressed dim is a role of its own that, tiled,
- * leaves each device the rows it holds and zeros elsewhere: partial sums,
- * one all-reduce of the output, as partition/spmd_gather*.c runs a table
- * sharded on its vocabulary. */
+/* A gather, as partition/spmd_gather.c's handler runs it: its output's
+ * batch dims are the indices' own (and, for a batching dim, the operand's
+ * too: take_along_axis, tiled alike with no collective); an offset dim
+ * whose operand dim is sliced whole (a passthrough dim: its start clamps
+ * to 0, indexed or not) tiles with that operand dim; another offset dim
+ * stays whole, its operand dim replicated. Each operand dim the indices
+ * address with a slice of one (a trivially indexed dim: an embedding's
+ * vocabulary) is a role of its own that, tiled, leaves each device the
+ * rows it holds and zeros elsewhere: partial sums, one all-reduce of the
+ * output. An embedding lookup is one such dim with every other dim whole;
+ * a gather of two index dims (an index into a dim sliced whole beside the
+ * rows: tests/models/gather_batch.hlo's g3; an index of one row and one
+ * passthrough beside a batching dim: gather_batching.hlo's g2) was
+ * opaque, its operands priced as arriving replicated. */
 static bool gather_roles(Roles *r, const IrComputation *c, const IrInstr *x)
 {
     if (x->op != OP_GATHER || x->nopnd != 2 || !x->a.x)
@@ -113,39 +127,55 @@ static bool gather_roles(Roles *r, const IrComputation *c, const IrInstr *x)
     const IrShape *op = &c->instr[x->opnd[0]].shape, *ix = &c->instr[x->opnd[1]].shape;
     const IrI64List *sz = &x->a.x->slice_sizes;
     const IrI64List *ob = &g->operand_batching_dims, *ib = &g->start_indices_batching_dims;
-    if (g->collapsed_slice_dims.n != 1 || g->start_index_map.n != 1 || ob->n != ib->n ||
-        g->collapsed_slice_dims.v[0] != g->start_index_map.v[0] || sz->n != op->rank || r->nout + 1 > MAX_ROLES)
+    if (ob->n != ib->n || sz->n != op->rank || op->rank > MAX_ROLES || ix->rank > MAX_ROLES)
         return false;
-    int64_t row = g->collapsed_slice_dims.v[0];
-    if (g->index_vector_dim < ix->rank && ix->dims[g->index_vector_dim] != 1)
-        return false;
-    for (int32_t d = 0; d < op->rank; d++)
-        if (d != row && !ir_list_has(ob, d) && sz->v[d] != op->dims[d])
+    for (int32_t d = 0; d < x->shape.rank; d++)
+        r->tileable[d] = false;
+    /* Operand dims to output offset dims, in order; passthrough ones tile. */
+    int32_t w = 0;
+    for (int32_t d = 0; d < op->rank; d++) {
+        if (ir_list_has(&g->collapsed_slice_dims, d) || ir_list_has(ob, d))
+            continue;
+        if (w >= g->offset_dims.n)
             return false;
-    if (g->offset_dims.n != op->rank - 1 - ob->n)
-        return false;
-    /* Batching dims (take_along_axis's): an indices batching dim and its
-     * operand batching dim play its output dim together, tiled alike
-     * they need no collective (partition/spmd_gather.c). */
-    int32_t od = 0, bd = 0;
-    for (int32_t d = 0; d < x->shape.rank; d++) {
-        if (ir_list_has(&g->offset_dims, d)) {
-            while (od == row || ir_list_has(ob, od))
-                od++;
-            r->map[0][d] = (int8_t)od++;
-        } else {
-            if (bd == g->index_vector_dim)
-                bd++;
-            for (int32_t k = 0; k < ib->n; k++)
-                if (ib->v[k] == bd)
-                    r->map[0][d] = (int8_t)ob->v[k];
-            r->map[1][d] = (int8_t)bd++;
+        int64_t o = g->offset_dims.v[w++];
+        if (o < 0 || o >= x->shape.rank)
+            return false;
+        if (sz->v[d] == op->dims[d]) {
+            r->map[0][o] = (int8_t)d;
+            r->tileable[o] = true;
         }
     }
-    int32_t role = r->nout + r->nred++;
-    r->size[role] = op->dims[row];
-    r->tileable[role] = true;
-    r->map[0][role] = (int8_t)row;
+    if (w != g->offset_dims.n)
+        return false;
+    /* Indices dims (but the index vector) to the output's batch dims. */
+    int32_t b = 0;
+    for (int32_t d = 0; d < ix->rank; d++) {
+        if (d == g->index_vector_dim)
+            continue;
+        while (b < x->shape.rank && ir_list_has(&g->offset_dims, b))
+            b++;
+        if (b >= x->shape.rank)
+            return false;
+        r->map[1][b] = (int8_t)d;
+        r->tileable[b] = true;
+        for (int32_t k = 0; k < ib->n; k++)
+            if (ib->v[k] == d)
+                r->map[0][b] = (int8_t)ob->v[k];
+        b++;
+    }
+    /* Trivially indexed dims: partial sums over their tiles. */
+    for (int32_t d = 0; d < op->rank; d++) {
+        bool pass = !ir_list_has(&g->collapsed_slice_dims, d) && !ir_list_has(ob, d) && sz->v[d] == op->dims[d];
+        if (pass || sz->v[d] != 1 || !ir_list_has(&g->start_index_map, d))
+            continue;
+        if (r->nout + r->nred >= MAX_ROLES)
+            return false;
+        int32_t role = r->nout + r->nred++;
+        r->size[role] = op->dims[d];
+        r->tileable[role] = true;
+        r->map[0][role] = (int8_t)d;
+    }
     r->flops = (double)ir_shape_elements(&x->shape);
     r->uneven = true; /* its output dims padded (tests/models/gather_batch.hlo: 7 columns over 2, 4) */
     return true;
