@@ -21,6 +21,8 @@
  *   memfit_remat.c     rematerialization to a limit; FLOPs of an instruction
  *   memfit_mask.c      masks kept apart: a comparison out of its reader's
  *                      fused group, so its wider operand may die early
+ *   memfit_merge.c     instructions computing the same value merged (CSE)
+ *                      before a fit that failed searches again
  *
  * May use ir/, auto/, cluster/ and partition/ (DESIGN.md's layer table); never
  * executes anything. What it produces, PlanProgram (partition/partition.h),
