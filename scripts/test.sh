@@ -2,7 +2,7 @@
 # test.sh: the whole test suite: install what is missing, configure and
 # build the release and the asan (ASan+UBSan) presets, run every ctest
 # test on release and all but the JAX suite's long groups on asan, then
-# each libFuzzer target for TESSEL_FUZZ_SECONDS (default 30) from its seed
+# each libFuzzer target for TESSEL_FUZZ_SECONDS (default 20) from its seed
 # corpus (tests/fuzz/corpus/<target>/, kept in the tree; what a run finds
 # stays in the build directory). Fails on the first
 # failing build, test run or fuzz finding.
@@ -25,6 +25,6 @@ for preset in release asan; do
         ctest --preset "$preset" -j2 -R '^(jax_shardy|jax_front|jax_oracle_mlp)$'
     fi
 done
-echo "== fuzz: ${TESSEL_FUZZ_SECONDS:-30} s per target"
-tests/fuzz/run.sh "${TESSEL_FUZZ_SECONDS:-30}"
+echo "== fuzz: ${TESSEL_FUZZ_SECONDS:-20} s per target"
+tests/fuzz/run.sh "${TESSEL_FUZZ_SECONDS:-20}"
 echo "== all tests passed (release, asan, fuzz)"
