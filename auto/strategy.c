@@ -271,6 +271,15 @@ static bool scatter_roles(Roles *r, const IrModule *mod, const IrComputation *c,
     return true;
 }
 
+/* A "Sharding" marker of one operand without a sharding: an identity
+ * (partition/spmd_control.c reshards its operand to the sharding it is
+ * given, here the one chosen for it). */
+static bool bare_sharding_marker(const IrInstr *x)
+{
+    const char *t = x->a.x->custom_call_target;
+    return !x->sharding && x->nopnd == 1 && t && strcmp(t, "Sharding") == 0;
+}
+
 static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr *x, Roles *r)
 {
     memset(r, 0, sizeof *r);
@@ -325,12 +334,16 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
         return x->shape.rank - s0->rank <= 1 && s0->rank - x->shape.rank <= 1;
     case FAM_CUSTOM_CALL:
         /* The identities the partitioner runs shard by shard (XLA's memory
-         * annotations: MoveToHost, Pin, ...; partition/spmd_control.c):
-         * as an elementwise op of one operand; XLA's TopK as the topk op
-         * (strategy_local.c). Any other custom-call is opaque. */
+         * annotations: MoveToHost, Pin, ...; and a "Sharding" marker the
+         * user left without a sharding, or whose sharding was taken out:
+         * partition/spmd_control.c reshards its operand to its own): as an
+         * elementwise op of one operand; XLA's TopK as the topk op
+         * (strategy_local.c). Any other custom-call is opaque, and so is a
+         * "Sharding" with the user's sharding (its unspecified_dims say
+         * which dims the user left free: propagation's). */
         if (ir_is_topk(x))
             return auto_local_roles(r, c, x);
-        if (!shd_identity_custom_call(x, NULL) || !ir_shape_equal(s0, &x->shape))
+        if (!(shd_identity_custom_call(x, NULL) || bare_sharding_marker(x)) || !ir_shape_equal(s0, &x->shape))
             return false;
         for (int32_t d = 0; d < x->shape.rank; d++)
             r->map[0][d] = (int8_t)d;
