@@ -130,6 +130,16 @@ static bool counted(const IrModule *m, const IrComputation *parent, const IrInst
     return true;
 }
 
+/* A custom-call the partitioner runs as an identity or as the topk op
+ * (XLA's memory annotations: a scan that offloads its saved activations
+ * writes annotate_device_placement in its body), without the flag of
+ * side effects: no more a side effect than a copy. */
+static bool pure_custom_call(const IrInstr *x)
+{
+    return x->op == OP_CUSTOM_CALL && !x->a.x->custom_call_has_side_effect &&
+           (shd_identity_custom_call(x, NULL) || ir_is_topk(x));
+}
+
 /* Is while w (of `parent`: the entry, or the body of a loop taken in)
  * one the view takes in? */
 static bool takes(const IrModule *m, const IrComputation *parent, const IrInstr *w, const int32_t *calls)
@@ -151,8 +161,8 @@ static bool takes(const IrModule *m, const IrComputation *parent, const IrInstr 
         return false;
     for (int32_t i = 0; i < body->ninstr; i++) {
         const IrInstr *x = &body->instr[i];
-        if (ir_op_has_side_effect(x->op) || ir_attrs_x(&x->a)->custom_call_has_side_effect ||
-            ir_attrs_x(&x->a)->control_predecessors.n > 0)
+        if ((ir_op_has_side_effect(x->op) && !pure_custom_call(x)) ||
+            ir_attrs_x(&x->a)->custom_call_has_side_effect || ir_attrs_x(&x->a)->control_predecessors.n > 0)
             return false;
         for (int32_t o = 0; o < x->nopnd; o++)
             if (x->opnd[o] == body->param[0] && x->op != OP_GET_TUPLE_ELEMENT)
