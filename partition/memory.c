@@ -34,7 +34,9 @@
  *    condition) adds, while its caller's step runs, its own peak beyond
  *    its parameters and its result; a call at its operands' last use
  *    takes them over (call_moved_extra: the callee runs with them
- *    donated, its relu writing into its operand's buffer); a while body (while_body_extra) adds
+ *    donated, its relu writing into its operand's buffer; an operand may
+ *    be an element of a donated tuple parameter only it holds, a while
+ *    body's state: moved_element); a while body (while_body_extra) adds
  *    the larger of its first iteration's peak (the initial state shared
  *    with the caller) and a later one's (the state handed over: each
  *    element dies at its last use, as the executor's run_while consumes
@@ -208,6 +210,7 @@ typedef struct Est {
     int64_t *peak_of;   /* per module computation k: [3k] its peak beyond its parameters (-1 not
                          * yet), [3k+1] its result's bytes, [3k+2] its peak beyond its parameters
                          * when they are donated (call_moved_extra; -1 not yet) */
+    const MemOptions *opt; /* the options estimated with (donated parameters), or NULL */
     int32_t depth;
 } Est;
 
@@ -238,6 +241,37 @@ static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDia
     return IR_OK;
 }
 
+/* Is o, read last at step s, an array element of a donated tuple
+ * parameter that only o holds then: o is get-tuple-element(p, k) of a
+ * parameter the caller hands over (a while body's state from its second
+ * iteration, a moved call's), p is read by get-tuple-elements alone, all
+ * read last by step s, and no other of them takes element k. The
+ * executor drops p's reference at its last get-tuple-element, so a call
+ * moving o (call_moves) holds the element's one reference: its callee
+ * frees it at its last read there. */
+static bool moved_element(const Est *e, int32_t s, int32_t o, const int32_t *last_use)
+{
+    const IrInstr *g = &e->c->instr[o];
+    if (g->op != OP_GET_TUPLE_ELEMENT || g->nopnd != 1 || o == e->c->root || !ir_shape_is_array(&g->shape))
+        return false;
+    int32_t p = g->opnd[0];
+    const IrInstr *pi = &e->c->instr[p];
+    int64_t pn = pi->a.parameter_number;
+    if (pi->op != OP_PARAMETER || p == e->c->root || !e->opt || !e->opt->donated || pn < 0 ||
+        pn >= e->opt->nparams || !e->opt->donated[pn])
+        return false;
+    for (int32_t i = 0; i < e->c->ninstr; i++) {
+        const IrInstr *r = &e->c->instr[i];
+        for (int32_t k = 0; k < r->nopnd; k++) {
+            if (r->opnd[k] != p)
+                continue;
+            if (r->op != OP_GET_TUPLE_ELEMENT || last_use[i] > s || (i != o && r->a.tuple_index == g->a.tuple_index))
+                return false;
+        }
+    }
+    return true;
+}
+
 /* A call (not a device cluster's) each of whose operands is at its last
  * use there and nobody else's (an array the caller made: not a parameter,
  * the root, a reference to another value's buffer or a call's result,
@@ -260,6 +294,8 @@ static bool call_moved_extra(Est *e, int32_t s, const IrInstr *ins, const int32_
     for (int32_t j = 0; j < ins->nopnd; j++) {
         int32_t o = ins->opnd[j];
         const IrInstr *oi = &e->c->instr[o];
+        if (last_use[o] == s && moved_element(e, s, o, last_use))
+            continue;
         if (last_use[o] != s || o == e->c->root || oi->op == OP_PARAMETER || refers(oi) ||
             oi->op == OP_CALL || !ir_shape_is_array(&oi->shape) || e->own[o] != leaf_bytes(&oi->shape))
             return false;
@@ -1144,7 +1180,7 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
     out->peak_step = -1;
     if (comp < 0 || comp >= m->ncomp || !m->comp[comp])
         return ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0}, "no computation %d", (int)comp);
-    Est e = {.peak_of = peak_of, .depth = depth};
+    Est e = {.peak_of = peak_of, .opt = o, .depth = depth};
     IrStatus st = setup(&e, m, comp, o, d);
     int32_t *last_use = st == IR_OK ? ts_malloc((size_t)(e.c->ninstr > 0 ? e.c->ninstr : 1) * sizeof *last_use) : NULL;
     if (st == IR_OK && !last_use)
