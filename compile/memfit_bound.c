@@ -23,8 +23,12 @@
  * least link of a chain from another dot to an instruction that reads
  * both (pairs, below), a donated parameter's state chain (its buffer
  * passed on to an output: state_chains), and a value made from a
- * collective that ran before and read after (carried, below). The
- * largest over the places (and the parameters alone, before the first
+ * collective that ran before and read after (carried, below). A while
+ * loop is a place too (the fit recomputes no control flow: each loop
+ * runs once): when it ends, the leaves its body made and those it passes
+ * through from another loop's result coexist, with the other loops'
+ * results made before it and read after (a scan's stacked residuals,
+ * which its backward scan reads: loop_bytes). The largest over the places (and the parameters alone, before the first
  * step) is the bound of the program.
  * What is left out (values that may be recomputed, buffers a referring
  * instruction passes on, async collectives, control edges) only lowers
@@ -209,6 +213,7 @@ typedef struct StateChain {
 } StateChain;
 
 typedef struct Facts {
+    const IrModule *m;     /* the module (a while's body) */
     const bool *donated;   /* by parameter number */
     const StateChain *state; /* by parameter number */
     const uint8_t *dep;    /* dep[i]: i is a donated parameter or depends on one */
@@ -366,6 +371,106 @@ static void add(Sum *s, const IrInstr *ins, int64_t bytes, const char *why)
     s->bytes += bytes;
 }
 
+/* Is value v of computation b a buffer of its own, made there: an
+ * array instruction that refers to no other (not a parameter,
+ * broadcast, constant, iota or collective, which may be no buffer of
+ * their own or counted apart), or a get-tuple-element of a call whose
+ * callee's root tuple names such a value there? A key for it (equal
+ * keys: one buffer), or -1: not known to be. */
+static int64_t made_in(const IrModule *m, const IrComputation *b, int32_t v)
+{
+    const IrInstr *i = &b->instr[v];
+    if (i->op == OP_GET_TUPLE_ELEMENT && i->nopnd == 1 && b->instr[i->opnd[0]].op == OP_CALL) {
+        const IrInstr *call = &b->instr[i->opnd[0]];
+        int32_t k = call->ncalled == 1 ? call->called[0] : -1;
+        const IrComputation *f = k >= 0 && k < m->ncomp ? m->comp[k] : NULL;
+        if (!f || f->root < 0 || f->instr[f->root].op != OP_TUPLE || i->a.tuple_index < 0 ||
+            i->a.tuple_index >= f->instr[f->root].nopnd)
+            return -1;
+        int32_t e = f->instr[f->root].opnd[i->a.tuple_index];
+        const IrInstr *ei = &f->instr[e];
+        if (ei->op == OP_PARAMETER || mf_refers(ei->op) || ei->op == OP_BROADCAST || ei->op == OP_CONSTANT ||
+            ei->op == OP_IOTA || ir_op_family(ei->op) == FAM_COLLECTIVE || !ir_shape_is_array(&ei->shape))
+            return -1;
+        return ((int64_t)i->opnd[0] + 1) << 32 | e; /* the call's element e (one buffer however named) */
+    }
+    if (i->op == OP_PARAMETER || mf_refers(i->op) || i->op == OP_BROADCAST || i->op == OP_CONSTANT ||
+        i->op == OP_IOTA || ir_op_family(i->op) == FAM_COLLECTIVE || !ir_shape_is_array(&i->shape))
+        return -1;
+    return v;
+}
+
+/* The buffer leaf k of while loop x's result is, when the loop makes it
+ * (a value its body makes: made_in) or passes it through unchanged (its
+ * body's root operand k is get-tuple-element(parameter, k), the leaf
+ * stays in the initial state's buffer) from a leaf another loop made,
+ * as a scan's stacked residuals reach the backward scan: that loop and
+ * the key made_in gives in its body, equal for one buffer. False: not
+ * known to be such a leaf (a parameter's, a collective's, a broadcast's
+ * or anything else: counted apart, or not counted). */
+static bool loop_leaf(const IrModule *m, const IrComputation *c, int32_t x, int32_t k, int depth, int32_t *loop,
+                      int64_t *key)
+{
+    const IrInstr *w = &c->instr[x];
+    if (depth > CHAIN_DEPTH || w->op != OP_WHILE || w->ncalled < 2 || w->nopnd != 1 || w->shape.type != IR_TUPLE ||
+        w->called[1] < 0 || w->called[1] >= m->ncomp || !m->comp[w->called[1]] || k < 0 || k >= w->shape.ntuple ||
+        !ir_shape_is_array(&w->shape.tuple[k]))
+        return false;
+    const IrComputation *b = m->comp[w->called[1]];
+    const IrInstr *init = &c->instr[w->opnd[0]];
+    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != w->shape.ntuple)
+        return false;
+    const IrInstr *v = &b->instr[b->instr[b->root].opnd[k]];
+    if (v->op == OP_GET_TUPLE_ELEMENT && v->a.tuple_index == k && b->instr[v->opnd[0]].op == OP_PARAMETER) {
+        if (init->op != OP_TUPLE || init->nopnd != w->shape.ntuple)
+            return false;
+        const IrInstr *g = &c->instr[init->opnd[k]];
+        return g->op == OP_GET_TUPLE_ELEMENT && g->nopnd == 1 &&
+               loop_leaf(m, c, g->opnd[0], (int32_t)g->a.tuple_index, depth + 1, loop, key);
+    }
+    *key = made_in(m, b, b->instr[b->root].opnd[k]);
+    *loop = x;
+    return *key >= 0;
+}
+
+/* The loops' buffers counted at one place, each once. */
+#define LOOP_LEAVES 256
+typedef struct LoopLeaves {
+    int32_t n;
+    int32_t loop[LOOP_LEAVES];
+    int64_t key[LOOP_LEAVES];
+} LoopLeaves;
+
+/* Note leaf k of loop x: true when it is such a buffer, not noted yet
+ * (and there is room: fewer only lowers the bound). */
+static bool loop_note(const IrModule *m, const IrComputation *c, int32_t x, int32_t k, LoopLeaves *seen)
+{
+    int32_t loop;
+    int64_t key;
+    if (!loop_leaf(m, c, x, k, 0, &loop, &key) || seen->n >= LOOP_LEAVES)
+        return false;
+    for (int32_t j = 0; j < seen->n; j++)
+        if (seen->loop[j] == loop && seen->key[j] == key)
+            return false;
+    seen->loop[seen->n] = loop;
+    seen->key[seen->n++] = key;
+    return true;
+}
+
+/* The bytes a while loop x of the entry holds when its last iteration
+ * ends (each loop runs once: the fit never recomputes control flow): the
+ * leaves of its result that are buffers loops make (loop_leaf), each
+ * once. */
+static int64_t loop_bytes(const IrModule *m, const IrComputation *c, int32_t x, LoopLeaves *seen)
+{
+    const IrInstr *w = &c->instr[x];
+    int64_t bytes = 0;
+    for (int32_t k = 0; w->op == OP_WHILE && w->shape.type == IR_TUPLE && k < w->shape.ntuple; k++)
+        if (loop_note(m, c, x, k, seen))
+            bytes += ir_shape_bytes(&w->shape.tuple[k]);
+    return bytes;
+}
+
 /* The values that coexist at collective x (mark: AFTER over x and what
  * depends on it, BEFORE over what x depends on); donated[] by parameter
  * number. x < 0: at the first to run of a set of collectives (mark:
@@ -374,6 +479,7 @@ static void add(Sum *s, const IrInstr *ins, int64_t bytes, const char *why)
 static void at_collective(const IrComputation *c, const Users *u, const uint8_t *mark, const Facts *f,
                           int32_t x, Sum *s)
 {
+    LoopLeaves loops = {0}, *seen = &loops;
     for (int32_t i = 0; i < c->ninstr; i++) {
         const IrInstr *ins = &c->instr[i];
         int64_t bytes = ir_shape_is_array(&ins->shape) ? ir_shape_bytes(&ins->shape) : 0;
@@ -386,6 +492,9 @@ static void at_collective(const IrComputation *c, const Users *u, const uint8_t 
                 add(s, ins, bytes, "donated, read after it");
             else if (f->state[pn].n > 0 && clear_of(c, &f->state[pn], x))
                 add(s, ins, f->state[pn].least, "donated, or the output made from it: one of them is live");
+        } else if (i == x && ins->op == OP_WHILE) {
+            add(s, ins, loop_bytes(f->m, c, i, seen), "the loop's state when it ends: what its body makes, and "
+                "another loop's results it passes through (a loop runs once)");
         } else if (i == x) {
             add(s, ins, bytes, "its result");
         } else if (x < 0 && i == -x - 1) {
@@ -400,6 +509,18 @@ static void at_collective(const IrComputation *c, const Users *u, const uint8_t 
         } else if (x >= 0 && own_collective(ins) && mark[i] & BEFORE && read_after(c, u, mark, i, 0)) {
             add(s, ins, bytes, "a collective's result, made before it, read after");
         }
+    }
+    for (int32_t i = 0; x >= 0 && c->instr[x].op == OP_WHILE && i < c->ninstr; i++) {
+        if (i == x || c->instr[i].op != OP_WHILE || !(mark[i] & BEFORE))
+            continue;
+        int64_t bytes = 0;
+        for (int32_t e = u->first[i]; e < u->first[i + 1]; e++) {
+            const IrInstr *g = &c->instr[u->user[e]];
+            if (g->op == OP_GET_TUPLE_ELEMENT && read_after(c, u, mark, u->user[e], 0) &&
+                loop_note(f->m, c, i, (int32_t)g->a.tuple_index, seen))
+                bytes += ir_shape_bytes(&g->shape);
+        }
+        add(s, &c->instr[i], bytes, "a loop's results, made before it, read after (a loop runs once)");
     }
 }
 
@@ -565,7 +686,7 @@ static int64_t carried(Work *w, Place p, int32_t x, int32_t *at)
 {
     const IrComputation *c = w->c;
     int64_t top = 0;
-    if (x < 0)
+    if (x < 0 || c->instr[x].op == OP_WHILE) /* a loop's leaves may be such values: not counted twice */
         return 0;
     if (p.user >= 0)
         w->edges += flood(c, &w->u, p.other, 1, OTHERS, w->mark, w->stack);
@@ -752,7 +873,8 @@ static int64_t best_place(Work *w, int64_t floor, Place *best)
             top = b, *best = p;
     }
     for (int32_t x = 0; x < c->ninstr && w->edges < BOUND_WORK; x++) {
-        if (w->cost[x] < 0 && !makes_whole(&c->instr[x]) && !scatters(&c->instr[x]))
+        if (w->cost[x] < 0 && !makes_whole(&c->instr[x]) && !scatters(&c->instr[x]) &&
+            c->instr[x].op != OP_WHILE)
             continue;
         Place p = {x, 0, -1, -1, -1, 0};
         int64_t b = place_bytes(w, p);
@@ -785,7 +907,7 @@ bool mf_bound(const IrModule *m, IrArena *ar, CompileFit *fit)
     int32_t *list = ts_malloc((size_t)n * sizeof *list), norder = 0;
     StateChain *state = ts_calloc((size_t)(c->nparam > 0 ? c->nparam : 1), sizeof *state);
     uint8_t *in_state = ts_calloc((size_t)n, 1);
-    w.f = (Facts){donated, state, dep, feeds, seen, list};
+    w.f = (Facts){m, donated, state, dep, feeds, seen, list};
     w.in_state = in_state;
     bool ok = w.mark && w.stack && w.cost && w.pos && w.width && w.keys && donated && dep && feeds && seen && list &&
               state && in_state && users_build(c, &w.u);

@@ -7,7 +7,8 @@ SGD and Adam, their state donated as jax.jit(donate_argnums=) declares
 it), a transformer block and a conv net with batch norm (bench/peers_models.py's,
 at other shapes), an embedding bag (gather, its gradient a scatter-add),
 and `tessel grad --sgd/--adam` steps of bench/gen.py's
-deep MLP; on 1 and 2 devices. Each must end one of two ways:
+deep MLP, and audit32's (tests/jax/heldout_steps.py: scans, batch norm,
+tied embeddings, dropout, bf16 matmuls, clipping); on 1 and 2 devices. Each must end one of two ways:
   fits:    the plan at P/2 holds at most P/2; `tessel run --limit
            memory=P/2 --stats` measures the devices' peaks at most N x P/2
            together (memfit.sh's within_limit) and its outputs equal the
@@ -17,7 +18,7 @@ deep MLP; on 1 and 2 devices. Each must end one of two ways:
 A step that is neither fails the test (KNOWN lists those whose bound
 tessel cannot yet prove, each with why; they are reported, not failed).
 
-    test_memfit_heldout.py            the fixed sample (under a minute)
+    test_memfit_heldout.py            the fixed sample (about a minute)
     test_memfit_heldout.py --all      the whole sweep (label memfit_sweep)
     test_memfit_heldout.py NAME...    those steps only (of either list)
 
@@ -46,7 +47,9 @@ except ImportError as e:  # pragma: no cover
     print("SKIP: %s" % e)
     sys.exit(77)
 sys.path.insert(0, str(SRC / "bench"))
+sys.path.insert(0, str(HERE))
 import peers_models as pm  # noqa: E402
+import heldout_steps  # noqa: E402
 
 TESSEL = os.environ.get("TESSEL_BIN") or str(SRC / "build/release/tessel")
 F32 = jnp.float32
@@ -232,6 +235,14 @@ SAMPLE = [
     # review32's relu MLP with momentum: its masks kept apart, the fit
     # reaches 0.60 P (0.64 before), the bound 0.56 P.
     ("jax-relu-mom-37x91x53x29x7", 2, ("mom", (37, 91, 53, 29, 7), 300)),
+    # audit32's (tests/jax/heldout_steps.py): scans, whose backward loop
+    # reads the forward loop's stacked residuals. The fit reaches 0.998 P
+    # and 0.984 P (it recomputes no loop); the bound, which counted no
+    # loop's state, proved 0.16 P and 0.53 P; with each loop's state when
+    # it ends and the other loops' results read after it
+    # (compile/memfit_bound.c loop_bytes), 0.81 P and 0.72 P: proved.
+    ("a32-gru-sgd", 1, ("a32", "gru-sgd")),
+    ("a32-lstm2-adagrad", 2, ("a32", "lstm2-adagrad")),
 ]
 REST = [
     # review32's, on 1 device, and its GPT-like block (both fit).
@@ -250,6 +261,14 @@ REST = [
     # Added with the pair and state-chain bounds, not looked at before:
     ("jax-mlp4-sgd-1536x96", 1, ("jax", "sgd", 4, 1536, 96)),
     ("grad-mlp6-adam-128x160", 2, ("grad", "adam", 6, 128, 160)),
+    # audit32's other held-out steps (tests/jax/heldout_steps.py).
+    ("a32-gru-sgd-2", 2, ("a32", "gru-sgd")),
+    ("a32-lstm2-adagrad-1", 1, ("a32", "lstm2-adagrad")),
+    ("a32-resnet-bn-mom", 2, ("a32", "resnet-bn-mom")),
+    ("a32-tied-lm-adam", 2, ("a32", "tied-lm-adam")),
+    ("a32-dropout-mlp-1", 1, ("a32", "dropout-mlp")),
+    ("a32-mixed-bf16", 2, ("a32", "mixed-bf16")),
+    ("a32-swiglu-adamw-clip-1", 1, ("a32", "swiglu-adamw-clip")),
 ]
 # Steps neither fitted nor proved impossible at P/2, and why (reported).
 # The narrow MLPs that were here (their fit's peak holds x and three
@@ -321,6 +340,8 @@ def check(name, n, how, root):
         text = jax_relu_mom(how[1], how[2], n)
     elif how[0] == "gpt":
         text = jax_gpt_block(*how[1:], n)
+    elif how[0] == "a32":
+        text = heldout_steps.lower(how[1], n)
     else:
         text = jax_workload(how[1], how[2], n)
     step = d / "step.hlo"
