@@ -241,24 +241,32 @@ static IrStatus callee_extra(Est *e, int32_t k, bool body, int64_t *extra, IrDia
     return IR_OK;
 }
 
-/* Is o, read last at step s, an array element of a donated tuple
- * parameter that only o holds then: o is get-tuple-element(p, k) of a
- * parameter the caller hands over (a while body's state from its second
- * iteration, a moved call's), p is read by get-tuple-elements alone, all
- * read last by step s, and no other of them takes element k. The
- * executor drops p's reference at its last get-tuple-element, so a call
- * moving o (call_moves) holds the element's one reference: its callee
- * frees it at its last read there. */
+/* Is o, read last at step s, an array element of a tuple that only o
+ * holds then: o is get-tuple-element(p, k) of a parameter the caller
+ * hands over (a while body's state from its second iteration, a moved
+ * call's) or of a tuple of buffers of its own (splits: a call's result,
+ * its element k made by the callee, as tessel grad's calls hand a
+ * gradient on), p is read by get-tuple-elements alone, all read last by
+ * step s, and no other of them takes element k. The executor drops p's
+ * reference at its last get-tuple-element, so a call moving o
+ * (call_moves) holds the element's one reference: its callee frees it
+ * at its last read there. */
+static bool splits(const Est *e, int32_t i);
+static int32_t passed(const Est *e, int32_t i, int32_t k);
+static int32_t same_as(const Est *e, int32_t i, int32_t k);
 static bool moved_element(const Est *e, int32_t s, int32_t o, const int32_t *last_use)
 {
     const IrInstr *g = &e->c->instr[o];
     if (g->op != OP_GET_TUPLE_ELEMENT || g->nopnd != 1 || o == e->c->root || !ir_shape_is_array(&g->shape))
         return false;
-    int32_t p = g->opnd[0];
+    int32_t p = g->opnd[0], k = (int32_t)g->a.tuple_index;
     const IrInstr *pi = &e->c->instr[p];
     int64_t pn = pi->a.parameter_number;
-    if (pi->op != OP_PARAMETER || p == e->c->root || !e->opt || !e->opt->donated || pn < 0 ||
-        pn >= e->opt->nparams || !e->opt->donated[pn])
+    bool given = pi->op == OP_PARAMETER && e->opt && e->opt->donated && pn >= 0 && pn < e->opt->nparams &&
+                 e->opt->donated[pn];
+    bool made = pi->op != OP_PARAMETER && splits(e, p) && k >= 0 && k < pi->shape.ntuple && passed(e, p, k) < 0 &&
+                same_as(e, p, k) < 0;
+    if ((!given && !made) || p == e->c->root)
         return false;
     for (int32_t i = 0; i < e->c->ninstr; i++) {
         const IrInstr *r = &e->c->instr[i];
