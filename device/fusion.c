@@ -76,7 +76,7 @@ static bool chunk_op(const IrInstr *ins)
  * chunk_op, and every leaf an f32 array. */
 static bool chunkable(const IrComputation *c, const DevFusionGroup *g)
 {
-    for (int32_t k = 0; k < g->nnodes; k++) {
+    for (int32_t k = 0; k < g->nnodes - (g->columns ? 1 : 0); k++) {
         const IrInstr *ins = &c->instr[g->nodes[k]];
         if (ins->shape.type != IR_F32 || !chunk_op(ins))
             return false;
@@ -154,7 +154,8 @@ static IrStatus run_setup(Run *r, const IrModule *m, const IrComputation *c, con
                           IrDiag *d, DevValue **vals)
 {
     const DevFusionGroup *g = r->g;
-    int32_t nn = g->nnodes, nl = g->nleaves > 0 ? g->nleaves : 1;
+    /* A column group's reduce runs apart (run_columns): the tree below it here. */
+    int32_t nn = g->nnodes - (g->columns ? 1 : 0), nl = g->nleaves > 0 ? g->nleaves : 1;
     r->nn = nn;
     if (!(r->nview = ts_calloc((size_t)nn, sizeof *r->nview)) ||
         !(r->lview = ts_calloc((size_t)nl, sizeof *r->lview)) ||
@@ -245,7 +246,8 @@ static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *output, Dev
 /* One block [first, first + n) through every node. With `direct` the root
  * writes straight into the result; otherwise (the result is a leaf's
  * buffer, read in the same block) into its own buffer, copied out after
- * the block, as the extra outputs always are. */
+ * the block (unless out is NULL: a column group folds it from there), as
+ * the extra outputs always are. */
 static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t n, uint8_t *out,
                           bool direct)
 {
@@ -272,7 +274,7 @@ static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t
         memcpy(r->xout[e] + (size_t)first * ir_type_size(v->shape.type), v->data, (size_t)v->nbytes);
     }
     const DevValue *root = &r->nview[r->nn - 1];
-    if (!direct)
+    if (!direct && out)
         memcpy(out + (size_t)first * ir_type_size(root->shape.type), root->data, (size_t)root->nbytes);
     return IR_OK;
 }
@@ -557,13 +559,15 @@ static void stream_fence(void)
 #endif
 }
 
-/* The whole group, chunk by chunk. Broadcasts of a scalar are filled
- * once; others are cut per chunk. With `direct` the root writes straight
+/* Elements [first0, first0 + total) of the group (the whole of it but in
+ * a column group), chunk by chunk, element first0 written at out[0].
+ * Broadcasts of a scalar are filled once; others are cut per chunk. With `direct` the root writes straight
  * into the result; otherwise (the result is a leaf's buffer, read in the
  * same chunk) into its own buffer, copied out after the chunk. So do the
  * extra outputs, each by whether a leaf lent it its buffer; streamed ones
  * go through their chunks, as the result does. */
-static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *out, bool direct)
+static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t total, uint8_t *out,
+                       bool direct)
 {
     const DevFusionGroup *g = r->g;
     int32_t nl = g->nleaves, nn = r->nn;
@@ -571,10 +575,11 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
     const float *slot[IR_FUSION_MAX_NODES * (MAX_OPND + 1)];
     float *res[IR_FUSION_MAX_NODES];
     bool cut[IR_FUSION_MAX_NODES], whole[IR_FUSION_MAX_NODES * MAX_OPND];
+    int64_t all = ir_shape_elements(&c->instr[g->nodes[nn - 1]].shape);
     for (int32_t l = 0; l < nl; l++) {
         /* Leaves read element for element have the result's size; a
          * broadcast's source is read only through its strides. */
-        whole[l] = ir_shape_elements(&r->lview[l].shape) == total;
+        whole[l] = ir_shape_elements(&r->lview[l].shape) == all;
         slot[l] = (const float *)r->lbase[l];
     }
     for (int32_t k = 0; k < nn; k++) {
@@ -610,8 +615,9 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
     /* The register path streams its whole chunks itself (a chunk is 1 KiB:
      * 64-byte aligned wherever the result is). */
     bool reg_stream = stream && regs && (uintptr_t)out % 64 == 0;
-    for (int64_t first = 0; first < total; first += FAST_CHUNK) {
-        int64_t m = total - first < FAST_CHUNK ? total - first : FAST_CHUNK;
+    for (int64_t first = first0, end = first0 + total; first < end; first += FAST_CHUNK) {
+        int64_t m = end - first < FAST_CHUNK ? end - first : FAST_CHUNK;
+        float *o = (float *)out + (first - first0);
         for (int32_t l = 0; l < nl; l++)
             if (whole[l])
                 slot[l] = (const float *)r->lbase[l] + first;
@@ -620,13 +626,13 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
                 dev_broadcast_range(&c->instr[g->nodes[k]].shape, &r->sstr[k * IR_MAX_RANK], r->src[k],
                                     first, m, r->scratch[k]);
         if (direct && !stream)
-            res[nn - 1] = (float *)out + first;
+            res[nn - 1] = o;
         for (int32_t e = 0; e < r->nx; e++) /* an extra output's node writes into it, read back from there */
             if (!r->xlent[e] && !stream)
                 slot[nl + r->xnode[e]] = res[r->xnode[e]] = (float *)r->xout[e] + first;
         bool in_regs = regs && m == FAST_CHUNK;
         if (in_regs)
-            reg_chunk(rprog, nr, slot, res, reg_stream ? (float *)out + first : NULL);
+            reg_chunk(rprog, nr, slot, res, reg_stream ? o : NULL);
         else
             fast_chunk(prog, nn, slot, res, m);
         for (int32_t e = 0; e < r->nx; e++) {
@@ -636,8 +642,8 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t total, uint8_t *o
         }
         if (in_regs && reg_stream)
             continue;
-        if ((!direct || stream) && !(stream && stream_f32((float *)out + first, res[nn - 1], m)))
-            memcpy(out + first * 4, (const uint8_t *)res[nn - 1], (size_t)m * 4);
+        if ((!direct || stream) && !(stream && stream_f32(o, res[nn - 1], m)))
+            memcpy(o, res[nn - 1], (size_t)m * 4);
     }
     if (stream)
         stream_fence();
@@ -726,6 +732,161 @@ static IrStatus dot_epilogue(const IrModule *m, const IrComputation *c, const De
     return IR_OK;
 }
 
+/* ---- column groups ----
+ *
+ * A column group (ir_fusion_column_reduce) is a reduce over major dims
+ * and the elementwise tree that makes its input: batch norm's variance,
+ * sum((h - mean)^2) over N, H, W of h f32[N,H,W,C]. Its input's elements
+ * go a block of COLS_BLOCK at a time through the tree (the chunk
+ * interpreter or the range kernels, as an elementwise group's), into a
+ * buffer that stays in cache, and from there into the accumulators, one
+ * a kept element, so the input is never made whole. The dims merge as
+ * k_reduce.c's fast path merges them, [... reduced R][kept K] innermost
+ * last; the block's rows of K fold with dev_red_fold_cols, each
+ * accumulator taking its column in the input's order, as the unfused
+ * reduce takes them: the result is the unfused pair's bit for bit. */
+#define COLS_BLOCK 8192
+
+typedef struct Cols {
+    DevRedDom d;
+    IrOpcode op;
+    IrType t;
+    int32_t nm;                /* merged dims */
+    int64_t md[IR_MAX_RANK];   /* their sizes */
+    int64_t ostr[IR_MAX_RANK]; /* their strides in the result (0: reduced) */
+    int64_t inner, rows;       /* the innermost (kept) merged dim, the reduced one before it */
+    DevAcc *acc;               /* one a result element */
+} Cols;
+
+/* The merged dims of input `in` reducing `dims`; false unless the
+ * innermost is kept and one before it reduced. */
+static bool cols_dims(Cols *cl, const IrShape *in, const IrI64List *dims)
+{
+    bool red[IR_MAX_RANK] = {false}, mr[IR_MAX_RANK];
+    for (int32_t j = 0; j < dims->n; j++) {
+        if (dims->v[j] < 0 || dims->v[j] >= in->rank)
+            return false;
+        red[dims->v[j]] = true;
+    }
+    cl->nm = 0;
+    for (int32_t i = 0; i < in->rank; i++) {
+        if (in->dims[i] == 1)
+            continue;
+        if (cl->nm > 0 && mr[cl->nm - 1] == red[i])
+            cl->md[cl->nm - 1] *= in->dims[i];
+        else
+            cl->md[cl->nm] = in->dims[i], mr[cl->nm++] = red[i];
+    }
+    if (cl->nm < 2 || mr[cl->nm - 1])
+        return false;
+    for (int32_t i = cl->nm - 1, s = 1; i >= 0; i--) {
+        cl->ostr[i] = mr[i] ? 0 : s;
+        if (!mr[i])
+            s *= cl->md[i];
+    }
+    cl->inner = cl->md[cl->nm - 1];
+    cl->rows = cl->md[cl->nm - 2];
+    return true;
+}
+
+/* The accumulators' offset for unit u of the input (its u-th run of
+ * `inner` elements): from u's index over the merged dims before the last
+ * two. */
+static int64_t cols_offset(const Cols *cl, int64_t u)
+{
+    int64_t q = u / cl->rows, off = 0;
+    for (int32_t i = cl->nm - 3; i >= 0; i--) {
+        off += q % cl->md[i] * cl->ostr[i];
+        q /= cl->md[i];
+    }
+    return off;
+}
+
+/* Fold the input's elements [first, first + n), at buf, into the
+ * accumulators: whole units that share accumulators in one column fold,
+ * a unit cut by the block's edge in two. */
+static void cols_fold(const Cols *cl, const uint8_t *buf, int64_t first, int64_t n)
+{
+    for (int64_t e = first, end = first + n; e < end;) {
+        int64_t u = e / cl->inner, j = e % cl->inner, len;
+        DevAcc *acc = cl->acc + cols_offset(cl, u);
+        if (j == 0 && end - e >= cl->inner) {
+            int64_t rows = cl->rows - u % cl->rows, fit = (end - e) / cl->inner;
+            rows = rows < fit ? rows : fit;
+            dev_red_fold_cols(cl->d, cl->op, cl->t, buf, e - first, rows, cl->inner, acc);
+            len = rows * cl->inner;
+        } else {
+            len = cl->inner - j < end - e ? cl->inner - j : end - e;
+            dev_red_fold_cols(cl->d, cl->op, cl->t, buf, e - first, 1, len, acc + j);
+        }
+        e += len;
+    }
+}
+
+/* The reduce's domain, reducer, dims and accumulators (from its init, a
+ * leaf); the checks k_reduce.c makes. */
+static IrStatus cols_setup(Cols *cl, const DevKernelArgs *k, const DevValue *init, const Run *r)
+{
+    const IrInstr *ins = k->ins;
+    const IrShape *in = &k->c->instr[ins->opnd[0]].shape;
+    cl->t = in->type;
+    cl->op = ir_simple_reducer(k->m, ins->called[0]);
+    if (r->nn < 1 || r->g->nodes[r->nn - 1] != ins->opnd[0] || !init || !dev_value_is_array(init) ||
+        init->shape.rank != 0 || init->shape.type != ins->shape.type || in->type != ins->shape.type ||
+        !dev_red_dom(in->type, &cl->d) || !dev_red_has(cl->d, cl->op) || !cols_dims(cl, in, &ins->a.dimensions))
+        return dev_kernel_error(k, IR_EINTERNAL, "fused column reduce: the reduce does not fit");
+    int64_t nout = ir_shape_elements(&ins->shape);
+    if (!(cl->acc = ts_malloc((size_t)(nout > 0 ? nout : 1) * sizeof *cl->acc)))
+        return dev_kernel_oom(k, NULL);
+    DevAcc a = dev_acc_load(cl->d, init->shape.type, init->data, 0);
+    for (int64_t i = 0; i < nout; i++)
+        cl->acc[i] = a;
+    return IR_OK;
+}
+
+static IrStatus run_columns(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                            const DevExecOptions *opt, IrDiag *d, DevValue **vals, DevValue **out)
+{
+    const IrInstr *root = &c->instr[g->root];
+    DevKernelArgs k = {m, c, root, root->nopnd, NULL, opt, d};
+    Run r = {.g = g};
+    Cols cl = {0};
+    DevValue *res = NULL;
+    uint8_t *buf = NULL;
+    IrStatus st = run_setup(&r, m, c, opt, d, vals);
+    if (st == IR_OK)
+        st = cols_setup(&cl, &k, vals[root->opnd[1]], &r);
+    bool chunks = opt->fusion_block <= 0 && chunkable(c, g);
+    int64_t block = st != IR_OK ? 0 : chunks ? COLS_BLOCK : block_elements(&r, c, opt);
+    if (st == IR_OK)
+        st = run_scratch(&r, c, chunks ? FAST_CHUNK : block, d);
+    if (st == IR_OK && chunks && !(buf = ts_malloc((size_t)block * sizeof(float))))
+        st = dev_kernel_oom(&k, NULL);
+    if (st == IR_OK && !(res = dev_value_new_uninit(&root->shape)))
+        st = dev_kernel_oom(&k, NULL);
+    int64_t total = st == IR_OK ? ir_shape_elements(&c->instr[root->opnd[0]].shape) : 0;
+    for (int64_t first = 0; st == IR_OK && first < total; first += block) {
+        int64_t n = total - first < block ? total - first : block;
+        if (chunks)
+            run_chunks(&r, c, first, n, buf, true);
+        else
+            st = run_block(&r, c, first, n, NULL, false);
+        if (st == IR_OK)
+            cols_fold(&cl, chunks ? buf : r.nview[r.nn - 1].data, first, n);
+    }
+    if (st == IR_OK)
+        dev_acc_store_run(cl.d, root->shape.type, res->data, cl.acc, ir_shape_elements(&root->shape));
+    run_free(&r);
+    ts_free(cl.acc);
+    ts_free(buf);
+    if (st != IR_OK) {
+        dev_value_unref(res);
+        return st;
+    }
+    *out = res;
+    return IR_OK;
+}
+
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out)
@@ -733,6 +894,8 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
     *out = NULL;
     if (g->nouter >= 0)
         return dev_fusion_run_rows(m, c, g, opt, d, vals, out);
+    if (g->columns)
+        return run_columns(m, c, g, opt, d, vals, out);
     const IrInstr *root = &c->instr[g->root];
     if (g->dot >= 0) {
         /* The dot reads its transposed operands' sources; it may write
@@ -788,7 +951,7 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
         st = extra_output(&r, m, c, e, xlend[e], vals, rem, d, &xv[e]);
     int64_t total = st == IR_OK ? ir_shape_elements(&root->shape) : 0;
     if (st == IR_OK && chunks)
-        run_chunks(&r, c, total, res->data, lend < 0);
+        run_chunks(&r, c, 0, total, res->data, lend < 0);
     for (int64_t first = 0; st == IR_OK && !chunks && first < total; first += block)
         st = run_block(&r, c, first, total - first < block ? total - first : block, res->data, lend < 0);
     run_free(&r);

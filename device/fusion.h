@@ -22,6 +22,11 @@
  * group: max, broadcast, subtract, exp, sum, broadcast, divide, run a row
  * at a time with every intermediate row in cache.
  *
+ * A column group (fusion.c's run_columns) is a reduce over major dims
+ * (its innermost dims kept: batch norm's sums over N, H, W of NHWC) with
+ * the elementwise tree that makes its input: the tree runs a block of its
+ * input at a time, folded into the reduce's accumulators from cache.
+ *
  * A multi-output group also makes some interior values whole (extra): a
  * group whose root is read by one other group runs inside it (Adam's m'
  * and v', each read by the parameter's update, one pass over g, m, v and

@@ -41,6 +41,16 @@
  * major dim, or with any other reducer, stays outside. A group with no
  * node outside S is an elementwise group, however it was found.
  *
+ * Column groups. A reduce over major dims with its innermost dims kept
+ * (ir_fusion_column_reduce: batch norm's sum((h - mean)^2) over N, H, W
+ * of NHWC, a bias gradient's sum over the batch) whose input is an
+ * elementwise op starts a group with the reduce as root, S its input's
+ * shape: its input's tree joins as an elementwise group's would (ops of
+ * S's dims, broadcasts taking their operands as leaves), no row space is
+ * fixed and nothing outer joins; the group never merges with another.
+ * device/fusion.c runs the tree a block at a time and folds each block
+ * into the reduce's accumulators, so the input never exists whole.
+ *
  * Multi-output groups (merge_outputs). A group whose root is read by
  * members of one other group, of the same dims, and otherwise only by
  * instructions after that group's root, runs inside it: its root becomes
@@ -135,6 +145,7 @@ typedef struct Find {
     int32_t *nouter;
     bool small; /* fuse rows however short (tests) */
     IrCausal *causal; /* readers indexed once for every dot asked about */
+    bool *column; /* per group (by its root): a column group */
 } Find;
 
 static int64_t row_length(const IrShape *s, int32_t nouter)
@@ -205,6 +216,45 @@ static bool reduce_fits(const Find *f, int32_t i, const IrShape *S, int32_t nout
     return ir_reducer_folds(x->type, ir_simple_reducer(f->m, ins->called[0]));
 }
 
+bool ir_fusion_column_reduce(const IrModule *m, const IrComputation *c, const IrInstr *ins)
+{
+    if (ins->op != OP_REDUCE || ins->nopnd != 2 || ins->ncalled < 1 || !ir_shape_is_array(&ins->shape))
+        return false;
+    const IrShape *x = &c->instr[ins->opnd[0]].shape, *init = &c->instr[ins->opnd[1]].shape;
+    if (!ir_shape_is_array(x) || x->type != ins->shape.type || init->type != ins->shape.type || init->rank != 0)
+        return false;
+    bool red[IR_MAX_RANK] = {false}, last = false;
+    const IrI64List *dm = &ins->a.dimensions;
+    for (int32_t j = 0; j < dm->n; j++) {
+        if (dm->v[j] < 0 || dm->v[j] >= x->rank || red[dm->v[j]])
+            return false;
+        red[dm->v[j]] = true;
+    }
+    int32_t nm = 0; /* merged dims, as k_reduce.c's fast path merges them */
+    for (int32_t d = 0; d < x->rank; d++) {
+        if (x->dims[d] == 1)
+            continue;
+        if (nm == 0 || red[d] != last)
+            nm++;
+        last = red[d];
+    }
+    return nm >= 2 && !last && ir_reducer_folds(x->type, ir_simple_reducer(m, ins->called[0]));
+}
+
+/* A column group starts at a reduce over major dims whose input is an
+ * elementwise op of at least min_elems elements (that may start a group:
+ * its tree then joins as an elementwise group's would). */
+static bool column_starts(const Find *f, int32_t i, int64_t min_elems)
+{
+    const IrInstr *ins = &f->c->instr[i];
+    if (ins->op != OP_REDUCE || ins->nopnd != 2 || has_control(f->c, f->ctrl_succ, i) ||
+        !ir_fusion_column_reduce(f->m, f->c, ins))
+        return false;
+    int32_t o = ins->opnd[0];
+    return o != ins->opnd[1] && can_start(f->c, f->ctrl_succ, o) && o != f->c->root &&
+           ir_shape_elements(&f->c->instr[o].shape) >= min_elems;
+}
+
 /* A reshape or a broadcast from and to shapes with the outer dims of S
  * (up to dims of size 1): the same elements in the same order, one a
  * row, copied. JAX writes a row's mean m[a,b] as
@@ -246,7 +296,7 @@ static bool spreads(Find *f, int32_t g, int32_t b)
     const IrInstr *ins = &f->c->instr[b];
     const IrShape *S = &f->c->instr[f->space[g]].shape;
     int32_t o = ins->opnd[0], no = f->c->instr[o].shape.rank;
-    if (!ir_shape_same_dims(&ins->shape, S) || ins->a.dimensions.n != no ||
+    if (f->column[g] || !ir_shape_same_dims(&ins->shape, S) || ins->a.dimensions.n != no ||
         (f->nouter[g] >= 0 && f->nouter[g] != no) || !row_length_ok(f, S, no))
         return false;
     for (int32_t j = 0; j < no; j++)
@@ -762,14 +812,14 @@ static bool merge_outputs(const Find *f, const int32_t *order, int32_t norder, i
     /* Users of i: user[first[i + 1] .. first[i + 2]). */
     for (int32_t k = 0; k < norder; k++) {
         int32_t a = order[k], b = -1;
-        if (gid[a] != a || f->nouter[a] >= 0 || c->instr[a].op == OP_TRANSPOSE)
+        if (gid[a] != a || f->nouter[a] >= 0 || f->column[a] || c->instr[a].op == OP_TRANSPOSE)
             continue;
         for (int32_t q = first[a + 1]; q < first[a + 2]; q++) {
             int32_t g = gid[user[q]];
             if (g >= 0 && g != a)
                 b = b < 0 || b == g ? g : -2;
         }
-        if (b < 0 || f->nouter[b] >= 0 || c->instr[b].op == OP_TRANSPOSE || size[a] + size[b] > IR_FUSION_MAX_NODES ||
+        if (b < 0 || f->nouter[b] >= 0 || f->column[b] || c->instr[b].op == OP_TRANSPOSE || size[a] + size[b] > IR_FUSION_MAX_NODES ||
             !ir_shape_same_dims(&c->instr[a].shape, &c->instr[b].shape))
             continue;
         bool fits = true;
@@ -861,9 +911,9 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
     bool *extra = ts_calloc((size_t)n, sizeof *extra);
     int32_t *escale = ts_malloc((size_t)n * sizeof *escale), *eselect = ts_malloc((size_t)n * sizeof *eselect);
     Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
-              opt->small, ir_causal_new(m)};
+              opt->small, ir_causal_new(m), ts_calloc((size_t)n, sizeof(bool))};
     IrStatus st = IR_ENOMEM;
-    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !f.space || !f.nouter || !f.causal)
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !f.space || !f.nouter || !f.causal || !f.column)
         goto done;
     for (int32_t i = 0; i < n; i++) {
         gid[i] = -1;
@@ -900,6 +950,12 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
             size[i] = 1;
             f.space[i] = ins->opnd[0];
             f.nouter[i] = ins->shape.rank;
+        } else if (column_starts(&f, i, min_elems)) {
+            gid[i] = g = i;
+            size[i] = 1;
+            f.space[i] = ins->opnd[0];
+            f.nouter[i] = -1;
+            f.column[i] = true;
         } else {
             g = -1;
         }
@@ -973,6 +1029,7 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         g->dot_lower = g->dot >= 0 && !g->dot_transposed && ir_causal_dot_reads_lower(f.causal, c, g->nodes[g->dot]);
         g->dot_scale = escale[g->root];
         g->dot_select = eselect[g->root];
+        g->columns = f.column[g->root];
     }
     st = IR_OK;
 done:
@@ -986,6 +1043,7 @@ done:
     ts_free(f.space);
     ts_free(f.nouter);
     ir_causal_free(f.causal);
+    ts_free(f.column);
     if (st != IR_OK) {
         ir_fusion_free(out);
         return ir_error(d, st, NULL, NULL, c->pos, "out of memory");

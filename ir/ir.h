@@ -1324,6 +1324,9 @@ typedef struct IrFusionGroup {
     int32_t dot_select;  /* the select (or the call of a select) of the
                           * (scaled) dot's result against a broadcast scalar
                           * under a broadcast pred [M,N]: the root, or -1 */
+    bool columns;        /* a column group: the root is a reduce over major
+                          * dims (ir_fusion_column_reduce) of the elementwise
+                          * tree below it, whose values never exist whole */
 } IrFusionGroup;
 
 typedef struct IrFusion {
@@ -1359,6 +1362,14 @@ bool ir_fusion_strided(const IrInstr *ins);
  * reducer op (ir_simple_reducer) in one accumulator domain: float, signed,
  * unsigned or pred, and no bitwise reducer on floats? */
 bool ir_reducer_folds(IrType t, IrOpcode op);
+/* Is ins a reduce the executor runs as the root of a column group: one
+ * input of c, a scalar init, a simple reducer that folds (ir_reducer_folds),
+ * and, its dims of size 1 dropped and neighbours of a kind merged, the
+ * innermost dim kept and some dim reduced (batch norm's sums over N, H, W
+ * of NHWC; a bias gradient's over the batch), so that the reduce kernel
+ * folds whole rows of kept elements into their accumulators in the input's
+ * order (k_reduce.c's column folds)? */
+bool ir_fusion_column_reduce(const IrModule *m, const IrComputation *c, const IrInstr *ins);
 /* Is call's callee a select of its parameter `operand` against a
  * broadcast scalar parameter under a broadcast pred [M,N] parameter (JAX's
  * `_where`), as a dot epilogue takes it in? */

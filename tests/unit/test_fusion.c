@@ -5,8 +5,11 @@
  * unfused path bit for bit on larger random arrays, that a broadcast read
  * by several groups runs inside each of them, that a group read by
  * another runs inside it as an extra output (Adam's m' and v'), that a
- * dying operand lends its buffer (to each output its own), that errors name the same instruction as unfused, and
- * that every allocation failure is clean.
+ * dying operand lends its buffer (to each output its own), that errors name the same instruction as unfused,
+ * that a reduce over major dims takes in the elementwise tree that makes
+ * its input (a column group: hand-worked values, the unfused pair's bits
+ * on uneven shapes, a plain double loop's sums), and that every
+ * allocation failure is clean.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1158,6 +1161,265 @@ static void streamed_equals_unfused(void **state)
 }
 
 /* Empty arrays fuse to an empty result. */
+/* ---- column groups: a reduce over major dims and its input's tree ---- */
+
+/* Batch norm's sums over N, H, W of NHWC: the variance's input and the
+ * backward's negated product. c has two readers in two groups: a leaf of
+ * both. */
+static const char *bn_hlo =
+    "HloModule bn\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  x = f32[%s] parameter(0)\n"
+    "  g = f32[%s] parameter(1)\n"
+    "  m = f32[%s] parameter(2)\n"
+    "  z = f32[] constant(0)\n"
+    "  bm = f32[%s] broadcast(m), dimensions={%s}\n"
+    "  c = f32[%s] subtract(x, bm)\n"
+    "  sq = f32[%s] multiply(c, c)\n"
+    "  v = f32[%s] reduce(sq, z), dimensions={%s}, to_apply=add\n"
+    "  gc = f32[%s] multiply(g, c)\n"
+    "  ng = f32[%s] negate(gc)\n"
+    "  w = f32[%s] reduce(ng, z), dimensions={%s}, to_apply=add\n"
+    "  ROOT t = (f32[%s], f32[%s]) tuple(v, w)\n"
+    "}\n";
+
+/* bn_hlo with input dims `in`, kept dims `out` (m's, where bm puts them:
+ * `bdims`), reducing `red`. */
+static IrModule *bn_module(const char *in, const char *out, const char *bdims, const char *red)
+{
+    char txt[2048];
+    snprintf(txt, sizeof txt, bn_hlo, in, in, out, in, bdims, in, in, out, red, in, in, out, red, out, out);
+    return parse_ok(txt);
+}
+
+static void column_groups(void **state)
+{
+    (void)state;
+    IrModule *m = bn_module("4,3,5", "5", "2", "0,1");
+    DevFusion f = find(m, 2);
+    assert_int_equal(f.ngroups, 3); /* {bm, c}, {sq, v}, {gc, ng, w} */
+    const DevFusionGroup *gv = &f.groups[f.group_of[instr_named(m, "v")]];
+    const DevFusionGroup *gw = &f.groups[f.group_of[instr_named(m, "w")]];
+    assert_true(gv->columns && gw->columns);
+    assert_int_equal(gv->root, instr_named(m, "v"));
+    assert_int_equal(gv->nnodes, 2);
+    assert_int_equal(gw->nnodes, 3);
+    assert_int_equal(gw->nouter, -1);
+    assert_int_not_equal(ir_fusion_leaf_index(gw, instr_named(m, "c")), -1);
+    assert_int_not_equal(ir_fusion_leaf_index(gw, instr_named(m, "z")), -1);
+    assert_false(f.groups[f.group_of[instr_named(m, "c")]].columns);
+    ir_fusion_free(&f);
+    /* Default options: 60 elements are below IR_FUSION_MIN_ELEMENTS. */
+    f = find(m, 0);
+    assert_int_equal(f.ngroups, 0);
+    ir_module_free(m);
+    /* Kept dims on both sides of the reduced one: still columns. */
+    m = bn_module("4,3,5", "4,5", "0,2", "1");
+    f = find(m, 2);
+    assert_true(f.groups[f.group_of[instr_named(m, "w")]].columns);
+    ir_fusion_free(&f);
+    ir_module_free(m);
+    /* Over the minor dims it is a row group's reduce, not columns; the
+     * reduced dim of size 1 dropped, [4,1,5] over {0,1} is columns. */
+    m = bn_module("4,3,5", "4", "0", "1,2");
+    f = find(m, 2);
+    int32_t k = f.group_of[instr_named(m, "w")];
+    assert_true(k < 0 || !f.groups[k].columns);
+    ir_fusion_free(&f);
+    ir_module_free(m);
+    m = bn_module("4,1,5", "5", "2", "0,1");
+    const IrComputation *c = ir_entry(m);
+    assert_true(ir_fusion_column_reduce(m, c, &c->instr[instr_named(m, "w")]));
+    ir_module_free(m);
+    m = bn_module("1,4,5", "5", "2", "0,1"); /* only the 4 reduced: [4][5] */
+    c = ir_entry(m);
+    assert_true(ir_fusion_column_reduce(m, c, &c->instr[instr_named(m, "w")]));
+    ir_module_free(m);
+    m = bn_module("4,5,1", "4,1", "0,2", "1"); /* [4][5 reduced], the kept 1 dropped: a row */
+    c = ir_entry(m);
+    assert_false(ir_fusion_column_reduce(m, c, &c->instr[instr_named(m, "w")]));
+    ir_module_free(m);
+}
+
+/* Run bn_hlo fused (block elements a block; 0: the chunk interpreter,
+ * fuse_small) and unfused on x = 1..n, g = 2 - x / 8, m = 0.5 k: the two
+ * results of each, bit for bit, and v against want (when given). */
+static void bn_run(IrModule *m, int32_t block, const int64_t *din, int32_t rin, const int64_t *dout, int32_t rout,
+                   const float *want)
+{
+    DevValue *args[3] = {val(IR_F32, rin, din, NULL), val(IR_F32, rin, din, NULL), val(IR_F32, rout, dout, NULL)};
+    for (int64_t i = 0; i < args[0]->nbytes / 4; i++) {
+        ((float *)args[0]->data)[i] = (float)(i + 1);
+        ((float *)args[1]->data)[i] = 2.0f - (float)(i + 1) / 8;
+    }
+    for (int64_t i = 0; i < args[2]->nbytes / 4; i++)
+        ((float *)args[2]->data)[i] = 0.5f * (float)i;
+    DevValue *fused = NULL, *plain = NULL;
+    IrDiag d = {0};
+    DevExecOptions opt = {.fuse_small = true, .fusion_block = block};
+    assert_int_equal(dev_execute(m, m->entry, 3, args, &opt, &fused, &d), IR_OK);
+    assert_int_equal(run(m, 3, args, false, 0, &plain, &d), IR_OK);
+    for (int32_t j = 0; j < 2; j++) {
+        const DevValue *a = fused->elems[j], *b = plain->elems[j];
+        assert_int_equal(a->nbytes, b->nbytes);
+        assert_memory_equal(a->data, b->data, (size_t)b->nbytes);
+    }
+    if (want)
+        assert_f32(fused->elems[0], want, fused->elems[0]->nbytes / 4);
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < 3; a++)
+        dev_value_unref(args[a]);
+}
+
+/* By hand: x [2,3,2] = 1..12, m = {0, 0.5}: v[j] = the sum over the
+ * rows of (x - m[j])^2 (every value exact in f32). Blocks of 5 cut the
+ * rows of 2 (a row split at every other block's edge). */
+static void columns_values(void **state)
+{
+    (void)state;
+    IrModule *m = bn_module("2,3,2", "2", "2", "0,1");
+    int64_t din[] = {2, 3, 2}, dout[] = {2};
+    /* column 0: 1, 3, ..., 11 -> 1 + 9 + 25 + 49 + 81 + 121 = 286;
+     * column 1: 1.5, 3.5, ..., 11.5 -> 2.25 + 12.25 + 30.25 + 56.25 +
+     * 90.25 + 132.25 = 323.5 */
+    const float want[] = {286.0f, 323.5f};
+    bn_run(m, 0, din, 3, dout, 1, want);
+    bn_run(m, 5, din, 3, dout, 1, want);
+    ir_module_free(m);
+    /* [2][3 reduced][2] keeping dims 0 and 2, m [2,2] = {0, .5, 1, 1.5}
+     * over them: out[a][j] = sum_r (x[a][r][j] - m[a][j])^2:
+     * [0][0] 1 3 5 -> 35; [0][1] 1.5 3.5 5.5 -> 44.75;
+     * [1][0] 6 8 10 -> 200; [1][1] 6.5 8.5 10.5 -> 224.75 */
+    m = bn_module("2,3,2", "2,2", "0,2", "1");
+    int64_t dout2[] = {2, 2};
+    const float want2[] = {35.0f, 44.75f, 200.0f, 224.75f};
+    bn_run(m, 0, din, 3, dout2, 2, want2);
+    bn_run(m, 5, din, 3, dout2, 2, want2);
+    ir_module_free(m);
+}
+
+/* Uneven shapes, random values with NaNs and zeros, fused against
+ * unfused bit for bit (the chunk interpreter's blocks of 8192 cut the
+ * rows of 13 and 17; blocks of 100 through the range kernels), and the
+ * variance's sums against a plain double loop over the same f32 squares
+ * in the input's order (what NumPy's float64 sum of each column gives). */
+static void columns_equal_unfused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out, *bdims, *red;
+        int64_t din[4], dout[2];
+        int32_t rin, rout;
+    } cases[] = {
+        {"5,37,41,13", "13", "3", "0,1,2", {5, 37, 41, 13}, {13}, 4, 1},
+        {"3,333,17", "3,17", "0,2", "1", {3, 333, 17}, {3, 17}, 3, 2},
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        IrModule *m = bn_module(cases[t].in, cases[t].out, cases[t].bdims, cases[t].red);
+        for (int32_t block = 0; block <= 100; block += 100) {
+            DevValue *args[3] = {val(IR_F32, cases[t].rin, cases[t].din, NULL),
+                                 val(IR_F32, cases[t].rin, cases[t].din, NULL),
+                                 val(IR_F32, cases[t].rout, cases[t].dout, NULL)};
+            uint32_t s = 4242;
+            for (int a = 0; a < 3; a++)
+                for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
+                    s = s * 1664525u + 1013904223u;
+                    float v = (float)((int32_t)s >> 8) / (float)(1 << 21);
+                    if (a == 1 && i % 997 == 0)
+                        v = NAN;
+                    else if (i % 89 == 0)
+                        v = 0;
+                    ((float *)args[a]->data)[i] = v;
+                }
+            /* The reference: v[o] = sum over the reduced positions, in
+             * order, of (x - m)^2 rounded to f32 each, added in double. */
+            int64_t nout = args[2]->nbytes / 4, nin = args[0]->nbytes / 4;
+            int64_t inner = cases[t].din[cases[t].rin - 1], rows = cases[t].din[cases[t].rin - 2];
+            double ref[64] = {0};
+            assert_true(nout <= 64);
+            for (int64_t i = 0; i < nin; i++) {
+                int64_t o = i / (inner * rows) * inner * (nout > inner) + i % inner;
+                float c = ((const float *)args[0]->data)[i] - ((const float *)args[2]->data)[o];
+                ref[o] += (double)(c * c);
+            }
+            DevValue *fused = NULL, *plain = NULL;
+            IrDiag d = {0};
+            DevExecOptions opt = {.fuse_small = true, .fusion_block = block};
+            assert_int_equal(dev_execute(m, m->entry, 3, args, &opt, &fused, &d), IR_OK);
+            assert_int_equal(run(m, 3, args, false, 0, &plain, &d), IR_OK);
+            for (int32_t j = 0; j < 2; j++)
+                assert_memory_equal(fused->elems[j]->data, plain->elems[j]->data, (size_t)plain->elems[j]->nbytes);
+            for (int64_t o = 0; o < nout; o++)
+                assert_true(((const float *)fused->elems[0]->data)[o] == (float)ref[o]);
+            dev_value_unref(fused);
+            dev_value_unref(plain);
+            for (int a = 0; a < 3; a++)
+                dev_value_unref(args[a]);
+        }
+        ir_module_free(m);
+    }
+}
+
+/* Other types and reducers: an s32 sum and an f64 maximum of a product
+ * (range kernels, not the chunk interpreter), fused as unfused. */
+static void columns_other_types(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule ct\n"
+                           "add {\n"
+                           "  a = s32[] parameter(0)\n"
+                           "  b = s32[] parameter(1)\n"
+                           "  ROOT s = s32[] add(a, b)\n"
+                           "}\n"
+                           "max {\n"
+                           "  a = f64[] parameter(0)\n"
+                           "  b = f64[] parameter(1)\n"
+                           "  ROOT s = f64[] maximum(a, b)\n"
+                           "}\n"
+                           "ENTRY main {\n"
+                           "  i = s32[7,9,5] parameter(0)\n"
+                           "  x = f64[7,9,5] parameter(1)\n"
+                           "  zi = s32[] constant(3)\n"
+                           "  zx = f64[] constant(-1e300)\n"
+                           "  ii = s32[7,9,5] multiply(i, i)\n"
+                           "  si = s32[5] reduce(ii, zi), dimensions={0,1}, to_apply=add\n"
+                           "  xx = f64[7,9,5] multiply(x, x)\n"
+                           "  nx = f64[7,9,5] negate(xx)\n"
+                           "  sx = f64[7,5] reduce(nx, zx), dimensions={1}, to_apply=max\n"
+                           "  ROOT t = (s32[5], f64[7,5]) tuple(si, sx)\n"
+                           "}\n");
+    DevFusion f = find(m, 2);
+    assert_int_equal(f.ngroups, 2);
+    assert_true(f.groups[0].columns && f.groups[1].columns);
+    ir_fusion_free(&f);
+    int64_t dims[] = {7, 9, 5};
+    for (int32_t block = 0; block <= 7; block += 7) {
+        DevValue *args[2] = {val(IR_S32, 3, dims, NULL), val(IR_F64, 3, dims, NULL)};
+        for (int64_t e = 0; e < 315; e++) {
+            ((int32_t *)args[0]->data)[e] = (int32_t)(e * 7919 % 2001) - 1000;
+            ((double *)args[1]->data)[e] = (double)(e * 31 % 17) / 3 - 2;
+        }
+        DevValue *fused = NULL, *plain = NULL;
+        IrDiag d = {0};
+        DevExecOptions opt = {.fuse_small = true, .fusion_block = block};
+        assert_int_equal(dev_execute(m, m->entry, 2, args, &opt, &fused, &d), IR_OK);
+        assert_int_equal(run(m, 2, args, false, 0, &plain, &d), IR_OK);
+        for (int32_t j = 0; j < 2; j++)
+            assert_memory_equal(fused->elems[j]->data, plain->elems[j]->data, (size_t)plain->elems[j]->nbytes);
+        dev_value_unref(fused);
+        dev_value_unref(plain);
+        for (int a = 0; a < 2; a++)
+            dev_value_unref(args[a]);
+    }
+    ir_module_free(m);
+}
+
 static void empty(void **state)
 {
     (void)state;
@@ -1254,6 +1516,10 @@ int main(void)
         cmocka_unit_test(chunks_equal_unfused),
         cmocka_unit_test(registers_equal_unfused),
         cmocka_unit_test(streamed_equals_unfused),
+        cmocka_unit_test(column_groups),
+        cmocka_unit_test(columns_values),
+        cmocka_unit_test(columns_equal_unfused),
+        cmocka_unit_test(columns_other_types),
         cmocka_unit_test(empty),
         cmocka_unit_test(allocation_failures),
     };
