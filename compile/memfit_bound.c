@@ -781,6 +781,20 @@ static void chains_of(const IrComputation *c, int32_t v, Chain *cur, Chain *out,
     *cur = saved;
 }
 
+/* Is a link of chain ch one of a state chain (state_chains)? The link
+ * live on the chain may then be the one the state chain's line counts:
+ * an update written over its donated weight (w - lr * g, the output),
+ * made from the dot's gradient. Not a pair (counting both was no bound:
+ * bf16 matmuls on f32 weights over 4 devices, 80384 bytes "proved"
+ * where a plan of 77935 ran). */
+static bool stateful(const Work *w, const Chain *ch)
+{
+    for (int32_t k = 0; k < ch->n; k++)
+        if (w->in_state[ch->link[k]])
+            return true;
+    return false;
+}
+
 static bool in_chain(const Chain *ch, int32_t v)
 {
     for (int32_t k = 0; k < ch->n; k++)
@@ -833,8 +847,8 @@ static int64_t best_pair(Work *w, int64_t top, Place *best)
                 chains_of(c, ui->opnd[q], &cur, cb, &nb);
                 for (int32_t i = 0; i < na; i++)
                     for (int32_t j = 0; j < nb && w->edges < BOUND_WORK; j++) {
-                        if (ca[i].root == cb[j].root || !apart(c, &ca[i], &cb[j]) || w->in_state[ca[i].least] ||
-                            w->in_state[cb[j].least])
+                        if (ca[i].root == cb[j].root || !apart(c, &ca[i], &cb[j]) || stateful(w, &ca[i]) ||
+                            stateful(w, &cb[j]))
                             continue;
                         int64_t b;
                         Place pl = pair_place(w, u, &ca[i], &cb[j], &b);
