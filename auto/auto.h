@@ -8,7 +8,8 @@
  *
  * Files of this layer:
  *   inline.c    the entry's calls inlined first (JAX lowers take,
- *               log_softmax and their gradients as calls): the graph
+ *               log_softmax and their gradients as calls), and those of
+ *               the loop bodies and branches in the graph: the graph
  *               prices and shards what they compute
  *   loop.c      while loops in the graph: each state element one choice
  *               (the while, its body's parameter and root, its
@@ -17,6 +18,9 @@
  *   loop_memory.c  a loop's memory under a limit: its state and its
  *               body's part of the peak charged at their chosen shardings,
  *               a state resharded from its operand with both buffers
+ *   cond.c      conditionals in the graph: each element of a branch's
+ *               parameter and of the result one choice, the branches'
+ *               instructions priced as if each ran (their sum)
  *   mesh.c      the mesh (`2x4`, `data=2,model=4`); a spec (mesh axis ->
  *               tensor dim) made an IrSharding
  *   cost.c      the cost model: compute from FLOPs and bytes at rates,
@@ -73,7 +77,9 @@ IrStatus auto_per_device(IrModule *m, int64_t n, IrDiag *d);
  * inlined) whose callee has no side effects, where nothing carries control
  * predecessors and the call no sharding of the user's; a get-tuple-element
  * of a tuple becomes its operand, inlined values nothing uses go, and so
- * do the inlined callees nothing calls any more (computations renumbered).
+ * do the inlined callees nothing calls any more (computations renumbered);
+ * the same in the bodies of the loops and the branches of the
+ * conditionals the graph takes in (each called once: changed in place).
  * *ninlined: the calls inlined. IR_ENOMEM (the module is then unusable),
  * IR_EINPUT (a cycle). */
 IrStatus auto_inline_calls(IrModule *m, int32_t *ninlined, IrDiag *d);
@@ -261,6 +267,16 @@ typedef struct AutoLoop {
  * their own indices, then per loop its state nodes (parameter-like
  * leaves) and its body's instructions; get-tuple-elements of a body's
  * parameter and of the while's result made copies of their state node. */
+/* A conditional taken into the view (cond.c). */
+typedef struct AutoCond {
+    int32_t instr;           /* the conditional, a view index */
+    int32_t first_out;       /* view index of its result's element 0 */
+    int32_t nout;
+    int32_t nbranch;
+    int32_t *first_param;    /* nbranch: view index of branch b's parameter element 0 */
+    int32_t *nparam;         /* nbranch: branch b's parameter elements */
+} AutoCond;
+
 typedef struct AutoView {
     IrComputation comp;
     int32_t nentry;
@@ -270,6 +286,8 @@ typedef struct AutoView {
     int32_t nlink;
     AutoLoop *loop;
     int32_t nloop;
+    AutoCond *cond;
+    int32_t ncond;
 } AutoView;
 
 typedef struct AutoGraph {
@@ -314,13 +332,52 @@ double auto_graph_cost(const AutoGraph *g, const int32_t *choice);
  * get-tuple-element, whose body and condition nothing else calls, with no
  * sharding of the user's on the state), in arena a. IR_ENOMEM only. */
 IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d);
+/* Per computation of m, the instructions that call it (heap, ts_free;
+ * NULL on OOM). */
+int32_t *auto_call_counts(const IrModule *m);
+/* The view grown by instruction x (a copy; where it comes from: comp and
+ * instr, -1 for a state node; run `weight` times a step), *cap the
+ * entries its arrays hold; a link from value `from` to state node `to`,
+ * *cap likewise; x made an identity (a copy) of state node s. In arena
+ * a. IR_ENOMEM only. */
+IrStatus auto_view_append(IrArena *a, AutoView *v, int32_t *cap, const IrInstr *x, int32_t comp, int32_t instr,
+                          double weight, IrDiag *d);
+IrStatus auto_view_link(IrArena *a, AutoView *v, int32_t *cap, int32_t from, int32_t to, double weight, IrDiag *d);
+IrStatus auto_view_identity(IrArena *a, IrInstr *x, int32_t s, IrDiag *d);
 /* Each loop's state sharding (its state nodes' chosen specs, replicated
  * where a node has no strategy) written on the while, its operand tuple,
  * its body's parameter and root, its condition's parameter. */
 IrStatus auto_loop_annotate(IrModule *m, const AutoGraph *g, const int32_t *choice, IrDiag *d);
 
+/* ---- cond.c ---- */
+
+/* The conditionals of the view (the entry's, a loop body's taken in, a
+ * branch's taken in) appended to it: a conditional whose result is an
+ * array or a tuple of arrays, each branch called by it alone, with one
+ * parameter (an array, or a tuple of arrays its branch reads only by
+ * get-tuple-element, fed by a tuple instruction), a root of the result's
+ * shape (a tuple instruction for a tuple), no side effects, no sharding
+ * of the user's on it, its branches' parameters or roots. IR_ENOMEM
+ * only. */
+IrStatus auto_cond_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d);
+/* The conditional of the view at view index i; NULL: none. */
+const AutoCond *auto_cond_of(const AutoGraph *g, int32_t i);
+/* What state node i (where_comp < 0) of a conditional is ("conditional
+ * result", "branch parameter"); NULL: not a conditional's. */
+const char *auto_cond_state_text(const AutoGraph *g, int32_t i);
+/* The `own` bytes of C's result charged at its elements' chosen specs. */
+void auto_cond_charge_result(AutoGraph *g, const AutoCond *C, double own);
+/* Each conditional's result sharding (its result nodes' chosen specs) on
+ * the conditional and its branches' roots, each branch's tuple
+ * parameter's elements' on its parameter. IR_ENOMEM. */
+IrStatus auto_cond_annotate(IrModule *m, const AutoGraph *g, const int32_t *choice, IrDiag *d);
+
 /* ---- loop_memory.c ---- */
 
+/* `bytes` of view node i's value (whole, unsharded) charged at the
+ * per-device bytes of each of its strategies; whole (mem_fixed) where it
+ * has none. */
+void auto_graph_charge(AutoGraph *g, int32_t i, double bytes);
 /* The loop of the view whose while is entry instruction i; NULL: none. */
 const AutoLoop *auto_loop_of(const AutoGraph *g, int32_t entry_instr);
 /* The `own` bytes of loop L's state (the while's result made afresh, live

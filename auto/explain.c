@@ -64,7 +64,7 @@ static const char *op_text(const AutoGraph *g, int32_t i)
 {
     const IrInstr *x = &g->comp->instr[i];
     if (g->view.where_comp[i] < 0)
-        return "while state";
+        return auto_cond_state_text(g, i) ? auto_cond_state_text(g, i) : "while state";
     if (x->op == OP_COPY && x->nopnd == 1 && g->view.where_comp[x->opnd[0]] < 0)
         return "get-tuple-element";
     return ir_op_name(x->op);
@@ -128,6 +128,8 @@ static bool plumbing(const AutoGraph *g, int32_t i)
     for (int32_t l = 0; l < g->view.nloop; l++)
         if (g->view.loop[l].instr == i)
             return true; /* a loop in the graph: its state elements are */
+    if (auto_cond_of(g, i))
+        return true; /* a conditional in the graph: its result's elements are */
     return g->view.where_comp[i] < 0 || f == FAM_TUPLE || x->op == OP_AFTER_ALL ||
            x->shape.type == IR_TOKEN || ((f == FAM_PARAMETER || f == FAM_CONSTANT) && x->shape.type == IR_TUPLE);
 }
@@ -141,8 +143,12 @@ static const char *held_why(const AutoGraph *g, int32_t i)
                "on it, side effects in its body, its body called elsewhere, or nested over 8 deep: auto/loop.c)";
     switch (ir_op_family(x->op)) {
     case FAM_CONTROL:
-        return x->op == OP_CONDITIONAL ? "a conditional: its branches are not in the graph; propagation shards it"
-                                       : "control flow not in the graph";
+        return x->op == OP_CONDITIONAL
+                   ? "a conditional the graph does not take in (a branch shared or called elsewhere, the user's "
+                     "sharding on it, its branch's parameter or root, a branch's parameter not a tuple of arrays "
+                     "read by get-tuple-element, its result not a tuple of arrays, or side effects in a branch: "
+                     "auto/cond.c); propagation shards it"
+                   : "control flow not in the graph";
     case FAM_RAGGED_DOT:
         return "a ragged-dot whose ragged dim is contracted (the groups cut the sum): partition/spmd_ragged.c "
                "runs it whole";

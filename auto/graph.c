@@ -613,6 +613,11 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
         const AutoNode *v = &g->node[i];
         double full = (double)ir_shape_bytes(&x->shape);
         const AutoLoop *loop = i < g->view.nentry ? auto_loop_of(g, i) : NULL;
+        const AutoCond *cond = i < g->view.nentry ? auto_cond_of(g, i) : NULL;
+        if (cond) {
+            auto_cond_charge_result(g, cond, (double)e.own[i]);
+            continue;
+        }
         if (loop) {
             auto_loop_charge_state(g, m, loop, (double)e.own[i]);
             st = auto_loop_charge_pairs(g, m, loop, d);
@@ -663,6 +668,8 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
     if (!(g->arena = ir_arena_new()))
         return ir_oom(d, NULL);
     IrStatus st = auto_loop_view(g->arena, m, &g->view, d);
+    if (st == IR_OK)
+        st = auto_cond_view(g->arena, m, &g->view, d);
     if (st == IR_OK)
         st = ir_topo_order(m, c, &order, d);
     if (st != IR_OK)

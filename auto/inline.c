@@ -24,6 +24,10 @@
  * module printed hold only what runs; one still called elsewhere (a
  * reduce's to_apply, a call left whole) stays.
  *
+ * The bodies of the entry's loops and the branches of its conditionals
+ * (called once each), and theirs, have their calls inlined the same way:
+ * the graph takes them in too (loop.c, cond.c).
+ *
  * Requires a verified module; keeps it verified and its values: the same
  * instructions compute the same results, renamed where names clash.
  */
@@ -298,28 +302,36 @@ static IrStatus inline_into(IrModule *m, IrComputation *c, bool *callee, int32_t
     return st;
 }
 
-/* Does the body of a while of the entry (called by nothing else: it is
- * changed in place) take part in the graph (auto/loop.c)? */
-static bool loop_body(const IrModule *m, const IrInstr *x, const int32_t *calls)
+/* The j-th computation of x (of the entry, a loop's body or a branch)
+ * that takes part in the graph and is called by nothing else (it is
+ * changed in place): a while's body (auto/loop.c), a conditional's
+ * branch (auto/cond.c); -1: none. */
+static int32_t graph_callee(const IrModule *m, const IrInstr *x, const int32_t *calls, int32_t j)
 {
-    return x->op == OP_WHILE && x->ncalled == 2 && x->called[1] >= 0 && x->called[1] < m->ncomp &&
-           calls[x->called[1]] == 1 && m->comp[x->called[1]]->root >= 0;
+    int32_t k = x->op == OP_WHILE && x->ncalled == 2 && j == 0 ? x->called[1]
+                : x->op == OP_CONDITIONAL && j < x->ncalled ? x->called[j]
+                                                             : -1;
+    return k >= 0 && k < m->ncomp && calls[k] == 1 && m->comp[k]->root >= 0 ? k : -1;
 }
 
-/* The calls in the bodies of c's loops inlined, and in their loops'
- * bodies (a scan inside a fori_loop: auto/loop.c takes nested loops in). */
+/* The calls in the bodies of c's loops and in its conditionals' branches
+ * inlined, and in theirs (a scan inside a fori_loop, a cond inside a
+ * scan: auto/loop.c and auto/cond.c take them in). */
 static IrStatus inline_loop_bodies(IrModule *m, int32_t c, bool *callee, int32_t *ninlined, const int32_t *calls,
                                    int32_t depth, IrDiag *d)
 {
     IrStatus st = IR_OK;
     for (int32_t i = 0; st == IR_OK && depth < MAX_DEPTH && i < m->comp[c]->ninstr; i++) {
         const IrInstr *x = &m->comp[c]->instr[i];
-        if (!loop_body(m, x, calls))
-            continue;
-        int32_t body = x->called[1];
-        st = inline_into(m, m->comp[body], callee, ninlined, d);
-        if (st == IR_OK)
-            st = inline_loop_bodies(m, body, callee, ninlined, calls, depth + 1, d);
+        for (int32_t j = 0; st == IR_OK && j < x->ncalled; j++) {
+            int32_t body = graph_callee(m, x, calls, j);
+            if (body < 0)
+                continue;
+            st = inline_into(m, m->comp[body], callee, ninlined, d);
+            if (st == IR_OK)
+                st = inline_loop_bodies(m, body, callee, ninlined, calls, depth + 1, d);
+            x = &m->comp[c]->instr[i]; /* inline_into rebuilt another computation: c's instructions stay */
+        }
     }
     return st;
 }

@@ -231,6 +231,23 @@ static IrStatus identity_of(IrArena *a, IrInstr *x, int32_t s, IrDiag *d)
     return IR_OK;
 }
 
+/* The view builders above, for cond.c's conditionals. */
+IrStatus auto_view_append(IrArena *a, AutoView *v, int32_t *cap, const IrInstr *x, int32_t comp, int32_t instr,
+                          double weight, IrDiag *d)
+{
+    return append(a, v, cap, x, comp, instr, weight, d);
+}
+
+IrStatus auto_view_link(IrArena *a, AutoView *v, int32_t *cap, int32_t from, int32_t to, double weight, IrDiag *d)
+{
+    return link(a, v, cap, from, to, weight, d);
+}
+
+IrStatus auto_view_identity(IrArena *a, IrInstr *x, int32_t s, IrDiag *d)
+{
+    return identity_of(a, x, s, d);
+}
+
 /* The loops the view takes in within computation c: its whiles taken in
  * and, in their bodies, theirs (nested loops). */
 static int32_t count_loops(const IrModule *m, const IrComputation *c, const int32_t *calls, int32_t depth)
@@ -334,6 +351,19 @@ static IrStatus add_loop(IrArena *a, const IrModule *m, AutoView *v, int32_t pc,
     return IR_OK;
 }
 
+int32_t *auto_call_counts(const IrModule *m)
+{
+    int32_t *calls = ts_calloc((size_t)(m->ncomp > 0 ? m->ncomp : 1), sizeof *calls);
+    for (int32_t c = 0; calls && c < m->ncomp; c++)
+        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
+            for (int32_t j = 0; j < m->comp[c]->instr[i].ncalled; j++) {
+                int32_t t = m->comp[c]->instr[i].called[j];
+                if (t >= 0 && t < m->ncomp)
+                    calls[t]++;
+            }
+    return calls;
+}
+
 IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
 {
     memset(v, 0, sizeof *v);
@@ -342,16 +372,9 @@ IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
     v->nentry = entry->ninstr;
     /* How often each computation is called (a body shared by two whiles,
      * or called elsewhere, stays opaque). */
-    int32_t *calls = ts_calloc((size_t)(m->ncomp > 0 ? m->ncomp : 1), sizeof *calls);
+    int32_t *calls = auto_call_counts(m);
     if (!calls)
         return ir_oom(d, NULL);
-    for (int32_t c = 0; c < m->ncomp; c++)
-        for (int32_t i = 0; i < m->comp[c]->ninstr; i++)
-            for (int32_t j = 0; j < m->comp[c]->instr[i].ncalled; j++) {
-                int32_t t = m->comp[c]->instr[i].called[j];
-                if (t >= 0 && t < m->ncomp)
-                    calls[t]++;
-            }
     int32_t nloop = count_loops(m, entry, calls, 0);
     int32_t cap = 0, lcap = 0;
     IrStatus st = IR_OK;

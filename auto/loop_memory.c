@@ -24,9 +24,7 @@
 
 #include <string.h>
 
-/* bytes of node i's value (whole, unsharded) charged at the per-device
- * bytes of each of its strategies; whole where it has none. */
-static void charge(AutoGraph *g, int32_t i, double bytes)
+void auto_graph_charge(AutoGraph *g, int32_t i, double bytes)
 {
     const AutoNode *v = &g->node[i];
     double full = (double)ir_shape_bytes(&g->comp->instr[i].shape);
@@ -71,7 +69,7 @@ void auto_loop_charge_state(AutoGraph *g, const IrModule *m, const AutoLoop *L, 
     }
     for (int32_t k = 0; k < L->nstate; k++)
         if (!passed_through(body, k))
-            charge(g, L->first_state + k, own * (double)ir_shape_bytes(&w->shape.tuple[k]) / fresh);
+            auto_graph_charge(g, L->first_state + k, own * (double)ir_shape_bytes(&w->shape.tuple[k]) / fresh);
 }
 
 IrStatus auto_loop_charge_body(AutoGraph *g, const IrModule *m, const AutoLoop *L, double held, IrDiag *d)
@@ -100,7 +98,7 @@ IrStatus auto_loop_charge_body(AutoGraph *g, const IrModule *m, const AutoLoop *
             if (pass == 0)
                 total += (double)e.own[i];
             else
-                charge(g, first + i, held * (double)e.own[i] / total);
+                auto_graph_charge(g, first + i, held * (double)e.own[i] / total);
         }
     if (total <= 0)
         g->mem_fixed += held;

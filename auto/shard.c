@@ -51,7 +51,8 @@ static IrStatus annotate(IrModule *m, const AutoGraph *g, const int32_t *choice,
             return ir_oom(d, NULL);
         x->sharding = s;
     }
-    return auto_loop_annotate(m, g, choice, d);
+    IrStatus st = auto_loop_annotate(m, g, choice, d);
+    return st == IR_OK ? auto_cond_annotate(m, g, choice, d) : st;
 }
 
 IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag *d)

@@ -37,6 +37,8 @@ MODULES = {
     # async pairs and fusions, inlined as calls (auto/inline.c)
     "fusion_async_sharded.hlo": (["async-start", "async-done", "fusion"], False),
     "async.hlo": (["async-start", "async-done"], False),
+    # a 3-way conditional (lax.switch), its branches in the graph (auto/cond.c)
+    "cond_switch.hlo": (["conditional"], True),
     # r3's ragged dim is contracted: the partitioner runs it whole (named so in --explain).
     "ragged_dot.hlo": ([], False),
 }

@@ -15,9 +15,10 @@ case "${TESSEL_BUILD:-}" in */asan) DEVICES=4 ;; esac
 cat "$OUT"
 echo "auto_held_whole: ok"
 
-# What stays held whole is named in --explain with why, as text and JSON:
-# a conditional (its branches are not in the graph) beside a dot that is
-# sharded.
+# A conditional is in the graph (auto/cond.c): its branches' instructions
+# get strategies and none is held whole; one the graph does not take in
+# (both branches one computation) is named held whole, with why, in the
+# text and the JSON, beside a dot that is sharded.
 cat >"$WORK/cond.hlo" <<'HLO'
 HloModule cond
 
@@ -39,13 +40,18 @@ ENTRY main {
 }
 HLO
 expect_status 0 "$TESSEL" plan "$WORK/cond.hlo" --auto-shard --mesh 4 --explain
-expect_in "$OUT" "held whole: c = conditional (line 17): a conditional: its branches are not in the graph"
+expect_in "$OUT" "c.result[0] = conditional result"
+expect_in "$OUT" "n = negate"
+grep -q "held whole" "$OUT" && fail "a conditional in the graph is held whole"
+sed -e 's/false_computation=same/false_computation=neg/' "$WORK/cond.hlo" >"$WORK/cond_shared.hlo"
+expect_status 0 "$TESSEL" plan "$WORK/cond_shared.hlo" --auto-shard --mesh 4 --explain
+expect_in "$OUT" "held whole: c = conditional (line 17): a conditional the graph does not take in (a branch shared"
 grep -q "held whole: h = " "$OUT" && fail "the dot is held whole"
-expect_status 0 "$TESSEL" plan "$WORK/cond.hlo" --auto-shard --mesh 4 --explain --format json -o "$WORK/cond.json"
+expect_status 0 "$TESSEL" plan "$WORK/cond_shared.hlo" --auto-shard --mesh 4 --explain --format json -o "$WORK/cond.json"
 "$PY" - "$WORK/cond.json" <<'PY' || fail "held_whole in the JSON"
 import json, sys
 held = json.load(open(sys.argv[1]))["held_whole"]
 assert [(h["name"], h["op"], h["line"]) for h in held] == [("c", "conditional", 17)], held
-assert "branches" in held[0]["why"], held
+assert "branch shared" in held[0]["why"], held
 PY
-echo "auto_held_whole: the conditional named: ok"
+echo "auto_held_whole: the conditional in the graph, a shared one named: ok"

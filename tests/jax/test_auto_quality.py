@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_auto_quality.py: --auto-shard on held-out JAX programs against hand plans (issue 33).
 
-Seven small programs lowered by JAX, none tuned on: a 3-layer MLP, a GPT
+Small programs lowered by JAX, none tuned on: a 3-layer MLP, a GPT
 block (layer norms, causal attention over 3 heads, a GELU MLP, residuals;
 batch 4), a conv net (two convolutions, max and average pooling, a dense
 layer), a top-2 mixture of experts, an embedding classifier (an embedding
@@ -25,9 +25,15 @@ Adam step of a 2-layer MLP from jax.value_and_grad. On 2, 4 and 8 devices:
     both buffers: auto/loop_memory.c).
 
 The default run checks the four programs the review found over the bar
-(embcls, adam, scan, gpt); --all adds the MLP, the conv net, the MoE, an
-SGD step of the MoE (its routing a lax.top_k) and an SGD step under loss
-scaling whose update is a lax.cond (--only NAME,... runs those named).
+(embcls, adam, scan, gpt) and two with conditionals in the graph
+(auto/cond.c): a layer chosen by a lax.switch of 3 branches, and a
+lax.scan whose body applies its layer under a lax.cond (held whole, they
+moved 24576-43008 and 49152-86016 bytes where data parallel moves 0 and
+24-42); --all adds the MLP, the conv net, the MoE, an SGD step of the MoE
+(its routing a lax.top_k) and an SGD step under loss scaling whose update
+is a lax.cond, small and wide (--only NAME,... runs those named). A
+collective in a loop body counts once an iteration, one in a
+conditional's branch as if the branch ran (runs()).
 Exit 0 when all hold, 1 otherwise (77: JAX missing).
 """
 import json
@@ -146,6 +152,23 @@ def cond_sgd(w1, w2, x, y, scale):
     return l / scale, w1, w2
 
 
+def switch3(i, x, w0, w1, w2, w3, w4):
+    """A layer chosen by a lax.switch of 3 branches (a conditional of 3
+    branch computations, one with a call inside)."""
+    h = jax.nn.relu(x @ w0)
+    h = lax.switch(i, [lambda h: jnp.tanh(h @ w1), lambda h: jax.nn.relu(h @ w2), lambda h: h @ w3], h)
+    return h @ w4
+
+
+def cond_scan(x, ws, flags):
+    """A lax.scan of tanh layers each applied only where its flag is set (a
+    lax.cond inside the loop body; the skip branch returns its parameter)."""
+    def body(h, wf):
+        w, f = wf
+        return lax.cond(f > 0, lambda: jnp.tanh(h @ w), lambda: h), (h * h).sum()
+    return lax.scan(body, x, (ws, flags))
+
+
 def inputs_of(name):
     rng = np.random.default_rng(7)
 
@@ -162,6 +185,11 @@ def inputs_of(name):
         "scan": lambda: [r(8, 16), r(SCAN_LAYERS, 16, 16), r(SCAN_LAYERS, 16)],
         "moe_sgd": lambda: [r(24, 4), r(4, 24, 32), r(4, 32, 24), r(16, 24), r(16, 24)],
         "cond_sgd": lambda: [r(16, 32), r(32, 8), r(32, 16), r(32, 8), np.array(128, np.float32)],
+        "switch3": lambda: [np.array(1, np.int32), r(32, 16), r(16, 64), r(64, 64), r(64, 64), r(64, 64),
+                            r(64, 8)],
+        "cond_scan": lambda: [r(128, 64), r(SCAN_LAYERS, 64, 64, scale=.1), np.array([1, 0, 1, 1, 0, 1], np.int32)],
+        "cond_sgd_wide": lambda: [r(128, 256, scale=.1), r(256, 64, scale=.1), r(256, 128), r(256, 64),
+                                  np.array(128, np.float32)],
         "adam": lambda: [r(16, 32), r(32, 8), r(16, 32, scale=.01), r(32, 8, scale=.01),
                          np.abs(r(16, 32, scale=.01)), np.abs(r(32, 8, scale=.01)), r(32, 16), r(32, 8)],
     }[name]()
@@ -178,14 +206,18 @@ PROGRAMS = {
     "moe": (moe, {"data-parallel": {0: 0}, "expert": {2: 0, 3: 0}}),
     "moe_sgd": (moe_sgd, {"data-parallel": {3: 0, 4: 0}, "expert": {1: 0, 2: 0}}),
     "cond_sgd": (cond_sgd, {"data-parallel": {2: 0, 3: 0}, "megatron": {0: 1, 1: 0}}),
+    "switch3": (switch3, {"data-parallel": {1: 0}, "megatron": {2: 1, 3: 0, 4: 0, 5: 0}}),
+    "cond_scan": (cond_scan, {"data-parallel": {0: 0}}),
+    "cond_sgd_wide": (cond_sgd, {"data-parallel": {2: 0, 3: 0}, "megatron": {0: 1, 1: 0}}),
 }
-SAMPLE = ("embcls", "adam", "scan", "gpt")
+SAMPLE = ("embcls", "adam", "scan", "gpt", "switch3", "cond_scan")
 
 # Lines over the bar, with their reasons (docs/auto-shard.md, "Memory without a limit").
 FASTER = ("replicated, it moves no bytes and is estimated %s the hand plan's step, which pays a "
           "collective's latency (20 us) on a step of microseconds")
-COND = ("the lax.cond is held whole (its branches are not in the graph, auto/explain.c): the weights it "
-        "updates and their gradients run replicated, 0 bytes, over the Megatron plan's peak")
+COND = ("the conditional is in the graph (auto/cond.c), but at a collective's latency (20 us) against a step of "
+        "microseconds the plan with every operand of the update replicated, 0 bytes (the updated weights leave "
+        "sliced, no collective), is estimated %s the Megatron plan's step, over its peak")
 KNOWN = {
     ("embcls", 2): FASTER % "1/3 of",
     ("embcls", 4): FASTER % "1/3 of",
@@ -207,9 +239,9 @@ KNOWN = {
                      "plan's two all-reduces' 2496; estimated 0.049 ms against 0.064"),
     ("moe_sgd", 8): ("as on 4: one all-reduce, 10752 bytes (3.69x) against the expert plan's two, 2912, "
                      "its peak 0.98x; estimated 0.041 ms against 0.065"),
-    ("cond_sgd", 2): COND,
-    ("cond_sgd", 4): COND,
-    ("cond_sgd", 8): COND,
+    ("cond_sgd", 2): COND % "0.44x",
+    ("cond_sgd", 4): COND % "0.38x",
+    ("cond_sgd", 8): COND % "0.35x",
 }
 
 
@@ -234,15 +266,44 @@ def annotate(text, tiles, n):
     return head + "\nENTRY " + "\n".join(out) + "\n"
 
 
-def counts(plan_json, entry):
+def runs(text):
+    """Per computation of the module, the times it runs in one step: the
+    entry once, a while's body and condition SCAN_LAYERS times their
+    caller's, any other callee (a conditional's branch, counted as if it
+    ran, a reducer) as often as its caller."""
+    calls, cur, entry = {}, None, None
+    for line in text.splitlines():
+        head = re.match(r"(ENTRY )?(\S+) \{$", line)
+        if head:
+            cur = head.group(2)
+            calls[cur] = []
+            entry = cur if head.group(1) else entry
+            continue
+        for kind, braced, name in re.findall(r"\b(body|condition|to_apply|calls|branch_computations|"
+                                             r"true_computation|false_computation)=(?:\{([^}]*)\}|([\w.\-]+))", line):
+            names = braced or name
+            calls[cur] += [(n.strip(), kind in ("body", "condition")) for n in names.split(",")]
+    times, todo = {entry: 1}, [entry]
+    while todo:
+        c = todo.pop()
+        for callee, loop in calls.get(c, []):
+            if callee not in times:
+                times[callee] = times[c] * (SCAN_LAYERS if loop else 1)
+                todo.append(callee)
+    return entry, times
+
+
+def counts(plan_json, times):
     """Collective bytes per device in one step (a loop body's once an
-    iteration) and the peak memory per device."""
+    iteration: runs(); a computation it does not name, SCAN_LAYERS times)
+    and the peak memory per device."""
+    entry, times = times
     j = json.loads(plan_json)
     b = m = 0
     for c in j["clusters"]:
         for x in c["collectives"]:
             comp = (x.get("site") or {}).get("computation", entry)
-            b += x["bytes_per_device"] * (1 if comp == entry else SCAN_LAYERS)
+            b += x["bytes_per_device"] * times.get(comp, SCAN_LAYERS)
         m = max(m, c["memory"]["peak_bytes_per_device"])
     return b, m
 
@@ -257,7 +318,7 @@ def check(name, root):
     d = root / name
     d.mkdir()
     text = jax.jit(fn).lower(*inputs).as_text(dialect="hlo")
-    entry = text.split("\nENTRY ", 1)[1].split(" ", 1)[0]
+    entry = runs(text)
     hlo = d / "bare.hlo"
     hlo.write_text(text)
     want = [np.asarray(w) for w in jax.tree_util.tree_leaves(jax.jit(fn)(*inputs))]
