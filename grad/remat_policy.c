@@ -91,7 +91,7 @@ static bool saved(const Policy *p, const IrInstr *ins)
     if (always_kept(ins))
         return true;
     switch (p->kind) {
-    case SAVE_DOTS: return ins->op == OP_DOT;
+    case SAVE_DOTS: return ins->op == OP_DOT || ins->op == OP_CONVOLUTION; /* JAX's dots_saveable: dot_general and conv_general_dilated */
     case SAVE_NAMES: return named(p->names, ins->name);
     default: return false;
     }

@@ -480,6 +480,17 @@ for n in 1 2; do
         same_bits "$WORK/nopol$n" "$WORK/pol$n.$pol" "--remat $pol on $n devices"
     done
 done
+# dots keeps convolutions too, as JAX's dots_saveable (dot_general and
+# conv_general_dilated): the conv net's c1 and c2 are kept, its relu and
+# pools made again (c1 and c2 were recomputed before audit32)
+CNN="$TESSEL_SRC/tests/models/grad/convnet.hlo"
+expect_status 0 "$TESSEL" grad "$CNN" --wrt k1,k2,scale,offset -o "$WORK/cnn.hlo"
+expect_status 0 "$TESSEL" grad "$CNN" --wrt k1,k2,scale,offset --remat dots -o "$WORK/cnnd.hlo"
+got=$(remats "$WORK/cnnd.hlo")
+[ "$got" = "ap mp r zb " ] || fail "--remat dots of the conv net: recomputed '$got', expected 'ap mp r zb '"
+expect_status 0 "$TESSEL" run "$WORK/cnn.hlo" --random-inputs 7 --output-dir "$WORK/cnn.out"
+expect_status 0 "$TESSEL" run "$WORK/cnnd.hlo" --random-inputs 7 --output-dir "$WORK/cnnd.out"
+same_bits "$WORK/cnn.out" "$WORK/cnnd.out" "--remat dots of the conv net"
 expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat everything
 expect_in "$ERR" "--remat takes dots, nothing or names=A,B"
 expect_status 2 "$TESSEL" grad "$WORK/mlp1.hlo" --remat names=
