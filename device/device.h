@@ -528,6 +528,14 @@ typedef struct DevDotEpilogue {
     const uint8_t *mask;
     bool keep;
     float fill;
+    /* Then, where softmax, each row r of N becomes its softmax (the
+     * dot's group is rooted at ir_fusion_softmax's divide): m = the
+     * row's max folded from max_init, then maximum(m, clamp) (or
+     * maximum(clamp, m) with clamp_first) where clamped; e = exp(r - m);
+     * z = e's sum folded from sum_init; r = e / z. Each fold as a row
+     * group folds its row (dev_fusion_fold_f32). */
+    bool softmax, clamped, clamp_first;
+    float max_init, clamp, sum_init;
 } DevDotEpilogue;
 IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
                          bool lower, const DevDotEpilogue *epi, DevValue **out);

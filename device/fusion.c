@@ -678,6 +678,23 @@ static bool scalar_f32(const DevValue *v, float *x)
     return true;
 }
 
+/* The softmax of a dot epilogue (ir_fusion_softmax at g->dot_softmax):
+ * the reduces' inits and the clamp's scalar, from the group's leaves. */
+static IrStatus dot_softmax(const IrModule *m, const IrComputation *c, const DevFusionGroup *g, DevValue **vals,
+                            DevDotEpilogue *e)
+{
+    IrSoftmax sm;
+    if (!ir_fusion_softmax(m, c, g->dot_softmax, &sm) || sm.x != g->dot_select ||
+        !scalar_f32(vals[c->instr[sm.rmax].opnd[1]], &e->max_init) ||
+        !scalar_f32(vals[c->instr[sm.rsum].opnd[1]], &e->sum_init) ||
+        (sm.clamp >= 0 && !scalar_f32(vals[sm.clamp_scalar], &e->clamp)))
+        return IR_EINTERNAL;
+    e->softmax = true;
+    e->clamped = sm.clamp >= 0;
+    e->clamp_first = sm.clamp_first;
+    return IR_OK;
+}
+
 /* Group g's dot epilogue (ir/fusion_find.c's dot_epilogues) from its
  * leaves: the scale's scalar; the select's mask (pred [M,N]), which side
  * keeps the dot's value, and the fill, in this computation or, for a call
@@ -729,7 +746,7 @@ static IrStatus dot_epilogue(const IrModule *m, const IrComputation *c, const De
         return IR_EINTERNAL;
     e->mask = mv->data;
     e->keep = keep_slot == 1;
-    return IR_OK;
+    return g->dot_softmax >= 0 ? dot_softmax(m, c, g, vals, e) : IR_OK;
 }
 
 /* ---- column groups ----

@@ -42,6 +42,11 @@
  * that reads that (attention's masked scores, JAX's `_where` call taken
  * in whole): the group is rooted at the select or the call, and k_dot.c
  * scales and masks each block of the GEMM's rows while it is in cache.
+ * Where the masked scores' one reader is a softmax over their rows
+ * (IrFusionGroup.dot_softmax, ir_fusion_softmax), its row group joins
+ * too: the group is rooted at the softmax's divide, and each row is
+ * scaled, masked and turned into probabilities in cache, exp'ed only up
+ * to its last kept column.
  */
 #ifndef TESSEL_DEVICE_FUSION_H
 #define TESSEL_DEVICE_FUSION_H
@@ -79,5 +84,10 @@ IrStatus dev_fusion_bind_leaves(const IrModule *m, const IrComputation *c, const
  * (vals are only read: a row group never takes over a leaf's buffer). */
 IrStatus dev_fusion_run_rows(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                              const DevExecOptions *opt, IrDiag *d, DevValue **vals, DevValue **out);
+
+/* fusion_rows.c: the reduce of x[0..n) with f32 reducer op (add,
+ * multiply, maximum, minimum) from init, as a row group folds a row (the
+ * same bits); the dot epilogue's softmax (k_dot.c) folds with it. */
+float dev_fusion_fold_f32(IrOpcode op, float init, const float *x, int64_t n);
 
 #endif

@@ -238,10 +238,17 @@ DEV_VECTOR_CLONES static float extreme_f32(const float *x, int64_t n, float init
         for (; i + FAST_LANES <= n; i += FAST_LANES)
             for (int32_t j = 0; j < FAST_LANES; j++)
                 acc[j] = DEV_FMIN(acc[j], x[i + j]);
+    /* The tail into the first lanes (a chain of up to 63 compares took
+     * as long as the rest of a causal row's prefix). */
+    int64_t t = n - i;
+    if (max)
+        for (int64_t j = 0; j < t; j++)
+            acc[j] = DEV_FMAX(acc[j], x[i + j]);
+    else
+        for (int64_t j = 0; j < t; j++)
+            acc[j] = DEV_FMIN(acc[j], x[i + j]);
     for (int32_t j = 0; j < FAST_LANES; j++)
         a = max ? DEV_FMAX(a, acc[j]) : DEV_FMIN(a, acc[j]);
-    for (; i < n; i++)
-        a = max ? DEV_FMAX(a, x[i]) : DEV_FMIN(a, x[i]);
     return a;
 }
 
@@ -270,6 +277,14 @@ static void fold_row(const RowNode *n, IrType t, const uint8_t *x, int64_t R, ui
         dev_red_fold_run(n->dom, n->op, &acc, 0, buf, len);
     }
     dev_acc_store(n->dom, t, res, 0, acc);
+}
+
+float dev_fusion_fold_f32(IrOpcode op, float init, const float *x, int64_t n)
+{
+    RowNode nd = {.dom = DEV_RED_F, .op = op, .init = dev_acc_load(DEV_RED_F, IR_F32, &init, 0)};
+    float r;
+    fold_row(&nd, IR_F32, (const uint8_t *)x, n, (uint8_t *)&r);
+    return r;
 }
 
 /* Rows [row, row + nb) through every node, each node over all nb rows

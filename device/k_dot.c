@@ -44,9 +44,12 @@
  */
 #include "contract.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "float_ops.h" /* DEV_VECTOR_CLONES */
+#include "fusion.h"    /* dev_fusion_fold_f32 */
+#include "vmath.h"
 
 /* The dims of a dot, classified. Result = [batch..., lhs free..., rhs free...]. */
 typedef struct DotPlan {
@@ -255,29 +258,120 @@ static const uint8_t *at(const uint8_t *x, bool t, int64_t ld, int64_t i, int64_
     return x + (size_t)(t ? j * ld + i : i * ld + j) * esz;
 }
 
-/* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
- * element's f32 C (row stride n): the scale, then the select. The same
- * IEEE operations as the unfused divide (multiply) and select. */
-DEV_VECTOR_CLONES static void epilogue_rows(const DevDotEpilogue *e, float *c, int64_t r0, int64_t r1, int64_t n)
+/* r[i] = exp(r[i]) for i < n, as the exp kernel computes it (vmath.h:
+ * an element's result depends on its value alone). */
+static void exp_f32(float *r, int64_t n)
+{
+    if (!dev_vmath_f32(OP_EXP, r, r, n))
+        for (int64_t i = 0; i < n; i++)
+            r[i] = expf(r[i]);
+}
+
+/* The scale and the select (DevDotEpilogue) over row[0..n) (m: its mask
+ * row). The same IEEE operations as the unfused divide (multiply) and
+ * select. */
+DEV_VECTOR_CLONES static void scale_select(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n)
 {
     float s = e->scale, fill = e->fill;
+    if (e->scaled && e->divide)
+        for (int64_t j = 0; j < n; j++)
+            row[j] = row[j] / s;
+    else if (e->scaled)
+        for (int64_t j = 0; j < n; j++)
+            row[j] = row[j] * s;
+    if (m && e->keep)
+        for (int64_t j = 0; j < n; j++)
+            row[j] = m[j] ? row[j] : fill;
+    else if (m)
+        for (int64_t j = 0; j < n; j++)
+            row[j] = m[j] ? fill : row[j];
+}
+
+/* The elements a row's sum folds: n, or fewer where the elements from
+ * hi on are all +0 (ef, whose bits are 0). dev_red_fold_lanes adds them
+ * to lanes whose partial sums are never -0 (each starts at an element,
+ * and an exp is never -0) or, after the lanes, to a total that is not
+ * -0 either: x + (+0) is x, so folding a multiple of its 8 lanes (at
+ * least 16 elements) that covers [0, hi) gives the whole row's sum. */
+static int64_t sum_length(int64_t hi, int64_t n, float ef)
+{
+    uint32_t u;
+    memcpy(&u, &ef, sizeof u);
+    int64_t l = (hi + 7) / 8 * 8;
+    l = l < 16 ? 16 : l;
+    return hi < n && u == 0 && l <= n / 8 * 8 ? l : n;
+}
+
+/* 1 + the last j < n with (m[j] != 0) == keep, or 0: the end of what a
+ * mask row keeps (8 bytes at a time over the masked tail). */
+static int64_t kept_end(const uint8_t *m, int64_t n, bool keep)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    int64_t hi = n;
+    for (; hi >= 8; hi -= 8) {
+        uint64_t w;
+        memcpy(&w, m + hi - 8, sizeof w);
+        bool masked = keep ? w == 0 : ((w - ones) & ~w & highs) == 0; /* no byte kept */
+        if (!masked)
+            break;
+    }
+    while (hi > 0 && (m[hi - 1] != 0) != keep)
+        hi--;
+    return hi;
+}
+
+/* Row `row` of n (its mask row m) scaled, masked and into its softmax
+ * (DevDotEpilogue), with the row group's operations (fusion_rows.c) in
+ * its order on each element: the max, x - m, exp, the sum, e / z. Where
+ * the mask keeps nothing from column hi on, the columns [hi, n) all hold
+ * the fill: their x - m, exp and e / z are computed once (the same bits
+ * as each), their max is the fill's, so a causal row is scaled, masked
+ * and exp'ed over its kept part only. t: n floats of scratch. */
+DEV_VECTOR_CLONES static void softmax_row(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n, float *t)
+{
+    int64_t hi = m ? kept_end(m, n, e->keep) : n;
+    scale_select(e, row, m, hi);
+    float fill = e->fill, mx = dev_fusion_fold_f32(OP_MAXIMUM, e->max_init, row, hi);
+    if (hi < n) {
+        /* Neither a NaN nor a zero: the one value the row holds at its
+         * extreme, as the whole row's fold finds it; else that fold. */
+        mx = DEV_FMAX(mx, fill);
+        if (mx != mx || mx == 0) {
+            for (int64_t j = hi; j < n; j++)
+                row[j] = fill;
+            mx = dev_fusion_fold_f32(OP_MAXIMUM, e->max_init, row, n);
+        }
+    }
+    if (e->clamped)
+        mx = e->clamp_first ? DEV_FMAX(e->clamp, mx) : DEV_FMAX(mx, e->clamp);
+    for (int64_t j = 0; j < hi; j++)
+        t[j] = row[j] - mx;
+    if (hi < n)
+        t[hi] = fill - mx;
+    exp_f32(t, hi < n ? hi + 1 : n);
+    float ef = hi < n ? t[hi] : 0;
+    int64_t ns = sum_length(hi, n, ef);
+    for (int64_t j = hi + 1; j < ns; j++)
+        t[j] = ef;
+    float z = dev_fusion_fold_f32(OP_ADD, e->sum_init, t, ns);
+    for (int64_t j = 0; j < hi; j++)
+        row[j] = t[j] / z;
+    float pf = ef / z;
+    for (int64_t j = hi; j < n; j++)
+        row[j] = pf;
+}
+
+/* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
+ * element's f32 C (row stride n): the scale, then the select, then the
+ * softmax (t: its scratch row). */
+static void epilogue_rows(const DevDotEpilogue *e, float *t, float *c, int64_t r0, int64_t r1, int64_t n)
+{
     for (int64_t r = r0; r < r1; r++) {
-        float *row = c + r * n;
-        if (e->scaled && e->divide)
-            for (int64_t j = 0; j < n; j++)
-                row[j] = row[j] / s;
-        else if (e->scaled)
-            for (int64_t j = 0; j < n; j++)
-                row[j] = row[j] * s;
-        if (!e->mask)
-            continue;
-        const uint8_t *m = e->mask + r * n;
-        if (e->keep)
-            for (int64_t j = 0; j < n; j++)
-                row[j] = m[j] ? row[j] : fill;
+        const uint8_t *m = e->mask ? e->mask + r * n : NULL;
+        if (e->softmax)
+            softmax_row(e, c + r * n, m, n, t);
         else
-            for (int64_t j = 0; j < n; j++)
-                row[j] = m[j] ? fill : row[j];
+            scale_select(e, c + r * n, m, n);
     }
 }
 
@@ -286,7 +380,7 @@ DEV_VECTOR_CLONES static void epilogue_rows(const DevDotEpilogue *e, float *c, i
  * per block of TRI_TILE rows [r0, r1), the columns [0, r1) only; the rest
  * of the rows is written 0 (a defined value the mask discards). */
 static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint8_t *b, uint8_t *c,
-                       const DevDotEpilogue *epi)
+                       const DevDotEpilogue *epi, float *t)
 {
     for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
         int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, n1 = r1 < g->n ? r1 : g->n;
@@ -297,7 +391,7 @@ static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint
         for (int64_t r = r0; r < r1 && n1 < g->n; r++)
             memset(c + (size_t)(r * g->ldc + n1) * esz, 0, (size_t)(g->n - n1) * esz);
         if (epi)
-            epilogue_rows(epi, (float *)(void *)c, r0, r1, g->n);
+            epilogue_rows(epi, t, (float *)(void *)c, r0, r1, g->n);
     }
 }
 
@@ -392,11 +486,11 @@ static void gemm_tri(Tri t, const CtGemm *g, size_t esz, const uint8_t *a, const
 /* One batch element's GEMM: the causal scores' tiles (lower), a product
  * over an operand's zero triangle without it, else whole. */
 static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, uint8_t *c,
-                     const DevDotEpilogue *epi)
+                     const DevDotEpilogue *epi, float *t)
 {
     size_t esz = ct_size(g->c);
     if (lower && g->m > TRI_TILE) {
-        gemm_lower(g, esz, a, b, c, epi);
+        gemm_lower(g, esz, a, b, c, epi, t);
         return;
     }
     bool done = false;
@@ -411,7 +505,7 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
     if (!done)
         ct_gemm(g, a, b, c);
     for (int64_t r0 = 0; epi && r0 < g->m; r0 += TRI_TILE)
-        epilogue_rows(epi, (float *)(void *)c, r0, r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);
+        epilogue_rows(epi, t, (float *)(void *)c, r0, r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);
 }
 
 /* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute
@@ -419,7 +513,7 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
  * lower: the result is read only on and below its diagonal. */
 static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOperand *a,
                     const DotOperand *b, bool transposed, bool lower, const DevDotEpilogue *epi,
-                    uint8_t *c_out)
+                    float *t, uint8_t *c_out)
 {
     CtGemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = ct_use_blas(k),
               .m = p->m, .n = p->n, .k = p->k, .lda = a->ld, .ldb = b->ld, .ldc = p->n};
@@ -435,7 +529,7 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
     for (int64_t i = 0; i < p->b; i++)
         gemm_one(&g, lower, first->data + (size_t)batch_offset(&first->batch, i) * esz,
                  second->data + (size_t)batch_offset(&second->batch, i) * esz,
-                 c_out + (size_t)(i * p->m * p->n) * esz, epi);
+                 c_out + (size_t)(i * p->m * p->n) * esz, epi, t);
 }
 
 /*
@@ -502,6 +596,7 @@ static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2],
     }
     DotOperand a = {0}, b = {0};
     uint8_t *cbuf = NULL;
+    float *t = NULL;
     if ((st = dot_operand(k, c, k->opnd[0], lp, dn->lhs_batch.v, p.nb, p.lfree, p.nlf,
                           dn->lhs_contracting.v, p.nc, &a)) != IR_OK ||
         (st = dot_operand(k, c, k->opnd[1], rp, dn->rhs_batch.v, p.nb, dn->rhs_contracting.v, p.nc,
@@ -512,11 +607,12 @@ static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2],
         st = dev_kernel_error(k, IR_EINTERNAL, "dot: an epilogue on a result that is not f32 [batch, M, N]");
         goto done;
     }
-    if (!direct && !(cbuf = ct_scratch(total, ct_size(c)))) {
+    if ((!direct && !(cbuf = ct_scratch(total, ct_size(c)))) ||
+        (epi && epi->softmax && !(t = ct_scratch(p.n, sizeof *t)))) {
         st = dev_kernel_oom(k, NULL);
         goto done;
     }
-    dot_run(k, c, &p, &a, &b, tshape != NULL, lower && p.nlf == 1 && p.nrf == 1, epi, direct ? r->data : cbuf);
+    dot_run(k, c, &p, &a, &b, tshape != NULL, lower && p.nlf == 1 && p.nrf == 1, epi, t, direct ? r->data : cbuf);
     if (!direct) {
         CtView v = {.rank = 1, .dims = {total}, .stride = {1}};
         ct_unpack(c, os->type, cbuf, &v, r->data);
@@ -525,6 +621,7 @@ done:
     ts_free(a.owned);
     ts_free(b.owned);
     ts_free(cbuf);
+    ts_free(t);
     if (st != IR_OK) {
         dev_value_unref(r);
         return st;

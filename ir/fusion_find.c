@@ -638,6 +638,148 @@ done:
     ts_free(reader);
 }
 
+/* ---- softmax in the dot epilogue ----
+ *
+ * The masked scores' one pair of readers is often a softmax over their
+ * last dim (ir_fusion_softmax), a row group of its own that reads the
+ * [B,H,S,S] array the epilogue wrote back from memory. dot_softmaxes
+ * takes that row group into the epilogue's group (rooted at the divide):
+ * k_dot.c runs the softmax on each block of rows right after scaling and
+ * masking it, while it is in cache, with the row group's operations in
+ * its order (bit for bit), and computes exp only up to a row's last kept
+ * column (the rest of the row is the fill, exp'ed once). */
+
+/* Follow reshapes and order-keeping broadcasts of an outer value (rows
+ * elements) back from i, each into s's node list; the value they copy. */
+static int32_t outer_origin(const IrComputation *c, int32_t i, int64_t rows, IrSoftmax *s)
+{
+    for (;;) {
+        const IrInstr *ins = &c->instr[i];
+        if ((ins->op != OP_RESHAPE && ins->op != OP_BROADCAST) || ins->nopnd != 1 ||
+            ir_shape_elements(&ins->shape) != rows || ir_shape_elements(&c->instr[ins->opnd[0]].shape) != rows ||
+            s->nnodes >= (int32_t)(sizeof s->nodes / sizeof s->nodes[0]) - 8)
+            return i;
+        for (int32_t j = 1; ins->op == OP_BROADCAST && j < ins->a.dimensions.n; j++)
+            if (ins->a.dimensions.v[j] <= ins->a.dimensions.v[j - 1])
+                return i;
+        s->nodes[s->nnodes++] = i;
+        i = ins->opnd[0];
+    }
+}
+
+/* Is b a broadcast of an outer value over the rows of shape S (its
+ * operand's dims onto S's leading ones, in order)? Its origin then. */
+static int32_t spread_origin(const IrComputation *c, int32_t b, const IrShape *S, IrSoftmax *s)
+{
+    const IrInstr *bi = &c->instr[b];
+    int64_t rows = ir_shape_elements(S) / (S->dims[S->rank - 1] > 0 ? S->dims[S->rank - 1] : 1);
+    if (bi->op != OP_BROADCAST || bi->nopnd != 1 || !ir_shape_same_dims(&bi->shape, S) ||
+        ir_shape_elements(&c->instr[bi->opnd[0]].shape) != rows || S->dims[S->rank - 1] < 1)
+        return -1;
+    for (int32_t j = 0; j < bi->a.dimensions.n; j++)
+        if (bi->a.dimensions.v[j] >= S->rank - 1 || (j > 0 && bi->a.dimensions.v[j] <= bi->a.dimensions.v[j - 1]))
+            return -1;
+    s->nodes[s->nnodes++] = b;
+    return outer_origin(c, bi->opnd[0], rows, s);
+}
+
+/* Is r an f32 reduce of x over the last dim of S with reducer op? */
+static bool row_reduce(const IrModule *m, const IrComputation *c, int32_t r, int32_t x, const IrShape *S, IrOpcode op)
+{
+    const IrInstr *ri = &c->instr[r];
+    return ri->op == OP_REDUCE && ri->nopnd == 2 && ri->opnd[0] == x && ri->ncalled == 1 &&
+           ri->shape.type == IR_F32 && ri->a.dimensions.n == 1 && ri->a.dimensions.v[0] == S->rank - 1 &&
+           c->instr[ri->opnd[1]].shape.rank == 0 && c->instr[ri->opnd[1]].shape.type == IR_F32 &&
+           ir_simple_reducer(m, ri->called[0]) == op;
+}
+
+bool ir_fusion_softmax(const IrModule *m, const IrComputation *c, int32_t div, IrSoftmax *s)
+{
+    *s = (IrSoftmax){.div = div, .clamp = -1, .clamp_scalar = -1};
+    const IrInstr *d = &c->instr[div];
+    const IrShape *S = &d->shape;
+    if (d->op != OP_DIVIDE || d->nopnd != 2 || S->type != IR_F32 || S->rank < 1)
+        return false;
+    s->exp = d->opnd[0];
+    const IrInstr *e = &c->instr[s->exp];
+    if (e->op != OP_EXP || e->nopnd != 1 || !ir_shape_equal(&e->shape, S))
+        return false;
+    s->sub = e->opnd[0];
+    const IrInstr *u = &c->instr[s->sub];
+    if (u->op != OP_SUBTRACT || u->nopnd != 2 || !ir_shape_equal(&u->shape, S) ||
+        !ir_shape_equal(&c->instr[u->opnd[0]].shape, S))
+        return false;
+    s->x = u->opnd[0];
+    s->nodes[s->nnodes++] = div;
+    s->nodes[s->nnodes++] = s->exp;
+    s->nodes[s->nnodes++] = s->sub;
+    int32_t mo = spread_origin(c, u->opnd[1], S, s), zo = mo < 0 ? -1 : spread_origin(c, d->opnd[1], S, s);
+    if (zo < 0 || !row_reduce(m, c, zo, s->exp, S, OP_ADD))
+        return false;
+    s->rsum = zo;
+    s->nodes[s->nnodes++] = zo;
+    const IrInstr *mi = &c->instr[mo];
+    if (mi->op == OP_MAXIMUM && mi->nopnd == 2 && mi->shape.type == IR_F32) {
+        for (int32_t j = 0; j < 2 && s->clamp < 0; j++) {
+            const IrInstr *b = &c->instr[mi->opnd[j]];
+            if (b->op == OP_BROADCAST && b->nopnd == 1 && b->a.dimensions.n == 0 &&
+                c->instr[b->opnd[0]].shape.rank == 0 && c->instr[b->opnd[0]].shape.type == IR_F32) {
+                s->clamp = mo;
+                s->clamp_first = j == 0;
+                s->clamp_scalar = b->opnd[0];
+                s->nodes[s->nnodes++] = mo;
+                s->nodes[s->nnodes++] = mi->opnd[j];
+                mo = outer_origin(c, mi->opnd[1 - j], ir_shape_elements(&mi->shape), s);
+            }
+        }
+    }
+    if (!row_reduce(m, c, mo, s->x, S, OP_MAXIMUM))
+        return false;
+    s->rmax = mo;
+    s->nodes[s->nnodes++] = mo;
+    return true;
+}
+
+/* Each epilogue group (root s = eselect[s]) whose value's only readers
+ * are a softmax's reduce and subtract, in the softmax's own group (no
+ * other member, no extra output), becomes one group rooted at the
+ * softmax's divide. */
+static void dot_softmaxes(const Find *f, const int32_t *order, int32_t norder, const bool *extra, int32_t *gid,
+                          int32_t *size, int32_t *escale, int32_t *eselect, int32_t *esoftmax)
+{
+    const IrComputation *c = f->c;
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t div = order[k];
+        IrSoftmax sm;
+        if (gid[div] != div || c->instr[div].op != OP_DIVIDE || !ir_fusion_softmax(f->m, c, div, &sm) ||
+            gid[sm.x] != sm.x || eselect[sm.x] != sm.x || sm.x == c->root ||
+            size[sm.x] + size[div] > IR_FUSION_MAX_NODES)
+            continue;
+        bool ok = true;
+        for (int32_t j = 0; j < sm.nnodes && ok; j++)
+            ok = (gid[sm.nodes[j]] == div || gid[sm.nodes[j]] == SHARED) && !extra[sm.nodes[j]];
+        int32_t readers = 0;
+        for (int32_t j = 0; j < norder && ok; j++) {
+            const IrInstr *ins = &c->instr[order[j]];
+            for (int32_t o = 0; o < ins->nopnd; o++)
+                readers += ins->opnd[o] == sm.x;
+        }
+        int32_t root = div;
+        if (!ok || readers != 2 || !groups_only(c, gid, &root, 1, sm.nodes, sm.nnodes))
+            continue;
+        for (int32_t i = 0; i < c->ninstr; i++)
+            if (gid[i] == sm.x)
+                gid[i] = div;
+        size[div] += size[sm.x];
+        f->space[div] = div;
+        f->nouter[div] = -1;
+        escale[div] = escale[sm.x];
+        eselect[div] = eselect[sm.x];
+        esoftmax[div] = div;
+        escale[sm.x] = eselect[sm.x] = -1;
+    }
+}
+
 void ir_fusion_free(IrFusion *f)
 {
     for (int32_t g = 0; g < f->ngroups; g++) {
@@ -910,10 +1052,12 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
     bool *ctrl_succ = ts_calloc((size_t)n, sizeof *ctrl_succ);
     bool *extra = ts_calloc((size_t)n, sizeof *extra);
     int32_t *escale = ts_malloc((size_t)n * sizeof *escale), *eselect = ts_malloc((size_t)n * sizeof *eselect);
+    int32_t *esoftmax = ts_malloc((size_t)n * sizeof *esoftmax);
     Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
               opt->small, ir_causal_new(m), ts_calloc((size_t)n, sizeof(bool))};
     IrStatus st = IR_ENOMEM;
-    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !f.space || !f.nouter || !f.causal || !f.column)
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !esoftmax || !f.space || !f.nouter ||
+        !f.causal || !f.column)
         goto done;
     for (int32_t i = 0; i < n; i++) {
         gid[i] = -1;
@@ -983,8 +1127,9 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         goto done;
     lower_dots(&f, order, norder, gid, size, &nroots);
     for (int32_t i = 0; i < n; i++)
-        escale[i] = eselect[i] = -1;
+        escale[i] = eselect[i] = esoftmax[i] = -1;
     dot_epilogues(&f, order, norder, gid, size, escale, eselect);
+    dot_softmaxes(&f, order, norder, extra, gid, size, escale, eselect, esoftmax);
     nroots = 0;
     for (int32_t i = 0; i < n; i++)
         nroots += gid[i] == i;
@@ -1030,6 +1175,7 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         g->dot_scale = escale[g->root];
         g->dot_select = eselect[g->root];
         g->columns = f.column[g->root];
+        g->dot_softmax = esoftmax[g->root];
     }
     st = IR_OK;
 done:
@@ -1040,6 +1186,7 @@ done:
     ts_free(extra);
     ts_free(escale);
     ts_free(eselect);
+    ts_free(esoftmax);
     ts_free(f.space);
     ts_free(f.nouter);
     ir_causal_free(f.causal);

@@ -1327,6 +1327,9 @@ typedef struct IrFusionGroup {
     bool columns;        /* a column group: the root is a reduce over major
                           * dims (ir_fusion_column_reduce) of the elementwise
                           * tree below it, whose values never exist whole */
+    int32_t dot_softmax; /* the divide of a softmax over the last dim of the
+                          * dot_select's value (ir_fusion_softmax): then the
+                          * root, and dot_select an interior node; or -1 */
 } IrFusionGroup;
 
 typedef struct IrFusion {
@@ -1374,6 +1377,22 @@ bool ir_fusion_column_reduce(const IrModule *m, const IrComputation *c, const Ir
  * broadcast scalar parameter under a broadcast pred [M,N] parameter (JAX's
  * `_where`), as a dot epilogue takes it in? */
 bool ir_fusion_epilogue_call(const IrModule *m, const IrInstr *call, int32_t operand);
+/* A softmax over the last dim of x, as JAX writes it: p = e / spread(z),
+ * z = reduce(e, add), e = exp(x - spread(m)), m = reduce(x, maximum),
+ * optionally maximum'ed with a broadcast scalar (in either operand
+ * order); each spread a broadcast of the outer value over the rows, after
+ * reshapes and broadcasts that keep its elements in order. All f32. */
+typedef struct IrSoftmax {
+    int32_t x, sub, exp, div;  /* the value, x - m, e, the divide (p) */
+    int32_t rmax, rsum;        /* the reduces (their inits: operand 1) */
+    int32_t clamp;             /* maximum(m, broadcast scalar), or -1 */
+    bool clamp_first;          /* the scalar is the maximum's operand 0 */
+    int32_t clamp_scalar;      /* the rank-0 value the clamp broadcasts */
+    int32_t nnodes;
+    int32_t nodes[24];         /* every instruction of it but x (and the inits) */
+} IrSoftmax;
+/* Is instruction div of c (of m) the divide of such a softmax? */
+bool ir_fusion_softmax(const IrModule *m, const IrComputation *c, int32_t div, IrSoftmax *s);
 
 /* causal.c: is dot instruction `dot` of c (one free dim each side) read
  * only where its result's last index is at most the one before, every

@@ -347,9 +347,10 @@ static char *swap_line(const char *text, const char *from, const char *to, int s
 
 /* The attention of txt over S s: the scores' group is a dot epilogue
  * (root sm, the select or the call; scale `sc` where scaled) when fuses,
- * and not otherwise; either way the fused run is the unfused one bit for
- * bit. nargs 4: a pred [S,S] mask parameter (alternating rows of true). */
-static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool scaled)
+ * and not otherwise; with soft, the softmax `p` of sm joins it (the
+ * root). Either way the fused run is the unfused one bit for bit. nargs
+ * 4: a pred [S,S] mask parameter (alternating rows of true). */
+static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool soft, bool scaled)
 {
     IrModule *m = parse_ok(txt);
     int32_t dot = instr_named(m, "s");
@@ -357,8 +358,9 @@ static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool sc
     int32_t g = f.group_of ? f.group_of[dot] : -1;
     if (fuses) {
         assert_true(g >= 0);
-        assert_int_equal(f.groups[g].root, instr_named(m, "sm"));
+        assert_int_equal(f.groups[g].root, instr_named(m, soft ? "p" : "sm"));
         assert_int_equal(f.groups[g].dot_select, instr_named(m, "sm"));
+        assert_int_equal(f.groups[g].dot_softmax, soft ? instr_named(m, "p") : -1);
         assert_int_equal(f.groups[g].dot_scale, scaled ? instr_named(m, "sc") : -1);
         assert_int_equal(f.groups[g].nodes[f.groups[g].dot], dot);
     } else {
@@ -427,40 +429,213 @@ static void dot_epilogues(void **state)
     int lens[] = {6, 130};
     for (size_t t = 0; t < 2; t++) {
         int s = lens[t];
-        epilogue_case(attention(s, CAUSAL_GE, true), s, 3, true, true);
-        epilogue_case(returned(attention(s, CAUSAL_GE, false), s), s, 3, true, true);
+        epilogue_case(attention(s, CAUSAL_GE, true), s, 3, true, true, true);
+        epilogue_case(returned(attention(s, CAUSAL_GE, false), s), s, 3, true, false, true);
         epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  two = f32[] constant(2)\n  twob = f32[2,3,@,@] broadcast(two), dimensions={}\n" SCALE_LINE,
                                 "  two = f32[] constant(0.3)\n  twob = f32[2,3,@,@] broadcast(two), dimensions={}\n"
                                 "  sc = f32[2,3,@,@] multiply(twob, s)\n", s),
-                      s, 3, true, true);
+                      s, 3, true, false, true);
         epilogue_case(swap_line(attention(s, CAUSAL_GE, true), SCALE_LINE, "  sc = f32[2,3,@,@] multiply(s, twob)\n", s),
-                      s, 3, true, true);
+                      s, 3, true, true, true);
         epilogue_case(swap_line(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE, "", s), SELECT_LINE,
                                 "  sm = f32[2,3,@,@] select(mb, s, cb)\n", s),
-                      s, 3, true, false);
+                      s, 3, true, false, false);
         epilogue_case(swap_line(returned(attention(s, "  ge = pred[@,@] compare(i0, i1), direction=LT\n", false), s), SELECT_LINE,
                                 "  sm = f32[2,3,@,@] select(mb, cb, sc)\n", s),
-                      s, 3, true, true);
-        epilogue_case(attention(s, "  ge = pred[@,@] parameter(3)\n", true), s, 4, true, true);
+                      s, 3, true, false, true);
+        epilogue_case(attention(s, "  ge = pred[@,@] parameter(3)\n", true), s, 4, true, true, true);
         /* Not taken in. */
         epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE,
                                 "  row = f32[@] iota(), iota_dimension=0\n  rowb = f32[2,3,@,@] broadcast(row), dimensions={3}\n"
                                 "  sc = f32[2,3,@,@] divide(s, rowb)\n", s),
-                      s, 3, false, false);
+                      s, 3, false, false, false);
         epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE, "  sc = f32[2,3,@,@] divide(twob, s)\n", s),
-                      s, 3, false, false);
+                      s, 3, false, false, false);
         epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  mb = pred[2,3,@,@] broadcast(ge), dimensions={2,3}\n",
                                 "  mt = pred[@,@] transpose(ge), dimensions={1,0}\n"
                                 "  mb = pred[2,3,@,@] broadcast(mt), dimensions={2,3}\n", s),
-                      s, 3, true, true); /* a transposed mask is still a pred [S,S] */
+                      s, 3, true, false, true); /* a transposed mask is still a pred [S,S] */
         epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  mb = pred[2,3,@,@] broadcast(ge), dimensions={2,3}\n",
                                 "  g3 = pred[3,@,@] broadcast(ge), dimensions={1,2}\n"
                                 "  mb = pred[2,3,@,@] broadcast(g3), dimensions={1,2,3}\n", s),
-                      s, 3, false, false);
+                      s, 3, false, false, false);
         epilogue_case(swap_line(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  ROOT t = ",
                                           "  twice = f32[2,3,@,@] add(sc, sc)\n  ROOT t = ", s),
                                 "f32[2,3,@,@]) tuple(o, sm)", "f32[2,3,@,@], f32[2,3,@,@]) tuple(o, sm, twice)", s),
-                      s, 3, false, false);
+                      s, 3, false, false, false);
+    }
+}
+
+/* text with '@' replaced by s and '#' by h (into a static buffer). */
+static char *subst2(const char *text, int s, int h)
+{
+    static char buf[4][4096];
+    static int turn;
+    char *out = buf[turn++ % 4], ns[16], nh[16];
+    int ls = snprintf(ns, sizeof ns, "%d", s), lh = snprintf(nh, sizeof nh, "%d", h);
+    size_t o = 0;
+    for (const char *p = text; *p && o + 16 < sizeof buf[0]; p++) {
+        if (*p == '@' || *p == '#') {
+            memcpy(out + o, *p == '@' ? ns : nh, (size_t)(*p == '@' ? ls : lh));
+            o += (size_t)(*p == '@' ? ls : lh);
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+enum {
+    SM_CLAMP_FIRST = 1, /* maximum(-inf, m) rather than maximum(m, -inf) */
+    SM_MASK_PARAM = 2,  /* the mask a parameter (3) rather than causal */
+    SM_FILL_HALF = 4,   /* the fill 0.5: its exp is no zero */
+    SM_EXP_OUT = 8,     /* exp returned too: the softmax stays a row group */
+};
+
+/* Block-infer's attention as JAX lowers it, 2 x h heads of 4 over s
+ * positions: the scores / 8 masked in `_where`, the softmax with its
+ * max clamped at -inf and its outer values reshaped to [2,h,s,1] and
+ * back, then P v. */
+static char *jax_attention(int s, int h, int flags)
+{
+    static char buf[8192];
+    const char *mask = flags & SM_MASK_PARAM ? "  ge = pred[@,@] parameter(3)\n"
+                                             : "  i0 = s32[@,@] iota(), iota_dimension=0\n"
+                                               "  i1 = s32[@,@] iota(), iota_dimension=1\n"
+                                               "  ge = pred[@,@] compare(i0, i1), direction=GE\n";
+    char head[4096], tail[4096];
+    snprintf(head, sizeof head, "%s",
+             subst2("HloModule attn\n"
+                    "_where {\n"
+                    "  p0 = pred[@,@] parameter(0)\n"
+                    "  b0 = pred[2,#,@,@] broadcast(p0), dimensions={2,3}\n"
+                    "  p1 = f32[2,#,@,@] parameter(1)\n"
+                    "  p2 = f32[] parameter(2)\n"
+                    "  b2 = f32[2,#,@,@] broadcast(p2), dimensions={}\n"
+                    "  ROOT r = f32[2,#,@,@] select(b0, p1, b2)\n"
+                    "}\n"
+                    "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, b)\n}\n"
+                    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n"
+                    "ENTRY main {\n"
+                    "  q = f32[2,#,@,4] parameter(0)\n"
+                    "  k = f32[2,#,@,4] parameter(1)\n"
+                    "  v = f32[2,#,@,4] parameter(2)\n",
+                    s, h));
+    snprintf(tail, sizeof tail, "%s%s%s%s",
+             subst2("  s = f32[2,#,@,@] dot(q, k), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n"
+                    "  eight = f32[] constant(8)\n"
+                    "  eightb = f32[2,#,@,@] broadcast(eight), dimensions={}\n"
+                    "  sc = f32[2,#,@,@] divide(s, eightb)\n",
+                    s, h),
+             flags & SM_FILL_HALF ? "  c = f32[] constant(0.5)\n" : "  c = f32[] constant(-1e+09)\n",
+             subst2("  sm = f32[2,#,@,@] call(ge, sc, c), to_apply=_where\n"
+                    "  ninf = f32[] constant(-inf)\n"
+                    "  mx = f32[2,#,@] reduce(sm, ninf), dimensions={3}, to_apply=max\n"
+                    "  ninf2 = f32[] constant(-inf)\n"
+                    "  ninfb = f32[2,#,@] broadcast(ninf2), dimensions={}\n",
+                    s, h),
+             subst2(flags & SM_CLAMP_FIRST ? "  mc = f32[2,#,@] maximum(ninfb, mx)\n" : "  mc = f32[2,#,@] maximum(mx, ninfb)\n",
+                    s, h));
+    snprintf(buf, sizeof buf, "%s%s%s%s", head, subst(mask, s), tail,
+             subst2("  m1 = f32[2,#,@,1] reshape(mc)\n"
+                    "  m2 = f32[2,#,@,1] broadcast(m1), dimensions={0,1,2,3}\n"
+                    "  m3 = f32[2,#,@] reshape(m2)\n"
+                    "  mb = f32[2,#,@,@] broadcast(m3), dimensions={0,1,2}\n"
+                    "  d = f32[2,#,@,@] subtract(sm, mb)\n"
+                    "  e = f32[2,#,@,@] exponential(d)\n"
+                    "  zero = f32[] constant(0)\n"
+                    "  z = f32[2,#,@] reduce(e, zero), dimensions={3}, to_apply=add\n"
+                    "  z1 = f32[2,#,@,1] reshape(z)\n"
+                    "  z2 = f32[2,#,@,1] broadcast(z1), dimensions={0,1,2,3}\n"
+                    "  z3 = f32[2,#,@] reshape(z2)\n"
+                    "  zb = f32[2,#,@,@] broadcast(z3), dimensions={0,1,2}\n"
+                    "  p = f32[2,#,@,@] divide(e, zb)\n"
+                    "  o = f32[2,#,@,4] dot(p, v), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}\n",
+                    s, h));
+    size_t at = strlen(buf);
+    snprintf(buf + at, sizeof buf - at, "%s",
+             subst2(flags & SM_EXP_OUT ? "  ROOT t = (f32[2,#,@,4], f32[2,#,@,@]) tuple(o, e)\n}\n"
+                                       : "  ROOT t = (f32[2,#,@,4], f32[2,#,@,@]) tuple(o, p)\n}\n",
+                    s, h));
+    return buf;
+}
+
+/* jax_attention(s, h, flags) on inputs from seed (mask: row i keeps
+ * column j when (i + j / 3) % 3 != 0, and row 1 nothing; with poison a
+ * NaN in q's row 2 of batch 1): the softmax joins the scores' epilogue
+ * (unless SM_EXP_OUT), and the outputs (o and P, or e) are the unfused
+ * run's bit for bit. At s 1 the softmax is no row group (its rows of one
+ * element fuse as elementwise groups): not taken in either. */
+static void softmax_case(int s, int h, int flags, uint32_t seed, bool poison)
+{
+    IrModule *m = parse_ok(jax_attention(s, h, flags));
+    int32_t dot = instr_named(m, "s"), p = instr_named(m, "p");
+    DevFusion f = find(m, 1);
+    int32_t g = f.group_of ? f.group_of[dot] : -1;
+    assert_true(g >= 0);
+    bool fuses = !(flags & SM_EXP_OUT) && s > 1; /* rows of 1: no row group */
+    assert_int_equal(f.groups[g].root, fuses ? p : instr_named(m, "sm"));
+    assert_int_equal(f.groups[g].dot_softmax, fuses ? p : -1);
+    assert_int_equal(f.groups[g].dot_select, instr_named(m, "sm"));
+    ir_fusion_free(&f);
+    int64_t dims[] = {2, h, s, 4}, n = 2 * (int64_t)h * s * 4, mdims[] = {s, s};
+    float *x[3];
+    uint8_t *mask = malloc((size_t)s * s);
+    DevValue *args[4];
+    for (int a = 0; a < 3; a++) {
+        x[a] = malloc((size_t)n * sizeof(float));
+        fill(x[a], n, seed + (uint32_t)a);
+        if (poison && a == 0 && s > 2)
+            x[a][((int64_t)h * s + 2) * 4 + 1] = NAN;
+        args[a] = val(IR_F32, 4, dims, x[a]);
+    }
+    for (int i = 0; i < s; i++)
+        for (int j = 0; j < s; j++)
+            mask[i * s + j] = (uint8_t)(i != 1 && (i + j / 3) % 3 != 0);
+    args[3] = val(IR_PRED, 2, mdims, mask);
+    int nargs = flags & SM_MASK_PARAM ? 4 : 3;
+    DevExecOptions on = {.fuse_small = true}, off = {.no_fusion = true};
+    DevValue *fused = NULL, *plain = NULL;
+    IrDiag d = {0};
+    assert_int_equal(dev_execute(m, m->entry, nargs, args, &on, &fused, &d), IR_OK);
+    assert_int_equal(dev_execute(m, m->entry, nargs, args, &off, &plain, &d), IR_OK);
+    assert_int_equal(fused->nelems, 2);
+    for (int32_t e = 0; e < 2; e++) {
+        assert_int_equal(fused->elems[e]->nbytes, plain->elems[e]->nbytes);
+        assert_memory_equal(fused->elems[e]->data, plain->elems[e]->data, (size_t)plain->elems[e]->nbytes);
+    }
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < 4; a++)
+        dev_value_unref(args[a]);
+    for (int a = 0; a < 3; a++)
+        free(x[a]);
+    free(mask);
+    ir_module_free(m);
+}
+
+/* The softmax in the dot epilogue (ir_fusion_softmax, k_dot.c): JAX's
+ * form, its clamp either way round, 1 and 3 heads, sequences of 1 to 130
+ * (one block, a partial block, tiled causal rows), a mask parameter with
+ * an empty row and kept columns after masked ones, a fill whose exp is no
+ * zero (the whole row summed), a NaN in the scores (the max's fallback),
+ * and the exp read elsewhere (not taken in): each the unfused run's bit
+ * for bit. */
+static void dot_softmaxes(void **state)
+{
+    (void)state;
+    int lens[] = {1, 6, 77, 130};
+    for (size_t t = 0; t < 4; t++) {
+        int s = lens[t];
+        softmax_case(s, 3, 0, 11, false);
+        softmax_case(s, 1, SM_CLAMP_FIRST, 12, false);
+        softmax_case(s, 1, SM_MASK_PARAM, 13, false);
+        softmax_case(s, 3, SM_MASK_PARAM | SM_FILL_HALF, 14, false);
+        softmax_case(s, 1, SM_FILL_HALF, 15, false);
+        softmax_case(s, 3, 0, 16, true);
+        softmax_case(s, 1, SM_MASK_PARAM, 17, true);
+        softmax_case(s, 1, SM_EXP_OUT, 18, false);
     }
 }
 
@@ -473,6 +648,7 @@ int main(void)
         cmocka_unit_test(skipped_tiles_change_nothing),
         cmocka_unit_test(zero_triangles),
         cmocka_unit_test(dot_epilogues),
+        cmocka_unit_test(dot_softmaxes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
