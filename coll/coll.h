@@ -40,6 +40,8 @@
  *                     all-reduce (built-in and any reducer), reduce-scatter,
  *                     point to point, gathers of any size
  *   mpi_pipeline.c    large buffers point to point in chunks
+ *   mpi_shm.c         the all-reduce through shared memory where every rank
+ *                     is on one host
  *   mpi_heartbeat.c   the heartbeat, check-ins, the polling wait of every
  *                     collective (watching calls stuck in MPI), a watchdog
  *   mpi_layer.c       every MPI call through one door, with failure injection
@@ -632,7 +634,7 @@ void coll_loopback_free(CollLoopback *lb);
 
 /* ------------------------------------------------------------------ */
 /* The MPI transport: mpi_world.c, mpi_transport.c, mpi_pipeline.c,    */
-/* mpi_heartbeat.c, mpi_layer.c (mpi_internal.h, mpi_layer.h)          */
+/* mpi_shm.c, mpi_heartbeat.c, mpi_layer.c (mpi_internal.h, mpi_layer.h) */
 /* ------------------------------------------------------------------ */
 
 /* One MPI rank a host: tessel's communicator (a duplicate of the world's

@@ -423,6 +423,16 @@ void cmpi_backoff(CmpiBackoff *b)
     nanosleep(&ts, NULL);
 }
 
+void cmpi_idle(CollMpi *t, CmpiBackoff *b)
+{
+    if (t->hb.on && b->spins % 16 == 15) {
+        pthread_mutex_lock(&t->hb.mu);
+        cmpi_hb_drain(t);
+        pthread_mutex_unlock(&t->hb.mu);
+    }
+    cmpi_backoff(b);
+}
+
 /* Wait for `req` and for every peer's check-in at this collective (the
  * heartbeat's; without one just the request). Returns the MPI result. */
 int cmpi_finish(CollMpi *t, MPI_Request *req)

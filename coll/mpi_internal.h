@@ -13,6 +13,8 @@
  *                    point, gathers of any size, group communicators
  *   mpi_pipeline.c   large buffers point to point in chunks (all-reduce,
  *                    reduce-scatter, all-gather, all-to-all)
+ *   mpi_shm.c        the all-reduce through shared memory where every rank
+ *                    is on one host
  *   mpi_layer.c      every MPI call, with failure injection (mpi_layer.h)
  */
 #ifndef TESSEL_MPI_INTERNAL_H
@@ -106,6 +108,15 @@ struct CollMpi {
     /* Message shapes from the run's tuning, rank 0's (coll_mpi_tune). */
     size_t piece, pipe_min, chunk_combine, chunk_plain;
     size_t nslots;           /* their bytes */
+    /* The shared-memory all-reduce (mpi_shm.c): the segment, its size and
+     * each rank's region's, the calls through it; shm_state 0 not yet
+     * looked at, 1 every rank on one host, -1 not usable (for good);
+     * shm_allowed: message shapes at their defaults (cmpi_set_shapes). */
+    uint8_t *shm;
+    size_t shm_bytes, shm_region;
+    int64_t shm_seq;
+    int8_t shm_state;
+    bool shm_allowed;
 };
 
 /* The CollTransport of an CollMpi (defined at the end). */
@@ -146,6 +157,9 @@ typedef struct CmpiBackoff {
     double since;            /* when this wait began (its first turn) */
 } CmpiBackoff;
 void cmpi_backoff(CmpiBackoff *b);
+/* A waiting turn without progress: the heartbeat's messages read every
+ * 16 turns, then cmpi_backoff. */
+void cmpi_idle(CollMpi *t, CmpiBackoff *b);
 /* Wait for req and for every peer's check-in at this collective. */
 int cmpi_finish(CollMpi *t, MPI_Request *req);
 /* A deadline on one blocking call (MPI_Finalize). */
@@ -193,5 +207,16 @@ IrStatus cmpi_allgather_into(CollTransport *base, const int32_t *color, CollXfer
                             size_t bytes, void *recv, bool stream, IrDiag *d);
 IrStatus cmpi_alltoall_in(CollTransport *base, const int32_t *color, CollXferKind kind, int64_t what,
                          const void *send, void *recv, size_t bytes, bool stream, IrDiag *d);
+
+/* ---- mpi_shm.c ---- */
+/* The shared-memory all-reduce takes `bytes` (made ready now, collectively,
+ * where needed: every rank calls it at the same all-reduce). MPI failures
+ * in *rc. */
+bool cmpi_shm_usable(CollMpi *t, size_t bytes, int *rc);
+/* The all-reduce of the world's ranks through the segment; list: k
+ * pointers of scratch. */
+void cmpi_shm_allreduce(CollMpi *t, const void *const *src, int32_t nsrc, void *dst, int64_t count, IrType ty,
+                        IrOpcode op, const void **list);
+void cmpi_shm_release(CollMpi *t);
 
 #endif /* TESSEL_MPI_INTERNAL_H */

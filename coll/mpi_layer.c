@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -267,6 +268,39 @@ int tmpi_query_thread(int *provided)
 {
     INJECT("MPI_Query_thread");
     LOCKED(MPI_Query_thread(provided));
+}
+
+/* MPI_T: the string value of control variable `name`. Not counted, never
+ * injected: what it answers only picks a path (mpi_shm.c). */
+static int cvar_string(const char *name, char *out, int len)
+{
+    int provided = 0, idx = -1, count = 0;
+    int rc = MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = MPI_T_cvar_get_index(name, &idx);
+    MPI_T_cvar_handle h = MPI_T_CVAR_HANDLE_NULL;
+    if (rc == MPI_SUCCESS)
+        rc = MPI_T_cvar_handle_alloc(idx, NULL, &h, &count);
+    if (rc == MPI_SUCCESS) {
+        char *buf = calloc((size_t)(count > 0 ? count : 1) + 1, 1);
+        rc = buf ? MPI_T_cvar_read(h, buf) : MPI_ERR_NO_MEM;
+        if (rc == MPI_SUCCESS)
+            snprintf(out, (size_t)len, "%s", buf);
+        free(buf);
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return rc;
+}
+
+int tmpi_cvar_string(const char *name, char *out, int len)
+{
+    out[0] = 0;
+    lock_mu();
+    int rc = cvar_string(name, out, len);
+    pthread_mutex_unlock(&mpi_mu);
+    return rc;
 }
 
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out)

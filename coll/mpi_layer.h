@@ -106,6 +106,9 @@ int tmpi_comm_free(MPI_Comm *comm);
  * peer that is elsewhere. */
 int tmpi_comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out);
 int tmpi_query_thread(int *provided);
+/* The string value of MPI's control variable `name` (MPI_T; Open MPI's MCA
+ * parameters, "btl"), "" where it has none; not counted, never injected. */
+int tmpi_cvar_string(const char *name, char *out, int len);
 int tmpi_type_contiguous(int count, MPI_Datatype old, MPI_Datatype *out);
 int tmpi_type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *out);
 int tmpi_type_commit(MPI_Datatype *t);

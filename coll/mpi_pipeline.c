@@ -227,18 +227,6 @@ static int pl_arrived(Pl *p, int64_t c, bool *all)
     return MPI_SUCCESS;
 }
 
-/* A turn without progress: the heartbeat's messages read every 16,
- * then cmpi_backoff()'s spin, yield and sleep. */
-static void pl_idle(CollMpi *t, CmpiBackoff *b)
-{
-    if (t->hb.on && b->spins % 16 == 15) {
-        pthread_mutex_lock(&t->hb.mu);
-        cmpi_hb_drain(t);
-        pthread_mutex_unlock(&t->hb.mu);
-    }
-    cmpi_backoff(b);
-}
-
 static void pl_free(Pl *p)
 {
     for (int j = 0; p->peer && j < p->k - 1; j++) {
@@ -403,7 +391,7 @@ static IrStatus pipeline(Pl *p, IrDiag *d)
         if (moved)
             idle.spins = 0;
         else
-            pl_idle(t, &idle);
+            cmpi_idle(t, &idle);
     }
     if (rc != MPI_SUCCESS) {
         /* Requests may still be posted (into the slots, which the
@@ -450,6 +438,22 @@ IrStatus cmpi_allreduce_into(CollTransport *base, const int32_t *color, CollXfer
         coll_combine(op, ty, &dst, 1, 0, src, nsrc, 0, count, false);
     if (!cmpi_begin_collective(t, CK_ALLREDUCE, what, cmpi_checkin_detail(op, ty)))
         return IR_OK;
+    /* Every rank on this host, a group of them all: shared memory
+     * (mpi_shm.c), not MPI's messages. */
+    int shm_rc = MPI_SUCCESS;
+    if (pipe && k == t->size && cmpi_shm_usable(t, bytes, &shm_rc)) {
+        const void **list = ts_malloc((size_t)k * sizeof *list);
+        if (!list)
+            return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+        cmpi_shm_allreduce(t, src, nsrc, dst, count, ty, op, list);
+        ts_free(list);
+        /* Every peer's check-in at this collective, as the pipeline waits for. */
+        MPI_Request none = MPI_REQUEST_NULL;
+        cmpi_finish(t, &none);
+        pipe = false;
+        comm = MPI_COMM_NULL;
+    }
+    MPI_TRY(d, t, "MPI_Allgather", shm_rc);
     if (pipe) {
         int64_t chunk = (int64_t)(pipe_chunk(true) / es);
         Pl p = {.t = t, .comm = comm, .mode = PL_ALLREDUCE, .q = q, .k = k, .op = op, .ty = ty, .es = es,

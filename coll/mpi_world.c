@@ -67,6 +67,9 @@ void cmpi_set_shapes(CollMpi *t, const CollTuning *c)
     t->pipe_min = coll_pipeline_bytes(c);
     t->chunk_combine = coll_chunk_bytes(c, true);
     t->chunk_plain = coll_chunk_bytes(c, false);
+    /* A run that shapes MPI's messages asks for them: no shared memory
+     * (mpi_shm.c). */
+    t->shm_allowed = !c || (c->piece_bytes == 0 && c->chunk_bytes == 0 && c->pipeline_bytes == 0);
 }
 
 /* tessel's own communicator on the caller's group (a duplicate, so that
@@ -194,6 +197,7 @@ IrStatus coll_mpi_release(CollMpi *t, IrDiag *d)
     ir_big_free(t->slots);
     t->slots = NULL;
     t->nslots = 0;
+    cmpi_shm_release(t);
     for (int k = 0; k < 4; k++)
         free_op(t, &t->user[0][k], &st, d);
     free_op(t, &t->fmax, &st, d);
