@@ -14,7 +14,9 @@
 #     bit-equal files, each device's result checked against XLA's
 #     semantics in NumPy.
 #  2. The same at the default sizes, with arrays large enough for the
-#     pipeline (>= 256 KiB), at -np 2 and 8.
+#     pipeline (>= 256 KiB), at -np 2 and 8 (the all-reduces of all the
+#     ranks through shared memory, coll/mpi_shm.c), and at -np 2 with the
+#     chunk size set (MPI's pipeline).
 #  3. --stats: a reduce-scatter and an all-to-all over 8 hosts send and
 #     receive 7/8 of a host's operand; an all-gather its block to each of
 #     7 peers.
@@ -170,6 +172,12 @@ for np in 2 8; do
     same "$WORK/big_alone" "$WORK/big_$np" "under mpirun -np $np"
     cp "$ERR" "$WORK/stats$np"
 done
+# -np 2 above: the all-reduces of both ranks went through shared memory
+# (coll/mpi_shm.c); a chunk size set (the default's) keeps them in MPI's
+# pipeline: the same bits.
+expect_status 0 mpi -np 2 -x TESSEL_MPI_CHUNK_BYTES=524288 "$TESSEL" run "$WORK/big.hlo" --spmd "${IN[@]}" \
+    --output-dir "$WORK/big_2_pipeline"
+same "$WORK/big_alone" "$WORK/big_2_pipeline" "under mpirun -np 2 in MPI's pipeline"
 
 # ---- 3. bytes per rank, -np 8 ----
 # reduce-scatter and all-to-all: 7/8 of the 256 KiB operand each way;
