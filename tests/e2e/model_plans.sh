@@ -9,13 +9,17 @@
 # --steps, by host_plans.sh. Each plan's text is also replayed with
 # --spmd on 1, 2 and 4 hosts (inputs cut and outputs joined with NumPy by
 # replay_io.py). Under the asan build a fixed sample (every
-# third model) runs, to keep the suite's time.
+# third model) runs, to keep the suite's time. A model's comparisons are
+# made together after its runs, in one same_outputs.py process (and its
+# joins in one replay_io.py): NumPy's import, not the comparing, was most
+# of the test's time (10 Python processes a model before, 4 now).
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
 RIO="$TESSEL_SRC/tests/e2e/replay_io.py"
+SAME="$TESSEL_SRC/tests/e2e/same_outputs.py"
 STEP=1
 case "${TESSEL_BUILD:-}" in */asan) STEP=3 ;; esac
 
@@ -38,17 +42,18 @@ for model in "$TESSEL_SRC"/tests/models/*.hlo; do
         continue
     fi
     hosts=""
+    cmp=() # REF DIR WHAT triples, compared after the model's runs
     for h in 1 2 4; do
         [ $((n % h)) = 0 ] || continue
         plan="$WORK/$name.h$h.plan"
         expect_status 0 "$TESSEL" compile "$m" --hosts "$h" -o "$plan"
         if [ "$h" = 1 ]; then
             expect_status 0 "$TESSEL" run "$plan" --random-inputs 5 --output-dir "$WORK/$name.alone"
-            same_outputs "$ref" "$WORK/$name.alone" "$name N=$n from its plan"
+            cmp+=("$ref" "$WORK/$name.alone" "$name N=$n from its plan")
         fi
         expect_status 0 env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np "$h" "$TESSEL" run "$plan" \
             --random-inputs 5 --output-dir "$WORK/$name.mpi$h"
-        same_outputs "$ref" "$WORK/$name.mpi$h" "$name N=$n from its plan under mpirun -np $h"
+        cmp+=("$ref" "$WORK/$name.mpi$h" "$name N=$n from its plan under mpirun -np $h")
         hosts="$hosts $h"
     done
     # The round trip: the plan's text replayed as an SPMD program (--spmd),
@@ -62,6 +67,7 @@ for model in "$TESSEL_SRC"/tests/models/*.hlo; do
     whole=$("$PY" "$RIO" inputs "$pj" "$WORK/$name.in" 11) || rc=$?
     if [ "$rc" = 3 ]; then
         echo "model_plans: $name: not replayed (tuple, complex or sub-byte inputs: replay_io.py draws arrays only)"
+        "$PY" "$SAME" "${cmp[@]}" || fail "$name: differs from --reference"
         ran=$((ran + 1))
         continue
     fi
@@ -70,14 +76,17 @@ for model in "$TESSEL_SRC"/tests/models/*.hlo; do
     expect_status 0 "$TESSEL" run "$m" --reference $whole --output-dir "$WORK/$name.fref"
     r=$(sed -n 's/^HloModule [^,]*,.*replica_count=\([0-9]*\).*/\1/p' "$WORK/$name.h1.plan")
     cut=$("$PY" "$RIO" cut "$pj" "$WORK/$name.in" "$n" "${r:-1}")
+    joins=()
     for h in $hosts; do
         launch=(env ASAN_OPTIONS="$MPI_ASAN" timeout 120 mpirun --oversubscribe -np "$h")
         [ "$h" != 1 ] || launch=()
         # shellcheck disable=SC2086
         expect_status 0 "${launch[@]}" "$TESSEL" run "$WORK/$name.h$h.plan" --spmd $cut --output-dir "$WORK/$name.rep$h"
-        "$PY" "$RIO" join "$pj" "$WORK/$name.rep$h" "$WORK/$name.joined$h" "$n"
-        same_outputs "$WORK/$name.fref" "$WORK/$name.joined$h" "$name N=$n replayed from its plan's text on $h hosts"
+        joins+=("$WORK/$name.rep$h" "$WORK/$name.joined$h" "$n")
+        cmp+=("$WORK/$name.fref" "$WORK/$name.joined$h" "$name N=$n replayed from its plan's text on $h hosts")
     done
+    "$PY" "$RIO" join "$pj" "${joins[@]}"
+    "$PY" "$SAME" "${cmp[@]}" || fail "$name: differs from --reference"
     ran=$((ran + 1))
     echo "model_plans: $name N=$n: its plan alone and under mpirun -np$hosts, and its text replayed, equal --reference"
 done

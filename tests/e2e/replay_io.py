@@ -9,9 +9,11 @@ tessel's own shard code.
                                              (split tree leaves, padded with zeros to
                                              the per-device shape): DIR/in_<k>.dev<g>.npy;
                                              prints one --input K@G=FILE per line
-  replay_io.py join PLAN.json DIR OUT N      output_<i>.npy rebuilt in OUT from
+  replay_io.py join PLAN.json DIR OUT N [DIR OUT N ...]
+                                             output_<i>.npy rebuilt in OUT from
                                              DIR/output_<i>.device_<p>.npy of replica 0
-                                             (concat tree leaves, padding dropped)
+                                             (concat tree leaves, padding dropped);
+                                             each DIR OUT N in one process
 
 Exit status 3 when the program's inputs or outputs are not all arrays this
 script handles (tuple parameters, complex or sub-byte types): the caller
@@ -97,19 +99,23 @@ def main():
                 np.save(f, shard)
                 print("--input=%d@%d=%s" % (i["index"], g, f))
     elif cmd == "join":
-        d, out, n = sys.argv[3], sys.argv[4], int(sys.argv[5])
-        os.makedirs(out, exist_ok=True)
-        for o in c["outputs"]:
-            _, dims = shape_of(o["shape"])
-            whole = None
-            for leaf in leaves(o["concat_tree"], n):
-                p = leaf["devices"][0]
-                part = np.load(os.path.join(d, "output_%d.device_%d.npy" % (o["index"], p)))
-                if whole is None:
-                    whole = np.zeros(dims, part.dtype)
-                box = tuple(slice(x, x + e) for x, e in zip(leaf["offset"], leaf["shape"]))
-                whole[box] = part[tuple(slice(0, e) for e in leaf["shape"])]
-            np.save(os.path.join(out, "output_%d.npy" % o["index"]), whole)
+        groups = sys.argv[3:]
+        if not groups or len(groups) % 3:
+            sys.exit("replay_io.py join: DIR OUT N, one or more times")
+        for k in range(0, len(groups), 3):
+            d, out, n = groups[k], groups[k + 1], int(groups[k + 2])
+            os.makedirs(out, exist_ok=True)
+            for o in c["outputs"]:
+                _, dims = shape_of(o["shape"])
+                whole = None
+                for leaf in leaves(o["concat_tree"], n):
+                    p = leaf["devices"][0]
+                    part = np.load(os.path.join(d, "output_%d.device_%d.npy" % (o["index"], p)))
+                    if whole is None:
+                        whole = np.zeros(dims, part.dtype)
+                    box = tuple(slice(x, x + e) for x, e in zip(leaf["offset"], leaf["shape"]))
+                    whole[box] = part[tuple(slice(0, e) for e in leaf["shape"])]
+                np.save(os.path.join(out, "output_%d.npy" % o["index"]), whole)
     else:
         sys.exit("replay_io.py: unknown command " + cmd)
 
