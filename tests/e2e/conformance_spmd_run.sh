@@ -28,6 +28,10 @@
 #   - under a sanitizer build (TESSEL_BUILD ends in /asan): every 16th
 #     module, arrays up to 2^20 elements, and the mpirun pass over every
 #     32nd;
+#   - the mpirun pass reuses the first pass's reference of a module
+#     `tessel check` passes under its limit (same seed, same outputs),
+#     and the comparisons are made by one Python process for the whole
+#     test (a coprocess), not one a module;
 #   - TESSEL_SPMD_FULL=1: every module, without a size limit beyond the
 #     default, in one process and under mpirun (run by hand: not part of
 #     the 30-minute project test);
@@ -75,52 +79,65 @@ declare -A SLOW=(
 declare -A MPI_REFUSED=(
 )
 
-# compare HLO REFDIR GOTDIR: the oracle's comparison, leaf by leaf.
-compare() {
-    "$PY" - "$@" <<'PY'
+# compare HLO REFDIR GOTDIR: the oracle's comparison, leaf by leaf; sets
+# $why (empty when equal). One Python process (a coprocess started once)
+# answers every module's comparison: NumPy's import took longer than most
+# modules' runs.
+CMP_PY=$(cat <<'PY'
 import os, re, sys
 import numpy as np
-hlo, rd, gd = sys.argv[1:4]
-txt = open(hlo).read()
-# The entry's root (ROOT, else its last instruction) gives the leaf types.
-m = re.search(r'^ENTRY\b.*$', txt, re.M)
-body = txt[m.end():]
-body = body[:body.find('\n}')] if '\n}' in body else body
-heads = list(re.finditer(r'^\s*(ROOT\s+)?%?[\w.\-]+\s*=\s*', body, re.M))
-root = ([h for h in heads if h.group(1)] or heads[-1:])[0]
-s = body[root.end():]
-if s.startswith('('):
-    depth = 0
-    for i, c in enumerate(s):
-        depth += (c == '(') - (c == ')')
-        if depth == 0:
-            break
-    s = s[:i + 1]
-else:
-    s = s.split(' ')[0]
-types = [t for t in re.findall(r'\b(pred|[su]\d+|f8\w+|f4\w+|f\d+|bf16|c64|c128|token)\[', s) if t != 'token']
-tol = {'f64': 1e-5, 'c128': 1e-5, 'f32': 1e-4, 'c64': 1e-4, 'f16': 2e-3}
-bad = []
-for f in sorted(os.listdir(rd)):
-    if not f.endswith('.npy'):
-        continue
-    a, b = np.load(os.path.join(rd, f)), np.load(os.path.join(gd, f))
-    k = int(f[:-4].split('_')[1])
-    t = types[k] if f.startswith('output_') and k < len(types) else ''
-    if a.shape != b.shape or a.dtype != b.dtype:
-        bad.append('%s: %s %s, reference %s %s' % (f, b.dtype, b.shape, a.dtype, a.shape))
-    elif a.dtype.kind in 'fc':
-        fin = np.isfinite(a)
-        scale = float(np.max(np.abs(a[fin]))) if fin.any() else 0.0
-        eps = tol.get(t, 2e-2 if t in ('bf16',) or t.startswith(('f8', 'f4')) else 1e-4) * scale
-        same = (np.isnan(a) & np.isnan(b)) | (a == b) | (np.abs(a - b) <= eps)
-        if not same.all():
-            bad.append('%s (%s) differs by %.3g, tolerance %.3g' % (f, t, float(np.nanmax(np.abs(a - b))), eps))
-    elif not np.array_equal(a, b):
-        bad.append('%s differs' % f)
-if bad:
-    sys.exit('; '.join(bad))
+def compare(hlo, rd, gd):
+    txt = open(hlo).read()
+    # The entry's root (ROOT, else its last instruction) gives the leaf types.
+    m = re.search(r'^ENTRY\b.*$', txt, re.M)
+    body = txt[m.end():]
+    body = body[:body.find('\n}')] if '\n}' in body else body
+    heads = list(re.finditer(r'^\s*(ROOT\s+)?%?[\w.\-]+\s*=\s*', body, re.M))
+    root = ([h for h in heads if h.group(1)] or heads[-1:])[0]
+    s = body[root.end():]
+    if s.startswith('('):
+        depth = 0
+        for i, c in enumerate(s):
+            depth += (c == '(') - (c == ')')
+            if depth == 0:
+                break
+        s = s[:i + 1]
+    else:
+        s = s.split(' ')[0]
+    types = [t for t in re.findall(r'\b(pred|[su]\d+|f8\w+|f4\w+|f\d+|bf16|c64|c128|token)\[', s) if t != 'token']
+    tol = {'f64': 1e-5, 'c128': 1e-5, 'f32': 1e-4, 'c64': 1e-4, 'f16': 2e-3}
+    bad = []
+    for f in sorted(os.listdir(rd)):
+        if not f.endswith('.npy'):
+            continue
+        a, b = np.load(os.path.join(rd, f)), np.load(os.path.join(gd, f))
+        k = int(f[:-4].split('_')[1])
+        t = types[k] if f.startswith('output_') and k < len(types) else ''
+        if a.shape != b.shape or a.dtype != b.dtype:
+            bad.append('%s: %s %s, reference %s %s' % (f, b.dtype, b.shape, a.dtype, a.shape))
+        elif a.dtype.kind in 'fc':
+            fin = np.isfinite(a)
+            scale = float(np.max(np.abs(a[fin]))) if fin.any() else 0.0
+            eps = tol.get(t, 2e-2 if t in ('bf16',) or t.startswith(('f8', 'f4')) else 1e-4) * scale
+            same = (np.isnan(a) & np.isnan(b)) | (a == b) | (np.abs(a - b) <= eps)
+            if not same.all():
+                bad.append('%s (%s) differs by %.3g, tolerance %.3g' % (f, t, float(np.nanmax(np.abs(a - b))), eps))
+        elif not np.array_equal(a, b):
+            bad.append('%s differs' % f)
+    return '; '.join(bad)
+for line in sys.stdin:
+    try:
+        why = compare(*line.rstrip('\n').split('\t'))
+    except Exception as e:  # a missing or unreadable output: a failure, said on one line
+        why = '%s: %s' % (type(e).__name__, e)
+    print(why.replace('\n', ' '), flush=True)
 PY
+)
+coproc CMP { exec "$PY" -u -c "$CMP_PY"; }
+compare() {
+    why=""
+    printf '%s\t%s\t%s\n' "$@" >&"${CMP[1]}" || fail "compare: its Python process is gone"
+    IFS= read -r why <&"${CMP[0]}" || fail "compare: its Python process is gone"
 }
 
 # sweep STEP MPI(0/1) LIMIT...: run every STEP-th module of the manifest.
@@ -140,8 +157,12 @@ sweep() {
         local f="$DIR/modules/$file" st=0
         n=$((n + 1))
         rm -rf "$WORK/ref" "$WORK/part"
-        timeout 60 "$TESSEL" run "$f" --reference --random-inputs 7 "${limit[@]}" --output-dir "$WORK/ref" \
-            </dev/null >"$OUT" 2>"$ERR" || st=$?
+        if [ "$mpi" = 1 ] && [ -d "$WORK/mref.$i" ]; then
+            mv "$WORK/mref.$i" "$WORK/ref" # the first sweep's reference (see below)
+        else
+            timeout 60 "$TESSEL" run "$f" --reference --random-inputs 7 "${limit[@]}" --output-dir "$WORK/ref" \
+                </dev/null >"$OUT" 2>"$ERR" || st=$?
+        fi
         if [ "$st" -eq 2 ] && head -1 "$ERR" | grep -q "^tessel: .*error: "; then
             refref=$((refref + 1)) # refused cleanly: not counted
             continue
@@ -153,6 +174,14 @@ sweep() {
             continue
         fi
         ran=$((ran + 1))
+        # A module the mpirun sweep takes keeps this reference for it (same
+        # seed, same outputs: --limit only refuses) when `tessel check`
+        # under the mpirun sweep's limit does not refuse it; otherwise that
+        # sweep runs its own reference as before.
+        if [ "$mpi" = 0 ] && [ $(((i - 1) % MPI_STEP)) -eq 0 ] && [ $((nd % 2)) -eq 0 ] &&
+            "$TESSEL" check "$f" "${MPI_LIMIT[@]}" </dev/null >/dev/null 2>&1; then
+            cp -r "$WORK/ref" "$WORK/mref.$i"
+        fi
         local want="${REFUSED[$test]:-}"
         [ -n "$want" ] || [ "$mpi" = 0 ] || want="${MPI_REFUSED[$test]:-}"
         st=0
@@ -167,7 +196,7 @@ sweep() {
         if [ "$st" -ne 0 ]; then
             why="status $st: $(grep -m1 . "$ERR" || true)"
         else
-            why=$(compare "$f" "$WORK/ref" "$WORK/part" 2>&1) || true
+            compare "$f" "$WORK/ref" "$WORK/part"
         fi
         if [ -n "${SLOW[$test]:-}" ] && [ "$st" -eq 124 ]; then
             listed=$((listed + 1))
