@@ -13,7 +13,10 @@ bytes per device. Modules tessel refuses are skipped (the conformance
 tests hold them to account); at least MIN_COLLECTIVES collectives must
 be checked, so that the test cannot pass on nothing.
 
-usage: why_all.py TESSEL SRC_DIR SHARED_DIR WORK_DIR
+usage: why_all.py TESSEL SRC_DIR SHARED_DIR WORK_DIR [STEP]
+
+STEP (default 1): every STEP-th module of that list alone, and at least
+MIN_COLLECTIVES / STEP collectives (the ASan build's fixed sample).
 """
 import glob
 import json
@@ -88,9 +91,10 @@ def problems(col):
 
 def main():
     tessel, src, shared, work = sys.argv[1:5]
+    step = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     checked = plans = 0
     bad = []
-    for f, flags in list(models(src, work)) + list(corpus(shared)):
+    for f, flags in (list(models(src, work)) + list(corpus(shared)))[::step]:
         try:
             r = subprocess.run([tessel, "plan", f, "--format", "json"] + flags, capture_output=True, text=True,
                                timeout=120)
@@ -112,8 +116,8 @@ def main():
         print("  " + b)
     if bad:
         return 1
-    if checked < MIN_COLLECTIVES:
-        print("why_all: only %d collectives (expected at least %d)" % (checked, MIN_COLLECTIVES))
+    if checked < MIN_COLLECTIVES // step:
+        print("why_all: only %d collectives (expected at least %d)" % (checked, MIN_COLLECTIVES // step))
         return 1
     return 0
 
