@@ -455,6 +455,14 @@ static bool describe(const IrModule *mod, const IrComputation *c, const IrInstr 
             r->tileable[d] = d == cd->out_batch || (d == cd->out_feature && !grouped);
         r->map[0][cd->out_batch] = (int8_t)cd->in_batch;
         r->map[1][cd->out_feature] = (int8_t)cd->k_out_feature;
+        /* A spatial dim tiles with the input's, each device taking the
+         * rows its windows reach from its neighbours (the partitioner's
+         * halo exchange, where it plans one: auto_conv_tiles_ok); the
+         * kernel's window stays whole. */
+        for (int32_t k = 0; k < cd->nspatial && ax->window.rank == cd->nspatial; k++) {
+            r->tileable[cd->out_spatial[k]] = true;
+            r->map[0][cd->out_spatial[k]] = (int8_t)cd->in_spatial[k];
+        }
         const IrShape *k = &c->instr[x->opnd[1]].shape;
         r->flops = 2.0 * (double)ir_shape_elements(&x->shape) * (double)ir_shape_elements(k) /
                    (double)(k->dims[cd->k_out_feature] > 0 ? k->dims[cd->k_out_feature] : 1);
@@ -522,6 +530,8 @@ static bool valid(const Roles *r, const AutoMesh *m, const int32_t *role, const 
         if (!r->tileable[k] || !fits_tiles(r->size[k], t, uneven))
             return false;
         if (ir_op_family(x->op) == FAM_REDUCE_WINDOW && !auto_window_tiles_ok(c, x, k, t))
+            return false;
+        if (ir_op_family(x->op) == FAM_CONVOLUTION && k < r->nout && !auto_conv_tiles_ok(c, x, k, t))
             return false;
         for (int32_t i = 0; i < r->nopnd; i++) {
             int64_t od = r->map[i][k] >= 0 ? auto_result_dims(&c->instr[x->opnd[i]])->dims[r->map[i][k]] : t;
@@ -645,10 +655,11 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     }
     /* An rng-bit-generator tiled past dim 0 draws the whole array. */
     double drawn = auto_rng_draws_whole(m, x, &s->out) ? r->flops : r->flops / used;
-    s->compute = drawn / cost->flops + written_bytes(c, x, bytes) / cost->bytes;
+    s->compute = drawn / cost->flops + written_bytes(c, x, bytes) / cost->bytes +
+                 auto_conv_mask_seconds(m, cost, c, x, &s->out);
     s->comm = r->gathers_partials && nred > 1 ? auto_partials_gather_seconds(cost, x, nred, scope, bytes)
                                               : auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
-    if (x->op == OP_REDUCE_WINDOW)
+    if (x->op == OP_REDUCE_WINDOW || x->op == OP_CONVOLUTION)
         s->comm += auto_window_halo_seconds(m, cost, local, c, x, &s->out);
     s->comm += auto_norm_stats_seconds(m, cost, local, x, &s->out);
     return IR_OK;

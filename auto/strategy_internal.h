@@ -2,7 +2,8 @@
  * strategy_internal.h: the roles of one instruction (strategy.c), shared
  * with the files that describe the roles of an op family of their own:
  *   strategy_window.c  reduce-window: batch and feature dims tiled alone,
- *                      spatial dims with the partitioner's halo exchange
+ *                      spatial dims with the partitioner's halo exchange;
+ *                      a convolution's spatial dims, the same halo
  *   strategy_local.c   fft, topk, sort, reverse, cholesky, triangular-solve:
  *                      batch dims tiled,
  *                      the dims they work on whole (partition/spmd_local.c,
@@ -53,8 +54,19 @@ bool auto_window_roles(Roles *r, const IrModule *mod, const IrComputation *c, co
  * (a one-row window; for reduce-window a halo the partitioner plans, the
  * dim divided evenly)? */
 bool auto_window_tiles_ok(const IrComputation *c, const IrInstr *x, int32_t d, int64_t t);
-/* Seconds of the halo exchange reduce-window x runs with its output
- * under `out` (0: every tiled dim has a window of one row). */
+/* May convolution x tile its output dim d `t` ways: any but a spatial
+ * dim, and a spatial dim where the partitioner plans a halo exchange
+ * (partition/spmd_conv.c: each device's windows reach no further than
+ * its neighbours' rows; no base dilation)? */
+bool auto_conv_tiles_ok(const IrComputation *c, const IrInstr *x, int32_t d, int64_t t);
+/* Seconds of the elementwise work by which the partitioner masks the
+ * rows of convolution x's input outside its dims, for each spatial dim
+ * `out` tiles (0 for other ops). */
+double auto_conv_mask_seconds(const AutoMesh *m, const AutoCost *cost, const IrComputation *c, const IrInstr *x,
+                              const AutoSpec *out);
+/* Seconds of the halo exchange reduce-window or convolution x runs with
+ * its output under `out` (0: every tiled dim has a window of one row, or
+ * is no spatial dim). */
 double auto_window_halo_seconds(const AutoMesh *m, const AutoCost *cost, int64_t local, const IrComputation *c,
                                 const IrInstr *x, const AutoSpec *out);
 

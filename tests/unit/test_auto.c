@@ -401,19 +401,33 @@ static void grouped_convolution(void **state)
     on_four(&f, CONVS);
     AutoStrategy *s = NULL;
     int32_t n = 0;
-    /* Feature groups: replicated, or the batch over 4 (the kernel whole);
+    /* Feature groups: replicated, the batch over 4 (the kernel whole);
      * 2 x 8*6*6*8 outputs x 9 taps FLOPs, a quarter each. */
     assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "d"), &s, &n, &f.d),
                      IR_OK);
-    assert_int_equal(n, 2);
     assert_int_equal(s[1].out.dim[0], 0);
     assert_int_equal(s[1].in[0].dim[0], 0);
     assert_int_equal(s[1].in[1].dim[0], -1);
     assert_true(fabs(s[1].compute - (2.0 * 8 * 6 * 6 * 8 * 9 / 4 / 20e9 + 8 * 6 * 6 * 8 * 4 / 4 / 5e9)) < 1e-12);
+    /* Or a spatial dim (6 rows over 4: tiles of 2, the last of padding
+     * alone) with the input's, the kernel whole, each device taking a
+     * row from each neighbour (pad 1_1, size 3): two collective-permutes
+     * of one row of its shard, 8 x 6 x 8 floats (1536 bytes), each priced
+     * as the all-to-all over 2 (alpha 20 us, half the bytes at 4 GB/s). */
+    assert_int_equal(n, 4);
+    assert_int_equal(s[2].out.dim[0], 1);
+    assert_int_equal(s[2].in[0].dim[0], 1);
+    assert_int_equal(s[2].in[1].dim[0], -1);
+    assert_true(fabs(s[2].comm - 2 * (20e-6 + 1536 / 4e9)) < 1e-12);
+    /* ... and its rows masked (6 elementwise passes over its 3072-byte
+     * input shard at 5 GB/s: partition/spmd_conv.c's mask_rows). */
+    assert_true(s[2].compute > 6 * 3072 / 5e9);
+    assert_int_equal(s[3].out.dim[0], 2);
+    assert_int_equal(s[3].in[0].dim[0], 2);
     /* Without groups: the output feature and the input feature too. */
     assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, ir_find_instr(f.c, "c"), &s, &n, &f.d),
                      IR_OK);
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 6);
     on_four_free(&f);
 }
 
