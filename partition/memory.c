@@ -27,9 +27,11 @@
  *    for one (b), reuse its buffer (no new bytes), as the
  *    executor does when it holds the only reference (not a parameter the
  *    caller keeps);
- *  - a while's state leaves that its body passes through unchanged stay
- *    in the initial state's buffers (which then live as long as the
- *    result); the others are new;
+ *  - a while's state leaves that its body passes through unchanged, at
+ *    any tuple depth (through_at), stay in the initial state's buffers
+ *    (which then live as long as the result); the others are new; at
+ *    its operand's last use the loop takes the initial state over, down
+ *    the tuples made for it alone (state_held);
  *  - a called computation (call, branch, fusion, reducer, while
  *    condition) adds, while its caller's step runs, its own peak beyond
  *    its parameters and its result; a call at its operands' last use
@@ -338,7 +340,7 @@ static bool call_moved_extra(Est *e, int32_t s, const IrInstr *ins, const int32_
 
 static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through);
 static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64_t *held, int64_t *held_through);
-static bool passes_through(const IrModule *m, const IrInstr *ins, int32_t k);
+static int64_t through_at(const IrModule *m, const IrInstr *ins, int32_t *path, int32_t n, const IrShape *s);
 
 /* The type operand i of reduce or reduce-window ins is converted to
  * before its kernel runs (k_reduce.c's mixed precision: a float operand
@@ -464,36 +466,75 @@ static IrStatus while_body_extra(Est *e, int32_t s, const IrInstr *ins, int64_t 
     return IR_OK;
 }
 
+/* The deepest state path the estimate follows (IrLimits' default depth). */
+#define STATE_DEPTH 64
+
 /* The bytes of a while's result it makes afresh: a leaf of the state the
- * body passes through unchanged (root tuple operand k is
- * get-tuple-element(parameter, k)) stays in the initial state's buffer.
- * *through: some leaf does. */
+ * body passes through unchanged (through_at: at any tuple depth, a scan's
+ * inputs inside the carried tuple of a gradient's forward loop) stays in
+ * the initial state's buffer. *through: some leaf does. */
 static int64_t while_fresh(const IrModule *m, const IrInstr *ins, bool *through)
 {
-    *through = false;
-    int64_t all = leaf_bytes(&ins->shape);
-    for (int32_t k = 0; ins->shape.type == IR_TUPLE && k < ins->shape.ntuple; k++)
-        if (passes_through(m, ins, k)) {
-            all -= leaf_bytes(&ins->shape.tuple[k]);
-            *through = true;
-        }
-    return all;
+    int32_t path[STATE_DEPTH];
+    int64_t kept = through_at(m, ins, path, 0, &ins->shape);
+    *through = kept > 0;
+    return leaf_bytes(&ins->shape) - kept;
+}
+
+/* Is value v of body computation b its parameter's element at path[0..n)
+ * (get-tuple-elements down that path, the parameter itself for n 0)? */
+static bool param_path(const IrComputation *b, int32_t v, const int32_t *path, int32_t n)
+{
+    for (int32_t j = n - 1; j >= 0; j--) {
+        const IrInstr *g = &b->instr[v];
+        if (g->op != OP_GET_TUPLE_ELEMENT || g->nopnd != 1 || g->a.tuple_index != path[j])
+            return false;
+        v = g->opnd[0];
+    }
+    return b->instr[v].op == OP_PARAMETER;
+}
+
+/* The bytes of the leaves of while ins's state under path[0..n) (shape
+ * s there) that its body passes through unchanged: the body's root,
+ * followed down the path through its tuples, is the parameter's element
+ * there (get-tuple-elements of the parameter along the path), or a tuple
+ * some of whose elements are. The executor's tuples hold references, so
+ * the body hands back the very buffers it got, at any depth (tessel
+ * grad's forward loop carries the scan's state as a tuple inside its own,
+ * its xs and weights passed through one level down). */
+static int64_t through_at(const IrModule *m, const IrInstr *ins, int32_t *path, int32_t n, const IrShape *s)
+{
+    if (ins->op != OP_WHILE || ins->ncalled < 2 || ins->called[1] < 0 || ins->called[1] >= m->ncomp ||
+        n > STATE_DEPTH)
+        return 0;
+    const IrComputation *b = m->comp[ins->called[1]];
+    if (b->root < 0 || b->root >= b->ninstr)
+        return 0;
+    int32_t v = b->root, j = 0;
+    while (j < n && b->instr[v].op == OP_TUPLE && path[j] >= 0 && path[j] < b->instr[v].nopnd)
+        v = b->instr[v].opnd[path[j++]];
+    if (param_path(b, v, path, j))
+        return leaf_bytes(s); /* the whole element at path[0..j), so this part of it */
+    const IrInstr *t = &b->instr[v];
+    if (j < n || n >= STATE_DEPTH || t->op != OP_TUPLE || s->type != IR_TUPLE || t->nopnd != s->ntuple)
+        return 0;
+    int64_t x = 0;
+    for (int32_t k = 0; k < s->ntuple; k++) {
+        path[n] = k;
+        x += through_at(m, ins, path, n + 1, &s->tuple[k]);
+    }
+    return x;
 }
 
 /* Does the body of while ins pass element k of its state through
- * unchanged (its root tuple's operand k is get-tuple-element(parameter,
- * k))? */
+ * unchanged, all of it (through_at)? */
 static bool passes_through(const IrModule *m, const IrInstr *ins, int32_t k)
 {
-    if (ins->op != OP_WHILE || ins->ncalled < 2 || ins->shape.type != IR_TUPLE || ins->called[1] < 0 ||
-        ins->called[1] >= m->ncomp)
+    if (ins->shape.type != IR_TUPLE || k < 0 || k >= ins->shape.ntuple)
         return false;
-    const IrComputation *b = m->comp[ins->called[1]];
-    if (b->root < 0 || b->instr[b->root].op != OP_TUPLE || b->instr[b->root].nopnd != ins->shape.ntuple ||
-        k < 0 || k >= ins->shape.ntuple)
-        return false;
-    const IrInstr *g = &b->instr[b->instr[b->root].opnd[k]];
-    return g->op == OP_GET_TUPLE_ELEMENT && g->a.tuple_index == k && b->instr[g->opnd[0]].op == OP_PARAMETER;
+    int32_t path[STATE_DEPTH] = {k};
+    int64_t b = leaf_bytes(&ins->shape.tuple[k]);
+    return b > 0 && through_at(m, ins, path, 1, &ins->shape.tuple[k]) == b;
 }
 
 /* Is value v held by somebody after step s: the root, a parameter (the
@@ -512,14 +553,42 @@ static bool held_after(const Est *e, int32_t v, int32_t s)
     return false;
 }
 
+/* The initial state's part v (at path[0..n) of while w's state, shape
+ * sh), taken over at step s (while_takes_state): a tuple made here that
+ * nobody else holds hands its elements over too (the executor's tuple
+ * holds the only references to them: a gradient's backward loop gets its
+ * cotangent carry as a tuple inside its state), so they are looked at one
+ * by one; another part is held by somebody else (*held, of which
+ * *held_through the body passes through) when it is a parameter, read
+ * after s, a reference to another value's buffer, a call's result or a
+ * tuple of anything else. */
+static void state_held(const Est *e, int32_t s, const IrInstr *w, int32_t v, const IrShape *sh, int32_t *path,
+                       int32_t n, int64_t *held, int64_t *held_through)
+{
+    const IrInstr *t = &e->c->instr[v];
+    if (t->op == OP_TUPLE && sh->type == IR_TUPLE && t->nopnd == sh->ntuple && n < STATE_DEPTH &&
+        !held_after(e, v, s)) {
+        for (int32_t k = 0; k < t->nopnd; k++) {
+            path[n] = k;
+            state_held(e, s, w, t->opnd[k], &sh->tuple[k], path, n + 1, held, held_through);
+        }
+        return;
+    }
+    if (held_after(e, v, s) || refers(t) || t->op == OP_CALL || sh->type == IR_TUPLE) {
+        *held += leaf_bytes(sh);
+        *held_through += through_at(e->m, w, path, n, sh);
+    }
+}
+
 /* Does the while ins at step s take its state over? The executor hands
  * the loop its reference at the operand's last use (device/exec.c's
  * run_one), so the leaves of the initial state that nobody else holds
  * die inside the first iteration as a later state's do, instead of
  * being kept beside the loop. *held: the bytes of the leaves somebody
- * else does hold (a parameter, a value read after s, a reference to
- * another value's buffer), which stay; *held_through: of those, the
- * leaves the body passes through (the loop's state then shares them). */
+ * else does hold (state_held: a parameter, a value read after s, a
+ * reference to another value's buffer), which stay; *held_through: of
+ * those, the leaves the body passes through (the loop's state then
+ * shares them). */
 static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64_t *held, int64_t *held_through)
 {
     *held = *held_through = 0;
@@ -530,14 +599,8 @@ static bool while_takes_state(const Est *e, int32_t s, const IrInstr *ins, int64
         return !refers(o) && o->op != OP_CALL;
     if (o->nopnd != ins->shape.ntuple)
         return false;
-    for (int32_t k = 0; k < o->nopnd; k++) {
-        const IrInstr *t = &e->c->instr[o->opnd[k]];
-        if (held_after(e, o->opnd[k], s) || refers(t) || t->op == OP_CALL || t->shape.type == IR_TUPLE) {
-            int64_t b = leaf_bytes(&ins->shape.tuple[k]);
-            *held += b;
-            *held_through += passes_through(e->m, ins, k) ? b : 0;
-        }
-    }
+    int32_t path[STATE_DEPTH];
+    state_held(e, s, ins, ins->opnd[0], &ins->shape, path, 0, held, held_through);
     return true;
 }
 
@@ -857,6 +920,28 @@ static void extend(Est *e, int32_t t, int32_t to, bool full)
         e->tie[t] = to;
 }
 
+/* The initial state's part v (at path[0..n) of while w's state, shape
+ * sh) lives to step `to` where the body passes it through (through_at):
+ * just the leaves passed through, down the tuples the caller made, at any
+ * depth; a part of another kind whole. */
+static void extend_through(Est *e, const IrInstr *w, int32_t v, const IrShape *sh, int32_t *path, int32_t n,
+                           int32_t to)
+{
+    int64_t kept = through_at(e->m, w, path, n, sh);
+    if (kept <= 0)
+        return;
+    const IrInstr *t = &e->c->instr[v];
+    if (kept == leaf_bytes(sh) || t->op != OP_TUPLE || sh->type != IR_TUPLE || t->nopnd != sh->ntuple ||
+        n >= STATE_DEPTH) {
+        extend(e, v, to, true);
+        return;
+    }
+    for (int32_t k = 0; k < t->nopnd; k++) {
+        path[n] = k;
+        extend_through(e, w, t->opnd[k], &sh->tuple[k], path, n + 1, to);
+    }
+}
+
 /* Last steps: each value's last use; referring instructions keep their
  * sources alive as long as they are (walked backwards, so chains of
  * references carry through); reusing ones take their operand's buffer. */
@@ -951,14 +1036,9 @@ static void lifetimes(Est *e, const MemOptions *o)
         } else if (ins->op == OP_WHILE && ins->nopnd == 1) {
             bool through;
             e->own[i] = while_fresh(e->m, ins, &through);
-            const IrInstr *init = &c->instr[ins->opnd[0]];
-            if (through && init->op == OP_TUPLE && init->nopnd == ins->shape.ntuple) {
-                for (int32_t k = 0; k < init->nopnd; k++) /* just the leaves passed through */
-                    if (passes_through(e->m, ins, k))
-                        extend(e, init->opnd[k], e->end[i], true);
-            } else if (through) {
-                extend(e, ins->opnd[0], e->end[i], true);
-            }
+            int32_t path[STATE_DEPTH];
+            if (through)
+                extend_through(e, ins, ins->opnd[0], &ins->shape, path, 0, e->end[i]);
         } else if (fused_root(e, i, s)) {
             /* a fused group's outputs took dying leaves' buffers, or made their own */
         } else if (lone_lends(e, i, s)) {
