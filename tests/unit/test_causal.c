@@ -350,6 +350,26 @@ static char *swap_line(const char *text, const char *from, const char *to, int s
  * and not otherwise; with soft, the softmax `p` of sm joins it (the
  * root). Either way the fused run is the unfused one bit for bit. nargs
  * 4: a pred [S,S] mask parameter (alternating rows of true). */
+/* The fused run's outputs equal the plain run's bit for bit (a tuple's
+ * elements each, or the one array); then a case's values and module freed. */
+static void same_then_free(DevValue *fused, DevValue *plain, DevValue **args, float **x, uint8_t *mask, IrModule *m)
+{
+    assert_int_equal(fused->nelems, plain->nelems);
+    for (int32_t e = 0; e < (fused->nelems > 0 ? fused->nelems : 1); e++) {
+        const DevValue *a = fused->nelems > 0 ? fused->elems[e] : fused, *b = plain->nelems > 0 ? plain->elems[e] : plain;
+        assert_int_equal(a->nbytes, b->nbytes);
+        assert_memory_equal(a->data, b->data, (size_t)b->nbytes);
+    }
+    dev_value_unref(fused);
+    dev_value_unref(plain);
+    for (int a = 0; a < 4; a++)
+        dev_value_unref(args[a]);
+    for (int a = 0; a < 3; a++)
+        free(x[a]);
+    free(mask);
+    ir_module_free(m);
+}
+
 static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool soft, bool scaled)
 {
     IrModule *m = parse_ok(txt);
@@ -384,20 +404,7 @@ static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool so
     IrDiag d = {0};
     assert_int_equal(dev_execute(m, m->entry, nargs, args, &on, &fused, &d), IR_OK);
     assert_int_equal(dev_execute(m, m->entry, nargs, args, &off, &plain, &d), IR_OK);
-    assert_int_equal(fused->nelems, plain->nelems);
-    for (int32_t e = 0; e < (fused->nelems > 0 ? fused->nelems : 1); e++) {
-        const DevValue *a = fused->nelems > 0 ? fused->elems[e] : fused, *b = plain->nelems > 0 ? plain->elems[e] : plain;
-        assert_int_equal(a->nbytes, b->nbytes);
-        assert_memory_equal(a->data, b->data, (size_t)b->nbytes);
-    }
-    dev_value_unref(fused);
-    dev_value_unref(plain);
-    for (int a = 0; a < 4; a++)
-        dev_value_unref(args[a]);
-    for (int a = 0; a < 3; a++)
-        free(x[a]);
-    free(mask);
-    ir_module_free(m);
+    same_then_free(fused, plain, args, x, mask, m);
 }
 
 /* The attention with the masked scores returned beside its output: in
@@ -601,18 +608,7 @@ static void softmax_case(int s, int h, int flags, uint32_t seed, bool poison)
     assert_int_equal(dev_execute(m, m->entry, nargs, args, &on, &fused, &d), IR_OK);
     assert_int_equal(dev_execute(m, m->entry, nargs, args, &off, &plain, &d), IR_OK);
     assert_int_equal(fused->nelems, 2);
-    for (int32_t e = 0; e < 2; e++) {
-        assert_int_equal(fused->elems[e]->nbytes, plain->elems[e]->nbytes);
-        assert_memory_equal(fused->elems[e]->data, plain->elems[e]->data, (size_t)plain->elems[e]->nbytes);
-    }
-    dev_value_unref(fused);
-    dev_value_unref(plain);
-    for (int a = 0; a < 4; a++)
-        dev_value_unref(args[a]);
-    for (int a = 0; a < 3; a++)
-        free(x[a]);
-    free(mask);
-    ir_module_free(m);
+    same_then_free(fused, plain, args, x, mask, m);
 }
 
 /* The softmax in the dot epilogue (ir_fusion_softmax, k_dot.c): JAX's
