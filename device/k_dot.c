@@ -41,6 +41,13 @@
  * matrix fails at its first element) and what it would have multiplied
  * finite (0 * inf is NaN), else the GEMM runs whole. Values equal; the
  * sums' order changes with the shorter k (not bit for bit).
+ *
+ * Zero rows (issue 34). A product whose op(A) has at least 1/8 of its rows
+ * zero and op(B) finite multiplies only the other rows (gemm_rows): a
+ * mixture of experts with dense dispatch sends every expert all the
+ * tokens, the one-hot gate zeroing all but its own, so 3/4 of a top-1
+ * 4-expert layer's expert rows are zero, in both of its expert dots.
+ * Checked on the values per call, as the triangles are.
  */
 #include "contract.h"
 
@@ -483,8 +490,81 @@ static void gemm_tri(Tri t, const CtGemm *g, size_t esz, const uint8_t *a, const
     }
 }
 
+/* A product whose op(A) has zero rows: the dense dispatch of a top-k
+ * mixture of experts (each expert's [tokens, D] slice, the one-hot gate
+ * times the tokens, is zero but for the tokens routed to it, and so are
+ * the rows of its hidden activation, relu(0) = 0). Where at least
+ * 1/ZERO_ROWS_MIN of op(A)'s rows are zero (either sign) and op(B) is
+ * finite (0 * inf is NaN), the other rows are gathered, multiplied, moved
+ * to their places and the zero rows written +0 (what the GEMM writes: its
+ * sums start at +0). Checked on the values per call (K >= 64, N >= 16): a
+ * row is read up to its first nonzero element, so a dense op(A) costs M
+ * loads. Values equal the whole product's; the GEMM may sum in another
+ * order for another M (not bit for bit). */
+#define ZERO_ROWS_MIN 8
+
+static int64_t zero_rows(const float *a, int64_t m, int64_t k, int64_t lda, int64_t *keep)
+{
+    int64_t nk = 0;
+    for (int64_t i = 0; i < m; i++) {
+        const float *row = a + i * lda;
+        int64_t j = 0;
+        for (uint32_t u = 0; j < k; j++) {
+            memcpy(&u, &row[j], sizeof u);
+            if (u & 0x7fffffffu)
+                break;
+        }
+        if (j < k)
+            keep[nk++] = i;
+    }
+    return m - nk;
+}
+
+static bool gemm_rows(const CtGemm *g, const uint8_t *a, const uint8_t *b, uint8_t *c)
+{
+    if (g->c != CT_F32 || g->acc || g->ta || g->m < ZERO_ROWS_MIN || g->k < TRI_TILE || g->n < TRI_TILE / 4)
+        return false;
+    const float *af = (const float *)(const void *)a;
+    int64_t *keep = ct_scratch(g->m, sizeof *keep);
+    if (!keep)
+        return false;
+    int64_t nz = zero_rows(af, g->m, g->k, g->lda, keep), nk = g->m - nz;
+    float *ac = NULL;
+    if (nz * ZERO_ROWS_MIN < g->m ||
+        !region_is(false, (const float *)(const void *)b, g->tb, g->ldb, 0, g->k, 0, g->n) ||
+        (nk > 0 && !(ac = ct_scratch(nk * g->k, sizeof *ac)))) {
+        ts_free(keep);
+        return false;
+    }
+    for (int64_t r = 0; r < nk; r++)
+        memcpy(ac + r * g->k, af + keep[r] * g->lda, (size_t)g->k * sizeof *ac);
+    float *cf = (float *)(void *)c;
+    if (nk > 0) {
+        CtGemm s = *g;
+        s.m = nk;
+        s.lda = g->k;
+        ct_gemm(&s, ac, b, c); /* into C's first nk rows */
+    }
+    /* Row r of the product belongs at keep[r] >= r: from the last down,
+     * no row is overwritten before it moves; then the zero rows. */
+    int64_t r = nk - 1;
+    for (int64_t i = g->m - 1; i >= 0; i--) {
+        float *dst = cf + i * g->ldc;
+        if (r >= 0 && keep[r] == i) {
+            if (r != i)
+                memcpy(dst, cf + r * g->ldc, (size_t)g->n * sizeof *cf);
+            r--;
+        } else {
+            memset(dst, 0, (size_t)g->n * sizeof *cf);
+        }
+    }
+    ts_free(ac);
+    ts_free(keep);
+    return true;
+}
+
 /* One batch element's GEMM: the causal scores' tiles (lower), a product
- * over an operand's zero triangle without it, else whole. */
+ * over an operand's zero triangle or zero rows without them, else whole. */
 static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, uint8_t *c,
                      const DevDotEpilogue *epi, float *t)
 {
@@ -502,7 +582,7 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
                 done = true;
             }
         }
-    if (!done)
+    if (!done && !gemm_rows(g, a, b, c))
         ct_gemm(g, a, b, c);
     for (int64_t r0 = 0; epi && r0 < g->m; r0 += TRI_TILE)
         epilogue_rows(epi, t, (float *)(void *)c, r0, r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);

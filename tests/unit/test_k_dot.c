@@ -200,6 +200,74 @@ static void test_dot_batch_not_leading(void **state)
     dev_value_unref(args[1]);
 }
 
+/* A batched f32 product whose lhs rows are mostly zero (the dense dispatch
+ * of a mixture of experts: k_dot.c's gemm_rows multiplies only the other
+ * rows): [2, 40, 70] x [2, 70, 20], batch 0 with 3 of 4 rows zero (some
+ * -0, one row nonzero only in its last element, one a lone NaN), batch 1
+ * all zero. Against a triple loop in double (NaN where it gives NaN),
+ * both paths; a zero row's result is +0. Then rhs holding an inf: the
+ * zero rows' results are NaN in its column (0 * inf), as the whole
+ * product gives. */
+static void dot_zero_rows_case(bool inf)
+{
+    enum { B = 2, M = 40, K = 70, N = 20 };
+    const char *txt =
+        "HloModule m\nENTRY e {\n  a = f32[2,40,70] parameter(0)\n  b = f32[2,70,20] parameter(1)\n"
+        "  ROOT d = f32[2,40,20] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},"
+        " rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n";
+    DevValue *args[2] = {val(IR_F32, 3, (int64_t[]){B, M, K}, NULL), val(IR_F32, 3, (int64_t[]){B, K, N}, NULL)};
+    fill_f32(args[0]);
+    fill_f32(args[1]);
+    float *a = (float *)args[0]->data, *bm = (float *)args[1]->data;
+    for (int i = 0; i < M; i++)
+        for (int x = 0; x < K; x++) {
+            if (i % 4 != 1)
+                a[i * K + x] = i % 4 == 2 ? -0.0f : 0.0f;
+            a[(M + i) * K + x] = 0.0f;
+        }
+    for (int x = 0; x < K - 1; x++) /* row 5: nonzero only in its last element */
+        a[5 * K + x] = 0.0f;
+    a[5 * K + K - 1] = 0.5f;
+    a[8 * K + 3] = NAN; /* row 8: a lone NaN */
+    if (inf)
+        bm[7 * N + 4] = INFINITY; /* batch 0, k 7, column 4 */
+    double want[B * M * N];
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0;
+                for (int x = 0; x < K; x++)
+                    s += (double)a[(b * M + i) * K + x] * bm[(b * K + x) * N + j];
+                want[(b * M + i) * N + j] = s;
+            }
+    for (int no_blas = 0; no_blas < 2; no_blas++) {
+        DevValue *out = run(txt, 2, args, no_blas);
+        const float *got = (const float *)out->data;
+        for (int e = 0; e < B * M * N; e++) {
+            if (isnan(want[e]) || isnan(got[e])) {
+                assert_true(isnan(want[e]) && isnan(got[e]));
+                continue;
+            }
+            if (isinf(want[e]))
+                assert_true(got[e] == want[e]);
+            else
+                assert_true(fabs(got[e] - want[e]) <= 1e-5 * 8);
+            if (want[e] == 0 && e / N % M % 4 != 1 && e / N != 5 && e / N != 8)
+                assert_false(signbit(got[e])); /* a zero row's result: +0 */
+        }
+        dev_value_unref(out);
+    }
+    dev_value_unref(args[0]);
+    dev_value_unref(args[1]);
+}
+
+static void test_dot_zero_rows(void **state)
+{
+    (void)state;
+    dot_zero_rows_case(false);
+    dot_zero_rows_case(true);
+}
+
 /* Two contracting dims, listed out of order, and batch dims that are
  * trailing: lhs [4,3,2,5] with batch {3}, contracting {2,0}; rhs
  * [2,6,4,5] with batch {3}, contracting {0,2} -> [5,3,6]:
@@ -843,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_dot_hand),
         cmocka_unit_test(test_dot_random_odd),
         cmocka_unit_test(test_dot_batch_not_leading),
+        cmocka_unit_test(test_dot_zero_rows),
         cmocka_unit_test(test_dot_multi_contracting),
         cmocka_unit_test(test_dot_transposed_in_place),
         cmocka_unit_test(test_dot_int_wraps),
