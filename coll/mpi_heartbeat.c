@@ -1,8 +1,9 @@
 /*
  * mpi_heartbeat.c: the heartbeat of the MPI transport (RELIABILITY.md,
  * "Stuck jobs"): beats to every peer, every collective a check-in compared
- * across ranks, the polling wait of every collective (cmpi_finish), and a
- * watchdog on MPI_Finalize.
+ * across ranks, the polling wait of every collective (cmpi_finish), the
+ * goodbye that reads every peer's last message before the communicator is
+ * freed, and a watchdog on MPI_Finalize.
  */
 #include "mpi_internal.h"
 
@@ -145,11 +146,12 @@ static void hb_end_job(CollMpi *t, const char *fmt, ...)
     coll_mpi_abort(t, msg);
 }
 
-/* Send {seq, what} to rank r on a free slot (hb.mu held). A beat finds
- * none when r has not taken the last NSLOT: it is dropped (r's silence
- * is the other side's business). A check-in must go: its slots are
- * waited for (a peer that never drains them is silent, and the
- * heartbeat thread ends the job). */
+/* Send {seq, what} to rank r on a free slot (hb.mu held): seq > 0 a
+ * check-in, 0 a beat, -1 the goodbye. A beat finds none when r has not
+ * taken the last NSLOT: it is dropped (r's silence is the other side's
+ * business). A check-in or the goodbye must go: its slots are waited for
+ * (a peer that never drains them is silent, and the heartbeat thread
+ * ends the job). */
 static void hb_send(CollMpi *t, int r, int64_t seq, Checkin what)
 {
     Heartbeat *h = &t->hb;
@@ -164,7 +166,8 @@ static void hb_send(CollMpi *t, int r, int64_t seq, Checkin what)
             sl->msg[0] = seq;
             sl->msg[1] = what.code;
             sl->msg[2] = what.detail;
-            if (tmpi_isend(sl->msg, 3, MPI_INT64_T, r, seq ? TAG_CHECKIN : TAG_BEAT, t->hb_comm, &sl->req) !=
+            int tag = seq > 0 ? TAG_CHECKIN : seq < 0 ? TAG_BYE : TAG_BEAT;
+            if (tmpi_isend(sl->msg, 3, MPI_INT64_T, r, tag, t->hb_comm, &sl->req) !=
                 MPI_SUCCESS)
                 hb_end_job(t, "sending a heartbeat to rank %d failed", r);
             return;
@@ -220,6 +223,8 @@ void cmpi_hb_drain(CollMpi *t)
         if (r < 0 || r >= t->size)
             continue;
         h->heard[r] = cmpi_now();
+        if (status.MPI_TAG == TAG_BYE)
+            h->bye[r] = true;
         if (status.MPI_TAG != TAG_CHECKIN)
             continue;
         if (msg[0] != h->rx_hi[r] + 1)
@@ -304,7 +309,9 @@ IrStatus coll_mpi_heartbeat_start(CollMpi *t, double seconds, IrDiag *d)
     h->rx_checked = ts_calloc(n, sizeof *h->rx_checked);
     h->rx = ts_calloc(n * RING, sizeof *h->rx);
     h->slots = ts_calloc(n * NSLOT, sizeof *h->slots);
-    if (!h->heard || !h->rx_hi || !h->rx_checked || !h->rx || !h->slots) {
+    h->bye = ts_calloc(n, sizeof *h->bye);
+    if (!h->heard || !h->rx_hi || !h->rx_checked || !h->rx || !h->slots || !h->bye) {
+        ts_free(h->bye);
         ts_free(h->heard);
         ts_free(h->rx_hi);
         ts_free(h->rx_checked);
@@ -335,6 +342,40 @@ IrStatus coll_mpi_heartbeat_start(CollMpi *t, double seconds, IrDiag *d)
     return IR_OK;
 }
 
+/* The last message on hb_comm, after the heartbeat thread stopped: a
+ * goodbye to every peer, then every peer's read, with whatever came
+ * before it (messages between two ranks keep their order). Without it
+ * the beats and check-ins still in flight when the communicator is freed
+ * are not lost: Open MPI holds messages for a context id it does not
+ * know and hands them to the next communicator given the same id, the
+ * next run's in a process that runs several (the Python API), where an
+ * old check-in number among the new ones ended that run ("rank 1 sent
+ * check-in 4 after 2"). Every rank gets here right after the run's last
+ * agreement, so the wait is short; it is bounded by the heartbeat (at
+ * most 5 s), for a peer that ended otherwise. */
+static void hb_goodbye(CollMpi *t)
+{
+    Heartbeat *h = &t->hb;
+    pthread_mutex_lock(&h->mu);
+    for (int r = 0; r < t->size; r++)
+        if (r != t->rank)
+            hb_send(t, r, -1, (Checkin){0, 0});
+    double until = cmpi_now() + fmin(h->seconds, 5.0);
+    CmpiBackoff b = {0};
+    for (;;) {
+        cmpi_hb_drain(t);
+        int r = 0;
+        while (r < t->size && (r == t->rank || h->bye[r]))
+            r++;
+        if (r == t->size || cmpi_now() > until)
+            break;
+        pthread_mutex_unlock(&h->mu);
+        cmpi_backoff(&b);
+        pthread_mutex_lock(&h->mu);
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
 void coll_mpi_heartbeat_stop(CollMpi *t)
 {
     Heartbeat *h = &t->hb;
@@ -345,6 +386,7 @@ void coll_mpi_heartbeat_stop(CollMpi *t)
     pthread_cond_signal(&h->cv);
     pthread_mutex_unlock(&h->mu);
     pthread_join(h->thread, NULL);
+    hb_goodbye(t);
     /* Sends still in flight: given 100 ms to complete (tiny messages
      * normally already have); one that has not (its peer stopped) is let
      * go with MPI_Request_free, and then its buffer must outlive it: the
@@ -369,6 +411,8 @@ void coll_mpi_heartbeat_stop(CollMpi *t)
     ts_free(h->rx_hi);
     ts_free(h->rx_checked);
     ts_free(h->rx);
+    ts_free(h->bye);
+    h->bye = NULL;
     h->heard = NULL;
     h->rx_hi = h->rx_checked = NULL;
     h->rx = NULL;

@@ -29,7 +29,7 @@
 /* Check-ins remembered per rank (a peer may run ahead of this rank by a
  * few collectives: a gather's senders cmpi_finish before its root), and sends
  * in flight per peer. */
-enum { RING = 64, NSLOT = 32, TAG_BEAT = 1, TAG_CHECKIN = 2 };
+enum { RING = 64, NSLOT = 32, TAG_BEAT = 1, TAG_CHECKIN = 2, TAG_BYE = 3 };
 
 /* A check-in: what (kind and size: cmpi_checkin_code) and its detail (the
  * reducer and element type of a reduction: cmpi_checkin_detail; 0 none). */
@@ -65,6 +65,7 @@ typedef struct Heartbeat {
     int64_t *rx_hi, *rx_checked; /* [size]: highest received, highest compared */
     Checkin *rx;             /* [size][RING]: what each peer's check-ins were */
     Slot *slots;             /* [size][NSLOT] */
+    bool *bye;               /* [size]: the peer's last message came (coll_mpi_heartbeat_stop) */
 } Heartbeat;
 
 /* A thread that ends the process if a call (MPI_Finalize, which no
