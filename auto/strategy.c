@@ -747,6 +747,30 @@ static int32_t reshaped_from(const IrComputation *c, int32_t i)
     }
 }
 
+/* Is instruction i computed from constants and iotas alone (a rotary
+ * table, a position encoding, a mask), through at most 64 instructions of
+ * the elementwise, broadcast, reshape, transpose and slice families? */
+static bool from_constants(const IrComputation *c, int32_t i)
+{
+    int32_t stack[64];
+    int32_t n = 0, seen = 0;
+    stack[n++] = i;
+    while (n > 0) {
+        const IrInstr *x = &c->instr[stack[--n]];
+        IrOpFamily f = ir_op_family(x->op);
+        if (++seen > 64)
+            return false;
+        if (f == FAM_CONSTANT || f == FAM_IOTA)
+            continue;
+        if (!(f == FAM_ELEMENTWISE || f == FAM_BROADCAST || f == FAM_RESHAPE || f == FAM_TRANSPOSE ||
+              f == FAM_SLICE) || x->nopnd < 1 || n + x->nopnd > 64)
+            return false;
+        for (int32_t o = 0; o < x->nopnd; o++)
+            stack[n++] = x->opnd[o];
+    }
+    return true;
+}
+
 int32_t auto_follows(const IrComputation *c, int32_t i)
 {
     Roles r;
@@ -762,10 +786,15 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
      * broadcast over the rows of a row-tiled activation) leads a group of
      * its own: its result may be tiled on a new dim where the parameter is
      * replicated; following it, the result would be held whole on every
-     * device. A computed value's broadcast (a softmax's row maximum) keeps
+     * device. So does the broadcast of a value computed from constants
+     * alone (a rotary table [T,hd] broadcast over batch and heads: held
+     * whole in the table's group, each device held the [B,T,H,hd] result,
+     * grouped-query attention with RoPE on 8 devices 1.29x data parallel's
+     * peak). A computed value's broadcast (a softmax's row maximum) keeps
      * following: its rows are the operand's. */
     if (f == FAM_BROADCAST && x->shape.rank > c->instr[x->opnd[0]].shape.rank &&
-        ir_op_family(c->instr[reshaped_from(c, x->opnd[0])].op) == FAM_PARAMETER)
+        (ir_op_family(c->instr[reshaped_from(c, x->opnd[0])].op) == FAM_PARAMETER ||
+         from_constants(c, x->opnd[0])))
         return -1;
     if (f != FAM_ELEMENTWISE)
         return 0;
