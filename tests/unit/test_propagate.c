@@ -426,6 +426,32 @@ static void test_conv(void **state)
     ir_module_free(m);
 }
 
+/* A depthwise convolution (feature groups) keeps the batch map, each
+ * image its own, forward and back; its features stay whole (an output
+ * feature reads its group's input features). */
+static void test_conv_grouped(void **state)
+{
+    (void)state;
+    IrModule *m = run("HloModule t, num_partitions=2\n"
+                      "ENTRY e {\n"
+                      "  in = f32[8,10,10,6] parameter(0), sharding={devices=[2,1,1,1]0,1}\n"
+                      "  k = f32[3,3,1,6] parameter(1), sharding={replicated}\n"
+                      "  c = f32[8,10,10,6] convolution(in, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=6\n"
+                      "  in2 = f32[8,10,10,6] parameter(2)\n"
+                      "  k2 = f32[3,3,1,6] parameter(3)\n"
+                      "  c2 = f32[8,10,10,6] convolution(in2, k2), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=6, sharding={devices=[2,1,1,1]0,1}\n"
+                      "  in3 = f32[8,10,10,6] parameter(4), sharding={devices=[1,1,1,2]0,1}\n"
+                      "  k3 = f32[3,3,1,6] parameter(5), sharding={replicated}\n"
+                      "  c3 = f32[8,10,10,6] convolution(in3, k3), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=6\n"
+                      "  ROOT o = (f32[8,10,10,6], f32[8,10,10,6], f32[8,10,10,6]) tuple(c, c2, c3)\n"
+                      "}\n",
+                      2);
+    expect(m, "c", "{devices=[2,1,1,1]0,1}");   /* batch from the input */
+    expect(m, "in2", "{devices=[2,1,1,1]0,1}"); /* batch back to the input */
+    expect(m, "c3", REPL);                      /* no feature map under groups */
+    ir_module_free(m);
+}
+
 /* ---- gather / scatter ---- */
 
 static void test_gather(void **state)
@@ -1441,6 +1467,7 @@ int main(void)
         cmocka_unit_test(test_dot_backward_and_batch),
         cmocka_unit_test(test_dot_merges_operands),
         cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_conv_grouped),
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_gather_merge),
         cmocka_unit_test(test_scatter),
