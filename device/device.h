@@ -539,6 +539,17 @@ typedef struct DevDotEpilogue {
 } DevDotEpilogue;
 IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
                          bool lower, const DevDotEpilogue *epi, DevValue **out);
+/* Attention as one group (IrFusionGroup.dot_then): the scores dot k (its
+ * operands read as dev_k_dot_fused reads them; lower as there) with its
+ * epilogue epi (a softmax), whose probabilities P [batch..., M, N] are
+ * only read by the dot kv->ins as its lhs (batch dims first and in order,
+ * contracted over N); kv->opnd[1] is its rhs V, read transposed by vperm
+ * (NULL: as it is). *out is P.V, P made a block of 64 rows at a time in
+ * scratch and never whole (k_dot.c). Fails as dev_k_dot_fused does, and
+ * IR_EINTERNAL when the dots do not fit that form. */
+IrStatus dev_k_dot_attention(const DevKernelArgs *k, const IrI64List *const perm[2], bool lower,
+                             const DevDotEpilogue *epi, const DevKernelArgs *kv, const IrI64List *vperm,
+                             DevValue **out);
 /* k_conv.c */
 IrStatus dev_k_convolution(const DevKernelArgs *k, DevValue **out);
 /* k_reduce.c */

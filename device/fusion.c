@@ -739,7 +739,7 @@ static IrStatus dot_epilogue(const IrModule *m, const IrComputation *c, const De
         mv = vals[mask];
         fv = vals[fill];
     }
-    const IrShape *rs = &c->instr[g->root].shape;
+    const IrShape *rs = &c->instr[g->nodes[g->dot]].shape; /* the root's, or P.V's lhs */
     if (!scalar_f32(fv, &e->fill) || !mv || !dev_value_is_array(mv) || mv->shape.type != IR_PRED ||
         mv->shape.rank != 2 || rs->rank < 2 || mv->shape.dims[0] != rs->dims[rs->rank - 2] ||
         mv->shape.dims[1] != rs->dims[rs->rank - 1])
@@ -904,6 +904,25 @@ static IrStatus run_columns(const IrModule *m, const IrComputation *c, const Dev
     return IR_OK;
 }
 
+/* Attention's scores, softmax and P.V as one group (g->dot_then): P.V
+ * reads V (its rhs) as the scores' dot reads its operands, through a
+ * transpose in the group without making it. */
+static IrStatus attention(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                          const DevExecOptions *opt, IrDiag *d, DevValue **vals, const DevKernelArgs *k,
+                          const IrI64List *const perm[2], const DevDotEpilogue *epi, DevValue **out)
+{
+    const IrInstr *pv = &c->instr[g->nodes[g->dot_then]];
+    int32_t o = pv->opnd[1];
+    const IrI64List *vperm = NULL;
+    if (ir_fusion_node_index(g, o) >= 0) {
+        vperm = &c->instr[o].a.dimensions;
+        o = c->instr[o].opnd[0];
+    }
+    DevValue *opnd[2] = {NULL, vals[o]};
+    DevKernelArgs kv = {m, c, pv, pv->nopnd, opnd, opt, d};
+    return dev_k_dot_attention(k, perm, g->dot_lower, epi, &kv, vperm, out);
+}
+
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out)
@@ -935,6 +954,9 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
             if (st != IR_OK)
                 return dev_kernel_error(&k, st, "dot epilogue: %s does not fit", c->instr[g->dot_select].name);
         }
+        if (g->dot_then >= 0)
+            return g->dot_select >= 0 ? attention(m, c, g, opt, d, vals, &k, perm, &epi, out)
+                                      : dev_kernel_error(&k, IR_EINTERNAL, "P.V in a group without the softmax");
         return dev_k_dot_fused(&k, perm, g->dot_transposed ? &root->shape : NULL, g->dot_lower,
                                g->dot_select >= 0 ? &epi : NULL, out);
     }

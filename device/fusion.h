@@ -46,7 +46,10 @@
  * (IrFusionGroup.dot_softmax, ir_fusion_softmax), its row group joins
  * too: the group is rooted at the softmax's divide, and each row is
  * scaled, masked and turned into probabilities in cache, exp'ed only up
- * to its last kept column.
+ * to its last kept column. Where those probabilities P are causal (the
+ * scores' dot is dot_lower) and read only by P.V, that dot joins as well
+ * (IrFusionGroup.dot_then, the root): each block of P's rows is
+ * multiplied by V while in cache (dev_k_dot_attention), P never whole.
  */
 #ifndef TESSEL_DEVICE_FUSION_H
 #define TESSEL_DEVICE_FUSION_H

@@ -369,16 +369,16 @@ DEV_VECTOR_CLONES static void softmax_row(const DevDotEpilogue *e, float *row, c
 }
 
 /* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
- * element's f32 C (row stride n): the scale, then the select, then the
- * softmax (t: its scratch row). */
+ * element's f32 C (c: its row r0, row stride n): the scale, then the
+ * select, then the softmax (t: its scratch row). */
 static void epilogue_rows(const DevDotEpilogue *e, float *t, float *c, int64_t r0, int64_t r1, int64_t n)
 {
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *m = e->mask ? e->mask + r * n : NULL;
         if (e->softmax)
-            softmax_row(e, c + r * n, m, n, t);
+            softmax_row(e, c + (r - r0) * n, m, n, t);
         else
-            scale_select(e, c + r * n, m, n);
+            scale_select(e, c + (r - r0) * n, m, n);
     }
 }
 
@@ -398,7 +398,7 @@ static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint
         for (int64_t r = r0; r < r1 && n1 < g->n; r++)
             memset(c + (size_t)(r * g->ldc + n1) * esz, 0, (size_t)(g->n - n1) * esz);
         if (epi)
-            epilogue_rows(epi, t, (float *)(void *)c, r0, r1, g->n);
+            epilogue_rows(epi, t, (float *)(void *)(c + (size_t)(r0 * g->ldc) * esz), r0, r1, g->n);
     }
 }
 
@@ -585,7 +585,8 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
     if (!done && !gemm_rows(g, a, b, c))
         ct_gemm(g, a, b, c);
     for (int64_t r0 = 0; epi && r0 < g->m; r0 += TRI_TILE)
-        epilogue_rows(epi, t, (float *)(void *)c, r0, r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);
+        epilogue_rows(epi, t, (float *)(void *)(c + (size_t)(r0 * g->ldc) * esz), r0,
+                      r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);
 }
 
 /* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute
@@ -701,6 +702,141 @@ done:
     ts_free(a.owned);
     ts_free(b.owned);
     ts_free(cbuf);
+    ts_free(t);
+    if (st != IR_OK) {
+        dev_value_unref(r);
+        return st;
+    }
+    *out = r;
+    return IR_OK;
+}
+
+/* ---- attention's P.V in the scores' group ----
+ *
+ * The scores' group (a dot epilogue ending in a softmax) whose one reader
+ * is P.V (IrFusionGroup.dot_then): per batch element and block of 64 rows
+ * [r0, r1), the block's scores (the causal tiles' columns [0, r1) only)
+ * go into a scratch block, through the epilogue, and straight on into
+ * out[r0:r1] = P[r0:r1, 0:k] V[0:k], so P [batch, M, N] is never written
+ * nor read back. k is r1 where the block's columns [r1, N) are all zeros
+ * (a causal softmax's exp(-1e9 - max)) and V's rows a block skips are
+ * finite (0 * inf is NaN), else N: the GEMM calls gemm_tri makes for P.V
+ * unfused on a causal P, on the same values (the same bits, with a BLAS
+ * whose sums do not depend on where the operands sit). */
+
+/* The scores' GEMM of batch element i, block [r0, r1), into pb (row
+ * stride g->n): columns [0, r1) where lower (zeros after), else all. */
+static void scores_block(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, float *pb, int64_t r0,
+                         int64_t r1)
+{
+    CtGemm s = *g;
+    s.m = r1 - r0;
+    s.n = lower && g->m > TRI_TILE && r1 < g->n ? r1 : g->n;
+    s.ldc = g->n;
+    ct_gemm(&s, at(a, g->ta, g->lda, r0, 0, sizeof(float)), b, pb);
+    for (int64_t r = 0; r < s.m && s.n < g->n; r++)
+        memset(pb + r * g->n + s.n, 0, (size_t)(g->n - s.n) * sizeof *pb);
+}
+
+/* The shapes of attention's two dots: the scores [batch, M, N] (k) and
+ * P.V (kv: its lhs P [batch..., M, N], batch dims first and in order,
+ * contracted over N; its rhs V). */
+static IrStatus pv_plan(const DevKernelArgs *k, const DevKernelArgs *kv, const DotPlan *p, const IrShape *vs,
+                        DotPlan *pv)
+{
+    const IrInstr *d = kv->ins;
+    const IrShape *ls = &kv->c->instr[d->opnd[0]].shape;
+    IrStatus st = dot_plan(kv, ls, vs, pv);
+    if (st != IR_OK)
+        return st;
+    const IrDotDnums *dn = &d->a.dot;
+    bool ok = pv->nb == p->nb && pv->b == p->b && pv->m == p->m && pv->k == p->n && pv->nlf == 1 &&
+              pv->nrf == 1 && pv->nc == 1 && dn->lhs_contracting.v[0] == ls->rank - 1 &&
+              ls->rank == p->nb + 2 && d->shape.type == IR_F32 && vs->type == IR_F32;
+    for (int32_t i = 0; ok && i < pv->nb; i++)
+        ok = dn->lhs_batch.v[i] == i;
+    return ok ? IR_OK : dev_kernel_error(k, IR_EINTERNAL, "dot: P.V does not fit the scores' group");
+}
+
+/* One batch element: scores, epilogue and P.V block by block (pb: a
+ * block of P, t: the softmax's scratch row). */
+static void attention_one(const CtGemm *g, const CtGemm *gv, bool lower, const DevDotEpilogue *epi,
+                          const uint8_t *a, const uint8_t *b, const float *v, float *o, float *pb, float *t)
+{
+    int64_t kk = gv->k, first_end = TRI_TILE < g->m ? TRI_TILE : g->m;
+    /* gemm_one's test for a lower zero triangle of P (tri_holds: V's rows
+     * the blocks skip finite); P's zeros are checked block by block. */
+    bool tri = kk >= 2 * TRI_TILE && g->m == kk && region_is(false, v, gv->tb, gv->ldb, first_end, kk, 0, gv->n);
+    for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
+        int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m;
+        scores_block(g, lower, a, b, pb, r0, r1);
+        epilogue_rows(epi, t, pb, r0, r1, g->n);
+        CtGemm s = *gv;
+        s.m = r1 - r0;
+        if (tri && r1 < kk && region_is(true, pb, false, g->n, 0, r1 - r0, r1, kk))
+            s.k = r1;
+        ct_gemm(&s, pb, v, o + r0 * gv->ldc);
+    }
+}
+
+IrStatus dev_k_dot_attention(const DevKernelArgs *k, const IrI64List *const perm[2], bool lower,
+                             const DevDotEpilogue *epi, const DevKernelArgs *kv, const IrI64List *vperm,
+                             DevValue **out)
+{
+    if (k->nopnd != 2 || !dev_value_is_array(k->opnd[0]) || !dev_value_is_array(k->opnd[1]) || kv->nopnd != 2 ||
+        !dev_value_is_array(kv->opnd[1]) || !epi)
+        return dev_kernel_error(k, IR_EINPUT, "dot takes two arrays");
+    IrShape ls, rs, vs;
+    int64_t ldims[IR_MAX_RANK], rdims[IR_MAX_RANK], vdims[IR_MAX_RANK];
+    const int64_t *lp = perm[0] ? perm[0]->v : NULL, *rp = perm[1] ? perm[1]->v : NULL, *vp = vperm ? vperm->v : NULL;
+    if (!read_shape(k->opnd[0], lp, perm[0] ? perm[0]->n : 0, &ls, ldims) ||
+        !read_shape(k->opnd[1], rp, perm[1] ? perm[1]->n : 0, &rs, rdims) ||
+        !read_shape(kv->opnd[1], vp, vperm ? vperm->n : 0, &vs, vdims))
+        return dev_kernel_error(k, IR_EINPUT, "dot: an operand's transpose is not a permutation of its dims");
+    DotPlan p = {0}, pv = {0};
+    IrStatus st = dot_plan(k, &ls, &rs, &p);
+    if (st == IR_OK)
+        st = pv_plan(k, kv, &p, &vs, &pv);
+    if (st != IR_OK)
+        return st;
+    if (k->ins->shape.type != IR_F32 || p.nlf != 1 || p.nrf != 1)
+        return dev_kernel_error(k, IR_EINTERNAL, "dot: an epilogue on a result that is not f32 [batch, M, N]");
+    DevValue *r = dev_value_new_uninit(&kv->ins->shape);
+    if (!r)
+        return dev_kernel_oom(k, NULL);
+    if (p.b * p.m * pv.n == 0) {
+        *out = r;
+        return IR_OK;
+    }
+    const IrDotDnums *dn = &k->ins->a.dot, *dv = &kv->ins->a.dot;
+    DotOperand a = {0}, b = {0}, v = {0};
+    float *pb = NULL, *t = NULL;
+    if ((st = dot_operand(k, CT_F32, k->opnd[0], lp, dn->lhs_batch.v, p.nb, p.lfree, p.nlf, dn->lhs_contracting.v,
+                          p.nc, &a)) != IR_OK ||
+        (st = dot_operand(k, CT_F32, k->opnd[1], rp, dn->rhs_batch.v, p.nb, dn->rhs_contracting.v, p.nc, p.rfree,
+                          p.nrf, &b)) != IR_OK ||
+        (st = dot_operand(kv, CT_F32, kv->opnd[1], vp, dv->rhs_batch.v, pv.nb, dv->rhs_contracting.v, pv.nc,
+                          pv.rfree, pv.nrf, &v)) != IR_OK)
+        goto done;
+    int64_t rows = TRI_TILE < p.m ? TRI_TILE : p.m;
+    if (!(pb = ct_scratch(rows * p.n, sizeof *pb)) || !(t = ct_scratch(p.n, sizeof *t))) {
+        st = dev_kernel_oom(k, NULL);
+        goto done;
+    }
+    CtGemm g = {.c = CT_F32, .ta = a.trans, .tb = b.trans, .blas = ct_use_blas(k), .m = p.m, .n = p.n, .k = p.k,
+                .lda = a.ld, .ldb = b.ld, .ldc = p.n};
+    CtGemm gv = {.c = CT_F32, .tb = v.trans, .blas = g.blas, .m = p.m, .n = pv.n, .k = pv.k, .lda = p.n,
+                 .ldb = v.ld, .ldc = pv.n};
+    for (int64_t i = 0; i < p.b; i++)
+        attention_one(&g, &gv, lower, epi, a.data + (size_t)batch_offset(&a.batch, i) * sizeof(float),
+                      b.data + (size_t)batch_offset(&b.batch, i) * sizeof(float),
+                      (const float *)(const void *)(v.data + (size_t)batch_offset(&v.batch, i) * sizeof(float)),
+                      (float *)(void *)r->data + i * p.m * pv.n, pb, t);
+done:
+    ts_free(a.owned);
+    ts_free(b.owned);
+    ts_free(v.owned);
+    ts_free(pb);
     ts_free(t);
     if (st != IR_OK) {
         dev_value_unref(r);

@@ -780,6 +780,75 @@ static void dot_softmaxes(const Find *f, const int32_t *order, int32_t norder, c
     }
 }
 
+/* ---- attention's P.V in the same group ----
+ *
+ * A causal softmax epilogue's probabilities P [batch..., M, N] (the
+ * scores' dot dot_lower) whose one reader is a dot P.V, P its lhs with
+ * the batch dims first and in order and contracted over N (attention's
+ * out = P V), join that dot's group (a group of one, or the dot reading V
+ * through a transpose), rooted at the dot: k_dot.c makes P a block of 64
+ * rows at a time and multiplies it by V at once, so P is never written
+ * nor read back (IrFusionGroup.dot_then). */
+
+/* Is dot u of c a P.V over softmax p (its lhs), p read by nobody else? */
+static bool pv_dot(const IrComputation *c, const int32_t *order, int32_t norder, int32_t u, int32_t p)
+{
+    const IrInstr *d = &c->instr[u];
+    const IrDotDnums *dn = &d->a.dot;
+    int32_t rank = c->instr[p].shape.rank, nb = rank - 2;
+    if (d->op != OP_DOT || d->nopnd != 2 || d->opnd[0] != p || d->opnd[1] == p || !epilogue_dot(c, u) ||
+        dn->lhs_batch.n != nb || dn->lhs_contracting.n != 1 || dn->lhs_contracting.v[0] != rank - 1)
+        return false;
+    for (int32_t i = 0; i < nb; i++)
+        if (dn->lhs_batch.v[i] != i)
+            return false;
+    int32_t readers = 0;
+    for (int32_t j = 0; j < norder; j++) {
+        const IrInstr *ins = &c->instr[order[j]];
+        for (int32_t o = 0; o < ins->nopnd; o++)
+            readers += ins->opnd[o] == p;
+    }
+    return readers == 1;
+}
+
+static void dot_pvs(const Find *f, const int32_t *order, int32_t norder, int32_t *gid, int32_t *size,
+                    int32_t *escale, int32_t *eselect, int32_t *esoftmax, int32_t *epv)
+{
+    const IrComputation *c = f->c;
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        const IrInstr *d = &c->instr[u];
+        if (d->op != OP_DOT || d->nopnd != 2 || has_control(c, f->ctrl_succ, u))
+            continue;
+        int32_t p = d->opnd[0], v = d->opnd[1], scores = -1;
+        if (p < 0 || p >= c->ninstr || gid[p] != p || esoftmax[p] != p || !pv_dot(c, order, norder, u, p) ||
+            (gid[v] == SHARED && c->instr[v].op != OP_TRANSPOSE)) /* V read in place, or through a transpose */
+            continue;
+        for (int32_t i = 0; i < c->ninstr && scores < 0; i++)
+            if (gid[i] == p && c->instr[i].op == OP_DOT)
+                scores = i;
+        int32_t alone = u;
+        if (scores < 0 || !ir_causal_dot_reads_lower(f->causal, c, scores) ||
+            (gid[u] != -1 && (gid[u] != u || !groups_only(c, gid, &u, 1, &alone, 1))))
+            continue;
+        int32_t total = size[p] + (gid[u] == u ? size[u] : 1);
+        if (total > IR_FUSION_MAX_NODES)
+            continue;
+        for (int32_t i = 0; i < c->ninstr; i++)
+            if (gid[i] == p)
+                gid[i] = u;
+        gid[u] = u;
+        size[u] = total;
+        f->space[u] = u;
+        f->nouter[u] = -1;
+        escale[u] = escale[p];
+        eselect[u] = eselect[p];
+        esoftmax[u] = esoftmax[p];
+        epv[u] = u;
+        escale[p] = eselect[p] = esoftmax[p] = -1;
+    }
+}
+
 void ir_fusion_free(IrFusion *f)
 {
     for (int32_t g = 0; g < f->ngroups; g++) {
@@ -1052,11 +1121,11 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
     bool *ctrl_succ = ts_calloc((size_t)n, sizeof *ctrl_succ);
     bool *extra = ts_calloc((size_t)n, sizeof *extra);
     int32_t *escale = ts_malloc((size_t)n * sizeof *escale), *eselect = ts_malloc((size_t)n * sizeof *eselect);
-    int32_t *esoftmax = ts_malloc((size_t)n * sizeof *esoftmax);
+    int32_t *esoftmax = ts_malloc((size_t)n * sizeof *esoftmax), *epv = ts_malloc((size_t)n * sizeof *epv);
     Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
               opt->small, ir_causal_new(m), ts_calloc((size_t)n, sizeof(bool))};
     IrStatus st = IR_ENOMEM;
-    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !esoftmax || !f.space || !f.nouter ||
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !esoftmax || !epv || !f.space || !f.nouter ||
         !f.causal || !f.column)
         goto done;
     for (int32_t i = 0; i < n; i++) {
@@ -1127,9 +1196,10 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         goto done;
     lower_dots(&f, order, norder, gid, size, &nroots);
     for (int32_t i = 0; i < n; i++)
-        escale[i] = eselect[i] = esoftmax[i] = -1;
+        escale[i] = eselect[i] = esoftmax[i] = epv[i] = -1;
     dot_epilogues(&f, order, norder, gid, size, escale, eselect);
     dot_softmaxes(&f, order, norder, extra, gid, size, escale, eselect, esoftmax);
+    dot_pvs(&f, order, norder, gid, size, escale, eselect, esoftmax, epv);
     nroots = 0;
     for (int32_t i = 0; i < n; i++)
         nroots += gid[i] == i;
@@ -1169,8 +1239,9 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         g->dot_transposed = c->instr[g->root].op == OP_TRANSPOSE;
         g->dot = -1;
         for (int32_t j = 0; j < g->nnodes; j++)
-            if (c->instr[g->nodes[j]].op == OP_DOT)
-                g->dot = j;
+            if (c->instr[g->nodes[j]].op == OP_DOT && g->dot < 0)
+                g->dot = j; /* the first: the scores' where dot_then */
+        g->dot_then = epv[g->root] >= 0 ? g->nnodes - 1 : -1;
         g->dot_lower = g->dot >= 0 && !g->dot_transposed && ir_causal_dot_reads_lower(f.causal, c, g->nodes[g->dot]);
         g->dot_scale = escale[g->root];
         g->dot_select = eselect[g->root];
@@ -1187,6 +1258,7 @@ done:
     ts_free(escale);
     ts_free(eselect);
     ts_free(esoftmax);
+    ts_free(epv);
     ts_free(f.space);
     ts_free(f.nouter);
     ir_causal_free(f.causal);

@@ -1330,6 +1330,12 @@ typedef struct IrFusionGroup {
     int32_t dot_softmax; /* the divide of a softmax over the last dim of the
                           * dot_select's value (ir_fusion_softmax): then the
                           * root, and dot_select an interior node; or -1 */
+    int32_t dot_then;    /* attention's P.V: the node (the root, a dot) that
+                          * is the one reader of the softmax's probabilities
+                          * (dot_softmax, then an interior node), as its lhs
+                          * contracted over their last dim: P is made a block
+                          * of rows at a time, never whole; or -1. `dot` is
+                          * then the scores' dot */
 } IrFusionGroup;
 
 typedef struct IrFusion {

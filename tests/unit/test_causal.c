@@ -348,8 +348,9 @@ static char *swap_line(const char *text, const char *from, const char *to, int s
 /* The attention of txt over S s: the scores' group is a dot epilogue
  * (root sm, the select or the call; scale `sc` where scaled) when fuses,
  * and not otherwise; with soft, the softmax `p` of sm joins it (the
- * root). Either way the fused run is the unfused one bit for bit. nargs
- * 4: a pred [S,S] mask parameter (alternating rows of true). */
+ * root), and with soft 2 (a causal mask) P.V `o` too (the root,
+ * dot_then). Either way the fused run is the unfused one bit for bit.
+ * nargs 4: a pred [S,S] mask parameter (alternating rows of true). */
 /* The fused run's outputs equal the plain run's bit for bit (a tuple's
  * elements each, or the one array); then a case's values and module freed. */
 static void same_then_free(DevValue *fused, DevValue *plain, DevValue **args, float **x, uint8_t *mask, IrModule *m)
@@ -370,7 +371,7 @@ static void same_then_free(DevValue *fused, DevValue *plain, DevValue **args, fl
     ir_module_free(m);
 }
 
-static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool soft, bool scaled)
+static void epilogue_case(const char *txt, int s, int nargs, bool fuses, int soft, bool scaled)
 {
     IrModule *m = parse_ok(txt);
     int32_t dot = instr_named(m, "s");
@@ -378,9 +379,10 @@ static void epilogue_case(const char *txt, int s, int nargs, bool fuses, bool so
     int32_t g = f.group_of ? f.group_of[dot] : -1;
     if (fuses) {
         assert_true(g >= 0);
-        assert_int_equal(f.groups[g].root, instr_named(m, soft ? "p" : "sm"));
+        assert_int_equal(f.groups[g].root, instr_named(m, soft == 2 ? "o" : soft ? "p" : "sm"));
         assert_int_equal(f.groups[g].dot_select, instr_named(m, "sm"));
         assert_int_equal(f.groups[g].dot_softmax, soft ? instr_named(m, "p") : -1);
+        assert_int_equal(f.groups[g].dot_then, soft == 2 ? f.groups[g].nnodes - 1 : -1);
         assert_int_equal(f.groups[g].dot_scale, scaled ? instr_named(m, "sc") : -1);
         assert_int_equal(f.groups[g].nodes[f.groups[g].dot], dot);
     } else {
@@ -436,21 +438,21 @@ static void dot_epilogues(void **state)
     int lens[] = {6, 130};
     for (size_t t = 0; t < 2; t++) {
         int s = lens[t];
-        epilogue_case(attention(s, CAUSAL_GE, true), s, 3, true, true, true);
-        epilogue_case(returned(attention(s, CAUSAL_GE, false), s), s, 3, true, false, true);
+        epilogue_case(attention(s, CAUSAL_GE, true), s, 3, true, 2, true);
+        epilogue_case(returned(attention(s, CAUSAL_GE, false), s), s, 3, true, 0, true);
         epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), "  two = f32[] constant(2)\n  twob = f32[2,3,@,@] broadcast(two), dimensions={}\n" SCALE_LINE,
                                 "  two = f32[] constant(0.3)\n  twob = f32[2,3,@,@] broadcast(two), dimensions={}\n"
                                 "  sc = f32[2,3,@,@] multiply(twob, s)\n", s),
                       s, 3, true, false, true);
         epilogue_case(swap_line(attention(s, CAUSAL_GE, true), SCALE_LINE, "  sc = f32[2,3,@,@] multiply(s, twob)\n", s),
-                      s, 3, true, true, true);
+                      s, 3, true, 2, true);
         epilogue_case(swap_line(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE, "", s), SELECT_LINE,
                                 "  sm = f32[2,3,@,@] select(mb, s, cb)\n", s),
                       s, 3, true, false, false);
         epilogue_case(swap_line(returned(attention(s, "  ge = pred[@,@] compare(i0, i1), direction=LT\n", false), s), SELECT_LINE,
                                 "  sm = f32[2,3,@,@] select(mb, cb, sc)\n", s),
                       s, 3, true, false, true);
-        epilogue_case(attention(s, "  ge = pred[@,@] parameter(3)\n", true), s, 4, true, true, true);
+        epilogue_case(attention(s, "  ge = pred[@,@] parameter(3)\n", true), s, 4, true, 1, true);
         /* Not taken in. */
         epilogue_case(swap_line(returned(attention(s, CAUSAL_GE, false), s), SCALE_LINE,
                                 "  row = f32[@] iota(), iota_dimension=0\n  rowb = f32[2,3,@,@] broadcast(row), dimensions={3}\n"
@@ -498,6 +500,7 @@ enum {
     SM_MASK_PARAM = 2,  /* the mask a parameter (3) rather than causal */
     SM_FILL_HALF = 4,   /* the fill 0.5: its exp is no zero */
     SM_EXP_OUT = 8,     /* exp returned too: the softmax stays a row group */
+    SM_OUT_ONLY = 16,   /* P not returned: P.V joins the group where causal */
 };
 
 /* Block-infer's attention as JAX lowers it, 2 x h heads of 4 over s
@@ -562,8 +565,9 @@ static char *jax_attention(int s, int h, int flags)
                     s, h));
     size_t at = strlen(buf);
     snprintf(buf + at, sizeof buf - at, "%s",
-             subst2(flags & SM_EXP_OUT ? "  ROOT t = (f32[2,#,@,4], f32[2,#,@,@]) tuple(o, e)\n}\n"
-                                       : "  ROOT t = (f32[2,#,@,4], f32[2,#,@,@]) tuple(o, p)\n}\n",
+             subst2(flags & SM_EXP_OUT    ? "  ROOT t = (f32[2,#,@,4], f32[2,#,@,@]) tuple(o, e)\n}\n"
+                    : flags & SM_OUT_ONLY ? "  ROOT t = (f32[2,#,@,4]) tuple(o)\n}\n"
+                                          : "  ROOT t = (f32[2,#,@,4], f32[2,#,@,@]) tuple(o, p)\n}\n",
                     s, h));
     return buf;
 }
@@ -582,8 +586,10 @@ static void softmax_case(int s, int h, int flags, uint32_t seed, bool poison)
     int32_t g = f.group_of ? f.group_of[dot] : -1;
     assert_true(g >= 0);
     bool fuses = !(flags & SM_EXP_OUT) && s > 1; /* rows of 1: no row group */
-    assert_int_equal(f.groups[g].root, fuses ? p : instr_named(m, "sm"));
+    bool pv = fuses && (flags & SM_OUT_ONLY) && !(flags & SM_MASK_PARAM);
+    assert_int_equal(f.groups[g].root, pv ? instr_named(m, "o") : fuses ? p : instr_named(m, "sm"));
     assert_int_equal(f.groups[g].dot_softmax, fuses ? p : -1);
+    assert_int_equal(f.groups[g].dot_then, pv ? f.groups[g].nnodes - 1 : -1);
     assert_int_equal(f.groups[g].dot_select, instr_named(m, "sm"));
     ir_fusion_free(&f);
     int64_t dims[] = {2, h, s, 4}, n = 2 * (int64_t)h * s * 4, mdims[] = {s, s};
@@ -607,7 +613,7 @@ static void softmax_case(int s, int h, int flags, uint32_t seed, bool poison)
     IrDiag d = {0};
     assert_int_equal(dev_execute(m, m->entry, nargs, args, &on, &fused, &d), IR_OK);
     assert_int_equal(dev_execute(m, m->entry, nargs, args, &off, &plain, &d), IR_OK);
-    assert_int_equal(fused->nelems, 2);
+    assert_int_equal(fused->nelems, flags & SM_OUT_ONLY ? 1 : 2);
     same_then_free(fused, plain, args, x, mask, m);
 }
 
@@ -632,6 +638,10 @@ static void dot_softmaxes(void **state)
         softmax_case(s, 3, 0, 16, true);
         softmax_case(s, 1, SM_MASK_PARAM, 17, true);
         softmax_case(s, 1, SM_EXP_OUT, 18, false);
+        softmax_case(s, 3, SM_OUT_ONLY, 19, false);
+        softmax_case(s, 1, SM_OUT_ONLY | SM_CLAMP_FIRST | SM_FILL_HALF, 20, false);
+        softmax_case(s, 3, SM_OUT_ONLY, 21, true);
+        softmax_case(s, 1, SM_OUT_ONLY | SM_MASK_PARAM, 22, false);
     }
 }
 
