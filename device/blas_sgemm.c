@@ -17,7 +17,13 @@
  * the count when it differs from the one it was last told (its setting is
  * global; every device of a set runs the same count), oneDNN's OpenMP
  * runtime before every call (omp_set_num_threads sets the calling
- * thread's count only). Whether a team beats OpenBLAS's pool is the
+ * thread's count only), except that a product of fewer than
+ * DNNL_TEAM_MIN multiply-adds a thread runs on the calling thread alone:
+ * causal attention's blocks (64 x 512 x 64 and smaller, 200 calls a step
+ * for GPT-2's 12 heads over 2 sequences) each paid the team's fork and
+ * join, and under load each join waited for a descheduled thread (one
+ * device on 2 cores at load 20: 1170 ms a step against OpenBLAS's 74; on
+ * one core alone 52 ms). Whether a team beats OpenBLAS's pool is the
  * probe's business (blas_choice.c): under load OpenMP's threads spin at
  * their barriers (a 2-thread BLIS once ran 3x slower than OpenBLAS at load
  * 16), idle oneDNN's team was the fastest here (BENCHMARKS.md, "The GEMM").
@@ -68,6 +74,7 @@ typedef struct {
 } DnnlArg;
 enum {
     MM_MAX_M = 512,     /* rows of C up to which B^T products take the matmul */
+    DNNL_TEAM_MIN = 1 << 22, /* multiply-adds a thread below which oneDNN runs one */
     MM_SLOTS = 32,      /* shapes a thread keeps */
     MM_MD_BYTES = 2048, /* room for a dnnl_memory_desc_t */
     MM_OP_BYTES = 8192, /* room for a dnnl_matmul_desc_t */
@@ -326,6 +333,8 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
 {
     char ca = ta == CblasNoTrans ? 'N' : 'T', cb = tb == CblasNoTrans ? 'N' : 'T';
     int nt = dev_blas_sgemm_thread_count();
+    if ((int64_t)m * n * k < DNNL_TEAM_MIN * (int64_t)nt)
+        nt = 1;
     if (omp_set_threads_fn)
         omp_set_threads_fn(nt);
     if (order != CblasRowMajor) { /* C^T = op(B)^T op(A)^T, all row-major */
