@@ -380,6 +380,10 @@ IrStatus auto_cond_annotate(IrModule *m, const AutoGraph *g, const int32_t *choi
 void auto_graph_charge(AutoGraph *g, int32_t i, double bytes);
 /* The loop of the view whose while is entry instruction i; NULL: none. */
 const AutoLoop *auto_loop_of(const AutoGraph *g, int32_t entry_instr);
+/* Does the loop body pass its state element k through unchanged (its
+ * root's operand k is get-tuple-element(parameter, k): a scan's stacked
+ * weights)? */
+bool auto_loop_passed_through(const IrComputation *body, int32_t k);
 /* The `own` bytes of loop L's state (the while's result made afresh, live
  * at the peak) charged at each fresh state element's chosen sharding. */
 void auto_loop_charge_state(AutoGraph *g, const IrModule *m, const AutoLoop *L, double own);

@@ -44,9 +44,7 @@ const AutoLoop *auto_loop_of(const AutoGraph *g, int32_t entry_instr)
     return NULL;
 }
 
-/* Does the body pass state element k through unchanged (its root's
- * operand k is get-tuple-element(parameter, k))? */
-static bool passed_through(const IrComputation *body, int32_t k)
+bool auto_loop_passed_through(const IrComputation *body, int32_t k)
 {
     const IrInstr *root = &body->instr[body->root];
     if (root->op != OP_TUPLE || k >= root->nopnd)
@@ -61,14 +59,14 @@ void auto_loop_charge_state(AutoGraph *g, const IrModule *m, const AutoLoop *L, 
     const IrComputation *body = m->comp[w->called[1]];
     double fresh = 0;
     for (int32_t k = 0; k < L->nstate; k++)
-        if (!passed_through(body, k))
+        if (!auto_loop_passed_through(body, k))
             fresh += (double)ir_shape_bytes(&w->shape.tuple[k]);
     if (fresh <= 0) {
         g->mem_fixed += own;
         return;
     }
     for (int32_t k = 0; k < L->nstate; k++)
-        if (!passed_through(body, k))
+        if (!auto_loop_passed_through(body, k))
             auto_graph_charge(g, L->first_state + k, own * (double)ir_shape_bytes(&w->shape.tuple[k]) / fresh);
 }
 
@@ -113,7 +111,7 @@ IrStatus auto_loop_charge_pairs(AutoGraph *g, const IrModule *m, const AutoLoop 
     const IrComputation *body = m->comp[w->called[1]];
     const IrInstr *init = &entry->instr[w->opnd[0]];
     for (int32_t k = 0; init->op == OP_TUPLE && k < init->nopnd && k < L->nstate; k++)
-        if (passed_through(body, k)) {
+        if (auto_loop_passed_through(body, k)) {
             IrStatus st = auto_graph_charge_pair(g, init->opnd[k], L->first_state + k, d);
             if (st != IR_OK)
                 return st;

@@ -7,7 +7,8 @@ batch 4), a conv net (two convolutions, max and average pooling, a dense
 layer), a top-2 mixture of experts, an embedding classifier (an embedding
 lookup averaged over 5 tokens, a softmax classifier: its loss and its
 probabilities), a lax.scan of 6 tanh layers with a per-layer sum, and an
-Adam step of a 2-layer MLP from jax.value_and_grad. On 2, 4 and 8 devices:
+Adam step of a 2-layer MLP from jax.value_and_grad. On 2, 4 and 8 devices
+(and a 2x2 mesh where MESHES says):
 
   - the auto-sharded plan's run equals the reference run and JAX's result;
   - its collective bytes per device in one step (a collective in a loop
@@ -25,7 +26,13 @@ Adam step of a 2-layer MLP from jax.value_and_grad. On 2, 4 and 8 devices:
     both buffers: auto/loop_memory.c).
 
 The default run checks the four programs the review found over the bar
-(embcls, adam, scan, gpt) and two with conditionals in the graph
+(embcls, adam, scan, gpt), lax.scan over stacked weights at real sizes
+(ws[6,128,128], x[256,128]: its forward, its SGD step from
+jax.value_and_grad, a scan stacking every layer's output, and a GRU cell
+over a sequence; on 2, 4, 8 and a 2x2 mesh, the hand plans data parallel,
+FSDP and Megatron; they sliced the weights and gathered every layer,
+663,588 bytes on 4 where data parallel moves 36), and two with
+conditionals in the graph
 (auto/cond.c): a layer chosen by a lax.switch of 3 branches, and a
 lax.scan whose body applies its layer under a lax.cond (held whole, they
 moved 24576-43008 and 49152-86016 bytes where data parallel moves 0 and
@@ -169,6 +176,38 @@ def cond_scan(x, ws, flags):
     return lax.scan(body, x, (ws, flags))
 
 
+def scan_sgd(x, ws, bs, y):
+    """An SGD step of scan (its loss the squared error of the last layer's
+    output): a forward scan saving the activations, a backward scan
+    writing each layer's gradient."""
+    def loss(ws, bs):
+        return ((scan(x, ws, bs)[0] - y) ** 2).mean()
+    l, (gw, gb) = jax.value_and_grad(loss, (0, 1))(ws, bs)
+    return l, ws - 0.1 * gw, bs - 0.1 * gb
+
+
+def scan_ys(x, ws, bs):
+    """A scan carrying its activations and stacking every layer's output
+    (ys [L, B, D] beside the carry)."""
+    def body(h, wb):
+        w, b = wb
+        h = jnp.tanh(h @ w + b)
+        return h, h
+    return lax.scan(body, x, (ws, bs))
+
+
+def gru(xs, h0, wz, wr, wh, uz, ur, uh):
+    """A GRU cell over a sequence xs [T, B, D] (lax.scan over time, its
+    weights shared by every step)."""
+    def cell(h, x):
+        z = jax.nn.sigmoid(x @ wz + h @ uz)
+        r = jax.nn.sigmoid(x @ wr + h @ ur)
+        c = jnp.tanh(x @ wh + (r * h) @ uh)
+        h = (1 - z) * h + z * c
+        return h, h.sum()
+    return lax.scan(cell, h0, xs)
+
+
 def inputs_of(name):
     rng = np.random.default_rng(7)
 
@@ -183,6 +222,11 @@ def inputs_of(name):
         "embcls": lambda: [rng.integers(0, 50, (16, 5)).astype(np.int32), r(50, 32), r(32, 12),
                            rng.integers(0, 12, (16,)).astype(np.int32)],
         "scan": lambda: [r(8, 16), r(SCAN_LAYERS, 16, 16), r(SCAN_LAYERS, 16)],
+        "scan_wide": lambda: [r(256, 128), r(SCAN_LAYERS, 128, 128, scale=.1), r(SCAN_LAYERS, 128)],
+        "scan_wide_sgd": lambda: [r(256, 128), r(SCAN_LAYERS, 128, 128, scale=.1), r(SCAN_LAYERS, 128),
+                                  r(256, 128)],
+        "scan_ys": lambda: [r(256, 128), r(SCAN_LAYERS, 128, 128, scale=.1), r(SCAN_LAYERS, 128)],
+        "gru": lambda: [r(SCAN_LAYERS, 256, 64), r(256, 64)] + [r(64, 64, scale=.2) for _ in range(6)],
         "moe_sgd": lambda: [r(24, 4), r(4, 24, 32), r(4, 32, 24), r(16, 24), r(16, 24)],
         "cond_sgd": lambda: [r(16, 32), r(32, 8), r(32, 16), r(32, 8), np.array(128, np.float32)],
         "switch3": lambda: [np.array(1, np.int32), r(32, 16), r(16, 64), r(64, 64), r(64, 64), r(64, 64),
@@ -209,8 +253,18 @@ PROGRAMS = {
     "switch3": (switch3, {"data-parallel": {1: 0}, "megatron": {2: 1, 3: 0, 4: 0, 5: 0}}),
     "cond_scan": (cond_scan, {"data-parallel": {0: 0}}),
     "cond_sgd_wide": (cond_sgd, {"data-parallel": {2: 0, 3: 0}, "megatron": {0: 1, 1: 0}}),
+    # lax.scan over stacked weights at real sizes (ws[6,128,128], x[256,128]): FSDP tiles each
+    # stacked weight on its input dim (the layer sliced, then gathered), Megatron on its output dim.
+    "scan_wide": (scan, {"data-parallel": {0: 0}, "fsdp": {0: 0, 1: 1, 2: 1}, "megatron": {1: 2, 2: 1}}),
+    "scan_wide_sgd": (scan_sgd, {"data-parallel": {0: 0, 3: 0}, "fsdp": {0: 0, 3: 0, 1: 1, 2: 1},
+                                 "megatron": {1: 2, 2: 1}}),
+    "scan_ys": (scan_ys, {"data-parallel": {0: 0}, "fsdp": {0: 0, 1: 1, 2: 1}}),
+    "gru": (gru, {"data-parallel": {0: 1, 1: 0}, "fsdp": {0: 1, 1: 0, **{k: 0 for k in range(2, 8)}}}),
 }
-SAMPLE = ("embcls", "adam", "scan", "gpt", "switch3", "cond_scan")
+# The meshes a program is planned on (DEVICES where not named): a 2x2 mesh's hand plans tile
+# over its 4 devices as one axis.
+MESHES = {name: DEVICES + ("2x2",) for name in ("scan_wide", "scan_wide_sgd", "scan_ys", "gru")}
+SAMPLE = ("embcls", "adam", "scan", "gpt", "switch3", "cond_scan", "scan_wide", "scan_wide_sgd", "scan_ys", "gru")
 
 # Lines over the bar, with their reasons (docs/auto-shard.md, "Memory without a limit").
 FASTER = ("replicated, it moves no bytes and is estimated %s the hand plan's step, which pays a "
@@ -326,7 +380,8 @@ def check(name, root):
     tessel("run", hlo, "--reference", "--output-dir", d / "ref", *args)
     compare_all(read_outputs(d / "ref", len(want)), want)
     failed = 0
-    for n in DEVICES:
+    for mesh in MESHES.get(name, DEVICES):
+        n = int(np.prod([int(k) for k in str(mesh).split("x")]))
         best = None
         for hname, tiles in hand.items():
             hp = d / ("%s.%d.hlo" % (hname, n))
@@ -334,22 +389,22 @@ def check(name, root):
             b, m = counts(tessel("plan", hp, "--num-partitions", n, "--format", "json").stdout, entry)
             if best is None or (b, m) < best[1:]:
                 best = (hname, b, m)
-        ab, am = counts(tessel("plan", hlo, "--auto-shard", "--mesh", n, "--format", "json").stdout, entry)
-        out = d / ("auto.%d" % n)
-        tessel("run", hlo, "--auto-shard", "--mesh", n, "--output-dir", out, *args)
+        ab, am = counts(tessel("plan", hlo, "--auto-shard", "--mesh", mesh, "--format", "json").stdout, entry)
+        out = d / ("auto.%s" % mesh)
+        tessel("run", hlo, "--auto-shard", "--mesh", mesh, "--output-dir", out, *args)
         got = read_outputs(out, len(want))
         compare_all(got, read_outputs(d / "ref", len(want)))
         err = compare_all(got, want)
         ok = within(ab, am, best)
         verdict = "ok" if ok else "FAIL: over 1.1x the best hand plan"
-        if (name, n) in KNOWN:
-            verdict = "FAIL: listed as known but meets the bar" if ok else "known: " + KNOWN[(name, n)]
+        if (name, mesh) in KNOWN:
+            verdict = "FAIL: listed as known but meets the bar" if ok else "known: " + KNOWN[(name, mesh)]
             ok = not ok
-        print("%s on %d: auto %d bytes %d peak; best hand-written %s %d bytes %d peak; equal to the reference "
-              "and to JAX (relative error %.3g): %s" % (name, n, ab, am, best[0], best[1], best[2], err, verdict))
+        print("%s on %s: auto %d bytes %d peak; best hand-written %s %d bytes %d peak; equal to the reference "
+              "and to JAX (relative error %.3g): %s" % (name, mesh, ab, am, best[0], best[1], best[2], err, verdict))
         failed += not ok
-        if (name, n) in KNOWN and ok:
-            failed += check_limit(name, hlo, args, d, n, entry, best, len(want))
+        if (name, mesh) in KNOWN and ok:
+            failed += check_limit(name, hlo, args, d, mesh, entry, best, len(want))
     return failed
 
 
@@ -360,10 +415,10 @@ def check_limit(name, hlo, args, d, n, entry, best, nout):
     flags = ["--auto-shard", "--mesh", n, "--limit", "memory=%d" % lim]
     p = tessel("plan", hlo, *flags, "--format", "json", check=False)
     if p.returncode != 0:
-        print("FAIL %s on %d under --limit memory=%d: refused: %s" % (name, n, lim, p.stderr.strip()[-300:]))
+        print("FAIL %s on %s under --limit memory=%d: refused: %s" % (name, n, lim, p.stderr.strip()[-300:]))
         return 1
     b, m = counts(p.stdout, entry)
-    out = d / ("limit.%d" % n)
+    out = d / ("limit.%s" % n)
     tessel("run", hlo, *flags, "--output-dir", out, *args)
     compare_all(read_outputs(out, nout), read_outputs(d / "ref", nout))
     print("  under --limit memory=%d: %d bytes (%s) %d peak, equal to the reference: %s" %
