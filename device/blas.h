@@ -66,6 +66,27 @@ typedef __typeof__(cblas_sgemm) SgemmFn;
 SgemmFn *dev_blas_sgemm_from(const char *lib, const char **why);
 void dev_blas_sgemm_threads(int n, bool unless_told);
 int dev_blas_sgemm_thread_count(void);
+/* blas_sgemm.c: C[m,n] = A[m,k] op(B) (row-major, alpha 1, beta 0, the
+ * calling thread alone) in oneDNN's matmul with B packed once into the
+ * layout its kernel reads (device/packed.c keeps it while B's buffer is
+ * unchanged). dev_sgemm_pack: B (k x n, or n x k when tb; row stride
+ * ldb) packed for products of
+ * that shape with A's row stride lda and C's ldc; NULL where oneDNN 2.x
+ * or its matmul cannot be had, or any call fails. dev_sgemm_packed_run:
+ * the product (of the shape packed for),
+ * false where oneDNN failed (the caller computes it otherwise). _bytes:
+ * the packed buffer's size. Free with dev_sgemm_packed_free (NULL: no-op).
+ * One thread uses a DevSgemmPacked at a time. */
+typedef struct DevSgemmPacked DevSgemmPacked;
+DevSgemmPacked *dev_sgemm_pack(int64_t m, int64_t n, int64_t k, int64_t lda, const float *b, bool tb,
+                               int64_t ldb, int64_t ldc);
+bool dev_sgemm_packed_run(const DevSgemmPacked *p, const float *a, float *c);
+size_t dev_sgemm_packed_bytes(const DevSgemmPacked *p);
+void dev_sgemm_packed_free(DevSgemmPacked *p);
+/* blas_choice.c: the library DevBlas.sgemm calls now (DEV_SGEMM_OPENBLAS,
+ * _BLIS or _ONEDNN), DEV_SGEMM_PROBE while the probe's choice is not yet
+ * measured or held against the program's calls. Thread safe. */
+int dev_blas_sgemm_current(void);
 /* blas_choice.c: the function for DevBlas.sgemm, given OpenBLAS's, by the
  * choice dev_blas_choose_sgemm recorded: OpenBLAS's itself, BLIS's or
  * oneDNN's (NULL, with *why, when it cannot be loaded), or under the probe

@@ -287,6 +287,20 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+int dev_blas_sgemm_current(void)
+{
+    int lib = atomic_load(&want);
+    if (lib != DEV_SGEMM_PROBE && lib != -1)
+        return lib;
+    if (!openblas_fn || !atomic_load(&watched) || atomic_load(&chosen_threads) != dev_blas_sgemm_thread_count())
+        return DEV_SGEMM_PROBE;
+    SgemmFn *f = atomic_load(&chosen);
+    for (int i = 0; i < NLIBS; i++)
+        if (f && f == lib_fn[i])
+            return DEV_SGEMM_OPENBLAS + i;
+    return DEV_SGEMM_PROBE;
+}
+
 void dev_blas_sgemm_prepare(int64_t largest_macs)
 {
     /* After the load (inside dev_blas's pthread_once), openblas_fn is set

@@ -52,6 +52,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef void (*BliSgemm)(int transa, int transb, int64_t m, int64_t n, int64_t k, const float *alpha,
@@ -127,6 +128,17 @@ static void (*bli_set_threads_fn)(int64_t);
 static DnnlSgemm dnnl_sgemm_fn;
 static void (*omp_set_threads_fn)(int);
 static char blis_why[200], dnnl_why[200];
+
+/* oneDNN's calls for weights packed once (dev_sgemm_pack), beyond DnnlApi:
+ * all set, or pk.reorder_pd NULL. */
+static struct {
+    int (*md_init_by_tag)(void *md, int ndims, const int64_t *dims, int type, int tag);
+    const void *(*query_md)(const void *pd, int what, int index);
+    size_t (*md_size)(const void *md);
+    int (*reorder_pd)(void **pd, const void *src, void *src_engine, const void *dst, void *dst_engine,
+                      const void *attr);
+} pk;
+enum { DNNL_FORMAT_ANY = 1, DNNL_QUERY_WEIGHTS_MD = 131, DNNL_ARG_FROM = 1, DNNL_ARG_TO = 17 };
 static atomic_int threads;         /* the devices' BLAS thread count; 0: not told */
 static atomic_int blis_threads;    /* the count BLIS was last told */
 
@@ -183,6 +195,11 @@ static void mm_load(void *lib)
         pthread_key_create(&mm_key, mm_release) != 0)
         return;
     mm = f;
+    void *q[4] = {sym_of(lib, "dnnl_memory_desc_init_by_tag"), sym_of(lib, "dnnl_primitive_desc_query_md"),
+                  sym_of(lib, "dnnl_memory_desc_get_size"), sym_of(lib, "dnnl_reorder_primitive_desc_create")};
+    _Static_assert(sizeof pk == sizeof q, "one symbol per pk member");
+    if (q[0] && q[1] && q[2] && q[3])
+        memcpy(&pk, q, sizeof pk);
 }
 
 /* The calling thread's cache: its own, else one a finished thread left,
@@ -217,15 +234,21 @@ static MmCache *mm_cache_of(void)
     return mm_mine = c;
 }
 
-/* A slot's oneDNN objects destroyed; the slot empty. */
-static void mm_clear(MmSlot *s)
+/* A matmul and its three memories destroyed (NULLs skipped). */
+static void mm_destroy(void *prim, void *a, void *b, void *c)
 {
-    void *mem[3] = {s->a, s->b, s->c};
+    void *mem[3] = {a, b, c};
     for (int i = 0; i < 3; i++)
         if (mem[i])
             mm.memory_destroy(mem[i]);
-    if (s->prim)
-        mm.primitive_destroy(s->prim);
+    if (prim)
+        mm.primitive_destroy(prim);
+}
+
+/* A slot's oneDNN objects destroyed; the slot empty. */
+static void mm_clear(MmSlot *s)
+{
+    mm_destroy(s->prim, s->a, s->b, s->c);
     *s = (MmSlot){0};
 }
 
@@ -386,4 +409,96 @@ int dev_blas_sgemm_thread_count(void)
 {
     int n = atomic_load(&threads);
     return n < 1 ? 1 : n;
+}
+
+/* ---- weights packed once (issue 34, mlp45) ----
+ *
+ * C[m,n] = A[m,k] op(B) (row-major, alpha 1, beta 0, one thread) through
+ * oneDNN's matmul primitive with B in the blocked layout the primitive
+ * asks for (format_tag_any), reordered once into a buffer of its own: the
+ * caller keeps the DevSgemmPacked while B's buffer holds the same values
+ * (device/packed.c: a parameter fed again, step after step). Measured on
+ * the MLP's forward shapes (BENCHMARKS.md, "The MLP lines across
+ * processes"): 110.0 and 111.5 GFLOP/s against dnnl_sgemm's 107.3 and
+ * 106.4; the reorder costs about 1.1 ms for 8 MiB, so only a B used again
+ * pays for it. */
+struct DevSgemmPacked {
+    void *prim, *a, *w, *c; /* the matmul, its source, packed weights and destination memories */
+    void *packed;           /* the packed weights' buffer */
+    size_t bytes;
+};
+
+void dev_sgemm_packed_free(DevSgemmPacked *p)
+{
+    if (!p)
+        return;
+    mm_destroy(p->prim, p->a, p->w, p->c);
+    free(p->packed);
+    ts_free(p);
+}
+
+/* B (k x n, row stride ldb) into p's packed buffer through a reorder. */
+static bool pack_weights(DevSgemmPacked *p, MmCache *cache, const void *bmd, const void *wmd, const float *b)
+{
+    void *rpd = NULL, *rprim = NULL, *src = NULL;
+    bool ok = pk.reorder_pd(&rpd, bmd, mm_engine, wmd, mm_engine, NULL) == 0 &&
+              mm.primitive_create(&rprim, rpd) == 0 && mm.memory_create(&src, bmd, mm_engine, (void *)b) == 0;
+    if (ok) {
+        const DnnlArg args[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, p->w}};
+        ok = mm.execute(rprim, cache->stream, 2, args) == 0 && mm.stream_wait(cache->stream) == 0;
+    }
+    if (src)
+        mm.memory_destroy(src);
+    if (rprim)
+        mm.primitive_destroy(rprim);
+    if (rpd)
+        mm.pd_destroy(rpd);
+    return ok;
+}
+
+DevSgemmPacked *dev_sgemm_pack(int64_t m, int64_t n, int64_t k, int64_t lda, const float *b, bool tb,
+                               int64_t ldb, int64_t ldc)
+{
+    pthread_once(&dnnl_once, dnnl_load);
+    MmCache *cache = mm.execute && pk.reorder_pd && m > 0 && n > 0 && k > 0 ? mm_cache_of() : NULL;
+    DevSgemmPacked *p = cache ? ts_calloc(1, sizeof *p) : NULL;
+    if (!p)
+        return NULL;
+    alignas(16) unsigned char md[4][MM_MD_BYTES], op[MM_OP_BYTES];
+    const int64_t da[2] = {m, k}, sa[2] = {lda, 1}, db[2] = {k, n}, dc[2] = {m, n}, sc[2] = {ldc, 1};
+    const int64_t sb[2] = {tb ? 1 : ldb, tb ? ldb : 1};
+    void *pd = NULL;
+    const void *wmd = NULL;
+    bool ok = mm.md_init_by_strides(md[0], 2, da, DNNL_F32, sa) == 0 &&
+              pk.md_init_by_tag(md[1], 2, db, DNNL_F32, DNNL_FORMAT_ANY) == 0 &&
+              mm.md_init_by_strides(md[2], 2, dc, DNNL_F32, sc) == 0 &&
+              mm.md_init_by_strides(md[3], 2, db, DNNL_F32, sb) == 0 &&
+              mm.matmul_desc_init(op, md[0], md[1], NULL, md[2]) == 0 &&
+              mm.pd_create(&pd, op, NULL, mm_engine, NULL) == 0 &&
+              (wmd = pk.query_md(pd, DNNL_QUERY_WEIGHTS_MD, 0)) != NULL && (p->bytes = pk.md_size(wmd)) > 0 &&
+              posix_memalign(&p->packed, 64, p->bytes) == 0 && mm.primitive_create(&p->prim, pd) == 0 &&
+              mm.memory_create(&p->a, md[0], mm_engine, NULL) == 0 &&
+              mm.memory_create(&p->w, wmd, mm_engine, p->packed) == 0 &&
+              mm.memory_create(&p->c, md[2], mm_engine, NULL) == 0 && pack_weights(p, cache, md[3], wmd, b);
+    if (pd)
+        mm.pd_destroy(pd);
+    if (!ok) {
+        dev_sgemm_packed_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+size_t dev_sgemm_packed_bytes(const DevSgemmPacked *p)
+{
+    return p->bytes;
+}
+
+bool dev_sgemm_packed_run(const DevSgemmPacked *p, const float *a, float *c)
+{
+    MmCache *cache = mm_cache_of();
+    if (!cache || mm.memory_set_handle(p->a, (void *)a) != 0 || mm.memory_set_handle(p->c, c) != 0)
+        return false;
+    const DnnlArg args[3] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->w}, {DNNL_ARG_DST, p->c}};
+    return mm.execute(p->prim, cache->stream, 3, args) == 0 && mm.stream_wait(cache->stream) == 0;
 }

@@ -415,7 +415,29 @@ typedef struct DevExecOptions {
     int32_t ndonated;
     /* Per-instruction times (above); NULL: none, no clock read. */
     DevOpTimes *op_times;
+    /* f32 weights packed once for the GEMM (packed.c): set by a runtime
+     * that runs the entry computation step after step on the same
+     * undonated arguments; NULL: every product packs its own. */
+    struct DevPacked *packed;
 } DevExecOptions;
+
+/* packed.c: a dot's B operand that is an undonated parameter of the entry
+ * computation, packed at its first product for oneDNN's matmul and kept
+ * (with a reference to its value, so its buffer stays unwritten) until
+ * dev_packed_free, for the products of the same shape on it afterwards.
+ * dev_packed_new: NULL on OOM (then nothing is packed).
+ * dev_packed_sgemm: C[m,n] = A op(B) row-major from B's packed form (made
+ * now if new), v the value whose buffer holds B; false where it did not
+ * run (oneDNN is not the library at one thread, the product is small, the
+ * device's budget is spent, or oneDNN failed): the caller computes it.
+ * dev_packed_stats: the weights kept packed, their bytes, and the
+ * products run from them. One device thread uses a DevPacked. */
+typedef struct DevPacked DevPacked;
+DevPacked *dev_packed_new(void);
+void dev_packed_free(DevPacked *pc);
+bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                      const float *b, bool tb, int64_t ldb, float *c, int64_t ldc);
+void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int64_t *runs);
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are
  * borrowed). On success *out is a new reference to the result. Values that

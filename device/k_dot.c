@@ -589,6 +589,23 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
                       r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);
 }
 
+/* The dot's operand j when it is an undonated parameter of the entry
+ * computation, read in place: a buffer the runtime feeds again unchanged
+ * step after step, which packed.c may keep packed (DevExecOptions.packed;
+ * NULL: none, or not such an operand). */
+static DevValue *steady_operand(const DevKernelArgs *k, int32_t j, const DotOperand *op)
+{
+    const DevExecOptions *o = k->opt;
+    if (!o || !o->packed || op->owned || k->m->entry < 0 || k->c != k->m->comp[k->m->entry] || j >= k->ins->nopnd)
+        return NULL;
+    const IrInstr *p = &k->c->instr[k->ins->opnd[j]];
+    int64_t pn = p->a.parameter_number;
+    if (p->op != OP_PARAMETER || (o->donated && pn < o->ndonated && o->donated[pn]) || !k->opnd[j] ||
+        op->data != k->opnd[j]->data)
+        return NULL;
+    return k->opnd[j];
+}
+
 /* Run the batched GEMM of a planned dot into c_out ([B, M, N], compute
  * type; transposed: [B, N, M], each C^T computed as op(B)^T op(A)^T).
  * lower: the result is read only on and below its diagonal. */
@@ -606,6 +623,15 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
         second = a;
         lower = false;
     }
+    /* One f32 product on a steady B (a weight fed again each step): from
+     * its packed form where packed.c keeps one. */
+    DevValue *steady = p->b == 1 && c == CT_F32 && g.blas && !g.ta && !g.acc && !lower && !epi
+                           ? steady_operand(k, transposed ? 0 : 1, second)
+                           : NULL;
+    if (steady && dev_packed_sgemm(k->opt->packed, steady, g.m, g.n, g.k, (const float *)(const void *)first->data,
+                                   g.lda, (const float *)(const void *)second->data, g.tb, g.ldb,
+                                   (float *)(void *)c_out, g.ldc))
+        return;
     size_t esz = ct_size(c);
     for (int64_t i = 0; i < p->b; i++)
         gemm_one(&g, lower, first->data + (size_t)batch_offset(&first->batch, i) * esz,

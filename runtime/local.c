@@ -65,6 +65,9 @@ typedef struct Device {
     int32_t nstep_seconds;     /* the first STEP_SAMPLES steps' wall times */
     double step_seconds[STEP_SAMPLES];
     RtOpTimes *ops;            /* RtRunOptions.op_times: its per-instruction times; else NULL */
+    int32_t packed_weights;    /* device/packed.c's figures over its steps */
+    size_t packed_bytes;
+    int64_t packed_runs;
 } Device;
 
 /* Device `id` failed on its own (-1: the world is aborted for another
@@ -323,6 +326,10 @@ static void device_main(Device *dev)
         opt.ndonated = dev->nargs;
     }
     int64_t steps = dev->steps > 1 ? dev->steps : 1;
+    /* Steps feed the unaliased arguments again unchanged: a weight's
+     * packed form for the GEMM serves them all (device/packed.c). */
+    if (steps > 1)
+        opt.packed = dev_packed_new();
     if (dev->ops) {
         opt.op_times = &dev->ops->times;
         dev->ops->times.waited = &dev->cd.wait_seconds;
@@ -354,6 +361,8 @@ static void device_main(Device *dev)
             dev->result = r;
     }
     rt_kept_release(&kept);
+    dev_packed_stats(opt.packed, &dev->packed_weights, &dev->packed_bytes, &dev->packed_runs);
+    dev_packed_free(opt.packed);
     ts_free(donated);
     coll_device_stop(&dev->cd);
     if (dev->status != IR_OK)
@@ -698,6 +707,9 @@ IrStatus rt_run_devices(const PlanCluster *c, RtArgs *shards, int64_t first, int
             stats->buf_reused += e->nreused - b->nreused;
             stats->buf_live_bytes += e->live_bytes;
             stats->buf_kept_bytes += e->kept_bytes;
+            stats->packed_weights += devs[k].packed_weights;
+            stats->packed_bytes += (int64_t)devs[k].packed_bytes;
+            stats->packed_runs += devs[k].packed_runs;
         }
     }
     if (st == IR_OK && stats && devs)

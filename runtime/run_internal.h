@@ -67,6 +67,10 @@ typedef struct RtRunStats {
      * buffers handed out, of them freed ones reused, and at each device's
      * end the bytes live and kept for reuse. */
     int64_t buf_allocs, buf_reused, buf_live_bytes, buf_kept_bytes;
+    /* Weights kept packed for the GEMM across steps (device/packed.c),
+     * summed over the local devices: how many, their bytes (not in the
+     * peaks above), the products run from them. */
+    int64_t packed_weights, packed_bytes, packed_runs;
     /* RtRunOptions.op_times: each local device's (nops of them; heap,
      * rt_run_stats_free), else NULL. */
     RtOpTimes *ops;
