@@ -63,6 +63,8 @@
  *                 (dev_blas_choose_sgemm, dev_blas_sgemm_prepare)
  *   blas_watch.c  the measured choice held against the program's first
  *                 large GEMMs, given to a faster library where they run slow
+ *   packed.c      f32 weights packed once for oneDNN's matmul, kept across a
+ *                 run's steps (DevExecOptions.packed)
  *
  * Depends on ir/ and BLAS; never on MPI (collectives reach it through
  * DevCollectives, which the runtime provides).
