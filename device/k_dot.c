@@ -564,9 +564,10 @@ static bool gemm_rows(const CtGemm *g, const uint8_t *a, const uint8_t *b, uint8
 }
 
 /* One batch element's GEMM: the causal scores' tiles (lower), a product
- * over an operand's zero triangle or zero rows without them, else whole. */
+ * over an operand's zero triangle or zero rows without them, else whole:
+ * from B's packed form where `steady` is B's value (packed.c keeps it). */
 static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, uint8_t *c,
-                     const DevDotEpilogue *epi, float *t)
+                     const DevDotEpilogue *epi, float *t, DevPacked *pc, DevValue *steady)
 {
     size_t esz = ct_size(g->c);
     if (lower && g->m > TRI_TILE) {
@@ -582,7 +583,9 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
                 done = true;
             }
         }
-    if (!done && !gemm_rows(g, a, b, c))
+    if (!done && !gemm_rows(g, a, b, c) &&
+        !(steady && dev_packed_sgemm(pc, steady, g->m, g->n, g->k, (const float *)(const void *)a, g->lda,
+                                     (const float *)(const void *)b, g->tb, g->ldb, (float *)(void *)c, g->ldc)))
         ct_gemm(g, a, b, c);
     for (int64_t r0 = 0; epi && r0 < g->m; r0 += TRI_TILE)
         epilogue_rows(epi, t, (float *)(void *)(c + (size_t)(r0 * g->ldc) * esz), r0,
@@ -625,18 +628,14 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
     }
     /* One f32 product on a steady B (a weight fed again each step): from
      * its packed form where packed.c keeps one. */
-    DevValue *steady = p->b == 1 && c == CT_F32 && g.blas && !g.ta && !g.acc && !lower && !epi
+    DevValue *steady = p->b == 1 && c == CT_F32 && g.blas && !g.ta && !g.acc
                            ? steady_operand(k, transposed ? 0 : 1, second)
                            : NULL;
-    if (steady && dev_packed_sgemm(k->opt->packed, steady, g.m, g.n, g.k, (const float *)(const void *)first->data,
-                                   g.lda, (const float *)(const void *)second->data, g.tb, g.ldb,
-                                   (float *)(void *)c_out, g.ldc))
-        return;
     size_t esz = ct_size(c);
     for (int64_t i = 0; i < p->b; i++)
         gemm_one(&g, lower, first->data + (size_t)batch_offset(&first->batch, i) * esz,
                  second->data + (size_t)batch_offset(&second->batch, i) * esz,
-                 c_out + (size_t)(i * p->m * p->n) * esz, epi, t);
+                 c_out + (size_t)(i * p->m * p->n) * esz, epi, t, steady ? k->opt->packed : NULL, steady);
 }
 
 /*
