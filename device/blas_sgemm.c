@@ -460,6 +460,8 @@ DevSgemmPacked *dev_sgemm_pack(int64_t m, int64_t n, int64_t k, int64_t lda, con
                                int64_t ldb, int64_t ldc)
 {
     pthread_once(&dnnl_once, dnnl_load);
+    if (omp_set_threads_fn) /* the calling thread alone, as the product's */
+        omp_set_threads_fn(1);
     MmCache *cache = mm.execute && pk.reorder_pd && m > 0 && n > 0 && k > 0 ? mm_cache_of() : NULL;
     DevSgemmPacked *p = cache ? ts_calloc(1, sizeof *p) : NULL;
     if (!p)
@@ -496,6 +498,8 @@ size_t dev_sgemm_packed_bytes(const DevSgemmPacked *p)
 
 bool dev_sgemm_packed_run(const DevSgemmPacked *p, const float *a, float *c)
 {
+    if (omp_set_threads_fn) /* omp_set_num_threads sets the calling thread's count */
+        omp_set_threads_fn(1);
     MmCache *cache = mm_cache_of();
     if (!cache || mm.memory_set_handle(p->a, (void *)a) != 0 || mm.memory_set_handle(p->c, c) != 0)
         return false;
