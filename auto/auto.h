@@ -410,7 +410,8 @@ IrStatus auto_graph_prune(AutoGraph *g, bool memory, IrDiag *d);
 
 /* The exact minimum of the objective (no memory row) by variable
  * elimination into choice[]: 1 solved; 0 the graph is too wide for it
- * (a factor past 8M cells: solve with auto_ilp_solve); -1 out of memory.
+ * (a factor past 8M cells, or the work of the elimination, counted before
+ * it runs, past its budget: solve with auto_ilp_solve); -1 out of memory.
  * Deterministic. */
 int auto_elim_solve(const AutoGraph *g, int32_t *choice);
 
@@ -439,11 +440,32 @@ int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice);
 
 /* ---- ilp.c ---- */
 
+/* How the integer program ended: optimal (proven, within GLPK's gap of
+ * 1e-6), or branch and bound stopped at its bound of subproblems with the
+ * best plan found, gap its relative distance to the best bound of the
+ * subproblems left (0.01: the optimum is at most 1% cheaper); nodes: the
+ * subproblems branch and bound made (0: the relaxation was integral). */
+typedef struct AutoIlpInfo {
+    bool optimal;
+    double gap;
+    int32_t nodes;
+} AutoIlpInfo;
+
 /* Choose one strategy per group minimising unary plus edge costs with
  * Σ mem <= mem_limit (0: none), by an integer program (GLPK):
- * deterministic. IR_EINPUT when nothing fits the limit (the message says
- * the smallest estimate); IR_EINTERNAL when the solver fails. */
-IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, IrDiag *d);
+ * deterministic (bounded by a count of subproblems, not a clock); how it
+ * ended into *info (may be NULL). IR_EINPUT when nothing fits the limit
+ * (the message says the smallest estimate) or no plan was found within
+ * the bound; IR_EINTERNAL when the solver fails. */
+IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, AutoIlpInfo *info, IrDiag *d);
+
+/* Branch and bound's bound: subproblems (GLPK's nodes), not seconds. */
+#define AUTO_ILP_NODE_LIMIT 2000
+
+/* auto_ilp_solve with branch and bound stopped after node_limit
+ * subproblems (tests). */
+IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t node_limit, int32_t *choice,
+                                AutoIlpInfo *info, IrDiag *d);
 
 /* ---- explain.c ---- */
 

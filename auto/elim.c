@@ -10,8 +10,10 @@
  * last one leaves a constant: the minimum; reading the recorded choices
  * backwards gives the assignment. Exact on any graph; its cost grows with
  * the product of the strategy counts of a group's neighbours when it is
- * eliminated, so it gives up (false) when a factor would pass
- * AUTO_ELIM_MAX_CELLS, and the integer program (ilp.c) solves instead. A
+ * eliminated, so the order and its work are found first, on the factors'
+ * scopes alone, and it gives up (0) when a factor would pass
+ * AUTO_ELIM_MAX_CELLS or the work AUTO_ELIM_MAX_WORK, and the integer
+ * program (ilp.c) solves instead. A
  * transformer's graph is a chain of layers with a residual and the q/k/v
  * fan-out: factors of two or three groups, a 24-layer model in
  * milliseconds where GLPK's simplex takes seconds. Deterministic.
@@ -20,6 +22,18 @@
 
 #include <stdint.h>
 #include <string.h>
+
+/* The work of one elimination at most (plan(): Σ over the steps of the
+ * new factor's cells x the group's strategies, about 5 ns each here; the
+ * tie-break solves 20 to 40 times more). Over it the integer program
+ * solves: memory/grad_tied_lm_u's gradient on mesh 2x2 needs 494M, 2.3 s
+ * a solve, 58 s of CPU with the tie-break's, where GLPK finds the same
+ * plan in 4.7 s. Under it stay the transformer block's SGD step on 2x4
+ * (104M, 6.5 s; GLPK's plan, without the tie-break, holds 445,448 bytes
+ * at the peak against 429,064) and JAX's 10-layer MLP step on 2x2 (44M,
+ * 2.8 s; GLPK 2.3 s, 8% more bytes): docs/auto-shard.md. A count, not a
+ * clock: the same graph takes the same way on every run. */
+#define AUTO_ELIM_MAX_WORK (INT64_C(1) << 27)
 
 /* 8M cells: a table of 64 MB of doubles and 32 MB of choices at most.
  * The JAX language model's SGD step on mesh 2x4 (its backward inlined)
@@ -286,41 +300,58 @@ static bool load(Elim *e)
     return true;
 }
 
-int auto_elim_solve(const AutoGraph *g, int32_t *choice)
+/* The order elimination takes (each time the group whose new factor is
+ * smallest, ties: the lowest) and its work (the sum over the steps of the
+ * new factor's cells x the eliminated group's strategies: the sums and
+ * comparisons of the step), found on the factors' scopes alone, no
+ * tables: the order depends on the graph's shape, not on its costs. 1
+ * done, 0 a factor passes AUTO_ELIM_MAX_CELLS or the work
+ * AUTO_ELIM_MAX_WORK, -1 out of memory. */
+static int plan(const AutoGraph *g, int32_t *order, int64_t *work)
 {
     Elim e = {.g = g};
     int rc = -1;
     bool *done = ts_calloc((size_t)g->ngroup + 1, sizeof *done);
-    e.step = ts_calloc((size_t)g->ngroup + 1, sizeof *e.step);
-    if (!done || !e.step || !load(&e))
-        goto out;
-    rc = 0;
-    /* The factor each group's elimination would make, kept for the groups
-     * whose neighbourhood changed. */
     int64_t *size = ts_calloc((size_t)g->ngroup + 1, sizeof *size);
-    if (!size) {
-        rc = -1;
+    *work = 0;
+    if (!done || !size)
         goto out;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        if (!add_factor(&e, 1, &k, NULL))
+            goto out;
+    for (int32_t i = 0; i < g->nedge; i++) {
+        const AutoEdge *ed = &g->edge[i];
+        int32_t var[2] = {ed->from < ed->to ? ed->from : ed->to, ed->from < ed->to ? ed->to : ed->from};
+        if (!add_factor(&e, 2, var, NULL))
+            goto out;
     }
     for (int32_t v = 0; v < g->ngroup; v++) {
         int32_t var[8], n;
         size[v] = scope(&e, v, var, &n) ? cells(g, var, n) : INT64_MAX;
     }
+    rc = 0;
     for (int32_t it = 0; it < g->ngroup; it++) {
         int32_t best = -1;
         for (int32_t v = 0; v < g->ngroup; v++)
             if (!done[v] && (best < 0 || size[v] < size[best]))
                 best = v;
         int32_t bvar[8], bn;
-        if (best < 0 || !scope(&e, best, bvar, &bn) || cells(g, bvar, bn) > AUTO_ELIM_MAX_CELLS) {
-            ts_free(size);
+        if (best < 0 || !scope(&e, best, bvar, &bn))
+            goto out;
+        int64_t c = cells(g, bvar, bn);
+        if (c > AUTO_ELIM_MAX_CELLS)
             goto out; /* too wide: the integer program decides */
-        }
-        if (!eliminate(&e, best, bvar, bn)) {
-            ts_free(size);
+        *work += c * g->group[best].nstrat;
+        if (*work > AUTO_ELIM_MAX_WORK)
+            goto out; /* too much work: the integer program decides */
+        for (int32_t i = 0; i < e.nf; i++)
+            for (int32_t k = 0; k < e.f[i].nvar; k++)
+                e.f[i].dead |= e.f[i].var[k] == best;
+        if (!add_factor(&e, bn, bvar, NULL)) {
             rc = -1;
             goto out;
         }
+        order[it] = best;
         done[best] = true;
         compact(&e);
         for (int32_t j = 0; j < bn; j++) {
@@ -328,7 +359,35 @@ int auto_elim_solve(const AutoGraph *g, int32_t *choice)
             size[bvar[j]] = scope(&e, bvar[j], var, &n) ? cells(g, var, n) : INT64_MAX;
         }
     }
+    rc = 1;
+out:
+    ts_free(e.f);
+    ts_free(done);
     ts_free(size);
+    return rc;
+}
+
+int auto_elim_solve(const AutoGraph *g, int32_t *choice)
+{
+    Elim e = {.g = g};
+    int64_t work;
+    int32_t *order = ts_calloc((size_t)g->ngroup + 1, sizeof *order);
+    int rc = order ? plan(g, order, &work) : -1;
+    if (rc <= 0) {
+        ts_free(order);
+        return rc;
+    }
+    rc = -1;
+    e.step = ts_calloc((size_t)g->ngroup + 1, sizeof *e.step);
+    if (!e.step || !load(&e))
+        goto out;
+    /* The planned order, on the tables (each scope as planned). */
+    for (int32_t it = 0; it < g->ngroup; it++) {
+        int32_t var[8], n;
+        if (!scope(&e, order[it], var, &n) || !eliminate(&e, order[it], var, n))
+            goto out;
+        compact(&e);
+    }
     /* Backwards: each group's best strategy given its later neighbours. */
     for (int32_t k = e.nstep - 1; k >= 0; k--) {
         const Step *sp = &e.step[k];
@@ -345,6 +404,6 @@ out:
         ts_free(e.step[k].arg);
     ts_free(e.f);
     ts_free(e.step);
-    ts_free(done);
+    ts_free(order);
     return rc;
 }

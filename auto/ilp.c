@@ -14,7 +14,10 @@
  * With x integral the two edge rows force y[e][s][t] = x_s x_t, so y
  * needs no integrality. The relaxation is solved first; where its x are
  * integral (usual: the program is a relaxation of a shortest-path-like
- * problem) it is the optimum and branch and bound does not run. Without
+ * problem) it is the optimum and branch and bound does not run. Where it
+ * runs, it stops after AUTO_ILP_NODE_LIMIT subproblems (a count, not a
+ * clock: the same plan on every run) with the best plan found and its gap
+ * to the best bound (AutoIlpInfo, said by --explain). Without
  * a memory limit elim.c usually solves first, exactly and faster; this
  * program is for the memory row and for graphs too wide for elimination. Costs are in microseconds (GLPK's tolerances are
  * absolute). Why GLPK and not CBC: GLPK is a C library with a C API
@@ -25,10 +28,37 @@
  */
 #include "auto.h"
 
+#include <float.h>
 #include <glpk.h>
+#include <math.h>
 #include <string.h>
 
 #define US 1e6
+
+/* What the search saw: its subproblems (at most limit), the best bound of
+ * the open ones when it stopped (microseconds), whether it was stopped. */
+typedef struct Search {
+    int nodes, limit;
+    double bound;
+    bool stopped;
+} Search;
+
+static void on_node(glp_tree *t, void *info)
+{
+    Search *s = info;
+    int total;
+    glp_ios_tree_size(t, NULL, NULL, &total);
+    s->nodes = total;
+    if (total < s->limit || s->stopped)
+        return;
+    /* The best bound of the open subproblems, where it is above the
+     * relaxation's (one not solved yet has none). */
+    int best = glp_ios_best_node(t);
+    double b = best ? glp_ios_node_bound(t, best) : s->bound;
+    s->bound = b > s->bound ? b : s->bound;
+    s->stopped = true;
+    glp_ios_terminate(t);
+}
 
 /* Row and column counts and the matrix, as glp_load_matrix takes them
  * (1-based). */
@@ -59,6 +89,22 @@ static bool integral(const AutoGraph *g, const Lp *lp, const int *xcol)
     return true;
 }
 
+/* Each group's strategy of the largest x (col: the relaxation's or the
+ * integer solution's values). */
+static void argmax(const AutoGraph *g, const int *xcol, double (*col)(glp_prob *, int), glp_prob *p, int32_t *choice)
+{
+    for (int32_t k = 0; k < g->ngroup; k++) {
+        double best = -1;
+        for (int32_t s = 0; s < g->group[k].nstrat; s++) {
+            double v = col(p, xcol[k] + s);
+            if (v > best) {
+                best = v;
+                choice[k] = s;
+            }
+        }
+    }
+}
+
 static IrStatus too_big(const AutoGraph *g, double limit, IrDiag *d)
 {
     double least = g->mem_fixed;
@@ -76,9 +122,17 @@ static IrStatus too_big(const AutoGraph *g, double limit, IrDiag *d)
                     least, limit);
 }
 
-IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, IrDiag *d)
+IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, AutoIlpInfo *info, IrDiag *d)
+{
+    return auto_ilp_solve_bounded(g, mem_limit, AUTO_ILP_NODE_LIMIT, choice, info, d);
+}
+
+IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t node_limit, int32_t *choice,
+                                AutoIlpInfo *info, IrDiag *d)
 {
     memset(choice, 0, (size_t)g->ngroup * sizeof *choice);
+    if (info)
+        *info = (AutoIlpInfo){true, 0, 0};
     if (mem_limit > 0) {
         IrStatus st = too_big(g, mem_limit, d);
         if (st != IR_OK)
@@ -183,44 +237,63 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, I
     glp_scale_prob(lp.p, GLP_SF_AUTO);
     glp_adv_basis(lp.p, 0);
     int lrc = glp_simplex(lp.p, &sp);
-    if (lrc == 0 && glp_get_status(lp.p) == GLP_OPT && integral(g, &lp, xcol)) {
+    bool relaxed = lrc == 0 && glp_get_status(lp.p) == GLP_OPT;
+    if (relaxed) /* the relaxation's largest x of each group: a plan where no limit binds */
+        argmax(g, xcol, glp_get_col_prim, lp.p, choice);
+    if (relaxed && integral(g, &lp, xcol)) {
         glp_term_out(term);
-        for (int32_t k = 0; k < g->ngroup; k++)
-            for (int32_t s = 0; s < g->group[k].nstrat; s++)
-                if (glp_get_col_prim(lp.p, xcol[k] + s) > 0.5)
-                    choice[k] = s;
         goto done;
     }
+    /* Branch and bound from the relaxation's bound, stopped after
+     * node_limit subproblems (on_node): no clock, so the plan is the same
+     * on every run. */
+    Search search = {0, node_limit, relaxed ? glp_get_obj_val(lp.p) : -DBL_MAX, false};
     glp_iocp parm;
     glp_init_iocp(&parm);
     parm.presolve = GLP_ON;
     parm.msg_lev = GLP_MSG_OFF;
-    parm.tm_lim = 60000;
     parm.mip_gap = 1e-6;
+    parm.cb_func = on_node;
+    parm.cb_info = &search;
     int rc = glp_intopt(lp.p, &parm);
     glp_term_out(term);
     int ms = glp_mip_status(lp.p);
+    if (info)
+        info->nodes = search.nodes;
     if (rc == GLP_ENOPFS || ms == GLP_NOFEAS) {
         st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
                       "no sharding over the mesh fits the memory limit of %.0f bytes per device (--limit memory)",
                       mem_limit);
         goto done;
     }
-    if ((rc != 0 && rc != GLP_ETMLIM) || (ms != GLP_OPT && ms != GLP_FEAS)) {
+    if (search.stopped && ms != GLP_OPT && ms != GLP_FEAS && relaxed && mem_limit <= 0) {
+        /* No integer plan in the bound, none needed to fit: the
+         * relaxation's, rounded. */
+        double obj = auto_graph_cost(g, choice) * US;
+        if (info) {
+            info->optimal = false;
+            info->gap = obj > 0 ? (obj - search.bound) / obj : INFINITY;
+        }
+        goto done;
+    }
+    if (search.stopped && ms != GLP_OPT && ms != GLP_FEAS) {
+        st = ir_error(d, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                      "the sharding program found no plan%s in %d subproblems of branch and bound (its bound)",
+                      mem_limit > 0 ? " that fits the memory limit (--limit memory)" : "", (int)node_limit);
+        goto done;
+    }
+    if ((rc != 0 && rc != GLP_ESTOP) || (ms != GLP_OPT && ms != GLP_FEAS)) {
         st = ir_error(d, IR_EINTERNAL, NULL, NULL, (IrPos){0, 0},
                       "internal error: GLPK could not solve the sharding program (glp_intopt %d, status %d)", rc, ms);
         goto done;
     }
-    for (int32_t k = 0; k < g->ngroup; k++) {
-        double best = -1;
-        for (int32_t s = 0; s < g->group[k].nstrat; s++) {
-            double v = glp_mip_col_val(lp.p, xcol[k] + s);
-            if (v > best) {
-                best = v;
-                choice[k] = s;
-            }
-        }
+    if (search.stopped && info) {
+        double obj = glp_mip_obj_val(lp.p);
+        info->optimal = false;
+        info->gap = obj > 0 && search.bound > -DBL_MAX ? (obj - search.bound) / obj : INFINITY;
+        info->gap = info->gap > 0 ? info->gap : 0;
     }
+    argmax(g, xcol, glp_mip_col_val, lp.p, choice);
 done:
     glp_delete_prob(lp.p);
     ts_free(lp.ia);

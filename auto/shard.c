@@ -29,6 +29,7 @@
  */
 #include "auto.h"
 
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -53,6 +54,25 @@ static IrStatus annotate(IrModule *m, const AutoGraph *g, const int32_t *choice,
     }
     IrStatus st = auto_loop_annotate(m, g, choice, d);
     return st == IR_OK ? auto_cond_annotate(m, g, choice, d) : st;
+}
+
+/* The explanation with a line after its first saying that the integer
+ * program stopped at its bound (ilp.c) and how far from the optimum its
+ * plan may be; NULL out of memory. Takes text. */
+static char *with_gap(char *text, const AutoIlpInfo *ilp)
+{
+    const char *nl = strchr(text, '\n');
+    size_t head = nl ? (size_t)(nl - text) + 1 : strlen(text);
+    IrStrBuf o = {0};
+    ir_sb_putn(&o, text, head);
+    ir_sb_printf(&o, "  solver: the integer program (GLPK) stopped at its bound of %d subproblems: the best plan found",
+                 (int)ilp->nodes);
+    if (isfinite(ilp->gap))
+        ir_sb_printf(&o, ", its estimate at most %.3g%% above the optimum's", ilp->gap * 100);
+    ir_sb_puts(&o, " (the same plan on every run)\n");
+    ir_sb_puts(&o, text + head);
+    ts_free(text);
+    return ir_sb_take(&o);
 }
 
 IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag *d)
@@ -115,13 +135,16 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
      * (docs/auto-shard.md, "Ties"). */
     if (solved > 0 && !shared && auto_tiebreak_solve(&g, (double)opt->mem_limit, choice) < 0)
         st = ir_oom(d, NULL);
+    AutoIlpInfo ilp = {true, 0, 0};
     if (st == IR_OK && !solved)
-        st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, d);
+        st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, &ilp, d);
     if (st == IR_OK)
         st = annotate(m, &g, choice, d);
     if (st == IR_OK) {
         rep->explain = auto_explain_text(&g, choice, m->name);
         rep->explain_json = auto_explain_json(&g, choice, m->name);
+        if (rep->explain && !ilp.optimal)
+            rep->explain = with_gap(rep->explain, &ilp);
         if (!rep->explain || !rep->explain_json)
             st = ir_oom(d, NULL);
     }

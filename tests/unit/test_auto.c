@@ -137,7 +137,7 @@ static void solvers_agree(void **state)
     int32_t a[64], b[64];
     assert_true(g.ngroup <= 64);
     assert_int_equal(auto_elim_solve(&g, a), 1);
-    assert_int_equal(auto_ilp_solve(&g, 0, b, &d), IR_OK);
+    assert_int_equal(auto_ilp_solve(&g, 0, b, NULL, &d), IR_OK);
     double ca = auto_graph_cost(&g, a), cb = auto_graph_cost(&g, b);
     assert_true(fabs(ca - cb) <= 1e-9 * ca);
     /* A limit between the least memory and the optimum's. */
@@ -152,7 +152,7 @@ static void solvers_agree(void **state)
     assert_true(least < mem); /* the limit between them binds */
     {
         double limit = (least + mem) / 2;
-        assert_int_equal(auto_ilp_solve(&g, limit, b, &d), IR_OK);
+        assert_int_equal(auto_ilp_solve(&g, limit, b, NULL, &d), IR_OK);
         assert_true(auto_graph_mem(&g, b) <= limit);
         assert_true(auto_graph_cost(&g, b) >= ca * (1 - 1e-9));
         /* The Lagrangian over elimination: a plan within the limit, no
@@ -166,11 +166,118 @@ static void solvers_agree(void **state)
     }
     int32_t none[64];
     assert_int_equal(auto_lagrange_solve(&g, least / 2, none), 0);
-    assert_int_equal(auto_ilp_solve(&g, least / 2, b, &d), IR_EINPUT);
+    assert_int_equal(auto_ilp_solve(&g, least / 2, b, NULL, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "no sharding over the mesh fits the memory limit"));
     ir_diag_clear(&d);
     auto_graph_free(&g);
     ir_module_free(m);
+}
+
+/* A complete graph of n groups (ns[k] strategies each), its costs from
+ * cost(edge, s, t) and unary(group, s); storage in the arrays given. */
+typedef struct Clique {
+    AutoGroup gr[8];
+    AutoEdge ed[28];
+    double cells[8192], zero[32];
+} Clique;
+
+static void clique(Clique *c, AutoGraph *g, IrComputation *comp, int32_t n, const int32_t *ns,
+                   double (*cost)(int32_t, int32_t, int32_t), double (*unary)(int32_t, int32_t))
+{
+    memset(c, 0, sizeof *c);
+    size_t used = 0;
+    for (int32_t k = 0; k < n; k++) {
+        c->gr[k].nstrat = ns[k];
+        c->gr[k].unary = c->cells + used;
+        c->gr[k].compute = c->gr[k].unary;
+        c->gr[k].mem = c->zero;
+        for (int32_t s = 0; s < ns[k]; s++)
+            c->cells[used++] = unary(k, s);
+    }
+    int32_t e = 0;
+    for (int32_t a = 0; a < n; a++)
+        for (int32_t b = a + 1; b < n; b++, e++) {
+            c->ed[e] = (AutoEdge){a, b, c->cells + used, NULL};
+            for (int32_t s = 0; s < ns[a]; s++)
+                for (int32_t t = 0; t < ns[b]; t++)
+                    c->cells[used++] = cost(e, s, t);
+        }
+    assert_true(used <= sizeof c->cells / sizeof *c->cells);
+    *g = (AutoGraph){.comp = comp, .ngroup = n, .group = c->gr, .nedge = e, .edge = c->ed};
+}
+
+static double mixed_cost(int32_t e, int32_t s, int32_t t)
+{
+    return 1e-3 * ((s * 7 + t * 3 + e) % 11);
+}
+
+static double mixed_unary(int32_t k, int32_t s)
+{
+    return 1e-3 * ((k + s) % 5);
+}
+
+/* Elimination's work is counted before it runs (elim.c): on 7 groups all
+ * joined, 14 strategies each but one of 20, its first step makes a table
+ * of 14^6 = 7.5M cells (within the 8M-cell limit) and costs 14^6 x 20 =
+ * 151M sums, past the budget of 2^27: it gives up (0) at once, no table
+ * made, and the integer program is the one to solve. */
+static void elim_work_budget(void **state)
+{
+    (void)state;
+    IrComputation comp = {0};
+    static Clique c;
+    AutoGraph g;
+    int32_t ns[7] = {14, 14, 14, 14, 14, 14, 20}, choice[7];
+    clique(&c, &g, &comp, 7, ns, mixed_cost, mixed_unary);
+    assert_int_equal(auto_elim_solve(&g, choice), 0);
+}
+
+/* Three strategies, the cost of an edge where both ends take the same:
+ * on 5 groups all joined at least two edges pay (5 into 3), while the
+ * relaxation spreads each group over its three at no cost, so branch
+ * and bound must run. Stopped at its first subproblem
+ * (auto_ilp_solve_bounded), it gives a plan no cheaper than the optimum
+ * (elimination's, which the unbounded program finds), says it stopped
+ * and its gap, and gives the same plan again. */
+static double potts_cost(int32_t e, int32_t s, int32_t t)
+{
+    return s == t ? 1 + 0.1 * (e % 7) : 0;
+}
+
+static double potts_unary(int32_t k, int32_t s)
+{
+    return 0.01 * ((k + s) % 3);
+}
+
+static void ilp_node_bound(void **state)
+{
+    (void)state;
+    IrComputation comp = {0};
+    static Clique c;
+    AutoGraph g;
+    int32_t ns[5] = {3, 3, 3, 3, 3}, best[5], a[5], b[5];
+    clique(&c, &g, &comp, 5, ns, potts_cost, potts_unary);
+    IrDiag d = {0};
+    assert_int_equal(auto_elim_solve(&g, best), 1);
+    double opt = auto_graph_cost(&g, best);
+    AutoIlpInfo info;
+    assert_int_equal(auto_ilp_solve(&g, 0, a, &info, &d), IR_OK);
+    assert_true(info.optimal && info.nodes > 1);
+    assert_true(fabs(auto_graph_cost(&g, a) - opt) <= 1e-9 * opt);
+    /* 1: before any integer plan (the relaxation's, rounded); 12: with
+     * the best integer plan found so far. */
+    for (int32_t limit = 1; limit <= 12; limit += 11) {
+        assert_int_equal(auto_ilp_solve_bounded(&g, 0, limit, a, &info, &d), IR_OK);
+        assert_false(info.optimal);
+        assert_true(info.gap >= 0 && info.gap <= 1);
+        double got = auto_graph_cost(&g, a);
+        assert_true(got >= opt * (1 - 1e-9));
+        assert_true(got - opt <= info.gap * got + 1e-9);
+        AutoIlpInfo again;
+        assert_int_equal(auto_ilp_solve_bounded(&g, 0, limit, b, &again, &d), IR_OK);
+        assert_memory_equal(a, b, sizeof a);
+        assert_true(again.gap == info.gap && again.nodes == info.nodes);
+    }
 }
 
 /* The tie-break (tiebreak.c) on one group of three strategies, its
@@ -1357,6 +1464,8 @@ int main(void)
         cmocka_unit_test(spec_shardings),
         cmocka_unit_test(alpha_beta),
         cmocka_unit_test(solvers_agree),
+        cmocka_unit_test(elim_work_budget),
+        cmocka_unit_test(ilp_node_bound),
         cmocka_unit_test(contracted_dots),
         cmocka_unit_test(scatter_strategies),
         cmocka_unit_test(grouped_convolution),
