@@ -143,16 +143,6 @@ KNOWN_REFUSED = {
 }
 
 
-# Modules whose --mesh 2x2 solve is slow enough that an ASan build's run
-# passes the 600 s a run is given: not run on the 2x2 mesh there (the
-# release build runs them). memory/grad_tied_lm_u: auto/elim.c's variable
-# elimination makes factors near its 8M-cell limit and takes 23 s of CPU in
-# release (a gap of issue 33: a work budget handing such graphs to the
-# integer program is the fix).
-SLOW_2X2 = {"memory_grad_tied_lm_u.hlo"}
-ASAN = os.environ.get("TESSEL_BUILD", "").endswith("/asan")
-
-
 # The folders of tests/models swept besides its own modules (fed/'s need a
 # host or dynamic shapes the reference does not run).
 SUBFOLDERS = ("grad", "memfit", "memory", "shardy")
@@ -357,9 +347,6 @@ def main():
             failed += why is not None
             passed += why is None
             for mesh in (meshes if n == 4 else ()):
-                if ASAN and name in SLOW_2X2:
-                    print(f"auto_heldout: {name} on mesh {mesh}: skipped under the asan build (SLOW_2X2)", flush=True)
-                    continue
                 out = os.path.join(work, f"{name}.auto{mesh}")
                 r = run(tessel, "run", path, "--auto-shard", "--mesh", mesh, "--num-partitions", str(n),
                         "--random-inputs", "5", "--output-dir", out)
