@@ -65,7 +65,9 @@ static char *with_gap(char *text, const AutoIlpInfo *ilp)
     size_t head = nl ? (size_t)(nl - text) + 1 : strlen(text);
     IrStrBuf o = {0};
     ir_sb_putn(&o, text, head);
-    ir_sb_printf(&o, "  solver: the integer program (GLPK) stopped at its bound of %d subproblems: the best plan found",
+    ir_sb_printf(&o,
+                 "  solver: the integer program (GLPK) stopped after %d subproblems of branch and bound (its bound, "
+                 "a count): the best plan found",
                  (int)ilp->nodes);
     if (isfinite(ilp->gap))
         ir_sb_printf(&o, ", its estimate at most %.3g%% above the optimum's", ilp->gap * 100);
