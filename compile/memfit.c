@@ -259,25 +259,34 @@ bool mf_mark(IrArena *ar, IrAttrs *a, const char *key, const char *value)
     return kv[n].value != NULL;
 }
 
+/* The instructions of a computation of ninstr written from g: list[k]
+ * the node at place k (seq, then the instructions that do not run, in
+ * their own order: the stable topological order then lists seq first,
+ * the executor's order of the module marked is_scheduled,
+ * ir_exec_order_of), at[x] node x's place (nnode entries each). The
+ * number of places. */
+static int32_t graph_places(const MfGraph *g, int32_t ninstr, int32_t *at, int32_t *list)
+{
+    int32_t n = g->nseq;
+    for (int32_t x = 0; x < g->nnode; x++)
+        at[x] = -1;
+    for (int32_t k = 0; k < g->nseq; k++)
+        at[list[k] = g->seq[k]] = k;
+    for (int32_t i = 0; i < ninstr; i++)
+        if (at[i] < 0)
+            at[list[n] = i] = n, n++;
+    return n;
+}
+
 /* Write g back into its computation c: instructions in g's order, each
  * recomputation a renamed copy. false when out of memory (c may then be
  * half written: the caller drops the module). */
 static bool graph_commit(const MfGraph *g, IrModule *m, IrComputation *c)
 {
-    /* seq, then the instructions that do not run, in their own order
-     * (the stable topological order then lists seq first: the executor's
-     * order of the module marked is_scheduled, ir_exec_order_of). */
-    int32_t n = g->nseq;
     int32_t *at = ts_malloc((size_t)g->nnode * sizeof *at);
     int32_t *list = ts_malloc((size_t)g->nnode * sizeof *list);
     bool ok = at && list;
-    for (int32_t x = 0; ok && x < g->nnode; x++)
-        at[x] = -1;
-    for (int32_t k = 0; ok && k < g->nseq; k++)
-        at[list[k] = g->seq[k]] = k;
-    for (int32_t i = 0; ok && i < c->ninstr; i++)
-        if (at[i] < 0)
-            at[list[n] = i] = n, n++;
+    int32_t n = ok ? graph_places(g, c->ninstr, at, list) : 0;
     IrInstr *out = ok ? ts_malloc((size_t)n * sizeof *out) : NULL;
     ok = ok && out;
     for (int32_t k = 0; ok && k < n; k++) {
@@ -322,6 +331,170 @@ static bool graph_commit(const MfGraph *g, IrModule *m, IrComputation *c)
     return ok;
 }
 
+/* An order of the graph as the estimate reads it, without a copy of the
+ * module: a shallow copy of it (its computations shared) whose entry is
+ * a computation of its own, rewritten for each order tried in buffers
+ * kept from one to the next. Its instructions are the entry's, their
+ * operands and control predecessors renumbered; a recomputation keeps
+ * the name and attributes of what it recomputes (the estimate reads
+ * neither; graph_commit names it). */
+typedef struct Trial {
+    IrModule m;
+    IrComputation c;
+    IrComputation **comp;   /* m's: the module's, but the entry c */
+    const IrComputation *src; /* the module's entry */
+    int32_t cap;            /* entries of instr, at, list */
+    IrInstr *instr;
+    int32_t *at, *list;
+    int64_t capopnd;
+    int32_t *opnd;          /* every instruction's operands, one after another */
+    int32_t *param;
+    IrAttrsX **cpx;         /* per instruction of src with control
+                             * predecessors: its attributes, renumbered */
+    /* The last order estimated: per place its instruction (2 src +
+     * clone), operand count and operands' places, then the root's place
+     * (nkey entries), and its estimate; a trial equal to it is not
+     * estimated again (a step kept by the estimate is what the next
+     * step's check sees). */
+    int64_t nkey, capkey;
+    int32_t *key, *key2;
+    int64_t peak;
+    int32_t peak_at;
+} Trial;
+
+static void trial_free(Trial *t)
+{
+    for (int32_t i = 0; t->cpx && i < t->src->ninstr; i++)
+        if (t->cpx[i]) {
+            ts_free(t->cpx[i]->control_predecessors.v);
+            ts_free(t->cpx[i]);
+        }
+    ts_free(t->cpx);
+    ts_free(t->comp);
+    ts_free(t->instr);
+    ts_free(t->at);
+    ts_free(t->list);
+    ts_free(t->opnd);
+    ts_free(t->param);
+    ts_free(t->key);
+    ts_free(t->key2);
+    memset(t, 0, sizeof *t);
+}
+
+/* t set up for the module m (its entry as it is now); false when out of
+ * memory (t then empty). */
+static bool trial_init(Trial *t, const IrModule *m)
+{
+    const IrComputation *c = ir_entry(m);
+    memset(t, 0, sizeof *t);
+    t->m = *m;
+    t->c = *c;
+    t->src = c;
+    t->comp = ts_malloc((size_t)m->ncomp * sizeof *t->comp);
+    t->param = ts_malloc((size_t)(c->nparam > 0 ? c->nparam : 1) * sizeof *t->param);
+    t->cpx = ts_calloc((size_t)(c->ninstr > 0 ? c->ninstr : 1), sizeof *t->cpx);
+    if (!t->comp || !t->param || !t->cpx) {
+        trial_free(t);
+        return false;
+    }
+    memcpy(t->comp, m->comp, (size_t)m->ncomp * sizeof *t->comp);
+    t->comp[m->entry] = &t->c;
+    t->m.comp = t->comp;
+    t->m.is_scheduled = true;
+    t->c.param = t->param;
+    t->c.capparam = c->nparam;
+    return true;
+}
+
+/* g's order written into t's entry; *same: it is the last order
+ * written (t's entry then left as it was). false when out of memory. */
+static bool trial_write(Trial *t, const MfGraph *g, bool *same)
+{
+    const IrComputation *src = t->src;
+    *same = false;
+    if (g->nnode > t->cap) {
+        int32_t cap = g->nnode * 2;
+        IrInstr *ni = ts_realloc(t->instr, (size_t)cap * sizeof *ni);
+        t->instr = ni ? ni : t->instr;
+        int32_t *na = ni ? ts_realloc(t->at, (size_t)cap * sizeof *na) : NULL;
+        t->at = na ? na : t->at;
+        int32_t *nl = na ? ts_realloc(t->list, (size_t)cap * sizeof *nl) : NULL;
+        t->list = nl ? nl : t->list;
+        if (!nl)
+            return false;
+        t->cap = cap;
+    }
+    int32_t n = graph_places(g, src->ninstr, t->at, t->list);
+    int64_t nop = 0;
+    for (int32_t k = 0; k < n; k++)
+        nop += g->node[t->list[k]].nopnd;
+    int64_t nkey = 2 * (int64_t)n + nop + 1;
+    if (nkey > t->capkey) {
+        int32_t *k1 = ts_realloc(t->key, (size_t)(2 * nkey) * sizeof *k1);
+        t->key = k1 ? k1 : t->key;
+        int32_t *k2 = k1 ? ts_realloc(t->key2, (size_t)(2 * nkey) * sizeof *k2) : NULL;
+        t->key2 = k2 ? k2 : t->key2;
+        if (!k2)
+            return false;
+        t->capkey = 2 * nkey;
+    }
+    int32_t *key = t->key2, *kp = key;
+    for (int32_t k = 0; k < n; k++) {
+        const MfNode *x = &g->node[t->list[k]];
+        *kp++ = 2 * x->src + x->clone;
+        *kp++ = x->nopnd;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            *kp++ = t->at[x->opnd[j]];
+    }
+    *kp = t->at[g->root];
+    *same = t->nkey == nkey && memcmp(t->key, key, (size_t)nkey * sizeof *key) == 0;
+    if (*same)
+        return true;
+    t->key2 = t->key;
+    t->key = key;
+    t->nkey = nkey;
+    if (nop > t->capopnd) {
+        int32_t *no = ts_realloc(t->opnd, (size_t)(2 * nop) * sizeof *no);
+        if (!no)
+            return false;
+        t->opnd = no;
+        t->capopnd = 2 * nop;
+    }
+    int32_t *op = t->opnd;
+    for (int32_t k = 0; k < n; k++) {
+        const MfNode *x = &g->node[t->list[k]];
+        IrInstr *ni = &t->instr[k];
+        *ni = src->instr[x->src];
+        ni->opnd = op;
+        for (int32_t j = 0; j < x->nopnd; j++)
+            *op++ = t->at[x->opnd[j]];
+        const IrI64List *cp = &src->instr[x->src].a.x->control_predecessors;
+        if (cp->n > 0) {
+            IrAttrsX *ax = t->cpx[x->src];
+            if (!ax) {
+                ax = ts_malloc(sizeof *ax);
+                int64_t *v = ax ? ts_malloc((size_t)cp->n * sizeof *v) : NULL;
+                if (!v) {
+                    ts_free(ax);
+                    return false;
+                }
+                *ax = *src->instr[x->src].a.x;
+                ax->control_predecessors.v = v;
+                t->cpx[x->src] = ax;
+            }
+            for (int32_t j = 0; j < cp->n; j++)
+                ax->control_predecessors.v[j] = t->at[cp->v[j]];
+            ni->a.x = ax;
+        }
+    }
+    t->c.instr = t->instr;
+    t->c.ninstr = t->c.cap = n;
+    t->c.root = t->at[g->root];
+    for (int32_t i = 0; i < src->nparam; i++)
+        t->param[i] = src->param[i] >= 0 ? t->at[src->param[i]] : -1;
+    return true;
+}
+
 /* The verdict of the plan's estimate on an order of the graph. */
 typedef struct Verdict {
     const IrModule *spmd;
@@ -329,6 +502,7 @@ typedef struct Verdict {
     int failed;      /* out of memory once: -1 from then on */
     int64_t least;   /* the least estimate of the orders tried (-1: none) */
     int64_t last;    /* the estimate of the last order tried */
+    Trial trial;     /* set up at the first order tried (trial.src) */
 } Verdict;
 
 /* The estimated peak of m's entry with the parameters its
@@ -381,19 +555,19 @@ static int estimate_fits(void *ctx, const MfGraph *g, int64_t *peak_out, int32_t
     *peak_out = -1;
     if (v->failed)
         return -1;
-    IrModule *m = ir_module_clone(v->spmd);
     int r = -1;
-    if (m && graph_commit(g, m, ir_entry(m))) {
-        m->is_scheduled = true;
-        int32_t i = -1;
-        int64_t peak = fit_peak_at(m, &i);
+    bool same = false;
+    if ((v->trial.src || trial_init(&v->trial, v->spmd)) && trial_write(&v->trial, g, &same)) {
+        int32_t i = v->trial.peak_at;
+        int64_t peak = same ? v->trial.peak : fit_peak_at(&v->trial.m, &i);
+        v->trial.peak = peak;
+        v->trial.peak_at = i;
         r = peak < 0 ? -1 : peak <= v->limit;
         v->last = *peak_out = peak;
         *at = i >= 0 && i < g->nseq ? i : -1;
         if (peak >= 0 && (v->least < 0 || peak < v->least))
             v->least = peak;
     }
-    ir_module_free(m);
     if (r < 0)
         v->failed = -1;
     return r;
@@ -444,6 +618,7 @@ static bool search(IrModule *m, bool masks, bool elements, Verdict *v, MfGraph *
         }
         ok = ok && *st == IR_OK;
     }
+    trial_free(&v->trial); /* (m may change after: set up again at the next search) */
     return ok;
 }
 
@@ -465,7 +640,7 @@ static bool search_changed(IrModule *spmd, int32_t (*change)(IrModule *, IrCompu
     bool ok = nchange >= 0;
     MfGraph best_alt = {0};
     int64_t alt_peak = -1;
-    Verdict va = {alt, v->limit, 0, -1, -1};
+    Verdict va = {.spmd = alt, .limit = v->limit, .least = -1, .last = -1};
     CompileFit fb = fit ? *fit : (CompileFit){0};
     if (ok && nchange > 0 && fit) {
         ok = mf_bound(alt, spmd->arena, &fb);
@@ -508,7 +683,7 @@ IrStatus compile_fit_memory(IrModule *spmd, int64_t limit, CompileFit *fit, IrDi
         return ir_oom(d, NULL);
     MfGraph best = {0};
     int64_t best_peak = -1;
-    Verdict v = {spmd, limit, 0, -1, -1};
+    Verdict v = {.spmd = spmd, .limit = limit, .least = -1, .last = -1};
     IrStatus st = IR_OK;
     bool ok = search(spmd, false, false, &v, &best, &best_peak, &st, d);
     /* again with identical instructions merged and the elements of a

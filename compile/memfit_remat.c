@@ -409,9 +409,10 @@ static bool step_at(Remat *r, int32_t at, const MfProfile *pr, bool by_estimate,
     bool ok = n >= 0;
     *kept = false;
     for (int32_t i = 0; ok && !*kept && i < n && i < MAX_TRIES; i++) {
-        /* (undo restores what pos, last and next describe) */
+        /* (undo restores what pos, last and next describe; the model's
+         * profile is not needed where the estimate decides) */
         MfProfile np;
-        ok = apply(r, c[i].node) && mf_profile(r->g, &np, NULL, NULL);
+        ok = apply(r, c[i].node) && (by_estimate || mf_profile(r->g, &np, NULL, NULL));
         if (ok && by_estimate) {
             int64_t now;
             int32_t where;
