@@ -290,6 +290,10 @@ typedef struct AutoView {
     int32_t ncond;
 } AutoView;
 
+/* Does entry instruction x run on the host (compile/ places it: a host op
+ * such as a tessel_print custom-call)? */
+typedef bool (*AutoOnHost)(const IrInstr *x);
+
 typedef struct AutoGraph {
     IrArena *arena;
     AutoView view;
@@ -302,17 +306,21 @@ typedef struct AutoGraph {
     AutoGroup *group;
     AutoEdge *edge;
     double mem_fixed;        /* bytes of the memory estimate no choice changes */
+    AutoOnHost on_host;      /* NULL: every instruction on the devices */
     int32_t edge_cap;        /* edge[] entries allocated */
 } AutoGraph;
 
 /* Build the graph of m's entry computation (strategies, groups, edges).
+ * on_host (NULL: none) says which entry instructions run on the host:
+ * their values are the host program's, not charged against the memory
+ * limit as the clusters' (charge_memory).
  * User shardings are constraints: a node that carries one keeps only the
  * strategies giving it; one whose sharding names another device count
  * than the mesh, is no tiling over the mesh's axes (in any order), or
  * cuts a dim into more tiles than it has elements is IR_EINPUT, at the
  * instruction. IR_ENOMEM, IR_EINPUT. */
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
-                          bool donate_auto, AutoGraph *g, IrDiag *d);
+                          bool donate_auto, AutoOnHost on_host, AutoGraph *g, IrDiag *d);
 void auto_graph_free(AutoGraph *g);
 /* Charge the pair of value u and node i (a loop's state element and the
  * operand it is resharded from): while the loop runs both are held, so
@@ -320,6 +328,14 @@ void auto_graph_free(AutoGraph *g);
  * edge between their groups, or on one group's memory where the other
  * has one strategy or they share one). IR_ENOMEM. */
 IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d);
+/* The memory rows charged afresh at step `step` of e (mem_estimate of m's
+ * entry, m the module g was built from; -1: its peak, as
+ * auto_graph_build charges them): the values live while that step runs,
+ * and the reshards of a contraction run there. IR_ENOMEM. */
+IrStatus auto_graph_charge_at(AutoGraph *g, const IrModule *m, const MemEstimate *e, int32_t step, IrDiag *d);
+/* Does step `step` of e run a contraction (dot, ragged-dot, convolution)
+ * of the entry with strategies (its operands' reshards charged there)? */
+bool auto_graph_contracts_at(const AutoGraph *g, const MemEstimate *e, int32_t step);
 /* The estimated per-device bytes of choice[] against the memory limit. */
 double auto_graph_mem(const AutoGraph *g, const int32_t *choice);
 /* The estimated seconds of choice[] (one strategy per group). */
@@ -487,7 +503,10 @@ typedef struct AutoOptions {
     int64_t local_devices;   /* devices per host (0: all of them) */
     double link_gbps;        /* for the defaults */
     int64_t host_cores;      /* cores of a host (0: one per device): more devices share them */
-    int64_t mem_limit;       /* bytes per device; 0 none */
+    int64_t mem_limit;       /* bytes per device; 0 none (the clusters' alone: what the host
+                                program holds is the caller's to take off) */
+    AutoOnHost on_host;      /* NULL: no instruction runs on the host (compile/driver.c
+                                gives cluster/'s rule where a limit is given) */
     bool donate_auto;        /* --donate auto: every parameter may give its buffer to an update */
 } AutoOptions;
 
@@ -495,6 +514,7 @@ typedef struct AutoReport {
     char *explain;           /* heap (ts_free) */
     char *explain_json;      /* the same as JSON (auto_explain_json); heap */
     double seconds;          /* the estimate of the chosen plan */
+    double mem;              /* its per-device bytes by the memory row (auto_graph_mem) */
     int32_t ngroups, nnodes;
     double solve_seconds;
 } AutoReport;

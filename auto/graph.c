@@ -576,19 +576,17 @@ static IrStatus charge_reshard_at_peak(AutoGraph *g, int32_t i, int32_t o, IrDia
     return charge_pair_memory(g, pv->group, v->group, reshard_pair_bytes, uio, d);
 }
 
-/* Memory: the values live at the unsharded peak (see the file comment). */
-static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
+/* Memory: the values live at step `peak` of e (the unsharded program's
+ * peak, or another step auto_graph_charge_at asks for; see the file
+ * comment). */
+static IrStatus charge_memory_at(AutoGraph *g, const IrModule *m, const MemEstimate *ep, int32_t peak, IrDiag *d)
 {
     const IrComputation *c = g->comp;
-    MemEstimate e;
-    IrStatus st = mem_estimate(m, m->entry, NULL, &e, d);
-    if (st != IR_OK)
-        return st;
+    const MemEstimate e = *ep;
+    IrStatus st = IR_OK;
     int32_t *step = ts_malloc((size_t)(c->ninstr > 0 ? c->ninstr : 1) * sizeof *step);
-    if (!step) {
-        mem_estimate_free(&e);
+    if (!step)
         return ir_oom(d, NULL);
-    }
     for (int32_t i = 0; i < c->ninstr; i++)
         step[i] = -1;
     for (int32_t k = 0; k < e.n; k++)
@@ -596,18 +594,19 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
     /* What a called computation holds at the peak beyond its parameters
      * and result: charged whole (it is not partitioned by these choices,
      * and erring high keeps the plan within the limit). */
-    const AutoLoop *at_peak = e.peak_step >= 0 ? auto_loop_of(g, e.order[e.peak_step]) : NULL;
-    if (at_peak)
-        st = auto_loop_charge_body(g, m, at_peak, (double)e.callee_at_peak, d);
-    else
-        g->mem_fixed += (double)e.callee_at_peak;
+    const AutoLoop *at_peak = peak >= 0 ? auto_loop_of(g, e.order[peak]) : NULL;
+    if (peak == e.peak_step) {
+        if (at_peak)
+            st = auto_loop_charge_body(g, m, at_peak, (double)e.callee_at_peak, d);
+        else
+            g->mem_fixed += (double)e.callee_at_peak;
+    }
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++) {
         const IrInstr *x = &c->instr[i];
         bool param = x->op == OP_PARAMETER;
         /* A parameter is live from before step 0 wherever the order
          * puts its step. */
-        bool live = step[i] >= 0 && e.own[i] > 0 && e.peak_step <= e.end[i] &&
-                    (param || (step[i] <= e.peak_step && e.peak_step >= 0));
+        bool live = step[i] >= 0 && e.own[i] > 0 && peak <= e.end[i] && (param || (step[i] <= peak && peak >= 0));
         if (!live)
             continue;
         const AutoNode *v = &g->node[i];
@@ -621,6 +620,21 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
         if (loop) {
             auto_loop_charge_state(g, m, loop, (double)e.own[i]);
             st = auto_loop_charge_pairs(g, m, loop, d);
+            continue;
+        }
+        /* A host op's value (a tessel_print's) is the host program's,
+         * whose bytes the limit counts apart (compile/driver.c): the
+         * cluster that reads it holds it as a parameter, sharded as its
+         * operand where it has its dims (the propagation's), so charged
+         * at the operand's per-device bytes; charged whole, the host op
+         * of tests/models/host_ops_chain.hlo on 8 kept the plan over a
+         * limit the hand plan meets. */
+        int32_t u = x->nopnd > 0 ? x->opnd[0] : -1;
+        double ufull = u >= 0 ? (double)ir_shape_bytes(&c->instr[u].shape) : 0;
+        if (g->on_host && i < g->view.nentry && g->view.where_comp[i] >= 0 && g->on_host(x) && ufull > 0 &&
+            g->node[u].group >= 0 && ir_shape_same_dims(&c->instr[u].shape, &x->shape)) {
+            for (int32_t s = 0; s < g->node[u].nstrat; s++)
+                g->group[g->node[u].group].mem[s] += (double)g->node[u].strat[s].bytes / ufull * (double)e.own[i];
             continue;
         }
         if (v->group < 0 || full <= 0) {
@@ -643,21 +657,55 @@ static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
      * then fitted no limit); uncharged, conv_in_feature.hlo on 8 under
      * 1.1x its hand plan's peak took its image gathered for the output
      * features' tiles to fit, and it needed 8272 bytes, not 4628. */
-    int32_t at = e.peak_step >= 0 ? e.order[e.peak_step] : -1;
+    int32_t at = peak >= 0 ? e.order[peak] : -1;
     IrOpFamily fam = at >= 0 && at < c->ninstr ? ir_op_family(c->instr[at].op) : FAM_PARAMETER;
     bool contracts = fam == FAM_DOT || fam == FAM_RAGGED_DOT || fam == FAM_CONVOLUTION;
     if (contracts && !at_peak && g->node[at].group >= 0)
         for (int32_t o = 0; st == IR_OK && o < c->instr[at].nopnd; o++)
             st = charge_reshard_at_peak(g, at, o, d);
     ts_free(step);
+    return st;
+}
+
+/* Memory at the unsharded program's peak. */
+static IrStatus charge_memory(AutoGraph *g, const IrModule *m, IrDiag *d)
+{
+    MemEstimate e;
+    IrStatus st = mem_estimate(m, m->entry, NULL, &e, d);
+    if (st != IR_OK)
+        return st;
+    st = charge_memory_at(g, m, &e, e.peak_step, d);
     mem_estimate_free(&e);
     return st;
 }
 
+IrStatus auto_graph_charge_at(AutoGraph *g, const IrModule *m, const MemEstimate *e, int32_t step, IrDiag *d)
+{
+    g->mem_fixed = 0;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        memset(g->group[k].mem, 0, (size_t)g->group[k].nstrat * sizeof *g->group[k].mem);
+    for (int32_t k = 0; k < g->nedge; k++)
+        if (g->edge[k].mem)
+            memset(g->edge[k].mem, 0,
+                   (size_t)g->group[g->edge[k].from].nstrat * (size_t)g->group[g->edge[k].to].nstrat *
+                       sizeof *g->edge[k].mem);
+    return charge_memory_at(g, m, e, step < 0 ? e->peak_step : step, d);
+}
+
+bool auto_graph_contracts_at(const AutoGraph *g, const MemEstimate *e, int32_t step)
+{
+    int32_t at = step >= 0 && step < e->n ? e->order[step] : -1;
+    if (at < 0 || at >= g->view.nentry || g->node[at].group < 0 || auto_loop_of(g, at))
+        return false;
+    IrOpFamily fam = ir_op_family(g->comp->instr[at].op);
+    return fam == FAM_DOT || fam == FAM_RAGGED_DOT || fam == FAM_CONVOLUTION;
+}
+
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,
-                          bool donate_auto, AutoGraph *g, IrDiag *d)
+                          bool donate_auto, AutoOnHost on_host, AutoGraph *g, IrDiag *d)
 {
     memset(g, 0, sizeof *g);
+    g->on_host = on_host;
     const IrComputation *c = &g->view.comp;
     g->comp = c;
     g->file = m->file;

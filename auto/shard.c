@@ -77,6 +77,122 @@ static char *with_gap(char *text, const AutoIlpInfo *ilp)
     return ir_sb_take(&o);
 }
 
+/* One strategy per group into choice[], under opt->mem_limit by the
+ * memory row as charged. */
+static IrStatus solve(AutoGraph *g, const AutoOptions *opt, bool shared, int32_t *choice, AutoIlpInfo *ilp,
+                      IrDiag *d)
+{
+    double limit = (double)opt->mem_limit;
+    /* Elimination first; its optimum is the constrained one too when it
+     * fits the memory limit. */
+    int solved = auto_elim_solve(g, choice);
+    /* Its optimum past the memory limit: the Lagrangian over elimination
+     * (lagrange.c) finds a plan that fits, in milliseconds per solve. */
+    if (solved > 0 && limit > 0 && auto_graph_mem(g, choice) > limit)
+        solved = auto_lagrange_solve(g, limit, choice);
+    /* An elimination plan: among the plans as fast, the one that
+     * communicates least; not where devices share cores: there a
+     * collective's rendezvous hides behind the work of the devices still
+     * computing on the same core, and the plans the tie-break took, a few
+     * tenths of a percent slower by the estimate, ran 11-16% slower
+     * (docs/auto-shard.md, "Ties"). */
+    if (solved > 0 && !shared && auto_tiebreak_solve(g, limit, choice) < 0)
+        solved = -1;
+    if (solved < 0)
+        return ir_oom(d, NULL);
+    return solved ? IR_OK : auto_ilp_solve(g, limit, choice, ilp, d);
+}
+
+/* Plans solved again with the memory row charged at another step. */
+#define MEM_ROUNDS 3
+/* The integer program's columns (strategies and edge cells) up to which
+ * such a plan is solved by it, exactly (GLPK takes milliseconds there),
+ * not by the Lagrangian, whose plan can skip the one that fits: on
+ * mlp_megatron on 2 (row at the second dot) the Megatron plan, 1% slower
+ * than the gathering plan, is on no price's optimum. */
+#define EXACT_COLUMNS 5000
+
+static int64_t columns(const AutoGraph *g)
+{
+    int64_t n = 0;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        n += g->group[k].nstrat;
+    for (int32_t e = 0; e < g->nedge; e++)
+        n += (int64_t)g->group[g->edge[e].from].nstrat * g->group[g->edge[e].to].nstrat;
+    return n;
+}
+
+/* Under a limit the row charges the values live at the unsharded
+ * program's peak and the reshards of a contraction run there; a
+ * contraction run at another step whose operand is gathered for it can
+ * make the sharded program's peak (tests/models/mlp_megatron.hlo on 2
+ * under 1.1x its hand plan's peak: the plan's second dot gathers the
+ * hidden activations, 10,112 bytes by the partitioner's count where the
+ * row, at the tanh, said 7,936). So choice[]'s row at each contraction's
+ * step is computed too; where one passes the limit, the row is charged at
+ * the step that passes it most and the plan solved again, at most
+ * MEM_ROUNDS times. Kept: the first plan within the limit at every step
+ * (or the one over it least, the partitioner's count decides:
+ * compile/driver.c plans again); *mem its most at any step, *ilp how its
+ * integer program ended. The row is left at the peak. IR_ENOMEM. */
+static IrStatus fit_steps(AutoGraph *g, const IrModule *m, const AutoOptions *opt, bool shared, int32_t *choice,
+                          double *mem, AutoIlpInfo *ilp, IrDiag *d)
+{
+    MemEstimate e;
+    IrStatus st = mem_estimate(m, m->entry, NULL, &e, d);
+    if (st != IR_OK)
+        return st;
+    size_t bytes = (size_t)(g->ngroup > 0 ? g->ngroup : 1) * sizeof *choice;
+    int32_t *best = ts_malloc(bytes);
+    double least = -1;
+    AutoIlpInfo info = *ilp, best_info = *ilp;
+    if (!best)
+        st = ir_oom(d, NULL);
+    for (int32_t round = 0; st == IR_OK; round++) {
+        double worst = -1;
+        int32_t at = -1;
+        for (int32_t k = -1; st == IR_OK && k < e.n; k++) {
+            if (k >= 0 && (k == e.peak_step || !auto_graph_contracts_at(g, &e, k)))
+                continue;
+            st = auto_graph_charge_at(g, m, &e, k, d);
+            double b = auto_graph_mem(g, choice);
+            if (b > worst) {
+                worst = b;
+                at = k;
+            }
+        }
+        if (st != IR_OK)
+            break;
+        if (least < 0 || worst < least) {
+            least = worst;
+            best_info = info;
+            memcpy(best, choice, bytes);
+        }
+        if (worst <= (double)opt->mem_limit || round == MEM_ROUNDS)
+            break;
+        st = auto_graph_charge_at(g, m, &e, at, d);
+        IrDiag none = {0};
+        info = (AutoIlpInfo){true, 0, 0};
+        IrStatus again = st != IR_OK ? st
+                         : columns(g) <= EXACT_COLUMNS ? auto_ilp_solve(g, (double)opt->mem_limit, choice, &info, &none)
+                                                       : solve(g, opt, shared, choice, &info, &none);
+        ir_diag_clear(&none);
+        if (again == IR_ENOMEM)
+            st = ir_oom(d, NULL);
+        if (again != IR_OK)
+            break; /* nothing fits the row at that step */
+    }
+    if (st == IR_OK) {
+        memcpy(choice, best, bytes);
+        *mem = least;
+        *ilp = best_info;
+        st = auto_graph_charge_at(g, m, &e, -1, d);
+    }
+    ts_free(best);
+    mem_estimate_free(&e);
+    return st;
+}
+
 IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag *d)
 {
     memset(rep, 0, sizeof *rep);
@@ -111,7 +227,7 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     if (st != IR_OK)
         return st;
     AutoGraph g;
-    st = auto_graph_build(m, &opt->mesh, &cost, local, opt->donate_auto, &g, d);
+    st = auto_graph_build(m, &opt->mesh, &cost, local, opt->donate_auto, opt->on_host, &g, d);
     if (st != IR_OK)
         return st;
     int32_t *choice = ts_calloc((size_t)(g.ngroup > 0 ? g.ngroup : 1), sizeof *choice);
@@ -119,27 +235,12 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
         st = ir_oom(d, NULL);
     if (st == IR_OK)
         st = auto_graph_prune(&g, true, d);
-    /* Elimination first; its optimum is the constrained one too when it
-     * fits the memory limit. */
-    int solved = 0;
-    if (st == IR_OK && (solved = auto_elim_solve(&g, choice)) < 0)
-        st = ir_oom(d, NULL);
-    /* Its optimum past the memory limit: the Lagrangian over elimination
-     * (lagrange.c) finds a plan that fits, in milliseconds per solve. */
-    if (solved > 0 && opt->mem_limit > 0 && auto_graph_mem(&g, choice) > (double)opt->mem_limit &&
-        (solved = auto_lagrange_solve(&g, (double)opt->mem_limit, choice)) < 0)
-        st = ir_oom(d, NULL);
-    /* An elimination plan: among the plans as fast, the one that
-     * communicates least; not where devices share cores: there a
-     * collective's rendezvous hides behind the work of the devices still
-     * computing on the same core, and the plans the tie-break took, a few
-     * tenths of a percent slower by the estimate, ran 11-16% slower
-     * (docs/auto-shard.md, "Ties"). */
-    if (solved > 0 && !shared && auto_tiebreak_solve(&g, (double)opt->mem_limit, choice) < 0)
-        st = ir_oom(d, NULL);
     AutoIlpInfo ilp = {true, 0, 0};
-    if (st == IR_OK && !solved)
-        st = auto_ilp_solve(&g, (double)opt->mem_limit, choice, &ilp, d);
+    if (st == IR_OK)
+        st = solve(&g, opt, shared, choice, &ilp, d);
+    double mem = st == IR_OK ? auto_graph_mem(&g, choice) : 0;
+    if (st == IR_OK && opt->mem_limit > 0)
+        st = fit_steps(&g, m, opt, shared, choice, &mem, &ilp, d);
     if (st == IR_OK)
         st = annotate(m, &g, choice, d);
     if (st == IR_OK) {
@@ -152,6 +253,7 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     }
     if (st == IR_OK) {
         rep->seconds = auto_graph_cost(&g, choice);
+        rep->mem = mem;
         rep->ngroups = g.ngroup;
         for (int32_t i = 0; i < g.comp->ninstr; i++)
             rep->nnodes += g.node[i].group >= 0;

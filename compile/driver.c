@@ -530,10 +530,17 @@ IrStatus compile_spmd_program(IrModule *m, const CompileOptions *opt, CompileRes
     return st;
 }
 
-/* The pipeline once (compile_module). *over: where step 5c found no
- * order that fits the memory limit, the least peak it reached (with the
- * host program's bytes); else left as it is. */
-static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileResult *out, int64_t *over,
+/* What compile_once tells compile_module's retry where step 5c found no
+ * order that fits the memory limit. */
+typedef struct FitMiss {
+    int64_t over;            /* the least peak it reached, with the host program's bytes */
+    int64_t host;            /* the host program's bytes */
+    double auto_mem;         /* the auto-sharder's estimate of its plan's peak */
+} FitMiss;
+
+/* The pipeline once (compile_module); *miss (NULL: not asked) filled
+ * where step 5c found no order that fits, else left as it is. */
+static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileResult *out, FitMiss *miss,
                              IrDiag *d)
 {
     memset(out, 0, sizeof *out);
@@ -624,6 +631,8 @@ static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileRe
     }
     if (st == IR_OK && o.memory_limit > 0) {
         host = p->host ? plan_peak_bytes(p->host) : 0;
+        if (miss)
+            miss->host = host;
         out->fit = ts_calloc((size_t)(ncl > 0 ? ncl : 1), sizeof *out->fit);
         if (!out->fit || host < 0)
             st = ir_oom(d, NULL);
@@ -631,7 +640,7 @@ static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileRe
     for (int32_t k = 0; k < ncl; k++) {
         if (st == IR_OK && p->cluster) {
             st = partition_cluster(clusters[k], &o, n, r, &p->cluster[k], k, host, out->fit ? &out->fit[k] : NULL,
-                                   over, d);
+                                   miss ? &miss->over : NULL, d);
             p->ncluster = k + 1;
         } else {
             ir_module_free(clusters[k]);
@@ -650,6 +659,8 @@ static IrStatus compile_once(IrModule *src, const CompileOptions *opt, CompileRe
     if (st == IR_OK)
         warn_unsplit(&given, p, n, &o);
     ts_free(given.module);
+    if (st != IR_OK && miss)
+        miss->auto_mem = out->autoshard.mem;
     if (st != IR_OK)
         compile_result_free(out);
     return st;
@@ -665,6 +676,13 @@ static IrStatus hand_over(IrDiag *d, IrDiag *from)
         memset(from, 0, sizeof *from);
     }
     return st;
+}
+
+/* Is x a host op (cluster/: it runs on the host, its value the host
+ * program's)? The auto-sharder's rule for the memory it charges. */
+static bool on_host(const IrInstr *x)
+{
+    return clu_is_host_instr(x, NULL);
 }
 
 /* Plans the auto-sharder makes again under a lower limit of its own when
@@ -687,14 +705,17 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
         return compile_once(src, opt, out, NULL, d);
     CompileOptions o = *opt;
     AutoOptions ao = *opt->auto_shard;
+    if (!ao.on_host)
+        ao.on_host = on_host;
     o.auto_shard = &ao;
     IrDiag first = {0};
     for (int32_t tries = 0;; tries++) {
         IrModule *again = tries < AUTO_FIT_TRIES ? ir_module_clone(src) : NULL;
-        int64_t over = 0;
+        FitMiss miss = {0};
         IrDiag mine = {0};
-        IrStatus st = compile_once(src, &o, out, &over, &mine);
-        if (st == IR_OK || over <= 0 || !again) {
+        IrStatus st = compile_once(src, &o, out, &miss, &mine);
+        int64_t over = miss.over, host = miss.host;
+        if (st == IR_OK || over <= host || !again || host >= opt->memory_limit) {
             ir_module_free(again);
             if (st != IR_OK && (first.status != IR_OK || mine.status != IR_OK))
                 st = hand_over(d, first.status != IR_OK ? &first : &mine);
@@ -706,7 +727,19 @@ IrStatus compile_module(IrModule *src, const CompileOptions *opt, CompileResult 
             first = mine;
         else
             ir_diag_clear(&mine);
-        ao.mem_limit = (int64_t)((double)ao.mem_limit * (double)opt->memory_limit / (double)over);
+        /* The auto-sharder's estimate is of the clusters alone (on_host:
+         * the host program's values are not charged), so its limit is
+         * what the host program leaves, lowered by the ratio of that to
+         * the clusters' peak reached. */
+        double room = (double)(opt->memory_limit - host);
+        double own = (double)ao.mem_limit < room ? (double)ao.mem_limit : room;
+        if ((double)ao.mem_limit > room && miss.auto_mem > room)
+            ao.mem_limit = (int64_t)room; /* the plan was not asked to fit the clusters' room */
+        else
+            ao.mem_limit = (int64_t)((miss.auto_mem > 0 && miss.auto_mem < own ? miss.auto_mem : own) * room /
+                                     (double)(over - host));
+        if (ao.mem_limit < 1)
+            ao.mem_limit = 1;
         src = again;
     }
 }

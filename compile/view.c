@@ -525,6 +525,9 @@ static char *plans_json(DeviceLayout *const *layouts, int32_t nlayouts, const Cl
         json_object_set_new(o, "cuts", cuts);
     }
     if (cr && cr->prog.host) {
+        /* What the host program holds between its clusters: --limit
+         * memory counts it on top of the largest cluster's peak. */
+        json_object_set_new(o, "host_peak_bytes", json_integer(plan_peak_bytes(cr->prog.host)));
         json_object_set_new(o, "host_unpaired_donors", jhost_donors(cr->prog.host));
         json_object_set_new(o, "host_uncarried_pairs", jhost_uncarried(&cr->prog));
     }

@@ -19,7 +19,8 @@ moves less and holds more), "more bytes" (memory within) or "dominated"
 (over on both: the hand plan is better on each count). A dominated plan
 fails unless it is one of KNOWN_DOMINATED (each with its reason). A
 "fewer bytes" plan is planned again under --limit memory of 1.1x the hand
-plan's peak (memory counts through a limit: docs/auto-shard.md), and
+plan's peak (memory counts through a limit: docs/auto-shard.md; plus what
+its host program holds, which the limit counts beside the peak), and
 whether it then fits within both counts is printed and counted; that plan
 runs too and must equal the reference, and one that fits no such limit, or
 moves more than 1.1x the hand plan's bytes under it, fails unless it is one
@@ -39,6 +40,7 @@ usage: auto_heldout.py TESSEL WORKDIR [--devices 2,4,8] [--hand] [--mesh2x2] [--
 Prints one line per module and device count; exits 1 on a failure.
 """
 import glob
+import json
 import os
 import re
 import subprocess
@@ -101,25 +103,9 @@ KNOWN_UNDER_LIMIT = {
                                       "(one axis) cannot express; each plan over it holds a whole operand "
                                       "(64 MB: the limit 70.4 MB) beside its shard (0 bytes at 1.25x the peak "
                                       "unlimited; skipped where the reference takes over 20 s)",
-    ("conv_spatial_stride.hlo", 8): "estimate: a convolution's spatial dims tile with a halo exchange (the hand "
-                                    "plan's) since, estimated slower than no collective; the plan taken to "
-                                    "fit holds an all-gather of 576 bytes at its peak and needs 1120 bytes "
-                                    "by the partitioner's count, the limit 884 (the memory row charges an "
-                                    "operand's gather only for the contraction at the unsharded peak)",
-    ("host_ops_chain.hlo", 2): "module: --limit memory counts the host program's 1248 bytes beside the "
-                               "cluster's, the plan's peak (the hand plan's 672) does not: the hand plan "
-                               "itself is refused under 1.1x its peak",
-    ("host_ops_chain.hlo", 4): "module: as on 2, the host program's 1248 bytes are over the limit (422)",
-    ("host_ops_chain.hlo", 8): "module: the host custom-call is opaque, its operand charged whole (the hand "
-                               "plan estimated 360 bytes, the limit 264)",
     ("memory_attn_softmax_u.hlo", 4): "more bytes: under the limit the plan gathers k and v (224640 bytes), "
                                       "estimated faster than the batch plan's padded third; the hand plan, "
                                       "given as constraints, fits with none",
-    ("mlp_megatron.hlo", 2): "estimate: the plan taken to fit needs 10112 bytes by the partitioner's count "
-                             "(the limit 9292); the Megatron plan, given as constraints, fits",
-    ("window_fallback.hlo", 8): "estimate: a reduce-window with base dilation or a window of 7 rows is "
-                                "priced whole; the hand plan is estimated 704 bytes (572 by the "
-                                "partitioner's count)",
 }
 
 
@@ -217,9 +203,12 @@ def run(*args, timeout=600):
 
 
 def counts(*args):
-    """(collective bytes per device, peak bytes per device) of `tessel plan ARGS`, None if it fails."""
+    """(collective bytes per device, peak bytes per device, bytes the host program holds) of
+    `tessel plan ARGS`, None if it fails."""
     r = run(args[0], "plan", *args[1:], "--format", "json")
-    return auto_shard.counts(r.stdout) if r.returncode == 0 else None
+    if r.returncode:
+        return None
+    return auto_shard.counts(r.stdout) + (json.loads(r.stdout).get("host_peak_bytes", 0),)
 
 
 def compare(tessel, hand_path, auto_path, n, ref, types):
@@ -236,9 +225,10 @@ def compare(tessel, hand_path, auto_path, n, ref, types):
            (False, False): "dominated"}[(rb <= 1.1, rm <= 1.1)]
     detail, wrong = "", None
     if cls == "fewer bytes":
-        # Memory counts through a limit: 1.1x the hand plan's peak.
+        # Memory counts through a limit: 1.1x the hand plan's peak, and what
+        # its host program holds (--limit memory counts it beside the peak).
         limit = ("--auto-shard", "--mesh", str(n), "--num-partitions", str(n),
-                 "--limit", "memory=%d" % int(1.1 * h[1]))
+                 "--limit", "memory=%d" % (int(1.1 * h[1]) + h[2]))
         lim = counts(tessel, auto_path, *limit)
         if lim is not None:
             # The plan under the limit runs too, and equals the reference.

@@ -132,7 +132,7 @@ static void solvers_agree(void **state)
     assert_int_equal(auto_mesh_parse("2x2", &mesh, &d), IR_OK);
     AutoCost cost = auto_cost_default(0);
     AutoGraph g;
-    assert_int_equal(auto_graph_build(m, &mesh, &cost, 4, false, &g, &d), IR_OK);
+    assert_int_equal(auto_graph_build(m, &mesh, &cost, 4, false, NULL, &g, &d), IR_OK);
     assert_int_equal(auto_graph_prune(&g, true, &d), IR_OK);
     int32_t a[64], b[64];
     assert_true(g.ngroup <= 64);
@@ -1322,7 +1322,7 @@ static void reshard_held_at_peak(void **state)
     OnFour f;
     on_four(&f, RESHARD_AT_PEAK);
     AutoGraph g;
-    assert_int_equal(auto_graph_build(f.m, &f.mesh, &f.cost, 4, false, &g, &f.d), IR_OK);
+    assert_int_equal(auto_graph_build(f.m, &f.mesh, &f.cost, 4, false, NULL, &g, &f.d), IR_OK);
     int32_t x = ir_find_instr(f.c, "x"), y = ir_find_instr(f.c, "y");
     int32_t gx = g.node[x].group, gy = g.node[y].group;
     assert_true(gx >= 0 && gy >= 0 && gx != gy && g.ngroup <= 8);
@@ -1357,7 +1357,7 @@ static void loops(void **state)
     assert_non_null(body);
     assert_int_equal(count_op(body, OP_CALL), 0);
     AutoGraph g;
-    assert_int_equal(auto_graph_build(f.m, &f.mesh, &f.cost, 4, false, &g, &f.d), IR_OK);
+    assert_int_equal(auto_graph_build(f.m, &f.mesh, &f.cost, 4, false, NULL, &g, &f.d), IR_OK);
     assert_int_equal(g.view.nloop, 1);
     const AutoLoop *L = &g.view.loop[0];
     assert_true(L->trips_known);
