@@ -101,6 +101,18 @@ IrStatus dev_fusion_find(const IrModule *m, const IrComputation *c, const int32_
 
 /* ---- running a group ---- */
 
+/* A broadcast whose elements repeat a pattern (periodic_broadcast):
+ * within each run of `len` elements of the result (at a multiple of len),
+ * element e is element e mod p of the run's pattern. buf holds the
+ * pattern of run `at` repeated over p + blk elements (blk: the chunk or
+ * block), so that a chunk or block inside that run is read in place at
+ * buf + (its offset mod p), nothing copied for it. buf NULL: an ordinary
+ * broadcast, cut per chunk or block. */
+typedef struct Period {
+    uint8_t *buf;
+    int64_t p, len, blk, at;
+} Period;
+
 /* Everything one run of a group needs, set up once before the blocks. */
 typedef struct Run {
     const DevFusionGroup *g;
@@ -118,6 +130,7 @@ typedef struct Run {
     int32_t xnode[IR_FUSION_MAX_NODES]; /* each one's node index, */
     uint8_t *xout[IR_FUSION_MAX_NODES]; /* its whole array, */
     bool xlent[IR_FUSION_MAX_NODES];    /* lent by a leaf (read in the same chunk) */
+    Period *per;           /* [nn] periodic broadcasts (periods_setup) */
 } Run;
 
 static void run_free(Run *r)
@@ -131,6 +144,9 @@ static void run_free(Run *r)
     ts_free(r->lbase);
     ts_free(r->scratch);
     ts_free(r->arena);
+    for (int32_t k = 0; r->per && k < r->nn; k++)
+        ts_free(r->per[k].buf);
+    ts_free(r->per);
 }
 
 IrStatus dev_fusion_bind_leaves(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
@@ -243,6 +259,78 @@ static int32_t in_place_leaf(const DevFusionGroup *g, const IrInstr *output, Dev
     return -1;
 }
 
+/* Patterns longer than this (elements) are cut per chunk or block. */
+#define PERIOD_MAX 4096
+
+/* Does the broadcast to rs, read through source strides sstr, repeat a
+ * pattern? Its dims split, innermost first, into those the source varies
+ * along (the pattern: *p elements), those it does not (the repeats), and
+ * the rest (a new pattern every *len = p * repeats elements); dims of size
+ * 1 go with either. Examples: batch norm's f32[32] into f32[16,32,32,32]
+ * with dimensions={3}: p = 32, len the whole array; f32[16,64] into
+ * f32[16,16,16,64] with dimensions={0,3}: p = 64, len = 16*16*64; f32[8]
+ * into f32[8,512] with dimensions={0}: p = 1 (a fill), len = 512. True
+ * where the pattern repeats, is at most PERIOD_MAX and a run holds at
+ * least two blocks of blk. */
+static bool periodic_broadcast(const IrShape *rs, const int64_t *sstr, int64_t blk, int64_t *p, int64_t *len)
+{
+    int32_t s = rs->rank;
+    int64_t reps = 1;
+    *p = 1;
+    for (; s > 0 && (sstr[s - 1] != 0 || rs->dims[s - 1] == 1); s--)
+        *p *= rs->dims[s - 1];
+    for (; s > 0 && (sstr[s - 1] == 0 || rs->dims[s - 1] == 1); s--)
+        reps *= rs->dims[s - 1];
+    *len = *p * reps;
+    return reps > 1 && *p <= PERIOD_MAX && *len >= 2 * blk;
+}
+
+/* r->per, once a run, for the broadcasts among the nodes that are cut
+ * per block of blk elements (cut[k]; NULL: every broadcast), but the root
+ * and the extra outputs (written out of their blocks): a periodic one
+ * gets its buffer. Without memory a broadcast stays cut per block. */
+static void periods_setup(Run *r, const IrComputation *c, const bool *cut, int64_t blk)
+{
+    if (r->per || !(r->per = ts_calloc((size_t)r->nn, sizeof *r->per)))
+        return;
+    for (int32_t k = 0; k < r->nn - 1; k++) {
+        const IrInstr *ins = &c->instr[r->g->nodes[k]];
+        Period *pe = &r->per[k];
+        bool extra = false;
+        for (int32_t e = 0; e < r->nx; e++)
+            extra = extra || r->xnode[e] == k;
+        pe->at = -1;
+        pe->blk = blk;
+        if (ins->op == OP_BROADCAST && (!cut || cut[k]) && !extra &&
+            periodic_broadcast(&ins->shape, &r->sstr[k * IR_MAX_RANK], blk, &pe->p, &pe->len))
+            pe->buf = ts_malloc((size_t)(pe->p + blk) * ir_type_size(ins->shape.type));
+    }
+}
+
+/* Broadcast node k's elements [first, first + n), n <= blk, to be read
+ * where this returns: in its period's buffer (filled anew when they are
+ * in another run) or, across two runs or without a period, cut into the
+ * node's scratch. */
+static uint8_t *broadcast_block(Run *r, const IrComputation *c, int32_t k, int64_t first, int64_t n)
+{
+    const Period *pe = r->per ? &r->per[k] : NULL;
+    const IrShape *rs = &c->instr[r->g->nodes[k]].shape;
+    const int64_t *sstr = &r->sstr[k * IR_MAX_RANK];
+    size_t w = ir_type_size(rs->type);
+    int64_t at = pe && pe->buf ? first / pe->len : 0, e = pe && pe->buf ? first - at * pe->len : 0;
+    if (!pe || !pe->buf || e + n > pe->len) {
+        dev_broadcast_range(rs, sstr, r->src[k], first, n, r->scratch[k]);
+        return r->scratch[k];
+    }
+    if (pe->at != at) {
+        dev_broadcast_range(rs, sstr, r->src[k], at * pe->len, pe->p, pe->buf);
+        for (int64_t have = pe->p, want = pe->p + pe->blk; have < want; have *= 2)
+            memcpy(pe->buf + (size_t)have * w, pe->buf, (size_t)(have < want - have ? have : want - have) * w);
+        r->per[k].at = at;
+    }
+    return pe->buf + (size_t)(e % pe->p) * w;
+}
+
 /* One block [first, first + n) through every node. With `direct` the root
  * writes straight into the result; otherwise (the result is a leaf's
  * buffer, read in the same block) into its own buffer, copied out after
@@ -262,7 +350,10 @@ static IrStatus run_block(Run *r, const IrComputation *c, int64_t first, int64_t
         v->data = direct && k == r->nn - 1 ? out + (size_t)first * w : r->scratch[k];
         v->nbytes = n * (int64_t)w;
         if (ir_fusion_strided(ins)) {
-            dev_broadcast_range(&ins->shape, &r->sstr[k * IR_MAX_RANK], r->src[k], first, n, v->data);
+            if (v->data == r->scratch[k])
+                v->data = broadcast_block(r, c, k, first, n);
+            else
+                dev_broadcast_range(&ins->shape, &r->sstr[k * IR_MAX_RANK], r->src[k], first, n, v->data);
             continue;
         }
         IrStatus st = dev_k_elementwise_range(&r->k[k], n, v);
@@ -561,7 +652,9 @@ static void stream_fence(void)
 
 /* Elements [first0, first0 + total) of the group (the whole of it but in
  * a column group), chunk by chunk, element first0 written at out[0].
- * Broadcasts of a scalar are filled once; others are cut per chunk. With `direct` the root writes straight
+ * Broadcasts of a scalar are filled once; those that repeat a pattern
+ * are read in place from their period's buffer (periods_setup); others
+ * are cut per chunk. With `direct` the root writes straight
  * into the result; otherwise (the result is a leaf's buffer, read in the
  * same chunk) into its own buffer, copied out after the chunk. So do the
  * extra outputs, each by whether a leaf lent it its buffer; streamed ones
@@ -574,7 +667,7 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t t
     FastNode prog[IR_FUSION_MAX_NODES];
     const float *slot[IR_FUSION_MAX_NODES * (MAX_OPND + 1)];
     float *res[IR_FUSION_MAX_NODES];
-    bool cut[IR_FUSION_MAX_NODES], whole[IR_FUSION_MAX_NODES * MAX_OPND];
+    bool cut[IR_FUSION_MAX_NODES] = {false}, whole[IR_FUSION_MAX_NODES * MAX_OPND];
     int64_t all = ir_shape_elements(&c->instr[g->nodes[nn - 1]].shape);
     for (int32_t l = 0; l < nl; l++) {
         /* Leaves read element for element have the result's size; a
@@ -603,6 +696,7 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t t
         }
         prog[k] = (FastNode){ins->op, ins->nopnd, at[0], ins->nopnd > 1 ? at[1] : at[0]};
     }
+    periods_setup(r, c, cut, FAST_CHUNK);
     RegNode rprog[IR_FUSION_MAX_NODES];
     int32_t nr = 0;
     bool regs = reg_cpu() && reg_program(prog, nn, nl, rprog, &nr);
@@ -622,7 +716,9 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t t
             if (whole[l])
                 slot[l] = (const float *)r->lbase[l] + first;
         for (int32_t k = 0; k < nn; k++)
-            if (cut[k])
+            if (cut[k] && r->per && r->per[k].buf)
+                slot[nl + k] = (const float *)broadcast_block(r, c, k, first, m);
+            else if (cut[k])
                 dev_broadcast_range(&c->instr[g->nodes[k]].shape, &r->sstr[k * IR_MAX_RANK], r->src[k],
                                     first, m, r->scratch[k]);
         if (direct && !stream)
@@ -882,6 +978,8 @@ static IrStatus run_columns(const IrModule *m, const IrComputation *c, const Dev
     if (st == IR_OK && !(res = dev_value_new_uninit(&root->shape)))
         st = dev_kernel_oom(&k, NULL);
     int64_t total = st == IR_OK ? ir_shape_elements(&c->instr[root->opnd[0]].shape) : 0;
+    if (st == IR_OK && !chunks)
+        periods_setup(&r, c, NULL, block);
     for (int64_t first = 0; st == IR_OK && first < total; first += block) {
         int64_t n = total - first < block ? total - first : block;
         if (chunks)
@@ -991,6 +1089,8 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
     int64_t total = st == IR_OK ? ir_shape_elements(&root->shape) : 0;
     if (st == IR_OK && chunks)
         run_chunks(&r, c, 0, total, res->data, lend < 0);
+    else if (st == IR_OK)
+        periods_setup(&r, c, NULL, block);
     for (int64_t first = 0; st == IR_OK && !chunks && first < total; first += block)
         st = run_block(&r, c, first, total - first < block ? total - first : block, res->data, lend < 0);
     run_free(&r);

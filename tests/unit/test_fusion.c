@@ -8,7 +8,8 @@
  * dying operand lends its buffer (to each output its own), that errors name the same instruction as unfused,
  * that a reduce over major dims takes in the elementwise tree that makes
  * its input (a column group: hand-worked values, the unfused pair's bits
- * on uneven shapes, a plain double loop's sums), and that every
+ * on uneven shapes, a plain double loop's sums), that broadcasts read in
+ * place from their repeated pattern give the unfused bits, and that every
  * allocation failure is clean.
  */
 #include <setjmp.h>
@@ -1160,6 +1161,88 @@ static void streamed_equals_unfused(void **state)
     }
 }
 
+/* Broadcasts that repeat a pattern (fusion.c's periods: read in place
+ * from a buffer of the pattern repeated, not cut per chunk or block),
+ * against the unfused kernels bit for bit: a pattern of 24 (no divisor of
+ * a 256-element chunk) over the whole array, a new one every 40*24 = 960
+ * elements for each of the 5*7 (i, j) (runs across chunk and block
+ * edges), a fill of p = 1 a run, a pattern of 960 across a size-1 dim, a
+ * pred pattern (the block path's other types); in the chunk interpreter
+ * (no select), in blocks of 300 and of the default size (a select), and
+ * as a column group's tree. (No zeros in x: 0/0's NaN is negative, and
+ * the column sums add NaNs of either sign in another order than the
+ * unfused reduce, which changes the sign of the sum's NaN.) */
+static const char *periods_hlo =
+    "HloModule per\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  x = f32[5,7,40,1,24] parameter(0)\n"
+    "  v = f32[24] parameter(1)\n"
+    "  w = f32[5,7,24] parameter(2)\n"
+    "  u = f32[5] parameter(3)\n"
+    "  q = f32[40,1,24] parameter(4)\n"
+    "  k = pred[24] parameter(5)\n"
+    "  bv = f32[5,7,40,1,24] broadcast(v), dimensions={4}\n"
+    "  bw = f32[5,7,40,1,24] broadcast(w), dimensions={0,1,4}\n"
+    "  bu = f32[5,7,40,1,24] broadcast(u), dimensions={0}\n"
+    "  bq = f32[5,7,40,1,24] broadcast(q), dimensions={2,3,4}\n"
+    "  a = f32[5,7,40,1,24] add(x, bv)\n"
+    "  b = f32[5,7,40,1,24] multiply(a, bw)\n"
+    "  c = f32[5,7,40,1,24] subtract(b, bu)\n"
+    "  d = f32[5,7,40,1,24] divide(c, bq)\n"
+    "%s"
+    "}\n";
+
+static void periods_equal_unfused(void **state)
+{
+    (void)state;
+    static const char *const roots[] = {
+        "  ROOT e = f32[5,7,40,1,24] maximum(d, bw)\n",
+        "  bk = pred[5,7,40,1,24] broadcast(k), dimensions={4}\n"
+        "  ROOT e = f32[5,7,40,1,24] select(bk, d, bu)\n",
+        "  z = f32[] constant(0)\n"
+        "  ROOT e = f32[40,1,24] reduce(d, z), dimensions={0,1}, to_apply=add\n",
+    };
+    int64_t dx[] = {5, 7, 40, 1, 24}, dv[] = {24}, dw[] = {5, 7, 24}, du[] = {5}, dq[] = {40, 1, 24};
+    for (int v = 0; v < 3; v++) {
+        char hlo[2048];
+        snprintf(hlo, sizeof hlo, periods_hlo, roots[v]);
+        IrModule *m = parse_ok(hlo);
+        DevFusion f = find(m, 0);
+        assert_int_equal(f.ngroups, 1);
+        ir_fusion_free(&f);
+        for (int32_t block = -1; block <= 300; block += 301) { /* the default paths, then blocks of 300 */
+            DevValue *args[6] = {val(IR_F32, 5, dx, NULL), val(IR_F32, 1, dv, NULL), val(IR_F32, 3, dw, NULL),
+                                 val(IR_F32, 1, du, NULL), val(IR_F32, 3, dq, NULL), val(IR_PRED, 1, dv, NULL)};
+            uint32_t s = 99;
+            for (int a = 0; a < 5; a++)
+                for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
+                    s = s * 1664525u + 1013904223u;
+                    float x = (float)((int32_t)s >> 8) / (float)(1 << 20);
+                    ((float *)args[a]->data)[i] = i % 43 == 5 ? NAN : x;
+                }
+            for (int64_t i = 0; i < 24; i++)
+                args[5]->data[i] = i % 3 != 1;
+            DevValue *fused = NULL, *plain = NULL;
+            IrDiag d = {0};
+            assert_int_equal(block < 0 ? run_chunked(m, 6, args, &fused, &d) : run(m, 6, args, true, block, &fused, &d),
+                             IR_OK);
+            assert_int_equal(run(m, 6, args, false, 0, &plain, &d), IR_OK);
+            assert_int_equal(fused->nbytes, plain->nbytes);
+            assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
+            dev_value_unref(fused);
+            dev_value_unref(plain);
+            for (int a = 0; a < 6; a++)
+                dev_value_unref(args[a]);
+        }
+        ir_module_free(m);
+    }
+}
+
 /* Empty arrays fuse to an empty result. */
 /* ---- column groups: a reduce over major dims and its input's tree ---- */
 
@@ -1516,6 +1599,7 @@ int main(void)
         cmocka_unit_test(chunks_equal_unfused),
         cmocka_unit_test(registers_equal_unfused),
         cmocka_unit_test(streamed_equals_unfused),
+        cmocka_unit_test(periods_equal_unfused),
         cmocka_unit_test(column_groups),
         cmocka_unit_test(columns_values),
         cmocka_unit_test(columns_equal_unfused),
