@@ -101,6 +101,9 @@ int api_sgemm_lib(int32_t sgemm);
  * (either may be NULL) is one the probe times for (dev_blas_sgemm_prepare);
  * call after dev_blas_preload. */
 void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m);
+/* What prog's clusters all-reduce a step, in bytes: every all-reduce
+ * instruction's result counted once (coll_mpi_shm_prepare's hint). */
+int64_t api_allreduce_bytes(const PlanProgram *prog);
 /* Move the first error of `from` into `to` (keeping an earlier one) and
  * return st as a TsStatus; `from` is cleared. */
 TsStatus api_give(IrStatus st, IrDiag *from, TsDiag *to);

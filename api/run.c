@@ -110,6 +110,24 @@ void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m)
     dev_blas_sgemm_prepare(most);
 }
 
+int64_t api_allreduce_bytes(const PlanProgram *prog)
+{
+    int64_t sum = 0;
+    for (int32_t k = 0; prog && k < prog->ncluster; k++) {
+        const IrModule *m = prog->cluster[k].spmd;
+        for (int32_t c = 0; m && c < m->ncomp; c++) {
+            const IrComputation *comp = m->comp[c];
+            for (int32_t i = 0; i < comp->ninstr; i++) {
+                const IrInstr *ins = &comp->instr[i];
+                bool reduces = ins->op == OP_ALL_REDUCE || ins->op == OP_ALL_REDUCE_START;
+                int64_t b = reduces ? ir_shape_bytes(&ins->shape) : 0;
+                sum = b < 0 || sum > INT64_MAX - b ? INT64_MAX : sum + b;
+            }
+        }
+    }
+    return sum;
+}
+
 bool api_heartbeat_ok(double s)
 {
     return s <= 0 || (s >= TS_HEARTBEAT_MIN_SECONDS && s <= TS_HEARTBEAT_MAX_SECONDS);

@@ -177,6 +177,9 @@ static void stats_lines(IrStrBuf *s, CollMpi *t, const double *mine, const RtRun
         api_stats_memory(s, run, estimate, 0);
         if (gathered && hosts > 1)
             stats_peaks(s, mn[NPH - 1], md[NPH - 1], mx[NPH - 1], hosts, estimate);
+        if (hosts > 1)
+            ir_sb_printf(s, "tessel: stats: all-reduces through shared memory (every rank on one host): %lld on "
+                            "rank 0\n", (long long)coll_mpi_shm_calls(t));
     }
 }
 
@@ -210,6 +213,9 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
     CollTuning tune = api_tuning(o);
     if (coll_mpi_tune(t, &tune, &id) != IR_OK)
         abort_job(o, t, &id); /* the others may be inside the same exchange */
+    /* The shared-memory all-reduce's question to MPI, before the clock. */
+    if (coll_mpi_shm_prepare(t, api_allreduce_bytes(&p->r.prog), &id) != IR_OK)
+        abort_job(o, t, &id);
     /* From here no rank waits forever for a silent or diverging one. */
     st = coll_mpi_heartbeat_start(t, api_heartbeat_seconds(o->heartbeat_seconds), &id);
     const PlanProgram *prog = &p->r.prog;

@@ -666,6 +666,16 @@ IrStatus coll_mpi_attach(const void *comm, CollMpi **out, IrDiag *d);
  * every kernel alike. IR_ERUNTIME when the exchange fails (end the job:
  * the others may be in it). */
 IrStatus coll_mpi_tune(CollMpi *t, CollTuning *tune, IrDiag *d);
+/* Every rank calls it once after coll_mpi_tune, before the first step:
+ * `bytes` is what the rank's program all-reduces a step (every all-reduce
+ * counted once). Where the largest rank's answer reaches the pipeline's
+ * sizes, whether every rank shares one host and MPI's shared memory is
+ * allowed (mpi_shm.c) is asked now, not inside the first step's
+ * all-reduce (asking MPI_T takes about 0.2 s). IR_ERUNTIME when the
+ * exchange fails (end the job: the others may be in it). */
+IrStatus coll_mpi_shm_prepare(CollMpi *t, int64_t bytes, IrDiag *d);
+/* The all-reduces this rank ran through the shared-memory segment. */
+int64_t coll_mpi_shm_calls(const CollMpi *t);
 /* Free the reduction ops and datatype coll_mpi_init created (after the last
  * reduction; calling it twice is harmless). IR_ERUNTIME naming the rank
  * and the MPI call when one fails (the others are still freed). */

@@ -115,7 +115,7 @@ struct CollMpi {
      * shm_allowed: message shapes at their defaults (cmpi_set_shapes). */
     uint8_t *shm;
     size_t shm_bytes, shm_region;
-    int64_t shm_seq;
+    int64_t shm_seq, shm_calls;
     int8_t shm_state;
     bool shm_allowed;
 };

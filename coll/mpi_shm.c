@@ -43,7 +43,10 @@
  * group of all the ranks, a buffer the pipeline would take (pipe_min()
  * and more) and at most SHM_MAX, and message shapes left at their
  * defaults (a run that sets piece, chunk or pipeline bytes asks for MPI's
- * messages: the tests that force the pipeline on small arrays). The
+ * messages: the tests that force the pipeline on small arrays). Whether
+ * the ranks share a host and MPI's shared memory is allowed is asked once,
+ * before the first step where the program all-reduces enough
+ * (coll_mpi_shm_prepare), else at the first such all-reduce. The
  * segment is made at the first such all-reduce (a few collective MPI
  * calls of the world, not checked in: every rank is in the same
  * all-reduce), sized for it (at least SHM_MIN_REGION a rank), and made
@@ -118,15 +121,18 @@ static bool shm_btl_excluded(void)
     return negated ? listed : !listed;
 }
 
-/* Every rank's host name equal to this one's and MPI's shared memory
+/* Every rank's host name equal to this one's, then MPI's shared memory
  * allowed on every rank (every rank sees the same answers, so every rank
- * answers the same). */
+ * answers the same). The transport question goes to MPI_T only where the
+ * ranks share a host: MPI_T_init_thread registers every component's
+ * variables, about 0.2 s a call with Open MPI 4.1, so ranks on several
+ * hosts never pay it. */
 static int shm_one_host(CollMpi *t, bool *one)
 {
     char mine[SHM_HOST] = "";
-    if (gethostname(mine, SHM_HOST - 2) != 0)
-        snprintf(mine, SHM_HOST - 1, "?rank %d", t->rank);
-    mine[SHM_HOST - 1] = shm_btl_excluded();
+    if (gethostname(mine, SHM_HOST - 1) != 0)
+        snprintf(mine, SHM_HOST, "?rank %d", t->rank);
+    mine[SHM_HOST - 1] = 0;
     char *all = ts_malloc((size_t)t->size * SHM_HOST);
     if (!all)
         return MPI_ERR_NO_MEM;
@@ -134,7 +140,13 @@ static int shm_one_host(CollMpi *t, bool *one)
     *one = rc == MPI_SUCCESS;
     for (int r = 0; *one && r < t->size; r++)
         *one = memcmp(all + (size_t)r * SHM_HOST, all, SHM_HOST) == 0;
-    *one = *one && !all[SHM_HOST - 1];
+    if (*one) {
+        char excluded = shm_btl_excluded();
+        rc = shm_allgather(t, &excluded, all, 1);
+        for (int r = 0; rc == MPI_SUCCESS && r < t->size; r++)
+            *one = *one && !all[r];
+        *one = *one && rc == MPI_SUCCESS;
+    }
     ts_free(all);
     return rc;
 }
@@ -194,6 +206,18 @@ static uint8_t *shm_open_peer(const ShmInfo *r0, size_t bytes)
     return p;
 }
 
+/* Whether the segment can be used at all (state 0: asked now, of every
+ * rank at once), false for good where it cannot. */
+static bool shm_decide(CollMpi *t, int *rc)
+{
+    if (t->shm_state == 0) {
+        bool one = false;
+        *rc = shm_one_host(t, &one);
+        t->shm_state = *rc == MPI_SUCCESS && one ? 1 : -1;
+    }
+    return t->shm_state > 0;
+}
+
 /* A segment with regions of at least `need` bytes, made by every rank at
  * once (every rank calls this at the same all-reduce). false: the
  * pipeline's turn (and for good, where the ranks are not on one host or
@@ -205,15 +229,8 @@ static bool shm_ready(CollMpi *t, size_t need, int *rc)
         return false;
     if (t->shm && t->shm_region >= need)
         return true;
-    if (t->shm_state == 0) {
-        bool one = false;
-        *rc = shm_one_host(t, &one);
-        if (*rc != MPI_SUCCESS || !one) {
-            t->shm_state = -1;
-            return false;
-        }
-        t->shm_state = 1;
-    }
+    if (!shm_decide(t, rc))
+        return false;
     cmpi_shm_release(t);
     size_t region = need > SHM_MIN_REGION ? need : SHM_MIN_REGION;
     region = (region + 4095) & ~(size_t)4095;
@@ -259,6 +276,30 @@ bool cmpi_shm_usable(CollMpi *t, size_t bytes, int *rc)
     return shm_ready(t, bytes, rc);
 }
 
+int64_t coll_mpi_shm_calls(const CollMpi *t)
+{
+    return t->shm_calls;
+}
+
+IrStatus coll_mpi_shm_prepare(CollMpi *t, int64_t bytes, IrDiag *d)
+{
+    if (!t->shm_allowed || t->size < 2 || t->shm_state != 0)
+        return IR_OK;
+    /* The largest answer of any rank, so that every rank decides alike
+     * (the ranks' programs are compared only later, api/agree.c). */
+    int64_t most = bytes > 0 ? bytes : 0;
+    int64_t *all = ts_malloc((size_t)t->size * sizeof most);
+    if (!all)
+        return ir_error(d, IR_ENOMEM, NULL, NULL, (IrPos){0, 0}, "rank %d: out of memory", t->rank);
+    int rc = shm_allgather(t, &most, all, (int)sizeof most);
+    for (int r = 0; rc == MPI_SUCCESS && r < t->size; r++)
+        most = all[r] > most ? all[r] : most;
+    ts_free(all);
+    if (rc == MPI_SUCCESS && most >= (int64_t)t->pipe_min)
+        shm_decide(t, &rc);
+    return rc == MPI_SUCCESS ? IR_OK : cmpi_fail(d, rc, "MPI_Allgather", t->rank);
+}
+
 /* Until every peer's counter `which` reaches s. */
 static void shm_wait(CollMpi *t, int which, int64_t s)
 {
@@ -277,6 +318,7 @@ void cmpi_shm_allreduce(CollMpi *t, const void *const *src, int32_t nsrc, void *
     int k = t->size, q = t->rank;
     size_t es = ir_type_size(ty);
     int64_t per = (count + k - 1) / k, s = ++t->shm_seq;
+    t->shm_calls++;
     const uint8_t *mine = src[0];
     if (nsrc > 1) {
         coll_combine(op, ty, &dst, 1, 0, src, nsrc, 0, count, false);

@@ -175,9 +175,20 @@ done
 # -np 2 above: the all-reduces of both ranks went through shared memory
 # (coll/mpi_shm.c); a chunk size set (the default's) keeps them in MPI's
 # pipeline: the same bits.
+# The path each run took, from --stats: shared memory by default; a chunk
+# size set, or Open MPI told to leave its shared memory out (--mca btl
+# tcp,self: the ranks talk as separate hosts would), keep MPI's messages;
+# 8 ranks on one host use it too.
+expect_in "$WORK/stats2" "all-reduces through shared memory (every rank on one host): 3 on rank 0"
+expect_in "$WORK/stats8" "all-reduces through shared memory (every rank on one host): 3 on rank 0"
 expect_status 0 mpi -np 2 -x TESSEL_MPI_CHUNK_BYTES=524288 "$TESSEL" run "$WORK/big.hlo" --spmd "${IN[@]}" \
-    --output-dir "$WORK/big_2_pipeline"
+    --output-dir "$WORK/big_2_pipeline" --stats
 same "$WORK/big_alone" "$WORK/big_2_pipeline" "under mpirun -np 2 in MPI's pipeline"
+expect_in "$ERR" "all-reduces through shared memory (every rank on one host): 0 on rank 0"
+expect_status 0 mpi -np 2 --mca btl tcp,self "$TESSEL" run "$WORK/big.hlo" --spmd "${IN[@]}" \
+    --output-dir "$WORK/big_2_tcp" --stats
+same "$WORK/big_alone" "$WORK/big_2_tcp" "under mpirun -np 2 over TCP"
+expect_in "$ERR" "all-reduces through shared memory (every rank on one host): 0 on rank 0"
 
 # ---- 3. bytes per rank, -np 8 ----
 # reduce-scatter and all-to-all: 7/8 of the 256 KiB operand each way;
