@@ -160,9 +160,10 @@ double auto_coll_seconds(const AutoCost *c, AutoColl k, int64_t n, int scope, do
 /* Does the group of mesh axes `axes` (bit mask) span more than one host
  * of `local` devices each? */
 int auto_axes_scope(const AutoMesh *m, unsigned axes, int64_t local);
-/* Seconds to turn an array of `shape` held under `from` into `to`
- * (all-to-all where an axis moves between dims, all-gather where one is
- * dropped; adding an axis is a local slice, free). */
+/* Seconds to turn an array of `shape` held under `from` into `to`, the
+ * collectives partition/reshard.c emits for the two shardings (a cut of
+ * the shard free; a permute; one all-to-all; an all-gather per dim
+ * gathered; or the whole value gathered, then sliced). */
 double auto_reshard_seconds(const AutoCost *c, const AutoMesh *m, int64_t local, const IrShape *shape,
                             const AutoSpec *from, const AutoSpec *to);
 

@@ -191,7 +191,8 @@ static bool same_tiles(const IrSharding *a, const IrSharding *b)
 /* True when `from` tiles data dim *a by t and `to` tiles data dim *b by
  * the same t, with every other tile dim, the subgroups and the device list
  * equal: the device at flat position p has coordinate c along a under
- * `from` and the same c along b under `to`. */
+ * `from` and the same c along b under `to` (and, no dim between a and b
+ * tiled, the same coordinates along the others). */
 static bool swapped_dim(const IrSharding *from, const IrSharding *to, int32_t *a, int32_t *b)
 {
     if (from->kind != SHD_TILED || to->kind != SHD_TILED || from->ntile != to->ntile ||
@@ -216,7 +217,17 @@ static bool swapped_dim(const IrSharding *from, const IrSharding *to, int32_t *a
         else
             return false;
     }
-    return *a >= 0 && *b >= 0 && from->tile[*a] == to->tile[*b];
+    if (*a < 0 || *b < 0 || from->tile[*a] != to->tile[*b])
+        return false;
+    /* A tiled dim between a and b counts a different digit of the flat
+     * position under each sharding (f32[8,16,4] from [2,2,1] to [1,2,2]
+     * over 0,1,2,3: position 1 is dim 1's tile 1 under `from`, dim 2's
+     * tile 1 under `to`): the exchange along a would leave each device
+     * the wrong tile of it. */
+    for (int32_t d = (*a < *b ? *a : *b) + 1; d < (*a < *b ? *b : *a); d++)
+        if (from->tile[d] > 1)
+            return false;
+    return true;
 }
 
 static int32_t emit_transpose(PComp *pc, int32_t v, const int64_t *perm)

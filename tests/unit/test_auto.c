@@ -111,6 +111,129 @@ static void alpha_beta(void **state)
     assert_true(auto_coll_seconds(&c, AUTO_ALL_REDUCE, 1, 0, 1e6) == 0);
 }
 
+/* Reshard prices at alpha 1 s and beta 1 ns a byte: a price reads as
+ * "collectives + bytes x 1e-9". */
+static AutoCost unit_cost(void)
+{
+    AutoCost c = {.flops = 1, .bytes = 1};
+    for (int k = 0; k < AUTO_NCOLL; k++)
+        for (int s = 0; s < 2; s++) {
+            c.alpha[k][s] = 1;
+            c.beta[k][s] = 1e-9;
+        }
+    return c;
+}
+
+static AutoSpec spec3(int8_t x, int8_t y)
+{
+    AutoSpec s = auto_spec_replicated();
+    s.dim[0] = x;
+    s.dim[1] = y;
+    return s;
+}
+
+/* What the partitioner emits to reshard f32 `dims` from `from` to `to`
+ * over n devices (a copy resharding its parameter): the collectives and
+ * the bytes a device moves. */
+static void partitioned_reshard(const IrShape *shape, const char *from, const char *to, int64_t n, int32_t *ncoll,
+                                int64_t *bytes)
+{
+    char dims[64] = "", text[1024];
+    for (int32_t d = 0, k = 0; d < shape->rank; d++)
+        k += snprintf(dims + k, sizeof dims - (size_t)k, "%s%lld", d ? "," : "", (long long)shape->dims[d]);
+    snprintf(text, sizeof text,
+             "HloModule m, num_partitions=%lld\nENTRY e {\n  p = f32[%s] parameter(0), sharding=%s\n"
+             "  ROOT c = f32[%s] copy(p), sharding=%s\n}\n",
+             (long long)n, dims, from, dims, to);
+    IrDiag d = {0};
+    IrModule *m = NULL, *out = NULL;
+    IrParseOptions po = ir_default_parse_options();
+    assert_int_equal(ir_parse("t.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    ShdPropagateOptions popt = {.num_devices = n};
+    SpmdOptions opt = {.num_partitions = n, .num_replicas = 1};
+    SpmdReport rep = {0};
+    assert_int_equal(shd_propagate(m, &popt, &d), IR_OK);
+    assert_int_equal(spmd_partition(m, &opt, &out, &rep, &d), IR_OK);
+    *ncoll = rep.ncoll;
+    *bytes = 0;
+    for (int32_t k = 0; k < rep.ncoll; k++)
+        *bytes += rep.coll[k].bytes_per_device;
+    spmd_report_free(&rep);
+    ir_module_free(out);
+    ir_module_free(m);
+}
+
+/* A reshard is priced as partition/reshard.c runs it (auto/cost.c): one
+ * all-gather a tiled dim, over the group of every axis on it (a layer
+ * tiled over both axes of a 2x2 mesh: one collective of 4, not two of 2);
+ * an all-to-all only where the partitioner exchanges (one dim's tiles
+ * moved whole to an untiled dim, no tiled dim between); a cut of the shard
+ * free; the whole value gathered otherwise ([x*y,-] to [x,y] on 2x4: the
+ * partitioner gathers the stack whole). Hand-worked on f32[8,16,4] (2048
+ * bytes) over 2x2, then every pair of specs on 2x2 and 2x4, even and
+ * uneven, against the partitioner's own plan. */
+static void reshard_prices(void **state)
+{
+    (void)state;
+    AutoMesh m;
+    IrDiag d = {0};
+    IrArena *a = ir_arena_new();
+    AutoCost c = unit_cost();
+    IrShape sh;
+    int64_t dims[3] = {8, 16, 4};
+    assert_int_equal(ir_shape_make(a, &sh, IR_F32, 3, dims), IR_OK);
+    assert_int_equal(auto_mesh_parse("2x2", &m, &d), IR_OK);
+    const struct {
+        AutoSpec from, to;
+        double want;
+    } hand[] = {
+        /* [x*y,-,-] -> replicated: one all-gather of 4, 3/4 of 2048 */
+        {spec3(0, 0), spec3(-1, -1), 1 + 1536e-9},
+        /* [x,y,-] -> [-,x,y]: both dims gathered, 1/2 of 1024 then of 2048
+         * (the exchange along dim 0 would leave dim 1's tiles misplaced) */
+        {spec3(0, 1), spec3(1, 2), 2 + 1536e-9},
+        /* [x,-,-]+y -> [-,x,-]+y: all-to-all of 2 on a shard of 1024 */
+        {spec3(0, -1), spec3(1, -1), 1 + 512e-9},
+        /* [x*y,-,-] -> [-,-,x*y]: one all-to-all of 4, 3/4 of 512 */
+        {spec3(0, 0), spec3(2, 2), 1 + 384e-9},
+        /* [x,-,-]+y -> [x,y,-]: a cut of the shard */
+        {spec3(0, -1), spec3(0, 1), 0},
+        /* [-,y,-]+x -> [-,x*y,-]: x major to y, no cut of the old shard:
+         * dim 1 gathered (1/2 of 2048), then sliced */
+        {spec3(-1, 1), spec3(1, 1), 1 + 1024e-9},
+        /* [x,-,-]+y -> [y,-,-]+x: the same tiles elsewhere, a permute of
+         * the shard */
+        {spec3(0, -1), spec3(-1, 0), 1 + 1024e-9},
+    };
+    for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++)
+        assert_true(fabs(auto_reshard_seconds(&c, &m, 0, &sh, &hand[k].from, &hand[k].to) - hand[k].want) < 1e-12);
+    const struct {
+        const char *mesh;
+        int64_t dims[3];
+    } cases[] = {{"2x2", {8, 16, 4}}, {"2x2", {6, 5, 3}}, {"2x4", {8, 16, 4}}, {"2x4", {6, 16, 3}}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        assert_int_equal(auto_mesh_parse(cases[k].mesh, &m, &d), IR_OK);
+        assert_int_equal(ir_shape_make(a, &sh, IR_F32, 3, cases[k].dims), IR_OK);
+        for (int i = 0; i < 16 * 16; i++) {
+            AutoSpec f = spec3((int8_t)(i % 4 - 1), (int8_t)(i / 4 % 4 - 1));
+            AutoSpec t = spec3((int8_t)(i / 16 % 4 - 1), (int8_t)(i / 64 - 1));
+            char *fs = ir_sharding_str(auto_spec_sharding(a, &m, &f, 3));
+            char *ts = ir_sharding_str(auto_spec_sharding(a, &m, &t, 3));
+            int32_t n;
+            int64_t bytes;
+            partitioned_reshard(&sh, fs, ts, m.ndevices, &n, &bytes);
+            double price = auto_reshard_seconds(&c, &m, 0, &sh, &f, &t);
+            if (fabs(price - (n + (double)bytes * 1e-9)) > 1e-9)
+                fail_msg("%s [%lld,%lld,%lld] %s -> %s: priced %.9f, the partitioner %d collectives, %lld bytes",
+                         cases[k].mesh, (long long)sh.dims[0], (long long)sh.dims[1], (long long)sh.dims[2], fs,
+                         ts, price, n, (long long)bytes);
+            ts_free(fs);
+            ts_free(ts);
+        }
+    }
+    ir_arena_free(a);
+}
+
 static const char MLP[] = "HloModule mlp\n"
                           "ENTRY main {\n"
                           "  x = f32[64,128] parameter(0)\n"
@@ -1463,6 +1586,7 @@ int main(void)
         cmocka_unit_test(mesh_forms),
         cmocka_unit_test(spec_shardings),
         cmocka_unit_test(alpha_beta),
+        cmocka_unit_test(reshard_prices),
         cmocka_unit_test(solvers_agree),
         cmocka_unit_test(elim_work_budget),
         cmocka_unit_test(ilp_node_bound),
