@@ -707,6 +707,243 @@ done:
     return st;
 }
 
+/* The kernel as [W, KI, KO] (HWIO) in the compute type: in place when it
+ * is so, unreversed, else packed into *own; false when out of memory. */
+static bool nhwc_ker(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t **ker, uint8_t **own)
+{
+    const IrConvDnums *cd = &k->ins->a.x->conv;
+    *ker = ct_data_of(k->opnd[1]);
+    *own = NULL;
+    if (ct_native(c, k->opnd[1]->shape.type) && !reversed(k, p) && cd->k_in_feature == p->ns &&
+        cd->k_out_feature == p->ns + 1 && spatial_at(cd->k_spatial, p->ns, 0))
+        return true;
+    CtView v;
+    ker_view(k, &v, cd->k_in_feature, cd->k_out_feature, true);
+    if (!(*own = ct_scratch(ct_view_elements(&v), ct_size(c))))
+        return false;
+    ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, *own);
+    *ker = *own;
+    return true;
+}
+
+/* ---- few channels: direct tiles (AVX-512) ----
+ *
+ * With few input channels (an image's 3) the rows of the channels-last
+ * im2col matrix are short: the net's first convolution is the GEMM
+ * [B*S, 27] x [27, 32] and its weight gradient [27, B*S] x [B*S, 32], in
+ * which OpenBLAS packs, zeroes and the engine copies more than they
+ * multiply (0.8 and 1.3 ms a call for 28 MFLOP each; the 151-MFLOP
+ * convolutions of the net take 2-2.5). For 2-D stride-1 undilated ones the
+ * input is copied once with its padding into P[B, PH, PW, C], after which
+ * every tap of a window row is in place: the taps (wx, c) of output pixel
+ * ox in image row oy + wy are the W1*C floats at P[b, oy + wy, ox] (rows of
+ * the im2col matrix overlap, C floats apart). A tile keeps its sums in
+ * registers, ni rows by 32 output features, and adds a * b over three
+ * nested loops of steps, a the ni floats sa apart, b 32 consecutive
+ * features:
+ *   forward   rows: 8 output pixels (sa = C), steps (wy, j < W1*C), b the
+ *             kernel's row (wy, j) of [W, C, KO] (HWIO);
+ *   gradient  rows: the filter's (ox, c) of one oy, j < OS1*C (sa = 1),
+ *             steps (f, wy, wx) over the image, b the output gradient at
+ *             (f, wy, wx).
+ * Each sum is taken in a fixed order of its terms, whatever the batch. */
+#define SMALL_KI 4       /* input channels at most */
+#define SMALL_ROWS 12    /* a tile's rows at most (24 vector sums) */
+#define SMALL_FWD_ROWS 8
+
+typedef struct SmallTile {
+    const float *a, *b;
+    int64_t sa;
+    int64_t n1, as1, bs1, n2, as2, bs2, n3, as3, bs3;
+    uint16_t m0, m1;     /* the features of this tile: masks of the two vectors */
+    float *c;
+    int64_t ldc, nc;     /* rows c[i * ldc] stored, i < nc */
+} SmallTile;
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+
+static bool small_cpu(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
+
+#define SMALL_T __attribute__((target("avx512f")))
+
+SMALL_T static inline __attribute__((always_inline)) void small_tile(int ni, const SmallTile *t)
+{
+    __m512 acc[SMALL_ROWS][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < ni; i++)
+        acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t i1 = 0; i1 < t->n1; i1++)
+        for (int64_t i2 = 0; i2 < t->n2; i2++) {
+            const float *a = t->a + i1 * t->as1 + i2 * t->as2, *b = t->b + i1 * t->bs1 + i2 * t->bs2;
+            for (int64_t i3 = 0; i3 < t->n3; i3++, a += t->as3, b += t->bs3) {
+                __m512 b0 = _mm512_maskz_loadu_ps(t->m0, b), b1 = _mm512_maskz_loadu_ps(t->m1, b + 16);
+#pragma GCC unroll 12
+                for (int i = 0; i < ni; i++) {
+                    __m512 x = _mm512_set1_ps(a[i * t->sa]);
+                    acc[i][0] = _mm512_fmadd_ps(x, b0, acc[i][0]);
+                    acc[i][1] = _mm512_fmadd_ps(x, b1, acc[i][1]);
+                }
+            }
+        }
+#pragma GCC unroll 12
+    for (int i = 0; i < ni; i++)
+        if (i < t->nc) {
+            _mm512_mask_storeu_ps(t->c + i * t->ldc, t->m0, acc[i][0]);
+            _mm512_mask_storeu_ps(t->c + i * t->ldc + 16, t->m1, acc[i][1]);
+        }
+}
+
+#define SMALL_TILE(N)                                   \
+    SMALL_T static void small_tile_##N(const SmallTile *t) \
+    {                                                   \
+        small_tile(N, t);                               \
+    }
+SMALL_TILE(1)
+SMALL_TILE(2)
+SMALL_TILE(3)
+SMALL_TILE(4)
+SMALL_TILE(5)
+SMALL_TILE(6)
+SMALL_TILE(7)
+SMALL_TILE(8)
+SMALL_TILE(9)
+SMALL_TILE(10)
+SMALL_TILE(11)
+SMALL_TILE(12)
+
+static void small_run(int ni, const SmallTile *t)
+{
+    static void (*const fn[SMALL_ROWS + 1])(const SmallTile *) = {
+        NULL, small_tile_1, small_tile_2, small_tile_3, small_tile_4, small_tile_5, small_tile_6,
+        small_tile_7, small_tile_8, small_tile_9, small_tile_10, small_tile_11, small_tile_12};
+    fn[ni](t);
+}
+#else
+static bool small_cpu(void)
+{
+    return false;
+}
+
+static void small_run(int ni, const SmallTile *t)
+{
+    (void)ni, (void)t;
+}
+#endif
+
+/* The tiles of features [o0, o0 + 32) of KO: their masks. */
+static void small_masks(int64_t ko, int64_t o0, SmallTile *t)
+{
+    int64_t n = ko - o0;
+    t->m0 = n >= 16 ? 0xffff : (uint16_t)((1u << n) - 1);
+    t->m1 = n >= 32 ? 0xffff : n <= 16 ? 0 : (uint16_t)((1u << (n - 16)) - 1);
+}
+
+/* Is window dim s stride 1 and undilated? */
+static bool small_dim(const IrWindowDim *wd)
+{
+    return wd->stride == 1 && wd->lhs_dilate == 1 && wd->rhs_dilate == 1;
+}
+
+/* P[b][py][px][c] = in[b][py - lo0][px - lo1][c] (in [nb, h, w, c]), 0
+ * outside the input, for py < ph, px < pw; `extra` zeros after. NULL when
+ * out of memory. */
+static float *small_pad(const float *in, int64_t nb, int64_t h, int64_t w, int64_t c, int64_t lo0,
+                        int64_t lo1, int64_t ph, int64_t pw, int64_t extra)
+{
+    float *pb = ct_scratch(nb * ph * pw * c + extra, sizeof(float));
+    if (!pb)
+        return NULL;
+    memset(pb, 0, (size_t)(nb * ph * pw * c + extra) * sizeof(float));
+    int64_t x0 = lo1 > 0 ? lo1 : 0, x1 = w + lo1 < pw ? w + lo1 : pw; /* px of the input's columns */
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t py = 0; py < ph && x0 < x1; py++) {
+            int64_t y = py - lo0;
+            if (y >= 0 && y < h)
+                memcpy(pb + ((b * ph + py) * pw + x0) * c, in + ((b * h + y) * w + x0 - lo1) * c,
+                       (size_t)((x1 - x0) * c) * sizeof(float));
+        }
+    return pb;
+}
+
+/* The forward tiles (above): in [B, H, W, C], ker [W0, W1, C, KO], out
+ * [B, OH, OW, KO]; false (nothing done) unless 2-D, stride 1, undilated
+ * with at most SMALL_KI channels, f32, a CPU with AVX-512. */
+static bool small_fwd(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
+                      IrStatus *st)
+{
+    const IrWindowDim *wd = k->ins->a.x->window.dim;
+    if (c != CT_F32 || p->ns != 2 || p->ki > SMALL_KI || !small_dim(&wd[0]) || !small_dim(&wd[1]) || !small_cpu())
+        return false;
+    int64_t C = p->ki, ko = p->ko, oh = p->osz[0], ow = p->osz[1], w0 = p->wsz[0], w1 = p->wsz[1];
+    int64_t ph = oh + w0 - 1, pw = ow + w1 - 1;
+    const uint8_t *ker;
+    uint8_t *ker_own;
+    /* The last tile of a row reads up to SMALL_FWD_ROWS pixels on. */
+    float *pb = small_pad((const float *)in, p->ib, p->isz[0], p->isz[1], C, wd[0].pad_lo, wd[1].pad_lo, ph, pw,
+                          SMALL_FWD_ROWS * C);
+    if (!pb || !nhwc_ker(k, c, p, &ker, &ker_own)) {
+        ts_free(pb);
+        *st = dev_kernel_oom(k, NULL);
+        return true;
+    }
+    float *out = (float *)outp;
+    SmallTile t = {.b = (const float *)ker, .sa = C, .n1 = 1, .n2 = w0, .as2 = pw * C, .bs2 = w1 * C * ko,
+                   .n3 = w1 * C, .as3 = 1, .bs3 = ko, .ldc = ko};
+    for (int64_t b = 0; b < p->ib; b++)
+        for (int64_t oy = 0; oy < oh; oy++)
+            for (int64_t x0 = 0; x0 < ow; x0 += SMALL_FWD_ROWS)
+                for (int64_t o0 = 0; o0 < ko; o0 += 32) {
+                    small_masks(ko, o0, &t);
+                    t.a = pb + ((b * ph + oy) * pw + x0) * C;
+                    t.b = (const float *)ker + o0;
+                    t.c = out + ((b * oh + oy) * ow + x0) * ko + o0;
+                    t.nc = ow - x0 < SMALL_FWD_ROWS ? ow - x0 : SMALL_FWD_ROWS;
+                    small_run(SMALL_FWD_ROWS, &t);
+                }
+    ts_free(pb);
+    ts_free(ker_own);
+    *st = IR_OK;
+    return true;
+}
+
+/* The weight-gradient tiles (above; conv_wgrad's layout): in [F, H, W, C]
+ * (the data batch F contracted), g [F, WY, WX, KO] (the kernel operand:
+ * the output gradient), out [OY, OX, C, KO] (the filter's gradient);
+ * false (nothing done) unless 2-D, stride 1, undilated, OX*C at most
+ * SMALL_ROWS, f32, a CPU with AVX-512. */
+static bool small_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, const uint8_t *g,
+                        uint8_t *outp, IrStatus *st)
+{
+    const IrWindowDim *wd = k->ins->a.x->window.dim;
+    if (c != CT_F32 || p->ns != 2 || p->ib > SMALL_KI || p->osz[1] * p->ib > SMALL_ROWS || !small_dim(&wd[0]) ||
+        !small_dim(&wd[1]) || !small_cpu())
+        return false;
+    int64_t C = p->ib, ko = p->ko, oy_n = p->osz[0], ox_n = p->osz[1], wy = p->wsz[0], wx = p->wsz[1];
+    int64_t ph = oy_n + wy - 1, pw = ox_n + wx - 1, ni = ox_n * C;
+    float *pb = small_pad((const float *)in, p->if_, p->isz[0], p->isz[1], C, wd[0].pad_lo, wd[1].pad_lo, ph, pw, 0);
+    if (!pb) {
+        *st = dev_kernel_oom(k, NULL);
+        return true;
+    }
+    SmallTile t = {.sa = 1, .n1 = p->if_, .as1 = ph * pw * C, .bs1 = wy * wx * ko, .n2 = wy, .as2 = pw * C,
+                   .bs2 = wx * ko, .n3 = wx, .as3 = C, .bs3 = ko, .ldc = ko, .nc = ni};
+    for (int64_t oy = 0; oy < oy_n; oy++)
+        for (int64_t o0 = 0; o0 < ko; o0 += 32) {
+            small_masks(ko, o0, &t);
+            t.a = pb + oy * pw * C;
+            t.b = (const float *)g + o0;
+            t.c = (float *)outp + oy * ni * ko + o0;
+            small_run((int)ni, &t);
+        }
+    ts_free(pb);
+    *st = IR_OK;
+    return true;
+}
+
 /* The channels-last engine: input [IB, IS..., IF] and output [OB, OS...,
  * OF] in the compute type, no feature or batch groups, f32/f64 with BLAS.
  *     out[OB*OS, KO] = Col[OB*OS, W*KI] x Ker[W*KI, KO]
@@ -720,11 +957,16 @@ done:
 static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
                           bool *taken)
 {
+    IrStatus st;
     *taken = false;
     size_t esz = ct_size(c);
     int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->kk;
     if (nr < CONV_MIN_COLS / 4 && nr < p->ncol)
         return IR_OK;
+    if (small_fwd(k, c, p, in, outp, &st)) {
+        *taken = true;
+        return st;
+    }
     int64_t nvalid, total;
     int64_t *off = conv_taps(k, p, &nvalid, &total);
     if (!off)
@@ -739,24 +981,16 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
         return IR_OK;
     }
     *taken = true;
-    const IrConvDnums *cd = &k->ins->a.x->conv;
-    const uint8_t *ker = ct_data_of(k->opnd[1]);
-    uint8_t *ker_own = NULL;
-    if (!(ct_native(c, k->opnd[1]->shape.type) && !reversed(k, p) && cd->k_in_feature == p->ns &&
-          cd->k_out_feature == p->ns + 1 && spatial_at(cd->k_spatial, p->ns, 0))) {
-        CtView v; /* [W, KI, KO] */
-        ker_view(k, &v, cd->k_in_feature, cd->k_out_feature, true);
-        if (!(ker_own = ct_scratch(ct_view_elements(&v), esz))) {
-            if (phased)
-                phases_free(&ph);
-            ts_free(off);
-            return dev_kernel_oom(k, NULL);
-        }
-        ct_pack(c, k->opnd[1]->shape.type, k->opnd[1]->data, &v, ker_own);
-        ker = ker_own;
+    const uint8_t *ker;
+    uint8_t *ker_own;
+    if (!nhwc_ker(k, c, p, &ker, &ker_own)) {
+        if (phased)
+            phases_free(&ph);
+        ts_free(off);
+        return dev_kernel_oom(k, NULL);
     }
     if (phased) {
-        IrStatus st = nhwc_phases(k, c, p, &ph, in, ker, off, outp);
+        st = nhwc_phases(k, c, p, &ph, in, ker, off, outp);
         phases_free(&ph);
         ts_free(ker_own);
         ts_free(off);
@@ -818,6 +1052,11 @@ static IrStatus conv_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, cons
                            bool *taken)
 {
     *taken = false;
+    IrStatus st;
+    if (small_wgrad(k, c, p, in, ct_data_of(k->opnd[1]), outp, &st)) {
+        *taken = true;
+        return st;
+    }
     size_t esz = ct_size(c);
     int64_t nr = CONV_COL_BYTES / (int64_t)esz / p->ncol;
     if (nr < CONV_MIN_COLS / 4 && nr < p->kk)

@@ -795,6 +795,16 @@ static void test_conv_random_configs(void **state)
         {"f01b_i01o->01bf", 2, 2, 3, 4, 1, 1, {8, 7}, {4, 3}, ONES3, {1, 1}, {0, 2}, ONES3, {2, 2}, ZEROS3},
         {"f0b_i0o->0bf", 1, 5, 2, 3, 1, 1, {9}, {4}, {2}, {1}, {0}, {1}, {1}, {0}},
         {"f01b_i01o->01bf", 2, 3, 4, 5, 1, 1, {7, 6}, {5, 4}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, {1, 0}},
+        /* few channels (k_conv.c's direct tiles): forward with asymmetric
+         * and negative padding, rows of 11 and 5 pixels (tiles of 8 cut),
+         * 37 and 8 output features (masked vectors), a reversed kernel
+         * (packed); weight gradients with 9, 10 and 12 tile rows (OX*C) and
+         * 20, 33 and 16 features. */
+        {"b01f_01io->b01f", 2, 2, 3, 37, 1, 1, {7, 11}, {3, 3}, ONES3, {1, 0}, {2, 1}, ONES3, ONES3, ZEROS3},
+        {"b01f_01io->b01f", 2, 3, 1, 8, 1, 1, {9, 6}, {5, 2}, ONES3, {-1, 1}, {2, 0}, ONES3, ONES3, {1, 0}},
+        {"f01b_i01o->01bf", 2, 3, 4, 20, 1, 1, {7, 6}, {7, 6}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
+        {"f01b_i01o->01bf", 2, 2, 3, 33, 1, 1, {6, 9}, {4, 7}, ONES3, {0, 2}, {1, 0}, ONES3, ONES3, ZEROS3},
+        {"f01b_i01o->01bf", 2, 4, 2, 16, 1, 1, {5, 5}, {4, 3}, ONES3, {1, 1}, {1, 0}, ONES3, ONES3, ZEROS3},
         /* no spatial dims: a matmul. */
         {"bf_io->bf", 0, 5, 7, 3, 1, 1, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}},
         /* three spatial dims. */
@@ -837,6 +847,10 @@ static void test_conv_larger(void **state)
          {8, 1, 1}, ONES3, ZEROS3},
         {"f01b_i01o->01bf", 2, 32, 32, 8, 1, 1, {32, 32}, {16, 16}, ONES3, {1, 1}, {0, 0}, ONES3, {2, 2},
          ZEROS3},
+        /* the net's first convolution and its weight gradient (direct
+         * tiles), on 2 images. */
+        {"b01f_01io->b01f", 2, 2, 3, 32, 1, 1, {32, 32}, {3, 3}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
+        {"f01b_i01o->01bf", 2, 3, 2, 32, 1, 1, {32, 32}, {32, 32}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
         /* the net's input gradient by phases, rows in several blocks. */
         {"b01f_01oi->b01f", 2, 8, 64, 32, 1, 1, {16, 16}, {3, 3}, ONES3, {1, 1}, {2, 2}, {2, 2}, ONES3, ZEROS3},
     };
