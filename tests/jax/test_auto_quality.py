@@ -268,8 +268,9 @@ MESHES = {name: DEVICES + ("2x2",) for name in ("scan_wide", "scan_wide_sgd", "s
 # fits, equals the reference and moves no more than 1.1x FSDP's bytes (on the 2x2 mesh too
 # since gathering a layer over both axes is priced as the one all-gather the partitioner runs,
 # auto/cost.c: before, as two, it tiled the batch and the weights' columns, 1.65x FSDP's
-# bytes; the SGD steps' limited plans move up to 2.15x: docs/auto-shard.md, Loops).
-UNDER_FSDP = {"scan_wide": DEVICES + ("2x2",)}
+# bytes; the SGD steps since a weight gradient's partial sums may be reduce-scattered into its
+# tiles, auto/strategy.c: before, up to 2.15x: docs/auto-shard.md, Loops).
+UNDER_FSDP = {"scan_wide": DEVICES + ("2x2",), "scan_wide_sgd": DEVICES + ("2x2",)}
 SAMPLE = ("embcls", "adam", "scan", "gpt", "switch3", "cond_scan", "scan_wide", "scan_wide_sgd", "scan_ys", "gru")
 
 # Lines over the bar, with their reasons (docs/auto-shard.md, "Memory without a limit").

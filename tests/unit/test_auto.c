@@ -540,6 +540,55 @@ static void contracted_dots(void **state)
     on_four_free(&f);
 }
 
+/* A weight's gradient: gw[128,64] = x[256,128]^T . g[256,64], the batch
+ * contracted; and an activation's dot, h[8,32,64] . w[64,64]. */
+static const char WGRAD[] = "HloModule w\n"
+                            "ENTRY main {\n"
+                            "  x = f32[256,128] parameter(0)\n"
+                            "  g = f32[256,64] parameter(1)\n"
+                            "  h = f32[8,32,64] parameter(2)\n"
+                            "  w = f32[64,64] parameter(3)\n"
+                            "  gw = f32[128,64] dot(x, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
+                            "  o = f32[8,32,64] dot(h, w), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n"
+                            "  ROOT t = (f32[128,64], f32[8,32,64]) tuple(gw, o)\n"
+                            "}\n";
+
+/* The batch contracted over 4 devices: the partial sums all-reduced into a
+ * replicated gradient (20 us + 2 x 3/4 x 32768 B / 4 GB/s, 32768 bytes
+ * held), or reduce-scattered into its rows or its columns as FSDP holds
+ * it (20 us + 3/4 x 32768 B / 4 GB/s, 8192 bytes held), the same work;
+ * an activation's dot (a 3-dim result) keeps its all-reduce alone. */
+static void reduce_scatter_strategies(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, WGRAD);
+    AutoStrategy *s = NULL;
+    int32_t n = 0;
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, 4, &s, &n, &f.d), IR_OK);
+    const AutoStrategy *ar = NULL, *rs[2] = {NULL, NULL};
+    for (int32_t k = 0; k < n; k++)
+        if (s[k].in[0].dim[0] == 0 && s[k].in[1].dim[0] == 0) {
+            if (s[k].out.dim[0] < 0)
+                ar = &s[k];
+            else
+                rs[s[k].out.dim[0]] = &s[k];
+        }
+    assert_non_null(ar);
+    assert_true(fabs(ar->comm - (20e-6 + 1.5 * 32768 / 4e9)) < 1e-12);
+    assert_int_equal(ar->bytes, 32768);
+    for (int k = 0; k < 2; k++) {
+        assert_non_null(rs[k]);
+        assert_true(fabs(rs[k]->comm - (20e-6 + 0.75 * 32768 / 4e9)) < 1e-12);
+        assert_int_equal(rs[k]->bytes, 8192);
+        assert_true(rs[k]->compute == ar->compute);
+    }
+    assert_int_equal(auto_strategies(f.a, &f.mesh, &f.cost, 4, f.m, f.c, 5, &s, &n, &f.d), IR_OK);
+    for (int32_t k = 0; k < n; k++)
+        assert_false(s[k].in[0].dim[0] == 2 && s[k].out.dim[0] >= 0);
+    on_four_free(&f);
+}
+
 /* An embedding's gradient: 12 rows of updates added into a 16-row table
  * at ids; and a scatter whose combiner is no simple one. */
 static const char SCATTER[] =
@@ -1591,6 +1640,7 @@ int main(void)
         cmocka_unit_test(elim_work_budget),
         cmocka_unit_test(ilp_node_bound),
         cmocka_unit_test(contracted_dots),
+        cmocka_unit_test(reduce_scatter_strategies),
         cmocka_unit_test(scatter_strategies),
         cmocka_unit_test(grouped_convolution),
         cmocka_unit_test(inline_calls),
