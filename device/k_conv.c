@@ -944,6 +944,95 @@ static bool small_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, const u
     return true;
 }
 
+/* One spatial dim of a phase of a stride-1 base-dilated convolution
+ * (nhwc_phases' classes; here per dim): the outputs o = o0 + d*m, m < n,
+ * read the input at base + m (+ k*bstep for their k-th real tap, window
+ * position w0 + k*wstep, k < nt). */
+typedef struct PhaseDim {
+    int64_t o0, n, nt, w0, wstep, base, bstep;
+} PhaseDim;
+
+/* Phase q (< d) of window dim wd over osz outputs and wsz taps. */
+static PhaseDim phase_dim(const IrWindowDim *wd, int64_t osz, int64_t wsz, int64_t q)
+{
+    int64_t d = wd->lhs_dilate, r = wd->rhs_dilate;
+    PhaseDim pd = {0};
+    pd.o0 = ((q + wd->pad_lo) % d + d) % d; /* (o0 - pad_lo) mod d == q */
+    pd.n = pd.o0 < osz ? (osz - pd.o0 + d - 1) / d : 0;
+    int64_t first = -1, second = -1;
+    for (int64_t w = 0; w < wsz; w++)
+        if (((pd.o0 - wd->pad_lo + w * r) % d + d) % d == 0) {
+            if (first < 0)
+                first = w;
+            else if (second < 0)
+                second = w;
+            pd.nt++;
+        }
+    pd.w0 = first < 0 ? 0 : first;
+    pd.wstep = second < 0 ? 1 : second - first;
+    /* o0 - pad_lo + w0*r is a multiple of d: exact, negative too. */
+    pd.base = (pd.o0 - wd->pad_lo + pd.w0 * r) / d;
+    pd.bstep = pd.wstep * r / d;
+    return pd;
+}
+
+/* nhwc_phases as direct tiles (the tiles above, any channel count): a
+ * phase's output pixels in a row, d1 apart, read consecutive input pixels
+ * at each of its real taps, so the padded input is read in place and the
+ * tiles write the output rows ldc = d1*KO apart: no Col of copied taps, no
+ * rows moved into place. ker is [W, KI, KO]. false (nothing done) unless
+ * 2-D, stride 1, f32, a CPU with AVX-512. */
+static bool direct_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, const uint8_t *ker,
+                          uint8_t *outp, IrStatus *st)
+{
+    const IrWindowDim *wd = k->ins->a.x->window.dim;
+    if (c != CT_F32 || p->ns != 2 || wd[0].stride != 1 || wd[1].stride != 1 || !small_cpu())
+        return false;
+    int64_t d0 = wd[0].lhs_dilate, d1 = wd[1].lhs_dilate, C = p->ki, ko = p->ko;
+    int64_t lo[2] = {0, 0}, top[2] = {p->isz[0], p->isz[1]};
+    for (int32_t s = 0; s < 2; s++)
+        for (int64_t q = 0; q < wd[s].lhs_dilate; q++) {
+            PhaseDim pd = phase_dim(&wd[s], p->osz[s], p->wsz[s], q);
+            if (pd.n == 0 || pd.nt == 0)
+                continue;
+            int64_t first = pd.base, last = pd.base + (pd.nt - 1) * pd.bstep + pd.n; /* exclusive */
+            lo[s] = -first > lo[s] ? -first : lo[s];
+            top[s] = last > top[s] ? last : top[s];
+        }
+    /* Rows SMALL_FWD_ROWS pixels longer: a row's last tile reads on. */
+    int64_t ph = top[0] + lo[0], pw = top[1] + lo[1] + SMALL_FWD_ROWS;
+    float *pb = small_pad((const float *)in, p->ib, p->isz[0], p->isz[1], C, lo[0], lo[1], ph, pw, 0);
+    if (!pb) {
+        *st = dev_kernel_oom(k, NULL);
+        return true;
+    }
+    float *out = (float *)outp;
+    int64_t oh = p->osz[0], ow = p->osz[1], w1 = p->wsz[1];
+    for (int64_t q0 = 0; q0 < d0; q0++)
+        for (int64_t q1 = 0; q1 < d1; q1++) {
+            PhaseDim py = phase_dim(&wd[0], oh, p->wsz[0], q0), px = phase_dim(&wd[1], ow, w1, q1);
+            SmallTile t = {.sa = C, .n1 = py.nt, .as1 = py.bstep * pw * C, .bs1 = py.wstep * w1 * C * ko,
+                           .n2 = px.nt, .as2 = px.bstep * C, .bs2 = px.wstep * C * ko, .n3 = C, .as3 = 1,
+                           .bs3 = ko, .ldc = d1 * ko};
+            if (py.nt == 0 || px.nt == 0) /* no real tap: zeros */
+                t.n1 = 0;
+            for (int64_t b = 0; b < p->ib; b++)
+                for (int64_t my = 0; my < py.n; my++)
+                    for (int64_t mx = 0; mx < px.n; mx += SMALL_FWD_ROWS)
+                        for (int64_t o0 = 0; o0 < ko; o0 += 32) {
+                            small_masks(ko, o0, &t);
+                            t.a = pb + ((b * ph + py.base + my + lo[0]) * pw + px.base + mx + lo[1]) * C;
+                            t.b = (const float *)ker + ((py.w0 * w1 + px.w0) * C) * ko + o0;
+                            t.c = out + ((b * oh + py.o0 + d0 * my) * ow + px.o0 + d1 * mx) * ko + o0;
+                            t.nc = px.n - mx < SMALL_FWD_ROWS ? px.n - mx : SMALL_FWD_ROWS;
+                            small_run(SMALL_FWD_ROWS, &t);
+                        }
+        }
+    ts_free(pb);
+    *st = IR_OK;
+    return true;
+}
+
 /* The channels-last engine: input [IB, IS..., IF] and output [OB, OS...,
  * OF] in the compute type, no feature or batch groups, f32/f64 with BLAS.
  *     out[OB*OS, KO] = Col[OB*OS, W*KI] x Ker[W*KI, KO]
@@ -990,7 +1079,8 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
         return dev_kernel_oom(k, NULL);
     }
     if (phased) {
-        st = nhwc_phases(k, c, p, &ph, in, ker, off, outp);
+        if (!direct_phases(k, c, p, in, ker, outp, &st))
+            st = nhwc_phases(k, c, p, &ph, in, ker, off, outp);
         phases_free(&ph);
         ts_free(ker_own);
         ts_free(off);

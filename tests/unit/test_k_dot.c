@@ -789,6 +789,11 @@ static void test_conv_random_configs(void **state)
         {"b0f_0io->b0f", 1, 2, 3, 2, 1, 1, {5}, {4}, {1}, {2}, {3}, {3}, {1}, {0}},
         {"b01f_01io->b01f", 2, 1, 3, 4, 1, 1, {6, 4}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, {2, 1}, ONES3, {1, 1}},
         {"b01f_01io->b01f", 2, 2, 2, 3, 1, 1, {4, 4}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {2, 2}, {1, 2}, ZEROS3},
+        /* stride-1 phases as direct tiles: rows of 12 outputs of a phase
+         * (a full tile and a cut one), lhs dilation 3 x 2 with rhs
+         * dilation 2 (the odd x phase has no real tap: zeros), negative
+         * padding, 40 features, a reversed (packed) kernel. */
+        {"b01f_01io->b01f", 2, 1, 5, 40, 1, 1, {7, 15}, {3, 4}, ONES3, {2, -1}, {1, 2}, {3, 2}, {1, 2}, {1, 0}},
         /* channels-last weight gradients (conv_wgrad): plain, the stride-2
          * forward's (rhs dilation), 1-D, and reversed (the general engine). */
         {"f01b_i01o->01bf", 2, 3, 4, 5, 1, 1, {7, 6}, {5, 4}, ONES3, {1, 1}, {1, 1}, ONES3, ONES3, ZEROS3},
