@@ -733,23 +733,30 @@ static bool nhwc_ker(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint
  * [B*S, 27] x [27, 32] and its weight gradient [27, B*S] x [B*S, 32], in
  * which OpenBLAS packs, zeroes and the engine copies more than they
  * multiply (0.8 and 1.3 ms a call for 28 MFLOP each; the 151-MFLOP
- * convolutions of the net take 2-2.5). For 2-D stride-1 undilated ones the
- * input is copied once with its padding into P[B, PH, PW, C], after which
- * every tap of a window row is in place: the taps (wx, c) of output pixel
- * ox in image row oy + wy are the W1*C floats at P[b, oy + wy, ox] (rows of
+ * convolutions of the net take 2-2.5). For 2-D ones the input is copied
+ * once with its padding into P[B, PH, PW, C], after which every tap is in
+ * place: with stride 1 and no dilation the taps (wx, c) of output pixel ox
+ * in image row oy + wy are the W1*C floats at P[b, oy + wy, ox] (rows of
  * the im2col matrix overlap, C floats apart). A tile keeps its sums in
  * registers, ni rows by 32 output features, and adds a * b over three
  * nested loops of steps, a the ni floats sa apart, b 32 consecutive
  * features:
- *   forward   rows: 8 output pixels (sa = C), steps (wy, j < W1*C), b the
- *             kernel's row (wy, j) of [W, C, KO] (HWIO);
+ *   forward   rows: 8 output pixels (sa = stride * C), steps (wy, wx, c),
+ *             b the kernel's row (wy, wx, c) of [W, C, KO] (HWIO); any
+ *             channel count up to DIRECT_KK taps, stride and rhs dilation;
  *   gradient  rows: the filter's (ox, c) of one oy, j < OS1*C (sa = 1),
  *             steps (f, wy, wx) over the image, b the output gradient at
  *             (f, wy, wx).
  * Each sum is taken in a fixed order of its terms, whatever the batch. */
-#define SMALL_KI 4       /* input channels at most */
+#define SMALL_KI 4       /* weight gradients: input channels at most */
 #define SMALL_ROWS 12    /* a tile's rows at most (24 vector sums) */
 #define SMALL_FWD_ROWS 8
+/* The forward tiles take convolutions of any channel count up to this
+ * many taps (W*KI): a tile's kernel columns, 32 features by W*KI, stay
+ * within 64 KiB (in L2) as it streams them. Measured on the net's
+ * stride-2 convolution (3x3x32 -> 64, one device's shapes): 1.98 ms a
+ * call by im2col + sgemm, 1.64 by tiles; larger K not measured. */
+#define DIRECT_KK 512
 
 typedef struct SmallTile {
     const float *a, *b;
@@ -870,35 +877,41 @@ static float *small_pad(const float *in, int64_t nb, int64_t h, int64_t w, int64
 }
 
 /* The forward tiles (above): in [B, H, W, C], ker [W0, W1, C, KO], out
- * [B, OH, OW, KO]; false (nothing done) unless 2-D, stride 1, undilated
- * with at most SMALL_KI channels, f32, a CPU with AVX-512. */
+ * [B, OH, OW, KO]; false (nothing done) unless 2-D, no base dilation, at
+ * most DIRECT_KK taps, f32, a CPU with AVX-512. */
 static bool small_fwd(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
                       IrStatus *st)
 {
     const IrWindowDim *wd = k->ins->a.x->window.dim;
-    if (c != CT_F32 || p->ns != 2 || p->ki > SMALL_KI || !small_dim(&wd[0]) || !small_dim(&wd[1]) || !small_cpu())
+    if (c != CT_F32 || p->ns != 2 || wd[0].lhs_dilate != 1 || wd[1].lhs_dilate != 1 || p->kk > DIRECT_KK ||
+        !small_cpu())
         return false;
     int64_t C = p->ki, ko = p->ko, oh = p->osz[0], ow = p->osz[1], w0 = p->wsz[0], w1 = p->wsz[1];
-    int64_t ph = oh + w0 - 1, pw = ow + w1 - 1;
+    int64_t sy = wd[0].stride, sx = wd[1].stride, ry = wd[0].rhs_dilate, rx = wd[1].rhs_dilate;
+    int64_t ph = (oh - 1) * sy + (w0 - 1) * ry + 1, pw = (ow - 1) * sx + (w1 - 1) * rx + 1;
     const uint8_t *ker;
     uint8_t *ker_own;
     /* The last tile of a row reads up to SMALL_FWD_ROWS pixels on. */
     float *pb = small_pad((const float *)in, p->ib, p->isz[0], p->isz[1], C, wd[0].pad_lo, wd[1].pad_lo, ph, pw,
-                          SMALL_FWD_ROWS * C);
+                          SMALL_FWD_ROWS * sx * C);
     if (!pb || !nhwc_ker(k, c, p, &ker, &ker_own)) {
         ts_free(pb);
         *st = dev_kernel_oom(k, NULL);
         return true;
     }
     float *out = (float *)outp;
-    SmallTile t = {.b = (const float *)ker, .sa = C, .n1 = 1, .n2 = w0, .as2 = pw * C, .bs2 = w1 * C * ko,
-                   .n3 = w1 * C, .as3 = 1, .bs3 = ko, .ldc = ko};
+    SmallTile t = {.b = (const float *)ker, .sa = sx * C, .n1 = w0, .as1 = ry * pw * C, .bs1 = w1 * C * ko,
+                   .n2 = w1, .as2 = rx * C, .bs2 = C * ko, .n3 = C, .as3 = 1, .bs3 = ko, .ldc = ko};
+    if (rx == 1) { /* a window row's taps are one run */
+        t.n2 = 1;
+        t.n3 = w1 * C;
+    }
     for (int64_t b = 0; b < p->ib; b++)
         for (int64_t oy = 0; oy < oh; oy++)
             for (int64_t x0 = 0; x0 < ow; x0 += SMALL_FWD_ROWS)
                 for (int64_t o0 = 0; o0 < ko; o0 += 32) {
                     small_masks(ko, o0, &t);
-                    t.a = pb + ((b * ph + oy) * pw + x0) * C;
+                    t.a = pb + ((b * ph + oy * sy) * pw + x0 * sx) * C;
                     t.b = (const float *)ker + o0;
                     t.c = out + ((b * oh + oy) * ow + x0) * ko + o0;
                     t.nc = ow - x0 < SMALL_FWD_ROWS ? ow - x0 : SMALL_FWD_ROWS;

@@ -789,6 +789,9 @@ static void test_conv_random_configs(void **state)
         {"b0f_0io->b0f", 1, 2, 3, 2, 1, 1, {5}, {4}, {1}, {2}, {3}, {3}, {1}, {0}},
         {"b01f_01io->b01f", 2, 1, 3, 4, 1, 1, {6, 4}, {3, 3}, {1, 2}, {1, 1}, {2, 1}, {2, 1}, ONES3, {1, 1}},
         {"b01f_01io->b01f", 2, 2, 2, 3, 1, 1, {4, 4}, {3, 3}, {2, 1}, {1, 1}, {1, 1}, {2, 2}, {1, 2}, ZEROS3},
+        /* channels-last forward tiles with stride 2 x 3, rhs dilation
+         * 2 x 3 (taps of a window row apart), 40 features, rows of 13. */
+        {"b01f_01io->b01f", 2, 2, 6, 40, 1, 1, {11, 40}, {3, 2}, {2, 3}, {1, 0}, {1, 2}, ONES3, {2, 3}, {0, 1}},
         /* stride-1 phases as direct tiles: rows of 12 outputs of a phase
          * (a full tile and a cut one), lhs dilation 3 x 2 with rhs
          * dilation 2 (the odd x phase has no real tap: zeros), negative
