@@ -271,11 +271,17 @@ int tmpi_query_thread(int *provided)
 }
 
 /* MPI_T: the string value of control variable `name`. Not counted, never
- * injected: what it answers only picks a path (mpi_shm.c). */
+ * injected: what it answers only picks a path (mpi_shm.c). MPI_T is
+ * initialised at MPI's own thread level: Open MPI 4.1 sets MPI's level to
+ * the one MPI_T_init_thread is asked for, so asking for less made the
+ * next MPI_Query_thread answer MPI_THREAD_SINGLE (and the next attach of
+ * the process refuse MPI). */
 static int cvar_string(const char *name, char *out, int len)
 {
-    int provided = 0, idx = -1, count = 0;
-    int rc = MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    int provided = 0, idx = -1, count = 0, level = MPI_THREAD_SINGLE;
+    int rc = MPI_Query_thread(&level);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_T_init_thread(level, &provided);
     if (rc != MPI_SUCCESS)
         return rc;
     rc = MPI_T_cvar_get_index(name, &idx);

@@ -200,6 +200,14 @@ static void singleton_job(void)
     check_injected(coll_mpi_allgather(t, send, sizeof send, recv, &d), &d, 0, "MPI_Allgather");
     CHECK(recv[0] == 0 && recv[1] == 0);
     CHECK(coll_mpi_allgather(t, send, sizeof send, recv, &d) == IR_OK && recv[0] == 7 && recv[1] == 8);
+    /* MPI_T's question (mpi_shm.c) leaves MPI's thread level as it was
+     * (Open MPI's MPI_T_init_thread sets it to the level asked), and is
+     * not counted */
+    char btl[256];
+    int level = -1;
+    c0 = coll_mpi_call_count();
+    CHECK(tmpi_cvar_string("btl", btl, sizeof btl) == MPI_SUCCESS && coll_mpi_call_count() == c0);
+    CHECK(MPI_Query_thread(&level) == MPI_SUCCESS && level >= MPI_THREAD_SERIALIZED);
     /* the third MPI_Op_free fails; the other 5 ops and the type are still
      * freed: 7 calls, and MPI_Error_string for the message: 8; a second
      * release has nothing left to free; then the heartbeat's and tessel's
