@@ -434,13 +434,20 @@ int auto_elim_solve(const AutoGraph *g, int32_t *choice);
 
 /* ---- lagrange.c ---- */
 
+typedef struct AutoIlpInfo AutoIlpInfo; /* ilp.c's, below */
+
 /* A plan within mem_limit by a Lagrangian on the memory row over
  * auto_elim_solve (the least price of memory whose optimum fits, the
- * cheapest fitting plan seen): 1 found, into choice[]; 0 none (too wide
+ * cheapest fitting plan seen), and its bound (the largest Lagrangian dual
+ * of the prices tried): where the plan is more than 2% above it, the
+ * integer program with the memory row (auto_ilp_solve, at most
+ * AUTO_EXACT_COLUMNS columns) whose plan is kept where it is more than 2%
+ * cheaper. 1 found, into choice[], and (how not NULL) whose plan it is,
+ * its bound and gap; 0 none (too wide
  * for elimination, or nothing it tried fits: solve with auto_ilp_solve);
  * -1 out of memory. The unary costs of g are as they were on return.
  * Deterministic. */
-int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice);
+int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice, AutoIlpInfo *how);
 
 /* ---- tiebreak.c ---- */
 
@@ -457,15 +464,27 @@ int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice);
 
 /* ---- ilp.c ---- */
 
-/* How the integer program ended: optimal (proven, within GLPK's gap of
- * 1e-6), or branch and bound stopped at its bound of subproblems with the
- * best plan found, gap its relative distance to the best bound of the
- * subproblems left (0.01: the optimum is at most 1% cheaper); nodes: the
- * subproblems branch and bound made (0: the relaxation was integral). */
+/* How a solve ended (auto/shard.c fills it for the plan it keeps, the
+ * explanation says it): optimal (proven, within GLPK's gap of 1e-6), or
+ * not: branch and bound stopped at its bound of subproblems with the best
+ * plan found, or the Lagrangian's plan (lagrange.c) above its dual bound;
+ * gap the plan's relative distance to the bound (0.01: the optimum is at
+ * most 1% cheaper); nodes: the subproblems branch and bound made (0: the
+ * relaxation was integral, or no program). */
+typedef enum AutoSolver {
+    AUTO_BY_ELIM,     /* variable elimination (elim.c), exact */
+    AUTO_BY_LAGRANGE, /* the Lagrangian on memory over it (lagrange.c) */
+    AUTO_BY_ILP,      /* the integer program (ilp.c) */
+} AutoSolver;
+
 typedef struct AutoIlpInfo {
     bool optimal;
     double gap;
     int32_t nodes;
+    AutoSolver by;    /* whose plan it is (auto_ilp_solve: AUTO_BY_ILP) */
+    double bound;     /* not optimal: seconds no plan (within the limit) is
+                         cheaper than, whence gap; -INFINITY: none known */
+    int32_t node_limit; /* the integer program's bound of subproblems (0: none ran) */
 } AutoIlpInfo;
 
 /* Choose one strategy per group minimising unary plus edge costs with
@@ -478,6 +497,10 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, A
 
 /* Branch and bound's bound: subproblems (GLPK's nodes), not seconds. */
 #define AUTO_ILP_NODE_LIMIT 2000
+/* The program's columns (strategies and edge cells) up to which it solves
+ * a memory limit besides the Lagrangian (GLPK takes milliseconds to a
+ * fifth of a second there: 2,211 columns 0.18 s; 12,217 took 16 s). */
+#define AUTO_EXACT_COLUMNS 5000
 
 /* auto_ilp_solve with branch and bound stopped after node_limit
  * subproblems (tests). */
@@ -488,13 +511,16 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
 
 /* For each group: the chosen strategy and every alternative with its
  * estimated seconds (its own costs and the edges to its neighbours'
- * choices), cheapest first; as text (heap, ts_free; NULL on OOM). */
-char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module);
-/* The same as a JSON object: the mesh, the estimate and its terms, and per
+ * choices), cheapest first; as text (heap, ts_free; NULL on OOM). how
+ * (NULL: elimination's, exact): how the solve ended, said under the
+ * first line where its plan is not proven optimal ("solver: ..."). */
+char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module, const AutoIlpInfo *how);
+/* The same as a JSON object: the mesh, the estimate, the solver (how: who
+ * made the plan, optimal, its gap, GLPK's subproblems and their bound), its terms, and per
  * group its leader (name, op, line, column), followers, the chosen spec
  * and sharding with its seconds, and every other strategy with its
  * seconds, cheapest first (heap, ts_free; NULL on OOM). */
-char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *module);
+char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *module, const AutoIlpInfo *how);
 
 /* ---- shard.c ---- */
 

@@ -24,6 +24,7 @@
  */
 #include "auto.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 typedef struct Alt {
@@ -224,7 +225,27 @@ static void by_term(IrStrBuf *o, const AutoGraph *g, const int32_t *choice)
                  t.comm * 1e3, t.reshard * 1e3);
 }
 
-char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module)
+/* The solver's line under the first where its plan is not proven optimal
+ * (how: shard.c's; NULL or optimal: none): the integer program stopped at
+ * its bound of subproblems, or the Lagrangian's plan above its bound. */
+static void solver_text(IrStrBuf *o, const AutoIlpInfo *how)
+{
+    if (!how || how->optimal)
+        return;
+    if (how->by == AUTO_BY_ILP)
+        ir_sb_printf(o,
+                     "  solver: the integer program (GLPK) stopped after %d subproblems of branch and bound (its "
+                     "bound, a count): the best plan found",
+                     (int)how->nodes);
+    else
+        ir_sb_puts(o, "  solver: the Lagrangian on memory over elimination (auto/lagrange.c): its plan fits the "
+                      "limit");
+    if (isfinite(how->gap))
+        ir_sb_printf(o, ", its estimate at most %.3g%% above the optimum's", how->gap * 100);
+    ir_sb_puts(o, " (the same plan on every run)\n");
+}
+
+char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *module, const AutoIlpInfo *how)
 {
     IrStrBuf o = {0};
     char mesh[160];
@@ -245,6 +266,7 @@ char *auto_explain_text(const AutoGraph *g, const int32_t *choice, const char *m
                  "edges, %lld strategies (%lld more dominated, not shown); estimated step %.4g ms\n",
                  module ? module : "?", mesh, (int)nodes, (int)g->ngroup, (int)opaque, (int)g->nedge,
                  (long long)kept, (long long)pruned, auto_graph_cost(g, choice) * 1e3);
+    solver_text(&o, how);
     by_term(&o, g, choice);
     loops_text(&o, g);
     Alt *alt = ts_calloc((size_t)maxs, sizeof *alt);
@@ -338,7 +360,24 @@ static bool json_group(IrStrBuf *o, const AutoGraph *g, const int32_t *choice, i
     return true;
 }
 
-char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *module)
+/* "solver": who made the plan and how far from the optimum it may be. */
+static void solver_json(IrStrBuf *o, const AutoIlpInfo *how)
+{
+    static const char *const by[] = {"elimination", "lagrangian", "integer program"};
+    AutoIlpInfo exact = {.optimal = true};
+    how = how ? how : &exact;
+    ir_sb_printf(o, ",\n \"solver\": {\"by\": \"%s\", \"optimal\": %s, \"gap\": ", by[how->by],
+                 how->optimal ? "true" : "false");
+    if (how->optimal)
+        ir_sb_puts(o, "0");
+    else if (isfinite(how->gap))
+        ir_sb_printf(o, "%.6g", how->gap);
+    else
+        ir_sb_puts(o, "null");
+    ir_sb_printf(o, ", \"subproblems\": %d, \"subproblem_bound\": %d}", (int)how->nodes, (int)how->node_limit);
+}
+
+char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *module, const AutoIlpInfo *how)
 {
     IrStrBuf o = {0};
     ir_sb_puts(&o, "{\"tessel_auto_shard\": 1, \"module\": ");
@@ -350,10 +389,12 @@ char *auto_explain_json(const AutoGraph *g, const int32_t *choice, const char *m
         ir_sb_printf(&o, ", \"size\": %lld}", (long long)g->mesh.size[a]);
     }
     Terms t = terms(g, choice);
+    ir_sb_printf(&o, "],\n \"estimated_seconds\": %.6g", t.total);
+    solver_json(&o, how);
     ir_sb_printf(&o,
-                 "],\n \"estimated_seconds\": %.6g,\n \"by_term\": {\"dots\": %.6g, \"reduces\": %.6g, "
+                 ",\n \"by_term\": {\"dots\": %.6g, \"reduces\": %.6g, "
                  "\"elementwise_and_data\": %.6g, \"collectives\": %.6g, \"reshards\": %.6g},\n \"loops\": [",
-                 t.total, t.dots, t.reduces, t.other, t.comm, t.reshard);
+                 t.dots, t.reduces, t.other, t.comm, t.reshard);
     for (int32_t l = 0; l < g->view.nloop; l++) {
         const AutoLoop *L = &g->view.loop[l];
         ir_sb_puts(&o, l ? ", {\"while\": " : "{\"while\": ");

@@ -132,7 +132,7 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
 {
     memset(choice, 0, (size_t)g->ngroup * sizeof *choice);
     if (info)
-        *info = (AutoIlpInfo){true, 0, 0};
+        *info = (AutoIlpInfo){.optimal = true, .by = AUTO_BY_ILP, .bound = -INFINITY, .node_limit = node_limit};
     if (mem_limit > 0) {
         IrStatus st = too_big(g, mem_limit, d);
         if (st != IR_OK)
@@ -273,6 +273,7 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
         if (info) {
             info->optimal = false;
             info->gap = obj > 0 ? (obj - search.bound) / obj : INFINITY;
+            info->bound = search.bound / US;
         }
         goto done;
     }
@@ -292,6 +293,7 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
         info->optimal = false;
         info->gap = obj > 0 && search.bound > -DBL_MAX ? (obj - search.bound) / obj : INFINITY;
         info->gap = info->gap > 0 ? info->gap : 0;
+        info->bound = search.bound > -DBL_MAX ? search.bound / US : -INFINITY;
     }
     argmax(g, xcol, glp_mip_col_val, lp.p, choice);
 done:

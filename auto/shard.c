@@ -56,27 +56,6 @@ static IrStatus annotate(IrModule *m, const AutoGraph *g, const int32_t *choice,
     return st == IR_OK ? auto_cond_annotate(m, g, choice, d) : st;
 }
 
-/* The explanation with a line after its first saying that the integer
- * program stopped at its bound (ilp.c) and how far from the optimum its
- * plan may be; NULL out of memory. Takes text. */
-static char *with_gap(char *text, const AutoIlpInfo *ilp)
-{
-    const char *nl = strchr(text, '\n');
-    size_t head = nl ? (size_t)(nl - text) + 1 : strlen(text);
-    IrStrBuf o = {0};
-    ir_sb_putn(&o, text, head);
-    ir_sb_printf(&o,
-                 "  solver: the integer program (GLPK) stopped after %d subproblems of branch and bound (its bound, "
-                 "a count): the best plan found",
-                 (int)ilp->nodes);
-    if (isfinite(ilp->gap))
-        ir_sb_printf(&o, ", its estimate at most %.3g%% above the optimum's", ilp->gap * 100);
-    ir_sb_puts(&o, " (the same plan on every run)\n");
-    ir_sb_puts(&o, text + head);
-    ts_free(text);
-    return ir_sb_take(&o);
-}
-
 /* One strategy per group into choice[], under opt->mem_limit by the
  * memory row as charged. */
 static IrStatus solve(AutoGraph *g, const AutoOptions *opt, bool shared, int32_t *choice, AutoIlpInfo *ilp,
@@ -87,9 +66,10 @@ static IrStatus solve(AutoGraph *g, const AutoOptions *opt, bool shared, int32_t
      * fits the memory limit. */
     int solved = auto_elim_solve(g, choice);
     /* Its optimum past the memory limit: the Lagrangian over elimination
-     * (lagrange.c) finds a plan that fits, in milliseconds per solve. */
+     * (lagrange.c) finds a plan that fits, in milliseconds per solve
+     * (where its gap is large, the integer program's: *ilp says). */
     if (solved > 0 && limit > 0 && auto_graph_mem(g, choice) > limit)
-        solved = auto_lagrange_solve(g, limit, choice);
+        solved = auto_lagrange_solve(g, limit, choice, ilp);
     /* An elimination plan: among the plans as fast, the one that
      * communicates least; not where devices share cores: there a
      * collective's rendezvous hides behind the work of the devices still
@@ -110,7 +90,7 @@ static IrStatus solve(AutoGraph *g, const AutoOptions *opt, bool shared, int32_t
  * not by the Lagrangian, whose plan can skip the one that fits: on
  * mlp_megatron on 2 (row at the second dot) the Megatron plan, 1% slower
  * than the gathering plan, is on no price's optimum. */
-#define EXACT_COLUMNS 5000
+#define EXACT_COLUMNS AUTO_EXACT_COLUMNS
 
 static int64_t columns(const AutoGraph *g)
 {
@@ -172,7 +152,7 @@ static IrStatus fit_steps(AutoGraph *g, const IrModule *m, const AutoOptions *op
             break;
         st = auto_graph_charge_at(g, m, &e, at, d);
         IrDiag none = {0};
-        info = (AutoIlpInfo){true, 0, 0};
+        info = (AutoIlpInfo){.optimal = true};
         IrStatus again = st != IR_OK ? st
                          : columns(g) <= EXACT_COLUMNS ? auto_ilp_solve(g, (double)opt->mem_limit, choice, &info, &none)
                                                        : solve(g, opt, shared, choice, &info, &none);
@@ -235,7 +215,7 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
         st = ir_oom(d, NULL);
     if (st == IR_OK)
         st = auto_graph_prune(&g, true, d);
-    AutoIlpInfo ilp = {true, 0, 0};
+    AutoIlpInfo ilp = {.optimal = true};
     if (st == IR_OK)
         st = solve(&g, opt, shared, choice, &ilp, d);
     double mem = st == IR_OK ? auto_graph_mem(&g, choice) : 0;
@@ -244,10 +224,12 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     if (st == IR_OK)
         st = annotate(m, &g, choice, d);
     if (st == IR_OK) {
-        rep->explain = auto_explain_text(&g, choice, m->name);
-        rep->explain_json = auto_explain_json(&g, choice, m->name);
-        if (rep->explain && !ilp.optimal)
-            rep->explain = with_gap(rep->explain, &ilp);
+        /* The gap of the plan kept (the tie-break's, where it moved). */
+        double c = auto_graph_cost(&g, choice);
+        if (!ilp.optimal && isfinite(ilp.bound))
+            ilp.gap = c > 0 && ilp.bound < c ? (c - ilp.bound) / c : 0;
+        rep->explain = auto_explain_text(&g, choice, m->name, &ilp);
+        rep->explain_json = auto_explain_json(&g, choice, m->name, &ilp);
         if (!rep->explain || !rep->explain_json)
             st = ir_oom(d, NULL);
     }

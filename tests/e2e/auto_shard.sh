@@ -115,6 +115,9 @@ assert [(a["name"], a["size"]) for a in j["mesh"]] == [("data", 2), ("model", 2)
 t = j["by_term"]
 parts = t["dots"] + t["reduces"] + t["elementwise_and_data"] + t["collectives"] + t["reshards"]
 assert abs(parts - j["estimated_seconds"]) <= 1e-6 * j["estimated_seconds"], (parts, j["estimated_seconds"])
+# How the solve ended: no limit, elimination's exact optimum.
+assert j["solver"] == {"by": "elimination", "optimal": True, "gap": 0, "subproblems": 0, "subproblem_bound": 0}, \
+    j["solver"]
 plan = open(sys.argv[2]).read()
 params = dict(re.findall(r"^\s*(\S+) = \S+ parameter\((\d+)\)", plan.split("ENTRY", 1)[1], re.M))
 inputs = dict(re.findall(r"^// TesselInputSharding (\d+) (.*)$", plan, re.M))

@@ -331,23 +331,16 @@ TIE = ("under the limit the plan runs %d collectives against the hand plan's %d,
        "%s for the same solve with the hand plan's parameters fixed: a collective's latency (20 us) against "
        "bytes of nanoseconds at the link's rate, so fewer or as many collectives win and the bytes decide "
        "nothing (auto/tiebreak.c compares communication seconds)")
-GAP = ("under the limit the Lagrangian's plan (auto/lagrange.c) runs 5 collectives, estimated %s ms, where "
-       "the same solve with the hand plan's parameters fixed finds 3 at %s ms: its duality gap")
 PEAK = ("refused under the limit (printed): the auto-sharder's memory row charges the values live at the "
         "unsharded program's peak step alone (auto/graph.c), and the plan it takes to fit peaks at another "
         "step; its retries at a lower limit of its own (compile/driver.c) charge the same step")
 KNOWN = {
-    ("sort_loss", "4"): GAP % ("0.0815", "0.0615"),
-    ("sort_loss", "8"): TIE % (5, 5, "0.0813", "none (refused)"),
-    # 2x2, 2x4: a reshard priced as partition/reshard.c emits it (auto/cost.c; before, two gathers
-    # of a dim tiled over both axes were priced as the one they are).
-    ("sort_loss", "2x2"): GAP % ("0.0816", "0.0616"),
-    ("sort_loss", "2x4"): TIE % (5, 5, "0.0814", "0.0814"),
-    ("uneven_sgd", "2"): TIE % (2, 2, "0.0454", "0.0459"),
-    ("uneven_sgd", "4"): TIE % (2, 2, "0.0445", "0.0450"),
-    ("uneven_sgd", "8"): TIE % (2, 2, "0.0439", "0.0445"),
-    ("uneven_sgd", "2x2"): TIE % (2, 2, "0.0446", "0.0450"),
-    ("uneven_sgd", "2x4"): TIE % (2, 2, "0.0440", "0.0446"),
+    # Under the limit GLPK's plan (auto/lagrange.c hands it a large duality gap), proven optimal.
+    ("tied_lm", "2"): TIE % (2, 5, "0.0739", "0.1230"),
+    ("sort_loss", "4"): TIE % (2, 3, "0.0424", "0.0616"),
+    ("sort_loss", "8"): TIE % (2, 5, "0.0423", "0.0814"),
+    ("sort_loss", "2x2"): TIE % (2, 3, "0.0424", "0.0616"),
+    ("sort_loss", "2x4"): TIE % (2, 5, "0.0423", "0.0814"),
     ("segments", "2"): TIE % (2, 2, "0.0203", "0.0403"),
     ("segments", "4"): PEAK,
     ("segments", "8"): PEAK,

@@ -282,13 +282,13 @@ static void solvers_agree(void **state)
          * cheaper than the program's optimum, the unary costs restored. */
         int32_t l[64];
         double before = auto_graph_cost(&g, a);
-        assert_int_equal(auto_lagrange_solve(&g, limit, l), 1);
+        assert_int_equal(auto_lagrange_solve(&g, limit, l, NULL), 1);
         assert_true(auto_graph_mem(&g, l) <= limit);
         assert_true(auto_graph_cost(&g, l) >= auto_graph_cost(&g, b) * (1 - 1e-9));
         assert_true(auto_graph_cost(&g, a) == before);
     }
     int32_t none[64];
-    assert_int_equal(auto_lagrange_solve(&g, least / 2, none), 0);
+    assert_int_equal(auto_lagrange_solve(&g, least / 2, none, NULL), 0);
     assert_int_equal(auto_ilp_solve(&g, least / 2, b, NULL, &d), IR_EINPUT);
     assert_non_null(strstr(d.msg, "no sharding over the mesh fits the memory limit"));
     ir_diag_clear(&d);
@@ -401,6 +401,89 @@ static void ilp_node_bound(void **state)
         assert_memory_equal(a, b, sizeof a);
         assert_true(again.gap == info.gap && again.nodes == info.nodes);
     }
+}
+
+/* A duality gap (lagrange.c): two groups, each whole (cost 0) or cut
+ * (less memory, at a cost): a saves 8 bytes of its 10 for 5 s, b 10 of
+ * its 12 for 8 s; under 12 bytes b alone cut is the optimum (8 s). No
+ * price makes it one: below 0.625 s a byte neither is cut (22 bytes),
+ * between 0.625 and 0.8 a alone (14, over), above both (4 bytes, 13 s).
+ * The Lagrangian's best plan is 13 s, its bound 6.6 (at 0.8: 13 - 0.8 x
+ * 8), a gap of 49%: the integer program solves and its optimum is kept,
+ * proven. Where the limit binds at a price (14 bytes: a alone) the
+ * Lagrangian's plan is the optimum and no program runs. */
+static void lagrange_gap(void **state)
+{
+    (void)state;
+    IrComputation comp = {0};
+    double unary[2][2] = {{0, 5}, {0, 8}}, mem[2][2] = {{10, 2}, {12, 2}};
+    AutoGroup gr[2] = {{0}};
+    for (int32_t k = 0; k < 2; k++)
+        gr[k] = (AutoGroup){.nstrat = 2, .unary = unary[k], .compute = unary[k], .mem = mem[k]};
+    AutoGraph g = {.comp = &comp, .ngroup = 2, .group = gr};
+    int32_t choice[2];
+    AutoIlpInfo how;
+    assert_int_equal(auto_lagrange_solve(&g, 12, choice, &how), 1);
+    assert_int_equal(choice[0], 0);
+    assert_int_equal(choice[1], 1);
+    assert_int_equal(how.by, AUTO_BY_ILP);
+    assert_true(how.optimal && how.gap == 0);
+    assert_true(fabs(how.bound - 8) < 1e-9);
+    assert_true(unary[1][1] == 8 && mem[1][1] == 2); /* costs restored */
+    assert_int_equal(auto_lagrange_solve(&g, 14, choice, &how), 1);
+    assert_int_equal(choice[0], 1);
+    assert_int_equal(choice[1], 0);
+    assert_int_equal(how.by, AUTO_BY_LAGRANGE);
+    assert_true(how.gap <= 0.02 && how.nodes == 0);
+}
+
+/* --explain says how the solve ended, in the text (under its first line,
+ * where the plan is not proven optimal) and in the JSON ("solver"): GLPK
+ * stopped at its bound of subproblems, the Lagrangian's plan above its
+ * bound, or elimination's (exact). */
+static void explain_solver(void **state)
+{
+    (void)state;
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("mlp.hlo", MLP, strlen(MLP), &po, &m, &d), IR_OK);
+    AutoMesh mesh;
+    assert_int_equal(auto_mesh_parse("2x2", &mesh, &d), IR_OK);
+    AutoCost cost = auto_cost_default(0);
+    AutoGraph g;
+    assert_int_equal(auto_graph_build(m, &mesh, &cost, 4, false, NULL, &g, &d), IR_OK);
+    int32_t a[64];
+    assert_true(g.ngroup <= 64);
+    assert_int_equal(auto_elim_solve(&g, a), 1);
+    AutoIlpInfo stopped = {.gap = 0.0808, .nodes = 2000, .by = AUTO_BY_ILP, .bound = 0, .node_limit = 2000};
+    AutoIlpInfo lagr = {.gap = 0.25, .by = AUTO_BY_LAGRANGE, .bound = 0};
+    char *t = auto_explain_text(&g, a, "mlp", &stopped), *j = auto_explain_json(&g, a, "mlp", &stopped);
+    assert_non_null(t);
+    assert_non_null(j);
+    const char *second = strchr(t, '\n') + 1;
+    assert_true(strncmp(second, "  solver: the integer program (GLPK) stopped after 2000 subproblems", 67) == 0);
+    assert_non_null(strstr(second, "its estimate at most 8.08% above the optimum's"));
+    assert_non_null(strstr(j, "\"solver\": {\"by\": \"integer program\", \"optimal\": false, \"gap\": 0.0808, "
+                              "\"subproblems\": 2000, \"subproblem_bound\": 2000}"));
+    ts_free(t);
+    ts_free(j);
+    t = auto_explain_text(&g, a, "mlp", &lagr);
+    j = auto_explain_json(&g, a, "mlp", &lagr);
+    assert_non_null(strstr(t, "  solver: the Lagrangian on memory over elimination"));
+    assert_non_null(strstr(t, "at most 25% above the optimum's"));
+    assert_non_null(strstr(j, "\"solver\": {\"by\": \"lagrangian\", \"optimal\": false, \"gap\": 0.25, "));
+    ts_free(t);
+    ts_free(j);
+    t = auto_explain_text(&g, a, "mlp", NULL);
+    j = auto_explain_json(&g, a, "mlp", NULL);
+    assert_null(strstr(t, "solver:"));
+    assert_non_null(strstr(j, "\"solver\": {\"by\": \"elimination\", \"optimal\": true, \"gap\": 0, "
+                              "\"subproblems\": 0, \"subproblem_bound\": 0}"));
+    ts_free(t);
+    ts_free(j);
+    auto_graph_free(&g);
+    ir_module_free(m);
 }
 
 /* The tie-break (tiebreak.c) on one group of three strategies, its
@@ -1639,6 +1722,8 @@ int main(void)
         cmocka_unit_test(solvers_agree),
         cmocka_unit_test(elim_work_budget),
         cmocka_unit_test(ilp_node_bound),
+        cmocka_unit_test(lagrange_gap),
+        cmocka_unit_test(explain_solver),
         cmocka_unit_test(contracted_dots),
         cmocka_unit_test(reduce_scatter_strategies),
         cmocka_unit_test(scatter_strategies),
