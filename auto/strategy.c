@@ -870,8 +870,14 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
      * dim to tile. A causal mask broadcast over batch and heads leading a
      * select(mask, scores, -inf) held the scores replicated on the batch
      * (a GPT block on 4 devices: 2304 bytes gathered where data parallel
-     * moves none). An iota is of the broadcast family with no operand. */
-    int32_t widened = -1;
+     * moves none). An iota is of the broadcast family with no operand.
+     * Two such broadcasts (an outer product, AdaFactor's row and column
+     * moments broadcast to [R,C] and multiplied) lead a group of their own:
+     * following either, the product could be tiled only on the dims that
+     * operand's value has (following the rows', AdaFactor's step of
+     * tests/jax/test_auto_heldout46.py all-gathered the column-tiled
+     * [24,32] factor on 4 devices where Megatron's plan keeps it tiled). */
+    int32_t widened = -1, nwidened = 0;
     for (int32_t o = 0; o < x->nopnd; o++) {
         const IrInstr *p = &c->instr[x->opnd[o]];
         if (!ir_shape_same_dims(&p->shape, &x->shape) || ir_op_family(p->op) == FAM_PARAMETER)
@@ -881,6 +887,7 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
             return o;
         if (widened < 0)
             widened = o;
+        nwidened++;
     }
-    return widened;
+    return nwidened > 1 ? -1 : widened;
 }
