@@ -425,9 +425,9 @@ def must(p, what):
     return p
 
 
-def counts(plan_json):
+def counts(plan_json, name=None):
     """Collective bytes per device in one step, peak memory per device (the
-    programs have no loops: every collective runs once)."""
+    programs have no loops: every collective runs once; name unused)."""
     j = json.loads(plan_json)
     b = sum(x["bytes_per_device"] for c in j["clusters"] for x in c["collectives"])
     return b, max(c["memory"]["peak_bytes_per_device"] for c in j["clusters"])
@@ -437,9 +437,12 @@ def within(b, m, best, slack=1.1):
     return b <= slack * best[1] and m <= slack * best[2]
 
 
-def check(name, root, meshes):
-    fn, hand = PROGRAMS[name]
-    inputs = inputs_of(name)
+def check(name, root, meshes, batch=None):
+    """One program of batch (a module with PROGRAMS, inputs_of, counts,
+    KNOWN and HAND_NO_BYTES: this one, or test_auto_heldout46) on meshes."""
+    batch = batch or sys.modules[__name__]
+    fn, hand = batch.PROGRAMS[name]
+    inputs = batch.inputs_of(name)
     d = root / name
     d.mkdir()
     text = jax.jit(fn).lower(*inputs).as_text(dialect="hlo")
@@ -460,10 +463,10 @@ def check(name, root, meshes):
                 for v, spec in enumerate(hand_variants(tiles, m)):
                     hp = d / ("%s.%s.%d.hlo" % (hname, tag, v))
                     hp.write_text(annotate(text, spec, m))
-                    b, mem = counts(must(tessel("plan", hp, "--num-partitions", n, "--format", "json"),
-                                         "%s hand %s on %s" % (name, hname, m)).stdout)
+                    b, mem = batch.counts(must(tessel("plan", hp, "--num-partitions", n, "--format", "json"),
+                                         "%s hand %s on %s" % (name, hname, m)).stdout, name)
                     label = hname + ("(d,m)" if v else "")
-                    if (name, hname) in HAND_NO_BYTES and b:
+                    if (name, hname) in batch.HAND_NO_BYTES and b:
                         raise Mismatch("the hand plan %s moves %d bytes, not 0" % (label, b))
                     if RUN_HAND:  # the hand plan as written, and completed by --auto-shard, equal the reference
                         for how, hflags in (("hand", ["--num-partitions", n]), ("hand+auto", ["--auto-shard", "--mesh", m])):
@@ -477,7 +480,8 @@ def check(name, root, meshes):
                     if best is None or (b, mem) < best[1:]:
                         best = (label, b, mem)
             flags = ["--auto-shard", "--mesh", m]
-            ab, am = counts(must(tessel("plan", hlo, *flags, "--format", "json"), "%s auto on %s" % (name, m)).stdout)
+            ab, am = batch.counts(must(tessel("plan", hlo, *flags, "--format", "json"), "%s auto on %s" % (name, m)).stdout,
+                                  name)
             out = d / ("auto.%s" % tag)
             must(tessel("run", hlo, *flags, "--output-dir", out, *args), "%s auto run on %s" % (name, m))
             got = read_outputs(out, len(want))
@@ -493,14 +497,14 @@ def check(name, root, meshes):
                 if p.returncode != 0:
                     line += "; under --limit memory=%d refused: %s" % (lim, p.stderr.strip()[-300:])
                 else:
-                    lb, lm = counts(p.stdout)
+                    lb, lm = batch.counts(p.stdout, name)
                     out = d / ("limit.%s" % tag)
                     must(tessel("run", hlo, *lflags, "--output-dir", out, *args), "%s limit run on %s" % (name, m))
                     compare_all(read_outputs(out, len(want)), ref)
                     ok = within(lb, lm, best)
                     line += "; under --limit memory=%d: %d bytes %d peak, equal" % (lim, lb, lm)
-            if (name, m) in KNOWN:
-                verdict = "FAIL: listed as known but meets the bar" if ok else "known: " + KNOWN[(name, m)]
+            if (name, m) in batch.KNOWN:
+                verdict = "FAIL: listed as known but meets the bar" if ok else "known: " + batch.KNOWN[(name, m)]
                 ok = not ok
             else:
                 verdict = "ok" if ok else "FAIL: over 1.1x the best hand plan"
@@ -515,7 +519,6 @@ def check(name, root, meshes):
 def check_errors(root):
     """A mesh whose product is not the device count, and contradictory
     shardings, are refused with a message (exit 2), never run."""
-    failed = 0
     text = jax.jit(uneven_sgd).lower(*inputs_of("uneven_sgd")).as_text(dialect="hlo")
     hlo = root / "errors.hlo"
     hlo.write_text(text)
@@ -529,6 +532,12 @@ def check_errors(root):
              ("a device twice in a sharding", ["plan", dup, "--auto-shard", "--mesh", "4"]),
              ("--mesh 0", ["plan", hlo, "--auto-shard", "--mesh", "0"]),
              ("--mesh 2x", ["plan", hlo, "--auto-shard", "--mesh", "2x"])]
+    return expect_refusals(cases)
+
+
+def expect_refusals(cases):
+    """Each (what, argv) exits 2 with a message, no traceback; the failures."""
+    failed = 0
     for what, argv in cases:
         p = tessel(*argv)
         ok = p.returncode == 2 and p.stderr.strip() and "Traceback" not in p.stderr
@@ -539,21 +548,25 @@ def check_errors(root):
     return failed
 
 
-def main():
-    if "--if-asked" in sys.argv and os.environ.get("TESSEL_HELDOUT45_SWEEP") != "1":
-        print("SKIP: the sweep (ctest's jax_auto_heldout45_sweep) runs with TESSEL_HELDOUT45_SWEEP=1")
+def main(batch=None, sweep_env="TESSEL_HELDOUT45_SWEEP", sweep_test="jax_auto_heldout45_sweep", errors=None):
+    """The command line of this file and of test_auto_heldout46.py (batch,
+    its sweep's variable and test, its error cases)."""
+    batch = batch or sys.modules[__name__]
+    errors = errors or check_errors
+    if "--if-asked" in sys.argv and os.environ.get(sweep_env) != "1":
+        print("SKIP: the sweep (ctest's %s) runs with %s=1" % (sweep_test, sweep_env))
         return 77
-    names = list(PROGRAMS) if "--all" in sys.argv else list(SAMPLE)
-    meshes = list(MESHES) if "--all" in sys.argv else list(SAMPLE_MESHES)
+    names = list(batch.PROGRAMS) if "--all" in sys.argv else list(batch.SAMPLE)
+    meshes = list(MESHES) if "--all" in sys.argv else list(batch.SAMPLE_MESHES)
     if "--only" in sys.argv:
         names = sys.argv[sys.argv.index("--only") + 1].split(",")
     if "--meshes" in sys.argv:
         meshes = sys.argv[sys.argv.index("--meshes") + 1].split(",")
     failed = 0
     with tempfile.TemporaryDirectory() as t:
-        failed += check_errors(pathlib.Path(t))
+        failed += errors(pathlib.Path(t))
         for name in names:
-            failed += check(name, pathlib.Path(t), meshes)
+            failed += check(name, pathlib.Path(t), meshes, batch)
     print("%d failed" % failed)
     return 1 if failed else 0
 
