@@ -343,7 +343,6 @@ KNOWN = {
     ("sort_loss", "2x4"): TIE % (2, 5, "0.0423", "0.0814"),
     ("segments", "2"): TIE % (2, 2, "0.0203", "0.0403"),
     ("segments", "4"): PEAK,
-    ("segments", "8"): PEAK,
     ("roll_pad", "2"): PEAK,
     ("roll_pad", "4"): PEAK,
     ("roll_pad", "8"): PEAK,
@@ -480,8 +479,8 @@ def check(name, root, meshes, batch=None):
                     if best is None or (b, mem) < best[1:]:
                         best = (label, b, mem)
             flags = ["--auto-shard", "--mesh", m]
-            ab, am = batch.counts(must(tessel("plan", hlo, *flags, "--format", "json"), "%s auto on %s" % (name, m)).stdout,
-                                  name)
+            ab, am = batch.counts(must(tessel("plan", hlo, *flags, "--format", "json"),
+                                       "%s auto on %s" % (name, m)).stdout, name)
             out = d / ("auto.%s" % tag)
             must(tessel("run", hlo, *flags, "--output-dir", out, *args), "%s auto run on %s" % (name, m))
             got = read_outputs(out, len(want))
