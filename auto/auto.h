@@ -228,6 +228,8 @@ typedef struct AutoEdge {
     double *mem;             /* NULL, or the same cells: per-device bytes the pair of choices
                                 holds at the peak beyond the groups' own (a loop's state
                                 resharded from its operand holds both buffers) */
+    double *wire;            /* NULL, or the same cells: bytes a device moves in the pair's reshards
+                                (auto_tiebreak_wire) */
 } AutoEdge;
 
 typedef struct AutoNode {
@@ -243,6 +245,8 @@ typedef struct AutoGroup {
     double *unary;           /* nstrat: compute, own collectives, reshards inside the group */
     double *compute;         /* nstrat: the members' compute alone (unary less it: communication) */
     double *mem;             /* nstrat: per-device bytes counted against the memory limit */
+    double *wire;            /* NULL, or nstrat: bytes a device moves in the collectives and reshards
+                                of the unary cost (auto_tiebreak_wire) */
     int32_t npruned;         /* dominated strategies removed (prune.c) */
 } AutoGroup;
 
@@ -452,15 +456,31 @@ int auto_lagrange_solve(AutoGraph *g, double mem_limit, int32_t *choice, AutoIlp
 /* ---- tiebreak.c ---- */
 
 /* choice[] an optimum of g by elimination: replace it with the plan of
- * least communication among those whose estimated seconds are within 2%
+ * least communication (bytes a device moves where the graph has wire[],
+ * else seconds) among those whose estimated seconds are within 2%
  * of it (time + mu x communication solved again, mu from the one making
  * the optimum's communication worth 2% of its step, doubled while the
  * plan stays within 2%, then bisected: a Lagrangian, exact where the
  * bound binds at some mu), then with the plan that holds least at the
  * peak (auto_graph_mem) among those within 2% of the optimum's seconds
- * and of that plan's communication (lambda x memory added likewise). Under mem_limit (> 0) only plans that fit. 1 done (choice[] unchanged where elimination is too wide); -1 out
- * of memory. The costs of g are as they were on return. Deterministic. */
-int auto_tiebreak_solve(AutoGraph *g, double mem_limit, int32_t *choice);
+ * and of that plan's communication (lambda x memory added likewise). Under mem_limit (> 0) only plans that fit:
+ * where the graph is small (5,000 strategies and edge cells) and has
+ * bytes, both by the integer program (auto_ilp_least), exact; else each
+ * solve at the least price of memory whose plan fits, searched from
+ * price (0: where the plan's memory is worth 2% of its step). 1 done (choice[]
+ * unchanged where elimination is too wide); -1 out of memory. The costs
+ * of g are as they were on return. Deterministic. */
+int auto_tiebreak_solve(AutoGraph *g, double mem_limit, double price, int32_t *choice);
+/* The bytes a device moves, per strategy of each group of g and per cell
+ * of each edge (wire[]), from a second graph of m built with a latency of
+ * nothing and a second a byte (the same strategies, groups and edges: the
+ * costs do not shape the graph); the tie-break then orders plans by bytes,
+ * not by communication seconds, which a collective's latency dominates.
+ * Before pruning (prune.c keeps the plans of least bytes too). Where the
+ * second graph differs in shape (never, by construction) wire[] stays
+ * NULL. IR_ENOMEM, or what auto_graph_build returns. */
+IrStatus auto_tiebreak_wire(AutoGraph *g, const IrModule *m, const AutoCost *cost, bool donate_auto,
+                            AutoOnHost on_host, IrDiag *d);
 
 /* ---- ilp.c ---- */
 
@@ -506,6 +526,18 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, A
  * subproblems (tests). */
 IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t node_limit, int32_t *choice,
                                 AutoIlpInfo *info, IrDiag *d);
+
+/* The terms of a plan an integer program can minimise or bound: its
+ * estimated seconds (unary, cost), the bytes a device moves (wire[]) and
+ * its memory row (mem[], with mem_fixed). */
+typedef enum AutoTerm { AUTO_TERM_TIME, AUTO_TERM_WIRE, AUTO_TERM_MEM, AUTO_NTERMS } AutoTerm;
+
+/* The integer program of auto_ilp_solve_bounded with `objective` for the
+ * objective and each term t bounded by bound[t] (> 0; else free): the
+ * tie-break's plan of least bytes within 2% of the fastest and the limit
+ * (tiebreak.c). The same errors. */
+IrStatus auto_ilp_least(const AutoGraph *g, AutoTerm objective, const double *bound, int32_t node_limit,
+                        int32_t *choice, AutoIlpInfo *info, IrDiag *d);
 
 /* ---- explain.c ---- */
 

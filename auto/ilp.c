@@ -130,6 +130,29 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, A
 IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t node_limit, int32_t *choice,
                                 AutoIlpInfo *info, IrDiag *d)
 {
+    const double bound[AUTO_NTERMS] = {0, 0, mem_limit};
+    return auto_ilp_least(g, AUTO_TERM_TIME, bound, node_limit, choice, info, d);
+}
+
+/* Term t's coefficient of strategy s of group k, and of edge e's cell j
+ * (time in microseconds, GLPK's tolerances being absolute). */
+static double unary_of(const AutoGraph *g, AutoTerm t, int32_t k, int32_t s)
+{
+    const AutoGroup *gr = &g->group[k];
+    return t == AUTO_TERM_TIME ? gr->unary[s] * US : t == AUTO_TERM_WIRE ? (gr->wire ? gr->wire[s] : 0) : gr->mem[s];
+}
+
+static double edge_of(const AutoGraph *g, AutoTerm t, int32_t e, size_t j)
+{
+    const AutoEdge *ed = &g->edge[e];
+    const double *c = t == AUTO_TERM_TIME ? ed->cost : t == AUTO_TERM_WIRE ? ed->wire : ed->mem;
+    return !c ? 0 : t == AUTO_TERM_TIME ? c[j] * US : c[j];
+}
+
+IrStatus auto_ilp_least(const AutoGraph *g, AutoTerm objective, const double *bound, int32_t node_limit,
+                        int32_t *choice, AutoIlpInfo *info, IrDiag *d)
+{
+    double mem_limit = bound[AUTO_TERM_MEM];
     memset(choice, 0, (size_t)g->ngroup * sizeof *choice);
     if (info)
         *info = (AutoIlpInfo){.optimal = true, .by = AUTO_BY_ILP, .bound = -INFINITY, .node_limit = node_limit};
@@ -160,6 +183,9 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
         ncol += (int)(ns * nt);
         nz += (g->edge[e].mem ? 3 : 2) * ns * nt + ns + nt; /* a pair's memory: its row's cells */
     }
+    /* The rows of time and bytes, where bounded: every column once. */
+    for (int t = AUTO_TERM_TIME; t <= AUTO_TERM_WIRE; t++)
+        nz += bound[t] > 0 ? (size_t)ncol : 0;
     Lp lp = {.p = glp_create_prob()};
     lp.ia = ts_calloc(nz + 1, sizeof *lp.ia);
     lp.ja = ts_calloc(nz + 1, sizeof *lp.ja);
@@ -174,7 +200,7 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
     for (int32_t k = 0; k < g->ngroup; k++)
         for (int32_t s = 0; s < g->group[k].nstrat; s++) {
             glp_set_col_kind(lp.p, xcol[k] + s, GLP_BV);
-            glp_set_obj_coef(lp.p, xcol[k] + s, g->group[k].unary[s] * US);
+            glp_set_obj_coef(lp.p, xcol[k] + s, unary_of(g, objective, k, s));
         }
     for (int32_t e = 0; e < g->nedge; e++) {
         int ns = g->group[g->edge[e].from].nstrat, nt = g->group[g->edge[e].to].nstrat;
@@ -182,7 +208,7 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
             for (int t = 0; t < nt; t++) {
                 int col = ycol[e] + s * nt + t;
                 glp_set_col_bnds(lp.p, col, GLP_DB, 0.0, 1.0);
-                glp_set_obj_coef(lp.p, col, g->edge[e].cost[(size_t)s * (size_t)nt + (size_t)t] * US);
+                glp_set_obj_coef(lp.p, col, edge_of(g, objective, e, (size_t)s * (size_t)nt + (size_t)t));
             }
     }
     /* Rows: one choice per group. */
@@ -227,6 +253,20 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
                         put(&lp, row, ycol[e] + s * nt + t, ed->mem[s * nt + t]);
         }
     }
+    for (int term = AUTO_TERM_TIME; term <= AUTO_TERM_WIRE; term++) {
+        if (!(bound[term] > 0))
+            continue;
+        int row = glp_add_rows(lp.p, 1);
+        glp_set_row_bnds(lp.p, row, GLP_UP, 0.0, term == AUTO_TERM_TIME ? bound[term] * US : bound[term]);
+        for (int32_t k = 0; k < g->ngroup; k++)
+            for (int32_t s = 0; s < g->group[k].nstrat; s++)
+                put(&lp, row, xcol[k] + s, unary_of(g, (AutoTerm)term, k, s));
+        for (int32_t e = 0; e < g->nedge; e++) {
+            size_t n = (size_t)g->group[g->edge[e].from].nstrat * (size_t)g->group[g->edge[e].to].nstrat;
+            for (size_t j = 0; j < n; j++)
+                put(&lp, row, ycol[e] + (int)j, edge_of(g, (AutoTerm)term, e, j));
+        }
+    }
     glp_load_matrix(lp.p, lp.nz, lp.ia, lp.ja, lp.ar);
     /* The relaxation first (primal simplex): when its x are 0 or 1 it is
      * the integer optimum, and branch and bound is not needed. */
@@ -266,7 +306,8 @@ IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t no
                       mem_limit);
         goto done;
     }
-    if (search.stopped && ms != GLP_OPT && ms != GLP_FEAS && relaxed && mem_limit <= 0) {
+    if (search.stopped && ms != GLP_OPT && ms != GLP_FEAS && relaxed && mem_limit <= 0 &&
+        objective == AUTO_TERM_TIME && !(bound[AUTO_TERM_TIME] > 0) && !(bound[AUTO_TERM_WIRE] > 0)) {
         /* No integer plan in the bound, none needed to fit: the
          * relaxation's, rounded. */
         double obj = auto_graph_cost(g, choice) * US;

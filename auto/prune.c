@@ -9,8 +9,9 @@
  * (and, with memory, mem[s] - mem[s'] >= Σ_edges max_t (edge mem[s'][t] -
  * edge mem[s][t]): it holds no more either), and its communication
  * alone (unary less the members' compute, and the edges) costs at least
- * as much too: so s is dominated under time + mu x comm for every mu >= 0,
- * the tie-break's objectives (tiebreak.c), and not only under time. (With
+ * as much too, and its bytes where the graph has them (wire[]): so s is
+ * dominated under time + mu x comm for every mu >= 0, the tie-break's
+ * objectives (tiebreak.c), and not only under time. (With
  * time alone the language model's replicated tied table, 1.2% slower and
  * communicating less, was removed before the tie-break could weigh it.)
  * Removing s keeps an
@@ -50,14 +51,17 @@ static IrStatus incidence(const AutoGraph *g, Incidence *in, IrDiag *d)
     return IR_OK;
 }
 
+/* Which cells of an edge worst_gain reads. */
+typedef enum Cells { CELL_COST, CELL_MEM, CELL_WIRE } Cells;
+
 /* max_t (cell[b][t] - cell[a][t]) summed over the edges of group k, of
- * their costs, or (memory) of their memory (an edge without: 0). */
-static double worst_gain(const AutoGraph *g, const Incidence *in, int32_t k, int32_t a, int32_t b, bool memory)
+ * their costs, their memory or their bytes (an edge without: 0). */
+static double worst_gain(const AutoGraph *g, const Incidence *in, int32_t k, int32_t a, int32_t b, Cells which)
 {
     double sum = 0;
     for (int32_t j = in->first[k]; j < in->first[k + 1]; j++) {
         const AutoEdge *ed = &g->edge[in->inc[j]];
-        const double *cell = memory ? ed->mem : ed->cost;
+        const double *cell = which == CELL_MEM ? ed->mem : which == CELL_WIRE ? ed->wire : ed->cost;
         if (!cell)
             continue;
         size_t nt = (size_t)g->group[ed->to].nstrat;
@@ -85,9 +89,12 @@ static double worst_gain(const AutoGraph *g, const Incidence *in, int32_t k, int
 static bool dominates(const AutoGraph *g, const Incidence *in, int32_t k, int32_t a, int32_t b, bool memory)
 {
     const AutoGroup *gr = &g->group[k];
-    if (memory && gr->mem[a] - gr->mem[b] < worst_gain(g, in, k, a, b, true))
+    if (memory && gr->mem[a] - gr->mem[b] < worst_gain(g, in, k, a, b, CELL_MEM))
         return false;
-    double gain = worst_gain(g, in, k, a, b, false) - 1e-15;
+    /* The bytes too, where the graph has them (the tie-break's order). */
+    if (gr->wire && gr->wire[a] - gr->wire[b] < worst_gain(g, in, k, a, b, CELL_WIRE))
+        return false;
+    double gain = worst_gain(g, in, k, a, b, CELL_COST) - 1e-15;
     double comm_gap = (gr->unary[a] - gr->compute[a]) - (gr->unary[b] - gr->compute[b]);
     return gr->unary[a] - gr->unary[b] >= gain && comm_gap >= gain;
 }
@@ -108,7 +115,8 @@ static IrStatus compress(AutoGraph *g, const Incidence *in, int32_t k, const boo
         size_t ms = ed->from == k ? (size_t)nkeep : ns, mt = ed->to == k ? (size_t)nkeep : nt;
         double *c = ir_alloc_array(g->arena, ms * mt, sizeof *c);
         double *mem = ed->mem ? ir_alloc_array(g->arena, ms * mt, sizeof *mem) : NULL;
-        if (!c || (ed->mem && !mem))
+        double *wire = ed->wire ? ir_alloc_array(g->arena, ms * mt, sizeof *wire) : NULL;
+        if (!c || (ed->mem && !mem) || (ed->wire && !wire))
             return ir_oom(d, NULL);
         for (size_t s = 0; s < ns; s++)
             for (size_t t = 0; t < nt; t++) {
@@ -117,10 +125,13 @@ static IrStatus compress(AutoGraph *g, const Incidence *in, int32_t k, const boo
                     c[(size_t)rs * mt + (size_t)rt] = ed->cost[s * nt + t];
                     if (mem)
                         mem[(size_t)rs * mt + (size_t)rt] = ed->mem[s * nt + t];
+                    if (wire)
+                        wire[(size_t)rs * mt + (size_t)rt] = ed->wire[s * nt + t];
                 }
             }
         ed->cost = c;
         ed->mem = mem;
+        ed->wire = wire;
     }
     for (int32_t i = 0; i < g->comp->ninstr; i++) {
         AutoNode *v = &g->node[i];
@@ -136,6 +147,8 @@ static IrStatus compress(AutoGraph *g, const Incidence *in, int32_t k, const boo
             gr->unary[map[s]] = gr->unary[s];
             gr->mem[map[s]] = gr->mem[s];
             gr->compute[map[s]] = gr->compute[s];
+            if (gr->wire)
+                gr->wire[map[s]] = gr->wire[s];
         }
     gr->npruned += n - nkeep;
     gr->nstrat = nkeep;

@@ -76,7 +76,7 @@ static IrStatus solve(AutoGraph *g, const AutoOptions *opt, bool shared, int32_t
      * computing on the same core, and the plans the tie-break took, a few
      * tenths of a percent slower by the estimate, ran 11-16% slower
      * (docs/auto-shard.md, "Ties"). */
-    if (solved > 0 && !shared && auto_tiebreak_solve(g, limit, choice) < 0)
+    if (solved > 0 && !shared && auto_tiebreak_solve(g, limit, 0, choice) < 0)
         solved = -1;
     if (solved < 0)
         return ir_oom(d, NULL);
@@ -213,6 +213,10 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     int32_t *choice = ts_calloc((size_t)(g.ngroup > 0 ? g.ngroup : 1), sizeof *choice);
     if (!choice)
         st = ir_oom(d, NULL);
+    /* The bytes each choice moves, for the tie-break (not run where
+     * devices share cores). */
+    if (st == IR_OK && !shared)
+        st = auto_tiebreak_wire(&g, m, &cost, opt->donate_auto, opt->on_host, d);
     if (st == IR_OK)
         st = auto_graph_prune(&g, true, d);
     AutoIlpInfo ilp = {.optimal = true};

@@ -320,7 +320,7 @@ static void clique(Clique *c, AutoGraph *g, IrComputation *comp, int32_t n, cons
     int32_t e = 0;
     for (int32_t a = 0; a < n; a++)
         for (int32_t b = a + 1; b < n; b++, e++) {
-            c->ed[e] = (AutoEdge){a, b, c->cells + used, NULL};
+            c->ed[e] = (AutoEdge){a, b, c->cells + used, NULL, NULL};
             for (int32_t s = 0; s < ns[a]; s++)
                 for (int32_t t = 0; t < ns[b]; t++)
                     c->cells[used++] = cost(e, s, t);
@@ -511,9 +511,43 @@ static void tiebreak_least_communication(void **state)
     int32_t choice[1];
     assert_int_equal(auto_elim_solve(&g, choice), 1);
     assert_int_equal(choice[0], 0);
-    assert_int_equal(auto_tiebreak_solve(&g, 0, choice), 1);
+    assert_int_equal(auto_tiebreak_solve(&g, 0, 0, choice), 1);
     assert_int_equal(choice[0], 1);
     assert_true(unary[0] == 100 && unary[1] == 101.5); /* the costs put back */
+    ir_arena_free(g.arena);
+}
+
+/* The tie-break counts bytes where the graph has them (wire[]), not
+ * communication seconds: 80 + 20 (one collective) moving 800 bytes
+ * against 61 + 40 (two) moving 100, 1% slower. By seconds the first stays
+ * (mu0 = 0.02 x 100 / 20: 102 against 105, and more mu favours it more);
+ * by bytes (mu0 = 2 / 800: 102 against 101.25) the second, which pruning
+ * keeps as well. */
+static void tiebreak_least_bytes(void **state)
+{
+    (void)state;
+    IrComputation comp = {0};
+    AutoGroup gr = {0};
+    double unary[3] = {100, 101, 120}, compute[3] = {80, 61, 120}, mem[3] = {0}, wire[3] = {800, 100, 0};
+    gr.nstrat = 3;
+    gr.unary = unary;
+    gr.compute = compute;
+    gr.mem = mem;
+    AutoGraph g = {.comp = &comp, .ngroup = 1, .group = &gr};
+    assert_non_null(g.arena = ir_arena_new());
+    IrDiag d = {0};
+    int32_t choice[1];
+    assert_int_equal(auto_elim_solve(&g, choice), 1);
+    assert_int_equal(auto_tiebreak_solve(&g, 0, 0, choice), 1);
+    assert_int_equal(choice[0], 0); /* seconds */
+    gr.wire = wire;
+    assert_int_equal(auto_graph_prune(&g, true, &d), IR_OK);
+    assert_int_equal(gr.nstrat, 3);
+    assert_int_equal(auto_elim_solve(&g, choice), 1);
+    assert_int_equal(choice[0], 0);
+    assert_int_equal(auto_tiebreak_solve(&g, 0, 0, choice), 1);
+    assert_int_equal(choice[0], 1);
+    assert_true(unary[1] == 101 && wire[1] == 100); /* the costs put back */
     ir_arena_free(g.arena);
 }
 
@@ -538,7 +572,7 @@ static void tiebreak_least_memory(void **state)
     int32_t choice[1];
     assert_int_equal(auto_elim_solve(&g, choice), 1);
     assert_int_equal(choice[0], 0);
-    assert_int_equal(auto_tiebreak_solve(&g, 0, choice), 1);
+    assert_int_equal(auto_tiebreak_solve(&g, 0, 0, choice), 1);
     assert_int_equal(choice[0], 2);
     assert_true(unary[2] == 101 && mem[2] == 100); /* the costs put back */
 }
@@ -1740,6 +1774,7 @@ int main(void)
         cmocka_unit_test(windows_and_ffts),
         cmocka_unit_test(tiebreak_least_communication),
         cmocka_unit_test(tiebreak_least_memory),
+        cmocka_unit_test(tiebreak_least_bytes),
         cmocka_unit_test(variadic_reduce),
         cmocka_unit_test(rng_bits),
         cmocka_unit_test(loops),
