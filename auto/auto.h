@@ -336,11 +336,27 @@ IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d);
 /* The memory rows charged afresh at step `step` of e (mem_estimate of m's
  * entry, m the module g was built from; -1: its peak, as
  * auto_graph_build charges them): the values live while that step runs,
- * and the reshards of a contraction run there. IR_ENOMEM. */
+ * and the reshards of the instruction run there. IR_ENOMEM. */
 IrStatus auto_graph_charge_at(AutoGraph *g, const IrModule *m, const MemEstimate *e, int32_t step, IrDiag *d);
-/* Does step `step` of e run a contraction (dot, ragged-dot, convolution)
- * of the entry with strategies (its operands' reshards charged there)? */
-bool auto_graph_contracts_at(const AutoGraph *g, const MemEstimate *e, int32_t step);
+/* Does step `step` of e run an instruction of the entry with strategies
+ * whose operands the partitioner reshards to its strategy's (not a
+ * reduce: it reduces the shard it has; not a loop)? Their reshards'
+ * buffers are charged there. */
+bool auto_graph_reshards_at(const AutoGraph *g, const MemEstimate *e, int32_t step);
+/* Does it under choice[] hold more than its operands for them: one
+ * gathered, exchanged, or padded to be cut (graph.c reshard_bytes)? A
+ * contraction's step always counts (its live values may pass the peak's
+ * where nothing is gathered: mlp_megatron on 2). */
+bool auto_graph_gathers_at(const AutoGraph *g, const MemEstimate *e, int32_t step, const int32_t *choice);
+/* A memory row kept apart: the bytes charged at one step, a limit for
+ * the integer program besides the graph's own row (auto_ilp_solve_rows). */
+typedef struct AutoMemRow {
+    double fixed;            /* AutoGraph.mem_fixed */
+    double *cell;            /* heap: each group's mem[] in order, then each edge's cells (0 where it has none) */
+} AutoMemRow;
+/* The graph's row as charged now into *r. IR_ENOMEM. */
+IrStatus auto_graph_row_take(const AutoGraph *g, AutoMemRow *r, IrDiag *d);
+void auto_mem_row_free(AutoMemRow *r);
 /* The estimated per-device bytes of choice[] against the memory limit. */
 double auto_graph_mem(const AutoGraph *g, const int32_t *choice);
 /* The estimated seconds of choice[] (one strategy per group). */
@@ -526,6 +542,10 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, A
  * subproblems (tests). */
 IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t node_limit, int32_t *choice,
                                 AutoIlpInfo *info, IrDiag *d);
+/* auto_ilp_solve with the plan held under mem_limit by each of rows[]
+ * too (memory charged at other steps: auto/shard.c fit_steps). */
+IrStatus auto_ilp_solve_rows(const AutoGraph *g, double mem_limit, const AutoMemRow *rows, int32_t nrows,
+                             int32_t *choice, AutoIlpInfo *info, IrDiag *d);
 
 /* The terms of a plan an integer program can minimise or bound: its
  * estimated seconds (unary, cost), the bytes a device moves (wire[]) and

@@ -30,8 +30,9 @@
  * the view: its state and its body's part of the peak at the shardings
  * chosen for them, and a state resharded from its operand with both
  * buffers, on their edge (loop_memory.c, auto_graph_charge_pair); and
- * where a dot runs at the peak, each operand gathered or
- * exchanged for it its new shard too (charge_reshard_at_peak).
+ * what resharding the operands of the instruction run at the peak holds
+ * (reshard_bytes, charge_reshard_at_peak). Under a limit the rows at
+ * other steps are computed too (auto/shard.c fit_steps).
  */
 #include "auto.h"
 
@@ -532,22 +533,94 @@ static double spec_bytes(const AutoMesh *mesh, const IrShape *shape, const AutoS
     return b;
 }
 
-/* The bytes of operand `o` of node i resharded for it by a collective
- * (the operand u under strategy s, i under t): where an axis of u's spec
- * leaves its dim (an all-gather, an all-to-all), the partitioner makes
- * the new shard beside u's own while i runs, so where i runs at the peak
- * it is held there too. The estimate of the sharded program counts it
- * (partition/memory.c: collective buffers); left out, a plan that
- * gathers at the peak passed the limit and the fitting step refused it
- * (tests/models/ragged_moe.hlo on 2 and 4). An axis only added is a
- * local slice: not charged. */
+/* The bytes of `shape` held whole with each dim padded to a multiple of
+ * its tiles under s (the shards of s gathered). */
+static double padded_bytes(const AutoMesh *mesh, const IrShape *shape, const AutoSpec *s)
+{
+    double b = (double)ir_shape_bytes(shape);
+    for (int32_t d = 0; d < shape->rank; d++) {
+        int64_t t = auto_spec_tiles(mesh, s, d);
+        if (t > 1 && shape->dims[d] > 0)
+            b *= (double)((shape->dims[d] + t - 1) / t * t) / (double)shape->dims[d];
+    }
+    return b;
+}
+
+/* The bytes of operand `o` of node i resharded for it (the operand u
+ * under strategy s, i under t) held beside u's shard while i runs, so
+ * charged where i runs at the step charged. The estimate of the sharded
+ * program counts them (partition/memory.c: collective buffers and
+ * temporaries); left out, a plan that gathers at the peak passed the
+ * limit and the fitting step refused it (tests/models/ragged_moe.hlo on
+ * 2 and 4). They follow partition/reshard.c's paths:
+ *   axes only added, each     a local cut: nothing, unless a dim whole in
+ *     new tile inside an old  u's shard is cut into unequal tiles (padded
+ *     one                     first: the padded copy and the cut)
+ *   one axis moved to a dim   an all-to-all: the new shard
+ *     untiled, evenly
+ *   axes only removed, each   an all-gather of those dims (padded where a
+ *     dim they leave whole    tile is) and, where padded, its slice
+ *   anything else             the whole value gathered (padded), sliced,
+ *                             padded to the new tiles and cut: the most
+ *                             two of these hold at once
+ * Charged the new shard alone, the held-out segments on 4 (tests/jax/
+ * test_auto_heldout45.py) took its updates gathered whole, padded and cut
+ * for a scatter tiled on its columns: 784 bytes, charged 112; and x
+ * padded for its update tiled on columns, 448 bytes and the cut 112,
+ * charged nothing. */
 static double reshard_bytes(const AutoGraph *g, int32_t u, int32_t i, int32_t o, int32_t s, int32_t t)
 {
     const AutoSpec *need = &g->node[i].strat[t].in[o], *have = &g->node[u].strat[s].out;
-    bool moves = false;
-    for (int32_t a = 0; a < g->mesh.naxes; a++)
-        moves |= g->mesh.size[a] > 1 && have->dim[a] >= 0 && have->dim[a] != need->dim[a];
-    return moves ? spec_bytes(&g->mesh, &g->comp->instr[u].shape, need) : 0;
+    const AutoMesh *mesh = &g->mesh;
+    const IrShape *shape = &g->comp->instr[u].shape;
+    int32_t moves = 0, moved = -1;
+    bool coarser = true;
+    for (int32_t a = 0; a < mesh->naxes; a++) {
+        if (mesh->size[a] <= 1 || have->dim[a] == need->dim[a])
+            continue;
+        coarser &= need->dim[a] < 0 && (have->dim[a] < 0 || auto_spec_tiles(mesh, need, have->dim[a]) == 1);
+        if (have->dim[a] >= 0) {
+            moves++;
+            moved = a;
+        }
+    }
+    double full = (double)ir_shape_bytes(shape), shard = spec_bytes(mesh, shape, need);
+    /* Axes only added: a local cut where each new tile lies inside the
+     * old one (partition/reshard.c refines: a dim already tiled keeps
+     * its padded tiles' edges). */
+    bool cut_inside = !moves;
+    for (int32_t d = 0; cut_inside && d < shape->rank; d++) {
+        int64_t n = shape->dims[d], tf = auto_spec_tiles(mesh, have, d), tt = auto_spec_tiles(mesh, need, d);
+        cut_inside = tf == 1 || (tt % tf == 0 && (n + tt - 1) / tt * (tt / tf) == (n + tf - 1) / tf);
+    }
+    if (cut_inside) {
+        double own = spec_bytes(mesh, shape, have), padded = own;
+        for (int32_t d = 0; d < shape->rank; d++) {
+            int64_t n = shape->dims[d], k = auto_spec_tiles(mesh, need, d);
+            if (k > 1 && auto_spec_tiles(mesh, have, d) == 1 && n > 0)
+                padded *= (double)((n + k - 1) / k * k) / (double)n;
+        }
+        return padded > own ? padded + shard : 0;
+    }
+    if (coarser && moves) {
+        double gathered = padded_bytes(mesh, shape, have) / padded_bytes(mesh, shape, need) * shard;
+        return gathered + (gathered > shard ? shard : 0);
+    }
+    if (moves == 1) {
+        int32_t da = have->dim[moved], db = need->dim[moved];
+        bool swapped = db >= 0 && auto_spec_tiles(mesh, have, db) == 1 && auto_spec_tiles(mesh, need, da) == 1 &&
+                       shape->dims[da] % mesh->size[moved] == 0 && shape->dims[db] % mesh->size[moved] == 0;
+        for (int32_t a = 0; swapped && a < mesh->naxes; a++)
+            swapped = a == moved || mesh->size[a] <= 1 || have->dim[a] == need->dim[a];
+        if (swapped)
+            return shard;
+    }
+    double gathered = padded_bytes(mesh, shape, have), cut = padded_bytes(mesh, shape, need);
+    double held = gathered > full ? gathered + full : full;   /* the gather and its slice */
+    if (cut > full && full + cut > held)                     /* the slice and its padded copy */
+        held = full + cut;
+    double last = (cut > full ? cut : full) + shard;         /* the whole value and the cut */
+    return last > held ? last : held;
 }
 
 /* reshard_bytes of operand uio[2] (node uio[0]) of node uio[1]. */
@@ -557,9 +630,10 @@ static double reshard_pair_bytes(const AutoGraph *g, const void *ctx, int32_t s,
     return reshard_bytes(g, uio[0], uio[1], uio[2], s, t);
 }
 
-/* Charge operand `o` of node i, a dot run at the peak, its reshard's buffer
- * (reshard_bytes): on the edge between the groups, or on one group's
- * memory where the other has one strategy or they share one. IR_ENOMEM. */
+/* Charge operand `o` of node i, run at the step charged, its reshard's
+ * buffers (reshard_bytes): on the edge between the groups, or on one
+ * group's memory where the other has one strategy or they share one.
+ * IR_ENOMEM. */
 static IrStatus charge_reshard_at_peak(AutoGraph *g, int32_t i, int32_t o, IrDiag *d)
 {
     int32_t u = g->comp->instr[i].opnd[o];
@@ -647,9 +721,12 @@ static IrStatus charge_memory_at(AutoGraph *g, const IrModule *m, const MemEstim
         for (int32_t s = 0; s < v->nstrat; s++)
             g->group[v->group].mem[s] += (double)v->strat[s].bytes * part;
     }
-    /* The instruction run at the peak: its operands' reshards, where the
-     * partitioner reshards a dot's or a convolution's operands to its
-     * strategy's (partition/spmd_dot.c, spmd_conv.c). Not a reduce's: it
+    /* The instruction run at the step: its operands' reshards, where the
+     * partitioner reshards its operands to its strategy's (a dot's, a
+     * convolution's: partition/spmd_dot.c, spmd_conv.c; a slice's, pad's,
+     * concatenate's, reshape's or scatter's too, which only contractions'
+     * were: the held-out roll_pad on 4 gathered its concatenate for the
+     * flattening reshape, 1,460 bytes where the row said 860). Not a reduce's: it
      * reduces the shard it has and gathers the partial results (charged
      * the operand, reduce_general.hlo on 8 fitted no limit its plan of 541
      * bytes met). A convolution's were not charged while the auto-sharder
@@ -657,12 +734,9 @@ static IrStatus charge_memory_at(AutoGraph *g, const IrModule *m, const MemEstim
      * then fitted no limit); uncharged, conv_in_feature.hlo on 8 under
      * 1.1x its hand plan's peak took its image gathered for the output
      * features' tiles to fit, and it needed 8272 bytes, not 4628. */
-    int32_t at = peak >= 0 ? e.order[peak] : -1;
-    IrOpFamily fam = at >= 0 && at < c->ninstr ? ir_op_family(c->instr[at].op) : FAM_PARAMETER;
-    bool contracts = fam == FAM_DOT || fam == FAM_RAGGED_DOT || fam == FAM_CONVOLUTION;
-    if (contracts && !at_peak && g->node[at].group >= 0)
-        for (int32_t o = 0; st == IR_OK && o < c->instr[at].nopnd; o++)
-            st = charge_reshard_at_peak(g, at, o, d);
+    if (auto_graph_reshards_at(g, &e, peak))
+        for (int32_t o = 0; st == IR_OK && o < c->instr[e.order[peak]].nopnd; o++)
+            st = charge_reshard_at_peak(g, e.order[peak], o, d);
     ts_free(step);
     return st;
 }
@@ -692,13 +766,67 @@ IrStatus auto_graph_charge_at(AutoGraph *g, const IrModule *m, const MemEstimate
     return charge_memory_at(g, m, e, step < 0 ? e->peak_step : step, d);
 }
 
-bool auto_graph_contracts_at(const AutoGraph *g, const MemEstimate *e, int32_t step)
+bool auto_graph_reshards_at(const AutoGraph *g, const MemEstimate *e, int32_t step)
 {
     int32_t at = step >= 0 && step < e->n ? e->order[step] : -1;
     if (at < 0 || at >= g->view.nentry || g->node[at].group < 0 || auto_loop_of(g, at))
         return false;
     IrOpFamily fam = ir_op_family(g->comp->instr[at].op);
-    return fam == FAM_DOT || fam == FAM_RAGGED_DOT || fam == FAM_CONVOLUTION;
+    return fam != FAM_REDUCE;
+}
+
+bool auto_graph_gathers_at(const AutoGraph *g, const MemEstimate *e, int32_t step, const int32_t *choice)
+{
+    if (!auto_graph_reshards_at(g, e, step))
+        return false;
+    int32_t i = e->order[step];
+    const IrInstr *x = &g->comp->instr[i];
+    IrOpFamily fam = ir_op_family(x->op);
+    if (fam == FAM_DOT || fam == FAM_RAGGED_DOT || fam == FAM_CONVOLUTION)
+        return true;
+    const AutoNode *v = &g->node[i];
+    int32_t t = choice[v->group];
+    IrShape el;
+    int64_t el_dims[IR_MAX_RANK];
+    AutoSpec el_spec;
+    for (int32_t o = 0; o < x->nopnd; o++) {
+        int32_t u = x->opnd[o];
+        const AutoNode *pv = &g->node[u];
+        if (pv->group < 0 || auto_element_spec(g->comp, x, &pv->strat[0].out, &el_spec, &el, el_dims))
+            continue;
+        if (reshard_bytes(g, u, i, o, choice[pv->group], t) > 0)
+            return true;
+    }
+    return false;
+}
+
+IrStatus auto_graph_row_take(const AutoGraph *g, AutoMemRow *r, IrDiag *d)
+{
+    size_t n = 0;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        n += (size_t)g->group[k].nstrat;
+    for (int32_t e = 0; e < g->nedge; e++)
+        n += (size_t)g->group[g->edge[e].from].nstrat * (size_t)g->group[g->edge[e].to].nstrat;
+    r->fixed = g->mem_fixed;
+    if (!(r->cell = ts_calloc(n > 0 ? n : 1, sizeof *r->cell)))
+        return ir_oom(d, NULL);
+    size_t c = 0;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        for (int32_t s = 0; s < g->group[k].nstrat; s++)
+            r->cell[c++] = g->group[k].mem[s];
+    for (int32_t e = 0; e < g->nedge; e++) {
+        size_t cells = (size_t)g->group[g->edge[e].from].nstrat * (size_t)g->group[g->edge[e].to].nstrat;
+        if (g->edge[e].mem)
+            memcpy(&r->cell[c], g->edge[e].mem, cells * sizeof *r->cell);
+        c += cells;
+    }
+    return IR_OK;
+}
+
+void auto_mem_row_free(AutoMemRow *r)
+{
+    ts_free(r->cell);
+    memset(r, 0, sizeof *r);
 }
 
 IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCost *cost, int64_t local,

@@ -105,13 +105,23 @@ static void argmax(const AutoGraph *g, const int *xcol, double (*col)(glp_prob *
     }
 }
 
-static IrStatus too_big(const AutoGraph *g, double limit, IrDiag *d)
+/* Cell `s` of group k's memory in row r (NULL: the graph's own row), at
+ * *c in r's cells (counted on). */
+static double group_mem(const AutoGraph *g, const AutoMemRow *r, int32_t k, int32_t s, size_t *c)
 {
-    double least = g->mem_fixed;
+    return r ? r->cell[(*c)++] : g->group[k].mem[s];
+}
+
+static IrStatus too_big(const AutoGraph *g, const AutoMemRow *r, double limit, IrDiag *d)
+{
+    double least = r ? r->fixed : g->mem_fixed;
+    size_t c = 0;
     for (int32_t k = 0; k < g->ngroup; k++) {
-        double m = g->group[k].mem[0];
-        for (int32_t s = 1; s < g->group[k].nstrat; s++)
-            m = g->group[k].mem[s] < m ? g->group[k].mem[s] : m;
+        double m = group_mem(g, r, k, 0, &c);
+        for (int32_t s = 1; s < g->group[k].nstrat; s++) {
+            double v = group_mem(g, r, k, s, &c);
+            m = v < m ? v : m;
+        }
         least += m;
     }
     if (least <= limit)
@@ -122,9 +132,47 @@ static IrStatus too_big(const AutoGraph *g, double limit, IrDiag *d)
                     least, limit);
 }
 
+/* The row Σ mem x + Σ mem y <= limit - fixed of r (NULL: the graph's
+ * own). */
+static void put_mem_row(Lp *lp, const AutoGraph *g, const int *xcol, const int *ycol, double limit,
+                        const AutoMemRow *r)
+{
+    int row = glp_add_rows(lp->p, 1);
+    glp_set_row_bnds(lp->p, row, GLP_UP, 0.0, limit - (r ? r->fixed : g->mem_fixed));
+    size_t c = 0;
+    for (int32_t k = 0; k < g->ngroup; k++)
+        for (int32_t s = 0; s < g->group[k].nstrat; s++) {
+            double v = group_mem(g, r, k, s, &c);
+            if (v != 0)
+                put(lp, row, xcol[k] + s, v);
+        }
+    /* A pair's memory (auto_graph_charge_pair, a reshard's buffer) on its
+     * edge's cells. */
+    for (int32_t e = 0; e < g->nedge; e++) {
+        const AutoEdge *ed = &g->edge[e];
+        int ns = g->group[ed->from].nstrat, nt = g->group[ed->to].nstrat;
+        for (int s = 0; s < ns; s++)
+            for (int t = 0; t < nt; t++) {
+                double v = r ? r->cell[c++] : ed->mem ? ed->mem[s * nt + t] : 0;
+                if (v != 0)
+                    put(lp, row, ycol[e] + s * nt + t, v);
+            }
+    }
+}
+
 IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, AutoIlpInfo *info, IrDiag *d)
 {
     return auto_ilp_solve_bounded(g, mem_limit, AUTO_ILP_NODE_LIMIT, choice, info, d);
+}
+
+static IrStatus least_rows(const AutoGraph *g, AutoTerm objective, const double *bound, int32_t node_limit,
+                           const AutoMemRow *rows, int32_t nrows, int32_t *choice, AutoIlpInfo *info, IrDiag *d);
+
+IrStatus auto_ilp_solve_rows(const AutoGraph *g, double mem_limit, const AutoMemRow *rows, int32_t nrows,
+                             int32_t *choice, AutoIlpInfo *info, IrDiag *d)
+{
+    const double bound[AUTO_NTERMS] = {0, 0, mem_limit};
+    return least_rows(g, AUTO_TERM_TIME, bound, AUTO_ILP_NODE_LIMIT, rows, nrows, choice, info, d);
 }
 
 IrStatus auto_ilp_solve_bounded(const AutoGraph *g, double mem_limit, int32_t node_limit, int32_t *choice,
@@ -152,12 +200,19 @@ static double edge_of(const AutoGraph *g, AutoTerm t, int32_t e, size_t j)
 IrStatus auto_ilp_least(const AutoGraph *g, AutoTerm objective, const double *bound, int32_t node_limit,
                         int32_t *choice, AutoIlpInfo *info, IrDiag *d)
 {
+    return least_rows(g, objective, bound, node_limit, NULL, 0, choice, info, d);
+}
+
+static IrStatus least_rows(const AutoGraph *g, AutoTerm objective, const double *bound, int32_t node_limit,
+                           const AutoMemRow *rows, int32_t nrows, int32_t *choice, AutoIlpInfo *info, IrDiag *d)
+{
     double mem_limit = bound[AUTO_TERM_MEM];
     memset(choice, 0, (size_t)g->ngroup * sizeof *choice);
     if (info)
         *info = (AutoIlpInfo){.optimal = true, .by = AUTO_BY_ILP, .bound = -INFINITY, .node_limit = node_limit};
-    if (mem_limit > 0) {
-        IrStatus st = too_big(g, mem_limit, d);
+    nrows = mem_limit > 0 ? nrows : 0;
+    for (int32_t k = -1; mem_limit > 0 && k < nrows; k++) {
+        IrStatus st = too_big(g, k < 0 ? NULL : &rows[k], mem_limit, d);
         if (st != IR_OK)
             return st;
     }
@@ -186,6 +241,7 @@ IrStatus auto_ilp_least(const AutoGraph *g, AutoTerm objective, const double *bo
     /* The rows of time and bytes, where bounded: every column once. */
     for (int t = AUTO_TERM_TIME; t <= AUTO_TERM_WIRE; t++)
         nz += bound[t] > 0 ? (size_t)ncol : 0;
+    nz += (size_t)nrows * (size_t)ncol; /* the rows kept apart: a cell per column at most */
     Lp lp = {.p = glp_create_prob()};
     lp.ia = ts_calloc(nz + 1, sizeof *lp.ia);
     lp.ja = ts_calloc(nz + 1, sizeof *lp.ja);
@@ -236,23 +292,8 @@ IrStatus auto_ilp_least(const AutoGraph *g, AutoTerm objective, const double *bo
                 put(&lp, rows + ns + t, ycol[e] + s * nt + t, 1.0);
         }
     }
-    if (mem_limit > 0) {
-        int row = glp_add_rows(lp.p, 1);
-        glp_set_row_bnds(lp.p, row, GLP_UP, 0.0, mem_limit - g->mem_fixed);
-        for (int32_t k = 0; k < g->ngroup; k++)
-            for (int32_t s = 0; s < g->group[k].nstrat; s++)
-                if (g->group[k].mem[s] != 0)
-                    put(&lp, row, xcol[k] + s, g->group[k].mem[s]);
-        /* A pair's memory (auto_graph_charge_pair) on its edge's cells. */
-        for (int32_t e = 0; e < g->nedge; e++) {
-            const AutoEdge *ed = &g->edge[e];
-            int nt = g->group[ed->to].nstrat;
-            for (int s = 0; ed->mem && s < g->group[ed->from].nstrat; s++)
-                for (int t = 0; t < nt; t++)
-                    if (ed->mem[s * nt + t] != 0)
-                        put(&lp, row, ycol[e] + s * nt + t, ed->mem[s * nt + t]);
-        }
-    }
+    for (int32_t k = -1; mem_limit > 0 && k < nrows; k++)
+        put_mem_row(&lp, g, xcol, ycol, mem_limit, k < 0 ? NULL : &rows[k]);
     for (int term = AUTO_TERM_TIME; term <= AUTO_TERM_WIRE; term++) {
         if (!(bound[term] > 0))
             continue;

@@ -83,7 +83,10 @@ static IrStatus solve(AutoGraph *g, const AutoOptions *opt, bool shared, int32_t
     return solved ? IR_OK : auto_ilp_solve(g, limit, choice, ilp, d);
 }
 
-/* Plans solved again with the memory row charged at another step. */
+/* Plans solved again with the memory row charged at another step: by
+ * the integer program, each with one row more (MEM_CUTS), or else by
+ * solve() at that step's row alone (MEM_ROUNDS). */
+#define MEM_CUTS 8
 #define MEM_ROUNDS 3
 /* The integer program's columns (strategies and edge cells) up to which
  * such a plan is solved by it, exactly (GLPK takes milliseconds there),
@@ -103,18 +106,26 @@ static int64_t columns(const AutoGraph *g)
 }
 
 /* Under a limit the row charges the values live at the unsharded
- * program's peak and the reshards of a contraction run there; a
- * contraction run at another step whose operand is gathered for it can
- * make the sharded program's peak (tests/models/mlp_megatron.hlo on 2
- * under 1.1x its hand plan's peak: the plan's second dot gathers the
- * hidden activations, 10,112 bytes by the partitioner's count where the
- * row, at the tanh, said 7,936). So choice[]'s row at each contraction's
- * step is computed too; where one passes the limit, the row is charged at
- * the step that passes it most and the plan solved again, at most
- * MEM_ROUNDS times. Kept: the first plan within the limit at every step
- * (or the one over it least, the partitioner's count decides:
- * compile/driver.c plans again); *mem its most at any step, *ilp how its
- * integer program ended. The row is left at the peak. IR_ENOMEM. */
+ * program's peak and the reshards of the instruction run there; one run
+ * at another step whose operand is gathered for it can make the sharded
+ * program's peak: a contraction (tests/models/mlp_megatron.hlo on 2 under
+ * 1.1x its hand plan's peak: the plan's second dot gathers the hidden
+ * activations, 10,112 bytes by the partitioner's count where the row, at
+ * the tanh, said 7,936), a reshape, slice, pad or concatenate of a tiled
+ * dim, a scatter (the held-out roll_pad on 4: its columns' plan gathers
+ * the concatenate for the flattening reshape, 1,460 bytes where the row,
+ * at the concatenate, said 860). So choice[]'s row at each step where it
+ * gathers, and at each contraction's, is computed too; where one passes
+ * the limit, the row charged at the step that passes it most is kept and
+ * the plan solved again with the rows kept so far and the peak's (the
+ * integer program; one row alone, the plan fitted at that step passed
+ * the limit at the peak and back, roll_pad's 4 rounds), at most MEM_CUTS
+ * times; where the program is too wide, by solve() at that step's row
+ * alone, at most MEM_ROUNDS times. Kept: the first plan within the limit
+ * at every step (or the one over it least, the partitioner's count
+ * decides: compile/driver.c plans again); *mem its most at any step,
+ * *ilp how its integer program ended. The row is left at the peak.
+ * IR_ENOMEM. */
 static IrStatus fit_steps(AutoGraph *g, const IrModule *m, const AutoOptions *opt, bool shared, int32_t *choice,
                           double *mem, AutoIlpInfo *ilp, IrDiag *d)
 {
@@ -124,15 +135,18 @@ static IrStatus fit_steps(AutoGraph *g, const IrModule *m, const AutoOptions *op
         return st;
     size_t bytes = (size_t)(g->ngroup > 0 ? g->ngroup : 1) * sizeof *choice;
     int32_t *best = ts_malloc(bytes);
+    bool exact = columns(g) <= EXACT_COLUMNS;
+    AutoMemRow *rows = exact ? ts_calloc(MEM_CUTS, sizeof *rows) : NULL;
+    int32_t nrows = 0;
     double least = -1;
     AutoIlpInfo info = *ilp, best_info = *ilp;
-    if (!best)
+    if (!best || (exact && !rows))
         st = ir_oom(d, NULL);
     for (int32_t round = 0; st == IR_OK; round++) {
         double worst = -1;
         int32_t at = -1;
         for (int32_t k = -1; st == IR_OK && k < e.n; k++) {
-            if (k >= 0 && (k == e.peak_step || !auto_graph_contracts_at(g, &e, k)))
+            if (k >= 0 && (k == e.peak_step || !auto_graph_gathers_at(g, &e, k, choice)))
                 continue;
             st = auto_graph_charge_at(g, m, &e, k, d);
             double b = auto_graph_mem(g, choice);
@@ -148,19 +162,23 @@ static IrStatus fit_steps(AutoGraph *g, const IrModule *m, const AutoOptions *op
             best_info = info;
             memcpy(best, choice, bytes);
         }
-        if (worst <= (double)opt->mem_limit || round == MEM_ROUNDS)
+        if (worst <= (double)opt->mem_limit || round == (exact ? MEM_CUTS : MEM_ROUNDS))
             break;
         st = auto_graph_charge_at(g, m, &e, at, d);
+        if (st == IR_OK && exact && at >= 0)
+            st = auto_graph_row_take(g, &rows[nrows++], d);
+        if (st == IR_OK && exact)
+            st = auto_graph_charge_at(g, m, &e, -1, d);
         IrDiag none = {0};
         info = (AutoIlpInfo){.optimal = true};
         IrStatus again = st != IR_OK ? st
-                         : columns(g) <= EXACT_COLUMNS ? auto_ilp_solve(g, (double)opt->mem_limit, choice, &info, &none)
-                                                       : solve(g, opt, shared, choice, &info, &none);
+                         : exact ? auto_ilp_solve_rows(g, (double)opt->mem_limit, rows, nrows, choice, &info, &none)
+                                 : solve(g, opt, shared, choice, &info, &none);
         ir_diag_clear(&none);
         if (again == IR_ENOMEM)
             st = ir_oom(d, NULL);
         if (again != IR_OK)
-            break; /* nothing fits the row at that step */
+            break; /* nothing fits the rows */
     }
     if (st == IR_OK) {
         memcpy(choice, best, bytes);
@@ -168,6 +186,9 @@ static IrStatus fit_steps(AutoGraph *g, const IrModule *m, const AutoOptions *op
         *ilp = best_info;
         st = auto_graph_charge_at(g, m, &e, -1, d);
     }
+    for (int32_t k = 0; k < nrows; k++)
+        auto_mem_row_free(&rows[k]);
+    ts_free(rows);
     ts_free(best);
     mem_estimate_free(&e);
     return st;

@@ -41,6 +41,7 @@ typedef struct Roles {
     bool uneven; /* output dims may be cut into unequal tiles (padded) */
     bool regrouped[MAX_ROLES]; /* a reshape's dim that merges or splits: even tiles only, uneven or not */
     bool gathers_partials; /* a reduced dim tiled: partials all-gathered (strategy_tuple.c), not all-reduced */
+    bool uneven_red; /* reduced roles may be cut into unequal tiles too (a scatter's: padding rows dropped) */
 } Roles;
 
 /* ---- strategy_window.c ---- */

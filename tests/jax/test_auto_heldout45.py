@@ -337,9 +337,6 @@ LOWP = ("the estimate's bytes are not the partitioner's: a dot of f16 whose cont
         "all-reduces its partial sums in f32 (partition/spmd_dot.c, wide_dot: 576 bytes on 4 where the "
         "strategy counts 288) and the argmax's reduce all-gathers its iota (384 bytes on 4, counted none), "
         "so the plan of least bytes by the estimate moves 960 on 4 where the hand plan moves 162")
-PEAK = ("refused under the limit (printed): the auto-sharder's memory row charges the values live at the "
-        "unsharded program's peak step alone (auto/graph.c), and the plan it takes to fit peaks at another "
-        "step; its retries at a lower limit of its own (compile/driver.c) charge the same step")
 KNOWN = {
     # Under the limit GLPK's plan (auto/lagrange.c hands it a large duality gap), proven optimal.
     ("tied_lm", "2"): TIE % (2, 5, "0.0739", "0.1230"),
@@ -347,7 +344,6 @@ KNOWN = {
     ("sort_loss", "8"): TIE % (2, 5, "0.0423", "0.0814"),
     ("sort_loss", "2x2"): TIE % (2, 3, "0.0424", "0.0616"),
     ("sort_loss", "2x4"): TIE % (2, 5, "0.0423", "0.0814"),
-    ("segments", "4"): PEAK,
     ("lowp", "2"): LOWP,
     ("lowp", "4"): LOWP,
     ("lowp", "8"): LOWP,
