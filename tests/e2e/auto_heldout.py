@@ -102,12 +102,6 @@ KNOWN_UNDER_LIMIT = {
     ("memory_attn_softmax_u.hlo", 4): "more bytes: under the limit the plan gathers k and v (224640 bytes), "
                                       "estimated faster than the batch plan's padded third; the hand plan, "
                                       "given as constraints, fits with none",
-    ("batch_norm_sharded.hlo", 8): "estimate: the integer program's plan (the Lagrangian's gap was 69%: "
-                                   "auto/lagrange.c; 0.0601 ms against its 0.0801) reshards dy and x from the "
-                                   "batch tiles to the features' for the batch-norm-grad, which the memory row "
-                                   "does not charge (387 bytes by the row, 828 by the partitioner's count, the "
-                                   "limit 424); the retry's lower limit (compile/driver.c) is under the least the "
-                                   "row allows (302)",
 }
 
 
