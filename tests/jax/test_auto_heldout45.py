@@ -339,11 +339,8 @@ LOWP = ("the estimate's bytes are not the partitioner's: a dot of f16 whose cont
         "so the plan of least bytes by the estimate moves 960 on 4 where the hand plan moves 162")
 KNOWN = {
     # Under the limit GLPK's plan (auto/lagrange.c hands it a large duality gap), proven optimal.
-    ("tied_lm", "2"): TIE % (2, 5, "0.0739", "0.1230"),
     ("sort_loss", "4"): TIE % (2, 3, "0.0424", "0.0616"),
     ("sort_loss", "8"): TIE % (2, 5, "0.0423", "0.0814"),
-    ("sort_loss", "2x2"): TIE % (2, 3, "0.0424", "0.0616"),
-    ("sort_loss", "2x4"): TIE % (2, 5, "0.0423", "0.0814"),
     ("lowp", "2"): LOWP,
     ("lowp", "4"): LOWP,
     ("lowp", "8"): LOWP,
