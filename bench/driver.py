@@ -168,7 +168,10 @@ def bench_train_remat(o):
     compiled with --limit memory=P/2 (reordered, values recomputed:
     docs/plan.md, "Fitting a memory limit"), against the unlimited step:
     time per step (execute, slowest rank), the measured peak under the
-    limit (`--stats`, device 0), outputs bit for bit equal."""
+    limit (`--stats`, device 0), outputs bit for bit equal. Both sides use
+    one f32 GEMM library (--sgemm openblas): the default probe chooses per
+    process by timing the program's first calls (device/blas_watch.c), so
+    two runs may differ in their last bits whatever the limit."""
     layers, b, d = (16, 2048, 128) if not o["quick"] else (16, 512, 64)
     fwd = gen("deep", [layers, b, d], os.path.join(o["work"], "deep_%d_%d_%d.hlo" % (layers, b, d)))
     step = os.path.join(o["work"], "deep_step_%d_%d_%d.hlo" % (layers, b, d))
@@ -185,7 +188,8 @@ def bench_train_remat(o):
     for r in range(-1, REPS):
         last = r == REPS - 1
         for lim in (0, limit):
-            cmd = [o["tessel"], "run", step, "--random-inputs", "7", "--stats", "--steps", str(STEPS)]
+            cmd = [o["tessel"], "run", step, "--random-inputs", "7", "--stats", "--steps", str(STEPS),
+                   "--sgemm", "openblas"]
             if lim:
                 cmd += ["--limit", "memory=%d" % lim]
             if last:
