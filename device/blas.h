@@ -83,9 +83,23 @@ DevSgemmPacked *dev_sgemm_pack(int64_t m, int64_t n, int64_t k, int64_t lda, con
 bool dev_sgemm_packed_run(const DevSgemmPacked *p, const float *a, float *c);
 size_t dev_sgemm_packed_bytes(const DevSgemmPacked *p);
 void dev_sgemm_packed_free(DevSgemmPacked *p);
+/* sgemm_amx.c: the f32 GEMM as three bf16 products on AMX tiles
+ * (bf16x3: within a few f32 roundings of the f32 product, not its bits),
+ * on the calling thread, behind cblas_sgemm's signature; products thinner
+ * than a tile or under 2^18 multiply-adds go to `fallback`. dev_sgemm_amx:
+ * the function, or NULL with *why where the CPU has no AMX bf16 tiles (or
+ * no AVX-512 bf16 conversions) or the kernel refuses their state.
+ * dev_sgemm_amx_rowmajor: row-major C = alpha op(A) op(B) + beta C on the
+ * tiles whatever the size; false where AMX cannot be had, its buffers
+ * cannot be allocated, or an element of A or B is infinite, NaN or beyond
+ * bf16's range (the caller computes it otherwise). Thread safe. */
+SgemmFn *dev_sgemm_amx(SgemmFn *fallback, const char **why);
+bool dev_sgemm_amx_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                            int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 /* blas_choice.c: the library DevBlas.sgemm calls now (DEV_SGEMM_OPENBLAS,
  * _BLIS or _ONEDNN), DEV_SGEMM_PROBE while the probe's choice is not yet
- * measured or held against the program's calls. Thread safe. */
+ * measured or held against the program's calls (DEV_SGEMM_AMX_BF16X3 where
+ * fixed so). Thread safe. */
 int dev_blas_sgemm_current(void);
 /* blas_choice.c: the function for DevBlas.sgemm, given OpenBLAS's, by the
  * choice dev_blas_choose_sgemm recorded: OpenBLAS's itself, BLIS's or

@@ -88,7 +88,7 @@ static char verdict[VERDICT_LEN] = "openblas: no f32 GEMM of 256^3 multiply-adds
 void dev_blas_choose_sgemm(int lib)
 {
     int none = -1;
-    if (lib < DEV_SGEMM_PROBE || lib > DEV_SGEMM_ONEDNN)
+    if (lib < DEV_SGEMM_PROBE || lib > DEV_SGEMM_AMX_BF16X3)
         lib = DEV_SGEMM_PROBE;
     atomic_compare_exchange_strong(&want, &none, lib);
 }
@@ -326,6 +326,13 @@ SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why)
         SgemmFn *g = dev_blas_sgemm_from(name, why);
         if (g)
             snprintf(verdict, sizeof verdict, "%s (tuning)", name);
+        return g;
+    }
+    if (lib == DEV_SGEMM_AMX_BF16X3) {
+        SgemmFn *g = dev_sgemm_amx(openblas, why);
+        if (g)
+            snprintf(verdict, sizeof verdict,
+                     "amx-bf16x3 (tuning; products under 2^18 multiply-adds or thinner than a tile: openblas)");
         return g;
     }
     openblas_fn = openblas;

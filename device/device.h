@@ -823,7 +823,10 @@ void dev_blas_preload(bool env_unset);
  * (0.35 of its probe), then ..."), or that no f32 GEMM has run yet; a
  * static or thread-local string, stable once the first few large GEMMs
  * ran. Thread safe. */
-enum { DEV_SGEMM_PROBE = 0, DEV_SGEMM_OPENBLAS = 1, DEV_SGEMM_BLIS = 2, DEV_SGEMM_ONEDNN = 3 };
+enum {
+    DEV_SGEMM_PROBE = 0, DEV_SGEMM_OPENBLAS = 1, DEV_SGEMM_BLIS = 2, DEV_SGEMM_ONEDNN = 3,
+    DEV_SGEMM_AMX_BF16X3 = 4, /* AMX's bf16 tiles, three products (sgemm_amx.c): never the probe's pick */
+};
 void dev_blas_choose_sgemm(int lib);
 const char *dev_blas_sgemm_verdict(void);
 /* Under the probe, measure now (loading the library first) when the

@@ -1,0 +1,193 @@
+/*
+ * test_sgemm_amx.c: the f32 GEMM as three bf16 products on AMX tiles
+ * (device/sgemm_amx.c, `--sgemm amx-bf16x3`).
+ *
+ * On a CPU without AMX (or a kernel that refuses its state) every test is
+ * skipped, saying why. Otherwise: every order and transpose of both
+ * operands, leading dimensions wider than the matrices, alpha and beta 1
+ * and 0 and 1.5 and 0.5, on shapes with tails in every dimension (not
+ * multiples of the 16-row tiles, the 32-wide blocks or the sum's 32) and
+ * one over several bands of rows, against a double loop: each element
+ * within 2^-14 of the sum of |A(i,k) B(k,j)| (bf16x3 is within about 3 *
+ * 2^-16 a term; a single bf16 product, 2^-8, fails it). Exactly: A of
+ * 1 + 2^-10 (not a bf16) times ones gives f32's k (1 + 2^-10), which only
+ * the low parts carry. Through DevBlas's signature: a product with an
+ * infinite element is f32's (inf, not NaN: the fallback takes it), and so
+ * are small products (the fallback's bits exactly).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "device/blas.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* OpenBLAS's cblas_sgemm (main fixes the library): the fallback and the
+ * reference for bits. */
+static SgemmFn *openblas(void)
+{
+    const DevBlas *b = dev_blas();
+    assert_non_null(b);
+    return b->sgemm;
+}
+
+static SgemmFn *amx(void)
+{
+    const char *why = "";
+    SgemmFn *f = dev_sgemm_amx(openblas(), &why);
+    if (!f)
+        printf("skipped: %s\n", why);
+    return f;
+}
+
+/* Element (i, j) of a matrix stored with leading dimension ld. */
+static double at(const float *x, enum CBLAS_ORDER o, int64_t ld, int64_t i, int64_t j)
+{
+    return o == CblasRowMajor ? x[i * ld + j] : x[j * ld + i];
+}
+
+static float draw(uint64_t *z)
+{
+    *z = *z * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(*z >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+}
+
+/* One product through f, each element of C within 2^-14 of sum |a b|. */
+static void check(SgemmFn *f, enum CBLAS_ORDER o, bool ta, bool tb, int m, int n, int k, float alpha, float beta)
+{
+    int pad = 3;
+    /* stored shapes: op(A) is m x k, so A is k x m when transposed */
+    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    int lda = (o == CblasRowMajor ? ac : ar) + pad, ldb = (o == CblasRowMajor ? bc : br) + pad;
+    int ldc = (o == CblasRowMajor ? n : m) + pad;
+    size_t asz = (size_t)lda * (o == CblasRowMajor ? ar : ac), bsz = (size_t)ldb * (o == CblasRowMajor ? br : bc);
+    size_t csz = (size_t)ldc * (o == CblasRowMajor ? m : n);
+    float *a = malloc(asz * sizeof *a), *b = malloc(bsz * sizeof *b), *c = malloc(csz * sizeof *c);
+    float *c0 = malloc(csz * sizeof *c0);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    assert_non_null(c0);
+    uint64_t z = (uint64_t)(m * 131 + n * 17 + k);
+    for (size_t i = 0; i < asz; i++)
+        a[i] = draw(&z);
+    for (size_t i = 0; i < bsz; i++)
+        b[i] = draw(&z);
+    for (size_t i = 0; i < csz; i++)
+        c[i] = c0[i] = draw(&z);
+    f(o, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+      ldc);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double sum = 0, mag = 0;
+            for (int q = 0; q < k; q++) {
+                double x = ta ? at(a, o, lda, q, i) : at(a, o, lda, i, q);
+                double y = tb ? at(b, o, ldb, j, q) : at(b, o, ldb, q, j);
+                sum += x * y;
+                mag += fabs(x * y);
+            }
+            double want = alpha * sum + (beta != 0.0f ? beta * at(c0, o, ldc, i, j) : 0.0);
+            double got = at(c, o, ldc, i, j), tol = fabs(alpha) * mag * 0x1p-14 + 1e-6;
+            if (fabs(got - want) > tol)
+                fail_msg("%s ta %d tb %d %dx%dx%d alpha %g beta %g: C(%d,%d) = %.9g, want %.9g (tolerance %.3g)",
+                         o == CblasRowMajor ? "row" : "col", ta, tb, m, n, k, alpha, beta, i, j, got, want, tol);
+        }
+    /* padding past each row of C untouched */
+    for (int r = 0; r < (o == CblasRowMajor ? m : n); r++)
+        for (int p = ldc - pad; p < ldc; p++)
+            assert_true(c[(size_t)r * ldc + p] == c0[(size_t)r * ldc + p]);
+    free(a);
+    free(b);
+    free(c);
+    free(c0);
+}
+
+static void orders_and_transposes(void **state)
+{
+    (void)state;
+    SgemmFn *f = amx();
+    if (!f)
+        skip();
+    const int shapes[][3] = {{37, 45, 70}, {64, 96, 128}, {100, 33, 65}, {48, 200, 33}};
+    const float ab[][2] = {{1, 0}, {1.5f, 0.5f}};
+    for (int s = 0; s < 4; s++)
+        for (int o = 0; o < 2; o++)
+            for (int t = 0; t < 4; t++)
+                for (int v = 0; v < 2; v++)
+                    check(f, o ? CblasColMajor : CblasRowMajor, t & 1, t & 2, shapes[s][0], shapes[s][1],
+                          shapes[s][2], ab[v][0], ab[v][1]);
+}
+
+static void several_bands(void **state)
+{
+    (void)state;
+    SgemmFn *f = amx();
+    if (!f)
+        skip();
+    /* k 2080: copies' rows of 4224 bytes, bands of 96 rows: two, the
+     * second 54 rows (a tile and a tail) */
+    check(f, CblasRowMajor, false, false, 150, 40, 2080, 1, 0);
+    check(f, CblasRowMajor, true, true, 150, 40, 2080, 1, 0.5f);
+}
+
+static void low_parts_count(void **state)
+{
+    (void)state;
+    if (!amx())
+        skip();
+    enum { M = 32, N = 32, K = 64 };
+    static float a[M * K], b[K * N], c[M * N];
+    for (int i = 0; i < M * K; i++)
+        a[i] = 1.0f + 0x1p-10f;
+    for (int i = 0; i < K * N; i++)
+        b[i] = 1.0f;
+    assert_true(dev_sgemm_amx_rowmajor(false, false, M, N, K, 1, a, K, b, N, 0, c, N));
+    for (int i = 0; i < M * N; i++)
+        assert_true(c[i] == (float)K * (1.0f + 0x1p-10f));
+}
+
+static void infinities_and_small_products(void **state)
+{
+    (void)state;
+    SgemmFn *f = amx();
+    if (!f)
+        skip();
+    enum { M = 64, N = 64, K = 64 };
+    static float a[M * K], b[K * N], c[M * N], c0[M * N];
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)(i % 5) - 2.0f;
+    for (int i = 0; i < K * N; i++)
+        b[i] = 1.0f;
+    a[3 * K + 5] = INFINITY;
+    /* refused on the tiles, computed by the fallback: row 3 infinite */
+    assert_false(dev_sgemm_amx_rowmajor(false, false, M, N, K, 1, a, K, b, N, 0, c, N));
+    f(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
+    openblas()(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c0, N);
+    for (int j = 0; j < N; j++)
+        assert_true(isinf(c[3 * N + j]) && c[3 * N + j] > 0);
+    assert_memory_equal(c, c0, sizeof c);
+    /* 16 x 16 x 16: under the tiles' minimum, the fallback's own bits */
+    for (int i = 0; i < M * K; i++)
+        a[i] = (float)i * 0.001f;
+    f(CblasRowMajor, CblasNoTrans, CblasNoTrans, 16, 16, 16, 1, a, 16, b, 16, 0, c, 16);
+    openblas()(CblasRowMajor, CblasNoTrans, CblasNoTrans, 16, 16, 16, 1, a, 16, b, 16, 0, c0, 16);
+    assert_memory_equal(c, c0, 256 * sizeof *c);
+}
+
+int main(void)
+{
+    dev_blas_choose_sgemm(DEV_SGEMM_OPENBLAS);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(orders_and_transposes),
+        cmocka_unit_test(several_bands),
+        cmocka_unit_test(low_parts_count),
+        cmocka_unit_test(infinities_and_small_products),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
