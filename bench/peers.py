@@ -28,7 +28,11 @@ last `ratio R`: tessel over the faster peer, the worse of the in-process and
 the multi-process comparison. Outputs of the last round of every side are
 compared with JAX's reference (peers_jax.py gen), as the bench fails
 loudly on a mismatch. A peer that cannot be imported (no JAX venv, no
-python3-torch) is skipped, saying so.
+python3-torch) is skipped, saying so. TESSEL_SGEMM in the environment
+fixes the library of tessel's f32 dots on both tessel sides (docs/cli.md,
+`--sgemm`), and the line says so: `TESSEL_SGEMM=amx-bf16x3` runs them as
+three bf16 products on AMX tiles, within the same tolerances of JAX's
+outputs but not f32's bits (BENCHMARKS.md, "AMX").
 """
 import json
 import os
@@ -229,9 +233,12 @@ def bench(name, o):
         ratios.append("tessel-mpi/torch-2p %.2f" % (tm / tt))
         multi.append(tt)
     r = max(t2 / j1, tm / min(multi))
-    return ("%s; %s (%s; %s%s; warm step medians, %d steps a process, %d interleaved rounds; outputs match "
+    # tessel's f32 dots as the environment fixed them (TESSEL_SGEMM reaches
+    # every tessel side; amx-bf16x3 is not f32's bits, so the line says it)
+    sgemm = "tessel TESSEL_SGEMM=%s; " % ENV["TESSEL_SGEMM"] if ENV.get("TESSEL_SGEMM") else ""
+    return ("%s; %s (%s%s; %s%s; warm step medians, %d steps a process, %d interleaved rounds; outputs match "
             "JAX's) ratio %.2f"
-            % ("; ".join(parts), ", ".join(ratios), ver["jax"], ver["torch"],
+            % ("; ".join(parts), ", ".join(ratios), sgemm, ver["jax"], ver["torch"],
                "" if torch_ok else " (no torch-2p)", steps, reps, r))
 
 

@@ -96,6 +96,18 @@ void dev_sgemm_packed_free(DevSgemmPacked *p);
 SgemmFn *dev_sgemm_amx(SgemmFn *fallback, const char **why);
 bool dev_sgemm_amx_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                             int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+/* sgemm_amx.c: B's two bf16 copies made once, for row-major products
+ * C[m,n] = A[m,k] op(B) (alpha 1, beta 0) of any m while B's buffer is
+ * unchanged (packed.c keeps them). dev_sgemm_amx_pack_b: NULL where AMX
+ * cannot be had, n < 16 or k < 32, memory is short, or an element is not
+ * finite in bf16. dev_sgemm_amx_run_b: false where A has such an element or
+ * its buffer cannot be had (the caller computes the product otherwise).
+ * One thread uses a DevSgemmAmxB at a time. */
+typedef struct DevSgemmAmxB DevSgemmAmxB;
+DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb, int64_t ldb);
+bool dev_sgemm_amx_run_b(const DevSgemmAmxB *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc);
+size_t dev_sgemm_amx_b_bytes(const DevSgemmAmxB *p);
+void dev_sgemm_amx_b_free(DevSgemmAmxB *p);
 /* blas_choice.c: the library DevBlas.sgemm calls now (DEV_SGEMM_OPENBLAS,
  * _BLIS or _ONEDNN), DEV_SGEMM_PROBE while the probe's choice is not yet
  * measured or held against the program's calls (DEV_SGEMM_AMX_BF16X3 where

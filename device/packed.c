@@ -32,7 +32,11 @@
  * 512 x 768 x 2304 110.2 against 112.2, 1024 x 1536 x 768 110.7 against
  * 111.7; BENCHMARKS.md, "Weights packed once"), and up to PACK_MAX_BYTES of packed
  * buffers a device (beyond the device's counted memory: `--stats` says how
- * much). Anything that fails leaves the product to DevBlas.sgemm.
+ * much). Under `--sgemm amx-bf16x3` the kept form is B's two bf16 copies
+ * in the tiles' layout (sgemm_amx.c), for products of PACK_MIN_MACS or
+ * more of any shape: splitting B was 2.3 of the 10 ms of a 512 x 1024 x
+ * 2048 product (BENCHMARKS.md, "AMX"). Anything that fails leaves the
+ * product to DevBlas.sgemm.
  */
 #include "blas.h"
 
@@ -49,7 +53,9 @@ typedef struct PackEntry {
     const float *b;       /* where in it B starts */
     bool tb;
     int64_t m, n, k, lda, ldb, ldc;
-    DevSgemmPacked *p;    /* NULL: packing failed, not tried again */
+    bool amx;             /* kept for sgemm_amx.c, else for oneDNN */
+    DevSgemmPacked *p;    /* oneDNN's; NULL: packing failed, not tried again */
+    DevSgemmAmxB *a;      /* AMX's; NULL: likewise */
 } PackEntry;
 
 struct DevPacked {
@@ -68,6 +74,7 @@ void dev_packed_free(DevPacked *pc)
 {
     for (int32_t i = 0; pc && i < pc->n; i++) {
         dev_sgemm_packed_free(pc->e[i].p);
+        dev_sgemm_amx_b_free(pc->e[i].a);
         dev_value_unref(pc->e[i].v);
     }
     ts_free(pc);
@@ -77,7 +84,7 @@ void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int6
 {
     *weights = 0;
     for (int32_t i = 0; pc && i < pc->n; i++)
-        *weights += pc->e[i].p != NULL;
+        *weights += pc->e[i].p != NULL || pc->e[i].a != NULL;
     *bytes = pc ? pc->bytes : 0;
     *runs = pc ? pc->runs : 0;
 }
@@ -85,14 +92,16 @@ void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int6
 bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, bool tb, int64_t ldb, float *c, int64_t ldc)
 {
-    if (!pc || !v || m * n * k < PACK_MIN_MACS || m > PACK_MAX_M || k < PACK_MIN_K || dev_blas_sgemm_current() != DEV_SGEMM_ONEDNN ||
-        dev_blas_sgemm_thread_count() != 1)
+    bool amx = dev_blas_sgemm_current() == DEV_SGEMM_AMX_BF16X3;
+    if (!pc || !v || m * n * k < PACK_MIN_MACS ||
+        (!amx && (m > PACK_MAX_M || k < PACK_MIN_K || dev_blas_sgemm_current() != DEV_SGEMM_ONEDNN ||
+                  dev_blas_sgemm_thread_count() != 1)))
         return false;
     PackEntry *e = NULL;
     for (int32_t i = 0; i < pc->n && !e; i++) {
         PackEntry *x = &pc->e[i];
         if (x->v == v && x->b == b && x->tb == tb && x->m == m && x->n == n && x->k == k && x->lda == lda &&
-            x->ldb == ldb && x->ldc == ldc)
+            x->ldb == ldb && x->ldc == ldc && x->amx == amx)
             e = x;
     }
     if (!e) {
@@ -100,10 +109,12 @@ bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t 
             return false;
         e = &pc->e[pc->n++];
         *e = (PackEntry){.v = dev_value_ref(v), .b = b, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,
-                         .ldb = ldb, .ldc = ldc, .p = dev_sgemm_pack(m, n, k, lda, b, tb, ldb, ldc)};
-        pc->bytes += e->p ? dev_sgemm_packed_bytes(e->p) : 0;
+                         .ldb = ldb, .ldc = ldc, .amx = amx,
+                         .p = amx ? NULL : dev_sgemm_pack(m, n, k, lda, b, tb, ldb, ldc),
+                         .a = amx ? dev_sgemm_amx_pack_b(n, k, b, tb, ldb) : NULL};
+        pc->bytes += e->p ? dev_sgemm_packed_bytes(e->p) : dev_sgemm_amx_b_bytes(e->a);
     }
-    if (!e->p || !dev_sgemm_packed_run(e->p, a, c))
+    if (amx ? !e->a || !dev_sgemm_amx_run_b(e->a, m, a, lda, c, ldc) : !e->p || !dev_sgemm_packed_run(e->p, a, c))
         return false;
     pc->runs++;
     return true;

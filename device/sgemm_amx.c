@@ -296,6 +296,22 @@ static void amx_check(void)
     amx_why = NULL;
 }
 
+/* The thread's buffer of at least `bytes`, kept for its next calls; NULL
+ * where it cannot be had. */
+static uint16_t *scratch_of(size_t bytes)
+{
+    if (scratch.bytes < bytes) {
+        uint16_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!p)
+            return NULL;
+        free(scratch.buf);
+        scratch.buf = p;
+        scratch.bytes = bytes;
+        pthread_setspecific(scratch_key, p);
+    }
+    return scratch.buf;
+}
+
 bool dev_sgemm_amx_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                             int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
@@ -303,21 +319,67 @@ bool dev_sgemm_amx_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, f
     if (amx_why)
         return false;
     int64_t mp = round_up(m, BLOCK), np = round_up(n, BLOCK), kp = round_up(k, TILE_K), ld = kp + 32;
-    size_t bytes = (size_t)(2 * mp * ld + 2 * np * kp) * sizeof(uint16_t);
-    if (scratch.bytes < bytes) {
-        uint16_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-        if (!p)
-            return false;
-        free(scratch.buf);
-        scratch.buf = p;
-        scratch.bytes = bytes;
-        pthread_setspecific(scratch_key, p);
-    }
-    uint16_t *ahi = scratch.buf, *alo = ahi + mp * ld, *bhi = alo + mp * ld, *blo = bhi + np * kp;
+    uint16_t *ahi = scratch_of((size_t)(2 * mp * ld + 2 * np * kp) * sizeof(uint16_t));
+    if (!ahi)
+        return false;
+    uint16_t *alo = ahi + mp * ld, *bhi = alo + mp * ld, *blo = bhi + np * kp;
     if (!pack_a(a, lda, ta, m, k, mp, kp, ld, ahi, alo) || !pack_b(b, ldb, tb, k, n, kp, np, bhi, blo))
         return false;
     multiply(m, n, kp, ld, ahi, alo, bhi, blo, alpha, beta, c, ldc);
     return true;
+}
+
+/* B's two copies, made once (packed.c keeps them while B's buffer is
+ * unchanged). */
+struct DevSgemmAmxB {
+    int64_t n, k, kp, np;
+    uint16_t *hi, *lo;
+};
+
+DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb, int64_t ldb)
+{
+    pthread_once(&amx_once, amx_check);
+    if (amx_why || n < TILE_ROWS || k < TILE_K)
+        return NULL;
+    int64_t np = round_up(n, BLOCK), kp = round_up(k, TILE_K);
+    DevSgemmAmxB *p = malloc(sizeof *p);
+    uint16_t *buf = aligned_alloc(64, (size_t)(2 * np * kp) * sizeof(uint16_t));
+    if (!p || !buf) {
+        free(p);
+        free(buf);
+        return NULL;
+    }
+    *p = (DevSgemmAmxB){.n = n, .k = k, .kp = kp, .np = np, .hi = buf, .lo = buf + np * kp};
+    if (!pack_b(b, ldb, tb, k, n, kp, np, p->hi, p->lo)) {
+        dev_sgemm_amx_b_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+bool dev_sgemm_amx_run_b(const DevSgemmAmxB *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc)
+{
+    int64_t mp = round_up(m, BLOCK), ld = p->kp + 32;
+    uint16_t *ahi = scratch_of((size_t)(2 * mp * ld) * sizeof(uint16_t));
+    if (!ahi)
+        return false;
+    uint16_t *alo = ahi + mp * ld;
+    if (!pack_a(a, lda, false, m, p->k, mp, p->kp, ld, ahi, alo))
+        return false;
+    multiply(m, p->n, p->kp, ld, ahi, alo, p->hi, p->lo, 1.0f, 0.0f, c, ldc);
+    return true;
+}
+
+size_t dev_sgemm_amx_b_bytes(const DevSgemmAmxB *p)
+{
+    return p ? (size_t)(2 * p->np * p->kp) * sizeof(uint16_t) : 0;
+}
+
+void dev_sgemm_amx_b_free(DevSgemmAmxB *p)
+{
+    if (p)
+        free(p->hi);
+    free(p);
 }
 
 static void sgemm_amx(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,

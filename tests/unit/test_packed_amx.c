@@ -1,0 +1,159 @@
+/*
+ * test_packed_amx.c: weights kept as AMX's bf16 copies across steps under
+ * `--sgemm amx-bf16x3` (device/packed.c with sgemm_amx.c's
+ * dev_sgemm_amx_pack_b), through dev_execute as the runtime calls it step
+ * after step with DevExecOptions.packed.
+ *
+ * The AMX GEMM is fixed (dev_blas_choose_sgemm, before the library
+ * loads); on a CPU without AMX every test is skipped, saying so. dot(x, w)
+ * and dot(x, v^T) on parameters, 64 x 1024 x 256 (the fewest
+ * multiply-adds packed), 3 steps with a new x each: each result has the
+ * bits of the same product unkept (dev_sgemm_amx_rowmajor: the kept
+ * copies are the ones a call makes) and is within 2^-14 of the sum of
+ * |x w| of a double loop; both weights kept at the first step, all 6
+ * products run from them. Kept where oneDNN's packing is not: 1024 rows.
+ * Not kept: a donated w; its product is still right.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "device/blas.h"
+#include "device/device.h"
+#include "kernel_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static void fill(DevValue *v)
+{
+    for (int64_t i = 0; i < dev_value_elements(v); i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        ((float *)v->data)[i] = (float)((double)(rng >> 11) * 0x1p-53 * 2 - 1);
+    }
+}
+
+static DevValue *f32(int64_t r, int64_t c)
+{
+    const int64_t dims[2] = {r, c};
+    DevValue *v = val(IR_F32, 2, dims, NULL);
+    fill(v);
+    return v;
+}
+
+static const char *dots(char *buf, size_t len, int64_t m, int64_t k, int64_t n)
+{
+    snprintf(buf, len,
+             "HloModule dots\n"
+             "ENTRY e {\n"
+             "  x = f32[%lld,%lld] parameter(0)\n"
+             "  w = f32[%lld,%lld] parameter(1)\n"
+             "  v = f32[%lld,%lld] parameter(2)\n"
+             "  a = f32[%lld,%lld] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+             "  b = f32[%lld,%lld] dot(x, v), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"
+             "  ROOT t = (f32[%lld,%lld], f32[%lld,%lld]) tuple(a, b)\n"
+             "}\n",
+             (long long)m, (long long)k, (long long)k, (long long)n, (long long)n, (long long)k, (long long)m,
+             (long long)n, (long long)m, (long long)n, (long long)m, (long long)n, (long long)m, (long long)n);
+    return buf;
+}
+
+/* got: the unkept product's bits, and within 2^-14 of sum |x w|. */
+static void expect_product(const DevValue *got, const DevValue *x, const DevValue *w, bool tb, int64_t m,
+                           int64_t k, int64_t n)
+{
+    const float *xa = (const float *)x->data, *wa = (const float *)w->data, *g = (const float *)got->data;
+    float *same = malloc((size_t)(m * n) * sizeof *same);
+    assert_non_null(same);
+    assert_true(dev_sgemm_amx_rowmajor(false, tb, m, n, k, 1, xa, k, wa, tb ? k : n, 0, same, n));
+    assert_memory_equal(g, same, (size_t)(m * n) * sizeof *same);
+    free(same);
+    for (int64_t i = 0; i < m; i += 7)
+        for (int64_t j = 0; j < n; j += 5) {
+            double s = 0, mag = 0;
+            for (int64_t q = 0; q < k; q++) {
+                double p = (double)xa[i * k + q] * (tb ? wa[j * k + q] : wa[q * n + j]);
+                s += p;
+                mag += fabs(p);
+            }
+            assert_true(fabs((double)g[i * n + j] - s) <= mag * 0x1p-14);
+        }
+}
+
+static bool amx_or_skip(void)
+{
+    const char *why = "";
+    if (!dev_blas() || !dev_sgemm_amx(dev_blas()->sgemm, &why)) {
+        print_message("skipped: %s\n", why);
+        return false;
+    }
+    assert_int_equal(dev_blas_sgemm_current(), DEV_SGEMM_AMX_BF16X3);
+    return true;
+}
+
+/* steps of the module on new x each, the weights kept (or, donated, not). */
+static void run_steps(int64_t m, int64_t k, int64_t n, bool donate, int32_t want_weights)
+{
+    char txt[1024];
+    IrModule *mod = parse_ok(dots(txt, sizeof txt, m, k, n));
+    DevValue *args[3] = {f32(m, k), f32(k, n), f32(n, k)};
+    bool donated[3] = {false, donate, false};
+    DevExecOptions opt = {.packed = dev_packed_new(), .donated = donate ? donated : NULL, .ndonated = donate ? 3 : 0};
+    assert_non_null(opt.packed);
+    int32_t weights;
+    size_t bytes;
+    int64_t runs;
+    for (int s = 0; s < 3; s++) {
+        if (s > 0)
+            fill(args[0]);
+        DevValue *in[3] = {args[0], donate ? dev_value_ref(args[1]) : args[1], args[2]};
+        DevValue *out = NULL;
+        IrDiag d = {0};
+        assert_int_equal(dev_execute(mod, mod->entry, 3, in, &opt, &out, &d), IR_OK);
+        expect_product(out->elems[0], args[0], args[1], false, m, k, n);
+        expect_product(out->elems[1], args[0], args[2], true, m, k, n);
+        dev_value_unref(out);
+        dev_packed_stats(opt.packed, &weights, &bytes, &runs);
+        assert_int_equal(weights, want_weights);
+        assert_int_equal(runs, want_weights * (s + 1));
+        assert_true(bytes >= (size_t)(weights * k * n) * 4);
+    }
+    dev_packed_free(opt.packed);
+    for (int i = 0; i < 3; i++)
+        dev_value_unref(args[i]);
+    ir_module_free(mod);
+}
+
+static void kept_across_steps(void **state)
+{
+    (void)state;
+    if (!amx_or_skip())
+        skip();
+    run_steps(64, 1024, 256, false, 2);
+    run_steps(1024, 256, 64, false, 2); /* 1024 rows: oneDNN's packing would not keep them */
+}
+
+static void donated_not_kept(void **state)
+{
+    (void)state;
+    if (!amx_or_skip())
+        skip();
+    run_steps(64, 1024, 256, true, 1); /* v kept, the donated w not */
+}
+
+int main(void)
+{
+    /* Before the library loads: only the first word counts. */
+    dev_blas_choose_sgemm(DEV_SGEMM_AMX_BF16X3);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kept_across_steps),
+        cmocka_unit_test(donated_not_kept),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
