@@ -211,10 +211,20 @@ for lib in blis:libblis.so.4 onednn:libdnnl.so.2; do
     npy_match "$WORK/sgemm.openblas/output_0.npy" "$WORK/sgemm.${lib%%:*}/output_0.npy" ||
         fail "--sgemm ${lib%%:*} differs from OpenBLAS beyond rounding"
 done
+# three bf16 products on AMX tiles: within rounding of OpenBLAS's product
+if grep -qw amx_bf16 /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo; then
+    expect_status 0 "$TESSEL" run "$WORK/dot256.hlo" --random-inputs 5 --stats --sgemm amx-bf16x3 \
+        --output-dir "$WORK/sgemm.amx"
+    expect_in "$ERR" "tessel: stats: f32 GEMM: amx-bf16x3 (tuning"
+    npy_match "$WORK/sgemm.openblas/output_0.npy" "$WORK/sgemm.amx/output_0.npy" ||
+        fail "--sgemm amx-bf16x3 differs from OpenBLAS beyond rounding"
+else
+    echo "cli.sh: --sgemm amx-bf16x3 skipped: the CPU has no AMX bf16 tiles"
+fi
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --sgemm mkl
-expect_in "$ERR" "--sgemm is openblas, blis, onednn or probe, not 'mkl'"
+expect_in "$ERR" "--sgemm is openblas, blis, onednn, amx-bf16x3 or probe, not 'mkl'"
 expect_status 2 env TESSEL_SGEMM=mkl "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1
-expect_in "$ERR" "TESSEL_SGEMM=mkl: expected openblas, blis, onednn or probe"
+expect_in "$ERR" "TESSEL_SGEMM=mkl: expected openblas, blis, onednn, amx-bf16x3 or probe"
 
 # -o onto something that is not a regular file (a pipe here; /dev/null as
 # root) writes into it: renaming a temporary over it would replace it
