@@ -34,6 +34,24 @@ static inline DevValue *val(IrType t, int32_t rank, const int64_t *dims, const v
     return v;
 }
 
+/* Fill an f32 value with uniform draws in [-1, 1) from the LCG state *rng;
+ * f32_uniform: a new [r, c] f32 value so filled. */
+static inline void fill_uniform(DevValue *v, uint64_t *rng)
+{
+    for (int64_t i = 0; i < dev_value_elements(v); i++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        ((float *)v->data)[i] = (float)((double)(*rng >> 11) * 0x1p-53 * 2 - 1);
+    }
+}
+
+static inline DevValue *f32_uniform(int64_t r, int64_t c, uint64_t *rng)
+{
+    const int64_t dims[2] = {r, c};
+    DevValue *v = val(IR_F32, 2, dims, NULL);
+    fill_uniform(v, rng);
+    return v;
+}
+
 /* Run the entry of m on one device with n borrowed arguments. */
 static inline IrStatus exec_module(const IrModule *m, int n, DevValue **args, DevValue **out, IrDiag *d)
 {

@@ -48,22 +48,6 @@ static const char *const TWO_DOTS =
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
-static void fill(DevValue *v)
-{
-    for (int64_t i = 0; i < dev_value_elements(v); i++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        ((float *)v->data)[i] = (float)((double)(rng >> 11) * 0x1p-53 * 2 - 1);
-    }
-}
-
-static DevValue *f32(int64_t r, int64_t c)
-{
-    const int64_t dims[2] = {r, c};
-    DevValue *v = val(IR_F32, 2, dims, NULL);
-    fill(v);
-    return v;
-}
-
 /* got[m,n] against x[m,k] times w (k x n, or n x k when tb) in double. */
 static void expect_product(const DevValue *got, const DevValue *x, const DevValue *w, bool tb, int64_t m,
                            int64_t k, int64_t n)
@@ -114,7 +98,7 @@ static void kept_across_steps(void **state)
     if (!onednn_or_skip())
         skip();
     IrModule *m = parse_ok(TWO_DOTS);
-    DevValue *args[3] = {f32(M, K), f32(K, N), f32(N, K)};
+    DevValue *args[3] = {f32_uniform(M, K, &rng), f32_uniform(K, N, &rng), f32_uniform(N, K, &rng)};
     DevExecOptions opt = {.packed = dev_packed_new()};
     assert_non_null(opt.packed);
     int32_t weights;
@@ -122,10 +106,10 @@ static void kept_across_steps(void **state)
     int64_t runs;
     for (int s = 0; s < 4; s++) {
         if (s > 0)
-            fill(args[0]); /* a new x every step: A is never kept */
+            fill_uniform(args[0], &rng); /* a new x every step: A is never kept */
         if (s == 3) {      /* another w: a new key, packed anew */
             dev_value_unref(args[1]);
-            args[1] = f32(K, N);
+            args[1] = f32_uniform(K, N, &rng);
         }
         DevValue *r = step(m, 3, args, &opt);
         expect_product(r->elems[0], args[0], args[1], false, M, K, N);
@@ -146,7 +130,7 @@ static void kept_across_steps(void **state)
 static void not_packed(const char *txt, int64_t m_, int64_t k_, int64_t n_, bool donate, bool with_cache)
 {
     IrModule *m = parse_ok(txt);
-    DevValue *x = f32(m_, k_), *w = f32(k_, n_);
+    DevValue *x = f32_uniform(m_, k_, &rng), *w = f32_uniform(k_, n_, &rng);
     bool donated[2] = {false, donate};
     DevExecOptions opt = {.packed = with_cache ? dev_packed_new() : NULL,
                           .donated = donate ? donated : NULL,

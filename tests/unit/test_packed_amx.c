@@ -31,22 +31,6 @@
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
-static void fill(DevValue *v)
-{
-    for (int64_t i = 0; i < dev_value_elements(v); i++) {
-        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-        ((float *)v->data)[i] = (float)((double)(rng >> 11) * 0x1p-53 * 2 - 1);
-    }
-}
-
-static DevValue *f32(int64_t r, int64_t c)
-{
-    const int64_t dims[2] = {r, c};
-    DevValue *v = val(IR_F32, 2, dims, NULL);
-    fill(v);
-    return v;
-}
-
 static const char *dots(char *buf, size_t len, int64_t m, int64_t k, int64_t n)
 {
     snprintf(buf, len,
@@ -102,7 +86,7 @@ static void run_steps(int64_t m, int64_t k, int64_t n, bool donate, int32_t want
 {
     char txt[1024];
     IrModule *mod = parse_ok(dots(txt, sizeof txt, m, k, n));
-    DevValue *args[3] = {f32(m, k), f32(k, n), f32(n, k)};
+    DevValue *args[3] = {f32_uniform(m, k, &rng), f32_uniform(k, n, &rng), f32_uniform(n, k, &rng)};
     bool donated[3] = {false, donate, false};
     DevExecOptions opt = {.packed = dev_packed_new(), .donated = donate ? donated : NULL, .ndonated = donate ? 3 : 0};
     assert_non_null(opt.packed);
@@ -111,7 +95,7 @@ static void run_steps(int64_t m, int64_t k, int64_t n, bool donate, int32_t want
     int64_t runs;
     for (int s = 0; s < 3; s++) {
         if (s > 0)
-            fill(args[0]);
+            fill_uniform(args[0], &rng);
         DevValue *in[3] = {args[0], donate ? dev_value_ref(args[1]) : args[1], args[2]};
         DevValue *out = NULL;
         IrDiag d = {0};
