@@ -22,8 +22,8 @@
  * longer, so that a tile's 16 rows do not share L1 sets), op(B) into two
  * copies in the tiles' VNNI layout: panels of 16 columns whose rows hold 16
  * pairs (B(2q, j), B(2q + 1, j)), 64 bytes, one tile row. Each 32 x 32 block
- * of C is 4 accumulator tiles over the 3 passes of the whole k (C is written
- * once); blocks go panel by panel within a band of rows whose copies fit in
+ * of C is 4 accumulator tiles over the whole k, the 3 products at each step
+ * (C is written once); blocks go panel by panel within a band of rows whose copies fit in
  * BAND_BYTES (the L2), so each panel is read once a band. The copies live
  * in a buffer per thread kept between calls (fresh pages each call cost as
  * much as the copying). Products under AMX_MIN_MACS multiply-adds, or
@@ -224,7 +224,6 @@ AMX_TARGET static void multiply(int64_t m, int64_t n, int64_t kp, int64_t ld, co
     if (band < BLOCK)
         band = BLOCK;
     float acc[BLOCK * BLOCK] __attribute__((aligned(64)));
-    const uint16_t *as[3] = {ahi, alo, ahi}, *bs[3] = {bhi, bhi, blo};
     for (int64_t i1 = 0; i1 < m; i1 += band) {
         int64_t i2 = i1 + band < m ? i1 + band : m;
         for (int64_t j0 = 0; j0 < n; j0 += BLOCK)
@@ -233,20 +232,37 @@ AMX_TARGET static void multiply(int64_t m, int64_t n, int64_t kp, int64_t ld, co
                 _tile_zero(1);
                 _tile_zero(2);
                 _tile_zero(3);
-                for (int pass = 0; pass < 3; pass++) {
-                    const uint16_t *a0 = as[pass] + i0 * ld, *a1 = a0 + TILE_ROWS * ld;
-                    const uint16_t *b0 = bs[pass] + (j0 / 16) * panel, *b1 = b0 + panel;
-                    /* each load just before the first product that reads it */
-                    for (int64_t kk = 0; kk < kp; kk += TILE_K) {
-                        _tile_loadd(4, a0 + kk, stride);
-                        _tile_loadd(6, b0 + kk * 16, 64);
-                        _tile_dpbf16ps(0, 4, 6);
-                        _tile_loadd(7, b1 + kk * 16, 64);
-                        _tile_dpbf16ps(1, 4, 7);
-                        _tile_loadd(5, a1 + kk, stride);
-                        _tile_dpbf16ps(2, 5, 6);
-                        _tile_dpbf16ps(3, 5, 7);
-                    }
+                /* the three products interleaved at each step of k: A's hi
+                 * tiles serve two, B's hi tiles two, so 10 loads feed 12
+                 * products (12 when each pass ran the whole k: 0.87 of the
+                 * time, BENCHMARKS.md "AMX") */
+                const uint16_t *h0 = ahi + i0 * ld, *h1 = h0 + TILE_ROWS * ld;
+                const uint16_t *l0 = alo + i0 * ld, *l1 = l0 + TILE_ROWS * ld;
+                const uint16_t *bh0 = bhi + (j0 / 16) * panel, *bh1 = bh0 + panel;
+                const uint16_t *bl0 = blo + (j0 / 16) * panel, *bl1 = bl0 + panel;
+                for (int64_t kk = 0; kk < kp; kk += TILE_K) {
+                    _tile_loadd(4, h0 + kk, stride); /* Ahi Bhi */
+                    _tile_loadd(6, bh0 + kk * 16, 64);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_loadd(7, bh1 + kk * 16, 64);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_loadd(5, h1 + kk, stride);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                    _tile_loadd(6, bl0 + kk * 16, 64); /* Ahi Blo */
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_loadd(7, bl1 + kk * 16, 64);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_dpbf16ps(3, 5, 7);
+                    _tile_loadd(4, l0 + kk, stride); /* Alo Bhi */
+                    _tile_loadd(6, bh0 + kk * 16, 64);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_loadd(7, bh1 + kk * 16, 64);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_loadd(5, l1 + kk, stride);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
                 }
                 _tile_stored(0, acc, BLOCK * 4);
                 _tile_stored(1, acc + 16, BLOCK * 4);
