@@ -331,8 +331,9 @@ void api_stats_memory(IrStrBuf *s, const RtRunStats *rs, int64_t estimate, int64
                  (long long)rs->buf_allocs, (long long)rs->buf_reused, (long long)rs->buf_live_bytes,
                  (long long)rs->buf_kept_bytes);
     if (rs->packed_weights > 0)
-        ir_sb_printf(s, "tessel: stats: f32 weights packed once for oneDNN's matmul, kept across the steps: %lld "
+        ir_sb_printf(s, "tessel: stats: f32 weights packed once for %s, kept across the steps: %lld "
                         "(%lld bytes beyond the devices' measured memory), %lld products run from them\n",
+                     dev_blas_sgemm_current() == DEV_SGEMM_AMX_BF16X3 ? "AMX's tiles (bf16 copies)" : "oneDNN's matmul",
                      (long long)rs->packed_weights, (long long)rs->packed_bytes, (long long)rs->packed_runs);
     /* The rest of the process: code, libraries, the host's whole inputs
      * and outputs, the threads' buffer caches, collective staging. */

@@ -108,11 +108,6 @@ DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb
 bool dev_sgemm_amx_run_b(const DevSgemmAmxB *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc);
 size_t dev_sgemm_amx_b_bytes(const DevSgemmAmxB *p);
 void dev_sgemm_amx_b_free(DevSgemmAmxB *p);
-/* blas_choice.c: the library DevBlas.sgemm calls now (DEV_SGEMM_OPENBLAS,
- * _BLIS or _ONEDNN), DEV_SGEMM_PROBE while the probe's choice is not yet
- * measured or held against the program's calls (DEV_SGEMM_AMX_BF16X3 where
- * fixed so). Thread safe. */
-int dev_blas_sgemm_current(void);
 /* blas_choice.c: the function for DevBlas.sgemm, given OpenBLAS's, by the
  * choice dev_blas_choose_sgemm recorded: OpenBLAS's itself, BLIS's or
  * oneDNN's (NULL, with *why, when it cannot be loaded), or under the probe

@@ -829,6 +829,10 @@ enum {
 };
 void dev_blas_choose_sgemm(int lib);
 const char *dev_blas_sgemm_verdict(void);
+/* The library DevBlas.sgemm calls now (DEV_SGEMM_OPENBLAS, _BLIS, _ONEDNN,
+ * or _AMX_BF16X3 where fixed so), DEV_SGEMM_PROBE while the probe's choice
+ * is not yet measured or held against the program's calls. Thread safe. */
+int dev_blas_sgemm_current(void);
 /* Under the probe, measure now (loading the library first) when the
  * program's largest f32 GEMM, largest_macs multiply-adds on one device, is
  * one the probe times for (256^3 or more) and the BLAS runs one thread:
