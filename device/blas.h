@@ -108,6 +108,11 @@ DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb
 bool dev_sgemm_amx_run_b(const DevSgemmAmxB *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc);
 size_t dev_sgemm_amx_b_bytes(const DevSgemmAmxB *p);
 void dev_sgemm_amx_b_free(DevSgemmAmxB *p);
+/* blas_choice.c: the f32 GEMM that computes f32's own product: OpenBLAS's
+ * where DevBlas.sgemm runs bf16 passes (amx-bf16x3), else DevBlas.sgemm
+ * itself. For dots that ask for full precision (ct_exact). Call after
+ * dev_blas() succeeded. */
+SgemmFn *dev_blas_sgemm_exact(void);
 /* blas_choice.c: the function for DevBlas.sgemm, given OpenBLAS's, by the
  * choice dev_blas_choose_sgemm recorded: OpenBLAS's itself, BLIS's or
  * oneDNN's (NULL, with *why, when it cannot be loaded), or under the probe

@@ -70,6 +70,7 @@ static const char *const lib_name[NLIBS] = {"openblas", "blis", "onednn"};
 
 static atomic_int want = -1;             /* DEV_SGEMM_*; -1: nobody said (the probe) */
 static SgemmFn *openblas_fn;             /* OpenBLAS's cblas_sgemm (dev_blas_sgemm_pick) */
+static SgemmFn *exact_fn;                /* f32's own product where DevBlas.sgemm is not (amx-bf16x3) */
 static _Atomic(SgemmFn *) chosen;        /* what the probe chose */
 static atomic_int chosen_threads;        /* the BLAS thread count it measured at; 0: none yet */
 static SgemmFn *lib_fn[NLIBS];           /* the libraries the probe timed (NULL: absent) */
@@ -287,6 +288,11 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+SgemmFn *dev_blas_sgemm_exact(void)
+{
+    return exact_fn ? exact_fn : dev_blas()->sgemm;
+}
+
 int dev_blas_sgemm_current(void)
 {
     int lib = atomic_load(&want);
@@ -329,6 +335,7 @@ SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why)
         return g;
     }
     if (lib == DEV_SGEMM_AMX_BF16X3) {
+        exact_fn = openblas;
         SgemmFn *g = dev_sgemm_amx(openblas, why);
         if (g)
             snprintf(verdict, sizeof verdict,

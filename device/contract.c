@@ -10,6 +10,7 @@
 #include <complex.h>
 #include <limits.h>
 #include <string.h>
+#include <strings.h>
 
 /* ------------------------------------------------------------------ */
 /* Compute types and conversions                                       */
@@ -343,9 +344,10 @@ void ct_gemm(const CtGemm *g, const void *a, const void *b, void *c)
     if (bl) {
         enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans;
         enum CBLAS_TRANSPOSE tb = g->tb ? CblasTrans : CblasNoTrans;
+        SgemmFn *sgemm = g->exact ? dev_blas_sgemm_exact() : bl->sgemm;
         if (g->c == CT_F32)
-            bl->sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0f, a,
-                        (int)g->lda, b, (int)g->ldb, g->acc ? 1.0f : 0.0f, c, (int)g->ldc);
+            sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0f, a, (int)g->lda, b, (int)g->ldb,
+                  g->acc ? 1.0f : 0.0f, c, (int)g->ldc);
         else
             bl->dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, 1.0, a,
                         (int)g->lda, b, (int)g->ldb, g->acc ? 1.0 : 0.0, c, (int)g->ldc);
@@ -368,6 +370,15 @@ void ct_gemm(const CtGemm *g, const void *a, const void *b, void *c)
 bool ct_use_blas(const DevKernelArgs *k)
 {
     return !(k->opt && k->opt->no_blas);
+}
+
+bool ct_exact(const DevKernelArgs *k)
+{
+    /* "{highest,default}" as written: XLA prints lower case, accepts any */
+    for (const char *p = k->ins ? k->ins->a.precision_config : NULL; p && *p; p++)
+        if (strncasecmp(p, "highest", 7) == 0)
+            return true;
+    return false;
 }
 
 /* a * b into *r; false on overflow or a negative operand. */

@@ -68,6 +68,7 @@ typedef struct CtGemm {
     Ct c;
     bool ta, tb;
     bool blas;  /* f32/f64 may use OpenBLAS */
+    bool exact; /* f32: f32's own product, never bf16 passes (ct_exact) */
     bool acc;   /* C += op(A) op(B) */
     int64_t m, n, k, lda, ldb, ldc;
 } CtGemm;
@@ -80,6 +81,10 @@ void ct_gemm(const CtGemm *g, const void *a, const void *b, void *c);
 
 /* May f32/f64 contractions use BLAS (not DevExecOptions.no_blas)? */
 bool ct_use_blas(const DevKernelArgs *k);
+/* Does the instruction ask for full precision (operand_precision with a
+ * HIGHEST, XLA's f32 product)? Then its f32 GEMMs take f32's own product
+ * where DevBlas.sgemm computes bf16 passes (--sgemm amx-bf16x3). */
+bool ct_exact(const DevKernelArgs *k);
 /* a * b into *r; false on overflow or a negative operand. */
 bool ct_mul_ok(int64_t a, int64_t b, int64_t *r);
 /* A scratch buffer of n elements of esz bytes; NULL on overflow or OOM.

@@ -372,7 +372,7 @@ static IrStatus conv_dense(const DevKernelArgs *k, Ct c, const ConvPlan *p, cons
         ts_free(km.owned);
         return dev_kernel_oom(k, NULL);
     }
-    CtGemm g = {.c = c, .blas = ct_use_blas(k), .ta = km.trans, .lda = km.lda, .ldc = p->ncol};
+    CtGemm g = {.c = c, .blas = ct_use_blas(k), .exact = ct_exact(k), .ta = km.trans, .lda = km.lda, .ldc = p->ncol};
     for (int64_t c0 = 0; c0 < p->ncol; c0 += nb) {
         int64_t ncb = p->ncol - c0 < nb ? p->ncol - c0 : nb;
         OfRun run = {0};
@@ -681,8 +681,8 @@ static IrStatus nhwc_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, con
                     offq[nm * nt + t] = off[tq[t] * p->os + os];
                 members[nm++] = os;
             }
-        CtGemm g = {.c = c, .blas = true, .n = p->ko, .k = nt * p->ki, .lda = nt * p->ki, .ldb = p->ko,
-                    .ldc = p->ko};
+        CtGemm g = {.c = c, .blas = true, .exact = ct_exact(k), .n = p->ko, .k = nt * p->ki, .lda = nt * p->ki,
+                    .ldb = p->ko, .ldc = p->ko};
         for (int64_t e = 0; e < p->ob * nm;) { /* rows (ob, members[i]) at e = ob*nm + i */
             int64_t m = p->ob * nm - e < nr ? p->ob * nm - e : nr;
             for (int64_t r = 0; r < m; r++, e++) {
@@ -1106,7 +1106,8 @@ static IrStatus conv_nhwc(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
         ts_free(ker_own);
         return dev_kernel_oom(k, NULL);
     }
-    CtGemm g = {.c = c, .blas = true, .n = p->ko, .k = p->kk, .lda = p->kk, .ldb = p->ko, .ldc = p->ko};
+    CtGemm g = {.c = c, .blas = true, .exact = ct_exact(k), .n = p->ko, .k = p->kk, .lda = p->kk, .ldb = p->ko,
+                .ldc = p->ko};
     for (int64_t j0 = 0; j0 < p->ncol; j0 += nr) {
         g.m = p->ncol - j0 < nr ? p->ncol - j0 : nr;
         nhwc_im2col(p, esz, in, off, j0, g.m, col);
@@ -1180,8 +1181,8 @@ static IrStatus conv_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, cons
         return dev_kernel_oom(k, NULL);
     }
     const uint8_t *ker = ct_data_of(k->opnd[1]);
-    CtGemm g = {.c = c, .blas = true, .ta = true, .m = p->ncol, .n = p->ko, .lda = p->ncol, .ldb = p->ko,
-                .ldc = p->ko};
+    CtGemm g = {.c = c, .blas = true, .exact = ct_exact(k), .ta = true, .m = p->ncol, .n = p->ko, .lda = p->ncol,
+                .ldb = p->ko, .ldc = p->ko};
     for (int64_t r0 = 0; r0 < p->kk; r0 += nr) {
         g.k = p->kk - r0 < nr ? p->kk - r0 : nr;
         g.acc = r0 > 0;

@@ -583,9 +583,11 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
                 done = true;
             }
         }
+    /* a dot that asks for f32's own product keeps no bf16 copies */
+    bool keep = steady && !(g->exact && dev_blas_sgemm_current() == DEV_SGEMM_AMX_BF16X3);
     if (!done && !gemm_rows(g, a, b, c) &&
-        !(steady && dev_packed_sgemm(pc, steady, g->m, g->n, g->k, (const float *)(const void *)a, g->lda,
-                                     (const float *)(const void *)b, g->tb, g->ldb, (float *)(void *)c, g->ldc)))
+        !(keep && dev_packed_sgemm(pc, steady, g->m, g->n, g->k, (const float *)(const void *)a, g->lda,
+                                   (const float *)(const void *)b, g->tb, g->ldb, (float *)(void *)c, g->ldc)))
         ct_gemm(g, a, b, c);
     for (int64_t r0 = 0; epi && r0 < g->m; r0 += TRI_TILE)
         epilogue_rows(epi, t, (float *)(void *)(c + (size_t)(r0 * g->ldc) * esz), r0,
@@ -616,11 +618,11 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
                     const DotOperand *b, bool transposed, bool lower, const DevDotEpilogue *epi,
                     float *t, uint8_t *c_out)
 {
-    CtGemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = ct_use_blas(k),
+    CtGemm g = {.c = c, .ta = a->trans, .tb = b->trans, .blas = ct_use_blas(k), .exact = ct_exact(k),
               .m = p->m, .n = p->n, .k = p->k, .lda = a->ld, .ldb = b->ld, .ldc = p->n};
     const DotOperand *first = a, *second = b;
     if (transposed) {
-        g = (CtGemm){.c = c, .ta = !b->trans, .tb = !a->trans, .blas = g.blas, .m = p->n, .n = p->m,
+        g = (CtGemm){.c = c, .ta = !b->trans, .tb = !a->trans, .blas = g.blas, .exact = g.exact, .m = p->n, .n = p->m,
                      .k = p->k, .lda = b->ld, .ldb = a->ld, .ldc = p->m};
         first = b;
         second = a;
@@ -848,10 +850,10 @@ IrStatus dev_k_dot_attention(const DevKernelArgs *k, const IrI64List *const perm
         st = dev_kernel_oom(k, NULL);
         goto done;
     }
-    CtGemm g = {.c = CT_F32, .ta = a.trans, .tb = b.trans, .blas = ct_use_blas(k), .m = p.m, .n = p.n, .k = p.k,
-                .lda = a.ld, .ldb = b.ld, .ldc = p.n};
-    CtGemm gv = {.c = CT_F32, .tb = v.trans, .blas = g.blas, .m = p.m, .n = pv.n, .k = pv.k, .lda = p.n,
-                 .ldb = v.ld, .ldc = pv.n};
+    CtGemm g = {.c = CT_F32, .ta = a.trans, .tb = b.trans, .blas = ct_use_blas(k), .exact = ct_exact(k), .m = p.m,
+                .n = p.n, .k = p.k, .lda = a.ld, .ldb = b.ld, .ldc = p.n};
+    CtGemm gv = {.c = CT_F32, .tb = v.trans, .blas = g.blas, .exact = g.exact, .m = p.m, .n = pv.n, .k = pv.k,
+                 .lda = p.n, .ldb = v.ld, .ldc = pv.n};
     for (int64_t i = 0; i < p.b; i++)
         attention_one(&g, &gv, lower, epi, a.data + (size_t)batch_offset(&a.batch, i) * sizeof(float),
                       b.data + (size_t)batch_offset(&b.batch, i) * sizeof(float),

@@ -11,7 +11,8 @@
  * by the tiles. The dropped Alo Blo and the splits' remainders are about
  * 2^-16 of each term, so a sum is within a few f32 roundings of the f32
  * product's (JAX calls this precision HIGH); not the bits of an f32
- * library, so only where the caller asks for it, never the probe's pick.
+ * library, so only where the caller asks for it, never the probe's pick,
+ * and never for a dot that asks for HIGHEST (contract.c's ct_exact).
  * The tiles treat subnormal inputs as zero (values under 2^-126, and the lo
  * parts of values under about 2^-110). A product with an infinite or NaN
  * element, or one beyond bf16's largest (3.39e38), goes to the fallback

@@ -521,7 +521,8 @@ typedef enum TsSgemm {
     TS_SGEMM_ONEDNN = 3,     /* oneDNN (libdnnl.so.2) */
     TS_SGEMM_AMX_BF16X3 = 4, /* Intel AMX's bf16 tiles, three products a product (bf16x3): within a
                               * few f32 roundings of the f32 product, not its bits; small products
-                              * in OpenBLAS; fails the run on a CPU without AMX */
+                              * and dots with operand_precision HIGHEST in OpenBLAS; fails the
+                              * run on a CPU without AMX */
 } TsSgemm;
 typedef struct TsTuning {
     int64_t piece_bytes;     /* largest MPI message of a collective (0: 1 GiB, the most) */

@@ -1,8 +1,9 @@
 /*
- * test_packed_amx.c: weights kept as AMX's bf16 copies across steps under
- * `--sgemm amx-bf16x3` (device/packed.c with sgemm_amx.c's
+ * test_dot_amx.c: dots under `--sgemm amx-bf16x3`: weights kept as AMX's
+ * bf16 copies across steps (device/packed.c with sgemm_amx.c's
  * dev_sgemm_amx_pack_b), through dev_execute as the runtime calls it step
- * after step with DevExecOptions.packed.
+ * after step with DevExecOptions.packed, and dots that ask for full
+ * precision computed in f32.
  *
  * The AMX GEMM is fixed (dev_blas_choose_sgemm, before the library
  * loads); on a CPU without AMX every test is skipped, saying so. dot(x, w)
@@ -12,7 +13,10 @@
  * copies are the ones a call makes) and is within 2^-14 of the sum of
  * |x w| of a double loop; both weights kept at the first step, all 6
  * products run from them. Kept where oneDNN's packing is not: 1024 rows.
- * Not kept: a donated w; its product is still right.
+ * Not kept: a donated w; its product is still right. A dot with
+ * operand_precision={highest,highest} has OpenBLAS's bits (f32's own
+ * product; kept or not), its neighbour without them AMX's, and the two
+ * differ (so the check can fail).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,6 +135,49 @@ static void donated_not_kept(void **state)
     run_steps(64, 1024, 256, true, 1); /* v kept, the donated w not */
 }
 
+static void highest_is_f32(void **state)
+{
+    (void)state;
+    if (!amx_or_skip())
+        skip();
+    enum { M = 64, K = 1024, N = 256 };
+    IrModule *mod = parse_ok("HloModule p\n"
+                             "ENTRY e {\n"
+                             "  x = f32[64,1024] parameter(0)\n"
+                             "  w = f32[1024,256] parameter(1)\n"
+                             "  v = f32[1024,256] parameter(2)\n"
+                             "  a = f32[64,256] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                             "operand_precision={highest,highest}\n"
+                             "  b = f32[64,256] dot(x, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                             "  ROOT t = (f32[64,256], f32[64,256]) tuple(a, b)\n"
+                             "}\n");
+    DevValue *args[3] = {f32_uniform(M, K, &rng), f32_uniform(K, N, &rng), f32_uniform(K, N, &rng)};
+    static float f32w[M * N], amxv[M * N];
+    const float *x = (const float *)args[0]->data;
+    dev_blas_sgemm_exact()(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, x, K,
+                           (const float *)args[1]->data, N, 0, f32w, N);
+    assert_true(dev_sgemm_amx_rowmajor(false, false, M, N, K, 1, x, K, (const float *)args[2]->data, N, 0, amxv, N));
+    for (int kept = 0; kept < 2; kept++) {
+        DevExecOptions opt = {.packed = kept ? dev_packed_new() : NULL};
+        for (int s = 0; s < 2; s++) {
+            DevValue *out = NULL;
+            IrDiag d = {0};
+            assert_int_equal(dev_execute(mod, mod->entry, 3, args, &opt, &out, &d), IR_OK);
+            assert_memory_equal(out->elems[0]->data, f32w, sizeof f32w);
+            assert_memory_equal(out->elems[1]->data, amxv, sizeof amxv);
+            dev_value_unref(out);
+        }
+        dev_packed_free(opt.packed);
+    }
+    /* the same product of x and v in f32 differs from AMX's somewhere */
+    dev_blas_sgemm_exact()(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, x, K,
+                           (const float *)args[2]->data, N, 0, f32w, N);
+    assert_true(memcmp(f32w, amxv, sizeof f32w) != 0);
+    for (int i = 0; i < 3; i++)
+        dev_value_unref(args[i]);
+    ir_module_free(mod);
+}
+
 int main(void)
 {
     /* Before the library loads: only the first word counts. */
@@ -138,6 +185,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kept_across_steps),
         cmocka_unit_test(donated_not_kept),
+        cmocka_unit_test(highest_is_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
