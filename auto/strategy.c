@@ -611,6 +611,21 @@ static double written_bytes(const IrComputation *c, const IrInstr *x, double byt
     return bytes * (double)ir_shape_elements(&c->instr[x->opnd[1]].shape) / (double)ir_shape_elements(&x->shape);
 }
 
+/* The bytes of x's partial sums over its output's, as the partitioner
+ * moves them (partition: spmd_partial_type): an f16 dot whose contracting
+ * dim is tiled all-reduces f32 partials, twice the f16 output (lowp in
+ * tests/jax/test_auto_heldout45.py on 4 devices: 576 bytes, counted 288). */
+static double partial_widen(const IrModule *mod, const IrComputation *c, const IrInstr *x)
+{
+    IrType t = x->shape.type, w = spmd_partial_type(mod, c, x);
+    return w == t || ir_type_size(t) == 0 ? 1 : (double)ir_type_size(w) / (double)ir_type_size(t);
+}
+
+static double widen(const Roles *r)
+{
+    return r->widen > 0 ? r->widen : 1;
+}
+
 /* The strategy of assignment role[]. */
 static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCost *cost, int64_t local,
                      const IrComputation *c, const IrInstr *x, const int32_t *role, AutoStrategy *s, IrDiag *d)
@@ -654,7 +669,7 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     IrOpFamily f = ir_op_family(x->op);
     double gathered;
     if (nred > 1 && (f == FAM_DOT || f == FAM_CONVOLUTION || f == FAM_SCATTER) &&
-        partitioner_gathers(r, m, c, x, role, bytes, used, nred, &gathered)) {
+        partitioner_gathers(r, m, c, x, role, bytes * widen(r), used, nred, &gathered)) {
         /* What the partitioner will run: all-gathers, then the whole
          * contraction on every device of the group. */
         s->compute = r->flops / (used / (double)nred) / cost->flops + bytes / cost->bytes;
@@ -667,7 +682,7 @@ static IrStatus make(IrArena *a, const Roles *r, const AutoMesh *m, const AutoCo
     s->compute = drawn / cost->flops + written_bytes(c, x, bytes) / cost->bytes +
                  auto_conv_mask_seconds(m, cost, c, x, &s->out);
     s->comm = r->gathers_partials && nred > 1 ? auto_partials_gather_seconds(cost, x, nred, scope, bytes)
-                                              : auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes);
+                                              : auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, scope, bytes * widen(r));
     if (x->op == OP_REDUCE_WINDOW || x->op == OP_CONVOLUTION)
         s->comm += auto_window_halo_seconds(m, cost, local, c, x, &s->out);
     s->comm += auto_norm_stats_seconds(m, cost, local, x, &s->out);
@@ -710,7 +725,7 @@ static bool scatter_variant(const Roles *r, const AutoMesh *m, const AutoCost *c
     /* A dot the partitioner computes by gathering its operands is no
      * partial sum (make() priced that). */
     double all_reduce = auto_coll_seconds(cost, AUTO_ALL_REDUCE, nred, auto_axes_scope(m, redmask, local),
-                                          (double)base->bytes);
+                                          (double)base->bytes * widen(r));
     if (fabs(base->comm - all_reduce) > 1e-9 * all_reduce)
         return false;
     *s = *base;
@@ -719,7 +734,7 @@ static bool scatter_variant(const Roles *r, const AutoMesh *m, const AutoCost *c
             s->out.dim[ax] = (int8_t)o;
     s->bytes = base->bytes / nred;
     s->comm = auto_coll_seconds(cost, AUTO_REDUCE_SCATTER, nred, auto_axes_scope(m, redmask, local),
-                                (double)base->bytes);
+                                (double)base->bytes * widen(r));
     return true;
 }
 
@@ -732,6 +747,7 @@ IrStatus auto_strategies(IrArena *a, const AutoMesh *m, const AutoCost *cost, in
     Roles r;
     if (!describe(mod, c, x, &r))
         return IR_OK;
+    r.widen = partial_widen(mod, c, x);
     int32_t nroles = r.nout + r.nred;
     int64_t total = 1;
     for (int32_t ax = 0; ax < m->naxes; ax++)

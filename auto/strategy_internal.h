@@ -42,6 +42,7 @@ typedef struct Roles {
     bool regrouped[MAX_ROLES]; /* a reshape's dim that merges or splits: even tiles only, uneven or not */
     bool gathers_partials; /* a reduced dim tiled: partials all-gathered (strategy_tuple.c), not all-reduced */
     bool uneven_red; /* reduced roles may be cut into unequal tiles too (a scatter's: padding rows dropped) */
+    double widen; /* the partial sums' bytes over the output's: 2 for an f16 dot's, summed in f32 (1 unset) */
 } Roles;
 
 /* ---- strategy_window.c ---- */

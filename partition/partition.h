@@ -199,6 +199,16 @@ double spmd_dot_mac_bytes(double link_gbps);
  * tiled windows with it (auto/strategy_window.c). Can't fail. */
 bool spmd_halo_rows(int64_t in, int64_t out, int64_t t, const IrWindowDim *w, int64_t *lo, int64_t *hi);
 
+/* spmd_reduce.c: the element type in which the partitioner combines
+ * the partial sums of x across the devices that tile its contracting or
+ * reduced dims: f32 for a dot or convolution of f16, bf16 or an f8/f4
+ * kind whose operands are of x's type, and for a reduce with add of one
+ * such input to its own type (summed in f32, rounded once: as the
+ * reference computes them); x's type otherwise. m holds x's reducer
+ * (NULL: a reduce's type). The auto-sharder prices those all-reduces and
+ * reduce-scatters with it (auto/strategy.c). Can't fail. */
+IrType spmd_partial_type(const IrModule *m, const IrComputation *c, const IrInstr *x);
+
 typedef struct SpmdOptions {
     int64_t num_partitions;  /* N >= 1 */
     int64_t num_replicas;    /* R >= 1 */

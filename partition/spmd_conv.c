@@ -501,8 +501,7 @@ IrStatus spmd_convolution(PComp *pc, int32_t i)
      * overflow where the whole sum does not: x f16[1,1,4] = [60000, 60000,
      * -60000, -60000] (features) convolved with ones over 2 devices was
      * inf + -inf = NaN partitioned, 0 in the reference. */
-    bool wide = best->reduce && spmd_narrow_float(ins->shape.type) && l->shape.type == ins->shape.type &&
-                r->shape.type == ins->shape.type;
+    bool wide = best->reduce && spmd_partial_type(pc->sp->src, pc->sc, ins) != ins->shape.type;
     IrShape local, full;
     int32_t v = -1;
     if (ir_shape_copy(a, &full, &ins->shape) != IR_OK)

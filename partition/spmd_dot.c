@@ -187,9 +187,13 @@ static bool plan_for(PComp *pc, int32_t i, const DotDims *dd, IrSharding *iter, 
     int64_t *groups = NULL;
     if (p->reduce && !contracting_groups(pc, iter, dd, &ng, &size, &groups))
         return false;
+    /* Partial sums in the type wide_dot moves them in (f32 for f16). */
+    IrShape sums = ins->shape;
+    if (p->reduce)
+        sums.type = spmd_partial_type(pc->sp->src, pc->sc, ins);
     p->cost = spmd_reshard_cost(&l->shape, pc->shd[ins->opnd[0]], p->lhs) +
               spmd_reshard_cost(&r->shape, pc->shd[ins->opnd[1]], p->rhs) +
-              spmd_finish_partial_cost(pc, &ins->shape, p->partial, ng, size, groups, pc->shd[i]) +
+              spmd_finish_partial_cost(pc, &sums, p->partial, ng, size, groups, pc->shd[i]) +
               work_cost(pc, local_macs(ins, &l->shape, dd, iter));
     return true;
 }
@@ -397,8 +401,7 @@ IrStatus spmd_dot(PComp *pc, int32_t i)
     int64_t *groups = NULL;
     if (best.reduce && !contracting_groups(pc, best.iter, &dd, &ng, &size, &groups))
         return spmd_set_val(pc, i, -1);
-    if (best.reduce && spmd_narrow_float(ins->shape.type) && l->shape.type == ins->shape.type &&
-        r->shape.type == ins->shape.type) {
+    if (best.reduce && spmd_partial_type(pc->sp->src, pc->sc, ins) != ins->shape.type) {
         int32_t ops[2] = {lv, rv};
         return spmd_set_val(pc, i, wide_dot(pc, i, ops, &local, best.partial, ng, size, groups));
     }

@@ -25,7 +25,12 @@
  * order when one dim is tiled).
  * Reduces whose inputs are not tiled, or have different shapes, gather the
  * reduced dims first (reshard to a sharding that leaves them untiled), then
- * reduce locally.
+ * reduce locally; the sharding is input 0's, or another input's or the
+ * result's where that moves fewer bytes (gathered_sharding). Example:
+ * argmax over dim 0 of v f32[16,6] {replicated} with its iota
+ * s32[16,6] {devices=[1,4]0,1,2,3} into a result {devices=[4]0,1,2,3}:
+ * each device slices its 2 columns of v and reduces them with its iota's,
+ * no collective (input 0's rule all-gathered the iota).
  */
 #include "spmd_internal.h"
 
@@ -52,16 +57,73 @@ static int32_t first_in_group(PComp *pc, const IrSharding *s, int32_t ndims, con
     return spmd_emit_compare(pc, v, spmd_emit_s32(pc, 1), CMP_EQ);
 }
 
+/* Bytes a device receives to run the reduce on inputs under `keep` (the
+ * reduced dims whole): every input resharded to it, and each result from
+ * keep's kept dims to the result's sharding. */
+static int64_t gathered_cost(PComp *pc, int32_t i, const IrSharding *keep)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t n = ins->nopnd / 2;
+    IrSharding *out = shd_remove_dims(spmd_tmp(pc), keep, ins->a.dimensions.n, ins->a.dimensions.v);
+    if (!out)
+        return -1;
+    int64_t cost = 0;
+    for (int32_t k = 0; k < n; k++) {
+        const IrShape *rs = n > 1 ? &ins->shape.tuple[k] : &ins->shape;
+        cost += spmd_reshard_cost(&pc->sc->instr[ins->opnd[k]].shape, pc->shd[ins->opnd[k]], keep) +
+                spmd_reshard_cost(rs, out, shd_leaf(pc->shd[i], &ins->shape, k));
+    }
+    return cost;
+}
+
+/* The sharding of the inputs a reduce that gathers its reduced dims runs
+ * on: input 0's with those dims whole, unless another input's or the
+ * result's moves fewer bytes (spmd_reshard_cost; ties: input 0's). An
+ * argmax's (value, index) reduce whose values arrive replicated and whose
+ * iota arrives tiled on the kept dim, its result tiled alike (the auto
+ * plan of tests/jax/test_auto_heldout45.py's lowp on 4 devices), slices
+ * the values where input 0's rule all-gathered the iota (384 bytes). A
+ * manual subgroup keeps input 0's. NULL on OOM. */
+static IrSharding *gathered_sharding(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    IrArena *a = spmd_tmp(pc);
+    int32_t n = ins->nopnd / 2;
+    const IrI64List *dims = &ins->a.dimensions;
+    const IrSharding *in0 = pc->shd[ins->opnd[0]];
+    IrSharding *best = shd_replicate_dims(a, in0->kind == SHD_TILED ? in0 : &repl_sharding, dims->n, dims->v);
+    if (!best || (in0->kind == SHD_TILED && shd_has_manual_subgroup(in0)))
+        return best;
+    const IrShape *ishape = &pc->sc->instr[ins->opnd[0]].shape;
+    int64_t kept[IR_MAX_RANK];
+    for (int32_t d = 0, o = 0; d < ishape->rank; d++)
+        if (!ir_list_has(dims, d))
+            kept[o++] = d;
+    int64_t best_cost = gathered_cost(pc, i, best);
+    for (int32_t c = 1; c <= n && best_cost > 0; c++) {
+        const IrSharding *s = c < n ? pc->shd[ins->opnd[c]] : shd_leaf(pc->shd[i], &ins->shape, 0);
+        if (s->kind != SHD_TILED || shd_has_manual_subgroup(s))
+            continue;
+        IrSharding *cand = c < n ? shd_replicate_dims(a, s, dims->n, dims->v)
+                                 : shd_insert_dims(a, s, ishape->rank, kept);
+        int64_t cost = cand ? gathered_cost(pc, i, cand) : -1;
+        if (cost < 0)
+            return NULL;
+        if (cost < best_cost) {
+            best = cand;
+            best_cost = cost;
+        }
+    }
+    return best_cost < 0 ? NULL : best;
+}
+
 /* Gather the reduced dims, then reduce locally. */
 static IrStatus reduce_gathered(PComp *pc, int32_t i)
 {
     const IrInstr *ins = &pc->sc->instr[i];
     IrArena *a = spmd_tmp(pc);
     int32_t n = ins->nopnd / 2;
-    const IrSharding *in0 = pc->shd[ins->opnd[0]];
-    if (in0->kind != SHD_TILED)
-        in0 = &repl_sharding;
-    IrSharding *keep = shd_replicate_dims(a, in0, ins->a.dimensions.n, ins->a.dimensions.v);
+    IrSharding *keep = gathered_sharding(pc, i);
     IrSharding *out = keep ? shd_remove_dims(a, keep, ins->a.dimensions.n, ins->a.dimensions.v) : NULL;
     IrSharding *outs = out ? shd_broadcast_to_shape(a, out, &ins->shape) : NULL;
     if (!outs)
@@ -306,6 +368,20 @@ bool spmd_narrow_float(IrType t)
     return t == IR_F16 || t == IR_BF16 || ir_type_is_lowp_float(t);
 }
 
+IrType spmd_partial_type(const IrModule *m, const IrComputation *c, const IrInstr *x)
+{
+    IrType t = x->shape.type;
+    if (!spmd_narrow_float(t) || x->nopnd < 2)
+        return t;
+    const IrShape *a = &c->instr[x->opnd[0]].shape, *b = &c->instr[x->opnd[1]].shape;
+    if ((x->op == OP_DOT || x->op == OP_CONVOLUTION) && a->type == t && b->type == t)
+        return IR_F32;
+    if (x->op == OP_REDUCE && x->nopnd == 2 && x->ncalled == 1 && m && a->type == t &&
+        ir_simple_reducer(m, x->called[0]) == OP_ADD)
+        return IR_F32;
+    return t;
+}
+
 /* A sum of a narrow float type (f16 ...) over tiled dims: each device's
  * partial sum and the all-reduce (or reduce-scatter, spmd_partial.c) of
  * the partials are f32, the init is added once and the result rounded to
@@ -390,7 +466,7 @@ IrStatus spmd_reduce(PComp *pc, int32_t i)
     if (!init_s)
         return spmd_oom(pc);
     int32_t init = spmd_operand_as(pc, i, 1, init_s);
-    if (nt > 0 && red == OP_ADD && spmd_narrow_float(t) && ins->shape.type == t)
+    if (nt > 0 && spmd_partial_type(pc->sp->src, pc->sc, ins) != ins->shape.type)
         return spmd_set_val(pc, i, wide_sum(pc, i, v, init, tiled, nt, no, other, partial));
     if (nt > 0) {
         /* Padding along tiled reduced dims becomes the identity; the init
