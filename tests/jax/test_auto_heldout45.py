@@ -343,17 +343,18 @@ FASTER = ("under the limit the plan runs %d collectives against the hand plan's 
 # latency the estimate counts.
 LOWP = ("priced as the partitioner runs it (the f16 dot's partial sums moved in f32: partition/spmd_dot.c, "
         "wide_dot; the argmax's iota no longer gathered: partition/spmd_reduce.c), the plan under the limit runs "
-        "one collective, the dot's %s of %d bytes, estimated %s ms; data parallel's %d bytes are four "
-        "collectives (the count's all-reduce, the argmax's all-gathers of values, indices and flags), 0.08 ms of "
-        "latency alone by the estimate: outside the 2%% window in which auto/tiebreak.c takes the fewest bytes")
+        "one collective, the dot's %s of %d bytes, where data parallel's %d bytes are four (the count's "
+        "all-reduce, the argmax's all-gathers of values, indices and flags), and is the faster plan by "
+        "measurement: a warm step of %s ms against the hand plan's %s (%sx; tessel run --steps 50 --stats, the "
+        "median of 7 interleaved runs on 2 shared cores: docs/auto-shard.md, Measured ties)")
 KNOWN = {
     # Under the limit GLPK's plan (auto/lagrange.c hands it a large duality gap), proven optimal.
     ("sort_loss", "4"): FASTER % (5, 5, "0.914", "1.042", "0.87"),
     ("sort_loss", "8"): FASTER % (5, 5, "1.416", "1.636", "0.86"),
-    ("lowp", "2"): LOWP % ("reduce-scatter", 192, "0.0215", 66),
-    ("lowp", "4"): LOWP % ("all-reduce", 576, "0.0211", 162),
-    ("lowp", "8"): LOWP % ("all-reduce", 672, "0.0209", 336),
-    ("lowp", "2x2"): LOWP % ("all-reduce", 576, "0.0211", 162),
+    ("lowp", "2"): LOWP % ("reduce-scatter", 192, 66, "0.135", "0.312", "0.43"),
+    ("lowp", "4"): LOWP % ("all-reduce", 576, 162, "0.421", "1.080", "0.39"),
+    ("lowp", "8"): LOWP % ("all-reduce", 672, 336, "0.611", "2.564", "0.23"),
+    ("lowp", "2x2"): LOWP % ("all-reduce", 576, 162, "0.419", "1.077", "0.39"),
 }
 
 
