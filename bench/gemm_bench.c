@@ -22,6 +22,10 @@
  * partition/spmd_swap.c makes (the q/k/v projection 384x768x1024 with both
  * operands transposed against 1024x768x384 plain; one head's scores and
  * P.V, 12 calls each, reading q/k/v from [H,Dh,B,S] against [B,S,H,Dh]).
+ * On a CPU with AMX (one thread), `amx-bf16x3` runs beside them: tessel's
+ * f32 GEMM as three bf16 products on the tiles (device/sgemm_amx.c,
+ * `--sgemm amx-bf16x3`), its rate counted in f32 FLOPs against the same
+ * FMA peak, which it may pass; not f32's bits, so never the line's best.
  * Each library's C is compared with
  * OpenBLAS's (1e-4 of the largest magnitude) and 16 entries with a double
  * dot product; a mismatch exits 1. Per shape, the libraries run
@@ -52,19 +56,21 @@
 void openblas_set_num_threads(int);
 char *openblas_get_config(void);
 
-static SgemmFn *lib_gemm[3];
+enum { LIB_OPENBLAS, LIB_BLIS, LIB_DNNL, LIB_AMX, NLIB };
+static SgemmFn *lib_gemm[NLIB];
 static char blis_ver[64] = "", dnnl_ver[64] = "";
-static const char *blis_why = "", *dnnl_why = "";
-
-enum { LIB_OPENBLAS, LIB_BLIS, LIB_DNNL, NLIB };
-static const char *lib_name[NLIB] = {"openblas", "blis", "onednn"};
+static const char *blis_why = "", *dnnl_why = "", *amx_why = "";
+static const char *lib_name[NLIB] = {"openblas", "blis", "onednn", "amx-bf16x3"};
 
 /* OpenBLAS's cblas_sgemm (linked), and BLIS's and oneDNN's as tessel calls
  * them (device/blas_sgemm.c); the versions from the libraries themselves,
  * already loaded by then (RTLD_NOLOAD). */
-static void load_libs(void)
+static void load_libs(int threads)
 {
     lib_gemm[LIB_OPENBLAS] = cblas_sgemm;
+    lib_gemm[LIB_AMX] = threads == 1 ? dev_sgemm_amx(cblas_sgemm, &amx_why) : NULL;
+    if (threads > 1)
+        amx_why = "skipped at several threads (one thread a product)";
     lib_gemm[LIB_BLIS] = dev_blas_sgemm_from("blis", &blis_why);
     lib_gemm[LIB_DNNL] = dev_blas_sgemm_from("onednn", &dnnl_why);
     void *h = lib_gemm[LIB_BLIS] ? dlopen("libblis.so.4", RTLD_NOW | RTLD_NOLOAD) : NULL;
@@ -223,8 +229,8 @@ int main(int argc, char **argv)
     }
     openblas_set_num_threads(threads);
     dev_blas_sgemm_threads(threads, false); /* BLIS's and oneDNN's count, as a device's */
-    load_libs();
-    bool have[NLIB] = {true, lib_gemm[LIB_BLIS] != NULL, lib_gemm[LIB_DNNL] != NULL};
+    load_libs(threads);
+    bool have[NLIB] = {true, lib_gemm[LIB_BLIS] != NULL, lib_gemm[LIB_DNNL] != NULL, lib_gemm[LIB_AMX] != NULL};
     int lanes = 0;
     double peak1 = bench_peak_gflops(&lanes), mhz = bench_cpu_mhz(), peak = peak1 * threads;
     printf("gemm: peak %.1f GFLOP/s one core (FMA loop on %d f32 lanes; %.0f MHz in /proc/cpuinfo: %.1f FLOPs "
@@ -236,8 +242,9 @@ int main(int argc, char **argv)
         printf(", %.1f GFLOP/s %s", peak, nthreads);
     }
     printf("\n");
-    printf("gemm: openblas (%s); blis %s; onednn %s (skipped where absent: bench/setup.sh)\n", openblas_get_config(),
-           have[LIB_BLIS] ? blis_ver : blis_why, have[LIB_DNNL] ? dnnl_ver : dnnl_why);
+    printf("gemm: openblas (%s); blis %s; onednn %s (skipped where absent: bench/setup.sh); amx-bf16x3 %s\n",
+           openblas_get_config(), have[LIB_BLIS] ? blis_ver : blis_why, have[LIB_DNNL] ? dnnl_ver : dnnl_why,
+           have[LIB_AMX] ? "(three bf16 products on AMX tiles: not f32's bits, never the best)" : amx_why);
     if (layout_calls)
         return layouts(have, reps, peak);
     int rc = 0, best_lib = 0;
@@ -290,7 +297,7 @@ int main(int argc, char **argv)
         printf("bench gemm: FAILED a library's result differs (stderr)\n");
         return 1;
     }
-    for (int l = 0; l < NLIB; l++)
+    for (int l = 0; l < LIB_AMX; l++)
         if (have[l] && frac1024[l] > best_frac) {
             best_frac = frac1024[l];
             best_lib = l;

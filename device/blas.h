@@ -86,7 +86,8 @@ void dev_sgemm_packed_free(DevSgemmPacked *p);
 /* sgemm_amx.c: the f32 GEMM as three bf16 products on AMX tiles
  * (bf16x3: within a few f32 roundings of the f32 product, not its bits),
  * on the calling thread, behind cblas_sgemm's signature; products thinner
- * than a tile or under 2^18 multiply-adds go to `fallback`. dev_sgemm_amx:
+ * than a tile, summing fewer than 128 terms or under 2^18 multiply-adds
+ * go to `fallback`. dev_sgemm_amx:
  * the function, or NULL with *why where the CPU has no AMX bf16 tiles (or
  * no AVX-512 bf16 conversions) or the kernel refuses their state.
  * dev_sgemm_amx_rowmajor: row-major C = alpha op(A) op(B) + beta C on the

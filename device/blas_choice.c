@@ -339,7 +339,8 @@ SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why)
         SgemmFn *g = dev_sgemm_amx(openblas, why);
         if (g)
             snprintf(verdict, sizeof verdict,
-                     "amx-bf16x3 (tuning; products under 2^18 multiply-adds or thinner than a tile: openblas)");
+                     "amx-bf16x3 (tuning; products under 2^18 multiply-adds, sums under 128 or thinner than a tile: "
+                     "openblas)");
         return g;
     }
     openblas_fn = openblas;

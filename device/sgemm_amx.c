@@ -27,9 +27,11 @@
  * (C is written once); blocks go panel by panel within a band of rows whose copies fit in
  * BAND_BYTES (the L2), so each panel is read once a band. The copies live
  * in a buffer per thread kept between calls (fresh pages each call cost as
- * much as the copying). Products under AMX_MIN_MACS multiply-adds, or
- * thinner than a tile, go to the f32 fallback (OpenBLAS): there the copies
- * cost more than the tiles save. One thread: the calling one.
+ * much as the copying). Products under AMX_MIN_MACS multiply-adds, summing
+ * fewer than AMX_MIN_K terms (one attention head's scores, k = 64: 57
+ * GFLOP/s against OpenBLAS's 91, `gemm_bench --layouts`), or thinner than
+ * a tile, go to the f32 fallback (OpenBLAS): there the copies and C's
+ * stores cost more than the tiles save. One thread: the calling one.
  */
 #include "blas.h"
 
@@ -51,6 +53,7 @@ enum {
     BLOCK = 32,            /* rows and columns of C per 4 accumulator tiles */
     BAND_BYTES = 1 << 20,  /* a band of rows' two A copies */
     AMX_MIN_MACS = 1 << 18, /* smaller products: the fallback */
+    AMX_MIN_K = 128,        /* shorter sums: the fallback (the copies and C's stores outweigh the tiles) */
     ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18,
 };
 
@@ -403,7 +406,7 @@ static void sgemm_amx(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLA
                       int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc)
 {
-    bool small = m < TILE_ROWS || n < TILE_ROWS || k < TILE_K || (int64_t)m * n * k < AMX_MIN_MACS;
+    bool small = m < TILE_ROWS || n < TILE_ROWS || k < AMX_MIN_K || (int64_t)m * n * k < AMX_MIN_MACS;
     /* column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T */
     bool done = !small && (order == CblasRowMajor
                                ? dev_sgemm_amx_rowmajor(ta != CblasNoTrans, tb != CblasNoTrans, m, n, k, alpha, a,

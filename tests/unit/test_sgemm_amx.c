@@ -13,7 +13,7 @@
  * 1 + 2^-10 (not a bf16) times ones gives f32's k (1 + 2^-10), which only
  * the low parts carry. Through DevBlas's signature: a product with an
  * infinite element is f32's (inf, not NaN: the fallback takes it), and so
- * are small products (the fallback's bits exactly).
+ * are small products and sums under 128 (the fallback's bits exactly).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,7 +114,8 @@ static void orders_and_transposes(void **state)
     SgemmFn *f = amx();
     if (!f)
         skip();
-    const int shapes[][3] = {{37, 45, 70}, {64, 96, 128}, {100, 33, 65}, {48, 200, 33}};
+    /* sums of 128 or more (shorter ones go to the fallback) */
+    const int shapes[][3] = {{37, 45, 170}, {64, 96, 128}, {100, 33, 165}, {48, 200, 133}};
     const float ab[][2] = {{1, 0}, {1.5f, 0.5f}};
     for (int s = 0; s < 4; s++)
         for (int o = 0; o < 2; o++)
@@ -178,6 +179,10 @@ static void infinities_and_small_products(void **state)
     f(CblasRowMajor, CblasNoTrans, CblasNoTrans, 16, 16, 16, 1, a, 16, b, 16, 0, c, 16);
     openblas()(CblasRowMajor, CblasNoTrans, CblasNoTrans, 16, 16, 16, 1, a, 16, b, 16, 0, c0, 16);
     assert_memory_equal(c, c0, 256 * sizeof *c);
+    /* 64 x 64 x 64: enough multiply-adds, but a sum under 128 */
+    f(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
+    openblas()(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c0, N);
+    assert_memory_equal(c, c0, sizeof c);
 }
 
 int main(void)
