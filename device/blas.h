@@ -100,9 +100,10 @@ bool dev_sgemm_amx_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, f
 /* sgemm_amx.c: B's two bf16 copies made once, for row-major products
  * C[m,n] = A[m,k] op(B) (alpha 1, beta 0) of any m while B's buffer is
  * unchanged (packed.c keeps them). dev_sgemm_amx_pack_b: NULL where AMX
- * cannot be had, n < 16 or k < 32, memory is short, or an element is not
- * finite in bf16. dev_sgemm_amx_run_b: false where A has such an element or
- * its buffer cannot be had (the caller computes the product otherwise).
+ * cannot be had, n < 16 or k < 128, memory is short, or an element is not
+ * finite in bf16. dev_sgemm_amx_run_b: false where m < 16, A has such an
+ * element or its buffer cannot be had (the caller computes the product
+ * otherwise, as the unkept call would: the same bits either way).
  * One thread uses a DevSgemmAmxB at a time. */
 typedef struct DevSgemmAmxB DevSgemmAmxB;
 DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb, int64_t ldb);

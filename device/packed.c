@@ -34,7 +34,7 @@
  * buffers a device (beyond the device's counted memory: `--stats` says how
  * much). Under `--sgemm amx-bf16x3` the kept form is B's two bf16 copies
  * in the tiles' layout (sgemm_amx.c), for products of PACK_MIN_MACS or
- * more of any shape: splitting B was 2.3 of the 10 ms of a 512 x 1024 x
+ * more that the tiles take (16 rows or more, sums of 128 or more): splitting B was 2.3 of the 10 ms of a 512 x 1024 x
  * 2048 product (BENCHMARKS.md, "AMX"). Anything that fails leaves the
  * product to DevBlas.sgemm.
  */

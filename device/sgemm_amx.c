@@ -39,7 +39,6 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -359,7 +358,9 @@ struct DevSgemmAmxB {
 DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb, int64_t ldb)
 {
     pthread_once(&amx_once, amx_check);
-    if (amx_why || n < TILE_ROWS || k < TILE_K)
+    /* the shapes sgemm_amx leaves to the fallback are not kept either, so
+     * that a kept product has the bits of an unkept one */
+    if (amx_why || n < TILE_ROWS || k < AMX_MIN_K)
         return NULL;
     int64_t np = round_up(n, BLOCK), kp = round_up(k, TILE_K);
     DevSgemmAmxB *p = malloc(sizeof *p);
@@ -379,6 +380,8 @@ DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb
 
 bool dev_sgemm_amx_run_b(const DevSgemmAmxB *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc)
 {
+    if (m < TILE_ROWS || m * p->n * p->k < AMX_MIN_MACS)
+        return false;
     int64_t mp = round_up(m, BLOCK), ld = p->kp + 32;
     uint16_t *ahi = scratch_of((size_t)(2 * mp * ld) * sizeof(uint16_t));
     if (!ahi)

@@ -13,7 +13,8 @@
  * 1 + 2^-10 (not a bf16) times ones gives f32's k (1 + 2^-10), which only
  * the low parts carry. Through DevBlas's signature: a product with an
  * infinite element is f32's (inf, not NaN: the fallback takes it), and so
- * are small products and sums under 128 (the fallback's bits exactly).
+ * are small products and sums under 128 (the fallback's bits exactly),
+ * which B's kept copies refuse too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -183,6 +184,17 @@ static void infinities_and_small_products(void **state)
     f(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c, N);
     openblas()(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, a, K, b, N, 0, c0, N);
     assert_memory_equal(c, c0, sizeof c);
+    /* nor kept for such a sum, nor run kept for fewer than 16 rows: a
+     * kept product has the bits of the unkept one */
+    assert_null(dev_sgemm_amx_pack_b(N, K, b, false, N));
+    static float bk[256 * 256];
+    for (int i = 0; i < 256 * 256; i++)
+        bk[i] = 1.0f;
+    DevSgemmAmxB *kept = dev_sgemm_amx_pack_b(256, 256, bk, false, 256);
+    assert_non_null(kept);
+    static float a8[8 * 256], c8[8 * 256];
+    assert_false(dev_sgemm_amx_run_b(kept, 8, a8, 256, c8, 256));
+    dev_sgemm_amx_b_free(kept);
 }
 
 int main(void)
