@@ -313,6 +313,11 @@ typedef struct AutoGraph {
     double mem_fixed;        /* bytes of the memory estimate no choice changes */
     AutoOnHost on_host;      /* NULL: every instruction on the devices */
     int32_t edge_cap;        /* edge[] entries allocated */
+    /* Elimination's work over all the solves of this graph (elim.c):
+     * the most (0: no bound), spent so far, and whether a solve was
+     * refused for it (the searches then keep the plan they have). */
+    int64_t elim_budget, elim_spent;
+    bool elim_out;
 } AutoGraph;
 
 /* Build the graph of m's entry computation (strategies, groups, edges).
@@ -445,12 +450,21 @@ IrStatus auto_graph_prune(AutoGraph *g, bool memory, IrDiag *d);
 
 /* ---- elim.c ---- */
 
+/* The work of all the solves of one graph at most (g->elim_budget, set by
+ * auto_shard): 2^32 sums, about 20 s of CPU. A search (lagrange.c,
+ * tiebreak.c, shard.c's rounds of a memory limit) solves again and again
+ * on one graph, each solve up to 2^27: the held-out VAE step on 2x2
+ * (tests/jax/test_auto_heldout47.py, 124M a solve) under a limit of 1.1x
+ * its hand plan's peak ran over 350 solves, minutes of CPU. */
+#define AUTO_ELIM_GRAPH_WORK (INT64_C(1) << 32)
+
 /* The exact minimum of the objective (no memory row) by variable
  * elimination into choice[]: 1 solved; 0 the graph is too wide for it
  * (a factor past 8M cells, or the work of the elimination, counted before
- * it runs, past its budget: solve with auto_ilp_solve); -1 out of memory.
- * Deterministic. */
-int auto_elim_solve(const AutoGraph *g, int32_t *choice);
+ * it runs, past its budget: solve with auto_ilp_solve), or its work would
+ * pass what is left of g->elim_budget (g->elim_out set, choice[] as it
+ * was); -1 out of memory. Deterministic. */
+int auto_elim_solve(AutoGraph *g, int32_t *choice);
 
 /* ---- lagrange.c ---- */
 

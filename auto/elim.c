@@ -367,16 +367,22 @@ out:
     return rc;
 }
 
-int auto_elim_solve(const AutoGraph *g, int32_t *choice)
+int auto_elim_solve(AutoGraph *g, int32_t *choice)
 {
     Elim e = {.g = g};
-    int64_t work;
+    int64_t work = 0;
     int32_t *order = ts_calloc((size_t)g->ngroup + 1, sizeof *order);
     int rc = order ? plan(g, order, &work) : -1;
+    /* The graph's budget: a count, not a clock (the same plan every run). */
+    if (rc > 0 && g->elim_budget > 0 && work > g->elim_budget - g->elim_spent) {
+        g->elim_out = true;
+        rc = 0;
+    }
     if (rc <= 0) {
         ts_free(order);
         return rc;
     }
+    g->elim_spent += work;
     rc = -1;
     e.step = ts_calloc((size_t)g->ngroup + 1, sizeof *e.step);
     if (!e.step || !load(&e))

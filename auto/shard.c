@@ -63,8 +63,11 @@ static IrStatus solve(AutoGraph *g, const AutoOptions *opt, bool shared, int32_t
 {
     double limit = (double)opt->mem_limit;
     /* Elimination first; its optimum is the constrained one too when it
-     * fits the memory limit. */
+     * fits the memory limit. Where the graph's budget of elimination is
+     * spent (a round of fit_steps), the plan so far stays. */
     int solved = auto_elim_solve(g, choice);
+    if (solved == 0 && g->elim_out)
+        return IR_OK;
     /* Its optimum past the memory limit: the Lagrangian over elimination
      * (lagrange.c) finds a plan that fits, in milliseconds per solve
      * (where its gap is large, the integer program's: *ilp says). */
@@ -162,7 +165,8 @@ static IrStatus fit_steps(AutoGraph *g, const IrModule *m, const AutoOptions *op
             best_info = info;
             memcpy(best, choice, bytes);
         }
-        if (worst <= (double)opt->mem_limit || round == (exact ? MEM_CUTS : MEM_ROUNDS))
+        /* Elimination's budget spent: solve() would give the same plan. */
+        if (worst <= (double)opt->mem_limit || round == (exact ? MEM_CUTS : MEM_ROUNDS) || (!exact && g->elim_out))
             break;
         st = auto_graph_charge_at(g, m, &e, at, d);
         if (st == IR_OK && exact && at >= 0)
@@ -231,6 +235,7 @@ IrStatus auto_shard(IrModule *m, const AutoOptions *opt, AutoReport *rep, IrDiag
     st = auto_graph_build(m, &opt->mesh, &cost, local, opt->donate_auto, opt->on_host, &g, d);
     if (st != IR_OK)
         return st;
+    g.elim_budget = AUTO_ELIM_GRAPH_WORK;
     int32_t *choice = ts_calloc((size_t)(g.ngroup > 0 ? g.ngroup : 1), sizeof *choice);
     if (!choice)
         st = ir_oom(d, NULL);

@@ -362,6 +362,41 @@ static void elim_work_budget(void **state)
     assert_int_equal(auto_elim_solve(&g, choice), 0);
 }
 
+/* The graph's budget of elimination covers all its solves (auto.h,
+ * AUTO_ELIM_GRAPH_WORK): on 5 groups all joined, 6 strategies each, one
+ * solve's work is 6^4 x 6 + 6^3 x 6 + 6^2 x 6 + 6 x 6 + 6 = 9,330 sums;
+ * a budget of 20,000 takes two solves, the third is refused (0, elim_out,
+ * the plan left as it was), and the Lagrangian under a limit, its budget
+ * spent, solves nothing (0: auto_shard's solve() then keeps its plan or
+ * asks the integer program). */
+static void elim_graph_budget(void **state)
+{
+    (void)state;
+    IrComputation comp = {0};
+    static Clique c;
+    AutoGraph g;
+    int32_t ns[5] = {6, 6, 6, 6, 6}, a[5], b[5], x[5] = {5, 5, 5, 5, 5};
+    clique(&c, &g, &comp, 5, ns, mixed_cost, mixed_unary);
+    g.elim_budget = 20000;
+    assert_int_equal(auto_elim_solve(&g, a), 1);
+    assert_int_equal(g.elim_spent, 9330);
+    assert_int_equal(auto_elim_solve(&g, b), 1);
+    assert_memory_equal(a, b, sizeof a);
+    assert_false(g.elim_out);
+    assert_int_equal(auto_elim_solve(&g, x), 0);
+    assert_true(g.elim_out);
+    assert_int_equal(g.elim_spent, 18660);
+    for (int32_t k = 0; k < 5; k++)
+        assert_int_equal(x[k], 5);
+    assert_int_equal(auto_lagrange_solve(&g, 100, x, NULL), 0);
+    assert_int_equal(g.elim_spent, 18660);
+    /* No budget (0): solved again, the same optimum. */
+    g.elim_budget = 0;
+    g.elim_out = false;
+    assert_int_equal(auto_elim_solve(&g, x), 1);
+    assert_memory_equal(a, x, sizeof a);
+}
+
 /* Three strategies, the cost of an edge where both ends take the same:
  * on 5 groups all joined at least two edges pay (5 into 3), while the
  * relaxation spreads each group over its three at no cost, so branch
@@ -1947,6 +1982,7 @@ int main(void)
         cmocka_unit_test(reshard_prices),
         cmocka_unit_test(solvers_agree),
         cmocka_unit_test(elim_work_budget),
+        cmocka_unit_test(elim_graph_budget),
         cmocka_unit_test(ilp_node_bound),
         cmocka_unit_test(lagrange_gap),
         cmocka_unit_test(explain_solver),
