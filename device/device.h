@@ -35,6 +35,8 @@
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   reduce_columns.c  reduce with a reducer of exact scalar ops (argmax),
  *                 run over blocks of outputs at once
+ *   reduce_select.c  reduce and reduce-window with a reducer that compares
+ *                 and picks (argmax, argmin): a table look-up an element
  *   k_gather.c    gather, scatter
  *   k_sort.c      sort
  *   k_fft.c       fft (FFT, IFFT, RFFT, IRFFT) with FFTW
@@ -586,6 +588,26 @@ IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out);
  * errors. */
 bool dev_reduce_columns_fit(const DevKernelArgs *k, int32_t n);
 IrStatus dev_reduce_columns(const DevKernelArgs *k, int32_t n, const bool *red, DevValue **res);
+/* reduce_select.c: the step of a reduce or reduce-window whose reducer
+ * compares and picks (ir_select_reducer: argmax, argmin): the table, and
+ * the accumulators as values to compare and bits to store. */
+typedef struct DevSelectFold {
+    IrSelectReducer r;
+    DevRedDom dom[IR_SELECT_REDUCER_MAX];
+    size_t size[IR_SELECT_REDUCER_MAX];
+} DevSelectFold;
+typedef struct DevSelectAcc {
+    DevAcc v[IR_SELECT_REDUCER_MAX];
+    uint64_t bits[IR_SELECT_REDUCER_MAX];
+} DevSelectAcc;
+/* Is k (n inputs, then n inits, as received) such a reduce? Fills *f. */
+bool dev_select_fold_init(const DevKernelArgs *k, int32_t n, DevSelectFold *f);
+/* *acc = the inits (k's operands n..2n-1). */
+void dev_select_acc_init(const DevSelectFold *f, const DevKernelArgs *k, DevSelectAcc *acc);
+/* *acc = reducer(*acc, the inputs x[0..n) at element off). */
+void dev_select_fold(const DevSelectFold *f, DevSelectAcc *acc, const DevValue *const *x, int64_t off);
+/* res[j][o] = acc's result j, for each of the n results. */
+void dev_select_acc_store(const DevSelectFold *f, const DevSelectAcc *acc, DevValue **res, int64_t o);
 IrStatus dev_k_reduce_window(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_select_and_scatter(const DevKernelArgs *k, DevValue **out);
 /* k_gather.c */

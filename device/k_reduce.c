@@ -396,6 +396,32 @@ static IrStatus reduce_general(const DevKernelArgs *k, int32_t n, const bool *re
     return st2;
 }
 
+/* A reducer that compares and picks (reduce_select.c: argmax, argmin):
+ * the general path's walk, a table look-up per element instead of a call. */
+static void reduce_select(const DevKernelArgs *k, const DevSelectFold *f, const bool *red, DevValue **res)
+{
+    const IrShape *in = &k->opnd[0]->shape;
+    int64_t st[IR_MAX_RANK];
+    ir_shape_strides(in, st);
+    Odo kept = {0}, rd = {0};
+    for (int32_t d = 0; d < in->rank; d++) {
+        Odo *o = red[d] ? &rd : &kept;
+        o->dims[o->n] = in->dims[d];
+        o->stride[o->n++] = st[d];
+    }
+    int64_t nout = odo_count(&kept), nred = odo_count(&rd);
+    const DevValue *const *x = (const DevValue *const *)k->opnd;
+    odo_reset(&kept);
+    for (int64_t o = 0; o < nout; o++, odo_next(&kept)) {
+        DevSelectAcc acc;
+        dev_select_acc_init(f, k, &acc);
+        odo_reset(&rd);
+        for (int64_t r = 0; r < nred; r++, odo_next(&rd))
+            dev_select_fold(f, &acc, x, kept.off + rd.off);
+        dev_select_acc_store(f, &acc, res, o);
+    }
+}
+
 /*
  * reduce: N inputs of equal dims and N scalar inits; `dimensions` lists the
  * reduced dims; the result keeps the others in order (a tuple when N > 1).
@@ -423,8 +449,11 @@ static IrStatus reduce_impl(const DevKernelArgs *k, DevValue **out)
     IrOpcode op = ir_simple_reducer(k->m, k->ins->called[0]);
     DevRedDom d;
     IrType t = k->opnd[0]->shape.type;
+    DevSelectFold sf;
     if (n == 1 && op != OP_COUNT && t == res[0]->shape.type && dev_red_dom(t, &d) && dev_red_has(d, op))
         st = reduce_fast(k, d, op, red, res[0]);
+    else if (dev_select_fold_init(k, n, &sf))
+        reduce_select(k, &sf, red, res);
     else if (dev_reduce_columns_fit(k, n))
         st = dev_reduce_columns(k, n, red, res);
     else
@@ -676,6 +705,21 @@ static IrStatus reduce_window_fast(const DevKernelArgs *k, DevRedDom d, IrOpcode
     return IR_OK;
 }
 
+/* A reducer that compares and picks (reduce_select.c), per window. */
+static void reduce_window_select(const DevKernelArgs *k, const DevSelectFold *f, WinIter *it, DevValue **res)
+{
+    int64_t nout = ir_shape_elements(&res[0]->shape), off;
+    const DevValue *const *x = (const DevValue *const *)k->opnd;
+    for (int64_t o = 0; o < nout; o++, winiter_next_output(it)) {
+        DevSelectAcc acc;
+        dev_select_acc_init(f, k, &acc);
+        winiter_start(it);
+        while (winiter_next(it, &off))
+            dev_select_fold(f, &acc, x, off);
+        dev_select_acc_store(f, &acc, res, o);
+    }
+}
+
 static IrStatus reduce_window_general(const DevKernelArgs *k, int32_t n, WinIter *it,
                                       DevValue **res)
 {
@@ -733,10 +777,13 @@ static IrStatus reduce_window_impl(const DevKernelArgs *k, DevValue **out)
     winiter_init(&it, &t, &k->opnd[0]->shape);
     IrOpcode op = ir_simple_reducer(k->m, k->ins->called[0]);
     DevRedDom d;
+    DevSelectFold sf;
     IrType ty = k->opnd[0]->shape.type;
     if (n == 1 && op != OP_COUNT && ty == res[0]->shape.type && dev_red_dom(ty, &d) &&
         dev_red_has(d, op))
         st = reduce_window_fast(k, d, op, &it, res[0]);
+    else if (dev_select_fold_init(k, n, &sf))
+        reduce_window_select(k, &sf, &it, res);
     else
         st = reduce_window_general(k, n, &it, res);
     wintab_free(&t);

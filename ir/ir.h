@@ -20,6 +20,8 @@
  *   lowp.c      exact codecs of the f8 and f4 kinds (one byte a value)
  *   shape.c     shapes: element counts with overflow checks, equality, text
  *   module.c    building modules: computations, instructions, lookup
+ *   reducer_select.c  reducers that compare and pick (argmax, argmin) as a
+ *               table from the operands' relations to the parameter picked
  *   ops.c       opcode and attribute tables generated from hlo_ops.def, the
  *               op semantics beside it (hlo_op_sem.def: minimum arity,
  *               called computations, host, reducer identity, MPI operation,
@@ -1097,6 +1099,28 @@ bool ir_reduce_is_blockwise(const IrModule *m, const IrInstr *ins, const IrType 
 int64_t ir_reduce_block_bytes(const IrModule *m, const IrInstr *ins, const IrType *types);
 #define IR_REDUCER_BLOCK 1024      /* outputs a block: the reducer's arrays stay in the caches */
 #define IR_REDUCER_MIN_OUTPUTS 64
+
+/* ---- reducer_select.c: reducers that compare and pick (argmax, argmin) ---- */
+#define IR_SELECT_REDUCER_MAX 3      /* operands (value, index, ...) */
+#define IR_SELECT_REDUCER_INSTRS 64  /* instructions of the reducer at most */
+/* A reducer of n operands whose every result is one of its parameters,
+ * chosen by compares of each accumulator with its own input (and with
+ * itself: NaN tests) only. For each combination of the slots' relations
+ * (a the accumulator, b the input of slot s: 0 a<b, 1 a==b, 2 a>b, and
+ * for floats 3 a NaN, 4 b NaN, 5 both NaN; combination = rel_0 +
+ * nrel_0 * (rel_1 + nrel_1 * ...)), pick[comb][j] is the parameter
+ * (0..n-1 the accumulators, n..2n-1 the inputs) result j takes. */
+typedef struct IrSelectReducer {
+    int32_t n, ncomb;
+    IrType type[IR_SELECT_REDUCER_MAX];
+    int32_t nrel[IR_SELECT_REDUCER_MAX];
+    uint8_t pick[64][IR_SELECT_REDUCER_MAX]; /* combinations: at most 64 */
+} IrSelectReducer;
+/* Is computation comp, reducing n operands typed types[0..2n) (the n
+ * inputs', then the n inits', as the kernel receives them), such a
+ * reducer? Fills *r when it is. JAX's argmax and argmin (NaN-aware, ties
+ * to the smaller index) and a select-based NaN-propagating max are. */
+bool ir_select_reducer(const IrModule *m, int32_t comp, int32_t n, const IrType *types, IrSelectReducer *r);
 /* Is `transpose` (an instruction of c) a transpose of a dot that swaps the
  * dot's lhs and rhs free dims, keeping its batch dims in front
  * ([batch, lhs free, rhs free] -> [batch, rhs free, lhs free])? The

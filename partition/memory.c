@@ -399,20 +399,27 @@ static bool calls_per_element(const IrModule *m, const IrComputation *c, const I
     return t != ins->shape.type || !ir_reducer_folds(t, ir_simple_reducer(m, ins->called[0]));
 }
 
-/* What a reduce that calls its reducer holds beside its operands and
- * results: the block arrays of device/reduce_columns.c when it runs
- * blockwise (ir_reduce_is_blockwise, on the operands' types as its kernel
- * receives them: converted_to), else `per_call`, one call's values and
+/* What a reduce or reduce-window that calls its reducer holds beside its
+ * operands and results: nothing when the reducer compares and picks
+ * (ir_select_reducer: device/reduce_select.c looks it up in a table, on
+ * the operands' types as its kernel receives them: converted_to); the
+ * block arrays of device/reduce_columns.c when it runs blockwise
+ * (ir_reduce_is_blockwise); else `per_call`, one call's values and
  * argument slots (k_reduce.c's general path). */
 static int64_t blockwise_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins, int64_t per_call)
 {
     IrType types[4 * IR_MAX_RANK];
-    if (ins->op != OP_REDUCE || ins->nopnd > 4 * IR_MAX_RANK)
+    if (ins->nopnd > 4 * IR_MAX_RANK || ins->nopnd % 2)
         return per_call;
     for (int32_t i = 0; i < ins->nopnd; i++) {
         IrType t = converted_to(m, c, ins, i);
         types[i] = t != IR_TUPLE ? t : c->instr[ins->opnd[i]].shape.type;
     }
+    IrSelectReducer sel;
+    if (ir_select_reducer(m, ins->called[0], ins->nopnd / 2, types, &sel))
+        return 0;
+    if (ins->op != OP_REDUCE)
+        return per_call;
     return ir_reduce_is_blockwise(m, ins, types) ? ir_reduce_block_bytes(m, ins, types) : per_call;
 }
 

@@ -269,7 +269,9 @@ static void test_reduce_variadic_argmax(void **state)
 }
 
 /* JAX's argmax reducer (jnp.argmax lowers to it: NaN wins, ties keep
- * the lower index) run over blocks of outputs (reduce_columns.c) against
+ * the lower index), its value passed through an f32 -> f32 convert so
+ * that the table of reduce_select.c does not take it, run over blocks of
+ * outputs (reduce_columns.c) against
  * a plain loop of those rules: f32[1500,3] along dim 1 and f32[3,1500]
  * along dim 0 (strided inputs), 1500 outputs each (a block of 1024 and a
  * shorter one), with NaNs and ties. */
@@ -299,10 +301,10 @@ static void test_reduce_argmax_columns(void **state)
         "HloModule m\nargmax {\n  a = f32[] parameter(0)\n  b = s32[] parameter(1)\n"
         "  c = f32[] parameter(2)\n  d = s32[] parameter(3)\n"
         "  gt = pred[] compare(a, c), direction=GT\n  ne = pred[] compare(a, a), direction=NE\n"
-        "  or1 = pred[] or(gt, ne)\n  v = f32[] select(or1, a, c)\n"
+        "  or1 = pred[] or(gt, ne)\n  v = f32[] select(or1, a, c)\n  vc = f32[] convert(v)\n"
         "  eq = pred[] compare(a, c), direction=EQ\n  lt = pred[] compare(b, d), direction=LT\n"
         "  and1 = pred[] and(eq, lt)\n  or2 = pred[] or(or1, and1)\n  i = s32[] select(or2, b, d)\n"
-        "  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n"
+        "  ROOT t = (f32[], s32[]) tuple(vc, i)\n}\n"
         "ENTRY e {\n  x = f32[%d,%d] parameter(0)\n  y = s32[%d,%d] iota(), iota_dimension=%d\n"
         "  m = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
         "  ROOT r = (f32[1500], s32[1500]) reduce(x, y, m, z), dimensions={%d}, to_apply=argmax\n}\n";
@@ -331,6 +333,111 @@ static void test_reduce_argmax_columns(void **state)
     free(x);
     free(wv);
     free(wi);
+}
+
+/* Reducers that compare and pick (ir_select_reducer; the kernel looks
+ * them up in a table, device/reduce_select.c) against the same reducer
+ * with its results passed through a copy, which the recognition refuses,
+ * so that the interpreter runs it: bit for bit equal on values with ties,
+ * +0 and -0, NaNs of both signs (and a payload), index ties, over each dim,
+ * both and a window, in f32, f16 and s32. %1$s is the value type. */
+static const char *const select_reducers[] = {
+    /* JAX's argmax: NaN wins, ties keep the lower index */
+    "  gt = pred[] compare(a, c), direction=GT\n  ne = pred[] compare(a, a), direction=NE\n"
+    "  or1 = pred[] or(gt, ne)\n  v = %1$s[] select(or1, a, c)\n"
+    "  eq = pred[] compare(a, c), direction=EQ\n  lt = pred[] compare(b, d), direction=LT\n"
+    "  and1 = pred[] and(eq, lt)\n  or2 = pred[] or(or1, and1)\n  i = s32[] select(or2, b, d)\n",
+    /* JAX's argmin */
+    "  lt0 = pred[] compare(a, c), direction=LT\n  ne = pred[] compare(a, a), direction=NE\n"
+    "  or1 = pred[] or(lt0, ne)\n  v = %1$s[] select(or1, a, c)\n"
+    "  eq = pred[] compare(a, c), direction=EQ\n  lt = pred[] compare(b, d), direction=LT\n"
+    "  and1 = pred[] and(eq, lt)\n  or2 = pred[] or(or1, and1)\n  i = s32[] select(or2, b, d)\n",
+    /* keep the accumulator on ties (GE), NaN loses */
+    "  ge = pred[] compare(a, c), direction=GE\n  v = %1$s[] select(ge, a, c)\n  i = s32[] select(ge, b, d)\n",
+    /* operands swapped, not and xor, the input's own NaN test, a select of selects */
+    "  g = pred[] compare(c, a), direction=LE\n  n = pred[] compare(c, c), direction=EQ\n"
+    "  k = pred[] xor(g, n)\n  nk = pred[] not(k)\n  v0 = %1$s[] select(k, c, a)\n  v = %1$s[] select(nk, v0, c)\n"
+    "  tb = pred[] compare(d, b), direction=GE\n  i = s32[] select(tb, d, b)\n",
+};
+
+/* Reduce (or reduce-window) x and y with select_reducers[form], its
+ * results through a copy when slow; *recognised: did ir_select_reducer
+ * take the reducer? */
+static DevValue *select_reduce(int form, const char *ty, bool slow, const char *shape, const char *op,
+                               const char *attr, DevValue **args, bool *recognised)
+{
+    char body[1024], copy[64] = "", txt[4096];
+    snprintf(body, sizeof body, select_reducers[form], ty);
+    if (slow)
+        snprintf(copy, sizeof copy, "  vc = %s[] copy(v)\n", ty);
+    snprintf(txt, sizeof txt,
+             "HloModule m\nr {\n  a = %s[] parameter(0)\n  b = s32[] parameter(1)\n"
+             "  c = %s[] parameter(2)\n  d = s32[] parameter(3)\n%s%s"
+             "  ROOT t = (%s[], s32[]) tuple(%s, i)\n}\n"
+             "ENTRY e {\n  x = %s[6,5] parameter(0)\n  y = s32[6,5] parameter(1)\n"
+             "  m = %s[] constant(%s)\n  z = s32[] constant(2)\n"
+             "  ROOT o = (%s%s, s32%s) %s(x, y, m, z), %s, to_apply=r\n}\n",
+             ty, ty, body, copy, ty, slow ? "vc" : "v", ty, ty, strcmp(ty, "s32") ? "-inf" : "5", ty, shape,
+             shape, op, attr);
+    IrModule *m = parse_ok(txt);
+    IrType t = args[0]->shape.type;
+    IrType types[4] = {t, IR_S32, t, IR_S32};
+    IrSelectReducer sel;
+    int32_t r = 0;
+    while (r < m->ncomp && strcmp(m->comp[r]->name, "r"))
+        r++;
+    *recognised = ir_select_reducer(m, r, 2, types, &sel);
+    ir_module_free(m);
+    return run(txt, 2, args);
+}
+
+static void test_reduce_select_table(void **state)
+{
+    (void)state;
+    const uint32_t f32_bits[] = {0xbf800000u, 0, 0x80000000u, 0x3f800000u, 0x7fc00000u, 0xffc00000u, 0x7fc00001u};
+    const uint16_t f16_bits[] = {0xbc00u, 0, 0x8000u, 0x3c00u, 0x7e00u, 0xfe00u};
+    const char *types[] = {"f32", "f16", "s32"};
+    const char *ops[][3] = {{"reduce", "dimensions={0}", "[5]"},
+                            {"reduce", "dimensions={1}", "[6]"},
+                            {"reduce", "dimensions={0,1}", "[]"},
+                            {"reduce-window", "window={size=2x3 pad=1_0x0_2}", "[6,5]"}};
+    for (int ti = 0; ti < 3; ti++)
+        for (int form = 0; form < (int)(sizeof select_reducers / sizeof *select_reducers); form++)
+            for (int oi = 0; oi < 4; oi++) {
+                uint8_t xb[30 * 4];
+                int32_t y[30];
+                for (int i = 0; i < 30; i++) {
+                    int r = rnd_int(0, 6);
+                    y[i] = rnd_int(0, 3);
+                    if (ti == 0)
+                        memcpy(xb + 4 * i, &f32_bits[r], 4);
+                    else if (ti == 1)
+                        memcpy(xb + 2 * i, &f16_bits[r % 6], 2);
+                    else
+                        ((int32_t *)(void *)xb)[i] = r % 3 - 1;
+                }
+                IrType t = ti == 0 ? IR_F32 : ti == 1 ? IR_F16 : IR_S32;
+                DevValue *args[2] = {val(t, 2, (int64_t[]){6, 5}, xb), val(IR_S32, 2, (int64_t[]){6, 5}, y)};
+                DevValue *res[2];
+                bool recognised[2];
+                for (int slow = 0; slow < 2; slow++)
+                    res[slow] = select_reduce(form, types[ti], slow, ops[oi][2], ops[oi][0], ops[oi][1], args,
+                                              &recognised[slow]);
+                assert_true(recognised[0]);
+                assert_false(recognised[1]);
+                for (int j = 0; j < 2; j++) {
+                    assert_int_equal(res[0]->elems[j]->nbytes, res[1]->elems[j]->nbytes);
+                    if (memcmp(res[0]->elems[j]->data, res[1]->elems[j]->data, (size_t)res[0]->elems[j]->nbytes)) {
+                        print_message("%s form %d %s %s: result %d differs\n", types[ti], form, ops[oi][0],
+                                      ops[oi][1], j);
+                        fail();
+                    }
+                }
+                dev_value_unref(res[0]);
+                dev_value_unref(res[1]);
+                dev_value_unref(args[0]);
+                dev_value_unref(args[1]);
+            }
 }
 
 /* Fast path vs general path on random s32 data (exact), reducing several
@@ -884,6 +991,7 @@ int main(void)
         cmocka_unit_test(test_reduce_f16_wide_accumulator),
         cmocka_unit_test(test_reduce_variadic_argmax),
         cmocka_unit_test(test_reduce_argmax_columns),
+        cmocka_unit_test(test_reduce_select_table),
         cmocka_unit_test(test_reduce_fast_vs_general),
         cmocka_unit_test(test_reduce_column_folds),
         cmocka_unit_test(test_reduce_row_lanes),
