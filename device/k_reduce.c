@@ -6,7 +6,11 @@
  * arguments, exactly in XLA's evaluator's order, and a fast path for the
  * common computations, recognised by ir_simple_reducer (add, multiply,
  * maximum, minimum, and, or, xor over two scalar parameters) or, for
- * select, a single compare of the two parameters.
+ * select, a single compare of the two parameters. A reducer that only
+ * compares and picks (ir_select_reducer: argmax, argmin, and the
+ * partitioner's lifted form of them) is a table looked up per element
+ * (reduce_select.c); one of a few exact scalar ops over 64 outputs or
+ * more runs over blocks of outputs (reduce_columns.c).
  *
  * Fast paths accumulate in a 64-bit "domain" picked from the element type
  * (the reducer algebra of reducer.c, shared with the collectives):

@@ -1101,25 +1101,29 @@ int64_t ir_reduce_block_bytes(const IrModule *m, const IrInstr *ins, const IrTyp
 #define IR_REDUCER_MIN_OUTPUTS 64
 
 /* ---- reducer_select.c: reducers that compare and pick (argmax, argmin) ---- */
-#define IR_SELECT_REDUCER_MAX 3      /* operands (value, index, ...) */
-#define IR_SELECT_REDUCER_INSTRS 64  /* instructions of the reducer at most */
+#define IR_SELECT_REDUCER_MAX 3      /* operands (value, index, valid) */
+#define IR_SELECT_REDUCER_INSTRS 64  /* instructions of a computation at most */
+#define IR_SELECT_REDUCER_COMBS 128  /* combinations of relations at most */
 /* A reducer of n operands whose every result is one of its parameters,
  * chosen by compares of each accumulator with its own input (and with
- * itself: NaN tests) only. For each combination of the slots' relations
- * (a the accumulator, b the input of slot s: 0 a<b, 1 a==b, 2 a>b, and
- * for floats 3 a NaN, 4 b NaN, 5 both NaN; combination = rel_0 +
- * nrel_0 * (rel_1 + nrel_1 * ...)), pick[comb][j] is the parameter
- * (0..n-1 the accumulators, n..2n-1 the inputs) result j takes. */
+ * itself: NaN tests) and logic on pred operands only, perhaps through
+ * calls (the partitioner's lifted reducer). For each combination of the
+ * slots' relations (a the accumulator, b the input of slot s: 0 a<b,
+ * 1 a==b, 2 a>b, and for floats 3 a NaN, 4 b NaN, 5 both NaN; for preds
+ * 2a + b; combination = rel_0 + nrel_0 * (rel_1 + nrel_1 * ...)),
+ * pick[comb][j] is the parameter (0..n-1 the accumulators, n..2n-1 the
+ * inputs) result j takes. */
 typedef struct IrSelectReducer {
     int32_t n, ncomb;
     IrType type[IR_SELECT_REDUCER_MAX];
     int32_t nrel[IR_SELECT_REDUCER_MAX];
-    uint8_t pick[64][IR_SELECT_REDUCER_MAX]; /* combinations: at most 64 */
+    uint8_t pick[IR_SELECT_REDUCER_COMBS][IR_SELECT_REDUCER_MAX];
 } IrSelectReducer;
 /* Is computation comp, reducing n operands typed types[0..2n) (the n
  * inputs', then the n inits', as the kernel receives them), such a
  * reducer? Fills *r when it is. JAX's argmax and argmin (NaN-aware, ties
- * to the smaller index) and a select-based NaN-propagating max are. */
+ * to the smaller index), a select-based NaN-propagating max, and either
+ * lifted with a "valid" flag (partition/spmd_reduce.c) are. */
 bool ir_select_reducer(const IrModule *m, int32_t comp, int32_t n, const IrType *types, IrSelectReducer *r);
 /* Is `transpose` (an instruction of c) a transpose of a dot that swaps the
  * dot's lhs and rhs free dims, keeping its batch dims in front

@@ -529,6 +529,34 @@ def topk_inputs(rng):
     return (rng.permutation(16 * 32).reshape(16, 32).astype(np.float32) / 7.0,)
 
 
+# ---------------------------------------------------- argmax, ties and NaN
+# jnp.argmax and argmin over each axis of values with ties (whole rows of
+# them), -0 beside +0 and NaNs (a row and a column with several: the first
+# NaN's index wins), x tiled on the rows: one reduce over the tiled dim,
+# one over the other (the executor's table of reduce_select.c, issue 34);
+# on 2x2 tiled on both.
+
+def argmax_ties(x):
+    return (jnp.argmax(x, axis=0), jnp.argmax(x, axis=1), jnp.argmin(x, axis=0), jnp.argmin(x, axis=1),
+            jnp.argmax(x.reshape(3, 4, 12), axis=1))
+
+
+def argmax_ties_specs(axes):
+    if len(axes) == 2:
+        return ((P(axes[0], axes[1]),), (P(axes[1]), P(axes[0]), P(axes[1]), P(axes[0]), P()))
+    return ((P(axes[0], None),), (P(), P(axes[0]), P(), P(axes[0]), P()))
+
+
+def argmax_ties_inputs(rng):
+    x = rng.integers(-2, 3, (12, 12)).astype(np.float32)
+    x[2, :] = 1.0                      # a row of ties
+    x[5, 3] = x[5, 9] = np.nan         # the first NaN of row 5 is at 3
+    x[7, 4] = x[10, 4] = np.nan        # and of column 4 at row 7
+    x[0, 0], x[0, 1] = -0.0, 0.0       # equal: the first wins
+    x[11, 11] = -np.nan
+    return (x,)
+
+
 # ----------------------------------------------------------- uneven shards
 # 7 rows and 10 columns split over 2, 4 and 8 devices (padded shards). jit
 # takes only arguments and results that divide evenly, so the uneven
@@ -784,6 +812,8 @@ PROGRAMS = [
     Program("moe", moe, ALL_1D, moe_specs, moe_inputs,
             doc="top-1 mixture of experts, shard_map and all-to-all"),
     Program("topk", topk, MESHES_ALL, topk_specs, topk_inputs, doc="top-k and argmax"),
+    Program("argmax_ties", argmax_ties, ((1,), (2,), (3,), (4,), (2, 2)), argmax_ties_specs, argmax_ties_inputs,
+            doc="argmax and argmin over each axis with ties, -0 and NaNs, tiled on the reduced dim and another"),
     Program("uneven", uneven, ((2,), (4,), (8,), (2, 4)), uneven_specs, uneven_inputs,
             doc="7 rows and 10 columns over 2, 4 and 8"),
     Program("random", rand, MESHES, rand_specs, rand_inputs,
@@ -797,7 +827,7 @@ PROGRAMS = [
 
 _GROUPS = {"mlp": "mlp mlp_loss mlp_sgd mlp_adam", "block": "block block_loss", "train": "block_sgd block_adam",
            "nets": "convnet convnet_loss rnn rnn_loss moe", "lm": "lm_loss loops loops_loss",
-           "ops": "topk uneven random array_ops batched_index batched_index_loss"}
+           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss"}
 _GROUP_OF = {n: g for g, names in _GROUPS.items() for n in names.split()}
 assert sorted(_GROUP_OF) == sorted(p.name for p in PROGRAMS), "each program in one ctest group"
 GROUPS = tuple(_GROUPS)
