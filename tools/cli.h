@@ -14,6 +14,7 @@
  *   cmd_devices.c  tessel devices
  *   cmd_grad.c     tessel grad
  *   cmd_profile.c  tessel profile (the rates of --auto-shard's cost model)
+ *   profile_*.c    its measuring programs and statistics (profile.h)
  *   checkpoint.c   run --checkpoint: steps resumed from a saved state
  *   tuning_env.c   the TESSEL_* tuning variables, read once into the run's options
  *

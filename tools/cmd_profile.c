@@ -1,37 +1,37 @@
 /*
  * cmd_profile.c: `tessel profile [-o FILE] [--num-partitions N]`: the
  * rates of --auto-shard's cost model measured on this machine with
- * tessel's own kernels and collectives, as a step over N devices (default
- * 2) sees them, written as the profile file that `--profile FILE` reads
- * (docs/auto-shard.md).
+ * tessel's own kernels and collectives over N devices (default 2),
+ * written as the profile file that `--profile FILE` reads
+ * (docs/auto-shard.md, "Profile").
  *
- * Every figure comes from SPMD programs over the N devices (replayed as
- * they are, --spmd) of 16 rounds, each round some work on every device
- * and a collective that waits for it (work_module): all N devices busy at
- * once and in step, as in a step, so that where devices outnumber cores
- * a device's rate is its share of a core and a collective's rendezvous
- * is what it costs among devices that were computing.
+ *   flops, bytes  SPMD programs of 16 rounds, each some work on every
+ *           device and an all-reduce that keeps the devices in step: a
+ *           dot f32[128]^2 against f32[64]^2, an add over f32[64K N]
+ *           against one over f32[256]
+ *   alpha, beta of each collective kind: chains of 32 collectives back
+ *           to back against chains of 16, at three sizes (1 KiB to 512
+ *           KiB a device); at each size the seconds a collective takes;
+ *           beta the slope of the least-squares line through them over
+ *           the bytes the kind moves, alpha the smallest size's time less
+ *           its bytes at that beta. Nothing between two of them,
+ *           so no work hides a collective's latency; the same kind after
+ *           a dot f32[256]^2 of work (how the profile measured alpha
+ *           before) is reported beside it as a check, not used
  *
- *   flops   a round with a dot f32[128]^2 against one with f32[64]^2
- *   bytes   a round with an add over f32[64K N] against one over f32[256]
- *   alpha, beta of each collective kind: rounds with a dot f32[256]^2
- *           (the work between two collectives), the collective at the end
- *           of each against at the end of every other one, on f32[256 N]
- *           and f32[16K N] per device; beta from the difference of the
- *           two sizes' times over the difference of the bytes the kind
- *           moves ((n-1)/n of its buffer, twice for all-reduce), alpha
- *           the small one's time less its bytes
- *
- * Each difference is the median of 3, each of two median steps of
- * `--steps 9` (tessel's own timer: the first step excluded) run one after
- * the other. The "local" scope (a group inside one host) is measured in
- * this process; under `mpirun -np H` (H >= 2) rank 0 measures it the same
+ * Each figure is repeated (5 times) and written as its median with its
+ * interquartile range; a median alpha at its floor, a beta or a rate
+ * difference not > 0 is measured again, and if again, the default is
+ * kept (the figure written as "NAME_rejected") and the output says so.
+ * The "local" scope (a group inside one host) is measured in this
+ * process; under `mpirun -np H` (H >= 2) rank 0 measures it the same
  * way, then every rank runs the same collectives over H devices, one per
  * rank (hosts H, local devices 1: the group crosses hosts, over the
  * transport `tessel run` uses), for the "remote" scope; rank 0 writes the
  * profile. Without mpirun the remote figures keep the defaults.
  */
 #include "cli.h"
+#include "profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +43,14 @@ static const char HELP[] =
     "Measure the rates of --auto-shard's cost model on this machine with\n"
     "tessel's own kernels and collectives: a dot's FLOP/s, elementwise bytes/s,\n"
     "and alpha (seconds) and beta (seconds per byte) of all-reduce, all-gather,\n"
-    "reduce-scatter and all-to-all over N devices of one host (default 2), each\n"
-    "figure as a step over the N devices sees it: all of them busy at once (where\n"
-    "they outnumber the cores, sharing them).\n"
+    "reduce-scatter and all-to-all over N devices of one host (default 2): the\n"
+    "rates with all N devices busy at once (where they outnumber the cores,\n"
+    "sharing them), each collective kind from chains of it back to back at\n"
+    "three sizes (beta the least-squares slope, alpha the smallest size's time\n"
+    "less its bytes). Each figure is measured 5 times; the profile and the\n"
+    "output (stderr) give its median and interquartile range. An alpha at its\n"
+    "floor or a beta not > 0 is measured again, and if again the default is\n"
+    "kept (the output says so).\n"
     "Writes the profile file `tessel compile --auto-shard --profile FILE` reads\n"
     "(JSON, docs/auto-shard.md). Under `mpirun -np H` (H >= 2) the collectives\n"
     "are measured across the H ranks too (one device each: the \"remote\"\n"
@@ -93,7 +98,35 @@ static double step_seconds(const char *text, int64_t n, bool spmd, TsMpiWorld *w
     return t;
 }
 
-static const char *const KIND[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
+static const char *const KIND[PROFILE_NKIND] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
+static const char *const SCOPE[2] = {"local", "remote"};
+
+/* Repeats of each figure: its median and interquartile range. */
+#define REPEATS 5
+/* Repeats of the check behind work (a median alone). */
+#define CHECK_REPEATS 3
+/* Collectives back to back in the longer chain; the shorter has half. */
+#define CHAIN 32
+/* Elements per device of the chains' buffers (an all-gather's result,
+ * the others' operand), rounded up to a multiple of n: every kind moves
+ * about as many bytes at each size, at any n. The largest is where the
+ * bytes, not the latency, take most of a collective's time here. */
+#define NSIZE 3
+static const int64_t CHAIN_SIZE[NSIZE] = {256, 16384, 131072};
+/* A fitted alpha at or below it is "at its floor": no latency measured. */
+#define ALPHA_FLOOR 1e-7
+
+/* The figures of one run of the profile, rank 0's (others': zeros). */
+typedef struct Scope {
+    ProfileFigure alpha[PROFILE_NKIND], beta[PROFILE_NKIND];
+    bool alpha_kept[PROFILE_NKIND], beta_kept[PROFILE_NKIND]; /* insane twice: the default kept */
+    double behind[PROFILE_NKIND]; /* alpha with ~1 ms of work between collectives (the check) */
+} Scope;
+
+typedef struct Rates {
+    ProfileFigure flops, bytes;
+    bool flops_kept, bytes_kept; /* lost in the noise twice: the default kept */
+} Rates;
 
 /* `, "host_cores": C` (this machine's cores, which the measured devices
  * shared) into buf, or "" when hwloc cannot tell. */
@@ -107,184 +140,215 @@ static const char *cores_field(char *buf, size_t cap)
     return buf;
 }
 
-/* Rounds in each measuring program. */
-#define ROUNDS 16
-/* Times each figure is measured, each time against its pair (the program
- * with less of the work measured) run just before: the median of the
- * differences is kept (a loaded machine moves a step by 2x from one run
- * to the next). */
-#define REPEATS 3
-
-/* What one measuring program does each round, on each device. */
-typedef struct Work {
-    int64_t dot;   /* a dot f32[dot,dot] x f32[dot,dot] */
-    int64_t elems; /* an add over f32[elems] of the dot's largest element */
-    int coll;      /* then collective coll (0 all-reduce, 1 all-gather, 2 reduce-scatter,
-                    * 3 all-to-all) ... */
-    int64_t celems; /* ... over f32[celems] per device, of the add's largest element, */
-    int every;      /* after every `every`-th round (1: each) */
-} Work;
-
-/* The measuring program over n devices: ROUNDS rounds of w, each
- * (every w->every-th) ending in the collective, which takes one element
- * of the round's work and gives one to the next round's dot, so that each
- * collective waits for every device's work and the next work for it, as
- * in a step:
- *
- *   m1 = dot(a0, w); y1 = x + max(m1); c1 = coll(xc + max(y1));
- *   a1 = m1 + c1[0]; m2 = dot(a1, w); ...  ROOT a16
- *
- * (a round without the collective reads its own add's first element). A
- * collective then costs what it costs in a step: where devices outnumber
- * cores, the latency of its rendezvous hides behind the devices still
- * computing on the same core (on 4 devices of 2 cores an all-reduce
- * measures 60-110 us after a dot f32[64]^2, 0-50 us after f32[256]^2),
- * which alone in its program, nothing to hide it, it does not; and the
- * work runs at the rate a device
- * gets with every device busy (without a collective between them the
- * devices run their steps apart, each with a core to itself for a while,
- * or preempted in the middle of one). Heap text (free), NULL on OOM. */
-static char *work_module(const Work *w, int64_t n)
+/* The median step of a measuring program's text (freed here), in
+ * seconds; < 0 after printing why (0 on ranks other than 0). */
+static double program_step(char *text, int64_t n, TsMpiWorld *world)
 {
-    size_t cap = 2048 + ROUNDS * 1536;
-    char *t = malloc(cap);
-    if (!t)
-        return NULL;
-    char groups[512] = "{";
-    for (int64_t i = 0; i < n && strlen(groups) < sizeof groups - 16; i++)
-        snprintf(groups + strlen(groups), sizeof groups - strlen(groups), "%s%lld", i ? "," : "", (long long)i);
-    strcat(groups, "}");
-    long long D = (long long)w->dot, E = (long long)w->elems, C = (long long)w->celems;
-    size_t len = (size_t)snprintf(
-        t, cap,
-        "HloModule p, num_partitions=%lld\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
-        "  ROOT s = f32[] add(a, b)\n}\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
-        "  ROOT s = f32[] maximum(a, b)\n}\nENTRY e {\n  a0 = f32[%lld,%lld] parameter(0)\n"
-        "  w = f32[%lld,%lld] parameter(1)\n  x = f32[%lld] parameter(2)\n  xc = f32[%lld] parameter(3)\n"
-        "  ninf = f32[] constant(-inf)\n",
-        (long long)n, D, D, D, D, E, C);
-    /* Elements of each kind's result per device. */
-    long long out = w->coll == 1 ? C * n : w->coll == 2 ? C / n : C;
-    static const char *const OP[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all"};
-    for (int r = 1; r <= ROUNDS; r++) {
-        len += (size_t)snprintf(
-            t + len, cap - len,
-            "  m%d = f32[%lld,%lld] dot(a%d, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-            "  s%d = f32[] reduce(m%d, ninf), dimensions={0,1}, to_apply=max\n"
-            "  sb%d = f32[%lld] broadcast(s%d), dimensions={}\n  y%d = f32[%lld] add(x, sb%d)\n"
-            "  t%d = f32[] reduce(y%d, ninf), dimensions={0}, to_apply=max\n"
-            "  tb%d = f32[%lld] broadcast(t%d), dimensions={}\n  u%d = f32[%lld] add(xc, tb%d)\n",
-            r, D, D, r - 1, r, r, r, E, r, r, E, r, r, r, r, C, r, r, C, r);
-        bool coll = r % w->every == 0;
-        if (coll)
-            len += (size_t)snprintf(t + len, cap - len,
-                                    "  c%d = f32[%lld] %s(u%d), channel_id=%d, replica_groups={%s}%s%s\n", r, out,
-                                    OP[w->coll], r, r, groups, w->coll == 1 || w->coll == 2 ? ", dimensions={0}" : "",
-                                    w->coll == 3   ? ", dimensions={0}"
-                                    : w->coll == 1 ? ", use_global_device_ids=true"
-                                                   : ", use_global_device_ids=true, to_apply=add");
-        len += (size_t)snprintf(t + len, cap - len,
-                                "  f%d = f32[1] slice(%s%d), slice={[0:1]}\n  g%d = f32[] reshape(f%d)\n"
-                                "  gb%d = f32[%lld,%lld] broadcast(g%d), dimensions={}\n"
-                                "  %sa%d = f32[%lld,%lld] add(m%d, gb%d)\n",
-                                r, coll ? "c" : "u", r, r, r, r, D, D, r, r == ROUNDS ? "ROOT " : "", r, D, D,
-                                r, r);
-    }
-    snprintf(t + len, cap - len, "}\n");
-    return t;
-}
-
-/* The median step of work_module(w, n), in seconds; < 0 after printing
- * why (0 on ranks other than 0). */
-static double work_step(const Work *w, int64_t n, TsMpiWorld *world)
-{
-    char *text = work_module(w, n);
     double t = text ? step_seconds(text, n, true, world) : -1;
     free(text);
     return t;
 }
 
-static double median3(const double *v)
-{
-    double a = v[0], b = v[1], c = v[2];
-    return a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
-}
-
 /* *sec: the seconds a round of `more` takes beyond a round of `less`
- * (the median of REPEATS differences; noise may make it <= 0); false
- * after printing why. */
-static bool extra(const Work *more, const Work *less, int64_t n, TsMpiWorld *world, double *sec)
+ * over `repeats` pairs, each run one after the other (a loaded machine
+ * moves a step by 2x from one run to the next; noise may make a
+ * difference <= 0); false after printing why. */
+static bool extra(const ProfileWork *more, const ProfileWork *less, int64_t n, TsMpiWorld *world, int repeats,
+                  ProfileFigure *sec)
 {
-    double d[REPEATS];
-    for (int r = 0; r < REPEATS; r++) {
-        double b = work_step(less, n, world), t = b >= 0 ? work_step(more, n, world) : -1;
+    double d[PROFILE_MAX_REPEATS];
+    for (int r = 0; r < repeats; r++) {
+        double b = program_step(profile_work_module(less, n), n, world);
+        double t = b >= 0 ? program_step(profile_work_module(more, n), n, world) : -1;
         if (b < 0 || t < 0)
             return false;
-        d[r] = (t - b) / ROUNDS;
+        d[r] = (t - b) / PROFILE_ROUNDS;
     }
-    *sec = median3(d);
+    *sec = profile_figure(d, repeats);
     return true;
+}
+
+/* The rate `amount / seconds` of each quartile of sec (its quartiles
+ * swap: the slowest time is the lowest rate; a time <= 0 reads 1 ns). */
+static ProfileFigure rate(double amount, ProfileFigure sec)
+{
+#define RATE(t) (amount / ((t) > 1e-9 ? (t) : 1e-9))
+    return (ProfileFigure){RATE(sec.hi), RATE(sec.median), RATE(sec.lo)};
+#undef RATE
 }
 
 /* The compute rates of one device with every one of the n devices busy,
  * as a step sees them (each round ends in an all-reduce of 256 n
- * elements, which keeps the devices in step): *flops from a dot
+ * elements, which keeps the devices in step): flops from a dot
  * f32[128]^2 against f32[64]^2 (the dots of a step are small: a 512^3
- * one runs 2x faster a FLOP), *bytes from an add over f32[64K n] against
+ * one runs 2x faster a FLOP), bytes from an add over f32[64K n] against
  * f32[256] (its bytes counted as auto/cost.c counts them: the
- * broadcast's and the add's outputs). Where devices outnumber cores they
- * share them: 4 devices on 2 cores get about 23 GFLOP/s each here, where
- * one device alone gets 220 from a 512^3 dot. */
-static bool rates(int64_t n, double *flops, double *bytes)
+ * broadcast's and the add's outputs). A difference lost in the noise (a
+ * median <= 0) is measured again, and if lost again the default is kept. */
+static bool rates(int64_t n, Rates *r)
 {
-    Work small = {.dot = 64, .elems = 256, .coll = 0, .celems = 256 * n, .every = 1};
-    Work dot = small, add = small;
+    ProfileWork small = {.dot = 64, .elems = 256, .kind = PROFILE_ALL_REDUCE, .celems = 256 * n, .every = 1};
+    ProfileWork dot = small, add = small;
     dot.dot = 128;
     add.elems = 65536 * n;
-    double tdot, tadd;
-    if (!extra(&dot, &small, n, NULL, &tdot) || !extra(&add, &small, n, NULL, &tadd))
-        return false;
-    /* A difference lost in the noise (<= 0) reads as a fast rate, never
-     * a negative one. */
-    *flops = 2.0 * (128.0 * 128 * 128 - 64.0 * 64 * 64) / (tdot > 1e-9 ? tdot : 1e-9);
-    *bytes = 2.0 * 4 * (double)(add.elems - small.elems) / (tadd > 1e-9 ? tadd : 1e-9);
+    ProfileFigure tdot = {0}, tadd = {0};
+    for (int again = 0; again < 2 && !(tdot.median > 0); again++)
+        if (!extra(&dot, &small, n, NULL, REPEATS, &tdot))
+            return false;
+    for (int again = 0; again < 2 && !(tadd.median > 0); again++)
+        if (!extra(&add, &small, n, NULL, REPEATS, &tadd))
+            return false;
+    r->flops = rate(2.0 * (128.0 * 128 * 128 - 64.0 * 64 * 64), tdot);
+    r->bytes = rate(2.0 * 4 * (double)(add.elems - small.elems), tadd);
+    r->flops_kept = !(tdot.median > 0);
+    r->bytes_kept = !(tadd.median > 0);
+    return true;
+}
+
+/* Bytes a collective of `kind` on f32[elems] per device moves as
+ * auto/cost.c counts them: (n-1)/n of its buffer (an all-gather's result,
+ * the others' operand), twice for all-reduce. */
+static double moved(int kind, int64_t elems, int64_t n)
+{
+    double f = (double)(n - 1) / (double)n * (kind == PROFILE_ALL_REDUCE ? 2 : 1);
+    return f * 4.0 * (double)(kind == PROFILE_ALL_GATHER ? elems * n : elems);
+}
+
+/* Operand elements per device of kind's chain at size s. */
+static int64_t chain_elems(int kind, int s, int64_t n)
+{
+    int64_t whole = (CHAIN_SIZE[s] + n - 1) / n * n;
+    return kind == PROFILE_ALL_GATHER ? whole / n : whole;
+}
+
+/* One measurement of kind's alpha and beta over n devices (with world:
+ * one per rank): at each size the seconds a collective takes, from a
+ * chain of CHAIN back to back against one of CHAIN/2 (run one after the
+ * other); beta the slope of the least-squares line through them over the
+ * bytes moved, alpha the smallest size's time less its bytes at that
+ * beta. Not the line's intercept: the largest size's time moves the most
+ * from run to run (by milliseconds on 8 devices of 2 loaded cores), and
+ * the intercept, far from it, takes that swing magnified, where the
+ * smallest size (1 KiB, a few ns of bytes) is the latency itself. */
+static bool fit_once(int kind, int64_t n, TsMpiWorld *world, double *alpha, double *beta)
+{
+    double x[NSIZE], y[NSIZE];
+    for (int s = 0; s < NSIZE; s++) {
+        int64_t e = chain_elems(kind, s, n);
+        double half = program_step(profile_chain_module(kind, e, CHAIN / 2, n), n, world);
+        double full = half >= 0 ? program_step(profile_chain_module(kind, e, CHAIN, n), n, world) : -1;
+        if (half < 0 || full < 0)
+            return false;
+        x[s] = moved(kind, e, n);
+        y[s] = (full - half) / (CHAIN / 2);
+    }
+    double intercept;
+    if (!profile_fit_line(x, y, NSIZE, &intercept, beta))
+        *beta = 0;
+    *alpha = y[0] - x[0] * *beta;
     return true;
 }
 
 /* alpha and beta of the four kinds over n devices (with world: one per
- * rank) into a[] and b[]; false after printing why. Each kind's time at
- * a size is what ROUNDS rounds (a dot f32[256]^2, work between two
- * collectives, about 1 ms a device on 4 devices of 2 cores, as a step's;
- * and adds over f32[256] and the size)
- * each ending in it take beyond the same rounds with it after every
- * other one, over the ROUNDS/2 collectives more; on f32[256 n] and
- * f32[16384 n] per device (1 and 64 KiB a device on 4: the sizes of a
- * step's activations). beta is the difference of the two times over the
- * difference of the bytes the kind moves ((n-1)/n of its buffer, twice
- * for all-reduce), alpha the small one's time less its bytes. On ranks
- * other than 0 the figures are 0. */
-static bool collectives(int64_t n, TsMpiWorld *world, double *a, double *b)
+ * rank, every rank calls it; lead: this rank has the figures) into sc,
+ * each REPEATS fits, and measured again where the median alpha is at its
+ * floor or the median beta not > 0; insane again: the default kept. Then
+ * the check: each kind at its smallest size after a dot f32[256]^2 on
+ * every device (about 1 ms a device on 4 devices of 2 cores) against
+ * after every other one, alpha read as the old method did (the time less
+ * its bytes at the fitted beta): how much of the latency work hides. */
+static bool collectives(int64_t n, TsMpiWorld *world, bool lead, Scope *sc)
 {
-    const int64_t size[2] = {256 * n, 16384 * n};
-    for (int k = 0; k < 4; k++) {
-        double t[2];
-        for (int s = 0; s < 2; s++) {
-            Work with = {.dot = 256, .elems = 256, .coll = k, .celems = size[s], .every = 1}, half = with;
-            half.every = 2;
-            if (!extra(&with, &half, n, world, &t[s]))
-                return false;
-            t[s] *= 2; /* extra() divides by ROUNDS; ROUNDS/2 collectives more */
+    for (int k = 0; k < PROFILE_NKIND; k++) {
+        for (int again = 0; again < 2; again++) {
+            double a[REPEATS], b[REPEATS];
+            for (int r = 0; r < REPEATS; r++)
+                if (!fit_once(k, n, world, &a[r], &b[r]))
+                    return false;
+            sc->alpha[k] = profile_figure(a, REPEATS);
+            sc->beta[k] = profile_figure(b, REPEATS);
+            sc->alpha_kept[k] = lead && !(sc->alpha[k].median > ALPHA_FLOOR);
+            sc->beta_kept[k] = lead && !(sc->beta[k].median > 0);
+            /* Every rank learns rank 0's verdict (and none of the others'). */
+            if (ts_mpi_agree(world, !sc->alpha_kept[k] && !sc->beta_kept[k], 0, NULL) < 0)
+                break;
         }
-        /* Bytes each device moves, as auto/cost.c counts them. */
-        double f = (double)(n - 1) / (double)n * (k == 0 ? 2 : 1);
-        double bs = 4.0 * (double)(k == 1 ? size[0] * n : size[0]), bl = 4.0 * (double)(k == 1 ? size[1] * n : size[1]);
-        double beta = (t[1] - t[0]) / (f * (bl - bs));
-        beta = beta > 1e-13 ? beta : 1e-13;
-        double alpha = t[0] - f * bs * beta;
-        a[k] = alpha > 1e-7 ? alpha : 1e-7;
-        b[k] = beta;
+        ProfileWork with = {.dot = 256, .elems = 256, .kind = k, .celems = chain_elems(k, 0, n), .every = 1};
+        ProfileWork half = with;
+        half.every = 2;
+        ProfileFigure t;
+        if (!extra(&with, &half, n, world, CHECK_REPEATS, &t))
+            return false;
+        double beta = sc->beta_kept[k] ? 0 : sc->beta[k].median;
+        sc->behind[k] = 2 * t.median - moved(k, with.celems, n) * beta; /* extra() is per round: 2 rounds a collective */
     }
     return true;
+}
+
+/* The figure's fields: `"name": median, "name_iqr": [lo, hi]`, or where
+ * the default was kept `"name_rejected": median` instead of the value
+ * (which a compile then takes from its defaults). */
+static size_t put_figure(char *j, size_t cap, size_t len, const char *name, ProfileFigure f, bool kept)
+{
+    return len + (size_t)snprintf(j + len, cap - len, "\"%s%s\": %.4g, \"%s_iqr\": [%.4g, %.4g]", name,
+                                  kept ? "_rejected" : "", f.median, name, f.lo, f.hi);
+}
+
+/* The profile's JSON (scopes: 1 local, or 2 with remote over `hosts`
+ * ranks) into j. */
+static void profile_json(char *j, size_t cap, int64_t n, int hosts, const Rates *r, const Scope *sc, int scopes)
+{
+    char cores[48], hostf[32] = "";
+    cores_field(cores, sizeof cores);
+    if (hosts)
+        snprintf(hostf, sizeof hostf, " \"hosts\": %d,", hosts);
+    size_t len = (size_t)snprintf(j, cap, "{\"tessel_profile\": 2, \"devices\": %lld,%s%s \"repeats\": %d,\n ",
+                                  (long long)n, hostf, cores, REPEATS);
+    len = put_figure(j, cap, len, "flops", r->flops, r->flops_kept);
+    len += (size_t)snprintf(j + len, cap - len, ",\n ");
+    len = put_figure(j, cap, len, "bytes", r->bytes, r->bytes_kept);
+    len += (size_t)snprintf(j + len, cap - len, ",\n \"collectives\": {");
+    for (int k = 0; k < PROFILE_NKIND; k++) {
+        len += (size_t)snprintf(j + len, cap - len, "%s\n  \"%s\": {", k ? "," : "", KIND[k]);
+        for (int s = 0; s < scopes; s++) {
+            len += (size_t)snprintf(j + len, cap - len, "%s\n   \"%s\": {", s ? "," : "", SCOPE[s]);
+            len = put_figure(j, cap, len, "alpha", sc[s].alpha[k], sc[s].alpha_kept[k]);
+            len += (size_t)snprintf(j + len, cap - len, ", ");
+            len = put_figure(j, cap, len, "beta", sc[s].beta[k], sc[s].beta_kept[k]);
+            len += (size_t)snprintf(j + len, cap - len, ", \"alpha_behind_work\": %.4g}", sc[s].behind[k]);
+        }
+        len += (size_t)snprintf(j + len, cap - len, "}");
+    }
+    snprintf(j + len, cap - len, "}}\n");
+}
+
+/* One figure on the command's output (stderr: the profile may go to
+ * stdout). */
+static void say_figure(const char *what, const char *unit, ProfileFigure f, bool kept, const char *insane)
+{
+    if (kept)
+        fprintf(stderr, "  %-28s %s twice (median %.3g %s): the default kept\n", what, insane, f.median, unit);
+    else
+        fprintf(stderr, "  %-28s %10.3g %-6s [%.3g, %.3g]\n", what, f.median, unit, f.lo, f.hi);
+}
+
+/* The figures, each as its median and interquartile range. */
+static void say_profile(int64_t n, int hosts, const Rates *r, const Scope *sc, int scopes)
+{
+    fprintf(stderr, "tessel profile: %lld devices%s: each figure the median of %d runs [its interquartile range]\n",
+            (long long)n, hosts ? " and the ranks across hosts" : "", REPEATS);
+    say_figure("flops", "FLOP/s", r->flops, r->flops_kept, "lost in the noise");
+    say_figure("bytes", "B/s", r->bytes, r->bytes_kept, "lost in the noise");
+    for (int s = 0; s < scopes; s++)
+        for (int k = 0; k < PROFILE_NKIND; k++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s %s alpha", KIND[k], SCOPE[s]);
+            say_figure(what, "s", sc[s].alpha[k], sc[s].alpha_kept[k], "at its floor");
+            snprintf(what, sizeof what, "%s %s beta", KIND[k], SCOPE[s]);
+            say_figure(what, "s/B", sc[s].beta[k], sc[s].beta_kept[k], "not > 0");
+            fprintf(stderr, "  %-28s %10.3g s      (the check, not used: ~1 ms of work between collectives)\n",
+                    "  alpha behind work", sc[s].behind[k]);
+        }
 }
 
 /* Under mpirun: rank 0 the local figures alone (the others wait at the
@@ -310,32 +374,23 @@ static int run_profile_mpi(const CliOptions *o, int64_t n)
     }
     char *json = NULL;
     if (rc == CLI_OK && rank == 0) {
-        json = malloc(8192);
+        json = malloc(16384);
         rc = json ? CLI_OK : CLI_FAIL;
     }
-    double al[4] = {0}, bl[4] = {0}, ar[4] = {0}, br[4] = {0}, flops = 0, bytes = 0;
+    Rates r = {0};
+    Scope sc[2] = {0};
     if (rc == CLI_OK && rank == 0)
-        rc = rates(n, &flops, &bytes) && collectives(n, NULL, al, bl) ? CLI_OK : CLI_FAIL;
+        rc = rates(n, &r) && collectives(n, NULL, true, &sc[0]) ? CLI_OK : CLI_FAIL;
     int stop = 0;
     if (ts_mpi_agree(w, rc == CLI_OK, rc, &stop) >= 0)
         rc = stop ? stop : CLI_FAIL;
-    if (rc == CLI_OK && !collectives(size, w, ar, br))
+    if (rc == CLI_OK && !collectives(size, w, rank == 0, &sc[1]))
         rc = CLI_FAIL;
     if (ts_mpi_agree(w, rc == CLI_OK, rc, &stop) >= 0)
         rc = stop ? stop : CLI_FAIL;
     if (rc == CLI_OK && rank == 0) {
-        char cores[48];
-        cores_field(cores, sizeof cores);
-        size_t len = (size_t)snprintf(json, 8192,
-                                      "{\"tessel_profile\": 1, \"devices\": %lld, \"hosts\": %d,%s\n \"flops\": %.4g, "
-                                      "\"bytes\": %.4g,\n \"collectives\": {",
-                                      (long long)n, size, cores, flops, bytes);
-        for (int k = 0; k < 4; k++)
-            len += (size_t)snprintf(json + len, 8192 - len,
-                                    "%s\n  \"%s\": {\"local\": {\"alpha\": %.4g, \"beta\": %.4g}, "
-                                    "\"remote\": {\"alpha\": %.4g, \"beta\": %.4g}}",
-                                    k ? "," : "", KIND[k], al[k], bl[k], ar[k], br[k]);
-        snprintf(json + len, 8192 - len, "}}\n");
+        profile_json(json, 16384, n, size, &r, sc, 2);
+        say_profile(n, size, &r, sc, 2);
     }
     TsStatus fin = ts_mpi_finalize(w, rc == CLI_OK, &d);
     if (rc == CLI_OK && fin != TS_OK)
@@ -356,22 +411,13 @@ static int run_profile(const CliOptions *o)
         return cli_usage_error(&cli_cmd_profile, "--num-partitions for the profile is 2 to 64");
     if (ts_mpi_launched())
         return run_profile_mpi(o, n);
-    double flops, bytes;
-    if (!rates(n, &flops, &bytes))
+    Rates r = {0};
+    Scope sc = {0};
+    if (!rates(n, &r) || !collectives(n, NULL, true, &sc))
         return CLI_FAIL;
-    char json[4096], cores[48];
-    cores_field(cores, sizeof cores);
-    size_t len = (size_t)snprintf(json, sizeof json,
-                                  "{\"tessel_profile\": 1, \"devices\": %lld,%s\n \"flops\": %.4g, \"bytes\": %.4g,\n"
-                                  " \"collectives\": {",
-                                  (long long)n, cores, flops, bytes);
-    double a[4], b[4];
-    if (!collectives(n, NULL, a, b))
-        return CLI_FAIL;
-    for (int k = 0; k < 4; k++)
-        len += (size_t)snprintf(json + len, sizeof json - len, "%s\n  \"%s\": {\"local\": {\"alpha\": %.4g, \"beta\": %.4g}}",
-                                k ? "," : "", KIND[k], a[k], b[k]);
-    snprintf(json + len, sizeof json - len, "}}\n");
+    char json[8192];
+    profile_json(json, sizeof json, n, 0, &r, &sc, 1);
+    say_profile(n, 0, &r, &sc, 1);
     return cli_write_text(o->out, json);
 }
 
