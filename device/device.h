@@ -35,6 +35,8 @@
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   reduce_columns.c  reduce with a reducer of exact scalar ops (argmax),
  *                 run over blocks of outputs at once
+ *   reducer_scalar.c  a reducer of scalar elementwise ops run per element
+ *                 without the interpreter (nothing allocated a call)
  *   reduce_select.c  reduce and reduce-window with a reducer that compares
  *                 and picks (argmax, argmin): a table look-up an element
  *   k_gather.c    gather, scatter
@@ -588,6 +590,27 @@ IrStatus dev_k_reduce(const DevKernelArgs *k, DevValue **out);
  * errors. */
 bool dev_reduce_columns_fit(const DevKernelArgs *k, int32_t n);
 IrStatus dev_reduce_columns(const DevKernelArgs *k, int32_t n, const bool *red, DevValue **res);
+/* reducer_scalar.c: a computation of scalar elementwise ops
+ * (ir_scalar_computation) run per element without the interpreter: each
+ * instruction a fixed scalar view, its elementwise kernel on one element. */
+typedef struct DevScalarProg {
+    const DevKernelArgs *k;
+    const IrComputation *c;  /* NULL: no program */
+    int32_t *order, norder;
+    DevValue *val;           /* per instruction: a scalar view of store[i] */
+    uint8_t (*store)[16];
+} DevScalarProg;
+/* A program for computation comp, run on k's behalf; false (nothing
+ * held) when comp does not qualify or memory runs out. */
+bool dev_scalar_prog_init(DevScalarProg *p, const DevKernelArgs *k, int32_t comp);
+void dev_scalar_prog_free(DevScalarProg *p);
+/* Run on scalar arguments args[0..nargs) (their bytes are copied in);
+ * IR_EINPUT when they do not fit, or the kernels' errors. */
+IrStatus dev_scalar_prog_run(DevScalarProg *p, int32_t nargs, const DevValue *const *args);
+/* The number of results (the root tuple's elements, else 1) and result j
+ * of the last run, valid until the next. */
+int32_t dev_scalar_prog_results(const DevScalarProg *p);
+const DevValue *dev_scalar_prog_result(const DevScalarProg *p, int32_t j);
 /* reduce_select.c: the step of a reduce or reduce-window whose reducer
  * compares and picks (ir_select_reducer: argmax, argmin): the table, and
  * the accumulators as values to compare and bits to store. */

@@ -201,6 +201,32 @@ static IrStatus call_into(const DevKernelArgs *k, int32_t comp, int32_t nargs, D
     return IR_OK;
 }
 
+/* A scalar program for the reducer when it qualifies and returns nres
+ * results (reducer_scalar.c); p->c stays NULL otherwise. */
+static void reducer_prog(const DevKernelArgs *k, int32_t comp, int32_t nres, DevScalarProg *p)
+{
+    if (dev_scalar_prog_init(p, k, comp) &&
+        (dev_scalar_prog_results(p) != nres || (nres == 1 && p->c->instr[p->c->root].op == OP_TUPLE)))
+        dev_scalar_prog_free(p);
+}
+
+/* call_into, through the scalar program p when there is one. */
+static IrStatus step_into(const DevKernelArgs *k, DevScalarProg *p, int32_t comp, int32_t nargs, DevValue **args,
+                          Slots *dst, int32_t nres)
+{
+    if (!p->c)
+        return call_into(k, comp, nargs, args, dst, nres);
+    IrStatus st = dev_scalar_prog_run(p, nargs, (const DevValue *const *)args);
+    for (int32_t i = 0; st == IR_OK && i < nres; i++) {
+        const DevValue *r = dev_scalar_prog_result(p, i);
+        if (r->shape.type != dst->v[i]->shape.type)
+            return dev_kernel_error(k, IR_EINPUT, "%s: computation %s returns the wrong shape",
+                                    ir_op_name(k->ins->op), k->m->comp[comp]->name);
+        slot_set(dst, i, r->data); /* the program's bytes, not an argument's */
+    }
+    return st;
+}
+
 /* Call a computation returning one pred scalar. */
 static IrStatus call_pred(const DevKernelArgs *k, int32_t comp, int32_t nargs, DevValue **args,
                           bool *res)
@@ -380,6 +406,8 @@ static IrStatus reduce_general(const DevKernelArgs *k, int32_t n, const bool *re
     Slots s;
     if (!slots_for_reducer(&s, k, n))
         return dev_kernel_oom(k, NULL);
+    DevScalarProg prog;
+    reducer_prog(k, k->ins->called[0], n, &prog);
     IrStatus st2 = IR_OK;
     int64_t nout = odo_count(&kept), nred = odo_count(&rd);
     odo_reset(&kept);
@@ -390,12 +418,13 @@ static IrStatus reduce_general(const DevKernelArgs *k, int32_t n, const bool *re
         for (int64_t r = 0; r < nred && st2 == IR_OK; r++, odo_next(&rd)) {
             for (int32_t i = 0; i < n; i++)
                 slot_set(&s, n + i, elem_ptr(k->opnd[i], kept.off + rd.off));
-            st2 = call_into(k, k->ins->called[0], 2 * n, s.v, &s, n);
+            st2 = step_into(k, &prog, k->ins->called[0], 2 * n, s.v, &s, n);
         }
         for (int32_t i = 0; i < n && st2 == IR_OK; i++)
             memcpy(res[i]->data + (size_t)o * ir_type_size(res[i]->shape.type), s.v[i]->data,
                    ir_type_size(res[i]->shape.type));
     }
+    dev_scalar_prog_free(&prog);
     slots_free(&s);
     return st2;
 }
@@ -730,6 +759,8 @@ static IrStatus reduce_window_general(const DevKernelArgs *k, int32_t n, WinIter
     Slots s;
     if (!slots_for_reducer(&s, k, n))
         return dev_kernel_oom(k, NULL);
+    DevScalarProg prog;
+    reducer_prog(k, k->ins->called[0], n, &prog);
     IrStatus st = IR_OK;
     int64_t nout = ir_shape_elements(&res[0]->shape);
     for (int64_t o = 0; o < nout && st == IR_OK; o++, winiter_next_output(it)) {
@@ -740,12 +771,13 @@ static IrStatus reduce_window_general(const DevKernelArgs *k, int32_t n, WinIter
         while (st == IR_OK && winiter_next(it, &off)) {
             for (int32_t i = 0; i < n; i++)
                 slot_set(&s, n + i, elem_ptr(k->opnd[i], off));
-            st = call_into(k, k->ins->called[0], 2 * n, s.v, &s, n);
+            st = step_into(k, &prog, k->ins->called[0], 2 * n, s.v, &s, n);
         }
         for (int32_t i = 0; i < n && st == IR_OK; i++)
             memcpy(res[i]->data + (size_t)o * ir_type_size(res[i]->shape.type), s.v[i]->data,
                    ir_type_size(res[i]->shape.type));
     }
+    dev_scalar_prog_free(&prog);
     slots_free(&s);
     return st;
 }

@@ -1097,6 +1097,13 @@ bool ir_reduce_is_blockwise(const IrModule *m, const IrInstr *ins, const IrType 
  * all of them, when fewer) and every value of the reducer over it (its
  * constants splatted), each an array of the block. */
 int64_t ir_reduce_block_bytes(const IrModule *m, const IrInstr *ins, const IrType *types);
+/* Is computation comp scalar elementwise work only: parameters,
+ * constants, copies and ops of the elementwise kernel (not map,
+ * bitcast-convert, rng, stochastic-convert), each a scalar of at most 16
+ * bytes, the root one of them or a tuple of them? The executor runs such
+ * a reducer (or select, or scatter) without the interpreter, nothing
+ * allocated a call (device/reducer_scalar.c). */
+bool ir_scalar_computation(const IrModule *m, int32_t comp);
 #define IR_REDUCER_BLOCK 1024      /* outputs a block: the reducer's arrays stay in the caches */
 #define IR_REDUCER_MIN_OUTPUTS 64
 

@@ -876,6 +876,33 @@ bool ir_reduce_is_blockwise(const IrModule *m, const IrInstr *ins, const IrType 
     return n > 1 || c->instr[c->root].shape.type == types[1];
 }
 
+bool ir_scalar_computation(const IrModule *m, int32_t comp)
+{
+    if (comp < 0 || comp >= m->ncomp || !m->comp[comp])
+        return false;
+    const IrComputation *c = m->comp[comp];
+    if (c->root < 0 || c->root >= c->ninstr)
+        return false;
+    for (int32_t i = 0; i < c->ninstr; i++) {
+        const IrInstr *x = &c->instr[i];
+        if (i == c->root && x->op == OP_TUPLE)
+            continue;
+        if (x->shape.rank != 0 || x->shape.type == IR_TUPLE || x->ncalled > 0 || x->nopnd > 3 ||
+            ir_type_size(x->shape.type) > 16)
+            return false;
+        switch (x->op) {
+        case OP_PARAMETER: case OP_CONSTANT: case OP_COPY:
+            continue;
+        case OP_MAP: case OP_BITCAST_CONVERT: case OP_RNG: case OP_STOCHASTIC_CONVERT:
+            return false;
+        default:
+            if (!ir_op_is_elementwise(x->op))
+                return false;
+        }
+    }
+    return true;
+}
+
 int64_t ir_reduce_block_bytes(const IrModule *m, const IrInstr *ins, const IrType *types)
 {
     const IrComputation *c = m->comp[ins->called[0]];

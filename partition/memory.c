@@ -404,13 +404,17 @@ static bool calls_per_element(const IrModule *m, const IrComputation *c, const I
  * (ir_select_reducer: device/reduce_select.c looks it up in a table, on
  * the operands' types as its kernel receives them: converted_to); the
  * block arrays of device/reduce_columns.c when it runs blockwise
- * (ir_reduce_is_blockwise); else `per_call`, one call's values and
- * argument slots (k_reduce.c's general path). */
-static int64_t blockwise_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins, int64_t per_call)
+ * (ir_reduce_is_blockwise); else k_reduce.c's general path: its argument
+ * slots (`slots`), and, unless the reducer runs as a scalar program
+ * (ir_scalar_computation: device/reducer_scalar.c, its values outside the
+ * device's memory), one call's values: `per_call` with the slots. */
+static int64_t blockwise_bytes(const IrModule *m, const IrComputation *c, const IrInstr *ins, int64_t per_call,
+                               int64_t slots)
 {
+    int64_t general = ir_scalar_computation(m, ins->called[0]) ? slots : per_call;
     IrType types[4 * IR_MAX_RANK];
     if (ins->nopnd > 4 * IR_MAX_RANK || ins->nopnd % 2)
-        return per_call;
+        return general;
     for (int32_t i = 0; i < ins->nopnd; i++) {
         IrType t = converted_to(m, c, ins, i);
         types[i] = t != IR_TUPLE ? t : c->instr[ins->opnd[i]].shape.type;
@@ -418,9 +422,9 @@ static int64_t blockwise_bytes(const IrModule *m, const IrComputation *c, const 
     IrSelectReducer sel;
     if (ir_select_reducer(m, ins->called[0], ins->nopnd / 2, types, &sel))
         return 0;
-    if (ins->op != OP_REDUCE)
-        return per_call;
-    return ir_reduce_is_blockwise(m, ins, types) ? ir_reduce_block_bytes(m, ins, types) : per_call;
+    if (ins->op == OP_REDUCE && ir_reduce_is_blockwise(m, ins, types))
+        return ir_reduce_block_bytes(m, ins, types);
+    return general;
 }
 
 /* The bytes of computation k's parameters. */
@@ -1293,7 +1297,8 @@ static IrStatus estimate(const IrModule *m, int32_t comp, const MemOptions *o, i
             st = callee_extra(&e, ins->called[k], body, &x, d);
             if (st == IR_OK && k == 0 && calls_per_element(m, e.c, ins) && ins->called[0] >= 0 &&
                 ins->called[0] < m->ncomp)
-                x = blockwise_bytes(m, e.c, ins, e.peak_of[3 * ins->called[0]] + param_bytes_of(m, ins->called[0]));
+                x = blockwise_bytes(m, e.c, ins, e.peak_of[3 * ins->called[0]] + param_bytes_of(m, ins->called[0]),
+                                    param_bytes_of(m, ins->called[0]));
             if (st == IR_OK && body && ins->nopnd == 1 && e.depth < 64 && ins->called[k] >= 0 &&
                 ins->called[k] < m->ncomp) {
                 st = while_body_extra(&e, s, ins, x, e.callee[s], &x, d);

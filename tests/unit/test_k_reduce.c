@@ -338,7 +338,8 @@ static void test_reduce_argmax_columns(void **state)
 /* Reducers that compare and pick (ir_select_reducer; the kernel looks
  * them up in a table, device/reduce_select.c) against the same reducer
  * with its results passed through a copy, which the recognition refuses,
- * so that the interpreter runs it: bit for bit equal on values with ties,
+ * so that the general path runs it (each instruction's elementwise kernel:
+ * reducer_scalar.c): bit for bit equal on values with ties,
  * +0 and -0, NaNs of both signs (and a payload), index ties, over each dim,
  * both and a window, in f32, f16 and s32. %1$s is the value type. */
 static const char *const select_reducers[] = {
@@ -496,6 +497,57 @@ static void test_reduce_select_lifted(void **state)
         dev_value_unref(res[k]);
     for (int k = 0; k < 3; k++)
         dev_value_unref(args[k]);
+}
+
+/* A reducer of scalar elementwise ops (ir_scalar_computation) runs as a
+ * program without the interpreter (reducer_scalar.c); the same body
+ * behind a call, which only the interpreter runs, gives the same bits:
+ * an (add, max) tuple with an exp, a constant and a copy, over random
+ * f32 with a NaN, in a reduce of each dim and a reduce-window. */
+static void test_reduce_scalar_program(void **state)
+{
+    (void)state;
+    const char *fmt =
+        "HloModule m\nbody {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  c = f32[] parameter(2)\n  d = f32[] parameter(3)\n  h = f32[] constant(0.5)\n"
+        "  e = f32[] exponential(c)\n  eh = f32[] multiply(e, h)\n  s = f32[] add(a, eh)\n"
+        "  m = f32[] maximum(b, d)\n  mc = f32[] copy(m)\n  ROOT t = (f32[], f32[]) tuple(s, mc)\n}\n"
+        "called {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+        "  c = f32[] parameter(2)\n  d = f32[] parameter(3)\n"
+        "  ROOT t = (f32[], f32[]) call(a, b, c, d), to_apply=body\n}\n"
+        "ENTRY e {\n  x = f32[6,5] parameter(0)\n  y = f32[6,5] parameter(1)\n"
+        "  z = f32[] constant(0)\n  n = f32[] constant(-inf)\n"
+        "  ROOT o = (f32%s, f32%s) %s(x, y, z, n), %s, to_apply=%s\n}\n";
+    const char *ops[][3] = {{"reduce", "dimensions={0}", "[5]"},
+                            {"reduce", "dimensions={1}", "[6]"},
+                            {"reduce-window", "window={size=2x3 pad=1_0x0_2}", "[6,5]"}};
+    float x[30], y[30];
+    for (int i = 0; i < 30; i++) {
+        x[i] = (float)rnd_int(-1000, 1000) / 397.0f;
+        y[i] = (float)rnd_int(-1000, 1000) / 211.0f;
+    }
+    y[13] = NAN;
+    for (int oi = 0; oi < 3; oi++) {
+        DevValue *res[2];
+        for (int slow = 0; slow < 2; slow++) {
+            char txt[4096];
+            snprintf(txt, sizeof txt, fmt, ops[oi][2], ops[oi][2], ops[oi][0], ops[oi][1], slow ? "called" : "body");
+            IrModule *m = parse_ok(txt);
+            int32_t r = 0;
+            while (r < m->ncomp && strcmp(m->comp[r]->name, slow ? "called" : "body"))
+                r++;
+            assert_true(ir_scalar_computation(m, r) == !slow);
+            ir_module_free(m);
+            DevValue *args[2] = {val(IR_F32, 2, (int64_t[]){6, 5}, x), val(IR_F32, 2, (int64_t[]){6, 5}, y)};
+            res[slow] = run(txt, 2, args);
+            dev_value_unref(args[0]);
+            dev_value_unref(args[1]);
+        }
+        for (int j = 0; j < 2; j++)
+            assert_memory_equal(res[0]->elems[j]->data, res[1]->elems[j]->data, (size_t)res[0]->elems[j]->nbytes);
+        dev_value_unref(res[0]);
+        dev_value_unref(res[1]);
+    }
 }
 
 /* Fast path vs general path on random s32 data (exact), reducing several
@@ -1051,6 +1103,7 @@ int main(void)
         cmocka_unit_test(test_reduce_argmax_columns),
         cmocka_unit_test(test_reduce_select_table),
         cmocka_unit_test(test_reduce_select_lifted),
+        cmocka_unit_test(test_reduce_scalar_program),
         cmocka_unit_test(test_reduce_fast_vs_general),
         cmocka_unit_test(test_reduce_column_folds),
         cmocka_unit_test(test_reduce_row_lanes),
