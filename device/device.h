@@ -67,8 +67,11 @@
  *                 (dev_blas_choose_sgemm, dev_blas_sgemm_prepare)
  *   blas_watch.c  the measured choice held against the program's first
  *                 large GEMMs, given to a faster library where they run slow
- *   packed.c      f32 weights packed once for oneDNN's matmul, kept across a
- *                 run's steps (DevExecOptions.packed)
+ *   sgemm_amx.c   the f32 GEMM as three bf16 products on AMX's tiles
+ *                 (`--sgemm amx-bf16x3`, opt-in), with B's kept copies
+ *   packed.c      f32 weights packed once for oneDNN's matmul (or their bf16
+ *                 copies for sgemm_amx.c), kept across a run's steps
+ *                 (DevExecOptions.packed)
  *
  * Depends on ir/ and BLAS; never on MPI (collectives reach it through
  * DevCollectives, which the runtime provides).
