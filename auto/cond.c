@@ -26,7 +26,8 @@
  *     branches, whichever branch runs; an array parameter is a node of
  *     its own, its operand resharded into it;
  *   - the branches' instructions, with strategies as the entry's (their
- *     calls inlined: inline.c).
+ *     calls inlined: inline.c); a branch's parameter writes nothing (it
+ *     is its operand's buffer), so its nodes weigh 0.
  * Cost: every branch is priced as if it ran each time the conditional
  * runs (the conditional's weight), so the objective holds the sum over
  * the branches: the most expensive branch where the others pass their
@@ -209,7 +210,7 @@ static IrStatus add_cond(Builder *bd, const IrModule *m, int32_t i, AutoCond *C)
             C->nparam[b] = ps->ntuple;
             char what[32];
             snprintf(what, sizeof what, "branch%d", (int)b);
-            st = states(bd, &x, ps, what, wb, &C->first_param[b]);
+            st = states(bd, &x, ps, what, 0, &C->first_param[b]);
             const IrInstr *opnd = &v->comp.instr[x.opnd[b + 1]];
             for (int32_t k = 0; st == IR_OK && k < opnd->nopnd; k++)
                 st = link(bd, opnd->opnd[k], C->first_param[b] + k, w);
@@ -234,8 +235,17 @@ static IrStatus add_cond(Builder *bd, const IrModule *m, int32_t i, AutoCond *C)
             if (ps->type == IR_TUPLE && y.op == OP_GET_TUPLE_ELEMENT && br->instr[j].opnd[0] == br->param[0] &&
                 !user_sharded(&y))
                 st = identity_of(bd, &y, C->first_param[b] + (int32_t)y.a.tuple_index);
+            /* A branch's parameter (its nodes above, or an array one
+             * here) weighs 0, as a loop's passed-through state does
+             * (loop.c): the branch gets its operand's buffer by reference
+             * (device/exec.c's run_conditional), so its bytes are no
+             * write. Charged them, a replicated stack of weights cost a
+             * copy the runtime never makes, and a fori_loop in a
+             * lax.cond branch sliced its weights and gathered each layer
+             * (294,912 bytes a device on 4 where data parallel moves 0:
+             * tests/jax/test_auto_quality.py's fori_cond). */
             if (st == IR_OK)
-                st = append(bd, &y, x.called[b], j, wb);
+                st = append(bd, &y, x.called[b], j, y.op == OP_PARAMETER ? 0 : wb);
         }
         /* The root's elements reshard into the result's. */
         const IrInstr *root = &br->instr[br->root];

@@ -300,9 +300,9 @@ KNOWN = {
                      "plan's two all-reduces' 2496; estimated 0.049 ms against 0.064"),
     ("moe_sgd", 8): ("as on 4: one all-reduce, 10752 bytes (3.69x) against the expert plan's two, 2912, "
                      "its peak 0.98x; estimated 0.041 ms against 0.065"),
-    ("cond_sgd", 2): COND % "0.44x",
-    ("cond_sgd", 4): COND % "0.38x",
-    ("cond_sgd", 8): COND % "0.35x",
+    ("cond_sgd", 2): COND % "0.43x",
+    ("cond_sgd", 4): COND % "0.37x",
+    ("cond_sgd", 8): COND % "0.34x",
 }
 
 
