@@ -259,7 +259,7 @@ typedef struct AutoLink {
     double weight;
 } AutoLink;
 
-/* A while taken into the view (of the entry, or of a body taken in). */
+/* A while taken into the view (of the entry, of a body or of a branch taken in). */
 typedef struct AutoLoop {
     int32_t instr;           /* the while, a view index (an entry's: its entry index) */
     int32_t first_state;     /* view index of its state element 0 */
@@ -370,9 +370,10 @@ double auto_graph_cost(const AutoGraph *g, const int32_t *choice);
 /* ---- loop.c ---- */
 
 /* The view of m (its entry and the loops it takes in: a while of the
- * entry, or of a body taken in, whose state is a flat tuple of arrays its body reads only by
- * get-tuple-element, whose body and condition nothing else calls, with no
- * sharding of the user's on the state), in arena a. IR_ENOMEM only. */
+ * entry, or of a body taken in, whose state is a flat tuple of arrays its
+ * body reads only by get-tuple-element, whose body and condition nothing
+ * else calls, with no sharding of the user's on the state; cond.c adds a
+ * branch's with auto_view_add_loops), in arena a. IR_ENOMEM only. */
 IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d);
 /* Per computation of m, the instructions that call it (heap, ts_free;
  * NULL on OOM). */
@@ -386,6 +387,15 @@ IrStatus auto_view_append(IrArena *a, AutoView *v, int32_t *cap, const IrInstr *
                           double weight, IrDiag *d);
 IrStatus auto_view_link(IrArena *a, AutoView *v, int32_t *cap, int32_t from, int32_t to, double weight, IrDiag *d);
 IrStatus auto_view_identity(IrArena *a, IrInstr *x, int32_t s, IrDiag *d);
+/* The whiles of computation c of m the view takes in (as the entry's:
+ * see auto_loop_view), c's instructions at view indices first on and run
+ * `weight` times a step, appended to v with their state nodes, bodies
+ * (run weight x trips) and links, and the whiles of those bodies; calls:
+ * auto_call_counts(m); *cap and *lcap as auto_view_append's and
+ * auto_view_link's. cond.c takes in a branch's whiles with it. IR_ENOMEM
+ * only. */
+IrStatus auto_view_add_loops(IrArena *a, const IrModule *m, AutoView *v, int32_t c, int32_t first, double weight,
+                             const int32_t *calls, int32_t *cap, int32_t *lcap, IrDiag *d);
 /* Each loop's state sharding (its state nodes' chosen specs, replicated
  * where a node has no strategy) written on the while, its operand tuple,
  * its body's parameter and root, its condition's parameter. */

@@ -27,7 +27,13 @@
  *     its own, its operand resharded into it;
  *   - the branches' instructions, with strategies as the entry's (their
  *     calls inlined: inline.c); a branch's parameter writes nothing (it
- *     is its operand's buffer), so its nodes weigh 0.
+ *     is its operand's buffer), so its nodes weigh 0;
+ *   - the branches' whiles, as loop.c takes in the entry's (the same
+ *     conditions, their trips, their state nodes and bodies), their
+ *     bodies run the conditional's weight times their trips: held whole,
+ *     a fori_loop in a lax.cond ran its layers replicated or was left to
+ *     propagation (tests/jax/test_auto_quality.py's fori_cond moved
+ *     294,912 bytes a device on 4 where data parallel moves 0).
  * Cost: every branch is priced as if it ran each time the conditional
  * runs (the conditional's weight), so the objective holds the sum over
  * the branches: the most expensive branch where the others pass their
@@ -170,8 +176,9 @@ static IrStatus states(Builder *bd, const IrInstr *x, const IrShape *shape, cons
     return IR_OK;
 }
 
-/* Conditional i of the view into it (C filled). */
-static IrStatus add_cond(Builder *bd, const IrModule *m, int32_t i, AutoCond *C)
+/* Conditional i of the view into it (C filled), and the whiles of its
+ * branches (calls: auto_call_counts). */
+static IrStatus add_cond(Builder *bd, const IrModule *m, int32_t i, const int32_t *calls, AutoCond *C)
 {
     AutoView *v = bd->v;
     const IrInstr x = v->comp.instr[i]; /* a copy: append moves the array */
@@ -253,6 +260,10 @@ static IrStatus add_cond(Builder *bd, const IrModule *m, int32_t i, AutoCond *C)
             st = link(bd, first + br->root, C->first_out, wb);
         for (int32_t k = 0; x.shape.type == IR_TUPLE && st == IR_OK && k < root->nopnd; k++)
             st = link(bd, first + root->opnd[k], C->first_out + k, wb);
+        /* Its whiles (a fori_loop in a lax.cond, a scan in a lax.switch),
+         * as loop.c takes in the entry's: their bodies run wb x trips. */
+        if (st == IR_OK)
+            st = auto_view_add_loops(bd->a, m, v, x.called[b], first, wb, calls, &bd->cap, &bd->lcap, bd->d);
     }
     return st;
 }
@@ -286,7 +297,7 @@ IrStatus auto_cond_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
             v->cond = ncs;
             ccap = nc;
         }
-        st = add_cond(&bd, m, i, &v->cond[v->ncond++]);
+        st = add_cond(&bd, m, i, calls, &v->cond[v->ncond++]);
     }
     ts_free(calls);
     return st;

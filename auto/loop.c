@@ -28,7 +28,10 @@
  * condition stays out of the view: its counter is a scalar (replicated).
  * A body's own whiles are taken in the same way (nested loops: JAX's scans
  * inside a fori_loop), their bodies weighted by both trip counts, their
- * operand's reshards by the outer one's.
+ * operand's reshards by the outer one's; so are a conditional's branch's
+ * (cond.c calls auto_view_add_loops as it takes the branch in: a fori_loop
+ * in a lax.cond, a scan in a lax.switch), weighted by the conditional's
+ * runs, so loops and conditionals nest in any order.
  */
 #include "auto.h"
 
@@ -259,6 +262,9 @@ static int32_t count_loops(const IrModule *m, const IrComputation *c, const int3
     return n;
 }
 
+static IrStatus add_loops(IrArena *a, const IrModule *m, AutoView *v, int32_t c, int32_t first, double weight,
+                          const int32_t *calls, int32_t depth, int32_t *cap, int32_t *lcap, IrDiag *d);
+
 /* While wi of computation `pc` (its instructions at view indices pfirst
  * on, each run `outer` times a step) into the view: its state nodes, its
  * body (each instruction run outer x trips times), and the whiles the
@@ -351,13 +357,39 @@ static IrStatus add_loop(IrArena *a, const IrModule *m, AutoView *v, int32_t pc,
         }
     }
     /* Loops in the body (a scan inside a fori_loop). */
-    for (int32_t i = 0; depth + 1 < MAX_LOOP_DEPTH && i < body->ninstr; i++)
-        if (takes(m, body, &body->instr[i], calls)) {
-            IrStatus st = add_loop(a, m, v, w->called[1], first, i, trips, calls, depth + 1, cap, lcap, d);
+    return add_loops(a, m, v, w->called[1], first, trips, calls, depth + 1, cap, lcap, d);
+}
+
+/* The whiles of computation c (its instructions at view indices first
+ * on, each run `weight` times a step) taken in, and theirs. */
+static IrStatus add_loops(IrArena *a, const IrModule *m, AutoView *v, int32_t c, int32_t first, double weight,
+                          const int32_t *calls, int32_t depth, int32_t *cap, int32_t *lcap, IrDiag *d)
+{
+    const IrComputation *comp = m->comp[c];
+    for (int32_t i = 0; depth < MAX_LOOP_DEPTH && i < comp->ninstr; i++)
+        if (takes(m, comp, &comp->instr[i], calls)) {
+            IrStatus st = add_loop(a, m, v, c, first, i, weight, calls, depth, cap, lcap, d);
             if (st != IR_OK)
                 return st;
         }
     return IR_OK;
+}
+
+IrStatus auto_view_add_loops(IrArena *a, const IrModule *m, AutoView *v, int32_t c, int32_t first, double weight,
+                             const int32_t *calls, int32_t *cap, int32_t *lcap, IrDiag *d)
+{
+    /* v->loop holds exactly the loops taken so far: grown by all of c's
+     * at once, so add_loop's pointer into it stays valid. */
+    int32_t n = count_loops(m, m->comp[c], calls, 0);
+    if (!n)
+        return IR_OK;
+    AutoLoop *nl = ir_alloc_array(a, (size_t)(v->nloop + n), sizeof *nl);
+    if (!nl)
+        return ir_oom(d, NULL);
+    if (v->nloop)
+        memcpy(nl, v->loop, (size_t)v->nloop * sizeof *nl);
+    v->loop = nl;
+    return add_loops(a, m, v, c, first, weight, calls, 0, cap, lcap, d);
 }
 
 int32_t *auto_call_counts(const IrModule *m)
@@ -384,7 +416,6 @@ IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
     int32_t *calls = auto_call_counts(m);
     if (!calls)
         return ir_oom(d, NULL);
-    int32_t nloop = count_loops(m, entry, calls, 0);
     int32_t cap = 0, lcap = 0;
     IrStatus st = IR_OK;
     /* The entry's instructions at their own indices (copied: the loops'
@@ -393,11 +424,8 @@ IrStatus auto_loop_view(IrArena *a, const IrModule *m, AutoView *v, IrDiag *d)
     v->comp.instr = NULL;
     for (int32_t i = 0; st == IR_OK && i < entry->ninstr; i++)
         st = append(a, v, &cap, &entry->instr[i], m->entry, i, 1, d);
-    if (st == IR_OK && nloop && !(v->loop = ir_alloc_array(a, (size_t)nloop, sizeof *v->loop)))
-        st = ir_oom(d, NULL);
-    for (int32_t i = 0; st == IR_OK && i < entry->ninstr; i++)
-        if (takes(m, entry, &entry->instr[i], calls))
-            st = add_loop(a, m, v, m->entry, 0, i, 1, calls, 0, &cap, &lcap, d);
+    if (st == IR_OK)
+        st = auto_view_add_loops(a, m, v, m->entry, 0, 1, calls, &cap, &lcap, d);
     ts_free(calls);
     return st;
 }

@@ -38,9 +38,15 @@ lax.scan whose body applies its layer under a lax.cond (held whole, they
 moved 24576-43008 and 49152-86016 bytes where data parallel moves 0 and
 24-42); --all adds the MLP, the conv net, the MoE, an SGD step of the MoE
 (its routing a lax.top_k) and an SGD step under loss scaling whose update
-is a lax.cond, small and wide (--only NAME,... runs those named). A
-collective in a loop body counts once an iteration, one in a
-conditional's branch as if the branch ran (runs()).
+is a lax.cond, small and wide (--only NAME,... runs those named). Three
+default programs nest loops in conditionals, on 2, 4, 8 and a 2x2 mesh:
+a fori_loop over stacked layers in a lax.cond branch, a lax.scan in two
+of a lax.switch's three branches, and a lax.scan whose body's lax.cond
+runs a fori_loop of scans (held whole before, the fori_loop ran its
+layers replicated or was left to propagation). On every program --explain
+must hold no while whole. A collective in a loop body counts once an
+iteration (every loop SCAN_LAYERS iterations), one in a conditional's
+branch as if the branch ran (runs()).
 Exit 0 when all hold, 1 otherwise (77: JAX missing).
 """
 import json
@@ -176,6 +182,42 @@ def cond_scan(x, ws, flags):
     return lax.scan(body, x, (ws, flags))
 
 
+def fori_cond(x, ws, flag):
+    """A fori_loop over stacked layers inside a lax.cond branch (the other
+    branch doubles its operand): a while in a conditional's branch."""
+    def layers(h):
+        return lax.fori_loop(0, SCAN_LAYERS, lambda i, h: jnp.tanh(h @ ws[i]), h)
+    return lax.cond(flag > 0, layers, lambda h: h * 2, x)
+
+
+def scan_switch(i, x, ws, bs):
+    """A lax.switch of 3 branches: two a lax.scan over the stacked layers
+    (tanh with a bias and a per-layer sum; relu and a per-layer mean), the
+    third passing its operand through."""
+    def tanh_layers(h):
+        return lax.scan(lambda h, wb: (jnp.tanh(h @ wb[0] + wb[1]), (h * h).sum()), h, (ws, bs))
+
+    def relu_layers(h):
+        return lax.scan(lambda h, w: (jax.nn.relu(h @ w), h.mean()), h, ws)
+    return lax.switch(i, [tanh_layers, relu_layers, lambda h: (h, jnp.zeros((SCAN_LAYERS,), h.dtype))], x)
+
+
+def scan_cond_fori(x, ws, flags):
+    """A lax.scan over layers whose body, where the layer's flag is set,
+    applies the layer SCAN_LAYERS times as a fori_loop, each time through
+    a scan of SCAN_LAYERS steps: a while in a while's body in a
+    conditional's branch in a loop's body."""
+    def body(h, wf):
+        w, f = wf
+
+        def repeat(h):
+            def twice(j, h):
+                return lax.scan(lambda h, _: (jnp.tanh(h @ w), None), h, None, length=SCAN_LAYERS)[0]
+            return lax.fori_loop(0, SCAN_LAYERS, twice, h)
+        return lax.cond(f > 0, repeat, lambda h: h, h), (h * h).sum()
+    return lax.scan(body, x, (ws, flags))
+
+
 def scan_sgd(x, ws, bs, y):
     """An SGD step of scan (its loss the squared error of the last layer's
     output): a forward scan saving the activations, a backward scan
@@ -232,6 +274,11 @@ def inputs_of(name):
         "switch3": lambda: [np.array(1, np.int32), r(32, 16), r(16, 64), r(64, 64), r(64, 64), r(64, 64),
                             r(64, 8)],
         "cond_scan": lambda: [r(128, 64), r(SCAN_LAYERS, 64, 64, scale=.1), np.array([1, 0, 1, 1, 0, 1], np.int32)],
+        "fori_cond": lambda: [r(256, 128), r(SCAN_LAYERS, 128, 128, scale=.1), np.array(1, np.int32)],
+        "scan_switch": lambda: [np.array(0, np.int32), r(256, 128), r(SCAN_LAYERS, 128, 128, scale=.1),
+                                r(SCAN_LAYERS, 128)],
+        "scan_cond_fori": lambda: [r(128, 64), r(SCAN_LAYERS, 64, 64, scale=.1),
+                                   np.array([1, 0, 1, 1, 0, 1], np.int32)],
         "cond_sgd_wide": lambda: [r(128, 256, scale=.1), r(256, 64, scale=.1), r(256, 128), r(256, 64),
                                   np.array(128, np.float32)],
         "adam": lambda: [r(16, 32), r(32, 8), r(16, 32, scale=.01), r(32, 8, scale=.01),
@@ -252,6 +299,11 @@ PROGRAMS = {
     "cond_sgd": (cond_sgd, {"data-parallel": {2: 0, 3: 0}, "megatron": {0: 1, 1: 0}}),
     "switch3": (switch3, {"data-parallel": {1: 0}, "megatron": {2: 1, 3: 0, 4: 0, 5: 0}}),
     "cond_scan": (cond_scan, {"data-parallel": {0: 0}}),
+    # Whiles inside conditionals' branches (auto/cond.c takes them in as auto/loop.c the entry's):
+    # FSDP tiles the stacked weights on their input dim, Megatron on their output dim.
+    "fori_cond": (fori_cond, {"data-parallel": {0: 0}, "fsdp": {0: 0, 1: 1}, "megatron": {1: 2}}),
+    "scan_switch": (scan_switch, {"data-parallel": {1: 0}, "fsdp": {1: 0, 2: 1, 3: 1}, "megatron": {2: 2, 3: 1}}),
+    "scan_cond_fori": (scan_cond_fori, {"data-parallel": {0: 0}, "fsdp": {0: 0, 1: 1}, "megatron": {1: 2}}),
     "cond_sgd_wide": (cond_sgd, {"data-parallel": {2: 0, 3: 0}, "megatron": {0: 1, 1: 0}}),
     # lax.scan over stacked weights at real sizes (ws[6,128,128], x[256,128]): FSDP tiles each
     # stacked weight on its input dim (the layer sliced, then gathered), Megatron on its output dim.
@@ -263,7 +315,8 @@ PROGRAMS = {
 }
 # The meshes a program is planned on (DEVICES where not named): a 2x2 mesh's hand plans tile
 # over its 4 devices as one axis.
-MESHES = {name: DEVICES + ("2x2",) for name in ("scan_wide", "scan_wide_sgd", "scan_ys", "gru")}
+MESHES = {name: DEVICES + ("2x2",) for name in ("scan_wide", "scan_wide_sgd", "scan_ys", "gru", "fori_cond",
+                                                "scan_switch", "scan_cond_fori")}
 # Planned under --limit memory of FSDP's peak x 1.1 too, where memory asks for FSDP: the plan
 # fits, equals the reference and moves no more than 1.1x FSDP's bytes (on the 2x2 mesh too
 # since gathering a layer over both axes is priced as the one all-gather the partitioner runs,
@@ -271,7 +324,8 @@ MESHES = {name: DEVICES + ("2x2",) for name in ("scan_wide", "scan_wide_sgd", "s
 # bytes; the SGD steps since a weight gradient's partial sums may be reduce-scattered into its
 # tiles, auto/strategy.c: before, up to 2.15x: docs/auto-shard.md, Loops).
 UNDER_FSDP = {"scan_wide": DEVICES + ("2x2",), "scan_wide_sgd": DEVICES + ("2x2",)}
-SAMPLE = ("embcls", "adam", "scan", "gpt", "switch3", "cond_scan", "scan_wide", "scan_wide_sgd", "scan_ys", "gru")
+SAMPLE = ("embcls", "adam", "scan", "gpt", "switch3", "cond_scan", "scan_wide", "scan_wide_sgd", "scan_ys", "gru",
+          "fori_cond", "scan_switch", "scan_cond_fori")
 
 # Lines over the bar, with their reasons (docs/auto-shard.md, "Memory without a limit").
 FASTER = ("replicated, it moves no bytes and is estimated %s the hand plan's step, which pays a "
@@ -411,6 +465,12 @@ def check(name, root):
         print("%s on %s: auto %d bytes %d peak; best hand-written %s %d bytes %d peak; equal to the reference "
               "and to JAX (relative error %.3g): %s" % (name, mesh, ab, am, best[0], best[1], best[2], err, verdict))
         failed += not ok
+        # Every while in the graph, wherever it is nested (a loop's body, a conditional's branch).
+        held = re.findall(r"held whole: (\S+) = while ", tessel("plan", hlo, "--auto-shard", "--mesh", mesh,
+                                                               "--explain").stdout)
+        if held:
+            print("FAIL %s on %s: --explain holds %s whole" % (name, mesh, ", ".join(held)))
+            failed += 1
         if (name, mesh) in KNOWN and ok:
             failed += check_limit(name, hlo, args, d, mesh, entry, best, len(want))
         if mesh in UNDER_FSDP.get(name, ()):
