@@ -851,6 +851,66 @@ static bool from_constants(const IrComputation *c, int32_t i)
     return true;
 }
 
+/* Is p a broadcast that adds dims to an array (not a scalar's)? */
+static bool widens(const IrComputation *c, const IrInstr *p)
+{
+    return ir_op_family(p->op) == FAM_BROADCAST && p->nopnd >= 1 && p->shape.rank > c->instr[p->opnd[0]].shape.rank &&
+           c->instr[p->opnd[0]].shape.rank > 0;
+}
+
+/* The operand the elementwise op x follows, -1 for none (auto_follows).
+ * An elementwise op follows a computed operand of its dims, never a
+ * parameter: following the weight, an SGD update w - lr * g runs where
+ * the weight lies, replicated under data parallelism, where on its own
+ * it may run on the gradient's shard (left so: a result takes any
+ * sharding). With the parameter leading such groups the JAX language model's
+ * auto plan moved 1.14-1.30x data parallel's bytes while data parallel
+ * itself was estimated faster: the reduction had cut it out.
+ * A broadcast that adds dims to an array (widens) is followed last: its
+ * group is led by the value it broadcasts, which has no such dim to tile.
+ * A causal mask broadcast over batch and heads leading a select(mask,
+ * scores, -inf) held the scores replicated on the batch (a GPT block on 4
+ * devices: 2304 bytes gathered where data parallel moves none). An iota
+ * is of the broadcast family with no operand. Two such broadcasts (an
+ * outer product, AdaFactor's row and column moments broadcast to [R,C] and
+ * multiplied) lead a group of their own: following either, the product
+ * could be tiled only on the dims that operand's value has (following the
+ * rows', AdaFactor's step of tests/jax/test_auto_heldout46.py
+ * all-gathered the column-tiled [24,32] factor on 4 devices where
+ * Megatron's plan keeps it tiled). */
+static int32_t elementwise_leader(const IrComputation *c, const IrInstr *x)
+{
+    int32_t widened = -1, nwidened = 0;
+    for (int32_t o = 0; o < x->nopnd; o++) {
+        const IrInstr *p = &c->instr[x->opnd[o]];
+        if (!ir_shape_same_dims(&p->shape, &x->shape) || ir_op_family(p->op) == FAM_PARAMETER)
+            continue;
+        if (!widens(c, p))
+            return o;
+        if (widened < 0)
+            widened = o;
+        nwidened++;
+    }
+    return nwidened > 1 ? -1 : widened;
+}
+
+/* Is i a factor of an outer product: an operand of an elementwise op of
+ * its dims that leads its own group because two broadcasts widen into it
+ * (elementwise_leader)? The users are found by a pass over c, made only
+ * for the broadcasts that widen a computed array. */
+static bool outer_factor(const IrComputation *c, int32_t i)
+{
+    for (int32_t u = 0; u < c->ninstr; u++) {
+        const IrInstr *x = &c->instr[u];
+        if (ir_op_family(x->op) != FAM_ELEMENTWISE || !ir_shape_same_dims(&x->shape, &c->instr[i].shape))
+            continue;
+        for (int32_t o = 0; o < x->nopnd; o++)
+            if (x->opnd[o] == i && elementwise_leader(c, x) < 0)
+                return true;
+    }
+    return false;
+}
+
 int32_t auto_follows(const IrComputation *c, int32_t i)
 {
     Roles r;
@@ -870,47 +930,24 @@ int32_t auto_follows(const IrComputation *c, int32_t i)
      * alone (a rotary table [T,hd] broadcast over batch and heads: held
      * whole in the table's group, each device held the [B,T,H,hd] result,
      * grouped-query attention with RoPE on 8 devices 1.29x data parallel's
-     * peak). A computed value's broadcast (a softmax's row maximum) keeps
-     * following: its rows are the operand's. A layer of a scan's stacked
-     * biases is a parameter's value too (reshaped_from): following its
-     * slice, replicated under data parallelism, the broadcast [256,128]
-     * ran whole on each of 4 devices, 0.12 ms of a 1.3 ms step. */
+     * peak), of a scalar (its group has no dim the broadcast could take:
+     * under every strategy the result was whole) and of a factor of an
+     * outer product (outer_factor: following the rows' moment, replicated
+     * in Megatron's plan, AdaFactor's [24,32] row factor was held whole
+     * where the product and propagation's plan tile its columns, 14,164
+     * bytes on 2 devices, not 12,620, and under 1.1x that the plan
+     * all-gathered x instead). A computed value's broadcast (a softmax's
+     * row maximum) keeps following: its rows are the operand's. A layer of
+     * a scan's stacked biases is a parameter's value too (reshaped_from):
+     * following its slice, replicated under data parallelism, the
+     * broadcast [256,128] ran whole on each of 4 devices, 0.12 ms of a
+     * 1.3 ms step. */
     if (f == FAM_BROADCAST && x->shape.rank > c->instr[x->opnd[0]].shape.rank &&
-        (ir_op_family(c->instr[reshaped_from(c, x->opnd[0])].op) == FAM_PARAMETER ||
-         from_constants(c, x->opnd[0])))
+        (c->instr[x->opnd[0]].shape.rank == 0 ||
+         ir_op_family(c->instr[reshaped_from(c, x->opnd[0])].op) == FAM_PARAMETER ||
+         from_constants(c, x->opnd[0]) || outer_factor(c, i)))
         return -1;
     if (f != FAM_ELEMENTWISE)
         return 0;
-    /* An elementwise op follows a computed operand of its dims, never a
-     * parameter: following the weight, an SGD update w - lr * g runs where
-     * the weight lies, replicated under data parallelism, where on its own
-     * it may run on the gradient's shard (left so: a result takes any
-     * sharding). With the parameter leading such groups the JAX language model's
-     * auto plan moved 1.14-1.30x data parallel's bytes while data parallel
-     * itself was estimated faster: the reduction had cut it out. */
-    /* A broadcast that adds dims to an array (not a scalar's) is followed
-     * last: its group is led by the value it broadcasts, which has no such
-     * dim to tile. A causal mask broadcast over batch and heads leading a
-     * select(mask, scores, -inf) held the scores replicated on the batch
-     * (a GPT block on 4 devices: 2304 bytes gathered where data parallel
-     * moves none). An iota is of the broadcast family with no operand.
-     * Two such broadcasts (an outer product, AdaFactor's row and column
-     * moments broadcast to [R,C] and multiplied) lead a group of their own:
-     * following either, the product could be tiled only on the dims that
-     * operand's value has (following the rows', AdaFactor's step of
-     * tests/jax/test_auto_heldout46.py all-gathered the column-tiled
-     * [24,32] factor on 4 devices where Megatron's plan keeps it tiled). */
-    int32_t widened = -1, nwidened = 0;
-    for (int32_t o = 0; o < x->nopnd; o++) {
-        const IrInstr *p = &c->instr[x->opnd[o]];
-        if (!ir_shape_same_dims(&p->shape, &x->shape) || ir_op_family(p->op) == FAM_PARAMETER)
-            continue;
-        if (ir_op_family(p->op) != FAM_BROADCAST || p->nopnd < 1 ||
-            p->shape.rank <= c->instr[p->opnd[0]].shape.rank || c->instr[p->opnd[0]].shape.rank == 0)
-            return o;
-        if (widened < 0)
-            widened = o;
-        nwidened++;
-    }
-    return nwidened > 1 ? -1 : widened;
+    return elementwise_leader(c, x);
 }

@@ -379,22 +379,11 @@ TRIPS = {"ln_fori": 3}
 # even under --limit memory of 1.1x that plan's peak (measured on the
 # commit that wrote them; h45.FASTER's figures: collectives of the plan
 # under the limit and of the hand plan, the measured warm step of each).
-ROWS = ("under the limit the plan moves %d bytes: an input the hand plan leaves free tiled and all-gathered "
-        "(x for both products; y on 4), an all-to-all on the factored moment's outer product, where propagation from Megatron's "
-        "parameters runs 3 all-reduces (%d bytes) at %d peak, under the limit; with those parameters fixed and no "
-        "limit the solve finds that plan (auto/strategy.c: the outer product leads its group), under the limit "
-        "the same solve tiles that input too: its memory row (auto/graph.c, one step's live values) or the fit's retry "
-        "takes that plan over the limit")
 KNOWN = {
     ("clip_sgd", "2"): h45.FASTER % (2, 6, "0.127", "0.222", "0.57"),
     ("clip_sgd", "4"): h45.FASTER % (2, 6, "0.557", "1.044", "0.53"),
     ("clip_sgd", "8"): h45.FASTER % (5, 6, "1.611", "1.955", "0.82"),
     ("clip_sgd", "2x2"): h45.FASTER % (2, 6, "0.556", "1.068", "0.53"),
-    ("adafactor_lion", "2"): ROWS % (1384, 612, 12620),
-    ("adafactor_lion", "4"): ROWS % (1884, 918, 7692),
-    ("adafactor_lion", "8"): ROWS % (4018, 1071, 5228),
-    ("adafactor_lion", "2x2"): ROWS % (3804, 918, 7692),
-    ("adafactor_lion", "2x4"): ROWS % (4018, 1071, 5228),
     ("decode1", "8"): h45.FASTER % (4, 5, "1.007", "1.295", "0.79"),
 }
 

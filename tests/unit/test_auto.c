@@ -1093,6 +1093,48 @@ static void mask_broadcast_followed_last(void **state)
     on_four_free(&f);
 }
 
+/* AdaFactor's factored moment: outer(vr, vc) / mean(vr). Each factor's
+ * broadcast and the scalar's lead groups of their own: following the
+ * rows' group, replicated under Megatron's plan, the [8,6] factor was held
+ * whole where the product is tiled on its columns. */
+static const char OUTER[] =
+    "HloModule outer\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "ENTRY main {\n"
+    "  vr = f32[8] parameter(0)\n"
+    "  vc = f32[6] parameter(1)\n"
+    "  r = f32[8] exponential(vr)\n"
+    "  c = f32[6] exponential(vc)\n"
+    "  rb = f32[8,6] broadcast(r), dimensions={0}\n"
+    "  cb = f32[8,6] broadcast(c), dimensions={1}\n"
+    "  p = f32[8,6] multiply(rb, cb)\n"
+    "  z = f32[] constant(0)\n"
+    "  m = f32[] reduce(r, z), dimensions={0}, to_apply=add\n"
+    "  mb = f32[8,6] broadcast(m), dimensions={}\n"
+    "  q = f32[8,6] divide(p, mb)\n"
+    "  rq = f32[8,6] broadcast(r), dimensions={0}\n"
+    "  ROOT o = f32[8,6] add(q, rq)\n"
+    "}\n";
+
+static void factor_broadcasts_lead(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, OUTER);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "p")), -1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "rb")), -1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "cb")), -1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "mb")), -1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "q")), 0);
+    /* The rows broadcast into an op that follows q: it keeps following r. */
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "rq")), 0);
+    on_four_free(&f);
+}
+
 /* XLA's memory annotations are identities the partitioner runs shard by
  * shard: strategies as an elementwise op, following the operand; another
  * custom-call is opaque. */
@@ -1996,6 +2038,7 @@ int main(void)
         cmocka_unit_test(identity_custom_calls),
         cmocka_unit_test(uneven_reshape_dims),
         cmocka_unit_test(mask_broadcast_followed_last),
+        cmocka_unit_test(factor_broadcasts_lead),
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(norm_training),
         cmocka_unit_test(ragged_dot),
