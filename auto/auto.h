@@ -26,6 +26,10 @@
  *   cost.c      the cost model: compute from FLOPs and bytes at rates,
  *               collectives alpha-beta per kind and group size, resharding
  *               between two specs; its documented defaults
+ *   reshard.c   what a reshard between two specs emits (none, a permute,
+ *               an all-to-all, all-gathers, the whole value gathered): its
+ *               collectives, priced by cost.c, and the bytes it holds,
+ *               charged by graph.c
  *   strategy.c  the strategies of one instruction: every assignment of the
  *               mesh axes to its output dims and contracted dims that the
  *               shapes divide, with operand specs and costs; the roles
@@ -160,12 +164,42 @@ double auto_coll_seconds(const AutoCost *c, AutoColl k, int64_t n, int scope, do
 /* Does the group of mesh axes `axes` (bit mask) span more than one host
  * of `local` devices each? */
 int auto_axes_scope(const AutoMesh *m, unsigned axes, int64_t local);
-/* Seconds to turn an array of `shape` held under `from` into `to`, the
- * collectives partition/reshard.c emits for the two shardings (a cut of
- * the shard free; a permute; one all-to-all; an all-gather per dim
- * gathered; or the whole value gathered, then sliced). */
+/* Seconds to turn an array of `shape` held under `from` into `to`: the
+ * collectives of auto_reshard_classify at c's rates. */
 double auto_reshard_seconds(const AutoCost *c, const AutoMesh *m, int64_t local, const IrShape *shape,
                             const AutoSpec *from, const AutoSpec *to);
+
+/* ---- reshard.c ---- */
+
+/* What partition/reshard.c emits for a pair of shardings, in its order. */
+typedef enum AutoReshardKind {
+    AUTO_RESHARD_NONE,       /* the same, or a cut of each device's shard (or of the whole value) */
+    AUTO_RESHARD_PERMUTE,    /* the same tiles on other devices: a collective-permute */
+    AUTO_RESHARD_ALL_TO_ALL, /* one dim's axes moved whole to an untiled dim */
+    AUTO_RESHARD_GATHER,     /* an all-gather per dim no longer tiled, the rest kept */
+    AUTO_RESHARD_WHOLE       /* every tiled dim gathered, the target sliced out */
+} AutoReshardKind;
+
+/* One collective of a reshard, as cost.c prices it. */
+typedef struct AutoReshardColl {
+    AutoColl kind; /* the rates it is priced at (a permute: the all-to-all's) */
+    int64_t n;     /* devices in its group */
+    unsigned axes; /* the mesh axes of the group (bit mask) */
+    double bytes;  /* its buffer, as AutoColl counts it */
+} AutoReshardColl;
+
+typedef struct AutoReshard {
+    AutoReshardKind kind;
+    int32_t ncoll;
+    AutoReshardColl coll[AUTO_MAX_AXES]; /* in the order emitted (a gather: one a dim, each on an axis) */
+    double held; /* bytes it holds beside the operand's shard while it runs (graph.c's memory row) */
+} AutoReshard;
+
+/* How an array of `shape` held under `from` becomes `to`: the kind, its
+ * collectives and the bytes it holds (reshard.c's comment: one
+ * classifier for the price and the memory row). */
+void auto_reshard_classify(const AutoMesh *m, const IrShape *shape, const AutoSpec *from, const AutoSpec *to,
+                           AutoReshard *r);
 
 /* ---- strategy.c ---- */
 

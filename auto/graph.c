@@ -520,100 +520,27 @@ IrStatus auto_graph_charge_pair(AutoGraph *g, int32_t u, int32_t i, IrDiag *d)
     return charge_pair_memory(g, pv->group, v->group, state_pair_bytes, ends, d);
 }
 
-/* Per-device bytes of `shape` under spec s, a tiled dim's largest
- * (padded) tile. */
-static double spec_bytes(const AutoMesh *mesh, const IrShape *shape, const AutoSpec *s)
-{
-    double b = (double)ir_shape_bytes(shape);
-    for (int32_t d = 0; d < shape->rank; d++) {
-        int64_t t = auto_spec_tiles(mesh, s, d);
-        if (t > 1 && shape->dims[d] > 0)
-            b *= (double)((shape->dims[d] + t - 1) / t) / (double)shape->dims[d];
-    }
-    return b;
-}
-
-/* The bytes of `shape` held whole with each dim padded to a multiple of
- * its tiles under s (the shards of s gathered). */
-static double padded_bytes(const AutoMesh *mesh, const IrShape *shape, const AutoSpec *s)
-{
-    double b = (double)ir_shape_bytes(shape);
-    for (int32_t d = 0; d < shape->rank; d++) {
-        int64_t t = auto_spec_tiles(mesh, s, d);
-        if (t > 1 && shape->dims[d] > 0)
-            b *= (double)((shape->dims[d] + t - 1) / t * t) / (double)shape->dims[d];
-    }
-    return b;
-}
-
 /* The bytes of operand `o` of node i resharded for it (the operand u
  * under strategy s, i under t) held beside u's shard while i runs, so
- * charged where i runs at the step charged. The estimate of the sharded
- * program counts them (partition/memory.c: collective buffers and
- * temporaries); left out, a plan that gathers at the peak passed the
- * limit and the fitting step refused it (tests/models/ragged_moe.hlo on
- * 2 and 4). They follow partition/reshard.c's paths:
- *   axes only added, each     a local cut: nothing (where a dim is padded
- *     new tile inside an old  to unequal tiles first the padded copy is
- *     one                     held too, but charged, the held-out t5_attn
- *                             on 8 took a plan of 10,752 bytes where the
- *                             fitting step makes the one of none fit)
- *   one axis moved to a dim   an all-to-all: the new shard
- *     untiled, evenly
- *   axes only removed, each   an all-gather of those dims (padded where a
- *     dim they leave whole    tile is) and, where padded, its slice
- *   anything else             the whole value gathered (padded), sliced,
- *                             padded to the new tiles and cut: the most
- *                             two of these hold at once
- * Charged the new shard alone, the held-out segments on 4 (tests/jax/
- * test_auto_heldout45.py) took its updates gathered whole, padded and cut
- * for a scatter tiled on its columns: 784 bytes, charged 112. */
+ * charged where i runs at the step charged: what the reshard
+ * partition/reshard.c runs holds (auto_reshard_classify, the classifier
+ * the price uses too). The estimate of the sharded program counts them
+ * (partition/memory.c: collective buffers and temporaries); left out, a
+ * plan that gathers at the peak passed the limit and the fitting step
+ * refused it (tests/models/ragged_moe.hlo on 2 and 4). A local cut holds
+ * nothing (where a dim is padded to unequal tiles first the padded copy
+ * is held too, but charged, the held-out t5_attn on 8 took a plan of
+ * 10,752 bytes where the fitting step makes the one of none fit). Charged
+ * the new shard alone where the whole value is gathered, the held-out
+ * segments on 4 (tests/jax/test_auto_heldout45.py) took its updates
+ * gathered whole, padded and cut for a scatter tiled on its columns: 784
+ * bytes, charged 112. */
 static double reshard_bytes(const AutoGraph *g, int32_t u, int32_t i, int32_t o, int32_t s, int32_t t)
 {
-    const AutoSpec *need = &g->node[i].strat[t].in[o], *have = &g->node[u].strat[s].out;
-    const AutoMesh *mesh = &g->mesh;
-    const IrShape *shape = &g->comp->instr[u].shape;
-    int32_t moves = 0, moved = -1;
-    bool coarser = true;
-    for (int32_t a = 0; a < mesh->naxes; a++) {
-        if (mesh->size[a] <= 1 || have->dim[a] == need->dim[a])
-            continue;
-        coarser &= need->dim[a] < 0 && (have->dim[a] < 0 || auto_spec_tiles(mesh, need, have->dim[a]) == 1);
-        if (have->dim[a] >= 0) {
-            moves++;
-            moved = a;
-        }
-    }
-    double full = (double)ir_shape_bytes(shape), shard = spec_bytes(mesh, shape, need);
-    /* Axes only added: a local cut where each new tile lies inside the
-     * old one (partition/reshard.c refines: a dim already tiled keeps
-     * its padded tiles' edges). */
-    bool cut_inside = !moves;
-    for (int32_t d = 0; cut_inside && d < shape->rank; d++) {
-        int64_t n = shape->dims[d], tf = auto_spec_tiles(mesh, have, d), tt = auto_spec_tiles(mesh, need, d);
-        cut_inside = tf == 1 || (tt % tf == 0 && (n + tt - 1) / tt * (tt / tf) == (n + tf - 1) / tf);
-    }
-    if (cut_inside)
-        return 0;
-    if (coarser && moves) {
-        double gathered = padded_bytes(mesh, shape, have) / padded_bytes(mesh, shape, need) * shard;
-        return gathered + (gathered > shard ? shard : 0);
-    }
-    if (moves == 1) {
-        int32_t da = have->dim[moved], db = need->dim[moved];
-        bool swapped = db >= 0 && auto_spec_tiles(mesh, have, db) == 1 && auto_spec_tiles(mesh, need, da) == 1 &&
-                       shape->dims[da] % mesh->size[moved] == 0 && shape->dims[db] % mesh->size[moved] == 0;
-        for (int32_t a = 0; swapped && a < mesh->naxes; a++)
-            swapped = a == moved || mesh->size[a] <= 1 || have->dim[a] == need->dim[a];
-        if (swapped)
-            return shard;
-    }
-    double gathered = padded_bytes(mesh, shape, have), cut = padded_bytes(mesh, shape, need);
-    double held = gathered > full ? gathered + full : full;   /* the gather and its slice */
-    if (cut > full && full + cut > held)                     /* the slice and its padded copy */
-        held = full + cut;
-    double last = (cut > full ? cut : full) + shard;         /* the whole value and the cut */
-    return last > held ? last : held;
+    AutoReshard r;
+    auto_reshard_classify(&g->mesh, &g->comp->instr[u].shape, &g->node[u].strat[s].out,
+                          &g->node[i].strat[t].in[o], &r);
+    return r.held;
 }
 
 /* reshard_bytes of operand uio[2] (node uio[0]) of node uio[1]. */

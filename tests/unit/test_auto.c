@@ -183,30 +183,43 @@ static void reshard_prices(void **state)
     int64_t dims[3] = {8, 16, 4};
     assert_int_equal(ir_shape_make(a, &sh, IR_F32, 3, dims), IR_OK);
     assert_int_equal(auto_mesh_parse("2x2", &m, &d), IR_OK);
+    /* With each, the kind auto_reshard_classify says and the bytes it
+     * holds for the memory row: the same classifier as the price (the
+     * row charged a permute as the whole value gathered, and an axis added
+     * major to the one on its dim as a free cut). */
     const struct {
         AutoSpec from, to;
         double want;
+        AutoReshardKind kind;
+        double held;
     } hand[] = {
-        /* [x*y,-,-] -> replicated: one all-gather of 4, 3/4 of 2048 */
-        {spec3(0, 0), spec3(-1, -1), 1 + 1536e-9},
+        /* [x*y,-,-] -> replicated: one all-gather of 4, 3/4 of 2048; held
+         * the whole value */
+        {spec3(0, 0), spec3(-1, -1), 1 + 1536e-9, AUTO_RESHARD_GATHER, 2048},
         /* [x,y,-] -> [-,x,y]: both dims gathered, 1/2 of 1024 then of 2048
-         * (the exchange along dim 0 would leave dim 1's tiles misplaced) */
-        {spec3(0, 1), spec3(1, 2), 2 + 1536e-9},
+         * (the exchange along dim 0 would leave dim 1's tiles misplaced);
+         * held the whole value and the cut */
+        {spec3(0, 1), spec3(1, 2), 2 + 1536e-9, AUTO_RESHARD_WHOLE, 2048 + 512},
         /* [x,-,-]+y -> [-,x,-]+y: all-to-all of 2 on a shard of 1024 */
-        {spec3(0, -1), spec3(1, -1), 1 + 512e-9},
+        {spec3(0, -1), spec3(1, -1), 1 + 512e-9, AUTO_RESHARD_ALL_TO_ALL, 1024},
         /* [x*y,-,-] -> [-,-,x*y]: one all-to-all of 4, 3/4 of 512 */
-        {spec3(0, 0), spec3(2, 2), 1 + 384e-9},
+        {spec3(0, 0), spec3(2, 2), 1 + 384e-9, AUTO_RESHARD_ALL_TO_ALL, 512},
         /* [x,-,-]+y -> [x,y,-]: a cut of the shard */
-        {spec3(0, -1), spec3(0, 1), 0},
+        {spec3(0, -1), spec3(0, 1), 0, AUTO_RESHARD_NONE, 0},
         /* [-,y,-]+x -> [-,x*y,-]: x major to y, no cut of the old shard:
          * dim 1 gathered (1/2 of 2048), then sliced */
-        {spec3(-1, 1), spec3(1, 1), 1 + 1024e-9},
+        {spec3(-1, 1), spec3(1, 1), 1 + 1024e-9, AUTO_RESHARD_WHOLE, 2048 + 512},
         /* [x,-,-]+y -> [y,-,-]+x: the same tiles elsewhere, a permute of
-         * the shard */
-        {spec3(0, -1), spec3(-1, 0), 1 + 1024e-9},
+         * the shard; held the shard received */
+        {spec3(0, -1), spec3(-1, 0), 1 + 1024e-9, AUTO_RESHARD_PERMUTE, 1024},
     };
-    for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++)
+    for (size_t k = 0; k < sizeof hand / sizeof hand[0]; k++) {
         assert_true(fabs(auto_reshard_seconds(&c, &m, 0, &sh, &hand[k].from, &hand[k].to) - hand[k].want) < 1e-12);
+        AutoReshard r;
+        auto_reshard_classify(&m, &sh, &hand[k].from, &hand[k].to, &r);
+        assert_int_equal(r.kind, hand[k].kind);
+        assert_true(fabs(r.held - hand[k].held) < 1e-9);
+    }
     const struct {
         const char *mesh;
         int64_t dims[3];
@@ -1093,17 +1106,12 @@ static void mask_broadcast_followed_last(void **state)
     on_four_free(&f);
 }
 
-/* AdaFactor's factored moment: outer(vr, vc) / mean(vr). Each factor's
+/* AdaFactor's factored moment: outer(vr, vc) / |r|^2. Each factor's
  * broadcast and the scalar's lead groups of their own: following the
  * rows' group, replicated under Megatron's plan, the [8,6] factor was held
  * whole where the product is tiled on its columns. */
 static const char OUTER[] =
     "HloModule outer\n"
-    "add {\n"
-    "  a = f32[] parameter(0)\n"
-    "  b = f32[] parameter(1)\n"
-    "  ROOT s = f32[] add(a, b)\n"
-    "}\n"
     "ENTRY main {\n"
     "  vr = f32[8] parameter(0)\n"
     "  vc = f32[6] parameter(1)\n"
@@ -1112,8 +1120,7 @@ static const char OUTER[] =
     "  rb = f32[8,6] broadcast(r), dimensions={0}\n"
     "  cb = f32[8,6] broadcast(c), dimensions={1}\n"
     "  p = f32[8,6] multiply(rb, cb)\n"
-    "  z = f32[] constant(0)\n"
-    "  m = f32[] reduce(r, z), dimensions={0}, to_apply=add\n"
+    "  m = f32[] dot(r, r), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n"
     "  mb = f32[8,6] broadcast(m), dimensions={}\n"
     "  q = f32[8,6] divide(p, mb)\n"
     "  rq = f32[8,6] broadcast(r), dimensions={0}\n"
