@@ -26,10 +26,10 @@
  *   cost.c      the cost model: compute from FLOPs and bytes at rates,
  *               collectives alpha-beta per kind and group size, resharding
  *               between two specs; its documented defaults
- *   reshard.c   what a reshard between two specs emits (none, a permute,
- *               an all-to-all, all-gathers, the whole value gathered): its
- *               collectives, priced by cost.c, and the bytes it holds,
- *               charged by graph.c
+ *   reshard_classify.c  what a reshard between two specs emits (none, a
+ *               permute, an all-to-all, all-gathers, the whole value
+ *               gathered): its collectives, priced by cost.c, and the bytes
+ *               it holds, charged by graph.c
  *   strategy.c  the strategies of one instruction: every assignment of the
  *               mesh axes to its output dims and contracted dims that the
  *               shapes divide, with operand specs and costs; the roles
@@ -169,7 +169,7 @@ int auto_axes_scope(const AutoMesh *m, unsigned axes, int64_t local);
 double auto_reshard_seconds(const AutoCost *c, const AutoMesh *m, int64_t local, const IrShape *shape,
                             const AutoSpec *from, const AutoSpec *to);
 
-/* ---- reshard.c ---- */
+/* ---- reshard_classify.c ---- */
 
 /* What partition/reshard.c emits for a pair of shardings, in its order. */
 typedef enum AutoReshardKind {
@@ -196,7 +196,7 @@ typedef struct AutoReshard {
 } AutoReshard;
 
 /* How an array of `shape` held under `from` becomes `to`: the kind, its
- * collectives and the bytes it holds (reshard.c's comment: one
+ * collectives and the bytes it holds (reshard_classify.c's comment: one
  * classifier for the price and the memory row). */
 void auto_reshard_classify(const AutoMesh *m, const IrShape *shape, const AutoSpec *from, const AutoSpec *to,
                            AutoReshard *r);

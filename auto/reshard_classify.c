@@ -1,5 +1,5 @@
 /*
- * reshard.c: what partition/reshard.c emits to turn an array held under
+ * reshard_classify.c: what partition/reshard.c emits to turn an array held under
  * one spec into another (auto_reshard_classify), in its order:
  *
  *   none         the same, cut out of a whole value, or a cut of each
@@ -15,7 +15,7 @@
  * with the collectives (what cost.c prices: auto_reshard_seconds) and the
  * bytes held beside the operand's shard while it runs (what graph.c
  * charges to the memory row: reshard_bytes). One classifier for both: the
- * price followed reshard.c's cases while the memory row had a case
+ * price followed partition/reshard.c's cases while the memory row had a case
  * analysis of its own, which charged a permute as the whole value
  * gathered and a gather in an order the partitioner does not run as
  * a gather.
