@@ -389,20 +389,28 @@ static int64_t odo_count(const Odo *o)
     return n;
 }
 
+/* The input's dims as two odometers: those kept (the output's, row-major)
+ * and those reduced (red), each with the input's strides. */
+static void split_dims(const IrShape *in, const bool *red, Odo *kept, Odo *rd)
+{
+    int64_t st[IR_MAX_RANK];
+    ir_shape_strides(in, st);
+    *kept = (Odo){0};
+    *rd = (Odo){0};
+    for (int32_t d = 0; d < in->rank; d++) {
+        Odo *o = red[d] ? rd : kept;
+        o->dims[o->n] = in->dims[d];
+        o->stride[o->n++] = st[d];
+    }
+}
+
 /* The general path: for each output element (row-major), start from the
  * inits and call the reducer on (accumulators..., inputs...) for each
  * reduced element in row-major order. */
 static IrStatus reduce_general(const DevKernelArgs *k, int32_t n, const bool *red, DevValue **res)
 {
-    const IrShape *in = &k->opnd[0]->shape;
-    int64_t st[IR_MAX_RANK];
-    ir_shape_strides(in, st);
-    Odo kept = {0}, rd = {0};
-    for (int32_t d = 0; d < in->rank; d++) {
-        Odo *o = red[d] ? &rd : &kept;
-        o->dims[o->n] = in->dims[d];
-        o->stride[o->n++] = st[d];
-    }
+    Odo kept, rd;
+    split_dims(&k->opnd[0]->shape, red, &kept, &rd);
     Slots s;
     if (!slots_for_reducer(&s, k, n))
         return dev_kernel_oom(k, NULL);
@@ -433,15 +441,8 @@ static IrStatus reduce_general(const DevKernelArgs *k, int32_t n, const bool *re
  * the general path's walk, a table look-up per element instead of a call. */
 static void reduce_select(const DevKernelArgs *k, const DevSelectFold *f, const bool *red, DevValue **res)
 {
-    const IrShape *in = &k->opnd[0]->shape;
-    int64_t st[IR_MAX_RANK];
-    ir_shape_strides(in, st);
-    Odo kept = {0}, rd = {0};
-    for (int32_t d = 0; d < in->rank; d++) {
-        Odo *o = red[d] ? &rd : &kept;
-        o->dims[o->n] = in->dims[d];
-        o->stride[o->n++] = st[d];
-    }
+    Odo kept, rd;
+    split_dims(&k->opnd[0]->shape, red, &kept, &rd);
     int64_t nout = odo_count(&kept), nred = odo_count(&rd);
     const DevValue *const *x = (const DevValue *const *)k->opnd;
     odo_reset(&kept);

@@ -391,14 +391,14 @@ def loop_depths(name):
             for key, callee in re.findall(r"(body|condition|to_apply|calls|branch_computations)=\{?%?([\w.\-]+)",
                                           line):
                 calls[comp].append((callee, loop and key in ("body", "condition")))
-        todo = [c for c in depth]
-        while todo:
-            c = todo.pop()
+        pending = list(depth)
+        while pending:
+            c = pending.pop()
             for callee, deeper in calls.get(c, []):
                 d = depth[c] + (1 if deeper else 0)
                 if depth.get(callee, -1) < d:
                     depth[callee] = d
-                    todo.append(callee)
+                    pending.append(callee)
         _DEPTHS[name] = depth
     return _DEPTHS[name]
 
