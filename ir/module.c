@@ -164,10 +164,21 @@ void ir_module_free(IrModule *m)
 void ir_drop_computations(IrModule *m, const bool *drop)
 {
     int32_t *renum = ts_malloc((size_t)(m->ncomp > 0 ? m->ncomp : 1) * sizeof *renum);
+    /* The renumbered called[] lists go into new arrays: copies of an
+     * instruction (a callee inlined twice, a value recomputed) share one
+     * list, which renumbered in place would be renumbered once a copy
+     * (a cumsum's add turned into a cumprod's multiply). */
+    size_t ncalled = 0;
+    for (int32_t k = 0; k < m->ncomp; k++)
+        for (int32_t i = 0; (!drop[k] || k == m->entry) && i < m->comp[k]->ninstr; i++)
+            ncalled += (size_t)m->comp[k]->instr[i].ncalled;
+    int32_t *called = ncalled ? ir_alloc_array(m->arena, ncalled, sizeof *called) : NULL;
     /* Without room for the renumbering nothing is dropped: the module
      * stays as it was, only larger. */
-    if (!renum)
+    if (!renum || (ncalled && !called)) {
+        ts_free(renum);
         return;
+    }
     int32_t n = 0;
     for (int32_t k = 0; k < m->ncomp; k++) {
         IrComputation *c = m->comp[k];
@@ -185,10 +196,15 @@ void ir_drop_computations(IrModule *m, const bool *drop)
     }
     for (int32_t k = 0; k < n; k++) {
         IrComputation *c = m->comp[k];
-        for (int32_t i = 0; i < c->ninstr; i++)
-            for (int32_t j = 0; j < c->instr[i].ncalled; j++)
-                if (c->instr[i].called[j] >= 0 && c->instr[i].called[j] < m->ncomp)
-                    c->instr[i].called[j] = renum[c->instr[i].called[j]];
+        for (int32_t i = 0; i < c->ninstr; i++) {
+            IrInstr *x = &c->instr[i];
+            for (int32_t j = 0; j < x->ncalled; j++)
+                called[j] = x->called[j] >= 0 && x->called[j] < m->ncomp ? renum[x->called[j]] : x->called[j];
+            if (x->ncalled) {
+                x->called = called;
+                called += x->ncalled;
+            }
+        }
     }
     if (m->entry >= 0)
         m->entry = renum[m->entry];

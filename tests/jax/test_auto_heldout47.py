@@ -369,12 +369,15 @@ KNOWN = {
 _DEPTHS = {}
 
 
-def loop_depths(name):
-    """Each computation of name's lowered HLO -> how many while loops it
-    runs inside (a while's body and condition one deeper than the
+def loop_depths(name, batch=None):
+    """Each computation of name's lowered HLO (a program of batch: this
+    module, or another with PROGRAMS and inputs_of) -> how many while loops
+    it runs inside (a while's body and condition one deeper than the
     computation that holds the while; anything they call as deep)."""
-    if name not in _DEPTHS:
-        text = jax.jit(PROGRAMS[name][0]).lower(*inputs_of(name)).as_text(dialect="hlo")
+    batch = batch or sys.modules[__name__]
+    key = (batch.__name__, name)
+    if key not in _DEPTHS:
+        text = jax.jit(batch.PROGRAMS[name][0]).lower(*batch.inputs_of(name)).as_text(dialect="hlo")
         calls, depth = {}, {}
         comp = None
         for line in text.splitlines():
@@ -399,17 +402,18 @@ def loop_depths(name):
                 if depth.get(callee, -1) < d:
                     depth[callee] = d
                     pending.append(callee)
-        _DEPTHS[name] = depth
-    return _DEPTHS[name]
+        _DEPTHS[key] = depth
+    return _DEPTHS[key]
 
 
-def counts(plan_json, name=None):
+def counts(plan_json, name=None, batch=None):
     """Collective bytes per device in one step (a collective at loop depth
-    k once per iteration of the k loops around it: TRIPS), peak memory
-    per device."""
+    k once per iteration of the k loops around it: batch's TRIPS, this
+    module's by default), peak memory per device."""
+    batch = batch or sys.modules[__name__]
     j = json.loads(plan_json)
-    trips = TRIPS.get(name, ())
-    depths = loop_depths(name) if trips else {}
+    trips = batch.TRIPS.get(name, ())
+    depths = loop_depths(name, batch) if trips else {}
     b = 0
     for c in j["clusters"]:
         for x in c["collectives"]:

@@ -1707,6 +1707,67 @@ static void inline_calls(void **state)
     ir_module_free(m);
 }
 
+/* JAX's jnp.cumsum called twice (two calls of one computation whose
+ * reduce-window applies add) after a cumprod's (multiply): both inlined,
+ * the callees dropped, each inlined reduce-window still applies its own
+ * computation (the two copies share one called[] list, which was
+ * renumbered twice: the cumsums multiplied). */
+static const char CUMSUMS[] =
+    "HloModule cumsums\n"
+    "mul {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT m = f32[] multiply(a, b)\n"
+    "}\n"
+    "cumprod {\n"
+    "  p = f32[8] parameter(0)\n"
+    "  one = f32[] constant(1)\n"
+    "  ROOT w = f32[8] reduce-window(p, one), window={size=8 pad=7_0}, to_apply=mul\n"
+    "}\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "cumsum {\n"
+    "  p = f32[8] parameter(0)\n"
+    "  zero = f32[] constant(0)\n"
+    "  ROOT w = f32[8] reduce-window(p, zero), window={size=8 pad=7_0}, to_apply=add\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  x = f32[8] parameter(0)\n"
+    "  c = f32[8] call(x), to_apply=cumprod\n"
+    "  s1 = f32[8] call(c), to_apply=cumsum\n"
+    "  s2 = f32[8] call(x), to_apply=cumsum\n"
+    "  ROOT t = (f32[8], f32[8]) tuple(s1, s2)\n"
+    "}\n";
+
+static void inline_shared_callee(void **state)
+{
+    (void)state;
+    IrParseOptions po = ir_default_parse_options();
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    assert_int_equal(ir_parse("cumsums.hlo", CUMSUMS, strlen(CUMSUMS), &po, &m, &d), IR_OK);
+    int32_t n = -1;
+    assert_int_equal(auto_inline_calls(m, &n, &d), IR_OK);
+    assert_int_equal(n, 3);
+    IrLimits lim = ir_default_limits();
+    assert_int_equal(ir_verify(m, &lim, &d), IR_OK);
+    assert_int_equal(m->ncomp, 3); /* mul, add, the entry */
+    const IrComputation *c = ir_entry(m);
+    const IrInstr *t = &c->instr[c->root];
+    for (int32_t k = 0; k < 2; k++) {
+        const IrInstr *s = &c->instr[t->opnd[k]];
+        assert_int_equal(s->op, OP_REDUCE_WINDOW);
+        assert_string_equal(m->comp[s->called[0]]->name, "add");
+    }
+    const IrInstr *p = &c->instr[c->instr[t->opnd[0]].opnd[0]];
+    assert_int_equal(p->op, OP_REDUCE_WINDOW);
+    assert_string_equal(m->comp[p->called[0]]->name, "mul");
+    ir_module_free(m);
+}
+
 /* A scan over stacked weights as JAX lowers it: the counter compared with
  * a constant, a dynamic-slice of the layer's weight, the layer a call. */
 static const char SCAN[] =
@@ -2041,6 +2102,7 @@ int main(void)
         cmocka_unit_test(scatter_strategies),
         cmocka_unit_test(grouped_convolution),
         cmocka_unit_test(inline_calls),
+        cmocka_unit_test(inline_shared_callee),
         cmocka_unit_test(uneven_tiles),
         cmocka_unit_test(identity_custom_calls),
         cmocka_unit_test(uneven_reshape_dims),
