@@ -23,7 +23,12 @@
  *                   dev_red_fold_lanes), everything else exactly as
  *                   k_reduce.c's fast path does (from the init, in
  *                   increasing order, in the reducer's 64-bit domain).
- * The root writes its row straight into the result. Example, softmax of
+ * The root writes its row straight into the result. A node that computes
+ * what an earlier one did (JAX's layer norm writes x - mean twice, each
+ * behind broadcasts of its own) reads that one's rows instead, and a
+ * broadcast of a leaf along the outer dims (gamma, beta: every row the
+ * same) is filled at the first block of rows and kept for the others.
+ * Example, softmax of
  * x f32[4096,4096] over dim 1: per row, m = max(x row), fill, subtract,
  * exp, z = sum, fill, divide into the result's row: x is read from
  * memory once (the passes after the first find its row in cache) and the
@@ -67,6 +72,12 @@ typedef struct RowNode {
     int64_t fold;           /* reduce: elements folded a row (R, or 1) */
     IrOpcode op;
     DevAcc init;
+    int32_t same;           /* an earlier node of the same value (its row is
+                             * read in place, nothing run), else -1 */
+    bool invariant;         /* strided: every row the same (a leaf broadcast
+                             * along the outer dims): filled at the first
+                             * block only */
+    bool filled;
 } RowNode;
 
 typedef struct Rows {
@@ -111,6 +122,89 @@ static IrStatus reduce_setup(const DevKernelArgs *k, const DevFusionGroup *g, co
         return dev_kernel_error(k, IR_EINPUT, "reduce: operand 0 does not fit");
     n->init = dev_acc_load(n->dom, init->shape.type, init->data, 0);
     return IR_OK;
+}
+
+/* Elementwise ops whose value is their opcode over their operands (no
+ * attribute: a compare's direction, a convert's type are left out). */
+static bool plain_op(IrOpcode op)
+{
+#define ONE(T, OPC, EXPR) case OPC:
+    switch (op) {
+        DEV_FLOAT_UNARY_OPS(ONE, float)
+        DEV_FLOAT_BINARY_OPS(ONE, float)
+        return true;
+    default: return false;
+    }
+#undef ONE
+}
+
+/* The first node of node k's value. */
+static int32_t first_of(const Rows *r, int32_t k)
+{
+    return r->node[k].same >= 0 ? r->node[k].same : k;
+}
+
+/* Operand j of node k as a value id: the first node of its value (nodes
+ * 0..nn-1), or nn + its leaf. */
+static int32_t operand_id(const Rows *r, const IrComputation *c, int32_t k, int32_t j)
+{
+    int32_t o = c->instr[r->g->nodes[k]].opnd[j], at = ir_fusion_node_index(r->g, o);
+    if (at >= 0 && at < k)
+        return first_of(r, at);
+    return r->nn + ir_fusion_leaf_index(r->g, o);
+}
+
+/* Whether nodes j < k compute the same row values. */
+static bool same_value(const Rows *r, const IrComputation *c, int32_t j, int32_t k)
+{
+    const RowNode *a = &r->node[j], *b = &r->node[k];
+    const IrInstr *x = &c->instr[r->g->nodes[j]], *y = &c->instr[r->g->nodes[k]];
+    if (a->kind != b->kind || a->len != b->len || x->op != y->op || x->nopnd != y->nopnd ||
+        !ir_shape_equal(&x->shape, &y->shape))
+        return false;
+    switch (b->kind) {
+    case RK_SPREAD: return first_of(r, a->from) == first_of(r, b->from);
+    case RK_STRIDED:
+        if (a->src != b->src)
+            return false;
+        for (int32_t i = 0; i < y->shape.rank; i++)
+            if (a->sstr[i] != b->sstr[i])
+                return false;
+        return true;
+    case RK_COPY: return operand_id(r, c, j, 0) == operand_id(r, c, k, 0);
+    case RK_ELEMENTWISE:
+        if (!plain_op(y->op) || y->nopnd > MAX_OPND)
+            return false;
+        for (int32_t i = 0; i < y->nopnd; i++)
+            if (operand_id(r, c, j, i) != operand_id(r, c, k, i))
+                return false;
+        return true;
+    case RK_REDUCE: return false;
+    }
+    return false;
+}
+
+/* JAX writes a layer norm's x - mean twice (once for the variance, once
+ * for the result), with the broadcasts before each: a node that computes
+ * what an earlier one did reads that one's rows (same), and a leaf's
+ * broadcast along the outer dims (gamma, beta) is filled at the first
+ * block and kept (invariant). The root always runs (it writes the
+ * result). */
+static void find_same(Rows *r, const IrComputation *c)
+{
+    for (int32_t k = 0; k < r->nn; k++) {
+        RowNode *n = &r->node[k];
+        n->same = -1;
+        if (n->kind == RK_STRIDED && k + 1 < r->nn) {
+            n->invariant = true;
+            for (int32_t i = 0; i < r->g->nouter; i++)
+                if (n->sstr[i] != 0)
+                    n->invariant = false;
+        }
+        for (int32_t j = 0; k + 1 < r->nn && j < k && n->same < 0; j++)
+            if (r->node[j].same < 0 && same_value(r, c, j, k))
+                n->same = j;
+    }
 }
 
 /* Views, operand wiring, each node's kind, and the once-per-run checks. */
@@ -178,6 +272,7 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
         if (st != IR_OK)
             return st;
     }
+    find_same(r, c);
     return IR_OK;
 }
 
@@ -303,6 +398,13 @@ static IrStatus rows_block(Rows *r, const IrComputation *c, int64_t row, int64_t
         int64_t len = n->len * nb;
         v->data = k == r->nn - 1 ? out + (size_t)(row * n->len) * n->w : r->scratch[k];
         v->nbytes = len * (int64_t)n->w;
+        if (n->same >= 0) {
+            v->data = r->nview[n->same].data;
+            continue;
+        }
+        if (n->invariant && n->filled)
+            continue;
+        n->filled = n->invariant;
         switch (n->kind) {
         case RK_ELEMENTWISE: {
             IrStatus st = dev_k_elementwise_range(&r->k[k], len, v);

@@ -10,7 +10,8 @@
  * associative, a transpose of the outer dims); the values a
  * fused run gives against naive loops in double (rows not a multiple of
  * the vector width, rows of length 1 and 0, max/min/add reducers, f32 and
- * f64); and clean allocation failures.
+ * f64); JAX's layer norm, whose repeated nodes run once, bit for bit the
+ * unfused run; and clean allocation failures.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -400,6 +401,94 @@ static void layernorm_rows_f64(void **state)
     ir_module_free(m);
 }
 
+/* A layer norm as JAX writes it: x - mean twice (sub1, sub2, each behind
+ * its own broadcasts of the mean: nodes that compute what earlier ones
+ * did read those nodes' rows), gamma and beta broadcast along the outer
+ * dims (filled at the first block of rows, kept for the next: 150 rows
+ * of 40 run as blocks of 102 and 48), a per-row shift t broadcast from a
+ * leaf (its rows differ: filled each block) and a decoy that looks like
+ * sub1 with its operands swapped (its own value). Fused bit for bit the
+ * unfused run, and against double. */
+static void jax_layernorm_same_nodes(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule jln\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[3,50,40] parameter(0)\n"
+                           "  g = f32[40] parameter(1)\n"
+                           "  b = f32[40] parameter(2)\n"
+                           "  t = f32[3,50] parameter(3)\n"
+                           "  zero = f32[] constant(0)\n"
+                           "  s = f32[3,50] reduce(x, zero), dimensions={2}, to_apply=add\n"
+                           "  s1 = f32[3,50,1] reshape(s)\n"
+                           "  c = f32[] constant(40)\n"
+                           "  cb = f32[3,50,1] broadcast(c), dimensions={}\n"
+                           "  mu = f32[3,50,1] divide(s1, cb)\n"
+                           "  ma = f32[3,50,1] broadcast(mu), dimensions={0,1,2}\n"
+                           "  mb = f32[3,50] reshape(ma)\n"
+                           "  mc = f32[3,50,40] broadcast(mb), dimensions={0,1}\n"
+                           "  sub1 = f32[3,50,40] subtract(x, mc)\n"
+                           "  na = f32[3,50,1] broadcast(mu), dimensions={0,1,2}\n"
+                           "  nb = f32[3,50] reshape(na)\n"
+                           "  nc = f32[3,50,40] broadcast(nb), dimensions={0,1}\n"
+                           "  sub2 = f32[3,50,40] subtract(x, nc)\n"
+                           "  decoy = f32[3,50,40] subtract(nc, x)\n"
+                           "  sq = f32[3,50,40] multiply(sub2, sub2)\n"
+                           "  v = f32[3,50] reduce(sq, zero), dimensions={2}, to_apply=add\n"
+                           "  v1 = f32[3,50,1] reshape(v)\n"
+                           "  var = f32[3,50,1] divide(v1, cb)\n"
+                           "  eps = f32[] constant(1e-5)\n"
+                           "  epsb = f32[3,50,1] broadcast(eps), dimensions={}\n"
+                           "  ve = f32[3,50,1] add(var, epsb)\n"
+                           "  r = f32[3,50,1] rsqrt(ve)\n"
+                           "  r1 = f32[3,50] reshape(r)\n"
+                           "  rb = f32[3,50,40] broadcast(r1), dimensions={0,1}\n"
+                           "  n = f32[3,50,40] multiply(sub1, rb)\n"
+                           "  gb = f32[3,50,40] broadcast(g), dimensions={2}\n"
+                           "  ng = f32[3,50,40] multiply(n, gb)\n"
+                           "  bb = f32[3,50,40] broadcast(b), dimensions={2}\n"
+                           "  tb = f32[3,50,40] broadcast(t), dimensions={0,1}\n"
+                           "  gb2 = f32[3,50,40] broadcast(g), dimensions={2}\n"
+                           "  y0 = f32[3,50,40] add(ng, bb)\n"
+                           "  y1 = f32[3,50,40] multiply(decoy, gb2)\n"
+                           "  y2 = f32[3,50,40] add(y0, y1)\n"
+                           "  ROOT y = f32[3,50,40] add(y2, tb)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "y");
+    assert_int_equal(g->nnodes, 32); /* everything but the parameters and constants */
+    assert_int_equal(g->nouter, 2);
+    ir_fusion_free(&f);
+    int64_t dx[] = {3, 50, 40}, dg[] = {40}, dt[] = {3, 50};
+    DevValue *args[4] = {val(IR_F32, 3, dx, NULL), val(IR_F32, 1, dg, NULL), val(IR_F32, 1, dg, NULL),
+                         val(IR_F32, 2, dt, NULL)};
+    for (int a = 0; a < 4; a++)
+        fill(args[a], 41u + (uint32_t)a);
+    static double want[150 * 40];
+    for (int r = 0; r < 150; r++) {
+        double sum = 0, var = 0;
+        for (int j = 0; j < 40; j++)
+            sum += at(args[0], r * 40 + j);
+        double mu = sum / 40;
+        for (int j = 0; j < 40; j++)
+            var += (at(args[0], r * 40 + j) - mu) * (at(args[0], r * 40 + j) - mu);
+        double rs = 1 / sqrt(var / 40 + 1e-5);
+        for (int j = 0; j < 40; j++) {
+            double xc = at(args[0], r * 40 + j) - mu;
+            want[r * 40 + j] = xc * rs * at(args[1], j) + at(args[2], j) - xc * at(args[1], j) + at(args[3], r);
+        }
+    }
+    DevValue *got = run(m, 4, args, true), *plain = run(m, 4, args, false);
+    assert_near(got, want, 150 * 40, 1e-5);
+    assert_int_equal(got->nbytes, plain->nbytes);
+    assert_memory_equal(got->data, plain->data, (size_t)got->nbytes);
+    dev_value_unref(got);
+    dev_value_unref(plain);
+    for (int a = 0; a < 4; a++)
+        dev_value_unref(args[a]);
+    ir_module_free(m);
+}
+
 /* A reduce over two minor dims ({1,2} of [3,4,5]: rows of 20) with max,
  * min and add, its broadcast consumer x - max, and a group that ends in
  * the reduction (sum of exp, root the reduce); against double. */
@@ -635,6 +724,7 @@ int main(void)
         cmocka_unit_test(outer_reduce),
         cmocka_unit_test(permuted_outer),
         cmocka_unit_test(layernorm_rows_f64),
+        cmocka_unit_test(jax_layernorm_same_nodes),
         cmocka_unit_test(several_minor_dims),
         cmocka_unit_test(not_fused),
         cmocka_unit_test(transposes),
