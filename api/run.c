@@ -70,6 +70,7 @@ int api_sgemm_lib(int32_t sgemm)
     case TS_SGEMM_BLIS: return DEV_SGEMM_BLIS;
     case TS_SGEMM_ONEDNN: return DEV_SGEMM_ONEDNN;
     case TS_SGEMM_AMX_BF16X3: return DEV_SGEMM_AMX_BF16X3;
+    case TS_SGEMM_AVX512: return DEV_SGEMM_AVX512;
     default: return DEV_SGEMM_PROBE;
     }
 }

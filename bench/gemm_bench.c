@@ -22,6 +22,13 @@
  * partition/spmd_swap.c makes (the q/k/v projection 384x768x1024 with both
  * operands transposed against 1024x768x384 plain; one head's scores and
  * P.V, 12 calls each, reading q/k/v from [H,Dh,B,S] against [B,S,H,Dh]).
+ * At one thread on a CPU with AVX-512F, `avx512` runs beside them: tessel's
+ * own f32 kernel (device/sgemm_avx512.c, `--sgemm avx512`, a candidate of
+ * the probe there), and a line before the shapes gives its micro-kernel's
+ * ceiling: the kernel alone on panels that stay in L1 (what a GEMM's
+ * inner loop reaches on this core, the best of 5 runs of about 50 ms),
+ * a second denominator for the rates below (the last line says the best
+ * 1024^3 rate's fraction of it too).
  * On a CPU with AMX (one thread), `amx-bf16x3` runs beside them: tessel's
  * f32 GEMM as three bf16 products on the tiles (device/sgemm_amx.c,
  * `--sgemm amx-bf16x3`), its rate counted in f32 FLOPs against the same
@@ -56,11 +63,11 @@
 void openblas_set_num_threads(int);
 char *openblas_get_config(void);
 
-enum { LIB_OPENBLAS, LIB_BLIS, LIB_DNNL, LIB_AMX, NLIB };
+enum { LIB_OPENBLAS, LIB_BLIS, LIB_DNNL, LIB_AVX512, LIB_AMX, NLIB };
 static SgemmFn *lib_gemm[NLIB];
 static char blis_ver[64] = "", dnnl_ver[64] = "";
-static const char *blis_why = "", *dnnl_why = "", *amx_why = "";
-static const char *lib_name[NLIB] = {"openblas", "blis", "onednn", "amx-bf16x3"};
+static const char *blis_why = "", *dnnl_why = "", *amx_why = "", *avx512_why = "";
+static const char *lib_name[NLIB] = {"openblas", "blis", "onednn", "avx512", "amx-bf16x3"};
 
 /* OpenBLAS's cblas_sgemm (linked), and BLIS's and oneDNN's as tessel calls
  * them (device/blas_sgemm.c); the versions from the libraries themselves,
@@ -69,8 +76,9 @@ static void load_libs(int threads)
 {
     lib_gemm[LIB_OPENBLAS] = cblas_sgemm;
     lib_gemm[LIB_AMX] = threads == 1 ? dev_sgemm_amx(cblas_sgemm, &amx_why) : NULL;
+    lib_gemm[LIB_AVX512] = threads == 1 ? dev_sgemm_avx512(cblas_sgemm, &avx512_why) : NULL;
     if (threads > 1)
-        amx_why = "skipped at several threads (one thread a product)";
+        amx_why = avx512_why = "skipped at several threads (one thread a product)";
     lib_gemm[LIB_BLIS] = dev_blas_sgemm_from("blis", &blis_why);
     lib_gemm[LIB_DNNL] = dev_blas_sgemm_from("onednn", &dnnl_why);
     void *h = lib_gemm[LIB_BLIS] ? dlopen("libblis.so.4", RTLD_NOW | RTLD_NOLOAD) : NULL;
@@ -90,6 +98,20 @@ static void load_libs(int threads)
         memcpy(&ver, &f, sizeof f);
         snprintf(dnnl_ver, sizeof dnnl_ver, "%d.%d.%d", ver()->major, ver()->minor, ver()->patch);
     }
+}
+
+/* avx512's micro-kernel alone on panels in L1 (the best of 5 runs of
+ * about 50 ms), GFLOP/s; 0 where it cannot run. */
+static double kernel_ceiling(void)
+{
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = bench_peak_now(), flops = dev_sgemm_avx512_tile_flops(80000);
+        double t = bench_peak_now() - t0;
+        if (flops > 0 && t > 0 && flops / t / 1e9 > best)
+            best = flops / t / 1e9;
+    }
+    return best;
 }
 
 static void gemm(int lib, int64_t m, int64_t k, int64_t n, const float *a, const float *b, float *c)
@@ -230,7 +252,8 @@ int main(int argc, char **argv)
     openblas_set_num_threads(threads);
     dev_blas_sgemm_threads(threads, false); /* BLIS's and oneDNN's count, as a device's */
     load_libs(threads);
-    bool have[NLIB] = {true, lib_gemm[LIB_BLIS] != NULL, lib_gemm[LIB_DNNL] != NULL, lib_gemm[LIB_AMX] != NULL};
+    bool have[NLIB] = {true, lib_gemm[LIB_BLIS] != NULL, lib_gemm[LIB_DNNL] != NULL, lib_gemm[LIB_AVX512] != NULL,
+                       lib_gemm[LIB_AMX] != NULL};
     int lanes = 0;
     double peak1 = bench_peak_gflops(&lanes), mhz = bench_cpu_mhz(), peak = peak1 * threads;
     printf("gemm: peak %.1f GFLOP/s one core (FMA loop on %d f32 lanes; %.0f MHz in /proc/cpuinfo: %.1f FLOPs "
@@ -242,9 +265,16 @@ int main(int argc, char **argv)
         printf(", %.1f GFLOP/s %s", peak, nthreads);
     }
     printf("\n");
-    printf("gemm: openblas (%s); blis %s; onednn %s (skipped where absent: bench/setup.sh); amx-bf16x3 %s\n",
+    printf("gemm: openblas (%s); blis %s; onednn %s (skipped where absent: bench/setup.sh); avx512 %s; "
+           "amx-bf16x3 %s\n",
            openblas_get_config(), have[LIB_BLIS] ? blis_ver : blis_why, have[LIB_DNNL] ? dnnl_ver : dnnl_why,
+           have[LIB_AVX512] ? "(tessel's own kernel)" : avx512_why,
            have[LIB_AMX] ? "(three bf16 products on AMX tiles: not f32's bits, never the best)" : amx_why);
+    double ceiling = have[LIB_AVX512] ? kernel_ceiling() : 0;
+    if (ceiling > 0)
+        printf("gemm: micro-kernel ceiling %.1f GFLOP/s one core (%.2f of the peak: avx512's 8 x 48 tile alone on "
+               "panels in L1)\n",
+               ceiling, ceiling / peak1);
     if (layout_calls)
         return layouts(have, reps, peak);
     int rc = 0, best_lib = 0;
@@ -308,7 +338,9 @@ int main(int argc, char **argv)
             printf(", %s %.2f", lib_name[l], frac1024[l]);
         else
             printf(", %s skipped", lib_name[l]);
-    printf(" of the peak %.1f GFLOP/s (median of %d) best %s ratio %.2f\n", peak, reps, lib_name[best_lib],
-           best_frac);
+    printf(" of the peak %.1f GFLOP/s (median of %d)", peak, reps);
+    if (ceiling > 0)
+        printf("; of the micro-kernel ceiling %.1f: best %.2f", ceiling, best_frac * peak / ceiling);
+    printf(" best %s ratio %.2f\n", lib_name[best_lib], best_frac);
     return 0;
 }

@@ -110,6 +110,22 @@ DevSgemmAmxB *dev_sgemm_amx_pack_b(int64_t n, int64_t k, const float *b, bool tb
 bool dev_sgemm_amx_run_b(const DevSgemmAmxB *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc);
 size_t dev_sgemm_amx_b_bytes(const DevSgemmAmxB *p);
 void dev_sgemm_amx_b_free(DevSgemmAmxB *p);
+/* sgemm_avx512.c: tessel's own f32 GEMM, an AVX-512 micro-kernel on
+ * packed panels (only f32 FMAs; the summation order its own), on the
+ * calling thread, behind cblas_sgemm's signature. dev_sgemm_avx512: the
+ * function, or NULL with *why where the CPU has no AVX-512F or the OS does
+ * not save the zmm state; `fallback` computes a product whose buffers
+ * cannot be allocated. dev_sgemm_avx512_rowmajor: row-major C = alpha
+ * op(A) op(B) + beta C, any size (beta 0: C not read); false where AVX-512
+ * cannot be had or its buffers cannot be allocated.
+ * dev_sgemm_avx512_tile_flops: the micro-kernel alone run `reps` times on
+ * panels that stay in L1 (gemm_bench's ceiling of a GEMM's inner loop):
+ * the FLOPs it ran (the caller times the call), 0 where AVX-512 cannot be
+ * had. Thread safe. */
+SgemmFn *dev_sgemm_avx512(SgemmFn *fallback, const char **why);
+bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+double dev_sgemm_avx512_tile_flops(int64_t reps);
 /* blas_choice.c: the f32 GEMM that computes f32's own product: OpenBLAS's
  * where DevBlas.sgemm runs bf16 passes (amx-bf16x3), else DevBlas.sgemm
  * itself. For dots that ask for full precision (ct_exact). Call after
@@ -122,7 +138,7 @@ SgemmFn *dev_blas_sgemm_exact(void);
  * the fastest. Called once, by blas.c's load. */
 SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why);
 /* blas_watch.c: the probe's choice held against the program's first
- * large calls (the libraries indexed openblas, blis, onednn).
+ * large calls (the libraries indexed openblas, blis, onednn, avx512).
  * sgemm_watch_start: the probe's rates (FLOP/s; 0: the library is absent)
  * and its choice; then `use` names the library for the next call, and
  * sgemm_watch_record takes each call's FLOPs and seconds (a call made in
@@ -132,7 +148,7 @@ SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why);
  * says why it changed, for the verdict. sgemm_watch_median: the median
  * rate of a library's recorded calls (0: none). Not thread safe: the
  * caller holds a lock. */
-enum { SGEMM_LIBS = 3, WATCH_CALLS = 3 };
+enum { SGEMM_LIBS = 4, WATCH_CALLS = 3 };
 enum { WATCH_CHECK, WATCH_TRY, WATCH_DONE };
 typedef struct SgemmWatch {
     double probed[SGEMM_LIBS];             /* the probe's FLOP/s per library; 0: absent */

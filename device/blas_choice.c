@@ -4,7 +4,10 @@
  *
  * OpenBLAS, BLIS and oneDNN each win somewhere (BENCHMARKS.md, "The GEMM":
  * on the AMD machine oneDNN by 3-10%, elsewhere OpenBLAS's kernel for the
- * CPU may be the best), so no build can know. The caller fixes one
+ * CPU may be the best), so no build can know; tessel's own AVX-512 kernel
+ * (sgemm_avx512.c) is a fourth candidate where the CPU has AVX-512F, timed
+ * at one BLAS thread only (it runs one thread a call: at T threads it
+ * would lose by T, so the verdict says it was skipped). The caller fixes one
  * (dev_blas_choose_sgemm: TsTuning.sgemm, `tessel run --sgemm`) or leaves
  * it to the probe: at the process's first f32 GEMM of at least
  * PROBE_MIN_MACS multiply-adds (through DevBlas.sgemm, which blas.c points
@@ -66,7 +69,9 @@ enum { PROBE_N = 384, PROBE_ROUNDS = 6, NLIBS = SGEMM_LIBS, VERDICT_LEN = 768 };
  * gemm.c); from there on it wakes its pool. */
 #define OPENBLAS_POOL_MACS ((int64_t)65536 * 4)
 
-static const char *const lib_name[NLIBS] = {"openblas", "blis", "onednn"};
+static const char *const lib_name[NLIBS] = {"openblas", "blis", "onednn", "avx512"};
+/* The DEV_SGEMM_* of each (avx512 came after amx-bf16x3). */
+static const int lib_choice[NLIBS] = {DEV_SGEMM_OPENBLAS, DEV_SGEMM_BLIS, DEV_SGEMM_ONEDNN, DEV_SGEMM_AVX512};
 
 static atomic_int want = -1;             /* DEV_SGEMM_*; -1: nobody said (the probe) */
 static SgemmFn *openblas_fn;             /* OpenBLAS's cblas_sgemm (dev_blas_sgemm_pick) */
@@ -89,7 +94,7 @@ static char verdict[VERDICT_LEN] = "openblas: no f32 GEMM of 256^3 multiply-adds
 void dev_blas_choose_sgemm(int lib)
 {
     int none = -1;
-    if (lib < DEV_SGEMM_PROBE || lib > DEV_SGEMM_AMX_BF16X3)
+    if (lib < DEV_SGEMM_PROBE || lib > DEV_SGEMM_AVX512)
         lib = DEV_SGEMM_PROBE;
     atomic_compare_exchange_strong(&want, &none, lib);
 }
@@ -152,9 +157,14 @@ static SgemmFn *probe(int nt)
     int pn = probe_size(nt);
     SgemmFn **fn = lib_fn;
     fn[0] = openblas_fn;
-    const char *why[NLIBS] = {"", "", ""};
-    for (int i = 1; i < NLIBS; i++)
+    const char *why[NLIBS] = {"", "", "", ""};
+    for (int i = 1; i < NLIBS - 1; i++)
         fn[i] = dev_blas_sgemm_from(lib_name[i], &why[i]);
+    /* tessel's own runs one thread a call: at several it would lose by
+     * their count, so it is not timed there */
+    fn[NLIBS - 1] = nt == 1 ? dev_sgemm_avx512(openblas_fn, &why[NLIBS - 1]) : NULL;
+    if (nt > 1)
+        why[NLIBS - 1] = "one thread a call";
     size_t n = (size_t)pn * pn;
     float *a = malloc(3 * n * sizeof *a);
     if (!a) { /* no memory to measure with: OpenBLAS, as before the probe */
@@ -303,7 +313,7 @@ int dev_blas_sgemm_current(void)
     SgemmFn *f = atomic_load(&chosen);
     for (int i = 0; i < NLIBS; i++)
         if (f && f == lib_fn[i])
-            return DEV_SGEMM_OPENBLAS + i;
+            return lib_choice[i];
     return DEV_SGEMM_PROBE;
 }
 
@@ -332,6 +342,12 @@ SgemmFn *dev_blas_sgemm_pick(SgemmFn *openblas, const char **why)
         SgemmFn *g = dev_blas_sgemm_from(name, why);
         if (g)
             snprintf(verdict, sizeof verdict, "%s (tuning)", name);
+        return g;
+    }
+    if (lib == DEV_SGEMM_AVX512) {
+        SgemmFn *g = dev_sgemm_avx512(openblas, why);
+        if (g)
+            snprintf(verdict, sizeof verdict, "avx512 (tuning)");
         return g;
     }
     if (lib == DEV_SGEMM_AMX_BF16X3) {

@@ -42,7 +42,7 @@
 
 #define WATCH_SLOW 0.5
 
-static const char *const watch_lib[SGEMM_LIBS] = {"openblas", "blis", "onednn"};
+static const char *const watch_lib[SGEMM_LIBS] = {"openblas", "blis", "onednn", "avx512"};
 
 void sgemm_watch_start(SgemmWatch *w, const double probed[SGEMM_LIBS], int chosen)
 {

@@ -67,6 +67,8 @@
  *                 (dev_blas_choose_sgemm, dev_blas_sgemm_prepare)
  *   blas_watch.c  the measured choice held against the program's first
  *                 large GEMMs, given to a faster library where they run slow
+ *   sgemm_avx512.c tessel's own f32 GEMM: an AVX-512 micro-kernel on packed
+ *                 panels, one more candidate of the probe (`--sgemm avx512`)
  *   sgemm_amx.c   the f32 GEMM as three bf16 products on AMX's tiles
  *                 (`--sgemm amx-bf16x3`, opt-in), with B's kept copies
  *   packed.c      f32 weights packed once for oneDNN's matmul (or their bf16
@@ -874,11 +876,12 @@ void dev_blas_preload(bool env_unset);
 enum {
     DEV_SGEMM_PROBE = 0, DEV_SGEMM_OPENBLAS = 1, DEV_SGEMM_BLIS = 2, DEV_SGEMM_ONEDNN = 3,
     DEV_SGEMM_AMX_BF16X3 = 4, /* AMX's bf16 tiles, three products (sgemm_amx.c): never the probe's pick */
+    DEV_SGEMM_AVX512 = 5,     /* tessel's own AVX-512 kernel (sgemm_avx512.c), one thread a call */
 };
 void dev_blas_choose_sgemm(int lib);
 const char *dev_blas_sgemm_verdict(void);
 /* The library DevBlas.sgemm calls now (DEV_SGEMM_OPENBLAS, _BLIS, _ONEDNN,
- * or _AMX_BF16X3 where fixed so), DEV_SGEMM_PROBE while the probe's choice
+ * _AVX512, or _AMX_BF16X3 where fixed so), DEV_SGEMM_PROBE while the probe's choice
  * is not yet measured or held against the program's calls. Thread safe. */
 int dev_blas_sgemm_current(void);
 /* Under the probe, measure now (loading the library first) when the

@@ -523,6 +523,9 @@ typedef enum TsSgemm {
                               * few f32 roundings of the f32 product, not its bits; small products
                               * and dots with operand_precision HIGHEST in OpenBLAS; fails the
                               * run on a CPU without AMX */
+    TS_SGEMM_AVX512 = 5,     /* tessel's own AVX-512 f32 kernel, one thread a call (f32 FMAs: the
+                              * products of the others, summed in its own order); fails the run on
+                              * a CPU without AVX-512F */
 } TsSgemm;
 typedef struct TsTuning {
     int64_t piece_bytes;     /* largest MPI message of a collective (0: 1 GiB, the most) */

@@ -96,7 +96,7 @@ enum {
 #define OPT_SIGN_KEY       (UINT64_C(1) << 42) /* --sign-key FILE (compile: sign the plan; run/plan: verify it) */
 #define OPT_REMAT          (UINT64_C(1) << 43) /* --remat POLICY (grad: what the backward recomputes) */
 #define OPT_DONATE         (UINT64_C(1) << 44) /* --donate auto|declared (input_output_alias pairs inferred) */
-#define OPT_SGEMM          (UINT64_C(1) << 45) /* --sgemm openblas|blis|onednn|amx-bf16x3|probe (run: the f32 GEMM's library) */
+#define OPT_SGEMM          (UINT64_C(1) << 45) /* --sgemm openblas|blis|onednn|avx512|amx-bf16x3|probe (run: the f32 GEMM's library) */
 #define OPT_HOST_CORES     (UINT64_C(1) << 46) /* --host-cores C (--auto-shard: cores a host's devices share) */
 
 /* Everything a command line said. Numbers are 0 when not given (the

@@ -453,7 +453,7 @@ static int set_value(const CliCommand *cmd, CliOptions *o, const OptSpec *s, con
     case OPT_WHY: o->why = v; return CLI_OK;
     case OPT_SGEMM:
         if ((o->sgemm = cli_sgemm_parse(v)) < 0)
-            return cli_usage_error(cmd, "--sgemm is openblas, blis, onednn, amx-bf16x3 or probe, not '%s'", v);
+            return cli_usage_error(cmd, "--sgemm is openblas, blis, onednn, avx512, amx-bf16x3 or probe, not '%s'", v);
         return CLI_OK;
     case OPT_INIT_STATE:
         if (strcmp(v, "zeros"))

@@ -12,7 +12,7 @@
  *   TESSEL_COLL_STREAM_BOUND=0|1   stream_bound off / on (unset: measured)
  *   TESSEL_FUSION=off|all          fusion
  *   TESSEL_FUSION_BLOCK=N          fusion_block (1 .. 2^20)
- *   TESSEL_SGEMM=openblas|blis|onednn|amx-bf16x3|probe
+ *   TESSEL_SGEMM=openblas|blis|onednn|avx512|amx-bf16x3|probe
  *                                  sgemm (unset: probe; `tessel run --sgemm`
  *                                  wins over it)
  *   TESSEL_FAIL_MPI_AFTER=N        fail_mpi_after (tests)
@@ -100,7 +100,7 @@ int cli_tuning_from_env(TsTuning *t)
     const char *sg = getenv("TESSEL_SGEMM");
     int lib = sg ? cli_sgemm_parse(sg) : TS_SGEMM_PROBE;
     if (lib < 0)
-        return bad("TESSEL_SGEMM", sg, "openblas, blis, onednn, amx-bf16x3 or probe");
+        return bad("TESSEL_SGEMM", sg, "openblas, blis, onednn, avx512, amx-bf16x3 or probe");
     t->sgemm = lib;
     t->openblas_num_threads_unset = getenv("OPENBLAS_NUM_THREADS") == NULL;
     return CLI_OK;
@@ -111,6 +111,7 @@ int cli_sgemm_parse(const char *v)
     return !strcmp(v, "openblas") ? TS_SGEMM_OPENBLAS
            : !strcmp(v, "blis")   ? TS_SGEMM_BLIS
            : !strcmp(v, "onednn") ? TS_SGEMM_ONEDNN
+           : !strcmp(v, "avx512") ? TS_SGEMM_AVX512
            : !strcmp(v, "amx-bf16x3") ? TS_SGEMM_AMX_BF16X3
            : !strcmp(v, "probe")  ? TS_SGEMM_PROBE
                                   : -1;

@@ -222,9 +222,9 @@ else
     echo "cli.sh: --sgemm amx-bf16x3 skipped: the CPU has no AMX bf16 tiles"
 fi
 expect_status 2 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --sgemm mkl
-expect_in "$ERR" "--sgemm is openblas, blis, onednn, amx-bf16x3 or probe, not 'mkl'"
+expect_in "$ERR" "--sgemm is openblas, blis, onednn, avx512, amx-bf16x3 or probe, not 'mkl'"
 expect_status 2 env TESSEL_SGEMM=mkl "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1
-expect_in "$ERR" "TESSEL_SGEMM=mkl: expected openblas, blis, onednn, amx-bf16x3 or probe"
+expect_in "$ERR" "TESSEL_SGEMM=mkl: expected openblas, blis, onednn, avx512, amx-bf16x3 or probe"
 
 # -o onto something that is not a regular file (a pipe here; /dev/null as
 # root) writes into it: renaming a temporary over it would replace it

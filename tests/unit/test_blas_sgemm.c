@@ -246,8 +246,8 @@ static void probed_sgemm(void **state)
     printf("test_blas_sgemm: f32 GEMM: %s\n", v);
     assert_non_null(strstr(v, ", measured (f32 384^3, one thread): openblas "));
     bool named = false;
-    for (int i = 0; i < 3; i++) {
-        static const char *const libs[3] = {"openblas", "blis", "onednn"};
+    for (int i = 0; i < SGEMM_LIBS; i++) {
+        static const char *const libs[SGEMM_LIBS] = {"openblas", "blis", "onednn", "avx512"};
         char chose[32], rate[32], skipped[32];
         snprintf(chose, sizeof chose, "%s, measured", libs[i]);
         snprintf(rate, sizeof rate, " %s ", libs[i]);
@@ -279,7 +279,7 @@ static void watch_holds(void **state)
 {
     (void)state;
     SgemmWatch w;
-    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9, 0}, ONEDNN);
     assert_int_equal(w.use, ONEDNN);
     assert_false(feed(&w, ONEDNN, WATCH_CALLS - 1, 140));
     assert_true(feed(&w, ONEDNN, 1, 140)); /* 0.93 of the probe's */
@@ -291,7 +291,7 @@ static void watch_holds(void **state)
     assert_int_equal(w.use, ONEDNN);
     /* One call of three at a tenth (the first after a switch, paying the
      * other library's spinning): the median holds. */
-    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9, 0}, ONEDNN);
     feed(&w, ONEDNN, 1, 15);
     assert_true(feed(&w, ONEDNN, WATCH_CALLS - 1, 150));
     assert_int_equal(w.use, ONEDNN);
@@ -304,7 +304,7 @@ static void watch_switches(void **state)
     /* oneDNN chosen at 150, its first calls at 30 (0.2): BLIS (120 in the
      * probe) is tried next, then OpenBLAS; OpenBLAS's calls ran fastest. */
     SgemmWatch w;
-    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9, 0}, ONEDNN);
     assert_false(feed(&w, ONEDNN, WATCH_CALLS, 30));
     assert_int_equal(w.stage, WATCH_TRY);
     assert_int_equal(w.use, BLIS);
@@ -321,7 +321,7 @@ static void watch_switches(void **state)
                                 "100.0 blis 80.0: openblas");
     /* Slow everywhere (a loaded machine): the chosen one keeps the calls
      * when the others ran slower still. */
-    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9, 0}, ONEDNN);
     feed(&w, ONEDNN, WATCH_CALLS, 40);
     feed(&w, BLIS, WATCH_CALLS, 10);
     assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 35));
@@ -329,7 +329,7 @@ static void watch_switches(void **state)
     assert_non_null(strstr(w.note, ": onednn"));
     /* A library on trial whose call runs under half the best median so
      * far is out after one call. */
-    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9}, ONEDNN);
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9, 0}, ONEDNN);
     feed(&w, ONEDNN, WATCH_CALLS, 40);
     assert_int_equal(w.use, BLIS);
     assert_false(feed(&w, BLIS, 1, 19));
@@ -340,14 +340,26 @@ static void watch_switches(void **state)
     assert_string_equal(w.note, "; onednn's first 3 calls ran 40.0 GFLOP/s (0.27 of its probe), then openblas "
                                 "35.0 blis 19.0 (cut short): onednn");
     /* A library the probe could not load is never tried. */
-    sgemm_watch_start(&w, (double[]){100e9, 0, 150e9}, ONEDNN);
+    sgemm_watch_start(&w, (double[]){100e9, 0, 150e9, 0}, ONEDNN);
     feed(&w, ONEDNN, WATCH_CALLS, 30);
     assert_int_equal(w.use, OPENBLAS);
     assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 90));
     assert_int_equal(w.calls[BLIS], 0);
     assert_int_equal(w.use, OPENBLAS);
+    /* tessel's own kernel (index 3) is tried like the libraries, by its
+     * probe's rate: first here, and it keeps the calls. */
+    sgemm_watch_start(&w, (double[]){100e9, 120e9, 150e9, 140e9}, ONEDNN);
+    feed(&w, ONEDNN, WATCH_CALLS, 30);
+    assert_int_equal(w.use, 3);
+    assert_false(feed(&w, 3, WATCH_CALLS, 130));
+    assert_int_equal(w.use, BLIS);
+    assert_false(feed(&w, BLIS, WATCH_CALLS, 90));
+    assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 80));
+    assert_int_equal(w.use, 3);
+    assert_string_equal(w.note, "; onednn's first 3 calls ran 30.0 GFLOP/s (0.20 of its probe), then openblas "
+                                "80.0 blis 90.0 avx512 130.0: avx512");
     /* The only library present: slow, tried nowhere else, kept. */
-    sgemm_watch_start(&w, (double[]){100e9, 0, 0}, OPENBLAS);
+    sgemm_watch_start(&w, (double[]){100e9, 0, 0, 0}, OPENBLAS);
     assert_true(feed(&w, OPENBLAS, WATCH_CALLS, 10));
     assert_int_equal(w.use, OPENBLAS);
 }

@@ -1,0 +1,337 @@
+/*
+ * sgemm_avx512.c: tessel's own f32 GEMM, an AVX-512 register-blocked
+ * micro-kernel on packed panels (BLIS's loops), behind cblas_sgemm's
+ * signature: one more candidate of the probe (blas_choice.c, issue 34;
+ * `--sgemm avx512` fixes it).
+ *
+ * Why: on the Intel Xeon this project runs on, oneDNN 2.6's f32 GEMM
+ * reached 0.69 of the FMA loop's peak at 1024^3, OpenBLAS 0.65, BLIS 0.44,
+ * while a plain AVX-512 micro-kernel on L1-resident panels reached 0.80 to
+ * 0.83 (BENCHMARKS.md, "tessel's own f32 GEMM"). Only f32 FMAs: every
+ * term is the f32 product of the same two elements, summed in f32 along k
+ * in order within a KC block; only the summation order differs from other
+ * libraries'.
+ *
+ * How (row-major C = alpha op(A) op(B) + beta C; a column-major product is
+ * the row-major product of the transposes, operands swapped): op(B) is
+ * packed KC rows by NC columns at a time into panels NR = 16 NV columns
+ * wide (row p of a panel: its NR elements, three cache lines; the block
+ * stays in L2), op(A) MC rows by KC at a time into panels of MR rows
+ * (column p of a panel: its MR elements; 8 x 8 transposes where A is not
+ * transposed). The micro-kernel keeps an MR x NR tile of C in MR * NV zmm
+ * accumulators, loads NV vectors of B's panel and broadcasts MR elements
+ * of A's per step of k; an A panel (8 KiB) stays in L1 while the kernel
+ * runs it against every B panel of the block, whose lines it prefetches
+ * PREFETCH_B steps ahead, and C's tile is prefetched as its sum starts.
+ * Tiles of 8 x 48 beat 12 x 32, 14 x 32 and 6 x 64 here (BENCHMARKS.md).
+ * Panels are zero-padded to whole tiles, so the kernel always runs whole;
+ * C's edges are masked stores (rows past m are not stored, columns past n
+ * masked off), so any m, n, k and strides work. The first KC block
+ * scales C by beta (beta 0 does not read C: a NaN there is overwritten,
+ * as BLAS says), the later ones add to it; alpha scales each block's sum.
+ *
+ * Compiled for AVX-512F by the target attribute, so the build runs on any
+ * x86-64; dev_sgemm_avx512 gives the function only where cpuid says
+ * AVX-512F and the OS saves the zmm state (xgetbv). One thread a call: the
+ * calling one (the probe times it at one BLAS thread only). The packed
+ * buffers are a thread's, kept between its calls.
+ */
+#include "blas.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AVX512_TARGET __attribute__((target("avx512f")))
+
+enum {
+    MR = 8,          /* rows of C's tile: broadcasts of A a step (8 x 8 transposes pack A) */
+    NV = 3,          /* zmm vectors of a tile's row: loads of B a step */
+    NR = 16 * NV,    /* columns of C's tile */
+    KC = 256,        /* k a block: an A panel, MR x KC floats (8 KiB), stays in L1 */
+    MC = 192,        /* rows of A a block, packed together */
+    NC = 768,        /* columns of B a block: KC x NC floats (768 KiB) in L2 */
+    PREFETCH_B = 16, /* steps of k ahead that B's panel is fetched into L1 */
+};
+_Static_assert(MC % MR == 0 && NC % NR == 0 && MR <= 16, "blocks of whole tiles, a panel's column one vector");
+
+static SgemmFn *fallback_fn;
+static const char *avx512_why;
+static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
+static pthread_key_t scratch_key;
+static _Thread_local float *scratch; /* MC x KC of A, then KC x NC of B */
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The lanes of a row of 16 that hold columns left..: all 16, or the first
+ * `left`, or none. */
+static __mmask16 lanes16(int64_t left)
+{
+    return left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+}
+
+/* C's MR x NR tile at c (rows < rows, the columns mask[j] of vector j)
+ * from kc steps of A's panel ap and B's panel bp: acc * alpha, plus C *
+ * beta when `first` (beta 0: C not read), else plus C. */
+AVX512_TARGET static void tile(int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc,
+                               int rows, const __mmask16 mask[NV], float alpha, float beta, bool first)
+{
+    __m512 acc[MR][NV];
+    for (int i = 0; i < MR && i < rows; i++) /* C's lines on their way while the sum runs */
+        for (int j = 0; j < NV; j++)
+            _mm_prefetch((const char *)(c + i * ldc + 16 * j), _MM_HINT_T0);
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NV; j++)
+            acc[i][j] = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; p++) {
+        __m512 b[NV];
+        for (int j = 0; j < NV; j++) /* B's panel streams from L2 */
+            _mm_prefetch((const char *)(bp + (p + PREFETCH_B) * NR + 16 * j), _MM_HINT_T0);
+        for (int j = 0; j < NV; j++)
+            b[j] = _mm512_load_ps(bp + p * NR + 16 * j);
+#pragma GCC unroll 32
+        for (int i = 0; i < MR; i++) {
+            __m512 a = _mm512_set1_ps(ap[p * MR + i]);
+            for (int j = 0; j < NV; j++)
+                acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+        }
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
+    bool read = !first || beta != 0.0f;
+    for (int i = 0; i < MR && i < rows; i++)
+        for (int j = 0; j < NV; j++) {
+            float *cij = c + i * ldc + 16 * j;
+            __m512 v = _mm512_mul_ps(acc[i][j], va);
+            if (read)
+                v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[j], cij), v);
+            _mm512_mask_storeu_ps(cij, mask[j], v);
+        }
+}
+
+/* The 8 x 8 block at src (row stride lds) transposed into dst (row
+ * stride ldd): dst[q ldd + r] = src[r lds + q]. */
+AVX512_TARGET static inline void transpose8(const float *src, int64_t lds, float *dst, int64_t ldd)
+{
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++)
+        r[i] = _mm256_loadu_ps(src + i * lds);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+
+/* `lines` lines of `len` floats at src (stride lds) as the columns of
+ * dst (row stride ldd): dst[q ldd + r] = src[r lds + q], 8 x 8 blocks
+ * transposed where whole, the rest one by one. */
+AVX512_TARGET static void transpose_lines(const float *src, int64_t lds, int64_t lines, int64_t len, float *dst,
+                                          int64_t ldd)
+{
+    int64_t r = 0;
+    for (; r + 8 <= lines; r += 8) {
+        int64_t q = 0;
+        for (; q + 8 <= len; q += 8)
+            transpose8(src + r * lds + q, lds, dst + q * ldd + r, ldd);
+        for (; q < len; q++)
+            for (int64_t i = r; i < r + 8; i++)
+                dst[q * ldd + i] = src[i * lds + q];
+    }
+    for (; r < lines; r++)
+        for (int64_t q = 0; q < len; q++)
+            dst[q * ldd + r] = src[r * lds + q];
+}
+
+/* op(A)'s rows i0.. (mb of them) by columns p0.. (kb) into panels of MR
+ * rows, [panel][p][MR], rows past mb zero. */
+AVX512_TARGET static void pack_a(const float *a, int64_t lda, bool ta, int64_t i0, int64_t mb, int64_t p0,
+                                 int64_t kb, float *restrict pa)
+{
+    for (int64_t r = 0; r < mb; r += MR, pa += MR * kb) {
+        int64_t rows = min64(MR, mb - r);
+        if (ta) { /* op(A)(i, p) = a[p lda + i]: a panel's column is contiguous */
+            __mmask16 mask = lanes16(rows);
+            for (int64_t p = 0; p < kb; p++)
+                _mm512_mask_storeu_ps(pa + p * MR, (__mmask16)((1u << MR) - 1),
+                                      _mm512_maskz_loadu_ps(mask, a + (p0 + p) * lda + i0 + r));
+            continue;
+        }
+        transpose_lines(a + (i0 + r) * lda + p0, lda, rows, kb, pa, MR);
+        for (int64_t p = 0; p < kb && rows < MR; p++)
+            for (int64_t i = rows; i < MR; i++)
+                pa[p * MR + i] = 0.0f;
+    }
+}
+
+/* op(B)'s rows p0.. (kb) by columns j0.. (nb) into panels of NR columns,
+ * [panel][p][NR], columns past nb zero. */
+AVX512_TARGET static void pack_b(const float *b, int64_t ldb, bool tb, int64_t p0, int64_t kb, int64_t j0,
+                                 int64_t nb, float *restrict pb)
+{
+    for (int64_t s = 0; s < nb; s += NR, pb += NR * kb) {
+        int64_t cols = min64(NR, nb - s);
+        if (!tb) { /* op(B)(p, j) = b[p ldb + j]: a panel's row is contiguous */
+            for (int64_t p = 0; p < kb; p++)
+                for (int j = 0; j < NV; j++)
+                    _mm512_store_ps(pb + p * NR + 16 * j,
+                                    _mm512_maskz_loadu_ps(lanes16(cols - 16 * j), b + (p0 + p) * ldb + j0 + s + 16 * j));
+            continue;
+        }
+        transpose_lines(b + (j0 + s) * ldb + p0, ldb, cols, kb, pb, NR);
+        for (int64_t p = 0; p < kb && cols < NR; p++)
+            for (int64_t j = cols; j < NR; j++)
+                pb[p * NR + j] = 0.0f;
+    }
+}
+
+/* C = beta C where the sum is empty (k 0 or alpha 0); beta 0 stores zeros. */
+static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+/* The row-major product in the calling thread's packed buffers pa (MC x
+ * KC) and pb (KC x NC). */
+AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                                   float *pa, float *pb)
+{
+    for (int64_t j0 = 0; j0 < n; j0 += NC) {
+        int64_t nb = min64(NC, n - j0);
+        for (int64_t p0 = 0; p0 < k; p0 += KC) {
+            int64_t kb = min64(KC, k - p0);
+            pack_b(b, ldb, tb, p0, kb, j0, nb, pb);
+            for (int64_t i0 = 0; i0 < m; i0 += MC) {
+                int64_t mb = min64(MC, m - i0);
+                pack_a(a, lda, ta, i0, mb, p0, kb, pa);
+                for (int64_t r = 0; r < mb; r += MR)
+                    for (int64_t s = 0; s < nb; s += NR) {
+                        __mmask16 mask[NV];
+                        for (int j = 0; j < NV; j++)
+                            mask[j] = lanes16(nb - s - 16 * j);
+                        tile(kb, pa + r * kb, pb + s * kb, c + (i0 + r) * ldc + j0 + s, ldc,
+                             (int)min64(MR, mb - r), mask, alpha, beta, p0 == 0);
+                    }
+            }
+        }
+    }
+}
+
+static void scratch_free(void *p)
+{
+    free(p);
+}
+
+/* Whether the CPU has AVX-512F and the OS saves the zmm state (XCR0's
+ * SSE, AVX, opmask and both zmm halves: bits 1, 2, 5, 6, 7). */
+static void avx512_check(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX512F)) {
+        avx512_why = "avx512: the CPU has no AVX-512F";
+        return;
+    }
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) {
+        avx512_why = "avx512: the OS does not save the vector state (no OSXSAVE)";
+        return;
+    }
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0xe6) != 0xe6) {
+        avx512_why = "avx512: the OS does not save the zmm state (XCR0)";
+        return;
+    }
+    if (pthread_key_create(&scratch_key, scratch_free) != 0) {
+        avx512_why = "avx512: no thread key for its buffers";
+        return;
+    }
+    avx512_why = NULL;
+}
+
+bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    pthread_once(&avx512_once, avx512_check);
+    if (avx512_why)
+        return false;
+    if (m <= 0 || n <= 0)
+        return true;
+    if (k <= 0 || alpha == 0.0f) {
+        scale_c(m, n, beta, c, ldc);
+        return true;
+    }
+    if (!scratch) {
+        /* B's prefetches run up to PREFETCH_B rows past its last panel */
+        scratch = aligned_alloc(64, (size_t)(MC * KC + KC * NC + PREFETCH_B * NR) * sizeof(float));
+        if (!scratch)
+            return false;
+        pthread_setspecific(scratch_key, scratch);
+    }
+    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MC * KC);
+    return true;
+}
+
+double dev_sgemm_avx512_tile_flops(int64_t reps)
+{
+    enum { K = 128 }; /* A's panel 4 KiB and B's 24 KiB: both in L1 */
+    pthread_once(&avx512_once, avx512_check);
+    float *buf = avx512_why ? NULL : aligned_alloc(64, (size_t)(MR * K + NR * K + PREFETCH_B * NR + MR * NR) * 4);
+    if (!buf)
+        return 0;
+    float *ap = buf, *bp = ap + MR * K, *c = bp + NR * K + PREFETCH_B * NR;
+    for (int64_t i = 0; i < MR * K + NR * K + PREFETCH_B * NR + MR * NR; i++)
+        buf[i] = (float)(i % 7) * 0x1p-10f;
+    __mmask16 mask[NV];
+    for (int j = 0; j < NV; j++)
+        mask[j] = 0xffff;
+    for (int64_t r = 0; r < reps; r++)
+        tile(K, ap, bp, c, NR, MR, mask, 1.0f, 1.0f, false);
+    /* the sums read, so the calls are not dead */
+    volatile float sink = c[0];
+    (void)sink;
+    free(buf);
+    return 2.0 * MR * NR * K * (double)reps;
+}
+
+static void sgemm_avx512(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n,
+                         int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc)
+{
+    /* column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T */
+    bool done = order == CblasRowMajor
+                    ? dev_sgemm_avx512_rowmajor(ta != CblasNoTrans, tb != CblasNoTrans, m, n, k, alpha, a, lda, b,
+                                                ldb, beta, c, ldc)
+                    : dev_sgemm_avx512_rowmajor(tb != CblasNoTrans, ta != CblasNoTrans, n, m, k, alpha, b, ldb, a,
+                                                lda, beta, c, ldc);
+    if (!done)
+        fallback_fn(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+SgemmFn *dev_sgemm_avx512(SgemmFn *fallback, const char **why)
+{
+    pthread_once(&avx512_once, avx512_check);
+    if (avx512_why) {
+        *why = avx512_why;
+        return NULL;
+    }
+    fallback_fn = fallback;
+    return sgemm_avx512;
+}
