@@ -35,7 +35,7 @@ IrStatus api_check_run(const TsRunOptions *o, IrDiag *d)
                       : !api_heartbeat_ok(o->heartbeat_seconds) ? "heartbeat_seconds is below the minimum"
                       : o->nagree < 0 || o->nagree > TS_AGREE_MAX ? "nagree is outside [0, TS_AGREE_MAX]"
                       : o->nagree > 0 && !o->agree                ? "agree is NULL with nagree > 0"
-                      : o->tuning.sgemm < TS_SGEMM_PROBE || o->tuning.sgemm > TS_SGEMM_AMX_BF16X3
+                      : o->tuning.sgemm < TS_SGEMM_PROBE || o->tuning.sgemm > TS_SGEMM_AVX512
                           ? "tuning.sgemm is not a TsSgemm"
                       : o->stats_ops < 0 ? "stats_ops is negative (0: no per-instruction times)"
                                                                   : NULL;

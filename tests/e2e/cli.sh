@@ -181,7 +181,7 @@ HLO
 # device spans several cores (one thread on a machine of one).
 sed 's/256/512/g' "$WORK/dot256.hlo" >"$WORK/dot512.hlo"
 # (at several threads, products from 64^3 go to the library chosen when it is not OpenBLAS: its pool would wake)
-verdict_rates="openblas [0-9.]+ GFLOP/s, blis ([0-9.]+ GFLOP/s|skipped \(.*\)), onednn ([0-9.]+ GFLOP/s|skipped \(.*\)); under 256\^3 multiply-adds: (openblas|(blis|onednn) from 64\^3 \(OpenBLAS's pool would wake\), openblas below)"
+verdict_rates="openblas [0-9.]+ GFLOP/s, blis ([0-9.]+ GFLOP/s|skipped \(.*\)), onednn ([0-9.]+ GFLOP/s|skipped \(.*\)), avx512 ([0-9.]+ GFLOP/s|skipped \(.*\)); under 256\^3 multiply-adds: (openblas|(blis|onednn|avx512) from 64\^3 \(OpenBLAS's pool would wake\), openblas below)"
 cores=$(nproc)
 for parts in 2 1; do
     expect_status 0 "$TESSEL" run "$WORK/dot512.hlo" --random-inputs 1 --stats --sgemm probe --num-partitions $parts
@@ -192,7 +192,7 @@ for parts in 2 1; do
     else # more cores than 2 devices: one thread each or more (SMT: threads are not cores)
         measured="f32 [0-9]+\^3, ([0-9]+ threads|one thread)"
     fi
-    grep -Eq "^tessel: stats: f32 GEMM: (openblas|blis|onednn), measured \($measured\): $verdict_rates$" "$ERR" ||
+    grep -Eq "^tessel: stats: f32 GEMM: (openblas|blis|onednn|avx512), measured \($measured\): $verdict_rates$" "$ERR" ||
         fail "no probe verdict on $parts device(s) of $cores cores: $(cat "$ERR")"
 done
 expect_status 0 "$TESSEL" run "$TESSEL_SRC/examples/mlp.hlo" --random-inputs 1 --stats --sgemm probe
@@ -211,6 +211,16 @@ for lib in blis:libblis.so.4 onednn:libdnnl.so.2; do
     npy_match "$WORK/sgemm.openblas/output_0.npy" "$WORK/sgemm.${lib%%:*}/output_0.npy" ||
         fail "--sgemm ${lib%%:*} differs from OpenBLAS beyond rounding"
 done
+# tessel's own AVX-512 kernel: f32's products, summed in its order
+if grep -qw avx512f /proc/cpuinfo; then
+    expect_status 0 "$TESSEL" run "$WORK/dot256.hlo" --random-inputs 5 --stats --sgemm avx512 \
+        --output-dir "$WORK/sgemm.avx512"
+    expect_in "$ERR" "tessel: stats: f32 GEMM: avx512 (tuning)"
+    npy_match "$WORK/sgemm.openblas/output_0.npy" "$WORK/sgemm.avx512/output_0.npy" ||
+        fail "--sgemm avx512 differs from OpenBLAS beyond rounding"
+else
+    echo "cli.sh: --sgemm avx512 skipped: the CPU has no AVX-512F"
+fi
 # three bf16 products on AMX tiles: within rounding of OpenBLAS's product
 if grep -qw amx_bf16 /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo; then
     expect_status 0 "$TESSEL" run "$WORK/dot256.hlo" --random-inputs 5 --stats --sgemm amx-bf16x3 \
