@@ -20,11 +20,10 @@
 #include <cmocka.h>
 
 #include "device/blas.h"
+#include "sgemm_check.h"
 
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 static bool have; /* AVX-512 here: main fixed the kernel as DevBlas.sgemm */
 
@@ -39,71 +38,16 @@ static SgemmFn *kernel(void)
     return b->sgemm;
 }
 
-static double at(const float *x, enum CBLAS_ORDER o, int64_t ld, int64_t i, int64_t j)
+/* f32's bound for a sum of k products, whatever its order, and the
+ * roundings of alpha's product and beta's */
+static double f32_bound(int k, double alpha_terms, double beta_c)
 {
-    return o == CblasRowMajor ? x[i * ld + j] : x[j * ld + i];
+    return (k + 2) * 0x1p-24 * (alpha_terms + beta_c);
 }
 
-static float draw(uint64_t *z)
-{
-    *z = *z * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((double)(*z >> 40) / (double)(1 << 24) * 2.0 - 1.0);
-}
-
-/* One product through f against the double loop. C starts NaN where beta
- * is 0 (it must not be read). */
 static void check(SgemmFn *f, enum CBLAS_ORDER o, bool ta, bool tb, int m, int n, int k, float alpha, float beta)
 {
-    int pad = 3;
-    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-    int lda = (o == CblasRowMajor ? ac : ar) + pad, ldb = (o == CblasRowMajor ? bc : br) + pad;
-    int ldc = (o == CblasRowMajor ? n : m) + pad;
-    size_t asz = (size_t)lda * (size_t)(o == CblasRowMajor ? ar : ac);
-    size_t bsz = (size_t)ldb * (size_t)(o == CblasRowMajor ? br : bc);
-    size_t csz = (size_t)ldc * (size_t)(o == CblasRowMajor ? m : n);
-    float *a = malloc((asz + 1) * sizeof *a), *b = malloc((bsz + 1) * sizeof *b);
-    float *c = malloc(csz * sizeof *c), *c0 = malloc(csz * sizeof *c0);
-    assert_non_null(a);
-    assert_non_null(b);
-    assert_non_null(c);
-    assert_non_null(c0);
-    uint64_t z = (uint64_t)(m * 131 + n * 17 + k);
-    for (size_t i = 0; i < asz; i++)
-        a[i] = draw(&z);
-    for (size_t i = 0; i < bsz; i++)
-        b[i] = draw(&z);
-    for (size_t i = 0; i < csz; i++)
-        c[i] = c0[i] = draw(&z);
-    if (beta == 0.0f)
-        for (int r = 0; r < (o == CblasRowMajor ? m : n); r++)
-            for (int p = 0; p < ldc - pad; p++)
-                c[(size_t)r * ldc + p] = c0[(size_t)r * ldc + p] = NAN;
-    f(o, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-      ldc);
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            double sum = 0, mag = 0;
-            for (int q = 0; q < k; q++) {
-                double x = ta ? at(a, o, lda, q, i) : at(a, o, lda, i, q);
-                double y = tb ? at(b, o, ldb, j, q) : at(b, o, ldb, q, j);
-                sum += x * y;
-                mag += fabs(x * y);
-            }
-            double cij = beta != 0.0f ? at(c0, o, ldc, i, j) : 0.0;
-            double want = alpha * sum + beta * cij;
-            double tol = (k + 2) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * cij));
-            double got = at(c, o, ldc, i, j);
-            if (!(fabs(got - want) <= tol))
-                fail_msg("%s ta %d tb %d %dx%dx%d alpha %g beta %g: C(%d,%d) = %.9g, want %.9g (tolerance %.3g)",
-                         o == CblasRowMajor ? "row" : "col", ta, tb, m, n, k, alpha, beta, i, j, got, want, tol);
-        }
-    for (int r = 0; r < (o == CblasRowMajor ? m : n); r++)
-        for (int p = ldc - pad; p < ldc; p++)
-            assert_true(c[(size_t)r * ldc + p] == c0[(size_t)r * ldc + p]);
-    free(a);
-    free(b);
-    free(c);
-    free(c0);
+    sgemm_check(f, f32_bound, o, ta, tb, m, n, k, alpha, beta);
 }
 
 static void small_and_odd_shapes(void **state)
