@@ -10,7 +10,8 @@
  * others), and `// expect-collectives:
  * all-reduce=1 all-gather=0` checks what the partitioner inserted (for N>1).
  * The subfolders shardy, grad, memfit and memory run too (test_model_subfolders),
- * each model on its `// devices:` x 1 and 2 replicas.
+ * each model on its `// devices:` x 1 and 2 replicas. With TESSEL_SGEMM=avx512
+ * every f32 dot runs in tessel's own GEMM (device/sgemm_avx512.c).
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -608,6 +609,11 @@ static int fuse_blocks(void **state)
 
 int main(void)
 {
+    /* TESSEL_SGEMM=avx512 (ctest's test_oracle_avx512): every f32 dot in
+     * tessel's own kernel, small ones too; otherwise as the library decides */
+    const char *sgemm = getenv("TESSEL_SGEMM");
+    if (sgemm && !strcmp(sgemm, "avx512"))
+        dev_blas_choose_sgemm(DEV_SGEMM_AVX512);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_models, fuse_chunks),
         cmocka_unit_test_setup(test_model_subfolders, fuse_chunks),
