@@ -28,6 +28,9 @@
  * behind broadcasts of its own) reads that one's rows instead, and a
  * broadcast of a leaf along the outer dims (gamma, beta: every row the
  * same) is filled at the first block of rows and kept for the others.
+ * An f32 add, subtract, multiply or divide of a row and a spread (x -
+ * mean, x * rsqrt(var)) reads the outer node's element for each row, and
+ * a spread only such nodes read is never filled.
  * Example, softmax of
  * x f32[4096,4096] over dim 1: per row, m = max(x row), fill, subtract,
  * exp, z = sum, fill, divide into the result's row: x is read from
@@ -78,6 +81,12 @@ typedef struct RowNode {
                              * along the outer dims): filled at the first
                              * block only */
     bool filled;
+    int32_t row_scalar;     /* an f32 add, subtract, multiply or divide one of
+                             * whose operands is a spread: that operand's
+                             * index (0, 1), the other a row; else -1 */
+    int32_t scalar_from;    /* row_scalar: the outer node spread */
+    bool unread;            /* a spread whose readers all take its element
+                             * (row_scalar): not filled */
 } RowNode;
 
 typedef struct Rows {
@@ -207,6 +216,73 @@ static void find_same(Rows *r, const IrComputation *c)
     }
 }
 
+/* Node k as row_scalar: an f32 add, subtract, multiply or divide of a
+ * row and a spread of an outer node (x - mean, x * rsqrt(var)) reads the
+ * outer node's element for each row instead of the spread's filled row,
+ * and a spread that only such nodes read is never filled. */
+static void find_row_scalars(Rows *r, const IrComputation *c)
+{
+    for (int32_t k = 0; k < r->nn; k++) {
+        RowNode *n = &r->node[k];
+        const IrInstr *ins = &c->instr[r->g->nodes[k]];
+        n->row_scalar = -1;
+        n->unread = n->kind == RK_SPREAD && n->same < 0 && k + 1 < r->nn;
+        IrOpcode op = ins->op;
+        if (n->kind != RK_ELEMENTWISE || n->same >= 0 || ins->shape.type != IR_F32 || ins->nopnd != 2 ||
+            (op != OP_ADD && op != OP_SUBTRACT && op != OP_MULTIPLY && op != OP_DIVIDE))
+            continue;
+        for (int32_t j = 0; j < 2 && n->row_scalar < 0; j++) {
+            int32_t s = operand_id(r, c, k, j), o = operand_id(r, c, k, 1 - j);
+            bool row = o < r->nn ? r->node[o].len == n->len
+                                 : r->lstep[o - r->nn] == n->len && r->lview[o - r->nn].shape.type == IR_F32;
+            if (s < r->nn && r->node[s].kind == RK_SPREAD && n->len > 1 && row) {
+                n->row_scalar = j;
+                n->scalar_from = first_of(r, r->node[s].from);
+            }
+        }
+    }
+    /* A spread read by anything else (or as both operands) is filled. */
+    for (int32_t k = 0; k < r->nn; k++) {
+        const IrInstr *ins = &c->instr[r->g->nodes[k]];
+        for (int32_t j = 0; j < ins->nopnd && j < MAX_OPND; j++) {
+            int32_t s = operand_id(r, c, k, j);
+            if (s < r->nn && r->node[s].kind == RK_SPREAD && (r->node[k].same < 0 || k + 1 == r->nn) &&
+                r->node[k].row_scalar != j)
+                r->node[s].unread = false;
+        }
+    }
+}
+
+/* out[b][i] = op(x[b][i], s[b]) (or op(s[b], x[b][i]) where the scalar is
+ * operand 0) for nb rows of len: float_ops.h's expressions, so the bits
+ * of the range kernel over the filled spread. */
+DEV_VECTOR_CLONES static void row_scalar_f32(IrOpcode op, bool scalar_first, const float *x, const float *s,
+                                             int64_t nb, int64_t len, float *out)
+{
+    for (int64_t b = 0; b < nb; b++) {
+        const float *xb = x + b * len;
+        float *ob = out + b * len, v = s[b];
+        switch (op) {
+        case OP_ADD:
+            for (int64_t i = 0; i < len; i++)
+                ob[i] = scalar_first ? DEV_ADD(v, xb[i]) : DEV_ADD(xb[i], v);
+            break;
+        case OP_SUBTRACT:
+            for (int64_t i = 0; i < len; i++)
+                ob[i] = scalar_first ? v - xb[i] : xb[i] - v;
+            break;
+        case OP_MULTIPLY:
+            for (int64_t i = 0; i < len; i++)
+                ob[i] = scalar_first ? DEV_MUL(v, xb[i]) : DEV_MUL(xb[i], v);
+            break;
+        default:
+            for (int64_t i = 0; i < len; i++)
+                ob[i] = scalar_first ? v / xb[i] : xb[i] / v;
+            break;
+        }
+    }
+}
+
 /* Views, operand wiring, each node's kind, and the once-per-run checks. */
 static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, const DevExecOptions *opt,
                            IrDiag *d, DevValue **vals, int64_t R)
@@ -273,6 +349,7 @@ static IrStatus rows_setup(Rows *r, const IrModule *m, const IrComputation *c, c
             return st;
     }
     find_same(r, c);
+    find_row_scalars(r, c);
     return IR_OK;
 }
 
@@ -402,9 +479,16 @@ static IrStatus rows_block(Rows *r, const IrComputation *c, int64_t row, int64_t
             v->data = r->nview[n->same].data;
             continue;
         }
-        if (n->invariant && n->filled)
+        if ((n->invariant && n->filled) || n->unread)
             continue;
         n->filled = n->invariant;
+        if (n->row_scalar >= 0) {
+            int32_t j = 1 - n->row_scalar;
+            row_scalar_f32(ins->op, n->row_scalar == 0, (const float *)(const void *)r->opnd[k * MAX_OPND + j]->data,
+                           (const float *)(const void *)r->nview[n->scalar_from].data, nb, n->len,
+                           (float *)(void *)v->data);
+            continue;
+        }
         switch (n->kind) {
         case RK_ELEMENTWISE: {
             IrStatus st = dev_k_elementwise_range(&r->k[k], len, v);

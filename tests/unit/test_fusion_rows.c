@@ -10,8 +10,9 @@
  * associative, a transpose of the outer dims); the values a
  * fused run gives against naive loops in double (rows not a multiple of
  * the vector width, rows of length 1 and 0, max/min/add reducers, f32 and
- * f64); JAX's layer norm, whose repeated nodes run once, bit for bit the
- * unfused run; and clean allocation failures.
+ * f64); JAX's layer norm, whose repeated nodes run once, and a row's
+ * scalar read in place of its spread, bit for bit the unfused run; and
+ * clean allocation failures.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -489,6 +490,54 @@ static void jax_layernorm_same_nodes(void **state)
     ir_module_free(m);
 }
 
+/* A spread read as a scalar by divides on either side (each row's element
+ * taken in place of the filled row) and also by exp and by a multiply of
+ * it with itself (so it is filled): fused bit for bit the unfused run,
+ * 280 rows of 33 in blocks of 124, 124 and 32. */
+static void spread_readers(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule sr\n" REDUCERS
+                           "ENTRY main {\n"
+                           "  x = f32[4,70,33] parameter(0)\n"
+                           "  ninf = f32[] constant(-inf)\n"
+                           "  mx = f32[4,70] reduce(x, ninf), dimensions={2}, to_apply=max\n"
+                           "  mb = f32[4,70,33] broadcast(mx), dimensions={0,1}\n"
+                           "  q = f32[4,70,33] divide(x, mb)\n"
+                           "  p = f32[4,70,33] divide(mb, x)\n"
+                           "  e = f32[4,70,33] exponential(mb)\n"
+                           "  w = f32[4,70,33] multiply(mb, mb)\n"
+                           "  a = f32[4,70,33] add(q, p)\n"
+                           "  b = f32[4,70,33] add(a, e)\n"
+                           "  ROOT y = f32[4,70,33] subtract(b, w)\n"
+                           "}\n");
+    DevFusion f;
+    const DevFusionGroup *g = row_group(&f, m, "y");
+    assert_int_equal(g->nnodes, 9); /* mx .. y */
+    ir_fusion_free(&f);
+    int64_t dx[] = {4, 70, 33};
+    DevValue *x = val(IR_F32, 3, dx, NULL);
+    fill(x, 53);
+    static double want[4 * 70 * 33];
+    for (int r = 0; r < 280; r++) {
+        double mxr = -INFINITY;
+        for (int j = 0; j < 33; j++)
+            mxr = fmax(mxr, at(x, r * 33 + j));
+        for (int j = 0; j < 33; j++) {
+            double v = at(x, r * 33 + j);
+            want[r * 33 + j] = v / mxr + mxr / v + exp(mxr) - mxr * mxr;
+        }
+    }
+    DevValue *got = run(m, 1, &x, true), *plain = run(m, 1, &x, false);
+    assert_near(got, want, 4 * 70 * 33, 1e-4);
+    assert_int_equal(got->nbytes, plain->nbytes);
+    assert_memory_equal(got->data, plain->data, (size_t)got->nbytes);
+    dev_value_unref(got);
+    dev_value_unref(plain);
+    dev_value_unref(x);
+    ir_module_free(m);
+}
+
 /* A reduce over two minor dims ({1,2} of [3,4,5]: rows of 20) with max,
  * min and add, its broadcast consumer x - max, and a group that ends in
  * the reduction (sum of exp, root the reduce); against double. */
@@ -725,6 +774,7 @@ int main(void)
         cmocka_unit_test(permuted_outer),
         cmocka_unit_test(layernorm_rows_f64),
         cmocka_unit_test(jax_layernorm_same_nodes),
+        cmocka_unit_test(spread_readers),
         cmocka_unit_test(several_minor_dims),
         cmocka_unit_test(not_fused),
         cmocka_unit_test(transposes),
