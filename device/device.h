@@ -433,14 +433,16 @@ typedef struct DevExecOptions {
 } DevExecOptions;
 
 /* packed.c: a dot's B operand that is an undonated parameter of the entry
- * computation, packed at its first product for oneDNN's matmul and kept
+ * computation, packed at its first product for oneDNN's matmul (AMX's
+ * tiles or tessel's own kernel, where the products run there) and kept
  * (with a reference to its value, so its buffer stays unwritten) until
  * dev_packed_free, for the products of the same shape on it afterwards.
  * dev_packed_new: NULL on OOM (then nothing is packed).
  * dev_packed_sgemm: C[m,n] = A op(B) row-major from B's packed form (made
  * now if new), v the value whose buffer holds B; false where it did not
- * run (oneDNN is not the library at one thread, the product is small, the
- * device's budget is spent, or oneDNN failed): the caller computes it.
+ * run (no library that keeps B is the one at one thread, the product is
+ * small, the device's budget is spent, or packing failed): the caller
+ * computes it.
  * dev_packed_stats: the weights kept packed, their bytes, and the
  * products run from them. One device thread uses a DevPacked. */
 typedef struct DevPacked DevPacked;

@@ -35,8 +35,12 @@
  * much). Under `--sgemm amx-bf16x3` the kept form is B's two bf16 copies
  * in the tiles' layout (sgemm_amx.c), for products of PACK_MIN_MACS or
  * more that the tiles take (16 rows or more, sums of 128 or more): splitting B was 2.3 of the 10 ms of a 512 x 1024 x
- * 2048 product (BENCHMARKS.md, "AMX"). Anything that fails leaves the
- * product to DevBlas.sgemm.
+ * 2048 product (BENCHMARKS.md, "AMX"). Where the products run in tessel's
+ * own kernel (the probe's choice or `--sgemm avx512`), the kept form is
+ * op(B) in its panels (sgemm_avx512.c), for products of PACK_MIN_MACS or
+ * more whatever their rows and sums: packing B was 7 % of the kernel's
+ * time on 512 x 1024 x 2048 (BENCHMARKS.md, "tessel's own f32 GEMM").
+ * Anything that fails leaves the product to DevBlas.sgemm.
  */
 #include "blas.h"
 
@@ -53,9 +57,10 @@ typedef struct PackEntry {
     const float *b;       /* where in it B starts */
     bool tb;
     int64_t m, n, k, lda, ldb, ldc;
-    bool amx;             /* kept for sgemm_amx.c, else for oneDNN */
+    int lib;              /* kept for DEV_SGEMM_ONEDNN, _AMX_BF16X3 or _AVX512 */
     DevSgemmPacked *p;    /* oneDNN's; NULL: packing failed, not tried again */
     DevSgemmAmxB *a;      /* AMX's; NULL: likewise */
+    DevSgemmAvx512B *x;   /* tessel's kernel's; NULL: likewise */
 } PackEntry;
 
 struct DevPacked {
@@ -75,6 +80,7 @@ void dev_packed_free(DevPacked *pc)
     for (int32_t i = 0; pc && i < pc->n; i++) {
         dev_sgemm_packed_free(pc->e[i].p);
         dev_sgemm_amx_b_free(pc->e[i].a);
+        dev_sgemm_avx512_b_free(pc->e[i].x);
         dev_value_unref(pc->e[i].v);
     }
     ts_free(pc);
@@ -84,7 +90,7 @@ void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int6
 {
     *weights = 0;
     for (int32_t i = 0; pc && i < pc->n; i++)
-        *weights += pc->e[i].p != NULL || pc->e[i].a != NULL;
+        *weights += pc->e[i].p != NULL || pc->e[i].a != NULL || pc->e[i].x != NULL;
     *bytes = pc ? pc->bytes : 0;
     *runs = pc ? pc->runs : 0;
 }
@@ -92,16 +98,15 @@ void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int6
 bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, bool tb, int64_t ldb, float *c, int64_t ldc)
 {
-    bool amx = dev_blas_sgemm_current() == DEV_SGEMM_AMX_BF16X3;
-    if (!pc || !v || m * n * k < PACK_MIN_MACS ||
-        (!amx && (m > PACK_MAX_M || k < PACK_MIN_K || dev_blas_sgemm_current() != DEV_SGEMM_ONEDNN ||
-                  dev_blas_sgemm_thread_count() != 1)))
+    int lib = dev_blas_sgemm_current();
+    bool onednn = lib == DEV_SGEMM_ONEDNN && m <= PACK_MAX_M && k >= PACK_MIN_K && dev_blas_sgemm_thread_count() == 1;
+    if (!pc || !v || m * n * k < PACK_MIN_MACS || !(onednn || lib == DEV_SGEMM_AMX_BF16X3 || lib == DEV_SGEMM_AVX512))
         return false;
     PackEntry *e = NULL;
     for (int32_t i = 0; i < pc->n && !e; i++) {
         PackEntry *x = &pc->e[i];
         if (x->v == v && x->b == b && x->tb == tb && x->m == m && x->n == n && x->k == k && x->lda == lda &&
-            x->ldb == ldb && x->ldc == ldc && x->amx == amx)
+            x->ldb == ldb && x->ldc == ldc && x->lib == lib)
             e = x;
     }
     if (!e) {
@@ -109,12 +114,16 @@ bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t 
             return false;
         e = &pc->e[pc->n++];
         *e = (PackEntry){.v = dev_value_ref(v), .b = b, .tb = tb, .m = m, .n = n, .k = k, .lda = lda,
-                         .ldb = ldb, .ldc = ldc, .amx = amx,
-                         .p = amx ? NULL : dev_sgemm_pack(m, n, k, lda, b, tb, ldb, ldc),
-                         .a = amx ? dev_sgemm_amx_pack_b(n, k, b, tb, ldb) : NULL};
-        pc->bytes += e->p ? dev_sgemm_packed_bytes(e->p) : dev_sgemm_amx_b_bytes(e->a);
+                         .ldb = ldb, .ldc = ldc, .lib = lib,
+                         .p = lib == DEV_SGEMM_ONEDNN ? dev_sgemm_pack(m, n, k, lda, b, tb, ldb, ldc) : NULL,
+                         .a = lib == DEV_SGEMM_AMX_BF16X3 ? dev_sgemm_amx_pack_b(n, k, b, tb, ldb) : NULL,
+                         .x = lib == DEV_SGEMM_AVX512 ? dev_sgemm_avx512_pack_b(n, k, b, tb, ldb) : NULL};
+        pc->bytes += (e->p ? dev_sgemm_packed_bytes(e->p) : 0) + dev_sgemm_amx_b_bytes(e->a) + dev_sgemm_avx512_b_bytes(e->x);
     }
-    if (amx ? !e->a || !dev_sgemm_amx_run_b(e->a, m, a, lda, c, ldc) : !e->p || !dev_sgemm_packed_run(e->p, a, c))
+    bool ran = lib == DEV_SGEMM_ONEDNN       ? e->p && dev_sgemm_packed_run(e->p, a, c)
+               : lib == DEV_SGEMM_AMX_BF16X3 ? e->a && dev_sgemm_amx_run_b(e->a, m, a, lda, c, ldc)
+                                             : e->x && dev_sgemm_avx512_run_b(e->x, m, a, lda, c, ldc);
+    if (!ran)
         return false;
     pc->runs++;
     return true;

@@ -208,17 +208,28 @@ static void scale_c(int64_t m, int64_t n, float beta, float *c, int64_t ldc)
             c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
 }
 
+static int64_t round_up(int64_t x, int64_t to)
+{
+    return (x + to - 1) / to * to;
+}
+
 /* The row-major product in the calling thread's packed buffers pa (MC x
- * KC) and pb (KC x NC). */
+ * KC) and pb (KC x NC); where `kept` is op(B) packed whole (B's kept
+ * form), its blocks instead of pb: block (p0, j0) at p0 np + kb j0, np
+ * being n rounded up to whole panels (each block is the one pack_b would
+ * make, so a kept product has the bits of an unkept one). */
 AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
-                                   float *pa, float *pb)
+                                   float *pa, float *pb, const float *kept)
 {
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         int64_t nb = min64(NC, n - j0);
         for (int64_t p0 = 0; p0 < k; p0 += KC) {
             int64_t kb = min64(KC, k - p0);
-            pack_b(b, ldb, tb, p0, kb, j0, nb, pb);
+            if (kept)
+                pb = (float *)kept + p0 * round_up(n, NR) + kb * j0; /* read only */
+            else
+                pack_b(b, ldb, tb, p0, kb, j0, nb, pb);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 int64_t mb = min64(MC, m - i0);
                 pack_a(a, lda, ta, i0, mb, p0, kb, pa);
@@ -266,6 +277,19 @@ static void avx512_check(void)
     avx512_why = NULL;
 }
 
+/* The calling thread's packed buffers, made at its first call (NULL:
+ * no memory). */
+static float *scratch_of(void)
+{
+    if (!scratch) {
+        /* B's prefetches run up to PREFETCH_B rows past its last panel */
+        scratch = aligned_alloc(64, (size_t)(MC * KC + KC * NC + PREFETCH_B * NR) * sizeof(float));
+        if (scratch)
+            pthread_setspecific(scratch_key, scratch);
+    }
+    return scratch;
+}
+
 bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
@@ -278,15 +302,60 @@ bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k
         scale_c(m, n, beta, c, ldc);
         return true;
     }
-    if (!scratch) {
-        /* B's prefetches run up to PREFETCH_B rows past its last panel */
-        scratch = aligned_alloc(64, (size_t)(MC * KC + KC * NC + PREFETCH_B * NR) * sizeof(float));
-        if (!scratch)
-            return false;
-        pthread_setspecific(scratch_key, scratch);
-    }
-    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MC * KC);
+    if (!scratch_of())
+        return false;
+    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MC * KC, NULL);
     return true;
+}
+
+/* op(B) packed whole, kept while B's buffer is unchanged (packed.c). */
+struct DevSgemmAvx512B {
+    int64_t n, k;
+    float *buf; /* k x round_up(n, NR) floats in pack_b's blocks, then PREFETCH_B * NR */
+};
+
+DevSgemmAvx512B *dev_sgemm_avx512_pack_b(int64_t n, int64_t k, const float *b, bool tb, int64_t ldb)
+{
+    pthread_once(&avx512_once, avx512_check);
+    if (avx512_why || n <= 0 || k <= 0)
+        return NULL;
+    int64_t np = round_up(n, NR);
+    DevSgemmAvx512B *p = malloc(sizeof *p);
+    float *buf = aligned_alloc(64, (size_t)(k * np + PREFETCH_B * NR) * sizeof(float));
+    if (!p || !buf) {
+        free(p);
+        free(buf);
+        return NULL;
+    }
+    *p = (DevSgemmAvx512B){.n = n, .k = k, .buf = buf};
+    for (int64_t j0 = 0; j0 < n; j0 += NC)
+        for (int64_t p0 = 0; p0 < k; p0 += KC) {
+            int64_t kb = min64(KC, k - p0);
+            pack_b(b, ldb, tb, p0, kb, j0, min64(NC, n - j0), buf + p0 * np + kb * j0);
+        }
+    return p;
+}
+
+bool dev_sgemm_avx512_run_b(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc)
+{
+    if (m <= 0)
+        return true;
+    if (!scratch_of())
+        return false;
+    multiply(false, false, m, p->n, p->k, 1.0f, a, lda, NULL, 0, 0.0f, c, ldc, scratch, NULL, p->buf);
+    return true;
+}
+
+size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p)
+{
+    return p ? (size_t)(p->k * round_up(p->n, NR) + PREFETCH_B * NR) * sizeof(float) : 0;
+}
+
+void dev_sgemm_avx512_b_free(DevSgemmAvx512B *p)
+{
+    if (p)
+        free(p->buf);
+    free(p);
 }
 
 double dev_sgemm_avx512_tile_flops(int64_t reps)

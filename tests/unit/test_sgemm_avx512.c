@@ -11,7 +11,8 @@
  * of the kernel's 8 x 48 tiles, and shapes over its blocks (k past 256 and
  * 512, m past 192, n past 768); C's padding untouched. beta 0 does not
  * read C (NaN there is overwritten), alpha 0 and k 0 leave beta C. Exact
- * where f32 is: small integers give the integer sums bit for bit.
+ * where f32 is: small integers give the integer sums bit for bit. B packed
+ * once and kept (packed.c) gives the unkept product's bits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include <cmocka.h>
 
 #include "device/blas.h"
+#include "device/device.h"
+#include "kernel_test.h"
 #include "sgemm_check.h"
 
 #include <math.h>
@@ -131,6 +134,61 @@ static void empty_sums_and_exact_integers(void **state)
         }
 }
 
+/* B packed once (packed.c's kept form) gives the bits of the unkept
+ * product, plain and transposed, over the blocks and in the tails; and
+ * through a DevPacked, kept at the first product and run from at both. */
+static void kept_b_same_bits(void **state)
+{
+    (void)state;
+    if (!kernel())
+        skip();
+    static const int shapes[][3] = {{70, 800, 600}, {5, 47, 3}, {33, 100, 257}};
+    uint64_t z = 7;
+    for (int s = 0; s < 3; s++)
+        for (int tb = 0; tb < 2; tb++) {
+            int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ldb = tb ? k + 2 : n + 2;
+            float *a = malloc((size_t)m * k * sizeof *a), *b = malloc((size_t)(tb ? n : k) * ldb * sizeof *b);
+            float *c = malloc((size_t)m * n * sizeof *c), *c0 = malloc((size_t)m * n * sizeof *c0);
+            assert_true(a && b && c && c0);
+            for (int i = 0; i < m * k; i++)
+                a[i] = sgemm_draw(&z);
+            for (int i = 0; i < (tb ? n : k) * ldb; i++)
+                b[i] = sgemm_draw(&z);
+            assert_true(dev_sgemm_avx512_rowmajor(false, tb, m, n, k, 1, a, k, b, ldb, 0, c0, n));
+            DevSgemmAvx512B *kept = dev_sgemm_avx512_pack_b(n, k, b, tb, ldb);
+            assert_non_null(kept);
+            assert_true(dev_sgemm_avx512_b_bytes(kept) >= (size_t)n * k * sizeof(float));
+            assert_true(dev_sgemm_avx512_run_b(kept, m, a, k, c, n));
+            assert_memory_equal(c, c0, (size_t)m * n * sizeof *c);
+            dev_sgemm_avx512_b_free(kept);
+            free(a);
+            free(b);
+            free(c);
+            free(c0);
+        }
+    enum { M = 64, K = 512, N = 512 }; /* 2^24 multiply-adds: kept */
+    DevValue *x = f32_uniform(M, K, &z), *w = f32_uniform(K, N, &z);
+    static float c[M * N], c0[M * N];
+    DevPacked *pc = dev_packed_new();
+    assert_non_null(pc);
+    for (int step = 0; step < 2; step++) {
+        fill_uniform(x, &z);
+        const float *a = (const float *)x->data, *b = (const float *)w->data;
+        assert_true(dev_packed_sgemm(pc, w, M, N, K, a, K, b, false, N, c, N));
+        assert_true(dev_sgemm_avx512_rowmajor(false, false, M, N, K, 1, a, K, b, N, 0, c0, N));
+        assert_memory_equal(c, c0, sizeof c);
+    }
+    int32_t weights;
+    size_t bytes;
+    int64_t runs;
+    dev_packed_stats(pc, &weights, &bytes, &runs);
+    assert_int_equal(weights, 1);
+    assert_int_equal(runs, 2);
+    dev_packed_free(pc);
+    dev_value_unref(x);
+    dev_value_unref(w);
+}
+
 int main(void)
 {
     /* m 0: true exactly where the kernel can run here */
@@ -144,6 +202,7 @@ int main(void)
         cmocka_unit_test(tile_tails),
         cmocka_unit_test(over_blocks),
         cmocka_unit_test(empty_sums_and_exact_integers),
+        cmocka_unit_test(kept_b_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
