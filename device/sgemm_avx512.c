@@ -76,43 +76,64 @@ static __mmask16 lanes16(int64_t left)
     return left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
 }
 
-/* C's MR x NR tile at c (rows < rows, the columns mask[j] of vector j)
- * from kc steps of A's panel ap and B's panel bp: acc * alpha, plus C *
- * beta when `first` (beta 0: C not read), else plus C. */
-AVX512_TARGET static void tile(int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc,
+/* C's MR x 16 nv tile at c (rows < rows, the columns mask[j] of vector
+ * j) from kc steps of A's panel ap and the first nv vectors of B's panel
+ * bp: acc * alpha, plus C * beta when `first` (beta 0: C not read), else
+ * plus C. Inlined with a constant nv into tile (all NV) and the narrower
+ * tiles of a last panel of 16 or 32 columns (n = 64 would otherwise run
+ * a third of its FMAs on padding). */
+AVX512_TARGET static inline __attribute__((always_inline)) void tile_of(int nv, int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc,
                                int rows, const __mmask16 mask[NV], float alpha, float beta, bool first)
 {
     __m512 acc[MR][NV];
     for (int i = 0; i < MR && i < rows; i++) /* C's lines on their way while the sum runs */
-        for (int j = 0; j < NV; j++)
+        for (int j = 0; j < nv; j++)
             _mm_prefetch((const char *)(c + i * ldc + 16 * j), _MM_HINT_T0);
     for (int i = 0; i < MR; i++)
-        for (int j = 0; j < NV; j++)
+        for (int j = 0; j < nv; j++)
             acc[i][j] = _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int64_t p = 0; p < kc; p++) {
         __m512 b[NV];
-        for (int j = 0; j < NV; j++) /* B's panel streams from L2 */
+        for (int j = 0; j < nv; j++) /* B's panel streams from L2 */
             _mm_prefetch((const char *)(bp + (p + PREFETCH_B) * NR + 16 * j), _MM_HINT_T0);
-        for (int j = 0; j < NV; j++)
+        for (int j = 0; j < nv; j++)
             b[j] = _mm512_load_ps(bp + p * NR + 16 * j);
 #pragma GCC unroll 32
         for (int i = 0; i < MR; i++) {
             __m512 a = _mm512_set1_ps(ap[p * MR + i]);
-            for (int j = 0; j < NV; j++)
+            for (int j = 0; j < nv; j++)
                 acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
         }
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(first ? beta : 1.0f);
     bool read = !first || beta != 0.0f;
     for (int i = 0; i < MR && i < rows; i++)
-        for (int j = 0; j < NV; j++) {
+        for (int j = 0; j < nv; j++) {
             float *cij = c + i * ldc + 16 * j;
             __m512 v = _mm512_mul_ps(acc[i][j], va);
             if (read)
                 v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[j], cij), v);
             _mm512_mask_storeu_ps(cij, mask[j], v);
         }
+}
+
+#define TILE_ARGS                                                                                          \
+    int64_t kc, const float *restrict ap, const float *restrict bp, float *c, int64_t ldc, int rows,              \
+        const __mmask16 mask[NV], float alpha, float beta, bool first
+AVX512_TARGET static void tile(TILE_ARGS)
+{
+    tile_of(NV, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+}
+
+AVX512_TARGET static void tile32(TILE_ARGS)
+{
+    tile_of(2, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
+}
+
+AVX512_TARGET static void tile16(TILE_ARGS)
+{
+    tile_of(1, kc, ap, bp, c, ldc, rows, mask, alpha, beta, first);
 }
 
 /* The 8 x 8 block at src (row stride lds) transposed into dst (row
@@ -238,8 +259,11 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
                         __mmask16 mask[NV];
                         for (int j = 0; j < NV; j++)
                             mask[j] = lanes16(nb - s - 16 * j);
-                        tile(kb, pa + r * kb, pb + s * kb, c + (i0 + r) * ldc + j0 + s, ldc,
-                             (int)min64(MR, mb - r), mask, alpha, beta, p0 == 0);
+                        int64_t cols = nb - s;
+                        (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(kb, pa + r * kb, pb + s * kb,
+                                                                           c + (i0 + r) * ldc + j0 + s, ldc,
+                                                                           (int)min64(MR, mb - r), mask, alpha,
+                                                                           beta, p0 == 0);
                     }
             }
         }

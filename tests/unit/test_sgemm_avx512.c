@@ -74,10 +74,12 @@ static void tile_tails(void **state)
     SgemmFn *f = kernel();
     if (!f)
         skip();
-    /* rows around the tile's 8, columns around its 48 and a vector's 16 */
-    static const int shapes[][3] = {{7, 47, 33}, {9, 49, 64}, {16, 96, 31}, {15, 16, 100}, {8, 48, 1}, {25, 95, 70}};
+    /* rows around the tile's 8, columns around its 48 and a vector's 16,
+     * last panels of 16 and 32 columns (the narrower tiles) */
+    static const int shapes[][3] = {{7, 47, 33}, {9, 49, 64}, {16, 96, 31}, {15, 16, 100},
+                                    {8, 48, 1},  {25, 95, 70}, {10, 72, 40}, {12, 80, 9}};
     static const float ab[][2] = {{1, 0}, {1.5f, 0.5f}, {-2, 1}};
-    for (int s = 0; s < 6; s++)
+    for (int s = 0; s < 8; s++)
         for (int o = 0; o < 2; o++)
             for (int t = 0; t < 4; t++)
                 for (int v = 0; v < 3; v++)
