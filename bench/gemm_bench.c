@@ -26,7 +26,8 @@
  * own f32 kernel (device/sgemm_avx512.c, `--sgemm avx512`, a candidate of
  * the probe there), and a line before the shapes gives its micro-kernel's
  * ceiling: the kernel alone on panels that stay in L1 (what a GEMM's
- * inner loop reaches on this core, the best of 5 runs of about 50 ms),
+ * inner loop reaches on this core, the best of 11 runs of about 5 ms, as
+ * short as the peak's: under load a longer run is more often preempted),
  * a second denominator for the rates below (the last line says the best
  * 1024^3 rate's fraction of it too).
  * On a CPU with AMX (one thread), `amx-bf16x3` runs beside them: tessel's
@@ -100,13 +101,13 @@ static void load_libs(int threads)
     }
 }
 
-/* avx512's micro-kernel alone on panels in L1 (the best of 5 runs of
- * about 50 ms), GFLOP/s; 0 where it cannot run. */
+/* avx512's micro-kernel alone on panels in L1 (the best of 11 runs of
+ * 0.79 GFLOP, about 5 ms), GFLOP/s; 0 where it cannot run. */
 static double kernel_ceiling(void)
 {
     double best = 0;
-    for (int r = 0; r < 5; r++) {
-        double t0 = bench_peak_now(), flops = dev_sgemm_avx512_tile_flops(80000);
+    for (int r = 0; r < 11; r++) {
+        double t0 = bench_peak_now(), flops = dev_sgemm_avx512_tile_flops(8000);
         double t = bench_peak_now() - t0;
         if (flops > 0 && t > 0 && flops / t / 1e9 > best)
             best = flops / t / 1e9;
