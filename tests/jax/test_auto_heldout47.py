@@ -350,20 +350,12 @@ REMAT = ("under the limit the plan moves %d bytes at %d peak against Megatron's 
          "derivative's elementwise users run replicated, and the partitioner all-gathers it once per use (on 2: "
          "seven all-gathers of remat2.17, two for x*x alone; partition/reshard.c reuses no reshard, as XLA's "
          "reshard cache does)")
-GNN = ("under the limit the plan moves %d bytes at %d peak against the edges plan's %d at %d (on 4 and 8 it is "
-       "the edges plan's): on 2x4 the messages' products all-to-all'ed into the segment sums, the sums all-gathered, "
-       "the edge MLP's second weight gathered, two all-reduces; not the elimination budget (the same plan without it on 2x2)")
 KNOWN = {
     ("remat_mom", "2"): REMAT % (7936, 22536, 1536, 21220),
     ("remat_mom", "4"): REMAT % (2688, 12228, 2304, 12228),
     ("remat_mom", "8"): REMAT % (3136, 7748, 2688, 8136),
     ("remat_mom", "2x2"): REMAT % (2688, 12228, 2304, 12228),
     ("remat_mom", "2x4"): REMAT % (3136, 7748, 2688, 8136),
-    # Reason not found by the deadline. Not the graph's elimination budget (auto.h,
-    # AUTO_ELIM_GRAPH_WORK): on 2x2 a build with 2^40 finds the same plan in the same
-    # 21 s of CPU (the runs past 300 s were the machine's load of 14 on 2 cores).
-    ("gnn_mp", "2x2"): GNN % (2304, 5196, 1152, 6348),
-    ("gnn_mp", "2x4"): GNN % (3472, 3288, 1344, 5460),
 }
 
 _DEPTHS = {}
