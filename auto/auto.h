@@ -314,6 +314,8 @@ typedef struct AutoCond {
     int32_t nbranch;
     int32_t *first_param;    /* nbranch: view index of branch b's parameter element 0 */
     int32_t *nparam;         /* nbranch: branch b's parameter elements */
+    int32_t *first_instr;    /* nbranch: view index of branch b's instruction 0 (its
+                                instruction j at first_instr[b] + j) */
 } AutoCond;
 
 typedef struct AutoView {
@@ -464,8 +466,9 @@ IrStatus auto_cond_annotate(IrModule *m, const AutoGraph *g, const int32_t *choi
  * per-device bytes of each of its strategies; whole (mem_fixed) where it
  * has none. */
 void auto_graph_charge(AutoGraph *g, int32_t i, double bytes);
-/* The loop of the view whose while is entry instruction i; NULL: none. */
-const AutoLoop *auto_loop_of(const AutoGraph *g, int32_t entry_instr);
+/* The loop of the view whose while is view instruction i (an entry's: its
+ * entry index); NULL: none. */
+const AutoLoop *auto_loop_of(const AutoGraph *g, int32_t i);
 /* Does the loop body pass its state element k through unchanged (its
  * root's operand k is get-tuple-element(parameter, k): a scan's stacked
  * weights)? */
@@ -477,6 +480,13 @@ void auto_loop_charge_state(AutoGraph *g, const IrModule *m, const AutoLoop *L, 
  * not per iteration) charged at the chosen shardings of the body's values
  * live at the body's own peak. IR_ENOMEM. */
 IrStatus auto_loop_charge_body(AutoGraph *g, const IrModule *m, const AutoLoop *L, double held, IrDiag *d);
+/* What conditional C holds at the peak beyond its operands and result
+ * (`held`: partition/memory.c's part of the peak for the branch that
+ * holds most) charged at the chosen shardings of that branch's values
+ * live at the branch's own peak; a loop taken in there charged as an
+ * entry loop is (its fresh state at its state nodes, its body's part at
+ * its body's values). IR_ENOMEM. */
+IrStatus auto_cond_charge_branch(AutoGraph *g, const IrModule *m, const AutoCond *C, double held, IrDiag *d);
 /* Each state element of L the body passes through unchanged (its buffer
  * the operand's where their shardings agree) charged as a pair with its
  * operand (auto_graph_charge_pair): resharded, the loop holds both.

@@ -189,7 +189,8 @@ static IrStatus add_cond(Builder *bd, const IrModule *m, int32_t i, const int32_
     C->nbranch = x.ncalled;
     C->first_param = ir_alloc_array(bd->a, (size_t)x.ncalled, sizeof *C->first_param);
     C->nparam = ir_alloc_array(bd->a, (size_t)x.ncalled, sizeof *C->nparam);
-    if (!C->first_param || !C->nparam)
+    C->first_instr = ir_alloc_array(bd->a, (size_t)x.ncalled, sizeof *C->first_instr);
+    if (!C->first_param || !C->nparam || !C->first_instr)
         return ir_oom(bd->d, NULL);
     IrStatus st = states(bd, &x, &x.shape, "result", w, &C->first_out);
     /* An array result: the conditional is its identity. A tuple: the
@@ -230,6 +231,7 @@ static IrStatus add_cond(Builder *bd, const IrModule *m, int32_t i, const int32_
             C->first_param[b] = first + br->param[0];
             st = link(bd, x.opnd[b + 1], C->first_param[b], w);
         }
+        C->first_instr[b] = first;
         for (int32_t j = 0; st == IR_OK && j < br->ninstr; j++) {
             IrInstr y = br->instr[j];
             int32_t *op = y.nopnd ? ir_alloc_array(bd->a, (size_t)y.nopnd, sizeof *op) : NULL;

@@ -589,9 +589,12 @@ static IrStatus charge_memory_at(AutoGraph *g, const IrModule *m, const MemEstim
      * and result: charged whole (it is not partitioned by these choices,
      * and erring high keeps the plan within the limit). */
     const AutoLoop *at_peak = peak >= 0 ? auto_loop_of(g, e.order[peak]) : NULL;
+    const AutoCond *cond_at_peak = peak >= 0 ? auto_cond_of(g, e.order[peak]) : NULL;
     if (peak == e.peak_step) {
         if (at_peak)
             st = auto_loop_charge_body(g, m, at_peak, (double)e.callee_at_peak, d);
+        else if (cond_at_peak)
+            st = auto_cond_charge_branch(g, m, cond_at_peak, (double)e.callee_at_peak, d);
         else
             g->mem_fixed += (double)e.callee_at_peak;
     }
