@@ -17,6 +17,8 @@
  *   spmd_*.c      the builders and the handlers, one file per op family,
  *                 rule above each (listed in spmd_internal.h)
  *   reshard.c     resharding between any two shardings with collectives
+ *   reshard_cache.c  each (value, target sharding) resharded once in a
+ *                 computation, as XLA's reshard cache
  *   device_layout.c  a compiled program's device layout (DeviceLayout): split-node
  *                 and concat trees, device assignment, replica islands,
  *                 per-device shapes, the compile result lines; what the

@@ -568,10 +568,17 @@ int32_t spmd_operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to)
     SpmdSite keep = pc->sp->site;
     pc->sp->site.operand = pc->sc->instr[o].name;
     note_reshard(pc, o, to);
+    int32_t r = spmd_reshard_cached(pc, o, to);
+    if (r >= 0) {
+        pc->sp->site = keep;
+        return r;
+    }
     SpmdWhy why = ir_sharding_equal(pc->shd[o], to) ? pc->sp->why : spmd_why_operand(pc, i, o, to);
-    int32_t r = spmd_reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
+    r = spmd_reshard(pc, pc->val[o], &pc->sc->instr[o].shape, pc->shd[o], to);
     spmd_why_restore(pc, why);
     pc->sp->site = keep;
+    if (r != pc->val[o])
+        spmd_reshard_remember(pc, o, to, r);
     return r;
 }
 

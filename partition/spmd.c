@@ -264,6 +264,7 @@ done:
     sp->depth--;
     sp->site = caller;
     ts_free(order);
+    spmd_reshard_cache_free(&pc);
     ts_free(pc.val);
     ts_free(pc.shd);
     return result;

@@ -8,6 +8,7 @@
  *   spmd_emit.c     the instruction builders (spmd_emit_*), the collectives in
  *                   XLA's syntax, spmd_oom
  *   reshard.c       resharding between any two shardings
+ *   reshard_cache.c a value resharded once per target in a computation
  *   spmd_why.c      why each collective is there (Spmd.why, the plan's reasons)
  *   spmd_why_need.c what an op does with the operand dim it cannot take split
  *   spmd_partial.c  partial results finished: all-reduce, or reduce-scatter
@@ -44,6 +45,7 @@
 #include "partition.h"
 
 typedef struct Spmd Spmd;
+typedef struct SpmdReshardCache SpmdReshardCache;
 
 /* One computation being partitioned (the entry, or a while/conditional/call
  * body partitioned for its call site). */
@@ -55,6 +57,7 @@ typedef struct PComp {
     const IrSharding **shd;    /* effective sharding of each source instr */
     int32_t pid;               /* s32[] partition id in dc, -1 until first use */
     int32_t cur;               /* source instr being partitioned (the root when finishing), -1 before */
+    SpmdReshardCache *reshards; /* operands resharded so far (reshard_cache.c), NULL until one */
 } PComp;
 
 /* The groups shd_groups_along computed for a sharding whose devices are the
@@ -186,12 +189,22 @@ int32_t spmd_reshard(PComp *pc, int32_t v, const IrShape *full, const IrSharding
                 const IrSharding *to);
 /* Estimated bytes a device receives to reshard `full` from `from` to `to`. */
 int64_t spmd_reshard_cost(const IrShape *full, const IrSharding *from, const IrSharding *to);
-/* The source operand `k` of source instruction `i`, resharded to `to`. */
+/* The source operand `k` of source instruction `i`, resharded to `to`:
+ * the value an earlier operand of this computation resharded to `to`
+ * already, where one did (reshard_cache.c). */
 int32_t spmd_operand_as(PComp *pc, int32_t i, int32_t k, const IrSharding *to);
 /* Replace padding of a tiled value along tiled dims with the scalar value
  * `fill` (a dst instr of the element type): needed before reductions. */
 int32_t spmd_mask_padding(PComp *pc, int32_t v, const IrShape *full, const IrSharding *s, int32_t fill);
 /* Identity element of a simple reducer for type t (sum 0, max -inf, ...). */
+
+/* ---- reshard_cache.c: one reshard per (value, target) in a computation ---- */
+
+/* The destination value source instr o was resharded to `to` as, or -1. */
+int32_t spmd_reshard_cached(const PComp *pc, int32_t o, const IrSharding *to);
+/* Remember that o resharded to `to` is `result` (nothing for result < 0). */
+void spmd_reshard_remember(PComp *pc, int32_t o, const IrSharding *to, int32_t result);
+void spmd_reshard_cache_free(PComp *pc);
 
 /* ---- spmd_why.c: why each collective is there ---- */
 
