@@ -17,6 +17,17 @@
  * transformer's graph is a chain of layers with a residual and the q/k/v
  * fan-out: factors of two or three groups, a 24-layer model in
  * milliseconds where GLPK's simplex takes seconds. Deterministic.
+ *
+ * A step's sums are those of one sum per strategy over the factors held,
+ * in their order, whatever the order the new cells are visited in: so
+ * the odometer turns fastest the coordinate the fewest factors read (a
+ * sum over the factors before the first that reads it stays), and each
+ * factor is laid out again with v innermost, its coordinates in the
+ * odometer's order, read in runs (relayout). The tables and choices are
+ * the same, bit for bit, as with the plain loop: the held-out VAE step on
+ * 2x2 (tests/jax/test_auto_heldout47.py) plans in 10.5 s of CPU under a
+ * limit of 1.1x its Megatron plan's peak (34 solves of 124M sums) where
+ * it took 19.2, and in 5.1 s without a limit (8.9).
  */
 #include "auto.h"
 
@@ -125,6 +136,96 @@ static bool add_factor(Elim *e, int32_t nvar, const int32_t *var, double *t)
     return true;
 }
 
+/* Factor f (holding v) laid out again for the odometer of an elimination
+ * of v over var[0..n): its coordinates of the new scope in the order ord
+ * (outermost first), v innermost. stride[] (per position of var[]: f's
+ * stride for it, 0 where f does not read it) and *vs (v's) in and out:
+ * out, the new layout's, *vs 1. The odometer then reads each factor in
+ * runs of nv in order, where v's stride of its neighbours' sizes (114,244
+ * cells in the VAE step's largest table) missed the cache at each term.
+ * The values are the same, only where they are (f dies with this
+ * elimination: its var[] no longer says its layout). false: out of
+ * memory. */
+static bool relayout(const AutoGraph *g, Factor *f, int32_t v, const int32_t *var, int32_t n, const int32_t *ord,
+                     int64_t *stride, int64_t *vs)
+{
+    int64_t nst[8], run = g->group[v].nstrat;
+    bool same = *vs == 1;
+    for (int32_t l = n - 1; l >= 0; l--) {
+        int32_t j = ord[l];
+        nst[j] = 0;
+        if (stride[j] != 0) {
+            nst[j] = run;
+            run *= g->group[var[j]].nstrat;
+        }
+        same &= nst[j] == stride[j];
+    }
+    if (same)
+        return true;
+    double *t = ts_malloc((size_t)run * sizeof *t);
+    if (!t)
+        return false;
+    /* Old coordinates (f's vars, row-major) to new offsets. */
+    int64_t to[8];
+    int32_t dim[8];
+    for (int32_t k = 0; k < f->nvar; k++) {
+        dim[k] = g->group[f->var[k]].nstrat;
+        to[k] = 1;
+        for (int32_t j = 0; j < n && f->var[k] != v; j++)
+            if (var[j] == f->var[k])
+                to[k] = nst[j];
+    }
+    /* The old table in order, a run of its innermost coordinate at a
+     * time. */
+    int32_t coord[8] = {0}, last = f->nvar - 1, inner = dim[last];
+    int64_t at = 0, step = to[last];
+    for (int64_t c = 0; c < run; c += inner) {
+        const double *from = f->t + c;
+        for (int32_t i = 0; i < inner; i++)
+            t[at + i * step] = from[i];
+        for (int32_t k = last - 1; k >= 0; k--) {
+            if (++coord[k] < dim[k]) {
+                at += to[k];
+                break;
+            }
+            at -= (int64_t)(coord[k] - 1) * to[k];
+            coord[k] = 0;
+        }
+    }
+    ts_free(f->t);
+    f->t = t;
+    memcpy(stride, nst, (size_t)n * sizeof *stride);
+    *vs = 1;
+    return true;
+}
+
+/* The first strategy of least sum (a scan keeping the first strictly
+ * less finds the same one, NaNs never taken): the least found in four
+ * running minima rather than one chain of comparisons, then its first
+ * place. */
+static int32_t first_least(const double *sum, int32_t nv)
+{
+    double m0 = sum[0], m1 = m0, m2 = m0, m3 = m0;
+    int32_t x = 1;
+    for (; x + 3 < nv; x += 4) {
+        m0 = sum[x] < m0 ? sum[x] : m0;
+        m1 = sum[x + 1] < m1 ? sum[x + 1] : m1;
+        m2 = sum[x + 2] < m2 ? sum[x + 2] : m2;
+        m3 = sum[x + 3] < m3 ? sum[x + 3] : m3;
+    }
+    for (; x < nv; x++)
+        m0 = sum[x] < m0 ? sum[x] : m0;
+    m0 = m1 < m0 ? m1 : m0;
+    m0 = m2 < m0 ? m2 : m0;
+    m0 = m3 < m0 ? m3 : m0;
+    if (m0 != m0)
+        return 0; /* sum[0] is NaN: nothing is less */
+    for (x = 0; x < nv; x++)
+        if (sum[x] == m0)
+            return x;
+    return 0;
+}
+
 /* Eliminate v: the new factor over var[0..n) and the step. */
 static bool eliminate(Elim *e, int32_t v, const int32_t *var, int32_t n)
 {
@@ -195,39 +296,74 @@ static bool eliminate(Elim *e, int32_t v, const int32_t *var, int32_t n)
     }
     /* Per held factor, the index of the current assignment with v at 0
      * (base), moved with the odometer; v's sums per strategy, added
-     * factor by factor in the order held (the same additions as one sum
-     * per strategy: the result does not change with this order of loops). */
+     * factor by factor in the order held: row h + 1 of `part` is row h
+     * plus factor h, row 0 zeros (the same additions, in the same order,
+     * as one sum per strategy). A row stays while the coordinates its
+     * factors read stay: at each turn only the rows from the first factor
+     * that reads a coordinate turned are added again (the file's
+     * comment). */
     int64_t *base = ok ? ts_calloc((size_t)nh + 1, sizeof *base) : NULL;
-    double *sum = ok ? ts_calloc((size_t)nv, sizeof *sum) : NULL;
-    ok = ok && base && sum;
+    double *part = ok ? ts_calloc(((size_t)nh + 1) * (size_t)nv, sizeof *part) : NULL;
+    ok = ok && base && part;
+    /* first[j]: the first held factor that reads coordinate j (nh: none);
+     * ord: the coordinates outermost first, by first (ascending; ties in
+     * var order); from[l]: the first factor whose row changes when the
+     * coordinate at level l turns; tstride: the new table's strides. */
+    int32_t first[8], ord[8], from[9], dim[8];
+    int64_t tstride[8], cells_in = 1;
+    if (ok) {
+        for (int32_t j = n - 1; j >= 0; j--) {
+            dim[j] = g->group[var[j]].nstrat;
+            tstride[j] = cells_in;
+            cells_in *= dim[j];
+            first[j] = nh;
+            for (int32_t h = nh - 1; h >= 0; h--)
+                if (stride[h][j] != 0)
+                    first[j] = h;
+        }
+        for (int32_t j = 0; j < n; j++) {
+            int32_t k = j;
+            while (k > 0 && first[ord[k - 1]] > first[j]) {
+                ord[k] = ord[k - 1];
+                k--;
+            }
+            ord[k] = j;
+        }
+        from[n] = nh;
+        for (int32_t l = n - 1; l >= 0; l--)
+            from[l] = first[ord[l]] < from[l + 1] ? first[ord[l]] : from[l + 1];
+        for (int32_t h = 0; ok && h < nh; h++)
+            ok = relayout(g, &e->f[held[h]], v, var, n, ord, stride[h], &vstride[h]);
+    }
     if (ok) {
         int32_t coord[8] = {0};
+        int64_t at = 0;
+        int32_t again = 0;
         for (int64_t c = 0; c < size; c++) {
-            for (int32_t x = 0; x < nv; x++)
-                sum[x] = 0;
-            for (int32_t h = 0; h < nh; h++) {
+            for (int32_t h = again; h < nh; h++) {
                 const double *ft = e->f[held[h]].t + base[h];
-                int64_t vs = vstride[h];
+                const double *prev = part + (size_t)h * (size_t)nv;
+                double *row = part + ((size_t)h + 1) * (size_t)nv;
                 for (int32_t x = 0; x < nv; x++)
-                    sum[x] += ft[x * vs];
+                    row[x] = prev[x] + ft[x];
             }
-            double best = sum[0];
-            int32_t bi = 0;
-            for (int32_t x = 1; x < nv; x++)
-                if (sum[x] < best) {
-                    best = sum[x];
-                    bi = x;
-                }
-            t[c] = best;
-            arg[c] = bi;
-            for (int32_t j = n - 1; j >= 0; j--) {
-                if (++coord[j] < g->group[var[j]].nstrat) {
+            const double *sum = part + (size_t)nh * (size_t)nv;
+            int32_t bi = first_least(sum, nv);
+            t[at] = sum[bi];
+            arg[at] = bi;
+            again = nh;
+            for (int32_t l = n - 1; l >= 0; l--) {
+                int32_t j = ord[l];
+                if (++coord[j] < dim[j]) {
                     for (int32_t h = 0; h < nh; h++)
                         base[h] += stride[h][j];
+                    at += tstride[j];
+                    again = from[l];
                     break;
                 }
                 for (int32_t h = 0; h < nh; h++)
                     base[h] -= (int64_t)(coord[j] - 1) * stride[h][j];
+                at -= (int64_t)(coord[j] - 1) * tstride[j];
                 coord[j] = 0;
             }
         }
@@ -251,7 +387,7 @@ static bool eliminate(Elim *e, int32_t v, const int32_t *var, int32_t n)
     ts_free(stride);
     ts_free(vstride);
     ts_free(base);
-    ts_free(sum);
+    ts_free(part);
     return ok;
 }
 
