@@ -28,9 +28,10 @@
  * their barriers (a 2-thread BLIS once ran 3x slower than OpenBLAS at load
  * 16), idle oneDNN's team was the fastest here (BENCHMARKS.md, "The GEMM").
  *
- * One product goes to oneDNN's matmul primitive instead of dnnl_sgemm:
- * B transposed (row-major NT, as dh = g W^T of a backward pass), at most
- * MM_MAX_M rows of C, alpha 1, beta 0, one thread. There its brgemm
+ * Some products go to oneDNN's matmul primitive instead of dnnl_sgemm
+ * (mm_takes): at most MM_MAX_M rows of C, alpha 1, beta 0, one thread,
+ * and B transposed (row-major NT, as dh = g W^T of a backward pass) or
+ * thin (n or k of MM_THIN or less). For B transposed its brgemm
  * kernel ran 1-11 % faster than dnnl_sgemm's on every such shape timed
  * here (512 x 1024 x 2048: 107.4 against 102.4 GFLOP/s, medians of 5, one
  * core; BENCHMARKS.md, "The MLP lines across processes"); with more rows
@@ -39,7 +40,12 @@
  * (mm_cache_of: a cache per thread, in a list that keeps it reachable,
  * reused by a later thread once its thread has ended); where oneDNN is not
  * a 2.x library (its C API of memory descriptors by value), or any call
- * fails, the product goes to dnnl_sgemm.
+ * fails, the product goes to dnnl_sgemm. The primitives run in user
+ * scratchpad mode on a buffer their thread's cache keeps (grown to the
+ * largest a primitive asks), so no call allocates. dnnl_sgemm allocates
+ * and frees its packing workspace at every call (2.97 MB for 1024 x 768
+ * x 1536); the primitive in its place ran those products 8-18 % slower,
+ * so they stay in dnnl_sgemm (BENCHMARKS.md, "oneDNN's scratchpad kept").
  *
  * The libraries are loaded once (pthread_once per library) and never
  * unloaded; the pointers are read without a lock afterwards.
@@ -74,13 +80,15 @@ typedef struct {
     void *memory;
 } DnnlArg;
 enum {
-    MM_MAX_M = 512,     /* rows of C up to which B^T products take the matmul */
+    MM_MAX_M = 512,     /* rows of C up to which products take the matmul */
+    MM_THIN = 64,       /* n or k up to which products of B as stored take it */
     DNNL_TEAM_MIN = 1 << 22, /* multiply-adds a thread below which oneDNN runs one */
     MM_SLOTS = 32,      /* shapes a thread keeps */
     MM_MD_BYTES = 2048, /* room for a dnnl_memory_desc_t */
     MM_OP_BYTES = 8192, /* room for a dnnl_matmul_desc_t */
     DNNL_CPU = 1, DNNL_F32 = 3, DNNL_STREAM_DEFAULT = 1,
-    DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33,
+    DNNL_ARG_SRC = 1, DNNL_ARG_DST = 17, DNNL_ARG_WEIGHTS = 33, DNNL_ARG_SCRATCHPAD = 80,
+    DNNL_SCRATCHPAD_USER = 1, DNNL_QUERY_SCRATCHPAD_MD = 136,
 };
 typedef struct DnnlApi {
     const DnnlVersion *(*version)(void);
@@ -97,6 +105,11 @@ typedef struct DnnlApi {
     int (*memory_set_handle)(void *mem, void *handle);
     int (*execute)(const void *prim, void *stream, int nargs, const DnnlArg *args);
     int (*stream_wait)(void *stream);
+    int (*attr_create)(void **attr);
+    int (*attr_destroy)(void *attr);
+    int (*attr_set_scratchpad_mode)(void *attr, int mode);
+    const void *(*query_md)(const void *pd, int what, int index);
+    size_t (*md_size)(const void *md);
 } DnnlApi;
 
 /* One shape's primitive, its memory objects (their data pointed at the
@@ -104,8 +117,10 @@ typedef struct DnnlApi {
 typedef struct MmSlot {
     int64_t m, n, k, lda, ldb, ldc; /* m == 0: empty */
     uint64_t used;                  /* the cache's clock at its last call */
+    bool tb;                        /* B transposed (B[n,k]), else B[k,n] */
     bool failed;                    /* oneDNN refused it: dnnl_sgemm */
-    void *prim, *a, *b, *c;
+    size_t pad_bytes;               /* the scratchpad it asks (0: none) */
+    void *prim, *a, *b, *c, *pad;   /* pad: its scratchpad memory, NULL where none */
 } MmSlot;
 
 /* A thread's shapes, on the list `mm_all` from its making on. */
@@ -114,6 +129,8 @@ typedef struct MmCache {
     atomic_bool owned;  /* a live thread uses it */
     void *stream;
     uint64_t clock;     /* calls so far (MmSlot.used) */
+    void *scratch;      /* the largest scratchpad its slots asked, kept */
+    size_t scratch_bytes;
     MmSlot slot[MM_SLOTS];
 } MmCache;
 
@@ -133,8 +150,6 @@ static char blis_why[200], dnnl_why[200];
  * all set, or pk.reorder_pd NULL. */
 static struct {
     int (*md_init_by_tag)(void *md, int ndims, const int64_t *dims, int type, int tag);
-    const void *(*query_md)(const void *pd, int what, int index);
-    size_t (*md_size)(const void *md);
     int (*reorder_pd)(void **pd, const void *src, void *src_engine, const void *dst, void *dst_engine,
                       const void *attr);
 } pk;
@@ -178,15 +193,18 @@ static void mm_release(void *p)
 static void mm_load(void *lib)
 {
     DnnlApi f;
-    void *p[14] = {sym_of(lib, "dnnl_version"), sym_of(lib, "dnnl_engine_create"),
+    void *p[19] = {sym_of(lib, "dnnl_version"), sym_of(lib, "dnnl_engine_create"),
                    sym_of(lib, "dnnl_stream_create"), sym_of(lib, "dnnl_memory_desc_init_by_strides"),
                    sym_of(lib, "dnnl_matmul_desc_init"), sym_of(lib, "dnnl_primitive_desc_create"),
                    sym_of(lib, "dnnl_primitive_desc_destroy"), sym_of(lib, "dnnl_primitive_create"),
                    sym_of(lib, "dnnl_primitive_destroy"), sym_of(lib, "dnnl_memory_create"),
                    sym_of(lib, "dnnl_memory_destroy"), sym_of(lib, "dnnl_memory_set_data_handle"),
-                   sym_of(lib, "dnnl_primitive_execute"), sym_of(lib, "dnnl_stream_wait")};
+                   sym_of(lib, "dnnl_primitive_execute"), sym_of(lib, "dnnl_stream_wait"),
+                   sym_of(lib, "dnnl_primitive_attr_create"), sym_of(lib, "dnnl_primitive_attr_destroy"),
+                   sym_of(lib, "dnnl_primitive_attr_set_scratchpad_mode"),
+                   sym_of(lib, "dnnl_primitive_desc_query_md"), sym_of(lib, "dnnl_memory_desc_get_size")};
     _Static_assert(sizeof f == sizeof p, "one symbol per DnnlApi member");
-    for (int i = 0; i < 14; i++)
+    for (int i = 0; i < 19; i++)
         if (!p[i])
             return;
     memcpy(&f, p, sizeof f);
@@ -195,10 +213,9 @@ static void mm_load(void *lib)
         pthread_key_create(&mm_key, mm_release) != 0)
         return;
     mm = f;
-    void *q[4] = {sym_of(lib, "dnnl_memory_desc_init_by_tag"), sym_of(lib, "dnnl_primitive_desc_query_md"),
-                  sym_of(lib, "dnnl_memory_desc_get_size"), sym_of(lib, "dnnl_reorder_primitive_desc_create")};
+    void *q[2] = {sym_of(lib, "dnnl_memory_desc_init_by_tag"), sym_of(lib, "dnnl_reorder_primitive_desc_create")};
     _Static_assert(sizeof pk == sizeof q, "one symbol per pk member");
-    if (q[0] && q[1] && q[2] && q[3])
+    if (q[0] && q[1])
         memcpy(&pk, q, sizeof pk);
 }
 
@@ -248,25 +265,55 @@ static void mm_destroy(void *prim, void *a, void *b, void *c)
 /* A slot's oneDNN objects destroyed; the slot empty. */
 static void mm_clear(MmSlot *s)
 {
+    if (s->pad)
+        mm.memory_destroy(s->pad);
     mm_destroy(s->prim, s->a, s->b, s->c);
     *s = (MmSlot){0};
 }
 
-/* The primitive for C[m,n] = A[m,k] B[n,k]^T, row-major with leading
- * dimensions lda, ldb, ldc: made at its shape's first call into an empty
- * slot, else the one used longest ago (destroyed: a shape that falls out
- * and comes back costs its making again). A block's step calls 8 to 12
- * such shapes a device (the causal scores' 8 row tiles among them): with
- * fewer slots than a step's shapes, every shape would be made again every
- * step. */
-static MmSlot *mm_slot(MmCache *c, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
-                       const float *a, const float *b, float *cm)
+/* The primitive descriptor of C[m,n] = A[m,k] op(B) in user scratchpad
+ * mode: the primitive never allocates its scratchpad itself (dnnl_sgemm's
+ * driver allocates and frees its packing workspace at every call, 2.97 MB
+ * for a product of 1024 rows, which glibc placed on fresh pages each call
+ * for the first 8 steps: BENCHMARKS.md, "oneDNN's scratchpad kept"). */
+static int mm_pd(void **pd, const void *op)
+{
+    void *attr = NULL;
+    int st = mm.attr_create(&attr);
+    if (st == 0)
+        st = mm.attr_set_scratchpad_mode(attr, DNNL_SCRATCHPAD_USER);
+    if (st == 0)
+        st = mm.pd_create(pd, op, attr, mm_engine, NULL);
+    if (attr)
+        mm.attr_destroy(attr);
+    return st;
+}
+
+/* A slot's scratchpad memory object for the descriptor pd (none where it
+ * asks no bytes); its data is the cache's buffer, set at each call. */
+static bool mm_pad_of(MmSlot *s, const void *pd)
+{
+    const void *md = mm.query_md(pd, DNNL_QUERY_SCRATCHPAD_MD, 0);
+    s->pad_bytes = md ? mm.md_size(md) : 0;
+    return s->pad_bytes == 0 || mm.memory_create(&s->pad, md, mm_engine, NULL) == 0;
+}
+
+/* The primitive for C[m,n] = A[m,k] op(B), row-major with leading
+ * dimensions lda, ldb, ldc, op(B) = B[n,k]^T where tb, else B[k,n]: made
+ * at its shape's first call into an empty slot, else the one used longest
+ * ago (destroyed: a shape that falls out and comes back costs its making
+ * again). A block's step calls 8 to 12 such shapes a device (the causal
+ * scores' 8 row tiles among them): with fewer slots than a step's shapes,
+ * every shape would be made again every step. */
+static MmSlot *mm_slot(MmCache *c, int64_t m, int64_t n, int64_t k, bool tb, int64_t lda, int64_t ldb,
+                       int64_t ldc, const float *a, const float *b, float *cm)
 {
     MmSlot *s = &c->slot[0];
     c->clock++;
     for (int i = 0; i < MM_SLOTS; i++) {
         MmSlot *e = &c->slot[i];
-        if (e->m == m && e->n == n && e->k == k && e->lda == lda && e->ldb == ldb && e->ldc == ldc) {
+        if (e->m == m && e->n == n && e->k == k && e->tb == tb && e->lda == lda && e->ldb == ldb &&
+            e->ldc == ldc) {
             e->used = c->clock;
             return e->failed ? NULL : e;
         }
@@ -274,16 +321,17 @@ static MmSlot *mm_slot(MmCache *c, int64_t m, int64_t n, int64_t k, int64_t lda,
             s = e;
     }
     mm_clear(s);
-    *s = (MmSlot){.m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .used = c->clock, .failed = true};
+    *s = (MmSlot){.m = m, .n = n, .k = k, .tb = tb, .lda = lda, .ldb = ldb, .ldc = ldc, .used = c->clock,
+                  .failed = true};
     alignas(16) unsigned char md[3][MM_MD_BYTES], op[MM_OP_BYTES];
-    const int64_t da[2] = {m, k}, sa[2] = {lda, 1}, db[2] = {k, n}, sb[2] = {1, ldb}, dc[2] = {m, n},
-                  sc[2] = {ldc, 1};
+    const int64_t da[2] = {m, k}, sa[2] = {lda, 1}, db[2] = {k, n}, sb[2] = {tb ? 1 : ldb, tb ? ldb : 1},
+                  dc[2] = {m, n}, sc[2] = {ldc, 1};
     void *pd = NULL;
     bool ok = mm.md_init_by_strides(md[0], 2, da, DNNL_F32, sa) == 0 &&
               mm.md_init_by_strides(md[1], 2, db, DNNL_F32, sb) == 0 &&
               mm.md_init_by_strides(md[2], 2, dc, DNNL_F32, sc) == 0 &&
-              mm.matmul_desc_init(op, md[0], md[1], NULL, md[2]) == 0 &&
-              mm.pd_create(&pd, op, NULL, mm_engine, NULL) == 0 && mm.primitive_create(&s->prim, pd) == 0 &&
+              mm.matmul_desc_init(op, md[0], md[1], NULL, md[2]) == 0 && mm_pd(&pd, op) == 0 &&
+              mm.primitive_create(&s->prim, pd) == 0 && mm_pad_of(s, pd) &&
               mm.memory_create(&s->a, md[0], mm_engine, (void *)a) == 0 &&
               mm.memory_create(&s->b, md[1], mm_engine, (void *)b) == 0 &&
               mm.memory_create(&s->c, md[2], mm_engine, cm) == 0;
@@ -293,19 +341,53 @@ static MmSlot *mm_slot(MmCache *c, int64_t m, int64_t n, int64_t k, int64_t lda,
     return ok ? s : NULL;
 }
 
-/* C = A B^T through the matmul primitive (row-major; the caller checked
- * the case: MM_MAX_M rows at most, alpha 1, beta 0, one thread). False
- * where it did not run: the caller calls dnnl_sgemm. */
-static bool mm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                  float *cm, int64_t ldc)
+/* The cache's scratchpad buffer, grown to `bytes` at least (its contents
+ * are not kept: a primitive's scratchpad holds nothing between calls).
+ * Kept with the cache, which lives as long as the process. */
+static void *mm_scratch(MmCache *c, size_t bytes)
+{
+    if (bytes <= c->scratch_bytes)
+        return c->scratch;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0)
+        return NULL;
+    free(c->scratch);
+    c->scratch = p;
+    c->scratch_bytes = bytes;
+    return p;
+}
+
+/* C = A op(B) through the matmul primitive (row-major; the caller checked
+ * the case: mm_takes, alpha 1, beta 0, one thread). False where it did
+ * not run: the caller calls dnnl_sgemm. */
+static bool mm_run(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, bool tb, const float *b,
+                   int64_t ldb, float *cm, int64_t ldc)
 {
     MmCache *c = mm.execute ? mm_cache_of() : NULL;
-    MmSlot *s = c ? mm_slot(c, m, n, k, lda, ldb, ldc, a, b, cm) : NULL;
-    if (!s || mm.memory_set_handle(s->a, (void *)a) != 0 || mm.memory_set_handle(s->b, (void *)b) != 0 ||
+    MmSlot *s = c ? mm_slot(c, m, n, k, tb, lda, ldb, ldc, a, b, cm) : NULL;
+    void *pad = s && s->pad ? mm_scratch(c, s->pad_bytes) : NULL;
+    if (!s || (s->pad && (!pad || mm.memory_set_handle(s->pad, pad) != 0)) ||
+        mm.memory_set_handle(s->a, (void *)a) != 0 || mm.memory_set_handle(s->b, (void *)b) != 0 ||
         mm.memory_set_handle(s->c, cm) != 0)
         return false;
-    const DnnlArg args[3] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c}};
-    return mm.execute(s->prim, c->stream, 3, args) == 0 && mm.stream_wait(c->stream) == 0;
+    const DnnlArg args[4] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b}, {DNNL_ARG_DST, s->c},
+                             {DNNL_ARG_SCRATCHPAD, s->pad}};
+    return mm.execute(s->prim, c->stream, s->pad ? 4 : 3, args) == 0 && mm.stream_wait(c->stream) == 0;
+}
+
+/* Whether the matmul primitive runs op(A) op(B) of m x n x k (row-major)
+ * rather than dnnl_sgemm: B transposed up to MM_MAX_M rows; B as stored
+ * up to MM_MAX_M rows where n or k is MM_THIN or less (causal attention's
+ * P V blocks, 64 x k x 64, 96 calls a device's step in block-infer). On
+ * those the primitive ran 4-11 % faster than dnnl_sgemm, and 6-18 %
+ * slower on B-as-stored products of wider n and k (its brgemm copies B
+ * into its scratchpad at every call; BENCHMARKS.md, "oneDNN's scratchpad
+ * kept"). */
+static bool mm_takes(char ca, char cb, int m, int n, int k)
+{
+    if (ca != 'N' || m <= 0 || m > MM_MAX_M || n <= 0 || k <= 0)
+        return false;
+    return cb == 'T' || n <= MM_THIN || k <= MM_THIN;
 }
 
 static void dnnl_load(void)
@@ -374,8 +456,8 @@ static void sgemm_dnnl(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBL
         a = b;
         b = tp;
     }
-    bool nt_case = ca == 'N' && cb == 'T' && m > 0 && m <= MM_MAX_M && n > 0 && k > 0;
-    if (nt_case && alpha == 1.0f && beta == 0.0f && nt == 1 && mm_nt(m, n, k, a, lda, b, ldb, c, ldc))
+    if (alpha == 1.0f && beta == 0.0f && nt == 1 && mm_takes(ca, cb, m, n, k) &&
+        mm_run(m, n, k, a, lda, cb == 'T', b, ldb, c, ldc))
         return;
     dnnl_sgemm_fn(ca, cb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -477,7 +559,7 @@ DevSgemmPacked *dev_sgemm_pack(int64_t m, int64_t n, int64_t k, int64_t lda, con
               mm.md_init_by_strides(md[3], 2, db, DNNL_F32, sb) == 0 &&
               mm.matmul_desc_init(op, md[0], md[1], NULL, md[2]) == 0 &&
               mm.pd_create(&pd, op, NULL, mm_engine, NULL) == 0 &&
-              (wmd = pk.query_md(pd, DNNL_QUERY_WEIGHTS_MD, 0)) != NULL && (p->bytes = pk.md_size(wmd)) > 0 &&
+              (wmd = mm.query_md(pd, DNNL_QUERY_WEIGHTS_MD, 0)) != NULL && (p->bytes = mm.md_size(wmd)) > 0 &&
               posix_memalign(&p->packed, 64, p->bytes) == 0 && mm.primitive_create(&p->prim, pd) == 0 &&
               mm.memory_create(&p->a, md[0], mm_engine, NULL) == 0 &&
               mm.memory_create(&p->w, wmd, mm_engine, p->packed) == 0 &&

@@ -5,8 +5,8 @@
  *
  * Every order (row- and column-major) and transpose of both operands, with
  * leading dimensions wider than the matrices, alpha and beta 1.5 and 0.5
- * and 1 and 0 (oneDNN's B^T products of up to 512 rows at one thread go
- * to its matmul primitive: more shapes than its cache per thread keeps,
+ * and 1 and 0 (oneDNN's B^T and thin products of up to 512 rows at one
+ * thread go to its matmul primitive: more shapes than its cache per thread keeps,
  * on one thread, on a second after it, on two at once, exactly), against a triple loop in double computed here from cblas's definition:
  * C = alpha op(A) op(B) + beta C, element (i, j) of a matrix stored with
  * leading dimension ld at [i * ld + j] row-major, [j * ld + i] column-major.
@@ -100,7 +100,10 @@ static void check_fn(const char *lib, SgemmFn *g)
 
 /* B^T products of 40 shapes (more than the 32 a thread's cache of oneDNN
  * primitives keeps: the least recently used are replaced), twice over,
- * every element against a double dot of small integers (exact in f32). */
+ * every element against a double dot of small integers (exact in f32);
+ * each followed by the product of B as stored with the same sizes and
+ * leading dimensions (oneDNN's primitive for thin ones: its own slot,
+ * with a scratchpad for its copy of B). */
 static void *check_shapes(void *arg)
 {
     SgemmFn *g;
@@ -114,16 +117,20 @@ static void *check_shapes(void *arg)
     for (int round = 0; round < 2; round++)
         for (int s = 0; s < S; s++) {
             int m = 1 + s, n = S - s, k = 1 + (s * 3) % (S - 3);
-            memset(c, 0, sizeof c);
-            g(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, S, bm, S, 0.0f, c, S);
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < n; j++) {
-                    double want = 0;
-                    for (int p = 0; p < k; p++)
-                        want += (double)a[i * S + p] * bm[j * S + p];
-                    if (c[i * S + j] != (float)want)
-                        fail_msg("B^T %dx%dx%d: C(%d,%d) = %g, expected %g", m, k, n, i, j, c[i * S + j], want);
-                }
+            for (int tb = 1; tb >= 0; tb--) {
+                memset(c, 0, sizeof c);
+                g(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, S, bm, S, 0.0f, c,
+                  S);
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < n; j++) {
+                        double want = 0;
+                        for (int p = 0; p < k; p++)
+                            want += (double)a[i * S + p] * (tb ? bm[j * S + p] : bm[p * S + j]);
+                        if (c[i * S + j] != (float)want)
+                            fail_msg("%s %dx%dx%d: C(%d,%d) = %g, expected %g", tb ? "B^T" : "B", m, k, n, i, j,
+                                     c[i * S + j], want);
+                    }
+            }
         }
     return NULL;
 }
