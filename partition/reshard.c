@@ -364,7 +364,7 @@ static bool same_manual_groups(PComp *pc, const IrSharding *a, const IrSharding 
  * rows 8..15 and keeps its columns 17..33 (k = 4 along dim 1, offset
  * (5 % 4) * 17). The partial sums of a contraction become tiles this way
  * after their all-reduce, instead of an all-gather and a slice. */
-static bool refines(PComp *pc, const IrShape *full, const IrSharding *from, const IrSharding *to)
+static bool refines_among(int64_t ndevices, const IrShape *full, const IrSharding *from, const IrSharding *to)
 {
     if (from->kind != SHD_TILED || to->kind != SHD_TILED || ir_sharding_data_rank(from) != full->rank ||
         ir_sharding_data_rank(to) != full->rank)
@@ -377,7 +377,7 @@ static bool refines(PComp *pc, const IrShape *full, const IrSharding *from, cons
             return false;
     }
     int64_t cf[IR_MAX_RANK + 2], ct[IR_MAX_RANK + 2];
-    for (int64_t p = 0; p < pc->sp->n; p++) {
+    for (int64_t p = 0; p < ndevices; p++) {
         if (!shd_device_coords(from, p, cf) || !shd_device_coords(to, p, ct))
             return false;
         for (int32_t d = 0; d < full->rank; d++)
@@ -385,6 +385,11 @@ static bool refines(PComp *pc, const IrShape *full, const IrSharding *from, cons
                 return false;
     }
     return true;
+}
+
+static bool refines(PComp *pc, const IrShape *full, const IrSharding *from, const IrSharding *to)
+{
+    return refines_among(pc->sp->n, full, from, to);
 }
 
 static int32_t refine(PComp *pc, int32_t v, const IrShape *full, const IrSharding *from,
@@ -527,6 +532,15 @@ int64_t spmd_reshard_cost(const IrShape *full, const IrSharding *from, const IrS
         return INT64_MAX / 4;
     if (same_tiles(from, to))
         return bytes / shd_total_tiles(to);
+    /* A cut of each device's own shard (reshard_array's slice_to and
+     * refine) moves nothing: priced as an all-gather, the dot handler
+     * all-gathered a batch-tiled operand to meet the other, replicated
+     * along that dim, where cutting the other is free (Mamba's scan
+     * output [B,T,E,N] . C [B,T,N] on 2x4, T tiled on one side: 64
+     * bytes, auto/ had priced the cut). */
+    if (!shd_has_manual_subgroup(from) && !shd_has_manual_subgroup(to) &&
+        (data_replicated(from) || (from->ndevices == to->ndevices && refines_among(from->ndevices, full, from, to))))
+        return 0;
     int32_t da, db;
     if (swapped_dim(from, to, &da, &db) && full->type != IR_TUPLE && da < full->rank && db < full->rank &&
         full->dims[da] % from->tile[da] == 0 && full->dims[db] % from->tile[da] == 0)

@@ -1106,16 +1106,23 @@ static void mask_broadcast_followed_last(void **state)
     on_four_free(&f);
 }
 
-/* AdaFactor's factored moment: outer(vr, vc) / |r|^2. Each factor's
- * broadcast and the scalar's lead groups of their own: following the
- * rows' group, replicated under Megatron's plan, the [8,6] factor was held
- * whole where the product is tiled on its columns. */
+/* AdaFactor's factored moment: outer(vr, vc) / |r|^2 (the rows' moment
+ * a mean over the gradient's columns). Each factor's broadcast and the
+ * scalar's lead groups of their own: following the rows' group,
+ * replicated under Megatron's plan, the [8,6] factor was held whole where
+ * the product is tiled on its columns. */
 static const char OUTER[] =
     "HloModule outer\n"
+    "sum {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
     "ENTRY main {\n"
-    "  vr = f32[8] parameter(0)\n"
+    "  g = f32[8,6] parameter(0)\n"
     "  vc = f32[6] parameter(1)\n"
-    "  r = f32[8] exponential(vr)\n"
+    "  zero = f32[] constant(0)\n"
+    "  r = f32[8] reduce(g, zero), dimensions={1}, to_apply=sum\n"
     "  c = f32[6] exponential(vc)\n"
     "  rb = f32[8,6] broadcast(r), dimensions={0}\n"
     "  cb = f32[8,6] broadcast(c), dimensions={1}\n"
@@ -1139,6 +1146,37 @@ static void factor_broadcasts_lead(void **state)
     assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "q")), 0);
     /* The rows broadcast into an op that follows q: it keeps following r. */
     assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "rq")), 0);
+    on_four_free(&f);
+}
+
+/* Batch norm in eval mode: the folded scale rsqrt(var + eps) * g, a [C]
+ * value computed from parameters alone, broadcast over [N,H,W,C], leads a
+ * group of its own: following its operand, replicated, the broadcast was
+ * held whole on each device where the activation's rows are tiled. */
+static const char FOLDED[] =
+    "HloModule folded\n"
+    "ENTRY main {\n"
+    "  x = f32[4,6,6,8] parameter(0)\n"
+    "  g = f32[8] parameter(1)\n"
+    "  v = f32[8] parameter(2)\n"
+    "  eps = f32[] constant(1e-05)\n"
+    "  epsb = f32[8] broadcast(eps), dimensions={}\n"
+    "  ve = f32[8] add(v, epsb)\n"
+    "  rs = f32[8] rsqrt(ve)\n"
+    "  s = f32[8] multiply(rs, g)\n"
+    "  sb = f32[4,6,6,8] broadcast(s), dimensions={3}\n"
+    "  t = f32[4,6,6,8] tanh(x)\n"
+    "  ROOT y = f32[4,6,6,8] multiply(t, sb)\n"
+    "}\n";
+
+static void folded_scale_broadcast_leads(void **state)
+{
+    (void)state;
+    OnFour f;
+    on_four(&f, FOLDED);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "sb")), -1);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "s")), 0);
+    assert_int_equal(auto_follows(f.c, ir_find_instr(f.c, "y")), 0); /* follows t */
     on_four_free(&f);
 }
 
@@ -2108,6 +2146,7 @@ int main(void)
         cmocka_unit_test(uneven_reshape_dims),
         cmocka_unit_test(mask_broadcast_followed_last),
         cmocka_unit_test(factor_broadcasts_lead),
+        cmocka_unit_test(folded_scale_broadcast_leads),
         cmocka_unit_test(batching_dims),
         cmocka_unit_test(norm_training),
         cmocka_unit_test(ragged_dot),

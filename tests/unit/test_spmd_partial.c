@@ -164,6 +164,29 @@ static void test_dot_partially_replicated_result(void **state)
     expect(&o, 1, OP_ALL_REDUCE, "{{0,1},{2,3}}", 128);
 }
 
+/* A batched dot whose lhs holds a batch dim whole (replicated over the
+ * mesh's second axis) and whose rhs and result tile it over that axis
+ * (Mamba's scan output h [B,T,E,N] . C [B,T,N] on 2x4): the result's
+ * tiling cuts the lhs's shard locally, no collective. Priced as an
+ * all-gather, the cut lost to gathering the rhs (64 bytes) and slicing
+ * the result. */
+static void test_dot_cuts_replicated_operand(void **state)
+{
+    (void)state;
+    Outcome o = partition(
+        "HloModule m\n"
+        "ENTRY e {\n"
+        "  a = f32[4,8,16,4] parameter(0), sharding={devices=[4,1,1,1,2]0,4,1,5,2,6,3,7 last_tile_dim_replicate}\n"
+        "  b = f32[4,8,4] parameter(1), sharding={devices=[4,2,1]0,4,1,5,2,6,3,7}\n"
+        "  ROOT d = f32[4,8,16] dot(a, b), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1},"
+        " rhs_contracting_dims={2}, sharding={devices=[4,2,1]0,4,1,5,2,6,3,7}\n"
+        "}\n",
+        8);
+    assert_int_equal(o.st, IR_OK);
+    assert_int_equal(o.nfallback, 0);
+    assert_int_equal(o.ncoll, 0);
+}
+
 /* Two cut dims: the contracting dim in 4, y {devices=[2,2]0,1,2,3}:
  * device p holds block (p / 2, p % 2), piece f = p. Reduce-scatter along
  * dim 0 over the members agreeing in f_1: {0,2}, {1,3}: 256 * 1/2 = 128;
@@ -436,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_dot_2d_mesh),
         cmocka_unit_test(test_dot_partially_replicated_result),
         cmocka_unit_test(test_dot_two_cut_dims),
+        cmocka_unit_test(test_dot_cuts_replicated_operand),
         cmocka_unit_test(test_dot_uneven),
         cmocka_unit_test(test_reduce_to_finer),
         cmocka_unit_test(test_stays_all_reduce),
