@@ -18,7 +18,9 @@
  * groups holds, for each pair of strategies, the seconds to reshard each
  * producer's output into what its user needs (auto_reshard_seconds); edges
  * between the same two groups are summed into one; an edge to a group of
- * one strategy becomes unary cost of the other end.
+ * one strategy becomes unary cost of the other end. A read that needs what
+ * an earlier read of the same value in the same computation needs is free
+ * (read_before), as the partitioner reshards once per target.
  *
  * Memory (for a limit, and the tie-break's last search): the values live
  * at the peak of the unsharded program by partition/memory.c's model
@@ -374,18 +376,85 @@ static IrStatus edge(AutoGraph *g, int32_t a, int32_t b, AutoEdge **out, IrDiag 
     return IR_OK;
 }
 
-static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int32_t i, int32_t o, double w,
-                              IrDiag *d);
+/* The reads of each value priced so far (price_operand), as lists
+ * through `next`: the partitioner reshards a value once for each target
+ * in a computation (partition/reshard_cache.c), and a read that needs
+ * what an earlier read of the same computation asked for is free. */
+typedef struct Reads {
+    int32_t *first;          /* instruction -> its latest read, -1 */
+    int32_t *instr, *opnd, *next;
+    int32_t n;
+} Reads;
 
-/* The costs of operand `o` (instruction u) reaching node i. */
-static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t o, IrDiag *d)
+static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int32_t i, int32_t o, double w,
+                              const Reads *r, IrDiag *d);
+
+/* Does node i need the same spec of its operand u whatever i's group chooses,
+ * once u's group has chosen (i opaque, in u's group, or of one
+ * strategy)? Those reads are priced first: a read whose need varies with
+ * its own group's choice can then find them (read_before). */
+static bool need_known_from_u(const AutoGraph *g, int32_t u, int32_t i)
+{
+    const AutoNode *v = &g->node[i];
+    return v->group < 0 || v->group == g->node[u].group || g->group[v->group].nstrat == 1;
+}
+
+/* The costs of operand `o` (instruction u) reaching node i; the read
+ * recorded in r. */
+static IrStatus price_operand(AutoGraph *g, const AutoCost *cost, int32_t i, int32_t o, Reads *r, IrDiag *d)
 {
     const IrInstr *x = &g->comp->instr[i];
     int32_t u = x->opnd[o];
     const AutoNode *v = &g->node[i];
     if (v->group < 0 && (x->op == OP_TUPLE || i == g->comp->root))
         return IR_OK; /* a result takes any sharding */
-    return price_reshard(g, cost, u, i, o, g->view.weight[i], d);
+    IrStatus st = price_reshard(g, cost, u, i, o, g->view.weight[i], r, d);
+    AutoSpec el;
+    IrShape els;
+    int64_t eld[IR_MAX_RANK];
+    if (st == IR_OK && g->node[u].group >= 0 && g->view.where_comp[i] >= 0 &&
+        !auto_element_spec(g->comp, x, &g->node[u].strat[0].out, &el, &els, eld)) {
+        r->instr[r->n] = i;
+        r->opnd[r->n] = o;
+        r->next[r->n] = r->first[u];
+        r->first[u] = r->n++;
+    }
+    return st;
+}
+
+/* Is node i, needing `need` of u when u's group takes strategy s and
+ * i's group t (t < 0: i's group has no choice of its own here), served
+ * by an earlier read of u in the same computation that needs the same?
+ * That read's need must be known from s (need_known_from_u) or from t (a
+ * node of i's group); a read by a third group depends on that group's
+ * choice, which an edge's cost cannot see, and does not count (the
+ * estimate then charges the reshard again where the partitioner may run
+ * it once). Reads of an element its tuple's spec does not stand for
+ * (auto_element_spec) are not recorded, and are not asked about. */
+static bool read_before(const AutoGraph *g, const Reads *r, int32_t u, int32_t i, int32_t s, int32_t t,
+                        const AutoSpec *need)
+{
+    const AutoView *vw = &g->view;
+    const AutoNode *pv = &g->node[u];
+    AutoSpec rep = auto_spec_replicated();
+    for (int32_t k = r ? r->first[u] : -1; k >= 0; k = r->next[k]) {
+        int32_t j = r->instr[k], p = r->opnd[k];
+        const AutoNode *vj = &g->node[j];
+        if (vw->where_comp[j] != vw->where_comp[i])
+            continue;
+        const AutoSpec *nj = NULL;
+        if (vj->group < 0)
+            nj = &rep;
+        else if (vj->group == pv->group)
+            nj = &vj->strat[s].in[p];
+        else if (g->group[vj->group].nstrat == 1)
+            nj = &vj->strat[0].in[p];
+        else if (t >= 0 && vj->group == g->node[i].group)
+            nj = &vj->strat[t].in[p];
+        if (nj && auto_spec_equal(nj, need))
+            return true;
+    }
+    return false;
 }
 
 /* The spec `out`, a strategy of node i's operand, leaves where i reads
@@ -399,44 +468,54 @@ static const AutoSpec *arriving(const AutoGraph *g, int32_t i, const AutoSpec *o
 
 /* The seconds, `w` times, to reshard value u's output into what node i
  * needs: its operand `o`'s spec, or (o < 0) its own output spec (a loop's
- * state node, loop.c). */
+ * state node, loop.c); none where an earlier read in r needs the same
+ * (read_before; r NULL: no reads). */
 static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int32_t i, int32_t o, double w,
-                              IrDiag *d)
+                              const Reads *r, IrDiag *d)
 {
     const AutoNode *pv = &g->node[u], *v = &g->node[i];
     const IrShape *shape = &g->comp->instr[u].shape;
     if (pv->group < 0 || w == 0)
         return IR_OK; /* from an opaque value: a local slice at most */
+    if (o < 0)
+        r = NULL;
     /* An element its tuple's spec does not stand for (an rng's state, a
      * batch-norm's statistics): what arrives is the element's own spec. */
     IrShape el;
     int64_t el_dims[IR_MAX_RANK];
     AutoSpec el_spec;
-    if (auto_element_spec(g->comp, &g->comp->instr[i], &pv->strat[0].out, &el_spec, &el, el_dims))
+    if (auto_element_spec(g->comp, &g->comp->instr[i], &pv->strat[0].out, &el_spec, &el, el_dims)) {
         shape = &el;
+        r = NULL;
+    }
+    if (g->view.where_comp[i] < 0)
+        r = NULL;
 #define HAVE(s) arriving(g, i, &pv->strat[s].out, &el_spec, &el, el_dims)
+#define PRICE(s, t, need)                                                                              \
+    (read_before(g, r, u, i, s, t, need) ? 0                                                          \
+                                         : w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), need))
     AutoGroup *gu = &g->group[pv->group];
     AutoSpec rep = auto_spec_replicated();
     if (v->group < 0) {
         for (int32_t s = 0; s < gu->nstrat; s++)
-            gu->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), &rep);
+            gu->unary[s] += PRICE(s, -1, &rep);
         return IR_OK;
     }
     AutoGroup *gv = &g->group[v->group];
 #define NEED(t) (o >= 0 ? &v->strat[t].in[o] : &v->strat[t].out)
     if (pv->group == v->group) {
         for (int32_t s = 0; s < gv->nstrat; s++)
-            gv->unary[s] += w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), NEED(s));
+            gv->unary[s] += PRICE(s, s, NEED(s));
         return IR_OK;
     }
     if (gu->nstrat == 1 || gv->nstrat == 1) {
         for (int32_t s = 0; s < gu->nstrat; s++)
             for (int32_t t = 0; t < gv->nstrat; t++) {
-                double r = w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), NEED(t));
+                double c = PRICE(s, gv->nstrat == 1 ? -1 : t, NEED(t));
                 if (gu->nstrat == 1)
-                    gv->unary[t] += r;
+                    gv->unary[t] += c;
                 else
-                    gu->unary[s] += r;
+                    gu->unary[s] += c;
             }
         return IR_OK;
     }
@@ -447,8 +526,8 @@ static IrStatus price_reshard(AutoGraph *g, const AutoCost *cost, int32_t u, int
     double *m = ed->cost;
     for (int32_t s = 0; s < gu->nstrat; s++)
         for (int32_t t = 0; t < gv->nstrat; t++)
-            m[(size_t)s * (size_t)gv->nstrat + (size_t)t] +=
-                w * auto_reshard_seconds(cost, &g->mesh, g->local, shape, HAVE(s), NEED(t));
+            m[(size_t)s * (size_t)gv->nstrat + (size_t)t] += PRICE(s, t, NEED(t));
+#undef PRICE
 #undef NEED
 #undef HAVE
     return IR_OK;
@@ -820,12 +899,31 @@ IrStatus auto_graph_build(const IrModule *m, const AutoMesh *mesh, const AutoCos
             g->group[v->group].compute[s] += v->strat[s].compute;
         }
     }
+    /* The reads whose need u's choice fixes first (need_known_from_u),
+     * then the others, each free where an earlier one needs the same. */
+    int64_t nread = 0;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        nread += c->instr[i].nopnd;
+    Reads rd = {.first = ts_malloc((size_t)(c->ninstr > 0 ? c->ninstr : 1) * sizeof(int32_t)),
+                .instr = ts_malloc((size_t)(nread > 0 ? nread : 1) * sizeof(int32_t)),
+                .opnd = ts_malloc((size_t)(nread > 0 ? nread : 1) * sizeof(int32_t)),
+                .next = ts_malloc((size_t)(nread > 0 ? nread : 1) * sizeof(int32_t))};
+    if (st == IR_OK && (!rd.first || !rd.instr || !rd.opnd || !rd.next))
+        st = ir_oom(d, NULL);
     for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++)
-        for (int32_t o = 0; st == IR_OK && o < c->instr[i].nopnd; o++)
-            st = price_operand(g, cost, i, o, d);
+        rd.first[i] = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t i = 0; st == IR_OK && i < c->ninstr; i++)
+            for (int32_t o = 0; st == IR_OK && o < c->instr[i].nopnd; o++)
+                if (need_known_from_u(g, c->instr[i].opnd[o], i) == (pass == 0))
+                    st = price_operand(g, cost, i, o, &rd, d);
+    ts_free(rd.first);
+    ts_free(rd.instr);
+    ts_free(rd.opnd);
+    ts_free(rd.next);
     for (int32_t k = 0; st == IR_OK && k < g->view.nlink; k++) {
         const AutoLink *l = &g->view.link[k];
-        st = price_reshard(g, cost, l->from, l->to, -1, l->weight, d);
+        st = price_reshard(g, cost, l->from, l->to, -1, l->weight, NULL, d);
     }
     if (st == IR_OK)
         st = charge_memory(g, m, d);

@@ -1916,6 +1916,49 @@ static void reshard_held_at_peak(void **state)
     on_four_free(&f);
 }
 
+/* x read whole by two ops whose sharding the user fixed: the partitioner
+ * gathers x once for both (partition/reshard_cache.c), so x's rows cost
+ * one gather with two readers as with one (auto/graph.c read_before);
+ * a third reader that needs x's columns costs its own reshard. */
+static const char READ_TWICE[] =
+    "HloModule r\n"
+    "ENTRY main {\n"
+    "  x = f32[16,16] parameter(0)\n"
+    "  a = f32[16,16] negate(x), sharding={replicated}\n"
+    "%s"
+    "  ROOT t = (f32[16,16], f32[16,16], f32[16,16]) tuple(a, a, a)\n"
+    "}\n";
+
+/* x's group's unary cost of its rows strategy, for READ_TWICE with `more`. */
+static double rows_cost(const char *more)
+{
+    char text[sizeof READ_TWICE + 256];
+    snprintf(text, sizeof text, READ_TWICE, more);
+    OnFour f;
+    on_four(&f, text);
+    AutoGraph g;
+    assert_int_equal(auto_graph_build(f.m, &f.mesh, &f.cost, 4, false, NULL, &g, &f.d), IR_OK);
+    const AutoNode *x = &g.node[ir_find_instr(f.c, "x")];
+    double c = -1;
+    for (int32_t k = 0; k < x->nstrat; k++)
+        if (x->strat[k].out.dim[0] == 0)
+            c = g.group[x->group].unary[k];
+    auto_graph_free(&g);
+    on_four_free(&f);
+    return c;
+}
+
+static void reshard_once_per_target(void **state)
+{
+    (void)state;
+    double one = rows_cost("");
+    double two = rows_cost("  b = f32[16,16] exponential(x), sharding={replicated}\n");
+    double cols = rows_cost("  b = f32[16,16] exponential(x), sharding={devices=[1,4]0,1,2,3}\n");
+    assert_true(one > 0);
+    assert_true(fabs(two - one) <= 1e-12 * one);
+    assert_true(cols > one * 1.01);
+}
+
 /* x's rows resharded to its columns for a reverse of its rows (which
  * keeps only its columns tileable), as partition/reshard.c does it: 14
  * rows over 4 are no all-to-all, so x is gathered whole (16 padded rows,
@@ -2159,6 +2202,7 @@ int main(void)
         cmocka_unit_test(rng_bits),
         cmocka_unit_test(loops),
         cmocka_unit_test(reshard_held_at_peak),
+        cmocka_unit_test(reshard_once_per_target),
         cmocka_unit_test(reshard_paths),
         cmocka_unit_test(ilp_rows),
         cmocka_unit_test(scatter_uneven_rows),
