@@ -46,6 +46,8 @@
  *               XLA's named (V3) sharding text, read into IrSharding
  *   sdy_import.c  a parsed module's Shardy attributes made its shardings
  *               (xla.sdy.sharding, FuncResultSharding, ShardingGroup, shard_map)
+ *   lapack_calls.c  JAX's LAPACK custom-calls (potrf, trsm) made cholesky
+ *               and triangular-solve
  *   print.c     the HLO text printer (XLA's syntax; round trips)
  *   infer.c     shape inference: helpers, operand counts, the dispatcher
  *   infer_elementwise.c  rules of unary, binary, select, clamp, converts
@@ -1209,6 +1211,13 @@ IrStatus ir_parse_file(const char *path, const IrParseOptions *opt, IrModule **o
  * SPMDShardToFullShape). A module without Shardy attributes is left as it
  * is. Errors (IR_EINPUT) point into the attribute's text in m->src. */
 IrStatus ir_sdy_import(IrModule *m, IrDiag *d);
+
+/* lapack_calls.c: JAX's CPU LAPACK custom-calls of a parsed module,
+ * lapack_?potrf_ffi and lapack_?trsm_ffi (? = s, d, c, z), made tessel's
+ * cholesky (in a tuple with LAPACK's info) and triangular-solve, their
+ * backend_config read (docs/hlo-text.md). Other LAPACK targets stay
+ * custom-calls. Errors (IR_EINPUT) name the target. */
+IrStatus ir_lapack_import(IrModule *m, IrDiag *d);
 
 /* Parse a literal `text` for `shape` into bytes (the IrAttrs.literal form). */
 IrStatus ir_literal_parse(IrArena *a, const IrShape *shape, const char *text, size_t len,

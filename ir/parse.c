@@ -975,7 +975,10 @@ static IrStatus parse_text(IrModule *m, char *src, size_t len, const IrParseOpti
     IrLimits lim = P->opt.limits;
     prs_release(P);
     ts_free(P);
-    /* Shardy's attributes become shardings before anything reads them. */
+    /* JAX's LAPACK custom-calls become tessel's linalg ops, and Shardy's
+     * attributes shardings, before anything reads them. */
+    if (st == IR_OK)
+        st = ir_lapack_import(m, d);
     if (st == IR_OK)
         st = ir_sdy_import(m, d);
     if (st == IR_OK && verify)

@@ -1,0 +1,269 @@
+/*
+ * lapack_calls.c: the LAPACK custom-calls JAX's CPU lowering emits for
+ * cholesky and triangular solves, made tessel's own cholesky and
+ * triangular-solve instructions (which have kernels and partitioning
+ * rules) right after parsing.
+ *
+ *   (F[..., n, n], s32[...]) custom-call(a), custom_call_target="lapack_?potrf_ffi",
+ *       backend_config={uplo = 76 : ui8}
+ *     becomes tuple(cholesky(a), info): lower = (uplo == 'L'), and info, as
+ *     LAPACK's, 0 where the factor succeeded: tessel's cholesky turns a
+ *     matrix that is not positive definite (potrf's info > 0, a NaN pivot
+ *     included) entirely NaN, so info = isnan(factor[..., 0, 0]) as s32
+ *     (JAX only compares it with 0, then selects NaN where it is not).
+ *
+ *   F[..., m, k] custom-call(a, b), custom_call_target="lapack_?trsm_ffi",
+ *       backend_config={diag = 78 : ui8, side = 76 : ui8, trans_x = 84 : ui8, uplo = 76 : ui8}
+ *     becomes triangular-solve(a, b): left_side = (side == 'L'), lower =
+ *     (uplo == 'L'), transpose_a = N / T / C: NO_TRANSPOSE / TRANSPOSE /
+ *     ADJOINT, unit_diagonal = (diag == 'U'). JAX's lowering passes no
+ *     alpha (it is 1): a third operand is refused.
+ *
+ * ? is s, d, c or z. The characters are the ASCII codes JAX writes
+ * (jax/_src/lax/linalg.py, _matrix_*_attr). Any other value or attribute,
+ * or a num_batch_dims that is not rank - 2, is an error naming the target;
+ * other LAPACK targets (getrf, geqrf, syevd, ...) stay custom-calls, which
+ * the runtime refuses by name.
+ */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The backend_config keys of the two families, each a character code. */
+enum { K_UPLO, K_SIDE, K_TRANS, K_DIAG, NKEYS };
+static const char *const key_names[NKEYS] = {"uplo", "side", "trans_x", "diag"};
+
+typedef struct Call {
+    IrModule *m;
+    IrDiag *d;
+    const char *target;
+    IrPos pos;
+} Call;
+
+static IrStatus refuse(const Call *k, const char *what)
+{
+    return ir_error(k->d, IR_EINPUT, k->m->file, k->m->src, k->pos, "custom-call target \"%s\": %s",
+                    k->target, what);
+}
+
+/* Which family target names: 'p' (potrf), 't' (trsm) or 0. */
+static char family(const char *t)
+{
+    if (!t || strncmp(t, "lapack_", 7) != 0 || !t[7] || !strchr("sdcz", t[7]))
+        return 0;
+    if (strcmp(t + 8, "potrf_ffi") == 0)
+        return 'p';
+    if (strcmp(t + 8, "trsm_ffi") == 0)
+        return 't';
+    return 0;
+}
+
+/* Read `{key = N : ui8, ...}` into v (-1 where a key is absent); false on
+ * any other key or syntax. */
+static bool read_config(const char *s, int v[NKEYS])
+{
+    for (int i = 0; i < NKEYS; i++)
+        v[i] = -1;
+    if (!s)
+        return true;
+    const char *p = s + (*s == '{');
+    for (;;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == '}' || !*p)
+            return true;
+        size_t n = strcspn(p, " =");
+        int key = -1;
+        for (int i = 0; i < NKEYS; i++)
+            if (strlen(key_names[i]) == n && strncmp(p, key_names[i], n) == 0)
+                key = i;
+        if (key < 0)
+            return false;
+        p += n;
+        while (*p == ' ')
+            p++;
+        if (*p++ != '=')
+            return false;
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 0 || x > 255)
+            return false;
+        v[key] = (int)x;
+        p = end;
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, ": ui8", 5) != 0)
+            return false;
+        p += 5;
+    }
+}
+
+/* Drop the custom-call's own attributes (and the frontend attributes JAX
+ * puts on it) from x, which becomes opcode op. */
+static IrAttrsX *become(IrModule *m, IrInstr *x, IrOpcode op)
+{
+    IrAttrsX *ax = ir_attrs_x_edit(m->arena, &x->a);
+    if (!ax)
+        return NULL;
+    ax->custom_call_target = ax->backend_config = ax->api_version = NULL;
+    ax->output_to_operand_aliasing = ax->custom_call_schedule = NULL;
+    ax->operand_layout_constraints = NULL;
+    ax->noperand_layouts = 0;
+    ax->custom_call_has_side_effect = false;
+    IrKeyValue *f = x->a.nfrontend ? ir_alloc_array(m->arena, (size_t)x->a.nfrontend, sizeof *f) : NULL;
+    if (x->a.nfrontend && !f)
+        return NULL;
+    int32_t w = 0;
+    for (int32_t i = 0; i < x->a.nfrontend; i++)
+        if (strcmp(x->a.frontend[i].key, "num_batch_dims") != 0 &&
+            strcmp(x->a.frontend[i].key, "xla.sdy.sharding_rule") != 0)
+            f[w++] = x->a.frontend[i];
+    x->a.frontend = f;
+    x->a.nfrontend = w;
+    x->op = op;
+    return ax;
+}
+
+/* s an array of F32/F64/C64/C128 of rank >= 2 whose batch
+ * count num_batch_dims (when given) names. */
+static bool linalg_array(const IrInstr *x, const IrShape *s)
+{
+    if (!ir_shape_is_array(s) || s->rank < 2 ||
+        (s->type != IR_F32 && s->type != IR_F64 && s->type != IR_C64 && s->type != IR_C128))
+        return false;
+    const char *nb = ir_frontend_attr(x, "num_batch_dims");
+    return !nb || atoi(nb) == s->rank - 2;
+}
+
+static IrStatus trsm(const Call *k, IrComputation *c, int32_t i, const int v[NKEYS])
+{
+    IrInstr *x = &c->instr[i];
+    if (x->nopnd != 2)
+        return refuse(k, "takes two operands (a, b; no alpha)");
+    if (!linalg_array(x, &x->shape) || !linalg_array(x, &c->instr[x->opnd[0]].shape))
+        return refuse(k, "needs f32, f64, c64 or c128 matrices with num_batch_dims = rank - 2");
+    if ((v[K_SIDE] != 'L' && v[K_SIDE] != 'R') || (v[K_UPLO] != 'L' && v[K_UPLO] != 'U') ||
+        (v[K_TRANS] != 'N' && v[K_TRANS] != 'T' && v[K_TRANS] != 'C') || (v[K_DIAG] != 'N' && v[K_DIAG] != 'U'))
+        return refuse(k, "backend_config must give side (L, R), uplo (L, U), trans_x (N, T, C) and diag "
+                         "(N, U) as ASCII codes");
+    IrAttrsX *ax = become(k->m, x, OP_TRIANGULAR_SOLVE);
+    if (!ax)
+        return ir_oom(k->d, NULL);
+    ax->left_side = v[K_SIDE] == 'L';
+    ax->lower = v[K_UPLO] == 'L';
+    ax->unit_diagonal = v[K_DIAG] == 'U';
+    ax->transpose_a = v[K_TRANS] == 'N' ? "NO_TRANSPOSE" : v[K_TRANS] == 'T' ? "TRANSPOSE" : "ADJOINT";
+    return IR_OK;
+}
+
+/* An instruction op(opnd...) of `shape` added to c; -1 on OOM. */
+static int32_t add(IrModule *m, IrComputation *c, IrOpcode op, const IrShape *shape, int32_t n,
+                   const int32_t *opnd, IrPos pos)
+{
+    int32_t x = ir_add_simple(m, c, op, shape, n, opnd, NULL);
+    if (x >= 0)
+        c->instr[x].pos = pos;
+    return x;
+}
+
+/* info = convert(isnan(factor[..., 0, 0])) of shape s32[batch...]. */
+static int32_t info_of(IrModule *m, IrComputation *c, int32_t factor, const IrShape *info, IrPos pos)
+{
+    /* f is read before anything is added: adding may move the instructions. */
+    const IrShape *f = &c->instr[factor].shape;
+    int32_t r = f->rank;
+    IrType type = f->type, t = type == IR_C64 ? IR_F32 : type == IR_C128 ? IR_F64 : type;
+    IrShape s11, batch, real, pred;
+    int64_t dims[IR_MAX_RANK];
+    memcpy(dims, f->dims, (size_t)r * sizeof dims[0]);
+    dims[r - 2] = dims[r - 1] = 1;
+    if (ir_shape_make(m->arena, &s11, type, r, dims) != IR_OK ||
+        ir_shape_make(m->arena, &batch, type, r - 2, dims) != IR_OK ||
+        ir_shape_make(m->arena, &real, t, r - 2, dims) != IR_OK ||
+        ir_shape_make(m->arena, &pred, IR_PRED, r - 2, dims) != IR_OK)
+        return -1;
+    int32_t sl = add(m, c, OP_SLICE, &s11, 1, &factor, pos);
+    if (sl < 0)
+        return -1;
+    IrAttrsX *ax = ir_attrs_x_edit(m->arena, &c->instr[sl].a);
+    int64_t *v = ir_alloc_array(m->arena, (size_t)(3 * r), sizeof *v);
+    if (!ax || !v)
+        return -1;
+    for (int32_t d = 0; d < r; d++) {
+        v[d] = 0;
+        v[r + d] = dims[d];
+        v[2 * r + d] = 1;
+    }
+    ax->slice_start = (IrI64List){r, v};
+    ax->slice_limit = (IrI64List){r, v + r};
+    ax->slice_stride = (IrI64List){r, v + 2 * r};
+    int32_t x = add(m, c, OP_RESHAPE, &batch, 1, &sl, pos);
+    if (x >= 0 && t != type)
+        x = add(m, c, OP_REAL, &real, 1, &x, pos);
+    if (x < 0)
+        return -1;
+    int32_t both[2] = {x, x};
+    int32_t ne = add(m, c, OP_COMPARE, &pred, 2, both, pos);
+    if (ne < 0)
+        return -1;
+    c->instr[ne].a.direction = CMP_NE;
+    return add(m, c, OP_CONVERT, info, 1, &ne, pos);
+}
+
+static IrStatus potrf(const Call *k, IrComputation *c, int32_t i, const int v[NKEYS])
+{
+    IrInstr *x = &c->instr[i];
+    const IrShape *s = &x->shape;
+    if (x->nopnd != 1)
+        return refuse(k, "takes one operand");
+    if (s->type != IR_TUPLE || s->ntuple != 2 || !linalg_array(x, &s->tuple[0]) ||
+        !ir_shape_is_array(&s->tuple[1]) || s->tuple[1].type != IR_S32 || s->tuple[1].rank != s->tuple[0].rank - 2)
+        return refuse(k, "must give (factor, s32 info) with num_batch_dims = rank - 2, the factor f32, f64, "
+                         "c64 or c128");
+    if (s->tuple[0].dims[s->tuple[0].rank - 1] == 0)
+        return refuse(k, "of 0x0 matrices is not supported");
+    if ((v[K_UPLO] != 'L' && v[K_UPLO] != 'U') || v[K_SIDE] >= 0 || v[K_TRANS] >= 0 || v[K_DIAG] >= 0)
+        return refuse(k, "backend_config must give uplo (L, U) as an ASCII code, and nothing else");
+    IrShape factor_shape = s->tuple[0], info_shape = s->tuple[1];
+    int32_t a = x->opnd[0];
+    int32_t ch = add(k->m, c, OP_CHOLESKY, &factor_shape, 1, &a, k->pos);
+    IrAttrsX *cx = ch >= 0 ? ir_attrs_x_edit(k->m->arena, &c->instr[ch].a) : NULL;
+    if (!cx)
+        return ir_oom(k->d, NULL);
+    cx->lower = v[K_UPLO] == 'L';
+    int32_t info = info_of(k->m, c, ch, &info_shape, k->pos);
+    int32_t *opnd = ir_alloc_array(k->m->arena, 2, sizeof *opnd);
+    if (info < 0 || !opnd)
+        return ir_oom(k->d, NULL);
+    opnd[0] = ch;
+    opnd[1] = info;
+    x = &c->instr[i]; /* adding may have moved the instructions */
+    if (!become(k->m, x, OP_TUPLE))
+        return ir_oom(k->d, NULL);
+    x->opnd = opnd;
+    x->nopnd = 2;
+    return IR_OK;
+}
+
+IrStatus ir_lapack_import(IrModule *m, IrDiag *d)
+{
+    for (int32_t ci = 0; ci < m->ncomp; ci++) {
+        IrComputation *c = m->comp[ci];
+        int32_t n = c->ninstr; /* what is added is not a LAPACK call */
+        for (int32_t i = 0; i < n; i++) {
+            IrInstr *x = &c->instr[i];
+            char f = x->op == OP_CUSTOM_CALL ? family(x->a.x->custom_call_target) : 0;
+            if (!f)
+                continue;
+            Call k = {m, d, x->a.x->custom_call_target, x->pos};
+            int v[NKEYS];
+            if (!read_config(x->a.x->backend_config, v))
+                return refuse(&k, "backend_config must be {key = N : ui8, ...} of uplo, side, trans_x, diag");
+            IrStatus st = f == 'p' ? potrf(&k, c, i, v) : trsm(&k, c, i, v);
+            if (st != IR_OK)
+                return st;
+        }
+    }
+    return IR_OK;
+}
