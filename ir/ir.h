@@ -1215,8 +1215,8 @@ IrStatus ir_sdy_import(IrModule *m, IrDiag *d);
 /* lapack_calls.c: JAX's CPU LAPACK custom-calls of a parsed module,
  * lapack_?potrf_ffi and lapack_?trsm_ffi (? = s, d, c, z), made tessel's
  * cholesky (in a tuple with LAPACK's info) and triangular-solve, their
- * backend_config read (docs/hlo-text.md). Other LAPACK targets stay
- * custom-calls. Errors (IR_EINPUT) name the target. */
+ * backend_config read (docs/cli.md, custom-call targets). Other LAPACK
+ * targets stay custom-calls. Errors (IR_EINPUT) name the target. */
 IrStatus ir_lapack_import(IrModule *m, IrDiag *d);
 
 /* Parse a literal `text` for `shape` into bytes (the IrAttrs.literal form). */
