@@ -29,6 +29,11 @@
  * operation calling the HLO reducer), when it commutes or every group's
  * hosts come in group order; else the operands travel and each device
  * combines in group order (coll_allgather_operands).
+ *
+ * An all-reduce taking in the add that reads its result (steps.c's
+ * run_collective_add): in a host, each member writes its slice of the sum
+ * plus every member's own addend into every member's result
+ * (coll_split_part_add); elsewhere the add follows the result.
  */
 #include "coll.h"
 

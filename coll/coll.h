@@ -265,6 +265,8 @@ typedef struct CollHost {
     bool stray;                /* set by the caller: aborted because devices finished while others waited */
     const char **at;           /* the collective each local device is in (its instruction's name) */
     DevValue ***ops;           /* the current collective's operands of each device (global ids) */
+    DevValue **addend;         /* the current collective's addend of each device (an all-reduce
+                                * taking in its add, DevCollectives.run_add), NULL: none */
     int32_t nops;              /* how many each */
     DevValue ***remote;        /* other hosts' operands, copied in by the leader (owned by it) */
     int32_t nremote;           /* operands of each remote[g] */
@@ -424,6 +426,13 @@ bool coll_split_ok(const IrModule *m, const IrInstr *ins, DevValue *const *const
  * last): members never write the same line. Can't fail. */
 void coll_split_part(const IrInstr *ins, DevValue *const *const *ops, const int64_t *members, int32_t size,
                         IrOpcode op, int32_t part, DevValue *const *out, int32_t nout, void **scratch, bool stream);
+/* An all-reduce (reducer add, f32 or f64) taking in its add
+ * (ir_allreduce_adds): part `part` of every member's result, each with
+ * its own addend: out[j] = sum in group order + add[j] over the slice,
+ * for every member j (size results, one each). scratch has room for
+ * 3 * size pointers. Can't fail. */
+void coll_split_part_add(DevValue *const *const *ops, const int64_t *members, int32_t size, int32_t part,
+                         DevValue *const *out, DevValue *const *add, void **scratch, bool stream);
 
 /* Shared by the collectives' in-host steps: an error at the instruction
  * (printf-style); the operand/result shape mismatch for a group size;
@@ -589,6 +598,15 @@ bool coll_can_combine(IrOpcode op, IrType t);
  * source or destination is given. */
 bool coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int64_t doff, const void *const *src,
                      int32_t nsrc, int64_t soff, int64_t count, bool stream);
+/* coll_combine with reducer add, then each destination's own addend:
+ * dst[k][doff + i] = (src[0][soff + i] + ... + src[nsrc-1][soff + i]) +
+ * add[k][doff + i], the sum in order and rounded to t at each step, then
+ * the add: the bits of the all-reduce followed by the add (an all-reduce
+ * taking in its add, ir_allreduce_adds). f32 and f64 (else false, as
+ * without a source or destination). No destination is a source or an
+ * addend. */
+bool coll_combine_add(IrType t, void *const *dst, int32_t ndst, int64_t doff, const void *const *src, int32_t nsrc,
+                      int64_t soff, const void *const *add, int64_t count, bool stream);
 /* bytes from src to dst[k] + doff for every destination k (the source
  * read once). */
 void coll_copy(void *const *dst, int32_t ndst, size_t doff, const void *src, size_t bytes, bool stream);

@@ -343,6 +343,50 @@ bool coll_combine(IrOpcode op, IrType t, void *const *dst, int32_t ndst, int64_t
     return true;
 }
 
+/* The sum in group order, then each destination's own addend: a block
+ * of BLOCK bytes summed into L1 (the combine's loop), then added to each
+ * addend's block on its way to its destination (streaming through a
+ * second L1 block where stream). */
+#define COMBINE_ADD(NAME, T, SUM, PAIR)                                                                   \
+    static void NAME(void *const *dst, int32_t ndst, int64_t doff, const void *const *src, int32_t nsrc,  \
+                     int64_t soff, const void *const *add, int64_t count, bool stream)                    \
+    {                                                                                                      \
+        enum { PER = BLOCK / sizeof(T) };                                                                  \
+        _Alignas(64) T sum[PER], out[PER];                                                                 \
+        void *to_sum[1] = {sum};                                                                           \
+        for (int64_t i = 0; i < count; i += PER) {                                                         \
+            int64_t n = count - i < PER ? count - i : PER;                                                 \
+            if (nsrc == 1)                                                                                 \
+                memcpy(sum, (const T *)src[0] + soff + i, (size_t)n * sizeof(T));                          \
+            else                                                                                           \
+                SUM(to_sum, 1, 0, src, nsrc, soff + i, n, false);                                          \
+            for (int32_t k = 0; k < ndst; k++) {                                                           \
+                const T *a = (const T *)add[k] + doff + i;                                                 \
+                if (!stream) {                                                                             \
+                    PAIR((T *)dst[k] + doff + i, sum, a, n);                                               \
+                    continue;                                                                              \
+                }                                                                                          \
+                PAIR(out, sum, a, n);                                                                      \
+                coll_copy(&dst[k], 1, (size_t)(doff + i) * sizeof(T), out, (size_t)n * sizeof(T), true);   \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+
+COMBINE_ADD(f32_sum_add, float, f32_add, f32_add_pair)
+COMBINE_ADD(f64_sum_add, double, f64_add, f64_add_pair)
+
+bool coll_combine_add(IrType t, void *const *dst, int32_t ndst, int64_t doff, const void *const *src, int32_t nsrc,
+                      int64_t soff, const void *const *add, int64_t count, bool stream)
+{
+    if (nsrc < 1 || ndst < 1 || (t != IR_F32 && t != IR_F64))
+        return false;
+    if (t == IR_F32)
+        f32_sum_add(dst, ndst, doff, src, nsrc, soff, add, count, stream);
+    else
+        f64_sum_add(dst, ndst, doff, src, nsrc, soff, add, count, stream);
+    return true;
+}
+
 void coll_copy_box(size_t esize, int32_t rank, const uint8_t *src, const int64_t *sdims,
                  const int64_t *soff, uint8_t *dst, const int64_t *ddims, const int64_t *doff,
                  const int64_t *ext)

@@ -126,6 +126,19 @@ bool coll_split_ok(const IrModule *m, const IrInstr *ins, DevValue *const *const
     return *op != OP_COUNT && coll_dims_equal(ps, rs) && coll_can_combine(*op, ps->type);
 }
 
+/* An all-reduce's slice `part` of `size` over operand `first`'s
+ * elements [*lo, *hi): whole cache lines but the last. false: empty. */
+static bool split_slice(const DevValue *first, int32_t size, int32_t part, int64_t *lo, int64_t *hi)
+{
+    int64_t count = dev_value_elements(first), es = (int64_t)ir_type_size(first->shape.type);
+    int64_t line = es > 0 && es < 64 ? 64 / es : 1;
+    int64_t per = (count + size - 1) / size;
+    per = (per + line - 1) / line * line;
+    *lo = per * part;
+    *hi = *lo + per < count ? *lo + per : count;
+    return *lo < *hi;
+}
+
 void coll_split_part(const IrInstr *ins, DevValue *const *const *ops, const int64_t *members, int32_t size,
                         IrOpcode op, int32_t part, DevValue *const *out, int32_t nout, void **scratch, bool stream)
 {
@@ -134,14 +147,9 @@ void coll_split_part(const IrInstr *ins, DevValue *const *const *ops, const int6
         coll_gather_block(ops[members[part]][0], part, size, dim, out, nout, stream);
         return;
     }
-    /* All-reduce: slice `part`, whole cache lines but the last. */
     const DevValue *first = ops[members[0]][0];
-    int64_t count = dev_value_elements(first), es = (int64_t)ir_type_size(first->shape.type);
-    int64_t line = es > 0 && es < 64 ? 64 / es : 1;
-    int64_t per = (count + size - 1) / size;
-    per = (per + line - 1) / line * line;
-    int64_t lo = per * part, hi = lo + per < count ? lo + per : count;
-    if (lo >= hi)
+    int64_t lo, hi;
+    if (!split_slice(first, size, part, &lo, &hi))
         return;
     void **src = scratch, **dst = scratch + size;
     for (int32_t j = 0; j < size; j++)
@@ -149,6 +157,23 @@ void coll_split_part(const IrInstr *ins, DevValue *const *const *ops, const int6
     for (int32_t q = 0; q < nout; q++)
         dst[q] = out[q]->data;
     coll_combine(op, first->shape.type, dst, nout, lo, (const void *const *)src, size, lo, hi - lo, stream);
+}
+
+void coll_split_part_add(DevValue *const *const *ops, const int64_t *members, int32_t size, int32_t part,
+                         DevValue *const *out, DevValue *const *add, void **scratch, bool stream)
+{
+    const DevValue *first = ops[members[0]][0];
+    int64_t lo, hi;
+    if (!split_slice(first, size, part, &lo, &hi))
+        return;
+    void **src = scratch, **dst = scratch + size, **with = scratch + 2 * size;
+    for (int32_t j = 0; j < size; j++) {
+        src[j] = ops[members[j]][0]->data;
+        dst[j] = out[j]->data;
+        with[j] = add[j]->data;
+    }
+    coll_combine_add(first->shape.type, dst, size, lo, (const void *const *)src, size, lo,
+                     (const void *const *)with, hi - lo, stream);
 }
 
 /* Result part k (shape rs) of a collective that acts on each operand on

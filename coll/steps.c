@@ -392,28 +392,49 @@ static int64_t local_representative(const CollHost *w, const IrModule *m, const 
  * after it; collective_body's closing barrier orders the writes before
  * any use. */
 
+/* Does every member of an all-reduce's group here have an addend of the
+ * result's shape (each taking its add in, DevCollectives.run_add)? */
+static bool members_add(const CollHost *w, const IrInstr *ins, const int64_t *members, int32_t size)
+{
+    for (int32_t j = 0; j < size; j++)
+        if (!w->addend[members[j]] || !coll_dims_equal(&w->addend[members[j]]->shape, &ins->shape))
+            return false;
+    return ins->op == OP_ALL_REDUCE && size > 0;
+}
+
+/* With `add` (members_add held, own buffers), each member's result is
+ * the sum plus its own addend, written in the same pass
+ * (coll_split_part_add): the add never reads the sum back. */
 static IrStatus split_result(CollDevice *dev, const IrModule *m, const IrInstr *ins, const int64_t *members,
-                             int32_t size, int32_t mine, int64_t rep, IrOpcode op, DevValue **out, IrDiag *d)
+                             int32_t size, int32_t mine, int64_t rep, IrOpcode op, bool add, DevValue **out,
+                             IrDiag *d)
 {
     CollHost *w = dev->w;
     int64_t bytes = ir_shape_bytes(&ins->shape);
-    bool own = (int64_t)(size - 1) * bytes <= coll_copies_bytes(&w->tune);
+    bool own = add || (int64_t)(size - 1) * bytes <= coll_copies_bytes(&w->tune);
     int32_t nout = own ? size : 1;
     /* Everything that can fail before the coll_barrier: after it the others
      * write into this member's result. */
     enum { ON_STACK = 64 };
-    DevValue *outs_stack[ON_STACK], **outs = nout <= ON_STACK ? outs_stack : ts_malloc((size_t)nout * sizeof *outs);
-    void *scratch_stack[2 * ON_STACK],
-        **scratch = size + nout <= 2 * ON_STACK ? scratch_stack : ts_malloc((size_t)(size + nout) * sizeof *scratch);
+    DevValue *outs_stack[2 * ON_STACK],
+        **outs = 2 * nout <= 2 * ON_STACK ? outs_stack : ts_malloc((size_t)(2 * nout) * sizeof *outs);
+    void *scratch_stack[3 * ON_STACK],
+        **scratch = 3 * size <= 3 * ON_STACK ? scratch_stack : ts_malloc((size_t)(3 * size) * sizeof *scratch);
     DevValue *v = (own || rep == dev->id) && outs && scratch ? dev_value_new_uninit(&ins->shape) : NULL;
     w->shared[dev->id - w->first] = v;
     bool ok = coll_barrier(w);
     bool ready = ok && outs && scratch && (v || (!own && rep != dev->id));
     for (int32_t q = 0; ready && q < nout; q++)
         ready = (outs[q] = w->shared[(own ? members[q] : rep) - w->first]) != NULL;
-    if (ready)
+    for (int32_t q = 0; ready && add && q < nout; q++)
+        outs[nout + q] = w->addend[members[q]];
+    bool stream = ready && coll_stream_into(w->tune.stream_bound, outs, nout, bytes * nout);
+    if (ready && add)
+        coll_split_part_add((DevValue *const *const *)w->ops, members, size, mine, outs, outs + nout, scratch,
+                            stream);
+    else if (ready)
         coll_split_part(ins, (DevValue *const *const *)w->ops, members, size, op, mine, outs, nout, scratch,
-                           coll_stream_into(w->tune.stream_bound, outs, nout, bytes * nout));
+                           stream);
     if (outs != outs_stack)
         ts_free(outs);
     if (scratch != scratch_stack)
@@ -454,7 +475,7 @@ static IrStatus split_result(CollDevice *dev, const IrModule *m, const IrInstr *
  * computes its own, reaching the same error. One extra coll_barrier. Groups
  * wholly on this host take split_result instead (the same one coll_barrier). */
 static IrStatus group_result(CollDevice *dev, const IrModule *m, const IrInstr *ins, const CollWorld *cw,
-                             int32_t nopnd, DevValue **out, IrDiag *d)
+                             int32_t nopnd, DevValue **out, bool *added, IrDiag *d)
 {
     CollHost *w = dev->w;
     DevValue *const *const *ops = (DevValue *const *const *)w->ops;
@@ -479,7 +500,10 @@ static IrStatus group_result(CollDevice *dev, const IrModule *m, const IrInstr *
     IrOpcode op = OP_COUNT;
     IrStatus st = IR_OK;
     if (local && coll_split_ok(m, ins, ops, members, size, nopnd, &op)) {
-        st = split_result(dev, m, ins, members, size, mine, rep, op, out, d);
+        bool add = op == OP_ADD && (ins->shape.type == IR_F32 || ins->shape.type == IR_F64) &&
+                   members_add(w, ins, members, size);
+        st = split_result(dev, m, ins, members, size, mine, rep, op, add, out, d);
+        *added = add && st == IR_OK;
         ts_free(members);
         return st;
     }
@@ -531,11 +555,14 @@ static double now_seconds(void)
  * gets the time the first barrier took: the wait for the host's other
  * devices to reach the collective. */
 static IrStatus collective_body(CollDevice *dev, const IrModule *m, const IrInstr *ins, int32_t nopnd,
-                                DevValue **operands, DevValue **out, double *arrival, IrDiag *d)
+                                DevValue **operands, DevValue *addend, bool *added, DevValue **out, double *arrival,
+                                IrDiag *d)
 {
     CollHost *w = dev->w;
     *out = NULL;
+    *added = false;
     w->ops[dev->id] = operands;
+    w->addend[dev->id] = addend;
     w->nops = nopnd;
     w->at[dev->id - w->first] = ins->name;
     double t0 = arrival ? now_seconds() : 0;
@@ -577,7 +604,7 @@ static IrStatus collective_body(CollDevice *dev, const IrModule *m, const IrInst
         }
     }
     CollWorld cw = {w->n, w->r, w->tune.stream_bound};
-    IrStatus st = group_result(dev, m, ins, &cw, nopnd, out, d);
+    IrStatus st = group_result(dev, m, ins, &cw, nopnd, out, added, d);
     /* Everyone must finish reading before operands may be released. */
     bool ok = coll_barrier(w);
     if (leader)
@@ -600,7 +627,36 @@ static IrStatus collective_body(CollDevice *dev, const IrModule *m, const IrInst
 IrStatus coll_collective(CollDevice *dev, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                          DevValue **operands, DevValue **out, IrDiag *d)
 {
-    return collective_body(dev, m, ins, nopnd, operands, out, NULL, d);
+    bool added;
+    return collective_body(dev, m, ins, nopnd, operands, NULL, &added, out, NULL, d);
+}
+
+/* The add an all-reduce took in, where its step did not (across hosts, a
+ * result shared by the group, one device): *out + addend, in *out's own
+ * buffer when it holds it alone (after the closing barrier the others'
+ * references are gone), else in a new one. The bits of the add run
+ * apart (f32 and f64 add commute). */
+static IrStatus add_after(const IrModule *m, const IrInstr *ins, DevValue **out, const DevValue *addend, IrDiag *d)
+{
+    DevValue *v = *out;
+    if (v->shape.type == IR_TUPLE || !coll_dims_equal(&addend->shape, &v->shape))
+        return coll_error(m, ins, d, IR_EINTERNAL, "the add taken in has an addend of another shape");
+    int64_t count = dev_value_elements(v);
+    if (dev_value_sole(v)) {
+        void *dst[1] = {v->data};
+        const void *src[2] = {v->data, addend->data};
+        coll_combine(OP_ADD, v->shape.type, dst, 1, 0, src, 2, 0, count, false);
+        return IR_OK;
+    }
+    DevValue *r = dev_value_new_uninit(&v->shape);
+    if (!r)
+        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    void *dst[1] = {r->data};
+    const void *src[2] = {v->data, addend->data};
+    coll_combine(OP_ADD, v->shape.type, dst, 1, 0, src, 2, 0, count, false);
+    dev_value_unref(v);
+    *out = r;
+    return IR_OK;
 }
 
 /* A collective, timed: --stats reports the time devices spend in them
@@ -614,7 +670,32 @@ static IrStatus run_collective(void *ctx, const IrModule *m, const IrInstr *ins,
     double t0 = now_seconds(), arrival = 0;
     coll_async_drain(dev->async); /* one collective at a time, in program order */
     double t1 = now_seconds();
-    IrStatus st = collective_body(dev, m, ins, nopnd, operands, out, &arrival, d);
+    bool added;
+    IrStatus st = collective_body(dev, m, ins, nopnd, operands, NULL, &added, out, &arrival, d);
+    dev->coll_seconds += now_seconds() - t0;
+    dev->wait_seconds += t1 - t0 + arrival;
+    dev->coll_calls++;
+    return st;
+}
+
+/* An all-reduce with the add reading its result taken in
+ * (DevCollectives.run_add), timed as run_collective: the in-host split
+ * path writes the sum plus each member's addend in its one pass
+ * (split_result); every other path adds after (add_after). */
+static IrStatus run_collective_add(void *ctx, const IrModule *m, const IrInstr *ins, DevValue *operand,
+                                   DevValue *addend, DevValue **out, IrDiag *d)
+{
+    CollDevice *dev = ctx;
+    double t0 = now_seconds(), arrival = 0;
+    coll_async_drain(dev->async);
+    double t1 = now_seconds();
+    bool added = false;
+    DevValue *opnd[1] = {operand};
+    IrStatus st = collective_body(dev, m, ins, 1, opnd, addend, &added, out, &arrival, d);
+    if (st == IR_OK && !added && (st = add_after(m, ins, out, addend, d)) != IR_OK) {
+        dev_value_unref(*out);
+        *out = NULL;
+    }
     dev->coll_seconds += now_seconds() - t0;
     dev->wait_seconds += t1 - t0 + arrival;
     dev->coll_calls++;
@@ -669,11 +750,12 @@ IrStatus coll_host_init(CollHost *w, int64_t n, int64_t r, int64_t first, int64_
     if (tune)
         w->tune = *tune;
     w->ops = ts_calloc((size_t)w->ndev, sizeof *w->ops);
+    w->addend = ts_calloc((size_t)w->ndev, sizeof *w->addend);
     w->remote = ts_calloc((size_t)w->ndev, sizeof *w->remote);
     w->reduced = ts_calloc((size_t)w->ndev, sizeof *w->reduced);
     w->shared = ts_calloc((size_t)nlocal, sizeof *w->shared);
     w->at = ts_calloc((size_t)nlocal, sizeof *w->at);
-    return w->ops && w->remote && w->reduced && w->shared && w->at ? IR_OK : coll_oom(d);
+    return w->ops && w->addend && w->remote && w->reduced && w->shared && w->at ? IR_OK : coll_oom(d);
 }
 
 void coll_host_free(CollHost *w)
@@ -685,6 +767,7 @@ void coll_host_free(CollHost *w)
     }
     ts_free(w->hg);
     ts_free(w->ops);
+    ts_free(w->addend);
     ts_free(w->remote);
     ts_free(w->reduced);
     ts_free(w->shared);
@@ -694,7 +777,7 @@ void coll_host_free(CollHost *w)
 
 DevCollectives coll_device_start(CollDevice *dev)
 {
-    DevCollectives c = {.ctx = dev, .run = run_collective, .p2p = coll_p2p_run};
+    DevCollectives c = {.ctx = dev, .run = run_collective, .run_add = run_collective_add, .p2p = coll_p2p_run};
     /* Without a queue (out of memory) the -start ops run at once. */
     if ((dev->async = coll_async_new(async_body, dev))) {
         c.start = start_collective;

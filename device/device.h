@@ -306,6 +306,13 @@ typedef struct DevCollectives {
      * report failure (never hang) when a peer fails. */
     IrStatus (*run)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,
                     DevValue **operands, DevValue **out, IrDiag *d);
+    /* All-reduce `ins` (ir_allreduce_adds: one f32 or f64 array operand,
+     * reducer add) with the add that reads its result taken in: *out =
+     * the all-reduce's result + addend (this device's own, of the result's
+     * shape), the bits of the two run apart. NULL: the executor runs them
+     * apart. Same contract as run. */
+    IrStatus (*run_add)(void *ctx, const IrModule *m, const IrInstr *ins, DevValue *operand, DevValue *addend,
+                        DevValue **out, IrDiag *d);
     /* send, recv, send-done and recv-done between devices (no
      * is_host_transfer); NULL: refused. Same contract as run. */
     IrStatus (*p2p)(void *ctx, const IrModule *m, const IrInstr *ins, int32_t nopnd,

@@ -27,6 +27,11 @@
  * pending, and the first instruction that reads the value waits for it
  * ("asynchronous pairs" below).
  *
+ * An all-reduce whose one reader is an add (ir_allreduce_adds) runs with
+ * the add taken in, where the collectives' runtime offers it
+ * (DevCollectives.run_add) and fusion is on: the add leaves the order, the
+ * all-reduce reads the add's other operand too and gives the add's value.
+ *
  * Plans (execution order and use counts) are built once per computation
  * per dev_execute and cached, so dev_call, which kernels call per element
  * on their slow paths (reducers, comparators), costs little more than the
@@ -54,6 +59,9 @@ typedef struct CompOrder {
     int32_t *uses;
     int32_t nasync;  /* -start instructions in the order (schedule.c) */
     DevFusion fusion;
+    int32_t *fold;   /* per instruction: the add an all-reduce takes in
+                      * (ir_allreduce_adds; the add is not in the order),
+                      * else -1; NULL: none */
 } CompOrder;
 
 /* A -start whose collective is in flight (DevCollectives.start): its
@@ -164,6 +172,7 @@ static void comp_order_free(CompOrder *p)
     if (p) {
         ts_free(p->order);
         ts_free(p->uses);
+        ts_free(p->fold);
         ir_fusion_free(&p->fusion);
         ts_free(p);
     }
@@ -183,8 +192,16 @@ static IrStatus exec_order(const Exec *x, const IrComputation *c, CompOrder *p)
     return instr_error(x, ins, IR_EINPUT, "cycle through %s", c->instr[e.other].name);
 }
 
+/* The operand of add `a` that is not all-reduce ar: what ar adds in. */
+static int32_t fold_addend(const IrComputation *c, int32_t a, int32_t ar)
+{
+    const IrInstr *y = &c->instr[a];
+    return y->opnd[0] == ar ? y->opnd[1] : y->opnd[0];
+}
+
 /* Operand references among the ordered instructions; a fusion group's
- * root reads the group's leaves. */
+ * root reads the group's leaves, an all-reduce taking its add in reads
+ * the add's other operand too. */
 static void count_uses(const IrComputation *c, CompOrder *p)
 {
     const DevFusion *f = &p->fusion;
@@ -200,6 +217,8 @@ static void count_uses(const IrComputation *c, CompOrder *p)
         }
         for (int32_t j = 0; j < ins->nopnd; j++)
             p->uses[ins->opnd[j]]++;
+        if (p->fold && p->fold[i] >= 0)
+            p->uses[fold_addend(c, p->fold[i], i)]++;
     }
     p->uses[c->root]++;
 }
@@ -217,6 +236,36 @@ static void fuse_order(const IrComputation *c, CompOrder *p)
     }
     p->n = n;
     count_uses(c, p);
+}
+
+/* The all-reduces that take in the add reading their result, where the
+ * collectives' runtime can (DevCollectives.run_add) and fusion is on:
+ * the adds leave the order, and the uses are counted again. */
+static IrStatus fold_adds(const Exec *x, const IrComputation *c, CompOrder *p)
+{
+    if (x->opt->no_fusion || !x->opt->coll || !x->opt->coll->run_add)
+        return IR_OK;
+    if (!(p->fold = ts_malloc((size_t)c->ninstr * sizeof *p->fold)))
+        return IR_ENOMEM;
+    if (ir_allreduce_adds(x->m, c, p->order, p->n, p->fusion.group_of, p->fold) == 0) {
+        ts_free(p->fold);
+        p->fold = NULL;
+        return IR_OK;
+    }
+    bool *gone = ts_calloc((size_t)c->ninstr, sizeof *gone);
+    if (!gone)
+        return IR_ENOMEM;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (p->fold[i] >= 0)
+            gone[p->fold[i]] = true;
+    int32_t n = 0;
+    for (int32_t k = 0; k < p->n; k++)
+        if (!gone[p->order[k]])
+            p->order[n++] = p->order[k];
+    p->n = n;
+    ts_free(gone);
+    count_uses(c, p);
+    return IR_OK;
 }
 
 static IrStatus comp_order_build(const Exec *x, const IrComputation *c, CompOrder **out)
@@ -244,6 +293,7 @@ static IrStatus comp_order_build(const Exec *x, const IrComputation *c, CompOrde
         goto done;
     if (p->fusion.ngroups > 0)
         fuse_order(c, p);
+    st = fold_adds(x, c, p);
 done:
     if (st != IR_OK) {
         comp_order_free(p);
@@ -1053,6 +1103,27 @@ static IrStatus run_call_moving(Exec *x, const IrInstr *ins, DevValue **opnd, De
     return st;
 }
 
+/* All-reduce ar with add `a` taken in (CompOrder.fold): the add's value
+ * comes out of the collective (DevCollectives.run_add); the all-reduce's
+ * own value never exists. */
+static IrStatus run_allreduce_add(Exec *x, const IrComputation *c, int32_t ar, int32_t a, DevValue **vals,
+                                  int32_t *rem)
+{
+    const IrInstr *ins = &c->instr[ar];
+    int32_t addend = fold_addend(c, a, ar);
+    DevValue *r = NULL;
+    IrStatus st = x->opt->coll->run_add(x->opt->coll->ctx, x->m, ins, vals[ins->opnd[0]], vals[addend], &r, x->d);
+    if ((st = check_result(x, st == IR_OK ? &c->instr[a] : ins, st, r)) != IR_OK)
+        return st;
+    vals[a] = r;
+    release_operands(ins, vals, rem);
+    if (rem[addend] > 0 && --rem[addend] == 0) {
+        dev_value_unref(vals[addend]);
+        vals[addend] = NULL;
+    }
+    return IR_OK;
+}
+
 static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int32_t i, int32_t nargs,
                         DevValue **args, bool consume, const bool *donated, DevValue **vals, int32_t *rem,
                         Pending *pend)
@@ -1070,6 +1141,8 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int
     }
     if (p->fusion.group_of && p->fusion.group_of[i] >= 0)
         return run_group(x, c, &p->fusion.groups[p->fusion.group_of[i]], vals, rem);
+    if (p->fold && p->fold[i] >= 0)
+        return run_allreduce_add(x, c, i, p->fold[i], vals, rem);
     if (try_reshape_in_place(ins, vals, rem, &r)) {
         st = r ? IR_OK : IR_ENOMEM;
     } else if ((lend = elementwise_in_place(ins, vals, rem)) >= 0) {

@@ -67,6 +67,8 @@
  *               runs them, the memory estimate counts only what they make
  *   causal.c    is a dot's result read only below a causal mask's diagonal
  *               (its tiles above are not computed)
+ *   allreduce_add.c  the all-reduces that take in the add reading their
+ *               result (device/exec.c runs each pair as one collective)
  *   prefault.c  a thread that faults in fresh memory ahead of its writer
  *
  * Depends on libc and POSIX: pthreads (parse_split.c, prefault.c, and the
@@ -1455,5 +1457,15 @@ typedef struct IrCausal IrCausal;
 IrCausal *ir_causal_new(const IrModule *m);
 bool ir_causal_dot_reads_lower(IrCausal *k, const IrComputation *c, int32_t dot);
 void ir_causal_free(IrCausal *k);
+
+/* allreduce_add.c: the all-reduce + add pairs of c the executor runs as
+ * one collective (the file's header says which qualify). order/norder:
+ * the instructions that run, operands first, a fusion group's interior
+ * left out; group_of: each instruction's fusion group or -1 (NULL: none).
+ * fold (c->ninstr entries) gets, per all-reduce taking its add in, the
+ * add's index, else -1. Returns the number of pairs (0 also when memory
+ * ran out: nothing is taken in, which is always correct). */
+int32_t ir_allreduce_adds(const IrModule *m, const IrComputation *c, const int32_t *order, int32_t norder,
+                          const int32_t *group_of, int32_t *fold);
 
 #endif /* TESSEL_IR_H */
