@@ -1107,12 +1107,17 @@ static IrStatus run_call_moving(Exec *x, const IrInstr *ins, DevValue **opnd, De
  * comes out of the collective (DevCollectives.run_add); the all-reduce's
  * own value never exists. */
 static IrStatus run_allreduce_add(Exec *x, const IrComputation *c, int32_t ar, int32_t a, DevValue **vals,
-                                  int32_t *rem)
+                                  int32_t *rem, Pending *pend)
 {
     const IrInstr *ins = &c->instr[ar];
     int32_t addend = fold_addend(c, a, ar);
     DevValue *r = NULL;
-    IrStatus st = x->opt->coll->run_add(x->opt->coll->ctx, x->m, ins, vals[ins->opnd[0]], vals[addend], &r, x->d);
+    /* The addend is read here, not at the add: a collective still in
+     * flight that makes it is waited for now. */
+    IrStatus st = pend && pend[addend].handle ? async_finish(x, c, addend, &pend[addend], vals) : IR_OK;
+    if (st != IR_OK)
+        return st;
+    st = x->opt->coll->run_add(x->opt->coll->ctx, x->m, ins, vals[ins->opnd[0]], vals[addend], &r, x->d);
     if ((st = check_result(x, st == IR_OK ? &c->instr[a] : ins, st, r)) != IR_OK)
         return st;
     vals[a] = r;
@@ -1142,7 +1147,7 @@ static IrStatus run_one(Exec *x, const IrComputation *c, const CompOrder *p, int
     if (p->fusion.group_of && p->fusion.group_of[i] >= 0)
         return run_group(x, c, &p->fusion.groups[p->fusion.group_of[i]], vals, rem);
     if (p->fold && p->fold[i] >= 0)
-        return run_allreduce_add(x, c, i, p->fold[i], vals, rem);
+        return run_allreduce_add(x, c, i, p->fold[i], vals, rem, pend);
     if (try_reshape_in_place(ins, vals, rem, &r)) {
         st = r ? IR_OK : IR_ENOMEM;
     } else if ((lend = elementwise_in_place(ins, vals, rem)) >= 0) {
