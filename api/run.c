@@ -334,7 +334,8 @@ void api_stats_memory(IrStrBuf *s, const RtRunStats *rs, int64_t estimate, int64
     if (rs->packed_weights > 0)
         ir_sb_printf(s, "tessel: stats: f32 weights packed once for %s, kept across the steps: %lld "
                         "(%lld bytes beyond the devices' measured memory), %lld products run from them\n",
-                     dev_blas_sgemm_current() == DEV_SGEMM_AMX_BF16X3 ? "AMX's tiles (bf16 copies)"
+                     dev_blas_sgemm_shapes() > 0 ? "each product shape's library (oneDNN's matmul or tessel's own GEMM's panels)"
+                     : dev_blas_sgemm_current() == DEV_SGEMM_AMX_BF16X3 ? "AMX's tiles (bf16 copies)"
                      : dev_blas_sgemm_current() == DEV_SGEMM_AVX512  ? "tessel's own GEMM (its panels)"
                                                                      : "oneDNN's matmul",
                      (long long)rs->packed_weights, (long long)rs->packed_bytes, (long long)rs->packed_runs);

@@ -2,7 +2,8 @@
  * blas.h: OpenBLAS's entry points as device/ calls them (blas.c loads the
  * library on first use; blas_sgemm.c, the f32 GEMM of BLIS or oneDNN;
  * blas_choice.c, which of them DevBlas.sgemm calls; blas_watch.c, the
- * check of that choice on the program's calls), for the files that call BLAS or LAPACK: contract.c,
+ * check of that choice on the program's calls; blas_shapes.c, the choice
+ * per product shape), for the files that call BLAS or LAPACK: contract.c,
  * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */
@@ -176,6 +177,45 @@ typedef struct SgemmWatch {
 void sgemm_watch_start(SgemmWatch *w, const double probed[SGEMM_LIBS], int chosen);
 bool sgemm_watch_record(SgemmWatch *w, int lib, double flops, double seconds);
 double sgemm_watch_median(const SgemmWatch *w, int lib);
+/* blas_shapes.c: the library per product shape at one BLAS thread a
+ * device, chosen on the program's own products (the two fastest of the
+ * probe timed in turns on a shape's first call). A shape: the row-major
+ * product's m, n, k and transposes. sgemm_shapes_find: the library (index
+ * as above) a shape was given, -1 when none yet. sgemm_shapes_candidates:
+ * the (up to) two libraries with the best probed rates (0: absent), the
+ * fastest first, -1 for none; returns how many. sgemm_shapes_add: the
+ * library whose best time (seconds; 0: not timed) is smallest, recorded
+ * for the shape unless the table is full (SHAPE_MAX shapes: blas_choice.c
+ * gives later ones the probe's choice, untimed); -1 where nothing was
+ * timed. sgemm_shapes_note: the verdict's clause
+ * naming each shape's library and rates ("" for none). Not thread safe:
+ * the caller holds a lock. */
+enum { SHAPE_MAX = 32, SHAPE_ROUNDS = 3 };
+typedef struct SgemmShape {
+    bool ta, tb;
+    int64_t m, n, k;
+} SgemmShape;
+typedef struct SgemmShapes {
+    int n;
+    struct {
+        SgemmShape shape;
+        int lib;
+        double seconds[SGEMM_LIBS]; /* each library's best time on it; 0: not timed */
+    } e[SHAPE_MAX];
+} SgemmShapes;
+int sgemm_shapes_find(const SgemmShapes *t, SgemmShape s);
+int sgemm_shapes_candidates(const double probed[SGEMM_LIBS], int cand[2]);
+int sgemm_shapes_add(SgemmShapes *t, SgemmShape s, const double seconds[SGEMM_LIBS]);
+void sgemm_shapes_note(const SgemmShapes *t, char *buf, size_t len);
+/* blas_choice.c: the library (DEV_SGEMM_*) that computes the row-major
+ * product C = op(A) op(B) of that shape and operands: the fixed one, or
+ * under the probe at one BLAS thread the shape's (measured now on these
+ * operands if it is new, as its first product through DevBlas.sgemm
+ * would), else the probe's choice (dev_blas_sgemm_current). For callers
+ * that compute the product otherwise (packed.c's kept B), so that a shape
+ * has one library whichever path computes it. Thread safe. */
+int dev_blas_sgemm_shape_lib(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                             const float *b, int64_t ldb);
 /* dev_blas, loading the library (if not yet loaded) with a pool of n
  * threads rather than one a core (dev_blas_set_threads). */
 const DevBlas *dev_blas_for_threads(int n);

@@ -62,7 +62,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { PROBE_N = 384, PROBE_ROUNDS = 6, NLIBS = SGEMM_LIBS, VERDICT_LEN = 768 };
+enum { PROBE_N = 384, PROBE_ROUNDS = 6, NLIBS = SGEMM_LIBS, VERDICT_LEN = 2048 };
 #define PROBE_MIN_MACS ((int64_t)256 * 256 * 256)
 /* OpenBLAS runs an f32 GEMM of fewer multiply-adds on the calling thread
  * alone (SMP_THRESHOLD_MIN 65536 x GEMM_MULTITHREAD_THRESHOLD 4, interface/
@@ -81,6 +81,8 @@ static atomic_int chosen_threads;        /* the BLAS thread count it measured at
 static SgemmFn *lib_fn[NLIBS];           /* the libraries the probe timed (NULL: absent) */
 static SgemmWatch watch;                 /* the choice held against the first calls (blas_watch.c) */
 static atomic_bool watched;              /* the watch is done: calls go to `chosen` untimed */
+static double probed_rate[NLIBS];        /* the last probe's FLOP/s per library (0: absent) */
+static SgemmShapes shapes;               /* the library per product shape at one thread (blas_shapes.c) */
 static char probe_verdict[VERDICT_LEN];  /* the probe's measurements, for the verdict */
 static double probe_end;                 /* when it ended (now_s) */
 /* The watch counts no call that starts sooner after the probe: the last
@@ -150,6 +152,13 @@ static void small_clause(int lib, int nt)
         snprintf(verdict + used, sizeof verdict - used, "; under 256^3 multiply-adds: openblas");
 }
 
+/* The verdict's clause of the shapes measured so far, appended. */
+static void shapes_clause(void)
+{
+    size_t used = strlen(verdict);
+    sgemm_shapes_note(&shapes, verdict + used, sizeof verdict - used);
+}
+
 /* Times the libraries at nt threads, under probe_lock; sets the verdict
  * and returns the fastest. */
 static SgemmFn *probe(int nt)
@@ -211,9 +220,15 @@ static SgemmFn *probe(int nt)
     double rate[NLIBS] = {0};
     for (int i = 0; i < NLIBS; i++)
         rate[i] = fn[i] && best[i] > 0 ? flops / best[i] : 0;
+    memcpy(probed_rate, rate, sizeof probed_rate);
     sgemm_watch_start(&watch, rate, win);
     probe_end = now_s();
-    atomic_store(&watched, false);
+    /* At one thread each product shape is timed on its own first call
+     * (shape_lib): no watch, whose trials would give a shape's first
+     * products other libraries' bits than its later ones. */
+    atomic_store(&watched, nt == 1);
+    if (nt == 1)
+        shapes_clause();
     return fn[win];
 }
 
@@ -270,6 +285,76 @@ static void sgemm_watched(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum 
     pthread_mutex_unlock(&probe_lock);
 }
 
+/* The index of a library's function among those the probe timed (0,
+ * OpenBLAS, where it is none of them). */
+static int lib_index(SgemmFn *f)
+{
+    for (int i = 0; i < NLIBS; i++)
+        if (f && f == lib_fn[i])
+            return i;
+    return 0;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The library (index) for a large row-major product at one thread: its
+ * shape's, or measured now under the lock (blas_shapes.c: the probe's two
+ * fastest in turns, SHAPE_ROUNDS calls each, A B B A A B, on this call's
+ * operands into a scratch C, the best thread CPU time each); -1 where the
+ * table is full or there is no memory to measure with (the probe's
+ * choice then). The other threads wait on the lock meanwhile. */
+static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, int64_t ldb)
+{
+    pthread_mutex_lock(&probe_lock);
+    int lib = sgemm_shapes_find(&shapes, s);
+    int cand[2];
+    float *c = NULL;
+    if (lib < 0 && shapes.n < SHAPE_MAX && sgemm_shapes_candidates(probed_rate, cand) == 2)
+        c = malloc((size_t)(s.m * s.n) * sizeof *c);
+    if (c) {
+        double best[NLIBS] = {0};
+        for (int r = 0; r < 2 * SHAPE_ROUNDS; r++) {
+            int i = cand[(r + r / 2) % 2]; /* 0 1 1 0 0 1 */
+            double t0 = thread_cpu_s();
+            lib_fn[i](CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, (int)s.m,
+                      (int)s.n, (int)s.k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)s.n);
+            double t = thread_cpu_s() - t0;
+            if (best[i] == 0 || t < best[i])
+                best[i] = t > 0 ? t : 1e-9;
+        }
+        free(c);
+        lib = sgemm_shapes_add(&shapes, s, best);
+        snprintf(verdict, sizeof verdict, "%s", probe_verdict);
+        small_clause(lib_index(atomic_load(&chosen)), 1);
+        shapes_clause();
+    }
+    pthread_mutex_unlock(&probe_lock);
+    return lib;
+}
+
+/* A product's row-major shape: a column-major C = op(A) op(B) is the
+ * row-major C^T = op(B)^T op(A)^T, the operands swapped (sgemm_avx512.c
+ * computes it so). */
+static SgemmShape rowmajor_shape(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m,
+                                 int n, int k)
+{
+    if (order == CblasRowMajor)
+        return (SgemmShape){.ta = ta != CblasNoTrans, .tb = tb != CblasNoTrans, .m = m, .n = n, .k = k};
+    return (SgemmShape){.ta = tb != CblasNoTrans, .tb = ta != CblasNoTrans, .m = n, .n = m, .k = k};
+}
+
+/* Whether large products choose by shape now: under the probe at one BLAS
+ * thread, measured at one. */
+static bool by_shape(int nt)
+{
+    return nt == 1 && atomic_load(&chosen_threads) == 1;
+}
+
 /* DevBlas.sgemm under the probe: small products to OpenBLAS; the first
  * large one at a thread count measures, the next ones are watched, then
  * every large one at it goes to the library that was fastest. */
@@ -292,7 +377,14 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
         return;
     }
     SgemmFn *f = choice();
-    if (!atomic_load(&watched))
+    if (by_shape(dev_blas_sgemm_thread_count())) {
+        bool row = order == CblasRowMajor;
+        int lib = shape_lib(rowmajor_shape(order, ta, tb, m, n, k), row ? a : b, row ? lda : ldb, row ? b : a,
+                            row ? ldb : lda);
+        if (lib >= 0 && lib_fn[lib])
+            f = lib_fn[lib];
+        f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    } else if (!atomic_load(&watched))
         sgemm_watched(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else
         f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -315,6 +407,27 @@ int dev_blas_sgemm_current(void)
         if (f && f == lib_fn[i])
             return lib_choice[i];
     return DEV_SGEMM_PROBE;
+}
+
+int dev_blas_sgemm_shape_lib(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                             const float *b, int64_t ldb)
+{
+    int lib = atomic_load(&want);
+    if ((lib != DEV_SGEMM_PROBE && lib != -1) || !dev_blas() || !openblas_fn || m * n * k < PROBE_MIN_MACS)
+        return dev_blas_sgemm_current();
+    (void)choice();
+    if (!by_shape(dev_blas_sgemm_thread_count()))
+        return dev_blas_sgemm_current();
+    int i = shape_lib((SgemmShape){.ta = ta, .tb = tb, .m = m, .n = n, .k = k}, a, lda, b, ldb);
+    return i >= 0 && lib_fn[i] ? lib_choice[i] : dev_blas_sgemm_current();
+}
+
+int dev_blas_sgemm_shapes(void)
+{
+    pthread_mutex_lock(&probe_lock);
+    int n = shapes.n;
+    pthread_mutex_unlock(&probe_lock);
+    return n;
 }
 
 void dev_blas_sgemm_prepare(int64_t largest_macs)

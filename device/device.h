@@ -67,6 +67,8 @@
  *                 (dev_blas_choose_sgemm, dev_blas_sgemm_prepare)
  *   blas_watch.c  the measured choice held against the program's first
  *                 large GEMMs, given to a faster library where they run slow
+ *   blas_shapes.c the measured choice made per product shape at one thread,
+ *                 on each large shape's first product
  *   sgemm_avx512.c tessel's own f32 GEMM: an AVX-512 micro-kernel on packed
  *                 panels, one more candidate of the probe (`--sgemm avx512`)
  *   sgemm_amx.c   the f32 GEMM as three bf16 products on AMX's tiles
@@ -893,6 +895,11 @@ const char *dev_blas_sgemm_verdict(void);
  * _AVX512, or _AMX_BF16X3 where fixed so), DEV_SGEMM_PROBE while the probe's choice
  * is not yet measured or held against the program's calls. Thread safe. */
 int dev_blas_sgemm_current(void);
+/* How many large product shapes the probe gave a library of their own (at
+ * one BLAS thread a device each shape's first product times the probe's
+ * two fastest on it: blas_shapes.c); 0 where the choice is fixed or none
+ * was measured. Thread safe. */
+int dev_blas_sgemm_shapes(void);
 /* Under the probe, measure now (loading the library first) when the
  * program's largest f32 GEMM, largest_macs multiply-adds on one device, is
  * one the probe times for (256^3 or more) and the BLAS runs one thread:

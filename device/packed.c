@@ -36,7 +36,8 @@
  * in the tiles' layout (sgemm_amx.c), for products of PACK_MIN_MACS or
  * more that the tiles take (16 rows or more, sums of 128 or more): splitting B was 2.3 of the 10 ms of a 512 x 1024 x
  * 2048 product (BENCHMARKS.md, "AMX"). Where the products run in tessel's
- * own kernel (the probe's choice or `--sgemm avx512`), the kept form is
+ * own kernel (the probe's choice, for the product's shape at one thread,
+ * or `--sgemm avx512`), the kept form is
  * op(B) in its panels (sgemm_avx512.c), for products of PACK_MIN_MACS or
  * more whatever their rows and sums: packing B was 7 % of the kernel's
  * time on 512 x 1024 x 2048 (BENCHMARKS.md, "tessel's own f32 GEMM").
@@ -98,9 +99,13 @@ void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int6
 bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, bool tb, int64_t ldb, float *c, int64_t ldc)
 {
-    int lib = dev_blas_sgemm_current();
+    if (!pc || !v || m * n * k < PACK_MIN_MACS)
+        return false;
+    /* the library DevBlas.sgemm would give this product (under the probe
+     * at one thread, its shape's): a shape has one library's bits */
+    int lib = dev_blas_sgemm_shape_lib(false, tb, m, n, k, a, lda, b, ldb);
     bool onednn = lib == DEV_SGEMM_ONEDNN && m <= PACK_MAX_M && k >= PACK_MIN_K && dev_blas_sgemm_thread_count() == 1;
-    if (!pc || !v || m * n * k < PACK_MIN_MACS || !(onednn || lib == DEV_SGEMM_AMX_BF16X3 || lib == DEV_SGEMM_AVX512))
+    if (!(onednn || lib == DEV_SGEMM_AMX_BF16X3 || lib == DEV_SGEMM_AVX512))
         return false;
     PackEntry *e = NULL;
     for (int32_t i = 0; i < pc->n && !e; i++) {

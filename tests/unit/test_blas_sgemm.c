@@ -268,6 +268,80 @@ static void probed_sgemm(void **state)
     }
     assert_true(named);
     assert_non_null(strstr(v, "; under 256^3 multiply-adds: openblas"));
+    /* At one thread the 256^3 product's shape got its own library, timed
+     * on it (where two libraries were present to time). */
+    int cand[2];
+    if (sgemm_shapes_candidates((double[]){strstr(v, " openblas ") && strstr(v, " openblas skipped") == NULL,
+                                           strstr(v, " blis ") && strstr(v, " blis skipped") == NULL,
+                                           strstr(v, " onednn ") && strstr(v, " onednn skipped") == NULL,
+                                           strstr(v, " avx512 ") && strstr(v, " avx512 skipped") == NULL},
+                                cand) == 2) {
+        assert_non_null(strstr(v, "; per product shape (M x K x N: GFLOP/s in thread CPU time): 256x256x256 B^T "));
+        assert_true(dev_blas_sgemm_shapes() >= 1);
+    }
+    /* A new shape's products, of values that round differently in each
+     * library, have one library's bits every time: the first product is
+     * computed after its shape's library is chosen. */
+    enum { SM = 192, SK = 320, SN = 288 };
+    static float sa[SM * SK], sb[SK * SN], c1[SM * SN], c2[SM * SN];
+    for (int i = 0; i < SM * SK; i++)
+        sa[i] = sinf((float)i * 0.37f);
+    for (int i = 0; i < SK * SN; i++)
+        sb[i] = cosf((float)i * 0.11f);
+    b->sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, SM, SN, SK, 1.0f, sa, SK, sb, SN, 0.0f, c1, SN);
+    for (int round = 0; round < 3; round++) {
+        b->sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, SM, SN, SK, 1.0f, sa, SK, sb, SN, 0.0f, c2, SN);
+        assert_memory_equal(c1, c2, sizeof c1);
+    }
+    /* ... and a column-major call of the same product (C^T = B^T A^T) is
+     * the same row-major shape: the same library, the same bits. */
+    static float c3[SM * SN];
+    b->sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, SN, SM, SK, 1.0f, sb, SN, sa, SK, 0.0f, c3, SN);
+    assert_memory_equal(c1, c3, sizeof c1);
+}
+
+/* The choice per product shape (blas_shapes.c), fed made-up times. */
+static void shapes_choose(void **state)
+{
+    (void)state;
+    int cand[2];
+    /* The two fastest in the probe, the fastest first; an absent one never. */
+    assert_int_equal(sgemm_shapes_candidates((double[]){140e9, 100e9, 150e9, 0}, cand), 2);
+    assert_int_equal(cand[0], 2);
+    assert_int_equal(cand[1], 0);
+    assert_int_equal(sgemm_shapes_candidates((double[]){0, 0, 0, 150e9}, cand), 1);
+    assert_int_equal(cand[0], 3);
+    assert_int_equal(cand[1], -1);
+    static SgemmShapes t; /* zero: empty */
+    SgemmShape long_sum = {.m = 512, .n = 1024, .k = 2048}, wide = {.m = 512, .n = 2048, .k = 1024};
+    SgemmShape wide_bt = wide;
+    wide_bt.tb = true;
+    assert_int_equal(sgemm_shapes_find(&t, long_sum), -1);
+    /* The smaller time wins; an untimed library (0) never. */
+    assert_int_equal(sgemm_shapes_add(&t, long_sum, (double[]){0, 0, 0.0138, 0.0146}), 2);
+    assert_int_equal(sgemm_shapes_add(&t, wide, (double[]){0, 0, 0.0157, 0.0143}), 3);
+    assert_int_equal(sgemm_shapes_find(&t, long_sum), 2);
+    assert_int_equal(sgemm_shapes_find(&t, wide), 3);
+    assert_int_equal(sgemm_shapes_find(&t, wide_bt), -1); /* a transpose is another shape */
+    assert_int_equal(sgemm_shapes_add(&t, wide_bt, (double[]){0, 0, 0, 0}), -1);
+    assert_int_equal(t.n, 2);
+    char note[512];
+    sgemm_shapes_note(&t, note, sizeof note);
+    printf("test_blas_sgemm: %s\n", note);
+    assert_non_null(strstr(note, ": 512x2048x1024 onednn (onednn 155.6 avx512 147.1), 512x1024x2048 avx512 (onednn "
+                                 "136.8 avx512 150.2)"));
+    /* Truncated quietly, never past the buffer. */
+    char small[24];
+    sgemm_shapes_note(&t, small, sizeof small);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    /* A full table records no more. */
+    while (t.n < SHAPE_MAX) {
+        SgemmShape s = {.m = 1000 + t.n, .n = 8, .k = 8};
+        sgemm_shapes_add(&t, s, (double[]){1, 0, 0, 0});
+    }
+    SgemmShape late = {.m = 7, .n = 7, .k = 7};
+    assert_int_equal(sgemm_shapes_add(&t, late, (double[]){1, 2, 0, 0}), 0);
+    assert_int_equal(sgemm_shapes_find(&t, late), -1);
 }
 
 /* The watch fed `n` calls of `lib` at `gflops` (2e9 FLOPs each, so the
@@ -395,6 +469,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(probed_sgemm),
+        cmocka_unit_test(shapes_choose),
         cmocka_unit_test(watch_holds),
         cmocka_unit_test(watch_switches),
         cmocka_unit_test(blis_sgemm),
