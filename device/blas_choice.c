@@ -42,7 +42,14 @@
  * its first step measures again: 60 ms at 2 threads on an idle machine,
  * more under load.)
  *
- * The probe's choice is then held against the program's first large
+ * At one BLAS thread a device the probe only ranks the libraries: each
+ * large product shape (row-major m, n, k and transposes) is given, at its
+ * first product, the faster of the probe's two fastest on that product's
+ * own operands (blas_shapes.c, shape_lib), since at 384^3 oneDNN and
+ * tessel's kernel are within the probe's noise while on the program's
+ * shapes one or the other is 3-9 % faster; the probe's winner takes the
+ * shapes past the table's SHAPE_MAX. At several threads the probe's
+ * choice is held against the program's first large
  * products (blas_watch.c): they are timed, and where they run at less
  * than half the rate the probe measured (another library's threads
  * spinning beside the chosen one's: the dot line's 0.29 of the peak, a
