@@ -52,17 +52,18 @@ enum {
     NV = 3,          /* zmm vectors of a tile's row: loads of B a step */
     NR = 16 * NV,    /* columns of C's tile */
     KC = 256,        /* k a block: an A panel, MR x KC floats (8 KiB), stays in L1 */
-    MC = 192,        /* rows of A a block, packed together */
+    MC = 192,        /* rows of A a block, packed together (B's column blocks outermost) */
+    MA = 512,        /* rows of A a block, B kept: the k blocks outermost (512 KiB in L2 beside B's block) */
     NC = 768,        /* columns of B a block: KC x NC floats (768 KiB) in L2 */
     PREFETCH_B = 16, /* steps of k ahead that B's panel is fetched into L1 */
 };
-_Static_assert(MC % MR == 0 && NC % NR == 0 && MR <= 16, "blocks of whole tiles, a panel's column one vector");
+_Static_assert(MC % MR == 0 && MA % MR == 0 && MA >= MC && NC % NR == 0 && MR <= 16, "blocks of whole tiles, a panel's column one vector");
 
 static SgemmFn *fallback_fn;
 static const char *avx512_why;
 static pthread_once_t avx512_once = PTHREAD_ONCE_INIT;
 static pthread_key_t scratch_key;
-static _Thread_local float *scratch; /* MC x KC of A, then KC x NC of B */
+static _Thread_local float *scratch; /* MA x KC of A, then KC x NC of B */
 
 static int64_t min64(int64_t a, int64_t b)
 {
@@ -234,37 +235,64 @@ static int64_t round_up(int64_t x, int64_t to)
     return (x + to - 1) / to * to;
 }
 
-/* The row-major product in the calling thread's packed buffers pa (MC x
+/* C's rows i0.. (mb) by columns j0.. (nb) += (alpha) the k block p0 (kb)
+ * of A's packed block pa and B's pb, tile by tile (the first k block
+ * scales C by beta instead of adding). */
+AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool first, const float *pa, const float *pb,
+                                    float *c, int64_t ldc, float alpha, float beta)
+{
+    for (int64_t r = 0; r < mb; r += MR)
+        for (int64_t s = 0; s < nb; s += NR) {
+            __mmask16 mask[NV];
+            for (int j = 0; j < NV; j++)
+                mask[j] = lanes16(nb - s - 16 * j);
+            int64_t cols = nb - s;
+            (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(kb, pa + r * kb, pb + s * kb, c + r * ldc + s, ldc,
+                                                               (int)min64(MR, mb - r), mask, alpha, beta, first);
+        }
+}
+
+/* The row-major product in the calling thread's packed buffers pa (MA x
  * KC) and pb (KC x NC); where `kept` is op(B) packed whole (B's kept
  * form), its blocks instead of pb: block (p0, j0) at p0 np + kb j0, np
  * being n rounded up to whole panels (each block is the one pack_b would
- * make, so a kept product has the bits of an unkept one). */
+ * make, so a kept product has the bits of an unkept one).
+ * Two loop orders, each tile of C summing its k blocks in order from the
+ * same panels either way (the same bits): B's column blocks outermost
+ * (BLIS's), A's blocks of MC rows packed once per column block and k
+ * block; or, where B is kept, the k blocks outermost and A's blocks of MA
+ * rows packed once a product, B's kept column blocks the inner loop (A
+ * was packed 3 times on n = 2048 the other way: kept products ran 2-5 %
+ * faster so, unkept ones no faster, as each B block would be packed once
+ * per A block: BENCHMARKS.md, gemm49). */
 AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
                                    float *pa, float *pb, const float *kept)
 {
+    if (kept) {
+        for (int64_t p0 = 0; p0 < k; p0 += KC) {
+            int64_t kb = min64(KC, k - p0);
+            for (int64_t i0 = 0; i0 < m; i0 += MA) {
+                int64_t mb = min64(MA, m - i0);
+                pack_a(a, lda, ta, i0, mb, p0, kb, pa);
+                for (int64_t j0 = 0; j0 < n; j0 += NC) {
+                    int64_t nb = min64(NC, n - j0);
+                    const float *block = kept + p0 * round_up(n, NR) + kb * j0;
+                    run_block(mb, nb, kb, p0 == 0, pa, block, c + i0 * ldc + j0, ldc, alpha, beta);
+                }
+            }
+        }
+        return;
+    }
     for (int64_t j0 = 0; j0 < n; j0 += NC) {
         int64_t nb = min64(NC, n - j0);
         for (int64_t p0 = 0; p0 < k; p0 += KC) {
             int64_t kb = min64(KC, k - p0);
-            if (kept)
-                pb = (float *)kept + p0 * round_up(n, NR) + kb * j0; /* read only */
-            else
-                pack_b(b, ldb, tb, p0, kb, j0, nb, pb);
+            pack_b(b, ldb, tb, p0, kb, j0, nb, pb);
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 int64_t mb = min64(MC, m - i0);
                 pack_a(a, lda, ta, i0, mb, p0, kb, pa);
-                for (int64_t r = 0; r < mb; r += MR)
-                    for (int64_t s = 0; s < nb; s += NR) {
-                        __mmask16 mask[NV];
-                        for (int j = 0; j < NV; j++)
-                            mask[j] = lanes16(nb - s - 16 * j);
-                        int64_t cols = nb - s;
-                        (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(kb, pa + r * kb, pb + s * kb,
-                                                                           c + (i0 + r) * ldc + j0 + s, ldc,
-                                                                           (int)min64(MR, mb - r), mask, alpha,
-                                                                           beta, p0 == 0);
-                    }
+                run_block(mb, nb, kb, p0 == 0, pa, pb, c + i0 * ldc + j0, ldc, alpha, beta);
             }
         }
     }
@@ -307,7 +335,7 @@ static float *scratch_of(void)
 {
     if (!scratch) {
         /* B's prefetches run up to PREFETCH_B rows past its last panel */
-        scratch = aligned_alloc(64, (size_t)(MC * KC + KC * NC + PREFETCH_B * NR) * sizeof(float));
+        scratch = aligned_alloc(64, (size_t)(MA * KC + KC * NC + PREFETCH_B * NR) * sizeof(float));
         if (scratch)
             pthread_setspecific(scratch_key, scratch);
     }
@@ -328,7 +356,7 @@ bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k
     }
     if (!scratch_of())
         return false;
-    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MC * KC, NULL);
+    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MA * KC, NULL);
     return true;
 }
 

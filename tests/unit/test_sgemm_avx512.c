@@ -137,16 +137,19 @@ static void empty_sums_and_exact_integers(void **state)
 }
 
 /* B packed once (packed.c's kept form) gives the bits of the unkept
- * product, plain and transposed, over the blocks and in the tails; and
+ * product (computed in another loop order), plain and transposed, over the
+ * blocks and in the tails; and
  * through a DevPacked, kept at the first product and run from at both. */
 static void kept_b_same_bits(void **state)
 {
     (void)state;
     if (!kernel())
         skip();
-    static const int shapes[][3] = {{70, 800, 600}, {5, 47, 3}, {33, 100, 257}};
+    /* m, n, k; 600 rows: two of the kept product's A blocks (MA = 512)
+     * against two column blocks and two k blocks of B */
+    static const int shapes[][3] = {{70, 800, 600}, {5, 47, 3}, {33, 100, 257}, {600, 800, 300}};
     uint64_t z = 7;
-    for (int s = 0; s < 3; s++)
+    for (int s = 0; s < (int)(sizeof shapes / sizeof shapes[0]); s++)
         for (int tb = 0; tb < 2; tb++) {
             int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2], ldb = tb ? k + 2 : n + 2;
             float *a = malloc((size_t)m * k * sizeof *a), *b = malloc((size_t)(tb ? n : k) * ldb * sizeof *b);
