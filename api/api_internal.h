@@ -98,8 +98,9 @@ bool api_heartbeat_ok(double s);
 int api_sgemm_lib(int32_t sgemm);
 /* Under the GEMM probe, measure the f32 GEMM libraries now, before a run's
  * clock starts, when the largest f32 dot of prog's device programs or of m
- * (either may be NULL) is one the probe times for (dev_blas_sgemm_prepare);
- * call after dev_blas_preload. */
+ * (either may be NULL) is one the probe times for (dev_blas_sgemm_prepare),
+ * and where it then chooses per product shape, the shapes of their plain
+ * matrix dots (dev_blas_sgemm_prepare_shape); call after dev_blas_preload. */
 void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m);
 /* What prog's clusters all-reduce a step, in bytes: every all-reduce
  * instruction's result counted once (coll_mpi_shm_prepare's hint). */

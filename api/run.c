@@ -101,6 +101,30 @@ static int64_t largest_f32_dot(const IrModule *m)
     return most;
 }
 
+/* The f32 dots of m that are one row-major GEMM (matrices, no batch
+ * dimensions, one contracting dimension each: as device/k_dot.c calls
+ * them, A transposed where its contracting dimension is the first, B
+ * where it is the second), their library chosen now where the probe
+ * chooses per shape (dev_blas_sgemm_prepare_shape); another dot's shape
+ * is chosen at its first product. */
+static void prepare_dot_shapes(const IrModule *m)
+{
+    for (int32_t c = 0; m && c < m->ncomp; c++) {
+        const IrComputation *comp = m->comp[c];
+        for (int32_t i = 0; i < comp->ninstr; i++) {
+            const IrInstr *ins = &comp->instr[i];
+            if (ins->op != OP_DOT || ins->shape.type != IR_F32 || ins->nopnd != 2 || ins->a.dot.lhs_batch.n != 0 ||
+                ins->a.dot.lhs_contracting.n != 1 || ins->a.dot.rhs_contracting.n != 1)
+                continue;
+            const IrShape *lhs = &comp->instr[ins->opnd[0]].shape, *rhs = &comp->instr[ins->opnd[1]].shape;
+            int64_t lc = ins->a.dot.lhs_contracting.v[0], rc = ins->a.dot.rhs_contracting.v[0];
+            if (lhs->rank != 2 || rhs->rank != 2 || lc < 0 || lc > 1 || rc < 0 || rc > 1)
+                continue;
+            dev_blas_sgemm_prepare_shape(lc == 0, rc == 1, lhs->dims[1 - lc], rhs->dims[1 - rc], lhs->dims[lc]);
+        }
+    }
+}
+
 void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m)
 {
     int64_t most = largest_f32_dot(m);
@@ -110,6 +134,9 @@ void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m)
             most = c;
     }
     dev_blas_sgemm_prepare(most);
+    prepare_dot_shapes(m);
+    for (int32_t k = 0; prog && k < prog->ncluster; k++)
+        prepare_dot_shapes(prog->cluster[k].spmd);
 }
 
 int64_t api_allreduce_bytes(const PlanProgram *prog)

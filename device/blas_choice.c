@@ -64,6 +64,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,27 @@ int dev_blas_sgemm_shapes(void)
     int n = shapes.n;
     pthread_mutex_unlock(&probe_lock);
     return n;
+}
+
+void dev_blas_sgemm_prepare_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k)
+{
+    int lib = atomic_load(&want);
+    if ((lib != DEV_SGEMM_PROBE && lib != -1) || m <= 0 || n <= 0 || k <= 0 || m > INT32_MAX / k ||
+        n > INT32_MAX / k || m * n * k < PROBE_MIN_MACS || !dev_blas() || !openblas_fn ||
+        dev_blas_sgemm_thread_count() > 1)
+        return;
+    /* The operands: small exact values, as the probe's (no denormals);
+     * their row strides the tightest, as a dot's own operands. */
+    float *a = malloc((size_t)(m * k) * sizeof *a), *b = malloc((size_t)(k * n) * sizeof *b);
+    if (a && b) {
+        for (int64_t i = 0; i < m * k; i++)
+            a[i] = (float)((int)(i % 17) - 8) * 0.125f;
+        for (int64_t i = 0; i < k * n; i++)
+            b[i] = (float)((int)(i % 13) - 6) * 0.125f;
+        (void)dev_blas_sgemm_shape_lib(ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n);
+    }
+    free(a);
+    free(b);
 }
 
 void dev_blas_sgemm_prepare(int64_t largest_macs)

@@ -31,6 +31,13 @@
  * watch, are ignored. Through DevBlas.sgemm, the watched calls compute the
  * same products and the verdict afterwards still names a library; at 2
  * threads, products of 48^3 (OpenBLAS) and 128^3 (the chosen library) too.
+ * The choice per product shape at one thread (device/blas_shapes.c): the
+ * bookkeeping fed made-up times (the two fastest of the probe are the
+ * candidates, the smaller time wins, a transpose is another shape, a full
+ * table records no more, the verdict's clause); through DevBlas.sgemm, the
+ * 256^3 product's shape is in the verdict, a new shape's products of
+ * inexact values have the same bits every time (row- and column-major
+ * calls alike), and a shape told before its first product is chosen then.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -298,6 +305,17 @@ static void probed_sgemm(void **state)
     static float c3[SM * SN];
     b->sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, SN, SM, SK, 1.0f, sb, SN, sa, SK, 0.0f, c3, SN);
     assert_memory_equal(c1, c3, sizeof c1);
+    /* A shape told before its first product (as a run tells its plain
+     * matrix dots before its clock starts) is chosen then; one under 256^3
+     * multiply-adds is not. */
+    int before = dev_blas_sgemm_shapes();
+    dev_blas_sgemm_prepare_shape(true, false, 320, 288, 200);
+    dev_blas_sgemm_prepare_shape(false, false, 64, 64, 64);
+    if (before > 0) {
+        assert_int_equal(dev_blas_sgemm_shapes(), before + 1);
+        assert_non_null(strstr(dev_blas_sgemm_verdict(), ", 320x200x288 A^T "));
+        assert_null(strstr(dev_blas_sgemm_verdict(), "64x64x64"));
+    }
 }
 
 /* The choice per product shape (blas_shapes.c), fed made-up times. */
