@@ -179,7 +179,8 @@ bool sgemm_watch_record(SgemmWatch *w, int lib, double flops, double seconds);
 double sgemm_watch_median(const SgemmWatch *w, int lib);
 /* blas_shapes.c: the library per product shape at one BLAS thread a
  * device, chosen on the program's own products (the two fastest of the
- * probe timed in turns on a shape's first call). A shape: the row-major
+ * probe timed in turns on a shape's first call, by every device that
+ * reaches it before it is decided). A shape: the row-major
  * product's m, n, k and transposes. sgemm_shapes_find: the library (index
  * as above) a shape was given, -1 when none yet. sgemm_shapes_candidates:
  * the (up to) two libraries with the best probed rates (0: absent), the

@@ -310,33 +310,68 @@ static double thread_cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The shapes being timed: every thread that reaches a shape before it is
+ * decided times it too (the devices of a program run its products at
+ * about the same time), their best times pooled. */
+static struct {
+    SgemmShape shape;
+    double best[NLIBS]; /* each library's best thread CPU time so far; 0: none */
+} trials[SHAPE_MAX];
+static int ntrials;
+
+/* The trial of a shape, made if new; -1 where the table is full. Under
+ * probe_lock. */
+static int trial_of(SgemmShape s)
+{
+    for (int i = 0; i < ntrials; i++)
+        if (trials[i].shape.ta == s.ta && trials[i].shape.tb == s.tb && trials[i].shape.m == s.m &&
+            trials[i].shape.n == s.n && trials[i].shape.k == s.k)
+            return i;
+    if (ntrials == SHAPE_MAX)
+        return -1;
+    trials[ntrials].shape = s;
+    memset(trials[ntrials].best, 0, sizeof trials[ntrials].best);
+    return ntrials++;
+}
+
 /* The library (index) for a large row-major product at one thread: its
- * shape's, or measured now under the lock (blas_shapes.c: the probe's two
- * fastest in turns, SHAPE_ROUNDS calls each, A B B A A B, on this call's
- * operands into a scratch C, the best thread CPU time each); -1 where the
- * table is full or there is no memory to measure with (the probe's
- * choice then). The other threads wait on the lock meanwhile. */
+ * shape's, or measured now (blas_shapes.c: the probe's two fastest in
+ * turns, SHAPE_ROUNDS calls each, A B B A A B, on this call's operands
+ * into a scratch C, the best thread CPU time each). Outside the lock:
+ * devices that reach the shape together time it together, as they run
+ * it, their best times pooled; the first to finish decides for all,
+ * before any of them computes the product. (Timed so, the libraries
+ * ranked as one thread alone ranks them: BENCHMARKS.md, gemm49.) -1
+ * where the table is full or there is no memory to measure with (the
+ * probe's choice then). */
 static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, int64_t ldb)
 {
     pthread_mutex_lock(&probe_lock);
     int lib = sgemm_shapes_find(&shapes, s);
-    int cand[2];
-    float *c = NULL;
-    if (lib < 0 && shapes.n < SHAPE_MAX && sgemm_shapes_candidates(probed_rate, cand) == 2)
-        c = malloc((size_t)(s.m * s.n) * sizeof *c);
-    if (c) {
-        double best[NLIBS] = {0};
-        for (int r = 0; r < 2 * SHAPE_ROUNDS; r++) {
-            int i = cand[(r + r / 2) % 2]; /* 0 1 1 0 0 1 */
-            double t0 = thread_cpu_s();
-            lib_fn[i](CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, (int)s.m,
-                      (int)s.n, (int)s.k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)s.n);
-            double t = thread_cpu_s() - t0;
-            if (best[i] == 0 || t < best[i])
-                best[i] = t > 0 ? t : 1e-9;
-        }
-        free(c);
-        lib = sgemm_shapes_add(&shapes, s, best);
+    int cand[2], t = -1;
+    if (lib < 0 && sgemm_shapes_candidates(probed_rate, cand) == 2)
+        t = trial_of(s);
+    pthread_mutex_unlock(&probe_lock);
+    float *c = t >= 0 ? malloc((size_t)(s.m * s.n) * sizeof *c) : NULL;
+    if (!c)
+        return lib;
+    for (int r = 0; r < 2 * SHAPE_ROUNDS; r++) {
+        int i = cand[(r + r / 2) % 2]; /* 0 1 1 0 0 1 */
+        double t0 = thread_cpu_s();
+        lib_fn[i](CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, (int)s.m,
+                  (int)s.n, (int)s.k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)s.n);
+        double sec = thread_cpu_s() - t0;
+        sec = sec > 0 ? sec : 1e-9;
+        pthread_mutex_lock(&probe_lock);
+        if (trials[t].best[i] == 0 || sec < trials[t].best[i])
+            trials[t].best[i] = sec;
+        pthread_mutex_unlock(&probe_lock);
+    }
+    free(c);
+    pthread_mutex_lock(&probe_lock);
+    lib = sgemm_shapes_find(&shapes, s);
+    if (lib < 0) {
+        lib = sgemm_shapes_add(&shapes, s, trials[t].best);
         snprintf(verdict, sizeof verdict, "%s", probe_verdict);
         small_clause(lib_index(atomic_load(&chosen)), 1);
         shapes_clause();

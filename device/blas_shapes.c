@@ -12,9 +12,11 @@
  * of each large product shape (row-major m, n, k and both transposes) runs
  * the two fastest of the probe on that call's own operands, in turns
  * (SHAPE_ROUNDS each, alternating A B B A A B so that neither always goes
- * first), timed in the thread's CPU time (a competing process that takes
- * the core away is not counted against either); the faster best time
- * keeps that shape for the rest of the process. A shape is decided once,
+ * first), by every device that reaches the shape before it is decided
+ * (at once, as they run it), in each thread's CPU time (a competing
+ * process that takes a core away is not counted against either); the
+ * best time of all their calls decides, and the faster keeps that shape
+ * for the rest of the process. A shape is decided once,
  * before any of its products is computed, so every product of a shape has
  * one library's bits in every step of a run.
  *
