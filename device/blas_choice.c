@@ -349,8 +349,13 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
     pthread_mutex_lock(&probe_lock);
     int lib = sgemm_shapes_find(&shapes, s);
     int cand[2], t = -1;
-    if (lib < 0 && sgemm_shapes_candidates(probed_rate, cand) == 2)
+    SgemmFn *fn[NLIBS] = {0}; /* the candidates' functions, as the lock saw them (a probe rewrites lib_fn) */
+    if (lib < 0 && shapes.n < SHAPE_MAX && sgemm_shapes_candidates(probed_rate, cand) == 2 && lib_fn[cand[0]] &&
+        lib_fn[cand[1]]) {
         t = trial_of(s);
+        fn[cand[0]] = lib_fn[cand[0]];
+        fn[cand[1]] = lib_fn[cand[1]];
+    }
     pthread_mutex_unlock(&probe_lock);
     float *c = t >= 0 ? malloc((size_t)(s.m * s.n) * sizeof *c) : NULL;
     if (!c)
@@ -358,8 +363,8 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
     for (int r = 0; r < 2 * SHAPE_ROUNDS; r++) {
         int i = cand[(r + r / 2) % 2]; /* 0 1 1 0 0 1 */
         double t0 = thread_cpu_s();
-        lib_fn[i](CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, (int)s.m,
-                  (int)s.n, (int)s.k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)s.n);
+        fn[i](CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, (int)s.m, (int)s.n,
+              (int)s.k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)s.n);
         double sec = thread_cpu_s() - t0;
         sec = sec > 0 ? sec : 1e-9;
         pthread_mutex_lock(&probe_lock);
