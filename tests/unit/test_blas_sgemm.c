@@ -37,7 +37,8 @@
  * table records no more, the verdict's clause); through DevBlas.sgemm, the
  * 256^3 product's shape is in the verdict, a new shape's products of
  * inexact values have the same bits every time (row- and column-major
- * calls alike), and a shape told before its first product is chosen then.
+ * calls alike), two threads at a new shape's first product at once get
+ * the same bits, and a shape told before its first product is chosen then.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -210,6 +211,16 @@ static void check_lib(const char *lib)
     check_threads(g);
 }
 
+/* Two threads (as two devices) at a new shape's first product at once. */
+enum { TM = 224, TK = 352, TN = 256 };
+static float once_a[TM * TK], once_b[TK * TN], once_c[2][TM * TN];
+static void *shape_at_once(void *arg)
+{
+    float *c = arg;
+    dev_blas()->sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, TM, TN, TK, 1.0f, once_a, TK, once_b, TN, 0.0f, c, TN);
+    return NULL;
+}
+
 static void probed_sgemm(void **state)
 {
     (void)state;
@@ -305,6 +316,21 @@ static void probed_sgemm(void **state)
     static float c3[SM * SN];
     b->sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, SN, SM, SK, 1.0f, sb, SN, sa, SK, 0.0f, c3, SN);
     assert_memory_equal(c1, c3, sizeof c1);
+    /* Two devices that reach a new shape together time it together and
+     * compute it in the one library the first to finish chose: the same
+     * bits in both, and in a later product. */
+    for (int i = 0; i < TM * TK; i++)
+        once_a[i] = sinf((float)i * 0.29f);
+    for (int i = 0; i < TK * TN; i++)
+        once_b[i] = cosf((float)i * 0.13f);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, shape_at_once, once_c[i]), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    assert_memory_equal(once_c[0], once_c[1], sizeof once_c[0]);
+    shape_at_once(once_c[1]);
+    assert_memory_equal(once_c[0], once_c[1], sizeof once_c[0]);
     /* A shape told before its first product (as a run tells its plain
      * matrix dots before its clock starts) is chosen then; one under 256^3
      * multiply-adds is not. */
