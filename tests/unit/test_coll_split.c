@@ -16,7 +16,10 @@
  *     counts not divisible by anything (tails, misaligned offsets),
  *     ordinary and streaming stores, a destination that is a source.
  *  2. coll_split_part: every part of 1..8 members over uneven counts,
- *     into per-member results and into one shared result.
+ *     into per-member results and into one shared result; and
+ *     coll_split_part_add (an all-reduce taking in its add): each
+ *     member's result the sum in group order plus its own addend, f32
+ *     and f64, ordinary and streaming stores; other types refused.
  *  3. Whole runs through the public API: replayed (--spmd) all-reduces of
  *     f32 add, f64 max and s32 add over 1..8 devices (threads of this
  *     process) with counts that do not divide by the device count, groups
@@ -317,6 +320,94 @@ static void split_parts(void **state)
         }
 }
 
+static const char AR_ADD_TEXT[] =
+    "HloModule s\n"
+    "add {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n  ROOT m = %s[] add(a, b)\n}\n"
+    "ENTRY main {\n  x = %s[%lld] parameter(0)\n"
+    "  ROOT r = %s[%lld] all-reduce(x), replica_groups={}, to_apply=add\n}\n";
+
+/* Element i of member j's result: the sum over src in order, then + its
+ * addend, rounded to t at each step. */
+static void expect_add_at(IrType t, const void *const *src, int nsrc, const void *add, int64_t i, void *out)
+{
+    expect_at(t, OP_ADD, src, nsrc, i, out);
+    if (t == IR_F32)
+        *(float *)out = *(float *)out + ((const float *)add)[i];
+    else
+        *(double *)out = *(double *)out + ((const double *)add)[i];
+}
+
+static void split_parts_add_one(IrType t, int size, int64_t count)
+{
+    const char *ty = ir_type_name(t);
+    char text[sizeof AR_ADD_TEXT + 128];
+    snprintf(text, sizeof text, AR_ADD_TEXT, ty, ty, ty, ty, (long long)count, ty, (long long)count);
+    IrModule *m = NULL;
+    IrDiag d = {0};
+    IrParseOptions po = ir_default_parse_options();
+    assert_int_equal(ir_parse("s.hlo", text, strlen(text), &po, &m, &d), IR_OK);
+    const IrComputation *e = ir_entry(m);
+    const IrInstr *ins = &e->instr[e->root];
+    const IrShape *s = &e->instr[ir_find_instr(e, "x")].shape;
+    DevValue *val[8], **ops[8], *own[8], *add[8];
+    int64_t members[8];
+    for (int j = 0; j < size; j++) {
+        val[j] = dev_value_new(s);
+        fill(t, val[j]->data, j, count, 91);
+        ops[j] = &val[j];
+        members[j] = (j + size / 2) % size; /* group order rotated */
+        own[j] = dev_value_new_uninit(s);
+        add[j] = dev_value_new(s);
+        fill(t, add[j]->data, 16 + j, count, 92);
+    }
+    IrOpcode op = OP_COUNT;
+    assert_true(coll_split_ok(m, ins, (DevValue *const *const *)ops, members, size, 1, &op));
+    assert_int_equal(op, OP_ADD);
+    /* out[q] and add[q] are member members[q]'s result and addend. */
+    DevValue *out[8], *with[8];
+    for (int q = 0; q < size; q++) {
+        out[q] = own[members[q]];
+        with[q] = add[members[q]];
+    }
+    void *scratch[24];
+    for (int part = 0; part < size; part++)
+        coll_split_part_add((DevValue *const *const *)ops, members, size, part, out, with, scratch, part % 2);
+    const void *src[8];
+    for (int j = 0; j < size; j++)
+        src[j] = val[members[j]]->data;
+    size_t es = ir_type_size(t);
+    for (int64_t i = 0; i < count; i++)
+        for (int j = 0; j < size; j++) {
+            uint8_t want[8];
+            expect_add_at(t, src, size, add[j]->data, i, want);
+            if (memcmp(own[j]->data + (size_t)i * es, want, es) != 0)
+                fail_msg("%s, %d members, count %lld, member %d, element %lld differs", ty, size, (long long)count, j,
+                         (long long)i);
+        }
+    for (int j = 0; j < size; j++) {
+        dev_value_unref(val[j]);
+        dev_value_unref(own[j]);
+        dev_value_unref(add[j]);
+    }
+    ir_module_free(m);
+}
+
+static void split_parts_add(void **state)
+{
+    (void)state;
+    for (int size = 1; size <= 8; size++)
+        for (int64_t count = 1; count < 5000; count = count * 3 + size) {
+            split_parts_add_one(IR_F32, size, count);
+            split_parts_add_one(IR_F64, size, count);
+        }
+    /* Other types: refused (the all-reduce then runs apart from its add). */
+    int32_t a[4] = {1, 2, 3, 4}, o[4];
+    const void *src[1] = {a}, *with[1] = {a};
+    void *dst[1] = {o};
+    assert_false(coll_combine_add(IR_S32, dst, 1, 0, src, 1, 0, with, 4, false));
+    assert_false(coll_combine_add(IR_F32, dst, 0, 0, src, 1, 0, with, 4, false));
+}
+
 /* ---- 3. whole runs ---- */
 
 typedef struct Run {
@@ -524,6 +615,7 @@ int main(void)
         cmocka_unit_test(combine_loops),
         cmocka_unit_test(combine_fallback),
         cmocka_unit_test(split_parts),
+        cmocka_unit_test(split_parts_add),
         cmocka_unit_test(runs),
         cmocka_unit_test(runs_shared),
         cmocka_unit_test(runs_stream_bound),
