@@ -67,6 +67,7 @@
  *                 (dev_blas_choose_sgemm, dev_blas_sgemm_prepare)
  *   blas_watch.c  the measured choice held against the program's first
  *                 large GEMMs, given to a faster library where they run slow
+ *                 (at several BLAS threads a device)
  *   blas_shapes.c the measured choice made per product shape at one thread,
  *                 on each large shape's first product
  *   sgemm_avx512.c tessel's own f32 GEMM: an AVX-512 micro-kernel on packed
@@ -881,7 +882,10 @@ void dev_blas_preload(bool env_unset);
  * and where the program's first large GEMMs ran far slower than measured,
  * the library that took them over and why ("openblas, on the program's
  * calls: onednn, measured ...; onednn's first 3 calls ran 69.3 GFLOP/s
- * (0.35 of its probe), then ..."), or that no f32 GEMM has run yet; a
+ * (0.35 of its probe), then ..."), at one BLAS thread a device each large
+ * product shape's library and rates ("...; per product shape (M x K x N:
+ * GFLOP/s in thread CPU time): 512x1024x2048 avx512 (onednn 141.2 avx512
+ * 154.4), ..."), or that no f32 GEMM has run yet; a
  * static or thread-local string, stable once the first few large GEMMs
  * ran. Thread safe. */
 enum {
@@ -893,7 +897,9 @@ void dev_blas_choose_sgemm(int lib);
 const char *dev_blas_sgemm_verdict(void);
 /* The library DevBlas.sgemm calls now (DEV_SGEMM_OPENBLAS, _BLIS, _ONEDNN,
  * _AVX512, or _AMX_BF16X3 where fixed so), DEV_SGEMM_PROBE while the probe's choice
- * is not yet measured or held against the program's calls. Thread safe. */
+ * is not yet measured or held against the program's calls; at one BLAS
+ * thread a device the probe's own pick, which a product shape's choice
+ * overrides (dev_blas_sgemm_shape_lib). Thread safe. */
 int dev_blas_sgemm_current(void);
 /* How many large product shapes the probe gave a library of their own (at
  * one BLAS thread a device each shape's first product times the probe's
