@@ -127,6 +127,11 @@ SgemmFn *dev_sgemm_avx512(SgemmFn *fallback, const char **why);
 bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 double dev_sgemm_avx512_tile_flops(int64_t reps);
+/* dev_sgemm_avx512_rowmajor with alpha 1 and beta 0 (the same bits),
+ * then `then` on each strip of C's tile rows as its last k block is
+ * stored (DevGemmThen). */
+bool dev_sgemm_avx512_rowmajor_then(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                                    const float *b, int64_t ldb, float *c, int64_t ldc, const DevGemmThen *then);
 /* sgemm_avx512.c: op(B) packed once, for row-major products C[m,n] =
  * A[m,k] op(B) (alpha 1, beta 0) of any m while B's buffer is unchanged
  * (packed.c keeps it): the same blocks the unkept call packs, so the same
@@ -138,6 +143,9 @@ typedef struct DevSgemmAvx512B DevSgemmAvx512B;
 DevSgemmAvx512B *dev_sgemm_avx512_pack_b(int64_t n, int64_t k, const float *b, bool tb, int64_t ldb);
 bool dev_sgemm_avx512_run_b(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c,
                             int64_t ldc);
+/* dev_sgemm_avx512_run_b, then `then` as dev_sgemm_avx512_rowmajor_then. */
+bool dev_sgemm_avx512_run_b_then(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c,
+                                 int64_t ldc, const DevGemmThen *then);
 size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p);
 void dev_sgemm_avx512_b_free(DevSgemmAvx512B *p);
 /* blas_choice.c: the f32 GEMM that computes f32's own product: OpenBLAS's

@@ -456,10 +456,28 @@ typedef struct DevExecOptions {
  * dev_packed_stats: the weights kept packed, their bytes, and the
  * products run from them. One device thread uses a DevPacked. */
 typedef struct DevPacked DevPacked;
+/* What a row-major f32 product runs on each block of its C as soon as
+ * the block holds its final values (rows [i0, i0 + rows), columns [j0,
+ * j0 + cols), at c, row stride ldc), while it is still in cache: tessel's
+ * own GEMM calls it a strip of its tile rows at a time, other paths on
+ * the whole C after the product. Each element is in exactly one call. */
+typedef struct DevGemmThen {
+    void (*fn)(void *ctx, float *c, int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t ldc);
+    void *ctx;
+    /* NULL, or told of each tile of C (rows [i0, i0 + rows), columns
+     * [j0, j0 + cols)) as tessel's own GEMM stores its last k block:
+     * while the GEMM computes, fn's operands for later blocks may be
+     * fetched a little at a time. */
+    void (*tile)(void *ctx, int64_t i0, int64_t rows, int64_t j0, int64_t cols);
+} DevGemmThen;
 DevPacked *dev_packed_new(void);
 void dev_packed_free(DevPacked *pc);
 bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, bool tb, int64_t ldb, float *c, int64_t ldc);
+/* dev_packed_sgemm, then `then` (NULL: nothing) on every block of C
+ * where it ran (not where it returns false). */
+bool dev_packed_sgemm_then(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                           const float *b, bool tb, int64_t ldb, float *c, int64_t ldc, const DevGemmThen *then);
 void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int64_t *runs);
 
 /* Execute computation `comp` of `m` with `nargs` arguments (references are
@@ -581,6 +599,18 @@ typedef struct DevDotEpilogue {
      * group folds its row (dev_fusion_fold_f32). */
     bool softmax, clamped, clamp_first;
     float max_init, clamp, sum_init;
+    /* Then, where `then` is set, elementwise consumers of the result
+     * (IrFusionGroup.dot_feeds): then(ctx, c, first, n) turns c[0..n),
+     * the result's elements [first, first + n) (row-major over the whole
+     * result, as written: transposed where it is), into the group's
+     * values; each element in exactly one call. With nothing else in the
+     * epilogue it runs inside tessel's own GEMM on each strip of rows it
+     * finishes (DevGemmThen), else after each block of rows. */
+    void (*then)(void *ctx, float *c, int64_t first, int64_t n);
+    void *ctx;
+    /* NULL, or: elements [first, first + n) come to `then` soon (their
+     * other operands may be fetched now). */
+    void (*ahead)(void *ctx, int64_t first, int64_t n);
 } DevDotEpilogue;
 IrStatus dev_k_dot_fused(const DevKernelArgs *k, const IrI64List *const perm[2], const IrShape *tshape,
                          bool lower, const DevDotEpilogue *epi, DevValue **out);

@@ -650,43 +650,45 @@ static void stream_fence(void)
 #endif
 }
 
-/* Elements [first0, first0 + total) of the group (the whole of it but in
- * a column group), chunk by chunk, element first0 written at out[0].
- * Broadcasts of a scalar are filled once; those that repeat a pattern
- * are read in place from their period's buffer (periods_setup); others
- * are cut per chunk. With `direct` the root writes straight
- * into the result; otherwise (the result is a leaf's buffer, read in the
- * same chunk) into its own buffer, copied out after the chunk. So do the
- * extra outputs, each by whether a leaf lent it its buffer; streamed ones
- * go through their chunks, as the result does. */
-static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t total, uint8_t *out,
-                       bool direct)
-{
-    const DevFusionGroup *g = r->g;
-    int32_t nl = g->nleaves, nn = r->nn;
+/* A run's chunk program (chunks_setup), kept for the chunk ranges it
+ * runs (chunks_range): several when it is a dot's consumers, one a strip
+ * of the GEMM's rows. */
+typedef struct Chunks {
     FastNode prog[IR_FUSION_MAX_NODES];
     const float *slot[IR_FUSION_MAX_NODES * (MAX_OPND + 1)];
     float *res[IR_FUSION_MAX_NODES];
-    bool cut[IR_FUSION_MAX_NODES] = {false}, whole[IR_FUSION_MAX_NODES * MAX_OPND];
+    bool cut[IR_FUSION_MAX_NODES], whole[IR_FUSION_MAX_NODES * MAX_OPND];
+    RegNode rprog[IR_FUSION_MAX_NODES];
+    int32_t nr;
+    bool regs;
+} Chunks;
+
+/* The chunk program of run r: broadcasts of a scalar filled once; those
+ * that repeat a pattern read in place from their period's buffer
+ * (periods_setup); others cut per chunk. */
+static void chunks_setup(Run *r, const IrComputation *c, Chunks *ch)
+{
+    const DevFusionGroup *g = r->g;
+    int32_t nl = g->nleaves, nn = r->nn;
     int64_t all = ir_shape_elements(&c->instr[g->nodes[nn - 1]].shape);
     for (int32_t l = 0; l < nl; l++) {
         /* Leaves read element for element have the result's size; a
          * broadcast's source is read only through its strides. */
-        whole[l] = ir_shape_elements(&r->lview[l].shape) == all;
-        slot[l] = (const float *)r->lbase[l];
+        ch->whole[l] = ir_shape_elements(&r->lview[l].shape) == all;
+        ch->slot[l] = (const float *)r->lbase[l];
     }
     for (int32_t k = 0; k < nn; k++) {
         const IrInstr *ins = &c->instr[g->nodes[k]];
-        res[k] = (float *)r->scratch[k];
-        slot[nl + k] = res[k];
-        cut[k] = false;
+        ch->res[k] = (float *)r->scratch[k];
+        ch->slot[nl + k] = ch->res[k];
+        ch->cut[k] = false;
         if (ir_fusion_strided(ins)) {
-            prog[k] = (FastNode){.op = ins->op};
+            ch->prog[k] = (FastNode){.op = ins->op};
             if (r->opnd[k * MAX_OPND]->shape.rank == 0)
                 for (int64_t i = 0; i < FAST_CHUNK; i++)
-                    res[k][i] = *(const float *)r->src[k];
+                    ch->res[k][i] = *(const float *)r->src[k];
             else
-                cut[k] = true;
+                ch->cut[k] = true;
             continue;
         }
         int32_t at[2] = {0, 0};
@@ -694,43 +696,54 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t t
             int32_t o = ins->opnd[j], t = ir_fusion_node_index(g, o);
             at[j] = t >= 0 && t < k ? nl + t : ir_fusion_leaf_index(g, o);
         }
-        prog[k] = (FastNode){ins->op, ins->nopnd, at[0], ins->nopnd > 1 ? at[1] : at[0]};
+        ch->prog[k] = (FastNode){ins->op, ins->nopnd, at[0], ins->nopnd > 1 ? at[1] : at[0]};
     }
-    periods_setup(r, c, cut, FAST_CHUNK);
-    RegNode rprog[IR_FUSION_MAX_NODES];
-    int32_t nr = 0;
-    bool regs = reg_cpu() && reg_program(prog, nn, nl, rprog, &nr);
-    for (int32_t t = 0; regs && t < nr; t++) /* the extra outputs are copied out of their chunks */
+    periods_setup(r, c, ch->cut, FAST_CHUNK);
+    ch->nr = 0;
+    ch->regs = reg_cpu() && reg_program(ch->prog, nn, nl, ch->rprog, &ch->nr);
+    for (int32_t t = 0; ch->regs && t < ch->nr; t++) /* the extra outputs are copied out of their chunks */
         for (int32_t e = 0; e < r->nx; e++)
-            rprog[t].spill = rprog[t].spill || rprog[t].k == r->xnode[e];
-    /* Streamed: the root's chunk goes through its scratch (in L1) and on
-     * with non-temporal stores. */
-    bool stream = total * 4 >= stream_min_bytes() && (uintptr_t)out % 16 == 0;
+            ch->rprog[t].spill = ch->rprog[t].spill || ch->rprog[t].k == r->xnode[e];
+}
+
+/* Elements [first0, first0 + total) of the group, chunk by chunk,
+ * element first0 written at out[0]. With `direct` the root writes
+ * straight into the result; otherwise (the result is a leaf's buffer,
+ * read in the same chunk) into its own buffer, copied out after the
+ * chunk. So do the extra outputs, each by whether a leaf lent it its
+ * buffer. With `stream` the outputs go through their chunks and on with
+ * non-temporal stores (the caller fences). */
+static void chunks_range(Run *r, const IrComputation *c, Chunks *ch, int64_t first0, int64_t total, uint8_t *out,
+                         bool direct, bool stream)
+{
+    const DevFusionGroup *g = r->g;
+    int32_t nl = g->nleaves, nn = r->nn;
+    const float **slot = ch->slot;
+    float **res = ch->res;
     /* The register path streams its whole chunks itself (a chunk is 1 KiB:
      * 64-byte aligned wherever the result is). */
-    bool reg_stream = stream && regs && (uintptr_t)out % 64 == 0;
+    bool reg_stream = stream && ch->regs && (uintptr_t)out % 64 == 0;
     for (int64_t first = first0, end = first0 + total; first < end; first += FAST_CHUNK) {
         int64_t m = end - first < FAST_CHUNK ? end - first : FAST_CHUNK;
         float *o = (float *)out + (first - first0);
         for (int32_t l = 0; l < nl; l++)
-            if (whole[l])
+            if (ch->whole[l])
                 slot[l] = (const float *)r->lbase[l] + first;
         for (int32_t k = 0; k < nn; k++)
-            if (cut[k] && r->per && r->per[k].buf)
+            if (ch->cut[k] && r->per && r->per[k].buf)
                 slot[nl + k] = (const float *)broadcast_block(r, c, k, first, m);
-            else if (cut[k])
+            else if (ch->cut[k])
                 dev_broadcast_range(&c->instr[g->nodes[k]].shape, &r->sstr[k * IR_MAX_RANK], r->src[k],
                                     first, m, r->scratch[k]);
-        if (direct && !stream)
-            res[nn - 1] = o;
+        res[nn - 1] = direct && !stream ? o : (float *)r->scratch[nn - 1];
         for (int32_t e = 0; e < r->nx; e++) /* an extra output's node writes into it, read back from there */
             if (!r->xlent[e] && !stream)
                 slot[nl + r->xnode[e]] = res[r->xnode[e]] = (float *)r->xout[e] + first;
-        bool in_regs = regs && m == FAST_CHUNK;
+        bool in_regs = ch->regs && m == FAST_CHUNK;
         if (in_regs)
-            reg_chunk(rprog, nr, slot, res, reg_stream ? o : NULL);
+            reg_chunk(ch->rprog, ch->nr, slot, res, reg_stream ? o : NULL);
         else
-            fast_chunk(prog, nn, slot, res, m);
+            fast_chunk(ch->prog, nn, slot, res, m);
         for (int32_t e = 0; e < r->nx; e++) {
             float *to = (float *)r->xout[e] + first;
             if ((r->xlent[e] || stream) && !(stream && stream_f32(to, res[r->xnode[e]], m)))
@@ -741,6 +754,20 @@ static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t t
         if ((!direct || stream) && !(stream && stream_f32(o, res[nn - 1], m)))
             memcpy(o, res[nn - 1], (size_t)m * 4);
     }
+}
+
+/* Elements [first0, first0 + total) of the group (the whole of it but in
+ * a column group), chunk by chunk, as chunks_range; results that do not
+ * fit in the last-level cache streamed. */
+static void run_chunks(Run *r, const IrComputation *c, int64_t first0, int64_t total, uint8_t *out,
+                       bool direct)
+{
+    Chunks ch;
+    chunks_setup(r, c, &ch);
+    /* Streamed: the root's chunk goes through its scratch (in L1) and on
+     * with non-temporal stores. */
+    bool stream = total * 4 >= stream_min_bytes() && (uintptr_t)out % 16 == 0;
+    chunks_range(r, c, &ch, first0, total, out, direct, stream);
     if (stream)
         stream_fence();
 }
@@ -1021,6 +1048,136 @@ static IrStatus attention(const IrModule *m, const IrComputation *c, const DevFu
     return dev_k_dot_attention(k, perm, g->dot_lower, epi, &kv, vperm, out);
 }
 
+/* ---- elementwise consumers in the dot's epilogue ----
+ *
+ * A group with dot_feeds (ir/fusion_find.c's dot_consumers): its nodes but
+ * the dot's (the dot, its pair's transpose, the transposes it reads in
+ * place) form an elementwise group of their own, whose leaves are the
+ * ones they read and the dot's value v. k_dot.c hands each block of the
+ * dot's result to feeds_then as the GEMM finishes it (inside tessel's own
+ * GEMM, a strip of its tile rows while in L1), and the elementwise part
+ * runs over it there, through the chunk interpreter (or the range
+ * kernels, a block at a time), writing the group's values over the
+ * dot's: the dot's buffer becomes the result. The same nodes on the same
+ * values as when the group ran after the dot: the same bits. */
+typedef struct Feeds {
+    Run r;
+    Chunks ch;
+    const IrComputation *c;
+    bool chunks;
+    int64_t block;
+    int32_t vleaf; /* v among the part's leaves */
+    IrStatus st;   /* the first kernel error of the block path */
+} Feeds;
+
+/* DevDotEpilogue.then: c[0..n), the result's elements [first, first + n). */
+static void feeds_then(void *ctx, float *c, int64_t first, int64_t n)
+{
+    Feeds *f = ctx;
+    uint8_t *base = (uint8_t *)(c - first); /* the result's element 0 */
+    f->r.lbase[f->vleaf] = base;
+    if (f->chunks) {
+        chunks_range(&f->r, f->c, &f->ch, first, n, (uint8_t *)c, false, false);
+        return;
+    }
+    for (int64_t b = first, end = first + n; b < end && f->st == IR_OK; b += f->block)
+        f->st = run_block(&f->r, f->c, b, end - b < f->block ? end - b : f->block, base, false);
+}
+
+/* The elementwise part eg of group g (its arrays nodes, leaves, refs,
+ * direct of IR_FUSION_MAX_NODES (* MAX_OPND) entries): g's nodes but the
+ * dot's, in order; v, the dot's value, one of its leaves. */
+static void feeds_part(const IrComputation *c, const DevFusionGroup *g, DevFusionGroup *eg, int32_t *nodes,
+                       int32_t *leaves, int32_t *refs, bool *direct)
+{
+    const IrInstr *dot = &c->instr[g->nodes[g->dot]];
+    *eg = (DevFusionGroup){.root = g->root, .nodes = nodes, .leaves = leaves, .leaf_refs = refs,
+                           .leaf_direct = direct, .nouter = -1, .space = g->root, .dot = -1, .dot_scale = -1,
+                           .dot_select = -1, .dot_softmax = -1, .dot_then = -1, .dot_feeds = -1};
+    for (int32_t k = 0; k < g->nnodes; k++) {
+        int32_t i = g->nodes[k];
+        bool dots = k == g->dot || i == g->dot_feeds;
+        for (int32_t j = 0; j < dot->nopnd; j++)
+            dots = dots || dot->opnd[j] == i;
+        if (!dots)
+            nodes[eg->nnodes++] = i;
+    }
+    for (int32_t k = 0; k < eg->nnodes; k++) {
+        const IrInstr *ins = &c->instr[nodes[k]];
+        for (int32_t j = 0; j < ins->nopnd; j++) {
+            int32_t o = ins->opnd[j], l = ir_fusion_node_index(eg, o) >= 0 ? -2 : ir_fusion_leaf_index(eg, o);
+            if (l == -2)
+                continue;
+            if (l < 0) {
+                l = eg->nleaves++;
+                leaves[l] = o;
+                refs[l] = 0;
+                direct[l] = true;
+            }
+            refs[l]++;
+            direct[l] = direct[l] && !ir_fusion_strided(ins);
+        }
+    }
+}
+
+/* DevDotEpilogue.ahead: the other leaves read element for element over
+ * [first, first + n) fetched into L2 while the GEMM computes. Read in
+ * short runs of a strip's rows, they would come from memory at its
+ * latency when the strip is handed over (the SGD update's weight: its
+ * loads were 3/4 of the fused update's time); fetched in a burst there,
+ * the fetches waited for each other. */
+static void feeds_ahead(void *ctx, int64_t first, int64_t n)
+{
+    const Feeds *f = ctx;
+    for (int32_t l = 0; f->chunks && l < f->r.g->nleaves; l++)
+        if (l != f->vleaf && f->ch.whole[l])
+            for (int64_t e = first; e < first + n; e += 16)
+                __builtin_prefetch(f->r.lbase[l] + e * 4, 0, 2);
+}
+
+static IrStatus run_feeds(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
+                          const DevExecOptions *opt, IrDiag *d, DevValue **vals, const DevKernelArgs *k,
+                          const IrI64List *const perm[2], DevValue **out)
+{
+    int32_t nodes[IR_FUSION_MAX_NODES], leaves[IR_FUSION_MAX_NODES * MAX_OPND], refs[IR_FUSION_MAX_NODES * MAX_OPND];
+    bool direct[IR_FUSION_MAX_NODES * MAX_OPND];
+    DevFusionGroup eg;
+    feeds_part(c, g, &eg, nodes, leaves, refs, direct);
+    int32_t v = g->dot_feeds;
+    const IrInstr *vi = &c->instr[v], *root = &c->instr[g->root];
+    Feeds f = {.r = {.g = &eg}, .c = c, .vleaf = ir_fusion_leaf_index(&eg, v), .st = IR_OK};
+    if (f.vleaf < 0 || eg.nnodes < 1 || vi->shape.type != IR_F32 || root->shape.type != IR_F32)
+        return dev_kernel_error(k, IR_EINTERNAL, "dot epilogue: %s's consumers do not fit", vi->name);
+    /* v is bound when the GEMM hands its blocks over (feeds_then) */
+    DevValue stub = {.shape = vi->shape, .nbytes = ir_shape_bytes(&vi->shape), .refs = 1}, *was = vals[v];
+    vals[v] = &stub;
+    IrStatus st = run_setup(&f.r, m, c, opt, d, vals);
+    vals[v] = was;
+    f.chunks = opt->fusion_block <= 0 && chunkable(c, &eg);
+    f.block = st != IR_OK ? 0 : f.chunks ? FAST_CHUNK : block_elements(&f.r, c, opt);
+    if (st == IR_OK)
+        st = run_scratch(&f.r, c, f.block, d);
+    if (st == IR_OK && f.chunks)
+        chunks_setup(&f.r, c, &f.ch);
+    else if (st == IR_OK)
+        periods_setup(&f.r, c, NULL, f.block);
+    DevValue *res = NULL;
+    DevDotEpilogue epi = {.then = feeds_then, .ctx = &f, .ahead = feeds_ahead};
+    if (st == IR_OK)
+        st = dev_k_dot_fused(k, perm, v != g->nodes[g->dot] ? &vi->shape : NULL, g->dot_lower, &epi, &res);
+    if (st == IR_OK)
+        st = f.st;
+    run_free(&f.r);
+    if (st == IR_OK && !(res = dev_value_reshaped(res, &root->shape)))
+        st = ir_error(d, IR_ENOMEM, m->file, m->src, root->pos, "%s: out of memory", root->name);
+    if (st != IR_OK) {
+        dev_value_unref(res);
+        return st;
+    }
+    *out = res;
+    return IR_OK;
+}
+
 IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusionGroup *g,
                         const DevExecOptions *opt, IrDiag *d, DevValue **vals, int32_t *rem,
                         DevValue **out)
@@ -1046,6 +1203,8 @@ IrStatus dev_fusion_run(const IrModule *m, const IrComputation *c, const DevFusi
             opnd[j] = vals[o];
         }
         DevKernelArgs k = {m, c, dot, dot->nopnd, opnd, opt, d};
+        if (g->dot_feeds >= 0)
+            return run_feeds(m, c, g, opt, d, vals, &k, perm, out);
         DevDotEpilogue epi;
         if (g->dot_select >= 0) {
             IrStatus st = dot_epilogue(m, c, g, vals, &epi);

@@ -50,6 +50,12 @@
  * scores' dot is dot_lower) and read only by P.V, that dot joins as well
  * (IrFusionGroup.dot_then, the root): each block of P's rows is
  * multiplied by V while in cache (dev_k_dot_attention), P never whole.
+ *
+ * A dot's elementwise consumers (IrFusionGroup.dot_feeds: an elementwise
+ * group, or a lone op, that alone reads an f32 dot's result or its pair's
+ * transpose) run in its epilogue (fusion.c's run_feeds): on each block of
+ * the GEMM's result as it is finished (DevDotEpilogue.then; in tessel's
+ * own GEMM a strip of its tile rows, in L1), written over it.
  */
 #ifndef TESSEL_DEVICE_FUSION_H
 #define TESSEL_DEVICE_FUSION_H

@@ -48,8 +48,14 @@
  * tokens, the one-hot gate zeroing all but its own, so 3/4 of a top-1
  * 4-expert layer's expert rows are zero, in both of its expert dots.
  * Checked on the values per call, as the triangles are.
+ *
+ * Elementwise consumers (DevDotEpilogue.then, fusion.c's run_feeds): on
+ * each strip of rows tessel's own GEMM finishes (DevGemmThen), from B
+ * kept packed or not; after the product, a block of rows at a time, on
+ * every other path (other libraries, the triangles, zero rows).
  */
 #include "contract.h"
+#include "blas.h" /* dev_sgemm_avx512_rowmajor_then */
 
 #include <math.h>
 #include <string.h>
@@ -369,17 +375,49 @@ DEV_VECTOR_CLONES static void softmax_row(const DevDotEpilogue *e, float *row, c
 }
 
 /* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
- * element's f32 C (c: its row r0, row stride n): the scale, then the
- * select, then the softmax (t: its scratch row). */
-static void epilogue_rows(const DevDotEpilogue *e, float *t, float *c, int64_t r0, int64_t r1, int64_t n)
+ * element's f32 C (c: its row r0, row stride n, element `first` of the
+ * result): the scale, then the select, then the softmax (t: its scratch
+ * row), then the elementwise consumers. */
+static void epilogue_rows(const DevDotEpilogue *e, float *t, float *c, int64_t r0, int64_t r1, int64_t n,
+                          int64_t first)
 {
-    for (int64_t r = r0; r < r1; r++) {
+    for (int64_t r = r0; r < r1 && (e->scaled || e->mask || e->softmax); r++) {
         const uint8_t *m = e->mask ? e->mask + r * n : NULL;
         if (e->softmax)
             softmax_row(e, c + (r - r0) * n, m, n, t);
         else
             scale_select(e, c + (r - r0) * n, m, n);
     }
+    if (e->then)
+        e->then(e->ctx, c, first, (r1 - r0) * n);
+}
+
+/* The elementwise consumers (DevDotEpilogue.then) of one batch element's
+ * C, whose element (0, 0) is the result's element `base`, as the GEMM
+ * finishes each block of it (DevGemmThen). */
+typedef struct ThenAt {
+    const DevDotEpilogue *e;
+    int64_t base, m, ldc; /* C's rows and row stride */
+} ThenAt;
+
+static void then_block(void *ctx, float *c, int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t ldc)
+{
+    const ThenAt *at = ctx;
+    if (j0 == 0 && cols == ldc) { /* whole rows: one run of elements */
+        at->e->then(at->e->ctx, c, at->base + i0 * ldc, rows * cols);
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        at->e->then(at->e->ctx, c + r * ldc, at->base + (i0 + r) * ldc + j0, cols);
+}
+
+/* A tile of the strip of rows [i0, i0 + rows) is final: the same columns
+ * of the next strip's rows (the GEMM's next) come to `then` after it. */
+static void then_tile(void *ctx, int64_t i0, int64_t rows, int64_t j0, int64_t cols)
+{
+    const ThenAt *at = ctx;
+    for (int64_t r = i0 + rows; r < i0 + 2 * rows && r < at->m; r++)
+        at->e->ahead(at->e->ctx, at->base + r * at->ldc + j0, cols);
 }
 
 /* One batch element's C[M,N] = op(A) op(B) whose result is read only on
@@ -387,7 +425,7 @@ static void epilogue_rows(const DevDotEpilogue *e, float *t, float *c, int64_t r
  * per block of TRI_TILE rows [r0, r1), the columns [0, r1) only; the rest
  * of the rows is written 0 (a defined value the mask discards). */
 static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint8_t *b, uint8_t *c,
-                       const DevDotEpilogue *epi, float *t)
+                       const DevDotEpilogue *epi, float *t, int64_t base)
 {
     for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
         int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, n1 = r1 < g->n ? r1 : g->n;
@@ -398,7 +436,7 @@ static void gemm_lower(const CtGemm *g, size_t esz, const uint8_t *a, const uint
         for (int64_t r = r0; r < r1 && n1 < g->n; r++)
             memset(c + (size_t)(r * g->ldc + n1) * esz, 0, (size_t)(g->n - n1) * esz);
         if (epi)
-            epilogue_rows(epi, t, (float *)(void *)(c + (size_t)(r0 * g->ldc) * esz), r0, r1, g->n);
+            epilogue_rows(epi, t, (float *)(void *)(c + (size_t)(r0 * g->ldc) * esz), r0, r1, g->n, base + r0 * g->ldc);
     }
 }
 
@@ -565,15 +603,23 @@ static bool gemm_rows(const CtGemm *g, const uint8_t *a, const uint8_t *b, uint8
 
 /* One batch element's GEMM: the causal scores' tiles (lower), a product
  * over an operand's zero triangle or zero rows without them, else whole:
- * from B's packed form where `steady` is B's value (packed.c keeps it). */
+ * from B's packed form where `steady` is B's value (packed.c keeps it).
+ * C's element (0, 0) is the result's element `base`. An epilogue of
+ * elementwise consumers alone runs inside tessel's own GEMM, on each
+ * strip of rows it finishes (DevGemmThen); any other, after the product,
+ * a block of TRI_TILE rows at a time. */
 static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, uint8_t *c,
-                     const DevDotEpilogue *epi, float *t, DevPacked *pc, DevValue *steady)
+                     const DevDotEpilogue *epi, float *t, DevPacked *pc, DevValue *steady, int64_t base)
 {
     size_t esz = ct_size(g->c);
     if (lower && g->m > TRI_TILE) {
-        gemm_lower(g, esz, a, b, c, epi, t);
+        gemm_lower(g, esz, a, b, c, epi, t, base);
         return;
     }
+    ThenAt then_at = {epi, base, g->m, g->ldc};
+    DevGemmThen then = {then_block, &then_at, epi && epi->ahead ? then_tile : NULL};
+    bool own = epi && epi->then && !epi->scaled && !epi->mask && !epi->softmax && g->c == CT_F32 && !g->acc &&
+               g->blas && dev_blas_sgemm_current() == DEV_SGEMM_AVX512;
     bool done = false;
     if (g->c == CT_F32 && !g->acc && g->k >= 2 * TRI_TILE)
         for (Tri t = TRI_A_LOWER; t < TRI_KINDS && !done; t++) {
@@ -585,13 +631,22 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
         }
     /* a dot that asks for f32's own product keeps no bf16 copies */
     bool keep = steady && !(g->exact && dev_blas_sgemm_current() == DEV_SGEMM_AMX_BF16X3);
-    if (!done && !gemm_rows(g, a, b, c) &&
-        !(keep && dev_packed_sgemm(pc, steady, g->m, g->n, g->k, (const float *)(const void *)a, g->lda,
-                                   (const float *)(const void *)b, g->tb, g->ldb, (float *)(void *)c, g->ldc)))
-        ct_gemm(g, a, b, c);
-    for (int64_t r0 = 0; epi && r0 < g->m; r0 += TRI_TILE)
+    const float *af = (const float *)(const void *)a, *bf = (const float *)(const void *)b;
+    float *cf = (float *)(void *)c;
+    bool then_done = false;
+    if (!done && !gemm_rows(g, a, b, c)) {
+        if (keep && dev_packed_sgemm_then(pc, steady, g->m, g->n, g->k, af, g->lda, bf, g->tb, g->ldb, cf, g->ldc,
+                                          own ? &then : NULL))
+            then_done = own;
+        else if (own && dev_sgemm_avx512_rowmajor_then(g->ta, g->tb, g->m, g->n, g->k, af, g->lda, bf, g->ldb, cf,
+                                                       g->ldc, &then))
+            then_done = true;
+        else
+            ct_gemm(g, a, b, c);
+    }
+    for (int64_t r0 = 0; epi && !then_done && r0 < g->m; r0 += TRI_TILE)
         epilogue_rows(epi, t, (float *)(void *)(c + (size_t)(r0 * g->ldc) * esz), r0,
-                      r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n);
+                      r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m, g->n, base + r0 * g->ldc);
 }
 
 /* The dot's operand j when it is an undonated parameter of the entry
@@ -637,7 +692,8 @@ static void dot_run(const DevKernelArgs *k, Ct c, const DotPlan *p, const DotOpe
     for (int64_t i = 0; i < p->b; i++)
         gemm_one(&g, lower, first->data + (size_t)batch_offset(&first->batch, i) * esz,
                  second->data + (size_t)batch_offset(&second->batch, i) * esz,
-                 c_out + (size_t)(i * p->m * p->n) * esz, epi, t, steady ? k->opt->packed : NULL, steady);
+                 c_out + (size_t)(i * p->m * p->n) * esz, epi, t, steady ? k->opt->packed : NULL, steady,
+                 i * p->m * p->n);
 }
 
 /*
@@ -711,7 +767,9 @@ static IrStatus dot_into(const DevKernelArgs *k, const IrI64List *const perm[2],
                           p.rfree, p.nrf, &b)) != IR_OK)
         goto done;
     bool direct = ct_native(c, os->type);
-    if (epi && (c != CT_F32 || !direct || tshape || p.nlf != 1 || p.nrf != 1)) {
+    /* Elementwise consumers alone take any f32 result, however laid out. */
+    bool then_only = epi && epi->then && !epi->scaled && !epi->mask && !epi->softmax;
+    if (epi && (c != CT_F32 || !direct || (!then_only && (tshape || p.nlf != 1 || p.nrf != 1)))) {
         st = dev_kernel_error(k, IR_EINTERNAL, "dot: an epilogue on a result that is not f32 [batch, M, N]");
         goto done;
     }
@@ -797,7 +855,7 @@ static void attention_one(const CtGemm *g, const CtGemm *gv, bool lower, const D
     for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
         int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m;
         scores_block(g, lower, a, b, pb, r0, r1);
-        epilogue_rows(epi, t, pb, r0, r1, g->n);
+        epilogue_rows(epi, t, pb, r0, r1, g->n, 0); /* no consumers: P.V reads P */
         CtGemm s = *gv;
         s.m = r1 - r0;
         if (tri && r1 < kk && region_is(true, pb, false, g->n, 0, r1 - r0, r1, kk))

@@ -99,6 +99,12 @@ void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int6
 bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, bool tb, int64_t ldb, float *c, int64_t ldc)
 {
+    return dev_packed_sgemm_then(pc, v, m, n, k, a, lda, b, tb, ldb, c, ldc, NULL);
+}
+
+bool dev_packed_sgemm_then(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                           const float *b, bool tb, int64_t ldb, float *c, int64_t ldc, const DevGemmThen *then)
+{
     if (!pc || !v || m * n * k < PACK_MIN_MACS)
         return false;
     /* the library DevBlas.sgemm would give this product (under the probe
@@ -127,9 +133,11 @@ bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t 
     }
     bool ran = lib == DEV_SGEMM_ONEDNN       ? e->p && dev_sgemm_packed_run(e->p, a, c)
                : lib == DEV_SGEMM_AMX_BF16X3 ? e->a && dev_sgemm_amx_run_b(e->a, m, a, lda, c, ldc)
-                                             : e->x && dev_sgemm_avx512_run_b(e->x, m, a, lda, c, ldc);
+                                             : e->x && dev_sgemm_avx512_run_b_then(e->x, m, a, lda, c, ldc, then);
     if (!ran)
         return false;
+    if (then && lib != DEV_SGEMM_AVX512) /* the other libraries' C whole, after */
+        then->fn(then->ctx, c, 0, m, 0, n, ldc);
     pc->runs++;
     return true;
 }

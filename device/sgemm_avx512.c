@@ -29,6 +29,9 @@
  * masked off), so any m, n, k and strides work. The first KC block
  * scales C by beta (beta 0 does not read C: a NaN there is overwritten,
  * as BLAS says), the later ones add to it; alpha scales each block's sum.
+ * A caller's DevGemmThen (a dot's elementwise consumers, k_dot.c) runs on
+ * each strip of MR rows of a block right after the last KC block stores
+ * it, while the strip (up to 24 KiB) is in L1, and hears of each tile.
  *
  * Compiled for AVX-512F by the target attribute, so the build runs on any
  * x86-64; dev_sgemm_avx512 gives the function only where cpuid says
@@ -237,11 +240,13 @@ static int64_t round_up(int64_t x, int64_t to)
 
 /* C's rows i0.. (mb) by columns j0.. (nb) += (alpha) the k block p0 (kb)
  * of A's packed block pa and B's pb, tile by tile (the first k block
- * scales C by beta instead of adding). */
+ * scales C by beta instead of adding). `then` (the last k block's, else
+ * NULL): told of each tile, then given each strip of MR rows. */
 AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool first, const float *pa, const float *pb,
-                                    float *c, int64_t ldc, float alpha, float beta)
+                                    float *c, int64_t ldc, float alpha, float beta, const DevGemmThen *then,
+                                    int64_t i0, int64_t j0)
 {
-    for (int64_t r = 0; r < mb; r += MR)
+    for (int64_t r = 0; r < mb; r += MR) {
         for (int64_t s = 0; s < nb; s += NR) {
             __mmask16 mask[NV];
             for (int j = 0; j < NV; j++)
@@ -249,7 +254,12 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
             int64_t cols = nb - s;
             (cols <= 16 ? tile16 : cols <= 32 ? tile32 : tile)(kb, pa + r * kb, pb + s * kb, c + r * ldc + s, ldc,
                                                                (int)min64(MR, mb - r), mask, alpha, beta, first);
+            if (then && then->tile)
+                then->tile(then->ctx, i0 + r, min64(MR, mb - r), j0 + s, min64(NR, cols));
         }
+        if (then) /* the strip is final, in L1 */
+            then->fn(then->ctx, c + r * ldc, i0 + r, min64(MR, mb - r), j0, nb, ldc);
+    }
 }
 
 /* The row-major product in the calling thread's packed buffers pa (MA x
@@ -267,7 +277,7 @@ AVX512_TARGET static void run_block(int64_t mb, int64_t nb, int64_t kb, bool fir
  * per A block: BENCHMARKS.md, gemm49). */
 AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                                    int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
-                                   float *pa, float *pb, const float *kept)
+                                   float *pa, float *pb, const float *kept, const DevGemmThen *then)
 {
     if (kept) {
         for (int64_t p0 = 0; p0 < k; p0 += KC) {
@@ -278,7 +288,8 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
                 for (int64_t j0 = 0; j0 < n; j0 += NC) {
                     int64_t nb = min64(NC, n - j0);
                     const float *block = kept + p0 * round_up(n, NR) + kb * j0;
-                    run_block(mb, nb, kb, p0 == 0, pa, block, c + i0 * ldc + j0, ldc, alpha, beta);
+                    run_block(mb, nb, kb, p0 == 0, pa, block, c + i0 * ldc + j0, ldc, alpha, beta,
+                              p0 + kb >= k ? then : NULL, i0, j0);
                 }
             }
         }
@@ -292,7 +303,8 @@ AVX512_TARGET static void multiply(bool ta, bool tb, int64_t m, int64_t n, int64
             for (int64_t i0 = 0; i0 < m; i0 += MC) {
                 int64_t mb = min64(MC, m - i0);
                 pack_a(a, lda, ta, i0, mb, p0, kb, pa);
-                run_block(mb, nb, kb, p0 == 0, pa, pb, c + i0 * ldc + j0, ldc, alpha, beta);
+                run_block(mb, nb, kb, p0 == 0, pa, pb, c + i0 * ldc + j0, ldc, alpha, beta,
+                          p0 + kb >= k ? then : NULL, i0, j0);
             }
         }
     }
@@ -342,8 +354,8 @@ static float *scratch_of(void)
     return scratch;
 }
 
-bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
-                               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+static bool rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float beta, float *c, int64_t ldc, const DevGemmThen *then)
 {
     pthread_once(&avx512_once, avx512_check);
     if (avx512_why)
@@ -352,12 +364,26 @@ bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k
         return true;
     if (k <= 0 || alpha == 0.0f) {
         scale_c(m, n, beta, c, ldc);
+        if (then)
+            then->fn(then->ctx, c, 0, m, 0, n, ldc);
         return true;
     }
     if (!scratch_of())
         return false;
-    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MA * KC, NULL);
+    multiply(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, scratch, scratch + MA * KC, NULL, then);
     return true;
+}
+
+bool dev_sgemm_avx512_rowmajor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                               int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
+{
+    return rowmajor(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+}
+
+bool dev_sgemm_avx512_rowmajor_then(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                                    const float *b, int64_t ldb, float *c, int64_t ldc, const DevGemmThen *then)
+{
+    return rowmajor(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc, then);
 }
 
 /* op(B) packed whole, kept while B's buffer is unchanged (packed.c). */
@@ -388,14 +414,20 @@ DevSgemmAvx512B *dev_sgemm_avx512_pack_b(int64_t n, int64_t k, const float *b, b
     return p;
 }
 
-bool dev_sgemm_avx512_run_b(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc)
+bool dev_sgemm_avx512_run_b_then(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c,
+                                 int64_t ldc, const DevGemmThen *then)
 {
     if (m <= 0)
         return true;
     if (!scratch_of())
         return false;
-    multiply(false, false, m, p->n, p->k, 1.0f, a, lda, NULL, 0, 0.0f, c, ldc, scratch, NULL, p->buf);
+    multiply(false, false, m, p->n, p->k, 1.0f, a, lda, NULL, 0, 0.0f, c, ldc, scratch, NULL, p->buf, then);
     return true;
+}
+
+bool dev_sgemm_avx512_run_b(const DevSgemmAvx512B *p, int64_t m, const float *a, int64_t lda, float *c, int64_t ldc)
+{
+    return dev_sgemm_avx512_run_b_then(p, m, a, lda, c, ldc, NULL);
 }
 
 size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p)

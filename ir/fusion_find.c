@@ -74,7 +74,9 @@
  * tiles the mask keeps. A dot whose result is only scaled by a scalar and
  * masked by a select (attention's scores: dot_epilogues, below) takes the
  * two in as its epilogue, the group rooted at the select or at the call
- * of JAX's `_where` that holds it.
+ * of JAX's `_where` that holds it. An f32 dot whose result (or its pair's
+ * transpose) only one elementwise group or lone op reads joins that group
+ * (dot_consumers, below): the group runs in the dot's epilogue.
  */
 #include "ir.h"
 
@@ -849,6 +851,120 @@ static void dot_pvs(const Find *f, const int32_t *order, int32_t norder, int32_t
     }
 }
 
+/* ---- elementwise consumers in the dot's epilogue ----
+ *
+ * XLA's output fusion. An f32 dot's result (or its dot-transpose pair's
+ * transpose: the weight gradient) read only by one elementwise group, or
+ * by one elementwise op of its dims that fused with nothing, every read
+ * element for element (mlp's tanh(dot), GELU of a projection, SGD's
+ * w - lr * dw), joins that group: k_dot.c runs the group's other nodes on
+ * each block of the GEMM's result as the GEMM finishes it, while it is in
+ * cache, writing the group's values over it, where the unfused group read
+ * the whole result back from memory and wrote another array
+ * (IrFusionGroup.dot_feeds). The group's other leaves are arrays of its
+ * dims read at the same index, scalars and broadcasts, as in any
+ * elementwise group; its root is f32 (it takes the dot's buffer). Not a
+ * row, column or multi-output group, nor one holding another dot (one
+ * dot a group). The group then runs at its root, the dot with it: where
+ * the order is scheduled (compile/memfit.c), only if nothing but the two
+ * (and constants, broadcasts, parameters) lies between them. */
+
+/* The key of reader x of a value: its group's root, x itself where it is
+ * in no group, or -1 (a broadcast run in several groups). */
+static int32_t reader_key(const int32_t *gid, int32_t x)
+{
+    return gid[x] >= 0 ? gid[x] : gid[x] == -1 ? x : -1;
+}
+
+/* Can g (the root of a group, or an instruction in none) take dot value
+ * v in as an elementwise consumer? */
+static bool consumer_fits(const Find *f, const int32_t *gid, const bool *extra, const int32_t *eselect,
+                          const int32_t *epv, int64_t min_elems, int32_t g, int32_t v)
+{
+    const IrComputation *c = f->c;
+    const IrInstr *gi = &c->instr[g];
+    if (gi->shape.type != IR_F32 || !ir_shape_same_dims(&gi->shape, &c->instr[v].shape))
+        return false;
+    if (gid[g] == -1)
+        return can_start(c, f->ctrl_succ, g) && ir_shape_elements(&gi->shape) >= min_elems;
+    if (gid[g] != g || f->nouter[g] >= 0 || f->column[g] || eselect[g] >= 0 || epv[g] >= 0 ||
+        gi->op == OP_TRANSPOSE || gi->op == OP_DOT)
+        return false;
+    for (int32_t i = 0; i < c->ninstr; i++)
+        if (gid[i] == g && (c->instr[i].op == OP_DOT || extra[i]))
+            return false;
+    return true;
+}
+
+static bool dot_consumers(const Find *f, const int32_t *order, int32_t norder, int64_t min_elems,
+                          const bool *extra, int32_t *gid, int32_t *size, const int32_t *eselect,
+                          const int32_t *epv, int32_t *efeeds)
+{
+    const IrComputation *c = f->c;
+    int32_t n = c->ninstr;
+    int32_t *key = ts_malloc((size_t)n * sizeof *key), *pos = ts_malloc((size_t)n * sizeof *pos);
+    if (!key || !pos) {
+        ts_free(key);
+        ts_free(pos);
+        return false;
+    }
+    /* key[v]: the one group (or lone op) all of v's readers are in,
+     * reading it element for element; UNSEEN: no reader; CONFLICT. */
+    for (int32_t i = 0; i < n; i++)
+        key[i] = UNSEEN, pos[i] = -1;
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t x = order[k], kx = reader_key(gid, x);
+        const IrInstr *xi = &c->instr[x];
+        pos[x] = k;
+        for (int32_t j = 0; j < xi->nopnd; j++) {
+            int32_t o = xi->opnd[j];
+            if (o < 0 || o >= n)
+                continue;
+            bool ok = kx >= 0 && !ir_fusion_strided(xi) && (key[o] == UNSEEN || key[o] == kx);
+            key[o] = ok ? kx : CONFLICT;
+        }
+    }
+    for (int32_t k = 0; k < norder; k++) {
+        int32_t u = order[k];
+        const IrInstr *d = &c->instr[u];
+        if (d->op != OP_DOT || d->nopnd != 2 || d->shape.type != IR_F32 || u == c->root ||
+            has_control(c, f->ctrl_succ, u))
+            continue;
+        int32_t v = u, du = gid[u]; /* the value read, the dot's group (-1: none) */
+        if (gid[u] >= 0 && gid[u] != u)
+            v = gid[u]; /* a dot-transpose pair's transpose, or no fit below */
+        if ((du >= 0 && (gid[du] != du || eselect[du] >= 0 || epv[du] >= 0)) ||
+            (v != u && c->instr[v].op != OP_TRANSPOSE) || v == c->root || has_control(c, f->ctrl_succ, v) ||
+            c->instr[v].shape.type != IR_F32)
+            continue;
+        int32_t g = key[v];
+        if (g < 0 || g == du || (gid[g] != g && gid[g] != -1) ||
+            !consumer_fits(f, gid, extra, eselect, epv, min_elems, g, v))
+            continue;
+        int32_t total = (du >= 0 ? size[du] : 1) + (gid[g] == g ? size[g] : 1);
+        bool fits = total <= IR_FUSION_MAX_NODES && pos[g] > pos[u];
+        for (int32_t k2 = pos[u] + 1; fits && f->m->is_scheduled && k2 < pos[g]; k2++) {
+            int32_t x = order[k2];
+            IrOpcode op = c->instr[x].op;
+            fits = (du >= 0 && gid[x] == du) || gid[x] == g || op == OP_CONSTANT || op == OP_BROADCAST ||
+                   op == OP_PARAMETER;
+        }
+        if (!fits)
+            continue;
+        for (int32_t i = 0; i < n; i++)
+            if (i == u || (du >= 0 && gid[i] == du))
+                gid[i] = g;
+        gid[g] = g;
+        size[g] = total;
+        f->space[g] = g;
+        f->nouter[g] = -1;
+        efeeds[g] = v;
+    }
+    ts_free(key);
+    ts_free(pos);
+    return true;
+}
+
 void ir_fusion_free(IrFusion *f)
 {
     for (int32_t g = 0; g < f->ngroups; g++) {
@@ -1122,10 +1238,11 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
     bool *extra = ts_calloc((size_t)n, sizeof *extra);
     int32_t *escale = ts_malloc((size_t)n * sizeof *escale), *eselect = ts_malloc((size_t)n * sizeof *eselect);
     int32_t *esoftmax = ts_malloc((size_t)n * sizeof *esoftmax), *epv = ts_malloc((size_t)n * sizeof *epv);
+    int32_t *efeeds = ts_malloc((size_t)n * sizeof *efeeds);
     Find f = {m, c, ctrl_succ, ts_malloc((size_t)n * sizeof(int32_t)), ts_malloc((size_t)n * sizeof(int32_t)),
               opt->small, ir_causal_new(m), ts_calloc((size_t)n, sizeof(bool))};
     IrStatus st = IR_ENOMEM;
-    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !esoftmax || !epv || !f.space || !f.nouter ||
+    if (!gid || !cand || !size || !ctrl_succ || !extra || !escale || !eselect || !esoftmax || !epv || !efeeds || !f.space || !f.nouter ||
         !f.causal || !f.column)
         goto done;
     for (int32_t i = 0; i < n; i++) {
@@ -1196,10 +1313,12 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         goto done;
     lower_dots(&f, order, norder, gid, size, &nroots);
     for (int32_t i = 0; i < n; i++)
-        escale[i] = eselect[i] = esoftmax[i] = epv[i] = -1;
+        escale[i] = eselect[i] = esoftmax[i] = epv[i] = efeeds[i] = -1;
     dot_epilogues(&f, order, norder, gid, size, escale, eselect);
     dot_softmaxes(&f, order, norder, extra, gid, size, escale, eselect, esoftmax);
     dot_pvs(&f, order, norder, gid, size, escale, eselect, esoftmax, epv);
+    if (!dot_consumers(&f, order, norder, min_elems, extra, gid, size, eselect, epv, efeeds))
+        goto done;
     nroots = 0;
     for (int32_t i = 0; i < n; i++)
         nroots += gid[i] == i;
@@ -1247,6 +1366,7 @@ IrStatus ir_fusion_find(const IrModule *m, const IrComputation *c, const int32_t
         g->dot_select = eselect[g->root];
         g->columns = f.column[g->root];
         g->dot_softmax = esoftmax[g->root];
+        g->dot_feeds = efeeds[g->root];
     }
     st = IR_OK;
 done:
@@ -1259,6 +1379,7 @@ done:
     ts_free(eselect);
     ts_free(esoftmax);
     ts_free(epv);
+    ts_free(efeeds);
     ts_free(f.space);
     ts_free(f.nouter);
     ir_causal_free(f.causal);

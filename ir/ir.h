@@ -1382,6 +1382,12 @@ typedef struct IrFusionGroup {
                           * contracted over their last dim: P is made a block
                           * of rows at a time, never whole; or -1. `dot` is
                           * then the scores' dot */
+    int32_t dot_feeds;   /* elementwise consumers in the dot's epilogue
+                          * (fusion_find.c's dot_consumers): the value, the
+                          * dot or its dot-transpose pair's transpose, that
+                          * the group's other nodes (an elementwise tree,
+                          * the root f32) read element for element, each
+                          * block of it as the GEMM finishes it; or -1 */
 } IrFusionGroup;
 
 typedef struct IrFusion {

@@ -160,15 +160,16 @@ static void test_scatter_in_place(void **state)
 }
 /* A lone elementwise op writes over an operand of its size that dies
  * there (memory.c's lone_lends; device/exec.c's elementwise_in_place): t
- * = tanh(d) between two dots takes d's buffer: t's step holds no more
- * than the step before it. u = exp(w) does not
+ * = tanh(d) of a reverse, before a dot, takes d's buffer: t's step holds
+ * no more than the step before it (tanh of a dot's result would run in
+ * the dot's epilogue instead: fusion_find.c's dot_consumers). u = exp(w) does not
  * take the held parameter's buffer, nor v = negate(t2) that of t2, read
  * again by the root. */
 static void test_lone_in_place(void **state)
 {
     (void)state;
     IrModule *m = parse("HloModule m\nENTRY e {\n w = f32[32,32] parameter(0)\n"
-                        " d = f32[32,32] dot(w, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                        " d = f32[32,32] reverse(w), dimensions={0}\n"
                         " t = f32[32,32] tanh(d)\n"
                         " r = f32[32,32] dot(t, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
                         " u = f32[32,32] exponential(w)\n"
