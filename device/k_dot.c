@@ -57,6 +57,7 @@
 #include "contract.h"
 #include "blas.h" /* dev_sgemm_avx512_rowmajor_then */
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -618,8 +619,13 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
     }
     ThenAt then_at = {epi, base, g->m, g->ldc};
     DevGemmThen then = {then_block, &then_at, epi && epi->ahead ? then_tile : NULL};
+    /* where ct_gemm's BLAS would run this product in tessel's own GEMM
+     * (the shape's library): the same multiply, the same bits */
     bool own = epi && epi->then && !epi->scaled && !epi->mask && !epi->softmax && g->c == CT_F32 && !g->acc &&
-               g->blas && dev_blas_sgemm_current() == DEV_SGEMM_AVX512;
+               g->blas && g->m <= INT_MAX && g->n <= INT_MAX && g->k <= INT_MAX && g->lda <= INT_MAX &&
+               g->ldb <= INT_MAX && g->ldc <= INT_MAX &&
+               dev_blas_sgemm_shape_lib(g->ta, g->tb, g->m, g->n, g->k, (const float *)(const void *)a, g->lda,
+                                        (const float *)(const void *)b, g->ldb) == DEV_SGEMM_AVX512;
     bool done = false;
     if (g->c == CT_F32 && !g->acc && g->k >= 2 * TRI_TILE)
         for (Tri t = TRI_A_LOWER; t < TRI_KINDS && !done; t++) {
