@@ -1067,6 +1067,7 @@ typedef struct Feeds {
     bool chunks;
     int64_t block;
     int32_t vleaf; /* v among the part's leaves */
+    IrOpcode unary; /* the part is one math function of v (vmath.h), or OP_COUNT */
     IrStatus st;   /* the first kernel error of the block path */
 } Feeds;
 
@@ -1076,6 +1077,10 @@ static void feeds_then(void *ctx, float *c, int64_t first, int64_t n)
     Feeds *f = ctx;
     uint8_t *base = (uint8_t *)(c - first); /* the result's element 0 */
     f->r.lbase[f->vleaf] = base;
+    /* mlp's tanh: in place, a whole run at a time (the chunk interpreter
+     * calls the same function a chunk at a time, through its scratch) */
+    if (f->unary != OP_COUNT && dev_vmath_f32(f->unary, c, c, n))
+        return;
     if (f->chunks) {
         chunks_range(&f->r, f->c, &f->ch, first, n, (uint8_t *)c, false, false);
         return;
@@ -1157,6 +1162,8 @@ static IrStatus run_feeds(const IrModule *m, const IrComputation *c, const DevFu
     f.block = st != IR_OK ? 0 : f.chunks ? FAST_CHUNK : block_elements(&f.r, c, opt);
     if (st == IR_OK)
         st = run_scratch(&f.r, c, f.block, d);
+    const IrInstr *only = &c->instr[eg.nodes[0]];
+    f.unary = f.chunks && eg.nnodes == 1 && only->nopnd == 1 && only->opnd[0] == v ? only->op : OP_COUNT;
     if (st == IR_OK && f.chunks)
         chunks_setup(&f.r, c, &f.ch);
     else if (st == IR_OK)
