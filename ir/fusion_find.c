@@ -885,8 +885,11 @@ static bool consumer_fits(const Find *f, const int32_t *gid, const bool *extra, 
     const IrInstr *gi = &c->instr[g];
     if (gi->shape.type != IR_F32 || !ir_shape_same_dims(&gi->shape, &c->instr[v].shape))
         return false;
-    if (gid[g] == -1)
-        return can_start(c, f->ctrl_succ, g) && ir_shape_elements(&gi->shape) >= min_elems;
+    if (gid[g] == -1) { /* an add of an all-reduce's sum is left to it (allreduce_add.c takes it in) */
+        bool summed = gi->op == OP_ADD && gi->nopnd == 2 &&
+                      (c->instr[gi->opnd[0]].op == OP_ALL_REDUCE || c->instr[gi->opnd[1]].op == OP_ALL_REDUCE);
+        return !summed && can_start(c, f->ctrl_succ, g) && ir_shape_elements(&gi->shape) >= min_elems;
+    }
     if (gid[g] != g || f->nouter[g] >= 0 || f->column[g] || eselect[g] >= 0 || epv[g] >= 0 ||
         gi->op == OP_TRANSPOSE || gi->op == OP_DOT)
         return false;
