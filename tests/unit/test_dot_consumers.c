@@ -4,8 +4,9 @@
  * device/fusion.c's run_feeds, k_dot.c, sgemm_avx512.c's strips). Which
  * dots take their consumers in (tanh(dot), SGD's w - lr * transpose(dot),
  * a GELU of dot + bias over batch dims) and which do not (a dot read
- * twice, a dot read by a reduce), and that the fused run equals the
- * unfused one bit for bit: in tessel's own GEMM, fixed for the process
+ * twice, a dot read by a reduce, an add of an all-reduce's sum), and
+ * that the fused run equals the unfused one bit for bit: in tessel's own
+ * GEMM, fixed for the process
  * (strips of its tile rows, k over two blocks, rows and columns that
  * fill no whole tile, columns over two of its blocks), from B packed
  * once and kept, in the loops without a BLAS (after the product), and
@@ -144,6 +145,19 @@ static void which_dots(void **state)
                  "  d = f32[8,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
                  "  z = f32[] constant(0)\n"
                  "  ROOT r = f32[8] reduce(d, z), dimensions={1}, to_apply=add\n"
+                 "}\n"
+                 "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n");
+    assert_feeds(m, "d", NULL, -1);
+    ir_module_free(m);
+    /* An add of an all-reduce's sum: left for the all-reduce to take in. */
+    m = parse_ok("HloModule n\n"
+                 "ENTRY main {\n"
+                 "  x = f32[64,16] parameter(0)\n"
+                 "  w = f32[16,32] parameter(1)\n"
+                 "  p = f32[64,32] parameter(2)\n"
+                 "  d = f32[64,32] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+                 "  s = f32[64,32] all-reduce(p), replica_groups={}, to_apply=add\n"
+                 "  ROOT r = f32[64,32] add(d, s)\n"
                  "}\n"
                  "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n");
     assert_feeds(m, "d", NULL, -1);
