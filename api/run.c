@@ -105,9 +105,12 @@ static int64_t largest_f32_dot(const IrModule *m)
  * dimensions, one contracting dimension each: as device/k_dot.c calls
  * them, A transposed where its contracting dimension is the first, B
  * where it is the second), their library chosen now where the probe
- * chooses per shape (dev_blas_sgemm_prepare_shape); another dot's shape
- * is chosen at its first product. */
-static void prepare_dot_shapes(const IrModule *m)
+ * chooses per shape (dev_blas_sgemm_prepare_shape), in the form the
+ * program runs them: B kept packed where it is a parameter of the entry
+ * computation (k_dot.c's steady operand; a donated one is not kept, which
+ * the timing does not know), beside a second device's product where m
+ * runs on `devices`. Another dot's shape is chosen at its first product. */
+static void prepare_dot_shapes(const IrModule *m, int64_t devices)
 {
     for (int32_t c = 0; m && c < m->ncomp; c++) {
         const IrComputation *comp = m->comp[c];
@@ -116,11 +119,14 @@ static void prepare_dot_shapes(const IrModule *m)
             if (ins->op != OP_DOT || ins->shape.type != IR_F32 || ins->nopnd != 2 || ins->a.dot.lhs_batch.n != 0 ||
                 ins->a.dot.lhs_contracting.n != 1 || ins->a.dot.rhs_contracting.n != 1)
                 continue;
-            const IrShape *lhs = &comp->instr[ins->opnd[0]].shape, *rhs = &comp->instr[ins->opnd[1]].shape;
+            const IrInstr *b = &comp->instr[ins->opnd[1]];
+            const IrShape *lhs = &comp->instr[ins->opnd[0]].shape, *rhs = &b->shape;
             int64_t lc = ins->a.dot.lhs_contracting.v[0], rc = ins->a.dot.rhs_contracting.v[0];
             if (lhs->rank != 2 || rhs->rank != 2 || lc < 0 || lc > 1 || rc < 0 || rc > 1)
                 continue;
-            dev_blas_sgemm_prepare_shape(lc == 0, rc == 1, lhs->dims[1 - lc], rhs->dims[1 - rc], lhs->dims[lc]);
+            bool kept = b->op == OP_PARAMETER && m->entry >= 0 && comp == m->comp[m->entry];
+            dev_blas_sgemm_prepare_shape(lc == 0, rc == 1, lhs->dims[1 - lc], rhs->dims[1 - rc], lhs->dims[lc], kept,
+                                         (int)devices);
         }
     }
 }
@@ -134,9 +140,11 @@ void api_sgemm_prepare(const PlanProgram *prog, const IrModule *m)
             most = c;
     }
     dev_blas_sgemm_prepare(most);
-    prepare_dot_shapes(m);
-    for (int32_t k = 0; prog && k < prog->ncluster; k++)
-        prepare_dot_shapes(prog->cluster[k].spmd);
+    prepare_dot_shapes(m, 1);
+    for (int32_t k = 0; prog && k < prog->ncluster; k++) {
+        const PlanCluster *pc = &prog->cluster[k];
+        prepare_dot_shapes(pc->spmd, pc->local_devices > 0 ? pc->local_devices : pc->num_partitions * pc->num_replicas);
+    }
 }
 
 int64_t api_allreduce_bytes(const PlanProgram *prog)

@@ -210,6 +210,7 @@ typedef struct SgemmShapes {
         SgemmShape shape;
         int lib;
         double seconds[SGEMM_LIBS]; /* each library's best time on it; 0: not timed */
+        bool kept, beside;          /* timed with B kept packed; beside a second thread's product */
     } e[SHAPE_MAX];
 } SgemmShapes;
 int sgemm_shapes_find(const SgemmShapes *t, SgemmShape s);
@@ -222,9 +223,16 @@ void sgemm_shapes_note(const SgemmShapes *t, char *buf, size_t len);
  * operands if it is new, as its first product through DevBlas.sgemm
  * would), else the probe's choice (dev_blas_sgemm_current). For callers
  * that compute the product otherwise (packed.c's kept B), so that a shape
- * has one library whichever path computes it. Thread safe. */
+ * has one library whichever path computes it; `kept`: B is a buffer
+ * packed.c keeps packed, so a new shape is timed in each candidate's kept
+ * form (B packed once, then its run_b / packed_run). Thread safe. */
 int dev_blas_sgemm_shape_lib(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                             const float *b, int64_t ldb);
+                             const float *b, int64_t ldb, bool kept);
+/* packed.c: whether it keeps B packed for a row-major product C[m,n] =
+ * A[m,k] op(B) that library `lib` (DEV_SGEMM_*) computes at the devices'
+ * BLAS thread count now (its rule above dev_packed_sgemm; blas_choice.c
+ * times a new shape's kept products in that form). */
+bool dev_packed_keeps(int lib, int64_t m, int64_t n, int64_t k);
 /* dev_blas, loading the library (if not yet loaded) with a pool of n
  * threads rather than one a core (dev_blas_set_threads). */
 const DevBlas *dev_blas_for_threads(int n);

@@ -63,6 +63,7 @@
 #include "blas.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -334,17 +335,94 @@ static int trial_of(SgemmShape s)
     return ntrials++;
 }
 
+/* One candidate's product of a shape being timed, in the form the program
+ * runs it: where B is a kept operand (`kept`) and packed.c keeps it for
+ * that library, B packed once (outside the timing, as packed.c packs it at
+ * the first step) and each call its kept path (tessel's kernel's run_b,
+ * oneDNN's packed matmul); else the library's call. Its own C and packed
+ * B: one thread uses a packed B at a time. */
+typedef struct ShapeRun {
+    SgemmFn *fn;
+    SgemmShape s;
+    const float *a, *b;
+    int64_t lda, ldb;
+    float *c;
+    DevSgemmAvx512B *x;
+    DevSgemmPacked *p;
+} ShapeRun;
+
+static bool shape_run_init(ShapeRun *r, int lib, SgemmFn *fn, SgemmShape s, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, bool kept)
+{
+    *r = (ShapeRun){.fn = fn, .s = s, .a = a, .b = b, .lda = lda, .ldb = ldb};
+    r->c = malloc((size_t)(s.m * s.n) * sizeof *r->c);
+    if (!r->c)
+        return false;
+    if (kept && !s.ta && dev_packed_keeps(lib_choice[lib], s.m, s.n, s.k)) {
+        if (lib_choice[lib] == DEV_SGEMM_AVX512)
+            r->x = dev_sgemm_avx512_pack_b(s.n, s.k, b, s.tb, ldb);
+        else if (lib_choice[lib] == DEV_SGEMM_ONEDNN)
+            r->p = dev_sgemm_pack(s.m, s.n, s.k, lda, b, s.tb, ldb, s.n);
+    }
+    return true;
+}
+
+static void shape_run(const ShapeRun *r)
+{
+    const SgemmShape *s = &r->s;
+    if (r->x && dev_sgemm_avx512_run_b(r->x, s->m, r->a, r->lda, r->c, s->n))
+        return;
+    if (r->p && dev_sgemm_packed_run(r->p, r->a, r->c))
+        return;
+    r->fn(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans, s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n,
+          (int)s->k, 1.0f, r->a, (int)r->lda, r->b, (int)r->ldb, 0.0f, r->c, (int)s->n);
+}
+
+static void shape_run_free(ShapeRun *r)
+{
+    dev_sgemm_avx512_b_free(r->x);
+    dev_sgemm_packed_free(r->p);
+    free(r->c);
+}
+
+/* A second thread computing the same product in the same library beside
+ * each timed call, as the program's other device does: beside a second
+ * core's product the libraries rank otherwise than one thread alone
+ * (BENCHMARKS.md, gemm49 and shape49). `lib` is the library it runs
+ * (-1: none, it waits); `running` the one whose call it last started. */
+typedef struct Beside {
+    ShapeRun run[NLIBS];
+    atomic_int lib, running;
+    atomic_bool stop;
+} Beside;
+
+static void *beside_loop(void *arg)
+{
+    Beside *w = arg;
+    while (!atomic_load(&w->stop)) {
+        int lib = atomic_load(&w->lib);
+        atomic_store(&w->running, lib);
+        if (lib >= 0)
+            shape_run(&w->run[lib]);
+        else
+            sched_yield();
+    }
+    return NULL;
+}
+
 /* The library (index) for a large row-major product at one thread: its
  * shape's, or measured now (blas_shapes.c: the probe's two fastest in
  * turns, SHAPE_ROUNDS calls each, A B B A A B, on this call's operands
- * into a scratch C, the best thread CPU time each). Outside the lock:
- * devices that reach the shape together time it together, as they run
- * it, their best times pooled; the first to finish decides for all,
- * before any of them computes the product. (Timed so, the libraries
- * ranked as one thread alone ranks them: BENCHMARKS.md, gemm49.) -1
- * where the table is full or there is no memory to measure with (the
- * probe's choice then). */
-static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, int64_t ldb)
+ * into a scratch C, in the program's form (ShapeRun: kept where B is),
+ * the best thread CPU time each). Outside the lock: devices that reach
+ * the shape together time it together, as they run it, their best times
+ * pooled; the first to finish decides for all, before any of them
+ * computes the product. Where `beside` (a shape told before the devices
+ * run: dev_blas_sgemm_prepare_shape), a second thread runs the same
+ * library's product beside each timed call (Beside). -1 where the table
+ * is full or there is no memory to measure with (the probe's choice
+ * then). */
+static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, int64_t ldb, bool kept, bool beside)
 {
     pthread_mutex_lock(&probe_lock);
     int lib = sgemm_shapes_find(&shapes, s);
@@ -357,14 +435,36 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
         fn[cand[1]] = lib_fn[cand[1]];
     }
     pthread_mutex_unlock(&probe_lock);
-    float *c = t >= 0 ? malloc((size_t)(s.m * s.n) * sizeof *c) : NULL;
-    if (!c)
+    if (t < 0)
         return lib;
-    for (int r = 0; r < 2 * SHAPE_ROUNDS; r++) {
+    ShapeRun run[NLIBS] = {0};
+    Beside *w = beside ? calloc(1, sizeof *w) : NULL;
+    bool ok = true;
+    for (int j = 0; j < 2; j++) {
+        ok = ok && shape_run_init(&run[cand[j]], cand[j], fn[cand[j]], s, a, lda, b, ldb, kept);
+        if (w && ok)
+            ok = shape_run_init(&w->run[cand[j]], cand[j], fn[cand[j]], s, a, lda, b, ldb, kept);
+    }
+    pthread_t th;
+    if (w) {
+        atomic_store(&w->lib, -1);
+        atomic_store(&w->running, -1);
+        if (!ok || pthread_create(&th, NULL, beside_loop, w) != 0) {
+            for (int j = 0; j < 2; j++)
+                shape_run_free(&w->run[cand[j]]);
+            free(w);
+            w = NULL;
+        }
+    }
+    for (int r = 0; ok && r < 2 * SHAPE_ROUNDS; r++) {
         int i = cand[(r + r / 2) % 2]; /* 0 1 1 0 0 1 */
+        if (w) { /* the second thread in this library's call before the clock starts */
+            atomic_store(&w->lib, i);
+            while (atomic_load(&w->running) != i)
+                sched_yield();
+        }
         double t0 = thread_cpu_s();
-        fn[i](CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, (int)s.m, (int)s.n,
-              (int)s.k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)s.n);
+        shape_run(&run[i]);
         double sec = thread_cpu_s() - t0;
         sec = sec > 0 ? sec : 1e-9;
         pthread_mutex_lock(&probe_lock);
@@ -372,11 +472,29 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
             trials[t].best[i] = sec;
         pthread_mutex_unlock(&probe_lock);
     }
-    free(c);
+    bool ran_kept = false, ran_beside = w != NULL;
+    for (int j = 0; j < 2; j++)
+        ran_kept = ran_kept || run[cand[j]].x || run[cand[j]].p;
+    if (w) {
+        atomic_store(&w->stop, true);
+        pthread_join(th, NULL);
+        for (int j = 0; j < 2; j++)
+            shape_run_free(&w->run[cand[j]]);
+        free(w);
+    }
+    for (int j = 0; j < 2; j++)
+        shape_run_free(&run[cand[j]]);
+    if (!ok)
+        return lib;
     pthread_mutex_lock(&probe_lock);
     lib = sgemm_shapes_find(&shapes, s);
     if (lib < 0) {
+        int at = shapes.n;
         lib = sgemm_shapes_add(&shapes, s, trials[t].best);
+        if (shapes.n > at) {
+            shapes.e[at].kept = ran_kept;
+            shapes.e[at].beside = ran_beside;
+        }
         snprintf(verdict, sizeof verdict, "%s", probe_verdict);
         small_clause(lib_index(atomic_load(&chosen)), 1);
         shapes_clause();
@@ -428,7 +546,7 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
     if (by_shape(dev_blas_sgemm_thread_count())) {
         bool row = order == CblasRowMajor;
         int lib = shape_lib(rowmajor_shape(order, ta, tb, m, n, k), row ? a : b, row ? lda : ldb, row ? b : a,
-                            row ? ldb : lda);
+                            row ? ldb : lda, false, false);
         if (lib >= 0 && lib_fn[lib])
             f = lib_fn[lib];
         f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -457,8 +575,9 @@ int dev_blas_sgemm_current(void)
     return DEV_SGEMM_PROBE;
 }
 
-int dev_blas_sgemm_shape_lib(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                             const float *b, int64_t ldb)
+/* dev_blas_sgemm_shape_lib's, and `beside` for shape_lib. */
+static int shape_lib_of(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, bool kept, bool beside)
 {
     int lib = atomic_load(&want);
     if ((lib != DEV_SGEMM_PROBE && lib != -1) || !dev_blas() || !openblas_fn || m * n * k < PROBE_MIN_MACS)
@@ -466,8 +585,14 @@ int dev_blas_sgemm_shape_lib(bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
     (void)choice();
     if (!by_shape(dev_blas_sgemm_thread_count()))
         return dev_blas_sgemm_current();
-    int i = shape_lib((SgemmShape){.ta = ta, .tb = tb, .m = m, .n = n, .k = k}, a, lda, b, ldb);
+    int i = shape_lib((SgemmShape){.ta = ta, .tb = tb, .m = m, .n = n, .k = k}, a, lda, b, ldb, kept, beside);
     return i >= 0 && lib_fn[i] ? lib_choice[i] : dev_blas_sgemm_current();
+}
+
+int dev_blas_sgemm_shape_lib(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                             const float *b, int64_t ldb, bool kept)
+{
+    return shape_lib_of(ta, tb, m, n, k, a, lda, b, ldb, kept, false);
 }
 
 int dev_blas_sgemm_shapes(void)
@@ -478,7 +603,7 @@ int dev_blas_sgemm_shapes(void)
     return n;
 }
 
-void dev_blas_sgemm_prepare_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k)
+void dev_blas_sgemm_prepare_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool kept, int devices)
 {
     int lib = atomic_load(&want);
     if ((lib != DEV_SGEMM_PROBE && lib != -1) || m <= 0 || n <= 0 || k <= 0 || m > INT32_MAX / k ||
@@ -493,7 +618,7 @@ void dev_blas_sgemm_prepare_shape(bool ta, bool tb, int64_t m, int64_t n, int64_
             a[i] = (float)((int)(i % 17) - 8) * 0.125f;
         for (int64_t i = 0; i < k * n; i++)
             b[i] = (float)((int)(i % 13) - 6) * 0.125f;
-        (void)dev_blas_sgemm_shape_lib(ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n);
+        (void)shape_lib_of(ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, kept, devices > 1);
     }
     free(a);
     free(b);

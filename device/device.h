@@ -945,10 +945,13 @@ void dev_blas_sgemm_prepare(int64_t largest_macs);
 /* After dev_blas_sgemm_prepare, under the probe at one BLAS thread: the
  * library for a product shape the program will run (row-major C[m,n] =
  * op(A) op(B), A transposed where ta, B where tb) chosen now, on operands
- * of its own, before a run's clock starts, as its first product would
- * (blas_shapes.c). Otherwise, for a shape under 256^3 multiply-adds or
- * one already chosen, nothing. Thread safe. */
-void dev_blas_sgemm_prepare_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
+ * of its own, before a run's clock starts (blas_shapes.c), timed in the
+ * form the program runs it: `kept`, B is a weight packed.c keeps packed
+ * (each candidate's kept path); `devices` > 1, a second thread computes
+ * the same product beside each timed call, as the other devices do.
+ * Otherwise, for a shape under 256^3 multiply-adds or one already chosen,
+ * nothing. Thread safe. */
+void dev_blas_sgemm_prepare_shape(bool ta, bool tb, int64_t m, int64_t n, int64_t k, bool kept, int devices);
 
 /* BLAS threads. dev_blas_threads_for: the policy value for a set,
  * max(1, fewest cores of a device). dev_blas_set_threads: set OpenBLAS's

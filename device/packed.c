@@ -96,6 +96,15 @@ void dev_packed_stats(const DevPacked *pc, int32_t *weights, size_t *bytes, int6
     *runs = pc ? pc->runs : 0;
 }
 
+bool dev_packed_keeps(int lib, int64_t m, int64_t n, int64_t k)
+{
+    if (m * n * k < PACK_MIN_MACS)
+        return false;
+    if (lib == DEV_SGEMM_ONEDNN)
+        return m <= PACK_MAX_M && k >= PACK_MIN_K && dev_blas_sgemm_thread_count() == 1;
+    return lib == DEV_SGEMM_AMX_BF16X3 || lib == DEV_SGEMM_AVX512;
+}
+
 bool dev_packed_sgemm(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, bool tb, int64_t ldb, float *c, int64_t ldc)
 {
@@ -109,9 +118,8 @@ bool dev_packed_sgemm_then(DevPacked *pc, DevValue *v, int64_t m, int64_t n, int
         return false;
     /* the library DevBlas.sgemm would give this product (under the probe
      * at one thread, its shape's): a shape has one library's bits */
-    int lib = dev_blas_sgemm_shape_lib(false, tb, m, n, k, a, lda, b, ldb);
-    bool onednn = lib == DEV_SGEMM_ONEDNN && m <= PACK_MAX_M && k >= PACK_MIN_K && dev_blas_sgemm_thread_count() == 1;
-    if (!(onednn || lib == DEV_SGEMM_AMX_BF16X3 || lib == DEV_SGEMM_AVX512))
+    int lib = dev_blas_sgemm_shape_lib(false, tb, m, n, k, a, lda, b, ldb, true);
+    if (!dev_packed_keeps(lib, m, n, k))
         return false;
     PackEntry *e = NULL;
     for (int32_t i = 0; i < pc->n && !e; i++) {

@@ -335,8 +335,8 @@ static void probed_sgemm(void **state)
      * matrix dots before its clock starts) is chosen then; one under 256^3
      * multiply-adds is not. */
     int before = dev_blas_sgemm_shapes();
-    dev_blas_sgemm_prepare_shape(true, false, 320, 288, 200);
-    dev_blas_sgemm_prepare_shape(false, false, 64, 64, 64);
+    dev_blas_sgemm_prepare_shape(true, false, 320, 288, 200, false, 1);
+    dev_blas_sgemm_prepare_shape(false, false, 64, 64, 64, true, 2);
     if (before > 0) {
         assert_int_equal(dev_blas_sgemm_shapes(), before + 1);
         assert_non_null(strstr(dev_blas_sgemm_verdict(), ", 320x200x288 A^T "));
