@@ -342,6 +342,39 @@ static void probed_sgemm(void **state)
         assert_non_null(strstr(dev_blas_sgemm_verdict(), ", 320x200x288 A^T "));
         assert_null(strstr(dev_blas_sgemm_verdict(), "64x64x64"));
     }
+    /* A kept weight's shape on two devices is timed in the program's form:
+     * B packed once where a candidate keeps it (tessel's kernel always,
+     * oneDNN up to 512 rows summing 1024 or more), a second thread's
+     * product beside each timed call; the verdict says both. */
+    dev_blas_sgemm_prepare_shape(false, false, 256, 512, 1024, true, 2);
+    if (before > 0) {
+        const char *pv = dev_blas_sgemm_verdict();
+        printf("test_blas_sgemm: %s\n", pv);
+        const char *kept = strstr(pv, ", 256x1024x512 ");
+        assert_int_equal(dev_blas_sgemm_shapes(), before + 2);
+        assert_non_null(kept);
+        char clause[160];
+        snprintf(clause, sizeof clause, "%s", kept);
+        char *close = strchr(clause, ')');
+        assert_non_null(close);
+        close[1] = '\0';
+        bool keeps = strstr(clause, "onednn ") || strstr(clause, "avx512 "); /* a candidate that keeps B */
+        assert_non_null(strstr(clause, keeps ? "; B kept; beside a second)" : "; beside a second)"));
+        assert_true(keeps || !strstr(clause, "B kept"));
+    }
+}
+
+/* Which kept products packed.c keeps, the form a new shape's kept
+ * products are timed in (blas_choice.c). */
+static void packed_keeps(void **state)
+{
+    (void)state;
+    assert_true(dev_packed_keeps(DEV_SGEMM_AVX512, 4096, 8, 512));   /* any rows and sums */
+    assert_false(dev_packed_keeps(DEV_SGEMM_AVX512, 64, 64, 64));    /* under 256^3 */
+    assert_false(dev_packed_keeps(DEV_SGEMM_ONEDNN, 1024, 2048, 1024)); /* over 512 rows */
+    assert_false(dev_packed_keeps(DEV_SGEMM_ONEDNN, 512, 2048, 512));   /* a sum under 1024 */
+    assert_false(dev_packed_keeps(DEV_SGEMM_OPENBLAS, 512, 2048, 1024));
+    assert_true(dev_packed_keeps(DEV_SGEMM_AMX_BF16X3, 512, 2048, 1024));
 }
 
 /* The choice per product shape (blas_shapes.c), fed made-up times. */
@@ -369,11 +402,17 @@ static void shapes_choose(void **state)
     assert_int_equal(sgemm_shapes_find(&t, wide_bt), -1); /* a transpose is another shape */
     assert_int_equal(sgemm_shapes_add(&t, wide_bt, (double[]){0, 0, 0, 0}), -1);
     assert_int_equal(t.n, 2);
+    assert_false(t.e[0].kept || t.e[0].beside);
     char note[512];
     sgemm_shapes_note(&t, note, sizeof note);
     printf("test_blas_sgemm: %s\n", note);
     assert_non_null(strstr(note, ": 512x2048x1024 onednn (onednn 155.6 avx512 147.1), 512x1024x2048 avx512 (onednn "
                                  "136.8 avx512 150.2)"));
+    /* The form a shape was timed in, where it was not the plain call. */
+    t.e[0].kept = t.e[0].beside = true;
+    sgemm_shapes_note(&t, note, sizeof note);
+    assert_non_null(strstr(note, "512x2048x1024 onednn (onednn 155.6 avx512 147.1; B kept; beside a second), "));
+    t.e[0].kept = t.e[0].beside = false;
     /* Truncated quietly, never past the buffer. */
     char small[24];
     sgemm_shapes_note(&t, small, sizeof small);
@@ -514,6 +553,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(probed_sgemm),
         cmocka_unit_test(shapes_choose),
+        cmocka_unit_test(packed_keeps),
         cmocka_unit_test(watch_holds),
         cmocka_unit_test(watch_switches),
         cmocka_unit_test(blis_sgemm),
