@@ -210,7 +210,9 @@ typedef struct SgemmShapes {
         SgemmShape shape;
         int lib;
         double seconds[SGEMM_LIBS]; /* each library's best time on it; 0: not timed */
-        bool kept, beside;          /* timed with B kept packed; beside a second thread's product */
+        bool kept;                  /* timed with B kept packed */
+        double beside;              /* timed beside a second thread's product: the share of the
+                                     * timed calls' wall time it computed; 0: alone */
     } e[SHAPE_MAX];
 } SgemmShapes;
 int sgemm_shapes_find(const SgemmShapes *t, SgemmShape s);

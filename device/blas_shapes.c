@@ -75,7 +75,8 @@ int sgemm_shapes_add(SgemmShapes *t, SgemmShape s, const double seconds[SGEMM_LI
     t->e[t->n].shape = s;
     t->e[t->n].lib = win;
     memcpy(t->e[t->n].seconds, seconds, sizeof t->e[t->n].seconds);
-    t->e[t->n].kept = t->e[t->n].beside = false;
+    t->e[t->n].kept = false;
+    t->e[t->n].beside = 0;
     t->n++;
     return win;
 }
@@ -112,6 +113,9 @@ void sgemm_shapes_note(const SgemmShapes *t, char *buf, size_t len)
                 append(buf, len, "%s%s %.1f", sep, shape_lib[l], flops / t->e[i].seconds[l] * 1e-9);
                 sep = " ";
             }
-        append(buf, len, "%s%s)", t->e[i].kept ? "; B kept" : "", t->e[i].beside ? "; beside a second" : "");
+        append(buf, len, "%s", t->e[i].kept ? "; B kept" : "");
+        if (t->e[i].beside > 0)
+            append(buf, len, "; beside a second %.2f of the time", t->e[i].beside);
+        append(buf, len, ")");
     }
 }
