@@ -48,7 +48,12 @@
  * own operands (blas_shapes.c, shape_lib), since at 384^3 oneDNN and
  * tessel's kernel are within the probe's noise while on the program's
  * shapes one or the other is 3-9 % faster; the probe's winner takes the
- * shapes past the table's SHAPE_MAX. At several threads the probe's
+ * shapes past the table's SHAPE_MAX. A shape told before the run
+ * (dev_blas_sgemm_prepare_shape) is timed in the form the program runs
+ * it: a kept weight's B packed once, each call from the library's kept
+ * form (alone, unkept, oneDNN led by 2-5 % on shapes where, kept and
+ * beside a second core's product, the two tie: BENCHMARKS.md, gemm49),
+ * and on several devices beside a second thread's product. At several threads the probe's
  * choice is held against the program's first large
  * products (blas_watch.c): they are timed, and where they run at less
  * than half the rate the probe measured (another library's threads

@@ -16,7 +16,9 @@
  * (at once, as they run it), in each thread's CPU time (a competing
  * process that takes a core away is not counted against either); the
  * best time of all their calls decides, and the faster keeps that shape
- * for the rest of the process. A shape is decided once,
+ * for the rest of the process (a run's own dots are timed before its
+ * clock, in the program's form: B kept, beside a second device's
+ * product; blas_choice.c). A shape is decided once,
  * before any of its products is computed, so every product of a shape has
  * one library's bits in every step of a run.
  *
