@@ -625,7 +625,7 @@ static void gemm_one(const CtGemm *g, bool lower, const uint8_t *a, const uint8_
                g->blas && g->m <= INT_MAX && g->n <= INT_MAX && g->k <= INT_MAX && g->lda <= INT_MAX &&
                g->ldb <= INT_MAX && g->ldc <= INT_MAX &&
                dev_blas_sgemm_shape_lib(g->ta, g->tb, g->m, g->n, g->k, (const float *)(const void *)a, g->lda,
-                                        (const float *)(const void *)b, g->ldb) == DEV_SGEMM_AVX512;
+                                        (const float *)(const void *)b, g->ldb, steady != NULL) == DEV_SGEMM_AVX512;
     bool done = false;
     if (g->c == CT_F32 && !g->acc && g->k >= 2 * TRI_TILE)
         for (Tri t = TRI_A_LOWER; t < TRI_KINDS && !done; t++) {
