@@ -444,17 +444,16 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
         return lib;
     ShapeRun run[NLIBS] = {0};
     Beside *w = beside ? calloc(1, sizeof *w) : NULL;
-    bool ok = true;
+    bool ok = true, w_ok = w != NULL; /* the second thread's runs made (without them, timed alone) */
     for (int j = 0; j < 2; j++) {
         ok = ok && shape_run_init(&run[cand[j]], cand[j], fn[cand[j]], s, a, lda, b, ldb, kept);
-        if (w && ok)
-            ok = shape_run_init(&w->run[cand[j]], cand[j], fn[cand[j]], s, a, lda, b, ldb, kept);
+        w_ok = w_ok && shape_run_init(&w->run[cand[j]], cand[j], fn[cand[j]], s, a, lda, b, ldb, kept);
     }
     pthread_t th;
     if (w) {
         atomic_store(&w->lib, -1);
         atomic_store(&w->running, -1);
-        if (!ok || pthread_create(&th, NULL, beside_loop, w) != 0) {
+        if (!ok || !w_ok || pthread_create(&th, NULL, beside_loop, w) != 0) {
             for (int j = 0; j < 2; j++)
                 shape_run_free(&w->run[cand[j]]);
             free(w);
