@@ -193,7 +193,9 @@ double sgemm_watch_median(const SgemmWatch *w, int lib);
  * as above) a shape was given, -1 when none yet. sgemm_shapes_candidates:
  * the (up to) two libraries with the best probed rates (0: absent), the
  * fastest first, -1 for none; returns how many. sgemm_shapes_add: the
- * library whose best time (seconds; 0: not timed) is smallest, recorded
+ * library whose best time (seconds; 0: not timed) is smallest, or
+ * tessel's own kernel (avx512) where its time is within 12 % of that
+ * (what the bare timing cannot see: blas_shapes.c), recorded
  * for the shape unless the table is full (SHAPE_MAX shapes: blas_choice.c
  * gives later ones the probe's choice, untimed); -1 where nothing was
  * timed. sgemm_shapes_note: the verdict's clause
