@@ -1153,9 +1153,10 @@ static IrStatus run_feeds(const IrModule *m, const IrComputation *c, const DevFu
     Feeds f = {.r = {.g = &eg}, .c = c, .vleaf = ir_fusion_leaf_index(&eg, v), .st = IR_OK};
     if (f.vleaf < 0 || eg.nnodes < 1 || vi->shape.type != IR_F32 || root->shape.type != IR_F32)
         return dev_kernel_error(k, IR_EINTERNAL, "dot epilogue: %s's consumers do not fit", vi->name);
-    /* v is bound when the GEMM hands its blocks over (feeds_then) */
-    DevValue stub = {.shape = vi->shape, .nbytes = ir_shape_bytes(&vi->shape), .refs = 1}, *was = vals[v];
-    vals[v] = &stub;
+    /* v is bound when the GEMM hands its blocks over (feeds_then); until then
+     * the setup sees a value of its shape with no data */
+    DevValue unbound = {.shape = vi->shape, .nbytes = ir_shape_bytes(&vi->shape), .refs = 1}, *was = vals[v];
+    vals[v] = &unbound;
     IrStatus st = run_setup(&f.r, m, c, opt, d, vals);
     vals[v] = was;
     f.chunks = opt->fusion_block <= 0 && chunkable(c, &eg);
