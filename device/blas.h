@@ -195,7 +195,8 @@ double sgemm_watch_median(const SgemmWatch *w, int lib);
  * fastest first, -1 for none; returns how many. sgemm_shapes_add: the
  * library whose best time (seconds; 0: not timed) is smallest, or
  * tessel's own kernel (avx512) where its time is within 12 % of that
- * (what the bare timing cannot see: blas_shapes.c), recorded
+ * and the shape was timed with B not kept (`kept` false: what the bare
+ * timing cannot see there, blas_shapes.c), recorded
  * for the shape unless the table is full (SHAPE_MAX shapes: blas_choice.c
  * gives later ones the probe's choice, untimed); -1 where nothing was
  * timed. sgemm_shapes_note: the verdict's clause
@@ -219,7 +220,7 @@ typedef struct SgemmShapes {
 } SgemmShapes;
 int sgemm_shapes_find(const SgemmShapes *t, SgemmShape s);
 int sgemm_shapes_candidates(const double probed[SGEMM_LIBS], int cand[2]);
-int sgemm_shapes_add(SgemmShapes *t, SgemmShape s, const double seconds[SGEMM_LIBS]);
+int sgemm_shapes_add(SgemmShapes *t, SgemmShape s, const double seconds[SGEMM_LIBS], bool kept);
 void sgemm_shapes_note(const SgemmShapes *t, char *buf, size_t len);
 /* blas_choice.c: the library (DEV_SGEMM_*) that computes the row-major
  * product C = op(A) op(B) of that shape and operands: the fixed one, or

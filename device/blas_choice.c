@@ -508,11 +508,9 @@ static int shape_lib(SgemmShape s, const float *a, int64_t lda, const float *b, 
     lib = sgemm_shapes_find(&shapes, s);
     if (lib < 0) {
         int at = shapes.n;
-        lib = sgemm_shapes_add(&shapes, s, trials[t].best);
-        if (shapes.n > at) {
-            shapes.e[at].kept = ran_kept;
+        lib = sgemm_shapes_add(&shapes, s, trials[t].best, ran_kept);
+        if (shapes.n > at)
             shapes.e[at].beside = ran_beside;
-        }
         snprintf(verdict, sizeof verdict, "%s", probe_verdict);
         small_clause(lib_index(atomic_load(&chosen)), 1);
         shapes_clause();

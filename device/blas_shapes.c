@@ -68,32 +68,35 @@ int sgemm_shapes_candidates(const double probed[SGEMM_LIBS], int cand[2])
 
 /* The index of tessel's own kernel (avx512) among the libraries, and how
  * much slower than the fastest its timed product may be and still keep a
- * shape. Why: the timing runs the bare product, which cannot see what
- * only tessel's kernel gives the program: the dot's elementwise consumers
- * run in its epilogue (the SGD update, the tanh), and it allocates nothing
- * per call where oneDNN's dnnl_sgemm allocates its packing buffers each
- * call (about 800 page faults a warm step). Measured (BENCHMARKS.md,
- * "Stop 49: the per-shape choice and tessel's own kernel"): the weight-gradient
- * shapes, which oneDNN won in the timing by 1-11 %, ran as fast or faster
- * in avx512 in the program, and the whole step with avx512 fixed beat
- * the per-shape mix in 10 of 10 interleaved pairs (mlp-sgd by 3-4 %). */
+ * shape whose B is not kept packed. Why there: the timing runs the bare
+ * product, which cannot see what only tessel's kernel gives such a call in
+ * the program: it allocates nothing per call where oneDNN's dnnl_sgemm
+ * allocates its packing buffers each call (about 800 page faults a warm
+ * step), and the weight gradients' SGD updates run in its epilogue.
+ * Measured (BENCHMARKS.md, "Stop 49: the per-shape choice and tessel's
+ * own kernel"): the weight-gradient shapes, which oneDNN won in the timing
+ * by 1-11 %, ran as fast or faster in avx512 in the program. Where B is
+ * kept, both run from packed weights with no per-call buffers and the
+ * timing sees the program's call, so the faster wins: on the AMD machine
+ * oneDNN's kept matmul led avx512's by 5-10 % on the block's shapes and
+ * the 12 % rule cost block-infer 4-6 % (BENCHMARKS.md, "Stop 50"). */
 enum { OWN_KERNEL = 3 };
 #define OWN_KERNEL_MARGIN 1.12
 
-int sgemm_shapes_add(SgemmShapes *t, SgemmShape s, const double seconds[SGEMM_LIBS])
+int sgemm_shapes_add(SgemmShapes *t, SgemmShape s, const double seconds[SGEMM_LIBS], bool kept)
 {
     int win = -1;
     for (int i = 0; i < SGEMM_LIBS; i++)
         if (seconds[i] > 0 && (win < 0 || seconds[i] < seconds[win]))
             win = i;
-    if (win >= 0 && seconds[OWN_KERNEL] > 0 && seconds[OWN_KERNEL] <= OWN_KERNEL_MARGIN * seconds[win])
+    if (win >= 0 && !kept && seconds[OWN_KERNEL] > 0 && seconds[OWN_KERNEL] <= OWN_KERNEL_MARGIN * seconds[win])
         win = OWN_KERNEL;
     if (win < 0 || t->n == SHAPE_MAX)
         return win;
     t->e[t->n].shape = s;
     t->e[t->n].lib = win;
     memcpy(t->e[t->n].seconds, seconds, sizeof t->e[t->n].seconds);
-    t->e[t->n].kept = false;
+    t->e[t->n].kept = kept;
     t->e[t->n].beside = 0;
     t->n++;
     return win;
