@@ -16,7 +16,8 @@
  * (512x1024x2048, 512x2048x1024), the GPT-2 block's projections and MLP
  * over 1024 tokens (1024x768x384, 1024x384x768, 1024x768x1536,
  * 1024x1536x768) and one head's attention (512x64x512, 512x512x64).
- * --quick: 1024^3 and the first two. --layouts: instead, the GPT-2 block's
+ * --quick: 1024^3 and the first two. --peak: only the peak, its GFLOP/s
+ * on one line (bench/peers.py's floors). --layouts: instead, the GPT-2 block's
  * attention GEMMs as tessel calls them, transposes and row strides
  * included, in the layout JAX's lowering gives them and in the one
  * partition/spmd_swap.c makes (the q/k/v projection 384x768x1024 with both
@@ -238,7 +239,12 @@ int main(int argc, char **argv)
     int nshapes = (int)(sizeof shapes / sizeof shapes[0]), reps = 7, threads = 1;
     bool layout_calls = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--layouts")) {
+        if (!strcmp(argv[i], "--peak") && argc == 2) {
+            /* The peak alone, for bench/peers.py's floors: the GFLOP/s. */
+            int lanes = 0;
+            printf("%.1f\n", bench_peak_gflops(&lanes));
+            return 0;
+        } else if (!strcmp(argv[i], "--layouts")) {
             layout_calls = true;
         } else if (!strcmp(argv[i], "--quick")) {
             nshapes = 3;
@@ -246,7 +252,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc && atoi(argv[i + 1]) >= 1) {
             threads = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: gemm_bench [--quick] [--threads T] [--layouts]\n");
+            fprintf(stderr, "usage: gemm_bench [--quick] [--threads T] [--layouts] | gemm_bench --peak\n");
             return 2;
         }
     }

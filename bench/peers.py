@@ -27,7 +27,13 @@ ratios tessel-2dev / jax-1p and tessel-mpi / each multi-process peer, and
 last `ratio R`: tessel over the faster peer, the worse of the in-process and
 the multi-process comparison. Outputs of the last round of every side are
 compared with JAX's reference (peers_jax.py gen), as the bench fails
-loudly on a mismatch. A peer that cannot be imported (no JAX venv, no
+loudly on a mismatch. Then the floor: the flops of a device's program as
+XLA's cost analysis counts them (peers_jax.py gen), over the one-core FMA
+peak (`gemm_bench --peak`, measured before the rounds), against the bar
+(0.8 of the faster peer's step) in one process and across processes: a bar
+under the floor cannot be met by any program doing JAX's arithmetic at
+the peak (only by less arithmetic, as tessel's causal tiles and zero rows
+do). A peer that cannot be imported (no JAX venv, no
 python3-torch) is skipped, saying so. TESSEL_SGEMM in the environment
 fixes the library of tessel's f32 dots on both tessel sides (docs/cli.md,
 `--sgemm`), and the line says so: `TESSEL_SGEMM=amx-bf16x3` runs them as
@@ -165,6 +171,31 @@ def check(name, side, outdir, d, params):
         raise Failed("no reference outputs in %s" % d)
 
 
+def fma_peak(o):
+    """The one-core FMA peak in GFLOP/s (gemm_bench --peak), or why not."""
+    p = subprocess.run([o["gemm_bench"], "--peak"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    try:
+        return float(p.stdout.strip()) if p.returncode == 0 else p.stderr.strip()[-120:] or "gemm_bench failed"
+    except ValueError:
+        return "gemm_bench --peak printed %r" % p.stdout.strip()[:60]
+
+
+def floor_clause(d, peak, bar1, bar2):
+    """The floor of a device's step: JAX's program's flops at the FMA peak,
+    beside the bars in one process (bar1 ms) and across processes (bar2)."""
+    with open(os.path.join(d, "cost.json")) as fh:
+        flops = json.load(fh)["flops"]
+    if isinstance(peak, str):
+        return "floor not measured (%s)" % peak
+    floor = flops / (peak * 1e9) * 1e3
+    under = [w for w, bar in (("in one process", bar1), ("across processes", bar2)) if bar < floor]
+    return ("floor: JAX's program %.2f GFLOP a device a step (XLA's cost analysis), %.2f ms at the peak %.1f "
+            "GFLOP/s one core; the bar 0.8 of the faster peer %.2f ms in one process, %.2f across processes%s"
+            % (flops * 1e-9, floor, peak, bar1, bar2,
+               " (under the floor %s)" % " and ".join(under) if under else ""))
+
+
 def bench(name, o):
     quick = o["quick"]
     steps, reps = (3, 1) if quick else (6, 3)
@@ -173,7 +204,7 @@ def bench(name, o):
         # Without JAX there is no program for tessel either.
         return "skipped (%s) ratio 0" % ver["jax"]
     d = os.path.join(o["work"], "peers_%s%s" % (name, "_quick" if quick else ""))
-    if not os.path.exists(os.path.join(d, "params.json")):
+    if not all(os.path.exists(os.path.join(d, f)) for f in ("params.json", "cost.json")):
         run([VENV_PY, os.path.join(HERE, "peers_jax.py"), "gen", name, d] + (["--quick"] if quick else []))
     plan = os.path.join(d, "model.plan")
     hlo = os.path.join(d, "model.hlo")
@@ -205,6 +236,7 @@ def bench(name, o):
                 + od("torch-2p"))))
         return s
 
+    peak = fma_peak(o)
     times = {}
     outdir = os.path.join(d, "out")
     os.makedirs(outdir, exist_ok=True)
@@ -233,13 +265,14 @@ def bench(name, o):
         ratios.append("tessel-mpi/torch-2p %.2f" % (tm / tt))
         multi.append(tt)
     r = max(t2 / j1, tm / min(multi))
+    floor = floor_clause(d, peak, 0.8 * j1, 0.8 * min(multi))
     # tessel's f32 dots as the environment fixed them (TESSEL_SGEMM reaches
     # every tessel side; amx-bf16x3 is not f32's bits, so the line says it)
     sgemm = "tessel TESSEL_SGEMM=%s; " % ENV["TESSEL_SGEMM"] if ENV.get("TESSEL_SGEMM") else ""
     return ("%s; %s (%s%s; %s%s; warm step medians, %d steps a process, %d interleaved rounds; outputs match "
-            "JAX's) ratio %.2f"
+            "JAX's; %s) ratio %.2f"
             % ("; ".join(parts), ", ".join(ratios), sgemm, ver["jax"], ver["torch"],
-               "" if torch_ok else " (no torch-2p)", steps, reps, r))
+               "" if torch_ok else " (no torch-2p)", steps, reps, floor, r))
 
 
 def main(argv):
@@ -254,6 +287,7 @@ def main(argv):
         return 2
     name = args[0]
     o = {"quick": "--quick" in argv, "tessel": os.path.abspath(os.path.join(bin_dir, "tessel")),
+         "gemm_bench": os.path.abspath(os.path.join(bin_dir, "bench", "gemm_bench")),
          "work": os.path.abspath(os.path.join(bin_dir, "bench", "work"))}
     os.makedirs(o["work"], exist_ok=True)
     try:

@@ -95,8 +95,15 @@ def cmd_gen(name, d, quick):
     with jax.set_mesh(mesh):
         f = jax.jit(w.fn, in_shardings=si, out_shardings=so)
         structs = tuple(jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype) for a in inputs)
+        lowered = f.lower(*structs)
         with open(os.path.join(d, "model.hlo"), "w") as fh:
-            fh.write(f.lower(*structs).as_text("hlo"))
+            fh.write(lowered.as_text("hlo"))
+        # XLA's count of the compiled program's arithmetic, a device's
+        # (the SPMD program): bench/peers.py's floor at the FMA peak.
+        cost = lowered.compile().cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        with open(os.path.join(d, "cost.json"), "w") as fh:
+            json.dump({"flops": float(cost.get("flops", 0.0))}, fh)
         outs = as_tuple(f(*inputs))
     for i, o in enumerate(outs):
         np.save(os.path.join(d, "ref_%d.npy" % i), np.asarray(o))
