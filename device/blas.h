@@ -148,6 +148,14 @@ bool dev_sgemm_avx512_run_b_then(const DevSgemmAvx512B *p, int64_t m, const floa
                                  int64_t ldc, const DevGemmThen *then);
 size_t dev_sgemm_avx512_b_bytes(const DevSgemmAvx512B *p);
 void dev_sgemm_avx512_b_free(DevSgemmAvx512B *p);
+/* blas_small.c: the function for the probe's f32 products of `macs`
+ * multiply-adds under its PROBE_MIN_MACS at one BLAS thread: OpenBLAS's
+ * (`openblas`) below 32^3, else the faster of it and tessel's own kernel,
+ * timed at the first such product and kept for the process. Thread safe.
+ * dev_blas_sgemm_small_note: what the timing found, for the verdict ("" until
+ * it ran). */
+SgemmFn *dev_blas_sgemm_small(SgemmFn *openblas, int64_t macs);
+void dev_blas_sgemm_small_note(char *buf, size_t len);
 /* blas_choice.c: the f32 GEMM that computes f32's own product: OpenBLAS's
  * where DevBlas.sgemm runs bf16 passes (amx-bf16x3), else DevBlas.sgemm
  * itself. For dots that ask for full precision (ct_exact). Call after

@@ -26,7 +26,9 @@
  * Smaller products run in OpenBLAS: there a library's call overhead counts
  * more than its kernel (except, at several threads with another library
  * chosen, those from 64^3 on, where OpenBLAS would wake its pool, whose
- * spinning slows the chosen team: those go to it), and the probe is not
+ * spinning slows the chosen team: those go to it; at one thread those
+ * from 32^3 on go to the faster of OpenBLAS and tessel's kernel, timed on
+ * attention's small products: blas_small.c), and the probe is not
  * worth its cost, about 0.1 s
  * once a process (oneDNN generates its kernels at its first call: 40 to 65
  * ms on the AMD machine; the timed calls take 20 to 40 ms). A run that
@@ -118,9 +120,11 @@ void dev_blas_choose_sgemm(int lib)
 const char *dev_blas_sgemm_verdict(void)
 {
     /* A copy per caller's thread: a probe may rewrite the verdict. */
-    static _Thread_local char copy[sizeof verdict];
+    static _Thread_local char copy[sizeof verdict + 256];
+    char small[192];
+    dev_blas_sgemm_small_note(small, sizeof small);
     pthread_mutex_lock(&probe_lock);
-    memcpy(copy, verdict, sizeof copy);
+    snprintf(copy, sizeof copy, "%s%s%s", verdict, small[0] ? "; products from 32^3 to 256^3: " : "", small);
     pthread_mutex_unlock(&probe_lock);
     return copy;
 }
@@ -162,8 +166,12 @@ static void small_clause(int lib, int nt)
         snprintf(verdict + used, sizeof verdict - used,
                  "; under 256^3 multiply-adds: %s from 64^3 (OpenBLAS's pool would wake), openblas below",
                  lib_name[lib]);
-    else
+    else if (nt > 1)
         snprintf(verdict + used, sizeof verdict - used, "; under 256^3 multiply-adds: openblas");
+    else
+        snprintf(verdict + used, sizeof verdict - used,
+                 "; under 256^3 multiply-adds: openblas below 32^3, from there the faster of openblas and avx512 "
+                 "(blas_small.c)");
 }
 
 /* The verdict's clause of the shapes measured so far, appended. */
@@ -552,7 +560,7 @@ static void sgemm_probed(enum CBLAS_ORDER order, enum CBLAS_TRANSPOSE ta, enum C
          * cores, a 1024^3 and a 128^3 dot a step: 10.5-13.6 ms a step
          * against 9.8-10.5 with every dot in oneDNN). */
         int nt = dev_blas_sgemm_thread_count();
-        SgemmFn *f = openblas_fn;
+        SgemmFn *f = nt == 1 ? dev_blas_sgemm_small(openblas_fn, macs) : openblas_fn;
         if (nt > 1 && macs >= OPENBLAS_POOL_MACS && atomic_load(&chosen_threads) == nt)
             f = atomic_load(&chosen);
         f(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

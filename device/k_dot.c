@@ -340,8 +340,14 @@ static int64_t kept_end(const uint8_t *m, int64_t n, bool keep)
  * the mask keeps nothing from column hi on, the columns [hi, n) all hold
  * the fill: their x - m, exp and e / z are computed once (the same bits
  * as each), their max is the fill's, so a causal row is scaled, masked
- * and exp'ed over its kept part only. t: n floats of scratch. */
-DEV_VECTOR_CLONES static void softmax_row(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n, float *t)
+ * and exp'ed over its kept part only. t: n floats of scratch. A reader
+ * that reads the columns [0, w) alone (w <= n: P.V over a causal block)
+ * gets the row written up to w where the row's columns [w, n) are +0 (the
+ * mask keeps nothing from w on and the fill's exp over the sum is +0: a
+ * causal softmax's exp(-1e9 - max)), and true; else the whole row, and
+ * false. Columns the row's kept part does not reach are never read. */
+DEV_VECTOR_CLONES static bool softmax_row_upto(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n,
+                                               float *t, int64_t w)
 {
     int64_t hi = m ? kept_end(m, n, e->keep) : n;
     scale_select(e, row, m, hi);
@@ -371,8 +377,17 @@ DEV_VECTOR_CLONES static void softmax_row(const DevDotEpilogue *e, float *row, c
     for (int64_t j = 0; j < hi; j++)
         row[j] = t[j] / z;
     float pf = ef / z;
-    for (int64_t j = hi; j < n; j++)
+    uint32_t pu;
+    memcpy(&pu, &pf, sizeof pu);
+    bool tail_zero = hi <= w && pu == 0;
+    for (int64_t j = hi, end = tail_zero ? w : n; j < end; j++)
         row[j] = pf;
+    return tail_zero;
+}
+
+static void softmax_row(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n, float *t)
+{
+    softmax_row_upto(e, row, m, n, t, n);
 }
 
 /* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
@@ -816,17 +831,46 @@ done:
  * whose sums do not depend on where the operands sit). */
 
 /* The scores' GEMM of batch element i, block [r0, r1), into pb (row
- * stride g->n): columns [0, r1) where lower (zeros after), else all. */
+ * stride g->n): columns [0, r1) where lower, else all; the columns after
+ * r1 written 0 where `zero_rest` (else never read: attention_one). */
 static void scores_block(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, float *pb, int64_t r0,
-                         int64_t r1)
+                         int64_t r1, bool zero_rest)
 {
     CtGemm s = *g;
     s.m = r1 - r0;
     s.n = lower && g->m > TRI_TILE && r1 < g->n ? r1 : g->n;
     s.ldc = g->n;
     ct_gemm(&s, at(a, g->ta, g->lda, r0, 0, sizeof(float)), b, pb);
-    for (int64_t r = 0; r < s.m && s.n < g->n; r++)
+    for (int64_t r = 0; zero_rest && r < s.m && s.n < g->n; r++)
         memset(pb + r * g->n + s.n, 0, (size_t)(g->n - s.n) * sizeof *pb);
+}
+
+/* Does the mask keep nothing of rows [r0, r1) from column w on (n
+ * columns)? Then the softmax never reads the scores there. */
+static bool mask_ends_by(const DevDotEpilogue *e, int64_t r0, int64_t r1, int64_t n, int64_t w)
+{
+    for (int64_t r = r0; r < r1; r++)
+        if (kept_end(e->mask + r * n, n, e->keep) > w)
+            return false;
+    return true;
+}
+
+/* The epilogue's softmax over the block's rows [r0, r1) (pb, n columns)
+ * for a P.V that reads their columns [0, w) alone: true where every row's
+ * columns [w, n) are +0, then never written (softmax_row_upto); false
+ * where one is not, and then every row is whole. */
+static bool softmax_block_upto(const DevDotEpilogue *e, float *t, float *pb, int64_t r0, int64_t r1, int64_t n,
+                               int64_t w)
+{
+    bool zero = true;
+    for (int64_t r = r0; r < r1; r++) {
+        if (softmax_row_upto(e, pb + (r - r0) * n, e->mask + r * n, n, t, zero ? w : n) || !zero)
+            continue;
+        for (int64_t q = r0; q < r; q++) /* their tails: +0, written now */
+            memset(pb + (q - r0) * n + w, 0, (size_t)(n - w) * sizeof *pb);
+        zero = false;
+    }
+    return zero;
 }
 
 /* The shapes of attention's two dots: the scores [batch, M, N] (k) and
@@ -860,11 +904,21 @@ static void attention_one(const CtGemm *g, const CtGemm *gv, bool lower, const D
     bool tri = kk >= 2 * TRI_TILE && g->m == kk && region_is(false, v, gv->tb, gv->ldb, first_end, kk, 0, gv->n);
     for (int64_t r0 = 0; r0 < g->m; r0 += TRI_TILE) {
         int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m;
-        scores_block(g, lower, a, b, pb, r0, r1);
-        epilogue_rows(epi, t, pb, r0, r1, g->n, 0); /* no consumers: P.V reads P */
         CtGemm s = *gv;
         s.m = r1 - r0;
-        if (tri && r1 < kk && region_is(true, pb, false, g->n, 0, r1 - r0, r1, kk))
+        /* Where P.V may stop at column r1 and the mask ends by it, the
+         * block's columns after r1 are neither computed, zeroed, nor
+         * checked: the softmax says whether they are +0. */
+        bool narrow = tri && r1 < kk && epi->softmax && epi->mask && mask_ends_by(epi, r0, r1, g->n, r1);
+        scores_block(g, lower, a, b, pb, r0, r1, !narrow);
+        bool zero_after_r1;
+        if (narrow) {
+            zero_after_r1 = softmax_block_upto(epi, t, pb, r0, r1, g->n, r1);
+        } else {
+            epilogue_rows(epi, t, pb, r0, r1, g->n, 0); /* no consumers: P.V reads P */
+            zero_after_r1 = tri && r1 < kk && region_is(true, pb, false, g->n, 0, r1 - r0, r1, kk);
+        }
+        if (zero_after_r1)
             s.k = r1;
         ct_gemm(&s, pb, v, o + r0 * gv->ldc);
     }

@@ -39,6 +39,8 @@
  * inexact values have the same bits every time (row- and column-major
  * calls alike), two threads at a new shape's first product at once get
  * the same bits, and a shape told before its first product is chosen then.
+ * The small products' library at one thread (device/blas_small.c):
+ * OpenBLAS under 32^3, else the one timed once, computing the products.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -378,6 +380,50 @@ static void packed_keeps(void **state)
     assert_true(dev_packed_keeps(DEV_SGEMM_AMX_BF16X3, 512, 2048, 1024));
 }
 
+/* The small products' library (blas_small.c): OpenBLAS below 32^3
+ * multiply-adds, untimed; from there the faster of OpenBLAS and tessel's
+ * kernel, timed once (which one wins is the machine's: not asserted), the
+ * same function for every later small product, whose results are the
+ * product's (the orders, transposes, alpha and beta against the double
+ * loop), and the timing named in the verdict. */
+static void naive_sgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,
+                        float alpha, const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float sum = 0;
+            for (int p = 0; p < k; p++)
+                sum += (ta == CblasTrans ? at(a, o, lda, p, i) : at(a, o, lda, i, p)) *
+                       (tb == CblasTrans ? at(b, o, ldb, j, p) : at(b, o, ldb, p, j));
+            float *cij = o == CblasRowMajor ? &c[i * ldc + j] : &c[j * ldc + i];
+            *cij = alpha * sum + (beta == 0 ? 0 : beta * *cij);
+        }
+}
+
+static void small_products(void **state)
+{
+    (void)state;
+    SgemmFn *const cblas_sgemm = naive_sgemm; /* OpenBLAS's stand-in: a plain loop */
+    char note[192];
+    assert_ptr_equal(dev_blas_sgemm_small(cblas_sgemm, 31 * 32 * 32), cblas_sgemm);
+    dev_blas_sgemm_small_note(note, sizeof note);
+    assert_string_equal(note, "");
+    SgemmFn *f = dev_blas_sgemm_small(cblas_sgemm, 32 * 32 * 32);
+    const char *why = NULL;
+    SgemmFn *own = dev_sgemm_avx512(cblas_sgemm, &why);
+    assert_true(f == cblas_sgemm || (own && f == own));
+    assert_ptr_equal(dev_blas_sgemm_small(cblas_sgemm, 64 * 64 * 255), f);
+    assert_ptr_equal(dev_blas_sgemm_small(cblas_sgemm, 100), cblas_sgemm);
+    check_fn("small", f);
+    dev_blas_sgemm_small_note(note, sizeof note);
+    printf("test_blas_sgemm: small products: %s\n", note);
+    if (own)
+        assert_non_null(strstr(note, f == own ? "avx512 (timed on 64x64x256 B^T and 64x256x64: openblas "
+                                              : "openblas (timed on 64x64x256 B^T and 64x256x64: openblas "));
+    else
+        assert_non_null(strstr(note, "openblas (avx512: "));
+}
+
 /* The choice per product shape (blas_shapes.c), fed made-up times. */
 static void shapes_choose(void **state)
 {
@@ -566,6 +612,7 @@ static void unknown_library(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(small_products), /* first: its timing is once a process, before any probe */
         cmocka_unit_test(probed_sgemm),
         cmocka_unit_test(shapes_choose),
         cmocka_unit_test(packed_keeps),

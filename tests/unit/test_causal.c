@@ -49,10 +49,14 @@ static char *subst(const char *text, int s)
     return out;
 }
 
+/* The masked scores' value: JAX's -1e9 (its exp is 0 beside any kept
+ * score) unless a test sets another. */
+static const char *mask_fill = "-1e9";
+
 /* An attention over S positions, 2 x 3 heads of 4: scores q k^T / 2,
  * masked by `mask` (text defining pred[S,S] `ge` from i0, i1: iotas along
- * dims 0 and 1; '@' stands for S), softmax, then P v. in_call: JAX's
- * form, the select inside a call to _where. */
+ * dims 0 and 1; '@' stands for S) to mask_fill, softmax, then P v.
+ * in_call: JAX's form, the select inside a call to _where. */
 static char *attention(int s, const char *mask, bool in_call)
 {
     static char buf[8192];
@@ -60,7 +64,9 @@ static char *attention(int s, const char *mask, bool in_call)
                               : "  mb = pred[2,3,@,@] broadcast(ge), dimensions={2,3}\n"
                                 "  cb = f32[2,3,@,@] broadcast(c), dimensions={}\n"
                                 "  sm = f32[2,3,@,@] select(mb, sc, cb)\n";
-    snprintf(buf, sizeof buf, "%s%s%s%s",
+    char fill_line[64];
+    snprintf(fill_line, sizeof fill_line, "  c = f32[] constant(%s)\n", mask_fill);
+    snprintf(buf, sizeof buf, "%s%s%s%s%s",
              subst("HloModule attn\n"
                    "_where {\n"
                    "  p0 = pred[@,@] parameter(0)\n"
@@ -82,9 +88,8 @@ static char *attention(int s, const char *mask, bool in_call)
                    "  sc = f32[2,3,@,@] divide(s, twob)\n"
                    "  i0 = s32[@,@] iota(), iota_dimension=0\n"
                    "  i1 = s32[@,@] iota(), iota_dimension=1\n", s),
-             subst(mask, s), subst(sel, s),
-             subst("  c = f32[] constant(-1e9)\n"
-                   "  ninf = f32[] constant(-inf)\n"
+             subst(mask, s), subst(sel, s), fill_line,
+             subst("  ninf = f32[] constant(-inf)\n"
                    "  zero = f32[] constant(0)\n"
                    "  mx = f32[2,3,@] reduce(sm, ninf), dimensions={3}, to_apply=max\n"
                    "  mxb = f32[2,3,@,@] broadcast(mx), dimensions={0,1,2}\n"
@@ -206,12 +211,14 @@ static DevValue *run_fused(const IrModule *m, DevValue **args, bool fuse)
 }
 
 /* At sequence lengths 130 and 300 (tiles of 64 that do not divide them),
- * the attention with its scores' upper tiles skipped is the unfused run's
- * (every tile computed), bit for bit; and a softmax row is what the
- * masked scores give (checked against a double-precision attention). */
-static void skipped_tiles_change_nothing(void **state)
+ * the attention with its scores' upper tiles skipped (the softmax of a
+ * block's rows written up to the block's last column, the rest known +0)
+ * is the unfused run's (every tile computed), bit for bit; and a softmax
+ * row is what the masked scores give (checked against a double-precision
+ * attention, the masked columns at `masked`, whose exp is 0 at -1e9 and
+ * not at -4: then every column of P counts and P.V reads them all). */
+static void attention_against_unfused(double masked)
 {
-    (void)state;
     int lens[] = {130, 300};
     for (size_t t = 0; t < sizeof lens / sizeof *lens; t++) {
         int s = lens[t];
@@ -235,18 +242,18 @@ static void skipped_tiles_change_nothing(void **state)
             for (size_t ri = 0; ri < 4; ri++) {
                 int r = rows[ri];
                 double w[512], mx = -INFINITY, z = 0;
-                for (int j = 0; j <= r; j++) {
+                for (int j = 0; j < s; j++) {
                     double dot = 0;
                     for (int e = 0; e < 4; e++)
                         dot += (double)x[0][head + r * 4 + e] * x[1][head + j * 4 + e];
-                    w[j] = dot / 2;
+                    w[j] = j <= r ? dot / 2 : masked;
                     mx = fmax(mx, w[j]);
                 }
-                for (int j = 0; j <= r; j++)
+                for (int j = 0; j < s; j++)
                     z += (w[j] = exp(w[j] - mx));
                 for (int e = 0; e < 4; e++) {
                     double want = 0;
-                    for (int j = 0; j <= r; j++)
+                    for (int j = 0; j < s; j++)
                         want += w[j] / z * x[2][head + j * 4 + e];
                     assert_true(fabs(o[head + r * 4 + e] - want) < 1e-5);
                 }
@@ -260,6 +267,22 @@ static void skipped_tiles_change_nothing(void **state)
             ir_module_free(m);
         }
     }
+}
+
+static void skipped_tiles_change_nothing(void **state)
+{
+    (void)state;
+    attention_against_unfused(-1e9);
+}
+
+/* A fill whose exp is not 0 (-4): the masked columns of every row weigh
+ * in, so no block may stop at its last column. */
+static void finite_fill_reads_every_column(void **state)
+{
+    (void)state;
+    mask_fill = "-4";
+    attention_against_unfused(-4);
+    mask_fill = "-1e9";
 }
 
 /* C = A B of one [n,n] operand with a zero triangle and one [n,w] (or
@@ -652,6 +675,7 @@ int main(void)
         cmocka_unit_test(other_masks_not),
         cmocka_unit_test(scores_read_elsewhere),
         cmocka_unit_test(skipped_tiles_change_nothing),
+        cmocka_unit_test(finite_fill_reads_every_column),
         cmocka_unit_test(zero_triangles),
         cmocka_unit_test(dot_epilogues),
         cmocka_unit_test(dot_softmaxes),
