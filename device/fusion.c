@@ -399,6 +399,20 @@ typedef struct FastNode {
         }                                             \
         break;
 
+/* r[i] = op(x[i]) for i < m: libmvec's function where it has one
+ * (vmath.h: an element's bits depend on its value alone), else
+ * float_ops.h's expression. */
+static inline __attribute__((always_inline)) void fast_unary(IrOpcode op, const float *x,
+                                                             float *r, int64_t m)
+{
+    if (dev_vmath_f32(op, x, r, m))
+        return;
+    switch (op) {
+        DEV_FLOAT_UNARY_OPS(FAST_UNARY, float)
+    default: break;
+    }
+}
+
 /* One chunk of m elements through every node: slot[] holds the leaves'
  * chunks, then the nodes' buffers (res[k] is slot[nleaves + k]). Inlined
  * twice below: with m a constant the loops have no remainder to handle. */
@@ -412,12 +426,7 @@ static inline __attribute__((always_inline)) void fast_nodes(const FastNode *pro
         const float *restrict x = slot[f->a];
         const float *restrict y = slot[f->b];
         if (f->nopnd == 1) {
-            if (dev_vmath_f32(f->op, x, r, m))
-                continue;
-            switch (f->op) {
-                DEV_FLOAT_UNARY_OPS(FAST_UNARY, float)
-            default: break;
-            }
+            fast_unary(f->op, x, r, m);
         } else if (f->nopnd == 2) {
             switch (f->op) {
                 DEV_FLOAT_BINARY_OPS(FAST_BINARY, float)
@@ -469,10 +478,14 @@ typedef struct RegNode {
 } RegNode;
 
 /* The ops of the VECTOR column of ir/hlo_op_sem.def, with their arity;
- * reg_chunk has a case for each. */
+ * reg_chunk has a case for each. And the math functions of vmath.h
+ * (tanh, exp, ...: GELU's and the logistic's chains), which reg_chunk
+ * runs on the node's chunk in L1 (stored from the registers, through
+ * libmvec in place, loaded back): the interpreter's call on the same
+ * chunk, so the same bits, with the other nodes in registers. */
 static bool reg_op(IrOpcode op, int32_t nopnd)
 {
-    return ir_op_vector(op) && nopnd == ir_op_arity(op);
+    return (ir_op_vector(op) && nopnd == ir_op_arity(op)) || (nopnd == 1 && dev_vmath_has(op));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -541,7 +554,14 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
         case OP_NEGATE: REG_UN(reg_neg); break;
         case OP_ABS: REG_UN(reg_abs); break;
         case OP_SQRT: REG_UN(_mm512_sqrt_ps); break;
-        default: assert(!"reg_op admits only the ops above"); break;
+        default: { /* a math function (reg_op): through its chunk */
+            float *r = res[f->k];
+            if (f->ka == REG_ACC)
+                REG_EACH(_mm512_storeu_ps(r + 16 * j, v[j]))
+            fast_unary(f->op, f->ka == REG_ACC ? r : x, r, FAST_CHUNK);
+            REG_EACH(v[j] = REG_LD(r))
+            break;
+        }
         }
         if (k == n - 1 && to) {
             REG_EACH(_mm512_stream_ps(to + 16 * j, v[j]))

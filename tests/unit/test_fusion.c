@@ -1108,6 +1108,52 @@ static void registers_equal_unfused(void **state)
     ir_module_free(m);
 }
 
+/* The math functions in the register path (tanh, exp, logistic: run on
+ * their node's chunk between register nodes) against the unfused
+ * kernels: GELU's tanh form on the value just computed, a function of a
+ * leaf as the first node, one whose value is read again later (stored),
+ * one as the root; NaNs, infinities and signed zeros; 3x400 is 4 full
+ * chunks and a partial one. */
+static void register_math_equal_unfused(void **state)
+{
+    (void)state;
+    IrModule *m = parse_ok("HloModule rgm\n"
+                           "ENTRY main {\n"
+                           "  x = f32[3,400] parameter(0)\n"
+                           "  y = f32[3,400] parameter(1)\n"
+                           "  e = f32[3,400] exponential(y)\n"
+                           "  c = f32[] constant(0.044715)\n"
+                           "  bc = f32[3,400] broadcast(c), dimensions={}\n"
+                           "  h = f32[] constant(0.5)\n"
+                           "  bh = f32[3,400] broadcast(h), dimensions={}\n"
+                           "  x2 = f32[3,400] multiply(x, x)\n"
+                           "  x3 = f32[3,400] multiply(x2, x)\n"
+                           "  cx3 = f32[3,400] multiply(x3, bc)\n"
+                           "  in = f32[3,400] add(x, cx3)\n"
+                           "  t = f32[3,400] tanh(in)\n"
+                           "  t1 = f32[3,400] add(t, e)\n"
+                           "  g = f32[3,400] multiply(t1, bh)\n"
+                           "  lg = f32[3,400] logistic(g)\n"
+                           "  u = f32[3,400] multiply(lg, t)\n"
+                           "  ROOT r = f32[3,400] tanh(u)\n"
+                           "}\n");
+    assert_one_chunked_group(m, 13);
+    int64_t d2[] = {3, 400};
+    DevValue *args[2] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL)};
+    static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
+    uint32_t s = 7;
+    for (int a = 0; a < 2; a++)
+        for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)((int32_t)s >> 8) / (float)(1 << 20);
+            if (i % 13 == 0)
+                v = special[(i / 13 + a) % 6];
+            ((float *)args[a]->data)[i] = v;
+        }
+    assert_fused_is_unfused(m, 2, args, true);
+    ir_module_free(m);
+}
+
 /* A result of at least 32 MiB goes out with non-temporal stores
  * (fusion.c, STREAM_CAP): the benchmark's chain over 8M + 37 elements
  * (32 MiB and a partial chunk), fused against unfused, bit for bit, with
@@ -1598,6 +1644,7 @@ int main(void)
         cmocka_unit_test(random_equals_unfused),
         cmocka_unit_test(chunks_equal_unfused),
         cmocka_unit_test(registers_equal_unfused),
+        cmocka_unit_test(register_math_equal_unfused),
         cmocka_unit_test(streamed_equals_unfused),
         cmocka_unit_test(periods_equal_unfused),
         cmocka_unit_test(column_groups),
