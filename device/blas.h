@@ -3,7 +3,7 @@
  * library on first use; blas_sgemm.c, the f32 GEMM of BLIS or oneDNN;
  * blas_choice.c, which of them DevBlas.sgemm calls; blas_watch.c, the
  * check of that choice on the program's calls; blas_shapes.c, the choice
- * per product shape), for the files that call BLAS or LAPACK: contract.c,
+ * per product shape; blas_small.c, the small products' library), for the files that call BLAS or LAPACK: contract.c,
  * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */

@@ -70,6 +70,8 @@
  *                 (at several BLAS threads a device)
  *   blas_shapes.c the measured choice made per product shape at one thread,
  *                 on each large shape's first product
+ *   blas_small.c  the library of the products under the probe's size at one
+ *                 thread (from 32^3: OpenBLAS or tessel's kernel, timed once)
  *   sgemm_avx512.c tessel's own f32 GEMM: an AVX-512 micro-kernel on packed
  *                 panels, one more candidate of the probe (`--sgemm avx512`)
  *   sgemm_amx.c   the f32 GEMM as three bf16 products on AMX's tiles
