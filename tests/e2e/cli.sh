@@ -181,8 +181,9 @@ HLO
 # device spans several cores (one thread on a machine of one).
 sed 's/256/512/g' "$WORK/dot256.hlo" >"$WORK/dot512.hlo"
 # (at several threads, products from 64^3 go to the library chosen when it is not OpenBLAS: its pool would wake;
-# at one thread, where two libraries were timed, each large product shape's library and its rates follow)
-verdict_rates="openblas [0-9.]+ GFLOP/s, blis ([0-9.]+ GFLOP/s|skipped \(.*\)), onednn ([0-9.]+ GFLOP/s|skipped \(.*\)), avx512 ([0-9.]+ GFLOP/s|skipped \(.*\)); under 256\^3 multiply-adds: (openblas|(blis|onednn|avx512) from 64\^3 \(OpenBLAS's pool would wake\), openblas below)(; per product shape \(M x K x N: GFLOP/s in thread CPU time\): [0-9]+x[0-9]+x[0-9]+( A\^T)?( B\^T)? (openblas|blis|onednn|avx512) \(.*\))?"
+# at one thread, those from 32^3 to the faster of OpenBLAS and tessel's kernel, blas_small.c; and where two
+# libraries were timed, each large product shape's library and its rates follow)
+verdict_rates="openblas [0-9.]+ GFLOP/s, blis ([0-9.]+ GFLOP/s|skipped \(.*\)), onednn ([0-9.]+ GFLOP/s|skipped \(.*\)), avx512 ([0-9.]+ GFLOP/s|skipped \(.*\)); under 256\^3 multiply-adds: (openblas|openblas below 32\^3, from there the faster of openblas and avx512 \(blas_small\.c\)|(blis|onednn|avx512) from 64\^3 \(OpenBLAS's pool would wake\), openblas below)(; per product shape \(M x K x N: GFLOP/s in thread CPU time\): [0-9]+x[0-9]+x[0-9]+( A\^T)?( B\^T)? (openblas|blis|onednn|avx512) \(.*\))?"
 cores=$(nproc)
 for parts in 2 1; do
     expect_status 0 "$TESSEL" run "$WORK/dot512.hlo" --random-inputs 1 --stats --sgemm probe --num-partitions $parts
