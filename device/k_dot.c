@@ -345,11 +345,15 @@ static int64_t kept_end(const uint8_t *m, int64_t n, bool keep)
  * gets the row written up to w where the row's columns [w, n) are +0 (the
  * mask keeps nothing from w on and the fill's exp over the sum is +0: a
  * causal softmax's exp(-1e9 - max)), and true; else the whole row, and
- * false. Columns the row's kept part does not reach are never read. */
+ * false. Columns the row's kept part does not reach are never read; of
+ * those it reaches, the ones from `cols` on (scores not computed there)
+ * read as 0, as a lower product's unread columns are written. */
 DEV_VECTOR_CLONES static bool softmax_row_upto(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n,
-                                               float *t, int64_t w)
+                                               float *t, int64_t w, int64_t cols)
 {
     int64_t hi = m ? kept_end(m, n, e->keep) : n;
+    if (hi > cols)
+        memset(row + cols, 0, (size_t)(hi - cols) * sizeof *row);
     scale_select(e, row, m, hi);
     float fill = e->fill, mx = dev_fusion_fold_f32(OP_MAXIMUM, e->max_init, row, hi);
     if (hi < n) {
@@ -387,7 +391,7 @@ DEV_VECTOR_CLONES static bool softmax_row_upto(const DevDotEpilogue *e, float *r
 
 static void softmax_row(const DevDotEpilogue *e, float *row, const uint8_t *m, int64_t n, float *t)
 {
-    softmax_row_upto(e, row, m, n, t, n);
+    softmax_row_upto(e, row, m, n, t, n, n);
 }
 
 /* The epilogue (DevDotEpilogue) over rows [r0, r1) of one batch
@@ -832,9 +836,10 @@ done:
 
 /* The scores' GEMM of batch element i, block [r0, r1), into pb (row
  * stride g->n): columns [0, r1) where lower, else all; the columns after
- * r1 written 0 where `zero_rest` (else never read: attention_one). */
-static void scores_block(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, float *pb, int64_t r0,
-                         int64_t r1, bool zero_rest)
+ * those written 0 where `zero_rest` (else never read: softmax_row_upto).
+ * Returns how many columns it computed. */
+static int64_t scores_block(const CtGemm *g, bool lower, const uint8_t *a, const uint8_t *b, float *pb, int64_t r0,
+                            int64_t r1, bool zero_rest)
 {
     CtGemm s = *g;
     s.m = r1 - r0;
@@ -843,28 +848,20 @@ static void scores_block(const CtGemm *g, bool lower, const uint8_t *a, const ui
     ct_gemm(&s, at(a, g->ta, g->lda, r0, 0, sizeof(float)), b, pb);
     for (int64_t r = 0; zero_rest && r < s.m && s.n < g->n; r++)
         memset(pb + r * g->n + s.n, 0, (size_t)(g->n - s.n) * sizeof *pb);
+    return s.n;
 }
 
-/* Does the mask keep nothing of rows [r0, r1) from column w on (n
- * columns)? Then the softmax never reads the scores there. */
-static bool mask_ends_by(const DevDotEpilogue *e, int64_t r0, int64_t r1, int64_t n, int64_t w)
-{
-    for (int64_t r = r0; r < r1; r++)
-        if (kept_end(e->mask + r * n, n, e->keep) > w)
-            return false;
-    return true;
-}
-
-/* The epilogue's softmax over the block's rows [r0, r1) (pb, n columns)
- * for a P.V that reads their columns [0, w) alone: true where every row's
- * columns [w, n) are +0, then never written (softmax_row_upto); false
- * where one is not, and then every row is whole. */
+/* The epilogue's softmax over the block's rows [r0, r1) (pb, n columns,
+ * scores computed in [0, cols)) for a P.V that reads their columns
+ * [0, w) alone: true where every row's columns [w, n) are +0, then never
+ * written (softmax_row_upto); false where one is not, and then every row
+ * is whole. */
 static bool softmax_block_upto(const DevDotEpilogue *e, float *t, float *pb, int64_t r0, int64_t r1, int64_t n,
-                               int64_t w)
+                               int64_t w, int64_t cols)
 {
     bool zero = true;
     for (int64_t r = r0; r < r1; r++) {
-        if (softmax_row_upto(e, pb + (r - r0) * n, e->mask + r * n, n, t, zero ? w : n) || !zero)
+        if (softmax_row_upto(e, pb + (r - r0) * n, e->mask + r * n, n, t, zero ? w : n, cols) || !zero)
             continue;
         for (int64_t q = r0; q < r; q++) /* their tails: +0, written now */
             memset(pb + (q - r0) * n + w, 0, (size_t)(n - w) * sizeof *pb);
@@ -906,14 +903,14 @@ static void attention_one(const CtGemm *g, const CtGemm *gv, bool lower, const D
         int64_t r1 = r0 + TRI_TILE < g->m ? r0 + TRI_TILE : g->m;
         CtGemm s = *gv;
         s.m = r1 - r0;
-        /* Where P.V may stop at column r1 and the mask ends by it, the
-         * block's columns after r1 are neither computed, zeroed, nor
-         * checked: the softmax says whether they are +0. */
-        bool narrow = tri && r1 < kk && epi->softmax && epi->mask && mask_ends_by(epi, r0, r1, g->n, r1);
-        scores_block(g, lower, a, b, pb, r0, r1, !narrow);
+        /* Where P.V may stop at column r1 under a mask, the block's
+         * columns after r1 are neither computed, zeroed, nor checked: the
+         * softmax says whether they are +0. */
+        bool narrow = tri && r1 < kk && epi->softmax && epi->mask;
+        int64_t cols = scores_block(g, lower, a, b, pb, r0, r1, !narrow);
         bool zero_after_r1;
         if (narrow) {
-            zero_after_r1 = softmax_block_upto(epi, t, pb, r0, r1, g->n, r1);
+            zero_after_r1 = softmax_block_upto(epi, t, pb, r0, r1, g->n, r1, cols);
         } else {
             epilogue_rows(epi, t, pb, r0, r1, g->n, 0); /* no consumers: P.V reads P */
             zero_after_r1 = tri && r1 < kk && region_is(true, pb, false, g->n, 0, r1 - r0, r1, kk);
