@@ -151,7 +151,9 @@ void dev_sgemm_avx512_b_free(DevSgemmAvx512B *p);
 /* blas_small.c: the function for the probe's f32 products of `macs`
  * multiply-adds under its PROBE_MIN_MACS at one BLAS thread: OpenBLAS's
  * (`openblas`) below 32^3, else the faster of it and tessel's own kernel,
- * timed at the first such product and kept for the process. Thread safe.
+ * timed at the first such product and kept for the process (so the
+ * first caller's `openblas` is the one kept: blas_choice.c passes
+ * OpenBLAS's cblas_sgemm always). Thread safe.
  * dev_blas_sgemm_small_note: what the timing found, for the verdict ("" until
  * it ran). */
 SgemmFn *dev_blas_sgemm_small(SgemmFn *openblas, int64_t macs);

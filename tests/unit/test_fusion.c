@@ -1057,6 +1057,26 @@ static void chunks_equal_unfused(void **state)
     ir_module_free(m);
 }
 
+/* The f32 arguments args[0..n): pseudo-random values over `scale` from
+ * `seed`, every 13th a NaN, an infinity, a signed zero or 1; with `ties`,
+ * every 7th (offset by the argument) a small integer instead, so that
+ * maximum and minimum meet equal operands. */
+static void fill_specials(DevValue **args, int n, uint32_t seed, int32_t scale, bool ties)
+{
+    static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
+    uint32_t s = seed;
+    for (int a = 0; a < n; a++)
+        for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
+            s = s * 1664525u + 1013904223u;
+            float v = (float)((int32_t)s >> 8) / (float)scale;
+            if (ties && i % 7 == a)
+                v = (float)(i % 3);
+            else if (i % 13 == 0)
+                v = special[(i / 13 + a) % 6];
+            ((float *)args[a]->data)[i] = v;
+        }
+}
+
 /* The register path (fusion.c, AVX-512 where the CPU has it) against
  * the unfused kernels: every op it runs (add, subtract, multiply, divide,
  * maximum, minimum, negate, abs, sqrt: of negatives too), every operand kind (the value just
@@ -1092,18 +1112,7 @@ static void registers_equal_unfused(void **state)
     assert_one_chunked_group(m, 16);
     int64_t d2[] = {3, 400}, dv[] = {400};
     DevValue *args[3] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL), val(IR_F32, 1, dv, NULL)};
-    static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
-    uint32_t s = 99;
-    for (int a = 0; a < 3; a++)
-        for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
-            s = s * 1664525u + 1013904223u;
-            float v = (float)((int32_t)s >> 8) / (float)(1 << 19);
-            if (i % 7 == a) /* ties for maximum and minimum */
-                v = (float)(i % 3);
-            else if (i % 13 == 0)
-                v = special[(i / 13 + a) % 6];
-            ((float *)args[a]->data)[i] = v;
-        }
+    fill_specials(args, 3, 99, 1 << 19, true);
     assert_fused_is_unfused(m, 3, args, true);
     ir_module_free(m);
 }
@@ -1140,16 +1149,7 @@ static void register_math_equal_unfused(void **state)
     assert_one_chunked_group(m, 13);
     int64_t d2[] = {3, 400};
     DevValue *args[2] = {val(IR_F32, 2, d2, NULL), val(IR_F32, 2, d2, NULL)};
-    static const float special[] = {NAN, 1.0f, INFINITY, -INFINITY, 0.0f, -0.0f};
-    uint32_t s = 7;
-    for (int a = 0; a < 2; a++)
-        for (int64_t i = 0; i < args[a]->nbytes / 4; i++) {
-            s = s * 1664525u + 1013904223u;
-            float v = (float)((int32_t)s >> 8) / (float)(1 << 20);
-            if (i % 13 == 0)
-                v = special[(i / 13 + a) % 6];
-            ((float *)args[a]->data)[i] = v;
-        }
+    fill_specials(args, 2, 7, 1 << 20, false);
     assert_fused_is_unfused(m, 2, args, true);
     ir_module_free(m);
 }
