@@ -148,9 +148,11 @@ static bool barrier(World *w)
         __atomic_store_n(&w->generation, gen + 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&w->cv);
     } else if (w->arrived + w->finished >= w->coll.nlocal) {
-        /* The others are done: nobody else will arrive. */
-        __atomic_store_n(&w->aborted, true, __ATOMIC_RELEASE);
+        /* The others are done: nobody else will arrive. stray is
+         * written before the release of aborted: a spinning waiter reads
+         * it, without the lock, after it sees aborted. */
         w->coll.stray = true;
+        __atomic_store_n(&w->aborted, true, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&w->cv);
     } else {
         if (cpu >= 0 && w->on_cpu[cpu] > 0 && ++w->waiting_on[cpu] >= w->on_cpu[cpu]) {
@@ -189,52 +191,12 @@ static void device_finished(World *w)
     pthread_mutex_lock(&w->mu);
     w->finished++;
     if (w->arrived > 0 && w->arrived + w->finished >= w->coll.nlocal) {
+        w->coll.stray = true; /* before aborted: as in barrier() */
         __atomic_store_n(&w->aborted, true, __ATOMIC_RELEASE);
-        w->coll.stray = true;
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
 }
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 /* The world as coll/ calls it (CollHost.barrier, .abort). */
 static bool world_barrier(void *ctx)
@@ -276,15 +238,6 @@ static IrStatus take_dropped(void *ctx, const IrModule *m, const IrInstr *ins, D
     (void)d;
     return IR_OK;
 }
-
-
-
-
-
-
-
-
-
 
 /* The tuning's fusion: COLL_FUSION_OFF runs every instruction on its own
  * (no fused loops), COLL_FUSION_ALL fuses arrays of any size, and
