@@ -8,7 +8,9 @@
  * Running a group. Output elements go a block at a time: every node
  * computes the block into its scratch buffer (the root into the result),
  * through the same range kernels the unfused path uses, so the result is
- * bit for bit the unfused one. An extra output is copied out of its
+ * bit for bit the unfused one (but for a NaN's sign and payload: an
+ * operation on two NaNs returns one of them, and which is the compiled
+ * loop's choice of operand order, not C's). An extra output is copied out of its
  * node's block (the chunk interpreter writes it in place where no leaf
  * lent it its buffer); each output may take a different dying leaf's
  * buffer.
