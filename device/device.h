@@ -406,6 +406,7 @@ typedef struct DevExecOptions {
     const DevCollectives *coll;  /* NULL: one device, collectives are identities */
     const DevCustomCalls *custom;/* NULL: no registered targets */
     bool no_blas;                /* use the loop kernels even for f32/f64 dot (tests) */
+    bool no_avx512;              /* kernels with an AVX-512 and an AVX2 form run the AVX2 one (tests) */
     /* Fusion (fusion.c): chains of elementwise ops, and broadcasts feeding
      * them, run as one blocked loop over the output. no_fusion: one kernel
      * call per instruction (the reference path). fusion_block: elements

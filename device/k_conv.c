@@ -726,7 +726,7 @@ static bool nhwc_ker(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint
     return true;
 }
 
-/* ---- few channels: direct tiles (AVX-512) ----
+/* ---- few channels: direct tiles (AVX-512 or AVX2) ----
  *
  * With few input channels (an image's 3) the rows of the channels-last
  * im2col matrix are short: the net's first convolution is the GEMM
@@ -767,12 +767,22 @@ typedef struct SmallTile {
     int64_t ldc, nc;     /* rows c[i * ldc] stored, i < nc */
 } SmallTile;
 
+/* Which form of the tiles runs: none (the GEMM engines instead), the
+ * AVX-512 one (16 lanes: a tile's 32 features are two vectors), or the
+ * AVX2 one (8 lanes, 16 registers: a tile is cut into parts of 16
+ * features by up to 6 rows, 12 sums in registers, as AVX2 GEMM kernels
+ * cut theirs). Both add each sum's terms in the same order with the same
+ * fused multiply-adds, so both give the same bits. */
+typedef enum { SMALL_NONE, SMALL_AVX2, SMALL_AVX512 } SmallIsa;
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
-static bool small_cpu(void)
+static SmallIsa small_isa(const DevKernelArgs *k)
 {
-    return __builtin_cpu_supports("avx512f");
+    if (__builtin_cpu_supports("avx512f") && !(k->opt && k->opt->no_avx512))
+        return SMALL_AVX512;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? SMALL_AVX2 : SMALL_NONE;
 }
 
 #define SMALL_T __attribute__((target("avx512f")))
@@ -822,22 +832,102 @@ SMALL_TILE(10)
 SMALL_TILE(11)
 SMALL_TILE(12)
 
-static void small_run(int ni, const SmallTile *t)
+/* ---- the AVX2 form: parts of 16 features by up to SMALL2_ROWS rows ---- */
+#define SMALL2_ROWS 6
+#define SMALL2_T __attribute__((target("avx2,fma")))
+
+/* The lanes of an 8-bit mask of features, as maskload wants them (a
+ * lane's sign bit set where its feature is). */
+SMALL2_T static inline __m256i small2_lanes(unsigned m)
+{
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)m), bit), bit);
+}
+
+/* Rows [0, ni) of the part: a, b and c already at its first row and
+ * feature, k0 and k1 its two vectors' lanes; rows below nc stored. */
+SMALL2_T static inline __attribute__((always_inline)) void small2_tile(int ni, const SmallTile *t, const float *a0,
+                                                                      const float *b0, float *c, int64_t nc,
+                                                                      __m256i k0, __m256i k1)
+{
+    __m256 acc[SMALL2_ROWS][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < ni; i++)
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t i1 = 0; i1 < t->n1; i1++)
+        for (int64_t i2 = 0; i2 < t->n2; i2++) {
+            const float *a = a0 + i1 * t->as1 + i2 * t->as2, *b = b0 + i1 * t->bs1 + i2 * t->bs2;
+            for (int64_t i3 = 0; i3 < t->n3; i3++, a += t->as3, b += t->bs3) {
+                __m256 v0 = _mm256_maskload_ps(b, k0), v1 = _mm256_maskload_ps(b + 8, k1);
+#pragma GCC unroll 6
+                for (int i = 0; i < ni; i++) {
+                    __m256 x = _mm256_broadcast_ss(a + i * t->sa);
+                    acc[i][0] = _mm256_fmadd_ps(x, v0, acc[i][0]);
+                    acc[i][1] = _mm256_fmadd_ps(x, v1, acc[i][1]);
+                }
+            }
+        }
+#pragma GCC unroll 6
+    for (int i = 0; i < ni; i++)
+        if (i < nc) {
+            _mm256_maskstore_ps(c + i * t->ldc, k0, acc[i][0]);
+            _mm256_maskstore_ps(c + i * t->ldc + 8, k1, acc[i][1]);
+        }
+}
+
+#define SMALL2_TILE(N)                                                                                     \
+    SMALL2_T static void small2_tile_##N(const SmallTile *t, const float *a, const float *b, float *c,   \
+                                         int64_t nc, __m256i k0, __m256i k1)                              \
+    {                                                                                                      \
+        small2_tile(N, t, a, b, c, nc, k0, k1);                                                            \
+    }
+SMALL2_TILE(1)
+SMALL2_TILE(2)
+SMALL2_TILE(3)
+SMALL2_TILE(4)
+SMALL2_TILE(5)
+SMALL2_TILE(6)
+
+/* Tile t (ni rows by 32 features) as parts: each half of its features
+ * that has any, by groups of up to SMALL2_ROWS of the rows stored. */
+SMALL2_T static void small2_run(int ni, const SmallTile *t)
+{
+    static void (*const fn[SMALL2_ROWS + 1])(const SmallTile *, const float *, const float *, float *, int64_t,
+                                             __m256i, __m256i) = {
+        NULL, small2_tile_1, small2_tile_2, small2_tile_3, small2_tile_4, small2_tile_5, small2_tile_6};
+    int64_t rows = t->nc < ni ? t->nc : ni;
+    for (int h = 0; h < 2; h++) {
+        unsigned m = h ? t->m1 : t->m0;
+        if (!m)
+            continue;
+        __m256i k0 = small2_lanes(m & 0xff), k1 = small2_lanes(m >> 8);
+        for (int64_t i0 = 0; i0 < rows; i0 += SMALL2_ROWS) {
+            int n = rows - i0 < SMALL2_ROWS ? (int)(rows - i0) : SMALL2_ROWS;
+            fn[n](t, t->a + i0 * t->sa, t->b + 16 * h, t->c + i0 * t->ldc + 16 * h, n, k0, k1);
+        }
+    }
+}
+
+static void small_run(SmallIsa isa, int ni, const SmallTile *t)
 {
     static void (*const fn[SMALL_ROWS + 1])(const SmallTile *) = {
         NULL, small_tile_1, small_tile_2, small_tile_3, small_tile_4, small_tile_5, small_tile_6,
         small_tile_7, small_tile_8, small_tile_9, small_tile_10, small_tile_11, small_tile_12};
-    fn[ni](t);
+    if (isa == SMALL_AVX512)
+        fn[ni](t);
+    else
+        small2_run(ni, t);
 }
 #else
-static bool small_cpu(void)
+static SmallIsa small_isa(const DevKernelArgs *k)
 {
-    return false;
+    (void)k;
+    return SMALL_NONE;
 }
 
-static void small_run(int ni, const SmallTile *t)
+static void small_run(SmallIsa isa, int ni, const SmallTile *t)
 {
-    (void)ni, (void)t;
+    (void)isa, (void)ni, (void)t;
 }
 #endif
 
@@ -878,13 +968,14 @@ static float *small_pad(const float *in, int64_t nb, int64_t h, int64_t w, int64
 
 /* The forward tiles (above): in [B, H, W, C], ker [W0, W1, C, KO], out
  * [B, OH, OW, KO]; false (nothing done) unless 2-D, no base dilation, at
- * most DIRECT_KK taps, f32, a CPU with AVX-512. */
+ * most DIRECT_KK taps, f32, a CPU with AVX-512 or AVX2 and FMA. */
 static bool small_fwd(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
                       IrStatus *st)
 {
     const IrWindowDim *wd = k->ins->a.x->window.dim;
+    SmallIsa isa = small_isa(k);
     if (c != CT_F32 || p->ns != 2 || wd[0].lhs_dilate != 1 || wd[1].lhs_dilate != 1 || p->kk > DIRECT_KK ||
-        !small_cpu())
+        isa == SMALL_NONE)
         return false;
     int64_t C = p->ki, ko = p->ko, oh = p->osz[0], ow = p->osz[1], w0 = p->wsz[0], w1 = p->wsz[1];
     int64_t sy = wd[0].stride, sx = wd[1].stride, ry = wd[0].rhs_dilate, rx = wd[1].rhs_dilate;
@@ -915,7 +1006,7 @@ static bool small_fwd(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uin
                     t.b = (const float *)ker + o0;
                     t.c = out + ((b * oh + oy) * ow + x0) * ko + o0;
                     t.nc = ow - x0 < SMALL_FWD_ROWS ? ow - x0 : SMALL_FWD_ROWS;
-                    small_run(SMALL_FWD_ROWS, &t);
+                    small_run(isa, SMALL_FWD_ROWS, &t);
                 }
     ts_free(pb);
     ts_free(ker_own);
@@ -927,13 +1018,14 @@ static bool small_fwd(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uin
  * (the data batch F contracted), g [F, WY, WX, KO] (the kernel operand:
  * the output gradient), out [OY, OX, C, KO] (the filter's gradient);
  * false (nothing done) unless 2-D, stride 1, undilated, OX*C at most
- * SMALL_ROWS, f32, a CPU with AVX-512. */
+ * SMALL_ROWS, f32, a CPU with AVX-512 or AVX2 and FMA. */
 static bool small_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, const uint8_t *g,
                         uint8_t *outp, IrStatus *st)
 {
     const IrWindowDim *wd = k->ins->a.x->window.dim;
+    SmallIsa isa = small_isa(k);
     if (c != CT_F32 || p->ns != 2 || p->ib > SMALL_KI || p->osz[1] * p->ib > SMALL_ROWS || !small_dim(&wd[0]) ||
-        !small_dim(&wd[1]) || !small_cpu())
+        !small_dim(&wd[1]) || isa == SMALL_NONE)
         return false;
     int64_t C = p->ib, ko = p->ko, oy_n = p->osz[0], ox_n = p->osz[1], wy = p->wsz[0], wx = p->wsz[1];
     int64_t ph = oy_n + wy - 1, pw = ox_n + wx - 1, ni = ox_n * C;
@@ -950,7 +1042,7 @@ static bool small_wgrad(const DevKernelArgs *k, Ct c, const ConvPlan *p, const u
             t.a = pb + oy * pw * C;
             t.b = (const float *)g + o0;
             t.c = (float *)outp + oy * ni * ko + o0;
-            small_run((int)ni, &t);
+            small_run(isa, (int)ni, &t);
         }
     ts_free(pb);
     *st = IR_OK;
@@ -994,12 +1086,13 @@ static PhaseDim phase_dim(const IrWindowDim *wd, int64_t osz, int64_t wsz, int64
  * at each of its real taps, so the padded input is read in place and the
  * tiles write the output rows ldc = d1*KO apart: no Col of copied taps, no
  * rows moved into place. ker is [W, KI, KO]. false (nothing done) unless
- * 2-D, stride 1, f32, a CPU with AVX-512. */
+ * 2-D, stride 1, f32, a CPU with AVX-512 or AVX2 and FMA. */
 static bool direct_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, const uint8_t *ker,
                           uint8_t *outp, IrStatus *st)
 {
     const IrWindowDim *wd = k->ins->a.x->window.dim;
-    if (c != CT_F32 || p->ns != 2 || wd[0].stride != 1 || wd[1].stride != 1 || !small_cpu())
+    SmallIsa isa = small_isa(k);
+    if (c != CT_F32 || p->ns != 2 || wd[0].stride != 1 || wd[1].stride != 1 || isa == SMALL_NONE)
         return false;
     int64_t d0 = wd[0].lhs_dilate, d1 = wd[1].lhs_dilate, C = p->ki, ko = p->ko;
     int64_t lo[2] = {0, 0}, top[2] = {p->isz[0], p->isz[1]};
@@ -1038,7 +1131,7 @@ static bool direct_phases(const DevKernelArgs *k, Ct c, const ConvPlan *p, const
                             t.b = (const float *)ker + ((py.w0 * w1 + px.w0) * C) * ko + o0;
                             t.c = out + ((b * oh + py.o0 + d0 * my) * ow + px.o0 + d1 * mx) * ko + o0;
                             t.nc = px.n - mx < SMALL_FWD_ROWS ? px.n - mx : SMALL_FWD_ROWS;
-                            small_run(SMALL_FWD_ROWS, &t);
+                            small_run(isa, SMALL_FWD_ROWS, &t);
                         }
         }
     ts_free(pb);
