@@ -50,14 +50,21 @@ oracle() {
     done
 }
 
-# 1, 2 and 4 ranks; 2 and 1 local devices; shared memory and TCP.
+# 1, 2 and 4 ranks; 2 and 1 local devices; shared memory and TCP. Under
+# the asan build (its ranks unwind every allocation, above) each model of
+# the loop runs one of its two transports, in turns: the release build
+# checks every result on both, ASan looks for the C's memory errors.
+ASAN_BUILD=0
+if grep -qa __asan_init "$TESSEL"; then ASAN_BUILD=1; fi
 oracle mlp_megatron 2 1
 oracle mlp_megatron 2 2
 oracle mlp_megatron 4 2
 oracle mlp_megatron 4 4 --mca btl tcp,self
+k=0
 for name in softmax_reduced_dim reduce_init while_loop attention elementwise_uneven; do
-    oracle "$name" 4 2
-    oracle "$name" 4 4 --mca btl tcp,self
+    [ "$ASAN_BUILD" = 1 ] && [ $((k % 2)) = 1 ] || oracle "$name" 4 2
+    [ "$ASAN_BUILD" = 1 ] && [ $((k % 2)) = 0 ] || oracle "$name" 4 4 --mca btl tcp,self
+    k=$((k + 1))
 done
 oracle mesh_partial_replication 4 4 --mca btl tcp,self
 oracle iota_offsets 8 4
