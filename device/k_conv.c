@@ -757,6 +757,12 @@ static bool nhwc_ker(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint
  * stride-2 convolution (3x3x32 -> 64, one device's shapes): 1.98 ms a
  * call by im2col + sgemm, 1.64 by tiles; larger K not measured. */
 #define DIRECT_KK 512
+/* In the AVX2 form, up to this many: it reads the kernel's columns in two
+ * halves of 16 features, each streamed again for every part of a tile's
+ * rows. Measured on the AMD Zen 3 machine (BENCHMARKS.md, "Stop 51"), ms a
+ * call against im2col + sgemm: the net's first convolution (27 taps) 1.25
+ * against 1.70, the stride-2 one (288 taps) 3.24 against 3.06. */
+#define DIRECT_KK_AVX2 128
 
 typedef struct SmallTile {
     const float *a, *b;
@@ -889,21 +895,24 @@ SMALL2_TILE(5)
 SMALL2_TILE(6)
 
 /* Tile t (ni rows by 32 features) as parts: each half of its features
- * that has any, by groups of up to SMALL2_ROWS of the rows stored. */
+ * that has any, by groups of up to SMALL2_ROWS of the rows stored, as
+ * even as they come (8 rows as 4 and 4: a part of 2 rows would keep 4
+ * sums, fewer than the FMA pipes' latency needs to stay busy). */
 SMALL2_T static void small2_run(int ni, const SmallTile *t)
 {
     static void (*const fn[SMALL2_ROWS + 1])(const SmallTile *, const float *, const float *, float *, int64_t,
                                              __m256i, __m256i) = {
         NULL, small2_tile_1, small2_tile_2, small2_tile_3, small2_tile_4, small2_tile_5, small2_tile_6};
-    int64_t rows = t->nc < ni ? t->nc : ni;
+    int64_t rows = t->nc < ni ? t->nc : ni, parts = (rows + SMALL2_ROWS - 1) / SMALL2_ROWS;
     for (int h = 0; h < 2; h++) {
         unsigned m = h ? t->m1 : t->m0;
         if (!m)
             continue;
         __m256i k0 = small2_lanes(m & 0xff), k1 = small2_lanes(m >> 8);
-        for (int64_t i0 = 0; i0 < rows; i0 += SMALL2_ROWS) {
-            int n = rows - i0 < SMALL2_ROWS ? (int)(rows - i0) : SMALL2_ROWS;
+        for (int64_t p = 0, i0 = 0; p < parts; p++) {
+            int n = (int)((rows - i0 + (parts - p) - 1) / (parts - p));
             fn[n](t, t->a + i0 * t->sa, t->b + 16 * h, t->c + i0 * t->ldc + 16 * h, n, k0, k1);
+            i0 += n;
         }
     }
 }
@@ -968,14 +977,15 @@ static float *small_pad(const float *in, int64_t nb, int64_t h, int64_t w, int64
 
 /* The forward tiles (above): in [B, H, W, C], ker [W0, W1, C, KO], out
  * [B, OH, OW, KO]; false (nothing done) unless 2-D, no base dilation, at
- * most DIRECT_KK taps, f32, a CPU with AVX-512 or AVX2 and FMA. */
+ * most DIRECT_KK taps (DIRECT_KK_AVX2 in the AVX2 form), f32, a CPU with
+ * AVX-512 or AVX2 and FMA. */
 static bool small_fwd(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint8_t *in, uint8_t *outp,
                       IrStatus *st)
 {
     const IrWindowDim *wd = k->ins->a.x->window.dim;
     SmallIsa isa = small_isa(k);
-    if (c != CT_F32 || p->ns != 2 || wd[0].lhs_dilate != 1 || wd[1].lhs_dilate != 1 || p->kk > DIRECT_KK ||
-        isa == SMALL_NONE)
+    if (c != CT_F32 || p->ns != 2 || wd[0].lhs_dilate != 1 || wd[1].lhs_dilate != 1 ||
+        p->kk > (isa == SMALL_AVX2 ? DIRECT_KK_AVX2 : DIRECT_KK) || isa == SMALL_NONE)
         return false;
     int64_t C = p->ki, ko = p->ko, oh = p->osz[0], ow = p->osz[1], w0 = p->wsz[0], w1 = p->wsz[1];
     int64_t sy = wd[0].stride, sx = wd[1].stride, ry = wd[0].rhs_dilate, rx = wd[1].rhs_dilate;
