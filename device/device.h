@@ -31,7 +31,8 @@
  *                 loops otherwise)
  *   k_dot.c       dot (a causal mask's scores: only the tiles it keeps; products
  *                 over an operand's zero triangle without it)
- *   k_conv.c      convolution: im2col + GEMM, channels-last and sparse paths
+ *   k_conv.c      convolution: im2col + GEMM, channels-last and sparse paths,
+ *                 direct register tiles (AVX-512 or AVX2) for few channels
  *   k_reduce.c    reduce, reduce-window, select-and-scatter
  *   reduce_columns.c  reduce with a reducer of exact scalar ops (argmax),
  *                 run over blocks of outputs at once

@@ -25,8 +25,9 @@
  * ms for the chunk interpreter, 17 ms for blocks, 6 ms for STREAM triad).
  * The expressions come from float_ops.h, the same the kernels expand.
  * Groups of only the simplest ops (add, subtract, multiply, divide,
- * maximum, minimum, negate, abs, sqrt) go through AVX-512 registers instead,
- * where the CPU has them (the register path, below the interpreter).
+ * maximum, minimum, negate, abs, sqrt, and vmath's functions) go through
+ * AVX-512 or AVX2 registers instead, where the CPU has them (the register
+ * path, below the interpreter).
  * The block is sized so that the scratch of
  * all nodes stays within SCRATCH_BUDGET bytes (in L1/L2). A leaf that
  * dies here and has no other owner lends its buffer to the result: block
@@ -133,6 +134,7 @@ typedef struct Run {
     uint8_t *xout[IR_FUSION_MAX_NODES]; /* its whole array, */
     bool xlent[IR_FUSION_MAX_NODES];    /* lent by a leaf (read in the same chunk) */
     Period *per;           /* [nn] periodic broadcasts (periods_setup) */
+    bool no_avx512;        /* DevExecOptions.no_avx512: the register path's AVX2 form */
 } Run;
 
 static void run_free(Run *r)
@@ -175,6 +177,7 @@ static IrStatus run_setup(Run *r, const IrModule *m, const IrComputation *c, con
     /* A column group's reduce runs apart (run_columns): the tree below it here. */
     int32_t nn = g->nnodes - (g->columns ? 1 : 0), nl = g->nleaves > 0 ? g->nleaves : 1;
     r->nn = nn;
+    r->no_avx512 = opt && opt->no_avx512;
     if (!(r->nview = ts_calloc((size_t)nn, sizeof *r->nview)) ||
         !(r->lview = ts_calloc((size_t)nl, sizeof *r->lview)) ||
         !(r->opnd = ts_calloc((size_t)nn * MAX_OPND, sizeof *r->opnd)) ||
@@ -447,7 +450,7 @@ DEV_VECTOR_CLONES static void fast_chunk(const FastNode *prog, int32_t nn, const
         fast_nodes(prog, nn, slot, res, m);
 }
 
-/* ---- the register path (AVX-512) ----
+/* ---- the register path (AVX-512; its AVX2 form below) ----
  *
  * The chunk interpreter stores every node's chunk and loads it again in
  * the next node; in cache that costs the 8-op chain about 0.5 ns an
@@ -465,10 +468,14 @@ DEV_VECTOR_CLONES static void fast_chunk(const FastNode *prog, int32_t nn, const
  * negate and abs on the sign bit, as the compiler does for -a and fabs;
  * sqrt correctly rounded, as sqrtf is),
  * so results are bit for bit the interpreter's. Partial chunks, other
- * ops, and CPUs without AVX-512 take the interpreter. */
+ * ops, and CPUs without AVX-512 or AVX2 take the interpreter. */
 #define REG_VECS (FAST_CHUNK / 16)
 
 enum { REG_ACC = 0, REG_MEM = 1 };
+
+/* Which form of the register path runs (reg_isa): none (the
+ * interpreter), AVX-512's (reg_chunk) or AVX2's (reg2_chunk). */
+typedef enum { REG_NONE, REG_AVX2, REG_AVX512 } RegIsa;
 
 typedef struct RegNode {
     IrOpcode op;
@@ -493,9 +500,11 @@ static bool reg_op(IrOpcode op, int32_t nopnd)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
-static bool reg_cpu(void)
+static RegIsa reg_isa(bool no_avx512)
 {
-    return __builtin_cpu_supports("avx512f");
+    if (__builtin_cpu_supports("avx512f") && !no_avx512)
+        return REG_AVX512;
+    return __builtin_cpu_supports("avx2") ? REG_AVX2 : REG_NONE;
 }
 
 #define REG_T __attribute__((target("avx512f")))
@@ -574,14 +583,113 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
     }
 }
 #pragma GCC diagnostic pop
-#else
-static bool reg_cpu(void)
+
+/* ---- the register path's AVX2 form ----
+ *
+ * 16 ymm registers hold a quarter of a chunk (64 f32 in 8, the rest for
+ * operands): each quarter goes through every node as reg_chunk's whole
+ * chunk does, a math function on the node's quarter in L1. The same IEEE
+ * operations (DEV_FMAX / DEV_FMIN as blends; no FMA: target avx2 alone,
+ * so no multiply and add are contracted), so the same bits. */
+#define REG2_VECS 8
+#define REG2_T __attribute__((target("avx2")))
+#define REG2_EACH(S)                          \
+    for (int32_t j = 0; j < REG2_VECS; j++) { \
+        S;                                    \
+    }
+#define REG2_LD(p) _mm256_loadu_ps((p) + q + 8 * j)
+#define REG2_BIN(F)                                                  \
+    if (f->ka == REG_ACC && f->kb == REG_ACC)                        \
+        REG2_EACH(v[j] = F(v[j], v[j]))                              \
+    else if (f->ka == REG_ACC)                                       \
+        REG2_EACH(v[j] = F(v[j], REG2_LD(y)))                        \
+    else if (f->kb == REG_ACC)                                       \
+        REG2_EACH(v[j] = F(REG2_LD(x), v[j]))                        \
+    else                                                             \
+        REG2_EACH(v[j] = F(REG2_LD(x), REG2_LD(y)))
+#define REG2_UN(F)             \
+    if (f->ka == REG_ACC)      \
+        REG2_EACH(v[j] = F(v[j])) \
+    else                       \
+        REG2_EACH(v[j] = F(REG2_LD(x)))
+
+/* DEV_FMAX: a where a is NaN or a >= b; DEV_FMIN: a where a is NaN or a <= b. */
+REG2_T static inline __m256 reg2_max(__m256 a, __m256 b)
 {
-    return false;
+    return _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(a, b, _CMP_GE_OQ)));
+}
+
+REG2_T static inline __m256 reg2_min(__m256 a, __m256 b)
+{
+    return _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(a, b, _CMP_LE_OQ)));
+}
+
+REG2_T static inline __m256 reg2_neg(__m256 a)
+{
+    return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f));
+}
+
+REG2_T static inline __m256 reg2_abs(__m256 a)
+{
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a);
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+/* reg_chunk in AVX2, a quarter of the chunk at a time; `to` 32-byte
+ * aligned at least. */
+REG2_T static void reg2_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
+                              float *to)
+{
+    __m256 v[REG2_VECS]; /* the first node reads no REG_ACC (reg_program), so v is set first */
+    assert(n > 0 && prog[0].ka != REG_ACC && (prog[0].nopnd < 2 || prog[0].kb != REG_ACC));
+    for (int32_t q = 0; q < FAST_CHUNK; q += 8 * REG2_VECS)
+        for (int32_t k = 0; k < n; k++) {
+            const RegNode *f = &prog[k];
+            const float *x = slot[f->a], *y = slot[f->b];
+            switch (f->op) {
+            case OP_ADD: REG2_BIN(_mm256_add_ps); break;
+            case OP_SUBTRACT: REG2_BIN(_mm256_sub_ps); break;
+            case OP_MULTIPLY: REG2_BIN(_mm256_mul_ps); break;
+            case OP_DIVIDE: REG2_BIN(_mm256_div_ps); break;
+            case OP_MAXIMUM: REG2_BIN(reg2_max); break;
+            case OP_MINIMUM: REG2_BIN(reg2_min); break;
+            case OP_NEGATE: REG2_UN(reg2_neg); break;
+            case OP_ABS: REG2_UN(reg2_abs); break;
+            case OP_SQRT: REG2_UN(_mm256_sqrt_ps); break;
+            default: { /* a math function (reg_op): through its quarter */
+                float *r = res[f->k];
+                if (f->ka == REG_ACC)
+                    REG2_EACH(_mm256_storeu_ps(r + q + 8 * j, v[j]))
+                fast_unary(f->op, (f->ka == REG_ACC ? r : x) + q, r + q, 8 * REG2_VECS);
+                REG2_EACH(v[j] = REG2_LD(r))
+                break;
+            }
+            }
+            if (k == n - 1 && to) {
+                REG2_EACH(_mm256_stream_ps(to + q + 8 * j, v[j]))
+            } else if (f->spill || k == n - 1) {
+                float *r = res[f->k];
+                REG2_EACH(_mm256_storeu_ps(r + q + 8 * j, v[j]))
+            }
+        }
+}
+#pragma GCC diagnostic pop
+#else
+static RegIsa reg_isa(bool no_avx512)
+{
+    (void)no_avx512;
+    return REG_NONE;
 }
 
 static void reg_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
                       float *to)
+{
+    (void)prog, (void)n, (void)slot, (void)res, (void)to;
+}
+
+static void reg2_chunk(const RegNode *prog, int32_t n, const float *const *slot, float *const *res,
+                       float *to)
 {
     (void)prog, (void)n, (void)slot, (void)res, (void)to;
 }
@@ -683,6 +791,7 @@ typedef struct Chunks {
     RegNode rprog[IR_FUSION_MAX_NODES];
     int32_t nr;
     bool regs;
+    RegIsa isa; /* the register path's form, where regs */
 } Chunks;
 
 /* The chunk program of run r: broadcasts of a scalar filled once; those
@@ -722,7 +831,8 @@ static void chunks_setup(Run *r, const IrComputation *c, Chunks *ch)
     }
     periods_setup(r, c, ch->cut, FAST_CHUNK);
     ch->nr = 0;
-    ch->regs = reg_cpu() && reg_program(ch->prog, nn, nl, ch->rprog, &ch->nr);
+    ch->isa = reg_isa(r->no_avx512);
+    ch->regs = ch->isa != REG_NONE && reg_program(ch->prog, nn, nl, ch->rprog, &ch->nr);
     for (int32_t t = 0; ch->regs && t < ch->nr; t++) /* the extra outputs are copied out of their chunks */
         for (int32_t e = 0; e < r->nx; e++)
             ch->rprog[t].spill = ch->rprog[t].spill || ch->rprog[t].k == r->xnode[e];
@@ -763,7 +873,7 @@ static void chunks_range(Run *r, const IrComputation *c, Chunks *ch, int64_t fir
                 slot[nl + r->xnode[e]] = res[r->xnode[e]] = (float *)r->xout[e] + first;
         bool in_regs = ch->regs && m == FAST_CHUNK;
         if (in_regs)
-            reg_chunk(ch->rprog, ch->nr, slot, res, reg_stream ? o : NULL);
+            (ch->isa == REG_AVX512 ? reg_chunk : reg2_chunk)(ch->rprog, ch->nr, slot, res, reg_stream ? o : NULL);
         else
             fast_chunk(ch->prog, nn, slot, res, m);
         for (int32_t e = 0; e < r->nx; e++) {

@@ -79,21 +79,27 @@ static void assert_same_f32(const DevValue *a, const DevValue *b)
                      (unsigned)((const uint32_t *)a->data)[i], y[i], (unsigned)((const uint32_t *)b->data)[i]);
 }
 
-/* The entry fused (the default paths: `chunked` for arrays of any size)
- * against unfused, bit for bit (f32: any NaN for a NaN); the results and
- * the n arguments are released. */
+/* The entry fused (the default paths: `chunked` for arrays of any size,
+ * then again with the register path's AVX2 form where the CPU would run
+ * AVX-512's) against unfused, bit for bit (f32: any NaN for a NaN); the
+ * results and the n arguments are released. */
 static void assert_fused_is_unfused(const IrModule *m, int n, DevValue **args, bool chunked)
 {
     DevValue *fused = NULL, *plain = NULL;
     IrDiag d = {0};
-    assert_int_equal(chunked ? run_chunked(m, n, args, &fused, &d) : run(m, n, args, true, 0, &fused, &d), IR_OK);
     assert_int_equal(run(m, n, args, false, 0, &plain, &d), IR_OK);
-    assert_int_equal(fused->nbytes, plain->nbytes);
-    if (plain->shape.type == IR_F32)
-        assert_same_f32(fused, plain);
-    else
-        assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
-    dev_value_unref(fused);
+    for (int avx2 = 0; avx2 < (chunked ? 2 : 1); avx2++) {
+        DevExecOptions opt = {.fuse_small = true, .no_avx512 = avx2 == 1};
+        assert_int_equal(chunked ? dev_execute(m, m->entry, n, args, &opt, &fused, &d)
+                                 : run(m, n, args, true, 0, &fused, &d),
+                         IR_OK);
+        assert_int_equal(fused->nbytes, plain->nbytes);
+        if (plain->shape.type == IR_F32)
+            assert_same_f32(fused, plain);
+        else
+            assert_memory_equal(fused->data, plain->data, (size_t)plain->nbytes);
+        dev_value_unref(fused);
+    }
     dev_value_unref(plain);
     for (int a = 0; a < n; a++)
         dev_value_unref(args[a]);
