@@ -52,16 +52,7 @@ static DevValue *run_with(const char *txt, int n, DevValue **args, DevExecOption
 /* Parse, run, and return the result (asserting success). */
 static DevValue *run(const char *txt, int n, DevValue **args, bool no_blas)
 {
-    IrModule *m = parse_ok(txt);
-    IrDiag d = {0};
-    DevValue *out = NULL;
-    IrStatus st = exec_dot(m, n, args, no_blas, &out, &d);
-    if (st != IR_OK)
-        print_message("run failed: %s\n", d.msg ? d.msg : "?");
-    assert_int_equal(st, IR_OK);
-    ir_diag_clear(&d);
-    ir_module_free(m);
-    return out;
+    return run_with(txt, n, args, (DevExecOptions){.no_blas = no_blas});
 }
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
