@@ -760,8 +760,9 @@ static bool nhwc_ker(const DevKernelArgs *k, Ct c, const ConvPlan *p, const uint
 /* In the AVX2 form, up to this many: it reads the kernel's columns in two
  * halves of 16 features, each streamed again for every part of a tile's
  * rows. Measured on the AMD Zen 3 machine (BENCHMARKS.md, "Stop 51"), ms a
- * call against im2col + sgemm: the net's first convolution (27 taps) 1.25
- * against 1.70, the stride-2 one (288 taps) 3.24 against 3.06. */
+ * call against im2col + sgemm: the net's first convolution (27 taps)
+ * 0.76-0.80 against 1.06-1.35, the stride-2 one (288 taps) 3.24 against
+ * 3.06. */
 #define DIRECT_KK_AVX2 128
 
 typedef struct SmallTile {
