@@ -24,6 +24,7 @@
 #include "api_internal.h"
 #include "../coll/mpi_layer.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -183,6 +184,57 @@ static void stats_lines(IrStrBuf *s, CollMpi *t, const double *mine, const RtRun
     }
 }
 
+/* --stats=ops under mpirun: every rank's device tables (stats_ops.c), in
+ * rank order, to rank 0's stats (a rank's devices are numbered from its
+ * first global device, so each table names its device). A rank that
+ * waits in a collective is waiting for another, and that one's table is
+ * where its time went. The texts are gathered padded to the longest: its
+ * length first (an all-gather, so every rank knows it), then, if every
+ * rank has the room (an agreement), the texts; otherwise rank 0 says the
+ * others' tables are missing and why. Every rank makes the same calls
+ * whatever its own text. */
+static void stats_ops_gathered(IrStrBuf *s, CollMpi *t, const RtRunStats *run, int32_t rows, int64_t first)
+{
+    int rank = coll_mpi_rank(t), size = coll_mpi_size(t);
+    IrStrBuf mine = {0};
+    api_stats_ops(&mine, run, rows, first);
+    int64_t len = mine.oom || !mine.s ? 0 : (int64_t)mine.n;
+    int64_t *lens = ts_calloc((size_t)size, sizeof *lens);
+    char *pad = NULL, *all = NULL;
+    size_t width = 1; /* the longest text + 1: a rank with none still sends a byte */
+    IrDiag d = {0};
+    bool ok = coll_mpi_agree(t, lens != NULL) < 0;
+    if (ok) {
+        ok = coll_mpi_allgather(t, &len, sizeof len, lens, &d) == IR_OK;
+    }
+    if (ok) {
+        for (int r = 0; r < size; r++)
+            width = lens[r] >= 0 && (size_t)lens[r] >= width ? (size_t)lens[r] + 1 : width;
+        pad = ts_calloc(width, 1);
+        all = rank == 0 && width <= SIZE_MAX / (size_t)size ? ts_malloc((size_t)size * width) : NULL;
+        ok = coll_mpi_agree(t, pad && (rank != 0 || all)) < 0;
+    }
+    if (ok) {
+        if (len > 0)
+            memcpy(pad, mine.s, (size_t)len);
+        ok = coll_mpi_gather(t, pad, width, all, 0, &d) == IR_OK;
+    }
+    if (rank == 0 && ok) {
+        for (int r = 0; r < size; r++)
+            ir_sb_putn(s, all + (size_t)r * width, (size_t)lens[r]);
+    } else if (rank == 0) {
+        if (len > 0)
+            ir_sb_putn(s, mine.s, (size_t)len);
+        ir_sb_printf(s, "tessel: stats: ops of the other ranks' devices: not gathered (%s)\n",
+                     d.msg ? d.msg : "a rank had no memory for them");
+    }
+    ir_diag_clear(&d);
+    ts_free(all);
+    ts_free(pad);
+    ts_free(lens);
+    ir_sb_free(&mine);
+}
+
 /* ts_plan_run_mpi (its arguments checked), with step 0 (the agreement)
  * when agree_first. */
 static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOptions *o, TsOutputs **out, TsDiag *d,
@@ -340,8 +392,8 @@ static TsStatus run_mpi(const TsPlan *p, const void *mpi_comm, const TsRunOption
                 mine[7 + 2 * k] = (double)received;
             }
             stats_lines(&stats, t, mine, &run, api_plan_estimate(p));
-            if (rank == 0 && o->stats_ops > 0)
-                api_stats_ops(&stats, &run, o->stats_ops, first);
+            if (o->stats_ops > 0)
+                stats_ops_gathered(&stats, t, &run, o->stats_ops, first);
         }
     }
 

@@ -665,10 +665,10 @@ typedef struct TsRunOptions {
      * reference, nor a program with host work): every instruction each
      * device runs is timed with a monotonic clock over the steps after
      * the first (with one step, that one), and the stats end with, per
-     * local device (under MPI rank 0's), the stats_ops instructions that
-     * took the most time: name, opcode, shape, calls, total ms, share of
-     * the steps' time, and of a collective the ms it waited (docs/cli.md,
-     * `--stats=ops`). 0: none, and no clock is read per instruction. */
+     * device (under MPI every rank's, gathered to rank 0 in rank order),
+     * the stats_ops instructions that took the most time: name, opcode,
+     * shape, calls, total ms, share of the steps' time, and of a
+     * collective the ms it waited (docs/cli.md, `--stats=ops`). 0: none, and no clock is read per instruction. */
     int32_t stats_ops;
 } TsRunOptions;
 

@@ -7,8 +7,8 @@
 # body's instructions once a trip), that the rows, the others and the
 # time outside the instructions add up to the step (100%) and that the
 # instructions hold most of it (a model of milliseconds a step, whose
-# executor bookkeeping is microseconds); one device's table a rank under
-# mpirun (rank 0 prints its own); results bit for bit those of a run
+# executor bookkeeping is microseconds); under mpirun every rank's table,
+# gathered to rank 0 in rank order; results bit for bit those of a run
 # without it; no table without =ops; and the refusals.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
@@ -86,14 +86,20 @@ expect_in "$ERR" "tessel: stats: ops of device 0: 2 steps timed"
 read -r total inner <<<"$(shares "$ERR" 0)"
 "$PY" -c "import sys; sys.exit(not 99.0 <= $total <= 101.0)" || fail "while: shares add up to $total%"
 
-# ---- under mpirun: rank 0 prints its own device's table ----
+# ---- under mpirun: rank 0 prints every rank's device table, in order ----
 expect_status 0 "$TESSEL" compile "$M" --hosts 2 -o "$WORK/m.plan"
 expect_status 0 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/m.plan" --random-inputs 1 --steps 3 --stats=ops \
     --output-dir "$WORK/mpi"
 expect_in "$ERR" "tessel: stats: ops of device 0: 2 steps timed"
-! grep -q "ops of device 1" "$ERR" || fail "mpirun: rank 1's table printed"
-grep -qE "tessel: stats:   all-reduce[^ ]* +all-reduce +f32\[256,256\] +2 .*  wait [0-9.]+, transfer [0-9.]+$" \
-    "$ERR" || fail "mpirun: no row of the all-reduce"
+expect_in "$ERR" "tessel: stats: ops of device 1: 2 steps timed"
+[ "$(grep -c "tessel: stats: ops of device" "$ERR")" = 2 ] || fail "mpirun: not one table a rank"
+grep "tessel: stats: ops of device" "$ERR" | head -1 | grep -q "device 0:" || fail "mpirun: rank 1's table first"
+[ "$(grep -cE "tessel: stats:   all-reduce[^ ]* +all-reduce +f32\[256,256\] +2 .*  wait [0-9.]+, transfer [0-9.]+$" \
+    "$ERR")" = 2 ] || fail "mpirun: not a row of the all-reduce in each table"
+for dev in 0 1; do
+    read -r total inner <<<"$(shares "$ERR" $dev)"
+    "$PY" -c "import sys; sys.exit(not 99.0 <= $total <= 101.0)" || fail "mpirun: device $dev's shares add up to $total%"
+done
 "$PY" - "$WORK/ops/output_0.npy" "$WORK/mpi/output_0.npy" <<'PY' || fail "mpirun: the result differs"
 import sys, numpy as np
 a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
