@@ -346,7 +346,9 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
     add_inputs(&fs, o, names);
     add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
     add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
-    add_text(&fs, "statistics (stats)", "%s", o->stats ? "on" : "off");
+    /* ops: every rank's tables are gathered after the run (run_mpi.c),
+     * so a rank with them and one without would not meet there. */
+    add_text(&fs, "statistics (stats)", "%s", !o->stats ? "off" : o->stats_ops > 0 ? "ops" : "on");
     add_text(&fs, "process-local inputs and outputs", "%s", o->process_local ? "on" : "off");
     if (o->one_device)
         add_text(&fs, "output device", "%lld", (long long)o->output_device);

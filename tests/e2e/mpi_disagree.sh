@@ -64,6 +64,7 @@ ROWS=(
 "--steps|stop||--steps 2|rank 1's steps is \"2\""
 "--output-dir|stop|--output-dir \$WORK/out|--output-dir \$WORK/out2|/out2\", rank 0's is \""
 "--stats|stop||--stats|rank 1's statistics (stats) is \"on\""
+"--stats|stop|--stats|--stats=ops|rank 1's statistics (stats) is \"ops\", rank 0's is \"on\""
 "--limit|stop||--limit trips=1000|rank 1's limit on loop trips"
 "--watch|stop||--watch t|rank 1"
 "--init-state|stop||--init-state zeros|rank 1's optimizer state (zero_state)"
