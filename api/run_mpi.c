@@ -203,13 +203,11 @@ static void stats_ops_gathered(IrStrBuf *s, CollMpi *t, const RtRunStats *run, i
     char *pad = NULL, *all = NULL;
     size_t width = 1; /* the longest text + 1: a rank with none still sends a byte */
     IrDiag d = {0};
-    bool ok = coll_mpi_agree(t, lens != NULL) < 0;
-    if (ok) {
-        ok = coll_mpi_allgather(t, &len, sizeof len, lens, &d) == IR_OK;
-    }
+    bool ok = coll_mpi_agree(t, lens != NULL) < 0 && coll_mpi_allgather(t, &len, sizeof len, lens, &d) == IR_OK;
     if (ok) {
         for (int r = 0; r < size; r++)
-            width = lens[r] >= 0 && (size_t)lens[r] >= width ? (size_t)lens[r] + 1 : width;
+            if (lens[r] >= (int64_t)width)
+                width = (size_t)lens[r] + 1;
         pad = ts_calloc(width, 1);
         all = rank == 0 && width <= SIZE_MAX / (size_t)size ? ts_malloc((size_t)size * width) : NULL;
         ok = coll_mpi_agree(t, pad && (rank != 0 || all)) < 0;

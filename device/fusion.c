@@ -646,8 +646,8 @@ REG_T static void reg_chunk(const RegNode *prog, int32_t n, const float *const *
 /* A quarter of each leaf is asked for this far ahead (elements), two
  * chunks: the hardware's prefetcher alone leaves the first loads of each
  * quarter waiting on memory. On the Zen 3 machine the 8-op benchmark's
- * warm step went from 10.5 to 9.3 ms (medians of 10 alternations; 1024
- * and 2048 elements ahead about as good, 4096 worse: BENCHMARKS.md). A
+ * warm step went from 10.5 to 9.3 ms (medians of 10 alternations; 2048
+ * elements ahead 9.5, 1024 and 4096 10.2: BENCHMARKS.md). A
  * prefetch past a leaf's end is harmless (it never faults). */
 #define REG2_AHEAD 512
 
