@@ -111,11 +111,17 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The call's text and start are two stores (the text first): a text read
+ * between two readings of the same start is that call's; a start that
+ * moved between them means another call began, so it is read again. */
 double coll_mpi_busy_seconds(const char **call)
 {
     double since = atomic_load(&busy_since);
+    const char *what = atomic_load(&busy_call);
+    for (double again; (again = atomic_load(&busy_since)) != since; what = atomic_load(&busy_call))
+        since = again;
     if (call)
-        *call = atomic_load(&busy_call);
+        *call = what;
     return since > 0 ? mono_now() - since : 0;
 }
 
