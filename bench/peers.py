@@ -24,13 +24,13 @@ rank 0's under mpirun; the peers print the same line, the larger of the
 two ranks' medians). The five sides run interleaved, one warm-up round then
 REPS rounds (5; 1 with --quick); the line prints each side's median with
 min and max, the ratios tessel-2dev / jax-1p and tessel-mpi / each
-multi-process peer, then the same two comparisons round by round (each round's tessel side over
-its round's peers: their range, median, and how many rounds are at most
-0.8, the noise under the medians), and last `ratio R`: tessel over the
-faster peer, the worse of the in-process and the multi-process comparison
-of the medians. Outputs of the last round of every side are
-compared with JAX's reference (peers_jax.py gen), as the bench fails
-loudly on a mismatch. Then the floor: the flops of a device's program as
+multi-process peer, then the same two comparisons round by round (each
+round's tessel side over its round's peers: their range, median, and how
+many rounds are at most 0.8, the noise under the medians), and last
+`ratio R`: tessel over the faster peer, the worse of the in-process and
+the multi-process comparison of the medians. Outputs of the last round of
+every side are compared with JAX's reference (peers_jax.py gen), as the
+bench fails loudly on a mismatch. Then the floor: the flops of a device's program as
 XLA's cost analysis counts them (peers_jax.py gen), over the one-core FMA
 peak (`gemm_bench --peak`, measured before the rounds), against the bar
 (0.8 of the faster peer's step) in one process and across processes: a bar
