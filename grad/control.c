@@ -105,6 +105,11 @@ static IrStatus rule_call(Rev *r, int32_t i, const IrInstr *ins)
 {
     Grad *g = r->g;
     int32_t callee = ins->called[0], n = ins->nopnd;
+    int32_t jax = grad_jax_call_factor(&r->b, ins, i);
+    if (jax >= 0 || g->d->status != IR_OK) {
+        int32_t gi = rev_full(r, i);
+        return jax < 0 ? g->d->status : rev_acc(r, ins->opnd[0], 0, gb_bin(&r->b, OP_MULTIPLY, gi, jax));
+    }
     int32_t ci = gb_new_comp(g, "grad_call");
     if (ci < 0)
         return g->d->status;

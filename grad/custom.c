@@ -20,9 +20,23 @@
  * The attribute also makes an op that otherwise stops gradients (round,
  * floor, sign, compare...) carry them. A signature that does not fit is an
  * error naming the instruction and the computation.
+ *
+ * JAX's custom derivatives, which its HLO cannot carry (grad_jax_call):
+ * jax.nn.relu, relu6 and softplus are jitted functions with a custom_jvp,
+ * lowered as a call of a computation named after the function (relu.1),
+ * whose body is the primal only. Differentiated as written, relu's
+ * max(x, 0) would split g in halves at x == 0 (the tie rule, as JAX's
+ * jnp.maximum); JAX's rule gives 0 there (relu6: 0 at 0 and at 6), and
+ * softplus's is exp(x - softplus(x)) with infinities read as 0 (its
+ * logaddexp's rule), not the chain rule through max, abs and log1p. A call
+ * of a computation of one of those names whose body is that function's
+ * form (one floating parameter, the root's op and shape as JAX lowers it)
+ * takes JAX's rule, in both modes; any other call is differentiated as
+ * written.
  */
 #include "grad.h"
 
+#include <math.h>
 #include <string.h>
 
 const char *grad_custom_name(const IrInstr *ins, const char *key)
@@ -130,4 +144,51 @@ int32_t fwd_custom(Grad *g, GB *b, const IrInstr *ins, int32_t self, const int32
     if (!same_shape(&cc->instr[cc->root].shape, &ins->shape))
         return bad_sig(g, ins, "tessel_tangent", cc->name, "it must return the result's tangent (its shape)"), -1;
     return gb_emit(b, OP_CALL, NULL, 2 * n + 1, o, NULL, 1, &ci);
+}
+
+/* The computation's name without its ".N" suffix equals `base`. */
+static bool named(const char *name, const char *base)
+{
+    size_t n = strlen(base);
+    if (!name || strncmp(name, base, n) != 0)
+        return false;
+    if (name[n] == 0)
+        return true;
+    if (name[n] != '.' || !name[n + 1])
+        return false;
+    for (const char *p = name + n + 1; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return true;
+}
+
+/* x with its infinities read as 0: JAX's _replace_inf. */
+static int32_t replace_inf(GB *b, int32_t x)
+{
+    int32_t inf = gb_cmp(b, gb_un(b, OP_ABS, x), gb_full_like(b, x, INFINITY), CMP_EQ);
+    return gb_select(b, inf, gb_full_like(b, x, 0), x);
+}
+
+int32_t grad_jax_call_factor(GB *b, const IrInstr *ins, int32_t self)
+{
+    if (ins->op != OP_CALL || ins->nopnd != 1 || ins->ncalled != 1)
+        return -2;
+    const IrComputation *cc = b->g->m->comp[ins->called[0]];
+    if (cc->nparam != 1 || cc->root < 0 || !ir_type_is_float(ins->shape.type))
+        return -2;
+    const IrShape *ps = &cc->instr[cc->param[0]].shape;
+    if (!ir_shape_compatible(ps, &ins->shape))
+        return -2;
+    IrOpcode root = cc->instr[cc->root].op;
+    int32_t x = ins->opnd[0];
+    int32_t zero = gb_full_like(b, x, 0), one = gb_full_like(b, x, 1);
+    if (named(cc->name, "relu") && root == OP_MAXIMUM)            /* 1 where x > 0 */
+        return gb_select(b, gb_cmp(b, x, zero, CMP_GT), one, zero);
+    if (named(cc->name, "relu6") && root == OP_MINIMUM) {         /* 1 where 0 < x < 6 */
+        int32_t in = gb_bin(b, OP_AND, gb_cmp(b, x, zero, CMP_GT), gb_cmp(b, x, gb_full_like(b, x, 6), CMP_LT));
+        return gb_select(b, in, one, zero);
+    }
+    if (named(cc->name, "softplus") && root == OP_SELECT)         /* e^(x - softplus(x)) */
+        return gb_un(b, OP_EXP, gb_bin(b, OP_SUBTRACT, replace_inf(b, x), replace_inf(b, self)));
+    return -2;
 }

@@ -366,7 +366,8 @@ static IrStatus fwd_reduce_variadic(Fwd *f, int32_t i, const IrInstr *ins)
     return f->g->d->status;
 }
 
-/* reduce add: linear in (x, init). reduce max/min: the tangents of the
+/* reduce add: linear in (x, init). reduce multiply: the sum of each
+ * tangent times the product of the other elements. reduce max/min: the tangents of the
  * elements equal to the result, averaged over the ties (the reverse rule
  * splits the adjoint the same way, so jvp and vjp agree). */
 static IrStatus fwd_reduce(Fwd *f, int32_t i, const IrInstr *ins)
@@ -379,8 +380,14 @@ static IrStatus fwd_reduce(Fwd *f, int32_t i, const IrInstr *ins)
         bool d[2] = {true, true};
         return set_tan(f, i, linear(f, ins, d));
     }
+    if (red == OP_MULTIPLY) {
+        if (has_tan(f, ins->opnd[1]))
+            return no_rule(f, i, "the initial value of a product reduction must not depend on the parameters");
+        int32_t t = gb_bin(b, OP_MULTIPLY, tan_z(f, ins->opnd[0]), grad_prod_others(b, ins));
+        return set_tan(f, i, gb_sum(b, t, ins->a.dimensions.n, ins->a.dimensions.v));
+    }
     if (red != OP_MAXIMUM && red != OP_MINIMUM)
-        return no_rule(f, i, "only reductions by add, maximum and minimum have one");
+        return no_rule(f, i, "only reductions by add, multiply, maximum and minimum have one");
     if (has_tan(f, ins->opnd[1]))
         return no_rule(f, i, "the initial value of a max/min reduction must not depend on the parameters");
     int32_t x = ins->opnd[0];
@@ -625,6 +632,11 @@ static IrStatus fwd_control(Fwd *f, int32_t i, const IrInstr *ins)
         return g->d->status;
     case OP_CALL: {
         int32_t n = ins->nopnd;
+        int32_t jax = grad_jax_call_factor(b, ins, i);
+        if (jax >= 0)
+            return set_full(f, i, gb_bin(b, OP_MULTIPLY, fwd_full(f, ins->opnd[0]), jax));
+        if (g->d->status != IR_OK)
+            return g->d->status;
         if (n > 64)
             return no_rule(f, i, "a call of more than 64 arguments");
         IrShape sh[64];

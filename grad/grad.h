@@ -31,7 +31,8 @@
  *                       batch-norm-training
  *   control.c           tuples, call, conditional, while
  *   custom.c            custom gradients: frontend_attributes
- *                       tessel_gradient / tessel_tangent name a computation
+ *                       tessel_gradient / tessel_tangent name a computation;
+ *                       JAX's custom_jvp functions relu, relu6, softplus
  *   forward.c           forward mode (--jvp): the driver and a rule per
  *                       op family, control flow included
  *   step.c              grad_module: options, SGD and Adam steps, aliases
@@ -214,6 +215,9 @@ int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
  * variadic reduce is (see grad_reduce_kind there). */
 int32_t grad_linear_iota(GB *b, const IrShape *s);
 enum { GRAD_ROTHER, GRAD_RSUM, GRAD_RSELECT };
+/* For a reduce by multiply: an array of its operand's shape, each element
+ * the product of the other elements it is reduced with. */
+int32_t grad_prod_others(GB *b, const IrInstr *ins);
 int32_t grad_reduce_kind(GB *b, const IrInstr *ins, int32_t k, int32_t *idx);
 
 /* ------------------------------------------------------------------ */
@@ -225,6 +229,10 @@ int32_t grad_reduce_kind(GB *b, const IrInstr *ins, int32_t k, int32_t *idx);
 const char *grad_custom_name(const IrInstr *ins, const char *key);
 /* Reverse mode: call the tessel_gradient computation of instruction i. */
 IrStatus rev_custom(Rev *r, int32_t i, const IrInstr *ins);
+/* A call of JAX's relu, relu6 or softplus (custom.c's header): the
+ * derivative factor of its result by its operand, JAX's custom rule (self:
+ * the call's result), or -2 when ins is no such call. */
+int32_t grad_jax_call_factor(GB *b, const IrInstr *ins, int32_t self);
 /* Forward mode: the call of ins's tessel_tangent computation (in b's
  * computation) on its operands, self (the instruction) and the operands'
  * tangents; -1 with an error recorded. */

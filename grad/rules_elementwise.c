@@ -11,15 +11,114 @@
  * between all the tied elements (rules_reduce.c). Select, clamp and the
  * masks made with compare route g to the operand that was chosen; the
  * predicate itself has no gradient.
+ *
+ * A zero adjoint contributes zero, even through an infinite derivative
+ * factor (adj_mul): reverse mode meets the expansions JAX lowers its
+ * primitives to (logistic as 1 / (1 + e^-x), erf_inv's select of x * inf,
+ * xlogy's where), whose branches a select throws away can be infinite
+ * (e^100 in sigmoid(-100)) and whose adjoint there is a select's zero. JAX
+ * differentiates the primitive and gets a finite gradient; the chain rule
+ * on the expansion gets 0 * inf = NaN, and the NaN reaches every element
+ * it is summed into. So a product g * f where g == 0 and f is infinite is
+ * g. A NaN factor still gives NaN (a NaN forward value propagates, as in
+ * JAX). What this changes beyond JAX's answer: a select written around a
+ * singular branch in user code, where(x > 0, sqrt(x), 0) at 0, is 0 here
+ * and NaN in JAX (its documented "where" pitfall).
+ *
+ * abs at 0: g, as JAX's rule select(x >= 0, g, -g) (-0 included), except
+ * in logaddexp's expansion, max(a, b) + log1p(e^-|a - b|) (jnp.logaddexp
+ * is a custom_jvp function lowered inline): there |a - b| at a == b takes
+ * 0, the mean of its one-sided derivatives, which with the tie's halves of
+ * max gives JAX's rule, e^(a - out) = 1/2 each (abs_in_logaddexp).
  */
 #include "grad.h"
 
 #include <math.h>
+#include <string.h>
 
 /* g * v, with v broadcast when it is a scalar constant. */
 static int32_t mul(GB *b, int32_t g, int32_t v)
 {
     return gb_bin(b, OP_MULTIPLY, g, v);
+}
+
+/* Whether v is a constant, or a broadcast of one, all of whose elements
+ * are finite: a factor that needs no guard. */
+static bool finite_constant(GB *b, int32_t v)
+{
+    const IrInstr *in = &b->c->instr[v];
+    if (in->op == OP_BROADCAST && in->nopnd == 1)
+        in = &b->c->instr[in->opnd[0]];
+    if (in->op != OP_CONSTANT || !in->a.literal || !ir_type_is_float(in->shape.type))
+        return false;
+    int64_t n = ir_shape_elements(&in->shape);
+    for (int64_t k = 0; k < n; k++) {
+        double x;
+        if (in->shape.type == IR_F32) {
+            float f;
+            memcpy(&f, in->a.literal + 4 * k, 4);
+            x = f;
+        } else if (in->shape.type == IR_F64) {
+            memcpy(&x, in->a.literal + 8 * k, 8);
+        } else {
+            return false;   /* bf16, f16, f8: guarded, rather than decoded here */
+        }
+        if (!isfinite(x))
+            return false;
+    }
+    return true;
+}
+
+/* Whether v is bounded wherever its operand is finite (tanh, the logistic,
+ * sine, cosine, sign): no guard. */
+static bool bounded(GB *b, int32_t v)
+{
+    switch (b->c->instr[v].op) {
+    case OP_TANH: case OP_LOGISTIC: case OP_SINE: case OP_COSINE: case OP_SIGN:
+        return true;
+    default:
+        return finite_constant(b, v);
+    }
+}
+
+/* c (an adjoint contribution made from g), except g itself where g is zero
+ * and `inf_when` holds: the file's header, "a zero adjoint contributes
+ * zero". */
+static int32_t zero_absorbs(GB *b, int32_t g, int32_t inf_when, int32_t c)
+{
+    int32_t gz = gb_cmp(b, g, gb_full_like(b, g, 0), CMP_EQ);
+    return gb_select(b, gb_bin(b, OP_AND, gz, inf_when), g, c);
+}
+
+/* |v| == inf, elementwise. */
+static int32_t is_inf(GB *b, int32_t v)
+{
+    return gb_cmp(b, gb_un(b, OP_ABS, v), gb_full_like(b, v, INFINITY), CMP_EQ);
+}
+
+/* g * f, where g == 0 gives g even when f is infinite (the header). */
+static int32_t adj_mul(GB *b, int32_t g, int32_t f)
+{
+    if (f < 0 || g < 0)
+        return -1;
+    int32_t c = mul(b, g, f);
+    return bounded(b, f) ? c : zero_absorbs(b, g, is_inf(b, f), c);
+}
+
+/* Whether abs(x) is logaddexp's |a - b|: x = subtract(a, b) and the
+ * computation takes maximum(a, b) (either order) too. */
+static bool abs_in_logaddexp(GB *b, int32_t x)
+{
+    const IrInstr *sub = &b->c->instr[x];
+    if (sub->op != OP_SUBTRACT)
+        return false;
+    int32_t a = sub->opnd[0], c = sub->opnd[1];
+    for (int32_t k = 0; k < b->c->ninstr; k++) {
+        const IrInstr *in = &b->c->instr[k];
+        if (in->op == OP_MAXIMUM && ((in->opnd[0] == a && in->opnd[1] == c) || (in->opnd[0] == c && in->opnd[1] == a)))
+            return true;
+    }
+    return false;
 }
 
 /* The derivative factor of unary op `op` at x (y = op(x)), or -2 when the
@@ -45,7 +144,11 @@ int32_t grad_unary_factor(GB *b, IrOpcode op, int32_t x, int32_t y)
     case OP_COSINE: return gb_un(b, OP_NEGATE, gb_un(b, OP_SINE, x));
     case OP_TAN:                                                            /* 1 + y^2 */
         return gb_bin(b, OP_ADD, gb_full_like(b, y, 1), gb_bin(b, OP_MULTIPLY, y, y));
-    case OP_ABS: return gb_un(b, OP_SIGN, x);                               /* 0 at 0 */
+    case OP_ABS:                                                            /* 1 at +-0, as JAX */
+        if (abs_in_logaddexp(b, x))
+            return gb_un(b, OP_SIGN, x);
+        return gb_select(b, gb_cmp(b, x, gb_full_like(b, x, 0), CMP_GE), gb_full_like(b, x, 1),
+                         gb_full_like(b, x, -1));
     case OP_ERF:                                                            /* 2/sqrt(pi) e^-x^2 */
         return gb_scale(b, gb_un(b, OP_EXP, gb_un(b, OP_NEGATE, gb_bin(b, OP_MULTIPLY, x, x))),
                         1.1283791670955126 /* 2/sqrt(pi) */);
@@ -114,21 +217,26 @@ static IrStatus rule_binary(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
     case OP_SUBTRACT: gx = g; gy = wy ? gb_un(b, OP_NEGATE, g) : -1; break;
     case OP_MULTIPLY:                                  /* d(xy) = y dx + x dy */
         if (x == y && wx) /* d(x^2) = 2 x dx, one term */
-            return rev_acc(r, x, 0, mul(b, gb_scale(b, g, 2), x));
-        gx = wx ? mul(b, g, y) : -1;
-        gy = wy ? mul(b, g, x) : -1;
+            return rev_acc(r, x, 0, adj_mul(b, gb_scale(b, g, 2), x));
+        gx = wx ? adj_mul(b, g, y) : -1;
+        gy = wy ? adj_mul(b, g, x) : -1;
         break;
     case OP_DIVIDE:                                    /* d(x/y) = dx/y - (x/y) dy/y */
-        gx = wx ? gb_bin(b, OP_DIVIDE, g, y) : -1;
-        gy = wy ? gb_un(b, OP_NEGATE, gb_bin(b, OP_DIVIDE, mul(b, g, i), y)) : -1;
+        gx = wx ? (finite_constant(b, y) ? gb_bin(b, OP_DIVIDE, g, y)
+                   : zero_absorbs(b, g, gb_cmp(b, y, gb_full_like(b, y, 0), CMP_EQ), gb_bin(b, OP_DIVIDE, g, y)))
+                : -1;
+        gy = wy ? zero_absorbs(b, g, gb_bin(b, OP_OR, is_inf(b, i), gb_cmp(b, y, gb_full_like(b, y, 0), CMP_EQ)),
+                               gb_un(b, OP_NEGATE, gb_bin(b, OP_DIVIDE, mul(b, g, i), y)))
+                : -1;
         break;
     case OP_REMAINDER:                                 /* x - trunc(x/y) y; trunc(x/y) = (x - r)/y */
         gx = g;
-        gy = wy ? gb_un(b, OP_NEGATE, mul(b, g, gb_bin(b, OP_DIVIDE, gb_bin(b, OP_SUBTRACT, x, i), y))) : -1;
+        gy = wy ? gb_un(b, OP_NEGATE, adj_mul(b, g, gb_bin(b, OP_DIVIDE, gb_bin(b, OP_SUBTRACT, x, i), y))) : -1;
         break;
     case OP_POWER:                                     /* d x^y = y x^(y-1) dx + x^y ln x dy */
-        gx = wx ? mul(b, g, mul(b, y, gb_bin(b, OP_POWER, x, gb_bin(b, OP_SUBTRACT, y, gb_full_like(b, y, 1))))) : -1;
-        gy = wy ? mul(b, g, mul(b, i, gb_un(b, OP_LOG, x))) : -1;
+        gx = wx ? adj_mul(b, g, mul(b, y, gb_bin(b, OP_POWER, x, gb_bin(b, OP_SUBTRACT, y, gb_full_like(b, y, 1)))))
+                : -1;
+        gy = wy ? adj_mul(b, g, mul(b, i, gb_un(b, OP_LOG, x))) : -1;
         break;
     case OP_ATAN2: {                                   /* atan2(x, y): dx y/(x^2+y^2), dy -x/(x^2+y^2) */
         int32_t den = gb_bin(b, OP_ADD, gb_bin(b, OP_MULTIPLY, x, x), gb_bin(b, OP_MULTIPLY, y, y));
@@ -186,5 +294,11 @@ IrStatus rev_elementwise(Rev *r, int32_t i, const IrInstr *ins)
     int32_t f = grad_unary_factor(b, ins->op, ins->opnd[0], i);
     if (f == -2)
         return rev_no_rule(r, i, NULL);
-    return rev_acc(r, ins->opnd[0], 0, mul(b, g, f));
+    switch (ins->op) {
+    case OP_TANH: case OP_LOGISTIC: case OP_SINE: case OP_COSINE: case OP_ABS: case OP_ERF: case OP_ATAN:
+    case OP_ASINH:   /* factors bounded where x is finite: no guard */
+        return rev_acc(r, ins->opnd[0], 0, mul(b, g, f));
+    default:
+        return rev_acc(r, ins->opnd[0], 0, adj_mul(b, g, f));
+    }
 }

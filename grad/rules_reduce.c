@@ -4,6 +4,8 @@
  *   reduce add       every reduced element gets g (broadcast back)
  *   reduce max/min   the elements equal to the result share g evenly
  *                    (mask / count of the tied ones)
+ *   reduce multiply  each element gets g times the product of the others
+ *                    (those before it times those after it: zeros welcome)
  *   variadic reduce  per output: a sum of its operand (as reduce add), or
  *                    a selection of one of its elements (argmax's value):
  *                    g to the element chosen, found by the same reduce with
@@ -179,6 +181,72 @@ static IrStatus rule_reduce_variadic(Rev *r, int32_t i, const IrInstr *ins)
     return r->g->d->status;
 }
 
+/* Products of x2 [k, n] along its dimension 1 in windows of n (the
+ * reducer `comp`, init 1) over x2 padded with n ones in front (front) or
+ * behind: n + 1 outputs, output j the product of x2[:, j - n .. j) of the
+ * padded row, sliced to [from, from + n). front, from 0: prod_{t < j};
+ * behind, from 1: prod_{t > j}. */
+static int32_t window_products(GB *b, int32_t x2, int32_t comp, bool front, int64_t from)
+{
+    const IrShape *s = gb_shape(b, x2);
+    int64_t k = s->dims[0], n = s->dims[1];
+    IrAttrsX ax = {0};
+    IrAttrs a = {.x = &ax};
+    ax.window.rank = 2;
+    ax.window.dim = ir_alloc_array(b->g->m->arena, 2, sizeof(IrWindowDim));
+    if (!ax.window.dim)
+        return gb_oom(b->g), -1;
+    ax.window.dim[0] = (IrWindowDim){.size = 1, .stride = 1, .lhs_dilate = 1, .rhs_dilate = 1};
+    ax.window.dim[1] = (IrWindowDim){.size = n, .stride = 1, .lhs_dilate = 1, .rhs_dilate = 1,
+                                     .pad_lo = front ? n : 0, .pad_hi = front ? 0 : n};
+    int32_t o[2] = {x2, gb_const(b, s->type, 1)};
+    int32_t w = gb_emit(b, OP_REDUCE_WINDOW, NULL, 2, o, &a, 1, &comp);
+    int64_t start[2] = {0, from}, limit[2] = {k, from + n}, stride[2] = {1, 1};
+    return gb_slice(b, w, start, limit, stride);
+}
+
+/* reduce multiply: d prod / d x_j = prod of the others (not prod / x_j,
+ * which a zero makes 0/0): the kept dimensions first and the reduced ones
+ * flattened into one of n, the product of the elements before j times
+ * that of the elements after it (window_products), back in x's order. What
+ * JAX's rule computes too; O(n^2) multiplies a row. Shared with forward
+ * mode (the tangent: the sum over the reduced dimensions of t times it). */
+int32_t grad_prod_others(GB *b, const IrInstr *ins)
+{
+    int32_t x = ins->opnd[0];
+    IrShape xs = *gb_shape(b, x);
+    int64_t perm[IR_MAX_RANK], inv[IR_MAX_RANK], tdims[IR_MAX_RANK], k = 1, n = 1;
+    int32_t nk = others(xs.rank, &ins->a.dimensions, NULL, perm);
+    for (int32_t d = 0; d < nk; d++)
+        k *= xs.dims[perm[d]];
+    for (int32_t d = 0; d < ins->a.dimensions.n; d++) {
+        perm[nk + d] = ins->a.dimensions.v[d];
+        n *= xs.dims[ins->a.dimensions.v[d]];
+    }
+    for (int32_t d = 0; d < xs.rank; d++) {
+        inv[perm[d]] = d;
+        tdims[d] = xs.dims[perm[d]];
+    }
+    int64_t flat[2] = {k, n};
+    int32_t x2 = gb_reshape(b, gb_transpose(b, x, perm), 2, flat);
+    int32_t before = window_products(b, x2, ins->called[0], true, 0);
+    int32_t after = window_products(b, x2, ins->called[0], false, 1);
+    return gb_transpose(b, gb_reshape(b, gb_bin(b, OP_MULTIPLY, before, after), xs.rank, tdims), inv);
+}
+
+static IrStatus rule_reduce_mul(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    IrShape xs = *gb_shape(b, x);
+    if (rev_on(r, ins->opnd[1]))
+        return rev_no_rule(r, i, "the initial value of a product reduction must not depend on the parameters");
+    int64_t kept[IR_MAX_RANK];
+    int32_t nk = others(xs.rank, &ins->a.dimensions, NULL, kept);
+    int32_t gb = gb_bcast(b, gb_convert(b, g, xs.type), xs.type, xs.rank, xs.dims, nk, kept);
+    return rev_acc(r, x, 0, gb_bin(b, OP_MULTIPLY, gb, grad_prod_others(b, ins)));
+}
+
 static IrStatus rule_reduce(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
@@ -193,8 +261,10 @@ static IrStatus rule_reduce(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
             rev_acc(r, init, 0, gb_sum_all(b, g));
         return rev_acc(r, x, 0, gb);
     }
+    if (red == OP_MULTIPLY)
+        return rule_reduce_mul(r, i, ins, g);
     if (red != OP_MAXIMUM && red != OP_MINIMUM)
-        return rev_no_rule(r, i, "only reductions by add, maximum and minimum have one");
+        return rev_no_rule(r, i, "only reductions by add, multiply, maximum and minimum have one");
     if (rev_on(r, init))
         return rev_no_rule(r, i, "the initial value of a max/min reduction must not depend on the parameters");
     int32_t yb = gb_bcast(b, i, xs.type, xs.rank, xs.dims, nk, kept);

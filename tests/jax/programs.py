@@ -762,6 +762,35 @@ def batched_index_loss_inputs(rng):
             rng.integers(0, 12, size=(8,), dtype=np.int32))
 
 
+
+def grad_edges(x, w):
+    """Where differentiating JAX's lowered HLO parts from JAX's own rules:
+    exact GELU (erfc's selected branches) and silu far into the negatives
+    (e^-x overflows) under adjoints that are exactly 0 (the mask's first
+    column), erf_inv's select of x * inf, relu, relu6, softplus, abs and
+    logaddexp at their kinks (x exactly 0, 1.5 where relu6's 4x is 6, ties),
+    and products with zeros in them."""
+    h = x @ w
+    mask = (jnp.arange(h.shape[1]) > 0).astype(F32)
+    smooth = jax.nn.gelu(h, approximate=False) + jax.nn.silu(h * 40) + lax.erf_inv(jnp.tanh(h) * 0.5)
+    kinks = (jax.nn.relu(x) + jax.nn.relu6(x * 4) + jax.nn.softplus(x) + jnp.abs(x) + jnp.logaddexp(x, -x)
+             + jnp.logaddexp(x, x[:, ::-1]))
+    prods = jnp.prod(x[:, :4], axis=1) + jnp.prod(x * 0.5 + 1, axis=0).sum()
+    return jnp.sum(smooth * mask) + jnp.sum(kinks * jnp.arange(1, 1 + x.shape[1], dtype=F32)) + jnp.sum(prods)
+
+
+def grad_edges_specs(axes):
+    return (P(axes[0]), P()), P()
+
+
+def grad_edges_inputs(rng):
+    x = _normal(rng, (8, 6))
+    x[0, :] = [0.0, -0.0, 1.5, -1.5, 2.0, 0.0]      # kinks; the row's product has two zeros
+    x[1, 1] = 0.0                                    # one zero in the row's product
+    x[2, :] = [0.5, 0.5, -3.0, -3.0, 0.5, 0.5]      # x == x[::-1]: logaddexp's tie
+    x[3, 0] = 1.5
+    return x, _normal(rng, (6, 5))
+
 ALL_1D = ((1,), (2,), (4,), (8,))
 DEPTHWISE_GRAD = (
     "XLA's SPMD partitioner (jaxlib 0.10.2) doubles the kernel gradient of a depthwise convolution "
@@ -820,6 +849,8 @@ PROGRAMS = [
             doc="jax.random threefry: dropout, bits, normal"),
     Program("batched_index", batched_index, MESHES_ALL, batched_index_specs, batched_index_inputs,
             doc="take_along_axis, vmap'd indexing and .at[].add: batching-dim gathers and scatters"),
+    Program("grad_edges", grad_edges, ((1,), (2,), (4,)), grad_edges_specs, grad_edges_inputs, grad_wrt=(0, 1),
+            doc="gradients at kinks, zero adjoints through infinite branches, products with zeros"),
     Program("batched_index_loss", batched_index_loss, MESHES_ALL, batched_index_loss_specs,
             batched_index_loss_inputs, grad_wrt=(0, 1),
             doc="cross entropy of integer labels, for tessel grad (a batched scatter-add)"),
@@ -827,7 +858,7 @@ PROGRAMS = [
 
 _GROUPS = {"mlp": "mlp mlp_loss mlp_sgd mlp_adam", "block": "block block_loss", "train": "block_sgd block_adam",
            "nets": "convnet convnet_loss rnn rnn_loss moe", "lm": "lm_loss loops loops_loss",
-           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss"}
+           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss grad_edges"}
 _GROUP_OF = {n: g for g, names in _GROUPS.items() for n in names.split()}
 assert sorted(_GROUP_OF) == sorted(p.name for p in PROGRAMS), "each program in one ctest group"
 GROUPS = tuple(_GROUPS)
