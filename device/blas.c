@@ -97,6 +97,8 @@ static void blas_load(void)
               sym(lib, "cgeqrf_", &b->cgeqrf) && sym(lib, "zgeqrf_", &b->zgeqrf) &&
               sym(lib, "sorgqr_", &b->sorgqr) && sym(lib, "dorgqr_", &b->dorgqr) &&
               sym(lib, "cungqr_", &b->cungqr) && sym(lib, "zungqr_", &b->zungqr) &&
+              sym(lib, "sgetrf_", &b->sgetrf) && sym(lib, "dgetrf_", &b->dgetrf) &&
+              sym(lib, "cgetrf_", &b->cgetrf) && sym(lib, "zgetrf_", &b->zgetrf) &&
               sym(lib, "openblas_get_num_threads", &b->get_num_threads) &&
               sym(lib, "openblas_set_num_threads", &b->set_num_threads);
     if (ok) {

@@ -4,7 +4,7 @@
  * blas_choice.c, which of them DevBlas.sgemm calls; blas_watch.c, the
  * check of that choice on the program's calls; blas_shapes.c, the choice
  * per product shape; blas_small.c, the small products' library), for the files that call BLAS or LAPACK: contract.c,
- * k_linalg.c, k_qr.c, devices.c (the thread count). Private to device/
+ * k_linalg.c, k_qr.c, k_lu.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */
 #ifndef TESSEL_DEVICE_BLAS_H
@@ -49,10 +49,29 @@ typedef struct DevBlas {
                    const float _Complex *tau, float _Complex *work, const int *lwork, int *info);
     void (*zungqr)(const int *m, const int *n, const int *k, double _Complex *a, const int *lda,
                    const double _Complex *tau, double _Complex *work, const int *lwork, int *info);
+    /* getrf (k_lu.c) */
+    void (*sgetrf)(const int *m, const int *n, float *a, const int *lda, int *ipiv, int *info);
+    void (*dgetrf)(const int *m, const int *n, double *a, const int *lda, int *ipiv, int *info);
+    void (*cgetrf)(const int *m, const int *n, float _Complex *a, const int *lda, int *ipiv, int *info);
+    void (*zgetrf)(const int *m, const int *n, double _Complex *a, const int *lda, int *ipiv, int *info);
     __typeof__(openblas_get_num_threads) *get_num_threads;
     __typeof__(openblas_set_num_threads) *set_num_threads;
 } DevBlas;
 const DevBlas *dev_blas(void);
+/* k_qr.c, for the LAPACK kernels (k_qr.c, k_lu.c): the matrices of an
+ * operand [..., m, n] (`what` names it in errors): a type LAPACK takes
+ * (f32, f64, c64, c128), sizes that fit its int, the batch count, and
+ * LAPACK itself; and dst (cols x rows) = src (rows x cols) transposed,
+ * both row-major: the column-major view LAPACK reads, and back. */
+typedef struct DevLapackDims {
+    const DevBlas *bl;
+    IrType type;
+    size_t esz;
+    int m, n;
+    int64_t batch;
+} DevLapackDims;
+IrStatus dev_lapack_dims(const DevKernelArgs *k, const IrShape *s, const char *what, DevLapackDims *q);
+void dev_lapack_transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t cols, size_t esz);
 /* blas_sgemm.c: the f32 GEMM of `lib` ("blis" or "onednn") behind
  * cblas_sgemm's signature, the library loaded on the first call (once);
  * NULL, with *why saying why, when it cannot be loaded or lib is unknown.

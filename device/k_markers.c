@@ -84,6 +84,10 @@ static const struct {
     {"TopK", dev_k_topk},
     {"Qr", dev_k_qr},
     {"ProductOfElementaryHouseholderReflectors", dev_k_householder_product},
+    {"lapack_sgetrf_ffi", dev_k_getrf},
+    {"lapack_dgetrf_ffi", dev_k_getrf},
+    {"lapack_cgetrf_ffi", dev_k_getrf},
+    {"lapack_zgetrf_ffi", dev_k_getrf},
 };
 
 static BuiltinKernel find(const char *t)

@@ -39,17 +39,9 @@
 #include <complex.h>
 #include <string.h>
 
-/* The matrices of an operand [..., m, n]: checked type, sizes that fit
- * LAPACK's int, and the batch count; and LAPACK itself. */
-typedef struct QrDims {
-    const DevBlas *bl;
-    IrType type;
-    size_t esz;
-    int m, n;
-    int64_t batch;
-} QrDims;
+typedef DevLapackDims QrDims;
 
-static IrStatus qr_dims(const DevKernelArgs *k, const IrShape *s, const char *what, QrDims *q)
+IrStatus dev_lapack_dims(const DevKernelArgs *k, const IrShape *s, const char *what, DevLapackDims *q)
 {
     const char *t = k->ins->a.x->custom_call_target;
     if (s->type == IR_TUPLE || s->rank < 2)
@@ -75,9 +67,7 @@ static IrStatus qr_dims(const DevKernelArgs *k, const IrShape *s, const char *wh
     return IR_OK;
 }
 
-/* dst (cols x rows, row-major) = src (rows x cols, row-major) transposed:
- * the column-major view of src and back. Element sizes 4, 8 and 16. */
-static void transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t cols, size_t esz)
+void dev_lapack_transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t cols, size_t esz)
 {
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++)
@@ -161,7 +151,7 @@ IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out)
         return dev_kernel_error(k, IR_EINPUT, "Qr takes one operand");
     const DevValue *a = k->opnd[0];
     QrDims q;
-    IrStatus st = qr_dims(k, &a->shape, "the operand", &q);
+    IrStatus st = dev_lapack_dims(k, &a->shape, "the operand", &q);
     if (st != IR_OK)
         return st;
     int p = q.m < q.n ? q.m : q.n;
@@ -193,7 +183,7 @@ IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out)
     size_t mat = (size_t)q.m * (size_t)q.n * q.esz;
     for (int64_t b = 0; p > 0 && b < q.batch; b++) {
         uint8_t *ab = el[0]->data + (size_t)b * mat;
-        transpose(s.col, ab, q.m, q.n, q.esz);
+        dev_lapack_transpose(s.col, ab, q.m, q.n, q.esz);
         int info = lapack_call(q.bl, q.type, q.m, q.n, -1, s.col, el[1]->data + (size_t)(b * p) * q.esz,
                                s.work, s.lwork);
         if (info != 0) {
@@ -202,7 +192,7 @@ IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out)
             dev_value_unref(el[1]);
             return dev_kernel_error(k, IR_EINTERNAL, "geqrf failed (info %d)", info);
         }
-        transpose(ab, s.col, q.n, q.m, q.esz);
+        dev_lapack_transpose(ab, s.col, q.n, q.m, q.esz);
     }
     qr_scratch_free(&s);
     *out = dev_value_tuple(rs, 2, el);
@@ -216,7 +206,7 @@ IrStatus dev_k_householder_product(const DevKernelArgs *k, DevValue **out)
                                 "ProductOfElementaryHouseholderReflectors takes two operands (a, taus)");
     const DevValue *a = k->opnd[0], *taus = k->opnd[1];
     QrDims q;
-    IrStatus st = qr_dims(k, &a->shape, "a", &q);
+    IrStatus st = dev_lapack_dims(k, &a->shape, "a", &q);
     if (st != IR_OK)
         return st;
     const IrShape *ts = &taus->shape;
@@ -244,7 +234,7 @@ IrStatus dev_k_householder_product(const DevKernelArgs *k, DevValue **out)
     }
     size_t mat = (size_t)q.m * (size_t)q.n * q.esz;
     for (int64_t b = 0; b < q.batch; b++) {
-        transpose(s.col, a->data + (size_t)b * mat, q.m, q.n, q.esz);
+        dev_lapack_transpose(s.col, a->data + (size_t)b * mat, q.m, q.n, q.esz);
         /* orgqr reads tau without writing it (const in the declaration). */
         int info = lapack_call(q.bl, q.type, q.m, q.n, (int)kk, s.col,
                                (uint8_t *)taus->data + (size_t)(b * kk) * q.esz, s.work, s.lwork);
@@ -253,7 +243,7 @@ IrStatus dev_k_householder_product(const DevKernelArgs *k, DevValue **out)
             dev_value_unref(r);
             return dev_kernel_error(k, IR_EINTERNAL, "orgqr failed (info %d)", info);
         }
-        transpose(r->data + (size_t)b * mat, s.col, q.n, q.m, q.esz);
+        dev_lapack_transpose(r->data + (size_t)b * mat, s.col, q.n, q.m, q.esz);
     }
     qr_scratch_free(&s);
     *out = r;

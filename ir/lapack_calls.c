@@ -2,7 +2,8 @@
  * lapack_calls.c: the LAPACK custom-calls JAX's CPU lowering emits for
  * cholesky and triangular solves, made tessel's own cholesky and
  * triangular-solve instructions (which have kernels and partitioning
- * rules) right after parsing.
+ * rules) right after parsing; for QR, made XLA's Qr and Householder
+ * product custom-calls; for LU, checked and kept (device/k_lu.c).
  *
  *   (F[..., n, n], s32[...]) custom-call(a), custom_call_target="lapack_?potrf_ffi",
  *       backend_config={uplo = 76 : ui8}
@@ -19,11 +20,24 @@
  *     ADJOINT, unit_diagonal = (diag == 'U'). JAX's lowering passes no
  *     alpha (it is 1): a third operand is refused.
  *
+ *   (F[..., m, n], F[..., min(m, n)]) custom-call(a), custom_call_target="lapack_?geqrf_ffi"
+ *     becomes the custom-call target Qr (XLA's, device/k_qr.c): the same
+ *     results, a with R and the Householder vectors, and the taus.
+ *
+ *   F[..., m, n] custom-call(a, taus), custom_call_target="lapack_?orgqr_ffi"
+ *       (lapack_?ungqr_ffi for complex types)
+ *     becomes ProductOfElementaryHouseholderReflectors (XLA's, k_qr.c).
+ *
+ *   (F[..., m, n], s32[..., min(m, n)], s32[...]) custom-call(a),
+ *       custom_call_target="lapack_?getrf_ffi"
+ *     stays a custom-call of that target, which the runtime runs
+ *     (device/k_lu.c): LU with partial pivoting, 1-based pivots, info.
+ *
  * ? is s, d, c or z. The characters are the ASCII codes JAX writes
  * (jax/_src/lax/linalg.py, _matrix_*_attr). Any other value or attribute,
  * or a num_batch_dims that is not rank - 2, is an error naming the target;
- * other LAPACK targets (getrf, geqrf, syevd, ...) stay custom-calls, which
- * the runtime refuses by name.
+ * other LAPACK targets (syevd, gesdd, ...) stay custom-calls, which the
+ * runtime refuses by name.
  */
 #include "ir.h"
 
@@ -47,15 +61,23 @@ static IrStatus refuse(const Call *k, const char *what)
                     k->target, what);
 }
 
-/* Which family target names: 'p' (potrf), 't' (trsm) or 0. */
+/* Which family target names: 'p' (potrf), 't' (trsm), 'q' (geqrf), 'o'
+ * (orgqr, ungqr), 'l' (getrf) or 0. */
 static char family(const char *t)
 {
     if (!t || strncmp(t, "lapack_", 7) != 0 || !t[7] || !strchr("sdcz", t[7]))
         return 0;
+    bool complex = t[7] == 'c' || t[7] == 'z';
     if (strcmp(t + 8, "potrf_ffi") == 0)
         return 'p';
     if (strcmp(t + 8, "trsm_ffi") == 0)
         return 't';
+    if (strcmp(t + 8, "geqrf_ffi") == 0)
+        return 'q';
+    if (strcmp(t + 8, complex ? "ungqr_ffi" : "orgqr_ffi") == 0)
+        return 'o';
+    if (strcmp(t + 8, "getrf_ffi") == 0)
+        return 'l';
     return 0;
 }
 
@@ -246,6 +268,54 @@ static IrStatus potrf(const Call *k, IrComputation *c, int32_t i, const int v[NK
     return IR_OK;
 }
 
+/* Whether s is an s32 array of `rank` whose dims are dims[0..rank). */
+static bool s32_of(const IrShape *s, int32_t rank, const int64_t *dims)
+{
+    return ir_shape_is_array(s) && s->type == IR_S32 && s->rank == rank && ir_dims_equal(s->dims, dims, rank);
+}
+
+/* geqrf, orgqr/ungqr and getrf: the shapes the kernels take (k_qr.c,
+ * k_lu.c check them again when they run), no backend_config; geqrf and
+ * orgqr take XLA's target names, getrf keeps its own. */
+static IrStatus qr_lu(const Call *k, IrComputation *c, int32_t i, char f, const int v[NKEYS])
+{
+    IrInstr *x = &c->instr[i];
+    const IrShape *s = &x->shape;
+    for (int j = 0; j < NKEYS; j++)
+        if (v[j] >= 0)
+            return refuse(k, "takes no backend_config");
+    if (x->nopnd != (f == 'o' ? 2 : 1) || !linalg_array(x, &c->instr[x->opnd[0]].shape))
+        return refuse(k, f == 'o' ? "takes (a, taus), a f32, f64, c64 or c128 matrices with num_batch_dims = rank - 2"
+                                  : "takes one operand, f32, f64, c64 or c128 matrices with num_batch_dims = rank - 2");
+    const IrShape *a = &c->instr[x->opnd[0]].shape;
+    int32_t r = a->rank;
+    int64_t p = a->dims[r - 2] < a->dims[r - 1] ? a->dims[r - 2] : a->dims[r - 1];
+    int64_t bp[IR_MAX_RANK];
+    memcpy(bp, a->dims, (size_t)r * sizeof bp[0]);
+    bp[r - 2] = p;
+    bool ok;
+    if (f == 'q')
+        ok = s->type == IR_TUPLE && s->ntuple == 2 && ir_shape_equal(&s->tuple[0], a) &&
+             ir_shape_is_array(&s->tuple[1]) && s->tuple[1].type == a->type && s->tuple[1].rank == r - 1 &&
+             ir_dims_equal(s->tuple[1].dims, bp, r - 1);
+    else if (f == 'o')
+        ok = ir_shape_equal(s, a) && c->instr[x->opnd[1]].shape.type == a->type;
+    else
+        ok = s->type == IR_TUPLE && s->ntuple == 3 && ir_shape_equal(&s->tuple[0], a) &&
+             s32_of(&s->tuple[1], r - 1, bp) && s32_of(&s->tuple[2], r - 2, a->dims);
+    if (!ok)
+        return refuse(k, f == 'q'   ? "must give (a's shape, taus [..., min(m, n)] of a's type)"
+                         : f == 'o' ? "must give a's shape, from taus of a's type"
+                                    : "must give (a's shape, s32 pivots [..., min(m, n)], s32 info [...])");
+    if (f == 'l')
+        return IR_OK;
+    IrAttrsX *ax = become(k->m, x, OP_CUSTOM_CALL);
+    if (!ax)
+        return ir_oom(k->d, NULL);
+    ax->custom_call_target = f == 'q' ? "Qr" : "ProductOfElementaryHouseholderReflectors";
+    return IR_OK;
+}
+
 IrStatus ir_lapack_import(IrModule *m, IrDiag *d)
 {
     for (int32_t ci = 0; ci < m->ncomp; ci++) {
@@ -260,7 +330,7 @@ IrStatus ir_lapack_import(IrModule *m, IrDiag *d)
             int v[NKEYS];
             if (!read_config(x->a.x->backend_config, v))
                 return refuse(&k, "backend_config must be {key = N : ui8, ...} of uplo, side, trans_x, diag");
-            IrStatus st = f == 'p' ? potrf(&k, c, i, v) : trsm(&k, c, i, v);
+            IrStatus st = f == 'p' ? potrf(&k, c, i, v) : f == 't' ? trsm(&k, c, i, v) : qr_lu(&k, c, i, f, v);
             if (st != IR_OK)
                 return st;
         }

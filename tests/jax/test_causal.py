@@ -121,12 +121,7 @@ def main():
                 hlo.write_text(prog.lower_hlo((n,), inputs))
                 args = oracle.write_inputs(d, inputs)
                 want = prog.execute((n,), inputs)
-                worst = 0.0
-                for mode, extra in (("run", ["--num-partitions", str(n)]), ("reference", ["--reference"])):
-                    out = d / mode
-                    out.mkdir()
-                    oracle.tessel(["run", str(hlo), "--output-dir", str(out)] + extra + args)
-                    worst = max(worst, oracle.compare_all(oracle.read_outputs(out, len(want)), want))
+                worst = oracle.run_and_reference(d, hlo, args, n, want)
                 print("ok   %-28s out, dq, dk, dv equal JAX's and the reference (worst %.2g of the largest)"
                       % (name, worst))
             except oracle.Mismatch as e:

@@ -1,6 +1,8 @@
 """test_linalg.py: JAX's LAPACK custom-calls on the CPU (lapack_?potrf_ffi,
 lapack_?trsm_ffi) run as tessel's cholesky and triangular-solve
-(ir/lapack_calls.c), and equal JAX.
+(ir/lapack_calls.c); lapack_?geqrf_ffi and lapack_?orgqr_ffi as XLA's Qr
+and Householder product (device/k_qr.c); lapack_?getrf_ffi by its own
+kernel (device/k_lu.c); and equal JAX.
 
 One program per element type (f32, f64), its inputs batches of B matrices:
   cholesky of positive definite matrices (jnp.linalg.cholesky), and of a
@@ -11,12 +13,17 @@ One program per element type (f32, f64), its inputs batches of B matrices:
   lax.linalg.triangular_solve right side: lower and upper, transposed or
     not, a unit diagonal;
   cho_solve of the positive definite batch (potrf, then two trsm).
+A second program, QR and LU, on batches of general matrices: jnp.linalg.qr
+(reduced, and complete of a tall slice), solve, inv, det, slogdet,
+jax.scipy.linalg.lu (P, L, U), and det and lu of a batch whose matrices
+have a zero row (getrf's info > 0: det exactly 0, the factors kept).
 Each on 1, 2 and 4 devices with the batch split, `tessel run` and `tessel
 run --reference` equal to JAX's own execution (test_oracle.compare's
 tolerance); and the lowered HLO holds the LAPACK targets (so the test
 fails if JAX stops emitting them). Then a trsm whose backend_config gives
-an unknown transpose, and a getrf custom-call, are refused naming the
-target (exit 2). Exit 0 when all hold, 1 otherwise (77: JAX missing).
+an unknown transpose, a getrf of the wrong form, and an eigendecomposition
+(syevd, not run), are refused naming the target (exit 2). Exit 0 when all
+hold, 1 otherwise (77: JAX missing).
 """
 import pathlib
 import subprocess
@@ -62,6 +69,32 @@ def fn(spd, bad, lo, up, b, br):
     )
 
 
+def fn_qr_lu(a, b, z):
+    q, r = jnp.linalg.qr(a)
+    qc, rc = jnp.linalg.qr(a[:, :, :K], mode="complete")
+    sgn, logdet = jnp.linalg.slogdet(a)
+    p, lo, up = jax.vmap(jsl.lu)(a)
+    pz, loz, upz = jax.vmap(jsl.lu)(z)
+    return (q, r, qc, rc, jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a), sgn, logdet,
+            p, lo, up, jnp.linalg.det(z), pz, loz, upz)
+
+
+def make_inputs_qr_lu(dtype):
+    def inputs(rng):
+        a = rng.standard_normal((B, N, N)) + 2 * np.eye(N)
+        z = rng.standard_normal((B, N, N))
+        z[:, 2, :] = 0.0                 # a zero row: a zero pivot, det 0
+        b = rng.standard_normal((B, N, K))
+        return tuple(x.astype(dtype) for x in (a, b, z))
+    return inputs
+
+
+def specs_qr_lu(axes):
+    t = P(axes[0], None, None)
+    v = P(axes[0])
+    return (t,) * 3, (t, t, t, t, t, t, v, v, v, t, t, t, v, t, t, t)
+
+
 def make_inputs(dtype):
     def inputs(rng):
         m = rng.standard_normal((B, N, N))
@@ -82,38 +115,46 @@ def specs(axes):
     return (t,) * 6, (t,) * 10
 
 
+# (name, function, specs, inputs, the LAPACK targets its HLO must hold, a check of JAX's own outputs:
+# "" or what is wrong)
+CASES = (
+    ("linalg", fn, specs, make_inputs, ("potrf", "trsm"),
+     lambda want: "" if np.isnan(np.asarray(want[1])[1]).any()
+     else "JAX gave no NaN for the matrix that is not positive definite"),
+    ("qr_lu", fn_qr_lu, specs_qr_lu, make_inputs_qr_lu, ("geqrf", "orgqr", "getrf", "trsm"),
+     lambda want: "" if (np.asarray(want[12]) == 0).all() else "JAX's det of the matrices with a zero row is not 0"),
+)
+
+
 def run_cases(tmp):
     bad = 0
-    for dtype in (np.float32, np.float64):
-        for n in (1, 2, 4):
-            name = "linalg_%s_%d" % (np.dtype(dtype).name, n)
-            prog = registry.Program(name, fn, ((n,),), specs, make_inputs(dtype))
-            d = pathlib.Path(tmp) / name
-            d.mkdir()
-            try:
-                inputs = prog.make_inputs(np.random.default_rng(48))
-                text = prog.lower_hlo((n,), inputs)
-                c = "s" if dtype == np.float32 else "d"
-                for t in ("lapack_%spotrf_ffi" % c, "lapack_%strsm_ffi" % c):
-                    if t not in text:
-                        raise oracle.Mismatch("JAX's HLO has no %s" % t)
-                hlo = d / "model.hlo"
-                hlo.write_text(text)
-                args = oracle.write_inputs(d, inputs)
-                want = prog.execute((n,), inputs)
-                if not np.isnan(np.asarray(want[1])[1]).any():
-                    raise oracle.Mismatch("JAX gave no NaN for the matrix that is not positive definite")
-                worst = 0.0
-                for mode, extra in (("run", ["--num-partitions", str(n)]), ("reference", ["--reference"])):
-                    out = d / mode
-                    out.mkdir()
-                    oracle.tessel(["run", str(hlo), "--output-dir", str(out)] + extra + args)
-                    worst = max(worst, oracle.compare_all(oracle.read_outputs(out, len(want)), want))
-                print("ok   %-20s 10 outputs equal JAX's and the reference (worst %.2g of the largest)"
-                      % (name, worst))
-            except oracle.Mismatch as e:
-                bad += 1
-                print("FAIL %s: %s" % (name, e))
+    for case, f, sp, mk, targets, check in CASES:
+        for dtype in (np.float32, np.float64):
+            for n in (1, 2, 4):
+                name = "%s_%s_%d" % (case, np.dtype(dtype).name, n)
+                prog = registry.Program(name, f, ((n,),), sp, mk(dtype))
+                d = pathlib.Path(tmp) / name
+                d.mkdir()
+                try:
+                    inputs = prog.make_inputs(np.random.default_rng(48))
+                    text = prog.lower_hlo((n,), inputs)
+                    c = "s" if dtype == np.float32 else "d"
+                    for t in targets:
+                        if "lapack_%s%s_ffi" % (c, t) not in text:
+                            raise oracle.Mismatch("JAX's HLO has no lapack_%s%s_ffi" % (c, t))
+                    hlo = d / "model.hlo"
+                    hlo.write_text(text)
+                    args = oracle.write_inputs(d, inputs)
+                    want = prog.execute((n,), inputs)
+                    wrong = check(want)
+                    if wrong:
+                        raise oracle.Mismatch(wrong)
+                    worst = oracle.run_and_reference(d, hlo, args, n, want)
+                    print("ok   %-20s %d outputs equal JAX's and the reference (worst %.2g of the largest)"
+                          % (name, len(want), worst))
+                except oracle.Mismatch as e:
+                    bad += 1
+                    print("FAIL %s: %s" % (name, e))
     return bad
 
 
@@ -126,11 +167,22 @@ ENTRY e {
 """
 
 
+SYEVD = """HloModule m
+ENTRY e {
+  a = f32[4,4]{1,0} parameter(0)
+  b = f32[4,4]{1,0} add(a, a)
+  p = (f32[4,4]{0,1}, f32[4]{0}, s32[]) custom-call(b), custom_call_target="lapack_ssyevd_ffi", api_version=API_VERSION_TYPED_FFI
+  ROOT v = f32[4]{0} get-tuple-element(p), index=1
+}
+"""
+
+
 def refusals(tmp):
     bad = 0
     for what, text, want in (
             ("an unknown trans_x", TRSM % ("lapack_strsm_ffi", 88), 'custom-call target "lapack_strsm_ffi"'),
-            ("getrf", TRSM % ("lapack_sgetrf_ffi", 78), '"lapack_sgetrf_ffi" is not registered')):
+            ("getrf of trsm's form", TRSM % ("lapack_sgetrf_ffi", 78), 'custom-call target "lapack_sgetrf_ffi"'),
+            ("syevd", SYEVD, '"lapack_ssyevd_ffi" is not registered')):
         f = pathlib.Path(tmp) / "refuse.hlo"
         f.write_text(text)
         p = subprocess.run([oracle.TESSEL, "run", str(f), "--reference"], capture_output=True, text=True,

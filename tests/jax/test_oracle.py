@@ -142,6 +142,19 @@ def compare_all(got, want):
     return worst
 
 
+def run_and_reference(d, hlo, args, n, want):
+    """`tessel run HLO --num-partitions n` and `tessel run HLO --reference`
+    (outputs in d/run, d/reference) both equal to JAX's outputs `want`: the
+    worst relative error of the two."""
+    worst = 0.0
+    for mode, extra in (("run", ["--num-partitions", str(n)]), ("reference", ["--reference"])):
+        out = d / mode
+        out.mkdir()
+        tessel(["run", str(hlo), "--output-dir", str(out)] + extra + args)
+        worst = max(worst, compare_all(read_outputs(out, len(want)), want))
+    return worst
+
+
 def check_run(case, d):
     out = d / "run"
     out.mkdir()
