@@ -48,7 +48,8 @@
  *   k_topk.c      topk and the custom-call target TopK
  *   k_qr.c        custom-call targets Qr and
  *                 ProductOfElementaryHouseholderReflectors (LAPACK)
- *   k_lu.c        custom-call targets lapack_?getrf_ffi (JAX's LU)
+ *   k_lu.c        custom-call targets lapack_?getrf_ffi (JAX's LU) and
+ *                 tessel_lu_permutation
  *   k_markers.c   the registry of built-in custom-call targets; XLA's
  *                 annotation targets (identities on one device)
  *   k_ragged.c    ragged-dot, scaled-dot
@@ -706,8 +707,10 @@ IrStatus dev_k_topk(const DevKernelArgs *k, DevValue **out);
  * ProductOfElementaryHouseholderReflectors (orgqr/ungqr). */
 IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_householder_product(const DevKernelArgs *k, DevValue **out);
-/* k_lu.c: custom-call targets lapack_?getrf_ffi (LAPACK getrf). */
+/* k_lu.c: custom-call targets lapack_?getrf_ffi (LAPACK getrf), and
+ * tessel_lu_permutation (the pivots' permutation, for the LU's gradient). */
 IrStatus dev_k_getrf(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_lu_permutation(const DevKernelArgs *k, DevValue **out);
 /* k_markers.c: run a target for which dev_builtin_target is true. */
 IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out);
 /* k_ragged.c */

@@ -15,6 +15,14 @@
  * info >= 0). ir/lapack_calls.c checks the call's form when the module is
  * parsed.
  *
+ *   s32[..., m] custom-call(s32[..., p] ipiv), custom_call_target="tessel_lu_permutation"
+ *
+ * (tessel's own, which `tessel grad` writes for the LU's gradient:
+ * grad/rules_linalg.c) gives the permutation the 1-based pivots make of
+ * 0 .. m-1, swapping entries i and ipiv[i] - 1 for i = 0, 1, ...: row i
+ * of P A is row perm[i] of A (JAX's lu_pivots_to_permutation). A pivot
+ * outside [1, m] is an error.
+ *
  * Row-major data is the transpose of what column-major LAPACK reads, so
  * each matrix is transposed into a column-major scratch buffer, factored
  * there and transposed back (dev_lapack_transpose, k_qr.c).
@@ -87,4 +95,44 @@ IrStatus dev_k_getrf(const DevKernelArgs *k, DevValue **out)
     ts_free(col);
     *out = dev_value_tuple(rs, 3, el);
     return *out ? IR_OK : dev_kernel_error(k, IR_ENOMEM, "out of memory in %s", t);
+}
+
+IrStatus dev_k_lu_permutation(const DevKernelArgs *k, DevValue **out)
+{
+    const IrShape *rs = &k->ins->shape;
+    if (k->nopnd != 1)
+        return dev_kernel_error(k, IR_EINPUT, "tessel_lu_permutation takes one operand");
+    const IrShape *ps = &k->opnd[0]->shape;
+    int32_t r = ps->rank;
+    bool ok = ps->type == IR_S32 && r >= 1 && ir_shape_is_array(rs) && rs->type == IR_S32 && rs->rank == r &&
+              ir_dims_equal(rs->dims, ps->dims, r - 1) && rs->dims[r - 1] >= ps->dims[r - 1];
+    if (!ok)
+        return dev_kernel_error(k, IR_EINPUT, "tessel_lu_permutation takes s32[..., p] pivots and gives "
+                                              "s32[..., m], m >= p");
+    int64_t p = ps->dims[r - 1], m = rs->dims[r - 1], batch = 1;
+    for (int32_t d = 0; d < r - 1; d++)
+        batch *= ps->dims[d];
+    DevValue *v = dev_value_new(rs);
+    if (!v)
+        return dev_kernel_error(k, IR_ENOMEM, "out of memory in tessel_lu_permutation");
+    const int32_t *ipiv = (const int32_t *)(const void *)k->opnd[0]->data;
+    int32_t *perm = (int32_t *)(void *)v->data;
+    for (int64_t b = 0; b < batch; b++) {
+        int32_t *pb = perm + b * m;
+        for (int64_t i = 0; i < m; i++)
+            pb[i] = (int32_t)i;
+        for (int64_t i = 0; i < p; i++) {
+            int64_t j = (int64_t)ipiv[b * p + i] - 1;
+            if (j < 0 || j >= m) {
+                dev_value_unref(v);
+                return dev_kernel_error(k, IR_EINPUT, "pivot %lld of matrix %lld is %lld, outside [1, %lld]",
+                                        (long long)i, (long long)b, (long long)j + 1, (long long)m);
+            }
+            int32_t t = pb[i];
+            pb[i] = pb[j];
+            pb[j] = t;
+        }
+    }
+    *out = v;
+    return IR_OK;
 }

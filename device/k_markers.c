@@ -88,6 +88,7 @@ static const struct {
     {"lapack_dgetrf_ffi", dev_k_getrf},
     {"lapack_cgetrf_ffi", dev_k_getrf},
     {"lapack_zgetrf_ffi", dev_k_getrf},
+    {"tessel_lu_permutation", dev_k_lu_permutation},
 };
 
 static BuiltinKernel find(const char *t)

@@ -600,6 +600,18 @@ static int32_t jvp_comp(Grad *g, int32_t src, int32_t n, const IrShape *shapes, 
     return g->d->status == IR_OK ? ci : -1;
 }
 
+/* triangular-solve, cholesky, JAX's LU: rules_linalg.c. */
+static IrStatus fwd_linalg(Fwd *f, int32_t i, const IrInstr *ins)
+{
+    int32_t tan[2] = {-1, -1};
+    for (int32_t k = 0; k < ins->nopnd && k < 2; k++)
+        tan[k] = tan_z(f, ins->opnd[k]);
+    int32_t t = grad_linalg_tangent(&f->b, ins, i, tan);
+    if (t == -2)
+        return no_rule(f, i, "the LU of a matrix that is not square");
+    return set_leaf(f, i, 0, t);
+}
+
 static IrStatus fwd_control(Fwd *f, int32_t i, const IrInstr *ins)
 {
     GB *b = &f->b;
@@ -726,9 +738,13 @@ static IrStatus dispatch(Fwd *f, int32_t i)
     switch (ins.op) {
     case OP_OPTIMIZATION_BARRIER: case OP_ADD_DEPENDENCY: case OP_DOMAIN:
         return fwd_control(f, i, &ins);
+    case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE:
+        return fwd_linalg(f, i, &ins);
     case OP_CUSTOM_CALL:
         if (ins.nopnd == 1 && ir_annotation_target(ins.a.x->custom_call_target))
             return fwd_elementwise(f, i, &ins);
+        if (grad_is_getrf(&ins))
+            return fwd_linalg(f, i, &ins);
         return no_rule(f, i, NULL);
     default:
         return no_rule(f, i, NULL);

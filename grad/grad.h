@@ -29,6 +29,7 @@
  *                       scatter
  *   rules_reduce.c      reduce, reduce-window, sort, dot, convolution,
  *                       batch-norm-training
+ *   rules_linalg.c      triangular-solve, cholesky, JAX's LU custom-call
  *   control.c           tuples, call, conditional, while
  *   custom.c            custom gradients: frontend_attributes
  *                       tessel_gradient / tessel_tangent name a computation;
@@ -201,6 +202,14 @@ IrStatus rev_elementwise(Rev *r, int32_t i, const IrInstr *ins);   /* rules_elem
 IrStatus rev_data(Rev *r, int32_t i, const IrInstr *ins);          /* rules_data.c */
 IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins);        /* rules_reduce.c */
 IrStatus rev_control(Rev *r, int32_t i, const IrInstr *ins);       /* control.c */
+IrStatus rev_linalg(Rev *r, int32_t i, const IrInstr *ins);        /* rules_linalg.c */
+/* rules_linalg.c: whether ins is JAX's LU custom-call (lapack_?getrf_ffi,
+ * real types), which rev_linalg differentiates. */
+bool grad_is_getrf(const IrInstr *ins);
+/* Forward mode: the tangent of the (first) result of a triangular-solve,
+ * cholesky or JAX's LU (self: the instruction), from its operands'
+ * tangents tan[k] (zeros where none); -2 when it has no rule. */
+int32_t grad_linalg_tangent(GB *b, const IrInstr *ins, int32_t self, const int32_t *tan);
 /* Whether an op's floating result has derivative zero everywhere it is
  * defined (floor, sign, iota, rng): gradients stop there. */
 bool rev_is_constant_op(IrOpcode op);

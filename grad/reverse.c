@@ -152,9 +152,13 @@ static IrStatus dispatch(Rev *r, int32_t i)
     switch (ins.op) {
     case OP_OPTIMIZATION_BARRIER: case OP_ADD_DEPENDENCY: case OP_DOMAIN:
         return rev_control(r, i, &ins);
+    case OP_CHOLESKY: case OP_TRIANGULAR_SOLVE:
+        return rev_linalg(r, i, &ins);
     case OP_CUSTOM_CALL:
         if (ins.nopnd == 1 && ir_annotation_target(ins.a.x->custom_call_target))
             return rev_elementwise(r, i, &ins);
+        if (grad_is_getrf(&ins))
+            return rev_linalg(r, i, &ins);
         return rev_no_rule(r, i, NULL);
     default:
         return rev_no_rule(r, i, NULL);

@@ -791,6 +791,33 @@ def grad_edges_inputs(rng):
     x[3, 0] = 1.5
     return x, _normal(rng, (6, 5))
 
+
+def linalg_loss(a, b, s):
+    """Gradients through JAX's LAPACK calls: cholesky, triangular solves
+    (both sides, transposed, unit diagonal), cho_solve, and LU's solve,
+    inv, det and slogdet, on a batch split over the devices."""
+    eye = jnp.eye(a.shape[-1], dtype=F32)
+    spd = s @ jnp.swapaxes(s, -1, -2) + 5 * eye
+    lo = jnp.linalg.cholesky(spd)
+    x1 = jax.scipy.linalg.solve_triangular(lo, b, lower=True)
+    x2 = jax.scipy.linalg.solve_triangular(lo, b, lower=True, trans=1)
+    x3 = jax.scipy.linalg.solve_triangular(jnp.swapaxes(lo, -1, -2), b, lower=False, unit_diagonal=True)
+    x4 = lax.linalg.triangular_solve(lo, jnp.swapaxes(b, -1, -2), left_side=False, lower=True, transpose_a=True)
+    cs = jax.vmap(lambda c, y: jax.scipy.linalg.cho_solve((c, True), y))(lo, b)
+    g = a + 4 * eye
+    return (jnp.sum(x1 ** 2) + jnp.sum(jnp.sin(x2)) + jnp.sum(x3 * x3) + jnp.sum(x4 ** 3) + jnp.sum(cs)
+            + jnp.sum(jnp.linalg.inv(g) ** 2) + jnp.sum(jnp.linalg.det(g)) + jnp.sum(jnp.linalg.slogdet(g)[1])
+            + jnp.sum(jnp.linalg.solve(g, b) ** 2) + jnp.sum(jnp.log(jnp.diagonal(lo, axis1=-2, axis2=-1))))
+
+
+def linalg_loss_specs(axes):
+    t = P(axes[0], None, None)
+    return (t, t, t), P()
+
+
+def linalg_loss_inputs(rng):
+    return _normal(rng, (4, 5, 5)), _normal(rng, (4, 5, 3)), _normal(rng, (4, 5, 5))
+
 ALL_1D = ((1,), (2,), (4,), (8,))
 DEPTHWISE_GRAD = (
     "XLA's SPMD partitioner (jaxlib 0.10.2) doubles the kernel gradient of a depthwise convolution "
@@ -851,6 +878,8 @@ PROGRAMS = [
             doc="take_along_axis, vmap'd indexing and .at[].add: batching-dim gathers and scatters"),
     Program("grad_edges", grad_edges, ((1,), (2,), (4,)), grad_edges_specs, grad_edges_inputs, grad_wrt=(0, 1),
             doc="gradients at kinks, zero adjoints through infinite branches, products with zeros"),
+    Program("linalg_loss", linalg_loss, ((1,), (2,), (4,)), linalg_loss_specs, linalg_loss_inputs,
+            grad_wrt=(0, 1, 2), doc="gradients through cholesky, triangular solves and LU (solve, inv, det)"),
     Program("batched_index_loss", batched_index_loss, MESHES_ALL, batched_index_loss_specs,
             batched_index_loss_inputs, grad_wrt=(0, 1),
             doc="cross entropy of integer labels, for tessel grad (a batched scatter-add)"),
@@ -858,7 +887,7 @@ PROGRAMS = [
 
 _GROUPS = {"mlp": "mlp mlp_loss mlp_sgd mlp_adam", "block": "block block_loss", "train": "block_sgd block_adam",
            "nets": "convnet convnet_loss rnn rnn_loss moe", "lm": "lm_loss loops loops_loss",
-           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss grad_edges"}
+           "ops": "topk argmax_ties uneven random array_ops batched_index batched_index_loss grad_edges linalg_loss"}
 _GROUP_OF = {n: g for g, names in _GROUPS.items() for n in names.split()}
 assert sorted(_GROUP_OF) == sorted(p.name for p in PROGRAMS), "each program in one ctest group"
 GROUPS = tuple(_GROUPS)
