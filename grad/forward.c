@@ -460,6 +460,28 @@ static int32_t ignore_comp(Grad *g, int32_t src, int32_t n, const IrType *t)
 
 /* sort: the tangents are sorted with the operands (as extra operands the
  * comparator ignores), so each moves with its value. */
+/* topk: the values' tangent is the operand's at the indices (JAX's rule):
+ * t[..., j] = sum over n of t_x[..., n] where indices[..., j] == n. */
+static IrStatus fwd_topk(Fwd *f, int32_t i, const IrInstr *ins)
+{
+    GB *b = &f->b;
+    int32_t picks = grad_topk_picks(b, i);
+    if (picks < 0)
+        return f->g->d->status;
+    const IrShape *ms = gb_shape(b, picks);
+    int32_t rank = ms->rank;
+    int64_t dims[IR_MAX_RANK + 1], bdims[IR_MAX_RANK], ndim = rank - 1;
+    memcpy(dims, ms->dims, (size_t)rank * sizeof dims[0]);
+    for (int32_t d = 0; d < rank - 2; d++)
+        bdims[d] = d;
+    bdims[rank - 2] = rank - 1;   /* x's last dim is the mask's n */
+    int32_t tx = tan_z(f, ins->opnd[0]);
+    IrType t = gb_shape(b, tx)->type;
+    int32_t tb = gb_bcast(b, tx, t, rank, dims, rank - 1, bdims);
+    int32_t zero = gb_bcast(b, gb_const(b, t, 0), t, rank, dims, 0, NULL);
+    return set_leaf(f, i, 0, gb_sum(b, gb_select(b, picks, tb, zero), 1, &ndim));
+}
+
 static IrStatus fwd_sort(Fwd *f, int32_t i, const IrInstr *ins)
 {
     GB *b = &f->b;
@@ -730,6 +752,7 @@ static IrStatus dispatch(Fwd *f, int32_t i)
     case FAM_REDUCE: return fwd_reduce(f, i, &ins);
     case FAM_REDUCE_WINDOW: return fwd_window(f, i, &ins);
     case FAM_SORT: return fwd_sort(f, i, &ins);
+    case FAM_TOPK: return fwd_topk(f, i, &ins);
     case FAM_DOT: case FAM_CONVOLUTION: return set_tan(f, i, bilinear(f, &ins));
     case FAM_BATCH_NORM: return fwd_batch_norm(f, i, &ins);
     case FAM_TUPLE: case FAM_CONTROL: return fwd_control(f, i, &ins);
@@ -745,6 +768,8 @@ static IrStatus dispatch(Fwd *f, int32_t i)
             return fwd_elementwise(f, i, &ins);
         if (grad_is_getrf(&ins))
             return fwd_linalg(f, i, &ins);
+        if (ir_is_topk(&ins))
+            return fwd_topk(f, i, &ins);
         return no_rule(f, i, NULL);
     default:
         return no_rule(f, i, NULL);

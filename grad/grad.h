@@ -27,7 +27,7 @@
  *   rules_data.c        broadcast, reshape, transpose, slice, pad, concatenate,
  *                       reverse, dynamic-slice, dynamic-update-slice, gather,
  *                       scatter
- *   rules_reduce.c      reduce, reduce-window, sort, dot, convolution,
+ *   rules_reduce.c      reduce, reduce-window, sort, topk, dot, convolution,
  *                       batch-norm-training
  *   rules_linalg.c      triangular-solve, cholesky, JAX's LU custom-call
  *   control.c           tuples, call, conditional, while
@@ -224,6 +224,9 @@ int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
  * variadic reduce is (see grad_reduce_kind there). */
 int32_t grad_linear_iota(GB *b, const IrShape *s);
 enum { GRAD_ROTHER, GRAD_RSUM, GRAD_RSELECT };
+/* For a topk (or TopK custom-call) i with operand [..., n] and k results:
+ * pred [..., k, n], true where indices[..., j] == n. */
+int32_t grad_topk_picks(GB *b, int32_t i);
 /* For a reduce by multiply: an array of its operand's shape, each element
  * the product of the other elements it is reduced with. */
 int32_t grad_prod_others(GB *b, const IrInstr *ins);

@@ -142,7 +142,7 @@ static IrStatus dispatch(Rev *r, int32_t i)
     case FAM_PAD: case FAM_CONCATENATE: case FAM_REVERSE: case FAM_GATHER: case FAM_SCATTER:
         return rev_data(r, i, &ins);
     case FAM_REDUCE: case FAM_REDUCE_WINDOW: case FAM_SORT: case FAM_DOT: case FAM_CONVOLUTION:
-    case FAM_BATCH_NORM:
+    case FAM_BATCH_NORM: case FAM_TOPK:
         return rev_reduce(r, i, &ins);
     case FAM_TUPLE: case FAM_CONTROL:
         return rev_control(r, i, &ins);
@@ -159,6 +159,8 @@ static IrStatus dispatch(Rev *r, int32_t i)
             return rev_elementwise(r, i, &ins);
         if (grad_is_getrf(&ins))
             return rev_linalg(r, i, &ins);
+        if (ir_is_topk(&ins))
+            return rev_reduce(r, i, &ins);
         return rev_no_rule(r, i, NULL);
     default:
         return rev_no_rule(r, i, NULL);

@@ -17,8 +17,9 @@
  *   dynamic-update-slice  the operand gets g with the window zeroed, the
  *                    update gets g's window (dynamic-slice)
  *   gather           scatter-add g into zeros (the gather's dimension
- *                    numbers read as a scatter's); exact for in-bounds
- *                    indices (gather clamps them, scatter drops them)
+ *                    numbers read as a scatter's) at the indices clamped
+ *                    as gather clamps them (scatter would drop what is out
+ *                    of bounds: jnp.take(mode="clip") and XLA's default)
  *   scatter (add)    the operand gets g, the updates gather g back;
  *   scatter (overwrite: the combiner returns the update) the operand gets g
  *                    with the written positions zeroed, the updates gather
@@ -171,6 +172,38 @@ static IrScatterDnums scatter_of(const IrGatherDnums *gd)
                             .index_vector_dim = gd->index_vector_dim};
 }
 
+/* The gather's start indices as it reads them: each component c clamped
+ * to [0, operand dim - slice size] of the dimension start_index_map[c]
+ * names (XLA's gather semantics), so that the scatter-add of the gradient
+ * lands where the gather read. */
+static int32_t clamped_starts(GB *b, const IrInstr *ins)
+{
+    const IrAttrsX *x = ins->a.x;
+    const IrGatherDnums *gd = &x->gather;
+    int32_t idx = ins->opnd[1];
+    const IrShape *os = gb_shape(b, ins->opnd[0]), *is = gb_shape(b, idx);
+    int64_t hi_of[IR_MAX_RANK];
+    for (int32_t c = 0; c < gd->start_index_map.n; c++) {
+        int64_t d = gd->start_index_map.v[c];
+        hi_of[c] = os->dims[d] - (x->slice_sizes.n > d ? x->slice_sizes.v[d] : 1);
+    }
+    int32_t hi;
+    if (gd->index_vector_dim >= is->rank || gd->start_index_map.n == 1) {
+        hi = gb_full_like(b, idx, (double)hi_of[0]);
+    } else {   /* component c of the index vector: its own bound */
+        IrShape ps = *is;
+        IrAttrs a = {.x = &ir_no_attrs_x};
+        a.iota_dimension = gd->index_vector_dim;
+        int32_t comp = gb_emit(b, OP_IOTA, &ps, 0, NULL, &a, 0, NULL);
+        hi = gb_full_like(b, idx, (double)hi_of[gd->start_index_map.n - 1]);
+        for (int32_t c = (int32_t)gd->start_index_map.n - 2; c >= 0; c--)
+            hi = gb_select(b, gb_cmp(b, comp, gb_full_like(b, comp, c), CMP_EQ), gb_full_like(b, idx, (double)hi_of[c]),
+                           hi);
+    }
+    int32_t lo = gb_full_like(b, idx, 0);
+    return gb_bin(b, OP_MAXIMUM, gb_bin(b, OP_MINIMUM, idx, hi), lo);
+}
+
 static IrStatus rule_gather(Rev *r, const IrInstr *ins, int32_t g)
 {
     GB *b = &r->b;
@@ -180,7 +213,7 @@ static IrStatus rule_gather(Rev *r, const IrInstr *ins, int32_t g)
     ax.scatter = scatter_of(&ins->a.x->gather);
     ax.indices_are_sorted = ins->a.x->indices_are_sorted;
     int32_t comp = gb_sum_comp(r->g, gb_shape(b, x)->type);
-    int32_t o[3] = {gb_full_like(b, x, 0), ins->opnd[1], g};
+    int32_t o[3] = {gb_full_like(b, x, 0), clamped_starts(b, ins), g};
     if (comp < 0)
         return r->g->d->status;
     return rev_acc(r, x, 0, gb_emit(b, OP_SCATTER, NULL, 3, o, &a, 1, &comp));

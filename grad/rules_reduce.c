@@ -30,6 +30,8 @@
  *                    swapped), the forward's strides becoming rhs dilation
  *   sort             the values go back through the permutation: sort the
  *                    operands again with an iota, then sort (perm, g) by perm
+ *   topk             the values' adjoint goes to the elements the indices
+ *                    name (a mask [..., k, n] summed over k)
  *   batch-norm-training  batch-norm-grad for the normalised output, plus
  *                    the terms of the mean and variance outputs when used
  *   batch-norm-inference  the derivative of (x - m) rsqrt(v + eps) s + o in
@@ -903,6 +905,51 @@ static IrStatus rule_batch_norm(Rev *r, int32_t i, const IrInstr *ins)
     return r->g->d->status;
 }
 
+/* ---- topk ---- */
+
+int32_t grad_topk_picks(GB *b, int32_t i)
+{
+    const IrShape *xs = gb_shape(b, b->c->instr[i].opnd[0]);
+    int32_t r = xs->rank;
+    int64_t k = b->c->instr[i].shape.tuple[1].dims[r - 1];
+    int64_t dims[IR_MAX_RANK + 1], bdims[IR_MAX_RANK];
+    memcpy(dims, xs->dims, (size_t)(r - 1) * sizeof dims[0]);
+    dims[r - 1] = k;
+    dims[r] = xs->dims[r - 1];
+    for (int32_t d = 0; d < r; d++)
+        bdims[d] = d;
+    IrShape ms;
+    if (ir_shape_make(b->g->m->arena, &ms, IR_S32, r + 1, dims) != IR_OK)
+        return gb_oom(b->g), -1;
+    IrAttrs a = {.x = &ir_no_attrs_x};
+    a.iota_dimension = r;
+    int32_t col = gb_emit(b, OP_IOTA, &ms, 0, NULL, &a, 0, NULL);
+    int32_t idx = gb_bcast(b, gb_gte(b, i, 1), IR_S32, r + 1, dims, r, bdims);
+    return gb_cmp(b, idx, col, CMP_EQ);
+}
+
+/* topk (and XLA's TopK custom-call): the values' adjoint goes back to
+ * the elements the indices name, as JAX's rule (a gather's transpose):
+ * dx[..., n] = sum over j of g[..., j] where indices[..., j] = n. */
+static IrStatus rule_topk(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    GB *b = &r->b;
+    int32_t x = ins->opnd[0];
+    int32_t picks = grad_topk_picks(b, i);
+    if (picks < 0)
+        return r->g->d->status;
+    const IrShape *ms = gb_shape(b, picks);
+    int32_t rank = ms->rank;
+    int64_t dims[IR_MAX_RANK + 1], bdims[IR_MAX_RANK], kdim = rank - 2;
+    memcpy(dims, ms->dims, (size_t)rank * sizeof dims[0]);
+    for (int32_t d = 0; d < rank - 1; d++)
+        bdims[d] = d;
+    IrType t = gb_shape(b, x)->type;
+    int32_t gk = gb_bcast(b, gb_convert(b, g, t), t, rank, dims, rank - 1, bdims);
+    int32_t zero = gb_bcast(b, gb_const(b, t, 0), t, rank, dims, 0, NULL);
+    return rev_acc(r, x, 0, gb_sum(b, gb_select(b, picks, gk, zero), 1, &kdim));
+}
+
 IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins)
 {
     int32_t g = rev_leaf(r, i, 0);
@@ -923,6 +970,6 @@ IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins)
     case OP_REDUCE_WINDOW: case OP_SELECT_AND_SCATTER: return rule_window(r, i, ins, g);
     case OP_DOT: return rule_dot(r, ins, g);
     case OP_CONVOLUTION: return rule_conv(r, i, ins, g);
-    default: return rev_no_rule(r, i, NULL);
+    default: return ir_is_topk(ins) ? rule_topk(r, i, ins, g) : rev_no_rule(r, i, NULL);
     }
 }
