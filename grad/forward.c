@@ -460,26 +460,10 @@ static int32_t ignore_comp(Grad *g, int32_t src, int32_t n, const IrType *t)
 
 /* sort: the tangents are sorted with the operands (as extra operands the
  * comparator ignores), so each moves with its value. */
-/* topk: the values' tangent is the operand's at the indices (JAX's rule):
- * t[..., j] = sum over n of t_x[..., n] where indices[..., j] == n. */
+/* topk: the values' tangent is the operand's at the indices (JAX's rule). */
 static IrStatus fwd_topk(Fwd *f, int32_t i, const IrInstr *ins)
 {
-    GB *b = &f->b;
-    int32_t picks = grad_topk_picks(b, i);
-    if (picks < 0)
-        return f->g->d->status;
-    const IrShape *ms = gb_shape(b, picks);
-    int32_t rank = ms->rank;
-    int64_t dims[IR_MAX_RANK + 1], bdims[IR_MAX_RANK], ndim = rank - 1;
-    memcpy(dims, ms->dims, (size_t)rank * sizeof dims[0]);
-    for (int32_t d = 0; d < rank - 2; d++)
-        bdims[d] = d;
-    bdims[rank - 2] = rank - 1;   /* x's last dim is the mask's n */
-    int32_t tx = tan_z(f, ins->opnd[0]);
-    IrType t = gb_shape(b, tx)->type;
-    int32_t tb = gb_bcast(b, tx, t, rank, dims, rank - 1, bdims);
-    int32_t zero = gb_bcast(b, gb_const(b, t, 0), t, rank, dims, 0, NULL);
-    return set_leaf(f, i, 0, gb_sum(b, gb_select(b, picks, tb, zero), 1, &ndim));
+    return set_leaf(f, i, 0, grad_topk_route(&f->b, i, tan_z(f, ins->opnd[0]), false));
 }
 
 static IrStatus fwd_sort(Fwd *f, int32_t i, const IrInstr *ins)

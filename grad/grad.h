@@ -225,8 +225,10 @@ int32_t grad_tie_share(GB *b, int32_t p, int32_t t, int32_t like);
 int32_t grad_linear_iota(GB *b, const IrShape *s);
 enum { GRAD_ROTHER, GRAD_RSUM, GRAD_RSELECT };
 /* For a topk (or TopK custom-call) i with operand [..., n] and k results:
- * pred [..., k, n], true where indices[..., j] == n. */
-int32_t grad_topk_picks(GB *b, int32_t i);
+ * v [..., k] routed to the operand's shape (to_operand: out[..., n] = sum
+ * of v[..., j] where indices[..., j] == n), or v [..., n] gathered to the
+ * values' shape (out[..., j] = v[..., indices[..., j]]). */
+int32_t grad_topk_route(GB *b, int32_t i, int32_t v, bool to_operand);
 /* For a reduce by multiply: an array of its operand's shape, each element
  * the product of the other elements it is reduced with. */
 int32_t grad_prod_others(GB *b, const IrInstr *ins);

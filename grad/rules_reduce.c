@@ -907,7 +907,9 @@ static IrStatus rule_batch_norm(Rev *r, int32_t i, const IrInstr *ins)
 
 /* ---- topk ---- */
 
-int32_t grad_topk_picks(GB *b, int32_t i)
+/* pred [..., k, n] for topk i (operand [..., n], k results): true where
+ * indices[..., j] == n. */
+static int32_t topk_picks(GB *b, int32_t i)
 {
     const IrShape *xs = gb_shape(b, b->c->instr[i].opnd[0]);
     int32_t r = xs->rank;
@@ -928,26 +930,31 @@ int32_t grad_topk_picks(GB *b, int32_t i)
     return gb_cmp(b, idx, col, CMP_EQ);
 }
 
-/* topk (and XLA's TopK custom-call): the values' adjoint goes back to
- * the elements the indices name, as JAX's rule (a gather's transpose):
- * dx[..., n] = sum over j of g[..., j] where indices[..., j] = n. */
-static IrStatus rule_topk(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+int32_t grad_topk_route(GB *b, int32_t i, int32_t v, bool to_operand)
 {
-    GB *b = &r->b;
-    int32_t x = ins->opnd[0];
-    int32_t picks = grad_topk_picks(b, i);
-    if (picks < 0)
-        return r->g->d->status;
+    int32_t picks = topk_picks(b, i);
+    if (picks < 0 || v < 0)
+        return -1;
     const IrShape *ms = gb_shape(b, picks);
     int32_t rank = ms->rank;
-    int64_t dims[IR_MAX_RANK + 1], bdims[IR_MAX_RANK], kdim = rank - 2;
+    int64_t dims[IR_MAX_RANK + 1], bdims[IR_MAX_RANK];
     memcpy(dims, ms->dims, (size_t)rank * sizeof dims[0]);
-    for (int32_t d = 0; d < rank - 1; d++)
+    for (int32_t d = 0; d < rank - 2; d++)
         bdims[d] = d;
-    IrType t = gb_shape(b, x)->type;
-    int32_t gk = gb_bcast(b, gb_convert(b, g, t), t, rank, dims, rank - 1, bdims);
+    bdims[rank - 2] = to_operand ? rank - 2 : rank - 1;   /* v's last dim: k, or the operand's n */
+    int64_t summed = to_operand ? rank - 2 : rank - 1;
+    IrType t = gb_shape(b, v)->type;
+    int32_t vb = gb_bcast(b, v, t, rank, dims, rank - 1, bdims);
     int32_t zero = gb_bcast(b, gb_const(b, t, 0), t, rank, dims, 0, NULL);
-    return rev_acc(r, x, 0, gb_sum(b, gb_select(b, picks, gk, zero), 1, &kdim));
+    return gb_sum(b, gb_select(b, picks, vb, zero), 1, &summed);
+}
+
+/* topk (and XLA's TopK custom-call): the values' adjoint goes back to
+ * the elements the indices name, as JAX's rule (a gather's transpose). */
+static IrStatus rule_topk(Rev *r, int32_t i, const IrInstr *ins, int32_t g)
+{
+    int32_t x = ins->opnd[0];
+    return rev_acc(r, x, 0, grad_topk_route(&r->b, i, gb_convert(&r->b, g, gb_shape(&r->b, x)->type), true));
 }
 
 IrStatus rev_reduce(Rev *r, int32_t i, const IrInstr *ins)
