@@ -18,6 +18,8 @@
  */
 #include "grad.h"
 
+#include <ctype.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -67,13 +69,40 @@ int32_t rev_leaf(const Rev *r, int32_t x, int32_t leaf)
     return r->adj[r->base[x] + leaf];
 }
 
+/* The instruction name written at pos in the module's source (into buf,
+ * at most n - 1 characters), or NULL: an instruction copied from a called
+ * computation has a new name but keeps the original's position, and the
+ * user reads the name on the line the error shows. */
+static const char *name_at(const IrModule *m, IrPos pos, char *buf, size_t n)
+{
+    const char *p = m->src;
+    if (!p || pos.line < 1 || pos.col < 1)
+        return NULL;
+    for (int32_t line = 1; line < pos.line && *p; p++)
+        if (*p == '\n')
+            line++;
+    for (int32_t col = 1; col < pos.col; col++, p++)
+        if (!*p || *p == '\n')
+            return NULL;
+    size_t k = 0;
+    while (k + 1 < n && (isalnum((unsigned char)p[k]) || p[k] == '_' || p[k] == '.' || p[k] == '-' || p[k] == '%'))
+        k++;
+    if (k == 0 || k + 1 >= n)
+        return NULL;
+    memcpy(buf, p, k);
+    buf[k] = 0;
+    return buf;
+}
+
 IrStatus rev_no_rule(Rev *r, int32_t i, const char *why)
 {
     const IrInstr *ins = &r->b.c->instr[i];
     IrModule *m = r->g->m;
+    char buf[256];
+    const char *name = name_at(m, ins->pos, buf, sizeof buf);
     return ir_error(r->g->d, IR_EUNSUPPORTED, m->file, m->src, ins->pos,
-                    "grad: no gradient rule for %s (instruction %s)%s%s", ir_op_name(ins->op), ins->name,
-                    why ? ": " : "", why ? why : "");
+                    "grad: no gradient rule for %s (instruction %s)%s%s", ir_op_name(ins->op),
+                    name ? name : ins->name, why ? ": " : "", why ? why : "");
 }
 
 IrStatus rev_acc(Rev *r, int32_t x, int32_t leaf, int32_t v)

@@ -320,6 +320,24 @@ expect_in "$ERR" "fft.hlo:6:3: error: grad: no forward-mode (jvp) rule for compl
 expect_status 2 "$TESSEL" grad "$WORK/rng.hlo" -o "$WORK/never.hlo"
 expect_in "$ERR" "rng.hlo:5:3: error: grad: no gradient rule for custom-call (instruction c)"
 [ ! -e "$WORK/never.hlo" ] || fail "a failed grad wrote its output"
+# Inside a called computation (copied under a new name for the backward),
+# the error names the instruction as the line it shows writes it.
+cat >"$WORK/incall.hlo" <<'HLO'
+HloModule norule_in_call
+
+inner {
+  p = f32[4] parameter(0)
+  ROOT mine.7 = f32[4] custom-call(p), custom_call_target="my_op"
+}
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  c = f32[4] call(x), to_apply=inner
+  ROOT d = f32[] reduce(c, f32[] constant(0)), dimensions={0}, to_apply={ a = f32[] parameter(0) b = f32[] parameter(1) ROOT c = f32[] add(a, b) }
+}
+HLO
+expect_status 2 "$TESSEL" grad "$WORK/incall.hlo"
+expect_in "$ERR" "incall.hlo:5:8: error: grad: no gradient rule for custom-call (instruction mine.7)"
 # A custom-call without a rule gets one from its attribute (its gradient
 # module is written and verified; running it needs the target).
 sed -e 's/custom_call_target="my_op"/custom_call_target="my_op", frontend_attributes={tessel_gradient="pass"}/' \
