@@ -67,7 +67,9 @@ IrStatus dev_k_getrf(const DevKernelArgs *k, DevValue **out)
                                               "for its operand T[..., m, n]", t);
     DevValue *el[3] = {dev_value_new_uninit(&rs->tuple[0]), dev_value_new(&rs->tuple[1]),
                        dev_value_new(&rs->tuple[2])};
-    size_t cells = (size_t)q.m * (size_t)q.n;
+    /* One matrix's scratch: no larger than the operand, which is in memory,
+     * unless the batch is empty (then none is needed). */
+    size_t cells = q.batch > 0 ? (size_t)q.m * (size_t)q.n : 0;
     uint8_t *col = cells > 0 ? ts_malloc(cells * q.esz) : NULL;
     if (!el[0] || !el[1] || !el[2] || (cells > 0 && !col)) {
         for (int e = 0; e < 3; e++)

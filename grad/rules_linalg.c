@@ -1,7 +1,8 @@
 /*
- * rules_linalg.c: gradients of the linear-algebra ops (reverse mode), each
- * over matrices [..., m, n] batched on the leading dimensions; op(A) is A
- * or A^T as the instruction says; tril/triu keep a triangle.
+ * rules_linalg.c: gradients of the linear-algebra ops, reverse mode and
+ * (grad_linalg_tangent) forward mode, each over matrices [..., m, n]
+ * batched on the leading dimensions; op(A) is A or A^T as the instruction
+ * says; tril/triu keep a triangle.
  *
  *   triangular-solve  X = op(A)^-1 B (left side; right: X = B op(A)^-1).
  *       B gets op(A)^-T G (right: G op(A)^-T): a triangular solve with the
@@ -12,7 +13,9 @@
  *       A, the same rule on the transposes). JAX's rule, L' = L phi(L^-1
  *       A' L^-T) with phi the lower triangle and half the diagonal
  *       (Murray 2016), transposed: A gets L^-T phi(L^T G) L^-1, G kept to
- *       L's triangle (the other is undefined).
+ *       L's triangle (the other is undefined). As in JAX, A is taken as
+ *       symmetric: jnp.linalg.cholesky symmetrizes its input in the HLO
+ *       before the op, and that is differentiated as written.
  *   JAX's LU, custom-call lapack_?getrf_ffi (square matrices): P A = L U,
  *       L unit lower and U upper packed in one matrix. From dA_p = dL U +
  *       L dU, M = L^-1 dA_p U^-1 = L^-1 dL + dU U^-1 splits into its
