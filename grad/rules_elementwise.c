@@ -69,15 +69,34 @@ static bool finite_constant(GB *b, int32_t v)
     return true;
 }
 
-/* Whether v is bounded wherever its operand is finite (tanh, the logistic,
- * sine, cosine, sign): no guard. */
-static bool bounded(GB *b, int32_t v)
+/* Whether v can be infinite while the entry's parameters are finite: only
+ * then does a product with it need the guard (adj_mul). A constant with an
+ * infinity, or an op that overflows or divides (exp, divide, power, log,
+ * rsqrt, sinh, cosh, tan, ...), can; tanh, the logistic, sine, cosine,
+ * sign, compares, parameters, dots and reductions of finite values are
+ * taken as finite (a sum that overflows is not what the guard is for);
+ * data movement and +, -, *, max, min, select follow their operands, to
+ * `depth` levels (past that: can). */
+static bool may_be_infinite(GB *b, int32_t v, int depth)
 {
-    switch (b->c->instr[v].op) {
-    case OP_TANH: case OP_LOGISTIC: case OP_SINE: case OP_COSINE: case OP_SIGN:
-        return true;
+    const IrInstr *in = &b->c->instr[v];
+    switch (in->op) {
+    case OP_CONSTANT: return !finite_constant(b, v);
+    case OP_PARAMETER: case OP_IOTA: case OP_TANH: case OP_LOGISTIC: case OP_SINE: case OP_COSINE:
+    case OP_SIGN: case OP_ERF: case OP_ATAN: case OP_COMPARE: case OP_DOT: case OP_REDUCE:
+        return false;
+    case OP_BROADCAST: case OP_RESHAPE: case OP_TRANSPOSE: case OP_CONVERT: case OP_COPY: case OP_NEGATE:
+    case OP_ABS: case OP_SLICE: case OP_CONCATENATE: case OP_SELECT: case OP_ADD: case OP_SUBTRACT:
+    case OP_MULTIPLY: case OP_MAXIMUM: case OP_MINIMUM: case OP_CLAMP: case OP_FLOOR: case OP_CEIL:
+    case OP_ROUND_AFZ: case OP_ROUND_EVEN:
+        if (depth <= 0)
+            return true;
+        for (int32_t k = in->op == OP_SELECT ? 1 : 0; k < in->nopnd; k++)
+            if (may_be_infinite(b, in->opnd[k], depth - 1))
+                return true;
+        return false;
     default:
-        return finite_constant(b, v);
+        return true;
     }
 }
 
@@ -96,13 +115,14 @@ static int32_t is_inf(GB *b, int32_t v)
     return gb_cmp(b, gb_un(b, OP_ABS, v), gb_full_like(b, v, INFINITY), CMP_EQ);
 }
 
-/* g * f, where g == 0 gives g even when f is infinite (the header). */
+/* g * f, where g == 0 gives g even when f is infinite (the header); no
+ * guard where f cannot be (may_be_infinite). */
 static int32_t adj_mul(GB *b, int32_t g, int32_t f)
 {
     if (f < 0 || g < 0)
         return -1;
     int32_t c = mul(b, g, f);
-    return bounded(b, f) ? c : zero_absorbs(b, g, is_inf(b, f), c);
+    return may_be_infinite(b, f, 8) ? zero_absorbs(b, g, is_inf(b, f), c) : c;
 }
 
 /* Whether abs(x) is logaddexp's |a - b|: x = subtract(a, b) and the
