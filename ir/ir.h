@@ -1086,6 +1086,13 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
  * a (values, indices) result, which the executor runs alike
  * (device/k_topk.c) and the partitioner too (partition/spmd_local.c)? */
 bool ir_is_topk(const IrInstr *ins);
+/* The batch dims of a custom-call that treats every index of its leading
+ * dims alone (the matrix factorizations: Qr,
+ * ProductOfElementaryHouseholderReflectors, lapack_?getrf_ffi, over
+ * [..., m, n]; tessel_lu_permutation over [..., p]): how many leading dims
+ * all its operands and results share as a batch, or -1 for any other
+ * instruction (partition/prop_custom.c, spmd_local.c). */
+int32_t ir_batch_custom_call(const IrInstr *ins);
 /* Does the executor run reduce `ins` blockwise (device/reduce_columns.c):
  * IR_REDUCER_MIN_OUTPUTS outputs or more (fewer cost little one call of the
  * reducer an element, and the block's arrays would outweigh the reduce), a

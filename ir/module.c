@@ -815,6 +815,21 @@ bool ir_is_topk(const IrInstr *ins)
            ins->shape.ntuple == 2;
 }
 
+int32_t ir_batch_custom_call(const IrInstr *ins)
+{
+    const char *t = ins->op == OP_CUSTOM_CALL ? ir_attrs_x(&ins->a)->custom_call_target : NULL;
+    if (!t || ins->nopnd < 1)
+        return -1;
+    bool matrices = strcmp(t, "Qr") == 0 || strcmp(t, "ProductOfElementaryHouseholderReflectors") == 0 ||
+                    (strncmp(t, "lapack_", 7) == 0 && t[7] && strchr("sdcz", t[7]) && strcmp(t + 8, "getrf_ffi") == 0);
+    bool vectors = strcmp(t, "tessel_lu_permutation") == 0;
+    if (!matrices && !vectors)
+        return -1;
+    int32_t b = ins->shape.type == IR_TUPLE ? (ins->shape.ntuple > 0 ? ins->shape.tuple[0].rank : 0) : ins->shape.rank;
+    b -= matrices ? 2 : 1;
+    return b >= 0 ? b : -1;
+}
+
 IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp)
 {
     if (comp < 0 || comp >= m->ncomp)

@@ -16,6 +16,10 @@
  *     crosses them;
  *   TopK (ir_is_topk) is the topk op: its rows pass both ways, the last
  *     dim untiled (prop_local.c's rule);
+ *   the matrix factorizations (ir_batch_custom_call: Qr, the Householder
+ *     product, LU, the pivots' permutation) pass the tiling of their
+ *     leading (batch) dims both ways, between operands and results of
+ *     different ranks, every other dim untiled;
  *   any other custom-call: nothing crosses it.
  */
 #include "prop_internal.h"
@@ -89,11 +93,31 @@ static IrStatus custom_bwd_first(Prop *p, int32_t u, int32_t k, int32_t g, bool 
     return IR_OK;
 }
 
+/* s (of a value of rank `from`) on its leading `batch` dims only, for a
+ * value of rank `to`: the other dims untiled. */
+static const IrSharding *batch_part(Prop *p, const IrSharding *s, int32_t from, int32_t to, int32_t batch)
+{
+    int64_t map[IR_MAX_RANK];
+    if (batch > from || batch > to)
+        return NULL;
+    for (int32_t i = 0; i < to; i++)
+        map[i] = i < batch ? i : -1;
+    return shd_project(p->tmp, s, to, map);
+}
+
 static IrStatus custom_fwd(Prop *p, int32_t g, int32_t k, const IrSharding *s, const IrShape *os)
 {
     IrInstr *x = prop_ins(p, g);
     if (ir_is_topk(x))
         return prop_rule_local.fwd(p, g, k, s, os);
+    int32_t batch = ir_batch_custom_call(x);
+    if (batch >= 0) {
+        for (int32_t l = 0; l < prop_nleaf(p, g); l++) {
+            const IrShape *ls = prop_lshape(p, g, l);
+            TRY(prop_emit(p, g, l, batch_part(p, s, os->rank, ls->rank, batch), os));
+        }
+        return IR_OK;
+    }
     if ((passes_sharding(x) || barrier_allows(x, true)) && ir_shape_is_array(&x->shape) &&
         os->rank == x->shape.rank && k == 0)
         return prop_emit(p, g, 0, s, os);
@@ -106,15 +130,24 @@ static IrStatus custom_bwd(Prop *p, int32_t u, int32_t k, int32_t g, const IrSha
     const IrInstr *x = prop_ins(p, u);
     if (ir_is_topk(x))
         return prop_rule_local.bwd(p, u, k, g, s, us);
+    int32_t batch = ir_batch_custom_call(x);
+    if (batch >= 0) {
+        const IrShape *gs = &prop_ins(p, g)->shape;
+        return ir_shape_is_array(gs) ? prop_emit(p, g, 0, batch_part(p, s, us->rank, gs->rank, batch), us) : IR_OK;
+    }
     if ((passes_sharding(x) || barrier_allows(x, false)) && k == 0 && us->rank == prop_ins(p, g)->shape.rank)
         return prop_emit(p, g, 0, s, us);
     return IR_OK;
 }
 
-/* A TopK's one operand corresponds to its values (slot 0); no other
- * custom-call of several results passes a sharding back. */
+/* A TopK's one operand corresponds to its values (slot 0); a matrix
+ * factorization's operands to its first result (slot 0), whose batch
+ * dims they share; no other custom-call of several results passes a
+ * sharding back. */
 static int32_t custom_slot(const Prop *p, int32_t u, int32_t k)
 {
+    if (ir_batch_custom_call(prop_ins(p, u)) >= 0)
+        return 0;
     return ir_is_topk(prop_ins(p, u)) ? prop_rule_local.slot(p, u, k) : -1;
 }
 

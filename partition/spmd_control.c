@@ -135,6 +135,8 @@ IrStatus spmd_custom_call(PComp *pc, int32_t i)
     bool manual = s->kind == SHD_TUPLE ? (s->ntuple > 0 && shd_is_manual(&s->tuple[0])) : shd_is_manual(s);
     if (ir_is_topk(ins) && !manual)
         return spmd_local_batch(pc, i); /* XLA's TopK: as the topk op, rows on their devices */
+    if (ir_batch_custom_call(ins) >= 0 && !manual)
+        return spmd_local_batch_custom(pc, i); /* QR, LU: each device its own matrices */
     if (manual) {
         int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
         int32_t called[ins->ncalled > 0 ? ins->ncalled : 1];

@@ -325,6 +325,7 @@ IrStatus spmd_custom_call(PComp *pc, int32_t i);
 IrStatus spmd_gather(PComp *pc, int32_t i);    /* spmd_gather.c */
 IrStatus spmd_scatter(PComp *pc, int32_t i);
 IrStatus spmd_local_batch(PComp *pc, int32_t i); /* spmd_local.c: fft, topk, linalg */
+IrStatus spmd_local_batch_custom(PComp *pc, int32_t i); /* spmd_local.c: QR, LU custom-calls */
 IrStatus spmd_batch_norm(PComp *pc, int32_t i);  /* spmd_norm.c */
 IrStatus spmd_async(PComp *pc, int32_t i);       /* spmd_async.c */
 IrStatus spmd_ragged_dot(PComp *pc, int32_t i);  /* spmd_ragged.c */

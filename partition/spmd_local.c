@@ -1,7 +1,8 @@
 /*
  * spmd_local.c: handlers for the ops that work on whole trailing
  * dimensions and treat every leading index alone: fft, topk (the op and
- * XLA's TopK custom-call), cholesky and triangular-solve.
+ * XLA's TopK custom-call), cholesky and triangular-solve, and the matrix
+ * factorizations' custom-calls (QR, LU: spmd_local_batch_custom).
  *
  * The common rule: the op's "whole" dims (the transformed dims of an fft,
  * the last dim of a topk, the two matrix dims of cholesky and
@@ -93,4 +94,50 @@ IrStatus spmd_local_batch(PComp *pc, int32_t i)
     if (!t)
         return spmd_oom(pc);
     return run_local(pc, i, t);
+}
+
+/* The matrix factorizations' custom-calls (ir_batch_custom_call: Qr, the
+ * Householder product, LU, the pivots' permutation): every index of the
+ * leading `batch` dims alone, as cholesky's, but their operands and
+ * results differ in rank (LU: (lu [..., m, n], pivots [..., p], info
+ * [...]) of a [..., m, n]), so each gets the result's batch tiling on its
+ * own leading dims, its other dims whole. A padded batch row (an uneven
+ * batch dim) is factored like any other and never read. */
+IrStatus spmd_local_batch_custom(PComp *pc, int32_t i)
+{
+    const IrInstr *ins = &pc->sc->instr[i];
+    int32_t batch = ir_batch_custom_call(ins);
+    const IrShape *el = ins->shape.type == IR_TUPLE ? &ins->shape.tuple[0] : &ins->shape;
+    IrSharding *t0 = batch_only(pc, i, batch);
+    if (!t0)
+        return spmd_oom(pc);
+    IrArena *a = spmd_tmp(pc);
+    int64_t map[IR_MAX_RANK];
+    for (int32_t d = 0; d < IR_MAX_RANK; d++)
+        map[d] = d < batch ? d : -1;
+    int32_t ops[ins->nopnd > 0 ? ins->nopnd : 1];
+    for (int32_t k = 0; k < ins->nopnd; k++) {
+        const IrShape *ks = &pc->sc->instr[ins->opnd[k]].shape;
+        if (!ir_shape_is_array(ks) || ks->rank < batch)
+            return spmd_fallback(pc, i);
+        IrSharding *tk = shd_project(a, t0, ks->rank, map);
+        if (!tk)
+            return spmd_oom(pc);
+        ops[k] = spmd_operand_as(pc, i, k, tk);
+    }
+    IrSharding *rs;
+    if (ins->shape.type == IR_TUPLE) {
+        IrSharding *elems[ins->shape.ntuple > 0 ? ins->shape.ntuple : 1];
+        for (int32_t l = 0; l < ins->shape.ntuple; l++)
+            if (!(elems[l] = shd_project(a, t0, ins->shape.tuple[l].rank, map)))
+                return spmd_oom(pc);
+        rs = shd_tuple(a, ins->shape.ntuple, elems);
+    } else {
+        rs = shd_project(a, t0, el->rank, map);
+    }
+    IrShape local;
+    if (!rs || shd_shard_shape(a, &ins->shape, rs, &local) != IR_OK)
+        return spmd_oom(pc);
+    int32_t v = spmd_emit_clone(pc, ins, &local, ins->nopnd, ops, 0, NULL);
+    return spmd_set_val(pc, i, spmd_reshard(pc, v, &ins->shape, rs, pc->shd[i]));
 }

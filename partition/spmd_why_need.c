@@ -120,8 +120,12 @@ void spmd_why_need(const PComp *pc, IrStrBuf *b, const IrInstr *ins, int32_t o, 
     while (k < ins->nopnd && ins->opnd[k] != o)
         k++;
     if (ins->op == OP_CUSTOM_CALL && ins->a.x && ins->a.x->custom_call_target) {
-        ir_sb_printf(b, " (custom-call %s has no partitioning rule: it takes its operands whole)",
-                     ins->a.x->custom_call_target);
+        if (ir_batch_custom_call(ins) >= 0)
+            ir_sb_printf(b, " (custom-call %s keeps its leading %d dims split and takes the others whole)",
+                         ins->a.x->custom_call_target, (int)ir_batch_custom_call(ins));
+        else
+            ir_sb_printf(b, " (custom-call %s has no partitioning rule: it takes its operands whole)",
+                         ins->a.x->custom_call_target);
         return;
     }
     if (ins->op == OP_OUTFEED || ins->op == OP_SEND) {

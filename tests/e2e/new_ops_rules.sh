@@ -19,7 +19,7 @@ plan() { # MODEL: the plan of tests/models/MODEL.hlo on 3 devices, in $WORK/MODE
     fi
 }
 
-for m in batch_norm_sharded fft_sharded topk_sharded linalg_sharded ragged_dot_sharded \
+for m in batch_norm_sharded fft_sharded topk_sharded linalg_sharded lapack_sharded ragged_dot_sharded \
          rng_sharded fusion_async_sharded bitcast_convert_sharded; do
     plan "$m"
 done
