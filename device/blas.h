@@ -68,9 +68,13 @@ typedef struct DevLapackDims {
     IrType type;
     size_t esz;
     int m, n;
+    int p;          /* min(m, n) */
     int64_t batch;
 } DevLapackDims;
 IrStatus dev_lapack_dims(const DevKernelArgs *k, const IrShape *s, const char *what, DevLapackDims *q);
+/* The same for a kernel of one operand (Qr, getrf), refusing any other
+ * count by the target's name. */
+IrStatus dev_lapack_one(const DevKernelArgs *k, DevLapackDims *q);
 void dev_lapack_transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t cols, size_t esz);
 /* blas_sgemm.c: the f32 GEMM of `lib` ("blis" or "onednn") behind
  * cblas_sgemm's signature, the library loaded on the first call (once);

@@ -47,19 +47,16 @@ static int getrf(const DevBlas *bl, IrType t, int m, int n, void *a, int *ipiv)
 IrStatus dev_k_getrf(const DevKernelArgs *k, DevValue **out)
 {
     const char *t = k->ins->a.x->custom_call_target;
-    if (k->nopnd != 1)
-        return dev_kernel_error(k, IR_EINPUT, "%s takes one operand", t);
-    const DevValue *a = k->opnd[0];
     DevLapackDims q;
-    IrStatus st = dev_lapack_dims(k, &a->shape, "the operand", &q);
+    IrStatus st = dev_lapack_one(k, &q);
     if (st != IR_OK)
         return st;
-    int p = q.m < q.n ? q.m : q.n;
+    const DevValue *a = k->opnd[0];
     int32_t r = a->shape.rank;
     const IrShape *rs = &k->ins->shape;
     bool ok = rs->type == IR_TUPLE && rs->ntuple == 3 && ir_shape_equal(&rs->tuple[0], &a->shape) &&
               rs->tuple[1].type == IR_S32 && rs->tuple[1].rank == r - 1 &&
-              ir_dims_equal(rs->tuple[1].dims, a->shape.dims, r - 2) && rs->tuple[1].dims[r - 2] == p &&
+              ir_dims_equal(rs->tuple[1].dims, a->shape.dims, r - 2) && rs->tuple[1].dims[r - 2] == q.p &&
               rs->tuple[2].type == IR_S32 && rs->tuple[2].rank == r - 2 &&
               ir_dims_equal(rs->tuple[2].dims, a->shape.dims, r - 2);
     if (!ok)
@@ -85,7 +82,7 @@ IrStatus dev_k_getrf(const DevKernelArgs *k, DevValue **out)
     for (int64_t b = 0; cells > 0 && b < q.batch; b++) {
         uint8_t *ab = el[0]->data + (size_t)b * mat;
         dev_lapack_transpose(col, ab, q.m, q.n, q.esz);
-        info[b] = getrf(q.bl, q.type, q.m, q.n, col, ipiv + (size_t)b * (size_t)p);
+        info[b] = getrf(q.bl, q.type, q.m, q.n, col, ipiv + (size_t)b * (size_t)q.p);
         if (info[b] < 0) { /* an argument LAPACK refused: ours, not the user's */
             ts_free(col);
             for (int e = 0; e < 3; e++)

@@ -61,6 +61,7 @@ IrStatus dev_lapack_dims(const DevKernelArgs *k, const IrShape *s, const char *w
     q->esz = ir_type_size(s->type);
     q->m = (int)m;
     q->n = (int)n;
+    q->p = q->m < q->n ? q->m : q->n;
     q->batch = 1;
     for (int32_t i = 0; i < s->rank - 2; i++)
         q->batch *= s->dims[i];
@@ -145,22 +146,26 @@ static void qr_scratch_free(QrScratch *s)
     ts_free(s->work);
 }
 
-IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out)
+IrStatus dev_lapack_one(const DevKernelArgs *k, DevLapackDims *q)
 {
     if (k->nopnd != 1)
-        return dev_kernel_error(k, IR_EINPUT, "Qr takes one operand");
-    const DevValue *a = k->opnd[0];
+        return dev_kernel_error(k, IR_EINPUT, "%s takes one operand", k->ins->a.x->custom_call_target);
+    return dev_lapack_dims(k, &k->opnd[0]->shape, "the operand", q);
+}
+
+IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out)
+{
     QrDims q;
-    IrStatus st = dev_lapack_dims(k, &a->shape, "the operand", &q);
+    IrStatus st = dev_lapack_one(k, &q);
     if (st != IR_OK)
         return st;
-    int p = q.m < q.n ? q.m : q.n;
+    const DevValue *a = k->opnd[0];
     /* The result XLA's builder declares: (a's shape, [..., min(m, n)]). */
     const IrShape *rs = &k->ins->shape;
     bool ok = rs->type == IR_TUPLE && rs->ntuple == 2 && ir_shape_equal(&rs->tuple[0], &a->shape) &&
               rs->tuple[1].type == a->shape.type && rs->tuple[1].rank == a->shape.rank - 1 &&
               ir_dims_equal(rs->tuple[1].dims, a->shape.dims, a->shape.rank - 2) &&
-              rs->tuple[1].dims[rs->tuple[1].rank - 1] == p;
+              rs->tuple[1].dims[rs->tuple[1].rank - 1] == q.p;
     if (!ok)
         return dev_kernel_error(k, IR_EINPUT, "Qr's result must be (T[..., m, n], T[..., min(m, n)]) "
                                               "for its operand T[..., m, n]");
@@ -175,16 +180,16 @@ IrStatus dev_k_qr(const DevKernelArgs *k, DevValue **out)
         memcpy(el[0]->data, a->data, (size_t)a->nbytes);
     /* Nothing to factor when a matrix has no rows or columns: a stays,
      * taus is empty. */
-    if (p > 0 && q.batch > 0 && (st = qr_scratch(k, &q, -1, &s)) != IR_OK) {
+    if (q.p > 0 && q.batch > 0 && (st = qr_scratch(k, &q, -1, &s)) != IR_OK) {
         dev_value_unref(el[0]);
         dev_value_unref(el[1]);
         return st;
     }
     size_t mat = (size_t)q.m * (size_t)q.n * q.esz;
-    for (int64_t b = 0; p > 0 && b < q.batch; b++) {
+    for (int64_t b = 0; q.p > 0 && b < q.batch; b++) {
         uint8_t *ab = el[0]->data + (size_t)b * mat;
         dev_lapack_transpose(s.col, ab, q.m, q.n, q.esz);
-        int info = lapack_call(q.bl, q.type, q.m, q.n, -1, s.col, el[1]->data + (size_t)(b * p) * q.esz,
+        int info = lapack_call(q.bl, q.type, q.m, q.n, -1, s.col, el[1]->data + (size_t)(b * q.p) * q.esz,
                                s.work, s.lwork);
         if (info != 0) {
             qr_scratch_free(&s);
