@@ -89,7 +89,13 @@ KNOWN_DOMINATED = {
 # partitioner's (partition/memory.c, which the limit is checked by), or the
 # module. A "fewer bytes" plan that fits no such limit, or moves more bytes
 # under it, and is not listed fails; so does a listed one that no longer does.
+LAPACK_OPAQUE = ("strategy: the auto-sharder's roles have no rule for the QR and LU custom-calls (the "
+                 "partitioner keeps their batch dims local: partition/spmd_local.c), so it takes them as opaque "
+                 "and every plan it weighs holds the 5 matrices whole beside the hand plan's shards")
 KNOWN_UNDER_LIMIT = {
+    ("lapack_sharded.hlo", 2): LAPACK_OPAQUE,
+    ("lapack_sharded.hlo", 4): LAPACK_OPAQUE,
+    ("lapack_sharded.hlo", 8): LAPACK_OPAQUE,
     # ../shared/conformance/xla_spmd (auto_heldout_wide.sh)
     ("GatherParallelIndexAndOperand.hlo", 8): "estimate: the gather's operand, tiled on a dim it indexes, is "
                                               "all-gathered for the batch's tiles at the peak, which the memory "
