@@ -9,6 +9,9 @@
 #   and numpy.linalg.qr up to the phases of the columns; with
 #   --num-partitions 2 too; an unsupported type is refused at the
 #   instruction.
+#   LU: lapack_sgetrf_ffi and tessel_lu_permutation (device/k_lu.c)
+#   checked by NumPy (P A = L U from the pivots), a zero pivot's info, on 2
+#   partitions too; a pivot out of range refused.
 #   Annotation targets (annotate_device_placement, MoveToHost, ...,
 #   SetBound): identities, on the reference and on 2 partitions with a
 #   sharded operand; one that changes the shape is refused.
@@ -199,5 +202,67 @@ ENTRY main {
 HLO
 expect_status 2 "$TESSEL" run "$WORK/bad_marker.hlo" --reference --random-inputs 1
 expect_in "$ERR" 'bad_marker.hlo:4:8: error: h: custom-call MoveToHost takes one operand and returns it'
+
+# LU (device/k_lu.c): lapack_sgetrf_ffi on a batch of 3 matrices, one with
+# a zero column (a zero pivot: info > 0, the factors complete), checked by
+# NumPy: P A = L U with P from the 1-based pivots swapped in order, which
+# tessel_lu_permutation must give too; on 2 partitions (the batch split)
+# equal to the reference. A pivot outside [1, m] is refused at the call.
+cat >"$WORK/lu.hlo" <<'HLO'
+HloModule lu, num_partitions=2
+
+ENTRY e {
+  a = f32[3,4,4] parameter(0), sharding={devices=[2,1,1]0,1}
+  f = (f32[3,4,4], s32[3,4], s32[3]) custom-call(a), custom_call_target="lapack_sgetrf_ffi"
+  lu = f32[3,4,4] get-tuple-element(f), index=0
+  piv = s32[3,4] get-tuple-element(f), index=1
+  info = s32[3] get-tuple-element(f), index=2
+  perm = s32[3,4] custom-call(piv), custom_call_target="tessel_lu_permutation"
+  ROOT t = (f32[3,4,4], s32[3,4], s32[3], s32[3,4]) tuple(lu, piv, info, perm)
+}
+HLO
+"$PY" - "$WORK" <<'PY'
+import sys
+import numpy as np
+a = np.random.default_rng(5).standard_normal((3, 4, 4)).astype(np.float32)
+a[2, :, 1] = 0.0
+np.save(sys.argv[1] + "/lu_a.npy", a)
+PY
+expect_status 0 "$TESSEL" run "$WORK/lu.hlo" --reference --input "0=$WORK/lu_a.npy" --output-dir "$WORK/lu_ref"
+expect_status 0 "$TESSEL" run "$WORK/lu.hlo" --input "0=$WORK/lu_a.npy" --output-dir "$WORK/lu_p2"
+for k in 0 1 2 3; do
+    npy_match "$WORK/lu_ref/output_$k.npy" "$WORK/lu_p2/output_$k.npy" || fail "lu: output $k on 2 partitions differs"
+done
+"$PY" - "$WORK" <<'PY' || fail "lu: P A = L U, the pivots or the permutation (above)"
+import sys
+import numpy as np
+d = sys.argv[1]
+a = np.load(d + "/lu_a.npy").astype(np.float64)
+lu, piv, info, perm = (np.load("%s/lu_ref/output_%d.npy" % (d, k)) for k in range(4))
+for b in range(3):
+    p = list(range(4))
+    for i, j in enumerate(piv[b]):
+        assert 1 <= j <= 4, piv[b]
+        p[i], p[j - 1] = p[j - 1], p[i]
+    assert list(perm[b]) == p, (perm[b], p)
+    l = np.tril(lu[b], -1) + np.eye(4)
+    u = np.triu(lu[b])
+    err = np.abs(l @ u - a[b][p]).max()
+    assert err < 1e-5 * np.abs(a[b]).max(), (b, err)
+    assert np.all(np.abs(np.tril(lu[b], -1)) <= 1 + 1e-6), "partial pivoting keeps |L| <= 1"
+assert info[0] == 0 and info[1] == 0 and info[2] > 0, info
+PY
+cat >"$WORK/bad_piv.hlo" <<'HLO'
+HloModule bad_piv
+
+ENTRY e {
+  p = s32[2,3] parameter(0)
+  ROOT q = s32[2,4] custom-call(p), custom_call_target="tessel_lu_permutation"
+}
+HLO
+"$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.array([[3, 3, 3], [1, 9, 2]], np.int32))" "$WORK/bad_piv.npy"
+expect_status 2 "$TESSEL" run "$WORK/bad_piv.hlo" --input "0=$WORK/bad_piv.npy"
+expect_in "$ERR" 'bad_piv.hlo:5:8: error'
+expect_in "$ERR" 'pivot 1 of matrix 1 is 9, outside [1, 4]'
 
 echo "qr: ok"
