@@ -99,6 +99,12 @@ static void blas_load(void)
               sym(lib, "cungqr_", &b->cungqr) && sym(lib, "zungqr_", &b->zungqr) &&
               sym(lib, "sgetrf_", &b->sgetrf) && sym(lib, "dgetrf_", &b->dgetrf) &&
               sym(lib, "cgetrf_", &b->cgetrf) && sym(lib, "zgetrf_", &b->zgetrf) &&
+              sym(lib, "ssyevd_", &b->ssyevd) && sym(lib, "dsyevd_", &b->dsyevd) &&
+              sym(lib, "cheevd_", &b->cheevd) && sym(lib, "zheevd_", &b->zheevd) &&
+              sym(lib, "sgesdd_", &b->sgesdd) && sym(lib, "dgesdd_", &b->dgesdd) &&
+              sym(lib, "cgesdd_", &b->cgesdd) && sym(lib, "zgesdd_", &b->zgesdd) &&
+              sym(lib, "sgesvd_", &b->sgesvd) && sym(lib, "dgesvd_", &b->dgesvd) &&
+              sym(lib, "cgesvd_", &b->cgesvd) && sym(lib, "zgesvd_", &b->zgesvd) &&
               sym(lib, "openblas_get_num_threads", &b->get_num_threads) &&
               sym(lib, "openblas_set_num_threads", &b->set_num_threads);
     if (ok) {

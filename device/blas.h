@@ -4,7 +4,7 @@
  * blas_choice.c, which of them DevBlas.sgemm calls; blas_watch.c, the
  * check of that choice on the program's calls; blas_shapes.c, the choice
  * per product shape; blas_small.c, the small products' library), for the files that call BLAS or LAPACK: contract.c,
- * k_linalg.c, k_qr.c, k_lu.c, devices.c (the thread count). Private to device/
+ * k_linalg.c, k_qr.c, k_lu.c, k_eigh_svd.c, devices.c (the thread count). Private to device/
  * (and its tests): it includes cblas.h, whose macros other files need not see.
  */
 #ifndef TESSEL_DEVICE_BLAS_H
@@ -54,11 +54,49 @@ typedef struct DevBlas {
     void (*dgetrf)(const int *m, const int *n, double *a, const int *lda, int *ipiv, int *info);
     void (*cgetrf)(const int *m, const int *n, float _Complex *a, const int *lda, int *ipiv, int *info);
     void (*zgetrf)(const int *m, const int *n, double _Complex *a, const int *lda, int *ipiv, int *info);
+    /* syevd/heevd, gesdd and gesvd (k_eigh_svd.c); the trailing size_t are
+     * gfortran's hidden lengths of the character arguments (1 each). */
+    void (*ssyevd)(const char *jobz, const char *uplo, const int *n, float *a, const int *lda, float *w,
+                   float *work, const int *lwork, int *iwork, const int *liwork, int *info, size_t, size_t);
+    void (*dsyevd)(const char *jobz, const char *uplo, const int *n, double *a, const int *lda, double *w,
+                   double *work, const int *lwork, int *iwork, const int *liwork, int *info, size_t, size_t);
+    void (*cheevd)(const char *jobz, const char *uplo, const int *n, float _Complex *a, const int *lda, float *w,
+                   float _Complex *work, const int *lwork, float *rwork, const int *lrwork, int *iwork,
+                   const int *liwork, int *info, size_t, size_t);
+    void (*zheevd)(const char *jobz, const char *uplo, const int *n, double _Complex *a, const int *lda,
+                   double *w, double _Complex *work, const int *lwork, double *rwork, const int *lrwork,
+                   int *iwork, const int *liwork, int *info, size_t, size_t);
+    void (*sgesdd)(const char *jobz, const int *m, const int *n, float *a, const int *lda, float *s, float *u,
+                   const int *ldu, float *vt, const int *ldvt, float *work, const int *lwork, int *iwork,
+                   int *info, size_t);
+    void (*dgesdd)(const char *jobz, const int *m, const int *n, double *a, const int *lda, double *s, double *u,
+                   const int *ldu, double *vt, const int *ldvt, double *work, const int *lwork, int *iwork,
+                   int *info, size_t);
+    void (*cgesdd)(const char *jobz, const int *m, const int *n, float _Complex *a, const int *lda, float *s,
+                   float _Complex *u, const int *ldu, float _Complex *vt, const int *ldvt, float _Complex *work,
+                   const int *lwork, float *rwork, int *iwork, int *info, size_t);
+    void (*zgesdd)(const char *jobz, const int *m, const int *n, double _Complex *a, const int *lda, double *s,
+                   double _Complex *u, const int *ldu, double _Complex *vt, const int *ldvt,
+                   double _Complex *work, const int *lwork, double *rwork, int *iwork, int *info, size_t);
+    void (*sgesvd)(const char *jobu, const char *jobvt, const int *m, const int *n, float *a, const int *lda,
+                   float *s, float *u, const int *ldu, float *vt, const int *ldvt, float *work, const int *lwork,
+                   int *info, size_t, size_t);
+    void (*dgesvd)(const char *jobu, const char *jobvt, const int *m, const int *n, double *a, const int *lda,
+                   double *s, double *u, const int *ldu, double *vt, const int *ldvt, double *work,
+                   const int *lwork, int *info, size_t, size_t);
+    void (*cgesvd)(const char *jobu, const char *jobvt, const int *m, const int *n, float _Complex *a,
+                   const int *lda, float *s, float _Complex *u, const int *ldu, float _Complex *vt,
+                   const int *ldvt, float _Complex *work, const int *lwork, float *rwork, int *info, size_t,
+                   size_t);
+    void (*zgesvd)(const char *jobu, const char *jobvt, const int *m, const int *n, double _Complex *a,
+                   const int *lda, double *s, double _Complex *u, const int *ldu, double _Complex *vt,
+                   const int *ldvt, double _Complex *work, const int *lwork, double *rwork, int *info, size_t,
+                   size_t);
     __typeof__(openblas_get_num_threads) *get_num_threads;
     __typeof__(openblas_set_num_threads) *set_num_threads;
 } DevBlas;
 const DevBlas *dev_blas(void);
-/* k_qr.c, for the LAPACK kernels (k_qr.c, k_lu.c): the matrices of an
+/* k_qr.c, for the LAPACK kernels (k_qr.c, k_lu.c, k_eigh_svd.c): the matrices of an
  * operand [..., m, n] (`what` names it in errors): a type LAPACK takes
  * (f32, f64, c64, c128), sizes that fit its int, the batch count, and
  * LAPACK itself; and dst (cols x rows) = src (rows x cols) transposed,

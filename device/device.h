@@ -50,6 +50,8 @@
  *                 ProductOfElementaryHouseholderReflectors (LAPACK)
  *   k_lu.c        custom-call targets lapack_?getrf_ffi (JAX's LU) and
  *                 tessel_lu_permutation
+ *   k_eigh_svd.c  custom-call targets lapack_?syevd_ffi / ?heevd_ffi (JAX's
+ *                 eigh) and lapack_?gesdd_ffi / ?gesvd_ffi (JAX's SVD)
  *   k_markers.c   the registry of built-in custom-call targets; XLA's
  *                 annotation targets (identities on one device)
  *   k_ragged.c    ragged-dot, scaled-dot
@@ -711,6 +713,11 @@ IrStatus dev_k_householder_product(const DevKernelArgs *k, DevValue **out);
  * tessel_lu_permutation (the pivots' permutation, for the LU's gradient). */
 IrStatus dev_k_getrf(const DevKernelArgs *k, DevValue **out);
 IrStatus dev_k_lu_permutation(const DevKernelArgs *k, DevValue **out);
+/* k_eigh_svd.c: custom-call targets lapack_?syevd_ffi / lapack_?heevd_ffi
+ * (LAPACK syevd, heevd) and lapack_?gesdd_ffi / lapack_?gesvd_ffi (gesdd,
+ * gesvd). */
+IrStatus dev_k_syevd(const DevKernelArgs *k, DevValue **out);
+IrStatus dev_k_gesdd(const DevKernelArgs *k, DevValue **out);
 /* k_markers.c: run a target for which dev_builtin_target is true. */
 IrStatus dev_k_builtin_custom_call(const DevKernelArgs *k, DevValue **out);
 /* k_ragged.c */

@@ -89,6 +89,18 @@ static const struct {
     {"lapack_cgetrf_ffi", dev_k_getrf},
     {"lapack_zgetrf_ffi", dev_k_getrf},
     {"tessel_lu_permutation", dev_k_lu_permutation},
+    {"lapack_ssyevd_ffi", dev_k_syevd},
+    {"lapack_dsyevd_ffi", dev_k_syevd},
+    {"lapack_cheevd_ffi", dev_k_syevd},
+    {"lapack_zheevd_ffi", dev_k_syevd},
+    {"lapack_sgesdd_ffi", dev_k_gesdd},
+    {"lapack_dgesdd_ffi", dev_k_gesdd},
+    {"lapack_cgesdd_ffi", dev_k_gesdd},
+    {"lapack_zgesdd_ffi", dev_k_gesdd},
+    {"lapack_sgesvd_ffi", dev_k_gesdd},
+    {"lapack_dgesvd_ffi", dev_k_gesdd},
+    {"lapack_cgesvd_ffi", dev_k_gesdd},
+    {"lapack_zgesvd_ffi", dev_k_gesdd},
 };
 
 static BuiltinKernel find(const char *t)

@@ -46,8 +46,9 @@
  *               XLA's named (V3) sharding text, read into IrSharding
  *   sdy_import.c  a parsed module's Shardy attributes made its shardings
  *               (xla.sdy.sharding, FuncResultSharding, ShardingGroup, shard_map)
- *   lapack_calls.c  JAX's LAPACK custom-calls (potrf, trsm) made cholesky
- *               and triangular-solve
+ *   lapack_calls.c  JAX's LAPACK custom-calls: potrf, trsm made cholesky
+ *               and triangular-solve, geqrf/orgqr XLA's Qr; getrf, syevd,
+ *               gesdd checked
  *   print.c     the HLO text printer (XLA's syntax; round trips)
  *   infer.c     shape inference: helpers, operand counts, the dispatcher
  *   infer_elementwise.c  rules of unary, binary, select, clamp, converts
@@ -1088,7 +1089,8 @@ IrOpcode ir_simple_reducer(const IrModule *m, int32_t comp);
 bool ir_is_topk(const IrInstr *ins);
 /* The batch dims of a custom-call that treats every index of its leading
  * dims alone (the matrix factorizations: Qr,
- * ProductOfElementaryHouseholderReflectors, lapack_?getrf_ffi, over
+ * ProductOfElementaryHouseholderReflectors, lapack_?getrf_ffi,
+ * lapack_?syevd_ffi / heevd_ffi, lapack_?gesdd_ffi / gesvd_ffi, over
  * [..., m, n]; tessel_lu_permutation over [..., p]): how many leading dims
  * all its operands and results share as a batch, or -1 for any other
  * instruction (partition/prop_custom.c, spmd_local.c). */
@@ -1224,9 +1226,16 @@ IrStatus ir_sdy_import(IrModule *m, IrDiag *d);
 /* lapack_calls.c: JAX's CPU LAPACK custom-calls of a parsed module,
  * lapack_?potrf_ffi and lapack_?trsm_ffi (? = s, d, c, z), made tessel's
  * cholesky (in a tuple with LAPACK's info) and triangular-solve, their
- * backend_config read (docs/cli.md, custom-call targets). Other LAPACK
- * targets stay custom-calls. Errors (IR_EINPUT) name the target. */
+ * backend_config read (docs/cli.md, custom-call targets); geqrf and orgqr
+ * made XLA's Qr and Householder product; getrf, syevd/heevd and
+ * gesdd/gesvd checked and kept for their kernels. Other LAPACK targets
+ * stay custom-calls. Errors (IR_EINPUT) name the target.
+ * ir_lapack_char: the character code a LAPACK call's backend_config gives
+ * `key` ("uplo", "side", "trans_x", "diag", "mode"), or -1 where it gives
+ * none or does not parse (the kernels read mode and uplo with it; the
+ * import has checked them). */
 IrStatus ir_lapack_import(IrModule *m, IrDiag *d);
+int ir_lapack_char(const char *backend_config, const char *key);
 
 /* Parse a literal `text` for `shape` into bytes (the IrAttrs.literal form). */
 IrStatus ir_literal_parse(IrArena *a, const IrShape *shape, const char *text, size_t len,

@@ -33,11 +33,28 @@
  *     stays a custom-call of that target, which the runtime runs
  *     (device/k_lu.c): LU with partial pivoting, 1-based pivots, info.
  *
- * ? is s, d, c or z. The characters are the ASCII codes JAX writes
- * (jax/_src/lax/linalg.py, _matrix_*_attr). Any other value or attribute,
- * or a num_batch_dims that is not rank - 2, is an error naming the target;
- * other LAPACK targets (syevd, gesdd, ...) stay custom-calls, which the
- * runtime refuses by name.
+ *   (F[..., n, n], R[..., n], s32[...]) custom-call(a),
+ *       custom_call_target="lapack_?syevd_ffi" (s, d) or "lapack_?heevd_ffi" (c, z),
+ *       backend_config={mode = 86 : ui8, uplo = 76 : ui8}
+ *     stays a custom-call (device/k_eigh_svd.c): eigenvectors (mode V; N
+ *     asks for none) and eigenvalues of the Hermitian matrix whose uplo
+ *     triangle a holds; R is F's real type.
+ *
+ *   (F[..., m, n], R[..., k], F[..., m, uc], F[..., vr, n], s32[...])
+ *       custom-call(a), custom_call_target="lapack_?gesdd_ffi" or
+ *       "lapack_?gesvd_ffi", backend_config={mode = 65 : ui8}
+ *     stays a custom-call (k_eigh_svd.c): the SVD, k = min(m, n); mode A
+ *     gives U [m, m] and V^H [n, n] (uc = m, vr = n), S gives [m, k] and
+ *     [k, n], N neither (U's and V^H's shapes are then unchecked beyond
+ *     their rows, columns and batch). Mode O (JAX refuses it too) is an
+ *     error.
+ *
+ * ? is s, d, c or z, and must name a's type (f32, f64, c64, c128). The
+ * characters are the ASCII codes JAX writes (jax/_src/lax/linalg.py,
+ * _matrix_*_attr, _svd_computation_attr, _eig_computation_attr). Any other
+ * value or attribute, or a num_batch_dims that is not rank - 2, is an
+ * error naming the target; other LAPACK targets (geev, gees, ...) stay
+ * custom-calls, which the runtime refuses by name.
  */
 #include "ir.h"
 
@@ -45,8 +62,8 @@
 #include <string.h>
 
 /* The backend_config keys of the two families, each a character code. */
-enum { K_UPLO, K_SIDE, K_TRANS, K_DIAG, NKEYS };
-static const char *const key_names[NKEYS] = {"uplo", "side", "trans_x", "diag"};
+enum { K_UPLO, K_SIDE, K_TRANS, K_DIAG, K_MODE, NKEYS };
+static const char *const key_names[NKEYS] = {"uplo", "side", "trans_x", "diag", "mode"};
 
 typedef struct Call {
     IrModule *m;
@@ -62,7 +79,7 @@ static IrStatus refuse(const Call *k, const char *what)
 }
 
 /* Which family target names: 'p' (potrf), 't' (trsm), 'q' (geqrf), 'o'
- * (orgqr, ungqr), 'l' (getrf) or 0. */
+ * (orgqr, ungqr), 'l' (getrf), 'e' (syevd, heevd), 's' (gesdd, gesvd) or 0. */
 static char family(const char *t)
 {
     if (!t || strncmp(t, "lapack_", 7) != 0 || !t[7] || !strchr("sdcz", t[7]))
@@ -78,7 +95,17 @@ static char family(const char *t)
         return 'o';
     if (strcmp(t + 8, "getrf_ffi") == 0)
         return 'l';
+    if (strcmp(t + 8, complex ? "heevd_ffi" : "syevd_ffi") == 0)
+        return 'e';
+    if (strcmp(t + 8, "gesdd_ffi") == 0 || strcmp(t + 8, "gesvd_ffi") == 0)
+        return 's';
     return 0;
+}
+
+/* The type the target's letter names. */
+static IrType letter_type(const char *t)
+{
+    return t[7] == 's' ? IR_F32 : t[7] == 'd' ? IR_F64 : t[7] == 'c' ? IR_C64 : IR_C128;
 }
 
 /* Read `{key = N : ui8, ...}` into v (-1 where a key is absent); false on
@@ -111,6 +138,8 @@ static bool read_config(const char *s, int v[NKEYS])
         long x = strtol(p, &end, 10);
         if (end == p || x < 0 || x > 255)
             return false;
+        if (v[key] >= 0)
+            return false; /* a key given twice */
         v[key] = (int)x;
         p = end;
         while (*p == ' ')
@@ -166,9 +195,9 @@ static IrStatus trsm(const Call *k, IrComputation *c, int32_t i, const int v[NKE
     if (!linalg_array(x, &x->shape) || !linalg_array(x, &c->instr[x->opnd[0]].shape))
         return refuse(k, "needs f32, f64, c64 or c128 matrices with num_batch_dims = rank - 2");
     if ((v[K_SIDE] != 'L' && v[K_SIDE] != 'R') || (v[K_UPLO] != 'L' && v[K_UPLO] != 'U') ||
-        (v[K_TRANS] != 'N' && v[K_TRANS] != 'T' && v[K_TRANS] != 'C') || (v[K_DIAG] != 'N' && v[K_DIAG] != 'U'))
+        (v[K_TRANS] != 'N' && v[K_TRANS] != 'T' && v[K_TRANS] != 'C') || (v[K_DIAG] != 'N' && v[K_DIAG] != 'U') || v[K_MODE] >= 0)
         return refuse(k, "backend_config must give side (L, R), uplo (L, U), trans_x (N, T, C) and diag "
-                         "(N, U) as ASCII codes");
+                         "(N, U) as ASCII codes, and nothing else");
     IrAttrsX *ax = become(k->m, x, OP_TRIANGULAR_SOLVE);
     if (!ax)
         return ir_oom(k->d, NULL);
@@ -245,7 +274,8 @@ static IrStatus potrf(const Call *k, IrComputation *c, int32_t i, const int v[NK
                          "c64 or c128");
     if (s->tuple[0].dims[s->tuple[0].rank - 1] == 0)
         return refuse(k, "of 0x0 matrices is not supported");
-    if ((v[K_UPLO] != 'L' && v[K_UPLO] != 'U') || v[K_SIDE] >= 0 || v[K_TRANS] >= 0 || v[K_DIAG] >= 0)
+    if ((v[K_UPLO] != 'L' && v[K_UPLO] != 'U') || v[K_SIDE] >= 0 || v[K_TRANS] >= 0 || v[K_DIAG] >= 0 ||
+        v[K_MODE] >= 0)
         return refuse(k, "backend_config must give uplo (L, U) as an ASCII code, and nothing else");
     IrShape factor_shape = s->tuple[0], info_shape = s->tuple[1];
     int32_t a = x->opnd[0];
@@ -308,12 +338,77 @@ static IrStatus qr_lu(const Call *k, IrComputation *c, int32_t i, char f, const 
                          : f == 'o' ? "must give a's shape, from taus of a's type"
                                     : "must give (a's shape, s32 pivots [..., min(m, n)], s32 info [...])");
     if (f == 'l')
-        return IR_OK;
+        return IR_OK; /* the kernel runs it by name */
     IrAttrsX *ax = become(k->m, x, OP_CUSTOM_CALL);
     if (!ax)
         return ir_oom(k->d, NULL);
     ax->custom_call_target = f == 'q' ? "Qr" : "ProductOfElementaryHouseholderReflectors";
     return IR_OK;
+}
+
+/* Whether s is an array of `type` of nb batch dims batch[0..nb) and then
+ * nm more, dim nb + i equal to want[i] where want[i] >= 0. */
+static bool array_of(const IrShape *s, IrType type, int32_t nb, const int64_t *batch, int32_t nm, const int64_t *want)
+{
+    if (!ir_shape_is_array(s) || s->type != type || s->rank != nb + nm || !ir_dims_equal(s->dims, batch, nb))
+        return false;
+    for (int32_t i = 0; i < nm; i++)
+        if (want[i] >= 0 && s->dims[nb + i] != want[i])
+            return false;
+    return true;
+}
+
+/* syevd/heevd and gesdd/gesvd: the results the kernels give
+ * (k_eigh_svd.c checks them again when they run), and the modes JAX
+ * writes. */
+static IrStatus eig_svd(const Call *k, IrComputation *c, int32_t i, char f, const int v[NKEYS])
+{
+    IrInstr *x = &c->instr[i];
+    const IrShape *s = &x->shape;
+    if (x->nopnd != 1 || !linalg_array(x, &c->instr[x->opnd[0]].shape))
+        return refuse(k, "takes one operand, f32, f64, c64 or c128 matrices with num_batch_dims = rank - 2");
+    const IrShape *a = &c->instr[x->opnd[0]].shape;
+    int32_t r = a->rank;
+    int64_t m = a->dims[r - 2], n = a->dims[r - 1], p = m < n ? m : n;
+    IrType real = a->type == IR_C64 ? IR_F32 : a->type == IR_C128 ? IR_F64 : a->type;
+    if (f == 'e') {
+        if ((v[K_MODE] != 'V' && v[K_MODE] != 'N') || (v[K_UPLO] != 'L' && v[K_UPLO] != 'U') || v[K_SIDE] >= 0 ||
+            v[K_TRANS] >= 0 || v[K_DIAG] >= 0)
+            return refuse(k, "backend_config must give mode (V, N) and uplo (L, U) as ASCII codes, and nothing "
+                             "else");
+        bool ok = m == n && s->type == IR_TUPLE && s->ntuple == 3 && ir_shape_equal(&s->tuple[0], a) &&
+                  array_of(&s->tuple[1], real, r - 2, a->dims, 1, &n) &&
+                  array_of(&s->tuple[2], IR_S32, r - 2, a->dims, 0, NULL);
+        return ok ? IR_OK
+                  : refuse(k, "must give (a's shape, eigenvalues R[..., n], s32 info [...]) for square matrices "
+                              "a [..., n, n], R a's real type");
+    }
+    if (v[K_MODE] == 'O')
+        return refuse(k, "mode O (overwrite a) is not supported, as in JAX");
+    if ((v[K_MODE] != 'A' && v[K_MODE] != 'S' && v[K_MODE] != 'N') || v[K_UPLO] >= 0 || v[K_SIDE] >= 0 ||
+        v[K_TRANS] >= 0 || v[K_DIAG] >= 0)
+        return refuse(k, "backend_config must give mode (A, S, N) as an ASCII code, and nothing else");
+    bool full = v[K_MODE] == 'A', none = v[K_MODE] == 'N';
+    int64_t u[2] = {m, none ? -1 : full ? m : p}, vt[2] = {none ? -1 : full ? n : p, n};
+    bool ok = s->type == IR_TUPLE && s->ntuple == 5 && ir_shape_equal(&s->tuple[0], a) &&
+              array_of(&s->tuple[1], real, r - 2, a->dims, 1, &p) && array_of(&s->tuple[2], a->type, r - 2, a->dims, 2, u) &&
+              array_of(&s->tuple[3], a->type, r - 2, a->dims, 2, vt) &&
+              array_of(&s->tuple[4], IR_S32, r - 2, a->dims, 0, NULL);
+    return ok ? IR_OK
+              : refuse(k, "must give (a's shape, S R[..., k], U [..., m, m or k], V^H [..., n or k, n], s32 info "
+                          "[...]) for a [..., m, n], k = min(m, n), R a's real type, U and V^H full for mode A "
+                          "and reduced for S");
+}
+
+int ir_lapack_char(const char *backend_config, const char *key)
+{
+    int v[NKEYS];
+    if (!read_config(backend_config, v))
+        return -1;
+    for (int i = 0; i < NKEYS; i++)
+        if (strcmp(key_names[i], key) == 0)
+            return v[i];
+    return -1;
 }
 
 IrStatus ir_lapack_import(IrModule *m, IrDiag *d)
@@ -329,8 +424,15 @@ IrStatus ir_lapack_import(IrModule *m, IrDiag *d)
             Call k = {m, d, x->a.x->custom_call_target, x->pos};
             int v[NKEYS];
             if (!read_config(x->a.x->backend_config, v))
-                return refuse(&k, "backend_config must be {key = N : ui8, ...} of uplo, side, trans_x, diag");
-            IrStatus st = f == 'p' ? potrf(&k, c, i, v) : f == 't' ? trsm(&k, c, i, v) : qr_lu(&k, c, i, f, v);
+                return refuse(&k, "backend_config must be {key = N : ui8, ...} of uplo, side, trans_x, diag, mode "
+                                  "(each once)");
+            if (x->nopnd >= 1 && ir_shape_is_array(&c->instr[x->opnd[0]].shape) &&
+                c->instr[x->opnd[0]].shape.type != letter_type(k.target))
+                return refuse(&k, "names a type other than its operand's (s f32, d f64, c c64, z c128)");
+            IrStatus st = f == 'p'   ? potrf(&k, c, i, v)
+                          : f == 't' ? trsm(&k, c, i, v)
+                          : f == 'e' || f == 's' ? eig_svd(&k, c, i, f, v)
+                                     : qr_lu(&k, c, i, f, v);
             if (st != IR_OK)
                 return st;
         }

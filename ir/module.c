@@ -820,8 +820,11 @@ int32_t ir_batch_custom_call(const IrInstr *ins)
     const char *t = ins->op == OP_CUSTOM_CALL ? ir_attrs_x(&ins->a)->custom_call_target : NULL;
     if (!t || ins->nopnd < 1)
         return -1;
+    bool lapack = strncmp(t, "lapack_", 7) == 0 && t[7] && strchr("sdcz", t[7]);
     bool matrices = strcmp(t, "Qr") == 0 || strcmp(t, "ProductOfElementaryHouseholderReflectors") == 0 ||
-                    (strncmp(t, "lapack_", 7) == 0 && t[7] && strchr("sdcz", t[7]) && strcmp(t + 8, "getrf_ffi") == 0);
+                    (lapack && (strcmp(t + 8, "getrf_ffi") == 0 || strcmp(t + 8, "syevd_ffi") == 0 ||
+                                strcmp(t + 8, "heevd_ffi") == 0 || strcmp(t + 8, "gesdd_ffi") == 0 ||
+                                strcmp(t + 8, "gesvd_ffi") == 0));
     bool vectors = strcmp(t, "tessel_lu_permutation") == 0;
     if (!matrices && !vectors)
         return -1;

@@ -79,6 +79,13 @@ def compare(what, got, want):
     if tuple(got.shape) != tuple(want.shape):
         raise Mismatch("%s: shape %s, JAX %s" % (what, got.shape, want.shape))
     kind = want.dtype.name
+    if kind in ("complex64", "complex128"):
+        # A complex value is its two parts, each held to its part type's
+        # tolerance against the largest magnitude of either part.
+        part = "float32" if kind == "complex64" else "float64"
+        got = np.stack([got.real, got.imag]).astype(part)
+        want = np.stack([want.real, want.imag]).astype(part)
+        kind = part
     if kind not in TOL:
         if not np.array_equal(got.astype(want.dtype), want):
             bad = np.argwhere(got.astype(want.dtype) != want)
