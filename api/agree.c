@@ -6,16 +6,19 @@
  *
  * The fields, in the order they are compared (the first that differs is
  * the one named):
- *   the compiled program   SHA-256 of its plan text (a model compiled on
- *                          each rank with other options, or another model,
- *                          or a plan edited on one host differs here)
+ *   the compiled program   SHA-256 of its plan text but the model's path
+ *                          (a model compiled on each rank with other
+ *                          options, or another model, or a plan edited on
+ *                          one host differs here)
  *   the model              SHA-256 of the model's or plan file's text, so
  *                          an output manifest's model_sha256 is every
  *                          rank's model
  *   the layout             hosts x local devices
  *   the random inputs      "off" or the seed (and per-device); whether
  *                          optimizer state starts at zero (zero_state)
- *   the inputs             each input's key and source: a file by the
+ *   the inputs             in the order of what each binds (parameter,
+ *                          leaf; not its key's text nor the order given),
+ *                          what it binds and its source: a file by the
  *                          SHA-256 of its content (up to 64 MiB read
  *                          whole once on every rank, before its shards
  *                          are: two hosts' files of one path and size
@@ -23,8 +26,8 @@
  *                          1 MiB sample, hash_file), an array by its type, shape and
  *                          bytes (by type alone when process-local: each
  *                          rank's part is its own); the first eight
- *                          inputs a field each (a difference names the
- *                          input), the count and the rest one more
+ *                          a field each (a difference names the
+ *                          parameter), the count and the rest one more
  *   steps, statistics, process-local outputs, the output device, the
  *   watched output, the limits (trips, memory): the options that change
  *   what runs or which collectives are made
@@ -41,6 +44,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,12 +194,16 @@ static void hash_file(struct sha256_ctx *c, const char *path)
     sha256_update(c, strlen(line), (const uint8_t *)line);
 }
 
-/* One input into c: its key, then a file's content or an array's type,
- * shape and bytes (its type alone when process-local: each rank's part is
- * its own). */
-static void hash_input(struct sha256_ctx *c, const TsInput *in, bool process_local)
+/* One input into c: the parameter (and leaf) it binds, then a file's
+ * content or an array's type, shape and bytes (its type alone when
+ * process-local: each rank's part is its own). The key's text is not
+ * hashed: "0" and the parameter's name bind the same thing. */
+static void hash_input(struct sha256_ctx *c, const TsInput *in, int32_t param, int32_t leaf, bool process_local)
 {
-    sha256_update(c, strlen(in->key) + 1, (const uint8_t *)in->key);
+    int32_t bound[2] = {param, leaf};
+    sha256_update(c, sizeof bound, (const uint8_t *)bound);
+    if (param == INT32_MAX) /* a key nothing answers to: its text (the run refuses it) */
+        sha256_update(c, strlen(in->key) + 1, (const uint8_t *)in->key);
     if (!in->array) {
         hash_file(c, in->path);
         return;
@@ -212,30 +220,71 @@ static void hash_input(struct sha256_ctx *c, const TsInput *in, bool process_loc
         sha256_update(c, a->nbytes, a->data);
 }
 
-/* The first OWN_INPUTS inputs a field each, named by their position and
- * key ("input 0 'x' (a file, by content)"), so a difference names the
- * input; the count and the rest in one more field. */
-static void add_inputs(Fields *fs, const TsRunOptions *o, char (*names)[NAME])
+/* An input and what it binds (ts_plan_input_key; INT32_MAX and its
+ * position where nothing answers to the key). */
+typedef struct Bound {
+    int32_t param, leaf, i;
+} Bound;
+
+static int bound_order(const void *a, const void *b)
+{
+    const Bound *x = a, *y = b;
+    if (x->param != y->param)
+        return x->param < y->param ? -1 : 1;
+    if (x->leaf != y->leaf)
+        return x->leaf < y->leaf ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* The inputs in the order of what they bind (parameter, leaf), so two
+ * ranks that give the same bindings in another order, or by another key
+ * ("0" and "x"), agree. The first OWN_INPUTS a field each, named by what
+ * they bind ("input of parameter 0"), so a difference names the
+ * input in the same words on every rank; the count and the rest in one
+ * more field. */
+static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char (*names)[NAME])
 {
     uint8_t dg[SHA256_DIGEST_SIZE];
     struct sha256_ctx c;
-    for (int32_t i = 0; i < o->ninputs && i < OWN_INPUTS; i++) {
-        const TsInput *in = &o->inputs[i];
-        snprintf(names[i], NAME, "input %d '%.40s' (%s)", (int)i, in->key,
-                 in->array ? "an array, by content" : "a file, by content");
+    Bound *b = o->ninputs > 0 ? malloc((size_t)o->ninputs * sizeof *b) : NULL;
+    if (o->ninputs > 0 && !b) {
+        add_unknown(fs, "the inputs");
+        return;
+    }
+    for (int32_t i = 0; i < o->ninputs; i++) {
+        TsDiag d = {0};
+        b[i].i = i;
+        if (ts_plan_input_key(p, o->inputs[i].key, &b[i].param, &b[i].leaf, &d) != TS_OK) {
+            b[i].param = INT32_MAX;
+            b[i].leaf = i;
+        }
+        ts_diag_clear(&d);
+    }
+    if (o->ninputs > 1)
+        qsort(b, (size_t)o->ninputs, sizeof *b, bound_order);
+    for (int32_t j = 0; j < o->ninputs && j < OWN_INPUTS; j++) {
+        const TsInput *in = &o->inputs[b[j].i];
+        if (b[j].param == INT32_MAX)
+            snprintf(names[j], NAME, "input given as '%.40s' (which binds nothing)", in->key);
+        else if (b[j].leaf >= 0)
+            snprintf(names[j], NAME, "input of parameter %d, leaf %d (by content)", (int)b[j].param,
+                     (int)b[j].leaf);
+        else
+            snprintf(names[j], NAME, "input of parameter %d (by content)", (int)b[j].param);
         sha256_init(&c);
-        hash_input(&c, in, o->process_local);
+        hash_input(&c, in, b[j].param, b[j].leaf, o->process_local);
         sha256_digest(&c, sizeof dg, dg);
-        add_digest(fs, names[i], dg);
+        add_digest(fs, names[j], dg);
     }
     sha256_init(&c);
     char count[32];
     int n = snprintf(count, sizeof count, "%d inputs", (int)o->ninputs);
     sha256_update(&c, (size_t)n, (const uint8_t *)count);
-    for (int32_t i = OWN_INPUTS; i < o->ninputs; i++)
-        hash_input(&c, &o->inputs[i], o->process_local);
+    for (int32_t j = OWN_INPUTS; j < o->ninputs; j++)
+        hash_input(&c, &o->inputs[b[j].i], b[j].param, b[j].leaf, o->process_local);
     sha256_digest(&c, sizeof dg, dg);
-    add_digest(fs, "the number of inputs and those after the eighth (keys and content)", dg);
+    add_digest(fs, "the number of inputs and those after the eighth (what they bind and their content)", dg);
+    free(b);
 }
 
 /* An input's value into c, whatever its source: the dtype text, the dims
@@ -327,8 +376,25 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
     Fields fs = {.n = 0};
     char names[OWN_INPUTS][NAME];
     char *text = ts_plan_file_text(p);
-    if (text)
+    if (text) {
+        /* The model's path as this rank spelled it (`// TesselWhyFile`,
+         * for the reasons' positions) is not the program, nor are the
+         * digest and signature lines that cover it: hosts that name one
+         * model by other paths agree (the model's content is the next
+         * field). */
+        static const char *const skip[] = {"\n// TesselWhyFile ", "\n// TesselDigest ", "\n// TesselSignature "};
+        for (size_t k = 0; k < sizeof skip / sizeof skip[0]; k++) {
+            char *at = strstr(text, skip[k]);
+            if (at) {
+                char *end = strchr(at + 1, '\n');
+                size_t rest = end ? strlen(end) : 0;
+                memmove(at, end ? end : at, rest + 1);
+                if (!end)
+                    *at = 0;
+            }
+        }
         add_bytes(&fs, "compiled program (plan text)", text, strlen(text) + 1);
+    }
     else
         add_unknown(&fs, "compiled program (plan text)");
     ts_free(text);
@@ -343,7 +409,7 @@ IrStatus api_agree(const TsPlan *p, const TsRunOptions *o, CollMpi *t, IrDiag *d
         add_text(&fs, "random inputs' seed", "%llu%s", (unsigned long long)o->seed, o->per_device ? " per device" : "");
     else
         add_text(&fs, "random inputs' seed", "none (no random inputs)");
-    add_inputs(&fs, o, names);
+    add_inputs(&fs, p, o, names);
     add_text(&fs, "optimizer state (zero_state)", "%s", o->zero_state ? "zeros" : "bound like any input");
     add_text(&fs, "steps", "%lld", (long long)(o->steps > 0 ? o->steps : 1));
     /* ops: every rank's tables are gathered after the run (run_mpi.c),

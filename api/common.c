@@ -231,8 +231,9 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
 
 /* ---- files ---- */
 
-/* The file in a block of ts_malloc (big: of ir_big_alloc). */
-static char *read_whole(const char *path, size_t *len, IrDiag *d, bool big)
+/* The file, of at most max bytes, in a block of ts_malloc (big: of
+ * ir_big_alloc). */
+static char *read_whole(const char *path, size_t *len, IrDiag *d, bool big, size_t max)
 {
     /* stat first: a FIFO, a socket or a device is refused before it is
      * opened (opening some devices acts on them). O_NONBLOCK: should the
@@ -240,7 +241,7 @@ static char *read_whole(const char *path, size_t *len, IrDiag *d, bool big)
      * writer; the descriptor is checked again below. */
     struct stat pre;
     if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) {
-        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file (%s): models and plans are read from files",
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file (%s): tessel reads this from a file",
                  rt_file_kind(pre.st_mode));
         return NULL;
     }
@@ -250,9 +251,15 @@ static char *read_whole(const char *path, size_t *len, IrDiag *d, bool big)
         return NULL;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)1 << 32)) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file of at most 4 GiB");
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "not a regular file");
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        ir_error(d, IR_EINPUT, path, NULL, (IrPos){0, 0}, "larger than %llu bytes (%lld)", (unsigned long long)max,
+                 (long long)st.st_size);
         return NULL;
     }
     size_t n = (size_t)st.st_size + 1;
@@ -280,14 +287,34 @@ static char *read_whole(const char *path, size_t *len, IrDiag *d, bool big)
     return text;
 }
 
+/* Models and plans: at most 4 GiB. */
+#define FILE_MAX ((size_t)1 << 32)
+
 char *api_read_file(const char *path, size_t *len, IrDiag *d)
 {
-    return read_whole(path, len, d, false);
+    return read_whole(path, len, d, false, FILE_MAX);
 }
 
 char *api_read_file_big(const char *path, size_t *len, IrDiag *d)
 {
-    return read_whole(path, len, d, true);
+    return read_whole(path, len, d, true, FILE_MAX);
+}
+
+TsStatus ts_read_file(const char *path, size_t max_bytes, char **text, size_t *len, TsDiag *d)
+{
+    if (text)
+        *text = NULL;
+    if (len)
+        *len = 0;
+    API_NEED(path, d);
+    API_NEED(text, d);
+    API_NEED(len, d);
+    IrDiag id = {0};
+    char *t = read_whole(path, len, &id, false, max_bytes);
+    if (!t)
+        return api_give(id.status, &id, d);
+    *text = t;
+    return TS_OK;
 }
 
 TsStatus api_parse_file(const char *path, const TsLimits *lim, ApiParse parse, void **out, TsDiag *d)
@@ -330,7 +357,16 @@ TsStatus ts_write_text(const char *path, const char *text, TsDiag *d)
     char *tmp = NULL;
     int fd = -1;
     if (special) {
-        fd = open(path, O_WRONLY | O_CLOEXEC);
+        /* O_NONBLOCK: a FIFO that no process reads fails (ENXIO) instead of
+         * waiting for a reader; the writes then block as usual. */
+        fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0 && errno == ENXIO)
+            return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
+                                     "cannot write %s: a FIFO that no process reads", path),
+                            &id, d);
+        int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+        if (fl >= 0)
+            fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     } else if ((tmp = ts_malloc(strlen(path) + 40))) {
         /* An unpredictable name created exclusively (O_EXCL: a link
          * planted there cannot redirect the write), with the mode a new

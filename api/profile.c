@@ -45,8 +45,14 @@ IrStatus api_profile_load(const char *path, AutoCost *c, int64_t *host_cores, Ir
 {
     memset(c, 0, sizeof *c);
     *host_cores = 0;
+    /* Read as models are (a FIFO or a device is refused, not waited on). */
+    size_t len = 0;
+    char *text = api_read_file(path, &len, d);
+    if (!text)
+        return d->status;
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_loadb(text, len, 0, &je);
+    ts_free(text);
     if (!root)
         return ir_error(d, IR_EINPUT, path, NULL, (IrPos){je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 0},
                         "profile: %s", je.text);

@@ -113,8 +113,14 @@ void ts_free(void *p);
 /* Write text to `path` atomically: to a temporary name in the same
  * directory (created exclusively, unpredictable), then renamed; a path
  * that exists and is not a regular file (a pipe, /dev/null) is written in
- * place. TS_ERUNTIME naming the path. */
+ * place; a FIFO that no process reads is refused rather than waited on.
+ * TS_ERUNTIME naming the path. */
 TsStatus ts_write_text(const char *path, const char *text, TsDiag *d);
+/* Read a whole regular file of at most max_bytes into *text (ts_free;
+ * NUL-terminated, *len bytes before the NUL). A FIFO, a socket, a device
+ * or a directory is refused before it is opened (reading one could wait
+ * forever, or act on the device). TS_EINPUT naming the path. */
+TsStatus ts_read_file(const char *path, size_t max_bytes, char **text, size_t *len, TsDiag *d);
 /* "Did you mean": of names[0..n) (NULL entries skipped) the one nearest
  * to key by edit distance when it is a slip away (at most a third of the
  * key's bytes, at least one, and not key itself), else NULL. The rule the

@@ -60,6 +60,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,33 +232,26 @@ static int64_t read_manifest(const char *dir, const char *name, const char *dige
     int64_t named = step_of_name(name);
     if (named < 0)
         return -1;
-    FILE *f = fopen(path, "r");
-    char *text = f ? malloc(MANIFEST_MAX + 1) : NULL;
-    if (!text) {
-        if (f)
-            fclose(f);
-        snprintf(why, nwhy, f ? "out of memory reading checkpoint.json" : "no readable checkpoint.json");
+    /* ts_read_file: a FIFO or a device there is refused, not waited on. */
+    TsDiag d = {0};
+    char *text = NULL;
+    size_t n = 0;
+    if (ts_read_file(path, MANIFEST_MAX, &text, &n, &d) != TS_OK) {
+        snprintf(why, nwhy, "checkpoint.json: %s", d.msg ? d.msg : "cannot be read");
+        ts_diag_clear(&d);
         return -1;
     }
-    size_t n = fread(text, 1, MANIFEST_MAX + 1, f);
-    fclose(f);
-    if (n > MANIFEST_MAX) {
-        free(text);
-        snprintf(why, nwhy, "checkpoint.json is larger than tessel writes one (1 MiB)");
-        return -1;
-    }
-    text[n] = 0;
     char step[32], dg[80], fmt[40], ver[16], osha[80];
     if (!json_field(text, "format", fmt, sizeof fmt) || strcmp(fmt, "tessel-checkpoint") ||
         !json_field(text, "step", step, sizeof step) || !json_field(text, "digest", dg, sizeof dg)) {
         snprintf(why, nwhy, "checkpoint.json is not one tessel wrote (its \"format\", \"step\" or \"digest\" is "
                             "missing or other): edited or corrupted");
-        free(text);
+        ts_free(text);
         return -1;
     }
     if (!json_field(text, "version", ver, sizeof ver) || strcmp(ver, "3")) {
         snprintf(why, nwhy, "checkpoint.json is not version 3 (an older tessel's, or edited)");
-        free(text);
+        ts_free(text);
         return -1;
     }
     /* Its own digest first: an edited "digest" is named, not taken for
@@ -266,17 +260,16 @@ static int64_t read_manifest(const char *dir, const char *name, const char *dige
     if (!self) {
         snprintf(why, nwhy, "checkpoint.json's \"checkpoint_sha256\" is not the SHA-256 of its content (its "
                             "\"digest\", \"step\" or another member was edited, or it was cut short)");
-        free(text);
+        ts_free(text);
         return -1;
     }
     if (strcmp(dg, digest)) {
         *other = true;
-        free(text);
+        ts_free(text);
         return -1;
     }
     char *end;
     long long s = strtoll(step, &end, 10);
-    TsDiag d = {0};
     char got[65];
     const char *rec = strstr(text, "\"random_inputs\": ");
     if (!json_field(text, "outputs_sha256", osha, sizeof osha) || !rec || rec > self)
@@ -298,7 +291,7 @@ static int64_t read_manifest(const char *dir, const char *name, const char *dige
             strcat(*taken, INIT_NONE);
     }
     ts_diag_clear(&d);
-    free(text);
+    ts_free(text);
     return *why ? -1 : s;
 }
 
@@ -467,6 +460,57 @@ static int alias_leaves(const TsPlan *p, CliCkpt *c)
     return CLI_OK;
 }
 
+/* The absolute path `path` names, whether it exists or only its parent
+ * does (an output dir a run will make); false otherwise. */
+static bool resolve(const char *path, char out[PATH_MAX])
+{
+    if (realpath(path, out))
+        return true;
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    size_t n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/')
+        parent[--n] = 0;
+    char *slash = strrchr(parent, '/');
+    const char *base = slash ? slash + 1 : parent;
+    char dir[PATH_MAX];
+    if (slash)
+        *slash = 0;
+    if (!realpath(slash ? (parent[0] ? parent : "/") : ".", dir))
+        return false;
+    return snprintf(out, PATH_MAX, "%s/%s", strcmp(dir, "/") ? dir : "", base) < PATH_MAX;
+}
+
+/* An --output-dir that is, or is inside, a step directory of the
+ * checkpoint dir (step-N, or the .step-N.XXXXXX being written) would
+ * overwrite that checkpoint's outputs and manifest with the run's own:
+ * refused before any step. The checkpoint dir itself may be the output
+ * dir (its step directories are apart). */
+static int output_in_checkpoint(const char *out, const char *dir)
+{
+    char ro[PATH_MAX], rd[PATH_MAX];
+    if (!out || !dir || !resolve(out, ro) || !realpath(dir, rd))
+        return CLI_OK;
+    size_t n = strlen(rd);
+    if (strncmp(ro, rd, n) != 0 || ro[n] != '/')
+        return CLI_OK;
+    const char *step = ro + n + 1;
+    if (strncmp(step, "step-", 5) != 0 && strncmp(step, ".step-", 6) != 0)
+        return CLI_OK;
+    return cli_usage_error(&cli_cmd_run, "--output-dir %s is inside the checkpoint %s/%.*s: the run's outputs "
+                                         "would replace that checkpoint's; give a directory outside the step "
+                                         "directories",
+                           out, dir, (int)strcspn(step, "/"), step);
+}
+
+int cli_ckpt_check_output(const CliOptions *o)
+{
+    int rc = output_in_checkpoint(o->output_dir, o->checkpoint_dir);
+    if (rc == CLI_OK)
+        rc = output_in_checkpoint(o->output_dir, o->resume);
+    return rc;
+}
+
 int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c)
 {
     memset(c, 0, sizeof *c);
@@ -629,6 +673,9 @@ int cli_ckpt_write(CliCkpt *c, const TsOutputs *out)
         ts_outputs_remove(out, tmp);
         char mpath[4200];
         snprintf(mpath, sizeof mpath, "%s/checkpoint.json", tmp);
+        unlink(mpath);
+        /* the output set's lock (api/outdir.c) goes with the directory */
+        snprintf(mpath, sizeof mpath, "%s/.tessel.lock", tmp);
         unlink(mpath);
         rmdir(tmp);
         return d.status != TS_OK ? cli_report(st, &d) : CLI_FAIL;

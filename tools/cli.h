@@ -192,6 +192,10 @@ typedef struct CliCkpt {
 /* Check the options against the plan, find the aliases and the digest,
  * and with --resume the last complete checkpoint of this plan. CLI_OK or
  * the exit status after printing why. */
+/* Refuse (usage, before anything is opened) an --output-dir that is, or
+ * is inside, a step directory of --checkpoint-dir or --resume: the run
+ * would overwrite that checkpoint. */
+int cli_ckpt_check_output(const CliOptions *o);
 int cli_ckpt_setup(const CliOptions *o, const TsPlan *p, CliCkpt *c);
 void cli_ckpt_free(CliCkpt *c);
 /* Steps of the next chunk: up to the next checkpoint, or the rest. */

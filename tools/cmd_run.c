@@ -852,6 +852,9 @@ static int run_run(const CliOptions *o)
     if (o->reference && (o->checkpoint_every || o->checkpoint_dir || o->resume))
         return cli_usage_error(&cli_cmd_run, "%s checkpoints a partitioned run; --reference runs the steps without "
                                "checkpoints", o->resume ? "--resume" : "--checkpoint-every/--checkpoint-dir");
+    int crc = cli_ckpt_check_output(o);
+    if (crc != CLI_OK)
+        return crc;
     if (o->reference && o->stats_ops)
         return cli_usage_error(&cli_cmd_run, "--stats=ops times the devices of a partitioned run; --reference runs "
                                "unpartitioned: use --stats, or drop --reference");

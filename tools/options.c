@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 typedef struct OptSpec {
@@ -360,20 +361,26 @@ static int add_name(const char ***list, int32_t *n, const char *v)
  * the key. */
 static int read_key(const CliCommand *cmd, const char *path, CliOptions *o)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return cli_usage_error(cmd, "--sign-key %s: %s", path, strerror(errno));
     enum { MAX = 64 << 10 };
-    uint8_t *k = malloc(MAX + 1);
-    size_t n = k ? fread(k, 1, MAX + 1, f) : 0;
-    bool bad = ferror(f);
-    fclose(f);
-    if (!k || bad || n == 0 || n > MAX) {
-        free(k);
-        return cli_usage_error(cmd, "--sign-key %s: %s", path,
-                               !k ? "out of memory" : bad ? "cannot read it" : n == 0 ? "the file is empty: a key needs bytes"
-                                                                                      : "more than 64 KiB: not a key");
+    TsDiag d = {0};
+    char *text = NULL;
+    size_t n = 0;
+    if (ts_read_file(path, MAX, &text, &n, &d) != TS_OK) {
+        int rc = cli_usage_error(cmd, "--sign-key %s: %s", path, d.msg ? d.msg : "cannot read it");
+        ts_diag_clear(&d);
+        return rc;
     }
+    if (n == 0) {
+        ts_free(text);
+        return cli_usage_error(cmd, "--sign-key %s: the file is empty: a key needs bytes", path);
+    }
+    uint8_t *k = malloc(n);
+    if (!k) {
+        ts_free(text);
+        return cli_usage_error(cmd, "--sign-key %s: out of memory", path);
+    }
+    memcpy(k, text, n);
+    ts_free(text);
     free(o->sign_key);
     o->sign_key = k;
     o->sign_key_len = n;
@@ -549,6 +556,25 @@ static int parse_option(const CliCommand *cmd, int argc, char **argv, int *i, Cl
                            near ? "; did you mean " : "", near ? near : "", near ? "?" : "");
 }
 
+/* -o FILE naming a file the command reads (its model or plan, the
+ * profile, the key) would replace it: refused before anything is read
+ * (`run` guards its output directory the same way, api/outdir.c). */
+static int out_over_input(const CliCommand *cmd, const CliOptions *o)
+{
+    struct stat out;
+    if (!o->out || strcmp(o->out, "-") == 0 || stat(o->out, &out) != 0 || !S_ISREG(out.st_mode))
+        return CLI_OK;
+    for (int i = 0; i <= o->npos; i++) {
+        const char *in = i < o->npos ? o->pos[i] : o->profile;
+        struct stat st;
+        if (in && stat(in, &st) == 0 && st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+            return cli_usage_error(cmd, "-o %s is %s, which this command reads: writing it would replace it; "
+                                        "give another output path",
+                                   o->out, i < o->npos ? in : "the --profile file");
+    }
+    return CLI_OK;
+}
+
 int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o)
 {
     memset(o, 0, sizeof *o);
@@ -577,7 +603,7 @@ int cli_parse(const CliCommand *cmd, int argc, char **argv, CliOptions *o)
         }
         o->pos[o->npos++] = argv[i];
     }
-    return CLI_OK;
+    return out_over_input(cmd, o);
 }
 
 void cli_options_free(CliOptions *o)

@@ -117,8 +117,18 @@ def _int(what, v):
         raise TypeError("tessel: %s must be an int, not %s (%r)" % (what, type(v).__name__, v)) from None
 
 
+def _cstr(v, what="a string"):
+    """str (UTF-8) or a path (os.fsencode) as the C library's bytes; a NUL
+    inside would cut the C string short, so it is refused as Python's own
+    open() refuses it: ValueError."""
+    b = v.encode() if isinstance(v, str) else os.fsencode(v)
+    if b"\0" in b:
+        raise ValueError("tessel: %s holds a NUL character: %r" % (what, v))
+    return b
+
+
 def _path(p):
-    return os.fsencode(p)
+    return _cstr(p, "a path")
 
 
 def _limits(limits):
@@ -134,7 +144,7 @@ def _limits(limits):
         if isinstance(name, bytes):
             name = name.decode()
         text = name if value is None else "%s=%s" % (name, value)
-        _call(_lib.ts_limits_set, ctypes.byref(lim), text.encode())
+        _call(_lib.ts_limits_set, ctypes.byref(lim), _cstr(text, "a limit"))
     return lim
 
 
@@ -303,9 +313,9 @@ def grad(model, wrt=None, loss=None, jvp=False, sgd=0.0, adam=0.0, name="<string
         wrt = ",".join(str(w) for w in wrt)
     m, own = _model(model, name, limits, "grad")
     try:
-        go = _capi.TsGradOptions(wrt.encode() if isinstance(wrt, str) else wrt,
-                                 str(loss).encode() if loss is not None else None, bool(jvp), float(sgd),
-                                 float(adam), remat.encode() if remat else None)
+        go = _capi.TsGradOptions(_cstr(wrt, "wrt") if isinstance(wrt, str) else wrt,
+                                 _cstr(str(loss), "loss") if loss is not None else None, bool(jvp), float(sgd),
+                                 float(adam), _cstr(remat, "remat") if remat else None)
         h = ctypes.c_void_p()
         _call(_lib.ts_add_gradients, m._handle(), ctypes.byref(go), ctypes.byref(h))
         return Module(h.value)
@@ -368,8 +378,8 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
         co = _capi.TsCompileOptions(num_partitions, num_replicas, hosts, local_devices,
                                     ctypes.pointer(lim) if lim is not None else None, not verify, bool(spmd),
                                     None, float(link_gbps), on_warning, None, bool(auto_shard),
-                                    mesh.encode() if mesh else None,
-                                    os.fsencode(profile) if profile else None, 1 if donate == "auto" else 0,
+                                    _cstr(mesh, "mesh") if mesh else None,
+                                    _path(profile) if profile else None, 1 if donate == "auto" else 0,
                                     ctypes.cast(key, ctypes.c_void_p) if key is not None else None,
                                     len(key) if key is not None else 0, host_cores)
         h = ctypes.c_void_p()
@@ -529,7 +539,7 @@ class Plan(_Handle):
         same reasons are in dump("json")'s collectives ("why"). Raises
         Error (EINPUT) when the plan has nothing of that name."""
         out = ctypes.c_void_p()
-        _call(_lib.ts_plan_why, self._handle(), name.encode(), ctypes.byref(out))
+        _call(_lib.ts_plan_why, self._handle(), _cstr(name, "a name"), ctypes.byref(out))
         return _take_string(out)
 
     def run(self, inputs=None, *, random=None, steps=0, comm=None, stats=False, infeeds=None, per_device=False,
@@ -652,11 +662,11 @@ def _bind(plan, inputs):
     for j, (key, value) in enumerate(items):
         if not isinstance(key, (int, str)):
             raise TypeError("tessel: input keys are indices or names, not %r" % (key,))
-        kb = str(key).encode()
+        kb = _cstr(str(key), "an input key")
         keep.append(kb)
         arr[j].key = kb
         if isinstance(value, (str, bytes, os.PathLike)):
-            pb = os.fsencode(value)
+            pb = _path(value)
             keep.append(pb)
             arr[j].path = pb
             continue
@@ -690,7 +700,7 @@ def _input_key(plan, key):
     """(parameter, leaf) input key binds (ts_plan_input_key: leaf -1 for an
     array parameter), or None when nothing answers to it."""
     param, leaf, d = ctypes.c_int32(-1), ctypes.c_int32(-1), _capi.TsDiag()
-    st = _lib.ts_plan_input_key(plan._handle(), str(key).encode(), ctypes.byref(param), ctypes.byref(leaf),
+    st = _lib.ts_plan_input_key(plan._handle(), _cstr(str(key), "an input key"), ctypes.byref(param), ctypes.byref(leaf),
                                 ctypes.byref(d))
     _lib.ts_diag_clear(ctypes.byref(d))
     return (param.value, leaf.value) if st == Status.OK else None
@@ -919,7 +929,7 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0,
     if options:
         raise TypeError("tessel: unknown run options: %s" % ", ".join(sorted(options)))
     arr, n, keep = _bind(plan, inputs)
-    feeds = (ctypes.c_char_p * max(len(infeeds), 1))(*[os.fsencode(p) for p in infeeds])
+    feeds = (ctypes.c_char_p * max(len(infeeds), 1))(*[_path(p) for p in infeeds])
     ro = _capi.TsRunOptions()
     ro.ninputs = n
     ro.inputs = arr
@@ -954,7 +964,7 @@ def _run(fn, handle, plan, inputs, options, may_be_empty=False, base=0, total=0,
         raise ValueError("tessel: init_state is None or \"zeros\", not %r" % (init_state,))
     ro.zero_state = init_state == "zeros"
     if watch is not None:
-        wb = str(watch).encode()
+        wb = _cstr(str(watch), "watch")
         keep.append(wb)
         ro.watch = wb
     history, raised = [], []

@@ -18,7 +18,17 @@
 #  7. --reference with --checkpoint-every/--checkpoint-dir or --resume:
 #     refused (it wrote no checkpoint and said nothing before).
 #  8. A step-S directory with a checkpoint.json of another "format", or
-#     none: named in a warning and passed over (silently before).
+#     none, or a FIFO: named in a warning and passed over (silently
+#     before; the FIFO was waited on forever).
+#  9. -o naming the model it reads (compile, plan, grad): status 2, the
+#     model kept (it was replaced by the plan, the report, the gradient).
+# 10. FIFOs nothing writes or reads: --sign-key, --profile, and -o with no
+#     reader: status 2 at once (each waited forever before).
+# 11. --output-dir inside a step directory of the checkpoint dir resumed
+#     from: status 2, the checkpoint kept (it was overwritten and the next
+#     resume fell back a checkpoint); a checkpoint name taken by a user's
+#     directory: the run fails, the user's directory and no temporary
+#     .step-S.XXXXXX left.
 set -euo pipefail
 source "$(dirname "$0")/lib.bash"
 
@@ -126,10 +136,58 @@ expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --output-dir "$
 expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 6 --checkpoint-every 3 --checkpoint-dir "$WORK/ck8" \
     --output-dir "$WORK/part8"
 sed -i 's/"format": "tessel-checkpoint"/"format": "mine"/' "$WORK/ck8/step-6/checkpoint.json"
-mkdir "$WORK/ck8/step-9"
-expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck8" --output-dir "$WORK/res8"
+mkdir "$WORK/ck8/step-9" "$WORK/ck8/step-12"
+mkfifo "$WORK/ck8/step-12/checkpoint.json" # never waited on
+expect_status 0 timeout 60 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck8" --output-dir "$WORK/res8"
 expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-6 is not used: checkpoint.json is not one tessel wrote (its \"format\", \"step\" or \"digest\" is missing or other): edited or corrupted"
-expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-9 is not used: no readable checkpoint.json"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-9 is not used: checkpoint.json: cannot open: No such file or directory"
+expect_in "$ERR" "tessel: warning: --resume: $WORK/ck8/step-12 is not used: checkpoint.json: not a regular file (a FIFO)"
 expect_in "$ERR" "tessel: resumed from $WORK/ck8/step-3 (step 3 of 9)"
 cmp "$WORK/full/output_0.npy" "$WORK/res8/output_0.npy" || fail "resumed weights differ from the uninterrupted run's"
 echo "hostile_files: checkpoint directories tessel did not write are named and passed over"
+
+# ---- 9. -o naming the model it reads ----
+cp "$M" "$WORK/keep.hlo"
+for cmd in compile plan; do
+    expect_status 2 "$TESSEL" $cmd "$M" -o "$M"
+    expect_in "$ERR" "-o $M is $M, which this command reads: writing it would replace it"
+    cmp "$M" "$WORK/keep.hlo" || fail "$cmd -o MODEL replaced the model"
+done
+cp "$SGD" "$WORK/sgd_keep.hlo"
+expect_status 2 "$TESSEL" grad "$WORK/sgd_keep.hlo" --wrt 1 -o "$WORK/./sgd_keep.hlo"
+cmp "$SGD" "$WORK/sgd_keep.hlo" || fail "grad -o MODEL replaced the model"
+echo "hostile_files: -o naming the model is refused, the model kept"
+
+# ---- 10. FIFOs nothing writes or reads ----
+mkfifo "$WORK/fifo"
+expect_status 2 timeout 20 "$TESSEL" compile "$M" --sign-key "$WORK/fifo" -o "$WORK/s.plan"
+expect_in "$ERR" "--sign-key $WORK/fifo: not a regular file (a FIFO)"
+expect_status 2 timeout 20 "$TESSEL" compile "$M" --auto-shard --profile "$WORK/fifo" -o "$WORK/s.plan"
+expect_in "$ERR" "not a regular file (a FIFO)"
+expect_status 2 timeout 20 "$TESSEL" compile "$M" -o "$WORK/fifo"
+expect_in "$ERR" "cannot write $WORK/fifo: a FIFO that no process reads"
+[ ! -e "$WORK/s.plan" ] || fail "a refused compile wrote its plan"
+# with a reader, -o FIFO is written as before
+cat "$WORK/fifo" >"$WORK/from_fifo.txt" &
+reader=$!
+expect_status 0 timeout 20 "$TESSEL" compile "$M" -o "$WORK/fifo"
+wait $reader
+expect_in "$WORK/from_fifo.txt" "TesselPlanFile"
+echo "hostile_files: FIFOs are refused, never waited on"
+
+# ---- 11. an output dir inside a checkpoint; a taken checkpoint name ----
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 6 --checkpoint-every 3 --checkpoint-dir "$WORK/ck11" \
+    --output-dir "$WORK/ck11"
+cp -r "$WORK/ck11/step-6" "$WORK/step6_keep"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck11" --output-dir "$WORK/ck11/step-6"
+expect_in "$ERR" "--output-dir $WORK/ck11/step-6 is inside the checkpoint $WORK/ck11/step-6"
+diff -r "$WORK/ck11/step-6" "$WORK/step6_keep" >/dev/null || fail "the refused run changed the checkpoint"
+expect_status 2 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck11" --output-dir "$WORK/ck11/step-3/sub"
+expect_status 0 "$TESSEL" run "$SGD" --random-inputs 3 --steps 9 --resume "$WORK/ck11" --output-dir "$WORK/o11"
+expect_in "$ERR" "resumed from $WORK/ck11/step-6 (step 6 of 9)"
+mkdir -p "$WORK/ck12/step-3"
+echo "mine" >"$WORK/ck12/step-3/notes.txt"
+expect_status 1 "$TESSEL" run "$SGD" --random-inputs 3 --steps 3 --checkpoint-every 3 --checkpoint-dir "$WORK/ck12"
+expect_in "$WORK/ck12/step-3/notes.txt" "mine"
+! ls -d "$WORK"/ck12/.step-* >/dev/null 2>&1 || fail "a temporary checkpoint directory was left: $(ls -a "$WORK/ck12")"
+echo "hostile_files: an output dir inside a checkpoint is refused; a taken name leaves no temporary"

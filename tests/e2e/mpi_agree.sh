@@ -98,7 +98,7 @@ npy_write "$WORK/x2.npy" '<f4' 4,8 $(seq 2 33)
 A=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" "${R[@]}")
 B=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x2.npy" "${R[@]}")
 pair A B
-refused "input files" "rank 1's input 0 '0' (a file, by content) is SHA-256"
+refused "input files" "rank 1's input of parameter 0 (by content) is SHA-256"
 # One path, one size, other bytes: each rank in its own directory (as two
 # hosts' copies of a file), x.npy 4x8 f32 on both.
 mkdir -p "$WORK/h0" "$WORK/h1"
@@ -107,14 +107,27 @@ cp "$WORK/x2.npy" "$WORK/h1/x.npy"
 A=(-wdir "$WORK/h0" "$TESSEL" run "$WORK/a.plan" --input 0=x.npy "${R[@]}")
 B=(-wdir "$WORK/h1" "$TESSEL" run "$WORK/a.plan" --input 0=x.npy "${R[@]}")
 pair A B
-refused "input files (one path and size, other bytes)" "rank 1's input 0 '0' (a file, by content) is SHA-256"
+refused "input files (one path and size, other bytes)" "rank 1's input of parameter 0 (by content) is SHA-256"
 # The second input differs while the first is alike: named as such.
 npy_write "$WORK/w1.npy" '<f4' 8,4 $(seq 1 32)
 npy_write "$WORK/w2.npy" '<f4' 8,4 $(seq 1 31) 0
 A=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" --input 1="$WORK/w1.npy" --output-dir "$WORK/out")
 B=("$TESSEL" run "$WORK/a.plan" --input 0="$WORK/x1.npy" --input 1="$WORK/w2.npy" --output-dir "$WORK/out")
 pair A B
-refused "the second input file" "rank 1's input 1 '1' (a file, by content) is SHA-256"
+refused "the second input file" "rank 1's input of parameter 1 (by content) is SHA-256"
+# The same thing spelled otherwise runs: the model by a relative path on
+# rank 0 and an absolute one on rank 1 (the plan's `// TesselWhyFile`
+# differs); the same bindings in another order; one file bound by index
+# on rank 0 and by the parameter's name on rank 1.
+agreed() { # NAME
+    [ "$got" = 0 ] || fail "$1: mpirun exited $got, expected 0: $(tail -3 "$ERR")"
+    [ -f "$WORK/out/output_0.npy" ] || fail "$1: no output_0.npy"
+    rm -rf "$WORK/out"
+}
+A=(-wdir "$WORK" "$TESSEL" run a.hlo --input 0="$WORK/x1.npy" --input 1="$WORK/w1.npy" --output-dir "$WORK/out")
+B=(-wdir "$WORK" "$TESSEL" run "$WORK/a.hlo" --input 1="$WORK/w1.npy" --input x="$WORK/x1.npy" --output-dir "$WORK/out")
+pair A B
+agreed "one model by two paths, bindings in another order and by name"
 A=("$TESSEL" run "$WORK/a.plan" --random-inputs 7) B=("$TESSEL" run "$WORK/a.plan" "${R[@]}")
 pair A B
 refused "--output-dir on rank 1" "rank 1's --output-dir is \"$WORK/out\", rank 0's is \"not given\""

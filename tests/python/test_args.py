@@ -1,7 +1,9 @@
 """test_args.py: the Python module's argument checks (issue 30): seeds and
 step counts that ctypes would wrap are refused (random=2**64+3 ran as seed
 3, random=-1 as 2**64-1, steps=-1 as one step), and a 0-d array binds an
-f32[] parameter, not an f32[1] one (np.ascontiguousarray made it 1-d).
+f32[] parameter, not an f32[1] one (np.ascontiguousarray made it 1-d); a NUL
+inside a path or a key is a ValueError (the C string was cut at it, so
+"in.npy\0junk" read in.npy and "0\0junk" bound parameter 0).
 Expected values are worked out by hand. Run as test_tessel.py is (ctest
 python_args; exits 77 without numpy or, in sanitizer builds, without the
 ASan runtime to preload).
@@ -100,6 +102,20 @@ class Args(unittest.TestCase):
             with self.assertRaises(tessel.Error) as cm:
                 vec.run([bad])
             self.assertIn("expected <f4", str(cm.exception))
+
+    def test_nul(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "in.npy")
+            np.save(f, np.array(1.5, np.float32))
+            y, = self.plan.run({0: f})
+            self.assertEqual(float(y), 3.0)
+            for inputs in ({0: f + "\0.does-not-exist"}, {"0\0 anything": np.array(1.5, np.float32)}):
+                with self.assertRaises(ValueError) as cm:
+                    self.plan.run(inputs)
+                self.assertIn("holds a NUL character", str(cm.exception))
+        with self.assertRaises(ValueError):
+            self.plan.why("y\0z")
 
 
 if __name__ == "__main__":

@@ -102,6 +102,13 @@ static void test_modules_and_text(void **state)
     assert_string_equal(dg, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     EXPECT(ts_write_text(NULL, "x", &d), "ts_write_text: path is NULL");
     EXPECT(ts_write_text("/tmp/never", NULL, &d), "ts_write_text: text is NULL");
+    char *rt = (char *)"untouched";
+    size_t rn = 7;
+    EXPECT(ts_read_file(NULL, 10, &rt, &rn, &d), "ts_read_file: path is NULL");
+    assert_null(rt);
+    assert_int_equal(rn, 0);
+    EXPECT(ts_read_file("/etc/hostname", 10, NULL, &rn, &d), "ts_read_file: text is NULL");
+    EXPECT(ts_read_file("/etc/hostname", 10, &rt, NULL, &d), "ts_read_file: len is NULL");
     EXPECT(ts_limits_set(NULL, "depth=3", &d), "ts_limits_set: l is NULL");
     TsLimits l = ts_limits_default();
     TsDiag d = {0};
