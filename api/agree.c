@@ -271,6 +271,14 @@ static void add_inputs(Fields *fs, const TsPlan *p, const TsRunOptions *o, char 
                      (int)b[j].leaf);
         else
             snprintf(names[j], NAME, "input of parameter %d (by content)", (int)b[j].param);
+        struct stat sb;
+        if (!in->array && (stat(in->path, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+            /* Said as such, so that the message shows which rank lacks the
+             * file (a --checkpoint-dir the hosts do not share, a path only
+             * one host has) rather than two digests. */
+            add_text(fs, names[j], "no regular file at %.200s", in->path);
+            continue;
+        }
         sha256_init(&c);
         hash_input(&c, in, b[j].param, b[j].leaf, o->process_local);
         sha256_digest(&c, sizeof dg, dg);

@@ -143,7 +143,7 @@ typedef enum LimitRead {
 } LimitRead;
 
 /* A --limit value: a decimal integer from 1 to max; with `suffixes`
- * (memory) a K, M or G after it multiplies by 1024, 1024^2, 1024^3. Too
+ * (memory) a K, M, G or T after it multiplies by 1024, 1024^2, 1024^3, 1024^4. Too
  * large is told apart (memory=99999999999999999999999 said "needs a
  * number >= 1": strtoll's overflow was read as a bad number). */
 static LimitRead limit_value(const char *v, bool suffixes, int64_t max, int64_t *out)
@@ -156,7 +156,7 @@ static LimitRead limit_value(const char *v, bool suffixes, int64_t max, int64_t 
         return LIMIT_BAD;
     int shift = 0;
     if (suffixes && *end && !end[1]) {
-        const char *units = "KMG", *u = strchr(units, *end);
+        const char *units = "KMGT", *u = strchr(units, *end);
         if (!u)
             return LIMIT_BAD;
         shift = 10 * (int)(u - units + 1);
@@ -210,8 +210,8 @@ TsStatus ts_limits_set(TsLimits *l, const char *spec, TsDiag *d)
                         &id, d);
     if (r == LIMIT_BAD)
         return api_give(ir_error(&id, IR_EINPUT, NULL, NULL, (IrPos){0, 0},
-                                 k == MEMORY ? "--limit memory needs a number of bytes >= 1 (K, M or G: "
-                                               "times 1024, 1024^2, 1024^3), not '%s'"
+                                 k == MEMORY ? "--limit memory needs a number of bytes >= 1 (K, M, G or T: "
+                                               "times 1024, 1024^2, 1024^3, 1024^4), not '%s'"
                                              : "--limit %s needs a whole number from 1 to %lld, not '%s'",
                                  k == MEMORY ? eq + 1 : names[k].name, (long long)names[k].max, eq + 1),
                         &id, d);

@@ -896,7 +896,11 @@ static IrStatus load_lines(Loader *L, PlanCluster *c)
             return bad(L, 1, "output %d is input %d as it came in, but TesselOutputSharding %d is not its "
                        "TesselInputSharding %d", (int)o, (int)src, (int)o, (int)src);
     }
-    return IR_OK;
+    /* The collectives' groups and pairs within the plan's devices, as
+     * `check` and a compile check a model's: a plan edited (and signed
+     * again) to name device 5 of 2 is refused when loaded, not on each
+     * device when it runs. */
+    return ir_verify_groups(c->spmd, c->num_partitions, c->num_replicas, L->d);
 }
 
 /* The modules of a plan are checked against the default limits, with

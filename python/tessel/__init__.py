@@ -345,7 +345,7 @@ def compile(model, num_partitions=0, num_replicas=0, hosts=0, local_devices=0, l
     (`--host-cores`): where a host's devices outnumber them, no tie-break
     toward less communication (0: the profile's "host_cores", else a core
     per device). memory: bytes per device (an int, or text with
-    K, M or G) the compile fits the program into, reordering and
+    K, M, G or T) the compile fits the program into, reordering and
     recomputing values (`--limit memory=`; Plan.memory_fit says what it
     did); Error (status 2) naming the smallest peak reached when nothing
     fits. donate="auto": input_output_alias pairs inferred where safe (a

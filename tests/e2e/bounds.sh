@@ -46,7 +46,9 @@ expect_status 2 "$TESSEL" run "$FOREVER" --random-inputs 1 --limit memory=100
 expect_in "$ERR" "bytes per device, more than --limit memory=100: the smallest estimated peak that reordering and rematerialization reached ($need before)"
 expect_status 1 "$TESSEL" run "$FOREVER" --random-inputs 1 --limit memory=1K --limit trips=3
 expect_status 2 "$TESSEL" run "$FOREVER" --random-inputs 1 --limit memory=12Q
-expect_in "$ERR" "K, M or G"
+expect_in "$ERR" "K, M, G or T"
+# T is 1024^4, as docs/cli.md says (it was refused)
+expect_status 0 "$TESSEL" compile "$FOREVER" --limit memory=1T -o "$WORK/t.plan"
 "${MPIRUN[@]}" "$TESSEL" run "$FOREVER" --random-inputs 1 --limit memory=100 </dev/null >"$OUT" 2>"$ERR" && fail "mpirun --limit memory=100 ran"
 expect_in "$ERR" "more than --limit memory=100"
 

@@ -137,6 +137,16 @@ expect_in "$ERR" "evil.plan:$(wc -l <"$WORK/evil.plan"):24: error: the plan file
 plan_resign "$WORK/evil.plan" # behind a right digest: checked all the same
 expect_status 2 "$TESSEL" run "$WORK/evil.plan" --random-inputs 1
 expect_in "$ERR" 'evil.plan:15:3: error: act: custom-call target "evil" is not registered'
+# a collective naming a device the plan lacks (behind a right digest):
+# refused when the plan is loaded, by `plan` as by `run` (plan printed it,
+# exit 0; run failed on each device as it ran)
+sed 's/replica_groups={{0,1}}/replica_groups={{0,5}}/' "$WORK/good.plan" >"$WORK/groups.plan"
+grep -q 'replica_groups={{0,5}}' "$WORK/groups.plan" || fail "the plan has no replica_groups={{0,1}} to edit"
+plan_resign "$WORK/groups.plan"
+for cmd in plan run; do
+    expect_status 2 "$TESSEL" $cmd "$WORK/groups.plan"
+    expect_in "$ERR" "error: all-reduce: replica_groups names 5, but there are 2 devices"
+done
 
 # fusion changes no bit: the partitioned run unfused (TESSEL_FUSION=off)
 # prints the same as fused with the defaults, with every array fused
