@@ -605,6 +605,9 @@ IrStatus auto_ilp_solve(const AutoGraph *g, double mem_limit, int32_t *choice, A
  * a memory limit besides the Lagrangian (GLPK takes milliseconds to a
  * fifth of a second there: 2,211 columns 0.18 s; 12,217 took 16 s). */
 #define AUTO_EXACT_COLUMNS 5000
+/* The most columns the integer program is given (ilp.c): past it the
+ * simplex alone takes minutes to hours, so the compile is refused. */
+#define AUTO_ILP_MAX_COLUMNS 250000
 
 /* auto_ilp_solve with branch and bound stopped after node_limit
  * subproblems (tests). */

@@ -242,6 +242,19 @@ static IrStatus least_rows(const AutoGraph *g, AutoTerm objective, const double 
     for (int t = AUTO_TERM_TIME; t <= AUTO_TERM_WIRE; t++)
         nz += bound[t] > 0 ? (size_t)ncol : 0;
     nz += (size_t)nrows * (size_t)ncol; /* the rows kept apart: a cell per column at most */
+    /* The simplex's time grows faster than the columns (128,307 of a
+     * 4-layer MLP step on 2x2x2: 31 s here; 1,649,212 on 2x2x2x2: more
+     * than 10 minutes and 700 MB), and no count bounds it: a program past
+     * AUTO_ILP_MAX_COLUMNS is refused at once, saying so. */
+    if (ncol > AUTO_ILP_MAX_COLUMNS) {
+        ts_free(xcol);
+        ts_free(ycol);
+        return ir_error(d, IR_EUNSUPPORTED, NULL, NULL, (IrPos){0, 0},
+                        "the sharding program over this mesh has %d columns (its groups' strategies and their "
+                        "pairs), more than the %d tessel solves: give --mesh fewer axes (a 2-axis mesh of the "
+                        "same devices), or shardings for some of the values",
+                        ncol, AUTO_ILP_MAX_COLUMNS);
+    }
     Lp lp = {.p = glp_create_prob()};
     lp.ia = ts_calloc(nz + 1, sizeof *lp.ia);
     lp.ja = ts_calloc(nz + 1, sizeof *lp.ja);

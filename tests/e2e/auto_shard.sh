@@ -212,6 +212,12 @@ expect_status 0 "$TESSEL" compile "$WORK/yx.hlo" --auto-shard --mesh 2x2 -o "$WO
 printf 'HloModule one\nENTRY main {\n  p = f32[1,8] parameter(0), sharding={devices=[4,1]<=[4]}\n  q = f32[1,8] parameter(1)\n  ROOT a = f32[1,8] add(p, q)\n}\n' >"$WORK/one.hlo"
 expect_status 2 "$TESSEL" compile "$WORK/one.hlo" --auto-shard --mesh 4 -o -
 expect_in "$ERR" "one.hlo:3:3: error: the sharding of p cuts its dim 0, of 1 element, into 4 tiles: 3 of them would hold nothing but padding"
+# A 4-axis mesh's program for a 4-layer MLP step (JAX's value_and_grad,
+# 13 rows): 1,649,212 columns, refused at once (it ran for more than 10
+# minutes in the simplex); its 2-axis mesh of the same 16 devices solves.
+expect_status 2 timeout 120 "$TESSEL" compile "$TESSEL_SRC/tests/e2e/mlp4_step.hlo" --auto-shard --mesh 2x2x2x2 -o -
+expect_in "$ERR" "columns (its groups' strategies and their pairs), more than the 250000 tessel solves: give --mesh fewer axes"
+expect_status 0 timeout 120 "$TESSEL" compile "$TESSEL_SRC/tests/e2e/mlp4_step.hlo" --auto-shard --mesh 4x4 -o "$WORK/m4.plan"
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=64K -o -
 expect_in "$ERR" "no sharding over the mesh fits the memory limit"
 expect_status 0 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=4M -o -
