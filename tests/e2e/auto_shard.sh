@@ -215,8 +215,12 @@ expect_in "$ERR" "one.hlo:3:3: error: the sharding of p cuts its dim 0, of 1 ele
 # A 4-axis mesh's program for a 4-layer MLP step (JAX's value_and_grad,
 # 13 rows): 1,649,212 columns, refused at once (it ran for more than 10
 # minutes in the simplex); its 2-axis mesh of the same 16 devices solves.
-expect_status 2 timeout 120 "$TESSEL" compile "$TESSEL_SRC/tests/e2e/mlp4_step.hlo" --auto-shard --mesh 2x2x2x2 -o -
-expect_in "$ERR" "columns (its groups' strategies and their pairs), more than the 250000 tessel solves: give --mesh fewer axes"
+# (Not under ASan: the graph of 1.6 M cells built before the count is
+# refused takes 16 s there, 2.5 s here, of the suite's 30 minutes.)
+if ! grep -q -a "__asan_init" "$TESSEL"; then
+    expect_status 2 timeout 120 "$TESSEL" compile "$TESSEL_SRC/tests/e2e/mlp4_step.hlo" --auto-shard --mesh 2x2x2x2 -o -
+    expect_in "$ERR" "columns (its groups' strategies and their pairs), more than the 250000 tessel solves: give --mesh fewer axes"
+fi
 expect_status 0 timeout 120 "$TESSEL" compile "$TESSEL_SRC/tests/e2e/mlp4_step.hlo" --auto-shard --mesh 4x4 -o "$WORK/m4.plan"
 expect_status 2 "$TESSEL" compile "$S" --auto-shard --mesh 2x2 --limit memory=64K -o -
 expect_in "$ERR" "no sharding over the mesh fits the memory limit"
