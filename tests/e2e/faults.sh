@@ -11,7 +11,8 @@
 #     fail without calling MPI; the message must be "rank R: MPI_<call>
 #     failed: ... (injected ...)". N = C+1 is no longer reached: that run
 #     must succeed with the clean run's output. All N up to 40 are walked,
-#     then a stride (at most ~20 more runs per rank; the script says so).
+#     then a stride (at most ~20 more runs per rank; the script says so);
+#     under ASan rank 1 takes the odd points and rank 0 the even ones.
 #     The same, rank 1 only, for a module with host work (host_attr_while:
 #     every rank runs the host program, clusters on the ranks' devices).
 #  2. SIGKILL of rank 1, then of rank 0, in the middle of a long run
@@ -84,8 +85,15 @@ walk() {
     c=$(sed -n 's/^tessel: stats: MPI calls *\([0-9]*\) on rank 0$/\1/p' "$ERR")
     [ -n "$c" ] && [ "$c" -ge 20 ] || fail "$name: the clean run's MPI call count is '$c'"
     echo "faults: $name: the clean run makes $c MPI calls per rank (with --stats)"
+    local k
     for r in "$@"; do
+        k=0
         for n in $(walk_points "$c"); do
+            # Under ASan rank 1 takes the odd points, rank 0 the even ones
+            # (and both C), so every point still fails once there; the
+            # release build walks every point on every rank.
+            k=$((k + 1))
+            [ "$ASAN_BUILD" = 0 ] || [ "$n" = "$c" ] || [ $(((k + r) % 2)) = 0 ] || continue
             dir="$WORK/out.$name.$r.$n"
             what="$name: TESSEL_FAIL_MPI_AFTER=$n on rank $r"
             job "$dir" -x TESSEL_FAIL_MPI_AFTER="$n" -x TESSEL_FAIL_MPI_RANK="$r"

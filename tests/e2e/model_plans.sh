@@ -8,8 +8,12 @@
 # (the oracle's tolerance, compared with NumPy). Host-work models are covered, with
 # --steps, by host_plans.sh. Each plan's text is also replayed with
 # --spmd on 1, 2 and 4 hosts (inputs cut and outputs joined with NumPy by
-# replay_io.py). Under the asan build a fixed sample (every
-# fourth model) runs, to keep the suite's time. A model's comparisons are
+# replay_io.py). A fixed sample runs, to keep the suite's time: the
+# release build every second model (the 1st, 3rd, ...), the asan build
+# every eighth of the others (the 2nd, 10th, ...); with --all every model
+# (ctest label model_plans_sweep: `TESSEL_MODEL_PLANS_SWEEP=1 ctest -L
+# model_plans_sweep`, about 2 minutes; --if-asked skips, 77, without that
+# variable). A model's comparisons are
 # made together after its runs, in one same_outputs.py process (and its
 # joins in one replay_io.py): NumPy's import, not the comparing, was most
 # of the test's time (10 Python processes a model before, 4 now).
@@ -20,15 +24,25 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" # Open MPI's own allocations (see mpi.sh)
 RIO="$TESSEL_SRC/tests/e2e/replay_io.py"
 SAME="$TESSEL_SRC/tests/e2e/same_outputs.py"
-STEP=1
-case "${TESSEL_BUILD:-}" in */asan) STEP=4 ;; esac
+STEP=2 FIRST=0
+case "${TESSEL_BUILD:-}" in */asan) STEP=8 FIRST=1 ;; esac
+for arg in "$@"; do
+    case "$arg" in
+    --all) STEP=1 FIRST=0 ;;
+    --if-asked) [ "${TESSEL_MODEL_PLANS_SWEEP:-0}" = 1 ] || {
+        echo "model_plans: the sweep runs only with TESSEL_MODEL_PLANS_SWEEP=1"
+        exit 77
+    } ;;
+    *) fail "unknown argument $arg" ;;
+    esac
+done
 
 i=0
 ran=0
 for model in "$TESSEL_SRC"/tests/models/*.hlo; do
     ! grep -q 'tessel_print\|tessel_save\|_xla_compute_type' "$model" || continue
     i=$((i + 1))
-    [ $(((i - 1) % STEP)) = 0 ] || continue
+    [ $(((i - 1) % STEP)) = "$FIRST" ] || continue
     name=$(basename "$model" .hlo)
     # the largest device count the model lists; one device without a list
     n=$(sed -n 's|^// devices: *||p' "$model" | tr ',' '\n' | sort -n | tail -1)
