@@ -465,6 +465,49 @@ static IrStatus split_result(CollDevice *dev, const IrModule *m, const IrInstr *
     return IR_OK;
 }
 
+/* May the add an all-reduce took in follow its result v (an array of
+ * the addend's dims)? */
+static bool can_add(const DevValue *v, const DevValue *addend)
+{
+    return v->shape.type != IR_TUPLE && coll_dims_equal(&addend->shape, &v->shape);
+}
+
+/* v + addend into a new array, counted against this thread's device. */
+static IrStatus sum_into_new(const IrModule *m, const IrInstr *ins, const DevValue *v, const DevValue *addend,
+                             DevValue **out, IrDiag *d)
+{
+    DevValue *r = dev_value_new_uninit(&v->shape);
+    if (!r)
+        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
+    void *dst[1] = {r->data};
+    const void *src[2] = {v->data, addend->data};
+    coll_combine(OP_ADD, v->shape.type, dst, 1, 0, src, 2, 0, dev_value_elements(v), false);
+    *out = r;
+    return IR_OK;
+}
+
+/* The representative's result v as the share it publishes, counted
+ * against a: arrays that are shares counted against a already (taken
+ * from the leader's reduced result) stay as they are, since a second
+ * share beside the first counts its bytes twice until the first is
+ * released (one array over the memory plan's estimate, measured under
+ * mpirun with two devices a rank). On OOM, v as it is. */
+static DevValue *rep_share(DevValue *v, DevAllocator *a)
+{
+    if (v->shape.type == IR_TUPLE && dev_value_sole(v)) {
+        for (int32_t k = 0; k < v->nelems; k++)
+            v->elems[k] = rep_share(v->elems[k], a);
+        return v;
+    }
+    if (v->shape.type != IR_TUPLE && v->base && v->charged == a)
+        return v;
+    DevValue *share = dev_value_share(v, a);
+    if (!share)
+        return v;
+    dev_value_unref(v);
+    return share;
+}
+
 /* This device's result. Values are immutable, so where every member of a
  * group gets the same array (all-gather, all-reduce, broadcast) the group's
  * first member on this host computes it and every member takes a share
@@ -516,11 +559,8 @@ static IrStatus group_result(CollDevice *dev, const IrModule *m, const IrInstr *
          * others take shares of it (of its arrays) after the coll_barrier,
          * while it keeps it until the closing one. (A share cannot be had:
          * the result itself, which the others' shares then uncount.) */
-        DevValue *share = st == IR_OK ? dev_value_share(*out, dev_alloc_current()) : NULL;
-        if (share) {
-            dev_value_unref(*out);
-            *out = share;
-        }
+        if (st == IR_OK)
+            *out = rep_share(*out, dev_alloc_current());
         w->shared[dev->id - w->first] = st == IR_OK ? *out : NULL;
     }
     if (!coll_barrier(w)) {
@@ -536,6 +576,17 @@ static IrStatus group_result(CollDevice *dev, const IrModule *m, const IrInstr *
     DevValue *v = w->shared[rep - w->first];
     if (!v)
         return coll_result(m, ins, cw, dev->id, ops, nopnd, w->reduced[dev->id], out, d);
+    const DevValue *addend = w->addend[dev->id];
+    if (addend && can_add(v, addend)) {
+        /* The add taken in goes straight into a result of this device's
+         * own, never beside a share of the representative's: the two at
+         * once were one buffer over the memory plan's estimate (the add
+         * in place) on every device but the representative, which adds
+         * in place once the others are done (add_after). */
+        IrStatus st = sum_into_new(m, ins, v, addend, out, d);
+        *added = st == IR_OK;
+        return st;
+    }
     if (!(*out = dev_value_share(v, dev_alloc_current())))
         return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
     return IR_OK;
@@ -634,29 +685,26 @@ IrStatus coll_collective(CollDevice *dev, const IrModule *m, const IrInstr *ins,
 /* The add an all-reduce took in, where its step did not (across hosts, a
  * result shared by the group, one device): *out + addend, in *out's own
  * buffer when it holds it alone (after the closing barrier the others'
- * references are gone), else in a new one. The bits of the add run
- * apart (f32 and f64 add commute). */
+ * references are gone), else in a new one (sum_into_new). The bits of
+ * the add run apart (f32 and f64 add commute). */
 static IrStatus add_after(const IrModule *m, const IrInstr *ins, DevValue **out, const DevValue *addend, IrDiag *d)
 {
     DevValue *v = *out;
-    if (v->shape.type == IR_TUPLE || !coll_dims_equal(&addend->shape, &v->shape))
+    if (!can_add(v, addend))
         return coll_error(m, ins, d, IR_EINTERNAL, "the add taken in has an addend of another shape");
-    int64_t count = dev_value_elements(v);
     if (dev_value_sole(v)) {
         void *dst[1] = {v->data};
         const void *src[2] = {v->data, addend->data};
-        coll_combine(OP_ADD, v->shape.type, dst, 1, 0, src, 2, 0, count, false);
+        coll_combine(OP_ADD, v->shape.type, dst, 1, 0, src, 2, 0, dev_value_elements(v), false);
         return IR_OK;
     }
-    DevValue *r = dev_value_new_uninit(&v->shape);
-    if (!r)
-        return coll_error(m, ins, d, IR_ENOMEM, "out of memory");
-    void *dst[1] = {r->data};
-    const void *src[2] = {v->data, addend->data};
-    coll_combine(OP_ADD, v->shape.type, dst, 1, 0, src, 2, 0, count, false);
-    dev_value_unref(v);
-    *out = r;
-    return IR_OK;
+    DevValue *r = NULL;
+    IrStatus st = sum_into_new(m, ins, v, addend, &r, d);
+    if (st == IR_OK) {
+        dev_value_unref(v);
+        *out = r;
+    }
+    return st;
 }
 
 /* A collective, timed: --stats reports the time devices spend in them

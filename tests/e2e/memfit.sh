@@ -181,6 +181,28 @@ same_outputs "$WORK/ref" "$WORK/mpi4800000" "mpirun -np 2, 4 devices, fitted"
 r=$(sed -n 's/.*memory per rank.*(largest\/estimate \([0-9.]*\)).*/\1/p' "$ERR")
 awk -v r="$r" 'BEGIN { exit !(r >= 0.9 && r <= 1.1) }' ||
     fail "mpirun -np 2 --stats: the largest rank's peak and the estimate differ by more than 10%: $(grep 'per rank' "$ERR")"
+# Two devices a rank, an all-reduce across the ranks (and one with the add
+# that reads it taken in): the group's representative on each rank holds
+# one share of the leader's result, never two at once (coll/steps.c
+# rep_share; it measured one result over the estimate, 81920 bytes), and
+# with the add each device sums into a result of its own.
+for root in multiply add; do
+    cat >"$WORK/ar_$root.hlo" <<HLO
+HloModule ar_$root, num_partitions=4
+
+ENTRY main {
+  x = f32[256,64] parameter(0), sharding={devices=[4,1]0,1,2,3}
+  w = f32[64,64] parameter(1), sharding={replicated}
+  d = f32[64,64] dot(x, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}, sharding={replicated}
+  ROOT r = f32[64,64] $root(d, w), sharding={replicated}
+}
+HLO
+    expect_status 0 "$TESSEL" run "$WORK/ar_$root.hlo" --random-inputs 5 --output-dir "$WORK/ar1_$root"
+    "${MPIRUN[@]}" -np 2 "$TESSEL" run "$WORK/ar_$root.hlo" --random-inputs 5 --stats \
+        --output-dir "$WORK/ar2_$root" >"$OUT" 2>"$ERR" || fail "mpirun -np 2 ar_$root: $(head -3 "$ERR")"
+    expect_in "$ERR" "memory per device: plan estimate 65536 bytes; measured peak device 0 65536, device 1 65536 bytes"
+    same_outputs "$WORK/ar1_$root" "$WORK/ar2_$root" "ar_$root under mpirun -np 2"
+done
 m=$(instantiate "$TESSEL_SRC/tests/models/scan.hlo" 2)
 "${MPIRUN[@]}" -np 2 "$TESSEL" run "$m" --random-inputs 3 --output-dir "$WORK/mpiscan" >"$OUT" 2>"$ERR" ||
     fail "mpirun -np 2 scan: $(head -3 "$ERR")"
